@@ -1,0 +1,106 @@
+// Command ledgerd is the pactledger server: the ledger API over gRPC and
+// REST, health, metrics and the evidence uploader.
+//
+//	ledgerd [--config FILE] [flags]   serve
+//	ledgerd config example            print a commented example configuration
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ledgerd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && args[0] == "config" {
+		if len(args) == 2 && args[1] == "example" {
+			_, err := stdout.Write(config.Example)
+			return err
+		}
+		return errors.New("usage: ledgerd config example")
+	}
+	fs := flag.NewFlagSet("ledgerd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfgPath      = fs.String("config", "", "YAML configuration file (see: ledgerd config example)")
+		grpcAddr     = fs.String("grpc-addr", "", "gRPC listen address (default 127.0.0.1:9090)")
+		httpAddr     = fs.String("http-addr", "", "REST/health/metrics listen address (default 127.0.0.1:8080)")
+		dataDir      = fs.String("data-dir", "", "data directory (default ./data)")
+		evidenceDir  = fs.String("evidence-dir", "", "local evidence directory (selects evidence type dir)")
+		s3Endpoint   = fs.String("s3-endpoint", "", "S3 endpoint host:port (selects evidence type s3)")
+		s3Bucket     = fs.String("s3-bucket", "", "S3 bucket with Object Lock")
+		s3AccessKey  = fs.String("s3-access-key", "", "S3 access key (secret from PACTLEDGER_S3_SECRET_KEY)")
+		s3Insecure   = fs.Bool("s3-insecure", false, "plain http to the S3 endpoint (loopback test servers)")
+		s3Create     = fs.Bool("s3-create-bucket", false, "create the bucket with Object Lock when missing")
+		audience     = fs.String("audience", "", "aud personal-agent JWTs must carry")
+		insecureJWKS = fs.Bool("allow-insecure-loopback-jwks", false, "allow http:// JWKS on loopback (tests only)")
+		logLevel     = fs.String("log-level", "", "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Listen.GRPC, *grpcAddr)
+	set(&cfg.Listen.HTTP, *httpAddr)
+	set(&cfg.DataDir, *dataDir)
+	set(&cfg.Audience, *audience)
+	set(&cfg.Log.Level, *logLevel)
+	if *evidenceDir != "" {
+		cfg.Evidence.Type, cfg.Evidence.Dir = "dir", *evidenceDir
+	}
+	if *s3Endpoint != "" {
+		cfg.Evidence.Type, cfg.Evidence.S3.Endpoint = "s3", *s3Endpoint
+	}
+	set(&cfg.Evidence.S3.Bucket, *s3Bucket)
+	set(&cfg.Evidence.S3.AccessKey, *s3AccessKey)
+	if v := os.Getenv("PACTLEDGER_S3_SECRET_KEY"); v != "" {
+		cfg.Evidence.S3.SecretKey = v
+	}
+	if *s3Insecure {
+		cfg.Evidence.S3.Insecure = true
+	}
+	if *s3Create {
+		cfg.Evidence.S3.CreateBucket = true
+	}
+	if *insecureJWKS {
+		cfg.AllowInsecureLoopbackJWKS = true
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return fmt.Errorf("log level %q: %w", cfg.Log.Level, err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return server.Run(ctx, cfg, log)
+}

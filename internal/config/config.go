@@ -1,0 +1,320 @@
+// Package config is ledgerd's configuration: one YAML file, defaults for
+// the embedded setup, validation, and the commented example that
+// `ledgerd config example` prints.
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Example is the commented example configuration.
+//
+//go:embed example.yaml
+var Example []byte
+
+// Roles an API key can hold (API.md).
+const (
+	RoleWriter  = "writer"
+	RoleSupport = "support"
+	RoleAuditor = "auditor"
+	RoleAdmin   = "admin"
+)
+
+// Roles lists every role.
+var Roles = []string{RoleWriter, RoleSupport, RoleAuditor, RoleAdmin}
+
+// Config is ledgerd's whole configuration.
+type Config struct {
+	Listen                    Listen          `yaml:"listen"`
+	DataDir                   string          `yaml:"dataDir"`
+	Evidence                  Evidence        `yaml:"evidence"`
+	APIKeys                   []APIKey        `yaml:"apiKeys"`
+	Audience                  string          `yaml:"audience"`
+	AllowInsecureLoopbackJWKS bool            `yaml:"allowInsecureLoopbackJwks"`
+	Brands                    []Brand         `yaml:"brands"`
+	Agents                    []Agent         `yaml:"agents"`
+	Retention                 Retention       `yaml:"retention"`
+	Log                       Log             `yaml:"log"`
+	ShutdownTimeout           Duration        `yaml:"shutdownTimeout"`
+	Limits                    RequestLimits   `yaml:"limits"`
+	Uploader                  UploaderOptions `yaml:"uploader"`
+}
+
+// Listen holds the listen addresses.
+type Listen struct {
+	GRPC string `yaml:"grpc"`
+	HTTP string `yaml:"http"`
+}
+
+// Evidence selects the write-once evidence store.
+type Evidence struct {
+	// Type is "dir" (default) or "s3".
+	Type string `yaml:"type"`
+	// Dir is the evidence directory for type dir; default <dataDir>/evidence.
+	Dir string `yaml:"dir"`
+	S3  S3     `yaml:"s3"`
+}
+
+// S3 locates an S3 bucket with Object Lock.
+type S3 struct {
+	Endpoint     string `yaml:"endpoint"`
+	Bucket       string `yaml:"bucket"`
+	Region       string `yaml:"region"`
+	AccessKey    string `yaml:"accessKey"`
+	SecretKey    string `yaml:"secretKey"`
+	Insecure     bool   `yaml:"insecure"`
+	CreateBucket bool   `yaml:"createBucket"`
+}
+
+// APIKey is one API key: its name, the hex SHA-256 of the key, and roles.
+type APIKey struct {
+	Name   string   `yaml:"name"`
+	SHA256 string   `yaml:"sha256"`
+	Roles  []string `yaml:"roles"`
+}
+
+// Brand is a trusted brand.
+type Brand struct {
+	InterfaceURL string `yaml:"interfaceUrl"`
+	JWKSURI      string `yaml:"jwksUri"`
+	MetadataURL  string `yaml:"metadataUrl"`
+	Issuer       string `yaml:"issuer"`
+}
+
+// Agent is a registered personal agent.
+type Agent struct {
+	Issuer  string `yaml:"issuer"`
+	JWKSURI string `yaml:"jwksUri"`
+	Enabled *bool  `yaml:"enabled"`
+}
+
+// Retention overrides the retention periods and extends the tool table.
+type Retention struct {
+	// Periods by class name, as "18 months" or "90 days".
+	Periods map[string]string `yaml:"periods"`
+	// Tools maps a tool to a class name; merged over the built-in table.
+	Tools map[string]string `yaml:"tools"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level string `yaml:"level"`
+}
+
+// RequestLimits bounds request sizes.
+type RequestLimits struct {
+	// MaxBodyBytes caps REST bodies and gRPC messages; default 1 MiB.
+	MaxBodyBytes int `yaml:"maxBodyBytes"`
+}
+
+// UploaderOptions tunes the evidence uploader.
+type UploaderOptions struct {
+	Workers int `yaml:"workers"`
+	Batch   int `yaml:"batch"`
+}
+
+// Duration is a time.Duration written as "30s".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration like 30s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Default returns the embedded default configuration.
+func Default() Config {
+	return Config{
+		Listen:          Listen{GRPC: "127.0.0.1:9090", HTTP: "127.0.0.1:8080"},
+		DataDir:         "./data",
+		Evidence:        Evidence{Type: "dir"},
+		Audience:        "urn:pactledger:provider",
+		Log:             Log{Level: "info"},
+		ShutdownTimeout: Duration(30 * time.Second),
+		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
+	}
+}
+
+// Load reads path over the defaults. An empty path means defaults only.
+func Load(path string) (Config, error) {
+	c := Default()
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Validate checks the configuration and fills derived defaults.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("dataDir is required"))
+	}
+	if c.Listen.GRPC == "" || c.Listen.HTTP == "" {
+		errs = append(errs, errors.New("listen.grpc and listen.http are required"))
+	}
+	switch c.Evidence.Type {
+	case "", "dir":
+		c.Evidence.Type = "dir"
+		if c.Evidence.Dir == "" {
+			c.Evidence.Dir = filepath.Join(c.DataDir, "evidence")
+		}
+	case "s3":
+		if c.Evidence.S3.Endpoint == "" || c.Evidence.S3.Bucket == "" {
+			errs = append(errs, errors.New("evidence.s3.endpoint and evidence.s3.bucket are required for type s3"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("evidence.type %q: want dir or s3", c.Evidence.Type))
+	}
+	names := map[string]bool{}
+	for i, k := range c.APIKeys {
+		if k.Name == "" || names[k.Name] {
+			errs = append(errs, fmt.Errorf("apiKeys[%d]: a unique name is required", i))
+		}
+		names[k.Name] = true
+		if !sha256Hex.MatchString(k.SHA256) {
+			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: sha256 must be 64 lowercase hex (sha256sum of the key)", i, k.Name))
+		}
+		if len(k.Roles) == 0 {
+			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: at least one role is required", i, k.Name))
+		}
+		for _, r := range k.Roles {
+			if !slices.Contains(Roles, r) {
+				errs = append(errs, fmt.Errorf("apiKeys[%d] %s: unknown role %q (want %s)", i, k.Name, r, strings.Join(Roles, ", ")))
+			}
+		}
+	}
+	if c.Audience == "" {
+		errs = append(errs, errors.New("audience is required"))
+	}
+	for i, b := range c.Brands {
+		if b.InterfaceURL == "" || (b.JWKSURI == "") == (b.MetadataURL == "") {
+			errs = append(errs, fmt.Errorf("brands[%d]: interfaceUrl and exactly one of jwksUri or metadataUrl are required", i))
+		}
+		for _, u := range []string{b.JWKSURI, b.MetadataURL} {
+			if u != "" {
+				if err := verifier.CheckFetchURI(u, c.AllowInsecureLoopbackJWKS); err != nil {
+					errs = append(errs, fmt.Errorf("brands[%d]: %w", i, err))
+				}
+			}
+		}
+	}
+	for i, a := range c.Agents {
+		if a.Issuer == "" || a.JWKSURI == "" {
+			errs = append(errs, fmt.Errorf("agents[%d]: issuer and jwksUri are required", i))
+		} else if err := verifier.CheckFetchURI(a.JWKSURI, c.AllowInsecureLoopbackJWKS); err != nil {
+			errs = append(errs, fmt.Errorf("agents[%d]: %w", i, err))
+		}
+	}
+	if _, err := c.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+	}
+	if c.Limits.MaxBodyBytes <= 0 {
+		c.Limits.MaxBodyBytes = 1 << 20
+	}
+	return errors.Join(errs...)
+}
+
+// ParsePeriod parses "18 months", "90 days" or "1 month".
+func ParsePeriod(s string) (retention.Period, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return retention.Period{}, fmt.Errorf("period %q: want like \"18 months\" or \"90 days\"", s)
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 0 {
+		return retention.Period{}, fmt.Errorf("period %q: want a positive number", s)
+	}
+	switch strings.TrimSuffix(f[1], "s") {
+	case "month":
+		return retention.Period{Months: n}, nil
+	case "day":
+		return retention.Period{Days: n}, nil
+	}
+	return retention.Period{}, fmt.Errorf("period %q: unit must be months or days", s)
+}
+
+// Policy returns the retention policy: the defaults with the configured
+// periods and tools applied.
+func (c *Config) Policy() (retention.Policy, error) {
+	p := retention.DefaultPolicy()
+	for name, s := range c.Retention.Periods {
+		cl, err := retention.ParseClass(name)
+		if err != nil {
+			return p, fmt.Errorf("retention.periods: %w", err)
+		}
+		per, err := ParsePeriod(s)
+		if err != nil {
+			return p, fmt.Errorf("retention.periods.%s: %w", name, err)
+		}
+		p.Periods[cl] = per
+	}
+	for tool, name := range c.Retention.Tools {
+		cl, err := retention.ParseClass(name)
+		if err != nil {
+			return p, fmt.Errorf("retention.tools.%s: %w", tool, err)
+		}
+		p.Tools[tool] = cl
+	}
+	return p, p.Validate()
+}
+
+// VerifierBrands converts the brands for the verifier.
+func (c *Config) VerifierBrands() []verifier.Brand {
+	out := make([]verifier.Brand, len(c.Brands))
+	for i, b := range c.Brands {
+		out[i] = verifier.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, MetadataURL: b.MetadataURL, Issuer: b.Issuer}
+	}
+	return out
+}
+
+// VerifierAgents converts the personal-agent registry for the verifier;
+// enabled defaults to true.
+func (c *Config) VerifierAgents() []verifier.Agent {
+	out := make([]verifier.Agent, len(c.Agents))
+	for i, a := range c.Agents {
+		out[i] = verifier.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI, Enabled: a.Enabled == nil || *a.Enabled}
+	}
+	return out
+}
+
+// HashKey returns the hex SHA-256 of an API key, as configured.
+func HashKey(key string) string {
+	return hex.EncodeToString(sum256([]byte(key)))
+}

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func sum256(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
+
+// KeysDir is where first start writes generated API keys, under the data dir.
+const KeysDir = "api-keys"
+
+// EnsureKeys returns the API keys to use. With keys configured, those.
+// Otherwise the keys in <dataDir>/api-keys/<role>.key, creating one random
+// key per role (files mode 0600) on first start; created reports whether
+// it did.
+func EnsureKeys(c *Config) (keys []APIKey, dir string, created bool, err error) {
+	if len(c.APIKeys) > 0 {
+		return c.APIKeys, "", false, nil
+	}
+	dir = filepath.Join(c.DataDir, KeysDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, dir, false, fmt.Errorf("api key directory: %w", err)
+	}
+	for _, role := range Roles {
+		p := filepath.Join(dir, role+".key")
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			raw := make([]byte, 32)
+			if _, err := rand.Read(raw); err != nil {
+				return nil, dir, false, err
+			}
+			key := "pl_" + role + "_" + base64.RawURLEncoding.EncodeToString(raw)
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return nil, dir, false, fmt.Errorf("create %s: %w", p, err)
+			}
+			_, werr := f.WriteString(key + "\n")
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return nil, dir, false, fmt.Errorf("write %s: %w", p, werr)
+			}
+			created = true
+			b = []byte(key)
+		} else if err != nil {
+			return nil, dir, false, fmt.Errorf("read %s: %w", p, err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return nil, dir, false, fmt.Errorf("%s is empty", p)
+		}
+		keys = append(keys, APIKey{Name: role, SHA256: HashKey(key), Roles: []string{role}})
+	}
+	return keys, dir, created, nil
+}

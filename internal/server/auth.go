@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/internal/config"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// methodRoles is the role table of API.md: which roles may call each RPC.
+// An RPC missing from it is refused to everyone.
+var methodRoles = map[string][]string{
+	ledgerv1.LedgerService_AppendReceipt_FullMethodName:      {config.RoleWriter},
+	ledgerv1.LedgerService_AppendRefusal_FullMethodName:      {config.RoleWriter},
+	ledgerv1.LedgerService_GetRow_FullMethodName:             {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_ListRows_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetEvidence_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetJwksSnapshot_FullMethodName:    {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_VerifyRow_FullMethodName:          {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_AppendDisputeEvent_FullMethodName: {config.RoleSupport, config.RoleAdmin},
+}
+
+// publicMethods need no key.
+var publicMethods = map[string]bool{
+	"/grpc.health.v1.Health/Check": true,
+	"/grpc.health.v1.Health/Watch": true,
+	"/grpc.health.v1.Health/List":  true,
+}
+
+type principal struct {
+	name  string
+	roles []string
+}
+
+type principalKey struct{}
+
+// caller returns the name of the authenticated key.
+func caller(ctx context.Context) string {
+	if p, ok := ctx.Value(principalKey{}).(principal); ok {
+		return p.name
+	}
+	return ""
+}
+
+// authenticator maps key hashes to principals.
+type authenticator struct {
+	keys map[[32]byte]principal
+}
+
+func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
+	a := &authenticator{keys: map[[32]byte]principal{}}
+	for _, k := range keys {
+		b, err := hex.DecodeString(k.SHA256)
+		if err != nil || len(b) != 32 {
+			return nil, status.Errorf(codes.InvalidArgument, "api key %s: bad sha256", k.Name)
+		}
+		a.keys[[32]byte(b)] = principal{name: k.Name, roles: k.Roles}
+	}
+	return a, nil
+}
+
+func (a *authenticator) lookup(key string) (principal, bool) {
+	// Only hashes are held and compared: timing reveals nothing about keys.
+	p, ok := a.keys[sha256.Sum256([]byte(key))]
+	return p, ok
+}
+
+// authorize authenticates the caller of method and checks its role.
+func (a *authenticator) authorize(ctx context.Context, method string) (context.Context, error) {
+	if publicMethods[method] {
+		return ctx, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	var key string
+	if v := md.Get("authorization"); len(v) > 0 {
+		key, _ = strings.CutPrefix(v[0], "Bearer ")
+		key = strings.TrimSpace(key)
+	}
+	if key == "" {
+		return nil, status.Error(codes.Unauthenticated, "missing API key: send Authorization: Bearer <key>")
+	}
+	p, ok := a.lookup(key)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "unknown API key")
+	}
+	allowed := methodRoles[method]
+	for _, r := range p.roles {
+		if slices.Contains(allowed, r) {
+			return context.WithValue(ctx, principalKey{}, p), nil
+		}
+	}
+	return nil, status.Errorf(codes.PermissionDenied, "key %s (roles %s) may not call %s", p.name, strings.Join(p.roles, ", "), method[strings.LastIndex(method, "/")+1:])
+}
+
+func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := a.authorize(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if _, err := a.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}

@@ -1,0 +1,319 @@
+// Package server wires ledgerd: the gRPC service with authentication and
+// roles, the REST gateway, health, metrics, the OpenAPI description and the
+// evidence uploader. Generated protobuf types stop here.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/storage/s3"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Version is the ledgerd version, recorded in every verifier record.
+var Version = "0.1.0"
+
+// Server is a running ledgerd.
+type Server struct {
+	cfg      config.Config
+	log      *slog.Logger
+	store    *bolt.Store
+	ledger   *ledger.Ledger
+	grpc     *grpc.Server
+	health   *health.Server
+	http     *http.Server
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	internal *bufconn.Listener
+	gwConn   *grpc.ClientConn
+}
+
+// New opens the stores, binds the listeners and prepares every part; Serve
+// starts them. On error everything opened so far is closed.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+	keys, keyDir, created, err := config.EnsureKeys(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.InfoContext(ctx, "created one API key per role (writer, support, auditor, admin); read them from the files, mode 0600", slog.String("dir", keyDir))
+	} else if keyDir != "" {
+		log.InfoContext(ctx, "using the API keys in the data directory", slog.String("dir", keyDir))
+	}
+	auth, err := newAuthenticator(keys)
+	if err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	batch := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "pactledger_commit_batch_rows", Help: "Transactions per bbolt commit (group commit batch size).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+	})
+	fetches := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_jwks_fetches_total", Help: "JWKS and metadata fetches by result."}, []string{"result"})
+	reg.MustRegister(batch, fetches)
+	metrics := ledger.NewMetrics(reg)
+
+	if err := mkdirAll(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	s.store, err = bolt.Open(filepath.Join(cfg.DataDir, "ledger.db"), bolt.Config{OnCommit: func(n int) { batch.Observe(float64(n)) }})
+	if err != nil {
+		return nil, err
+	}
+	var objects ledger.ObjectStore
+	switch cfg.Evidence.Type {
+	case "s3":
+		c := cfg.Evidence.S3
+		objects, err = s3.Open(ctx, s3.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: c.CreateBucket})
+	default:
+		objects, err = localdir.Open(cfg.Evidence.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("evidence store: %w", err)
+	}
+
+	fetcher := verifier.NewFetcher(verifier.FetcherConfig{
+		AllowInsecureLoopback: cfg.AllowInsecureLoopbackJWKS,
+		OnFetch:               func(r string) { fetches.WithLabelValues(r).Inc() },
+	})
+	registry, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
+	if err != nil {
+		return nil, err
+	}
+	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: "pactledger " + Version})
+	if err != nil {
+		return nil, err
+	}
+	policy, err := cfg.Policy()
+	if err != nil {
+		return nil, err
+	}
+	s.ledger, err = ledger.New(s.store, objects, v, registry, ledger.Config{Policy: policy, Metrics: metrics, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
+		metrics.OutboxDepth.Set(float64(n))
+	}
+
+	// gRPC: every RPC passes the authenticator.
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(auth.unary),
+		grpc.ChainStreamInterceptor(auth.stream),
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
+	)
+	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, log: log})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+
+	if s.grpcLis, err = net.Listen("tcp", cfg.Listen.GRPC); err != nil {
+		return nil, fmt.Errorf("listen grpc %s: %w", cfg.Listen.GRPC, err)
+	}
+	if s.httpLis, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
+		return nil, fmt.Errorf("listen http %s: %w", cfg.Listen.HTTP, err)
+	}
+
+	// The gateway reaches the gRPC server in memory, through the same
+	// interceptors as any gRPC client.
+	s.internal = bufconn.Listen(1 << 20)
+	s.gwConn, err = grpc.NewClient("passthrough:///ledgerd",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.internal.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+	)
+	if err := ledgerv1.RegisterLedgerServiceHandler(ctx, gw, s.gwConn); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(ledgerv1.OpenAPI)
+	})
+	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes)))
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	return s, nil
+}
+
+func limitBody(next http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"code": 3, "message": fmt.Sprintf("request body larger than %d bytes", max)})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	depth, derr := s.ledger.OutboxDepth(ctx)
+	body := map[string]any{"bbolt": "ok", "evidence": "ok", "outboxDepth": depth}
+	code := http.StatusOK
+	if derr != nil {
+		body["bbolt"], code = derr.Error(), http.StatusServiceUnavailable
+	}
+	if err := s.ledger.Ready(ctx); err != nil && derr == nil {
+		body["evidence"], code = "unreachable", http.StatusServiceUnavailable
+	}
+	if code != http.StatusOK {
+		body["status"] = "not ready"
+	} else {
+		body["status"] = "ready"
+	}
+	writeJSON(w, code, body)
+}
+
+// GRPCAddr is the bound gRPC address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Ledger returns the ledger, for in-process use.
+func (s *Server) Ledger() *ledger.Ledger { return s.ledger }
+
+// Serve runs until ctx is done, then shuts down gracefully: it stops taking
+// requests, lets in-flight ones finish (up to the shutdown timeout), stops
+// the uploader and closes the row store after its last commit.
+func (s *Server) Serve(ctx context.Context) error {
+	upCtx, stopUploader := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch})
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.grpc.Serve(s.grpcLis); err != nil {
+			errc <- fmt.Errorf("grpc: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		_ = s.grpc.Serve(s.internal)
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
+		slog.String("data_dir", s.cfg.DataDir), slog.String("evidence", s.cfg.Evidence.Type))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.log.Info("ledgerd shutting down: finishing in-flight requests")
+	s.health.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
+	defer cancel()
+	_ = s.http.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		s.grpc.Stop()
+	}
+	stopUploader()
+	wg.Wait()
+	s.closeAll()
+	s.log.Info("ledgerd stopped")
+	return serveErr
+}
+
+func (s *Server) closeAll() {
+	if s.gwConn != nil {
+		s.gwConn.Close()
+	}
+	for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.log.Error("close row store", slog.String("error", err.Error()))
+		}
+		s.store = nil
+	}
+}
+
+// Run starts ledgerd with cfg and serves until ctx is done.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}

@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// service implements ledgerv1.LedgerServiceServer over a ledger.Ledger.
+type service struct {
+	ledgerv1.UnimplementedLedgerServiceServer
+	l   *ledger.Ledger
+	log *slog.Logger
+}
+
+// toStatus maps ledger errors to gRPC status in one place. Internal detail
+// is logged, never returned.
+func (s *service) toStatus(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ledger.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ledger.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ledger.ErrClosed):
+		return status.Error(codes.Unavailable, "ledger is shutting down; retry")
+	case errors.Is(err, ledger.ErrUnavailable):
+		return status.Error(codes.Unavailable, "a store is unavailable; retry")
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	s.log.ErrorContext(ctx, "request failed", slog.String("op", op), slog.String("error", err.Error()))
+	return status.Error(codes.Internal, "internal error; see the server log")
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func fromTS(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+func (s *service) AppendReceipt(ctx context.Context, req *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
+	in := ledger.ReceiptInput{
+		ReceiptJWS:      req.GetReceiptJws(),
+		RequestJWT:      req.GetRequestJwt(),
+		DelegationToken: req.GetDelegationToken(),
+		ContextID:       req.GetContextId(),
+		MessageID:       req.GetMessageId(),
+	}
+	for _, a := range req.GetActions() {
+		in.Actions = append(in.Actions, verifier.Action{Tool: a.GetTool(), Target: a.GetTarget(), ArgsJSON: a.GetArgsJson()})
+	}
+	if lim := req.GetLimits(); lim != nil {
+		in.Limits = &ledger.Limits{AmountMax: lim.GetAmountMax(), CountMax: int(lim.GetCountMax())}
+	}
+	row, outcome, err := s.l.AppendReceipt(ctx, in)
+	if err != nil {
+		return nil, s.toStatus(ctx, "AppendReceipt", err)
+	}
+	return &ledgerv1.AppendReceiptResponse{Row: rowProto(row), Outcome: outcomeProto[outcome]}, nil
+}
+
+func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusalRequest) (*ledgerv1.AppendRefusalResponse, error) {
+	row, err := s.l.AppendRefusal(ctx, ledger.RefusalInput{
+		ClaimedPrincipal: req.GetClaimedPrincipal(),
+		ClaimedAgent:     req.GetClaimedAgent(),
+		RequestJWT:       req.GetRequestJwt(),
+		Tool:             req.GetAction().GetTool(),
+		Target:           req.GetAction().GetTarget(),
+		Reason:           req.GetReason(),
+		ObservedAt:       fromTS(req.GetObservedAt()),
+	})
+	if err != nil {
+		return nil, s.toStatus(ctx, "AppendRefusal", err)
+	}
+	return &ledgerv1.AppendRefusalResponse{Row: rowProto(row)}, nil
+}
+
+func (s *service) GetRow(ctx context.Context, req *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {
+	row, err := s.l.Get(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetRow", err)
+	}
+	return &ledgerv1.GetRowResponse{Row: rowProto(row)}, nil
+}
+
+func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (*ledgerv1.ListRowsResponse, error) {
+	q := ledger.Query{
+		Principal: req.GetPrincipal(),
+		GrantID:   req.GetGrantId(),
+		Target:    req.GetTarget(),
+		Agent:     req.GetAgent(),
+		Since:     fromTS(req.GetSince()),
+		Until:     fromTS(req.GetUntil()),
+		PageSize:  int(req.GetPageSize()),
+		PageToken: req.GetPageToken(),
+	}
+	if req.GetStatus() != ledgerv1.RowStatus_ROW_STATUS_UNSPECIFIED {
+		st, ok := statusFromProto[req.GetStatus()]
+		if !ok {
+			return nil, status.Error(codes.InvalidArgument, "unknown status")
+		}
+		q.Status = st
+	}
+	if req.GetRetentionClass() != ledgerv1.RetentionClass_RETENTION_CLASS_UNSPECIFIED {
+		c, ok := classFromProto[req.GetRetentionClass()]
+		if !ok {
+			return nil, status.Error(codes.InvalidArgument, "unknown retentionClass")
+		}
+		q.Class = c
+	}
+	rows, next, err := s.l.List(ctx, q)
+	if err != nil {
+		return nil, s.toStatus(ctx, "ListRows", err)
+	}
+	out := &ledgerv1.ListRowsResponse{NextPageToken: next, Rows: make([]*ledgerv1.Row, len(rows))}
+	for i, r := range rows {
+		out.Rows[i] = rowProto(r)
+	}
+	return out, nil
+}
+
+func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequest) (*ledgerv1.GetEvidenceResponse, error) {
+	v, err := s.l.Evidence(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetEvidence", err)
+	}
+	out := &ledgerv1.GetEvidenceResponse{
+		RowId:           v.RowID,
+		ReceiptJws:      v.Evidence.ReceiptJWS,
+		RequestJwt:      v.Evidence.RequestJWT,
+		DelegationToken: v.Evidence.DelegationToken,
+		JwksSnapshots:   v.Snapshots,
+		EvidenceSha256:  v.SHA256,
+	}
+	if r := v.Evidence.Refusal; r != nil {
+		out.RequestJwt = r.RequestJWT
+	}
+	for _, a := range v.Evidence.Actions {
+		out.Actions = append(out.Actions, &ledgerv1.Action{Tool: a.Tool, Target: a.Target, ArgsJson: a.ArgsJSON})
+	}
+	for _, o := range v.Objects {
+		out.Objects = append(out.Objects, objectProto(o.Name, o.Location))
+	}
+	return out, nil
+}
+
+func objectProto(name string, l ledger.Location) *ledgerv1.EvidenceObject {
+	return &ledgerv1.EvidenceObject{Name: name, Store: l.Store, Bucket: l.Bucket, Key: l.Key, VersionId: l.VersionID, RetainUntil: ts(l.RetainUntil), Uploaded: l.Uploaded}
+}
+
+func (s *service) GetJwksSnapshot(ctx context.Context, req *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error) {
+	snap, loc, err := s.l.Snapshot(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetJwksSnapshot", err)
+	}
+	return &ledgerv1.GetJwksSnapshotResponse{Id: snap.ID, Jwks: snap.Body, SourceUri: snap.URI, FetchedAt: ts(snap.FetchedAt), Object: objectProto(ledger.ObjectJWKS, loc)}, nil
+}
+
+func (s *service) VerifyRow(ctx context.Context, req *ledgerv1.VerifyRowRequest) (*ledgerv1.VerifyRowResponse, error) {
+	rv, err := s.l.VerifyRow(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "VerifyRow", err)
+	}
+	out := &ledgerv1.VerifyRowResponse{RowId: rv.RowID, Checks: checksProto(rv.Checks), WriteTimeChecks: checksProto(rv.WriteTime), Same: rv.Same}
+	for i, d := range rv.Differences {
+		if i > 0 {
+			out.Differences += "; "
+		}
+		out.Differences += d
+	}
+	return out, nil
+}
+
+func (s *service) AppendDisputeEvent(ctx context.Context, req *ledgerv1.AppendDisputeEventRequest) (*ledgerv1.AppendDisputeEventResponse, error) {
+	st, ok := disputeFromProto[req.GetStatus()]
+	if !ok {
+		return nil, status.Error(codes.InvalidArgument, "status must be DISPUTE_STATUS_OPEN or one of the DISPUTE_STATUS_RESOLVED_ values")
+	}
+	row, err := s.l.AppendDispute(ctx, req.GetId(), st, req.GetNote(), caller(ctx))
+	if err != nil {
+		return nil, s.toStatus(ctx, "AppendDisputeEvent", err)
+	}
+	return &ledgerv1.AppendDisputeEventResponse{Row: rowProto(row)}, nil
+}
+
+var (
+	outcomeProto = map[ledger.Outcome]ledgerv1.AppendOutcome{
+		ledger.Created:           ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED,
+		ledger.AlreadyRecorded:   ledgerv1.AppendOutcome_APPEND_OUTCOME_ALREADY_RECORDED,
+		ledger.DuplicateRecorded: ledgerv1.AppendOutcome_APPEND_OUTCOME_DUPLICATE,
+	}
+	statusProto = map[ledger.Status]ledgerv1.RowStatus{
+		ledger.Authorized:   ledgerv1.RowStatus_ROW_STATUS_AUTHORIZED,
+		ledger.Unauthorized: ledgerv1.RowStatus_ROW_STATUS_UNAUTHORIZED,
+		ledger.Incident:     ledgerv1.RowStatus_ROW_STATUS_INCIDENT,
+		ledger.Duplicate:    ledgerv1.RowStatus_ROW_STATUS_DUPLICATE,
+	}
+	statusFromProto = invert(statusProto)
+	classProto      = map[retention.Class]ledgerv1.RetentionClass{
+		retention.MoneyMoved:     ledgerv1.RetentionClass_RETENTION_CLASS_MONEY_MOVED,
+		retention.AccountChanged: ledgerv1.RetentionClass_RETENTION_CLASS_ACCOUNT_CHANGED,
+		retention.ReadOnly:       ledgerv1.RetentionClass_RETENTION_CLASS_READ_ONLY,
+		retention.Refused:        ledgerv1.RetentionClass_RETENTION_CLASS_REFUSED,
+		retention.Incident:       ledgerv1.RetentionClass_RETENTION_CLASS_INCIDENT,
+	}
+	classFromProto = invert(classProto)
+	disputeProto   = map[ledger.DisputeStatus]ledgerv1.DisputeStatus{
+		ledger.DisputeNone:                       ledgerv1.DisputeStatus_DISPUTE_STATUS_NONE,
+		ledger.DisputeOpen:                       ledgerv1.DisputeStatus_DISPUTE_STATUS_OPEN,
+		ledger.DisputeResolvedCustomerAuthorized: ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_CUSTOMER_AUTHORIZED,
+		ledger.DisputeResolvedIncident:           ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_INCIDENT,
+		ledger.DisputeResolvedOther:              ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
+	}
+	disputeFromProto = func() map[ledgerv1.DisputeStatus]ledger.DisputeStatus {
+		m := invert(disputeProto)
+		delete(m, ledgerv1.DisputeStatus_DISPUTE_STATUS_NONE)
+		return m
+	}()
+	kindProto = map[ledger.Kind]ledgerv1.RowKind{
+		ledger.KindReceipt: ledgerv1.RowKind_ROW_KIND_RECEIPT,
+		ledger.KindRefusal: ledgerv1.RowKind_ROW_KIND_REFUSAL,
+	}
+	checkProto = map[verifier.Outcome]ledgerv1.CheckResult{
+		verifier.Pass:    ledgerv1.CheckResult_CHECK_RESULT_PASS,
+		verifier.Fail:    ledgerv1.CheckResult_CHECK_RESULT_FAIL,
+		verifier.Skipped: ledgerv1.CheckResult_CHECK_RESULT_SKIPPED,
+	}
+	hashSourceProto = map[verifier.HashSource]ledgerv1.ArgsHashSource{
+		verifier.HashFromReceipt:      ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT,
+		verifier.HashComputedByLedger: ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER,
+	}
+)
+
+func invert[K, V comparable](m map[K]V) map[V]K {
+	out := make(map[V]K, len(m))
+	for k, v := range m {
+		out[v] = k
+	}
+	return out
+}
+
+func checksProto(cs []verifier.Check) []*ledgerv1.Check {
+	out := make([]*ledgerv1.Check, len(cs))
+	for i, c := range cs {
+		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: c.Detail}
+	}
+	return out
+}
+
+func rowProto(r *ledger.Row) *ledgerv1.Row {
+	p := &ledgerv1.Row{
+		Id:           r.ID,
+		ReceiptId:    r.ReceiptID,
+		Kind:         kindProto[r.Kind],
+		Status:       statusProto[r.Status],
+		GrantId:      r.GrantID,
+		Principal:    r.Principal,
+		Brand:        r.Brand,
+		Agent:        &ledgerv1.Agent{Platform: r.Agent.Platform, RequestJwtKid: r.Agent.RequestJWTKid, JwksSnapshot: r.Agent.JWKSSnapshot},
+		BrandKey:     &ledgerv1.BrandKey{Kid: r.BrandKey.Kid, JwksSnapshot: r.BrandKey.JWKSSnapshot},
+		ScopeGranted: r.ScopeGranted,
+		ScopesUsed:   r.ScopesUsed,
+		Limits:       &ledgerv1.Limits{AmountMax: r.Limits.AmountMax, CountMax: int32(r.Limits.CountMax), GrantExpires: ts(r.Limits.GrantExpires)},
+		IssuedAt:     ts(r.IssuedAt),
+		RecordedAt:   ts(r.RecordedAt),
+		Verifier: &ledgerv1.Verifier{
+			CheckedBy:   r.Verifier.CheckedBy,
+			CheckedAt:   ts(r.Verifier.CheckedAt),
+			Checks:      checksProto(r.Verifier.Checks),
+			DuplicateOf: r.Verifier.DuplicateOf,
+		},
+		RetentionClass:    classProto[r.Class],
+		RetainUntil:       ts(r.RetainUntil),
+		IncidentId:        r.IncidentID,
+		DisputeStatus:     disputeProto[r.Dispute],
+		EvidenceSha256:    r.EvidenceSHA256,
+		ContextId:         r.ContextID,
+		MessageId:         r.MessageID,
+		UnclassifiedTools: r.UnclassifiedTools,
+	}
+	for _, a := range r.Actions {
+		p.Actions = append(p.Actions, &ledgerv1.RowAction{Tool: a.Tool, Target: a.Target, ArgsHash: a.ArgsHash, ArgsHashSource: hashSourceProto[a.HashSource]})
+	}
+	for _, e := range r.DisputeEvents {
+		p.DisputeEvents = append(p.DisputeEvents, &ledgerv1.DisputeEvent{At: ts(e.At), Status: disputeProto[e.Status], Note: e.Note, By: e.By})
+	}
+	if r.Refusal != nil {
+		p.Refusal = &ledgerv1.Refusal{ClaimedPrincipal: r.Refusal.ClaimedPrincipal, ClaimedAgent: r.Refusal.ClaimedAgent, Reason: r.Refusal.Reason}
+	}
+	return p
+}

@@ -1,0 +1,498 @@
+// Package ledger is the receipt ledger's domain: rows, the three rules
+// (no verifiable receipt is unauthorized; scopes beyond the grant or an args
+// hash mismatch is an incident; rows never change), dedupe, disputes, the
+// write pipeline and the evidence outbox.
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Input limits. Larger input is rejected before anything is stored.
+const (
+	MaxActions     = 64
+	MaxArgsJSON    = 16 << 10
+	MaxFieldLength = 512
+	MaxNoteLength  = 4 << 10
+)
+
+// Config holds the ledger's optional settings.
+type Config struct {
+	// Policy is the retention policy; the zero value means DefaultPolicy.
+	Policy retention.Policy
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Metrics, when set, records operator metrics.
+	Metrics *Metrics
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Ledger records receipts and refusals and serves the read side.
+type Ledger struct {
+	store   Store
+	objects ObjectStore
+	v       *verifier.Verifier
+	keys    verifier.KeySource
+	cfg     Config
+	notify  chan struct{}
+}
+
+// New returns a Ledger over store, writing evidence objects to objects,
+// verifying with v against the keys from keys.
+func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.KeySource, cfg Config) (*Ledger, error) {
+	if store == nil || objects == nil || v == nil || keys == nil {
+		return nil, errors.New("ledger: store, objects, verifier and key source are required")
+	}
+	if cfg.Policy.Periods == nil {
+		cfg.Policy = retention.DefaultPolicy()
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1)}, nil
+}
+
+// ReceiptInput is an AppendReceipt request.
+type ReceiptInput struct {
+	ReceiptJWS      string
+	RequestJWT      string
+	DelegationToken string
+	Actions         []verifier.Action
+	Limits          *Limits
+	ContextID       string
+	MessageID       string
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func checkField(name, v string, max int) error {
+	if len(v) > max {
+		return invalid("%s is longer than %d bytes", name, max)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return invalid("%s contains a NUL byte", name)
+	}
+	return nil
+}
+
+func (in *ReceiptInput) validate() error {
+	if in.ReceiptJWS == "" {
+		return invalid("receiptJws is required")
+	}
+	for name, v := range map[string]string{"receiptJws": in.ReceiptJWS, "requestJwt": in.RequestJWT, "delegationToken": in.DelegationToken} {
+		if err := checkField(name, v, verifier.MaxTokenBytes); err != nil {
+			return err
+		}
+	}
+	for name, v := range map[string]string{"contextId": in.ContextID, "messageId": in.MessageID} {
+		if err := checkField(name, v, MaxFieldLength); err != nil {
+			return err
+		}
+	}
+	if len(in.Actions) > MaxActions {
+		return invalid("more than %d actions", MaxActions)
+	}
+	for i, a := range in.Actions {
+		if a.Tool == "" {
+			return invalid("actions[%d].tool is required", i)
+		}
+		if err := checkField(fmt.Sprintf("actions[%d].tool", i), a.Tool, MaxFieldLength); err != nil {
+			return err
+		}
+		if err := checkField(fmt.Sprintf("actions[%d].target", i), a.Target, MaxFieldLength); err != nil {
+			return err
+		}
+		if len(a.ArgsJSON) > MaxArgsJSON {
+			return invalid("actions[%d].argsJson is longer than %d bytes", i, MaxArgsJSON)
+		}
+	}
+	if in.Limits != nil {
+		if in.Limits.CountMax < 0 {
+			return invalid("limits.countMax must not be negative")
+		}
+		if err := checkField("limits.amountMax", in.Limits.AmountMax, MaxFieldLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// AppendReceipt verifies in as of the receipt's ts and records one row. It
+// returns an error wrapping ErrInvalid, with nothing stored, only when the
+// input cannot be parsed; every failed check is recorded as a row.
+func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outcome, error) {
+	if err := in.validate(); err != nil {
+		return nil, 0, err
+	}
+	rc, _, err := verifier.ParseReceipt(in.ReceiptJWS)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
+	}
+	ev := Evidence{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions, Limits: in.Limits}
+	bundle, err := json.Marshal(ev)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode evidence: %w", err)
+	}
+	evSHA := sha256Hex(bundle)
+	receiptSHA := sha256Hex([]byte(in.ReceiptJWS))
+
+	// A byte-identical resubmission needs no verification.
+	var existing *Row
+	err = l.store.View(ctx, func(tx Tx) error {
+		existing, err = findResubmission(tx, receiptSHA, evSHA)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if existing != nil {
+		l.cfg.Metrics.write(AlreadyRecorded, existing.Status)
+		return existing, AlreadyRecorded, nil
+	}
+
+	start := time.Now()
+	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions}, l.keys)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
+	}
+	l.cfg.Metrics.verified(time.Since(start))
+
+	var (
+		row     *Row
+		outcome Outcome
+	)
+	err = l.store.Update(ctx, func(tx Tx) error {
+		row, outcome = nil, 0
+		prev, err := findResubmission(tx, receiptSHA, evSHA)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			row, outcome = prev, AlreadyRecorded
+			return nil
+		}
+		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA)
+		if err := l.dedupe(tx, r, bundle); err != nil {
+			return err
+		}
+		limits, err := withinLimits(tx, r, in.Limits, in.Actions)
+		if err != nil {
+			return err
+		}
+		r.Verifier.Checks = append(r.Verifier.Checks, limits, duplicateCheck(r.Verifier.DuplicateOf))
+		if err := l.classify(tx, r); err != nil {
+			return err
+		}
+		if err := l.commitRow(tx, r, bundle, res.BrandSnapshot, res.AgentSnapshot); err != nil {
+			return err
+		}
+		row, outcome = r, Created
+		if r.Verifier.DuplicateOf != "" {
+			outcome = DuplicateRecorded
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	l.cfg.Metrics.write(outcome, row.Status)
+	if outcome != AlreadyRecorded {
+		l.wake()
+		if row.Status == Incident {
+			l.cfg.Logger.WarnContext(ctx, "incident recorded", slog.String("row", row.ID), slog.String("incident", row.IncidentID), slog.String("agent", row.Agent.Platform))
+		}
+	}
+	for _, t := range row.UnclassifiedTools {
+		l.cfg.Metrics.unclassified(t)
+	}
+	return row, outcome, nil
+}
+
+// findResubmission returns the row already recorded for exactly this
+// evidence: the primary row of the receipt, or its duplicate row.
+func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, error) {
+	for _, id := range []string{receiptSHA, evSHA} {
+		r, err := tx.Row(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.EvidenceSHA256 == evSHA {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA string) *Row {
+	r := &Row{
+		ID:           receiptSHA,
+		ReceiptID:    "sha256:" + receiptSHA,
+		Kind:         KindReceipt,
+		GrantID:      rc.GrantID,
+		Principal:    rc.User,
+		Brand:        rc.Brand,
+		Agent:        Agent{Platform: rc.PA, RequestJWTKid: res.RequestKid},
+		BrandKey:     BrandKey{Kid: res.ReceiptKid},
+		ScopeGranted: res.ScopeGranted,
+		ScopesUsed:   rc.ScopesUsed,
+		Actions:      res.Actions,
+		IssuedAt:     rc.Time,
+		Verifier: Record{
+			CheckedBy: l.v.CheckedBy(),
+			CheckedAt: l.cfg.Now().UTC(),
+			Checks:    res.Checks,
+		},
+		Dispute:        DisputeNone,
+		EvidenceSHA256: evSHA,
+		ContextID:      in.ContextID,
+		MessageID:      in.MessageID,
+	}
+	if r.Agent.Platform == "" {
+		r.Agent.Platform = res.AgentIssuer
+	}
+	if res.AgentSnapshot != nil {
+		r.Agent.JWKSSnapshot = res.AgentSnapshot.ID
+	}
+	if res.BrandSnapshot != nil {
+		r.BrandKey.JWKSSnapshot = res.BrandSnapshot.ID
+	}
+	if in.Limits != nil {
+		r.Limits = Limits{AmountMax: in.Limits.AmountMax, CountMax: in.Limits.CountMax}
+	}
+	r.Limits.GrantExpires = res.GrantExpires
+	if in.RequestJWT != "" {
+		r.RequestJWTSHA256 = sha256Hex([]byte(in.RequestJWT))
+	}
+	return r
+}
+
+// dedupe applies API.md's duplicate rule: the same receipt JWS with other
+// evidence, or the same request JWT for a different receipt, is recorded as
+// its own row naming the earlier one.
+func (l *Ledger) dedupe(tx Tx, r *Row, bundle []byte) error {
+	_, err := tx.Row(r.ID)
+	switch {
+	case err == nil:
+		r.Verifier.DuplicateOf = r.ID
+		r.ID = r.EvidenceSHA256
+		return nil
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if r.RequestJWTSHA256 == "" {
+		return nil
+	}
+	first, err := tx.RowByRequestJWT(r.RequestJWTSHA256)
+	if err != nil {
+		return err
+	}
+	if first != "" && first != r.ID {
+		r.Verifier.DuplicateOf = first
+	}
+	return nil
+}
+
+func duplicateCheck(of string) verifier.Check {
+	if of != "" {
+		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Fail, Detail: "duplicate of row " + of}
+	}
+	return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Pass, Detail: "receipt hash and request JWT not seen before"}
+}
+
+// withinLimits evaluates what the writer's limits make checkable: countMax
+// against rows already recorded under the grant for each tool, amountMax
+// against a numeric amount in the args.
+func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifier.Check, error) {
+	const name = verifier.CheckWithinLimits
+	if lim == nil || (lim.CountMax == 0 && lim.AmountMax == "") {
+		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "the writer recorded no limits"}, nil
+	}
+	var done, skipped, problems []string
+	if lim.CountMax > 0 {
+		counted := map[string]int{}
+		for _, a := range r.Actions {
+			counted[a.Tool]++
+		}
+		for tool, n := range counted {
+			prior := 0
+			if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
+				c, err := tx.GrantToolCount(r.GrantID, tool)
+				if err != nil {
+					return verifier.Check{}, err
+				}
+				prior = c
+			}
+			if prior+n > lim.CountMax {
+				problems = append(problems, fmt.Sprintf("%s: %d under grant %s, countMax %d", tool, prior+n, r.GrantID, lim.CountMax))
+			} else {
+				done = append(done, fmt.Sprintf("%s %d of %d", tool, prior+n, lim.CountMax))
+			}
+		}
+		if len(counted) == 0 {
+			skipped = append(skipped, "countMax: the receipt lists no actions")
+		}
+	}
+	if lim.AmountMax != "" {
+		max, err := strconv.ParseFloat(lim.AmountMax, 64)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("amountMax %q is not a number", lim.AmountMax))
+		} else {
+			found := false
+			for _, a := range actions {
+				amount, ok := numericAmount(a.ArgsJSON)
+				if !ok {
+					continue
+				}
+				found = true
+				if amount > max {
+					problems = append(problems, fmt.Sprintf("%s: amount %g over amountMax %g", a.Tool, amount, max))
+				} else {
+					done = append(done, fmt.Sprintf("%s amount %g within %g", a.Tool, amount, max))
+				}
+			}
+			if !found {
+				skipped = append(skipped, "amountMax: no numeric amount in the args")
+			}
+		}
+	}
+	switch {
+	case len(problems) > 0:
+		return verifier.Check{Name: name, Result: verifier.Fail, Detail: strings.Join(problems, "; ")}, nil
+	case len(skipped) > 0:
+		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: strings.Join(append(skipped, done...), "; ")}, nil
+	}
+	return verifier.Check{Name: name, Result: verifier.Pass, Detail: strings.Join(done, "; ")}, nil
+}
+
+func numericAmount(argsJSON string) (float64, bool) {
+	if argsJSON == "" {
+		return 0, false
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal([]byte(argsJSON), &args) != nil {
+		return 0, false
+	}
+	raw, ok := args["amount"]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return 0, false
+	}
+	return f, true
+}
+
+// unauthorizedChecks are the checks whose failure means no verifiable
+// receipt (rule 1).
+var unauthorizedChecks = []string{verifier.CheckReceiptSignature, verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings}
+
+// incidentChecks are the checks whose failure is an incident (rule 2).
+var incidentChecks = []string{verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits}
+
+// classify sets status, incident id and retention.
+func (l *Ledger) classify(tx Tx, r *Row) error {
+	res := verifier.Result{Checks: r.Verifier.Checks}
+	switch {
+	case res.Failed(unauthorizedChecks...):
+		r.Status = Unauthorized
+	case res.Failed(incidentChecks...):
+		r.Status = Incident
+	case r.Verifier.DuplicateOf != "":
+		r.Status = Duplicate
+	default:
+		r.Status = Authorized
+	}
+	switch r.Status {
+	case Incident:
+		id, err := tx.NextIncidentID()
+		if err != nil {
+			return err
+		}
+		r.IncidentID = id
+		r.Class = retention.Incident
+	case Unauthorized:
+		r.Class = retention.Refused
+	default:
+		tools := make([]string, len(r.Actions))
+		for i, a := range r.Actions {
+			tools[i] = a.Tool
+		}
+		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(tools)
+	}
+	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.IssuedAt)
+	return nil
+}
+
+// commitRow writes the row, its evidence, new snapshots and their outbox
+// entries in tx.
+func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snapshot) error {
+	r.RecordedAt = l.cfg.Now().UTC()
+	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.IssuedAt)
+	if err := tx.CreateRow(r); err != nil {
+		return err
+	}
+	if err := tx.PutEvidence(r.ID, bundle); err != nil {
+		return err
+	}
+	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain}); err != nil {
+		return err
+	}
+	// A snapshot outlives every row that names it: its object is kept for the
+	// longest receipt period from the first row that names it.
+	snapRetain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.IssuedAt)
+	if objRetain.After(snapRetain) {
+		snapRetain = objRetain
+	}
+	for _, s := range snaps {
+		if s == nil {
+			continue
+		}
+		isNew, err := tx.PutSnapshot(*s)
+		if err != nil {
+			return err
+		}
+		if isNew {
+			if err := tx.Enqueue(OutboxEntry{Kind: ObjectJWKS, Ref: s.ID, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) wake() {
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}

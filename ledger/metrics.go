@@ -1,0 +1,71 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the ledger's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	writes       *prometheus.CounterVec
+	verify       prometheus.Histogram
+	unclassifiedTools *prometheus.CounterVec
+	uploads      *prometheus.CounterVec
+	// OutboxDepth is the number of objects waiting for evidence storage.
+	OutboxDepth prometheus.Gauge
+}
+
+// NewMetrics creates the ledger's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pactledger_writes_total", Help: "Appends by outcome and row status.",
+		}, []string{"outcome", "status"}),
+		verify: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pactledger_verify_seconds", Help: "Time to verify one receipt, JWKS fetches included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		unclassifiedTools: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pactledger_unclassified_tool_total", Help: "Rows with a tool missing from the retention table (given the longest class).",
+		}, []string{"tool"}),
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result.",
+		}, []string{"result"}),
+		OutboxDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pactledger_outbox_depth", Help: "Evidence objects committed in bbolt and not yet in evidence storage.",
+		}),
+	}
+	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth)
+	return m
+}
+
+func (m *Metrics) write(o Outcome, s Status) {
+	if m != nil {
+		m.writes.WithLabelValues(o.String(), s.String()).Inc()
+	}
+}
+
+func (m *Metrics) verified(d time.Duration) {
+	if m != nil {
+		m.verify.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) unclassified(tool string) {
+	if m != nil && len(tool) <= 64 {
+		m.unclassifiedTools.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *Metrics) uploaded(result string, n int) {
+	if m != nil {
+		m.uploads.WithLabelValues(result).Add(float64(n))
+	}
+}
+
+func (m *Metrics) depth(n int) {
+	if m != nil {
+		m.OutboxDepth.Set(float64(n))
+	}
+}

@@ -1,0 +1,398 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidID reports whether id is a row or snapshot id: 64 lowercase hex.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+func checkID(id string) error {
+	if !ValidID(id) {
+		return invalid("id must be 64 lowercase hex characters")
+	}
+	return nil
+}
+
+// Get returns the row with id.
+func (l *Ledger) Get(ctx context.Context, id string) (*Row, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var r *Row
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		r, err = tx.Row(id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("row %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// List returns one page of rows matching q, newest first.
+func (l *Ledger) List(ctx context.Context, q Query) ([]*Row, string, error) {
+	switch {
+	case q.PageSize < 0 || q.PageSize > 1000:
+		return nil, "", invalid("pageSize must be between 1 and 1000")
+	case q.PageSize == 0:
+		q.PageSize = 100
+	}
+	for name, v := range map[string]string{"principal": q.Principal, "grantId": q.GrantID, "target": q.Target, "agent": q.Agent} {
+		if err := checkField(name, v, MaxFieldLength); err != nil {
+			return nil, "", err
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
+		return nil, "", invalid("until must be after since")
+	}
+	var rows []*Row
+	var next string
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		rows, next, err = tx.List(q)
+		return err
+	})
+	return rows, next, err
+}
+
+// EvidenceView is a row's stored evidence and where its objects are held.
+type EvidenceView struct {
+	RowID     string
+	Evidence  Evidence
+	SHA256    string
+	Snapshots []string
+	Objects   []ObjectView
+}
+
+// ObjectView is one evidence object and its location.
+type ObjectView struct {
+	Name     string
+	Location Location
+}
+
+// Evidence returns the stored evidence of row id.
+func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	v := &EvidenceView{RowID: id}
+	err := l.store.View(ctx, func(tx Tx) error {
+		r, err := tx.Row(id)
+		if err != nil {
+			return err
+		}
+		bundle, err := tx.Evidence(id)
+		if err != nil {
+			return err
+		}
+		v.SHA256 = sha256Hex(bundle)
+		if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
+			return fmt.Errorf("decode evidence of %s: %w", id, err)
+		}
+		loc, err := tx.Object(EvidenceKey(id))
+		if err != nil {
+			return err
+		}
+		v.Objects = append(v.Objects, ObjectView{Name: ObjectEvidence, Location: loc})
+		for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
+			if s == "" || slices.Contains(v.Snapshots, s) {
+				continue
+			}
+			v.Snapshots = append(v.Snapshots, s)
+			loc, err := tx.Object(SnapshotKey(s))
+			if err != nil {
+				return err
+			}
+			v.Objects = append(v.Objects, ObjectView{Name: ObjectJWKS, Location: loc})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evidence of %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// Snapshot returns a JWKS snapshot and where its object is held.
+func (l *Ledger) Snapshot(ctx context.Context, id string) (verifier.Snapshot, Location, error) {
+	if err := checkID(id); err != nil {
+		return verifier.Snapshot{}, Location{}, err
+	}
+	var s verifier.Snapshot
+	var loc Location
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if s, err = tx.Snapshot(id); err != nil {
+			return err
+		}
+		loc, err = tx.Object(SnapshotKey(id))
+		return err
+	})
+	if err != nil {
+		return s, loc, fmt.Errorf("jwks snapshot %s: %w", id, err)
+	}
+	return s, loc, nil
+}
+
+// Reverification compares a re-run of the checks with the write-time record.
+type Reverification struct {
+	RowID       string
+	Checks      []verifier.Check
+	WriteTime   []verifier.Check
+	Same        bool
+	Differences []string
+}
+
+// VerifyRow re-runs every check on the stored bytes with the stored JWKS
+// snapshots, as of the row's original time. within_limits and duplicate
+// depend on the ledger's state at write time and are carried over from the
+// write-time record. Same is false when any result differs or the stored
+// evidence no longer hashes to the write-time evidence hash.
+func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var (
+		r      *Row
+		bundle []byte
+		src    = &snapshotSource{}
+	)
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if r, err = tx.Row(id); err != nil {
+			return err
+		}
+		if bundle, err = tx.Evidence(id); err != nil {
+			return err
+		}
+		src.brand, src.brandKeys, err = loadSnapshot(tx, r.Brand, r.BrandKey.JWKSSnapshot)
+		if err != nil {
+			return err
+		}
+		src.agent, src.agentKeys, err = loadSnapshot(tx, r.Agent.Platform, r.Agent.JWKSSnapshot)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify row %s: %w", id, err)
+	}
+	out := &Reverification{RowID: id, WriteTime: r.Verifier.Checks, Same: true}
+	if got := sha256Hex(bundle); got != r.EvidenceSHA256 {
+		out.Same = false
+		out.Differences = append(out.Differences, fmt.Sprintf("stored evidence hashes to %s, not the write-time %s: the evidence was edited", got, r.EvidenceSHA256))
+	}
+	var ev Evidence
+	if err := json.Unmarshal(bundle, &ev); err != nil {
+		out.Same = false
+		out.Differences = append(out.Differences, "stored evidence is not readable: "+err.Error())
+		return out, nil
+	}
+	if r.Kind == KindRefusal {
+		out.Checks = r.Verifier.Checks
+		return out, nil
+	}
+	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions}, src)
+	if err != nil {
+		out.Same = false
+		out.Differences = append(out.Differences, "stored receipt no longer parses: "+err.Error())
+		return out, nil
+	}
+	out.Checks = res.Checks
+	for _, c := range r.Verifier.Checks {
+		if c.Name == verifier.CheckWithinLimits || c.Name == verifier.CheckDuplicate {
+			c.Detail = "as recorded at write time: " + c.Detail
+			out.Checks = append(out.Checks, c)
+		}
+	}
+	for _, w := range r.Verifier.Checks {
+		i := slices.IndexFunc(out.Checks, func(c verifier.Check) bool { return c.Name == w.Name })
+		if i < 0 {
+			out.Same = false
+			out.Differences = append(out.Differences, w.Name+" was not re-run")
+			continue
+		}
+		if out.Checks[i].Result != w.Result {
+			out.Same = false
+			out.Differences = append(out.Differences, fmt.Sprintf("%s was %s at write time, now %s (%s)", w.Name, w.Result, out.Checks[i].Result, out.Checks[i].Detail))
+		}
+	}
+	return out, nil
+}
+
+func loadSnapshot(tx Tx, owner, id string) (string, *verifier.KeySet, error) {
+	if id == "" {
+		return owner, nil, nil
+	}
+	s, err := tx.Snapshot(id)
+	if errors.Is(err, ErrNotFound) {
+		return owner, nil, nil
+	}
+	if err != nil {
+		return owner, nil, err
+	}
+	ks, err := verifier.ParseKeySet(s)
+	if err != nil {
+		return owner, nil, nil
+	}
+	return owner, ks, nil
+}
+
+// snapshotSource serves the keys a row's stored snapshots hold, never the
+// live JWKS.
+type snapshotSource struct {
+	brand, agent         string
+	brandKeys, agentKeys *verifier.KeySet
+}
+
+func (s *snapshotSource) Brand(_ context.Context, url string, _ bool) (verifier.Signer, error) {
+	if s.brandKeys == nil || url != s.brand {
+		return verifier.Signer{}, fmt.Errorf("%w for brand %s", verifier.ErrNoSnapshot, url)
+	}
+	return verifier.Signer{Keys: s.brandKeys}, nil
+}
+
+func (s *snapshotSource) Agent(_ context.Context, iss string, _ bool) (verifier.Signer, error) {
+	if s.agentKeys == nil || iss != s.agent {
+		return verifier.Signer{}, fmt.Errorf("%w for agent %s", verifier.ErrNoSnapshot, iss)
+	}
+	return verifier.Signer{Keys: s.agentKeys}, nil
+}
+
+// AppendDispute appends a dispute event to row id, by the named key. The
+// evidence fields never change.
+func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeStatus, note, by string) (*Row, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	if status < DisputeOpen || status > DisputeResolvedOther {
+		return nil, invalid("status must be DISPUTE_STATUS_OPEN or one of the DISPUTE_STATUS_RESOLVED_ values")
+	}
+	if err := checkField("note", note, MaxNoteLength); err != nil {
+		return nil, err
+	}
+	var row *Row
+	err := l.store.Update(ctx, func(tx Tx) error {
+		r, err := tx.Row(id)
+		if err != nil {
+			return err
+		}
+		r.DisputeEvents = append(r.DisputeEvents, DisputeEvent{At: l.cfg.Now().UTC(), Status: status, Note: note, By: by})
+		r.Dispute = status
+		row = r
+		return tx.UpdateDispute(r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispute row %s: %w", id, err)
+	}
+	return row, nil
+}
+
+// RefusalInput is an AppendRefusal request.
+type RefusalInput struct {
+	ClaimedPrincipal string    `json:"claimedPrincipal,omitempty"`
+	ClaimedAgent     string    `json:"claimedAgent,omitempty"`
+	RequestJWT       string    `json:"requestJwt,omitempty"`
+	Tool             string    `json:"tool,omitempty"`
+	Target           string    `json:"target,omitempty"`
+	Reason           string    `json:"reason,omitempty"`
+	ObservedAt       time.Time `json:"observedAt"`
+}
+
+// AppendRefusal records an action refused or taken without a verifiable
+// receipt. Posting the same refusal twice returns the first row.
+func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, error) {
+	fields := map[string]string{"claimedPrincipal": in.ClaimedPrincipal, "claimedAgent": in.ClaimedAgent, "action.tool": in.Tool, "action.target": in.Target}
+	for name, v := range fields {
+		if err := checkField(name, v, MaxFieldLength); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkField("reason", in.Reason, MaxNoteLength); err != nil {
+		return nil, err
+	}
+	if err := checkField("requestJwt", in.RequestJWT, verifier.MaxTokenBytes); err != nil {
+		return nil, err
+	}
+	if in.Tool == "" || in.Reason == "" {
+		return nil, invalid("action.tool and reason are required")
+	}
+	if in.ObservedAt.IsZero() {
+		return nil, invalid("observedAt is required")
+	}
+	in.ObservedAt = in.ObservedAt.UTC()
+	bundle, err := json.Marshal(Evidence{Refusal: &in})
+	if err != nil {
+		return nil, fmt.Errorf("encode refusal: %w", err)
+	}
+	id := sha256Hex(bundle)
+	agent := in.ClaimedAgent
+	var kid string
+	if c, err := verifier.ParseCompact(in.RequestJWT); err == nil {
+		var claims struct {
+			Iss string `json:"iss"`
+		}
+		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
+			agent = claims.Iss
+		}
+		kid = c.Kid
+	}
+	skip := func(name string) verifier.Check {
+		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "refusal: no receipt to check"}
+	}
+	checks := []verifier.Check{{Name: verifier.CheckReceiptSignature, Result: verifier.Fail, Detail: "no receipt was presented: " + in.Reason}}
+	for _, n := range []string{verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings, verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckDuplicate} {
+		checks = append(checks, skip(n))
+	}
+	var row *Row
+	err = l.store.Update(ctx, func(tx Tx) error {
+		row = nil
+		prev, err := tx.Row(id)
+		if err == nil {
+			row = prev
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		r := &Row{
+			ID:        id,
+			ReceiptID: "sha256:" + id,
+			Kind:      KindRefusal,
+			Status:    Unauthorized,
+			Principal: in.ClaimedPrincipal,
+			Agent:     Agent{Platform: agent, RequestJWTKid: kid},
+			Actions:   []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
+			IssuedAt:  in.ObservedAt,
+			Verifier:  Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: checks},
+			Class:     retention.Refused,
+			Dispute:   DisputeNone,
+			Refusal:   &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
+
+			EvidenceSHA256: id,
+		}
+		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.IssuedAt)
+		if err := l.commitRow(tx, r, bundle); err != nil {
+			return err
+		}
+		row = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.cfg.Metrics.write(Created, Unauthorized)
+	l.wake()
+	return row, nil
+}

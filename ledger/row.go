@@ -1,0 +1,213 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Kind says what a row records.
+type Kind int
+
+// Row kinds.
+const (
+	KindReceipt Kind = iota + 1
+	KindRefusal
+)
+
+// Status is a row's classification under the ledger's three rules.
+type Status int
+
+// Row statuses.
+const (
+	// Authorized: every check passed.
+	Authorized Status = iota + 1
+	// Unauthorized: no verifiable receipt (rule 1), or a refusal.
+	Unauthorized
+	// Incident: scopes beyond the grant, args hash mismatch or limits exceeded (rule 2).
+	Incident
+	// Duplicate: the receipt or request JWT was recorded before with other evidence.
+	Duplicate
+)
+
+func (s Status) String() string {
+	switch s {
+	case Authorized:
+		return "authorized"
+	case Unauthorized:
+		return "unauthorized"
+	case Incident:
+		return "incident"
+	case Duplicate:
+		return "duplicate"
+	}
+	return "unspecified"
+}
+
+// DisputeStatus is the latest dispute state of a row.
+type DisputeStatus int
+
+// Dispute statuses.
+const (
+	DisputeNone DisputeStatus = iota + 1
+	DisputeOpen
+	DisputeResolvedCustomerAuthorized
+	DisputeResolvedIncident
+	DisputeResolvedOther
+)
+
+// Outcome says what an append did.
+type Outcome int
+
+// Append outcomes.
+const (
+	Created Outcome = iota + 1
+	AlreadyRecorded
+	DuplicateRecorded
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Created:
+		return "created"
+	case AlreadyRecorded:
+		return "already_recorded"
+	case DuplicateRecorded:
+		return "duplicate"
+	}
+	return "unspecified"
+}
+
+// Agent identifies the personal agent platform behind a row.
+type Agent struct {
+	Platform      string `json:"platform,omitempty"`
+	RequestJWTKid string `json:"requestJwtKid,omitempty"`
+	JWKSSnapshot  string `json:"jwksSnapshot,omitempty"`
+}
+
+// BrandKey identifies the key that signed the receipt.
+type BrandKey struct {
+	Kid          string `json:"kid,omitempty"`
+	JWKSSnapshot string `json:"jwksSnapshot,omitempty"`
+}
+
+// Limits are the writer's record of caps on a grant, and the grant expiry.
+type Limits struct {
+	AmountMax    string    `json:"amountMax,omitempty"`
+	CountMax     int       `json:"countMax,omitempty"`
+	GrantExpires time.Time `json:"grantExpires,omitzero"`
+}
+
+// Record is the verifier's record stored with a row.
+type Record struct {
+	CheckedBy   string           `json:"checkedBy"`
+	CheckedAt   time.Time        `json:"checkedAt"`
+	Checks      []verifier.Check `json:"checks"`
+	DuplicateOf string           `json:"duplicateOf,omitempty"`
+}
+
+// DisputeEvent is one appended dispute status.
+type DisputeEvent struct {
+	At     time.Time     `json:"at"`
+	Status DisputeStatus `json:"status"`
+	Note   string        `json:"note,omitempty"`
+	By     string        `json:"by"`
+}
+
+// Refusal is what a refusal row records.
+type Refusal struct {
+	ClaimedPrincipal string `json:"claimedPrincipal,omitempty"`
+	ClaimedAgent     string `json:"claimedAgent,omitempty"`
+	Reason           string `json:"reason,omitempty"`
+}
+
+// Row is one ledger row. The evidence fields never change after the write;
+// only DisputeStatus and DisputeEvents grow.
+type Row struct {
+	ID                string               `json:"id"`
+	ReceiptID         string               `json:"receiptId"`
+	Kind              Kind                 `json:"kind"`
+	Status            Status               `json:"status"`
+	GrantID           string               `json:"grantId,omitempty"`
+	Principal         string               `json:"principal,omitempty"`
+	Brand             string               `json:"brand,omitempty"`
+	Agent             Agent                `json:"agent"`
+	BrandKey          BrandKey             `json:"brandKey"`
+	ScopeGranted      []string             `json:"scopeGranted,omitempty"`
+	ScopesUsed        []string             `json:"scopesUsed,omitempty"`
+	Limits            Limits               `json:"limits"`
+	Actions           []verifier.RowAction `json:"actions,omitempty"`
+	IssuedAt          time.Time            `json:"issuedAt"`
+	RecordedAt        time.Time            `json:"recordedAt"`
+	Verifier          Record               `json:"verifier"`
+	Class             retention.Class      `json:"retentionClass"`
+	RetainUntil       time.Time            `json:"retainUntil,omitzero"`
+	IncidentID        string               `json:"incidentId,omitempty"`
+	Dispute           DisputeStatus        `json:"disputeStatus"`
+	DisputeEvents     []DisputeEvent       `json:"disputeEvents,omitempty"`
+	EvidenceSHA256    string               `json:"evidenceSha256"`
+	Refusal           *Refusal             `json:"refusal,omitempty"`
+	ContextID         string               `json:"contextId,omitempty"`
+	MessageID         string               `json:"messageId,omitempty"`
+	UnclassifiedTools []string             `json:"unclassifiedTools,omitempty"`
+	// RequestJWTSHA256 is the hex SHA-256 of the request JWT, for dedupe.
+	RequestJWTSHA256 string `json:"requestJwtSha256,omitempty"`
+}
+
+// Targets returns the distinct action targets of the row.
+func (r *Row) Targets() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range r.Actions {
+		if a.Target != "" && !seen[a.Target] {
+			seen[a.Target] = true
+			out = append(out, a.Target)
+		}
+	}
+	return out
+}
+
+// Evidence is the bundle of bytes a row was verified from. It is stored
+// exactly as encoded at write time; the row keeps its SHA-256.
+type Evidence struct {
+	ReceiptJWS      string            `json:"receiptJws,omitempty"`
+	RequestJWT      string            `json:"requestJwt,omitempty"`
+	DelegationToken string            `json:"delegationToken,omitempty"`
+	Actions         []verifier.Action `json:"actions,omitempty"`
+	Limits          *Limits           `json:"limits,omitempty"`
+	Refusal         *RefusalInput     `json:"refusal,omitempty"`
+}
+
+// Location says where one write-once object is held.
+type Location struct {
+	Store       string    `json:"store"`
+	Bucket      string    `json:"bucket"`
+	Key         string    `json:"key"`
+	VersionID   string    `json:"versionId,omitempty"`
+	RetainUntil time.Time `json:"retainUntil"`
+	Uploaded    bool      `json:"uploaded"`
+}
+
+// Object kinds in evidence storage.
+const (
+	ObjectEvidence = "evidence"
+	ObjectJWKS     = "jwks"
+)
+
+// OutboxEntry is one object waiting to be written to evidence storage. Ref
+// is the row id (evidence) or snapshot id (jwks) whose bytes it holds.
+type OutboxEntry struct {
+	Seq         uint64    `json:"seq"`
+	Kind        string    `json:"kind"`
+	Ref         string    `json:"ref"`
+	Key         string    `json:"key"`
+	RetainUntil time.Time `json:"retainUntil"`
+	Attempts    int       `json:"attempts,omitempty"`
+}
+
+// EvidenceKey is the object key of a row's evidence bundle.
+func EvidenceKey(rowID string) string { return "rows/" + rowID + ".json" }
+
+// SnapshotKey is the object key of a JWKS snapshot.
+func SnapshotKey(id string) string { return "jwks/" + id + ".json" }

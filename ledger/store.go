@@ -1,0 +1,100 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Errors of the ledger.
+var (
+	// ErrNotFound: no row, snapshot or object with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the input cannot be recorded; nothing was stored.
+	ErrInvalid = errors.New("invalid input")
+	// ErrUnavailable: a store is down; the caller may retry.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrClosed: the ledger is shutting down.
+	ErrClosed = errors.New("ledger closed")
+)
+
+// Store keeps rows, their indexes, evidence bytes, JWKS snapshots and the
+// outbox. It is the ledger's whole view of row storage; a backend
+// implements it (storage/bolt).
+type Store interface {
+	// Update runs fn in a write transaction that may be shared with other
+	// Update calls (group commit: one fsync for many rows). When fn returns
+	// an error none of its writes persist. fn may run more than once and must
+	// not keep state between runs. Update returns after the commit is durable.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+}
+
+// Tx is one transaction of a Store.
+type Tx interface {
+	// Row returns the row with id, or ErrNotFound.
+	Row(id string) (*Row, error)
+	// CreateRow writes a new row with its index entries.
+	CreateRow(r *Row) error
+	// UpdateDispute rewrites a row whose dispute fields changed; indexes do
+	// not change.
+	UpdateDispute(r *Row) error
+	// RowByRequestJWT returns the id of the first row that used the request
+	// JWT with that hex SHA-256, or "".
+	RowByRequestJWT(sha string) (string, error)
+	// GrantToolCount returns how many rows under grant recorded tool.
+	GrantToolCount(grant, tool string) (int, error)
+	// NextIncidentID allocates a new incident id.
+	NextIncidentID() (string, error)
+	// PutEvidence stores a row's evidence bundle.
+	PutEvidence(rowID string, bundle []byte) error
+	// Evidence returns a row's evidence bundle, or ErrNotFound.
+	Evidence(rowID string) ([]byte, error)
+	// PutSnapshot stores a JWKS snapshot and reports whether it was new.
+	PutSnapshot(s verifier.Snapshot) (bool, error)
+	// Snapshot returns a snapshot, or ErrNotFound.
+	Snapshot(id string) (verifier.Snapshot, error)
+	// Enqueue adds an entry to the outbox, assigning its Seq, and records
+	// its object as not yet uploaded.
+	Enqueue(e OutboxEntry) error
+	// Outbox returns up to n entries, oldest first.
+	Outbox(n int) ([]OutboxEntry, error)
+	// Uploaded removes an outbox entry and records where its object is.
+	Uploaded(seq uint64, loc Location) error
+	// Object returns where an object is held, or ErrNotFound.
+	Object(key string) (Location, error)
+	// OutboxDepth returns the number of entries in the outbox.
+	OutboxDepth() (int, error)
+	// List returns a page of rows matching q, newest first.
+	List(q Query) ([]*Row, string, error)
+}
+
+// Query filters ListRows. Empty fields do not filter.
+type Query struct {
+	Principal string
+	GrantID   string
+	Target    string
+	Agent     string
+	Status    Status
+	Class     retention.Class
+	Since     time.Time
+	Until     time.Time
+	PageSize  int
+	PageToken string
+}
+
+// ObjectStore is write-once evidence storage (S3 Object Lock or a local
+// directory).
+type ObjectStore interface {
+	// Put creates key with body, retained until retainUntil. An existing
+	// object with the same bytes is success; other bytes are an error.
+	Put(ctx context.Context, key string, body []byte, retainUntil time.Time) (Location, error)
+	// Get returns the bytes of key, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+}

@@ -1,0 +1,167 @@
+// Package retention decides how long the ledger keeps a row and its
+// evidence: the retention classes of the receipt-ledger playbook (step 5),
+// the tool-to-class table and retain-until.
+package retention
+
+import (
+	"fmt"
+	"time"
+)
+
+// Class is a retention class.
+type Class int
+
+// Retention classes, in the order of the playbook table.
+const (
+	Unspecified Class = iota
+	MoneyMoved
+	AccountChanged
+	ReadOnly
+	Refused
+	Incident
+)
+
+var classNames = map[Class]string{
+	MoneyMoved:     "money_moved",
+	AccountChanged: "account_changed",
+	ReadOnly:       "read_only",
+	Refused:        "refused",
+	Incident:       "incident",
+}
+
+func (c Class) String() string {
+	if n, ok := classNames[c]; ok {
+		return n
+	}
+	return "unspecified"
+}
+
+// ParseClass parses a class name as written in configuration
+// ("money_moved", "account_changed", "read_only", "refused", "incident").
+func ParseClass(s string) (Class, error) {
+	for c, n := range classNames {
+		if n == s {
+			return c, nil
+		}
+	}
+	return Unspecified, fmt.Errorf("unknown retention class %q (want money_moved, account_changed, read_only, refused or incident)", s)
+}
+
+// Period is a retention period in calendar months and days.
+type Period struct {
+	Months int
+	Days   int
+}
+
+// After returns t plus the period.
+func (p Period) After(t time.Time) time.Time { return t.AddDate(0, p.Months, p.Days) }
+
+func (p Period) String() string {
+	switch {
+	case p.Months > 0 && p.Days > 0:
+		return fmt.Sprintf("%d months %d days", p.Months, p.Days)
+	case p.Months > 0:
+		return fmt.Sprintf("%d months", p.Months)
+	}
+	return fmt.Sprintf("%d days", p.Days)
+}
+
+// Policy is the tool-to-class table and the period of each class. Incident
+// rows are held until the incident closes; the Incident period counts from
+// the close.
+type Policy struct {
+	Periods map[Class]Period
+	Tools   map[string]Class
+}
+
+// DefaultPolicy returns the playbook's periods and a tool table for the
+// common support tools.
+func DefaultPolicy() Policy {
+	return Policy{
+		Periods: map[Class]Period{
+			MoneyMoved:     {Months: 18},
+			AccountChanged: {Months: 12},
+			ReadOnly:       {Days: 90},
+			Refused:        {Months: 12},
+			Incident:       {Months: 12}, // after the incident closes
+		},
+		Tools: map[string]Class{
+			"cancel_order":    MoneyMoved,
+			"issue_refund":    MoneyMoved,
+			"refund_order":    MoneyMoved,
+			"purchase":        MoneyMoved,
+			"place_order":     MoneyMoved,
+			"change_plan":     MoneyMoved,
+			"downgrade_plan":  MoneyMoved,
+			"upgrade_plan":    MoneyMoved,
+			"change_address":  AccountChanged,
+			"update_contact":  AccountChanged,
+			"update_email":    AccountChanged,
+			"set_preferences": AccountChanged,
+			"lookup_orders":   ReadOnly,
+			"get_order":       ReadOnly,
+			"lookup_account":  ReadOnly,
+			"track_shipment":  ReadOnly,
+		},
+	}
+}
+
+// rank orders the receipt classes by how long they keep: a row with actions
+// of several classes takes the longest.
+var rank = map[Class]int{ReadOnly: 1, AccountChanged: 2, MoneyMoved: 3}
+
+// Longest is the receipt class an unknown tool takes.
+const Longest = MoneyMoved
+
+// Classify returns the class of a receipt row from its tools: the longest
+// class among them, read only when there are none. Tools not in the table
+// take Longest and are returned in unknown.
+func (p Policy) Classify(tools []string) (c Class, unknown []string) {
+	c = ReadOnly
+	for _, t := range tools {
+		tc, ok := p.Tools[t]
+		if !ok {
+			unknown = append(unknown, t)
+			tc = Longest
+		}
+		if rank[tc] > rank[c] {
+			c = tc
+		}
+	}
+	return c, unknown
+}
+
+// RetainUntil returns issuedAt plus the class's period. For Incident it
+// returns the zero time: the row is held until the incident closes.
+func (p Policy) RetainUntil(c Class, issuedAt time.Time) time.Time {
+	if c == Incident {
+		return time.Time{}
+	}
+	return p.Periods[c].After(issuedAt).UTC()
+}
+
+// ObjectRetainUntil is the retain-until put on a write-once evidence object
+// of a row: RetainUntil, or for an open incident the longest receipt period,
+// so that nothing an incident needs can expire while it is open.
+func (p Policy) ObjectRetainUntil(c Class, issuedAt time.Time) time.Time {
+	if c == Incident {
+		return p.Periods[Longest].After(issuedAt).UTC()
+	}
+	return p.RetainUntil(c, issuedAt)
+}
+
+// Validate checks that every class has a positive period.
+func (p Policy) Validate() error {
+	for _, c := range []Class{MoneyMoved, AccountChanged, ReadOnly, Refused, Incident} {
+		per, ok := p.Periods[c]
+		if !ok || per.Months < 0 || per.Days < 0 || per.Months+per.Days == 0 {
+			return fmt.Errorf("retention: class %s needs a positive period", c)
+		}
+	}
+	for tool, c := range p.Tools {
+		if rank[c] == 0 {
+			return fmt.Errorf("retention: tool %q maps to %s; tools map to money_moved, account_changed or read_only", tool, c)
+		}
+	}
+	return nil
+}

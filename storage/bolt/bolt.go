@@ -1,0 +1,539 @@
+// Package bolt is the embedded row store: rows, their secondary indexes,
+// evidence bundles, JWKS snapshots and the evidence outbox in one bbolt
+// file, written with group commit (many rows per transaction and fsync).
+package bolt
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+var (
+	bRows      = []byte("rows")
+	bEvidence  = []byte("evidence")
+	bJWKS      = []byte("jwks")
+	bObjects   = []byte("objects")
+	bOutbox    = []byte("outbox")
+	bReqJWT    = []byte("request_jwt")
+	bGrantTool = []byte("grant_tool")
+	bMeta      = []byte("meta")
+
+	ixPrincipal = []byte("ix_principal")
+	ixGrant     = []byte("ix_grant")
+	ixTarget    = []byte("ix_target")
+	ixAgent     = []byte("ix_agent")
+	ixStatus    = []byte("ix_status")
+	ixClass     = []byte("ix_class")
+	ixTime      = []byte("ix_time")
+
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bGrantTool, bMeta,
+		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
+
+	kIncidentSeq = []byte("incident_seq")
+	kOutboxN     = []byte("outbox_n")
+)
+
+// Config tunes the store. The zero value is the default.
+type Config struct {
+	// MaxBatch caps how many Update calls share one transaction; default 512.
+	MaxBatch int
+	// OpenTimeout bounds waiting for the file lock; default 5 s.
+	OpenTimeout time.Duration
+	// OnCommit, when set, is told the size of each committed batch.
+	OnCommit func(batch int)
+}
+
+// Store is a ledger.Store on one bbolt file.
+type Store struct {
+	db   *bolt.DB
+	cfg  Config
+	reqs chan *request
+	quit chan struct{}
+	done chan struct{}
+}
+
+type request struct {
+	fn  func(ledger.Tx) error
+	err chan error
+}
+
+// ErrLocked: another process holds the bbolt file.
+var ErrLocked = errors.New("bbolt file is locked by another process")
+
+// Open opens (creating if needed) the store at path.
+func Open(path string, cfg Config) (*Store, error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.OpenTimeout <= 0 {
+		cfg.OpenTimeout = 5 * time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init %s: %w", path, err)
+	}
+	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Close waits for queued writes to commit, then closes the file. Update
+// calls after Close fail with ledger.ErrClosed.
+func (s *Store) Close() error {
+	close(s.quit)
+	<-s.done
+	return s.db.Close()
+}
+
+// Path returns the file path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// Update implements ledger.Store with group commit.
+func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	r := &request{fn: fn, err: make(chan error, 1)}
+	select {
+	case <-s.quit:
+		return ledger.ErrClosed
+	default:
+	}
+	select {
+	case s.reqs <- r:
+	case <-s.quit:
+		return ledger.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the write may commit: wait for its result even if ctx ends.
+	return <-r.err
+}
+
+// View implements ledger.Store.
+func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{btx}) })
+}
+
+var errBatchFailed = errors.New("batch member failed")
+
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	for {
+		var first *request
+		select {
+		case first = <-s.reqs:
+		case <-s.quit:
+			// Drain what was queued before Close.
+			for {
+				select {
+				case r := <-s.reqs:
+					s.run([]*request{r})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*request{first}
+	fill:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.run(batch)
+	}
+}
+
+// run commits batch in one transaction; when a member fails, each member is
+// retried in a transaction of its own so one bad write cannot sink others.
+func (s *Store) run(batch []*request) {
+	errs := make([]error, len(batch))
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t := &tx{btx}
+		for i, r := range batch {
+			if errs[i] = r.fn(t); errs[i] != nil {
+				return errBatchFailed
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		if s.cfg.OnCommit != nil {
+			s.cfg.OnCommit(len(batch))
+		}
+		for _, r := range batch {
+			r.err <- nil
+		}
+		return
+	}
+	if len(batch) == 1 {
+		if errors.Is(err, errBatchFailed) {
+			err = errs[0]
+		}
+		batch[0].err <- err
+		return
+	}
+	for _, r := range batch {
+		s.run([]*request{r})
+	}
+}
+
+// tx implements ledger.Tx.
+type tx struct{ tx *bolt.Tx }
+
+func (t *tx) b(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
+
+func (t *tx) Row(id string) (*ledger.Row, error) {
+	v := t.b(bRows).Get([]byte(id))
+	if v == nil {
+		return nil, ledger.ErrNotFound
+	}
+	var r ledger.Row
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decode row %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// timeKey orders newest first: the inverted nanoseconds since the epoch.
+func timeKey(t time.Time) uint64 {
+	n := t.UnixNano()
+	if n < 0 {
+		n = 0
+	}
+	return math.MaxUint64 - uint64(n)
+}
+
+func indexKey(value string, t time.Time, id string) []byte {
+	k := make([]byte, 0, len(value)+1+8+len(id))
+	k = append(k, value...)
+	k = append(k, 0)
+	k = binary.BigEndian.AppendUint64(k, timeKey(t))
+	return append(k, id...)
+}
+
+type indexEntry struct {
+	bucket []byte
+	value  string
+}
+
+func indexEntries(r *ledger.Row) []indexEntry {
+	var out []indexEntry
+	add := func(b []byte, v string) {
+		if v != "" {
+			out = append(out, indexEntry{b, v})
+		}
+	}
+	add(ixPrincipal, r.Principal)
+	add(ixGrant, r.GrantID)
+	add(ixAgent, r.Agent.Platform)
+	add(ixStatus, strconv.Itoa(int(r.Status)))
+	add(ixClass, strconv.Itoa(int(r.Class)))
+	out = append(out, indexEntry{ixTime, ""})
+	for _, target := range r.Targets() {
+		add(ixTarget, target)
+	}
+	return out
+}
+
+func (t *tx) CreateRow(r *ledger.Row) error {
+	if t.b(bRows).Get([]byte(r.ID)) != nil {
+		return fmt.Errorf("create row %s: already exists", r.ID)
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode row %s: %w", r.ID, err)
+	}
+	if err := t.b(bRows).Put([]byte(r.ID), v); err != nil {
+		return err
+	}
+	for _, e := range indexEntries(r) {
+		if err := t.b(e.bucket).Put(indexKey(e.value, r.IssuedAt, r.ID), nil); err != nil {
+			return err
+		}
+	}
+	if r.RequestJWTSHA256 != "" && t.b(bReqJWT).Get([]byte(r.RequestJWTSHA256)) == nil {
+		if err := t.b(bReqJWT).Put([]byte(r.RequestJWTSHA256), []byte(r.ID)); err != nil {
+			return err
+		}
+	}
+	if r.GrantID != "" && r.Kind == ledger.KindReceipt && r.Status != ledger.Duplicate {
+		for _, a := range r.Actions {
+			k := []byte(r.GrantID + "\x00" + a.Tool)
+			n := uint64(0)
+			if v := t.b(bGrantTool).Get(k); len(v) == 8 {
+				n = binary.BigEndian.Uint64(v)
+			}
+			if err := t.b(bGrantTool).Put(k, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *tx) UpdateDispute(r *ledger.Row) error {
+	old, err := t.Row(r.ID)
+	if err != nil {
+		return err
+	}
+	// Only the dispute fields may differ.
+	old.Dispute, old.DisputeEvents = r.Dispute, r.DisputeEvents
+	v, err := json.Marshal(old)
+	if err != nil {
+		return err
+	}
+	return t.b(bRows).Put([]byte(r.ID), v)
+}
+
+func (t *tx) RowByRequestJWT(sha string) (string, error) {
+	return string(t.b(bReqJWT).Get([]byte(sha))), nil
+}
+
+func (t *tx) GrantToolCount(grant, tool string) (int, error) {
+	v := t.b(bGrantTool).Get([]byte(grant + "\x00" + tool))
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return int(binary.BigEndian.Uint64(v)), nil
+}
+
+func (t *tx) counter(k []byte, delta int64) (uint64, error) {
+	n := int64(0)
+	if v := t.b(bMeta).Get(k); len(v) == 8 {
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	n += delta
+	if n < 0 {
+		n = 0
+	}
+	return uint64(n), t.b(bMeta).Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+func (t *tx) NextIncidentID() (string, error) {
+	n, err := t.counter(kIncidentSeq, 1)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("INC-%d", n), nil
+}
+
+func (t *tx) PutEvidence(rowID string, bundle []byte) error {
+	return t.b(bEvidence).Put([]byte(rowID), bundle)
+}
+
+func (t *tx) Evidence(rowID string) ([]byte, error) {
+	v := t.b(bEvidence).Get([]byte(rowID))
+	if v == nil {
+		return nil, ledger.ErrNotFound
+	}
+	return append([]byte(nil), v...), nil
+}
+
+func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
+	if t.b(bJWKS).Get([]byte(s.ID)) != nil {
+		return false, nil
+	}
+	v, err := json.Marshal(s)
+	if err != nil {
+		return false, err
+	}
+	return true, t.b(bJWKS).Put([]byte(s.ID), v)
+}
+
+func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
+	var s verifier.Snapshot
+	v := t.b(bJWKS).Get([]byte(id))
+	if v == nil {
+		return s, ledger.ErrNotFound
+	}
+	if err := json.Unmarshal(v, &s); err != nil {
+		return s, fmt.Errorf("decode snapshot %s: %w", id, err)
+	}
+	return s, nil
+}
+
+func (t *tx) Enqueue(e ledger.OutboxEntry) error {
+	b := t.b(bOutbox)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	e.Seq = seq
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+		return err
+	}
+	if _, err := t.counter(kOutboxN, 1); err != nil {
+		return err
+	}
+	loc, err := json.Marshal(ledger.Location{Key: e.Key, RetainUntil: e.RetainUntil})
+	if err != nil {
+		return err
+	}
+	return t.b(bObjects).Put([]byte(e.Key), loc)
+}
+
+func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
+	var out []ledger.OutboxEntry
+	c := t.b(bOutbox).Cursor()
+	for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
+		var e ledger.OutboxEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, fmt.Errorf("decode outbox entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (t *tx) Uploaded(seq uint64, loc ledger.Location) error {
+	k := binary.BigEndian.AppendUint64(nil, seq)
+	if t.b(bOutbox).Get(k) == nil {
+		return nil
+	}
+	if err := t.b(bOutbox).Delete(k); err != nil {
+		return err
+	}
+	if _, err := t.counter(kOutboxN, -1); err != nil {
+		return err
+	}
+	v, err := json.Marshal(loc)
+	if err != nil {
+		return err
+	}
+	return t.b(bObjects).Put([]byte(loc.Key), v)
+}
+
+func (t *tx) Object(key string) (ledger.Location, error) {
+	var loc ledger.Location
+	v := t.b(bObjects).Get([]byte(key))
+	if v == nil {
+		return loc, ledger.ErrNotFound
+	}
+	err := json.Unmarshal(v, &loc)
+	return loc, err
+}
+
+func (t *tx) OutboxDepth() (int, error) {
+	v := t.b(bMeta).Get(kOutboxN)
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return int(binary.BigEndian.Uint64(v)), nil
+}
+
+// List answers q from one index: the most selective filter given (target,
+// grant, principal, agent, status, class, else time), with since/until as a
+// key range; the other filters are checked on the rows it yields.
+func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
+	bucket, value := ixTime, ""
+	switch {
+	case q.Target != "":
+		bucket, value = ixTarget, q.Target
+	case q.GrantID != "":
+		bucket, value = ixGrant, q.GrantID
+	case q.Principal != "":
+		bucket, value = ixPrincipal, q.Principal
+	case q.Agent != "":
+		bucket, value = ixAgent, q.Agent
+	case q.Status != 0:
+		bucket, value = ixStatus, strconv.Itoa(int(q.Status))
+	case q.Class != 0:
+		bucket, value = ixClass, strconv.Itoa(int(q.Class))
+	}
+	prefix := append([]byte(value), 0)
+	start := prefix
+	if !q.Until.IsZero() {
+		start = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), timeKey(q.Until)+1)
+	}
+	if q.PageToken != "" {
+		tok, err := base64.RawURLEncoding.DecodeString(q.PageToken)
+		if err != nil || len(tok) < len(prefix)+8 || string(tok[:len(prefix)]) != string(prefix) {
+			return nil, "", fmt.Errorf("%w: pageToken does not belong to this query", ledger.ErrInvalid)
+		}
+		start = append(tok, 0) // just after the last key returned
+	}
+	var stop uint64 = math.MaxUint64
+	if !q.Since.IsZero() {
+		stop = timeKey(q.Since)
+	}
+	var rows []*ledger.Row
+	c := t.b(bucket).Cursor()
+	var last []byte
+	for k, _ := c.Seek(start); k != nil; k, _ = c.Next() {
+		if len(k) < len(prefix)+8 || string(k[:len(prefix)]) != string(prefix) {
+			break
+		}
+		if binary.BigEndian.Uint64(k[len(prefix):]) > stop {
+			break
+		}
+		if len(rows) == q.PageSize {
+			return rows, base64.RawURLEncoding.EncodeToString(last), nil
+		}
+		id := string(k[len(prefix)+8:])
+		r, err := t.Row(id)
+		if err != nil {
+			return nil, "", err
+		}
+		last = append(last[:0], k...)
+		if !matches(r, q) {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows, "", nil
+}
+
+func matches(r *ledger.Row, q ledger.Query) bool {
+	switch {
+	case q.Principal != "" && r.Principal != q.Principal,
+		q.GrantID != "" && r.GrantID != q.GrantID,
+		q.Agent != "" && r.Agent.Platform != q.Agent,
+		q.Status != 0 && r.Status != q.Status,
+		q.Class != 0 && r.Class != retention.Class(q.Class):
+		return false
+	}
+	if q.Target != "" {
+		for _, t := range r.Targets() {
+			if t == q.Target {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}

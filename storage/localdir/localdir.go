@@ -1,0 +1,118 @@
+// Package localdir is evidence storage in a local directory, for the
+// embedded default: each object is created exclusively (O_EXCL), fsynced
+// and made read-only. It has the same interface as S3 Object Lock but a
+// weaker guarantee: anyone with write access to the directory can still
+// remove or change files.
+package localdir
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Store is a ledger.ObjectStore on a directory.
+type Store struct {
+	dir string
+}
+
+// Open creates dir when needed.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("evidence directory %s: %w", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{dir: abs}, nil
+}
+
+func (s *Store) path(key string) (string, error) {
+	if key == "" || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
+		return "", fmt.Errorf("evidence key %q is not a relative object key", key)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
+}
+
+// Put implements ledger.ObjectStore.
+func (s *Store) Put(_ context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	loc := ledger.Location{Store: "dir", Bucket: s.dir, Key: key, RetainUntil: retainUntil.UTC()}
+	p, err := s.path(key)
+	if err != nil {
+		return loc, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return loc, err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if errors.Is(err, fs.ErrExist) {
+		have, rerr := os.ReadFile(p)
+		if rerr == nil && bytes.Equal(have, body) {
+			return loc, nil
+		}
+		if rerr == nil && len(have) == 0 {
+			// An earlier attempt crashed between create and write.
+			if err := os.Chmod(p, 0o600); err == nil {
+				if err := os.WriteFile(p, body, 0o400); err == nil {
+					return loc, syncAndLock(p)
+				}
+			}
+		}
+		return loc, fmt.Errorf("put %s: a different object already holds this key", key)
+	}
+	if err != nil {
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := f.Close(); err != nil {
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	return loc, nil
+}
+
+func syncAndLock(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return os.Chmod(p, 0o400)
+}
+
+// Get implements ledger.ObjectStore.
+func (s *Store) Get(_ context.Context, key string) ([]byte, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
+	}
+	return b, err
+}
+
+// Ping implements ledger.ObjectStore.
+func (s *Store) Ping(context.Context) error {
+	_, err := os.Stat(s.dir)
+	return err
+}

@@ -1,0 +1,107 @@
+package verifier
+
+import (
+	"context"
+	"fmt"
+)
+
+// Brand is a trusted brand: its interface URL (the receipt's brand and the
+// delegation token's aud) and where its signing keys are published, either
+// directly (JWKSURI) or through RFC 8414 metadata (MetadataURL).
+type Brand struct {
+	InterfaceURL string
+	JWKSURI      string
+	MetadataURL  string
+	// Issuer, when set, is the iss delegation tokens must carry; with
+	// MetadataURL it defaults to the metadata's issuer.
+	Issuer string
+}
+
+// Agent is a registered personal agent (PACT §3.1).
+type Agent struct {
+	Issuer  string
+	JWKSURI string
+	Enabled bool
+}
+
+// Registry is the live KeySource: configured brands and personal agents,
+// with their keys fetched through a Fetcher. Keys are fetched only from
+// configured URIs (and the jwks_uri of configured metadata).
+type Registry struct {
+	fetcher *Fetcher
+	brands  map[string]Brand
+	agents  map[string]Agent
+}
+
+// NewRegistry returns a Registry. It checks every configured URI against
+// the fetcher's rules.
+func NewRegistry(f *Fetcher, brands []Brand, agents []Agent) (*Registry, error) {
+	r := &Registry{fetcher: f, brands: map[string]Brand{}, agents: map[string]Agent{}}
+	for _, b := range brands {
+		if b.InterfaceURL == "" || (b.JWKSURI == "") == (b.MetadataURL == "") {
+			return nil, fmt.Errorf("brand %q: set interfaceUrl and exactly one of jwksUri or metadataUrl", b.InterfaceURL)
+		}
+		for _, u := range []string{b.JWKSURI, b.MetadataURL} {
+			if u != "" {
+				if err := f.CheckURI(u); err != nil {
+					return nil, fmt.Errorf("brand %s: %w", b.InterfaceURL, err)
+				}
+			}
+		}
+		r.brands[b.InterfaceURL] = b
+	}
+	for _, a := range agents {
+		if a.Issuer == "" || a.JWKSURI == "" {
+			return nil, fmt.Errorf("personal agent %q: issuer and jwksUri are required", a.Issuer)
+		}
+		if err := f.CheckURI(a.JWKSURI); err != nil {
+			return nil, fmt.Errorf("personal agent %s: %w", a.Issuer, err)
+		}
+		r.agents[a.Issuer] = a
+	}
+	return r, nil
+}
+
+// Brand implements KeySource.
+func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool) (Signer, error) {
+	b, ok := r.brands[interfaceURL]
+	if !ok {
+		return Signer{}, fmt.Errorf("%w: brand %q is not a trusted brand", ErrUntrusted, interfaceURL)
+	}
+	uri, issuer := b.JWKSURI, b.Issuer
+	if b.MetadataURL != "" {
+		mIss, mJWKS, err := r.fetcher.Metadata(ctx, b.MetadataURL)
+		if err != nil {
+			return Signer{}, err
+		}
+		if err := r.fetcher.CheckURI(mJWKS); err != nil {
+			return Signer{}, err
+		}
+		uri = mJWKS
+		if issuer == "" {
+			issuer = mIss
+		}
+	}
+	ks, err := r.keys(ctx, uri, refresh)
+	return Signer{Keys: ks, Issuer: issuer}, err
+}
+
+// Agent implements KeySource.
+func (r *Registry) Agent(ctx context.Context, issuer string, refresh bool) (Signer, error) {
+	a, ok := r.agents[issuer]
+	if !ok {
+		return Signer{}, fmt.Errorf("%w: personal agent %q is not registered", ErrUntrusted, issuer)
+	}
+	if !a.Enabled {
+		return Signer{}, fmt.Errorf("%w: personal agent %q is disabled", ErrUntrusted, issuer)
+	}
+	ks, err := r.keys(ctx, a.JWKSURI, refresh)
+	return Signer{Keys: ks}, err
+}
+
+func (r *Registry) keys(ctx context.Context, uri string, refresh bool) (*KeySet, error) {
+	if refresh {
+		return r.fetcher.Refresh(ctx, uri)
+	}
+	return r.fetcher.Keys(ctx, uri)
+}

@@ -1,0 +1,467 @@
+package verifier
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Errors the verifier reports. A check's detail carries the wrapped text.
+var (
+	// ErrMalformed: the input is not a compact JWS or not receipt claims.
+	ErrMalformed = errors.New("malformed token")
+	// ErrSignature: the signature or its algorithm is not acceptable.
+	ErrSignature = errors.New("signature rejected")
+	// ErrUnknownKid: no key in the signer's JWKS fits the token's kid and alg.
+	ErrUnknownKid = errors.New("unknown kid")
+	// ErrUntrusted: the brand or personal agent is not configured, or disabled.
+	ErrUntrusted = errors.New("not trusted")
+	// ErrFetch: a JWKS or metadata document could not be fetched.
+	ErrFetch = errors.New("jwks fetch")
+	// ErrBadJWKS: a fetched document is not a usable JWKS or metadata.
+	ErrBadJWKS = errors.New("bad jwks")
+	// ErrNoSnapshot: a re-verification found no stored snapshot for a signer.
+	ErrNoSnapshot = errors.New("no jwks snapshot recorded")
+)
+
+// Check names, in the order a record lists them.
+const (
+	CheckReceiptSignature = "receipt_signature"
+	CheckRequestSignature = "request_signature"
+	CheckDelegationToken  = "delegation_token"
+	CheckBindings         = "bindings"
+	CheckScopesWithin     = "scopes_within_grant"
+	CheckArgsHash         = "args_hash"
+	CheckWithinLimits     = "within_limits"
+	CheckDuplicate        = "duplicate"
+)
+
+// Outcome is the result of one check.
+type Outcome int
+
+// Check outcomes.
+const (
+	Pass Outcome = iota + 1
+	Fail
+	Skipped
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Pass:
+		return "PASS"
+	case Fail:
+		return "FAIL"
+	case Skipped:
+		return "SKIPPED"
+	}
+	return "UNSPECIFIED"
+}
+
+// Check is one named check with its outcome and detail.
+type Check struct {
+	Name   string  `json:"name"`
+	Result Outcome `json:"result"`
+	Detail string  `json:"detail,omitempty"`
+}
+
+// Action is one application action log entry.
+type Action struct {
+	Tool     string `json:"tool"`
+	Target   string `json:"target,omitempty"`
+	ArgsJSON string `json:"argsJson,omitempty"`
+}
+
+// HashSource says who produced an args hash.
+type HashSource int
+
+// Args hash sources.
+const (
+	HashNone HashSource = iota
+	HashFromReceipt
+	HashComputedByLedger
+)
+
+// RowAction is one receipt action as the ledger records it.
+type RowAction struct {
+	Tool       string     `json:"tool"`
+	Target     string     `json:"target,omitempty"`
+	ArgsHash   string     `json:"argsHash,omitempty"`
+	HashSource HashSource `json:"argsHashSource,omitempty"`
+}
+
+// Input is what a pipeline posts with a receipt.
+type Input struct {
+	ReceiptJWS      string
+	RequestJWT      string
+	DelegationToken string
+	Actions         []Action
+}
+
+// Signer is a signer's keys as the verifier trusts them. Issuer, when set,
+// is the iss a delegation token signed by these keys must carry.
+type Signer struct {
+	Keys   *KeySet
+	Issuer string
+}
+
+// KeySource finds the signing keys of brands and personal agents. It
+// returns an error wrapping ErrUntrusted for a brand or agent it does not
+// trust. refresh asks for a refetch after an unknown kid.
+type KeySource interface {
+	Brand(ctx context.Context, interfaceURL string, refresh bool) (Signer, error)
+	Agent(ctx context.Context, issuer string, refresh bool) (Signer, error)
+}
+
+// Config configures a Verifier.
+type Config struct {
+	// Audience is the value PA JWTs must carry in aud (PACT §3.1). Required.
+	Audience string
+	// Skew is the clock skew allowed; default 30 s.
+	Skew time.Duration
+	// CheckedBy names the verifier in records, such as "pactledger 1.0.0".
+	CheckedBy string
+}
+
+// Verifier checks receipts, request JWTs and delegation tokens as of the
+// receipt's ts.
+type Verifier struct {
+	cfg Config
+}
+
+// New returns a Verifier.
+func New(cfg Config) (*Verifier, error) {
+	if cfg.Audience == "" {
+		return nil, errors.New("verifier: audience is required")
+	}
+	if cfg.Skew <= 0 {
+		cfg.Skew = 30 * time.Second
+	}
+	if cfg.CheckedBy == "" {
+		cfg.CheckedBy = "pactledger"
+	}
+	return &Verifier{cfg: cfg}, nil
+}
+
+// CheckedBy is the verifier's name for records.
+func (v *Verifier) CheckedBy() string { return v.cfg.CheckedBy }
+
+// Result is the verifier's view of one receipt.
+type Result struct {
+	Receipt       Receipt
+	ReceiptKid    string
+	BrandSnapshot *Snapshot
+	RequestKid    string
+	AgentIssuer   string
+	AgentSnapshot *Snapshot
+	ScopeGranted  []string
+	GrantExpires  time.Time
+	Actions       []RowAction
+	Checks        []Check
+}
+
+// Failed reports whether any of the named checks failed.
+func (r *Result) Failed(names ...string) bool {
+	for _, c := range r.Checks {
+		if c.Result == Fail && slices.Contains(names, c.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Verify runs the receipt_signature, request_signature, delegation_token,
+// bindings, scopes_within_grant and args_hash checks as of the receipt's ts.
+// It returns an error wrapping ErrMalformed only when the receipt cannot be
+// parsed at all; every other problem is a FAIL check in the result.
+func (v *Verifier) Verify(ctx context.Context, in Input, src KeySource) (*Result, error) {
+	rc, _, err := ParseReceipt(in.ReceiptJWS)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Receipt: rc}
+	at := rc.Time
+
+	// receipt_signature: the brand's keys.
+	res.Checks = append(res.Checks, v.checkReceipt(ctx, in.ReceiptJWS, rc, src, res))
+
+	// request_signature: PACT §3.2.
+	reqClaims, reqCheck := v.checkRequest(ctx, in.RequestJWT, at, src, res)
+	res.Checks = append(res.Checks, reqCheck)
+
+	// delegation_token: PACT §5.4 against the brand's keys.
+	tok, tokCheck := v.checkToken(ctx, in.DelegationToken, rc, at, src)
+	res.Checks = append(res.Checks, tokCheck)
+	if tok != nil {
+		res.ScopeGranted = tok.Scopes()
+		if tok.Exp != nil {
+			res.GrantExpires = tok.Exp.Time()
+		}
+	}
+
+	res.Checks = append(res.Checks, checkBindings(rc, reqClaims, tok))
+	res.Checks = append(res.Checks, checkScopes(rc, tok))
+	actions, argsCheck := checkArgs(rc.Actions, in.Actions)
+	res.Actions = actions
+	res.Checks = append(res.Checks, argsCheck)
+	return res, nil
+}
+
+func fail(name, format string, args ...any) Check {
+	return Check{Name: name, Result: Fail, Detail: fmt.Sprintf(format, args...)}
+}
+
+// verifySigned verifies tok with the keys get returns, refetching once on an
+// unknown kid.
+func verifySigned(tok string, get func(refresh bool) (Signer, error)) ([]byte, string, string, Signer, error) {
+	s, err := get(false)
+	if err != nil {
+		return nil, "", "", s, err
+	}
+	p, kid, alg, err := verifyCompact(tok, s.Keys)
+	if errors.Is(err, ErrUnknownKid) {
+		if s2, err2 := get(true); err2 == nil {
+			s = s2
+			p, kid, alg, err = verifyCompact(tok, s.Keys)
+		}
+	}
+	return p, kid, string(alg), s, err
+}
+
+func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src KeySource, res *Result) Check {
+	_, kid, alg, s, err := verifySigned(jws, func(refresh bool) (Signer, error) {
+		return src.Brand(ctx, rc.Brand, refresh)
+	})
+	if s.Keys != nil {
+		snap := s.Keys.Snapshot
+		res.BrandSnapshot = &snap
+	}
+	res.ReceiptKid = kid
+	if err != nil {
+		return fail(CheckReceiptSignature, "%v", err)
+	}
+	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: fmt.Sprintf("%s kid %s", alg, kid)}
+}
+
+func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, src KeySource, res *Result) (*RequestClaims, Check) {
+	const name = CheckRequestSignature
+	if jwt == "" {
+		return nil, fail(name, "no request JWT was posted")
+	}
+	c, err := ParseCompact(jwt)
+	if err != nil {
+		return nil, fail(name, "%v", err)
+	}
+	var claims RequestClaims
+	if err := json.Unmarshal(c.Payload, &claims); err != nil {
+		return nil, fail(name, "claims are not a JSON object")
+	}
+	res.AgentIssuer = claims.Iss
+	res.RequestKid = c.Kid
+	if claims.Iss == "" {
+		return &claims, fail(name, "iss missing")
+	}
+	payload, kid, alg, s, err := verifySigned(jwt, func(refresh bool) (Signer, error) {
+		return src.Agent(ctx, claims.Iss, refresh)
+	})
+	if s.Keys != nil {
+		snap := s.Keys.Snapshot
+		res.AgentSnapshot = &snap
+	}
+	if kid != "" {
+		res.RequestKid = kid
+	}
+	if err != nil {
+		return &claims, fail(name, "%v", err)
+	}
+	// Claims from the verified payload only from here on.
+	var vc RequestClaims
+	if err := json.Unmarshal(payload, &vc); err != nil {
+		return &claims, fail(name, "claims are not a JSON object")
+	}
+	if detail := v.requestClaimProblem(vc, at); detail != "" {
+		return &vc, fail(name, "%s", detail)
+	}
+	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}
+}
+
+// requestClaimProblem applies the claim rules of PACT §3.2 as of at.
+func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
+	skew := v.cfg.Skew
+	if c.Sub == "" {
+		return "sub missing"
+	}
+	aud, ok := audience(c.Aud, false)
+	if !ok || len(aud) != 1 || aud[0] != v.cfg.Audience {
+		return fmt.Sprintf("aud must be the single string %q", v.cfg.Audience)
+	}
+	if c.Iat == nil {
+		return "iat missing"
+	}
+	if c.Exp == nil {
+		return "exp missing"
+	}
+	iat, exp := c.Iat.Time(), c.Exp.Time()
+	if exp.Sub(iat) > 300*time.Second {
+		return fmt.Sprintf("exp is %s after iat (at most 300s)", exp.Sub(iat))
+	}
+	if iat.After(at.Add(skew)) {
+		return fmt.Sprintf("iat %s is more than %s after the receipt ts %s", iat.Format(time.RFC3339), skew, at.Format(time.RFC3339))
+	}
+	if at.After(exp.Add(skew)) {
+		return fmt.Sprintf("expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339))
+	}
+	return ""
+}
+
+func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check) {
+	const name = CheckDelegationToken
+	if tok == "" {
+		return nil, fail(name, "no delegation token was posted")
+	}
+	c, err := ParseCompact(tok)
+	if err != nil {
+		return nil, fail(name, "%v", err)
+	}
+	var claims TokenClaims
+	if err := json.Unmarshal(c.Payload, &claims); err != nil {
+		return nil, fail(name, "claims are not a JSON object")
+	}
+	payload, kid, alg, s, err := verifySigned(tok, func(refresh bool) (Signer, error) {
+		return src.Brand(ctx, rc.Brand, refresh)
+	})
+	if err != nil {
+		return &claims, fail(name, "%v", err)
+	}
+	var vc TokenClaims
+	if err := json.Unmarshal(payload, &vc); err != nil {
+		return &claims, fail(name, "claims are not a JSON object")
+	}
+	skew := v.cfg.Skew
+	switch {
+	case s.Issuer != "" && vc.Iss != s.Issuer:
+		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer)
+	case vc.Exp == nil:
+		return &vc, fail(name, "exp missing")
+	case at.After(vc.Exp.Time().Add(skew)):
+		return &vc, fail(name, "expired at %s, before the receipt ts %s", vc.Exp.Time().Format(time.RFC3339), at.Format(time.RFC3339))
+	case vc.Iat != nil && vc.Iat.Time().After(at.Add(skew)):
+		return &vc, fail(name, "issued at %s, after the receipt ts %s", vc.Iat.Time().Format(time.RFC3339), at.Format(time.RFC3339))
+	}
+	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, expires %s", alg, kid, vc.Exp.Time().Format(time.RFC3339))}
+}
+
+// checkBindings: grant id, user, pa and brand agree across receipt, token
+// and request JWT.
+func checkBindings(rc Receipt, req *RequestClaims, tok *TokenClaims) Check {
+	const name = CheckBindings
+	var problems []string
+	if rc.GrantID == "" || rc.User == "" || rc.PA == "" || rc.Brand == "" {
+		problems = append(problems, "receipt lacks grantId, user, pa or brand")
+	}
+	if tok == nil {
+		problems = append(problems, "no delegation token claims")
+	} else {
+		aud, ok := audience(tok.Aud, true)
+		if !ok || len(aud) != 1 || aud[0] != rc.Brand {
+			problems = append(problems, fmt.Sprintf("token aud is not the receipt brand %q", rc.Brand))
+		}
+		if tok.ClientID != rc.PA {
+			problems = append(problems, fmt.Sprintf("token client_id %q != receipt pa %q", tok.ClientID, rc.PA))
+		}
+		if tok.Sub != rc.User {
+			problems = append(problems, fmt.Sprintf("token sub %q != receipt user %q", tok.Sub, rc.User))
+		}
+		if tok.GrantID != rc.GrantID {
+			problems = append(problems, fmt.Sprintf("token grant_id %q != receipt grantId %q", tok.GrantID, rc.GrantID))
+		}
+	}
+	if req == nil {
+		problems = append(problems, "no request JWT claims")
+	} else if req.Iss != rc.PA {
+		problems = append(problems, fmt.Sprintf("request JWT iss %q != receipt pa %q", req.Iss, rc.PA))
+	}
+	if len(problems) > 0 {
+		return Check{Name: name, Result: Fail, Detail: strings.Join(problems, "; ")}
+	}
+	return Check{Name: name, Result: Pass, Detail: "grant, user, pa and brand agree"}
+}
+
+func checkScopes(rc Receipt, tok *TokenClaims) Check {
+	const name = CheckScopesWithin
+	if tok == nil {
+		return fail(name, "no delegation token scope to compare with")
+	}
+	granted := tok.Scopes()
+	var beyond []string
+	for _, s := range rc.ScopesUsed {
+		if !slices.Contains(granted, s) {
+			beyond = append(beyond, s)
+		}
+	}
+	if len(beyond) > 0 {
+		return fail(name, "scopes used beyond the grant: %s (granted: %s)", strings.Join(beyond, " "), tok.Scope)
+	}
+	return Check{Name: name, Result: Pass, Detail: fmt.Sprintf("used [%s] within [%s]", strings.Join(rc.ScopesUsed, " "), tok.Scope)}
+}
+
+// ArgsHash is base64url (no padding) of the SHA-256 of the exact args JSON.
+func ArgsHash(argsJSON string) string {
+	sum := sha256.Sum256([]byte(argsJSON))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// checkArgs pairs each receipt action with the first unused logged action of
+// the same tool and compares args hashes.
+func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
+	const name = CheckArgsHash
+	used := make([]bool, len(logged))
+	var out []RowAction
+	var problems []string
+	computed, matched := 0, 0
+	for _, ra := range signed {
+		row := RowAction{Tool: ra.Tool}
+		var log *Action
+		for j := range logged {
+			if !used[j] && logged[j].Tool == ra.Tool {
+				used[j] = true
+				log = &logged[j]
+				break
+			}
+		}
+		if log != nil {
+			row.Target = log.Target
+		}
+		switch {
+		case ra.ArgsHash != "" && (log == nil || log.ArgsJSON == ""):
+			row.ArgsHash, row.HashSource = ra.ArgsHash, HashFromReceipt
+			problems = append(problems, fmt.Sprintf("%s: the receipt signs an args hash but no logged args were posted", ra.Tool))
+		case ra.ArgsHash != "":
+			row.ArgsHash, row.HashSource = ra.ArgsHash, HashFromReceipt
+			if got := ArgsHash(log.ArgsJSON); got != ra.ArgsHash {
+				problems = append(problems, fmt.Sprintf("%s: logged args hash %s != receipt argsHash %s", ra.Tool, got, ra.ArgsHash))
+			} else {
+				matched++
+			}
+		case log != nil && log.ArgsJSON != "":
+			row.ArgsHash, row.HashSource = ArgsHash(log.ArgsJSON), HashComputedByLedger
+			computed++
+		}
+		out = append(out, row)
+	}
+	for j, l := range logged {
+		if !used[j] {
+			problems = append(problems, fmt.Sprintf("logged action %s %s is not in the receipt", l.Tool, l.Target))
+		}
+	}
+	if len(problems) > 0 {
+		return out, Check{Name: name, Result: Fail, Detail: strings.Join(problems, "; ")}
+	}
+	return out, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%d matched the receipt, %d computed by the ledger", matched, computed)}
+}
