@@ -8,10 +8,10 @@ import (
 
 // Metrics are the ledger's Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
-	writes       *prometheus.CounterVec
-	verify       prometheus.Histogram
+	writes            *prometheus.CounterVec
+	verify            prometheus.Histogram
 	unclassifiedTools *prometheus.CounterVec
-	uploads      *prometheus.CounterVec
+	uploads           *prometheus.CounterVec
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
 }

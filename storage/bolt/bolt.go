@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,6 +65,9 @@ type Store struct {
 	reqs chan *request
 	quit chan struct{}
 	done chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type request struct {
@@ -109,9 +113,12 @@ func Open(path string, cfg Config) (*Store, error) {
 // Close waits for queued writes to commit, then closes the file. Update
 // calls after Close fail with ledger.ErrClosed.
 func (s *Store) Close() error {
-	close(s.quit)
-	<-s.done
-	return s.db.Close()
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.done
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
 }
 
 // Path returns the file path.

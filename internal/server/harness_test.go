@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/server"
+)
+
+var s3srv *s3test.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	s3srv, err = s3test.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "S3 test server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	s3srv.Stop()
+	os.Exit(code)
+}
+
+// keys are the test API keys, one per role.
+var keys = map[string]string{
+	config.RoleWriter:  "test-writer-key",
+	config.RoleSupport: "test-support-key",
+	config.RoleAuditor: "test-auditor-key",
+	config.RoleAdmin:   "test-admin-key",
+}
+
+type env struct {
+	sc   *pacttest.Scenario
+	srv  *server.Server
+	base string
+	cfg  config.Config
+	stop func()
+}
+
+type envOpt func(*config.Config)
+
+func withS3(bucket string) envOpt {
+	return func(c *config.Config) {
+		c.Evidence.Type = "s3"
+		c.Evidence.S3 = config.S3{Endpoint: s3srv.Endpoint, Bucket: bucket, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true}
+	}
+}
+
+func testConfig(sc *pacttest.Scenario, dataDir string) config.Config {
+	cfg := config.Default()
+	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	cfg.DataDir = dataDir
+	cfg.Audience = sc.Audience
+	cfg.AllowInsecureLoopbackJWKS = true
+	for role, k := range keys {
+		cfg.APIKeys = append(cfg.APIKeys, config.APIKey{Name: role + "-key", SHA256: config.HashKey(k), Roles: []string{role}})
+	}
+	for _, b := range sc.Brands() {
+		cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
+	}
+	for _, a := range sc.Agents() {
+		cfg.Agents = append(cfg.Agents, config.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI})
+	}
+	cfg.ShutdownTimeout = config.Duration(5 * time.Second)
+	return cfg
+}
+
+func newEnv(t *testing.T, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
+	t.Helper()
+	sc := pacttest.NewScenario(alg, alg)
+	t.Cleanup(sc.Close)
+	cfg := testConfig(sc, t.TempDir())
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := &env{sc: sc, cfg: cfg}
+	e.start(t)
+	return e
+}
+
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, e.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	e.srv, e.base = srv, "http://"+srv.HTTPAddr()
+	stopped := false
+	e.stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	}
+	t.Cleanup(e.stop)
+}
+
+// call sends a REST request with the key of role ("" for none) and decodes
+// the JSON reply into out when out is not nil. It returns the status code.
+func (e *env) call(t *testing.T, method, path, role string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if role != "" {
+		k := keys[role]
+		if k == "" {
+			k = role // a raw key
+		}
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// post is the body of POST /v1/receipts for r.
+func post(r *pacttest.Receipt) map[string]any {
+	var actions []map[string]string
+	for _, a := range r.Actions {
+		actions = append(actions, map[string]string{"tool": a.Tool, "target": a.Target, "argsJson": a.ArgsJSON})
+	}
+	return map[string]any{"receiptJws": r.ReceiptJWS, "requestJwt": r.RequestJWT, "delegationToken": r.DelegationToken, "actions": actions}
+}
+
+// Row is the REST shape of a row (API.md), decoded loosely for assertions.
+type Row struct {
+	ID        string `json:"id"`
+	ReceiptID string `json:"receiptId"`
+	Kind      string `json:"kind"`
+	Status    string `json:"status"`
+	GrantID   string `json:"grantId"`
+	Principal string `json:"principal"`
+	Brand     string `json:"brand"`
+	Agent     struct {
+		Platform, RequestJwtKid, JwksSnapshot string
+	} `json:"agent"`
+	BrandKey struct {
+		Kid, JwksSnapshot string
+	} `json:"brandKey"`
+	ScopeGranted []string `json:"scopeGranted"`
+	ScopesUsed   []string `json:"scopesUsed"`
+	Actions      []struct {
+		Tool, Target, ArgsHash, ArgsHashSource string
+	} `json:"actions"`
+	IssuedAt string `json:"issuedAt"`
+	Verifier struct {
+		CheckedBy   string  `json:"checkedBy"`
+		Checks      []Check `json:"checks"`
+		DuplicateOf string  `json:"duplicateOf"`
+	} `json:"verifier"`
+	RetentionClass string `json:"retentionClass"`
+	RetainUntil    string `json:"retainUntil"`
+	IncidentID     string `json:"incidentId"`
+	DisputeStatus  string `json:"disputeStatus"`
+	DisputeEvents  []struct {
+		At, Status, Note, By string
+	} `json:"disputeEvents"`
+}
+
+// Check is one verifier check.
+type Check struct {
+	Name, Result, Detail string
+}
+
+func (r Row) check(name string) Check {
+	for _, c := range r.Verifier.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Check{}
+}
+
+type appendReply struct {
+	Row     Row    `json:"row"`
+	Outcome string `json:"outcome"`
+}

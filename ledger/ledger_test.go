@@ -1,0 +1,411 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+type harness struct {
+	sc     *pacttest.Scenario
+	l      *ledger.Ledger
+	store  *bolt.Store
+	dir    string
+	now    time.Time
+	nowMu  sync.Mutex
+	objDir string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	return h
+}
+
+func (h *harness) open(t *testing.T) {
+	t.Helper()
+	var err error
+	h.store, err = bolt.Open(filepath.Join(h.dir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.store.Close() })
+	h.objDir = filepath.Join(h.dir, "evidence")
+	objects, err := localdir.Open(h.objDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, h.sc.Brands(), h.sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
+	h.l, err = ledger.New(h.store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) clock() time.Time {
+	h.nowMu.Lock()
+	defer h.nowMu.Unlock()
+	return h.now
+}
+
+func in(r *pacttest.Receipt) ledger.ReceiptInput {
+	return ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}
+}
+
+func (h *harness) append(t *testing.T, ri ledger.ReceiptInput) (*ledger.Row, ledger.Outcome) {
+	t.Helper()
+	row, o, err := h.l.AppendReceipt(context.Background(), ri)
+	if err != nil {
+		t.Fatalf("AppendReceipt: %v", err)
+	}
+	return row, o
+}
+
+func check(r *ledger.Row, name string) verifier.Check {
+	for _, c := range r.Verifier.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return verifier.Check{}
+}
+
+func TestRulesAndRetention(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name       string
+		spec       pacttest.Spec
+		edit       func(r *pacttest.Receipt)
+		wantStatus ledger.Status
+		wantClass  retention.Class
+		wantUntil  time.Time
+	}{
+		{name: "authorized money moved", spec: pacttest.Spec{Target: "A-1"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 44, 0, time.UTC)},
+		{name: "read only", spec: pacttest.Spec{Target: "A-2", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}, wantStatus: ledger.Authorized, wantClass: retention.ReadOnly, wantUntil: time.Date(2027, 1, 5, 13, 12, 44, 0, time.UTC)},
+		{name: "account changed", spec: pacttest.Spec{Target: "acct", Tool: "change_address"}, wantStatus: ledger.Authorized, wantClass: retention.AccountChanged, wantUntil: time.Date(2027, 10, 7, 13, 12, 44, 0, time.UTC)},
+		{name: "unknown tool takes the longest class", spec: pacttest.Spec{Target: "A-3", Tool: "teleport"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 44, 0, time.UTC)},
+		{name: "bad signature is unauthorized and refused class", spec: pacttest.Spec{Target: "A-4"}, edit: func(r *pacttest.Receipt) {
+			r.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(r.Claims)
+		}, wantStatus: ledger.Unauthorized, wantClass: retention.Refused, wantUntil: time.Date(2027, 10, 7, 13, 12, 44, 0, time.UTC)},
+		{name: "scope beyond grant is an incident", spec: pacttest.Spec{Target: "A-5", ScopesUsed: []string{"plan:change"}}, wantStatus: ledger.Incident, wantClass: retention.Incident},
+		{name: "args mismatch is an incident", spec: pacttest.Spec{Target: "A-6"}, edit: func(r *pacttest.Receipt) {
+			r.Actions[0].ArgsJSON = `{"order":"A-7"}`
+		}, wantStatus: ledger.Incident, wantClass: retention.Incident},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.sc.Mint(tc.spec)
+			if tc.edit != nil {
+				tc.edit(r)
+			}
+			row, o := h.append(t, in(r))
+			if o != ledger.Created {
+				t.Fatalf("outcome = %v", o)
+			}
+			if row.Status != tc.wantStatus || row.Class != tc.wantClass || !row.RetainUntil.Equal(tc.wantUntil) {
+				t.Fatalf("got %v %v until %v, want %v %v until %v; checks %+v", row.Status, row.Class, row.RetainUntil, tc.wantStatus, tc.wantClass, tc.wantUntil, row.Verifier.Checks)
+			}
+			if (row.Status == ledger.Incident) != (row.IncidentID != "") {
+				t.Fatalf("incident id %q on a %v row", row.IncidentID, row.Status)
+			}
+			if len(row.Verifier.Checks) != 8 {
+				t.Fatalf("want 8 checks, got %+v", row.Verifier.Checks)
+			}
+		})
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	h := newHarness(t)
+	r := h.sc.Mint(pacttest.Spec{})
+	first, o := h.append(t, in(r))
+	if o != ledger.Created || first.Status != ledger.Authorized {
+		t.Fatalf("first: %v %v", o, first.Status)
+	}
+
+	// Byte-identical resubmission: the original row, nothing new.
+	again, o := h.append(t, in(r))
+	if o != ledger.AlreadyRecorded || again.ID != first.ID || !again.RecordedAt.Equal(first.RecordedAt) {
+		t.Fatalf("resubmission: %v %s", o, again.ID)
+	}
+
+	// Same receipt JWS, another request JWT: its own row naming the first.
+	r2 := *r
+	r2.RequestClaims = map[string]any{}
+	for k, v := range r.RequestClaims {
+		r2.RequestClaims[k] = v
+	}
+	r2.RequestClaims["jti"] = "other"
+	r2.RequestJWT = h.sc.PA.Key.Sign(r2.RequestClaims)
+	dup, o := h.append(t, in(&r2))
+	if o != ledger.DuplicateRecorded || dup.Status != ledger.Duplicate || dup.Verifier.DuplicateOf != first.ID || dup.ID == first.ID || dup.ReceiptID != first.ReceiptID {
+		t.Fatalf("duplicate: %v %v of %q id %s", o, dup.Status, dup.Verifier.DuplicateOf, dup.ID)
+	}
+	if c := check(dup, "duplicate"); c.Result != verifier.Fail {
+		t.Fatalf("duplicate check = %+v", c)
+	}
+	// Resubmitting the duplicate is idempotent too.
+	if again, o := h.append(t, in(&r2)); o != ledger.AlreadyRecorded || again.ID != dup.ID {
+		t.Fatalf("duplicate resubmission: %v %s", o, again.ID)
+	}
+
+	// The same request JWT reused for a different receipt.
+	r3 := h.sc.Mint(pacttest.Spec{Target: "A-9", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	r3.RequestJWT = r.RequestJWT
+	reuse, o := h.append(t, in(r3))
+	if o != ledger.DuplicateRecorded || reuse.Verifier.DuplicateOf != first.ID {
+		t.Fatalf("request JWT reuse: %v of %q", o, reuse.Verifier.DuplicateOf)
+	}
+}
+
+func TestWithinLimits(t *testing.T) {
+	h := newHarness(t)
+	lim := &ledger.Limits{AmountMax: "order_value", CountMax: 1}
+	r := h.sc.Mint(pacttest.Spec{Target: "A-1", GrantID: "g1"})
+	ri := in(r)
+	ri.Limits = lim
+	row, _ := h.append(t, ri)
+	if c := check(row, "within_limits"); c.Result != verifier.Skipped || row.Status != ledger.Authorized {
+		t.Fatalf("first: %+v %v (amountMax not numeric must be SKIPPED, never PASS)", c, row.Status)
+	}
+	r = h.sc.Mint(pacttest.Spec{Target: "A-2", GrantID: "g1"})
+	ri = in(r)
+	ri.Limits = lim
+	row, _ = h.append(t, ri)
+	if c := check(row, "within_limits"); c.Result != verifier.Fail || row.Status != ledger.Incident {
+		t.Fatalf("second cancel under countMax 1: %+v %v", c, row.Status)
+	}
+
+	r = h.sc.Mint(pacttest.Spec{Target: "R-1", GrantID: "g2", Tool: "issue_refund", ArgsJSON: `{"order":"R-1","amount":120.5}`})
+	ri = in(r)
+	ri.Limits = &ledger.Limits{AmountMax: "100"}
+	row, _ = h.append(t, ri)
+	if c := check(row, "within_limits"); c.Result != verifier.Fail || row.Status != ledger.Incident {
+		t.Fatalf("amount over amountMax: %+v %v", c, row.Status)
+	}
+	r = h.sc.Mint(pacttest.Spec{Target: "R-2", GrantID: "g3", Tool: "issue_refund", ArgsJSON: `{"order":"R-2","amount":99}`})
+	ri = in(r)
+	ri.Limits = &ledger.Limits{AmountMax: "100", CountMax: 2}
+	row, _ = h.append(t, ri)
+	if c := check(row, "within_limits"); c.Result != verifier.Pass || row.Status != ledger.Authorized {
+		t.Fatalf("within both limits: %+v %v", c, row.Status)
+	}
+}
+
+func TestListByEveryIndexNewestFirstWithPages(t *testing.T) {
+	h := newHarness(t)
+	base := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range 25 {
+		spec := pacttest.Spec{Target: "A-5531", User: "acct-48213", GrantID: "g-list", At: base.Add(time.Duration(i) * time.Minute), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}
+		if i%5 == 0 {
+			spec.Target, spec.User, spec.GrantID = "B-1", "acct-1", "g-other"
+		}
+		row, _ := h.append(t, in(h.sc.Mint(spec)))
+		if i%5 != 0 {
+			ids = append([]string{row.ID}, ids...) // newest first
+		}
+	}
+	ctx := context.Background()
+	for _, q := range []ledger.Query{{Target: "A-5531"}, {Principal: "acct-48213"}, {GrantID: "g-list"}, {Target: "A-5531", Principal: "acct-48213"}} {
+		var got []string
+		q.PageSize = 7
+		for {
+			rows, next, err := h.l.List(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				got = append(got, r.ID)
+			}
+			if next == "" {
+				break
+			}
+			q.PageToken = next
+		}
+		if len(got) != len(ids) {
+			t.Fatalf("query %+v: %d rows, want %d", q, len(got), len(ids))
+		}
+		for i := range ids {
+			if got[i] != ids[i] {
+				t.Fatalf("query %+v: row %d out of order", q, i)
+			}
+		}
+	}
+	rows, _, err := h.l.List(ctx, ledger.Query{Agent: h.sc.PA.ID, Since: base.Add(10 * time.Minute), Until: base.Add(20 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 10 {
+		t.Fatalf("agent + since/until: %d rows, want 10", len(rows))
+	}
+	for _, r := range rows {
+		if r.IssuedAt.Before(base.Add(10*time.Minute)) || !r.IssuedAt.Before(base.Add(20*time.Minute)) {
+			t.Fatalf("row at %v outside the range", r.IssuedAt)
+		}
+	}
+	if rows, _, _ := h.l.List(ctx, ledger.Query{Status: ledger.Authorized, Class: retention.ReadOnly}); len(rows) != 25 {
+		t.Fatalf("status+class: %d rows", len(rows))
+	}
+	if _, _, err := h.l.List(ctx, ledger.Query{Target: "A-5531", PageToken: "garbage"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("bad page token: %v", err)
+	}
+	if _, _, err := h.l.List(ctx, ledger.Query{PageSize: 1001}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("page size 1001: %v", err)
+	}
+}
+
+func TestDisputesAppendAndEvidenceNeverChanges(t *testing.T) {
+	h := newHarness(t)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{})))
+	ctx := context.Background()
+	if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeOpen, "customer says they never approved", "support"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeResolvedCustomerAuthorized, "grant shown", "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dispute != ledger.DisputeResolvedCustomerAuthorized || len(got.DisputeEvents) != 2 || got.DisputeEvents[0].By != "support" {
+		t.Fatalf("events: %+v", got.DisputeEvents)
+	}
+	a, _ := json.Marshal(struct{ ID, Ev string; C any }{row.ID, row.EvidenceSHA256, row.Verifier})
+	b, _ := json.Marshal(struct{ ID, Ev string; C any }{got.ID, got.EvidenceSHA256, got.Verifier})
+	if string(a) != string(b) {
+		t.Fatalf("evidence fields changed by a dispute")
+	}
+	if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeNone, "", "x"); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("status NONE: %v", err)
+	}
+	if _, err := h.l.AppendDispute(ctx, "00"+row.ID[2:], ledger.DisputeOpen, "", "x"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("unknown row: %v", err)
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	h := newHarness(t)
+	ri := ledger.RefusalInput{ClaimedPrincipal: "acct 30418", ClaimedAgent: "assistant from MyHelper", Tool: "change_address", Target: "acct-30418", Reason: "no receipt; routed to human", ObservedAt: time.Date(2026, 10, 6, 17, 20, 10, 0, time.UTC)}
+	row, err := h.l.AppendRefusal(context.Background(), ri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Kind != ledger.KindRefusal || row.Status != ledger.Unauthorized || row.Class != retention.Refused || !row.RetainUntil.Equal(time.Date(2027, 10, 6, 17, 20, 10, 0, time.UTC)) {
+		t.Fatalf("refusal row: %+v", row)
+	}
+	again, err := h.l.AppendRefusal(context.Background(), ri)
+	if err != nil || again.ID != row.ID {
+		t.Fatalf("refusal resubmission: %v %s", err, again.ID)
+	}
+	rows, _, _ := h.l.List(context.Background(), ledger.Query{Target: "acct-30418"})
+	if len(rows) != 1 {
+		t.Fatalf("refusal not found by target")
+	}
+	if _, err := h.l.AppendRefusal(context.Background(), ledger.RefusalInput{Tool: "x"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("refusal without reason: %v", err)
+	}
+}
+
+func TestUploaderDrainsOutbox(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for i := range 10 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-" + string(rune('a'+i))})))
+	}
+	depth, _ := h.l.OutboxDepth(ctx)
+	if depth != 12 { // 10 bundles + 2 snapshots
+		t.Fatalf("outbox depth = %d, want 12", depth)
+	}
+	n, err := h.l.UploadRound(ctx, 256, 4)
+	if err != nil || n != 12 {
+		t.Fatalf("upload round: %d %v", n, err)
+	}
+	if depth, _ := h.l.OutboxDepth(ctx); depth != 0 {
+		t.Fatalf("outbox depth after upload = %d", depth)
+	}
+	rows, _, _ := h.l.List(ctx, ledger.Query{})
+	ev, err := h.l.Evidence(ctx, rows[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ev.Objects {
+		if !o.Location.Uploaded {
+			t.Fatalf("object %s not marked uploaded", o.Location.Key)
+		}
+		b, err := h.l.ReadObject(ctx, o.Location.Key)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("read %s: %v", o.Location.Key, err)
+		}
+	}
+}
+
+func TestInvalidInputStoresNothing(t *testing.T) {
+	h := newHarness(t)
+	r := h.sc.Mint(pacttest.Spec{})
+	bad := []ledger.ReceiptInput{
+		{},
+		{ReceiptJWS: "not a jws"},
+		{ReceiptJWS: "a.b.c"},
+		{ReceiptJWS: r.ReceiptJWS, Actions: []verifier.Action{{Tool: ""}}},
+		{ReceiptJWS: r.ReceiptJWS, Actions: []verifier.Action{{Tool: "x", Target: "a\x00b"}}},
+		{ReceiptJWS: r.ReceiptJWS, Actions: make([]verifier.Action, 65)},
+		{ReceiptJWS: r.ReceiptJWS, Limits: &ledger.Limits{CountMax: -1}},
+	}
+	for i, ri := range bad {
+		if _, _, err := h.l.AppendReceipt(context.Background(), ri); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("case %d: err = %v, want ErrInvalid", i, err)
+		}
+	}
+	if rows, _, _ := h.l.List(context.Background(), ledger.Query{}); len(rows) != 0 {
+		t.Fatalf("%d rows stored from invalid input", len(rows))
+	}
+}
+
+func TestConcurrentAppendsGroupCommit(t *testing.T) {
+	h := newHarness(t)
+	var wg sync.WaitGroup
+	receipts := make([]*pacttest.Receipt, 200)
+	for i := range receipts {
+		receipts[i] = h.sc.Mint(pacttest.Spec{Target: "C-" + time.Duration(i).String(), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	}
+	errs := make(chan error, len(receipts))
+	for _, r := range receipts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := h.l.AppendReceipt(context.Background(), in(r))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, _, _ := h.l.List(context.Background(), ledger.Query{PageSize: 1000})
+	if len(rows) != len(receipts) {
+		t.Fatalf("%d rows, want %d", len(rows), len(receipts))
+	}
+}

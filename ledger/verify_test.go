@@ -1,0 +1,98 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+func TestVerifyRowAfterKeyRotation(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	good, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	incident, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", ScopesUsed: []string{"refunds:issue"}})))
+	forged := h.sc.Mint(pacttest.Spec{Target: "A-3"})
+	forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(forged.Claims)
+	unauth, _ := h.append(t, in(forged))
+
+	// Both signers rotate and withdraw the old keys; the JWKS servers even go away.
+	h.sc.Brand.JWKS.Set(pacttest.MustKey("brand-k4", jose.ES256))
+	h.sc.PA.JWKS.Set(pacttest.MustKey("pa-2026-12", jose.ES256))
+	h.sc.Close()
+
+	for _, row := range []*ledger.Row{good, incident, unauth} {
+		rv, err := h.l.VerifyRow(ctx, row.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rv.Same {
+			t.Fatalf("row %v: same = false: %v", row.Status, rv.Differences)
+		}
+		if len(rv.Checks) != 8 {
+			t.Fatalf("re-run has %d checks", len(rv.Checks))
+		}
+	}
+	rv, _ := h.l.VerifyRow(ctx, good.ID)
+	for _, c := range rv.Checks {
+		if c.Result != verifier.Pass && c.Name != verifier.CheckWithinLimits {
+			t.Fatalf("after rotation %s = %v (%s)", c.Name, c.Result, c.Detail)
+		}
+	}
+}
+
+// editEvidence rewrites a row's stored evidence bytes straight in the bbolt
+// file, as someone with file access could.
+func editEvidence(t *testing.T, path, id string, edit func([]byte) []byte) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("evidence"))
+		return b.Put([]byte(id), edit(append([]byte(nil), b.Get([]byte(id))...)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r := h.sc.Mint(pacttest.Spec{})
+	row, _ := h.append(t, in(r))
+	if _, err := h.l.UploadRound(ctx, 10, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.store.Close()
+	// Change the logged args: the receipt still verifies, but the bytes changed.
+	editEvidence(t, filepath.Join(h.dir, "ledger.db"), row.ID, func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`A-5531`), []byte(`A-5532`), 1)
+	})
+	h.open(t)
+	rv, err := h.l.VerifyRow(ctx, row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Same || len(rv.Differences) == 0 {
+		t.Fatalf("edited evidence not detected: %+v", rv)
+	}
+	// The write-once copy still holds the original bytes.
+	orig, err := h.l.ReadObject(ctx, ledger.EvidenceKey(row.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(orig, []byte(`A-5531`)) {
+		t.Fatalf("write-once copy changed too")
+	}
+}

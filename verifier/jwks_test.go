@@ -1,0 +1,129 @@
+package verifier_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+func TestHostileJWKS(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	good := pacttest.NewJWKS(sc.Brand.Key)
+	defer good.Close()
+
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer slow.Close()
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"keys":[` + strings.Repeat(`{"kty":"oct","k":"AAAA"},`, 10000) + `{}]}`))
+	}))
+	defer huge.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(good.URL(), http.StatusFound))
+	defer redirect.Close()
+
+	tests := []struct {
+		name   string
+		uri    string
+		body   string
+		wantOK bool
+	}{
+		{name: "slow", uri: slow.URL},
+		{name: "huge", uri: huge.URL},
+		{name: "redirect", uri: redirect.URL},
+		{name: "not JSON", body: "<html>hello</html>"},
+		{name: "no keys array", body: `{"kty":"EC"}`},
+		{name: "keys not an array", body: `{"keys":"x"}`},
+		{name: "odd keys only", body: `{"keys":[{"kty":"oct","k":"c2VjcmV0"},{"kty":"EC","crv":"P-384","x":"AA","y":"AA"},{"kty":"RSA","n":"AQAB","e":"AQAB"},42,"x",null,{"kty":"EC","crv":"P-256","x":"bad","y":"bad"}]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			uri := tc.uri
+			if tc.body != "" {
+				j := pacttest.NewJWKS()
+				defer j.Close()
+				j.SetRaw([]byte(tc.body))
+				uri = j.URL()
+			}
+			f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Timeout: 300 * time.Millisecond})
+			reg, err := verifier.NewRegistry(f, []verifier.Brand{{InterfaceURL: sc.Brand.ID, JWKSURI: uri}}, sc.Agents())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+			start := time.Now()
+			res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("Verify took %s: the fetch timeout did not bound it", d)
+			}
+			if got := results(res)["receipt_signature"]; got != verifier.Fail {
+				t.Fatalf("receipt_signature = %v, want FAIL: %+v", got, res.Checks)
+			}
+		})
+	}
+}
+
+func TestParseKeySetKeepsGoodKeysBesideOddOnes(t *testing.T) {
+	k := pacttest.MustKey("good", jose.ES256)
+	j := pacttest.NewJWKS(k)
+	defer j.Close()
+	body := `{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"good"},` + mustJSON(k.Public()) + `,{"kty":"EC","crv":"P-256","x":"bad","y":"bad"}]}`
+	ks, err := verifier.ParseKeySet(verifier.NewSnapshot("u", time.Now(), []byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks.Skipped != 2 {
+		t.Fatalf("skipped = %d, want 2", ks.Skipped)
+	}
+}
+
+func mustJSON(k jose.JSONWebKey) string {
+	b, err := k.MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func TestFetchURIRules(t *testing.T) {
+	tests := []struct {
+		uri      string
+		loopback bool
+		ok       bool
+	}{
+		{"https://pa.example/jwks.json", false, true},
+		{"http://pa.example/jwks.json", true, false},
+		{"http://127.0.0.1:8080/jwks.json", false, false},
+		{"http://127.0.0.1:8080/jwks.json", true, true},
+		{"http://localhost/jwks.json", true, true},
+		{"http://[::1]/jwks.json", true, true},
+		{"file:///etc/passwd", true, false},
+		{"ftp://pa.example/jwks.json", true, false},
+		{"/relative", true, false},
+	}
+	for _, tc := range tests {
+		err := verifier.CheckFetchURI(tc.uri, tc.loopback)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckFetchURI(%q, %v) = %v, want ok=%v", tc.uri, tc.loopback, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, verifier.ErrFetch) {
+			t.Errorf("error %v does not wrap ErrFetch", err)
+		}
+	}
+}

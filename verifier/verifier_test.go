@@ -1,0 +1,251 @@
+package verifier_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+func newVerifier(t *testing.T, sc *pacttest.Scenario) (*verifier.Verifier, *verifier.Registry) {
+	t.Helper()
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifier.New(verifier.Config{Audience: sc.Audience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, reg
+}
+
+func results(res *verifier.Result) map[string]verifier.Outcome {
+	m := map[string]verifier.Outcome{}
+	for _, c := range res.Checks {
+		m[c.Name] = c.Result
+	}
+	return m
+}
+
+func input(r *pacttest.Receipt) verifier.Input {
+	return verifier.Input{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}
+}
+
+// b64 helpers for hand-made tokens.
+func seg(v any) string {
+	b, _ := json.Marshal(v)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hs256(header, claims any, secret []byte) string {
+	in := seg(header) + "." + seg(claims)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(in))
+	return in + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func publicPEM(t *testing.T, k *pacttest.Key) []byte {
+	der, err := x509.MarshalPKIXPublicKey(k.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+func TestVerifyChecks(t *testing.T) {
+	for _, algs := range []struct {
+		name      string
+		brand, pa jose.SignatureAlgorithm
+	}{{"ES256", jose.ES256, jose.ES256}, {"RS256", jose.RS256, jose.RS256}, {"mixed", jose.RS256, jose.ES256}} {
+		t.Run(algs.name, func(t *testing.T) {
+			sc := pacttest.NewScenario(algs.brand, algs.pa)
+			defer sc.Close()
+			v, reg := newVerifier(t, sc)
+			other := pacttest.MustKey("brand-k3", algs.brand) // same kid, wrong key
+
+			tests := []struct {
+				name   string
+				edit   func(r *pacttest.Receipt)
+				failed []string // checks that must FAIL; all others PASS
+			}{
+				{name: "all pass"},
+				{name: "receipt signed by another key", edit: func(r *pacttest.Receipt) { r.ReceiptJWS = other.Sign(r.Claims) }, failed: []string{"receipt_signature"}},
+				{name: "receipt truncated", edit: func(r *pacttest.Receipt) { r.ReceiptJWS = r.ReceiptJWS[:len(r.ReceiptJWS)-8] }, failed: []string{"receipt_signature"}},
+				{name: "receipt payload re-encoded", edit: func(r *pacttest.Receipt) {
+					p := strings.Split(r.ReceiptJWS, ".")
+					b, _ := json.MarshalIndent(r.Claims, "", " ")
+					r.ReceiptJWS = p[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + p[2]
+				}, failed: []string{"receipt_signature"}},
+				{name: "receipt alg none", edit: func(r *pacttest.Receipt) {
+					r.ReceiptJWS = seg(map[string]string{"alg": "none", "kid": "brand-k3"}) + "." + seg(r.Claims) + "."
+				}, failed: []string{"receipt_signature"}},
+				{name: "receipt HS256 with the public key as secret", edit: func(r *pacttest.Receipt) {
+					r.ReceiptJWS = hs256(map[string]string{"alg": "HS256", "kid": "brand-k3"}, r.Claims, publicPEM(t, sc.Brand.Key))
+				}, failed: []string{"receipt_signature"}},
+				{name: "receipt unknown kid", edit: func(r *pacttest.Receipt) {
+					r.ReceiptJWS = pacttest.MustKey("brand-k9", algs.brand).Sign(r.Claims)
+				}, failed: []string{"receipt_signature"}},
+				{name: "receipt from an untrusted brand", edit: func(r *pacttest.Receipt) {
+					r.Claims["brand"] = "https://evil.example/a2a/acme"
+					r.TokenClaims["aud"] = "https://evil.example/a2a/acme"
+					sc.Resign(r)
+				}, failed: []string{"receipt_signature", "delegation_token"}},
+				{name: "request JWT missing", edit: func(r *pacttest.Receipt) { r.RequestJWT = "" }, failed: []string{"request_signature", "bindings"}},
+				{name: "request JWT HS256", edit: func(r *pacttest.Receipt) {
+					r.RequestJWT = hs256(map[string]string{"alg": "HS256", "kid": "pa-2026-09"}, r.RequestClaims, publicPEM(t, sc.PA.Key))
+				}, failed: []string{"request_signature"}},
+				{name: "request JWT wrong audience", edit: func(r *pacttest.Receipt) { r.RequestClaims["aud"] = sc.Brand.ID; sc.Resign(r) }, failed: []string{"request_signature"}},
+				{name: "request JWT aud as array", edit: func(r *pacttest.Receipt) { r.RequestClaims["aud"] = []string{sc.Audience}; sc.Resign(r) }, failed: []string{"request_signature"}},
+				{name: "request JWT no sub", edit: func(r *pacttest.Receipt) { delete(r.RequestClaims, "sub"); sc.Resign(r) }, failed: []string{"request_signature"}},
+				{name: "request JWT exp over 300s after iat", edit: func(r *pacttest.Receipt) {
+					r.RequestClaims["exp"] = r.RequestClaims["iat"].(int64) + 301
+					sc.Resign(r)
+				}, failed: []string{"request_signature"}},
+				{name: "request JWT expired at ts", edit: func(r *pacttest.Receipt) {
+					r.RequestClaims["iat"] = r.RequestClaims["iat"].(int64) - 400
+					r.RequestClaims["exp"] = r.RequestClaims["iat"].(int64) + 300
+					sc.Resign(r)
+				}, failed: []string{"request_signature"}},
+				{name: "request JWT iat 31s after ts", edit: func(r *pacttest.Receipt) {
+					r.RequestClaims["iat"] = r.RequestClaims["iat"].(int64) + 41
+					sc.Resign(r)
+				}, failed: []string{"request_signature"}},
+				{name: "request JWT iat 29s after ts is within skew", edit: func(r *pacttest.Receipt) {
+					r.RequestClaims["iat"] = r.RequestClaims["iat"].(int64) + 39
+					sc.Resign(r)
+				}},
+				{name: "request JWT no exp", edit: func(r *pacttest.Receipt) { delete(r.RequestClaims, "exp"); sc.Resign(r) }, failed: []string{"request_signature"}},
+				{name: "request JWT from an unregistered issuer", edit: func(r *pacttest.Receipt) {
+					r.RequestClaims["iss"] = "https://other-pa.example"
+					sc.Resign(r)
+				}, failed: []string{"request_signature", "bindings"}},
+				{name: "delegation token signed by the PA", edit: func(r *pacttest.Receipt) { r.DelegationToken = sc.PA.Key.Sign(r.TokenClaims) }, failed: []string{"delegation_token"}},
+				{name: "delegation token expired at ts", edit: func(r *pacttest.Receipt) {
+					r.TokenClaims["exp"] = r.TokenClaims["iat"].(int64) + 60
+					sc.Resign(r)
+				}, failed: []string{"delegation_token"}},
+				{name: "delegation token wrong iss", edit: func(r *pacttest.Receipt) { r.TokenClaims["iss"] = "https://other-as.example"; sc.Resign(r) }, failed: []string{"delegation_token"}},
+				{name: "token client_id is another PA", edit: func(r *pacttest.Receipt) { r.TokenClaims["client_id"] = "https://other-pa.example"; sc.Resign(r) }, failed: []string{"bindings"}},
+				{name: "token sub is another user", edit: func(r *pacttest.Receipt) { r.TokenClaims["sub"] = "acct-1"; sc.Resign(r) }, failed: []string{"bindings"}},
+				{name: "token grant_id differs", edit: func(r *pacttest.Receipt) { r.TokenClaims["grant_id"] = "a2agrant_other"; sc.Resign(r) }, failed: []string{"bindings"}},
+				{name: "token aud is another brand", edit: func(r *pacttest.Receipt) { r.TokenClaims["aud"] = "https://other/a2a/x"; sc.Resign(r) }, failed: []string{"bindings"}},
+				{name: "scopes used beyond the grant", edit: func(r *pacttest.Receipt) {
+					r.Claims["scopesUsed"] = []string{"orders:cancel", "refunds:issue"}
+					sc.Resign(r)
+				}, failed: []string{"scopes_within_grant"}},
+				{name: "args hash mismatch", edit: func(r *pacttest.Receipt) { r.Actions[0].ArgsJSON = `{"order":"A-9999"}` }, failed: []string{"args_hash"}},
+				{name: "logged action missing from receipt", edit: func(r *pacttest.Receipt) {
+					r.Actions = append(r.Actions, verifier.Action{Tool: "issue_refund", Target: "A-5531", ArgsJSON: `{}`})
+				}, failed: []string{"args_hash"}},
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					r := sc.Mint(pacttest.Spec{})
+					if tc.edit != nil {
+						tc.edit(r)
+					}
+					res, err := v.Verify(context.Background(), input(r), reg)
+					if err != nil {
+						t.Fatalf("Verify: %v", err)
+					}
+					got := results(res)
+					for _, name := range []string{"receipt_signature", "request_signature", "delegation_token", "bindings", "scopes_within_grant", "args_hash"} {
+						want := verifier.Pass
+						for _, f := range tc.failed {
+							if f == name {
+								want = verifier.Fail
+							}
+						}
+						if got[name] != want {
+							t.Errorf("%s = %v, want %v (checks: %+v)", name, got[name], want, res.Checks)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestArgsHashComputedWhenReceiptHasNone(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	r := sc.Mint(pacttest.Spec{})
+	r.Claims["actions"] = []map[string]any{{"tool": "cancel_order"}}
+	sc.Resign(r)
+	res, err := v.Verify(context.Background(), input(r), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Actions) != 1 || res.Actions[0].HashSource != verifier.HashComputedByLedger || res.Actions[0].ArgsHash != verifier.ArgsHash(r.Actions[0].ArgsJSON) {
+		t.Fatalf("actions = %+v, want one computed by the ledger", res.Actions)
+	}
+	if got := results(res)["args_hash"]; got != verifier.Pass {
+		t.Fatalf("args_hash = %v", got)
+	}
+}
+
+func TestUnknownKidRefetchesOnce(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	fetches := 0
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Now: func() time.Time { return now }, OnFetch: func(string) { fetches++ }})
+	reg, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	if _, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg); err != nil {
+		t.Fatal(err)
+	}
+	base := fetches // brand + PA
+
+	// The brand rotates: a receipt with the new kid triggers one refetch.
+	k4 := pacttest.MustKey("brand-k4", jose.ES256)
+	sc.Brand.JWKS.Set(sc.Brand.Key, k4)
+	sc.Brand.Key = k4
+	res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := results(res)["receipt_signature"]; got != verifier.Pass {
+		t.Fatalf("after rotation receipt_signature = %v: %+v", got, res.Checks)
+	}
+	if fetches != base+1 {
+		t.Fatalf("fetches after rotation = %d, want %d", fetches-base, 1)
+	}
+	// Unknown kids within MinRefetch do not refetch again.
+	r := sc.Mint(pacttest.Spec{})
+	r.ReceiptJWS = pacttest.MustKey("brand-k5", jose.ES256).Sign(r.Claims)
+	for range 5 {
+		if _, err := v.Verify(context.Background(), input(r), reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fetches != base+1 {
+		t.Fatalf("unknown kids refetched %d times within the rate limit", fetches-base-1)
+	}
+}
+
+func TestParseReceiptRejectsNonJWS(t *testing.T) {
+	for _, s := range []string{"", "abc", "a.b", "a.b.c.d", "!!.e30.", "e30.e30.sig", seg(map[string]string{"alg": "ES256"}) + ".bm90IGpzb24." + "c2ln",
+		seg(map[string]string{"alg": "ES256"}) + "." + seg(map[string]string{"ts": "yesterday"}) + ".c2ln"} {
+		if _, _, err := verifier.ParseReceipt(s); err == nil {
+			t.Errorf("ParseReceipt(%q) succeeded", s)
+		}
+	}
+}
