@@ -290,8 +290,14 @@ func TestDisputesAppendAndEvidenceNeverChanges(t *testing.T) {
 	if got.Dispute != ledger.DisputeResolvedCustomerAuthorized || len(got.DisputeEvents) != 2 || got.DisputeEvents[0].By != "support" {
 		t.Fatalf("events: %+v", got.DisputeEvents)
 	}
-	a, _ := json.Marshal(struct{ ID, Ev string; C any }{row.ID, row.EvidenceSHA256, row.Verifier})
-	b, _ := json.Marshal(struct{ ID, Ev string; C any }{got.ID, got.EvidenceSHA256, got.Verifier})
+	a, _ := json.Marshal(struct {
+		ID, Ev string
+		C      any
+	}{row.ID, row.EvidenceSHA256, row.Verifier})
+	b, _ := json.Marshal(struct {
+		ID, Ev string
+		C      any
+	}{got.ID, got.EvidenceSHA256, got.Verifier})
 	if string(a) != string(b) {
 		t.Fatalf("evidence fields changed by a dispute")
 	}
