@@ -464,7 +464,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snap
 	if err := tx.PutEvidence(r.ID, bundle); err != nil {
 		return err
 	}
-	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain}); err != nil {
+	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: r.Class != retention.Incident}); err != nil {
 		return err
 	}
 	// A snapshot outlives every row that names it: its object is kept for the

@@ -2,6 +2,9 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -30,7 +33,7 @@ type harness struct {
 	objDir string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
 	t.Cleanup(h.sc.Close)
@@ -38,7 +41,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) open(t *testing.T) {
+func (h *harness) open(t testing.TB) {
 	t.Helper()
 	var err error
 	h.store, err = bolt.Open(filepath.Join(h.dir, "ledger.db"), bolt.Config{})
@@ -350,18 +353,44 @@ func TestUploaderDrainsOutbox(t *testing.T) {
 		t.Fatalf("outbox depth after upload = %d", depth)
 	}
 	rows, _, _ := h.l.List(ctx, ledger.Query{})
-	ev, err := h.l.Evidence(ctx, rows[0].ID)
+	for _, r := range rows {
+		ev, err := h.l.Evidence(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range ev.Objects {
+			if !o.Location.Uploaded {
+				t.Fatalf("object %s not marked uploaded", o.Location.Key)
+			}
+		}
+		if ev.Objects[0].Location.Length == 0 || !strings.HasPrefix(ev.Objects[0].Location.Key, "segments/") {
+			t.Fatalf("row evidence not packed in a segment: %+v", ev.Objects[0].Location)
+		}
+		b, err := h.l.WriteOnceCopy(ctx, ledger.EvidenceKey(r.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != r.EvidenceSHA256 {
+			t.Fatalf("write-once copy of %s does not hash to the row's evidence hash", r.ID)
+		}
+		for _, s := range ev.Snapshots {
+			b, err := h.l.WriteOnceCopy(ctx, ledger.SnapshotKey(s))
+			if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != s {
+				t.Fatalf("snapshot %s: %v", s, err)
+			}
+		}
+	}
+	// Incident evidence is never packed with other rows.
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	if _, err := h.l.UploadRound(ctx, 256, 4); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := h.l.Evidence(ctx, inc.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range ev.Objects {
-		if !o.Location.Uploaded {
-			t.Fatalf("object %s not marked uploaded", o.Location.Key)
-		}
-		b, err := h.l.ReadObject(ctx, o.Location.Key)
-		if err != nil || len(b) == 0 {
-			t.Fatalf("read %s: %v", o.Location.Key, err)
-		}
+	if loc := ev.Objects[0].Location; loc.Key != ledger.EvidenceKey(inc.ID) || loc.Length != 0 {
+		t.Fatalf("incident evidence location %+v", loc)
 	}
 }
 

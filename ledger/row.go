@@ -187,6 +187,10 @@ type Location struct {
 	VersionID   string    `json:"versionId,omitempty"`
 	RetainUntil time.Time `json:"retainUntil"`
 	Uploaded    bool      `json:"uploaded"`
+	// Offset and Length locate a row's bundle inside a segment object;
+	// Length is 0 for an object of its own.
+	Offset uint32 `json:"offset,omitempty"`
+	Length uint32 `json:"length,omitempty"`
 }
 
 // Object kinds in evidence storage.
@@ -203,7 +207,10 @@ type OutboxEntry struct {
 	Ref         string    `json:"ref"`
 	Key         string    `json:"key"`
 	RetainUntil time.Time `json:"retainUntil"`
-	Attempts    int       `json:"attempts,omitempty"`
+	// Segment lets the uploader pack the object into a segment with others
+	// of the same retention day; incident evidence is never packed, so a
+	// legal hold on it holds nothing else.
+	Segment bool `json:"segment,omitempty"`
 }
 
 // EvidenceKey is the object key of a row's evidence bundle.

@@ -63,8 +63,8 @@ type Tx interface {
 	Enqueue(e OutboxEntry) error
 	// Outbox returns up to n entries, oldest first.
 	Outbox(n int) ([]OutboxEntry, error)
-	// Uploaded removes an outbox entry and records where its object is.
-	Uploaded(seq uint64, loc Location) error
+	// Uploaded removes outbox entry e and records where its object is held.
+	Uploaded(e OutboxEntry, loc Location) error
 	// Object returns where an object is held, or ErrNotFound.
 	Object(key string) (Location, error)
 	// OutboxDepth returns the number of entries in the outbox.

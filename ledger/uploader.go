@@ -1,19 +1,22 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
 
 // UploaderConfig tunes RunUploader. The zero value is the default.
 type UploaderConfig struct {
-	// Batch is how many outbox entries one round takes; default 256.
+	// Batch is how many outbox entries one round takes; default 512.
 	Batch int
-	// Workers is how many uploads run at once; default 16.
+	// Workers is how many uploads run at once; default 8.
 	Workers int
 	// Idle is how long to wait for new rows when the outbox is empty; default 1 s.
 	Idle time.Duration
@@ -21,16 +24,22 @@ type UploaderConfig struct {
 	MaxBackoff time.Duration
 }
 
-// RunUploader drains the outbox into evidence storage until ctx is done:
-// each object is put create-only with its retain-until, then removed from
-// the outbox together with its recorded location. Failures are retried with
-// exponential backoff; nothing leaves the outbox before the store has it.
+// MaxSegmentBytes caps one evidence segment object.
+const MaxSegmentBytes = 32 << 20
+
+// RunUploader drains the outbox into evidence storage until ctx is done.
+// Each round packs the row bundles due the same UTC day into one segment
+// object (retained until the end of that day), puts JWKS snapshots and
+// incident evidence as objects of their own, then removes the entries from
+// the outbox together with their recorded locations. Failures are retried
+// with exponential backoff; nothing leaves the outbox before the store has
+// it.
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	if cfg.Batch <= 0 {
-		cfg.Batch = 256
+		cfg.Batch = 512
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = 8
 	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = time.Second
@@ -44,7 +53,7 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := time.Duration(0)
+		var wait time.Duration
 		switch {
 		case err != nil:
 			backoff = min(max(2*backoff, 250*time.Millisecond), cfg.MaxBackoff)
@@ -55,41 +64,81 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 			wait = cfg.Idle
 		default:
 			backoff = 0
+			continue
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-l.notify:
+			if err == nil {
+				t.Stop()
+				continue
+			}
+			// After a failure keep the backoff even when new rows arrive.
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return nil
-			case <-l.notify:
-				t.Stop()
-				if err != nil {
-					// After a failure, keep the backoff even when new rows arrive.
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-time.After(wait):
-					}
-				}
 			case <-t.C:
 			}
+		case <-t.C:
 		}
 	}
 }
 
-// UploadRound uploads up to batch outbox entries and returns how many were
-// uploaded. It returns an error when any upload failed.
+// upload is one object to put: a single entry, or a segment of entries.
+type upload struct {
+	key     string
+	retain  time.Time
+	entries []OutboxEntry
+	bodies  [][]byte
+	segment bool
+}
+
+// segmentDay is the retain-until of a segment holding objects due at t:
+// the end of t's UTC day.
+func segmentDay(t time.Time) time.Time {
+	d := t.UTC().Truncate(24 * time.Hour)
+	if d.Equal(t.UTC()) {
+		return d
+	}
+	return d.Add(24 * time.Hour)
+}
+
+// SegmentKey is the object key of the segment holding outbox entries
+// first..last that are due on day.
+func SegmentKey(day time.Time, first, last uint64) string {
+	return "segments/" + day.Format("2006-01-02") + "/" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10) + ".seg"
+}
+
+// segmentHeader starts every segment object. Each row follows as
+// "<row id> <length>\n", its bundle bytes, and "\n".
+const segmentHeader = "pactledger-segment v1\n"
+
+// UploadRound uploads up to batch outbox entries and returns how many left
+// the outbox. It returns an error when any upload failed.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
 	var entries []OutboxEntry
 	var depth int
+	bodies := map[uint64][]byte{}
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
 		if entries, err = tx.Outbox(batch); err != nil {
 			return err
 		}
-		depth, err = tx.OutboxDepth()
-		return err
+		if depth, err = tx.OutboxDepth(); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			b, err := entryBody(tx, e)
+			if err != nil {
+				return err
+			}
+			bodies[e.Seq] = b
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -98,40 +147,42 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	if len(entries) == 0 {
 		return 0, nil
 	}
+	ups := plan(entries, bodies)
+
 	type done struct {
-		seq uint64
+		e   OutboxEntry
 		loc Location
 	}
 	var (
 		mu       sync.Mutex
 		finished []done
-		firstErr error
+		errs     []error
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, workers)
 	)
-	for _, e := range entries {
+	for _, u := range ups {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			loc, err := l.uploadOne(ctx, e)
+			locs, err := l.put(ctx, u)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
+				errs = append(errs, err)
 				return
 			}
-			finished = append(finished, done{e.Seq, loc})
+			for i, e := range u.entries {
+				finished = append(finished, done{e, locs[i]})
+			}
 		}()
 	}
 	wg.Wait()
 	if len(finished) > 0 {
 		err := l.store.Update(ctx, func(tx Tx) error {
 			for _, d := range finished {
-				if err := tx.Uploaded(d.seq, d.loc); err != nil {
+				if err := tx.Uploaded(d.e, d.loc); err != nil {
 					return err
 				}
 			}
@@ -144,33 +195,80 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	l.cfg.Metrics.uploaded("ok", len(finished))
 	l.cfg.Metrics.uploaded("error", len(entries)-len(finished))
 	l.cfg.Metrics.depth(depth - len(finished))
-	return len(finished), firstErr
+	return len(finished), errors.Join(errs...)
 }
 
-func (l *Ledger) uploadOne(ctx context.Context, e OutboxEntry) (Location, error) {
-	var body []byte
-	err := l.store.View(ctx, func(tx Tx) error {
-		switch e.Kind {
-		case ObjectEvidence:
-			b, err := tx.Evidence(e.Ref)
-			body = b
-			return err
-		case ObjectJWKS:
-			s, err := tx.Snapshot(e.Ref)
-			body = s.Body
-			return err
+func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
+	switch e.Kind {
+	case ObjectEvidence:
+		return tx.Evidence(e.Ref)
+	case ObjectJWKS:
+		s, err := tx.Snapshot(e.Ref)
+		return s.Body, err
+	}
+	return nil, fmt.Errorf("outbox entry %d: unknown kind %q", e.Seq, e.Kind)
+}
+
+// plan groups packable entries by retention day into segments of at most
+// MaxSegmentBytes; the rest are single objects.
+func plan(entries []OutboxEntry, bodies map[uint64][]byte) []*upload {
+	var ups []*upload
+	open := map[time.Time]*upload{}
+	size := map[*upload]int{}
+	for _, e := range entries {
+		b := bodies[e.Seq]
+		if !e.Segment {
+			ups = append(ups, &upload{key: e.Key, retain: e.RetainUntil, entries: []OutboxEntry{e}, bodies: [][]byte{b}})
+			continue
 		}
-		return fmt.Errorf("outbox entry %d: unknown kind %q", e.Seq, e.Kind)
-	})
-	if err != nil {
-		return Location{}, err
+		day := segmentDay(e.RetainUntil)
+		u := open[day]
+		if u == nil || size[u]+len(b) > MaxSegmentBytes {
+			u = &upload{retain: day, segment: true}
+			open[day] = u
+			ups = append(ups, u)
+		}
+		u.entries = append(u.entries, e)
+		u.bodies = append(u.bodies, b)
+		size[u] += len(b) + 100
 	}
-	loc, err := l.objects.Put(ctx, e.Key, body, e.RetainUntil)
-	if err != nil {
-		return Location{}, fmt.Errorf("put %s: %w", e.Key, err)
+	for _, u := range ups {
+		if u.segment {
+			u.key = SegmentKey(u.retain, u.entries[0].Seq, u.entries[len(u.entries)-1].Seq)
+		}
 	}
-	loc.Uploaded = true
-	return loc, nil
+	return ups
+}
+
+// put writes one upload and returns the location of each of its entries.
+func (l *Ledger) put(ctx context.Context, u *upload) ([]Location, error) {
+	if !u.segment {
+		loc, err := l.objects.Put(ctx, u.key, u.bodies[0], u.retain)
+		if err != nil {
+			return nil, fmt.Errorf("put %s: %w", u.key, err)
+		}
+		loc.Uploaded = true
+		return []Location{loc}, nil
+	}
+	var buf bytes.Buffer
+	buf.WriteString(segmentHeader)
+	locs := make([]Location, len(u.entries))
+	for i, e := range u.entries {
+		fmt.Fprintf(&buf, "%s %d\n", e.Ref, len(u.bodies[i]))
+		locs[i] = Location{Offset: uint32(buf.Len()), Length: uint32(len(u.bodies[i]))}
+		buf.Write(u.bodies[i])
+		buf.WriteByte('\n')
+	}
+	loc, err := l.objects.Put(ctx, u.key, buf.Bytes(), u.retain)
+	if err != nil {
+		return nil, fmt.Errorf("put segment %s: %w", u.key, err)
+	}
+	for i := range locs {
+		off, n := locs[i].Offset, locs[i].Length
+		locs[i] = loc
+		locs[i].Offset, locs[i].Length, locs[i].Uploaded = off, n, true
+	}
+	return locs, nil
 }
 
 // OutboxDepth returns the number of objects waiting for evidence storage.
@@ -195,8 +293,34 @@ func (l *Ledger) Ready(ctx context.Context) error {
 	return nil
 }
 
-// ReadObject returns the bytes of an evidence object as the write-once store
-// holds them.
-func (l *Ledger) ReadObject(ctx context.Context, key string) ([]byte, error) {
-	return l.objects.Get(ctx, key)
+// WriteOnceCopy returns the bytes of an object (a row's evidence bundle,
+// named by EvidenceKey, or a snapshot, by SnapshotKey) as the write-once
+// store holds them, cut out of its segment where it was packed in one.
+// It returns an error wrapping ErrNotFound while the object waits in the
+// outbox.
+func (l *Ledger) WriteOnceCopy(ctx context.Context, key string) ([]byte, error) {
+	var loc Location
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		loc, err = tx.Object(key)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", key, err)
+	}
+	if !loc.Uploaded {
+		return nil, fmt.Errorf("object %s is still in the outbox: %w", key, ErrNotFound)
+	}
+	b, err := l.objects.Get(ctx, loc.Key)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Length == 0 {
+		return b, nil
+	}
+	end := int(loc.Offset) + int(loc.Length)
+	if end > len(b) || !bytes.HasPrefix(b, []byte(segmentHeader)) {
+		return nil, fmt.Errorf("segment %s does not hold %s at %d+%d", loc.Key, key, loc.Offset, loc.Length)
+	}
+	return slices.Clone(b[loc.Offset:end]), nil
 }

@@ -88,7 +88,7 @@ func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
 		t.Fatalf("edited evidence not detected: %+v", rv)
 	}
 	// The write-once copy still holds the original bytes.
-	orig, err := h.l.ReadObject(ctx, ledger.EvidenceKey(row.ID))
+	orig, err := h.l.WriteOnceCopy(ctx, ledger.EvidenceKey(row.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,9 @@ func Start() (*Server, error) {
 	return nil, fmt.Errorf("versitygw did not become healthy on %s: %s", addr, log)
 }
 
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Stop kills the server and removes its data. COMPLIANCE-locked objects
 // cannot be removed through S3, so the whole directory goes.
 func (s *Server) Stop() {

@@ -194,6 +194,7 @@ type Row struct {
 		Checks      []Check `json:"checks"`
 		DuplicateOf string  `json:"duplicateOf"`
 	} `json:"verifier"`
+	EvidenceSha256 string `json:"evidenceSha256"`
 	RetentionClass string `json:"retentionClass"`
 	RetainUntil    string `json:"retainUntil"`
 	IncidentID     string `json:"incidentId"`

@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -351,6 +353,7 @@ func TestEvidenceInS3WithCompliance(t *testing.T) {
 		Objects []struct {
 			Name, Store, Bucket, Key, VersionId, RetainUntil string
 			Uploaded                                         bool
+			Offset, Length                                   int
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -398,13 +401,17 @@ func TestEvidenceInS3WithCompliance(t *testing.T) {
 			t.Fatalf("overwrote %s through S3", o.Key)
 		}
 	}
-	// The row's evidence object is the bundle the row hashes.
-	obj, err := c.GetObject(ctx, bucket, "rows/"+id+".json", minio.GetObjectOptions{})
+	// The row's bytes in its segment object hash to the row's evidence hash.
+	seg := ev.Objects[0]
+	obj, err := c.GetObject(ctx, bucket, seg.Key, minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(obj)
-	if !bytes.Contains(b, []byte(`"receiptJws"`)) {
-		t.Fatalf("evidence object: %s", b)
+	if seg.Length == 0 || seg.Offset+seg.Length > len(b) {
+		t.Fatalf("segment %s: %d bytes, row at %d+%d", seg.Key, len(b), seg.Offset, seg.Length)
+	}
+	if sum := sha256.Sum256(b[seg.Offset : seg.Offset+seg.Length]); hex.EncodeToString(sum[:]) != rep.Row.EvidenceSha256 {
+		t.Fatalf("segment bytes of the row do not hash to its evidence hash")
 	}
 }

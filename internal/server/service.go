@@ -167,7 +167,7 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 }
 
 func objectProto(name string, l ledger.Location) *ledgerv1.EvidenceObject {
-	return &ledgerv1.EvidenceObject{Name: name, Store: l.Store, Bucket: l.Bucket, Key: l.Key, VersionId: l.VersionID, RetainUntil: ts(l.RetainUntil), Uploaded: l.Uploaded}
+	return &ledgerv1.EvidenceObject{Name: name, Store: l.Store, Bucket: l.Bucket, Key: l.Key, VersionId: l.VersionID, RetainUntil: ts(l.RetainUntil), Uploaded: l.Uploaded, Offset: l.Offset, Length: l.Length}
 }
 
 func (s *service) GetJwksSnapshot(ctx context.Context, req *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error) {

@@ -427,8 +427,8 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	return out, nil
 }
 
-func (t *tx) Uploaded(seq uint64, loc ledger.Location) error {
-	k := binary.BigEndian.AppendUint64(nil, seq)
+func (t *tx) Uploaded(e ledger.OutboxEntry, loc ledger.Location) error {
+	k := binary.BigEndian.AppendUint64(nil, e.Seq)
 	if t.b(bOutbox).Get(k) == nil {
 		return nil
 	}
@@ -442,7 +442,7 @@ func (t *tx) Uploaded(seq uint64, loc ledger.Location) error {
 	if err != nil {
 		return err
 	}
-	return t.b(bObjects).Put([]byte(loc.Key), v)
+	return t.b(bObjects).Put([]byte(e.Key), v)
 }
 
 func (t *tx) Object(key string) (ledger.Location, error) {

@@ -1987,7 +1987,12 @@ type EvidenceObject struct {
 	// Retain-until applied to the object.
 	RetainUntil *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
 	// False while the object waits in the outbox.
-	Uploaded      bool `protobuf:"varint,7,opt,name=uploaded,proto3" json:"uploaded,omitempty"`
+	Uploaded bool `protobuf:"varint,7,opt,name=uploaded,proto3" json:"uploaded,omitempty"`
+	// Where the row's bytes start inside a segment object (see length).
+	Offset uint32 `protobuf:"varint,8,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Length of the row's bytes inside a segment object; 0 when the object
+	// holds nothing else.
+	Length        uint32 `protobuf:"varint,9,opt,name=length,proto3" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2069,6 +2074,20 @@ func (x *EvidenceObject) GetUploaded() bool {
 		return x.Uploaded
 	}
 	return false
+}
+
+func (x *EvidenceObject) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *EvidenceObject) GetLength() uint32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
 }
 
 // GetEvidenceResponse is the stored evidence of a row.
@@ -2676,7 +2695,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x03(\v2\x19.pactledger.ledger.v1.RowR\x04rows\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
 	"\x12GetEvidenceRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xde\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8e\x02\n" +
 	"\x0eEvidenceObject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05store\x18\x02 \x01(\tR\x05store\x12\x16\n" +
@@ -2685,7 +2704,9 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"version_id\x18\x05 \x01(\tR\tversionId\x12=\n" +
 	"\fretain_until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12\x1a\n" +
-	"\buploaded\x18\a \x01(\bR\buploaded\"\xe1\x02\n" +
+	"\buploaded\x18\a \x01(\bR\buploaded\x12\x16\n" +
+	"\x06offset\x18\b \x01(\rR\x06offset\x12\x16\n" +
+	"\x06length\x18\t \x01(\rR\x06length\"\xe1\x02\n" +
 	"\x13GetEvidenceResponse\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x1f\n" +
 	"\vreceipt_jws\x18\x02 \x01(\tR\n" +

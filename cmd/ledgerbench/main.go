@@ -1,0 +1,33 @@
+// Command ledgerbench is the load benchmark behind `make bench`: a real
+// ledgerd on bbolt with S3 evidence (versitygw, from PACTLEDGER_VERSITYGW),
+// gRPC clients posting pre-signed receipts, and the in-process ceiling
+// measured in the same run. It prints figures and ratios; it asserts nothing.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/bench"
+)
+
+func main() {
+	cfg := bench.Config{Out: os.Stdout}
+	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length")
+	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
+	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase")
+	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
+	flag.IntVar(&cfg.ListRows, "list-rows", 1000000, "rows stored for the ListRows phase (0 skips it)")
+	flag.IntVar(&cfg.ListQueries, "list-queries", 2000, "ListRows queries to time")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := bench.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "ledgerbench:", err)
+		os.Exit(1)
+	}
+}
