@@ -65,7 +65,9 @@ func Run(ctx context.Context, cfg Config) error {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
 
-	n := int(float64(cfg.Concurrency*50) + cfg.Duration.Seconds()*4000)
+	// Enough receipts for the sustained phase at up to 4,500 rows/s and the
+	// offered-rate phase; the ceiling reuses them on a store of its own.
+	n := int(cfg.Duration.Seconds()*4500 + cfg.OfferedFor.Seconds()*float64(cfg.Offered))
 	fmt.Fprintf(w, "signing a corpus of %d ES256 receipts with request JWTs and delegation tokens (not measured)...\n", n)
 	corpus := makeCorpus(sc, n)
 
@@ -182,8 +184,7 @@ func runCeiling(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.A
 	if err != nil {
 		return nil, err
 	}
-	dur := min(cfg.Duration, 20*time.Second)
-	return drive(ctx, corpus, cfg.Concurrency, dur, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
+	return drive(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
 		a := req.GetActions()[0]
 		_, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: req.GetReceiptJws(), RequestJWT: req.GetRequestJwt(), DelegationToken: req.GetDelegationToken(),
 			Actions: []verifier.Action{{Tool: a.GetTool(), Target: a.GetTarget(), ArgsJSON: a.GetArgsJson()}}})

@@ -96,9 +96,9 @@ func syntheticRow(i, targets int, base time.Time, sc *pacttest.Scenario) *ledger
 		Agent:        ledger.Agent{Platform: sc.PA.ID, RequestJWTKid: "pa-2026-09", JWKSSnapshot: "4b7e" + id[4:]},
 		BrandKey:     ledger.BrandKey{Kid: "brand-k3", JWKSSnapshot: "9e1c" + id[4:]},
 		ScopeGranted: []string{"orders:read", "orders:cancel"}, ScopesUsed: []string{"orders:cancel"},
-		Limits:       ledger.Limits{GrantExpires: at.Add(55 * time.Minute)},
-		Actions:      []verifier.RowAction{{Tool: "cancel_order", Target: target, ArgsHash: "0BJAq5LnwfhI5UlIi529SuaCRQPrlIBpWctGJR1G5pU", HashSource: verifier.HashFromReceipt}},
-		IssuedAt:     at, RecordedAt: at.Add(time.Second),
+		Limits:   ledger.Limits{GrantExpires: at.Add(55 * time.Minute)},
+		Actions:  []verifier.RowAction{{Tool: "cancel_order", Target: target, ArgsHash: "0BJAq5LnwfhI5UlIi529SuaCRQPrlIBpWctGJR1G5pU", HashSource: verifier.HashFromReceipt}},
+		IssuedAt: at, RecordedAt: at.Add(time.Second),
 		Verifier: ledger.Record{CheckedBy: "pactledger bench", CheckedAt: at.Add(time.Second), Checks: []verifier.Check{
 			{Name: "receipt_signature", Result: verifier.Pass, Detail: "ES256 kid brand-k3"},
 			{Name: "request_signature", Result: verifier.Pass, Detail: "ES256 kid pa-2026-09, iss " + sc.PA.ID},

@@ -1,0 +1,98 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/retention"
+)
+
+func TestExampleLoadsAndValidates(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	if err := os.WriteFile(p, config.Example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the printed example does not validate: %v", err)
+	}
+	if len(c.Brands) != 1 || len(c.Agents) != 1 || len(c.APIKeys) != 2 {
+		t.Fatalf("example parsed to %+v", c)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "dataDirr: x\n", "dataDirr"},
+		{"bad role", "apiKeys: [{name: a, sha256: " + strings.Repeat("a", 64) + ", roles: [root]}]\n", "unknown role"},
+		{"bad hash", "apiKeys: [{name: a, sha256: abc, roles: [writer]}]\n", "sha256"},
+		{"duplicate key names", "apiKeys: [{name: a, sha256: " + strings.Repeat("a", 64) + ", roles: [writer]}, {name: a, sha256: " + strings.Repeat("b", 64) + ", roles: [admin]}]\n", "unique name"},
+		{"http jwks", "agents: [{issuer: https://pa, jwksUri: http://pa.example/jwks}]\n", "plain http"},
+		{"loopback http without the flag", "agents: [{issuer: https://pa, jwksUri: http://127.0.0.1:1/jwks}]\n", "plain http"},
+		{"brand with both uris", "brands: [{interfaceUrl: https://b, jwksUri: https://b/j, metadataUrl: https://b/m}]\n", "exactly one"},
+		{"s3 without bucket", "evidence: {type: s3, s3: {endpoint: x:1}}\n", "bucket"},
+		{"bad period", "retention: {periods: {read_only: 90 weeks}}\n", "months or days"},
+		{"bad class", "retention: {tools: {refund: forever}}\n", "unknown retention class"},
+		{"tool to incident", "retention: {tools: {refund: incident}}\n", "tools map to"},
+		{"bad duration", "shutdownTimeout: soon\n", "duration"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.Load(p)
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPolicyOverrides(t *testing.T) {
+	c := config.Default()
+	c.Retention.Periods = map[string]string{"read_only": "30 days", "money_moved": "24 months"}
+	c.Retention.Tools = map[string]string{"refund_shipping": "money_moved"}
+	p, err := c.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Periods[retention.ReadOnly] != (retention.Period{Days: 30}) || p.Periods[retention.MoneyMoved] != (retention.Period{Months: 24}) || p.Tools["refund_shipping"] != retention.MoneyMoved || p.Tools["lookup_orders"] != retention.ReadOnly {
+		t.Fatalf("policy %+v", p)
+	}
+}
+
+func TestEnsureKeysCreatesOnePerRoleOnce(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	keys, dir, created, err := config.EnsureKeys(&c)
+	if err != nil || !created || len(keys) != 4 {
+		t.Fatalf("first start: %v %v %d", err, created, len(keys))
+	}
+	for _, role := range config.Roles {
+		st, err := os.Stat(filepath.Join(dir, role+".key"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s.key: %v %v", role, err, st.Mode())
+		}
+	}
+	again, _, created, err := config.EnsureKeys(&c)
+	if err != nil || created || again[0].SHA256 != keys[0].SHA256 {
+		t.Fatalf("second start created new keys: %v %v", err, created)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "writer.key"))
+	if config.HashKey(strings.TrimSpace(string(b))) != keys[0].SHA256 {
+		t.Fatalf("stored hash is not the SHA-256 of the key file")
+	}
+}
