@@ -127,3 +127,35 @@ func TestFetchURIRules(t *testing.T) {
 		}
 	}
 }
+
+func TestBrandKeysThroughRFC8414Metadata(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"issuer":"` + sc.AuthServer + `","jwks_uri":"` + sc.Brand.JWKS.URL() + `","token_endpoint":"https://x/token"}`))
+	}))
+	defer meta.Close()
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, []verifier.Brand{{InterfaceURL: sc.Brand.ID, MetadataURL: meta.URL + "/.well-known/oauth-authorization-server"}}, sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if c.Result != verifier.Pass {
+			t.Fatalf("%s = %v: %s", c.Name, c.Result, c.Detail)
+		}
+	}
+	// The metadata's issuer is the iss delegation tokens must carry.
+	r := sc.Mint(pacttest.Spec{})
+	r.TokenClaims["iss"] = "https://another-as.example"
+	sc.Resign(r)
+	res, _ = v.Verify(context.Background(), input(r), reg)
+	if results(res)["delegation_token"] != verifier.Fail {
+		t.Fatalf("token from another issuer passed: %+v", res.Checks)
+	}
+}

@@ -88,16 +88,24 @@ type JWKS struct {
 	Server *httptest.Server
 	mu     sync.Mutex
 	body   []byte
+	delay  time.Duration
 }
 
 // NewJWKS starts a loopback JWKS server with keys.
 func NewJWKS(keys ...*Key) *JWKS {
 	j := &JWKS{}
 	j.Set(keys...)
-	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		j.mu.Lock()
-		b := j.body
+		b, d := j.body, j.delay
 		j.mu.Unlock()
+		if d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(b)
 	}))
@@ -116,6 +124,13 @@ func (j *JWKS) Set(keys ...*Key) {
 	}
 	j.mu.Lock()
 	j.body = b
+	j.mu.Unlock()
+}
+
+// SetDelay makes every response wait d first (a slow signer).
+func (j *JWKS) SetDelay(d time.Duration) {
+	j.mu.Lock()
+	j.delay = d
 	j.mu.Unlock()
 }
 
