@@ -146,7 +146,12 @@ type cacheEntry struct {
 	meta        *metadata
 	fetched     time.Time
 	lastRefresh time.Time
+	lastErr     error
+	lastErrAt   time.Time
 }
+
+// maxStale is how long a cached JWKS keeps serving while refetches fail.
+const maxStale = time.Hour
 
 type metadata struct {
 	Issuer  string `json:"issuer"`
@@ -203,10 +208,23 @@ func (f *Fetcher) Keys(ctx context.Context, uri string) (*KeySet, error) {
 	e := f.entry(uri)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.ks != nil && f.cfg.Now().Sub(e.fetched) < f.cfg.TTL {
+	now := f.cfg.Now()
+	if e.ks != nil && now.Sub(e.fetched) < f.cfg.TTL {
 		return e.ks, nil
 	}
-	return f.fetchKeys(ctx, uri, e)
+	// A failing endpoint is asked again at most once per MinRefetch, so a
+	// signer that is down cannot make every write wait for a timeout.
+	if e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch {
+		if e.ks != nil && now.Sub(e.fetched) < maxStale {
+			return e.ks, nil
+		}
+		return nil, e.lastErr
+	}
+	ks, err := f.fetchKeys(ctx, uri, e)
+	if err != nil && e.ks != nil && now.Sub(e.fetched) < maxStale {
+		return e.ks, nil // the keys last published, while the endpoint fails
+	}
+	return ks, err
 }
 
 // Refresh refetches the JWKS at uri after an unknown kid, at most once per
@@ -225,18 +243,24 @@ func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 
 func (f *Fetcher) fetchKeys(ctx context.Context, uri string, e *cacheEntry) (*KeySet, error) {
 	body, err := f.get(ctx, uri)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var ks *KeySet
+		if ks, err = ParseKeySet(NewSnapshot(uri, f.cfg.Now(), body)); err == nil {
+			return f.store(e, ks), nil
+		}
+		err = fmt.Errorf("jwks %s: %w", uri, err)
 	}
-	ks, err := ParseKeySet(NewSnapshot(uri, f.cfg.Now(), body))
-	if err != nil {
-		return nil, fmt.Errorf("jwks %s: %w", uri, err)
-	}
+	e.lastErr, e.lastErrAt = err, f.cfg.Now()
+	return nil, err
+}
+
+func (f *Fetcher) store(e *cacheEntry, ks *KeySet) *KeySet {
+	e.lastErr = nil
 	if e.ks != nil && e.ks.Snapshot.ID == ks.Snapshot.ID {
 		ks.Snapshot.FetchedAt = e.ks.Snapshot.FetchedAt
 	}
 	e.ks, e.fetched = ks, f.cfg.Now()
-	return ks, nil
+	return ks
 }
 
 // Metadata returns the issuer and jwks_uri of the RFC 8414 metadata at uri.

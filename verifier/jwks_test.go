@@ -3,9 +3,11 @@ package verifier_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,5 +159,75 @@ func TestBrandKeysThroughRFC8414Metadata(t *testing.T) {
 	res, _ = v.Verify(context.Background(), input(r), reg)
 	if results(res)["delegation_token"] != verifier.Fail {
 		t.Fatalf("token from another issuer passed: %+v", res.Checks)
+	}
+}
+
+func TestFailingEndpointIsNotHammeredAndStaleKeysServe(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	good := pacttest.NewJWKS(sc.Brand.Key)
+	defer good.Close()
+	var hits atomic.Int32
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		resp, err := http.Get(good.URL())
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer srv.Close()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Now: func() time.Time { return now }})
+	reg, _ := verifier.NewRegistry(f, []verifier.Brand{{InterfaceURL: sc.Brand.ID, JWKSURI: srv.URL}}, sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	verify := func() verifier.Outcome {
+		res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return results(res)["receipt_signature"]
+	}
+	if verify() != verifier.Pass {
+		t.Fatal("first verify failed")
+	}
+	// TTL passes and the endpoint goes down: the keys last fetched still serve.
+	failing.Store(true)
+	now = now.Add(10 * time.Minute)
+	if verify() != verifier.Pass {
+		t.Fatal("stale keys did not serve while the endpoint fails")
+	}
+	// Past the staleness bound the check fails, and the failing endpoint is
+	// asked once per MinRefetch, not once per receipt.
+	now = now.Add(2 * time.Hour)
+	before := hits.Load()
+	for range 5 {
+		if verify() != verifier.Fail {
+			t.Fatal("verified against keys older than the staleness bound")
+		}
+	}
+	if n := hits.Load() - before; n != 1 {
+		t.Fatalf("failing endpoint hit %d times for 5 receipts", n)
+	}
+}
+
+func TestDisabledAgentFails(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	agents := sc.Agents()
+	agents[0].Enabled = false
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), sc.Brands(), agents)
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	res, _ := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+	if results(res)["request_signature"] != verifier.Fail {
+		t.Fatalf("disabled agent passed: %+v", res.Checks)
 	}
 }
