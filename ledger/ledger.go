@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -227,9 +229,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if row.Status == Incident {
 			l.cfg.Logger.WarnContext(ctx, "incident recorded", slog.String("row", row.ID), slog.String("incident", row.IncidentID), slog.String("agent", row.Agent.Platform))
 		}
-	}
-	for _, t := range row.UnclassifiedTools {
-		l.cfg.Metrics.unclassified(t)
+		if len(row.UnclassifiedTools) > 0 {
+			l.cfg.Metrics.unclassified()
+			l.cfg.Logger.WarnContext(ctx, "tools missing from the retention table; the row took the longest class",
+				slog.String("row", row.ID), slog.Any("tools", row.UnclassifiedTools))
+		}
 	}
 	return row, outcome, nil
 }
@@ -342,19 +346,19 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 		for _, a := range r.Actions {
 			counted[a.Tool]++
 		}
-		for tool, n := range counted {
-			prior := 0
-			if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
-				c, err := tx.GrantToolCount(r.GrantID, tool)
-				if err != nil {
-					return verifier.Check{}, err
-				}
-				prior = c
+		var prior map[string]int
+		if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
+			var err error
+			if prior, err = grantToolCounts(tx, r.GrantID, lim.CountMax); err != nil {
+				return verifier.Check{}, err
 			}
-			if prior+n > lim.CountMax {
-				problems = append(problems, fmt.Sprintf("%s: %d under grant %s, countMax %d", tool, prior+n, r.GrantID, lim.CountMax))
+		}
+		for _, tool := range slices.Sorted(maps.Keys(counted)) {
+			n := prior[tool] + counted[tool]
+			if n > lim.CountMax {
+				problems = append(problems, fmt.Sprintf("%s: %d under grant %s, countMax %d", tool, n, r.GrantID, lim.CountMax))
 			} else {
-				done = append(done, fmt.Sprintf("%s %d of %d", tool, prior+n, lim.CountMax))
+				done = append(done, fmt.Sprintf("%s %d of %d", tool, n, lim.CountMax))
 			}
 		}
 		if len(counted) == 0 {
@@ -391,6 +395,35 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: strings.Join(append(skipped, done...), "; ")}, nil
 	}
 	return verifier.Check{Name: name, Result: verifier.Pass, Detail: strings.Join(done, "; ")}, nil
+}
+
+// grantToolCounts counts, per tool, the actions of the receipt rows already
+// recorded under grant (duplicates excluded), from the grant index. It stops
+// once any tool passes stopAbove: the limit is exceeded either way.
+func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error) {
+	counts := map[string]int{}
+	q := Query{GrantID: grant, PageSize: 1000}
+	for {
+		rows, next, err := tx.List(q)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			if row.Kind != KindReceipt || row.Status == Duplicate {
+				continue
+			}
+			for _, a := range row.Actions {
+				counts[a.Tool]++
+				if counts[a.Tool] > stopAbove {
+					return counts, nil
+				}
+			}
+		}
+		if next == "" {
+			return counts, nil
+		}
+		q.PageToken = next
+	}
 }
 
 func numericAmount(argsJSON string) (float64, bool) {

@@ -10,7 +10,7 @@ import (
 type Metrics struct {
 	writes            *prometheus.CounterVec
 	verify            prometheus.Histogram
-	unclassifiedTools *prometheus.CounterVec
+	unclassifiedTools prometheus.Counter
 	uploads           *prometheus.CounterVec
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
@@ -26,9 +26,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pactledger_verify_seconds", Help: "Time to verify one receipt, JWKS fetches included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
-		unclassifiedTools: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pactledger_unclassified_tool_total", Help: "Rows with a tool missing from the retention table (given the longest class).",
-		}, []string{"tool"}),
+		// No tool label: tool names come from writers and would make the
+		// series count unbounded. The rows name their tools.
+		unclassifiedTools: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pactledger_unclassified_tool_rows_total", Help: "Rows with a tool missing from the retention table (given the longest class); see the rows' unclassifiedTools.",
+		}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result.",
 		}, []string{"result"}),
@@ -52,9 +54,9 @@ func (m *Metrics) verified(d time.Duration) {
 	}
 }
 
-func (m *Metrics) unclassified(tool string) {
-	if m != nil && len(tool) <= 64 {
-		m.unclassifiedTools.WithLabelValues(tool).Inc()
+func (m *Metrics) unclassified() {
+	if m != nil {
+		m.unclassifiedTools.Inc()
 	}
 }
 

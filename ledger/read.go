@@ -102,7 +102,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
 			return fmt.Errorf("decode evidence of %s: %w", id, err)
 		}
-		loc, err := tx.Object(EvidenceKey(id))
+		loc, err := l.location(tx, EvidenceKey(id), l.cfg.Policy.ObjectRetainUntil(r.Class, r.IssuedAt))
 		if err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 				continue
 			}
 			v.Snapshots = append(v.Snapshots, s)
-			loc, err := tx.Object(SnapshotKey(s))
+			loc, err := l.location(tx, SnapshotKey(s), time.Time{})
 			if err != nil {
 				return err
 			}
@@ -138,13 +138,23 @@ func (l *Ledger) Snapshot(ctx context.Context, id string) (verifier.Snapshot, Lo
 		if s, err = tx.Snapshot(id); err != nil {
 			return err
 		}
-		loc, err = tx.Object(SnapshotKey(id))
+		loc, err = l.location(tx, SnapshotKey(id), time.Time{})
 		return err
 	})
 	if err != nil {
 		return s, loc, fmt.Errorf("jwks snapshot %s: %w", id, err)
 	}
 	return s, loc, nil
+}
+
+// location returns where an object is held; while it waits in the outbox,
+// its key with Uploaded false and the retain-until it will get (when known).
+func (l *Ledger) location(tx Tx, key string, retain time.Time) (Location, error) {
+	loc, err := tx.Object(key)
+	if errors.Is(err, ErrNotFound) {
+		return Location{Key: key, RetainUntil: retain}, nil
+	}
+	return loc, err
 }
 
 // Reverification compares a re-run of the checks with the write-time record.

@@ -46,8 +46,6 @@ type Tx interface {
 	// RowByRequestJWT returns the id of the first row that used the request
 	// JWT with that hex SHA-256, or "".
 	RowByRequestJWT(sha string) (string, error)
-	// GrantToolCount returns how many rows under grant recorded tool.
-	GrantToolCount(grant, tool string) (int, error)
 	// NextIncidentID allocates a new incident id.
 	NextIncidentID() (string, error)
 	// PutEvidence stores a row's evidence bundle.
@@ -58,14 +56,14 @@ type Tx interface {
 	PutSnapshot(s verifier.Snapshot) (bool, error)
 	// Snapshot returns a snapshot, or ErrNotFound.
 	Snapshot(id string) (verifier.Snapshot, error)
-	// Enqueue adds an entry to the outbox, assigning its Seq, and records
-	// its object as not yet uploaded.
+	// Enqueue adds an entry to the outbox, assigning its Seq.
 	Enqueue(e OutboxEntry) error
 	// Outbox returns up to n entries, oldest first.
 	Outbox(n int) ([]OutboxEntry, error)
 	// Uploaded removes outbox entry e and records where its object is held.
 	Uploaded(e OutboxEntry, loc Location) error
-	// Object returns where an object is held, or ErrNotFound.
+	// Object returns where an uploaded object is held, or ErrNotFound
+	// while it waits in the outbox.
 	Object(key string) (Location, error)
 	// OutboxDepth returns the number of entries in the outbox.
 	OutboxDepth() (int, error)

@@ -305,11 +305,11 @@ func (l *Ledger) WriteOnceCopy(ctx context.Context, key string) ([]byte, error) 
 		loc, err = tx.Object(key)
 		return err
 	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("object %s is not in write-once storage (still in the outbox, or unknown): %w", key, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("object %s: %w", key, err)
-	}
-	if !loc.Uploaded {
-		return nil, fmt.Errorf("object %s is still in the outbox: %w", key, ErrNotFound)
 	}
 	b, err := l.objects.Get(ctx, loc.Key)
 	if err != nil {

@@ -309,6 +309,11 @@ func TestRESTBadInput(t *testing.T) {
 func TestHealthMetricsOpenAPI(t *testing.T) {
 	e := newEnv(t, jose.ES256)
 	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{})), nil)
+	var unknown appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Tool: "teleport", Target: "T-1"})), &unknown)
+	if unknown.Row.RetentionClass != "RETENTION_CLASS_MONEY_MOVED" {
+		t.Fatalf("unknown tool class %s", unknown.Row.RetentionClass)
+	}
 	for _, p := range []string{"/healthz", "/readyz", "/openapi.json"} {
 		if code := e.call(t, "GET", p, "", nil, nil); code != 200 {
 			t.Errorf("%s = %d", p, code)
@@ -328,7 +333,7 @@ func TestHealthMetricsOpenAPI(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`pactledger_writes_total{outcome="created",status="authorized"} 1`, "pactledger_outbox_depth", "pactledger_verify_seconds", "pactledger_commit_batch_rows", "pactledger_jwks_fetches_total"} {
+	for _, m := range []string{`pactledger_writes_total{outcome="created",status="authorized"} 2`, "pactledger_unclassified_tool_rows_total 1", "pactledger_outbox_depth", "pactledger_verify_seconds", "pactledger_commit_batch_rows", "pactledger_jwks_fetches_total"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

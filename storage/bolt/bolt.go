@@ -24,14 +24,13 @@ import (
 )
 
 var (
-	bRows      = []byte("rows")
-	bEvidence  = []byte("evidence")
-	bJWKS      = []byte("jwks")
-	bObjects   = []byte("objects")
-	bOutbox    = []byte("outbox")
-	bReqJWT    = []byte("request_jwt")
-	bGrantTool = []byte("grant_tool")
-	bMeta      = []byte("meta")
+	bRows     = []byte("rows")
+	bEvidence = []byte("evidence")
+	bJWKS     = []byte("jwks")
+	bObjects  = []byte("objects")
+	bOutbox   = []byte("outbox")
+	bReqJWT   = []byte("request_jwt")
+	bMeta     = []byte("meta")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -41,7 +40,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bGrantTool, bMeta,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -86,7 +85,7 @@ func Open(path string, cfg Config) (*Store, error) {
 	if cfg.OpenTimeout <= 0 {
 		cfg.OpenTimeout = 5 * time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true, InitialMmapSize: 1 << 30})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
@@ -294,18 +293,6 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 			return err
 		}
 	}
-	if r.GrantID != "" && r.Kind == ledger.KindReceipt && r.Status != ledger.Duplicate {
-		for _, a := range r.Actions {
-			k := []byte(r.GrantID + "\x00" + a.Tool)
-			n := uint64(0)
-			if v := t.b(bGrantTool).Get(k); len(v) == 8 {
-				n = binary.BigEndian.Uint64(v)
-			}
-			if err := t.b(bGrantTool).Put(k, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
@@ -325,14 +312,6 @@ func (t *tx) UpdateDispute(r *ledger.Row) error {
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
 	return string(t.b(bReqJWT).Get([]byte(sha))), nil
-}
-
-func (t *tx) GrantToolCount(grant, tool string) (int, error) {
-	v := t.b(bGrantTool).Get([]byte(grant + "\x00" + tool))
-	if len(v) != 8 {
-		return 0, nil
-	}
-	return int(binary.BigEndian.Uint64(v)), nil
 }
 
 func (t *tx) counter(k []byte, delta int64) (uint64, error) {
@@ -404,14 +383,8 @@ func (t *tx) Enqueue(e ledger.OutboxEntry) error {
 	if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
 		return err
 	}
-	if _, err := t.counter(kOutboxN, 1); err != nil {
-		return err
-	}
-	loc, err := json.Marshal(ledger.Location{Key: e.Key, RetainUntil: e.RetainUntil})
-	if err != nil {
-		return err
-	}
-	return t.b(bObjects).Put([]byte(e.Key), loc)
+	_, err = t.counter(kOutboxN, 1)
+	return err
 }
 
 func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
