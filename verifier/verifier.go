@@ -249,18 +249,32 @@ func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src
 	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: fmt.Sprintf("%s kid %s", alg, kid)}
 }
 
+// unverifiedClaims decodes the claims of a compact token before its
+// signature is checked, to learn whom to check it against. It returns the
+// failed check when the token is absent or cannot be decoded.
+func unverifiedClaims(check, what, tok string, dst any) (Compact, *Check) {
+	if tok == "" {
+		c := fail(check, "no %s was posted", what)
+		return Compact{}, &c
+	}
+	c, err := ParseCompact(tok)
+	if err != nil {
+		f := fail(check, "%v", err)
+		return c, &f
+	}
+	if err := json.Unmarshal(c.Payload, dst); err != nil {
+		f := fail(check, "claims are not a JSON object")
+		return c, &f
+	}
+	return c, nil
+}
+
 func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, src KeySource, res *Result) (*RequestClaims, Check) {
 	const name = CheckRequestSignature
-	if jwt == "" {
-		return nil, fail(name, "no request JWT was posted")
-	}
-	c, err := ParseCompact(jwt)
-	if err != nil {
-		return nil, fail(name, "%v", err)
-	}
 	var claims RequestClaims
-	if err := json.Unmarshal(c.Payload, &claims); err != nil {
-		return nil, fail(name, "claims are not a JSON object")
+	c, problem := unverifiedClaims(name, "request JWT", jwt, &claims)
+	if problem != nil {
+		return nil, *problem
 	}
 	res.AgentIssuer = claims.Iss
 	res.RequestKid = c.Kid
@@ -322,16 +336,9 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 
 func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check) {
 	const name = CheckDelegationToken
-	if tok == "" {
-		return nil, fail(name, "no delegation token was posted")
-	}
-	c, err := ParseCompact(tok)
-	if err != nil {
-		return nil, fail(name, "%v", err)
-	}
 	var claims TokenClaims
-	if err := json.Unmarshal(c.Payload, &claims); err != nil {
-		return nil, fail(name, "claims are not a JSON object")
+	if _, problem := unverifiedClaims(name, "delegation token", tok, &claims); problem != nil {
+		return nil, *problem
 	}
 	payload, kid, alg, s, err := verifySigned(tok, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -78,6 +79,20 @@ func Start() (*Server, error) {
 	s.Stop()
 	log, _ := os.ReadFile(filepath.Join(dir, "versitygw.log"))
 	return nil, fmt.Errorf("versitygw did not become healthy on %s: %s", addr, log)
+}
+
+// Main starts a server for a test binary, runs its tests and stops the
+// server: call it from TestMain. Without a server the tests fail loudly.
+func Main(m *testing.M, srv **Server) {
+	var err error
+	*srv, err = Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "S3 test server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	(*srv).Stop()
+	os.Exit(code)
 }
 
 // Pid is the server's process id.

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -22,17 +20,7 @@ import (
 
 var s3srv *s3test.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	s3srv, err = s3test.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "S3 test server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	s3srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3test.Main(m, &s3srv) }
 
 // keys are the test API keys, one per role.
 var keys = map[string]string{

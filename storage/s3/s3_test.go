@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +18,7 @@ import (
 
 var srv *s3test.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	srv, err = s3test.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "S3 test server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3test.Main(m, &srv) }
 
 func rawClient(t *testing.T) *minio.Client {
 	c, err := minio.New(srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
