@@ -69,6 +69,15 @@ type Tx interface {
 	OutboxDepth() (int, error)
 	// List returns a page of rows matching q, newest first.
 	List(q Query) ([]*Row, string, error)
+	// RowAfter returns the first row whose id sorts at or after key,
+	// wrapping around to the first row; nil when there are no rows.
+	RowAfter(key string) (*Row, error)
+	// PutDrill stores a drill report under id (ids sort by time).
+	PutDrill(id string, body []byte) error
+	// Drill returns a drill report, or ErrNotFound.
+	Drill(id string) ([]byte, error)
+	// Drills returns up to n reports, newest first, after the page token.
+	Drills(n int, pageToken string) ([][]byte, string, error)
 }
 
 // Query filters ListRows. Empty fields do not filter.

@@ -205,6 +205,8 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 	case ObjectJWKS:
 		s, err := tx.Snapshot(e.Ref)
 		return s.Body, err
+	case ObjectDrill:
+		return tx.Drill(e.Ref)
 	}
 	return nil, fmt.Errorf("outbox entry %d: unknown kind %q", e.Seq, e.Kind)
 }

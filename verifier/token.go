@@ -175,3 +175,24 @@ func ParseReceipt(jws string) (Receipt, Compact, error) {
 	r.Time = t.UTC()
 	return r, c, nil
 }
+
+// VerifySignature verifies a compact token against the keys of one JWKS
+// (such as a stored snapshot) with the algorithm allow-list, and returns
+// the kid and algorithm of the key that verified it.
+func VerifySignature(token string, ks *KeySet) (kid, alg string, err error) {
+	_, kid, a, err := verifyCompact(token, ks)
+	return kid, string(a), err
+}
+
+// DecodeClaims decodes the claims of a compact token into dst without
+// verifying it.
+func DecodeClaims(token string, dst any) (Compact, error) {
+	c, err := ParseCompact(token)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(c.Payload, dst); err != nil {
+		return c, fmt.Errorf("%w: claims are not a JSON object", ErrMalformed)
+	}
+	return c, nil
+}

@@ -54,7 +54,26 @@ type Config struct {
 	ShutdownTimeout           Duration        `yaml:"shutdownTimeout"`
 	Limits                    RequestLimits   `yaml:"limits"`
 	Uploader                  UploaderOptions `yaml:"uploader"`
+	Drills                    Drills          `yaml:"drills"`
 }
+
+// Drills configures the monthly drill.
+type Drills struct {
+	Monthly MonthlyDrill `yaml:"monthly"`
+}
+
+// MonthlyDrill is when the monthly drill runs (UTC) and how many rows it
+// samples.
+type MonthlyDrill struct {
+	Enabled *bool `yaml:"enabled"`
+	Day     int   `yaml:"day"`
+	Hour    int   `yaml:"hour"`
+	Minute  int   `yaml:"minute"`
+	Sample  int   `yaml:"sample"`
+}
+
+// On reports whether the scheduled monthly drill runs (default yes).
+func (m MonthlyDrill) On() bool { return m.Enabled == nil || *m.Enabled }
 
 // Listen holds the listen addresses.
 type Listen struct {
@@ -155,6 +174,7 @@ func Default() Config {
 		Log:             Log{Level: "info"},
 		ShutdownTimeout: Duration(30 * time.Second),
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
+		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 	}
 }
 
@@ -247,6 +267,9 @@ func (c *Config) Validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+	}
+	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
+		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
 	}
 	if c.Limits.MaxBodyBytes <= 0 {
 		c.Limits.MaxBodyBytes = 1 << 20

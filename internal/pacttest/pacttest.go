@@ -4,6 +4,7 @@
 package pacttest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -139,6 +140,43 @@ func (j *JWKS) SetRaw(body []byte) {
 	j.mu.Lock()
 	j.body = body
 	j.mu.Unlock()
+}
+
+// Body returns the JWKS bytes currently published.
+func (j *JWKS) Body() []byte {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.body
+}
+
+// Static is a verifier.KeySource serving the scenario's current keys from
+// memory, for tests that must not touch the network.
+func (s *Scenario) Static(fetched time.Time) verifier.KeySource {
+	return staticKeys{s: s, at: fetched}
+}
+
+type staticKeys struct {
+	s  *Scenario
+	at time.Time
+}
+
+func (k staticKeys) keys(p Party) (verifier.Signer, error) {
+	ks, err := verifier.ParseKeySet(verifier.NewSnapshot(p.JWKS.URL(), k.at, p.JWKS.Body()))
+	return verifier.Signer{Keys: ks}, err
+}
+
+func (k staticKeys) Brand(_ context.Context, url string, _ bool) (verifier.Signer, error) {
+	if url != k.s.Brand.ID {
+		return verifier.Signer{}, fmt.Errorf("%w: brand %s", verifier.ErrUntrusted, url)
+	}
+	return k.keys(k.s.Brand)
+}
+
+func (k staticKeys) Agent(_ context.Context, iss string, _ bool) (verifier.Signer, error) {
+	if iss != k.s.PA.ID {
+		return verifier.Signer{}, fmt.Errorf("%w: agent %s", verifier.ErrUntrusted, iss)
+	}
+	return k.keys(k.s.PA)
 }
 
 // URL is the JWKS URL.

@@ -27,6 +27,9 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_GetJwksSnapshot_FullMethodName:    {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_VerifyRow_FullMethodName:          {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_AppendDisputeEvent_FullMethodName: {config.RoleSupport, config.RoleAdmin},
+	ledgerv1.LedgerService_RunDrill_FullMethodName:           {config.RoleSupport, config.RoleAdmin},
+	ledgerv1.LedgerService_GetDrill_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_ListDrills_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 }
 
 // publicMethods need no key.

@@ -238,6 +238,8 @@ func TestRoles(t *testing.T) {
 		{"GetJwksSnapshot", "GET", "/v1/jwks-snapshots/" + snap, nil, []string{"support", "auditor", "admin"}},
 		{"VerifyRow", "POST", "/v1/rows/" + id + ":verify", map[string]any{}, []string{"support", "auditor", "admin"}},
 		{"AppendDisputeEvent", "POST", "/v1/rows/" + id + "/disputes", map[string]any{"status": "DISPUTE_STATUS_OPEN"}, []string{"support", "admin"}},
+		{"RunDrill", "POST", "/v1/drills", map[string]any{"target": "A-5531"}, []string{"support", "admin"}},
+		{"ListDrills", "GET", "/v1/drills", nil, []string{"support", "auditor", "admin"}},
 	}
 	for _, c := range calls {
 		for _, role := range []string{"", "not-a-key", "writer", "support", "auditor", "admin"} {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -41,6 +42,7 @@ var Version = "0.1.0"
 // Server is a running ledgerd.
 type Server struct {
 	cfg      config.Config
+	drills   *drill.Runner
 	log      *slog.Logger
 	store    *bolt.Store
 	ledger   *ledger.Ledger
@@ -138,7 +140,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.ChainStreamInterceptor(auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
-	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, log: log})
+	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample})
+	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
@@ -243,10 +246,20 @@ func (s *Server) Serve(ctx context.Context) error {
 	upCtx, stopUploader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch})
+	}()
+	go func() {
+		defer wg.Done()
+		m := s.cfg.Drills.Monthly
+		if !m.On() {
+			return
+		}
+		sched := drill.Schedule{Day: m.Day, Hour: m.Hour, Minute: m.Minute, Sample: m.Sample}
+		s.log.InfoContext(ctx, "monthly drill scheduled", slog.String("schedule", sched.String()))
+		_ = s.drills.RunScheduler(upCtx, sched, s.log)
 	}()
 	go func() {
 		defer wg.Done()

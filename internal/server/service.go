@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
@@ -19,8 +20,9 @@ import (
 // service implements ledgerv1.LedgerServiceServer over a ledger.Ledger.
 type service struct {
 	ledgerv1.UnimplementedLedgerServiceServer
-	l   *ledger.Ledger
-	log *slog.Logger
+	l      *ledger.Ledger
+	drills *drill.Runner
+	log    *slog.Logger
 }
 
 // toStatus maps ledger errors to gRPC status in one place. Internal detail
@@ -29,7 +31,7 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ledger.ErrInvalid):
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, drill.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ledger.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
@@ -308,6 +310,75 @@ func rowProto(r *ledger.Row) *ledgerv1.Row {
 	}
 	if r.Refusal != nil {
 		p.Refusal = &ledgerv1.Refusal{ClaimedPrincipal: r.Refusal.ClaimedPrincipal, ClaimedAgent: r.Refusal.ClaimedAgent, Reason: r.Refusal.Reason}
+	}
+	return p
+}
+
+func (s *service) RunDrill(ctx context.Context, req *ledgerv1.RunDrillRequest) (*ledgerv1.RunDrillResponse, error) {
+	dr := drill.Request{Target: req.GetTarget(), RowID: req.GetRowId(), Principal: req.GetPrincipal()}
+	if m := req.GetMonthly(); m != nil {
+		dr.Monthly, dr.Sample = true, int(m.GetSample())
+	}
+	for name, v := range map[string]string{"target": dr.Target, "principal": dr.Principal} {
+		if len(v) > ledger.MaxFieldLength {
+			return nil, status.Errorf(codes.InvalidArgument, "%s is longer than %d bytes", name, ledger.MaxFieldLength)
+		}
+	}
+	rep, err := s.drills.Run(ctx, dr, caller(ctx))
+	if err != nil {
+		return nil, s.toStatus(ctx, "RunDrill", err)
+	}
+	level := slog.LevelInfo
+	if rep.ChecksPassed < rep.ChecksTotal {
+		level = slog.LevelWarn
+	}
+	s.log.Log(ctx, level, "drill run", slog.String("drill", rep.ID), slog.String("kind", string(rep.Kind)), slog.String("by", rep.RunBy),
+		slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal))
+	return &ledgerv1.RunDrillResponse{Report: drillProto(rep, ledger.Location{Key: ledger.DrillKey(rep.ID)})}, nil
+}
+
+func (s *service) GetDrill(ctx context.Context, req *ledgerv1.GetDrillRequest) (*ledgerv1.GetDrillResponse, error) {
+	rep, loc, err := s.drills.Get(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetDrill", err)
+	}
+	return &ledgerv1.GetDrillResponse{Report: drillProto(rep, loc)}, nil
+}
+
+func (s *service) ListDrills(ctx context.Context, req *ledgerv1.ListDrillsRequest) (*ledgerv1.ListDrillsResponse, error) {
+	reps, next, err := s.drills.List(ctx, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, s.toStatus(ctx, "ListDrills", err)
+	}
+	out := &ledgerv1.ListDrillsResponse{NextPageToken: next}
+	for _, r := range reps {
+		out.Reports = append(out.Reports, drillProto(r, ledger.Location{}))
+	}
+	return out, nil
+}
+
+func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
+	p := &ledgerv1.DrillReport{
+		Id:           r.ID,
+		Kind:         ledgerv1.DrillKind_DRILL_KIND_DISPUTE,
+		StartedAt:    ts(r.StartedAt),
+		FinishedAt:   ts(r.FinishedAt),
+		Rows:         r.Rows,
+		ChecksPassed: int32(r.ChecksPassed),
+		ChecksTotal:  int32(r.ChecksTotal),
+		Reply:        r.Reply,
+		RunBy:        r.RunBy,
+		Request:      &ledgerv1.RunDrillRequest{Target: r.Request.Target, RowId: r.Request.RowID, Principal: r.Request.Principal},
+	}
+	if r.Kind == drill.Monthly {
+		p.Kind = ledgerv1.DrillKind_DRILL_KIND_MONTHLY
+		p.Request.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(r.Request.Sample)}
+	}
+	for _, pl := range r.Pulls {
+		p.Pulls = append(p.Pulls, &ledgerv1.DrillPull{RowId: pl.RowID, Name: pl.Name, Passed: pl.Passed, ElapsedMs: pl.ElapsedMs, Detail: pl.Detail})
+	}
+	if loc.Key != "" {
+		p.Object = objectProto(ledger.ObjectDrill, loc)
 	}
 	return p
 }

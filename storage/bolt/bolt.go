@@ -31,6 +31,7 @@ var (
 	bOutbox   = []byte("outbox")
 	bReqJWT   = []byte("request_jwt")
 	bMeta     = []byte("meta")
+	bDrills   = []byte("drills")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -40,7 +41,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -516,4 +517,59 @@ func matches(r *ledger.Row, q ledger.Query) bool {
 		return false
 	}
 	return true
+}
+
+func (t *tx) RowAfter(key string) (*ledger.Row, error) {
+	c := t.b(bRows).Cursor()
+	k, _ := c.Seek([]byte(key))
+	if k == nil {
+		if k, _ = c.First(); k == nil {
+			return nil, nil
+		}
+	}
+	return t.Row(string(k))
+}
+
+func (t *tx) PutDrill(id string, body []byte) error {
+	return t.b(bDrills).Put([]byte(id), body)
+}
+
+func (t *tx) Drill(id string) ([]byte, error) {
+	v := t.b(bDrills).Get([]byte(id))
+	if v == nil {
+		return nil, ledger.ErrNotFound
+	}
+	return append([]byte(nil), v...), nil
+}
+
+func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
+	c := t.b(bDrills).Cursor()
+	var k, v []byte
+	if pageToken == "" {
+		k, v = c.Last()
+	} else {
+		tok, err := base64.RawURLEncoding.DecodeString(pageToken)
+		if err != nil || len(tok) == 0 {
+			return nil, "", fmt.Errorf("%w: bad pageToken", ledger.ErrInvalid)
+		}
+		// Position on the newest key before the last one returned.
+		if sk, _ := c.Seek(tok); sk == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for k != nil && string(k) >= string(tok) {
+			k, v = c.Prev()
+		}
+	}
+	var out [][]byte
+	var last []byte
+	for ; k != nil; k, v = c.Prev() {
+		if len(out) == n {
+			return out, base64.RawURLEncoding.EncodeToString(last), nil
+		}
+		out = append(out, append([]byte(nil), v...))
+		last = append(last[:0], k...)
+	}
+	return out, "", nil
 }

@@ -437,6 +437,59 @@ func (AppendOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
+// DrillKind says what a drill answered.
+type DrillKind int32
+
+const (
+	// Never returned.
+	DrillKind_DRILL_KIND_UNSPECIFIED DrillKind = 0
+	// A dispute drill on a target, row or principal.
+	DrillKind_DRILL_KIND_DISPUTE DrillKind = 1
+	// The monthly drill on random rows.
+	DrillKind_DRILL_KIND_MONTHLY DrillKind = 2
+)
+
+// Enum value maps for DrillKind.
+var (
+	DrillKind_name = map[int32]string{
+		0: "DRILL_KIND_UNSPECIFIED",
+		1: "DRILL_KIND_DISPUTE",
+		2: "DRILL_KIND_MONTHLY",
+	}
+	DrillKind_value = map[string]int32{
+		"DRILL_KIND_UNSPECIFIED": 0,
+		"DRILL_KIND_DISPUTE":     1,
+		"DRILL_KIND_MONTHLY":     2,
+	}
+)
+
+func (x DrillKind) Enum() *DrillKind {
+	p := new(DrillKind)
+	*p = x
+	return p
+}
+
+func (x DrillKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DrillKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[7].Descriptor()
+}
+
+func (DrillKind) Type() protoreflect.EnumType {
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[7]
+}
+
+func (x DrillKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DrillKind.Descriptor instead.
+func (DrillKind) EnumDescriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
 // Action is one application action log entry posted with a receipt.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2565,6 +2618,601 @@ func (x *AppendDisputeEventResponse) GetRow() *Row {
 	return nil
 }
 
+// MonthlyDrill asks for the monthly drill.
+type MonthlyDrill struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows to sample, 1 to 100; 0 means the configured default (5).
+	Sample        int32 `protobuf:"varint,1,opt,name=sample,proto3" json:"sample,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MonthlyDrill) Reset() {
+	*x = MonthlyDrill{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MonthlyDrill) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MonthlyDrill) ProtoMessage() {}
+
+func (x *MonthlyDrill) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MonthlyDrill.ProtoReflect.Descriptor instead.
+func (*MonthlyDrill) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *MonthlyDrill) GetSample() int32 {
+	if x != nil {
+		return x.Sample
+	}
+	return 0
+}
+
+// RunDrillRequest names what to drill: target and/or principal, or row_id,
+// or monthly.
+type RunDrillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Order id or other action target in dispute.
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// A row in dispute.
+	RowId string `protobuf:"bytes,2,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// The customer (Brand user id) in dispute.
+	Principal string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Run the monthly drill instead.
+	Monthly       *MonthlyDrill `protobuf:"bytes,4,opt,name=monthly,proto3" json:"monthly,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunDrillRequest) Reset() {
+	*x = RunDrillRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDrillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDrillRequest) ProtoMessage() {}
+
+func (x *RunDrillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDrillRequest.ProtoReflect.Descriptor instead.
+func (*RunDrillRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RunDrillRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RunDrillRequest) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *RunDrillRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *RunDrillRequest) GetMonthly() *MonthlyDrill {
+	if x != nil {
+		return x.Monthly
+	}
+	return nil
+}
+
+// DrillPull is one timed pull of one row.
+type DrillPull struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Row the pull was about (empty when no row was found).
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// receipt_row, grant, action_log, agent_identity, reverify or decision.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Whether the pull passed its rule.
+	Passed bool `protobuf:"varint,3,opt,name=passed,proto3" json:"passed,omitempty"`
+	// How long the pull took.
+	ElapsedMs float64 `protobuf:"fixed64,4,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	// What it found, or why it failed.
+	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrillPull) Reset() {
+	*x = DrillPull{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillPull) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillPull) ProtoMessage() {}
+
+func (x *DrillPull) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillPull.ProtoReflect.Descriptor instead.
+func (*DrillPull) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DrillPull) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *DrillPull) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrillPull) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *DrillPull) GetElapsedMs() float64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *DrillPull) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// DrillReport is a drill's scored result.
+type DrillReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Drill id (sorts by start time).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Dispute or monthly.
+	Kind DrillKind `protobuf:"varint,2,opt,name=kind,proto3,enum=pactledger.ledger.v1.DrillKind" json:"kind,omitempty"`
+	// When it started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When it finished.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// Row ids drilled.
+	Rows []string `protobuf:"bytes,5,rep,name=rows,proto3" json:"rows,omitempty"`
+	// The six pulls of each row, in order.
+	Pulls []*DrillPull `protobuf:"bytes,6,rep,name=pulls,proto3" json:"pulls,omitempty"`
+	// Pulls passed.
+	ChecksPassed int32 `protobuf:"varint,7,opt,name=checks_passed,json=checksPassed,proto3" json:"checks_passed,omitempty"`
+	// Pulls run.
+	ChecksTotal int32 `protobuf:"varint,8,opt,name=checks_total,json=checksTotal,proto3" json:"checks_total,omitempty"`
+	// Plain-words reply for the customer (dispute drills).
+	Reply string `protobuf:"bytes,9,opt,name=reply,proto3" json:"reply,omitempty"`
+	// The request that ran it.
+	Request *RunDrillRequest `protobuf:"bytes,10,opt,name=request,proto3" json:"request,omitempty"`
+	// Name of the API key that ran it ("scheduler" for the monthly job).
+	RunBy string `protobuf:"bytes,11,opt,name=run_by,json=runBy,proto3" json:"run_by,omitempty"`
+	// Where the report's write-once object is held.
+	Object        *EvidenceObject `protobuf:"bytes,12,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrillReport) Reset() {
+	*x = DrillReport{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillReport) ProtoMessage() {}
+
+func (x *DrillReport) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillReport.ProtoReflect.Descriptor instead.
+func (*DrillReport) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DrillReport) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DrillReport) GetKind() DrillKind {
+	if x != nil {
+		return x.Kind
+	}
+	return DrillKind_DRILL_KIND_UNSPECIFIED
+}
+
+func (x *DrillReport) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *DrillReport) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *DrillReport) GetRows() []string {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *DrillReport) GetPulls() []*DrillPull {
+	if x != nil {
+		return x.Pulls
+	}
+	return nil
+}
+
+func (x *DrillReport) GetChecksPassed() int32 {
+	if x != nil {
+		return x.ChecksPassed
+	}
+	return 0
+}
+
+func (x *DrillReport) GetChecksTotal() int32 {
+	if x != nil {
+		return x.ChecksTotal
+	}
+	return 0
+}
+
+func (x *DrillReport) GetReply() string {
+	if x != nil {
+		return x.Reply
+	}
+	return ""
+}
+
+func (x *DrillReport) GetRequest() *RunDrillRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *DrillReport) GetRunBy() string {
+	if x != nil {
+		return x.RunBy
+	}
+	return ""
+}
+
+func (x *DrillReport) GetObject() *EvidenceObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+// RunDrillResponse is the report of the drill just run.
+type RunDrillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report.
+	Report        *DrillReport `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunDrillResponse) Reset() {
+	*x = RunDrillResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDrillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDrillResponse) ProtoMessage() {}
+
+func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDrillResponse.ProtoReflect.Descriptor instead.
+func (*RunDrillResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RunDrillResponse) GetReport() *DrillReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// GetDrillRequest names a drill.
+type GetDrillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Drill id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDrillRequest) Reset() {
+	*x = GetDrillRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDrillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDrillRequest) ProtoMessage() {}
+
+func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDrillRequest.ProtoReflect.Descriptor instead.
+func (*GetDrillRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetDrillRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetDrillResponse is one stored report.
+type GetDrillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report.
+	Report        *DrillReport `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDrillResponse) Reset() {
+	*x = GetDrillResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDrillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDrillResponse) ProtoMessage() {}
+
+func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDrillResponse.ProtoReflect.Descriptor instead.
+func (*GetDrillResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetDrillResponse) GetReport() *DrillReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// ListDrillsRequest pages through reports.
+type ListDrillsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDrillsRequest) Reset() {
+	*x = ListDrillsRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDrillsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDrillsRequest) ProtoMessage() {}
+
+func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDrillsRequest.ProtoReflect.Descriptor instead.
+func (*ListDrillsRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListDrillsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDrillsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDrillsResponse is one page of reports, newest first.
+type ListDrillsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports.
+	Reports []*DrillReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// Token for the next page, empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDrillsResponse) Reset() {
+	*x = ListDrillsResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDrillsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDrillsResponse) ProtoMessage() {}
+
+func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDrillsResponse.ProtoReflect.Descriptor instead.
+func (*ListDrillsResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListDrillsResponse) GetReports() []*DrillReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *ListDrillsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -2741,7 +3389,50 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\x0e2#.pactledger.ledger.v1.DisputeStatusR\x06status\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"I\n" +
 	"\x1aAppendDisputeEventResponse\x12+\n" +
-	"\x03row\x18\x01 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row*O\n" +
+	"\x03row\x18\x01 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\"&\n" +
+	"\fMonthlyDrill\x12\x16\n" +
+	"\x06sample\x18\x01 \x01(\x05R\x06sample\"\x9c\x01\n" +
+	"\x0fRunDrillRequest\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x15\n" +
+	"\x06row_id\x18\x02 \x01(\tR\x05rowId\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12<\n" +
+	"\amonthly\x18\x04 \x01(\v2\".pactledger.ledger.v1.MonthlyDrillR\amonthly\"\x85\x01\n" +
+	"\tDrillPull\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06passed\x18\x03 \x01(\bR\x06passed\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x04 \x01(\x01R\telapsedMs\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x89\x04\n" +
+	"\vDrillReport\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1f.pactledger.ledger.v1.DrillKindR\x04kind\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x12\n" +
+	"\x04rows\x18\x05 \x03(\tR\x04rows\x125\n" +
+	"\x05pulls\x18\x06 \x03(\v2\x1f.pactledger.ledger.v1.DrillPullR\x05pulls\x12#\n" +
+	"\rchecks_passed\x18\a \x01(\x05R\fchecksPassed\x12!\n" +
+	"\fchecks_total\x18\b \x01(\x05R\vchecksTotal\x12\x14\n" +
+	"\x05reply\x18\t \x01(\tR\x05reply\x12?\n" +
+	"\arequest\x18\n" +
+	" \x01(\v2%.pactledger.ledger.v1.RunDrillRequestR\arequest\x12\x15\n" +
+	"\x06run_by\x18\v \x01(\tR\x05runBy\x12<\n" +
+	"\x06object\x18\f \x01(\v2$.pactledger.ledger.v1.EvidenceObjectR\x06object\"M\n" +
+	"\x10RunDrillResponse\x129\n" +
+	"\x06report\x18\x01 \x01(\v2!.pactledger.ledger.v1.DrillReportR\x06report\"!\n" +
+	"\x0fGetDrillRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
+	"\x10GetDrillResponse\x129\n" +
+	"\x06report\x18\x01 \x01(\v2!.pactledger.ledger.v1.DrillReportR\x06report\"O\n" +
+	"\x11ListDrillsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
+	"\x12ListDrillsResponse\x12;\n" +
+	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -2779,7 +3470,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16APPEND_OUTCOME_CREATED\x10\x01\x12#\n" +
 	"\x1fAPPEND_OUTCOME_ALREADY_RECORDED\x10\x02\x12\x1c\n" +
-	"\x18APPEND_OUTCOME_DUPLICATE\x10\x032\xbe\x06\n" +
+	"\x18APPEND_OUTCOME_DUPLICATE\x10\x03*W\n" +
+	"\tDrillKind\x12\x1a\n" +
+	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xd5\b\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -2788,7 +3483,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\vGetEvidence\x12(.pactledger.ledger.v1.GetEvidenceRequest\x1a).pactledger.ledger.v1.GetEvidenceResponse\x12n\n" +
 	"\x0fGetJwksSnapshot\x12,.pactledger.ledger.v1.GetJwksSnapshotRequest\x1a-.pactledger.ledger.v1.GetJwksSnapshotResponse\x12\\\n" +
 	"\tVerifyRow\x12&.pactledger.ledger.v1.VerifyRowRequest\x1a'.pactledger.ledger.v1.VerifyRowResponse\x12w\n" +
-	"\x12AppendDisputeEvent\x12/.pactledger.ledger.v1.AppendDisputeEventRequest\x1a0.pactledger.ledger.v1.AppendDisputeEventResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\x12AppendDisputeEvent\x12/.pactledger.ledger.v1.AppendDisputeEventRequest\x1a0.pactledger.ledger.v1.AppendDisputeEventResponse\x12Y\n" +
+	"\bRunDrill\x12%.pactledger.ledger.v1.RunDrillRequest\x1a&.pactledger.ledger.v1.RunDrillResponse\x12Y\n" +
+	"\bGetDrill\x12%.pactledger.ledger.v1.GetDrillRequest\x1a&.pactledger.ledger.v1.GetDrillResponse\x12_\n" +
+	"\n" +
+	"ListDrills\x12'.pactledger.ledger.v1.ListDrillsRequest\x1a(.pactledger.ledger.v1.ListDrillsResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -2802,8 +3501,8 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                       // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                     // 1: pactledger.ledger.v1.RowStatus
@@ -2812,101 +3511,127 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RetentionClass)(0),                // 4: pactledger.ledger.v1.RetentionClass
 	(DisputeStatus)(0),                 // 5: pactledger.ledger.v1.DisputeStatus
 	(AppendOutcome)(0),                 // 6: pactledger.ledger.v1.AppendOutcome
-	(*Action)(nil),                     // 7: pactledger.ledger.v1.Action
-	(*Limits)(nil),                     // 8: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),       // 9: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),      // 10: pactledger.ledger.v1.AppendReceiptResponse
-	(*RefusalAction)(nil),              // 11: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),       // 12: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),      // 13: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                      // 14: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                   // 15: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                  // 16: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                      // 17: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                   // 18: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),               // 19: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                    // 20: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                        // 21: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),              // 22: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),             // 23: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),            // 24: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),           // 25: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),         // 26: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),             // 27: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),        // 28: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),     // 29: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),    // 30: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),           // 31: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),          // 32: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),  // 33: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil), // 34: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
+	(DrillKind)(0),                     // 7: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                     // 8: pactledger.ledger.v1.Action
+	(*Limits)(nil),                     // 9: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),       // 10: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),      // 11: pactledger.ledger.v1.AppendReceiptResponse
+	(*RefusalAction)(nil),              // 12: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),       // 13: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),      // 14: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                      // 15: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                   // 16: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                  // 17: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                      // 18: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                   // 19: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),               // 20: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                    // 21: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                        // 22: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),              // 23: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),             // 24: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),            // 25: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),           // 26: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),         // 27: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),             // 28: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),        // 29: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),     // 30: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),    // 31: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),           // 32: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),          // 33: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),  // 34: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil), // 35: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),               // 36: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),            // 37: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                  // 38: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                // 39: pactledger.ledger.v1.DrillReport
+	(*RunDrillResponse)(nil),           // 40: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),            // 41: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),           // 42: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),          // 43: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),         // 44: pactledger.ledger.v1.ListDrillsResponse
+	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	35, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
-	7,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
-	8,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	21, // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	45, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	8,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
+	9,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
+	22, // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,  // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	11, // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	35, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	21, // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	12, // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	45, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	22, // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,  // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,  // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	35, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	17, // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	35, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	45, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	18, // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	45, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,  // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,  // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,  // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	14, // 16: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	15, // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	8,  // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	16, // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	35, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	35, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	18, // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	15, // 16: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	16, // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	9,  // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	17, // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	45, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	45, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	19, // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,  // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	35, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	45, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,  // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	19, // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	20, // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	21, // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	20, // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	21, // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	22, // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,  // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,  // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	35, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	35, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	21, // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	35, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	7,  // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	27, // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	35, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	27, // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	17, // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	17, // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	45, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	22, // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	45, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	8,  // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	28, // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	45, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	28, // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	18, // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	18, // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
 	5,  // 41: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	21, // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	9,  // 43: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	12, // 44: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	22, // 45: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	24, // 46: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	26, // 47: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	29, // 48: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	31, // 49: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	33, // 50: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	10, // 51: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	13, // 52: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	23, // 53: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	25, // 54: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	28, // 55: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	30, // 56: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	32, // 57: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	34, // 58: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	51, // [51:59] is the sub-list for method output_type
-	43, // [43:51] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	22, // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	36, // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	7,  // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	45, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	45, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	38, // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	37, // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	28, // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	39, // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39, // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39, // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	10, // 53: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13, // 54: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23, // 55: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25, // 56: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27, // 57: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30, // 58: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32, // 59: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34, // 60: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37, // 61: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	41, // 62: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	43, // 63: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	11, // 64: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14, // 65: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24, // 66: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26, // 67: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29, // 68: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31, // 69: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33, // 70: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35, // 71: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	40, // 72: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	42, // 73: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	44, // 74: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	64, // [64:75] is the sub-list for method output_type
+	53, // [53:64] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -2919,8 +3644,8 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   28,
+			NumEnums:      8,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,9 @@ const (
 	LedgerService_GetJwksSnapshot_FullMethodName    = "/pactledger.ledger.v1.LedgerService/GetJwksSnapshot"
 	LedgerService_VerifyRow_FullMethodName          = "/pactledger.ledger.v1.LedgerService/VerifyRow"
 	LedgerService_AppendDisputeEvent_FullMethodName = "/pactledger.ledger.v1.LedgerService/AppendDisputeEvent"
+	LedgerService_RunDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/RunDrill"
+	LedgerService_GetDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetDrill"
+	LedgerService_ListDrills_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListDrills"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -65,6 +68,15 @@ type LedgerServiceClient interface {
 	// AppendDisputeEvent appends a timestamped dispute status to a row; the
 	// evidence fields never change. Roles: support, admin.
 	AppendDisputeEvent(ctx context.Context, in *AppendDisputeEventRequest, opts ...grpc.CallOption) (*AppendDisputeEventResponse, error)
+	// RunDrill runs a dispute drill (by target, row or principal) or the
+	// monthly drill, times the six pulls of each row and stores the report as
+	// a write-once object. Roles: support, admin.
+	RunDrill(ctx context.Context, in *RunDrillRequest, opts ...grpc.CallOption) (*RunDrillResponse, error)
+	// GetDrill returns a stored drill report. Roles: support, auditor, admin.
+	GetDrill(ctx context.Context, in *GetDrillRequest, opts ...grpc.CallOption) (*GetDrillResponse, error)
+	// ListDrills lists stored drill reports, newest first. Roles: support,
+	// auditor, admin.
+	ListDrills(ctx context.Context, in *ListDrillsRequest, opts ...grpc.CallOption) (*ListDrillsResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -155,6 +167,36 @@ func (c *ledgerServiceClient) AppendDisputeEvent(ctx context.Context, in *Append
 	return out, nil
 }
 
+func (c *ledgerServiceClient) RunDrill(ctx context.Context, in *RunDrillRequest, opts ...grpc.CallOption) (*RunDrillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunDrillResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RunDrill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetDrill(ctx context.Context, in *GetDrillRequest, opts ...grpc.CallOption) (*GetDrillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDrillResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetDrill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ListDrills(ctx context.Context, in *ListDrillsRequest, opts ...grpc.CallOption) (*ListDrillsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDrillsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListDrills_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -187,6 +229,15 @@ type LedgerServiceServer interface {
 	// AppendDisputeEvent appends a timestamped dispute status to a row; the
 	// evidence fields never change. Roles: support, admin.
 	AppendDisputeEvent(context.Context, *AppendDisputeEventRequest) (*AppendDisputeEventResponse, error)
+	// RunDrill runs a dispute drill (by target, row or principal) or the
+	// monthly drill, times the six pulls of each row and stores the report as
+	// a write-once object. Roles: support, admin.
+	RunDrill(context.Context, *RunDrillRequest) (*RunDrillResponse, error)
+	// GetDrill returns a stored drill report. Roles: support, auditor, admin.
+	GetDrill(context.Context, *GetDrillRequest) (*GetDrillResponse, error)
+	// ListDrills lists stored drill reports, newest first. Roles: support,
+	// auditor, admin.
+	ListDrills(context.Context, *ListDrillsRequest) (*ListDrillsResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -220,6 +271,15 @@ func (UnimplementedLedgerServiceServer) VerifyRow(context.Context, *VerifyRowReq
 }
 func (UnimplementedLedgerServiceServer) AppendDisputeEvent(context.Context, *AppendDisputeEventRequest) (*AppendDisputeEventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendDisputeEvent not implemented")
+}
+func (UnimplementedLedgerServiceServer) RunDrill(context.Context, *RunDrillRequest) (*RunDrillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunDrill not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetDrill(context.Context, *GetDrillRequest) (*GetDrillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDrill not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListDrills(context.Context, *ListDrillsRequest) (*ListDrillsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDrills not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -386,6 +446,60 @@ func _LedgerService_AppendDisputeEvent_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_RunDrill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunDrillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RunDrill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RunDrill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RunDrill(ctx, req.(*RunDrillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetDrill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDrillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetDrill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetDrill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetDrill(ctx, req.(*GetDrillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListDrills_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDrillsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListDrills(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListDrills_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListDrills(ctx, req.(*ListDrillsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -424,6 +538,18 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendDisputeEvent",
 			Handler:    _LedgerService_AppendDisputeEvent_Handler,
+		},
+		{
+			MethodName: "RunDrill",
+			Handler:    _LedgerService_RunDrill_Handler,
+		},
+		{
+			MethodName: "GetDrill",
+			Handler:    _LedgerService_GetDrill_Handler,
+		},
+		{
+			MethodName: "ListDrills",
+			Handler:    _LedgerService_ListDrills_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

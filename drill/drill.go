@@ -1,0 +1,569 @@
+// Package drill runs the dispute drill of the receipt-ledger playbook
+// (step 6): six timed pulls per row, each passed or failed with its detail,
+// from the ledger alone, and a plain-words reply for the customer. It also
+// runs the monthly drill on random rows and keeps every report as a
+// write-once object. A pull that would need a person (missing evidence,
+// missing snapshot, unreachable store) fails with the reason; nothing waits.
+package drill
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Pull names, in drill order.
+const (
+	PullReceiptRow    = "receipt_row"
+	PullGrant         = "grant"
+	PullActionLog     = "action_log"
+	PullAgentIdentity = "agent_identity"
+	PullReverify      = "reverify"
+	PullDecision      = "decision"
+)
+
+// Pulls lists the six pulls in order.
+var Pulls = []string{PullReceiptRow, PullGrant, PullActionLog, PullAgentIdentity, PullReverify, PullDecision}
+
+// Kind is the kind of a drill.
+type Kind string
+
+// Drill kinds.
+const (
+	Dispute Kind = "dispute"
+	Monthly Kind = "monthly"
+)
+
+// MaxRows caps the rows one dispute drill covers.
+const MaxRows = 20
+
+// Request says what to drill: a dispute drill names a target (order id), a
+// row or a principal (target and principal may be combined); a monthly
+// drill samples rows.
+type Request struct {
+	Target    string `json:"target,omitempty"`
+	RowID     string `json:"rowId,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	Monthly   bool   `json:"monthly,omitempty"`
+	Sample    int    `json:"sample,omitempty"`
+}
+
+// Pull is one timed pull of one row.
+type Pull struct {
+	RowID     string  `json:"rowId"`
+	Name      string  `json:"name"`
+	Passed    bool    `json:"passed"`
+	ElapsedMs float64 `json:"elapsedMs"`
+	Detail    string  `json:"detail"`
+}
+
+// Report is one drill's scored result.
+type Report struct {
+	ID           string    `json:"id"`
+	Kind         Kind      `json:"kind"`
+	Request      Request   `json:"request"`
+	StartedAt    time.Time `json:"startedAt"`
+	FinishedAt   time.Time `json:"finishedAt"`
+	Rows         []string  `json:"rows"`
+	Pulls        []Pull    `json:"pulls"`
+	ChecksPassed int       `json:"checksPassed"`
+	ChecksTotal  int       `json:"checksTotal"`
+	Reply        string    `json:"reply,omitempty"`
+	RunBy        string    `json:"runBy,omitempty"`
+}
+
+// Config holds a Runner's optional settings.
+type Config struct {
+	// Now is the clock for report times; default time.Now.
+	Now func() time.Time
+	// DefaultSample is the monthly drill's sample size; default 5.
+	DefaultSample int
+}
+
+// Runner runs drills against a ledger.
+type Runner struct {
+	l   *ledger.Ledger
+	cfg Config
+}
+
+// ErrInvalid: the drill request names nothing to drill.
+var ErrInvalid = errors.New("invalid drill request")
+
+// New returns a Runner.
+func New(l *ledger.Ledger, cfg Config) *Runner {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.DefaultSample <= 0 {
+		cfg.DefaultSample = 5
+	}
+	return &Runner{l: l, cfg: cfg}
+}
+
+// Run runs the drill req asks for, by the named key, and stores its report.
+func (r *Runner) Run(ctx context.Context, req Request, by string) (*Report, error) {
+	rep := &Report{Kind: Dispute, Request: req, StartedAt: r.cfg.Now().UTC(), RunBy: by}
+	if req.Monthly {
+		if req.Target != "" || req.RowID != "" || req.Principal != "" {
+			return nil, fmt.Errorf("%w: a monthly drill takes only a sample size", ErrInvalid)
+		}
+		if req.Sample < 0 || req.Sample > 100 {
+			return nil, fmt.Errorf("%w: sample must be between 1 and 100", ErrInvalid)
+		}
+		if req.Sample == 0 {
+			rep.Request.Sample = r.cfg.DefaultSample
+		}
+		rep.Kind = Monthly
+		r.monthly(ctx, rep)
+	} else {
+		if req.Target == "" && req.RowID == "" && req.Principal == "" {
+			return nil, fmt.Errorf("%w: name a target (order id), a rowId or a principal", ErrInvalid)
+		}
+		if req.RowID != "" && !ledger.ValidID(req.RowID) {
+			return nil, fmt.Errorf("%w: rowId must be 64 lowercase hex characters", ErrInvalid)
+		}
+		r.dispute(ctx, rep)
+	}
+	rep.FinishedAt = r.cfg.Now().UTC()
+	for _, p := range rep.Pulls {
+		rep.ChecksTotal++
+		if p.Passed {
+			rep.ChecksPassed++
+		}
+	}
+	rep.ID = ledger.NewDrillID(rep.StartedAt)
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.l.SaveDrill(ctx, rep.ID, rep.StartedAt, body); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// Get returns a stored report.
+func (r *Runner) Get(ctx context.Context, id string) (*Report, ledger.Location, error) {
+	body, loc, err := r.l.Drill(ctx, id)
+	if err != nil {
+		return nil, loc, err
+	}
+	var rep Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return nil, loc, fmt.Errorf("decode drill %s: %w", id, err)
+	}
+	return &rep, loc, nil
+}
+
+// List returns stored reports, newest first.
+func (r *Runner) List(ctx context.Context, pageSize int, pageToken string) ([]*Report, string, error) {
+	bodies, next, err := r.l.Drills(ctx, pageSize, pageToken)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*Report, 0, len(bodies))
+	for _, b := range bodies {
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return nil, "", fmt.Errorf("decode drill: %w", err)
+		}
+		out = append(out, &rep)
+	}
+	return out, next, nil
+}
+
+// timer measures one pull.
+type timer struct{ start time.Time }
+
+func startTimer() timer { return timer{time.Now()} }
+
+func (t timer) pull(rowID, name string, passed bool, format string, args ...any) Pull {
+	return Pull{RowID: rowID, Name: name, Passed: passed, ElapsedMs: float64(time.Since(t.start).Microseconds()) / 1000, Detail: fmt.Sprintf(format, args...)}
+}
+
+// failAll fails every pull of a drill that found no row.
+func failAll(rep *Report, t timer, detail string) {
+	rep.Pulls = append(rep.Pulls, t.pull("", PullReceiptRow, false, "%s", detail))
+	for _, name := range Pulls[1:] {
+		rep.Pulls = append(rep.Pulls, Pull{Name: name, Detail: "not run: no receipt row to drill"})
+	}
+}
+
+func (r *Runner) dispute(ctx context.Context, rep *Report) {
+	req := rep.Request
+	t := startTimer()
+	var rows []*ledger.Row
+	switch {
+	case req.RowID != "":
+		row, err := r.l.Get(ctx, req.RowID)
+		if err != nil {
+			failAll(rep, t, fmt.Sprintf("row %s: %v", req.RowID, err))
+			rep.Reply = "We could not find a record of this action in our ledger; a member of our team will look into it."
+			return
+		}
+		rows = []*ledger.Row{row}
+	default:
+		found, _, err := r.l.List(ctx, ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: MaxRows + 1})
+		if err != nil {
+			failAll(rep, t, fmt.Sprintf("lookup failed: %v", err))
+			return
+		}
+		for _, row := range found {
+			if row.Kind == ledger.KindReceipt || req.Target != "" {
+				rows = append(rows, row)
+			}
+		}
+		if len(rows) == 0 {
+			failAll(rep, t, fmt.Sprintf("no row for %s", describeQuery(req)))
+			rep.Reply = "We found no record of an action by a personal agent on " + describeQuery(req) + " in our ledger; a member of our team will look into it."
+			return
+		}
+		if len(rows) > MaxRows {
+			rows = rows[:MaxRows]
+		}
+	}
+	lookup := time.Since(t.start)
+	var replies []string
+	for _, row := range rows {
+		rep.Rows = append(rep.Rows, row.ID)
+		pulls, reply := r.drillRow(ctx, row, req.Principal, lookup, len(rows))
+		rep.Pulls = append(rep.Pulls, pulls...)
+		replies = append(replies, reply)
+	}
+	rep.Reply = strings.Join(replies, "\n\n")
+}
+
+func describeQuery(req Request) string {
+	var parts []string
+	if req.Target != "" {
+		parts = append(parts, req.Target)
+	}
+	if req.Principal != "" {
+		parts = append(parts, "for "+req.Principal)
+	}
+	return strings.Join(parts, " ")
+}
+
+func (r *Runner) monthly(ctx context.Context, rep *Report) {
+	t := startTimer()
+	rows, err := r.l.SampleRows(ctx, rep.Request.Sample)
+	if err != nil || len(rows) == 0 {
+		detail := "the ledger holds no receipt rows"
+		if err != nil {
+			detail = "sampling failed: " + err.Error()
+		}
+		failAll(rep, t, detail)
+		return
+	}
+	lookup := time.Since(t.start)
+	for _, row := range rows {
+		rep.Rows = append(rep.Rows, row.ID)
+		pulls, _ := r.drillRow(ctx, row, "", lookup, len(rows))
+		rep.Pulls = append(rep.Pulls, pulls...)
+	}
+}
+
+// facts are what the pulls established, for the decision and the reply.
+type facts struct {
+	row         *ledger.Row
+	ev          *ledger.EvidenceView
+	token       *verifier.TokenClaims
+	argsMatch   bool
+	argsChecked bool
+	identity    bool
+	reverified  bool
+	missing     []string // evidence a person would have to find
+}
+
+// drillRow runs the six pulls on one row. lookup is the time the row lookup
+// took, counted in receipt_row.
+func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int) ([]Pull, string) {
+	f := &facts{row: row}
+	var pulls []Pull
+	add := func(p Pull) { pulls = append(pulls, p) }
+
+	// 1. receipt_row: the row, its receipt hash and the stored receipt bytes.
+	t := startTimer()
+	t.start = t.start.Add(-lookup)
+	ev, err := r.l.Evidence(ctx, row.ID)
+	switch {
+	case err != nil:
+		f.missing = append(f.missing, "the stored evidence")
+		add(t.pull(row.ID, PullReceiptRow, false, "evidence of row %s unreadable: %v", short(row.ID), err))
+	case row.Kind != ledger.KindReceipt:
+		f.ev = ev
+		f.missing = append(f.missing, "a receipt")
+		add(t.pull(row.ID, PullReceiptRow, false, "row %s is a %s without a receipt: %s", short(row.ID), kindWord(row), refusalReason(row)))
+	case principal != "" && row.Principal != principal:
+		f.ev = ev
+		add(t.pull(row.ID, PullReceiptRow, false, "row %s belongs to %s, not %s", short(row.ID), row.Principal, principal))
+	case ev.Evidence.ReceiptJWS == "" || "sha256:"+sha256Hex(ev.Evidence.ReceiptJWS) != row.ReceiptID:
+		f.ev = ev
+		f.missing = append(f.missing, "the receipt bytes")
+		add(t.pull(row.ID, PullReceiptRow, false, "row %s: the stored receipt does not hash to %s", short(row.ID), row.ReceiptID))
+	default:
+		f.ev = ev
+		more := ""
+		if found > 1 {
+			more = fmt.Sprintf(" (one of %d rows drilled)", found)
+		}
+		add(t.pull(row.ID, PullReceiptRow, true, "row %s for %s, %s, %s at %s, receipt %s…%s", short(row.ID), targets(row), row.Principal, tools(row), clock(row.IssuedAt), row.ReceiptID[:19], more))
+	}
+
+	// 2. grant: the delegation token behind the action.
+	t = startTimer()
+	add(r.grant(t, f))
+
+	// 3. action_log: the logged args against the receipt's args hash.
+	t = startTimer()
+	add(r.actionLog(t, f))
+
+	// 4. agent_identity: the request JWT against the stored JWKS snapshot.
+	t = startTimer()
+	add(r.agentIdentity(ctx, t, f))
+
+	// 5. reverify: VerifyRow on the stored bytes.
+	t = startTimer()
+	rv, err := r.l.VerifyRow(ctx, row.ID)
+	switch {
+	case err != nil:
+		f.missing = append(f.missing, "a re-run of the verifier")
+		add(t.pull(row.ID, PullReverify, false, "verify failed: %v", err))
+	case !rv.Same:
+		add(t.pull(row.ID, PullReverify, false, "the stored bytes no longer give the write-time result: %s", strings.Join(rv.Differences, "; ")))
+	default:
+		f.reverified = true
+		add(t.pull(row.ID, PullReverify, true, "%d checks re-run on the stored bytes give the write-time result (%s)", len(rv.Checks), row.Status))
+	}
+
+	// 6. decision and reply.
+	t = startTimer()
+	passed, detail, reply := decide(f)
+	add(t.pull(row.ID, PullDecision, passed, "%s", detail))
+	return pulls, reply
+}
+
+func (r *Runner) grant(t timer, f *facts) Pull {
+	row := f.row
+	if f.ev == nil || f.ev.Evidence.DelegationToken == "" {
+		f.missing = append(f.missing, "the delegation token")
+		return t.pull(row.ID, PullGrant, false, "no delegation token is stored for this row")
+	}
+	var tok verifier.TokenClaims
+	if _, err := verifier.DecodeClaims(f.ev.Evidence.DelegationToken, &tok); err != nil {
+		f.missing = append(f.missing, "a readable delegation token")
+		return t.pull(row.ID, PullGrant, false, "the stored delegation token cannot be read: %v", err)
+	}
+	f.token = &tok
+	granted := tok.Scopes()
+	var missing []string
+	for _, s := range row.ScopesUsed {
+		if !slices.Contains(granted, s) {
+			missing = append(missing, s)
+		}
+	}
+	switch {
+	case tok.Sub != row.Principal:
+		return t.pull(row.ID, PullGrant, false, "the token's user is %q, not the principal %q", tok.Sub, row.Principal)
+	case len(missing) > 0:
+		return t.pull(row.ID, PullGrant, false, "the grant lacks %s, which the action used (granted: %s)", strings.Join(missing, " "), tok.Scope)
+	case tok.Exp == nil || row.IssuedAt.After(tok.Exp.Time()):
+		return t.pull(row.ID, PullGrant, false, "the token had expired at the action time %s", clock(row.IssuedAt))
+	}
+	return t.pull(row.ID, PullGrant, true, "%s granted %s to %s at %s (token %s, expires %s); the action used %s",
+		tok.Sub, tok.Scope, tok.ClientID, clock(grantTime(&tok)), tok.GrantID, clock(tok.Exp.Time()), strings.Join(row.ScopesUsed, " "))
+}
+
+func grantTime(tok *verifier.TokenClaims) time.Time {
+	if tok.Iat == nil {
+		return time.Time{}
+	}
+	return tok.Iat.Time()
+}
+
+func (r *Runner) actionLog(t timer, f *facts) Pull {
+	row := f.row
+	if f.ev == nil {
+		f.missing = append(f.missing, "the action log")
+		return t.pull(row.ID, PullActionLog, false, "no action log entries are stored for this row")
+	}
+	logged := f.ev.Evidence.Actions
+	used := make([]bool, len(logged))
+	var ok, problems []string
+	for _, a := range row.Actions {
+		j := slices.IndexFunc(logged, func(l verifier.Action) bool { return l.Tool == a.Tool })
+		for j >= 0 && used[j] {
+			next := slices.IndexFunc(logged[j+1:], func(l verifier.Action) bool { return l.Tool == a.Tool })
+			if next < 0 {
+				j = -1
+				break
+			}
+			j += 1 + next
+		}
+		if j < 0 {
+			if a.ArgsHash != "" {
+				problems = append(problems, fmt.Sprintf("%s: no action log entry", a.Tool))
+			}
+			continue
+		}
+		used[j] = true
+		got := verifier.ArgsHash(logged[j].ArgsJSON)
+		switch {
+		case a.ArgsHash == "":
+			ok = append(ok, fmt.Sprintf("%s %s: no args", a.Tool, logged[j].Target))
+		case got != a.ArgsHash:
+			problems = append(problems, fmt.Sprintf("%s %s: the logged args hash %s is not the receipt's %s", a.Tool, logged[j].Target, got, a.ArgsHash))
+		case a.HashSource == verifier.HashComputedByLedger:
+			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches (computed by the ledger; the agent did not sign args)", a.Tool, logged[j].Target, short(got)))
+		default:
+			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches the signed one", a.Tool, logged[j].Target, short(got)))
+		}
+	}
+	for j, l := range logged {
+		if !used[j] {
+			problems = append(problems, fmt.Sprintf("logged %s %s is not in the receipt", l.Tool, l.Target))
+		}
+	}
+	f.argsChecked = true
+	if len(problems) > 0 {
+		return t.pull(row.ID, PullActionLog, false, "%s", strings.Join(problems, "; "))
+	}
+	f.argsMatch = true
+	if len(ok) == 0 {
+		return t.pull(row.ID, PullActionLog, true, "the receipt lists no actions with args")
+	}
+	return t.pull(row.ID, PullActionLog, true, "%s", strings.Join(ok, "; "))
+}
+
+func (r *Runner) agentIdentity(ctx context.Context, t timer, f *facts) Pull {
+	row := f.row
+	if f.ev == nil || f.ev.Evidence.RequestJWT == "" {
+		f.missing = append(f.missing, "the request JWT")
+		return t.pull(row.ID, PullAgentIdentity, false, "no request JWT is stored for this row")
+	}
+	if row.Agent.JWKSSnapshot == "" {
+		f.missing = append(f.missing, "the agent's JWKS snapshot")
+		return t.pull(row.ID, PullAgentIdentity, false, "no JWKS snapshot of %s was taken at write time", row.Agent.Platform)
+	}
+	snap, _, err := r.l.Snapshot(ctx, row.Agent.JWKSSnapshot)
+	if err != nil {
+		f.missing = append(f.missing, "the agent's JWKS snapshot")
+		return t.pull(row.ID, PullAgentIdentity, false, "JWKS snapshot %s: %v", short(row.Agent.JWKSSnapshot), err)
+	}
+	ks, err := verifier.ParseKeySet(snap)
+	if err != nil {
+		return t.pull(row.ID, PullAgentIdentity, false, "JWKS snapshot %s: %v", short(snap.ID), err)
+	}
+	kid, alg, err := verifier.VerifySignature(f.ev.Evidence.RequestJWT, ks)
+	if err != nil {
+		return t.pull(row.ID, PullAgentIdentity, false, "request JWT against snapshot %s: %v", short(snap.ID), err)
+	}
+	f.identity = true
+	return t.pull(row.ID, PullAgentIdentity, true, "request JWT kid %s found in the JWKS snapshot %s of %s (fetched %s from %s); the %s signature verifies",
+		kid, short(snap.ID), row.Agent.Platform, clock(snap.FetchedAt), snap.URI, alg)
+}
+
+// decide turns the pulls into the decision and the customer's reply.
+func decide(f *facts) (passed bool, detail, reply string) {
+	row := f.row
+	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
+	if len(f.missing) > 0 {
+		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "),
+			fmt.Sprintf("We are checking the record of %s; a member of our team will get back to you.", what)
+	}
+	switch {
+	case row.Status == ledger.Incident || (f.argsChecked && !f.argsMatch):
+		why := "the action that ran is not the action that was signed"
+		if !f.argsChecked || f.argsMatch {
+			why = "the action went beyond what was granted"
+		}
+		inc := ""
+		if row.IncidentID != "" {
+			inc = " (" + row.IncidentID + ")"
+		}
+		return true, "the dispute flips: " + why + "; this is the business's incident" + inc,
+			fmt.Sprintf("You are right to question %s: %s. This is our error, not yours; we have opened an incident%s and will put it right.", what, why, inc)
+	case row.Status == ledger.Unauthorized || !f.identity:
+		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
+			fmt.Sprintf("We have no verifiable approval on file for %s. We are treating it as unauthorized and will put it right.", what)
+	case !f.reverified || f.token == nil:
+		return false, "needs a person: the verifier result could not be reproduced", fmt.Sprintf("We are checking the record of %s; a member of our team will get back to you.", what)
+	}
+	tok := f.token
+	return true, "the customer's grant covers the action: resolve as customer-authorized and point them to their agent platform",
+		fmt.Sprintf("On %s you signed in with us and granted %s the permissions %s. At %s your agent, acting under that grant, ran %s on %s, and the request it sent is signed by %s. "+
+			"Your agent platform decided to take this action; for why it did, please contact %s. You can withdraw the grant at any time.",
+			clock(grantTime(tok)), tok.ClientID, strings.Join(tok.Scopes(), ", "), clock(row.IssuedAt), tools(row), targets(row), row.Agent.Platform, row.Agent.Platform)
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "an unknown time"
+	}
+	return t.UTC().Format("2 January 2006 15:04 UTC")
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func tools(row *ledger.Row) string {
+	var out []string
+	for _, a := range row.Actions {
+		if !slices.Contains(out, a.Tool) {
+			out = append(out, a.Tool)
+		}
+	}
+	if len(out) == 0 {
+		return "a reply"
+	}
+	return strings.Join(out, ", ")
+}
+
+func targets(row *ledger.Row) string {
+	if t := row.Targets(); len(t) > 0 {
+		return strings.Join(t, ", ")
+	}
+	return "the account"
+}
+
+func kindWord(row *ledger.Row) string {
+	if row.Kind == ledger.KindRefusal {
+		return "refusal"
+	}
+	return "row"
+}
+
+func refusalReason(row *ledger.Row) string {
+	if row.Refusal != nil {
+		return row.Refusal.Reason
+	}
+	return ""
+}

@@ -1,0 +1,229 @@
+package drill_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+type env struct {
+	sc *pacttest.Scenario
+	l  *ledger.Ledger
+	r  *drill.Runner
+}
+
+func newEnv(t *testing.T, now func() time.Time) *env {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	return newEnvFor(t, sc, now)
+}
+
+// newEnvFor builds the ledger for sc; it starts no server of its own, so it
+// can run inside a synctest bubble.
+func newEnvFor(t *testing.T, sc *pacttest.Scenario, now func() time.Time) *env {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	objects, _ := localdir.Open(filepath.Join(dir, "ev"))
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	l, err := ledger.New(store, objects, v, sc.Static(time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)), ledger.Config{Logger: slog.New(slog.DiscardHandler), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{sc: sc, l: l, r: drill.New(l, drill.Config{Now: now})}
+}
+
+func (e *env) append(t *testing.T, r *pacttest.Receipt) *ledger.Row {
+	t.Helper()
+	row, _, err := e.l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+func pulls(rep *drill.Report) map[string]drill.Pull {
+	m := map[string]drill.Pull{}
+	for _, p := range rep.Pulls {
+		m[p.Name] = p
+	}
+	return m
+}
+
+// The playbook's worked scenario: acct 48213 granted orders:cancel at
+// 13:07; the cancel of A-5531 ran at 13:12; the customer disputes it.
+func TestPlaybookScenario(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-1", Target: "A-1"}))
+
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChecksTotal != 6 || rep.ChecksPassed != 6 || len(rep.Rows) != 1 {
+		t.Fatalf("checks %d/%d rows %d: %+v", rep.ChecksPassed, rep.ChecksTotal, len(rep.Rows), rep.Pulls)
+	}
+	for i, p := range rep.Pulls {
+		if p.Name != drill.Pulls[i] || p.Detail == "" || p.ElapsedMs < 0 {
+			t.Fatalf("pull %d: %+v", i, p)
+		}
+	}
+	for _, want := range []string{"7 October 2026 13:07 UTC", "orders:read, orders:cancel", e.sc.PA.ID, "cancel_order on A-5531", "13:12 UTC"} {
+		if !strings.Contains(rep.Reply, want) {
+			t.Errorf("reply lacks %q:\n%s", want, rep.Reply)
+		}
+	}
+	// The report is stored and listed.
+	got, _, err := e.r.Get(ctx, rep.ID)
+	if err != nil || got.Reply != rep.Reply {
+		t.Fatalf("stored report: %v", err)
+	}
+	list, _, err := e.r.List(ctx, 10, "")
+	if err != nil || len(list) != 1 || list[0].ID != rep.ID {
+		t.Fatalf("list: %v %d", err, len(list))
+	}
+}
+
+func TestFlippedWhenArgsDiffer(t *testing.T) {
+	e := newEnv(t, time.Now)
+	r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	r.Actions[0].ArgsJSON = `{"order":"A-5531","refund":"all"}` // what ran is not what was signed
+	row := e.append(t, r)
+	if row.Status != ledger.Incident {
+		t.Fatalf("row %v", row.Status)
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pulls(rep)
+	if p[drill.PullActionLog].Passed || !p[drill.PullDecision].Passed || !strings.Contains(p[drill.PullDecision].Detail, "flips") {
+		t.Fatalf("pulls %+v", rep.Pulls)
+	}
+	if !strings.Contains(rep.Reply, "not the action that was signed") || !strings.Contains(rep.Reply, row.IncidentID) {
+		t.Fatalf("reply: %s", rep.Reply)
+	}
+}
+
+func TestNothingToDrillFailsWithoutWaiting(t *testing.T) {
+	e := newEnv(t, time.Now)
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-0000"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChecksTotal != 6 || rep.ChecksPassed != 0 || !strings.Contains(rep.Pulls[0].Detail, "no row") {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, err := e.r.Run(context.Background(), drill.Request{}, "lead"); err == nil {
+		t.Fatal("empty request accepted")
+	}
+}
+
+func TestRefusalRowNeedsAPerson(t *testing.T) {
+	e := newEnv(t, time.Now)
+	_, err := e.l.AppendRefusal(context.Background(), ledger.RefusalInput{ClaimedPrincipal: "acct 30418", Tool: "change_address", Target: "acct-30418", Reason: "no receipt", ObservedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "acct-30418"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pulls(rep)
+	if p[drill.PullReceiptRow].Passed || p[drill.PullDecision].Passed || !strings.Contains(p[drill.PullDecision].Detail, "needs a person") {
+		t.Fatalf("pulls %+v", rep.Pulls)
+	}
+}
+
+func TestMonthlyDrillScoresThirtyChecks(t *testing.T) {
+	e := newEnv(t, time.Now)
+	for i := range 12 {
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "M-" + string(rune('a'+i))}))
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Monthly: true}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Kind != drill.Monthly || len(rep.Rows) != 5 || rep.ChecksTotal != 30 || rep.ChecksPassed != 30 {
+		t.Fatalf("monthly: kind %v rows %d checks %d/%d", rep.Kind, len(rep.Rows), rep.ChecksPassed, rep.ChecksTotal)
+	}
+	seen := map[string]bool{}
+	for _, id := range rep.Rows {
+		if seen[id] {
+			t.Fatalf("row %s drilled twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestScheduleNext(t *testing.T) {
+	s := drill.DefaultSchedule
+	tests := []struct{ now, want time.Time }{
+		{time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 12, 1, 2, 59, 0, 0, time.UTC), time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)},
+		{time.Date(2027, 1, 31, 23, 0, 0, 0, time.UTC), time.Date(2027, 2, 1, 3, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range tests {
+		if got := s.Next(tc.now); !got.Equal(tc.want) {
+			t.Errorf("Next(%v) = %v, want %v", tc.now, got, tc.want)
+		}
+	}
+}
+
+// TestSchedulerRunsMonthly drives the scheduler with a fake clock: it runs
+// on the 1st at 03:00 UTC and not before.
+func TestSchedulerRunsMonthly(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	synctest.Test(t, func(t *testing.T) {
+		// synctest's clock starts at 2000-01-01 00:00 UTC.
+		e := newEnvFor(t, sc, time.Now)
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.DiscardHandler))
+		}()
+
+		time.Sleep(2*time.Hour + 59*time.Minute)
+		synctest.Wait()
+		if reps, _, _ := e.r.List(context.Background(), 10, ""); len(reps) != 0 {
+			t.Fatalf("drill ran before 03:00: %d reports", len(reps))
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		reps, _, _ := e.r.List(context.Background(), 10, "")
+		if len(reps) != 1 || !reps[0].StartedAt.Equal(time.Date(2000, 1, 1, 3, 0, 0, 0, time.UTC)) || reps[0].RunBy != "scheduler" {
+			t.Fatalf("after 03:00: %+v", reps)
+		}
+		time.Sleep(31 * 24 * time.Hour) // to 1 February 03:01
+		synctest.Wait()
+		reps, _, _ = e.r.List(context.Background(), 10, "")
+		if len(reps) != 2 || !reps[0].StartedAt.Equal(time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)) {
+			t.Fatalf("second month: %d reports, newest %v", len(reps), reps[0].StartedAt)
+		}
+		cancel()
+		<-done
+	})
+}

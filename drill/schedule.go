@@ -1,0 +1,76 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Schedule is when the monthly drill runs: a day of the month (1 to 28) at
+// an hour and minute, UTC.
+type Schedule struct {
+	Day, Hour, Minute int
+	Sample            int
+}
+
+// DefaultSchedule is the 1st of each month at 03:00 UTC, five rows.
+var DefaultSchedule = Schedule{Day: 1, Hour: 3, Minute: 0, Sample: 5}
+
+// Validate checks the schedule's fields.
+func (s Schedule) Validate() error {
+	switch {
+	case s.Day < 1 || s.Day > 28:
+		return errors.New("drill schedule: day must be 1 to 28 (every month has it)")
+	case s.Hour < 0 || s.Hour > 23 || s.Minute < 0 || s.Minute > 59:
+		return errors.New("drill schedule: hour 0 to 23, minute 0 to 59")
+	case s.Sample < 1 || s.Sample > 100:
+		return errors.New("drill schedule: sample must be 1 to 100")
+	}
+	return nil
+}
+
+// Next returns the first run strictly after t.
+func (s Schedule) Next(t time.Time) time.Time {
+	t = t.UTC()
+	at := time.Date(t.Year(), t.Month(), s.Day, s.Hour, s.Minute, 0, 0, time.UTC)
+	if !at.After(t) {
+		at = at.AddDate(0, 1, 0)
+	}
+	return at
+}
+
+func (s Schedule) String() string {
+	return fmt.Sprintf("day %d of each month at %02d:%02d UTC, %d rows", s.Day, s.Hour, s.Minute, s.Sample)
+}
+
+// RunScheduler runs the monthly drill on schedule until ctx is done. It
+// sleeps on timers and reads the Runner's clock, so tests drive it with
+// testing/synctest. Each report is stored like any other drill.
+func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	for {
+		next := s.Next(r.cfg.Now())
+		t := time.NewTimer(next.Sub(r.cfg.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
+		if err != nil {
+			log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
+			continue
+		}
+		level := slog.LevelInfo
+		if rep.ChecksPassed < rep.ChecksTotal {
+			level = slog.LevelWarn
+		}
+		log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal),
+			slog.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)))
+	}
+}

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+)
+
+type drillReport struct {
+	ID           string
+	Kind         string
+	Rows         []string
+	ChecksPassed int
+	ChecksTotal  int
+	Reply        string
+	RunBy        string
+	Pulls        []struct {
+		RowID     string `json:"rowId"`
+		Name      string
+		Passed    bool
+		ElapsedMs float64
+		Detail    string
+	}
+}
+
+// The playbook's worked scenario end to end through ledgerd's REST API:
+// acct 48213 grants orders:cancel at 13:07, the cancel of A-5531 runs at
+// 13:12 and is recorded, the dispute comes in, the drill passes all six
+// pulls; then the flipped case.
+func TestPlaybookDisputeDrillEndToEnd(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", At: at})
+	var rep appendReply
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(r), &rep); code != 200 || rep.Row.Status != "ROW_STATUS_AUTHORIZED" {
+		t.Fatalf("append %d %s", code, rep.Row.Status)
+	}
+	var run struct{ Report drillReport }
+	if code := e.call(t, "POST", "/v1/drills", "support", map[string]any{"target": "A-5531", "principal": "acct-48213"}, &run); code != 200 {
+		t.Fatalf("RunDrill = %d", code)
+	}
+	d := run.Report
+	if d.Kind != "DRILL_KIND_DISPUTE" || d.ChecksPassed != 6 || d.ChecksTotal != 6 || len(d.Pulls) != 6 || d.RunBy != "support-key" {
+		t.Fatalf("drill %+v", d)
+	}
+	var total float64
+	for _, p := range d.Pulls {
+		if !p.Passed {
+			t.Errorf("%s failed: %s", p.Name, p.Detail)
+		}
+		total += p.ElapsedMs
+	}
+	t.Logf("six pulls took %.1f ms in all", total)
+	for _, want := range []string{"13:07 UTC", "orders:read, orders:cancel", e.sc.PA.ID} {
+		if !strings.Contains(d.Reply, want) {
+			t.Errorf("reply lacks %q: %s", want, d.Reply)
+		}
+	}
+	var got struct{ Report drillReport }
+	if code := e.call(t, "GET", "/v1/drills/"+d.ID, "auditor", nil, &got); code != 200 || got.Report.Reply != d.Reply {
+		t.Fatalf("GetDrill = %d", code)
+	}
+
+	// The flipped case: the action that ran is not the one signed.
+	r2 := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5532", At: at})
+	r2.Actions[0].ArgsJSON = `{"order":"A-5532","refund_to":"another card"}`
+	e.call(t, "POST", "/v1/receipts", "writer", post(r2), &rep)
+	if rep.Row.Status != "ROW_STATUS_INCIDENT" {
+		t.Fatalf("flipped row status %s", rep.Row.Status)
+	}
+	e.call(t, "POST", "/v1/drills", "admin", map[string]any{"target": "A-5532"}, &run)
+	flipped := run.Report
+	var decision string
+	for _, p := range flipped.Pulls {
+		if p.Name == "decision" {
+			decision = p.Detail
+		}
+	}
+	if !strings.Contains(decision, "flips") || !strings.Contains(flipped.Reply, "not the action that was signed") {
+		t.Fatalf("flipped: decision %q reply %q", decision, flipped.Reply)
+	}
+
+	var monthly struct{ Report drillReport }
+	if code := e.call(t, "POST", "/v1/drills", "support", map[string]any{"monthly": map[string]any{"sample": 2}}, &monthly); code != 200 ||
+		monthly.Report.Kind != "DRILL_KIND_MONTHLY" || monthly.Report.ChecksTotal != 12 {
+		t.Fatalf("monthly %d %+v", code, monthly.Report)
+	}
+	var list struct{ Reports []drillReport }
+	e.call(t, "GET", "/v1/drills", "auditor", nil, &list)
+	if len(list.Reports) != 3 || list.Reports[0].ID != monthly.Report.ID {
+		t.Fatalf("ListDrills: %d reports, newest first expected", len(list.Reports))
+	}
+	if code := e.call(t, "POST", "/v1/drills", "support", map[string]any{}, nil); code != http.StatusBadRequest {
+		t.Fatalf("empty drill request = %d", code)
+	}
+	if code := e.call(t, "POST", "/v1/drills", "auditor", map[string]any{"target": "A-5531"}, nil); code != http.StatusForbidden {
+		t.Fatalf("auditor running a drill = %d", code)
+	}
+}

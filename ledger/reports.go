@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+)
+
+// ObjectDrill is the object kind of a drill report.
+const ObjectDrill = "drill"
+
+// DrillKey is the object key of a drill report.
+func DrillKey(id string) string { return "drills/" + id + ".json" }
+
+// NewDrillID returns a new drill id that sorts by its start time.
+func NewDrillID(startedAt time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "drill-" + startedAt.UTC().Format("20060102T150405.000000000Z") + "-" + hex.EncodeToString(b)
+}
+
+// SaveDrill stores a drill report and queues it for write-once storage,
+// retained as long as the longest receipt class. The report is never
+// changed afterwards.
+func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, body []byte) error {
+	retain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, startedAt)
+	err := l.store.Update(ctx, func(tx Tx) error {
+		if _, err := tx.Drill(id); err == nil {
+			return fmt.Errorf("drill %s already stored", id)
+		}
+		if err := tx.PutDrill(id, body); err != nil {
+			return err
+		}
+		return tx.Enqueue(OutboxEntry{Kind: ObjectDrill, Ref: id, Key: DrillKey(id), RetainUntil: retain})
+	})
+	if err != nil {
+		return fmt.Errorf("save drill %s: %w", id, err)
+	}
+	l.wake()
+	return nil
+}
+
+// Drill returns a stored drill report and where its object is held.
+func (l *Ledger) Drill(ctx context.Context, id string) ([]byte, Location, error) {
+	if err := checkField("id", id, 128); err != nil {
+		return nil, Location{}, err
+	}
+	var body []byte
+	var loc Location
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if body, err = tx.Drill(id); err != nil {
+			return err
+		}
+		loc, err = l.location(tx, DrillKey(id), time.Time{})
+		return err
+	})
+	if err != nil {
+		return nil, loc, fmt.Errorf("drill %s: %w", id, err)
+	}
+	return body, loc, nil
+}
+
+// Drills returns stored drill reports, newest first.
+func (l *Ledger) Drills(ctx context.Context, pageSize int, pageToken string) ([][]byte, string, error) {
+	switch {
+	case pageSize < 0 || pageSize > 1000:
+		return nil, "", invalid("pageSize must be between 1 and 1000")
+	case pageSize == 0:
+		pageSize = 100
+	}
+	var out [][]byte
+	var next string
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		out, next, err = tx.Drills(pageSize, pageToken)
+		return err
+	})
+	return out, next, err
+}
+
+// SampleRows picks up to n distinct receipt rows (not duplicates) at
+// random: row ids are SHA-256 hashes, so seeking to a random id is a
+// uniform pick. It gives up after 20*n tries on a ledger with few receipts.
+func (l *Ledger) SampleRows(ctx context.Context, n int) ([]*Row, error) {
+	var out []*Row
+	seen := map[string]bool{}
+	err := l.store.View(ctx, func(tx Tx) error {
+		for try := 0; len(out) < n && try < 20*n; try++ {
+			b := make([]byte, 32)
+			_, _ = rand.Read(b)
+			r, err := tx.RowAfter(hex.EncodeToString(b))
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				return nil
+			}
+			if seen[r.ID] || r.Kind != KindReceipt || r.Status == Duplicate {
+				continue
+			}
+			seen[r.ID] = true
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
