@@ -1,0 +1,503 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+func (c *cli) printJSON(m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.out, string(b))
+	return nil
+}
+
+func (c *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0) }
+
+func when(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// word turns ROW_STATUS_INCIDENT into "incident".
+func word(enum fmt.Stringer, prefix string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(enum.String(), prefix), "_", " "))
+}
+
+func rowTargets(r *ledgerv1.Row) string {
+	var t []string
+	for _, a := range r.GetActions() {
+		if a.GetTarget() != "" && !contains(t, a.GetTarget()) {
+			t = append(t, a.GetTarget())
+		}
+	}
+	return orDash(strings.Join(t, ","))
+}
+
+func rowTools(r *ledgerv1.Row) string {
+	var t []string
+	for _, a := range r.GetActions() {
+		if !contains(t, a.GetTool()) {
+			t = append(t, a.GetTool())
+		}
+	}
+	return orDash(strings.Join(t, ","))
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func parseTime(name, v string) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		if d, derr := time.Parse("2006-01-02", v); derr == nil {
+			t = d
+		} else {
+			return nil, usagef("--%s %q: want RFC 3339 (2026-10-07T13:00:00Z) or a date (2026-10-07)", name, v)
+		}
+	}
+	return timestamppb.New(t), nil
+}
+
+func (c *cli) lookup(args []string) error {
+	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
+	order := fs.String("order", "", "")
+	target := fs.String("target", "", "")
+	principal := fs.String("principal", "", "")
+	grant := fs.String("grant", "", "")
+	agent := fs.String("agent", "", "")
+	st := fs.String("status", "", "")
+	since := fs.String("since", "", "")
+	until := fs.String("until", "", "")
+	limit := fs.Int("limit", 50, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("lookup takes flags only (--order, --principal, --grant, --agent)")
+	}
+	req := &ledgerv1.ListRowsRequest{Target: first(*order, *target), Principal: *principal, GrantId: *grant, Agent: *agent}
+	if req.Target == "" && req.Principal == "" && req.GrantId == "" && req.Agent == "" && *st == "" && *since == "" && *until == "" {
+		return usagef("lookup needs --order, --principal, --grant, --agent, --status or a time range")
+	}
+	if *st != "" {
+		v, ok := ledgerv1.RowStatus_value["ROW_STATUS_"+strings.ToUpper(*st)]
+		if !ok {
+			return usagef("--status %q: want authorized, unauthorized, incident or duplicate", *st)
+		}
+		req.Status = ledgerv1.RowStatus(v)
+	}
+	if req.Since, err = parseTime("since", *since); err != nil {
+		return err
+	}
+	if req.Until, err = parseTime("until", *until); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usagef("--limit must be 1 to 1000")
+	}
+	req.PageSize = int32(*limit)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.ListRows(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	if len(rep.GetRows()) == 0 {
+		fmt.Fprintln(c.out, "no rows match")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "ROW\tISSUED (UTC)\tSTATUS\tPRINCIPAL\tTARGET\tTOOL\tAGENT\tDISPUTE")
+	for _, r := range rep.GetRows() {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
+			orDash(r.GetPrincipal()), rowTargets(r), rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_"))
+	}
+	w.Flush()
+	if rep.GetNextPageToken() != "" {
+		fmt.Fprintf(c.out, "(more rows: raise --limit or narrow the query)\n")
+	}
+	return nil
+}
+
+// rowID resolves a full row id; a 12-character prefix as printed by lookup
+// is not enough to address a row.
+func rowArg(cmd string, pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usagef("%s takes one ROW (the 64-character row id)", cmd)
+	}
+	if len(pos[0]) != 64 {
+		return "", usagef("%s: %q is not a full row id (64 hex characters; use lookup --json to get it)", cmd, pos[0])
+	}
+	return pos[0], nil
+}
+
+func (c *cli) show(args []string) error {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := rowArg("show", pos)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.GetRow(ctx, &ledgerv1.GetRowRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	r := rep.GetRow()
+	w := c.table()
+	line := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	line("row", r.GetId())
+	line("receipt", r.GetReceiptId())
+	line("kind / status", word(r.GetKind(), "ROW_KIND_")+" / "+word(r.GetStatus(), "ROW_STATUS_"))
+	if r.GetIncidentId() != "" {
+		line("incident", r.GetIncidentId())
+	}
+	line("principal", orDash(r.GetPrincipal()))
+	line("grant", orDash(r.GetGrantId()))
+	line("brand", orDash(r.GetBrand()))
+	line("agent platform", orDash(r.GetAgent().GetPlatform())+"  (kid "+orDash(r.GetAgent().GetRequestJwtKid())+", JWKS snapshot "+short(r.GetAgent().GetJwksSnapshot())+")")
+	line("brand key", orDash(r.GetBrandKey().GetKid())+"  (JWKS snapshot "+short(r.GetBrandKey().GetJwksSnapshot())+")")
+	line("scope granted", orDash(strings.Join(r.GetScopeGranted(), " ")))
+	line("scopes used", orDash(strings.Join(r.GetScopesUsed(), " ")))
+	for _, a := range r.GetActions() {
+		line("action", fmt.Sprintf("%s %s  args hash %s (%s)", a.GetTool(), orDash(a.GetTarget()), orDash(a.GetArgsHash()), word(a.GetArgsHashSource(), "ARGS_HASH_SOURCE_")))
+	}
+	if r.GetRefusal() != nil {
+		line("refusal", fmt.Sprintf("%s (claimed %s, agent %s)", r.GetRefusal().GetReason(), r.GetRefusal().GetClaimedPrincipal(), r.GetRefusal().GetClaimedAgent()))
+	}
+	if l := r.GetLimits(); l.GetAmountMax() != "" || l.GetCountMax() != 0 || l.GetGrantExpires() != nil {
+		line("limits", fmt.Sprintf("amount %s, count %d, grant expires %s", orDash(l.GetAmountMax()), l.GetCountMax(), when(l.GetGrantExpires())))
+	}
+	line("issued / recorded", when(r.GetIssuedAt())+" / "+when(r.GetRecordedAt()))
+	line("retention", word(r.GetRetentionClass(), "RETENTION_CLASS_")+" until "+when(r.GetRetainUntil()))
+	line("verified by", r.GetVerifier().GetCheckedBy()+" at "+when(r.GetVerifier().GetCheckedAt()))
+	if d := r.GetVerifier().GetDuplicateOf(); d != "" {
+		line("duplicate of", d)
+	}
+	line("dispute", word(r.GetDisputeStatus(), "DISPUTE_STATUS_"))
+	w.Flush()
+	fmt.Fprintln(c.out)
+	c.checks("CHECK", r.GetVerifier().GetChecks(), nil)
+	for _, e := range r.GetDisputeEvents() {
+		fmt.Fprintf(c.out, "dispute %s  %s by %s: %s\n", when(e.GetAt()), word(e.GetStatus(), "DISPUTE_STATUS_"), e.GetBy(), e.GetNote())
+	}
+	return nil
+}
+
+func (c *cli) checks(title string, checks, before []*ledgerv1.Check) {
+	w := c.table()
+	if before != nil {
+		fmt.Fprintf(w, "%s\tAT WRITE\tNOW\tDETAIL\n", title)
+	} else {
+		fmt.Fprintf(w, "%s\tRESULT\tDETAIL\n", title)
+	}
+	for _, ch := range checks {
+		res := word(ch.GetResult(), "CHECK_RESULT_")
+		if before != nil {
+			was := "-"
+			for _, b := range before {
+				if b.GetName() == ch.GetName() {
+					was = word(b.GetResult(), "CHECK_RESULT_")
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", ch.GetName(), was, res, ch.GetDetail())
+		} else {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", ch.GetName(), res, ch.GetDetail())
+		}
+	}
+	w.Flush()
+}
+
+func (c *cli) evidence(args []string) error {
+	fs := flag.NewFlagSet("evidence", flag.ContinueOnError)
+	full := fs.Bool("full", false, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := rowArg("evidence", pos)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.GetEvidence(ctx, &ledgerv1.GetEvidenceRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	cut := func(s string) string {
+		if *full || len(s) <= 60 {
+			return orDash(s)
+		}
+		return s[:60] + fmt.Sprintf("… (%d bytes; --full prints all)", len(s))
+	}
+	w := c.table()
+	fmt.Fprintf(w, "row\t%s\n", rep.GetRowId())
+	fmt.Fprintf(w, "evidence sha256\t%s\n", rep.GetEvidenceSha256())
+	fmt.Fprintf(w, "receipt JWS\t%s\n", cut(rep.GetReceiptJws()))
+	fmt.Fprintf(w, "request JWT\t%s\n", cut(rep.GetRequestJwt()))
+	fmt.Fprintf(w, "delegation token\t%s\n", cut(rep.GetDelegationToken()))
+	for _, a := range rep.GetActions() {
+		fmt.Fprintf(w, "action log\t%s %s %s\n", a.GetTool(), orDash(a.GetTarget()), cut(a.GetArgsJson()))
+	}
+	for _, s := range rep.GetJwksSnapshots() {
+		fmt.Fprintf(w, "JWKS snapshot\t%s\n", s)
+	}
+	w.Flush()
+	fmt.Fprintln(c.out)
+	w = c.table()
+	fmt.Fprintln(w, "OBJECT\tSTORE\tBUCKET/DIR\tKEY\tVERSION\tRETAIN UNTIL\tUPLOADED")
+	for _, o := range rep.GetObjects() {
+		key := o.GetKey()
+		if o.GetLength() > 0 {
+			key += fmt.Sprintf(" @%d+%d", o.GetOffset(), o.GetLength())
+		}
+		up := "yes"
+		if !o.GetUploaded() {
+			up = "no (in the outbox)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.GetName(), orDash(o.GetStore()), orDash(o.GetBucket()), key, orDash(o.GetVersionId()), when(o.GetRetainUntil()), up)
+	}
+	w.Flush()
+	return nil
+}
+
+func (c *cli) verify(args []string) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := rowArg("verify", pos)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.VerifyRow(ctx, &ledgerv1.VerifyRowRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		c.checks("CHECK", rep.GetChecks(), rep.GetWriteTimeChecks())
+		if rep.GetSame() {
+			fmt.Fprintln(c.out, "\nsame result as at write time: the stored bytes and snapshots still give the recorded verdict")
+		} else {
+			fmt.Fprintf(c.out, "\nDIFFERENT from write time: %s\n", rep.GetDifferences())
+		}
+	}
+	if !rep.GetSame() {
+		return errCheckFailed
+	}
+	return nil
+}
+
+var resolutions = map[string]ledgerv1.DisputeStatus{
+	"customer-authorized": ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_CUSTOMER_AUTHORIZED,
+	"incident":            ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_INCIDENT,
+	"other":               ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
+}
+
+func (c *cli) dispute(args []string) error {
+	fs := flag.NewFlagSet("dispute", flag.ContinueOnError)
+	note := fs.String("note", "", "")
+	as := fs.String("as", "other", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || (pos[0] != "open" && pos[0] != "resolve") {
+		return usagef("dispute open|resolve ROW --note TEXT [--as customer-authorized|incident|other]")
+	}
+	id, err := rowArg("dispute", pos[1:])
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(*note) == "" {
+		return usagef("dispute needs --note: say what the customer said or how it was resolved")
+	}
+	st := ledgerv1.DisputeStatus_DISPUTE_STATUS_OPEN
+	if pos[0] == "resolve" {
+		var ok bool
+		if st, ok = resolutions[*as]; !ok {
+			return usagef("--as %q: want customer-authorized, incident or other", *as)
+		}
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.AppendDisputeEvent(ctx, &ledgerv1.AppendDisputeEventRequest{Id: id, Status: st, Note: *note})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	evs := rep.GetRow().GetDisputeEvents()
+	e := evs[len(evs)-1]
+	fmt.Fprintf(c.out, "row %s: dispute %s at %s by %s (%d events)\n", short(id), word(e.GetStatus(), "DISPUTE_STATUS_"), when(e.GetAt()), e.GetBy(), len(evs))
+	return nil
+}
+
+func (c *cli) drill(args []string) error {
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	row := fs.String("row", "", "")
+	principal := fs.String("principal", "", "")
+	monthly := fs.Bool("monthly", false, "")
+	sample := fs.Int("sample", 0, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	req := &ledgerv1.RunDrillRequest{RowId: *row, Principal: *principal}
+	switch {
+	case *monthly:
+		if len(pos) > 0 || *row != "" || *principal != "" {
+			return usagef("drill --monthly takes only --sample")
+		}
+		req.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(*sample)}
+	case len(pos) == 1:
+		req.Target = pos[0]
+	case len(pos) > 1:
+		return usagef("drill takes one TARGET (an order id)")
+	case *row == "" && *principal == "":
+		return usagef("drill TARGET, drill --row ROW, drill --principal P or drill --monthly")
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.RunDrill(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		c.printDrill(rep.GetReport())
+	}
+	if rep.GetReport().GetChecksPassed() < rep.GetReport().GetChecksTotal() {
+		return errCheckFailed
+	}
+	return nil
+}
+
+func (c *cli) printDrill(d *ledgerv1.DrillReport) {
+	took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime())
+	fmt.Fprintf(c.out, "drill %s (%s) by %s at %s, %d rows, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), len(d.GetRows()), took.Round(time.Microsecond))
+	w := c.table()
+	fmt.Fprintln(w, "ROW\tPULL\tRESULT\tMS\tDETAIL")
+	for _, p := range d.GetPulls() {
+		res := "pass"
+		if !p.GetPassed() {
+			res = "FAIL"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
+	}
+	w.Flush()
+	fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
+	if d.GetReply() != "" {
+		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", d.GetReply())
+	}
+}
+
+func (c *cli) drills(args []string) error {
+	fs := flag.NewFlagSet("drills", flag.ContinueOnError)
+	limit := fs.Int("limit", 20, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if len(pos) == 1 {
+		rep, err := c.c.GetDrill(ctx, &ledgerv1.GetDrillRequest{Id: pos[0]})
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(rep)
+		}
+		c.printDrill(rep.GetReport())
+		return nil
+	}
+	if len(pos) > 1 {
+		return usagef("drills [ID] [--limit N]")
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usagef("--limit must be 1 to 1000")
+	}
+	rep, err := c.c.ListDrills(ctx, &ledgerv1.ListDrillsRequest{PageSize: int32(*limit)})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	if len(rep.GetReports()) == 0 {
+		fmt.Fprintln(c.out, "no drills yet")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "DRILL\tKIND\tSTARTED (UTC)\tBY\tROWS\tSCORE\tTOOK")
+	for _, d := range rep.GetReports() {
+		took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime()).Round(time.Millisecond)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), when(d.GetStartedAt()), orDash(d.GetRunBy()), len(d.GetRows()), d.GetChecksPassed(), d.GetChecksTotal(), took)
+	}
+	w.Flush()
+	return nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/server"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+var keys = map[string]string{"writer": "w-key", "support": "s-key", "auditor": "a-key"}
+
+type fixture struct {
+	addr  string
+	sc    *pacttest.Scenario
+	rowID string // the A-5531 cancel
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	cfg := config.Default()
+	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	cfg.DataDir = t.TempDir()
+	cfg.Audience = sc.Audience
+	cfg.AllowInsecureLoopbackJWKS = true
+	for role, k := range keys {
+		cfg.APIKeys = append(cfg.APIKeys, config.APIKey{Name: role, SHA256: config.HashKey(k), Roles: []string{role}})
+	}
+	for _, b := range sc.Brands() {
+		cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
+	}
+	for _, a := range sc.Agents() {
+		cfg.Agents = append(cfg.Agents, config.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := ledgerv1.NewLedgerServiceClient(conn)
+	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+keys["writer"])
+	f := &fixture{addr: srv.GRPCAddr(), sc: sc}
+	for _, spec := range []pacttest.Spec{{User: "acct-48213", Target: "A-5531"}, {User: "acct-1", Target: "B-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}} {
+		r := sc.Mint(spec)
+		rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.rowID == "" {
+			f.rowID = rep.GetRow().GetId()
+		}
+	}
+	return f
+}
+
+func (f *fixture) ctl(t *testing.T, role string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": keys[role], "HOME": t.TempDir()}
+	code := run(args, &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+func TestSupportLeadWorkflow(t *testing.T) {
+	f := start(t)
+	code, out, errs := f.ctl(t, "support", "lookup", "--order", "A-5531")
+	if code != 0 || !strings.Contains(out, f.rowID[:12]) || !strings.Contains(out, "acct-48213") || !strings.Contains(out, "authorized") {
+		t.Fatalf("lookup: %d %s %s", code, out, errs)
+	}
+	code, out, _ = f.ctl(t, "support", "show", f.rowID)
+	if code != 0 || !strings.Contains(out, "receipt_signature") || !strings.Contains(out, "orders:read orders:cancel") {
+		t.Fatalf("show: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "auditor", "evidence", f.rowID)
+	if code != 0 || !strings.Contains(out, "JWKS snapshot") || !strings.Contains(out, "cancel_order A-5531") {
+		t.Fatalf("evidence: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "auditor", "verify", f.rowID)
+	if code != 0 || !strings.Contains(out, "same result as at write time") {
+		t.Fatalf("verify: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "customer says they never approved cancelling A-5531")
+	if code != 0 || !strings.Contains(out, "dispute open") {
+		t.Fatalf("dispute open: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "drill", "A-5531")
+	if code != 0 || !strings.Contains(out, "score: 6 of 6") || !strings.Contains(out, "reply to the customer") {
+		t.Fatalf("drill: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "dispute", "resolve", f.rowID, "--as", "customer-authorized", "--note", "grant shown")
+	if code != 0 || !strings.Contains(out, "resolved customer authorized") {
+		t.Fatalf("dispute resolve: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "drill", "--monthly", "--sample", "2")
+	if code != 0 || !strings.Contains(out, "score: 12 of 12") {
+		t.Fatalf("monthly: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "auditor", "drills")
+	if code != 0 || strings.Count(out, "drill-") != 2 || !strings.Contains(out, "12/12") {
+		t.Fatalf("drills: %d %s", code, out)
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	f := start(t)
+	code, out, _ := f.ctl(t, "support", "--json", "lookup", "--principal", "acct-48213")
+	var rep struct {
+		Rows []struct{ ID string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Rows) != 1 || rep.Rows[0].ID != f.rowID {
+		t.Fatalf("json lookup: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "--json", "drill", "A-5531")
+	var d struct {
+		Report struct{ ChecksPassed, ChecksTotal int }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Report.ChecksTotal != 6 {
+		t.Fatalf("json drill: %d %s", code, out)
+	}
+}
+
+func TestErrorsAndExitCodes(t *testing.T) {
+	f := start(t)
+	unknown := strings.Repeat("0", 64)
+	tests := []struct {
+		name string
+		role string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", "support", nil, exitUsage, ""},
+		{"unknown command", "support", []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"short row id", "support", []string{"show", "abc"}, exitUsage, "not a full row id"},
+		{"lookup without filter", "support", []string{"lookup"}, exitUsage, "needs --order"},
+		{"dispute without note", "support", []string{"dispute", "open", f.rowID}, exitUsage, "--note"},
+		{"unknown row", "support", []string{"show", unknown}, exitNotFound, "not found"},
+		{"bad key", "nobody", []string{"show", f.rowID}, exitAuth, "no API key"},
+		{"writer cannot read", "writer", []string{"show", f.rowID}, exitAuth, "not allowed"},
+		{"auditor cannot dispute", "auditor", []string{"dispute", "open", f.rowID, "--note", "x"}, exitAuth, "not allowed"},
+		{"drill with failing pulls", "support", []string{"drill", "A-0000"}, exitCheckFailed, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := f.ctl(t, tc.role, tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.msg) {
+				t.Fatalf("exit %d (%q), want %d with %q", code, errs, tc.code, tc.msg)
+			}
+		})
+	}
+	// A wrong key is rejected by the server.
+	var out, errb bytes.Buffer
+	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": "wrong"}
+	if code := run([]string{"show", f.rowID}, &out, &errb, func(k string) string { return env[k] }); code != exitAuth || !strings.Contains(errb.String(), "rejected the API key") {
+		t.Fatalf("wrong key: %d %s", code, errb.String())
+	}
+}
+
+func TestServerDownAndKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "k")
+	if err := os.WriteFile(keyFile, []byte("s-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "ledgerctl.yaml")
+	if err := os.WriteFile(cfgFile, []byte("server: 127.0.0.1:1\nkeyFile: "+keyFile+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"--config", cfgFile, "--timeout", "2s", "show", strings.Repeat("a", 64)}, &out, &errb, func(string) string { return "" })
+	if code != exitUnavailable || !strings.Contains(errb.String(), "cannot reach ledgerd at 127.0.0.1:1") {
+		t.Fatalf("server down: %d %s", code, errb.String())
+	}
+}
