@@ -45,12 +45,13 @@ type Config struct {
 	Concurrency int           // client requests in flight
 	Offered     int           // rows/s of the latency phase
 	OfferedFor  time.Duration
-	ListRows    int // rows stored for the ListRows phase; 0 skips it
+	ListRows    int // rows stored for the read-side phase; 0 skips it
 	ListQueries int
+	Drills      int // dispute drills to time in the read-side phase
 	Out         io.Writer
 }
 
-const writerKey, readerKey = "bench-writer", "bench-auditor"
+const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
 
 // Run runs every phase and prints the figures.
 func Run(ctx context.Context, cfg Config) error {
@@ -117,7 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 	d.stop()
 
 	if cfg.ListRows > 0 {
-		if err := runList(ctx, bin, filepath.Join(work, "list"), sc, s3, cfg); err != nil {
+		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
 			return err
 		}
 	}
@@ -283,7 +284,7 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 	cfg.DataDir = dataDir
 	cfg.Audience = sc.Audience
 	cfg.AllowInsecureLoopbackJWKS = true
-	cfg.APIKeys = []config.APIKey{{Name: "writer", SHA256: config.HashKey(writerKey), Roles: []string{"writer"}}, {Name: "auditor", SHA256: config.HashKey(readerKey), Roles: []string{"auditor"}}}
+	cfg.APIKeys = []config.APIKey{{Name: "writer", SHA256: config.HashKey(writerKey), Roles: []string{"writer"}}, {Name: "auditor", SHA256: config.HashKey(readerKey), Roles: []string{"auditor"}}, {Name: "support", SHA256: config.HashKey(supportKey), Roles: []string{"support"}}}
 	for _, b := range sc.Brands() {
 		cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
 	}

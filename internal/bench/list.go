@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,20 +17,83 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
-	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/verifier"
 )
 
-// runList stores cfg.ListRows rows, starts ledgerd on them and measures
-// ListRows by target over gRPC.
-func runList(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server, cfg Config) error {
+// template is a real row, verified by the ledger, with its evidence bundle.
+type template struct {
+	row    *ledger.Row
+	bundle []byte
+}
+
+// templates records distinct real receipts through an in-process ledger
+// and returns their rows, bundles and the JWKS snapshots they name.
+func templates(ctx context.Context, sc *pacttest.Scenario, dir string, n int) ([]template, []verifier.Snapshot, error) {
+	store, err := bolt.Open(filepath.Join(dir, "templates.db"), bolt.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer store.Close()
+	objects, err := localdir.Open(filepath.Join(dir, "templates-evidence"))
+	if err != nil {
+		return nil, nil, err
+	}
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
+	if err != nil {
+		return nil, nil, err
+	}
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience, CheckedBy: "pactledger bench"})
+	l, err := ledger.New(store, objects, v, reg, ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []template
+	var snaps []verifier.Snapshot
+	for i := range n {
+		r := sc.Mint(pacttest.Spec{User: "acct-" + strconv.Itoa(i), GrantID: "a2agrant_" + strconv.Itoa(i), Target: "T-" + strconv.Itoa(i)})
+		in := ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}
+		row, _, err := l.AppendReceipt(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		if row.Status != ledger.Authorized {
+			return nil, nil, fmt.Errorf("template receipt %d: %v", i, row.Status)
+		}
+		bundle, err := json.Marshal(ledger.Evidence{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions})
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, template{row: row, bundle: bundle})
+		if i == 0 {
+			for _, id := range []string{row.BrandKey.JWKSSnapshot, row.Agent.JWKSSnapshot} {
+				s, _, err := l.Snapshot(ctx, id)
+				if err != nil {
+					return nil, nil, err
+				}
+				snaps = append(snaps, s)
+			}
+		}
+	}
+	return out, snaps, nil
+}
+
+// runReadSide stores cfg.ListRows rows with their evidence, starts ledgerd
+// on them and measures ListRows by target, the dispute drill and the
+// monthly drill over gRPC.
+func runReadSide(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server, cfg Config) error {
 	w := cfg.Out
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
+	tpl, snaps, err := templates(ctx, sc, dataDir, 1000)
+	if err != nil {
+		return err
+	}
 	targets := cfg.ListRows / 2 // two rows per order id, as a cancel and its refund would be
-	fmt.Fprintf(w, "\nloading %d rows into bbolt for the ListRows phase (not measured)...\n", cfg.ListRows)
+	fmt.Fprintf(w, "\nloading %d rows with their evidence bundles into bbolt for the read-side phase (not measured)...\n", cfg.ListRows)
 	t0 := time.Now()
 	store, err := bolt.Open(filepath.Join(dataDir, "ledger.db"), bolt.Config{})
 	if err != nil {
@@ -38,8 +103,20 @@ func runList(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3
 	const batch = 20000
 	for start := 0; start < cfg.ListRows; start += batch {
 		err := store.Update(ctx, func(tx ledger.Tx) error {
+			if start == 0 {
+				for _, s := range snaps {
+					if _, err := tx.PutSnapshot(s); err != nil {
+						return err
+					}
+				}
+			}
 			for i := start; i < min(start+batch, cfg.ListRows); i++ {
-				if err := tx.CreateRow(syntheticRow(i, targets, base, sc)); err != nil {
+				t := tpl[i%len(tpl)]
+				row := synthetic(t.row, i, targets, base)
+				if err := tx.CreateRow(row); err != nil {
+					return err
+				}
+				if err := tx.PutEvidence(row.ID, t.bundle); err != nil {
 					return err
 				}
 			}
@@ -63,8 +140,9 @@ func runList(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3
 	defer d.stop()
 	client := ledgerv1.NewLedgerServiceClient(d.conns[0])
 	rctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readerKey)
-	res := &result{}
 	rnd := rand.New(rand.NewPCG(1, 2))
+
+	res := &result{}
 	t1 := time.Now()
 	for range cfg.ListQueries {
 		target := "L-" + strconv.Itoa(rnd.IntN(targets))
@@ -80,35 +158,46 @@ func runList(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3
 	res.rate = float64(res.ok) / time.Since(t1).Seconds()
 	fmt.Fprintf(w, "ListRows by target over gRPC with %d rows stored: p50 %s, p99 %s (%d queries, %.0f/s, errors %d)\n",
 		cfg.ListRows, res.p(50), res.p(99), res.ok, res.rate, res.errors)
+
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+supportKey)
+	drills := func(n int, req func() *ledgerv1.RunDrillRequest) (*result, int, int) {
+		r := &result{}
+		passed, total := 0, 0
+		for range n {
+			q0 := time.Now()
+			rep, err := client.RunDrill(sctx, req())
+			if err != nil {
+				r.errors++
+				continue
+			}
+			r.lat = append(r.lat, time.Since(q0))
+			r.ok++
+			passed += int(rep.GetReport().GetChecksPassed())
+			total += int(rep.GetReport().GetChecksTotal())
+		}
+		return r, passed, total
+	}
+	dr, dp, dt := drills(cfg.Drills, func() *ledgerv1.RunDrillRequest {
+		return &ledgerv1.RunDrillRequest{Target: "L-" + strconv.Itoa(rnd.IntN(targets))}
+	})
+	fmt.Fprintf(w, "dispute drill (RunDrill by order id over gRPC: 2 rows x 6 pulls, report stored) with %d rows: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
+		cfg.ListRows, dr.p(50), dr.p(99), dr.p(100), dr.ok, dp, dt, dr.errors)
+	mr, mp, mt := drills(max(cfg.Drills/10, 3), func() *ledgerv1.RunDrillRequest {
+		return &ledgerv1.RunDrillRequest{Monthly: &ledgerv1.MonthlyDrill{Sample: 5}}
+	})
+	fmt.Fprintf(w, "monthly drill (5 random rows x 6 pulls, report stored) with %d rows: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
+		cfg.ListRows, mr.p(50), mr.p(99), mr.p(100), mr.ok, mp, mt, mr.errors)
 	return nil
 }
 
-// syntheticRow is a row shaped like the ledger's own (same fields and
-// check texts), for bulk loading.
-func syntheticRow(i, targets int, base time.Time, sc *pacttest.Scenario) *ledger.Row {
-	id := fmt.Sprintf("%064x", uint64(i)*0x9E3779B97F4A7C15+1)
-	at := base.Add(time.Duration(i) * 15 * time.Second)
-	target := "L-" + strconv.Itoa(i%targets)
-	user := "acct-" + strconv.Itoa(i%200000)
-	return &ledger.Row{
-		ID: id, ReceiptID: "sha256:" + id, Kind: ledger.KindReceipt, Status: ledger.Authorized,
-		GrantID: "a2agrant_" + strconv.Itoa(i%300000), Principal: user, Brand: sc.Brand.ID,
-		Agent:        ledger.Agent{Platform: sc.PA.ID, RequestJWTKid: "pa-2026-09", JWKSSnapshot: "4b7e" + id[4:]},
-		BrandKey:     ledger.BrandKey{Kid: "brand-k3", JWKSSnapshot: "9e1c" + id[4:]},
-		ScopeGranted: []string{"orders:read", "orders:cancel"}, ScopesUsed: []string{"orders:cancel"},
-		Limits:   ledger.Limits{GrantExpires: at.Add(55 * time.Minute)},
-		Actions:  []verifier.RowAction{{Tool: "cancel_order", Target: target, ArgsHash: "0BJAq5LnwfhI5UlIi529SuaCRQPrlIBpWctGJR1G5pU", HashSource: verifier.HashFromReceipt}},
-		IssuedAt: at, RecordedAt: at.Add(time.Second),
-		Verifier: ledger.Record{CheckedBy: "pactledger bench", CheckedAt: at.Add(time.Second), Checks: []verifier.Check{
-			{Name: "receipt_signature", Result: verifier.Pass, Detail: "ES256 kid brand-k3"},
-			{Name: "request_signature", Result: verifier.Pass, Detail: "ES256 kid pa-2026-09, iss " + sc.PA.ID},
-			{Name: "delegation_token", Result: verifier.Pass, Detail: "ES256 kid brand-k3, expires 2026-10-07T14:07:44Z"},
-			{Name: "bindings", Result: verifier.Pass, Detail: "grant, user, pa and brand agree"},
-			{Name: "scopes_within_grant", Result: verifier.Pass, Detail: "used [orders:cancel] within [orders:read orders:cancel]"},
-			{Name: "args_hash", Result: verifier.Pass, Detail: "1 matched the receipt, 0 computed by the ledger"},
-			{Name: "within_limits", Result: verifier.Skipped, Detail: "the writer recorded no limits"},
-			{Name: "duplicate", Result: verifier.Pass, Detail: "receipt hash and request JWT not seen before"},
-		}},
-		Class: retention.MoneyMoved, RetainUntil: at.AddDate(0, 18, 0), Dispute: ledger.DisputeNone, EvidenceSHA256: id,
-	}
+// synthetic is a copy of a real row under a new id, order id and time; its
+// evidence is the template's bundle, so every drill pull has what it needs.
+func synthetic(t *ledger.Row, i, targets int, base time.Time) *ledger.Row {
+	r := *t
+	r.ID = fmt.Sprintf("%064x", uint64(i)*0x9E3779B97F4A7C15+1)
+	r.IssuedAt = base.Add(time.Duration(i) * 15 * time.Second)
+	r.Actions = append([]verifier.RowAction(nil), t.Actions...)
+	r.Actions[0].Target = "L-" + strconv.Itoa(i%targets)
+	r.RequestJWTSHA256 = ""
+	return &r
 }
