@@ -99,7 +99,6 @@ func runReadSide(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario
 	if err != nil {
 		return err
 	}
-	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	const batch = 20000
 	for start := 0; start < cfg.ListRows; start += batch {
 		err := store.Update(ctx, func(tx ledger.Tx) error {
@@ -112,7 +111,7 @@ func runReadSide(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario
 			}
 			for i := start; i < min(start+batch, cfg.ListRows); i++ {
 				t := tpl[i%len(tpl)]
-				row := synthetic(t.row, i, targets, base)
+				row := synthetic(t.row, i, targets)
 				if err := tx.CreateRow(row); err != nil {
 					return err
 				}
@@ -192,10 +191,11 @@ func runReadSide(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario
 
 // synthetic is a copy of a real row under a new id, order id and time; its
 // evidence is the template's bundle, so every drill pull has what it needs.
-func synthetic(t *ledger.Row, i, targets int, base time.Time) *ledger.Row {
+func synthetic(t *ledger.Row, i, targets int) *ledger.Row {
 	r := *t
 	r.ID = fmt.Sprintf("%064x", uint64(i)*0x9E3779B97F4A7C15+1)
-	r.IssuedAt = base.Add(time.Duration(i) * 15 * time.Second)
+	// Within the template's token lifetime, so the grant pull holds.
+	r.IssuedAt = t.IssuedAt.Add(time.Duration(i%3000) * 10 * time.Millisecond)
 	r.Actions = append([]verifier.RowAction(nil), t.Actions...)
 	r.Actions[0].Target = "L-" + strconv.Itoa(i%targets)
 	r.RequestJWTSHA256 = ""
