@@ -207,7 +207,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err != nil {
 			return err
 		}
-		r.Verifier.Checks = append(r.Verifier.Checks, limits, duplicateCheck(r.Verifier.DuplicateOf))
+		revoked, err := grantCheck(tx, r.GrantID, r.IssuedAt)
+		if err != nil {
+			return err
+		}
+		r.Verifier.Checks = append(r.Verifier.Checks, limits, duplicateCheck(r.Verifier.DuplicateOf), revoked)
 		if err := l.classify(tx, r); err != nil {
 			return err
 		}
@@ -450,7 +454,7 @@ func numericAmount(argsJSON string) (float64, bool) {
 var unauthorizedChecks = []string{verifier.CheckReceiptSignature, verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings}
 
 // incidentChecks are the checks whose failure is an incident (rule 2).
-var incidentChecks = []string{verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits}
+var incidentChecks = []string{verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckGrantNotRevoked}
 
 // classify sets status, incident id and retention.
 func (l *Ledger) classify(tx Tx, r *Row) error {

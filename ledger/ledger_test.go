@@ -132,8 +132,8 @@ func TestRulesAndRetention(t *testing.T) {
 			if (row.Status == ledger.Incident) != (row.IncidentID != "") {
 				t.Fatalf("incident id %q on a %v row", row.IncidentID, row.Status)
 			}
-			if len(row.Verifier.Checks) != 8 {
-				t.Fatalf("want 8 checks, got %+v", row.Verifier.Checks)
+			if len(row.Verifier.Checks) != 9 {
+				t.Fatalf("want 9 checks, got %+v", row.Verifier.Checks)
 			}
 		})
 	}

@@ -167,9 +167,9 @@ type Reverification struct {
 }
 
 // VerifyRow re-runs every check on the stored bytes with the stored JWKS
-// snapshots, as of the row's original time. within_limits and duplicate
-// depend on the ledger's state at write time and are carried over from the
-// write-time record. Same is false when any result differs or the stored
+// snapshots, as of the row's original time. within_limits, duplicate and
+// grant_not_revoked depend on the ledger's state at write time and are
+// carried over from the write-time record. Same is false when any result differs or the stored
 // evidence no longer hashes to the write-time evidence hash.
 func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, error) {
 	if err := checkID(id); err != nil {
@@ -221,7 +221,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	}
 	out.Checks = res.Checks
 	for _, c := range r.Verifier.Checks {
-		if c.Name == verifier.CheckWithinLimits || c.Name == verifier.CheckDuplicate {
+		if c.Name == verifier.CheckWithinLimits || c.Name == verifier.CheckDuplicate || c.Name == verifier.CheckGrantNotRevoked {
 			c.Detail = "as recorded at write time: " + c.Detail
 			out.Checks = append(out.Checks, c)
 		}
@@ -362,7 +362,7 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "refusal: no receipt to check"}
 	}
 	checks := []verifier.Check{{Name: verifier.CheckReceiptSignature, Result: verifier.Fail, Detail: "no receipt was presented: " + in.Reason}}
-	for _, n := range []string{verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings, verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckDuplicate} {
+	for _, n := range []string{verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings, verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckDuplicate, verifier.CheckGrantNotRevoked} {
 		checks = append(checks, skip(n))
 	}
 	var row *Row

@@ -72,6 +72,13 @@ type Tx interface {
 	// RowAfter returns the first row whose id sorts at or after key,
 	// wrapping around to the first row; nil when there are no rows.
 	RowAfter(key string) (*Row, error)
+	// Revocation returns a grant's recorded revocation, or nil.
+	Revocation(grant string) (*Revocation, error)
+	// PutRevocation records a grant's revocation.
+	PutRevocation(grant string, r Revocation) error
+	// RowsByID returns up to n rows in id order after the row id after
+	// ("" from the start), and the id to continue after ("" at the end).
+	RowsByID(after string, n int) ([]*Row, string, error)
 	// PutDrill stores a drill report under id (ids sort by time).
 	PutDrill(id string, body []byte) error
 	// Drill returns a drill report, or ErrNotFound.

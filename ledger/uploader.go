@@ -317,12 +317,9 @@ func (l *Ledger) WriteOnceCopy(ctx context.Context, key string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	if loc.Length == 0 {
-		return b, nil
+	if loc.Length > 0 && !bytes.HasPrefix(b, []byte(segmentHeader)) {
+		return nil, fmt.Errorf("object %s is not a segment", loc.Key)
 	}
-	end := int(loc.Offset) + int(loc.Length)
-	if end > len(b) || !bytes.HasPrefix(b, []byte(segmentHeader)) {
-		return nil, fmt.Errorf("segment %s does not hold %s at %d+%d", loc.Key, key, loc.Offset, loc.Length)
-	}
-	return slices.Clone(b[loc.Offset:end]), nil
+	part, err := cut(b, loc)
+	return slices.Clone(part), err
 }

@@ -36,7 +36,7 @@ func TestVerifyRowAfterKeyRotation(t *testing.T) {
 		if !rv.Same {
 			t.Fatalf("row %v: same = false: %v", row.Status, rv.Differences)
 		}
-		if len(rv.Checks) != 8 {
+		if len(rv.Checks) != 9 {
 			t.Fatalf("re-run has %d checks", len(rv.Checks))
 		}
 	}

@@ -40,6 +40,7 @@ const (
 	CheckArgsHash         = "args_hash"
 	CheckWithinLimits     = "within_limits"
 	CheckDuplicate        = "duplicate"
+	CheckGrantNotRevoked  = "grant_not_revoked"
 )
 
 // Outcome is the result of one check.

@@ -54,6 +54,11 @@ Commands:
   drill    --row ROW | --principal P
   drill    --monthly [--sample N]   the monthly drill on random rows
   drills   [ID] [--limit N]         stored drill reports, newest first; or one report
+  grant    GRANT_ID                 a grant's rows, scopes and revocation
+  revoke   GRANT_ID [--at TIME] [--note TEXT]   record a revocation (writer, admin)
+  fsck     [--restore]              compare every row's evidence with its write-time hash and its
+                                    write-once copy (exit 1 if any differs); --restore puts
+                                    restorable rows back from the write-once copy (admin)
 
 Global flags (before the command):
   --server HOST:PORT   ledgerd gRPC address (env PACTLEDGER_SERVER; default 127.0.0.1:9090)
@@ -169,6 +174,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	cmds := map[string]func([]string) error{
 		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
 		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
+		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck,
 	}
 	cmd, ok := cmds[rest[0]]
 	if !ok {

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -21,12 +23,37 @@ import (
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
-var keys = map[string]string{"writer": "w-key", "support": "s-key", "auditor": "a-key"}
+var keys = map[string]string{"writer": "w-key", "support": "s-key", "auditor": "a-key", "admin": "ad-key"}
 
 type fixture struct {
 	addr  string
 	sc    *pacttest.Scenario
 	rowID string // the A-5531 cancel
+	cfg   config.Config
+	stop  func()
+}
+
+// serve starts ledgerd in process on f.cfg and sets f.addr and f.stop.
+func (f *fixture) serve(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, f.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- srv.Serve(ctx) }()
+	stopped := false
+	f.addr = srv.GRPCAddr()
+	f.stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(f.stop)
 }
 
 func start(t *testing.T) *fixture {
@@ -47,23 +74,16 @@ func start(t *testing.T) *fixture {
 	for _, a := range sc.Agents() {
 		cfg.Agents = append(cfg.Agents, config.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	f := &fixture{sc: sc, cfg: cfg}
+	f.serve(t)
+	ctx := context.Background()
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	c := ledgerv1.NewLedgerServiceClient(conn)
 	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+keys["writer"])
-	f := &fixture{addr: srv.GRPCAddr(), sc: sc}
 	for _, spec := range []pacttest.Spec{{User: "acct-48213", Target: "A-5531"}, {User: "acct-1", Target: "B-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}} {
 		r := sc.Mint(spec)
 		rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
@@ -195,5 +215,76 @@ func TestServerDownAndKeyFile(t *testing.T) {
 	code := run([]string{"--config", cfgFile, "--timeout", "2s", "show", strings.Repeat("a", 64)}, &out, &errb, func(string) string { return "" })
 	if code != exitUnavailable || !strings.Contains(errb.String(), "cannot reach ledgerd at 127.0.0.1:1") {
 		t.Fatalf("server down: %d %s", code, errb.String())
+	}
+}
+
+func TestGrantRevokeAndFsck(t *testing.T) {
+	f := start(t)
+	code, out, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:10:00Z", "--note", "customer revoked")
+	if code != 0 || !strings.Contains(out, "revoked as of 2026-10-07 13:10:00Z") {
+		t.Fatalf("revoke: %d %s %s", code, out, errs)
+	}
+	code, out, _ = f.ctl(t, "auditor", "grant", "a2agrant_7Q2F")
+	if code != 0 || !strings.Contains(out, "revoked") || !strings.Contains(out, "orders:read orders:cancel") {
+		t.Fatalf("grant: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "auditor", "fsck")
+	if code != 0 || !strings.Contains(out, "2 rows checked") || !strings.Contains(out, "no evidence differs") {
+		t.Fatalf("fsck: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "support", "fsck"); code != exitAuth {
+		t.Fatalf("fsck as support: %d", code)
+	}
+}
+
+func TestFsckFindsAndRestoresAnEditedRow(t *testing.T) {
+	f := start(t)
+	// Wait until the uploader has the evidence in write-once storage.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, out, _ := f.ctl(t, "auditor", "fsck")
+		if strings.Contains(out, "0 still in the outbox") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("evidence never uploaded: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.stop()
+	db, err := bbolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("evidence"))
+		v := append([]byte(nil), b.Get([]byte(f.rowID))...)
+		return b.Put([]byte(f.rowID), bytes.Replace(v, []byte("A-5531"), []byte("A-5539"), 1))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+
+	code, out, _ := f.ctl(t, "auditor", "fsck")
+	if code != exitCheckFailed || !strings.Contains(out, "DIFFERS "+f.rowID) || !strings.Contains(out, "restorable") {
+		t.Fatalf("fsck after edit: %d %s", code, out)
+	}
+	if code, out, _ := f.ctl(t, "auditor", "verify", f.rowID); code != exitCheckFailed || !strings.Contains(out, "DIFFERENT") {
+		t.Fatalf("verify after edit: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "auditor", "fsck", "--restore"); code != exitAuth {
+		t.Fatalf("auditor restoring: %d", code)
+	}
+	code, out, _ = f.ctl(t, "admin", "fsck", "--restore")
+	if code != 0 || !strings.Contains(out, "restored 1 rows") {
+		t.Fatalf("fsck --restore: %d %s", code, out)
+	}
+	if code, out, _ := f.ctl(t, "auditor", "fsck"); code != 0 || !strings.Contains(out, "no evidence differs") {
+		t.Fatalf("fsck after restore: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "auditor", "verify", f.rowID); code != 0 {
+		t.Fatalf("verify after restore: %d", code)
 	}
 }

@@ -102,3 +102,38 @@ func TestPlaybookDisputeDrillEndToEnd(t *testing.T) {
 		t.Fatalf("auditor running a drill = %d", code)
 	}
 }
+
+func TestRESTGrantRevocationAndIntegrity(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	var rev struct {
+		GrantID    string `json:"grantId"`
+		Revocation struct{ RevokedAt, By string }
+	}
+	if code := e.call(t, "POST", "/v1/grants/a2agrant_7Q2F:revoke", "writer", map[string]any{"revokedAt": "2026-10-07T13:10:00Z", "note": "revoked by the customer"}, &rev); code != 200 ||
+		rev.Revocation.RevokedAt != "2026-10-07T13:10:00Z" || rev.Revocation.By != "writer-key" {
+		t.Fatalf("revoke = %d %+v", code, rev)
+	}
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{At: at})), &rep)
+	if rep.Row.Status != "ROW_STATUS_INCIDENT" || rep.Row.check("grant_not_revoked").Result != "CHECK_RESULT_FAIL" {
+		t.Fatalf("receipt after revocation: %s %+v", rep.Row.Status, rep.Row.check("grant_not_revoked"))
+	}
+	var g struct {
+		GrantID       string `json:"grantId"`
+		ScopesGranted []string
+		Revocation    *struct{ RevokedAt string }
+		Rows          []Row
+		RowCount      int
+	}
+	if code := e.call(t, "GET", "/v1/grants/a2agrant_7Q2F", "auditor", nil, &g); code != 200 || g.RowCount != 1 || g.Revocation == nil || len(g.ScopesGranted) != 2 {
+		t.Fatalf("grant = %d %+v", code, g)
+	}
+	var ic struct {
+		RowsChecked int
+		Findings    []struct{ RowID string }
+	}
+	if code := e.call(t, "POST", "/v1/integrity:check", "auditor", map[string]any{}, &ic); code != 200 || ic.RowsChecked != 1 || len(ic.Findings) != 0 {
+		t.Fatalf("integrity = %d %+v", code, ic)
+	}
+}

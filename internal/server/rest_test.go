@@ -64,7 +64,7 @@ func TestRESTEveryCheck(t *testing.T) {
 					if rep.Outcome != "APPEND_OUTCOME_CREATED" || row.Status != tc.wantStatus {
 						t.Fatalf("outcome %s status %s, want %s; checks %+v", rep.Outcome, row.Status, tc.wantStatus, row.Verifier.Checks)
 					}
-					for _, name := range []string{"receipt_signature", "request_signature", "delegation_token", "bindings", "scopes_within_grant", "args_hash", "within_limits", "duplicate"} {
+					for _, name := range []string{"receipt_signature", "request_signature", "delegation_token", "bindings", "scopes_within_grant", "args_hash", "within_limits", "duplicate", "grant_not_revoked"} {
 						c := row.check(name)
 						want := "CHECK_RESULT_PASS"
 						if name == "within_limits" {
@@ -166,7 +166,7 @@ func TestRESTWriteReadVerify(t *testing.T) {
 		Checks          []Check
 		WriteTimeChecks []Check
 	}
-	if code := e.call(t, "POST", "/v1/rows/"+row.ID+":verify", "auditor", map[string]any{}, &v); code != 200 || !v.Same || len(v.Checks) != 8 || len(v.WriteTimeChecks) != 8 {
+	if code := e.call(t, "POST", "/v1/rows/"+row.ID+":verify", "auditor", map[string]any{}, &v); code != 200 || !v.Same || len(v.Checks) != 9 || len(v.WriteTimeChecks) != 9 {
 		t.Fatalf("verify = %d %+v", code, v)
 	}
 
@@ -240,6 +240,10 @@ func TestRoles(t *testing.T) {
 		{"AppendDisputeEvent", "POST", "/v1/rows/" + id + "/disputes", map[string]any{"status": "DISPUTE_STATUS_OPEN"}, []string{"support", "admin"}},
 		{"RunDrill", "POST", "/v1/drills", map[string]any{"target": "A-5531"}, []string{"support", "admin"}},
 		{"ListDrills", "GET", "/v1/drills", nil, []string{"support", "auditor", "admin"}},
+		{"GetGrant", "GET", "/v1/grants/a2agrant_7Q2F", nil, []string{"support", "auditor", "admin"}},
+		{"CheckIntegrity", "POST", "/v1/integrity:check", map[string]any{}, []string{"auditor", "admin"}},
+		{"RestoreEvidence", "POST", "/v1/rows/" + id + ":restore", map[string]any{}, []string{"admin"}},
+		{"RevokeGrant", "POST", "/v1/grants/a2agrant_other:revoke", map[string]any{"revokedAt": "2026-10-08T00:00:00Z"}, []string{"writer", "admin"}},
 	}
 	for _, c := range calls {
 		for _, role := range []string{"", "not-a-key", "writer", "support", "auditor", "admin"} {

@@ -382,3 +382,54 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 	}
 	return p
 }
+
+func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
+	if r == nil {
+		return nil
+	}
+	return &ledgerv1.Revocation{RevokedAt: ts(r.RevokedAt), By: r.By, Note: r.Note, RecordedAt: ts(r.RecordedAt)}
+}
+
+func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {
+	rev, err := s.l.RevokeGrant(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx))
+	if err != nil {
+		return nil, s.toStatus(ctx, "RevokeGrant", err)
+	}
+	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
+}
+
+func (s *service) GetGrant(ctx context.Context, req *ledgerv1.GetGrantRequest) (*ledgerv1.GetGrantResponse, error) {
+	g, err := s.l.Grant(ctx, req.GetGrantId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetGrant", err)
+	}
+	out := &ledgerv1.GetGrantResponse{GrantId: g.GrantID, Principals: g.Principals, Agents: g.Agents, ScopesGranted: g.ScopesGranted,
+		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount)}
+	for _, r := range g.Rows {
+		out.Rows = append(out.Rows, rowProto(r))
+	}
+	return out, nil
+}
+
+func (s *service) CheckIntegrity(ctx context.Context, req *ledgerv1.CheckIntegrityRequest) (*ledgerv1.CheckIntegrityResponse, error) {
+	p, err := s.l.CheckIntegrity(ctx, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, s.toStatus(ctx, "CheckIntegrity", err)
+	}
+	out := &ledgerv1.CheckIntegrityResponse{RowsChecked: int32(p.RowsChecked), WormCompared: int32(p.WormCompared), PendingUpload: int32(p.PendingUpload), NextPageToken: p.Next}
+	for _, f := range p.Findings {
+		out.Findings = append(out.Findings, &ledgerv1.IntegrityFinding{RowId: f.RowID, Problem: f.Problem, Restorable: f.Restorable})
+	}
+	if len(p.Findings) > 0 {
+		s.log.WarnContext(ctx, "integrity check found edited evidence", slog.Int("rows", len(p.Findings)))
+	}
+	return out, nil
+}
+
+func (s *service) RestoreEvidence(ctx context.Context, req *ledgerv1.RestoreEvidenceRequest) (*ledgerv1.RestoreEvidenceResponse, error) {
+	changed, row, err := s.l.RestoreEvidence(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "RestoreEvidence", err)
+	}
+	return &ledgerv1.RestoreEvidenceResponse{RowId: row.ID, EvidenceSha256: row.EvidenceSHA256, Changed: changed}, nil
+}

@@ -32,6 +32,7 @@ var (
 	bReqJWT   = []byte("request_jwt")
 	bMeta     = []byte("meta")
 	bDrills   = []byte("drills")
+	bGrants   = []byte("grants")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -41,7 +42,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -570,6 +571,51 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 		}
 		out = append(out, append([]byte(nil), v...))
 		last = append(last[:0], k...)
+	}
+	return out, "", nil
+}
+
+func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
+	v := t.b(bGrants).Get([]byte(grant))
+	if v == nil {
+		return nil, nil
+	}
+	var r ledger.Revocation
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decode revocation of %s: %w", grant, err)
+	}
+	return &r, nil
+}
+
+func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return t.b(bGrants).Put([]byte(grant), v)
+}
+
+func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
+	c := t.b(bRows).Cursor()
+	var k, v []byte
+	if after == "" {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+	}
+	var out []*ledger.Row
+	for ; k != nil; k, v = c.Next() {
+		if len(out) == n {
+			return out, out[len(out)-1].ID, nil
+		}
+		var r ledger.Row
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, "", fmt.Errorf("decode row %s: %w", k, err)
+		}
+		out = append(out, &r)
 	}
 	return out, "", nil
 }

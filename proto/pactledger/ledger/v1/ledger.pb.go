@@ -3213,6 +3213,666 @@ func (x *ListDrillsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Revocation is a grant's recorded revocation.
+type Revocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the grant was revoked.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// Name of the API key that reported it.
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// Free text.
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// When the ledger recorded it.
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revocation) Reset() {
+	*x = Revocation{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revocation) ProtoMessage() {}
+
+func (x *Revocation) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
+func (*Revocation) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Revocation) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *Revocation) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *Revocation) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Revocation) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+// RevokeGrantRequest reports a revocation.
+type RevokeGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant_id of the delegation tokens.
+	GrantId string `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// When it was revoked; unset means now. An earlier time than one already
+	// recorded replaces it; a later one does not.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// Free text, such as who revoked it and why.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantRequest) Reset() {
+	*x = RevokeGrantRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantRequest) ProtoMessage() {}
+
+func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RevokeGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *RevokeGrantRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// RevokeGrantResponse is the recorded revocation.
+type RevokeGrantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant.
+	GrantId string `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// The revocation in force.
+	Revocation    *Revocation `protobuf:"bytes,2,opt,name=revocation,proto3" json:"revocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantResponse) Reset() {
+	*x = RevokeGrantResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantResponse) ProtoMessage() {}
+
+func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
+func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RevokeGrantResponse) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *RevokeGrantResponse) GetRevocation() *Revocation {
+	if x != nil {
+		return x.Revocation
+	}
+	return nil
+}
+
+// GetGrantRequest names a grant.
+type GetGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant_id.
+	GrantId       string `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGrantRequest) Reset() {
+	*x = GetGrantRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGrantRequest) ProtoMessage() {}
+
+func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
+func (*GetGrantRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+// GetGrantResponse is what the ledger knows of a grant.
+type GetGrantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant.
+	GrantId string `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// The principals its rows name (normally one).
+	Principals []string `protobuf:"bytes,2,rep,name=principals,proto3" json:"principals,omitempty"`
+	// The agent platforms its rows name (normally one).
+	Agents []string `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
+	// Every scope its delegation tokens granted.
+	ScopesGranted []string `protobuf:"bytes,4,rep,name=scopes_granted,json=scopesGranted,proto3" json:"scopes_granted,omitempty"`
+	// Every scope its receipts used.
+	ScopesUsed []string `protobuf:"bytes,5,rep,name=scopes_used,json=scopesUsed,proto3" json:"scopes_used,omitempty"`
+	// The revocation, when one was recorded.
+	Revocation *Revocation `protobuf:"bytes,6,opt,name=revocation,proto3" json:"revocation,omitempty"`
+	// Its rows, newest first (at most 1000; see row_count).
+	Rows []*Row `protobuf:"bytes,7,rep,name=rows,proto3" json:"rows,omitempty"`
+	// How many rows the grant has.
+	RowCount      int32 `protobuf:"varint,8,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGrantResponse) Reset() {
+	*x = GetGrantResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGrantResponse) ProtoMessage() {}
+
+func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
+func (*GetGrantResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetGrantResponse) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *GetGrantResponse) GetPrincipals() []string {
+	if x != nil {
+		return x.Principals
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetAgents() []string {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetScopesGranted() []string {
+	if x != nil {
+		return x.ScopesGranted
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetScopesUsed() []string {
+	if x != nil {
+		return x.ScopesUsed
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetRevocation() *Revocation {
+	if x != nil {
+		return x.Revocation
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetRows() []*Row {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *GetGrantResponse) GetRowCount() int32 {
+	if x != nil {
+		return x.RowCount
+	}
+	return 0
+}
+
+// CheckIntegrityRequest pages through the rows.
+type CheckIntegrityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows per page, 1 to 10000; 0 means 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckIntegrityRequest) Reset() {
+	*x = CheckIntegrityRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckIntegrityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckIntegrityRequest) ProtoMessage() {}
+
+func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
+func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CheckIntegrityRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *CheckIntegrityRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// IntegrityFinding is one row whose evidence is not as written.
+type IntegrityFinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row.
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// What differs, in plain words.
+	Problem string `protobuf:"bytes,2,opt,name=problem,proto3" json:"problem,omitempty"`
+	// Whether the write-once copy still matches the write-time hash (so
+	// RestoreEvidence can put it back).
+	Restorable    bool `protobuf:"varint,3,opt,name=restorable,proto3" json:"restorable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntegrityFinding) Reset() {
+	*x = IntegrityFinding{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntegrityFinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntegrityFinding) ProtoMessage() {}
+
+func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
+func (*IntegrityFinding) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *IntegrityFinding) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *IntegrityFinding) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+func (x *IntegrityFinding) GetRestorable() bool {
+	if x != nil {
+		return x.Restorable
+	}
+	return false
+}
+
+// CheckIntegrityResponse is one page's result.
+type CheckIntegrityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows checked in this page.
+	RowsChecked int32 `protobuf:"varint,1,opt,name=rows_checked,json=rowsChecked,proto3" json:"rows_checked,omitempty"`
+	// Rows whose write-once copy was compared.
+	WormCompared int32 `protobuf:"varint,2,opt,name=worm_compared,json=wormCompared,proto3" json:"worm_compared,omitempty"`
+	// Rows whose objects still wait in the outbox.
+	PendingUpload int32 `protobuf:"varint,3,opt,name=pending_upload,json=pendingUpload,proto3" json:"pending_upload,omitempty"`
+	// Rows that differ.
+	Findings []*IntegrityFinding `protobuf:"bytes,4,rep,name=findings,proto3" json:"findings,omitempty"`
+	// Token for the next page, empty after the last row.
+	NextPageToken string `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckIntegrityResponse) Reset() {
+	*x = CheckIntegrityResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckIntegrityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckIntegrityResponse) ProtoMessage() {}
+
+func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
+func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
+	if x != nil {
+		return x.RowsChecked
+	}
+	return 0
+}
+
+func (x *CheckIntegrityResponse) GetWormCompared() int32 {
+	if x != nil {
+		return x.WormCompared
+	}
+	return 0
+}
+
+func (x *CheckIntegrityResponse) GetPendingUpload() int32 {
+	if x != nil {
+		return x.PendingUpload
+	}
+	return 0
+}
+
+func (x *CheckIntegrityResponse) GetFindings() []*IntegrityFinding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+func (x *CheckIntegrityResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RestoreEvidenceRequest names a row.
+type RestoreEvidenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreEvidenceRequest) Reset() {
+	*x = RestoreEvidenceRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreEvidenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreEvidenceRequest) ProtoMessage() {}
+
+func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
+func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RestoreEvidenceRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RestoreEvidenceResponse says what was restored.
+type RestoreEvidenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row.
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// hex SHA-256 of the restored evidence (the write-time hash).
+	EvidenceSha256 string `protobuf:"bytes,2,opt,name=evidence_sha256,json=evidenceSha256,proto3" json:"evidence_sha256,omitempty"`
+	// Whether the stored evidence had to change.
+	Changed       bool `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreEvidenceResponse) Reset() {
+	*x = RestoreEvidenceResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreEvidenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreEvidenceResponse) ProtoMessage() {}
+
+func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
+func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RestoreEvidenceResponse) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *RestoreEvidenceResponse) GetEvidenceSha256() string {
+	if x != nil {
+		return x.EvidenceSha256
+	}
+	return ""
+}
+
+func (x *RestoreEvidenceResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -3432,7 +4092,63 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
 	"\x12ListDrillsResponse\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x01\n" +
+	"\n" +
+	"Revocation\x129\n" +
+	"\n" +
+	"revoked_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12;\n" +
+	"\vrecorded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"~\n" +
+	"\x12RevokeGrantRequest\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x129\n" +
+	"\n" +
+	"revoked_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"r\n" +
+	"\x13RevokeGrantResponse\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12@\n" +
+	"\n" +
+	"revocation\x18\x02 \x01(\v2 .pactledger.ledger.v1.RevocationR\n" +
+	"revocation\",\n" +
+	"\x0fGetGrantRequest\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\xbb\x02\n" +
+	"\x10GetGrantResponse\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x1e\n" +
+	"\n" +
+	"principals\x18\x02 \x03(\tR\n" +
+	"principals\x12\x16\n" +
+	"\x06agents\x18\x03 \x03(\tR\x06agents\x12%\n" +
+	"\x0escopes_granted\x18\x04 \x03(\tR\rscopesGranted\x12\x1f\n" +
+	"\vscopes_used\x18\x05 \x03(\tR\n" +
+	"scopesUsed\x12@\n" +
+	"\n" +
+	"revocation\x18\x06 \x01(\v2 .pactledger.ledger.v1.RevocationR\n" +
+	"revocation\x12-\n" +
+	"\x04rows\x18\a \x03(\v2\x19.pactledger.ledger.v1.RowR\x04rows\x12\x1b\n" +
+	"\trow_count\x18\b \x01(\x05R\browCount\"S\n" +
+	"\x15CheckIntegrityRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"c\n" +
+	"\x10IntegrityFinding\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x18\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\x12\x1e\n" +
+	"\n" +
+	"restorable\x18\x03 \x01(\bR\n" +
+	"restorable\"\xf3\x01\n" +
+	"\x16CheckIntegrityResponse\x12!\n" +
+	"\frows_checked\x18\x01 \x01(\x05R\vrowsChecked\x12#\n" +
+	"\rworm_compared\x18\x02 \x01(\x05R\fwormCompared\x12%\n" +
+	"\x0epending_upload\x18\x03 \x01(\x05R\rpendingUpload\x12B\n" +
+	"\bfindings\x18\x04 \x03(\v2&.pactledger.ledger.v1.IntegrityFindingR\bfindings\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"(\n" +
+	"\x16RestoreEvidenceRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"s\n" +
+	"\x17RestoreEvidenceResponse\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12'\n" +
+	"\x0fevidence_sha256\x18\x02 \x01(\tR\x0eevidenceSha256\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\bR\achanged*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -3474,7 +4190,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xd5\b\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xf1\v\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -3487,7 +4203,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\bRunDrill\x12%.pactledger.ledger.v1.RunDrillRequest\x1a&.pactledger.ledger.v1.RunDrillResponse\x12Y\n" +
 	"\bGetDrill\x12%.pactledger.ledger.v1.GetDrillRequest\x1a&.pactledger.ledger.v1.GetDrillResponse\x12_\n" +
 	"\n" +
-	"ListDrills\x12'.pactledger.ledger.v1.ListDrillsRequest\x1a(.pactledger.ledger.v1.ListDrillsResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"ListDrills\x12'.pactledger.ledger.v1.ListDrillsRequest\x1a(.pactledger.ledger.v1.ListDrillsResponse\x12b\n" +
+	"\vRevokeGrant\x12(.pactledger.ledger.v1.RevokeGrantRequest\x1a).pactledger.ledger.v1.RevokeGrantResponse\x12Y\n" +
+	"\bGetGrant\x12%.pactledger.ledger.v1.GetGrantRequest\x1a&.pactledger.ledger.v1.GetGrantResponse\x12k\n" +
+	"\x0eCheckIntegrity\x12+.pactledger.ledger.v1.CheckIntegrityRequest\x1a,.pactledger.ledger.v1.CheckIntegrityResponse\x12n\n" +
+	"\x0fRestoreEvidence\x12,.pactledger.ledger.v1.RestoreEvidenceRequest\x1a-.pactledger.ledger.v1.RestoreEvidenceResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -3502,7 +4222,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                       // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                     // 1: pactledger.ledger.v1.RowStatus
@@ -3549,22 +4269,32 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*GetDrillResponse)(nil),           // 42: pactledger.ledger.v1.GetDrillResponse
 	(*ListDrillsRequest)(nil),          // 43: pactledger.ledger.v1.ListDrillsRequest
 	(*ListDrillsResponse)(nil),         // 44: pactledger.ledger.v1.ListDrillsResponse
-	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
+	(*Revocation)(nil),                 // 45: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),         // 46: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),        // 47: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),            // 48: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),           // 49: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),      // 50: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),           // 51: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),     // 52: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),     // 53: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),    // 54: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*timestamppb.Timestamp)(nil),      // 55: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	45, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	55, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22, // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,  // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12, // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	45, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	55, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22, // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,  // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,  // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	45, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	55, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18, // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	45, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	55, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,  // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,  // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,  // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -3572,24 +4302,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16, // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,  // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17, // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	45, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	45, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	55, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	55, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19, // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,  // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	45, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	55, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,  // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20, // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21, // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22, // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,  // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,  // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	45, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	45, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	55, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22, // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	45, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	55, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,  // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28, // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	45, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	55, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28, // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18, // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18, // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -3597,41 +4327,56 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22, // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36, // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,  // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	45, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	45, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	55, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38, // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37, // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28, // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	39, // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39, // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39, // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	10, // 53: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13, // 54: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23, // 55: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25, // 56: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27, // 57: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30, // 58: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32, // 59: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34, // 60: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37, // 61: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	41, // 62: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	43, // 63: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	11, // 64: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14, // 65: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24, // 66: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26, // 67: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29, // 68: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31, // 69: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33, // 70: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35, // 71: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	40, // 72: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	42, // 73: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	44, // 74: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	64, // [64:75] is the sub-list for method output_type
-	53, // [53:64] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	55, // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	55, // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	55, // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	45, // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	45, // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	22, // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	51, // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	10, // 60: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13, // 61: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23, // 62: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25, // 63: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27, // 64: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30, // 65: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32, // 66: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34, // 67: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37, // 68: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	41, // 69: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	43, // 70: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	46, // 71: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	48, // 72: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	50, // 73: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	53, // 74: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	11, // 75: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14, // 76: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24, // 77: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26, // 78: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29, // 79: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31, // 80: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33, // 81: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35, // 82: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	40, // 83: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	42, // 84: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	44, // 85: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	47, // 86: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	49, // 87: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	52, // 88: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	54, // 89: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	75, // [75:90] is the sub-list for method output_type
+	60, // [60:75] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -3645,7 +4390,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   37,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,10 @@ const (
 	LedgerService_RunDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/RunDrill"
 	LedgerService_GetDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetDrill"
 	LedgerService_ListDrills_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListDrills"
+	LedgerService_RevokeGrant_FullMethodName        = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
+	LedgerService_GetGrant_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetGrant"
+	LedgerService_CheckIntegrity_FullMethodName     = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
+	LedgerService_RestoreEvidence_FullMethodName    = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -77,6 +81,20 @@ type LedgerServiceClient interface {
 	// ListDrills lists stored drill reports, newest first. Roles: support,
 	// auditor, admin.
 	ListDrills(ctx context.Context, in *ListDrillsRequest, opts ...grpc.CallOption) (*ListDrillsResponse, error)
+	// RevokeGrant records that a grant was revoked at a time: receipts under
+	// it issued after that time are incidents (check grant_not_revoked).
+	// Roles: writer (a Provider pipeline reporting revocations), admin.
+	RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*RevokeGrantResponse, error)
+	// GetGrant shows a grant: its rows, scopes and revocation. Roles:
+	// support, auditor, admin.
+	GetGrant(ctx context.Context, in *GetGrantRequest, opts ...grpc.CallOption) (*GetGrantResponse, error)
+	// CheckIntegrity walks a page of rows and compares each row's stored
+	// evidence with its write-time hash and with the write-once copy.
+	// Roles: auditor, admin.
+	CheckIntegrity(ctx context.Context, in *CheckIntegrityRequest, opts ...grpc.CallOption) (*CheckIntegrityResponse, error)
+	// RestoreEvidence puts a row's evidence back from the write-once copy
+	// when that copy still matches the write-time hash. Role: admin.
+	RestoreEvidence(ctx context.Context, in *RestoreEvidenceRequest, opts ...grpc.CallOption) (*RestoreEvidenceResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -197,6 +215,46 @@ func (c *ledgerServiceClient) ListDrills(ctx context.Context, in *ListDrillsRequ
 	return out, nil
 }
 
+func (c *ledgerServiceClient) RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*RevokeGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeGrantResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RevokeGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetGrant(ctx context.Context, in *GetGrantRequest, opts ...grpc.CallOption) (*GetGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGrantResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) CheckIntegrity(ctx context.Context, in *CheckIntegrityRequest, opts ...grpc.CallOption) (*CheckIntegrityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckIntegrityResponse)
+	err := c.cc.Invoke(ctx, LedgerService_CheckIntegrity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RestoreEvidence(ctx context.Context, in *RestoreEvidenceRequest, opts ...grpc.CallOption) (*RestoreEvidenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreEvidenceResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RestoreEvidence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -238,6 +296,20 @@ type LedgerServiceServer interface {
 	// ListDrills lists stored drill reports, newest first. Roles: support,
 	// auditor, admin.
 	ListDrills(context.Context, *ListDrillsRequest) (*ListDrillsResponse, error)
+	// RevokeGrant records that a grant was revoked at a time: receipts under
+	// it issued after that time are incidents (check grant_not_revoked).
+	// Roles: writer (a Provider pipeline reporting revocations), admin.
+	RevokeGrant(context.Context, *RevokeGrantRequest) (*RevokeGrantResponse, error)
+	// GetGrant shows a grant: its rows, scopes and revocation. Roles:
+	// support, auditor, admin.
+	GetGrant(context.Context, *GetGrantRequest) (*GetGrantResponse, error)
+	// CheckIntegrity walks a page of rows and compares each row's stored
+	// evidence with its write-time hash and with the write-once copy.
+	// Roles: auditor, admin.
+	CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error)
+	// RestoreEvidence puts a row's evidence back from the write-once copy
+	// when that copy still matches the write-time hash. Role: admin.
+	RestoreEvidence(context.Context, *RestoreEvidenceRequest) (*RestoreEvidenceResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -280,6 +352,18 @@ func (UnimplementedLedgerServiceServer) GetDrill(context.Context, *GetDrillReque
 }
 func (UnimplementedLedgerServiceServer) ListDrills(context.Context, *ListDrillsRequest) (*ListDrillsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDrills not implemented")
+}
+func (UnimplementedLedgerServiceServer) RevokeGrant(context.Context, *RevokeGrantRequest) (*RevokeGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetGrant(context.Context, *GetGrantRequest) (*GetGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckIntegrity not implemented")
+}
+func (UnimplementedLedgerServiceServer) RestoreEvidence(context.Context, *RestoreEvidenceRequest) (*RestoreEvidenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreEvidence not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -500,6 +584,78 @@ func _LedgerService_ListDrills_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_RevokeGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RevokeGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RevokeGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RevokeGrant(ctx, req.(*RevokeGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetGrant(ctx, req.(*GetGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_CheckIntegrity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckIntegrityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).CheckIntegrity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_CheckIntegrity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).CheckIntegrity(ctx, req.(*CheckIntegrityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RestoreEvidence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreEvidenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RestoreEvidence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RestoreEvidence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RestoreEvidence(ctx, req.(*RestoreEvidenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -550,6 +706,22 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDrills",
 			Handler:    _LedgerService_ListDrills_Handler,
+		},
+		{
+			MethodName: "RevokeGrant",
+			Handler:    _LedgerService_RevokeGrant_Handler,
+		},
+		{
+			MethodName: "GetGrant",
+			Handler:    _LedgerService_GetGrant_Handler,
+		},
+		{
+			MethodName: "CheckIntegrity",
+			Handler:    _LedgerService_CheckIntegrity_Handler,
+		},
+		{
+			MethodName: "RestoreEvidence",
+			Handler:    _LedgerService_RestoreEvidence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+func (c *cli) grant(args []string) error {
+	fs := flag.NewFlagSet("grant", flag.ContinueOnError)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("grant GRANT_ID")
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.GetGrant(ctx, &ledgerv1.GetGrantRequest{GrantId: pos[0]})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	w := c.table()
+	fmt.Fprintf(w, "grant\t%s\n", rep.GetGrantId())
+	fmt.Fprintf(w, "principal\t%s\n", orDash(strings.Join(rep.GetPrincipals(), ", ")))
+	fmt.Fprintf(w, "agent platform\t%s\n", orDash(strings.Join(rep.GetAgents(), ", ")))
+	fmt.Fprintf(w, "scopes granted\t%s\n", orDash(strings.Join(rep.GetScopesGranted(), " ")))
+	fmt.Fprintf(w, "scopes used\t%s\n", orDash(strings.Join(rep.GetScopesUsed(), " ")))
+	if r := rep.GetRevocation(); r != nil {
+		fmt.Fprintf(w, "revoked\t%s (reported by %s at %s) %s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), r.GetNote())
+	} else {
+		fmt.Fprintf(w, "revoked\tno\n")
+	}
+	fmt.Fprintf(w, "rows\t%d\n", rep.GetRowCount())
+	w.Flush()
+	if len(rep.GetRows()) > 0 {
+		fmt.Fprintln(c.out)
+		w = c.table()
+		fmt.Fprintln(w, "ROW\tISSUED (UTC)\tSTATUS\tTARGET\tTOOL")
+		for _, r := range rep.GetRows() {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), rowTargets(r), rowTools(r))
+		}
+		w.Flush()
+	}
+	return nil
+}
+
+func (c *cli) revoke(args []string) error {
+	fs := flag.NewFlagSet("revoke", flag.ContinueOnError)
+	at := fs.String("at", "", "")
+	note := fs.String("note", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("revoke GRANT_ID [--at TIME] [--note TEXT]")
+	}
+	req := &ledgerv1.RevokeGrantRequest{GrantId: pos[0], Note: *note}
+	if req.RevokedAt, err = parseTime("at", *at); err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.RevokeGrant(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	fmt.Fprintf(c.out, "grant %s revoked as of %s: receipts issued after that are incidents\n", rep.GetGrantId(), when(rep.GetRevocation().GetRevokedAt()))
+	return nil
+}
+
+// fsck walks every row, page by page, and reports evidence that differs from
+// its write-time hash; with --restore it puts restorable rows back from the
+// write-once copy.
+func (c *cli) fsck(args []string) error {
+	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
+	restore := fs.Bool("restore", false, "")
+	pageSize := fs.Int("page", 1000, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("fsck [--restore] [--page N]")
+	}
+	var (
+		token                    string
+		checked, compared, later int
+		findings                 []*ledgerv1.IntegrityFinding
+	)
+	for {
+		ctx, cancel := c.ctx()
+		rep, err := c.c.CheckIntegrity(ctx, &ledgerv1.CheckIntegrityRequest{PageSize: int32(*pageSize), PageToken: token})
+		cancel()
+		if err != nil {
+			return err
+		}
+		checked += int(rep.GetRowsChecked())
+		compared += int(rep.GetWormCompared())
+		later += int(rep.GetPendingUpload())
+		findings = append(findings, rep.GetFindings()...)
+		if !c.json {
+			fmt.Fprintf(c.errw, "\rchecked %d rows, %d differ", checked, len(findings))
+		}
+		token = rep.GetNextPageToken()
+		if token == "" {
+			break
+		}
+	}
+	if !c.json {
+		fmt.Fprintln(c.errw)
+	}
+	restored := 0
+	for _, f := range findings {
+		if !*restore || !f.GetRestorable() {
+			continue
+		}
+		ctx, cancel := c.ctx()
+		_, err := c.c.RestoreEvidence(ctx, &ledgerv1.RestoreEvidenceRequest{Id: f.GetRowId()})
+		cancel()
+		if err != nil {
+			return err
+		}
+		restored++
+	}
+	if c.json {
+		if err := c.printJSON(&ledgerv1.CheckIntegrityResponse{RowsChecked: int32(checked), WormCompared: int32(compared), PendingUpload: int32(later), Findings: findings}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.out, "%d rows checked: %d compared with their write-once copy, %d still in the outbox\n", checked, compared, later)
+		for _, f := range findings {
+			hint := ""
+			if f.GetRestorable() {
+				hint = " (restorable from the write-once copy: fsck --restore)"
+			}
+			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", f.GetRowId(), f.GetProblem(), hint)
+		}
+		if *restore {
+			fmt.Fprintf(c.out, "restored %d rows from the write-once copy\n", restored)
+		}
+		if len(findings) == 0 {
+			fmt.Fprintln(c.out, "no evidence differs from its write-time hash")
+		}
+	}
+	if len(findings) > restored {
+		return errCheckFailed
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Revocation is a grant's recorded revocation. PACT leaves revocation to the
+// Provider (§5.5: "the grant is not revoked"); the ledger keeps the time so
+// that a receipt issued after it is an incident at once.
+type Revocation struct {
+	RevokedAt  time.Time `json:"revokedAt"`
+	By         string    `json:"by"`
+	Note       string    `json:"note,omitempty"`
+	RecordedAt time.Time `json:"recordedAt"`
+}
+
+// RevokeGrant records that grant was revoked at (now when zero). An earlier
+// time than one already recorded replaces it; a later one is ignored.
+// Rows already written do not change.
+func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, note, by string) (Revocation, error) {
+	if grant == "" {
+		return Revocation{}, invalid("grantId is required")
+	}
+	if err := checkField("grantId", grant, MaxFieldLength); err != nil {
+		return Revocation{}, err
+	}
+	if err := checkField("note", note, MaxNoteLength); err != nil {
+		return Revocation{}, err
+	}
+	now := l.cfg.Now().UTC()
+	if at.IsZero() {
+		at = now
+	}
+	var out Revocation
+	err := l.store.Update(ctx, func(tx Tx) error {
+		prev, err := tx.Revocation(grant)
+		if err != nil {
+			return err
+		}
+		if prev != nil && !at.Before(prev.RevokedAt) {
+			out = *prev
+			return nil
+		}
+		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
+		return tx.PutRevocation(grant, out)
+	})
+	if err != nil {
+		return Revocation{}, fmt.Errorf("revoke grant %s: %w", grant, err)
+	}
+	l.cfg.Logger.InfoContext(ctx, "grant revoked", "grant", grant, "revoked_at", out.RevokedAt, "by", out.By)
+	return out, nil
+}
+
+// grantCheck is the grant_not_revoked check of a receipt issued at ts.
+func grantCheck(tx Tx, grant string, ts time.Time) (verifier.Check, error) {
+	const name = verifier.CheckGrantNotRevoked
+	if grant == "" {
+		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "the receipt names no grant"}, nil
+	}
+	rev, err := tx.Revocation(grant)
+	if err != nil {
+		return verifier.Check{}, err
+	}
+	if rev == nil {
+		return verifier.Check{Name: name, Result: verifier.Pass, Detail: "no revocation recorded"}, nil
+	}
+	if ts.After(rev.RevokedAt) {
+		return verifier.Check{Name: name, Result: verifier.Fail, Detail: fmt.Sprintf("grant revoked at %s (reported by %s); the receipt was issued at %s", rev.RevokedAt.Format(time.RFC3339), rev.By, ts.Format(time.RFC3339))}, nil
+	}
+	return verifier.Check{Name: name, Result: verifier.Pass, Detail: fmt.Sprintf("issued before the revocation at %s", rev.RevokedAt.Format(time.RFC3339))}, nil
+}
+
+// GrantView is what the ledger knows of one grant.
+type GrantView struct {
+	GrantID       string
+	Principals    []string
+	Agents        []string
+	ScopesGranted []string
+	ScopesUsed    []string
+	Revocation    *Revocation
+	Rows          []*Row // newest first, at most 1000
+	RowCount      int
+}
+
+// Grant returns a grant's rows, scopes and revocation, from the grant index.
+func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
+	if grant == "" {
+		return nil, invalid("grantId is required")
+	}
+	if err := checkField("grantId", grant, MaxFieldLength); err != nil {
+		return nil, err
+	}
+	v := &GrantView{GrantID: grant}
+	add := func(list *[]string, vals ...string) {
+		for _, s := range vals {
+			if s != "" && !slices.Contains(*list, s) {
+				*list = append(*list, s)
+			}
+		}
+	}
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if v.Revocation, err = tx.Revocation(grant); err != nil {
+			return err
+		}
+		q := Query{GrantID: grant, PageSize: 1000}
+		for {
+			rows, next, err := tx.List(q)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				v.RowCount++
+				if len(v.Rows) < 1000 {
+					v.Rows = append(v.Rows, r)
+				}
+				add(&v.Principals, r.Principal)
+				add(&v.Agents, r.Agent.Platform)
+				add(&v.ScopesGranted, r.ScopeGranted...)
+				add(&v.ScopesUsed, r.ScopesUsed...)
+			}
+			if next == "" {
+				return nil
+			}
+			q.PageToken = next
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grant %s: %w", grant, err)
+	}
+	if v.RowCount == 0 && v.Revocation == nil {
+		return nil, fmt.Errorf("grant %s: %w", grant, ErrNotFound)
+	}
+	return v, nil
+}

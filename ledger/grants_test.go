@@ -1,0 +1,118 @@
+package ledger_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+func TestGrantRevocation(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	at := func(hm string) time.Time {
+		tm, _ := time.Parse("15:04", hm)
+		return time.Date(2026, 10, 7, tm.Hour(), tm.Minute(), 0, 0, time.UTC)
+	}
+	before, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1", At: at("13:05")})))
+	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:10"), "customer revoked in account settings", "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: at("13:12")})))
+	if c := check(after, verifier.CheckGrantNotRevoked); c.Result != verifier.Fail || after.Status != ledger.Incident || after.IncidentID == "" {
+		t.Fatalf("receipt after revocation: %v %+v", after.Status, c)
+	}
+	late, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-3", At: at("13:08")}))) // issued before, posted after
+	if c := check(late, verifier.CheckGrantNotRevoked); c.Result != verifier.Pass || late.Status != ledger.Authorized {
+		t.Fatalf("receipt issued before revocation: %v %+v", late.Status, c)
+	}
+	if c := check(before, verifier.CheckGrantNotRevoked); c.Result != verifier.Pass {
+		t.Fatalf("earlier row changed: %+v", c)
+	}
+	// A later revocation time does not replace the earlier; an earlier one does.
+	rev, _ := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("14:00"), "", "admin")
+	if !rev.RevokedAt.Equal(at("13:10")) {
+		t.Fatalf("later time replaced the revocation: %v", rev.RevokedAt)
+	}
+	rev, _ = h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:09"), "", "admin")
+	if !rev.RevokedAt.Equal(at("13:09")) || rev.By != "admin" {
+		t.Fatalf("earlier time did not replace it: %+v", rev)
+	}
+	g, err := h.l.Grant(ctx, "a2agrant_7Q2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.RowCount != 3 || len(g.Rows) != 3 || g.Revocation == nil || len(g.Principals) != 1 || len(g.ScopesGranted) != 2 {
+		t.Fatalf("grant view: %+v", g)
+	}
+	if _, err := h.l.Grant(ctx, "a2agrant_none"); err == nil {
+		t.Fatal("unknown grant found")
+	}
+	// VerifyRow carries the write-time verdict.
+	rv, err := h.l.VerifyRow(ctx, after.ID)
+	if err != nil || !rv.Same {
+		t.Fatalf("verify after revocation: %v %+v", err, rv)
+	}
+}
+
+func TestIntegrityCheckAndRestore(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	var rows []*ledger.Row
+	for i := range 5 {
+		r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "F-" + string(rune('a'+i))})))
+		rows = append(rows, r)
+	}
+	page, err := h.l.CheckIntegrity(ctx, 0, "")
+	if err != nil || page.RowsChecked != 5 || page.PendingUpload != 5 || len(page.Findings) != 0 {
+		t.Fatalf("before upload: %+v %v", page, err)
+	}
+	if _, err := h.l.UploadRound(ctx, 100, 2); err != nil {
+		t.Fatal(err)
+	}
+	victim := rows[2]
+	h.store.Close()
+	editEvidence(t, filepath.Join(h.dir, "ledger.db"), victim.ID, func(b []byte) []byte {
+		return append(b[:len(b)-1], []byte(`,"x":1}`)...)
+	})
+	h.open(t)
+
+	// Walk in pages of two: the edit is found wherever it falls.
+	var findings []ledger.Finding
+	checked, token := 0, ""
+	for {
+		page, err := h.l.CheckIntegrity(ctx, 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked += page.RowsChecked
+		findings = append(findings, page.Findings...)
+		if page.Next == "" {
+			break
+		}
+		token = page.Next
+	}
+	if checked != 5 || len(findings) != 1 || findings[0].RowID != victim.ID || !findings[0].Restorable {
+		t.Fatalf("checked %d, findings %+v", checked, findings)
+	}
+	if rv, _ := h.l.VerifyRow(ctx, victim.ID); rv.Same {
+		t.Fatal("VerifyRow did not catch the edit")
+	}
+	changed, _, err := h.l.RestoreEvidence(ctx, victim.ID)
+	if err != nil || !changed {
+		t.Fatalf("restore: %v %v", changed, err)
+	}
+	if page, _ := h.l.CheckIntegrity(ctx, 0, ""); len(page.Findings) != 0 {
+		t.Fatalf("after restore: %+v", page.Findings)
+	}
+	if rv, _ := h.l.VerifyRow(ctx, victim.ID); !rv.Same {
+		t.Fatalf("after restore VerifyRow: %v", rv.Differences)
+	}
+	if changed, _, _ := h.l.RestoreEvidence(ctx, victim.ID); changed {
+		t.Fatal("restoring intact evidence changed it")
+	}
+}
