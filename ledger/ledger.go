@@ -501,7 +501,8 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snap
 	if err := tx.PutEvidence(r.ID, bundle); err != nil {
 		return err
 	}
-	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: r.Class != retention.Incident}); err != nil {
+	incident := r.Class == retention.Incident
+	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}); err != nil {
 		return err
 	}
 	// A snapshot outlives every row that names it: its object is kept for the
@@ -523,6 +524,9 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snap
 				return err
 			}
 		}
+	}
+	if incident {
+		return l.openIncident(tx, r)
 	}
 	return nil
 }

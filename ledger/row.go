@@ -191,6 +191,8 @@ type Location struct {
 	// Length is 0 for an object of its own.
 	Offset uint32 `json:"offset,omitempty"`
 	Length uint32 `json:"length,omitempty"`
+	// LegalHold is true while an open incident holds the object.
+	LegalHold bool `json:"legalHold,omitempty"`
 }
 
 // Object kinds in evidence storage.
@@ -211,7 +213,19 @@ type OutboxEntry struct {
 	// of the same retention day; incident evidence is never packed, so a
 	// legal hold on it holds nothing else.
 	Segment bool `json:"segment,omitempty"`
+	// Op is what to do with the object: put it (empty), or, once it is in
+	// write-once storage, OpHold, OpRelease or OpExtend (to RetainUntil).
+	Op string `json:"op,omitempty"`
+	// Hold puts the object under legal hold right after it is put.
+	Hold bool `json:"hold,omitempty"`
 }
+
+// Outbox operations on objects already in write-once storage.
+const (
+	OpHold    = "hold"
+	OpRelease = "release"
+	OpExtend  = "extend"
+)
 
 // EvidenceKey is the object key of a row's evidence bundle.
 func EvidenceKey(rowID string) string { return "rows/" + rowID + ".json" }

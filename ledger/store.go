@@ -79,6 +79,18 @@ type Tx interface {
 	// RowsByID returns up to n rows in id order after the row id after
 	// ("" from the start), and the id to continue after ("" at the end).
 	RowsByID(after string, n int) ([]*Row, string, error)
+	// PutIncident writes an incident record.
+	PutIncident(inc IncidentRecord) error
+	// Incident returns an incident, or ErrNotFound.
+	Incident(id string) (*IncidentRecord, error)
+	// Incidents returns up to n incidents, newest first, after pageToken.
+	Incidents(n int, pageToken string) ([]*IncidentRecord, string, error)
+	// AddHold changes the number of open incidents holding an object and
+	// returns the new number.
+	AddHold(key string, delta int) (int, error)
+	// UpdateRetention rewrites a row whose retain-until changed (extended
+	// only); indexes and evidence do not change.
+	UpdateRetention(r *Row) error
 	// PutDrill stores a drill report under id (ids sort by time).
 	PutDrill(id string, body []byte) error
 	// Drill returns a drill report, or ErrNotFound.
@@ -111,4 +123,9 @@ type ObjectStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
+	// SetLegalHold places (on) or releases a legal hold on an object.
+	SetLegalHold(ctx context.Context, loc Location, on bool) error
+	// ExtendRetention moves an object's retain-until to until when that is
+	// later than the current one; it never shortens retention.
+	ExtendRetention(ctx context.Context, loc Location, until time.Time) error
 }

@@ -27,6 +27,11 @@ type UploaderConfig struct {
 // MaxSegmentBytes caps one evidence segment object.
 const MaxSegmentBytes = 32 << 20
 
+// MinRetention is the least retention an object is put with: S3 refuses a
+// retain-until in the past, which a receipt posted after its class's period
+// (or an incident opened long after the action) would otherwise ask for.
+const MinRetention = 24 * time.Hour
+
 // RunUploader drains the outbox into evidence storage until ctx is done.
 // Each round packs the row bundles due the same UTC day into one segment
 // object (retained until the end of that day), puts JWKS snapshots and
@@ -123,6 +128,7 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	var entries []OutboxEntry
 	var depth int
 	bodies := map[uint64][]byte{}
+	locs := map[uint64]Location{} // for operations on stored objects
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
 		if entries, err = tx.Outbox(batch); err != nil {
@@ -131,7 +137,22 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 		if depth, err = tx.OutboxDepth(); err != nil {
 			return err
 		}
-		for _, e := range entries {
+		// A round does either the puts at the head of the outbox or the
+		// operations at its head, so an operation always finds its object
+		// already stored.
+		for i, e := range entries {
+			if (e.Op != "") != (entries[0].Op != "") {
+				entries = entries[:i]
+				break
+			}
+			if e.Op != "" {
+				loc, err := tx.Object(e.Key)
+				if err != nil {
+					return fmt.Errorf("outbox %s of %s: %w", e.Op, e.Key, err)
+				}
+				locs[e.Seq] = loc
+				continue
+			}
 			b, err := entryBody(tx, e)
 			if err != nil {
 				return err
@@ -146,6 +167,15 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	l.cfg.Metrics.depth(depth)
 	if len(entries) == 0 {
 		return 0, nil
+	}
+	if entries[0].Op != "" {
+		return l.operate(ctx, entries, locs, depth)
+	}
+	floor := l.cfg.Now().Add(MinRetention)
+	for i := range entries {
+		if entries[i].RetainUntil.Before(floor) {
+			entries[i].RetainUntil = floor
+		}
 	}
 	ups := plan(entries, bodies)
 
@@ -198,6 +228,56 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	return len(finished), errors.Join(errs...)
 }
 
+// operate applies legal holds, releases and retention extensions to stored
+// objects, in outbox order, and records each in the object's location.
+func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[uint64]Location, depth int) (int, error) {
+	var done []OutboxEntry
+	var doneLocs []Location
+	var opErr error
+	for _, e := range entries {
+		loc := locs[e.Seq]
+		var err error
+		switch e.Op {
+		case OpHold, OpRelease:
+			if err = l.objects.SetLegalHold(ctx, loc, e.Op == OpHold); err == nil {
+				loc.LegalHold = e.Op == OpHold
+			}
+		case OpExtend:
+			if err = l.objects.ExtendRetention(ctx, loc, e.RetainUntil); err == nil && e.RetainUntil.After(loc.RetainUntil) {
+				loc.RetainUntil = e.RetainUntil
+			}
+		default:
+			err = fmt.Errorf("outbox entry %d: unknown operation %q", e.Seq, e.Op)
+		}
+		if err != nil {
+			opErr = fmt.Errorf("%s %s: %w", e.Op, e.Key, err)
+			break // keep the order: later operations wait for this one
+		}
+		for i := range done {
+			if done[i].Key == e.Key {
+				doneLocs[i] = loc
+			}
+		}
+		done = append(done, e)
+		doneLocs = append(doneLocs, loc)
+	}
+	if len(done) > 0 {
+		err := l.store.Update(ctx, func(tx Tx) error {
+			for i, e := range done {
+				if err := tx.Uploaded(e, doneLocs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("record object operations: %w", err)
+		}
+	}
+	l.cfg.Metrics.depth(depth - len(done))
+	return len(done), opErr
+}
+
 func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 	switch e.Kind {
 	case ObjectEvidence:
@@ -248,6 +328,12 @@ func (l *Ledger) put(ctx context.Context, u *upload) ([]Location, error) {
 		loc, err := l.objects.Put(ctx, u.key, u.bodies[0], u.retain)
 		if err != nil {
 			return nil, fmt.Errorf("put %s: %w", u.key, err)
+		}
+		if u.entries[0].Hold {
+			if err := l.objects.SetLegalHold(ctx, loc, true); err != nil {
+				return nil, fmt.Errorf("hold %s: %w", u.key, err)
+			}
+			loc.LegalHold = true
 		}
 		loc.Uploaded = true
 		return []Location{loc}, nil

@@ -34,6 +34,9 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_GetGrant_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_CheckIntegrity_FullMethodName:     {config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_RestoreEvidence_FullMethodName:    {config.RoleAdmin},
+	ledgerv1.LedgerService_ListIncidents_FullMethodName:      {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetIncident_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_CloseIncident_FullMethodName:      {config.RoleAdmin},
 }
 
 // publicMethods need no key.

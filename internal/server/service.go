@@ -169,7 +169,7 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 }
 
 func objectProto(name string, l ledger.Location) *ledgerv1.EvidenceObject {
-	return &ledgerv1.EvidenceObject{Name: name, Store: l.Store, Bucket: l.Bucket, Key: l.Key, VersionId: l.VersionID, RetainUntil: ts(l.RetainUntil), Uploaded: l.Uploaded, Offset: l.Offset, Length: l.Length}
+	return &ledgerv1.EvidenceObject{Name: name, Store: l.Store, Bucket: l.Bucket, Key: l.Key, VersionId: l.VersionID, RetainUntil: ts(l.RetainUntil), Uploaded: l.Uploaded, Offset: l.Offset, Length: l.Length, LegalHold: l.LegalHold}
 }
 
 func (s *service) GetJwksSnapshot(ctx context.Context, req *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error) {
@@ -432,4 +432,41 @@ func (s *service) RestoreEvidence(ctx context.Context, req *ledgerv1.RestoreEvid
 		return nil, s.toStatus(ctx, "RestoreEvidence", err)
 	}
 	return &ledgerv1.RestoreEvidenceResponse{RowId: row.ID, EvidenceSha256: row.EvidenceSHA256, Changed: changed}, nil
+}
+
+func incidentProto(i *ledger.IncidentRecord) *ledgerv1.Incident {
+	return &ledgerv1.Incident{Id: i.ID, RowId: i.RowID, Reason: i.Reason, Agent: i.Agent, OpenedAt: ts(i.OpenedAt), Open: i.Open(),
+		ClosedAt: ts(i.ClosedAt), ClosedBy: i.ClosedBy, Note: i.Note, RetainUntil: ts(i.RetainUntil), HeldObjects: i.Held}
+}
+
+func (s *service) ListIncidents(ctx context.Context, req *ledgerv1.ListIncidentsRequest) (*ledgerv1.ListIncidentsResponse, error) {
+	incs, next, err := s.l.Incidents(ctx, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, s.toStatus(ctx, "ListIncidents", err)
+	}
+	out := &ledgerv1.ListIncidentsResponse{NextPageToken: next}
+	for _, i := range incs {
+		out.Incidents = append(out.Incidents, incidentProto(i))
+	}
+	return out, nil
+}
+
+func (s *service) GetIncident(ctx context.Context, req *ledgerv1.GetIncidentRequest) (*ledgerv1.GetIncidentResponse, error) {
+	v, err := s.l.Incident(ctx, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, "GetIncident", err)
+	}
+	out := &ledgerv1.GetIncidentResponse{Incident: incidentProto(&v.Incident), Row: rowProto(v.Row), SameDayCount: int32(v.SameDayN)}
+	for _, r := range v.SameDay {
+		out.SameDayRows = append(out.SameDayRows, rowProto(r))
+	}
+	return out, nil
+}
+
+func (s *service) CloseIncident(ctx context.Context, req *ledgerv1.CloseIncidentRequest) (*ledgerv1.CloseIncidentResponse, error) {
+	inc, err := s.l.CloseIncident(ctx, req.GetId(), req.GetNote(), caller(ctx))
+	if err != nil {
+		return nil, s.toStatus(ctx, "CloseIncident", err)
+	}
+	return &ledgerv1.CloseIncidentResponse{Incident: incidentProto(inc)}, nil
 }

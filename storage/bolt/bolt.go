@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ var (
 	bMeta     = []byte("meta")
 	bDrills   = []byte("drills")
 	bGrants   = []byte("grants")
+	bIncident = []byte("incidents")
+	bHolds    = []byte("holds")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -42,7 +45,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -618,4 +621,88 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 		out = append(out, &r)
 	}
 	return out, "", nil
+}
+
+// incidentKey orders incidents by number: INC-9 before INC-10.
+func incidentKey(id string) []byte {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "INC-"), 10, 64)
+	if err != nil {
+		return []byte(id)
+	}
+	return binary.BigEndian.AppendUint64(nil, n)
+}
+
+func (t *tx) PutIncident(inc ledger.IncidentRecord) error {
+	v, err := json.Marshal(inc)
+	if err != nil {
+		return err
+	}
+	return t.b(bIncident).Put(incidentKey(inc.ID), v)
+}
+
+func (t *tx) Incident(id string) (*ledger.IncidentRecord, error) {
+	v := t.b(bIncident).Get(incidentKey(id))
+	if v == nil {
+		return nil, ledger.ErrNotFound
+	}
+	var inc ledger.IncidentRecord
+	if err := json.Unmarshal(v, &inc); err != nil {
+		return nil, fmt.Errorf("decode incident %s: %w", id, err)
+	}
+	return &inc, nil
+}
+
+func (t *tx) Incidents(n int, pageToken string) ([]*ledger.IncidentRecord, string, error) {
+	c := t.b(bIncident).Cursor()
+	var k, v []byte
+	if pageToken == "" {
+		k, v = c.Last()
+	} else {
+		tok := incidentKey(pageToken)
+		c.Seek(tok)
+		k, v = c.Prev()
+		for k != nil && string(k) >= string(tok) {
+			k, v = c.Prev()
+		}
+	}
+	var out []*ledger.IncidentRecord
+	for ; k != nil; k, v = c.Prev() {
+		if len(out) == n {
+			return out, out[len(out)-1].ID, nil
+		}
+		var inc ledger.IncidentRecord
+		if err := json.Unmarshal(v, &inc); err != nil {
+			return nil, "", err
+		}
+		out = append(out, &inc)
+	}
+	return out, "", nil
+}
+
+func (t *tx) AddHold(key string, delta int) (int, error) {
+	n := 0
+	if v := t.b(bHolds).Get([]byte(key)); len(v) == 8 {
+		n = int(binary.BigEndian.Uint64(v))
+	}
+	n = max(n+delta, 0)
+	if n == 0 {
+		return 0, t.b(bHolds).Delete([]byte(key))
+	}
+	return n, t.b(bHolds).Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+func (t *tx) UpdateRetention(r *ledger.Row) error {
+	old, err := t.Row(r.ID)
+	if err != nil {
+		return err
+	}
+	if !r.RetainUntil.After(old.RetainUntil) && !old.RetainUntil.IsZero() {
+		return nil
+	}
+	old.RetainUntil = r.RetainUntil
+	v, err := json.Marshal(old)
+	if err != nil {
+		return err
+	}
+	return t.b(bRows).Put([]byte(r.ID), v)
 }

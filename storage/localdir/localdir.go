@@ -8,6 +8,7 @@ package localdir
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -115,4 +116,45 @@ func (s *Store) Get(_ context.Context, key string) ([]byte, error) {
 func (s *Store) Ping(context.Context) error {
 	_, err := os.Stat(s.dir)
 	return err
+}
+
+// lockState is the sidecar a directory store keeps for holds and retention.
+type lockState struct {
+	RetainUntil time.Time `json:"retainUntil,omitzero"`
+	LegalHold   bool      `json:"legalHold"`
+}
+
+func (s *Store) updateLock(key string, fn func(*lockState)) error {
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	var st lockState
+	if b, err := os.ReadFile(p + ".lock"); err == nil {
+		_ = json.Unmarshal(b, &st)
+	}
+	fn(&st)
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".lock.tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p+".lock")
+}
+
+// SetLegalHold implements ledger.ObjectStore: recorded in a sidecar file.
+func (s *Store) SetLegalHold(_ context.Context, loc ledger.Location, on bool) error {
+	return s.updateLock(loc.Key, func(st *lockState) { st.LegalHold = on })
+}
+
+// ExtendRetention implements ledger.ObjectStore: recorded in a sidecar file.
+func (s *Store) ExtendRetention(_ context.Context, loc ledger.Location, until time.Time) error {
+	return s.updateLock(loc.Key, func(st *lockState) {
+		if until.After(st.RetainUntil) {
+			st.RetainUntil = until.UTC()
+		}
+	})
 }

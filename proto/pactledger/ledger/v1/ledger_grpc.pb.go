@@ -38,6 +38,9 @@ const (
 	LedgerService_GetGrant_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetGrant"
 	LedgerService_CheckIntegrity_FullMethodName     = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
 	LedgerService_RestoreEvidence_FullMethodName    = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
+	LedgerService_ListIncidents_FullMethodName      = "/pactledger.ledger.v1.LedgerService/ListIncidents"
+	LedgerService_GetIncident_FullMethodName        = "/pactledger.ledger.v1.LedgerService/GetIncident"
+	LedgerService_CloseIncident_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CloseIncident"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -95,6 +98,15 @@ type LedgerServiceClient interface {
 	// RestoreEvidence puts a row's evidence back from the write-once copy
 	// when that copy still matches the write-time hash. Role: admin.
 	RestoreEvidence(ctx context.Context, in *RestoreEvidenceRequest, opts ...grpc.CallOption) (*RestoreEvidenceResponse, error)
+	// ListIncidents lists incidents, newest first. Roles: support, auditor,
+	// admin.
+	ListIncidents(ctx context.Context, in *ListIncidentsRequest, opts ...grpc.CallOption) (*ListIncidentsResponse, error)
+	// GetIncident returns an incident with its row and the same agent
+	// platform's other rows that day. Roles: support, auditor, admin.
+	GetIncident(ctx context.Context, in *GetIncidentRequest, opts ...grpc.CallOption) (*GetIncidentResponse, error)
+	// CloseIncident closes an incident: its evidence is kept until the close
+	// plus the incident period and its legal holds are released. Role: admin.
+	CloseIncident(ctx context.Context, in *CloseIncidentRequest, opts ...grpc.CallOption) (*CloseIncidentResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -255,6 +267,36 @@ func (c *ledgerServiceClient) RestoreEvidence(ctx context.Context, in *RestoreEv
 	return out, nil
 }
 
+func (c *ledgerServiceClient) ListIncidents(ctx context.Context, in *ListIncidentsRequest, opts ...grpc.CallOption) (*ListIncidentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIncidentsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListIncidents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetIncident(ctx context.Context, in *GetIncidentRequest, opts ...grpc.CallOption) (*GetIncidentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetIncidentResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetIncident_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) CloseIncident(ctx context.Context, in *CloseIncidentRequest, opts ...grpc.CallOption) (*CloseIncidentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseIncidentResponse)
+	err := c.cc.Invoke(ctx, LedgerService_CloseIncident_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -310,6 +352,15 @@ type LedgerServiceServer interface {
 	// RestoreEvidence puts a row's evidence back from the write-once copy
 	// when that copy still matches the write-time hash. Role: admin.
 	RestoreEvidence(context.Context, *RestoreEvidenceRequest) (*RestoreEvidenceResponse, error)
+	// ListIncidents lists incidents, newest first. Roles: support, auditor,
+	// admin.
+	ListIncidents(context.Context, *ListIncidentsRequest) (*ListIncidentsResponse, error)
+	// GetIncident returns an incident with its row and the same agent
+	// platform's other rows that day. Roles: support, auditor, admin.
+	GetIncident(context.Context, *GetIncidentRequest) (*GetIncidentResponse, error)
+	// CloseIncident closes an incident: its evidence is kept until the close
+	// plus the incident period and its legal holds are released. Role: admin.
+	CloseIncident(context.Context, *CloseIncidentRequest) (*CloseIncidentResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -364,6 +415,15 @@ func (UnimplementedLedgerServiceServer) CheckIntegrity(context.Context, *CheckIn
 }
 func (UnimplementedLedgerServiceServer) RestoreEvidence(context.Context, *RestoreEvidenceRequest) (*RestoreEvidenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestoreEvidence not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListIncidents(context.Context, *ListIncidentsRequest) (*ListIncidentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIncidents not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetIncident(context.Context, *GetIncidentRequest) (*GetIncidentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetIncident not implemented")
+}
+func (UnimplementedLedgerServiceServer) CloseIncident(context.Context, *CloseIncidentRequest) (*CloseIncidentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseIncident not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -656,6 +716,60 @@ func _LedgerService_RestoreEvidence_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_ListIncidents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIncidentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListIncidents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListIncidents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListIncidents(ctx, req.(*ListIncidentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetIncident_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIncidentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetIncident(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetIncident_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetIncident(ctx, req.(*GetIncidentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_CloseIncident_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseIncidentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).CloseIncident(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_CloseIncident_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).CloseIncident(ctx, req.(*CloseIncidentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -722,6 +836,18 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestoreEvidence",
 			Handler:    _LedgerService_RestoreEvidence_Handler,
+		},
+		{
+			MethodName: "ListIncidents",
+			Handler:    _LedgerService_ListIncidents_Handler,
+		},
+		{
+			MethodName: "GetIncident",
+			Handler:    _LedgerService_GetIncident_Handler,
+		},
+		{
+			MethodName: "CloseIncident",
+			Handler:    _LedgerService_CloseIncident_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

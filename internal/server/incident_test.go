@@ -1,0 +1,145 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+)
+
+type objectInfo struct {
+	Name, Store, Bucket, Key, VersionId, RetainUntil string
+	Uploaded, LegalHold                              bool
+}
+
+func (e *env) waitDrained(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ready struct{ OutboxDepth int }
+		e.call(t, "GET", "/readyz", "", nil, &ready)
+		if ready.OutboxDepth == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outbox still holds %d entries", ready.OutboxDepth)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An incident open for two years, then closed: its evidence is under legal
+// hold in S3 while open and cannot be deleted; closing extends retention to
+// the close plus 12 months and releases the hold.
+func TestIncidentLifecycleOnS3(t *testing.T) {
+	bucket := s3test.Bucket()
+	e := newEnv(t, jose.ES256, withS3(bucket))
+	at := time.Now().UTC().AddDate(-2, 0, 0).Truncate(time.Second)
+	var inc appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "I-1", At: at, ScopesUsed: []string{"plan:change"}})), &inc)
+	if inc.Row.Status != "ROW_STATUS_INCIDENT" || inc.Row.IncidentID == "" || inc.Row.RetainUntil != "" {
+		t.Fatalf("incident row: %s %q until %q", inc.Row.Status, inc.Row.IncidentID, inc.Row.RetainUntil)
+	}
+	// The same agent platform's other rows that day, and one the day after.
+	for i, d := range []time.Duration{time.Hour, 2 * time.Hour, 26 * time.Hour} {
+		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "O-" + itoa(i), At: at.Truncate(24 * time.Hour).Add(d), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})), nil)
+	}
+	e.waitDrained(t)
+
+	var list struct {
+		Incidents []struct {
+			ID   string `json:"id"`
+			Open bool
+		}
+	}
+	if code := e.call(t, "GET", "/v1/incidents", "auditor", nil, &list); code != 200 || len(list.Incidents) != 1 || !list.Incidents[0].Open {
+		t.Fatalf("incidents = %d %+v", code, list)
+	}
+	var got struct {
+		Incident struct {
+			ID, Reason, RetainUntil string
+			Open                    bool
+			HeldObjects             []string
+		}
+		Row          Row
+		SameDayRows  []Row
+		SameDayCount int
+	}
+	if code := e.call(t, "GET", "/v1/incidents/"+inc.Row.IncidentID, "support", nil, &got); code != 200 || got.Row.ID != inc.Row.ID ||
+		got.SameDayCount != 2 || got.Incident.Reason == "" || len(got.Incident.HeldObjects) != 3 {
+		t.Fatalf("incident = %d %+v", code, got)
+	}
+
+	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	objects := func() []objectInfo {
+		var ev struct{ Objects []objectInfo }
+		e.call(t, "GET", "/v1/rows/"+inc.Row.ID+"/evidence", "auditor", nil, &ev)
+		return ev.Objects
+	}
+	for _, o := range objects() {
+		st, err := c.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{VersionID: o.VersionId})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Metadata.Get("X-Amz-Object-Lock-Legal-Hold") != "ON" || !o.LegalHold {
+			t.Fatalf("%s not under legal hold while the incident is open", o.Key)
+		}
+		if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionId}); err == nil {
+			t.Fatalf("deleted %s under an open incident", o.Key)
+		}
+	}
+
+	if code := e.call(t, "POST", "/v1/incidents/"+inc.Row.IncidentID+":close", "support", map[string]any{"note": "x"}, nil); code != 403 {
+		t.Fatalf("support closing = %d", code)
+	}
+	closedAt := time.Now().UTC()
+	var closed struct {
+		Incident struct {
+			Open        bool
+			RetainUntil string
+			ClosedBy    string
+		}
+	}
+	if code := e.call(t, "POST", "/v1/incidents/"+inc.Row.IncidentID+":close", "admin", map[string]any{"note": "platform fixed its scope handling"}, &closed); code != 200 || closed.Incident.Open || closed.Incident.ClosedBy != "admin-key" {
+		t.Fatalf("close = %d %+v", code, closed)
+	}
+	until, _ := time.Parse(time.RFC3339, closed.Incident.RetainUntil)
+	if d := until.Sub(closedAt.AddDate(1, 0, 0)); d < -time.Minute || d > time.Minute {
+		t.Fatalf("retain until %v, want close + 12 months", until)
+	}
+	if code := e.call(t, "POST", "/v1/incidents/"+inc.Row.IncidentID+":close", "admin", map[string]any{}, nil); code != 400 {
+		t.Fatalf("closing twice = %d", code)
+	}
+	var row struct{ Row Row }
+	e.call(t, "GET", "/v1/rows/"+inc.Row.ID, "auditor", nil, &row)
+	if row.Row.RetainUntil != closed.Incident.RetainUntil {
+		t.Fatalf("row retain until %q, incident %q", row.Row.RetainUntil, closed.Incident.RetainUntil)
+	}
+	e.waitDrained(t)
+	for _, o := range objects() {
+		st, err := c.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{VersionID: o.VersionId})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Metadata.Get("X-Amz-Object-Lock-Legal-Hold") == "ON" || o.LegalHold {
+			t.Fatalf("%s still held after close", o.Key)
+		}
+		got, _ := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+		if got.Before(until.Add(-time.Second)) {
+			t.Fatalf("%s retained until %v, want at least %v", o.Key, got, until)
+		}
+		if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionId}); err == nil {
+			t.Fatalf("deleted %s before its extended retention", o.Key)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// IncidentRecord is an incident the ledger opened for a row (rule 2).
+type IncidentRecord struct {
+	ID       string    `json:"id"`
+	RowID    string    `json:"rowId"`
+	Reason   string    `json:"reason"`
+	Agent    string    `json:"agent"`
+	OpenedAt time.Time `json:"openedAt"`
+	// Held lists the object keys under legal hold for the incident.
+	Held     []string  `json:"held"`
+	ClosedAt time.Time `json:"closedAt,omitzero"`
+	ClosedBy string    `json:"closedBy,omitempty"`
+	Note     string    `json:"note,omitempty"`
+	// RetainUntil is set at close: close + the incident period.
+	RetainUntil time.Time `json:"retainUntil,omitzero"`
+}
+
+// Open reports whether the incident is still open.
+func (i *IncidentRecord) Open() bool { return i.ClosedAt.IsZero() }
+
+// openIncident records the incident of row r (already classified) and
+// places legal holds on its evidence and the JWKS snapshots it names.
+func (l *Ledger) openIncident(tx Tx, r *Row) error {
+	var reasons []string
+	for _, c := range r.Verifier.Checks {
+		if c.Result == verifier.Fail {
+			reasons = append(reasons, c.Name+": "+c.Detail)
+		}
+	}
+	inc := IncidentRecord{ID: r.IncidentID, RowID: r.ID, Reason: strings.Join(reasons, "; "), Agent: r.Agent.Platform, OpenedAt: l.cfg.Now().UTC()}
+	inc.Held = append(inc.Held, EvidenceKey(r.ID)) // put with a hold by the uploader
+	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
+		key := SnapshotKey(s)
+		if s == "" || contains(inc.Held, key) {
+			continue
+		}
+		inc.Held = append(inc.Held, key)
+		n, err := tx.AddHold(key, 1)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			if err := tx.Enqueue(OutboxEntry{Op: OpHold, Key: key}); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.PutIncident(inc)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// IncidentView is an incident with its row and the same agent platform's
+// other rows that day.
+type IncidentView struct {
+	Incident  IncidentRecord
+	Row       *Row
+	SameDay   []*Row // newest first, at most 1000
+	SameDayN  int
+	DayStart  time.Time
+	DayFinish time.Time
+}
+
+// Incidents lists incidents, newest first.
+func (l *Ledger) Incidents(ctx context.Context, pageSize int, pageToken string) ([]*IncidentRecord, string, error) {
+	switch {
+	case pageSize < 0 || pageSize > 1000:
+		return nil, "", invalid("pageSize must be between 1 and 1000")
+	case pageSize == 0:
+		pageSize = 100
+	}
+	var out []*IncidentRecord
+	var next string
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		out, next, err = tx.Incidents(pageSize, pageToken)
+		return err
+	})
+	return out, next, err
+}
+
+// Incident returns an incident with its row and the platform's other rows
+// on the row's UTC day (from the agent index).
+func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error) {
+	if err := checkField("id", id, 64); err != nil {
+		return nil, err
+	}
+	v := &IncidentView{}
+	err := l.store.View(ctx, func(tx Tx) error {
+		inc, err := tx.Incident(id)
+		if err != nil {
+			return err
+		}
+		v.Incident = *inc
+		if v.Row, err = tx.Row(inc.RowID); err != nil {
+			return err
+		}
+		v.DayStart = v.Row.IssuedAt.UTC().Truncate(24 * time.Hour)
+		v.DayFinish = v.DayStart.Add(24 * time.Hour)
+		q := Query{Agent: inc.Agent, Since: v.DayStart, Until: v.DayFinish, PageSize: 1000}
+		for {
+			rows, next, err := tx.List(q)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if r.ID == inc.RowID {
+					continue
+				}
+				v.SameDayN++
+				if len(v.SameDay) < 1000 {
+					v.SameDay = append(v.SameDay, r)
+				}
+			}
+			if next == "" {
+				return nil
+			}
+			q.PageToken = next
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("incident %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// CloseIncident closes an open incident: the row's retain-until becomes the
+// close time plus the incident period (extended only, never shortened), its
+// write-once objects' retention is extended to match and their legal holds
+// are released.
+func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*IncidentRecord, error) {
+	if err := checkField("note", note, MaxNoteLength); err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now().UTC()
+	var out IncidentRecord
+	err := l.store.Update(ctx, func(tx Tx) error {
+		inc, err := tx.Incident(id)
+		if err != nil {
+			return err
+		}
+		if !inc.Open() {
+			return fmt.Errorf("%w: incident %s was closed at %s", ErrInvalid, id, inc.ClosedAt.Format(time.RFC3339))
+		}
+		row, err := tx.Row(inc.RowID)
+		if err != nil {
+			return err
+		}
+		until := l.cfg.Policy.Periods[retention.Incident].After(now)
+		if row.RetainUntil.After(until) {
+			until = row.RetainUntil
+		}
+		inc.ClosedAt, inc.ClosedBy, inc.Note, inc.RetainUntil = now, by, note, until
+		row.RetainUntil = until
+		if err := tx.UpdateRetention(row); err != nil {
+			return err
+		}
+		for _, key := range inc.Held {
+			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}); err != nil {
+				return err
+			}
+			n := 0
+			if key != EvidenceKey(row.ID) {
+				if n, err = tx.AddHold(key, -1); err != nil {
+					return err
+				}
+			}
+			if n == 0 {
+				if err := tx.Enqueue(OutboxEntry{Op: OpRelease, Key: key}); err != nil {
+					return err
+				}
+			}
+		}
+		out = *inc
+		return tx.PutIncident(*inc)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("close incident %s: %w", id, err)
+	}
+	l.wake()
+	l.cfg.Logger.InfoContext(ctx, "incident closed", "incident", id, "by", by, "retain_until", out.RetainUntil)
+	return &out, nil
+}
