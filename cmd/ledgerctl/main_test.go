@@ -288,3 +288,46 @@ func TestFsckFindsAndRestoresAnEditedRow(t *testing.T) {
 		t.Fatalf("verify after restore: %d", code)
 	}
 }
+
+func TestIncidents(t *testing.T) {
+	f := start(t)
+	if code, out, _ := f.ctl(t, "auditor", "incidents"); code != 0 || !strings.Contains(out, "no incidents") {
+		t.Fatalf("incidents: %d %s", code, out)
+	}
+	code, out, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:00:00Z")
+	if code != 0 {
+		t.Fatalf("revoke: %s", errs)
+	}
+	// A receipt under the revoked grant opens an incident.
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-7777"})
+	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
+	rep, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
+	if err != nil || rep.GetRow().GetIncidentId() == "" {
+		t.Fatalf("append: %v", err)
+	}
+	id := rep.GetRow().GetIncidentId()
+	code, out, _ = f.ctl(t, "support", "incidents")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "grant_not_revoked") {
+		t.Fatalf("incidents: %d %s", code, out)
+	}
+	code, out, _ = f.ctl(t, "support", "incidents", id)
+	if code != 0 || !strings.Contains(out, "under legal hold") || !strings.Contains(out, "2 other rows") {
+		t.Fatalf("incident: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "support", "incidents", "close", id, "--note", "x"); code != exitAuth {
+		t.Fatalf("support closing: %d", code)
+	}
+	code, out, _ = f.ctl(t, "admin", "incidents", "close", id, "--note", "customer re-granted")
+	if code != 0 || !strings.Contains(out, "closed") {
+		t.Fatalf("close: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "support", "incidents", "INC-99"); code != exitNotFound {
+		t.Fatalf("unknown incident: %d", code)
+	}
+}
