@@ -40,6 +40,10 @@ type Config struct {
 	Metrics *Metrics
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// SegmentSpan groups row bundles into one segment object by the span
+	// their retain-until falls in; the segment is retained to the span's
+	// end. Default 24h (a UTC day).
+	SegmentSpan time.Duration
 }
 
 // Ledger records receipts and refusals and serves the read side.
@@ -70,8 +74,14 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.SegmentSpan <= 0 {
+		cfg.SegmentSpan = 24 * time.Hour
+	}
 	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1)}, nil
 }
+
+// Policy returns the retention policy in force.
+func (l *Ledger) Policy() retention.Policy { return l.cfg.Policy }
 
 // ReceiptInput is an AppendReceipt request.
 type ReceiptInput struct {

@@ -31,6 +31,9 @@ type harness struct {
 	now    time.Time
 	nowMu  sync.Mutex
 	objDir string
+	// objects, when set, replaces the local evidence directory.
+	objects ledger.ObjectStore
+	span    time.Duration
 }
 
 func newHarness(t testing.TB) *harness {
@@ -50,9 +53,11 @@ func (h *harness) open(t testing.TB) {
 	}
 	t.Cleanup(func() { h.store.Close() })
 	h.objDir = filepath.Join(h.dir, "evidence")
-	objects, err := localdir.Open(h.objDir)
-	if err != nil {
-		t.Fatal(err)
+	var objects ledger.ObjectStore = h.objects
+	if objects == nil {
+		if objects, err = localdir.Open(h.objDir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
 	reg, err := verifier.NewRegistry(f, h.sc.Brands(), h.sc.Agents())
@@ -60,10 +65,16 @@ func (h *harness) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
-	h.l, err = ledger.New(h.store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler)})
+	h.l, err = ledger.New(h.store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), SegmentSpan: h.span})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (h *harness) set(t time.Time) {
+	h.nowMu.Lock()
+	defer h.nowMu.Unlock()
+	h.now = t
 }
 
 func (h *harness) clock() time.Time {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,9 @@ type Metrics struct {
 	verify            prometheus.Histogram
 	unclassifiedTools prometheus.Counter
 	uploads           *prometheus.CounterVec
+	sweptRows         *prometheus.CounterVec
+	deletedObjects    prometheus.Counter
+	pendingDeletes    prometheus.Gauge
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
 }
@@ -38,6 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pactledger_outbox_depth", Help: "Evidence objects committed in bbolt and not yet in evidence storage.",
 		}),
 	}
+	m.sweptRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_swept_rows_total", Help: "Rows removed by the retention sweeper, by class."}, []string{"class"})
+	m.deletedObjects = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_swept_objects_total", Help: "Write-once objects deleted after their retention."})
+	m.pendingDeletes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_sweep_pending_objects", Help: "Objects due for deletion that the store refused or failed to delete (retried next sweep)."})
+	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes)
 	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth)
 	return m
 }
@@ -69,5 +77,18 @@ func (m *Metrics) uploaded(result string, n int) {
 func (m *Metrics) depth(n int) {
 	if m != nil {
 		m.OutboxDepth.Set(float64(n))
+	}
+}
+
+func (m *Metrics) swept(c fmt.Stringer) {
+	if m != nil {
+		m.sweptRows.WithLabelValues(c.String()).Inc()
+	}
+}
+
+func (m *Metrics) objectsDeleted(done, pending int) {
+	if m != nil {
+		m.deletedObjects.Add(float64(done))
+		m.pendingDeletes.Set(float64(pending))
 	}
 }

@@ -33,10 +33,14 @@ func (l *Ledger) Get(ctx context.Context, id string) (*Row, error) {
 	var r *Row
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
-		r, err = tx.Row(id)
+		r, err = row(tx, id)
 		return err
 	})
 	if err != nil {
+		var ee *ExpiredError
+		if errors.As(err, &ee) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("row %s: %w", id, err)
 	}
 	return r, nil
@@ -90,7 +94,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 	}
 	v := &EvidenceView{RowID: id}
 	err := l.store.View(ctx, func(tx Tx) error {
-		r, err := tx.Row(id)
+		r, err := row(tx, id)
 		if err != nil {
 			return err
 		}
@@ -182,7 +186,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	)
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
-		if r, err = tx.Row(id); err != nil {
+		if r, err = row(tx, id); err != nil {
 			return err
 		}
 		if bundle, err = tx.Evidence(id); err != nil {

@@ -91,6 +91,21 @@ type Tx interface {
 	// UpdateRetention rewrites a row whose retain-until changed (extended
 	// only); indexes and evidence do not change.
 	UpdateRetention(r *Row) error
+	// Expired returns up to n rows whose retain-until is at or before now,
+	// soonest first, after the position after ("" from the start), and the
+	// position to continue from ("" when there are no more).
+	Expired(now time.Time, after string, n int) ([]*Row, string, error)
+	// SweepRow removes a row with its index entries and evidence bundle,
+	// leaves the tombstone, and queues for deletion (and returns) the
+	// write-once objects no remaining row needs: its own evidence object,
+	// its segment once no row in it is left, snapshots no row names.
+	SweepRow(r *Row, tomb Tombstone) ([]Location, error)
+	// Tombstone returns the tombstone of a swept row, or ErrNotFound.
+	Tombstone(id string) (*Tombstone, error)
+	// Deletions returns up to n objects queued for deletion.
+	Deletions(n int) ([]Location, error)
+	// Deleted removes an object from the deletion queue.
+	Deleted(key string) error
 	// PutDrill stores a drill report under id (ids sort by time).
 	PutDrill(id string, body []byte) error
 	// Drill returns a drill report, or ErrNotFound.
@@ -125,6 +140,9 @@ type ObjectStore interface {
 	Ping(ctx context.Context) error
 	// SetLegalHold places (on) or releases a legal hold on an object.
 	SetLegalHold(ctx context.Context, loc Location, on bool) error
+	// Delete removes an object version whose retention has passed; the
+	// store refuses while it is retained or held.
+	Delete(ctx context.Context, loc Location) error
 	// ExtendRetention moves an object's retain-until to until when that is
 	// later than the current one; it never shortens retention.
 	ExtendRetention(ctx context.Context, loc Location, until time.Time) error

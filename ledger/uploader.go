@@ -27,9 +27,10 @@ type UploaderConfig struct {
 // MaxSegmentBytes caps one evidence segment object.
 const MaxSegmentBytes = 32 << 20
 
-// MinRetention is the least retention an object is put with: S3 refuses a
-// retain-until in the past, which a receipt posted after its class's period
-// (or an incident opened long after the action) would otherwise ask for.
+// MinRetention is the retention an object gets when its own retain-until is
+// already past (or due within seconds): S3 refuses a retain-until in the
+// past, which a receipt posted after its class's period (or an incident
+// opened long after the action) would otherwise ask for.
 const MinRetention = 24 * time.Hour
 
 // RunUploader drains the outbox into evidence storage until ctx is done.
@@ -102,20 +103,24 @@ type upload struct {
 	segment bool
 }
 
-// segmentDay is the retain-until of a segment holding objects due at t:
-// the end of t's UTC day.
-func segmentDay(t time.Time) time.Time {
-	d := t.UTC().Truncate(24 * time.Hour)
+// segmentEnd is the retain-until of a segment holding objects due at t:
+// the end of t's span (a UTC day by default).
+func segmentEnd(t time.Time, span time.Duration) time.Time {
+	d := t.UTC().Truncate(span)
 	if d.Equal(t.UTC()) {
 		return d
 	}
-	return d.Add(24 * time.Hour)
+	return d.Add(span)
 }
 
 // SegmentKey is the object key of the segment holding outbox entries
 // first..last that are due on day.
 func SegmentKey(day time.Time, first, last uint64) string {
-	return "segments/" + day.Format("2006-01-02") + "/" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10) + ".seg"
+	name := day.UTC().Format("2006-01-02")
+	if !day.Equal(day.Truncate(24 * time.Hour)) {
+		name = day.UTC().Format("2006-01-02T150405Z")
+	}
+	return "segments/" + name + "/" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10) + ".seg"
 }
 
 // segmentHeader starts every segment object. Each row follows as
@@ -171,13 +176,13 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	if entries[0].Op != "" {
 		return l.operate(ctx, entries, locs, depth)
 	}
-	floor := l.cfg.Now().Add(MinRetention)
+	now := l.cfg.Now()
 	for i := range entries {
-		if entries[i].RetainUntil.Before(floor) {
-			entries[i].RetainUntil = floor
+		if entries[i].RetainUntil.Before(now.Add(5 * time.Second)) {
+			entries[i].RetainUntil = now.Add(MinRetention)
 		}
 	}
-	ups := plan(entries, bodies)
+	ups := plan(entries, bodies, l.cfg.SegmentSpan)
 
 	type done struct {
 		e   OutboxEntry
@@ -293,7 +298,7 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 
 // plan groups packable entries by retention day into segments of at most
 // MaxSegmentBytes; the rest are single objects.
-func plan(entries []OutboxEntry, bodies map[uint64][]byte) []*upload {
+func plan(entries []OutboxEntry, bodies map[uint64][]byte, span time.Duration) []*upload {
 	var ups []*upload
 	open := map[time.Time]*upload{}
 	size := map[*upload]int{}
@@ -303,7 +308,7 @@ func plan(entries []OutboxEntry, bodies map[uint64][]byte) []*upload {
 			ups = append(ups, &upload{key: e.Key, retain: e.RetainUntil, entries: []OutboxEntry{e}, bodies: [][]byte{b}})
 			continue
 		}
-		day := segmentDay(e.RetainUntil)
+		day := segmentEnd(e.RetainUntil, span)
 		u := open[day]
 		if u == nil || size[u]+len(b) > MaxSegmentBytes {
 			u = &upload{retain: day, segment: true}

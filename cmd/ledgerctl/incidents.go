@@ -101,3 +101,52 @@ func (c *cli) incidents(args []string) error {
 	}
 	return usagef("incidents [--limit N] | incidents ID | incidents close ID --note TEXT")
 }
+
+// sweep runs the retention sweeper now (admin), or with --dry-run lists
+// what it would remove (auditor, admin).
+func (c *cli) sweep(args []string) error {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	dry := fs.Bool("dry-run", false, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("sweep [--dry-run]")
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.Sweep(ctx, &ledgerv1.SweepRequest{DryRun: *dry})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	verb := "removed"
+	if rep.GetDryRun() {
+		verb = "would remove"
+	}
+	fmt.Fprintf(c.out, "sweep at %s %s %d rows; %d due rows kept\n", when(rep.GetAt()), verb, len(rep.GetSwept()), len(rep.GetKept()))
+	if len(rep.GetSwept())+len(rep.GetKept()) > 0 {
+		w := c.table()
+		fmt.Fprintln(w, "ROW\tCLASS\tRETAIN UNTIL\tOUTCOME")
+		for _, r := range rep.GetSwept() {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), verb)
+		}
+		for _, r := range rep.GetKept() {
+			fmt.Fprintf(w, "%s\t%s\t%s\tkept: %s\n", r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), r.GetKept())
+		}
+		w.Flush()
+	}
+	if !rep.GetDryRun() {
+		fmt.Fprintf(c.out, "write-once objects deleted: %d; refused or failed (retried next sweep): %d\n", rep.GetObjectsDeleted(), rep.GetObjectsPending())
+		for _, e := range rep.GetDeletionErrors() {
+			fmt.Fprintf(c.out, "  %s\n", e)
+		}
+	}
+	if rep.GetTruncated() {
+		fmt.Fprintln(c.out, "(more rows than listed)")
+	}
+	return nil
+}

@@ -58,6 +58,7 @@ Commands:
   revoke   GRANT_ID [--at TIME] [--note TEXT]   record a revocation (writer, admin)
   incidents [ID]                    incidents, newest first; or one with the platform's other rows that day
   incidents close ID --note TEXT    close an incident: evidence kept until close + 12 months (admin)
+  sweep    [--dry-run]              remove rows past retention now (admin); --dry-run lists what would go
   fsck     [--restore]              compare every row's evidence with its write-time hash and its
                                     write-once copy (exit 1 if any differs); --restore puts
                                     restorable rows back from the write-once copy (admin)
@@ -176,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	cmds := map[string]func([]string) error{
 		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
 		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
-		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents,
+		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents, "sweep": c.sweep,
 	}
 	cmd, ok := cmds[rest[0]]
 	if !ok {

@@ -294,8 +294,7 @@ func TestIncidents(t *testing.T) {
 	if code, out, _ := f.ctl(t, "auditor", "incidents"); code != 0 || !strings.Contains(out, "no incidents") {
 		t.Fatalf("incidents: %d %s", code, out)
 	}
-	code, out, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:00:00Z")
-	if code != 0 {
+	if code, _, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:00:00Z"); code != 0 {
 		t.Fatalf("revoke: %s", errs)
 	}
 	// A receipt under the revoked grant opens an incident.
@@ -312,7 +311,7 @@ func TestIncidents(t *testing.T) {
 		t.Fatalf("append: %v", err)
 	}
 	id := rep.GetRow().GetIncidentId()
-	code, out, _ = f.ctl(t, "support", "incidents")
+	code, out, _ := f.ctl(t, "support", "incidents")
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "grant_not_revoked") {
 		t.Fatalf("incidents: %d %s", code, out)
 	}
@@ -329,5 +328,19 @@ func TestIncidents(t *testing.T) {
 	}
 	if code, _, _ := f.ctl(t, "support", "incidents", "INC-99"); code != exitNotFound {
 		t.Fatalf("unknown incident: %d", code)
+	}
+}
+
+func TestSweepDryRun(t *testing.T) {
+	f := start(t)
+	code, out, _ := f.ctl(t, "auditor", "sweep", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would remove 0 rows") {
+		t.Fatalf("dry run: %d %s", code, out)
+	}
+	if code, _, _ := f.ctl(t, "auditor", "sweep"); code != exitAuth {
+		t.Fatalf("auditor sweeping: %d", code)
+	}
+	if code, out, _ := f.ctl(t, "admin", "sweep"); code != 0 || !strings.Contains(out, "removed 0 rows") {
+		t.Fatalf("sweep: %d %s", code, out)
 	}
 }

@@ -129,6 +129,9 @@ type Retention struct {
 	Periods map[string]string `yaml:"periods"`
 	// Tools maps a tool to a class name; merged over the built-in table.
 	Tools map[string]string `yaml:"tools"`
+	// SweepInterval is how often the sweeper runs (also once at start-up);
+	// default 1h.
+	SweepInterval Duration `yaml:"sweepInterval"`
 }
 
 // Log configures logging.
@@ -175,6 +178,7 @@ func Default() Config {
 		ShutdownTimeout: Duration(30 * time.Second),
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
+		Retention:       Retention{SweepInterval: Duration(time.Hour)},
 	}
 }
 
@@ -270,6 +274,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
 		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
+	}
+	if c.Retention.SweepInterval <= 0 {
+		errs = append(errs, errors.New("retention.sweepInterval must be positive, like 1h"))
 	}
 	if c.Limits.MaxBodyBytes <= 0 {
 		c.Limits.MaxBodyBytes = 1 << 20

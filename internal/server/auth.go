@@ -37,6 +37,7 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_ListIncidents_FullMethodName:      {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_GetIncident_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_CloseIncident_FullMethodName:      {config.RoleAdmin},
+	ledgerv1.LedgerService_Sweep_FullMethodName:              {config.RoleAdmin, config.RoleAuditor}, // auditors: dry runs only
 }
 
 // publicMethods need no key.
@@ -59,6 +60,12 @@ func caller(ctx context.Context) string {
 		return p.name
 	}
 	return ""
+}
+
+// hasRole reports whether the authenticated caller holds role.
+func hasRole(ctx context.Context, role string) bool {
+	p, ok := ctx.Value(principalKey{}).(principal)
+	return ok && slices.Contains(p.roles, role)
 }
 
 // authenticator maps key hashes to principals.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,37 @@ func TestIncidentLifecycleOnS3(t *testing.T) {
 		if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionId}); err == nil {
 			t.Fatalf("deleted %s before its extended retention", o.Key)
 		}
+	}
+}
+
+func TestSweptRowIsGone(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	old := time.Now().UTC().AddDate(-1, 0, 0)
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "OLD-1", At: old, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})), &rep)
+	e.waitDrained(t)
+	var dry struct {
+		DryRun bool
+		Swept  []struct{ RowID string }
+	}
+	if code := e.call(t, "POST", "/v1/retention:sweep", "auditor", map[string]any{"dryRun": true}, &dry); code != 200 || !dry.DryRun || len(dry.Swept) != 1 {
+		t.Fatalf("dry run = %d %+v", code, dry)
+	}
+	if code := e.call(t, "POST", "/v1/retention:sweep", "auditor", map[string]any{}, nil); code != 403 {
+		t.Fatalf("auditor sweeping = %d", code)
+	}
+	var res struct {
+		Swept          []struct{ RowID string }
+		ObjectsPending int
+	}
+	if code := e.call(t, "POST", "/v1/retention:sweep", "admin", map[string]any{}, &res); code != 200 || len(res.Swept) != 1 || res.Swept[0].RowID != rep.Row.ID {
+		t.Fatalf("sweep = %d %+v", code, res)
+	}
+	var gone struct{ Message string }
+	if code := e.call(t, "GET", "/v1/rows/"+rep.Row.ID, "support", nil, &gone); code != 410 || !strings.Contains(gone.Message, "expired under retention class read_only") {
+		t.Fatalf("GET swept row = %d %q", code, gone.Message)
+	}
+	if code := e.call(t, "GET", "/v1/rows/"+strings.Repeat("0", 64), "support", nil, nil); code != 404 {
+		t.Fatalf("unknown row = %d", code)
 	}
 }

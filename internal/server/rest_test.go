@@ -244,6 +244,9 @@ func TestRoles(t *testing.T) {
 		{"CheckIntegrity", "POST", "/v1/integrity:check", map[string]any{}, []string{"auditor", "admin"}},
 		{"RestoreEvidence", "POST", "/v1/rows/" + id + ":restore", map[string]any{}, []string{"admin"}},
 		{"RevokeGrant", "POST", "/v1/grants/a2agrant_other:revoke", map[string]any{"revokedAt": "2026-10-08T00:00:00Z"}, []string{"writer", "admin"}},
+		{"ListIncidents", "GET", "/v1/incidents", nil, []string{"support", "auditor", "admin"}},
+		{"Sweep dry run", "POST", "/v1/retention:sweep", map[string]any{"dryRun": true}, []string{"auditor", "admin"}},
+		{"Sweep", "POST", "/v1/retention:sweep", map[string]any{}, []string{"admin"}},
 	}
 	for _, c := range calls {
 		for _, role := range []string{"", "not-a-key", "writer", "support", "auditor", "admin"} {

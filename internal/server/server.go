@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
 	"log/slog"
 	"net"
 	"net/http"
@@ -164,6 +166,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	gw := runtime.NewServeMux(
+		runtime.WithErrorHandler(errorHandler),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
@@ -246,7 +249,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	upCtx, stopUploader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(5)
+	wg.Add(6)
+	go func() {
+		defer wg.Done()
+		_ = s.ledger.RunSweeper(upCtx, time.Duration(s.cfg.Retention.SweepInterval))
+	}()
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch})
@@ -329,4 +336,26 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	return s.Serve(ctx)
+}
+
+// errorHandler is the gateway's default error handler, but a swept row
+// (NotFound with reason ROW_EXPIRED) is 410 Gone rather than 404.
+func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonExpired {
+				w = goneWriter{w}
+			}
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+type goneWriter struct{ http.ResponseWriter }
+
+func (g goneWriter) WriteHeader(code int) {
+	if code == http.StatusNotFound {
+		code = http.StatusGone
+	}
+	g.ResponseWriter.WriteHeader(code)
 }

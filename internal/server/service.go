@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"log/slog"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
@@ -25,12 +27,24 @@ type service struct {
 	log    *slog.Logger
 }
 
+// reasonExpired marks a NotFound for a swept row; REST answers it with 410.
+const reasonExpired = "ROW_EXPIRED"
+
 // toStatus maps ledger errors to gRPC status in one place. Internal detail
 // is logged, never returned.
 func (s *service) toStatus(ctx context.Context, op string, err error) error {
+	var expired *ledger.ExpiredError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &expired):
+		st := status.New(codes.NotFound, expired.Error())
+		t := expired.Tombstone
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonExpired, Domain: "pactledger", Metadata: map[string]string{
+			"retentionClass": t.Class.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}}); derr == nil {
+			st = d
+		}
+		return st.Err()
 	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, drill.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ledger.ErrNotFound):
@@ -469,4 +483,26 @@ func (s *service) CloseIncident(ctx context.Context, req *ledgerv1.CloseIncident
 		return nil, s.toStatus(ctx, "CloseIncident", err)
 	}
 	return &ledgerv1.CloseIncidentResponse{Incident: incidentProto(inc)}, nil
+}
+
+func (s *service) Sweep(ctx context.Context, req *ledgerv1.SweepRequest) (*ledgerv1.SweepResponse, error) {
+	if !req.GetDryRun() && !hasRole(ctx, config.RoleAdmin) {
+		return nil, status.Error(codes.PermissionDenied, "only an admin key may sweep; auditors may ask for a dry run")
+	}
+	res, err := s.l.Sweep(ctx, req.GetDryRun())
+	if err != nil {
+		return nil, s.toStatus(ctx, "Sweep", err)
+	}
+	item := func(i ledger.SweepItem) *ledgerv1.SweptRow {
+		return &ledgerv1.SweptRow{RowId: i.RowID, RetentionClass: classProto[i.Class], RetainUntil: ts(i.RetainUntil), Kept: i.Kept}
+	}
+	out := &ledgerv1.SweepResponse{At: ts(res.At), DryRun: res.DryRun, ObjectsDeleted: int32(res.ObjectsDeleted), ObjectsPending: int32(res.ObjectsPending),
+		DeletionErrors: res.DeletionErrors, Truncated: res.TruncatedReport}
+	for _, i := range res.Swept {
+		out.Swept = append(out.Swept, item(i))
+	}
+	for _, i := range res.Kept {
+		out.Kept = append(out.Kept, item(i))
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ var (
 	bGrants   = []byte("grants")
 	bIncident = []byte("incidents")
 	bHolds    = []byte("holds")
+	bExpiry   = []byte("ix_expiry")
+	bTombs    = []byte("tombstones")
+	bSegments = []byte("segments")
+	bSnapRefs = []byte("snapshot_refs")
+	bDeletes  = []byte("deletions")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -45,7 +51,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bSnapRefs, bDeletes,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -298,7 +304,46 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 			return err
 		}
 	}
+	if !r.RetainUntil.IsZero() {
+		if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, r.ID), nil); err != nil {
+			return err
+		}
+	}
+	for _, s := range snapshotsOf(r) {
+		if _, err := t.count(bSnapRefs, s, 1); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func snapshotsOf(r *ledger.Row) []string {
+	var out []string
+	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
+		if s != "" && (len(out) == 0 || out[0] != s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func expiryKey(t time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0)))
+	return append(k, id...)
+}
+
+// count adds delta to a counter keyed by key in bucket and returns it; a
+// counter at zero is removed.
+func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
+	n := 0
+	if v := t.b(bucket).Get([]byte(key)); len(v) == 8 {
+		n = int(binary.BigEndian.Uint64(v))
+	}
+	n = max(n+delta, 0)
+	if n == 0 {
+		return 0, t.b(bucket).Delete([]byte(key))
+	}
+	return n, t.b(bucket).Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
 func (t *tx) UpdateDispute(r *ledger.Row) error {
@@ -415,6 +460,11 @@ func (t *tx) Uploaded(e ledger.OutboxEntry, loc ledger.Location) error {
 	}
 	if _, err := t.counter(kOutboxN, -1); err != nil {
 		return err
+	}
+	if e.Op == "" && loc.Length > 0 {
+		if _, err := t.count(bSegments, loc.Key, 1); err != nil {
+			return err
+		}
 	}
 	v, err := json.Marshal(loc)
 	if err != nil {
@@ -680,15 +730,7 @@ func (t *tx) Incidents(n int, pageToken string) ([]*ledger.IncidentRecord, strin
 }
 
 func (t *tx) AddHold(key string, delta int) (int, error) {
-	n := 0
-	if v := t.b(bHolds).Get([]byte(key)); len(v) == 8 {
-		n = int(binary.BigEndian.Uint64(v))
-	}
-	n = max(n+delta, 0)
-	if n == 0 {
-		return 0, t.b(bHolds).Delete([]byte(key))
-	}
-	return n, t.b(bHolds).Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n)))
+	return t.count(bHolds, key, delta)
 }
 
 func (t *tx) UpdateRetention(r *ledger.Row) error {
@@ -699,6 +741,14 @@ func (t *tx) UpdateRetention(r *ledger.Row) error {
 	if !r.RetainUntil.After(old.RetainUntil) && !old.RetainUntil.IsZero() {
 		return nil
 	}
+	if !old.RetainUntil.IsZero() {
+		if err := t.b(bExpiry).Delete(expiryKey(old.RetainUntil, old.ID)); err != nil {
+			return err
+		}
+	}
+	if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, r.ID), nil); err != nil {
+		return err
+	}
 	old.RetainUntil = r.RetainUntil
 	v, err := json.Marshal(old)
 	if err != nil {
@@ -706,3 +756,132 @@ func (t *tx) UpdateRetention(r *ledger.Row) error {
 	}
 	return t.b(bRows).Put([]byte(r.ID), v)
 }
+
+func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
+	var out []*ledger.Row
+	c := t.b(bExpiry).Cursor()
+	limit := uint64(max(now.UnixNano(), 0))
+	var k []byte
+	if after == "" {
+		k, _ = c.First()
+	} else {
+		pos, err := hex.DecodeString(after)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: bad sweep position", ledger.ErrInvalid)
+		}
+		if k, _ = c.Seek(pos); k != nil && string(k) == string(pos) {
+			k, _ = c.Next()
+		}
+	}
+	var last []byte
+	for ; k != nil; k, _ = c.Next() {
+		if len(k) < 8 || binary.BigEndian.Uint64(k) > limit {
+			return out, "", nil
+		}
+		if len(out) == n {
+			return out, hex.EncodeToString(last), nil
+		}
+		r, err := t.Row(string(k[8:]))
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, r)
+		last = append(last[:0], k...)
+	}
+	return out, "", nil
+}
+
+func (t *tx) SweepRow(r *ledger.Row, tomb ledger.Tombstone) ([]ledger.Location, error) {
+	var deletable []ledger.Location
+	if err := t.b(bRows).Delete([]byte(r.ID)); err != nil {
+		return nil, err
+	}
+	for _, e := range indexEntries(r) {
+		if err := t.b(e.bucket).Delete(indexKey(e.value, r.IssuedAt, r.ID)); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, r.ID)); err != nil {
+		return nil, err
+	}
+	if r.RequestJWTSHA256 != "" && string(t.b(bReqJWT).Get([]byte(r.RequestJWTSHA256))) == r.ID {
+		if err := t.b(bReqJWT).Delete([]byte(r.RequestJWTSHA256)); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.b(bEvidence).Delete([]byte(r.ID)); err != nil {
+		return nil, err
+	}
+	if loc, err := t.Object(ledger.EvidenceKey(r.ID)); err == nil {
+		if err := t.b(bObjects).Delete([]byte(ledger.EvidenceKey(r.ID))); err != nil {
+			return nil, err
+		}
+		if loc.Length == 0 {
+			deletable = append(deletable, loc)
+		} else if n, err := t.count(bSegments, loc.Key, -1); err != nil {
+			return nil, err
+		} else if n == 0 {
+			loc.Offset, loc.Length = 0, 0
+			deletable = append(deletable, loc)
+		}
+	}
+	for _, s := range snapshotsOf(r) {
+		n, err := t.count(bSnapRefs, s, -1)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			continue
+		}
+		if err := t.b(bJWKS).Delete([]byte(s)); err != nil {
+			return nil, err
+		}
+		if loc, err := t.Object(ledger.SnapshotKey(s)); err == nil {
+			deletable = append(deletable, loc)
+			if err := t.b(bObjects).Delete([]byte(ledger.SnapshotKey(s))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, loc := range deletable {
+		v, err := json.Marshal(loc)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.b(bDeletes).Put([]byte(loc.Key), v); err != nil {
+			return nil, err
+		}
+	}
+	v, err := json.Marshal(tomb)
+	if err != nil {
+		return nil, err
+	}
+	return deletable, t.b(bTombs).Put([]byte(r.ID), v)
+}
+
+func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
+	v := t.b(bTombs).Get([]byte(id))
+	if v == nil {
+		return nil, ledger.ErrNotFound
+	}
+	var tomb ledger.Tombstone
+	if err := json.Unmarshal(v, &tomb); err != nil {
+		return nil, err
+	}
+	return &tomb, nil
+}
+
+func (t *tx) Deletions(n int) ([]ledger.Location, error) {
+	var out []ledger.Location
+	c := t.b(bDeletes).Cursor()
+	for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
+		var loc ledger.Location
+		if err := json.Unmarshal(v, &loc); err != nil {
+			return nil, err
+		}
+		out = append(out, loc)
+	}
+	return out, nil
+}
+
+func (t *tx) Deleted(key string) error { return t.b(bDeletes).Delete([]byte(key)) }

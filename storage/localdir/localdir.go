@@ -158,3 +158,31 @@ func (s *Store) ExtendRetention(_ context.Context, loc ledger.Location, until ti
 		}
 	})
 }
+
+// Delete implements ledger.ObjectStore: it refuses while the sidecar says
+// the object is held or retained, then removes the file.
+func (s *Store) Delete(_ context.Context, loc ledger.Location) error {
+	p, err := s.path(loc.Key)
+	if err != nil {
+		return err
+	}
+	var st lockState
+	if b, err := os.ReadFile(p + ".lock"); err == nil {
+		_ = json.Unmarshal(b, &st)
+	}
+	until := loc.RetainUntil
+	if st.RetainUntil.After(until) {
+		until = st.RetainUntil
+	}
+	switch {
+	case st.LegalHold:
+		return fmt.Errorf("delete %s: under legal hold", loc.Key)
+	case time.Now().Before(until):
+		return fmt.Errorf("delete %s: retained until %s", loc.Key, until.Format(time.RFC3339))
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", loc.Key, err)
+	}
+	_ = os.Remove(p + ".lock")
+	return nil
+}

@@ -167,3 +167,12 @@ func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until 
 	}
 	return nil
 }
+
+// Delete implements ledger.ObjectStore: it removes the object's version.
+// The bucket refuses while the version is retained or under legal hold.
+func (s *Store) Delete(ctx context.Context, loc ledger.Location) error {
+	if err := s.c.RemoveObject(ctx, s.bucket, loc.Key, minio.RemoveObjectOptions{VersionID: loc.VersionID}); err != nil {
+		return fmt.Errorf("delete %s: %w", loc.Key, err)
+	}
+	return nil
+}

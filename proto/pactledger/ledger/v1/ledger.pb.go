@@ -4349,6 +4349,234 @@ func (x *CloseIncidentResponse) GetIncident() *Incident {
 	return nil
 }
 
+// SweepRequest runs the retention sweeper now.
+type SweepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only list what would go.
+	DryRun        bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepRequest) Reset() {
+	*x = SweepRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepRequest) ProtoMessage() {}
+
+func (x *SweepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
+func (*SweepRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SweepRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// SweptRow is one row a sweep removed, or kept past its retain-until.
+type SweptRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row.
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// Its class.
+	RetentionClass RetentionClass `protobuf:"varint,2,opt,name=retention_class,json=retentionClass,proto3,enum=pactledger.ledger.v1.RetentionClass" json:"retention_class,omitempty"`
+	// Its retain-until.
+	RetainUntil *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
+	// Why it stays although due; empty when it goes.
+	Kept          string `protobuf:"bytes,4,opt,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweptRow) Reset() {
+	*x = SweptRow{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweptRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweptRow) ProtoMessage() {}
+
+func (x *SweptRow) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
+func (*SweptRow) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SweptRow) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *SweptRow) GetRetentionClass() RetentionClass {
+	if x != nil {
+		return x.RetentionClass
+	}
+	return RetentionClass_RETENTION_CLASS_UNSPECIFIED
+}
+
+func (x *SweptRow) GetRetainUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainUntil
+	}
+	return nil
+}
+
+func (x *SweptRow) GetKept() string {
+	if x != nil {
+		return x.Kept
+	}
+	return ""
+}
+
+// SweepResponse is what the sweep did or would do.
+type SweepResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sweeper's time.
+	At *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// True for a dry run.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Rows removed (or that would be), at most 1000 listed.
+	Swept []*SweptRow `protobuf:"bytes,3,rep,name=swept,proto3" json:"swept,omitempty"`
+	// Due rows kept, with the reason, at most 1000 listed.
+	Kept []*SweptRow `protobuf:"bytes,4,rep,name=kept,proto3" json:"kept,omitempty"`
+	// Write-once objects deleted.
+	ObjectsDeleted int32 `protobuf:"varint,5,opt,name=objects_deleted,json=objectsDeleted,proto3" json:"objects_deleted,omitempty"`
+	// Objects due for deletion that the store refused or failed to delete.
+	ObjectsPending int32 `protobuf:"varint,6,opt,name=objects_pending,json=objectsPending,proto3" json:"objects_pending,omitempty"`
+	// The first deletion errors.
+	DeletionErrors []string `protobuf:"bytes,7,rep,name=deletion_errors,json=deletionErrors,proto3" json:"deletion_errors,omitempty"`
+	// True when more rows were swept or kept than listed.
+	Truncated     bool `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepResponse) Reset() {
+	*x = SweepResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepResponse) ProtoMessage() {}
+
+func (x *SweepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
+func (*SweepResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *SweepResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SweepResponse) GetSwept() []*SweptRow {
+	if x != nil {
+		return x.Swept
+	}
+	return nil
+}
+
+func (x *SweepResponse) GetKept() []*SweptRow {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+func (x *SweepResponse) GetObjectsDeleted() int32 {
+	if x != nil {
+		return x.ObjectsDeleted
+	}
+	return 0
+}
+
+func (x *SweepResponse) GetObjectsPending() int32 {
+	if x != nil {
+		return x.ObjectsPending
+	}
+	return 0
+}
+
+func (x *SweepResponse) GetDeletionErrors() []string {
+	if x != nil {
+		return x.DeletionErrors
+	}
+	return nil
+}
+
+func (x *SweepResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -4659,7 +4887,23 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"S\n" +
 	"\x15CloseIncidentResponse\x12:\n" +
-	"\bincident\x18\x01 \x01(\v2\x1e.pactledger.ledger.v1.IncidentR\bincident*O\n" +
+	"\bincident\x18\x01 \x01(\v2\x1e.pactledger.ledger.v1.IncidentR\bincident\"'\n" +
+	"\fSweepRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xc3\x01\n" +
+	"\bSweptRow\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12M\n" +
+	"\x0fretention_class\x18\x02 \x01(\x0e2$.pactledger.ledger.v1.RetentionClassR\x0eretentionClass\x12=\n" +
+	"\fretain_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12\x12\n" +
+	"\x04kept\x18\x04 \x01(\tR\x04kept\"\xd7\x02\n" +
+	"\rSweepResponse\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x124\n" +
+	"\x05swept\x18\x03 \x03(\v2\x1e.pactledger.ledger.v1.SweptRowR\x05swept\x122\n" +
+	"\x04kept\x18\x04 \x03(\v2\x1e.pactledger.ledger.v1.SweptRowR\x04kept\x12'\n" +
+	"\x0fobjects_deleted\x18\x05 \x01(\x05R\x0eobjectsDeleted\x12'\n" +
+	"\x0fobjects_pending\x18\x06 \x01(\x05R\x0eobjectsPending\x12'\n" +
+	"\x0fdeletion_errors\x18\a \x03(\tR\x0edeletionErrors\x12\x1c\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -4701,7 +4945,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xa9\x0e\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xfb\x0e\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -4721,7 +4965,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fRestoreEvidence\x12,.pactledger.ledger.v1.RestoreEvidenceRequest\x1a-.pactledger.ledger.v1.RestoreEvidenceResponse\x12h\n" +
 	"\rListIncidents\x12*.pactledger.ledger.v1.ListIncidentsRequest\x1a+.pactledger.ledger.v1.ListIncidentsResponse\x12b\n" +
 	"\vGetIncident\x12(.pactledger.ledger.v1.GetIncidentRequest\x1a).pactledger.ledger.v1.GetIncidentResponse\x12h\n" +
-	"\rCloseIncident\x12*.pactledger.ledger.v1.CloseIncidentRequest\x1a+.pactledger.ledger.v1.CloseIncidentResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\rCloseIncident\x12*.pactledger.ledger.v1.CloseIncidentRequest\x1a+.pactledger.ledger.v1.CloseIncidentResponse\x12P\n" +
+	"\x05Sweep\x12\".pactledger.ledger.v1.SweepRequest\x1a#.pactledger.ledger.v1.SweepResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -4736,7 +4981,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                       // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                     // 1: pactledger.ledger.v1.RowStatus
@@ -4800,22 +5045,25 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*GetIncidentResponse)(nil),        // 59: pactledger.ledger.v1.GetIncidentResponse
 	(*CloseIncidentRequest)(nil),       // 60: pactledger.ledger.v1.CloseIncidentRequest
 	(*CloseIncidentResponse)(nil),      // 61: pactledger.ledger.v1.CloseIncidentResponse
-	(*timestamppb.Timestamp)(nil),      // 62: google.protobuf.Timestamp
+	(*SweepRequest)(nil),               // 62: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                   // 63: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),              // 64: pactledger.ledger.v1.SweepResponse
+	(*timestamppb.Timestamp)(nil),      // 65: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	62, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	65, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22, // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,  // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12, // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	62, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	65, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22, // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,  // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,  // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	62, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	65, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18, // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	62, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	65, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,  // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,  // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,  // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -4823,24 +5071,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16, // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,  // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17, // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	62, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	62, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	65, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	65, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19, // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,  // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	62, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	65, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,  // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20, // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21, // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22, // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,  // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,  // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	62, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	62, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	65, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	65, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22, // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	62, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	65, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,  // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28, // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	62, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	65, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28, // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18, // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18, // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -4848,70 +5096,77 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22, // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36, // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,  // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	62, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	62, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	65, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	65, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38, // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37, // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28, // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	39, // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39, // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39, // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	62, // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	62, // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	62, // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	65, // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	65, // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	65, // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
 	45, // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	45, // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	22, // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
 	51, // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	62, // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	62, // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	62, // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	65, // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	65, // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	65, // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
 	55, // 63: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
 	55, // 64: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	22, // 65: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
 	22, // 66: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
 	55, // 67: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	10, // 68: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13, // 69: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23, // 70: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25, // 71: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27, // 72: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30, // 73: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32, // 74: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34, // 75: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37, // 76: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	41, // 77: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	43, // 78: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	46, // 79: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	48, // 80: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	50, // 81: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	53, // 82: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	56, // 83: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	58, // 84: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	60, // 85: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	11, // 86: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14, // 87: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24, // 88: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26, // 89: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29, // 90: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31, // 91: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33, // 92: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35, // 93: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	40, // 94: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	42, // 95: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	44, // 96: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	47, // 97: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	49, // 98: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	52, // 99: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	54, // 100: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	57, // 101: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	59, // 102: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	61, // 103: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	86, // [86:104] is the sub-list for method output_type
-	68, // [68:86] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	4,  // 68: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	65, // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	65, // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	63, // 71: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	63, // 72: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	10, // 73: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13, // 74: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23, // 75: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25, // 76: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27, // 77: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30, // 78: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32, // 79: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34, // 80: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37, // 81: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	41, // 82: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	43, // 83: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	46, // 84: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	48, // 85: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	50, // 86: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	53, // 87: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	56, // 88: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	58, // 89: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	60, // 90: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	62, // 91: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	11, // 92: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14, // 93: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24, // 94: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26, // 95: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29, // 96: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31, // 97: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33, // 98: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35, // 99: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	40, // 100: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	42, // 101: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	44, // 102: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	47, // 103: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	49, // 104: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	52, // 105: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	54, // 106: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	57, // 107: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	59, // 108: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	61, // 109: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	64, // 110: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	92, // [92:111] is the sub-list for method output_type
+	73, // [73:92] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -4925,7 +5180,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   54,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	LedgerService_ListIncidents_FullMethodName      = "/pactledger.ledger.v1.LedgerService/ListIncidents"
 	LedgerService_GetIncident_FullMethodName        = "/pactledger.ledger.v1.LedgerService/GetIncident"
 	LedgerService_CloseIncident_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CloseIncident"
+	LedgerService_Sweep_FullMethodName              = "/pactledger.ledger.v1.LedgerService/Sweep"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -107,6 +108,10 @@ type LedgerServiceClient interface {
 	// CloseIncident closes an incident: its evidence is kept until the close
 	// plus the incident period and its legal holds are released. Role: admin.
 	CloseIncident(ctx context.Context, in *CloseIncidentRequest, opts ...grpc.CallOption) (*CloseIncidentResponse, error)
+	// Sweep removes the rows whose retention has passed (leaving tombstones)
+	// and deletes the write-once objects no remaining row needs; with
+	// dry_run it only lists what would go. Roles: admin; auditor for dry runs.
+	Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (*SweepResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -297,6 +302,16 @@ func (c *ledgerServiceClient) CloseIncident(ctx context.Context, in *CloseIncide
 	return out, nil
 }
 
+func (c *ledgerServiceClient) Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (*SweepResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SweepResponse)
+	err := c.cc.Invoke(ctx, LedgerService_Sweep_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -361,6 +376,10 @@ type LedgerServiceServer interface {
 	// CloseIncident closes an incident: its evidence is kept until the close
 	// plus the incident period and its legal holds are released. Role: admin.
 	CloseIncident(context.Context, *CloseIncidentRequest) (*CloseIncidentResponse, error)
+	// Sweep removes the rows whose retention has passed (leaving tombstones)
+	// and deletes the write-once objects no remaining row needs; with
+	// dry_run it only lists what would go. Roles: admin; auditor for dry runs.
+	Sweep(context.Context, *SweepRequest) (*SweepResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -424,6 +443,9 @@ func (UnimplementedLedgerServiceServer) GetIncident(context.Context, *GetInciden
 }
 func (UnimplementedLedgerServiceServer) CloseIncident(context.Context, *CloseIncidentRequest) (*CloseIncidentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseIncident not implemented")
+}
+func (UnimplementedLedgerServiceServer) Sweep(context.Context, *SweepRequest) (*SweepResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sweep not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -770,6 +792,24 @@ func _LedgerService_CloseIncident_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_Sweep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SweepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).Sweep(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_Sweep_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).Sweep(ctx, req.(*SweepRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -848,6 +888,10 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseIncident",
 			Handler:    _LedgerService_CloseIncident_Handler,
+		},
+		{
+			MethodName: "Sweep",
+			Handler:    _LedgerService_Sweep_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,242 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+)
+
+// ErrExpired: the row was removed when its retention ran out; an
+// *ExpiredError carries its tombstone.
+var ErrExpired = errors.New("expired")
+
+// Tombstone is what remains of a swept row.
+type Tombstone struct {
+	ID          string          `json:"id"`
+	Kind        Kind            `json:"kind"`
+	Status      Status          `json:"status"`
+	Class       retention.Class `json:"retentionClass"`
+	RetainUntil time.Time       `json:"retainUntil"`
+	SweptAt     time.Time       `json:"sweptAt"`
+}
+
+// ExpiredError reports a row that was swept.
+type ExpiredError struct{ Tombstone Tombstone }
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("row %s expired under retention class %s on %s and was removed on %s",
+		e.Tombstone.ID, e.Tombstone.Class, e.Tombstone.RetainUntil.Format("2006-01-02"), e.Tombstone.SweptAt.Format("2006-01-02"))
+}
+
+// Is makes errors.Is(err, ErrExpired) hold.
+func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
+
+// row returns the row with id, or an *ExpiredError when it was swept.
+func row(tx Tx, id string) (*Row, error) {
+	r, err := tx.Row(id)
+	if errors.Is(err, ErrNotFound) {
+		if t, terr := tx.Tombstone(id); terr == nil {
+			return nil, &ExpiredError{Tombstone: *t}
+		}
+	}
+	return r, err
+}
+
+// SweepItem is one row a sweep removed, or kept past its retain-until.
+type SweepItem struct {
+	RowID       string
+	Class       retention.Class
+	RetainUntil time.Time
+	// Kept says why a due row stays; empty when it goes.
+	Kept string
+}
+
+// SweepResult is what one sweep did (or, for a dry run, would do).
+type SweepResult struct {
+	At              time.Time
+	DryRun          bool
+	Swept           []SweepItem
+	Kept            []SweepItem
+	ObjectsDeleted  int
+	ObjectsPending  int // deletions refused or failed; retried next sweep
+	DeletionErrors  []string
+	TruncatedReport bool
+}
+
+// maxReported caps the items a sweep result lists.
+const maxReported = 1000
+
+// Sweep removes every row whose retain-until has passed (by the ledger's
+// clock), with its index entries and evidence, leaving a tombstone, and
+// deletes the write-once objects no remaining row needs. It never removes a
+// row under legal hold, in an open incident or belonging to the same agent
+// platform's day as an open incident, nor one whose evidence has not
+// reached write-once storage yet. With dryRun it only reports.
+func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
+	now := l.cfg.Now().UTC()
+	res := &SweepResult{At: now, DryRun: dryRun}
+	// The open incidents and the agent-days they hold.
+	held := map[string]bool{}
+	err := l.store.View(ctx, func(tx Tx) error {
+		token := ""
+		for {
+			incs, next, err := tx.Incidents(1000, token)
+			if err != nil {
+				return err
+			}
+			for _, inc := range incs {
+				if !inc.Open() {
+					continue
+				}
+				r, err := tx.Row(inc.RowID)
+				if err != nil {
+					continue
+				}
+				held[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
+			}
+			if next == "" {
+				return nil
+			}
+			token = next
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	pos := ""
+	for {
+		var due []*Row
+		var next string
+		var keepWhy = map[string]string{}
+		err := l.store.View(ctx, func(tx Tx) error {
+			var err error
+			if due, next, err = tx.Expired(now, pos, 500); err != nil {
+				return err
+			}
+			for _, r := range due {
+				loc, err := tx.Object(EvidenceKey(r.ID))
+				switch {
+				case errors.Is(err, ErrNotFound):
+					keepWhy[r.ID] = "its evidence is still in the outbox"
+				case err != nil:
+					return err
+				case loc.LegalHold:
+					keepWhy[r.ID] = "its evidence is under legal hold"
+				case held[r.Agent.Platform+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")]:
+					keepWhy[r.ID] = "an open incident holds the agent platform's rows of that day"
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sweep: %w", err)
+		}
+		var goes []*Row
+		for _, r := range due {
+			item := SweepItem{RowID: r.ID, Class: r.Class, RetainUntil: r.RetainUntil, Kept: keepWhy[r.ID]}
+			if item.Kept != "" {
+				res.Kept = appendCapped(res.Kept, item, res)
+				continue
+			}
+			res.Swept = appendCapped(res.Swept, item, res)
+			goes = append(goes, r)
+		}
+		if !dryRun && len(goes) > 0 {
+			err := l.store.Update(ctx, func(tx Tx) error {
+				for _, r := range goes {
+					if _, err := tx.SweepRow(r, Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RetainUntil, SweptAt: now}); err != nil {
+						return fmt.Errorf("sweep row %s: %w", r.ID, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range goes {
+				l.cfg.Metrics.swept(r.Class)
+			}
+		}
+		if next == "" {
+			break
+		}
+		pos = next
+	}
+	if !dryRun {
+		l.deleteObjects(ctx, res)
+	}
+	return res, nil
+}
+
+func appendCapped(list []SweepItem, item SweepItem, res *SweepResult) []SweepItem {
+	if len(list) >= maxReported {
+		res.TruncatedReport = true
+		return list
+	}
+	return append(list, item)
+}
+
+// deleteObjects deletes the queued write-once objects; a refusal (still
+// retained by the store's clock, or held) leaves it queued for next time.
+func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
+	var queue []Location
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		queue, err = tx.Deletions(10000)
+		return err
+	}); err != nil {
+		res.DeletionErrors = append(res.DeletionErrors, err.Error())
+		return
+	}
+	for _, loc := range queue {
+		if err := l.objects.Delete(ctx, loc); err != nil {
+			res.ObjectsPending++
+			if len(res.DeletionErrors) < 20 {
+				res.DeletionErrors = append(res.DeletionErrors, fmt.Sprintf("%s: %v", loc.Key, err))
+			}
+			continue
+		}
+		if err := l.store.Update(ctx, func(tx Tx) error { return tx.Deleted(loc.Key) }); err != nil {
+			res.DeletionErrors = append(res.DeletionErrors, err.Error())
+			continue
+		}
+		res.ObjectsDeleted++
+	}
+	l.cfg.Metrics.objectsDeleted(res.ObjectsDeleted, res.ObjectsPending)
+}
+
+// RunSweeper sweeps once now and then every interval until ctx is done,
+// logging counts.
+func (l *Ledger) RunSweeper(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return errors.New("sweeper: interval must be positive")
+	}
+	for {
+		start := time.Now()
+		res, err := l.Sweep(ctx, false)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			l.cfg.Logger.ErrorContext(ctx, "retention sweep failed", slog.String("error", err.Error()))
+		default:
+			level := slog.LevelInfo
+			if res.ObjectsPending > 0 {
+				level = slog.LevelWarn
+			}
+			l.cfg.Logger.Log(ctx, level, "retention sweep", slog.Int("rows_swept", len(res.Swept)), slog.Int("rows_kept", len(res.Kept)),
+				slog.Int("objects_deleted", res.ObjectsDeleted), slog.Int("objects_pending", res.ObjectsPending), slog.Duration("took", time.Since(start)))
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+	s3store "github.com/pactledger/pactledger/storage/s3"
+)
+
+func (h *harness) drain(t *testing.T) {
+	t.Helper()
+	for range 20 {
+		if n, _ := h.l.OutboxDepth(context.Background()); n == 0 {
+			return
+		}
+		if _, err := h.l.UploadRound(context.Background(), 512, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("outbox did not drain")
+}
+
+func ids(items []ledger.SweepItem) map[string]string {
+	m := map[string]string{}
+	for _, i := range items {
+		m[i.RowID] = i.Kept
+	}
+	return m
+}
+
+// TestRetentionBoundariesOnS3 walks the injected clock across every
+// retention boundary (read only day 89/91, money moved month 17/19, account
+// changed, an incident open for two years then closed) against a real S3
+// server with Object Lock.
+func TestRetentionBoundariesOnS3(t *testing.T) {
+	ctx := context.Background()
+	bucket := s3test.Bucket()
+	objects, err := s3store.Open(ctx, s3store.Config{Endpoint: s3srv.Endpoint, Bucket: bucket, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Segments span one second here (a day in production) so that S3's
+	// retention of the test's segment ends within the test.
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, span: time.Second}
+	t.Cleanup(h.sc.Close)
+	real := time.Now().UTC().Truncate(time.Second)
+	h.set(real)
+	h.open(t)
+
+	// Each row's retention ends 12 s from now (real time), so S3 lets the
+	// sweeper delete its objects once the test has waited that long.
+	margin := 12 * time.Second
+	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})))
+	mm, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})))
+	ac, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1", Tool: "change_address", At: real.AddDate(0, -12, 0).Add(margin)})))
+	// An incident opened on a day two years ago, and a read-only row of the
+	// same platform that day (long past its 90 days).
+	incAt := real.AddDate(-2, 0, 0)
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})))
+	sib, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: incAt.Add(time.Minute)})))
+	for _, r := range []*ledger.Row{ro, mm, ac} {
+		if !r.RetainUntil.Equal(real.Add(margin)) {
+			t.Fatalf("%v row retains until %v, want %v", r.Class, r.RetainUntil, real.Add(margin))
+		}
+	}
+	if inc.Status != ledger.Incident || !inc.RetainUntil.IsZero() {
+		t.Fatalf("incident row %v until %v", inc.Status, inc.RetainUntil)
+	}
+	h.drain(t)
+
+	sweep := func(at time.Time, dry bool) *ledger.SweepResult {
+		t.Helper()
+		h.set(at)
+		res, err := h.l.Sweep(ctx, dry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Day 89 of the read-only row, month 17 of the money-moved row: nothing
+	// goes but the incident's sibling, which the open incident keeps.
+	for _, at := range []time.Time{ro.IssuedAt.AddDate(0, 0, 89), mm.IssuedAt.AddDate(0, 17, 0), ac.IssuedAt.AddDate(0, 11, 0)} {
+		res := sweep(at, false)
+		if len(res.Swept) != 0 {
+			t.Fatalf("at %v swept %v", at, ids(res.Swept))
+		}
+		if why := ids(res.Kept)[sib.ID]; why == "" {
+			t.Fatalf("at %v the incident's sibling was not kept: %+v", at, res.Kept)
+		}
+	}
+
+	time.Sleep(time.Until(real.Add(margin + time.Second))) // S3's own clock passes the retain-until
+	day91 := ro.IssuedAt.AddDate(0, 0, 91)
+	if !mm.IssuedAt.AddDate(0, 19, 0).After(day91) || !ac.IssuedAt.AddDate(0, 13, 0).After(day91) {
+		t.Fatal("test clock arithmetic")
+	}
+	dry := sweep(day91, true)
+	if got := ids(dry.Swept); len(got) != 3 || dry.ObjectsDeleted != 0 {
+		t.Fatalf("dry run at day 91: %v", got)
+	}
+	if _, err := h.l.Get(ctx, ro.ID); err != nil {
+		t.Fatalf("dry run removed a row: %v", err)
+	}
+	res := sweep(day91, false)
+	got := ids(res.Swept)
+	for _, r := range []*ledger.Row{ro, mm, ac} {
+		if _, ok := got[r.ID]; !ok {
+			t.Fatalf("%v row not swept at day 91: %v", r.Class, got)
+		}
+	}
+	if res.ObjectsDeleted != 1 || res.ObjectsPending != 0 { // the three rows' shared segment
+		t.Fatalf("objects deleted %d pending %d: %v", res.ObjectsDeleted, res.ObjectsPending, res.DeletionErrors)
+	}
+	for _, r := range []*ledger.Row{ro, mm, ac} {
+		_, err := h.l.Get(ctx, r.ID)
+		var ee *ledger.ExpiredError
+		if !errors.As(err, &ee) || ee.Tombstone.Class != r.Class || !ee.Tombstone.RetainUntil.Equal(r.RetainUntil) {
+			t.Fatalf("%v row after sweep: %v", r.Class, err)
+		}
+		if rows, _, _ := h.l.List(ctx, ledger.Query{Target: r.Targets()[0]}); len(rows) != 0 {
+			t.Fatalf("index entries of %s left", r.ID)
+		}
+	}
+	c, _ := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	var segs int
+	for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "segments/", Recursive: true}) {
+		if o.Err == nil {
+			segs++
+		}
+	}
+	if segs != 1 { // the sibling's segment remains
+		t.Fatalf("%d segment objects left, want 1", segs)
+	}
+	// The incident row and its sibling stay while the incident is open.
+	if _, err := h.l.Get(ctx, inc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.Get(ctx, sib.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Closing the incident after two years: kept until close + 12 months.
+	closedAt := day91
+	h.set(closedAt)
+	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	res = sweep(closedAt.AddDate(0, 11, 0), false)
+	if _, ok := ids(res.Swept)[inc.ID]; ok {
+		t.Fatal("incident row swept before close + 12 months")
+	}
+	// Its sibling is no longer held by the incident and goes; S3 still
+	// retains its object (put with the minimum retention), so the deletion
+	// is refused and stays queued.
+	if _, ok := ids(res.Swept)[sib.ID]; !ok {
+		t.Fatalf("sibling not swept after the incident closed: %+v", res)
+	}
+	if res.ObjectsPending == 0 {
+		t.Fatal("S3 accepted deleting an object before its retain-until")
+	}
+	res = sweep(closedAt.AddDate(0, 12, 1), false)
+	if _, ok := ids(res.Swept)[inc.ID]; !ok {
+		t.Fatalf("incident row not swept after close + 12 months: %+v", res)
+	}
+	if h.l.Policy().Periods[retention.Incident] != (retention.Period{Months: 12}) {
+		t.Fatal("policy")
+	}
+}
