@@ -299,6 +299,11 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	case err != nil:
 		f.missing = append(f.missing, "the stored evidence")
 		add(t.pull(row.ID, PullReceiptRow, false, "evidence of row %s unreadable: %v", short(row.ID), err))
+	case row.EvidenceNotKept != "":
+		f.ev = ev
+		f.missing = append(f.missing, "the receipt bytes, which this class does not keep")
+		add(t.pull(row.ID, PullReceiptRow, false, "row %s: %s; only the receipt hash %s…, the verifier result (%s) and the scopes used (%s) are kept",
+			short(row.ID), row.EvidenceNotKept, row.ReceiptID[:19], row.Status, strings.Join(row.ScopesUsed, " ")))
 	case row.Kind != ledger.KindReceipt:
 		f.ev = ev
 		f.missing = append(f.missing, "a receipt")

@@ -227,3 +227,20 @@ func TestSchedulerRunsMonthly(t *testing.T) {
 		<-done
 	})
 }
+
+func TestReadOnlyRowKeepsNoBytesToDrill(t *testing.T) {
+	e := newEnv(t, time.Now)
+	e.append(t, e.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "R-1"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pulls(rep)
+	if p[drill.PullReceiptRow].Passed || !strings.Contains(p[drill.PullReceiptRow].Detail, "read-only") || p[drill.PullDecision].Passed {
+		t.Fatalf("pulls %+v", rep.Pulls)
+	}
+	// The monthly drill samples only rows that keep their evidence.
+	if rep, _ := e.r.Run(context.Background(), drill.Request{Monthly: true}, "lead"); len(rep.Rows) != 0 {
+		t.Fatalf("monthly drill sampled a read-only row")
+	}
+}

@@ -72,6 +72,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	for _, it := range items {
 		r := it.row
 		page.RowsChecked++
+		if r.EvidenceNotKept != "" {
+			continue // nothing kept to compare (read-only class)
+		}
 		var problems []string
 		storeOK := it.bundle != nil && sha256Hex(it.bundle) == r.EvidenceSHA256
 		switch {

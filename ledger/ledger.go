@@ -505,34 +505,59 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snapshot) error {
 	r.RecordedAt = l.cfg.Now().UTC()
 	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.IssuedAt)
+	incident := r.Class == retention.Incident
+	if r.Class == retention.ReadOnly && r.Kind == KindReceipt {
+		// Playbook step 5: a read-only row keeps the receipt hash, the
+		// verifier result and the scopes used; the receipt, tokens and args
+		// (personal data) are not kept.
+		r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
+	}
 	if err := tx.CreateRow(r); err != nil {
 		return err
 	}
-	if err := tx.PutEvidence(r.ID, bundle); err != nil {
-		return err
+	if r.EvidenceNotKept == "" {
+		if err := tx.PutEvidence(r.ID, bundle); err != nil {
+			return err
+		}
+		if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}); err != nil {
+			return err
+		}
 	}
-	incident := r.Class == retention.Incident
-	if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}); err != nil {
-		return err
-	}
-	// A snapshot outlives every row that names it: its object is kept for the
-	// longest receipt period from the first row that names it.
+	// A snapshot outlives every row that names it: its object is kept at
+	// least the longest receipt period from the latest row that names it,
+	// extended (a day at a time, at most) as later rows name it.
 	snapRetain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.IssuedAt)
 	if objRetain.After(snapRetain) {
 		snapRetain = objRetain
 	}
+	seen := map[string]bool{}
 	for _, s := range snaps {
-		if s == nil {
+		if s == nil || seen[s.ID] {
 			continue
 		}
+		seen[s.ID] = true
 		isNew, err := tx.PutSnapshot(*s)
 		if err != nil {
 			return err
 		}
-		if isNew {
+		cur, err := tx.SnapshotRetain(s.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case isNew:
 			if err := tx.Enqueue(OutboxEntry{Kind: ObjectJWKS, Ref: s.ID, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}); err != nil {
 				return err
 			}
+		case snapRetain.After(cur.Add(24 * time.Hour)):
+			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}); err != nil {
+				return err
+			}
+		default:
+			continue
+		}
+		if err := tx.SetSnapshotRetain(s.ID, snapRetain); err != nil {
+			return err
 		}
 	}
 	if incident {

@@ -83,8 +83,8 @@ func (l *Ledger) Drills(ctx context.Context, pageSize int, pageToken string) ([]
 	return out, next, err
 }
 
-// SampleRows picks up to n distinct receipt rows (not duplicates) at
-// random: row ids are SHA-256 hashes, so seeking to a random id is a
+// SampleRows picks up to n distinct receipt rows (not duplicates, and
+// with their evidence kept: not the read-only class) at random: row ids are SHA-256 hashes, so seeking to a random id is a
 // uniform pick. It gives up after 20*n tries on a ledger with few receipts.
 func (l *Ledger) SampleRows(ctx context.Context, n int) ([]*Row, error) {
 	var out []*Row
@@ -100,7 +100,7 @@ func (l *Ledger) SampleRows(ctx context.Context, n int) ([]*Row, error) {
 			if r == nil {
 				return nil
 			}
-			if seen[r.ID] || r.Kind != KindReceipt || r.Status == Duplicate {
+			if seen[r.ID] || r.Kind != KindReceipt || r.Status == Duplicate || r.EvidenceNotKept != "" {
 				continue
 			}
 			seen[r.ID] = true

@@ -153,6 +153,9 @@ type Row struct {
 	UnclassifiedTools []string             `json:"unclassifiedTools,omitempty"`
 	// RequestJWTSHA256 is the hex SHA-256 of the request JWT, for dedupe.
 	RequestJWTSHA256 string `json:"requestJwtSha256,omitempty"`
+	// EvidenceNotKept says why the evidence bundle was not kept (the
+	// read-only class); empty when it was.
+	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`
 }
 
 // Targets returns the distinct action targets of the row.

@@ -106,6 +106,11 @@ type Tx interface {
 	Deletions(n int) ([]Location, error)
 	// Deleted removes an object from the deletion queue.
 	Deleted(key string) error
+	// SnapshotRetain returns the retain-until recorded for a snapshot's
+	// object (zero when none).
+	SnapshotRetain(id string) (time.Time, error)
+	// SetSnapshotRetain records it.
+	SetSnapshotRetain(id string, t time.Time) error
 	// PutDrill stores a drill report under id (ids sort by time).
 	PutDrill(id string, body []byte) error
 	// Drill returns a drill report, or ErrNotFound.

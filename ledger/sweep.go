@@ -118,16 +118,20 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 				return err
 			}
 			for _, r := range due {
-				loc, err := tx.Object(EvidenceKey(r.ID))
+				var loc Location
+				var err error
+				if r.EvidenceNotKept == "" { // else there is no evidence object to wait for
+					loc, err = tx.Object(EvidenceKey(r.ID))
+				}
 				switch {
+				case held[r.Agent.Platform+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")]:
+					keepWhy[r.ID] = "an open incident holds the agent platform's rows of that day"
 				case errors.Is(err, ErrNotFound):
 					keepWhy[r.ID] = "its evidence is still in the outbox"
 				case err != nil:
 					return err
 				case loc.LegalHold:
 					keepWhy[r.ID] = "its evidence is under legal hold"
-				case held[r.Agent.Platform+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")]:
-					keepWhy[r.ID] = "an open incident holds the agent platform's rows of that day"
 				}
 			}
 			return nil

@@ -63,11 +63,14 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})))
 	mm, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})))
 	ac, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1", Tool: "change_address", At: real.AddDate(0, -12, 0).Add(margin)})))
-	// An incident opened on a day two years ago, and a read-only row of the
-	// same platform that day (long past its 90 days).
+	// An incident opened on a day two years ago, and an account-change row
+	// of the same platform that day (long past its 12 months).
 	incAt := real.AddDate(-2, 0, 0)
 	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})))
-	sib, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: incAt.Add(time.Minute)})))
+	sib, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1", Tool: "change_address", At: incAt.Add(time.Minute)})))
+	if ro.EvidenceNotKept == "" || mm.EvidenceNotKept != "" {
+		t.Fatal("only the read-only row drops its evidence bundle")
+	}
 	for _, r := range []*ledger.Row{ro, mm, ac} {
 		if !r.RetainUntil.Equal(real.Add(margin)) {
 			t.Fatalf("%v row retains until %v, want %v", r.Class, r.RetainUntil, real.Add(margin))
@@ -118,7 +121,7 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 			t.Fatalf("%v row not swept at day 91: %v", r.Class, got)
 		}
 	}
-	if res.ObjectsDeleted != 1 || res.ObjectsPending != 0 { // the three rows' shared segment
+	if res.ObjectsDeleted != 1 || res.ObjectsPending != 0 { // the segment of the two rows that kept evidence
 		t.Fatalf("objects deleted %d pending %d: %v", res.ObjectsDeleted, res.ObjectsPending, res.DeletionErrors)
 	}
 	for _, r := range []*ledger.Row{ro, mm, ac} {

@@ -239,8 +239,12 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 	var done []OutboxEntry
 	var doneLocs []Location
 	var opErr error
+	current := map[string]Location{} // each object's location as the round changes it
 	for _, e := range entries {
-		loc := locs[e.Seq]
+		loc, ok := current[e.Key]
+		if !ok {
+			loc = locs[e.Seq]
+		}
 		var err error
 		switch e.Op {
 		case OpHold, OpRelease:
@@ -258,6 +262,7 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 			opErr = fmt.Errorf("%s %s: %w", e.Op, e.Key, err)
 			break // keep the order: later operations wait for this one
 		}
+		current[e.Key] = loc
 		for i := range done {
 			if done[i].Key == e.Key {
 				doneLocs[i] = loc

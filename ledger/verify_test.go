@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-jose/go-jose/v4"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -94,5 +96,50 @@ func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
 	}
 	if !bytes.Contains(orig, []byte(`A-5531`)) {
 		t.Fatalf("write-once copy changed too")
+	}
+}
+
+func TestReadOnlyRowsKeepNoReceiptBytes(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	if row.Class != retention.ReadOnly || row.EvidenceNotKept == "" || row.EvidenceSHA256 == "" {
+		t.Fatalf("read-only row: %v %q", row.Class, row.EvidenceNotKept)
+	}
+	ev, err := h.l.Evidence(ctx, row.ID)
+	if err != nil || ev.NotKept == "" || ev.Evidence.ReceiptJWS != "" || ev.Evidence.RequestJWT != "" || len(ev.Evidence.Actions) != 0 {
+		t.Fatalf("evidence of a read-only row: %+v %v", ev, err)
+	}
+	if n, _ := h.l.OutboxDepth(ctx); n != 2 { // the two JWKS snapshots only
+		t.Fatalf("outbox depth %d, want the 2 snapshots", n)
+	}
+	rv, err := h.l.VerifyRow(ctx, row.ID)
+	if err != nil || !rv.Same {
+		t.Fatalf("verify: %v %+v", err, rv)
+	}
+	for _, c := range rv.Checks {
+		sig := c.Name == verifier.CheckReceiptSignature || c.Name == verifier.CheckRequestSignature || c.Name == verifier.CheckDelegationToken
+		if sig && (c.Result != verifier.Skipped || !strings.Contains(c.Detail, "read-only")) {
+			t.Fatalf("%s = %v %q, want SKIPPED with the reason", c.Name, c.Result, c.Detail)
+		}
+	}
+}
+
+func TestSnapshotRetentionFollowsTheLongestRow(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	first, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	h.drain(t)
+	_, loc, err := h.l.Snapshot(ctx, first.BrandKey.JWKSSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := first.IssuedAt.AddDate(0, 0, 3)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: later})))
+	h.drain(t)
+	_, loc2, _ := h.l.Snapshot(ctx, first.BrandKey.JWKSSnapshot)
+	want := later.AddDate(0, 18, 0)
+	if !loc2.RetainUntil.Equal(want) || !loc2.RetainUntil.After(loc.RetainUntil) {
+		t.Fatalf("snapshot retained until %v (was %v), want %v", loc2.RetainUntil, loc.RetainUntil, want)
 	}
 }

@@ -84,7 +84,7 @@ func start(t *testing.T) *fixture {
 	defer conn.Close()
 	c := ledgerv1.NewLedgerServiceClient(conn)
 	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+keys["writer"])
-	for _, spec := range []pacttest.Spec{{User: "acct-48213", Target: "A-5531"}, {User: "acct-1", Target: "B-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}} {
+	for _, spec := range []pacttest.Spec{{User: "acct-48213", Target: "A-5531"}, {User: "acct-1", Target: "B-1", Tool: "change_address"}} {
 		r := sc.Mint(spec)
 		rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
 			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})

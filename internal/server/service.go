@@ -169,6 +169,7 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 		DelegationToken: v.Evidence.DelegationToken,
 		JwksSnapshots:   v.Snapshots,
 		EvidenceSha256:  v.SHA256,
+		NotKept:         v.NotKept,
 	}
 	if r := v.Evidence.Refusal; r != nil {
 		out.RequestJwt = r.RequestJWT
@@ -315,6 +316,7 @@ func rowProto(r *ledger.Row) *ledgerv1.Row {
 		ContextId:         r.ContextID,
 		MessageId:         r.MessageID,
 		UnclassifiedTools: r.UnclassifiedTools,
+		EvidenceNotKept:   r.EvidenceNotKept,
 	}
 	for _, a := range r.Actions {
 		p.Actions = append(p.Actions, &ledgerv1.RowAction{Tool: a.Tool, Target: a.Target, ArgsHash: a.ArgsHash, ArgsHashSource: hashSourceProto[a.HashSource]})

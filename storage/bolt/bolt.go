@@ -42,6 +42,7 @@ var (
 	bSegments = []byte("segments")
 	bSnapRefs = []byte("snapshot_refs")
 	bDeletes  = []byte("deletions")
+	bSnapKeep = []byte("snapshot_retain")
 
 	ixPrincipal = []byte("ix_principal")
 	ixGrant     = []byte("ix_grant")
@@ -51,7 +52,7 @@ var (
 	ixClass     = []byte("ix_class")
 	ixTime      = []byte("ix_time")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bSnapRefs, bDeletes,
+	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bSnapRefs, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -836,6 +837,9 @@ func (t *tx) SweepRow(r *ledger.Row, tomb ledger.Tombstone) ([]ledger.Location, 
 		if err := t.b(bJWKS).Delete([]byte(s)); err != nil {
 			return nil, err
 		}
+		if err := t.b(bSnapKeep).Delete([]byte(s)); err != nil {
+			return nil, err
+		}
 		if loc, err := t.Object(ledger.SnapshotKey(s)); err == nil {
 			deletable = append(deletable, loc)
 			if err := t.b(bObjects).Delete([]byte(ledger.SnapshotKey(s))); err != nil {
@@ -885,3 +889,15 @@ func (t *tx) Deletions(n int) ([]ledger.Location, error) {
 }
 
 func (t *tx) Deleted(key string) error { return t.b(bDeletes).Delete([]byte(key)) }
+
+func (t *tx) SnapshotRetain(id string) (time.Time, error) {
+	v := t.b(bSnapKeep).Get([]byte(id))
+	if len(v) != 8 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(), nil
+}
+
+func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
+	return t.b(bSnapKeep).Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(max(at.UnixNano(), 0))))
+}

@@ -1488,8 +1488,11 @@ type Row struct {
 	MessageId string `protobuf:"bytes,25,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Tools not in the retention table (the row took the longest class).
 	UnclassifiedTools []string `protobuf:"bytes,26,rep,name=unclassified_tools,json=unclassifiedTools,proto3" json:"unclassified_tools,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Why the evidence bundle was not kept (the read-only class keeps only
+	// the receipt hash, verifier result and scopes used); empty when kept.
+	EvidenceNotKept string `protobuf:"bytes,27,opt,name=evidence_not_kept,json=evidenceNotKept,proto3" json:"evidence_not_kept,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Row) Reset() {
@@ -1702,6 +1705,13 @@ func (x *Row) GetUnclassifiedTools() []string {
 		return x.UnclassifiedTools
 	}
 	return nil
+}
+
+func (x *Row) GetEvidenceNotKept() string {
+	if x != nil {
+		return x.EvidenceNotKept
+	}
+	return ""
 }
 
 // GetRowRequest names a row.
@@ -2171,8 +2181,10 @@ type GetEvidenceResponse struct {
 	Objects []*EvidenceObject `protobuf:"bytes,7,rep,name=objects,proto3" json:"objects,omitempty"`
 	// hex SHA-256 of the bundle as stored now.
 	EvidenceSha256 string `protobuf:"bytes,8,opt,name=evidence_sha256,json=evidenceSha256,proto3" json:"evidence_sha256,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Why the bundle was not kept (read-only class); empty when kept.
+	NotKept       string `protobuf:"bytes,9,opt,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetEvidenceResponse) Reset() {
@@ -2257,6 +2269,13 @@ func (x *GetEvidenceResponse) GetObjects() []*EvidenceObject {
 func (x *GetEvidenceResponse) GetEvidenceSha256() string {
 	if x != nil {
 		return x.EvidenceSha256
+	}
+	return ""
+}
+
+func (x *GetEvidenceResponse) GetNotKept() string {
+	if x != nil {
+		return x.NotKept
 	}
 	return ""
 }
@@ -4651,7 +4670,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\aRefusal\x12+\n" +
 	"\x11claimed_principal\x18\x01 \x01(\tR\x10claimedPrincipal\x12#\n" +
 	"\rclaimed_agent\x18\x02 \x01(\tR\fclaimedAgent\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xdd\t\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x89\n" +
+	"\n" +
 	"\x03Row\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -4685,7 +4705,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"context_id\x18\x18 \x01(\tR\tcontextId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x19 \x01(\tR\tmessageId\x12-\n" +
-	"\x12unclassified_tools\x18\x1a \x03(\tR\x11unclassifiedTools\"\x1f\n" +
+	"\x12unclassified_tools\x18\x1a \x03(\tR\x11unclassifiedTools\x12*\n" +
+	"\x11evidence_not_kept\x18\x1b \x01(\tR\x0fevidenceNotKept\"\x1f\n" +
 	"\rGetRowRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"=\n" +
 	"\x0eGetRowResponse\x12+\n" +
@@ -4721,7 +4742,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06length\x18\t \x01(\rR\x06length\x12\x1d\n" +
 	"\n" +
 	"legal_hold\x18\n" +
-	" \x01(\bR\tlegalHold\"\xe1\x02\n" +
+	" \x01(\bR\tlegalHold\"\xfc\x02\n" +
 	"\x13GetEvidenceResponse\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x1f\n" +
 	"\vreceipt_jws\x18\x02 \x01(\tR\n" +
@@ -4732,7 +4753,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0ejwks_snapshots\x18\x05 \x03(\tR\rjwksSnapshots\x126\n" +
 	"\aactions\x18\x06 \x03(\v2\x1c.pactledger.ledger.v1.ActionR\aactions\x12>\n" +
 	"\aobjects\x18\a \x03(\v2$.pactledger.ledger.v1.EvidenceObjectR\aobjects\x12'\n" +
-	"\x0fevidence_sha256\x18\b \x01(\tR\x0eevidenceSha256\"(\n" +
+	"\x0fevidence_sha256\x18\b \x01(\tR\x0eevidenceSha256\x12\x19\n" +
+	"\bnot_kept\x18\t \x01(\tR\anotKept\"(\n" +
 	"\x16GetJwksSnapshotRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xd5\x01\n" +
 	"\x17GetJwksSnapshotResponse\x12\x0e\n" +
