@@ -209,6 +209,10 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			row, outcome = prev, AlreadyRecorded
 			return nil
 		}
+		// A receipt whose row was swept is not recorded again.
+		if t, err := tx.Tombstone(receiptSHA); err == nil {
+			return &ExpiredError{Tombstone: *t}
+		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA)
 		if err := l.dedupe(tx, r, bundle); err != nil {
 			return err

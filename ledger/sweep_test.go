@@ -60,7 +60,8 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	// Each row's retention ends 12 s from now (real time), so S3 lets the
 	// sweeper delete its objects once the test has waited that long.
 	margin := 12 * time.Second
-	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})))
+	roReceipt := h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})
+	ro, _ := h.append(t, in(roReceipt))
 	mm, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})))
 	ac, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1", Tool: "change_address", At: real.AddDate(0, -12, 0).Add(margin)})))
 	// An incident opened on a day two years ago, and an account-change row
@@ -133,6 +134,10 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 		if rows, _, _ := h.l.List(ctx, ledger.Query{Target: r.Targets()[0]}); len(rows) != 0 {
 			t.Fatalf("index entries of %s left", r.ID)
 		}
+	}
+	// Posting a swept receipt again does not bring it back.
+	if _, _, err := h.l.AppendReceipt(ctx, in(roReceipt)); !errors.Is(err, ledger.ErrExpired) {
+		t.Fatalf("re-posting a swept receipt: %v", err)
 	}
 	c, _ := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
 	var segs int
