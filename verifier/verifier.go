@@ -473,3 +473,19 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 	}
 	return out, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%d matched the receipt, %d computed by the ledger", matched, computed)}
 }
+
+// ErrPAJWT: a personal-agent JWT failed PACT §3.2; the wrapped text says why.
+var ErrPAJWT = errors.New("personal-agent JWT rejected")
+
+// VerifyPAJWT checks a personal-agent JWT as a Provider does on each request
+// (PACT §3.2): registered enabled issuer, signature against its JWKS with
+// the algorithm allow-list, sub, the assigned audience, iat and exp rules,
+// all as of at with the configured skew. It returns the verified claims.
+func (v *Verifier) VerifyPAJWT(ctx context.Context, token string, at time.Time, src KeySource) (*RequestClaims, error) {
+	res := &Result{}
+	claims, c := v.checkRequest(ctx, token, at, src, res)
+	if c.Result != Pass {
+		return nil, fmt.Errorf("%w: %s", ErrPAJWT, c.Detail)
+	}
+	return claims, nil
+}

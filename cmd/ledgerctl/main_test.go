@@ -62,6 +62,7 @@ func start(t *testing.T) *fixture {
 	t.Cleanup(sc.Close)
 	cfg := config.Default()
 	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	cfg.Provider.Listen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.Audience = sc.Audience
 	cfg.AllowInsecureLoopbackJWKS = true

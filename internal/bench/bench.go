@@ -293,6 +293,7 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 	}
 	cfg.Evidence = config.Evidence{Type: "s3", S3: config.S3{Endpoint: s3.Endpoint, Bucket: s3test.Bucket(), AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Insecure: true, CreateBucket: true}}
 	cfg.Log.Level = "warn"
+	cfg.Provider.Listen = "127.0.0.1:0"
 	var err error
 	if cfg.Listen.GRPC, err = freeAddr(); err != nil {
 		return nil, err

@@ -55,7 +55,23 @@ type Config struct {
 	Limits                    RequestLimits   `yaml:"limits"`
 	Uploader                  UploaderOptions `yaml:"uploader"`
 	Drills                    Drills          `yaml:"drills"`
+	Provider                  Provider        `yaml:"provider"`
 }
+
+// Provider configures the embedded PACT Provider.
+type Provider struct {
+	// Enabled runs the Provider (default true).
+	Enabled *bool `yaml:"enabled"`
+	// Listen is its own listen address.
+	Listen string `yaml:"listen"`
+	// BaseURL is its public URL; default http://<listen>.
+	BaseURL string `yaml:"baseUrl"`
+	// BrandsDir holds one YAML file per brand; default the built-in demo brand.
+	BrandsDir string `yaml:"brandsDir"`
+}
+
+// On reports whether the Provider runs.
+func (p Provider) On() bool { return p.Enabled == nil || *p.Enabled }
 
 // Drills configures the monthly drill.
 type Drills struct {
@@ -179,6 +195,7 @@ func Default() Config {
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
+		Provider:        Provider{Listen: "127.0.0.1:8090"},
 	}
 }
 
@@ -274,6 +291,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
 		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
+	}
+	if c.Provider.On() && c.Provider.Listen == "" {
+		errs = append(errs, errors.New("provider.listen is required when the provider is enabled"))
 	}
 	if c.Retention.SweepInterval <= 0 {
 		errs = append(errs, errors.New("retention.sweepInterval must be positive, like 1h"))

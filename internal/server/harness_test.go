@@ -50,6 +50,7 @@ func withS3(bucket string) envOpt {
 func testConfig(sc *pacttest.Scenario, dataDir string) config.Config {
 	cfg := config.Default()
 	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	cfg.Provider.Listen = "127.0.0.1:0"
 	cfg.DataDir = dataDir
 	cfg.Audience = sc.Audience
 	cfg.AllowInsecureLoopbackJWKS = true

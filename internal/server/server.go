@@ -31,6 +31,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/localdir"
@@ -55,6 +56,9 @@ type Server struct {
 	httpLis  net.Listener
 	internal *bufconn.Listener
 	gwConn   *grpc.ClientConn
+	provider *pact.Provider
+	pactLis  net.Listener
+	pactHTTP *http.Server
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -134,6 +138,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
+	}
+
+	if cfg.Provider.On() {
+		if err := s.startProvider(cfg, v, registry, log); err != nil {
+			return nil, err
+		}
 	}
 
 	// gRPC: every RPC passes the authenticator.
@@ -233,6 +243,34 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, body)
 }
 
+func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys verifier.KeySource, log *slog.Logger) error {
+	brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	if s.pactLis, err = net.Listen("tcp", cfg.Provider.Listen); err != nil {
+		return fmt.Errorf("listen provider %s: %w", cfg.Provider.Listen, err)
+	}
+	base := cfg.Provider.BaseURL
+	if base == "" {
+		base = "http://" + s.pactLis.Addr().String()
+	}
+	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log})
+	if err != nil {
+		return err
+	}
+	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	return nil
+}
+
+// ProviderAddr is the bound Provider address, or "" when it is off.
+func (s *Server) ProviderAddr() string {
+	if s.pactLis == nil {
+		return ""
+	}
+	return s.pactLis.Addr().String()
+}
+
 // GRPCAddr is the bound gRPC address.
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 
@@ -248,7 +286,7 @@ func (s *Server) Ledger() *ledger.Ledger { return s.ledger }
 func (s *Server) Serve(ctx context.Context) error {
 	upCtx, stopUploader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Add(6)
 	go func() {
 		defer wg.Done()
@@ -284,6 +322,16 @@ func (s *Server) Serve(ctx context.Context) error {
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
+	if s.pactHTTP != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.pactHTTP.Serve(s.pactLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("provider: %w", err)
+			}
+		}()
+		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
 		slog.String("data_dir", s.cfg.DataDir), slog.String("evidence", s.cfg.Evidence.Type))
@@ -298,6 +346,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
 	defer cancel()
 	_ = s.http.Shutdown(sctx)
+	if s.pactHTTP != nil {
+		_ = s.pactHTTP.Shutdown(sctx)
+	}
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
@@ -316,7 +367,13 @@ func (s *Server) closeAll() {
 	if s.gwConn != nil {
 		s.gwConn.Close()
 	}
-	for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
+	if s.provider != nil {
+		if err := s.provider.Close(); err != nil {
+			s.log.Error("close provider store", slog.String("error", err.Error()))
+		}
+		s.provider = nil
+	}
+	for _, l := range []net.Listener{s.grpcLis, s.httpLis, s.pactLis} {
 		if l != nil {
 			l.Close()
 		}

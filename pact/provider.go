@@ -1,0 +1,389 @@
+// Package pact is the embedded PACT 1.0 Provider, Identity profile (spec
+// §2, §3, §4, §6): it serves each Brand's Agent Card, authenticates every
+// request with the personal agent's signed JWT, and runs the Brand's
+// support agent over the HTTP+JSON binding of A2A 1.0, with contexts and
+// idempotent retries kept in its own bbolt file. Brands are data (YAML).
+package pact
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Config configures a Provider.
+type Config struct {
+	// BaseURL is the public URL the Provider is reached at, such as
+	// https://provider.example.com; interface URLs are BaseURL/a2a/{brandId}.
+	BaseURL string
+	// Verifier checks personal-agent JWTs against Keys (the shared
+	// personal-agent registry and audience).
+	Verifier *verifier.Verifier
+	Keys     verifier.KeySource
+	// Brands by id.
+	Brands map[string]*Brand
+	// Agent answers messages; default Scripted.
+	Agent Agent
+	// StorePath is the Provider's bbolt file.
+	StorePath string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies; default 64 KiB.
+	MaxBodyBytes int64
+}
+
+// Provider serves the A2A operations of every Brand.
+type Provider struct {
+	cfg   Config
+	store *store
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // one turn at a time per context
+}
+
+// New opens the Provider's store.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Verifier == nil || cfg.Keys == nil || len(cfg.Brands) == 0 || cfg.StorePath == "" || cfg.BaseURL == "" {
+		return nil, errors.New("pact: verifier, keys, brands, store path and base URL are required")
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.Agent == nil {
+		cfg.Agent = Scripted{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	st, err := openStore(cfg.StorePath)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{cfg: cfg, store: st, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Close closes the store.
+func (p *Provider) Close() error { return p.store.close() }
+
+// InterfaceURL is a brand's A2A interface URL.
+func (p *Provider) InterfaceURL(brandID string) string { return p.cfg.BaseURL + "/a2a/" + brandID }
+
+// route is a matched A2A operation.
+type route struct {
+	brand *Brand
+	op    func(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims)
+	arg   string // task id, where the path has one
+}
+
+// ServeHTTP routes first (unknown brand or path: 404, wrong method: 405,
+// no A2A body), then authenticates, then runs the operation.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/a2a/")
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	brandID, op, _ := strings.Cut(rest, "/")
+	b := p.cfg.Brands[brandID]
+	if b == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if op == ".well-known/agent-card.json" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		p.card(w, b)
+		return
+	}
+	rt, allowed := p.match(op, r.Method)
+	if rt.op == nil {
+		if allowed != "" {
+			methodNotAllowed(w, allowed)
+		} else {
+			http.NotFound(w, r)
+		}
+		return
+	}
+	rt.brand = b
+	// PACT §3.4: authenticate before reading the body.
+	who, err := p.authenticate(r)
+	if err != nil {
+		p.cfg.Logger.InfoContext(r.Context(), "personal-agent JWT rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	rt.op(w, r, rt, who)
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	w.WriteHeader(http.StatusMethodNotAllowed)
+}
+
+// match finds the operation for op and method. When the path is an A2A
+// operation but the method is not, it returns the allowed methods.
+func (p *Provider) match(op, method string) (route, string) {
+	type entry struct {
+		method string
+		fn     func(http.ResponseWriter, *http.Request, route, *verifier.RequestClaims)
+	}
+	var table []entry
+	var arg string
+	switch {
+	case op == "message:send":
+		table = []entry{{http.MethodPost, p.send}}
+	case op == "message:stream":
+		table = []entry{{http.MethodPost, unsupported("streaming is not supported (capabilities.streaming is false)")}}
+	case op == "tasks":
+		table = []entry{{http.MethodGet, p.listTasks}}
+	case op == "extendedAgentCard":
+		table = []entry{{http.MethodGet, unsupported("there is no extended agent card (capabilities.extendedAgentCard is false)")}}
+	case strings.HasPrefix(op, "tasks/"):
+		t := strings.TrimPrefix(op, "tasks/")
+		switch {
+		case strings.HasSuffix(t, ":cancel") && !strings.Contains(t, "/"):
+			arg = strings.TrimSuffix(t, ":cancel")
+			table = []entry{{http.MethodPost, taskNotFound}}
+		case strings.HasSuffix(t, ":subscribe") && !strings.Contains(t, "/"):
+			arg = strings.TrimSuffix(t, ":subscribe")
+			table = []entry{{http.MethodPost, unsupported("streaming is not supported (capabilities.streaming is false)")}, {http.MethodGet, unsupported("streaming is not supported (capabilities.streaming is false)")}}
+		case strings.Contains(t, "/pushNotificationConfigs"):
+			id, sub, _ := strings.Cut(t, "/pushNotificationConfigs")
+			arg = id
+			push := pushNotSupported
+			if sub == "" {
+				table = []entry{{http.MethodPost, push}, {http.MethodGet, push}}
+			} else if strings.HasPrefix(sub, "/") && !strings.Contains(sub[1:], "/") && len(sub) > 1 {
+				table = []entry{{http.MethodGet, push}, {http.MethodDelete, push}}
+			}
+		case t != "" && !strings.ContainsAny(t, "/:"):
+			arg = t
+			table = []entry{{http.MethodGet, taskNotFound}}
+		}
+	}
+	if arg != "" && strings.ContainsAny(arg, "/:") {
+		return route{}, ""
+	}
+	var allowed []string
+	for _, e := range table {
+		if e.method == method {
+			return route{op: e.fn, arg: arg}, ""
+		}
+		allowed = append(allowed, e.method)
+	}
+	return route{}, strings.Join(allowed, ", ")
+}
+
+func unsupported(msg string) func(http.ResponseWriter, *http.Request, route, *verifier.RequestClaims) {
+	return func(w http.ResponseWriter, _ *http.Request, _ route, _ *verifier.RequestClaims) {
+		writeError(w, newErr(ReasonUnsupported, msg))
+	}
+}
+
+func pushNotSupported(w http.ResponseWriter, _ *http.Request, _ route, _ *verifier.RequestClaims) {
+	writeError(w, newErr(ReasonPushNotSupported, "push notifications are not supported (capabilities.pushNotifications is false)"))
+}
+
+func taskNotFound(w http.ResponseWriter, _ *http.Request, rt route, _ *verifier.RequestClaims) {
+	writeError(w, newErr(ReasonTaskNotFound, "task "+rt.arg+" not found"))
+}
+
+// authenticate verifies the personal-agent JWT of PACT §3.2.
+func (p *Provider) authenticate(r *http.Request) (*verifier.RequestClaims, error) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return nil, errors.New("no bearer token")
+	}
+	return p.cfg.Verifier.VerifyPAJWT(r.Context(), strings.TrimSpace(tok), p.cfg.Now(), p.cfg.Keys)
+}
+
+// card serves the Agent Card of PACT §2.1.
+func (p *Provider) card(w http.ResponseWriter, b *Brand) {
+	skills := b.Skills
+	if skills == nil {
+		skills = []Skill{}
+	}
+	card := map[string]any{
+		"name":        b.Name,
+		"description": b.Description,
+		"supportedInterfaces": []map[string]string{{
+			"url": p.InterfaceURL(b.ID), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0",
+		}},
+		"provider":     map[string]string{"organization": b.Organization, "url": p.cfg.BaseURL},
+		"version":      b.Version,
+		"capabilities": map[string]bool{"streaming": false, "pushNotifications": false, "extendedAgentCard": false},
+		"securitySchemes": map[string]any{
+			"paJwt": map[string]any{"httpAuthSecurityScheme": map[string]string{"scheme": "Bearer", "bearerFormat": "JWT"}},
+		},
+		"securityRequirements": []map[string]any{{"schemes": map[string]any{"paJwt": map[string]any{"list": []string{}}}}},
+		"defaultInputModes":    []string{"text/plain"},
+		"defaultOutputModes":   []string{"text/plain"},
+		"skills":               skills,
+	}
+	writeA2A(w, http.StatusOK, card)
+}
+
+func (p *Provider) listTasks(w http.ResponseWriter, r *http.Request, _ route, _ *verifier.RequestClaims) {
+	size := 50
+	if v := r.URL.Query().Get("pageSize"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, newErr(ReasonInvalidParams, "pageSize must be between 1 and 100"))
+			return
+		}
+		size = n
+	}
+	writeA2A(w, http.StatusOK, map[string]any{"tasks": []any{}, "nextPageToken": "", "pageSize": size, "totalSize": 0})
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func (p *Provider) lock(id string) func() {
+	p.mu.Lock()
+	m := p.locks[id]
+	if m == nil {
+		m = &sync.Mutex{}
+		p.locks[id] = m
+	}
+	p.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// send is message:send (PACT §4).
+func (p *Provider) send(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, newErr(ReasonInvalidParams, "request body unreadable or larger than "+strconv.FormatInt(p.cfg.MaxBodyBytes, 10)+" bytes"))
+		return
+	}
+	msg, text, aerr := parseSend(body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	reply, aerr := p.turn(r.Context(), rt.brand, who, msg, text)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeA2A(w, http.StatusOK, map[string]any{"message": reply})
+}
+
+// parseSend applies the request rules of PACT §4.1, in order: a bad body,
+// role, part kinds (before blank text), text, taskId, messageId.
+func parseSend(body []byte) (*Message, string, *a2aError) {
+	var req SendMessageRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, "", newErr(ReasonInvalidParams, "request body is not a SendMessageRequest")
+	}
+	m := req.Message
+	if m == nil {
+		return nil, "", newErr(ReasonInvalidParams, "message is required")
+	}
+	if m.Role != "ROLE_USER" {
+		return nil, "", newErr(ReasonInvalidParams, "message role must be ROLE_USER")
+	}
+	var texts []string
+	for _, part := range m.Parts {
+		if !part.kindOK() {
+			return nil, "", newErr(ReasonContentType, "only text parts are supported")
+		}
+		if strings.TrimSpace(*part.Text) != "" {
+			texts = append(texts, *part.Text)
+		}
+	}
+	if len(texts) == 0 {
+		return nil, "", newErr(ReasonInvalidParams, "message needs at least one non-blank text part")
+	}
+	if m.TaskID != "" {
+		return nil, "", newErr(ReasonTaskNotFound, "task "+m.TaskID+" not found")
+	}
+	if m.MessageID == "" || len(m.MessageID) > 256 {
+		return nil, "", newErr(ReasonInvalidParams, "messageId is required (up to 256 characters)")
+	}
+	if len(m.ContextID) > 256 {
+		return nil, "", newErr(ReasonInvalidParams, "Unknown contextId")
+	}
+	return m, strings.Join(texts, "\n"), nil
+}
+
+// turn runs one message in its context: a new context when none is given;
+// a stored reply for a repeated messageId (PACT §4.3).
+func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClaims, m *Message, text string) (*Message, *a2aError) {
+	now := p.cfg.Now().UTC()
+	conv := &conversation{ID: m.ContextID, Brand: b.ID, PA: who.Iss, Sub: who.Sub, Created: now}
+	isNew := m.ContextID == ""
+	if isNew {
+		conv.ID = newID()
+	} else {
+		c, err := p.store.conv(m.ContextID)
+		// PACT §4.2: another Brand's or (PA, sub)'s context is unknown, said
+		// the same way as one that does not exist.
+		if err != nil || c.Brand != b.ID || c.PA != who.Iss || c.Sub != who.Sub {
+			return nil, newErr(ReasonInvalidParams, "Unknown contextId")
+		}
+		conv = c
+	}
+	unlock := p.lock(conv.ID)
+	defer unlock()
+	conv, stored, err := p.store.begin(conv, isNew, m.MessageID, now)
+	var ae *a2aError
+	switch {
+	case errors.As(err, &ae):
+		return nil, ae
+	case err != nil:
+		p.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+		return nil, newErr(ReasonInternal, "internal error")
+	case stored != nil:
+		return stored, nil
+	case conv.Closed:
+		p.store.abandon(conv, m.MessageID)
+		return nil, newErr(ReasonUnsupported, "this conversation is closed; start a new one without contextId")
+	}
+	rep, err := p.cfg.Agent.Respond(ctx, Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State})
+	if err != nil {
+		p.store.abandon(conv, m.MessageID)
+		p.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
+		return nil, newErr(ReasonInternal, "the agent could not answer")
+	}
+	t := rep.Text
+	out := &Message{MessageID: newID(), ContextID: conv.ID, Role: "ROLE_AGENT", Parts: []Part{{Text: &t}}}
+	if err := p.store.finish(conv, m.MessageID, out, rep.State, rep.Close, now); err != nil {
+		p.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+		return nil, newErr(ReasonInternal, "internal error")
+	}
+	return out, nil
+}
+
+// String describes the provider for logs.
+func (p *Provider) String() string {
+	return fmt.Sprintf("PACT provider at %s with %d brands", p.cfg.BaseURL, len(p.cfg.Brands))
+}

@@ -1,0 +1,434 @@
+package pact_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/pact"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+type env struct {
+	sc    *pacttest.Scenario
+	srv   *httptest.Server
+	p     *pact.Provider
+	iface string
+	dir   string
+	key   *pacttest.Key
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir()}
+	t.Cleanup(e.sc.Close)
+	e.key = e.sc.PA.Key
+	e.start(t)
+	return e
+}
+
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	brands, err := pact.LoadBrands("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
+	var handler http.Handler
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(e.srv.Close)
+	e.p, err = pact.New(pact.Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(e.dir, "provider.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.p.Close() })
+	handler = e.p
+	e.iface = e.srv.URL + "/a2a/acme"
+}
+
+// jwt mints a personal-agent JWT; edit changes its claims.
+func (e *env) jwt(sub string, edit func(map[string]any)) string {
+	now := time.Now()
+	c := map[string]any{"iss": e.sc.PA.ID, "sub": sub, "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()}
+	if edit != nil {
+		edit(c)
+	}
+	return e.key.Sign(c)
+}
+
+type resp struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+func (r resp) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body %q: %v", r.body, err)
+	}
+	return m
+}
+
+func (r resp) reason() string {
+	var m struct {
+		Error struct {
+			Code    int
+			Status  string
+			Message string
+			Details []struct {
+				Type   string `json:"@type"`
+				Reason string
+				Domain string
+			}
+		}
+	}
+	if json.Unmarshal(r.body, &m) != nil || len(m.Error.Details) == 0 || m.Error.Details[0].Domain != "a2a-protocol.org" ||
+		m.Error.Details[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || m.Error.Code != r.code {
+		return ""
+	}
+	return m.Error.Details[0].Reason
+}
+
+func (e *env) do(t *testing.T, method, url, token string, body any) resp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+func msg(id, ctx, text string) map[string]any {
+	m := map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}
+	if ctx != "" {
+		m["contextId"] = ctx
+	}
+	return map[string]any{"message": m}
+}
+
+func replyText(t *testing.T, r resp) (string, string) {
+	t.Helper()
+	var m struct {
+		Message struct {
+			ContextID string `json:"contextId"`
+			Role      string
+			Parts     []struct{ Text string }
+		}
+	}
+	if err := json.Unmarshal(r.body, &m); err != nil || m.Message.Role != "ROLE_AGENT" || len(m.Message.Parts) != 1 || m.Message.ContextID == "" {
+		t.Fatalf("reply %d %s", r.code, r.body)
+	}
+	if ct := r.hdr.Get("Content-Type"); ct != pact.ContentType {
+		t.Fatalf("content type %q", ct)
+	}
+	return m.Message.Parts[0].Text, m.Message.ContextID
+}
+
+func TestAgentCard(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(t, "GET", e.iface+"/.well-known/agent-card.json", "", nil)
+	if r.code != 200 || r.hdr.Get("Content-Type") != pact.ContentType {
+		t.Fatalf("card %d %s", r.code, r.hdr.Get("Content-Type"))
+	}
+	var card struct {
+		Name                string
+		SupportedInterfaces []struct{ URL, ProtocolBinding, ProtocolVersion string }
+		Capabilities        map[string]bool
+		SecuritySchemes     map[string]struct {
+			HTTPAuthSecurityScheme struct{ Scheme, BearerFormat string } `json:"httpAuthSecurityScheme"`
+		}
+		SecurityRequirements []struct {
+			Schemes map[string]struct{ List []string }
+		}
+		DefaultInputModes []string
+		Skills            []struct{ ID string }
+	}
+	if err := json.Unmarshal(r.body, &card); err != nil {
+		t.Fatal(err)
+	}
+	if len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != e.iface || card.SupportedInterfaces[0].ProtocolBinding != "HTTP+JSON" || card.SupportedInterfaces[0].ProtocolVersion != "1.0" {
+		t.Fatalf("interfaces %+v", card.SupportedInterfaces)
+	}
+	s := card.SecuritySchemes["paJwt"].HTTPAuthSecurityScheme
+	if s.Scheme != "Bearer" || s.BearerFormat != "JWT" || len(card.SecurityRequirements) != 1 || len(card.SecurityRequirements[0].Schemes) != 1 {
+		t.Fatalf("security %+v %+v", card.SecuritySchemes, card.SecurityRequirements)
+	}
+	for _, c := range []string{"streaming", "pushNotifications", "extendedAgentCard"} {
+		if v, ok := card.Capabilities[c]; !ok || v {
+			t.Fatalf("capability %s = %v", c, v)
+		}
+	}
+	if card.Name == "" || len(card.Skills) == 0 || len(card.DefaultInputModes) == 0 {
+		t.Fatalf("card %+v", card)
+	}
+	if r := e.do(t, "GET", e.srv.URL+"/a2a/nobody/.well-known/agent-card.json", "", nil); r.code != 404 || r.reason() != "" || r.hdr.Get("Content-Type") == pact.ContentType {
+		t.Fatalf("unknown brand card: %d %s", r.code, r.body)
+	}
+}
+
+func TestRoutingBeforeAuthentication(t *testing.T) {
+	e := newEnv(t)
+	good := e.jwt("u1", nil)
+	tests := []struct {
+		name, method, url, token string
+		code                     int
+	}{
+		{"unknown brand, valid token", "POST", e.srv.URL + "/a2a/nobody/message:send", good, 404},
+		{"unknown route", "POST", e.iface + "/message:shout", "", 404},
+		{"wrong method", "GET", e.iface + "/message:send", "", 405},
+		{"outside /a2a", "GET", e.srv.URL + "/", "", 404},
+		{"no token", "POST", e.iface + "/message:send", "", 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(t, tc.method, tc.url, tc.token, msg("m1", "", "hi"))
+			if r.code != tc.code || r.reason() != "" || r.hdr.Get("Content-Type") == pact.ContentType {
+				t.Fatalf("= %d %q %s, want %d with no A2A body", r.code, r.hdr.Get("Content-Type"), r.body, tc.code)
+			}
+			if tc.code == 401 && r.hdr.Get("WWW-Authenticate") != `Bearer realm="a2a"` {
+				t.Fatalf("WWW-Authenticate %q", r.hdr.Get("WWW-Authenticate"))
+			}
+		})
+	}
+}
+
+func TestPersonalAgentJWT(t *testing.T) {
+	e := newEnv(t)
+	other := pacttest.MustKey("pa-2026-09", jose.ES256)
+	now := time.Now()
+	tests := []struct {
+		name  string
+		token func() string
+		ok    bool
+	}{
+		{"valid", func() string { return e.jwt("u1", nil) }, true},
+		{"RS256 key of the wrong type", func() string {
+			return pacttest.MustKey("pa-2026-09", jose.RS256).Sign(map[string]any{"iss": e.sc.PA.ID, "sub": "u", "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
+		}, false},
+		{"signed by another key", func() string {
+			return other.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": "u", "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
+		}, false},
+		{"unregistered issuer", func() string { return e.jwt("u1", func(c map[string]any) { c["iss"] = "https://unknown.example" }) }, false},
+		{"iss differs by a slash", func() string { return e.jwt("u1", func(c map[string]any) { c["iss"] = e.sc.PA.ID + "/" }) }, false},
+		{"no sub", func() string { return e.jwt("", func(c map[string]any) { delete(c, "sub") }) }, false},
+		{"aud is the interface URL", func() string { return e.jwt("u1", func(c map[string]any) { c["aud"] = e.iface }) }, false},
+		{"aud is the card URL", func() string {
+			return e.jwt("u1", func(c map[string]any) { c["aud"] = e.iface + "/.well-known/agent-card.json" })
+		}, false},
+		{"iat 60s ahead", func() string {
+			return e.jwt("u1", func(c map[string]any) {
+				c["iat"] = now.Add(60 * time.Second).Unix()
+				c["exp"] = now.Add(180 * time.Second).Unix()
+			})
+		}, false},
+		{"iat 20s ahead within skew", func() string {
+			return e.jwt("u1", func(c map[string]any) { c["iat"] = now.Add(20 * time.Second).Unix() })
+		}, true},
+		{"exp over 300s after iat", func() string {
+			return e.jwt("u1", func(c map[string]any) { c["exp"] = now.Add(301 * time.Second).Unix() })
+		}, false},
+		{"expired", func() string {
+			return e.jwt("u1", func(c map[string]any) {
+				c["iat"] = now.Add(-200 * time.Second).Unix()
+				c["exp"] = now.Add(-60 * time.Second).Unix()
+			})
+		}, false},
+		{"no exp", func() string { return e.jwt("u1", func(c map[string]any) { delete(c, "exp") }) }, false},
+		{"alg none", func() string { return "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ1In0." }, false},
+		{"garbage", func() string { return "not-a-jwt" }, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(t, "POST", e.iface+"/message:send", tc.token(), msg("m"+itoa(i), "", "hello"))
+			if tc.ok != (r.code == 200) {
+				t.Fatalf("= %d %s", r.code, r.body)
+			}
+			if !tc.ok && (r.code != 401 || len(r.body) != 0 || r.hdr.Get("WWW-Authenticate") != `Bearer realm="a2a"`) {
+				t.Fatalf("failure must be a bare 401: %d %q %q", r.code, r.hdr.Get("WWW-Authenticate"), r.body)
+			}
+		})
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestMessageRules(t *testing.T) {
+	e := newEnv(t)
+	tok := e.jwt("u1", nil)
+	send := func(body any) resp { return e.do(t, "POST", e.iface+"/message:send", tok, body) }
+	tests := []struct {
+		name   string
+		body   any
+		code   int
+		reason string
+	}{
+		{"bad JSON", `{"message":`, 400, "INVALID_PARAMS"},
+		{"no message", `{}`, 400, "INVALID_PARAMS"},
+		{"wrong role", map[string]any{"message": map[string]any{"messageId": "x", "role": "ROLE_AGENT", "parts": []map[string]any{{"text": "hi"}}}}, 400, "INVALID_PARAMS"},
+		{"file part before blank check", map[string]any{"message": map[string]any{"messageId": "x", "role": "ROLE_USER", "parts": []map[string]any{{"text": " "}, {"url": "https://x/y.png", "mediaType": "image/png"}}}}, 400, "CONTENT_TYPE_NOT_SUPPORTED"},
+		{"data part", map[string]any{"message": map[string]any{"messageId": "x", "role": "ROLE_USER", "parts": []map[string]any{{"data": map[string]any{"a": 1}}}}}, 400, "CONTENT_TYPE_NOT_SUPPORTED"},
+		{"blank text", map[string]any{"message": map[string]any{"messageId": "x", "role": "ROLE_USER", "parts": []map[string]any{{"text": "  "}}}}, 400, "INVALID_PARAMS"},
+		{"no parts", map[string]any{"message": map[string]any{"messageId": "x", "role": "ROLE_USER", "parts": []any{}}}, 400, "INVALID_PARAMS"},
+		{"taskId", map[string]any{"message": map[string]any{"messageId": "x", "taskId": "t-1", "role": "ROLE_USER", "parts": []map[string]any{{"text": "hi"}}}}, 404, "TASK_NOT_FOUND"},
+		{"unknown contextId", msg("x", "no-such-context", "hi"), 400, "INVALID_PARAMS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := send(tc.body)
+			if r.code != tc.code || r.reason() != tc.reason || r.hdr.Get("Content-Type") != pact.ContentType {
+				t.Fatalf("= %d %s, want %d %s", r.code, r.body, tc.code, tc.reason)
+			}
+		})
+	}
+}
+
+func TestOtherOperations(t *testing.T) {
+	e := newEnv(t)
+	tok := e.jwt("u1", nil)
+	tests := []struct {
+		method, path string
+		code         int
+		reason       string
+	}{
+		{"GET", "/tasks/t-1", 404, "TASK_NOT_FOUND"},
+		{"POST", "/tasks/t-1:cancel", 404, "TASK_NOT_FOUND"},
+		{"POST", "/message:stream", 400, "UNSUPPORTED_OPERATION"},
+		{"POST", "/tasks/t-1:subscribe", 400, "UNSUPPORTED_OPERATION"},
+		{"GET", "/extendedAgentCard", 400, "UNSUPPORTED_OPERATION"},
+		{"POST", "/tasks/t-1/pushNotificationConfigs", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
+		{"GET", "/tasks/t-1/pushNotificationConfigs/c-1", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
+		{"GET", "/tasks?pageSize=0", 400, "INVALID_PARAMS"},
+		{"GET", "/tasks?pageSize=101", 400, "INVALID_PARAMS"},
+	}
+	for _, tc := range tests {
+		r := e.do(t, tc.method, e.iface+tc.path, tok, nil)
+		if r.code != tc.code || r.reason() != tc.reason {
+			t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, r.code, r.body, tc.code, tc.reason)
+		}
+	}
+	r := e.do(t, "GET", e.iface+"/tasks", tok, nil)
+	m := r.json(t)
+	if r.code != 200 || m["pageSize"] != float64(50) || m["totalSize"] != float64(0) || m["nextPageToken"] != "" || len(m["tasks"].([]any)) != 0 {
+		t.Fatalf("list tasks: %d %s", r.code, r.body)
+	}
+	if r := e.do(t, "GET", e.iface+"/tasks?pageSize=7", tok, nil); r.json(t)["pageSize"] != float64(7) {
+		t.Fatalf("pageSize 7: %s", r.body)
+	}
+}
+
+func TestConversationContextsAndRetries(t *testing.T) {
+	e := newEnv(t)
+	jane := e.jwt("jane", nil)
+	send := func(tok, id, ctx, text string) resp {
+		return e.do(t, "POST", e.iface+"/message:send", tok, msg(id, ctx, text))
+	}
+	text, ctx := replyText(t, send(jane, "m1", "", "Where is my order A-88213?"))
+	if !strings.Contains(text, "email") {
+		t.Fatalf("agent revealed before verifying: %q", text)
+	}
+	text, ctx2 := replyText(t, send(jane, "m2", ctx, "jane@example.com"))
+	if ctx2 != ctx || !strings.Contains(text, "shipped") {
+		t.Fatalf("turn 2: %q in %s", text, ctx2)
+	}
+	// A retry returns the stored reply without re-running the agent.
+	again, _ := replyText(t, send(jane, "m2", ctx, "something else entirely"))
+	if again != text {
+		t.Fatalf("retry re-ran the agent: %q vs %q", again, text)
+	}
+	// Another sub or another brand cannot use the context, and is told the
+	// same as for a context that does not exist.
+	sam := e.jwt("sam", nil)
+	r := send(sam, "m3", ctx, "hello")
+	var m struct{ Error struct{ Message string } }
+	_ = json.Unmarshal(r.body, &m)
+	if r.code != 400 || r.reason() != "INVALID_PARAMS" || m.Error.Message != "Unknown contextId" {
+		t.Fatalf("foreign sub: %d %s", r.code, r.body)
+	}
+	unknown := send(sam, "m3", "f0c12e6b-0000-0000-0000-000000000000", "hello")
+	if string(unknown.body) != string(r.body) {
+		t.Fatalf("foreign and unknown contexts differ: %s vs %s", r.body, unknown.body)
+	}
+	// Closing the conversation: later messages are UNSUPPORTED_OPERATION.
+	replyText(t, send(jane, "m4", ctx, "thanks, bye"))
+	if r := send(jane, "m5", ctx, "one more thing"); r.code != 400 || r.reason() != "UNSUPPORTED_OPERATION" {
+		t.Fatalf("closed context: %d %s", r.code, r.body)
+	}
+	// Account changes are refused without delegation.
+	text, _ = replyText(t, send(jane, "m6", "", "cancel order A-5531"))
+	if !strings.Contains(text, "sign in") {
+		t.Fatalf("change without a grant: %q", text)
+	}
+}
+
+func TestConversationsSurviveRestart(t *testing.T) {
+	e := newEnv(t)
+	tok := e.jwt("jane", nil)
+	text, ctx := replyText(t, e.do(t, "POST", e.iface+"/message:send", tok, msg("m1", "", "order A-5531")))
+	e.p.Close()
+	e.srv.Close()
+	e.start(t)
+	again, ctx2 := replyText(t, e.do(t, "POST", e.iface+"/message:send", tok, msg("m1", ctx, "order A-5531")))
+	if again != text || ctx2 != ctx {
+		t.Fatalf("stored reply lost across restart: %q vs %q", again, text)
+	}
+	text, _ = replyText(t, e.do(t, "POST", e.iface+"/message:send", tok, msg("m2", ctx, "jane@example.com")))
+	if !strings.Contains(text, "processing") {
+		t.Fatalf("agent state lost across restart: %q", text)
+	}
+}
+
+func TestConcurrentConversations(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := e.jwt("user-"+itoa(i), nil)
+			r := e.do(t, "POST", e.iface+"/message:send", tok, msg("m1", "", "hello"))
+			if r.code != 200 {
+				errs <- string(r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
