@@ -44,16 +44,19 @@ lint:
 	$(GO) vet ./...
 	$(TOOL) staticcheck ./...
 
-## bench: ledgerd on bbolt + S3 evidence under load; prints figures and ratios.
+## bench: ledgerd on bbolt + S3 evidence under load, then the Provider's
+## message:send; prints figures and ratios.
 BENCH_FLAGS ?=
 bench: $(VERSITYGW)
 	$(GO) run ./cmd/ledgerbench $(BENCH_FLAGS)
+	$(GO) test ./pact -run '^$$' -bench BenchmarkMessageSend -benchtime 10s -count 3
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 30s).
 FUZZTIME ?= 30s
 fuzz:
 	for f in FuzzParseCompact FuzzParseReceipt FuzzParseKeySet FuzzVerify; do \
 	  $(GO) test ./verifier -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./pact -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
 
 run:
 	$(GO) run ./cmd/ledgerd

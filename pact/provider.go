@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,12 +45,21 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps request bodies; default 64 KiB.
 	MaxBodyBytes int64
+	// PerAgent limits each personal agent; PerUser each (agent, sub).
+	// Over the limit: 429 with Retry-After (PACT §6). Zero: no limit.
+	PerAgent, PerUser Limit
+	// Domains maps a brand's own host name to its id: the Provider then
+	// serves that brand's card at https://{domain}/.well-known/agent-card.json
+	// (PACT §2.1) when it receives that host's requests.
+	Domains map[string]string
 }
 
 // Provider serves the A2A operations of every Brand.
 type Provider struct {
 	cfg   Config
 	store *store
+
+	perAgent, perUser *limiter
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one turn at a time per context
@@ -77,7 +87,13 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{cfg: cfg, store: st, locks: map[string]*sync.Mutex{}}, nil
+	for d, id := range cfg.Domains {
+		if cfg.Brands[id] == nil {
+			st.close()
+			return nil, fmt.Errorf("pact: domain %s names unknown brand %q", d, id)
+		}
+	}
+	return &Provider{cfg: cfg, store: st, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
 }
 
 // Close closes the store.
@@ -96,6 +112,16 @@ type route struct {
 // ServeHTTP routes first (unknown brand or path: 404, wrong method: 405,
 // no A2A body), then authenticates, then runs the operation.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/.well-known/agent-card.json" {
+		host := strings.ToLower(r.Host)
+		if h, _, ok := strings.Cut(host, ":"); ok {
+			host = h
+		}
+		if id, ok := p.cfg.Domains[host]; ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			p.card(w, p.cfg.Brands[id])
+			return
+		}
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/a2a/")
 	if !ok {
 		http.NotFound(w, r)
@@ -131,6 +157,23 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.cfg.Logger.InfoContext(r.Context(), "personal-agent JWT rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
 		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	// PACT §6: 429 with Retry-After per personal agent and per (agent, sub);
+	// a refused request spends no token.
+	now := p.cfg.Now()
+	okAgent, waitAgent, undoAgent := p.perAgent.allow(who.Iss, now)
+	okUser, waitUser := true, time.Duration(0)
+	if okAgent {
+		okUser, waitUser, _ = p.perUser.allow(who.Iss+"\x00"+who.Sub, now)
+		if !okUser {
+			undoAgent()
+		}
+	}
+	if !okAgent || !okUser {
+		wait := max(waitAgent, waitUser)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
 	rt.op(w, r, rt, who)

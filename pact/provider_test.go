@@ -3,13 +3,16 @@ package pact_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +41,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) start(t *testing.T) {
+func (e *env) start(t testing.TB) {
 	t.Helper()
 	brands, err := pact.LoadBrands("")
 	if err != nil {
@@ -411,18 +414,41 @@ func TestConversationsSurviveRestart(t *testing.T) {
 	}
 }
 
+// TestConcurrentConversations runs 1,000 conversations at once, two turns
+// each, every request with its own freshly signed personal-agent JWT.
 func TestConcurrentConversations(t *testing.T) {
 	e := newEnv(t)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
+	post := func(tok string, body any) (int, []byte, error) {
+		j, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", e.iface+"/message:send", bytes.NewReader(j))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, b, err
+	}
+	const n = 1000
 	var wg sync.WaitGroup
-	errs := make(chan string, 200)
-	for i := range 200 {
+	errs := make(chan string, n)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok := e.jwt("user-"+itoa(i), nil)
-			r := e.do(t, "POST", e.iface+"/message:send", tok, msg("m1", "", "hello"))
-			if r.code != 200 {
-				errs <- string(r.body)
+			sub := "user-" + itoa(i)
+			code, body, err := post(e.jwt(sub, nil), msg("m1", "", "order A-5531"))
+			if err != nil || code != 200 {
+				errs <- fmt.Sprintf("turn 1 of %s: %d %v %s", sub, code, err, body)
+				return
+			}
+			var r struct{ Message struct{ ContextID string } }
+			_ = json.Unmarshal(body, &r)
+			code, body, err = post(e.jwt(sub, nil), msg("m2", r.Message.ContextID, "jane@example.com"))
+			if err != nil || code != 200 || !strings.Contains(string(body), "processing") {
+				errs <- fmt.Sprintf("turn 2 of %s: %d %v %s", sub, code, err, body)
 			}
 		}()
 	}
@@ -430,5 +456,114 @@ func TestConcurrentConversations(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// BenchmarkMessageSend measures message:send over HTTP with personal-agent
+// JWT verification (ES256) and a durable reply, in parallel. It reports
+// messages/s and the p99 latency.
+func BenchmarkMessageSend(b *testing.B) {
+	e := &env{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: b.TempDir()}
+	defer e.sc.Close()
+	e.key = e.sc.PA.Key
+	e.start(b)
+	toks := make([]string, 256)
+	for i := range toks {
+		toks[i] = e.jwt("bench-"+itoa(i), nil)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var seq atomic.Int64
+	b.ResetTimer()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			j, _ := json.Marshal(msg("m"+itoa(int(i)), "", "hello"))
+			req, _ := http.NewRequest("POST", e.iface+"/message:send", bytes.NewReader(j))
+			req.Header.Set("Authorization", "Bearer "+toks[i%int64(len(toks))])
+			t0 := time.Now()
+			res, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Errorf("status %d", res.StatusCode)
+				return
+			}
+			d := time.Since(t0)
+			mu.Lock()
+			lat = append(lat, d)
+			mu.Unlock()
+		}
+	})
+	b.StopTimer()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(len(lat))/b.Elapsed().Seconds(), "msgs/s")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+func TestRateLimitsAndBrandDomain(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	brands, _ := pact.LoadBrands("")
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p, err := pact.New(pact.Config{BaseURL: "http://provider.test", Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"),
+		Logger: slog.New(slog.DiscardHandler), Now: clock, PerUser: pact.Limit{Rate: 1, Burst: 2}, PerAgent: pact.Limit{Rate: 100, Burst: 3},
+		Domains: map[string]string{"support.acme.example": "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	e := &env{sc: sc, srv: srv, p: p, iface: srv.URL + "/a2a/acme", key: sc.PA.Key}
+	send := func(sub, id string) resp {
+		return e.do(t, "POST", e.iface+"/message:send", e.jwt(sub, nil), msg(id, "", "hi"))
+	}
+	for i := range 2 {
+		if r := send("u1", "a"+itoa(i)); r.code != 200 {
+			t.Fatalf("within burst: %d", r.code)
+		}
+	}
+	r := send("u1", "a3")
+	if r.code != 429 || r.hdr.Get("Retry-After") != "1" || len(r.body) != 0 {
+		t.Fatalf("over the per-user limit: %d %q %q", r.code, r.hdr.Get("Retry-After"), r.body)
+	}
+	if r := send("u2", "b1"); r.code != 200 { // another user of the same agent
+		t.Fatalf("other user: %d", r.code)
+	}
+	if r := send("u3", "c1"); r.code != 429 { // the agent's burst of 3 is spent
+		t.Fatalf("over the per-agent limit: %d", r.code)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if r := send("u1", "a4"); r.code != 200 {
+		t.Fatalf("after waiting: %d", r.code)
+	}
+
+	req, _ := http.NewRequest("GET", srv.URL+"/.well-known/agent-card.json", nil)
+	req.Host = "support.acme.example"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != pact.ContentType {
+		t.Fatalf("card at the brand's domain: %d", res.StatusCode)
+	}
+	if r := e.do(t, "GET", srv.URL+"/.well-known/agent-card.json", "", nil); r.code != 404 {
+		t.Fatalf("card at an unknown host: %d", r.code)
 	}
 }

@@ -68,6 +68,24 @@ type Provider struct {
 	BaseURL string `yaml:"baseUrl"`
 	// BrandsDir holds one YAML file per brand; default the built-in demo brand.
 	BrandsDir string `yaml:"brandsDir"`
+	// Domains maps a brand's own host name to its id, for serving its card
+	// at https://{domain}/.well-known/agent-card.json.
+	Domains map[string]string `yaml:"domains"`
+	// RateLimits per personal agent and per (personal agent, sub).
+	RateLimits RateLimits `yaml:"rateLimits"`
+}
+
+// RateLimits are the Provider's request limits.
+type RateLimits struct {
+	PerAgent RateLimit `yaml:"perAgent"`
+	PerUser  RateLimit `yaml:"perUser"`
+}
+
+// RateLimit is a token bucket: rate requests per second, bursts of burst;
+// rate 0 means no limit.
+type RateLimit struct {
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
 }
 
 // On reports whether the Provider runs.
@@ -195,7 +213,10 @@ func Default() Config {
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
-		Provider:        Provider{Listen: "127.0.0.1:8090"},
+		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
+			PerAgent: RateLimit{Rate: 100, Burst: 200},
+			PerUser:  RateLimit{Rate: 5, Burst: 20},
+		}},
 	}
 }
 
@@ -294,6 +315,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Provider.On() && c.Provider.Listen == "" {
 		errs = append(errs, errors.New("provider.listen is required when the provider is enabled"))
+	}
+	for _, l := range []RateLimit{c.Provider.RateLimits.PerAgent, c.Provider.RateLimits.PerUser} {
+		if l.Rate < 0 || l.Burst < 0 {
+			errs = append(errs, errors.New("provider.rateLimits: rate and burst must not be negative"))
+		}
 	}
 	if c.Retention.SweepInterval <= 0 {
 		errs = append(errs, errors.New("retention.sweepInterval must be positive, like 1h"))

@@ -255,7 +255,12 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	if base == "" {
 		base = "http://" + s.pactLis.Addr().String()
 	}
-	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log})
+	rl := cfg.Provider.RateLimits
+	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log,
+		Domains:  cfg.Provider.Domains,
+		PerAgent: pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
+		PerUser:  pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
+	})
 	if err != nil {
 		return err
 	}
