@@ -1,0 +1,154 @@
+package pact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Card is the part of an Agent Card a personal agent needs.
+type Card struct {
+	Name                string `json:"name"`
+	SupportedInterfaces []struct {
+		URL             string `json:"url"`
+		ProtocolBinding string `json:"protocolBinding"`
+		ProtocolVersion string `json:"protocolVersion"`
+	} `json:"supportedInterfaces"`
+}
+
+// Interface returns the URL of the HTTP+JSON 1.0 interface, chosen by
+// binding and version, not by position (PACT §2.1).
+func (c *Card) Interface() (string, error) {
+	for _, i := range c.SupportedInterfaces {
+		if i.ProtocolBinding == "HTTP+JSON" && i.ProtocolVersion == "1.0" && i.URL != "" {
+			return i.URL, nil
+		}
+	}
+	return "", errors.New("the card lists no HTTP+JSON 1.0 interface")
+}
+
+// Client is a personal agent's side of PACT §2–§4: it fetches cards and
+// sends messages with a fresh personal-agent JWT from Token.
+type Client struct {
+	HTTP *http.Client
+	// Token returns a fresh personal-agent JWT for sub.
+	Token func(sub string) (string, error)
+}
+
+// FetchCard fetches and decodes an Agent Card.
+func (c *Client) FetchCard(ctx context.Context, url string) (*Card, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.http().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch card %s: %w", url, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetch card %s: HTTP %d", url, res.StatusCode)
+	}
+	var card Card
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&card); err != nil {
+		return nil, fmt.Errorf("card %s: %w", url, err)
+	}
+	return &card, nil
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// SendError is a failed message:send: the HTTP status and, for A2A errors,
+// the §6 reason and message.
+type SendError struct {
+	Status  int
+	Reason  string
+	Message string
+}
+
+func (e *SendError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message)
+}
+
+// Send sends text as sub to the interface URL, continuing contextID when it
+// is set, with messageID (a new one when empty). It returns the reply.
+func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, text string) (*Message, error) {
+	tok, err := c.Token(sub)
+	if err != nil {
+		return nil, err
+	}
+	if messageID == "" {
+		messageID = newID()
+	}
+	t := text
+	body, err := json.Marshal(SendMessageRequest{Message: &Message{MessageID: messageID, ContextID: contextID, Role: "ROLE_USER", Parts: []Part{{Text: &t}}}})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, iface+"/message:send", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	res, err := c.http().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		se := &SendError{Status: res.StatusCode}
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+				Details []struct {
+					Reason string `json:"reason"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(raw, &env) == nil && len(env.Error.Details) > 0 {
+			se.Reason, se.Message = env.Error.Details[0].Reason, env.Error.Message
+		}
+		return nil, se
+	}
+	var out struct {
+		Message *Message `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.Message == nil {
+		return nil, fmt.Errorf("reply is not { \"message\": … }: %s", raw)
+	}
+	return out.Message, nil
+}
+
+// ReplyText joins the text parts of a message.
+func ReplyText(m *Message) string {
+	var b bytes.Buffer
+	for i, p := range m.Parts {
+		if p.Text == nil {
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String()
+}
