@@ -231,3 +231,38 @@ func TestDisabledAgentFails(t *testing.T) {
 		t.Fatalf("disabled agent passed: %+v", res.Checks)
 	}
 }
+
+func TestOpenAgentPolicy(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	pa := pacttest.MustKey("open-pa", jose.ES256)
+	j := pacttest.NewJWKS(pa)
+	defer j.Close()
+	var issuer string
+	disc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/openid-configuration" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"issuer":"` + issuer + `","jwks_uri":"` + j.URL() + `"}`))
+	}))
+	defer disc.Close()
+	issuer = disc.URL
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	tok := pa.Sign(map[string]any{"iss": issuer, "sub": "u", "aud": sc.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()})
+	for _, open := range []bool{false, true} {
+		reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
+		reg.OpenAgents(open)
+		_, err := v.VerifyPAJWT(context.Background(), tok, time.Now(), reg)
+		if (err == nil) != open {
+			t.Fatalf("open=%v: %v", open, err)
+		}
+	}
+	// Discovery must name the same issuer.
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
+	reg.OpenAgents(true)
+	bad := pa.Sign(map[string]any{"iss": issuer + "/", "sub": "u", "aud": sc.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()})
+	if _, err := v.VerifyPAJWT(context.Background(), bad, time.Now(), reg); err == nil {
+		t.Fatal("issuer mismatch with discovery accepted")
+	}
+}

@@ -3,6 +3,7 @@ package verifier
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Brand is a trusted brand: its interface URL (the receipt's brand and the
@@ -31,7 +32,14 @@ type Registry struct {
 	fetcher *Fetcher
 	brands  map[string]Brand
 	agents  map[string]Agent
+	open    bool
 }
+
+// OpenAgents makes the registry accept any personal agent whose issuer
+// serves OpenID Connect discovery ({iss}/.well-known/openid-configuration)
+// naming its own issuer and a jwks_uri (PACT §3.1: a Provider's policy).
+// Registered agents, enabled or not, keep their registration.
+func (r *Registry) OpenAgents(open bool) { r.open = open }
 
 // NewRegistry returns a Registry. It checks every configured URI against
 // the fetcher's rules.
@@ -89,6 +97,9 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 // Agent implements KeySource.
 func (r *Registry) Agent(ctx context.Context, issuer string, refresh bool) (Signer, error) {
 	a, ok := r.agents[issuer]
+	if !ok && r.open {
+		return r.discovered(ctx, issuer, refresh)
+	}
 	if !ok {
 		return Signer{}, fmt.Errorf("%w: personal agent %q is not registered", ErrUntrusted, issuer)
 	}
@@ -104,4 +115,23 @@ func (r *Registry) keys(ctx context.Context, uri string, refresh bool) (*KeySet,
 		return r.fetcher.Refresh(ctx, uri)
 	}
 	return r.fetcher.Keys(ctx, uri)
+}
+
+// discovered finds an unregistered agent's keys through OIDC discovery.
+func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) (Signer, error) {
+	if err := r.fetcher.CheckURI(issuer); err != nil {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: %v", ErrUntrusted, issuer, err)
+	}
+	iss, jwksURI, err := r.fetcher.Metadata(ctx, strings.TrimRight(issuer, "/")+"/.well-known/openid-configuration")
+	if err != nil {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery: %v", ErrUntrusted, issuer, err)
+	}
+	if iss != issuer {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery names issuer %q", ErrUntrusted, issuer, iss)
+	}
+	if err := r.fetcher.CheckURI(jwksURI); err != nil {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: %v", ErrUntrusted, issuer, err)
+	}
+	ks, err := r.keys(ctx, jwksURI, refresh)
+	return Signer{Keys: ks}, err
 }

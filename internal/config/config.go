@@ -73,6 +73,9 @@ type Provider struct {
 	Domains map[string]string `yaml:"domains"`
 	// RateLimits per personal agent and per (personal agent, sub).
 	RateLimits RateLimits `yaml:"rateLimits"`
+	// OpenAgents accepts any personal agent whose issuer serves OIDC
+	// discovery with a JWKS, besides the registered ones (default false).
+	OpenAgents bool `yaml:"openAgents"`
 }
 
 // RateLimits are the Provider's request limits.

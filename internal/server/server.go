@@ -141,7 +141,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 
 	if cfg.Provider.On() {
-		if err := s.startProvider(cfg, v, registry, log); err != nil {
+		// The Provider may be open to unregistered agents; the ledger's
+		// verification never is.
+		pkeys, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
+		if err != nil {
+			return nil, err
+		}
+		pkeys.OpenAgents(cfg.Provider.OpenAgents)
+		if err := s.startProvider(cfg, v, pkeys, log); err != nil {
 			return nil, err
 		}
 	}
