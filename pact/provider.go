@@ -395,8 +395,8 @@ func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClai
 		}
 		conv = c
 	}
-	unlock := p.lock(conv.ID)
-	defer unlock()
+	// Mark the turn as running first, so that a retry of this messageId
+	// while it runs gets INVALID_PARAMS (PACT §4.3) instead of waiting.
 	conv, stored, err := p.store.begin(conv, isNew, m.MessageID, now)
 	var ae *a2aError
 	switch {
@@ -407,7 +407,17 @@ func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClai
 		return nil, newErr(ReasonInternal, "internal error")
 	case stored != nil:
 		return stored, nil
-	case conv.Closed:
+	}
+	// One turn at a time per context; read its state after the previous one.
+	id := conv.ID
+	unlock := p.lock(id)
+	defer unlock()
+	if conv, err = p.store.conv(id); err != nil {
+		p.store.abandon(&conversation{ID: id}, m.MessageID)
+		p.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+		return nil, newErr(ReasonInternal, "internal error")
+	}
+	if conv.Closed {
 		p.store.abandon(conv, m.MessageID)
 		return nil, newErr(ReasonUnsupported, "this conversation is closed; start a new one without contextId")
 	}

@@ -2,7 +2,9 @@ package pact_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +26,7 @@ import (
 )
 
 type env struct {
+	agent pact.Agent
 	sc    *pacttest.Scenario
 	srv   *httptest.Server
 	p     *pact.Provider
@@ -55,7 +58,7 @@ func (e *env) start(t testing.TB) {
 	var handler http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
-	e.p, err = pact.New(pact.Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(e.dir, "provider.db"), Logger: slog.New(slog.DiscardHandler)})
+	e.p, err = pact.New(pact.Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(e.dir, "provider.db"), Logger: slog.New(slog.DiscardHandler), Agent: e.agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,5 +568,79 @@ func TestRateLimitsAndBrandDomain(t *testing.T) {
 	}
 	if r := e.do(t, "GET", srv.URL+"/.well-known/agent-card.json", "", nil); r.code != 404 {
 		t.Fatalf("card at an unknown host: %d", r.code)
+	}
+}
+
+// slowAgent blocks each turn until released, or fails it.
+type slowAgent struct {
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	fail    bool
+}
+
+func (a *slowAgent) Respond(ctx context.Context, t pact.Turn) (pact.Reply, error) {
+	a.mu.Lock()
+	fail := a.fail
+	a.mu.Unlock()
+	if fail {
+		return pact.Reply{}, errors.New("model unavailable")
+	}
+	a.entered <- struct{}{}
+	<-a.release
+	return pact.Reply{Text: "done"}, nil
+}
+
+func TestRetryWhileRunningAndAgentFailure(t *testing.T) {
+	a := &slowAgent{entered: make(chan struct{}), release: make(chan struct{})}
+	e := &env{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), agent: a}
+	t.Cleanup(e.sc.Close)
+	e.key = e.sc.PA.Key
+	e.start(t)
+	tok := e.jwt("u1", nil)
+	var ctxID string
+	{
+		var m struct{ Message struct{ ContextID string } }
+		go func() { <-a.entered; a.release <- struct{}{} }()
+		r := e.do(t, "POST", e.iface+"/message:send", tok, msg("m1", "", "hello"))
+		_ = json.Unmarshal(r.body, &m)
+		ctxID = m.Message.ContextID
+	}
+	done := make(chan resp)
+	go func() { done <- e.do(t, "POST", e.iface+"/message:send", tok, msg("m2", ctxID, "slow turn")) }()
+	<-a.entered // the turn is running
+	// The same messageId again, while no reply is stored yet.
+	r := e.do(t, "POST", e.iface+"/message:send", e.jwt("u1", nil), msg("m2", ctxID, "slow turn"))
+	if r.code != 400 || r.reason() != "INVALID_PARAMS" {
+		t.Fatalf("retry while running: %d %s", r.code, r.body)
+	}
+	a.release <- struct{}{}
+	if r := <-done; r.code != 200 {
+		t.Fatalf("the running turn: %d %s", r.code, r.body)
+	}
+
+	a.mu.Lock()
+	a.fail = true
+	a.mu.Unlock()
+	r = e.do(t, "POST", e.iface+"/message:send", tok, msg("m3", ctxID, "this fails"))
+	if r.code != 500 || r.reason() != "INTERNAL" {
+		t.Fatalf("agent failure: %d %s", r.code, r.body)
+	}
+}
+
+func TestRequestHeadersAreNotRequired(t *testing.T) {
+	e := newEnv(t)
+	j, _ := json.Marshal(msg("m1", "", "hello"))
+	req, _ := http.NewRequest("POST", e.iface+"/message:send", bytes.NewReader(j))
+	req.Header.Set("Authorization", "Bearer "+e.jwt("u1", nil))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("A2A-Version", "0.3")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != pact.ContentType {
+		t.Fatalf("= %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
