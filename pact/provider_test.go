@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -642,5 +643,46 @@ func TestRequestHeadersAreNotRequired(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != pact.ContentType {
 		t.Fatalf("= %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+// No replay tracking: the same personal-agent JWT works at two brands and
+// twice at one (PACT §3.2: jti MAY be present; Providers need not track it).
+func TestTokenReusedAcrossBrands(t *testing.T) {
+	dir := t.TempDir()
+	builtin, _ := os.ReadFile("brands/acme.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), builtin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := strings.Replace(string(builtin), "id: acme", "id: globex", 1)
+	if err := os.WriteFile(filepath.Join(dir, "globex.yaml"), []byte(second), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	brands, err := pact.LoadBrands(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	p, err := pact.New(pact.Config{BaseURL: "http://p", Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	e := &env{sc: sc, srv: srv, p: p, key: sc.PA.Key}
+	tok := e.jwt("u1", func(c map[string]any) { c["jti"] = "same" })
+	for i, b := range []string{"acme", "globex", "globex"} {
+		if r := e.do(t, "POST", srv.URL+"/a2a/"+b+"/message:send", tok, msg("m"+itoa(i), "", "hi")); r.code != 200 {
+			t.Fatalf("%s: %d %s", b, r.code, r.body)
+		}
+	}
+	// A context is per Brand: globex's context is unknown at acme.
+	_, ctxID := replyText(t, e.do(t, "POST", srv.URL+"/a2a/globex/message:send", tok, msg("g1", "", "hi")))
+	if r := e.do(t, "POST", srv.URL+"/a2a/acme/message:send", tok, msg("a9", ctxID, "hi")); r.code != 400 || r.reason() != "INVALID_PARAMS" {
+		t.Fatalf("another brand's context: %d %s", r.code, r.body)
 	}
 }
