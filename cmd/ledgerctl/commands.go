@@ -172,13 +172,17 @@ func rowArg(cmd string, pos []string) (string, error) {
 	return pos[0], nil
 }
 
-func (c *cli) show(args []string) error {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	pos, err := parse(fs, args)
+// rowOnly parses a command that takes one ROW and no flags.
+func rowOnly(cmd string, args []string) (string, error) {
+	pos, err := parse(flag.NewFlagSet(cmd, flag.ContinueOnError), args)
 	if err != nil {
-		return err
+		return "", err
 	}
-	id, err := rowArg("show", pos)
+	return rowArg(cmd, pos)
+}
+
+func (c *cli) show(args []string) error {
+	id, err := rowOnly("show", args)
 	if err != nil {
 		return err
 	}
@@ -314,12 +318,7 @@ func (c *cli) evidence(args []string) error {
 }
 
 func (c *cli) verify(args []string) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := rowArg("verify", pos)
+	id, err := rowOnly("verify", args)
 	if err != nil {
 		return err
 	}
