@@ -174,11 +174,19 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	evSHA := sha256Hex(bundle)
 	receiptSHA := sha256Hex([]byte(in.ReceiptJWS))
 
-	// A byte-identical resubmission needs no verification.
+	// A byte-identical resubmission, or a receipt whose row was swept, needs
+	// no verification.
 	var existing *Row
 	err = l.store.View(ctx, func(tx Tx) error {
-		existing, err = findResubmission(tx, receiptSHA, evSHA)
-		return err
+		found, ferr := findResubmission(tx, receiptSHA, evSHA)
+		if ferr != nil || found != nil {
+			existing = found
+			return ferr
+		}
+		if t, terr := tx.Tombstone(receiptSHA); terr == nil {
+			return &ExpiredError{Tombstone: *t}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, 0, err
