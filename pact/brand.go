@@ -21,15 +21,18 @@ var builtinBrands embed.FS
 // accounts and records, read by its scripted agent. Brands are data, not
 // code: one YAML file each.
 type Brand struct {
-	ID           string    `yaml:"id"`
-	Name         string    `yaml:"name"`
-	Description  string    `yaml:"description"`
-	Version      string    `yaml:"version"`
-	Organization string    `yaml:"organization"`
-	Skills       []Skill   `yaml:"skills"`
-	Scopes       []Scope   `yaml:"scopes"`
-	Accounts     []Account `yaml:"accounts"`
-	Orders       []Order   `yaml:"orders"`
+	ID           string  `yaml:"id"`
+	Name         string  `yaml:"name"`
+	Description  string  `yaml:"description"`
+	Version      string  `yaml:"version"`
+	Organization string  `yaml:"organization"`
+	Skills       []Skill `yaml:"skills"`
+	Scopes       []Scope `yaml:"scopes"`
+	// Delegation offers the Delegated profile (PACT §5): the card lists the
+	// OAuth device flow and the Provider serves its endpoints.
+	Delegation bool      `yaml:"delegation"`
+	Accounts   []Account `yaml:"accounts"`
+	Orders     []Order   `yaml:"orders"`
 }
 
 // Skill is a card skill (informational, PACT §2.1).
@@ -71,6 +74,9 @@ func (b *Brand) validate() error {
 	}
 	if b.Version == "" {
 		b.Version = "0.1.0"
+	}
+	if b.Delegation && len(b.Scopes) == 0 {
+		return fmt.Errorf("brand %s: delegation needs at least one scope", b.ID)
 	}
 	accounts := map[string]bool{}
 	for _, a := range b.Accounts {

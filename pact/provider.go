@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type Config struct {
 	Agent Agent
 	// StorePath is the Provider's bbolt file.
 	StorePath string
+	// SigningKeyPath is the ES256 key that signs delegation tokens; created
+	// on first use. Default: provider-signing-key.json beside StorePath.
+	SigningKeyPath string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -58,6 +62,7 @@ type Config struct {
 type Provider struct {
 	cfg   Config
 	store *store
+	key   *signingKey
 
 	perAgent, perUser *limiter
 
@@ -83,6 +88,13 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
+	if cfg.SigningKeyPath == "" {
+		cfg.SigningKeyPath = filepath.Join(filepath.Dir(cfg.StorePath), "provider-signing-key.json")
+	}
+	key, err := loadSigningKey(cfg.SigningKeyPath)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(cfg.StorePath)
 	if err != nil {
 		return nil, err
@@ -93,7 +105,7 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("pact: domain %s names unknown brand %q", d, id)
 		}
 	}
-	return &Provider{cfg: cfg, store: st, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
+	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
 }
 
 // Close closes the store.
@@ -133,6 +145,18 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if b.Delegation && (op == "oauth/.well-known/oauth-authorization-server" || op == "oauth/jwks.json") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		if op == "oauth/jwks.json" {
+			p.jwks(w)
+		} else {
+			p.metadata(w, b)
+		}
+		return
+	}
 	if op == ".well-known/agent-card.json" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			methodNotAllowed(w, "GET, HEAD")
@@ -141,7 +165,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.card(w, b)
 		return
 	}
-	rt, allowed := p.match(op, r.Method)
+	rt, allowed := p.match(op, r.Method, b.Delegation)
 	if rt.op == nil {
 		if allowed != "" {
 			methodNotAllowed(w, allowed)
@@ -186,7 +210,7 @@ func methodNotAllowed(w http.ResponseWriter, allow string) {
 
 // match finds the operation for op and method. When the path is an A2A
 // operation but the method is not, it returns the allowed methods.
-func (p *Provider) match(op, method string) (route, string) {
+func (p *Provider) match(op, method string, delegation bool) (route, string) {
 	type entry struct {
 		method string
 		fn     func(http.ResponseWriter, *http.Request, route, *verifier.RequestClaims)
@@ -194,6 +218,10 @@ func (p *Provider) match(op, method string) (route, string) {
 	var table []entry
 	var arg string
 	switch {
+	case delegation && op == "oauth/device_authorization":
+		table = []entry{{http.MethodPost, p.deviceAuthorization}}
+	case delegation && op == "oauth/token":
+		table = []entry{{http.MethodPost, p.token}}
 	case op == "message:send":
 		table = []entry{{http.MethodPost, p.send}}
 	case op == "message:stream":
@@ -268,19 +296,37 @@ func (p *Provider) card(w http.ResponseWriter, b *Brand) {
 	if skills == nil {
 		skills = []Skill{}
 	}
+	schemes := map[string]any{
+		"paJwt": map[string]any{"httpAuthSecurityScheme": map[string]string{"scheme": "Bearer", "bearerFormat": "JWT"}},
+	}
+	requirements := []map[string]any{{"schemes": map[string]any{"paJwt": map[string]any{"list": []string{}}}}}
+	if b.Delegation {
+		// PACT §5.1: the device flow, and a second requirement naming both.
+		scopes := map[string]string{}
+		for _, s := range b.Scopes {
+			scopes[s.ID] = s.Description
+		}
+		schemes["userDelegation"] = map[string]any{"oauth2SecurityScheme": map[string]any{
+			"flows": map[string]any{"deviceCode": map[string]any{
+				"deviceAuthorizationUrl": p.issuer(b) + "/device_authorization",
+				"tokenUrl":               p.issuer(b) + "/token",
+				"scopes":                 scopes,
+			}},
+			"oauth2MetadataUrl": p.metadataURL(b),
+		}}
+		requirements = append(requirements, map[string]any{"schemes": map[string]any{"paJwt": map[string]any{"list": []string{}}, "userDelegation": map[string]any{"list": []string{}}}})
+	}
 	card := map[string]any{
 		"name":        b.Name,
 		"description": b.Description,
 		"supportedInterfaces": []map[string]string{{
 			"url": p.InterfaceURL(b.ID), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0",
 		}},
-		"provider":     map[string]string{"organization": b.Organization, "url": p.cfg.BaseURL},
-		"version":      b.Version,
-		"capabilities": map[string]bool{"streaming": false, "pushNotifications": false, "extendedAgentCard": false},
-		"securitySchemes": map[string]any{
-			"paJwt": map[string]any{"httpAuthSecurityScheme": map[string]string{"scheme": "Bearer", "bearerFormat": "JWT"}},
-		},
-		"securityRequirements": []map[string]any{{"schemes": map[string]any{"paJwt": map[string]any{"list": []string{}}}}},
+		"provider":             map[string]string{"organization": b.Organization, "url": p.cfg.BaseURL},
+		"version":              b.Version,
+		"capabilities":         map[string]bool{"streaming": false, "pushNotifications": false, "extendedAgentCard": false},
+		"securitySchemes":      schemes,
+		"securityRequirements": requirements,
 		"defaultInputModes":    []string{"text/plain"},
 		"defaultOutputModes":   []string{"text/plain"},
 		"skills":               skills,

@@ -43,7 +43,7 @@ func openStore(path string) (*store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCode, bGrants, bRefresh} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

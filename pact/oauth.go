@@ -1,0 +1,462 @@
+package pact
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// The OAuth side of the Delegated profile (PACT §5.1, §5.3, §5.4): RFC 8414
+// metadata, the JWKS, device authorization (RFC 8628) and the token
+// endpoint with rotating refresh tokens. The personal agent's §3 JWT is the
+// client authentication on every call.
+
+var (
+	bDevices  = []byte("device_codes")
+	bUserCode = []byte("user_codes")
+	bGrants   = []byte("grants")
+	bRefresh  = []byte("refresh_tokens")
+)
+
+// Lifetimes of the Delegated profile.
+const (
+	deviceCodeTTL  = 10 * time.Minute
+	pollInterval   = 5 * time.Second
+	accessTokenTTL = time.Hour // PACT §5.4: SHOULD be at most 1 h
+	grantTTL       = 90 * 24 * time.Hour
+	deviceGrant    = "urn:ietf:params:oauth:grant-type:device_code"
+)
+
+// deviceAuth is one pending device authorization.
+type deviceAuth struct {
+	Brand     string    `json:"brand"`
+	Client    string    `json:"client"` // personal agent issuer
+	Sub       string    `json:"sub"`    // personal agent's sub of the requester
+	Scopes    []string  `json:"scopes"`
+	UserCode  string    `json:"userCode"`
+	Expires   time.Time `json:"expires"`
+	Interval  int       `json:"interval"`
+	LastPoll  time.Time `json:"lastPoll,omitzero"`
+	Status    string    `json:"status"` // pending, approved, denied, redeemed
+	User      string    `json:"user,omitempty"`
+	Granted   []string  `json:"granted,omitempty"`
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
+}
+
+// grant is what a User approved for a personal agent at a Brand.
+type grant struct {
+	ID      string    `json:"id"`
+	Brand   string    `json:"brand"`
+	Client  string    `json:"client"`
+	User    string    `json:"user"`
+	Scopes  []string  `json:"scopes"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// refreshToken is one refresh token of a grant's rotation chain.
+type refreshToken struct {
+	Grant   string    `json:"grant"`
+	Used    bool      `json:"used,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+func hashToken(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+func randomToken(prefix string) string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// userCodeAlphabet has no vowels or look-alike characters (RFC 8628 §6.1).
+const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+
+func newUserCode() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	out := make([]byte, 0, 9)
+	for i, c := range b {
+		if i == 4 {
+			out = append(out, '-')
+		}
+		out = append(out, userCodeAlphabet[int(c)%len(userCodeAlphabet)])
+	}
+	return string(out)
+}
+
+// oauthError is an RFC 6749 §5.2 error.
+func oauthError(w http.ResponseWriter, code int, kind, desc string) {
+	b, _ := json.Marshal(map[string]string{"error": kind, "error_description": desc})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func oauthJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// issuer is a delegating brand's authorization server issuer.
+func (p *Provider) issuer(b *Brand) string { return p.InterfaceURL(b.ID) + "/oauth" }
+
+// metadataURL is where its RFC 8414 metadata is.
+func (p *Provider) metadataURL(b *Brand) string {
+	return p.issuer(b) + "/.well-known/oauth-authorization-server"
+}
+
+// LoginURL is the Brand's login page the verification URI points to.
+func (p *Provider) LoginURL(b *Brand) string { return p.InterfaceURL(b.ID) + "/login" }
+
+func (p *Provider) metadata(w http.ResponseWriter, b *Brand) {
+	scopes := make([]string, len(b.Scopes))
+	for i, s := range b.Scopes {
+		scopes[i] = s.ID
+	}
+	oauthJSON(w, map[string]any{
+		"issuer":                                p.issuer(b),
+		"device_authorization_endpoint":         p.issuer(b) + "/device_authorization",
+		"token_endpoint":                        p.issuer(b) + "/token",
+		"jwks_uri":                              p.issuer(b) + "/jwks.json",
+		"scopes_supported":                      scopes,
+		"grant_types_supported":                 []string{deviceGrant, "refresh_token"},
+		"token_endpoint_auth_methods_supported": []string{"private_key_jwt"},
+		"response_types_supported":              []string{},
+	})
+}
+
+func (p *Provider) jwks(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(p.key.jwks)
+}
+
+// clientForm reads the form and checks client_id against the personal
+// agent's JWT (PACT §5.3: client_id is its issuer). It writes the error.
+func (p *Provider) clientForm(w http.ResponseWriter, r *http.Request, who *verifier.RequestClaims) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body is not a form")
+		return nil, false
+	}
+	if c := r.PostForm.Get("client_id"); c != who.Iss {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
+		oauthError(w, http.StatusUnauthorized, "invalid_client", "client_id must be the personal agent's issuer")
+		return nil, false
+	}
+	return r.PostForm, true
+}
+
+// deviceAuthorization is RFC 8628 §3.1–3.2.
+func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims) {
+	form, ok := p.clientForm(w, r, who)
+	if !ok {
+		return
+	}
+	b := rt.brand
+	requested := strings.Fields(form.Get("scope"))
+	if len(requested) == 0 {
+		oauthError(w, http.StatusBadRequest, "invalid_scope", "ask for at least one of the scopes on the card")
+		return
+	}
+	for _, s := range requested {
+		if !slices.ContainsFunc(b.Scopes, func(x Scope) bool { return x.ID == s }) {
+			oauthError(w, http.StatusBadRequest, "invalid_scope", "unknown scope "+s)
+			return
+		}
+	}
+	now := p.cfg.Now().UTC()
+	deviceCode := randomToken("dc_")
+	d := deviceAuth{Brand: b.ID, Client: who.Iss, Sub: who.Sub, Scopes: dedupe(requested), Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
+	err := p.store.db.Update(func(tx *bolt.Tx) error {
+		for range 5 { // a user code collision is unlikely; retry a few times
+			d.UserCode = newUserCode()
+			if tx.Bucket(bUserCode).Get([]byte(d.UserCode)) == nil {
+				break
+			}
+		}
+		v, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bDevices).Put(hashToken(deviceCode), v); err != nil {
+			return err
+		}
+		return tx.Bucket(bUserCode).Put([]byte(d.UserCode), hashToken(deviceCode))
+	})
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the authorization")
+		return
+	}
+	login := p.LoginURL(b)
+	oauthJSON(w, map[string]any{
+		"device_code":               deviceCode,
+		"user_code":                 d.UserCode,
+		"verification_uri":          login,
+		"verification_uri_complete": login + "?user_code=" + url.QueryEscape(d.UserCode),
+		"expires_in":                int(deviceCodeTTL / time.Second),
+		"interval":                  d.Interval,
+	})
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// token is the token endpoint: the device code grant (RFC 8628 §3.4–3.5)
+// and refresh with rotation and reuse detection.
+func (p *Provider) token(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims) {
+	form, ok := p.clientForm(w, r, who)
+	if !ok {
+		return
+	}
+	switch form.Get("grant_type") {
+	case deviceGrant:
+		p.redeemDevice(w, rt.brand, who, form.Get("device_code"))
+	case "refresh_token":
+		p.refresh(w, rt.brand, who, form.Get("refresh_token"))
+	default:
+		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "use the device code grant or refresh_token")
+	}
+}
+
+// errOAuth carries an OAuth error out of a transaction.
+type errOAuth struct{ kind, desc string }
+
+func (e *errOAuth) Error() string { return e.kind + ": " + e.desc }
+
+func writeOAuthErr(w http.ResponseWriter, err error) {
+	var oe *errOAuth
+	if errors.As(err, &oe) {
+		oauthError(w, http.StatusBadRequest, oe.kind, oe.desc)
+		return
+	}
+	oauthError(w, http.StatusInternalServerError, "server_error", "internal error")
+}
+
+func (p *Provider) redeemDevice(w http.ResponseWriter, b *Brand, who *verifier.RequestClaims, code string) {
+	now := p.cfg.Now().UTC()
+	var g *grant
+	var pollErr *errOAuth // an answer that still commits the poll's bookkeeping
+	err := p.store.db.Update(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bDevices).Get(hashToken(code))
+		if v == nil {
+			return &errOAuth{"invalid_grant", "unknown device_code"}
+		}
+		var d deviceAuth
+		if err := json.Unmarshal(v, &d); err != nil {
+			return err
+		}
+		if d.Brand != b.ID || d.Client != who.Iss {
+			return &errOAuth{"invalid_grant", "the device_code was issued to another client or brand"}
+		}
+		if now.After(d.Expires) {
+			return &errOAuth{"expired_token", "the device_code has expired; start again"}
+		}
+		save := func() error {
+			v, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bDevices).Put(hashToken(code), v)
+		}
+		switch d.Status {
+		case "redeemed":
+			return &errOAuth{"invalid_grant", "the device_code was already redeemed"}
+		case "denied":
+			return &errOAuth{"access_denied", "the user denied the request"}
+		case "pending":
+			tooSoon := !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < time.Duration(d.Interval)*time.Second
+			d.LastPoll = now
+			pollErr = &errOAuth{"authorization_pending", "the user has not approved yet"}
+			if tooSoon {
+				d.Interval += 5 // RFC 8628 §3.5
+				pollErr = &errOAuth{"slow_down", fmt.Sprintf("poll at most every %d seconds", d.Interval)}
+			}
+			return save()
+		}
+		// Approved: redeem once.
+		d.Status = "redeemed"
+		if err := save(); err != nil {
+			return err
+		}
+		g = &grant{ID: "a2agrant_" + randomToken("")[:26], Brand: b.ID, Client: d.Client, User: d.User, Scopes: d.Granted, Created: now, Expires: now.Add(grantTTL)}
+		gv, err := json.Marshal(g)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bGrants).Put([]byte(g.ID), gv)
+	})
+	if err == nil && pollErr != nil {
+		err = pollErr
+	}
+	if err != nil {
+		if !errors.As(err, new(*errOAuth)) {
+			p.cfg.Logger.Error("device code redemption failed", "error", err.Error())
+		}
+		writeOAuthErr(w, err)
+		return
+	}
+	p.issueTokens(w, b, g)
+}
+
+func (p *Provider) refresh(w http.ResponseWriter, b *Brand, who *verifier.RequestClaims, rt string) {
+	now := p.cfg.Now().UTC()
+	var g grant
+	var reuse *errOAuth // reuse revokes the chain, and that must commit
+	err := p.store.db.Update(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bRefresh).Get(hashToken(rt))
+		if v == nil {
+			return &errOAuth{"invalid_grant", "unknown refresh_token"}
+		}
+		var t refreshToken
+		if err := json.Unmarshal(v, &t); err != nil {
+			return err
+		}
+		gv := tx.Bucket(bGrants).Get([]byte(t.Grant))
+		if gv == nil {
+			return &errOAuth{"invalid_grant", "unknown grant"}
+		}
+		if err := json.Unmarshal(gv, &g); err != nil {
+			return err
+		}
+		switch {
+		case g.Brand != b.ID || g.Client != who.Iss:
+			return &errOAuth{"invalid_grant", "the refresh_token was issued to another client or brand"}
+		case t.Used:
+			// Reuse of a rotated token: revoke the grant's whole chain.
+			g.Revoked = now
+			gv, err := json.Marshal(g)
+			if err != nil {
+				return err
+			}
+			reuse = &errOAuth{"invalid_grant", "the refresh_token was already used; the grant's refresh tokens are revoked"}
+			return tx.Bucket(bGrants).Put([]byte(g.ID), gv)
+		case !g.Revoked.IsZero():
+			return &errOAuth{"invalid_grant", "the grant is revoked"}
+		case now.After(t.Expires) || now.After(g.Expires):
+			return &errOAuth{"invalid_grant", "the refresh_token has expired"}
+		}
+		t.Used = true
+		tv, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bRefresh).Put(hashToken(rt), tv)
+	})
+	if err == nil && reuse != nil {
+		err = reuse
+	}
+	if err != nil {
+		writeOAuthErr(w, err)
+		return
+	}
+	p.issueTokens(w, b, &g)
+}
+
+// DelegationClaims are the claims of a delegation token (PACT §5.4).
+type DelegationClaims struct {
+	Iss      string `json:"iss"`
+	Aud      string `json:"aud"`
+	Sub      string `json:"sub"`
+	ClientID string `json:"client_id"`
+	Scope    string `json:"scope"`
+	GrantID  string `json:"grant_id"`
+	Iat      int64  `json:"iat"`
+	Exp      int64  `json:"exp"`
+	Jti      string `json:"jti"`
+}
+
+// issueTokens signs a delegation token and stores a new refresh token.
+func (p *Provider) issueTokens(w http.ResponseWriter, b *Brand, g *grant) {
+	now := p.cfg.Now().UTC()
+	jti := make([]byte, 8)
+	_, _ = rand.Read(jti)
+	at, err := p.key.sign(DelegationClaims{Iss: p.issuer(b), Aud: p.InterfaceURL(b.ID), Sub: g.User, ClientID: g.Client, Scope: strings.Join(g.Scopes, " "),
+		GrantID: g.ID, Iat: now.Unix(), Exp: now.Add(accessTokenTTL).Unix(), Jti: hex.EncodeToString(jti)})
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "could not sign the token")
+		return
+	}
+	rt := randomToken("rt_")
+	err = p.store.db.Update(func(tx *bolt.Tx) error {
+		v, err := json.Marshal(refreshToken{Grant: g.ID, Expires: g.Expires})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bRefresh).Put(hashToken(rt), v)
+	})
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the refresh token")
+		return
+	}
+	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": at, "refresh_token": rt,
+		"expires_in": int(accessTokenTTL / time.Second), "scope": strings.Join(g.Scopes, " ")})
+}
+
+// decide records the User's decision on a device authorization, found by
+// its user code: approve with the scopes they kept (a subset of those
+// requested), or deny. The Brand's login and the consent page call it.
+func (p *Provider) decide(userCode, user string, approve bool, scopes []string) error {
+	now := p.cfg.Now().UTC()
+	return p.store.db.Update(func(tx *bolt.Tx) error {
+		h := tx.Bucket(bUserCode).Get([]byte(strings.ToUpper(strings.TrimSpace(userCode))))
+		if h == nil {
+			return errors.New("unknown user code")
+		}
+		v := tx.Bucket(bDevices).Get(h)
+		if v == nil {
+			return errors.New("unknown user code")
+		}
+		var d deviceAuth
+		if err := json.Unmarshal(v, &d); err != nil {
+			return err
+		}
+		if d.Status != "pending" || now.After(d.Expires) {
+			return errors.New("this request was already decided or has expired")
+		}
+		for _, s := range scopes {
+			if !slices.Contains(d.Scopes, s) {
+				return fmt.Errorf("scope %s was not requested", s)
+			}
+		}
+		d.Status, d.User, d.DecidedAt = "denied", user, now
+		if approve {
+			if len(scopes) == 0 {
+				return errors.New("approve at least one scope, or deny")
+			}
+			d.Status, d.Granted = "approved", dedupe(scopes)
+		}
+		nv, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bDevices).Put(h, nv)
+	})
+}

@@ -1,0 +1,248 @@
+package pact
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+type oauthEnv struct {
+	t     *testing.T
+	sc    *pacttest.Scenario
+	p     *Provider
+	srv   *httptest.Server
+	base  string
+	mu    sync.Mutex
+	now   time.Time
+	brand *Brand
+}
+
+func (e *oauthEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *oauthEnv) advance(d time.Duration) {
+	e.mu.Lock()
+	e.now = e.now.Add(d)
+	e.mu.Unlock()
+}
+
+func newOAuthEnv(t *testing.T) *oauthEnv {
+	dir := t.TempDir()
+	builtin, _ := os.ReadFile("brands/acme.yaml")
+	shop := strings.Replace(string(builtin), "id: acme", "id: shop\ndelegation: true", 1)
+	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(shop), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), builtin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	brands, err := LoadBrands(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"]}
+	t.Cleanup(e.sc.Close)
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
+	var h http.Handler
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(e.srv.Close)
+	e.p, err = New(Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"), Logger: slog.New(slog.DiscardHandler), Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.p.Close() })
+	h = e.p
+	e.base = e.srv.URL + "/a2a/shop"
+	return e
+}
+
+// jwt is a fresh personal-agent JWT (signed at the real time: the JWT is
+// checked at the Provider's clock, which the tests keep near it).
+func (e *oauthEnv) jwt() string {
+	now := e.clock()
+	return e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": "u1", "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
+}
+
+func (e *oauthEnv) post(path string, form url.Values, token string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", e.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return res.StatusCode, m, res.Header
+}
+
+func (e *oauthEnv) get(url string) (int, map[string]any) {
+	res, err := http.Get(url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return res.StatusCode, m
+}
+
+func TestDelegationCardAndMetadata(t *testing.T) {
+	e := newOAuthEnv(t)
+	code, card := e.get(e.base + "/.well-known/agent-card.json")
+	if code != 200 {
+		t.Fatal(code)
+	}
+	reqs := card["securityRequirements"].([]any)
+	if len(reqs) != 2 || len(reqs[0].(map[string]any)["schemes"].(map[string]any)) != 1 || len(reqs[1].(map[string]any)["schemes"].(map[string]any)) != 2 {
+		t.Fatalf("requirements %v", reqs)
+	}
+	ud := card["securitySchemes"].(map[string]any)["userDelegation"].(map[string]any)["oauth2SecurityScheme"].(map[string]any)
+	flow := ud["flows"].(map[string]any)["deviceCode"].(map[string]any)
+	if flow["deviceAuthorizationUrl"] != e.base+"/oauth/device_authorization" || flow["tokenUrl"] != e.base+"/oauth/token" ||
+		flow["scopes"].(map[string]any)["orders:cancel"] != "Cancel an order that has not shipped" {
+		t.Fatalf("flow %v", flow)
+	}
+	code, md := e.get(ud["oauth2MetadataUrl"].(string))
+	if code != 200 || md["issuer"] != e.base+"/oauth" || md["jwks_uri"] != e.base+"/oauth/jwks.json" || md["device_authorization_endpoint"] != flow["deviceAuthorizationUrl"] ||
+		md["token_endpoint"] != flow["tokenUrl"] || len(md["scopes_supported"].([]any)) != 4 || md["grant_types_supported"] == nil || md["token_endpoint_auth_methods_supported"] == nil {
+		t.Fatalf("metadata %v", md)
+	}
+	code, jwks := e.get(md["jwks_uri"].(string))
+	if code != 200 || len(jwks["keys"].([]any)) != 1 {
+		t.Fatalf("jwks %v", jwks)
+	}
+	// A brand without delegation lists only the PA-JWT entry and serves no OAuth endpoints.
+	_, acme := e.get(e.srv.URL + "/a2a/acme/.well-known/agent-card.json")
+	if len(acme["securityRequirements"].([]any)) != 1 {
+		t.Fatal("non-delegating brand lists delegation")
+	}
+	if code, _ := e.get(e.srv.URL + "/a2a/acme/oauth/.well-known/oauth-authorization-server"); code != 404 {
+		t.Fatalf("non-delegating brand metadata = %d", code)
+	}
+}
+
+func TestDeviceFlow(t *testing.T) {
+	e := newOAuthEnv(t)
+	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read orders:cancel"}}
+	if code, _, h := e.post("/oauth/device_authorization", form, ""); code != 401 || h.Get("WWW-Authenticate") != `Bearer realm="a2a"` {
+		t.Fatalf("without a PA JWT: %d", code)
+	}
+	if code, m, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {"https://other"}, "scope": {"orders:read"}}, e.jwt()); code != 401 || m["error"] != "invalid_client" {
+		t.Fatalf("client_id != iss: %d %v", code, m)
+	}
+	if code, m, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read admin:all"}}, e.jwt()); code != 400 || m["error"] != "invalid_scope" {
+		t.Fatalf("unknown scope: %d %v", code, m)
+	}
+	code, da, _ := e.post("/oauth/device_authorization", form, e.jwt())
+	if code != 200 || !regexp.MustCompile(`^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$`).MatchString(da["user_code"].(string)) ||
+		da["verification_uri"] != e.base+"/login" || !strings.HasSuffix(da["verification_uri_complete"].(string), da["user_code"].(string)) ||
+		da["expires_in"] != float64(600) || da["interval"] != float64(5) {
+		t.Fatalf("device authorization: %d %v", code, da)
+	}
+	tokForm := url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}
+	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "authorization_pending" {
+		t.Fatalf("pending: %v", m)
+	}
+	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "slow_down" {
+		t.Fatalf("polling too fast: %v", m)
+	}
+	e.advance(11 * time.Second) // the interval grew to 10 s
+	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "authorization_pending" {
+		t.Fatalf("pending after waiting: %v", m)
+	}
+	// The User signs in with the Brand and unchecks orders:cancel.
+	if err := e.p.decide(da["user_code"].(string), "acct-48213", true, []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(11 * time.Second)
+	code, tok, _ := e.post("/oauth/token", tokForm, e.jwt())
+	if code != 200 || tok["scope"] != "orders:read" || tok["token_type"] != "Bearer" || tok["expires_in"] != float64(3600) || tok["refresh_token"] == nil {
+		t.Fatalf("token: %d %v", code, tok)
+	}
+	// The token verifies against the published JWKS and carries §5.4 claims.
+	_, jwks := e.get(e.base + "/oauth/jwks.json")
+	raw, _ := json.Marshal(jwks)
+	ks, err := verifier.ParseKeySet(verifier.NewSnapshot("u", time.Now(), raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := tok["access_token"].(string)
+	if _, alg, err := verifier.VerifySignature(at, ks); err != nil || alg != "ES256" {
+		t.Fatalf("token signature: %v %s", err, alg)
+	}
+	var c DelegationClaims
+	comp, _ := verifier.DecodeClaims(at, &c)
+	if comp.Typ != "at+jwt" || c.Iss != e.base+"/oauth" || c.Aud != e.base || c.Sub != "acct-48213" || c.ClientID != e.sc.PA.ID || c.Scope != "orders:read" ||
+		!strings.HasPrefix(c.GrantID, "a2agrant_") || c.Exp-c.Iat != 3600 {
+		t.Fatalf("claims %+v typ %s", c, comp.Typ)
+	}
+	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "invalid_grant" {
+		t.Fatalf("second redemption: %v", m)
+	}
+
+	// Refresh rotates; reusing an old refresh token revokes the chain.
+	rf := func(rt string) (int, map[string]any) {
+		code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {rt}}, e.jwt())
+		return code, m
+	}
+	rt1 := tok["refresh_token"].(string)
+	code, t2 := rf(rt1)
+	if code != 200 || t2["refresh_token"] == rt1 || t2["scope"] != "orders:read" {
+		t.Fatalf("refresh: %d %v", code, t2)
+	}
+	var c2 DelegationClaims
+	_, _ = verifier.DecodeClaims(t2["access_token"].(string), &c2)
+	if c2.GrantID != c.GrantID {
+		t.Fatal("refresh changed the grant id")
+	}
+	if _, m := rf(rt1); m["error"] != "invalid_grant" {
+		t.Fatalf("reuse of a rotated token: %v", m)
+	}
+	if _, m := rf(t2["refresh_token"].(string)); m["error"] != "invalid_grant" {
+		t.Fatalf("the chain was not revoked after reuse: %v", m)
+	}
+}
+
+func TestDeviceFlowDeniedAndExpired(t *testing.T) {
+	e := newOAuthEnv(t)
+	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}
+	_, d1, _ := e.post("/oauth/device_authorization", form, e.jwt())
+	_, d2, _ := e.post("/oauth/device_authorization", form, e.jwt())
+	if err := e.p.decide(d1["user_code"].(string), "acct-48213", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(d map[string]any) string {
+		_, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {d["device_code"].(string)}}, e.jwt())
+		return m["error"].(string)
+	}
+	if got := poll(d1); got != "access_denied" {
+		t.Fatalf("denied: %s", got)
+	}
+	e.advance(11 * time.Minute)
+	if got := poll(d2); got != "expired_token" {
+		t.Fatalf("expired: %s", got)
+	}
+	if err := e.p.decide(d2["user_code"].(string), "acct-48213", true, []string{"orders:read"}); err == nil {
+		t.Fatal("approved an expired request")
+	}
+}
