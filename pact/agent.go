@@ -16,6 +16,26 @@ type Turn struct {
 	Text    string
 	// State is the agent's state for the context from the previous turn.
 	State json.RawMessage
+	// User is the Brand user a delegation token lets the agent act as, and
+	// Scopes what it allows (PACT §5.5); empty under §3 alone.
+	User   string
+	Scopes []string
+	// Orders reads and changes the Brand's order records.
+	Orders OrderBook
+}
+
+// OrderBook is the Brand's order records as the agent sees them.
+type OrderBook interface {
+	Status(order *Order) (string, error)
+	SetStatus(order *Order, status string) error
+}
+
+// ActionTaken is one tool the agent ran, with its exact args JSON, for the
+// receipt (argsHash) and the application action log.
+type ActionTaken struct {
+	Tool     string
+	Target   string
+	ArgsJSON string
 }
 
 // Reply is an agent's answer and its new state for the context.
@@ -24,6 +44,12 @@ type Reply struct {
 	State json.RawMessage
 	// Close ends the conversation (later messages get UNSUPPORTED_OPERATION).
 	Close bool
+	// Actions the turn ran and the scopes they used (delegated turns).
+	Actions    []ActionTaken
+	ScopesUsed []string
+	// NeedScopes asks for a step-up: the turn needs these scopes, which the
+	// token lacks (PACT §5.5).
+	NeedScopes []string
 }
 
 // Agent is a brand's support agent. The scripted agent below is the
@@ -68,6 +94,9 @@ func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
 	if m := orderRef.FindStringSubmatch(t.Text); m != nil {
 		st.Order, st.Verified = strings.ToUpper(m[1]), false
 	}
+	if t.User != "" {
+		return delegatedTurn(t, &st, text, reply)
+	}
 	if wantsChange(text) {
 		return reply("I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status.")
 	}
@@ -101,4 +130,52 @@ func wantsChange(text string) bool {
 		}
 	}
 	return false
+}
+
+// delegatedTurn acts as the Brand user the token names, within its scopes:
+// the user's own orders, read with orders:read, cancelled with orders:cancel.
+func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Reply, error)) (Reply, error) {
+	has := func(s string) bool {
+		for _, g := range t.Scopes {
+			if g == s {
+				return true
+			}
+		}
+		return false
+	}
+	if st.Order == "" {
+		return reply("Which order is this about? Please give me the order number.")
+	}
+	o := t.Brand.order(st.Order)
+	if o == nil || o.Account != t.User {
+		return reply(fmt.Sprintf("I can't find order %s on your account.", st.Order))
+	}
+	need := "orders:read"
+	if strings.Contains(text, "cancel") {
+		need = "orders:cancel"
+	}
+	if !has(need) {
+		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", need))
+		r.NeedScopes = []string{need}
+		return r, err
+	}
+	status, err := t.Orders.Status(o)
+	if err != nil {
+		return Reply{}, err
+	}
+	args := fmt.Sprintf(`{"order":%q}`, o.ID)
+	if need == "orders:read" {
+		r, err := reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, status, o.Total))
+		r.Actions, r.ScopesUsed = []ActionTaken{{Tool: "lookup_orders", Target: o.ID, ArgsJSON: args}}, []string{"orders:read"}
+		return r, err
+	}
+	if status != "processing" {
+		return reply(fmt.Sprintf("Order %s is %s and can no longer be cancelled.", o.ID, status))
+	}
+	if err := t.Orders.SetStatus(o, "cancelled"); err != nil {
+		return Reply{}, err
+	}
+	r, err := reply(fmt.Sprintf("Order %s is cancelled. The refund of %s posts in 3 to 5 days.", o.ID, o.Total))
+	r.Actions, r.ScopesUsed = []ActionTaken{{Tool: "cancel_order", Target: o.ID, ArgsJSON: args}}, []string{"orders:cancel"}
+	return r, err
 }

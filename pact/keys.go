@@ -18,9 +18,10 @@ import (
 // the Delegated profile, receipts), kept in a file readable only by its
 // owner and published in each delegating brand's JWKS.
 type signingKey struct {
-	jwk    jose.JSONWebKey
-	signer jose.Signer
-	jwks   []byte
+	jwk      jose.JSONWebKey
+	signer   jose.Signer // delegation tokens: typ at+jwt
+	receipts jose.Signer // receipts: typ JWT
+	jwks     []byte
 }
 
 // loadSigningKey reads the key at path, creating it on first use.
@@ -65,11 +66,29 @@ func loadSigningKey(path string) (*signingKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	receipts, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return nil, err
+	}
 	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}})
 	if err != nil {
 		return nil, err
 	}
-	return &signingKey{jwk: k, signer: signer, jwks: jwks}, nil
+	return &signingKey{jwk: k, signer: signer, receipts: receipts, jwks: jwks}, nil
+}
+
+// signReceipt returns the compact JWS of receipt claims (PACT §5.6), signed
+// with the same key as the delegation tokens.
+func (k *signingKey) signReceipt(claims any) (string, error) {
+	b, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	jws, err := k.receipts.Sign(b)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
 }
 
 // sign returns the compact JWS of claims.

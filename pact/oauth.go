@@ -185,9 +185,27 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 			return
 		}
 	}
-	now := p.cfg.Now().UTC()
+	deviceCode, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, dedupe(requested), p.cfg.Now().UTC())
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the authorization")
+		return
+	}
+	login := p.LoginURL(b)
+	oauthJSON(w, map[string]any{
+		"device_code":               deviceCode,
+		"user_code":                 userCode,
+		"verification_uri":          login,
+		"verification_uri_complete": login + "?user_code=" + url.QueryEscape(userCode),
+		"expires_in":                int(deviceCodeTTL / time.Second),
+		"interval":                  int(pollInterval / time.Second),
+	})
+}
+
+// newDeviceAuth stores a pending device authorization for client (a
+// personal agent) and its sub, and returns its device and user codes.
+func (p *Provider) newDeviceAuth(b *Brand, client, sub string, scopes []string, now time.Time) (string, string, error) {
 	deviceCode := randomToken("dc_")
-	d := deviceAuth{Brand: b.ID, Client: who.Iss, Sub: who.Sub, Scopes: dedupe(requested), Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
+	d := deviceAuth{Brand: b.ID, Client: client, Sub: sub, Scopes: scopes, Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
 	err := p.store.db.Update(func(tx *bolt.Tx) error {
 		for range 5 { // a user code collision is unlikely; retry a few times
 			d.UserCode = newUserCode()
@@ -204,19 +222,7 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 		}
 		return tx.Bucket(bUserCode).Put([]byte(d.UserCode), hashToken(deviceCode))
 	})
-	if err != nil {
-		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the authorization")
-		return
-	}
-	login := p.LoginURL(b)
-	oauthJSON(w, map[string]any{
-		"device_code":               deviceCode,
-		"user_code":                 d.UserCode,
-		"verification_uri":          login,
-		"verification_uri_complete": login + "?user_code=" + url.QueryEscape(d.UserCode),
-		"expires_in":                int(deviceCodeTTL / time.Second),
-		"interval":                  d.Interval,
-	})
+	return deviceCode, d.UserCode, err
 }
 
 func dedupe(s []string) []string {

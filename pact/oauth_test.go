@@ -1,6 +1,9 @@
 package pact
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -244,5 +247,139 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 	}
 	if err := e.p.decide(d2["user_code"].(string), "acct-48213", true, []string{"orders:read"}); err == nil {
 		t.Fatal("approved an expired request")
+	}
+}
+
+// deviceToken runs the device flow for scopes and returns the token reply.
+func (e *oauthEnv) deviceToken(scopes, approve []string) map[string]any {
+	e.t.Helper()
+	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwt())
+	if err := e.p.decide(da["user_code"].(string), "acct-48213", true, approve); err != nil {
+		e.t.Fatal(err)
+	}
+	code, tok, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	if code != 200 {
+		e.t.Fatalf("token: %d %v", code, tok)
+	}
+	return tok
+}
+
+func (e *oauthEnv) send(delegation, ctxID, id, text string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	m := map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}
+	if ctxID != "" {
+		m["contextId"] = ctxID
+	}
+	body, _ := json.Marshal(map[string]any{"message": m})
+	req, _ := http.NewRequest("POST", e.base+"/message:send", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+e.jwt())
+	if delegation != "" {
+		req.Header.Set("X-A2A-User-Delegation", "Bearer "+delegation)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return res.StatusCode, out, res.Header
+}
+
+func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
+	e := newOAuthEnv(t)
+	// A context started under §3 alone continues under delegation.
+	code, first, _ := e.send("", "", "m1", "hello")
+	if code != 200 {
+		t.Fatalf("identity turn: %d %v", code, first)
+	}
+	ctxID := first["message"].(map[string]any)["contextId"].(string)
+	if first["message"].(map[string]any)["metadata"] != nil {
+		t.Fatal("a receipt on a turn without delegation")
+	}
+	read := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read"})["access_token"].(string)
+	code, out, _ := e.send(read, ctxID, "m2", "what is the status of A-5531?")
+	if code != 200 {
+		t.Fatalf("delegated turn: %d %v", code, out)
+	}
+	msg := out["message"].(map[string]any)
+	if !strings.Contains(msg["parts"].([]any)[0].(map[string]any)["text"].(string), "processing") {
+		t.Fatalf("reply %v", msg)
+	}
+	receipt := msg["metadata"].(map[string]any)["pact.receipt"].(map[string]any)
+	claims := receipt["claims"].(map[string]any)
+	if claims["user"] != "acct-48213" || claims["pa"] != e.sc.PA.ID || claims["brand"] != e.base || !strings.HasPrefix(claims["grantId"].(string), "a2agrant_") ||
+		claims["scopesUsed"].([]any)[0] != "orders:read" || claims["ts"] == "" {
+		t.Fatalf("receipt claims %v", claims)
+	}
+	jws := receipt["jws"].(string)
+	comp, _ := verifier.DecodeClaims(jws, new(map[string]any))
+	if comp.Kid == "" || comp.Typ == "" {
+		t.Fatalf("receipt header kid %q typ %q", comp.Kid, comp.Typ)
+	}
+	// The receipt verifies in the ledger's verifier, with the action log's args.
+	sum := sha256.Sum256([]byte(jws))
+	log, err := e.p.ActionLog(hex.EncodeToString(sum[:]))
+	if err != nil || len(log) != 1 || log[0].Tool != "lookup_orders" || log[0].ArgsJSON != `{"order":"A-5531"}` {
+		t.Fatalf("action log %+v %v", log, err)
+	}
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}),
+		[]verifier.Brand{{InterfaceURL: e.base, MetadataURL: e.base + "/oauth/.well-known/oauth-authorization-server"}}, e.sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
+	res, err := v.Verify(context.Background(), verifier.Input{ReceiptJWS: jws, RequestJWT: e.jwt(), DelegationToken: read,
+		Actions: []verifier.Action{{Tool: log[0].Tool, Target: log[0].Target, ArgsJSON: log[0].ArgsJSON}}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if c.Result != verifier.Pass {
+			t.Fatalf("ledger check %s = %v: %s", c.Name, c.Result, c.Detail)
+		}
+	}
+
+	// Step-up: cancelling needs orders:cancel, which the token lacks.
+	code, out, _ = e.send(read, ctxID, "m3", "please cancel A-5531")
+	task, _ := out["task"].(map[string]any)
+	if code != 200 || task == nil || task["status"].(map[string]any)["state"] != "TASK_STATE_AUTH_REQUIRED" || task["contextId"] != ctxID {
+		t.Fatalf("step-up: %d %v", code, out)
+	}
+	meta := task["metadata"].(map[string]any)
+	if meta["pact.missingScopes"].([]any)[0] != "orders:cancel" || !strings.Contains(meta["pact.verificationUriComplete"].(string), "user_code=") {
+		t.Fatalf("step-up metadata %v", meta)
+	}
+	userCode := meta["pact.verificationUriComplete"].(string)[strings.Index(meta["pact.verificationUriComplete"].(string), "user_code=")+10:]
+	if err := e.p.decide(userCode, "acct-48213", true, []string{"orders:cancel"}); err != nil {
+		t.Fatal(err)
+	}
+	// The new token comes from the step-up's device code; here a fresh
+	// authorization with both scopes stands in for the agent's polling.
+	both := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
+	code, out, _ = e.send(both, ctxID, "m4", "please cancel A-5531")
+	if code != 200 || !strings.Contains(out["message"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string), "cancelled") {
+		t.Fatalf("after step-up: %d %v", code, out)
+	}
+	rc := out["message"].(map[string]any)["metadata"].(map[string]any)["pact.receipt"].(map[string]any)["claims"].(map[string]any)
+	if rc["actions"].([]any)[0].(map[string]any)["tool"] != "cancel_order" || rc["actions"].([]any)[0].(map[string]any)["argsHash"] != verifier.ArgsHash(`{"order":"A-5531"}`) {
+		t.Fatalf("cancel receipt %v", rc)
+	}
+
+	// A bad delegation token: 401 invalid_token, no A2A body.
+	code, _, h := e.send(both+"x", ctxID, "m5", "status of A-5531")
+	if code != 401 || h.Get("WWW-Authenticate") != `Bearer realm="a2a", error="invalid_token"` {
+		t.Fatalf("tampered token: %d %q", code, h.Get("WWW-Authenticate"))
+	}
+	// A token for another Brand user in this context: INVALID_PARAMS.
+	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}, e.jwt())
+	_ = e.p.decide(da["user_code"].(string), "acct-10977", true, []string{"orders:read"})
+	_, other, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	code, out, _ = e.send(other["access_token"].(string), ctxID, "m6", "status of B-2001")
+	if code != 400 || out["error"].(map[string]any)["details"].([]any)[0].(map[string]any)["reason"] != "INVALID_PARAMS" {
+		t.Fatalf("sub switch: %d %v", code, out)
+	}
+	// Expired and revoked tokens are refused.
+	e.advance(2 * time.Hour)
+	if code, _, _ := e.send(both, "", "m7", "status of A-5531"); code != 401 {
+		t.Fatalf("expired token: %d", code)
 	}
 }

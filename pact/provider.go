@@ -117,6 +117,7 @@ func (p *Provider) InterfaceURL(brandID string) string { return p.cfg.BaseURL + 
 // route is a matched A2A operation.
 type route struct {
 	brand *Brand
+	del   *DelegationClaims // the verified delegation token, when one was sent
 	op    func(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims)
 	arg   string // task id, where the path has one
 }
@@ -182,6 +183,17 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
+	}
+	// PACT §5.5: the delegation token, when sent, checked after the PA JWT.
+	if h := r.Header.Get("X-A2A-User-Delegation"); h != "" {
+		del, err := p.verifyDelegation(b, who, h)
+		if err != nil {
+			p.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="a2a", error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		rt.del = del
 	}
 	// PACT §6: 429 with Retry-After per personal agent and per (agent, sub);
 	// a refused request spends no token.
@@ -378,12 +390,14 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request, rt route, who *v
 		writeError(w, aerr)
 		return
 	}
-	reply, aerr := p.turn(r.Context(), rt.brand, who, msg, text)
+	out, aerr := p.turn(r.Context(), rt.brand, who, rt.del, msg, text)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	writeA2A(w, http.StatusOK, map[string]any{"message": reply})
+	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	_, _ = w.Write(out)
 }
 
 // parseSend applies the request rules of PACT §4.1, in order: a bad body,
@@ -426,7 +440,7 @@ func parseSend(body []byte) (*Message, string, *a2aError) {
 
 // turn runs one message in its context: a new context when none is given;
 // a stored reply for a repeated messageId (PACT §4.3).
-func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClaims, m *Message, text string) (*Message, *a2aError) {
+func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClaims, del *DelegationClaims, m *Message, text string) (json.RawMessage, *a2aError) {
 	now := p.cfg.Now().UTC()
 	conv := &conversation{ID: m.ContextID, Brand: b.ID, PA: who.Iss, Sub: who.Sub, Created: now}
 	isNew := m.ContextID == ""
@@ -467,19 +481,32 @@ func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClai
 		p.store.abandon(conv, m.MessageID)
 		return nil, newErr(ReasonUnsupported, "this conversation is closed; start a new one without contextId")
 	}
-	rep, err := p.cfg.Agent.Respond(ctx, Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State})
+	turn := Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State, Orders: orderBook{p.store, b.ID}}
+	if del != nil {
+		// PACT §5.5: once a context ran as one Brand user, another user's
+		// token is INVALID_PARAMS.
+		if conv.User != "" && conv.User != del.Sub {
+			p.store.abandon(conv, m.MessageID)
+			return nil, newErr(ReasonInvalidParams, "this context acts for another user")
+		}
+		turn.User, turn.Scopes = del.Sub, strings.Fields(del.Scope)
+	}
+	rep, err := p.cfg.Agent.Respond(ctx, turn)
 	if err != nil {
 		p.store.abandon(conv, m.MessageID)
 		p.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "the agent could not answer")
 	}
-	t := rep.Text
-	out := &Message{MessageID: newID(), ContextID: conv.ID, Role: "ROLE_AGENT", Parts: []Part{{Text: &t}}}
-	if err := p.store.finish(conv, m.MessageID, out, rep.State, rep.Close, now); err != nil {
-		p.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+	body, err := p.respond(b, who, del, conv, rep, now)
+	if err == nil {
+		err = p.store.finish(conv, m.MessageID, body, rep.State, rep.Close, turn.User, now)
+	}
+	if err != nil {
+		p.store.abandon(conv, m.MessageID)
+		p.cfg.Logger.ErrorContext(ctx, "provider reply", slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "internal error")
 	}
-	return out, nil
+	return body, nil
 }
 
 // String describes the provider for logs.

@@ -16,21 +16,24 @@ var (
 
 // conversation is one context: it belongs to one Brand and one (PA, sub).
 type conversation struct {
-	ID      string          `json:"id"`
-	Brand   string          `json:"brand"`
-	PA      string          `json:"pa"`
-	Sub     string          `json:"sub"`
-	Created time.Time       `json:"created"`
-	Closed  bool            `json:"closed,omitempty"`
-	State   json.RawMessage `json:"state,omitempty"`
+	ID      string    `json:"id"`
+	Brand   string    `json:"brand"`
+	PA      string    `json:"pa"`
+	Sub     string    `json:"sub"`
+	Created time.Time `json:"created"`
+	Closed  bool      `json:"closed,omitempty"`
+	// User is the Brand user the context acts for once a delegation token
+	// was used in it (PACT §5.5).
+	User  string          `json:"user,omitempty"`
+	State json.RawMessage `json:"state,omitempty"`
 }
 
 // storedReply is the reply to one messageId, or a marker that a turn is
 // running.
 type storedReply struct {
-	Pending bool      `json:"pending,omitempty"`
-	Started time.Time `json:"started"`
-	Message *Message  `json:"message,omitempty"`
+	Pending bool            `json:"pending,omitempty"`
+	Started time.Time       `json:"started"`
+	Body    json.RawMessage `json:"body,omitempty"` // the whole response: { "message": … } or { "task": … }
 }
 
 // store keeps conversations and replies in the Provider's own bbolt file,
@@ -43,7 +46,7 @@ func openStore(path string) (*store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCode, bGrants, bRefresh} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCode, bGrants, bRefresh, bOrders, bActionLog} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -90,8 +93,8 @@ const staleTurn = 30 * time.Second
 // begin starts a turn: it returns the stored reply when messageId already
 // has one, an error when another turn with that messageId is running, or
 // records the running marker and returns the conversation.
-func (s *store) begin(conv *conversation, isNew bool, msgID string, now time.Time) (*conversation, *Message, error) {
-	var stored *Message
+func (s *store) begin(conv *conversation, isNew bool, msgID string, now time.Time) (*conversation, json.RawMessage, error) {
+	var stored json.RawMessage
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		c := conv
 		if !isNew {
@@ -106,8 +109,8 @@ func (s *store) begin(conv *conversation, isNew bool, msgID string, now time.Tim
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}
-			if r.Message != nil {
-				stored = r.Message
+			if r.Body != nil {
+				stored = r.Body
 				return nil
 			}
 			if now.Sub(r.Started) < staleTurn {
@@ -129,18 +132,21 @@ func (s *store) begin(conv *conversation, isNew bool, msgID string, now time.Tim
 	return conv, stored, err
 }
 
-// finish stores the reply and the agent's new state.
-func (s *store) finish(conv *conversation, msgID string, reply *Message, state json.RawMessage, closeIt bool, now time.Time) error {
+// finish stores the response and the agent's new state.
+func (s *store) finish(conv *conversation, msgID string, body json.RawMessage, state json.RawMessage, closeIt bool, user string, now time.Time) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		c, err := getConv(tx, conv.ID)
 		if err != nil {
 			return err
 		}
 		c.State, c.Closed = state, c.Closed || closeIt
+		if user != "" {
+			c.User = user
+		}
 		if err := putConv(tx, c); err != nil {
 			return err
 		}
-		v, err := json.Marshal(storedReply{Started: now, Message: reply})
+		v, err := json.Marshal(storedReply{Started: now, Body: body})
 		if err != nil {
 			return err
 		}
