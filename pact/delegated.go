@@ -123,7 +123,7 @@ type ActionLogEntry struct {
 // respond builds the response body: a step-up task when the turn needs
 // scopes the token lacks, else the message, with a signed receipt when the
 // turn ran under a delegation token.
-func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *DelegationClaims, conv *conversation, rep Reply, now time.Time) (json.RawMessage, error) {
+func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *DelegationClaims, conv *conversation, rep Reply, now time.Time, creds credentials) (json.RawMessage, error) {
 	text := rep.Text
 	parts := []Part{{Text: &text}}
 	if del != nil && len(rep.NeedScopes) > 0 {
@@ -164,7 +164,11 @@ func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *Delegatio
 		}
 		out.Metadata = meta
 		sum := sha256.Sum256([]byte(jws))
-		if err := p.logActions(hex.EncodeToString(sum[:]), rep.Actions, now); err != nil {
+		post := LedgerPost{ReceiptJWS: jws, RequestJWT: creds.paJWT, DelegationToken: creds.delegation, Actions: []LedgerEntry{}, ContextID: conv.ID, MessageID: out.MessageID}
+		for _, a := range rep.Actions {
+			post.Actions = append(post.Actions, LedgerEntry(a))
+		}
+		if err := p.record(hex.EncodeToString(sum[:]), post, rep.Actions, now); err != nil {
 			return nil, err
 		}
 	}
@@ -178,21 +182,29 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (p *Provider) logActions(receiptSHA string, actions []ActionTaken, now time.Time) error {
-	if len(actions) == 0 {
-		return nil
-	}
-	return p.store.db.Update(func(tx *bolt.Tx) error {
-		entries := make([]ActionLogEntry, len(actions))
-		for i, a := range actions {
-			entries[i] = ActionLogEntry{ReceiptSHA256: receiptSHA, Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON, At: now}
+// record keeps the action log of a receipt and queues the receipt for the
+// ledger, in one transaction.
+func (p *Provider) record(receiptSHA string, post LedgerPost, actions []ActionTaken, now time.Time) error {
+	err := p.store.db.Update(func(tx *bolt.Tx) error {
+		if len(actions) > 0 {
+			entries := make([]ActionLogEntry, len(actions))
+			for i, a := range actions {
+				entries[i] = ActionLogEntry{ReceiptSHA256: receiptSHA, Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON, At: now}
+			}
+			v, err := json.Marshal(entries)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bActionLog).Put([]byte(receiptSHA), v); err != nil {
+				return err
+			}
 		}
-		v, err := json.Marshal(entries)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bActionLog).Put([]byte(receiptSHA), v)
+		return enqueue(tx, post)
 	})
+	if err == nil {
+		p.wakePipeline()
+	}
+	return err
 }
 
 // ActionLog returns the action log entries of a receipt (by the hex SHA-256
@@ -207,4 +219,36 @@ func (p *Provider) ActionLog(receiptSHA string) ([]ActionLogEntry, error) {
 		return json.Unmarshal(v, &out)
 	})
 	return out, err
+}
+
+// credentials are the raw tokens of a request, for the ledger.
+type credentials struct{ paJWT, delegation string }
+
+// Approve records that the User, signed in with the Brand as user, approved
+// the device authorization with user code userCode for scopes (those they
+// kept of the ones requested). The Brand's login and the consent page call
+// it; Deny records a refusal.
+func (p *Provider) Approve(userCode, user string, scopes []string) error {
+	return p.decide(userCode, user, true, scopes)
+}
+
+// Deny records that the User refused the device authorization.
+func (p *Provider) Deny(userCode, user string) error { return p.decide(userCode, user, false, nil) }
+
+// BrandSigners returns, for each delegating brand, its interface URL and
+// the keys and issuer its delegation tokens and receipts carry, so a ledger
+// in the same process can verify them without fetching its own JWKS.
+func (p *Provider) BrandSigners() map[string]verifier.Signer {
+	out := map[string]verifier.Signer{}
+	for _, b := range p.cfg.Brands {
+		if !b.Delegation {
+			continue
+		}
+		ks, err := verifier.ParseKeySet(verifier.NewSnapshot(p.issuer(b)+"/jwks.json", p.cfg.Now(), p.key.jwks))
+		if err != nil {
+			continue
+		}
+		out[p.InterfaceURL(b.ID)] = verifier.Signer{Keys: ks, Issuer: p.issuer(b)}
+	}
+	return out
 }

@@ -383,3 +383,59 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 		t.Fatalf("expired token: %d", code)
 	}
 }
+
+// The ledger down during a burst of receipts: nothing is lost, and they
+// reach it in order once it is back.
+func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
+	e := newOAuthEnv(t)
+	var mu sync.Mutex
+	down := true
+	var got []string
+	ledger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer writer-key" || r.URL.Path != "/v1/receipts" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		var p LedgerPost
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		got = append(got, p.MessageID)
+		w.Write([]byte(`{}`))
+	}))
+	defer ledger.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.p.RunPipeline(ctx, &LedgerClient{URL: ledger.URL, Key: "writer-key"}); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	var sent []string
+	for i := range 6 {
+		_, out, _ := e.send(at, "", "m"+string(rune('a'+i)), "status of A-5531")
+		sent = append(sent, out["message"].(map[string]any)["messageId"].(string))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if d := e.p.PipelineDepth(); d != 6 {
+		t.Fatalf("depth while the ledger is down: %d, want 6", d)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	deadline := time.Now().Add(40 * time.Second)
+	for e.p.PipelineDepth() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pipeline did not drain: %d left", e.p.PipelineDepth())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, ",") != strings.Join(sent, ",") {
+		t.Fatalf("posted %v, want %v in order", got, sent)
+	}
+}

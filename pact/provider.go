@@ -68,6 +68,8 @@ type Provider struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one turn at a time per context
+
+	pipeWake chan struct{}
 }
 
 // New opens the Provider's store.
@@ -105,7 +107,7 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("pact: domain %s names unknown brand %q", d, id)
 		}
 	}
-	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
+	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), pipeWake: make(chan struct{}, 1)}, nil
 }
 
 // Close closes the store.
@@ -116,6 +118,7 @@ func (p *Provider) InterfaceURL(brandID string) string { return p.cfg.BaseURL + 
 
 // route is a matched A2A operation.
 type route struct {
+	creds credentials
 	brand *Brand
 	del   *DelegationClaims // the verified delegation token, when one was sent
 	op    func(w http.ResponseWriter, r *http.Request, rt route, who *verifier.RequestClaims)
@@ -194,7 +197,9 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rt.del = del
+		rt.creds.delegation, _ = strings.CutPrefix(h, "Bearer ")
 	}
+	rt.creds.paJWT = strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	// PACT §6: 429 with Retry-After per personal agent and per (agent, sub);
 	// a refused request spends no token.
 	now := p.cfg.Now()
@@ -390,7 +395,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request, rt route, who *v
 		writeError(w, aerr)
 		return
 	}
-	out, aerr := p.turn(r.Context(), rt.brand, who, rt.del, msg, text)
+	out, aerr := p.turn(r.Context(), rt, who, msg, text)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -440,7 +445,8 @@ func parseSend(body []byte) (*Message, string, *a2aError) {
 
 // turn runs one message in its context: a new context when none is given;
 // a stored reply for a repeated messageId (PACT §4.3).
-func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClaims, del *DelegationClaims, m *Message, text string) (json.RawMessage, *a2aError) {
+func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClaims, m *Message, text string) (json.RawMessage, *a2aError) {
+	b, del := rt.brand, rt.del
 	now := p.cfg.Now().UTC()
 	conv := &conversation{ID: m.ContextID, Brand: b.ID, PA: who.Iss, Sub: who.Sub, Created: now}
 	isNew := m.ContextID == ""
@@ -497,7 +503,7 @@ func (p *Provider) turn(ctx context.Context, b *Brand, who *verifier.RequestClai
 		p.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "the agent could not answer")
 	}
-	body, err := p.respond(b, who, del, conv, rep, now)
+	body, err := p.respond(b, who, del, conv, rep, now, rt.creds)
 	if err == nil {
 		err = p.store.finish(conv, m.MessageID, body, rep.State, rep.Close, turn.User, now)
 	}

@@ -76,6 +76,9 @@ type Provider struct {
 	// OpenAgents accepts any personal agent whose issuer serves OIDC
 	// discovery with a JWKS, besides the registered ones (default false).
 	OpenAgents bool `yaml:"openAgents"`
+	// LedgerKeyFile holds the writer API key the Provider posts receipts to
+	// this ledger with; default the generated <dataDir>/api-keys/writer.key.
+	LedgerKeyFile string `yaml:"ledgerKeyFile"`
 }
 
 // RateLimits are the Provider's request limits.

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +61,7 @@ type Server struct {
 	provider *pact.Provider
 	pactLis  net.Listener
 	pactHTTP *http.Server
+	pipeKey  string // writer key for the Provider's receipt pipeline
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -96,6 +99,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	fetches := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_jwks_fetches_total", Help: "JWKS and metadata fetches by result."}, []string{"result"})
 	reg.MustRegister(batch, fetches)
 	metrics := ledger.NewMetrics(reg)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_depth", Help: "The Provider's receipts waiting to be posted to the ledger."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.PipelineDepth())
+	}))
 
 	if err := mkdirAll(cfg.DataDir); err != nil {
 		return nil, err
@@ -132,14 +141,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
-	s.ledger, err = ledger.New(s.store, objects, v, registry, ledger.Config{Policy: policy, Metrics: metrics, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
-		metrics.OutboxDepth.Set(float64(n))
-	}
-
+	var ledgerKeys verifier.KeySource = registry
 	if cfg.Provider.On() {
 		// The Provider may be open to unregistered agents; the ledger's
 		// verification never is.
@@ -151,6 +153,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err := s.startProvider(cfg, v, pkeys, log); err != nil {
 			return nil, err
 		}
+		// The ledger trusts the embedded Provider's delegating brands with
+		// their keys in memory.
+		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
+		if s.pipeKey, err = pipelineKey(cfg, keyDir); err != nil {
+			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
+		}
+	}
+	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
+		metrics.OutboxDepth.Set(float64(n))
 	}
 
 	// gRPC: every RPC passes the authenticator.
@@ -275,6 +290,43 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	return nil
 }
 
+// ownBrands is the ledger's key source: the embedded Provider's delegating
+// brands from memory, everything else from the configured registry.
+type ownBrands struct {
+	signers map[string]verifier.Signer
+	next    verifier.KeySource
+}
+
+func (o ownBrands) Brand(ctx context.Context, url string, refresh bool) (verifier.Signer, error) {
+	if s, ok := o.signers[url]; ok {
+		return s, nil
+	}
+	return o.next.Brand(ctx, url, refresh)
+}
+
+func (o ownBrands) Agent(ctx context.Context, iss string, refresh bool) (verifier.Signer, error) {
+	return o.next.Agent(ctx, iss, refresh)
+}
+
+// pipelineKey is the writer key the Provider posts receipts with.
+func pipelineKey(cfg config.Config, keyDir string) (string, error) {
+	path := cfg.Provider.LedgerKeyFile
+	if path == "" {
+		if keyDir == "" {
+			return "", errors.New("API keys are configured: set provider.ledgerKeyFile to a file holding a writer key")
+		}
+		path = filepath.Join(keyDir, config.RoleWriter+".key")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Provider returns the embedded Provider, or nil when it is off.
+func (s *Server) Provider() *pact.Provider { return s.provider }
+
 // ProviderAddr is the bound Provider address, or "" when it is off.
 func (s *Server) ProviderAddr() string {
 	if s.pactLis == nil {
@@ -342,6 +394,13 @@ func (s *Server) Serve(ctx context.Context) error {
 				errc <- fmt.Errorf("provider: %w", err)
 			}
 		}()
+		if s.pipeKey != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = s.provider.RunPipeline(upCtx, &pact.LedgerClient{URL: "http://" + s.HTTPAddr(), Key: s.pipeKey})
+			}()
+		}
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

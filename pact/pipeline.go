@@ -1,0 +1,198 @@
+package pact
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bPipeline = []byte("pipeline")
+	bDead     = []byte("pipeline_rejected")
+)
+
+// LedgerPost is one receipt as the ledger's public API takes it
+// (POST /v1/receipts).
+type LedgerPost struct {
+	ReceiptJWS      string        `json:"receiptJws"`
+	RequestJWT      string        `json:"requestJwt"`
+	DelegationToken string        `json:"delegationToken"`
+	Actions         []LedgerEntry `json:"actions"`
+	ContextID       string        `json:"contextId,omitempty"`
+	MessageID       string        `json:"messageId,omitempty"`
+}
+
+// LedgerEntry is one action log entry of a LedgerPost.
+type LedgerEntry struct {
+	Tool     string `json:"tool"`
+	Target   string `json:"target,omitempty"`
+	ArgsJSON string `json:"argsJson,omitempty"`
+}
+
+// Sink receives the Provider's receipts, in order. It returns an error
+// wrapping ErrRejected when retrying cannot help (the ledger refused the
+// input); any other error is retried.
+type Sink interface {
+	Post(ctx context.Context, p LedgerPost) error
+}
+
+// ErrRejected: the ledger refused a receipt as invalid input.
+var ErrRejected = errors.New("rejected by the ledger")
+
+// LedgerClient posts receipts to a ledger's REST API with a writer key.
+type LedgerClient struct {
+	URL  string // such as http://127.0.0.1:8080
+	Key  string
+	HTTP *http.Client
+}
+
+// Post implements Sink.
+func (c *LedgerClient) Post(ctx context.Context, p LedgerPost) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/receipts", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.Key)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	switch {
+	case res.StatusCode == http.StatusOK:
+		return nil
+	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone:
+		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msg)
+	}
+	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msg)
+}
+
+func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// enqueue adds a receipt to the durable outbox in tx.
+func enqueue(tx *bolt.Tx, p LedgerPost) error {
+	b := tx.Bucket(bPipeline)
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return b.Put(seqKey(n), v)
+}
+
+// PipelineDepth is the number of receipts waiting for the ledger.
+func (p *Provider) PipelineDepth() int {
+	n := 0
+	_ = p.store.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bPipeline).Stats().KeyN
+		return nil
+	})
+	return n
+}
+
+// RunPipeline posts the outbox to sink in order until ctx is done. A
+// receipt leaves the outbox only when the ledger has it (or refused it as
+// invalid: it is then kept aside in pipeline_rejected and logged); while the
+// ledger is down, the outbox waits and retries with backoff, losing nothing.
+func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
+	backoff := time.Duration(0)
+	for {
+		sent, err := p.drain(ctx, sink)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case err != nil:
+			backoff = min(max(2*backoff, 250*time.Millisecond), 30*time.Second)
+			wait = backoff
+			p.cfg.Logger.WarnContext(ctx, "posting receipts to the ledger failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("waiting", p.PipelineDepth()))
+		case sent == 0:
+			backoff, wait = 0, time.Second
+		default:
+			backoff = 0
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-p.pipeWake:
+			if err == nil {
+				t.Stop()
+				continue
+			}
+			<-t.C
+		case <-t.C:
+		}
+	}
+}
+
+// drain posts waiting receipts in order until the outbox is empty or a post
+// fails.
+func (p *Provider) drain(ctx context.Context, sink Sink) (int, error) {
+	sent := 0
+	for {
+		var key []byte
+		var post LedgerPost
+		err := p.store.db.View(func(tx *bolt.Tx) error {
+			k, v := tx.Bucket(bPipeline).Cursor().First()
+			if k == nil {
+				return nil
+			}
+			key = append([]byte(nil), k...)
+			return json.Unmarshal(v, &post)
+		})
+		if err != nil || key == nil {
+			return sent, err
+		}
+		perr := sink.Post(ctx, post)
+		if perr != nil && !errors.Is(perr, ErrRejected) {
+			return sent, perr
+		}
+		err = p.store.db.Update(func(tx *bolt.Tx) error {
+			if perr != nil {
+				p.cfg.Logger.ErrorContext(ctx, "the ledger rejected a receipt; kept aside", slog.String("error", perr.Error()))
+				v, _ := json.Marshal(post)
+				if err := tx.Bucket(bDead).Put(key, v); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bPipeline).Delete(key)
+		})
+		if err != nil {
+			return sent, err
+		}
+		sent++
+	}
+}
+
+func (p *Provider) wakePipeline() {
+	select {
+	case p.pipeWake <- struct{}{}:
+	default:
+	}
+}
