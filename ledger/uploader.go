@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/pactledger/pactledger/internal/retry"
 )
 
 // UploaderConfig tunes RunUploader. The zero value is the default.
@@ -47,51 +49,12 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
-	if cfg.Idle <= 0 {
-		cfg.Idle = time.Second
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
-	}
-	backoff := time.Duration(0)
-	for {
-		n, err := l.UploadRound(ctx, cfg.Batch, cfg.Workers)
-		if ctx.Err() != nil {
-			return nil
-		}
-		var wait time.Duration
-		switch {
-		case err != nil:
-			backoff = min(max(2*backoff, 250*time.Millisecond), cfg.MaxBackoff)
-			wait = backoff
+	retry.Drain(ctx, retry.Config{Idle: cfg.Idle, MaxBackoff: cfg.MaxBackoff}, l.notify,
+		func(ctx context.Context) (int, error) { return l.UploadRound(ctx, cfg.Batch, cfg.Workers) },
+		func(err error, wait time.Duration) {
 			l.cfg.Logger.WarnContext(ctx, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
-		case n == 0:
-			backoff = 0
-			wait = cfg.Idle
-		default:
-			backoff = 0
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-l.notify:
-			if err == nil {
-				t.Stop()
-				continue
-			}
-			// After a failure keep the backoff even when new rows arrive.
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-		case <-t.C:
-		}
-	}
+		})
+	return nil
 }
 
 // upload is one object to put: a single entry, or a segment of entries.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/retry"
 )
 
 var (
@@ -117,38 +119,12 @@ func (p *Provider) PipelineDepth() int {
 // invalid: it is then kept aside in pipeline_rejected and logged); while the
 // ledger is down, the outbox waits and retries with backoff, losing nothing.
 func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
-	backoff := time.Duration(0)
-	for {
-		sent, err := p.drain(ctx, sink)
-		if ctx.Err() != nil {
-			return nil
-		}
-		var wait time.Duration
-		switch {
-		case err != nil:
-			backoff = min(max(2*backoff, 250*time.Millisecond), 30*time.Second)
-			wait = backoff
+	retry.Drain(ctx, retry.Config{}, p.pipeWake,
+		func(ctx context.Context) (int, error) { return p.drain(ctx, sink) },
+		func(err error, wait time.Duration) {
 			p.cfg.Logger.WarnContext(ctx, "posting receipts to the ledger failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("waiting", p.PipelineDepth()))
-		case sent == 0:
-			backoff, wait = 0, time.Second
-		default:
-			backoff = 0
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-p.pipeWake:
-			if err == nil {
-				t.Stop()
-				continue
-			}
-			<-t.C
-		case <-t.C:
-		}
-	}
+		})
+	return nil
 }
 
 // drain posts waiting receipts in order until the outbox is empty or a post
