@@ -50,6 +50,10 @@ type Reply struct {
 	// NeedScopes asks for a step-up: the turn needs these scopes, which the
 	// token lacks (PACT §5.5).
 	NeedScopes []string
+	// Refused is an account action the agent refused because the request
+	// carried no delegation (PACT §3 alone); the Provider reports it to the
+	// ledger as a refusal.
+	Refused *RefusedAction
 }
 
 // Agent is a brand's support agent. The scripted agent below is the
@@ -97,8 +101,10 @@ func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
 	if t.User != "" {
 		return delegatedTurn(t, &st, text, reply)
 	}
-	if wantsChange(text) {
-		return reply("I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status.")
+	if tool := wantsChange(text); tool != "" {
+		r, err := reply("I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status.")
+		r.Refused = &RefusedAction{Tool: tool, Target: st.Order}
+		return r, err
 	}
 	if st.Order == "" {
 		return reply("I can help with your order. What is the order number?")
@@ -123,13 +129,15 @@ func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
 	return reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, o.Status, o.Total))
 }
 
-func wantsChange(text string) bool {
-	for _, w := range []string{"cancel", "refund", "change my address", "change address", "update address"} {
-		if strings.Contains(text, w) {
-			return true
+// wantsChange names the account action a message asks for, or "".
+func wantsChange(text string) string {
+	for _, w := range []struct{ words, tool string }{{"cancel", "cancel_order"}, {"refund", "issue_refund"}, {"change my address", "change_address"},
+		{"change address", "change_address"}, {"update address", "change_address"}} {
+		if strings.Contains(text, w.words) {
+			return w.tool
 		}
 	}
-	return false
+	return ""
 }
 
 // delegatedTurn acts as the Brand user the token names, within its scopes:

@@ -2,15 +2,22 @@ package pact
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/rsa"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
+	"github.com/go-jose/go-jose/v4"
+	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
 )
 
@@ -30,9 +37,14 @@ type Brand struct {
 	Scopes       []Scope `yaml:"scopes"`
 	// Delegation offers the Delegated profile (PACT §5): the card lists the
 	// OAuth device flow and the Provider serves its endpoints.
-	Delegation bool      `yaml:"delegation"`
-	Accounts   []Account `yaml:"accounts"`
-	Orders     []Order   `yaml:"orders"`
+	Delegation bool `yaml:"delegation"`
+	// Login is the Brand's own login for the Delegated profile: where the
+	// verification link sends the User, and the keys that sign the
+	// assertion it returns them with. Without it, the Provider serves the
+	// built-in demo login over Accounts' password hashes.
+	Login    *Login    `yaml:"login"`
+	Accounts []Account `yaml:"accounts"`
+	Orders   []Order   `yaml:"orders"`
 }
 
 // Skill is a card skill (informational, PACT §2.1).
@@ -49,10 +61,27 @@ type Scope struct {
 	Description string `yaml:"description"`
 }
 
-// Account is a brand user.
+// Login is a Brand's own login page (PACT §5.3). The page authenticates
+// the User, then POSTs a signed, single-use assertion bound to the
+// user_code back to the return_to address the Provider gave it.
+type Login struct {
+	// URL of the Brand's login page; the Provider adds return_to and
+	// user_code to it.
+	URL string `yaml:"url"`
+	// Issuer is the iss of the Brand's assertions.
+	Issuer string `yaml:"issuer"`
+	// Keys is the JWKS (public keys, ES256 or RS256) that verify them.
+	Keys string `yaml:"keys"`
+
+	keys *jose.JSONWebKeySet
+}
+
+// Account is a brand user. PasswordHash (bcrypt) lets the User sign in at
+// the built-in demo login.
 type Account struct {
-	ID    string `yaml:"id"`
-	Email string `yaml:"email"`
+	ID           string `yaml:"id"`
+	Email        string `yaml:"email"`
+	PasswordHash string `yaml:"passwordHash"`
 }
 
 // Order is a record the demo agent answers about.
@@ -79,8 +108,22 @@ func (b *Brand) validate() error {
 		return fmt.Errorf("brand %s: delegation needs at least one scope", b.ID)
 	}
 	accounts := map[string]bool{}
+	canLogin := false
 	for _, a := range b.Accounts {
 		accounts[a.ID] = true
+		if a.PasswordHash != "" {
+			if _, err := bcrypt.Cost([]byte(a.PasswordHash)); err != nil {
+				return fmt.Errorf("brand %s: account %s: passwordHash is not a bcrypt hash", b.ID, a.ID)
+			}
+			canLogin = true
+		}
+	}
+	if b.Login != nil {
+		if err := b.Login.parse(); err != nil {
+			return fmt.Errorf("brand %s: login: %w", b.ID, err)
+		}
+	} else if b.Delegation && !canLogin {
+		return fmt.Errorf("brand %s: delegation needs a login: set login (the Brand's own) or passwordHash on accounts (the demo login)", b.ID)
 	}
 	for _, o := range b.Orders {
 		if !accounts[o.Account] {
@@ -88,6 +131,41 @@ func (b *Brand) validate() error {
 		}
 	}
 	return nil
+}
+
+// parse checks a Brand login's settings and reads its keys.
+func (l *Login) parse() error {
+	u, err := url.Parse(l.URL)
+	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) || u.Host == "" {
+		return fmt.Errorf("url %q must be https (or http on loopback)", l.URL)
+	}
+	if l.Issuer == "" {
+		return errors.New("issuer is required")
+	}
+	var ks jose.JSONWebKeySet
+	if err := json.Unmarshal([]byte(l.Keys), &ks); err != nil {
+		return fmt.Errorf("keys must be a JWKS: %w", err)
+	}
+	for _, k := range ks.Keys {
+		if !k.IsPublic() || k.KeyID == "" {
+			return errors.New("keys must be public keys, each with a kid")
+		}
+		switch k.Key.(type) {
+		case *ecdsa.PublicKey, *rsa.PublicKey:
+		default:
+			return fmt.Errorf("key %s: only EC (ES256) and RSA (RS256) keys", k.KeyID)
+		}
+	}
+	if len(ks.Keys) == 0 {
+		return errors.New("keys has no keys")
+	}
+	l.keys = &ks
+	return nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func parseBrand(name string, data []byte) (*Brand, error) {

@@ -129,7 +129,7 @@ func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *Delegatio
 	if del != nil && len(rep.NeedScopes) > 0 {
 		// PACT §5.5 step-up: a fresh device authorization for exactly the
 		// missing scopes; the conversation stays open.
-		_, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, rep.NeedScopes, now)
+		_, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, creds.paJWT, rep.NeedScopes, now)
 		if err != nil {
 			return nil, err
 		}
@@ -142,12 +142,23 @@ func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *Delegatio
 			},
 			"metadata": map[string]any{
 				"pact.missingScopes":           rep.NeedScopes,
-				"pact.verificationUriComplete": p.LoginURL(b) + "?user_code=" + userCode,
+				"pact.verificationUriComplete": p.verificationURI(b, userCode),
 			},
 		}
 		return json.Marshal(map[string]any{"task": task})
 	}
 	out := &Message{MessageID: newID(), ContextID: conv.ID, Role: "ROLE_AGENT", Parts: parts}
+	if del == nil && rep.Refused != nil {
+		// An account action asked under PACT §3 alone: refused, and on record.
+		err := p.store.db.Update(func(tx *bolt.Tx) error {
+			return enqueue(tx, LedgerItem{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub " + who.Sub + " of " + who.Iss, ClaimedAgent: who.Iss,
+				RequestJWT: creds.paJWT, Action: *rep.Refused, Reason: "asked without a delegation grant: refused in chat, the User was told to sign in and approve", ObservedAt: now}})
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.wakePipeline()
+	}
 	if del != nil {
 		claims := ReceiptClaims{GrantID: del.GrantID, User: del.Sub, PA: who.Iss, Brand: p.InterfaceURL(b.ID),
 			ScopesUsed: nonNil(rep.ScopesUsed), Actions: []ReceiptAction{}, TS: now.Format(time.RFC3339)}
@@ -199,7 +210,7 @@ func (p *Provider) record(receiptSHA string, post LedgerPost, actions []ActionTa
 				return err
 			}
 		}
-		return enqueue(tx, post)
+		return enqueue(tx, LedgerItem{Receipt: &post})
 	})
 	if err == nil {
 		p.wakePipeline()
@@ -226,14 +237,16 @@ type credentials struct{ paJWT, delegation string }
 
 // Approve records that the User, signed in with the Brand as user, approved
 // the device authorization with user code userCode for scopes (those they
-// kept of the ones requested). The Brand's login and the consent page call
-// it; Deny records a refusal.
+// kept of the ones requested). The consent page calls it; Deny records a
+// refusal.
 func (p *Provider) Approve(userCode, user string, scopes []string) error {
-	return p.decide(userCode, user, true, scopes)
+	return p.decide(decision{UserCode: userCode, User: user, Approve: true, Scopes: scopes})
 }
 
 // Deny records that the User refused the device authorization.
-func (p *Provider) Deny(userCode, user string) error { return p.decide(userCode, user, false, nil) }
+func (p *Provider) Deny(userCode, user string) error {
+	return p.decide(decision{UserCode: userCode, User: user})
+}
 
 // BrandSigners returns, for each delegating brand, its interface URL and
 // the keys and issuer its delegation tokens and receipts carry, so a ledger

@@ -54,6 +54,12 @@ type deviceAuth struct {
 	User      string    `json:"user,omitempty"`
 	Granted   []string  `json:"granted,omitempty"`
 	DecidedAt time.Time `json:"decidedAt,omitzero"`
+	// GrantID is the User's existing grant that already covers the
+	// request, when consent was skipped for it (PACT §5.3).
+	GrantID string `json:"grantId,omitempty"`
+	// RequestJWT is the personal agent's JWT of the request, kept as
+	// evidence for a refusal should the User deny.
+	RequestJWT string `json:"requestJwt,omitempty"`
 }
 
 // grant is what a User approved for a personal agent at a Brand.
@@ -126,8 +132,33 @@ func (p *Provider) metadataURL(b *Brand) string {
 	return p.issuer(b) + "/.well-known/oauth-authorization-server"
 }
 
-// LoginURL is the Brand's login page the verification URI points to.
-func (p *Provider) LoginURL(b *Brand) string { return p.InterfaceURL(b.ID) + "/login" }
+// LoginURL is the Brand's login page the verification URI points to: the
+// Brand's own, or the built-in demo login.
+func (p *Provider) LoginURL(b *Brand) string {
+	if b.Login != nil {
+		return b.Login.URL
+	}
+	return p.demoBase(b) + "/login"
+}
+
+// ReturnURL is where the Brand's login POSTs its assertion: the Provider's
+// consent page.
+func (p *Provider) ReturnURL(b *Brand) string { return p.issuer(b) + "/consent" }
+
+// verificationURI is the link the personal agent shows the User: the
+// Brand's login, told where to return the User (PACT §5.3).
+func (p *Provider) verificationURI(b *Brand, userCode string) string {
+	u := p.LoginURL(b)
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	u += sep + "return_to=" + url.QueryEscape(p.ReturnURL(b))
+	if userCode != "" {
+		u += "&user_code=" + url.QueryEscape(userCode)
+	}
+	return u
+}
 
 func (p *Provider) metadata(w http.ResponseWriter, b *Brand) {
 	scopes := make([]string, len(b.Scopes))
@@ -185,17 +216,17 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 			return
 		}
 	}
-	deviceCode, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, dedupe(requested), p.cfg.Now().UTC())
+	paJWT := strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	deviceCode, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, paJWT, dedupe(requested), p.cfg.Now().UTC())
 	if err != nil {
 		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the authorization")
 		return
 	}
-	login := p.LoginURL(b)
 	oauthJSON(w, map[string]any{
 		"device_code":               deviceCode,
 		"user_code":                 userCode,
-		"verification_uri":          login,
-		"verification_uri_complete": login + "?user_code=" + url.QueryEscape(userCode),
+		"verification_uri":          p.verificationURI(b, ""),
+		"verification_uri_complete": p.verificationURI(b, userCode),
 		"expires_in":                int(deviceCodeTTL / time.Second),
 		"interval":                  int(pollInterval / time.Second),
 	})
@@ -203,9 +234,9 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 
 // newDeviceAuth stores a pending device authorization for client (a
 // personal agent) and its sub, and returns its device and user codes.
-func (p *Provider) newDeviceAuth(b *Brand, client, sub string, scopes []string, now time.Time) (string, string, error) {
+func (p *Provider) newDeviceAuth(b *Brand, client, sub, paJWT string, scopes []string, now time.Time) (string, string, error) {
 	deviceCode := randomToken("dc_")
-	d := deviceAuth{Brand: b.ID, Client: client, Sub: sub, Scopes: scopes, Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
+	d := deviceAuth{Brand: b.ID, Client: client, Sub: sub, RequestJWT: paJWT, Scopes: scopes, Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
 	err := p.store.db.Update(func(tx *bolt.Tx) error {
 		for range 5 { // a user code collision is unlikely; retry a few times
 			d.UserCode = newUserCode()
@@ -312,6 +343,18 @@ func (p *Provider) redeemDevice(w http.ResponseWriter, b *Brand, who *verifier.R
 		if err := save(); err != nil {
 			return err
 		}
+		if d.GrantID != "" {
+			// Consent was skipped: the User's existing grant covers it.
+			var eg grant
+			if gv := tx.Bucket(bGrants).Get([]byte(d.GrantID)); gv == nil || json.Unmarshal(gv, &eg) != nil {
+				return &errOAuth{"invalid_grant", "the grant is gone"}
+			}
+			if !eg.Revoked.IsZero() || now.After(eg.Expires) {
+				return &errOAuth{"invalid_grant", "the grant was revoked or has expired; start again"}
+			}
+			g = &eg
+			return nil
+		}
 		g = &grant{ID: "a2agrant_" + randomToken("")[:26], Brand: b.ID, Client: d.Client, User: d.User, Scopes: d.Granted, Created: now, Expires: now.Add(grantTTL)}
 		gv, err := json.Marshal(g)
 		if err != nil {
@@ -363,7 +406,10 @@ func (p *Provider) refresh(w http.ResponseWriter, b *Brand, who *verifier.Reques
 				return err
 			}
 			reuse = &errOAuth{"invalid_grant", "the refresh_token was already used; the grant's refresh tokens are revoked"}
-			return tx.Bucket(bGrants).Put([]byte(g.ID), gv)
+			if err := tx.Bucket(bGrants).Put([]byte(g.ID), gv); err != nil {
+				return err
+			}
+			return enqueue(tx, LedgerItem{Revocation: &LedgerRevocation{GrantID: g.ID, RevokedAt: now, Note: "a used refresh token was presented again; the Provider revoked the grant"}})
 		case !g.Revoked.IsZero():
 			return &errOAuth{"invalid_grant", "the grant is revoked"}
 		case now.After(t.Expires) || now.After(g.Expires):
@@ -377,6 +423,7 @@ func (p *Provider) refresh(w http.ResponseWriter, b *Brand, who *verifier.Reques
 		return tx.Bucket(bRefresh).Put(hashToken(rt), tv)
 	})
 	if err == nil && reuse != nil {
+		p.wakePipeline()
 		err = reuse
 	}
 	if err != nil {
@@ -426,43 +473,105 @@ func (p *Provider) issueTokens(w http.ResponseWriter, b *Brand, g *grant) {
 		"expires_in": int(accessTokenTTL / time.Second), "scope": strings.Join(g.Scopes, " ")})
 }
 
+// errDecision is a decision the User cannot make: the code is unknown,
+// expired or already decided. Its text is shown to the User.
+type errDecision struct{ msg string }
+
+func (e *errDecision) Error() string { return e.msg }
+
+// decision is the User's answer on a device authorization.
+type decision struct {
+	UserCode string
+	User     string // the Brand user, authenticated by the Brand's login
+	Approve  bool
+	Scopes   []string // kept of those requested, when approving
+	GrantID  string   // an existing grant that covers the request (consent skipped)
+}
+
 // decide records the User's decision on a device authorization, found by
 // its user code: approve with the scopes they kept (a subset of those
-// requested), or deny. The Brand's login and the consent page call it.
-func (p *Provider) decide(userCode, user string, approve bool, scopes []string) error {
+// requested), or deny, which is also queued for the ledger as a refusal.
+// The consent page calls it.
+func (p *Provider) decide(dc decision) error {
 	now := p.cfg.Now().UTC()
-	return p.store.db.Update(func(tx *bolt.Tx) error {
-		h := tx.Bucket(bUserCode).Get([]byte(strings.ToUpper(strings.TrimSpace(userCode))))
-		if h == nil {
-			return errors.New("unknown user code")
-		}
-		v := tx.Bucket(bDevices).Get(h)
-		if v == nil {
-			return errors.New("unknown user code")
-		}
-		var d deviceAuth
-		if err := json.Unmarshal(v, &d); err != nil {
+	var refused bool
+	err := p.store.db.Update(func(tx *bolt.Tx) error {
+		d, h, err := pendingDevice(tx, dc.UserCode, now)
+		if err != nil {
 			return err
 		}
-		if d.Status != "pending" || now.After(d.Expires) {
-			return errors.New("this request was already decided or has expired")
-		}
-		for _, s := range scopes {
+		for _, s := range dc.Scopes {
 			if !slices.Contains(d.Scopes, s) {
-				return fmt.Errorf("scope %s was not requested", s)
+				return &errDecision{fmt.Sprintf("scope %s was not requested", s)}
 			}
 		}
-		d.Status, d.User, d.DecidedAt = "denied", user, now
-		if approve {
-			if len(scopes) == 0 {
-				return errors.New("approve at least one scope, or deny")
+		d.Status, d.User, d.DecidedAt, d.GrantID = "denied", dc.User, now, dc.GrantID
+		if dc.Approve {
+			if len(dc.Scopes) == 0 {
+				return &errDecision{"approve at least one permission, or deny"}
 			}
-			d.Status, d.Granted = "approved", dedupe(scopes)
+			d.Status, d.Granted = "approved", dedupe(dc.Scopes)
 		}
 		nv, err := json.Marshal(d)
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bDevices).Put(h, nv)
+		if err := tx.Bucket(bDevices).Put(h, nv); err != nil {
+			return err
+		}
+		if dc.Approve {
+			return nil
+		}
+		refused = true
+		return enqueue(tx, LedgerItem{Refusal: &LedgerRefusal{
+			ClaimedPrincipal: dc.User, ClaimedAgent: d.Client, RequestJWT: d.RequestJWT,
+			Action:     RefusedAction{Tool: "grant_delegation", Target: strings.Join(d.Scopes, " ")},
+			Reason:     "the user denied consent at " + d.Brand + " for " + strings.Join(d.Scopes, ", "),
+			ObservedAt: now,
+		}})
 	})
+	if err == nil && refused {
+		p.wakePipeline()
+	}
+	return err
+}
+
+// pendingDevice finds the pending, unexpired device authorization of a
+// user code, and its key.
+func pendingDevice(tx *bolt.Tx, userCode string, now time.Time) (deviceAuth, []byte, error) {
+	var d deviceAuth
+	h := tx.Bucket(bUserCode).Get([]byte(normalUserCode(userCode)))
+	if h == nil {
+		return d, nil, &errDecision{"that code is not known: check the code your agent shows you"}
+	}
+	h = append([]byte(nil), h...)
+	v := tx.Bucket(bDevices).Get(h)
+	if v == nil {
+		return d, nil, &errDecision{"that code is not known: check the code your agent shows you"}
+	}
+	if err := json.Unmarshal(v, &d); err != nil {
+		return d, nil, err
+	}
+	if d.Status != "pending" {
+		return d, nil, &errDecision{"this request was already answered"}
+	}
+	if now.After(d.Expires) {
+		return d, nil, &errDecision{"this request has expired: ask your agent to start again"}
+	}
+	return d, h, nil
+}
+
+// normalUserCode accepts a user code typed in lower case, with spaces, or
+// without its dash.
+func normalUserCode(s string) string {
+	s = strings.ToUpper(strings.Map(func(r rune) rune {
+		if r == '-' || r == ' ' {
+			return -1
+		}
+		return r
+	}, s))
+	if len(s) == 8 {
+		s = s[:4] + "-" + s[4:]
+	}
+	return s
 }

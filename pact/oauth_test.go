@@ -45,17 +45,24 @@ func (e *oauthEnv) advance(d time.Duration) {
 func newOAuthEnv(t *testing.T) *oauthEnv {
 	dir := t.TempDir()
 	builtin, _ := os.ReadFile("brands/acme.yaml")
-	shop := strings.Replace(string(builtin), "id: acme", "id: shop\ndelegation: true", 1)
+	shop := strings.Replace(string(builtin), "id: acme", "id: shop", 1)
 	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(shop), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), builtin, 0o600); err != nil {
+	// acme here is the same brand without delegation.
+	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), []byte(strings.Replace(string(builtin), "delegation: true", "delegation: false", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	brands, err := LoadBrands(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newOAuthEnvWith(t, brands)
+}
+
+// newOAuthEnvWith serves brands (with a delegating "shop") at a test server.
+func newOAuthEnvWith(t *testing.T, brands map[string]*Brand) *oauthEnv {
+	var err error
 	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"]}
 	t.Cleanup(e.sc.Close)
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
@@ -158,7 +165,7 @@ func TestDeviceFlow(t *testing.T) {
 	}
 	code, da, _ := e.post("/oauth/device_authorization", form, e.jwt())
 	if code != 200 || !regexp.MustCompile(`^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$`).MatchString(da["user_code"].(string)) ||
-		da["verification_uri"] != e.base+"/login" || !strings.HasSuffix(da["verification_uri_complete"].(string), da["user_code"].(string)) ||
+		da["verification_uri"] != e.srv.URL+"/brands/shop/login?return_to="+url.QueryEscape(e.base+"/oauth/consent") || !strings.HasSuffix(da["verification_uri_complete"].(string), da["user_code"].(string)) ||
 		da["expires_in"] != float64(600) || da["interval"] != float64(5) {
 		t.Fatalf("device authorization: %d %v", code, da)
 	}
@@ -174,7 +181,7 @@ func TestDeviceFlow(t *testing.T) {
 		t.Fatalf("pending after waiting: %v", m)
 	}
 	// The User signs in with the Brand and unchecks orders:cancel.
-	if err := e.p.decide(da["user_code"].(string), "acct-48213", true, []string{"orders:read"}); err != nil {
+	if err := e.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
 		t.Fatal(err)
 	}
 	e.advance(11 * time.Second)
@@ -231,7 +238,7 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}
 	_, d1, _ := e.post("/oauth/device_authorization", form, e.jwt())
 	_, d2, _ := e.post("/oauth/device_authorization", form, e.jwt())
-	if err := e.p.decide(d1["user_code"].(string), "acct-48213", false, nil); err != nil {
+	if err := e.p.Deny(d1["user_code"].(string), "acct-48213"); err != nil {
 		t.Fatal(err)
 	}
 	poll := func(d map[string]any) string {
@@ -245,7 +252,7 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 	if got := poll(d2); got != "expired_token" {
 		t.Fatalf("expired: %s", got)
 	}
-	if err := e.p.decide(d2["user_code"].(string), "acct-48213", true, []string{"orders:read"}); err == nil {
+	if err := e.p.Approve(d2["user_code"].(string), "acct-48213", []string{"orders:read"}); err == nil {
 		t.Fatal("approved an expired request")
 	}
 }
@@ -254,7 +261,7 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 func (e *oauthEnv) deviceToken(scopes, approve []string) map[string]any {
 	e.t.Helper()
 	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwt())
-	if err := e.p.decide(da["user_code"].(string), "acct-48213", true, approve); err != nil {
+	if err := e.p.Approve(da["user_code"].(string), "acct-48213", approve); err != nil {
 		e.t.Fatal(err)
 	}
 	code, tok, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
@@ -349,7 +356,7 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 		t.Fatalf("step-up metadata %v", meta)
 	}
 	userCode := meta["pact.verificationUriComplete"].(string)[strings.Index(meta["pact.verificationUriComplete"].(string), "user_code=")+10:]
-	if err := e.p.decide(userCode, "acct-48213", true, []string{"orders:cancel"}); err != nil {
+	if err := e.p.Approve(userCode, "acct-48213", []string{"orders:cancel"}); err != nil {
 		t.Fatal(err)
 	}
 	// The new token comes from the step-up's device code; here a fresh
@@ -371,7 +378,7 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 	}
 	// A token for another Brand user in this context: INVALID_PARAMS.
 	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}, e.jwt())
-	_ = e.p.decide(da["user_code"].(string), "acct-10977", true, []string{"orders:read"})
+	_ = e.p.Approve(da["user_code"].(string), "acct-10977", []string{"orders:read"})
 	_, other, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
 	code, out, _ = e.send(other["access_token"].(string), ctxID, "m6", "status of B-2001")
 	if code != 400 || out["error"].(map[string]any)["details"].([]any)[0].(map[string]any)["reason"] != "INVALID_PARAMS" {

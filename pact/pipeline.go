@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,17 +41,51 @@ type LedgerEntry struct {
 	ArgsJSON string `json:"argsJson,omitempty"`
 }
 
-// Sink receives the Provider's receipts, in order. It returns an error
+// LedgerRefusal is an account action refused, or a consent denied, as the
+// ledger's public API takes it (POST /v1/refusals).
+type LedgerRefusal struct {
+	ClaimedPrincipal string        `json:"claimedPrincipal"`
+	ClaimedAgent     string        `json:"claimedAgent"`
+	RequestJWT       string        `json:"requestJwt,omitempty"`
+	Action           RefusedAction `json:"action"`
+	Reason           string        `json:"reason"`
+	ObservedAt       time.Time     `json:"observedAt"`
+}
+
+// RefusedAction is the action of a LedgerRefusal.
+type RefusedAction struct {
+	Tool   string `json:"tool"`
+	Target string `json:"target,omitempty"`
+}
+
+// LedgerRevocation is a grant the User revoked, as the ledger's public API
+// takes it (POST /v1/grants/{grantId}:revoke).
+type LedgerRevocation struct {
+	GrantID   string    `json:"grantId"`
+	RevokedAt time.Time `json:"revokedAt"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// LedgerItem is one entry of the Provider's outbox: exactly one of a
+// receipt, a refusal or a revocation.
+type LedgerItem struct {
+	Receipt    *LedgerPost       `json:"receipt,omitempty"`
+	Refusal    *LedgerRefusal    `json:"refusal,omitempty"`
+	Revocation *LedgerRevocation `json:"revocation,omitempty"`
+}
+
+// Sink receives the Provider's outbox, in order. It returns an error
 // wrapping ErrRejected when retrying cannot help (the ledger refused the
 // input); any other error is retried.
 type Sink interface {
-	Post(ctx context.Context, p LedgerPost) error
+	Post(ctx context.Context, item LedgerItem) error
 }
 
 // ErrRejected: the ledger refused a receipt as invalid input.
 var ErrRejected = errors.New("rejected by the ledger")
 
-// LedgerClient posts receipts to a ledger's REST API with a writer key.
+// LedgerClient posts receipts, refusals and revocations to a ledger's REST
+// API with a writer key.
 type LedgerClient struct {
 	URL  string // such as http://127.0.0.1:8080
 	Key  string
@@ -58,12 +93,24 @@ type LedgerClient struct {
 }
 
 // Post implements Sink.
-func (c *LedgerClient) Post(ctx context.Context, p LedgerPost) error {
-	body, err := json.Marshal(p)
+func (c *LedgerClient) Post(ctx context.Context, item LedgerItem) error {
+	var path string
+	var v any
+	switch {
+	case item.Receipt != nil:
+		path, v = "/v1/receipts", item.Receipt
+	case item.Refusal != nil:
+		path, v = "/v1/refusals", item.Refusal
+	case item.Revocation != nil && item.Revocation.GrantID != "":
+		path, v = "/v1/grants/"+url.PathEscape(item.Revocation.GrantID)+":revoke", item.Revocation
+	default:
+		return fmt.Errorf("%w: an empty outbox entry", ErrRejected)
+	}
+	body, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/receipts", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -82,7 +129,7 @@ func (c *LedgerClient) Post(ctx context.Context, p LedgerPost) error {
 	switch {
 	case res.StatusCode == http.StatusOK:
 		return nil
-	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone:
+	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone || res.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msg)
 	}
 	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msg)
@@ -90,8 +137,8 @@ func (c *LedgerClient) Post(ctx context.Context, p LedgerPost) error {
 
 func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 
-// enqueue adds a receipt to the durable outbox in tx.
-func enqueue(tx *bolt.Tx, p LedgerPost) error {
+// enqueue adds an entry to the durable outbox in tx.
+func enqueue(tx *bolt.Tx, p LedgerItem) error {
 	b := tx.Bucket(bPipeline)
 	n, err := b.NextSequence()
 	if err != nil {
@@ -104,7 +151,8 @@ func enqueue(tx *bolt.Tx, p LedgerPost) error {
 	return b.Put(seqKey(n), v)
 }
 
-// PipelineDepth is the number of receipts waiting for the ledger.
+// PipelineDepth is the number of receipts, refusals and revocations
+// waiting for the ledger.
 func (p *Provider) PipelineDepth() int {
 	n := 0
 	_ = p.store.db.View(func(tx *bolt.Tx) error {
@@ -133,7 +181,7 @@ func (p *Provider) drain(ctx context.Context, sink Sink) (int, error) {
 	sent := 0
 	for {
 		var key []byte
-		var post LedgerPost
+		var post LedgerItem
 		err := p.store.db.View(func(tx *bolt.Tx) error {
 			k, v := tx.Bucket(bPipeline).Cursor().First()
 			if k == nil {
@@ -151,7 +199,7 @@ func (p *Provider) drain(ctx context.Context, sink Sink) (int, error) {
 		}
 		err = p.store.db.Update(func(tx *bolt.Tx) error {
 			if perr != nil {
-				p.cfg.Logger.ErrorContext(ctx, "the ledger rejected a receipt; kept aside", slog.String("error", perr.Error()))
+				p.cfg.Logger.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
 				v, _ := json.Marshal(post)
 				if err := tx.Bucket(bDead).Put(key, v); err != nil {
 					return err

@@ -17,6 +17,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,8 @@ type Provider struct {
 	locks map[string]*sync.Mutex // one turn at a time per context
 
 	pipeWake chan struct{}
+
+	demo map[string]*demoLogin // brands' built-in logins, by brand id
 }
 
 // New opens the Provider's store.
@@ -107,7 +110,16 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("pact: domain %s names unknown brand %q", d, id)
 		}
 	}
-	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), pipeWake: make(chan struct{}, 1)}, nil
+	demo := map[string]*demoLogin{}
+	for id, b := range cfg.Brands {
+		if b.Login == nil && slices.ContainsFunc(b.Accounts, func(a Account) bool { return a.PasswordHash != "" }) {
+			if demo[id], err = newDemoLogin(); err != nil {
+				st.close()
+				return nil, err
+			}
+		}
+	}
+	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), pipeWake: make(chan struct{}, 1), demo: demo}, nil
 }
 
 // Close closes the store.
@@ -138,6 +150,15 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/brands/"); ok {
+		id, op, _ := strings.Cut(rest, "/")
+		if b := p.cfg.Brands[id]; b != nil && p.demo[id] != nil {
+			p.serveDemo(w, r, b, op)
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/a2a/")
 	if !ok {
 		http.NotFound(w, r)
@@ -158,6 +179,19 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.jwks(w)
 		} else {
 			p.metadata(w, b)
+		}
+		return
+	}
+	if b.Delegation && (op == "oauth/consent" || op == "oauth/decision") {
+		// Pages the User's browser posts to: no personal-agent JWT.
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, "POST")
+			return
+		}
+		if op == "oauth/consent" {
+			p.consentIn(w, r, b)
+		} else {
+			p.decisionIn(w, r, b)
 		}
 		return
 	}

@@ -24,7 +24,7 @@ func TestProviderReceiptsLandInTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(brands, "shop.yaml"), []byte(strings.Replace(string(builtin), "id: acme", "id: shop\ndelegation: true", 1)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(brands, "shop.yaml"), []byte(strings.Replace(string(builtin), "id: acme", "id: shop", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "writer.key")

@@ -1,0 +1,450 @@
+package pact
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/customer"
+)
+
+const (
+	janeEmail    = "jane@example.com"
+	janePassword = "acme-jane-demo"
+)
+
+// deviceAuth starts a device authorization for scopes and returns its
+// reply.
+func (e *oauthEnv) deviceAuth(scopes ...string) map[string]any {
+	e.t.Helper()
+	code, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwt())
+	if code != 200 {
+		e.t.Fatalf("device authorization: %d %v", code, da)
+	}
+	return da
+}
+
+// poll asks the token endpoint once for a device code.
+func (e *oauthEnv) poll(da map[string]any) (int, map[string]any) {
+	e.advance(6 * time.Second)
+	code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	return code, m
+}
+
+// outbox lists what waits for the ledger.
+func (e *oauthEnv) outbox() []LedgerItem {
+	var out []LedgerItem
+	_ = e.p.store.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bPipeline).ForEach(func(_, v []byte) error {
+			var it LedgerItem
+			if err := json.Unmarshal(v, &it); err != nil {
+				return err
+			}
+			out = append(out, it)
+			return nil
+		})
+	})
+	return out
+}
+
+func claimsOf(t *testing.T, jwt string) DelegationClaims {
+	t.Helper()
+	parts := strings.Split(jwt, ".")
+	var c DelegationClaims
+	b, _ := jose.ParseSignedCompact(jwt, []jose.SignatureAlgorithm{jose.ES256})
+	if b == nil || len(parts) != 3 || json.Unmarshal(b.UnsafePayloadWithoutVerification(), &c) != nil {
+		t.Fatalf("not a JWT: %s", jwt)
+	}
+	return c
+}
+
+func TestLoginConsentPartialApproval(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	ctx := context.Background()
+	jane := customer.New(janeEmail, janePassword)
+	pg, err := jane.Answer(ctx, da["verification_uri_complete"].(string), customer.Decision{Keep: []string{"orders:read"}})
+	if err != nil || pg.Title != "Allowed" {
+		t.Fatalf("consent: %v %+v", err, pg)
+	}
+	code, tok := e.poll(da)
+	if code != 200 || tok["scope"] != "orders:read" {
+		t.Fatalf("token after partial consent: %d %v", code, tok)
+	}
+	c := claimsOf(t, tok["access_token"].(string))
+	if c.Sub != "acct-48213" || c.Scope != "orders:read" || c.ClientID != e.sc.PA.ID {
+		t.Fatalf("claims %+v", c)
+	}
+	// The token acts as Jane within orders:read only: cancelling asks for a step-up.
+	_, out, _ := e.send(tok["access_token"].(string), "", "m1", "cancel A-5531")
+	task, _ := out["task"].(map[string]any)
+	if task == nil || task["status"].(map[string]any)["state"] != "TASK_STATE_AUTH_REQUIRED" {
+		t.Fatalf("cancel without orders:cancel: %v", out)
+	}
+}
+
+func TestConsentPageShowsAgentBrandAndDescriptions(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read", "refunds:issue")
+	// Walk by hand to read the consent page itself.
+	body := e.consentPage(da)
+	for _, want := range []string{"See your orders and their status", "Refund an order to the original payment method", origin(e.sc.PA.ID), "Acme Outfitters", da["user_code"].(string)} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("consent page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "Cancel an order") {
+		t.Fatal("consent page shows a scope that was not requested")
+	}
+	if strings.Contains(body, "<script") {
+		t.Fatal("consent page uses JavaScript")
+	}
+}
+
+// consentPage signs Jane in by plain HTTP and returns the consent page's
+// HTML.
+func (e *oauthEnv) consentPage(da map[string]any) string {
+	e.t.Helper()
+	assertion, c := e.signIn(da)
+	res, err := c.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {assertion}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		e.t.Fatalf("consent: %d %s", res.StatusCode, b)
+	}
+	return string(b)
+}
+
+var (
+	hiddenRe = regexp.MustCompile(`name="(csrf|assertion|ticket)" value="([^"]+)"`)
+)
+
+func hidden(body, name string) string {
+	for _, m := range hiddenRe.FindAllStringSubmatch(body, -1) {
+		if m[1] == name {
+			return m[2]
+		}
+	}
+	return ""
+}
+
+// signIn signs Jane in at the demo login for a device authorization and
+// returns the assertion the hand-off page carries, and her browser.
+func (e *oauthEnv) signIn(da map[string]any) (string, *http.Client) {
+	e.t.Helper()
+	c := newBrowser()
+	res, err := c.Get(da["verification_uri_complete"].(string))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	u, _ := url.Parse(da["verification_uri_complete"].(string))
+	res, err = c.PostForm(e.srv.URL+"/brands/shop/login", url.Values{"csrf": {hidden(string(b), "csrf")}, "return_to": {u.Query().Get("return_to")},
+		"user_code": {u.Query().Get("user_code")}, "email": {janeEmail}, "password": {janePassword}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	a := hidden(string(b), "assertion")
+	if a == "" {
+		e.t.Fatalf("no assertion after sign-in: %d %s", res.StatusCode, b)
+	}
+	return strings.ReplaceAll(a, "&#43;", "+"), c
+}
+
+func newBrowser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar}
+}
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func TestAssertionRules(t *testing.T) {
+	e := newOAuthEnv(t)
+	post := func(c *http.Client, a string) (int, string) {
+		res, err := c.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	da := e.deviceAuth("orders:read")
+	a, c := e.signIn(da)
+	// Tampered: another user in the payload, the signature kept.
+	parts := strings.Split(a, ".")
+	payload, _ := jose.ParseSignedCompact(a, []jose.SignatureAlgorithm{jose.ES256})
+	forged := strings.Replace(string(payload.UnsafePayloadWithoutVerification()), "acct-48213", "acct-10977", 1)
+	if code, body := post(c, parts[0]+"."+b64(forged)+"."+parts[2]); code != 400 || !strings.Contains(body, "bad signature") {
+		t.Fatalf("tampered assertion: %d %s", code, body)
+	}
+	// Accepted once; the same assertion again is refused.
+	if code, body := post(c, a); code != 200 || !strings.Contains(body, "ticket") {
+		t.Fatalf("first use: %d %s", code, body)
+	}
+	if code, body := post(c, a); code != 400 || !strings.Contains(body, "already used") {
+		t.Fatalf("replayed assertion: %d %s", code, body)
+	}
+	// Expired: signed in, then the hand-off waited too long.
+	da2 := e.deviceAuth("orders:read")
+	a2, c2 := e.signIn(da2)
+	e.advance(3 * time.Minute)
+	if code, body := post(c2, a2); code != 400 || !strings.Contains(body, "expired") {
+		t.Fatalf("expired assertion: %d %s", code, body)
+	}
+	// Another key (not the brand's), and alg none.
+	other := signAssertion(t, newKey(t), loginAssertion{Iss: e.srv.URL + "/brands/shop", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+		UserCode: da2["user_code"].(string), Jti: "x1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
+	if code, body := post(c2, other); code != 400 || !strings.Contains(body, "unknown key") {
+		t.Fatalf("unknown key: %d %s", code, body)
+	}
+	if code, _ := post(c2, b64(`{"alg":"none"}`)+"."+b64(`{"sub":"acct-48213"}`)+"."); code != 400 {
+		t.Fatalf("alg none: %d", code)
+	}
+}
+
+func TestDecisionNeedsItsBrowserSession(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read")
+	assertion, c := e.signIn(da)
+	res, _ := c.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {assertion}})
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	ticket := hidden(string(b), "ticket")
+	// Another browser (no consent cookie) posting the same ticket: refused.
+	res, _ = http.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}, "scope": {"orders:read"}})
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.Contains(string(b), "does not belong") {
+		t.Fatalf("decision from another browser: %d %s", res.StatusCode, b)
+	}
+	// A cross-site post: refused by Origin.
+	req, _ := http.NewRequest("POST", e.base+"/oauth/decision", strings.NewReader(url.Values{"ticket": {ticket}, "decision": {"approve"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	res, _ = c.Do(req)
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("cross-site decision: %d", res.StatusCode)
+	}
+	// Approving a scope that was not requested is refused.
+	res, _ = c.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}, "scope": {"orders:cancel"}})
+	res.Body.Close()
+	if res.StatusCode != 400 {
+		t.Fatalf("approving an unrequested scope: %d", res.StatusCode)
+	}
+	if code, m := e.poll(da); code != 400 || m["error"] != "authorization_pending" {
+		t.Fatalf("after refused decisions: %d %v", code, m)
+	}
+}
+
+func TestDeniedConsentIsARefusalForTheLedger(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	pg, err := customer.New(janeEmail, janePassword).Answer(context.Background(), da["verification_uri_complete"].(string), customer.Decision{Deny: true})
+	if err != nil || pg.Title != "Denied" {
+		t.Fatalf("deny: %v %+v", err, pg)
+	}
+	if code, m := e.poll(da); code != 400 || m["error"] != "access_denied" {
+		t.Fatalf("token after denial: %d %v", code, m)
+	}
+	box := e.outbox()
+	if len(box) != 1 || box[0].Refusal == nil {
+		t.Fatalf("outbox %+v", box)
+	}
+	r := box[0].Refusal
+	if r.ClaimedPrincipal != "acct-48213" || r.ClaimedAgent != e.sc.PA.ID || r.RequestJWT == "" || r.Action.Tool != "grant_delegation" || r.Action.Target != "orders:read orders:cancel" {
+		t.Fatalf("refusal %+v", r)
+	}
+}
+
+func TestConsentSkippedWhenAGrantCoversTheRequest(t *testing.T) {
+	e := newOAuthEnv(t)
+	jane := customer.New(janeEmail, janePassword)
+	ctx := context.Background()
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	if _, err := jane.Answer(ctx, da["verification_uri_complete"].(string), customer.Decision{}); err != nil {
+		t.Fatal(err)
+	}
+	_, first := e.poll(da)
+	// Jane's Brand session is live: no password, and no consent for a covered request.
+	jane.Password = "wrong"
+	da2 := e.deviceAuth("orders:read")
+	pg, err := jane.Answer(ctx, da2["verification_uri_complete"].(string), customer.Decision{})
+	if err != nil || pg.Title != "Already allowed" {
+		t.Fatalf("covered request: %v %+v", err, pg)
+	}
+	_, second := e.poll(da2)
+	if claimsOf(t, second["access_token"].(string)).GrantID != claimsOf(t, first["access_token"].(string)).GrantID {
+		t.Fatal("a skipped consent made a new grant")
+	}
+	// A request the grant does not cover shows consent again.
+	da3 := e.deviceAuth("refunds:issue")
+	pg, err = jane.Answer(ctx, da3["verification_uri_complete"].(string), customer.Decision{})
+	if err != nil || pg.Title != "Allowed" {
+		t.Fatalf("uncovered request: %v %+v", err, pg)
+	}
+}
+
+func TestUserRevokesAGrantOnTheBrandAccountPage(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read")
+	_, c := e.signIn(da)
+	// Approve through the Provider's API (the consent page is tested above).
+	if err := e.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	_, tok := e.poll(da)
+	at := tok["access_token"].(string)
+	grant := claimsOf(t, at).GrantID
+	res, err := c.Get(e.srv.URL + "/brands/shop/grants")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(b), e.sc.PA.ID) || !strings.Contains(string(b), "See your orders and their status") || !strings.Contains(string(b), grant) {
+		t.Fatalf("grants page: %s", b)
+	}
+	// Without the page's CSRF token: refused.
+	res, _ = c.PostForm(e.srv.URL+"/brands/shop/grants/revoke", url.Values{"grant": {grant}})
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("revoke without CSRF: %d", res.StatusCode)
+	}
+	// Another user cannot revoke it.
+	if err := e.p.RevokeGrant("shop", "acct-10977", grant); err == nil {
+		t.Fatal("another user revoked Jane's grant")
+	}
+	res, _ = c.PostForm(e.srv.URL+"/brands/shop/grants/revoke", url.Values{"grant": {grant}, "csrf": {hidden(string(b), "csrf")}})
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("revoke: %d", res.StatusCode)
+	}
+	if code, _, h := e.send(at, "", "m1", "status of A-5531"); code != 401 || !strings.Contains(h.Get("WWW-Authenticate"), "invalid_token") {
+		t.Fatalf("token of a revoked grant: %d", code)
+	}
+	if code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}, e.jwt()); code != 400 || m["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a revoked grant: %d %v", code, m)
+	}
+	box := e.outbox()
+	if !slices.ContainsFunc(box, func(it LedgerItem) bool { return it.Revocation != nil && it.Revocation.GrantID == grant }) {
+		t.Fatalf("no revocation for the ledger: %+v", box)
+	}
+}
+
+func TestLoginLocksOutAfterRepeatedFailures(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read")
+	link := da["verification_uri_complete"].(string)
+	for range maxLoginFailures {
+		if _, err := customer.New(janeEmail, "guess").Answer(context.Background(), link, customer.Decision{}); err == nil || !strings.Contains(err.Error(), "do not match") {
+			t.Fatalf("wrong password: %v", err)
+		}
+	}
+	if _, err := customer.New(janeEmail, janePassword).Answer(context.Background(), link, customer.Decision{}); err == nil || !strings.Contains(err.Error(), "Too many") {
+		t.Fatalf("after %d failures: %v", maxLoginFailures, err)
+	}
+	e.advance(loginLockout + time.Minute)
+	if _, err := customer.New(janeEmail, janePassword).Answer(context.Background(), e.deviceAuth("orders:read")["verification_uri_complete"].(string), customer.Decision{}); err != nil {
+		t.Fatalf("after the lock-out: %v", err)
+	}
+	// An unknown email gets the same answer as a wrong password.
+	if _, err := customer.New("nobody@example.com", "x").Answer(context.Background(), link, customer.Decision{}); err == nil || !strings.Contains(err.Error(), "do not match") {
+		t.Fatalf("unknown email: %v", err)
+	}
+}
+
+// A real Brand plugs in its own login by configuration: its URL, issuer and
+// assertion keys. The Provider verifies its assertions the same way.
+func TestBrandOwnLoginByConfiguration(t *testing.T) {
+	key := newKey(t)
+	pub, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{key.Public()}})
+	dir := t.TempDir()
+	builtin, _ := os.ReadFile("brands/acme.yaml")
+	y := strings.Replace(string(builtin), "id: acme", "id: shop", 1)
+	y = strings.Replace(y, "delegation: true", "delegation: true\nlogin:\n  url: https://login.shop.example/pact\n  issuer: https://login.shop.example\n  keys: '"+string(pub)+"'", 1)
+	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	brands, err := LoadBrands(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newOAuthEnvWith(t, brands)
+	da := e.deviceAuth("orders:read")
+	u, _ := url.Parse(da["verification_uri_complete"].(string))
+	if u.Host != "login.shop.example" || u.Query().Get("return_to") != e.base+"/oauth/consent" {
+		t.Fatalf("verification link %s", u)
+	}
+	// The demo login is not served for a brand with its own.
+	if res, _ := http.Get(e.srv.URL + "/brands/shop/login"); res.StatusCode != 404 {
+		t.Fatalf("demo login for a brand with its own: %d", res.StatusCode)
+	}
+	a := signAssertion(t, key, loginAssertion{Iss: "https://login.shop.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+		UserCode: da["user_code"].(string), Jti: "j1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
+	res, err := newBrowser().PostForm(e.base+"/oauth/consent", url.Values{"assertion": {a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || hidden(string(b), "ticket") == "" {
+		t.Fatalf("consent after the brand's own login: %d %s", res.StatusCode, b)
+	}
+	// The wrong issuer is refused.
+	bad := signAssertion(t, key, loginAssertion{Iss: "https://elsewhere.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+		UserCode: da["user_code"].(string), Jti: "j2", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
+	res, _ = http.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {bad}})
+	res.Body.Close()
+	if res.StatusCode != 400 {
+		t.Fatalf("wrong issuer: %d", res.StatusCode)
+	}
+}
+
+func newKey(t *testing.T) jose.JSONWebKey {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jose.JSONWebKey{Key: priv, KeyID: "brand-login-1", Algorithm: string(jose.ES256), Use: "sig"}
+}
+
+func signAssertion(t *testing.T, k jose.JSONWebKey, a loginAssertion) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(a)
+	jws, err := s.Sign(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := jws.CompactSerialize()
+	return out
+}
