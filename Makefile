@@ -8,14 +8,18 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pactledger
 VERSITYGW := $(CACHE_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 export PACTLEDGER_VERSITYGW := $(VERSITYGW)
 
-.PHONY: test unit proto proto-check lint bench run clean-data fuzz
+.PHONY: test unit chromium proto proto-check lint bench run clean-data fuzz
 
 ## test: regenerate-and-diff the protobuf code, lint, then every test
 ## (integration included: a real S3 server with Object Lock is started).
 test: proto-check lint unit
 
-unit: $(VERSITYGW)
-	$(GO) test -count=1 -timeout 10m ./...
+unit: $(VERSITYGW) chromium
+	PACTLEDGER_CHROMIUM=1 $(GO) test -count=1 -timeout 10m ./...
+
+## The browser tests' headless Chromium (Debian package), installed when missing.
+chromium:
+	@scripts/ensure-chromium
 
 ## The S3 test server, built once from the Go module proxy at a pinned version.
 $(VERSITYGW):

@@ -184,10 +184,10 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: cookie, Path: "/a2a/" + b.ID + "/oauth/", MaxAge: int(consentTTL / time.Second),
 		HttpOnly: true, Secure: strings.HasPrefix(p.cfg.BaseURL, "https://"), SameSite: http.SameSiteStrictMode})
-	type scopeView struct{ ID, Description string }
+	type scopeView struct{ ID, Description, Slug string }
 	var scopes []scopeView
 	for _, id := range d.Scopes {
-		scopes = append(scopes, scopeView{id, p.describe(b, []string{id})[0]})
+		scopes = append(scopes, scopeView{id, p.describe(b, []string{id})[0], slug(id)})
 	}
 	page(w, http.StatusOK, "consent", map[string]any{
 		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PA": d.Client,
@@ -310,6 +310,16 @@ func (p *Provider) displayUser(b *Brand, id string) string {
 		return a.Email
 	}
 	return id
+}
+
+// slug makes a scope id usable as an HTML id.
+func slug(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, id)
 }
 
 // origin is a URL's scheme and host.

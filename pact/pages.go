@@ -25,7 +25,7 @@ button{font-size:1rem;padding:.45rem 1.1rem;margin:.6rem .4rem 0 0}.code{font-fa
 {{define "bottom"}}</body></html>{{end}}
 
 {{define "message"}}{{template "top" .}}
-<h1>{{.Title}}</h1>
+<h1 id="title">{{.Title}}</h1>
 {{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
 {{range .Lines}}<p>{{.}}</p>{{end}}
 {{template "bottom" .}}{{end}}
@@ -65,7 +65,7 @@ button{font-size:1rem;padding:.45rem 1.1rem;margin:.6rem .4rem 0 0}.code{font-fa
 <p>Code: <span class="code">{{.UserCode}}</span>. Uncheck anything you do not want to allow.</p>
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="ticket" value="{{.Ticket}}">
-{{range .Scopes}}<label class="scope"><input type="checkbox" name="scope" value="{{.ID}}" id="scope-{{.ID}}" checked> {{.Description}} <small>({{.ID}})</small></label>
+{{range .Scopes}}<label class="scope"><input type="checkbox" name="scope" value="{{.ID}}" id="scope-{{.Slug}}" checked> {{.Description}} <small>({{.ID}})</small></label>
 {{end}}
 <button type="submit" name="decision" value="approve" id="approve">Allow</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
