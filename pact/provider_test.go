@@ -268,7 +268,7 @@ func TestPersonalAgentJWT(t *testing.T) {
 			return e.jwt("u1", func(c map[string]any) { c["iat"] = now.Add(20 * time.Second).Unix() })
 		}, true},
 		{"exp over 300s after iat", func() string {
-			return e.jwt("u1", func(c map[string]any) { c["exp"] = now.Add(301 * time.Second).Unix() })
+			return e.jwt("u1", func(c map[string]any) { c["iat"], c["exp"] = now.Unix(), now.Add(301*time.Second).Unix() })
 		}, false},
 		{"expired", func() string {
 			return e.jwt("u1", func(c map[string]any) {
