@@ -19,6 +19,7 @@ type Card struct {
 		ProtocolBinding string `json:"protocolBinding"`
 		ProtocolVersion string `json:"protocolVersion"`
 	} `json:"supportedInterfaces"`
+	SecuritySchemes map[string]securityScheme `json:"securitySchemes"`
 }
 
 // Interface returns the URL of the HTTP+JSON 1.0 interface, chosen by
@@ -32,12 +33,17 @@ func (c *Card) Interface() (string, error) {
 	return "", errors.New("the card lists no HTTP+JSON 1.0 interface")
 }
 
-// Client is a personal agent's side of PACT §2–§4: it fetches cards and
-// sends messages with a fresh personal-agent JWT from Token.
+// Client is a personal agent's side of PACT: it fetches cards and sends
+// messages with a fresh personal-agent JWT from Token (§2–§4), and, with
+// the Delegated profile, gets delegation tokens and verifies receipts (§5).
 type Client struct {
 	HTTP *http.Client
 	// Token returns a fresh personal-agent JWT for sub.
 	Token func(sub string) (string, error)
+	// Issuer is the personal agent's issuer URL: its OAuth client_id.
+	Issuer string
+
+	clientState
 }
 
 // FetchCard fetches and decodes an Agent Card.
@@ -86,6 +92,22 @@ func (e *SendError) Error() string {
 // Send sends text as sub to the interface URL, continuing contextID when it
 // is set, with messageID (a new one when empty). It returns the reply.
 func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, text string) (*Message, error) {
+	raw, err := c.send(ctx, iface, sub, contextID, messageID, text, "")
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Message *Message `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.Message == nil {
+		return nil, fmt.Errorf("reply is not { \"message\": … }: %s", raw)
+	}
+	return out.Message, nil
+}
+
+// send posts message:send, with a delegation token when one is given, and
+// returns the 200 body.
+func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) ([]byte, error) {
 	tok, err := c.Token(sub)
 	if err != nil {
 		return nil, err
@@ -105,6 +127,9 @@ func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, tex
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("A2A-Version", "1.0")
+	if delegation != "" {
+		req.Header.Set("X-A2A-User-Delegation", "Bearer "+delegation)
+	}
 	res, err := c.http().Do(req)
 	if err != nil {
 		return nil, err
@@ -127,15 +152,12 @@ func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, tex
 		if json.Unmarshal(raw, &env) == nil && len(env.Error.Details) > 0 {
 			se.Reason, se.Message = env.Error.Details[0].Reason, env.Error.Message
 		}
+		if res.StatusCode == http.StatusUnauthorized {
+			se.Message = res.Header.Get("WWW-Authenticate")
+		}
 		return nil, se
 	}
-	var out struct {
-		Message *Message `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || out.Message == nil {
-		return nil, fmt.Errorf("reply is not { \"message\": … }: %s", raw)
-	}
-	return out.Message, nil
+	return raw, nil
 }
 
 // ReplyText joins the text parts of a message.

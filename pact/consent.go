@@ -178,7 +178,7 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 			return
 		}
 		messagePage(w, http.StatusOK, "Already allowed", "",
-			"You had already allowed "+origin(d.Client)+" to "+strings.Join(p.describe(b, d.Scopes), "; ")+".",
+			"You had already allowed "+origin(d.Client)+": "+strings.Join(p.describe(b, d.Scopes), "; ")+".",
 			"You can close this page and return to your agent.")
 		return
 	}
@@ -239,7 +239,7 @@ func (p *Provider) decisionIn(w http.ResponseWriter, r *http.Request, b *Brand) 
 			p.decisionError(w, r, err)
 			return
 		}
-		messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent to "+strings.Join(p.describe(b, kept), "; ")+".",
+		messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(p.describe(b, kept), "; ")+".",
 			"You can close this page and return to your agent.")
 	case "deny":
 		if err := p.decide(decision{UserCode: t.UserCode, User: t.User}); err != nil {

@@ -228,7 +228,7 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 		"verification_uri":          p.verificationURI(b, ""),
 		"verification_uri_complete": p.verificationURI(b, userCode),
 		"expires_in":                int(deviceCodeTTL / time.Second),
-		"interval":                  int(pollInterval / time.Second),
+		"interval":                  int(p.cfg.PollInterval / time.Second),
 	})
 }
 
@@ -236,7 +236,7 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 // personal agent) and its sub, and returns its device and user codes.
 func (p *Provider) newDeviceAuth(b *Brand, client, sub, paJWT string, scopes []string, now time.Time) (string, string, error) {
 	deviceCode := randomToken("dc_")
-	d := deviceAuth{Brand: b.ID, Client: client, Sub: sub, RequestJWT: paJWT, Scopes: scopes, Expires: now.Add(deviceCodeTTL), Interval: int(pollInterval / time.Second), Status: "pending"}
+	d := deviceAuth{Brand: b.ID, Client: client, Sub: sub, RequestJWT: paJWT, Scopes: scopes, Expires: now.Add(deviceCodeTTL), Interval: int(p.cfg.PollInterval / time.Second), Status: "pending"}
 	err := p.store.db.Update(func(tx *bolt.Tx) error {
 		for range 5 { // a user code collision is unlikely; retry a few times
 			d.UserCode = newUserCode()

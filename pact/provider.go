@@ -53,6 +53,9 @@ type Config struct {
 	// PerAgent limits each personal agent; PerUser each (agent, sub).
 	// Over the limit: 429 with Retry-After (PACT §6). Zero: no limit.
 	PerAgent, PerUser Limit
+	// PollInterval is the least time between token polls of a device
+	// authorization (RFC 8628 §3.5); default 5 s.
+	PollInterval time.Duration
 	// Domains maps a brand's own host name to its id: the Provider then
 	// serves that brand's card at https://{domain}/.well-known/agent-card.json
 	// (PACT §2.1) when it receives that host's requests.
@@ -89,6 +92,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PollInterval < time.Second {
+		cfg.PollInterval = pollInterval
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10

@@ -1,13 +1,19 @@
-// Command pactagent is a reference personal agent for PACT 1.0 (Identity
-// profile): it keeps its own ES256 signing key, serves its JWKS, fetches a
-// Brand's Agent Card, picks the HTTP+JSON 1.0 interface, and sends messages
-// with a fresh personal-agent JWT (120 s) each time, continuing the
-// conversation per (card, user).
+// Command pactagent is a reference personal agent for PACT 1.0, Identity
+// and Delegated profiles: it keeps its own ES256 signing key, serves its
+// JWKS, fetches a Brand's Agent Card, picks the HTTP+JSON 1.0 interface, and
+// sends messages with a fresh personal-agent JWT (120 s) each time,
+// continuing the conversation per (card, user). With a Brand that offers
+// delegation it asks for scopes, shows the User the Brand's sign-in link
+// (it never sees the login), waits for the approval, sends with the
+// delegation token, asks again when a turn needs more (step-up), and
+// verifies and keeps every receipt.
 //
-//	pactagent init  --dir DIR --issuer URL --audience AUD
-//	pactagent jwks  --dir DIR
-//	pactagent serve --dir DIR --listen ADDR
-//	pactagent send  --dir DIR --card URL --user SUB [--new] [--json] TEXT
+//	pactagent init      --dir DIR --issuer URL --audience AUD
+//	pactagent jwks      --dir DIR
+//	pactagent serve     --dir DIR --listen ADDR
+//	pactagent authorize --dir DIR --card URL --user SUB [--scope "ID ..."]
+//	pactagent send      --dir DIR --card URL --user SUB [--new] [--json] [--identity-only] TEXT
+//	pactagent receipts  --dir DIR
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,8 +44,13 @@ const usage = `usage:
   pactagent init  --dir DIR --issuer URL --audience AUD   create the signing key and settings
   pactagent jwks  --dir DIR                               print the public JWKS (for registration)
   pactagent serve --dir DIR [--listen ADDR]               serve the JWKS at /.well-known/jwks.json
-  pactagent send  --dir DIR --card URL --user SUB [--new] [--json] TEXT
-                                                          send TEXT as user SUB, continuing its conversation
+  pactagent authorize --dir DIR --card URL --user SUB [--scope "ID ..."]
+                                                          ask the Brand for scopes (without --scope: list them);
+                                                          the user signs in with the Brand at the link shown
+  pactagent send  --dir DIR --card URL --user SUB [--new] [--json] [--identity-only] TEXT
+                                                          send TEXT as user SUB, continuing its conversation,
+                                                          with the user's delegation when there is one
+  pactagent receipts --dir DIR                            list the verified receipts kept
 `
 
 func main() {
@@ -77,6 +89,8 @@ func run(args []string, out io.Writer) error {
 	user := fs.String("user", "", "")
 	fresh := fs.Bool("new", false, "")
 	asJSON := fs.Bool("json", false, "")
+	scope := fs.String("scope", "", "")
+	identityOnly := fs.Bool("identity-only", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageErr{err.Error()}
 	}
@@ -114,7 +128,14 @@ func run(args []string, out io.Writer) error {
 		if *card == "" || *user == "" || fs.NArg() == 0 {
 			return usageErr{"send needs --card, --user and the text"}
 		}
-		return send(*dir, *card, *user, strings.Join(fs.Args(), " "), *fresh, *asJSON, out)
+		return send(*dir, *card, *user, strings.Join(fs.Args(), " "), sendOpts{fresh: *fresh, asJSON: *asJSON, identityOnly: *identityOnly}, out)
+	case "authorize":
+		if *card == "" || *user == "" {
+			return usageErr{"authorize needs --card and --user"}
+		}
+		return authorizeCmd(*dir, *card, *user, strings.FieldsFunc(*scope, func(r rune) bool { return r == ' ' || r == ',' }), out)
+	case "receipts":
+		return listReceipts(*dir, out)
 	}
 	return usageErr{"unknown command " + args[0]}
 }
@@ -209,43 +230,79 @@ func signer(k *jose.JSONWebKey, s settings) (func(sub string) (string, error), e
 	}, nil
 }
 
-// send sends one message, continuing the user's conversation with the
-// card's Brand unless fresh, and remembers the context in DIR/contexts.json.
-func send(dir, cardURL, user, text string, fresh, asJSON bool, out io.Writer) error {
+// agent is a loaded personal agent talking to one Brand.
+type agent struct {
+	dir   string
+	c     *pact.Client
+	card  *pact.Card
+	iface string
+	user  string
+	out   io.Writer
+}
+
+func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	k, s, err := load(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tok, err := signer(k, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := &pact.Client{Token: tok}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	c := &pact.Client{Token: tok, Issuer: s.Issuer, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	card, err := c.FetchCard(ctx, cardURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	iface, err := card.Interface()
 	if err != nil {
+		return nil, err
+	}
+	return &agent{dir: dir, c: c, card: card, iface: iface, user: user, out: out}, nil
+}
+
+type sendOpts struct{ fresh, asJSON, identityOnly bool }
+
+// send sends one message, continuing the user's conversation with the
+// card's Brand unless fresh, and remembers the context in DIR/contexts.json.
+// With the user's delegation for this Brand it sends the token, handles a
+// step-up, and verifies and keeps the receipt.
+func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
+	a, err := connect(dir, cardURL, user, out)
+	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	ctxPath := filepath.Join(dir, "contexts.json")
 	contexts := map[string]string{}
 	if b, err := os.ReadFile(ctxPath); err == nil {
 		_ = json.Unmarshal(b, &contexts)
 	}
-	key := iface + " " + user
+	key := a.iface + " " + user
 	contextID := contexts[key]
-	if fresh {
+	if o.fresh {
 		contextID = ""
 	}
-	reply, err := c.Send(ctx, iface, user, contextID, "", text)
-	var se *pact.SendError
-	if errors.As(err, &se) && se.Reason == pact.ReasonUnsupported && contextID != "" {
-		// The Brand closed the conversation: start a new one.
-		reply, err = c.Send(ctx, iface, user, "", "", text)
+	flow, delegating := a.card.Delegation()
+	var g *grantFile
+	if delegating && !o.identityOnly {
+		if g, err = a.grant(ctx, flow); err != nil {
+			return err
+		}
+	}
+	var reply *pact.Message
+	if g == nil {
+		reply, err = a.c.Send(ctx, a.iface, user, contextID, "", text)
+		var se *pact.SendError
+		if errors.As(err, &se) && se.Reason == pact.ReasonUnsupported && contextID != "" {
+			// The Brand closed the conversation: start a new one.
+			reply, err = a.c.Send(ctx, a.iface, user, "", "", text)
+		}
+	} else {
+		reply, err = a.sendDelegated(ctx, flow, g, contextID, text)
 	}
 	if err != nil {
 		return err
@@ -255,9 +312,240 @@ func send(dir, cardURL, user, text string, fresh, asJSON bool, out io.Writer) er
 	if err := os.WriteFile(ctxPath, b, 0o600); err != nil {
 		return err
 	}
-	if asJSON {
-		return json.NewEncoder(out).Encode(map[string]any{"message": reply})
+	var receipt *pact.Receipt
+	if g != nil {
+		if receipt, err = a.c.VerifyReceipt(ctx, flow, a.iface, reply); err != nil {
+			fmt.Fprintf(out, "%s\n", pact.ReplyText(reply))
+			return fmt.Errorf("the reply's receipt did not verify, so it is not kept: %w", err)
+		}
+		if err := a.keepReceipt(receipt); err != nil {
+			return err
+		}
+	}
+	if o.asJSON {
+		return json.NewEncoder(out).Encode(map[string]any{"message": reply, "receipt": receipt})
 	}
 	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", pact.ReplyText(reply), reply.ContextID)
+	if receipt != nil {
+		fmt.Fprintf(out, "receipt verified against %s: grant %s, scopes used [%s], actions [%s]; kept as receipts/%s.json\n",
+			receipt.KeysURL, receipt.Claims.GrantID, strings.Join(receipt.Claims.ScopesUsed, " "), actionList(receipt.Claims.Actions), receipt.SHA256)
+	}
 	return err
+}
+
+func actionList(as []pact.ReceiptAction) string {
+	var s []string
+	for _, a := range as {
+		s = append(s, a.Tool)
+	}
+	return strings.Join(s, " ")
+}
+
+// sendDelegated sends with the delegation token. On a step-up it asks the
+// Brand for the missing scopes (with those already granted), shows the
+// user the link, waits, and sends again in the same context.
+func (a *agent) sendDelegated(ctx context.Context, flow *pact.DeviceFlow, g *grantFile, contextID, text string) (*pact.Message, error) {
+	for range 3 {
+		r, err := a.c.SendDelegated(ctx, a.iface, a.user, contextID, "", text, g.Token.AccessToken)
+		var se *pact.SendError
+		if errors.As(err, &se) && se.Status == http.StatusUnauthorized && strings.Contains(se.Message, "invalid_token") {
+			_ = a.dropGrant()
+			return nil, errors.New("the Brand refused the delegation token (the grant was revoked or has expired); run pactagent authorize again")
+		}
+		if errors.As(err, &se) && se.Reason == pact.ReasonUnsupported && contextID != "" {
+			contextID = ""
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.Message != nil {
+			return r.Message, nil
+		}
+		if r.Task.Status.State != "TASK_STATE_AUTH_REQUIRED" || len(r.Task.Metadata.MissingScopes) == 0 {
+			return nil, fmt.Errorf("the Brand answered with a task in state %s", r.Task.Status.State)
+		}
+		if r.Task.Status.Message != nil {
+			fmt.Fprintln(a.out, pact.ReplyText(r.Task.Status.Message))
+		}
+		// PACT §5.5: repeat §5.3 for the missing scopes, keeping the ones held.
+		want := append(slices.Clone(g.Token.Scopes), r.Task.Metadata.MissingScopes...)
+		slices.Sort(want)
+		ts, err := a.authorize(ctx, flow, slices.Compact(want))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range r.Task.Metadata.MissingScopes {
+			if !slices.Contains(ts.Scopes, m) {
+				return nil, fmt.Errorf("the user did not allow %s, which this needs", m)
+			}
+		}
+		g.Token = *ts
+		contextID = r.Task.ContextID
+	}
+	return nil, errors.New("the Brand kept asking for more permission")
+}
+
+// grantFile is the user's delegation at one Brand, kept in DIR/grants.json.
+type grantFile struct {
+	Token pact.TokenSet `json:"token"`
+}
+
+func (a *agent) grantsPath() string { return filepath.Join(a.dir, "grants.json") }
+
+func (a *agent) grants() map[string]*grantFile {
+	gs := map[string]*grantFile{}
+	if b, err := os.ReadFile(a.grantsPath()); err == nil {
+		_ = json.Unmarshal(b, &gs)
+	}
+	return gs
+}
+
+func (a *agent) saveGrant(g *grantFile) error {
+	gs := a.grants()
+	if g == nil {
+		delete(gs, a.iface+" "+a.user)
+	} else {
+		gs[a.iface+" "+a.user] = g
+	}
+	b, _ := json.MarshalIndent(gs, "", "  ")
+	return os.WriteFile(a.grantsPath(), b, 0o600)
+}
+
+func (a *agent) dropGrant() error { return a.saveGrant(nil) }
+
+// grant returns the user's delegation for this Brand, refreshed when its
+// token is about to expire, or nil when there is none.
+func (a *agent) grant(ctx context.Context, flow *pact.DeviceFlow) (*grantFile, error) {
+	g := a.grants()[a.iface+" "+a.user]
+	if g == nil || time.Until(g.Token.Expires) > time.Minute {
+		return g, nil
+	}
+	ts, err := a.c.Refresh(ctx, flow, a.user, g.Token.RefreshToken)
+	var oe *pact.OAuthError
+	if errors.As(err, &oe) && oe.Code == "invalid_grant" {
+		_ = a.dropGrant()
+		return nil, errors.New("the delegation for this Brand ended (revoked or expired); run pactagent authorize again")
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.Token = *ts
+	return g, a.saveGrant(g)
+}
+
+// authorize asks for scopes, shows the user the Brand's link and waits.
+func (a *agent) authorize(ctx context.Context, flow *pact.DeviceFlow, scopes []string) (*pact.TokenSet, error) {
+	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.card.Name)
+	for _, s := range scopes {
+		fmt.Fprintf(a.out, "  - %s (%s)\n", flow.Scopes[s], s)
+	}
+	d, err := a.c.StartAuthorization(ctx, flow, a.user, scopes)
+	if err != nil {
+		return nil, err
+	}
+	link := d.VerificationURIComplete
+	if link == "" {
+		link = d.VerificationURI
+	}
+	fmt.Fprintf(a.out, "Open this link to sign in with %s and choose what to allow (code %s, valid %d min):\n  %s\n",
+		a.card.Name, d.UserCode, max(1, d.ExpiresIn/60), link)
+	fmt.Fprint(a.out, "waiting for approval")
+	ts, err := a.c.WaitForToken(ctx, flow, a.user, d, func() { fmt.Fprint(a.out, ".") })
+	fmt.Fprintln(a.out)
+	if errors.Is(err, pact.ErrDenied) {
+		return nil, errors.New("the user denied the request at the Brand")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var kept, not []string
+	for _, s := range scopes {
+		if slices.Contains(ts.Scopes, s) {
+			kept = append(kept, s)
+		} else {
+			not = append(not, s)
+		}
+	}
+	fmt.Fprintf(a.out, "Allowed: %s\n", strings.Join(kept, " "))
+	if len(not) > 0 {
+		fmt.Fprintf(a.out, "Not allowed: %s\n", strings.Join(not, " "))
+	}
+	g := &grantFile{Token: *ts}
+	return ts, a.saveGrant(g)
+}
+
+// authorizeCmd is pactagent authorize: without scopes it lists what the
+// Brand offers; with them it asks for them.
+func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) error {
+	a, err := connect(dir, cardURL, user, out)
+	if err != nil {
+		return err
+	}
+	flow, ok := a.card.Delegation()
+	if !ok {
+		return fmt.Errorf("%s does not offer delegation: talk to it without (pactagent send)", a.card.Name)
+	}
+	if len(scopes) == 0 {
+		ids := make([]string, 0, len(flow.Scopes))
+		for id := range flow.Scopes {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		fmt.Fprintf(out, "%s offers these permissions:\n", a.card.Name)
+		for _, id := range ids {
+			fmt.Fprintf(out, "  %-20s %s\n", id, flow.Scopes[id])
+		}
+		_, err := fmt.Fprintln(out, "Ask for some with --scope \"ID ...\"; the user chooses what to allow when signing in.")
+		return err
+	}
+	for _, s := range scopes {
+		if _, ok := flow.Scopes[s]; !ok {
+			return usageErr{fmt.Sprintf("%s does not offer scope %q (run without --scope to list them)", a.card.Name, s)}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	_, err = a.authorize(ctx, flow, scopes)
+	return err
+}
+
+// keepReceipt stores a verified receipt in DIR/receipts/<sha256>.json.
+func (a *agent) keepReceipt(r *pact.Receipt) error {
+	d := filepath.Join(a.dir, "receipts")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	return os.WriteFile(filepath.Join(d, r.SHA256+".json"), b, 0o600)
+}
+
+// listReceipts prints the kept receipts, oldest first.
+func listReceipts(dir string, out io.Writer) error {
+	files, err := filepath.Glob(filepath.Join(dir, "receipts", "*.json"))
+	if err != nil {
+		return err
+	}
+	var rs []pact.Receipt
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r pact.Receipt
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 0 {
+		_, err := fmt.Fprintln(out, "no receipts kept yet")
+		return err
+	}
+	slices.SortFunc(rs, func(a, b pact.Receipt) int { return strings.Compare(a.Claims.TS, b.Claims.TS) })
+	fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", "TIME", "USER", "GRANT", "ACTIONS", "RECEIPT (ledger row id)")
+	for _, r := range rs {
+		fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
+	}
+	return nil
 }

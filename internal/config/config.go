@@ -79,6 +79,9 @@ type Provider struct {
 	// LedgerKeyFile holds the writer API key the Provider posts receipts to
 	// this ledger with; default the generated <dataDir>/api-keys/writer.key.
 	LedgerKeyFile string `yaml:"ledgerKeyFile"`
+	// DevicePollInterval is the least time between a personal agent's
+	// token polls during a device authorization (RFC 8628; default 5s).
+	DevicePollInterval Duration `yaml:"devicePollInterval"`
 }
 
 // RateLimits are the Provider's request limits.
@@ -318,6 +321,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
 		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
+	}
+	if d := time.Duration(c.Provider.DevicePollInterval); d < 0 || (d > 0 && (d < time.Second || d%time.Second != 0)) {
+		errs = append(errs, errors.New("provider.devicePollInterval: whole seconds, at least 1s"))
 	}
 	if c.Provider.On() && c.Provider.Listen == "" {
 		errs = append(errs, errors.New("provider.listen is required when the provider is enabled"))

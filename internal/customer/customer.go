@@ -107,6 +107,40 @@ func (c *Customer) Answer(ctx context.Context, link string, d Decision) (*Page, 
 	return pg, nil
 }
 
+// Revoke signs in at a Brand's account page (grantsURL) when needed and
+// revokes the grant with id grantID there.
+func (c *Customer) Revoke(ctx context.Context, grantsURL, grantID string) error {
+	pg, err := c.get(ctx, grantsURL)
+	if err != nil {
+		return err
+	}
+	if pg.find("email") != nil {
+		if pg, err = c.submit(ctx, pg, "", map[string]string{"email": c.Email, "password": c.Password}, nil); err != nil {
+			return err
+		}
+	}
+	var form *html.Node
+	each(pg.root, func(n *html.Node) bool {
+		if n.Type == html.ElementNode && n.Data == "form" && findIn(n, func(x *html.Node) bool {
+			return x.Data == "input" && attr(x, "name") == "grant" && attr(x, "value") == grantID
+		}) != nil {
+			form = n
+			return false
+		}
+		return true
+	})
+	if form == nil {
+		return fmt.Errorf("the account page (%q) lists no active grant %s", pg.Title, grantID)
+	}
+	if pg, err = c.post(ctx, pg, form, "", nil, nil); err != nil {
+		return err
+	}
+	if pg.Status != http.StatusOK || !strings.Contains(pg.Text, "revoked") {
+		return fmt.Errorf("revoking %s: %q %s", grantID, pg.Title, pg.Error)
+	}
+	return nil
+}
+
 // Scopes returns the scope ids offered on a consent page.
 func (p *Page) Scopes() []string { return p.checkboxes("scope") }
 
@@ -172,6 +206,12 @@ func (c *Customer) submit(ctx context.Context, p *Page, button string, fields ma
 	if form == nil {
 		return nil, fmt.Errorf("page %q (%s) has no form to submit", p.Title, p.URL)
 	}
+	return c.post(ctx, p, form, button, fields, uncheck)
+}
+
+// post submits form as a browser does: its inputs (checked checkboxes
+// only, less those in uncheck), the pressed button, and fields set.
+func (c *Customer) post(ctx context.Context, p *Page, form *html.Node, button string, fields map[string]string, uncheck map[string]bool) (*Page, error) {
 	vals := url.Values{}
 	each(form, func(n *html.Node) bool {
 		if n.Type != html.ElementNode {

@@ -1,0 +1,380 @@
+package pact
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// The personal agent's side of the Delegated profile (PACT §5): read the
+// card's device flow, ask for scopes, wait while the User signs in with
+// the Brand (the agent only shows the link), send with the delegation
+// token, and verify every receipt against the Brand's published keys.
+
+// DeviceFlow is a Brand's delegation offer from its card (PACT §5.1).
+type DeviceFlow struct {
+	DeviceAuthorizationURL string
+	TokenURL               string
+	MetadataURL            string
+	// Scopes maps scope ids to the descriptions the User will see.
+	Scopes map[string]string
+}
+
+// Delegation returns the card's device flow, or false when the Brand does
+// not offer delegation.
+func (c *Card) Delegation() (*DeviceFlow, bool) {
+	for _, s := range c.SecuritySchemes {
+		o := s.OAuth2
+		if o == nil || o.Flows.DeviceCode == nil || o.Flows.DeviceCode.DeviceAuthorizationURL == "" || o.Flows.DeviceCode.TokenURL == "" {
+			continue
+		}
+		return &DeviceFlow{DeviceAuthorizationURL: o.Flows.DeviceCode.DeviceAuthorizationURL, TokenURL: o.Flows.DeviceCode.TokenURL,
+			MetadataURL: o.MetadataURL, Scopes: o.Flows.DeviceCode.Scopes}, true
+	}
+	return nil, false
+}
+
+// securityScheme is the part of a card's security scheme the agent reads.
+type securityScheme struct {
+	OAuth2 *struct {
+		Flows struct {
+			DeviceCode *struct {
+				DeviceAuthorizationURL string            `json:"deviceAuthorizationUrl"`
+				TokenURL               string            `json:"tokenUrl"`
+				Scopes                 map[string]string `json:"scopes"`
+			} `json:"deviceCode"`
+		} `json:"flows"`
+		MetadataURL string `json:"oauth2MetadataUrl"`
+	} `json:"oauth2SecurityScheme"`
+}
+
+// DeviceStart is a started device authorization (RFC 8628 §3.2).
+type DeviceStart struct {
+	DeviceCode              string `json:"device_code"`
+	UserCode                string `json:"user_code"`
+	VerificationURI         string `json:"verification_uri"`
+	VerificationURIComplete string `json:"verification_uri_complete"`
+	ExpiresIn               int    `json:"expires_in"`
+	Interval                int    `json:"interval"`
+}
+
+// TokenSet is a delegation token with its refresh token.
+type TokenSet struct {
+	AccessToken  string    `json:"accessToken"`
+	RefreshToken string    `json:"refreshToken"`
+	Scopes       []string  `json:"scopes"` // what the User approved: maybe less than asked
+	Expires      time.Time `json:"expires"`
+	GrantID      string    `json:"grantId"`
+}
+
+// OAuthError is an error answer of the Brand's authorization server.
+type OAuthError struct {
+	Status      int
+	Code        string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+func (e *OAuthError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("HTTP %d", e.Status)
+	}
+	return e.Code + ": " + e.Description
+}
+
+// ErrDenied: the User denied the request at the Brand.
+var ErrDenied = errors.New("the user denied the request")
+
+// form posts an OAuth form with the personal-agent JWT as the client
+// authentication (PACT §5.3) and decodes the JSON answer into out.
+func (c *Client) form(ctx context.Context, endpoint, sub string, v url.Values, out any) error {
+	tok, err := c.Token(sub)
+	if err != nil {
+		return err
+	}
+	v.Set("client_id", c.Issuer)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(v.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := c.http().Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		oe := &OAuthError{Status: res.StatusCode}
+		_ = json.Unmarshal(raw, oe)
+		return oe
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// StartAuthorization asks the Brand for scopes (PACT §5.3). Only scope ids
+// on the card may be asked for.
+func (c *Client) StartAuthorization(ctx context.Context, f *DeviceFlow, sub string, scopes []string) (*DeviceStart, error) {
+	if len(scopes) == 0 {
+		return nil, errors.New("ask for at least one scope")
+	}
+	for _, s := range scopes {
+		if _, ok := f.Scopes[s]; !ok {
+			return nil, fmt.Errorf("scope %q is not on the card", s)
+		}
+	}
+	var d DeviceStart
+	if err := c.form(ctx, f.DeviceAuthorizationURL, sub, url.Values{"scope": {strings.Join(scopes, " ")}}, &d); err != nil {
+		return nil, fmt.Errorf("device authorization: %w", err)
+	}
+	if d.DeviceCode == "" || d.VerificationURI == "" {
+		return nil, errors.New("device authorization: the answer has no device_code or verification_uri")
+	}
+	if d.Interval <= 0 {
+		d.Interval = 5
+	}
+	return &d, nil
+}
+
+// tokenReply is the token endpoint's answer.
+type tokenReply struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+	ExpiresIn    int    `json:"expires_in"`
+	Scope        string `json:"scope"`
+}
+
+func (t tokenReply) set(now time.Time) (*TokenSet, error) {
+	if t.AccessToken == "" {
+		return nil, errors.New("the token answer has no access_token")
+	}
+	ts := &TokenSet{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Scopes: strings.Fields(t.Scope), Expires: now.Add(time.Duration(t.ExpiresIn) * time.Second)}
+	// The token is the Brand's to read and the agent's to carry; the grant
+	// id is read only to file receipts under it.
+	if jws, err := jose.ParseSignedCompact(t.AccessToken, []jose.SignatureAlgorithm{jose.ES256, jose.RS256}); err == nil {
+		var c struct {
+			GrantID string `json:"grant_id"`
+		}
+		_ = json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c)
+		ts.GrantID = c.GrantID
+	}
+	return ts, nil
+}
+
+// WaitForToken polls the token endpoint at the interval the Brand asks
+// (slowing down when told) until the User approves, denies (ErrDenied) or
+// the code expires. waiting, when set, is called before each poll.
+func (c *Client) WaitForToken(ctx context.Context, f *DeviceFlow, sub string, d *DeviceStart, waiting func()) (*TokenSet, error) {
+	interval := time.Duration(d.Interval) * time.Second
+	deadline := time.Now().Add(time.Duration(d.ExpiresIn) * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(interval):
+		}
+		if waiting != nil {
+			waiting()
+		}
+		var t tokenReply
+		err := c.form(ctx, f.TokenURL, sub, url.Values{"grant_type": {deviceGrant}, "device_code": {d.DeviceCode}}, &t)
+		var oe *OAuthError
+		switch {
+		case err == nil:
+			return t.set(time.Now())
+		case errors.As(err, &oe) && oe.Code == "authorization_pending":
+		case errors.As(err, &oe) && oe.Code == "slow_down":
+			interval += 5 * time.Second
+		case errors.As(err, &oe) && oe.Code == "access_denied":
+			return nil, ErrDenied
+		case errors.As(err, &oe) && oe.Code == "expired_token":
+			return nil, errors.New("the sign-in link expired before the user approved; ask again")
+		default:
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		if d.ExpiresIn > 0 && time.Now().After(deadline) {
+			return nil, errors.New("the sign-in link expired before the user approved; ask again")
+		}
+	}
+}
+
+// Refresh trades a refresh token for a new token set (the old refresh
+// token is then spent: PACT Providers rotate them).
+func (c *Client) Refresh(ctx context.Context, f *DeviceFlow, sub, refreshToken string) (*TokenSet, error) {
+	var t tokenReply
+	if err := c.form(ctx, f.TokenURL, sub, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}, &t); err != nil {
+		return nil, fmt.Errorf("refresh: %w", err)
+	}
+	return t.set(time.Now())
+}
+
+// Task is a task reply: with the Delegated profile, a step-up asking for
+// more scopes (PACT §5.5).
+type Task struct {
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string   `json:"state"`
+		Message *Message `json:"message"`
+	} `json:"status"`
+	Metadata struct {
+		MissingScopes           []string `json:"pact.missingScopes"`
+		VerificationURIComplete string   `json:"pact.verificationUriComplete"`
+	} `json:"metadata"`
+}
+
+// SendReply is the answer to message:send: a message or a task.
+type SendReply struct {
+	Message *Message
+	Task    *Task
+}
+
+// SendDelegated sends text with a delegation token (PACT §5.5) and returns
+// the message, or the step-up task.
+func (c *Client) SendDelegated(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) (*SendReply, error) {
+	raw, err := c.send(ctx, iface, sub, contextID, messageID, text, delegation)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Message *Message `json:"message"`
+		Task    *Task    `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || (out.Message == nil && out.Task == nil) {
+		return nil, fmt.Errorf("reply is neither a message nor a task: %.200s", raw)
+	}
+	return &SendReply{Message: out.Message, Task: out.Task}, nil
+}
+
+// Receipt is a verified receipt (PACT §5.6).
+type Receipt struct {
+	JWS    string        `json:"jws"`
+	Claims ReceiptClaims `json:"claims"`
+	// SHA256 is the hex SHA-256 of the JWS: the ledger's row id.
+	SHA256 string `json:"sha256"`
+	// KeysURL is the jwks_uri the receipt was verified against.
+	KeysURL    string    `json:"keysUrl"`
+	VerifiedAt time.Time `json:"verifiedAt"`
+}
+
+// receiptMeta is metadata["pact.receipt"].
+type receiptMeta struct {
+	Receipt *struct {
+		JWS    string          `json:"jws"`
+		Claims json.RawMessage `json:"claims"`
+	} `json:"pact.receipt"`
+}
+
+// ErrNoReceipt: a reply under a delegation token carried no receipt.
+var ErrNoReceipt = errors.New("the reply carries no receipt")
+
+// VerifyReceipt checks a reply's receipt against the keys the Brand
+// publishes at its metadata's jwks_uri: ES256 or RS256 by a listed kid,
+// claims equal to the signed ones, this agent as pa and the interface as
+// brand.
+func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *Message) (*Receipt, error) {
+	var meta receiptMeta
+	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
+		return nil, ErrNoReceipt
+	}
+	keysURL, keys, err := c.brandKeys(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	jws, err := jose.ParseSignedCompact(meta.Receipt.JWS, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	found := keys.Key(jws.Signatures[0].Header.KeyID)
+	if len(found) != 1 {
+		return nil, fmt.Errorf("receipt: signed by kid %q, not one of %s", jws.Signatures[0].Header.KeyID, keysURL)
+	}
+	payload, err := jws.Verify(found[0].Key)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: the signature does not verify against %s", keysURL)
+	}
+	var signed, shown any
+	if json.Unmarshal(payload, &signed) != nil || json.Unmarshal(meta.Receipt.Claims, &shown) != nil || !reflect.DeepEqual(signed, shown) {
+		return nil, errors.New("receipt: the claims shown differ from the signed ones")
+	}
+	var claims ReceiptClaims
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return nil, fmt.Errorf("receipt claims: %w", err)
+	}
+	if claims.PA != c.Issuer || claims.Brand != iface || claims.GrantID == "" {
+		return nil, fmt.Errorf("receipt: names pa %q and brand %q, not this agent and %s", claims.PA, claims.Brand, iface)
+	}
+	sum := sha256.Sum256([]byte(meta.Receipt.JWS))
+	return &Receipt{JWS: meta.Receipt.JWS, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keysURL, VerifiedAt: time.Now().UTC()}, nil
+}
+
+// brandKeys fetches the Brand's metadata and its jwks_uri, once per client.
+func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow) (string, *jose.JSONWebKeySet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = map[string]brandKeySet{}
+	}
+	if k, ok := c.keys[f.MetadataURL]; ok {
+		return k.url, k.set, nil
+	}
+	var md struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := c.getJSON(ctx, f.MetadataURL, &md); err != nil {
+		return "", nil, fmt.Errorf("authorization server metadata: %w", err)
+	}
+	if md.JWKSURI == "" {
+		return "", nil, errors.New("the metadata names no jwks_uri")
+	}
+	var set jose.JSONWebKeySet
+	if err := c.getJSON(ctx, md.JWKSURI, &set); err != nil {
+		return "", nil, fmt.Errorf("brand keys: %w", err)
+	}
+	set.Keys = slices.DeleteFunc(set.Keys, func(k jose.JSONWebKey) bool { return !k.IsPublic() || k.KeyID == "" })
+	c.keys[f.MetadataURL] = brandKeySet{md.JWKSURI, &set}
+	return md.JWKSURI, &set, nil
+}
+
+type brandKeySet struct {
+	url string
+	set *jose.JSONWebKeySet
+}
+
+func (c *Client) getJSON(ctx context.Context, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.http().Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", u, res.StatusCode)
+	}
+	return json.NewDecoder(io.LimitReader(res.Body, 256<<10)).Decode(out)
+}
+
+// clientState is the Client's cache of Brand keys.
+type clientState struct {
+	mu   sync.Mutex
+	keys map[string]brandKeySet
+}
