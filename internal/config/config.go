@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,6 +80,9 @@ type Provider struct {
 	// LedgerKeyFile holds the writer API key the Provider posts receipts to
 	// this ledger with; default the generated <dataDir>/api-keys/writer.key.
 	LedgerKeyFile string `yaml:"ledgerKeyFile"`
+	// LedgerURL is the REST base URL of the ledger the Provider posts to;
+	// default this ledgerd.
+	LedgerURL string `yaml:"ledgerUrl"`
 	// DevicePollInterval is the least time between a personal agent's
 	// token polls during a device authorization (RFC 8628; default 5s).
 	DevicePollInterval Duration `yaml:"devicePollInterval"`
@@ -321,6 +325,11 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
 		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
+	}
+	if u := c.Provider.LedgerURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			errs = append(errs, fmt.Errorf("provider.ledgerUrl %q: an http(s) URL", u))
+		}
 	}
 	if d := time.Duration(c.Provider.DevicePollInterval); d < 0 || (d > 0 && (d < time.Second || d%time.Second != 0)) {
 		errs = append(errs, errors.New("provider.devicePollInterval: whole seconds, at least 1s"))

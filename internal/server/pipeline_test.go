@@ -4,21 +4,32 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/pact"
 )
 
-// A delegated turn at the embedded Provider lands in the ledger through the
-// Provider's pipeline, verified AUTHORIZED with the right retention class.
-func TestProviderReceiptsLandInTheLedger(t *testing.T) {
+// shop is ledgerd with its Provider serving a delegating brand "shop",
+// posting to the ledger with a writer key.
+type shop struct {
+	*env
+	p    *pact.Provider
+	base string
+}
+
+func newShop(t *testing.T, more ...func(*config.Config)) *shop {
 	brands := t.TempDir()
 	builtin, err := os.ReadFile("../../pact/brands/acme.yaml")
 	if err != nil {
@@ -34,38 +45,55 @@ func TestProviderReceiptsLandInTheLedger(t *testing.T) {
 	e := newEnv(t, jose.ES256, func(c *config.Config) {
 		c.Provider.BrandsDir = brands
 		c.Provider.LedgerKeyFile = keyFile
-	})
-	p := e.srv.Provider()
-	base := "http://" + e.srv.ProviderAddr() + "/a2a/shop"
-	paJWT := func() string {
-		now := time.Now()
-		return e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": "u1", "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
-	}
-	form := func(path string, v url.Values) map[string]any {
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(v.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "Bearer "+paJWT())
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		for _, m := range more {
+			m(c)
 		}
-		defer res.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&m)
-		return m
-	}
-	da := form("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read orders:cancel"}})
-	if err := p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read", "orders:cancel"}); err != nil {
+	})
+	return &shop{env: e, p: e.srv.Provider(), base: "http://" + e.srv.ProviderAddr() + "/a2a/shop"}
+}
+
+func (s *shop) paJWT() string {
+	now := time.Now()
+	return s.sc.PA.Key.Sign(map[string]any{"iss": s.sc.PA.ID, "sub": "u1", "aud": s.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
+}
+
+func (s *shop) form(t *testing.T, path string, v url.Values) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+s.paJWT())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	tok := form("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return m
+}
+
+// token runs the device flow, approved by acct-48213 through the
+// Provider's hook (the pages are tested in pact and cmd/pactagent).
+func (s *shop) token(t *testing.T) string {
+	t.Helper()
+	da := s.form(t, "/oauth/device_authorization", url.Values{"client_id": {s.sc.PA.ID}, "scope": {"orders:read orders:cancel"}})
+	if err := s.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read", "orders:cancel"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := s.form(t, "/oauth/token", url.Values{"client_id": {s.sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})
 	at, _ := tok["access_token"].(string)
 	if at == "" {
 		t.Fatalf("token: %v", tok)
 	}
-	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m1", "role": "ROLE_USER", "parts": []map[string]any{{"text": "cancel order A-5531"}}}})
-	req, _ := http.NewRequest("POST", base+"/message:send", strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+paJWT())
+	return at
+}
+
+// send sends one message with the token and returns the reply's message id.
+func (s *shop) send(t *testing.T, at, id, text string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}})
+	req, _ := http.NewRequest("POST", s.base+"/message:send", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+s.paJWT())
 	req.Header.Set("X-A2A-User-Delegation", "Bearer "+at)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -73,27 +101,113 @@ func TestProviderReceiptsLandInTheLedger(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(raw), "pact.receipt") {
+	var out struct{ Message struct{ MessageID string } }
+	if res.StatusCode != 200 || !strings.Contains(string(raw), "pact.receipt") || json.Unmarshal(raw, &out) != nil {
 		t.Fatalf("send: %d %s", res.StatusCode, raw)
 	}
-	// The receipt reaches the ledger, verified.
+	return out.Message.MessageID
+}
+
+// A delegated turn at the embedded Provider lands in the ledger through the
+// Provider's pipeline, verified AUTHORIZED with the right retention class.
+func TestProviderReceiptsLandInTheLedger(t *testing.T) {
+	s := newShop(t)
+	s.send(t, s.token(t), "m1", "cancel order A-5531")
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var list struct{ Rows []Row }
-		e.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+		s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 		if len(list.Rows) == 1 {
 			r := list.Rows[0]
-			if r.Status != "ROW_STATUS_AUTHORIZED" || r.RetentionClass != "RETENTION_CLASS_MONEY_MOVED" || r.Principal != "acct-48213" || r.Brand != base {
+			if r.Status != "ROW_STATUS_AUTHORIZED" || r.RetentionClass != "RETENTION_CLASS_MONEY_MOVED" || r.Principal != "acct-48213" || r.Brand != s.base {
 				t.Fatalf("row %+v", r)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the receipt never reached the ledger (pipeline depth %d)", p.PipelineDepth())
+			t.Fatalf("the receipt never reached the ledger (pipeline depth %d)", s.p.PipelineDepth())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if p.PipelineDepth() != 0 {
-		t.Fatalf("pipeline depth %d", p.PipelineDepth())
+	if s.p.PipelineDepth() != 0 {
+		t.Fatalf("pipeline depth %d", s.p.PipelineDepth())
+	}
+}
+
+// The ledger is unreachable while a burst of delegated turns runs: every
+// receipt waits in the Provider's outbox, and when the ledger is back they
+// all land, posted in the order they were served.
+func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
+	var mu sync.Mutex
+	down := true
+	var target *httputil.ReverseProxy
+	var posted []string // message ids, in the order the ledger received them
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		isDown, proxy := down, target
+		mu.Unlock()
+		if isDown || proxy == nil {
+			// As an unreachable ledger: the connection drops.
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		if r.URL.Path == "/v1/receipts" {
+			b, _ := io.ReadAll(r.Body)
+			var p struct{ MessageID string }
+			_ = json.Unmarshal(b, &p)
+			mu.Lock()
+			posted = append(posted, p.MessageID)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(b)))
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer gate.Close()
+	s := newShop(t, func(c *config.Config) {
+		c.Provider.LedgerURL = gate.URL
+		c.Provider.RateLimits = config.RateLimits{} // a burst from one user
+	})
+	u, _ := url.Parse("http://" + s.srv.HTTPAddr())
+	mu.Lock()
+	target = httputil.NewSingleHostReverseProxy(u)
+	mu.Unlock()
+
+	at := s.token(t)
+	const burst = 40
+	var served []string
+	for i := range burst {
+		served = append(served, s.send(t, at, "m"+string(rune('A'+i%26))+string(rune('a'+i/26)), "what is the status of order A-88213?"))
+	}
+	time.Sleep(300 * time.Millisecond) // the pipeline has tried and failed
+	if d := s.p.PipelineDepth(); d != burst {
+		t.Fatalf("outbox depth while the ledger is down: %d, want %d", d, burst)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.p.PipelineDepth() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the outbox did not drain: %d left", s.p.PipelineDepth())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	got := slices.Clone(posted)
+	mu.Unlock()
+	if !slices.Equal(got, served) {
+		t.Fatalf("posted in another order or not all:\n got %v\nwant %v", got, served)
+	}
+	var list struct{ Rows []Row }
+	s.call(t, "GET", "/v1/rows?target=A-88213&pageSize=100", "support", nil, &list)
+	if len(list.Rows) != burst {
+		t.Fatalf("ledger rows: %d, want %d", len(list.Rows), burst)
+	}
+	for _, r := range list.Rows {
+		if r.Status != "ROW_STATUS_AUTHORIZED" || r.RetentionClass != "RETENTION_CLASS_READ_ONLY" {
+			t.Fatalf("row %+v", r)
+		}
 	}
 }

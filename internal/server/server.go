@@ -62,6 +62,7 @@ type Server struct {
 	pactLis  net.Listener
 	pactHTTP *http.Server
 	pipeKey  string // writer key for the Provider's receipt pipeline
+	pipeURL  string // the ledger it posts to; "" is this one
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -156,6 +157,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
 		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
+		s.pipeURL = cfg.Provider.LedgerURL
 		if s.pipeKey, err = pipelineKey(cfg, keyDir); err != nil {
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
@@ -399,7 +401,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = s.provider.RunPipeline(upCtx, &pact.LedgerClient{URL: "http://" + s.HTTPAddr(), Key: s.pipeKey})
+				ledgerURL := s.pipeURL
+				if ledgerURL == "" {
+					ledgerURL = "http://" + s.HTTPAddr()
+				}
+				_ = s.provider.RunPipeline(upCtx, &pact.LedgerClient{URL: strings.TrimRight(ledgerURL, "/"), Key: s.pipeKey})
 			}()
 		}
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
