@@ -221,17 +221,7 @@ func (p *Provider) loginSubmit(w http.ResponseWriter, r *http.Request, b *Brand)
 		"SignedInAs": p.displayUser(b, s.User), "Assertion": assertion, "Action": returnTo}, origin(returnTo))
 }
 
-func (d *demoLogin) sign(a loginAssertion) (string, error) {
-	payload, err := json.Marshal(a)
-	if err != nil {
-		return "", err
-	}
-	jws, err := d.signer.Sign(payload)
-	if err != nil {
-		return "", err
-	}
-	return jws.CompactSerialize()
-}
+func (d *demoLogin) sign(a loginAssertion) (string, error) { return compact(d.signer, a) }
 
 // dummyHash is compared against when the email is unknown, so a wrong
 // email costs as long as a wrong password.

@@ -79,25 +79,18 @@ func loadSigningKey(path string) (*signingKey, error) {
 
 // signReceipt returns the compact JWS of receipt claims (PACT §5.6), signed
 // with the same key as the delegation tokens.
-func (k *signingKey) signReceipt(claims any) (string, error) {
-	b, err := json.Marshal(claims)
-	if err != nil {
-		return "", err
-	}
-	jws, err := k.receipts.Sign(b)
-	if err != nil {
-		return "", err
-	}
-	return jws.CompactSerialize()
-}
+func (k *signingKey) signReceipt(claims any) (string, error) { return compact(k.receipts, claims) }
 
-// sign returns the compact JWS of claims.
-func (k *signingKey) sign(claims any) (string, error) {
+// sign returns the compact JWS of delegation token claims.
+func (k *signingKey) sign(claims any) (string, error) { return compact(k.signer, claims) }
+
+// compact signs the JSON of claims and returns the compact JWS.
+func compact(s jose.Signer, claims any) (string, error) {
 	b, err := json.Marshal(claims)
 	if err != nil {
 		return "", err
 	}
-	jws, err := k.signer.Sign(b)
+	jws, err := s.Sign(b)
 	if err != nil {
 		return "", err
 	}
