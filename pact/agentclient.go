@@ -293,15 +293,20 @@ func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string,
 	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
 		return nil, ErrNoReceipt
 	}
-	keysURL, keys, err := c.brandKeys(ctx, f)
-	if err != nil {
-		return nil, err
-	}
 	jws, err := jose.ParseSignedCompact(meta.Receipt.JWS, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
 	if err != nil {
 		return nil, fmt.Errorf("receipt: %w", err)
 	}
-	found := keys.Key(jws.Signatures[0].Header.KeyID)
+	kid := jws.Signatures[0].Header.KeyID
+	keysURL, keys, err := c.brandKeys(ctx, f, "")
+	if err == nil && len(keys.Key(kid)) == 0 {
+		// The Brand may have rotated its keys since they were fetched.
+		keysURL, keys, err = c.brandKeys(ctx, f, kid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	found := keys.Key(kid)
 	if len(found) != 1 {
 		return nil, fmt.Errorf("receipt: signed by kid %q, not one of %s", jws.Signatures[0].Header.KeyID, keysURL)
 	}
@@ -324,14 +329,15 @@ func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string,
 	return &Receipt{JWS: meta.Receipt.JWS, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keysURL, VerifiedAt: time.Now().UTC()}, nil
 }
 
-// brandKeys fetches the Brand's metadata and its jwks_uri, once per client.
-func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow) (string, *jose.JSONWebKeySet, error) {
+// brandKeys fetches the Brand's metadata and the keys at its jwks_uri,
+// once per client, and again when missingKid is not among the cached keys.
+func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, missingKid string) (string, *jose.JSONWebKeySet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
 		c.keys = map[string]brandKeySet{}
 	}
-	if k, ok := c.keys[f.MetadataURL]; ok {
+	if k, ok := c.keys[f.MetadataURL]; ok && (missingKid == "" || len(k.set.Key(missingKid)) > 0) {
 		return k.url, k.set, nil
 	}
 	var md struct {

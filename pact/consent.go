@@ -207,6 +207,16 @@ func (p *Provider) decisionIn(w http.ResponseWriter, r *http.Request, b *Brand) 
 		messagePage(w, http.StatusBadRequest, "Something went wrong", "The form could not be read.")
 		return
 	}
+	choice, kept := r.PostForm.Get("decision"), r.PostForm["scope"]
+	switch {
+	case choice != "approve" && choice != "deny":
+		messagePage(w, http.StatusBadRequest, "Something went wrong", "Choose Allow or Deny.")
+		return
+	case choice == "approve" && len(kept) == 0:
+		// The form stays valid: the User goes back and chooses again.
+		messagePage(w, http.StatusBadRequest, "Nothing was allowed", "Check at least one permission and press Allow, or press Deny. Go back to the previous page to choose.")
+		return
+	}
 	c, cerr := r.Cookie(consentCookie)
 	now := p.cfg.Now().UTC()
 	var t consentTicket
@@ -232,25 +242,21 @@ func (p *Provider) decisionIn(w http.ResponseWriter, r *http.Request, b *Brand) 
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: "", Path: "/a2a/" + b.ID + "/oauth/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	switch r.PostForm.Get("decision") {
-	case "approve":
-		kept := r.PostForm["scope"]
-		if err := p.decide(decision{UserCode: t.UserCode, User: t.User, Approve: true, Scopes: kept}); err != nil {
-			p.decisionError(w, r, err)
-			return
-		}
-		messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(p.describe(b, kept), "; ")+".",
-			"You can close this page and return to your agent.")
-	case "deny":
+	if choice == "deny" {
 		if err := p.decide(decision{UserCode: t.UserCode, User: t.User}); err != nil {
 			p.decisionError(w, r, err)
 			return
 		}
 		messagePage(w, http.StatusOK, "Denied", "", "You denied the request. Your personal agent cannot act on your "+b.Organization+" account.",
 			"You can close this page.")
-	default:
-		messagePage(w, http.StatusBadRequest, "Something went wrong", "Choose Allow or Deny.")
+		return
 	}
+	if err := p.decide(decision{UserCode: t.UserCode, User: t.User, Approve: true, Scopes: kept}); err != nil {
+		p.decisionError(w, r, err)
+		return
+	}
+	messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(p.describe(b, kept), "; ")+".",
+		"You can close this page and return to your agent.")
 }
 
 func (p *Provider) decisionError(w http.ResponseWriter, r *http.Request, err error) {

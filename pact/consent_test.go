@@ -250,11 +250,19 @@ func TestDecisionNeedsItsBrowserSession(t *testing.T) {
 	if res.StatusCode != 403 {
 		t.Fatalf("cross-site decision: %d", res.StatusCode)
 	}
+	// Allow with every box unchecked: refused, and the form stays usable.
+	res, _ = c.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}})
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.Contains(string(b), "Nothing was allowed") {
+		t.Fatalf("allow with nothing checked: %d %s", res.StatusCode, b)
+	}
 	// Approving a scope that was not requested is refused.
 	res, _ = c.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}, "scope": {"orders:cancel"}})
+	b, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 400 {
-		t.Fatalf("approving an unrequested scope: %d", res.StatusCode)
+	if res.StatusCode != 400 || !strings.Contains(string(b), "was not requested") {
+		t.Fatalf("approving an unrequested scope: %d %s", res.StatusCode, b)
 	}
 	if code, m := e.poll(da); code != 400 || m["error"] != "authorization_pending" {
 		t.Fatalf("after refused decisions: %d %v", code, m)

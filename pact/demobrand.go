@@ -47,7 +47,14 @@ type demoLogin struct {
 
 	mu       sync.Mutex
 	failures map[string]loginFailures
+
+	// hashing bounds concurrent bcrypt comparisons, so a flood of sign-ins
+	// cannot take every core.
+	hashing chan struct{}
 }
+
+// maxTrackedFailures bounds the failure counts kept in memory.
+const maxTrackedFailures = 10000
 
 type loginFailures struct {
 	n     int
@@ -66,7 +73,7 @@ func newDemoLogin() (*demoLogin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &demoLogin{signer: s, public: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}}, failures: map[string]loginFailures{}}, nil
+	return &demoLogin{signer: s, public: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}}, failures: map[string]loginFailures{}, hashing: make(chan struct{}, 4)}, nil
 }
 
 // demoBase is where a brand's built-in login is served.
@@ -250,8 +257,22 @@ func (p *Provider) checkPassword(b *Brand, email, password string) (string, stri
 	if acct != nil {
 		hash = []byte(acct.PasswordHash)
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || acct == nil {
+	select {
+	case d.hashing <- struct{}{}:
+	case <-time.After(5 * time.Second):
+		return "", "The sign-in service is busy. Please try again in a moment."
+	}
+	bad := bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil
+	<-d.hashing
+	if bad || acct == nil {
 		d.mu.Lock()
+		if len(d.failures) >= maxTrackedFailures {
+			for k, f := range d.failures {
+				if now.After(f.until) {
+					delete(d.failures, k)
+				}
+			}
+		}
 		f := d.failures[key]
 		if now.After(f.until) {
 			f = loginFailures{}

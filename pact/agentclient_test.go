@@ -1,0 +1,60 @@
+package pact
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The personal agent's receipt check: a genuine receipt verifies against
+// the Brand's published keys; edited claims, an edited JWS, or a receipt
+// for another agent do not.
+func TestClientVerifiesReceipts(t *testing.T) {
+	e := newOAuthEnv(t)
+	c := &Client{Issuer: e.sc.PA.ID, Token: func(string) (string, error) { return e.jwt(), nil }}
+	card, err := c.FetchCard(context.Background(), e.base+"/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow, ok := card.Delegation()
+	if !ok || flow.MetadataURL == "" || flow.Scopes["orders:cancel"] != "Cancel an order that has not shipped" {
+		t.Fatalf("delegation from the card: %+v", flow)
+	}
+	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	r, err := c.SendDelegated(context.Background(), e.base, "u1", "", "m1", "status of A-5531", at)
+	if err != nil || r.Message == nil {
+		t.Fatalf("send: %v %+v", err, r)
+	}
+	rc, err := c.VerifyReceipt(context.Background(), flow, e.base, r.Message)
+	if err != nil || rc.Claims.User != "acct-48213" || rc.Claims.Actions[0].Tool != "lookup_orders" || len(rc.SHA256) != 64 {
+		t.Fatalf("genuine receipt: %v %+v", err, rc)
+	}
+	edit := func(f func(m map[string]any)) *Message {
+		var meta map[string]any
+		_ = json.Unmarshal(r.Message.Metadata, &meta)
+		f(meta["pact.receipt"].(map[string]any))
+		b, _ := json.Marshal(meta)
+		m := *r.Message
+		m.Metadata = b
+		return &m
+	}
+	claims := edit(func(m map[string]any) { m["claims"].(map[string]any)["user"] = "acct-10977" })
+	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, claims); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Fatalf("edited claims: %v", err)
+	}
+	jws := edit(func(m map[string]any) {
+		parts := strings.Split(m["jws"].(string), ".")
+		m["jws"] = parts[0] + "." + b64(`{"user":"acct-10977"}`) + "." + parts[2]
+	})
+	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, jws); err == nil {
+		t.Fatal("an edited JWS verified")
+	}
+	other := &Client{Issuer: "https://other-agent.example", Token: c.Token}
+	if _, err := other.VerifyReceipt(context.Background(), flow, e.base, r.Message); err == nil {
+		t.Fatal("a receipt for another agent verified")
+	}
+	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, &Message{}); err != ErrNoReceipt {
+		t.Fatalf("no receipt: %v", err)
+	}
+}
