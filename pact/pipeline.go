@@ -188,7 +188,7 @@ func (p *Provider) drain(ctx context.Context, sink Sink) (int, error) {
 				return nil
 			}
 			key = append([]byte(nil), k...)
-			return json.Unmarshal(v, &post)
+			return decodeItem(v, &post)
 		})
 		if err != nil || key == nil {
 			return sent, err
@@ -212,6 +212,21 @@ func (p *Provider) drain(ctx context.Context, sink Sink) (int, error) {
 		}
 		sent++
 	}
+}
+
+// decodeItem reads an outbox entry. Entries queued before the outbox held
+// refusals and revocations are bare receipts.
+func decodeItem(v []byte, item *LedgerItem) error {
+	if err := json.Unmarshal(v, item); err != nil {
+		return err
+	}
+	if item.Receipt == nil && item.Refusal == nil && item.Revocation == nil {
+		var old LedgerPost
+		if err := json.Unmarshal(v, &old); err == nil && old.ReceiptJWS != "" {
+			item.Receipt = &old
+		}
+	}
+	return nil
 }
 
 func (p *Provider) wakePipeline() {
