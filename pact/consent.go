@@ -219,13 +219,16 @@ func (p *Provider) decisionIn(w http.ResponseWriter, r *http.Request, b *Brand) 
 	}
 	c, cerr := r.Cookie(consentCookie)
 	now := p.cfg.Now().UTC()
-	var t consentTicket
+	var refused bool
+	// The ticket is spent and the decision recorded in one transaction:
+	// a refused decision leaves the form usable, a crash loses neither.
 	err := p.store.db.Update(func(tx *bolt.Tx) error {
 		key := hashToken(r.PostForm.Get("ticket"))
 		v := tx.Bucket(bTickets).Get(key)
 		if v == nil {
 			return &errDecision{"this page has expired or was already answered: start again from the link your agent shows you"}
 		}
+		var t consentTicket
 		if err := json.Unmarshal(v, &t); err != nil {
 			return err
 		}
@@ -235,24 +238,28 @@ func (p *Provider) decisionIn(w http.ResponseWriter, r *http.Request, b *Brand) 
 		if now.After(t.Expires) {
 			return &errDecision{"this page has expired: start again from the link your agent shows you"}
 		}
-		return tx.Bucket(bTickets).Delete(key)
+		if err := tx.Bucket(bTickets).Delete(key); err != nil {
+			return err
+		}
+		dc := decision{UserCode: t.UserCode, User: t.User}
+		if choice == "approve" {
+			dc.Approve, dc.Scopes = true, kept
+		}
+		var err error
+		refused, err = decideTx(tx, dc, now)
+		return err
 	})
 	if err != nil {
 		p.decisionError(w, r, err)
 		return
 	}
+	if refused {
+		p.wakePipeline()
+	}
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: "", Path: "/a2a/" + b.ID + "/oauth/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	if choice == "deny" {
-		if err := p.decide(decision{UserCode: t.UserCode, User: t.User}); err != nil {
-			p.decisionError(w, r, err)
-			return
-		}
 		messagePage(w, http.StatusOK, "Denied", "", "You denied the request. Your personal agent cannot act on your "+b.Organization+" account.",
 			"You can close this page.")
-		return
-	}
-	if err := p.decide(decision{UserCode: t.UserCode, User: t.User, Approve: true, Scopes: kept}); err != nil {
-		p.decisionError(w, r, err)
 		return
 	}
 	messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(p.describe(b, kept), "; ")+".",

@@ -267,6 +267,20 @@ func TestDecisionNeedsItsBrowserSession(t *testing.T) {
 	if code, m := e.poll(da); code != 400 || m["error"] != "authorization_pending" {
 		t.Fatalf("after refused decisions: %d %v", code, m)
 	}
+	// The refused decisions left the form usable: allowing now works, once.
+	res, _ = c.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}, "scope": {"orders:read"}})
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("allow after refused decisions: %d", res.StatusCode)
+	}
+	if code, m := e.poll(da); code != 200 || m["scope"] != "orders:read" {
+		t.Fatalf("token: %d %v", code, m)
+	}
+	res, _ = c.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"deny"}})
+	res.Body.Close()
+	if res.StatusCode != 400 {
+		t.Fatalf("a second decision with the same form: %d", res.StatusCode)
+	}
 }
 
 func TestDeniedConsentIsARefusalForTheLedger(t *testing.T) {

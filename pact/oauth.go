@@ -493,47 +493,52 @@ type decision struct {
 // requested), or deny, which is also queued for the ledger as a refusal.
 // The consent page calls it.
 func (p *Provider) decide(dc decision) error {
-	now := p.cfg.Now().UTC()
 	var refused bool
 	err := p.store.db.Update(func(tx *bolt.Tx) error {
-		d, h, err := pendingDevice(tx, dc.UserCode, now)
-		if err != nil {
-			return err
-		}
-		for _, s := range dc.Scopes {
-			if !slices.Contains(d.Scopes, s) {
-				return &errDecision{fmt.Sprintf("scope %s was not requested", s)}
-			}
-		}
-		d.Status, d.User, d.DecidedAt, d.GrantID = "denied", dc.User, now, dc.GrantID
-		if dc.Approve {
-			if len(dc.Scopes) == 0 {
-				return &errDecision{"approve at least one permission, or deny"}
-			}
-			d.Status, d.Granted = "approved", dedupe(dc.Scopes)
-		}
-		nv, err := json.Marshal(d)
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bDevices).Put(h, nv); err != nil {
-			return err
-		}
-		if dc.Approve {
-			return nil
-		}
-		refused = true
-		return enqueue(tx, LedgerItem{Refusal: &LedgerRefusal{
-			ClaimedPrincipal: dc.User, ClaimedAgent: d.Client, RequestJWT: d.RequestJWT,
-			Action:     RefusedAction{Tool: "grant_delegation", Target: strings.Join(d.Scopes, " ")},
-			Reason:     "the user denied consent at " + d.Brand + " for " + strings.Join(d.Scopes, ", "),
-			ObservedAt: now,
-		}})
+		var err error
+		refused, err = decideTx(tx, dc, p.cfg.Now().UTC())
+		return err
 	})
 	if err == nil && refused {
 		p.wakePipeline()
 	}
 	return err
+}
+
+// decideTx is decide inside tx; it reports whether a refusal was queued.
+func decideTx(tx *bolt.Tx, dc decision, now time.Time) (bool, error) {
+	d, h, err := pendingDevice(tx, dc.UserCode, now)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range dc.Scopes {
+		if !slices.Contains(d.Scopes, s) {
+			return false, &errDecision{fmt.Sprintf("scope %s was not requested", s)}
+		}
+	}
+	d.Status, d.User, d.DecidedAt, d.GrantID = "denied", dc.User, now, dc.GrantID
+	if dc.Approve {
+		if len(dc.Scopes) == 0 {
+			return false, &errDecision{"approve at least one permission, or deny"}
+		}
+		d.Status, d.Granted = "approved", dedupe(dc.Scopes)
+	}
+	nv, err := json.Marshal(d)
+	if err != nil {
+		return false, err
+	}
+	if err := tx.Bucket(bDevices).Put(h, nv); err != nil {
+		return false, err
+	}
+	if dc.Approve {
+		return false, nil
+	}
+	return true, enqueue(tx, LedgerItem{Refusal: &LedgerRefusal{
+		ClaimedPrincipal: dc.User, ClaimedAgent: d.Client, RequestJWT: d.RequestJWT,
+		Action:     RefusedAction{Tool: "grant_delegation", Target: strings.Join(d.Scopes, " ")},
+		Reason:     "the user denied consent at " + d.Brand + " for " + strings.Join(d.Scopes, ", "),
+		ObservedAt: now,
+	}})
 }
 
 // pendingDevice finds the pending, unexpired device authorization of a
