@@ -343,14 +343,14 @@ func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, missingKid string
 	var md struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := c.getJSON(ctx, f.MetadataURL, &md); err != nil {
+	if err := c.getJSON(ctx, f.MetadataURL, 256<<10, &md); err != nil {
 		return "", nil, fmt.Errorf("authorization server metadata: %w", err)
 	}
 	if md.JWKSURI == "" {
 		return "", nil, errors.New("the metadata names no jwks_uri")
 	}
 	var set jose.JSONWebKeySet
-	if err := c.getJSON(ctx, md.JWKSURI, &set); err != nil {
+	if err := c.getJSON(ctx, md.JWKSURI, 256<<10, &set); err != nil {
 		return "", nil, fmt.Errorf("brand keys: %w", err)
 	}
 	set.Keys = slices.DeleteFunc(set.Keys, func(k jose.JSONWebKey) bool { return !k.IsPublic() || k.KeyID == "" })
@@ -361,22 +361,6 @@ func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, missingKid string
 type brandKeySet struct {
 	url string
 	set *jose.JSONWebKeySet
-}
-
-func (c *Client) getJSON(ctx context.Context, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	res, err := c.http().Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", u, res.StatusCode)
-	}
-	return json.NewDecoder(io.LimitReader(res.Body, 256<<10)).Decode(out)
 }
 
 // clientState is the Client's cache of Brand keys.

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +17,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
+
+	"github.com/pactledger/pactledger/verifier"
 )
 
 //go:embed brands/*.yaml
@@ -135,9 +135,9 @@ func (b *Brand) validate() error {
 
 // parse checks a Brand login's settings and reads its keys.
 func (l *Login) parse() error {
-	u, err := url.Parse(l.URL)
-	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) || u.Host == "" {
-		return fmt.Errorf("url %q must be https (or http on loopback)", l.URL)
+	// The same rule as fetched key URLs: https, or http on loopback.
+	if err := verifier.CheckFetchURI(l.URL, true); err != nil {
+		return fmt.Errorf("url: %w", err)
 	}
 	if l.Issuer == "" {
 		return errors.New("issuer is required")
@@ -161,11 +161,6 @@ func (l *Login) parse() error {
 	}
 	l.keys = &ks
 	return nil
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func parseBrand(name string, data []byte) (*Brand, error) {

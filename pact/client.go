@@ -48,23 +48,31 @@ type Client struct {
 
 // FetchCard fetches and decodes an Agent Card.
 func (c *Client) FetchCard(ctx context.Context, url string) (*Card, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var card Card
+	if err := c.getJSON(ctx, url, 1<<20, &card); err != nil {
+		return nil, fmt.Errorf("fetch card: %w", err)
+	}
+	return &card, nil
+}
+
+// getJSON fetches u and decodes at most limit bytes of its JSON into out.
+func (c *Client) getJSON(ctx context.Context, u string, limit int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res, err := c.http().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch card %s: %w", url, err)
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch card %s: HTTP %d", url, res.StatusCode)
+		return fmt.Errorf("GET %s: HTTP %d", u, res.StatusCode)
 	}
-	var card Card
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&card); err != nil {
-		return nil, fmt.Errorf("card %s: %w", url, err)
+	if err := json.NewDecoder(io.LimitReader(res.Body, limit)).Decode(out); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
-	return &card, nil
+	return nil
 }
 
 func (c *Client) http() *http.Client {

@@ -135,6 +135,9 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 	var d deviceAuth
 	var cover *grant
 	err = p.store.db.Update(func(tx *bolt.Tx) error {
+		if err := pruneConsent(tx, now); err != nil {
+			return err
+		}
 		used := tx.Bucket(bAssertions)
 		key := hashToken(a.Iss + "\x00" + a.Jti)
 		if used.Get(key) != nil {
@@ -170,7 +173,6 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 		messagePage(w, http.StatusInternalServerError, "Something went wrong", "Please try again.")
 		return
 	}
-	p.pruneConsent(now)
 	if cover != nil {
 		// PACT §5.3: consent may be skipped when a grant covers the request.
 		if err := p.decide(decision{UserCode: d.UserCode, User: a.Sub, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}); err != nil {
@@ -183,7 +185,7 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: cookie, Path: "/a2a/" + b.ID + "/oauth/", MaxAge: int(consentTTL / time.Second),
-		HttpOnly: true, Secure: strings.HasPrefix(p.cfg.BaseURL, "https://"), SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: p.secureCookies(), SameSite: http.SameSiteStrictMode})
 	type scopeView struct{ ID, Description, Slug string }
 	var scopes []scopeView
 	for _, id := range d.Scopes {
@@ -279,26 +281,27 @@ func (p *Provider) decisionError(w http.ResponseWriter, r *http.Request, err err
 // coveringGrant finds an unexpired, unrevoked grant of user to client at
 // brand whose scopes include every one of scopes.
 func coveringGrant(tx *bolt.Tx, brand, user, client string, scopes []string, now time.Time) (*grant, error) {
-	var found *grant
-	err := tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
-		var g grant
-		if err := json.Unmarshal(v, &g); err != nil {
-			return err
+	gs, err := userGrants(tx, brand, user)
+	if err != nil {
+		return nil, err
+	}
+	// userGrants lists the newest first: the newest covering grant wins.
+	for i, g := range gs {
+		if g.Client == client && g.Revoked.IsZero() && !now.After(g.Expires) && g.covers(scopes) {
+			return &gs[i], nil
 		}
-		if g.Brand != brand || g.User != user || g.Client != client || !g.Revoked.IsZero() || now.After(g.Expires) {
-			return nil
+	}
+	return nil, nil
+}
+
+// covers reports whether the grant includes every one of scopes.
+func (g *grant) covers(scopes []string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(g.Scopes, s) {
+			return false
 		}
-		for _, s := range scopes {
-			if !slices.Contains(g.Scopes, s) {
-				return nil
-			}
-		}
-		if found == nil || g.Created.After(found.Created) {
-			found = &g
-		}
-		return nil
-	})
-	return found, err
+	}
+	return true
 }
 
 // describe returns the descriptions of scope ids, verbatim from the card.
@@ -344,28 +347,26 @@ func origin(s string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-// pruneConsent drops used assertion ids and consent tickets that have
-// expired.
-func (p *Provider) pruneConsent(now time.Time) {
-	_ = p.store.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bAssertions).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			var exp time.Time
-			if exp.UnmarshalText(v) == nil && now.After(exp) {
-				if err := c.Delete(); err != nil {
-					return err
-				}
+// pruneConsent drops, in the consent transaction, used assertion ids and
+// consent tickets that have expired.
+func pruneConsent(tx *bolt.Tx, now time.Time) error {
+	c := tx.Bucket(bAssertions).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var exp time.Time
+		if exp.UnmarshalText(v) == nil && now.After(exp) {
+			if err := c.Delete(); err != nil {
+				return err
 			}
 		}
-		c = tx.Bucket(bTickets).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			var t consentTicket
-			if json.Unmarshal(v, &t) == nil && now.After(t.Expires) {
-				if err := c.Delete(); err != nil {
-					return err
-				}
+	}
+	c = tx.Bucket(bTickets).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var t consentTicket
+		if json.Unmarshal(v, &t) == nil && now.After(t.Expires) {
+			if err := c.Delete(); err != nil {
+				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }

@@ -76,6 +76,10 @@ func newDemoLogin() (*demoLogin, error) {
 	return &demoLogin{signer: s, public: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}}, failures: map[string]loginFailures{}, hashing: make(chan struct{}, 4)}, nil
 }
 
+// secureCookies: the pages' cookies are Secure when the Provider is served
+// over https.
+func (p *Provider) secureCookies() bool { return strings.HasPrefix(p.cfg.BaseURL, "https://") }
+
 // demoBase is where a brand's built-in login is served.
 func (p *Provider) demoBase(b *Brand) string { return p.cfg.BaseURL + "/brands/" + b.ID }
 
@@ -166,7 +170,7 @@ func (p *Provider) renderLogin(w http.ResponseWriter, r *http.Request, b *Brand,
 	}
 	token := randomToken("")
 	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: token, Path: "/brands/" + b.ID + "/", HttpOnly: true,
-		Secure: strings.HasPrefix(p.cfg.BaseURL, "https://"), SameSite: http.SameSiteStrictMode})
+		Secure: p.secureCookies(), SameSite: http.SameSiteStrictMode})
 	data := map[string]any{"Title": "Sign in to " + b.Organization, "Brand": b.Organization, "Error": errText, "UserCode": userCode,
 		"ReturnTo": returnTo, "CSRF": token, "Action": p.demoBase(b) + "/login", "LogoutAction": p.demoBase(b) + "/logout"}
 	if s, _ := p.session(r, b); s != nil {
@@ -316,7 +320,7 @@ func (p *Provider) newSession(w http.ResponseWriter, b *Brand, user string) (*br
 		return nil, err
 	}
 	http.SetCookie(w, &http.Cookie{Name: p.sessionCookie(b), Value: id, Path: "/brands/" + b.ID + "/", MaxAge: int(brandSessionTTL / time.Second),
-		HttpOnly: true, Secure: strings.HasPrefix(p.cfg.BaseURL, "https://"), SameSite: http.SameSiteLaxMode})
+		HttpOnly: true, Secure: p.secureCookies(), SameSite: http.SameSiteLaxMode})
 	return s, nil
 }
 
@@ -392,16 +396,25 @@ func (p *Provider) revokeSubmit(w http.ResponseWriter, r *http.Request, b *Brand
 func (p *Provider) UserGrants(brand, user string) ([]grant, error) {
 	var out []grant
 	err := p.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
-			var g grant
-			if err := json.Unmarshal(v, &g); err != nil {
-				return err
-			}
-			if g.Brand == brand && g.User == user {
-				out = append(out, g)
-			}
-			return nil
-		})
+		var err error
+		out, err = userGrants(tx, brand, user)
+		return err
+	})
+	return out, err
+}
+
+// userGrants lists a Brand user's grants in tx, newest first.
+func userGrants(tx *bolt.Tx, brand, user string) ([]grant, error) {
+	var out []grant
+	err := tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
+		var g grant
+		if err := json.Unmarshal(v, &g); err != nil {
+			return err
+		}
+		if g.Brand == brand && g.User == user {
+			out = append(out, g)
+		}
+		return nil
 	})
 	slices.SortFunc(out, func(a, b grant) int { return b.Created.Compare(a.Created) })
 	return out, err

@@ -260,7 +260,7 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 // deviceToken runs the device flow for scopes and returns the token reply.
 func (e *oauthEnv) deviceToken(scopes, approve []string) map[string]any {
 	e.t.Helper()
-	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwt())
+	da := e.deviceAuth(scopes...)
 	if err := e.p.Approve(da["user_code"].(string), "acct-48213", approve); err != nil {
 		e.t.Fatal(err)
 	}
