@@ -19,6 +19,13 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrClosed: the ledger is shutting down.
 	ErrClosed = errors.New("ledger closed")
+	// ErrNoSpace: the row store's disk is full; nothing was stored. The
+	// wrapped text names the disk. Writes succeed again once space is freed.
+	ErrNoSpace = errors.New("no space left for the row store")
+	// ErrKeysUnavailable: the verifier could not decide because a signer's
+	// keys could not be fetched (no cached set, or an unknown kid whose
+	// refetch failed). Nothing was stored; the writer should retry.
+	ErrKeysUnavailable = errors.New("signing keys unavailable; retry")
 )
 
 // Store keeps rows, their indexes, evidence bytes, JWKS snapshots and the

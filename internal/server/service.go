@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/drill"
@@ -53,6 +54,11 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return status.Error(codes.Unavailable, "ledger is shutting down; retry")
 	case errors.Is(err, ledger.ErrUnavailable):
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
+	case errors.Is(err, ledger.ErrKeysUnavailable):
+		return retryable(codes.Unavailable, err.Error(), keysRetryDelay)
+	case errors.Is(err, ledger.ErrNoSpace):
+		s.log.ErrorContext(ctx, "row store disk full", slog.String("op", op), slog.String("error", err.Error()))
+		return retryable(codes.ResourceExhausted, err.Error(), noSpaceRetryDelay)
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -60,6 +66,21 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 	}
 	s.log.ErrorContext(ctx, "request failed", slog.String("op", op), slog.String("error", err.Error()))
 	return status.Error(codes.Internal, "internal error; see the server log")
+}
+
+// Retry delays suggested to writers in RetryInfo.
+const (
+	keysRetryDelay    = 5 * time.Second
+	noSpaceRetryDelay = 30 * time.Second
+)
+
+// retryable is a status with RetryInfo asking the caller to retry after delay.
+func retryable(code codes.Code, msg string, delay time.Duration) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func ts(t time.Time) *timestamppb.Timestamp {
