@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +119,13 @@ func (in *ReceiptInput) validate() error {
 			return err
 		}
 	}
+	for name, v := range map[string]string{"requestJwt": in.RequestJWT, "delegationToken": in.DelegationToken} {
+		// A token a writer re-encoded is refused, like a re-encoded receipt
+		// (RFC 7515 §2): dedupe then only has ES256 signatures to fold.
+		if _, err := verifier.ParseCompact(v); v != "" && errors.Is(err, verifier.ErrNotCanonical) {
+			return invalid("%s: %v", name, err)
+		}
+	}
 	for name, v := range map[string]string{"contextId": in.ContextID, "messageId": in.MessageID} {
 		if err := checkField(name, v, MaxFieldLength); err != nil {
 			return err
@@ -172,7 +181,9 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		return nil, 0, fmt.Errorf("encode evidence: %w", err)
 	}
 	evSHA := sha256Hex(bundle)
-	receiptSHA := sha256Hex([]byte(in.ReceiptJWS))
+	// Every encoding of the same signed receipt: the posted bytes first.
+	receiptSHAs := verifier.Encodings(in.ReceiptJWS)
+	receiptSHA := receiptSHAs[0]
 
 	// A byte-identical resubmission, or a receipt whose row was swept, needs
 	// no verification.
@@ -183,10 +194,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			existing = found
 			return ferr
 		}
-		if t, terr := tx.Tombstone(receiptSHA); terr == nil {
-			return &ExpiredError{Tombstone: *t}
-		}
-		return nil
+		return sweptReceipt(tx, receiptSHAs)
 	})
 	if err != nil {
 		return nil, 0, err
@@ -198,7 +206,12 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 
 	start := time.Now()
 	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions}, l.keys)
-	if err != nil {
+	switch {
+	case errors.Is(err, verifier.ErrUndecided):
+		// Nothing is recorded: a verdict taken while keys cannot be fetched
+		// would be permanent. The writer retries (docs/design/009).
+		return nil, 0, fmt.Errorf("%w: %v", ErrKeysUnavailable, err)
+	case err != nil:
 		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
 	}
 	l.cfg.Metrics.verified(time.Since(start))
@@ -218,11 +231,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			return nil
 		}
 		// A receipt whose row was swept is not recorded again.
-		if t, err := tx.Tombstone(receiptSHA); err == nil {
-			return &ExpiredError{Tombstone: *t}
+		if err := sweptReceipt(tx, receiptSHAs); err != nil {
+			return err
 		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA)
-		if err := l.dedupe(tx, r, bundle); err != nil {
+		if err := l.dedupe(tx, r, receiptSHAs[1:], verifier.Encodings(in.RequestJWT)); err != nil {
 			return err
 		}
 		limits, err := withinLimits(tx, r, in.Limits, in.Actions)
@@ -264,6 +277,21 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	return row, outcome, nil
 }
 
+// sweptReceipt returns an ExpiredError when the row of any encoding of the
+// receipt was swept: a receipt is not recorded again once retention ends.
+func sweptReceipt(tx Tx, receiptSHAs []string) error {
+	for _, sha := range receiptSHAs {
+		t, err := tx.Tombstone(sha)
+		switch {
+		case err == nil:
+			return &ExpiredError{Tombstone: *t}
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	return nil
+}
+
 // findResubmission returns the row already recorded for exactly this
 // evidence: the primary row of the receipt, or its duplicate row.
 func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, error) {
@@ -301,6 +329,7 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 			CheckedAt: l.cfg.Now().UTC(),
 			Checks:    res.Checks,
 		},
+		RecordedAt:     l.cfg.Now().UTC(),
 		Dispute:        DisputeNone,
 		EvidenceSHA256: evSHA,
 		ContextID:      in.ContextID,
@@ -325,10 +354,12 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 	return r
 }
 
-// dedupe applies API.md's duplicate rule: the same receipt JWS with other
-// evidence, or the same request JWT for a different receipt, is recorded as
-// its own row naming the earlier one.
-func (l *Ledger) dedupe(tx Tx, r *Row, bundle []byte) error {
+// dedupe applies API.md's duplicate rule on what was signed, not on the
+// bytes as posted: the same receipt (byte-identical with other evidence, or
+// another encoding of it: otherReceipt lists the row ids of those) is
+// recorded as its own row naming the earlier one; so is a receipt whose
+// request JWT (any of its encodings, requestSHAs) an earlier row used.
+func (l *Ledger) dedupe(tx Tx, r *Row, otherReceipt, requestSHAs []string) error {
 	_, err := tx.Row(r.ID)
 	switch {
 	case err == nil:
@@ -338,15 +369,28 @@ func (l *Ledger) dedupe(tx Tx, r *Row, bundle []byte) error {
 	case !errors.Is(err, ErrNotFound):
 		return err
 	}
+	for _, id := range otherReceipt {
+		_, err := tx.Row(id)
+		switch {
+		case err == nil:
+			r.Verifier.DuplicateOf = id
+			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
 	if r.RequestJWTSHA256 == "" {
 		return nil
 	}
-	first, err := tx.RowByRequestJWT(r.RequestJWTSHA256)
-	if err != nil {
-		return err
-	}
-	if first != "" && first != r.ID {
-		r.Verifier.DuplicateOf = first
+	for _, sha := range requestSHAs {
+		first, err := tx.RowByRequestJWT(sha)
+		if err != nil {
+			return err
+		}
+		if first != "" && first != r.ID {
+			r.Verifier.DuplicateOf = first
+			return nil
+		}
 	}
 	return nil
 }
@@ -392,9 +436,9 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 		}
 	}
 	if lim.AmountMax != "" {
-		max, err := strconv.ParseFloat(lim.AmountMax, 64)
-		if err != nil {
-			skipped = append(skipped, fmt.Sprintf("amountMax %q is not a number", lim.AmountMax))
+		max, ok := decimal(lim.AmountMax)
+		if !ok {
+			skipped = append(skipped, fmt.Sprintf("amountMax %q is not a finite decimal number", lim.AmountMax))
 		} else {
 			found := false
 			for _, a := range actions {
@@ -452,6 +496,22 @@ func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error)
 	}
 }
 
+// decimalNumber is a finite decimal number as JSON writes one (no NaN,
+// Inf, hex, underscores or leading '+').
+var decimalNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// decimal parses a limit: a finite decimal number, or false.
+func decimal(s string) (float64, bool) {
+	if !decimalNumber.MatchString(s) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
 func numericAmount(argsJSON string) (float64, bool) {
 	if argsJSON == "" {
 		return 0, false
@@ -464,11 +524,11 @@ func numericAmount(argsJSON string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	var f float64
-	if json.Unmarshal(raw, &f) != nil {
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
 		return 0, false
 	}
-	return f, true
+	return decimal(n.String())
 }
 
 // unauthorizedChecks are the checks whose failure means no verifiable
@@ -506,17 +566,16 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 		for i, a := range r.Actions {
 			tools[i] = a.Tool
 		}
-		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(tools)
+		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(tools, r.ScopesUsed)
 	}
-	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.IssuedAt)
+	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 	return nil
 }
 
 // commitRow writes the row, its evidence, new snapshots and their outbox
 // entries in tx.
 func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snapshot) error {
-	r.RecordedAt = l.cfg.Now().UTC()
-	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.IssuedAt)
+	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.RetentionStart())
 	incident := r.Class == retention.Incident
 	if r.Class == retention.ReadOnly && r.Kind == KindReceipt {
 		// Playbook step 5: a read-only row keeps the receipt hash, the
@@ -538,7 +597,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snap
 	// A snapshot outlives every row that names it: its object is kept at
 	// least the longest receipt period from the latest row that names it,
 	// extended (a day at a time, at most) as later rows name it.
-	snapRetain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.IssuedAt)
+	snapRetain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.RetentionStart())
 	if objRetain.After(snapRetain) {
 		snapRetain = objRetain
 	}

@@ -115,13 +115,13 @@ func TestRulesAndRetention(t *testing.T) {
 		wantClass  retention.Class
 		wantUntil  time.Time
 	}{
-		{name: "authorized money moved", spec: pacttest.Spec{Target: "A-1"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 44, 0, time.UTC)},
-		{name: "read only", spec: pacttest.Spec{Target: "A-2", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}, wantStatus: ledger.Authorized, wantClass: retention.ReadOnly, wantUntil: time.Date(2027, 1, 5, 13, 12, 44, 0, time.UTC)},
-		{name: "account changed", spec: pacttest.Spec{Target: "acct", Tool: "change_address"}, wantStatus: ledger.Authorized, wantClass: retention.AccountChanged, wantUntil: time.Date(2027, 10, 7, 13, 12, 44, 0, time.UTC)},
-		{name: "unknown tool takes the longest class", spec: pacttest.Spec{Target: "A-3", Tool: "teleport"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 44, 0, time.UTC)},
+		{name: "authorized money moved", spec: pacttest.Spec{Target: "A-1"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 45, 0, time.UTC)},
+		{name: "read only", spec: pacttest.Spec{Target: "A-2", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}, wantStatus: ledger.Authorized, wantClass: retention.ReadOnly, wantUntil: time.Date(2027, 1, 5, 13, 12, 45, 0, time.UTC)},
+		{name: "account changed", spec: pacttest.Spec{Target: "acct", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}}, wantStatus: ledger.Authorized, wantClass: retention.AccountChanged, wantUntil: time.Date(2027, 10, 7, 13, 12, 45, 0, time.UTC)},
+		{name: "unknown tool takes the longest class", spec: pacttest.Spec{Target: "A-3", Tool: "teleport"}, wantStatus: ledger.Authorized, wantClass: retention.MoneyMoved, wantUntil: time.Date(2028, 4, 7, 13, 12, 45, 0, time.UTC)},
 		{name: "bad signature is unauthorized and refused class", spec: pacttest.Spec{Target: "A-4"}, edit: func(r *pacttest.Receipt) {
 			r.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(r.Claims)
-		}, wantStatus: ledger.Unauthorized, wantClass: retention.Refused, wantUntil: time.Date(2027, 10, 7, 13, 12, 44, 0, time.UTC)},
+		}, wantStatus: ledger.Unauthorized, wantClass: retention.Refused, wantUntil: time.Date(2027, 10, 7, 13, 12, 45, 0, time.UTC)},
 		{name: "scope beyond grant is an incident", spec: pacttest.Spec{Target: "A-5", ScopesUsed: []string{"plan:change"}}, wantStatus: ledger.Incident, wantClass: retention.Incident},
 		{name: "args mismatch is an incident", spec: pacttest.Spec{Target: "A-6"}, edit: func(r *pacttest.Receipt) {
 			r.Actions[0].ArgsJSON = `{"order":"A-7"}`
@@ -330,7 +330,7 @@ func TestRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Kind != ledger.KindRefusal || row.Status != ledger.Unauthorized || row.Class != retention.Refused || !row.RetainUntil.Equal(time.Date(2027, 10, 6, 17, 20, 10, 0, time.UTC)) {
+	if row.Kind != ledger.KindRefusal || row.Status != ledger.Unauthorized || row.Class != retention.Refused || !row.RetainUntil.Equal(time.Date(2027, 10, 7, 13, 12, 45, 0, time.UTC)) {
 		t.Fatalf("refusal row: %+v", row)
 	}
 	again, err := h.l.AppendRefusal(context.Background(), ri)

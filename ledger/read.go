@@ -110,7 +110,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 			if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
 				return fmt.Errorf("decode evidence of %s: %w", id, err)
 			}
-			loc, err := l.location(tx, EvidenceKey(id), l.cfg.Policy.ObjectRetainUntil(r.Class, r.IssuedAt))
+			loc, err := l.location(tx, EvidenceKey(id), l.cfg.Policy.ObjectRetainUntil(r.Class, r.RetentionStart()))
 			if err != nil {
 				return err
 			}
@@ -344,6 +344,10 @@ type RefusalInput struct {
 	ObservedAt       time.Time `json:"observedAt"`
 }
 
+// maxObservedAhead is how far past the ledger's clock a refusal's
+// observedAt may lie (writer clock skew).
+const maxObservedAhead = time.Hour
+
 // AppendRefusal records an action refused or taken without a verifiable
 // receipt. Posting the same refusal twice returns the first row.
 func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, error) {
@@ -366,6 +370,21 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		return nil, invalid("observedAt is required")
 	}
 	in.ObservedAt = in.ObservedAt.UTC()
+	if latest := l.cfg.Now().Add(maxObservedAhead); !verifier.InRange(in.ObservedAt) || in.ObservedAt.After(latest) {
+		return nil, invalid("observedAt %s must lie between %s and an hour from now", in.ObservedAt.Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339))
+	}
+	if in.RequestJWT != "" {
+		// Refused or canonicalised like every token (RFC 7515 §2): the
+		// record keeps the low-s encoding, so a re-encoded request JWT
+		// yields the same refusal row.
+		_, err := verifier.ParseCompact(in.RequestJWT)
+		switch {
+		case errors.Is(err, verifier.ErrNotCanonical):
+			return nil, fmt.Errorf("%w: requestJwt: %v", ErrInvalid, err)
+		case err == nil:
+			in.RequestJWT = verifier.Canonical(in.RequestJWT)
+		}
+	}
 	bundle, err := json.Marshal(Evidence{Refusal: &in})
 	if err != nil {
 		return nil, fmt.Errorf("encode refusal: %w", err)
@@ -401,22 +420,23 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 			return err
 		}
 		r := &Row{
-			ID:        id,
-			ReceiptID: "sha256:" + id,
-			Kind:      KindRefusal,
-			Status:    Unauthorized,
-			Principal: in.ClaimedPrincipal,
-			Agent:     Agent{Platform: agent, RequestJWTKid: kid},
-			Actions:   []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
-			IssuedAt:  in.ObservedAt,
-			Verifier:  Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: checks},
-			Class:     retention.Refused,
-			Dispute:   DisputeNone,
-			Refusal:   &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
+			ID:         id,
+			ReceiptID:  "sha256:" + id,
+			Kind:       KindRefusal,
+			Status:     Unauthorized,
+			Principal:  in.ClaimedPrincipal,
+			Agent:      Agent{Platform: agent, RequestJWTKid: kid},
+			Actions:    []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
+			IssuedAt:   in.ObservedAt,
+			RecordedAt: l.cfg.Now().UTC(),
+			Verifier:   Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: checks},
+			Class:      retention.Refused,
+			Dispute:    DisputeNone,
+			Refusal:    &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
 
 			EvidenceSHA256: id,
 		}
-		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.IssuedAt)
+		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 		if err := l.commitRow(tx, r, bundle); err != nil {
 			return err
 		}

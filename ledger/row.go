@@ -158,6 +158,22 @@ type Row struct {
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`
 }
 
+// RetentionStart is the time retention counts from: the later of the issue
+// time and the time the ledger recorded the row, where the issue time
+// counts only when a signature vouches for it (a receipt whose
+// receipt_signature passed). A refusal's observedAt and a forged receipt's
+// ts are claims: they never shorten how long the row is kept.
+func (r *Row) RetentionStart() time.Time {
+	if r.Kind == KindReceipt && r.IssuedAt.After(r.RecordedAt) {
+		for _, c := range r.Verifier.Checks {
+			if c.Name == verifier.CheckReceiptSignature && c.Result == verifier.Pass {
+				return r.IssuedAt
+			}
+		}
+	}
+	return r.RecordedAt
+}
+
 // Targets returns the distinct action targets of the row.
 func (r *Row) Targets() []string {
 	var out []string

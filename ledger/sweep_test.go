@@ -60,15 +60,24 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	// Each row's retention ends 12 s from now (real time), so S3 lets the
 	// sweeper delete its objects once the test has waited that long.
 	margin := 12 * time.Second
-	roReceipt := h.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})
-	ro, _ := h.append(t, in(roReceipt))
-	mm, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})))
-	ac, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1", Tool: "change_address", At: real.AddDate(0, -12, 0).Add(margin)})))
+	// Retention counts from when the ledger recorded a row, so each row is
+	// recorded with the ledger's clock set to its receipt's time.
+	appendAt := func(spec pacttest.Spec) (*ledger.Row, *pacttest.Receipt) {
+		t.Helper()
+		h.set(spec.At)
+		r := h.sc.Mint(spec)
+		row, _ := h.append(t, in(r))
+		return row, r
+	}
+	ro, roReceipt := appendAt(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: real.AddDate(0, 0, -90).Add(margin)})
+	mm, _ := appendAt(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})
+	ac, _ := appendAt(pacttest.Spec{Target: "C-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: real.AddDate(0, -12, 0).Add(margin)})
 	// An incident opened on a day two years ago, and an account-change row
 	// of the same platform that day (long past its 12 months).
 	incAt := real.AddDate(-2, 0, 0)
-	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})))
-	sib, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1", Tool: "change_address", At: incAt.Add(time.Minute)})))
+	inc, _ := appendAt(pacttest.Spec{Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})
+	sib, _ := appendAt(pacttest.Spec{Target: "S-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: incAt.Add(time.Minute)})
+	h.set(real)
 	if ro.EvidenceNotKept == "" || mm.EvidenceNotKept != "" {
 		t.Fatal("only the read-only row drops its evidence bundle")
 	}

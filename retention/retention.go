@@ -66,12 +66,15 @@ func (p Period) String() string {
 	return fmt.Sprintf("%d days", p.Days)
 }
 
-// Policy is the tool-to-class table and the period of each class. Incident
-// rows are held until the incident closes; the Incident period counts from
-// the close.
+// Policy is the tool-to-class and scope-to-class tables and the period of
+// each class. Incident rows are held until the incident closes; the
+// Incident period counts from the close.
 type Policy struct {
 	Periods map[Class]Period
 	Tools   map[string]Class
+	// Scopes maps a PACT scope id (PACT §5.2) to the class an action under
+	// it takes: a row is never kept shorter than its scopes used imply.
+	Scopes map[string]Class
 }
 
 // DefaultPolicy returns the playbook's periods and a tool table for the
@@ -103,6 +106,20 @@ func DefaultPolicy() Policy {
 			"lookup_account":  ReadOnly,
 			"track_shipment":  ReadOnly,
 		},
+		Scopes: map[string]Class{
+			"orders:read":     ReadOnly,
+			"orders:cancel":   MoneyMoved,
+			"orders:refund":   MoneyMoved,
+			"refunds:issue":   MoneyMoved,
+			"plan:change":     MoneyMoved,
+			"account:address": AccountChanged,
+			"account:read":    ReadOnly,
+			"account:write":   AccountChanged,
+			"profile:read":    ReadOnly,
+			"profile:write":   AccountChanged,
+			"billing:read":    ReadOnly,
+			"billing:change":  MoneyMoved,
+		},
 	}
 }
 
@@ -113,20 +130,34 @@ var rank = map[Class]int{ReadOnly: 1, AccountChanged: 2, MoneyMoved: 3}
 // Longest is the receipt class an unknown tool takes.
 const Longest = MoneyMoved
 
-// Classify returns the class of a receipt row from its tools: the longest
-// class among them, read only when there are none. Tools not in the table
-// take Longest and are returned in unknown.
-func (p Policy) Classify(tools []string) (c Class, unknown []string) {
+// Classify returns the class of a receipt row from its tools and the scopes
+// it used: the longest class among them, read only when there are neither.
+// Tools and scopes not in their tables take Longest and are returned in
+// unknown (scopes prefixed "scope "). Scopes count because a receipt whose
+// action list is empty or incomplete must not be kept shorter than what it
+// was allowed to do.
+func (p Policy) Classify(tools, scopes []string) (c Class, unknown []string) {
 	c = ReadOnly
+	take := func(tc Class) {
+		if rank[tc] > rank[c] {
+			c = tc
+		}
+	}
 	for _, t := range tools {
 		tc, ok := p.Tools[t]
 		if !ok {
 			unknown = append(unknown, t)
 			tc = Longest
 		}
-		if rank[tc] > rank[c] {
-			c = tc
+		take(tc)
+	}
+	for _, s := range scopes {
+		sc, ok := p.Scopes[s]
+		if !ok {
+			unknown = append(unknown, "scope "+s)
+			sc = Longest
 		}
+		take(sc)
 	}
 	return c, unknown
 }
@@ -161,6 +192,11 @@ func (p Policy) Validate() error {
 	for tool, c := range p.Tools {
 		if rank[c] == 0 {
 			return fmt.Errorf("retention: tool %q maps to %s; tools map to money_moved, account_changed or read_only", tool, c)
+		}
+	}
+	for scope, c := range p.Scopes {
+		if rank[c] == 0 {
+			return fmt.Errorf("retention: scope %q maps to %s; scopes map to money_moved, account_changed or read_only", scope, c)
 		}
 	}
 	return nil

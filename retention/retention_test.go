@@ -12,17 +12,21 @@ func TestClassifyTakesTheLongestClass(t *testing.T) {
 	tests := []struct {
 		name    string
 		tools   []string
+		scopes  []string
 		want    retention.Class
 		unknown int
 	}{
-		{"none", nil, retention.ReadOnly, 0},
-		{"read", []string{"lookup_orders"}, retention.ReadOnly, 0},
-		{"read and address", []string{"lookup_orders", "change_address"}, retention.AccountChanged, 0},
-		{"address and cancel", []string{"change_address", "cancel_order"}, retention.MoneyMoved, 0},
-		{"unknown tool", []string{"lookup_orders", "teleport"}, retention.MoneyMoved, 1},
+		{"none", nil, nil, retention.ReadOnly, 0},
+		{"read", []string{"lookup_orders"}, []string{"orders:read"}, retention.ReadOnly, 0},
+		{"read and address", []string{"lookup_orders", "change_address"}, nil, retention.AccountChanged, 0},
+		{"address and cancel", []string{"change_address", "cancel_order"}, nil, retention.MoneyMoved, 0},
+		{"unknown tool", []string{"lookup_orders", "teleport"}, nil, retention.MoneyMoved, 1},
+		{"no actions, money scope", nil, []string{"orders:cancel"}, retention.MoneyMoved, 0},
+		{"read tool, account scope", []string{"lookup_orders"}, []string{"account:address"}, retention.AccountChanged, 0},
+		{"no actions, unknown scope", nil, []string{"flights:rebook"}, retention.MoneyMoved, 1},
 	}
 	for _, tc := range tests {
-		got, unknown := p.Classify(tc.tools)
+		got, unknown := p.Classify(tc.tools, tc.scopes)
 		if got != tc.want || len(unknown) != tc.unknown {
 			t.Errorf("%s: %v %v, want %v with %d unknown", tc.name, got, unknown, tc.want, tc.unknown)
 		}

@@ -1,9 +1,16 @@
 package verifier
 
 import (
+	"crypto/elliptic"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,40 +33,127 @@ type Compact struct {
 	Payload []byte
 }
 
-// ParseCompact decodes a compact JWS without verifying it: three base64url
-// segments, a JSON object header with an alg, and a payload. It is the
-// structural check that decides between a bad request and a FAIL row.
-func ParseCompact(s string) (Compact, error) {
+// ErrNotCanonical: a token segment is not in the one accepted base64url
+// encoding (it also wraps ErrMalformed). No signer emits such a token; a
+// writer that posts one re-encoded it.
+var ErrNotCanonical = errors.New("not canonical")
+
+// b64 is the strict base64url decoder of RFC 7515 §2: no padding, and
+// (RFC 4648 §3.5) a last character whose unused bits are zero. Together with
+// the alphabet check in segments it gives every byte string exactly one
+// accepted encoding, so two posts of the same token cannot differ in bytes.
+var b64 = base64.RawURLEncoding.Strict()
+
+// segments splits a compact serialization into its three base64url parts,
+// refusing any byte outside the base64url alphabet (the decoder would skip
+// CR and LF) and any encoding that is not canonical.
+func segments(s string) (parts [3]string, decoded [3][]byte, err error) {
 	if s == "" {
-		return Compact{}, fmt.Errorf("%w: empty", ErrMalformed)
+		return parts, decoded, fmt.Errorf("%w: empty", ErrMalformed)
 	}
 	if len(s) > MaxTokenBytes {
-		return Compact{}, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxTokenBytes)
+		return parts, decoded, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxTokenBytes)
 	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return Compact{}, fmt.Errorf("%w: not a compact JWS (want 3 dot-separated parts, got %d)", ErrMalformed, len(parts))
+	split := strings.Split(s, ".")
+	if len(split) != 3 {
+		return parts, decoded, fmt.Errorf("%w: not a compact JWS (want 3 dot-separated parts, got %d)", ErrMalformed, len(split))
 	}
-	hb, err := base64.RawURLEncoding.DecodeString(parts[0])
+	names := [3]string{"header", "payload", "signature"}
+	for i, p := range split {
+		for j := 0; j < len(p); j++ {
+			if c := p[j]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return parts, decoded, fmt.Errorf("%w: %w: %s holds %q, outside the base64url alphabet (RFC 7515 §2)", ErrMalformed, ErrNotCanonical, names[i], c)
+			}
+		}
+		b, err := b64.DecodeString(p)
+		if err != nil {
+			return parts, decoded, fmt.Errorf("%w: %w: %s is not canonical base64url (RFC 7515 §2, RFC 4648 §3.5)", ErrMalformed, ErrNotCanonical, names[i])
+		}
+		parts[i], decoded[i] = p, b
+	}
+	return parts, decoded, nil
+}
+
+// ParseCompact decodes a compact JWS without verifying it: three canonical
+// base64url segments, a JSON object header with an alg, and a payload. It
+// is the structural check that decides between a bad request and a FAIL row.
+func ParseCompact(s string) (Compact, error) {
+	_, d, err := segments(s)
 	if err != nil {
-		return Compact{}, fmt.Errorf("%w: header is not base64url", ErrMalformed)
+		return Compact{}, err
 	}
 	var h struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 		Typ string `json:"typ"`
 	}
-	if err := json.Unmarshal(hb, &h); err != nil || h.Alg == "" {
+	if err := json.Unmarshal(d[0], &h); err != nil || h.Alg == "" {
 		return Compact{}, fmt.Errorf("%w: header is not a JSON object with alg", ErrMalformed)
 	}
-	pb, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return Compact{Alg: h.Alg, Kid: h.Kid, Typ: h.Typ, Payload: d[1]}, nil
+}
+
+// p256Order is the order n of the P-256 group.
+var p256Order = elliptic.P256().Params().N
+
+// Encodings returns the hex SHA-256 of every compact serialization that
+// carries the same signed content as s and verifies exactly when s does:
+// s itself first and, for an ES256 token, the one whose signature is
+// (r, n−s) instead of (r, s) (ECDSA signatures are malleable: anyone can
+// compute the other without the key). RS256 signatures have one encoding.
+// Dedupe looks up every one, so a re-encoded token is never new. s must
+// have passed ParseCompact.
+func Encodings(s string) []string {
+	out := []string{hexSHA256(s)}
+	parts, d, err := segments(s)
 	if err != nil {
-		return Compact{}, fmt.Errorf("%w: payload is not base64url", ErrMalformed)
+		return out
 	}
-	if _, err := base64.RawURLEncoding.DecodeString(parts[2]); err != nil {
-		return Compact{}, fmt.Errorf("%w: signature is not base64url", ErrMalformed)
+	var h struct {
+		Alg string `json:"alg"`
 	}
-	return Compact{Alg: h.Alg, Kid: h.Kid, Typ: h.Typ, Payload: pb}, nil
+	if json.Unmarshal(d[0], &h) != nil || h.Alg != string(jose.ES256) || len(d[2]) != 64 {
+		return out
+	}
+	r, sv := new(big.Int).SetBytes(d[2][:32]), new(big.Int).SetBytes(d[2][32:])
+	if r.Sign() == 0 || sv.Sign() == 0 || r.Cmp(p256Order) >= 0 || sv.Cmp(p256Order) >= 0 {
+		return out
+	}
+	sig := make([]byte, 64)
+	copy(sig, d[2][:32])
+	new(big.Int).Sub(p256Order, sv).FillBytes(sig[32:])
+	return append(out, hexSHA256(parts[0]+"."+parts[1]+"."+b64.EncodeToString(sig)))
+}
+
+// Canonical returns the one encoding of s that Encodings lists and whose
+// ES256 signature has s ≤ n/2 (the low-s form), so that every malleated
+// copy of a token is stored the same way. Other tokens are returned as they
+// are. s must have passed ParseCompact.
+func Canonical(s string) string {
+	parts, d, err := segments(s)
+	if err != nil || len(d[2]) != 64 {
+		return s
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(d[0], &h) != nil || h.Alg != string(jose.ES256) {
+		return s
+	}
+	sv := new(big.Int).SetBytes(d[2][32:])
+	half := new(big.Int).Rsh(p256Order, 1)
+	if sv.Sign() == 0 || sv.Cmp(half) <= 0 || sv.Cmp(p256Order) >= 0 {
+		return s
+	}
+	sig := make([]byte, 64)
+	copy(sig, d[2][:32])
+	new(big.Int).Sub(p256Order, sv).FillBytes(sig[32:])
+	return parts[0] + "." + parts[1] + "." + b64.EncodeToString(sig)
+}
+
+func hexSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // verifyCompact verifies s against the keys in ks and returns the verified
@@ -86,13 +180,38 @@ func verifyCompact(s string, ks *KeySet) (payload []byte, kid string, alg jose.S
 	return nil, h.KeyID, alg, fmt.Errorf("%w: %s signature does not verify with kid %q", ErrSignature, alg, h.KeyID)
 }
 
+// The ledger's time range: every time a writer supplies must lie in
+// [MinTime, MaxTime). It keeps times and retention arithmetic (years of
+// periods added) inside what the API's RFC 3339 and protobuf Timestamp
+// fields represent (years 1 to 9999) and what the time-ordered indexes
+// sort (no time before the Unix epoch).
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// InRange reports whether t lies in [MinTime, MaxTime).
+func InRange(t time.Time) bool { return !t.Before(MinTime) && t.Before(MaxTime) }
+
 // NumericDate is a JWT time: seconds since the epoch.
 type NumericDate float64
 
-// Time returns d as a time.
+// Time returns d as a time. Use Check first: a value out of range gives a
+// meaningless time.
 func (d NumericDate) Time() time.Time {
 	sec := int64(d)
 	return time.Unix(sec, int64((float64(d)-float64(sec))*1e9)).UTC()
+}
+
+// Check returns d as a time, or an error quoting the raw value when it is
+// not finite or lies outside [MinTime, MaxTime).
+func (d NumericDate) Check(claim string) (time.Time, error) {
+	f := float64(d)
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < float64(MinTime.Unix()) || f >= float64(MaxTime.Unix()) {
+		return time.Time{}, fmt.Errorf("%s %s is outside the supported time range %s to %s", claim, strconv.FormatFloat(f, 'g', -1, 64),
+			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	}
+	return d.Time(), nil
 }
 
 // RequestClaims are the personal-agent JWT claims of PACT §3.2.
@@ -102,6 +221,7 @@ type RequestClaims struct {
 	Aud json.RawMessage `json:"aud"`
 	Iat *NumericDate    `json:"iat"`
 	Exp *NumericDate    `json:"exp"`
+	Nbf *NumericDate    `json:"nbf,omitempty"`
 	Jti string          `json:"jti,omitempty"`
 }
 
@@ -115,6 +235,7 @@ type TokenClaims struct {
 	GrantID  string          `json:"grant_id"`
 	Iat      *NumericDate    `json:"iat"`
 	Exp      *NumericDate    `json:"exp"`
+	Nbf      *NumericDate    `json:"nbf,omitempty"`
 }
 
 // Scopes returns the space-separated scope as a list.
@@ -170,9 +291,13 @@ func ParseReceipt(jws string) (Receipt, Compact, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, r.TS)
 	if err != nil {
-		return Receipt{}, c, fmt.Errorf("%w: receipt ts %q is not RFC 3339", ErrMalformed, r.TS)
+		return Receipt{}, c, fmt.Errorf("%w: receipt ts %q is not RFC 3339", ErrMalformed, truncate(r.TS, 64))
 	}
-	r.Time = t.UTC()
+	if t = t.UTC(); !InRange(t) {
+		return Receipt{}, c, fmt.Errorf("%w: receipt ts %q is outside the supported time range %s to %s", ErrMalformed, r.TS,
+			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	}
+	r.Time = t
 	return r, c, nil
 }
 
@@ -195,4 +320,12 @@ func DecodeClaims(token string, dst any) (Compact, error) {
 		return c, fmt.Errorf("%w: claims are not a JSON object", ErrMalformed)
 	}
 	return c, nil
+}
+
+// truncate shortens s for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -28,6 +28,11 @@ var (
 	ErrBadJWKS = errors.New("bad jwks")
 	// ErrNoSnapshot: a re-verification found no stored snapshot for a signer.
 	ErrNoSnapshot = errors.New("no jwks snapshot recorded")
+	// ErrUndecided: a signature could not be checked because the signer's
+	// keys could not be fetched (no cached set, or an unknown kid whose
+	// refetch failed). Verify returns it instead of a result: a check that
+	// was not decided must not become a permanent FAIL.
+	ErrUndecided = errors.New("verification undecided: signing keys unavailable")
 )
 
 // Check names, in the order a record lists them.
@@ -190,18 +195,28 @@ func (v *Verifier) Verify(ctx context.Context, in Input, src KeySource) (*Result
 	at := rc.Time
 
 	// receipt_signature: the brand's keys.
-	res.Checks = append(res.Checks, v.checkReceipt(ctx, in.ReceiptJWS, rc, src, res))
+	rcCheck, err := v.checkReceipt(ctx, in.ReceiptJWS, rc, src, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Checks = append(res.Checks, rcCheck)
 
 	// request_signature: PACT §3.2.
-	reqClaims, reqCheck := v.checkRequest(ctx, in.RequestJWT, at, src, res)
+	reqClaims, reqCheck, err := v.checkRequest(ctx, in.RequestJWT, at, src, res)
+	if err != nil {
+		return nil, err
+	}
 	res.Checks = append(res.Checks, reqCheck)
 
 	// delegation_token: PACT §5.4 against the brand's keys.
-	tok, tokCheck := v.checkToken(ctx, in.DelegationToken, rc, at, src)
+	tok, tokCheck, err := v.checkToken(ctx, in.DelegationToken, rc, at, src)
+	if err != nil {
+		return nil, err
+	}
 	res.Checks = append(res.Checks, tokCheck)
 	if tok != nil {
 		res.ScopeGranted = tok.Scopes()
-		if tok.Exp != nil {
+		if tok.Exp != nil && tokCheck.Result == Pass {
 			res.GrantExpires = tok.Exp.Time()
 		}
 	}
@@ -219,15 +234,22 @@ func fail(name, format string, args ...any) Check {
 }
 
 // verifySigned verifies tok with the keys get returns, refetching once on an
-// unknown kid.
+// unknown kid. It returns an error wrapping ErrUndecided when the keys could
+// not be fetched (get failed with ErrFetch, or the refetch after an unknown
+// kid did): the signature is then neither good nor bad.
 func verifySigned(tok string, get func(refresh bool) (Signer, error)) ([]byte, string, string, Signer, error) {
 	s, err := get(false)
 	if err != nil {
-		return nil, "", "", s, err
+		return nil, "", "", s, undecided(err)
 	}
 	p, kid, alg, err := verifyCompact(tok, s.Keys)
 	if errors.Is(err, ErrUnknownKid) {
-		if s2, err2 := get(true); err2 == nil {
+		s2, err2 := get(true)
+		if err2 != nil {
+			if errors.Is(err2, ErrFetch) {
+				return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
+			}
+		} else {
 			s = s2
 			p, kid, alg, err = verifyCompact(tok, s.Keys)
 		}
@@ -235,19 +257,39 @@ func verifySigned(tok string, get func(refresh bool) (Signer, error)) ([]byte, s
 	return p, kid, string(alg), s, err
 }
 
-func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src KeySource, res *Result) Check {
+// undecided marks a key-source error that leaves a check undecided.
+func undecided(err error) error {
+	if errors.Is(err, ErrFetch) {
+		return fmt.Errorf("%w: %v", ErrUndecided, err)
+	}
+	return err
+}
+
+// decided splits a verifySigned error: ErrUndecided is returned as an error,
+// anything else becomes the FAIL check the caller records.
+func decided(err error) (undecidedErr error) {
+	if errors.Is(err, ErrUndecided) {
+		return err
+	}
+	return nil
+}
+
+func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src KeySource, res *Result) (Check, error) {
 	_, kid, alg, s, err := verifySigned(jws, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
+	if u := decided(err); u != nil {
+		return Check{}, u
+	}
 	if s.Keys != nil {
 		snap := s.Keys.Snapshot
 		res.BrandSnapshot = &snap
 	}
 	res.ReceiptKid = kid
 	if err != nil {
-		return fail(CheckReceiptSignature, "%v", err)
+		return fail(CheckReceiptSignature, "%v", err), nil
 	}
-	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: fmt.Sprintf("%s kid %s", alg, kid)}
+	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: fmt.Sprintf("%s kid %s", alg, kid)}, nil
 }
 
 // unverifiedClaims decodes the claims of a compact token before its
@@ -270,21 +312,24 @@ func unverifiedClaims(check, what, tok string, dst any) (Compact, *Check) {
 	return c, nil
 }
 
-func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, src KeySource, res *Result) (*RequestClaims, Check) {
+func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, src KeySource, res *Result) (*RequestClaims, Check, error) {
 	const name = CheckRequestSignature
 	var claims RequestClaims
 	c, problem := unverifiedClaims(name, "request JWT", jwt, &claims)
 	if problem != nil {
-		return nil, *problem
+		return nil, *problem, nil
 	}
 	res.AgentIssuer = claims.Iss
 	res.RequestKid = c.Kid
 	if claims.Iss == "" {
-		return &claims, fail(name, "iss missing")
+		return &claims, fail(name, "iss missing"), nil
 	}
 	payload, kid, alg, s, err := verifySigned(jwt, func(refresh bool) (Signer, error) {
 		return src.Agent(ctx, claims.Iss, refresh)
 	})
+	if u := decided(err); u != nil {
+		return nil, Check{}, u
+	}
 	if s.Keys != nil {
 		snap := s.Keys.Snapshot
 		res.AgentSnapshot = &snap
@@ -293,17 +338,47 @@ func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, s
 		res.RequestKid = kid
 	}
 	if err != nil {
-		return &claims, fail(name, "%v", err)
+		return &claims, fail(name, "%v", err), nil
 	}
 	// Claims from the verified payload only from here on.
 	var vc RequestClaims
 	if err := json.Unmarshal(payload, &vc); err != nil {
-		return &claims, fail(name, "claims are not a JSON object")
+		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	if detail := v.requestClaimProblem(vc, at); detail != "" {
-		return &vc, fail(name, "%s", detail)
+		return &vc, fail(name, "%s", detail), nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}
+	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}, nil
+}
+
+// claimsProblem says why verified claims did not decode: a claim of the
+// wrong JSON type (such as a string iat) is named.
+func claimsProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("claim %s is a JSON %s, not a %s", te.Field, te.Value, te.Type)
+	}
+	return "claims are not a JSON object"
+}
+
+// times checks the JWT times present against the supported range and
+// returns them; the problem quotes a raw value that is out of range.
+func times(iat, exp, nbf *NumericDate) (ti, te, tn time.Time, problem string) {
+	for _, c := range []struct {
+		name string
+		d    *NumericDate
+		dst  *time.Time
+	}{{"iat", iat, &ti}, {"exp", exp, &te}, {"nbf", nbf, &tn}} {
+		if c.d == nil {
+			continue
+		}
+		t, err := c.d.Check(c.name)
+		if err != nil {
+			return ti, te, tn, err.Error()
+		}
+		*c.dst = t
+	}
+	return ti, te, tn, ""
 }
 
 // requestClaimProblem applies the claim rules of PACT §3.2 as of at.
@@ -322,7 +397,13 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 	if c.Exp == nil {
 		return "exp missing"
 	}
-	iat, exp := c.Iat.Time(), c.Exp.Time()
+	iat, exp, nbf, problem := times(c.Iat, c.Exp, c.Nbf)
+	if problem != "" {
+		return problem
+	}
+	if !nbf.IsZero() && nbf.After(at.Add(skew)) {
+		return fmt.Sprintf("not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339))
+	}
 	if exp.Sub(iat) > 300*time.Second {
 		return fmt.Sprintf("exp is %s after iat (at most 300s)", exp.Sub(iat))
 	}
@@ -335,34 +416,42 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 	return ""
 }
 
-func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check) {
+func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
 	const name = CheckDelegationToken
 	var claims TokenClaims
 	if _, problem := unverifiedClaims(name, "delegation token", tok, &claims); problem != nil {
-		return nil, *problem
+		return nil, *problem, nil
 	}
 	payload, kid, alg, s, err := verifySigned(tok, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
+	if u := decided(err); u != nil {
+		return nil, Check{}, u
+	}
 	if err != nil {
-		return &claims, fail(name, "%v", err)
+		return &claims, fail(name, "%v", err), nil
 	}
 	var vc TokenClaims
 	if err := json.Unmarshal(payload, &vc); err != nil {
-		return &claims, fail(name, "claims are not a JSON object")
+		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	skew := v.cfg.Skew
+	iat, exp, nbf, problem := times(vc.Iat, vc.Exp, vc.Nbf)
 	switch {
 	case s.Issuer != "" && vc.Iss != s.Issuer:
-		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer)
+		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer), nil
 	case vc.Exp == nil:
-		return &vc, fail(name, "exp missing")
-	case at.After(vc.Exp.Time().Add(skew)):
-		return &vc, fail(name, "expired at %s, before the receipt ts %s", vc.Exp.Time().Format(time.RFC3339), at.Format(time.RFC3339))
-	case vc.Iat != nil && vc.Iat.Time().After(at.Add(skew)):
-		return &vc, fail(name, "issued at %s, after the receipt ts %s", vc.Iat.Time().Format(time.RFC3339), at.Format(time.RFC3339))
+		return &vc, fail(name, "exp missing"), nil
+	case problem != "":
+		return &vc, fail(name, "%s", problem), nil
+	case at.After(exp.Add(skew)):
+		return &vc, fail(name, "expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339)), nil
+	case vc.Iat != nil && iat.After(at.Add(skew)):
+		return &vc, fail(name, "issued at %s, after the receipt ts %s", iat.Format(time.RFC3339), at.Format(time.RFC3339)), nil
+	case vc.Nbf != nil && nbf.After(at.Add(skew)):
+		return &vc, fail(name, "not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339)), nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, expires %s", alg, kid, vc.Exp.Time().Format(time.RFC3339))}
+	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, expires %s", alg, kid, exp.Format(time.RFC3339))}, nil
 }
 
 // checkBindings: grant id, user, pa and brand agree across receipt, token
@@ -483,7 +572,10 @@ var ErrPAJWT = errors.New("personal-agent JWT rejected")
 // all as of at with the configured skew. It returns the verified claims.
 func (v *Verifier) VerifyPAJWT(ctx context.Context, token string, at time.Time, src KeySource) (*RequestClaims, error) {
 	res := &Result{}
-	claims, c := v.checkRequest(ctx, token, at, src, res)
+	claims, c, err := v.checkRequest(ctx, token, at, src, res)
+	if err != nil {
+		return nil, err
+	}
 	if c.Result != Pass {
 		return nil, fmt.Errorf("%w: %s", ErrPAJWT, c.Detail)
 	}

@@ -176,6 +176,10 @@ type Retention struct {
 	Periods map[string]string `yaml:"periods"`
 	// Tools maps a tool to a class name; merged over the built-in table.
 	Tools map[string]string `yaml:"tools"`
+	// Scopes maps a PACT scope id to a class name; merged over the built-in
+	// table. A receipt row is never kept shorter than its scopes used imply;
+	// a scope missing from the table takes the longest class.
+	Scopes map[string]string `yaml:"scopes"`
 	// SweepInterval is how often the sweeper runs (also once at start-up);
 	// default 1h.
 	SweepInterval Duration `yaml:"sweepInterval"`
@@ -391,6 +395,13 @@ func (c *Config) Policy() (retention.Policy, error) {
 			return p, fmt.Errorf("retention.tools.%s: %w", tool, err)
 		}
 		p.Tools[tool] = cl
+	}
+	for scope, name := range c.Retention.Scopes {
+		cl, err := retention.ParseClass(name)
+		if err != nil {
+			return p, fmt.Errorf("retention.scopes.%s: %w", scope, err)
+		}
+		p.Scopes[scope] = cl
 	}
 	return p, p.Validate()
 }
