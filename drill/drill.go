@@ -282,14 +282,25 @@ type facts struct {
 	identity    bool
 	reverified  bool
 	missing     []string // evidence a person would have to find
+	original    *ledger.Row // the earlier row a DUPLICATE row replays
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
 // took, counted in receipt_row.
 func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int) ([]Pull, string) {
 	f := &facts{row: row}
+	if row.Kind == ledger.KindRefusal {
+		return r.drillRefusal(ctx, row, lookup)
+	}
 	var pulls []Pull
 	add := func(p Pull) { pulls = append(pulls, p) }
+	if row.Verifier.DuplicateOf != "" {
+		// Found before the timers start: the lookup of the replayed row is
+		// part of the receipt_row pull below.
+		if orig, err := r.l.Get(ctx, row.Verifier.DuplicateOf); err == nil {
+			f.original = orig
+		}
+	}
 
 	// 1. receipt_row: the row, its receipt hash and the stored receipt bytes.
 	t := startTimer()
@@ -477,10 +488,60 @@ func (r *Runner) agentIdentity(ctx context.Context, t timer, f *facts) Pull {
 		kid, short(snap.ID), row.Agent.Platform, clock(snap.FetchedAt), snap.URI, alg)
 }
 
+// drillRefusal answers the six pulls for a refusal row from the row alone:
+// no receipt was presented, so the playbook's rule 1 decides (no verifiable
+// receipt: unauthorized) and nothing needs a person.
+func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.Duration) ([]Pull, string) {
+	var pulls []Pull
+	add := func(p Pull) { pulls = append(pulls, p) }
+	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
+	claimed := "no one"
+	if row.Refusal != nil && row.Refusal.ClaimedPrincipal != "" {
+		claimed = row.Refusal.ClaimedPrincipal
+	}
+	agent := row.Agent.Platform
+	if agent == "" {
+		agent = "an unnamed agent"
+	}
+	t := startTimer()
+	t.start = t.start.Add(-lookup)
+	add(t.pull(row.ID, PullReceiptRow, true, "row %s is a refusal recorded %s: no receipt was presented (%s)", short(row.ID), clock(row.RecordedAt), refusalReason(row)))
+	t = startTimer()
+	add(t.pull(row.ID, PullGrant, true, "no grant was presented: the refusal names %s as the customer, a claim no signature vouches for", claimed))
+	t = startTimer()
+	add(t.pull(row.ID, PullActionLog, true, "the refused action: %s; it was not taken under any receipt", what))
+	t = startTimer()
+	add(t.pull(row.ID, PullAgentIdentity, true, "claimed by %s; without a receipt no agent identity counts as approval", agent))
+	t = startTimer()
+	rv, err := r.l.VerifyRow(ctx, row.ID)
+	switch {
+	case err != nil:
+		add(t.pull(row.ID, PullReverify, false, "verify failed: %v", err))
+	case !rv.Same:
+		add(t.pull(row.ID, PullReverify, false, "the stored refusal no longer gives the write-time result: %s", strings.Join(rv.Differences, "; ")))
+	default:
+		add(t.pull(row.ID, PullReverify, true, "the stored refusal record gives the write-time result (%s)", row.Status))
+	}
+	t = startTimer()
+	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))
+	return pulls, fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was recorded as refused (%s). "+
+		"It does not count as your approval; if anything was changed without it, we will put it right.", what, refusalReason(row))
+}
+
 // decide turns the pulls into the decision and the customer's reply.
 func decide(f *facts) (passed bool, detail, reply string) {
 	row := f.row
 	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
+	if of := row.Verifier.DuplicateOf; of != "" {
+		// A replay is never a second authorization, whatever else the
+		// pulls found: the decision belongs to the row it replays.
+		first := "an earlier record"
+		if f.original != nil {
+			first = fmt.Sprintf("the record made %s (%s)", clock(f.original.RecordedAt), strings.ToLower(f.original.Status.String()))
+		}
+		return true, fmt.Sprintf("replay of row %s: not a second authorization; decide the dispute on that row", of),
+			fmt.Sprintf("The record of %s repeats %s of the same signed request. It is not a second approval and counts once; our answer on that first record stands for both.", what, first)
+	}
 	if len(f.missing) > 0 {
 		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "),
 			fmt.Sprintf("We are checking the record of %s; a member of our team will get back to you.", what)

@@ -79,90 +79,69 @@ const maxReported = 1000
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	now := l.cfg.Now().UTC()
 	res := &SweepResult{At: now, DryRun: dryRun}
-	// The open incidents and the agent-days they hold.
-	held := map[string]bool{}
-	err := l.store.View(ctx, func(tx Tx) error {
-		token := ""
-		for {
-			incs, next, err := tx.Incidents(1000, token)
-			if err != nil {
-				return err
-			}
-			for _, inc := range incs {
-				if !inc.Open() {
-					continue
-				}
-				r, err := tx.Row(inc.RowID)
-				if err != nil {
-					continue
-				}
-				held[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
-			}
-			if next == "" {
-				return nil
-			}
-			token = next
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
-	}
 	pos := ""
 	for {
-		var due []*Row
-		var next string
-		var keepWhy = map[string]string{}
+		var (
+			due     []*Row
+			next    string
+			keepWhy map[string]string
+		)
 		err := l.store.View(ctx, func(tx Tx) error {
 			var err error
 			if due, next, err = tx.Expired(now, pos, 500); err != nil {
 				return err
 			}
-			for _, r := range due {
-				var loc Location
-				var err error
-				if r.EvidenceNotKept == "" { // else there is no evidence object to wait for
-					loc, err = tx.Object(EvidenceKey(r.ID))
-				}
-				switch {
-				case held[r.Agent.Platform+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")]:
-					keepWhy[r.ID] = "an open incident holds the agent platform's rows of that day"
-				case errors.Is(err, ErrNotFound):
-					keepWhy[r.ID] = "its evidence is still in the outbox"
-				case err != nil:
-					return err
-				case loc.LegalHold:
-					keepWhy[r.ID] = "its evidence is under legal hold"
-				}
-			}
-			return nil
+			keepWhy, err = keepReasons(tx, due, now)
+			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sweep: %w", err)
 		}
 		var goes []*Row
 		for _, r := range due {
-			item := SweepItem{RowID: r.ID, Class: r.Class, RetainUntil: r.RetainUntil, Kept: keepWhy[r.ID]}
-			if item.Kept != "" {
-				res.Kept = appendCapped(res.Kept, item, res)
-				continue
+			if keepWhy[r.ID] == "" {
+				goes = append(goes, r)
 			}
-			res.Swept = appendCapped(res.Swept, item, res)
-			goes = append(goes, r)
+		}
+		if sweepHook != nil {
+			sweepHook()
 		}
 		if !dryRun && len(goes) > 0 {
+			// Decide again in the deleting transaction: an incident, a hold
+			// or a retention extension that landed since the read above
+			// keeps the row.
+			var swept []*Row
 			err := l.store.Update(ctx, func(tx Tx) error {
+				swept = swept[:0]
+				again, err := keepReasons(tx, goes, now)
+				if err != nil {
+					return err
+				}
 				for _, r := range goes {
+					if why := again[r.ID]; why != "" {
+						keepWhy[r.ID] = why
+						continue
+					}
 					if _, err := tx.SweepRow(r, Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RetainUntil, SweptAt: now}); err != nil {
 						return fmt.Errorf("sweep row %s: %w", r.ID, err)
 					}
+					swept = append(swept, r)
 				}
 				return nil
 			})
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range goes {
+			for _, r := range swept {
 				l.cfg.Metrics.swept(r.Class)
+			}
+		}
+		for _, r := range due {
+			item := SweepItem{RowID: r.ID, Class: r.Class, RetainUntil: r.RetainUntil, Kept: keepWhy[r.ID]}
+			if item.Kept != "" {
+				res.Kept = appendCapped(res.Kept, item, res)
+			} else {
+				res.Swept = appendCapped(res.Swept, item, res)
 			}
 		}
 		if next == "" {
@@ -174,6 +153,82 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 		l.deleteObjects(ctx, res)
 	}
 	return res, nil
+}
+
+// sweepHook, when set (tests), runs between a sweep's decision and its
+// deleting transaction.
+var sweepHook func()
+
+// keepReasons re-reads each due row in tx and says why it must stay (an
+// empty reason: it goes): swept or changed since, retention extended, an
+// open incident holding its agent platform's day, evidence still in the
+// outbox, or evidence under legal hold.
+func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
+	held, err := heldDays(tx)
+	if err != nil {
+		return nil, err
+	}
+	why := make(map[string]string, len(due))
+	for _, r := range due {
+		cur, err := tx.Row(r.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			why[r.ID] = "it is no longer in the ledger"
+			continue
+		case err != nil:
+			return nil, err
+		case cur.Class != r.Class || cur.RetainUntil.IsZero() || cur.RetainUntil.After(now):
+			why[r.ID] = "its retention changed since the sweep read it"
+			continue
+		}
+		var loc Location
+		if r.EvidenceNotKept == "" { // else there is no evidence object to wait for
+			loc, err = tx.Object(EvidenceKey(r.ID))
+		}
+		switch {
+		case held[agentDay(r)]:
+			why[r.ID] = "an open incident holds the agent platform's rows of that day"
+		case errors.Is(err, ErrNotFound):
+			why[r.ID] = "its evidence is still in the outbox"
+		case err != nil:
+			return nil, err
+		case loc.LegalHold:
+			why[r.ID] = "its evidence is under legal hold"
+		}
+	}
+	return why, nil
+}
+
+// agentDay is the key of a row's agent platform and UTC day, the unit an
+// open incident holds.
+func agentDay(r *Row) string {
+	return r.Agent.Platform + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
+}
+
+// heldDays returns the agent-days the open incidents hold.
+func heldDays(tx Tx) (map[string]bool, error) {
+	held := map[string]bool{}
+	token := ""
+	for {
+		incs, next, err := tx.Incidents(1000, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, inc := range incs {
+			if !inc.Open() {
+				continue
+			}
+			r, err := tx.Row(inc.RowID)
+			if err != nil {
+				continue
+			}
+			held[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
+		}
+		if next == "" {
+			return held, nil
+		}
+		token = next
+	}
 }
 
 func appendCapped(list []SweepItem, item SweepItem, res *SweepResult) []SweepItem {
