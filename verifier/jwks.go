@@ -119,39 +119,96 @@ type FetcherConfig struct {
 	AllowInsecureLoopback bool
 	// Timeout bounds one fetch; default 5 s.
 	Timeout time.Duration
-	// TTL is how long a fetched JWKS is reused; default 5 min.
+	// TTL is how long a fetched document is served without asking its
+	// endpoint again; default 5 min. After it, the document is still served
+	// while one refetch runs in the background (stale-while-revalidate).
 	TTL time.Duration
-	// MinRefetch is the least time between two refetches of one URI on an
-	// unknown kid; default 10 s.
+	// MaxStale is how long after its last successful fetch a document keeps
+	// being served while refetches fail; default 1 h. Past it, callers wait
+	// for a fetch and get an error wrapping ErrFetch if it fails. A value
+	// below TTL means TTL.
+	MaxStale time.Duration
+	// MinRefetch is the least time between two fetches of one URI after a
+	// failed fetch, and between two refetches on an unknown kid; default 10 s.
 	MinRefetch time.Duration
+	// UnknownKidWait bounds how long Refresh waits for its refetch; default
+	// 1 s. The refetch itself goes on (bounded by Timeout) for later callers.
+	UnknownKidWait time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// OnFetch, when set, is told about each fetch ("ok" or "error").
+	// OnFetch, when set, is told the result of each fetch: "ok", "error"
+	// (network, timeout, non-200, too large) or "rejected" (fetched but not
+	// a usable document: not JSON, or a JWKS without one usable key). It is
+	// called from the goroutine that fetched and must not block.
 	OnFetch func(result string)
+	// OnStale, when set, is called each time a document older than TTL is
+	// served (its refetch running or failing), with the document's age since
+	// its last successful fetch. It must not block.
+	OnStale func(age time.Duration)
 }
+
+// Fetch results passed to FetcherConfig.OnFetch.
+const (
+	FetchOK       = "ok"
+	FetchError    = "error"
+	FetchRejected = "rejected"
+)
 
 // Fetcher fetches JWKS and RFC 8414 metadata from configured URIs, with a
 // size cap, a timeout, a cache and a rate-limited refetch.
+//
+// No lock is held across I/O. Each URI has at most one fetch in flight; it
+// runs in its own goroutine with a context detached from the caller that
+// started it, bounded by Timeout, and every caller that needs it waits on
+// it (bounded by its own ctx). A document past TTL is served at once while
+// its refetch runs; a fetched document that is not usable (for a JWKS: no
+// ES256 or RS256 verification key) is rejected and the one cached kept.
+//
+// Errors wrapping ErrFetch mean the keys could not be obtained for a reason
+// that may pass (see Keys and Refresh); callers should answer "retry", not
+// decide.
 type Fetcher struct {
 	cfg    FetcherConfig
 	client *http.Client
 
-	mu    sync.Mutex
-	cache map[string]*cacheEntry
+	mu    sync.Mutex // guards cache and every cacheEntry; never held across I/O
+	cache map[cacheKey]*cacheEntry
 }
 
+type docKind int
+
+const (
+	kindKeys docKind = iota
+	kindMeta
+)
+
+type cacheKey struct {
+	kind docKind
+	uri  string
+}
+
+// cacheEntry is one URI's cached document and fetch state, guarded by
+// Fetcher.mu.
 type cacheEntry struct {
-	mu          sync.Mutex // serializes fetches of one URI
-	ks          *KeySet
-	meta        *metadata
-	fetched     time.Time
-	lastRefresh time.Time
-	lastErr     error
-	lastErrAt   time.Time
+	key       cacheKey
+	doc       any       // *KeySet or *metadata, the last one accepted; nil before
+	fetched   time.Time // when doc was last fetched and accepted
+	lastErr   error     // the latest fetch's error; nil after a success
+	lastErrAt time.Time
+	flight    *flight // the fetch in progress, nil when none
+	// refresh is the latest unknown-kid refetch (running or finished),
+	// started (or joined) at refreshAt.
+	refresh   *flight
+	refreshAt time.Time
 }
 
-// maxStale is how long a cached JWKS keeps serving while refetches fail.
-const maxStale = time.Hour
+// flight is one fetch in progress. doc and err are written before done is
+// closed and read only after.
+type flight struct {
+	done chan struct{}
+	doc  any
+	err  error
+}
 
 type metadata struct {
 	Issuer  string `json:"issuer"`
@@ -166,8 +223,15 @@ func NewFetcher(cfg FetcherConfig) *Fetcher {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 5 * time.Minute
 	}
+	if cfg.MaxStale <= 0 {
+		cfg.MaxStale = time.Hour
+	}
+	cfg.MaxStale = max(cfg.MaxStale, cfg.TTL)
 	if cfg.MinRefetch <= 0 {
 		cfg.MinRefetch = 10 * time.Second
+	}
+	if cfg.UnknownKidWait <= 0 {
+		cfg.UnknownKidWait = time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -188,99 +252,263 @@ func NewFetcher(cfg FetcherConfig) *Fetcher {
 				return errors.New("redirects are not followed")
 			},
 		},
-		cache: make(map[string]*cacheEntry),
+		cache: make(map[cacheKey]*cacheEntry),
 	}
 }
 
-func (f *Fetcher) entry(uri string) *cacheEntry {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e := f.cache[uri]
+// entry returns the cache entry of k, creating it. f.mu must be held.
+func (f *Fetcher) entry(k cacheKey) *cacheEntry {
+	e := f.cache[k]
 	if e == nil {
-		e = &cacheEntry{}
-		f.cache[uri] = e
+		e = &cacheEntry{key: k}
+		f.cache[k] = e
 	}
 	return e
 }
 
-// Keys returns the JWKS at uri, from the cache while it is fresh.
+// Keys returns the JWKS at uri:
+//   - within TTL of its last successful fetch, the cached set;
+//   - past TTL and within MaxStale, the cached set at once, while one
+//     refetch runs in the background (none while the last fetch failed less
+//     than MinRefetch ago);
+//   - otherwise (no set yet, or older than MaxStale) it waits for the fetch,
+//     bounded by ctx and Timeout.
+//
+// The error wraps ErrFetch whenever no set could be obtained: network
+// error, timeout, non-200, a body that is not a usable JWKS (also wrapping
+// ErrBadJWKS), a fetch that failed less than MinRefetch ago, or ctx done.
 func (f *Fetcher) Keys(ctx context.Context, uri string) (*KeySet, error) {
-	e := f.entry(uri)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := f.cfg.Now()
-	if e.ks != nil && now.Sub(e.fetched) < f.cfg.TTL {
-		return e.ks, nil
+	doc, err := f.load(ctx, cacheKey{kindKeys, uri})
+	if err != nil {
+		return nil, err
 	}
-	// A failing endpoint is asked again at most once per MinRefetch, so a
-	// signer that is down cannot make every write wait for a timeout.
-	if e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch {
-		if e.ks != nil && now.Sub(e.fetched) < maxStale {
-			return e.ks, nil
-		}
-		return nil, e.lastErr
-	}
-	ks, err := f.fetchKeys(ctx, uri, e)
-	if err != nil && e.ks != nil && now.Sub(e.fetched) < maxStale {
-		return e.ks, nil // the keys last published, while the endpoint fails
-	}
-	return ks, err
+	return doc.(*KeySet), nil
 }
 
-// Refresh refetches the JWKS at uri after an unknown kid, at most once per
-// MinRefetch; within that window it returns the cached set.
+// Refresh refetches the JWKS at uri after an unknown kid and returns the set
+// it fetched. It waits for the refetch at most UnknownKidWait (and ctx);
+// when that passes first, the error wraps ErrFetch and the refetch goes on
+// for later callers. A fetch already in flight is joined rather than
+// doubled.
+//
+// Refetches are rate-limited to one per MinRefetch per URI. Within that
+// window Refresh answers with the latest refetch's outcome: the cached set
+// when it succeeded (the kid is decidedly unknown), an error wrapping
+// ErrFetch when it failed or is still running past UnknownKidWait, even
+// while a cached set exists (the kid is undecided). Outside the window, an
+// endpoint whose latest fetch failed less than MinRefetch ago is not asked
+// again: the error wraps ErrFetch.
 func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
-	e := f.entry(uri)
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := f.CheckURI(uri); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	e := f.entry(cacheKey{kindKeys, uri})
 	now := f.cfg.Now()
-	if e.ks != nil && now.Sub(e.lastRefresh) < f.cfg.MinRefetch {
-		return e.ks, nil
-	}
-	e.lastRefresh = now
-	return f.fetchKeys(ctx, uri, e)
-}
-
-func (f *Fetcher) fetchKeys(ctx context.Context, uri string, e *cacheEntry) (*KeySet, error) {
-	body, err := f.get(ctx, uri)
-	if err == nil {
-		var ks *KeySet
-		if ks, err = ParseKeySet(NewSnapshot(uri, f.cfg.Now(), body)); err == nil {
-			return f.store(e, ks), nil
+	fl := e.refresh
+	if fl == nil || now.Sub(e.refreshAt) >= f.cfg.MinRefetch {
+		fl = e.flight
+		if fl == nil && e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch {
+			// The endpoint failed moments ago: the kid stays undecided
+			// without asking it again.
+			err := e.lastErr
+			f.mu.Unlock()
+			return nil, fmt.Errorf("refetch after an unknown kid: %w", err)
 		}
-		err = fmt.Errorf("jwks %s: %w", uri, err)
+		if fl == nil {
+			fl = f.start(ctx, e)
+		}
+		e.refresh, e.refreshAt = fl, now
 	}
-	e.lastErr, e.lastErrAt = err, f.cfg.Now()
-	return nil, err
+	f.mu.Unlock()
+
+	wait := time.NewTimer(f.cfg.UnknownKidWait)
+	defer wait.Stop()
+	select {
+	case <-fl.done:
+	case <-wait.C:
+		return nil, fmt.Errorf("%w: %s: refetch after an unknown kid still running after %s", ErrFetch, uri, f.cfg.UnknownKidWait)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, uri, context.Cause(ctx))
+	}
+	if fl.err != nil {
+		return nil, fmt.Errorf("refetch after an unknown kid: %w", fl.err)
+	}
+	// The newest accepted set: a later fetch may have replaced the one this
+	// refetch brought.
+	f.mu.Lock()
+	ks := e.doc.(*KeySet)
+	f.mu.Unlock()
+	return ks, nil
 }
 
-func (f *Fetcher) store(e *cacheEntry, ks *KeySet) *KeySet {
-	e.lastErr = nil
-	if e.ks != nil && e.ks.Snapshot.ID == ks.Snapshot.ID {
-		ks.Snapshot.FetchedAt = e.ks.Snapshot.FetchedAt
-	}
-	e.ks, e.fetched = ks, f.cfg.Now()
-	return ks
-}
-
-// Metadata returns the issuer and jwks_uri of the RFC 8414 metadata at uri.
+// Metadata returns the issuer and jwks_uri of the RFC 8414 metadata at uri,
+// cached like Keys (TTL, stale-while-revalidate within MaxStale, one fetch
+// in flight). The error wraps ErrFetch whenever none could be obtained.
 func (f *Fetcher) Metadata(ctx context.Context, uri string) (issuer, jwksURI string, err error) {
-	e := f.entry("meta " + uri)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.meta != nil && f.cfg.Now().Sub(e.fetched) < f.cfg.TTL {
-		return e.meta.Issuer, e.meta.JWKSURI, nil
-	}
-	body, err := f.get(ctx, uri)
+	doc, err := f.load(ctx, cacheKey{kindMeta, uri})
 	if err != nil {
 		return "", "", err
 	}
+	m := doc.(*metadata)
+	return m.Issuer, m.JWKSURI, nil
+}
+
+// Staleness reports, for each URI whose latest fetch failed while a document
+// from an earlier fetch is cached, how long ago (as of now) that document was
+// last fetched successfully. Such a document is served until MaxStale.
+func (f *Fetcher) Staleness(now time.Time) map[string]time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Duration)
+	for _, e := range f.cache {
+		if e.doc != nil && e.lastErr != nil {
+			out[e.key.uri] = max(out[e.key.uri], now.Sub(e.fetched))
+		}
+	}
+	return out
+}
+
+// MaxStale is the longest a document is served past its last successful
+// fetch while refetches fail (FetcherConfig.MaxStale after defaults). A
+// writer told to retry because keys are unavailable should keep retrying at
+// least this long.
+func (f *Fetcher) MaxStale() time.Duration { return f.cfg.MaxStale }
+
+// load returns the document of k as Keys documents it.
+func (f *Fetcher) load(ctx context.Context, k cacheKey) (any, error) {
+	if err := f.CheckURI(k.uri); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	e := f.entry(k)
+	now := f.cfg.Now()
+	backoff := e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch
+	if e.doc != nil {
+		age := now.Sub(e.fetched)
+		if age < f.cfg.TTL {
+			doc := e.doc
+			f.mu.Unlock()
+			return doc, nil
+		}
+		if age < f.cfg.MaxStale {
+			if e.flight == nil && !backoff {
+				f.start(ctx, e)
+			}
+			doc := e.doc
+			f.mu.Unlock()
+			if f.cfg.OnStale != nil {
+				f.cfg.OnStale(age)
+			}
+			return doc, nil
+		}
+	}
+	fl := e.flight
+	if fl == nil {
+		if backoff {
+			err := e.lastErr
+			f.mu.Unlock()
+			return nil, err
+		}
+		fl = f.start(ctx, e)
+	}
+	f.mu.Unlock()
+
+	select {
+	case <-fl.done:
+		return fl.doc, fl.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, k.uri, context.Cause(ctx))
+	}
+}
+
+// start begins a fetch of e's URI in its own goroutine, with a context that
+// keeps ctx's values but not its cancellation (the fetch serves every
+// waiter, not only the caller that started it); doGet bounds it by Timeout.
+// f.mu must be held.
+func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
+	fl := &flight{done: make(chan struct{})}
+	e.flight = fl
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		doc, err := f.fetch(ctx, e.key)
+		f.mu.Lock()
+		now := f.cfg.Now()
+		if err == nil {
+			doc = accept(e, doc, now)
+		} else {
+			e.lastErr, e.lastErrAt = err, now
+		}
+		e.flight = nil
+		fl.doc, fl.err = doc, err
+		f.mu.Unlock()
+		close(fl.done)
+	}()
+	return fl
+}
+
+// accept makes doc e's cached document. A JWKS with the same bytes as the
+// cached one keeps the time it was first fetched, so its snapshot is one.
+// f.mu must be held.
+func accept(e *cacheEntry, doc any, now time.Time) any {
+	if ks, ok := doc.(*KeySet); ok {
+		if old, ok := e.doc.(*KeySet); ok && old.Snapshot.ID == ks.Snapshot.ID {
+			ks.Snapshot.FetchedAt = old.Snapshot.FetchedAt
+		}
+	}
+	e.doc, e.fetched, e.lastErr = doc, now, nil
+	return doc
+}
+
+// fetch gets and parses the document of k. Every error wraps ErrFetch; a
+// body that is not a usable document also wraps ErrBadJWKS.
+func (f *Fetcher) fetch(ctx context.Context, k cacheKey) (any, error) {
+	body, err := f.doGet(ctx, k.uri)
+	if err != nil {
+		f.report(FetchError)
+		return nil, err
+	}
+	var doc any
+	switch k.kind {
+	case kindKeys:
+		doc, err = parseUsableKeySet(NewSnapshot(k.uri, f.cfg.Now(), body))
+	case kindMeta:
+		doc, err = parseMetadata(body)
+	}
+	if err != nil {
+		f.report(FetchRejected)
+		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, k.uri, err)
+	}
+	f.report(FetchOK)
+	return doc, nil
+}
+
+func (f *Fetcher) report(result string) {
+	if f.cfg.OnFetch != nil {
+		f.cfg.OnFetch(result)
+	}
+}
+
+// parseUsableKeySet parses a fetched JWKS and rejects one without a single
+// usable key: such a set (a misconfigured endpoint, or someone in its path)
+// must not replace keys that verify.
+func parseUsableKeySet(s Snapshot) (*KeySet, error) {
+	ks, err := ParseKeySet(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(ks.keys) == 0 {
+		return nil, fmt.Errorf("%w: no usable ES256 or RS256 verification key (%d entries skipped)", ErrBadJWKS, ks.Skipped)
+	}
+	return ks, nil
+}
+
+func parseMetadata(body []byte) (*metadata, error) {
 	var m metadata
 	if err := json.Unmarshal(body, &m); err != nil || m.JWKSURI == "" {
-		return "", "", fmt.Errorf("%w: metadata %s has no jwks_uri", ErrBadJWKS, uri)
+		return nil, fmt.Errorf("%w: metadata has no jwks_uri", ErrBadJWKS)
 	}
-	e.meta, e.fetched = &m, f.cfg.Now()
-	return m.Issuer, m.JWKSURI, nil
+	return &m, nil
 }
 
 // CheckURI reports whether uri may be fetched: https, or http to a loopback
@@ -313,21 +541,6 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
-	if err := f.CheckURI(uri); err != nil {
-		return nil, err
-	}
-	body, err := f.doGet(ctx, uri)
-	if f.cfg.OnFetch != nil {
-		if err != nil {
-			f.cfg.OnFetch("error")
-		} else {
-			f.cfg.OnFetch("ok")
-		}
-	}
-	return body, err
 }
 
 func (f *Fetcher) doGet(ctx context.Context, uri string) ([]byte, error) {
