@@ -70,7 +70,9 @@ func NewRegistry(f *Fetcher, brands []Brand, agents []Agent) (*Registry, error) 
 	return r, nil
 }
 
-// Brand implements KeySource.
+// Brand implements KeySource. The error wraps ErrUntrusted when the brand is
+// not configured, and ErrFetch when its metadata or keys could not be
+// obtained for a reason that may pass (see Fetcher.Keys and Refresh).
 func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool) (Signer, error) {
 	b, ok := r.brands[interfaceURL]
 	if !ok {
@@ -94,7 +96,10 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 	return Signer{Keys: ks, Issuer: issuer}, err
 }
 
-// Agent implements KeySource.
+// Agent implements KeySource. The error wraps ErrUntrusted when the agent is
+// not registered (nor discoverable under OpenAgents) or is disabled, and
+// ErrFetch when its discovery document or keys could not be obtained for a
+// reason that may pass.
 func (r *Registry) Agent(ctx context.Context, issuer string, refresh bool) (Signer, error) {
 	a, ok := r.agents[issuer]
 	if !ok && r.open {
@@ -124,7 +129,8 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 	}
 	iss, jwksURI, err := r.fetcher.Metadata(ctx, strings.TrimRight(issuer, "/")+"/.well-known/openid-configuration")
 	if err != nil {
-		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery: %v", ErrUntrusted, issuer, err)
+		// Unreachable or unusable discovery may pass: undecided (ErrFetch).
+		return Signer{}, fmt.Errorf("personal agent %q: discovery: %w", issuer, err)
 	}
 	if iss != issuer {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery names issuer %q", ErrUntrusted, issuer, iss)
