@@ -244,3 +244,45 @@ func TestReadOnlyRowKeepsNoBytesToDrill(t *testing.T) {
 		t.Fatalf("monthly drill sampled a read-only row")
 	}
 }
+
+// A replay is never excused as the customer's authorization, and a refusal
+// is decided by rule 1 without a person.
+func TestDrillDecisionsForReplaysAndRefusals(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	r := e.sc.Mint(pacttest.Spec{User: "acct-7", Target: "R-7"})
+	first := e.append(t, r)
+	replay := *r
+	replay.ReceiptJWS = pacttest.MalleateES256(r.ReceiptJWS)
+	dup := e.append(t, &replay)
+	if dup.Status != ledger.Duplicate || dup.Verifier.DuplicateOf != first.ID {
+		t.Fatalf("replay recorded as %v of %q", dup.Status, dup.Verifier.DuplicateOf)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{RowID: dup.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := pulls(rep)[drill.PullDecision]
+	if !d.Passed || !strings.Contains(d.Detail, "replay of row "+first.ID) || !strings.Contains(d.Detail, "not a second authorization") {
+		t.Fatalf("duplicate decision: %+v", d)
+	}
+	if strings.Contains(rep.Reply, "granted") || !strings.Contains(rep.Reply, "not a second approval") {
+		t.Fatalf("duplicate reply: %s", rep.Reply)
+	}
+
+	ref, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "acct-30418", ClaimedAgent: "MyHelper", Tool: "change_address", Target: "acct-30418", Reason: "no receipt; routed to human", ObservedAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = e.r.Run(ctx, drill.Request{RowID: ref.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = pulls(rep)[drill.PullDecision]
+	if !d.Passed || !strings.Contains(d.Detail, "rule 1") || !strings.Contains(d.Detail, "unauthorized") || strings.Contains(d.Detail, "needs a person") {
+		t.Fatalf("refusal decision: %+v", d)
+	}
+	if rep.ChecksPassed != rep.ChecksTotal || !strings.Contains(rep.Reply, "no verifiable approval") {
+		t.Fatalf("refusal drill %d/%d, reply %q: %+v", rep.ChecksPassed, rep.ChecksTotal, rep.Reply, rep.Pulls)
+	}
+}
