@@ -26,17 +26,23 @@ func TestDrillReplayAndRefusal(t *testing.T) {
 	defer conn.Close()
 	c := ledgerv1.NewLedgerServiceClient(conn)
 	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
-	r := f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
-	rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: pacttest.MalleateES256(r.ReceiptJWS), RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
-		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
-	if err != nil {
-		t.Fatal(err)
+	r := f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-7001"})
+	post := func(jws string) *ledgerv1.AppendReceiptResponse {
+		t.Helper()
+		rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: jws, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
 	}
-	if rep.GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_DUPLICATE || rep.GetRow().GetVerifier().GetDuplicateOf() != f.rowID {
+	first := post(r.ReceiptJWS).GetRow().GetId()
+	rep := post(pacttest.MalleateES256(r.ReceiptJWS))
+	if rep.GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_DUPLICATE || rep.GetRow().GetVerifier().GetDuplicateOf() != first {
 		t.Fatalf("replay: %v of %q", rep.GetOutcome(), rep.GetRow().GetVerifier().GetDuplicateOf())
 	}
 	code, out, errs := f.ctl(t, "support", "drill", "--row", rep.GetRow().GetId())
-	if code != 0 || !strings.Contains(out, "replay of row "+f.rowID) || !strings.Contains(out, "not a second approval") {
+	if code != 0 || !strings.Contains(out, "replay of row "+first) || !strings.Contains(out, "not a second approval") {
 		t.Fatalf("drill of the replay: %d %s %s", code, out, errs)
 	}
 
