@@ -18,6 +18,9 @@ type Metrics struct {
 	pendingDeletes    prometheus.Gauge
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
+	// DeadLetters is the number of outbox entries moved aside because they
+	// could not succeed (see `ledgerctl outbox`).
+	DeadLetters prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -36,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pactledger_unclassified_tool_rows_total", Help: "Rows with a tool missing from the retention table (given the longest class); see the rows' unclassifiedTools.",
 		}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result.",
+			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result: ok, error (retried), dead (moved to the dead letters).",
 		}, []string{"result"}),
 		OutboxDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pactledger_outbox_depth", Help: "Evidence objects committed in bbolt and not yet in evidence storage.",
@@ -46,7 +49,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.deletedObjects = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_swept_objects_total", Help: "Write-once objects deleted after their retention."})
 	m.pendingDeletes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_sweep_pending_objects", Help: "Objects due for deletion that the store refused or failed to delete (retried next sweep)."})
 	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes)
-	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth)
+	m.DeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_outbox_dead_letters", Help: "Outbox entries moved to the dead letters because they cannot succeed; list them with `ledgerctl outbox`."})
+	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth, m.DeadLetters)
 	return m
 }
 
@@ -77,6 +81,12 @@ func (m *Metrics) uploaded(result string, n int) {
 func (m *Metrics) depth(n int) {
 	if m != nil {
 		m.OutboxDepth.Set(float64(n))
+	}
+}
+
+func (m *Metrics) deadLetters(n int) {
+	if m != nil {
+		m.DeadLetters.Set(float64(n))
 	}
 }
 

@@ -22,6 +22,9 @@ var (
 	// ErrNoSpace: the row store's disk is full; nothing was stored. The
 	// wrapped text names the disk. Writes succeed again once space is freed.
 	ErrNoSpace = errors.New("no space left for the row store")
+	// ErrObjectExists: a different object already holds the key in
+	// write-once storage, so a put under that key can never succeed.
+	ErrObjectExists = errors.New("a different object already holds the key")
 	// ErrKeysUnavailable: the verifier could not decide because a signer's
 	// keys could not be fetched (no cached set, or an unknown kid whose
 	// refetch failed). Nothing was stored; the writer should retry.
@@ -74,6 +77,30 @@ type Tx interface {
 	Object(key string) (Location, error)
 	// OutboxDepth returns the number of entries in the outbox.
 	OutboxDepth() (int, error)
+	// OldestQueued returns when the oldest outbox entry was queued: zero
+	// when the outbox is empty or the entry predates the record.
+	OldestQueued() (time.Time, error)
+	// PlanSegment records a segment object before its put: its key and
+	// member entries are fixed from then on.
+	PlanSegment(p SegmentPlan) error
+	// SegmentPlans returns the recorded segment plans, by key.
+	SegmentPlans() ([]SegmentPlan, error)
+	// DropSegmentPlan removes the plan of the segment key (done or dead).
+	DropSegmentPlan(key string) error
+	// OutboxFailed counts one more failure of outbox entry seq, at at,
+	// and returns the entry's failure record so far.
+	OutboxFailed(seq uint64, reason string, at time.Time) (OutboxFailure, error)
+	// DeadLetter moves outbox entry e to the dead letters with reason and
+	// the failures OutboxFailed recorded for it (at least one, at at). It
+	// does nothing when e has already left the outbox.
+	DeadLetter(e OutboxEntry, reason string, at time.Time) error
+	// DeadLetters returns up to n dead letters whose entry Seq is above
+	// after, in Seq order.
+	DeadLetters(after uint64, n int) ([]DeadLetter, error)
+	// DeadLetterCount returns the number of dead letters.
+	DeadLetterCount() (int, error)
+	// RemoveDeadLetter removes the dead letter of entry seq.
+	RemoveDeadLetter(seq uint64) error
 	// List returns a page of rows matching q, newest first.
 	List(q Query) ([]*Row, string, error)
 	// RowAfter returns the first row whose id sorts at or after key,
@@ -126,6 +153,38 @@ type Tx interface {
 	Drills(n int, pageToken string) ([][]byte, string, error)
 }
 
+// SegmentPlan is a segment object fixed before it is put: its key, its
+// retain-until and its member entries in order (which fix its bytes). The
+// uploader records it before the put and re-puts exactly it until the
+// members are recorded as uploaded, so a put that succeeded but was not
+// recorded is repeated under the same key (an identical re-put of a
+// create-only object is success) and never leaves an orphan object.
+type SegmentPlan struct {
+	Key         string        `json:"key"`
+	RetainUntil time.Time     `json:"retainUntil"`
+	Entries     []OutboxEntry `json:"entries"`
+}
+
+// OutboxFailure is the record of an outbox entry's consecutive counted
+// failures (see UploaderConfig.MaxAttempts).
+type OutboxFailure struct {
+	Attempts int       `json:"attempts"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	Reason   string    `json:"reason"`
+}
+
+// DeadLetter is an outbox entry that could not succeed, moved aside so it
+// blocks nothing: the entry as it was queued, why it was moved, how many
+// counted attempts failed and when the first and last did.
+type DeadLetter struct {
+	Entry        OutboxEntry `json:"entry"`
+	Reason       string      `json:"reason"`
+	Attempts     int         `json:"attempts"`
+	FirstFailure time.Time   `json:"firstFailure"`
+	LastFailure  time.Time   `json:"lastFailure"`
+}
+
 // Query filters ListRows. Empty fields do not filter.
 type Query struct {
 	Principal string
@@ -144,7 +203,8 @@ type Query struct {
 // directory).
 type ObjectStore interface {
 	// Put creates key with body, retained until retainUntil. An existing
-	// object with the same bytes is success; other bytes are an error.
+	// object with the same bytes is success; other bytes are an error
+	// wrapping ErrObjectExists.
 	Put(ctx context.Context, key string, body []byte, retainUntil time.Time) (Location, error)
 	// Get returns the bytes of key, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/internal/retry"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // UploaderConfig tunes RunUploader. The zero value is the default.
@@ -24,6 +25,27 @@ type UploaderConfig struct {
 	Idle time.Duration
 	// MaxBackoff caps the wait after a failed round; default 30 s.
 	MaxBackoff time.Duration
+	// MaxAttempts is how many consecutive counted failures of one entry
+	// move it to the dead letters; default DefaultMaxAttempts. A failure
+	// counts only in a round where another upload succeeded, so an outage
+	// of the evidence store moves nothing aside: everything waits, in order.
+	MaxAttempts int
+}
+
+// DefaultMaxAttempts is UploaderConfig.MaxAttempts by default.
+const DefaultMaxAttempts = 5
+
+func (c UploaderConfig) withDefaults() UploaderConfig {
+	if c.Batch <= 0 {
+		c.Batch = 512
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	return c
 }
 
 // MaxSegmentBytes caps one evidence segment object.
@@ -41,16 +63,12 @@ const MinRetention = 24 * time.Hour
 // incident evidence as objects of their own, then removes the entries from
 // the outbox together with their recorded locations. Failures are retried
 // with exponential backoff; nothing leaves the outbox before the store has
-// it.
+// it, except an entry that cannot succeed, which moves to the dead letters
+// (see UploadRound).
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
-	if cfg.Batch <= 0 {
-		cfg.Batch = 512
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
+	cfg = cfg.withDefaults()
 	retry.Drain(ctx, retry.Config{Idle: cfg.Idle, MaxBackoff: cfg.MaxBackoff}, l.notify,
-		func(ctx context.Context) (int, error) { return l.UploadRound(ctx, cfg.Batch, cfg.Workers) },
+		func(ctx context.Context) (int, error) { return l.uploadRound(ctx, cfg) },
 		func(err error, wait time.Duration) {
 			l.cfg.Logger.WarnContext(ctx, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
 		})
@@ -77,7 +95,8 @@ func segmentEnd(t time.Time, span time.Duration) time.Time {
 }
 
 // SegmentKey is the object key of the segment holding outbox entries
-// first..last that are due on day.
+// first..last that are due on day. It is fixed when the segment is planned
+// (see SegmentPlan), before the put, and never recomputed.
 func SegmentKey(day time.Time, first, last uint64) string {
 	name := day.UTC().Format("2006-01-02")
 	if !day.Equal(day.Truncate(24 * time.Hour)) {
@@ -90,42 +109,132 @@ func SegmentKey(day time.Time, first, last uint64) string {
 // "<row id> <length>\n", its bundle bytes, and "\n".
 const segmentHeader = "pactledger-segment v1\n"
 
+// errUnknownEntry: an outbox entry of a kind or operation this version does
+// not know; it can never succeed.
+var errUnknownEntry = errors.New("unknown outbox entry")
+
+// permanent reports whether err dooms the entry it names whatever the
+// retries: its bytes or its object are missing, it is of an unknown kind,
+// or another object holds its key in write-once storage.
+func permanent(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, errUnknownEntry) || errors.Is(err, ErrObjectExists)
+}
+
+// failure is an outbox entry (or a segment's entries) that failed, with why.
+type failure struct {
+	entries []OutboxEntry
+	plan    string // the segment plan they belong to, if any
+	err     error
+}
+
 // UploadRound uploads up to batch outbox entries and returns how many left
-// the outbox. It returns an error when any upload failed.
+// the outbox (uploaded, or moved to the dead letters). It returns an error
+// when an upload failed and will be retried.
+//
+// Segments are planned before they are put: their key and members are
+// recorded in the store first, and a plan is re-put as it is until its
+// members are recorded as uploaded, so a put whose recording was lost (a
+// crash, a failed commit) is repeated under the same key and leaves no
+// orphan object.
+//
+// An entry that cannot succeed moves to the dead letters at once: its
+// bytes are missing, an operation names an object never uploaded, its kind
+// is unknown, or write-once storage holds other bytes under its key. Any
+// other failure of an entry counts as an attempt when another upload of
+// the same round succeeded; DefaultMaxAttempts consecutive attempts move it
+// aside too. Operations on one object keep their order; one failing never
+// holds back the others.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
-	var entries []OutboxEntry
-	var depth int
-	bodies := map[uint64][]byte{}
-	locs := map[uint64]Location{} // for operations on stored objects
+	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
+}
+
+func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
+	var (
+		depth, deadN int
+		plans        []SegmentPlan
+		puts         []OutboxEntry // entries to put that no plan holds yet
+		ops          []OutboxEntry // operations whose object is stored
+		locs         map[uint64]Location
+		bodies       map[uint64][]byte
+		doomed       []failure // found doomed while reading
+	)
 	err := l.store.View(ctx, func(tx Tx) error {
-		var err error
-		if entries, err = tx.Outbox(batch); err != nil {
+		plans, puts, ops, doomed = nil, nil, nil, nil
+		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
+		entries, err := tx.Outbox(cfg.Batch)
+		if err != nil {
 			return err
 		}
 		if depth, err = tx.OutboxDepth(); err != nil {
 			return err
 		}
-		// A round does either the puts at the head of the outbox or the
-		// operations at its head, so an operation always finds its object
-		// already stored.
-		for i, e := range entries {
-			if (e.Op != "") != (entries[0].Op != "") {
-				entries = entries[:i]
-				break
+		if deadN, err = tx.DeadLetterCount(); err != nil {
+			return err
+		}
+		recorded, err := tx.SegmentPlans()
+		if err != nil {
+			return err
+		}
+		planned := map[uint64]bool{}
+		pending := map[string]bool{} // keys with a put still waiting
+	nextPlan:
+		for _, p := range recorded {
+			for _, m := range p.Entries {
+				planned[m.Seq] = true
+				pending[m.Key] = true
 			}
-			if e.Op != "" {
-				loc, err := tx.Object(e.Key)
-				if err != nil {
-					return fmt.Errorf("outbox %s of %s: %w", e.Op, e.Key, err)
+			for _, m := range p.Entries {
+				b, err := entryBody(tx, m)
+				if permanent(err) {
+					doomed = append(doomed, failure{entries: p.Entries, plan: p.Key, err: fmt.Errorf("segment %s: %w", p.Key, err)})
+					continue nextPlan
 				}
-				locs[e.Seq] = loc
+				if err != nil {
+					return err
+				}
+				bodies[m.Seq] = b
+			}
+			plans = append(plans, p)
+		}
+		waiting := map[string]bool{} // keys whose earlier operation waits
+		for _, e := range entries {
+			if e.Op == "" {
+				pending[e.Key] = true
+				if planned[e.Seq] {
+					continue
+				}
+				b, err := entryBody(tx, e)
+				if permanent(err) {
+					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: err})
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				bodies[e.Seq] = b
+				puts = append(puts, e)
 				continue
 			}
-			b, err := entryBody(tx, e)
+			// An operation waits for its object's put and for the
+			// operations on that object before it.
+			if pending[e.Key] || waiting[e.Key] {
+				waiting[e.Key] = true
+				continue
+			}
+			if e.Op != OpHold && e.Op != OpRelease && e.Op != OpExtend {
+				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
+				continue
+			}
+			loc, err := tx.Object(e.Key)
+			if errors.Is(err, ErrNotFound) {
+				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, err)})
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			bodies[e.Seq] = b
+			locs[e.Seq] = loc
+			ops = append(ops, e)
 		}
 		return nil
 	})
@@ -133,19 +242,56 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 		return 0, err
 	}
 	l.cfg.Metrics.depth(depth)
-	if len(entries) == 0 {
+	l.cfg.Metrics.deadLetters(deadN)
+	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 {
 		return 0, nil
 	}
-	if entries[0].Op != "" {
-		return l.operate(ctx, entries, locs, depth)
-	}
+
+	// Fix the new segments (key and members) before anything is put.
 	now := l.cfg.Now()
-	for i := range entries {
-		if entries[i].RetainUntil.Before(now.Add(5 * time.Second)) {
-			entries[i].RetainUntil = now.Add(MinRetention)
+	for i := range puts {
+		if puts[i].RetainUntil.Before(now.Add(5 * time.Second)) {
+			puts[i].RetainUntil = now.Add(MinRetention)
 		}
 	}
-	ups := plan(entries, bodies, l.cfg.SegmentSpan)
+	ups := plan(puts, bodies, l.cfg.SegmentSpan)
+	var fresh []SegmentPlan
+	for _, u := range ups {
+		if u.segment {
+			fresh = append(fresh, SegmentPlan{Key: u.key, RetainUntil: u.retain, Entries: u.entries})
+		}
+	}
+	for _, p := range plans {
+		u := &upload{key: p.Key, retain: p.RetainUntil, entries: p.Entries, segment: true}
+		for _, m := range p.Entries {
+			u.bodies = append(u.bodies, bodies[m.Seq])
+		}
+		ups = append(ups, u)
+	}
+	moved := 0
+	if len(fresh) > 0 || len(doomed) > 0 {
+		err := l.store.Update(ctx, func(tx Tx) error {
+			for _, f := range doomed {
+				if err := deadLetter(tx, f, now, false); err != nil {
+					return err
+				}
+			}
+			for _, p := range fresh {
+				if err := tx.PlanSegment(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("record segment plans: %w", err)
+		}
+		for _, f := range doomed {
+			l.logDead(ctx, f, 1)
+			moved += len(f.entries)
+		}
+		deadN += moved
+	}
 
 	type done struct {
 		e   OutboxEntry
@@ -154,9 +300,10 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	var (
 		mu       sync.Mutex
 		finished []done
-		errs     []error
+		plansOK  []string
+		failed   []failure
 		wg       sync.WaitGroup
-		sem      = make(chan struct{}, workers)
+		sem      = make(chan struct{}, cfg.Workers)
 	)
 	for _, u := range ups {
 		wg.Add(1)
@@ -165,11 +312,23 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 			defer wg.Done()
 			defer func() { <-sem }()
 			locs, err := l.put(ctx, u)
+			if errors.Is(err, ErrNotFound) {
+				// Not the entry's own fault (a store that lost track of
+				// what it just refused): worth retrying.
+				err = errors.New(err.Error())
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				f := failure{entries: u.entries, err: err}
+				if u.segment {
+					f.plan = u.key
+				}
+				failed = append(failed, f)
 				return
+			}
+			if u.segment {
+				plansOK = append(plansOK, u.key)
 			}
 			for i, e := range u.entries {
 				finished = append(finished, done{e, locs[i]})
@@ -177,12 +336,46 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 		}()
 	}
 	wg.Wait()
-	if len(finished) > 0 {
+	opsDone, opLocs, opFailed := l.operate(ctx, ops, locs)
+	for i, e := range opsDone {
+		finished = append(finished, done{e, opLocs[i]})
+	}
+	failed = append(failed, opFailed...)
+
+	succeeded := len(plansOK) + len(finished) // any success shows the store answers
+	var deadNow []failure
+	var attempts []int
+	if len(finished) > 0 || (len(failed) > 0 && succeeded > 0) {
 		err := l.store.Update(ctx, func(tx Tx) error {
+			deadNow, attempts = nil, nil
 			for _, d := range finished {
 				if err := tx.Uploaded(d.e, d.loc); err != nil {
 					return err
 				}
+			}
+			for _, k := range plansOK {
+				if err := tx.DropSegmentPlan(k); err != nil {
+					return err
+				}
+			}
+			for _, f := range failed {
+				n := 0
+				if !permanent(f.err) {
+					for _, e := range f.entries {
+						rec, err := tx.OutboxFailed(e.Seq, f.err.Error(), now)
+						if err != nil {
+							return err
+						}
+						n = max(n, rec.Attempts)
+					}
+					if n < cfg.MaxAttempts {
+						continue
+					}
+				}
+				if err := deadLetter(tx, f, now, !permanent(f.err)); err != nil {
+					return err
+				}
+				deadNow, attempts = append(deadNow, f), append(attempts, max(n, 1))
 			}
 			return nil
 		})
@@ -190,20 +383,64 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 			return 0, fmt.Errorf("record uploads: %w", err)
 		}
 	}
+	var errs []error
+	for _, f := range failed {
+		if !slices.ContainsFunc(deadNow, func(d failure) bool { return d.entries[0].Seq == f.entries[0].Seq }) {
+			errs = append(errs, f.err)
+		}
+	}
+	for i, f := range deadNow {
+		l.logDead(ctx, f, attempts[i])
+		moved += len(f.entries)
+		deadN += len(f.entries)
+	}
 	l.cfg.Metrics.uploaded("ok", len(finished))
-	l.cfg.Metrics.uploaded("error", len(entries)-len(finished))
-	l.cfg.Metrics.depth(depth - len(finished))
-	return len(finished), errors.Join(errs...)
+	l.cfg.Metrics.uploaded("error", len(failed)-len(deadNow))
+	l.cfg.Metrics.uploaded("dead", moved)
+	l.cfg.Metrics.depth(depth - len(finished) - moved)
+	l.cfg.Metrics.deadLetters(deadN)
+	return len(finished) + moved, errors.Join(errs...)
+}
+
+// deadLetter moves a failure's entries to the dead letters and drops the
+// segment plan they were in. counted says the failure is already counted.
+func deadLetter(tx Tx, f failure, at time.Time, counted bool) error {
+	for _, e := range f.entries {
+		if !counted {
+			if _, err := tx.OutboxFailed(e.Seq, f.err.Error(), at); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeadLetter(e, f.err.Error(), at); err != nil {
+			return err
+		}
+	}
+	if f.plan != "" {
+		return tx.DropSegmentPlan(f.plan)
+	}
+	return nil
+}
+
+func (l *Ledger) logDead(ctx context.Context, f failure, attempts int) {
+	l.cfg.Logger.WarnContext(ctx, "outbox entry moved to the dead letters; `ledgerctl outbox` lists it",
+		slog.String("key", f.entries[0].Key), slog.Uint64("seq", f.entries[0].Seq), slog.Int("entries", len(f.entries)),
+		slog.Int("attempts", attempts), slog.String("reason", f.err.Error()))
 }
 
 // operate applies legal holds, releases and retention extensions to stored
-// objects, in outbox order, and records each in the object's location.
-func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[uint64]Location, depth int) (int, error) {
+// objects, in outbox order for each object. It returns the operations done
+// with the location each leaves its object in, and the failed ones; an
+// operation after a failed one on the same object waits for the next round.
+func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[uint64]Location) ([]OutboxEntry, []Location, []failure) {
 	var done []OutboxEntry
 	var doneLocs []Location
-	var opErr error
+	var failed []failure
 	current := map[string]Location{} // each object's location as the round changes it
+	blocked := map[string]bool{}
 	for _, e := range entries {
+		if blocked[e.Key] {
+			continue
+		}
 		loc, ok := current[e.Key]
 		if !ok {
 			loc = locs[e.Seq]
@@ -218,12 +455,11 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 			if err = l.objects.ExtendRetention(ctx, loc, e.RetainUntil); err == nil && e.RetainUntil.After(loc.RetainUntil) {
 				loc.RetainUntil = e.RetainUntil
 			}
-		default:
-			err = fmt.Errorf("outbox entry %d: unknown operation %q", e.Seq, e.Op)
 		}
 		if err != nil {
-			opErr = fmt.Errorf("%s %s: %w", e.Op, e.Key, err)
-			break // keep the order: later operations wait for this one
+			failed = append(failed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: %w", e.Op, e.Key, err)})
+			blocked[e.Key] = true // keep the order: later operations on it wait
+			continue
 		}
 		current[e.Key] = loc
 		for i := range done {
@@ -234,34 +470,28 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 		done = append(done, e)
 		doneLocs = append(doneLocs, loc)
 	}
-	if len(done) > 0 {
-		err := l.store.Update(ctx, func(tx Tx) error {
-			for i, e := range done {
-				if err := tx.Uploaded(e, doneLocs[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, fmt.Errorf("record object operations: %w", err)
-		}
-	}
-	l.cfg.Metrics.depth(depth - len(done))
-	return len(done), opErr
+	return done, doneLocs, failed
 }
 
 func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
+	var b []byte
+	var err error
 	switch e.Kind {
 	case ObjectEvidence:
-		return tx.Evidence(e.Ref)
+		b, err = tx.Evidence(e.Ref)
 	case ObjectJWKS:
-		s, err := tx.Snapshot(e.Ref)
-		return s.Body, err
+		var s verifier.Snapshot
+		s, err = tx.Snapshot(e.Ref)
+		b = s.Body
 	case ObjectDrill:
-		return tx.Drill(e.Ref)
+		b, err = tx.Drill(e.Ref)
+	default:
+		return nil, fmt.Errorf("outbox entry %d: kind %q: %w", e.Seq, e.Kind, errUnknownEntry)
 	}
-	return nil, fmt.Errorf("outbox entry %d: unknown kind %q", e.Seq, e.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("bytes of %s (%s %s): %w", e.Key, e.Kind, e.Ref, err)
+	}
+	return b, nil
 }
 
 // plan groups packable entries by retention day into segments of at most
@@ -338,6 +568,143 @@ func (l *Ledger) OutboxDepth(ctx context.Context) (int, error) {
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
 		n, err = tx.OutboxDepth()
+		return err
+	})
+	return n, err
+}
+
+// OutboxReport is the state of the evidence outbox for an operator.
+type OutboxReport struct {
+	// Depth is the number of entries waiting for evidence storage.
+	Depth int
+	// OldestQueued is when the oldest waiting entry was queued; zero when
+	// the outbox is empty or the entry predates the record.
+	OldestQueued time.Time
+	// Plans is the number of segments planned and not yet recorded as put.
+	Plans int
+	// DeadLetterCount is the number of dead letters.
+	DeadLetterCount int
+	// DeadLetters is one page of them, in the order they were queued.
+	DeadLetters []DeadLetter
+	// Next continues the listing ("" at the end).
+	Next string
+}
+
+// MaxOutboxPage caps one page of dead letters.
+const MaxOutboxPage = 1000
+
+// Outbox reports the outbox with a page of up to n dead letters (default
+// 100, at most MaxOutboxPage) after pageToken ("" from the first).
+func (l *Ledger) Outbox(ctx context.Context, n int, pageToken string) (OutboxReport, error) {
+	var r OutboxReport
+	if n <= 0 {
+		n = 100
+	}
+	if n > MaxOutboxPage {
+		return r, fmt.Errorf("page size %d is over %d: %w", n, MaxOutboxPage, ErrInvalid)
+	}
+	var after uint64
+	if pageToken != "" {
+		var err error
+		if after, err = strconv.ParseUint(pageToken, 10, 64); err != nil {
+			return r, fmt.Errorf("page token %q: %w", pageToken, ErrInvalid)
+		}
+	}
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if r.Depth, err = tx.OutboxDepth(); err != nil {
+			return err
+		}
+		if r.OldestQueued, err = tx.OldestQueued(); err != nil {
+			return err
+		}
+		plans, err := tx.SegmentPlans()
+		if err != nil {
+			return err
+		}
+		r.Plans = len(plans)
+		if r.DeadLetterCount, err = tx.DeadLetterCount(); err != nil {
+			return err
+		}
+		r.DeadLetters, err = tx.DeadLetters(after, n+1)
+		return err
+	})
+	if err != nil {
+		return r, err
+	}
+	if len(r.DeadLetters) > n {
+		r.DeadLetters = r.DeadLetters[:n]
+		r.Next = strconv.FormatUint(r.DeadLetters[n-1].Entry.Seq, 10)
+	}
+	return r, nil
+}
+
+// MaxRetryBatch caps how many dead letters one RetryDeadLetters call moves.
+const MaxRetryBatch = 10000
+
+// RetryDeadLetters moves dead letters back to the end of the outbox, in
+// the order they were first queued (so an object's put goes before the
+// operations on it): those naming object key, or every one when all is
+// set (at most MaxRetryBatch per call). It returns how many moved. Each
+// starts again with no counted attempts.
+func (l *Ledger) RetryDeadLetters(ctx context.Context, key string, all bool) (int, error) {
+	if all == (key != "") {
+		return 0, fmt.Errorf("name an object key or ask for all dead letters, not both or neither: %w", ErrInvalid)
+	}
+	if len(key) > 1024 {
+		return 0, fmt.Errorf("object key longer than 1024 bytes: %w", ErrInvalid)
+	}
+	var moved int
+	err := l.store.Update(ctx, func(tx Tx) error {
+		moved = 0
+		var pick []DeadLetter
+		for after := uint64(0); len(pick) < MaxRetryBatch; {
+			page, err := tx.DeadLetters(after, 500)
+			if err != nil {
+				return err
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, d := range page {
+				if (all || d.Entry.Key == key) && len(pick) < MaxRetryBatch {
+					pick = append(pick, d)
+				}
+			}
+			after = page[len(page)-1].Entry.Seq
+		}
+		for _, d := range pick {
+			if err := tx.RemoveDeadLetter(d.Entry.Seq); err != nil {
+				return err
+			}
+			e := d.Entry
+			e.Seq = 0
+			if err := tx.Enqueue(e); err != nil {
+				return err
+			}
+		}
+		moved = len(pick)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if moved == 0 && !all {
+		return 0, fmt.Errorf("no dead letter for object %s: %w", key, ErrNotFound)
+	}
+	if moved > 0 {
+		l.cfg.Logger.InfoContext(ctx, "dead letters moved back to the outbox", slog.Int("entries", moved), slog.String("key", key))
+		l.wake()
+	}
+	return moved, nil
+}
+
+// DeadLetterCount returns the number of outbox entries in the dead letters.
+func (l *Ledger) DeadLetterCount(ctx context.Context) (int, error) {
+	var n int
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		n, err = tx.DeadLetterCount()
 		return err
 	})
 	return n, err

@@ -53,7 +53,7 @@ var (
 	ixTime      = []byte("ix_time")
 
 	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bSnapRefs, bDeletes, bSnapKeep,
-		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime}
+		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead}
 
 	kIncidentSeq = []byte("incident_seq")
 	kOutboxN     = []byte("outbox_n")

@@ -4,9 +4,31 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 )
+
+// Outbox buckets beside the outbox itself.
+var (
+	// bPlans holds segment plans by segment key.
+	bPlans = []byte("segment_plans")
+	// bOutboxFail holds the failure record of an outbox entry by its seq.
+	bOutboxFail = []byte("outbox_failures")
+	// bDead holds dead letters by the seq their entry had in the outbox.
+	bDead = []byte("dead_letters")
+
+	kDeadN = []byte("dead_n")
+)
+
+// queued is an outbox entry as stored: the entry and when it was queued
+// (the store's clock; zero for entries written before it was recorded).
+type queued struct {
+	ledger.OutboxEntry
+	QueuedAt time.Time `json:"queuedAt,omitzero"`
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 func (t *tx) Enqueue(e ledger.OutboxEntry) error {
 	b := t.b(bOutbox)
@@ -15,11 +37,11 @@ func (t *tx) Enqueue(e ledger.OutboxEntry) error {
 		return err
 	}
 	e.Seq = seq
-	v, err := json.Marshal(e)
+	v, err := json.Marshal(queued{OutboxEntry: e, QueuedAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
-	if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+	if err := b.Put(seqKey(seq), v); err != nil {
 		return err
 	}
 	_, err = t.counter(kOutboxN, 1)
@@ -39,15 +61,25 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	return out, nil
 }
 
-func (t *tx) Uploaded(e ledger.OutboxEntry, loc ledger.Location) error {
-	k := binary.BigEndian.AppendUint64(nil, e.Seq)
+// removeQueued deletes outbox entry seq with its failure record and
+// reports whether it was there.
+func (t *tx) removeQueued(seq uint64) (bool, error) {
+	k := seqKey(seq)
 	if t.b(bOutbox).Get(k) == nil {
-		return nil
+		return false, nil
 	}
 	if err := t.b(bOutbox).Delete(k); err != nil {
-		return err
+		return false, err
 	}
-	if _, err := t.counter(kOutboxN, -1); err != nil {
+	if err := t.b(bOutboxFail).Delete(k); err != nil {
+		return false, err
+	}
+	_, err := t.counter(kOutboxN, -1)
+	return true, err
+}
+
+func (t *tx) Uploaded(e ledger.OutboxEntry, loc ledger.Location) error {
+	if ok, err := t.removeQueued(e.Seq); !ok || err != nil {
 		return err
 	}
 	if e.Op == "" && loc.Length > 0 {
@@ -78,4 +110,127 @@ func (t *tx) OutboxDepth() (int, error) {
 		return 0, nil
 	}
 	return int(binary.BigEndian.Uint64(v)), nil
+}
+
+func (t *tx) OldestQueued() (time.Time, error) {
+	_, v := t.b(bOutbox).Cursor().First()
+	if v == nil {
+		return time.Time{}, nil
+	}
+	var q queued
+	if err := json.Unmarshal(v, &q); err != nil {
+		return time.Time{}, fmt.Errorf("decode outbox entry: %w", err)
+	}
+	return q.QueuedAt, nil
+}
+
+func (t *tx) PlanSegment(p ledger.SegmentPlan) error {
+	v, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return t.b(bPlans).Put([]byte(p.Key), v)
+}
+
+func (t *tx) SegmentPlans() ([]ledger.SegmentPlan, error) {
+	var out []ledger.SegmentPlan
+	err := t.b(bPlans).ForEach(func(k, v []byte) error {
+		var p ledger.SegmentPlan
+		if err := json.Unmarshal(v, &p); err != nil {
+			return fmt.Errorf("decode segment plan %s: %w", k, err)
+		}
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) DropSegmentPlan(key string) error { return t.b(bPlans).Delete([]byte(key)) }
+
+func (t *tx) failure(seq uint64) (ledger.OutboxFailure, error) {
+	var f ledger.OutboxFailure
+	v := t.b(bOutboxFail).Get(seqKey(seq))
+	if v == nil {
+		return f, nil
+	}
+	if err := json.Unmarshal(v, &f); err != nil {
+		return f, fmt.Errorf("decode outbox failure %d: %w", seq, err)
+	}
+	return f, nil
+}
+
+func (t *tx) OutboxFailed(seq uint64, reason string, at time.Time) (ledger.OutboxFailure, error) {
+	f, err := t.failure(seq)
+	if err != nil {
+		return f, err
+	}
+	if t.b(bOutbox).Get(seqKey(seq)) == nil {
+		return f, nil // already left the outbox
+	}
+	f.Attempts++
+	if f.First.IsZero() {
+		f.First = at.UTC()
+	}
+	f.Last, f.Reason = at.UTC(), reason
+	v, err := json.Marshal(f)
+	if err != nil {
+		return f, err
+	}
+	return f, t.b(bOutboxFail).Put(seqKey(seq), v)
+}
+
+func (t *tx) DeadLetter(e ledger.OutboxEntry, reason string, at time.Time) error {
+	f, err := t.failure(e.Seq)
+	if err != nil {
+		return err
+	}
+	if ok, err := t.removeQueued(e.Seq); !ok || err != nil {
+		return err
+	}
+	d := ledger.DeadLetter{Entry: e, Reason: reason, Attempts: max(f.Attempts, 1), FirstFailure: f.First, LastFailure: f.Last}
+	if f.Attempts == 0 {
+		d.FirstFailure, d.LastFailure = at.UTC(), at.UTC()
+	}
+	v, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := t.b(bDead).Put(seqKey(e.Seq), v); err != nil {
+		return err
+	}
+	_, err = t.counter(kDeadN, 1)
+	return err
+}
+
+func (t *tx) DeadLetters(after uint64, n int) ([]ledger.DeadLetter, error) {
+	var out []ledger.DeadLetter
+	c := t.b(bDead).Cursor()
+	for k, v := c.Seek(seqKey(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
+		var d ledger.DeadLetter
+		if err := json.Unmarshal(v, &d); err != nil {
+			return nil, fmt.Errorf("decode dead letter: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (t *tx) DeadLetterCount() (int, error) {
+	v := t.b(bMeta).Get(kDeadN)
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return int(binary.BigEndian.Uint64(v)), nil
+}
+
+func (t *tx) RemoveDeadLetter(seq uint64) error {
+	k := seqKey(seq)
+	if t.b(bDead).Get(k) == nil {
+		return nil
+	}
+	if err := t.b(bDead).Delete(k); err != nil {
+		return err
+	}
+	_, err := t.counter(kDeadN, -1)
+	return err
 }

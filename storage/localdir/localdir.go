@@ -68,7 +68,7 @@ func (s *Store) Put(_ context.Context, key string, body []byte, retainUntil time
 				}
 			}
 		}
-		return loc, fmt.Errorf("put %s: a different object already holds this key", key)
+		return loc, fmt.Errorf("put %s: %w", key, ledger.ErrObjectExists)
 	}
 	if err != nil {
 		return loc, fmt.Errorf("put %s: %w", key, err)

@@ -26,8 +26,8 @@ func TestWriteOnce(t *testing.T) {
 	if _, err := s.Put(ctx, "rows/a.json", []byte("one"), until); err != nil {
 		t.Fatalf("same bytes again: %v", err)
 	}
-	if _, err := s.Put(ctx, "rows/a.json", []byte("two"), until); err == nil {
-		t.Fatal("overwrite with other bytes succeeded")
+	if _, err := s.Put(ctx, "rows/a.json", []byte("two"), until); !errors.Is(err, ledger.ErrObjectExists) {
+		t.Fatalf("overwrite with other bytes: %v, want ErrObjectExists", err)
 	}
 	st, err := os.Stat(filepath.Join(dir, "rows", "a.json"))
 	if err != nil || st.Mode().Perm() != 0o400 {

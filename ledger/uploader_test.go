@@ -1,0 +1,449 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+	s3store "github.com/pactledger/pactledger/storage/s3"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// faultyStore passes calls to a real evidence store and fails the ones
+// fail picks: before the call (after false) or after the real call
+// succeeded (after true: a put whose answer was lost).
+type faultyStore struct {
+	ledger.ObjectStore
+	mu    sync.Mutex
+	fail  func(op, key string) (fail, after bool)
+	calls map[string]int
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *faultyStore) decide(op, key string) (bool, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[op+" "+key]++
+	if f.fail == nil {
+		return false, false
+	}
+	return f.fail(op, key)
+}
+
+func (f *faultyStore) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	fail, after := f.decide("put", key)
+	if fail && !after {
+		return ledger.Location{}, errInjected
+	}
+	loc, err := f.ObjectStore.Put(ctx, key, body, until)
+	if fail && err == nil {
+		return ledger.Location{}, errInjected
+	}
+	return loc, err
+}
+
+func (f *faultyStore) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) error {
+	if fail, _ := f.decide("hold", loc.Key); fail {
+		return errInjected
+	}
+	return f.ObjectStore.SetLegalHold(ctx, loc, on)
+}
+
+// evidenceStores are the real evidence stores the outbox tests run on:
+// each returns the store and a function listing the keys it holds.
+func evidenceStores(t *testing.T) map[string]func(t *testing.T) (ledger.ObjectStore, func() []string) {
+	return map[string]func(t *testing.T) (ledger.ObjectStore, func() []string){
+		"s3": func(t *testing.T) (ledger.ObjectStore, func() []string) {
+			ctx := context.Background()
+			bucket := s3test.Bucket()
+			s, err := s3store.Open(ctx, s3store.Config{Endpoint: s3srv.Endpoint, Bucket: bucket, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, func() []string {
+				var keys []string
+				for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {
+					if o.Err != nil {
+						t.Fatal(o.Err)
+					}
+					keys = append(keys, o.Key)
+				}
+				slices.Sort(keys)
+				return keys
+			}
+		},
+		"localdir": func(t *testing.T) (ledger.ObjectStore, func() []string) {
+			dir := filepath.Join(t.TempDir(), "evidence")
+			s, err := localdir.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, func() []string {
+				var keys []string
+				err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+					if err != nil || d.IsDir() || strings.Contains(d.Name(), ".lock") {
+						return err
+					}
+					rel, _ := filepath.Rel(dir, p)
+					keys = append(keys, filepath.ToSlash(rel))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(keys)
+				return keys
+			}
+		},
+	}
+}
+
+// recordedKeys returns the object keys the ledger records for its rows'
+// evidence and snapshots.
+func recordedKeys(t *testing.T, h *harness) []string {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	rows, _, err := h.l.List(ctx, ledger.Query{PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		ev, err := h.l.Evidence(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range ev.Objects {
+			if !o.Location.Uploaded {
+				t.Fatalf("object %s of row %s not uploaded", o.Location.Key, r.ID)
+			}
+			seen[o.Location.Key] = true
+		}
+		for _, s := range ev.Snapshots {
+			seen[ledger.SnapshotKey(s)] = true
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestLostPutRecordingLeavesNoOrphan: a segment put that reached the store
+// but whose recording was lost (its answer failed, then the process
+// restarted and more rows arrived) is put again under the same key, so the
+// store holds exactly the objects the rows name.
+func TestLostPutRecordingLeavesNoOrphan(t *testing.T) {
+	for name, open := range evidenceStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			real, list := open(t)
+			faulty := &faultyStore{ObjectStore: real, fail: func(op, key string) (bool, bool) {
+				return op == "put" && strings.HasPrefix(key, "segments/"), true
+			}}
+			h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: faulty}
+			t.Cleanup(h.sc.Close)
+			h.set(time.Now().UTC())
+			h.open(t)
+			for i := range 6 {
+				h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-" + string(rune('a'+i))})))
+			}
+			if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, errInjected) {
+				t.Fatalf("round with a lost segment answer: %v", err)
+			}
+			segs := func() []string {
+				var out []string
+				for _, k := range list() {
+					if strings.HasPrefix(k, "segments/") {
+						out = append(out, k)
+					}
+				}
+				return out
+			}
+			if got := segs(); len(got) != 1 {
+				t.Fatalf("segments in the store after the lost answer: %v", got)
+			}
+
+			// Restart: reopen the row store from its file; writes go on.
+			if err := h.store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h.objects = real
+			h.open(t)
+			for i := range 4 {
+				h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "B-" + string(rune('a'+i))})))
+			}
+			h.drain(t)
+			if got, want := list(), recordedKeys(t, h); !slices.Equal(got, want) {
+				t.Fatalf("objects in the store:\n%v\nobjects the rows name:\n%v", got, want)
+			}
+			if got := segs(); len(got) != 2 { // the replayed plan and the later rows' segment
+				t.Fatalf("segments: %v", got)
+			}
+		})
+	}
+}
+
+// TestDoomedEntriesMoveToDeadLetters: an operation naming an object never
+// uploaded and an evidence entry whose bytes are missing move to the dead
+// letters at once, with their reason, and block nothing behind them;
+// retrying puts them back in the outbox.
+func TestDoomedEntriesMoveToDeadLetters(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	metrics := ledger.NewMetrics(reg)
+	h.l = reopenWithMetrics(t, h, metrics)
+	err := h.store.Update(ctx, func(tx ledger.Tx) error {
+		if err := tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpHold, Key: "rows/never.json"}); err != nil {
+			return err
+		}
+		return tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "gone", Key: ledger.EvidenceKey("gone"), Segment: true, RetainUntil: h.clock().Add(time.Hour)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-" + string(rune('a'+i))})))
+	}
+	for range 3 {
+		if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+			t.Fatalf("round: %v", err)
+		}
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Depth != 0 || rep.DeadLetterCount != 2 || len(rep.DeadLetters) != 2 || rep.Plans != 0 {
+		t.Fatalf("outbox after the rounds: %+v", rep)
+	}
+	hold, ev := rep.DeadLetters[0], rep.DeadLetters[1]
+	if hold.Entry.Key != "rows/never.json" || !strings.Contains(hold.Reason, "never uploaded") || hold.Attempts != 1 || hold.FirstFailure.IsZero() {
+		t.Fatalf("dead hold: %+v", hold)
+	}
+	if ev.Entry.Key != ledger.EvidenceKey("gone") || !strings.Contains(ev.Reason, "not found") {
+		t.Fatalf("dead evidence entry: %+v", ev)
+	}
+	if got := testutil.ToFloat64(metrics.DeadLetters); got != 2 {
+		t.Fatalf("dead-letter gauge %v, want 2", got)
+	}
+	recordedKeys(t, h) // the rows behind the doomed entries are uploaded
+
+	// Retry one by key: back in the outbox, doomed again.
+	if n, err := h.l.RetryDeadLetters(ctx, "rows/never.json", false); err != nil || n != 1 {
+		t.Fatalf("retry: %d %v", n, err)
+	}
+	if rep, _ := h.l.Outbox(ctx, 0, ""); rep.Depth != 1 || rep.DeadLetterCount != 1 {
+		t.Fatalf("after retry: %+v", rep)
+	}
+	if _, err := h.l.RetryDeadLetters(ctx, "rows/other.json", false); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("retry of an unknown key: %v", err)
+	}
+	if _, err := h.l.RetryDeadLetters(ctx, "", false); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("retry of nothing: %v", err)
+	}
+	if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.RetryDeadLetters(ctx, "", true); err != nil || n != 2 {
+		t.Fatalf("retry all: %d %v", n, err)
+	}
+	if rep, _ := h.l.Outbox(ctx, 0, ""); rep.Depth != 2 || rep.DeadLetterCount != 0 || rep.OldestQueued.IsZero() {
+		t.Fatalf("after retry all: %+v", rep)
+	}
+}
+
+// TestFailingEntryMovesAsideWhileOthersSucceed: an entry that keeps failing
+// while other uploads succeed moves to the dead letters after MaxAttempts
+// rounds; during an outage of the whole store nothing moves.
+func TestFailingEntryMovesAsideWhileOthersSucceed(t *testing.T) {
+	ctx := context.Background()
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down bool
+	var stuck string
+	faulty := &faultyStore{ObjectStore: real}
+	faulty.fail = func(op, key string) (bool, bool) { return down || key == stuck, false }
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: faulty}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+
+	// Outage: every call fails; many rounds move nothing aside.
+	down = true
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "O-1"})))
+	for range 2 * ledger.DefaultMaxAttempts {
+		if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, errInjected) {
+			t.Fatalf("round during the outage: %v", err)
+		}
+	}
+	if rep, _ := h.l.Outbox(ctx, 0, ""); rep.DeadLetterCount != 0 || rep.Depth != 3 {
+		t.Fatalf("outage moved entries aside: %+v", rep)
+	}
+	down = false
+	h.drain(t)
+
+	// One incident's evidence (an object of its own) keeps failing while
+	// the rows after it upload.
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	stuck = ledger.EvidenceKey(inc.ID)
+	for i := range ledger.DefaultMaxAttempts {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "N-" + string(rune('a'+i))})))
+		n, err := h.l.UploadRound(ctx, 512, 4)
+		if i < ledger.DefaultMaxAttempts-1 && !errors.Is(err, errInjected) {
+			t.Fatalf("round %d: %d %v", i, n, err)
+		}
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Depth != 0 || rep.DeadLetterCount != 1 {
+		t.Fatalf("outbox: %+v", rep)
+	}
+	d := rep.DeadLetters[0]
+	if d.Entry.Key != stuck || d.Attempts != ledger.DefaultMaxAttempts || !strings.Contains(d.Reason, errInjected.Error()) || d.FirstFailure.IsZero() || d.LastFailure.Before(d.FirstFailure) {
+		t.Fatalf("dead letter: %+v", d)
+	}
+	// Healed, retried: it lands with its legal hold.
+	stuck = ""
+	if n, err := h.l.RetryDeadLetters(ctx, d.Entry.Key, false); err != nil || n != 1 {
+		t.Fatalf("retry: %d %v", n, err)
+	}
+	h.drain(t)
+	ev, err := h.l.Evidence(ctx, inc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc := ev.Objects[0].Location; !loc.Uploaded || !loc.LegalHold {
+		t.Fatalf("incident evidence after retry: %+v", loc)
+	}
+}
+
+// TestFailingOperationHoldsBackOnlyItsObject: a legal hold that keeps
+// failing keeps the later operations on its object waiting, in order,
+// while operations on other objects and later puts go through.
+func TestFailingOperationHoldsBackOnlyItsObject(t *testing.T) {
+	ctx := context.Background()
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stuck string
+	faulty := &faultyStore{ObjectStore: real}
+	faulty.fail = func(op, key string) (bool, bool) { return op == "hold" && key == stuck, false }
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: faulty}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	a, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	h.drain(t)
+	ev, err := h.l.Evidence(ctx, a.ID)
+	if err != nil || len(ev.Snapshots) != 2 {
+		t.Fatalf("evidence: %+v %v", ev, err)
+	}
+	// Two objects of their own: the brand's and the agent's key snapshots.
+	k1, k2 := ledger.SnapshotKey(ev.Snapshots[0]), ledger.SnapshotKey(ev.Snapshots[1])
+	stuck = k1
+	err = h.store.Update(ctx, func(tx ledger.Tx) error {
+		for _, e := range []ledger.OutboxEntry{{Op: ledger.OpHold, Key: k1}, {Op: ledger.OpRelease, Key: k1}, {Op: ledger.OpHold, Key: k2}} {
+			if err := tx.Enqueue(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1"})))
+	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, errInjected) {
+		t.Fatalf("round: %v", err)
+	}
+	faulty.mu.Lock()
+	calls := faulty.calls["hold "+k1]
+	faulty.mu.Unlock()
+	if calls != 1 { // the hold was tried once; the release behind it waited
+		t.Fatalf("hold and release calls on the stuck object: %d", calls)
+	}
+	if rep, _ := h.l.Outbox(ctx, 0, ""); rep.Depth != 2 {
+		t.Fatalf("outbox depth %d, want 2 (the failed hold and the release behind it)", rep.Depth)
+	}
+	object := func(key string) ledger.Location {
+		t.Helper()
+		var loc ledger.Location
+		err := h.store.View(ctx, func(tx ledger.Tx) error {
+			var err error
+			loc, err = tx.Object(key)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("object %s: %v", key, err)
+		}
+		return loc
+	}
+	if !object(k2).LegalHold {
+		t.Fatal("the hold on the other object waited behind the failing one")
+	}
+	if ev, _ := h.l.Evidence(ctx, c.ID); !ev.Objects[0].Location.Uploaded {
+		t.Fatal("the row after the failing operation was not uploaded")
+	}
+	stuck = ""
+	h.drain(t)
+	if rep, _ := h.l.Outbox(ctx, 0, ""); rep.Depth != 0 || rep.DeadLetterCount != 0 {
+		t.Fatalf("after healing: %+v", rep)
+	}
+	if object(k1).LegalHold {
+		t.Fatal("the release ran before the hold")
+	}
+}
+
+// reopenWithMetrics returns a ledger over h's stores that records metrics.
+func reopenWithMetrics(t *testing.T, h *harness, m *ledger.Metrics) *ledger.Ledger {
+	t.Helper()
+	objects, err := localdir.Open(h.objDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, h.sc.Brands(), h.sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
+	l, err := ledger.New(h.store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
