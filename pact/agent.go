@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -65,8 +66,20 @@ type Agent interface {
 // Scripted is a deterministic agent for brands defined by data. Under PACT
 // §3 alone it verifies the user the way a chat widget does (order number,
 // then the email on the account) before it reveals anything, and refuses
-// account changes, which need a signed-in grant.
+// account changes, which need a signed-in grant. Under delegation it runs
+// the Brand's intents (Brand.Intents), each needing the scope the brand
+// file names for it; it never asks for a scope the Brand does not define.
 type Scripted struct{}
+
+// scriptedTools are the tools the scripted agent knows: whether each
+// changes the account (refused under §3 alone) and whether it can run it
+// under delegation.
+var scriptedTools = map[string]struct{ change, runs bool }{
+	"lookup_orders":  {change: false, runs: true},
+	"cancel_order":   {change: true, runs: true},
+	"issue_refund":   {change: true, runs: false},
+	"change_address": {change: true, runs: false},
+}
 
 type scriptState struct {
 	Order    string `json:"order,omitempty"`
@@ -101,9 +114,14 @@ func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
 	if t.User != "" {
 		return delegatedTurn(t, &st, text, reply)
 	}
-	if tool := wantsChange(text); tool != "" {
-		r, err := reply("I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status.")
-		r.Refused = &RefusedAction{Tool: tool, Target: st.Order}
+	if in := t.Brand.intent(text); in != nil && scriptedTools[in.Tool].change {
+		msg := "I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status."
+		if !t.Brand.grantable(in.Tool) {
+			// No grant could allow it here: nothing to sign in for.
+			msg = "I can't do that here. I can tell you an order's status."
+		}
+		r, err := reply(msg)
+		r.Refused = &RefusedAction{Tool: in.Tool, Target: st.Order}
 		return r, err
 	}
 	if st.Order == "" {
@@ -129,28 +147,11 @@ func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
 	return reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, o.Status, o.Total))
 }
 
-// wantsChange names the account action a message asks for, or "".
-func wantsChange(text string) string {
-	for _, w := range []struct{ words, tool string }{{"cancel", "cancel_order"}, {"refund", "issue_refund"}, {"change my address", "change_address"},
-		{"change address", "change_address"}, {"update address", "change_address"}} {
-		if strings.Contains(text, w.words) {
-			return w.tool
-		}
-	}
-	return ""
-}
-
-// delegatedTurn acts as the Brand user the token names, within its scopes:
-// the user's own orders, read with orders:read, cancelled with orders:cancel.
+// delegatedTurn acts as the Brand user the token names, on their own
+// orders, running the intent the message asks for when the token grants
+// the scope the Brand's file names for it; a missing scope that is on the
+// card asks for a step-up, one that is not is answered in chat.
 func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Reply, error)) (Reply, error) {
-	has := func(s string) bool {
-		for _, g := range t.Scopes {
-			if g == s {
-				return true
-			}
-		}
-		return false
-	}
 	if st.Order == "" {
 		return reply("Which order is this about? Please give me the order number.")
 	}
@@ -158,13 +159,15 @@ func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Rep
 	if o == nil || o.Account != t.User {
 		return reply(fmt.Sprintf("I can't find order %s on your account.", st.Order))
 	}
-	need := "orders:read"
-	if strings.Contains(text, "cancel") {
-		need = "orders:cancel"
+	in := t.Brand.intent(text)
+	if in == nil || !scriptedTools[in.Tool].runs || in.Scope == "" || t.Brand.scope(in.Scope) == nil {
+		// PACT §5.2: only scope ids on the card are asked for; without
+		// one for this, no grant can allow it.
+		return reply("I can't do that here.")
 	}
-	if !has(need) {
-		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", need))
-		r.NeedScopes = []string{need}
+	if !slices.Contains(t.Scopes, in.Scope) {
+		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", in.Scope))
+		r.NeedScopes = []string{in.Scope}
 		return r, err
 	}
 	status, err := t.Orders.Status(o)
@@ -172,10 +175,12 @@ func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Rep
 		return Reply{}, err
 	}
 	args := fmt.Sprintf(`{"order":%q}`, o.ID)
-	if need == "orders:read" {
-		r, err := reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, status, o.Total))
-		r.Actions, r.ScopesUsed = []ActionTaken{{Tool: "lookup_orders", Target: o.ID, ArgsJSON: args}}, []string{"orders:read"}
+	act := func(r Reply, err error) (Reply, error) {
+		r.Actions, r.ScopesUsed = []ActionTaken{{Tool: in.Tool, Target: o.ID, ArgsJSON: args}}, []string{in.Scope}
 		return r, err
+	}
+	if in.Tool == "lookup_orders" {
+		return act(reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, status, o.Total)))
 	}
 	if status != "processing" {
 		return reply(fmt.Sprintf("Order %s is %s and can no longer be cancelled.", o.ID, status))
@@ -183,7 +188,5 @@ func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Rep
 	if err := t.Orders.SetStatus(o, "cancelled"); err != nil {
 		return Reply{}, err
 	}
-	r, err := reply(fmt.Sprintf("Order %s is cancelled. The refund of %s posts in 3 to 5 days.", o.ID, o.Total))
-	r.Actions, r.ScopesUsed = []ActionTaken{{Tool: "cancel_order", Target: o.ID, ArgsJSON: args}}, []string{"orders:cancel"}
-	return r, err
+	return act(reply(fmt.Sprintf("Order %s is cancelled. The refund of %s posts in 3 to 5 days.", o.ID, o.Total)))
 }

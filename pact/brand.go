@@ -45,6 +45,27 @@ type Brand struct {
 	Login    *Login    `yaml:"login"`
 	Accounts []Account `yaml:"accounts"`
 	Orders   []Order   `yaml:"orders"`
+	// Intents are the requests the scripted agent understands, each with
+	// the scope on the card it needs under delegation (PACT §5.2: the
+	// Brand maps its agent's capabilities to scopes).
+	Intents []Intent `yaml:"intents"`
+}
+
+// Intent is one request the scripted agent understands: the tool that
+// answers it, the words that ask for it, and the scope a delegated turn
+// needs for it.
+type Intent struct {
+	// Tool is what the agent runs: lookup_orders, cancel_order,
+	// issue_refund or change_address. It names the action in receipts and
+	// refusals.
+	Tool string `yaml:"tool"`
+	// Words are phrases (matched in lower case) that ask for it. An intent
+	// without words answers any other question about an order.
+	Words []string `yaml:"words"`
+	// Scope is the id, among the Brand's scopes, that a delegated turn
+	// needs for it. Empty: the Brand offers no permission for it, and the
+	// agent says in chat that it cannot do that here (no step-up).
+	Scope string `yaml:"scope"`
 }
 
 // Skill is a card skill (informational, PACT §2.1).
@@ -129,6 +150,27 @@ func (b *Brand) validate() error {
 		if !accounts[o.Account] {
 			return fmt.Errorf("brand %s: order %s names unknown account %s", b.ID, o.ID, o.Account)
 		}
+	}
+	defaults := 0
+	for i, in := range b.Intents {
+		if _, ok := scriptedTools[in.Tool]; !ok {
+			return fmt.Errorf("brand %s: intent %d: tool %q is not one the scripted agent runs", b.ID, i+1, in.Tool)
+		}
+		if in.Scope != "" && b.scope(in.Scope) == nil {
+			return fmt.Errorf("brand %s: intent %s needs scope %q, which is not among the brand's scopes", b.ID, in.Tool, in.Scope)
+		}
+		if len(in.Words) == 0 {
+			defaults++
+		}
+		for j, w := range in.Words {
+			if strings.TrimSpace(w) == "" {
+				return fmt.Errorf("brand %s: intent %s: blank word", b.ID, in.Tool)
+			}
+			b.Intents[i].Words[j] = strings.ToLower(w)
+		}
+	}
+	if defaults > 1 {
+		return fmt.Errorf("brand %s: at most one intent without words", b.ID)
 	}
 	return nil
 }
@@ -216,6 +258,48 @@ func (b *Brand) order(id string) *Order {
 		}
 	}
 	return nil
+}
+
+// scope returns the scope with id on the Brand's card, or nil.
+func (b *Brand) scope(id string) *Scope {
+	for i := range b.Scopes {
+		if b.Scopes[i].ID == id {
+			return &b.Scopes[i]
+		}
+	}
+	return nil
+}
+
+// grantable reports whether a delegation grant could allow tool at this
+// Brand: it delegates, and an intent maps the tool to a scope on its card.
+func (b *Brand) grantable(tool string) bool {
+	if !b.Delegation {
+		return false
+	}
+	for _, in := range b.Intents {
+		if in.Tool == tool && in.Scope != "" && b.scope(in.Scope) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// intent returns the intent a message (in lower case) asks for: the first
+// whose words it contains, else the one without words, else nil.
+func (b *Brand) intent(text string) *Intent {
+	var fallback *Intent
+	for i := range b.Intents {
+		in := &b.Intents[i]
+		if len(in.Words) == 0 {
+			fallback = in
+		}
+		for _, w := range in.Words {
+			if strings.Contains(text, w) {
+				return in
+			}
+		}
+	}
+	return fallback
 }
 
 func (b *Brand) account(id string) *Account {
