@@ -1,12 +1,13 @@
 package pact
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -25,11 +26,11 @@ var (
 // server, aud the interface URL, not expired (30 s skew), client_id the
 // personal agent's iss, and the grant not revoked.
 func (p *Provider) verifyDelegation(b *Brand, who *verifier.RequestClaims, header string) (*DelegationClaims, error) {
-	tok, ok := strings.CutPrefix(header, "Bearer ")
+	tok, ok := bearerToken(header)
 	if !ok || !b.Delegation {
 		return nil, errors.New("not a bearer delegation token for a delegating brand")
 	}
-	jws, err := jose.ParseSignedCompact(strings.TrimSpace(tok), []jose.SignatureAlgorithm{jose.ES256})
+	jws, err := jose.ParseSignedCompact(tok, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil {
 		return nil, err
 	}
@@ -69,19 +70,30 @@ func (p *Provider) verifyDelegation(b *Brand, who *verifier.RequestClaims, heade
 	return &c, nil
 }
 
-// orderBook keeps order status changes in the Provider's store, over the
-// brand's data.
-type orderBook struct {
-	s     *store
-	brand string
+// turnOrders is the order book one turn sees: the brand's data and the
+// statuses stored over it, with the turn's own changes held until its reply
+// commits (turnEffects.write), so an action never outlives a reply and a
+// receipt that were not kept.
+type turnOrders struct {
+	s       *store
+	brand   string
+	changed map[string]orderChange
 }
 
-func (o orderBook) key(order *Order) []byte { return []byte(o.brand + "/" + order.ID) }
+// orderChange is a status change a turn made, and the status it saw
+// before; the commit refuses it when another turn changed it since.
+type orderChange struct{ def, from, to string }
 
-func (o orderBook) Status(order *Order) (string, error) {
+func (o *turnOrders) key(order *Order) string { return o.brand + "/" + order.ID }
+
+// Status implements OrderBook.
+func (o *turnOrders) Status(order *Order) (string, error) {
+	if c, ok := o.changed[o.key(order)]; ok {
+		return c.to, nil
+	}
 	status := order.Status
 	err := o.s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bOrders).Get(o.key(order)); v != nil {
+		if v := tx.Bucket(bOrders).Get([]byte(o.key(order))); v != nil {
 			status = string(v)
 		}
 		return nil
@@ -89,8 +101,68 @@ func (o orderBook) Status(order *Order) (string, error) {
 	return status, err
 }
 
-func (o orderBook) SetStatus(order *Order, status string) error {
-	return o.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bOrders).Put(o.key(order), []byte(status)) })
+// SetStatus implements OrderBook: the change is kept with the turn's reply.
+func (o *turnOrders) SetStatus(order *Order, status string) error {
+	k := o.key(order)
+	c, ok := o.changed[k]
+	if !ok {
+		from, err := o.Status(order)
+		if err != nil {
+			return err
+		}
+		c = orderChange{def: order.Status, from: from}
+	}
+	c.to = status
+	if o.changed == nil {
+		o.changed = map[string]orderChange{}
+	}
+	o.changed[k] = c
+	return nil
+}
+
+// errOrderChanged: another turn changed an order this turn changed too.
+var errOrderChanged = errors.New("the order changed during the turn")
+
+// turnEffects is what a turn writes besides its reply: its order changes,
+// the action log of its receipt, and what it queues for the ledger (the
+// receipt, or a refusal). The reply's transaction writes them all
+// (store.finish): a turn is kept whole or not at all.
+type turnEffects struct {
+	orders     map[string]orderChange
+	receiptSHA string
+	log        []ActionLogEntry
+	outbox     []LedgerItem
+}
+
+func (fx *turnEffects) write(tx *bolt.Tx) error {
+	ob := tx.Bucket(bOrders)
+	for k, c := range fx.orders {
+		cur := c.def
+		if v := ob.Get([]byte(k)); v != nil {
+			cur = string(v)
+		}
+		if cur != c.from {
+			return errOrderChanged
+		}
+		if err := ob.Put([]byte(k), []byte(c.to)); err != nil {
+			return err
+		}
+	}
+	if len(fx.log) > 0 {
+		v, err := json.Marshal(fx.log)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bActionLog).Put([]byte(fx.receiptSHA), v); err != nil {
+			return err
+		}
+	}
+	for _, it := range fx.outbox {
+		if err := enqueue(tx, it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReceiptClaims are a receipt's claims (PACT §5.6).
@@ -122,42 +194,33 @@ type ActionLogEntry struct {
 
 // respond builds the response body: a step-up task when the turn needs
 // scopes the token lacks, else the message, with a signed receipt when the
-// turn ran under a delegation token.
-func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *DelegationClaims, conv *conversation, rep Reply, now time.Time, creds credentials) (json.RawMessage, error) {
-	text := rep.Text
-	parts := []Part{{Text: &text}}
+// turn ran under a delegation token. It returns what the turn queues for
+// the ledger and logs, for the reply's transaction to write.
+func (p *Provider) respond(ctx context.Context, b *Brand, who *verifier.RequestClaims, del *DelegationClaims, conv *conversation, rep Reply, now time.Time, creds credentials) (json.RawMessage, turnEffects, error) {
+	var fx turnEffects
 	if del != nil && len(rep.NeedScopes) > 0 {
-		// PACT §5.5 step-up: a fresh device authorization for exactly the
-		// missing scopes; the conversation stays open.
-		_, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, creds.paJWT, rep.NeedScopes, now)
-		if err != nil {
-			return nil, err
+		// PACT §5.2, §5.5: a step-up names only scope ids on the card,
+		// checked as the device authorization endpoint checks them. An
+		// agent that needs a scope the Brand does not define gets a plain
+		// answer in chat instead.
+		scopes, serr := cardScopes(b, rep.NeedScopes)
+		if serr != nil {
+			p.cfg.Logger.WarnContext(ctx, "the agent asked for a scope the brand does not define; answered in chat", slog.String("brand", b.ID), slog.String("reason", serr.desc))
+			rep = Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}
+		} else {
+			return p.stepUp(b, who, conv, rep.Text, scopes, now, creds)
 		}
-		task := map[string]any{
-			"id":        "t-" + newID(),
-			"contextId": conv.ID,
-			"status": map[string]any{
-				"state":   "TASK_STATE_AUTH_REQUIRED",
-				"message": map[string]any{"role": "ROLE_AGENT", "parts": parts},
-			},
-			"metadata": map[string]any{
-				"pact.missingScopes":           rep.NeedScopes,
-				"pact.verificationUriComplete": p.verificationURI(b, userCode),
-			},
-		}
-		return json.Marshal(map[string]any{"task": task})
 	}
-	out := &Message{MessageID: newID(), ContextID: conv.ID, Role: "ROLE_AGENT", Parts: parts}
+	text := rep.Text
+	out := &Message{MessageID: newID(), ContextID: conv.ID, Role: "ROLE_AGENT", Parts: []Part{{Text: &text}}}
 	if del == nil && rep.Refused != nil {
 		// An account action asked under PACT §3 alone: refused, and on record.
-		err := p.store.db.Update(func(tx *bolt.Tx) error {
-			return enqueue(tx, LedgerItem{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub " + who.Sub + " of " + who.Iss, ClaimedAgent: who.Iss,
-				RequestJWT: creds.paJWT, Action: *rep.Refused, Reason: "asked without a delegation grant: refused in chat, the User was told to sign in and approve", ObservedAt: now}})
-		})
-		if err != nil {
-			return nil, err
+		reason := "asked without a delegation grant: refused in chat, the User was told to sign in and approve"
+		if !b.grantable(rep.Refused.Tool) {
+			reason = "asked without a delegation grant: refused in chat; no grant at this Brand allows it"
 		}
-		p.wakePipeline()
+		fx.outbox = append(fx.outbox, LedgerItem{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub " + who.Sub + " of " + who.Iss, ClaimedAgent: who.Iss,
+			RequestJWT: creds.paJWT, Action: *rep.Refused, Reason: reason, ObservedAt: now}})
 	}
 	if del != nil {
 		claims := ReceiptClaims{GrantID: del.GrantID, User: del.Sub, PA: who.Iss, Brand: p.InterfaceURL(b.ID),
@@ -167,23 +230,48 @@ func (p *Provider) respond(b *Brand, who *verifier.RequestClaims, del *Delegatio
 		}
 		jws, err := p.key.signReceipt(claims)
 		if err != nil {
-			return nil, err
+			return nil, fx, err
 		}
 		meta, err := json.Marshal(map[string]any{"pact.receipt": map[string]any{"jws": jws, "claims": claims}})
 		if err != nil {
-			return nil, err
+			return nil, fx, err
 		}
 		out.Metadata = meta
 		sum := sha256.Sum256([]byte(jws))
+		fx.receiptSHA = hex.EncodeToString(sum[:])
 		post := LedgerPost{ReceiptJWS: jws, RequestJWT: creds.paJWT, DelegationToken: creds.delegation, Actions: []LedgerEntry{}, ContextID: conv.ID, MessageID: out.MessageID}
 		for _, a := range rep.Actions {
 			post.Actions = append(post.Actions, LedgerEntry(a))
+			fx.log = append(fx.log, ActionLogEntry{ReceiptSHA256: fx.receiptSHA, Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON, At: now})
 		}
-		if err := p.record(hex.EncodeToString(sum[:]), post, rep.Actions, now); err != nil {
-			return nil, err
-		}
+		fx.outbox = append(fx.outbox, LedgerItem{Receipt: &post})
 	}
-	return json.Marshal(map[string]any{"message": out})
+	body, err := json.Marshal(map[string]any{"message": out})
+	return body, fx, err
+}
+
+// stepUp answers a turn that needs scopes the token lacks (PACT §5.5): a
+// task in TASK_STATE_AUTH_REQUIRED with a fresh device authorization for
+// exactly those scopes; the conversation stays open.
+func (p *Provider) stepUp(b *Brand, who *verifier.RequestClaims, conv *conversation, text string, scopes []string, now time.Time, creds credentials) (json.RawMessage, turnEffects, error) {
+	_, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, creds.paJWT, scopes, now)
+	if err != nil {
+		return nil, turnEffects{}, err
+	}
+	task := map[string]any{
+		"id":        "t-" + newID(),
+		"contextId": conv.ID,
+		"status": map[string]any{
+			"state":   "TASK_STATE_AUTH_REQUIRED",
+			"message": map[string]any{"role": "ROLE_AGENT", "parts": []Part{{Text: &text}}},
+		},
+		"metadata": map[string]any{
+			"pact.missingScopes":           scopes,
+			"pact.verificationUriComplete": p.verificationURI(b, userCode),
+		},
+	}
+	body, err := json.Marshal(map[string]any{"task": task})
+	return body, turnEffects{}, err
 }
 
 func nonNil(s []string) []string {
@@ -191,31 +279,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// record keeps the action log of a receipt and queues the receipt for the
-// ledger, in one transaction.
-func (p *Provider) record(receiptSHA string, post LedgerPost, actions []ActionTaken, now time.Time) error {
-	err := p.store.db.Update(func(tx *bolt.Tx) error {
-		if len(actions) > 0 {
-			entries := make([]ActionLogEntry, len(actions))
-			for i, a := range actions {
-				entries[i] = ActionLogEntry{ReceiptSHA256: receiptSHA, Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON, At: now}
-			}
-			v, err := json.Marshal(entries)
-			if err != nil {
-				return err
-			}
-			if err := tx.Bucket(bActionLog).Put([]byte(receiptSHA), v); err != nil {
-				return err
-			}
-		}
-		return enqueue(tx, LedgerItem{Receipt: &post})
-	})
-	if err == nil {
-		p.wakePipeline()
-	}
-	return err
 }
 
 // ActionLog returns the action log entries of a receipt (by the hex SHA-256

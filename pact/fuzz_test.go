@@ -30,3 +30,24 @@ func FuzzParseSend(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBearerToken feeds arbitrary header values to the Bearer reader: what
+// it accepts has the scheme name in any case and a token without
+// whitespace.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer eyJ.a.b", "bearer x", "BEARER  x ", "Basic x", "Bearer", "Bearer a b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		tok, ok := bearerToken(h)
+		if !ok {
+			if tok != "" {
+				t.Fatalf("a refused header gave token %q", tok)
+			}
+			return
+		}
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n") || !strings.EqualFold(h[:6], "bearer") || !strings.Contains(h, tok) {
+			t.Fatalf("accepted %q as token %q", h, tok)
+		}
+	})
+}

@@ -205,19 +205,13 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 		return
 	}
 	b := rt.brand
-	requested := strings.Fields(form.Get("scope"))
-	if len(requested) == 0 {
-		oauthError(w, http.StatusBadRequest, "invalid_scope", "ask for at least one of the scopes on the card")
+	scopes, serr := cardScopes(b, strings.Fields(form.Get("scope")))
+	if serr != nil {
+		oauthError(w, http.StatusBadRequest, serr.kind, serr.desc)
 		return
 	}
-	for _, s := range requested {
-		if !slices.ContainsFunc(b.Scopes, func(x Scope) bool { return x.ID == s }) {
-			oauthError(w, http.StatusBadRequest, "invalid_scope", "unknown scope "+s)
-			return
-		}
-	}
-	paJWT := strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-	deviceCode, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, paJWT, dedupe(requested), p.cfg.Now().UTC())
+	paJWT, _ := bearerToken(r.Header.Get("Authorization"))
+	deviceCode, userCode, err := p.newDeviceAuth(b, who.Iss, who.Sub, paJWT, scopes, p.cfg.Now().UTC())
 	if err != nil {
 		oauthError(w, http.StatusInternalServerError, "server_error", "could not store the authorization")
 		return
@@ -230,6 +224,23 @@ func (p *Provider) deviceAuthorization(w http.ResponseWriter, r *http.Request, r
 		"expires_in":                int(deviceCodeTTL / time.Second),
 		"interval":                  int(p.cfg.PollInterval / time.Second),
 	})
+}
+
+// cardScopes checks the scope ids of a request against the Brand's card
+// (PACT §5.2, §5.3): at least one, each an id on the card, else an OAuth
+// invalid_scope error. It returns them without repeats, in order. The
+// device authorization endpoint and the step-up of a turn (§5.5) both
+// check with it.
+func cardScopes(b *Brand, requested []string) ([]string, *errOAuth) {
+	if len(requested) == 0 {
+		return nil, &errOAuth{"invalid_scope", "ask for at least one of the scopes on the card"}
+	}
+	for _, s := range requested {
+		if b.scope(s) == nil {
+			return nil, &errOAuth{"invalid_scope", "unknown scope " + s}
+		}
+	}
+	return dedupe(requested), nil
 }
 
 // newDeviceAuth stores a pending device authorization for client (a

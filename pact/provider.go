@@ -71,7 +71,7 @@ type Provider struct {
 	perAgent, perUser *limiter
 
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex // one turn at a time per context
+	locks map[string]*convLock // one turn at a time per context; only held ones
 
 	pipeWake chan struct{}
 
@@ -125,7 +125,7 @@ func New(cfg Config) (*Provider, error) {
 			}
 		}
 	}
-	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*sync.Mutex{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), pipeWake: make(chan struct{}, 1), demo: demo}, nil
+	return &Provider{cfg: cfg, store: st, key: key, locks: map[string]*convLock{}, perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), pipeWake: make(chan struct{}, 1), demo: demo}, nil
 }
 
 // Close closes the store.
@@ -229,6 +229,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// PACT §5.5: the delegation token, when sent, checked after the PA JWT.
 	if h := r.Header.Get("X-A2A-User-Delegation"); h != "" {
+		tok, _ := bearerToken(h)
 		del, err := p.verifyDelegation(b, who, h)
 		if err != nil {
 			p.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
@@ -237,9 +238,9 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rt.del = del
-		rt.creds.delegation, _ = strings.CutPrefix(h, "Bearer ")
+		rt.creds.delegation = tok
 	}
-	rt.creds.paJWT = strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	rt.creds.paJWT, _ = bearerToken(r.Header.Get("Authorization"))
 	// PACT §6: 429 with Retry-After per personal agent and per (agent, sub);
 	// a refused request spends no token.
 	now := p.cfg.Now()
@@ -339,12 +340,27 @@ func taskNotFound(w http.ResponseWriter, _ *http.Request, rt route, _ *verifier.
 
 // authenticate verifies the personal-agent JWT of PACT §3.2.
 func (p *Provider) authenticate(r *http.Request) (*verifier.RequestClaims, error) {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(tok) == "" {
+	tok, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		return nil, errors.New("no bearer token")
 	}
-	return p.cfg.Verifier.VerifyPAJWT(r.Context(), strings.TrimSpace(tok), p.cfg.Now(), p.cfg.Keys)
+	return p.cfg.Verifier.VerifyPAJWT(r.Context(), tok, p.cfg.Now(), p.cfg.Keys)
+}
+
+// bearerToken reads the credentials of an Authorization (or
+// X-A2A-User-Delegation) header value with the Bearer scheme: the scheme
+// name in any case (RFC 9110 §11.1), one or more spaces, then the token
+// (RFC 6750 §2.1), with no whitespace inside it.
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.Trim(tok, " ")
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", false
+	}
+	return tok, true
 }
 
 // card serves the Agent Card of PACT §2.1.
@@ -411,16 +427,33 @@ func newID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
+// convLock serializes the turns of one context. holders counts the turns
+// that hold it or wait for it; the last to leave removes it from the map,
+// so the map holds only contexts with a turn in progress.
+type convLock struct {
+	mu      sync.Mutex
+	holders int
+}
+
+// lock takes the lock of context id and returns its release.
 func (p *Provider) lock(id string) func() {
 	p.mu.Lock()
-	m := p.locks[id]
-	if m == nil {
-		m = &sync.Mutex{}
-		p.locks[id] = m
+	l := p.locks[id]
+	if l == nil {
+		l = &convLock{}
+		p.locks[id] = l
 	}
+	l.holders++
 	p.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.mu.Lock()
+		if l.holders--; l.holders == 0 {
+			delete(p.locks, id)
+		}
+		p.mu.Unlock()
+	}
 }
 
 // send is message:send (PACT §4).
@@ -527,7 +560,8 @@ func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClai
 		p.store.abandon(conv, m.MessageID)
 		return nil, newErr(ReasonUnsupported, "this conversation is closed; start a new one without contextId")
 	}
-	turn := Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State, Orders: orderBook{p.store, b.ID}}
+	orders := &turnOrders{s: p.store, brand: b.ID}
+	turn := Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State, Orders: orders}
 	if del != nil {
 		// PACT §5.5: once a context ran as one Brand user, another user's
 		// token is INVALID_PARAMS.
@@ -543,14 +577,21 @@ func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClai
 		p.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "the agent could not answer")
 	}
-	body, err := p.respond(b, who, del, conv, rep, now, rt.creds)
+	// The reply, the order changes, the action log and what goes to the
+	// ledger commit together: a receipt is never queued for a reply that
+	// was not kept, nor a reply kept without its receipt.
+	body, fx, err := p.respond(ctx, b, who, del, conv, rep, now, rt.creds)
 	if err == nil {
-		err = p.store.finish(conv, m.MessageID, body, rep.State, rep.Close, turn.User, now)
+		fx.orders = orders.changed
+		err = p.store.finish(conv, m.MessageID, body, rep.State, rep.Close, turn.User, now, &fx)
 	}
 	if err != nil {
 		p.store.abandon(conv, m.MessageID)
 		p.cfg.Logger.ErrorContext(ctx, "provider reply", slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "internal error")
+	}
+	if len(fx.outbox) > 0 {
+		p.wakePipeline()
 	}
 	return body, nil
 }

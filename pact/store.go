@@ -132,9 +132,14 @@ func (s *store) begin(conv *conversation, isNew bool, msgID string, now time.Tim
 	return conv, stored, err
 }
 
-// finish stores the response and the agent's new state.
-func (s *store) finish(conv *conversation, msgID string, body json.RawMessage, state json.RawMessage, closeIt bool, user string, now time.Time) error {
+// finish stores the response and the agent's new state, and writes the
+// turn's effects (order changes, action log, outbox) in the same
+// transaction.
+func (s *store) finish(conv *conversation, msgID string, body json.RawMessage, state json.RawMessage, closeIt bool, user string, now time.Time, fx *turnEffects) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := fx.write(tx); err != nil {
+			return err
+		}
 		c, err := getConv(tx, conv.ID)
 		if err != nil {
 			return err
