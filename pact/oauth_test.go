@@ -398,10 +398,15 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 	var mu sync.Mutex
 	down := true
 	var got []string
+	refused := make(chan struct{}, 1) // a post answered while down
 	ledger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
 		}
@@ -426,7 +431,19 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 		_, out, _ := e.send(at, "", "m"+string(rune('a'+i)), "status of A-5531")
 		sent = append(sent, out["message"].(map[string]any)["messageId"].(string))
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Wait for two more refused posts, so the pipeline has tried with all
+	// six queued.
+	select {
+	case <-refused:
+	default:
+	}
+	for range 2 {
+		select {
+		case <-refused:
+		case <-time.After(40 * time.Second):
+			t.Fatal("the pipeline did not try the ledger")
+		}
+	}
 	if d := e.p.PipelineDepth(); d != 6 {
 		t.Fatalf("depth while the ledger is down: %d, want 6", d)
 	}
