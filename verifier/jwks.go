@@ -139,7 +139,8 @@ type FetcherConfig struct {
 	// OnFetch, when set, is told the result of each fetch: "ok", "error"
 	// (network, timeout, non-200, too large) or "rejected" (fetched but not
 	// a usable document: not JSON, or a JWKS without one usable key). It is
-	// called from the goroutine that fetched and must not block.
+	// called from the goroutine that fetched, once the cache holds the
+	// outcome, and must not block.
 	OnFetch func(result string)
 	// OnStale, when set, is called each time a document older than TTL is
 	// served (its refetch running or failing), with the document's age since
@@ -285,8 +286,8 @@ func (f *Fetcher) Keys(ctx context.Context, uri string) (*KeySet, error) {
 	return doc.(*KeySet), nil
 }
 
-// Refresh refetches the JWKS at uri after an unknown kid and returns the set
-// it fetched. It waits for the refetch at most UnknownKidWait (and ctx);
+// Refresh refetches the JWKS at uri after an unknown kid and, once the
+// refetch succeeded, returns the newest cached set. It waits for the refetch at most UnknownKidWait (and ctx);
 // when that passes first, the error wraps ErrFetch and the refetch goes on
 // for later callers. A fetch already in flight is joined rather than
 // doubled.
@@ -431,7 +432,7 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 	e.flight = fl
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		doc, err := f.fetch(ctx, e.key)
+		doc, result, err := f.fetch(ctx, e.key)
 		f.mu.Lock()
 		now := f.cfg.Now()
 		if err == nil {
@@ -442,6 +443,11 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 		e.flight = nil
 		fl.doc, fl.err = doc, err
 		f.mu.Unlock()
+		// Reported once the cache holds the outcome, before any waiter
+		// returns.
+		if f.cfg.OnFetch != nil {
+			f.cfg.OnFetch(result)
+		}
 		close(fl.done)
 	}()
 	return fl
@@ -460,13 +466,13 @@ func accept(e *cacheEntry, doc any, now time.Time) any {
 	return doc
 }
 
-// fetch gets and parses the document of k. Every error wraps ErrFetch; a
-// body that is not a usable document also wraps ErrBadJWKS.
-func (f *Fetcher) fetch(ctx context.Context, k cacheKey) (any, error) {
+// fetch gets and parses the document of k, and says how it went for
+// OnFetch. Every error wraps ErrFetch; a body that is not a usable document
+// also wraps ErrBadJWKS.
+func (f *Fetcher) fetch(ctx context.Context, k cacheKey) (any, string, error) {
 	body, err := f.doGet(ctx, k.uri)
 	if err != nil {
-		f.report(FetchError)
-		return nil, err
+		return nil, FetchError, err
 	}
 	var doc any
 	switch k.kind {
@@ -476,17 +482,9 @@ func (f *Fetcher) fetch(ctx context.Context, k cacheKey) (any, error) {
 		doc, err = parseMetadata(body)
 	}
 	if err != nil {
-		f.report(FetchRejected)
-		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, k.uri, err)
+		return nil, FetchRejected, fmt.Errorf("%w: %s: %w", ErrFetch, k.uri, err)
 	}
-	f.report(FetchOK)
-	return doc, nil
-}
-
-func (f *Fetcher) report(result string) {
-	if f.cfg.OnFetch != nil {
-		f.cfg.OnFetch(result)
-	}
+	return doc, FetchOK, nil
 }
 
 // parseUsableKeySet parses a fetched JWKS and rejects one without a single
