@@ -693,7 +693,6 @@ func (l *Ledger) RetryDeadLetters(ctx context.Context, key string, all bool) (in
 		return 0, fmt.Errorf("no dead letter for object %s: %w", key, ErrNotFound)
 	}
 	if moved > 0 {
-		l.cfg.Logger.InfoContext(ctx, "dead letters moved back to the outbox", slog.Int("entries", moved), slog.String("key", key))
 		l.wake()
 	}
 	return moved, nil

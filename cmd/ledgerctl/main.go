@@ -62,6 +62,8 @@ Commands:
   fsck     [--restore]              compare every row's evidence with its write-time hash and its
                                     write-once copy (exit 1 if any differs); --restore puts
                                     restorable rows back from the write-once copy (admin)
+  outbox   [--limit N] [--page T]   evidence outbox depth, oldest entry's age, dead letters (admin)
+  outbox   retry KEY | retry --all  move dead letters back into the outbox (admin)
 
 Global flags (before the command):
   --server HOST:PORT   ledgerd gRPC address (env PACTLEDGER_SERVER; default 127.0.0.1:9090)
@@ -178,6 +180,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
 		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
 		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents, "sweep": c.sweep,
+		"outbox": c.outbox,
 	}
 	cmd, ok := cmds[rest[0]]
 	if !ok {

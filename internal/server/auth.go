@@ -38,6 +38,8 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_GetIncident_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_CloseIncident_FullMethodName:      {config.RoleAdmin},
 	ledgerv1.LedgerService_Sweep_FullMethodName:              {config.RoleAdmin, config.RoleAuditor}, // auditors: dry runs only
+	ledgerv1.LedgerService_GetOutbox_FullMethodName:          {config.RoleAdmin},
+	ledgerv1.LedgerService_RetryDeadLetters_FullMethodName:   {config.RoleAdmin},
 }
 
 // publicMethods need no key.

@@ -4596,6 +4596,430 @@ func (x *SweepResponse) GetTruncated() bool {
 	return false
 }
 
+// GetOutboxRequest asks for the outbox state and a page of dead letters.
+type GetOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Dead letters per page, 1 to 1000; default 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOutboxRequest) Reset() {
+	*x = GetOutboxRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOutboxRequest) ProtoMessage() {}
+
+func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
+func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetOutboxRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetOutboxRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// OutboxEntry is an object waiting for write-once storage, or an operation
+// on one (a legal hold, its release, a retention extension).
+type OutboxEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its position in the outbox when it was queued.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The object key in evidence storage.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// What it holds: evidence, jwks or drill; empty for an operation.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The row, snapshot or drill whose bytes it holds.
+	Ref string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The operation on a stored object: hold, release or extend; empty for a
+	// put.
+	Op string `protobuf:"bytes,5,opt,name=op,proto3" json:"op,omitempty"`
+	// The retain-until asked for.
+	RetainUntil   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxEntry) Reset() {
+	*x = OutboxEntry{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxEntry) ProtoMessage() {}
+
+func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
+func (*OutboxEntry) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *OutboxEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *OutboxEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *OutboxEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OutboxEntry) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OutboxEntry) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *OutboxEntry) GetRetainUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainUntil
+	}
+	return nil
+}
+
+// DeadLetter is an outbox entry that could not succeed, moved aside so it
+// blocks nothing.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry as it was queued.
+	Entry *OutboxEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// Why it was moved aside: the last error.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Failed attempts counted (at least 1).
+	Attempts int32 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When the first counted attempt failed.
+	FirstFailure *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=first_failure,json=firstFailure,proto3" json:"first_failure,omitempty"`
+	// When the last one failed.
+	LastFailure   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *DeadLetter) GetEntry() *OutboxEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetFirstFailure() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstFailure
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetLastFailure() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastFailure
+	}
+	return nil
+}
+
+// GetOutboxResponse is the outbox state.
+type GetOutboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries waiting for write-once storage.
+	Depth int32 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	// When the oldest waiting entry was queued; unset when the outbox is
+	// empty or the entry predates the record.
+	OldestQueuedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=oldest_queued_at,json=oldestQueuedAt,proto3" json:"oldest_queued_at,omitempty"`
+	// Segments planned (key and members fixed) and not yet recorded as put.
+	PlannedSegments int32 `protobuf:"varint,3,opt,name=planned_segments,json=plannedSegments,proto3" json:"planned_segments,omitempty"`
+	// Dead letters in all.
+	DeadLetterCount int32 `protobuf:"varint,4,opt,name=dead_letter_count,json=deadLetterCount,proto3" json:"dead_letter_count,omitempty"`
+	// This page of dead letters, in the order they were queued.
+	DeadLetters []*DeadLetter `protobuf:"bytes,5,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// Pass as page_token for the next page; empty at the end.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOutboxResponse) Reset() {
+	*x = GetOutboxResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOutboxResponse) ProtoMessage() {}
+
+func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
+func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetOutboxResponse) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *GetOutboxResponse) GetOldestQueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestQueuedAt
+	}
+	return nil
+}
+
+func (x *GetOutboxResponse) GetPlannedSegments() int32 {
+	if x != nil {
+		return x.PlannedSegments
+	}
+	return 0
+}
+
+func (x *GetOutboxResponse) GetDeadLetterCount() int32 {
+	if x != nil {
+		return x.DeadLetterCount
+	}
+	return 0
+}
+
+func (x *GetOutboxResponse) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *GetOutboxResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RetryDeadLettersRequest names the dead letters to retry: key or all.
+type RetryDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object key whose dead letters to retry (every entry naming it).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Retry every dead letter (at most 10000 per call); key must be empty.
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryDeadLettersRequest) Reset() {
+	*x = RetryDeadLettersRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryDeadLettersRequest) ProtoMessage() {}
+
+func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *RetryDeadLettersRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RetryDeadLettersRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// RetryDeadLettersResponse says how many entries went back to the outbox.
+type RetryDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries moved back.
+	Retried       int32 `protobuf:"varint,1,opt,name=retried,proto3" json:"retried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryDeadLettersResponse) Reset() {
+	*x = RetryDeadLettersResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryDeadLettersResponse) ProtoMessage() {}
+
+func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *RetryDeadLettersResponse) GetRetried() int32 {
+	if x != nil {
+		return x.Retried
+	}
+	return 0
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -4925,7 +5349,37 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fobjects_deleted\x18\x05 \x01(\x05R\x0eobjectsDeleted\x12'\n" +
 	"\x0fobjects_pending\x18\x06 \x01(\x05R\x0eobjectsPending\x12'\n" +
 	"\x0fdeletion_errors\x18\a \x03(\tR\x0edeletionErrors\x12\x1c\n" +
-	"\ttruncated\x18\b \x01(\bR\ttruncated*O\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\"N\n" +
+	"\x10GetOutboxRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xa6\x01\n" +
+	"\vOutboxEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03ref\x18\x04 \x01(\tR\x03ref\x12\x0e\n" +
+	"\x02op\x18\x05 \x01(\tR\x02op\x12=\n" +
+	"\fretain_until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\"\xf9\x01\n" +
+	"\n" +
+	"DeadLetter\x127\n" +
+	"\x05entry\x18\x01 \x01(\v2!.pactledger.ledger.v1.OutboxEntryR\x05entry\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\x05R\battempts\x12?\n" +
+	"\rfirst_failure\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ffirstFailure\x12=\n" +
+	"\flast_failure\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vlastFailure\"\xb3\x02\n" +
+	"\x11GetOutboxResponse\x12\x14\n" +
+	"\x05depth\x18\x01 \x01(\x05R\x05depth\x12D\n" +
+	"\x10oldest_queued_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0eoldestQueuedAt\x12)\n" +
+	"\x10planned_segments\x18\x03 \x01(\x05R\x0fplannedSegments\x12*\n" +
+	"\x11dead_letter_count\x18\x04 \x01(\x05R\x0fdeadLetterCount\x12C\n" +
+	"\fdead_letters\x18\x05 \x03(\v2 .pactledger.ledger.v1.DeadLetterR\vdeadLetters\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"=\n" +
+	"\x17RetryDeadLettersRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"4\n" +
+	"\x18RetryDeadLettersResponse\x12\x18\n" +
+	"\aretried\x18\x01 \x01(\x05R\aretried*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -4967,7 +5421,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xfb\x0e\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xcc\x10\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -4988,7 +5442,9 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\rListIncidents\x12*.pactledger.ledger.v1.ListIncidentsRequest\x1a+.pactledger.ledger.v1.ListIncidentsResponse\x12b\n" +
 	"\vGetIncident\x12(.pactledger.ledger.v1.GetIncidentRequest\x1a).pactledger.ledger.v1.GetIncidentResponse\x12h\n" +
 	"\rCloseIncident\x12*.pactledger.ledger.v1.CloseIncidentRequest\x1a+.pactledger.ledger.v1.CloseIncidentResponse\x12P\n" +
-	"\x05Sweep\x12\".pactledger.ledger.v1.SweepRequest\x1a#.pactledger.ledger.v1.SweepResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\x05Sweep\x12\".pactledger.ledger.v1.SweepRequest\x1a#.pactledger.ledger.v1.SweepResponse\x12\\\n" +
+	"\tGetOutbox\x12&.pactledger.ledger.v1.GetOutboxRequest\x1a'.pactledger.ledger.v1.GetOutboxResponse\x12q\n" +
+	"\x10RetryDeadLetters\x12-.pactledger.ledger.v1.RetryDeadLettersRequest\x1a..pactledger.ledger.v1.RetryDeadLettersResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -5003,7 +5459,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                       // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                     // 1: pactledger.ledger.v1.RowStatus
@@ -5070,125 +5526,141 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*SweepRequest)(nil),               // 62: pactledger.ledger.v1.SweepRequest
 	(*SweptRow)(nil),                   // 63: pactledger.ledger.v1.SweptRow
 	(*SweepResponse)(nil),              // 64: pactledger.ledger.v1.SweepResponse
-	(*timestamppb.Timestamp)(nil),      // 65: google.protobuf.Timestamp
+	(*GetOutboxRequest)(nil),           // 65: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                // 66: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                 // 67: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),          // 68: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),    // 69: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),   // 70: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*timestamppb.Timestamp)(nil),      // 71: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	65, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
-	8,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
-	9,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	22, // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
-	6,  // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	12, // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	65, // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	22, // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
-	2,  // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
-	3,  // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	65, // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	18, // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	65, // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
-	5,  // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	0,  // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
-	1,  // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	15, // 16: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	16, // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	9,  // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	17, // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	65, // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	65, // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	19, // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
-	4,  // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	65, // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
-	5,  // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	20, // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	21, // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	22, // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
-	1,  // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
-	4,  // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	65, // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	65, // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	22, // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	65, // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	8,  // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	28, // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	65, // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	28, // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	18, // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	18, // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,  // 41: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	22, // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	36, // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	7,  // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	65, // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	65, // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	38, // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	37, // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	28, // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	39, // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39, // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39, // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	65, // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	65, // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	65, // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	45, // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	45, // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	22, // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	51, // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	65, // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	65, // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	65, // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	55, // 63: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	55, // 64: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	22, // 65: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	22, // 66: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	55, // 67: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,  // 68: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	65, // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	65, // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	63, // 71: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	63, // 72: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	10, // 73: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13, // 74: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23, // 75: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25, // 76: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27, // 77: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30, // 78: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32, // 79: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34, // 80: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37, // 81: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	41, // 82: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	43, // 83: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	46, // 84: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	48, // 85: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	50, // 86: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	53, // 87: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	56, // 88: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	58, // 89: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	60, // 90: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	62, // 91: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	11, // 92: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14, // 93: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24, // 94: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26, // 95: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29, // 96: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31, // 97: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33, // 98: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35, // 99: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	40, // 100: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	42, // 101: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	44, // 102: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	47, // 103: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	49, // 104: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	52, // 105: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	54, // 106: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	57, // 107: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	59, // 108: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	61, // 109: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	64, // 110: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	92, // [92:111] is the sub-list for method output_type
-	73, // [73:92] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	71,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
+	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
+	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
+	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	71,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
+	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
+	71,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	71,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
+	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
+	15,  // 16: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	71,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	71,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	71,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
+	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
+	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	71,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	71,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	71,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	71,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	5,   // 41: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	71,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	71,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	39,  // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	71,  // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	71,  // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	71,  // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	45,  // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	45,  // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	22,  // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	51,  // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	71,  // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	71,  // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	71,  // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	55,  // 63: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	55,  // 64: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	22,  // 65: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	55,  // 67: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 68: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	71,  // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	71,  // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	63,  // 71: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	63,  // 72: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	71,  // 73: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	66,  // 74: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	71,  // 75: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	71,  // 76: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	71,  // 77: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	67,  // 78: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	10,  // 79: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 80: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23,  // 81: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25,  // 82: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27,  // 83: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30,  // 84: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32,  // 85: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34,  // 86: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37,  // 87: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	41,  // 88: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	43,  // 89: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	46,  // 90: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	48,  // 91: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	50,  // 92: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	53,  // 93: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	56,  // 94: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	58,  // 95: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	60,  // 96: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	62,  // 97: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	65,  // 98: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	69,  // 99: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	11,  // 100: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 101: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 102: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 103: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 104: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 105: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 106: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 107: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	40,  // 108: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	42,  // 109: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	44,  // 110: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	47,  // 111: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	49,  // 112: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	52,  // 113: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	54,  // 114: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	57,  // 115: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	59,  // 116: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	61,  // 117: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	64,  // 118: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	68,  // 119: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	70,  // 120: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	100, // [100:121] is the sub-list for method output_type
+	79,  // [79:100] is the sub-list for method input_type
+	79,  // [79:79] is the sub-list for extension type_name
+	79,  // [79:79] is the sub-list for extension extendee
+	0,   // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -5202,7 +5674,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   57,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,8 @@ const (
 	LedgerService_GetIncident_FullMethodName        = "/pactledger.ledger.v1.LedgerService/GetIncident"
 	LedgerService_CloseIncident_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CloseIncident"
 	LedgerService_Sweep_FullMethodName              = "/pactledger.ledger.v1.LedgerService/Sweep"
+	LedgerService_GetOutbox_FullMethodName          = "/pactledger.ledger.v1.LedgerService/GetOutbox"
+	LedgerService_RetryDeadLetters_FullMethodName   = "/pactledger.ledger.v1.LedgerService/RetryDeadLetters"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -112,6 +114,14 @@ type LedgerServiceClient interface {
 	// and deletes the write-once objects no remaining row needs; with
 	// dry_run it only lists what would go. Roles: admin; auditor for dry runs.
 	Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (*SweepResponse, error)
+	// GetOutbox reports the evidence outbox: its depth, the age of its oldest
+	// entry, the segments planned and not yet recorded as put, and a page of
+	// dead letters (entries that could not succeed, moved aside). Role: admin.
+	GetOutbox(ctx context.Context, in *GetOutboxRequest, opts ...grpc.CallOption) (*GetOutboxResponse, error)
+	// RetryDeadLetters moves dead letters back to the end of the outbox, in
+	// the order they were first queued: those of one object key, or all.
+	// Role: admin.
+	RetryDeadLetters(ctx context.Context, in *RetryDeadLettersRequest, opts ...grpc.CallOption) (*RetryDeadLettersResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -312,6 +322,26 @@ func (c *ledgerServiceClient) Sweep(ctx context.Context, in *SweepRequest, opts 
 	return out, nil
 }
 
+func (c *ledgerServiceClient) GetOutbox(ctx context.Context, in *GetOutboxRequest, opts ...grpc.CallOption) (*GetOutboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetOutboxResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RetryDeadLetters(ctx context.Context, in *RetryDeadLettersRequest, opts ...grpc.CallOption) (*RetryDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryDeadLettersResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RetryDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -380,6 +410,14 @@ type LedgerServiceServer interface {
 	// and deletes the write-once objects no remaining row needs; with
 	// dry_run it only lists what would go. Roles: admin; auditor for dry runs.
 	Sweep(context.Context, *SweepRequest) (*SweepResponse, error)
+	// GetOutbox reports the evidence outbox: its depth, the age of its oldest
+	// entry, the segments planned and not yet recorded as put, and a page of
+	// dead letters (entries that could not succeed, moved aside). Role: admin.
+	GetOutbox(context.Context, *GetOutboxRequest) (*GetOutboxResponse, error)
+	// RetryDeadLetters moves dead letters back to the end of the outbox, in
+	// the order they were first queued: those of one object key, or all.
+	// Role: admin.
+	RetryDeadLetters(context.Context, *RetryDeadLettersRequest) (*RetryDeadLettersResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -446,6 +484,12 @@ func (UnimplementedLedgerServiceServer) CloseIncident(context.Context, *CloseInc
 }
 func (UnimplementedLedgerServiceServer) Sweep(context.Context, *SweepRequest) (*SweepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sweep not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetOutbox(context.Context, *GetOutboxRequest) (*GetOutboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetOutbox not implemented")
+}
+func (UnimplementedLedgerServiceServer) RetryDeadLetters(context.Context, *RetryDeadLettersRequest) (*RetryDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryDeadLetters not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -810,6 +854,42 @@ func _LedgerService_Sweep_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_GetOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetOutbox(ctx, req.(*GetOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RetryDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RetryDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RetryDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RetryDeadLetters(ctx, req.(*RetryDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -892,6 +972,14 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sweep",
 			Handler:    _LedgerService_Sweep_Handler,
+		},
+		{
+			MethodName: "GetOutbox",
+			Handler:    _LedgerService_GetOutbox_Handler,
+		},
+		{
+			MethodName: "RetryDeadLetters",
+			Handler:    _LedgerService_RetryDeadLetters_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
