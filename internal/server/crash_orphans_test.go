@@ -1,0 +1,179 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"gopkg.in/yaml.v3"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// TestCrashesLeaveNoOrphanObjects kills ledgerd with SIGKILL several times
+// while writers post and the uploader puts segments into S3; after a
+// restart drains the outbox, S3 holds exactly the objects the row store
+// names: no segment put before a crash and then put again under another
+// key, no dead letters.
+func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs ledgerd")
+	}
+	bin := buildLedgerd(t)
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	bucket := s3test.Bucket()
+	cfg := testConfig(sc, t.TempDir())
+	withS3(bucket)(&cfg)
+	cfg.Uploader.Batch = 32 // many small rounds: many puts in flight at each kill
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+
+	const trials, perTrial = 5, 300
+	corpus := make([]*ledgerv1.AppendReceiptRequest, trials*perTrial)
+	for i := range corpus {
+		r := sc.Mint(pacttest.Spec{Target: "O-" + itoa(i)})
+		corpus[i] = &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
+	}
+	wctx := authCtx(context.Background(), "writer")
+	for trial := range trials {
+		p := startLedgerd(t, bin, cfgPath, grpcAddr, httpAddr)
+		conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := ledgerv1.NewLedgerServiceClient(conn)
+		var acked, next atomic.Int64
+		next.Store(int64(trial * perTrial))
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1) - 1
+					if i >= int64((trial+1)*perTrial) {
+						return
+					}
+					if _, err := client.AppendReceipt(wctx, corpus[i]); err != nil {
+						return // the server died
+					}
+					acked.Add(1)
+				}
+			}()
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for acked.Load() < perTrial/2 && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.cmd.Wait()
+		wg.Wait()
+		conn.Close()
+	}
+
+	// Restart and let the outbox drain.
+	p := startLedgerd(t, bin, cfgPath, grpcAddr, httpAddr)
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ledgerv1.NewLedgerServiceClient(conn)
+	actx := authCtx(context.Background(), "admin")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rep, err := client.GetOutbox(actx, &ledgerv1.GetOutboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.GetDepth() == 0 && rep.GetPlannedSegments() == 0 {
+			if rep.GetDeadLetterCount() != 0 {
+				t.Fatalf("dead letters after the crashes: %v", rep.GetDeadLetters())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outbox still holds %d entries, %d planned segments", rep.GetDepth(), rep.GetPlannedSegments())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+
+	// The keys the row store names ...
+	db, err := bbolt.Open(filepath.Join(cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("objects")).ForEach(func(_, v []byte) error {
+			var loc struct{ Key string }
+			if err := json.Unmarshal(v, &loc); err != nil {
+				return err
+			}
+			named[loc.Key] = true
+			return nil
+		})
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k := range named {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	// ... are exactly the objects in S3.
+	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for o := range c.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		got = append(got, o.Key)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		var orphans []string
+		for _, k := range got {
+			if !named[k] {
+				orphans = append(orphans, k)
+			}
+		}
+		t.Fatalf("S3 holds %d objects, the row store names %d; orphans: %v", len(got), len(want), orphans)
+	}
+	t.Logf("%d objects in S3, all named by the row store", len(got))
+}
