@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +85,7 @@ func TestVerifyChecks(t *testing.T) {
 			}{
 				{name: "all pass"},
 				{name: "receipt signed by another key", edit: func(r *pacttest.Receipt) { r.ReceiptJWS = other.Sign(r.Claims) }, failed: []string{"receipt_signature"}},
-				{name: "receipt truncated", edit: func(r *pacttest.Receipt) { r.ReceiptJWS = r.ReceiptJWS[:len(r.ReceiptJWS)-8] }, failed: []string{"receipt_signature"}},
+				{name: "receipt truncated", edit: func(r *pacttest.Receipt) { r.ReceiptJWS = r.ReceiptJWS[:len(r.ReceiptJWS)-6] }, failed: []string{"receipt_signature"}},
 				{name: "receipt payload re-encoded", edit: func(r *pacttest.Receipt) {
 					p := strings.Split(r.ReceiptJWS, ".")
 					b, _ := json.MarshalIndent(r.Claims, "", " ")
@@ -247,5 +249,49 @@ func TestParseReceiptRejectsNonJWS(t *testing.T) {
 		if _, _, err := verifier.ParseReceipt(s); err == nil {
 			t.Errorf("ParseReceipt(%q) succeeded", s)
 		}
+	}
+}
+
+// Every byte string has one accepted encoding, and the two ES256
+// signatures of the same content are listed together.
+func TestCompactTokensAreCanonical(t *testing.T) {
+	k := pacttest.MustKey("k1", jose.ES256)
+	tok := k.Sign(map[string]any{"sub": "a"})
+	if _, err := verifier.ParseCompact(tok); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func(string) (string, bool){"unused bits": pacttest.NonCanonicalTail, "padding": pacttest.Padded, "std alphabet": pacttest.StdAlphabet, "CR": pacttest.Insert("\r"), "space": pacttest.Insert(" ")} {
+		for seg := range 3 {
+			bad, ok := pacttest.ReplaceSegment(tok, seg, f)
+			if !ok {
+				continue
+			}
+			if _, err := verifier.ParseCompact(bad); !errors.Is(err, verifier.ErrNotCanonical) || !errors.Is(err, verifier.ErrMalformed) {
+				t.Errorf("%s in segment %d: %v", name, seg, err)
+			}
+		}
+	}
+	m := pacttest.MalleateES256(tok)
+	a, b := verifier.Encodings(tok), verifier.Encodings(m)
+	if len(a) != 2 || len(b) != 2 || a[0] != b[1] || a[1] != b[0] {
+		t.Fatalf("encodings %v and %v do not list each other", a, b)
+	}
+	if verifier.Canonical(tok) != verifier.Canonical(m) {
+		t.Fatal("the two signatures have different canonical forms")
+	}
+	rs := pacttest.MustKey("r1", jose.RS256).Sign(map[string]any{"sub": "a"})
+	if e := verifier.Encodings(rs); len(e) != 1 || verifier.Canonical(rs) != rs {
+		t.Fatalf("RS256 encodings %v", e)
+	}
+}
+
+func TestNumericDateRange(t *testing.T) {
+	for _, v := range []float64{1e300, -1e300, 253402300800, -62135596801, -1, math.NaN(), math.Inf(1)} {
+		if _, err := verifier.NumericDate(v).Check("exp"); err == nil {
+			t.Errorf("%v accepted", v)
+		}
+	}
+	if got, err := verifier.NumericDate(1790000000).Check("exp"); err != nil || got.Unix() != 1790000000 {
+		t.Errorf("in range: %v %v", got, err)
 	}
 }

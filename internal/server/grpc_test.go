@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,15 +122,24 @@ func TestGracefulShutdownFinishesInFlightWrites(t *testing.T) {
 	}
 }
 
-func TestRESTHostileBrandJWKSGivesFailRow(t *testing.T) {
+// A brand JWKS endpoint that answers garbage, a set with no usable key or
+// an oversized body, with nothing cached, leaves the signature undecided:
+// 503 with RetryInfo and nothing recorded, never an UNAUTHORIZED row that
+// would stand for good.
+func TestRESTHostileBrandJWKSIsUndecided(t *testing.T) {
 	e := newEnv(t, jose.ES256)
 	for _, body := range []string{"<html>", `{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`, `{"keys":[` + string(make([]byte, 70000)) + `]}`} {
 		e.sc.Brand.JWKS.SetRaw([]byte(body))
-		var rep appendReply
+		var rep map[string]any
 		code := e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{})), &rep)
-		if code != http.StatusOK || rep.Row.Status != "ROW_STATUS_UNAUTHORIZED" || rep.Row.check("receipt_signature").Result != "CHECK_RESULT_FAIL" {
-			t.Fatalf("JWKS %.20q: %d %s %+v", body, code, rep.Row.Status, rep.Row.check("receipt_signature"))
+		raw, _ := json.Marshal(rep)
+		if code != http.StatusServiceUnavailable || !strings.Contains(string(raw), "RetryInfo") {
+			t.Fatalf("JWKS %.20q: %d %s", body, code, raw)
 		}
+	}
+	var list struct{ Rows []Row }
+	if code := e.call(t, "GET", "/v1/rows?principal=acct-48213", "support", nil, &list); code != http.StatusOK || len(list.Rows) != 0 {
+		t.Fatalf("rows recorded while the brand's keys were unusable: %d %+v", code, list.Rows)
 	}
 }
 
