@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -79,6 +80,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	mu      sync.Mutex
+	noSpace error // the last commit's error when it failed for lack of space; nil after a commit succeeds
 }
 
 type request struct {
@@ -97,7 +101,11 @@ func Open(path string, cfg Config) (*Store, error) {
 	if cfg.OpenTimeout <= 0 {
 		cfg.OpenTimeout = 5 * time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true, InitialMmapSize: 1 << 30})
+	// The free list is written with every commit (NoFreelistSync false):
+	// opening then reads it from its page instead of walking every page of
+	// the file, and a failed commit reloads it from there instead of walking
+	// the file again (docs/design/010-faults-and-readiness.md).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
@@ -151,7 +159,51 @@ func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 		return ctx.Err()
 	}
 	// Once queued the write may commit: wait for its result even if ctx ends.
-	return <-r.err
+	select {
+	case err := <-r.err:
+		return err
+	case <-s.done:
+		// The commit loop answers every request it takes before it stops;
+		// one queued after its last look was never run.
+		select {
+		case err := <-r.err:
+			return err
+		default:
+			return ledger.ErrClosed
+		}
+	}
+}
+
+// Writable reports whether a write would be taken: nil, ledger.ErrClosed
+// after Close, or, while the disk is full, the error (wrapping
+// ledger.ErrNoSpace) of the last commit, until a commit succeeds again.
+func (s *Store) Writable() error {
+	select {
+	case <-s.quit:
+		return ledger.ErrClosed
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noSpace
+}
+
+// spaceError translates a commit error caused by a full disk or quota
+// (ENOSPC, EDQUOT, EFBIG) into one wrapping ledger.ErrNoSpace that names
+// the file; other errors are returned as they are.
+func (s *Store) spaceError(err error) error {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
+		if errors.Is(err, errno) {
+			return fmt.Errorf("%w: writing %s: %s", ledger.ErrNoSpace, s.db.Path(), errno.Error())
+		}
+	}
+	return err
+}
+
+func (s *Store) setNoSpace(err error) {
+	s.mu.Lock()
+	s.noSpace = err
+	s.mu.Unlock()
 }
 
 // View implements ledger.Store.
@@ -194,6 +246,8 @@ func (s *Store) commitLoop() {
 
 // run commits batch in one transaction; when a member fails, each member is
 // retried in a transaction of its own so one bad write cannot sink others.
+// A commit that fails for lack of space fails every member at once with an
+// error wrapping ledger.ErrNoSpace: alone, each would fail the same way.
 func (s *Store) run(batch []*request) {
 	errs := make([]error, len(batch))
 	err := s.db.Update(func(btx *bolt.Tx) error {
@@ -206,6 +260,7 @@ func (s *Store) run(batch []*request) {
 		return nil
 	})
 	if err == nil {
+		s.setNoSpace(nil)
 		if s.cfg.OnCommit != nil {
 			s.cfg.OnCommit(len(batch))
 		}
@@ -213,6 +268,15 @@ func (s *Store) run(batch []*request) {
 			r.err <- nil
 		}
 		return
+	}
+	if !errors.Is(err, errBatchFailed) {
+		if serr := s.spaceError(err); errors.Is(serr, ledger.ErrNoSpace) {
+			s.setNoSpace(serr)
+			for _, r := range batch {
+				r.err <- serr
+			}
+			return
+		}
 	}
 	if len(batch) == 1 {
 		if errors.Is(err, errBatchFailed) {
