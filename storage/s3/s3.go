@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -19,10 +22,25 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// ErrNoObjectLock: the bucket does not have Object Lock enabled.
-var ErrNoObjectLock = errors.New("bucket does not have object lock enabled")
+// Errors of the bucket check. Each is a definite misconfiguration: the S3
+// service answered, and retrying without a change of configuration cannot
+// help.
+var (
+	// ErrNoObjectLock: the bucket does not have Object Lock enabled.
+	ErrNoObjectLock = errors.New("bucket does not have object lock enabled")
+	// ErrNoBucket: the bucket does not exist and CreateBucket is off.
+	ErrNoBucket = errors.New("bucket does not exist")
+	// ErrCredentials: the service rejected the access key or the signature.
+	ErrCredentials = errors.New("credentials rejected")
+)
 
-// Config locates the bucket.
+// ErrNotChecked: the bucket check has not passed yet, so nothing is put:
+// evidence waits in the outbox rather than go to a bucket that may lack
+// Object Lock. It wraps ledger.ErrUnavailable.
+var ErrNotChecked = fmt.Errorf("%w: bucket not checked yet", ledger.ErrUnavailable)
+
+// Config locates the bucket. The zero value of each tuning field means its
+// default.
 type Config struct {
 	Endpoint  string // host:port
 	Bucket    string
@@ -32,54 +50,276 @@ type Config struct {
 	Insecure  bool   // plain http (loopback test servers)
 	// CreateBucket creates the bucket with Object Lock when it is missing.
 	CreateBucket bool
+	// CheckTimeout bounds one attempt of the bucket check; default 10 s.
+	CheckTimeout time.Duration
+	// CheckMaxBackoff caps the wait between failed attempts of the bucket
+	// check (1 s doubling); default 30 s.
+	CheckMaxBackoff time.Duration
+	// ResponseTimeout bounds the wait for the answer to any one request
+	// (its response headers); default 30 s.
+	ResponseTimeout time.Duration
+}
+
+// Status is the bucket's condition as the store last saw it.
+type Status string
+
+// Statuses.
+const (
+	// StatusChecking: no attempt of the bucket check has finished yet.
+	StatusChecking Status = "checking"
+	// StatusOK: the check passed and the last request was answered.
+	StatusOK Status = "ok"
+	// StatusUnreachable: the last attempt or request got no answer (a
+	// refused or timed-out connection, or a 5xx).
+	StatusUnreachable Status = "unreachable"
+	// StatusMisconfigured: the check found a definite misconfiguration.
+	StatusMisconfigured Status = "misconfigured"
+)
+
+// State is the bucket's condition: its status, since when it holds, and
+// the last error seen (kept after the status returns to ok).
+type State struct {
+	Status    Status
+	Since     time.Time
+	LastError string
+	LastErrAt time.Time
+	Checked   bool // the bucket check has passed
 }
 
 // Store is a ledger.ObjectStore on an S3 bucket with Object Lock.
 type Store struct {
 	c      *minio.Client
 	bucket string
+	cfg    Config
+
+	mu    sync.Mutex
+	state State
 }
 
-// Open connects and checks that the bucket exists with Object Lock enabled;
-// it refuses a bucket without it.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
+// New returns a store for the bucket without any network I/O; it puts
+// nothing (ErrNotChecked) until Check has passed once. Run Check or Watch
+// to check the bucket.
+func New(cfg Config) (*Store, error) {
 	if cfg.Endpoint == "" || cfg.Bucket == "" {
 		return nil, errors.New("s3: endpoint and bucket are required")
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = 10 * time.Second
+	}
+	if cfg.CheckMaxBackoff <= 0 {
+		cfg.CheckMaxBackoff = 30 * time.Second
+	}
+	if cfg.ResponseTimeout <= 0 {
+		cfg.ResponseTimeout = 30 * time.Second
+	}
+	tr, err := minio.DefaultTransport(!cfg.Insecure)
+	if err != nil {
+		return nil, fmt.Errorf("s3 transport: %w", err)
+	}
+	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:       !cfg.Insecure,
+		Transport:    tr,
 		Region:       cfg.Region,
 		BucketLookup: minio.BucketLookupPath,
+		// The uploader retries whole rounds with its own backoff.
+		MaxRetries: 3,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3 client %s: %w", cfg.Endpoint, err)
 	}
-	s := &Store{c: c, bucket: cfg.Bucket}
-	ok, err := c.BucketExists(ctx, cfg.Bucket)
+	return &Store{c: c, bucket: cfg.Bucket, cfg: cfg, state: State{Status: StatusChecking, Since: time.Now()}}, nil
+}
+
+// Open returns a store whose bucket check has passed: New, then one
+// attempt of Check bounded by ctx.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	s, err := New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("s3 bucket %s at %s: %w", cfg.Bucket, cfg.Endpoint, err)
+		return nil, err
 	}
-	if !ok {
-		if !cfg.CreateBucket {
-			return nil, fmt.Errorf("s3 bucket %s at %s does not exist", cfg.Bucket, cfg.Endpoint)
-		}
-		if err := c.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region, ObjectLocking: true}); err != nil {
-			return nil, fmt.Errorf("create s3 bucket %s with object lock: %w", cfg.Bucket, err)
-		}
-	}
-	enabled, _, _, _, err := c.GetObjectLockConfig(ctx, cfg.Bucket)
-	if err != nil || enabled != "Enabled" {
-		return nil, fmt.Errorf("s3 bucket %s: %w", cfg.Bucket, ErrNoObjectLock)
+	if err := s.Check(ctx); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// Check makes one attempt, bounded by the check timeout, at checking that
+// the bucket exists with Object Lock enabled, creating it when it is
+// missing and CreateBucket is set. It returns nil once the check has passed
+// (at once after a success), an error wrapping ErrNoObjectLock, ErrNoBucket
+// or ErrCredentials on a definite misconfiguration, and any other error
+// when the service could not be asked (worth retrying).
+func (s *Store) Check(ctx context.Context) error {
+	if s.State().Checked {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CheckTimeout)
+	defer cancel()
+	err := s.check(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.state.Checked = true
+		s.setStatus(StatusOK)
+	case Definite(err):
+		s.setStatus(StatusMisconfigured)
+		s.noteErr(err)
+	default:
+		s.setStatus(StatusUnreachable)
+		s.noteErr(err)
+	}
+	return err
+}
+
+func (s *Store) check(ctx context.Context) error {
+	where := fmt.Sprintf("s3 bucket %s at %s", s.bucket, s.cfg.Endpoint)
+	// One GET answers all three questions with an error code in its body
+	// (a HEAD would not carry one): the bucket exists, the credentials are
+	// accepted, and Object Lock is on.
+	enabled, _, _, _, err := s.c.GetObjectLockConfig(ctx, s.bucket)
+	if err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchBucket {
+		if !s.cfg.CreateBucket {
+			return fmt.Errorf("%s: %w", where, ErrNoBucket)
+		}
+		if err := s.c.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: s.cfg.Region, ObjectLocking: true}); err != nil {
+			return fmt.Errorf("create %s with object lock: %w", where, classify(err))
+		}
+		enabled, _, _, _, err = s.c.GetObjectLockConfig(ctx, s.bucket)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, classify(err))
+	}
+	if enabled != "Enabled" {
+		return fmt.Errorf("%s: %w", where, ErrNoObjectLock)
+	}
+	return nil
+}
+
+// classify turns the service's answers that name a misconfiguration into
+// the package's errors.
+func classify(err error) error {
+	r := minio.ToErrorResponse(err)
+	switch r.Code {
+	case "ObjectLockConfigurationNotFoundError":
+		return fmt.Errorf("%w (%s)", ErrNoObjectLock, r.Message)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return fmt.Errorf("%w: %s", ErrCredentials, r.Code)
+	}
+	return err
+}
+
+// Definite reports whether err is a definite misconfiguration found by the
+// bucket check (no object lock, no bucket, credentials rejected).
+func Definite(err error) bool {
+	return errors.Is(err, ErrNoObjectLock) || errors.Is(err, ErrNoBucket) || errors.Is(err, ErrCredentials)
+}
+
+// Watch runs Check until it passes, waiting between failed attempts (1 s,
+// doubling, capped at the check's max backoff). It returns nil once the
+// check passes, the error on a definite misconfiguration, and ctx.Err()
+// when ctx ends first. onRetry, when set, is told each failed attempt and
+// the wait before the next.
+func (s *Store) Watch(ctx context.Context, onRetry func(err error, retryIn time.Duration)) error {
+	backoff := time.Duration(0)
+	for {
+		err := s.Check(ctx)
+		if err == nil || Definite(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		backoff = min(max(2*backoff, time.Second), s.cfg.CheckMaxBackoff)
+		if onRetry != nil {
+			onRetry(err, backoff)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// State returns the bucket's condition as last seen.
+func (s *Store) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// setStatus moves to st, keeping Since when the status does not change.
+// The caller holds mu.
+func (s *Store) setStatus(st Status) {
+	if s.state.Status != st {
+		s.state.Status, s.state.Since = st, time.Now()
+	}
+}
+
+func (s *Store) noteErr(err error) {
+	s.state.LastError, s.state.LastErrAt = err.Error(), time.Now()
+}
+
+// observe records the outcome of a request after the check has passed: no
+// answer (a network error or a 5xx) makes the bucket unreachable, any
+// answer makes it ok again; every error is kept as the last error.
+func (s *Store) observe(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.state.Checked {
+		return
+	}
+	if err == nil {
+		s.setStatus(StatusOK)
+		return
+	}
+	s.noteErr(err)
+	if noAnswer(err) {
+		s.setStatus(StatusUnreachable)
+	} else {
+		s.setStatus(StatusOK)
+	}
+}
+
+// noAnswer reports whether err means the service gave no usable answer: a
+// transport error (refused, reset, timed out) or a 5xx.
+func noAnswer(err error) bool {
+	var r minio.ErrorResponse
+	if errors.As(err, &r) {
+		return r.StatusCode == 0 || r.StatusCode >= 500
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// ready returns ErrNotChecked until the bucket check has passed.
+func (s *Store) ready() error {
+	if !s.State().Checked {
+		return fmt.Errorf("s3 bucket %s: %w", s.bucket, ErrNotChecked)
+	}
+	return nil
+}
+
 // Put implements ledger.ObjectStore.
 func (s *Store) Put(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	loc, err := s.put(ctx, key, body, retainUntil)
+	s.observe(err)
+	return loc, err
+}
+
+func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	if err := s.ready(); err != nil {
+		return ledger.Location{}, err
+	}
 	opts := minio.PutObjectOptions{
 		ContentType:      "application/json",
 		Mode:             minio.Compliance,
@@ -97,7 +337,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, retainUntil ti
 		return loc, fmt.Errorf("put %s: %w", key, err)
 	}
 	// Already there: from an earlier attempt whose outbox removal did not commit.
-	have, err := s.Get(ctx, key)
+	have, err := s.get(ctx, key)
 	if err != nil {
 		return loc, err
 	}
@@ -116,6 +356,16 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, retainUntil ti
 
 // Get implements ledger.ObjectStore.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := s.get(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		s.observe(nil) // an answer
+	} else {
+		s.observe(err)
+	}
+	return b, err
+}
+
+func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
 	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
@@ -136,11 +386,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := s.c.BucketExists(ctx, s.bucket)
+	s.observe(err)
 	return err
 }
 
 // SetLegalHold implements ledger.ObjectStore.
-func (s *Store) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) error {
+func (s *Store) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) (err error) {
+	defer func() { s.observe(err) }()
+	if err := s.ready(); err != nil {
+		return err
+	}
 	st := minio.LegalHoldDisabled
 	if on {
 		st = minio.LegalHoldEnabled
@@ -152,7 +407,11 @@ func (s *Store) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) 
 }
 
 // ExtendRetention implements ledger.ObjectStore.
-func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until time.Time) error {
+func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until time.Time) (err error) {
+	defer func() { s.observe(err) }()
+	if err := s.ready(); err != nil {
+		return err
+	}
 	st, err := s.c.StatObject(ctx, s.bucket, loc.Key, minio.StatObjectOptions{VersionID: loc.VersionID})
 	if err != nil {
 		return fmt.Errorf("retention of %s: %w", loc.Key, err)
@@ -170,7 +429,11 @@ func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until 
 
 // Delete implements ledger.ObjectStore: it removes the object's version.
 // The bucket refuses while the version is retained or under legal hold.
-func (s *Store) Delete(ctx context.Context, loc ledger.Location) error {
+func (s *Store) Delete(ctx context.Context, loc ledger.Location) (err error) {
+	defer func() { s.observe(err) }()
+	if err := s.ready(); err != nil {
+		return err
+	}
 	if err := s.c.RemoveObject(ctx, s.bucket, loc.Key, minio.RemoveObjectOptions{VersionID: loc.VersionID}); err != nil {
 		return fmt.Errorf("delete %s: %w", loc.Key, err)
 	}
