@@ -55,6 +55,7 @@ type Config struct {
 	ShutdownTimeout           Duration        `yaml:"shutdownTimeout"`
 	Limits                    RequestLimits   `yaml:"limits"`
 	Uploader                  UploaderOptions `yaml:"uploader"`
+	Readiness                 Readiness       `yaml:"readiness"`
 	Drills                    Drills          `yaml:"drills"`
 	Provider                  Provider        `yaml:"provider"`
 }
@@ -146,6 +147,13 @@ type S3 struct {
 	SecretKey    string `yaml:"secretKey"`
 	Insecure     bool   `yaml:"insecure"`
 	CreateBucket bool   `yaml:"createBucket"`
+	// CheckTimeout bounds one attempt of the bucket check (exists, Object
+	// Lock on), which runs in the background from start-up until it
+	// passes; default 10s.
+	CheckTimeout Duration `yaml:"checkTimeout"`
+	// CheckMaxBackoff caps the wait between failed attempts of the bucket
+	// check; default 30s.
+	CheckMaxBackoff Duration `yaml:"checkMaxBackoff"`
 }
 
 // APIKey is one API key: its name, the hex SHA-256 of the key, and roles.
@@ -200,6 +208,20 @@ type RequestLimits struct {
 type UploaderOptions struct {
 	Workers int `yaml:"workers"`
 	Batch   int `yaml:"batch"`
+	// MaxBackoff caps the wait after a failed upload round; default 30s.
+	MaxBackoff Duration `yaml:"maxBackoff"`
+}
+
+// DefaultMinFreeDiskBytes is the default of readiness.minFreeDiskBytes:
+// 256 MiB.
+const DefaultMinFreeDiskBytes = 256 << 20
+
+// Readiness tunes /readyz and the gRPC health status.
+type Readiness struct {
+	// MinFreeDiskBytes: below this much free space on the data
+	// directory's filesystem ledgerd reports not ready (a write could fail
+	// for lack of space); default DefaultMinFreeDiskBytes.
+	MinFreeDiskBytes int64 `yaml:"minFreeDiskBytes"`
 }
 
 // Duration is a time.Duration written as "30s".
@@ -228,6 +250,7 @@ func Default() Config {
 		Log:             Log{Level: "info"},
 		ShutdownTimeout: Duration(30 * time.Second),
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
+		Readiness:       Readiness{MinFreeDiskBytes: DefaultMinFreeDiskBytes},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
@@ -351,6 +374,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxBodyBytes <= 0 {
 		c.Limits.MaxBodyBytes = 1 << 20
+	}
+	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
+		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))
+	}
+	switch {
+	case c.Readiness.MinFreeDiskBytes < 0:
+		errs = append(errs, errors.New("readiness.minFreeDiskBytes must not be negative"))
+	case c.Readiness.MinFreeDiskBytes == 0:
+		c.Readiness.MinFreeDiskBytes = DefaultMinFreeDiskBytes
 	}
 	return errors.Join(errs...)
 }

@@ -43,6 +43,9 @@ func TestValidateRejects(t *testing.T) {
 		{"bad class", "retention: {tools: {refund: forever}}\n", "unknown retention class"},
 		{"tool to incident", "retention: {tools: {refund: incident}}\n", "tools map to"},
 		{"bad duration", "shutdownTimeout: soon\n", "duration"},
+		{"negative free disk", "readiness: {minFreeDiskBytes: -1}\n", "readiness.minFreeDiskBytes"},
+		{"negative s3 check timeout", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, checkTimeout: -1s}}\n", "checkTimeout"},
+		{"negative uploader backoff", "uploader: {maxBackoff: -1s}\n", "maxBackoff"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,5 +97,38 @@ func TestEnsureKeysCreatesOnePerRoleOnce(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, "writer.key"))
 	if config.HashKey(strings.TrimSpace(string(b))) != keys[0].SHA256 {
 		t.Fatalf("stored hash is not the SHA-256 of the key file")
+	}
+}
+
+func TestReadinessDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want int64
+	}{
+		{"absent", "log: {level: info}\n", config.DefaultMinFreeDiskBytes},
+		{"zero means the default", "readiness: {minFreeDiskBytes: 0}\n", config.DefaultMinFreeDiskBytes},
+		{"set", "readiness: {minFreeDiskBytes: 1048576}\n", 1 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Readiness.MinFreeDiskBytes; got != tc.want {
+				t.Fatalf("minFreeDiskBytes = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	if config.DefaultMinFreeDiskBytes != 256<<20 {
+		t.Fatalf("default %d, want 256 MiB", config.DefaultMinFreeDiskBytes)
 	}
 }

@@ -33,11 +33,28 @@ type Server struct {
 // ErrNoBinary: PACTLEDGER_VERSITYGW is not set.
 var ErrNoBinary = errors.New(EnvBinary + " is not set: run the tests with `make test`, which builds versitygw and sets it")
 
-// Start starts versitygw under a new temporary directory.
+// Start starts versitygw under a new temporary directory on a free
+// loopback port.
 func Start() (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return StartOn(addr, "pactledger-test", randomHex(20))
+}
+
+// StartOn starts versitygw under a new temporary directory on addr, a
+// loopback host:port, with the given root credentials: for a test that
+// points ledgerd at an address before any S3 server answers there.
+func StartOn(addr, accessKey, secretKey string) (*Server, error) {
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
 		return nil, ErrNoBinary
+	}
+	if host, _, err := net.SplitHostPort(addr); err != nil || !net.ParseIP(host).IsLoopback() {
+		return nil, fmt.Errorf("versitygw address %q: want a loopback host:port", addr)
 	}
 	dir, err := os.MkdirTemp("", "pactledger-s3-")
 	if err != nil {
@@ -48,13 +65,7 @@ func Start() (*Server, error) {
 			return nil, err
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{Endpoint: addr, AccessKey: "pactledger-test", SecretKey: randomHex(20), dir: dir}
+	s := &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, dir: dir}
 	s.cmd = exec.Command(bin, "--port", addr, "--health", "/health", "posix", "--versioning-dir", filepath.Join(dir, "versions"), filepath.Join(dir, "data"))
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	logf, err := os.Create(filepath.Join(dir, "versitygw.log"))

@@ -50,6 +50,7 @@ type Server struct {
 	drills   *drill.Runner
 	log      *slog.Logger
 	store    *bolt.Store
+	s3       *s3.Store // nil unless evidence goes to S3
 	ledger   *ledger.Ledger
 	grpc     *grpc.Server
 	health   *health.Server
@@ -117,8 +118,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	var objects ledger.ObjectStore
 	switch cfg.Evidence.Type {
 	case "s3":
+		// No network I/O here: the bucket check runs in the background from
+		// Serve, so ledgerd starts and takes writes while S3 is unreachable.
 		c := cfg.Evidence.S3
-		objects, err = s3.Open(ctx, s3.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: c.CreateBucket})
+		s.s3, err = s3.New(s3.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: c.CreateBucket,
+			CheckTimeout: time.Duration(c.CheckTimeout), CheckMaxBackoff: time.Duration(c.CheckMaxBackoff)})
+		objects = s.s3
 	default:
 		objects, err = localdir.Open(cfg.Evidence.Dir)
 	}
@@ -247,24 +252,126 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// readyz answers 200 when a write would be acknowledged durably (the row
+// store is open and takes writes, and the data directory's filesystem has
+// at least readiness.minFreeDiskBytes free), else 503. The evidence backlog
+// and the S3 state are details: an evidence outage is what the outbox
+// absorbs, never a reason to take ledgerd out of a load balancer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	depth, derr := s.ledger.OutboxDepth(ctx)
-	body := map[string]any{"bbolt": "ok", "evidence": "ok", "outboxDepth": depth}
+	ready, body := s.readiness(ctx)
+	s.setHealth(ready)
 	code := http.StatusOK
-	if derr != nil {
-		body["bbolt"], code = derr.Error(), http.StatusServiceUnavailable
-	}
-	if err := s.ledger.Ready(ctx); err != nil && derr == nil {
-		body["evidence"], code = "unreachable", http.StatusServiceUnavailable
-	}
-	if code != http.StatusOK {
-		body["status"] = "not ready"
-	} else {
-		body["status"] = "ready"
+	if !ready {
+		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, body)
+}
+
+// readiness reports whether a write would be acknowledged durably, with
+// the details /readyz shows.
+func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
+	ready := true
+	body := map[string]any{"bbolt": "ok"}
+	switch err := s.store.Writable(); {
+	case err == nil:
+	case errors.Is(err, ledger.ErrNoSpace):
+		// The last commit failed for lack of space. Ready again once the
+		// filesystem takes a small write, before any commit has succeeded
+		// (a load balancer sends no writes to a replica that is not ready).
+		if perr := probeWrite(s.cfg.DataDir); perr != nil {
+			ready, body["bbolt"] = false, "no space: the last commit failed for lack of space and the disk takes no write"
+		} else {
+			body["bbolt"] = "ok: space is free again after a commit failed for lack of space"
+		}
+	default:
+		ready, body["bbolt"] = false, err.Error()
+	}
+	if depth, err := s.ledger.OutboxDepth(ctx); err != nil {
+		ready, body["bbolt"] = false, "not answering"
+		s.log.WarnContext(ctx, "readiness: row store", slog.String("error", err.Error()))
+	} else {
+		body["outboxDepth"] = depth
+	}
+	minFree := uint64(max(s.cfg.Readiness.MinFreeDiskBytes, 0))
+	disk := map[string]any{"minFreeBytes": minFree}
+	if free, total, err := diskSpace(s.cfg.DataDir); err != nil {
+		ready, disk["status"] = false, "unknown"
+		s.log.WarnContext(ctx, "readiness: disk space", slog.String("error", err.Error()))
+	} else {
+		disk["freeBytes"], disk["totalBytes"], disk["status"] = free, total, "ok"
+		if free < minFree {
+			ready, disk["status"] = false, "low"
+		}
+	}
+	body["disk"] = disk
+	evidence := map[string]any{"type": s.cfg.Evidence.Type, "status": "ok"}
+	if s.s3 != nil {
+		st := s.s3.State()
+		evidence["status"], evidence["bucketChecked"] = st.Status, st.Checked
+		if st.Status != s3.StatusOK {
+			evidence["since"] = st.Since.UTC().Format(time.RFC3339)
+		}
+		if st.LastError != "" {
+			evidence["lastError"], evidence["lastErrorAt"] = st.LastError, st.LastErrAt.UTC().Format(time.RFC3339)
+		}
+	}
+	body["evidence"] = evidence
+	if ready {
+		body["status"] = "ready"
+	} else {
+		body["status"] = "not ready"
+	}
+	return ready, body
+}
+
+// setHealth makes the gRPC health service agree with /readyz.
+func (s *Server) setHealth(ready bool) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if !ready {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus("", st)
+}
+
+// readinessInterval is how often the gRPC health status is recomputed.
+const readinessInterval = time.Second
+
+// watchReadiness keeps the gRPC health status current until ctx is done.
+func (s *Server) watchReadiness(ctx context.Context) {
+	t := time.NewTicker(readinessInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ready, _ := s.readiness(rctx)
+		cancel()
+		s.setHealth(ready)
+	}
+}
+
+// watchEvidence runs the S3 bucket check in the background until it
+// passes. On a definite misconfiguration (no Object Lock, no bucket,
+// credentials rejected) it returns the error, which stops ledgerd.
+func (s *Server) watchEvidence(ctx context.Context) error {
+	err := s.s3.Watch(ctx, func(err error, retryIn time.Duration) {
+		s.log.WarnContext(ctx, "evidence bucket check failed; writes go on and evidence waits in the outbox; will retry",
+			slog.String("error", err.Error()), slog.Duration("retry_in", retryIn))
+	})
+	switch {
+	case err == nil:
+		s.log.InfoContext(ctx, "evidence bucket checked: it exists with object lock on", slog.String("bucket", s.cfg.Evidence.S3.Bucket))
+		return nil
+	case s3.Definite(err):
+		s.log.ErrorContext(ctx, "evidence store misconfigured; stopping", slog.String("error", err.Error()))
+		return fmt.Errorf("evidence store: %w", err)
+	}
+	return nil // ctx done
 }
 
 func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys verifier.KeySource, log *slog.Logger) error {
@@ -353,15 +460,28 @@ func (s *Server) Ledger() *ledger.Ledger { return s.ledger }
 func (s *Server) Serve(ctx context.Context) error {
 	upCtx, stopUploader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
-	wg.Add(6)
+	errc := make(chan error, 8)
+	wg.Add(7)
+	go func() {
+		defer wg.Done()
+		s.watchReadiness(upCtx)
+	}()
+	if s.s3 != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.watchEvidence(upCtx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunSweeper(upCtx, time.Duration(s.cfg.Retention.SweepInterval))
 	}()
 	go func() {
 		defer wg.Done()
-		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch})
+		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff)})
 	}()
 	go func() {
 		defer wg.Done()
@@ -410,7 +530,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	ready, _ := s.readiness(ctx)
+	s.setHealth(ready)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
 		slog.String("data_dir", s.cfg.DataDir), slog.String("evidence", s.cfg.Evidence.Type))
 
