@@ -221,6 +221,14 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.brand = b
 	// PACT §3.4: authenticate before reading the body.
 	who, err := p.authenticate(r)
+	if errors.Is(err, verifier.ErrUndecided) {
+		// The agent's keys could not be fetched: neither accepted nor
+		// rejected. The agent may retry; a 401 would say its JWT is bad.
+		p.cfg.Logger.WarnContext(r.Context(), "personal-agent keys unavailable", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "the personal agent's keys could not be fetched; retry", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		p.cfg.Logger.InfoContext(r.Context(), "personal-agent JWT rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)

@@ -688,3 +688,14 @@ func TestTokenReusedAcrossBrands(t *testing.T) {
 		t.Fatalf("another brand's context: %d %s", r.code, r.body)
 	}
 }
+
+// An agent whose keys cannot be fetched (nothing cached, the endpoint
+// answers garbage) is neither accepted nor rejected: 503 with Retry-After.
+func TestPersonalAgentKeysUnavailable(t *testing.T) {
+	e := newEnv(t)
+	e.sc.PA.JWKS.SetRaw([]byte("<html>maintenance</html>"))
+	r := e.do(t, "POST", e.iface+"/message:send", e.jwt("u1", nil), msg("m1", "", "hello"))
+	if r.code != 503 || r.hdr.Get("Retry-After") == "" {
+		t.Fatalf("= %d %q %s", r.code, r.hdr.Get("Retry-After"), r.body)
+	}
+}
