@@ -262,7 +262,13 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 	}
 	for _, p := range plans {
-		u := &upload{key: p.Key, retain: p.RetainUntil, entries: p.Entries, segment: true}
+		// The bytes and the key are the plan's; the retain-until is not part
+		// of the object's identity, and S3 refuses one already past.
+		retain := p.RetainUntil
+		if retain.Before(now.Add(5 * time.Second)) {
+			retain = now.Add(MinRetention)
+		}
+		u := &upload{key: p.Key, retain: retain, entries: p.Entries, segment: true}
 		for _, m := range p.Entries {
 			u.bodies = append(u.bodies, bodies[m.Seq])
 		}
@@ -345,7 +351,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	succeeded := len(plansOK) + len(finished) // any success shows the store answers
 	var deadNow []failure
 	var attempts []int
-	if len(finished) > 0 || (len(failed) > 0 && succeeded > 0) {
+	doomedNow := slices.ContainsFunc(failed, func(f failure) bool { return permanent(f.err) })
+	if len(finished) > 0 || doomedNow {
 		err := l.store.Update(ctx, func(tx Tx) error {
 			deadNow, attempts = nil, nil
 			for _, d := range finished {
@@ -361,6 +368,9 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			for _, f := range failed {
 				n := 0
 				if !permanent(f.err) {
+					if succeeded == 0 {
+						continue // the store may be down: nothing to blame the entry for
+					}
 					for _, e := range f.entries {
 						rec, err := tx.OutboxFailed(e.Seq, f.err.Error(), now)
 						if err != nil {

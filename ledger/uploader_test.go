@@ -447,3 +447,44 @@ func reopenWithMetrics(t *testing.T, h *harness, m *ledger.Metrics) *ledger.Ledg
 	}
 	return l
 }
+
+// TestOccupiedKeyMovesAsideAtOnce: write-once storage holding other bytes
+// under an object's key dooms its put; it moves to the dead letters in the
+// first round, even one where nothing else succeeded.
+func TestOccupiedKeyMovesAsideAtOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	real, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holdsFail bool
+	faulty := &faultyStore{ObjectStore: real}
+	faulty.fail = func(op, key string) (bool, bool) { return holdsFail && op == "hold", false }
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: faulty}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	h.drain(t)
+	// An incident: its evidence is an object of its own, put with a hold,
+	// and the snapshots it names get holds (failing here).
+	holdsFail = true
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	if _, err := real.Put(ctx, ledger.EvidenceKey(inc.ID), []byte("other bytes"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, errInjected) {
+		t.Fatalf("round: %v", err)
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DeadLetterCount != 1 || rep.DeadLetters[0].Entry.Key != ledger.EvidenceKey(inc.ID) || !strings.Contains(rep.DeadLetters[0].Reason, "already holds") {
+		t.Fatalf("outbox: %+v", rep)
+	}
+	if rep.Depth == 0 {
+		t.Fatal("the failing holds were moved aside although nothing succeeded")
+	}
+}
