@@ -196,10 +196,14 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			}
 			plans = append(plans, p)
 		}
-		waiting := map[string]bool{} // keys whose earlier operation waits
 		for _, e := range entries {
 			if e.Op == "" {
 				pending[e.Key] = true
+			}
+		}
+		waiting := map[string]bool{} // keys whose earlier operation waits
+		for _, e := range entries {
+			if e.Op == "" {
 				if planned[e.Seq] {
 					continue
 				}
@@ -215,8 +219,9 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 				puts = append(puts, e)
 				continue
 			}
-			// An operation waits for its object's put and for the
-			// operations on that object before it.
+			// An operation waits while its object's put is queued (a put
+			// retried from the dead letters may stand behind it) and for
+			// the operations on that object before it.
 			if pending[e.Key] || waiting[e.Key] {
 				waiting[e.Key] = true
 				continue
