@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/storage/s3"
 )
 
 func TestConfigExample(t *testing.T) {
@@ -24,5 +33,38 @@ func TestBadArguments(t *testing.T) {
 		if err := run(args, &out, &out); err == nil {
 			t.Errorf("run(%q) succeeded", strings.Join(args, " "))
 		}
+	}
+}
+
+// A bucket without Object Lock is a definite misconfiguration: ledgerd
+// stops with an error naming it, which main turns into exit status 1.
+func TestRefusesBucketWithoutObjectLock(t *testing.T) {
+	srv, err := s3test.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	bucket := s3test.Bucket()
+	c, err := minio.New(srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ledgerd.yaml")
+	yaml := "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0}\ndataDir: " + filepath.Join(dir, "data") + "\nprovider: {enabled: false}\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PACTLEDGER_S3_SECRET_KEY", srv.SecretKey)
+	var out bytes.Buffer
+	err = run([]string{"--config", cfg, "--s3-endpoint", srv.Endpoint, "--s3-bucket", bucket, "--s3-access-key", srv.AccessKey, "--s3-insecure"}, &out, &out)
+	if !errors.Is(err, s3.ErrNoObjectLock) || !strings.Contains(err.Error(), bucket) {
+		t.Fatalf("run with a bucket without object lock: %v, want ErrNoObjectLock naming %s", err, bucket)
+	}
+	if !strings.Contains(out.String(), "evidence store misconfigured") || strings.Contains(out.String(), srv.SecretKey) {
+		t.Fatalf("log does not say why ledgerd stopped, or holds the secret: %s", out.String())
 	}
 }
