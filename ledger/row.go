@@ -163,15 +163,22 @@ type Row struct {
 // counts only when a signature vouches for it (a receipt whose
 // receipt_signature passed). A refusal's observedAt and a forged receipt's
 // ts are claims: they never shorten how long the row is kept.
+//
+// It is rounded up to a whole second, the resolution of write-once
+// storage's retain-until: rounding can only lengthen retention.
 func (r *Row) RetentionStart() time.Time {
+	start := r.RecordedAt
 	if r.Kind == KindReceipt && r.IssuedAt.After(r.RecordedAt) {
 		for _, c := range r.Verifier.Checks {
 			if c.Name == verifier.CheckReceiptSignature && c.Result == verifier.Pass {
-				return r.IssuedAt
+				start = r.IssuedAt
 			}
 		}
 	}
-	return r.RecordedAt
+	if s := start.Truncate(time.Second); !s.Equal(start) {
+		return s.Add(time.Second)
+	}
+	return start
 }
 
 // Targets returns the distinct action targets of the row.
