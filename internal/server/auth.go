@@ -101,8 +101,11 @@ func (a *authenticator) authorize(ctx context.Context, method string) (context.C
 	md, _ := metadata.FromIncomingContext(ctx)
 	var key string
 	if v := md.Get("authorization"); len(v) > 0 {
-		key, _ = strings.CutPrefix(v[0], "Bearer ")
-		key = strings.TrimSpace(key)
+		// The scheme name is case-insensitive (RFC 9110 §11.1).
+		key = strings.TrimSpace(v[0])
+		if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			key = strings.TrimSpace(rest)
+		}
 	}
 	if key == "" {
 		return nil, status.Error(codes.Unauthenticated, "missing API key: send Authorization: Bearer <key>")
