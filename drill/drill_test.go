@@ -139,7 +139,9 @@ func TestNothingToDrillFailsWithoutWaiting(t *testing.T) {
 	}
 }
 
-func TestRefusalRowNeedsAPerson(t *testing.T) {
+// A refusal found by its target is decided by rule 1 (no verifiable
+// receipt: unauthorized), not handed to a person.
+func TestRefusalRowIsRuleOne(t *testing.T) {
 	e := newEnv(t, time.Now)
 	_, err := e.l.AppendRefusal(context.Background(), ledger.RefusalInput{ClaimedPrincipal: "acct 30418", Tool: "change_address", Target: "acct-30418", Reason: "no receipt", ObservedAt: time.Now()})
 	if err != nil {
@@ -150,7 +152,7 @@ func TestRefusalRowNeedsAPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pulls(rep)
-	if p[drill.PullReceiptRow].Passed || p[drill.PullDecision].Passed || !strings.Contains(p[drill.PullDecision].Detail, "needs a person") {
+	if !p[drill.PullDecision].Passed || !strings.Contains(p[drill.PullDecision].Detail, "rule 1") || strings.Contains(p[drill.PullDecision].Detail, "needs a person") {
 		t.Fatalf("pulls %+v", rep.Pulls)
 	}
 }

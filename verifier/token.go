@@ -193,22 +193,58 @@ var (
 // InRange reports whether t lies in [MinTime, MaxTime).
 func InRange(t time.Time) bool { return !t.Before(MinTime) && t.Before(MaxTime) }
 
-// NumericDate is a JWT time: seconds since the epoch.
-type NumericDate float64
-
-// Time returns d as a time. Use Check first: a value out of range gives a
-// meaningless time.
-func (d NumericDate) Time() time.Time {
-	sec := int64(d)
-	return time.Unix(sec, int64((float64(d)-float64(sec))*1e9)).UTC()
+// NumericDate is a JWT time (RFC 7519 §2): seconds since the epoch, kept
+// with the JSON text it arrived as, so that a value the ledger cannot use
+// is quoted exactly as the signer wrote it.
+type NumericDate struct {
+	raw string
+	sec float64
+	num bool
 }
 
-// Check returns d as a time, or an error quoting the raw value when it is
-// not finite or lies outside [MinTime, MaxTime).
+// NewNumericDate returns the NumericDate of sec seconds since the epoch.
+func NewNumericDate(sec float64) NumericDate {
+	return NumericDate{raw: strconv.FormatFloat(sec, 'f', -1, 64), sec: sec, num: true}
+}
+
+// maxRawClaim bounds the raw text of a time claim kept for messages.
+const maxRawClaim = 64
+
+// UnmarshalJSON keeps any JSON value; Check says whether it is a usable
+// time. A claim of the wrong type is a failed check, not undecodable claims.
+func (d *NumericDate) UnmarshalJSON(b []byte) error {
+	*d = NumericDate{raw: truncate(string(b), maxRawClaim)}
+	var f float64
+	if string(b) != "null" && json.Unmarshal(b, &f) == nil {
+		d.sec, d.num = f, true
+	}
+	return nil
+}
+
+// MarshalJSON writes the time as it arrived.
+func (d NumericDate) MarshalJSON() ([]byte, error) {
+	if d.num || d.raw == "" {
+		return []byte(strconv.FormatFloat(d.sec, 'f', -1, 64)), nil
+	}
+	return json.Marshal(d.raw)
+}
+
+// Time returns d as a time. Use Check first: a value that is not a number
+// or out of range gives a meaningless time.
+func (d NumericDate) Time() time.Time {
+	sec := int64(d.sec)
+	return time.Unix(sec, int64((d.sec-float64(sec))*1e9)).UTC()
+}
+
+// Check returns d as a time, or an error quoting the value as sent when it
+// is not a number or lies outside [MinTime, MaxTime).
 func (d NumericDate) Check(claim string) (time.Time, error) {
-	f := float64(d)
-	if math.IsNaN(f) || math.IsInf(f, 0) || f < float64(MinTime.Unix()) || f >= float64(MaxTime.Unix()) {
-		return time.Time{}, fmt.Errorf("%s %s is outside the supported time range %s to %s", claim, strconv.FormatFloat(f, 'g', -1, 64),
+	f := d.sec
+	if !d.num && (d.raw == "" || !strings.ContainsAny(d.raw[:1], "-0123456789")) {
+		return time.Time{}, fmt.Errorf("%s %s is not a number", claim, d.raw)
+	}
+	if !d.num || math.IsNaN(f) || math.IsInf(f, 0) || f < float64(MinTime.Unix()) || f >= float64(MaxTime.Unix()) {
+		return time.Time{}, fmt.Errorf("%s %s is outside the supported time range %s to %s", claim, d.raw,
 			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	}
 	return d.Time(), nil

@@ -286,12 +286,24 @@ func TestCompactTokensAreCanonical(t *testing.T) {
 }
 
 func TestNumericDateRange(t *testing.T) {
-	for _, v := range []float64{1e300, -1e300, 253402300800, -62135596801, -1, math.NaN(), math.Inf(1)} {
-		if _, err := verifier.NumericDate(v).Check("exp"); err == nil {
-			t.Errorf("%v accepted", v)
+	for _, raw := range []string{"1e300", "-1e300", "253402300800", "-62135596801", "-1", "1e999", `"1790000000"`, "null", "true", "{}"} {
+		var d verifier.NumericDate
+		if err := json.Unmarshal([]byte(raw), &d); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if _, err := d.Check("exp"); err == nil || !strings.Contains(err.Error(), "exp "+raw+" is") {
+			t.Errorf("%s: %v", raw, err)
 		}
 	}
-	if got, err := verifier.NumericDate(1790000000).Check("exp"); err != nil || got.Unix() != 1790000000 {
+	var d verifier.NumericDate
+	if err := json.Unmarshal([]byte("1790000000"), &d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Check("exp"); err != nil || got.Unix() != 1790000000 {
 		t.Errorf("in range: %v %v", got, err)
 	}
+	if got, err := verifier.NewNumericDate(1790000000.5).Check("iat"); err != nil || got.UnixMilli() != 1790000000500 {
+		t.Errorf("NewNumericDate: %v %v", got, err)
+	}
+	_ = math.Pi
 }

@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +22,18 @@ func TestReceiptsPostedDuringAJWKSOutageLandAuthorized(t *testing.T) {
 	down.Store(true)
 	var fetches, refused atomic.Int64
 	var providerURL atomic.Value // the shop Provider's base, set below
-	paProxy := map[bool]*httputil.ReverseProxy{}
+	var paURL atomic.Value       // the agent's JWKS URL, set below
+	relay := func(w http.ResponseWriter, target string) {
+		res, err := http.Get(target)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(res.StatusCode)
+		_, _ = io.Copy(w, res.Body)
+	}
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
 		if down.Load() {
@@ -34,18 +43,9 @@ func TestReceiptsPostedDuringAJWKSOutageLandAuthorized(t *testing.T) {
 		}
 		switch r.URL.Path {
 		case "/pa/jwks":
-			paProxy[true].ServeHTTP(w, r)
+			relay(w, paURL.Load().(string))
 		case "/brand/jwks":
-			u, _ := url.Parse(providerURL.Load().(string) + "/oauth/jwks.json")
-			res, err := http.Get(u.String())
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			defer res.Body.Close()
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(res.StatusCode)
-			_, _ = io.Copy(w, res.Body)
+			relay(w, providerURL.Load().(string)+"/oauth/jwks.json")
 		default:
 			http.NotFound(w, r)
 		}
@@ -63,12 +63,7 @@ func TestReceiptsPostedDuringAJWKSOutageLandAuthorized(t *testing.T) {
 	})
 	shopBase := s.base
 	providerURL.Store(shopBase)
-	paURL, _ := url.Parse(s.sc.PA.JWKS.URL())
-	pp := httputil.NewSingleHostReverseProxy(paURL)
-	pp.Director = func(r *http.Request) {
-		r.URL.Scheme, r.URL.Host, r.URL.Path, r.Host = paURL.Scheme, paURL.Host, paURL.Path, paURL.Host
-	}
-	paProxy[true] = pp
+	paURL.Store(s.sc.PA.JWKS.URL())
 
 	// Restart the second ledger trusting the shop and the agent through the
 	// gate (its keys are then fetched only from there).
