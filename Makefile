@@ -57,10 +57,14 @@ bench: $(VERSITYGW)
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 30s).
 FUZZTIME ?= 30s
-fuzz:
+## The write-then-read fuzzer runs a ledgerd (and the S3 test server);
+## minimisation is bounded because background work moves coverage.
+fuzz: $(VERSITYGW)
 	for f in FuzzParseCompact FuzzParseReceipt FuzzParseKeySet FuzzVerify; do \
 	  $(GO) test ./verifier -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./pact -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pact -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz '^FuzzWriteThenRead$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 
 run:
 	$(GO) run ./cmd/ledgerd
