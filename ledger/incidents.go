@@ -190,12 +190,16 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 			}
 		}
 		out = *inc
+		if err := l.queueLeaf(tx, incidentRef(inc.ID), incidentCloseLeaf(inc)); err != nil {
+			return err
+		}
 		return tx.PutIncident(*inc)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("close incident %s: %w", id, err)
 	}
 	l.wake()
+	l.wakeLog()
 	l.cfg.Logger.InfoContext(ctx, "incident closed", "incident", id, "by", by, "retain_until", out.RetainUntil)
 	return &out, nil
 }

@@ -56,6 +56,7 @@ type Ledger struct {
 	keys    verifier.KeySource
 	cfg     Config
 	notify  chan struct{}
+	log     *logState // nil: no Merkle log
 }
 
 // New returns a Ledger over store, writing evidence objects to objects,
@@ -250,7 +251,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err := l.classify(tx, r); err != nil {
 			return err
 		}
-		if err := l.commitRow(tx, r, bundle, res.BrandSnapshot, res.AgentSnapshot); err != nil {
+		if err := l.commitRow(tx, r, bundle, &ev, res.BrandSnapshot, res.AgentSnapshot); err != nil {
 			return err
 		}
 		row, outcome = r, Created
@@ -265,6 +266,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	l.cfg.Metrics.write(outcome, row.Status)
 	if outcome != AlreadyRecorded {
 		l.wake()
+		l.wakeLog()
 		if row.Status == Incident {
 			l.cfg.Logger.WarnContext(ctx, "incident recorded", slog.String("row", row.ID), slog.String("incident", row.IncidentID), slog.String("agent", row.Agent.Platform))
 		}
@@ -574,7 +576,7 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 
 // commitRow writes the row, its evidence, new snapshots and their outbox
 // entries in tx.
-func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snapshot) error {
+func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, ev *Evidence, snaps ...*verifier.Snapshot) error {
 	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.RetentionStart())
 	incident := r.Class == retention.Incident
 	if r.Class == retention.ReadOnly && r.Kind == KindReceipt {
@@ -584,6 +586,9 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, snaps ...*verifier.Snap
 		r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
 	}
 	if err := tx.CreateRow(r); err != nil {
+		return err
+	}
+	if err := l.queueLeaf(tx, r.ID, rowLeaf(r, ev)); err != nil {
 		return err
 	}
 	if r.EvidenceNotKept == "" {

@@ -21,6 +21,9 @@ type Metrics struct {
 	// DeadLetters is the number of outbox entries moved aside because they
 	// could not succeed (see `ledgerctl outbox`).
 	DeadLetters prometheus.Gauge
+	logLeafCount prometheus.Counter
+	// LogSize is the size of the latest signed checkpoint.
+	LogSize prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -51,7 +54,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes)
 	m.DeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_outbox_dead_letters", Help: "Outbox entries moved to the dead letters because they cannot succeed; list them with `ledgerctl outbox`."})
 	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth, m.DeadLetters)
+	m.logLeafCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_total", Help: "Leaves added to the Merkle log (rows, dispute events, incident closures)."})
+	m.LogSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_size", Help: "Tree size of the latest signed checkpoint."})
+	reg.MustRegister(m.logLeafCount, m.LogSize)
 	return m
+}
+
+func (m *Metrics) logLeaves(n int) {
+	if m != nil && n > 0 {
+		m.logLeafCount.Add(float64(n))
+		m.LogSize.Add(float64(n))
+	}
 }
 
 func (m *Metrics) write(o Outcome, s Status) {

@@ -322,14 +322,20 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 		if err != nil {
 			return err
 		}
-		r.DisputeEvents = append(r.DisputeEvents, DisputeEvent{At: l.cfg.Now().UTC(), Status: status, Note: note, By: by})
+		ev := DisputeEvent{At: l.cfg.Now().UTC(), Status: status, Note: note, By: by}
+		r.DisputeEvents = append(r.DisputeEvents, ev)
 		r.Dispute = status
 		row = r
+		n := len(r.DisputeEvents) - 1
+		if err := l.queueLeaf(tx, disputeRef(r.ID, n), disputeLeaf(r.ID, n, ev)); err != nil {
+			return err
+		}
 		return tx.UpdateDispute(r)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispute row %s: %w", id, err)
 	}
+	l.wakeLog()
 	return row, nil
 }
 
@@ -437,7 +443,7 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 			EvidenceSHA256: id,
 		}
 		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
-		if err := l.commitRow(tx, r, bundle); err != nil {
+		if err := l.commitRow(tx, r, bundle, &Evidence{Refusal: &in}); err != nil {
 			return err
 		}
 		row = r
@@ -448,5 +454,6 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	}
 	l.cfg.Metrics.write(Created, Unauthorized)
 	l.wake()
+	l.wakeLog()
 	return row, nil
 }

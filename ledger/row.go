@@ -57,6 +57,22 @@ const (
 	DisputeResolvedOther
 )
 
+func (d DisputeStatus) String() string {
+	switch d {
+	case DisputeNone:
+		return "none"
+	case DisputeOpen:
+		return "open"
+	case DisputeResolvedCustomerAuthorized:
+		return "resolved_customer_authorized"
+	case DisputeResolvedIncident:
+		return "resolved_incident"
+	case DisputeResolvedOther:
+		return "resolved_other"
+	}
+	return "unspecified"
+}
+
 // Outcome says what an append did.
 type Outcome int
 

@@ -46,6 +46,8 @@ type Store interface {
 
 // Tx is one transaction of a Store.
 type Tx interface {
+	LogTx
+
 	// Row returns the row with id, or ErrNotFound.
 	Row(id string) (*Row, error)
 	// CreateRow writes a new row with its index entries.

@@ -1,0 +1,136 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// LeafVersion is the first line of every leaf of the Merkle log.
+const LeafVersion = "pactledger leaf v1"
+
+// Leaf kinds.
+const (
+	LeafReceipt       = "receipt"
+	LeafRefusal       = "refusal"
+	LeafDispute       = "dispute"
+	LeafIncidentClose = "incident-close"
+)
+
+// A leaf is the bytes the log commits to for one row or event: text lines
+// "name value", hashes and closed-set values only, never a customer's
+// personal data, so that rows swept by retention leave every proof valid.
+// Its RFC 6962 leaf hash is SHA-256(0x00 || leaf).
+type leaf struct{ b strings.Builder }
+
+func newLeaf(kind string) *leaf {
+	l := &leaf{}
+	l.b.WriteString(LeafVersion + "\n")
+	l.line("kind", kind)
+	return l
+}
+
+func (l *leaf) line(name, value string) *leaf {
+	if value == "" {
+		value = "-"
+	}
+	// Values are ids, hashes, times and closed-set names: no line breaks.
+	value = strings.NewReplacer("\n", " ", "\r", " ").Replace(value)
+	fmt.Fprintf(&l.b, "%s %s\n", name, value)
+	return l
+}
+
+func (l *leaf) bytes() []byte { return []byte(l.b.String()) }
+
+// digest is "sha256:<hex>" of s, or "" for an empty s.
+func digest(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// tokenDigest is the digest of a compact token's canonical encoding, so
+// that both ES256 forms of one token commit to the same value.
+func tokenDigest(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	if _, err := verifier.ParseCompact(tok); err == nil {
+		tok = verifier.Canonical(tok)
+	}
+	return digest(tok)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// rowLeaf is the leaf of a receipt or refusal row: the canonical hashes of
+// what was posted, the evidence hash, the JWKS snapshot ids, the grant id's
+// hash, the verdict, the class and when it was recorded.
+func rowLeaf(r *Row, ev *Evidence) []byte {
+	kind := LeafReceipt
+	if r.Kind == KindRefusal {
+		kind = LeafRefusal
+	}
+	l := newLeaf(kind).line("row", r.ID)
+	var receipt, request, token string
+	if ev != nil {
+		receipt, token = ev.ReceiptJWS, ev.DelegationToken
+		request = ev.RequestJWT
+		if ev.Refusal != nil {
+			request = ev.Refusal.RequestJWT
+		}
+	}
+	l.line("receipt", tokenDigest(receipt)).line("request", tokenDigest(request)).line("token", tokenDigest(token))
+	l.line("evidence", "sha256:"+r.EvidenceSHA256)
+	l.line("jwks", strings.TrimSpace(orDash(r.BrandKey.JWKSSnapshot)+" "+orDash(r.Agent.JWKSSnapshot)))
+	l.line("grant", digest(r.GrantID)).line("status", r.Status.String()).line("class", r.Class.String())
+	l.line("duplicate-of", r.Verifier.DuplicateOf).line("recorded", stamp(r.RecordedAt))
+	return l.bytes()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// disputeLeaf is the leaf of the n-th dispute event of a row.
+func disputeLeaf(rowID string, n int, e DisputeEvent) []byte {
+	return newLeaf(LeafDispute).line("row", rowID).line("event", fmt.Sprint(n)).line("status", e.Status.String()).
+		line("note", digest(e.Note)).line("by", digest(e.By)).line("at", stamp(e.At)).bytes()
+}
+
+// incidentCloseLeaf is the leaf of an incident's closure.
+func incidentCloseLeaf(inc *IncidentRecord) []byte {
+	return newLeaf(LeafIncidentClose).line("incident", inc.ID).line("row", inc.RowID).line("note", digest(inc.Note)).
+		line("by", digest(inc.ClosedBy)).line("at", stamp(inc.ClosedAt)).bytes()
+}
+
+// Leaf refs: the key under which the log finds a leaf's index.
+func disputeRef(rowID string, n int) string { return fmt.Sprintf("dispute/%s/%d", rowID, n) }
+func incidentRef(id string) string          { return "incident/" + id + "/close" }
+
+// ParseLeaf splits a leaf into its named values (the first line, the
+// version, is checked and dropped).
+func ParseLeaf(data []byte) (map[string]string, error) {
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != LeafVersion {
+		return nil, fmt.Errorf("%w: not a %q leaf", ErrInvalid, LeafVersion)
+	}
+	out := map[string]string{}
+	for _, ln := range lines[1:] {
+		name, value, ok := strings.Cut(ln, " ")
+		if !ok {
+			return nil, fmt.Errorf("%w: leaf line %q", ErrInvalid, ln)
+		}
+		out[name] = value
+	}
+	return out, nil
+}

@@ -1,0 +1,563 @@
+package ledger
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger/proof"
+)
+
+// The Merkle log: every row, dispute event and incident closure is a leaf
+// of one append-only RFC 6962 tree. A write queues its leaf in its own
+// transaction and is acknowledged at once; the integrator then assigns leaf
+// indexes in commit order, extends the tree, signs a C2SP checkpoint and
+// publishes C2SP tlog-tiles to write-once storage. Hashing and proofs come
+// from golang.org/x/mod/sumdb/tlog.
+
+// TileHeight is the C2SP tlog-tiles height: 256 hashes per tile.
+const TileHeight = 8
+
+// Errors of the log.
+var (
+	// ErrNotLogged: the row or event is committed but not yet in a signed
+	// checkpoint (the integrator runs every LogConfig.Interval); retry.
+	ErrNotLogged = errors.New("not yet in a signed checkpoint")
+	// ErrLeaseHeld: another integrator holds the lease.
+	ErrLeaseHeld = errors.New("the log integrator lease is held elsewhere")
+	// ErrNoLog: the ledger runs without a log.
+	ErrNoLog = errors.New("the ledger keeps no Merkle log")
+)
+
+// PendingLeaf is a leaf committed with its row or event, waiting for an
+// index.
+type PendingLeaf struct {
+	Seq  uint64
+	Ref  string
+	Data []byte
+}
+
+// LogTx is the part of a transaction the log works on. Leaf indexes,
+// stored hashes and leaves are only ever appended.
+type LogTx interface {
+	// QueueLeaf queues a leaf, in commit order, under ref (a row id or an
+	// event ref).
+	QueueLeaf(ref string, data []byte) error
+	// PendingLeaves returns up to n queued leaves, oldest first.
+	PendingLeaves(n int) ([]PendingLeaf, error)
+	// SequenceLeaf stores a queued leaf at index with the stored hashes the
+	// tree gains (starting at storage index hashAt) and removes it from the
+	// queue.
+	SequenceLeaf(p PendingLeaf, index int64, hashAt int64, hashes []tlog.Hash) error
+	// ReadHashes returns the stored hashes at the given storage indexes.
+	ReadHashes(indexes []int64) ([]tlog.Hash, error)
+	// Leaf returns the ref and bytes of the leaf at index.
+	Leaf(index int64) (string, []byte, error)
+	// LeafIndex returns the index of the leaf of ref, or ErrNotFound
+	// (queued leaves have none yet).
+	LeafIndex(ref string) (int64, error)
+	// SetLogHead records the tree size and its signed checkpoint, and keeps
+	// the checkpoint in the history by size.
+	SetLogHead(size int64, checkpoint []byte) error
+	// LogHead returns the tree size and the latest signed checkpoint.
+	LogHead() (int64, []byte, error)
+	// CheckpointAt returns the signed checkpoint of a past size, or
+	// ErrNotFound when none was signed at that size.
+	CheckpointAt(size int64) ([]byte, error)
+	// TilesPublished returns the tree size whose tiles are all in
+	// write-once storage; SetTilesPublished records it.
+	TilesPublished() (int64, error)
+	SetTilesPublished(size int64) error
+}
+
+// Lease guards a singleton job: exactly one holder at a time. On bbolt the
+// process holding the file is the only candidate; a shared store holds a
+// lease row with an expiry.
+type Lease interface {
+	// Acquire takes the lease or returns ErrLeaseHeld; release gives it up.
+	Acquire(ctx context.Context, name string) (release func(), err error)
+}
+
+// ProcessLease is a Lease within one process (the bbolt store: the file
+// lock already keeps other processes out).
+type ProcessLease struct {
+	mu   sync.Mutex
+	held map[string]bool
+}
+
+// Acquire implements Lease.
+func (p *ProcessLease) Acquire(_ context.Context, name string) (func(), error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = map[string]bool{}
+	}
+	if p.held[name] {
+		return nil, ErrLeaseHeld
+	}
+	p.held[name] = true
+	return func() {
+		p.mu.Lock()
+		delete(p.held, name)
+		p.mu.Unlock()
+	}, nil
+}
+
+// LogConfig configures the Merkle log.
+type LogConfig struct {
+	// Signer signs checkpoints; its name is the log's origin. Required.
+	Signer note.Signer
+	// Interval is the most often the tree is extended while leaves
+	// arrive; default 500 ms.
+	Interval time.Duration
+	// MaxBatch caps leaves per extension; default 4096.
+	MaxBatch int
+	// TileRetention is how long tiles and checkpoints are retained in
+	// write-once storage; default 10 years.
+	TileRetention time.Duration
+	// Lease keeps one integrator; default a ProcessLease.
+	Lease Lease
+}
+
+// logState is the ledger's log, once EnableLog ran.
+type logState struct {
+	cfg    LogConfig
+	notify chan struct{}
+}
+
+// EnableLog turns the Merkle log on: from now on every committed row and
+// event queues its leaf. Call it before any write.
+func (l *Ledger) EnableLog(cfg LogConfig) error {
+	if cfg.Signer == nil {
+		return errors.New("log: a checkpoint signer is required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 500 * time.Millisecond
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.TileRetention <= 0 {
+		cfg.TileRetention = 10 * 365 * 24 * time.Hour
+	}
+	if cfg.Lease == nil {
+		cfg.Lease = &ProcessLease{}
+	}
+	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1)}
+	return nil
+}
+
+// Origin is the log's origin line, or "" without a log.
+func (l *Ledger) Origin() string {
+	if l.log == nil {
+		return ""
+	}
+	return l.log.cfg.Signer.Name()
+}
+
+// queueLeaf queues a leaf in tx when the log is on.
+func (l *Ledger) queueLeaf(tx Tx, ref string, data []byte) error {
+	if l.log == nil {
+		return nil
+	}
+	return tx.QueueLeaf(ref, data)
+}
+
+func (l *Ledger) wakeLog() {
+	if l.log == nil {
+		return
+	}
+	select {
+	case l.log.notify <- struct{}{}:
+	default:
+	}
+}
+
+// hashReader reads stored hashes from tx.
+func hashReader(tx LogTx) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) { return tx.ReadHashes(idx) })
+}
+
+// RunIntegrator extends the tree until ctx is done: whenever leaves are
+// queued, at most once per Interval, it assigns their indexes in commit
+// order, signs a checkpoint and publishes the new tiles. It holds the
+// integrator lease while it runs and returns ErrLeaseHeld when another
+// integrator has it.
+func (l *Ledger) RunIntegrator(ctx context.Context) error {
+	if l.log == nil {
+		return ErrNoLog
+	}
+	release, err := l.log.cfg.Lease.Acquire(ctx, "log-integrator")
+	if err != nil {
+		return err
+	}
+	defer release()
+	tick := time.NewTicker(l.log.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if _, err := l.Integrate(ctx); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "extending the Merkle log failed; will retry", slog.String("error", err.Error()))
+		}
+		if err := l.PublishTiles(ctx); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "publishing log tiles failed; will retry", slog.String("error", err.Error()))
+		}
+		// Wait for new leaves, then for the interval to pass.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.log.notify:
+		case <-tick.C:
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Integrate sequences every queued leaf (in batches of MaxBatch) and signs
+// a checkpoint for the new size. It returns how many leaves it added. Only
+// the lease holder calls it.
+func (l *Ledger) Integrate(ctx context.Context) (int, error) {
+	if l.log == nil {
+		return 0, ErrNoLog
+	}
+	total := 0
+	for {
+		var pending bool
+		if err := l.store.View(ctx, func(tx Tx) error {
+			p, err := tx.PendingLeaves(1)
+			pending = len(p) > 0
+			return err
+		}); err != nil || !pending {
+			return total, err
+		}
+		var added int
+		err := l.store.Update(ctx, func(tx Tx) error {
+			added = 0
+			size, _, err := tx.LogHead()
+			if err != nil {
+				return err
+			}
+			pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
+			if err != nil || len(pend) == 0 {
+				return err
+			}
+			hr := hashReader(tx)
+			for _, p := range pend {
+				hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), hr)
+				if err != nil {
+					return fmt.Errorf("hash leaf %d: %w", size, err)
+				}
+				if err := tx.SequenceLeaf(p, size, tlog.StoredHashCount(size), hs); err != nil {
+					return err
+				}
+				size++
+			}
+			root, err := tlog.TreeHash(size, hr)
+			if err != nil {
+				return fmt.Errorf("tree hash at %d: %w", size, err)
+			}
+			cp, err := proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: size, Hash: root}, l.log.cfg.Signer)
+			if err != nil {
+				return err
+			}
+			added = len(pend)
+			return tx.SetLogHead(size, cp)
+		})
+		if err != nil {
+			return total, fmt.Errorf("integrate: %w", err)
+		}
+		total += added
+		l.cfg.Metrics.logLeaves(added)
+		if added < l.log.cfg.MaxBatch {
+			return total, nil
+		}
+	}
+}
+
+// Checkpoint returns the latest signed checkpoint.
+func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
+	if l.log == nil {
+		return nil, ErrNoLog
+	}
+	var cp []byte
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		_, cp, err = tx.LogHead()
+		return err
+	})
+	if err == nil && len(cp) == 0 {
+		// Nothing logged yet: sign the empty tree.
+		return proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: 0, Hash: tlog.Hash{}}, l.log.cfg.Signer)
+	}
+	return cp, err
+}
+
+// Proof returns the proof bundle of a row (or an event ref) under the
+// latest checkpoint. A row swept by retention keeps its leaf and its proof.
+func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
+	if l.log == nil {
+		return nil, ErrNoLog
+	}
+	var b *proof.Bundle
+	err := l.store.View(ctx, func(tx Tx) error {
+		idx, err := tx.LeafIndex(ref)
+		if errors.Is(err, ErrNotFound) {
+			if _, rerr := tx.Row(ref); rerr == nil {
+				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
+			}
+			if _, terr := tx.Tombstone(ref); terr == nil {
+				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
+			}
+			return fmt.Errorf("%w: no leaf for %s", ErrNotFound, ref)
+		}
+		if err != nil {
+			return err
+		}
+		size, cp, err := tx.LogHead()
+		if err != nil {
+			return err
+		}
+		if idx >= size {
+			return fmt.Errorf("%w: %s", ErrNotLogged, ref)
+		}
+		_, data, err := tx.Leaf(idx)
+		if err != nil {
+			return err
+		}
+		path, err := tlog.ProveRecord(size, idx, hashReader(tx))
+		if err != nil {
+			return fmt.Errorf("prove leaf %d: %w", idx, err)
+		}
+		rowID := ref
+		if strings.Contains(ref, "/") {
+			rowID = ""
+		}
+		b = proof.NewBundle(rowID, idx, data, path, cp)
+		return nil
+	})
+	return b, err
+}
+
+// Consistency returns the RFC 6962 consistency proof from the tree of size
+// from to the tree of size to (0 means the latest), with the checkpoints
+// signed at both sizes (the older may be absent when none was signed at
+// exactly that size).
+func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.Hash, oldCP, newCP []byte, err error) {
+	if l.log == nil {
+		return nil, nil, nil, ErrNoLog
+	}
+	err = l.store.View(ctx, func(tx Tx) error {
+		size, head, err := tx.LogHead()
+		if err != nil {
+			return err
+		}
+		if to == 0 {
+			to = size
+		}
+		if from < 0 || from > to || to > size {
+			return fmt.Errorf("%w: want 0 <= from <= to <= %d (the latest size), got from=%d to=%d", ErrInvalid, size, from, to)
+		}
+		newCP = head
+		if to != size {
+			if newCP, err = tx.CheckpointAt(to); err != nil {
+				return fmt.Errorf("%w: no checkpoint was signed at size %d", ErrNotFound, to)
+			}
+		}
+		if cp, err := tx.CheckpointAt(from); err == nil {
+			oldCP = cp
+		}
+		if from == 0 || from == to {
+			return nil
+		}
+		path, err = tlog.ProveTree(to, from, hashReader(tx))
+		return err
+	})
+	return path, oldCP, newCP, err
+}
+
+// Leaves returns up to n leaves from index start, for audits.
+func (l *Ledger) Leaves(ctx context.Context, start int64, n int) ([][]byte, error) {
+	if l.log == nil {
+		return nil, ErrNoLog
+	}
+	var out [][]byte
+	err := l.store.View(ctx, func(tx Tx) error {
+		size, _, err := tx.LogHead()
+		if err != nil {
+			return err
+		}
+		for i := start; i < size && len(out) < n; i++ {
+			_, d, err := tx.Leaf(i)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TreeSize returns the size of the latest checkpoint.
+func (l *Ledger) TreeSize(ctx context.Context) (int64, error) {
+	var size int64
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		size, _, err = tx.LogHead()
+		return err
+	})
+	return size, err
+}
+
+// Tile paths (C2SP tlog-tiles): tile/<L>/<N>[.p/<W>] for hashes,
+// tile/entries/<N>[.p/<W>] for entry bundles, under LogPrefix in
+// write-once storage.
+const LogPrefix = "log/"
+
+// tilePath is the C2SP path of a hash tile (x/mod's path without the
+// height element, which C2SP fixes at 8).
+func tilePath(t tlog.Tile) string {
+	return strings.Replace(t.Path(), "tile/8/", "tile/", 1)
+}
+
+// entriesPath is the C2SP path of the entry bundle of level-0 tile t.
+func entriesPath(t tlog.Tile) string {
+	return strings.Replace(t.Path(), "tile/8/0/", "tile/entries/", 1)
+}
+
+// TileData returns the bytes of a C2SP tile path ("tile/0/000",
+// "tile/1/x001/234.p/7", "tile/entries/000.p/3") from the store, for
+// serving; ErrNotFound when it is beyond the tree.
+func (l *Ledger) TileData(ctx context.Context, path string) ([]byte, error) {
+	if l.log == nil {
+		return nil, ErrNoLog
+	}
+	entries := strings.HasPrefix(path, "tile/entries/")
+	goPath := strings.Replace(path, "tile/", "tile/8/", 1)
+	if entries {
+		goPath = strings.Replace(path, "tile/entries/", "tile/8/0/", 1)
+	}
+	t, err := tlog.ParseTilePath(goPath)
+	if err != nil || t.L < 0 || (tilePath(t) != path && entriesPath(t) != path) {
+		return nil, fmt.Errorf("%w: %q is not a tile path", ErrInvalid, path)
+	}
+	var data []byte
+	err = l.store.View(ctx, func(tx Tx) error {
+		size, _, err := tx.LogHead()
+		if err != nil {
+			return err
+		}
+		if tileEnd(t) > size {
+			return fmt.Errorf("%w: tile %s is beyond the tree of size %d", ErrNotFound, path, size)
+		}
+		if entries {
+			data, err = entryBundle(tx, t)
+		} else {
+			data, err = tlog.ReadTileData(t, hashReader(tx))
+		}
+		return err
+	})
+	return data, err
+}
+
+// tileEnd is the tree size a tile needs: its last leaf's index + 1.
+func tileEnd(t tlog.Tile) int64 {
+	span := int64(1) << (uint(t.H) * uint(t.L))
+	return (t.N*(1<<uint(t.H)) + int64(t.W)) * span
+}
+
+// entryBundle is the C2SP entry bundle of level-0 tile t: each leaf as a
+// big-endian uint16 length and its bytes.
+func entryBundle(tx LogTx, t tlog.Tile) ([]byte, error) {
+	var out []byte
+	for i := range int64(t.W) {
+		_, d, err := tx.Leaf(t.N<<uint(t.H) + i)
+		if err != nil {
+			return nil, err
+		}
+		if len(d) > 0xffff {
+			return nil, fmt.Errorf("leaf %d is longer than an entry bundle allows", t.N<<uint(t.H)+i)
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(len(d)))
+		out = append(out, d...)
+	}
+	return out, nil
+}
+
+// PublishTiles writes the tiles and entry bundles the tree gained since
+// the last publication, and the checkpoint, to write-once storage. Tiles
+// are deterministic, so a publication cut short by a crash is redone: an
+// identical re-put succeeds.
+func (l *Ledger) PublishTiles(ctx context.Context) error {
+	if l.log == nil {
+		return ErrNoLog
+	}
+	var from, to int64
+	var cp []byte
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if from, err = tx.TilesPublished(); err != nil {
+			return err
+		}
+		to, cp, err = tx.LogHead()
+		return err
+	}); err != nil {
+		return err
+	}
+	if to <= from {
+		return nil
+	}
+	retain := l.cfg.Now().Add(l.log.cfg.TileRetention).UTC()
+	for _, t := range tlog.NewTiles(TileHeight, from, to) {
+		paths := []string{tilePath(t)}
+		if t.L == 0 {
+			paths = append(paths, entriesPath(t))
+		}
+		for _, p := range paths {
+			data, err := l.TileData(ctx, p)
+			if err != nil {
+				return err
+			}
+			if _, err := l.objects.Put(ctx, LogPrefix+p, data, retain); err != nil {
+				return fmt.Errorf("put %s: %w", p, err)
+			}
+		}
+	}
+	// Every checkpoint stays as a write-once object of its own; the
+	// store's "checkpoint" object is replaced where the store allows.
+	if _, err := l.objects.Put(ctx, LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), cp, retain); err != nil {
+		return fmt.Errorf("put checkpoint %d: %w", to, err)
+	}
+	if vs, ok := l.objects.(versionedStore); ok {
+		if _, err := vs.PutVersion(ctx, LogPrefix+"checkpoint", cp, retain); err != nil {
+			return fmt.Errorf("put checkpoint: %w", err)
+		}
+	}
+	return l.store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.TilesPublished()
+		if err != nil || cur >= to {
+			return err
+		}
+		return tx.SetTilesPublished(to)
+	})
+}
+
+// versionedStore is an object store that can write a new version of a key
+// (each version retained as written): S3 with versioning, or a local
+// directory replacing the file atomically.
+type versionedStore interface {
+	PutVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (Location, error)
+}

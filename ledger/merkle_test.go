@@ -1,0 +1,308 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	lproof "github.com/pactledger/pactledger/ledger/proof"
+)
+
+const testOrigin = "ledger.test/log"
+
+func logKeys(t testing.TB) (note.Signer, string) {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, testOrigin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, vkey
+}
+
+func (h *harness) enableLog(t testing.TB, maxBatch int) string {
+	t.Helper()
+	s, vkey := logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, MaxBatch: maxBatch}); err != nil {
+		t.Fatal(err)
+	}
+	return vkey
+}
+
+func hashes(in []tlog.Hash) [][]byte {
+	out := make([][]byte, len(in))
+	for i := range in {
+		out[i] = in[i][:]
+	}
+	return out
+}
+
+// queue puts n synthetic leaves in the queue, as rows' transactions do.
+func (h *harness) queue(t *testing.T, from, n int) {
+	t.Helper()
+	err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
+		for i := from; i < from+n; i++ {
+			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind test\nrow ref-%d\n", ledger.LeafVersion, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkpointOf(t *testing.T, h *harness, vkey string) lproof.Checkpoint {
+	t.Helper()
+	cp, err := h.l.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := lproof.Open(cp, vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Inclusion and consistency proofs for thousands of leaves, across sizes
+// 0, 1, powers of two and tile boundaries, checked by an independent RFC
+// 6962 implementation (transparency-dev/merkle); tiles rebuild the tree.
+func TestMerkleLogProofsAcrossSizes(t *testing.T) {
+	h := newHarness(t)
+	vkey := h.enableLog(t, 0)
+	ctx := context.Background()
+	if c := checkpointOf(t, h, vkey); c.Size != 0 {
+		t.Fatalf("empty log checkpoint size %d", c.Size)
+	}
+	sizes := []int{1, 2, 3, 4, 7, 8, 255, 256, 257, 511, 512, 513, 1000, 4096, 5000}
+	var cps []lproof.Checkpoint
+	done := 0
+	for _, size := range sizes {
+		h.queue(t, done, size-done)
+		n, err := h.l.Integrate(ctx)
+		if err != nil || n != size-done {
+			t.Fatalf("integrate to %d: %d %v", size, n, err)
+		}
+		done = size
+		c := checkpointOf(t, h, vkey)
+		if c.Size != int64(size) || c.Origin != testOrigin {
+			t.Fatalf("checkpoint %+v, want size %d", c, size)
+		}
+		cps = append(cps, c)
+	}
+	last := cps[len(cps)-1]
+	// Every leaf's bundle verifies, with ours and with the other library.
+	for i := 0; i < done; i += 7 {
+		b, err := h.l.Proof(ctx, fmt.Sprintf("ref-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Verify(vkey); err != nil {
+			t.Fatalf("leaf %d: %v", i, err)
+		}
+		path, _ := lproof.Hashes(b.Inclusion)
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, uint64(b.LeafIndex), uint64(last.Size), rfc6962.DefaultHasher.HashLeaf([]byte(b.Leaf)), hashes(path), last.Hash[:]); err != nil {
+			t.Fatalf("leaf %d, independent verifier: %v", i, err)
+		}
+	}
+	// Consistency between every pair of checkpoints.
+	for i, old := range cps {
+		for _, newer := range cps[i:] {
+			path, _, _, err := h.l.Consistency(ctx, old.Size, newer.Size)
+			if err != nil {
+				t.Fatalf("consistency %d→%d: %v", old.Size, newer.Size, err)
+			}
+			if err := lproof.VerifyConsistency(old, newer, path); err != nil {
+				t.Fatal(err)
+			}
+			if old.Size != newer.Size {
+				if err := proof.VerifyConsistency(rfc6962.DefaultHasher, uint64(old.Size), uint64(newer.Size), hashes(path), old.Hash[:], newer.Hash[:]); err != nil {
+					t.Fatalf("consistency %d→%d, independent verifier: %v", old.Size, newer.Size, err)
+				}
+			}
+		}
+	}
+	// A wrong leaf or a wrong key fails.
+	b, _ := h.l.Proof(ctx, "ref-300")
+	b.Leaf = strings.Replace(b.Leaf, "ref-300", "ref-301", 1)
+	if _, err := b.Verify(vkey); !errors.Is(err, lproof.ErrProof) {
+		t.Fatalf("edited leaf: %v", err)
+	}
+	_, other := logKeys(t)
+	b, _ = h.l.Proof(ctx, "ref-300")
+	if _, err := b.Verify(other); !errors.Is(err, lproof.ErrCheckpoint) {
+		t.Fatalf("another key: %v", err)
+	}
+
+	// The tiles alone (as a tlog-tiles client reads them) give the root,
+	// and the entry bundles give the leaves.
+	tr := tileReader{t: t, l: h.l}
+	root, err := tlog.TreeHash(last.Size, tlog.TileHashReader(tlog.Tree{N: last.Size, Hash: last.Hash}, tr))
+	if err != nil || root != last.Hash {
+		t.Fatalf("tree from tiles: %v %v", root, err)
+	}
+	bundle, err := h.l.TileData(ctx, "tile/entries/x019/531.p/136") // not a real tile path
+	if err == nil {
+		t.Fatalf("bad entries path answered %d bytes", len(bundle))
+	}
+	bundle, err = h.l.TileData(ctx, "tile/entries/019.p/136") // leaves 4864..4999
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 4864; len(bundle) > 0; i++ {
+		n := binary.BigEndian.Uint16(bundle)
+		if got := string(bundle[2 : 2+n]); !strings.Contains(got, fmt.Sprintf("row ref-%d\n", i)) {
+			t.Fatalf("entry %d: %q", i, got)
+		}
+		bundle = bundle[2+n:]
+	}
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type tileReader struct {
+	t *testing.T
+	l *ledger.Ledger
+}
+
+func (tileReader) Height() int { return ledger.TileHeight }
+
+func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, t := range tiles {
+		d, err := r.l.TileData(context.Background(), strings.Replace(t.Path(), "tile/8/", "tile/", 1))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (tileReader) SaveTiles([]tlog.Tile, [][]byte) {}
+
+// Rows, dispute events and incident closures are leaves; a row swept by
+// retention keeps its proof.
+func TestRowsAndEventsAreLeaves(t *testing.T) {
+	h := newHarness(t)
+	vkey := h.enableLog(t, 0)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	h.set(t0)
+	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "RO-1", At: t0, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "INC-1", At: t0, ScopesUsed: []string{"plan:change"}})))
+	if _, err := h.l.Proof(ctx, ro.ID); !errors.Is(err, ledger.ErrNotLogged) {
+		t.Fatalf("proof before integration: %v", err)
+	}
+	if _, err := h.l.AppendDispute(ctx, ro.ID, ledger.DisputeOpen, "customer: never asked", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "fixed", "admin-key"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.Integrate(ctx); err != nil || n != 4 {
+		t.Fatalf("integrate: %d %v", n, err)
+	}
+	kinds := map[string]string{}
+	for _, ref := range []string{ro.ID, inc.ID, "dispute/" + ro.ID + "/0", "incident/" + inc.IncidentID + "/close"} {
+		b, err := h.l.Proof(ctx, ref)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if _, err := b.Verify(vkey); err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		f, err := ledger.ParseLeaf([]byte(b.Leaf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[ref] = f["kind"]
+		if strings.Contains(b.Leaf, "acct-48213") || strings.Contains(b.Leaf, "never asked") || strings.Contains(b.Leaf, "a2agrant_") {
+			t.Fatalf("leaf holds personal data or plain ids:\n%s", b.Leaf)
+		}
+	}
+	if kinds[ro.ID] != "receipt" || kinds["dispute/"+ro.ID+"/0"] != "dispute" || kinds["incident/"+inc.IncidentID+"/close"] != "incident-close" {
+		t.Fatalf("kinds %v", kinds)
+	}
+	// Sweep the read-only row (90 days): its proof still verifies.
+	h.drain(t)
+	h.set(t0.AddDate(0, 4, 0))
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil || len(res.Swept) == 0 {
+		t.Fatalf("sweep: %v %+v", err, res)
+	}
+	if _, err := h.l.Get(ctx, ro.ID); err == nil {
+		t.Fatal("row not swept")
+	}
+	b, err := h.l.Proof(ctx, ro.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verify(vkey); err != nil {
+		t.Fatalf("swept row's proof: %v", err)
+	}
+}
+
+func TestOneIntegratorAtATime(t *testing.T) {
+	h := newHarness(t)
+	lease := &ledger.ProcessLease{}
+	s, _ := logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, Lease: lease}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Another integrator holds the lease: this one does not start.
+	release, err := lease.Acquire(ctx, "log-integrator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.RunIntegrator(ctx); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("second integrator: %v", err)
+	}
+	release()
+	// Once it is free, the integrator runs and holds it until stopped.
+	done := make(chan error, 1)
+	go func() { done <- h.l.RunIntegrator(ctx) }()
+	h.queue(t, 0, 3)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := h.l.TreeSize(ctx); n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running integrator did not extend the tree")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := lease.Acquire(ctx, "log-integrator"); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("lease while the integrator runs: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if release, err := lease.Acquire(context.Background(), "log-integrator"); err != nil {
+		t.Fatalf("lease after the integrator stopped: %v", err)
+	} else {
+		release()
+	}
+}

@@ -1,0 +1,185 @@
+// Package proof holds what a customer, an agent platform or an auditor
+// needs to check the ledger's Merkle log without trusting the ledger: C2SP
+// checkpoints signed as C2SP signed notes (Ed25519), and self-contained
+// proof bundles for one row. It verifies offline, with nothing but the
+// log's published verifier key. Hashing and proofs are RFC 6962, from
+// golang.org/x/mod/sumdb/tlog.
+package proof
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Format names the proof bundle format.
+const Format = "pactledger-proof/v1"
+
+// Errors of proof checking.
+var (
+	// ErrCheckpoint: the checkpoint is not a C2SP checkpoint signed by the
+	// given key.
+	ErrCheckpoint = errors.New("checkpoint rejected")
+	// ErrProof: the proof does not prove the leaf (or the older tree) under
+	// the checkpoint.
+	ErrProof = errors.New("proof rejected")
+)
+
+// Checkpoint is the body of a C2SP tlog-checkpoint: the log's origin, its
+// size and its RFC 6962 root hash.
+type Checkpoint struct {
+	Origin string
+	Size   int64
+	Hash   tlog.Hash
+}
+
+// Marshal returns the checkpoint body (three lines, each ending in \n).
+func (c Checkpoint) Marshal() []byte {
+	return fmt.Appendf(nil, "%s\n%d\n%s\n", c.Origin, c.Size, base64.StdEncoding.EncodeToString(c.Hash[:]))
+}
+
+// ParseCheckpoint parses a checkpoint body; extension lines after the hash
+// are allowed and ignored.
+func ParseCheckpoint(text string) (Checkpoint, error) {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) < 3 || !strings.HasSuffix(text, "\n") {
+		return Checkpoint{}, fmt.Errorf("%w: want origin, size and hash lines", ErrCheckpoint)
+	}
+	origin := strings.TrimSuffix(lines[0], "\n")
+	size, err := strconv.ParseInt(strings.TrimSuffix(lines[1], "\n"), 10, 64)
+	if origin == "" || err != nil || size < 0 || strconv.FormatInt(size, 10) != strings.TrimSuffix(lines[1], "\n") {
+		return Checkpoint{}, fmt.Errorf("%w: bad origin or size line", ErrCheckpoint)
+	}
+	h, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(lines[2], "\n"))
+	if err != nil || len(h) != tlog.HashSize {
+		return Checkpoint{}, fmt.Errorf("%w: bad root hash line", ErrCheckpoint)
+	}
+	c := Checkpoint{Origin: origin, Size: size}
+	copy(c.Hash[:], h)
+	return c, nil
+}
+
+// Sign returns the checkpoint as a signed note. The signer's name must be
+// the origin (C2SP tlog-checkpoint).
+func Sign(c Checkpoint, s note.Signer) ([]byte, error) {
+	if s.Name() != c.Origin {
+		return nil, fmt.Errorf("sign checkpoint: key name %q is not the origin %q", s.Name(), c.Origin)
+	}
+	return note.Sign(&note.Note{Text: string(c.Marshal())}, s)
+}
+
+// Open checks a signed checkpoint against the verifier key (as printed by
+// ledgerd: "<origin>+<hash>+<key>") and returns its body.
+func Open(signed []byte, verifierKey string) (Checkpoint, error) {
+	v, err := note.NewVerifier(strings.TrimSpace(verifierKey))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: log key: %v", ErrCheckpoint, err)
+	}
+	n, err := note.Open(signed, note.VerifierList(v))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	c, err := ParseCheckpoint(n.Text)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if c.Origin != v.Name() {
+		return Checkpoint{}, fmt.Errorf("%w: origin %q is not the key's name %q", ErrCheckpoint, c.Origin, v.Name())
+	}
+	return c, nil
+}
+
+// Bundle proves that one leaf is in the log: the leaf's bytes (hashes
+// only, never personal data), its index, the RFC 6962 inclusion path and
+// the signed checkpoint the path leads to.
+type Bundle struct {
+	Format     string   `json:"format"`
+	RowID      string   `json:"rowId,omitempty"`
+	LeafIndex  int64    `json:"leafIndex"`
+	Leaf       string   `json:"leaf"`
+	Inclusion  []string `json:"inclusion"` // base64 hashes, leaf to root
+	Checkpoint string   `json:"checkpoint"`
+}
+
+// NewBundle assembles a bundle.
+func NewBundle(rowID string, index int64, leaf []byte, inclusion []tlog.Hash, signedCheckpoint []byte) *Bundle {
+	b := &Bundle{Format: Format, RowID: rowID, LeafIndex: index, Leaf: string(leaf), Checkpoint: string(signedCheckpoint), Inclusion: []string{}}
+	for _, h := range inclusion {
+		b.Inclusion = append(b.Inclusion, base64.StdEncoding.EncodeToString(h[:]))
+	}
+	return b
+}
+
+// Hashes decodes base64 hashes.
+func Hashes(in []string) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(in))
+	for i, s := range in {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("%w: hash %d is not 32 bytes of base64", ErrProof, i)
+		}
+		copy(out[i][:], b)
+	}
+	return out, nil
+}
+
+// Verify checks the bundle offline against the log's verifier key: the
+// checkpoint's signature, then the inclusion of the leaf under its root.
+// It returns the checkpoint the leaf is proven against.
+func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
+	if b.Format != Format {
+		return Checkpoint{}, fmt.Errorf("%w: format %q, want %q", ErrProof, b.Format, Format)
+	}
+	c, err := Open([]byte(b.Checkpoint), verifierKey)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if b.LeafIndex < 0 || b.LeafIndex >= c.Size {
+		return c, fmt.Errorf("%w: leaf %d is outside a tree of size %d", ErrProof, b.LeafIndex, c.Size)
+	}
+	path, err := Hashes(b.Inclusion)
+	if err != nil {
+		return c, err
+	}
+	if err := tlog.CheckRecord(path, c.Size, c.Hash, b.LeafIndex, tlog.RecordHash([]byte(b.Leaf))); err != nil {
+		return c, fmt.Errorf("%w: leaf %d under checkpoint %d: %v", ErrProof, b.LeafIndex, c.Size, err)
+	}
+	if b.RowID != "" && !bytes.Contains([]byte(b.Leaf), []byte("\nrow "+b.RowID+"\n")) {
+		return c, fmt.Errorf("%w: the leaf is not about row %s", ErrProof, b.RowID)
+	}
+	return c, nil
+}
+
+// ParseBundle decodes a bundle file.
+func ParseBundle(data []byte) (*Bundle, error) {
+	var b Bundle
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("%w: not a proof bundle: %v", ErrProof, err)
+	}
+	return &b, nil
+}
+
+// VerifyConsistency checks that the tree of old is a prefix of the tree of
+// newer (RFC 6962 consistency), both already opened.
+func VerifyConsistency(old, newer Checkpoint, path []tlog.Hash) error {
+	if old.Origin != newer.Origin {
+		return fmt.Errorf("%w: origins %q and %q differ", ErrProof, old.Origin, newer.Origin)
+	}
+	if old.Size > newer.Size {
+		return fmt.Errorf("%w: the older checkpoint (%d) is larger than the newer (%d)", ErrProof, old.Size, newer.Size)
+	}
+	if old.Size == 0 {
+		return nil // the empty tree is a prefix of every tree
+	}
+	if err := tlog.CheckTree(path, newer.Size, newer.Hash, old.Size, old.Hash); err != nil {
+		return fmt.Errorf("%w: %d is not a prefix of %d: %v", ErrProof, old.Size, newer.Size, err)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// The Merkle log's buckets: leaves waiting for an index (by commit
+// sequence), stored hashes (by storage index), leaves (by index), the
+// index of each ref, and signed checkpoints (by size).
+var (
+	bLogPending = []byte("log_pending")
+	bLogHashes  = []byte("log_hashes")
+	bLogLeaves  = []byte("log_leaves")
+	bLogIndex   = []byte("log_index")
+	bLogCPs     = []byte("log_checkpoints")
+
+	kLogPendingN = []byte("log_pending_n")
+	kLogSize     = []byte("log_size")
+	kLogHead     = []byte("log_head")
+	kLogTiles    = []byte("log_tiles_published")
+)
+
+func init() {
+	allBuckets = append(allBuckets, bLogPending, bLogHashes, bLogLeaves, bLogIndex, bLogCPs)
+}
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// QueueLeaf implements ledger.LogTx.
+func (t *tx) QueueLeaf(ref string, data []byte) error {
+	seq, err := t.counter(kLogPendingN, 1)
+	if err != nil {
+		return err
+	}
+	v := binary.AppendUvarint(nil, uint64(len(ref)))
+	v = append(append(v, ref...), data...)
+	return t.b(bLogPending).Put(u64(seq), v)
+}
+
+// PendingLeaves implements ledger.LogTx.
+func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
+	var out []ledger.PendingLeaf
+	c := t.b(bLogPending).Cursor()
+	for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
+		l, m := binary.Uvarint(v)
+		if m <= 0 || uint64(len(v)-m) < l {
+			return nil, fmt.Errorf("pending leaf %x is corrupt", k)
+		}
+		ref := string(v[m : m+int(l)])
+		data := append([]byte(nil), v[m+int(l):]...)
+		out = append(out, ledger.PendingLeaf{Seq: binary.BigEndian.Uint64(k), Ref: ref, Data: data})
+	}
+	return out, nil
+}
+
+// SequenceLeaf implements ledger.LogTx.
+func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
+	if t.b(bLogLeaves).Get(u64(uint64(index))) != nil {
+		return fmt.Errorf("log: leaf %d is already taken", index)
+	}
+	for i, h := range hashes {
+		if err := t.b(bLogHashes).Put(u64(uint64(hashAt+int64(i))), append([]byte(nil), h[:]...)); err != nil {
+			return err
+		}
+	}
+	v := binary.AppendUvarint(nil, uint64(len(p.Ref)))
+	v = append(append(v, p.Ref...), p.Data...)
+	if err := t.b(bLogLeaves).Put(u64(uint64(index)), v); err != nil {
+		return err
+	}
+	if err := t.b(bLogIndex).Put([]byte(p.Ref), u64(uint64(index))); err != nil {
+		return err
+	}
+	return t.b(bLogPending).Delete(u64(p.Seq))
+}
+
+// ReadHashes implements ledger.LogTx.
+func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	b := t.b(bLogHashes)
+	for i, idx := range indexes {
+		v := b.Get(u64(uint64(idx)))
+		if len(v) != tlog.HashSize {
+			return nil, fmt.Errorf("log: no stored hash %d", idx)
+		}
+		copy(out[i][:], v)
+	}
+	return out, nil
+}
+
+// Leaf implements ledger.LogTx.
+func (t *tx) Leaf(index int64) (string, []byte, error) {
+	v := t.b(bLogLeaves).Get(u64(uint64(index)))
+	if v == nil {
+		return "", nil, fmt.Errorf("%w: leaf %d", ledger.ErrNotFound, index)
+	}
+	l, m := binary.Uvarint(v)
+	if m <= 0 || uint64(len(v)-m) < l {
+		return "", nil, fmt.Errorf("leaf %d is corrupt", index)
+	}
+	return string(v[m : m+int(l)]), append([]byte(nil), v[m+int(l):]...), nil
+}
+
+// LeafIndex implements ledger.LogTx.
+func (t *tx) LeafIndex(ref string) (int64, error) {
+	v := t.b(bLogIndex).Get([]byte(ref))
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// SetLogHead implements ledger.LogTx.
+func (t *tx) SetLogHead(size int64, cp []byte) error {
+	if err := t.b(bMeta).Put(kLogSize, u64(uint64(size))); err != nil {
+		return err
+	}
+	if err := t.b(bMeta).Put(kLogHead, cp); err != nil {
+		return err
+	}
+	return t.b(bLogCPs).Put(u64(uint64(size)), cp)
+}
+
+// LogHead implements ledger.LogTx.
+func (t *tx) LogHead() (int64, []byte, error) {
+	v := t.b(bMeta).Get(kLogSize)
+	if len(v) != 8 {
+		return 0, nil, nil
+	}
+	return int64(binary.BigEndian.Uint64(v)), append([]byte(nil), t.b(bMeta).Get(kLogHead)...), nil
+}
+
+// CheckpointAt implements ledger.LogTx.
+func (t *tx) CheckpointAt(size int64) ([]byte, error) {
+	v := t.b(bLogCPs).Get(u64(uint64(size)))
+	if v == nil {
+		return nil, fmt.Errorf("%w: checkpoint at size %d", ledger.ErrNotFound, size)
+	}
+	return append([]byte(nil), v...), nil
+}
+
+// TilesPublished implements ledger.LogTx.
+func (t *tx) TilesPublished() (int64, error) {
+	v := t.b(bMeta).Get(kLogTiles)
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// SetTilesPublished implements ledger.LogTx.
+func (t *tx) SetTilesPublished(size int64) error {
+	return t.b(bMeta).Put(kLogTiles, u64(uint64(size)))
+}
