@@ -20,7 +20,7 @@ type Metrics struct {
 	OutboxDepth prometheus.Gauge
 	// DeadLetters is the number of outbox entries moved aside because they
 	// could not succeed (see `ledgerctl outbox`).
-	DeadLetters prometheus.Gauge
+	DeadLetters  prometheus.Gauge
 	logLeafCount prometheus.Counter
 	// LogSize is the size of the latest signed checkpoint.
 	LogSize prometheus.Gauge
