@@ -56,6 +56,7 @@ type Config struct {
 	Limits                    RequestLimits   `yaml:"limits"`
 	Uploader                  UploaderOptions `yaml:"uploader"`
 	Readiness                 Readiness       `yaml:"readiness"`
+	MerkleLog                 MerkleLog       `yaml:"merkleLog"`
 	Drills                    Drills          `yaml:"drills"`
 	Provider                  Provider        `yaml:"provider"`
 }
@@ -216,6 +217,24 @@ type UploaderOptions struct {
 // 256 MiB.
 const DefaultMinFreeDiskBytes = 256 << 20
 
+// MerkleLog configures the tamper-evident log over all rows.
+type MerkleLog struct {
+	// Enabled keeps the log (default true).
+	Enabled *bool `yaml:"enabled"`
+	// Origin is the log's name, the first line of every checkpoint and the
+	// name of its key: a schema-less URL such as "ledger.example.com/log".
+	// Default "localhost/pactledger"; set it before publishing checkpoints.
+	Origin string `yaml:"origin"`
+	// Interval is the most often the tree is extended; default 500ms.
+	Interval Duration `yaml:"interval"`
+	// KeyFile holds the checkpoint signing key (a note signer key);
+	// default <dataDir>/log/signing.key, created on first start.
+	KeyFile string `yaml:"keyFile"`
+}
+
+// On reports whether the log is kept.
+func (m MerkleLog) On() bool { return m.Enabled == nil || *m.Enabled }
+
 // Readiness tunes /readyz and the gRPC health status.
 type Readiness struct {
 	// MinFreeDiskBytes: below this much free space on the data
@@ -251,6 +270,7 @@ func Default() Config {
 		ShutdownTimeout: Duration(30 * time.Second),
 		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
 		Readiness:       Readiness{MinFreeDiskBytes: DefaultMinFreeDiskBytes},
+		MerkleLog:       MerkleLog{Origin: "localhost/pactledger", Interval: Duration(500 * time.Millisecond)},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{

@@ -40,6 +40,7 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_Sweep_FullMethodName:              {config.RoleAdmin, config.RoleAuditor}, // auditors: dry runs only
 	ledgerv1.LedgerService_GetOutbox_FullMethodName:          {config.RoleAdmin},
 	ledgerv1.LedgerService_RetryDeadLetters_FullMethodName:   {config.RoleAdmin},
+	ledgerv1.LedgerService_GetRowProof_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 }
 
 // publicMethods need no key.
@@ -47,6 +48,10 @@ var publicMethods = map[string]bool{
 	"/grpc.health.v1.Health/Check": true,
 	"/grpc.health.v1.Health/Watch": true,
 	"/grpc.health.v1.Health/List":  true,
+	// The log's checkpoints and consistency proofs are public: anyone may
+	// check that the log only grows.
+	ledgerv1.LedgerService_GetCheckpoint_FullMethodName:       true,
+	ledgerv1.LedgerService_GetConsistencyProof_FullMethodName: true,
 }
 
 type principal struct {

@@ -174,6 +174,23 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
 	}
+	var logKey string
+	if cfg.MerkleLog.On() {
+		signer, vkey, created, err := config.EnsureLogKey(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(cfg.MerkleLog.Interval)}); err != nil {
+			return nil, err
+		}
+		if n, err := s.ledger.TreeSize(ctx); err == nil {
+			metrics.LogSize.Set(float64(n))
+		}
+		logKey = vkey
+		if created {
+			log.InfoContext(ctx, "created the Merkle log's checkpoint key; publish its verifier key", slog.String("key_file", cfg.LogKeyFile()), slog.String("verifier_key", vkey))
+		}
+	}
 
 	// gRPC: every RPC passes the authenticator.
 	s.grpc = grpc.NewServer(
@@ -182,7 +199,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample})
-	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log})
+	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
@@ -224,6 +241,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(ledgerv1.OpenAPI)
 	})
+	if logKey != "" {
+		files := logFiles(s.ledger, func(ctx context.Context, what string, err error) {
+			log.ErrorContext(ctx, "log file", slog.String("what", what), slog.String("error", err.Error()))
+		})
+		mux.Handle("GET /v1/log/checkpoint", files)
+		mux.Handle("GET /v1/log/tile/", files)
+	}
 	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes)))
 	s.http = &http.Server{
 		Handler:           mux,
@@ -479,6 +503,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		defer wg.Done()
 		_ = s.ledger.RunSweeper(upCtx, time.Duration(s.cfg.Retention.SweepInterval))
 	}()
+	if s.cfg.MerkleLog.On() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.ledger.RunIntegrator(upCtx); err != nil {
+				errc <- fmt.Errorf("log integrator: %w", err)
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff)})

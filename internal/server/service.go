@@ -26,6 +26,8 @@ type service struct {
 	l      *ledger.Ledger
 	drills *drill.Runner
 	log    *slog.Logger
+	// logKey verifies the Merkle log's checkpoints ("" without a log).
+	logKey string
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.
@@ -54,6 +56,10 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return status.Error(codes.Unavailable, "ledger is shutting down; retry")
 	case errors.Is(err, ledger.ErrUnavailable):
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
+	case errors.Is(err, ledger.ErrNoLog):
+		return status.Error(codes.Unimplemented, "this ledger keeps no Merkle log")
+	case errors.Is(err, ledger.ErrNotLogged):
+		return retryable(codes.Unavailable, err.Error()+"; the log is extended every half second", time.Second)
 	case errors.Is(err, ledger.ErrKeysUnavailable):
 		return retryable(codes.Unavailable, err.Error(), keysRetryDelay)
 	case errors.Is(err, ledger.ErrNoSpace):

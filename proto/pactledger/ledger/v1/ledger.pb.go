@@ -5020,6 +5020,375 @@ func (x *RetryDeadLettersResponse) GetRetried() int32 {
 	return 0
 }
 
+// GetCheckpointRequest asks for the latest checkpoint.
+type GetCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointRequest) Reset() {
+	*x = GetCheckpointRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointRequest) ProtoMessage() {}
+
+func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+}
+
+// GetCheckpointResponse is the latest signed checkpoint.
+type GetCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signed note: origin, tree size and root hash lines, a blank line,
+	// and the signature line(s).
+	Checkpoint string `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The log's origin (the first line).
+	Origin string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The tree size.
+	Size int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// The verifier key ("<origin>+<key hash>+<base64 key>") that checks the
+	// signature; publish it where customers and auditors can find it.
+	VerifierKey   string `protobuf:"bytes,4,opt,name=verifier_key,json=verifierKey,proto3" json:"verifier_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointResponse) Reset() {
+	*x = GetCheckpointResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointResponse) ProtoMessage() {}
+
+func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetCheckpointResponse) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *GetCheckpointResponse) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *GetCheckpointResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GetCheckpointResponse) GetVerifierKey() string {
+	if x != nil {
+		return x.VerifierKey
+	}
+	return ""
+}
+
+// GetRowProofRequest names a row, or an event by its ref.
+type GetRowProofRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Row id (64 lowercase hex).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Instead of the row itself: "dispute/<n>" for its n-th dispute event
+	// (from 0), or "incident-close" for the closure of its incident.
+	Event         string `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRowProofRequest) Reset() {
+	*x = GetRowProofRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRowProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRowProofRequest) ProtoMessage() {}
+
+func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
+func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetRowProofRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetRowProofRequest) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+// GetRowProofResponse is a proof bundle.
+type GetRowProofResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leaf's index in the log.
+	LeafIndex int64 `protobuf:"varint,1,opt,name=leaf_index,json=leafIndex,proto3" json:"leaf_index,omitempty"`
+	// The leaf's bytes (hashes and closed-set values only).
+	Leaf string `protobuf:"bytes,2,opt,name=leaf,proto3" json:"leaf,omitempty"`
+	// The RFC 6962 inclusion path, leaf to root.
+	Inclusion [][]byte `protobuf:"bytes,3,rep,name=inclusion,proto3" json:"inclusion,omitempty"`
+	// The signed checkpoint the path leads to.
+	Checkpoint string `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The same as one JSON document (a file `ledgerctl proof verify` reads).
+	Bundle        string `protobuf:"bytes,5,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRowProofResponse) Reset() {
+	*x = GetRowProofResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRowProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRowProofResponse) ProtoMessage() {}
+
+func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
+func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *GetRowProofResponse) GetLeafIndex() int64 {
+	if x != nil {
+		return x.LeafIndex
+	}
+	return 0
+}
+
+func (x *GetRowProofResponse) GetLeaf() string {
+	if x != nil {
+		return x.Leaf
+	}
+	return ""
+}
+
+func (x *GetRowProofResponse) GetInclusion() [][]byte {
+	if x != nil {
+		return x.Inclusion
+	}
+	return nil
+}
+
+func (x *GetRowProofResponse) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *GetRowProofResponse) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+// GetConsistencyProofRequest names two tree sizes.
+type GetConsistencyProofRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The older size.
+	From int64 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// The newer size; 0 means the latest.
+	To            int64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofRequest) Reset() {
+	*x = GetConsistencyProofRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofRequest) ProtoMessage() {}
+
+func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *GetConsistencyProofRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofRequest) GetTo() int64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// GetConsistencyProofResponse is an RFC 6962 consistency proof.
+type GetConsistencyProofResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The proof hashes (empty when from is 0 or equals to).
+	Proof [][]byte `protobuf:"bytes,1,rep,name=proof,proto3" json:"proof,omitempty"`
+	// The checkpoint signed at size from, when one was.
+	FromCheckpoint string `protobuf:"bytes,2,opt,name=from_checkpoint,json=fromCheckpoint,proto3" json:"from_checkpoint,omitempty"`
+	// The checkpoint signed at size to.
+	ToCheckpoint  string `protobuf:"bytes,3,opt,name=to_checkpoint,json=toCheckpoint,proto3" json:"to_checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofResponse) Reset() {
+	*x = GetConsistencyProofResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofResponse) ProtoMessage() {}
+
+func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *GetConsistencyProofResponse) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetFromCheckpoint() string {
+	if x != nil {
+		return x.FromCheckpoint
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofResponse) GetToCheckpoint() string {
+	if x != nil {
+		return x.ToCheckpoint
+	}
+	return ""
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -5379,7 +5748,34 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"4\n" +
 	"\x18RetryDeadLettersResponse\x12\x18\n" +
-	"\aretried\x18\x01 \x01(\x05R\aretried*O\n" +
+	"\aretried\x18\x01 \x01(\x05R\aretried\"\x16\n" +
+	"\x14GetCheckpointRequest\"\x86\x01\n" +
+	"\x15GetCheckpointResponse\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\tR\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12!\n" +
+	"\fverifier_key\x18\x04 \x01(\tR\vverifierKey\":\n" +
+	"\x12GetRowProofRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\"\x9e\x01\n" +
+	"\x13GetRowProofResponse\x12\x1d\n" +
+	"\n" +
+	"leaf_index\x18\x01 \x01(\x03R\tleafIndex\x12\x12\n" +
+	"\x04leaf\x18\x02 \x01(\tR\x04leaf\x12\x1c\n" +
+	"\tinclusion\x18\x03 \x03(\fR\tinclusion\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\tR\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06bundle\x18\x05 \x01(\tR\x06bundle\"@\n" +
+	"\x1aGetConsistencyProofRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x03R\x02to\"\x81\x01\n" +
+	"\x1bGetConsistencyProofResponse\x12\x14\n" +
+	"\x05proof\x18\x01 \x03(\fR\x05proof\x12'\n" +
+	"\x0ffrom_checkpoint\x18\x02 \x01(\tR\x0efromCheckpoint\x12#\n" +
+	"\rto_checkpoint\x18\x03 \x01(\tR\ftoCheckpoint*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -5421,7 +5817,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xcc\x10\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\x96\x13\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -5444,7 +5840,10 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\rCloseIncident\x12*.pactledger.ledger.v1.CloseIncidentRequest\x1a+.pactledger.ledger.v1.CloseIncidentResponse\x12P\n" +
 	"\x05Sweep\x12\".pactledger.ledger.v1.SweepRequest\x1a#.pactledger.ledger.v1.SweepResponse\x12\\\n" +
 	"\tGetOutbox\x12&.pactledger.ledger.v1.GetOutboxRequest\x1a'.pactledger.ledger.v1.GetOutboxResponse\x12q\n" +
-	"\x10RetryDeadLetters\x12-.pactledger.ledger.v1.RetryDeadLettersRequest\x1a..pactledger.ledger.v1.RetryDeadLettersResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\x10RetryDeadLetters\x12-.pactledger.ledger.v1.RetryDeadLettersRequest\x1a..pactledger.ledger.v1.RetryDeadLettersResponse\x12h\n" +
+	"\rGetCheckpoint\x12*.pactledger.ledger.v1.GetCheckpointRequest\x1a+.pactledger.ledger.v1.GetCheckpointResponse\x12b\n" +
+	"\vGetRowProof\x12(.pactledger.ledger.v1.GetRowProofRequest\x1a).pactledger.ledger.v1.GetRowProofResponse\x12z\n" +
+	"\x13GetConsistencyProof\x120.pactledger.ledger.v1.GetConsistencyProofRequest\x1a1.pactledger.ledger.v1.GetConsistencyProofResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -5459,95 +5858,101 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
-	(RowKind)(0),                       // 0: pactledger.ledger.v1.RowKind
-	(RowStatus)(0),                     // 1: pactledger.ledger.v1.RowStatus
-	(ArgsHashSource)(0),                // 2: pactledger.ledger.v1.ArgsHashSource
-	(CheckResult)(0),                   // 3: pactledger.ledger.v1.CheckResult
-	(RetentionClass)(0),                // 4: pactledger.ledger.v1.RetentionClass
-	(DisputeStatus)(0),                 // 5: pactledger.ledger.v1.DisputeStatus
-	(AppendOutcome)(0),                 // 6: pactledger.ledger.v1.AppendOutcome
-	(DrillKind)(0),                     // 7: pactledger.ledger.v1.DrillKind
-	(*Action)(nil),                     // 8: pactledger.ledger.v1.Action
-	(*Limits)(nil),                     // 9: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),       // 10: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),      // 11: pactledger.ledger.v1.AppendReceiptResponse
-	(*RefusalAction)(nil),              // 12: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),       // 13: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),      // 14: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                      // 15: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                   // 16: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                  // 17: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                      // 18: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                   // 19: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),               // 20: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                    // 21: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                        // 22: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),              // 23: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),             // 24: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),            // 25: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),           // 26: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),         // 27: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),             // 28: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),        // 29: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),     // 30: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),    // 31: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),           // 32: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),          // 33: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),  // 34: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil), // 35: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),               // 36: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),            // 37: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                  // 38: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                // 39: pactledger.ledger.v1.DrillReport
-	(*RunDrillResponse)(nil),           // 40: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),            // 41: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),           // 42: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),          // 43: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),         // 44: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                 // 45: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),         // 46: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),        // 47: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),            // 48: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),           // 49: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),      // 50: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),           // 51: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),     // 52: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),     // 53: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),    // 54: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                   // 55: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),       // 56: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),      // 57: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),         // 58: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),        // 59: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),       // 60: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),      // 61: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),               // 62: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                   // 63: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),              // 64: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),           // 65: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                // 66: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                 // 67: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),          // 68: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),    // 69: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),   // 70: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*timestamppb.Timestamp)(nil),      // 71: google.protobuf.Timestamp
+	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
+	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
+	(ArgsHashSource)(0),                 // 2: pactledger.ledger.v1.ArgsHashSource
+	(CheckResult)(0),                    // 3: pactledger.ledger.v1.CheckResult
+	(RetentionClass)(0),                 // 4: pactledger.ledger.v1.RetentionClass
+	(DisputeStatus)(0),                  // 5: pactledger.ledger.v1.DisputeStatus
+	(AppendOutcome)(0),                  // 6: pactledger.ledger.v1.AppendOutcome
+	(DrillKind)(0),                      // 7: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                      // 8: pactledger.ledger.v1.Action
+	(*Limits)(nil),                      // 9: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),        // 10: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),       // 11: pactledger.ledger.v1.AppendReceiptResponse
+	(*RefusalAction)(nil),               // 12: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),        // 13: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),       // 14: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                       // 15: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                    // 16: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                   // 17: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                       // 18: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                    // 19: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                // 20: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                     // 21: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                         // 22: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),               // 23: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),              // 24: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),             // 25: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),            // 26: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),          // 27: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),              // 28: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),         // 29: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),      // 30: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),     // 31: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),            // 32: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),           // 33: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),   // 34: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),  // 35: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                // 36: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),             // 37: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                   // 38: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                 // 39: pactledger.ledger.v1.DrillReport
+	(*RunDrillResponse)(nil),            // 40: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 41: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 42: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 43: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 44: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 45: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 46: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 47: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 48: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 49: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 50: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 51: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 52: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 53: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 54: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 55: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 56: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 57: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 58: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 59: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 60: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 61: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 62: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 63: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 64: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 65: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 66: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 67: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 68: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 69: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 70: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 71: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 72: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 73: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 74: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 75: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 76: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	71,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	77,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	71,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	77,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	71,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	77,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	71,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	77,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -5555,24 +5960,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	71,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	71,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	77,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	77,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	71,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	77,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	71,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	71,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	77,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	77,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	71,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	77,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	71,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	77,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -5580,39 +5985,39 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	71,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	71,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	77,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	39,  // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	71,  // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	71,  // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	71,  // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	77,  // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	77,  // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	77,  // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
 	45,  // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	45,  // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	22,  // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
 	51,  // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	71,  // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	71,  // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	71,  // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	77,  // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	77,  // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	77,  // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
 	55,  // 63: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
 	55,  // 64: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	22,  // 65: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
 	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
 	55,  // 67: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	4,   // 68: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	71,  // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	71,  // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	77,  // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	77,  // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
 	63,  // 71: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
 	63,  // 72: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	71,  // 73: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	77,  // 73: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
 	66,  // 74: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	71,  // 75: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	71,  // 76: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	71,  // 77: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	77,  // 75: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	77,  // 76: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	77,  // 77: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
 	67,  // 78: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
 	10,  // 79: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
 	13,  // 80: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
@@ -5635,29 +6040,35 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	62,  // 97: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
 	65,  // 98: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
 	69,  // 99: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	11,  // 100: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 101: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 102: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 103: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 104: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 105: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 106: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 107: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	40,  // 108: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	42,  // 109: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	44,  // 110: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	47,  // 111: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	49,  // 112: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	52,  // 113: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	54,  // 114: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	57,  // 115: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	59,  // 116: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	61,  // 117: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	64,  // 118: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	68,  // 119: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	70,  // 120: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	100, // [100:121] is the sub-list for method output_type
-	79,  // [79:100] is the sub-list for method input_type
+	71,  // 100: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	73,  // 101: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	75,  // 102: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	11,  // 103: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 104: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 105: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 106: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 107: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 108: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 109: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 110: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	40,  // 111: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	42,  // 112: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	44,  // 113: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	47,  // 114: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	49,  // 115: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	52,  // 116: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	54,  // 117: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	57,  // 118: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	59,  // 119: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	61,  // 120: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	64,  // 121: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	68,  // 122: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	70,  // 123: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	72,  // 124: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	74,  // 125: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	76,  // 126: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	103, // [103:127] is the sub-list for method output_type
+	79,  // [79:103] is the sub-list for method input_type
 	79,  // [79:79] is the sub-list for extension type_name
 	79,  // [79:79] is the sub-list for extension extendee
 	0,   // [0:79] is the sub-list for field type_name
@@ -5674,7 +6085,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   63,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

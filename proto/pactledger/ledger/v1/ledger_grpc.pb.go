@@ -23,27 +23,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LedgerService_AppendReceipt_FullMethodName      = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
-	LedgerService_AppendRefusal_FullMethodName      = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
-	LedgerService_GetRow_FullMethodName             = "/pactledger.ledger.v1.LedgerService/GetRow"
-	LedgerService_ListRows_FullMethodName           = "/pactledger.ledger.v1.LedgerService/ListRows"
-	LedgerService_GetEvidence_FullMethodName        = "/pactledger.ledger.v1.LedgerService/GetEvidence"
-	LedgerService_GetJwksSnapshot_FullMethodName    = "/pactledger.ledger.v1.LedgerService/GetJwksSnapshot"
-	LedgerService_VerifyRow_FullMethodName          = "/pactledger.ledger.v1.LedgerService/VerifyRow"
-	LedgerService_AppendDisputeEvent_FullMethodName = "/pactledger.ledger.v1.LedgerService/AppendDisputeEvent"
-	LedgerService_RunDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/RunDrill"
-	LedgerService_GetDrill_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetDrill"
-	LedgerService_ListDrills_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListDrills"
-	LedgerService_RevokeGrant_FullMethodName        = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
-	LedgerService_GetGrant_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetGrant"
-	LedgerService_CheckIntegrity_FullMethodName     = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
-	LedgerService_RestoreEvidence_FullMethodName    = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
-	LedgerService_ListIncidents_FullMethodName      = "/pactledger.ledger.v1.LedgerService/ListIncidents"
-	LedgerService_GetIncident_FullMethodName        = "/pactledger.ledger.v1.LedgerService/GetIncident"
-	LedgerService_CloseIncident_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CloseIncident"
-	LedgerService_Sweep_FullMethodName              = "/pactledger.ledger.v1.LedgerService/Sweep"
-	LedgerService_GetOutbox_FullMethodName          = "/pactledger.ledger.v1.LedgerService/GetOutbox"
-	LedgerService_RetryDeadLetters_FullMethodName   = "/pactledger.ledger.v1.LedgerService/RetryDeadLetters"
+	LedgerService_AppendReceipt_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
+	LedgerService_AppendRefusal_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
+	LedgerService_GetRow_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetRow"
+	LedgerService_ListRows_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListRows"
+	LedgerService_GetEvidence_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetEvidence"
+	LedgerService_GetJwksSnapshot_FullMethodName     = "/pactledger.ledger.v1.LedgerService/GetJwksSnapshot"
+	LedgerService_VerifyRow_FullMethodName           = "/pactledger.ledger.v1.LedgerService/VerifyRow"
+	LedgerService_AppendDisputeEvent_FullMethodName  = "/pactledger.ledger.v1.LedgerService/AppendDisputeEvent"
+	LedgerService_RunDrill_FullMethodName            = "/pactledger.ledger.v1.LedgerService/RunDrill"
+	LedgerService_GetDrill_FullMethodName            = "/pactledger.ledger.v1.LedgerService/GetDrill"
+	LedgerService_ListDrills_FullMethodName          = "/pactledger.ledger.v1.LedgerService/ListDrills"
+	LedgerService_RevokeGrant_FullMethodName         = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
+	LedgerService_GetGrant_FullMethodName            = "/pactledger.ledger.v1.LedgerService/GetGrant"
+	LedgerService_CheckIntegrity_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
+	LedgerService_RestoreEvidence_FullMethodName     = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
+	LedgerService_ListIncidents_FullMethodName       = "/pactledger.ledger.v1.LedgerService/ListIncidents"
+	LedgerService_GetIncident_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetIncident"
+	LedgerService_CloseIncident_FullMethodName       = "/pactledger.ledger.v1.LedgerService/CloseIncident"
+	LedgerService_Sweep_FullMethodName               = "/pactledger.ledger.v1.LedgerService/Sweep"
+	LedgerService_GetOutbox_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetOutbox"
+	LedgerService_RetryDeadLetters_FullMethodName    = "/pactledger.ledger.v1.LedgerService/RetryDeadLetters"
+	LedgerService_GetCheckpoint_FullMethodName       = "/pactledger.ledger.v1.LedgerService/GetCheckpoint"
+	LedgerService_GetRowProof_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetRowProof"
+	LedgerService_GetConsistencyProof_FullMethodName = "/pactledger.ledger.v1.LedgerService/GetConsistencyProof"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -122,6 +125,19 @@ type LedgerServiceClient interface {
 	// the order they were first queued: those of one object key, or all.
 	// Role: admin.
 	RetryDeadLetters(ctx context.Context, in *RetryDeadLettersRequest, opts ...grpc.CallOption) (*RetryDeadLettersResponse, error)
+	// GetCheckpoint returns the Merkle log's latest C2SP checkpoint, signed
+	// as a C2SP signed note (Ed25519), and the key that verifies it. Public:
+	// no key needed.
+	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error)
+	// GetRowProof returns a self-contained proof bundle that a row (or one of
+	// its dispute events, or an incident's closure) is a leaf of the log
+	// under the latest signed checkpoint; it verifies offline with the log's
+	// key. Rows swept by retention keep their proofs. Roles: support,
+	// auditor, admin.
+	GetRowProof(ctx context.Context, in *GetRowProofRequest, opts ...grpc.CallOption) (*GetRowProofResponse, error)
+	// GetConsistencyProof proves that the tree of size `from` is a prefix of
+	// the tree of size `to` (RFC 6962 consistency). Public: no key needed.
+	GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -342,6 +358,36 @@ func (c *ledgerServiceClient) RetryDeadLetters(ctx context.Context, in *RetryDea
 	return out, nil
 }
 
+func (c *ledgerServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCheckpointResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetRowProof(ctx context.Context, in *GetRowProofRequest, opts ...grpc.CallOption) (*GetRowProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRowProofResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetRowProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConsistencyProofResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetConsistencyProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -418,6 +464,19 @@ type LedgerServiceServer interface {
 	// the order they were first queued: those of one object key, or all.
 	// Role: admin.
 	RetryDeadLetters(context.Context, *RetryDeadLettersRequest) (*RetryDeadLettersResponse, error)
+	// GetCheckpoint returns the Merkle log's latest C2SP checkpoint, signed
+	// as a C2SP signed note (Ed25519), and the key that verifies it. Public:
+	// no key needed.
+	GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error)
+	// GetRowProof returns a self-contained proof bundle that a row (or one of
+	// its dispute events, or an incident's closure) is a leaf of the log
+	// under the latest signed checkpoint; it verifies offline with the log's
+	// key. Rows swept by retention keep their proofs. Roles: support,
+	// auditor, admin.
+	GetRowProof(context.Context, *GetRowProofRequest) (*GetRowProofResponse, error)
+	// GetConsistencyProof proves that the tree of size `from` is a prefix of
+	// the tree of size `to` (RFC 6962 consistency). Public: no key needed.
+	GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -490,6 +549,15 @@ func (UnimplementedLedgerServiceServer) GetOutbox(context.Context, *GetOutboxReq
 }
 func (UnimplementedLedgerServiceServer) RetryDeadLetters(context.Context, *RetryDeadLettersRequest) (*RetryDeadLettersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryDeadLetters not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCheckpoint not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetRowProof(context.Context, *GetRowProofRequest) (*GetRowProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRowProof not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConsistencyProof not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -890,6 +958,60 @@ func _LedgerService_RetryDeadLetters_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_GetCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetCheckpoint(ctx, req.(*GetCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetRowProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRowProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetRowProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetRowProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetRowProof(ctx, req.(*GetRowProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetConsistencyProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConsistencyProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetConsistencyProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetConsistencyProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetConsistencyProof(ctx, req.(*GetConsistencyProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -980,6 +1102,18 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryDeadLetters",
 			Handler:    _LedgerService_RetryDeadLetters_Handler,
+		},
+		{
+			MethodName: "GetCheckpoint",
+			Handler:    _LedgerService_GetCheckpoint_Handler,
+		},
+		{
+			MethodName: "GetRowProof",
+			Handler:    _LedgerService_GetRowProof_Handler,
+		},
+		{
+			MethodName: "GetConsistencyProof",
+			Handler:    _LedgerService_GetConsistencyProof_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
