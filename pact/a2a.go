@@ -88,10 +88,12 @@ const (
 	statusFailedPrecondtion = "FAILED_PRECONDITION"
 )
 
-// a2aError is an A2A error: the §6 reason with its HTTP code and status.
+// a2aError is an A2A error: the §6 reason, with the Provider's own
+// explanation and the task id it concerns, when there is one.
 type a2aError struct {
-	reason  string
-	message string
+	reason string
+	detail string
+	taskID string
 }
 
 var reasonStatus = map[string]struct {
@@ -106,18 +108,54 @@ var reasonStatus = map[string]struct {
 	ReasonInternal:         {http.StatusInternalServerError, "INTERNAL"},
 }
 
-func (e *a2aError) Error() string { return e.reason + ": " + e.message }
+// conventionalMessages are the fixed messages the A2A SDKs give these
+// reasons, so that clients and conformance tests written against them read
+// ours the same way. INVALID_PARAMS has none: its message says what was
+// invalid (PACT §6: "Unknown contextId").
+var conventionalMessages = map[string]string{
+	ReasonContentType:      "Incompatible content types",
+	ReasonUnsupported:      "This operation is not supported",
+	ReasonPushNotSupported: "Push Notification is not supported",
+	ReasonTaskNotFound:     "Task not found",
+	ReasonInternal:         "Internal error",
+}
 
-func newErr(reason, msg string) *a2aError { return &a2aError{reason: reason, message: msg} }
+func (e *a2aError) Error() string { return e.reason + ": " + e.detail }
 
-// writeError writes the AIP-193 envelope of PACT §6.
+// message is the error's message: the conventional one for its reason, with
+// the task id after a colon where one was given, else the detail.
+func (e *a2aError) message() string {
+	m, ok := conventionalMessages[e.reason]
+	if !ok {
+		return e.detail
+	}
+	if e.taskID != "" {
+		m += ": " + e.taskID
+	}
+	return m
+}
+
+func newErr(reason, detail string) *a2aError { return &a2aError{reason: reason, detail: detail} }
+
+// taskErr is TASK_NOT_FOUND for a task id.
+func taskErr(id string) *a2aError {
+	return &a2aError{reason: ReasonTaskNotFound, detail: "there are no tasks to look up here", taskID: id}
+}
+
+// writeError writes the AIP-193 envelope of PACT §6: the conventional
+// message, and an ErrorInfo whose metadata keeps the Provider's reason in
+// words (detail) and the task id.
 func writeError(w http.ResponseWriter, e *a2aError) {
 	rs := reasonStatus[e.reason]
+	meta := map[string]string{"detail": e.detail}
+	if e.taskID != "" {
+		meta["taskId"] = e.taskID
+	}
 	body := map[string]any{"error": map[string]any{
 		"code":    rs.code,
 		"status":  rs.status,
-		"message": e.message,
-		"details": []map[string]string{{"@type": errorInfoType, "reason": e.reason, "domain": errorDomain}},
+		"message": e.message(),
+		"details": []map[string]any{{"@type": errorInfoType, "reason": e.reason, "domain": errorDomain, "metadata": meta}},
 	}}
 	writeA2A(w, rs.code, body)
 }

@@ -83,16 +83,21 @@ func (c *Client) http() *http.Client {
 }
 
 // SendError is a failed message:send: the HTTP status and, for A2A errors,
-// the §6 reason and message.
+// the §6 reason, the message, and the Provider's explanation from the
+// ErrorInfo's metadata (detail), when it gives one.
 type SendError struct {
 	Status  int
 	Reason  string
 	Message string
+	Detail  string
 }
 
 func (e *SendError) Error() string {
-	if e.Reason == "" {
+	switch {
+	case e.Reason == "":
 		return fmt.Sprintf("HTTP %d", e.Status)
+	case e.Detail != "" && e.Detail != e.Message:
+		return fmt.Sprintf("HTTP %d %s: %s (%s)", e.Status, e.Reason, e.Message, e.Detail)
 	}
 	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message)
 }
@@ -153,12 +158,13 @@ func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, tex
 			Error struct {
 				Message string `json:"message"`
 				Details []struct {
-					Reason string `json:"reason"`
+					Reason   string            `json:"reason"`
+					Metadata map[string]string `json:"metadata"`
 				} `json:"details"`
 			} `json:"error"`
 		}
 		if json.Unmarshal(raw, &env) == nil && len(env.Error.Details) > 0 {
-			se.Reason, se.Message = env.Error.Details[0].Reason, env.Error.Message
+			se.Reason, se.Message, se.Detail = env.Error.Details[0].Reason, env.Error.Message, env.Error.Details[0].Metadata["detail"]
 		}
 		if res.StatusCode == http.StatusUnauthorized {
 			se.Message = res.Header.Get("WWW-Authenticate")

@@ -343,7 +343,7 @@ func pushNotSupported(w http.ResponseWriter, _ *http.Request, _ route, _ *verifi
 }
 
 func taskNotFound(w http.ResponseWriter, _ *http.Request, rt route, _ *verifier.RequestClaims) {
-	writeError(w, newErr(ReasonTaskNotFound, "task "+rt.arg+" not found"))
+	writeError(w, taskErr(rt.arg))
 }
 
 // authenticate verifies the personal-agent JWT of PACT §3.2.
@@ -513,7 +513,7 @@ func parseSend(body []byte) (*Message, string, *a2aError) {
 		return nil, "", newErr(ReasonInvalidParams, "message needs at least one non-blank text part")
 	}
 	if m.TaskID != "" {
-		return nil, "", newErr(ReasonTaskNotFound, "task "+m.TaskID+" not found")
+		return nil, "", taskErr(m.TaskID)
 	}
 	if m.MessageID == "" || len(m.MessageID) > 256 {
 		return nil, "", newErr(ReasonInvalidParams, "messageId is required (up to 256 characters)")

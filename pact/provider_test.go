@@ -328,25 +328,38 @@ func TestMessageRules(t *testing.T) {
 func TestOtherOperations(t *testing.T) {
 	e := newEnv(t)
 	tok := e.jwt("u1", nil)
+	// The messages are A2A's conventional ones (the SDKs fix them), with the
+	// task id after a colon; the Provider's reason stays in the details.
 	tests := []struct {
 		method, path string
 		code         int
 		reason       string
+		message      string
 	}{
-		{"GET", "/tasks/t-1", 404, "TASK_NOT_FOUND"},
-		{"POST", "/tasks/t-1:cancel", 404, "TASK_NOT_FOUND"},
-		{"POST", "/message:stream", 400, "UNSUPPORTED_OPERATION"},
-		{"POST", "/tasks/t-1:subscribe", 400, "UNSUPPORTED_OPERATION"},
-		{"GET", "/extendedAgentCard", 400, "UNSUPPORTED_OPERATION"},
-		{"POST", "/tasks/t-1/pushNotificationConfigs", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
-		{"GET", "/tasks/t-1/pushNotificationConfigs/c-1", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
-		{"GET", "/tasks?pageSize=0", 400, "INVALID_PARAMS"},
-		{"GET", "/tasks?pageSize=101", 400, "INVALID_PARAMS"},
+		{"GET", "/tasks/t-1", 404, "TASK_NOT_FOUND", "Task not found: t-1"},
+		{"POST", "/tasks/t-1:cancel", 404, "TASK_NOT_FOUND", "Task not found: t-1"},
+		{"POST", "/message:stream", 400, "UNSUPPORTED_OPERATION", "This operation is not supported"},
+		{"POST", "/tasks/t-1:subscribe", 400, "UNSUPPORTED_OPERATION", "This operation is not supported"},
+		{"GET", "/extendedAgentCard", 400, "UNSUPPORTED_OPERATION", "This operation is not supported"},
+		{"POST", "/tasks/t-1/pushNotificationConfigs", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED", "Push Notification is not supported"},
+		{"GET", "/tasks/t-1/pushNotificationConfigs/c-1", 400, "PUSH_NOTIFICATION_NOT_SUPPORTED", "Push Notification is not supported"},
+		{"GET", "/tasks?pageSize=0", 400, "INVALID_PARAMS", "pageSize must be between 1 and 100"},
+		{"GET", "/tasks?pageSize=101", 400, "INVALID_PARAMS", "pageSize must be between 1 and 100"},
 	}
 	for _, tc := range tests {
 		r := e.do(t, tc.method, e.iface+tc.path, tok, nil)
 		if r.code != tc.code || r.reason() != tc.reason {
 			t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, r.code, r.body, tc.code, tc.reason)
+			continue
+		}
+		var env struct {
+			Error struct {
+				Message string
+				Details []struct{ Metadata map[string]string }
+			}
+		}
+		if err := json.Unmarshal(r.body, &env); err != nil || env.Error.Message != tc.message || len(env.Error.Details) != 1 || env.Error.Details[0].Metadata["detail"] == "" {
+			t.Errorf("%s %s: message %q details %+v, want %q and a detail", tc.method, tc.path, env.Error.Message, env.Error.Details, tc.message)
 		}
 	}
 	r := e.do(t, "GET", e.iface+"/tasks", tok, nil)
