@@ -1,12 +1,27 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger/proof"
 )
 
-// Finding is one row whose evidence is not as it was written.
+// Finding is one row whose evidence is not as it was written, or one place
+// where the row store and the Merkle log disagree. A finding about the log
+// as a whole (a tree root that does not match its checkpoint) has no RowID.
 type Finding struct {
 	RowID      string
 	Problem    string
@@ -18,6 +33,11 @@ type IntegrityPage struct {
 	RowsChecked   int
 	WormCompared  int
 	PendingUpload int
+	// LeavesChecked counts the log's leaves rebuilt into a tree (first
+	// page only); NotYetLogged counts rows and dispute events committed but
+	// not yet integrated into the log (not findings).
+	LeavesChecked int64
+	NotYetLogged  int
 	Findings      []Finding
 	Next          string
 }
@@ -25,6 +45,13 @@ type IntegrityPage struct {
 // CheckIntegrity walks up to pageSize rows in id order after token and, for
 // each, recomputes the hash of the evidence kept in the row store and of its
 // write-once copy and compares both with the write-time evidence hash.
+//
+// With the Merkle log on, it also compares each row, and each of its
+// dispute events, with its leaf ("leaf N differs from row X", "row X has no
+// leaf"; rows committed but not yet integrated are counted, not findings),
+// and on the first page (an empty token) rebuilds the tree from every
+// stored leaf and compares its root with the latest checkpoint, and checks
+// that every leaf's row is still held or was swept by retention.
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
 	case pageSize < 0 || pageSize > 10000:
@@ -35,13 +62,7 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	if token != "" && !ValidID(token) {
 		return nil, invalid("pageToken is not a row id")
 	}
-	type item struct {
-		row    *Row
-		bundle []byte
-		loc    Location
-		hasLoc bool
-	}
-	var items []item
+	var items []integrityItem
 	page := &IntegrityPage{}
 	err := l.store.View(ctx, func(tx Tx) error {
 		rows, next, err := tx.RowsByID(token, pageSize)
@@ -50,7 +71,7 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		}
 		page.Next = next
 		for _, r := range rows {
-			it := item{row: r}
+			it := integrityItem{row: r}
 			if it.bundle, err = tx.Evidence(r.ID); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
@@ -67,6 +88,16 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if l.log != nil {
+		if token == "" {
+			if err := l.checkTree(ctx, page); err != nil {
+				return nil, err
+			}
+		}
+		if err := l.checkLeaves(ctx, items, page); err != nil {
+			return nil, err
+		}
 	}
 	objects := map[string][]byte{} // segment objects, fetched once per page
 	for _, it := range items {
@@ -120,6 +151,209 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		}
 	}
 	return page, nil
+}
+
+// integrityItem is one row under check with what the row store holds for it.
+type integrityItem struct {
+	row    *Row
+	bundle []byte
+	loc    Location
+	hasLoc bool
+}
+
+// checkTree rebuilds the tree from every stored leaf (with
+// transparency-dev/merkle, independently of the stored hashes proofs are
+// served from) and compares its root, and the stored hashes' root, with the
+// latest checkpoint; it also checks that every leaf is where its ref says
+// and that the row each leaf names is still held or was swept.
+func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
+	return l.store.View(ctx, func(tx Tx) error {
+		size, cp, err := tx.LogHead()
+		if err != nil || size == 0 {
+			return err
+		}
+		logFinding := func(format string, args ...any) {
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf(format, args...)})
+		}
+		rowFinding := func(id, format string, args ...any) {
+			page.Findings = append(page.Findings, Finding{RowID: id, Problem: fmt.Sprintf(format, args...)})
+		}
+		want, err := checkpointBody(cp)
+		if err != nil {
+			logFinding("the latest checkpoint cannot be read: %v", err)
+			return nil
+		}
+		if want.Size != size {
+			logFinding("the latest checkpoint is for %d leaves but the log holds %d", want.Size, size)
+		}
+		rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+		tree := rf.NewEmptyRange(0)
+		rows := map[string]*Row{}
+		for i := range size {
+			if i%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			ref, data, err := tx.Leaf(i)
+			if err != nil {
+				logFinding("leaf %d cannot be read: %v", i, err)
+				return nil // the tree cannot be rebuilt past a missing leaf
+			}
+			if err := tree.Append(rfc6962.DefaultHasher.HashLeaf(data), nil); err != nil {
+				return err
+			}
+			page.LeavesChecked++
+			if idx, err := tx.LeafIndex(ref); err != nil || idx != i {
+				logFinding("leaf %d is not where the log's index of %s points", i, ref)
+			}
+			f, err := ParseLeaf(data)
+			if err != nil {
+				continue // not a leaf this version writes; its hash still counts
+			}
+			switch f["kind"] {
+			case LeafReceipt, LeafRefusal, LeafDispute:
+				id := f["row"]
+				r, ok := rows[id]
+				if !ok {
+					if r, err = tx.Row(id); err != nil && !errors.Is(err, ErrNotFound) {
+						return err
+					}
+					rows[id] = r
+				}
+				if r == nil {
+					if _, err := tx.Tombstone(id); errors.Is(err, ErrNotFound) {
+						rowFinding(id, "leaf %d names row %s, which the row store does not hold and no retention sweep removed", i, id)
+					} else if err != nil {
+						return err
+					}
+					continue
+				}
+				if f["kind"] == LeafDispute {
+					if n, err := strconv.Atoi(f["event"]); err != nil || n >= len(r.DisputeEvents) {
+						rowFinding(id, "leaf %d records dispute event %s of row %s, which the row does not have", i, f["event"], id)
+					}
+				}
+			}
+			if len(rows) > 4096 {
+				clear(rows) // a cache, not a set: keep it small
+			}
+		}
+		root, err := tree.GetRootHash(nil)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(root, want.Hash[:]) {
+			logFinding("tree root does not match checkpoint: the %d stored leaves hash to %x, the checkpoint for %d says %x", size, root, want.Size, want.Hash[:])
+		}
+		stored, err := tlog.TreeHash(size, hashReader(tx))
+		switch {
+		case err != nil:
+			logFinding("the stored tree hashes cannot be read: %v", err)
+		case stored != want.Hash:
+			logFinding("the stored tree hashes (which proofs are served from) give root %x, not the checkpoint's %x", stored[:], want.Hash[:])
+		}
+		return nil
+	})
+}
+
+// checkpointBody parses the body of a signed checkpoint the ledger signed
+// itself (its signature is the ledger's own).
+func checkpointBody(signed []byte) (proof.Checkpoint, error) {
+	i := bytes.Index(signed, []byte("\n\n"))
+	if i < 0 {
+		return proof.Checkpoint{}, fmt.Errorf("%w: not a signed note", ErrInvalid)
+	}
+	return proof.ParseCheckpoint(string(signed[:i+1]))
+}
+
+// checkLeaves compares each row of a page, and each of its dispute events,
+// with its leaf.
+func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *IntegrityPage) error {
+	return l.store.View(ctx, func(tx Tx) error {
+		pend, err := tx.PendingLeaves(math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		pending := make(map[string]bool, len(pend))
+		for _, p := range pend {
+			pending[p.Ref] = true
+		}
+		check := func(r *Row, ref, what string, want []byte, skip ...string) error {
+			idx, err := tx.LeafIndex(ref)
+			switch {
+			case errors.Is(err, ErrNotFound) && pending[ref]:
+				page.NotYetLogged++
+				return nil
+			case errors.Is(err, ErrNotFound):
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("%s has no leaf in the log", what)})
+				return nil
+			case err != nil:
+				return err
+			}
+			_, got, err := tx.Leaf(idx)
+			if err != nil {
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("leaf %d of %s cannot be read: %v", idx, what, err)})
+				return nil
+			}
+			if d := leafDiff(got, want, skip); d != "" {
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("leaf %d differs from %s: %s", idx, what, d)})
+			}
+			return nil
+		}
+		for _, it := range items {
+			r := it.row
+			var ev *Evidence
+			var skip []string
+			if it.bundle != nil && sha256Hex(it.bundle) == r.EvidenceSHA256 {
+				ev = &Evidence{}
+				if json.Unmarshal(it.bundle, ev) != nil {
+					ev = nil
+				}
+			}
+			if ev == nil {
+				// Not kept (read-only class) or itself a finding above: the
+				// token hashes cannot be recomputed from the row store.
+				skip = []string{"receipt", "request", "token"}
+			}
+			if err := check(r, r.ID, "row "+r.ID, rowLeaf(r, ev), skip...); err != nil {
+				return err
+			}
+			for n, e := range r.DisputeEvents {
+				if err := check(r, disputeRef(r.ID, n), fmt.Sprintf("dispute event %d of row %s", n, r.ID), disputeLeaf(r.ID, n, e)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// leafDiff names the values that differ between a stored leaf and the leaf
+// recomputed from the row store, "" when they agree; values named in skip
+// are not compared.
+func leafDiff(stored, recomputed []byte, skip []string) string {
+	if bytes.Equal(stored, recomputed) {
+		return ""
+	}
+	s, err1 := ParseLeaf(stored)
+	r, err2 := ParseLeaf(recomputed)
+	if err1 != nil || err2 != nil {
+		return "the stored leaf is not a leaf of this version"
+	}
+	names := map[string]bool{}
+	for k := range s {
+		names[k] = true
+	}
+	for k := range r {
+		names[k] = true
+	}
+	var diffs []string
+	for k := range names {
+		if s[k] != r[k] && !slices.Contains(skip, k) {
+			diffs = append(diffs, fmt.Sprintf("%s is %q in the row store, %q in the leaf", k, r[k], s[k]))
+		}
+	}
+	sort.Strings(diffs)
+	return strings.Join(diffs, "; ")
 }
 
 // cut returns an object's bytes, cut out of its segment where it was packed.

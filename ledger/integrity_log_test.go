@@ -1,0 +1,173 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// integrity runs CheckIntegrity over every page.
+func integrity(t *testing.T, h *harness) *ledger.IntegrityPage {
+	t.Helper()
+	all := &ledger.IntegrityPage{}
+	token := ""
+	for {
+		p, err := h.l.CheckIntegrity(context.Background(), 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.RowsChecked += p.RowsChecked
+		all.LeavesChecked += p.LeavesChecked
+		all.NotYetLogged += p.NotYetLogged
+		all.Findings = append(all.Findings, p.Findings...)
+		if token = p.Next; token == "" {
+			return all
+		}
+	}
+}
+
+// tamper stops the ledger, edits its bbolt file directly and opens it again.
+func (h *harness) tamper(t *testing.T, edit func(tx *bbolt.Tx) error) {
+	t.Helper()
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(h.dir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(edit); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	h.enableLog(t, 0)
+}
+
+// editRow rewrites one stored row.
+func editRow(id string, fn func(r *ledger.Row)) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("rows"))
+		var r ledger.Row
+		if err := json.Unmarshal(b.Get([]byte(id)), &r); err != nil {
+			return err
+		}
+		fn(&r)
+		v, err := json.Marshal(&r)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(r.ID), v)
+	}
+}
+
+// dropRow deletes a row and its index entries, as an operator hiding a
+// row would.
+func dropRow(id string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		if err := tx.Bucket([]byte("rows")).Delete([]byte(id)); err != nil {
+			return err
+		}
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			if !bytes.HasPrefix(name, []byte("ix_")) {
+				return nil
+			}
+			var keys [][]byte
+			_ = b.ForEach(func(k, _ []byte) error {
+				if bytes.HasSuffix(k, []byte(id)) {
+					keys = append(keys, append([]byte(nil), k...))
+				}
+				return nil
+			})
+			for _, k := range keys {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// fsck compares every row and dispute event with its leaf and rebuilds the
+// tree from the stored leaves: a dropped, inserted or rewritten row, an
+// edited dispute event and an edited leaf are each found; rows not yet
+// integrated and rows swept by retention are not findings.
+func TestIntegrityChecksTheLog(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(rows []*ledger.Row) func(tx *bbolt.Tx) error
+		want string
+	}{
+		{"drop a row", func(rows []*ledger.Row) func(*bbolt.Tx) error { return dropRow(rows[1].ID) },
+			"names row %s, which the row store does not hold and no retention sweep removed"},
+		{"insert a forged row", func(rows []*ledger.Row) func(*bbolt.Tx) error {
+			return func(tx *bbolt.Tx) error {
+				return editRow(rows[1].ID, func(r *ledger.Row) { r.ID = strings.Repeat("f", 64) })(tx)
+			}
+		}, "row " + strings.Repeat("f", 64) + " has no leaf in the log"},
+		{"rewrite a row's status", func(rows []*ledger.Row) func(*bbolt.Tx) error {
+			return editRow(rows[1].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized })
+		}, `differs from row %s: status is "unauthorized" in the row store, "authorized" in the leaf`},
+		{"rewrite a dispute event", func(rows []*ledger.Row) func(*bbolt.Tx) error {
+			return editRow(rows[0].ID, func(r *ledger.Row) { r.DisputeEvents[0].Status = ledger.DisputeResolvedOther })
+		}, "differs from dispute event 0 of row"},
+		{"rewrite a leaf", func([]*ledger.Row) func(*bbolt.Tx) error {
+			return func(tx *bbolt.Tx) error {
+				b := tx.Bucket([]byte("log_leaves"))
+				k := []byte{0, 0, 0, 0, 0, 0, 0, 1}
+				return b.Put(k, bytes.Replace(b.Get(k), []byte("status authorized"), []byte("status incident"), 1))
+			}
+		}, "tree root does not match checkpoint"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.enableLog(t, 0)
+			ctx := context.Background()
+			var rows []*ledger.Row
+			for _, spec := range []pacttest.Spec{
+				{Target: "F-1"},
+				{Target: "F-2", User: "acct-2"},
+				{Target: "F-3", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}, // read-only: no evidence kept
+			} {
+				r, _ := h.append(t, in(h.sc.Mint(spec)))
+				rows = append(rows, r)
+			}
+			if _, err := h.l.AppendDispute(ctx, rows[0].ID, ledger.DisputeOpen, "never asked", "support-key"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// A row committed after the last integration is not a finding.
+			h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "F-4", User: "acct-4"})))
+			got := integrity(t, h)
+			if len(got.Findings) != 0 || got.LeavesChecked != 4 || got.NotYetLogged != 1 || got.RowsChecked != 4 {
+				t.Fatalf("clean ledger: %+v", got)
+			}
+
+			h.tamper(t, tc.edit(rows))
+			got = integrity(t, h)
+			want := strings.ReplaceAll(tc.want, "%s", rows[1].ID)
+			var problems []string
+			for _, f := range got.Findings {
+				problems = append(problems, f.RowID+": "+f.Problem)
+			}
+			if !strings.Contains(strings.Join(problems, "\n"), want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", strings.Join(problems, "\n"), want)
+			}
+		})
+	}
+}
