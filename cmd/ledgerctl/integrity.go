@@ -80,8 +80,10 @@ func (c *cli) revoke(args []string) error {
 }
 
 // fsck walks every row, page by page, and reports evidence that differs from
-// its write-time hash; with --restore it puts restorable rows back from the
-// write-once copy.
+// its write-time hash, and (with the Merkle log on) rows and dispute events
+// that differ from their leaves, rows without a leaf, leaves whose row is
+// gone, and a tree that no longer matches the latest checkpoint; with
+// --restore it puts restorable rows back from the write-once copy.
 func (c *cli) fsck(args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	restore := fs.Bool("restore", false, "")
@@ -144,13 +146,13 @@ func (c *cli) fsck(args []string) error {
 			if f.GetRestorable() {
 				hint = " (restorable from the write-once copy: fsck --restore)"
 			}
-			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", f.GetRowId(), f.GetProblem(), hint)
+			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", first(f.GetRowId(), "log"), f.GetProblem(), hint)
 		}
 		if *restore {
 			fmt.Fprintf(c.out, "restored %d rows from the write-once copy\n", restored)
 		}
 		if len(findings) == 0 {
-			fmt.Fprintln(c.out, "no evidence differs from its write-time hash")
+			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log and the tree rebuilt from the leaves matches the latest checkpoint")
 		}
 	}
 	if len(findings) > restored {

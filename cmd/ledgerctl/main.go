@@ -60,13 +60,28 @@ Commands:
   incidents close ID --note TEXT    close an incident: evidence kept until close + 12 months (admin)
   sweep    [--dry-run]              remove rows past retention now (admin); --dry-run lists what would go
   fsck     [--restore]              compare every row's evidence with its write-time hash and its
-                                    write-once copy (exit 1 if any differs); --restore puts
+                                    write-once copy, every row with its leaf in the Merkle log, and
+                                    the tree rebuilt from the leaves with the latest checkpoint
+                                    (exit 1 if any differs); --restore puts
                                     restorable rows back from the write-once copy (admin)
   outbox   [--limit N] [--page T]   evidence outbox depth, oldest entry's age, dead letters (admin)
   outbox   retry KEY | retry --all  move dead letters back into the outbox (admin)
 
+The Merkle log (see docs/design/015-merkle-log.md):
+  log checkpoint [--log-key KEY] [--save FILE]   fetch the latest signed checkpoint and verify it
+                                    (with KEY, or the key the server reports); no API key needed
+  log audit --from FILE [--log-key KEY] [--all] [--settle D]   prove the checkpoint kept in FILE is a
+                                    prefix of the latest, read every leaf since (--all: every leaf) from
+                                    the tiles (--http), compare each with the rows the API key can read
+                                    and check every readable row has a leaf (exit 1 on a mismatch)
+  proof    ROW [--event dispute/N|incident-close] [--out FILE] [--wait D]   the row's proof bundle
+                                    (JSON, to stdout or FILE); verify it offline with proof verify
+  proof    verify FILE --log-key KEY   check a proof bundle offline: no server, no API key
+
 Global flags (before the command):
   --server HOST:PORT   ledgerd gRPC address (env PACTLEDGER_SERVER; default 127.0.0.1:9090)
+  --http URL           ledgerd REST base for the log's tiles (env PACTLEDGER_HTTP; default the
+                       --server host on port 8080, https with --tls)
   --key KEY            API key (env PACTLEDGER_KEY)
   --key-file FILE      file holding the API key (env PACTLEDGER_KEY_FILE)
   --config FILE        YAML with server, key or keyFile, tls (default ~/.config/pactledger/ledgerctl.yaml)
@@ -84,6 +99,7 @@ func main() {
 // fileConfig is the optional ledgerctl configuration file.
 type fileConfig struct {
 	Server  string `yaml:"server"`
+	HTTP    string `yaml:"http"`
 	Key     string `yaml:"key"`
 	KeyFile string `yaml:"keyFile"`
 	TLS     bool   `yaml:"tls"`
@@ -94,6 +110,8 @@ type cli struct {
 	json      bool
 	timeout   time.Duration
 	server    string
+	httpBase  string
+	tls       bool
 	key       string
 	conn      *grpc.ClientConn
 	c         ledgerv1.LedgerServiceClient
@@ -114,6 +132,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	fs.SetOutput(io.Discard)
 	var (
 		server  = fs.String("server", "", "")
+		httpURL = fs.String("http", "", "")
 		key     = fs.String("key", "", "")
 		keyFile = fs.String("key-file", "", "")
 		cfgPath = fs.String("config", "", "")
@@ -158,6 +177,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	}
 	c := &cli{out: stdout, errw: stderr, json: *asJSON, timeout: *timeout}
 	c.server = first(*server, getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
+	c.httpBase = first(*httpURL, getenv("PACTLEDGER_HTTP"), fc.HTTP)
+	c.tls = *useTLS || fc.TLS
 	k, err := resolveKey(*key, *keyFile, getenv, fc)
 	if err != nil {
 		fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
@@ -180,14 +201,14 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
 		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
 		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents, "sweep": c.sweep,
-		"outbox": c.outbox,
+		"outbox": c.outbox, "log": c.logCmd, "proof": c.proof,
 	}
 	cmd, ok := cmds[rest[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "ledgerctl: unknown command %q\n\n%s", rest[0], usage)
 		return exitUsage
 	}
-	if c.key == "" {
+	if c.key == "" && !keyOptional(rest) {
 		fmt.Fprintln(stderr, "ledgerctl: no API key: pass --key, --key-file, set PACTLEDGER_KEY or put key/keyFile in the config file")
 		return exitAuth
 	}
@@ -265,6 +286,9 @@ func (c *cli) exit(err error) int {
 // ctx returns a call context with the key and the timeout.
 func (c *cli) ctx() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	if c.key == "" {
+		return ctx, cancel // public calls only (the log's checkpoints and consistency proofs)
+	}
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.key), cancel
 }
 

@@ -27,6 +27,7 @@ var keys = map[string]string{"writer": "w-key", "support": "s-key", "auditor": "
 
 type fixture struct {
 	addr  string
+	http  string // REST base, for the log's tiles
 	sc    *pacttest.Scenario
 	rowID string // the A-5531 cancel
 	cfg   config.Config
@@ -46,6 +47,7 @@ func (f *fixture) serve(t *testing.T) {
 	go func() { done <- srv.Serve(ctx) }()
 	stopped := false
 	f.addr = srv.GRPCAddr()
+	f.http = "http://" + srv.HTTPAddr()
 	f.stop = func() {
 		if !stopped {
 			stopped = true
@@ -102,7 +104,7 @@ func start(t *testing.T) *fixture {
 func (f *fixture) ctl(t *testing.T, role string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": keys[role], "HOME": t.TempDir()}
+	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_HTTP": f.http, "PACTLEDGER_KEY": keys[role], "HOME": t.TempDir()}
 	code := run(args, &out, &errb, func(k string) string { return env[k] })
 	return code, out.String(), errb.String()
 }

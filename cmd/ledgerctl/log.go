@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/ledger/proof"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// keyOptional reports whether a command runs without an API key: checking a
+// proof bundle offline, and the log's public checkpoints, consistency
+// proofs and tiles (log audit then checks the log without comparing rows).
+func keyOptional(args []string) bool {
+	switch args[0] {
+	case "log":
+		return true
+	case "proof":
+		return len(args) > 1 && args[1] == "verify"
+	}
+	return false
+}
+
+// logKeyArg reads a --log-key value: the verifier key itself
+// ("<origin>+<hash>+<key>") or a file holding it (as ledgerd writes
+// verifier.key).
+func logKeyArg(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if _, err := note.NewVerifier(strings.TrimSpace(v)); err == nil {
+		return strings.TrimSpace(v), nil
+	}
+	b, err := os.ReadFile(v)
+	if err != nil {
+		return "", usagef("--log-key %q is neither a verifier key (<origin>+<hash>+<key>) nor a readable file", v)
+	}
+	k := strings.TrimSpace(string(b))
+	if _, err := note.NewVerifier(k); err != nil {
+		return "", usagef("--log-key file %s does not hold a verifier key: %v", v, err)
+	}
+	return k, nil
+}
+
+// keySource says which key verified a checkpoint.
+func keySource(given bool) string {
+	if given {
+		return "the key you gave (--log-key)"
+	}
+	return "the key the server reports (compare it with the published verifier key, or pass --log-key)"
+}
+
+// latest fetches the latest signed checkpoint and opens it with key, or
+// with the key the server reports when key is "".
+func (c *cli) latest(key string) (signed []byte, cp proof.Checkpoint, usedKey string, err error) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rep, err := c.c.GetCheckpoint(ctx, &ledgerv1.GetCheckpointRequest{})
+	if err != nil {
+		return nil, proof.Checkpoint{}, "", err
+	}
+	usedKey = key
+	if usedKey == "" {
+		usedKey = rep.GetVerifierKey()
+	}
+	cp, err = proof.Open([]byte(rep.GetCheckpoint()), usedKey)
+	if err != nil {
+		fmt.Fprintf(c.errw, "ledgerctl: the latest checkpoint does NOT verify with %s: %v\n", keySource(key != ""), err)
+		return nil, proof.Checkpoint{}, usedKey, errCheckFailed
+	}
+	return []byte(rep.GetCheckpoint()), cp, usedKey, nil
+}
+
+func rootText(h [32]byte) string {
+	return base64.StdEncoding.EncodeToString(h[:]) + " (hex " + hex.EncodeToString(h[:]) + ")"
+}
+
+func (c *cli) logCmd(args []string) error {
+	if len(args) == 0 {
+		return usagef("log checkpoint [--log-key KEY] [--save FILE] | log audit --from FILE [--log-key KEY]")
+	}
+	switch args[0] {
+	case "checkpoint":
+		return c.logCheckpoint(args[1:])
+	case "audit":
+		return c.logAudit(args[1:])
+	}
+	return usagef("log %q: want log checkpoint or log audit", args[0])
+}
+
+// logCheckpoint fetches the latest checkpoint, verifies its signature and
+// prints origin, size and root; --save keeps the signed checkpoint for a
+// later log audit.
+func (c *cli) logCheckpoint(args []string) error {
+	fs := flag.NewFlagSet("log checkpoint", flag.ContinueOnError)
+	keyFlag := fs.String("log-key", "", "")
+	save := fs.String("save", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("log checkpoint [--log-key KEY] [--save FILE]")
+	}
+	key, err := logKeyArg(*keyFlag)
+	if err != nil {
+		return err
+	}
+	signed, cp, used, err := c.latest(key)
+	if err != nil {
+		return err
+	}
+	if *save != "" {
+		if err := os.WriteFile(*save, signed, 0o644); err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+	}
+	if c.json {
+		fmt.Fprintf(c.out, "{\n  \"origin\": %q,\n  \"size\": %d,\n  \"root\": %q,\n  \"verifierKey\": %q,\n  \"keyGiven\": %t,\n  \"checkpoint\": %q\n}\n",
+			cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Hash[:]), used, key != "", signed)
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintf(w, "origin\t%s\n", cp.Origin)
+	fmt.Fprintf(w, "size\t%d\n", cp.Size)
+	fmt.Fprintf(w, "root\t%s\n", rootText(cp.Hash))
+	fmt.Fprintf(w, "signature\tverified with %s\n", keySource(key != ""))
+	fmt.Fprintf(w, "key\t%s\n", used)
+	if *save != "" {
+		fmt.Fprintf(w, "saved\t%s (keep it: ledgerctl log audit --from %s proves the log only grew since)\n", *save, *save)
+	}
+	w.Flush()
+	return nil
+}
+
+// proof writes a row's proof bundle (or one of its events') as JSON.
+func (c *cli) proof(args []string) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return c.proofVerify(args[1:])
+	}
+	fs := flag.NewFlagSet("proof", flag.ContinueOnError)
+	event := fs.String("event", "", "")
+	out := fs.String("out", "", "")
+	wait := fs.Duration("wait", 10*time.Second, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := rowArg("proof", pos)
+	if err != nil {
+		return err
+	}
+	rep, err := c.rowProof(id, *event, *wait)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(rep.GetBundle()), 0o644); err != nil {
+			return fmt.Errorf("write proof: %w", err)
+		}
+	} else {
+		fmt.Fprint(c.out, rep.GetBundle())
+	}
+	what := "row " + id
+	if *event != "" {
+		what = *event + " of row " + id
+	}
+	size := "?"
+	if i := strings.IndexByte(rep.GetCheckpoint(), '\n'); i >= 0 {
+		if rest := rep.GetCheckpoint()[i+1:]; strings.IndexByte(rest, '\n') >= 0 {
+			size = rest[:strings.IndexByte(rest, '\n')]
+		}
+	}
+	fmt.Fprintf(c.errw, "proof of %s: leaf %d under the signed checkpoint of size %s; check it offline with: ledgerctl proof verify FILE --log-key KEY\n", what, rep.GetLeafIndex(), size)
+	return nil
+}
+
+// errNotLogged: a row is committed but not yet in a signed checkpoint.
+var errNotLogged = errors.New("not yet in a signed checkpoint")
+
+// rowProof asks for a proof, waiting up to wait while the row is committed
+// but not yet integrated into the log.
+func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowProofResponse, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ctx, cancel := c.ctx()
+		rep, err := c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: id, Event: event})
+		cancel()
+		if !notLogged(err) {
+			return rep, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%s: %w after %s; the log is extended every half second, retry shortly", id, errNotLogged, wait)
+		}
+		if err := pause(context.Background(), 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// notLogged reports whether err says the row is not yet in a checkpoint.
+func notLogged(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && err != nil && st.Code() == codes.Unavailable && strings.Contains(st.Message(), errNotLogged.Error())
+}
+
+// pause waits d or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// proofVerify checks a proof bundle offline: no server, no API key.
+func (c *cli) proofVerify(args []string) error {
+	fs := flag.NewFlagSet("proof verify", flag.ContinueOnError)
+	keyFlag := fs.String("log-key", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("proof verify FILE --log-key KEY")
+	}
+	if *keyFlag == "" {
+		return usagef("proof verify needs --log-key KEY: the log's published verifier key (a proof is only as good as the key it is checked with)")
+	}
+	key, err := logKeyArg(*keyFlag)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(pos[0])
+	if err != nil {
+		return fmt.Errorf("read proof: %w", err)
+	}
+	fail := func(err error) error {
+		fmt.Fprintf(c.out, "NOT VERIFIED: %s: %v\n", pos[0], err)
+		return errCheckFailed
+	}
+	b, err := proof.ParseBundle(data)
+	if err != nil {
+		return fail(err)
+	}
+	cp, err := b.Verify(key)
+	if err != nil {
+		return fail(err)
+	}
+	f := parseLeaf(b.Leaf)
+	what := "row " + f["row"]
+	switch f["kind"] {
+	case "dispute":
+		what = fmt.Sprintf("dispute event %s of row %s", f["event"], f["row"])
+	case "incident-close":
+		what = fmt.Sprintf("the closure of incident %s (row %s)", f["incident"], f["row"])
+	}
+	fmt.Fprintf(c.out, "verified: %s is leaf %d of the log %s, under the checkpoint of size %d with root %s, signed by the key you gave\n",
+		what, b.LeafIndex, cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Hash[:]))
+	w := c.table()
+	for _, name := range []string{"kind", "status", "class", "recorded", "at", "evidence", "receipt", "grant"} {
+		if v, ok := f[name]; ok {
+			fmt.Fprintf(w, "  %s\t%s\n", name, v)
+		}
+	}
+	w.Flush()
+	return nil
+}
+
+// parseLeaf splits a leaf ("pactledger leaf v1" and "name value" lines)
+// into its values; lines it does not understand are left out.
+func parseLeaf(leaf string) map[string]string {
+	out := map[string]string{}
+	lines := strings.Split(strings.TrimSuffix(leaf, "\n"), "\n")
+	if len(lines) == 0 || lines[0] != leafVersion {
+		return out
+	}
+	for _, ln := range lines[1:] {
+		if name, value, ok := strings.Cut(ln, " "); ok {
+			out[name] = value
+		}
+	}
+	return out
+}
+
+// leafVersion is the first line of every leaf the ledger writes.
+const leafVersion = "pactledger leaf v1"
+
+// digest is "sha256:<hex>" of s, or "-" for an empty s, as a leaf writes
+// hashed values.
+func digest(s string) string {
+	if s == "" {
+		return "-"
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

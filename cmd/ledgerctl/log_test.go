@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	"golang.org/x/mod/sumdb/note"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// verifierKey is the log's published verifier key, as ledgerd wrote it.
+func (f *fixture) verifierKey(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.cfg.DataDir, "log", "verifier.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// offline runs ledgerctl with no server reachable and no API key.
+func offline(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	env := map[string]string{"PACTLEDGER_SERVER": "127.0.0.1:1", "HOME": os.TempDir()}
+	code := run(args, &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+// logged waits until row id is in a signed checkpoint (ledgerctl proof
+// waits for it) and returns its proof file.
+func (f *fixture) logged(t *testing.T, id string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), id[:12]+".proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", id, "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof %s: %d %s", id, code, errs)
+	}
+	return file
+}
+
+func TestLogCheckpointProofAndAudit(t *testing.T) {
+	f := start(t)
+	key := f.verifierKey(t)
+	file := f.logged(t, f.rowID)
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+
+	// log checkpoint needs no API key; it says which key verified it.
+	code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept)
+	if code != 0 || !strings.Contains(out, "localhost/pactledger") || !strings.Contains(out, "the key the server reports") || !strings.Contains(out, "size") {
+		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
+	}
+	code, out, _ = f.ctl(t, "nobody", "log", "checkpoint", "--log-key", filepath.Join(f.cfg.DataDir, "log", "verifier.key"))
+	if code != 0 || !strings.Contains(out, "the key you gave") {
+		t.Fatalf("log checkpoint --log-key: %d %s", code, out)
+	}
+	_, otherKey, err := note.GenerateKey(rand.Reader, "localhost/pactledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := f.ctl(t, "nobody", "log", "checkpoint", "--log-key", otherKey); code != exitCheckFailed || !strings.Contains(errs, "does NOT verify") {
+		t.Fatalf("checkpoint with another key: %d %s", code, errs)
+	}
+
+	// proof verify runs with no server and no API key.
+	code, out, errs = offline("proof", "verify", file, "--log-key", key)
+	if code != 0 || !strings.Contains(out, "verified: row "+f.rowID+" is leaf") || !strings.Contains(out, "status") {
+		t.Fatalf("proof verify: %d %s %s", code, out, errs)
+	}
+	raw, _ := os.ReadFile(file)
+	edited := filepath.Join(t.TempDir(), "edited.proof")
+	if err := os.WriteFile(edited, bytes.Replace(raw, []byte(`status authorized`), []byte(`status incident`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"edited leaf", []string{"proof", "verify", edited, "--log-key", key}, exitCheckFailed, "NOT VERIFIED"},
+		{"another key", []string{"proof", "verify", file, "--log-key", otherKey}, exitCheckFailed, "NOT VERIFIED"},
+		{"no key", []string{"proof", "verify", file}, exitUsage, "needs --log-key"},
+		{"not a key", []string{"proof", "verify", file, "--log-key", "nonsense"}, exitUsage, "neither a verifier key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := offline(tc.args...)
+			if code != tc.code || !strings.Contains(out+errs, tc.msg) {
+				t.Fatalf("exit %d %s %s, want %d with %q", code, out, errs, tc.code, tc.msg)
+			}
+		})
+	}
+
+	// The log grows: a dispute event and a new row. The audit proves the
+	// kept checkpoint is a prefix and compares every new leaf with its row.
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
+		t.Fatalf("dispute: %s", errs)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-3", Target: "C-3"}))
+	code, out, errs = f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", key)
+	if code != 0 || !strings.Contains(out, "consistent: the tree of size") || !strings.Contains(out, "audit passed") || !strings.Contains(out, "3 readable rows") {
+		t.Fatalf("audit: %d %s %s", code, out, errs)
+	}
+	// Without an API key the audit checks the log against its tiles only.
+	code, out, _ = f.ctl(t, "nobody", "log", "audit", "--from", kept)
+	if code != 0 || !strings.Contains(out, "rows not compared") || !strings.Contains(out, "the key the server reports") {
+		t.Fatalf("audit without a key: %d %s", code, out)
+	}
+	// A checkpoint of another log is refused.
+	other := filepath.Join(t.TempDir(), "other.checkpoint")
+	if err := os.WriteFile(other, []byte("localhost/pactledger\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— localhost/pactledger AAAAAA==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := f.ctl(t, "auditor", "log", "audit", "--from", other, "--log-key", key); code != exitCheckFailed || !strings.Contains(out, "does not verify") {
+		t.Fatalf("audit from a forged checkpoint: %d %s", code, out)
+	}
+}
+
+// append posts a receipt as the writer and returns its row id.
+func (f *fixture) append(t *testing.T, spec pacttest.Spec) string {
+	t.Helper()
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := f.sc.Mint(spec)
+	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
+	rep, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.GetRow().GetId()
+}
+
+// dropRow deletes a row and its index entries, as an operator hiding a row
+// would.
+func dropRow(id string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		if err := tx.Bucket([]byte("rows")).Delete([]byte(id)); err != nil {
+			return err
+		}
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			if !bytes.HasPrefix(name, []byte("ix_")) {
+				return nil
+			}
+			var del [][]byte
+			_ = b.ForEach(func(k, _ []byte) error {
+				if bytes.HasSuffix(k, []byte(id)) {
+					del = append(del, append([]byte(nil), k...))
+				}
+				return nil
+			})
+			for _, k := range del {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// forgeRow inserts a row that was never written through the ledger: a
+// copy of row id under another id, with its evidence and index entries.
+func forgeRow(id, forged string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		var r ledger.Row
+		if err := json.Unmarshal(tx.Bucket([]byte("rows")).Get([]byte(id)), &r); err != nil {
+			return err
+		}
+		r.ID, r.ReceiptID = forged, "sha256:"+forged
+		v, err := json.Marshal(&r)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket([]byte("rows")).Put([]byte(forged), v); err != nil {
+			return err
+		}
+		if ev := tx.Bucket([]byte("evidence")).Get([]byte(id)); ev != nil {
+			if err := tx.Bucket([]byte("evidence")).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {
+				return err
+			}
+		}
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			if !bytes.HasPrefix(name, []byte("ix_")) || string(name) == "ix_expiry" {
+				return nil
+			}
+			var add [][]byte
+			_ = b.ForEach(func(k, _ []byte) error {
+				if bytes.HasSuffix(k, []byte(id)) {
+					add = append(add, append(bytes.TrimSuffix(append([]byte(nil), k...), []byte(id)), forged...))
+				}
+				return nil
+			})
+			for _, k := range add {
+				if err := b.Put(k, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// rewriteStatus rewrites a row's status in place.
+func rewriteStatus(id string, st ledger.Status) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("rows"))
+		var r ledger.Row
+		if err := json.Unmarshal(b.Get([]byte(id)), &r); err != nil {
+			return err
+		}
+		r.Status = st
+		v, err := json.Marshal(&r)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), v)
+	}
+}
+
+// edit stops ledgerd, edits its bbolt file directly and starts it again.
+func (f *fixture) edit(t *testing.T, fn func(tx *bbolt.Tx) error) {
+	t.Helper()
+	f.stop()
+	db, err := bbolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+}
+
+// Dropping a row, inserting one or rewriting one in the bbolt file is
+// caught by both log audit (from the kept checkpoint) and fsck.
+func TestTamperingIsCaughtByAuditAndFsck(t *testing.T) {
+	forged := strings.Repeat("f", 64)
+	tests := []struct {
+		name      string
+		edit      func(f *fixture, later string) func(*bbolt.Tx) error
+		audit     string // in the audit's output
+		fsck      string // in fsck's output
+		auditArgs []string
+	}{
+		{"drop a row", func(_ *fixture, later string) func(*bbolt.Tx) error { return dropRow(later) },
+			"the ledger no longer holds row %s, and no retention sweep removed it",
+			"names row %s, which the row store does not hold and no retention sweep removed", nil},
+		{"insert a forged row", func(f *fixture, _ string) func(*bbolt.Tx) error { return forgeRow(f.rowID, forged) },
+			"row " + forged + ": the ledger holds it but the log has no leaf for it",
+			"DIFFERS " + forged + ": row " + forged + " has no leaf in the log", []string{"--settle", "500ms"}},
+		{"rewrite a row's status", func(f *fixture, _ string) func(*bbolt.Tx) error { return rewriteStatus(f.rowID, ledger.Incident) },
+			`status is "incident" in the row, "authorized" in the leaf`,
+			`status is "incident" in the row store, "authorized" in the leaf`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := start(t)
+			f.logged(t, f.rowID)
+			kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+			if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+				t.Fatalf("checkpoint: %s", errs)
+			}
+			later := f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"})
+			f.logged(t, later)
+			key := f.verifierKey(t)
+			if code, out, _ := f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", key); code != 0 {
+				t.Fatalf("audit before tampering: %d %s", code, out)
+			}
+			if code, out, _ := f.ctl(t, "auditor", "fsck"); code != 0 {
+				t.Fatalf("fsck before tampering: %d %s", code, out)
+			}
+
+			f.edit(t, tc.edit(f, later))
+			want := func(s string) string { return strings.ReplaceAll(s, "%s", later) }
+			args := append([]string{"log", "audit", "--from", kept, "--log-key", key}, tc.auditArgs...)
+			code, out, errs := f.ctl(t, "auditor", args...)
+			if code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, want(tc.audit)) {
+				t.Fatalf("audit after tampering: %d\n%s%s\nwant %q", code, out, errs, want(tc.audit))
+			}
+			code, out, errs = f.ctl(t, "auditor", "fsck")
+			if code != exitCheckFailed || !strings.Contains(out, want(tc.fsck)) {
+				t.Fatalf("fsck after tampering: %d\n%s%s\nwant %q", code, out, errs, want(tc.fsck))
+			}
+		})
+	}
+}
+
+// A row swept by retention keeps its leaf: its proof still verifies
+// offline, and the audit and fsck count it as swept, not as missing.
+func TestSweptRowsProofStillVerifies(t *testing.T) {
+	f := start(t)
+	f.stop()
+	// Record a read-only row a year ago, through a ledger keeping the same
+	// log; ledgerd sweeps it at start-up.
+	old := time.Now().UTC().AddDate(-1, 0, 0)
+	store, err := bolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := localdir.Open(filepath.Join(f.cfg.DataDir, "evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: f.sc.Audience})
+	l, err := ledger.New(store, objects, v, f.sc.Static(old), ledger.Config{Now: func() time.Time { return old }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _, _, err := config.EnsureLogKey(&f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.sc.Mint(pacttest.Spec{Target: "OLD-1", At: old, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	row, _, err := l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	f.serve(t)
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatal(errs)
+	}
+	file := f.logged(t, row.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, _ := f.ctl(t, "support", "show", row.ID)
+		if code == exitNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row not swept: show = %d", code)
+		}
+		_ = pause(context.Background(), 20*time.Millisecond)
+	}
+	key := f.verifierKey(t)
+	if code, out, errs := offline("proof", "verify", file, "--log-key", key); code != 0 || !strings.Contains(out, "verified: row "+row.ID) {
+		t.Fatalf("swept row's proof: %d %s %s", code, out, errs)
+	}
+	// A proof fetched after the sweep verifies too.
+	after := f.logged(t, row.ID)
+	if code, out, errs := offline("proof", "verify", after, "--log-key", key); code != 0 {
+		t.Fatalf("swept row's proof fetched after the sweep: %d %s %s", code, out, errs)
+	}
+	code, out, errs := f.ctl(t, "auditor", "log", "audit", "--from", kept, "--all", "--log-key", key)
+	if code != 0 || !strings.Contains(out, "1 rows swept by retention") {
+		t.Fatalf("audit: %d %s %s", code, out, errs)
+	}
+	if code, out, _ := f.ctl(t, "auditor", "fsck"); code != 0 {
+		t.Fatalf("fsck: %d %s", code, out)
+	}
+}
