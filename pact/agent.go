@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/pactledger/pactledger/pact/brand"
 )
 
 // Turn is one user message to a brand agent, with who is asking.
@@ -21,14 +23,17 @@ type Turn struct {
 	// Scopes what it allows (PACT §5.5); empty under §3 alone.
 	User   string
 	Scopes []string
-	// Orders reads and changes the Brand's order records.
-	Orders OrderBook
+	// Records reads and changes the Brand's records.
+	Records RecordBook
 }
 
-// OrderBook is the Brand's order records as the agent sees them.
-type OrderBook interface {
-	Status(order *Order) (string, error)
-	SetStatus(order *Order, status string) error
+// RecordBook is the Brand's records as the agent sees them: the brand's
+// data (or its source) with the changes made since.
+type RecordBook interface {
+	// Get returns the record of type rt with id, or nil when there is none.
+	Get(ctx context.Context, rt *brand.RecordType, id string) (brand.Record, error)
+	// Set changes fields of a record Get returned.
+	Set(ctx context.Context, rt *brand.RecordType, rec brand.Record, changes map[string]string) error
 }
 
 // ActionTaken is one tool the agent ran, with its exact args JSON, for the
@@ -49,7 +54,8 @@ type Reply struct {
 	Actions    []ActionTaken
 	ScopesUsed []string
 	// NeedScopes asks for a step-up: the turn needs these scopes, which the
-	// token lacks (PACT §5.5).
+	// token lacks or, with the brand's withoutToken: stepUp, no token was
+	// sent for (PACT §5.5).
 	NeedScopes []string
 	// Refused is an account action the agent refused because the request
 	// carried no delegation (PACT §3 alone); the Provider reports it to the
@@ -63,130 +69,195 @@ type Agent interface {
 	Respond(ctx context.Context, t Turn) (Reply, error)
 }
 
-// Scripted is a deterministic agent for brands defined by data. Under PACT
-// §3 alone it verifies the user the way a chat widget does (order number,
-// then the email on the account) before it reveals anything, and refuses
-// account changes, which need a signed-in grant. Under delegation it runs
-// the Brand's intents (Brand.Intents), each needing the scope the brand
-// file names for it; it never asks for a scope the Brand does not define.
+// Scripted is a deterministic agent for brands defined by data: it does
+// what the brand file's records, tools and intents say. Under PACT §3
+// alone it verifies the user the way a chat widget does (record id, then
+// the email on the account) before it reveals anything, answers lookups
+// (read_only tools), and refuses account changes, which need a signed-in
+// grant. Under delegation it runs the intent's tool on the Brand user's own
+// record when the token grants the tool's scope; it never asks for a scope
+// the Brand does not define.
 type Scripted struct{}
 
-// scriptedTools are the tools the scripted agent knows: whether each
-// changes the account (refused under §3 alone) and whether it can run it
-// under delegation.
-var scriptedTools = map[string]struct{ change, runs bool }{
-	"lookup_orders":  {change: false, runs: true},
-	"cancel_order":   {change: true, runs: true},
-	"issue_refund":   {change: true, runs: false},
-	"change_address": {change: true, runs: false},
-}
-
 type scriptState struct {
-	Order    string `json:"order,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Record   string `json:"record,omitempty"`
 	Verified bool   `json:"verified,omitempty"`
+	// Order is the record of a conversation kept before brands defined
+	// their record types: an order.
+	Order string `json:"order,omitempty"`
 }
 
-var (
-	orderRef = regexp.MustCompile(`\b([A-Za-z]-\d{3,})\b`)
-	emailRef = regexp.MustCompile(`[^\s@]+@[^\s@]+\.[^\s@]+`)
-)
+var emailRef = regexp.MustCompile(`[^\s@]+@[^\s@]+\.[^\s@]+`)
 
 // Respond implements Agent.
-func (Scripted) Respond(_ context.Context, t Turn) (Reply, error) {
+func (Scripted) Respond(ctx context.Context, t Turn) (Reply, error) {
+	b := t.Brand
 	var st scriptState
 	if len(t.State) > 0 {
 		if err := json.Unmarshal(t.State, &st); err != nil {
 			return Reply{}, fmt.Errorf("agent state: %w", err)
 		}
 	}
-	text := strings.ToLower(t.Text)
+	if st.Order != "" && st.Record == "" && len(b.Records) > 0 {
+		st.Type, st.Record = b.Records[0].Type, st.Order
+	}
+	st.Order = ""
 	reply := func(s string) (Reply, error) {
-		b, err := json.Marshal(st)
-		return Reply{Text: s, State: b}, err
+		j, err := json.Marshal(st)
+		return Reply{Text: s, State: j}, err
 	}
-	if strings.Contains(text, "bye") || strings.Contains(text, "that's all") {
-		b, _ := json.Marshal(st)
-		return Reply{Text: "Thanks for contacting " + t.Brand.Name + ". Goodbye.", State: b, Close: true}, nil
-	}
-	if m := orderRef.FindStringSubmatch(t.Text); m != nil {
-		st.Order, st.Verified = strings.ToUpper(m[1]), false
-	}
-	if t.User != "" {
-		return delegatedTurn(t, &st, text, reply)
-	}
-	if in := t.Brand.intent(text); in != nil && scriptedTools[in.Tool].change {
-		msg := "I can't change orders in this chat: that needs you to sign in with " + t.Brand.Organization + " and approve it. I can tell you an order's status."
-		if !t.Brand.grantable(in.Tool) {
-			// No grant could allow it here: nothing to sign in for.
-			msg = "I can't do that here. I can tell you an order's status."
-		}
-		r, err := reply(msg)
-		r.Refused = &RefusedAction{Tool: in.Tool, Target: st.Order}
+	lower := strings.ToLower(t.Text)
+	if strings.Contains(lower, "bye") || strings.Contains(lower, "that's all") {
+		r, err := reply("Thanks for contacting " + b.Name + ". Goodbye.")
+		r.Close = true
 		return r, err
 	}
-	if st.Order == "" {
-		return reply("I can help with your order. What is the order number?")
+	if len(b.Records) == 0 {
+		return reply("I can't help with that here.")
 	}
-	o := t.Brand.order(st.Order)
+	if rt, id := b.FindRecordID(t.Text); rt != nil {
+		st.Type, st.Record, st.Verified = rt.Type, strings.ToUpper(id), false
+	}
+	m := b.Match(t.Text)
+	rt := b.Records[0]
+	if m != nil {
+		rt = m.Tool.RecordType()
+	} else if cur := b.RecordType(st.Type); cur != nil {
+		rt = cur
+	}
+	if t.User != "" {
+		return delegatedTurn(ctx, t, &st, m, rt, reply)
+	}
+	if m != nil && m.Tool.Changes() {
+		target := ""
+		if st.Type == rt.Type {
+			target = st.Record
+		}
+		refused := &RefusedAction{Tool: m.Tool.Name, Target: target}
+		var r Reply
+		var err error
+		switch {
+		case !b.Grantable(m.Tool.Name):
+			// No grant could allow it here: nothing to sign in for.
+			r, err = reply(fmt.Sprintf("I can't do that here. I can look up %s for you.", article(rt.Type)))
+		case b.WithoutToken == brand.StepUp:
+			r, err = reply(fmt.Sprintf("I need your permission (%s) to do that: sign in with %s and approve it.", m.Tool.Scope, b.Organization))
+			r.NeedScopes = []string{m.Tool.Scope}
+		default:
+			r, err = reply(fmt.Sprintf("I can't change %s in this chat: that needs you to sign in with %s and approve it. I can look up %s for you.",
+				rt.PluralName(), b.Organization, article(rt.Type)))
+		}
+		r.Refused = refused
+		return r, err
+	}
+	if st.Record == "" || st.Type != rt.Type {
+		return reply(fmt.Sprintf("I can help with your %s. What is the %s number?", rt.Type, rt.Type))
+	}
+	rec, err := t.Records.Get(ctx, rt, st.Record)
+	if err != nil {
+		return Reply{}, err
+	}
 	if !st.Verified {
 		e := emailRef.FindString(t.Text)
 		if e == "" {
-			return reply(fmt.Sprintf("To look up order %s, what is the email address on the account?", st.Order))
+			return reply(fmt.Sprintf("To look up %s %s, what is the email address on the account?", rt.Type, st.Record))
 		}
 		var acct *Account
-		if o != nil {
-			acct = t.Brand.account(o.Account)
+		if rec != nil {
+			acct = b.Account(rec.Account())
 		}
 		if acct == nil || !strings.EqualFold(acct.Email, e) {
-			// Say the same whether the order exists or not.
-			st.Order = ""
-			return reply("I couldn't match that order number and email. Please check both and try again.")
+			// Say the same whether the record exists or not.
+			st.Record = ""
+			return reply(fmt.Sprintf("I couldn't match that %s number and email. Please check both and try again.", rt.Type))
 		}
 		st.Verified = true
 	}
-	return reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, o.Status, o.Total))
+	if m == nil {
+		return reply(fmt.Sprintf("I found %s %s. What would you like to know?", rt.Type, rec.ID()))
+	}
+	if m.NeedsMore {
+		return reply(m.Intent.Prompt)
+	}
+	d := b.NewData(rec, nil, m.Groups)
+	args, _, err := m.Intent.RenderArgs(d)
+	if err != nil {
+		return Reply{}, err
+	}
+	text, err := m.Intent.RenderReply(b.NewData(rec, args, m.Groups))
+	if err != nil {
+		return Reply{}, err
+	}
+	return reply(text)
 }
 
 // delegatedTurn acts as the Brand user the token names, on their own
-// orders, running the intent the message asks for when the token grants
-// the scope the Brand's file names for it; a missing scope that is on the
-// card asks for a step-up, one that is not is answered in chat.
-func delegatedTurn(t Turn, st *scriptState, text string, reply func(string) (Reply, error)) (Reply, error) {
-	if st.Order == "" {
-		return reply("Which order is this about? Please give me the order number.")
+// records, running the intent's tool when the token grants the scope the
+// brand file names for it; a missing scope that is on the card asks for a
+// step-up, one that is not is answered in chat.
+func delegatedTurn(ctx context.Context, t Turn, st *scriptState, m *brand.Match, rt *brand.RecordType, reply func(string) (Reply, error)) (Reply, error) {
+	b := t.Brand
+	if st.Record == "" || st.Type != rt.Type {
+		return reply(fmt.Sprintf("Which %s is this about? Please give me the %s number.", rt.Type, rt.Type))
 	}
-	o := t.Brand.order(st.Order)
-	if o == nil || o.Account != t.User {
-		return reply(fmt.Sprintf("I can't find order %s on your account.", st.Order))
+	rec, err := t.Records.Get(ctx, rt, st.Record)
+	if err != nil {
+		return Reply{}, err
 	}
-	in := t.Brand.intent(text)
-	if in == nil || !scriptedTools[in.Tool].runs || in.Scope == "" || t.Brand.scope(in.Scope) == nil {
+	if rec == nil || rec.Account() != t.User {
+		return reply(fmt.Sprintf("I can't find %s %s on your account.", rt.Type, st.Record))
+	}
+	if m == nil || m.Tool.Scope == "" || b.Scope(m.Tool.Scope) == nil {
 		// PACT §5.2: only scope ids on the card are asked for; without
 		// one for this, no grant can allow it.
 		return reply("I can't do that here.")
 	}
-	if !slices.Contains(t.Scopes, in.Scope) {
-		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", in.Scope))
-		r.NeedScopes = []string{in.Scope}
+	tool, in := m.Tool, m.Intent
+	if !slices.Contains(t.Scopes, tool.Scope) {
+		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", tool.Scope))
+		r.NeedScopes = []string{tool.Scope}
 		return r, err
 	}
-	status, err := t.Orders.Status(o)
+	if m.NeedsMore {
+		return reply(in.Prompt)
+	}
+	if !tool.Allowed(rec) {
+		text, err := tool.RenderUnavailable(b.NewData(rec, nil, m.Groups))
+		if err != nil {
+			return Reply{}, err
+		}
+		return reply(text)
+	}
+	args, argsJSON, err := in.RenderArgs(b.NewData(rec, nil, m.Groups))
 	if err != nil {
 		return Reply{}, err
 	}
-	args := fmt.Sprintf(`{"order":%q}`, o.ID)
-	act := func(r Reply, err error) (Reply, error) {
-		r.Actions, r.ScopesUsed = []ActionTaken{{Tool: in.Tool, Target: o.ID, ArgsJSON: args}}, []string{in.Scope}
-		return r, err
-	}
-	if in.Tool == "lookup_orders" {
-		return act(reply(fmt.Sprintf("Order %s is %s (total %s).", o.ID, status, o.Total)))
-	}
-	if status != "processing" {
-		return reply(fmt.Sprintf("Order %s is %s and can no longer be cancelled.", o.ID, status))
-	}
-	if err := t.Orders.SetStatus(o, "cancelled"); err != nil {
+	changes, err := tool.RenderSet(b.NewData(rec, args, m.Groups))
+	if err != nil {
 		return Reply{}, err
 	}
-	return act(reply(fmt.Sprintf("Order %s is cancelled. The refund of %s posts in 3 to 5 days.", o.ID, o.Total)))
+	if len(changes) > 0 {
+		if err := t.Records.Set(ctx, rt, rec, changes); err != nil {
+			return Reply{}, err
+		}
+		if rec, err = t.Records.Get(ctx, rt, rec.ID()); err != nil {
+			return Reply{}, err
+		}
+	}
+	text, err := in.RenderReply(b.NewData(rec, args, m.Groups))
+	if err != nil {
+		return Reply{}, err
+	}
+	r, err := reply(text)
+	r.Actions, r.ScopesUsed = []ActionTaken{{Tool: tool.Name, Target: rec.ID(), ArgsJSON: argsJSON}}, []string{tool.Scope}
+	return r, err
+}
+
+// article puts "a" or "an" before a word.
+func article(w string) string {
+	if w != "" && strings.ContainsRune("aeiou", rune(w[0])) {
+		return "an " + w
+	}
+	return "a " + w
 }

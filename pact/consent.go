@@ -58,7 +58,7 @@ type consentTicket struct {
 // its configured login, or the built-in demo login.
 func (p *Provider) assertionKeys(b *Brand) (*jose.JSONWebKeySet, string) {
 	if b.Login != nil {
-		return b.Login.keys, b.Login.Issuer
+		return b.Login.KeySet(), b.Login.Issuer
 	}
 	if d := p.demo[b.ID]; d != nil {
 		return d.public, p.demoBase(b)
@@ -188,7 +188,7 @@ func (p *Provider) consentIn(w http.ResponseWriter, r *http.Request, b *Brand) {
 		HttpOnly: true, Secure: p.secureCookies(), SameSite: http.SameSiteStrictMode})
 	type scopeView struct{ ID, Description, Slug string }
 	var scopes []scopeView
-	for _, id := range d.Scopes {
+	for _, id := range b.CardOrder(d.Scopes) {
 		scopes = append(scopes, scopeView{id, p.describe(b, []string{id})[0], slug(id)})
 	}
 	page(w, http.StatusOK, "consent", map[string]any{
@@ -322,7 +322,7 @@ func (p *Provider) describe(b *Brand, ids []string) []string {
 // displayUser names a Brand user on pages: the account's email when the
 // brand lists it.
 func (p *Provider) displayUser(b *Brand, id string) string {
-	if a := b.account(id); a != nil && a.Email != "" {
+	if a := b.Account(id); a != nil && a.Email != "" {
 		return a.Email
 	}
 	return id

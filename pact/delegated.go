@@ -8,16 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/verifier"
 )
 
 var (
+	// bOrders holds order statuses kept before brands defined their
+	// record types; read, never written.
 	bOrders    = []byte("order_status")
+	bRecords   = []byte("record_fields")
 	bActionLog = []byte("action_log")
 )
 
@@ -70,81 +76,111 @@ func (p *Provider) verifyDelegation(b *Brand, who *verifier.RequestClaims, heade
 	return &c, nil
 }
 
-// turnOrders is the order book one turn sees: the brand's data and the
-// statuses stored over it, with the turn's own changes held until its reply
-// commits (turnEffects.write), so an action never outlives a reply and a
-// receipt that were not kept.
-type turnOrders struct {
+// turnRecords is the record book one turn sees: the brand's records (or
+// its source) with the changes stored over them, and the turn's own
+// changes held until its reply commits (turnEffects.write), so an action
+// never outlives a reply and a receipt that were not kept.
+type turnRecords struct {
 	s       *store
 	brand   string
-	changed map[string]orderChange
+	source  map[string]brand.Record // as the brand's data had them, by key
+	changed map[string]recordChange
 }
 
-// orderChange is a status change a turn made, and the status it saw
-// before; the commit refuses it when another turn changed it since.
-type orderChange struct{ def, from, to string }
+// recordChange is what a turn changed in one record: per field, the value
+// in the brand's data, the value the turn saw, and the new value. The
+// commit refuses it when another turn changed a field since.
+type recordChange struct{ def, from, to map[string]string }
 
-func (o *turnOrders) key(order *Order) string { return o.brand + "/" + order.ID }
+func recordKey(brandID string, rt *brand.RecordType, id string) string {
+	return brandID + "/" + rt.Type + "/" + id
+}
 
-// Status implements OrderBook.
-func (o *turnOrders) Status(order *Order) (string, error) {
-	if c, ok := o.changed[o.key(order)]; ok {
-		return c.to, nil
+// Get implements RecordBook.
+func (o *turnRecords) Get(ctx context.Context, rt *brand.RecordType, id string) (brand.Record, error) {
+	src, err := rt.Lookup(ctx, id)
+	if err != nil || src == nil {
+		return nil, err
 	}
-	status := order.Status
-	err := o.s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bOrders).Get([]byte(o.key(order))); v != nil {
-			status = string(v)
-		}
-		return nil
-	})
-	return status, err
+	k := recordKey(o.brand, rt, src.ID())
+	if o.source == nil {
+		o.source = map[string]brand.Record{}
+	}
+	o.source[k] = src
+	stored, err := o.s.recordFields(k, o.brand, src.ID())
+	if err != nil {
+		return nil, err
+	}
+	rec := maps.Clone(src)
+	maps.Copy(rec, stored)
+	if c, ok := o.changed[k]; ok {
+		maps.Copy(rec, c.to)
+	}
+	return rec, nil
 }
 
-// SetStatus implements OrderBook: the change is kept with the turn's reply.
-func (o *turnOrders) SetStatus(order *Order, status string) error {
-	k := o.key(order)
+// Set implements RecordBook: the change is kept with the turn's reply.
+func (o *turnRecords) Set(_ context.Context, rt *brand.RecordType, rec brand.Record, changes map[string]string) error {
+	k := recordKey(o.brand, rt, rec.ID())
+	src, ok := o.source[k]
+	if !ok {
+		return fmt.Errorf("set %s %s: not read in this turn", rt.Type, rec.ID())
+	}
 	c, ok := o.changed[k]
 	if !ok {
-		from, err := o.Status(order)
-		if err != nil {
-			return err
-		}
-		c = orderChange{def: order.Status, from: from}
+		c = recordChange{def: map[string]string{}, from: map[string]string{}, to: map[string]string{}}
 	}
-	c.to = status
+	for f, v := range changes {
+		if _, seen := c.from[f]; !seen {
+			c.def[f], c.from[f] = src[f], rec[f]
+		}
+		c.to[f] = v
+	}
 	if o.changed == nil {
-		o.changed = map[string]orderChange{}
+		o.changed = map[string]recordChange{}
 	}
 	o.changed[k] = c
 	return nil
 }
 
-// errOrderChanged: another turn changed an order this turn changed too.
-var errOrderChanged = errors.New("the order changed during the turn")
+// errRecordChanged: another turn changed a record this turn changed too.
+var errRecordChanged = errors.New("the record changed during the turn")
 
-// turnEffects is what a turn writes besides its reply: its order changes,
+// turnEffects is what a turn writes besides its reply: its record changes,
 // the action log of its receipt, and what it queues for the ledger (the
 // receipt, or a refusal). The reply's transaction writes them all
 // (store.finish): a turn is kept whole or not at all.
 type turnEffects struct {
-	orders     map[string]orderChange
+	records    map[string]recordChange
 	receiptSHA string
 	log        []ActionLogEntry
 	outbox     []LedgerItem
 }
 
 func (fx *turnEffects) write(tx *bolt.Tx) error {
-	ob := tx.Bucket(bOrders)
-	for k, c := range fx.orders {
-		cur := c.def
-		if v := ob.Get([]byte(k)); v != nil {
-			cur = string(v)
+	for k, c := range fx.records {
+		cur, err := storedFields(tx, k, legacyKey(k))
+		if err != nil {
+			return err
 		}
-		if cur != c.from {
-			return errOrderChanged
+		if cur == nil {
+			cur = map[string]string{}
 		}
-		if err := ob.Put([]byte(k), []byte(c.to)); err != nil {
+		for f, to := range c.to {
+			v, ok := cur[f]
+			if !ok {
+				v = c.def[f]
+			}
+			if v != c.from[f] {
+				return errRecordChanged
+			}
+			cur[f] = to
+		}
+		v, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bRecords).Put([]byte(k), v); err != nil {
 			return err
 		}
 	}
@@ -163,6 +199,44 @@ func (fx *turnEffects) write(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// storedFields returns the fields stored over a record's data, or nil. A
+// status kept before brands defined their record types (legacy, by
+// brand/id) counts as its status field.
+func storedFields(tx *bolt.Tx, key, legacy string) (map[string]string, error) {
+	if v := tx.Bucket(bRecords).Get([]byte(key)); v != nil {
+		var m map[string]string
+		if err := json.Unmarshal(v, &m); err != nil {
+			return nil, fmt.Errorf("stored record %s: %w", key, err)
+		}
+		return m, nil
+	}
+	if legacy != "" {
+		if v := tx.Bucket(bOrders).Get([]byte(legacy)); v != nil {
+			return map[string]string{"status": string(v)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// legacyKey is the key a record's status had before brands defined their
+// record types: brand/id.
+func legacyKey(key string) string {
+	b, rest, _ := strings.Cut(key, "/")
+	_, id, _ := strings.Cut(rest, "/")
+	return b + "/" + id
+}
+
+// recordFields reads the fields stored over a record.
+func (s *store) recordFields(key, brandID, id string) (map[string]string, error) {
+	var m map[string]string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		m, err = storedFields(tx, key, brandID+"/"+id)
+		return err
+	})
+	return m, err
 }
 
 // ReceiptClaims are a receipt's claims (PACT §5.6).
@@ -198,7 +272,7 @@ type ActionLogEntry struct {
 // the ledger and logs, for the reply's transaction to write.
 func (p *Provider) respond(ctx context.Context, b *Brand, who *verifier.RequestClaims, del *DelegationClaims, conv *conversation, rep Reply, now time.Time, creds credentials) (json.RawMessage, turnEffects, error) {
 	var fx turnEffects
-	if del != nil && len(rep.NeedScopes) > 0 {
+	if len(rep.NeedScopes) > 0 && (del != nil || b.WithoutToken == brand.StepUp) {
 		// PACT §5.2, §5.5: a step-up names only scope ids on the card,
 		// checked as the device authorization endpoint checks them. An
 		// agent that needs a scope the Brand does not define gets a plain
@@ -208,7 +282,14 @@ func (p *Provider) respond(ctx context.Context, b *Brand, who *verifier.RequestC
 			p.cfg.Logger.WarnContext(ctx, "the agent asked for a scope the brand does not define; answered in chat", slog.String("brand", b.ID), slog.String("reason", serr.desc))
 			rep = Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}
 		} else {
-			return p.stepUp(b, who, conv, rep.Text, scopes, now, creds)
+			body, fx, err := p.stepUp(b, who, conv, rep.Text, scopes, now, creds)
+			if del == nil && rep.Refused != nil {
+				// Asked under PACT §3 alone: nothing ran; on record as a
+				// refusal, as in chat.
+				fx.outbox = append(fx.outbox, LedgerItem{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub " + who.Sub + " of " + who.Iss, ClaimedAgent: who.Iss,
+					RequestJWT: creds.paJWT, Action: *rep.Refused, Reason: "asked without a delegation grant: answered with a step-up task for " + strings.Join(scopes, " "), ObservedAt: now}})
+			}
+			return body, fx, err
 		}
 	}
 	text := rep.Text
@@ -216,7 +297,7 @@ func (p *Provider) respond(ctx context.Context, b *Brand, who *verifier.RequestC
 	if del == nil && rep.Refused != nil {
 		// An account action asked under PACT §3 alone: refused, and on record.
 		reason := "asked without a delegation grant: refused in chat, the User was told to sign in and approve"
-		if !b.grantable(rep.Refused.Tool) {
+		if !b.Grantable(rep.Refused.Tool) {
 			reason = "asked without a delegation grant: refused in chat; no grant at this Brand allows it"
 		}
 		fx.outbox = append(fx.outbox, LedgerItem{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub " + who.Sub + " of " + who.Iss, ClaimedAgent: who.Iss,

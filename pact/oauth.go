@@ -236,7 +236,7 @@ func cardScopes(b *Brand, requested []string) ([]string, *errOAuth) {
 		return nil, &errOAuth{"invalid_scope", "ask for at least one of the scopes on the card"}
 	}
 	for _, s := range requested {
-		if b.scope(s) == nil {
+		if b.Scope(s) == nil {
 			return nil, &errOAuth{"invalid_scope", "unknown scope " + s}
 		}
 	}

@@ -383,10 +383,8 @@ func (p *Provider) card(w http.ResponseWriter, b *Brand) {
 	requirements := []map[string]any{{"schemes": map[string]any{"paJwt": map[string]any{"list": []string{}}}}}
 	if b.Delegation {
 		// PACT §5.1: the device flow, and a second requirement naming both.
-		scopes := map[string]string{}
-		for _, s := range b.Scopes {
-			scopes[s.ID] = s.Description
-		}
+		// The brand's scopes in the order its file lists them.
+		scopes := orderedScopes(b.Scopes)
 		schemes["userDelegation"] = map[string]any{"oauth2SecurityScheme": map[string]any{
 			"flows": map[string]any{"deviceCode": map[string]any{
 				"deviceAuthorizationUrl": p.issuer(b) + "/device_authorization",
@@ -413,6 +411,30 @@ func (p *Provider) card(w http.ResponseWriter, b *Brand) {
 		"skills":               skills,
 	}
 	writeA2A(w, http.StatusOK, card)
+}
+
+// orderedScopes is the card's scope map (id to description), written in
+// the brand's order: encoding/json would sort a Go map's keys.
+type orderedScopes []Scope
+
+// MarshalJSON implements json.Marshaler.
+func (o orderedScopes) MarshalJSON() ([]byte, error) {
+	buf := []byte{'{'}
+	for i, s := range o {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		k, err := json.Marshal(s.ID)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(s.Description)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(append(append(buf, k...), ':'), v...)
+	}
+	return append(buf, '}'), nil
 }
 
 func (p *Provider) listTasks(w http.ResponseWriter, r *http.Request, _ route, _ *verifier.RequestClaims) {
@@ -568,8 +590,8 @@ func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClai
 		p.store.abandon(conv, m.MessageID)
 		return nil, newErr(ReasonUnsupported, "this conversation is closed; start a new one without contextId")
 	}
-	orders := &turnOrders{s: p.store, brand: b.ID}
-	turn := Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State, Orders: orders}
+	records := &turnRecords{s: p.store, brand: b.ID}
+	turn := Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: conv.State, Records: records}
 	if del != nil {
 		// PACT §5.5: once a context ran as one Brand user, another user's
 		// token is INVALID_PARAMS.
@@ -585,12 +607,12 @@ func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClai
 		p.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
 		return nil, newErr(ReasonInternal, "the agent could not answer")
 	}
-	// The reply, the order changes, the action log and what goes to the
+	// The reply, the record changes, the action log and what goes to the
 	// ledger commit together: a receipt is never queued for a reply that
 	// was not kept, nor a reply kept without its receipt.
 	body, fx, err := p.respond(ctx, b, who, del, conv, rep, now, rt.creds)
 	if err == nil {
-		fx.orders = orders.changed
+		fx.records = records.changed
 		err = p.store.finish(conv, m.MessageID, body, rep.State, rep.Close, turn.User, now, &fx)
 	}
 	if err != nil {

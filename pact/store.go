@@ -46,7 +46,7 @@ func openStore(path string) (*store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCode, bGrants, bRefresh, bOrders, bActionLog, bPipeline, bDead, bAssertions, bTickets, bBrandSessions} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCode, bGrants, bRefresh, bOrders, bRecords, bActionLog, bPipeline, bDead, bAssertions, bTickets, bBrandSessions} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -89,7 +89,9 @@ func (e *oauthEnv) counts() (outbox, actionLog int, orderStatus string) {
 	_ = e.p.store.db.View(func(tx *bolt.Tx) error {
 		outbox = tx.Bucket(bPipeline).Stats().KeyN
 		actionLog = tx.Bucket(bActionLog).Stats().KeyN
-		orderStatus = string(tx.Bucket(bOrders).Get([]byte("shop/A-5531")))
+		var m map[string]string
+		_ = json.Unmarshal(tx.Bucket(bRecords).Get([]byte("shop/order/A-5531")), &m)
+		orderStatus = m["status"]
 		return nil
 	})
 	return outbox, actionLog, orderStatus
@@ -192,28 +194,62 @@ func TestRefusalCommitsWithItsReply(t *testing.T) {
 
 // Two turns that both cancel one order: the commit of the second sees the
 // first's change and fails, rather than cancelling twice.
-func TestOrderChangeCommitsOnlyOverWhatTheTurnSaw(t *testing.T) {
+func TestRecordChangeCommitsOnlyOverWhatTheTurnSaw(t *testing.T) {
 	e := newOAuthEnv(t)
 	b := e.brand
-	o := b.order("A-5531")
-	first := &turnOrders{s: e.p.store, brand: b.ID}
-	second := &turnOrders{s: e.p.store, brand: b.ID}
-	for _, ob := range []*turnOrders{first, second} {
-		if s, err := ob.Status(o); err != nil || s != "processing" {
-			t.Fatalf("status %q %v", s, err)
+	rt := b.RecordType("order")
+	ctx := context.Background()
+	first := &turnRecords{s: e.p.store, brand: b.ID}
+	second := &turnRecords{s: e.p.store, brand: b.ID}
+	for _, ob := range []*turnRecords{first, second} {
+		rec, err := ob.Get(ctx, rt, "a-5531")
+		if err != nil || rec["status"] != "processing" || rec.ID() != "A-5531" {
+			t.Fatalf("record %v %v", rec, err)
 		}
-		if err := ob.SetStatus(o, "cancelled"); err != nil {
+		if err := ob.Set(ctx, rt, rec, map[string]string{"status": "cancelled"}); err != nil {
 			t.Fatal(err)
 		}
+		if rec, _ := ob.Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" {
+			t.Fatalf("the turn does not see its own change: %v", rec)
+		}
 	}
-	commit := func(ob *turnOrders) error {
-		return e.p.store.db.Update(func(tx *bolt.Tx) error { return (&turnEffects{orders: ob.changed}).write(tx) })
+	commit := func(ob *turnRecords) error {
+		return e.p.store.db.Update(func(tx *bolt.Tx) error { return (&turnEffects{records: ob.changed}).write(tx) })
 	}
 	if err := commit(first); err != nil {
 		t.Fatal(err)
 	}
-	if err := commit(second); err != errOrderChanged {
-		t.Fatalf("second commit: %v, want errOrderChanged", err)
+	if err := commit(second); err != errRecordChanged {
+		t.Fatalf("second commit: %v, want errRecordChanged", err)
+	}
+	if rec, _ := (&turnRecords{s: e.p.store, brand: b.ID}).Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" || rec["total"] != "42.50" {
+		t.Fatalf("stored record %v", rec)
+	}
+}
+
+// A status kept before brands defined record types (order_status, by
+// brand/id) still counts, and a change commits over it.
+func TestLegacyOrderStatusIsRead(t *testing.T) {
+	e := newOAuthEnv(t)
+	b := e.brand
+	rt := b.RecordType("order")
+	ctx := context.Background()
+	if err := e.p.store.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bOrders).Put([]byte(b.ID+"/A-5531"), []byte("on hold")) }); err != nil {
+		t.Fatal(err)
+	}
+	ob := &turnRecords{s: e.p.store, brand: b.ID}
+	rec, err := ob.Get(ctx, rt, "A-5531")
+	if err != nil || rec["status"] != "on hold" {
+		t.Fatalf("record %v %v", rec, err)
+	}
+	if err := ob.Set(ctx, rt, rec, map[string]string{"status": "processing"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.store.db.Update(func(tx *bolt.Tx) error { return (&turnEffects{records: ob.changed}).write(tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := (&turnRecords{s: e.p.store, brand: b.ID}).Get(ctx, rt, "A-5531"); rec["status"] != "processing" {
+		t.Fatalf("stored record %v", rec)
 	}
 }
 
@@ -333,13 +369,23 @@ func bookingsBrand(t *testing.T, edit func(string) string) map[string]*Brand {
   - id: bookings:change
     description: Cancel or change a booking
 # The Delegated profile` + tail
-	body, _, _ := strings.Cut(s, "intents:\n")
-	s = body + `intents:
+	body, _, _ := strings.Cut(s, "tools:\n")
+	s = body + `tools:
+  - name: cancel_order
+    scope: bookings:change
+    retention: money_moved
+    when: {status: [processing]}
+    set: {status: cancelled}
+    unavailable: "Order {{.id}} is {{.status}} and can no longer be cancelled."
+  - name: lookup_orders
+    scope: bookings:read
+    retention: read_only
+intents:
   - tool: cancel_order
     words: [cancel]
-    scope: bookings:change
+    reply: "Order {{.id}} is cancelled."
   - tool: lookup_orders
-    scope: bookings:read
+    reply: "Order {{.id}} is {{.status}}."
 `
 	if edit != nil {
 		s = edit(s)
@@ -403,7 +449,7 @@ func TestStepUpNamesTheBrandsOwnScopes(t *testing.T) {
 // it cannot do that here; no step-up, no device authorization.
 func TestIntentWithoutABrandScopeIsAnsweredInChat(t *testing.T) {
 	brands := bookingsBrand(t, func(s string) string {
-		return strings.Replace(s, "    words: [cancel]\n    scope: bookings:change\n", "    words: [cancel]\n", 1)
+		return strings.Replace(s, "    scope: bookings:change\n", "", 1)
 	})
 	e := newOAuthEnvWith(t, brands)
 	read := e.deviceToken([]string{"bookings:read"}, []string{"bookings:read"})["access_token"].(string)
