@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -79,7 +80,25 @@ type Report struct {
 	ChecksTotal  int       `json:"checksTotal"`
 	Reply        string    `json:"reply,omitempty"`
 	RunBy        string    `json:"runBy,omitempty"`
+	// Checkpoint is the Merkle log's latest signed checkpoint when the
+	// drill ran; empty when the ledger keeps no log.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Proofs holds each drilled row's inclusion proof, in Rows order.
+	Proofs []RowProof `json:"proofs,omitempty"`
 }
+
+// RowProof is a drilled row's inclusion proof in the Merkle log: a bundle
+// that verifies offline with the log's published key, or why there is
+// none yet (a row committed but not yet integrated; not a failed pull).
+type RowProof struct {
+	RowID  string        `json:"rowId"`
+	Bundle *proof.Bundle `json:"bundle,omitempty"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// ProofAttached is the sentence a dispute drill's reply ends with when
+// proof files are attached.
+const ProofAttached = "Attached is a proof file for this record: it shows the record is in our tamper-evident ledger log, and anyone can check it with our published log key, without relying on us."
 
 // Config holds a Runner's optional settings.
 type Config struct {
@@ -133,6 +152,7 @@ func (r *Runner) Run(ctx context.Context, req Request, by string) (*Report, erro
 		}
 		r.dispute(ctx, rep)
 	}
+	r.attachLog(ctx, rep)
 	rep.FinishedAt = r.cfg.Now().UTC()
 	for _, p := range rep.Pulls {
 		rep.ChecksTotal++
@@ -179,6 +199,52 @@ func (r *Runner) List(ctx context.Context, pageSize int, pageToken string) ([]*R
 		out = append(out, &rep)
 	}
 	return out, next, nil
+}
+
+// attachLog adds the log's checkpoint and each drilled row's inclusion
+// proof to the report, noting in the row's receipt_row pull where it is in
+// the log (or that it is not yet). Nothing here fails a pull.
+func (r *Runner) attachLog(ctx context.Context, rep *Report) {
+	attached := 0
+	for _, id := range rep.Rows {
+		b, err := r.l.Proof(ctx, id)
+		var note string
+		switch {
+		case errors.Is(err, ledger.ErrNoLog):
+			return
+		case errors.Is(err, ledger.ErrNotLogged):
+			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Detail: "committed but not yet in a signed checkpoint of the Merkle log; its proof is available within a second"})
+			note = "not yet in a signed checkpoint of the Merkle log (committed; proof available within a second)"
+		case err != nil:
+			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Detail: "proof unavailable: " + err.Error()})
+			note = "its Merkle log proof could not be read: " + err.Error()
+		default:
+			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Bundle: b})
+			attached++
+			note = fmt.Sprintf("in the Merkle log as leaf %d under the signed checkpoint of size %s", b.LeafIndex, checkpointSize(b.Checkpoint))
+		}
+		for i := range rep.Pulls {
+			if p := &rep.Pulls[i]; p.RowID == id && p.Name == PullReceiptRow {
+				p.Detail += "; " + note
+			}
+		}
+	}
+	if cp, err := r.l.Checkpoint(ctx); err == nil {
+		rep.Checkpoint = string(cp)
+	}
+	if rep.Kind == Dispute && attached > 0 && rep.Reply != "" {
+		rep.Reply += "\n\n" + ProofAttached
+	}
+}
+
+// checkpointSize is the size line of a signed checkpoint.
+func checkpointSize(signed string) string {
+	body, _, _ := strings.Cut(signed, "\n\n")
+	c, err := proof.ParseCheckpoint(body + "\n")
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprint(c.Size)
 }
 
 // timer measures one pull.
@@ -281,7 +347,7 @@ type facts struct {
 	argsChecked bool
 	identity    bool
 	reverified  bool
-	missing     []string // evidence a person would have to find
+	missing     []string    // evidence a person would have to find
 	original    *ledger.Row // the earlier row a DUPLICATE row replays
 }
 

@@ -398,6 +398,7 @@ func (c *cli) drill(args []string) error {
 	principal := fs.String("principal", "", "")
 	monthly := fs.Bool("monthly", false, "")
 	sample := fs.Int("sample", 0, "")
+	proofDir := fs.String("proof-dir", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -429,6 +430,11 @@ func (c *cli) drill(args []string) error {
 	} else {
 		c.printDrill(rep.GetReport())
 	}
+	if *proofDir != "" {
+		if err := c.writeProofs(*proofDir, rep.GetReport()); err != nil {
+			return err
+		}
+	}
 	if rep.GetReport().GetChecksPassed() < rep.GetReport().GetChecksTotal() {
 		return errCheckFailed
 	}
@@ -449,6 +455,7 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 	}
 	w.Flush()
 	fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
+	c.printDrillLog(d)
 	if d.GetReply() != "" {
 		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", d.GetReply())
 	}

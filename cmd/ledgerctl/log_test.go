@@ -380,3 +380,39 @@ func TestSweptRowsProofStillVerifies(t *testing.T) {
 		t.Fatalf("fsck: %d %s", code, out)
 	}
 }
+
+// A drill carries the checkpoint and each row's proof; --proof-dir writes
+// the proof files, which verify offline.
+func TestDrillProofFiles(t *testing.T) {
+	f := start(t)
+	f.logged(t, f.rowID)
+	key := f.verifierKey(t)
+	dir := filepath.Join(t.TempDir(), "proofs")
+	code, out, errs := f.ctl(t, "support", "drill", "A-5531", "--proof-dir", dir)
+	if code != 0 || !strings.Contains(out, "Merkle log: checkpoint of size") || !strings.Contains(out, "inclusion proofs for 1 of 1 rows") ||
+		!strings.Contains(out, "Attached is a proof file") || !strings.Contains(out, "in the Merkle log as leaf") || !strings.Contains(errs, "wrote 1 proof files") {
+		t.Fatalf("drill: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := offline("proof", "verify", filepath.Join(dir, f.rowID+".proof"), "--log-key", key); code != 0 {
+		t.Fatalf("drill's proof file: %d %s %s", code, out, errs)
+	}
+	monthly := filepath.Join(t.TempDir(), "monthly")
+	code, out, _ = f.ctl(t, "support", "drill", "--monthly", "--sample", "2", "--proof-dir", monthly)
+	if code != 0 || !strings.Contains(out, "Merkle log: checkpoint of size") {
+		t.Fatalf("monthly drill: %d %s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(monthly, "*.proof"))
+	if len(files) == 0 {
+		t.Fatalf("monthly drill wrote no proof files: %s", out)
+	}
+	for _, file := range files {
+		if code, out, errs := offline("proof", "verify", file, "--log-key", key); code != 0 {
+			t.Fatalf("%s: %d %s %s", file, code, out, errs)
+		}
+	}
+	// The stored report keeps them.
+	code, out, _ = f.ctl(t, "auditor", "--json", "drills")
+	if code != 0 || !strings.Contains(out, `"checkpoint": "localhost/pactledger`) || !strings.Contains(out, `"leafIndex"`) {
+		t.Fatalf("drills --json: %d %.2000s", code, out)
+	}
+}

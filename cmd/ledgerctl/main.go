@@ -53,6 +53,7 @@ Commands:
   drill    TARGET [--principal P]   dispute drill on an order id (exit 1 if a pull fails)
   drill    --row ROW | --principal P
   drill    --monthly [--sample N]   the monthly drill on random rows
+           [--proof-dir DIR]        with any drill: write each drilled row's proof bundle to DIR/ROW.proof
   drills   [ID] [--limit N]         stored drill reports, newest first; or one report
   grant    GRANT_ID                 a grant's rows, scopes and revocation
   revoke   GRANT_ID [--at TIME] [--note TEXT]   record a revocation (writer, admin)

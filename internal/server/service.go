@@ -423,6 +423,7 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 	if loc.Key != "" {
 		p.Object = objectProto(ledger.ObjectDrill, loc)
 	}
+	drillLogProto(r, p)
 	return p
 }
 

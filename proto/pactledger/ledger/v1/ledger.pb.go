@@ -2874,7 +2874,12 @@ type DrillReport struct {
 	// Name of the API key that ran it ("scheduler" for the monthly job).
 	RunBy string `protobuf:"bytes,11,opt,name=run_by,json=runBy,proto3" json:"run_by,omitempty"`
 	// Where the report's write-once object is held.
-	Object        *EvidenceObject `protobuf:"bytes,12,opt,name=object,proto3" json:"object,omitempty"`
+	Object *EvidenceObject `protobuf:"bytes,12,opt,name=object,proto3" json:"object,omitempty"`
+	// The Merkle log's latest signed checkpoint when the drill ran (C2SP
+	// signed note); empty when the ledger keeps no log.
+	Checkpoint string `protobuf:"bytes,13,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Each drilled row's inclusion proof, in the order of rows.
+	Proofs        []*DrillRowProof `protobuf:"bytes,14,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2993,6 +2998,94 @@ func (x *DrillReport) GetObject() *EvidenceObject {
 	return nil
 }
 
+func (x *DrillReport) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *DrillReport) GetProofs() []*DrillRowProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+// DrillRowProof is a drilled row's inclusion proof in the Merkle log.
+type DrillRowProof struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row.
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// The proof bundle as one JSON document (what `ledgerctl proof verify`
+	// reads); empty when the row is not yet in a signed checkpoint.
+	Bundle string `protobuf:"bytes,2,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// The leaf's index in the log (when bundle is set).
+	LeafIndex int64 `protobuf:"varint,3,opt,name=leaf_index,json=leafIndex,proto3" json:"leaf_index,omitempty"`
+	// Why there is no bundle (a row committed but not yet integrated).
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrillRowProof) Reset() {
+	*x = DrillRowProof{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillRowProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillRowProof) ProtoMessage() {}
+
+func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillRowProof.ProtoReflect.Descriptor instead.
+func (*DrillRowProof) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DrillRowProof) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *DrillRowProof) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+func (x *DrillRowProof) GetLeafIndex() int64 {
+	if x != nil {
+		return x.LeafIndex
+	}
+	return 0
+}
+
+func (x *DrillRowProof) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // RunDrillResponse is the report of the drill just run.
 type RunDrillResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3004,7 +3097,7 @@ type RunDrillResponse struct {
 
 func (x *RunDrillResponse) Reset() {
 	*x = RunDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3109,7 @@ func (x *RunDrillResponse) String() string {
 func (*RunDrillResponse) ProtoMessage() {}
 
 func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3122,7 @@ func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillResponse.ProtoReflect.Descriptor instead.
 func (*RunDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RunDrillResponse) GetReport() *DrillReport {
@@ -3050,7 +3143,7 @@ type GetDrillRequest struct {
 
 func (x *GetDrillRequest) Reset() {
 	*x = GetDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3155,7 @@ func (x *GetDrillRequest) String() string {
 func (*GetDrillRequest) ProtoMessage() {}
 
 func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3168,7 @@ func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillRequest.ProtoReflect.Descriptor instead.
 func (*GetDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetDrillRequest) GetId() string {
@@ -3096,7 +3189,7 @@ type GetDrillResponse struct {
 
 func (x *GetDrillResponse) Reset() {
 	*x = GetDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3201,7 @@ func (x *GetDrillResponse) String() string {
 func (*GetDrillResponse) ProtoMessage() {}
 
 func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3214,7 @@ func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillResponse.ProtoReflect.Descriptor instead.
 func (*GetDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetDrillResponse) GetReport() *DrillReport {
@@ -3144,7 +3237,7 @@ type ListDrillsRequest struct {
 
 func (x *ListDrillsRequest) Reset() {
 	*x = ListDrillsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3249,7 @@ func (x *ListDrillsRequest) String() string {
 func (*ListDrillsRequest) ProtoMessage() {}
 
 func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3262,7 @@ func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsRequest.ProtoReflect.Descriptor instead.
 func (*ListDrillsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDrillsRequest) GetPageSize() int32 {
@@ -3199,7 +3292,7 @@ type ListDrillsResponse struct {
 
 func (x *ListDrillsResponse) Reset() {
 	*x = ListDrillsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3304,7 @@ func (x *ListDrillsResponse) String() string {
 func (*ListDrillsResponse) ProtoMessage() {}
 
 func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3317,7 @@ func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsResponse.ProtoReflect.Descriptor instead.
 func (*ListDrillsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDrillsResponse) GetReports() []*DrillReport {
@@ -3258,7 +3351,7 @@ type Revocation struct {
 
 func (x *Revocation) Reset() {
 	*x = Revocation{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3363,7 @@ func (x *Revocation) String() string {
 func (*Revocation) ProtoMessage() {}
 
 func (x *Revocation) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3376,7 @@ func (x *Revocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
 func (*Revocation) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Revocation) GetRevokedAt() *timestamppb.Timestamp {
@@ -3330,7 +3423,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3435,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3448,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -3392,7 +3485,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3497,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3510,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeGrantResponse) GetGrantId() string {
@@ -3445,7 +3538,7 @@ type GetGrantRequest struct {
 
 func (x *GetGrantRequest) Reset() {
 	*x = GetGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3550,7 @@ func (x *GetGrantRequest) String() string {
 func (*GetGrantRequest) ProtoMessage() {}
 
 func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3563,7 @@ func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
 func (*GetGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetGrantRequest) GetGrantId() string {
@@ -3505,7 +3598,7 @@ type GetGrantResponse struct {
 
 func (x *GetGrantResponse) Reset() {
 	*x = GetGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3610,7 @@ func (x *GetGrantResponse) String() string {
 func (*GetGrantResponse) ProtoMessage() {}
 
 func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3623,7 @@ func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
 func (*GetGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetGrantResponse) GetGrantId() string {
@@ -3602,7 +3695,7 @@ type CheckIntegrityRequest struct {
 
 func (x *CheckIntegrityRequest) Reset() {
 	*x = CheckIntegrityRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3707,7 @@ func (x *CheckIntegrityRequest) String() string {
 func (*CheckIntegrityRequest) ProtoMessage() {}
 
 func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3720,7 @@ func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CheckIntegrityRequest) GetPageSize() int32 {
@@ -3660,7 +3753,7 @@ type IntegrityFinding struct {
 
 func (x *IntegrityFinding) Reset() {
 	*x = IntegrityFinding{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3765,7 @@ func (x *IntegrityFinding) String() string {
 func (*IntegrityFinding) ProtoMessage() {}
 
 func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3778,7 @@ func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
 func (*IntegrityFinding) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *IntegrityFinding) GetRowId() string {
@@ -3728,7 +3821,7 @@ type CheckIntegrityResponse struct {
 
 func (x *CheckIntegrityResponse) Reset() {
 	*x = CheckIntegrityResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3740,7 +3833,7 @@ func (x *CheckIntegrityResponse) String() string {
 func (*CheckIntegrityResponse) ProtoMessage() {}
 
 func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3753,7 +3846,7 @@ func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
@@ -3802,7 +3895,7 @@ type RestoreEvidenceRequest struct {
 
 func (x *RestoreEvidenceRequest) Reset() {
 	*x = RestoreEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3907,7 @@ func (x *RestoreEvidenceRequest) String() string {
 func (*RestoreEvidenceRequest) ProtoMessage() {}
 
 func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3920,7 @@ func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RestoreEvidenceRequest) GetId() string {
@@ -3852,7 +3945,7 @@ type RestoreEvidenceResponse struct {
 
 func (x *RestoreEvidenceResponse) Reset() {
 	*x = RestoreEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +3957,7 @@ func (x *RestoreEvidenceResponse) String() string {
 func (*RestoreEvidenceResponse) ProtoMessage() {}
 
 func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +3970,7 @@ func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RestoreEvidenceResponse) GetRowId() string {
@@ -3932,7 +4025,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4037,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4050,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Incident) GetId() string {
@@ -4050,7 +4143,7 @@ type ListIncidentsRequest struct {
 
 func (x *ListIncidentsRequest) Reset() {
 	*x = ListIncidentsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4062,7 +4155,7 @@ func (x *ListIncidentsRequest) String() string {
 func (*ListIncidentsRequest) ProtoMessage() {}
 
 func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4075,7 +4168,7 @@ func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
 func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListIncidentsRequest) GetPageSize() int32 {
@@ -4105,7 +4198,7 @@ type ListIncidentsResponse struct {
 
 func (x *ListIncidentsResponse) Reset() {
 	*x = ListIncidentsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4210,7 @@ func (x *ListIncidentsResponse) String() string {
 func (*ListIncidentsResponse) ProtoMessage() {}
 
 func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4223,7 @@ func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
 func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListIncidentsResponse) GetIncidents() []*Incident {
@@ -4158,7 +4251,7 @@ type GetIncidentRequest struct {
 
 func (x *GetIncidentRequest) Reset() {
 	*x = GetIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4263,7 @@ func (x *GetIncidentRequest) String() string {
 func (*GetIncidentRequest) ProtoMessage() {}
 
 func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4276,7 @@ func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentRequest.ProtoReflect.Descriptor instead.
 func (*GetIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetIncidentRequest) GetId() string {
@@ -4211,7 +4304,7 @@ type GetIncidentResponse struct {
 
 func (x *GetIncidentResponse) Reset() {
 	*x = GetIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4316,7 @@ func (x *GetIncidentResponse) String() string {
 func (*GetIncidentResponse) ProtoMessage() {}
 
 func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4329,7 @@ func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentResponse.ProtoReflect.Descriptor instead.
 func (*GetIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetIncidentResponse) GetIncident() *Incident {
@@ -4280,7 +4373,7 @@ type CloseIncidentRequest struct {
 
 func (x *CloseIncidentRequest) Reset() {
 	*x = CloseIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4385,7 @@ func (x *CloseIncidentRequest) String() string {
 func (*CloseIncidentRequest) ProtoMessage() {}
 
 func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4398,7 @@ func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentRequest.ProtoReflect.Descriptor instead.
 func (*CloseIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CloseIncidentRequest) GetId() string {
@@ -4333,7 +4426,7 @@ type CloseIncidentResponse struct {
 
 func (x *CloseIncidentResponse) Reset() {
 	*x = CloseIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4438,7 @@ func (x *CloseIncidentResponse) String() string {
 func (*CloseIncidentResponse) ProtoMessage() {}
 
 func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +4451,7 @@ func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentResponse.ProtoReflect.Descriptor instead.
 func (*CloseIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CloseIncidentResponse) GetIncident() *Incident {
@@ -4379,7 +4472,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4391,7 +4484,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4404,7 +4497,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SweepRequest) GetDryRun() bool {
@@ -4431,7 +4524,7 @@ type SweptRow struct {
 
 func (x *SweptRow) Reset() {
 	*x = SweptRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +4536,7 @@ func (x *SweptRow) String() string {
 func (*SweptRow) ProtoMessage() {}
 
 func (x *SweptRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +4549,7 @@ func (x *SweptRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
 func (*SweptRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SweptRow) GetRowId() string {
@@ -4512,7 +4605,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4524,7 +4617,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4537,7 +4630,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
@@ -4609,7 +4702,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4621,7 +4714,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4634,7 +4727,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetOutboxRequest) GetPageSize() int32 {
@@ -4674,7 +4767,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +4779,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +4792,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *OutboxEntry) GetSeq() uint64 {
@@ -4764,7 +4857,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4776,7 +4869,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4789,7 +4882,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeadLetter) GetEntry() *OutboxEntry {
@@ -4849,7 +4942,7 @@ type GetOutboxResponse struct {
 
 func (x *GetOutboxResponse) Reset() {
 	*x = GetOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +4954,7 @@ func (x *GetOutboxResponse) String() string {
 func (*GetOutboxResponse) ProtoMessage() {}
 
 func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +4967,7 @@ func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetOutboxResponse) GetDepth() int32 {
@@ -4932,7 +5025,7 @@ type RetryDeadLettersRequest struct {
 
 func (x *RetryDeadLettersRequest) Reset() {
 	*x = RetryDeadLettersRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5037,7 @@ func (x *RetryDeadLettersRequest) String() string {
 func (*RetryDeadLettersRequest) ProtoMessage() {}
 
 func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5050,7 @@ func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RetryDeadLettersRequest) GetKey() string {
@@ -4985,7 +5078,7 @@ type RetryDeadLettersResponse struct {
 
 func (x *RetryDeadLettersResponse) Reset() {
 	*x = RetryDeadLettersResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4997,7 +5090,7 @@ func (x *RetryDeadLettersResponse) String() string {
 func (*RetryDeadLettersResponse) ProtoMessage() {}
 
 func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5010,7 +5103,7 @@ func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RetryDeadLettersResponse) GetRetried() int32 {
@@ -5029,7 +5122,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5134,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5147,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
 }
 
 // GetCheckpointResponse is the latest signed checkpoint.
@@ -5076,7 +5169,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5088,7 +5181,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5101,7 +5194,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() string {
@@ -5146,7 +5239,7 @@ type GetRowProofRequest struct {
 
 func (x *GetRowProofRequest) Reset() {
 	*x = GetRowProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5158,7 +5251,7 @@ func (x *GetRowProofRequest) String() string {
 func (*GetRowProofRequest) ProtoMessage() {}
 
 func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5171,7 +5264,7 @@ func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
 func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetRowProofRequest) GetId() string {
@@ -5207,7 +5300,7 @@ type GetRowProofResponse struct {
 
 func (x *GetRowProofResponse) Reset() {
 	*x = GetRowProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5219,7 +5312,7 @@ func (x *GetRowProofResponse) String() string {
 func (*GetRowProofResponse) ProtoMessage() {}
 
 func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5232,7 +5325,7 @@ func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
 func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetRowProofResponse) GetLeafIndex() int64 {
@@ -5283,7 +5376,7 @@ type GetConsistencyProofRequest struct {
 
 func (x *GetConsistencyProofRequest) Reset() {
 	*x = GetConsistencyProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5295,7 +5388,7 @@ func (x *GetConsistencyProofRequest) String() string {
 func (*GetConsistencyProofRequest) ProtoMessage() {}
 
 func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5308,7 +5401,7 @@ func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetConsistencyProofRequest) GetFrom() int64 {
@@ -5340,7 +5433,7 @@ type GetConsistencyProofResponse struct {
 
 func (x *GetConsistencyProofResponse) Reset() {
 	*x = GetConsistencyProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5352,7 +5445,7 @@ func (x *GetConsistencyProofResponse) String() string {
 func (*GetConsistencyProofResponse) ProtoMessage() {}
 
 func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5365,7 +5458,7 @@ func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetConsistencyProofResponse) GetProof() [][]byte {
@@ -5585,7 +5678,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06passed\x18\x03 \x01(\bR\x06passed\x12\x1d\n" +
 	"\n" +
 	"elapsed_ms\x18\x04 \x01(\x01R\telapsedMs\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x89\x04\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xe6\x04\n" +
 	"\vDrillReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1f.pactledger.ledger.v1.DrillKindR\x04kind\x129\n" +
@@ -5601,7 +5694,17 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\arequest\x18\n" +
 	" \x01(\v2%.pactledger.ledger.v1.RunDrillRequestR\arequest\x12\x15\n" +
 	"\x06run_by\x18\v \x01(\tR\x05runBy\x12<\n" +
-	"\x06object\x18\f \x01(\v2$.pactledger.ledger.v1.EvidenceObjectR\x06object\"M\n" +
+	"\x06object\x18\f \x01(\v2$.pactledger.ledger.v1.EvidenceObjectR\x06object\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\r \x01(\tR\n" +
+	"checkpoint\x12;\n" +
+	"\x06proofs\x18\x0e \x03(\v2#.pactledger.ledger.v1.DrillRowProofR\x06proofs\"u\n" +
+	"\rDrillRowProof\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x16\n" +
+	"\x06bundle\x18\x02 \x01(\tR\x06bundle\x12\x1d\n" +
+	"\n" +
+	"leaf_index\x18\x03 \x01(\x03R\tleafIndex\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"M\n" +
 	"\x10RunDrillResponse\x129\n" +
 	"\x06report\x18\x01 \x01(\v2!.pactledger.ledger.v1.DrillReportR\x06report\"!\n" +
 	"\x0fGetDrillRequest\x12\x0e\n" +
@@ -5858,7 +5961,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -5900,59 +6003,60 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*RunDrillRequest)(nil),             // 37: pactledger.ledger.v1.RunDrillRequest
 	(*DrillPull)(nil),                   // 38: pactledger.ledger.v1.DrillPull
 	(*DrillReport)(nil),                 // 39: pactledger.ledger.v1.DrillReport
-	(*RunDrillResponse)(nil),            // 40: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 41: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 42: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 43: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 44: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 45: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 46: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 47: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 48: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 49: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 50: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 51: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 52: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 53: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 54: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 55: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 56: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 57: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 58: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 59: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 60: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 61: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 62: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 63: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 64: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 65: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 66: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 67: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 68: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 69: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 70: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 71: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 72: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 73: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 74: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 75: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 76: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(*DrillRowProof)(nil),               // 40: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),            // 41: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 42: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 43: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 44: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 45: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 46: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 47: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 48: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 49: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 50: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 51: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 52: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 53: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 54: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 55: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 56: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 57: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 58: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 59: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 60: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 61: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 62: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 63: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 64: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 65: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 66: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 67: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 68: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 69: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 70: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 71: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 72: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 73: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 74: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 75: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 76: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 77: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*timestamppb.Timestamp)(nil),       // 78: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	77,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	78,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	77,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	78,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	77,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	78,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	77,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	78,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -5960,24 +6064,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	77,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	77,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	78,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	78,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	77,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	78,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	77,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	77,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	78,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	78,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	77,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	78,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	77,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	78,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -5985,93 +6089,94 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	77,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	78,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	39,  // 50: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 51: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 52: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	77,  // 53: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	77,  // 54: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	77,  // 55: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	45,  // 56: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	45,  // 57: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	22,  // 58: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	51,  // 59: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	77,  // 60: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	77,  // 61: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	77,  // 62: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	55,  // 63: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	55,  // 64: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	22,  // 65: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	55,  // 67: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,   // 68: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	77,  // 69: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	77,  // 70: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	63,  // 71: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	63,  // 72: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	77,  // 73: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	66,  // 74: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	77,  // 75: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	77,  // 76: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	77,  // 77: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	67,  // 78: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	10,  // 79: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 80: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23,  // 81: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25,  // 82: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27,  // 83: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30,  // 84: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32,  // 85: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34,  // 86: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37,  // 87: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	41,  // 88: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	43,  // 89: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	46,  // 90: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	48,  // 91: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	50,  // 92: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	53,  // 93: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	56,  // 94: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	58,  // 95: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	60,  // 96: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	62,  // 97: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	65,  // 98: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	69,  // 99: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	71,  // 100: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	73,  // 101: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	75,  // 102: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	11,  // 103: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 104: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 105: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 106: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 107: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 108: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 109: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 110: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	40,  // 111: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	42,  // 112: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	44,  // 113: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	47,  // 114: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	49,  // 115: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	52,  // 116: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	54,  // 117: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	57,  // 118: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	59,  // 119: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	61,  // 120: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	64,  // 121: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	68,  // 122: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	70,  // 123: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	72,  // 124: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	74,  // 125: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	76,  // 126: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	103, // [103:127] is the sub-list for method output_type
-	79,  // [79:103] is the sub-list for method input_type
-	79,  // [79:79] is the sub-list for extension type_name
-	79,  // [79:79] is the sub-list for extension extendee
-	0,   // [0:79] is the sub-list for field type_name
+	40,  // 50: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	39,  // 51: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 52: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 53: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	78,  // 54: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	78,  // 55: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	78,  // 56: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	46,  // 57: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	46,  // 58: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	22,  // 59: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	52,  // 60: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	78,  // 61: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	78,  // 62: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	78,  // 63: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	56,  // 64: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	56,  // 65: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	56,  // 68: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 69: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	78,  // 70: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	78,  // 71: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	64,  // 72: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	64,  // 73: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	78,  // 74: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	67,  // 75: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	78,  // 76: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	78,  // 77: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	78,  // 78: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	68,  // 79: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	10,  // 80: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 81: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23,  // 82: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25,  // 83: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27,  // 84: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30,  // 85: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32,  // 86: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34,  // 87: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37,  // 88: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	42,  // 89: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	44,  // 90: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	47,  // 91: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	49,  // 92: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	51,  // 93: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	54,  // 94: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	57,  // 95: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	59,  // 96: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	61,  // 97: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	63,  // 98: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	66,  // 99: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	70,  // 100: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	72,  // 101: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	74,  // 102: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	76,  // 103: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	11,  // 104: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 105: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 106: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 107: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 108: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 109: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 110: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 111: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	41,  // 112: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	43,  // 113: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	45,  // 114: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	48,  // 115: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	50,  // 116: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	53,  // 117: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	55,  // 118: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	58,  // 119: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	60,  // 120: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	62,  // 121: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	65,  // 122: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	69,  // 123: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	71,  // 124: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	73,  // 125: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	75,  // 126: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	77,  // 127: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	104, // [104:128] is the sub-list for method output_type
+	80,  // [80:104] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -6085,7 +6190,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
