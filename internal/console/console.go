@@ -1,0 +1,393 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/pactledger/pactledger/internal/config"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL    = 15 * time.Minute
+	DefaultSessionMaxAge = 8 * time.Hour
+	DefaultMaxSessions   = 1000
+	DefaultCallTimeout   = 2 * time.Minute
+)
+
+// Input bounds.
+const (
+	maxBody    = 64 << 10 // a form post
+	maxKey     = 512      // an API key pasted at sign-in
+	maxField   = 512      // a search field, id or page token (ledger.MaxFieldLength)
+	maxNote    = 4000     // a dispute or closing note
+	searchPage = 50       // rows per search page
+)
+
+// Cookie names.
+const (
+	sessionCookie = "pactledger_console"
+	signinCookie  = "pactledger_console_signin" // the sign-in form's CSRF token
+)
+
+//go:embed assets templates
+var files embed.FS
+
+// Config configures the console. Client and Keys are required; the zero
+// value of everything else means its default.
+type Config struct {
+	// Client reaches ledgerd's own gRPC server (through its authentication
+	// and role interceptors). Every call carries the signed-in key.
+	Client ledgerv1.LedgerServiceClient
+	// Keys is the key table ledgerd authenticates with (names and the
+	// SHA-256 of each key, with roles). The console uses it only to name
+	// the signed-in key in its log and to shape the page by role; the API
+	// decides what each key may do.
+	Keys []config.APIKey
+	// Secure marks the session cookie Secure even when the request did not
+	// arrive over TLS here (TLS ends at a proxy in front). A request that
+	// arrives over TLS always gets a Secure cookie.
+	Secure bool
+	// Logger receives one record per console action; default: discard.
+	Logger *slog.Logger
+	// SessionTTL ends a session after this long without a request
+	// (default 15 minutes); SessionMaxAge after this long in all (default
+	// 8 hours).
+	SessionTTL    time.Duration
+	SessionMaxAge time.Duration
+	// MaxSessions bounds the sessions held in memory (default 1000); when
+	// full, the least recently used goes.
+	MaxSessions int
+	// CallTimeout bounds one call to the ledger API (default 2 minutes: a
+	// drill on many rows takes a while).
+	CallTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Identity is what the key table says of a key: its name and roles.
+type Identity struct {
+	Name  string
+	Roles []string
+}
+
+// Has reports whether the key holds role.
+func (i Identity) Has(role string) bool { return slices.Contains(i.Roles, role) }
+
+// can is what the page offers a key. The API enforces the same table.
+type can struct {
+	Dispute bool // AppendDisputeEvent: support, admin
+	Drill   bool // RunDrill: support, admin
+	Close   bool // CloseIncident: admin
+}
+
+func (i Identity) can() can {
+	staff := i.Has(config.RoleSupport) || i.Has(config.RoleAdmin)
+	return can{Dispute: staff, Drill: staff, Close: i.Has(config.RoleAdmin)}
+}
+
+// reads reports whether the key may read rows at all.
+func (i Identity) reads() bool {
+	return i.Has(config.RoleSupport) || i.Has(config.RoleAuditor) || i.Has(config.RoleAdmin)
+}
+
+type handler struct {
+	cfg   Config
+	api   ledgerv1.LedgerServiceClient
+	log   *slog.Logger
+	keys  map[[32]byte]Identity
+	sess  *sessions
+	pages map[string]*template.Template
+	root  http.Handler
+}
+
+// New returns the console's handler, to be mounted at Prefix ("/console/")
+// on ledgerd's REST listener.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("console: Client is required")
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("console: Keys is required (the key table ledgerd authenticates with)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.SessionMaxAge <= 0 {
+		cfg.SessionMaxAge = DefaultSessionMaxAge
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &handler{cfg: cfg, api: cfg.Client, log: cfg.Logger, keys: map[[32]byte]Identity{},
+		sess: newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now)}
+	for _, k := range cfg.Keys {
+		b, err := hex.DecodeString(k.SHA256)
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("console: api key %s: bad sha256", k.Name)
+		}
+		h.keys[[32]byte(b)] = Identity{Name: k.Name, Roles: slices.Clone(k.Roles)}
+	}
+	var err error
+	if h.pages, err = parsePages(); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	assets, err := fs.Sub(files, "assets")
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetServer(assets)))
+	mux.HandleFunc("GET /console/{$}", h.home)
+	mux.HandleFunc("GET /console/signin", h.signinPage)
+	mux.HandleFunc("POST /console/signin", h.signin)
+	mux.HandleFunc("POST /console/signout", h.authed(h.signout))
+	mux.HandleFunc("GET /console/search", h.authed(h.search))
+	mux.HandleFunc("GET /console/rows/{id}", h.authed(h.row))
+	mux.HandleFunc("POST /console/rows/{id}/verify", h.authed(h.verify))
+	mux.HandleFunc("POST /console/rows/{id}/disputes", h.authed(h.dispute))
+	mux.HandleFunc("GET /console/rows/{id}/evidence", h.authed(h.evidence))
+	mux.HandleFunc("GET /console/jwks/{id}", h.authed(h.jwks))
+	mux.HandleFunc("GET /console/drill", h.authed(h.drillForm))
+	mux.HandleFunc("POST /console/drill", h.authed(h.runDrill))
+	mux.HandleFunc("GET /console/drills", h.authed(h.drills))
+	mux.HandleFunc("GET /console/drills/{id}", h.authed(h.drillReport))
+	mux.HandleFunc("GET /console/grant", h.authed(h.grant))
+	mux.HandleFunc("GET /console/grant/export", h.authed(h.grantExport))
+	mux.HandleFunc("GET /console/incidents", h.authed(h.incidents))
+	mux.HandleFunc("GET /console/incidents/{id}", h.authed(h.incident))
+	mux.HandleFunc("POST /console/incidents/{id}/close", h.authed(h.closeIncident))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		h.render(w, r, nil, http.StatusNotFound, "error", "Not found", errorView{Title: "No such page", Message: "The console has no page at " + r.URL.Path + "."})
+	})
+	h.root = http.NewCrossOriginProtection().Handler(mux)
+	return h, nil
+}
+
+// csp is the Content-Security-Policy of every response: nothing inline,
+// nothing from elsewhere.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if r.ContentLength > maxBody {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	h.root.ServeHTTP(w, r)
+}
+
+func assetServer(assets fs.FS) http.Handler {
+	fsrv := http.FileServerFS(assets)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// identify names a key from the key table.
+func (h *handler) identify(key string) (Identity, bool) {
+	who, ok := h.keys[sha256.Sum256([]byte(key))]
+	return who, ok
+}
+
+// secure reports whether cookies for r must be Secure.
+func (h *handler) secure(r *http.Request) bool { return h.cfg.Secure || r.TLS != nil }
+
+func (h *handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
+		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteStrictMode})
+}
+
+// session returns r's live session, or nil.
+func (h *handler) session(r *http.Request) *session {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	return h.sess.get(c.Value)
+}
+
+type page func(w http.ResponseWriter, r *http.Request, s *session)
+
+// authed runs p for a signed-in session; a POST must carry the session's
+// CSRF token.
+func (h *handler) authed(p page) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := h.session(r)
+		if s == nil {
+			if r.Method != http.MethodGet {
+				h.render(w, r, nil, http.StatusUnauthorized, "error", "Signed out", errorView{Title: "Signed out",
+					Message: "Your session has ended. Sign in again; nothing was done.", Back: Prefix + "signin"})
+				return
+			}
+			target := Prefix + "signin"
+			if _, err := r.Cookie(sessionCookie); err == nil {
+				target += "?ended=1"
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				h.render(w, r, s, http.StatusBadRequest, "error", "Bad form", errorView{Title: "Bad form", Message: "The form could not be read."})
+				return
+			}
+			if !sameToken(r.PostForm.Get("csrf"), s.csrf) {
+				h.audit(r, s, "refused: no valid CSRF token", errors.New("csrf"), slog.String("path", r.URL.Path))
+				h.render(w, r, s, http.StatusForbidden, "error", "Refused", errorView{Title: "Refused: the form's security token is missing or wrong",
+					Message: "Nothing was done. Reload the page and submit the form again."})
+				return
+			}
+		}
+		p(w, r, s)
+	}
+}
+
+// call returns a context for one API call on behalf of s: its key as the
+// Bearer credential, bounded by the call timeout.
+func (h *handler) call(r *http.Request, s *session) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.key), cancel
+}
+
+// audit logs one console action with the key's name and its outcome.
+func (h *handler) audit(r *http.Request, s *session, action string, err error, attrs ...slog.Attr) {
+	as := []slog.Attr{slog.String("action", action)}
+	if s != nil {
+		as = append(as, slog.String("key", s.who.Name))
+	}
+	as = append(as, attrs...)
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		as = append(as, slog.String("outcome", outcome(err)))
+	} else {
+		as = append(as, slog.String("outcome", "ok"))
+	}
+	h.log.LogAttrs(r.Context(), level, "console", as...)
+}
+
+func (h *handler) home(w http.ResponseWriter, r *http.Request) {
+	if h.session(r) == nil {
+		http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, Prefix+"search", http.StatusSeeOther)
+}
+
+type signinView struct {
+	Token   string
+	Error   string
+	Notice  string
+	Example string
+}
+
+func (h *handler) signinPage(w http.ResponseWriter, r *http.Request) {
+	if h.session(r) != nil {
+		http.Redirect(w, r, Prefix+"search", http.StatusSeeOther)
+		return
+	}
+	v := signinView{}
+	switch {
+	case r.URL.Query().Get("ended") != "":
+		v.Notice = "Your session ended. Sign in again."
+	case r.URL.Query().Get("out") != "":
+		v.Notice = "Signed out."
+	}
+	h.signinForm(w, r, http.StatusOK, v)
+}
+
+func (h *handler) signinForm(w http.ResponseWriter, r *http.Request, code int, v signinView) {
+	v.Token = randomToken()
+	h.setCookie(w, r, signinCookie, v.Token, 600)
+	h.render(w, r, nil, code, "signin", "Sign in", v)
+}
+
+func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.signinForm(w, r, http.StatusBadRequest, signinView{Error: "The form could not be read."})
+		return
+	}
+	c, err := r.Cookie(signinCookie)
+	if err != nil || !sameToken(c.Value, r.PostForm.Get("csrf")) {
+		h.audit(r, nil, "sign-in refused: no valid CSRF token", errors.New("csrf"))
+		h.signinForm(w, r, http.StatusForbidden, signinView{Error: "The sign-in form expired or was not sent from this page. Paste the key again."})
+		return
+	}
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	switch {
+	case key == "":
+		h.signinForm(w, r, http.StatusBadRequest, signinView{Error: "Paste an API key to sign in."})
+		return
+	case len(key) > maxKey:
+		h.signinForm(w, r, http.StatusBadRequest, signinView{Error: "That is not an API key: it is too long."})
+		return
+	}
+	who, ok := h.identify(key)
+	if !ok {
+		h.audit(r, nil, "sign-in refused: unknown key", errors.New("unknown key"))
+		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "This ledger does not know that key. Check that you pasted the whole key, from the right file."})
+		return
+	}
+	if !who.reads() {
+		h.audit(r, nil, "sign-in refused: key cannot read", errors.New("role"), slog.String("key", who.Name))
+		h.signinForm(w, r, http.StatusForbidden, signinView{Error: fmt.Sprintf("Key %s has the role %s, which cannot read the ledger. The console needs a support, auditor or admin key.", who.Name, strings.Join(who.Roles, ", "))})
+		return
+	}
+	// The API is the authority: the key must read through it too.
+	s := &session{key: key, who: who}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	if _, err := h.api.ListRows(ctx, &ledgerv1.ListRowsRequest{PageSize: 1}); err != nil {
+		h.audit(r, s, "sign-in refused by the ledger", err)
+		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "The ledger refused that key: " + apiMessage(err)})
+		return
+	}
+	s = h.sess.create(key, who)
+	h.setCookie(w, r, sessionCookie, s.id, 0)
+	h.setCookie(w, r, signinCookie, "", -1)
+	h.audit(r, s, "sign in", nil, slog.String("roles", strings.Join(who.Roles, ",")))
+	http.Redirect(w, r, Prefix+"search", http.StatusSeeOther)
+}
+
+func (h *handler) signout(w http.ResponseWriter, r *http.Request, s *session) {
+	h.sess.end(s.id)
+	h.setCookie(w, r, sessionCookie, "", -1)
+	h.audit(r, s, "sign out", nil)
+	http.Redirect(w, r, Prefix+"signin?out=1", http.StatusSeeOther)
+}

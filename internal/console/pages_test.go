@@ -1,0 +1,152 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// A row removed by the retention sweeper is shown as expired under its
+// class on its date (410), not as an error.
+func TestSweptRowShowsExpired(t *testing.T) {
+	var id string
+	e := newEnv(t, func(e *env) {
+		old := time.Now().UTC().AddDate(-1, 0, 0)
+		id = e.recordBefore(t, old, e.sc.Mint(pacttest.Spec{Target: "OLD-1", At: old, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})).ID
+	})
+	// ledgerd sweeps at start; a sweep now makes sure it is done.
+	if _, err := e.client.Sweep(as(config.RoleAdmin), &ledgerv1.SweepRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.client.GetRow(as(config.RoleSupport), &ledgerv1.GetRowRequest{Id: id})
+	var until string
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			until = info.GetMetadata()["retainUntil"]
+		}
+	}
+	if len(until) < 10 {
+		t.Fatalf("GetRow of the swept row: %v", err)
+	}
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	code, body := c.get(t, "/console/rows/"+id)
+	want := `Expired under class <b id="expired-class">read only</b> on <b id="expired-date">` + until[:10] + `</b>`
+	if code != http.StatusGone || !strings.Contains(body, want) || strings.Contains(body, `class="state error"`) {
+		t.Fatalf("swept row page = %d, want %q in:\n%s", code, want, body)
+	}
+}
+
+// Incidents: open and closed, the platform's other rows that day, closing
+// for admin keys only.
+func TestIncidentsOpenAndClose(t *testing.T) {
+	e := newEnv(t, nil)
+	at := time.Date(2026, 10, 7, 11, 3, 51, 0, time.UTC)
+	inc := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-22760", Target: "plan-9T4K", At: at, ScopesUsed: []string{"plan:change"}}))
+	if inc.GetIncidentId() == "" {
+		t.Fatalf("no incident for %v", inc.GetStatus())
+	}
+	for i, d := range []time.Duration{time.Hour, 2 * time.Hour, 26 * time.Hour} {
+		e.record(t, e.sc.Mint(pacttest.Spec{Target: "O-" + string(rune('a'+i)), At: at.Truncate(24 * time.Hour).Add(d), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	}
+	incPath := "/console/incidents/" + inc.GetIncidentId()
+
+	aud := e.newWebClient(t)
+	aud.signIn(t, config.RoleAuditor)
+	if code, body := aud.get(t, "/console/incidents"); code != 200 || !strings.Contains(body, incPath) || !strings.Contains(body, "Open (1)") {
+		t.Fatalf("incidents = %d", code)
+	}
+	code, body := aud.get(t, incPath)
+	if code != 200 || !strings.Contains(body, "other rows that day <span class=\"muted\">(2)</span>") || strings.Count(body, `class="row-link`) != 2 {
+		t.Fatalf("incident page = %d:\n%s", code, body)
+	}
+	if strings.Contains(body, "close-incident") {
+		t.Fatal("auditor sees the close button")
+	}
+	resp, body := aud.post(t, incPath+"/close", url.Values{"csrf": {aud.csrf}, "note": {"forged"}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Not allowed for your key") {
+		t.Fatalf("auditor closing = %d", resp.StatusCode)
+	}
+
+	adm := e.newWebClient(t)
+	adm.signIn(t, config.RoleAdmin)
+	if _, body := adm.get(t, incPath); !strings.Contains(body, `id="close-incident"`) {
+		t.Fatal("admin sees no close button")
+	}
+	resp, _ = adm.post(t, incPath+"/close", url.Values{"csrf": {adm.csrf}, "note": {"platform fixed its scope handling"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("admin closing = %d", resp.StatusCode)
+	}
+	got, err := e.client.GetIncident(as(config.RoleAuditor), &ledgerv1.GetIncidentRequest{Id: inc.GetIncidentId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetIncident().GetOpen() || got.GetIncident().GetClosedBy() != "admin-key" {
+		t.Fatalf("incident after close: %+v", got.GetIncident())
+	}
+	if code, body := aud.get(t, "/console/incidents?state=closed"); code != 200 || !strings.Contains(body, incPath) || !strings.Contains(body, "Closed (1)") {
+		t.Fatalf("closed incidents = %d", code)
+	}
+	if _, body := aud.get(t, "/console/incidents"); !strings.Contains(body, `id="no-incidents"`) {
+		t.Fatal("no empty state for no open incidents")
+	}
+	if !strings.Contains(e.logs.String(), `action="close incident" key=admin-key incident=`+inc.GetIncidentId()+" outcome=ok") {
+		t.Errorf("close not logged:\n%s", e.logs.String())
+	}
+}
+
+// At phone width nothing scrolls sideways: the search results, the row
+// and the drill report fit.
+func TestPhoneWidth(t *testing.T) {
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(t, ctx, config.RoleSupport)
+	fits := func(what string) {
+		t.Helper()
+		over, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if over > 0 {
+			t.Errorf("%s is %d px wider than a phone screen", what, over)
+		}
+	}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.web.URL+"/console/search?q=A-5531"),
+		chromedp.WaitVisible(chromedp.ID("matched")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits("search")
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(e.web.URL+"/console/rows/"+row.GetId()),
+		chromedp.WaitVisible(chromedp.ID("row-id")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits("row")
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("run-drill")),
+		chromedp.WaitVisible(chromedp.ID("reply")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits("drill report")
+}

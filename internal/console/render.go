@@ -1,0 +1,243 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// view is what every page template receives.
+type view struct {
+	Title string
+	Nav   string // the active section
+	Who   Identity
+	Can   can
+	CSRF  string
+	Data  any
+}
+
+// errorView is the data of the error page.
+type errorView struct {
+	Title   string
+	Message string
+	Detail  string
+	Back    string
+}
+
+// pageNav maps a template to the navigation section it belongs to.
+var pageNav = map[string]string{
+	"search": "search", "row": "search", "expired": "search",
+	"drill": "drill", "report": "drills", "drills": "drills",
+	"grant": "grant", "incidents": "incidents", "incident": "incidents",
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/parts.html")
+	if err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" || name == "parts" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(files, n)
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes page name inside the layout with status code.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, s *session, code int, name, title string, data any) {
+	v := view{Title: title, Nav: pageNav[name], Data: data}
+	if s != nil {
+		v.Who, v.Can, v.CSRF = s.who, s.who.can(), s.csrf
+	}
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		h.log.ErrorContext(r.Context(), "console: render", slog.String("page", name), slog.String("error", err.Error()))
+		http.Error(w, "the page could not be rendered; see the server log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// apiError renders the page for a refused or failed API call. An unknown
+// key (removed from the configuration since sign-in) ends the session.
+func (h *handler) apiError(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	st := status.Convert(err)
+	v := errorView{Detail: st.Message(), Back: r.Referer()}
+	code := http.StatusBadGateway
+	switch st.Code() {
+	case codes.Unauthenticated:
+		h.sess.end(s.id)
+		h.setCookie(w, r, sessionCookie, "", -1)
+		code, v.Title, v.Message, v.Back = http.StatusUnauthorized, "Signed out", "The ledger no longer accepts your key. Sign in again with a current key.", Prefix+"signin"
+	case codes.PermissionDenied:
+		code, v.Title = http.StatusForbidden, "Not allowed for your key"
+		v.Message = fmt.Sprintf("The ledger refused this for key %s (%s). Nothing was changed.", s.who.Name, strings.Join(s.who.Roles, ", "))
+	case codes.NotFound:
+		code, v.Title, v.Message = http.StatusNotFound, "Not found", "The ledger has no such record."
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		code, v.Title, v.Message = http.StatusBadRequest, "The ledger did not accept that", "Check the values and try again."
+	case codes.Unavailable, codes.ResourceExhausted:
+		code, v.Title, v.Message = http.StatusServiceUnavailable, "The ledger is busy", "A store is unavailable or the ledger is shutting down. Try again in a moment."
+	case codes.DeadlineExceeded, codes.Canceled:
+		code, v.Title, v.Message = http.StatusGatewayTimeout, "The ledger took too long", "Try again; if it keeps happening, tell an operator."
+	default:
+		v.Title, v.Message = "The ledger could not answer", "An operator can find the details in the server log."
+	}
+	h.render(w, r, s, code, "error", v.Title, v)
+}
+
+// outcome names an error for the log: the gRPC code, never its text.
+func outcome(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String()
+	}
+	return err.Error()
+}
+
+// apiMessage is the API's message for err.
+func apiMessage(err error) string {
+	return status.Convert(err).Message()
+}
+
+// expiry is what a 410 (a row removed by the retention sweeper) says.
+type expiry struct {
+	ID          string
+	Class       string
+	RetainUntil stamp
+	SweptAt     stamp
+	Message     string
+}
+
+// expired reports whether err says the row was swept by retention.
+func expired(err error) (expiry, bool) {
+	st := status.Convert(err)
+	if st.Code() != codes.NotFound {
+		return expiry{}, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "ROW_EXPIRED" {
+			md := info.GetMetadata()
+			return expiry{Class: strings.ReplaceAll(md["retentionClass"], "_", " "), RetainUntil: parseStamp(md["retainUntil"]),
+				SweptAt: parseStamp(md["sweptAt"]), Message: st.Message()}, true
+		}
+	}
+	return expiry{}, false
+}
+
+// stamp is a time as the pages show it: UTC text, and ISO for the script
+// that adds the viewer's local time.
+type stamp struct {
+	ISO  string
+	UTC  string
+	Date string
+}
+
+func mkStamp(t time.Time) stamp {
+	if t.IsZero() {
+		return stamp{}
+	}
+	t = t.UTC()
+	return stamp{ISO: t.Format(time.RFC3339), UTC: t.Format("2006-01-02 15:04:05") + " UTC", Date: t.Format("2006-01-02")}
+}
+
+func parseStamp(s string) stamp {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return stamp{UTC: s}
+	}
+	return mkStamp(t)
+}
+
+func pbStamp(t *timestamppb.Timestamp) stamp {
+	if t == nil {
+		return stamp{}
+	}
+	return mkStamp(t.AsTime())
+}
+
+// label turns an enum name into words: ROW_STATUS_INCIDENT -> incident.
+func label(enum fmt.Stringer, prefix string) string {
+	s := strings.TrimPrefix(enum.String(), prefix)
+	return strings.ToLower(strings.ReplaceAll(s, "_", " "))
+}
+
+var funcs = template.FuncMap{
+	"ts":      pbStamp,
+	"parseTS": parseStamp,
+	"status":  func(e fmt.Stringer) string { return label(e, "ROW_STATUS_") },
+	"result":  func(e fmt.Stringer) string { return label(e, "CHECK_RESULT_") },
+	"class":   func(e fmt.Stringer) string { return label(e, "RETENTION_CLASS_") },
+	"dstat":   func(e fmt.Stringer) string { return label(e, "DISPUTE_STATUS_") },
+	"kind":    func(e fmt.Stringer) string { return label(e, "DRILL_KIND_") },
+	"rkind":   func(e fmt.Stringer) string { return label(e, "ROW_KIND_") },
+	"hsrc":    func(e fmt.Stringer) string { return label(e, "ARGS_HASH_SOURCE_") },
+	"badge":   badge,
+	"join":    strings.Join,
+	"short":   short,
+	"ms":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + " ms" },
+	"q":       url.QueryEscape,
+	"p":       url.PathEscape,
+	"pct": func(a, b int32) string {
+		if b == 0 {
+			return "—"
+		}
+		return strconv.Itoa(int(a*100/b)) + "%"
+	},
+	"notIn": func(s string, set []string) bool {
+		for _, x := range set {
+			if x == s {
+				return false
+			}
+		}
+		return true
+	},
+}
+
+// badge is the CSS class of a status, check result or dispute state.
+func badge(e fmt.Stringer) string {
+	s := e.String()
+	switch {
+	case strings.HasSuffix(s, "_AUTHORIZED") && !strings.HasSuffix(s, "_UNAUTHORIZED"), strings.HasSuffix(s, "_PASS"):
+		return "ok"
+	case strings.HasSuffix(s, "_UNAUTHORIZED"), strings.HasSuffix(s, "_INCIDENT"), strings.HasSuffix(s, "_FAIL"):
+		return "bad"
+	case strings.HasSuffix(s, "_DUPLICATE"), strings.HasSuffix(s, "_SKIPPED"), strings.HasSuffix(s, "_OPEN"):
+		return "warn"
+	}
+	return "plain"
+}
+
+// short abbreviates a long id for a table cell.
+func short(id string) string {
+	if len(id) <= 14 {
+		return id
+	}
+	return id[:12] + "…"
+}

@@ -1,0 +1,206 @@
+package console
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+type rowView struct {
+	Row      *ledgerv1.Row
+	Verify   *verifyView
+	Statuses []ledgerv1.DisputeStatus // the dispute events a lead may append
+	Drill    drillTarget
+}
+
+// verifyView sets VerifyRow's re-run beside the write-time checks.
+type verifyView struct {
+	Same        bool
+	Differences string
+	Lines       []verifyLine
+}
+
+type verifyLine struct {
+	Name      string
+	Then, Now *ledgerv1.Check // nil when the check is missing on that side
+	Differ    bool
+}
+
+// drillTarget is what the row page's drill button drills.
+type drillTarget struct {
+	RowID string
+}
+
+var disputeChoices = []ledgerv1.DisputeStatus{
+	ledgerv1.DisputeStatus_DISPUTE_STATUS_OPEN,
+	ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_CUSTOMER_AUTHORIZED,
+	ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_INCIDENT,
+	ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
+}
+
+// snapshotID is a JWKS snapshot id: hex SHA-256.
+var snapshotID = rowID
+
+func (h *handler) rowPage(w http.ResponseWriter, r *http.Request, s *session, id string, verify *verifyView) {
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	resp, err := h.api.GetRow(ctx, &ledgerv1.GetRowRequest{Id: id})
+	if verify == nil {
+		h.audit(r, s, "view row", err, slog.String("row", id))
+	}
+	if err != nil {
+		if e, ok := expired(err); ok {
+			e.ID = id
+			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
+			return
+		}
+		h.apiError(w, r, s, err)
+		return
+	}
+	h.render(w, r, s, http.StatusOK, "row", "Row "+short(id), rowView{Row: resp.GetRow(), Verify: verify, Statuses: disputeChoices, Drill: drillTarget{RowID: id}})
+}
+
+// pathID reads and bounds the {id} of a row or snapshot path.
+func pathID(w http.ResponseWriter, r *http.Request, h *handler, s *session) (string, bool) {
+	id := r.PathValue("id")
+	if !rowID.MatchString(id) {
+		h.render(w, r, s, http.StatusNotFound, "error", "Not found", errorView{Title: "Not found", Message: "A row id is 64 lowercase hex characters.", Back: Prefix + "search"})
+		return "", false
+	}
+	return id, true
+}
+
+func (h *handler) row(w http.ResponseWriter, r *http.Request, s *session) {
+	if id, ok := pathID(w, r, h, s); ok {
+		h.rowPage(w, r, s, id, nil)
+	}
+}
+
+// verify re-runs the verifier on the stored bytes (VerifyRow) and shows the
+// row with the result.
+func (h *handler) verify(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := pathID(w, r, h, s)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	resp, err := h.api.VerifyRow(ctx, &ledgerv1.VerifyRowRequest{Id: id})
+	h.audit(r, s, "verify row", err, slog.String("row", id), slog.Bool("same", resp.GetSame()))
+	if err != nil {
+		if e, ok := expired(err); ok {
+			e.ID = id
+			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
+			return
+		}
+		h.apiError(w, r, s, err)
+		return
+	}
+	h.rowPage(w, r, s, id, compareChecks(resp))
+}
+
+func compareChecks(resp *ledgerv1.VerifyRowResponse) *verifyView {
+	v := &verifyView{Same: resp.GetSame(), Differences: resp.GetDifferences()}
+	then := map[string]*ledgerv1.Check{}
+	for _, c := range resp.GetWriteTimeChecks() {
+		then[c.GetName()] = c
+	}
+	seen := map[string]bool{}
+	for _, c := range resp.GetChecks() {
+		t := then[c.GetName()]
+		seen[c.GetName()] = true
+		v.Lines = append(v.Lines, verifyLine{Name: c.GetName(), Now: c, Then: t, Differ: t == nil || t.GetResult() != c.GetResult()})
+	}
+	for _, t := range resp.GetWriteTimeChecks() {
+		if !seen[t.GetName()] {
+			v.Lines = append(v.Lines, verifyLine{Name: t.GetName(), Then: t, Differ: true})
+		}
+	}
+	return v
+}
+
+// dispute appends a dispute event (AppendDisputeEvent): support and admin
+// keys; the API refuses anyone else.
+func (h *handler) dispute(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := pathID(w, r, h, s)
+	if !ok {
+		return
+	}
+	st, known := ledgerv1.DisputeStatus_value[r.PostForm.Get("status")]
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if !known || len(note) > maxNote {
+		h.render(w, r, s, http.StatusBadRequest, "error", "Bad form", errorView{Title: "The dispute event was not added",
+			Message: fmt.Sprintf("Choose a status and keep the note under %d characters.", maxNote), Back: Prefix + "rows/" + id})
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	_, err := h.api.AppendDisputeEvent(ctx, &ledgerv1.AppendDisputeEventRequest{Id: id, Status: ledgerv1.DisputeStatus(st), Note: note})
+	h.audit(r, s, "append dispute event", err, slog.String("row", id), slog.String("status", ledgerv1.DisputeStatus(st).String()))
+	if err != nil {
+		h.apiError(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"rows/"+id+"#disputes", http.StatusSeeOther)
+}
+
+// evidence downloads a row's stored evidence (GetEvidence) as JSON.
+func (h *handler) evidence(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := pathID(w, r, h, s)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	resp, err := h.api.GetEvidence(ctx, &ledgerv1.GetEvidenceRequest{Id: id})
+	h.audit(r, s, "download evidence", err, slog.String("row", id))
+	if err != nil {
+		if e, ok := expired(err); ok {
+			e.ID = id
+			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
+			return
+		}
+		h.apiError(w, r, s, err)
+		return
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
+	if err != nil {
+		h.apiError(w, r, s, err)
+		return
+	}
+	download(w, "evidence-"+id+".json", "application/json", append(b, '\n'))
+}
+
+// jwks downloads the exact bytes of a JWKS snapshot (GetJwksSnapshot).
+func (h *handler) jwks(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if !snapshotID.MatchString(id) {
+		h.render(w, r, s, http.StatusNotFound, "error", "Not found", errorView{Title: "Not found", Message: "A snapshot id is 64 lowercase hex characters."})
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	resp, err := h.api.GetJwksSnapshot(ctx, &ledgerv1.GetJwksSnapshotRequest{Id: id})
+	h.audit(r, s, "download jwks snapshot", err, slog.String("snapshot", id))
+	if err != nil {
+		h.apiError(w, r, s, err)
+		return
+	}
+	download(w, "jwks-"+id+".json", "application/json", resp.GetJwks())
+}
+
+var safeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// download sends body as an attachment.
+func download(w http.ResponseWriter, name, ctype string, body []byte) {
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+safeName.ReplaceAllString(name, "_")+`"`)
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(body)
+}

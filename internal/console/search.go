@@ -1,0 +1,185 @@
+package console
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// searchForm is the search page's query: one free box (an order id, a
+// customer, a grant or an agent platform) and the API's filters.
+type searchForm struct {
+	Q         string
+	By        string // what Q is: "" (try each), target, principal, grant, agent
+	Principal string
+	Grant     string
+	Target    string
+	Agent     string
+	Status    string // RowStatus name
+	Since     string // YYYY-MM-DD, UTC
+	Until     string // YYYY-MM-DD, UTC, inclusive
+	Page      string
+}
+
+type searchView struct {
+	Form      searchForm
+	Statuses  []string
+	Rows      []*ledgerv1.Row
+	Matched   string // what Q matched as
+	Filtered  bool   // any filter given (else: recent rows)
+	Next      string // URL of the next page
+	First     string // URL of the first page when paging
+	Error     string
+	DrillHint bool // Q matched as an order: offer the drill
+}
+
+var rowID = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// byOrder is the order Q is tried in when By is empty.
+var byOrder = []string{"target", "principal", "grant", "agent"}
+
+func (f searchForm) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"q": f.Q, "by": f.By, "principal": f.Principal, "grant": f.Grant, "target": f.Target,
+		"agent": f.Agent, "status": f.Status, "since": f.Since, "until": f.Until} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	f := searchForm{Q: q.Get("q"), By: q.Get("by"), Principal: q.Get("principal"), Grant: q.Get("grant"), Target: q.Get("target"),
+		Agent: q.Get("agent"), Status: q.Get("status"), Since: q.Get("since"), Until: q.Get("until"), Page: q.Get("page")}
+	for _, p := range []*string{&f.Q, &f.By, &f.Principal, &f.Grant, &f.Target, &f.Agent, &f.Status, &f.Since, &f.Until, &f.Page} {
+		*p = strings.TrimSpace(*p)
+		if len(*p) > maxField {
+			*p = (*p)[:maxField]
+		}
+	}
+	v := searchView{Form: f}
+	for i := int32(1); i < int32(len(ledgerv1.RowStatus_name)); i++ {
+		v.Statuses = append(v.Statuses, ledgerv1.RowStatus(i).String())
+	}
+	if rowID.MatchString(f.Q) {
+		http.Redirect(w, r, Prefix+"rows/"+f.Q, http.StatusSeeOther)
+		return
+	}
+	req := &ledgerv1.ListRowsRequest{Principal: f.Principal, GrantId: f.Grant, Target: f.Target, Agent: f.Agent, PageSize: searchPage, PageToken: f.Page}
+	if f.Status != "" {
+		st, ok := ledgerv1.RowStatus_value[f.Status]
+		if !ok {
+			v.Error = "Unknown status."
+		}
+		req.Status = ledgerv1.RowStatus(st)
+	}
+	var err error
+	if req.Since, err = day(f.Since, 0); err != nil {
+		v.Error = "From: " + err.Error()
+	}
+	if req.Until, err = day(f.Until, 1); err != nil {
+		v.Error = "To: " + err.Error()
+	}
+	v.Filtered = f.Q != "" || f.Principal != "" || f.Grant != "" || f.Target != "" || f.Agent != "" || f.Status != "" || f.Since != "" || f.Until != ""
+	if v.Error != "" {
+		h.render(w, r, s, http.StatusBadRequest, "search", "Search", v)
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	tries := []string{""}
+	if f.Q != "" {
+		tries = byOrder
+		if f.By != "" {
+			tries = []string{f.By}
+		}
+	}
+	var resp *ledgerv1.ListRowsResponse
+	for _, by := range tries {
+		rq := proto(req)
+		switch by {
+		case "target":
+			rq.Target = f.Q
+		case "principal":
+			rq.Principal = f.Q
+		case "grant":
+			rq.GrantId = f.Q
+		case "agent":
+			rq.Agent = f.Q
+		case "":
+		default:
+			v.Error = "Unknown kind of search."
+			h.render(w, r, s, http.StatusBadRequest, "search", "Search", v)
+			return
+		}
+		resp, err = h.api.ListRows(ctx, rq)
+		if err != nil {
+			break
+		}
+		v.Matched = by
+		if len(resp.GetRows()) > 0 {
+			break
+		}
+	}
+	h.audit(r, s, "search", err, slog.String("q", f.Q), slog.String("matched", v.Matched), slog.String("filters", filterNames(f)))
+	if err != nil {
+		h.apiError(w, r, s, err)
+		return
+	}
+	v.Rows = resp.GetRows()
+	if f.Q != "" && len(v.Rows) == 0 {
+		v.Matched = ""
+	}
+	v.DrillHint = v.Matched == "target" && len(v.Rows) > 0
+	if t := resp.GetNextPageToken(); t != "" {
+		nf := f
+		nf.By, nf.Page = v.Matched, t
+		vals := nf.values()
+		vals.Set("page", t)
+		v.Next = Prefix + "search?" + vals.Encode()
+	}
+	if f.Page != "" {
+		ff := f
+		ff.Page = ""
+		v.First = Prefix + "search?" + ff.values().Encode()
+	}
+	h.render(w, r, s, http.StatusOK, "search", "Search", v)
+}
+
+// proto copies a ListRowsRequest.
+func proto(r *ledgerv1.ListRowsRequest) *ledgerv1.ListRowsRequest {
+	return &ledgerv1.ListRowsRequest{Principal: r.Principal, GrantId: r.GrantId, Target: r.Target, Agent: r.Agent, Status: r.Status,
+		RetentionClass: r.RetentionClass, Since: r.Since, Until: r.Until, PageSize: r.PageSize, PageToken: r.PageToken}
+}
+
+func filterNames(f searchForm) string {
+	var n []string
+	for k := range f.values() {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return strings.Join(n, ",")
+}
+
+// day parses a YYYY-MM-DD date as midnight UTC, plus add days; "" is none.
+func day(s string, add int) (*timestamppb.Timestamp, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return nil, errors.New("write the date as YYYY-MM-DD")
+	}
+	return timestamppb.New(t.AddDate(0, 0, add)), nil
+}

@@ -1,0 +1,142 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/console"
+)
+
+// The session cookie is HttpOnly, SameSite=Strict, scoped to the console,
+// Secure when configured so, and carries a random id, never the key.
+func TestSessionCookie(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		var opts []envOpt
+		if secure {
+			opts = append(opts, withSecure())
+		}
+		e := newEnv(t, nil, opts...)
+		c := e.newWebClient(t)
+		if code, _ := c.get(t, "/console/signin"); code != 200 {
+			t.Fatal(code)
+		}
+		resp, _ := c.post(t, "/console/signin", url.Values{"csrf": {c.csrf}, "key": {keys[config.RoleSupport]}})
+		var ck *http.Cookie
+		for _, k := range resp.Cookies() {
+			if k.Name == "pactledger_console" {
+				ck = k
+			}
+		}
+		if ck == nil {
+			t.Fatal("no session cookie")
+		}
+		if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != console.Prefix || ck.Secure != secure {
+			t.Errorf("cookie %+v (secure config %v)", ck, secure)
+		}
+		if strings.Contains(ck.Value, keys[config.RoleSupport]) || len(ck.Value) < 40 {
+			t.Errorf("cookie value %q", ck.Value)
+		}
+	}
+}
+
+// A session ends after its idle time; a request after that goes back to
+// sign-in, and a post does nothing.
+func TestSessionEndsWhenIdle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 10, 9, 9, 5, 0, 0, time.UTC)
+	e := newEnv(t, nil, withClock(&now, &mu))
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	advance(console.DefaultSessionTTL - time.Second)
+	if code, _ := c.get(t, "/console/rows/"+row.GetId()); code != 200 {
+		t.Fatalf("within the idle time: %d", code)
+	}
+	advance(console.DefaultSessionTTL - time.Second) // idle time counts from the last request
+	if code, _ := c.get(t, "/console/search"); code != 200 {
+		t.Fatalf("still active: %d", code)
+	}
+	advance(console.DefaultSessionTTL)
+	resp, err := c.Get(c.base + "/console/search")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/signin?ended=1" {
+		t.Fatalf("after the idle time: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	post, _ := c.post(t, "/console/rows/"+row.GetId()+"/disputes", url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "csrf": {c.csrf}})
+	if post.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("post after the session ended = %d", post.StatusCode)
+	}
+}
+
+var (
+	inlineScript = regexp.MustCompile(`<script(?:\s[^>]*)?>`)
+	styleAttr    = regexp.MustCompile(`\sstyle=`)
+	formTag      = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*>.*?</form>`)
+)
+
+// Every page has the strict CSP and nothing inline that it would block;
+// every post form carries the CSRF token.
+func TestPagesAreStrict(t *testing.T) {
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleAdmin)
+	for _, p := range []string{"/console/signin", "/console/search", "/console/search?q=A-5531", "/console/search?q=nothing-here",
+		"/console/rows/" + row.GetId(), "/console/drill", "/console/drills", "/console/grant", "/console/grant?id=a2agrant_7Q2F",
+		"/console/incidents", "/console/nope"} {
+		resp, err := c.Get(c.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			b.WriteString(string(buf[:n]))
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		body := b.String()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "style-src 'self'") ||
+			!strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
+			t.Errorf("%s: CSP %q", p, csp)
+		}
+		for _, m := range inlineScript.FindAllString(body, -1) {
+			if !strings.Contains(m, `src="/console/assets/`) {
+				t.Errorf("%s: inline script %s", p, m)
+			}
+		}
+		if styleAttr.MatchString(body) || strings.Contains(body, "<style") {
+			t.Errorf("%s: inline style", p)
+		}
+		if strings.Contains(body, "//cdn") || strings.Contains(body, `src="http`) || strings.Contains(body, `href="http`) {
+			t.Errorf("%s: refers outside", p)
+		}
+		for _, f := range formTag.FindAllString(body, -1) {
+			if !strings.Contains(f, `name="csrf"`) {
+				t.Errorf("%s: form without CSRF token: %s", p, f)
+			}
+		}
+		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: headers %v", p, resp.Header)
+		}
+	}
+	for _, a := range []string{"/console/assets/console.css", "/console/assets/console.js"} {
+		if code, _ := c.get(t, a); code != 200 {
+			t.Errorf("%s = %d", a, code)
+		}
+	}
+}
