@@ -63,8 +63,8 @@ Commands:
   fsck     [--restore]              compare every row's evidence with its write-time hash and its
                                     write-once copy, every row with its leaf in the Merkle log, and
                                     the tree rebuilt from the leaves with the latest checkpoint
-                                    (exit 1 if any differs); --restore puts
-                                    restorable rows back from the write-once copy (admin)
+                                    (exit 1 if any differs); --restore puts restorable rows
+                                    back from the write-once copy (admin)
   outbox   [--limit N] [--page T]   evidence outbox depth, oldest entry's age, dead letters (admin)
   outbox   retry KEY | retry --all  move dead letters back into the outbox (admin)
 
@@ -85,7 +85,7 @@ Global flags (before the command):
                        --server host on port 8080, https with --tls)
   --key KEY            API key (env PACTLEDGER_KEY)
   --key-file FILE      file holding the API key (env PACTLEDGER_KEY_FILE)
-  --config FILE        YAML with server, key or keyFile, tls (default ~/.config/pactledger/ledgerctl.yaml)
+  --config FILE        YAML with server, http, key or keyFile, tls (default ~/.config/pactledger/ledgerctl.yaml)
   --tls                use TLS to reach ledgerd
   --json               print the server's reply as JSON, for scripts
   --timeout DURATION   per-call timeout (default 60s)
