@@ -1,0 +1,79 @@
+package console
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+func TestScoreChart(t *testing.T) {
+	rep := func(id string, passed, total int32, day int) *ledgerv1.DrillReport {
+		return &ledgerv1.DrillReport{Id: id, ChecksPassed: passed, ChecksTotal: total, StartedAt: timestamppb.New(time.Date(2026, time.Month(day), 1, 3, 0, 0, 0, time.UTC))}
+	}
+	tests := []struct {
+		name  string
+		in    []*ledgerv1.DrillReport // newest first
+		wantY []float64               // oldest first
+		ids   []string
+	}{
+		{name: "none"},
+		{name: "one perfect", in: []*ledgerv1.DrillReport{rep("a", 30, 30, 1)}, wantY: []float64{14}, ids: []string{"a"}},
+		{name: "oldest on the left", in: []*ledgerv1.DrillReport{rep("new", 15, 30, 2), rep("old", 0, 30, 1)}, wantY: []float64{190, 102}, ids: []string{"old", "new"}},
+		{name: "nothing run", in: []*ledgerv1.DrillReport{rep("z", 0, 0, 1)}, wantY: []float64{190}, ids: []string{"z"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newScoreChart(tc.in)
+			var ys []float64
+			var ids []string
+			for _, d := range c.Dots {
+				ys, ids = append(ys, d.Y), append(ids, d.ID)
+			}
+			if !slices.Equal(ys, tc.wantY) {
+				t.Errorf("y = %v, want %v", ys, tc.wantY)
+			}
+			if !slices.Equal(ids, tc.ids) {
+				t.Errorf("order = %v, want %v", ids, tc.ids)
+			}
+		})
+	}
+	many := make([]*ledgerv1.DrillReport, 40)
+	for i := range many {
+		many[i] = rep("r", 30, 30, 1)
+	}
+	if n := len(newScoreChart(many).Dots); n != maxChartPoints {
+		t.Errorf("%d points, want the newest %d", n, maxChartPoints)
+	}
+}
+
+func TestCSVSafe(t *testing.T) {
+	got := csvSafe([]string{"A-5531", "=HYPERLINK(\"x\")", "+1", "-2", "@SUM(A1)", "\tx", "", "acct 48213"})
+	want := []string{"A-5531", "'=HYPERLINK(\"x\")", "'+1", "'-2", "'@SUM(A1)", "'\tx", "", "acct 48213"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestCompareChecks(t *testing.T) {
+	pass, fail := ledgerv1.CheckResult_CHECK_RESULT_PASS, ledgerv1.CheckResult_CHECK_RESULT_FAIL
+	v := compareChecks(&ledgerv1.VerifyRowResponse{
+		Checks:          []*ledgerv1.Check{{Name: "a", Result: pass}, {Name: "b", Result: fail}, {Name: "new", Result: pass}},
+		WriteTimeChecks: []*ledgerv1.Check{{Name: "a", Result: pass}, {Name: "b", Result: pass}, {Name: "gone", Result: pass}},
+	})
+	var got []string
+	for _, l := range v.Lines {
+		mark := "same"
+		if l.Differ {
+			mark = "differs"
+		}
+		got = append(got, l.Name+" "+mark)
+	}
+	want := []string{"a same", "b differs", "new differs", "gone differs"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
