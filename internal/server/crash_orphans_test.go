@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -162,6 +164,9 @@ func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
 	for o := range c.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
 		if o.Err != nil {
 			t.Fatal(o.Err)
+		}
+		if strings.HasPrefix(o.Key, ledger.LogPrefix) {
+			continue // the Merkle log's tiles and checkpoints: named by the tree, not by rows
 		}
 		got = append(got, o.Key)
 	}
