@@ -14,8 +14,12 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/retry"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 var (
@@ -23,8 +27,8 @@ var (
 	bDead     = []byte("pipeline_rejected")
 )
 
-// LedgerPost is one receipt as the ledger's public API takes it
-// (POST /v1/receipts).
+// LedgerPost is one receipt for the ledger's AppendReceipt (POST
+// /v1/receipts), as the outbox keeps it.
 type LedgerPost struct {
 	ReceiptJWS      string        `json:"receiptJws"`
 	RequestJWT      string        `json:"requestJwt"`
@@ -85,30 +89,55 @@ type Sink interface {
 var ErrRejected = errors.New("rejected by the ledger")
 
 // LedgerClient posts receipts, refusals and revocations to a ledger's REST
-// API with a writer key.
+// API with a writer key. The bodies are the generated ledgerv1 request
+// messages in protojson, as the ledger's gateway reads them, so the
+// pipeline follows the ledger's contract rather than a copy of it.
 type LedgerClient struct {
 	URL  string // such as http://127.0.0.1:8080
 	Key  string
 	HTTP *http.Client
 }
 
-// Post implements Sink.
-func (c *LedgerClient) Post(ctx context.Context, item LedgerItem) error {
-	var path string
-	var v any
+// ledgerRequest is an outbox entry as the ledger API's request: the REST
+// path of its RPC and the message.
+func ledgerRequest(item LedgerItem) (string, proto.Message, error) {
 	switch {
 	case item.Receipt != nil:
-		path, v = "/v1/receipts", item.Receipt
+		r := item.Receipt
+		req := &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			ContextId: r.ContextID, MessageId: r.MessageID, Actions: []*ledgerv1.Action{}}
+		for _, a := range r.Actions {
+			req.Actions = append(req.Actions, &ledgerv1.Action{Tool: a.Tool, Target: a.Target, ArgsJson: a.ArgsJSON})
+		}
+		return "/v1/receipts", req, nil
 	case item.Refusal != nil:
-		path, v = "/v1/refusals", item.Refusal
+		r := item.Refusal
+		return "/v1/refusals", &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: r.ClaimedPrincipal, ClaimedAgent: r.ClaimedAgent, RequestJwt: r.RequestJWT,
+			Action: &ledgerv1.RefusalAction{Tool: r.Action.Tool, Target: r.Action.Target}, Reason: r.Reason, ObservedAt: timestamp(r.ObservedAt)}, nil
 	case item.Revocation != nil && item.Revocation.GrantID != "":
-		path, v = "/v1/grants/"+url.PathEscape(item.Revocation.GrantID)+":revoke", item.Revocation
-	default:
-		return fmt.Errorf("%w: an empty outbox entry", ErrRejected)
+		r := item.Revocation
+		return "/v1/grants/" + url.PathEscape(r.GrantID) + ":revoke",
+			&ledgerv1.RevokeGrantRequest{GrantId: r.GrantID, RevokedAt: timestamp(r.RevokedAt), Note: r.Note}, nil
 	}
-	body, err := json.Marshal(v)
+	return "", nil, fmt.Errorf("%w: an empty outbox entry", ErrRejected)
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// Post implements Sink.
+func (c *LedgerClient) Post(ctx context.Context, item LedgerItem) error {
+	path, msg, err := ledgerRequest(item)
 	if err != nil {
 		return err
+	}
+	body, err := protojson.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRejected, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+path, bytes.NewReader(body))
 	if err != nil {
@@ -125,14 +154,14 @@ func (c *LedgerClient) Post(ctx context.Context, item LedgerItem) error {
 		return err
 	}
 	defer res.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	msgText, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	switch {
 	case res.StatusCode == http.StatusOK:
 		return nil
 	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone || res.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msg)
+		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
 	}
-	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msg)
+	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
 }
 
 func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }

@@ -1,6 +1,20 @@
 package pact
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
 
 // An outbox entry written before the outbox held refusals and revocations
 // (a bare receipt) is still posted as a receipt.
@@ -12,5 +26,99 @@ func TestOutboxReadsBareReceipts(t *testing.T) {
 	it = LedgerItem{}
 	if err := decodeItem([]byte(`{"refusal":{"claimedPrincipal":"p","action":{"tool":"t"},"reason":"r"}}`), &it); err != nil || it.Refusal == nil || it.Receipt != nil {
 		t.Fatalf("refusal: %v %+v", err, it)
+	}
+}
+
+// fakeLedger is the ledger's generated gateway over a service that records
+// what the writer RPCs receive.
+type fakeLedger struct {
+	ledgerv1.UnimplementedLedgerServiceServer
+	mu  sync.Mutex
+	got []proto.Message
+}
+
+func (f *fakeLedger) keep(m proto.Message) {
+	f.mu.Lock()
+	f.got = append(f.got, m)
+	f.mu.Unlock()
+}
+
+func (f *fakeLedger) AppendReceipt(_ context.Context, r *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
+	f.keep(r)
+	return &ledgerv1.AppendReceiptResponse{}, nil
+}
+
+func (f *fakeLedger) AppendRefusal(_ context.Context, r *ledgerv1.AppendRefusalRequest) (*ledgerv1.AppendRefusalResponse, error) {
+	f.keep(r)
+	return &ledgerv1.AppendRefusalResponse{}, nil
+}
+
+func (f *fakeLedger) RevokeGrant(_ context.Context, r *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {
+	f.keep(r)
+	return &ledgerv1.RevokeGrantResponse{}, nil
+}
+
+// The pipeline posts the generated ledgerv1 requests through the ledger's
+// generated REST gateway and they arrive whole. It fails when the proto
+// changes in a way the pipeline does not follow: a renamed or retyped field
+// does not build, a moved route does not arrive, and a field the pipeline
+// neither sets nor deliberately leaves out fails the coverage check.
+func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	items := []LedgerItem{
+		{Receipt: &LedgerPost{ReceiptJWS: "r.j.s", RequestJWT: "p.a.j", DelegationToken: "d.t.k", ContextID: "c-1", MessageID: "m-1",
+			Actions: []LedgerEntry{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJSON: `{"booking":"SKY-20931"}`}}}},
+		{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJWT: "p.a.j",
+			Action: RefusedAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked without a grant", ObservedAt: at}},
+		{Revocation: &LedgerRevocation{GrantID: "a2agrant_Xy-z_1", RevokedAt: at, Note: "revoked by the user"}},
+	}
+	want := []proto.Message{
+		&ledgerv1.AppendReceiptRequest{ReceiptJws: "r.j.s", RequestJwt: "p.a.j", DelegationToken: "d.t.k", ContextId: "c-1", MessageId: "m-1",
+			Actions: []*ledgerv1.Action{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJson: `{"booking":"SKY-20931"}`}}},
+		&ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJwt: "p.a.j",
+			Action: &ledgerv1.RefusalAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked without a grant", ObservedAt: timestamppb.New(at)},
+		&ledgerv1.RevokeGrantRequest{GrantId: "a2agrant_Xy-z_1", RevokedAt: timestamppb.New(at), Note: "revoked by the user"},
+	}
+	// What the pipeline deliberately does not send.
+	notSent := map[protoreflect.FullName]bool{
+		"pactledger.ledger.v1.AppendReceiptRequest.limits": true, // the Provider's grants carry no limits
+	}
+	for i, it := range items {
+		_, msg, err := ledgerRequest(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := msg.ProtoReflect().Descriptor().Fields()
+		for j := range fields.Len() {
+			fd := fields.Get(j)
+			if !msg.ProtoReflect().Has(fd) && !notSent[fd.FullName()] {
+				t.Errorf("item %d: the pipeline does not set %s: map it from the outbox entry or list it as not sent", i, fd.FullName())
+			}
+		}
+	}
+
+	f := &fakeLedger{}
+	mux := runtime.NewServeMux()
+	if err := ledgerv1.RegisterLedgerServiceHandlerServer(context.Background(), mux, f); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &LedgerClient{URL: srv.URL, Key: "k"}
+	for _, it := range items {
+		if err := c.Post(context.Background(), it); err != nil {
+			t.Fatalf("post %+v: %v", it, err)
+		}
+	}
+	if len(f.got) != len(want) {
+		t.Fatalf("the ledger got %d requests, want %d", len(f.got), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(f.got[i], want[i]) {
+			t.Errorf("request %d:\n got %v\nwant %v", i, f.got[i], want[i])
+		}
+	}
+	if err := c.Post(context.Background(), LedgerItem{}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("an empty entry: %v", err)
 	}
 }
