@@ -63,7 +63,8 @@ type Config struct {
 	Keys []config.APIKey
 	// Secure marks the session cookie Secure even when the request did not
 	// arrive over TLS here (TLS ends at a proxy in front). A request that
-	// arrives over TLS always gets a Secure cookie.
+	// arrives over TLS, or says it did with X-Forwarded-Proto: https,
+	// always gets a Secure cookie.
 	Secure bool
 	// Logger receives one record per console action; default: discard.
 	Logger *slog.Logger
@@ -225,8 +226,12 @@ func (h *handler) identify(key string) (Identity, bool) {
 	return who, ok
 }
 
-// secure reports whether cookies for r must be Secure.
-func (h *handler) secure(r *http.Request) bool { return h.cfg.Secure || r.TLS != nil }
+// secure reports whether cookies for r must be Secure: configured so, or
+// the request came over TLS, here or (as a proxy in front says) before.
+// Trusting the header is safe: a Secure cookie is only ever stricter.
+func (h *handler) secure(r *http.Request) bool {
+	return h.cfg.Secure || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
 
 func (h *handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge,

@@ -36,6 +36,17 @@ func TestSessionCookie(t *testing.T) {
 		if ck == nil {
 			t.Fatal("no session cookie")
 		}
+		// Behind a TLS-terminating proxy cookies are Secure too.
+		req, _ := http.NewRequest("GET", e.web.URL+"/console/signin", nil)
+		req.Header.Set("X-Forwarded-Proto", "https")
+		pr, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.Body.Close()
+		if cks := pr.Cookies(); len(cks) != 1 || !cks[0].Secure || !cks[0].HttpOnly || cks[0].SameSite != http.SameSiteStrictMode {
+			t.Errorf("sign-in cookie behind TLS: %+v", cks)
+		}
 		if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != console.Prefix || ck.Secure != secure {
 			t.Errorf("cookie %+v (secure config %v)", ck, secure)
 		}
