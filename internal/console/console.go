@@ -383,6 +383,9 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "The ledger refused that key: " + apiMessage(err)})
 		return
 	}
+	if old, err := r.Cookie(sessionCookie); err == nil {
+		h.sess.end(old.Value) // a new sign-in replaces the browser's session
+	}
 	s = h.sess.create(key, who)
 	h.setCookie(w, r, sessionCookie, s.id, 0)
 	h.setCookie(w, r, signinCookie, "", -1)

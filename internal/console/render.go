@@ -89,7 +89,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, s *session, cod
 // key (removed from the configuration since sign-in) ends the session.
 func (h *handler) apiError(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	st := status.Convert(err)
-	v := errorView{Detail: st.Message(), Back: r.Referer()}
+	v := errorView{Detail: st.Message(), Back: Prefix + "search"}
 	code := http.StatusBadGateway
 	switch st.Code() {
 	case codes.Unauthenticated:
