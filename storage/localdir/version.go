@@ -1,0 +1,77 @@
+package localdir
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// PutVersion writes body as the new content of key: the one object that
+// changes, such as the Merkle log's live checkpoint (C2SP tlog-tiles
+// "checkpoint"). The body goes to a temporary file beside the key, is
+// fsynced and made read-only, then renamed over the key and the directory
+// fsynced, so a reader sees the old content or the new, never a part.
+//
+// This is weaker than S3, where each version stays locked: a directory
+// keeps only the latest content, and retainUntil is not enforced (anyone
+// with write access to the directory can replace or remove the file).
+// Everything the latest checkpoint says is also in the write-once
+// checkpoints the log keeps by size.
+func (s *Store) PutVersion(_ context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	loc := ledger.Location{Store: "dir", Bucket: s.dir, Key: key, RetainUntil: retainUntil.UTC()}
+	p, err := s.path(key)
+	if err != nil {
+		return loc, err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	tmp := f.Name()
+	if err := writeLocked(f, body); err != nil {
+		_ = os.Remove(tmp)
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	return loc, nil
+}
+
+// writeLocked writes body to f, fsyncs it, makes it read-only and closes it.
+func writeLocked(f *os.File, body []byte) error {
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o400); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,45 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// PutVersion writes body as a new version of key: the one object that
+// changes, such as the Merkle log's live checkpoint (C2SP tlog-tiles
+// "checkpoint"), which a client reads by its fixed name. It is a put
+// without If-None-Match into the bucket, whose Object Lock keeps it
+// versioned: each version is created with COMPLIANCE retention until
+// retainUntil and stays locked, so no version can be removed or changed
+// before then; the latest is what a plain GET reads. The location names
+// the version written.
+func (s *Store) PutVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	loc, err := s.putVersion(ctx, key, body, retainUntil)
+	s.observe(err)
+	return loc, err
+}
+
+func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	loc := ledger.Location{Store: "s3", Bucket: s.bucket, Key: key, RetainUntil: retainUntil.UTC()}
+	if err := s.ready(); err != nil {
+		return loc, err
+	}
+	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{
+		ContentType:      http.DetectContentType(body),
+		Mode:             minio.Compliance,
+		RetainUntilDate:  retainUntil.UTC(),
+		DisableMultipart: true,
+	})
+	if err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	loc.VersionID = info.VersionID
+	return loc, nil
+}
