@@ -1,190 +1,27 @@
 package pact
 
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"time"
+import "github.com/pactledger/pactledger/pact/client"
+
+// The personal agent's side lives in package client (linked by personal
+// agents without the Provider); these names keep it at hand.
+type (
+	Client      = client.Client
+	Card        = client.Card
+	DeviceFlow  = client.DeviceFlow
+	DeviceStart = client.DeviceStart
+	TokenSet    = client.TokenSet
+	OAuthError  = client.OAuthError
+	SendError   = client.SendError
+	SendReply   = client.SendReply
+	Task        = client.Task
+	Receipt     = client.Receipt
 )
 
-// Card is the part of an Agent Card a personal agent needs.
-type Card struct {
-	Name                string `json:"name"`
-	SupportedInterfaces []struct {
-		URL             string `json:"url"`
-		ProtocolBinding string `json:"protocolBinding"`
-		ProtocolVersion string `json:"protocolVersion"`
-	} `json:"supportedInterfaces"`
-	SecuritySchemes map[string]securityScheme `json:"securitySchemes"`
-}
-
-// Interface returns the URL of the HTTP+JSON 1.0 interface, chosen by
-// binding and version, not by position (PACT §2.1).
-func (c *Card) Interface() (string, error) {
-	for _, i := range c.SupportedInterfaces {
-		if i.ProtocolBinding == "HTTP+JSON" && i.ProtocolVersion == "1.0" && i.URL != "" {
-			return i.URL, nil
-		}
-	}
-	return "", errors.New("the card lists no HTTP+JSON 1.0 interface")
-}
-
-// Client is a personal agent's side of PACT: it fetches cards and sends
-// messages with a fresh personal-agent JWT from Token (§2–§4), and, with
-// the Delegated profile, gets delegation tokens and verifies receipts (§5).
-type Client struct {
-	HTTP *http.Client
-	// Token returns a fresh personal-agent JWT for sub.
-	Token func(sub string) (string, error)
-	// Issuer is the personal agent's issuer URL: its OAuth client_id.
-	Issuer string
-
-	clientState
-}
-
-// FetchCard fetches and decodes an Agent Card.
-func (c *Client) FetchCard(ctx context.Context, url string) (*Card, error) {
-	var card Card
-	if err := c.getJSON(ctx, url, 1<<20, &card); err != nil {
-		return nil, fmt.Errorf("fetch card: %w", err)
-	}
-	return &card, nil
-}
-
-// getJSON fetches u and decodes at most limit bytes of its JSON into out.
-func (c *Client) getJSON(ctx context.Context, u string, limit int64, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	res, err := c.http().Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", u, res.StatusCode)
-	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, limit)).Decode(out); err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
-	}
-	return nil
-}
-
-func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return &http.Client{Timeout: 30 * time.Second}
-}
-
-// SendError is a failed message:send: the HTTP status and, for A2A errors,
-// the §6 reason, the message, and the Provider's explanation from the
-// ErrorInfo's metadata (detail), when it gives one.
-type SendError struct {
-	Status  int
-	Reason  string
-	Message string
-	Detail  string
-}
-
-func (e *SendError) Error() string {
-	switch {
-	case e.Reason == "":
-		return fmt.Sprintf("HTTP %d", e.Status)
-	case e.Detail != "" && e.Detail != e.Message:
-		return fmt.Sprintf("HTTP %d %s: %s (%s)", e.Status, e.Reason, e.Message, e.Detail)
-	}
-	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message)
-}
-
-// Send sends text as sub to the interface URL, continuing contextID when it
-// is set, with messageID (a new one when empty). It returns the reply.
-func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, text string) (*Message, error) {
-	raw, err := c.send(ctx, iface, sub, contextID, messageID, text, "")
-	if err != nil {
-		return nil, err
-	}
-	var out struct {
-		Message *Message `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || out.Message == nil {
-		return nil, fmt.Errorf("reply is not { \"message\": … }: %s", raw)
-	}
-	return out.Message, nil
-}
-
-// send posts message:send, with a delegation token when one is given, and
-// returns the 200 body.
-func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) ([]byte, error) {
-	tok, err := c.Token(sub)
-	if err != nil {
-		return nil, err
-	}
-	if messageID == "" {
-		messageID = newID()
-	}
-	t := text
-	body, err := json.Marshal(SendMessageRequest{Message: &Message{MessageID: messageID, ContextID: contextID, Role: "ROLE_USER", Parts: []Part{{Text: &t}}}})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, iface+"/message:send", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	if delegation != "" {
-		req.Header.Set("X-A2A-User-Delegation", "Bearer "+delegation)
-	}
-	res, err := c.http().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode != http.StatusOK {
-		se := &SendError{Status: res.StatusCode}
-		var env struct {
-			Error struct {
-				Message string `json:"message"`
-				Details []struct {
-					Reason   string            `json:"reason"`
-					Metadata map[string]string `json:"metadata"`
-				} `json:"details"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &env) == nil && len(env.Error.Details) > 0 {
-			se.Reason, se.Message, se.Detail = env.Error.Details[0].Reason, env.Error.Message, env.Error.Details[0].Metadata["detail"]
-		}
-		if res.StatusCode == http.StatusUnauthorized {
-			se.Message = res.Header.Get("WWW-Authenticate")
-		}
-		return nil, se
-	}
-	return raw, nil
-}
+// Errors of the personal agent's side.
+var (
+	ErrDenied    = client.ErrDenied
+	ErrNoReceipt = client.ErrNoReceipt
+)
 
 // ReplyText joins the text parts of a message.
-func ReplyText(m *Message) string {
-	var b bytes.Buffer
-	for i, p := range m.Parts {
-		if p.Text == nil {
-			continue
-		}
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(*p.Text)
-	}
-	return b.String()
-}
+func ReplyText(m *Message) string { return client.ReplyText(m) }

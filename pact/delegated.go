@@ -239,23 +239,6 @@ func (s *store) recordFields(key, brandID, id string) (map[string]string, error)
 	return m, err
 }
 
-// ReceiptClaims are a receipt's claims (PACT §5.6).
-type ReceiptClaims struct {
-	GrantID    string          `json:"grantId"`
-	User       string          `json:"user"`
-	PA         string          `json:"pa"`
-	Brand      string          `json:"brand"`
-	ScopesUsed []string        `json:"scopesUsed"`
-	Actions    []ReceiptAction `json:"actions"`
-	TS         string          `json:"ts"`
-}
-
-// ReceiptAction is one action a receipt lists.
-type ReceiptAction struct {
-	Tool     string `json:"tool"`
-	ArgsHash string `json:"argsHash,omitempty"`
-}
-
 // ActionLogEntry is the application action log: the exact args, kept with
 // the receipt's hash under the log's own retention.
 type ActionLogEntry struct {

@@ -24,7 +24,7 @@ func FuzzParseSend(f *testing.F) {
 			t.Fatalf("accepted a message §4.1 rejects: %+v %q", m, text)
 		}
 		for _, p := range m.Parts {
-			if !p.kindOK() {
+			if !p.TextOnly() {
 				t.Fatalf("accepted a non-text part")
 			}
 		}

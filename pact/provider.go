@@ -524,7 +524,7 @@ func parseSend(body []byte) (*Message, string, *a2aError) {
 	}
 	var texts []string
 	for _, part := range m.Parts {
-		if !part.kindOK() {
+		if !part.TextOnly() {
 			return nil, "", newErr(ReasonContentType, "only text parts are supported")
 		}
 		if strings.TrimSpace(*part.Text) != "" {

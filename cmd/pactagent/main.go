@@ -37,7 +37,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/pactledger/pactledger/pact"
+	"github.com/pactledger/pactledger/pact/a2a"
+	"github.com/pactledger/pactledger/pact/client"
 )
 
 const usage = `usage:
@@ -233,8 +234,8 @@ func signer(k *jose.JSONWebKey, s settings) (func(sub string) (string, error), e
 // agent is a loaded personal agent talking to one Brand.
 type agent struct {
 	dir   string
-	c     *pact.Client
-	card  *pact.Card
+	c     *client.Client
+	card  *client.Card
 	iface string
 	user  string
 	out   io.Writer
@@ -249,7 +250,7 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &pact.Client{Token: tok, Issuer: s.Issuer, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	c := &client.Client{Token: tok, Issuer: s.Issuer, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	card, err := c.FetchCard(ctx, cardURL)
@@ -293,11 +294,11 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 			return err
 		}
 	}
-	var reply *pact.Message
+	var reply *a2a.Message
 	if g == nil {
 		reply, err = a.c.Send(ctx, a.iface, user, contextID, "", text)
-		var se *pact.SendError
-		if errors.As(err, &se) && se.Reason == pact.ReasonUnsupported && contextID != "" {
+		var se *client.SendError
+		if errors.As(err, &se) && se.Reason == a2a.ReasonUnsupported && contextID != "" {
 			// The Brand closed the conversation: start a new one.
 			reply, err = a.c.Send(ctx, a.iface, user, "", "", text)
 		}
@@ -312,10 +313,10 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 	if err := os.WriteFile(ctxPath, b, 0o600); err != nil {
 		return err
 	}
-	var receipt *pact.Receipt
+	var receipt *client.Receipt
 	if g != nil {
 		if receipt, err = a.c.VerifyReceipt(ctx, flow, a.iface, reply); err != nil {
-			fmt.Fprintf(out, "%s\n", pact.ReplyText(reply))
+			fmt.Fprintf(out, "%s\n", client.ReplyText(reply))
 			return fmt.Errorf("the reply's receipt did not verify, so it is not kept: %w", err)
 		}
 		if err := a.keepReceipt(receipt); err != nil {
@@ -325,7 +326,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 	if o.asJSON {
 		return json.NewEncoder(out).Encode(map[string]any{"message": reply, "receipt": receipt})
 	}
-	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", pact.ReplyText(reply), reply.ContextID)
+	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", client.ReplyText(reply), reply.ContextID)
 	if receipt != nil {
 		fmt.Fprintf(out, "receipt verified against %s: grant %s, scopes used [%s], actions [%s]; kept as receipts/%s.json\n",
 			receipt.KeysURL, receipt.Claims.GrantID, strings.Join(receipt.Claims.ScopesUsed, " "), actionList(receipt.Claims.Actions), receipt.SHA256)
@@ -333,7 +334,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 	return err
 }
 
-func actionList(as []pact.ReceiptAction) string {
+func actionList(as []a2a.ReceiptAction) string {
 	var s []string
 	for _, a := range as {
 		s = append(s, a.Tool)
@@ -344,15 +345,15 @@ func actionList(as []pact.ReceiptAction) string {
 // sendDelegated sends with the delegation token. On a step-up it asks the
 // Brand for the missing scopes (with those already granted), shows the
 // user the link, waits, and sends again in the same context.
-func (a *agent) sendDelegated(ctx context.Context, flow *pact.DeviceFlow, g *grantFile, contextID, text string) (*pact.Message, error) {
+func (a *agent) sendDelegated(ctx context.Context, flow *client.DeviceFlow, g *grantFile, contextID, text string) (*a2a.Message, error) {
 	for range 3 {
 		r, err := a.c.SendDelegated(ctx, a.iface, a.user, contextID, "", text, g.Token.AccessToken)
-		var se *pact.SendError
+		var se *client.SendError
 		if errors.As(err, &se) && se.Status == http.StatusUnauthorized && strings.Contains(se.Message, "invalid_token") {
 			_ = a.dropGrant()
 			return nil, errors.New("the Brand refused the delegation token (the grant was revoked or has expired); run pactagent authorize again")
 		}
-		if errors.As(err, &se) && se.Reason == pact.ReasonUnsupported && contextID != "" {
+		if errors.As(err, &se) && se.Reason == a2a.ReasonUnsupported && contextID != "" {
 			contextID = ""
 			continue
 		}
@@ -366,7 +367,7 @@ func (a *agent) sendDelegated(ctx context.Context, flow *pact.DeviceFlow, g *gra
 			return nil, fmt.Errorf("the Brand answered with a task in state %s", r.Task.Status.State)
 		}
 		if r.Task.Status.Message != nil {
-			fmt.Fprintln(a.out, pact.ReplyText(r.Task.Status.Message))
+			fmt.Fprintln(a.out, client.ReplyText(r.Task.Status.Message))
 		}
 		// PACT §5.5: repeat §5.3 for the missing scopes, keeping the ones held.
 		want := append(slices.Clone(g.Token.Scopes), r.Task.Metadata.MissingScopes...)
@@ -388,7 +389,7 @@ func (a *agent) sendDelegated(ctx context.Context, flow *pact.DeviceFlow, g *gra
 
 // grantFile is the user's delegation at one Brand, kept in DIR/grants.json.
 type grantFile struct {
-	Token pact.TokenSet `json:"token"`
+	Token client.TokenSet `json:"token"`
 }
 
 func (a *agent) grantsPath() string { return filepath.Join(a.dir, "grants.json") }
@@ -416,13 +417,13 @@ func (a *agent) dropGrant() error { return a.saveGrant(nil) }
 
 // grant returns the user's delegation for this Brand, refreshed when its
 // token is about to expire, or nil when there is none.
-func (a *agent) grant(ctx context.Context, flow *pact.DeviceFlow) (*grantFile, error) {
+func (a *agent) grant(ctx context.Context, flow *client.DeviceFlow) (*grantFile, error) {
 	g := a.grants()[a.iface+" "+a.user]
 	if g == nil || time.Until(g.Token.Expires) > time.Minute {
 		return g, nil
 	}
 	ts, err := a.c.Refresh(ctx, flow, a.user, g.Token.RefreshToken)
-	var oe *pact.OAuthError
+	var oe *client.OAuthError
 	if errors.As(err, &oe) && oe.Code == "invalid_grant" {
 		_ = a.dropGrant()
 		return nil, errors.New("the delegation for this Brand ended (revoked or expired); run pactagent authorize again")
@@ -435,7 +436,7 @@ func (a *agent) grant(ctx context.Context, flow *pact.DeviceFlow) (*grantFile, e
 }
 
 // authorize asks for scopes, shows the user the Brand's link and waits.
-func (a *agent) authorize(ctx context.Context, flow *pact.DeviceFlow, scopes []string) (*pact.TokenSet, error) {
+func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes []string) (*client.TokenSet, error) {
 	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.card.Name)
 	for _, s := range scopes {
 		fmt.Fprintf(a.out, "  - %s (%s)\n", flow.Scopes[s], s)
@@ -453,7 +454,7 @@ func (a *agent) authorize(ctx context.Context, flow *pact.DeviceFlow, scopes []s
 	fmt.Fprint(a.out, "waiting for approval")
 	ts, err := a.c.WaitForToken(ctx, flow, a.user, d, func() { fmt.Fprint(a.out, ".") })
 	fmt.Fprintln(a.out)
-	if errors.Is(err, pact.ErrDenied) {
+	if errors.Is(err, client.ErrDenied) {
 		return nil, errors.New("the user denied the request at the Brand")
 	}
 	if err != nil {
@@ -511,7 +512,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) err
 }
 
 // keepReceipt stores a verified receipt in DIR/receipts/<sha256>.json.
-func (a *agent) keepReceipt(r *pact.Receipt) error {
+func (a *agent) keepReceipt(r *client.Receipt) error {
 	d := filepath.Join(a.dir, "receipts")
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return err
@@ -526,13 +527,13 @@ func listReceipts(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var rs []pact.Receipt
+	var rs []client.Receipt
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		var r pact.Receipt
+		var r client.Receipt
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -542,7 +543,7 @@ func listReceipts(dir string, out io.Writer) error {
 		_, err := fmt.Fprintln(out, "no receipts kept yet")
 		return err
 	}
-	slices.SortFunc(rs, func(a, b pact.Receipt) int { return strings.Compare(a.Claims.TS, b.Claims.TS) })
+	slices.SortFunc(rs, func(a, b client.Receipt) int { return strings.Compare(a.Claims.TS, b.Claims.TS) })
 	fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", "TIME", "USER", "GRANT", "ACTIONS", "RECEIPT (ledger row id)")
 	for _, r := range rs {
 		fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)

@@ -1,4 +1,4 @@
-package pact
+package client
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/pact/a2a"
 )
 
 // The personal agent's side of the Delegated profile (PACT §5): read the
@@ -230,8 +232,8 @@ type Task struct {
 	ID        string `json:"id"`
 	ContextID string `json:"contextId"`
 	Status    struct {
-		State   string   `json:"state"`
-		Message *Message `json:"message"`
+		State   string       `json:"state"`
+		Message *a2a.Message `json:"message"`
 	} `json:"status"`
 	Metadata struct {
 		MissingScopes           []string `json:"pact.missingScopes"`
@@ -241,7 +243,7 @@ type Task struct {
 
 // SendReply is the answer to message:send: a message or a task.
 type SendReply struct {
-	Message *Message
+	Message *a2a.Message
 	Task    *Task
 }
 
@@ -253,8 +255,8 @@ func (c *Client) SendDelegated(ctx context.Context, iface, sub, contextID, messa
 		return nil, err
 	}
 	var out struct {
-		Message *Message `json:"message"`
-		Task    *Task    `json:"task"`
+		Message *a2a.Message `json:"message"`
+		Task    *Task        `json:"task"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil || (out.Message == nil && out.Task == nil) {
 		return nil, fmt.Errorf("reply is neither a message nor a task: %.200s", raw)
@@ -264,8 +266,8 @@ func (c *Client) SendDelegated(ctx context.Context, iface, sub, contextID, messa
 
 // Receipt is a verified receipt (PACT §5.6).
 type Receipt struct {
-	JWS    string        `json:"jws"`
-	Claims ReceiptClaims `json:"claims"`
+	JWS    string            `json:"jws"`
+	Claims a2a.ReceiptClaims `json:"claims"`
 	// SHA256 is the hex SHA-256 of the JWS: the ledger's row id.
 	SHA256 string `json:"sha256"`
 	// KeysURL is the jwks_uri the receipt was verified against.
@@ -288,7 +290,7 @@ var ErrNoReceipt = errors.New("the reply carries no receipt")
 // publishes at its metadata's jwks_uri: ES256 or RS256 by a listed kid,
 // claims equal to the signed ones, this agent as pa and the interface as
 // brand.
-func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *Message) (*Receipt, error) {
+func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *a2a.Message) (*Receipt, error) {
 	var meta receiptMeta
 	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
 		return nil, ErrNoReceipt
@@ -318,7 +320,7 @@ func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string,
 	if json.Unmarshal(payload, &signed) != nil || json.Unmarshal(meta.Receipt.Claims, &shown) != nil || !reflect.DeepEqual(signed, shown) {
 		return nil, errors.New("receipt: the claims shown differ from the signed ones")
 	}
-	var claims ReceiptClaims
+	var claims a2a.ReceiptClaims
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		return nil, fmt.Errorf("receipt claims: %w", err)
 	}
