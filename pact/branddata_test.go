@@ -111,3 +111,12 @@ func TestWithoutTokenPolicy(t *testing.T) {
 		})
 	}
 }
+
+// The Provider hands its brands' retention classes to the ledger's tables.
+func TestProviderRetentionTables(t *testing.T) {
+	e := newOAuthEnv(t)
+	tools, scopes := e.p.Retention()
+	if tools["cancel_order"].String() != "money_moved" || tools["change_address"].String() != "account_changed" || scopes["orders:read"].String() != "read_only" {
+		t.Fatalf("%v %v", tools, scopes)
+	}
+}

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -629,4 +631,11 @@ func (p *Provider) turn(ctx context.Context, rt route, who *verifier.RequestClai
 // String describes the provider for logs.
 func (p *Provider) String() string {
 	return fmt.Sprintf("PACT provider at %s with %d brands", p.cfg.BaseURL, len(p.cfg.Brands))
+}
+
+// Retention returns the retention classes its brands' tools name, and for
+// each scope the longest class of the tools needing it, merged across
+// brands (brand.Retention), for the ledger's retention tables.
+func (p *Provider) Retention() (tools, scopes map[string]retention.Class) {
+	return brand.Retention(p.cfg.Brands)
 }
