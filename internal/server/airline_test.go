@@ -40,8 +40,7 @@ func newAirline(t *testing.T) *airline {
 	if err := os.WriteFile(filepath.Join(dir, "skyways.yaml"), file, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brands, err := brand.Load(dir)
-	if err != nil {
+	if _, err := brand.Load(dir); err != nil {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "writer.key")
@@ -52,15 +51,8 @@ func newAirline(t *testing.T) *airline {
 		c.Provider.BrandsDir = dir
 		c.Provider.LedgerKeyFile = keyFile
 		c.Provider.DevicePollInterval = config.Duration(time.Second)
-		// The brand's retention classes in the ledger's tables.
-		tools, scopes := brand.Retention(brands)
-		c.Retention.Tools, c.Retention.Scopes = map[string]string{}, map[string]string{}
-		for k, cl := range tools {
-			c.Retention.Tools[k] = cl.String()
-		}
-		for k, cl := range scopes {
-			c.Retention.Scopes[k] = cl.String()
-		}
+		// No retention table in the configuration: ledgerd takes the
+		// classes the brand file names for its tools and scopes.
 	})
 	a := &airline{env: e, p: e.srv.Provider(), ana: customer.New("ana@example.com", "sky-ana-demo")}
 	a.pa = &pact.Client{Issuer: e.sc.PA.ID, Token: func(sub string) (string, error) {

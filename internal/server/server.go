@@ -41,9 +41,6 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
-// Version is the ledgerd version, recorded in every verifier record.
-var Version = "0.1.0"
-
 // Server is a running ledgerd.
 type Server struct {
 	cfg      config.Config
@@ -99,7 +96,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
 	fetches := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_jwks_fetches_total", Help: "JWKS and metadata fetches by result."}, []string{"result"})
-	reg.MustRegister(batch, fetches)
+	reg.MustRegister(batch, fetches, newBuildInfoGauge())
 	metrics := ledger.NewMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_depth", Help: "The Provider's receipts waiting to be posted to the ledger."}, func() float64 {
 		if s.provider == nil {
@@ -139,7 +136,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
-	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: "pactledger " + Version})
+	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: CheckedBy()})
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +155,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		pkeys.OpenAgents(cfg.Provider.OpenAgents)
 		if err := s.startProvider(cfg, v, pkeys, log); err != nil {
 			return nil, err
+		}
+		// The embedded Provider's brands name their tools' retention classes;
+		// retention.tools and retention.scopes in the configuration still win.
+		tools, scopes := s.provider.Retention()
+		for k, c := range tools {
+			if _, set := cfg.Retention.Tools[k]; !set {
+				policy.Tools[k] = c
+			}
+		}
+		for k, c := range scopes {
+			if _, set := cfg.Retention.Scopes[k]; !set {
+				policy.Scopes[k] = c
+			}
 		}
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
@@ -194,7 +204,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 	// gRPC: every RPC passes the authenticator.
 	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(auth.unary),
+		grpc.ChainUnaryInterceptor(auth.unary, rowIDs{rows: s.store}.unary),
 		grpc.ChainStreamInterceptor(auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
