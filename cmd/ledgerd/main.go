@@ -3,6 +3,7 @@
 //
 //	ledgerd [--config FILE] [flags]   serve
 //	ledgerd config example            print a commented example configuration
+//	ledgerd --version                 print the module version and VCS revision
 package main
 
 import (
@@ -28,6 +29,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		_, err := fmt.Fprintf(stdout, "ledgerd %s\n", server.BuildInfo())
+		return err
+	}
 	if len(args) >= 1 && args[0] == "config" {
 		if len(args) == 2 && args[1] == "example" {
 			_, err := stdout.Write(config.Example)

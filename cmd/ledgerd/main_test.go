@@ -14,6 +14,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/storage/s3"
 )
 
@@ -66,5 +67,17 @@ func TestRefusesBucketWithoutObjectLock(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "evidence store misconfigured") || strings.Contains(out.String(), srv.SecretKey) {
 		t.Fatalf("log does not say why ledgerd stopped, or holds the secret: %s", out.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var out bytes.Buffer
+		if err := run(args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := out.String(), "ledgerd "+server.BuildInfo().String()+"\n"; got != want {
+			t.Errorf("%v printed %q, want %q", args, got, want)
+		}
 	}
 }

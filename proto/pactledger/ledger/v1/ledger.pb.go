@@ -5482,6 +5482,107 @@ func (x *GetConsistencyProofResponse) GetToCheckpoint() string {
 	return ""
 }
 
+// WhoAmIRequest asks which key the call carries.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
+}
+
+// WhoAmIResponse names the calling key.
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's name, as recorded in dispute events and drill reports.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The key's roles: writer, support, auditor, admin.
+	Roles []string `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	// The server's version: module version and VCS revision.
+	ServerVersion string `protobuf:"bytes,3,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -5878,7 +5979,12 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x1bGetConsistencyProofResponse\x12\x14\n" +
 	"\x05proof\x18\x01 \x03(\fR\x05proof\x12'\n" +
 	"\x0ffrom_checkpoint\x18\x02 \x01(\tR\x0efromCheckpoint\x12#\n" +
-	"\rto_checkpoint\x18\x03 \x01(\tR\ftoCheckpoint*O\n" +
+	"\rto_checkpoint\x18\x03 \x01(\tR\ftoCheckpoint\"\x0f\n" +
+	"\rWhoAmIRequest\"a\n" +
+	"\x0eWhoAmIResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05roles\x18\x02 \x03(\tR\x05roles\x12%\n" +
+	"\x0eserver_version\x18\x03 \x01(\tR\rserverVersion*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -5920,7 +6026,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\x96\x13\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xeb\x13\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -5946,7 +6052,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x10RetryDeadLetters\x12-.pactledger.ledger.v1.RetryDeadLettersRequest\x1a..pactledger.ledger.v1.RetryDeadLettersResponse\x12h\n" +
 	"\rGetCheckpoint\x12*.pactledger.ledger.v1.GetCheckpointRequest\x1a+.pactledger.ledger.v1.GetCheckpointResponse\x12b\n" +
 	"\vGetRowProof\x12(.pactledger.ledger.v1.GetRowProofRequest\x1a).pactledger.ledger.v1.GetRowProofResponse\x12z\n" +
-	"\x13GetConsistencyProof\x120.pactledger.ledger.v1.GetConsistencyProofRequest\x1a1.pactledger.ledger.v1.GetConsistencyProofResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\x13GetConsistencyProof\x120.pactledger.ledger.v1.GetConsistencyProofRequest\x1a1.pactledger.ledger.v1.GetConsistencyProofResponse\x12S\n" +
+	"\x06WhoAmI\x12#.pactledger.ledger.v1.WhoAmIRequest\x1a$.pactledger.ledger.v1.WhoAmIResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -5961,7 +6068,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -6041,22 +6148,24 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*GetRowProofResponse)(nil),         // 75: pactledger.ledger.v1.GetRowProofResponse
 	(*GetConsistencyProofRequest)(nil),  // 76: pactledger.ledger.v1.GetConsistencyProofRequest
 	(*GetConsistencyProofResponse)(nil), // 77: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*timestamppb.Timestamp)(nil),       // 78: google.protobuf.Timestamp
+	(*WhoAmIRequest)(nil),               // 78: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),              // 79: pactledger.ledger.v1.WhoAmIResponse
+	(*timestamppb.Timestamp)(nil),       // 80: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	78,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	80,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	78,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	80,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	78,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	80,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	78,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	80,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -6064,24 +6173,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	78,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	78,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	80,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	80,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	78,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	78,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	78,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	80,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	80,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	78,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	78,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	80,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -6089,8 +6198,8 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	78,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
@@ -6098,31 +6207,31 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	39,  // 51: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 52: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 53: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	78,  // 54: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	78,  // 55: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	78,  // 56: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	80,  // 54: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	80,  // 55: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	80,  // 56: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
 	46,  // 57: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	46,  // 58: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	22,  // 59: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
 	52,  // 60: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	78,  // 61: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	78,  // 62: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	78,  // 63: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 61: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	80,  // 62: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	80,  // 63: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
 	56,  // 64: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
 	56,  // 65: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
 	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
 	56,  // 68: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	4,   // 69: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	78,  // 70: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	78,  // 71: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	80,  // 70: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 71: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
 	64,  // 72: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
 	64,  // 73: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	78,  // 74: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 74: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
 	67,  // 75: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	78,  // 76: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	78,  // 77: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	78,  // 78: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	80,  // 76: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	80,  // 77: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	80,  // 78: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
 	68,  // 79: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
 	10,  // 80: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
 	13,  // 81: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
@@ -6148,32 +6257,34 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	72,  // 101: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
 	74,  // 102: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
 	76,  // 103: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	11,  // 104: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 105: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 106: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 107: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 108: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 109: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 110: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 111: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	41,  // 112: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	43,  // 113: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	45,  // 114: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	48,  // 115: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	50,  // 116: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	53,  // 117: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	55,  // 118: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	58,  // 119: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	60,  // 120: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	62,  // 121: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	65,  // 122: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	69,  // 123: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	71,  // 124: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	73,  // 125: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	75,  // 126: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	77,  // 127: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	104, // [104:128] is the sub-list for method output_type
-	80,  // [80:104] is the sub-list for method input_type
+	78,  // 104: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	11,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 106: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 107: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 108: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 109: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 110: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 111: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 112: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	41,  // 113: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	43,  // 114: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	45,  // 115: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	48,  // 116: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	50,  // 117: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	53,  // 118: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	55,  // 119: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	58,  // 120: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	60,  // 121: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	62,  // 122: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	65,  // 123: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	69,  // 124: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	71,  // 125: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	73,  // 126: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	75,  // 127: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	77,  // 128: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	79,  // 129: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	105, // [105:130] is the sub-list for method output_type
+	80,  // [80:105] is the sub-list for method input_type
 	80,  // [80:80] is the sub-list for extension type_name
 	80,  // [80:80] is the sub-list for extension extendee
 	0,   // [0:80] is the sub-list for field type_name
@@ -6190,7 +6301,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   70,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

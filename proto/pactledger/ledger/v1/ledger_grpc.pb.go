@@ -47,6 +47,7 @@ const (
 	LedgerService_GetCheckpoint_FullMethodName       = "/pactledger.ledger.v1.LedgerService/GetCheckpoint"
 	LedgerService_GetRowProof_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetRowProof"
 	LedgerService_GetConsistencyProof_FullMethodName = "/pactledger.ledger.v1.LedgerService/GetConsistencyProof"
+	LedgerService_WhoAmI_FullMethodName              = "/pactledger.ledger.v1.LedgerService/WhoAmI"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -138,6 +139,9 @@ type LedgerServiceClient interface {
 	// GetConsistencyProof proves that the tree of size `from` is a prefix of
 	// the tree of size `to` (RFC 6962 consistency). Public: no key needed.
 	GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error)
+	// WhoAmI names the API key the call carries and its roles, so a client
+	// can show which key it acts under before it acts. Role: any valid key.
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -388,6 +392,16 @@ func (c *ledgerServiceClient) GetConsistencyProof(ctx context.Context, in *GetCo
 	return out, nil
 }
 
+func (c *ledgerServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, LedgerService_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -477,6 +491,9 @@ type LedgerServiceServer interface {
 	// GetConsistencyProof proves that the tree of size `from` is a prefix of
 	// the tree of size `to` (RFC 6962 consistency). Public: no key needed.
 	GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error)
+	// WhoAmI names the API key the call carries and its roles, so a client
+	// can show which key it acts under before it acts. Role: any valid key.
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -558,6 +575,9 @@ func (UnimplementedLedgerServiceServer) GetRowProof(context.Context, *GetRowProo
 }
 func (UnimplementedLedgerServiceServer) GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConsistencyProof not implemented")
+}
+func (UnimplementedLedgerServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -1012,6 +1032,24 @@ func _LedgerService_GetConsistencyProof_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1114,6 +1152,10 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConsistencyProof",
 			Handler:    _LedgerService_GetConsistencyProof_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _LedgerService_WhoAmI_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
