@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -80,21 +81,6 @@ func orDash(s string) string {
 	return s
 }
 
-func parseTime(name, v string) (*timestamppb.Timestamp, error) {
-	if v == "" {
-		return nil, nil
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		if d, derr := time.Parse("2006-01-02", v); derr == nil {
-			t = d
-		} else {
-			return nil, usagef("--%s %q: want RFC 3339 (2026-10-07T13:00:00Z) or a date (2026-10-07)", name, v)
-		}
-	}
-	return timestamppb.New(t), nil
-}
-
 func (c *cli) lookup(args []string) error {
 	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
 	order := fs.String("order", "", "")
@@ -160,17 +146,21 @@ func (c *cli) lookup(args []string) error {
 	return nil
 }
 
-// rowID resolves a full row id; a 12-character prefix as printed by lookup
-// is not enough to address a row.
+// rowArg checks a ROW argument: the full row id or a unique prefix of at
+// least 8 hex characters (the 12 characters tables print will do); ledgerd
+// resolves the prefix.
 func rowArg(cmd string, pos []string) (string, error) {
 	if len(pos) != 1 {
-		return "", usagef("%s takes one ROW (the 64-character row id)", cmd)
+		return "", usagef("%s takes one ROW (the row id, or a unique prefix of at least 8 characters)", cmd)
 	}
-	if len(pos[0]) != 64 {
-		return "", usagef("%s: %q is not a full row id (64 hex characters; use lookup --json to get it)", cmd, pos[0])
+	id := strings.ToLower(pos[0])
+	if !rowIDArg.MatchString(id) {
+		return "", usagef("%q is not a row id: give the 64-character id or a unique prefix of at least 8 hex characters", pos[0])
 	}
-	return pos[0], nil
+	return id, nil
 }
+
+var rowIDArg = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
 
 // rowOnly parses a command that takes one ROW and no flags.
 func rowOnly(cmd string, args []string) (string, error) {
@@ -402,6 +392,11 @@ func (c *cli) drill(args []string) error {
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *row != "" {
+		if *row, err = rowArg("drill --row", []string{*row}); err != nil {
+			return err
+		}
 	}
 	req := &ledgerv1.RunDrillRequest{RowId: *row, Principal: *principal}
 	switch {

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,6 +45,7 @@ const usage = `usage: ledgerctl [global flags] COMMAND [flags] [args]
 Commands:
   lookup   --order ID | --principal P | --grant G | --agent A   find rows (newest first)
            [--status authorized|unauthorized|incident|duplicate] [--since T] [--until T] [--limit N]
+           T is RFC 3339, a date (2026-10-07) or a time ago (90m, 1h, 7d, 2w)
   show     ROW                      one row: parties, scopes, actions, verifier checks, disputes
   evidence ROW [--full]             the stored receipt, tokens, action log and where each object is held
   verify   ROW                      re-run every check on the stored bytes (exit 1 if the result differs)
@@ -79,16 +79,25 @@ The Merkle log (see docs/design/015-merkle-log.md):
                                     (JSON, to stdout or FILE); verify it offline with proof verify
   proof    verify FILE --log-key KEY   check a proof bundle offline: no server, no API key
 
-Global flags (before the command):
+  whoami                            the name and roles of the API key in use, and where it came from
+  version                           this ledgerctl's version
+
+ROW is the 64-character row id or a unique prefix of at least 8 characters (as tables print).
+Help needs no key or server: ledgerctl help COMMAND, or ledgerctl COMMAND --help.
+
+Global flags (anywhere on the line):
   --server HOST:PORT   ledgerd gRPC address (env PACTLEDGER_SERVER; default 127.0.0.1:9090)
   --http URL           ledgerd REST base for the log's tiles (env PACTLEDGER_HTTP; default the
                        --server host on port 8080, https with --tls)
   --key KEY            API key (env PACTLEDGER_KEY)
   --key-file FILE      file holding the API key (env PACTLEDGER_KEY_FILE)
-  --config FILE        YAML with server, http, key or keyFile, tls (default ~/.config/pactledger/ledgerctl.yaml)
+                       a flag beats the environment, which beats the config file
+  --config FILE        YAML with server, http, key or keyFile, tls, ca (default ~/.config/pactledger/ledgerctl.yaml)
   --tls                use TLS to reach ledgerd
+  --ca FILE            trust only this CA (PEM) for ledgerd's certificate; implies --tls (env PACTLEDGER_CA)
   --json               print the server's reply as JSON, for scripts
   --timeout DURATION   per-call timeout (default 60s)
+  --version            print the version and exit
 
 Exit codes: 0 ok, 1 a check failed, 2 usage, 3 not found, 4 bad key or role, 5 ledgerd unreachable, 6 other error.
 `
@@ -104,6 +113,7 @@ type fileConfig struct {
 	Key     string `yaml:"key"`
 	KeyFile string `yaml:"keyFile"`
 	TLS     bool   `yaml:"tls"`
+	CA      string `yaml:"ca"`
 }
 
 type cli struct {
@@ -114,6 +124,8 @@ type cli struct {
 	httpBase  string
 	tls       bool
 	key       string
+	keySource string // where the key came from
+	cmd       string // the command being run, for error messages
 	conn      *grpc.ClientConn
 	c         ledgerv1.LedgerServiceClient
 }
@@ -129,6 +141,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 var errCheckFailed = errors.New("check failed")
 
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	globals, rest := splitGlobals(args)
 	fs := flag.NewFlagSet("ledgerctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -138,19 +151,36 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		keyFile = fs.String("key-file", "", "")
 		cfgPath = fs.String("config", "", "")
 		useTLS  = fs.Bool("tls", false, "")
+		caFile  = fs.String("ca", "", "")
 		asJSON  = fs.Bool("json", false, "")
 		timeout = fs.Duration("timeout", 60*time.Second, "")
+		version = fs.Bool("version", false, "")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(globals); err != nil {
 		fmt.Fprintf(stderr, "ledgerctl: %v\n\n%s", err, usage)
 		return exitUsage
 	}
-	rest := fs.Args()
-	if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
-		fmt.Fprint(stdout, usage)
-		if len(rest) == 0 {
-			return exitUsage
+	if *version {
+		fmt.Fprintf(stdout, "ledgerctl %s\n", buildVersion())
+		return exitOK
+	}
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	// Help needs no key and no server: "help", "help CMD", "CMD --help".
+	if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" || rest[0] == "-help" {
+		if len(rest) > 1 {
+			return printHelp(stdout, stderr, rest[1])
 		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if wantsHelp(rest[1:]) {
+		return printHelp(stdout, stderr, rest[0])
+	}
+	if rest[0] == "version" {
+		fmt.Fprintf(stdout, "ledgerctl %s\n", buildVersion())
 		return exitOK
 	}
 
@@ -176,19 +206,25 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return exitUsage
 		}
 	}
-	c := &cli{out: stdout, errw: stderr, json: *asJSON, timeout: *timeout}
+	c := &cli{out: stdout, errw: stderr, json: *asJSON, timeout: *timeout, cmd: rest[0]}
 	c.server = first(*server, getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
 	c.httpBase = first(*httpURL, getenv("PACTLEDGER_HTTP"), fc.HTTP)
-	c.tls = *useTLS || fc.TLS
-	k, err := resolveKey(*key, *keyFile, getenv, fc)
+	ca := first(*caFile, getenv("PACTLEDGER_CA"), fc.CA)
+	c.tls = *useTLS || fc.TLS || ca != ""
+	k, src, err := resolveKey(*key, *keyFile, getenv, fc)
 	if err != nil {
 		fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
 		return exitUsage
 	}
-	c.key = k
+	c.key, c.keySource = k, src
 	creds := insecure.NewCredentials()
-	if *useTLS || fc.TLS {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	if c.tls {
+		tc, err := clientTLS(ca)
+		if err != nil {
+			fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
+			return exitUsage
+		}
+		creds = credentials.NewTLS(tc)
 	}
 	c.conn, err = grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
 	if err != nil {
@@ -202,7 +238,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
 		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
 		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents, "sweep": c.sweep,
-		"outbox": c.outbox, "log": c.logCmd, "proof": c.proof,
+		"outbox": c.outbox, "log": c.logCmd, "proof": c.proof, "whoami": c.whoami,
 	}
 	cmd, ok := cmds[rest[0]]
 	if !ok {
@@ -210,7 +246,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return exitUsage
 	}
 	if c.key == "" && !keyOptional(rest) {
-		fmt.Fprintln(stderr, "ledgerctl: no API key: pass --key, --key-file, set PACTLEDGER_KEY or put key/keyFile in the config file")
+		fmt.Fprintf(stderr, "ledgerctl %s: no API key: pass --key or --key-file, set PACTLEDGER_KEY or PACTLEDGER_KEY_FILE, or put key/keyFile in the config file\n", rest[0])
 		return exitAuth
 	}
 	return c.exit(cmd(rest[1:]))
@@ -230,22 +266,35 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-func resolveKey(flagKey, flagFile string, getenv func(string) string, fc fileConfig) (string, error) {
-	if k := first(flagKey, getenv("PACTLEDGER_KEY")); k != "" {
-		return k, nil
+// resolveKey picks the API key: a flag beats the environment, which beats
+// the config file; at each level the key itself beats a key file. It
+// returns the key and where it came from, for whoami and error messages.
+func resolveKey(flagKey, flagFile string, getenv func(string) string, fc fileConfig) (key, source string, err error) {
+	if flagKey != "" && flagFile != "" {
+		return "", "", usagef("--key and --key-file both given: pass one")
 	}
-	file := first(flagFile, getenv("PACTLEDGER_KEY_FILE"), fc.KeyFile)
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("read key file: %w", err)
+	levels := []struct{ key, file, keyName, fileName string }{
+		{flagKey, flagFile, "--key", "--key-file"},
+		{getenv("PACTLEDGER_KEY"), getenv("PACTLEDGER_KEY_FILE"), "PACTLEDGER_KEY", "PACTLEDGER_KEY_FILE"},
+		{fc.Key, fc.KeyFile, "the config file's key", "the config file's keyFile"},
+	}
+	for _, l := range levels {
+		if l.key != "" {
+			return strings.TrimSpace(l.key), l.keyName, nil
 		}
-		return strings.TrimSpace(string(b)), nil
+		if l.file != "" {
+			b, err := os.ReadFile(l.file)
+			if err != nil {
+				return "", "", fmt.Errorf("read key file (%s): %w", l.fileName, err)
+			}
+			return strings.TrimSpace(string(b)), l.fileName + " " + l.file, nil
+		}
 	}
-	return fc.Key, nil
+	return "", "", nil
 }
 
-// exit prints err in plain words and returns the exit code.
+// exit prints err in plain words, naming the command, and returns the
+// exit code.
 func (c *cli) exit(err error) int {
 	if err == nil {
 		return exitOK
@@ -253,34 +302,42 @@ func (c *cli) exit(err error) int {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.errw, "ledgerctl: %s\n", ue.msg)
+		fmt.Fprintf(c.errw, "ledgerctl %s: %s\n", c.cmd, ue.msg)
 		return exitUsage
 	case errors.Is(err, errCheckFailed):
 		return exitCheckFailed
 	}
 	st, ok := status.FromError(err)
 	if !ok {
-		fmt.Fprintf(c.errw, "ledgerctl: %v\n", err)
+		fmt.Fprintf(c.errw, "ledgerctl %s: %v\n", c.cmd, err)
 		return exitError
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		fmt.Fprintf(c.errw, "ledgerctl: ledgerd rejected the API key (%s). Check --key, PACTLEDGER_KEY or the key file.\n", st.Message())
+		fmt.Fprintf(c.errw, "ledgerctl %s: ledgerd rejected the API key from %s (%s). Check --key, --key-file, PACTLEDGER_KEY or the key file.\n", c.cmd, orDash(c.keySource), st.Message())
 		return exitAuth
 	case codes.PermissionDenied:
-		fmt.Fprintf(c.errw, "ledgerctl: not allowed: %s\n", st.Message())
+		need := ""
+		if roles, ok := commandRoles[c.cmd]; ok {
+			need = " (" + c.cmd + " needs a key with the role " + roles + ")"
+		}
+		fmt.Fprintf(c.errw, "ledgerctl %s: not allowed: %s%s\n", c.cmd, st.Message(), need)
 		return exitAuth
 	case codes.NotFound:
-		fmt.Fprintf(c.errw, "ledgerctl: not found: %s\n", st.Message())
+		fmt.Fprintf(c.errw, "ledgerctl %s: not found: %s\n", c.cmd, st.Message())
 		return exitNotFound
 	case codes.InvalidArgument:
-		fmt.Fprintf(c.errw, "ledgerctl: %s\n", st.Message())
+		fmt.Fprintf(c.errw, "ledgerctl %s: %s\n", c.cmd, st.Message())
 		return exitUsage
 	case codes.Unavailable, codes.DeadlineExceeded:
-		fmt.Fprintf(c.errw, "ledgerctl: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", c.server, st.Message())
+		if answersHTTP(st.Message()) {
+			fmt.Fprintf(c.errw, "ledgerctl %s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", c.cmd, c.server, st.Message())
+			return exitUnavailable
+		}
+		fmt.Fprintf(c.errw, "ledgerctl %s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", c.cmd, c.server, st.Message())
 		return exitUnavailable
 	}
-	fmt.Fprintf(c.errw, "ledgerctl: %s: %s\n", st.Code(), st.Message())
+	fmt.Fprintf(c.errw, "ledgerctl %s: %s: %s\n", c.cmd, st.Code(), st.Message())
 	return exitError
 }
 

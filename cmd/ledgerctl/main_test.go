@@ -179,7 +179,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	}{
 		{"no command", "support", nil, exitUsage, ""},
 		{"unknown command", "support", []string{"frobnicate"}, exitUsage, "unknown command"},
-		{"short row id", "support", []string{"show", "abc"}, exitUsage, "not a full row id"},
+		{"short row id", "support", []string{"show", "abc"}, exitUsage, "not a row id"},
 		{"lookup without filter", "support", []string{"lookup"}, exitUsage, "needs --order"},
 		{"dispute without note", "support", []string{"dispute", "open", f.rowID}, exitUsage, "--note"},
 		{"unknown row", "support", []string{"show", unknown}, exitNotFound, "not found"},

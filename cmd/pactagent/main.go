@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,7 @@ const usage = `usage:
                                                           send TEXT as user SUB, continuing its conversation,
                                                           with the user's delegation when there is one
   pactagent receipts --dir DIR                            list the verified receipts kept
+  pactagent --version                                     print the module version and VCS revision
 `
 
 func main() {
@@ -79,6 +81,10 @@ type settings struct {
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return usageErr{"no command"}
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		_, err := fmt.Fprintln(out, "pactagent", buildVersion())
+		return err
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -549,4 +555,32 @@ func listReceipts(dir string, out io.Writer) error {
 		fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
 	}
 	return nil
+}
+
+// buildVersion is the module version and VCS revision the Go toolchain
+// recorded in this binary: "v1.2.0 (rev 0123456789ab)" or "(devel)".
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += " (rev " + rev[:min(12, len(rev))] + modified + ")"
+	}
+	return v
 }
