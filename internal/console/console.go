@@ -2,9 +2,7 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -15,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/pactledger/pactledger/internal/config"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -50,17 +50,13 @@ const (
 //go:embed assets templates
 var files embed.FS
 
-// Config configures the console. Client and Keys are required; the zero
-// value of everything else means its default.
+// Config configures the console. Client is required; the zero value of
+// everything else means its default.
 type Config struct {
 	// Client reaches ledgerd's own gRPC server (through its authentication
-	// and role interceptors). Every call carries the signed-in key.
+	// and role interceptors). Every call carries the signed-in key; sign-in
+	// asks it (WhoAmI) for the key's name and roles.
 	Client ledgerv1.LedgerServiceClient
-	// Keys is the key table ledgerd authenticates with (names and the
-	// SHA-256 of each key, with roles). The console uses it only to name
-	// the signed-in key in its log and to shape the page by role; the API
-	// decides what each key may do.
-	Keys []config.APIKey
 	// Secure marks the session cookie Secure even when the request did not
 	// arrive over TLS here (TLS ends at a proxy in front). A request that
 	// arrives over TLS, or says it did with X-Forwarded-Proto: https,
@@ -83,7 +79,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Identity is what the key table says of a key: its name and roles.
+// Identity is what the API says of a key (WhoAmI): its name and roles.
 type Identity struct {
 	Name  string
 	Roles []string
@@ -113,7 +109,6 @@ type handler struct {
 	cfg   Config
 	api   ledgerv1.LedgerServiceClient
 	log   *slog.Logger
-	keys  map[[32]byte]Identity
 	sess  *sessions
 	pages map[string]*template.Template
 	root  http.Handler
@@ -124,9 +119,6 @@ type handler struct {
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("console: Client is required")
-	}
-	if len(cfg.Keys) == 0 {
-		return nil, errors.New("console: Keys is required (the key table ledgerd authenticates with)")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -146,15 +138,8 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &handler{cfg: cfg, api: cfg.Client, log: cfg.Logger, keys: map[[32]byte]Identity{},
+	h := &handler{cfg: cfg, api: cfg.Client, log: cfg.Logger,
 		sess: newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now)}
-	for _, k := range cfg.Keys {
-		b, err := hex.DecodeString(k.SHA256)
-		if err != nil || len(b) != 32 {
-			return nil, fmt.Errorf("console: api key %s: bad sha256", k.Name)
-		}
-		h.keys[[32]byte(b)] = Identity{Name: k.Name, Roles: slices.Clone(k.Roles)}
-	}
 	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
@@ -218,12 +203,6 @@ func assetServer(assets fs.FS) http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		fsrv.ServeHTTP(w, r)
 	})
-}
-
-// identify names a key from the key table.
-func (h *handler) identify(key string) (Identity, bool) {
-	who, ok := h.keys[sha256.Sum256([]byte(key))]
-	return who, ok
 }
 
 // secure reports whether cookies for r must be Secure: configured so, or
@@ -363,24 +342,25 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.signinForm(w, r, http.StatusBadRequest, signinView{Error: "That is not an API key: it is too long."})
 		return
 	}
-	who, ok := h.identify(key)
-	if !ok {
-		h.audit(r, nil, "sign-in refused: unknown key", errors.New("unknown key"))
+	// The API names the key and its roles.
+	s := &session{key: key}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	me, err := h.api.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
+	switch {
+	case status.Code(err) == codes.Unauthenticated:
+		h.audit(r, nil, "sign-in refused: unknown key", err)
 		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "This ledger does not know that key. Check that you pasted the whole key, from the right file."})
 		return
+	case err != nil:
+		h.audit(r, nil, "sign-in failed", err)
+		h.signinForm(w, r, http.StatusServiceUnavailable, signinView{Error: "The ledger did not answer (" + apiMessage(err) + "). Try again in a moment."})
+		return
 	}
+	who := Identity{Name: me.GetName(), Roles: me.GetRoles()}
 	if !who.reads() {
 		h.audit(r, nil, "sign-in refused: key cannot read", errors.New("role"), slog.String("key", who.Name))
 		h.signinForm(w, r, http.StatusForbidden, signinView{Error: fmt.Sprintf("Key %s has the role %s, which cannot read the ledger. The console needs a support, auditor or admin key.", who.Name, strings.Join(who.Roles, ", "))})
-		return
-	}
-	// The API is the authority: the key must read through it too.
-	s := &session{key: key, who: who}
-	ctx, cancel := h.call(r, s)
-	defer cancel()
-	if _, err := h.api.ListRows(ctx, &ledgerv1.ListRowsRequest{PageSize: 1}); err != nil {
-		h.audit(r, s, "sign-in refused by the ledger", err)
-		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "The ledger refused that key: " + apiMessage(err)})
 		return
 	}
 	if old, err := r.Cookie(sessionCookie); err == nil {

@@ -134,7 +134,7 @@ func newEnv(t *testing.T, pre func(e *env), opts ...envOpt) *env {
 	t.Cleanup(func() { conn.Close() })
 	e.client = ledgerv1.NewLedgerServiceClient(conn)
 
-	ccfg := console.Config{Client: e.client, Keys: cfg.APIKeys, Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
+	ccfg := console.Config{Client: e.client, Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
 	for _, o := range opts {
 		o(e, &ccfg)
 	}
