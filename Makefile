@@ -8,7 +8,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pactledger
 VERSITYGW := $(CACHE_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 export PACTLEDGER_VERSITYGW := $(VERSITYGW)
 
-.PHONY: test unit chromium proto proto-check lint bench run clean-data fuzz
+.PHONY: test unit chromium proto proto-check lint bench run clean-data fuzz console-screenshots
 
 ## test: regenerate-and-diff the protobuf code, lint, then every test
 ## (integration included: a real S3 server with Object Lock is started).
@@ -65,6 +65,11 @@ fuzz: $(VERSITYGW)
 	$(GO) test ./pact -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pact -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz '^FuzzWriteThenRead$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
+
+## console-screenshots: regenerate docs/console-*.png (the pictures in
+## docs/console.md) in headless Chromium.
+console-screenshots: chromium
+	PACTLEDGER_CHROMIUM=1 PACTLEDGER_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestConsoleScreenshots$$' ./internal/console
 
 run:
 	$(GO) run ./cmd/ledgerd

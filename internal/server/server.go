@@ -32,6 +32,7 @@ import (
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/console"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -259,6 +260,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		mux.Handle("GET /v1/log/tile/", files)
 	}
 	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes)))
+	// The web console calls the API in memory with the signed-in key,
+	// through the same interceptors as any client.
+	con, err := console.New(console.Config{Client: ledgerv1.NewLedgerServiceClient(s.gwConn), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(console.Prefix, con)
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -577,6 +585,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.setHealth(ready)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
 		slog.String("data_dir", s.cfg.DataDir), slog.String("evidence", s.cfg.Evidence.Type))
+	s.log.InfoContext(ctx, "web console: open it and paste a support, auditor or admin key", slog.String("url", "http://"+s.HTTPAddr()+console.Prefix))
 
 	var serveErr error
 	select {
