@@ -160,6 +160,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("POST /console/rows/{id}/verify", h.authed(h.verify))
 	mux.HandleFunc("POST /console/rows/{id}/disputes", h.authed(h.dispute))
 	mux.HandleFunc("GET /console/rows/{id}/evidence", h.authed(h.evidence))
+	mux.HandleFunc("GET /console/rows/{id}/proof", h.authed(h.proof))
 	mux.HandleFunc("GET /console/jwks/{id}", h.authed(h.jwks))
 	mux.HandleFunc("GET /console/drill", h.authed(h.drillForm))
 	mux.HandleFunc("POST /console/drill", h.authed(h.runDrill))

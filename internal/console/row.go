@@ -177,6 +177,25 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, s *session) {
 	download(w, "evidence-"+id+".json", "application/json", append(b, '\n'))
 }
 
+// proof downloads the row's Merkle log proof bundle (GetRowProof): a file
+// that verifies offline with the log's published key
+// (`ledgerctl proof verify`).
+func (h *handler) proof(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := pathID(w, r, h, s)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.call(r, s)
+	defer cancel()
+	resp, err := h.api.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: id})
+	h.audit(r, s, "download proof", err, slog.String("row", id))
+	if err != nil {
+		h.apiError(w, r, s, err)
+		return
+	}
+	download(w, "proof-"+id+".json", "application/json", []byte(resp.GetBundle()))
+}
+
 // jwks downloads the exact bytes of a JWKS snapshot (GetJwksSnapshot).
 func (h *handler) jwks(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
