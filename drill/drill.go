@@ -13,12 +13,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -85,6 +87,18 @@ type Report struct {
 	Checkpoint string `json:"checkpoint,omitempty"`
 	// Proofs holds each drilled row's inclusion proof, in Rows order.
 	Proofs []RowProof `json:"proofs,omitempty"`
+	// Note says what the drill covered when that is not simply its rows:
+	// a monthly sample larger than the eligible rows, nothing to drill.
+	Note string `json:"note,omitempty"`
+	// Listed are rows found but not scored: read-only turns, whose evidence
+	// is by design not kept and which changed nothing.
+	Listed []Listed `json:"listed,omitempty"`
+}
+
+// Listed is a row a dispute drill found but did not score, and why.
+type Listed struct {
+	RowID  string `json:"rowId"`
+	Detail string `json:"detail"`
 }
 
 // RowProof is a drilled row's inclusion proof in the Merkle log: a bundle
@@ -106,6 +120,11 @@ type Config struct {
 	Now func() time.Time
 	// DefaultSample is the monthly drill's sample size; default 5.
 	DefaultSample int
+	// Rand returns a uniform random int in [0, n); default math/rand/v2.
+	Rand func(n int) int
+	// Names are the words the customer reply uses for brands, scopes,
+	// tools and agent platforms; ids where it has none.
+	Names Names
 }
 
 // Runner runs drills against a ledger.
@@ -124,6 +143,9 @@ func New(l *ledger.Ledger, cfg Config) *Runner {
 	}
 	if cfg.DefaultSample <= 0 {
 		cfg.DefaultSample = 5
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.IntN
 	}
 	return &Runner{l: l, cfg: cfg}
 }
@@ -233,7 +255,8 @@ func (r *Runner) attachLog(ctx context.Context, rep *Report) {
 		rep.Checkpoint = string(cp)
 	}
 	if rep.Kind == Dispute && attached > 0 && rep.Reply != "" {
-		rep.Reply += "\n\n" + ProofAttached
+		// The last of the reply's (at most two) paragraphs.
+		rep.Reply += " " + ProofAttached
 	}
 }
 
@@ -283,10 +306,23 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			failAll(rep, t, fmt.Sprintf("lookup failed: %v", err))
 			return
 		}
+		var lookups []*ledger.Row
 		for _, row := range found {
-			if row.Kind == ledger.KindReceipt || req.Target != "" {
+			switch {
+			case readOnly(row):
+				// A dispute is about what changed: a read-only turn is
+				// listed, not scored (its evidence is by design not kept).
+				lookups = append(lookups, row)
+				rep.Listed = append(rep.Listed, Listed{RowID: row.ID, Detail: fmt.Sprintf("read-only turn %s on %s at %s (%s): listed, not scored; it changed nothing and its evidence is by design not kept",
+					tools(row), targets(row), clock(row.IssuedAt), strings.ToLower(row.Status.String()))})
+			case row.Kind == ledger.KindReceipt || req.Target != "":
 				rows = append(rows, row)
 			}
+		}
+		if len(rows) == 0 && len(lookups) > 0 {
+			rep.Note = fmt.Sprintf("nothing to drill: the %d rows for %s are read-only turns, which changed nothing", len(lookups), describeQuery(req))
+			rep.Reply = fmt.Sprintf("The only records we hold for %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+			return
 		}
 		if len(rows) == 0 {
 			failAll(rep, t, fmt.Sprintf("no row for %s", describeQuery(req)))
@@ -296,16 +332,60 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		if len(rows) > MaxRows {
 			rows = rows[:MaxRows]
 		}
+		if len(lookups) > 0 {
+			rep.Note = fmt.Sprintf("%d rows drilled; %d read-only turns listed, not scored", len(rows), len(lookups))
+		}
 	}
 	lookup := time.Since(t.start)
-	var replies []string
+	var answers []answer
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
-		pulls, reply := r.drillRow(ctx, row, req.Principal, lookup, len(rows))
+		pulls, a := r.drillRow(ctx, row, req.Principal, lookup, len(rows))
 		rep.Pulls = append(rep.Pulls, pulls...)
-		replies = append(replies, reply)
+		answers = append(answers, a)
 	}
-	rep.Reply = strings.Join(replies, "\n\n")
+	if n := len(rep.Listed); n > 0 {
+		times := "once"
+		if n > 1 {
+			times = fmt.Sprintf("%d times", n)
+		}
+		answers = append(answers, answer{finding: fmt.Sprintf("Your agent also looked up information %s, which changed nothing.", times)})
+	}
+	rep.Reply = compose(answers)
+}
+
+// readOnly reports whether row is a read-only turn: a receipt whose class
+// keeps no evidence.
+func readOnly(row *ledger.Row) bool {
+	return row.Kind == ledger.KindReceipt && (row.EvidenceNotKept != "" || row.Class == retention.ReadOnly)
+}
+
+// answer is one drilled row's part of the customer reply.
+type answer struct {
+	grant   string // the permission the customer gave (shared by rows under one grant)
+	finding string // what the record shows
+	closing string // what happens next
+}
+
+// compose writes the customer reply in at most two short paragraphs: what
+// the records show, then what happens next.
+func compose(answers []answer) string {
+	var first, second []string
+	for _, a := range answers {
+		for _, part := range []struct {
+			s   string
+			dst *[]string
+		}{{a.grant, &first}, {a.finding, &first}, {a.closing, &second}} {
+			if part.s != "" && !slices.Contains(*part.dst, part.s) {
+				*part.dst = append(*part.dst, part.s)
+			}
+		}
+	}
+	reply := strings.Join(first, " ")
+	if len(second) > 0 {
+		reply += "\n\n" + strings.Join(second, " ")
+	}
+	return reply
 }
 
 func describeQuery(req Request) string {
@@ -321,14 +401,19 @@ func describeQuery(req Request) string {
 
 func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	t := startTimer()
-	rows, err := r.l.SampleRows(ctx, rep.Request.Sample)
-	if err != nil || len(rows) == 0 {
-		detail := "the ledger holds no receipt rows"
-		if err != nil {
-			detail = "sampling failed: " + err.Error()
-		}
-		failAll(rep, t, detail)
+	rows, eligible, err := r.sample(ctx, rep.Request.Sample)
+	switch {
+	case err != nil:
+		failAll(rep, t, "sampling failed: "+err.Error())
 		return
+	case eligible == 0:
+		// Not a failure: a young ledger has nothing to drill yet.
+		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns and refusals are never sampled"
+		return
+	case eligible <= rep.Request.Sample:
+		rep.Note = fmt.Sprintf("the ledger holds %d eligible rows, no more than the sample of %d: all %d drilled", eligible, rep.Request.Sample, eligible)
+	default:
+		rep.Note = fmt.Sprintf("%d of %d eligible rows drilled, picked uniformly at random", len(rows), eligible)
 	}
 	lookup := time.Since(t.start)
 	for _, row := range rows {
@@ -336,6 +421,53 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 		pulls, _ := r.drillRow(ctx, row, "", lookup, len(rows))
 		rep.Pulls = append(rep.Pulls, pulls...)
 	}
+}
+
+// sampledClasses are the retention classes whose rows keep their
+// evidence; read-only rows keep none and are never eligible.
+var sampledClasses = []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.Incident, retention.Refused}
+
+// eligible reports whether the monthly drill may sample row: a receipt
+// (not a refusal), not a duplicate, with its evidence kept.
+func eligible(row *ledger.Row) bool {
+	return row.Kind == ledger.KindReceipt && row.Status != ledger.Duplicate && row.EvidenceNotKept == "" && row.Class != retention.ReadOnly
+}
+
+// sample picks n of the eligible rows uniformly at random (reservoir
+// sampling over the class indexes, a page at a time), and counts them.
+// Every eligible row has the same chance however many ineligible rows
+// there are; the cost is one read of the eligible rows, once a month.
+func (r *Runner) sample(ctx context.Context, n int) ([]*ledger.Row, int, error) {
+	var out []*ledger.Row
+	seen := 0
+	for _, c := range sampledClasses {
+		token := ""
+		for {
+			page, next, err := r.l.List(ctx, ledger.Query{Class: c, PageSize: 1000, PageToken: token})
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, row := range page {
+				if !eligible(row) {
+					continue
+				}
+				seen++
+				switch {
+				case len(out) < n:
+					out = append(out, row)
+				default:
+					if j := r.cfg.Rand(seen); j < n {
+						out[j] = row
+					}
+				}
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+	}
+	return out, seen, nil
 }
 
 // facts are what the pulls established, for the decision and the reply.
@@ -353,7 +485,7 @@ type facts struct {
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
 // took, counted in receipt_row.
-func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int) ([]Pull, string) {
+func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int) ([]Pull, answer) {
 	f := &facts{row: row}
 	if row.Kind == ledger.KindRefusal {
 		return r.drillRefusal(ctx, row, lookup)
@@ -429,7 +561,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 
 	// 6. decision and reply.
 	t = startTimer()
-	passed, detail, reply := decide(f)
+	passed, detail, reply := decide(f, r.cfg.Names)
 	add(t.pull(row.ID, PullDecision, passed, "%s", detail))
 	return pulls, reply
 }
@@ -557,7 +689,7 @@ func (r *Runner) agentIdentity(ctx context.Context, t timer, f *facts) Pull {
 // drillRefusal answers the six pulls for a refusal row from the row alone:
 // no receipt was presented, so the playbook's rule 1 decides (no verifiable
 // receipt: unauthorized) and nothing needs a person.
-func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.Duration) ([]Pull, string) {
+func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.Duration) ([]Pull, answer) {
 	var pulls []Pull
 	add := func(p Pull) { pulls = append(pulls, p) }
 	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
@@ -590,14 +722,18 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 	}
 	t = startTimer()
 	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))
-	return pulls, fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was recorded as refused (%s). "+
-		"It does not count as your approval; if anything was changed without it, we will put it right.", what, refusalReason(row))
+	return pulls, answer{
+		finding: fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was recorded as refused (%s).", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt), refusalReason(row)),
+		closing: "It does not count as your approval; if anything was changed without it, we will put it right.",
+	}
 }
 
-// decide turns the pulls into the decision and the customer's reply.
-func decide(f *facts) (passed bool, detail, reply string) {
+// decide turns the pulls into the decision and the customer's part of
+// the reply, in the brand's words where names has them.
+func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	row := f.row
-	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
+	what := names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
+	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
 	if of := row.Verifier.DuplicateOf; of != "" {
 		// A replay is never a second authorization, whatever else the
 		// pulls found: the decision belongs to the row it replays.
@@ -606,11 +742,10 @@ func decide(f *facts) (passed bool, detail, reply string) {
 			first = fmt.Sprintf("the record made %s (%s)", clock(f.original.RecordedAt), strings.ToLower(f.original.Status.String()))
 		}
 		return true, fmt.Sprintf("replay of row %s: not a second authorization; decide the dispute on that row", of),
-			fmt.Sprintf("The record of %s repeats %s of the same signed request. It is not a second approval and counts once; our answer on that first record stands for both.", what, first)
+			answer{finding: fmt.Sprintf("The record of %s repeats %s of the same signed request: it is not a second approval and counts once.", what, first)}
 	}
 	if len(f.missing) > 0 {
-		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "),
-			fmt.Sprintf("We are checking the record of %s; a member of our team will get back to you.", what)
+		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "), checking
 	}
 	switch {
 	case row.Status == ledger.Incident || (f.argsChecked && !f.argsMatch):
@@ -623,18 +758,22 @@ func decide(f *facts) (passed bool, detail, reply string) {
 			inc = " (" + row.IncidentID + ")"
 		}
 		return true, "the dispute flips: " + why + "; this is the business's incident" + inc,
-			fmt.Sprintf("You are right to question %s: %s. This is our error, not yours; we have opened an incident%s and will put it right.", what, why, inc)
+			answer{finding: fmt.Sprintf("You are right to question %s: %s.", what, why), closing: fmt.Sprintf("This is our error, not yours; we have opened an incident%s and will put it right.", inc)}
 	case row.Status == ledger.Unauthorized || !f.identity:
 		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
-			fmt.Sprintf("We have no verifiable approval on file for %s. We are treating it as unauthorized and will put it right.", what)
+			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	case !f.reverified || f.token == nil:
-		return false, "needs a person: the verifier result could not be reproduced", fmt.Sprintf("We are checking the record of %s; a member of our team will get back to you.", what)
+		return false, "needs a person: the verifier result could not be reproduced", checking
 	}
 	tok := f.token
+	agent := names.agent(tok.ClientID)
 	return true, "the customer's grant covers the action: resolve as customer-authorized and point them to their agent platform",
-		fmt.Sprintf("On %s you signed in with us and granted %s the permissions %s. At %s your agent, acting under that grant, ran %s on %s, and the request it sent is signed by %s. "+
-			"Your agent platform decided to take this action; for why it did, please contact %s. You can withdraw the grant at any time.",
-			clock(grantTime(tok)), tok.ClientID, strings.Join(tok.Scopes(), ", "), clock(row.IssuedAt), tools(row), targets(row), row.Agent.Platform, row.Agent.Platform)
+		answer{
+			grant: fmt.Sprintf("On %s you signed in with %s and allowed %s to %s.", clock(grantTime(tok)), names.brand(row.Brand), agent, names.scopes(row.Brand, tok.Scopes())),
+			finding: fmt.Sprintf("At %s your agent, under that permission, ran %s, with a request signed by %s.",
+				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
+			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. You can withdraw the permission at any time.", agent),
+		}
 }
 
 func dedup(s []string) []string {
@@ -664,6 +803,17 @@ func short(id string) string {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// toolList is the row's distinct tools, in order.
+func toolList(row *ledger.Row) []string {
+	var out []string
+	for _, a := range row.Actions {
+		if !slices.Contains(out, a.Tool) {
+			out = append(out, a.Tool)
+		}
+	}
+	return out
 }
 
 func tools(row *ledger.Row) string {

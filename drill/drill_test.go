@@ -230,10 +230,21 @@ func TestSchedulerRunsMonthly(t *testing.T) {
 	})
 }
 
+// A read-only turn changed nothing and keeps no bytes: a drill by order
+// lists it without scoring it; named by its row id it is drilled, and
+// says what is not kept.
 func TestReadOnlyRowKeepsNoBytesToDrill(t *testing.T) {
 	e := newEnv(t, time.Now)
-	e.append(t, e.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	row := e.append(t, e.sc.Mint(pacttest.Spec{Target: "R-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
 	rep, err := e.r.Run(context.Background(), drill.Request{Target: "R-1"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChecksTotal != 0 || len(rep.Rows) != 0 || len(rep.Listed) != 1 || rep.Listed[0].RowID != row.ID || !strings.Contains(rep.Listed[0].Detail, "read-only") ||
+		!strings.Contains(rep.Note, "nothing to drill") || !strings.Contains(rep.Reply, "changed nothing") {
+		t.Fatalf("drill by order on a read-only turn: %+v", rep)
+	}
+	rep, err = e.r.Run(context.Background(), drill.Request{RowID: row.ID}, "lead")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,8 +253,8 @@ func TestReadOnlyRowKeepsNoBytesToDrill(t *testing.T) {
 		t.Fatalf("pulls %+v", rep.Pulls)
 	}
 	// The monthly drill samples only rows that keep their evidence.
-	if rep, _ := e.r.Run(context.Background(), drill.Request{Monthly: true}, "lead"); len(rep.Rows) != 0 {
-		t.Fatalf("monthly drill sampled a read-only row")
+	if rep, _ := e.r.Run(context.Background(), drill.Request{Monthly: true}, "lead"); len(rep.Rows) != 0 || rep.ChecksTotal != 0 || !strings.Contains(rep.Note, "nothing to drill") {
+		t.Fatalf("monthly drill on read-only rows only: %+v", rep)
 	}
 }
 

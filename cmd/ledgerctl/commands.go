@@ -449,6 +449,12 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
 	}
 	w.Flush()
+	for _, l := range d.GetListed() {
+		fmt.Fprintf(c.out, "listed %s  %s\n", short(l.GetRowId()), l.GetDetail())
+	}
+	if d.GetNote() != "" {
+		fmt.Fprintf(c.out, "\n%s\n", d.GetNote())
+	}
 	fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
 	c.printDrillLog(d)
 	if d.GetReply() != "" {
@@ -497,7 +503,11 @@ func (c *cli) drills(args []string) error {
 	fmt.Fprintln(w, "DRILL\tKIND\tSTARTED (UTC)\tBY\tROWS\tSCORE\tTOOK")
 	for _, d := range rep.GetReports() {
 		took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime()).Round(time.Millisecond)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), when(d.GetStartedAt()), orDash(d.GetRunBy()), len(d.GetRows()), d.GetChecksPassed(), d.GetChecksTotal(), took)
+		score := fmt.Sprintf("%d/%d", d.GetChecksPassed(), d.GetChecksTotal())
+		if d.GetChecksTotal() == 0 && strings.HasPrefix(d.GetNote(), "nothing to drill") {
+			score = "nothing to drill"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), when(d.GetStartedAt()), orDash(d.GetRunBy()), len(d.GetRows()), score, took)
 	}
 	w.Flush()
 	return nil

@@ -170,6 +170,8 @@ type Brand struct {
 	JWKSURI      string `yaml:"jwksUri"`
 	MetadataURL  string `yaml:"metadataUrl"`
 	Issuer       string `yaml:"issuer"`
+	// DisplayName is what customers call the brand, for dispute replies.
+	DisplayName string `yaml:"displayName"`
 }
 
 // Agent is a registered personal agent.
@@ -177,6 +179,9 @@ type Agent struct {
 	Issuer  string `yaml:"issuer"`
 	JWKSURI string `yaml:"jwksUri"`
 	Enabled *bool  `yaml:"enabled"`
+	// DisplayName is the platform's name as customers know it ("MyHelper"),
+	// for dispute replies.
+	DisplayName string `yaml:"displayName"`
 }
 
 // Retention overrides the retention periods and extends the tool table.

@@ -209,7 +209,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.ChainStreamInterceptor(auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
-	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample})
+	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

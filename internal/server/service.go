@@ -423,6 +423,10 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 	if loc.Key != "" {
 		p.Object = objectProto(ledger.ObjectDrill, loc)
 	}
+	p.Note = r.Note
+	for _, l := range r.Listed {
+		p.Listed = append(p.Listed, &ledgerv1.DrillListedRow{RowId: l.RowID, Detail: l.Detail})
+	}
 	drillLogProto(r, p)
 	return p
 }

@@ -2879,7 +2879,12 @@ type DrillReport struct {
 	// signed note); empty when the ledger keeps no log.
 	Checkpoint string `protobuf:"bytes,13,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// Each drilled row's inclusion proof, in the order of rows.
-	Proofs        []*DrillRowProof `protobuf:"bytes,14,rep,name=proofs,proto3" json:"proofs,omitempty"`
+	Proofs []*DrillRowProof `protobuf:"bytes,14,rep,name=proofs,proto3" json:"proofs,omitempty"`
+	// What the drill covered when that is not simply its rows: "nothing to
+	// drill", or a monthly sample larger than the eligible rows.
+	Note string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
+	// Rows found but not scored (read-only turns, which changed nothing).
+	Listed        []*DrillListedRow `protobuf:"bytes,16,rep,name=listed,proto3" json:"listed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3012,6 +3017,75 @@ func (x *DrillReport) GetProofs() []*DrillRowProof {
 	return nil
 }
 
+func (x *DrillReport) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *DrillReport) GetListed() []*DrillListedRow {
+	if x != nil {
+		return x.Listed
+	}
+	return nil
+}
+
+// DrillListedRow is a row a dispute drill found but did not score.
+type DrillListedRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Row id.
+	RowId string `protobuf:"bytes,1,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// What the row is and why it was not scored.
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrillListedRow) Reset() {
+	*x = DrillListedRow{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillListedRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillListedRow) ProtoMessage() {}
+
+func (x *DrillListedRow) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillListedRow.ProtoReflect.Descriptor instead.
+func (*DrillListedRow) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DrillListedRow) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *DrillListedRow) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // DrillRowProof is a drilled row's inclusion proof in the Merkle log.
 type DrillRowProof struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3030,7 +3104,7 @@ type DrillRowProof struct {
 
 func (x *DrillRowProof) Reset() {
 	*x = DrillRowProof{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3116,7 @@ func (x *DrillRowProof) String() string {
 func (*DrillRowProof) ProtoMessage() {}
 
 func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3129,7 @@ func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRowProof.ProtoReflect.Descriptor instead.
 func (*DrillRowProof) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrillRowProof) GetRowId() string {
@@ -3097,7 +3171,7 @@ type RunDrillResponse struct {
 
 func (x *RunDrillResponse) Reset() {
 	*x = RunDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3183,7 @@ func (x *RunDrillResponse) String() string {
 func (*RunDrillResponse) ProtoMessage() {}
 
 func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3196,7 @@ func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillResponse.ProtoReflect.Descriptor instead.
 func (*RunDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RunDrillResponse) GetReport() *DrillReport {
@@ -3143,7 +3217,7 @@ type GetDrillRequest struct {
 
 func (x *GetDrillRequest) Reset() {
 	*x = GetDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3229,7 @@ func (x *GetDrillRequest) String() string {
 func (*GetDrillRequest) ProtoMessage() {}
 
 func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3242,7 @@ func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillRequest.ProtoReflect.Descriptor instead.
 func (*GetDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetDrillRequest) GetId() string {
@@ -3189,7 +3263,7 @@ type GetDrillResponse struct {
 
 func (x *GetDrillResponse) Reset() {
 	*x = GetDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3275,7 @@ func (x *GetDrillResponse) String() string {
 func (*GetDrillResponse) ProtoMessage() {}
 
 func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3288,7 @@ func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillResponse.ProtoReflect.Descriptor instead.
 func (*GetDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetDrillResponse) GetReport() *DrillReport {
@@ -3237,7 +3311,7 @@ type ListDrillsRequest struct {
 
 func (x *ListDrillsRequest) Reset() {
 	*x = ListDrillsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3323,7 @@ func (x *ListDrillsRequest) String() string {
 func (*ListDrillsRequest) ProtoMessage() {}
 
 func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3336,7 @@ func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsRequest.ProtoReflect.Descriptor instead.
 func (*ListDrillsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDrillsRequest) GetPageSize() int32 {
@@ -3292,7 +3366,7 @@ type ListDrillsResponse struct {
 
 func (x *ListDrillsResponse) Reset() {
 	*x = ListDrillsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3378,7 @@ func (x *ListDrillsResponse) String() string {
 func (*ListDrillsResponse) ProtoMessage() {}
 
 func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3391,7 @@ func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsResponse.ProtoReflect.Descriptor instead.
 func (*ListDrillsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDrillsResponse) GetReports() []*DrillReport {
@@ -3351,7 +3425,7 @@ type Revocation struct {
 
 func (x *Revocation) Reset() {
 	*x = Revocation{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3437,7 @@ func (x *Revocation) String() string {
 func (*Revocation) ProtoMessage() {}
 
 func (x *Revocation) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3450,7 @@ func (x *Revocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
 func (*Revocation) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Revocation) GetRevokedAt() *timestamppb.Timestamp {
@@ -3423,7 +3497,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3509,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3522,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -3485,7 +3559,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3571,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3584,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RevokeGrantResponse) GetGrantId() string {
@@ -3538,7 +3612,7 @@ type GetGrantRequest struct {
 
 func (x *GetGrantRequest) Reset() {
 	*x = GetGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3624,7 @@ func (x *GetGrantRequest) String() string {
 func (*GetGrantRequest) ProtoMessage() {}
 
 func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3637,7 @@ func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
 func (*GetGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetGrantRequest) GetGrantId() string {
@@ -3598,7 +3672,7 @@ type GetGrantResponse struct {
 
 func (x *GetGrantResponse) Reset() {
 	*x = GetGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3684,7 @@ func (x *GetGrantResponse) String() string {
 func (*GetGrantResponse) ProtoMessage() {}
 
 func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3697,7 @@ func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
 func (*GetGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetGrantResponse) GetGrantId() string {
@@ -3695,7 +3769,7 @@ type CheckIntegrityRequest struct {
 
 func (x *CheckIntegrityRequest) Reset() {
 	*x = CheckIntegrityRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3781,7 @@ func (x *CheckIntegrityRequest) String() string {
 func (*CheckIntegrityRequest) ProtoMessage() {}
 
 func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3794,7 @@ func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckIntegrityRequest) GetPageSize() int32 {
@@ -3753,7 +3827,7 @@ type IntegrityFinding struct {
 
 func (x *IntegrityFinding) Reset() {
 	*x = IntegrityFinding{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +3839,7 @@ func (x *IntegrityFinding) String() string {
 func (*IntegrityFinding) ProtoMessage() {}
 
 func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +3852,7 @@ func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
 func (*IntegrityFinding) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *IntegrityFinding) GetRowId() string {
@@ -3821,7 +3895,7 @@ type CheckIntegrityResponse struct {
 
 func (x *CheckIntegrityResponse) Reset() {
 	*x = CheckIntegrityResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3907,7 @@ func (x *CheckIntegrityResponse) String() string {
 func (*CheckIntegrityResponse) ProtoMessage() {}
 
 func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3920,7 @@ func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
@@ -3895,7 +3969,7 @@ type RestoreEvidenceRequest struct {
 
 func (x *RestoreEvidenceRequest) Reset() {
 	*x = RestoreEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +3981,7 @@ func (x *RestoreEvidenceRequest) String() string {
 func (*RestoreEvidenceRequest) ProtoMessage() {}
 
 func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +3994,7 @@ func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RestoreEvidenceRequest) GetId() string {
@@ -3945,7 +4019,7 @@ type RestoreEvidenceResponse struct {
 
 func (x *RestoreEvidenceResponse) Reset() {
 	*x = RestoreEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3957,7 +4031,7 @@ func (x *RestoreEvidenceResponse) String() string {
 func (*RestoreEvidenceResponse) ProtoMessage() {}
 
 func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3970,7 +4044,7 @@ func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RestoreEvidenceResponse) GetRowId() string {
@@ -4025,7 +4099,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4037,7 +4111,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4050,7 +4124,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Incident) GetId() string {
@@ -4143,7 +4217,7 @@ type ListIncidentsRequest struct {
 
 func (x *ListIncidentsRequest) Reset() {
 	*x = ListIncidentsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4229,7 @@ func (x *ListIncidentsRequest) String() string {
 func (*ListIncidentsRequest) ProtoMessage() {}
 
 func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4242,7 @@ func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
 func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListIncidentsRequest) GetPageSize() int32 {
@@ -4198,7 +4272,7 @@ type ListIncidentsResponse struct {
 
 func (x *ListIncidentsResponse) Reset() {
 	*x = ListIncidentsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4284,7 @@ func (x *ListIncidentsResponse) String() string {
 func (*ListIncidentsResponse) ProtoMessage() {}
 
 func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4297,7 @@ func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
 func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListIncidentsResponse) GetIncidents() []*Incident {
@@ -4251,7 +4325,7 @@ type GetIncidentRequest struct {
 
 func (x *GetIncidentRequest) Reset() {
 	*x = GetIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4263,7 +4337,7 @@ func (x *GetIncidentRequest) String() string {
 func (*GetIncidentRequest) ProtoMessage() {}
 
 func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4350,7 @@ func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentRequest.ProtoReflect.Descriptor instead.
 func (*GetIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetIncidentRequest) GetId() string {
@@ -4304,7 +4378,7 @@ type GetIncidentResponse struct {
 
 func (x *GetIncidentResponse) Reset() {
 	*x = GetIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4316,7 +4390,7 @@ func (x *GetIncidentResponse) String() string {
 func (*GetIncidentResponse) ProtoMessage() {}
 
 func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4403,7 @@ func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentResponse.ProtoReflect.Descriptor instead.
 func (*GetIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetIncidentResponse) GetIncident() *Incident {
@@ -4373,7 +4447,7 @@ type CloseIncidentRequest struct {
 
 func (x *CloseIncidentRequest) Reset() {
 	*x = CloseIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4459,7 @@ func (x *CloseIncidentRequest) String() string {
 func (*CloseIncidentRequest) ProtoMessage() {}
 
 func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4472,7 @@ func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentRequest.ProtoReflect.Descriptor instead.
 func (*CloseIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CloseIncidentRequest) GetId() string {
@@ -4426,7 +4500,7 @@ type CloseIncidentResponse struct {
 
 func (x *CloseIncidentResponse) Reset() {
 	*x = CloseIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4512,7 @@ func (x *CloseIncidentResponse) String() string {
 func (*CloseIncidentResponse) ProtoMessage() {}
 
 func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4525,7 @@ func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentResponse.ProtoReflect.Descriptor instead.
 func (*CloseIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CloseIncidentResponse) GetIncident() *Incident {
@@ -4472,7 +4546,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4558,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4571,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SweepRequest) GetDryRun() bool {
@@ -4524,7 +4598,7 @@ type SweptRow struct {
 
 func (x *SweptRow) Reset() {
 	*x = SweptRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4536,7 +4610,7 @@ func (x *SweptRow) String() string {
 func (*SweptRow) ProtoMessage() {}
 
 func (x *SweptRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4549,7 +4623,7 @@ func (x *SweptRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
 func (*SweptRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SweptRow) GetRowId() string {
@@ -4605,7 +4679,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4617,7 +4691,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4630,7 +4704,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
@@ -4702,7 +4776,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4714,7 +4788,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4727,7 +4801,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetOutboxRequest) GetPageSize() int32 {
@@ -4767,7 +4841,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +4853,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +4866,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *OutboxEntry) GetSeq() uint64 {
@@ -4857,7 +4931,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4869,7 +4943,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4882,7 +4956,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeadLetter) GetEntry() *OutboxEntry {
@@ -4942,7 +5016,7 @@ type GetOutboxResponse struct {
 
 func (x *GetOutboxResponse) Reset() {
 	*x = GetOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5028,7 @@ func (x *GetOutboxResponse) String() string {
 func (*GetOutboxResponse) ProtoMessage() {}
 
 func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5041,7 @@ func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetOutboxResponse) GetDepth() int32 {
@@ -5025,7 +5099,7 @@ type RetryDeadLettersRequest struct {
 
 func (x *RetryDeadLettersRequest) Reset() {
 	*x = RetryDeadLettersRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5111,7 @@ func (x *RetryDeadLettersRequest) String() string {
 func (*RetryDeadLettersRequest) ProtoMessage() {}
 
 func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5124,7 @@ func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RetryDeadLettersRequest) GetKey() string {
@@ -5078,7 +5152,7 @@ type RetryDeadLettersResponse struct {
 
 func (x *RetryDeadLettersResponse) Reset() {
 	*x = RetryDeadLettersResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5090,7 +5164,7 @@ func (x *RetryDeadLettersResponse) String() string {
 func (*RetryDeadLettersResponse) ProtoMessage() {}
 
 func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5103,7 +5177,7 @@ func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RetryDeadLettersResponse) GetRetried() int32 {
@@ -5122,7 +5196,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5208,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5221,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
 }
 
 // GetCheckpointResponse is the latest signed checkpoint.
@@ -5169,7 +5243,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5255,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5268,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() string {
@@ -5239,7 +5313,7 @@ type GetRowProofRequest struct {
 
 func (x *GetRowProofRequest) Reset() {
 	*x = GetRowProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5325,7 @@ func (x *GetRowProofRequest) String() string {
 func (*GetRowProofRequest) ProtoMessage() {}
 
 func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5338,7 @@ func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
 func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetRowProofRequest) GetId() string {
@@ -5300,7 +5374,7 @@ type GetRowProofResponse struct {
 
 func (x *GetRowProofResponse) Reset() {
 	*x = GetRowProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5312,7 +5386,7 @@ func (x *GetRowProofResponse) String() string {
 func (*GetRowProofResponse) ProtoMessage() {}
 
 func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5325,7 +5399,7 @@ func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
 func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetRowProofResponse) GetLeafIndex() int64 {
@@ -5376,7 +5450,7 @@ type GetConsistencyProofRequest struct {
 
 func (x *GetConsistencyProofRequest) Reset() {
 	*x = GetConsistencyProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5388,7 +5462,7 @@ func (x *GetConsistencyProofRequest) String() string {
 func (*GetConsistencyProofRequest) ProtoMessage() {}
 
 func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5401,7 +5475,7 @@ func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetConsistencyProofRequest) GetFrom() int64 {
@@ -5433,7 +5507,7 @@ type GetConsistencyProofResponse struct {
 
 func (x *GetConsistencyProofResponse) Reset() {
 	*x = GetConsistencyProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5519,7 @@ func (x *GetConsistencyProofResponse) String() string {
 func (*GetConsistencyProofResponse) ProtoMessage() {}
 
 func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5532,7 @@ func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetConsistencyProofResponse) GetProof() [][]byte {
@@ -5491,7 +5565,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +5577,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +5590,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
 }
 
 // WhoAmIResponse names the calling key.
@@ -5534,7 +5608,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5546,7 +5620,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5559,7 +5633,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -5779,7 +5853,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06passed\x18\x03 \x01(\bR\x06passed\x12\x1d\n" +
 	"\n" +
 	"elapsed_ms\x18\x04 \x01(\x01R\telapsedMs\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xe6\x04\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xb8\x05\n" +
 	"\vDrillReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1f.pactledger.ledger.v1.DrillKindR\x04kind\x129\n" +
@@ -5799,7 +5873,12 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\r \x01(\tR\n" +
 	"checkpoint\x12;\n" +
-	"\x06proofs\x18\x0e \x03(\v2#.pactledger.ledger.v1.DrillRowProofR\x06proofs\"u\n" +
+	"\x06proofs\x18\x0e \x03(\v2#.pactledger.ledger.v1.DrillRowProofR\x06proofs\x12\x12\n" +
+	"\x04note\x18\x0f \x01(\tR\x04note\x12<\n" +
+	"\x06listed\x18\x10 \x03(\v2$.pactledger.ledger.v1.DrillListedRowR\x06listed\"?\n" +
+	"\x0eDrillListedRow\x12\x15\n" +
+	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"u\n" +
 	"\rDrillRowProof\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x16\n" +
 	"\x06bundle\x18\x02 \x01(\tR\x06bundle\x12\x1d\n" +
@@ -6068,7 +6147,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -6110,62 +6189,63 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*RunDrillRequest)(nil),             // 37: pactledger.ledger.v1.RunDrillRequest
 	(*DrillPull)(nil),                   // 38: pactledger.ledger.v1.DrillPull
 	(*DrillReport)(nil),                 // 39: pactledger.ledger.v1.DrillReport
-	(*DrillRowProof)(nil),               // 40: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),            // 41: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 42: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 43: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 44: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 45: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 46: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 47: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 48: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 49: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 50: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 51: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 52: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 53: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 54: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 55: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 56: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 57: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 58: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 59: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 60: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 61: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 62: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 63: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 64: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 65: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 66: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 67: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 68: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 69: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 70: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 71: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 72: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 73: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 74: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 75: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 76: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 77: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),               // 78: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),              // 79: pactledger.ledger.v1.WhoAmIResponse
-	(*timestamppb.Timestamp)(nil),       // 80: google.protobuf.Timestamp
+	(*DrillListedRow)(nil),              // 40: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),               // 41: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),            // 42: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 43: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 44: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 45: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 46: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 47: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 48: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 49: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 50: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 51: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 52: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 53: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 54: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 55: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 56: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 57: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 58: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 59: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 60: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 61: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 62: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 63: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 64: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 65: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 66: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 67: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 68: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 69: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 70: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 71: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 72: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 73: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 74: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 75: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 76: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 77: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 78: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),               // 79: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),              // 80: pactledger.ledger.v1.WhoAmIResponse
+	(*timestamppb.Timestamp)(nil),       // 81: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	80,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	81,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	80,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	81,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	80,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	81,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	80,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	81,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -6173,24 +6253,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	80,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	80,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	81,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	81,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	80,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	81,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	80,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	80,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	81,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	81,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	80,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	81,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	80,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	81,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -6198,96 +6278,97 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	80,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	81,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	81,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	40,  // 50: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	39,  // 51: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 52: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 53: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	80,  // 54: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	80,  // 55: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	80,  // 56: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	46,  // 57: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	46,  // 58: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	22,  // 59: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	52,  // 60: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	80,  // 61: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	80,  // 62: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	80,  // 63: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	56,  // 64: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	56,  // 65: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	22,  // 66: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	56,  // 68: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,   // 69: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	80,  // 70: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	80,  // 71: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	64,  // 72: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	64,  // 73: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	80,  // 74: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	67,  // 75: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	80,  // 76: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	80,  // 77: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	80,  // 78: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	68,  // 79: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	10,  // 80: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 81: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23,  // 82: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25,  // 83: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27,  // 84: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30,  // 85: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32,  // 86: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34,  // 87: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37,  // 88: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	42,  // 89: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	44,  // 90: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	47,  // 91: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	49,  // 92: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	51,  // 93: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	54,  // 94: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	57,  // 95: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	59,  // 96: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	61,  // 97: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	63,  // 98: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	66,  // 99: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	70,  // 100: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	72,  // 101: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	74,  // 102: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	76,  // 103: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	78,  // 104: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	11,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 106: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 107: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 108: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 109: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 110: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 111: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 112: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	41,  // 113: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	43,  // 114: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	45,  // 115: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	48,  // 116: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	50,  // 117: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	53,  // 118: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	55,  // 119: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	58,  // 120: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	60,  // 121: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	62,  // 122: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	65,  // 123: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	69,  // 124: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	71,  // 125: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	73,  // 126: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	75,  // 127: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	77,  // 128: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	79,  // 129: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	105, // [105:130] is the sub-list for method output_type
-	80,  // [80:105] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	41,  // 50: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	40,  // 51: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	39,  // 52: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 53: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	39,  // 54: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	81,  // 55: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	81,  // 56: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	81,  // 57: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	47,  // 58: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	47,  // 59: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	22,  // 60: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	53,  // 61: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	81,  // 62: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	81,  // 63: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	81,  // 64: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	57,  // 65: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	57,  // 66: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	22,  // 68: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	57,  // 69: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 70: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	81,  // 71: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	81,  // 72: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	65,  // 73: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	65,  // 74: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	81,  // 75: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	68,  // 76: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	81,  // 77: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	81,  // 78: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	81,  // 79: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	69,  // 80: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	10,  // 81: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 82: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23,  // 83: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25,  // 84: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27,  // 85: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30,  // 86: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32,  // 87: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34,  // 88: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37,  // 89: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	43,  // 90: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	45,  // 91: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	48,  // 92: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	50,  // 93: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	52,  // 94: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	55,  // 95: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	58,  // 96: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	60,  // 97: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	62,  // 98: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	64,  // 99: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	67,  // 100: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	71,  // 101: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	73,  // 102: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	75,  // 103: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	77,  // 104: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	79,  // 105: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	11,  // 106: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 107: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 108: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 109: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 110: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 111: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 112: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 113: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	42,  // 114: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	44,  // 115: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	46,  // 116: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	49,  // 117: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	51,  // 118: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	54,  // 119: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	56,  // 120: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	59,  // 121: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	61,  // 122: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	63,  // 123: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	66,  // 124: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	70,  // 125: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	72,  // 126: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	74,  // 127: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	76,  // 128: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	78,  // 129: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	80,  // 130: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	106, // [106:131] is the sub-list for method output_type
+	81,  // [81:106] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -6301,7 +6382,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   72,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

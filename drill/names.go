@@ -1,0 +1,91 @@
+package drill
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Names are the words a customer reply uses in place of ids: the brand's
+// own name, its scope descriptions and its tools' human names, and the
+// personal-agent platform's display name. Anything not named here is
+// said by its id.
+type Names struct {
+	// Brands by interface URL (a row's brand).
+	Brands map[string]BrandNames
+	// Agents maps a personal-agent issuer (a row's agent platform, a
+	// token's client_id) to its display name.
+	Agents map[string]string
+}
+
+// BrandNames are one brand's words.
+type BrandNames struct {
+	// Name is what the customer calls the business ("Acme Outfitters").
+	Name string
+	// Scopes maps a scope id to the description the consent page shows.
+	Scopes map[string]string
+	// Tools maps a tool to its human name ("cancel an order").
+	Tools map[string]string
+}
+
+// brand is the brand's name, or "us" when none is known.
+func (n Names) brand(url string) string {
+	if b, ok := n.Brands[url]; ok && b.Name != "" {
+		return b.Name
+	}
+	return "us"
+}
+
+// agent is the platform's display name, or its issuer.
+func (n Names) agent(issuer string) string {
+	if d := n.Agents[issuer]; d != "" {
+		return d
+	}
+	return issuer
+}
+
+// scopes lists the scopes in the brand's words (lower case first letter)
+// with the id the agent platform shows beside them, or by id.
+func (n Names) scopes(url string, ids []string) string {
+	out := make([]string, len(ids))
+	words := false
+	for i, id := range ids {
+		out[i] = id
+		if d := n.Brands[url].Scopes[id]; d != "" {
+			out[i], words = lowerFirst(d)+" ("+id+")", true
+		}
+	}
+	if !words {
+		return strings.Join(out, ", ")
+	}
+	// Descriptions may hold commas: semicolons part them.
+	switch len(out) {
+	case 1:
+		return out[0]
+	case 2:
+		return out[0] + " and " + out[1]
+	}
+	return strings.Join(out[:len(out)-1], "; ") + "; and " + out[len(out)-1]
+}
+
+// action is what the row's tools did, in the brand's words when it has
+// them: `"cancel an order" on A-5531`, else `cancel_order on A-5531`.
+func (n Names) action(url string, tools []string, targets string) string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t
+		if h := n.Brands[url].Tools[t]; h != "" {
+			out[i] = fmt.Sprintf("%q", lowerFirst(h))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"a reply"}
+	}
+	return strings.Join(out, ", ") + " on " + targets
+}
+
+func lowerFirst(s string) string {
+	if s == "" || strings.ToUpper(s[:1]) != s[:1] || (len(s) > 1 && strings.ToUpper(s[1:2]) == s[1:2] && strings.ToLower(s[1:2]) != s[1:2]) {
+		return s // already lower case, or an acronym
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}

@@ -1,0 +1,53 @@
+package drill_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/pacttest"
+)
+
+// A drill by principal scores the rows whose actions changed something,
+// lists the read-only turns, and answers the customer in at most two short
+// paragraphs in the brand's own words.
+func TestDisputeByPrincipalScoresWhatChangedInTheBrandsWords(t *testing.T) {
+	e := newEnv(t, time.Now)
+	row := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	for _, target := range []string{"A-5531", "A-6000"} {
+		e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: target, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	}
+	e.r = drill.New(e.l, drill.Config{Names: drill.Names{
+		Brands: map[string]drill.BrandNames{row.Brand: {
+			Name:   "Acme Outfitters",
+			Scopes: map[string]string{"orders:read": "See your orders", "orders:cancel": "Cancel an order"},
+			Tools:  map[string]string{"cancel_order": "Cancel an order"},
+		}},
+		Agents: map[string]string{e.sc.PA.ID: "MyHelper"},
+	}})
+	rep, err := e.r.Run(context.Background(), drill.Request{Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChecksTotal != 6 || rep.ChecksPassed != 6 || len(rep.Rows) != 1 || rep.Rows[0] != row.ID || len(rep.Listed) != 2 {
+		t.Fatalf("%d/%d checks, rows %v, listed %+v", rep.ChecksPassed, rep.ChecksTotal, rep.Rows, rep.Listed)
+	}
+	if !strings.Contains(rep.Note, "2 read-only turns listed, not scored") {
+		t.Errorf("note: %q", rep.Note)
+	}
+	if n := strings.Count(rep.Reply, "\n\n") + 1; n > 2 {
+		t.Errorf("reply has %d paragraphs:\n%s", n, rep.Reply)
+	}
+	for _, want := range []string{"Acme Outfitters", "MyHelper", "see your orders (orders:read) and cancel an order (orders:cancel)", `"cancel an order" on A-5531`, "7 October 2026 13:07 UTC", "looked up information 2 times"} {
+		if !strings.Contains(rep.Reply, want) {
+			t.Errorf("reply lacks %q:\n%s", want, rep.Reply)
+		}
+	}
+	for _, id := range []string{"cancel_order", e.sc.PA.ID} {
+		if strings.Contains(rep.Reply, id) {
+			t.Errorf("reply speaks in the id %q:\n%s", id, rep.Reply)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/pact"
+)
+
+// drillNames gathers the words a dispute reply uses instead of ids: the
+// configured brands' and agents' display names, and for the embedded
+// Provider's brands their organization, scope descriptions and, for each
+// tool, the description of the scope it needs (what the consent page
+// showed the customer).
+func drillNames(cfg config.Config, p *pact.Provider) drill.Names {
+	n := drill.Names{Brands: map[string]drill.BrandNames{}, Agents: map[string]string{}}
+	for _, a := range cfg.Agents {
+		if a.DisplayName != "" {
+			n.Agents[a.Issuer] = a.DisplayName
+		}
+	}
+	for _, b := range cfg.Brands {
+		if b.DisplayName != "" {
+			n.Brands[b.InterfaceURL] = drill.BrandNames{Name: b.DisplayName}
+		}
+	}
+	if p == nil {
+		return n
+	}
+	brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
+	if err != nil {
+		return n // checked at start already: the Provider would not run
+	}
+	for id, b := range brands {
+		url := p.InterfaceURL(id)
+		bn := drill.BrandNames{Name: b.Organization, Scopes: map[string]string{}, Tools: map[string]string{}}
+		if bn.Name == "" {
+			bn.Name = b.Name
+		}
+		if cn, ok := n.Brands[url]; ok && cn.Name != "" {
+			bn.Name = cn.Name // the configuration wins
+		}
+		for _, s := range b.Scopes {
+			bn.Scopes[s.ID] = s.Description
+		}
+		for _, t := range b.Tools {
+			if d := bn.Scopes[t.Scope]; d != "" {
+				bn.Tools[t.Name] = d
+			}
+		}
+		n.Brands[url] = bn
+	}
+	return n
+}
