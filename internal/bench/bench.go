@@ -1,7 +1,10 @@
 // Package bench measures ledgerd under load: a real ledgerd process on bbolt
 // with S3 evidence (versitygw), gRPC clients posting a pre-signed corpus,
 // and in the same run the in-process ceiling (verify + durable commit, no
-// network) that the served figures are compared with.
+// network) that the served figures are compared with. The Merkle log's
+// figures come from the same run: write throughput with the log on against
+// off, the time from an acknowledged write to a signed checkpoint that
+// includes it, proof serving at a large tree, and tile bytes per row.
 package bench
 
 import (
@@ -48,7 +51,16 @@ type Config struct {
 	ListRows    int // rows stored for the read-side phase; 0 skips it
 	ListQueries int
 	Drills      int // dispute drills to time in the read-side phase
-	Out         io.Writer
+	// LogPairs is how many pairs of in-process runs, the Merkle log off
+	// and on, compare write throughput (0 skips them); LogRunFor is each
+	// run's length.
+	LogPairs  int
+	LogRunFor time.Duration
+	// LogLeaves is the size of the tree the proof phase builds (0 skips
+	// it); ProofQueries the proofs it times.
+	LogLeaves    int
+	ProofQueries int
+	Out          io.Writer
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
@@ -68,7 +80,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// Enough receipts for the sustained phase at up to 4,500 rows/s and the
 	// offered-rate phase; the ceiling reuses them on a store of its own.
-	n := int(cfg.Duration.Seconds()*4500 + cfg.OfferedFor.Seconds()*float64(cfg.Offered))
+	n := int(max(cfg.Duration, cfg.LogRunFor).Seconds()*4500 + cfg.OfferedFor.Seconds()*float64(cfg.Offered))
 	fmt.Fprintf(w, "signing a corpus of %d ES256 receipts with request JWTs and delegation tokens (not measured)...\n", n)
 	corpus := makeCorpus(sc, n)
 
@@ -79,6 +91,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	fmt.Fprintf(w, "\nin-process ceiling (verify + durable bbolt commit, %d in flight): %.0f rows/s, p50 %s, p99 %s\n",
 		cfg.Concurrency, ceiling.rate, ceiling.p(50), ceiling.p(99))
+	if cfg.LogPairs > 0 {
+		runs, err := runLogThroughput(ctx, sc, corpus, work, cfg)
+		if err != nil {
+			return fmt.Errorf("log on/off: %w", err)
+		}
+		printLogThroughput(cfg, runs)
+	}
 
 	// Phase 2: a real ledgerd with S3 evidence.
 	s3, err := s3test.Start()
@@ -95,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer d.stop()
-	served, err := d.load(ctx, corpus, cfg.Concurrency, cfg.Duration, 0)
+	served, err := d.load(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -108,18 +127,42 @@ func Run(ctx context.Context, cfg Config) error {
 	drain := d.waitDrained(2 * time.Minute)
 	fmt.Fprintf(w, "  outbox drained %s after the load stopped\n", drain)
 
-	// Phase 3: latency at an offered rate.
-	offered, err := d.load(ctx, corpus[served.ok+served.errors:], 0, cfg.OfferedFor, cfg.Offered)
+	// Phase 3: latency at an offered rate, and the time from each
+	// acknowledged write to the first signed checkpoint that includes it
+	// (the integrator runs every 500 ms, ledgerd's default).
+	var (
+		acksMu sync.Mutex
+		acks   []ack
+	)
+	watch := d.watchCheckpoints(ctx, 5*time.Millisecond)
+	offered, err := d.load(ctx, corpus[served.ok+served.errors:], 0, cfg.OfferedFor, cfg.Offered, func(id string) {
+		at := time.Now()
+		acksMu.Lock()
+		acks = append(acks, ack{id: id, at: at})
+		acksMu.Unlock()
+	})
 	if err != nil {
+		watch()
 		return err
 	}
 	fmt.Fprintf(w, "\nledgerd at %d rows/s offered for %s: %.0f rows/s done, p50 %s, p99 %s, errors %d\n",
 		cfg.Offered, cfg.OfferedFor, offered.rate, offered.p(50), offered.p(99), offered.errors)
+	incl, err := d.inclusion(ctx, acks, watch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  acknowledged to included in a signed checkpoint (GetCheckpoint polled every 5 ms): p50 %s, p99 %s, max %s (%d rows, %d not matched)\n",
+		incl.p(50), incl.p(99), incl.p(100), incl.ok, incl.errors)
 	d.stop()
 
 	if cfg.ListRows > 0 {
 		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
 			return err
+		}
+	}
+	if cfg.LogLeaves > 0 {
+		if err := runProofs(ctx, bin, filepath.Join(work, "proofs"), sc, s3, corpus[0], cfg); err != nil {
+			return fmt.Errorf("proofs: %w", err)
 		}
 	}
 	return nil
@@ -360,7 +403,9 @@ func (d *daemon) stop() {
 	})
 }
 
-func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int) (*result, error) {
+// load posts corpus entries to ledgerd (see drive); onAck, when set, is
+// told the row id of each acknowledged write as it arrives.
+func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, onAck func(id string)) (*result, error) {
 	var rr atomic.Int64
 	clients := make([]ledgerv1.LedgerServiceClient, len(d.conns))
 	for i, c := range d.conns {
@@ -370,7 +415,10 @@ func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptReque
 	cpu0, s30 := procCPU(d.cmd.Process.Pid), procCPU(d.s3Pid())
 	t0 := time.Now()
 	res, err := drive(wctx, corpus, conc, dur, rate, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
-		_, err := clients[rr.Add(1)%int64(len(clients))].AppendReceipt(ctx, req)
+		rep, err := clients[rr.Add(1)%int64(len(clients))].AppendReceipt(ctx, req)
+		if err == nil && onAck != nil {
+			onAck(rep.GetRow().GetId())
+		}
 		return err
 	})
 	if err != nil {
