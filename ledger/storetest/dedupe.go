@@ -1,0 +1,199 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// writers is how many goroutines race in the dedupe and group commit
+// cases.
+const writers = 64
+
+// errSeen is what a racing writer's transaction returns when the row it
+// would create is already there (the ledger answers ALREADY_RECORDED).
+var errSeen = errors.New("row already recorded")
+
+// testDedupeRace: many writers create the same row id at once, each in a
+// transaction that checks Row first, as the ledger does: exactly one
+// creates it, every other one sees it, and the stored row is the winner's.
+func testDedupeRace(t *testing.T, open opener) {
+	s := open.fresh(t)
+	id := hexID("the same receipt")
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
+				_, err := tx.Row(id)
+				switch {
+				case err == nil:
+					return errSeen
+				case !errors.Is(err, ledger.ErrNotFound):
+					return err
+				}
+				r := fixtureRows(1)[0]
+				r.ID, r.Principal = id, fmt.Sprintf("writer-%d", i)
+				return tx.CreateRow(r)
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("writers %d and %d both created row %s", winner, i, id)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, errSeen):
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no writer created row %s", id)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		r, err := tx.Row(id)
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("writer-%d", winner); r.Principal != want {
+			t.Errorf("stored row was written by %s, want the winner %s", r.Principal, want)
+		}
+		rows, _, err := tx.List(ledger.Query{PageSize: 1000})
+		if len(rows) != 1 {
+			t.Errorf("List returns %d rows, want 1", len(rows))
+		}
+		return err
+	})
+}
+
+// testRequestJWTIndex: the request-JWT index names the first row that
+// used a request JWT, also when many rows with that request JWT race (each
+// transaction asks the index first, as the ledger's dedupe does, and the
+// rows that find a first one are recorded as its duplicates); sweeping a
+// later row leaves the index on the first; sweeping the first clears it.
+func testRequestJWTIndex(t *testing.T, open opener) {
+	s := open.fresh(t)
+	sha := hexID("one request JWT")
+	view(t, s, func(tx ledger.Tx) error {
+		first, err := tx.RowByRequestJWT(sha)
+		if err != nil || first != "" {
+			t.Errorf("RowByRequestJWT before any row: %q, %v; want \"\", nil", first, err)
+		}
+		return nil
+	})
+	rows := fixtureRows(writers)
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	for i, r := range rows {
+		r.RequestJWTSHA256 = sha
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
+				first, err := tx.RowByRequestJWT(sha)
+				if err != nil {
+					return err
+				}
+				w := *r // fn may run again: never change the captured row
+				w.Verifier.DuplicateOf = first
+				if first != "" {
+					w.Status = ledger.Duplicate
+				}
+				return tx.CreateRow(&w)
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	var first string
+	view(t, s, func(tx ledger.Tx) error {
+		var err error
+		if first, err = tx.RowByRequestJWT(sha); err != nil {
+			return err
+		}
+		originals := 0
+		for _, r := range rows {
+			got, err := tx.Row(r.ID)
+			if err != nil {
+				return err
+			}
+			switch {
+			case got.Verifier.DuplicateOf == "":
+				originals++
+				if got.ID != first {
+					t.Errorf("row %s found no earlier row but the index names %s", got.ID, first)
+				}
+			case got.Verifier.DuplicateOf != first:
+				t.Errorf("row %s is a duplicate of %s, the index names %s", got.ID, got.Verifier.DuplicateOf, first)
+			}
+		}
+		if originals != 1 {
+			t.Errorf("%d rows found no earlier row with the request JWT, want 1", originals)
+		}
+		return nil
+	})
+	if first == "" {
+		t.Fatal("RowByRequestJWT names no row")
+	}
+
+	var later, firstRow *ledger.Row
+	for _, r := range rows {
+		switch {
+		case r.ID == first:
+			firstRow = r
+		case later == nil:
+			later = r
+		}
+	}
+	sweep(t, s, later)
+	view(t, s, func(tx ledger.Tx) error {
+		got, err := tx.RowByRequestJWT(sha)
+		if err != nil || got != first {
+			t.Errorf("after sweeping a later row: RowByRequestJWT = %q, %v; want the first row %s", got, err, first)
+		}
+		return nil
+	})
+	sweep(t, s, firstRow)
+	view(t, s, func(tx ledger.Tx) error {
+		got, err := tx.RowByRequestJWT(sha)
+		if err != nil || got == first {
+			t.Errorf("after sweeping the first row: RowByRequestJWT = %q, %v; want any row but the swept one", got, err)
+		}
+		return nil
+	})
+}
+
+// sweep removes r with a tombstone and returns what became deletable.
+func sweep(t *testing.T, s ledger.Store, r *ledger.Row) []ledger.Location {
+	t.Helper()
+	var locs []ledger.Location
+	update(t, s, func(tx ledger.Tx) error {
+		cur, err := tx.Row(r.ID)
+		if err != nil {
+			return err
+		}
+		locs, err = tx.SweepRow(cur, tombstoneOf(cur))
+		return err
+	})
+	return locs
+}
+
+// tombstoneOf is the tombstone the sweeper leaves for r.
+func tombstoneOf(r *ledger.Row) ledger.Tombstone {
+	return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RetainUntil, SweptAt: r.RetainUntil.Add(time.Hour)}
+}

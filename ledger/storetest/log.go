@@ -1,0 +1,235 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// memHashes is a tlog.HashReader over stored hashes kept in memory: the
+// tree the suite expects the store to hold.
+type memHashes []tlog.Hash
+
+func (m memHashes) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		if x >= int64(len(m)) {
+			return nil, fmt.Errorf("no hash %d", x)
+		}
+		out[i] = m[x]
+	}
+	return out, nil
+}
+
+// storeHashes reads the stored hashes of tx.
+func storeHashes(tx ledger.LogTx) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) { return tx.ReadHashes(idx) })
+}
+
+// integrate sequences every queued leaf as the ledger's integrator does
+// (reading back, in the same transaction, the hashes it just stored) and
+// records the new head with checkpoint "cp<size>".
+func integrate(t *testing.T, s ledger.Store) int64 {
+	t.Helper()
+	var size int64
+	update(t, s, func(tx ledger.Tx) error {
+		var err error
+		if size, _, err = tx.LogHead(); err != nil {
+			return err
+		}
+		pend, err := tx.PendingLeaves(1000)
+		if err != nil {
+			return err
+		}
+		for _, p := range pend {
+			hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), storeHashes(tx))
+			if err != nil {
+				return fmt.Errorf("hash leaf %d: %w", size, err)
+			}
+			if err := tx.SequenceLeaf(p, size, tlog.StoredHashCount(size), hs); err != nil {
+				return err
+			}
+			size++
+		}
+		return tx.SetLogHead(size, fmt.Appendf(nil, "cp%d", size))
+	})
+	return size
+}
+
+// testLog: the Merkle log's part of a transaction. QueueLeaf keeps commit
+// order, PendingLeaves returns the oldest first; SequenceLeaf stores the
+// leaf, its hashes (readable in the same transaction) and its index, and
+// takes it off the queue; it refuses an index already taken, changing
+// nothing; LogHead and CheckpointAt return what SetLogHead recorded; the
+// stored hashes give the tree hash computed apart from the store.
+func testLog(t *testing.T, open opener) {
+	s := open.fresh(t)
+	view(t, s, func(tx ledger.Tx) error {
+		size, cp, err := tx.LogHead()
+		if err != nil || size != 0 || len(cp) != 0 {
+			t.Errorf("LogHead of an empty log: %d, %q, %v", size, cp, err)
+		}
+		n, err := tx.TilesPublished()
+		if err != nil || n != 0 {
+			t.Errorf("TilesPublished of an empty log: %d, %v", n, err)
+		}
+		_, err = tx.CheckpointAt(0)
+		wantNotFound(t, "CheckpointAt(0) of an empty log", err)
+		if _, _, err := tx.Leaf(0); err == nil {
+			t.Errorf("Leaf(0) of an empty log: no error")
+		}
+		return nil
+	})
+
+	type leaf struct {
+		ref  string
+		data []byte
+	}
+	var leaves []leaf
+	for i := range 7 {
+		leaves = append(leaves, leaf{fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "leaf data %d", i)})
+	}
+	queue := func(ls ...leaf) {
+		update(t, s, func(tx ledger.Tx) error {
+			for _, l := range ls {
+				if err := tx.QueueLeaf(l.ref, l.data); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	queue(leaves[0])
+	queue(leaves[1], leaves[2])
+	view(t, s, func(tx ledger.Tx) error {
+		pend, err := tx.PendingLeaves(100)
+		if err != nil {
+			return err
+		}
+		if len(pend) != 3 {
+			t.Fatalf("PendingLeaves: %d, want 3", len(pend))
+		}
+		for i, p := range pend {
+			if p.Ref != leaves[i].ref || string(p.Data) != string(leaves[i].data) {
+				t.Errorf("pending leaf %d: %s %q, want %s %q", i, p.Ref, p.Data, leaves[i].ref, leaves[i].data)
+			}
+			if i > 0 && p.Seq <= pend[i-1].Seq {
+				t.Errorf("pending leaf %d: Seq %d after %d", i, p.Seq, pend[i-1].Seq)
+			}
+		}
+		two, err := tx.PendingLeaves(2)
+		if err != nil || len(two) != 2 || two[0].Ref != leaves[0].ref {
+			t.Errorf("PendingLeaves(2): %v, %v", two, err)
+		}
+		_, err = tx.LeafIndex(leaves[0].ref)
+		wantNotFound(t, "LeafIndex of a queued leaf", err)
+		return nil
+	})
+	if size := integrate(t, s); size != 3 {
+		t.Fatalf("integrated %d leaves, want 3", size)
+	}
+	queue(leaves[3])
+	queue(leaves[4], leaves[5], leaves[6])
+	if size := integrate(t, s); size != 7 {
+		t.Fatalf("log size %d after integrating, want 7", size)
+	}
+	update(t, s, func(tx ledger.Tx) error { return tx.SetTilesPublished(3) })
+
+	// The tree the store should hold, computed apart from it.
+	var want memHashes
+	for i, l := range leaves {
+		hs, err := tlog.StoredHashes(int64(i), l.data, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, hs...)
+	}
+	wantRoot, err := tlog.TreeHash(int64(len(leaves)), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTree := func() {
+		t.Helper()
+		view(t, s, func(tx ledger.Tx) error {
+			root, err := tlog.TreeHash(int64(len(leaves)), storeHashes(tx))
+			if err != nil {
+				return err
+			}
+			if root != wantRoot {
+				t.Errorf("tree hash from the stored hashes: %v, want %v", root, wantRoot)
+			}
+			for i, l := range leaves {
+				ref, data, err := tx.Leaf(int64(i))
+				if err != nil {
+					return err
+				}
+				if ref != l.ref || string(data) != string(l.data) {
+					t.Errorf("Leaf(%d) = %s %q, want %s %q", i, ref, data, l.ref, l.data)
+				}
+				idx, err := tx.LeafIndex(l.ref)
+				if err != nil || idx != int64(i) {
+					t.Errorf("LeafIndex(%s) = %d, %v; want %d", l.ref, idx, err, i)
+				}
+			}
+			size, cp, err := tx.LogHead()
+			if err != nil || size != 7 || string(cp) != "cp7" {
+				t.Errorf("LogHead = %d, %q, %v; want 7, cp7", size, cp, err)
+			}
+			for _, n := range []int64{3, 7} {
+				cp, err := tx.CheckpointAt(n)
+				if err != nil || string(cp) != fmt.Sprint("cp", n) {
+					t.Errorf("CheckpointAt(%d) = %q, %v", n, cp, err)
+				}
+			}
+			_, err = tx.CheckpointAt(5)
+			wantNotFound(t, "CheckpointAt a size never signed", err)
+			published, err := tx.TilesPublished()
+			if err != nil || published != 3 {
+				t.Errorf("TilesPublished = %d, %v; want 3", published, err)
+			}
+			if _, err := tx.ReadHashes([]int64{int64(len(want)) + 5}); err == nil {
+				t.Errorf("ReadHashes of a hash never stored: no error")
+			}
+			return nil
+		})
+	}
+	checkTree()
+
+	// A leaf sequenced at an index already taken is refused; nothing of
+	// that transaction stays.
+	extra := leaf{"ref-extra", []byte("extra")}
+	queue(extra)
+	err = s.Update(t.Context(), func(tx ledger.Tx) error {
+		pend, err := tx.PendingLeaves(1)
+		if err != nil {
+			return err
+		}
+		if len(pend) != 1 {
+			return fmt.Errorf("pending leaves: %d", len(pend))
+		}
+		return tx.SequenceLeaf(pend[0], 2, tlog.StoredHashCount(2), []tlog.Hash{tlog.RecordHash(extra.data)})
+	})
+	if err == nil {
+		t.Errorf("SequenceLeaf at a taken index succeeded")
+	}
+	checkTree()
+	view(t, s, func(tx ledger.Tx) error {
+		pend, err := tx.PendingLeaves(10)
+		if err != nil {
+			return err
+		}
+		if !slices.EqualFunc(pend, []leaf{extra}, func(p ledger.PendingLeaf, l leaf) bool { return p.Ref == l.ref }) {
+			t.Errorf("after a refused SequenceLeaf the queue is %v, want the leaf still queued", pend)
+		}
+		_, err = tx.LeafIndex(extra.ref)
+		if !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("LeafIndex of the refused leaf: %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+}

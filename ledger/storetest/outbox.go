@@ -1,0 +1,325 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// entry is an outbox entry for the evidence of row n.
+func entry(n int) ledger.OutboxEntry {
+	id := hexID(fmt.Sprintf("outbox %d", n))
+	return ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: id, Key: ledger.EvidenceKey(id), RetainUntil: base.Add(24 * time.Hour), Segment: n%2 == 0}
+}
+
+// outbox returns up to n outbox entries.
+func outbox(t *testing.T, s ledger.Store, n int) []ledger.OutboxEntry {
+	t.Helper()
+	var out []ledger.OutboxEntry
+	view(t, s, func(tx ledger.Tx) error {
+		var err error
+		out, err = tx.Outbox(n)
+		return err
+	})
+	return out
+}
+
+// checkEntries fails the test unless got holds the entries want in order
+// (Seq aside) with strictly increasing Seq, and returns the Seqs.
+func checkEntries(t *testing.T, got, want []ledger.OutboxEntry) []uint64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("outbox: %d entries, want %d", len(got), len(want))
+	}
+	var seqs []uint64
+	for i := range got {
+		if i > 0 && got[i].Seq <= got[i-1].Seq {
+			t.Errorf("outbox entry %d has Seq %d after %d: want increasing", i, got[i].Seq, got[i-1].Seq)
+		}
+		w := want[i]
+		w.Seq = got[i].Seq
+		if !same(got[i], w) {
+			t.Errorf("outbox entry %d\n got %s\nwant %s", i, show(got[i]), show(w))
+		}
+		seqs = append(seqs, got[i].Seq)
+	}
+	return seqs
+}
+
+// testOutboxOrder: Enqueue assigns increasing Seqs in commit order (also
+// several in one transaction), Outbox returns the oldest n first, depth
+// and the oldest queue time follow, Uploaded removes an entry and records
+// its object, and a Seq is never handed out again after its entry left.
+func testOutboxOrder(t *testing.T, open opener) {
+	s := open.fresh(t)
+	view(t, s, func(tx ledger.Tx) error {
+		depth, err := tx.OutboxDepth()
+		if err != nil || depth != 0 {
+			t.Errorf("empty outbox: depth %d, %v", depth, err)
+		}
+		oldest, err := tx.OldestQueued()
+		if err != nil || !oldest.IsZero() {
+			t.Errorf("empty outbox: OldestQueued %v, %v; want zero", oldest, err)
+		}
+		return nil
+	})
+	var want []ledger.OutboxEntry
+	for i := range 10 {
+		e := entry(i)
+		e.Seq = 999 // Enqueue assigns Seq; what the caller set is ignored
+		update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(e) })
+		e.Seq = 0
+		want = append(want, e)
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		for i := 10; i < 15; i++ {
+			if err := tx.Enqueue(entry(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i := 10; i < 15; i++ {
+		want = append(want, entry(i))
+	}
+	all := outbox(t, s, 1000)
+	checkEntries(t, all, want)
+	checkEntries(t, outbox(t, s, 4), want[:4])
+	view(t, s, func(tx ledger.Tx) error {
+		depth, err := tx.OutboxDepth()
+		if err != nil || depth != len(want) {
+			t.Errorf("OutboxDepth = %d, %v; want %d", depth, err, len(want))
+		}
+		oldest, err := tx.OldestQueued()
+		if err != nil || oldest.IsZero() {
+			t.Errorf("OldestQueued = %v, %v; want a time", oldest, err)
+		}
+		_, err = tx.Object(all[0].Key)
+		wantNotFound(t, "Object of a queued entry", err)
+		return nil
+	})
+
+	// The uploader records the first three, out of order.
+	locs := map[string]ledger.Location{}
+	for _, i := range []int{2, 0, 1} {
+		e := all[i]
+		loc := ledger.Location{Store: "s3", Bucket: "evidence", Key: e.Key, VersionID: fmt.Sprint("v", i), RetainUntil: e.RetainUntil, Uploaded: true}
+		locs[e.Key] = loc
+		update(t, s, func(tx ledger.Tx) error { return tx.Uploaded(e, loc) })
+	}
+	checkEntries(t, outbox(t, s, 1000), want[3:])
+	view(t, s, func(tx ledger.Tx) error {
+		for key, w := range locs {
+			got, err := tx.Object(key)
+			if err != nil {
+				return err
+			}
+			if !same(got, w) {
+				t.Errorf("Object(%s)\n got %s\nwant %s", key, show(got), show(w))
+			}
+		}
+		depth, err := tx.OutboxDepth()
+		if err != nil || depth != len(want)-3 {
+			t.Errorf("OutboxDepth after three uploads = %d, %v; want %d", depth, err, len(want)-3)
+		}
+		return nil
+	})
+
+	// Drain the rest; the outbox is empty, and a new entry gets a Seq above
+	// every Seq handed out before.
+	update(t, s, func(tx ledger.Tx) error {
+		for _, e := range all[3:] {
+			if err := tx.Uploaded(e, ledger.Location{Store: "s3", Key: e.Key, Uploaded: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		depth, err := tx.OutboxDepth()
+		if err != nil || depth != 0 {
+			t.Errorf("drained outbox: depth %d, %v", depth, err)
+		}
+		oldest, err := tx.OldestQueued()
+		if err != nil || !oldest.IsZero() {
+			t.Errorf("drained outbox: OldestQueued %v, %v; want zero", oldest, err)
+		}
+		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(entry(100)) })
+	after := outbox(t, s, 10)
+	checkEntries(t, after, []ledger.OutboxEntry{entry(100)})
+	if last := all[len(all)-1].Seq; after[0].Seq <= last {
+		t.Errorf("new entry got Seq %d, not above %d handed out before", after[0].Seq, last)
+	}
+}
+
+// testOutboxConcurrentEnqueue: entries enqueued by many concurrent writers
+// get distinct Seqs, and Outbox returns them in Seq order.
+func testOutboxConcurrentEnqueue(t *testing.T, open opener) {
+	s := open.fresh(t)
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
+				if err := tx.Enqueue(entry(2 * i)); err != nil {
+					return err
+				}
+				return tx.Enqueue(entry(2*i + 1))
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	got := outbox(t, s, 1000)
+	if len(got) != 2*writers {
+		t.Fatalf("outbox: %d entries, want %d", len(got), 2*writers)
+	}
+	pos := map[string]int{}
+	for i, e := range got {
+		if i > 0 && e.Seq <= got[i-1].Seq {
+			t.Errorf("entry %d: Seq %d after %d", i, e.Seq, got[i-1].Seq)
+		}
+		pos[e.Ref] = i
+	}
+	for i := range writers {
+		a, b := entry(2*i).Ref, entry(2*i+1).Ref
+		if pos[a] >= pos[b] {
+			t.Errorf("writer %d: its second entry is not after its first", i)
+		}
+	}
+}
+
+// testDeadLetters: OutboxFailed counts failures of an entry still queued,
+// DeadLetter moves the entry aside with that record (out of the outbox
+// and its depth), DeadLetters pages in Seq order after a Seq, and
+// RemoveDeadLetter removes one; both do nothing for an entry already gone.
+func testDeadLetters(t *testing.T, open opener) {
+	s := open.fresh(t)
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range 4 {
+			if err := tx.Enqueue(entry(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	q := outbox(t, s, 10)
+	t1, t2 := base.Add(time.Minute), base.Add(2*time.Minute)
+	update(t, s, func(tx ledger.Tx) error {
+		if f, err := tx.OutboxFailed(q[1].Seq, "first", t1); err != nil || f.Attempts != 1 {
+			return fmt.Errorf("first failure: %+v, %v", f, err)
+		}
+		f, err := tx.OutboxFailed(q[1].Seq, "second", t2)
+		if err != nil {
+			return err
+		}
+		want := ledger.OutboxFailure{Attempts: 2, First: t1, Last: t2, Reason: "second"}
+		if !same(f, want) {
+			t.Errorf("OutboxFailed\n got %s\nwant %s", show(f), show(want))
+		}
+		if err := tx.DeadLetter(q[1], "gone for good", t2); err != nil {
+			return err
+		}
+		if err := tx.DeadLetter(q[3], "never tried", t2); err != nil {
+			return err
+		}
+		return nil
+	})
+	checkEntries(t, outbox(t, s, 10), []ledger.OutboxEntry{entry(0), entry(2)})
+	view(t, s, func(tx ledger.Tx) error {
+		n, err := tx.DeadLetterCount()
+		if err != nil || n != 2 {
+			t.Errorf("DeadLetterCount = %d, %v; want 2", n, err)
+		}
+		depth, err := tx.OutboxDepth()
+		if err != nil || depth != 2 {
+			t.Errorf("OutboxDepth = %d, %v; want 2", depth, err)
+		}
+		all, err := tx.DeadLetters(0, 10)
+		if err != nil {
+			return err
+		}
+		want := []ledger.DeadLetter{
+			{Entry: q[1], Reason: "gone for good", Attempts: 2, FirstFailure: t1, LastFailure: t2},
+			{Entry: q[3], Reason: "never tried", Attempts: 1, FirstFailure: t2, LastFailure: t2},
+		}
+		if !same(all, want) {
+			t.Errorf("DeadLetters\n got %s\nwant %s", show(all), show(want))
+		}
+		page, err := tx.DeadLetters(q[1].Seq, 10)
+		if err != nil {
+			return err
+		}
+		if len(page) != 1 || page[0].Entry.Seq != q[3].Seq {
+			t.Errorf("DeadLetters after %d: %s", q[1].Seq, show(page))
+		}
+		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		// Both entries already left the outbox: nothing changes.
+		if _, err := tx.OutboxFailed(q[1].Seq, "late", t2); err != nil {
+			return err
+		}
+		if err := tx.DeadLetter(q[1], "again", t2); err != nil {
+			return err
+		}
+		return tx.RemoveDeadLetter(q[1].Seq)
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		all, err := tx.DeadLetters(0, 10)
+		if err != nil {
+			return err
+		}
+		if len(all) != 1 || all[0].Entry.Seq != q[3].Seq {
+			t.Errorf("DeadLetters after RemoveDeadLetter: %s", show(all))
+		}
+		n, err := tx.DeadLetterCount()
+		if err != nil || n != 1 {
+			t.Errorf("DeadLetterCount = %d, %v; want 1", n, err)
+		}
+		return nil
+	})
+}
+
+// testSegmentPlans: PlanSegment records a plan (its entries in order),
+// SegmentPlans returns the plans by key, DropSegmentPlan removes one.
+func testSegmentPlans(t *testing.T, open opener) {
+	s := open.fresh(t)
+	plans := []ledger.SegmentPlan{
+		{Key: "segments/2026-03-02/b", RetainUntil: base.Add(24 * time.Hour), Entries: []ledger.OutboxEntry{entry(3), entry(1)}},
+		{Key: "segments/2026-03-02/a", RetainUntil: base.Add(24 * time.Hour), Entries: []ledger.OutboxEntry{entry(2)}},
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		for _, p := range plans {
+			if err := tx.PlanSegment(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got := func() []ledger.SegmentPlan {
+		var out []ledger.SegmentPlan
+		view(t, s, func(tx ledger.Tx) error {
+			var err error
+			out, err = tx.SegmentPlans()
+			return err
+		})
+		return out
+	}
+	if want := []ledger.SegmentPlan{plans[1], plans[0]}; !same(got(), want) {
+		t.Errorf("SegmentPlans\n got %s\nwant %s", show(got()), show(want))
+	}
+	update(t, s, func(tx ledger.Tx) error { return tx.DropSegmentPlan(plans[1].Key) })
+	if want := plans[:1]; !same(got(), want) {
+		t.Errorf("SegmentPlans after a drop\n got %s\nwant %s", show(got()), show(want))
+	}
+}

@@ -1,0 +1,215 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// testDrills: drill reports come back as put, newest id first, in pages
+// of 1 and 1000; an unknown id is ErrNotFound and a token that is not one
+// is ErrInvalid.
+func testDrills(t *testing.T, open opener) {
+	s := open.fresh(t)
+	view(t, s, func(tx ledger.Tx) error {
+		out, next, err := tx.Drills(10, "")
+		if err != nil || len(out) != 0 || next != "" {
+			t.Errorf("Drills on an empty store: %d, %q, %v", len(out), next, err)
+		}
+		return nil
+	})
+	var ids []string
+	for i := range 12 {
+		// Ids sort by time, as the ledger makes them.
+		ids = append(ids, base.Add(time.Duration(i)*24*time.Hour).Format("20060102T150405Z")+fmt.Sprintf("-%02d", i))
+	}
+	for _, i := range []int{3, 0, 11, 5, 1, 2, 4, 10, 6, 9, 8, 7} { // put out of order
+		update(t, s, func(tx ledger.Tx) error { return tx.PutDrill(ids[i], []byte(`{"id":"`+ids[i]+`"}`)) })
+	}
+	var want []string
+	for _, id := range slices.Backward(ids) {
+		want = append(want, `{"id":"`+id+`"}`)
+	}
+	newest := want
+	for _, n := range []int{1, 5, 1000} {
+		got := pageAll(t, n, len(newest), func(tok string) ([]string, string) {
+			var page [][]byte
+			var next string
+			view(t, s, func(tx ledger.Tx) error {
+				var err error
+				page, next, err = tx.Drills(n, tok)
+				return err
+			})
+			var out []string
+			for _, b := range page {
+				out = append(out, string(b))
+			}
+			return out, next
+		})
+		if !slices.Equal(got, newest) {
+			t.Errorf("Drills in pages of %d:\n got %v\nwant %v", n, got, newest)
+		}
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		b, err := tx.Drill(ids[4])
+		if err != nil || string(b) != `{"id":"`+ids[4]+`"}` {
+			t.Errorf("Drill(%s) = %q, %v", ids[4], b, err)
+		}
+		_, err = tx.Drill("19990101T000000Z")
+		wantNotFound(t, "Drill of an unknown id", err)
+		_, _, err = tx.Drills(5, "%%%not a token%%%")
+		if !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("Drills with a bad token: %v, want an error wrapping ledger.ErrInvalid", err)
+		}
+		return nil
+	})
+}
+
+// pageAll pages with fetch from the start and returns everything; pages
+// hold at most n items, and there are no more of them than total needs
+// plus one.
+func pageAll[T any](t *testing.T, n, total int, fetch func(token string) ([]T, string)) []T {
+	t.Helper()
+	var out []T
+	tok := ""
+	for pages := 1; ; pages++ {
+		page, next := fetch(tok)
+		if len(page) > n {
+			t.Fatalf("page of %d, want at most %d", len(page), n)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		if pages > (total+n-1)/n {
+			t.Fatalf("%d pages and still a token, for %d items in pages of %d", pages, total, n)
+		}
+		tok = next
+	}
+}
+
+// testIncidents: NextIncidentID hands out distinct ids (also to
+// concurrent writers), PutIncident and Incident keep a record (a rewrite
+// replaces it, as closing does), and Incidents pages newest first, by
+// allocation order, not by the ids' text (INC-10 after INC-9).
+func testIncidents(t *testing.T, open opener) {
+	s := open.fresh(t)
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	errs := make([]error, 12)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
+				id, err := tx.NextIncidentID()
+				if err != nil {
+					return err
+				}
+				if err := tx.PutIncident(ledger.IncidentRecord{ID: id, RowID: hexID(id), Reason: "scope beyond grant", OpenedAt: base}); err != nil {
+					return err
+				}
+				// Record the id only once the fn is done: it may run again.
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		all, _, err := tx.Incidents(1000, "")
+		if err != nil {
+			return err
+		}
+		if len(all) != len(errs) {
+			t.Fatalf("Incidents: %d, want %d", len(all), len(errs))
+		}
+		seen := map[string]bool{}
+		for _, inc := range all {
+			if seen[inc.ID] {
+				t.Errorf("incident id %s handed out twice", inc.ID)
+			}
+			seen[inc.ID] = true
+		}
+		return nil
+	})
+
+	// Allocation order, made one at a time, decides the page order.
+	var order, latest []string
+	for range 3 {
+		var id string
+		update(t, s, func(tx ledger.Tx) error {
+			var err error
+			if id, err = tx.NextIncidentID(); err != nil {
+				return err
+			}
+			return tx.PutIncident(ledger.IncidentRecord{ID: id, RowID: hexID(id), Reason: "args hash mismatch", OpenedAt: base})
+		})
+		latest = append([]string{id}, latest...)
+	}
+	var all []*ledger.IncidentRecord
+	view(t, s, func(tx ledger.Tx) error {
+		var err error
+		all, _, err = tx.Incidents(1000, "")
+		return err
+	})
+	for _, inc := range all {
+		order = append(order, inc.ID)
+	}
+	if len(order) != len(errs)+3 {
+		t.Fatalf("Incidents: %v", order)
+	}
+	if !slices.Equal(order[:3], latest) {
+		t.Errorf("Incidents starts %v, want the three allocated last, newest first: %v", order[:3], latest)
+	}
+	slices.Sort(ids)
+	rest := slices.Clone(order[3:])
+	slices.Sort(rest)
+	if !slices.Equal(rest, ids) {
+		t.Errorf("Incidents holds %v, want the concurrent writers' %v", rest, ids)
+	}
+
+	closed := *all[1]
+	closed.ClosedAt, closed.ClosedBy, closed.RetainUntil = base.Add(time.Hour), "support", base.Add(365*24*time.Hour)
+	update(t, s, func(tx ledger.Tx) error { return tx.PutIncident(closed) })
+	view(t, s, func(tx ledger.Tx) error {
+		got, err := tx.Incident(closed.ID)
+		if err != nil {
+			return err
+		}
+		if !same(got, &closed) {
+			t.Errorf("Incident after a rewrite\n got %s\nwant %s", show(got), show(&closed))
+		}
+		_, err = tx.Incident("INC-999999")
+		wantNotFound(t, "Incident of an unknown id", err)
+		return nil
+	})
+	for _, n := range []int{1, 4, 1000} {
+		got := pageAll(t, n, len(order), func(tok string) ([]string, string) {
+			var page []*ledger.IncidentRecord
+			var next string
+			view(t, s, func(tx ledger.Tx) error {
+				var err error
+				page, next, err = tx.Incidents(n, tok)
+				return err
+			})
+			var out []string
+			for _, inc := range page {
+				out = append(out, inc.ID)
+			}
+			return out, next
+		})
+		if !slices.Equal(got, order) {
+			t.Errorf("Incidents in pages of %d: %v, want %v", n, got, order)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+// Package storetest is the conformance suite of the ledger's row store:
+// every backend of ledger.Store runs Run against itself and must pass it
+// unchanged.
+//
+// The suite checks what the ledger relies on, not how a backend keeps it:
+// rows and every index with page tokens, dedupe under concurrent writers,
+// group commit with a failing member, outbox order, tombstones and what
+// becomes deletable, legal-hold counts, JWKS snapshots, drill and incident
+// pages, the Merkle log's queue and leaves, restart, and Update after
+// Close. Each sub-test opens its own store in its own directory.
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Run runs the conformance suite against the backend that open opens.
+//
+// open opens the store kept in dir, creating an empty one when dir holds
+// none, and returns it with the function that closes it. The suite calls
+// open again on the same dir after closing, to check what survives a
+// restart, and calls each close function exactly once. A backend whose
+// rows live outside dir (a database server) keys its database by dir.
+func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func() error)) {
+	h := opener(open)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, opener)
+	}{
+		{"RowsAndIndexes", testRowsAndIndexes},
+		{"PageTokens", testPageTokens},
+		{"RowsByIDAndRowAfter", testRowsByID},
+		{"RowUpdates", testRowUpdates},
+		{"DedupeRace", testDedupeRace},
+		{"RequestJWTIndex", testRequestJWTIndex},
+		{"GroupCommitFailingMember", testGroupCommitFailingMember},
+		{"OutboxOrder", testOutboxOrder},
+		{"OutboxConcurrentEnqueue", testOutboxConcurrentEnqueue},
+		{"DeadLetters", testDeadLetters},
+		{"SegmentPlans", testSegmentPlans},
+		{"Tombstones", testTombstones},
+		{"Expired", testExpired},
+		{"Holds", testHolds},
+		{"Snapshots", testSnapshots},
+		{"Revocations", testRevocations},
+		{"Drills", testDrills},
+		{"Incidents", testIncidents},
+		{"Log", testLog},
+		{"Restart", testRestart},
+		{"UpdateAfterClose", testUpdateAfterClose},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+	}
+}
+
+// store is an open store under test and its close function, called once.
+type store struct {
+	ledger.Store
+	once  sync.Once
+	close func() error
+	err   error
+}
+
+// Close closes the store once and returns the close error.
+func (s *store) Close() error {
+	s.once.Do(func() { s.err = s.close() })
+	return s.err
+}
+
+// opener opens the store kept in a directory (see Run).
+type opener func(t *testing.T, dir string) (ledger.Store, func() error)
+
+// start opens the store in dir; it is closed when the test ends unless the
+// test closed it first.
+func (open opener) start(t *testing.T, dir string) *store {
+	t.Helper()
+	ls, closeFn := open(t, dir)
+	s := &store{Store: ls, close: closeFn}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return s
+}
+
+// fresh opens a store in a new directory.
+func (open opener) fresh(t *testing.T) *store {
+	t.Helper()
+	return open.start(t, t.TempDir())
+}
+
+// update runs fn in Update and fails the test on an error.
+func update(t *testing.T, s ledger.Store, fn func(ledger.Tx) error) {
+	t.Helper()
+	if err := s.Update(t.Context(), fn); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+}
+
+// view runs fn in View and fails the test on an error.
+func view(t *testing.T, s ledger.Store, fn func(ledger.Tx) error) {
+	t.Helper()
+	if err := s.View(t.Context(), fn); err != nil {
+		t.Fatalf("view: %v", err)
+	}
+}
+
+// same reports whether two values encode to the same JSON: what a row
+// store keeps of a value is what the ledger reads back.
+func same(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// show renders v for a failure message.
+func show(v any) string {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(j)
+}
+
+// wantNotFound fails the test unless err wraps ledger.ErrNotFound.
+func wantNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("%s: got error %v, want one wrapping ledger.ErrNotFound", what, err)
+	}
+}
