@@ -1,0 +1,21 @@
+package bolt_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// TestConformance runs the row store conformance suite against bbolt.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, dir string) (ledger.Store, func() error) {
+		s, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Config{})
+		if err != nil {
+			t.Fatalf("open store in %s: %v", dir, err)
+		}
+		return s, s.Close
+	})
+}
