@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/internal/buildinfo"
 )
 
 var (
@@ -293,7 +293,7 @@ func TestCheckedByCarriesTheBuild(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("show: %d %s", code, out)
 	}
-	if want := "pactledger " + server.BuildInfo().String(); rep.Row.Verifier.CheckedBy != want {
+	if want := "pactledger " + buildinfo.Read().String(); rep.Row.Verifier.CheckedBy != want {
 		t.Fatalf("checkedBy %q, want %q", rep.Row.Verifier.CheckedBy, want)
 	}
 }

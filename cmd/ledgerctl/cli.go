@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -133,40 +132,6 @@ func answersHTTP(msg string) bool {
 		}
 	}
 	return false
-}
-
-// buildVersion is the module version and VCS revision the Go toolchain
-// recorded in this binary.
-func buildVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev string
-	var modified bool
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		v += " (rev " + rev
-		if modified {
-			v += ", modified"
-		}
-		v += ")"
-	}
-	return v
 }
 
 // clientTLS is the TLS configuration for ledgerd: the system roots, or

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
+	"github.com/pactledger/pactledger/internal/buildinfo"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -161,7 +162,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return exitUsage
 	}
 	if *version {
-		fmt.Fprintf(stdout, "ledgerctl %s\n", buildVersion())
+		fmt.Fprintf(stdout, "ledgerctl %s\n", buildinfo.Read().String())
 		return exitOK
 	}
 	if len(rest) == 0 {
@@ -180,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return printHelp(stdout, stderr, rest[0])
 	}
 	if rest[0] == "version" {
-		fmt.Fprintf(stdout, "ledgerctl %s\n", buildVersion())
+		fmt.Fprintf(stdout, "ledgerctl %s\n", buildinfo.Read().String())
 		return exitOK
 	}
 

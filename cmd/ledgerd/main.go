@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/server"
 )
@@ -30,7 +31,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
-		_, err := fmt.Fprintf(stdout, "ledgerd %s\n", server.BuildInfo())
+		_, err := fmt.Fprintf(stdout, "ledgerd %s\n", buildinfo.Read())
 		return err
 	}
 	if len(args) >= 1 && args[0] == "config" {

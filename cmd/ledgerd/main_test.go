@@ -12,9 +12,9 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/s3test"
-	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/storage/s3"
 )
 
@@ -76,7 +76,7 @@ func TestVersion(t *testing.T) {
 		if err := run(args, &out, &out); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := out.String(), "ledgerd "+server.BuildInfo().String()+"\n"; got != want {
+		if got, want := out.String(), "ledgerd "+buildinfo.Read().String()+"\n"; got != want {
 			t.Errorf("%v printed %q, want %q", args, got, want)
 		}
 	}

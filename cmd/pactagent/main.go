@@ -31,13 +31,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/client"
 )
@@ -83,7 +83,7 @@ func run(args []string, out io.Writer) error {
 		return usageErr{"no command"}
 	}
 	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
-		_, err := fmt.Fprintln(out, "pactagent", buildVersion())
+		_, err := fmt.Fprintln(out, "pactagent", buildinfo.Read().String())
 		return err
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -555,32 +555,4 @@ func listReceipts(dir string, out io.Writer) error {
 		fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
 	}
 	return nil
-}
-
-// buildVersion is the module version and VCS revision the Go toolchain
-// recorded in this binary: "v1.2.0 (rev 0123456789ab)" or "(devel)".
-func buildVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = ", modified"
-			}
-		}
-	}
-	if rev != "" {
-		v += " (rev " + rev[:min(12, len(rev))] + modified + ")"
-	}
-	return v
 }

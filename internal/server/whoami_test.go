@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/pacttest"
-	"github.com/pactledger/pactledger/internal/server"
 )
 
 func TestWhoAmI(t *testing.T) {
@@ -24,7 +24,7 @@ func TestWhoAmI(t *testing.T) {
 		if code := e.call(t, "GET", "/v1/whoami", role, nil, &got); code != http.StatusOK {
 			t.Fatalf("whoami as %s: %d", role, code)
 		}
-		if got.Name != role+"-key" || !slices.Equal(got.Roles, []string{role}) || got.ServerVersion != server.BuildInfo().String() {
+		if got.Name != role+"-key" || !slices.Equal(got.Roles, []string{role}) || got.ServerVersion != buildinfo.Read().String() {
 			t.Errorf("whoami as %s: %+v", role, got)
 		}
 	}
@@ -81,7 +81,7 @@ func TestBuildInfoMetric(t *testing.T) {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	b := server.BuildInfo()
+	b := buildinfo.Read()
 	if want := `pactledger_build_info{goversion="` + b.GoVersion + `",revision="` + b.Revision + `",version="` + b.Version + `"} 1`; !strings.Contains(string(body), want) {
 		t.Fatalf("/metrics lacks %s", want)
 	}
