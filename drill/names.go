@@ -43,15 +43,15 @@ func (n Names) agent(issuer string) string {
 	return issuer
 }
 
-// scopes lists the scopes in the brand's words (lower case first letter)
-// with the id the agent platform shows beside them, or by id.
+// scopes lists the scopes in the brand's words (lower case first letter),
+// or by id where the brand gave none.
 func (n Names) scopes(url string, ids []string) string {
 	out := make([]string, len(ids))
 	words := false
 	for i, id := range ids {
 		out[i] = id
 		if d := n.Brands[url].Scopes[id]; d != "" {
-			out[i], words = lowerFirst(d)+" ("+id+")", true
+			out[i], words = lowerFirst(d), true
 		}
 	}
 	if !words {

@@ -40,7 +40,7 @@ func TestDisputeByPrincipalScoresWhatChangedInTheBrandsWords(t *testing.T) {
 	if n := strings.Count(rep.Reply, "\n\n") + 1; n > 2 {
 		t.Errorf("reply has %d paragraphs:\n%s", n, rep.Reply)
 	}
-	for _, want := range []string{"Acme Outfitters", "MyHelper", "see your orders (orders:read) and cancel an order (orders:cancel)", `"cancel an order" on A-5531`, "7 October 2026 13:07 UTC", "looked up information 2 times"} {
+	for _, want := range []string{"Acme Outfitters", "MyHelper", "see your orders and cancel an order", `"cancel an order" on A-5531`, "7 October 2026 13:07 UTC", "looked up information 2 times"} {
 		if !strings.Contains(rep.Reply, want) {
 			t.Errorf("reply lacks %q:\n%s", want, rep.Reply)
 		}

@@ -243,7 +243,7 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 		}
 		t.Fatalf("drill %d/%d", d.ChecksPassed, d.ChecksTotal)
 	}
-	if !strings.Contains(run.Report.Reply, "flights:rebook") {
+	if !strings.Contains(run.Report.Reply, "rebook a flight") {
 		t.Errorf("drill reply %q", run.Report.Reply)
 	}
 }
