@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -224,16 +225,28 @@ func printLogThroughput(cfg Config, runs []logThroughput) {
 		fmt.Fprintf(w, "  pair %d: off %.0f rows/s, on %.0f rows/s, on/off %.3f\n", i/2+1, off.rate, on.rate, ratio)
 	}
 	fmt.Fprintf(w, "  median: off %.0f rows/s, on %.0f rows/s, on/off %.3f (target >= 0.90)\n", median(offs), median(ons), median(ratios))
+	// Tile bytes per row of the run with the median total.
+	var on []logThroughput
 	for _, r := range runs {
-		if !r.on || r.leaves == 0 {
-			continue
+		if r.on && r.leaves > 0 {
+			on = append(on, r)
 		}
-		n := float64(r.leaves)
-		t := r.tiles
-		fmt.Fprintf(w, "  tile bytes per row (%d leaves, tiles published every 500 ms): hash tiles %.1f B full + %.1f B partial, entry bundles %.0f B full + %.0f B partial, checkpoints %.1f B; all %.0f B\n",
-			r.leaves, float64(t.full)/n, float64(t.partial)/n, float64(t.entriesFull)/n, float64(t.entriesPartial)/n, float64(t.checkpoints)/n,
-			float64(t.full+t.partial+t.entriesFull+t.entriesPartial+t.checkpoints)/n)
 	}
+	if len(on) == 0 {
+		return
+	}
+	slices.SortFunc(on, func(a, b logThroughput) int { return cmp.Compare(a.perRow(), b.perRow()) })
+	r := on[len(on)/2]
+	n, t := float64(r.leaves), r.tiles
+	fmt.Fprintf(w, "  tile bytes per row (median of %d runs; %d leaves, tiles published every 500 ms): hash tiles %.1f B full + %.1f B partial, entry bundles %.0f B full + %.0f B partial, checkpoints %.1f B; all %.0f B (runs: %.0f to %.0f B)\n",
+		len(on), r.leaves, float64(t.full)/n, float64(t.partial)/n, float64(t.entriesFull)/n, float64(t.entriesPartial)/n, float64(t.checkpoints)/n,
+		r.perRow(), on[0].perRow(), on[len(on)-1].perRow())
+}
+
+// perRow is the log's bytes in write-once storage per leaf.
+func (r logThroughput) perRow() float64 {
+	t := r.tiles
+	return float64(t.full+t.partial+t.entriesFull+t.entriesPartial+t.checkpoints) / float64(max(r.leaves, 1))
 }
 
 // ack is an acknowledged write: its row id and when the client had it.
