@@ -2,13 +2,10 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,59 +20,16 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/smalldisk"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
-
-// smallDisk mounts a tmpfs of size bytes on a new directory and returns it;
-// it is unmounted when the test ends. The test is skipped, with the
-// reason, when the machine does not allow it (not root, no mount).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: mounting a size-limited tmpfs for the full-disk test needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs for the full-disk test: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until the filesystem is full and returns its
-// path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4 << 10, 512} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
 
 // TestFaultDiskFull: on a full disk a write answers RESOURCE_EXHAUSTED with
 // RetryInfo and a message naming the row store's file, /readyz and the gRPC
 // health service say not ready; once space is freed, ledgerd is ready and
 // takes writes again without a restart.
 func TestFaultDiskFull(t *testing.T) {
-	disk := smallDisk(t, "16m")
+	disk := smalldisk.Mount(t, "16m")
 	dataDir := filepath.Join(disk, "data")
 	off := false
 	e := newEnv(t, jose.ES256, withS3(s3test.Bucket()), func(c *config.Config) {
@@ -106,7 +60,7 @@ func TestFaultDiskFull(t *testing.T) {
 		t.Fatalf("readyz before the disk fills = %d", code)
 	}
 
-	filler := fill(t, disk)
+	filler := smalldisk.Fill(t, disk)
 	var r readyBody
 	if code := e.call(t, "GET", "/readyz", "", nil, &r); code != http.StatusServiceUnavailable || r.Disk.Status != "low" || r.Status != "not ready" {
 		t.Fatalf("readyz on a full disk = %d %+v, want 503 with the disk low", code, r)

@@ -6,69 +6,25 @@ import (
 	"errors"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/smalldisk"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/bolt"
 )
-
-// smallDisk mounts a tmpfs of size on a new directory, unmounted when the
-// test ends; the test is skipped, with the reason, when that is not allowed.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: mounting a size-limited tmpfs for the full-disk test needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs for the full-disk test: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until the filesystem is full; it returns the
-// file's path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4 << 10, 512} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
 
 // TestNoSpaceFailsTheBatchAtOnceAndRecovers: on a full disk every member
 // of a batch fails with ledger.ErrNoSpace naming the file, each write runs
 // once (no member is retried alone), the store reports itself unwritable,
 // and once space is freed it takes writes again without reopening.
 func TestNoSpaceFailsTheBatchAtOnceAndRecovers(t *testing.T) {
-	dir := smallDisk(t, "8m")
+	dir := smalldisk.Mount(t, "8m")
 	path := filepath.Join(dir, "l.db")
 	var commits atomic.Int64
 	s, err := bolt.Open(path, bolt.Config{OnCommit: func(int) { commits.Add(1) }})
@@ -80,7 +36,7 @@ func TestNoSpaceFailsTheBatchAtOnceAndRecovers(t *testing.T) {
 	if err := s.Writable(); err != nil {
 		t.Fatalf("writable before the disk fills: %v", err)
 	}
-	filler := fill(t, dir)
+	filler := smalldisk.Fill(t, dir)
 	commits.Store(0)
 
 	// A first write holds the commit loop while the others queue, so they
