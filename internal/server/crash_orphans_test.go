@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,16 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"gopkg.in/yaml.v3"
 
-	"github.com/pactledger/pactledger/internal/pacttest"
-	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -33,33 +29,14 @@ import (
 // names: no segment put before a crash and then put again under another
 // key, no dead letters.
 func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs ledgerd")
-	}
-	bin := buildLedgerd(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	bucket := s3test.Bucket()
-	cfg := testConfig(sc, t.TempDir())
-	withS3(bucket)(&cfg)
-	cfg.Uploader.Batch = 32 // many small rounds: many puts in flight at each kill
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "ledgerd.yaml")
-	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, sc, cfg, cfgPath := crashSetup(t, func(cfg *config.Config) {
+		cfg.Uploader.Batch = 32 // many small rounds: many puts in flight at each kill
+	})
+	bucket := cfg.Evidence.S3.Bucket
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 
 	const trials, perTrial = 5, 300
-	corpus := make([]*ledgerv1.AppendReceiptRequest, trials*perTrial)
-	for i := range corpus {
-		r := sc.Mint(pacttest.Spec{Target: "O-" + itoa(i)})
-		corpus[i] = &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
-			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
-	}
+	corpus := corpus(sc, trials*perTrial, "O-")
 	wctx := authCtx(context.Background(), "writer")
 	for trial := range trials {
 		p := startLedgerd(t, bin, cfgPath, grpcAddr, httpAddr)

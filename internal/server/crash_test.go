@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"gopkg.in/yaml.v3"
 
+	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -73,23 +74,46 @@ func authCtx(ctx context.Context, role string) context.Context {
 // TestCrashLosesNoAcknowledgedRow kills ledgerd with SIGKILL while writers
 // post receipts; after a restart every acknowledged row is there with its
 // evidence, verifies the same, and the outbox drains into S3.
-func TestCrashLosesNoAcknowledgedRow(t *testing.T) {
+// crashSetup builds ledgerd and writes its configuration (S3 evidence in a
+// fresh bucket, then edit) for a kill -9 test; it returns the binary, the
+// scenario, the configuration and its file.
+func crashSetup(t *testing.T, edit func(*config.Config)) (bin string, sc *pacttest.Scenario, cfg config.Config, cfgPath string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs ledgerd")
 	}
-	bin := buildLedgerd(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	cfg := testConfig(sc, t.TempDir())
+	bin = buildLedgerd(t)
+	sc = pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	cfg = testConfig(sc, t.TempDir())
 	withS3(s3test.Bucket())(&cfg)
+	if edit != nil {
+		edit(&cfg)
+	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	cfgPath = filepath.Join(t.TempDir(), "ledgerd.yaml")
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return bin, sc, cfg, cfgPath
+}
+
+// corpus pre-signs n receipts (targets prefix-0…) so that writers only post.
+func corpus(sc *pacttest.Scenario, n int, prefix string) []*ledgerv1.AppendReceiptRequest {
+	out := make([]*ledgerv1.AppendReceiptRequest, n)
+	for i := range out {
+		r := sc.Mint(pacttest.Spec{Target: prefix + itoa(i)})
+		out[i] = &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
+	}
+	return out
+}
+
+func TestCrashLosesNoAcknowledgedRow(t *testing.T) {
+	bin, sc, _, cfgPath := crashSetup(t, nil)
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 	p := startLedgerd(t, bin, cfgPath, grpcAddr, httpAddr)
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,18 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	bbolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"gopkg.in/yaml.v3"
 
 	"github.com/pactledger/pactledger/internal/config"
-	"github.com/pactledger/pactledger/internal/pacttest"
-	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -43,33 +38,14 @@ import (
 // before a crash is consistent with the last, and the bucket's tiles
 // rebuild it too.
 func TestIntegratorCrashRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs ledgerd")
-	}
-	bin := buildLedgerd(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	bucket := s3test.Bucket()
-	cfg := testConfig(sc, t.TempDir())
-	withS3(bucket)(&cfg)
-	cfg.MerkleLog.Interval = config.Duration(20 * time.Millisecond)
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "ledgerd.yaml")
-	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, sc, cfg, cfgPath := crashSetup(t, func(cfg *config.Config) {
+		cfg.MerkleLog.Interval = config.Duration(20 * time.Millisecond)
+	})
+	bucket := cfg.Evidence.S3.Bucket
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 
 	const trials, perTrial = 5, 250
-	corpus := make([]*ledgerv1.AppendReceiptRequest, trials*perTrial)
-	for i := range corpus {
-		r := sc.Mint(pacttest.Spec{Target: "L-" + itoa(i)})
-		corpus[i] = &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
-			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
-	}
+	corpus := corpus(sc, trials*perTrial, "L-")
 	wctx := authCtx(context.Background(), "writer")
 	var (
 		mu       sync.Mutex
