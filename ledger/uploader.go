@@ -724,17 +724,6 @@ func (l *Ledger) DeadLetterCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Ready reports whether the row store and evidence storage answer.
-func (l *Ledger) Ready(ctx context.Context) error {
-	if _, err := l.OutboxDepth(ctx); err != nil {
-		return fmt.Errorf("row store: %w", err)
-	}
-	if err := l.objects.Ping(ctx); err != nil {
-		return errors.Join(ErrUnavailable, fmt.Errorf("evidence store: %w", err))
-	}
-	return nil
-}
-
 // WriteOnceCopy returns the bytes of an object (a row's evidence bundle,
 // named by EvidenceKey, or a snapshot, by SnapshotKey) as the write-once
 // store holds them, cut out of its segment where it was packed in one.
