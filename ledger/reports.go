@@ -82,4 +82,3 @@ func (l *Ledger) Drills(ctx context.Context, pageSize int, pageToken string) ([]
 	})
 	return out, next, err
 }
-
