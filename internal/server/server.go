@@ -97,7 +97,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
 	fetches := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_jwks_fetches_total", Help: "JWKS and metadata fetches by result."}, []string{"result"})
-	reg.MustRegister(batch, fetches, newBuildInfoGauge())
+	for _, r := range []string{verifier.FetchOK, verifier.FetchError, verifier.FetchRejected} {
+		fetches.WithLabelValues(r) // every result shows from the start, at 0
+	}
+	staleServed := prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_jwks_stale_served_total", Help: "JWKS and metadata served past their TTL while a refetch runs or fails."})
+	reg.MustRegister(batch, fetches, staleServed, newBuildInfoGauge())
 	metrics := ledger.NewMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_depth", Help: "The Provider's receipts waiting to be posted to the ledger."}, func() float64 {
 		if s.provider == nil {
@@ -132,7 +136,21 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	fetcher := verifier.NewFetcher(verifier.FetcherConfig{
 		AllowInsecureLoopback: cfg.AllowInsecureLoopbackJWKS,
 		OnFetch:               func(r string) { fetches.WithLabelValues(r).Inc() },
+		OnStale:               func(time.Duration) { staleServed.Inc() },
 	})
+	// No per-URI label: with open agents the URIs come from writers.
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_jwks_stale_seconds", Help: "Longest time since the last good fetch among JWKS and metadata URIs whose latest fetch failed (served until the staleness bound)."}, func() float64 {
+			var worst time.Duration
+			for _, d := range fetcher.Staleness(time.Now()) {
+				worst = max(worst, d)
+			}
+			return worst.Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_jwks_stale_uris", Help: "JWKS and metadata URIs whose latest fetch failed while an earlier document is cached."}, func() float64 {
+			return float64(len(fetcher.Staleness(time.Now())))
+		}),
+	)
 	registry, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
 	if err != nil {
 		return nil, err
