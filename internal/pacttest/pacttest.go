@@ -90,6 +90,14 @@ type JWKS struct {
 	mu     sync.Mutex
 	body   []byte
 	delay  time.Duration
+	hits   int
+}
+
+// Requests returns how many requests the server has received.
+func (j *JWKS) Requests() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.hits
 }
 
 // NewJWKS starts a loopback JWKS server with keys.
@@ -99,6 +107,7 @@ func NewJWKS(keys ...*Key) *JWKS {
 	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		j.mu.Lock()
 		b, d := j.body, j.delay
+		j.hits++
 		j.mu.Unlock()
 		if d > 0 {
 			select {

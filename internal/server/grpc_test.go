@@ -148,6 +148,7 @@ func TestRESTHostileBrandJWKSIsUndecided(t *testing.T) {
 func TestShutdownWaitsForAWriteInFlight(t *testing.T) {
 	e := newEnv(t, jose.ES256)
 	e.sc.Brand.JWKS.SetDelay(time.Second)
+	before := e.sc.Brand.JWKS.Requests()
 	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
 	r := e.sc.Mint(pacttest.Spec{})
 	type result struct {
@@ -160,7 +161,14 @@ func TestShutdownWaitsForAWriteInFlight(t *testing.T) {
 			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
 		done <- result{rep, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // the write now waits inside the server
+	// The write is inside the server once it asks for the brand's keys.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.sc.Brand.JWKS.Requests() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never reached the key fetch")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	e.stop()
 	res := <-done
 	if res.err != nil {

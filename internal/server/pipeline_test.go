@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,12 +146,14 @@ func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 	var mu sync.Mutex
 	down := true
 	var target *httputil.ReverseProxy
-	var posted []string // message ids, in the order the ledger received them
+	var dropped atomic.Int64 // posts the unreachable ledger dropped
+	var posted []string      // message ids, in the order the ledger received them
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		isDown, proxy := down, target
 		mu.Unlock()
 		if isDown || proxy == nil {
+			dropped.Add(1)
 			// As an unreachable ledger: the connection drops.
 			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
 				c.Close()
@@ -184,14 +187,22 @@ func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 	for i := range burst {
 		served = append(served, s.send(t, at, "m"+string(rune('A'+i%26))+string(rune('a'+i/26)), "what is the status of order A-88213?"))
 	}
-	time.Sleep(300 * time.Millisecond) // the pipeline has tried and failed
+	// Wait until the pipeline has tried (and failed) after the last turn.
+	tried := dropped.Load()
+	deadline := time.Now().Add(30 * time.Second)
+	for dropped.Load() == tried {
+		if time.Now().After(deadline) {
+			t.Fatal("the pipeline never tried the unreachable ledger")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if d := s.p.PipelineDepth(); d != burst {
 		t.Fatalf("outbox depth while the ledger is down: %d, want %d", d, burst)
 	}
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for s.p.PipelineDepth() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the outbox did not drain: %d left", s.p.PipelineDepth())
