@@ -69,24 +69,35 @@ func tokenDigest(tok string) string {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
+// tokenDigests are the digests a row's leaf commits to for the tokens
+// posted with it; computed before the row's transaction, since they parse
+// the tokens.
+type tokenDigests struct{ receipt, request, token string }
+
+// digestsOf computes the token digests of a row's evidence (nil: none).
+func digestsOf(ev *Evidence) tokenDigests {
+	if ev == nil {
+		return tokenDigests{}
+	}
+	request := ev.RequestJWT
+	if ev.Refusal != nil {
+		request = ev.Refusal.RequestJWT
+	}
+	return tokenDigests{receipt: tokenDigest(ev.ReceiptJWS), request: tokenDigest(request), token: tokenDigest(ev.DelegationToken)}
+}
+
 // rowLeaf is the leaf of a receipt or refusal row: the canonical hashes of
 // what was posted, the evidence hash, the JWKS snapshot ids, the grant id's
 // hash, the verdict, the class and when it was recorded.
-func rowLeaf(r *Row, ev *Evidence) []byte {
+func rowLeaf(r *Row, ev *Evidence) []byte { return rowLeafOf(r, digestsOf(ev)) }
+
+func rowLeafOf(r *Row, d tokenDigests) []byte {
 	kind := LeafReceipt
 	if r.Kind == KindRefusal {
 		kind = LeafRefusal
 	}
 	l := newLeaf(kind).line("row", r.ID)
-	var receipt, request, token string
-	if ev != nil {
-		receipt, token = ev.ReceiptJWS, ev.DelegationToken
-		request = ev.RequestJWT
-		if ev.Refusal != nil {
-			request = ev.Refusal.RequestJWT
-		}
-	}
-	l.line("receipt", tokenDigest(receipt)).line("request", tokenDigest(request)).line("token", tokenDigest(token))
+	l.line("receipt", d.receipt).line("request", d.request).line("token", d.token)
 	l.line("evidence", "sha256:"+r.EvidenceSHA256)
 	l.line("jwks", strings.TrimSpace(orDash(r.BrandKey.JWKSSnapshot)+" "+orDash(r.Agent.JWKSSnapshot)))
 	l.line("grant", digest(r.GrantID)).line("status", r.Status.String()).line("class", r.Class.String())

@@ -217,6 +217,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	}
 	l.cfg.Metrics.verified(time.Since(start))
 
+	// The leaf's token digests parse the tokens: outside the serial commit.
+	var digests tokenDigests
+	if l.log != nil {
+		digests = digestsOf(&ev)
+	}
 	var (
 		row     *Row
 		outcome Outcome
@@ -251,7 +256,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err := l.classify(tx, r); err != nil {
 			return err
 		}
-		if err := l.commitRow(tx, r, bundle, &ev, res.BrandSnapshot, res.AgentSnapshot); err != nil {
+		if err := l.commitRow(tx, r, bundle, digests, res.BrandSnapshot, res.AgentSnapshot); err != nil {
 			return err
 		}
 		row, outcome = r, Created
@@ -576,7 +581,7 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 
 // commitRow writes the row, its evidence, new snapshots and their outbox
 // entries in tx.
-func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, ev *Evidence, snaps ...*verifier.Snapshot) error {
+func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, snaps ...*verifier.Snapshot) error {
 	objRetain := l.cfg.Policy.ObjectRetainUntil(r.Class, r.RetentionStart())
 	incident := r.Class == retention.Incident
 	if r.Class == retention.ReadOnly && r.Kind == KindReceipt {
@@ -588,8 +593,8 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, ev *Evidence, snaps ...
 	if err := tx.CreateRow(r); err != nil {
 		return err
 	}
-	if l.log != nil { // the leaf's token digests cost CPU in the serial commit
-		if err := tx.QueueLeaf(r.ID, rowLeaf(r, ev)); err != nil {
+	if l.log != nil {
+		if err := tx.QueueLeaf(r.ID, rowLeafOf(r, digests)); err != nil {
 			return err
 		}
 	}

@@ -414,6 +414,10 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	for _, n := range []string{verifier.CheckRequestSignature, verifier.CheckDelegationToken, verifier.CheckBindings, verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckDuplicate, verifier.CheckGrantNotRevoked} {
 		checks = append(checks, skip(n))
 	}
+	var digests tokenDigests
+	if l.log != nil {
+		digests = digestsOf(&Evidence{Refusal: &in})
+	}
 	var row *Row
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row = nil
@@ -443,7 +447,7 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 			EvidenceSHA256: id,
 		}
 		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
-		if err := l.commitRow(tx, r, bundle, &Evidence{Refusal: &in}); err != nil {
+		if err := l.commitRow(tx, r, bundle, digests); err != nil {
 			return err
 		}
 		row = r
