@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -45,34 +43,13 @@ func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		client := ledgerv1.NewLedgerServiceClient(conn)
-		var acked, next atomic.Int64
-		next.Store(int64(trial * perTrial))
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := next.Add(1) - 1
-					if i >= int64((trial+1)*perTrial) {
-						return
-					}
-					if _, err := client.AppendReceipt(wctx, corpus[i]); err != nil {
-						return // the server died
-					}
-					acked.Add(1)
-				}
-			}()
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for acked.Load() < perTrial/2 && time.Now().Before(deadline) {
-			time.Sleep(2 * time.Millisecond)
-		}
+		acked, wait := postCorpus(wctx, client, corpus, trial*perTrial, (trial+1)*perTrial, nil)
+		waitAcked(acked, perTrial/2, time.Now().Add(30*time.Second))
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = p.cmd.Wait()
-		wg.Wait()
+		wait()
 		conn.Close()
 	}
 

@@ -112,6 +112,43 @@ func corpus(sc *pacttest.Scenario, n int, prefix string) []*ledgerv1.AppendRecei
 	return out
 }
 
+// postCorpus posts corpus[from:to] with 8 writers until the server dies,
+// calling onAck (when set) for each acknowledged reply; it returns the
+// count of acknowledgements and a func that waits for the writers.
+func postCorpus(ctx context.Context, client ledgerv1.LedgerServiceClient, corpus []*ledgerv1.AppendReceiptRequest, from, to int, onAck func(*ledgerv1.AppendReceiptResponse)) (*atomic.Int64, func()) {
+	var acked, next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(to) {
+					return
+				}
+				rep, err := client.AppendReceipt(ctx, corpus[i])
+				if err != nil {
+					return // the server died: never acknowledged
+				}
+				if onAck != nil {
+					onAck(rep)
+				}
+				acked.Add(1)
+			}
+		}()
+	}
+	return &acked, wg.Wait
+}
+
+// waitAcked polls until n writes are acknowledged or deadline passes.
+func waitAcked(acked *atomic.Int64, n int64, deadline time.Time) {
+	for acked.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func TestCrashLosesNoAcknowledgedRow(t *testing.T) {
 	bin, sc, _, cfgPath := crashSetup(t, nil)
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)

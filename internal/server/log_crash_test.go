@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,33 +79,13 @@ func TestIntegratorCrashRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		client := ledgerv1.NewLedgerServiceClient(conn)
-		var ackedNow, next atomic.Int64
-		next.Store(int64(trial * perTrial))
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := next.Add(1) - 1
-					if i >= int64((trial+1)*perTrial) {
-						return
-					}
-					rep, err := client.AppendReceipt(wctx, corpus[i])
-					if err != nil {
-						return // the server died: never acknowledged
-					}
-					mu.Lock()
-					acked = append(acked, rep.GetRow().GetId())
-					mu.Unlock()
-					ackedNow.Add(1)
-				}
-			}()
-		}
+		ackedNow, wait := postCorpus(wctx, client, corpus, trial*perTrial, (trial+1)*perTrial, func(rep *ledgerv1.AppendReceiptResponse) {
+			mu.Lock()
+			acked = append(acked, rep.GetRow().GetId())
+			mu.Unlock()
+		})
 		deadline := time.Now().Add(30 * time.Second)
-		for ackedNow.Load() < perTrial/2 && time.Now().Before(deadline) {
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitAcked(ackedNow, perTrial/2, deadline)
 		cp, signed, err := readCP(client)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +108,7 @@ func TestIntegratorCrashRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = p.cmd.Wait()
-		wg.Wait()
+		wait()
 		conn.Close()
 		seen = append(seen, cp)
 		seenRaw[cp.Size] = signed
