@@ -55,15 +55,21 @@ func (h *handler) rowPage(w http.ResponseWriter, r *http.Request, s *session, id
 		h.audit(r, s, "view row", err, slog.String("row", id))
 	}
 	if err != nil {
-		if e, ok := expired(err); ok {
-			e.ID = id
-			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
-			return
-		}
-		h.apiError(w, r, s, err)
+		h.rowError(w, r, s, id, err)
 		return
 	}
 	h.render(w, r, s, http.StatusOK, "row", "Row "+short(id), rowView{Row: resp.GetRow(), Verify: verify, Statuses: disputeChoices, Drill: drillTarget{RowID: id}})
+}
+
+// rowError shows a failed call about row id: a row swept by retention as
+// "expired" (410), anything else as the API's error.
+func (h *handler) rowError(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
+	if e, ok := expired(err); ok {
+		e.ID = id
+		h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
+		return
+	}
+	h.apiError(w, r, s, err)
 }
 
 // pathID reads and bounds the {id} of a row or snapshot path.
@@ -94,12 +100,7 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := h.api.VerifyRow(ctx, &ledgerv1.VerifyRowRequest{Id: id})
 	h.audit(r, s, "verify row", err, slog.String("row", id), slog.Bool("same", resp.GetSame()))
 	if err != nil {
-		if e, ok := expired(err); ok {
-			e.ID = id
-			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
-			return
-		}
-		h.apiError(w, r, s, err)
+		h.rowError(w, r, s, id, err)
 		return
 	}
 	h.rowPage(w, r, s, id, compareChecks(resp))
@@ -161,12 +162,7 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := h.api.GetEvidence(ctx, &ledgerv1.GetEvidenceRequest{Id: id})
 	h.audit(r, s, "download evidence", err, slog.String("row", id))
 	if err != nil {
-		if e, ok := expired(err); ok {
-			e.ID = id
-			h.render(w, r, s, http.StatusGone, "expired", "Expired row", e)
-			return
-		}
-		h.apiError(w, r, s, err)
+		h.rowError(w, r, s, id, err)
 		return
 	}
 	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
