@@ -2,40 +2,18 @@ package pact
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/pactledger/pactledger/internal/headless"
 )
 
-// browser starts headless Chromium for a test. `make test` installs it
-// when missing (scripts/ensure-chromium) and sets PACTLEDGER_CHROMIUM, so
-// the test cannot be skipped there; a plain `go test` without Chromium
-// skips it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("PACTLEDGER_CHROMIUM") != "" {
-			t.Fatal("chromium is not installed, but PACTLEDGER_CHROMIUM says it must be")
-		}
-		t.Skip("chromium is not installed (make test installs it)")
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
-		chromedp.UserDataDir(t.TempDir()))
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(cancel3)
-	return ctx
-}
+// browser starts headless Chromium for a test (skipped without it,
+// except under make test).
+func browser(t *testing.T) context.Context { return headless.Browser(t, 60*time.Second) }
 
 // In a real browser, without JavaScript doing any of the work: sign in at
 // the Brand, uncheck one scope, allow; the token carries only the scopes

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/console"
+	"github.com/pactledger/pactledger/internal/headless"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/ledger"
@@ -205,31 +205,9 @@ func (e *env) playbook(t *testing.T) *ledgerv1.Row {
 	return e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", At: time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)}))
 }
 
-// browser starts headless Chromium for a test. `make test` installs it
-// when missing (scripts/ensure-chromium) and sets PACTLEDGER_CHROMIUM, so
-// the test cannot be skipped there; a plain `go test` without Chromium
-// skips it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("PACTLEDGER_CHROMIUM") != "" {
-			t.Fatal("chromium is not installed, but PACTLEDGER_CHROMIUM says it must be")
-		}
-		t.Skip("chromium is not installed (make test installs it)")
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
-		chromedp.UserDataDir(t.TempDir()))
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel3)
-	return ctx
-}
+// browser starts headless Chromium for a test (skipped without it,
+// except under make test).
+func browser(t *testing.T) context.Context { return headless.Browser(t, 90*time.Second) }
 
 // signIn signs in through the browser with role's key (or a raw key).
 func (e *env) signIn(t *testing.T, ctx context.Context, role string) {
