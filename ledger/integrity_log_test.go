@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -55,51 +55,6 @@ func (h *harness) tamper(t *testing.T, edit func(tx *bbolt.Tx) error) {
 	h.enableLog(t, 0)
 }
 
-// editRow rewrites one stored row.
-func editRow(id string, fn func(r *ledger.Row)) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("rows"))
-		var r ledger.Row
-		if err := json.Unmarshal(b.Get([]byte(id)), &r); err != nil {
-			return err
-		}
-		fn(&r)
-		v, err := json.Marshal(&r)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(r.ID), v)
-	}
-}
-
-// dropRow deletes a row and its index entries, as an operator hiding a
-// row would.
-func dropRow(id string) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
-		if err := tx.Bucket([]byte("rows")).Delete([]byte(id)); err != nil {
-			return err
-		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !bytes.HasPrefix(name, []byte("ix_")) {
-				return nil
-			}
-			var keys [][]byte
-			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, []byte(id)) {
-					keys = append(keys, append([]byte(nil), k...))
-				}
-				return nil
-			})
-			for _, k := range keys {
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-}
-
 // fsck compares every row and dispute event with its leaf and rebuilds the
 // tree from the stored leaves: a dropped, inserted or rewritten row, an
 // edited dispute event and an edited leaf are each found; rows not yet
@@ -110,18 +65,18 @@ func TestIntegrityChecksTheLog(t *testing.T) {
 		edit func(rows []*ledger.Row) func(tx *bbolt.Tx) error
 		want string
 	}{
-		{"drop a row", func(rows []*ledger.Row) func(*bbolt.Tx) error { return dropRow(rows[1].ID) },
+		{"drop a row", func(rows []*ledger.Row) func(*bbolt.Tx) error { return tamper.DropRow(rows[1].ID) },
 			"names row %s, which the row store does not hold and no retention sweep removed"},
 		{"insert a forged row", func(rows []*ledger.Row) func(*bbolt.Tx) error {
 			return func(tx *bbolt.Tx) error {
-				return editRow(rows[1].ID, func(r *ledger.Row) { r.ID = strings.Repeat("f", 64) })(tx)
+				return tamper.EditRow(rows[1].ID, func(r *ledger.Row) { r.ID = strings.Repeat("f", 64) })(tx)
 			}
 		}, "row " + strings.Repeat("f", 64) + " has no leaf in the log"},
 		{"rewrite a row's status", func(rows []*ledger.Row) func(*bbolt.Tx) error {
-			return editRow(rows[1].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized })
+			return tamper.EditRow(rows[1].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized })
 		}, `differs from row %s: status is "unauthorized" in the row store, "authorized" in the leaf`},
 		{"rewrite a dispute event", func(rows []*ledger.Row) func(*bbolt.Tx) error {
-			return editRow(rows[0].ID, func(r *ledger.Row) { r.DisputeEvents[0].Status = ledger.DisputeResolvedOther })
+			return tamper.EditRow(rows[0].ID, func(r *ledger.Row) { r.DisputeEvents[0].Status = ledger.DisputeResolvedOther })
 		}, "differs from dispute event 0 of row"},
 		{"rewrite a leaf", func([]*ledger.Row) func(*bbolt.Tx) error {
 			return func(tx *bbolt.Tx) error {

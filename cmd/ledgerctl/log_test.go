@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
@@ -152,93 +152,6 @@ func (f *fixture) append(t *testing.T, spec pacttest.Spec) string {
 	return rep.GetRow().GetId()
 }
 
-// dropRow deletes a row and its index entries, as an operator hiding a row
-// would.
-func dropRow(id string) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
-		if err := tx.Bucket([]byte("rows")).Delete([]byte(id)); err != nil {
-			return err
-		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !bytes.HasPrefix(name, []byte("ix_")) {
-				return nil
-			}
-			var del [][]byte
-			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, []byte(id)) {
-					del = append(del, append([]byte(nil), k...))
-				}
-				return nil
-			})
-			for _, k := range del {
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-}
-
-// forgeRow inserts a row that was never written through the ledger: a
-// copy of row id under another id, with its evidence and index entries.
-func forgeRow(id, forged string) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
-		var r ledger.Row
-		if err := json.Unmarshal(tx.Bucket([]byte("rows")).Get([]byte(id)), &r); err != nil {
-			return err
-		}
-		r.ID, r.ReceiptID = forged, "sha256:"+forged
-		v, err := json.Marshal(&r)
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket([]byte("rows")).Put([]byte(forged), v); err != nil {
-			return err
-		}
-		if ev := tx.Bucket([]byte("evidence")).Get([]byte(id)); ev != nil {
-			if err := tx.Bucket([]byte("evidence")).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {
-				return err
-			}
-		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !bytes.HasPrefix(name, []byte("ix_")) || string(name) == "ix_expiry" {
-				return nil
-			}
-			var add [][]byte
-			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, []byte(id)) {
-					add = append(add, append(bytes.TrimSuffix(append([]byte(nil), k...), []byte(id)), forged...))
-				}
-				return nil
-			})
-			for _, k := range add {
-				if err := b.Put(k, nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-}
-
-// rewriteStatus rewrites a row's status in place.
-func rewriteStatus(id string, st ledger.Status) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("rows"))
-		var r ledger.Row
-		if err := json.Unmarshal(b.Get([]byte(id)), &r); err != nil {
-			return err
-		}
-		r.Status = st
-		v, err := json.Marshal(&r)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(id), v)
-	}
-}
-
 // edit stops ledgerd, edits its bbolt file directly and starts it again.
 func (f *fixture) edit(t *testing.T, fn func(tx *bbolt.Tx) error) {
 	t.Helper()
@@ -268,13 +181,15 @@ func TestTamperingIsCaughtByAuditAndFsck(t *testing.T) {
 		fsck      string // in fsck's output
 		auditArgs []string
 	}{
-		{"drop a row", func(_ *fixture, later string) func(*bbolt.Tx) error { return dropRow(later) },
+		{"drop a row", func(_ *fixture, later string) func(*bbolt.Tx) error { return tamper.DropRow(later) },
 			"the ledger no longer holds row %s, and no retention sweep removed it",
 			"names row %s, which the row store does not hold and no retention sweep removed", nil},
-		{"insert a forged row", func(f *fixture, _ string) func(*bbolt.Tx) error { return forgeRow(f.rowID, forged) },
+		{"insert a forged row", func(f *fixture, _ string) func(*bbolt.Tx) error { return tamper.ForgeRow(f.rowID, forged) },
 			"row " + forged + ": the ledger holds it but the log has no leaf for it",
 			"DIFFERS " + forged + ": row " + forged + " has no leaf in the log", []string{"--settle", "500ms"}},
-		{"rewrite a row's status", func(f *fixture, _ string) func(*bbolt.Tx) error { return rewriteStatus(f.rowID, ledger.Incident) },
+		{"rewrite a row's status", func(f *fixture, _ string) func(*bbolt.Tx) error {
+			return tamper.EditRow(f.rowID, func(r *ledger.Row) { r.Status = ledger.Incident })
+		},
 			`status is "incident" in the row, "authorized" in the leaf`,
 			`status is "incident" in the row store, "authorized" in the leaf`, nil},
 	}
