@@ -46,17 +46,17 @@ func (l *Ledger) openIncident(tx Tx, r *Row) error {
 			continue
 		}
 		inc.Held = append(inc.Held, key)
-		n, err := tx.AddHold(key, 1)
+		n, err := tx.Count(RefHold, key, 1)
 		if err != nil {
 			return err
 		}
 		if n == 1 {
-			if err := tx.Enqueue(OutboxEntry{Op: OpHold, Key: key}); err != nil {
+			if err := tx.Enqueue(OutboxEntry{Op: OpHold, Key: key}, l.cfg.Now()); err != nil {
 				return err
 			}
 		}
 	}
-	return tx.PutIncident(inc)
+	return putIncident(tx, inc)
 }
 
 func contains(s []string, v string) bool {
@@ -91,7 +91,7 @@ func (l *Ledger) Incidents(ctx context.Context, pageSize int, pageToken string) 
 	var next string
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
-		out, next, err = tx.Incidents(pageSize, pageToken)
+		out, next, err = incidentPage(tx, pageSize, pageToken)
 		return err
 	})
 	return out, next, err
@@ -105,7 +105,7 @@ func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error)
 	}
 	v := &IncidentView{}
 	err := l.store.View(ctx, func(tx Tx) error {
-		inc, err := tx.Incident(id)
+		inc, err := incident(tx, id)
 		if err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 	now := l.cfg.Now().UTC()
 	var out IncidentRecord
 	err := l.store.Update(ctx, func(tx Tx) error {
-		inc, err := tx.Incident(id)
+		inc, err := incident(tx, id)
 		if err != nil {
 			return err
 		}
@@ -169,22 +169,22 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 			until = row.RetainUntil
 		}
 		inc.ClosedAt, inc.ClosedBy, inc.Note, inc.RetainUntil = now, by, note, until
-		row.RetainUntil = until
-		if err := tx.UpdateRetention(row); err != nil {
+		row.RetainUntil = until // never earlier than it was: see above
+		if err := tx.UpdateRetention(row.ID, until); err != nil {
 			return err
 		}
 		for _, key := range inc.Held {
-			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}); err != nil {
+			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}, now); err != nil {
 				return err
 			}
 			n := 0
 			if key != EvidenceKey(row.ID) {
-				if n, err = tx.AddHold(key, -1); err != nil {
+				if n, err = tx.Count(RefHold, key, -1); err != nil {
 					return err
 				}
 			}
 			if n == 0 {
-				if err := tx.Enqueue(OutboxEntry{Op: OpRelease, Key: key}); err != nil {
+				if err := tx.Enqueue(OutboxEntry{Op: OpRelease, Key: key}, now); err != nil {
 					return err
 				}
 			}
@@ -193,7 +193,7 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 		if err := l.queueLeaf(tx, incidentRef(inc.ID), incidentCloseLeaf(inc)); err != nil {
 			return err
 		}
-		return tx.PutIncident(*inc)
+		return putIncident(tx, *inc)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("close incident %s: %w", id, err)

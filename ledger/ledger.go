@@ -560,11 +560,11 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 	}
 	switch r.Status {
 	case Incident:
-		id, err := tx.NextIncidentID()
+		seq, err := tx.NextIncidentSeq()
 		if err != nil {
 			return err
 		}
-		r.IncidentID = id
+		r.IncidentID = IncidentID(seq)
 		r.Class = retention.Incident
 	case Unauthorized:
 		r.Class = retention.Refused
@@ -590,9 +590,10 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		// (personal data) are not kept.
 		r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
 	}
-	if err := tx.CreateRow(r); err != nil {
+	if err := AddRow(tx, r); err != nil {
 		return err
 	}
+	now := l.cfg.Now()
 	if l.log != nil {
 		if err := tx.QueueLeaf(r.ID, rowLeafOf(r, digests)); err != nil {
 			return err
@@ -602,7 +603,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		if err := tx.PutEvidence(r.ID, bundle); err != nil {
 			return err
 		}
-		if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}); err != nil {
+		if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}, now); err != nil {
 			return err
 		}
 	}
@@ -629,11 +630,11 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		}
 		switch {
 		case isNew:
-			if err := tx.Enqueue(OutboxEntry{Kind: ObjectJWKS, Ref: s.ID, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}); err != nil {
+			if err := tx.Enqueue(OutboxEntry{Kind: ObjectJWKS, Ref: s.ID, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}, now); err != nil {
 				return err
 			}
 		case snapRetain.After(cur.Add(24 * time.Hour)):
-			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}); err != nil {
+			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}, now); err != nil {
 				return err
 			}
 		default:

@@ -32,8 +32,6 @@ var (
 	// ErrNotLogged: the row or event is committed but not yet in a signed
 	// checkpoint (the integrator runs every LogConfig.Interval); retry.
 	ErrNotLogged = errors.New("not yet in a signed checkpoint")
-	// ErrLeaseHeld: another integrator holds the lease.
-	ErrLeaseHeld = errors.New("the log integrator lease is held elsewhere")
 	// ErrNoLog: the ledger runs without a log.
 	ErrNoLog = errors.New("the ledger keeps no Merkle log")
 )

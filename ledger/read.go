@@ -330,7 +330,7 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 		if err := l.queueLeaf(tx, disputeRef(r.ID, n), disputeLeaf(r.ID, n, ev)); err != nil {
 			return err
 		}
-		return tx.UpdateDispute(r)
+		return tx.UpdateDispute(r.ID, r.Dispute, r.DisputeEvents)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispute row %s: %w", id, err)

@@ -28,6 +28,7 @@ func NewDrillID(startedAt time.Time) string {
 // changed afterwards.
 func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, body []byte) error {
 	retain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, startedAt)
+	now := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
 		if _, err := tx.Drill(id); err == nil {
 			return fmt.Errorf("drill %s already stored", id)
@@ -35,7 +36,7 @@ func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, 
 		if err := tx.PutDrill(id, body); err != nil {
 			return err
 		}
-		return tx.Enqueue(OutboxEntry{Kind: ObjectDrill, Ref: id, Key: DrillKey(id), RetainUntil: retain})
+		return tx.Enqueue(OutboxEntry{Kind: ObjectDrill, Ref: id, Key: DrillKey(id), RetainUntil: retain}, now)
 	})
 	if err != nil {
 		return fmt.Errorf("save drill %s: %w", id, err)

@@ -29,37 +29,84 @@ var (
 	// keys could not be fetched (no cached set, or an unknown kid whose
 	// refetch failed). Nothing was stored; the writer should retry.
 	ErrKeysUnavailable = errors.New("signing keys unavailable; retry")
+	// ErrLeaseHeld: another holder holds the lease and it has not expired.
+	ErrLeaseHeld = errors.New("lease held by another holder")
+	// ErrLeaseLost: a fenced write's lease was taken over or expired;
+	// nothing of the write persists.
+	ErrLeaseLost = errors.New("lease lost")
 )
 
-// Store keeps rows, their indexes, evidence bytes, JWKS snapshots and the
-// outbox. It is the ledger's whole view of row storage; a backend
-// implements it (storage/bolt).
+// Store keeps rows, their indexes, evidence bytes, JWKS snapshots, the
+// outbox, reports and leases. It is the ledger's whole view of row storage;
+// a backend implements it (storage/bolt, storage/postgres) and passes the
+// conformance suite in ledger/storetest. A backend stores and finds: every
+// decision (what becomes deletable, that retention only grows, when an
+// outbox entry is dead) is the ledger's (docs/design/016-store-boundary.md).
 type Store interface {
 	// Update runs fn in a write transaction that may be shared with other
 	// Update calls (group commit: one fsync for many rows). When fn returns
 	// an error none of its writes persist. fn may run more than once and must
 	// not keep state between runs. Update returns after the commit is durable.
+	//
+	// When ctx carries a Fence (WithFence), fn's writes commit only while
+	// that lease is still held under that token and unexpired; otherwise
+	// Update returns an error wrapping ErrLeaseLost and nothing of fn
+	// persists. The check is made inside the transaction, so it conflicts
+	// with a takeover of the lease.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error
+	Leases
 }
 
-// Tx is one transaction of a Store.
+// Tx is one transaction of a Store: the small interfaces the ledger's
+// parts work on.
 type Tx interface {
+	Rows
+	Outbox
+	References
+	Reports
 	LogTx
+}
 
+// Rows keeps rows, their secondary indexes, evidence bundles, JWKS
+// snapshots, revocations and tombstones.
+type Rows interface {
 	// Row returns the row with id, or ErrNotFound.
 	Row(id string) (*Row, error)
-	// CreateRow writes a new row with its index entries.
+	// CreateRow writes a new row with its index entries, its expiry entry
+	// (when RetainUntil is set) and, when no row holds its request-JWT hash
+	// yet, the request-JWT index entry. A row with the same id is an error.
 	CreateRow(r *Row) error
-	// UpdateDispute rewrites a row whose dispute fields changed; indexes do
-	// not change.
-	UpdateDispute(r *Row) error
+	// UpdateDispute sets the dispute status and events of row id; nothing
+	// else of the row changes and indexes do not change.
+	UpdateDispute(id string, status DisputeStatus, events []DisputeEvent) error
+	// UpdateRetention sets row id's retain-until and moves its expiry entry.
+	// The ledger only ever extends it.
+	UpdateRetention(id string, until time.Time) error
 	// RowByRequestJWT returns the id of the first row that used the request
-	// JWT with that hex SHA-256, or "".
+	// JWT with that hex SHA-256, or "". The entry is never moved to a later
+	// row; it is cleared only when that row is removed.
 	RowByRequestJWT(sha string) (string, error)
-	// NextIncidentID allocates a new incident id.
-	NextIncidentID() (string, error)
+	// List returns a page of rows matching q, newest first, and the token
+	// of the next page ("" at the end).
+	List(q Query) ([]*Row, string, error)
+	// RowAfter returns the first row whose id sorts at or after key,
+	// wrapping around to the first row; nil when there are no rows.
+	RowAfter(key string) (*Row, error)
+	// RowsByID returns up to n rows in id order after the row id after
+	// ("" from the start), and the id to continue after ("" at the end).
+	RowsByID(after string, n int) ([]*Row, string, error)
+	// Expired returns up to n rows whose retain-until is at or before now,
+	// soonest first, after the position after ("" from the start), and the
+	// position to continue from ("" when there are no more).
+	Expired(now time.Time, after string, n int) ([]*Row, string, error)
+	// RemoveRow removes row r with its index entries, its expiry entry, its
+	// request-JWT entry when r holds it, and its evidence bundle, and writes
+	// its tombstone. Objects, counts and snapshots are the caller's.
+	RemoveRow(r *Row, tomb Tombstone) error
+	// Tombstone returns the tombstone of a removed row, or ErrNotFound.
+	Tombstone(id string) (*Tombstone, error)
 	// PutEvidence stores a row's evidence bundle.
 	PutEvidence(rowID string, bundle []byte) error
 	// Evidence returns a row's evidence bundle, or ErrNotFound.
@@ -68,19 +115,35 @@ type Tx interface {
 	PutSnapshot(s verifier.Snapshot) (bool, error)
 	// Snapshot returns a snapshot, or ErrNotFound.
 	Snapshot(id string) (verifier.Snapshot, error)
-	// Enqueue adds an entry to the outbox, assigning its Seq.
-	Enqueue(e OutboxEntry) error
-	// Outbox returns up to n entries, oldest first.
+	// DeleteSnapshot removes a snapshot and its retain-until record.
+	DeleteSnapshot(id string) error
+	// Revocation returns a grant's recorded revocation, or nil.
+	Revocation(grant string) (*Revocation, error)
+	// PutRevocation records a grant's revocation.
+	PutRevocation(grant string, r Revocation) error
+}
+
+// Outbox keeps the evidence objects waiting for write-once storage, in
+// sequence order, with their failure records, segment plans and dead
+// letters.
+type Outbox interface {
+	// Enqueue adds an entry queued at at, assigning its Seq: larger than
+	// the Seq of every entry enqueued in a transaction committed before.
+	Enqueue(e OutboxEntry, at time.Time) error
+	// Outbox returns up to n entries, lowest Seq first.
 	Outbox(n int) ([]OutboxEntry, error)
-	// Uploaded removes outbox entry e and records where its object is held.
-	Uploaded(e OutboxEntry, loc Location) error
-	// Object returns where an uploaded object is held, or ErrNotFound
-	// while it waits in the outbox.
-	Object(key string) (Location, error)
+	// Claim returns up to n entries, lowest Seq first, that no other holder
+	// has claimed for a time not yet past, and claims them for holder for
+	// ttl (judged by the store's clock). A store with one uploader (bbolt)
+	// may return Outbox(n).
+	Claim(n int, holder string, ttl time.Duration) ([]OutboxEntry, error)
+	// Dequeue removes entry seq and its failure record, and reports whether
+	// it was still queued.
+	Dequeue(seq uint64) (bool, error)
 	// OutboxDepth returns the number of entries in the outbox.
 	OutboxDepth() (int, error)
-	// OldestQueued returns when the oldest outbox entry was queued: zero
-	// when the outbox is empty or the entry predates the record.
+	// OldestQueued returns when the oldest entry was queued: zero when the
+	// outbox is empty or the entry predates the record.
 	OldestQueued() (time.Time, error)
 	// PlanSegment records a segment object before its put: its key and
 	// member entries are fixed from then on.
@@ -89,13 +152,12 @@ type Tx interface {
 	SegmentPlans() ([]SegmentPlan, error)
 	// DropSegmentPlan removes the plan of the segment key (done or dead).
 	DropSegmentPlan(key string) error
-	// OutboxFailed counts one more failure of outbox entry seq, at at,
-	// and returns the entry's failure record so far.
-	OutboxFailed(seq uint64, reason string, at time.Time) (OutboxFailure, error)
-	// DeadLetter moves outbox entry e to the dead letters with reason and
-	// the failures OutboxFailed recorded for it (at least one, at at). It
-	// does nothing when e has already left the outbox.
-	DeadLetter(e OutboxEntry, reason string, at time.Time) error
+	// Failure returns the failure record of entry seq (zero when none).
+	Failure(seq uint64) (OutboxFailure, error)
+	// SetFailure stores the failure record of entry seq.
+	SetFailure(seq uint64, f OutboxFailure) error
+	// PutDeadLetter stores a dead letter under its entry's Seq.
+	PutDeadLetter(d DeadLetter) error
 	// DeadLetters returns up to n dead letters whose entry Seq is above
 	// after, in Seq order.
 	DeadLetters(after uint64, n int) ([]DeadLetter, error)
@@ -103,56 +165,118 @@ type Tx interface {
 	DeadLetterCount() (int, error)
 	// RemoveDeadLetter removes the dead letter of entry seq.
 	RemoveDeadLetter(seq uint64) error
-	// List returns a page of rows matching q, newest first.
-	List(q Query) ([]*Row, string, error)
-	// RowAfter returns the first row whose id sorts at or after key,
-	// wrapping around to the first row; nil when there are no rows.
-	RowAfter(key string) (*Row, error)
-	// Revocation returns a grant's recorded revocation, or nil.
-	Revocation(grant string) (*Revocation, error)
-	// PutRevocation records a grant's revocation.
-	PutRevocation(grant string, r Revocation) error
-	// RowsByID returns up to n rows in id order after the row id after
-	// ("" from the start), and the id to continue after ("" at the end).
-	RowsByID(after string, n int) ([]*Row, string, error)
-	// PutIncident writes an incident record.
-	PutIncident(inc IncidentRecord) error
-	// Incident returns an incident, or ErrNotFound.
-	Incident(id string) (*IncidentRecord, error)
-	// Incidents returns up to n incidents, newest first, after pageToken.
-	Incidents(n int, pageToken string) ([]*IncidentRecord, string, error)
-	// AddHold changes the number of open incidents holding an object and
-	// returns the new number.
-	AddHold(key string, delta int) (int, error)
-	// UpdateRetention rewrites a row whose retain-until changed (extended
-	// only); indexes and evidence do not change.
-	UpdateRetention(r *Row) error
-	// Expired returns up to n rows whose retain-until is at or before now,
-	// soonest first, after the position after ("" from the start), and the
-	// position to continue from ("" when there are no more).
-	Expired(now time.Time, after string, n int) ([]*Row, string, error)
-	// SweepRow removes a row with its index entries and evidence bundle,
-	// leaves the tombstone, and queues for deletion (and returns) the
-	// write-once objects no remaining row needs: its own evidence object,
-	// its segment once no row in it is left, snapshots no row names.
-	SweepRow(r *Row, tomb Tombstone) ([]Location, error)
-	// Tombstone returns the tombstone of a swept row, or ErrNotFound.
-	Tombstone(id string) (*Tombstone, error)
-	// Deletions returns up to n objects queued for deletion.
-	Deletions(n int) ([]Location, error)
-	// Deleted removes an object from the deletion queue.
-	Deleted(key string) error
+}
+
+// RefKind names a counter of references to a key.
+type RefKind string
+
+// Reference counters.
+const (
+	// RefHold counts the open incidents holding an object.
+	RefHold RefKind = "hold"
+	// RefSegment counts the rows whose evidence is packed in a segment.
+	RefSegment RefKind = "segment"
+	// RefSnapshot counts the rows naming a JWKS snapshot.
+	RefSnapshot RefKind = "snapshot"
+)
+
+// References keeps where uploaded objects are held, reference counts,
+// snapshot retention and the queue of objects to delete.
+type References interface {
+	// Object returns where an uploaded object is held, or ErrNotFound
+	// while it waits in the outbox.
+	Object(key string) (Location, error)
+	// SetObject records where the object of key is held.
+	SetObject(key string, loc Location) error
+	// DeleteObject forgets where the object of key is held.
+	DeleteObject(key string) error
+	// Count adds delta to the counter of kind and key and returns the new
+	// value, never below zero; a counter at zero is removed.
+	Count(kind RefKind, key string, delta int) (int, error)
 	// SnapshotRetain returns the retain-until recorded for a snapshot's
 	// object (zero when none).
 	SnapshotRetain(id string) (time.Time, error)
 	// SetSnapshotRetain records it.
 	SetSnapshotRetain(id string, t time.Time) error
+	// QueueDeletion queues an object for deletion once its retention passed.
+	QueueDeletion(loc Location) error
+	// Deletions returns up to n objects queued for deletion.
+	Deletions(n int) ([]Location, error)
+	// Deleted removes an object from the deletion queue.
+	Deleted(key string) error
+}
+
+// Reports keeps drill reports, incidents and the read-access log.
+type Reports interface {
 	// PutDrill stores a drill report under id (ids sort by time).
 	PutDrill(id string, body []byte) error
 	// Drill returns a drill report, or ErrNotFound.
 	Drill(id string) ([]byte, error)
 	// Drills returns up to n reports, newest first, after the page token.
 	Drills(n int, pageToken string) ([][]byte, string, error)
+	// NextIncidentSeq allocates a new incident number, larger than any
+	// before it.
+	NextIncidentSeq() (uint64, error)
+	// PutIncident writes the record of incident seq.
+	PutIncident(seq uint64, inc IncidentRecord) error
+	// Incident returns incident seq, or ErrNotFound.
+	Incident(seq uint64) (*IncidentRecord, error)
+	// Incidents returns up to n incidents whose number is below before (0:
+	// from the newest), newest first.
+	Incidents(n int, before uint64) ([]*IncidentRecord, error)
+	// AppendAccess appends a read-access record written at at and returns
+	// its sequence number, larger than any before it.
+	AppendAccess(at time.Time, body []byte) (uint64, error)
+	// AccessLog returns up to n access records whose Seq is above after,
+	// oldest first.
+	AccessLog(after uint64, n int) ([]AccessEntry, error)
+	// PruneAccess removes up to n of the oldest access records written
+	// before before, and returns how many it removed.
+	PruneAccess(before time.Time, n int) (int, error)
+}
+
+// AccessEntry is one stored read-access record: its sequence number, when
+// it was written and its body (JSON written by the ledger).
+type AccessEntry struct {
+	Seq  uint64
+	At   time.Time
+	Body []byte
+}
+
+// Leases keeps singleton jobs to one holder at a time across every process
+// on the store. Expiry is judged by the store's clock, never by a holder's.
+type Leases interface {
+	// AcquireLease takes lease name for holder for ttl when it is free,
+	// expired or already held by holder, and returns its fencing token:
+	// larger than every token handed out for name before. Otherwise it
+	// returns ErrLeaseHeld.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (uint64, error)
+	// RenewLease extends the lease held by holder under token to ttl from
+	// now, or returns ErrLeaseLost when it is no longer held so.
+	RenewLease(ctx context.Context, name, holder string, token uint64, ttl time.Duration) error
+	// ReleaseLease gives the lease up when holder still holds it under
+	// token; otherwise it does nothing.
+	ReleaseLease(ctx context.Context, name, holder string, token uint64) error
+}
+
+// Fence names a lease and the token a fenced write holds it under.
+type Fence struct {
+	Lease string
+	Token uint64
+}
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying f: Store.Update with it commits only while
+// the lease is still held under f.Token.
+func WithFence(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// FenceFrom returns the fence ctx carries, if any.
+func FenceFrom(ctx context.Context) (Fence, bool) {
+	f, ok := ctx.Value(fenceKey{}).(Fence)
+	return f, ok
 }
 
 // SegmentPlan is a segment object fixed before it is put: its key, its

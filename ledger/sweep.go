@@ -122,7 +122,7 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 						keepWhy[r.ID] = why
 						continue
 					}
-					if _, err := tx.SweepRow(r, Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RetainUntil, SweptAt: now}); err != nil {
+					if _, err := SweepRow(tx, r, Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RetainUntil, SweptAt: now}); err != nil {
 						return fmt.Errorf("sweep row %s: %w", r.ID, err)
 					}
 					swept = append(swept, r)
@@ -210,7 +210,7 @@ func heldDays(tx Tx) (map[string]bool, error) {
 	held := map[string]bool{}
 	token := ""
 	for {
-		incs, next, err := tx.Incidents(1000, token)
+		incs, next, err := incidentPage(tx, 1000, token)
 		if err != nil {
 			return nil, err
 		}

@@ -361,7 +361,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		err := l.store.Update(ctx, func(tx Tx) error {
 			deadNow, attempts = nil, nil
 			for _, d := range finished {
-				if err := tx.Uploaded(d.e, d.loc); err != nil {
+				if err := RecordUpload(tx, d.e, d.loc); err != nil {
 					return err
 				}
 			}
@@ -377,7 +377,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 						continue // the store may be down: nothing to blame the entry for
 					}
 					for _, e := range f.entries {
-						rec, err := tx.OutboxFailed(e.Seq, f.err.Error(), now)
+						rec, err := CountFailure(tx, e.Seq, f.err.Error(), now)
 						if err != nil {
 							return err
 						}
@@ -422,11 +422,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 func deadLetter(tx Tx, f failure, at time.Time, counted bool) error {
 	for _, e := range f.entries {
 		if !counted {
-			if _, err := tx.OutboxFailed(e.Seq, f.err.Error(), at); err != nil {
+			if _, err := CountFailure(tx, e.Seq, f.err.Error(), at); err != nil {
 				return err
 			}
 		}
-		if err := tx.DeadLetter(e, f.err.Error(), at); err != nil {
+		if err := MoveToDeadLetters(tx, e, f.err.Error(), at); err != nil {
 			return err
 		}
 	}
@@ -670,6 +670,7 @@ func (l *Ledger) RetryDeadLetters(ctx context.Context, key string, all bool) (in
 		return 0, fmt.Errorf("object key longer than 1024 bytes: %w", ErrInvalid)
 	}
 	var moved int
+	now := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
 		moved = 0
 		var pick []DeadLetter
@@ -694,7 +695,7 @@ func (l *Ledger) RetryDeadLetters(ctx context.Context, key string, all bool) (in
 			}
 			e := d.Entry
 			e.Seq = 0
-			if err := tx.Enqueue(e); err != nil {
+			if err := tx.Enqueue(e, now); err != nil {
 				return err
 			}
 		}

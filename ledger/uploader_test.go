@@ -222,10 +222,10 @@ func TestDoomedEntriesMoveToDeadLetters(t *testing.T) {
 	metrics := ledger.NewMetrics(reg)
 	h.l = reopenWithMetrics(t, h, metrics)
 	err := h.store.Update(ctx, func(tx ledger.Tx) error {
-		if err := tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpHold, Key: "rows/never.json"}); err != nil {
+		if err := tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpHold, Key: "rows/never.json"}, h.clock()); err != nil {
 			return err
 		}
-		return tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "gone", Key: ledger.EvidenceKey("gone"), Segment: true, RetainUntil: h.clock().Add(time.Hour)})
+		return tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "gone", Key: ledger.EvidenceKey("gone"), Segment: true, RetainUntil: h.clock().Add(time.Hour)}, h.clock())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +377,7 @@ func TestFailingOperationHoldsBackOnlyItsObject(t *testing.T) {
 	stuck = k1
 	err = h.store.Update(ctx, func(tx ledger.Tx) error {
 		for _, e := range []ledger.OutboxEntry{{Op: ledger.OpHold, Key: k1}, {Op: ledger.OpRelease, Key: k1}, {Op: ledger.OpHold, Key: k2}} {
-			if err := tx.Enqueue(e); err != nil {
+			if err := tx.Enqueue(e, h.clock()); err != nil {
 				return err
 			}
 		}

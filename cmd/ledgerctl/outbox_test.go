@@ -24,7 +24,7 @@ func TestOutboxDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = store.Update(context.Background(), func(tx ledger.Tx) error {
-		return tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpHold, Key: "rows/never-uploaded.json"})
+		return tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpHold, Key: "rows/never-uploaded.json"}, time.Now())
 	})
 	if cerr := store.Close(); err == nil {
 		err = cerr

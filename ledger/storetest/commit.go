@@ -38,7 +38,7 @@ func testGroupCommitFailingMember(t *testing.T, open opener) {
 			if err := tx.CreateRow(rows[i]); err != nil {
 				return err
 			}
-			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: rows[i].ID, Key: ledger.EvidenceKey(rows[i].ID)}); err != nil {
+			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: rows[i].ID, Key: ledger.EvidenceKey(rows[i].ID)}, base); err != nil {
 				return err
 			}
 			if err := tx.PutDrill(fmt.Sprintf("drill-%03d", i), []byte("{}")); err != nil {

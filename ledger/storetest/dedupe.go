@@ -187,7 +187,7 @@ func sweep(t *testing.T, s ledger.Store, r *ledger.Row) []ledger.Location {
 		if err != nil {
 			return err
 		}
-		locs, err = tx.SweepRow(cur, tombstoneOf(cur))
+		locs, err = ledger.SweepRow(tx, cur, tombstoneOf(cur))
 		return err
 	})
 	return locs

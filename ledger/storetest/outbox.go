@@ -51,8 +51,8 @@ func checkEntries(t *testing.T, got, want []ledger.OutboxEntry) []uint64 {
 
 // testOutboxOrder: Enqueue assigns increasing Seqs in commit order (also
 // several in one transaction), Outbox returns the oldest n first, depth
-// and the oldest queue time follow, Uploaded removes an entry and records
-// its object, and a Seq is never handed out again after its entry left.
+// and the oldest queue time follow (the time the ledger gave Enqueue),
+// the ledger's RecordUpload removes an entry and records its object, and a Seq is never handed out again after its entry left.
 func testOutboxOrder(t *testing.T, open opener) {
 	s := open.fresh(t)
 	view(t, s, func(tx ledger.Tx) error {
@@ -70,13 +70,13 @@ func testOutboxOrder(t *testing.T, open opener) {
 	for i := range 10 {
 		e := entry(i)
 		e.Seq = 999 // Enqueue assigns Seq; what the caller set is ignored
-		update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(e) })
+		update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(e, base) })
 		e.Seq = 0
 		want = append(want, e)
 	}
 	update(t, s, func(tx ledger.Tx) error {
 		for i := 10; i < 15; i++ {
-			if err := tx.Enqueue(entry(i)); err != nil {
+			if err := tx.Enqueue(entry(i), base); err != nil {
 				return err
 			}
 		}
@@ -94,8 +94,8 @@ func testOutboxOrder(t *testing.T, open opener) {
 			t.Errorf("OutboxDepth = %d, %v; want %d", depth, err, len(want))
 		}
 		oldest, err := tx.OldestQueued()
-		if err != nil || oldest.IsZero() {
-			t.Errorf("OldestQueued = %v, %v; want a time", oldest, err)
+		if err != nil || !oldest.Equal(base) {
+			t.Errorf("OldestQueued = %v, %v; want %v, the time the first was queued at", oldest, err, base)
 		}
 		_, err = tx.Object(all[0].Key)
 		wantNotFound(t, "Object of a queued entry", err)
@@ -108,7 +108,7 @@ func testOutboxOrder(t *testing.T, open opener) {
 		e := all[i]
 		loc := ledger.Location{Store: "s3", Bucket: "evidence", Key: e.Key, VersionID: fmt.Sprint("v", i), RetainUntil: e.RetainUntil, Uploaded: true}
 		locs[e.Key] = loc
-		update(t, s, func(tx ledger.Tx) error { return tx.Uploaded(e, loc) })
+		update(t, s, func(tx ledger.Tx) error { return ledger.RecordUpload(tx, e, loc) })
 	}
 	checkEntries(t, outbox(t, s, 1000), want[3:])
 	view(t, s, func(tx ledger.Tx) error {
@@ -132,7 +132,7 @@ func testOutboxOrder(t *testing.T, open opener) {
 	// every Seq handed out before.
 	update(t, s, func(tx ledger.Tx) error {
 		for _, e := range all[3:] {
-			if err := tx.Uploaded(e, ledger.Location{Store: "s3", Key: e.Key, Uploaded: true}); err != nil {
+			if err := ledger.RecordUpload(tx, e, ledger.Location{Store: "s3", Key: e.Key, Uploaded: true}); err != nil {
 				return err
 			}
 		}
@@ -149,7 +149,7 @@ func testOutboxOrder(t *testing.T, open opener) {
 		}
 		return nil
 	})
-	update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(entry(100)) })
+	update(t, s, func(tx ledger.Tx) error { return tx.Enqueue(entry(100), base) })
 	after := outbox(t, s, 10)
 	checkEntries(t, after, []ledger.OutboxEntry{entry(100)})
 	if last := all[len(all)-1].Seq; after[0].Seq <= last {
@@ -166,10 +166,10 @@ func testOutboxConcurrentEnqueue(t *testing.T, open opener) {
 	for i := range writers {
 		wg.Go(func() {
 			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				if err := tx.Enqueue(entry(2 * i)); err != nil {
+				if err := tx.Enqueue(entry(2*i), base); err != nil {
 					return err
 				}
-				return tx.Enqueue(entry(2*i + 1))
+				return tx.Enqueue(entry(2*i+1), base)
 			})
 		})
 	}
@@ -198,15 +198,16 @@ func testOutboxConcurrentEnqueue(t *testing.T, open opener) {
 	}
 }
 
-// testDeadLetters: OutboxFailed counts failures of an entry still queued,
-// DeadLetter moves the entry aside with that record (out of the outbox
-// and its depth), DeadLetters pages in Seq order after a Seq, and
-// RemoveDeadLetter removes one; both do nothing for an entry already gone.
+// testDeadLetters: the ledger's CountFailure counts failures of a queued
+// entry and MoveToDeadLetters moves the entry aside with that record (out
+// of the outbox and its depth), or does nothing for an entry already gone;
+// DeadLetters pages in Seq order after a Seq, and RemoveDeadLetter removes
+// one.
 func testDeadLetters(t *testing.T, open opener) {
 	s := open.fresh(t)
 	update(t, s, func(tx ledger.Tx) error {
 		for i := range 4 {
-			if err := tx.Enqueue(entry(i)); err != nil {
+			if err := tx.Enqueue(entry(i), base); err != nil {
 				return err
 			}
 		}
@@ -215,21 +216,21 @@ func testDeadLetters(t *testing.T, open opener) {
 	q := outbox(t, s, 10)
 	t1, t2 := base.Add(time.Minute), base.Add(2*time.Minute)
 	update(t, s, func(tx ledger.Tx) error {
-		if f, err := tx.OutboxFailed(q[1].Seq, "first", t1); err != nil || f.Attempts != 1 {
+		if f, err := ledger.CountFailure(tx, q[1].Seq, "first", t1); err != nil || f.Attempts != 1 {
 			return fmt.Errorf("first failure: %+v, %v", f, err)
 		}
-		f, err := tx.OutboxFailed(q[1].Seq, "second", t2)
+		f, err := ledger.CountFailure(tx, q[1].Seq, "second", t2)
 		if err != nil {
 			return err
 		}
 		want := ledger.OutboxFailure{Attempts: 2, First: t1, Last: t2, Reason: "second"}
 		if !same(f, want) {
-			t.Errorf("OutboxFailed\n got %s\nwant %s", show(f), show(want))
+			t.Errorf("CountFailure\n got %s\nwant %s", show(f), show(want))
 		}
-		if err := tx.DeadLetter(q[1], "gone for good", t2); err != nil {
+		if err := ledger.MoveToDeadLetters(tx, q[1], "gone for good", t2); err != nil {
 			return err
 		}
-		if err := tx.DeadLetter(q[3], "never tried", t2); err != nil {
+		if err := ledger.MoveToDeadLetters(tx, q[3], "never tried", t2); err != nil {
 			return err
 		}
 		return nil
@@ -265,11 +266,8 @@ func testDeadLetters(t *testing.T, open opener) {
 		return nil
 	})
 	update(t, s, func(tx ledger.Tx) error {
-		// Both entries already left the outbox: nothing changes.
-		if _, err := tx.OutboxFailed(q[1].Seq, "late", t2); err != nil {
-			return err
-		}
-		if err := tx.DeadLetter(q[1], "again", t2); err != nil {
+		// The entry already left the outbox: nothing changes.
+		if err := ledger.MoveToDeadLetters(tx, q[1], "again", t2); err != nil {
 			return err
 		}
 		return tx.RemoveDeadLetter(q[1].Seq)
@@ -322,4 +320,59 @@ func testSegmentPlans(t *testing.T, open opener) {
 	if want := plans[:1]; !same(got(), want) {
 		t.Errorf("SegmentPlans after a drop\n got %s\nwant %s", show(got()), show(want))
 	}
+}
+
+// testDequeueAndFailures: Dequeue removes an entry with its failure record
+// and reports whether it was queued; Failure is zero until SetFailure
+// stores one; PutDeadLetter counts a dead letter once however often it is
+// put.
+func testDequeueAndFailures(t *testing.T, open opener) {
+	s := open.fresh(t)
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range 3 {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	q := outbox(t, s, 10)
+	rec := ledger.OutboxFailure{Attempts: 3, First: base, Last: base.Add(time.Minute), Reason: "refused"}
+	update(t, s, func(tx ledger.Tx) error {
+		if f, err := tx.Failure(q[0].Seq); err != nil || f != (ledger.OutboxFailure{}) {
+			t.Errorf("Failure before any: %s, %v; want zero", show(f), err)
+		}
+		if err := tx.SetFailure(q[0].Seq, rec); err != nil {
+			return err
+		}
+		return tx.SetFailure(q[1].Seq, rec)
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		if f, err := tx.Failure(q[1].Seq); err != nil || !same(f, rec) {
+			t.Errorf("Failure after SetFailure: %s, %v; want %s", show(f), err, show(rec))
+		}
+		for i, want := range []bool{true, false} {
+			if ok, err := tx.Dequeue(q[0].Seq); err != nil || ok != want {
+				t.Errorf("Dequeue #%d of one entry: %v, %v; want %v", i+1, ok, err, want)
+			}
+		}
+		if f, err := tx.Failure(q[0].Seq); err != nil || f != (ledger.OutboxFailure{}) {
+			t.Errorf("Failure after Dequeue: %s, %v; want zero", show(f), err)
+		}
+		d := ledger.DeadLetter{Entry: q[2], Reason: "doomed", Attempts: 1, FirstFailure: base, LastFailure: base}
+		if err := tx.PutDeadLetter(d); err != nil {
+			return err
+		}
+		return tx.PutDeadLetter(d)
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		if n, err := tx.DeadLetterCount(); err != nil || n != 1 {
+			t.Errorf("DeadLetterCount after putting one twice: %d, %v; want 1", n, err)
+		}
+		if depth, err := tx.OutboxDepth(); err != nil || depth != 2 {
+			t.Errorf("OutboxDepth after one Dequeue: %d, %v; want 2", depth, err)
+		}
+		return nil
+	})
+	checkEntries(t, outbox(t, s, 10), []ledger.OutboxEntry{entry(1), entry(2)})
 }

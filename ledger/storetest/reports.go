@@ -93,29 +93,46 @@ func pageAll[T any](t *testing.T, n, total int, fetch func(token string) ([]T, s
 	}
 }
 
-// testIncidents: NextIncidentID hands out distinct ids (also to
-// concurrent writers), PutIncident and Incident keep a record (a rewrite
-// replaces it, as closing does), and Incidents pages newest first, by
-// allocation order, not by the ids' text (INC-10 after INC-9).
+// newIncident allocates an incident number in tx and writes a record
+// for it, with the id the ledger gives it.
+func newIncident(tx ledger.Tx, reason string) (uint64, error) {
+	seq, err := tx.NextIncidentSeq()
+	if err != nil {
+		return 0, err
+	}
+	id := ledger.IncidentID(seq)
+	return seq, tx.PutIncident(seq, ledger.IncidentRecord{ID: id, RowID: hexID(id), Reason: reason, OpenedAt: base})
+}
+
+// incidentIDs returns the ids of incs.
+func incidentIDs(incs []*ledger.IncidentRecord) []string {
+	var out []string
+	for _, inc := range incs {
+		out = append(out, inc.ID)
+	}
+	return out
+}
+
+// testIncidents: NextIncidentSeq hands out distinct, increasing numbers
+// (also to concurrent writers), PutIncident and Incident keep a record
+// under its number (a rewrite replaces it, as closing does), and Incidents
+// pages newest first, by number (INC-10 after INC-9), below a number.
 func testIncidents(t *testing.T, open opener) {
 	s := open.fresh(t)
 	var mu sync.Mutex
-	var ids []string
+	var seqs []uint64
 	var wg sync.WaitGroup
 	errs := make([]error, 12)
 	for i := range errs {
 		wg.Go(func() {
 			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				id, err := tx.NextIncidentID()
+				seq, err := newIncident(tx, "scope beyond grant")
 				if err != nil {
 					return err
 				}
-				if err := tx.PutIncident(ledger.IncidentRecord{ID: id, RowID: hexID(id), Reason: "scope beyond grant", OpenedAt: base}); err != nil {
-					return err
-				}
-				// Record the id only once the fn is done: it may run again.
+				// Record the number only once the fn is done: it may run again.
 				mu.Lock()
-				ids = append(ids, id)
+				seqs = append(seqs, seq)
 				mu.Unlock()
 				return nil
 			})
@@ -126,7 +143,7 @@ func testIncidents(t *testing.T, open opener) {
 		t.Fatal(err)
 	}
 	view(t, s, func(tx ledger.Tx) error {
-		all, _, err := tx.Incidents(1000, "")
+		all, err := tx.Incidents(1000, 0)
 		if err != nil {
 			return err
 		}
@@ -143,33 +160,38 @@ func testIncidents(t *testing.T, open opener) {
 		return nil
 	})
 
-	// Allocation order, made one at a time, decides the page order.
-	var order, latest []string
+	// Numbers made one at a time increase and decide the page order.
+	var latest []string
+	last := slices.Max(seqs)
 	for range 3 {
-		var id string
+		var seq uint64
 		update(t, s, func(tx ledger.Tx) error {
 			var err error
-			if id, err = tx.NextIncidentID(); err != nil {
-				return err
-			}
-			return tx.PutIncident(ledger.IncidentRecord{ID: id, RowID: hexID(id), Reason: "args hash mismatch", OpenedAt: base})
+			seq, err = newIncident(tx, "args hash mismatch")
+			return err
 		})
-		latest = append([]string{id}, latest...)
+		if seq <= last {
+			t.Errorf("NextIncidentSeq = %d after %d: want larger", seq, last)
+		}
+		last = seq
+		latest = append([]string{ledger.IncidentID(seq)}, latest...)
 	}
 	var all []*ledger.IncidentRecord
 	view(t, s, func(tx ledger.Tx) error {
 		var err error
-		all, _, err = tx.Incidents(1000, "")
+		all, err = tx.Incidents(1000, 0)
 		return err
 	})
-	for _, inc := range all {
-		order = append(order, inc.ID)
-	}
+	order := incidentIDs(all)
 	if len(order) != len(errs)+3 {
 		t.Fatalf("Incidents: %v", order)
 	}
 	if !slices.Equal(order[:3], latest) {
 		t.Errorf("Incidents starts %v, want the three allocated last, newest first: %v", order[:3], latest)
+	}
+	var ids []string
+	for _, seq := range seqs {
+		ids = append(ids, ledger.IncidentID(seq))
 	}
 	slices.Sort(ids)
 	rest := slices.Clone(order[3:])
@@ -179,34 +201,44 @@ func testIncidents(t *testing.T, open opener) {
 	}
 
 	closed := *all[1]
+	closedSeq, err := ledger.IncidentSeq(closed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	closed.ClosedAt, closed.ClosedBy, closed.RetainUntil = base.Add(time.Hour), "support", base.Add(365*24*time.Hour)
-	update(t, s, func(tx ledger.Tx) error { return tx.PutIncident(closed) })
+	update(t, s, func(tx ledger.Tx) error { return tx.PutIncident(closedSeq, closed) })
 	view(t, s, func(tx ledger.Tx) error {
-		got, err := tx.Incident(closed.ID)
+		got, err := tx.Incident(closedSeq)
 		if err != nil {
 			return err
 		}
 		if !same(got, &closed) {
 			t.Errorf("Incident after a rewrite\n got %s\nwant %s", show(got), show(&closed))
 		}
-		_, err = tx.Incident("INC-999999")
-		wantNotFound(t, "Incident of an unknown id", err)
+		_, err = tx.Incident(999999)
+		wantNotFound(t, "Incident of an unknown number", err)
 		return nil
 	})
 	for _, n := range []int{1, 4, 1000} {
 		got := pageAll(t, n, len(order), func(tok string) ([]string, string) {
+			var before uint64
+			if tok != "" {
+				var err error
+				if before, err = ledger.IncidentSeq(tok); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var page []*ledger.IncidentRecord
-			var next string
 			view(t, s, func(tx ledger.Tx) error {
 				var err error
-				page, next, err = tx.Incidents(n, tok)
+				page, err = tx.Incidents(n, before)
 				return err
 			})
-			var out []string
-			for _, inc := range page {
-				out = append(out, inc.ID)
+			next := ""
+			if len(page) == n {
+				next = page[n-1].ID
 			}
-			return out, next
+			return incidentIDs(page), next
 		})
 		if !slices.Equal(got, order) {
 			t.Errorf("Incidents in pages of %d: %v, want %v", n, got, order)

@@ -24,20 +24,20 @@ func testRestart(t *testing.T, open opener) {
 	sweep(t, s, swept)
 	left := slices.Delete(slices.Clone(rows), 5, 6)
 	snap := snapshot(`"restart"`)
-	var incident string
+	var incident uint64
 	update(t, s, func(tx ledger.Tx) error {
 		if err := tx.PutEvidence(rows[0].ID, []byte("bundle 0")); err != nil {
 			return err
 		}
 		for i := range 4 {
-			if err := tx.Enqueue(entry(i)); err != nil {
+			if err := tx.Enqueue(entry(i), base); err != nil {
 				return err
 			}
 		}
 		if _, err := tx.PutSnapshot(snap); err != nil {
 			return err
 		}
-		if _, err := tx.AddHold("held-key", 2); err != nil {
+		if _, err := tx.Count(ledger.RefHold, "held-key", 2); err != nil {
 			return err
 		}
 		if err := tx.PutRevocation("grant-0", ledger.Revocation{RevokedAt: base, By: "support"}); err != nil {
@@ -47,10 +47,10 @@ func testRestart(t *testing.T, open opener) {
 			return err
 		}
 		var err error
-		if incident, err = tx.NextIncidentID(); err != nil {
+		if incident, err = tx.NextIncidentSeq(); err != nil {
 			return err
 		}
-		if err := tx.PutIncident(ledger.IncidentRecord{ID: incident, RowID: rows[2].ID, OpenedAt: base}); err != nil {
+		if err := tx.PutIncident(incident, ledger.IncidentRecord{ID: ledger.IncidentID(incident), RowID: rows[2].ID, OpenedAt: base}); err != nil {
 			return err
 		}
 		for _, r := range rows[:3] {
@@ -65,10 +65,10 @@ func testRestart(t *testing.T, open opener) {
 	queued := outbox(t, s, 10)
 	uploadedLoc := ledger.Location{Store: "s3", Bucket: "evidence", Key: queued[0].Key, VersionID: "v1", RetainUntil: queued[0].RetainUntil, Uploaded: true}
 	update(t, s, func(tx ledger.Tx) error {
-		if err := tx.Uploaded(queued[0], uploadedLoc); err != nil {
+		if err := ledger.RecordUpload(tx, queued[0], uploadedLoc); err != nil {
 			return err
 		}
-		return tx.DeadLetter(queued[1], "refused for good", base)
+		return ledger.MoveToDeadLetters(tx, queued[1], "refused for good", base)
 	})
 	var leafSeqs []uint64
 	view(t, s, func(tx ledger.Tx) error {
@@ -88,7 +88,7 @@ func testRestart(t *testing.T, open opener) {
 		if err := tx.PutDrill("20260302T120000Z", []byte("lost")); err != nil {
 			return err
 		}
-		if err := tx.Enqueue(entry(50)); err != nil {
+		if err := tx.Enqueue(entry(50), base); err != nil {
 			return err
 		}
 		return errMember
@@ -157,18 +157,18 @@ func testRestart(t *testing.T, open opener) {
 		return nil
 	})
 	update(t, s, func(tx ledger.Tx) error {
-		if n, err := tx.AddHold("held-key", 0); err != nil || n != 2 {
+		if n, err := tx.Count(ledger.RefHold, "held-key", 0); err != nil || n != 2 {
 			t.Errorf("hold count after restart: %d, %v; want 2", n, err)
 		}
-		if err := tx.Enqueue(entry(60)); err != nil {
+		if err := tx.Enqueue(entry(60), base); err != nil {
 			return err
 		}
-		id, err := tx.NextIncidentID()
+		seq, err := tx.NextIncidentSeq()
 		if err != nil {
 			return err
 		}
-		if id == incident {
-			t.Errorf("NextIncidentID after restart handed out %s again", id)
+		if seq <= incident {
+			t.Errorf("NextIncidentSeq after restart handed out %d, not above %d", seq, incident)
 		}
 		return tx.QueueLeaf("after restart", []byte("x"))
 	})

@@ -380,8 +380,9 @@ func testRowsByID(t *testing.T, open opener) {
 }
 
 // testRowUpdates: UpdateDispute changes only the dispute fields,
-// UpdateRetention only extends retain-until, and neither moves the row in
-// an index; CreateRow refuses an id already taken and leaves the row as it
+// UpdateRetention sets retain-until (earlier too: the ledger decides it
+// only grows) and moves the row's expiry entry, and neither moves the row
+// in a list index; CreateRow refuses an id already taken and leaves the row as it
 // was; evidence bundles and incident ids are kept.
 func testRowUpdates(t *testing.T, open opener) {
 	s := open.fresh(t)
@@ -389,21 +390,32 @@ func testRowUpdates(t *testing.T, open opener) {
 	createRows(t, s, rows)
 	r := rows[1]
 
-	disputed := *r
-	disputed.Dispute = ledger.DisputeOpen
-	disputed.DisputeEvents = []ledger.DisputeEvent{{At: base.Add(time.Hour), Status: ledger.DisputeOpen, Note: "I never approved that", By: "support"}}
-	disputed.Principal = "someone-else" // not a dispute field: must not change
-	update(t, s, func(tx ledger.Tx) error { return tx.UpdateDispute(&disputed) })
+	events := []ledger.DisputeEvent{{At: base.Add(time.Hour), Status: ledger.DisputeOpen, Note: "I never approved that", By: "support"}}
+	update(t, s, func(tx ledger.Tx) error { return tx.UpdateDispute(r.ID, ledger.DisputeOpen, events) })
 	want := *r
-	want.Dispute, want.DisputeEvents = disputed.Dispute, disputed.DisputeEvents
+	want.Dispute, want.DisputeEvents = ledger.DisputeOpen, events
 
-	later := *r
-	later.RetainUntil = r.RetainUntil.Add(365 * 24 * time.Hour)
-	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(&later) })
-	want.RetainUntil = later.RetainUntil
-	earlier := *r
-	earlier.RetainUntil = r.RetainUntil.Add(-time.Hour)
-	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(&earlier) })
+	later := r.RetainUntil.Add(365 * 24 * time.Hour)
+	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(r.ID, later) })
+	expiredAt := func(now time.Time) bool {
+		t.Helper()
+		var due []*ledger.Row
+		view(t, s, func(tx ledger.Tx) error {
+			var err error
+			due, _, err = tx.Expired(now, "", 1000)
+			return err
+		})
+		return slices.ContainsFunc(due, func(d *ledger.Row) bool { return d.ID == r.ID })
+	}
+	if expiredAt(r.RetainUntil) || !expiredAt(later) {
+		t.Errorf("after UpdateRetention to %v: Expired does not follow the new retain-until", later)
+	}
+	earlier := r.RetainUntil.Add(-time.Hour)
+	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(r.ID, earlier) })
+	want.RetainUntil = earlier
+	if !expiredAt(earlier) {
+		t.Errorf("after UpdateRetention to the earlier %v: Expired does not list the row", earlier)
+	}
 
 	view(t, s, func(tx ledger.Tx) error {
 		got, err := tx.Row(r.ID)

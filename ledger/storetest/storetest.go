@@ -4,10 +4,11 @@
 //
 // The suite checks what the ledger relies on, not how a backend keeps it:
 // rows and every index with page tokens, dedupe under concurrent writers,
-// group commit with a failing member, outbox order, tombstones and what
-// becomes deletable, legal-hold counts, JWKS snapshots, drill and incident
-// pages, the Merkle log's queue and leaves, restart, and Update after
-// Close. Each sub-test opens its own store in its own directory.
+// group commit with a failing member, outbox order and claims, tombstones
+// and what becomes deletable under the ledger's rules, reference counts,
+// JWKS snapshots, drill and incident pages, the access log, the Merkle
+// log's queue and leaves, leases and fenced writes, restart, and Update
+// after Close. Each sub-test opens its own store in its own directory.
 package storetest
 
 import (
@@ -19,6 +20,16 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
+// Options describe what a backend does not do, so that Run skips the
+// cases that do not apply. The zero value runs every case.
+type Options struct {
+	// SingleUploader says one uploader at a time uses the store (bbolt:
+	// its file lock keeps other processes out), so Claim may hand out the
+	// first entries without recording a claim; the case of several holders
+	// claiming at once is skipped.
+	SingleUploader bool
+}
+
 // Run runs the conformance suite against the backend that open opens.
 //
 // open opens the store kept in dir, creating an empty one when dir holds
@@ -26,36 +37,61 @@ import (
 // open again on the same dir after closing, to check what survives a
 // restart, and calls each close function exactly once. A backend whose
 // rows live outside dir (a database server) keys its database by dir.
-func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func() error)) {
+// At most one Options may be given.
+func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func() error), opts ...Options) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	h := opener(open)
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, opener)
+		skip string
 	}{
-		{"RowsAndIndexes", testRowsAndIndexes},
-		{"PageTokens", testPageTokens},
-		{"RowsByIDAndRowAfter", testRowsByID},
-		{"RowUpdates", testRowUpdates},
-		{"DedupeRace", testDedupeRace},
-		{"RequestJWTIndex", testRequestJWTIndex},
-		{"GroupCommitFailingMember", testGroupCommitFailingMember},
-		{"OutboxOrder", testOutboxOrder},
-		{"OutboxConcurrentEnqueue", testOutboxConcurrentEnqueue},
-		{"DeadLetters", testDeadLetters},
-		{"SegmentPlans", testSegmentPlans},
-		{"Tombstones", testTombstones},
-		{"Expired", testExpired},
-		{"Holds", testHolds},
-		{"Snapshots", testSnapshots},
-		{"Revocations", testRevocations},
-		{"Drills", testDrills},
-		{"Incidents", testIncidents},
-		{"Log", testLog},
-		{"Restart", testRestart},
-		{"UpdateAfterClose", testUpdateAfterClose},
+		{name: "RowsAndIndexes", run: testRowsAndIndexes},
+		{name: "PageTokens", run: testPageTokens},
+		{name: "RowsByIDAndRowAfter", run: testRowsByID},
+		{name: "RowUpdates", run: testRowUpdates},
+		{name: "DedupeRace", run: testDedupeRace},
+		{name: "RequestJWTIndex", run: testRequestJWTIndex},
+		{name: "GroupCommitFailingMember", run: testGroupCommitFailingMember},
+		{name: "OutboxOrder", run: testOutboxOrder},
+		{name: "OutboxConcurrentEnqueue", run: testOutboxConcurrentEnqueue},
+		{name: "DequeueAndFailures", run: testDequeueAndFailures},
+		{name: "DeadLetters", run: testDeadLetters},
+		{name: "SegmentPlans", run: testSegmentPlans},
+		{name: "Claims", run: testClaims, skip: skipIf(o.SingleUploader, "a single uploader: Claim need not record claims")},
+		{name: "References", run: testReferences},
+		{name: "Tombstones", run: testTombstones},
+		{name: "Expired", run: testExpired},
+		{name: "Holds", run: testHolds},
+		{name: "Snapshots", run: testSnapshots},
+		{name: "Revocations", run: testRevocations},
+		{name: "Drills", run: testDrills},
+		{name: "Incidents", run: testIncidents},
+		{name: "AccessLog", run: testAccessLog},
+		{name: "Log", run: testLog},
+		{name: "Leases", run: testLeases},
+		{name: "FencedBatch", run: testFencedBatch},
+		{name: "Restart", run: testRestart},
+		{name: "UpdateAfterClose", run: testUpdateAfterClose},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+		t.Run(c.name, func(t *testing.T) {
+			if c.skip != "" {
+				t.Skip(c.skip)
+			}
+			c.run(t, h)
+		})
 	}
+}
+
+// skipIf returns why when cond holds, else "".
+func skipIf(cond bool, why string) string {
+	if cond {
+		return why
+	}
+	return ""
 }
 
 // store is an open store under test and its close function, called once.

@@ -17,7 +17,8 @@ func snapshot(body string) verifier.Snapshot {
 	return verifier.NewSnapshot("https://brand.example/jwks.json", base, []byte(`{"keys":[`+body+`]}`))
 }
 
-// testTombstones: SweepRow removes a row from every read (Row, every
+// testTombstones: the ledger's SweepRow (RemoveRow with the reference
+// counts and object records under it) removes a row from every read (Row, every
 // index, Expired, its evidence bundle), leaves its tombstone, and queues
 // for deletion exactly the objects no remaining row needs: a row's own
 // evidence object at once, a segment once its last row is swept (the
@@ -45,18 +46,18 @@ func testTombstones(t *testing.T, open opener) {
 			if _, err := tx.PutSnapshot(snap); err != nil {
 				return err
 			}
-			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectJWKS, Ref: snap.ID, Key: ledger.SnapshotKey(snap.ID)}); err != nil {
+			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectJWKS, Ref: snap.ID, Key: ledger.SnapshotKey(snap.ID)}, base); err != nil {
 				return err
 			}
 		}
 		for _, r := range rows {
-			if err := tx.CreateRow(r); err != nil {
+			if err := ledger.AddRow(tx, r); err != nil {
 				return err
 			}
 			if err := tx.PutEvidence(r.ID, []byte(`{"receiptJws":"`+r.ID+`"}`)); err != nil {
 				return err
 			}
-			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: r.ID, Key: ledger.EvidenceKey(r.ID), Segment: r != c}); err != nil {
+			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: r.ID, Key: ledger.EvidenceKey(r.ID), Segment: r != c}, base); err != nil {
 				return err
 			}
 		}
@@ -68,7 +69,7 @@ func testTombstones(t *testing.T, open opener) {
 			return err
 		}
 		for _, e := range entries {
-			if err := tx.Uploaded(e, locs[e.Key]); err != nil {
+			if err := ledger.RecordUpload(tx, e, locs[e.Key]); err != nil {
 				return err
 			}
 		}
@@ -184,9 +185,7 @@ func testExpired(t *testing.T, open opener) {
 	rows[4].RetainUntil = time.Time{} // an open incident's row: held, not due
 	createRows(t, s, rows)
 	now := base.Add(3 * 24 * time.Hour)
-	extended := *rows[0]
-	extended.RetainUntil = now.Add(time.Hour)
-	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(&extended) })
+	update(t, s, func(tx ledger.Tx) error { return tx.UpdateRetention(rows[0].ID, now.Add(time.Hour)) })
 
 	var want []string
 	for _, r := range rows {
@@ -233,7 +232,7 @@ func testExpired(t *testing.T, open opener) {
 	}
 }
 
-// testHolds: AddHold counts the open incidents holding an object, one
+// testHolds: Count(RefHold) counts the open incidents holding an object, one
 // counter per key, back to zero; concurrent increments are all counted.
 func testHolds(t *testing.T, open opener) {
 	s := open.fresh(t)
@@ -242,7 +241,7 @@ func testHolds(t *testing.T, open opener) {
 		var n int
 		update(t, s, func(tx ledger.Tx) error {
 			var err error
-			n, err = tx.AddHold(key, delta)
+			n, err = tx.Count(ledger.RefHold, key, delta)
 			return err
 		})
 		return n
@@ -256,7 +255,7 @@ func testHolds(t *testing.T, open opener) {
 		{k1, 1, 1}, {k1, 1, 2}, {k2, 1, 1}, {k1, -1, 1}, {k1, -1, 0}, {k2, 0, 1}, {k1, 1, 1}, {k2, -1, 0},
 	} {
 		if got := add(c.key, c.delta); got != c.want {
-			t.Errorf("step %d: AddHold(%s, %d) = %d, want %d", i, c.key, c.delta, got, c.want)
+			t.Errorf("step %d: Count(hold, %s, %d) = %d, want %d", i, c.key, c.delta, got, c.want)
 		}
 	}
 	k3 := ledger.EvidenceKey(hexID("held by many"))
@@ -265,7 +264,7 @@ func testHolds(t *testing.T, open opener) {
 	for i := range writers {
 		wg.Go(func() {
 			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				_, err := tx.AddHold(k3, 1)
+				_, err := tx.Count(ledger.RefHold, k3, 1)
 				return err
 			})
 		})
@@ -380,6 +379,80 @@ func testRevocations(t *testing.T, open opener) {
 		if err != nil || other != nil {
 			t.Errorf("Revocation of another grant: %v, %v", other, err)
 		}
+		return nil
+	})
+}
+
+// testReferences: the storage under the ledger's rules of what becomes
+// deletable. SetObject records a location and DeleteObject forgets it;
+// Count keeps one counter per kind and key, never below zero;
+// DeleteSnapshot removes a snapshot and its retain-until; QueueDeletion
+// queues a location once per key.
+func testReferences(t *testing.T, open opener) {
+	s := open.fresh(t)
+	key := ledger.EvidenceKey(hexID("referenced"))
+	loc := ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/x.seg", VersionID: "v1", Offset: 10, Length: 20, Uploaded: true}
+	snap := snapshot(`"referenced"`)
+	update(t, s, func(tx ledger.Tx) error {
+		if err := tx.SetObject(key, loc); err != nil {
+			return err
+		}
+		if _, err := tx.PutSnapshot(snap); err != nil {
+			return err
+		}
+		if err := tx.SetSnapshotRetain(snap.ID, base.Add(time.Hour)); err != nil {
+			return err
+		}
+		for _, kind := range []ledger.RefKind{ledger.RefHold, ledger.RefSegment, ledger.RefSnapshot} {
+			if n, err := tx.Count(kind, key, 2); err != nil || n != 2 {
+				return fmt.Errorf("Count(%s, +2) = %d, %v", kind, n, err)
+			}
+		}
+		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		got, err := tx.Object(key)
+		if err != nil || !same(got, loc) {
+			t.Errorf("Object after SetObject: %s, %v", show(got), err)
+		}
+		if n, err := tx.Count(ledger.RefSegment, key, -5); err != nil || n != 0 {
+			t.Errorf("Count(segment, -5) from 2 = %d, %v; want 0", n, err)
+		}
+		if n, err := tx.Count(ledger.RefSegment, key, 1); err != nil || n != 1 {
+			t.Errorf("Count(segment, +1) from 0 = %d, %v; want 1", n, err)
+		}
+		if n, err := tx.Count(ledger.RefHold, key, -1); err != nil || n != 1 {
+			t.Errorf("Count(hold, -1) from 2 = %d, %v; want 1 (kinds are separate)", n, err)
+		}
+		if n, err := tx.Count(ledger.RefSnapshot, key, 0); err != nil || n != 2 {
+			t.Errorf("Count(snapshot, 0) = %d, %v; want 2", n, err)
+		}
+		if err := tx.DeleteObject(key); err != nil {
+			return err
+		}
+		if err := tx.DeleteSnapshot(snap.ID); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := tx.QueueDeletion(withPart(loc, 0, 0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Object(key)
+		wantNotFound(t, "Object after DeleteObject", err)
+		_, err = tx.Snapshot(snap.ID)
+		wantNotFound(t, "Snapshot after DeleteSnapshot", err)
+		if at, err := tx.SnapshotRetain(snap.ID); err != nil || !at.IsZero() {
+			t.Errorf("SnapshotRetain after DeleteSnapshot: %v, %v; want zero", at, err)
+		}
+		queued, err := tx.Deletions(10)
+		if err != nil {
+			return err
+		}
+		checkDeletable(t, "Deletions after queueing one location twice", queued, withPart(loc, 0, 0))
 		return nil
 	})
 }

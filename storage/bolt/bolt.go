@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,11 +82,14 @@ type Store struct {
 
 	mu      sync.Mutex
 	noSpace error // the last commit's error when it failed for lack of space; nil after a commit succeeds
+
+	leases *leases
 }
 
 type request struct {
-	fn  func(ledger.Tx) error
-	err chan error
+	fn    func(ledger.Tx) error
+	fence *ledger.Fence // the lease the write is fenced by, if any
+	err   chan error
 }
 
 // ErrLocked: another process holds the bbolt file.
@@ -124,7 +126,7 @@ func Open(path string, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases()}
 	go s.commitLoop()
 	return s, nil
 }
@@ -143,9 +145,14 @@ func (s *Store) Close() error {
 // Path returns the file path.
 func (s *Store) Path() string { return s.db.Path() }
 
-// Update implements ledger.Store with group commit.
+// Update implements ledger.Store with group commit. A write fenced by a
+// lease (ledger.WithFence) is checked against the lease table in its
+// transaction; the members of one batch are independent.
 func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 	r := &request{fn: fn, err: make(chan error, 1)}
+	if f, ok := ledger.FenceFrom(ctx); ok {
+		r.fence = &f
+	}
 	select {
 	case <-s.quit:
 		return ledger.ErrClosed
@@ -250,15 +257,7 @@ func (s *Store) commitLoop() {
 // error wrapping ledger.ErrNoSpace: alone, each would fail the same way.
 func (s *Store) run(batch []*request) {
 	errs := make([]error, len(batch))
-	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{btx}
-		for i, r := range batch {
-			if errs[i] = r.fn(t); errs[i] != nil {
-				return errBatchFailed
-			}
-		}
-		return nil
-	})
+	err := s.commit(batch, errs)
 	if err == nil {
 		s.setNoSpace(nil)
 		if s.cfg.OnCommit != nil {
@@ -288,6 +287,34 @@ func (s *Store) run(batch []*request) {
 	for _, r := range batch {
 		s.run([]*request{r})
 	}
+}
+
+// commit runs batch in one transaction and records each member's error in
+// errs. While a member is fenced, the lease table stays locked for reading
+// until the commit ends, so no takeover slips between check and commit.
+func (s *Store) commit(batch []*request, errs []error) error {
+	fenced := false
+	for _, r := range batch {
+		fenced = fenced || r.fence != nil
+	}
+	if fenced {
+		s.leases.mu.RLock()
+		defer s.leases.mu.RUnlock()
+	}
+	return s.db.Update(func(btx *bolt.Tx) error {
+		t := &tx{btx}
+		for i, r := range batch {
+			if r.fence != nil {
+				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
+					return errBatchFailed
+				}
+			}
+			if errs[i] = r.fn(t); errs[i] != nil {
+				return errBatchFailed
+			}
+		}
+		return nil
+	})
 }
 
 // tx implements ledger.Tx.
@@ -374,22 +401,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 			return err
 		}
 	}
-	for _, s := range snapshotsOf(r) {
-		if _, err := t.count(bSnapRefs, s, 1); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-func snapshotsOf(r *ledger.Row) []string {
-	var out []string
-	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
-		if s != "" && (len(out) == 0 || out[0] != s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func expiryKey(t time.Time, id string) []byte {
@@ -411,18 +423,22 @@ func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 	return n, t.b(bucket).Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-func (t *tx) UpdateDispute(r *ledger.Row) error {
-	old, err := t.Row(r.ID)
+// putRow rewrites a stored row whose indexed fields did not change.
+func (t *tx) putRow(r *ledger.Row) error {
+	v, err := json.Marshal(r)
 	if err != nil {
-		return err
-	}
-	// Only the dispute fields may differ.
-	old.Dispute, old.DisputeEvents = r.Dispute, r.DisputeEvents
-	v, err := json.Marshal(old)
-	if err != nil {
-		return err
+		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
 	return t.b(bRows).Put([]byte(r.ID), v)
+}
+
+func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledger.DisputeEvent) error {
+	r, err := t.Row(id)
+	if err != nil {
+		return err
+	}
+	r.Dispute, r.DisputeEvents = status, events
+	return t.putRow(r)
 }
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
@@ -441,12 +457,8 @@ func (t *tx) counter(k []byte, delta int64) (uint64, error) {
 	return uint64(n), t.b(bMeta).Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-func (t *tx) NextIncidentID() (string, error) {
-	n, err := t.counter(kIncidentSeq, 1)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("INC-%d", n), nil
+func (t *tx) NextIncidentSeq() (uint64, error) {
+	return t.counter(kIncidentSeq, 1)
 }
 
 func (t *tx) PutEvidence(rowID string, bundle []byte) error {
@@ -666,88 +678,79 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 	return out, "", nil
 }
 
-// incidentKey orders incidents by number: INC-9 before INC-10.
-func incidentKey(id string) []byte {
-	n, err := strconv.ParseUint(strings.TrimPrefix(id, "INC-"), 10, 64)
-	if err != nil {
-		return []byte(id)
-	}
-	return binary.BigEndian.AppendUint64(nil, n)
-}
-
-func (t *tx) PutIncident(inc ledger.IncidentRecord) error {
+func (t *tx) PutIncident(seq uint64, inc ledger.IncidentRecord) error {
 	v, err := json.Marshal(inc)
 	if err != nil {
 		return err
 	}
-	return t.b(bIncident).Put(incidentKey(inc.ID), v)
+	return t.b(bIncident).Put(seqKey(seq), v)
 }
 
-func (t *tx) Incident(id string) (*ledger.IncidentRecord, error) {
-	v := t.b(bIncident).Get(incidentKey(id))
+func (t *tx) Incident(seq uint64) (*ledger.IncidentRecord, error) {
+	v := t.b(bIncident).Get(seqKey(seq))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}
 	var inc ledger.IncidentRecord
 	if err := json.Unmarshal(v, &inc); err != nil {
-		return nil, fmt.Errorf("decode incident %s: %w", id, err)
+		return nil, fmt.Errorf("decode incident %d: %w", seq, err)
 	}
 	return &inc, nil
 }
 
-func (t *tx) Incidents(n int, pageToken string) ([]*ledger.IncidentRecord, string, error) {
+func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 	c := t.b(bIncident).Cursor()
 	var k, v []byte
-	if pageToken == "" {
+	if before == 0 {
+		k, v = c.Last()
+	} else if k, _ = c.Seek(seqKey(before)); k == nil {
 		k, v = c.Last()
 	} else {
-		tok := incidentKey(pageToken)
-		c.Seek(tok)
 		k, v = c.Prev()
-		for k != nil && string(k) >= string(tok) {
-			k, v = c.Prev()
-		}
 	}
 	var out []*ledger.IncidentRecord
-	for ; k != nil; k, v = c.Prev() {
-		if len(out) == n {
-			return out, out[len(out)-1].ID, nil
-		}
+	for ; k != nil && len(out) < n; k, v = c.Prev() {
 		var inc ledger.IncidentRecord
 		if err := json.Unmarshal(v, &inc); err != nil {
-			return nil, "", err
+			return nil, fmt.Errorf("decode incident %x: %w", k, err)
 		}
 		out = append(out, &inc)
 	}
-	return out, "", nil
+	return out, nil
 }
 
-func (t *tx) AddHold(key string, delta int) (int, error) {
-	return t.count(bHolds, key, delta)
+// countBuckets keeps each kind of reference counter.
+var countBuckets = map[ledger.RefKind][]byte{
+	ledger.RefHold:     bHolds,
+	ledger.RefSegment:  bSegments,
+	ledger.RefSnapshot: bSnapRefs,
 }
 
-func (t *tx) UpdateRetention(r *ledger.Row) error {
-	old, err := t.Row(r.ID)
+func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
+	b, ok := countBuckets[kind]
+	if !ok {
+		return 0, fmt.Errorf("%w: unknown reference kind %q", ledger.ErrInvalid, kind)
+	}
+	return t.count(b, key, delta)
+}
+
+func (t *tx) UpdateRetention(id string, until time.Time) error {
+	r, err := t.Row(id)
 	if err != nil {
 		return err
 	}
-	if !r.RetainUntil.After(old.RetainUntil) && !old.RetainUntil.IsZero() {
-		return nil
-	}
-	if !old.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Delete(expiryKey(old.RetainUntil, old.ID)); err != nil {
+	if !r.RetainUntil.IsZero() {
+		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, id)); err != nil {
 			return err
 		}
 	}
-	if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, r.ID), nil); err != nil {
-		return err
+	if !until.IsZero() {
+		if err := t.b(bExpiry).Put(expiryKey(until, id), nil); err != nil {
+			return err
+		}
 	}
-	old.RetainUntil = r.RetainUntil
-	v, err := json.Marshal(old)
-	if err != nil {
-		return err
-	}
-	return t.b(bRows).Put([]byte(r.ID), v)
+	r.RetainUntil = until
+	return t.putRow(r)
 }
 
 func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
@@ -784,75 +787,48 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 	return out, "", nil
 }
 
-func (t *tx) SweepRow(r *ledger.Row, tomb ledger.Tombstone) ([]ledger.Location, error) {
-	var deletable []ledger.Location
+func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if err := t.b(bRows).Delete([]byte(r.ID)); err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range indexEntries(r) {
 		if err := t.b(e.bucket).Delete(indexKey(e.value, r.IssuedAt, r.ID)); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, r.ID)); err != nil {
-		return nil, err
+	if !r.RetainUntil.IsZero() {
+		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, r.ID)); err != nil {
+			return err
+		}
 	}
 	if r.RequestJWTSHA256 != "" && string(t.b(bReqJWT).Get([]byte(r.RequestJWTSHA256))) == r.ID {
 		if err := t.b(bReqJWT).Delete([]byte(r.RequestJWTSHA256)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := t.b(bEvidence).Delete([]byte(r.ID)); err != nil {
-		return nil, err
-	}
-	if loc, err := t.Object(ledger.EvidenceKey(r.ID)); err == nil {
-		if err := t.b(bObjects).Delete([]byte(ledger.EvidenceKey(r.ID))); err != nil {
-			return nil, err
-		}
-		if loc.Length == 0 {
-			deletable = append(deletable, loc)
-		} else if n, err := t.count(bSegments, loc.Key, -1); err != nil {
-			return nil, err
-		} else if n == 0 {
-			loc.Offset, loc.Length = 0, 0
-			deletable = append(deletable, loc)
-		}
-	}
-	for _, s := range snapshotsOf(r) {
-		n, err := t.count(bSnapRefs, s, -1)
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			continue
-		}
-		if err := t.b(bJWKS).Delete([]byte(s)); err != nil {
-			return nil, err
-		}
-		if err := t.b(bSnapKeep).Delete([]byte(s)); err != nil {
-			return nil, err
-		}
-		if loc, err := t.Object(ledger.SnapshotKey(s)); err == nil {
-			deletable = append(deletable, loc)
-			if err := t.b(bObjects).Delete([]byte(ledger.SnapshotKey(s))); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, loc := range deletable {
-		v, err := json.Marshal(loc)
-		if err != nil {
-			return nil, err
-		}
-		if err := t.b(bDeletes).Put([]byte(loc.Key), v); err != nil {
-			return nil, err
-		}
+		return err
 	}
 	v, err := json.Marshal(tomb)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return deletable, t.b(bTombs).Put([]byte(r.ID), v)
+	return t.b(bTombs).Put([]byte(r.ID), v)
+}
+
+func (t *tx) DeleteSnapshot(id string) error {
+	if err := t.b(bJWKS).Delete([]byte(id)); err != nil {
+		return err
+	}
+	return t.b(bSnapKeep).Delete([]byte(id))
+}
+
+func (t *tx) QueueDeletion(loc ledger.Location) error {
+	v, err := json.Marshal(loc)
+	if err != nil {
+		return err
+	}
+	return t.b(bDeletes).Put([]byte(loc.Key), v)
 }
 
 func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {

@@ -17,5 +17,5 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("open store in %s: %v", dir, err)
 		}
 		return s, s.Close
-	})
+	}, storetest.Options{SingleUploader: true})
 }

@@ -30,14 +30,14 @@ type queued struct {
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
-func (t *tx) Enqueue(e ledger.OutboxEntry) error {
+func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
 	b := t.b(bOutbox)
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
 	e.Seq = seq
-	v, err := json.Marshal(queued{OutboxEntry: e, QueuedAt: time.Now().UTC()})
+	v, err := json.Marshal(queued{OutboxEntry: e, QueuedAt: at.UTC()})
 	if err != nil {
 		return err
 	}
@@ -61,9 +61,13 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	return out, nil
 }
 
-// removeQueued deletes outbox entry seq with its failure record and
-// reports whether it was there.
-func (t *tx) removeQueued(seq uint64) (bool, error) {
+// Claim returns the first n entries: the file lock keeps one uploader, so
+// no other holder can have claimed any.
+func (t *tx) Claim(n int, _ string, _ time.Duration) ([]ledger.OutboxEntry, error) {
+	return t.Outbox(n)
+}
+
+func (t *tx) Dequeue(seq uint64) (bool, error) {
 	k := seqKey(seq)
 	if t.b(bOutbox).Get(k) == nil {
 		return false, nil
@@ -78,21 +82,15 @@ func (t *tx) removeQueued(seq uint64) (bool, error) {
 	return true, err
 }
 
-func (t *tx) Uploaded(e ledger.OutboxEntry, loc ledger.Location) error {
-	if ok, err := t.removeQueued(e.Seq); !ok || err != nil {
-		return err
-	}
-	if e.Op == "" && loc.Length > 0 {
-		if _, err := t.count(bSegments, loc.Key, 1); err != nil {
-			return err
-		}
-	}
+func (t *tx) SetObject(key string, loc ledger.Location) error {
 	v, err := json.Marshal(loc)
 	if err != nil {
 		return err
 	}
-	return t.b(bObjects).Put([]byte(e.Key), v)
+	return t.b(bObjects).Put([]byte(key), v)
 }
+
+func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete([]byte(key)) }
 
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
@@ -147,7 +145,7 @@ func (t *tx) SegmentPlans() ([]ledger.SegmentPlan, error) {
 
 func (t *tx) DropSegmentPlan(key string) error { return t.b(bPlans).Delete([]byte(key)) }
 
-func (t *tx) failure(seq uint64) (ledger.OutboxFailure, error) {
+func (t *tx) Failure(seq uint64) (ledger.OutboxFailure, error) {
 	var f ledger.OutboxFailure
 	v := t.b(bOutboxFail).Get(seqKey(seq))
 	if v == nil {
@@ -159,44 +157,26 @@ func (t *tx) failure(seq uint64) (ledger.OutboxFailure, error) {
 	return f, nil
 }
 
-func (t *tx) OutboxFailed(seq uint64, reason string, at time.Time) (ledger.OutboxFailure, error) {
-	f, err := t.failure(seq)
-	if err != nil {
-		return f, err
-	}
-	if t.b(bOutbox).Get(seqKey(seq)) == nil {
-		return f, nil // already left the outbox
-	}
-	f.Attempts++
-	if f.First.IsZero() {
-		f.First = at.UTC()
-	}
-	f.Last, f.Reason = at.UTC(), reason
+func (t *tx) SetFailure(seq uint64, f ledger.OutboxFailure) error {
 	v, err := json.Marshal(f)
 	if err != nil {
-		return f, err
+		return err
 	}
-	return f, t.b(bOutboxFail).Put(seqKey(seq), v)
+	return t.b(bOutboxFail).Put(seqKey(seq), v)
 }
 
-func (t *tx) DeadLetter(e ledger.OutboxEntry, reason string, at time.Time) error {
-	f, err := t.failure(e.Seq)
-	if err != nil {
-		return err
-	}
-	if ok, err := t.removeQueued(e.Seq); !ok || err != nil {
-		return err
-	}
-	d := ledger.DeadLetter{Entry: e, Reason: reason, Attempts: max(f.Attempts, 1), FirstFailure: f.First, LastFailure: f.Last}
-	if f.Attempts == 0 {
-		d.FirstFailure, d.LastFailure = at.UTC(), at.UTC()
-	}
+func (t *tx) PutDeadLetter(d ledger.DeadLetter) error {
+	k := seqKey(d.Entry.Seq)
+	isNew := t.b(bDead).Get(k) == nil
 	v, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
-	if err := t.b(bDead).Put(seqKey(e.Seq), v); err != nil {
+	if err := t.b(bDead).Put(k, v); err != nil {
 		return err
+	}
+	if !isNew {
+		return nil
 	}
 	_, err = t.counter(kDeadN, 1)
 	return err

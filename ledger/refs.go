@@ -1,0 +1,234 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The rules about references, outbox bookkeeping and incident numbers that
+// every backend would otherwise have to repeat: a Store only stores, and
+// these functions decide, inside the caller's transaction.
+
+// snapshotsOf returns the distinct JWKS snapshots row r names.
+func snapshotsOf(r *Row) []string {
+	var out []string
+	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
+		if s != "" && (len(out) == 0 || out[0] != s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// countSnapshots adds delta to the reference count of each snapshot row r
+// names and returns the snapshots whose count reached zero.
+func countSnapshots(tx Tx, r *Row, delta int) ([]string, error) {
+	var unused []string
+	for _, s := range snapshotsOf(r) {
+		n, err := tx.Count(RefSnapshot, s, delta)
+		if err != nil {
+			return nil, fmt.Errorf("count references to snapshot %s: %w", s, err)
+		}
+		if n == 0 {
+			unused = append(unused, s)
+		}
+	}
+	return unused, nil
+}
+
+// AddRow writes new row r to tx and counts its references to the JWKS
+// snapshots it names (once each, also when it names one twice).
+func AddRow(tx Tx, r *Row) error {
+	if err := tx.CreateRow(r); err != nil {
+		return err
+	}
+	_, err := countSnapshots(tx, r, 1)
+	return err
+}
+
+// SweepRow removes row r from tx, leaving tomb, and queues for deletion
+// (and returns) the write-once objects no remaining row needs: the row's
+// own evidence object at once; the segment its evidence was packed in
+// (the whole object: offset and length zero) once no row in it is left;
+// and each JWKS snapshot it names once no row names it, with the
+// snapshot's record and retain-until.
+func SweepRow(tx Tx, r *Row, tomb Tombstone) ([]Location, error) {
+	if err := tx.RemoveRow(r, tomb); err != nil {
+		return nil, err
+	}
+	var deletable []Location
+	loc, err := tx.Object(EvidenceKey(r.ID))
+	switch {
+	case err == nil:
+		own, err := releaseEvidence(tx, r.ID, loc)
+		if err != nil {
+			return nil, err
+		}
+		deletable = append(deletable, own...)
+	case !errors.Is(err, ErrNotFound):
+		return nil, err
+	}
+	unused, err := countSnapshots(tx, r, -1)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range unused {
+		gone, err := dropSnapshot(tx, s)
+		if err != nil {
+			return nil, err
+		}
+		deletable = append(deletable, gone...)
+	}
+	for _, loc := range deletable {
+		if err := tx.QueueDeletion(loc); err != nil {
+			return nil, fmt.Errorf("queue %s for deletion: %w", loc.Key, err)
+		}
+	}
+	return deletable, nil
+}
+
+// releaseEvidence forgets where row id's evidence is held and returns the
+// object that became deletable: its own, or its segment once the last
+// member is gone.
+func releaseEvidence(tx Tx, id string, loc Location) ([]Location, error) {
+	if err := tx.DeleteObject(EvidenceKey(id)); err != nil {
+		return nil, err
+	}
+	if loc.Length == 0 {
+		return []Location{loc}, nil
+	}
+	n, err := tx.Count(RefSegment, loc.Key, -1)
+	if err != nil {
+		return nil, fmt.Errorf("count members of segment %s: %w", loc.Key, err)
+	}
+	if n > 0 {
+		return nil, nil
+	}
+	loc.Offset, loc.Length = 0, 0
+	return []Location{loc}, nil
+}
+
+// dropSnapshot removes snapshot id, which no row names any more, and
+// returns its object when it was uploaded.
+func dropSnapshot(tx Tx, id string) ([]Location, error) {
+	if err := tx.DeleteSnapshot(id); err != nil {
+		return nil, err
+	}
+	loc, err := tx.Object(SnapshotKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.DeleteObject(SnapshotKey(id)); err != nil {
+		return nil, err
+	}
+	return []Location{loc}, nil
+}
+
+// RecordUpload records that outbox entry e is done, its object held at
+// loc: the entry leaves the outbox (with its failure record) and, for an
+// entry packed in a segment, counts as one more member of the segment. It
+// does nothing when e has already left the outbox.
+func RecordUpload(tx Tx, e OutboxEntry, loc Location) error {
+	ok, err := tx.Dequeue(e.Seq)
+	if err != nil || !ok {
+		return err
+	}
+	if e.Op == "" && loc.Length > 0 {
+		if _, err := tx.Count(RefSegment, loc.Key, 1); err != nil {
+			return fmt.Errorf("count members of segment %s: %w", loc.Key, err)
+		}
+	}
+	return tx.SetObject(e.Key, loc)
+}
+
+// CountFailure counts one more failure of the outbox entry seq, at at,
+// and returns its failure record so far. The caller counts only entries it
+// read (or claimed) in the same round.
+func CountFailure(tx Tx, seq uint64, reason string, at time.Time) (OutboxFailure, error) {
+	f, err := tx.Failure(seq)
+	if err != nil {
+		return f, err
+	}
+	f.Attempts++
+	if f.First.IsZero() {
+		f.First = at.UTC()
+	}
+	f.Last, f.Reason = at.UTC(), reason
+	return f, tx.SetFailure(seq, f)
+}
+
+// MoveToDeadLetters moves outbox entry e to the dead letters with reason
+// and the failures counted for it (at least one, at at). It does nothing
+// when e has already left the outbox.
+func MoveToDeadLetters(tx Tx, e OutboxEntry, reason string, at time.Time) error {
+	f, err := tx.Failure(e.Seq)
+	if err != nil {
+		return err
+	}
+	ok, err := tx.Dequeue(e.Seq)
+	if err != nil || !ok {
+		return err
+	}
+	d := DeadLetter{Entry: e, Reason: reason, Attempts: max(f.Attempts, 1), FirstFailure: f.First, LastFailure: f.Last}
+	if f.Attempts == 0 {
+		d.FirstFailure, d.LastFailure = at.UTC(), at.UTC()
+	}
+	return tx.PutDeadLetter(d)
+}
+
+// incidentPrefix starts every incident id.
+const incidentPrefix = "INC-"
+
+// IncidentID formats the id of incident number seq.
+func IncidentID(seq uint64) string { return incidentPrefix + strconv.FormatUint(seq, 10) }
+
+// IncidentSeq parses an incident id into its number.
+func IncidentSeq(id string) (uint64, error) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, incidentPrefix), 10, 64)
+	if err != nil || n == 0 || !strings.HasPrefix(id, incidentPrefix) {
+		return 0, fmt.Errorf("%w: %q is not an incident id", ErrInvalid, id)
+	}
+	return n, nil
+}
+
+// incident reads the incident with id; an id that is not one is not found.
+func incident(tx Tx, id string) (*IncidentRecord, error) {
+	seq, err := IncidentSeq(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: no incident %q", ErrNotFound, id)
+	}
+	return tx.Incident(seq)
+}
+
+// putIncident writes inc under the number its id carries.
+func putIncident(tx Tx, inc IncidentRecord) error {
+	seq, err := IncidentSeq(inc.ID)
+	if err != nil {
+		return err
+	}
+	return tx.PutIncident(seq, inc)
+}
+
+// incidentPage reads up to n incidents, newest first, after pageToken (the
+// id of the last incident of the page before; "" from the newest), and
+// returns the token of the next page ("" at the end).
+func incidentPage(tx Tx, n int, pageToken string) ([]*IncidentRecord, string, error) {
+	var before uint64
+	if pageToken != "" {
+		var err error
+		if before, err = IncidentSeq(pageToken); err != nil {
+			return nil, "", fmt.Errorf("%w: bad pageToken", ErrInvalid)
+		}
+	}
+	out, err := tx.Incidents(n+1, before)
+	if err != nil || len(out) <= n {
+		return out, "", err
+	}
+	return out[:n], out[n-1].ID, nil
+}

@@ -1,0 +1,89 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// accessLog returns up to n access records after seq.
+func accessLog(t *testing.T, s ledger.Store, after uint64, n int) []ledger.AccessEntry {
+	t.Helper()
+	var out []ledger.AccessEntry
+	view(t, s, func(tx ledger.Tx) error {
+		var err error
+		out, err = tx.AccessLog(after, n)
+		return err
+	})
+	return out
+}
+
+// testAccessLog: AppendAccess hands out increasing sequence numbers and
+// keeps time and body; AccessLog lists after a number, oldest first, in
+// pages; PruneAccess removes at most n of the records written before a
+// time, oldest first, and never a later one; numbers are not reused after
+// a prune.
+func testAccessLog(t *testing.T, open opener) {
+	s := open.fresh(t)
+	if got := accessLog(t, s, 0, 10); len(got) != 0 {
+		t.Fatalf("access log of an empty store: %s", show(got))
+	}
+	var want []ledger.AccessEntry
+	for i := range 10 {
+		at := base.Add(time.Duration(i) * time.Minute)
+		body := []byte(fmt.Sprintf(`{"read":%d}`, i))
+		update(t, s, func(tx ledger.Tx) error {
+			seq, err := tx.AppendAccess(at, body)
+			if err != nil {
+				return err
+			}
+			if len(want) > 0 && seq <= want[len(want)-1].Seq {
+				t.Errorf("AppendAccess #%d: Seq %d after %d, want larger", i, seq, want[len(want)-1].Seq)
+			}
+			want = append(want[:i], ledger.AccessEntry{Seq: seq, At: at, Body: body})
+			return nil
+		})
+	}
+	checkAccess := func(what string, got, want []ledger.AccessEntry) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Seq != want[i].Seq || !got[i].At.Equal(want[i].At) || string(got[i].Body) != string(want[i].Body) {
+				t.Errorf("%s: record %d\n got %d %v %s\nwant %d %v %s", what, i, got[i].Seq, got[i].At, got[i].Body, want[i].Seq, want[i].At, want[i].Body)
+			}
+		}
+	}
+	checkAccess("AccessLog from the start", accessLog(t, s, 0, 100), want)
+	checkAccess("AccessLog after the third", accessLog(t, s, want[2].Seq, 4), want[3:7])
+
+	var pruned int
+	update(t, s, func(tx ledger.Tx) error {
+		var err error
+		pruned, err = tx.PruneAccess(want[5].At, 3)
+		return err
+	})
+	if pruned != 3 {
+		t.Errorf("PruneAccess before the sixth, at most 3: removed %d", pruned)
+	}
+	checkAccess("AccessLog after a bounded prune", accessLog(t, s, 0, 100), want[3:])
+	update(t, s, func(tx ledger.Tx) error {
+		var err error
+		pruned, err = tx.PruneAccess(want[5].At, 100)
+		return err
+	})
+	if pruned != 2 {
+		t.Errorf("PruneAccess before the sixth: removed %d, want the 2 left", pruned)
+	}
+	checkAccess("AccessLog after the prune", accessLog(t, s, 0, 100), want[5:])
+	update(t, s, func(tx ledger.Tx) error {
+		seq, err := tx.AppendAccess(base.Add(time.Hour), []byte("{}"))
+		if err == nil && seq <= want[len(want)-1].Seq {
+			t.Errorf("AppendAccess after a prune: Seq %d, want above %d", seq, want[len(want)-1].Seq)
+		}
+		return err
+	})
+}

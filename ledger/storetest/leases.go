@@ -1,0 +1,283 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// shortTTL is the lease (and claim) time the suite waits out: long enough
+// for a holder to act inside it, short enough to wait for.
+const shortTTL = 50 * time.Millisecond
+
+// within polls try until it returns true, failing the test when it has not
+// by the deadline (judged by the test's clock: the store's may differ, so
+// the deadline is far).
+func within(t *testing.T, what string, try func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !try() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not by the deadline", what)
+		}
+		<-tick.C
+	}
+}
+
+// fenced runs fn in an Update fenced by lease name under token.
+func fenced(t *testing.T, s ledger.Store, name string, token uint64, fn func(ledger.Tx) error) error {
+	return s.Update(ledger.WithFence(t.Context(), ledger.Fence{Lease: name, Token: token}), fn)
+}
+
+// testLeases: a lease is held by one holder at a time; another holder gets
+// ErrLeaseHeld until it expires by the store's clock and then takes it over
+// with a larger token; the first holder's renewal then fails with
+// ErrLeaseLost, and so does its fenced Update, which writes nothing, while
+// the taker's fenced Update commits. A released lease is free at once; a
+// release by a holder that lost the lease changes nothing. Leases of
+// different names are independent.
+func testLeases(t *testing.T, open opener) {
+	s := open.fresh(t)
+	ctx := t.Context()
+	const name = "storetest-singleton"
+	a, err := s.AcquireLease(ctx, name, "holder-a", shortTTL)
+	if err != nil {
+		t.Fatalf("acquire a free lease: %v", err)
+	}
+	if _, err := s.AcquireLease(ctx, name, "holder-b", time.Minute); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("acquire a lease another holds: %v, want ErrLeaseHeld", err)
+	}
+	other, err := s.AcquireLease(ctx, "storetest-other", "holder-b", time.Minute)
+	if err != nil {
+		t.Fatalf("acquire a lease of another name: %v", err)
+	}
+	if err := fenced(t, s, name, a, func(tx ledger.Tx) error { return tx.PutDrill("fenced-a-1", []byte("a")) }); err != nil {
+		t.Fatalf("fenced Update while holding the lease: %v", err)
+	}
+
+	var b uint64
+	within(t, "holder b takes the lease over after it expired", func() bool {
+		var err error
+		b, err = s.AcquireLease(ctx, name, "holder-b", time.Minute)
+		if err != nil && !errors.Is(err, ledger.ErrLeaseHeld) {
+			t.Fatalf("acquire: %v", err)
+		}
+		return err == nil
+	})
+	if b <= a {
+		t.Errorf("token after a takeover: %d, want above %d", b, a)
+	}
+	if err := s.RenewLease(ctx, name, "holder-a", a, shortTTL); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Errorf("renew a lease taken over: %v, want ErrLeaseLost", err)
+	}
+	ran := false
+	err = fenced(t, s, name, a, func(tx ledger.Tx) error {
+		ran = true
+		if err := tx.PutDrill("fenced-a-2", []byte("a")); err != nil {
+			return err
+		}
+		return tx.Enqueue(entry(1), base)
+	})
+	if !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Errorf("fenced Update after a takeover: %v, want ErrLeaseLost", err)
+	}
+	if err := fenced(t, s, name, b, func(tx ledger.Tx) error { return tx.PutDrill("fenced-b", []byte("b")) }); err != nil {
+		t.Errorf("the taker's fenced Update: %v", err)
+	}
+	if err := s.RenewLease(ctx, name, "holder-b", b, time.Minute); err != nil {
+		t.Errorf("the taker renews: %v", err)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		for id, want := range map[string]bool{"fenced-a-1": true, "fenced-a-2": false, "fenced-b": true} {
+			_, err := tx.Drill(id)
+			if got := err == nil; got != want {
+				t.Errorf("drill %s written: %v, want %v (fn ran: %v)", id, got, want, ran)
+			}
+		}
+		if depth, err := tx.OutboxDepth(); err != nil || depth != 0 {
+			t.Errorf("outbox after a lost fenced Update: depth %d, %v; want 0", depth, err)
+		}
+		return nil
+	})
+
+	// A release by the holder that lost it changes nothing.
+	if err := s.ReleaseLease(ctx, name, "holder-a", a); err != nil {
+		t.Errorf("release a lost lease: %v", err)
+	}
+	if _, err := s.AcquireLease(ctx, name, "holder-c", time.Minute); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Errorf("acquire after a stale release: %v, want ErrLeaseHeld", err)
+	}
+	if err := s.ReleaseLease(ctx, name, "holder-b", b); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := fenced(t, s, name, b, func(tx ledger.Tx) error { return nil }); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Errorf("fenced Update after release: %v, want ErrLeaseLost", err)
+	}
+	c, err := s.AcquireLease(ctx, name, "holder-c", time.Minute)
+	if err != nil {
+		t.Fatalf("acquire a released lease: %v", err)
+	}
+	if c <= b {
+		t.Errorf("token after a release: %d, want above %d", c, b)
+	}
+	if err := s.RenewLease(ctx, "storetest-other", "holder-b", other, time.Minute); err != nil {
+		t.Errorf("the lease of another name was disturbed: %v", err)
+	}
+}
+
+// testFencedBatch: a fenced Update whose lease was lost fails alone; writes
+// from other writers committing at the same time are not held back by it.
+func testFencedBatch(t *testing.T, open opener) {
+	s := open.fresh(t)
+	ctx := t.Context()
+	const name = "storetest-batch"
+	lost, err := s.AcquireLease(ctx, name, "holder-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseLease(ctx, name, "holder-a", lost); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.AcquireLease(ctx, name, "holder-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Go(func() {
+			<-start
+			put := func(tx ledger.Tx) error { return tx.PutDrill(fmt.Sprintf("drill-%03d", i), []byte("{}")) }
+			switch i % 3 {
+			case 0:
+				errs[i] = fenced(t, s, name, lost, put)
+			case 1:
+				errs[i] = fenced(t, s, name, held, put)
+			default:
+				errs[i] = s.Update(ctx, put)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	view(t, s, func(tx ledger.Tx) error {
+		for i, err := range errs {
+			_, derr := tx.Drill(fmt.Sprintf("drill-%03d", i))
+			switch {
+			case i%3 == 0 && !errors.Is(err, ledger.ErrLeaseLost):
+				t.Errorf("writer %d fenced by a lost lease: %v, want ErrLeaseLost", i, err)
+			case i%3 == 0 && derr == nil:
+				t.Errorf("writer %d fenced by a lost lease: its write persisted", i)
+			case i%3 != 0 && (err != nil || derr != nil):
+				t.Errorf("writer %d: Update %v, its write %v", i, err, derr)
+			}
+		}
+		return nil
+	})
+}
+
+// claim claims up to n outbox entries for holder in its own Update.
+func claim(t *testing.T, s ledger.Store, n int, holder string, ttl time.Duration) []ledger.OutboxEntry {
+	t.Helper()
+	var out []ledger.OutboxEntry
+	update(t, s, func(tx ledger.Tx) error {
+		var err error
+		out, err = tx.Claim(n, holder, ttl)
+		return err
+	})
+	return out
+}
+
+// testClaims: uploaders claiming at the same time never get the same
+// entry while its claim lasts, each gets the lowest Seqs free; a claim
+// that expired is taken by another holder; a dequeued entry is not
+// claimed again. Skipped for a store with a single uploader.
+func testClaims(t *testing.T, open opener) {
+	s := open.fresh(t)
+	const total = 40
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range total {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	all := outbox(t, s, total)
+
+	// Eight holders claim five at a time, at once: the entries are
+	// shared out with none twice.
+	var wg sync.WaitGroup
+	got := make([][]ledger.OutboxEntry, 8)
+	errs := make([]error, len(got))
+	start := make(chan struct{})
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
+				var err error
+				got[i], err = tx.Claim(5, fmt.Sprintf("holder-%d", i), time.Minute)
+				return err
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]int{}
+	for i, g := range got {
+		if len(g) > 5 {
+			t.Errorf("holder %d claimed %d entries, asked for 5", i, len(g))
+		}
+		for j, e := range g {
+			if j > 0 && e.Seq <= g[j-1].Seq {
+				t.Errorf("holder %d: claimed Seq %d after %d: want lowest first", i, e.Seq, g[j-1].Seq)
+			}
+			if h, dup := seen[e.Seq]; dup {
+				t.Errorf("entry %d claimed by holders %d and %d", e.Seq, h, i)
+			}
+			seen[e.Seq] = i
+		}
+	}
+	if len(seen) != total {
+		t.Errorf("%d entries claimed by 8 holders of 5, want all %d", len(seen), total)
+	}
+	if rest := claim(t, s, 5, "holder-late", time.Minute); len(rest) != 0 {
+		t.Errorf("a claim while every entry is claimed returned %d entries", len(rest))
+	}
+
+	// Dequeue the first holder's entries; enqueue more and claim them
+	// briefly: once that claim expires another holder takes them.
+	update(t, s, func(tx ledger.Tx) error {
+		for _, e := range got[0] {
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+		}
+		for i := total; i < total+3; i++ {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	brief := claim(t, s, 10, "holder-brief", shortTTL)
+	if len(brief) != 3 || brief[0].Seq <= all[total-1].Seq {
+		t.Fatalf("claim of the new entries: %s", show(brief))
+	}
+	var taken []ledger.OutboxEntry
+	within(t, "another holder takes the expired claim", func() bool {
+		taken = claim(t, s, 10, "holder-next", time.Minute)
+		return len(taken) > 0
+	})
+	checkEntries(t, taken, []ledger.OutboxEntry{entry(total), entry(total + 1), entry(total + 2)})
+}
