@@ -7,3 +7,11 @@ func SetSweepHook(fn func()) (restore func()) {
 	sweepHook = fn
 	return func() { sweepHook = prev }
 }
+
+// SetLeaseHook makes fn hear when a job starts (held) and stops under a
+// lease; the returned func restores the previous hook.
+func SetLeaseHook(fn func(name, holder string, held bool)) (restore func()) {
+	prev := leaseHook
+	leaseHook = fn
+	return func() { leaseHook = prev }
+}

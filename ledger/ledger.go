@@ -46,6 +46,9 @@ type Config struct {
 	// their retain-until falls in; the segment is retained to the span's
 	// end. Default 24h (a UTC day).
 	SegmentSpan time.Duration
+	// Leases tunes the leases singleton jobs run under and the claims of
+	// outbox entries.
+	Leases LeaseConfig
 }
 
 // Ledger records receipts and refusals and serves the read side.
@@ -57,6 +60,7 @@ type Ledger struct {
 	cfg     Config
 	notify  chan struct{}
 	log     *logState // nil: no Merkle log
+	held    heldLeases
 }
 
 // New returns a Ledger over store, writing evidence objects to objects,
@@ -80,7 +84,8 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 	if cfg.SegmentSpan <= 0 {
 		cfg.SegmentSpan = 24 * time.Hour
 	}
-	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1)}, nil
+	cfg.Leases = cfg.Leases.withDefaults()
+	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}}}, nil
 }
 
 // Policy returns the retention policy in force.

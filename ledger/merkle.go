@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -77,39 +76,6 @@ type LogTx interface {
 	SetTilesPublished(size int64) error
 }
 
-// Lease guards a singleton job: exactly one holder at a time. On bbolt the
-// process holding the file is the only candidate; a shared store holds a
-// lease row with an expiry.
-type Lease interface {
-	// Acquire takes the lease or returns ErrLeaseHeld; release gives it up.
-	Acquire(ctx context.Context, name string) (release func(), err error)
-}
-
-// ProcessLease is a Lease within one process (the bbolt store: the file
-// lock already keeps other processes out).
-type ProcessLease struct {
-	mu   sync.Mutex
-	held map[string]bool
-}
-
-// Acquire implements Lease.
-func (p *ProcessLease) Acquire(_ context.Context, name string) (func(), error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.held == nil {
-		p.held = map[string]bool{}
-	}
-	if p.held[name] {
-		return nil, ErrLeaseHeld
-	}
-	p.held[name] = true
-	return func() {
-		p.mu.Lock()
-		delete(p.held, name)
-		p.mu.Unlock()
-	}, nil
-}
-
 // LogConfig configures the Merkle log.
 type LogConfig struct {
 	// Signer signs checkpoints; its name is the log's origin. Required.
@@ -122,8 +88,6 @@ type LogConfig struct {
 	// TileRetention is how long tiles and checkpoints are retained in
 	// write-once storage; default 10 years.
 	TileRetention time.Duration
-	// Lease keeps one integrator; default a ProcessLease.
-	Lease Lease
 }
 
 // logState is the ledger's log, once EnableLog ran.
@@ -146,9 +110,6 @@ func (l *Ledger) EnableLog(cfg LogConfig) error {
 	}
 	if cfg.TileRetention <= 0 {
 		cfg.TileRetention = 10 * 365 * 24 * time.Hour
-	}
-	if cfg.Lease == nil {
-		cfg.Lease = &ProcessLease{}
 	}
 	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1)}
 	return nil
@@ -187,18 +148,19 @@ func hashReader(tx LogTx) tlog.HashReader {
 
 // RunIntegrator extends the tree until ctx is done: whenever leaves are
 // queued, at most once per Interval, it assigns their indexes in commit
-// order, signs a checkpoint and publishes the new tiles. It holds the
-// integrator lease while it runs and returns ErrLeaseHeld when another
-// integrator has it.
+// order, signs a checkpoint and publishes the new tiles. It runs under the
+// lease LeaseLogIntegrator (see RunUnderLease): while another ledger on
+// the store holds it, this one waits, and every write it makes to the log
+// is fenced by the lease.
 func (l *Ledger) RunIntegrator(ctx context.Context) error {
 	if l.log == nil {
 		return ErrNoLog
 	}
-	release, err := l.log.cfg.Lease.Acquire(ctx, "log-integrator")
-	if err != nil {
-		return err
-	}
-	defer release()
+	return l.RunUnderLease(ctx, LeaseLogIntegrator, l.integrateLoop)
+}
+
+// integrateLoop is the integrator's job under its lease.
+func (l *Ledger) integrateLoop(ctx context.Context) error {
 	tick := time.NewTicker(l.log.cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -226,7 +188,8 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 
 // Integrate sequences every queued leaf (in batches of MaxBatch) and signs
 // a checkpoint for the new size. It returns how many leaves it added. Only
-// the lease holder calls it.
+// the lease holder calls it, with the context RunUnderLease gave it, so
+// that its writes are fenced.
 func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 	if l.log == nil {
 		return 0, ErrNoLog

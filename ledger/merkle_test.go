@@ -261,48 +261,64 @@ func TestRowsAndEventsAreLeaves(t *testing.T) {
 	}
 }
 
+// TestOneIntegratorAtATime: two ledgers sharing one store both run the
+// integrator; only one runs at a time (the other waits for the lease), it
+// extends the log, and when it stops the other takes over and goes on
+// from the same tree.
 func TestOneIntegratorAtATime(t *testing.T) {
 	h := newHarness(t)
-	lease := &ledger.ProcessLease{}
-	s, _ := logKeys(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, Lease: lease}); err != nil {
-		t.Fatal(err)
+	w := watchLeases(t)
+	s, vkey := logKeys(t)
+	cfg := ledger.LeaseConfig{TTL: 600 * time.Millisecond}
+	var ls [2]*ledger.Ledger
+	var stops [2]context.CancelFunc
+	var dones [2]chan error
+	for i := range ls {
+		cfg.Holder = fmt.Sprintf("ledger-%d", i)
+		ls[i] = h.another(t, h.store, cfg)
+		if err := ls[i].EnableLog(ledger.LogConfig{Signer: s, Interval: 10 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// Another integrator holds the lease: this one does not start.
-	release, err := lease.Acquire(ctx, "log-integrator")
+	for i := range ls {
+		var ctx context.Context
+		ctx, stops[i] = context.WithCancel(context.Background())
+		dones[i] = make(chan error, 1)
+		go func() { dones[i] <- ls[i].RunIntegrator(ctx) }()
+	}
+	h.queue(t, 0, 3)
+	waitTreeSize(t, ls[0], 3)
+	_, started := w.get(ledger.LeaseLogIntegrator)
+	if len(started) != 1 {
+		t.Fatalf("integrators started: %v, want one", started)
+	}
+	first := 0
+	if started[0] == ls[1].Holder() {
+		first = 1
+	}
+	if _, held := ls[1-first].LeaseHeld(ledger.LeaseLogIntegrator); held {
+		t.Fatalf("both ledgers hold the integrator lease")
+	}
+
+	stops[first]()
+	if err := <-dones[first]; err != nil {
+		t.Fatalf("the first integrator: %v", err)
+	}
+	h.queue(t, 3, 2)
+	waitTreeSize(t, ls[1-first], 5)
+	most, started := w.get(ledger.LeaseLogIntegrator)
+	if most != 1 || len(started) != 2 || started[1] != ls[1-first].Holder() {
+		t.Errorf("integrators: at most %d at once, started %v; want 1 at once, then the other ledger", most, started)
+	}
+	cp, err := ls[first].Checkpoint(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.l.RunIntegrator(ctx); !errors.Is(err, ledger.ErrLeaseHeld) {
-		t.Fatalf("second integrator: %v", err)
+	if c, err := lproof.Open(cp, vkey); err != nil || c.Size != 5 {
+		t.Errorf("checkpoint after the takeover: %+v, %v; want size 5", c, err)
 	}
-	release()
-	// Once it is free, the integrator runs and holds it until stopped.
-	done := make(chan error, 1)
-	go func() { done <- h.l.RunIntegrator(ctx) }()
-	h.queue(t, 0, 3)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if n, _ := h.l.TreeSize(ctx); n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the running integrator did not extend the tree")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if _, err := lease.Acquire(ctx, "log-integrator"); !errors.Is(err, ledger.ErrLeaseHeld) {
-		t.Fatalf("lease while the integrator runs: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if release, err := lease.Acquire(context.Background(), "log-integrator"); err != nil {
-		t.Fatalf("lease after the integrator stopped: %v", err)
-	} else {
-		release()
+	stops[1-first]()
+	if err := <-dones[1-first]; err != nil {
+		t.Fatalf("the second integrator: %v", err)
 	}
 }

@@ -269,11 +269,18 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 }
 
 // RunSweeper sweeps once now and then every interval until ctx is done,
-// logging counts.
+// logging counts. It runs under the lease LeaseSweeper (see
+// RunUnderLease): one sweeper at a time across the ledgers on the store,
+// its writes fenced by the lease.
 func (l *Ledger) RunSweeper(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return errors.New("sweeper: interval must be positive")
 	}
+	return l.RunUnderLease(ctx, LeaseSweeper, func(ctx context.Context) error { return l.sweepLoop(ctx, interval) })
+}
+
+// sweepLoop is the sweeper's job under its lease.
+func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 	for {
 		start := time.Now()
 		res, err := l.Sweep(ctx, false)

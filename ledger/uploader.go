@@ -30,6 +30,9 @@ type UploaderConfig struct {
 	// counts only in a round where another upload succeeded, so an outage
 	// of the evidence store moves nothing aside: everything waits, in order.
 	MaxAttempts int
+	// ClaimTTL is how long the entries one round claims stay its own
+	// before another uploader on the store may take them; default 5 min.
+	ClaimTTL time.Duration
 }
 
 // DefaultMaxAttempts is UploaderConfig.MaxAttempts by default.
@@ -44,6 +47,9 @@ func (c UploaderConfig) withDefaults() UploaderConfig {
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.ClaimTTL <= 0 {
+		c.ClaimTTL = 5 * time.Minute
 	}
 	return c
 }
@@ -64,7 +70,10 @@ const MinRetention = 24 * time.Hour
 // the outbox together with their recorded locations. Failures are retried
 // with exponential backoff; nothing leaves the outbox before the store has
 // it, except an entry that cannot succeed, which moves to the dead letters
-// (see UploadRound).
+// (see UploadRound). Each round claims its entries for ClaimTTL under this
+// ledger's holder name, so uploaders of several ledgers on one store do
+// not take the same entries; a claim left by a stopped uploader runs out
+// and the entries are taken again.
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	cfg = cfg.withDefaults()
 	retry.Drain(ctx, retry.Config{Idle: cfg.Idle, MaxBackoff: cfg.MaxBackoff}, l.notify,
@@ -127,7 +136,7 @@ type failure struct {
 	err     error
 }
 
-// UploadRound uploads up to batch outbox entries and returns how many left
+// UploadRound claims and uploads up to batch outbox entries and returns how many left
 // the outbox (uploaded, or moved to the dead letters). It returns an error
 // when an upload failed and will be retried.
 //
@@ -148,7 +157,35 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
 }
 
+// claim claims up to cfg.Batch outbox entries for this ledger, so that
+// several uploaders on one store share the outbox out. An empty outbox is
+// seen without a write.
+func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, error) {
+	var depth int
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		depth, err = tx.OutboxDepth()
+		return err
+	}); err != nil || depth == 0 {
+		return nil, err
+	}
+	var entries []OutboxEntry
+	err := l.store.Update(ctx, func(tx Tx) error {
+		var err error
+		entries, err = tx.Claim(cfg.Batch, l.cfg.Leases.Holder, cfg.ClaimTTL)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox entries: %w", err)
+	}
+	return entries, nil
+}
+
 func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
+	entries, err := l.claim(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
 	var (
 		depth, deadN int
 		plans        []SegmentPlan
@@ -158,13 +195,10 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		bodies       map[uint64][]byte
 		doomed       []failure // found doomed while reading
 	)
-	err := l.store.View(ctx, func(tx Tx) error {
+	err = l.store.View(ctx, func(tx Tx) error {
 		plans, puts, ops, doomed = nil, nil, nil, nil
 		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
-		entries, err := tx.Outbox(cfg.Batch)
-		if err != nil {
-			return err
-		}
+		var err error
 		if depth, err = tx.OutboxDepth(); err != nil {
 			return err
 		}

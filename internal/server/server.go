@@ -560,7 +560,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		sched := drill.Schedule{Day: m.Day, Hour: m.Hour, Minute: m.Minute, Sample: m.Sample}
 		s.log.InfoContext(ctx, "monthly drill scheduled", slog.String("schedule", sched.String()))
-		_ = s.drills.RunScheduler(upCtx, sched, s.log)
+		// One scheduler across the ledgers on the store; its reports are
+		// written under the lease's fence.
+		_ = s.ledger.RunUnderLease(upCtx, ledger.LeaseDrillScheduler, func(ctx context.Context) error {
+			return s.drills.RunScheduler(ctx, sched, s.log)
+		})
 	}()
 	go func() {
 		defer wg.Done()

@@ -1,0 +1,225 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Names of the leases the ledger's singleton jobs run under.
+const (
+	// LeaseLogIntegrator keeps one integrator extending the Merkle log.
+	LeaseLogIntegrator = "log-integrator"
+	// LeaseSweeper keeps one retention sweeper.
+	LeaseSweeper = "retention-sweeper"
+	// LeaseDrillScheduler keeps one monthly drill scheduler.
+	LeaseDrillScheduler = "drill-scheduler"
+)
+
+// LeaseConfig tunes how this ledger holds the leases of singleton jobs and
+// claims outbox entries. The zero value is the default.
+type LeaseConfig struct {
+	// Holder names this ledger to the other processes on the store;
+	// default hostname-pid-random. Two ledgers must never share one.
+	Holder string
+	// TTL is how long a lease lasts unless renewed (every TTL/3);
+	// default 30 s. Another holder takes a lease over no sooner.
+	TTL time.Duration
+	// Margin is how much sooner than TTL after the start of its last
+	// successful renewal the holder counts its lease as lost and stops
+	// the job; default TTL/5.
+	Margin time.Duration
+	// Retry is the wait between attempts to take a lease another holder
+	// has; default TTL/3.
+	Retry time.Duration
+}
+
+func (c LeaseConfig) withDefaults() LeaseConfig {
+	if c.Holder == "" {
+		c.Holder = defaultHolder()
+	}
+	if c.TTL <= 0 {
+		c.TTL = 30 * time.Second
+	}
+	if c.Margin <= 0 || c.Margin >= c.TTL {
+		c.Margin = c.TTL / 5
+	}
+	if c.Retry <= 0 {
+		c.Retry = c.TTL / 3
+	}
+	return c
+}
+
+// defaultHolder is hostname-pid-random: unique to this process, and to
+// each ledger in it.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Holder returns the name this ledger holds leases and claims under.
+func (l *Ledger) Holder() string { return l.cfg.Leases.Holder }
+
+// leaseHook, when set (tests), is told when this process starts a job
+// under a lease (held true) and when it stops it (held false: its context
+// is cancelled).
+var leaseHook func(name, holder string, held bool)
+
+// RunUnderLease runs job as a singleton across every ledger on the store
+// until ctx is done. It takes lease name (waiting while another holder has
+// it), runs job with a context carrying the lease's fence (WithFence), so
+// every Update the job makes commits only while the lease holds, and
+// renews the lease every TTL/3. When a renewal says the lease is lost, or
+// none succeeded by TTL−Margin after the start of the last successful one
+// (by this process's monotonic clock), it cancels the job's context and,
+// once the job returned, waits for the lease again. It releases the lease
+// when the job returns. It returns nil when ctx is done, or the job's
+// error when the job returned on its own.
+func (l *Ledger) RunUnderLease(ctx context.Context, name string, job func(ctx context.Context) error) error {
+	for {
+		token, start, err := l.acquireLease(ctx, name)
+		if err != nil {
+			return nil // ctx is done
+		}
+		lost, err := l.holdLease(ctx, name, token, start, job)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case !lost:
+			return err
+		}
+		l.cfg.Logger.WarnContext(ctx, "lease lost; the job stopped and waits to take it again", slog.String("lease", name), slog.Uint64("token", token))
+	}
+}
+
+// acquireLease takes lease name, waiting while another holder has it, and
+// returns its token and when the successful attempt started. It returns an
+// error only when ctx is done.
+func (l *Ledger) acquireLease(ctx context.Context, name string) (uint64, time.Time, error) {
+	lc := l.cfg.Leases
+	for {
+		start := time.Now()
+		token, err := l.store.AcquireLease(ctx, name, lc.Holder, lc.TTL)
+		if err == nil {
+			return token, start, nil
+		}
+		if !errors.Is(err, ErrLeaseHeld) && ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "taking a lease failed; will retry", slog.String("lease", name), slog.String("error", err.Error()))
+		}
+		t := time.NewTimer(lc.Retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, time.Time{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// renewal is the outcome of one RenewLease and when it started.
+type renewal struct {
+	start time.Time
+	err   error
+}
+
+// holdLease runs job under the lease taken at start with token until the
+// job returns, and reports whether the lease was lost and the job's error.
+func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start time.Time, job func(context.Context) error) (bool, error) {
+	lc := l.cfg.Leases
+	jobCtx, cancel := context.WithCancel(WithFence(ctx, Fence{Lease: name, Token: token}))
+	defer cancel()
+	l.setHeld(name, token, true)
+	done := make(chan error, 1)
+	go func() { done <- job(jobCtx) }()
+
+	expire := time.NewTimer(time.Until(start.Add(lc.TTL - lc.Margin)))
+	defer expire.Stop()
+	renew := time.NewTicker(lc.TTL / 3)
+	defer renew.Stop()
+	results := make(chan renewal, 1)
+	renewing, lost := false, false
+	stop := func() {
+		if !lost {
+			lost = true
+			cancel()
+			l.setHeld(name, token, false)
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			if !lost {
+				l.setHeld(name, token, false)
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lc.TTL)
+				if rerr := l.store.ReleaseLease(rctx, name, lc.Holder, token); rerr != nil {
+					l.cfg.Logger.WarnContext(ctx, "releasing a lease failed; it expires on its own", slog.String("lease", name), slog.String("error", rerr.Error()))
+				}
+				rcancel()
+			}
+			return lost, err
+		case <-expire.C:
+			stop()
+		case <-renew.C:
+			if renewing || lost {
+				continue
+			}
+			renewing = true
+			go func(at time.Time) {
+				err := l.store.RenewLease(jobCtx, name, lc.Holder, token, lc.TTL)
+				results <- renewal{start: at, err: err}
+			}(time.Now())
+		case r := <-results:
+			renewing = false
+			switch {
+			case lost:
+			case r.err == nil:
+				expire.Reset(time.Until(r.start.Add(lc.TTL - lc.Margin)))
+			case errors.Is(r.err, ErrLeaseLost):
+				stop()
+			default:
+				l.cfg.Logger.WarnContext(ctx, "renewing a lease failed; will retry until it runs out", slog.String("lease", name), slog.String("error", r.err.Error()))
+			}
+		}
+	}
+}
+
+// heldLeases is the leases this ledger's jobs hold, by name.
+type heldLeases struct {
+	mu     sync.Mutex
+	tokens map[string]uint64
+}
+
+// setHeld records that this ledger's job under lease name started (held)
+// or stopped.
+func (l *Ledger) setHeld(name string, token uint64, held bool) {
+	l.held.mu.Lock()
+	if held {
+		l.held.tokens[name] = token
+	} else if l.held.tokens[name] == token {
+		delete(l.held.tokens, name)
+	}
+	l.held.mu.Unlock()
+	if leaseHook != nil {
+		leaseHook(name, l.cfg.Leases.Holder, held)
+	}
+}
+
+// LeaseHeld reports whether a job of this ledger runs under lease name,
+// and its token.
+func (l *Ledger) LeaseHeld(name string) (uint64, bool) {
+	l.held.mu.Lock()
+	defer l.held.mu.Unlock()
+	token, ok := l.held.tokens[name]
+	return token, ok
+}

@@ -1,0 +1,225 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// another returns a second ledger on store (the harness's, or one around
+// it), with its own lease settings, as a second process sharing the store
+// would have.
+func (h *harness) another(t *testing.T, store ledger.Store, leases ledger.LeaseConfig) *ledger.Ledger {
+	t.Helper()
+	objects, err := localdir.Open(h.objDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := verifier.NewRegistry(f, h.sc.Brands(), h.sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
+	l, err := ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), Leases: leases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// partitioned is a real store whose lease calls fail once cut is closed,
+// as they do for a process cut off from a shared store while its jobs
+// still run.
+type partitioned struct {
+	ledger.Store
+	cut chan struct{}
+}
+
+// reachable returns an error wrapping ledger.ErrUnavailable once p is cut.
+func (p *partitioned) reachable(what string) error {
+	select {
+	case <-p.cut:
+		return fmt.Errorf("%s: %w: the store is unreachable", what, ledger.ErrUnavailable)
+	default:
+		return nil
+	}
+}
+
+func (p *partitioned) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (uint64, error) {
+	if err := p.reachable("acquire lease " + name); err != nil {
+		return 0, err
+	}
+	return p.Store.AcquireLease(ctx, name, holder, ttl)
+}
+
+func (p *partitioned) RenewLease(ctx context.Context, name, holder string, token uint64, ttl time.Duration) error {
+	if err := p.reachable("renew lease " + name); err != nil {
+		return err
+	}
+	return p.Store.RenewLease(ctx, name, holder, token, ttl)
+}
+
+// putDrill writes a drill report in an Update with ctx (fenced when ctx
+// carries a fence).
+func putDrill(ctx context.Context, s ledger.Store, id string) error {
+	return s.Update(ctx, func(tx ledger.Tx) error { return tx.PutDrill(id, []byte(`{}`)) })
+}
+
+// TestLeaseTakeoverStopsHolder: a holder whose renewals stop reaching the
+// store cancels its job before the lease expires, so the job of the
+// ledger that takes the lease over starts only after the first one was
+// told to stop; a write the first job makes after that, under its old
+// fence, fails with ErrLeaseLost and leaves nothing.
+func TestLeaseTakeoverStopsHolder(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const name = "test-singleton"
+	cfg := ledger.LeaseConfig{TTL: 600 * time.Millisecond, Margin: 200 * time.Millisecond}
+	pa := &partitioned{Store: h.store, cut: make(chan struct{})}
+	cfg.Holder = "holder-a"
+	a := h.another(t, pa, cfg)
+	cfg.Holder = "holder-b"
+	b := h.another(t, h.store, cfg)
+
+	aJob := make(chan context.Context, 1)
+	ctxA, stopA := context.WithCancel(ctx)
+	doneA := make(chan error, 1)
+	go func() {
+		doneA <- a.RunUnderLease(ctxA, name, func(jctx context.Context) error {
+			select {
+			case aJob <- jctx:
+			default:
+			}
+			<-jctx.Done()
+			return nil
+		})
+	}()
+	jobA := <-aJob
+	if err := putDrill(jobA, h.store, "a-while-held"); err != nil {
+		t.Fatalf("a fenced write while holding the lease: %v", err)
+	}
+
+	type start struct {
+		ctx      context.Context
+		aStopped bool
+	}
+	bJob := make(chan start, 1)
+	ctxB, stopB := context.WithCancel(ctx)
+	doneB := make(chan error, 1)
+	go func() {
+		doneB <- b.RunUnderLease(ctxB, name, func(jctx context.Context) error {
+			bJob <- start{ctx: jctx, aStopped: jobA.Err() != nil}
+			<-jctx.Done()
+			return nil
+		})
+	}()
+	close(pa.cut) // a's renewals fail from now on
+
+	var sb start
+	select {
+	case sb = <-bJob:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second ledger never took the lease over")
+	}
+	if !sb.aStopped {
+		t.Errorf("the taker's job started while the first holder's job was still told to run")
+	}
+	if _, held := a.LeaseHeld(name); held {
+		t.Errorf("the first ledger still counts the lease as held")
+	}
+	if _, held := b.LeaseHeld(name); !held {
+		t.Errorf("the taker does not count the lease as held")
+	}
+	// The first job wakes late and writes under its old fence.
+	stale := context.WithoutCancel(jobA)
+	if err := putDrill(stale, h.store, "a-after-takeover"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Errorf("a write under the lost lease: %v, want ErrLeaseLost", err)
+	}
+	if err := putDrill(sb.ctx, h.store, "b-after-takeover"); err != nil {
+		t.Errorf("the taker's fenced write: %v", err)
+	}
+	err := h.store.View(ctx, func(tx ledger.Tx) error {
+		for id, want := range map[string]bool{"a-while-held": true, "a-after-takeover": false, "b-after-takeover": true} {
+			if _, err := tx.Drill(id); (err == nil) != want {
+				t.Errorf("drill %s stored: %v, want %v", id, err == nil, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stopA()
+	stopB()
+	for _, done := range []chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Errorf("RunUnderLease: %v", err)
+		}
+	}
+	// The taker released the lease when it stopped.
+	if _, err := h.store.AcquireLease(ctx, name, "holder-c", time.Minute); err != nil {
+		t.Errorf("the lease after both stopped: %v", err)
+	}
+}
+
+// holders counts, per lease, the jobs running under it and the most ever
+// at once.
+type holders struct {
+	mu      sync.Mutex
+	now     map[string]int
+	most    map[string]int
+	started map[string][]string // holders in the order their jobs started
+}
+
+func watchLeases(t *testing.T) *holders {
+	w := &holders{now: map[string]int{}, most: map[string]int{}, started: map[string][]string{}}
+	t.Cleanup(ledger.SetLeaseHook(func(name, holder string, held bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !held {
+			w.now[name]--
+			return
+		}
+		w.now[name]++
+		w.most[name] = max(w.most[name], w.now[name])
+		w.started[name] = append(w.started[name], holder)
+	}))
+	return w
+}
+
+func (w *holders) get(name string) (most int, started []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.most[name], append([]string(nil), w.started[name]...)
+}
+
+// waitTreeSize polls l's tree size until it is n.
+func waitTreeSize(t *testing.T, l *ledger.Ledger, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		size, err := l.TreeSize(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tree size %d, want %d", size, n)
+		}
+		<-tick.C
+	}
+}
