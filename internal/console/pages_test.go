@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 
@@ -103,50 +102,4 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 	if !strings.Contains(e.logs.String(), `action="close incident" key=admin-key incident=`+inc.GetIncidentId()+" outcome=ok") {
 		t.Errorf("close not logged:\n%s", e.logs.String())
 	}
-}
-
-// At phone width nothing scrolls sideways: the search results, the row
-// and the drill report fit.
-func TestPhoneWidth(t *testing.T) {
-	e := newEnv(t, nil)
-	row := e.playbook(t)
-	ctx := browser(t)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))); err != nil {
-		t.Fatal(err)
-	}
-	e.signIn(t, ctx, config.RoleSupport)
-	fits := func(what string) {
-		t.Helper()
-		over, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if over > 0 {
-			t.Errorf("%s is %d px wider than a phone screen", what, over)
-		}
-	}
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(e.web.URL+"/console/search?q=A-5531"),
-		chromedp.WaitVisible(chromedp.ID("matched")),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fits("search")
-	err = chromedp.Do(ctx,
-		chromedp.Navigate(e.web.URL+"/console/rows/"+row.GetId()),
-		chromedp.WaitVisible(chromedp.ID("row-id")),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fits("row")
-	err = chromedp.Do(ctx,
-		chromedp.Click(chromedp.ID("run-drill")),
-		chromedp.WaitVisible(chromedp.ID("reply")),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fits("drill report")
 }

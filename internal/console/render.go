@@ -154,9 +154,10 @@ func expired(err error) (expiry, bool) {
 // stamp is a time as the pages show it: UTC text, and ISO for the script
 // that adds the viewer's local time.
 type stamp struct {
-	ISO  string
-	UTC  string
-	Date string
+	ISO   string
+	UTC   string // date and time of day
+	Date  string
+	Clock string // time of day, "15:04:05 UTC"
 }
 
 func mkStamp(t time.Time) stamp {
@@ -164,7 +165,7 @@ func mkStamp(t time.Time) stamp {
 		return stamp{}
 	}
 	t = t.UTC()
-	return stamp{ISO: t.Format(time.RFC3339), UTC: t.Format("2006-01-02 15:04:05") + " UTC", Date: t.Format("2006-01-02")}
+	return stamp{ISO: t.Format(time.RFC3339), UTC: t.Format("2006-01-02 15:04:05") + " UTC", Date: t.Format("2006-01-02"), Clock: t.Format("15:04:05") + " UTC"}
 }
 
 func parseStamp(s string) stamp {
