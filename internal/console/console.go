@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +77,18 @@ type Config struct {
 	// CallTimeout bounds one call to the ledger API (default 2 minutes: a
 	// drill on many rows takes a while).
 	CallTimeout time.Duration
+	// SigninFailures is how many failed sign-ins (a key the ledger does not
+	// know) one client address may make in a row (default 5); after that it
+	// gets one attempt every SigninRetryEvery (default 20 s) and is told how
+	// long to wait.
+	SigninFailures   int
+	SigninRetryEvery time.Duration
+	// TrustedProxies are the load balancers and proxies in front of
+	// ledgerd. A request from one of them is counted against the nearest
+	// address in its X-Forwarded-For that is not itself a trusted proxy;
+	// any other request against its peer address (X-Forwarded-For is then
+	// ignored, so a client cannot choose its own address). Default none.
+	TrustedProxies []netip.Prefix
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -110,6 +124,7 @@ type handler struct {
 	api   ledgerv1.LedgerServiceClient
 	log   *slog.Logger
 	sess  *sessions
+	limit *signinLimit
 	pages map[string]*template.Template
 	root  http.Handler
 }
@@ -135,11 +150,18 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.SigninFailures <= 0 {
+		cfg.SigninFailures = DefaultSigninFailures
+	}
+	if cfg.SigninRetryEvery <= 0 {
+		cfg.SigninRetryEvery = DefaultSigninRetryEvery
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	h := &handler{cfg: cfg, api: cfg.Client, log: cfg.Logger,
-		sess: newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now)}
+		sess:  newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now),
+		limit: newSigninLimit(cfg.SigninFailures, cfg.SigninRetryEvery, maxLimitedAddrs, cfg.Now)}
 	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
@@ -343,6 +365,14 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.signinForm(w, r, http.StatusBadRequest, signinView{Error: "That is not an API key: it is too long."})
 		return
 	}
+	addr := clientAddr(r, h.cfg.TrustedProxies)
+	if wait := h.limit.wait(addr); wait > 0 {
+		secs := strconv.Itoa(int(wait / time.Second))
+		h.audit(r, nil, "sign-in refused: too many failed attempts", errors.New("limit"), slog.String("addr", addr.String()))
+		w.Header().Set("Retry-After", secs)
+		h.signinForm(w, r, http.StatusTooManyRequests, signinView{Error: "Too many failed sign-in attempts from your address: try again in " + secs + " s. Nothing was checked."})
+		return
+	}
 	// The API names the key and its roles.
 	s := &session{key: key}
 	ctx, cancel := h.call(r, s)
@@ -350,7 +380,8 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 	me, err := h.api.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
 	switch {
 	case status.Code(err) == codes.Unauthenticated:
-		h.audit(r, nil, "sign-in refused: unknown key", err)
+		h.limit.failed(addr)
+		h.audit(r, nil, "sign-in refused: unknown key", err, slog.String("addr", addr.String()))
 		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "This ledger does not know that key. Check that you pasted the whole key, from the right file."})
 		return
 	case err != nil:

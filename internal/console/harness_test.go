@@ -5,9 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -83,6 +85,11 @@ func withClock(now *time.Time, mu *sync.Mutex) envOpt {
 }
 
 func withSecure() envOpt { return func(_ *env, c *console.Config) { c.Secure = true } }
+
+// withTrustedProxies makes the console believe X-Forwarded-For from these.
+func withTrustedProxies(p ...netip.Prefix) envOpt {
+	return func(_ *env, c *console.Config) { c.TrustedProxies = p }
+}
 
 // preRecord lets a test write rows into the data directory before ledgerd
 // starts (a ledger with another clock).
@@ -265,6 +272,18 @@ func (e *env) newWebClient(t *testing.T) *webClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	return &webClient{Client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, base: e.web.URL}
+}
+
+// newWebClientFrom is a web client whose connections come from the
+// loopback address from (127.0.0.2, say: all of 127/8 is loopback).
+func (e *env) newWebClientFrom(t *testing.T, from string) *webClient {
+	t.Helper()
+	c := e.newWebClient(t)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	c.Transport = tr
+	return c
 }
 
 // get fetches path and returns the status and body, remembering the page's
