@@ -37,10 +37,12 @@ const EnvRequired = "PACTLEDGER_FIREFOX"
 // origin is the Origin the BiDi client sends; Firefox is told to allow it.
 const origin = "http://127.0.0.1"
 
-// prefs keep the browser off the network but for loopback: every other
-// host goes to a proxy on a closed loopback port (so no name is looked up
-// either), and the services that call home at start are off. The remote
-// agent adds its own recommended preferences for automation.
+// prefs keep the browser off the network but for loopback, with the
+// environment variable MOZ_DISABLE_NONLOCAL_CONNECTIONS (see Start): every
+// other host goes to a proxy on a closed loopback port, with no fallback to
+// a direct connection, and the services that call home at start are off.
+// The remote agent adds its own recommended preferences for automation.
+// Checked with strace: no DNS query and no connection off loopback.
 var prefs = map[string]any{
 	"network.proxy.type":                           1,
 	"network.proxy.http":                           "127.0.0.1",
@@ -49,6 +51,7 @@ var prefs = map[string]any{
 	"network.proxy.ssl_port":                       9,
 	"network.proxy.share_proxy_settings":           true,
 	"network.proxy.allow_hijacking_localhost":      false,
+	"network.proxy.failover_direct":                false, // else its own requests go direct when the proxy refuses
 	"network.proxy.no_proxies_on":                  "localhost, 127.0.0.1",
 	"network.trr.mode":                             5,
 	"network.dns.disablePrefetch":                  true,
@@ -111,7 +114,10 @@ func Start(t testing.TB, timeout time.Duration) (context.Context, *Page) {
 
 	cmd := exec.Command(path, "-headless", "-no-remote", "-profile", profile,
 		"--remote-debugging-port", "0", "--remote-allow-origins", origin, "about:blank")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "MOZ_CRASHREPORTER_DISABLE=1", "MOZ_HEADLESS=1")
+	// MOZ_DISABLE_NONLOCAL_CONNECTIONS is Firefox's own switch for its
+	// test suites: connections to anything but loopback are refused, and
+	// the remote settings server may be pointed elsewhere (prefs).
+	cmd.Env = append(os.Environ(), "HOME="+dir, "MOZ_CRASHREPORTER_DISABLE=1", "MOZ_HEADLESS=1", "MOZ_DISABLE_NONLOCAL_CONNECTIONS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its content processes go with it
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
