@@ -18,6 +18,7 @@
 // token on the sign-in form, before any session exists), cross-origin
 // unsafe requests refused, an HttpOnly SameSite=Strict session cookie that
 // is Secure when served over TLS or configured so, sessions that end after
-// an idle period and a maximum age, and bounded inputs. Every action is
+// an idle period and a maximum age, failed sign-ins bounded per client
+// address, and bounded inputs. Every action is
 // logged with the name of the key that did it; keys and notes never are.
 package console
