@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -59,6 +60,35 @@ type Config struct {
 	MerkleLog                 MerkleLog       `yaml:"merkleLog"`
 	Drills                    Drills          `yaml:"drills"`
 	Provider                  Provider        `yaml:"provider"`
+	Console                   Console         `yaml:"console"`
+}
+
+// Console configures the web console at /console/.
+type Console struct {
+	// SecureCookies marks its cookies Secure even on plain HTTP: TLS ends
+	// at a proxy in front that does not send X-Forwarded-Proto.
+	SecureCookies bool `yaml:"secureCookies"`
+	// TrustedProxies are the load balancers and proxies in front (addresses
+	// or CIDR prefixes): failed sign-ins through them count against the
+	// client's X-Forwarded-For address.
+	TrustedProxies []string `yaml:"trustedProxies"`
+}
+
+// Proxies parses TrustedProxies.
+func (c Console) Proxies() ([]netip.Prefix, error) {
+	var ps []netip.Prefix
+	for _, s := range c.TrustedProxies {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("console.trustedProxies: %q is not an address or a prefix like 10.0.0.0/8", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		ps = append(ps, p.Masked())
+	}
+	return ps, nil
 }
 
 // Provider configures the embedded PACT Provider.
@@ -393,6 +423,9 @@ func (c *Config) Validate() error {
 		if l.Rate < 0 || l.Burst < 0 {
 			errs = append(errs, errors.New("provider.rateLimits: rate and burst must not be negative"))
 		}
+	}
+	if _, err := c.Console.Proxies(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Retention.SweepInterval <= 0 {
 		errs = append(errs, errors.New("retention.sweepInterval must be positive, like 1h"))

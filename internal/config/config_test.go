@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +131,20 @@ func TestReadinessDefaults(t *testing.T) {
 	}
 	if config.DefaultMinFreeDiskBytes != 256<<20 {
 		t.Fatalf("default %d, want 256 MiB", config.DefaultMinFreeDiskBytes)
+	}
+}
+
+func TestConsoleTrustedProxies(t *testing.T) {
+	got, err := config.Console{TrustedProxies: []string{"10.0.0.0/8", "192.0.2.7", "fd00::1/8"}}.Proxies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[10.0.0.0/8 192.0.2.7/32 fd00::/8]"; fmt.Sprint(got) != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+	c := config.Default()
+	c.Console.TrustedProxies = []string{"lb.internal"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `console.trustedProxies: "lb.internal"`) {
+		t.Errorf("Validate with a host name: %v", err)
 	}
 }

@@ -280,7 +280,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes)))
 	// The web console calls the API in memory with the signed-in key,
 	// through the same interceptors as any client.
-	con, err := console.New(console.Config{Client: ledgerv1.NewLedgerServiceClient(s.gwConn), Logger: log})
+	proxies, err := cfg.Console.Proxies()
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{Client: ledgerv1.NewLedgerServiceClient(s.gwConn), Logger: log,
+		Secure: cfg.Console.SecureCookies, TrustedProxies: proxies})
 	if err != nil {
 		return nil, err
 	}
