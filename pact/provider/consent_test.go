@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"context"
@@ -20,9 +20,12 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/internal/customer"
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
 )
 
 const (
@@ -44,30 +47,24 @@ func (e *oauthEnv) deviceAuth(scopes ...string) map[string]any {
 // poll asks the token endpoint once for a device code.
 func (e *oauthEnv) poll(da map[string]any) (int, map[string]any) {
 	e.advance(6 * time.Second)
-	code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)}}, e.jwt())
 	return code, m
 }
 
 // outbox lists what waits for the ledger.
-func (e *oauthEnv) outbox() []LedgerItem {
-	var out []LedgerItem
-	_ = e.p.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bPipeline).ForEach(func(_, v []byte) error {
-			var it LedgerItem
-			if err := json.Unmarshal(v, &it); err != nil {
-				return err
-			}
-			out = append(out, it)
-			return nil
-		})
-	})
+func (e *oauthEnv) outbox() []pipeline.Item {
+	e.t.Helper()
+	out, err := e.st.Outbox(1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	return out
 }
 
-func claimsOf(t *testing.T, jwt string) DelegationClaims {
+func claimsOf(t *testing.T, jwt string) oauth.DelegationClaims {
 	t.Helper()
 	parts := strings.Split(jwt, ".")
-	var c DelegationClaims
+	var c oauth.DelegationClaims
 	b, _ := jose.ParseSignedCompact(jwt, []jose.SignatureAlgorithm{jose.ES256})
 	if b == nil || len(parts) != 3 || json.Unmarshal(b.UnsafePayloadWithoutVerification(), &c) != nil {
 		t.Fatalf("not a JWT: %s", jwt)
@@ -105,7 +102,7 @@ func TestConsentPageShowsAgentBrandAndDescriptions(t *testing.T) {
 	da := e.deviceAuth("orders:read", "refunds:issue")
 	// Walk by hand to read the consent page itself.
 	body := e.consentPage(da)
-	for _, want := range []string{"See your orders and their status", "Refund an order to the original payment method", origin(e.sc.PA.ID), "Acme Outfitters", da["user_code"].(string)} {
+	for _, want := range []string{"See your orders and their status", "Refund an order to the original payment method", originOf(e.sc.PA.ID), "Acme Outfitters", da["user_code"].(string)} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("consent page lacks %q:\n%s", want, body)
 		}
@@ -216,7 +213,7 @@ func TestAssertionRules(t *testing.T) {
 		t.Fatalf("expired assertion: %d %s", code, body)
 	}
 	// Another key (not the brand's), and alg none.
-	other := signAssertion(t, newKey(t), loginAssertion{Iss: e.srv.URL + "/brands/shop", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+	other := signAssertion(t, newKey(t), brandlogin.Assertion{Iss: e.srv.URL + "/brands/shop", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
 		UserCode: da2["user_code"].(string), Jti: "x1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
 	if code, body := post(c2, other); code != 400 || !strings.Contains(body, "unknown key") {
 		t.Fatalf("unknown key: %d %s", code, body)
@@ -336,7 +333,7 @@ func TestUserRevokesAGrantOnTheBrandAccountPage(t *testing.T) {
 	da := e.deviceAuth("orders:read")
 	_, c := e.signIn(da)
 	// Approve through the Provider's API (the consent page is tested above).
-	if err := e.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+	if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
 		t.Fatal(err)
 	}
 	_, tok := e.poll(da)
@@ -358,7 +355,7 @@ func TestUserRevokesAGrantOnTheBrandAccountPage(t *testing.T) {
 		t.Fatalf("revoke without CSRF: %d", res.StatusCode)
 	}
 	// Another user cannot revoke it.
-	if err := e.p.RevokeGrant("shop", "acct-10977", grant); err == nil {
+	if err := brandlogin.RevokeGrant(e.st, "shop", "acct-10977", grant, e.clock()); err == nil {
 		t.Fatal("another user revoked Jane's grant")
 	}
 	res, _ = c.PostForm(e.srv.URL+"/brands/shop/grants/revoke", url.Values{"grant": {grant}, "csrf": {hidden(string(b), "csrf")}})
@@ -373,7 +370,7 @@ func TestUserRevokesAGrantOnTheBrandAccountPage(t *testing.T) {
 		t.Fatalf("refresh of a revoked grant: %d %v", code, m)
 	}
 	box := e.outbox()
-	if !slices.ContainsFunc(box, func(it LedgerItem) bool { return it.Revocation != nil && it.Revocation.GrantID == grant }) {
+	if !slices.ContainsFunc(box, func(it pipeline.Item) bool { return it.Revocation != nil && it.Revocation.GrantID == grant }) {
 		t.Fatalf("no revocation for the ledger: %+v", box)
 	}
 }
@@ -382,15 +379,15 @@ func TestLoginLocksOutAfterRepeatedFailures(t *testing.T) {
 	e := newOAuthEnv(t)
 	da := e.deviceAuth("orders:read")
 	link := da["verification_uri_complete"].(string)
-	for range maxLoginFailures {
+	for range brandlogin.MaxLoginFailures {
 		if _, err := customer.New(janeEmail, "guess").Answer(context.Background(), link, customer.Decision{}); err == nil || !strings.Contains(err.Error(), "do not match") {
 			t.Fatalf("wrong password: %v", err)
 		}
 	}
 	if _, err := customer.New(janeEmail, janePassword).Answer(context.Background(), link, customer.Decision{}); err == nil || !strings.Contains(err.Error(), "Too many") {
-		t.Fatalf("after %d failures: %v", maxLoginFailures, err)
+		t.Fatalf("after %d failures: %v", brandlogin.MaxLoginFailures, err)
 	}
-	e.advance(loginLockout + time.Minute)
+	e.advance(brandlogin.LoginLockout + time.Minute)
 	if _, err := customer.New(janeEmail, janePassword).Answer(context.Background(), e.deviceAuth("orders:read")["verification_uri_complete"].(string), customer.Decision{}); err != nil {
 		t.Fatalf("after the lock-out: %v", err)
 	}
@@ -406,13 +403,12 @@ func TestBrandOwnLoginByConfiguration(t *testing.T) {
 	key := newKey(t)
 	pub, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{key.Public()}})
 	dir := t.TempDir()
-	builtin, _ := os.ReadFile("brands/acme.yaml")
-	y := strings.Replace(string(builtin), "id: acme", "id: shop", 1)
+	y := strings.Replace(builtinBrand(t, "acme.yaml"), "id: acme", "id: shop", 1)
 	y = strings.Replace(y, "delegation: true", "delegation: true\nlogin:\n  url: https://login.shop.example/pact\n  issuer: https://login.shop.example\n  keys: '"+string(pub)+"'", 1)
 	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brands, err := LoadBrands(dir)
+	brands, err := brand.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +422,7 @@ func TestBrandOwnLoginByConfiguration(t *testing.T) {
 	if res, _ := http.Get(e.srv.URL + "/brands/shop/login"); res.StatusCode != 404 {
 		t.Fatalf("demo login for a brand with its own: %d", res.StatusCode)
 	}
-	a := signAssertion(t, key, loginAssertion{Iss: "https://login.shop.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+	a := signAssertion(t, key, brandlogin.Assertion{Iss: "https://login.shop.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
 		UserCode: da["user_code"].(string), Jti: "j1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
 	res, err := newBrowser().PostForm(e.base+"/oauth/consent", url.Values{"assertion": {a}})
 	if err != nil {
@@ -438,7 +434,7 @@ func TestBrandOwnLoginByConfiguration(t *testing.T) {
 		t.Fatalf("consent after the brand's own login: %d %s", res.StatusCode, b)
 	}
 	// The wrong issuer is refused.
-	bad := signAssertion(t, key, loginAssertion{Iss: "https://elsewhere.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
+	bad := signAssertion(t, key, brandlogin.Assertion{Iss: "https://elsewhere.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
 		UserCode: da["user_code"].(string), Jti: "j2", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
 	res, _ = http.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {bad}})
 	res.Body.Close()
@@ -456,7 +452,7 @@ func newKey(t *testing.T) jose.JSONWebKey {
 	return jose.JSONWebKey{Key: priv, KeyID: "brand-login-1", Algorithm: string(jose.ES256), Use: "sig"}
 }
 
-func signAssertion(t *testing.T, k jose.JSONWebKey, a loginAssertion) string {
+func signAssertion(t *testing.T, k jose.JSONWebKey, a brandlogin.Assertion) string {
 	t.Helper()
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, nil)
 	if err != nil {
@@ -469,4 +465,13 @@ func signAssertion(t *testing.T, k jose.JSONWebKey, a loginAssertion) string {
 	}
 	out, _ := jws.CompactSerialize()
 	return out
+}
+
+// originOf is a URL's scheme and host, as the pages name a personal agent.
+func originOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return s
+	}
+	return u.Scheme + "://" + u.Host
 }

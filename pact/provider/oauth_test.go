@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"context"
@@ -21,18 +21,25 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/pact/store"
 	"github.com/pactledger/pactledger/verifier"
 )
 
 type oauthEnv struct {
 	t     *testing.T
 	sc    *pacttest.Scenario
-	p     *Provider
+	p     *Server
+	st    *store.Store
+	pages *brandlogin.Pages
 	srv   *httptest.Server
 	base  string
 	mu    sync.Mutex
 	now   time.Time
-	brand *Brand
+	brand *brand.Brand
 }
 
 func (e *oauthEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
@@ -42,26 +49,38 @@ func (e *oauthEnv) advance(d time.Duration) {
 	e.mu.Unlock()
 }
 
+// builtinBrand reads a demo brand file of pact/brands.
+func builtinBrand(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "brands", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func newOAuthEnv(t *testing.T) *oauthEnv {
 	dir := t.TempDir()
-	builtin, _ := os.ReadFile("brands/acme.yaml")
-	shop := strings.Replace(string(builtin), "id: acme", "id: shop", 1)
+	builtin := builtinBrand(t, "acme.yaml")
+	shop := strings.Replace(builtin, "id: acme", "id: shop", 1)
 	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(shop), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// acme here is the same brand without delegation.
-	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), []byte(strings.Replace(string(builtin), "delegation: true", "delegation: false", 1)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), []byte(strings.Replace(builtin, "delegation: true", "delegation: false", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brands, err := LoadBrands(dir)
+	brands, err := brand.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return newOAuthEnvWith(t, brands)
 }
 
-// newOAuthEnvWith serves brands (with a delegating "shop") at a test server.
-func newOAuthEnvWith(t *testing.T, brands map[string]*Brand) *oauthEnv {
+// newOAuthEnvWith serves brands (with a delegating "shop") at a test
+// server: a store in a temporary directory, the pages and the routes,
+// assembled as package pact does.
+func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	var err error
 	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"]}
 	t.Cleanup(e.sc.Close)
@@ -70,14 +89,35 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*Brand) *oauthEnv {
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
-	e.p, err = New(Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"), Logger: slog.New(slog.DiscardHandler), Now: e.clock})
+	dir := t.TempDir()
+	if e.st, err = store.Open(filepath.Join(dir, "p.db")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.st.Close() })
+	log := slog.New(slog.DiscardHandler)
+	e.pages, err = brandlogin.New(brandlogin.Config{BaseURL: e.srv.URL, Brands: brands, Store: e.st, Now: e.clock, Logger: log,
+		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.p.Close() })
+	e.p, err = New(Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, Store: e.st, Pages: e.pages,
+		SigningKeyPath: filepath.Join(dir, "key.json"), Logger: log, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h = e.p
 	e.base = e.srv.URL + "/a2a/shop"
 	return e
+}
+
+// approve and deny answer a device authorization as the consent page
+// does.
+func (e *oauthEnv) approve(userCode, user string, scopes []string) error {
+	return e.st.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, e.clock())
+}
+
+func (e *oauthEnv) deny(userCode, user string) error {
+	return e.st.DecideDevice(userCode, oauth.Decision{User: user}, e.clock())
 }
 
 // jwt is a fresh personal-agent JWT (signed at the real time: the JWT is
@@ -169,7 +209,7 @@ func TestDeviceFlow(t *testing.T) {
 		da["expires_in"] != float64(600) || da["interval"] != float64(5) {
 		t.Fatalf("device authorization: %d %v", code, da)
 	}
-	tokForm := url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}
+	tokForm := url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)}}
 	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "authorization_pending" {
 		t.Fatalf("pending: %v", m)
 	}
@@ -181,7 +221,7 @@ func TestDeviceFlow(t *testing.T) {
 		t.Fatalf("pending after waiting: %v", m)
 	}
 	// The User signs in with the Brand and unchecks orders:cancel.
-	if err := e.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+	if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
 		t.Fatal(err)
 	}
 	e.advance(11 * time.Second)
@@ -200,7 +240,7 @@ func TestDeviceFlow(t *testing.T) {
 	if _, alg, err := verifier.VerifySignature(at, ks); err != nil || alg != "ES256" {
 		t.Fatalf("token signature: %v %s", err, alg)
 	}
-	var c DelegationClaims
+	var c oauth.DelegationClaims
 	comp, _ := verifier.DecodeClaims(at, &c)
 	if comp.Typ != "at+jwt" || c.Iss != e.base+"/oauth" || c.Aud != e.base || c.Sub != "acct-48213" || c.ClientID != e.sc.PA.ID || c.Scope != "orders:read" ||
 		!strings.HasPrefix(c.GrantID, "a2agrant_") || c.Exp-c.Iat != 3600 {
@@ -220,7 +260,7 @@ func TestDeviceFlow(t *testing.T) {
 	if code != 200 || t2["refresh_token"] == rt1 || t2["scope"] != "orders:read" {
 		t.Fatalf("refresh: %d %v", code, t2)
 	}
-	var c2 DelegationClaims
+	var c2 oauth.DelegationClaims
 	_, _ = verifier.DecodeClaims(t2["access_token"].(string), &c2)
 	if c2.GrantID != c.GrantID {
 		t.Fatal("refresh changed the grant id")
@@ -238,11 +278,11 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}
 	_, d1, _ := e.post("/oauth/device_authorization", form, e.jwt())
 	_, d2, _ := e.post("/oauth/device_authorization", form, e.jwt())
-	if err := e.p.Deny(d1["user_code"].(string), "acct-48213"); err != nil {
+	if err := e.deny(d1["user_code"].(string), "acct-48213"); err != nil {
 		t.Fatal(err)
 	}
 	poll := func(d map[string]any) string {
-		_, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {d["device_code"].(string)}}, e.jwt())
+		_, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {d["device_code"].(string)}}, e.jwt())
 		return m["error"].(string)
 	}
 	if got := poll(d1); got != "access_denied" {
@@ -252,7 +292,7 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 	if got := poll(d2); got != "expired_token" {
 		t.Fatalf("expired: %s", got)
 	}
-	if err := e.p.Approve(d2["user_code"].(string), "acct-48213", []string{"orders:read"}); err == nil {
+	if err := e.approve(d2["user_code"].(string), "acct-48213", []string{"orders:read"}); err == nil {
 		t.Fatal("approved an expired request")
 	}
 }
@@ -261,10 +301,10 @@ func TestDeviceFlowDeniedAndExpired(t *testing.T) {
 func (e *oauthEnv) deviceToken(scopes, approve []string) map[string]any {
 	e.t.Helper()
 	da := e.deviceAuth(scopes...)
-	if err := e.p.Approve(da["user_code"].(string), "acct-48213", approve); err != nil {
+	if err := e.approve(da["user_code"].(string), "acct-48213", approve); err != nil {
 		e.t.Fatal(err)
 	}
-	code, tok, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	code, tok, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)}}, e.jwt())
 	if code != 200 {
 		e.t.Fatalf("token: %d %v", code, tok)
 	}
@@ -327,7 +367,7 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 	}
 	// The receipt verifies in the ledger's verifier, with the action log's args.
 	sum := sha256.Sum256([]byte(jws))
-	log, err := e.p.ActionLog(hex.EncodeToString(sum[:]))
+	log, err := e.st.ActionLog(hex.EncodeToString(sum[:]))
 	if err != nil || len(log) != 1 || log[0].Tool != "lookup_orders" || log[0].ArgsJSON != `{"order":"A-5531"}` {
 		t.Fatalf("action log %+v %v", log, err)
 	}
@@ -356,7 +396,7 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 		t.Fatalf("step-up metadata %v", meta)
 	}
 	userCode := meta["pact.verificationUriComplete"].(string)[strings.Index(meta["pact.verificationUriComplete"].(string), "user_code=")+10:]
-	if err := e.p.Approve(userCode, "acct-48213", []string{"orders:cancel"}); err != nil {
+	if err := e.approve(userCode, "acct-48213", []string{"orders:cancel"}); err != nil {
 		t.Fatal(err)
 	}
 	// The new token comes from the step-up's device code; here a fresh
@@ -378,8 +418,8 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 	}
 	// A token for another Brand user in this context: INVALID_PARAMS.
 	_, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}, e.jwt())
-	_ = e.p.Approve(da["user_code"].(string), "acct-10977", []string{"orders:read"})
-	_, other, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}, e.jwt())
+	_ = e.approve(da["user_code"].(string), "acct-10977", []string{"orders:read"})
+	_, other, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)}}, e.jwt())
 	code, out, _ = e.send(other["access_token"].(string), ctxID, "m6", "status of B-2001")
 	if code != 400 || out["error"].(map[string]any)["details"].([]any)[0].(map[string]any)["reason"] != "INVALID_PARAMS" {
 		t.Fatalf("sub switch: %d %v", code, out)
@@ -414,7 +454,7 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
-		var p LedgerPost
+		var p pipeline.Receipt
 		_ = json.NewDecoder(r.Body).Decode(&p)
 		got = append(got, p.MessageID)
 		w.Write([]byte(`{}`))
@@ -422,7 +462,10 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 	defer ledger.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = e.p.RunPipeline(ctx, &LedgerClient{URL: ledger.URL, Key: "writer-key"}); close(done) }()
+	go func() {
+		pipeline.Run(ctx, e.st, &pipeline.LedgerClient{URL: ledger.URL, Key: "writer-key"}, e.st.Queued(), slog.New(slog.DiscardHandler))
+		close(done)
+	}()
 	defer func() { cancel(); <-done }()
 
 	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
@@ -444,16 +487,16 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 			t.Fatal("the pipeline did not try the ledger")
 		}
 	}
-	if d := e.p.PipelineDepth(); d != 6 {
+	if d := e.st.Depth(); d != 6 {
 		t.Fatalf("depth while the ledger is down: %d, want 6", d)
 	}
 	mu.Lock()
 	down = false
 	mu.Unlock()
 	deadline := time.Now().Add(40 * time.Second)
-	for e.p.PipelineDepth() > 0 {
+	for e.st.Depth() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("pipeline did not drain: %d left", e.p.PipelineDepth())
+			t.Fatalf("pipeline did not drain: %d left", e.st.Depth())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

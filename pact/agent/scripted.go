@@ -1,4 +1,4 @@
-package pact
+package agent
 
 import (
 	"context"
@@ -10,64 +10,6 @@ import (
 
 	"github.com/pactledger/pactledger/pact/brand"
 )
-
-// Turn is one user message to a brand agent, with who is asking.
-type Turn struct {
-	Brand *Brand
-	// PA and Sub identify the User (PACT §3.3: not a Brand account).
-	PA, Sub string
-	Text    string
-	// State is the agent's state for the context from the previous turn.
-	State json.RawMessage
-	// User is the Brand user a delegation token lets the agent act as, and
-	// Scopes what it allows (PACT §5.5); empty under §3 alone.
-	User   string
-	Scopes []string
-	// Records reads and changes the Brand's records.
-	Records RecordBook
-}
-
-// RecordBook is the Brand's records as the agent sees them: the brand's
-// data (or its source) with the changes made since.
-type RecordBook interface {
-	// Get returns the record of type rt with id, or nil when there is none.
-	Get(ctx context.Context, rt *brand.RecordType, id string) (brand.Record, error)
-	// Set changes fields of a record Get returned.
-	Set(ctx context.Context, rt *brand.RecordType, rec brand.Record, changes map[string]string) error
-}
-
-// ActionTaken is one tool the agent ran, with its exact args JSON, for the
-// receipt (argsHash) and the application action log.
-type ActionTaken struct {
-	Tool     string
-	Target   string
-	ArgsJSON string
-}
-
-// Reply is an agent's answer and its new state for the context.
-type Reply struct {
-	Text  string
-	State json.RawMessage
-	// Close ends the conversation (later messages get UNSUPPORTED_OPERATION).
-	Close bool
-	// Actions the turn ran and the scopes they used (delegated turns).
-	Actions    []ActionTaken
-	ScopesUsed []string
-	// NeedScopes asks for a step-up: the turn needs these scopes, which the
-	// token lacks or, with the brand's withoutToken: stepUp, no token was
-	// sent for (PACT §5.5).
-	NeedScopes []string
-	// Refused is an account action the agent refused because the request
-	// carried no delegation (PACT §3 alone); the Provider reports it to the
-	// ledger as a refusal.
-	Refused *RefusedAction
-}
-
-// Agent is a brand's support agent. The scripted agent below is the
-// default; a real (LLM) agent implements the same interface.
-type Agent interface {
-	Respond(ctx context.Context, t Turn) (Reply, error)
-}
 
 // Scripted is a deterministic agent for brands defined by data: it does
 // what the brand file's records, tools and intents say. Under PACT §3
@@ -134,7 +76,7 @@ func (Scripted) Respond(ctx context.Context, t Turn) (Reply, error) {
 		if st.Type == rt.Type {
 			target = st.Record
 		}
-		refused := &RefusedAction{Tool: m.Tool.Name, Target: target}
+		refused := &Refusal{Tool: m.Tool.Name, Target: target}
 		var r Reply
 		var err error
 		switch {
@@ -163,7 +105,7 @@ func (Scripted) Respond(ctx context.Context, t Turn) (Reply, error) {
 		if e == "" {
 			return reply(fmt.Sprintf("To look up %s %s, what is the email address on the account?", rt.Type, st.Record))
 		}
-		var acct *Account
+		var acct *brand.Account
 		if rec != nil {
 			acct = b.Account(rec.Account())
 		}
@@ -250,7 +192,7 @@ func delegatedTurn(ctx context.Context, t Turn, st *scriptState, m *brand.Match,
 		return Reply{}, err
 	}
 	r, err := reply(text)
-	r.Actions, r.ScopesUsed = []ActionTaken{{Tool: tool.Name, Target: rec.ID(), ArgsJSON: argsJSON}}, []string{tool.Scope}
+	r.Actions, r.ScopesUsed = []Action{{Tool: tool.Name, Target: rec.ID(), ArgsJSON: argsJSON}}, []string{tool.Scope}
 	return r, err
 }
 

@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"context"
@@ -14,87 +14,93 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/pactledger/pactledger/pact/agent"
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/records"
 )
 
-// dropContextOnce is the scripted agent, except that on its first turn it
-// deletes the turn's conversation record (kept in saved), so that storing
-// the reply fails after the agent has acted and the receipt is built.
-type dropContextOnce struct {
-	p     *Provider
-	mu    sync.Mutex
-	armed bool
-	saved map[string][]byte
+// holdAgent is the scripted agent, except that its armed turn also reads
+// order A-5531 and keeps its status as it saw it (a change its commit
+// compares), then, having answered, waits until released. Another turn
+// that changes the order meanwhile makes the held turn's commit fail after
+// its agent acted and its reply (and receipt) were built.
+type holdAgent struct {
+	mu      sync.Mutex
+	armed   bool
+	held    chan struct{} // closed once the armed turn has answered
+	release chan struct{}
 }
 
-func (a *dropContextOnce) Respond(ctx context.Context, t Turn) (Reply, error) {
+func (a *holdAgent) arm() {
 	a.mu.Lock()
-	armed := a.armed
+	a.armed, a.held, a.release = true, make(chan struct{}), make(chan struct{})
+	a.mu.Unlock()
+}
+
+func (a *holdAgent) Respond(ctx context.Context, t agent.Turn) (agent.Reply, error) {
+	a.mu.Lock()
+	armed, held, release := a.armed, a.held, a.release
 	a.armed = false
 	a.mu.Unlock()
-	if armed {
-		err := a.p.store.db.Update(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bContexts)
-			return c.ForEach(func(k, v []byte) error {
-				var conv conversation
-				if err := json.Unmarshal(v, &conv); err != nil || conv.PA != t.PA || conv.Sub != t.Sub {
-					return err
-				}
-				a.saved[string(k)] = append([]byte(nil), v...)
-				return nil
-			})
-		})
-		if err != nil {
-			return Reply{}, err
-		}
-		err = a.p.store.db.Update(func(tx *bolt.Tx) error {
-			for k := range a.saved {
-				if err := tx.Bucket(bContexts).Delete([]byte(k)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return Reply{}, err
-		}
+	rep, err := agent.Scripted{}.Respond(ctx, t)
+	if !armed || err != nil {
+		return rep, err
 	}
-	return Scripted{}.Respond(ctx, t)
-}
-
-func (a *dropContextOnce) arm() {
-	a.mu.Lock()
-	a.armed, a.saved = true, map[string][]byte{}
-	a.mu.Unlock()
-}
-
-// restore puts the deleted conversation records back.
-func (a *dropContextOnce) restore(t *testing.T) {
-	t.Helper()
-	err := a.p.store.db.Update(func(tx *bolt.Tx) error {
-		for k, v := range a.saved {
-			if err := tx.Bucket(bContexts).Put([]byte(k), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	rt := t.Brand.RecordType("order")
+	rec, err := t.Records.Get(ctx, rt, "A-5531")
 	if err != nil {
-		t.Fatal(err)
+		return agent.Reply{}, err
 	}
+	if err := t.Records.Set(ctx, rt, rec, map[string]string{"status": rec["status"]}); err != nil {
+		return agent.Reply{}, err
+	}
+	close(held)
+	select {
+	case <-release:
+	case <-ctx.Done():
+	}
+	return rep, nil
 }
 
-// counts is what a turn leaves in the Provider's store.
+// heldTurn sends a message that the armed holdAgent holds, runs between
+// its answer and its commit, then releases it and returns its outcome.
+func (e *oauthEnv) heldTurn(a *holdAgent, delegation, ctxID, id, text string, between func()) (int, map[string]any) {
+	e.t.Helper()
+	a.arm()
+	type result struct {
+		code int
+		out  map[string]any
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, _ := e.send(delegation, ctxID, id, text)
+		done <- result{code, out}
+	}()
+	select {
+	case <-a.held:
+	case r := <-done:
+		e.t.Fatalf("the held turn finished before it was held: %d %v", r.code, r.out)
+	}
+	between()
+	close(a.release)
+	r := <-done
+	return r.code, r.out
+}
+
+// counts is what turns leave in the Provider's store: entries for the
+// ledger, action log entries, and the status stored over order A-5531.
 func (e *oauthEnv) counts() (outbox, actionLog int, orderStatus string) {
-	_ = e.p.store.db.View(func(tx *bolt.Tx) error {
-		outbox = tx.Bucket(bPipeline).Stats().KeyN
-		actionLog = tx.Bucket(bActionLog).Stats().KeyN
-		var m map[string]string
-		_ = json.Unmarshal(tx.Bucket(bRecords).Get([]byte("shop/order/A-5531")), &m)
-		orderStatus = m["status"]
-		return nil
-	})
-	return outbox, actionLog, orderStatus
+	e.t.Helper()
+	st, err := e.st.Stats()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, err := e.st.Fields(records.Key{Brand: "shop", Type: "order", ID: "A-5531"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st.Outbox, st.ActionLogs, f["status"]
 }
 
 func text(t *testing.T, out map[string]any) string {
@@ -107,13 +113,13 @@ func text(t *testing.T, out map[string]any) string {
 }
 
 // A delegated turn keeps its reply, its action, its action log and its
-// receipt for the ledger in one transaction: a failure while storing the
-// reply keeps none of them, and a retry of the messageId then gives one
-// reply with one receipt.
+// receipt for the ledger in one transaction: a commit that fails (here:
+// another turn cancelled the order first) keeps none of them, and a retry
+// of the messageId then runs once, giving one reply with one receipt.
 func TestReplyAndReceiptCommitTogether(t *testing.T) {
 	e := newOAuthEnv(t)
-	agent := &dropContextOnce{p: e.p}
-	e.p.cfg.Agent = agent
+	a := &holdAgent{}
+	e.p.cfg.Agent = a
 	at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
 	code, first, _ := e.send(at, "", "m1", "status of A-5531")
 	if code != 200 {
@@ -125,25 +131,24 @@ func TestReplyAndReceiptCommitTogether(t *testing.T) {
 		t.Fatalf("after one delegated turn: outbox %d, action log %d", outbox0, log0)
 	}
 
-	agent.arm()
-	code, out, _ := e.send(at, ctxID, "m2", "please cancel A-5531")
+	code, out := e.heldTurn(a, at, ctxID, "m2", "please cancel A-5531", func() {
+		if code, other, _ := e.send(at, "", "o1", "please cancel A-5531"); code != 200 || !strings.Contains(text(t, other), "is cancelled") {
+			t.Fatalf("the other context's cancel: %d %v", code, other)
+		}
+	})
 	if code != 500 {
-		t.Fatalf("a turn whose reply cannot be stored: %d %v", code, out)
+		t.Fatalf("a turn whose commit fails: %d %v", code, out)
 	}
 	outbox, log, status := e.counts()
-	if outbox != outbox0 || log != log0 || status != "" {
-		t.Fatalf("after the failed turn: outbox %d (want %d), action log %d (want %d), order status %q (want unchanged)", outbox, outbox0, log, log0, status)
-	}
-	var marker []byte
-	_ = e.p.store.db.View(func(tx *bolt.Tx) error { marker = tx.Bucket(bReplies).Get(replyKey(ctxID, "m2")); return nil })
-	if marker != nil {
-		t.Fatalf("a reply record was kept for the failed turn: %s", marker)
+	if outbox != outbox0+1 || log != log0+1 || status != "cancelled" {
+		t.Fatalf("after the failed turn: outbox %d (want %d), action log %d (want %d), order status %q (want the other turn's cancelled)",
+			outbox, outbox0+1, log, log0+1, status)
 	}
 
-	// The retry runs the turn once: one reply, one receipt, one action.
-	agent.restore(t)
+	// The retry runs the turn once (the failed one left no reply behind):
+	// the order is cancelled already, so one reply, one receipt, no action.
 	code, out, _ = e.send(at, ctxID, "m2", "please cancel A-5531")
-	if code != 200 || !strings.Contains(text(t, out), "is cancelled") {
+	if code != 200 || !strings.Contains(text(t, out), "can no longer be cancelled") {
 		t.Fatalf("retry: %d %v", code, out)
 	}
 	again, _ := json.Marshal(out)
@@ -152,16 +157,16 @@ func TestReplyAndReceiptCommitTogether(t *testing.T) {
 		t.Fatalf("a second retry is not the stored reply: %d %s", code, b)
 	}
 	items := e.outbox()
-	if len(items) != 2 || items[1].Receipt == nil {
-		t.Fatalf("outbox %+v, want the first receipt and one more", items)
+	if len(items) != 3 || items[2].Receipt == nil {
+		t.Fatalf("outbox %+v, want the first two receipts and one more", items)
 	}
-	r := items[1].Receipt
+	r := items[2].Receipt
 	replyID := out["message"].(map[string]any)["messageId"].(string)
-	if r.MessageID != replyID || r.ContextID != ctxID || len(r.Actions) != 1 || r.Actions[0].Tool != "cancel_order" {
+	if r.MessageID != replyID || r.ContextID != ctxID || len(r.Actions) != 0 {
 		t.Fatalf("queued receipt %+v for reply %s", r, replyID)
 	}
-	if _, log, status := e.counts(); log != 2 || status != "cancelled" {
-		t.Fatalf("after the retry: action log %d, order status %q", log, status)
+	if _, log, _ := e.counts(); log != log0+1 {
+		t.Fatalf("after the retry: action log %d, want %d", log, log0+1)
 	}
 }
 
@@ -169,94 +174,37 @@ func TestReplyAndReceiptCommitTogether(t *testing.T) {
 // with the reply that refused it.
 func TestRefusalCommitsWithItsReply(t *testing.T) {
 	e := newOAuthEnv(t)
-	agent := &dropContextOnce{p: e.p}
-	e.p.cfg.Agent = agent
+	a := &holdAgent{}
+	e.p.cfg.Agent = a
+	at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
 	code, first, _ := e.send("", "", "m1", "hello")
 	if code != 200 {
 		t.Fatalf("first turn: %d %v", code, first)
 	}
 	ctxID := first["message"].(map[string]any)["contextId"].(string)
-	agent.arm()
-	if code, out, _ := e.send("", ctxID, "m2", "cancel order A-5531"); code != 500 {
-		t.Fatalf("a turn whose reply cannot be stored: %d %v", code, out)
+	code, out := e.heldTurn(a, "", ctxID, "m2", "cancel order A-5531", func() {
+		if code, other, _ := e.send(at, "", "o1", "please cancel A-5531"); code != 200 {
+			t.Fatalf("the other context's cancel: %d %v", code, other)
+		}
+	})
+	if code != 500 {
+		t.Fatalf("a turn whose commit fails: %d %v", code, out)
 	}
-	if items := e.outbox(); len(items) != 0 {
+	if items := e.outbox(); len(items) != 1 || items[0].Receipt == nil {
 		t.Fatalf("a refusal was queued for a reply never stored: %+v", items)
 	}
-	agent.restore(t)
 	if code, out, _ := e.send("", ctxID, "m2", "cancel order A-5531"); code != 200 || !strings.Contains(text(t, out), "sign in") {
 		t.Fatalf("retry: %d %v", code, out)
 	}
-	if items := e.outbox(); len(items) != 1 || items[0].Refusal == nil || items[0].Refusal.Action.Tool != "cancel_order" {
-		t.Fatalf("outbox %+v, want one refusal", items)
+	if items := e.outbox(); len(items) != 2 || items[1].Refusal == nil || items[1].Refusal.Action.Tool != "cancel_order" {
+		t.Fatalf("outbox %+v, want the receipt and one refusal", items)
 	}
 }
 
-// Two turns that both cancel one order: the commit of the second sees the
-// first's change and fails, rather than cancelling twice.
-func TestRecordChangeCommitsOnlyOverWhatTheTurnSaw(t *testing.T) {
-	e := newOAuthEnv(t)
-	b := e.brand
-	rt := b.RecordType("order")
-	ctx := context.Background()
-	first := &turnRecords{s: e.p.store, brand: b.ID}
-	second := &turnRecords{s: e.p.store, brand: b.ID}
-	for _, ob := range []*turnRecords{first, second} {
-		rec, err := ob.Get(ctx, rt, "a-5531")
-		if err != nil || rec["status"] != "processing" || rec.ID() != "A-5531" {
-			t.Fatalf("record %v %v", rec, err)
-		}
-		if err := ob.Set(ctx, rt, rec, map[string]string{"status": "cancelled"}); err != nil {
-			t.Fatal(err)
-		}
-		if rec, _ := ob.Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" {
-			t.Fatalf("the turn does not see its own change: %v", rec)
-		}
-	}
-	commit := func(ob *turnRecords) error {
-		return e.p.store.db.Update(func(tx *bolt.Tx) error { return (&turnEffects{records: ob.changed}).write(tx) })
-	}
-	if err := commit(first); err != nil {
-		t.Fatal(err)
-	}
-	if err := commit(second); err != errRecordChanged {
-		t.Fatalf("second commit: %v, want errRecordChanged", err)
-	}
-	if rec, _ := (&turnRecords{s: e.p.store, brand: b.ID}).Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" || rec["total"] != "42.50" {
-		t.Fatalf("stored record %v", rec)
-	}
-}
-
-// A status kept before brands defined record types (order_status, by
-// brand/id) still counts, and a change commits over it.
-func TestLegacyOrderStatusIsRead(t *testing.T) {
-	e := newOAuthEnv(t)
-	b := e.brand
-	rt := b.RecordType("order")
-	ctx := context.Background()
-	if err := e.p.store.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bOrders).Put([]byte(b.ID+"/A-5531"), []byte("on hold")) }); err != nil {
-		t.Fatal(err)
-	}
-	ob := &turnRecords{s: e.p.store, brand: b.ID}
-	rec, err := ob.Get(ctx, rt, "A-5531")
-	if err != nil || rec["status"] != "on hold" {
-		t.Fatalf("record %v %v", rec, err)
-	}
-	if err := ob.Set(ctx, rt, rec, map[string]string{"status": "processing"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.p.store.db.Update(func(tx *bolt.Tx) error { return (&turnEffects{records: ob.changed}).write(tx) }); err != nil {
-		t.Fatal(err)
-	}
-	if rec, _ := (&turnRecords{s: e.p.store, brand: b.ID}).Get(ctx, rt, "A-5531"); rec["status"] != "processing" {
-		t.Fatalf("stored record %v", rec)
-	}
-}
-
-func (p *Provider) lockCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.locks)
+func (s *Server) lockCount() int {
+	s.locks.mu.Lock()
+	defer s.locks.mu.Unlock()
+	return len(s.locks.held)
 }
 
 // waitFor polls cond until it holds or a deadline passes.
@@ -276,20 +224,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestConversationLockIsSharedAndReleased(t *testing.T) {
 	e := newOAuthEnv(t)
 	p := e.p
-	unlockA := p.lock("c1")
+	unlockA := p.locks.lock("c1")
 	got := make(chan func())
-	go func() { got <- p.lock("c1") }()
+	go func() { got <- p.locks.lock("c1") }()
 	waitFor(t, "the second turn to wait", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.locks["c1"] != nil && p.locks["c1"].holders == 2
+		p.locks.mu.Lock()
+		defer p.locks.mu.Unlock()
+		return p.locks.held["c1"] != nil && p.locks.held["c1"].holders == 2
 	})
 	select {
 	case <-got:
 		t.Fatal("two turns of one context held its lock at once")
 	default:
 	}
-	unlockOther := p.lock("c2")
+	unlockOther := p.locks.lock("c2")
 	if n := p.lockCount(); n != 2 {
 		t.Fatalf("%d entries for two contexts", n)
 	}
@@ -351,13 +299,9 @@ func TestConversationLocksDoNotAccumulate(t *testing.T) {
 // bookingsBrand writes a delegating brand "shop" whose scopes are
 // bookings:read and bookings:change, with intents mapped to them, and
 // returns the brands to serve. edit changes the file before loading.
-func bookingsBrand(t *testing.T, edit func(string) string) map[string]*Brand {
+func bookingsBrand(t *testing.T, edit func(string) string) map[string]*brand.Brand {
 	t.Helper()
-	builtin, err := os.ReadFile("brands/acme.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(builtin), "id: acme", "id: shop", 1)
+	s := strings.Replace(builtinBrand(t, "acme.yaml"), "id: acme", "id: shop", 1)
 	head, _, ok := strings.Cut(s, "scopes:\n")
 	_, tail, ok2 := strings.Cut(s, "# The Delegated profile")
 	if !ok || !ok2 {
@@ -394,7 +338,7 @@ intents:
 	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brands, err := LoadBrands(dir)
+	brands, err := brand.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,9 +346,12 @@ intents:
 }
 
 func (e *oauthEnv) deviceCount() int {
-	n := 0
-	_ = e.p.store.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bDevices).Stats().KeyN; return nil })
-	return n
+	e.t.Helper()
+	st, err := e.st.Stats()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st.DeviceAuthorizations
 }
 
 // PACT §5.2, §5.5: the step-up names the scope the Brand's file maps the
@@ -473,8 +420,8 @@ func TestIntentWithoutABrandScopeIsAnsweredInChat(t *testing.T) {
 // needAgent asks for a step-up for fixed scope ids.
 type needAgent struct{ scopes []string }
 
-func (a needAgent) Respond(_ context.Context, t Turn) (Reply, error) {
-	return Reply{Text: "I need your permission.", NeedScopes: a.scopes}, nil
+func (a needAgent) Respond(_ context.Context, t agent.Turn) (agent.Reply, error) {
+	return agent.Reply{Text: "I need your permission.", NeedScopes: a.scopes}, nil
 }
 
 // An agent's step-up goes through the device authorization endpoint's
@@ -552,10 +499,10 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("device authorization: %d %v", code, da)
 			}
-			if err := e.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+			if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
 				t.Fatal(err)
 			}
-			code, tok := post("/oauth/token", form, url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {deviceGrant}, "device_code": {da["device_code"].(string)}}.Encode(), e.jwt(), "")
+			code, tok := post("/oauth/token", form, url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)}}.Encode(), e.jwt(), "")
 			if code != 200 {
 				t.Fatalf("token: %d %v", code, tok)
 			}
@@ -570,13 +517,19 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 			if len(items) != 1 || items[0].Receipt == nil || items[0].Receipt.RequestJWT != pa || items[0].Receipt.DelegationToken != at {
 				t.Fatalf("queued receipt %+v", items)
 			}
-			var d deviceAuth
-			_ = e.p.store.db.View(func(tx *bolt.Tx) error {
-				h := tx.Bucket(bUserCode).Get([]byte(da["user_code"].(string)))
-				return json.Unmarshal(tx.Bucket(bDevices).Get(h), &d)
-			})
-			if d.RequestJWT == "" || strings.ContainsAny(d.RequestJWT, " ") {
-				t.Fatalf("device authorization kept request JWT %q", d.RequestJWT)
+			// The device authorization keeps the request JWT bare too: a
+			// denial puts it on record.
+			pa = e.jwt()
+			code, da2 := post("/oauth/device_authorization", form, url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}.Encode(), pa, "")
+			if code != 200 {
+				t.Fatalf("device authorization: %d %v", code, da2)
+			}
+			if err := e.deny(da2["user_code"].(string), "acct-48213"); err != nil {
+				t.Fatal(err)
+			}
+			items = e.outbox()
+			if len(items) != 2 || items[1].Refusal == nil || items[1].Refusal.RequestJWT != pa {
+				t.Fatalf("queued refusal %+v, want request JWT %q", items, pa)
 			}
 		})
 	}

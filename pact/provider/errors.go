@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"encoding/json"
@@ -8,30 +8,12 @@ import (
 	"github.com/pactledger/pactledger/pact/a2a"
 )
 
-// The A2A wire types live in package a2a; these names keep them at hand.
-type (
-	Part               = a2a.Part
-	Message            = a2a.Message
-	SendMessageRequest = a2a.SendMessageRequest
-	ReceiptClaims      = a2a.ReceiptClaims
-	ReceiptAction      = a2a.ReceiptAction
-)
-
-// ContentType is the media type of every A2A response (PACT §2).
-const ContentType = a2a.ContentType
-
-// A2A error reasons of PACT §6.
+// The A2A error envelope of PACT §6.
 const (
-	ReasonInvalidParams     = a2a.ReasonInvalidParams
-	ReasonContentType       = a2a.ReasonContentType
-	ReasonUnsupported       = a2a.ReasonUnsupported
-	ReasonPushNotSupported  = a2a.ReasonPushNotSupported
-	ReasonTaskNotFound      = a2a.ReasonTaskNotFound
-	ReasonInternal          = a2a.ReasonInternal
-	errorInfoType           = "type.googleapis.com/google.rpc.ErrorInfo"
-	errorDomain             = "a2a-protocol.org"
-	statusInvalidArgument   = "INVALID_ARGUMENT"
-	statusFailedPrecondtion = "FAILED_PRECONDITION"
+	errorInfoType            = "type.googleapis.com/google.rpc.ErrorInfo"
+	errorDomain              = "a2a-protocol.org"
+	statusInvalidArgument    = "INVALID_ARGUMENT"
+	statusFailedPrecondition = "FAILED_PRECONDITION"
 )
 
 // a2aError is an A2A error: the §6 reason, with the Provider's own
@@ -46,12 +28,12 @@ var reasonStatus = map[string]struct {
 	code   int
 	status string
 }{
-	ReasonInvalidParams:    {http.StatusBadRequest, statusInvalidArgument},
-	ReasonContentType:      {http.StatusBadRequest, statusInvalidArgument},
-	ReasonUnsupported:      {http.StatusBadRequest, statusFailedPrecondtion},
-	ReasonPushNotSupported: {http.StatusBadRequest, statusFailedPrecondtion},
-	ReasonTaskNotFound:     {http.StatusNotFound, "NOT_FOUND"},
-	ReasonInternal:         {http.StatusInternalServerError, "INTERNAL"},
+	a2a.ReasonInvalidParams:    {http.StatusBadRequest, statusInvalidArgument},
+	a2a.ReasonContentType:      {http.StatusBadRequest, statusInvalidArgument},
+	a2a.ReasonUnsupported:      {http.StatusBadRequest, statusFailedPrecondition},
+	a2a.ReasonPushNotSupported: {http.StatusBadRequest, statusFailedPrecondition},
+	a2a.ReasonTaskNotFound:     {http.StatusNotFound, "NOT_FOUND"},
+	a2a.ReasonInternal:         {http.StatusInternalServerError, "INTERNAL"},
 }
 
 // conventionalMessages are the fixed messages the A2A SDKs give these
@@ -59,11 +41,11 @@ var reasonStatus = map[string]struct {
 // ours the same way. INVALID_PARAMS has none: its message says what was
 // invalid (PACT §6: "Unknown contextId").
 var conventionalMessages = map[string]string{
-	ReasonContentType:      "Incompatible content types",
-	ReasonUnsupported:      "This operation is not supported",
-	ReasonPushNotSupported: "Push Notification is not supported",
-	ReasonTaskNotFound:     "Task not found",
-	ReasonInternal:         "Internal error",
+	a2a.ReasonContentType:      "Incompatible content types",
+	a2a.ReasonUnsupported:      "This operation is not supported",
+	a2a.ReasonPushNotSupported: "Push Notification is not supported",
+	a2a.ReasonTaskNotFound:     "Task not found",
+	a2a.ReasonInternal:         "Internal error",
 }
 
 func (e *a2aError) Error() string { return e.reason + ": " + e.detail }
@@ -83,9 +65,12 @@ func (e *a2aError) message() string {
 
 func newErr(reason, detail string) *a2aError { return &a2aError{reason: reason, detail: detail} }
 
+// internalErr is INTERNAL, saying nothing of the cause (which is logged).
+func internalErr(detail string) *a2aError { return newErr(a2a.ReasonInternal, detail) }
+
 // taskErr is TASK_NOT_FOUND for a task id.
 func taskErr(id string) *a2aError {
-	return &a2aError{reason: ReasonTaskNotFound, detail: "there are no tasks to look up here", taskID: id}
+	return &a2aError{reason: a2a.ReasonTaskNotFound, detail: "there are no tasks to look up here", taskID: id}
 }
 
 // writeError writes the AIP-193 envelope of PACT §6: the conventional
@@ -111,7 +96,7 @@ func writeA2A(w http.ResponseWriter, code int, v any) {
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":{"code":500,"status":"INTERNAL","message":"encoding failed"}}`)
 	}
-	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Content-Type", a2a.ContentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)

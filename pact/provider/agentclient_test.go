@@ -1,10 +1,13 @@
-package pact
+package provider
 
 import (
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/pactledger/pactledger/pact/a2a"
+	"github.com/pactledger/pactledger/pact/client"
 )
 
 // The personal agent's receipt check: a genuine receipt verifies against
@@ -12,7 +15,7 @@ import (
 // for another agent do not.
 func TestClientVerifiesReceipts(t *testing.T) {
 	e := newOAuthEnv(t)
-	c := &Client{Issuer: e.sc.PA.ID, Token: func(string) (string, error) { return e.jwt(), nil }}
+	c := &client.Client{Issuer: e.sc.PA.ID, Token: func(string) (string, error) { return e.jwt(), nil }}
 	card, err := c.FetchCard(context.Background(), e.base+"/.well-known/agent-card.json")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +33,7 @@ func TestClientVerifiesReceipts(t *testing.T) {
 	if err != nil || rc.Claims.User != "acct-48213" || rc.Claims.Actions[0].Tool != "lookup_orders" || len(rc.SHA256) != 64 {
 		t.Fatalf("genuine receipt: %v %+v", err, rc)
 	}
-	edit := func(f func(m map[string]any)) *Message {
+	edit := func(f func(m map[string]any)) *a2a.Message {
 		var meta map[string]any
 		_ = json.Unmarshal(r.Message.Metadata, &meta)
 		f(meta["pact.receipt"].(map[string]any))
@@ -50,11 +53,11 @@ func TestClientVerifiesReceipts(t *testing.T) {
 	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, jws); err == nil {
 		t.Fatal("an edited JWS verified")
 	}
-	other := &Client{Issuer: "https://other-agent.example", Token: c.Token}
+	other := &client.Client{Issuer: "https://other-agent.example", Token: c.Token}
 	if _, err := other.VerifyReceipt(context.Background(), flow, e.base, r.Message); err == nil {
 		t.Fatal("a receipt for another agent verified")
 	}
-	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, &Message{}); err != ErrNoReceipt {
+	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, &a2a.Message{}); err != client.ErrNoReceipt {
 		t.Fatalf("no receipt: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestBrowserSignInUncheckApprove(t *testing.T) {
 		t.Fatal(err)
 	}
 	pa, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("pa-origin")))
-	if err != nil || pa != origin(e.sc.PA.ID) {
+	if err != nil || pa != originOf(e.sc.PA.ID) {
 		t.Fatalf("consent names the agent %q (%v)", pa, err)
 	}
 	err = chromedp.Do(ctx,

@@ -1,4 +1,4 @@
-package pact
+package pipeline
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // An outbox entry written before the outbox held refusals and revocations
 // (a bare receipt) is still posted as a receipt.
 func TestOutboxReadsBareReceipts(t *testing.T) {
-	var it LedgerItem
-	if err := decodeItem([]byte(`{"receiptJws":"a.b.c","requestJwt":"x","delegationToken":"y","actions":[]}`), &it); err != nil || it.Receipt == nil || it.Receipt.ReceiptJWS != "a.b.c" {
+	it, err := DecodeItem([]byte(`{"receiptJws":"a.b.c","requestJwt":"x","delegationToken":"y","actions":[]}`))
+	if err != nil || it.Receipt == nil || it.Receipt.ReceiptJWS != "a.b.c" {
 		t.Fatalf("bare receipt: %v %+v", err, it)
 	}
-	it = LedgerItem{}
-	if err := decodeItem([]byte(`{"refusal":{"claimedPrincipal":"p","action":{"tool":"t"},"reason":"r"}}`), &it); err != nil || it.Refusal == nil || it.Receipt != nil {
+	it, err = DecodeItem([]byte(`{"refusal":{"claimedPrincipal":"p","action":{"tool":"t"},"reason":"r"}}`))
+	if err != nil || it.Refusal == nil || it.Receipt != nil {
 		t.Fatalf("refusal: %v %+v", err, it)
 	}
 }
@@ -65,12 +65,12 @@ func (f *fakeLedger) RevokeGrant(_ context.Context, r *ledgerv1.RevokeGrantReque
 // neither sets nor deliberately leaves out fails the coverage check.
 func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
-	items := []LedgerItem{
-		{Receipt: &LedgerPost{ReceiptJWS: "r.j.s", RequestJWT: "p.a.j", DelegationToken: "d.t.k", ContextID: "c-1", MessageID: "m-1",
-			Actions: []LedgerEntry{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJSON: `{"booking":"SKY-20931"}`}}}},
-		{Refusal: &LedgerRefusal{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJWT: "p.a.j",
+	items := []Item{
+		{Receipt: &Receipt{ReceiptJWS: "r.j.s", RequestJWT: "p.a.j", DelegationToken: "d.t.k", ContextID: "c-1", MessageID: "m-1",
+			Actions: []Action{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJSON: `{"booking":"SKY-20931"}`}}}},
+		{Refusal: &Refusal{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJWT: "p.a.j",
 			Action: RefusedAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked without a grant", ObservedAt: at}},
-		{Revocation: &LedgerRevocation{GrantID: "a2agrant_Xy-z_1", RevokedAt: at, Note: "revoked by the user"}},
+		{Revocation: &Revocation{GrantID: "a2agrant_Xy-z_1", RevokedAt: at, Note: "revoked by the user"}},
 	}
 	want := []proto.Message{
 		&ledgerv1.AppendReceiptRequest{ReceiptJws: "r.j.s", RequestJwt: "p.a.j", DelegationToken: "d.t.k", ContextId: "c-1", MessageId: "m-1",
@@ -118,7 +118,7 @@ func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 			t.Errorf("request %d:\n got %v\nwant %v", i, f.got[i], want[i])
 		}
 	}
-	if err := c.Post(context.Background(), LedgerItem{}); !errors.Is(err, ErrRejected) {
+	if err := c.Post(context.Background(), Item{}); !errors.Is(err, ErrRejected) {
 		t.Fatalf("an empty entry: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pact
+package provider
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pactledger/pactledger/pact/brand"
 )
 
 // The card lists the brand's scopes in the order of its file (not sorted),
@@ -30,7 +32,7 @@ func TestCardAndConsentKeepTheBrandsScopeOrder(t *testing.T) {
 		}
 		last = i
 	}
-	var card struct{ Skills []Skill }
+	var card struct{ Skills []brand.Skill }
 	if err := json.Unmarshal(raw, &card); err != nil || len(card.Skills) != 1 || len(card.Skills[0].Examples) == 0 {
 		t.Fatalf("skills %+v %v", card.Skills, err)
 	}
@@ -72,16 +74,12 @@ func TestPatternArgumentsAndReplyTemplates(t *testing.T) {
 func TestWithoutTokenPolicy(t *testing.T) {
 	for _, policy := range []string{"chat", "stepUp"} {
 		t.Run(policy, func(t *testing.T) {
-			builtin, err := os.ReadFile("brands/acme.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := strings.NewReplacer("id: acme", "id: shop", "withoutToken: chat", "withoutToken: "+policy).Replace(string(builtin))
+			s := strings.NewReplacer("id: acme", "id: shop", "withoutToken: chat", "withoutToken: "+policy).Replace(builtinBrand(t, "acme.yaml"))
 			dir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(s), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			brands, err := LoadBrands(dir)
+			brands, err := brand.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

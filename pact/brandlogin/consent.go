@@ -1,0 +1,240 @@
+package brandlogin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/store"
+)
+
+// The consent step of PACT §5.3: the Brand's login returns the User with a
+// signed, single-use assertion bound to the user_code, sent by POST; the
+// Provider verifies it, then shows consent as that User.
+
+const (
+	// maxAssertionTTL bounds an assertion's lifetime (exp - iat).
+	maxAssertionTTL = 5 * time.Minute
+	consentTTL      = 10 * time.Minute
+	consentCookie   = "pact_consent"
+)
+
+// Assertion is what a Brand's login signs (ES256 or RS256, with the kid of
+// a key the brand file lists) and POSTs, as the form field assertion, to
+// the Provider's consent page: who signed in, for which user code, for
+// which consent page, once (jti), for at most 5 minutes.
+type Assertion struct {
+	Iss      string `json:"iss"`
+	Aud      string `json:"aud"`
+	Sub      string `json:"sub"` // the Brand's user id
+	UserCode string `json:"user_code"`
+	Jti      string `json:"jti"`
+	Iat      int64  `json:"iat"`
+	Exp      int64  `json:"exp"`
+}
+
+// assertionKeys are the keys and issuer that verify a Brand's assertions:
+// its configured login, or the built-in demo login.
+func (p *Pages) assertionKeys(b *brand.Brand) (*jose.JSONWebKeySet, string) {
+	if b.Login != nil {
+		return b.Login.KeySet(), b.Login.Issuer
+	}
+	if d := p.demo[b.ID]; d != nil {
+		return d.public, p.demoBase(b)
+	}
+	return nil, ""
+}
+
+// verifyAssertion checks a login assertion: ES256 or RS256 by a key of the
+// Brand's login, its issuer, aud this Brand's consent page, a short life
+// (at most 5 minutes, 30 s skew) and a user code.
+func (p *Pages) verifyAssertion(b *brand.Brand, raw string, now time.Time) (*Assertion, error) {
+	keys, iss := p.assertionKeys(b)
+	if keys == nil {
+		return nil, errors.New("this brand has no login")
+	}
+	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, errors.New("not a signed assertion")
+	}
+	h := jws.Signatures[0].Header
+	found := keys.Key(h.KeyID)
+	if h.KeyID == "" || len(found) != 1 {
+		return nil, errors.New("signed by an unknown key")
+	}
+	k := found[0]
+	if k.Algorithm != "" && k.Algorithm != h.Algorithm {
+		return nil, errors.New("the key is not for this algorithm")
+	}
+	payload, err := jws.Verify(k.Key)
+	if err != nil {
+		return nil, errors.New("bad signature")
+	}
+	var a Assertion
+	if err := json.Unmarshal(payload, &a); err != nil {
+		return nil, errors.New("unreadable claims")
+	}
+	iat, exp := time.Unix(a.Iat, 0), time.Unix(a.Exp, 0)
+	switch {
+	case a.Iss != iss:
+		return nil, fmt.Errorf("issuer %q is not the brand's login", a.Iss)
+	case a.Aud != p.ReturnURL(b):
+		return nil, errors.New("meant for another consent page")
+	case a.Sub == "" || a.UserCode == "" || a.Jti == "":
+		return nil, errors.New("sub, user_code and jti are required")
+	case exp.Sub(iat) > maxAssertionTTL || !exp.After(iat):
+		return nil, errors.New("lifetime longer than 5 minutes")
+	case iat.After(now.Add(30 * time.Second)):
+		return nil, errors.New("issued in the future")
+	case now.After(exp.Add(30 * time.Second)):
+		return nil, errors.New("expired")
+	}
+	return &a, nil
+}
+
+// Consent is POST {issuer}/consent: the Brand's login returns the User
+// with an assertion. Each assertion is accepted once; then the page shows
+// consent, or approves at once when an active grant for (User, personal
+// agent) already covers the request.
+func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		messagePage(w, http.StatusBadRequest, "Something went wrong", "The sign-in could not be read. Start again from the link your agent shows you.")
+		return
+	}
+	now := p.cfg.Now().UTC()
+	a, err := p.verifyAssertion(b, r.PostForm.Get("assertion"), now)
+	if err != nil {
+		p.cfg.Logger.InfoContext(r.Context(), "login assertion rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		messagePage(w, http.StatusBadRequest, "Sign-in not accepted", "Your sign-in could not be confirmed ("+err.Error()+"). Start again from the link your agent shows you.")
+		return
+	}
+	cookie, ticket := oauth.NewSecret(""), oauth.NewSecret("ct_")
+	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Sub, UserCode: a.UserCode,
+		AssertionID: a.Iss + "\x00" + a.Jti, AssertionExpires: time.Unix(a.Exp, 0).Add(time.Minute),
+		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL)}, now)
+	if err != nil {
+		p.decisionError(w, r, err)
+		return
+	}
+	if cover != nil {
+		// PACT §5.3: consent may be skipped when a grant covers the request.
+		err := p.cfg.Store.DecideDevice(d.UserCode, oauth.Decision{User: a.Sub, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}, now)
+		if err != nil {
+			p.decisionError(w, r, err)
+			return
+		}
+		messagePage(w, http.StatusOK, "Already allowed", "",
+			"You had already allowed "+origin(d.Client)+": "+strings.Join(describe(b, d.Scopes), "; ")+".",
+			"You can close this page and return to your agent.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: cookie, Path: p.consentPath(b), MaxAge: int(consentTTL / time.Second),
+		HttpOnly: true, Secure: p.secureCookies(), SameSite: http.SameSiteStrictMode})
+	type scopeView struct{ ID, Description, Slug string }
+	var scopes []scopeView
+	for _, id := range b.CardOrder(d.Scopes) {
+		scopes = append(scopes, scopeView{id, describe(b, []string{id})[0], slug(id)})
+	}
+	page(w, http.StatusOK, "consent", map[string]any{
+		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PA": d.Client,
+		"User": displayUser(b, a.Sub), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
+	})
+}
+
+// consentPath is the path the consent cookie is sent to: the brand's
+// authorization server.
+func (p *Pages) consentPath(b *brand.Brand) string {
+	return strings.TrimPrefix(p.cfg.Issuer(b.ID), strings.TrimRight(p.cfg.BaseURL, "/")) + "/"
+}
+
+// Decision is POST {issuer}/decision: approve with the checked scopes, or
+// deny. The form's ticket must match the cookie set with it.
+func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand) {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" && o != origin(p.cfg.BaseURL) {
+		messagePage(w, http.StatusForbidden, "Request refused", "This form was sent from another site.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		messagePage(w, http.StatusBadRequest, "Something went wrong", "The form could not be read.")
+		return
+	}
+	choice, kept := r.PostForm.Get("decision"), r.PostForm["scope"]
+	switch {
+	case choice != "approve" && choice != "deny":
+		messagePage(w, http.StatusBadRequest, "Something went wrong", "Choose Allow or Deny.")
+		return
+	case choice == "approve" && len(kept) == 0:
+		// The form stays valid: the User goes back and chooses again.
+		messagePage(w, http.StatusBadRequest, "Nothing was allowed", "Check at least one permission and press Allow, or press Deny. Go back to the previous page to choose.")
+		return
+	}
+	cookie := ""
+	if c, err := r.Cookie(consentCookie); err == nil {
+		cookie = c.Value
+	}
+	dc := oauth.Decision{Approve: choice == "approve"}
+	if dc.Approve {
+		dc.Scopes = kept
+	}
+	if err := p.cfg.Store.DecideByTicket(b.ID, r.PostForm.Get("ticket"), cookie, dc, p.cfg.Now().UTC()); err != nil {
+		p.decisionError(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: "", Path: p.consentPath(b), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if !dc.Approve {
+		messagePage(w, http.StatusOK, "Denied", "", "You denied the request. Your personal agent cannot act on your "+b.Organization+" account.",
+			"You can close this page.")
+		return
+	}
+	messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(describe(b, kept), "; ")+".",
+		"You can close this page and return to your agent.")
+}
+
+// decisionError shows why a sign-in or decision cannot be taken, in the
+// User's words; anything else is logged and shown as a failure.
+func (p *Pages) decisionError(w http.ResponseWriter, r *http.Request, err error) {
+	if msg := decisionMessage(err); msg != "" {
+		messagePage(w, http.StatusBadRequest, "This request cannot be answered", msg)
+		return
+	}
+	p.cfg.Logger.ErrorContext(r.Context(), "consent decision", slog.String("error", err.Error()))
+	messagePage(w, http.StatusInternalServerError, "Something went wrong", "Please try again.")
+}
+
+// decisionMessage is what to tell the User about err, or "" when it is not
+// theirs to fix.
+func decisionMessage(err error) string {
+	const again = ": start again from the link your agent shows you"
+	var te *oauth.TransitionError
+	switch {
+	case errors.As(err, &te) && te.From == oauth.Expired:
+		return "this request has expired: ask your agent to start again"
+	case errors.As(err, &te):
+		return "this request was already answered"
+	case errors.Is(err, store.ErrNotFound):
+		return "that code is not known: check the code your agent shows you"
+	case errors.Is(err, store.ErrAssertionUsed):
+		return "this sign-in was already used: sign in again"
+	case errors.Is(err, store.ErrTicket):
+		return "this page has expired or was already answered" + again
+	case errors.Is(err, store.ErrTicketExpired):
+		return "this page has expired" + again
+	case errors.Is(err, store.ErrTicketBrowser):
+		return "this form does not belong to this browser session" + again
+	case errors.Is(err, oauth.ErrNotRequested):
+		return err.Error()
+	case errors.Is(err, oauth.ErrNothingApproved):
+		return "approve at least one permission, or deny"
+	}
+	return ""
+}

@@ -1,0 +1,254 @@
+// Package oauth is the Delegated profile's authorization server state
+// (PACT §5.1, §5.3, §5.4): the device authorization of RFC 8628 as a state
+// machine with typed states and explicit transitions, the grants a User
+// approves with their rotating refresh tokens, the delegation token's
+// claims, and the OAuth errors of RFC 6749 §5.2. It is pure: no storage,
+// no HTTP; the store persists its values and the Provider serves them.
+package oauth
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Lifetimes of the Delegated profile.
+const (
+	// DeviceCodeTTL is how long a device authorization can be answered
+	// and redeemed (RFC 8628 §3.2 expires_in).
+	DeviceCodeTTL = 10 * time.Minute
+	// PollInterval is the default least time between token polls
+	// (RFC 8628 §3.5).
+	PollInterval = 5 * time.Second
+	// AccessTokenTTL is a delegation token's lifetime (PACT §5.4: SHOULD
+	// be at most 1 h).
+	AccessTokenTTL = time.Hour
+	// GrantTTL is how long a grant and its refresh tokens live.
+	GrantTTL = 90 * 24 * time.Hour
+	// DeviceGrantType is the device code grant type (RFC 8628 §3.4).
+	DeviceGrantType = "urn:ietf:params:oauth:grant-type:device_code"
+)
+
+// State is where a device authorization is in its life.
+type State string
+
+// The states of a device authorization. Pending, Approved, Denied and
+// Redeemed are stored; Expired is reached by time from Pending or Approved
+// (StateAt).
+const (
+	// Pending: asked, not yet answered by the User.
+	Pending State = "pending"
+	// Approved: the User approved some or all of the scopes; the device
+	// code can be redeemed once.
+	Approved State = "approved"
+	// Denied: the User refused. Final.
+	Denied State = "denied"
+	// Expired: not answered or not redeemed in time. Final.
+	Expired State = "expired"
+	// Redeemed: the device code was exchanged for tokens. Final.
+	Redeemed State = "redeemed"
+)
+
+// Event is what happens to a device authorization.
+type Event string
+
+// The events that move a device authorization between states.
+const (
+	// EventApprove: the User approves (Pending to Approved).
+	EventApprove Event = "approve"
+	// EventDeny: the User refuses (Pending to Denied).
+	EventDeny Event = "deny"
+	// EventRedeem: the agent exchanges the device code (Approved to
+	// Redeemed).
+	EventRedeem Event = "redeem"
+)
+
+// transitions is the whole state machine: each event, the one state it may
+// leave and the state it enters. Anything else is illegal.
+var transitions = map[Event]struct{ from, to State }{
+	EventApprove: {Pending, Approved},
+	EventDeny:    {Pending, Denied},
+	EventRedeem:  {Approved, Redeemed},
+}
+
+// Errors of the transitions.
+var (
+	// ErrTransition: the event is not allowed in the authorization's
+	// state (a TransitionError says which).
+	ErrTransition = errors.New("illegal device authorization transition")
+	// ErrNotRequested: an approval names a scope the agent did not ask for.
+	ErrNotRequested = errors.New("was not requested")
+	// ErrNothingApproved: an approval keeps none of the scopes.
+	ErrNothingApproved = errors.New("approve at least one scope, or deny")
+)
+
+// TransitionError is an event refused in the state the authorization was
+// in.
+type TransitionError struct {
+	Event Event
+	From  State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: cannot %s a %s device authorization", ErrTransition, e.Event, e.From)
+}
+
+// Unwrap returns ErrTransition.
+func (e *TransitionError) Unwrap() error { return ErrTransition }
+
+// DeviceAuthorization is one device authorization request (RFC 8628 §3.1)
+// of a personal agent at a Brand, and the User's answer to it.
+type DeviceAuthorization struct {
+	Brand  string `json:"brand"`
+	Client string `json:"client"` // the personal agent's issuer
+	Sub    string `json:"sub"`    // the personal agent's sub of the requester
+	// Scopes are the scope ids asked for, checked against the card.
+	Scopes   []string  `json:"scopes"`
+	UserCode string    `json:"userCode"`
+	Expires  time.Time `json:"expires"`
+	// Interval is the least number of seconds between polls; slow_down
+	// adds 5 (RFC 8628 §3.5).
+	Interval int       `json:"interval"`
+	LastPoll time.Time `json:"lastPoll,omitzero"`
+	// Status is the stored state: Pending, Approved, Denied or Redeemed.
+	Status    State     `json:"status"`
+	User      string    `json:"user,omitempty"`
+	Granted   []string  `json:"granted,omitempty"`
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
+	// GrantID is the User's existing grant that already covers the
+	// request, when consent was skipped for it (PACT §5.3).
+	GrantID string `json:"grantId,omitempty"`
+	// RequestJWT is the personal agent's JWT of the request, kept as
+	// evidence for a refusal should the User deny.
+	RequestJWT string `json:"requestJwt,omitempty"`
+}
+
+// NewDeviceAuthorization is a pending authorization of client's sub at
+// brand for scopes, asked at now, to be polled at most every interval.
+func NewDeviceAuthorization(brand, client, sub, requestJWT string, scopes []string, interval time.Duration, now time.Time) DeviceAuthorization {
+	return DeviceAuthorization{Brand: brand, Client: client, Sub: sub, RequestJWT: requestJWT, Scopes: scopes,
+		Expires: now.Add(DeviceCodeTTL), Interval: int(interval / time.Second), Status: Pending}
+}
+
+// StateAt is the authorization's state at now: its stored state, or
+// Expired once a pending or approved authorization has outlived its code.
+func (d *DeviceAuthorization) StateAt(now time.Time) State {
+	if (d.Status == Pending || d.Status == Approved) && now.After(d.Expires) {
+		return Expired
+	}
+	return d.Status
+}
+
+// IssuedTo reports whether the authorization was asked by client at brand.
+func (d *DeviceAuthorization) IssuedTo(brand, client string) bool {
+	return d.Brand == brand && d.Client == client
+}
+
+// can checks that ev may fire at now.
+func (d *DeviceAuthorization) can(ev Event, now time.Time) error {
+	if from := d.StateAt(now); from != transitions[ev].from {
+		return &TransitionError{Event: ev, From: from}
+	}
+	return nil
+}
+
+// fire moves the authorization along ev; can has allowed it.
+func (d *DeviceAuthorization) fire(ev Event) { d.Status = transitions[ev].to }
+
+// Decision is the User's answer on a device authorization.
+type Decision struct {
+	// User is the Brand user, authenticated by the Brand's login.
+	User    string
+	Approve bool
+	// Scopes are those the User kept of the ones requested, when
+	// approving.
+	Scopes []string
+	// GrantID is an existing grant that covers the request (consent
+	// skipped).
+	GrantID string
+}
+
+// Decide applies the User's decision: Approve or Deny.
+func (d *DeviceAuthorization) Decide(dc Decision, now time.Time) error {
+	if dc.Approve {
+		return d.Approve(dc.User, dc.Scopes, dc.GrantID, now)
+	}
+	return d.Deny(dc.User, now)
+}
+
+// Approve records that user approved scopes, a non-empty subset of those
+// requested; grantID names an existing grant that covers the request when
+// consent was skipped. Pending to Approved.
+func (d *DeviceAuthorization) Approve(user string, scopes []string, grantID string, now time.Time) error {
+	if err := d.can(EventApprove, now); err != nil {
+		return err
+	}
+	for _, s := range scopes {
+		if !slices.Contains(d.Scopes, s) {
+			return fmt.Errorf("scope %s %w", s, ErrNotRequested)
+		}
+	}
+	if len(scopes) == 0 {
+		return ErrNothingApproved
+	}
+	d.fire(EventApprove)
+	d.User, d.Granted, d.GrantID, d.DecidedAt = user, Dedupe(scopes), grantID, now
+	return nil
+}
+
+// Deny records that user refused. Pending to Denied.
+func (d *DeviceAuthorization) Deny(user string, now time.Time) error {
+	if err := d.can(EventDeny, now); err != nil {
+		return err
+	}
+	d.fire(EventDeny)
+	d.User, d.DecidedAt = user, now
+	return nil
+}
+
+// Poll answers a token request for the device code (RFC 8628 §3.5): nil
+// when the authorization is approved and can be redeemed, else the error
+// to answer. A poll of a pending authorization is noted, and one sooner
+// than the interval allows makes the interval 5 seconds longer
+// (slow_down); the caller keeps that bookkeeping even though it answers an
+// error.
+func (d *DeviceAuthorization) Poll(now time.Time) *Error {
+	switch d.StateAt(now) {
+	case Approved:
+		return nil
+	case Expired:
+		return NewError(ExpiredToken, "the device_code has expired; start again")
+	case Denied:
+		return NewError(AccessDenied, "the user denied the request")
+	case Redeemed:
+		return NewError(InvalidGrant, "the device_code was already redeemed")
+	}
+	tooSoon := !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < time.Duration(d.Interval)*time.Second
+	d.LastPoll = now
+	if tooSoon {
+		d.Interval += 5
+		return NewError(SlowDown, fmt.Sprintf("poll at most every %d seconds", d.Interval))
+	}
+	return NewError(AuthorizationPending, "the user has not approved yet")
+}
+
+// Redeem exchanges the approved device code, once. Approved to Redeemed.
+func (d *DeviceAuthorization) Redeem(now time.Time) error {
+	if err := d.can(EventRedeem, now); err != nil {
+		return err
+	}
+	d.fire(EventRedeem)
+	return nil
+}
+
+// Dedupe returns s without repeats, in order.
+func Dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

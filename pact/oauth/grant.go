@@ -1,0 +1,74 @@
+package oauth
+
+import (
+	"slices"
+	"time"
+)
+
+// Grant is what a User approved for a personal agent at a Brand: the
+// scopes its delegation tokens carry, until it expires or is revoked.
+type Grant struct {
+	ID      string    `json:"id"`
+	Brand   string    `json:"brand"`
+	Client  string    `json:"client"`
+	User    string    `json:"user"`
+	Scopes  []string  `json:"scopes"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// NewGrant is the grant an approved device authorization makes at now.
+func NewGrant(d *DeviceAuthorization, now time.Time) Grant {
+	return Grant{ID: "a2agrant_" + NewSecret("")[:26], Brand: d.Brand, Client: d.Client, User: d.User, Scopes: d.Granted,
+		Created: now, Expires: now.Add(GrantTTL)}
+}
+
+// Active reports whether the grant is neither revoked nor expired at now.
+func (g *Grant) Active(now time.Time) bool { return g.Revoked.IsZero() && !now.After(g.Expires) }
+
+// Covers reports whether the grant includes every one of scopes.
+func (g *Grant) Covers(scopes []string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(g.Scopes, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// Revoke revokes the grant at now; it reports whether it was active
+// before (a second revocation changes nothing).
+func (g *Grant) Revoke(now time.Time) bool {
+	if !g.Revoked.IsZero() {
+		return false
+	}
+	g.Revoked = now
+	return true
+}
+
+// RefreshToken is one refresh token of a grant's rotation chain.
+type RefreshToken struct {
+	Grant   string    `json:"grant"`
+	Used    bool      `json:"used,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// Refresh spends t, a refresh token of g, for client at brand at now. A
+// token already spent means it leaked: the grant is revoked (revoke is
+// true, and the caller keeps that and tells the ledger) and the answer is
+// invalid_grant.
+func (g *Grant) Refresh(t *RefreshToken, brand, client string, now time.Time) (revoke bool, err *Error) {
+	switch {
+	case g.Brand != brand || g.Client != client:
+		return false, NewError(InvalidGrant, "the refresh_token was issued to another client or brand")
+	case t.Used:
+		return g.Revoke(now), NewError(InvalidGrant, "the refresh_token was already used; the grant's refresh tokens are revoked")
+	case !g.Revoked.IsZero():
+		return false, NewError(InvalidGrant, "the grant is revoked")
+	case now.After(t.Expires) || now.After(g.Expires):
+		return false, NewError(InvalidGrant, "the refresh_token has expired")
+	}
+	t.Used = true
+	return false, nil
+}

@@ -1,0 +1,210 @@
+// Package pact is the embedded PACT 1.0 Provider, Identity and Delegated
+// profiles, assembled from its parts: it opens the Provider's store
+// (package store), prepares the login and consent pages (brandlogin),
+// serves the A2A and OAuth routes (provider) with a brand's agent (agent),
+// and drains the outbox to the ledger (pipeline). Brands are data (package
+// brand; the demo brands are files in pact/brands). A personal agent links
+// package client, never this one.
+package pact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/pactledger/pactledger/pact/agent"
+	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/pact/provider"
+	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Config configures a Provider.
+type Config struct {
+	// BaseURL is the public URL the Provider is reached at, such as
+	// https://provider.example.com; interface URLs are BaseURL/a2a/{brandId}.
+	BaseURL string
+	// Verifier checks personal-agent JWTs against Keys (the shared
+	// personal-agent registry and audience).
+	Verifier *verifier.Verifier
+	Keys     verifier.KeySource
+	// Brands by id.
+	Brands map[string]*Brand
+	// Agent answers messages; default Scripted.
+	Agent Agent
+	// StorePath is the Provider's bbolt file.
+	StorePath string
+	// SigningKeyPath is the ES256 key that signs delegation tokens and
+	// receipts; created on first use. Default: provider-signing-key.json
+	// beside StorePath.
+	SigningKeyPath string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies; default 64 KiB.
+	MaxBodyBytes int64
+	// PerAgent limits each personal agent; PerUser each (agent, sub).
+	// Over the limit: 429 with Retry-After (PACT §6). Zero: no limit.
+	PerAgent, PerUser Limit
+	// PollInterval is the least time between token polls of a device
+	// authorization (RFC 8628 §3.5); default 5 s.
+	PollInterval time.Duration
+	// Domains maps a brand's own host name to its id: the Provider then
+	// serves that brand's card at https://{domain}/.well-known/agent-card.json
+	// (PACT §2.1) when it receives that host's requests.
+	Domains map[string]string
+}
+
+// The parts' names a caller configures a Provider with.
+type (
+	// Limit is a token bucket of requests per second.
+	Limit = provider.Limit
+	// Agent is a brand's support agent.
+	Agent = agent.Agent
+	// Turn is one user message to a brand agent.
+	Turn = agent.Turn
+	// Reply is an agent's answer.
+	Reply = agent.Reply
+	// Scripted is the default agent, an interpreter of the brand file.
+	Scripted = agent.Scripted
+	// LedgerClient posts the outbox to a ledger's REST API.
+	LedgerClient = pipeline.LedgerClient
+	// Sink receives the outbox, in order.
+	Sink = pipeline.Sink
+	// ActionLogEntry is one entry of the application action log.
+	ActionLogEntry = store.ActionLogEntry
+	// Grant is what a User approved for a personal agent at a Brand.
+	Grant = oauth.Grant
+)
+
+// Provider is the embedded Provider: its routes, its store and its
+// pipeline, with one lifecycle (New, RunPipeline, Close).
+type Provider struct {
+	server *provider.Server
+	store  *store.Store
+	pages  *brandlogin.Pages
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// New opens the Provider's store and assembles the Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Verifier == nil || cfg.Keys == nil || len(cfg.Brands) == 0 || cfg.StorePath == "" || cfg.BaseURL == "" {
+		return nil, errors.New("pact: verifier, keys, brands, store path and base URL are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SigningKeyPath == "" {
+		cfg.SigningKeyPath = filepath.Join(filepath.Dir(cfg.StorePath), "provider-signing-key.json")
+	}
+	st, err := store.Open(cfg.StorePath)
+	if err != nil {
+		return nil, err
+	}
+	p, err := assemble(cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// assemble builds the pages and routes over an open store.
+func assemble(cfg Config, st *store.Store) (*Provider, error) {
+	pages, err := brandlogin.New(brandlogin.Config{BaseURL: cfg.BaseURL, Brands: cfg.Brands, Store: st, Now: cfg.Now, Logger: cfg.Logger,
+		Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) }})
+	if err != nil {
+		return nil, fmt.Errorf("pact: %w", err)
+	}
+	srv, err := provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
+		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
+		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, PollInterval: cfg.PollInterval, Domains: cfg.Domains})
+	if err != nil {
+		return nil, fmt.Errorf("pact: %w", err)
+	}
+	return &Provider{server: srv, store: st, pages: pages, now: cfg.Now, log: cfg.Logger}, nil
+}
+
+// ServeHTTP serves the cards, the A2A and OAuth routes and the pages.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.server.ServeHTTP(w, r) }
+
+// Close closes the store. Stop RunPipeline first.
+func (p *Provider) Close() error { return p.store.Close() }
+
+// InterfaceURL is a brand's A2A interface URL.
+func (p *Provider) InterfaceURL(brandID string) string { return p.server.InterfaceURL(brandID) }
+
+// String describes the provider for logs.
+func (p *Provider) String() string { return p.server.String() }
+
+// Retention returns the retention classes its brands' tools name, and for
+// each scope the longest class of the tools needing it, merged across
+// brands, for the ledger's retention tables.
+func (p *Provider) Retention() (tools, scopes map[string]retention.Class) {
+	return p.server.Retention()
+}
+
+// BrandSigners returns, for each delegating brand, its interface URL and
+// the keys and issuer its delegation tokens and receipts carry.
+func (p *Provider) BrandSigners() map[string]verifier.Signer { return p.server.BrandSigners() }
+
+// PipelineDepth is the number of receipts, refusals and revocations
+// waiting for the ledger.
+func (p *Provider) PipelineDepth() int { return p.store.Depth() }
+
+// RunPipeline posts the outbox to sink in order until ctx is done (package
+// pipeline): nothing is lost while the ledger is down.
+func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
+	pipeline.Run(ctx, p.store, sink, p.store.Queued(), p.log)
+	return nil
+}
+
+// Approve records that the User, signed in with the Brand as user, approved
+// the device authorization with user code userCode for scopes (those they
+// kept of the ones requested), as the consent page does.
+func (p *Provider) Approve(userCode, user string, scopes []string) error {
+	return p.store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, p.now().UTC())
+}
+
+// Deny records that the User refused the device authorization; the
+// refusal is queued for the ledger.
+func (p *Provider) Deny(userCode, user string) error {
+	return p.store.DecideDevice(userCode, oauth.Decision{User: user}, p.now().UTC())
+}
+
+// ActionLog returns the action log entries of a receipt (by the hex SHA-256
+// of its JWS).
+func (p *Provider) ActionLog(receiptSHA string) ([]ActionLogEntry, error) {
+	return p.store.ActionLog(receiptSHA)
+}
+
+// UserGrants lists a Brand user's grants, newest first.
+func (p *Provider) UserGrants(brandID, user string) ([]Grant, error) {
+	return p.store.UserGrants(brandID, user)
+}
+
+// RevokeGrant revokes a grant of a Brand user at the Provider (its
+// delegation and refresh tokens stop working) and queues the revocation
+// for the ledger.
+func (p *Provider) RevokeGrant(brandID, user, id string) error {
+	return brandlogin.RevokeGrant(p.store, brandID, user, id, p.now().UTC())
+}
+
+// LoginURL is the Brand's login page the verification URI points to.
+func (p *Provider) LoginURL(b *Brand) string { return p.pages.LoginURL(b) }
+
+// ReturnURL is where the Brand's login POSTs its assertion: the Provider's
+// consent page.
+func (p *Provider) ReturnURL(b *Brand) string { return p.pages.ReturnURL(b) }

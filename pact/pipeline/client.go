@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// Sink receives the outbox, in order. It returns an error wrapping
+// ErrRejected when retrying cannot help (the ledger refused the input);
+// any other error is retried.
+type Sink interface {
+	Post(ctx context.Context, item Item) error
+}
+
+// ErrRejected: the ledger refused an entry as invalid input.
+var ErrRejected = errors.New("rejected by the ledger")
+
+// LedgerClient posts receipts, refusals and revocations to a ledger's REST
+// API with a writer key. The bodies are the generated ledgerv1 request
+// messages in protojson, as the ledger's gateway reads them, so the
+// pipeline follows the ledger's contract rather than a copy of it.
+type LedgerClient struct {
+	URL  string // such as http://127.0.0.1:8080
+	Key  string
+	HTTP *http.Client
+}
+
+// ledgerRequest is an outbox entry as the ledger API's request: the REST
+// path of its RPC and the message.
+func ledgerRequest(item Item) (string, proto.Message, error) {
+	switch {
+	case item.Receipt != nil:
+		r := item.Receipt
+		req := &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			ContextId: r.ContextID, MessageId: r.MessageID, Actions: []*ledgerv1.Action{}}
+		for _, a := range r.Actions {
+			req.Actions = append(req.Actions, &ledgerv1.Action{Tool: a.Tool, Target: a.Target, ArgsJson: a.ArgsJSON})
+		}
+		return "/v1/receipts", req, nil
+	case item.Refusal != nil:
+		r := item.Refusal
+		return "/v1/refusals", &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: r.ClaimedPrincipal, ClaimedAgent: r.ClaimedAgent, RequestJwt: r.RequestJWT,
+			Action: &ledgerv1.RefusalAction{Tool: r.Action.Tool, Target: r.Action.Target}, Reason: r.Reason, ObservedAt: timestamp(r.ObservedAt)}, nil
+	case item.Revocation != nil && item.Revocation.GrantID != "":
+		r := item.Revocation
+		return "/v1/grants/" + url.PathEscape(r.GrantID) + ":revoke",
+			&ledgerv1.RevokeGrantRequest{GrantId: r.GrantID, RevokedAt: timestamp(r.RevokedAt), Note: r.Note}, nil
+	}
+	return "", nil, fmt.Errorf("%w: an empty outbox entry", ErrRejected)
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// Post implements Sink.
+func (c *LedgerClient) Post(ctx context.Context, item Item) error {
+	path, msg, err := ledgerRequest(item)
+	if err != nil {
+		return err
+	}
+	body, err := protojson.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRejected, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("ledger request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.Key)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("post to the ledger: %w", err)
+	}
+	defer res.Body.Close()
+	msgText, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	switch {
+	case res.StatusCode == http.StatusOK:
+		return nil
+	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone || res.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
+	}
+	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
+}

@@ -1,0 +1,94 @@
+// Package pipeline posts the Provider's outbox to the ledger: receipts,
+// refusals and revocations, in order, with the generated ledgerv1 request
+// messages, retrying while the ledger is down and setting aside what it
+// refuses as invalid. The outbox itself is durable storage that Run drains
+// through the Outbox interface.
+package pipeline
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Receipt is one receipt for the ledger's AppendReceipt, as the outbox
+// keeps it.
+type Receipt struct {
+	ReceiptJWS      string   `json:"receiptJws"`
+	RequestJWT      string   `json:"requestJwt"`
+	DelegationToken string   `json:"delegationToken"`
+	Actions         []Action `json:"actions"`
+	ContextID       string   `json:"contextId,omitempty"`
+	MessageID       string   `json:"messageId,omitempty"`
+}
+
+// Action is one action log entry of a Receipt: the exact args.
+type Action struct {
+	Tool     string `json:"tool"`
+	Target   string `json:"target,omitempty"`
+	ArgsJSON string `json:"argsJson,omitempty"`
+}
+
+// Refusal is an account action refused, or a consent denied, for the
+// ledger's AppendRefusal.
+type Refusal struct {
+	ClaimedPrincipal string        `json:"claimedPrincipal"`
+	ClaimedAgent     string        `json:"claimedAgent"`
+	RequestJWT       string        `json:"requestJwt,omitempty"`
+	Action           RefusedAction `json:"action"`
+	Reason           string        `json:"reason"`
+	ObservedAt       time.Time     `json:"observedAt"`
+}
+
+// RefusedAction is the action of a Refusal.
+type RefusedAction struct {
+	Tool   string `json:"tool"`
+	Target string `json:"target,omitempty"`
+}
+
+// Revocation is a revoked grant, for the ledger's RevokeGrant.
+type Revocation struct {
+	GrantID   string    `json:"grantId"`
+	RevokedAt time.Time `json:"revokedAt"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// Item is one entry of the outbox: exactly one of a receipt, a refusal or
+// a revocation.
+type Item struct {
+	Receipt    *Receipt    `json:"receipt,omitempty"`
+	Refusal    *Refusal    `json:"refusal,omitempty"`
+	Revocation *Revocation `json:"revocation,omitempty"`
+}
+
+// DecodeItem reads an outbox entry. Entries queued before the outbox held
+// refusals and revocations are bare receipts.
+func DecodeItem(v []byte) (Item, error) {
+	var item Item
+	if err := json.Unmarshal(v, &item); err != nil {
+		return Item{}, err
+	}
+	if item.Receipt == nil && item.Refusal == nil && item.Revocation == nil {
+		var old Receipt
+		if err := json.Unmarshal(v, &old); err == nil && old.ReceiptJWS != "" {
+			item.Receipt = &old
+		}
+	}
+	return item, nil
+}
+
+// DeniedConsent is the refusal a User's denial at the consent page puts on
+// record: the grant_delegation the personal agent asked for at brand.
+func DeniedConsent(user, client, requestJWT, brand string, scopes []string, at time.Time) Item {
+	return Item{Refusal: &Refusal{
+		ClaimedPrincipal: user, ClaimedAgent: client, RequestJWT: requestJWT,
+		Action:     RefusedAction{Tool: "grant_delegation", Target: strings.Join(scopes, " ")},
+		Reason:     "the user denied consent at " + brand + " for " + strings.Join(scopes, ", "),
+		ObservedAt: at,
+	}}
+}
+
+// Revoked is the revocation of grant at at, with a note saying why.
+func Revoked(grant string, at time.Time, note string) Item {
+	return Item{Revocation: &Revocation{GrantID: grant, RevokedAt: at, Note: note}}
+}

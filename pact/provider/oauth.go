@@ -1,0 +1,200 @@
+package provider
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// The OAuth side of the Delegated profile (PACT §5.1, §5.3, §5.4): RFC 8414
+// metadata, the JWKS, device authorization (RFC 8628) and the token
+// endpoint with rotating refresh tokens. The personal agent's §3 JWT is the
+// client authentication on every call. The device authorization's states
+// are package oauth's; the store keeps each step atomic.
+
+// oauthError writes an RFC 6749 §5.2 error.
+func oauthError(w http.ResponseWriter, code int, e *oauth.Error) {
+	b, _ := json.Marshal(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func oauthJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// writeOAuthErr answers err: an *oauth.Error as 400, anything else as a
+// logged server_error.
+func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error) {
+	var oe *oauth.Error
+	if errors.As(err, &oe) {
+		oauthError(w, http.StatusBadRequest, oe)
+		return
+	}
+	s.cfg.Logger.ErrorContext(r.Context(), "token endpoint", slog.String("error", err.Error()))
+	oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "internal error"))
+}
+
+// metadataURL is where a brand's RFC 8414 metadata is.
+func (s *Server) metadataURL(b *brand.Brand) string {
+	return s.issuer(b) + "/.well-known/oauth-authorization-server"
+}
+
+func (s *Server) metadata(w http.ResponseWriter, b *brand.Brand) {
+	oauthJSON(w, map[string]any{
+		"issuer":                                s.issuer(b),
+		"device_authorization_endpoint":         s.issuer(b) + "/device_authorization",
+		"token_endpoint":                        s.issuer(b) + "/token",
+		"jwks_uri":                              s.issuer(b) + "/jwks.json",
+		"scopes_supported":                      b.ScopeIDs(),
+		"grant_types_supported":                 []string{oauth.DeviceGrantType, "refresh_token"},
+		"token_endpoint_auth_methods_supported": []string{"private_key_jwt"},
+		"response_types_supported":              []string{},
+	})
+}
+
+func (s *Server) jwks(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.key.jwks)
+}
+
+// clientForm reads the form and checks client_id against the personal
+// agent's JWT (PACT §5.3: client_id is its issuer). It writes the error.
+func clientForm(w http.ResponseWriter, r *http.Request, who *verifier.RequestClaims) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.InvalidRequest, "the body is not a form"))
+		return nil, false
+	}
+	if c := r.PostForm.Get("client_id"); c != who.Iss {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
+		oauthError(w, http.StatusUnauthorized, oauth.NewError(oauth.InvalidClient, "client_id must be the personal agent's issuer"))
+		return nil, false
+	}
+	return r.PostForm, true
+}
+
+// deviceAuthorization is RFC 8628 §3.1–3.2.
+func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request, rq *request) {
+	form, ok := clientForm(w, r, rq.who)
+	if !ok {
+		return
+	}
+	scopes, serr := oauth.CardScopes(rq.brand, strings.Fields(form.Get("scope")))
+	if serr != nil {
+		oauthError(w, http.StatusBadRequest, serr)
+		return
+	}
+	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, s.cfg.Now().UTC())
+	if err != nil {
+		s.cfg.Logger.ErrorContext(r.Context(), "device authorization", slog.String("error", err.Error()))
+		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the authorization"))
+		return
+	}
+	oauthJSON(w, map[string]any{
+		"device_code":               deviceCode,
+		"user_code":                 userCode,
+		"verification_uri":          s.cfg.Pages.VerificationURI(rq.brand, ""),
+		"verification_uri_complete": s.cfg.Pages.VerificationURI(rq.brand, userCode),
+		"expires_in":                int(oauth.DeviceCodeTTL / time.Second),
+		"interval":                  int(s.cfg.PollInterval / time.Second),
+	})
+}
+
+// newDeviceAuthorization stores a pending device authorization of the
+// request's personal agent and sub for scopes, and returns its device and
+// user codes.
+func (s *Server) newDeviceAuthorization(rq *request, scopes []string, now time.Time) (string, string, error) {
+	deviceCode := oauth.NewSecret("dc_")
+	d := oauth.NewDeviceAuthorization(rq.brand.ID, rq.who.Iss, rq.who.Sub, rq.creds.paJWT, scopes, s.cfg.PollInterval, now)
+	userCode, err := s.cfg.Store.NewDeviceAuthorization(deviceCode, d)
+	return deviceCode, userCode, err
+}
+
+// token is the token endpoint: the device code grant (RFC 8628 §3.4–3.5)
+// and refresh with rotation and reuse detection.
+func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
+	form, ok := clientForm(w, r, rq.who)
+	if !ok {
+		return
+	}
+	now := s.cfg.Now().UTC()
+	var g oauth.Grant
+	var err error
+	switch form.Get("grant_type") {
+	case oauth.DeviceGrantType:
+		g, err = s.cfg.Store.RedeemDeviceCode(form.Get("device_code"), rq.brand.ID, rq.who.Iss, now)
+	case "refresh_token":
+		g, err = s.cfg.Store.RotateRefreshToken(form.Get("refresh_token"), rq.brand.ID, rq.who.Iss, now)
+	default:
+		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
+		return
+	}
+	if err != nil {
+		s.writeOAuthErr(w, r, err)
+		return
+	}
+	s.issueTokens(w, r, rq.brand, &g, now)
+}
+
+// issueTokens signs a delegation token and stores a new refresh token.
+func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Brand, g *oauth.Grant, now time.Time) {
+	jti := make([]byte, 8)
+	_, _ = rand.Read(jti)
+	at, err := s.key.sign(oauth.DelegationClaims{Iss: s.issuer(b), Aud: s.InterfaceURL(b.ID), Sub: g.User, ClientID: g.Client, Scope: strings.Join(g.Scopes, " "),
+		GrantID: g.ID, Iat: now.Unix(), Exp: now.Add(oauth.AccessTokenTTL).Unix(), Jti: hex.EncodeToString(jti)})
+	if err != nil {
+		s.cfg.Logger.ErrorContext(r.Context(), "sign delegation token", slog.String("error", err.Error()))
+		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not sign the token"))
+		return
+	}
+	rt := oauth.NewSecret("rt_")
+	if err := s.cfg.Store.IssueRefreshToken(rt, *g); err != nil {
+		s.cfg.Logger.ErrorContext(r.Context(), "store refresh token", slog.String("error", err.Error()))
+		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the refresh token"))
+		return
+	}
+	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": at, "refresh_token": rt,
+		"expires_in": int(oauth.AccessTokenTTL / time.Second), "scope": strings.Join(g.Scopes, " ")})
+}
+
+// verifyDelegation checks the delegation token of an X-A2A-User-Delegation
+// header (PACT §5.5) for a delegating brand, and that its grant is still
+// active.
+func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, header string) (*oauth.DelegationClaims, error) {
+	tok, ok := bearerToken(header)
+	if !ok || !b.Delegation {
+		return nil, errors.New("not a bearer delegation token for a delegating brand")
+	}
+	c, err := oauth.VerifyDelegation(tok, s.key.jwk.Public().Key, s.issuer(b), s.InterfaceURL(b.ID), who.Iss, s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.cfg.Store.Grant(c.GrantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errors.New("unknown grant")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !g.Revoked.IsZero() {
+		return nil, errors.New("the grant is revoked")
+	}
+	return c, nil
+}

@@ -1,0 +1,188 @@
+// Package provider is the PACT 1.0 Provider's HTTP side, Identity and
+// Delegated profiles (spec §2–§6): it routes and serves each Brand's Agent
+// Card, authenticates every request with the personal agent's signed JWT
+// and, when sent, the delegation token, runs the Brand's agent over the
+// HTTP+JSON binding of A2A 1.0 with contexts and idempotent retries, signs
+// receipts, and serves the OAuth endpoints of the device flow. What a turn
+// keeps goes to the store in one operation; the login and consent pages
+// are package brandlogin's.
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pactledger/pactledger/pact/agent"
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// Config configures a Server.
+type Config struct {
+	// BaseURL is the public URL the Provider is reached at, such as
+	// https://provider.example.com; interface URLs are BaseURL/a2a/{brandId}
+	// (InterfaceURL).
+	BaseURL string
+	// Verifier checks personal-agent JWTs against Keys (the shared
+	// personal-agent registry and audience).
+	Verifier *verifier.Verifier
+	Keys     verifier.KeySource
+	// Brands by id.
+	Brands map[string]*brand.Brand
+	// Agent answers messages; default agent.Scripted.
+	Agent agent.Agent
+	// Store is the Provider's store.
+	Store *store.Store
+	// Pages are the login and consent pages, which share BaseURL.
+	Pages *brandlogin.Pages
+	// SigningKeyPath is the ES256 key that signs delegation tokens and
+	// receipts; created on first use.
+	SigningKeyPath string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies; default 64 KiB.
+	MaxBodyBytes int64
+	// PerAgent limits each personal agent; PerUser each (agent, sub).
+	// Over the limit: 429 with Retry-After (PACT §6). Zero: no limit.
+	PerAgent, PerUser Limit
+	// PollInterval is the least time between token polls of a device
+	// authorization (RFC 8628 §3.5); default 5 s, at least 1 s.
+	PollInterval time.Duration
+	// Domains maps a brand's own host name to its id: the Provider then
+	// serves that brand's card at https://{domain}/.well-known/agent-card.json
+	// (PACT §2.1) when it receives that host's requests.
+	Domains map[string]string
+}
+
+// Server serves the A2A operations of every Brand.
+type Server struct {
+	cfg   Config
+	key   *signingKey
+	locks turnLocks
+
+	perAgent, perUser *limiter
+}
+
+// InterfaceURL is a brand's A2A interface URL at the Provider's baseURL.
+func InterfaceURL(baseURL, brandID string) string {
+	return strings.TrimRight(baseURL, "/") + "/a2a/" + brandID
+}
+
+// Issuer is a delegating brand's authorization server issuer at the
+// Provider's baseURL: its OAuth endpoints are under it.
+func Issuer(baseURL, brandID string) string { return InterfaceURL(baseURL, brandID) + "/oauth" }
+
+// New loads (or creates) the signing key and returns the Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Verifier == nil || cfg.Keys == nil || len(cfg.Brands) == 0 || cfg.Store == nil || cfg.Pages == nil || cfg.BaseURL == "" || cfg.SigningKeyPath == "" {
+		return nil, errors.New("provider: verifier, keys, brands, store, pages, signing key path and base URL are required")
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.Agent == nil {
+		cfg.Agent = agent.Scripted{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.PollInterval < time.Second {
+		cfg.PollInterval = oauth.PollInterval
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	for d, id := range cfg.Domains {
+		if cfg.Brands[id] == nil {
+			return nil, fmt.Errorf("provider: domain %s names unknown brand %q", d, id)
+		}
+	}
+	key, err := loadSigningKey(cfg.SigningKeyPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, key: key, locks: turnLocks{held: map[string]*convLock{}},
+		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
+}
+
+// InterfaceURL is a brand's A2A interface URL.
+func (s *Server) InterfaceURL(brandID string) string { return InterfaceURL(s.cfg.BaseURL, brandID) }
+
+// issuer is a delegating brand's authorization server issuer.
+func (s *Server) issuer(b *brand.Brand) string { return Issuer(s.cfg.BaseURL, b.ID) }
+
+// String describes the provider for logs.
+func (s *Server) String() string {
+	return fmt.Sprintf("PACT provider at %s with %d brands", s.cfg.BaseURL, len(s.cfg.Brands))
+}
+
+// Retention returns the retention classes its brands' tools name, and for
+// each scope the longest class of the tools needing it, merged across
+// brands (brand.Retention), for the ledger's retention tables.
+func (s *Server) Retention() (tools, scopes map[string]retention.Class) {
+	return brand.Retention(s.cfg.Brands)
+}
+
+// BrandSigners returns, for each delegating brand, its interface URL and
+// the keys and issuer its delegation tokens and receipts carry, so a ledger
+// in the same process can verify them without fetching its own JWKS.
+func (s *Server) BrandSigners() map[string]verifier.Signer {
+	out := map[string]verifier.Signer{}
+	for _, b := range s.cfg.Brands {
+		if !b.Delegation {
+			continue
+		}
+		ks, err := verifier.ParseKeySet(verifier.NewSnapshot(s.issuer(b)+"/jwks.json", s.cfg.Now(), s.key.jwks))
+		if err != nil {
+			continue
+		}
+		out[s.InterfaceURL(b.ID)] = verifier.Signer{Keys: ks, Issuer: s.issuer(b)}
+	}
+	return out
+}
+
+// turnLocks serializes the turns of each context.
+type turnLocks struct {
+	mu   sync.Mutex
+	held map[string]*convLock // only contexts with a turn in progress
+}
+
+// convLock serializes the turns of one context. holders counts the turns
+// that hold it or wait for it; the last to leave removes it from the map,
+// so the map holds only contexts with a turn in progress.
+type convLock struct {
+	mu      sync.Mutex
+	holders int
+}
+
+// lock takes the lock of context id and returns its release.
+func (t *turnLocks) lock(id string) func() {
+	t.mu.Lock()
+	l := t.held[id]
+	if l == nil {
+		l = &convLock{}
+		t.held[id] = l
+	}
+	l.holders++
+	t.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		t.mu.Lock()
+		if l.holders--; l.holders == 0 {
+			delete(t.held, id)
+		}
+		t.mu.Unlock()
+	}
+}

@@ -1,0 +1,225 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/pactledger/pactledger/pact/a2a"
+	"github.com/pactledger/pactledger/pact/agent"
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/pact/records"
+	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// turn runs one message in its context: a new context when none is given;
+// a stored reply for a repeated messageId (PACT §4.3).
+func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text string) (json.RawMessage, *a2aError) {
+	b, who, del := rq.brand, rq.who, rq.del
+	now := s.cfg.Now().UTC()
+	conv := store.Conversation{ID: m.ContextID, Brand: b.ID, PA: who.Iss, Sub: who.Sub, Created: now}
+	isNew := m.ContextID == ""
+	if isNew {
+		conv.ID = newID()
+	} else if c, err := s.cfg.Store.Conversation(m.ContextID); err != nil || c.Brand != b.ID || c.PA != who.Iss || c.Sub != who.Sub {
+		// PACT §4.2: another Brand's or (PA, sub)'s context is unknown, said
+		// the same way as one that does not exist.
+		return nil, newErr(a2a.ReasonInvalidParams, "Unknown contextId")
+	}
+	// Mark the turn as running first, so that a retry of this messageId
+	// while it runs gets INVALID_PARAMS (PACT §4.3) instead of waiting.
+	begun, stored, err := s.cfg.Store.BeginTurn(conv, isNew, m.MessageID, now)
+	switch {
+	case errors.Is(err, store.ErrTurnRunning):
+		return nil, newErr(a2a.ReasonInvalidParams, "messageId is being processed; retry later")
+	case errors.Is(err, store.ErrNotFound):
+		return nil, newErr(a2a.ReasonInvalidParams, "Unknown contextId")
+	case err != nil:
+		s.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+		return nil, internalErr("internal error")
+	case stored != nil:
+		return stored, nil
+	}
+	// One turn at a time per context; read its state after the previous one.
+	id := begun.ID
+	unlock := s.locks.lock(id)
+	defer unlock()
+	c, err := s.cfg.Store.Conversation(id)
+	if err != nil {
+		s.abandon(ctx, id, m.MessageID)
+		s.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+		return nil, internalErr("internal error")
+	}
+	if c.Closed {
+		s.abandon(ctx, id, m.MessageID)
+		return nil, newErr(a2a.ReasonUnsupported, "this conversation is closed; start a new one without contextId")
+	}
+	book := records.NewBook(b.ID, s.cfg.Store)
+	t := agent.Turn{Brand: b, PA: who.Iss, Sub: who.Sub, Text: text, State: c.State, Records: book}
+	if del != nil {
+		// PACT §5.5: once a context ran as one Brand user, another user's
+		// token is INVALID_PARAMS.
+		if c.User != "" && c.User != del.Sub {
+			s.abandon(ctx, id, m.MessageID)
+			return nil, newErr(a2a.ReasonInvalidParams, "this context acts for another user")
+		}
+		t.User, t.Scopes = del.Sub, strings.Fields(del.Scope)
+	}
+	rep, err := s.cfg.Agent.Respond(ctx, t)
+	if err != nil {
+		s.abandon(ctx, id, m.MessageID)
+		s.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
+		return nil, internalErr("the agent could not answer")
+	}
+	// The reply, the record changes, the action log and what goes to the
+	// ledger commit together (store.RecordTurn).
+	rec, err := s.respond(ctx, rq, id, rep, now)
+	if err == nil {
+		rec.ContextID, rec.MessageID, rec.User, rec.Changes = id, m.MessageID, t.User, book.Changes()
+		err = s.cfg.Store.RecordTurn(rec, now)
+	}
+	if err != nil {
+		s.abandon(ctx, id, m.MessageID)
+		s.cfg.Logger.ErrorContext(ctx, "provider reply", slog.String("error", err.Error()))
+		return nil, internalErr("internal error")
+	}
+	return rec.Reply, nil
+}
+
+// abandon removes the running marker of a turn that did not finish.
+func (s *Server) abandon(ctx context.Context, ctxID, msgID string) {
+	if err := s.cfg.Store.AbandonTurn(ctxID, msgID); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "provider store: a running turn's marker stays until it is stale", slog.String("error", err.Error()))
+	}
+}
+
+// respond builds what a turn keeps: the response body (a step-up task when
+// the turn needs scopes the token lacks, else the message, with a signed
+// receipt when the turn ran under a delegation token), the agent's state,
+// and what the turn queues for the ledger and logs.
+func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep agent.Reply, now time.Time) (store.TurnRecord, error) {
+	b, del := rq.brand, rq.del
+	var rec store.TurnRecord
+	if len(rep.NeedScopes) > 0 && (del != nil || b.WithoutToken == brand.StepUp) {
+		// PACT §5.2, §5.5: a step-up names only scope ids on the card,
+		// checked as the device authorization endpoint checks them. An
+		// agent that needs a scope the Brand does not define gets a plain
+		// answer in chat instead.
+		scopes, serr := oauth.CardScopes(b, rep.NeedScopes)
+		if serr == nil {
+			body, err := s.stepUp(rq, ctxID, rep.Text, scopes, now)
+			rec = store.TurnRecord{Reply: body, State: rep.State, Close: rep.Close}
+			if del == nil && rep.Refused != nil {
+				// Asked under PACT §3 alone: nothing ran; on record as a
+				// refusal, as in chat.
+				rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, "asked without a delegation grant: answered with a step-up task for "+strings.Join(scopes, " "), now))
+			}
+			return rec, err
+		}
+		s.cfg.Logger.WarnContext(ctx, "the agent asked for a scope the brand does not define; answered in chat", slog.String("brand", b.ID), slog.String("reason", serr.Description))
+		rep = agent.Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}
+	}
+	rec.State, rec.Close = rep.State, rep.Close
+	text := rep.Text
+	out := &a2a.Message{MessageID: newID(), ContextID: ctxID, Role: "ROLE_AGENT", Parts: []a2a.Part{{Text: &text}}}
+	if del == nil && rep.Refused != nil {
+		// An account action asked under PACT §3 alone: refused, and on record.
+		reason := "asked without a delegation grant: refused in chat, the User was told to sign in and approve"
+		if !b.Grantable(rep.Refused.Tool) {
+			reason = "asked without a delegation grant: refused in chat; no grant at this Brand allows it"
+		}
+		rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, reason, now))
+	}
+	if del != nil {
+		if err := s.receipt(rq, out, rep, now, &rec); err != nil {
+			return rec, err
+		}
+	}
+	body, err := json.Marshal(map[string]any{"message": out})
+	rec.Reply = body
+	return rec, err
+}
+
+// refusal is the ledger's record of an account action refused for want of
+// a delegation grant.
+func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.Time) pipeline.Item {
+	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: "sub " + rq.who.Sub + " of " + rq.who.Iss, ClaimedAgent: rq.who.Iss,
+		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: r.Tool, Target: r.Target}, Reason: reason, ObservedAt: now}}
+}
+
+// receipt signs the receipt of a delegated turn (PACT §5.6) into the
+// message's metadata, and adds to rec the action log and the receipt for
+// the ledger.
+func (s *Server) receipt(rq *request, out *a2a.Message, rep agent.Reply, now time.Time, rec *store.TurnRecord) error {
+	claims := a2a.ReceiptClaims{GrantID: rq.del.GrantID, User: rq.del.Sub, PA: rq.who.Iss, Brand: s.InterfaceURL(rq.brand.ID),
+		ScopesUsed: nonNil(rep.ScopesUsed), Actions: []a2a.ReceiptAction{}, TS: now.Format(time.RFC3339)}
+	for _, a := range rep.Actions {
+		claims.Actions = append(claims.Actions, a2a.ReceiptAction{Tool: a.Tool, ArgsHash: verifier.ArgsHash(a.ArgsJSON)})
+	}
+	jws, err := s.key.signReceipt(claims)
+	if err != nil {
+		return err
+	}
+	meta, err := json.Marshal(map[string]any{"pact.receipt": map[string]any{"jws": jws, "claims": claims}})
+	if err != nil {
+		return err
+	}
+	out.Metadata = meta
+	sum := sha256.Sum256([]byte(jws))
+	rec.ReceiptSHA256 = hex.EncodeToString(sum[:])
+	post := pipeline.Receipt{ReceiptJWS: jws, RequestJWT: rq.creds.paJWT, DelegationToken: rq.creds.delegation, Actions: []pipeline.Action{},
+		ContextID: out.ContextID, MessageID: out.MessageID}
+	for _, a := range rep.Actions {
+		post.Actions = append(post.Actions, pipeline.Action(a))
+		rec.ActionLog = append(rec.ActionLog, store.ActionLogEntry{ReceiptSHA256: rec.ReceiptSHA256, Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON, At: now})
+	}
+	rec.Outbox = append(rec.Outbox, pipeline.Item{Receipt: &post})
+	return nil
+}
+
+// stepUp answers a turn that needs scopes the token lacks (PACT §5.5): a
+// task in TASK_STATE_AUTH_REQUIRED with a fresh device authorization for
+// exactly those scopes; the conversation stays open.
+func (s *Server) stepUp(rq *request, ctxID, text string, scopes []string, now time.Time) (json.RawMessage, error) {
+	_, userCode, err := s.newDeviceAuthorization(rq, scopes, now)
+	if err != nil {
+		return nil, err
+	}
+	task := map[string]any{
+		"id":        "t-" + newID(),
+		"contextId": ctxID,
+		"status": map[string]any{
+			"state":   "TASK_STATE_AUTH_REQUIRED",
+			"message": map[string]any{"role": "ROLE_AGENT", "parts": []a2a.Part{{Text: &text}}},
+		},
+		"metadata": map[string]any{
+			"pact.missingScopes":           scopes,
+			"pact.verificationUriComplete": s.cfg.Pages.VerificationURI(rq.brand, userCode),
+		},
+	}
+	return json.Marshal(map[string]any{"task": task})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// newID is a random id in UUID form.
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,236 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
+)
+
+// NewDeviceAuthorization stores d, keyed by deviceCode, under a fresh user
+// code, and returns the user code.
+func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization) (string, error) {
+	err := s.update(func(tx *txn) error {
+		for range 5 { // a user code collision is unlikely; retry a few times
+			d.UserCode = oauth.NewUserCode()
+			if tx.Bucket(bUserCodes).Get([]byte(d.UserCode)) == nil {
+				break
+			}
+		}
+		if err := put(tx.Tx, bDevices, hash(deviceCode), d); err != nil {
+			return err
+		}
+		return tx.Bucket(bUserCodes).Put([]byte(d.UserCode), hash(deviceCode))
+	})
+	if err != nil {
+		return "", fmt.Errorf("store device authorization: %w", err)
+	}
+	return d.UserCode, nil
+}
+
+// RedeemDeviceCode is a token request with a device code by client at
+// brand (RFC 8628 §3.4–3.5). An approved code is redeemed once, for the
+// grant it makes (or the User's existing grant that covered it). Other
+// states answer an *oauth.Error (authorization_pending, slow_down,
+// access_denied, expired_token, invalid_grant); the poll's bookkeeping is
+// kept all the same.
+func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time) (oauth.Grant, error) {
+	var g oauth.Grant
+	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
+	err := s.update(func(tx *txn) error {
+		key := hash(deviceCode)
+		var d oauth.DeviceAuthorization
+		found, err := get(tx.Tx, bDevices, key, &d)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return oauth.NewError(oauth.InvalidGrant, "unknown device_code")
+		case !d.IssuedTo(brand, client):
+			return oauth.NewError(oauth.InvalidGrant, "the device_code was issued to another client or brand")
+		}
+		if answer = d.Poll(now); answer != nil {
+			return put(tx.Tx, bDevices, key, d)
+		}
+		if err := d.Redeem(now); err != nil {
+			return err
+		}
+		if err := put(tx.Tx, bDevices, key, d); err != nil {
+			return err
+		}
+		if d.GrantID == "" {
+			g = oauth.NewGrant(&d, now)
+			return put(tx.Tx, bGrants, []byte(g.ID), g)
+		}
+		// Consent was skipped: the User's existing grant covers it.
+		if found, err := get(tx.Tx, bGrants, []byte(d.GrantID), &g); err != nil || !found {
+			return oauth.NewError(oauth.InvalidGrant, "the grant is gone")
+		}
+		if !g.Active(now) {
+			return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
+		}
+		return nil
+	})
+	if err == nil && answer != nil {
+		err = answer
+	}
+	return g, err
+}
+
+// pendingDevice finds the device authorization of a user code at brand,
+// and its key.
+func pendingDevice(tx *bolt.Tx, brand, userCode string) (oauth.DeviceAuthorization, []byte, error) {
+	var d oauth.DeviceAuthorization
+	key := tx.Bucket(bUserCodes).Get([]byte(oauth.NormalUserCode(userCode)))
+	if key == nil {
+		return d, nil, fmt.Errorf("user code: %w", ErrNotFound)
+	}
+	key = slices.Clone(key)
+	found, err := get(tx, bDevices, key, &d)
+	if err != nil {
+		return d, nil, err
+	}
+	if !found || (brand != "" && d.Brand != brand) {
+		return d, nil, fmt.Errorf("user code: %w", ErrNotFound)
+	}
+	return d, key, nil
+}
+
+// decide applies dc to the device authorization of userCode in tx; a
+// denial is queued for the ledger as a refusal.
+func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) error {
+	d, key, err := pendingDevice(tx.Tx, brand, userCode)
+	if err != nil {
+		return err
+	}
+	if err := d.Decide(dc, now); err != nil {
+		return err
+	}
+	if err := put(tx.Tx, bDevices, key, d); err != nil {
+		return err
+	}
+	if dc.Approve {
+		return nil
+	}
+	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, d.RequestJWT, d.Brand, d.Scopes, now))
+}
+
+// DecideDevice records the User's decision on the device authorization of
+// userCode (at any brand): approve with the scopes they kept, or deny,
+// which is also queued for the ledger as a refusal. Errors: ErrNotFound for
+// an unknown code, an *oauth.TransitionError when it was already answered
+// or has expired, oauth.ErrNotRequested or oauth.ErrNothingApproved.
+func (s *Store) DecideDevice(userCode string, dc oauth.Decision, now time.Time) error {
+	return s.update(func(tx *txn) error { return decide(tx, "", userCode, dc, now) })
+}
+
+// Grant returns the grant id.
+func (s *Store) Grant(id string) (oauth.Grant, error) {
+	var g oauth.Grant
+	err := s.view(func(tx *bolt.Tx) error {
+		found, err := get(tx, bGrants, []byte(id), &g)
+		if err == nil && !found {
+			err = fmt.Errorf("grant: %w", ErrNotFound)
+		}
+		return err
+	})
+	return g, err
+}
+
+// IssueRefreshToken stores a new refresh token of g.
+func (s *Store) IssueRefreshToken(token string, g oauth.Grant) error {
+	return s.update(func(tx *txn) error {
+		return put(tx.Tx, bRefresh, hash(token), oauth.RefreshToken{Grant: g.ID, Expires: g.Expires})
+	})
+}
+
+// RotateRefreshToken spends a refresh token of client at brand and returns
+// its grant, for new tokens. A token presented again revokes the grant
+// (kept, and queued for the ledger) and answers invalid_grant; so do
+// unknown, revoked and expired ones (*oauth.Error).
+func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (oauth.Grant, error) {
+	var g oauth.Grant
+	var answer *oauth.Error // an answer whose revocation must commit
+	err := s.update(func(tx *txn) error {
+		key := hash(token)
+		var t oauth.RefreshToken
+		if found, err := get(tx.Tx, bRefresh, key, &t); err != nil || !found {
+			return cmp.Or(err, error(oauth.NewError(oauth.InvalidGrant, "unknown refresh_token")))
+		}
+		if found, err := get(tx.Tx, bGrants, []byte(t.Grant), &g); err != nil || !found {
+			return cmp.Or(err, error(oauth.NewError(oauth.InvalidGrant, "unknown grant")))
+		}
+		revoke, rerr := g.Refresh(&t, brand, client, now)
+		if revoke {
+			answer = rerr
+			if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+				return err
+			}
+			return tx.enqueue(pipeline.Revoked(g.ID, now, "a used refresh token was presented again; the Provider revoked the grant"))
+		}
+		if rerr != nil {
+			return rerr
+		}
+		return put(tx.Tx, bRefresh, key, t)
+	})
+	if err == nil && answer != nil {
+		err = answer
+	}
+	return g, err
+}
+
+// userGrants lists a Brand user's grants in tx, newest first.
+func userGrants(tx *bolt.Tx, brand, user string) ([]oauth.Grant, error) {
+	var out []oauth.Grant
+	err := tx.Bucket(bGrants).ForEach(func(k, v []byte) error {
+		var g oauth.Grant
+		if _, err := get(tx, bGrants, k, &g); err != nil {
+			return err
+		}
+		if g.Brand == brand && g.User == user {
+			out = append(out, g)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b oauth.Grant) int { return b.Created.Compare(a.Created) })
+	return out, err
+}
+
+// UserGrants lists a Brand user's grants, newest first.
+func (s *Store) UserGrants(brand, user string) ([]oauth.Grant, error) {
+	var out []oauth.Grant
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		out, err = userGrants(tx, brand, user)
+		return err
+	})
+	return out, err
+}
+
+// RevokeGrant revokes user's grant id at brand (its delegation and refresh
+// tokens stop working) and queues the revocation for the ledger with note.
+// ErrNotFound: no such grant of that user.
+func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
+	return s.update(func(tx *txn) error {
+		var g oauth.Grant
+		found, err := get(tx.Tx, bGrants, []byte(id), &g)
+		if err != nil {
+			return err
+		}
+		if !found || g.Brand != brand || g.User != user {
+			return fmt.Errorf("grant of %s: %w", user, ErrNotFound)
+		}
+		if !g.Revoke(now) {
+			return nil
+		}
+		if err := put(tx.Tx, bGrants, []byte(id), g); err != nil {
+			return err
+		}
+		return tx.enqueue(pipeline.Revoked(id, now, note))
+	})
+}

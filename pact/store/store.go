@@ -1,0 +1,163 @@
+// Package store is the Provider's own bbolt file: conversations and their
+// stored replies, device authorizations, grants and refresh tokens,
+// consent tickets and Brand sessions, the changes stored over brand
+// records, the action log and the outbox for the ledger. Its operations
+// are named for what they do (BeginTurn, RecordTurn, RedeemDeviceCode,
+// DecideByTicket...), each one transaction; no caller sees a bbolt
+// transaction. The rules each operation applies live in the domain
+// packages (oauth, records, pipeline); the store keeps them atomic.
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/pact/pipeline"
+)
+
+// Buckets of the Provider's file.
+var (
+	bContexts      = []byte("contexts")
+	bReplies       = []byte("replies")
+	bDevices       = []byte("device_codes")
+	bUserCodes     = []byte("user_codes")
+	bGrants        = []byte("grants")
+	bRefresh       = []byte("refresh_tokens")
+	bOrders        = []byte("order_status") // statuses kept before brands defined record types; read, never written
+	bRecords       = []byte("record_fields")
+	bActionLog     = []byte("action_log")
+	bOutbox        = []byte("pipeline")
+	bSetAside      = []byte("pipeline_rejected")
+	bAssertions    = []byte("login_assertions") // used assertion ids, until they expire
+	bTickets       = []byte("consent_tickets")
+	bBrandSessions = []byte("brand_sessions")
+)
+
+// Store is the Provider's bbolt file. Its methods are safe for concurrent
+// use.
+type Store struct {
+	db *bolt.DB
+	// queued is sent on (without blocking) after a transaction that added
+	// entries to the outbox commits.
+	queued chan struct{}
+}
+
+// Open opens (creating it if needed) the store at path.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open provider store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bAssertions, bTickets, bBrandSessions} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create provider store buckets in %s: %w", path, err)
+	}
+	return &Store{db: db, queued: make(chan struct{}, 1)}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// txn is one write transaction: the bbolt transaction and whether it
+// queued entries for the ledger.
+type txn struct {
+	*bolt.Tx
+	queued bool
+}
+
+// update runs fn in a write transaction and signals Queued when it queued
+// entries and committed.
+func (s *Store) update(fn func(tx *txn) error) error {
+	t := &txn{}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		t.Tx = tx
+		return fn(t)
+	})
+	if err == nil && t.queued {
+		select {
+		case s.queued <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error { return s.db.View(fn) }
+
+// get decodes the JSON value at key in bucket b into v; found is false
+// when there is none.
+func get(tx *bolt.Tx, b, key []byte, v any) (found bool, err error) {
+	raw := tx.Bucket(b).Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decode %s/%x: %w", b, key, err)
+	}
+	return true, nil
+}
+
+// put stores v as JSON at key in bucket b.
+func put(tx *bolt.Tx, b, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", b, err)
+	}
+	return tx.Bucket(b).Put(key, raw)
+}
+
+// enqueue adds an entry to the outbox in tx.
+func (t *txn) enqueue(it pipeline.Item) error {
+	b := t.Bucket(bOutbox)
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := put(t.Tx, bOutbox, seqKey(n), it); err != nil {
+		return err
+	}
+	t.queued = true
+	return nil
+}
+
+func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// hash is how secrets (device codes, refresh tokens, tickets, cookies,
+// session ids) are keyed: never stored as they are.
+func hash(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+// Errors of the store's operations.
+var (
+	// ErrNotFound: the conversation, grant, session or code is not known.
+	ErrNotFound = errors.New("not found")
+	// ErrTurnRunning: a turn with this messageId is running (PACT §4.3).
+	ErrTurnRunning = errors.New("a turn with this messageId is running")
+	// ErrAssertionUsed: a login assertion was presented a second time.
+	ErrAssertionUsed = errors.New("the login assertion was already used")
+	// ErrTicket: a consent form's ticket is unknown: already used, or
+	// pruned after it expired.
+	ErrTicket = errors.New("no such consent ticket")
+	// ErrTicketExpired: a consent form's ticket has expired.
+	ErrTicketExpired = errors.New("the consent ticket has expired")
+	// ErrTicketBrowser: a consent form was posted from another browser
+	// session than the one it was shown to.
+	ErrTicketBrowser = errors.New("the consent ticket belongs to another browser session")
+)

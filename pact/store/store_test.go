@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/pact/records"
+)
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// acme is the demo shop brand.
+func acme(t *testing.T) *brand.Brand {
+	t.Helper()
+	brands, err := brand.Load(filepath.Join("..", "brands"))
+	if err != nil || brands["acme"] == nil {
+		t.Fatalf("demo brands: %v", err)
+	}
+	return brands["acme"]
+}
+
+// A turn's reply, state, record changes, action log and outbox entries
+// are kept together or not at all.
+func TestRecordTurnKeepsATurnWholeOrNotAtAll(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	b := acme(t)
+	conv := Conversation{ID: "c1", Brand: b.ID, PA: "https://pa.example", Sub: "u1", Created: now}
+	if _, stored, err := s.BeginTurn(conv, true, "m1", now); err != nil || stored != nil {
+		t.Fatalf("begin: %v %s", err, stored)
+	}
+	if _, _, err := s.BeginTurn(conv, false, "m1", now.Add(time.Second)); !errors.Is(err, ErrTurnRunning) {
+		t.Fatalf("a retry while the turn runs: %v, want ErrTurnRunning", err)
+	}
+	book := records.NewBook(b.ID, s)
+	rt := b.RecordType("order")
+	rec, err := book.Get(context.Background(), rt, "A-5531")
+	if err != nil || rec == nil {
+		t.Fatalf("record: %v %v", rec, err)
+	}
+	if err := book.Set(context.Background(), rt, rec, map[string]string{"status": "cancelled"}); err != nil {
+		t.Fatal(err)
+	}
+	turn := TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{"message":{}}`), State: json.RawMessage(`{"record":"A-5531"}`),
+		Changes: book.Changes(), ReceiptSHA256: "ab", ActionLog: []ActionLogEntry{{ReceiptSHA256: "ab", Tool: "cancel_order", At: now}},
+		Outbox: []pipeline.Item{{Receipt: &pipeline.Receipt{ReceiptJWS: "a.b.c"}}}}
+
+	// The conversation is gone by commit time: nothing of the turn is kept.
+	var saved []byte
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		saved = append([]byte(nil), tx.Bucket(bContexts).Get([]byte("c1"))...)
+		return tx.Bucket(bContexts).Delete([]byte("c1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTurn(turn, now); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("record turn without its conversation: %v", err)
+	}
+	if st, _ := s.Stats(); st.Outbox != 0 || st.ActionLogs != 0 {
+		t.Fatalf("a failed turn left %+v", st)
+	}
+	if f, _ := s.Fields(records.Key{Brand: b.ID, Type: "order", ID: "A-5531"}); f != nil {
+		t.Fatalf("a failed turn changed the record: %v", f)
+	}
+	select {
+	case <-s.Queued():
+		t.Fatal("a failed turn woke the pipeline")
+	default:
+	}
+
+	// With its conversation back, the same turn is kept whole.
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bContexts).Put([]byte("c1"), saved) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTurn(turn, now); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Stats(); st.Outbox != 1 || st.ActionLogs != 1 {
+		t.Fatalf("after the turn: %+v", st)
+	}
+	select {
+	case <-s.Queued():
+	default:
+		t.Fatal("queuing a receipt did not wake the pipeline")
+	}
+	if _, stored, err := s.BeginTurn(conv, false, "m1", now.Add(time.Minute)); err != nil || string(stored) != `{"message":{}}` {
+		t.Fatalf("a retry after the turn: %v %s, want the stored reply", err, stored)
+	}
+	c, err := s.Conversation("c1")
+	if err != nil || string(c.State) != `{"record":"A-5531"}` {
+		t.Fatalf("conversation %+v %v", c, err)
+	}
+	if log, err := s.ActionLog("ab"); err != nil || len(log) != 1 || log[0].Tool != "cancel_order" {
+		t.Fatalf("action log %+v %v", log, err)
+	}
+}
+
+// Two turns that both cancel one order: the commit of the second sees the
+// first's change and fails, rather than cancelling twice.
+func TestRecordChangeCommitsOnlyOverWhatTheTurnSaw(t *testing.T) {
+	s := openStore(t)
+	b := acme(t)
+	rt := b.RecordType("order")
+	ctx := context.Background()
+	first, second := records.NewBook(b.ID, s), records.NewBook(b.ID, s)
+	for _, book := range []*records.Book{first, second} {
+		rec, err := book.Get(ctx, rt, "a-5531")
+		if err != nil || rec["status"] != "processing" || rec.ID() != "A-5531" {
+			t.Fatalf("record %v %v", rec, err)
+		}
+		if err := book.Set(ctx, rt, rec, map[string]string{"status": "cancelled"}); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := book.Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" {
+			t.Fatalf("the turn does not see its own change: %v", rec)
+		}
+	}
+	commit := func(id string, book *records.Book) error {
+		now := time.Now()
+		conv := Conversation{ID: id, Brand: b.ID}
+		if _, _, err := s.BeginTurn(conv, true, "m1", now); err != nil {
+			return err
+		}
+		return s.RecordTurn(TurnRecord{ContextID: id, MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now)
+	}
+	if err := commit("c1", first); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit("c2", second); !errors.Is(err, records.ErrChanged) {
+		t.Fatalf("second commit: %v, want records.ErrChanged", err)
+	}
+	if rec, _ := records.NewBook(b.ID, s).Get(ctx, rt, "A-5531"); rec["status"] != "cancelled" || rec["total"] != "42.50" {
+		t.Fatalf("stored record %v", rec)
+	}
+}
+
+// A status kept before brands defined record types (order_status, by
+// brand/id) still counts, and a change commits over it.
+func TestLegacyOrderStatusIsRead(t *testing.T) {
+	s := openStore(t)
+	b := acme(t)
+	rt := b.RecordType("order")
+	ctx := context.Background()
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bOrders).Put([]byte(b.ID+"/A-5531"), []byte("on hold")) }); err != nil {
+		t.Fatal(err)
+	}
+	book := records.NewBook(b.ID, s)
+	rec, err := book.Get(ctx, rt, "A-5531")
+	if err != nil || rec["status"] != "on hold" {
+		t.Fatalf("record %v %v", rec, err)
+	}
+	if err := book.Set(ctx, rt, rec, map[string]string{"status": "processing"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, _, err := s.BeginTurn(Conversation{ID: "c1", Brand: b.ID}, true, "m1", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTurn(TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := records.NewBook(b.ID, s).Get(ctx, rt, "A-5531"); rec["status"] != "processing" {
+		t.Fatalf("stored record %v", rec)
+	}
+}
+
+// The device flow through the store: a decision by user code, redemption
+// once, and the answers of the other states, with the poll's bookkeeping
+// kept even when the answer is an error.
+func TestDeviceCodeRedemption(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", []string{"orders:read", "orders:cancel"}, 5*time.Second, now)
+	userCode, err := s.NewDeviceAuthorization("dc_1", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) string {
+		var oe *oauth.Error
+		if errors.As(err, &oe) {
+			return oe.Code
+		}
+		return ""
+	}
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", now); code(err) != oauth.InvalidGrant {
+		t.Fatalf("another client: %v", err)
+	}
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now); code(err) != oauth.AuthorizationPending {
+		t.Fatalf("pending: %v", err)
+	}
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(time.Second)); code(err) != oauth.SlowDown {
+		t.Fatalf("polling too fast: %v", err)
+	}
+	// slow_down was kept: the interval is now 10 s.
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(8*time.Second)); code(err) != oauth.SlowDown {
+		t.Fatalf("within the longer interval: %v", err)
+	}
+	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
+		t.Fatalf("approving an unrequested scope: %v", err)
+	}
+	if err := s.DecideDevice("bcdf-ghjk", oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown user code: %v", err)
+	}
+	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
+		t.Fatalf("a second decision: %v", err)
+	}
+	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(20*time.Second))
+	if err != nil || g.User != "acct-48213" || len(g.Scopes) != 1 || g.Scopes[0] != "orders:read" {
+		t.Fatalf("redeem: %+v %v", g, err)
+	}
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
+		t.Fatalf("a second redemption: %v", err)
+	}
+	if got, err := s.Grant(g.ID); err != nil || got.ID != g.ID {
+		t.Fatalf("stored grant %+v %v", got, err)
+	}
+	if st, _ := s.Stats(); st.Outbox != 0 {
+		t.Fatalf("an approval queued %d entries", st.Outbox)
+	}
+}
+
+// A refresh token works once; presented again it revokes the grant, and
+// the revocation is queued for the ledger in the same transaction.
+func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	g := oauth.Grant{ID: "a2agrant_1", Brand: "acme", Client: "https://pa.example", User: "acct-48213", Scopes: []string{"orders:read"}, Created: now, Expires: now.Add(oauth.GrantTTL)}
+	err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bGrants, []byte(g.ID), g) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IssueRefreshToken("rt_1", g); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", now); err != nil || got.ID != g.ID {
+		t.Fatalf("first use: %+v %v", got, err)
+	}
+	var oe *oauth.Error
+	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", now); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
+		t.Fatalf("reuse: %v", err)
+	}
+	if got, _ := s.Grant(g.ID); got.Revoked.IsZero() {
+		t.Fatal("the reuse did not revoke the grant")
+	}
+	items, err := s.Outbox(10)
+	if err != nil || len(items) != 1 || items[0].Revocation == nil || items[0].Revocation.GrantID != g.ID {
+		t.Fatalf("outbox %+v %v", items, err)
+	}
+}
