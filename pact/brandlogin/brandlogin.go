@@ -10,6 +10,7 @@ package brandlogin
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -38,8 +39,9 @@ type Config struct {
 
 // Pages serves the demo logins and the consent pages.
 type Pages struct {
-	cfg  Config
-	demo map[string]*demoLogin // brands' built-in logins, by brand id
+	cfg     Config
+	demo    map[string]*demoLogin      // brands' built-in logins, by brand id
+	signers map[string]assertionSigner // who signs each brand's assertions
 }
 
 // New prepares the pages, with a demo login (and its assertion key) for
@@ -63,6 +65,10 @@ func New(cfg Config) (*Pages, error) {
 			}
 			p.demo[id] = d
 		}
+	}
+	var err error
+	if p.signers, err = p.assertionSigners(); err != nil {
+		return nil, fmt.Errorf("brandlogin: %w", err)
 	}
 	return p, nil
 }

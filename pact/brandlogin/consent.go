@@ -1,7 +1,6 @@
 package brandlogin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,11 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // The consent step of PACT §5.3: the Brand's login returns the User with a
@@ -23,79 +21,76 @@ import (
 const (
 	// maxAssertionTTL bounds an assertion's lifetime (exp - iat).
 	maxAssertionTTL = 5 * time.Minute
+	// assertionLeeway is the clock skew allowed on an assertion's times.
+	assertionLeeway = 30 * time.Second
 	consentTTL      = 10 * time.Minute
 	consentCookie   = "pact_consent"
 )
 
 // Assertion is what a Brand's login signs (ES256 or RS256, with the kid of
 // a key the brand file lists) and POSTs, as the form field assertion, to
-// the Provider's consent page: who signed in, for which user code, for
-// which consent page, once (jti), for at most 5 minutes.
+// the Provider's consent page: who signed in (sub, the Brand's user id),
+// for which user code, for which consent page (aud), once (jti), for at
+// most 5 minutes (iat, exp).
 type Assertion struct {
-	Iss      string `json:"iss"`
-	Aud      string `json:"aud"`
-	Sub      string `json:"sub"` // the Brand's user id
+	verifier.Claims
 	UserCode string `json:"user_code"`
-	Jti      string `json:"jti"`
-	Iat      int64  `json:"iat"`
-	Exp      int64  `json:"exp"`
 }
 
-// assertionKeys are the keys and issuer that verify a Brand's assertions:
-// its configured login, or the built-in demo login.
-func (p *Pages) assertionKeys(b *brand.Brand) (*jose.JSONWebKeySet, string) {
-	if b.Login != nil {
-		return b.Login.KeySet(), b.Login.Issuer
-	}
-	if d := p.demo[b.ID]; d != nil {
-		return d.public, p.demoBase(b)
-	}
-	return nil, ""
+// assertionSigner is who signs a brand's assertions: its keys and issuer.
+type assertionSigner struct {
+	keys   *verifier.KeySet
+	issuer string
 }
 
-// verifyAssertion checks a login assertion: ES256 or RS256 by a key of the
-// Brand's login, its issuer, aud this Brand's consent page, a short life
-// (at most 5 minutes, 30 s skew) and a user code.
+// assertionSigners are the signers of each brand's assertions: its
+// configured login, or the built-in demo login.
+func (p *Pages) assertionSigners() (map[string]assertionSigner, error) {
+	out := map[string]assertionSigner{}
+	for id, b := range p.cfg.Brands {
+		var s assertionSigner
+		var err error
+		switch d := p.demo[id]; {
+		case b.Login != nil:
+			s.issuer = b.Login.Issuer
+			s.keys, err = verifier.KeySetOf(b.Login.URL, b.Login.KeySet())
+		case d != nil:
+			s.issuer = p.demoBase(b)
+			s.keys, err = verifier.KeySetOf(p.demoBase(b), d.public)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("brand %s: login keys: %w", id, err)
+		}
+		out[id] = s
+	}
+	return out, nil
+}
+
+// verifyAssertion checks a login assertion (verifier.VerifyCompact): ES256
+// or RS256 by a key of the Brand's login named by its kid, its issuer, aud
+// this Brand's consent page, a short life (at most 5 minutes, 30 s skew),
+// and a sub, user code and jti. The error is fit to show the User.
 func (p *Pages) verifyAssertion(b *brand.Brand, raw string, now time.Time) (*Assertion, error) {
-	keys, iss := p.assertionKeys(b)
-	if keys == nil {
+	s, ok := p.signers[b.ID]
+	if !ok {
 		return nil, errors.New("this brand has no login")
 	}
-	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
-	if err != nil || len(jws.Signatures) != 1 {
-		return nil, errors.New("not a signed assertion")
-	}
-	h := jws.Signatures[0].Header
-	found := keys.Key(h.KeyID)
-	if h.KeyID == "" || len(found) != 1 {
-		return nil, errors.New("signed by an unknown key")
-	}
-	k := found[0]
-	if k.Algorithm != "" && k.Algorithm != h.Algorithm {
-		return nil, errors.New("the key is not for this algorithm")
-	}
-	payload, err := jws.Verify(k.Key)
-	if err != nil {
-		return nil, errors.New("bad signature")
-	}
 	var a Assertion
-	if err := json.Unmarshal(payload, &a); err != nil {
-		return nil, errors.New("unreadable claims")
-	}
-	iat, exp := time.Unix(a.Iat, 0), time.Unix(a.Exp, 0)
+	_, err := verifier.VerifyCompact(raw, s.keys, &a, verifier.Expected{Issuer: s.issuer, Audience: p.ReturnURL(b), Time: now,
+		Leeway: assertionLeeway, MaxLifetime: maxAssertionTTL})
 	switch {
-	case a.Iss != iss:
-		return nil, fmt.Errorf("issuer %q is not the brand's login", a.Iss)
-	case a.Aud != p.ReturnURL(b):
-		return nil, errors.New("meant for another consent page")
-	case a.Sub == "" || a.UserCode == "" || a.Jti == "":
+	case errors.Is(err, verifier.ErrUnknownKid):
+		return nil, errors.New("signed by an unknown key")
+	case errors.Is(err, verifier.ErrSignature):
+		return nil, errors.New("bad signature")
+	case errors.Is(err, verifier.ErrClaims):
+		return nil, errors.New(strings.TrimPrefix(err.Error(), verifier.ErrClaims.Error()+": "))
+	case err != nil:
+		return nil, errors.New("not a signed assertion")
+	case a.Subject == "" || a.UserCode == "" || a.ID == "":
 		return nil, errors.New("sub, user_code and jti are required")
-	case exp.Sub(iat) > maxAssertionTTL || !exp.After(iat):
-		return nil, errors.New("lifetime longer than 5 minutes")
-	case iat.After(now.Add(30 * time.Second)):
-		return nil, errors.New("issued in the future")
-	case now.After(exp.Add(30 * time.Second)):
-		return nil, errors.New("expired")
 	}
 	return &a, nil
 }
@@ -118,8 +113,8 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		return
 	}
 	cookie, ticket := oauth.NewSecret(""), oauth.NewSecret("ct_")
-	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Sub, UserCode: a.UserCode,
-		AssertionID: a.Iss + "\x00" + a.Jti, AssertionExpires: time.Unix(a.Exp, 0).Add(time.Minute),
+	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Subject, UserCode: a.UserCode,
+		AssertionID: a.Issuer + "\x00" + a.ID, AssertionExpires: a.Expiry.Time().Add(time.Minute),
 		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL)}, now)
 	if err != nil {
 		p.decisionError(w, r, err)
@@ -127,7 +122,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	}
 	if cover != nil {
 		// PACT §5.3: consent may be skipped when a grant covers the request.
-		err := p.cfg.Store.DecideDevice(d.UserCode, oauth.Decision{User: a.Sub, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}, now)
+		err := p.cfg.Store.DecideDevice(d.UserCode, oauth.Decision{User: a.Subject, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}, now)
 		if err != nil {
 			p.decisionError(w, r, err)
 			return
@@ -146,7 +141,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	}
 	page(w, http.StatusOK, "consent", map[string]any{
 		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PA": d.Client,
-		"User": displayUser(b, a.Sub), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
+		"User": displayUser(b, a.Subject), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // The built-in demo Brand login: what a Brand without its own login (brand
@@ -216,8 +217,8 @@ func (p *Pages) loginSubmit(w http.ResponseWriter, r *http.Request, b *brand.Bra
 		return
 	}
 	now := p.cfg.Now()
-	assertion, err := p.demo[b.ID].sign(Assertion{Iss: p.demoBase(b), Aud: returnTo, Sub: s.User, UserCode: userCode,
-		Jti: oauth.NewSecret(""), Iat: now.Unix(), Exp: now.Add(assertionTTL).Unix()})
+	assertion, err := p.demo[b.ID].sign(Assertion{UserCode: userCode, Claims: verifier.Claims{Issuer: p.demoBase(b), Audience: []string{returnTo},
+		Subject: s.User, ID: oauth.NewSecret(""), IssuedAt: verifier.NumericDateOf(now), Expiry: verifier.NumericDateOf(now.Add(assertionTTL))}})
 	if err != nil {
 		messagePage(w, http.StatusInternalServerError, "Something went wrong", "Please try again.")
 		return

@@ -11,14 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/pact/a2a"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // The personal agent's side of the Delegated profile (PACT §5): read the
@@ -168,12 +166,11 @@ func (t tokenReply) set(now time.Time) (*TokenSet, error) {
 	}
 	ts := &TokenSet{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Scopes: strings.Fields(t.Scope), Expires: now.Add(time.Duration(t.ExpiresIn) * time.Second)}
 	// The token is the Brand's to read and the agent's to carry; the grant
-	// id is read only to file receipts under it.
-	if jws, err := jose.ParseSignedCompact(t.AccessToken, []jose.SignatureAlgorithm{jose.ES256, jose.RS256}); err == nil {
-		var c struct {
-			GrantID string `json:"grant_id"`
-		}
-		_ = json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c)
+	// id is read, unverified, only to file receipts under it.
+	var c struct {
+		GrantID string `json:"grant_id"`
+	}
+	if _, err := verifier.DecodeClaims(t.AccessToken, &c); err == nil {
 		ts.GrantID = c.GrantID
 	}
 	return ts, nil
@@ -287,86 +284,79 @@ type receiptMeta struct {
 var ErrNoReceipt = errors.New("the reply carries no receipt")
 
 // VerifyReceipt checks a reply's receipt against the keys the Brand
-// publishes at its metadata's jwks_uri: ES256 or RS256 by a listed kid,
-// claims equal to the signed ones, this agent as pa and the interface as
-// brand.
+// publishes at its metadata's jwks_uri (verifier.VerifyCompact: ES256 or
+// RS256 by the kid in its header), claims equal to the signed ones, this
+// agent as pa and the interface as brand. Keys are fetched once per Brand
+// and again when a receipt names a kid they lack (the Brand rotated them).
 func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *a2a.Message) (*Receipt, error) {
 	var meta receiptMeta
 	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
 		return nil, ErrNoReceipt
 	}
-	jws, err := jose.ParseSignedCompact(meta.Receipt.JWS, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
-	if err != nil {
-		return nil, fmt.Errorf("receipt: %w", err)
-	}
-	kid := jws.Signatures[0].Header.KeyID
-	keysURL, keys, err := c.brandKeys(ctx, f, "")
-	if err == nil && len(keys.Key(kid)) == 0 {
-		// The Brand may have rotated its keys since they were fetched.
-		keysURL, keys, err = c.brandKeys(ctx, f, kid)
-	}
+	jws := meta.Receipt.JWS
+	keys, err := c.brandKeys(ctx, f, false)
 	if err != nil {
 		return nil, err
 	}
-	found := keys.Key(kid)
-	if len(found) != 1 {
-		return nil, fmt.Errorf("receipt: signed by kid %q, not one of %s", jws.Signatures[0].Header.KeyID, keysURL)
+	signed, err := verifier.VerifyCompact(jws, keys, nil, verifier.Expected{})
+	if errors.Is(err, verifier.ErrUnknownKid) {
+		if keys, err = c.brandKeys(ctx, f, true); err != nil {
+			return nil, err
+		}
+		signed, err = verifier.VerifyCompact(jws, keys, nil, verifier.Expected{})
 	}
-	payload, err := jws.Verify(found[0].Key)
 	if err != nil {
-		return nil, fmt.Errorf("receipt: the signature does not verify against %s", keysURL)
+		return nil, fmt.Errorf("receipt: against %s: %w", keys.Snapshot.URI, err)
 	}
-	var signed, shown any
-	if json.Unmarshal(payload, &signed) != nil || json.Unmarshal(meta.Receipt.Claims, &shown) != nil || !reflect.DeepEqual(signed, shown) {
+	var fromJWS, shown any
+	if json.Unmarshal(signed.Payload, &fromJWS) != nil || json.Unmarshal(meta.Receipt.Claims, &shown) != nil || !reflect.DeepEqual(fromJWS, shown) {
 		return nil, errors.New("receipt: the claims shown differ from the signed ones")
 	}
 	var claims a2a.ReceiptClaims
-	if err := json.Unmarshal(payload, &claims); err != nil {
+	if err := json.Unmarshal(signed.Payload, &claims); err != nil {
 		return nil, fmt.Errorf("receipt claims: %w", err)
 	}
 	if claims.PA != c.Issuer || claims.Brand != iface || claims.GrantID == "" {
 		return nil, fmt.Errorf("receipt: names pa %q and brand %q, not this agent and %s", claims.PA, claims.Brand, iface)
 	}
-	sum := sha256.Sum256([]byte(meta.Receipt.JWS))
-	return &Receipt{JWS: meta.Receipt.JWS, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keysURL, VerifiedAt: time.Now().UTC()}, nil
+	sum := sha256.Sum256([]byte(jws))
+	return &Receipt{JWS: jws, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keys.Snapshot.URI, VerifiedAt: time.Now().UTC()}, nil
 }
 
 // brandKeys fetches the Brand's metadata and the keys at its jwks_uri,
-// once per client, and again when missingKid is not among the cached keys.
-func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, missingKid string) (string, *jose.JSONWebKeySet, error) {
+// once per client, and again when refresh is set.
+func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, refresh bool) (*verifier.KeySet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys = map[string]brandKeySet{}
+		c.keys = map[string]*verifier.KeySet{}
 	}
-	if k, ok := c.keys[f.MetadataURL]; ok && (missingKid == "" || len(k.set.Key(missingKid)) > 0) {
-		return k.url, k.set, nil
+	if ks, ok := c.keys[f.MetadataURL]; ok && !refresh {
+		return ks, nil
 	}
 	var md struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := c.getJSON(ctx, f.MetadataURL, 256<<10, &md); err != nil {
-		return "", nil, fmt.Errorf("authorization server metadata: %w", err)
+		return nil, fmt.Errorf("authorization server metadata: %w", err)
 	}
 	if md.JWKSURI == "" {
-		return "", nil, errors.New("the metadata names no jwks_uri")
+		return nil, errors.New("the metadata names no jwks_uri")
 	}
-	var set jose.JSONWebKeySet
-	if err := c.getJSON(ctx, md.JWKSURI, 256<<10, &set); err != nil {
-		return "", nil, fmt.Errorf("brand keys: %w", err)
+	var raw json.RawMessage
+	if err := c.getJSON(ctx, md.JWKSURI, 256<<10, &raw); err != nil {
+		return nil, fmt.Errorf("brand keys: %w", err)
 	}
-	set.Keys = slices.DeleteFunc(set.Keys, func(k jose.JSONWebKey) bool { return !k.IsPublic() || k.KeyID == "" })
-	c.keys[f.MetadataURL] = brandKeySet{md.JWKSURI, &set}
-	return md.JWKSURI, &set, nil
+	ks, err := verifier.ParseKeySet(verifier.NewSnapshot(md.JWKSURI, time.Now(), raw))
+	if err != nil {
+		return nil, fmt.Errorf("brand keys at %s: %w", md.JWKSURI, err)
+	}
+	c.keys[f.MetadataURL] = ks
+	return ks, nil
 }
 
-type brandKeySet struct {
-	url string
-	set *jose.JSONWebKeySet
-}
-
-// clientState is the Client's cache of Brand keys.
+// clientState is the Client's cache of Brand keys, by metadata URL.
 type clientState struct {
 	mu   sync.Mutex
-	keys map[string]brandKeySet
+	keys map[string]*verifier.KeySet
 }

@@ -1,54 +1,55 @@
 package oauth
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
+	"github.com/pactledger/pactledger/verifier"
 )
 
-// DelegationClaims are the claims of a delegation token (PACT §5.4).
+// DelegationTokenType is the typ of a delegation token (RFC 9068 §2.1).
+const DelegationTokenType = "at+jwt"
+
+// DelegationClaims are the claims of a delegation token (PACT §5.4): the
+// registered claims (iss the brand's authorization server, aud its
+// interface URL, sub the Brand user), and the grant.
 type DelegationClaims struct {
-	Iss      string `json:"iss"`
-	Aud      string `json:"aud"`
-	Sub      string `json:"sub"`
+	verifier.Claims
 	ClientID string `json:"client_id"`
 	Scope    string `json:"scope"`
 	GrantID  string `json:"grant_id"`
-	Iat      int64  `json:"iat"`
-	Exp      int64  `json:"exp"`
-	Jti      string `json:"jti"`
 }
 
-// VerifyDelegation checks a delegation token as PACT §5.5 says: signature
-// with the Provider's key (ES256 only), iss the brand's authorization
-// server, aud the interface URL, not expired (30 s skew) and client_id the
-// personal agent's iss. Whether its grant is still active is the caller's
-// to check.
-func VerifyDelegation(token string, key any, issuer, audience, client string, now time.Time) (*DelegationClaims, error) {
-	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.ES256})
-	if err != nil {
-		return nil, err
+// NewDelegationClaims are the claims of a delegation token of g issued at
+// now by issuer for the interface audience, with its id jti.
+func NewDelegationClaims(g *Grant, issuer, audience, scope, jti string, now time.Time) DelegationClaims {
+	return DelegationClaims{
+		Claims: verifier.Claims{Issuer: issuer, Audience: []string{audience}, Subject: g.User, ID: jti,
+			IssuedAt: verifier.NumericDateOf(now), Expiry: verifier.NumericDateOf(now.Add(AccessTokenTTL))},
+		ClientID: g.Client, Scope: scope, GrantID: g.ID,
 	}
-	payload, err := jws.Verify(key)
-	if err != nil {
-		return nil, err
-	}
+}
+
+// DelegationLeeway is the clock skew allowed on a delegation token's times.
+const DelegationLeeway = 30 * time.Second
+
+// VerifyDelegation checks a delegation token as PACT §5.5 says: signed by
+// one of keys (the Provider's own) under its kid, typ at+jwt, iss the
+// brand's authorization server, aud the interface URL, not expired (30 s
+// skew), client_id the personal agent's iss, and a grant id. Whether the
+// grant is still active is the caller's to check.
+func VerifyDelegation(token string, keys *verifier.KeySet, issuer, audience, client string, now time.Time) (*DelegationClaims, error) {
 	var c DelegationClaims
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return nil, err
-	}
+	_, err := verifier.VerifyCompact(token, keys, &c, verifier.Expected{Issuer: issuer, Audience: audience, Typ: DelegationTokenType,
+		Time: now, Leeway: DelegationLeeway})
 	switch {
-	case c.Iss != issuer:
-		return nil, fmt.Errorf("iss %q is not this brand's authorization server", c.Iss)
-	case c.Aud != audience:
-		return nil, fmt.Errorf("aud %q is not this brand's interface", c.Aud)
-	case now.After(time.Unix(c.Exp, 0).Add(30 * time.Second)):
-		return nil, errors.New("expired")
+	case err != nil:
+		return nil, fmt.Errorf("delegation token: %w", err)
 	case c.ClientID != client:
-		return nil, errors.New("client_id is not the personal agent's iss")
+		return nil, errors.New("delegation token: client_id is not the personal agent's iss")
+	case c.GrantID == "" || c.Subject == "":
+		return nil, errors.New("delegation token: sub and grant_id are required")
 	}
 	return &c, nil
 }

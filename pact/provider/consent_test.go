@@ -26,6 +26,7 @@ import (
 	"github.com/pactledger/pactledger/pact/brandlogin"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 const (
@@ -86,7 +87,7 @@ func TestLoginConsentPartialApproval(t *testing.T) {
 		t.Fatalf("token after partial consent: %d %v", code, tok)
 	}
 	c := claimsOf(t, tok["access_token"].(string))
-	if c.Sub != "acct-48213" || c.Scope != "orders:read" || c.ClientID != e.sc.PA.ID {
+	if c.Subject != "acct-48213" || c.Scope != "orders:read" || c.ClientID != e.sc.PA.ID {
 		t.Fatalf("claims %+v", c)
 	}
 	// The token acts as Jane within orders:read only: cancelling asks for a step-up.
@@ -213,8 +214,7 @@ func TestAssertionRules(t *testing.T) {
 		t.Fatalf("expired assertion: %d %s", code, body)
 	}
 	// Another key (not the brand's), and alg none.
-	other := signAssertion(t, newKey(t), brandlogin.Assertion{Iss: e.srv.URL + "/brands/shop", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
-		UserCode: da2["user_code"].(string), Jti: "x1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
+	other := signAssertion(t, newKey(t), assertion(e.srv.URL+"/brands/shop", e.base+"/oauth/consent", da2["user_code"].(string), "x1", e.clock(), time.Minute))
 	if code, body := post(c2, other); code != 400 || !strings.Contains(body, "unknown key") {
 		t.Fatalf("unknown key: %d %s", code, body)
 	}
@@ -422,8 +422,9 @@ func TestBrandOwnLoginByConfiguration(t *testing.T) {
 	if res, _ := http.Get(e.srv.URL + "/brands/shop/login"); res.StatusCode != 404 {
 		t.Fatalf("demo login for a brand with its own: %d", res.StatusCode)
 	}
-	a := signAssertion(t, key, brandlogin.Assertion{Iss: "https://login.shop.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
-		UserCode: da["user_code"].(string), Jti: "j1", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
+	const iss = "https://login.shop.example"
+	consent, code := e.base+"/oauth/consent", da["user_code"].(string)
+	a := signAssertion(t, key, assertion(iss, consent, code, "j1", e.clock(), time.Minute))
 	res, err := newBrowser().PostForm(e.base+"/oauth/consent", url.Values{"assertion": {a}})
 	if err != nil {
 		t.Fatal(err)
@@ -433,14 +434,45 @@ func TestBrandOwnLoginByConfiguration(t *testing.T) {
 	if res.StatusCode != 200 || hidden(string(b), "ticket") == "" {
 		t.Fatalf("consent after the brand's own login: %d %s", res.StatusCode, b)
 	}
-	// The wrong issuer is refused.
-	bad := signAssertion(t, key, brandlogin.Assertion{Iss: "https://elsewhere.example", Aud: e.base + "/oauth/consent", Sub: "acct-48213",
-		UserCode: da["user_code"].(string), Jti: "j2", Iat: e.clock().Unix(), Exp: e.clock().Add(time.Minute).Unix()})
-	res, _ = http.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {bad}})
-	res.Body.Close()
-	if res.StatusCode != 400 {
-		t.Fatalf("wrong issuer: %d", res.StatusCode)
+	// What the brand's login signs is checked: issuer, audience, a short
+	// life, times, the required claims, and a kid.
+	noKid := key
+	noKid.KeyID = ""
+	now := e.clock()
+	tests := []struct {
+		name string
+		key  jose.JSONWebKey
+		a    brandlogin.Assertion
+		want string
+	}{
+		{"wrong issuer", key, assertion("https://elsewhere.example", consent, code, "j2", now, time.Minute), "issuer"},
+		{"another consent page", key, assertion(iss, e.srv.URL+"/a2a/acme/oauth/consent", code, "j3", now, time.Minute), "audience"},
+		{"too long a life", key, assertion(iss, consent, code, "j4", now, 10*time.Minute), "lifetime"},
+		{"issued in the future", key, assertion(iss, consent, code, "j5", now.Add(2*time.Minute), time.Minute), "issued in the future"},
+		{"expired", key, assertion(iss, consent, code, "j6", now.Add(-3*time.Minute), 2*time.Minute), "expired"},
+		{"no jti", key, assertion(iss, consent, code, "", now, time.Minute), "required"},
+		{"no kid", noKid, assertion(iss, consent, code, "j7", now, time.Minute), "unknown key"},
 	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := http.PostForm(consent, url.Values{"assertion": {signAssertion(t, tc.key, tc.a)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 400 || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("%d %s, want 400 saying %q", res.StatusCode, b, tc.want)
+			}
+		})
+	}
+}
+
+// assertion is what a Brand's login signs for Jane: issued at iat, living
+// for life.
+func assertion(iss, aud, userCode, jti string, iat time.Time, life time.Duration) brandlogin.Assertion {
+	return brandlogin.Assertion{UserCode: userCode, Claims: verifier.Claims{Issuer: iss, Audience: []string{aud}, Subject: "acct-48213", ID: jti,
+		IssuedAt: verifier.NumericDateOf(iat), Expiry: verifier.NumericDateOf(iat.Add(life))}}
 }
 
 func newKey(t *testing.T) jose.JSONWebKey {

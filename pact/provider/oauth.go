@@ -157,8 +157,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Brand, g *oauth.Grant, now time.Time) {
 	jti := make([]byte, 8)
 	_, _ = rand.Read(jti)
-	at, err := s.key.sign(oauth.DelegationClaims{Iss: s.issuer(b), Aud: s.InterfaceURL(b.ID), Sub: g.User, ClientID: g.Client, Scope: strings.Join(g.Scopes, " "),
-		GrantID: g.ID, Iat: now.Unix(), Exp: now.Add(oauth.AccessTokenTTL).Unix(), Jti: hex.EncodeToString(jti)})
+	at, err := s.key.sign(oauth.NewDelegationClaims(g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now))
 	if err != nil {
 		s.cfg.Logger.ErrorContext(r.Context(), "sign delegation token", slog.String("error", err.Error()))
 		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not sign the token"))
@@ -182,7 +181,7 @@ func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, h
 	if !ok || !b.Delegation {
 		return nil, errors.New("not a bearer delegation token for a delegating brand")
 	}
-	c, err := oauth.VerifyDelegation(tok, s.key.jwk.Public().Key, s.issuer(b), s.InterfaceURL(b.ID), who.Iss, s.cfg.Now())
+	c, err := oauth.VerifyDelegation(tok, s.keys, s.issuer(b), s.InterfaceURL(b.ID), who.Iss, s.cfg.Now())
 	if err != nil {
 		return nil, err
 	}

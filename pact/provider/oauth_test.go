@@ -242,8 +242,9 @@ func TestDeviceFlow(t *testing.T) {
 	}
 	var c oauth.DelegationClaims
 	comp, _ := verifier.DecodeClaims(at, &c)
-	if comp.Typ != "at+jwt" || c.Iss != e.base+"/oauth" || c.Aud != e.base || c.Sub != "acct-48213" || c.ClientID != e.sc.PA.ID || c.Scope != "orders:read" ||
-		!strings.HasPrefix(c.GrantID, "a2agrant_") || c.Exp-c.Iat != 3600 {
+	if comp.Typ != "at+jwt" || c.Issuer != e.base+"/oauth" || len(c.Audience) != 1 || c.Audience[0] != e.base || c.Subject != "acct-48213" ||
+		c.ClientID != e.sc.PA.ID || c.Scope != "orders:read" || !strings.HasPrefix(c.GrantID, "a2agrant_") ||
+		c.Expiry.Time().Sub(c.IssuedAt.Time()) != time.Hour || !strings.Contains(string(comp.Payload), `"aud":"`+e.base+`"`) {
 		t.Fatalf("claims %+v typ %s", c, comp.Typ)
 	}
 	if _, m, _ := e.post("/oauth/token", tokForm, e.jwt()); m["error"] != "invalid_grant" {

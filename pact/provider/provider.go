@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/brandlogin"
@@ -68,6 +70,7 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	key   *signingKey
+	keys  *verifier.KeySet // key's public set: it verifies delegation tokens
 	locks turnLocks
 
 	perAgent, perUser *limiter
@@ -112,7 +115,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, key: key, locks: turnLocks{held: map[string]*convLock{}},
+	keys, err := verifier.KeySetOf(cfg.SigningKeyPath, &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{key.jwk}})
+	if err != nil {
+		return nil, fmt.Errorf("provider: signing key %s: %w", cfg.SigningKeyPath, err)
+	}
+	return &Server{cfg: cfg, key: key, keys: keys, locks: turnLocks{held: map[string]*convLock{}},
 		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
 }
 

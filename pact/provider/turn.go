@@ -68,11 +68,11 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	if del != nil {
 		// PACT §5.5: once a context ran as one Brand user, another user's
 		// token is INVALID_PARAMS.
-		if c.User != "" && c.User != del.Sub {
+		if c.User != "" && c.User != del.Subject {
 			s.abandon(ctx, id, m.MessageID)
 			return nil, newErr(a2a.ReasonInvalidParams, "this context acts for another user")
 		}
-		t.User, t.Scopes = del.Sub, strings.Fields(del.Scope)
+		t.User, t.Scopes = del.Subject, strings.Fields(del.Scope)
 	}
 	rep, err := s.cfg.Agent.Respond(ctx, t)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.
 // message's metadata, and adds to rec the action log and the receipt for
 // the ledger.
 func (s *Server) receipt(rq *request, out *a2a.Message, rep agent.Reply, now time.Time, rec *store.TurnRecord) error {
-	claims := a2a.ReceiptClaims{GrantID: rq.del.GrantID, User: rq.del.Sub, PA: rq.who.Iss, Brand: s.InterfaceURL(rq.brand.ID),
+	claims := a2a.ReceiptClaims{GrantID: rq.del.GrantID, User: rq.del.Subject, PA: rq.who.Iss, Brand: s.InterfaceURL(rq.brand.ID),
 		ScopesUsed: nonNil(rep.ScopesUsed), Actions: []a2a.ReceiptAction{}, TS: now.Format(time.RFC3339)}
 	for _, a := range rep.Actions {
 		claims.Actions = append(claims.Actions, a2a.ReceiptAction{Tool: a.Tool, ArgsHash: verifier.ArgsHash(a.ArgsJSON)})
