@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/pact/agent"
@@ -100,6 +101,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Verifier == nil || cfg.Keys == nil || len(cfg.Brands) == 0 || cfg.StorePath == "" || cfg.BaseURL == "" {
 		return nil, errors.New("pact: verifier, keys, brands, store path and base URL are required")
 	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -50,6 +50,7 @@ func New(cfg Config) (*Pages, error) {
 	if cfg.BaseURL == "" || cfg.Store == nil || cfg.Issuer == nil {
 		return nil, errors.New("brandlogin: base URL, store and issuer are required")
 	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

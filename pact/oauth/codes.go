@@ -63,5 +63,5 @@ func CardScopes(b *brand.Brand, requested []string) ([]string, *Error) {
 			return nil, NewError(InvalidScope, "unknown scope "+s)
 		}
 	}
-	return Dedupe(requested), nil
+	return dedupe(requested), nil
 }

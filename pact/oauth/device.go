@@ -193,7 +193,7 @@ func (d *DeviceAuthorization) Approve(user string, scopes []string, grantID stri
 		return ErrNothingApproved
 	}
 	d.fire(EventApprove)
-	d.User, d.Granted, d.GrantID, d.DecidedAt = user, Dedupe(scopes), grantID, now
+	d.User, d.Granted, d.GrantID, d.DecidedAt = user, dedupe(scopes), grantID, now
 	return nil
 }
 
@@ -242,8 +242,8 @@ func (d *DeviceAuthorization) Redeem(now time.Time) error {
 	return nil
 }
 
-// Dedupe returns s without repeats, in order.
-func Dedupe(s []string) []string {
+// dedupe returns s without repeats, in order.
+func dedupe(s []string) []string {
 	var out []string
 	for _, v := range s {
 		if !slices.Contains(out, v) {

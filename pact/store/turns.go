@@ -35,9 +35,9 @@ type storedReply struct {
 
 func replyKey(ctxID, msgID string) []byte { return []byte(ctxID + "\x00" + msgID) }
 
-// StaleTurn is how long a running-turn marker holds before a retry may run
+// staleTurn is how long a running-turn marker holds before a retry may run
 // the turn again (the process that started it is presumed gone).
-const StaleTurn = 30 * time.Second
+const staleTurn = 30 * time.Second
 
 func getConv(tx *bolt.Tx, id string) (*Conversation, error) {
 	var c Conversation
@@ -86,7 +86,7 @@ func (s *Store) BeginTurn(conv Conversation, isNew bool, msgID string, now time.
 		case found && r.Body != nil:
 			stored = r.Body
 			return nil
-		case found && now.Sub(r.Started) < StaleTurn:
+		case found && now.Sub(r.Started) < staleTurn:
 			return ErrTurnRunning
 		}
 		if isNew {
