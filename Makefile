@@ -72,8 +72,8 @@ FUZZTIME ?= 30s
 fuzz: $(VERSITYGW)
 	for f in FuzzParseCompact FuzzParseReceipt FuzzParseKeySet FuzzVerify; do \
 	  $(GO) test ./verifier -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	$(GO) test ./pact -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./pact -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pact/provider -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pact/provider -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz '^FuzzWriteThenRead$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 
 ## console-screenshots: regenerate docs/console-*.png (the pictures in
