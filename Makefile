@@ -8,14 +8,15 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pactledger
 VERSITYGW := $(CACHE_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 export PACTLEDGER_VERSITYGW := $(VERSITYGW)
 
-.PHONY: readme-check test unit chromium firefox proto proto-check lint bench run clean-data fuzz console-screenshots
+.PHONY: readme-check test unit chromium firefox postgres proto proto-check lint bench run clean-data fuzz console-screenshots
 
 ## test: regenerate-and-diff the protobuf code, lint, then every test
-## (integration included: a real S3 server with Object Lock is started).
+## (integration included: a real S3 server with Object Lock and throwaway
+## PostgreSQL clusters are started).
 test: proto-check lint unit readme-check
 
-unit: $(VERSITYGW) chromium firefox
-	PACTLEDGER_CHROMIUM=1 PACTLEDGER_FIREFOX=1 $(GO) test -count=1 -timeout 10m ./...
+unit: $(VERSITYGW) chromium firefox postgres
+	PACTLEDGER_CHROMIUM=1 PACTLEDGER_FIREFOX=1 PACTLEDGER_POSTGRES=1 $(GO) test -count=1 -timeout 10m ./...
 
 ## readme-check: the README's shell blocks, run in order in a fresh copy of
 ## the checkout (ports 8080, 9090, 8090 and 8099 must be free).
@@ -30,6 +31,11 @@ chromium:
 ## WebDriver BiDi), installed when missing.
 firefox:
 	@scripts/ensure-firefox
+
+## PostgreSQL for the PostgreSQL store's tests (Debian package), installed
+## when missing; the tests start throwaway clusters of their own.
+postgres:
+	@scripts/ensure-postgres
 
 ## The S3 test server, built once from the Go module proxy at a pinned version.
 $(VERSITYGW):

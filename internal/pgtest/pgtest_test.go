@@ -1,0 +1,156 @@
+package pgtest_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pactledger/pactledger/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// count returns the number of rows in table t of the database at dsn.
+func count(t *testing.T, dsn, table string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// exec runs statements on the database at dsn.
+func exec(t *testing.T, dsn string, sql ...string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	for _, s := range sql {
+		if _, err := conn.Exec(t.Context(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestDatabasesAreSeparate: each CreateDB is a fresh database of its own
+// on the shared cluster.
+func TestDatabasesAreSeparate(t *testing.T) {
+	a, b := pgtest.CreateDB(t), pgtest.CreateDB(t)
+	if a == b {
+		t.Fatalf("two CreateDB calls gave the same database: %s", a)
+	}
+	exec(t, a, "CREATE TABLE things (n int)", "INSERT INTO things VALUES (1), (2)")
+	exec(t, b, "CREATE TABLE things (n int)")
+	if n := count(t, a, "things"); n != 2 {
+		t.Errorf("database a holds %d rows, want 2", n)
+	}
+	if n := count(t, b, "things"); n != 0 {
+		t.Errorf("database b holds %d rows, want 0", n)
+	}
+}
+
+// TestStopAndStart: a stopped cluster refuses connections; started again
+// on the same port it has every committed row.
+func TestStopAndStart(t *testing.T) {
+	c, err := pgtest.New("outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Remove() })
+	dsn := c.CreateDB(t)
+	exec(t, dsn, "CREATE TABLE things (n int)", "INSERT INTO things VALUES (1)")
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(ctx, dsn); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected to a stopped cluster")
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, dsn, "things"); n != 1 {
+		t.Errorf("after a restart: %d rows, want 1", n)
+	}
+	exec(t, dsn, "INSERT INTO things VALUES (2)")
+	if err := c.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, dsn, "things"); n != 2 {
+		t.Errorf("after a crash and recovery: %d rows, want 2", n)
+	}
+}
+
+// TestSynchronousStandbyFailover: a commit on the primary is on its
+// synchronous standby when it returns; with the primary crashed, the
+// standby is promoted and takes writes, and a multi-host DSN naming both
+// reaches it.
+func TestSynchronousStandbyFailover(t *testing.T) {
+	primary, err := pgtest.New("primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Remove() })
+	dsn := primary.CreateDB(t)
+	db := dbName(t, dsn)
+	exec(t, dsn, "CREATE TABLE things (n int)")
+	standby, err := primary.Standby(t.Context(), "standby1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Remove() })
+	state, err := primary.QueryString(t.Context(), "postgres", "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")
+	if err != nil || state != "sync" {
+		t.Fatalf("standby state on the primary: %q, %v; want sync", state, err)
+	}
+	for i := range 50 {
+		exec(t, dsn, "INSERT INTO things VALUES ("+strconv.Itoa(i)+")")
+	}
+	if err := primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	// Every acknowledged commit reached the standby before the crash.
+	if n := count(t, standby.DSN(db), "things"); n != 50 {
+		t.Fatalf("standby holds %d rows after the primary crashed, want 50", n)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	multi := pgtest.MultiHostDSN(db, primary, standby)
+	if conn, err := pgx.Connect(ctx, multi); err == nil {
+		conn.Close(ctx)
+		t.Fatal("a read-write session was found before the standby was promoted")
+	}
+	if err := standby.Promote(); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, multi, "INSERT INTO things VALUES (50)")
+	if n := count(t, standby.DSN(db), "things"); n != 51 {
+		t.Errorf("promoted standby holds %d rows, want 51", n)
+	}
+}
+
+// dbName returns the database a DSN names.
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", dsn, err)
+	}
+	return cfg.Database
+}
