@@ -1,0 +1,58 @@
+package postgres_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/pactledger/pactledger/internal/pgtest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
+	"github.com/pactledger/pactledger/storage/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// migrated creates a database for t, migrates it and returns its DSN.
+func migrated(t *testing.T) string {
+	t.Helper()
+	dsn := pgtest.CreateDB(t)
+	if _, _, err := postgres.Migrate(t.Context(), postgres.Config{DSN: dsn}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return dsn
+}
+
+// open opens a store on dsn, closed when t ends.
+func open(t *testing.T, cfg postgres.Config) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestConformance runs the row store conformance suite against
+// PostgreSQL: each directory the suite names is a database of its own
+// (the same directory after a restart is the same database).
+func TestConformance(t *testing.T) {
+	var mu sync.Mutex
+	dbs := map[string]string{}
+	storetest.Run(t, func(t *testing.T, dir string) (ledger.Store, func() error) {
+		mu.Lock()
+		dsn, ok := dbs[dir]
+		mu.Unlock()
+		if !ok {
+			dsn = migrated(t)
+			mu.Lock()
+			dbs[dir] = dsn
+			mu.Unlock()
+		}
+		s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		if err != nil {
+			t.Fatalf("open store on %s: %v", dsn, err)
+		}
+		return s, s.Close
+	})
+}

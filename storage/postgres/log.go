@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// QueueLeaf implements ledger.LogTx: leaves queue in sequence order.
+func (t *tx) QueueLeaf(ref string, data []byte) error {
+	return t.exec("INSERT INTO log_pending (seq, ref, data) VALUES (nextval('leaf_seq'), $1, $2)", ref, data)
+}
+
+// PendingLeaves implements ledger.LogTx.
+func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
+	var out []ledger.PendingLeaf
+	err := t.query("read queued leaves", "SELECT seq, ref, data FROM log_pending ORDER BY seq LIMIT $1", []any{n}, func(r pgx.Rows) error {
+		var p ledger.PendingLeaf
+		var seq int64
+		if err := r.Scan(&seq, &p.Ref, &p.Data); err != nil {
+			return err
+		}
+		p.Seq = uint64(seq)
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// SequenceLeaf implements ledger.LogTx: in one statement, the leaf takes
+// its index (refused, with nothing written, when the index is taken), its
+// hashes and ref index are stored and it leaves the queue.
+func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
+	if !t.write {
+		return errReadOnly
+	}
+	idx := make([]int64, len(hashes))
+	hs := make([][]byte, len(hashes))
+	for i := range hashes {
+		idx[i], hs[i] = hashAt+int64(i), hashes[i][:]
+	}
+	var stored int
+	_, err := t.queryRow(fmt.Sprint("sequence leaf ", index), `
+WITH leaf AS (
+	INSERT INTO log_leaves (idx, ref, data) VALUES ($1, $2, $3)
+	ON CONFLICT (idx) DO NOTHING
+	RETURNING idx
+), h AS (
+	INSERT INTO log_hashes (idx, hash)
+	SELECT i, h FROM leaf, unnest($4::bigint[], $5::bytea[]) AS u(i, h)
+	ON CONFLICT (idx) DO UPDATE SET hash = EXCLUDED.hash
+), x AS (
+	INSERT INTO log_index (ref, idx) SELECT $2, idx FROM leaf
+	ON CONFLICT (ref) DO UPDATE SET idx = EXCLUDED.idx
+), q AS (
+	DELETE FROM log_pending WHERE seq = $6 AND EXISTS (SELECT 1 FROM leaf)
+)
+SELECT count(*) FROM leaf`, []any{index, p.Ref, p.Data, idx, hs, int64(p.Seq)}, &stored)
+	if err != nil {
+		return err
+	}
+	if stored == 0 {
+		return fmt.Errorf("log: leaf %d is already taken", index)
+	}
+	return nil
+}
+
+// ReadHashes implements ledger.LogTx.
+func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	got := make(map[int64]tlog.Hash, len(indexes))
+	err := t.query("read log hashes", "SELECT idx, hash FROM log_hashes WHERE idx = ANY($1::bigint[])", []any{indexes}, func(r pgx.Rows) error {
+		var idx int64
+		var h []byte
+		if err := r.Scan(&idx, &h); err != nil {
+			return err
+		}
+		if len(h) != tlog.HashSize {
+			return fmt.Errorf("log: stored hash %d has %d bytes", idx, len(h))
+		}
+		got[idx] = tlog.Hash(h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		h, ok := got[idx]
+		if !ok {
+			return nil, fmt.Errorf("log: no stored hash %d", idx)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// Leaf implements ledger.LogTx.
+func (t *tx) Leaf(index int64) (string, []byte, error) {
+	var ref string
+	var data []byte
+	found, err := t.queryRow(fmt.Sprint("read leaf ", index), "SELECT ref, data FROM log_leaves WHERE idx = $1", []any{index}, &ref, &data)
+	if err != nil {
+		return "", nil, err
+	}
+	if !found {
+		return "", nil, fmt.Errorf("%w: leaf %d", ledger.ErrNotFound, index)
+	}
+	return ref, data, nil
+}
+
+// LeafIndex implements ledger.LogTx.
+func (t *tx) LeafIndex(ref string) (int64, error) {
+	var idx int64
+	found, err := t.queryRow("read the leaf index of "+ref, "SELECT idx FROM log_index WHERE ref = $1", []any{ref}, &idx)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
+	}
+	return idx, nil
+}
+
+// SetLogHead implements ledger.LogTx.
+func (t *tx) SetLogHead(size int64, cp []byte) error {
+	return t.exec(`
+WITH c AS (
+	INSERT INTO log_checkpoints (size, checkpoint) VALUES ($1, $2)
+	ON CONFLICT (size) DO UPDATE SET checkpoint = EXCLUDED.checkpoint
+)
+INSERT INTO log_state (name, n, value) VALUES ('head', $1, $2)
+ON CONFLICT (name) DO UPDATE SET n = EXCLUDED.n, value = EXCLUDED.value`, size, cp)
+}
+
+// LogHead implements ledger.LogTx.
+func (t *tx) LogHead() (int64, []byte, error) {
+	var size int64
+	var cp []byte
+	found, err := t.queryRow("read the log head", "SELECT n, value FROM log_state WHERE name = 'head'", nil, &size, &cp)
+	if err != nil || !found {
+		return 0, nil, err
+	}
+	return size, cp, nil
+}
+
+// CheckpointAt implements ledger.LogTx.
+func (t *tx) CheckpointAt(size int64) ([]byte, error) {
+	var cp []byte
+	found, err := t.queryRow(fmt.Sprint("read the checkpoint at size ", size), "SELECT checkpoint FROM log_checkpoints WHERE size = $1", []any{size}, &cp)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: checkpoint at size %d", ledger.ErrNotFound, size)
+	}
+	return cp, nil
+}
+
+// TilesPublished implements ledger.LogTx.
+func (t *tx) TilesPublished() (int64, error) {
+	var n int64
+	_, err := t.queryRow("read the published tile size", "SELECT n FROM log_state WHERE name = 'tiles'", nil, &n)
+	return n, err
+}
+
+// SetTilesPublished implements ledger.LogTx.
+func (t *tx) SetTilesPublished(size int64) error {
+	return t.exec("INSERT INTO log_state (name, n) VALUES ('tiles', $1) ON CONFLICT (name) DO UPDATE SET n = EXCLUDED.n", size)
+}

@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// migrations holds the schema, one forward-only migration per file.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// versionTable is where goose records the applied migrations.
+const versionTable = "ledger_schema_version"
+
+// Errors of the schema check.
+var (
+	// ErrNoSchema: the database has no pactledger schema yet.
+	ErrNoSchema = errors.New("the database has no pactledger schema: run `ledgerd migrate` first")
+	// ErrSchemaOld: the schema is older than this binary's.
+	ErrSchemaOld = errors.New("the database schema is older than this ledgerd: run `ledgerd migrate`")
+	// ErrSchemaNew: the schema is newer than this binary knows.
+	ErrSchemaNew = errors.New("the database schema is newer than this ledgerd knows: run the ledgerd that migrated it, or a newer one")
+)
+
+// provider returns the goose provider of the embedded migrations over db.
+func provider(cfg Config) (*goose.Provider, func() error, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := stdlib.OpenDB(*pc.ConnConfig)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithTableName(versionTable), goose.WithDisableGlobalRegistry(true), goose.WithSlog(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("schema migrations: %w", err)
+	}
+	return p, db.Close, nil
+}
+
+// SchemaVersion is the schema version this binary writes: the version of
+// its newest migration.
+var SchemaVersion = sync.OnceValue(func() int64 {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		panic(err) // the pattern is constant
+	}
+	var newest int64
+	for _, name := range names {
+		v, err := goose.NumericComponent(name)
+		if err != nil {
+			panic(fmt.Sprintf("embedded migration %s: %v", name, err)) // a build fault, caught by any test
+		}
+		newest = max(newest, v)
+	}
+	return newest
+})
+
+// Migrate applies every migration the database lacks, in order, each in a
+// transaction of its own, and returns the schema version before and after.
+// Run it from one place at a time (`ledgerd migrate`), before starting
+// ledgerd replicas of a new version. A database that cannot be reached is
+// an error wrapping ledger.ErrUnavailable.
+func Migrate(ctx context.Context, cfg Config) (from, to int64, err error) {
+	cfg.defaults()
+	p, closeDB, err := provider(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeDB()
+	if from, err = p.GetDBVersion(ctx); err != nil {
+		return 0, 0, classify("read the schema version", err, nil)
+	}
+	if known := SchemaVersion(); from > known {
+		return from, from, fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaNew, from, known)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return from, 0, classify("migrate the schema", err, nil)
+	}
+	to, err = p.GetDBVersion(ctx)
+	if err != nil {
+		return from, 0, classify("read the schema version", err, nil)
+	}
+	return from, to, nil
+}
+
+// checkSchema returns nil when the database's schema version is the one
+// this binary writes, else an error saying what to do.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", versionTable).Scan(&exists); err != nil {
+		return classify("read the schema version", err, nil)
+	}
+	if !exists {
+		return ErrNoSchema
+	}
+	var version int64
+	if err := pool.QueryRow(ctx, "SELECT coalesce(max(version_id), 0) FROM "+versionTable).Scan(&version); err != nil {
+		return classify("read the schema version", err, nil)
+	}
+	switch known := SchemaVersion(); {
+	case version == 0:
+		return ErrNoSchema
+	case version < known:
+		return fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaOld, version, known)
+	case version > known:
+		return fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaNew, version, known)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package postgres
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// scanEntry reads an outbox entry: its seq column and its stored body.
+func scanEntry(r pgx.Rows) (ledger.OutboxEntry, error) {
+	var e ledger.OutboxEntry
+	var seq int64
+	var body []byte
+	if err := r.Scan(&seq, &body); err != nil {
+		return e, err
+	}
+	if err := json.Unmarshal(body, &e); err != nil {
+		return e, fmt.Errorf("decode outbox entry %d: %w", seq, err)
+	}
+	e.Seq = uint64(seq)
+	return e, nil
+}
+
+// Enqueue implements ledger.Outbox: the sequence assigns Seq.
+func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
+	e.Seq = 0
+	body, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode outbox entry %s: %w", e.Key, err)
+	}
+	return t.exec("INSERT INTO outbox (seq, body, queued_ns) VALUES (nextval('outbox_seq'), $1, $2)", body, nanos(at))
+}
+
+// Outbox implements ledger.Outbox.
+func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
+	return t.entries("read the outbox", "SELECT seq, body FROM outbox ORDER BY seq LIMIT $1", n)
+}
+
+// entries runs a query of outbox entries (seq, body), lowest Seq first.
+func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error) {
+	var out []ledger.OutboxEntry
+	err := t.query(what, sql, args, func(r pgx.Rows) error {
+		e, err := scanEntry(r)
+		out = append(out, e)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING gives no order.
+	slices.SortFunc(out, func(a, b ledger.OutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// Claim implements ledger.Outbox: entries nobody else holds a live claim
+// on, locked with SKIP LOCKED so that uploaders claiming at once never
+// wait for or take each other's entries.
+func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	if !t.write {
+		return nil, errReadOnly
+	}
+	return t.entries("claim outbox entries", `
+UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint * interval '1 microsecond'
+WHERE seq IN (
+	SELECT seq FROM outbox
+	WHERE claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2
+	ORDER BY seq LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)
+RETURNING seq, body`, n, holder, ttl.Microseconds())
+}
+
+// Dequeue implements ledger.Outbox.
+func (t *tx) Dequeue(seq uint64) (bool, error) {
+	if !t.write {
+		return false, errReadOnly
+	}
+	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq),
+		"WITH f AS (DELETE FROM outbox_failures WHERE seq = $1) DELETE FROM outbox WHERE seq = $1 RETURNING true", []any{int64(seq)}, new(bool))
+}
+
+// OutboxDepth implements ledger.Outbox.
+func (t *tx) OutboxDepth() (int, error) {
+	var n int
+	_, err := t.queryRow("count the outbox", "SELECT count(*) FROM outbox", nil, &n)
+	return n, err
+}
+
+// OldestQueued implements ledger.Outbox.
+func (t *tx) OldestQueued() (time.Time, error) {
+	var ns int64
+	found, err := t.queryRow("read the oldest outbox entry", "SELECT queued_ns FROM outbox ORDER BY seq LIMIT 1", nil, &ns)
+	if err != nil || !found {
+		return time.Time{}, err
+	}
+	return fromNanos(ns), nil
+}
+
+// PlanSegment implements ledger.Outbox.
+func (t *tx) PlanSegment(p ledger.SegmentPlan) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode segment plan %s: %w", p.Key, err)
+	}
+	return t.exec("INSERT INTO segment_plans (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body", p.Key, body)
+}
+
+// SegmentPlans implements ledger.Outbox.
+func (t *tx) SegmentPlans() ([]ledger.SegmentPlan, error) {
+	var out []ledger.SegmentPlan
+	err := t.query("read segment plans", "SELECT key, body FROM segment_plans ORDER BY key", nil, func(r pgx.Rows) error {
+		var key string
+		var body []byte
+		if err := r.Scan(&key, &body); err != nil {
+			return err
+		}
+		var p ledger.SegmentPlan
+		if err := json.Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("decode segment plan %s: %w", key, err)
+		}
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// DropSegmentPlan implements ledger.Outbox.
+func (t *tx) DropSegmentPlan(key string) error {
+	return t.exec("DELETE FROM segment_plans WHERE key = $1", key)
+}
+
+// Failure implements ledger.Outbox.
+func (t *tx) Failure(seq uint64) (ledger.OutboxFailure, error) {
+	var f ledger.OutboxFailure
+	var body []byte
+	found, err := t.queryRow(fmt.Sprint("read failures of outbox entry ", seq), "SELECT body FROM outbox_failures WHERE seq = $1"+t.lock(), []any{int64(seq)}, &body)
+	if err != nil || !found {
+		return f, err
+	}
+	if err := json.Unmarshal(body, &f); err != nil {
+		return f, fmt.Errorf("decode failures of outbox entry %d: %w", seq, err)
+	}
+	return f, nil
+}
+
+// SetFailure implements ledger.Outbox.
+func (t *tx) SetFailure(seq uint64, f ledger.OutboxFailure) error {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode failures of outbox entry %d: %w", seq, err)
+	}
+	return t.exec("INSERT INTO outbox_failures (seq, body) VALUES ($1, $2) ON CONFLICT (seq) DO UPDATE SET body = EXCLUDED.body", int64(seq), body)
+}
+
+// PutDeadLetter implements ledger.Outbox.
+func (t *tx) PutDeadLetter(d ledger.DeadLetter) error {
+	body, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode dead letter %d: %w", d.Entry.Seq, err)
+	}
+	return t.exec("INSERT INTO dead_letters (seq, body) VALUES ($1, $2) ON CONFLICT (seq) DO UPDATE SET body = EXCLUDED.body", int64(d.Entry.Seq), body)
+}
+
+// DeadLetters implements ledger.Outbox.
+func (t *tx) DeadLetters(after uint64, n int) ([]ledger.DeadLetter, error) {
+	var out []ledger.DeadLetter
+	err := t.query("read dead letters", "SELECT body FROM dead_letters WHERE seq > $1 ORDER BY seq LIMIT $2", []any{int64(after), n}, func(r pgx.Rows) error {
+		var body []byte
+		if err := r.Scan(&body); err != nil {
+			return err
+		}
+		var d ledger.DeadLetter
+		if err := json.Unmarshal(body, &d); err != nil {
+			return fmt.Errorf("decode dead letter: %w", err)
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// DeadLetterCount implements ledger.Outbox.
+func (t *tx) DeadLetterCount() (int, error) {
+	var n int
+	_, err := t.queryRow("count dead letters", "SELECT count(*) FROM dead_letters", nil, &n)
+	return n, err
+}
+
+// RemoveDeadLetter implements ledger.Outbox.
+func (t *tx) RemoveDeadLetter(seq uint64) error {
+	return t.exec("DELETE FROM dead_letters WHERE seq = $1", int64(seq))
+}

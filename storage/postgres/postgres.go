@@ -1,0 +1,362 @@
+// Package postgres is the row store on PostgreSQL and the engines that
+// speak its protocol: rows, their indexes, evidence bundles, JWKS
+// snapshots, the evidence outbox, reports, the Merkle log and leases in
+// one database shared by any number of ledgerd replicas.
+//
+// Writes use group commit like storage/bolt: the Update calls waiting at a
+// moment share one transaction, each under a savepoint of its own so that a
+// failing member rolls back alone. Unique constraints do the dedupe: of two
+// replicas racing to create one row, one stores it and the other's fn runs
+// again and finds it. Expiry of leases is judged by the database's clock.
+// The schema is created and upgraded by Migrate (`ledgerd migrate`); Open
+// refuses a database whose schema is older or newer than this binary's.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Config tunes the store. DSN is required; the zero value of every other
+// field is the default.
+type Config struct {
+	// DSN locates the database: a keyword/value string or a postgres://
+	// URL, as libpq takes them. Several hosts with
+	// target_session_attrs=read-write reach whichever is the primary.
+	DSN string
+	// Password, when set, is used instead of any password in DSN (from a
+	// file or an environment variable, so the DSN need not carry it).
+	Password string
+	// MaxConns caps the connection pool; default 16.
+	MaxConns int32
+	// MaxBatch caps how many Update calls share one transaction; default
+	// 64. Each member that writes takes a subtransaction (its savepoint),
+	// and PostgreSQL keeps 64 of them per transaction in shared memory:
+	// more make every session's visibility checks slower until the commit.
+	MaxBatch int
+	// Committers is how many group-commit transactions may run at once;
+	// default 4.
+	Committers int
+	// CommitTimeout bounds one group-commit transaction, retries
+	// included; default 30 s.
+	CommitTimeout time.Duration
+	// ConnectTimeout bounds opening one connection when the DSN sets no
+	// connect_timeout; default 5 s.
+	ConnectTimeout time.Duration
+	// OnCommit, when set, is told the size of each committed batch.
+	OnCommit func(batch int)
+}
+
+func (c *Config) defaults() {
+	if c.MaxConns <= 0 {
+		c.MaxConns = 16
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 64
+	}
+	if c.Committers <= 0 {
+		c.Committers = 4
+	}
+	if c.CommitTimeout <= 0 {
+		c.CommitTimeout = 30 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+}
+
+// Store is a ledger.Store on a PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	reqs chan *request
+	quit chan struct{}
+	wg   sync.WaitGroup
+	// life bounds every statement: cancelled once the last commit is done.
+	life   context.Context
+	cancel context.CancelFunc
+
+	// mu orders Update's hand-over of a request against Close: once Close
+	// holds it, no request is queued that the committers would not see.
+	mu       sync.RWMutex
+	isClosed bool
+}
+
+// request is one Update call waiting for a group commit.
+type request struct {
+	fn    func(ledger.Tx) error
+	fence *ledger.Fence
+	err   chan error
+}
+
+// poolConfig parses cfg's DSN and applies its password and timeouts.
+func poolConfig(cfg Config) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		// pgx leaves any password in the DSN out of its message.
+		return nil, fmt.Errorf("postgres DSN: %w", err)
+	}
+	if cfg.Password != "" {
+		pc.ConnConfig.Password = cfg.Password
+	}
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	}
+	pc.MaxConns = cfg.MaxConns
+	return pc, nil
+}
+
+// Open connects to the database cfg.DSN names and checks that its schema
+// is the one this binary writes: a database without it, or with an older
+// one, needs `ledgerd migrate` first; a newer one needs a newer ledgerd.
+// A database that cannot be reached is an error wrapping
+// ledger.ErrUnavailable.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.defaults()
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	if err := checkSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{})}
+	s.life, s.cancel = context.WithCancel(context.Background())
+	for range cfg.Committers {
+		s.wg.Add(1)
+		go s.commitLoop()
+	}
+	return s, nil
+}
+
+// Close waits for queued writes to commit, then closes the pool. Update,
+// View and lease calls after Close fail with ledger.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.isClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.isClosed = true
+	close(s.quit)
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.cancel()
+	s.pool.Close()
+	return nil
+}
+
+// closed reports whether Close was called.
+func (s *Store) closed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.isClosed
+}
+
+// Ping reports whether the database answers and takes writes (it is not
+// a standby): nil, or an error wrapping ledger.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed() {
+		return ledger.ErrClosed
+	}
+	var ro string
+	if err := s.pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&ro); err != nil {
+		return unavailableErr("ping", err)
+	}
+	if ro != "off" {
+		return fmt.Errorf("%w: the database takes no writes (a standby, or read-only)", ledger.ErrUnavailable)
+	}
+	return nil
+}
+
+// Update implements ledger.Store with group commit.
+func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	r := &request{fn: fn, err: make(chan error, 1)}
+	if f, ok := ledger.FenceFrom(ctx); ok {
+		r.fence = &f
+	}
+	s.mu.RLock()
+	if s.isClosed {
+		s.mu.RUnlock()
+		return ledger.ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+		s.mu.RUnlock()
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	// Once queued the write may commit: wait for its result even if ctx
+	// ends. The committers answer every request queued before Close.
+	return <-r.err
+}
+
+// View implements ledger.Store: fn reads one snapshot of the database.
+func (s *Store) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	if s.closed() {
+		return ledger.ErrClosed
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return acquireErr(ctx, err)
+	}
+	defer c.Release()
+	t := newTx(ctx, c.Conn(), false)
+	t.queue("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+	ferr := fn(t)
+	if t.fatal != nil {
+		return t.fatal
+	}
+	// A read-only transaction has nothing to commit: end it either way.
+	if _, err := c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll(); err != nil && ferr == nil {
+		return classify("end read transaction", err, c.Conn())
+	}
+	return ferr
+}
+
+// commitLoop takes waiting Update calls in batches and commits each batch
+// in one transaction, until Close; then it commits what is still queued.
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-s.reqs:
+		case <-s.quit:
+			for {
+				select {
+				case r := <-s.reqs:
+					s.commit([]*request{r})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*request{first}
+	fill:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// errBatch is a reason to run a whole batch again.
+var errBatch = errors.New("batch must run again")
+
+// maxBatchRuns bounds how often a batch runs again after a serialization
+// failure or a deadlock.
+const maxBatchRuns = 10
+
+// commit runs batch in one transaction and answers each request. Only
+// what a successful COMMIT made durable is answered nil.
+func (s *Store) commit(batch []*request) {
+	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
+	defer cancel()
+	errs, err := s.runBatchRetrying(ctx, batch)
+	if errors.Is(err, errMemberRollback) || errors.Is(err, errCommit) {
+		if len(batch) > 1 {
+			// One member broke the whole transaction: each runs alone, so
+			// that it cannot sink the others.
+			for _, r := range batch {
+				s.commit([]*request{r})
+			}
+			return
+		}
+	}
+	if err != nil {
+		for _, r := range batch {
+			r.err <- err
+		}
+		return
+	}
+	if s.cfg.OnCommit != nil {
+		s.cfg.OnCommit(len(batch))
+	}
+	for i, r := range batch {
+		r.err <- errs[i]
+	}
+}
+
+// runBatchRetrying runs batch until it commits, runs it again after a
+// serialization failure or deadlock, and once more on a fresh connection
+// when the connection failed before COMMIT was sent (a pooled connection
+// the server closed, as after a restart or a failover).
+func (s *Store) runBatchRetrying(ctx context.Context, batch []*request) ([]error, error) {
+	fresh := false
+	for run := 1; ; run++ {
+		errs, err := s.runBatch(ctx, batch)
+		switch {
+		case err == nil:
+			return errs, nil
+		case errors.Is(err, errBatch) && run < maxBatchRuns:
+			continue
+		case errors.Is(err, errBeforeCommit) && !fresh:
+			fresh = true
+			continue
+		}
+		return nil, err
+	}
+}
+
+// errBeforeCommit marks a failed connection before COMMIT was sent:
+// nothing of the batch is durable and it may run again.
+var errBeforeCommit = errors.New("before commit")
+
+// runBatch runs every member of batch in one transaction and commits it.
+// It returns each member's error, or the error that ended the whole
+// transaction (nothing of it is durable unless that error wraps
+// ledger.ErrUnavailable from COMMIT itself, when the outcome is unknown).
+func (s *Store) runBatch(ctx context.Context, batch []*request) ([]error, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBeforeCommit, acquireErr(ctx, err))
+	}
+	defer c.Release() // a connection left inside a transaction is closed, not pooled
+	t := newTx(ctx, c.Conn(), true)
+	t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	errs := make([]error, len(batch))
+	seq := 0
+	for i, r := range batch {
+		errs[i] = t.member(r, &seq)
+		if t.fatal != nil {
+			err := t.fatal
+			if errors.Is(err, ledger.ErrUnavailable) {
+				err = fmt.Errorf("%w: %w", errBeforeCommit, err)
+			} else {
+				_, _ = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+			}
+			return nil, err
+		}
+	}
+	if err := t.commit(); err != nil {
+		if !errors.Is(err, ledger.ErrUnavailable) {
+			_, _ = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		}
+		return nil, err
+	}
+	return errs, nil
+}
+
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ ledger.Tx    = (*tx)(nil)
+)

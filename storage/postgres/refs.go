@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Object implements ledger.References.
+func (t *tx) Object(key string) (ledger.Location, error) {
+	var loc ledger.Location
+	var body []byte
+	found, err := t.queryRow("read object "+key, "SELECT body FROM objects WHERE key = $1", []any{key}, &body)
+	if err != nil {
+		return loc, err
+	}
+	if !found {
+		return loc, ledger.ErrNotFound
+	}
+	if err := json.Unmarshal(body, &loc); err != nil {
+		return loc, fmt.Errorf("decode object %s: %w", key, err)
+	}
+	return loc, nil
+}
+
+// SetObject implements ledger.References.
+func (t *tx) SetObject(key string, loc ledger.Location) error {
+	body, err := json.Marshal(loc)
+	if err != nil {
+		return fmt.Errorf("encode object %s: %w", key, err)
+	}
+	return t.exec("INSERT INTO objects (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body", key, body)
+}
+
+// DeleteObject implements ledger.References.
+func (t *tx) DeleteObject(key string) error {
+	return t.exec("DELETE FROM objects WHERE key = $1", key)
+}
+
+// Count implements ledger.References: one upsert that adds delta (never
+// below zero) under the row's lock, then the counter is removed at zero.
+func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
+	what := fmt.Sprintf("count %s %s", kind, key)
+	var n int64
+	if delta == 0 {
+		_, err := t.queryRow(what, "SELECT n FROM ref_counts WHERE kind = $1 AND key = $2", []any{string(kind), key}, &n)
+		return int(n), err
+	}
+	if !t.write {
+		return 0, errReadOnly
+	}
+	_, err := t.queryRow(what, `
+INSERT INTO ref_counts (kind, key, n) VALUES ($1, $2, greatest($3::bigint, 0))
+ON CONFLICT (kind, key) DO UPDATE SET n = greatest(ref_counts.n + $3::bigint, 0)
+RETURNING n`, []any{string(kind), key, int64(delta)}, &n)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		err = t.exec("DELETE FROM ref_counts WHERE kind = $1 AND key = $2 AND n = 0", string(kind), key)
+	}
+	return int(n), err
+}
+
+// SnapshotRetain implements ledger.References.
+func (t *tx) SnapshotRetain(id string) (time.Time, error) {
+	var ns int64
+	found, err := t.queryRow("read retention of snapshot "+id, "SELECT until_ns FROM snapshot_retain WHERE id = $1"+t.lock(), []any{id}, &ns)
+	if err != nil || !found {
+		return time.Time{}, err
+	}
+	return fromNanos(ns), nil
+}
+
+// SetSnapshotRetain implements ledger.References.
+func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
+	return t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, nanos(at))
+}
+
+// QueueDeletion implements ledger.References.
+func (t *tx) QueueDeletion(loc ledger.Location) error {
+	body, err := json.Marshal(loc)
+	if err != nil {
+		return fmt.Errorf("encode deletion of %s: %w", loc.Key, err)
+	}
+	return t.exec("INSERT INTO deletions (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body", loc.Key, body)
+}
+
+// Deletions implements ledger.References.
+func (t *tx) Deletions(n int) ([]ledger.Location, error) {
+	var out []ledger.Location
+	err := t.query("read the deletion queue", "SELECT body FROM deletions ORDER BY key LIMIT $1", []any{n}, func(r pgx.Rows) error {
+		var body []byte
+		if err := r.Scan(&body); err != nil {
+			return err
+		}
+		var loc ledger.Location
+		if err := json.Unmarshal(body, &loc); err != nil {
+			return fmt.Errorf("decode deletion: %w", err)
+		}
+		out = append(out, loc)
+		return nil
+	})
+	return out, err
+}
+
+// Deleted implements ledger.References.
+func (t *tx) Deleted(key string) error {
+	return t.exec("DELETE FROM deletions WHERE key = $1", key)
+}

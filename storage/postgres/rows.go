@@ -1,0 +1,491 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// nanos is t in nanoseconds since the Unix epoch, clamped to what an
+// int64 holds (times before 1970 count as 1970, as in storage/bolt).
+func nanos(t time.Time) int64 {
+	switch {
+	case t.IsZero() || t.Before(time.Unix(0, 0)):
+		return 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// fromNanos is the time nanos stored: zero for 0.
+func fromNanos(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// retainNanos is a row's retain-until as stored: NULL when unset.
+func retainNanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return nanos(t)
+}
+
+// decodeRow decodes a stored row body.
+func decodeRow(body []byte) (*ledger.Row, error) {
+	var r ledger.Row
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("decode row: %w", err)
+	}
+	return &r, nil
+}
+
+// Row implements ledger.Rows.
+func (t *tx) Row(id string) (*ledger.Row, error) {
+	var body []byte
+	found, err := t.queryRow("read row "+id, "SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), []any{id}, &body)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		t.absentRows[id] = true
+		return nil, ledger.ErrNotFound
+	}
+	return decodeRow(body)
+}
+
+// errRaced: a create found a key taken that the member had read as free;
+// the member runs again and sees the winner's row.
+var errRaced = errors.New("another writer stored it first")
+
+// CreateRow implements ledger.Rows: the row, its target entries and, when
+// no row holds its request-JWT hash yet, the request-JWT entry, in one
+// statement.
+func (t *tx) CreateRow(r *ledger.Row) error {
+	if !t.write {
+		return errReadOnly
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode row %s: %w", r.ID, err)
+	}
+	targets := r.Targets()
+	if targets == nil {
+		targets = []string{}
+	}
+	var created, indexed int
+	_, err = t.queryRow("create row "+r.ID, `
+WITH r AS (
+	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+), t AS (
+	INSERT INTO row_targets (target, issued_ns, row_id)
+	SELECT x, $7::bigint, r.id FROM r, unnest($11::text[]) AS x
+), j AS (
+	INSERT INTO request_jwts (sha, row_id)
+	SELECT $9::text, r.id FROM r WHERE $9::text <> ''
+	ON CONFLICT (sha) DO NOTHING
+	RETURNING sha
+)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
+		[]any{r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), r.RequestJWTSHA256, body, targets},
+		&created, &indexed)
+	switch {
+	case err != nil:
+		return err
+	case created == 0 && t.absentRows[r.ID]:
+		t.rerun = true
+		return fmt.Errorf("create row %s: %w", r.ID, errRaced)
+	case created == 0:
+		return fmt.Errorf("create row %s: a row with that id already exists", r.ID)
+	case indexed == 0 && r.RequestJWTSHA256 != "" && t.absentJWTs[r.RequestJWTSHA256]:
+		t.rerun = true
+		return fmt.Errorf("create row %s: request JWT %s: %w", r.ID, r.RequestJWTSHA256, errRaced)
+	}
+	return nil
+}
+
+// UpdateDispute implements ledger.Rows.
+func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledger.DisputeEvent) error {
+	r, err := t.Row(id)
+	if err != nil {
+		return err
+	}
+	r.Dispute, r.DisputeEvents = status, events
+	return t.rewriteRow(r, "UPDATE ledger_rows SET body = $2 WHERE id = $1")
+}
+
+// UpdateRetention implements ledger.Rows.
+func (t *tx) UpdateRetention(id string, until time.Time) error {
+	r, err := t.Row(id)
+	if err != nil {
+		return err
+	}
+	r.RetainUntil = until
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode row %s: %w", id, err)
+	}
+	return t.exec("UPDATE ledger_rows SET body = $2, retain_ns = $3 WHERE id = $1", id, body, retainNanos(until))
+}
+
+// rewriteRow stores r's new body with sql ($1 id, $2 body).
+func (t *tx) rewriteRow(r *ledger.Row, sql string) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode row %s: %w", r.ID, err)
+	}
+	return t.exec(sql, r.ID, body)
+}
+
+// RowByRequestJWT implements ledger.Rows.
+func (t *tx) RowByRequestJWT(sha string) (string, error) {
+	var id string
+	found, err := t.queryRow("read request JWT index", "SELECT row_id FROM request_jwts WHERE sha = $1", []any{sha}, &id)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		t.absentJWTs[sha] = true
+	}
+	return id, nil
+}
+
+// pageToken is a List position: the issue time and id of the last row
+// returned, and a digest of the query's filters, so that a token is
+// refused for another query.
+type pageToken struct {
+	issued int64
+	id     string
+}
+
+// filterDigest is the first 8 bytes of the SHA-256 of q's filters.
+func filterDigest(q ledger.Query) []byte {
+	h := sha256.New()
+	for _, f := range []string{q.Principal, q.GrantID, q.Target, q.Agent, strconv.Itoa(int(q.Status)), strconv.Itoa(int(q.Class)),
+		strconv.FormatInt(nanos(q.Since), 10), strconv.FormatInt(nanos(q.Until), 10)} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)[:8]
+}
+
+func (p pageToken) encode(q ledger.Query) string {
+	b := binary.BigEndian.AppendUint64(filterDigest(q), uint64(p.issued))
+	return base64.RawURLEncoding.EncodeToString(append(b, p.id...))
+}
+
+func decodePageToken(s string, q ledger.Query) (pageToken, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 16 || string(b[:8]) != string(filterDigest(q)) {
+		return pageToken{}, fmt.Errorf("%w: pageToken does not belong to this query", ledger.ErrInvalid)
+	}
+	return pageToken{issued: int64(binary.BigEndian.Uint64(b[8:16])), id: string(b[16:])}, nil
+}
+
+// List implements ledger.Rows: newest first (issue time, then id, both
+// descending), each filter an equality the indexes serve, the target
+// filter through row_targets.
+func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
+	if q.PageSize <= 0 {
+		return nil, "", nil
+	}
+	var after *pageToken
+	if q.PageToken != "" {
+		p, err := decodePageToken(q.PageToken, q)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &p
+	}
+	sql, args := listSQL(q, after)
+	var rows []*ledger.Row
+	var last pageToken
+	more := false
+	err := t.query("list rows", sql, args, func(r pgx.Rows) error {
+		if len(rows) == q.PageSize {
+			more = true
+			return nil
+		}
+		var body []byte
+		if err := r.Scan(&body, &last.issued, &last.id); err != nil {
+			return err
+		}
+		row, err := decodeRow(body)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if !more {
+		return rows, "", nil
+	}
+	return rows, last.encode(q), nil
+}
+
+// listSQL builds List's query: every filter q sets, the page position,
+// newest first, one row more than a page (to know whether one follows).
+func listSQL(q ledger.Query, after *pageToken) (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	from, issued, id := "ledger_rows r", "r.issued_ns", "r.id"
+	if q.Target != "" {
+		from, issued, id = "row_targets x JOIN ledger_rows r ON r.id = x.row_id", "x.issued_ns", "x.row_id"
+		where = append(where, "x.target = "+arg(q.Target))
+	}
+	if q.Principal != "" {
+		where = append(where, "r.principal = "+arg(q.Principal))
+	}
+	if q.GrantID != "" {
+		where = append(where, "r.grant_id = "+arg(q.GrantID))
+	}
+	if q.Agent != "" {
+		where = append(where, "r.agent = "+arg(q.Agent))
+	}
+	if q.Status != 0 {
+		where = append(where, "r.status = "+arg(int16(q.Status)))
+	}
+	if q.Class != 0 {
+		where = append(where, "r.class = "+arg(int16(q.Class)))
+	}
+	if !q.Since.IsZero() {
+		where = append(where, issued+" >= "+arg(nanos(q.Since)))
+	}
+	if !q.Until.IsZero() {
+		where = append(where, issued+" < "+arg(nanos(q.Until)))
+	}
+	if after != nil {
+		where = append(where, "("+issued+", "+id+") < ("+arg(after.issued)+"::bigint, "+arg(after.id)+"::text)")
+	}
+	sql := "SELECT r.body, " + issued + ", " + id + " FROM " + from
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY " + issued + " DESC, " + id + " DESC LIMIT " + arg(q.PageSize+1)
+	return sql, args
+}
+
+// RowAfter implements ledger.Rows.
+func (t *tx) RowAfter(key string) (*ledger.Row, error) {
+	var body []byte
+	found, err := t.queryRow("read row after "+key, `
+(SELECT body, 0 AS wrap, id FROM ledger_rows WHERE id >= $1 ORDER BY id LIMIT 1)
+UNION ALL
+(SELECT body, 1 AS wrap, id FROM ledger_rows ORDER BY id LIMIT 1)
+ORDER BY wrap LIMIT 1`, []any{key}, &body, new(int), new(string))
+	if err != nil || !found {
+		return nil, err
+	}
+	return decodeRow(body)
+}
+
+// RowsByID implements ledger.Rows.
+func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
+	if n <= 0 {
+		return nil, "", nil
+	}
+	var out []*ledger.Row
+	more := false
+	err := t.query("read rows by id", "SELECT body FROM ledger_rows WHERE id > $1 ORDER BY id LIMIT $2", []any{after, n + 1}, func(r pgx.Rows) error {
+		if len(out) == n {
+			more = true
+			return nil
+		}
+		var body []byte
+		if err := r.Scan(&body); err != nil {
+			return err
+		}
+		row, err := decodeRow(body)
+		if err != nil {
+			return err
+		}
+		out = append(out, row)
+		return nil
+	})
+	if err != nil || !more {
+		return out, "", err
+	}
+	return out, out[len(out)-1].ID, nil
+}
+
+// Expired implements ledger.Rows. A position is the hex of the
+// retain-until (8 bytes, big-endian nanoseconds) and id of the last row
+// returned.
+func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
+	if n <= 0 {
+		return nil, "", nil
+	}
+	var from int64 = -1
+	fromID := ""
+	if after != "" {
+		pos, err := hex.DecodeString(after)
+		if err != nil || len(pos) < 8 {
+			return nil, "", fmt.Errorf("%w: bad sweep position", ledger.ErrInvalid)
+		}
+		from, fromID = int64(binary.BigEndian.Uint64(pos)), string(pos[8:])
+	}
+	var out []*ledger.Row
+	var lastRetain int64
+	more := false
+	err := t.query("read expired rows", `
+SELECT body, retain_ns FROM ledger_rows
+WHERE retain_ns IS NOT NULL AND retain_ns <= $1 AND (retain_ns, id) > ($2::bigint, $3::text)
+ORDER BY retain_ns, id LIMIT $4`, []any{nanos(now), from, fromID, n + 1}, func(r pgx.Rows) error {
+		if len(out) == n {
+			more = true
+			return nil
+		}
+		var body []byte
+		if err := r.Scan(&body, &lastRetain); err != nil {
+			return err
+		}
+		row, err := decodeRow(body)
+		if err != nil {
+			return err
+		}
+		out = append(out, row)
+		return nil
+	})
+	if err != nil || !more {
+		return out, "", err
+	}
+	pos := binary.BigEndian.AppendUint64(nil, uint64(lastRetain))
+	return out, hex.EncodeToString(append(pos, out[len(out)-1].ID...)), nil
+}
+
+// RemoveRow implements ledger.Rows.
+func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
+	body, err := json.Marshal(tomb)
+	if err != nil {
+		return fmt.Errorf("encode tombstone %s: %w", r.ID, err)
+	}
+	targets := r.Targets()
+	if targets == nil {
+		targets = []string{}
+	}
+	return t.exec(`
+WITH r AS (DELETE FROM ledger_rows WHERE id = $1),
+x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
+j AS (DELETE FROM request_jwts WHERE sha = $4 AND row_id = $1),
+e AS (DELETE FROM evidence WHERE row_id = $1)
+INSERT INTO tombstones (id, body) VALUES ($1, $5)
+ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body)
+}
+
+// Tombstone implements ledger.Rows.
+func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
+	var body []byte
+	found, err := t.queryRow("read tombstone "+id, "SELECT body FROM tombstones WHERE id = $1", []any{id}, &body)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, ledger.ErrNotFound
+	}
+	var tomb ledger.Tombstone
+	if err := json.Unmarshal(body, &tomb); err != nil {
+		return nil, fmt.Errorf("decode tombstone %s: %w", id, err)
+	}
+	return &tomb, nil
+}
+
+// PutEvidence implements ledger.Rows.
+func (t *tx) PutEvidence(rowID string, bundle []byte) error {
+	return t.exec("INSERT INTO evidence (row_id, bundle) VALUES ($1, $2) ON CONFLICT (row_id) DO UPDATE SET bundle = EXCLUDED.bundle", rowID, bundle)
+}
+
+// Evidence implements ledger.Rows.
+func (t *tx) Evidence(rowID string) ([]byte, error) {
+	var bundle []byte
+	found, err := t.queryRow("read evidence "+rowID, "SELECT bundle FROM evidence WHERE row_id = $1", []any{rowID}, &bundle)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, ledger.ErrNotFound
+	}
+	return bundle, nil
+}
+
+// PutSnapshot implements ledger.Rows.
+func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
+	if !t.write {
+		return false, errReadOnly
+	}
+	body, err := json.Marshal(s)
+	if err != nil {
+		return false, fmt.Errorf("encode snapshot %s: %w", s.ID, err)
+	}
+	return t.queryRow("store snapshot "+s.ID, "INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING true", []any{s.ID, body}, new(bool))
+}
+
+// Snapshot implements ledger.Rows.
+func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
+	var s verifier.Snapshot
+	var body []byte
+	found, err := t.queryRow("read snapshot "+id, "SELECT body FROM snapshots WHERE id = $1", []any{id}, &body)
+	if err != nil {
+		return s, err
+	}
+	if !found {
+		return s, ledger.ErrNotFound
+	}
+	if err := json.Unmarshal(body, &s); err != nil {
+		return s, fmt.Errorf("decode snapshot %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// DeleteSnapshot implements ledger.Rows.
+func (t *tx) DeleteSnapshot(id string) error {
+	return t.exec("WITH k AS (DELETE FROM snapshot_retain WHERE id = $1) DELETE FROM snapshots WHERE id = $1", id)
+}
+
+// Revocation implements ledger.Rows.
+func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
+	var body []byte
+	found, err := t.queryRow("read revocation of "+grant, "SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), []any{grant}, &body)
+	if err != nil || !found {
+		return nil, err
+	}
+	var r ledger.Revocation
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("decode revocation of %s: %w", grant, err)
+	}
+	return &r, nil
+}
+
+// PutRevocation implements ledger.Rows.
+func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode revocation of %s: %w", grant, err)
+	}
+	return t.exec("INSERT INTO revocations (grant_id, body) VALUES ($1, $2) ON CONFLICT (grant_id) DO UPDATE SET body = EXCLUDED.body", grant, body)
+}

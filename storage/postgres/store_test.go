@@ -1,0 +1,339 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pactledger/pactledger/internal/pgtest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/postgres"
+)
+
+// hexID is a row id of the ledger's shape.
+func hexID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// row returns a row named by s.
+func row(s string) *ledger.Row {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return &ledger.Row{ID: hexID(s), ReceiptID: "sha256:" + hexID(s), Kind: ledger.KindReceipt, Status: ledger.Authorized,
+		Principal: "user-1", GrantID: "grant-1", IssuedAt: at, RecordedAt: at, Dispute: ledger.DisputeNone, RetainUntil: at.Add(24 * time.Hour)}
+}
+
+// poll calls try until it returns true, failing t at the deadline.
+func poll(t *testing.T, what string, deadline time.Duration, try func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !try() {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, deadline)
+		}
+		<-tick.C
+	}
+}
+
+// sqlValue runs a one-value query on the database at dsn.
+func sqlValue[T any](t *testing.T, dsn, sql string, args ...any) T {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var v T
+	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// freePort returns a loopback port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestMigrateAndSchemaCheck: Open refuses a database without the schema
+// and one whose schema is newer than the binary; Migrate creates the
+// schema once and is a no-op after; Migrate refuses a newer schema too.
+func TestMigrateAndSchemaCheck(t *testing.T) {
+	dsn := pgtest.CreateDB(t)
+	if _, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn}); !errors.Is(err, postgres.ErrNoSchema) {
+		t.Fatalf("Open before migrating: %v, want ErrNoSchema", err)
+	}
+	want := postgres.SchemaVersion()
+	if want < 1 {
+		t.Fatalf("SchemaVersion %d: want the embedded migrations' newest version", want)
+	}
+	from, to, err := postgres.Migrate(t.Context(), postgres.Config{DSN: dsn})
+	if err != nil || from != 0 || to != want {
+		t.Fatalf("first Migrate: %d -> %d, %v; want 0 -> %d", from, to, err, want)
+	}
+	from, to, err = postgres.Migrate(t.Context(), postgres.Config{DSN: dsn})
+	if err != nil || from != want || to != want {
+		t.Fatalf("second Migrate: %d -> %d, %v; want %d -> %d", from, to, err, want, want)
+	}
+	s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+	if err != nil {
+		t.Fatalf("Open after migrating: %v", err)
+	}
+	s.Close()
+	// A later ledgerd migrated this database.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), "INSERT INTO ledger_schema_version (version_id, is_applied) VALUES ($1, true)", want+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn}); !errors.Is(err, postgres.ErrSchemaNew) {
+		t.Errorf("Open of a newer schema: %v, want ErrSchemaNew", err)
+	}
+	if _, _, err := postgres.Migrate(t.Context(), postgres.Config{DSN: dsn}); !errors.Is(err, postgres.ErrSchemaNew) {
+		t.Errorf("Migrate of a newer schema: %v, want ErrSchemaNew", err)
+	}
+}
+
+// errSeen is what a writer returns when the row it would create is there.
+var errSeen = errors.New("already recorded")
+
+// TestReplicasRaceOnOneRow: two stores on one database (two replicas).
+// Replica A reads that a row is absent, then replica B stores it; A's
+// create finds the row taken, A's fn runs again, sees B's row and answers
+// as the ledger does (already recorded). Exactly one row is stored, B's.
+func TestReplicasRaceOnOneRow(t *testing.T) {
+	dsn := migrated(t)
+	a, b := open(t, postgres.Config{DSN: dsn}), open(t, postgres.Config{DSN: dsn})
+	r := row("the same receipt")
+	readAbsent, stored := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
+			n := runs.Add(1)
+			if _, err := tx.Row(r.ID); err == nil {
+				return errSeen
+			} else if !errors.Is(err, ledger.ErrNotFound) {
+				return err
+			}
+			if n == 1 {
+				close(readAbsent)
+				<-stored
+			}
+			w := *r
+			w.Principal = "replica-a"
+			return tx.CreateRow(&w)
+		})
+	}()
+	<-readAbsent
+	if err := b.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(r) }); err != nil {
+		t.Fatalf("replica B: %v", err)
+	}
+	close(stored)
+	if err := <-done; !errors.Is(err, errSeen) {
+		t.Fatalf("replica A: %v, want its fn to run again and see the row", err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("replica A's fn ran %d times, want 2", n)
+	}
+	if err := a.View(t.Context(), func(tx ledger.Tx) error {
+		got, err := tx.Row(r.ID)
+		if err == nil && got.Principal != r.Principal {
+			t.Errorf("stored row by %s, want replica B's", got.Principal)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasRaceOnOneRequestJWT: replica A reads that no row used a
+// request JWT, then replica B stores a row that does; A's row would claim
+// the index too, so A's fn runs again, finds B's row first and records
+// its own as B's duplicate. The index names B's row.
+func TestReplicasRaceOnOneRequestJWT(t *testing.T) {
+	dsn := migrated(t)
+	a, b := open(t, postgres.Config{DSN: dsn}), open(t, postgres.Config{DSN: dsn})
+	sha := hexID("one request JWT")
+	ra, rb := row("receipt a"), row("receipt b")
+	ra.RequestJWTSHA256, rb.RequestJWTSHA256 = sha, sha
+	readFree, stored := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
+			n := runs.Add(1)
+			first, err := tx.RowByRequestJWT(sha)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				close(readFree)
+				<-stored
+			}
+			w := *ra
+			w.Verifier.DuplicateOf = first
+			if first != "" {
+				w.Status = ledger.Duplicate
+			}
+			return tx.CreateRow(&w)
+		})
+	}()
+	<-readFree
+	if err := b.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(rb) }); err != nil {
+		t.Fatalf("replica B: %v", err)
+	}
+	close(stored)
+	if err := <-done; err != nil {
+		t.Fatalf("replica A: %v", err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("replica A's fn ran %d times, want 2", n)
+	}
+	if err := a.View(t.Context(), func(tx ledger.Tx) error {
+		first, err := tx.RowByRequestJWT(sha)
+		if err != nil {
+			return err
+		}
+		if first != rb.ID {
+			t.Errorf("the index names %s, want replica B's row %s", first, rb.ID)
+		}
+		got, err := tx.Row(ra.ID)
+		if err != nil {
+			return err
+		}
+		if got.Verifier.DuplicateOf != rb.ID || got.Status != ledger.Duplicate {
+			t.Errorf("replica A's row: duplicate of %q, status %s; want a duplicate of %s", got.Verifier.DuplicateOf, got.Status, rb.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFenceHoldsOffTakeover: the fence check is a write to the lease row,
+// so a takeover of an expired lease waits for the fenced transaction that
+// checked it and comes after its commit: the fenced write is never
+// committed after another holder got the lease.
+func TestFenceHoldsOffTakeover(t *testing.T) {
+	dsn := migrated(t)
+	s := open(t, postgres.Config{DSN: dsn})
+	const name = "singleton"
+	token, err := s.AcquireLease(t.Context(), name, "holder-a", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, finish := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		ctx := ledger.WithFence(t.Context(), ledger.Fence{Lease: name, Token: token})
+		done <- s.Update(ctx, func(tx ledger.Tx) error {
+			if err := tx.PutDrill("by-holder-a", []byte("a")); err != nil {
+				return err
+			}
+			close(checked)
+			<-finish
+			return nil
+		})
+	}()
+	<-checked
+	poll(t, "the lease expires by the database's clock", 10*time.Second, func() bool {
+		return sqlValue[bool](t, dsn, "SELECT expires_at < clock_timestamp() FROM leases WHERE name = $1", name)
+	})
+	var taken atomic.Uint64
+	took := make(chan error, 1)
+	go func() {
+		n, err := s.AcquireLease(t.Context(), name, "holder-b", time.Minute)
+		taken.Store(n)
+		took <- err
+	}()
+	poll(t, "the takeover waits on the lease row", 10*time.Second, func() bool {
+		return sqlValue[int](t, dsn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO leases%' AND pid <> pg_backend_pid()") == 1
+	})
+	select {
+	case err := <-took:
+		t.Fatalf("the takeover finished (%v) while the fenced transaction was open", err)
+	default:
+	}
+	close(finish)
+	if err := <-done; err != nil {
+		t.Fatalf("fenced Update: %v", err)
+	}
+	if err := <-took; err != nil {
+		t.Fatalf("takeover after the fenced commit: %v", err)
+	}
+	if taken.Load() <= token {
+		t.Errorf("token after the takeover %d, want above %d", taken.Load(), token)
+	}
+	err = s.Update(ledger.WithFence(t.Context(), ledger.Fence{Lease: name, Token: token}), func(tx ledger.Tx) error {
+		return tx.PutDrill("late", []byte("a"))
+	})
+	if !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Errorf("fenced Update after the takeover: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestPasswordStaysOutOfErrors: a password given in the DSN or the
+// configuration never shows in an error.
+func TestPasswordStaysOutOfErrors(t *testing.T) {
+	const secret = "s3cret-Pa55word"
+	for _, cfg := range []postgres.Config{
+		{DSN: "host=127.0.0.1 port=1 user=ledger password=" + secret + " dbname=x sslmode=disable connect_timeout=2"},
+		{DSN: "postgres://ledger:" + secret + "@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"},
+		{DSN: "host=127.0.0.1 port=1 user=ledger dbname=x sslmode=disable", Password: secret},
+		{DSN: "host=127.0.0.1 port=1 user=ledger password=" + secret + " dbname=x sslmode=disable bogus_setting"},
+	} {
+		_, err := postgres.Open(t.Context(), cfg)
+		if err == nil {
+			t.Fatalf("Open of an unreachable database succeeded")
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error shows the password: %v", err)
+		}
+		_, _, err = postgres.Migrate(t.Context(), cfg)
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("Migrate: %v", err)
+		}
+	}
+}
+
+// TestMultiHostFirstDown: a DSN naming a host that is down first and the
+// database second connects to the second.
+func TestMultiHostFirstDown(t *testing.T) {
+	c := pgtest.Shared(t)
+	dsn := migrated(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := freePort(t)
+	multi := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=%s dbname=%s sslmode=disable target_session_attrs=read-write", down, c.Port, pgtest.User, cfg.Database)
+	s := open(t, postgres.Config{DSN: multi})
+	r := row("through the second host")
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(r) }); err != nil {
+		t.Fatalf("write through a multi-host DSN: %v", err)
+	}
+	if n := sqlValue[int](t, dsn, "SELECT count(*) FROM ledger_rows WHERE id = $1", r.ID); n != 1 {
+		t.Errorf("the row is not in the database the second host serves")
+	}
+}

@@ -1,0 +1,332 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// tx implements ledger.Tx on one connection inside one transaction.
+//
+// Statements that return nothing are queued and sent together with the
+// next statement whose result is needed, or at the end of the member, in
+// one round trip (a pgx batch is one pipeline): a row's writes cost what
+// its reads cost.
+type tx struct {
+	ctx   context.Context
+	conn  *pgx.Conn
+	write bool
+	b     *pgx.Batch // queued statements not sent yet
+
+	// err is the first statement error of the current member: its
+	// subtransaction is aborted and nothing more runs until it is rolled
+	// back.
+	err error
+	// fatal ends the whole transaction: the connection failed, or the
+	// batch must run again.
+	fatal error
+
+	// Row ids and request-JWT hashes the current member read as absent;
+	// when its own create then finds one taken, another transaction won
+	// the race in between and the member runs again (rerun).
+	absentRows map[string]bool
+	absentJWTs map[string]bool
+	rerun      bool
+}
+
+func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
+	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{}}
+}
+
+// errReadOnly: a write inside View.
+var errReadOnly = errors.New("write in a read-only transaction")
+
+// queue queues a statement to be sent with the next round trip.
+func (t *tx) queue(sql string, args ...any) { t.b.Queue(sql, args...) }
+
+// blocked returns the error that stops any further statement.
+func (t *tx) blocked() error {
+	if t.fatal != nil {
+		return t.fatal
+	}
+	return t.err
+}
+
+// exec queues a write that returns nothing.
+func (t *tx) exec(sql string, args ...any) error {
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	t.b.Queue(sql, args...)
+	return nil
+}
+
+// flush sends the queued statements.
+func (t *tx) flush(what string) error { return t.send(what, "", nil, nil) }
+
+// send sends the queued statements and then, when sql is not empty, the
+// query sql, whose rows scan reads.
+func (t *tx) send(what, sql string, args []any, scan func(pgx.Rows) error) error {
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	b := t.b
+	t.b = &pgx.Batch{}
+	if sql != "" {
+		b.Queue(sql, args...).Query(scan)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
+		return t.fail(what, err)
+	}
+	return nil
+}
+
+// query runs a read (after the queued statements), scanning every row.
+func (t *tx) query(what, sql string, args []any, each func(pgx.Rows) error) error {
+	return t.send(what, sql, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// queryRow runs a read of at most one row and reports whether there was
+// one.
+func (t *tx) queryRow(what, sql string, args []any, dest ...any) (bool, error) {
+	found := false
+	err := t.send(what, sql, args, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return rows.Err()
+		}
+		found = true
+		return rows.Scan(dest...)
+	})
+	return found, err
+}
+
+// fail records a failed round trip: a failed connection or a conflict
+// that needs the batch run again ends the transaction; any other error
+// ends the member (its statements may not have run).
+func (t *tx) fail(what string, err error) error {
+	switch {
+	case unavailable(err, t.conn):
+		t.fatal = unavailableErr(what, err)
+		return t.fatal
+	case rerunBatch(err):
+		t.fatal = fmt.Errorf("%w: %s: %w", errBatch, what, err)
+		return t.fatal
+	}
+	t.err = fmt.Errorf("%s: %w", what, err)
+	return t.err
+}
+
+// lock is the clause a read in a write transaction adds, so that a read
+// and the write it leads to see no other writer in between.
+func (t *tx) lock() string {
+	if t.write {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// member runs one Update call under a savepoint of its own: on error, or
+// when it lost a race it must see the end of, its writes are rolled back
+// and, for a race, it runs again.
+func (t *tx) member(r *request, seq *int) error {
+	for run := 1; ; run++ {
+		*seq++
+		sp := "m" + strconv.Itoa(*seq)
+		t.err, t.rerun = nil, false
+		clear(t.absentRows)
+		clear(t.absentJWTs)
+		t.queue("SAVEPOINT " + sp)
+		err := t.checkFence(r.fence)
+		if err == nil {
+			err = r.fn(t)
+		}
+		if err == nil && !t.rerun {
+			err = t.flush("write")
+		}
+		if t.fatal != nil {
+			return t.fatal
+		}
+		if err == nil && t.err == nil && !t.rerun {
+			t.queue("RELEASE SAVEPOINT " + sp)
+			return nil
+		}
+		if err == nil {
+			err = t.err
+		}
+		if rerr := t.rollbackTo(sp); rerr != nil {
+			return rerr
+		}
+		if !t.rerun {
+			return err
+		}
+		if run == maxMemberRuns {
+			return fmt.Errorf("gave up after %d runs, each losing a race with another writer: %w", run, err)
+		}
+	}
+}
+
+// maxMemberRuns bounds how often one member runs again after losing a
+// race: each run sees the winner's row, so one more run is the rule.
+const maxMemberRuns = 8
+
+// rollbackTo undoes the current member: the statements still queued are
+// sent first (so that the savepoint exists), then the member's
+// subtransaction is rolled back. A failure here ends the transaction.
+func (t *tx) rollbackTo(sp string) error {
+	if t.err == nil {
+		_ = t.flush("write")
+		if t.fatal != nil {
+			return t.fatal
+		}
+	}
+	t.b = &pgx.Batch{}
+	// The simple protocol: valid in an aborted transaction.
+	if _, err := t.conn.PgConn().Exec(t.ctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp).ReadAll(); err != nil {
+		if unavailable(err, t.conn) {
+			t.fatal = unavailableErr("roll back a failed write", err)
+		} else {
+			t.fatal = fmt.Errorf("%w: %w", errMemberRollback, err)
+		}
+		return t.fatal
+	}
+	t.err = nil
+	return nil
+}
+
+// errMemberRollback: a failed member could not be rolled back alone; the
+// batch's members run one by one instead.
+var errMemberRollback = errors.New("could not roll back one write of a batch")
+
+// checkFence makes the lease check of a fenced member: a write to the
+// lease row, so that it conflicts with a takeover, that touches the row
+// only while the lease still has the token and is unexpired.
+func (t *tx) checkFence(f *ledger.Fence) error {
+	if f == nil {
+		return nil
+	}
+	held, err := t.queryRow("check lease "+f.Lease,
+		`UPDATE leases SET expires_at = expires_at WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp() RETURNING true`,
+		[]any{f.Lease, int64(f.Token)}, new(bool))
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("%w: %s under token %d is no longer held", ledger.ErrLeaseLost, f.Lease, f.Token)
+	}
+	return nil
+}
+
+// commit commits the transaction.
+func (t *tx) commit() error {
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	var tag pgconn.CommandTag
+	t.b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	b := t.b
+	t.b = &pgx.Batch{}
+	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
+		switch {
+		case unavailable(err, t.conn):
+			// The outcome is unknown: nothing is acknowledged.
+			return unavailableErr("commit", err)
+		case rerunBatch(err):
+			return fmt.Errorf("%w: commit: %w", errBatch, err)
+		}
+		return fmt.Errorf("%w: %w", errCommit, err)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("%w: the transaction was rolled back (%s)", errCommit, tag)
+	}
+	return nil
+}
+
+// errCommit: COMMIT failed for a reason other than a lost connection or
+// a conflict.
+var errCommit = errors.New("commit failed")
+
+// unavailable reports whether err means the database cannot be used right
+// now: a lost or refused connection, a server shutting down or starting,
+// too many connections, or a server that takes no writes (a standby).
+func unavailable(err error, conn *pgx.Conn) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, crashed, starting
+			pgErr.Code == "53300", // too many connections
+			pgErr.Code == "25006": // read-only transaction: a standby
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	if conn != nil && conn.IsClosed() {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// isNoRows reports whether err says a query returned no row.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// rerunBatch reports whether err asks for the whole transaction to run
+// again: a serialization failure or a deadlock.
+func rerunBatch(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// unavailableErr wraps err, a failure to use the database, so that it
+// matches ledger.ErrUnavailable and keeps its cause.
+func unavailableErr(what string, err error) error {
+	return fmt.Errorf("%w: row store (postgres): %s: %w", ledger.ErrUnavailable, what, err)
+}
+
+// classify wraps err from a statement on conn as unavailable when it is.
+func classify(what string, err error, conn *pgx.Conn) error {
+	if unavailable(err, conn) {
+		return unavailableErr(what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// acquireErr wraps a failure to get a connection from the pool: the
+// caller's own cancellation as it is, anything else as unavailable.
+func acquireErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return unavailableErr("connect", err)
+}
