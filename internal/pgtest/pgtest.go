@@ -100,8 +100,9 @@ type Cluster struct {
 	log   string
 	owner *runAs // nil: run the binaries as the current user
 
-	mu      sync.Mutex
-	running bool
+	mu        sync.Mutex
+	running   bool
+	templates map[string]*template
 }
 
 // runAs is the unprivileged user the server runs as when the tests run as

@@ -60,6 +60,34 @@ func TestDatabasesAreSeparate(t *testing.T) {
 	}
 }
 
+// TestTemplate: a template is set up once, and each database made from
+// it starts as a copy of it.
+func TestTemplate(t *testing.T) {
+	c := pgtest.Shared(t)
+	setups := 0
+	setup := func(dsn string) error {
+		setups++
+		exec(t, dsn, "CREATE TABLE things (n int)", "INSERT INTO things VALUES (1), (2), (3)")
+		return nil
+	}
+	for range 2 {
+		if err := c.Template("things", setup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if setups != 1 {
+		t.Errorf("the template was set up %d times, want once", setups)
+	}
+	a, b := c.CreateDBFrom(t, "things"), c.CreateDBFrom(t, "things")
+	exec(t, a, "DELETE FROM things")
+	if n := count(t, a, "things"); n != 0 {
+		t.Errorf("database a holds %d rows after a delete, want 0", n)
+	}
+	if n := count(t, b, "things"); n != 3 {
+		t.Errorf("database b holds %d rows, want the template's 3", n)
+	}
+}
+
 // TestStopAndStart: a stopped cluster refuses connections; started again
 // on the same port it has every committed row.
 func TestStopAndStart(t *testing.T) {

@@ -92,11 +92,24 @@ var notIdent = regexp.MustCompile(`[^a-z0-9]+`)
 // connection string; the database is dropped when t ends (while c runs).
 func (c *Cluster) CreateDB(t testing.TB) string {
 	t.Helper()
+	return c.CreateDBFrom(t, "")
+}
+
+// CreateDBFrom creates a new database on c for t as a copy of the
+// database template (see Template; "" for an empty database) and returns
+// its connection string; the database is dropped when t ends (while c
+// runs).
+func (c *Cluster) CreateDBFrom(t testing.TB, template string) string {
+	t.Helper()
 	name := fmt.Sprintf("t%d_%s", dbSeq.Add(1), notIdent.ReplaceAllString(strings.ToLower(t.Name()), "_"))
 	name = strings.TrimRight(name[:min(len(name), 60)], "_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Exec(ctx, "postgres", "CREATE DATABASE "+name); err != nil {
+	sql := "CREATE DATABASE " + name
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if err := c.Exec(ctx, "postgres", sql); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -110,6 +123,43 @@ func (c *Cluster) CreateDB(t testing.TB) string {
 		}
 	})
 	return c.DSN(name)
+}
+
+// Template creates, the first time it is asked for name on c, a database
+// called name and runs setup on its connection string (a schema
+// migration, say); later calls return at once with the first one's
+// result. CreateDBFrom then copies it, which is quicker than setting up
+// each database again. setup must leave no connection open.
+func (c *Cluster) Template(name string, setup func(dsn string) error) error {
+	if !templateName.MatchString(name) {
+		return fmt.Errorf("template name %q: want lowercase letters, digits and _", name)
+	}
+	c.mu.Lock()
+	if c.templates == nil {
+		c.templates = map[string]*template{}
+	}
+	tp, ok := c.templates[name]
+	if !ok {
+		tp = &template{}
+		c.templates[name] = tp
+	}
+	c.mu.Unlock()
+	tp.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if tp.err = c.Exec(ctx, "postgres", "CREATE DATABASE "+name); tp.err == nil {
+			tp.err = setup(c.DSN(name))
+		}
+	})
+	return tp.err
+}
+
+var templateName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+// template is a database made once per cluster for CreateDBFrom.
+type template struct {
+	once sync.Once
+	err  error
 }
 
 // Exec runs one SQL statement on database db as the superuser.

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -12,14 +13,19 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// migrated creates a database for t, migrates it and returns its DSN.
+// migrated creates a database with the schema for t and returns its DSN:
+// a copy of a database migrated once per test binary.
 func migrated(t *testing.T) string {
 	t.Helper()
-	dsn := pgtest.CreateDB(t)
-	if _, _, err := postgres.Migrate(t.Context(), postgres.Config{DSN: dsn}); err != nil {
-		t.Fatalf("migrate: %v", err)
+	c := pgtest.Shared(t)
+	err := c.Template("ledger_schema", func(dsn string) error {
+		_, _, err := postgres.Migrate(context.Background(), postgres.Config{DSN: dsn})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("migrate the template database: %v", err)
 	}
-	return dsn
+	return c.CreateDBFrom(t, "ledger_schema")
 }
 
 // open opens a store on dsn, closed when t ends.
