@@ -45,6 +45,7 @@ var Roles = []string{RoleWriter, RoleSupport, RoleAuditor, RoleAdmin}
 type Config struct {
 	Listen                    Listen          `yaml:"listen"`
 	DataDir                   string          `yaml:"dataDir"`
+	Store                     Store           `yaml:"store"`
 	Evidence                  Evidence        `yaml:"evidence"`
 	APIKeys                   []APIKey        `yaml:"apiKeys"`
 	Audience                  string          `yaml:"audience"`
@@ -344,6 +345,7 @@ func (c *Config) Validate() error {
 	if c.Listen.GRPC == "" || c.Listen.HTTP == "" {
 		errs = append(errs, errors.New("listen.grpc and listen.http are required"))
 	}
+	errs = append(errs, c.Store.validate(c.DataDir)...)
 	switch c.Evidence.Type {
 	case "", "dir":
 		c.Evidence.Type = "dir"
