@@ -36,7 +36,6 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
-	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
@@ -47,7 +46,7 @@ type Server struct {
 	cfg      config.Config
 	drills   *drill.Runner
 	log      *slog.Logger
-	store    *bolt.Store
+	store    rowStore
 	s3       *s3.Store // nil unless evidence goes to S3
 	ledger   *ledger.Ledger
 	grpc     *grpc.Server
@@ -113,7 +112,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err := mkdirAll(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	s.store, err = bolt.Open(filepath.Join(cfg.DataDir, "ledger.db"), bolt.Config{OnCommit: func(n int) { batch.Observe(float64(n)) }})
+	s.store, err = openStore(ctx, cfg, func(n int) { batch.Observe(float64(n)) })
 	if err != nil {
 		return nil, err
 	}
@@ -337,27 +336,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // readiness reports whether a write would be acknowledged durably, with
 // the details /readyz shows.
 func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
-	ready := true
-	body := map[string]any{"bbolt": "ok"}
-	switch err := s.store.Writable(); {
-	case err == nil:
-	case errors.Is(err, ledger.ErrNoSpace):
-		// The last commit failed for lack of space. Ready again once the
-		// filesystem takes a small write, before any commit has succeeded
-		// (a load balancer sends no writes to a replica that is not ready).
-		if perr := probeWrite(s.cfg.DataDir); perr != nil {
-			ready, body["bbolt"] = false, "no space: the last commit failed for lack of space and the disk takes no write"
-		} else {
-			body["bbolt"] = "ok: space is free again after a commit failed for lack of space"
-		}
-	default:
-		ready, body["bbolt"] = false, err.Error()
-	}
+	ready, store := s.storeReadiness(ctx)
+	body := map[string]any{"store": store}
 	if depth, err := s.ledger.OutboxDepth(ctx); err != nil {
-		ready, body["bbolt"] = false, "not answering"
+		ready, store["status"] = false, "not answering"
 		s.log.WarnContext(ctx, "readiness: row store", slog.String("error", err.Error()))
 	} else {
 		body["outboxDepth"] = depth
+	}
+	if s.cfg.Store.Kind == config.StoreBbolt {
+		body["bbolt"] = store["status"] // the key of earlier releases
 	}
 	minFree := uint64(max(s.cfg.Readiness.MinFreeDiskBytes, 0))
 	disk := map[string]any{"minFreeBytes": minFree}
@@ -611,7 +599,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	ready, _ := s.readiness(ctx)
 	s.setHealth(ready)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
-		slog.String("data_dir", s.cfg.DataDir), slog.String("evidence", s.cfg.Evidence.Type))
+		slog.String("data_dir", s.cfg.DataDir), slog.String("store", s.cfg.Store.Kind), slog.String("evidence", s.cfg.Evidence.Type))
 	s.log.InfoContext(ctx, "web console: open it and paste a support, auditor or admin key", slog.String("url", "http://"+s.HTTPAddr()+console.Prefix))
 
 	var serveErr error

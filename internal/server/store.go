@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/postgres"
+)
+
+// rowStore is the row store ledgerd runs on: bbolt or PostgreSQL.
+type rowStore interface {
+	ledger.Store
+	Close() error
+}
+
+// openStore opens the row store cfg.Store selects. onCommit is told the
+// size of each committed group-commit batch.
+func openStore(ctx context.Context, cfg config.Config, onCommit func(int)) (rowStore, error) {
+	c := cfg.Store
+	switch c.Kind {
+	case config.StorePostgres:
+		pw, err := c.Password()
+		if err != nil {
+			return nil, err
+		}
+		s, err := postgres.Open(ctx, postgres.Config{DSN: c.DSN, Password: pw, OnCommit: onCommit})
+		if err != nil {
+			return nil, fmt.Errorf("row store (postgres): %w", err)
+		}
+		return s, nil
+	default:
+		if err := mkdirAll(filepath.Dir(c.Path)); err != nil {
+			return nil, err
+		}
+		s, err := bolt.Open(c.Path, bolt.Config{OnCommit: onCommit})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// storeReadiness reports whether the row store would take a write now,
+// with what /readyz shows of it: {"kind": …, "status": …}.
+func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
+	body := map[string]any{"kind": s.cfg.Store.Kind, "status": "ok"}
+	switch st := s.store.(type) {
+	case *bolt.Store:
+		switch err := st.Writable(); {
+		case err == nil:
+		case errors.Is(err, ledger.ErrNoSpace):
+			// The last commit failed for lack of space. Ready again once the
+			// filesystem takes a small write, before any commit has succeeded
+			// (a load balancer sends no writes to a replica that is not ready).
+			if perr := probeWrite(filepath.Dir(st.Path())); perr != nil {
+				return false, map[string]any{"kind": config.StoreBbolt, "status": "no space: the last commit failed for lack of space and the disk takes no write"}
+			}
+			body["status"] = "ok: space is free again after a commit failed for lack of space"
+		default:
+			return false, map[string]any{"kind": config.StoreBbolt, "status": err.Error()}
+		}
+	case *postgres.Store:
+		if err := st.Ping(ctx); err != nil {
+			return false, map[string]any{"kind": config.StorePostgres, "status": "not answering: " + err.Error()}
+		}
+	}
+	return true, body
+}
