@@ -2,6 +2,7 @@
 // REST, health, metrics and the evidence uploader.
 //
 //	ledgerd [--config FILE] [flags]   serve
+//	ledgerd migrate [--config FILE]   create or upgrade the PostgreSQL store's schema
 //	ledgerd config example            print a commented example configuration
 //	ledgerd --version                 print the module version and VCS revision
 package main
@@ -23,13 +24,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ledgerd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// run runs ledgerd with args until ctx ends (SIGINT or SIGTERM).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
 		_, err := fmt.Fprintf(stdout, "ledgerd %s\n", buildinfo.Read())
 		return err
@@ -40,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return errors.New("usage: ledgerd config example")
+	}
+	if len(args) >= 1 && args[0] == "migrate" {
+		return migrate(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("ledgerd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -105,8 +113,5 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return server.Run(ctx, cfg, log)
 }

@@ -20,7 +20,7 @@ import (
 
 func TestConfigExample(t *testing.T) {
 	var out bytes.Buffer
-	if err := run([]string{"config", "example"}, &out, &out); err != nil {
+	if err := run(t.Context(), []string{"config", "example"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), config.Example) {
@@ -31,7 +31,7 @@ func TestConfigExample(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	for _, args := range [][]string{{"config"}, {"--no-such-flag"}, {"serve"}, {"--config", "/does/not/exist.yaml"}, {"--log-level", "loud", "--data-dir", t.TempDir()}} {
 		var out bytes.Buffer
-		if err := run(args, &out, &out); err == nil {
+		if err := run(t.Context(), args, &out, &out); err == nil {
 			t.Errorf("run(%q) succeeded", strings.Join(args, " "))
 		}
 	}
@@ -61,7 +61,7 @@ func TestRefusesBucketWithoutObjectLock(t *testing.T) {
 	}
 	t.Setenv("PACTLEDGER_S3_SECRET_KEY", srv.SecretKey)
 	var out bytes.Buffer
-	err = run([]string{"--config", cfg, "--s3-endpoint", srv.Endpoint, "--s3-bucket", bucket, "--s3-access-key", srv.AccessKey, "--s3-insecure"}, &out, &out)
+	err = run(t.Context(), []string{"--config", cfg, "--s3-endpoint", srv.Endpoint, "--s3-bucket", bucket, "--s3-access-key", srv.AccessKey, "--s3-insecure"}, &out, &out)
 	if !errors.Is(err, s3.ErrNoObjectLock) || !strings.Contains(err.Error(), bucket) {
 		t.Fatalf("run with a bucket without object lock: %v, want ErrNoObjectLock naming %s", err, bucket)
 	}
@@ -73,7 +73,7 @@ func TestRefusesBucketWithoutObjectLock(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		var out bytes.Buffer
-		if err := run(args, &out, &out); err != nil {
+		if err := run(t.Context(), args, &out, &out); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := out.String(), "ledgerd "+buildinfo.Read().String()+"\n"; got != want {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/storage/postgres"
+)
+
+// migrate runs `ledgerd migrate [--config FILE]`: it brings the
+// PostgreSQL row store's schema to the version this ledgerd writes and
+// prints the version.
+func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ledgerd migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration file whose store block names the database")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (usage: ledgerd migrate [--config FILE])", fs.Arg(0))
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if cfg.Store.Kind != config.StorePostgres {
+		return errors.New("store.kind is bbolt, which needs no migration: migrate applies to a postgres store")
+	}
+	pw, err := cfg.Store.Password()
+	if err != nil {
+		return err
+	}
+	from, to, err := postgres.Migrate(ctx, postgres.Config{DSN: cfg.Store.DSN, Password: pw})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if from == to {
+		_, err = fmt.Fprintf(stdout, "the database schema is at version %d, the newest this ledgerd knows: nothing to do\n", to)
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "migrated the database schema from version %d to version %d\n", from, to)
+	return err
+}
