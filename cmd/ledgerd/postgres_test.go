@@ -25,8 +25,6 @@ import (
 	"github.com/pactledger/pactledger/storage/postgres"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // syncBuffer is a log sink the test reads while ledgerd writes it.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -61,10 +59,18 @@ func (b *syncBuffer) servingAddr() string {
 // migrate` it refuses to start and says to run it; migrate creates the
 // schema (and says so), a second run has nothing to do; then ledgerd
 // serves: /readyz names the store, a receipt posted over the API is read
-// back, a resubmission is ALREADY_RECORDED, the row is in the database,
-// and the database password never shows in the log.
+// back, a resubmission is ALREADY_RECORDED, the row is in the database.
+// With the database stopped, a post answers 503 (UNAVAILABLE) and /readyz
+// is 503; once it is back, posts succeed without a restart. The database
+// password never shows in the log.
 func TestPostgresEndToEnd(t *testing.T) {
-	dsn := pgtest.CreateDB(t)
+	pgtest.Available(t)
+	cluster, err := pgtest.New("ledgerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Remove() })
+	dsn := cluster.CreateDB(t)
 	const password = "pg-secret-Zq81"
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "db-password")
@@ -154,9 +160,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 	if code := call(t, "GET", base+"/readyz", "", nil, &ready); code != http.StatusOK || ready.Status != "ready" || ready.Store.Kind != "postgres" || ready.Store.Status != "ok" {
 		t.Fatalf("/readyz = %d %+v, want ready on a postgres store", code, ready)
 	}
-	r := sc.Mint(pacttest.Spec{})
-	body := map[string]any{"receiptJws": r.ReceiptJWS, "requestJwt": r.RequestJWT, "delegationToken": r.DelegationToken,
-		"actions": []map[string]string{{"tool": r.Actions[0].Tool, "target": r.Actions[0].Target, "argsJson": r.Actions[0].ArgsJSON}}}
+	body := post(sc.Mint(pacttest.Spec{}))
 	var rep struct {
 		Outcome string
 		Row     struct{ ID, Status string }
@@ -183,10 +187,43 @@ func TestPostgresEndToEnd(t *testing.T) {
 	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM ledger_rows WHERE id = $1", rep.Row.ID).Scan(&n); err != nil || n != 1 {
 		t.Errorf("rows with the id in the database: %d, %v; want 1", n, err)
 	}
+
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	down := post(sc.Mint(pacttest.Spec{}))
+	if code := call(t, "POST", base+"/v1/receipts", writerKey, down, nil); code != http.StatusServiceUnavailable {
+		t.Errorf("POST with the database stopped = %d, want 503", code)
+	}
+	if code := call(t, "GET", base+"/readyz", "", nil, &ready); code != http.StatusServiceUnavailable || ready.Store.Kind != "postgres" || !strings.HasPrefix(ready.Store.Status, "not answering") {
+		t.Errorf("/readyz with the database stopped = %d %+v, want 503 saying the store does not answer", code, ready)
+	}
+	if err := cluster.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for call(t, "GET", base+"/readyz", "", nil, nil) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 after the database came back:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := call(t, "POST", base+"/v1/receipts", writerKey, down, &rep); code != http.StatusOK || rep.Outcome != "APPEND_OUTCOME_CREATED" {
+		t.Errorf("POST after the database came back = %d %+v", code, rep)
+	}
 	stop()
 	if strings.Contains(logs.String(), password) {
 		t.Errorf("the log shows the database password:\n%s", logs)
 	}
+}
+
+// post is the body of POST /v1/receipts for r.
+func post(r *pacttest.Receipt) map[string]any {
+	var actions []map[string]string
+	for _, a := range r.Actions {
+		actions = append(actions, map[string]string{"tool": a.Tool, "target": a.Target, "argsJson": a.ArgsJSON})
+	}
+	return map[string]any{"receiptJws": r.ReceiptJWS, "requestJwt": r.RequestJWT, "delegationToken": r.DelegationToken, "actions": actions}
 }
 
 // call sends a REST request with key ("" for none) and decodes the JSON
