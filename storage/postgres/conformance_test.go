@@ -42,7 +42,13 @@ func open(t *testing.T, cfg postgres.Config) *postgres.Store {
 // TestConformance runs the row store conformance suite against
 // PostgreSQL: each directory the suite names is a database of its own
 // (the same directory after a restart is the same database).
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, postgres.Config{}) }
+
+// TestConformanceConcurrentBatches runs the suite with four group commits
+// at once, so that racing writers meet in different transactions.
+func TestConformanceConcurrentBatches(t *testing.T) { conformance(t, postgres.Config{Committers: 4}) }
+
+func conformance(t *testing.T, cfg postgres.Config) {
 	var mu sync.Mutex
 	dbs := map[string]string{}
 	storetest.Run(t, func(t *testing.T, dir string) (ledger.Store, func() error) {
@@ -55,7 +61,9 @@ func TestConformance(t *testing.T) {
 			dbs[dir] = dsn
 			mu.Unlock()
 		}
-		s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		c := cfg
+		c.DSN = dsn
+		s, err := postgres.Open(t.Context(), c)
 		if err != nil {
 			t.Fatalf("open store on %s: %v", dsn, err)
 		}

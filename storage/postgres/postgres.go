@@ -41,8 +41,11 @@ type Config struct {
 	// and PostgreSQL keeps 64 of them per transaction in shared memory:
 	// more make every session's visibility checks slower until the commit.
 	MaxBatch int
-	// Committers is how many group-commit transactions may run at once;
-	// default 4.
+	// Committers is how many group-commit transactions one store runs at
+	// once; default 1. Every row write counts a reference to its JWKS
+	// snapshots, and rows of one brand share them, so concurrent batches
+	// wait for each other's locks on those counters (and may deadlock and
+	// run again); more committers pay only when writes rarely share them.
 	Committers int
 	// CommitTimeout bounds one group-commit transaction, retries
 	// included; default 30 s.
@@ -62,7 +65,7 @@ func (c *Config) defaults() {
 		c.MaxBatch = 64
 	}
 	if c.Committers <= 0 {
-		c.Committers = 4
+		c.Committers = 1
 	}
 	if c.CommitTimeout <= 0 {
 		c.CommitTimeout = 30 * time.Second
