@@ -62,6 +62,7 @@ type Config struct {
 	Drills                    Drills          `yaml:"drills"`
 	Provider                  Provider        `yaml:"provider"`
 	Console                   Console         `yaml:"console"`
+	TLS                       TLS             `yaml:"tls"`
 }
 
 // Console configures the web console at /console/.
@@ -92,6 +93,53 @@ func (c Console) Proxies() ([]netip.Prefix, error) {
 	return ps, nil
 }
 
+// TLS serves the gRPC and REST listeners over TLS. The files are read at
+// start-up and again on SIGHUP; a file that does not load on SIGHUP keeps
+// the previous certificate.
+type TLS struct {
+	// CertFile and KeyFile are the server's PEM certificate chain and key;
+	// both or neither (plaintext, or TLS at a proxy in front).
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+	// ClientCAFile holds the PEM CAs client certificates must chain to
+	// (mutual TLS); empty asks for no client certificate.
+	ClientCAFile string `yaml:"clientCaFile"`
+	// ClientAuth is "require" (default with a client CA: no connection
+	// without a valid client certificate) or "verify-if-given" (a
+	// certificate sent must be valid; none is also accepted).
+	ClientAuth string `yaml:"clientAuth"`
+}
+
+// On reports whether the listeners serve TLS.
+func (t TLS) On() bool { return t.CertFile != "" }
+
+// ClientTLS is how a client reaches a ledger over TLS: the CA to trust
+// (empty: the system roots) and an optional client certificate.
+type ClientTLS struct {
+	CAFile   string `yaml:"caFile"`
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+func (t TLS) validate() []error {
+	var errs []error
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("tls.certFile and tls.keyFile go together"))
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		errs = append(errs, errors.New("tls.clientCaFile needs tls.certFile and tls.keyFile"))
+	}
+	switch t.ClientAuth {
+	case "", "require", "verify-if-given":
+	default:
+		errs = append(errs, fmt.Errorf("tls.clientAuth %q: want require or verify-if-given", t.ClientAuth))
+	}
+	if t.ClientAuth != "" && t.ClientCAFile == "" {
+		errs = append(errs, errors.New("tls.clientAuth needs tls.clientCaFile"))
+	}
+	return errs
+}
+
 // Provider configures the embedded PACT Provider.
 type Provider struct {
 	// Enabled runs the Provider (default true).
@@ -119,6 +167,9 @@ type Provider struct {
 	// DevicePollInterval is the least time between a personal agent's
 	// token polls during a device authorization (RFC 8628; default 5s).
 	DevicePollInterval Duration `yaml:"devicePollInterval"`
+	// LedgerTLS is how the Provider reaches a ledgerUrl over https: the CA
+	// to trust and a client certificate for a ledger that asks for one.
+	LedgerTLS ClientTLS `yaml:"ledgerTls"`
 }
 
 // RateLimits are the Provider's request limits.
@@ -437,6 +488,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))
+	}
+	errs = append(errs, c.TLS.validate()...)
+	if l := c.Provider.LedgerTLS; (l.CertFile == "") != (l.KeyFile == "") {
+		errs = append(errs, errors.New("provider.ledgerTls.certFile and keyFile go together"))
 	}
 	switch {
 	case c.Readiness.MinFreeDiskBytes < 0:

@@ -36,6 +36,9 @@ type env struct {
 	base string
 	cfg  config.Config
 	stop func()
+	// client sends e.call's requests; nil is http.DefaultClient (set it
+	// for a TLS listener).
+	client *http.Client
 }
 
 type envOpt func(*config.Config)
@@ -91,6 +94,9 @@ func (e *env) start(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
 	e.srv, e.base = srv, "http://"+srv.HTTPAddr()
+	if e.cfg.TLS.On() {
+		e.base = "https://" + srv.HTTPAddr()
+	}
 	stopped := false
 	e.stop = func() {
 		if !stopped {
@@ -134,7 +140,11 @@ func (e *env) call(t *testing.T, method, path, role string, body any, out any) i
 		}
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := e.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

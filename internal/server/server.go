@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,9 @@ type Server struct {
 	pactHTTP *http.Server
 	pipeKey  string // writer key for the Provider's receipt pipeline
 	pipeURL  string // the ledger it posts to; "" is this one
+	pipeTLS  *tls.Config
+	pipeLis  *bufconn.Listener // this ledgerd's REST API in memory, for its own Provider
+	certs    *certs            // nil without tls
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -75,6 +79,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			s.closeAll()
 		}
 	}()
+	if cfg.TLS.On() {
+		if s.certs, err = newCerts(cfg.TLS); err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+	}
 	keys, keyDir, created, err := config.EnsureKeys(&cfg)
 	if err != nil {
 		return nil, err
@@ -191,6 +200,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		// their keys in memory.
 		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
 		s.pipeURL = cfg.Provider.LedgerURL
+		if strings.HasPrefix(s.pipeURL, "https:") {
+			if s.pipeTLS, err = clientTLS(cfg.Provider.LedgerTLS); err != nil {
+				return nil, fmt.Errorf("provider.ledgerTls: %w", err)
+			}
+		}
 		if s.pipeKey, err = pipelineKey(cfg, keyDir); err != nil {
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
@@ -237,6 +251,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if s.httpLis, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
 		return nil, fmt.Errorf("listen http %s: %w", cfg.Listen.HTTP, err)
 	}
+	s.pipeLis = bufconn.Listen(1 << 20)
 
 	// The gateway reaches the gRPC server in memory, through the same
 	// interceptors as any gRPC client.
@@ -487,6 +502,60 @@ func pipelineKey(cfg config.Config, keyDir string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// pipelineClient is how the embedded Provider posts to the ledger: to
+// this ledgerd in memory, through the same REST handler, authentication
+// and roles as any client (so TLS on the listeners needs nothing from it),
+// or to provider.ledgerUrl.
+func (s *Server) pipelineClient() *pact.LedgerClient {
+	if s.pipeURL != "" {
+		c := &pact.LedgerClient{URL: strings.TrimRight(s.pipeURL, "/"), Key: s.pipeKey}
+		if s.pipeTLS != nil {
+			c.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: s.pipeTLS, ForceAttemptHTTP2: true}}
+		}
+		return c
+	}
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return s.pipeLis.DialContext(ctx) }
+	return &pact.LedgerClient{URL: "http://ledgerd", Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: dial}}}
+}
+
+// ReloadTLS reads the certificate, key and client CA files again (on
+// SIGHUP): new connections get the new certificate, open ones keep the
+// old. A file that does not load keeps the previous configuration, and
+// the log says why.
+func (s *Server) ReloadTLS(ctx context.Context) error {
+	if s.certs == nil {
+		s.log.InfoContext(ctx, "tls reload: TLS is not configured; nothing to reload")
+		return nil
+	}
+	leaf, err := s.certs.reload()
+	if err != nil {
+		s.log.ErrorContext(ctx, "tls reload failed; still serving the previous certificate", slog.String("error", err.Error()))
+		return err
+	}
+	s.log.InfoContext(ctx, "tls certificate reloaded", slog.String("subject", leaf.Subject.String()),
+		slog.String("serial", leaf.SerialNumber.Text(16)), slog.Time("not_after", leaf.NotAfter))
+	return nil
+}
+
+// tlsConfig is the REST (http) or gRPC listener's TLS configuration, or
+// nil without tls.
+func (s *Server) tlsConfig(http bool) *tls.Config {
+	switch {
+	case s.certs == nil:
+		return nil
+	case http:
+		return s.certs.httpConfig()
+	}
+	return s.certs.grpcConfig()
+}
+
+func (s *Server) scheme() string {
+	if s.certs != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // Provider returns the embedded Provider, or nil when it is off.
 func (s *Server) Provider() *pact.Provider { return s.provider }
 
@@ -561,7 +630,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.grpc.Serve(s.grpcLis); err != nil {
+		if err := s.grpc.Serve(tlsListener(s.grpcLis, s.tlsConfig(false))); err != nil {
 			errc <- fmt.Errorf("grpc: %w", err)
 		}
 	}()
@@ -571,9 +640,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(tlsListener(s.httpLis, s.tlsConfig(true))); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
 		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.http.Serve(s.pipeLis)
 	}()
 	if s.pactHTTP != nil {
 		wg.Add(1)
@@ -587,11 +661,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ledgerURL := s.pipeURL
-				if ledgerURL == "" {
-					ledgerURL = "http://" + s.HTTPAddr()
-				}
-				_ = s.provider.RunPipeline(upCtx, &pact.LedgerClient{URL: strings.TrimRight(ledgerURL, "/"), Key: s.pipeKey})
+				_ = s.provider.RunPipeline(upCtx, s.pipelineClient())
 			}()
 		}
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
@@ -599,8 +669,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	ready, _ := s.readiness(ctx)
 	s.setHealth(ready)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
-		slog.String("data_dir", s.cfg.DataDir), slog.String("store", s.cfg.Store.Kind), slog.String("evidence", s.cfg.Evidence.Type))
-	s.log.InfoContext(ctx, "web console: open it and paste a support, auditor or admin key", slog.String("url", "http://"+s.HTTPAddr()+console.Prefix))
+		slog.Bool("tls", s.certs != nil), slog.String("data_dir", s.cfg.DataDir), slog.String("store", s.cfg.Store.Kind), slog.String("evidence", s.cfg.Evidence.Type))
+	s.log.InfoContext(ctx, "web console: open it and paste a support, auditor or admin key", slog.String("url", s.scheme()+"://"+s.HTTPAddr()+console.Prefix))
 
 	var serveErr error
 	select {
