@@ -1,7 +1,7 @@
 // Command ledgerd is the pactledger server: the ledger API over gRPC and
 // REST, health, metrics and the evidence uploader.
 //
-//	ledgerd [--config FILE] [flags]   serve
+//	ledgerd [--config FILE] [flags]   serve (SIGHUP rereads the TLS files)
 //	ledgerd migrate [--config FILE]   create or upgrade the PostgreSQL store's schema
 //	ledgerd config example            print a commented example configuration
 //	ledgerd --version                 print the module version and VCS revision
@@ -113,5 +113,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
-	return server.Run(ctx, cfg, log)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	go reloadOnHangup(ctx, srv, hup)
+	return srv.Serve(ctx)
+}
+
+// reloadOnHangup rereads the TLS files on every SIGHUP until ctx is done.
+func reloadOnHangup(ctx context.Context, srv *server.Server, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_ = srv.ReloadTLS(ctx) // logged by ReloadTLS
+		}
+	}
 }
