@@ -377,7 +377,7 @@ func (c *cli) logAudit(args []string) error {
 	// the latest checkpoint's tree.
 	tctx, tcancel := context.WithTimeout(context.Background(), c.timeout)
 	defer tcancel()
-	tr := &tiles{ctx: tctx, base: c.restBase(), client: &http.Client{Timeout: c.timeout}}
+	tr := &tiles{ctx: tctx, base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}}
 	checkRows := c.key != ""

@@ -19,7 +19,7 @@ import (
 // globalValueFlags and globalBoolFlags are the global flags, recognized
 // anywhere on the line (before a "--").
 var (
-	globalValueFlags = map[string]bool{"server": true, "http": true, "key": true, "key-file": true, "config": true, "ca": true, "timeout": true}
+	globalValueFlags = map[string]bool{"server": true, "http": true, "key": true, "key-file": true, "config": true, "ca": true, "timeout": true, "tls-cert": true, "tls-key": true}
 	globalBoolFlags  = map[string]bool{"tls": true, "json": true, "version": true}
 	// commandValueFlags take a value that must not be read as a global
 	// flag (--note --json is a note reading "--json").
@@ -126,7 +126,7 @@ var commandRoles = map[string]string{
 // answersHTTP reports whether a transport error says the server spoke
 // HTTP/1 where gRPC (HTTP/2) was expected.
 func answersHTTP(msg string) bool {
-	for _, s := range []string{"frame too large", "server preface", "malformed HTTP", "http2: failed reading the frame"} {
+	for _, s := range []string{"frame too large", "malformed HTTP", "http2: failed reading the frame"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -135,9 +135,20 @@ func answersHTTP(msg string) bool {
 }
 
 // clientTLS is the TLS configuration for ledgerd: the system roots, or
-// only the CA in caFile when one is given.
-func clientTLS(caFile string) (*tls.Config, error) {
+// only the CA in caFile when one is given, and the client certificate in
+// certFile and keyFile when ledgerd asks for one.
+func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (certFile == "") != (keyFile == "") {
+		return nil, usagef("--tls-cert and --tls-key go together")
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
 	if caFile == "" {
 		return tc, nil
 	}

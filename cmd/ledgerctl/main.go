@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,9 +94,11 @@ Global flags (anywhere on the line):
   --key KEY            API key (env PACTLEDGER_KEY)
   --key-file FILE      file holding the API key (env PACTLEDGER_KEY_FILE)
                        a flag beats the environment, which beats the config file
-  --config FILE        YAML with server, http, key or keyFile, tls, ca (default ~/.config/pactledger/ledgerctl.yaml)
+  --config FILE        YAML with server, http, key or keyFile, tls, ca, tlsCert, tlsKey (default ~/.config/pactledger/ledgerctl.yaml)
   --tls                use TLS to reach ledgerd
   --ca FILE            trust only this CA (PEM) for ledgerd's certificate; implies --tls (env PACTLEDGER_CA)
+  --tls-cert FILE      client certificate (PEM) for a ledgerd that asks for one (mutual TLS); implies --tls
+  --tls-key FILE       its private key (env PACTLEDGER_TLS_CERT, PACTLEDGER_TLS_KEY)
   --json               print the server's reply as JSON, for scripts
   --timeout DURATION   per-call timeout (default 60s)
   --version            print the version and exit
@@ -115,6 +118,8 @@ type fileConfig struct {
 	KeyFile string `yaml:"keyFile"`
 	TLS     bool   `yaml:"tls"`
 	CA      string `yaml:"ca"`
+	TLSCert string `yaml:"tlsCert"`
+	TLSKey  string `yaml:"tlsKey"`
 }
 
 type cli struct {
@@ -124,6 +129,7 @@ type cli struct {
 	server    string
 	httpBase  string
 	tls       bool
+	tlsConf   *tls.Config // nil without TLS
 	key       string
 	keySource string // where the key came from
 	cmd       string // the command being run, for error messages
@@ -153,6 +159,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		cfgPath = fs.String("config", "", "")
 		useTLS  = fs.Bool("tls", false, "")
 		caFile  = fs.String("ca", "", "")
+		tlsCert = fs.String("tls-cert", "", "")
+		tlsKey  = fs.String("tls-key", "", "")
 		asJSON  = fs.Bool("json", false, "")
 		timeout = fs.Duration("timeout", 60*time.Second, "")
 		version = fs.Bool("version", false, "")
@@ -211,7 +219,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	c.server = first(*server, getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
 	c.httpBase = first(*httpURL, getenv("PACTLEDGER_HTTP"), fc.HTTP)
 	ca := first(*caFile, getenv("PACTLEDGER_CA"), fc.CA)
-	c.tls = *useTLS || fc.TLS || ca != ""
+	cert := first(*tlsCert, getenv("PACTLEDGER_TLS_CERT"), fc.TLSCert)
+	certKey := first(*tlsKey, getenv("PACTLEDGER_TLS_KEY"), fc.TLSKey)
+	c.tls = *useTLS || fc.TLS || ca != "" || cert != ""
 	k, src, err := resolveKey(*key, *keyFile, getenv, fc)
 	if err != nil {
 		fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
@@ -220,12 +230,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	c.key, c.keySource = k, src
 	creds := insecure.NewCredentials()
 	if c.tls {
-		tc, err := clientTLS(ca)
+		tc, err := clientTLS(ca, cert, certKey)
 		if err != nil {
 			fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
 			return exitUsage
 		}
 		creds = credentials.NewTLS(tc)
+		c.tlsConf = tc
 	}
 	c.conn, err = grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
 	if err != nil {
@@ -333,6 +344,10 @@ func (c *cli) exit(err error) int {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		if answersHTTP(st.Message()) {
 			fmt.Fprintf(c.errw, "ledgerctl %s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", c.cmd, c.server, st.Message())
+			return exitUnavailable
+		}
+		if !c.tls && strings.Contains(st.Message(), "server preface: EOF") {
+			fmt.Fprintf(c.errw, "ledgerctl %s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", c.cmd, c.server, st.Message())
 			return exitUnavailable
 		}
 		fmt.Fprintf(c.errw, "ledgerctl %s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", c.cmd, c.server, st.Message())

@@ -14,6 +14,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -48,6 +49,9 @@ func (f *fixture) serve(t *testing.T) {
 	stopped := false
 	f.addr = srv.GRPCAddr()
 	f.http = "http://" + srv.HTTPAddr()
+	if f.cfg.TLS.On() {
+		f.http = "https://" + srv.HTTPAddr()
+	}
 	f.stop = func() {
 		if !stopped {
 			stopped = true
@@ -59,6 +63,13 @@ func (f *fixture) serve(t *testing.T) {
 }
 
 func start(t *testing.T) *fixture {
+	t.Helper()
+	return startWith(t, insecure.NewCredentials())
+}
+
+// startWith starts ledgerd with the configuration changed by opts and
+// records the fixture's rows through a gRPC client with creds.
+func startWith(t *testing.T, creds credentials.TransportCredentials, opts ...func(*config.Config)) *fixture {
 	t.Helper()
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
@@ -77,10 +88,13 @@ func start(t *testing.T) *fixture {
 	for _, a := range sc.Agents() {
 		cfg.Agents = append(cfg.Agents, config.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI})
 	}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	f := &fixture{sc: sc, cfg: cfg}
 	f.serve(t)
 	ctx := context.Background()
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"crypto/tls"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/tlstest"
+)
+
+// ledgerctl reaches a ledgerd serving TLS with --tls --ca, and one asking
+// for client certificates with --tls-cert and --tls-key.
+func TestTLSThroughTheBinary(t *testing.T) {
+	ca := tlstest.NewCA(t, "server CA")
+	clients := tlstest.NewCA(t, "client CA")
+	cert := clients.Client(t, "support lead")
+	f := startWith(t, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cert.TLS(t)}}), func(c *config.Config) {
+		srv := ca.Server(t, "ledgerd")
+		c.TLS = config.TLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: clients.File}
+	})
+	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": keys["support"]}
+	certArgs := []string{"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile}
+
+	code, out, errs := exe(t, env, append([]string{"--tls", "--ca", ca.File, "show", f.rowID[:12]}, certArgs...)...)
+	if code != exitOK || !strings.Contains(out, f.rowID) {
+		t.Fatalf("show over mutual TLS: %d\n%s%s", code, out, errs)
+	}
+	// The CA alone implies --tls; the certificate can come from the environment.
+	withCert := map[string]string{"PACTLEDGER_TLS_CERT": cert.CertFile, "PACTLEDGER_TLS_KEY": cert.KeyFile}
+	for k, v := range env {
+		withCert[k] = v
+	}
+	if code, out, errs := exe(t, withCert, "whoami", "--ca", ca.File); code != exitOK || !strings.Contains(out, "key     support") {
+		t.Fatalf("whoami with --ca and the certificate from the environment: %d\n%s%s", code, out, errs)
+	}
+	refused := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no client certificate", []string{"--ca", ca.File, "whoami"}, "cannot reach ledgerd"},
+		{"plaintext", []string{"whoami"}, "If it serves TLS, pass --tls and --ca FILE"},
+		{"another CA", append([]string{"--ca", clients.File, "whoami"}, certArgs...), "certificate"},
+	}
+	for _, r := range refused {
+		if code, out, errs := exe(t, env, r.args...); code != exitUnavailable || !strings.HasPrefix(errs, "ledgerctl whoami: ") || !strings.Contains(errs, r.want) {
+			t.Errorf("%s: %d\n%s%s", r.name, code, out, errs)
+		}
+	}
+	if code, _, errs := exe(t, env, "--ca", ca.File, "--tls-cert", cert.CertFile, "whoami"); code != exitUsage || !strings.Contains(errs, "go together") {
+		t.Errorf("--tls-cert without --tls-key: %d %s", code, errs)
+	}
+}
