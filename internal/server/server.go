@@ -65,6 +65,9 @@ type Server struct {
 	pipeTLS  *tls.Config
 	pipeLis  *bufconn.Listener // this ledgerd's REST API in memory, for its own Provider
 	certs    *certs            // nil without tls
+	// drillStats follows the stored drill reports for /metrics and the
+	// monthly catch-up.
+	drillStats *drillStats
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -234,16 +237,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 	}
 
-	// gRPC: every RPC passes the authenticator.
+	// gRPC: every RPC is counted and timed, then passes the
+	// authenticator (refusals are counted with their code).
+	rpcMetrics := newRPCMetrics()
+	reg.MustRegister(rpcMetrics)
 	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(auth.unary, rowIDs{rows: s.store}.unary),
-		grpc.ChainStreamInterceptor(auth.stream),
+		grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor(), auth.unary, rowIDs{rows: s.store}.unary),
+		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	rpcMetrics.InitializeMetrics(s.grpc) // every RPC and code shows from the start
+	s.drillStats = newDrillStats(s.drills, log)
+	reg.MustRegister(s.drillStats)
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.Listen.GRPC); err != nil {
 		return nil, fmt.Errorf("listen grpc %s: %w", cfg.Listen.GRPC, err)
@@ -623,8 +632,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		sched := drill.Schedule{Day: m.Day, Hour: m.Hour, Minute: m.Minute, Sample: m.Sample}
 		s.log.InfoContext(ctx, "monthly drill scheduled", slog.String("schedule", sched.String()))
 		// One scheduler across the ledgers on the store; its reports are
-		// written under the lease's fence.
+		// written under the lease's fence. It first runs a monthly drill
+		// missed while no ledgerd was up.
 		_ = s.ledger.RunUnderLease(upCtx, ledger.LeaseDrillScheduler, func(ctx context.Context) error {
+			s.catchUpMonthly(ctx, sched)
 			return s.drills.RunScheduler(ctx, sched, s.log)
 		})
 	}()
