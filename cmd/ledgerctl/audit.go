@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -316,24 +315,22 @@ func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
 // (RFC 6962 consistency), reads every leaf since from the tiles, checked
 // against the latest checkpoint, and compares each with the rows the key can
 // read; it also checks that every readable row has a leaf.
-func (c *cli) logAudit(args []string) error {
-	fs := flag.NewFlagSet("log audit", flag.ContinueOnError)
-	from := fs.String("from", "", "")
-	keyFlag := fs.String("log-key", "", "")
-	settle := fs.Duration("settle", 5*time.Second, "")
-	all := fs.Bool("all", false, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 || *from == "" {
+// auditOpts are log audit's flags.
+type auditOpts struct {
+	from, logKey string
+	settle       time.Duration
+	all          bool
+}
+
+func (c *cli) logAudit(o auditOpts) error {
+	if o.from == "" {
 		return usagef("log audit --from OLD_CHECKPOINT_FILE [--log-key KEY] [--all] [--settle DURATION]")
 	}
-	key, err := logKeyArg(*keyFlag)
+	key, err := logKeyArg(o.logKey)
 	if err != nil {
 		return err
 	}
-	oldSigned, err := os.ReadFile(*from)
+	oldSigned, err := os.ReadFile(o.from)
 	if err != nil {
 		return fmt.Errorf("read the kept checkpoint: %w", err)
 	}
@@ -343,7 +340,7 @@ func (c *cli) logAudit(args []string) error {
 	}
 	old, err := proof.Open(oldSigned, used)
 	if err != nil {
-		fmt.Fprintf(c.out, "FAILED: the kept checkpoint %s does not verify with %s: %v\n", *from, keySource(key != ""), err)
+		fmt.Fprintf(c.out, "FAILED: the kept checkpoint %s does not verify with %s: %v\n", o.from, keySource(key != ""), err)
 		return errCheckFailed
 	}
 	fmt.Fprintf(c.out, "kept checkpoint: %s size %d, root %s\n", old.Origin, old.Size, rootText(old.Hash))
@@ -383,7 +380,7 @@ func (c *cli) logAudit(args []string) error {
 	checkRows := c.key != ""
 	var leaves int64
 	first := old.Size // --all: every leaf, not only those since the kept checkpoint
-	if *all {
+	if o.all {
 		first = 0
 	}
 	for n := first >> tileHeight; n<<tileHeight < newer.Size; n++ {
@@ -422,7 +419,7 @@ func (c *cli) logAudit(args []string) error {
 	if !checkRows {
 		fmt.Fprintln(c.out, "rows not compared: no API key (pass a support, auditor or admin key to compare each leaf with its row)")
 	} else {
-		if err := a.everyRowHasALeaf(used, *settle); err != nil {
+		if err := a.everyRowHasALeaf(used, o.settle); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",

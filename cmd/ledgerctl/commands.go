@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"regexp"
 	"strings"
@@ -81,67 +80,68 @@ func orDash(s string) string {
 	return s
 }
 
-func (c *cli) lookup(args []string) error {
-	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
-	order := fs.String("order", "", "")
-	target := fs.String("target", "", "")
-	principal := fs.String("principal", "", "")
-	grant := fs.String("grant", "", "")
-	agent := fs.String("agent", "", "")
-	st := fs.String("status", "", "")
-	since := fs.String("since", "", "")
-	until := fs.String("until", "", "")
-	limit := fs.Int("limit", 50, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("lookup takes flags only (--order, --principal, --grant, --agent)")
-	}
-	req := &ledgerv1.ListRowsRequest{Target: first(*order, *target), Principal: *principal, GrantId: *grant, Agent: *agent}
-	if req.Target == "" && req.Principal == "" && req.GrantId == "" && req.Agent == "" && *st == "" && *since == "" && *until == "" {
+// lookupOpts are lookup's flags.
+type lookupOpts struct {
+	order, target, principal, grant, agent, status, since, until string
+	limit                                                        int
+	all                                                          bool
+}
+
+func (c *cli) lookup(o lookupOpts) error {
+	req := &ledgerv1.ListRowsRequest{Target: first(o.order, o.target), Principal: o.principal, GrantId: o.grant, Agent: o.agent}
+	if req.Target == "" && req.Principal == "" && req.GrantId == "" && req.Agent == "" && o.status == "" && o.since == "" && o.until == "" {
 		return usagef("lookup needs --order, --principal, --grant, --agent, --status or a time range")
 	}
-	if *st != "" {
-		v, ok := ledgerv1.RowStatus_value["ROW_STATUS_"+strings.ToUpper(*st)]
+	if o.status != "" {
+		v, ok := ledgerv1.RowStatus_value["ROW_STATUS_"+strings.ToUpper(o.status)]
 		if !ok {
-			return usagef("--status %q: want authorized, unauthorized, incident or duplicate", *st)
+			return usagef("--status %q: want authorized, unauthorized, incident or duplicate", o.status)
 		}
 		req.Status = ledgerv1.RowStatus(v)
 	}
-	if req.Since, err = parseTime("since", *since); err != nil {
+	var err error
+	if req.Since, err = parseTime("since", o.since); err != nil {
 		return err
 	}
-	if req.Until, err = parseTime("until", *until); err != nil {
+	if req.Until, err = parseTime("until", o.until); err != nil {
 		return err
 	}
-	if *limit < 1 || *limit > 1000 {
+	if o.limit < 1 || o.limit > 1000 {
 		return usagef("--limit must be 1 to 1000")
 	}
-	req.PageSize = int32(*limit)
-	ctx, cancel := c.ctx()
-	defer cancel()
-	rep, err := c.c.ListRows(ctx, req)
-	if err != nil {
-		return err
+	req.PageSize = int32(o.limit)
+	rep := &ledgerv1.ListRowsResponse{}
+	for {
+		ctx, cancel := c.ctx()
+		page, err := c.c.ListRows(ctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, page.GetRows()...)
+		rep.NextPageToken = page.GetNextPageToken()
+		if !o.all || rep.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rep.NextPageToken
 	}
 	if c.json {
 		return c.printJSON(rep)
 	}
-	if len(rep.GetRows()) == 0 {
-		fmt.Fprintln(c.out, "no rows match")
-		return nil
-	}
-	w := c.table()
-	fmt.Fprintln(w, "ROW\tISSUED (UTC)\tSTATUS\tPRINCIPAL\tTARGET\tTOOL\tAGENT\tDISPUTE")
+	l := listing{header: []string{"row", "issued (UTC)", "status", "principal", "target", "tool", "agent", "dispute"}}
 	for _, r := range rep.GetRows() {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
-			orDash(r.GetPrincipal()), rowTargets(r), rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_"))
+		id := short(r.GetId())
+		if c.output == "csv" {
+			id = r.GetId()
+		}
+		l.rows = append(l.rows, []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
+			orDash(r.GetPrincipal()), rowTargets(r), rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_")})
 	}
-	w.Flush()
+	if err := c.printList(l, "no rows match"); err != nil {
+		return err
+	}
 	if rep.GetNextPageToken() != "" {
-		fmt.Fprintf(c.out, "(more rows: raise --limit or narrow the query)\n")
+		c.note("(more rows: --all lists every one, or raise --limit or narrow the query)")
 	}
 	return nil
 }
@@ -162,17 +162,8 @@ func rowArg(cmd string, pos []string) (string, error) {
 
 var rowIDArg = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
 
-// rowOnly parses a command that takes one ROW and no flags.
-func rowOnly(cmd string, args []string) (string, error) {
-	pos, err := parse(flag.NewFlagSet(cmd, flag.ContinueOnError), args)
-	if err != nil {
-		return "", err
-	}
-	return rowArg(cmd, pos)
-}
-
 func (c *cli) show(args []string) error {
-	id, err := rowOnly("show", args)
+	id, err := rowArg("show", args)
 	if err != nil {
 		return err
 	}
@@ -250,14 +241,8 @@ func (c *cli) checks(title string, checks, before []*ledgerv1.Check) {
 	w.Flush()
 }
 
-func (c *cli) evidence(args []string) error {
-	fs := flag.NewFlagSet("evidence", flag.ContinueOnError)
-	full := fs.Bool("full", false, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := rowArg("evidence", pos)
+func (c *cli) evidence(full bool, args []string) error {
+	id, err := rowArg("evidence", args)
 	if err != nil {
 		return err
 	}
@@ -271,7 +256,7 @@ func (c *cli) evidence(args []string) error {
 		return c.printJSON(rep)
 	}
 	cut := func(s string) string {
-		if *full || len(s) <= 60 {
+		if full || len(s) <= 60 {
 			return orDash(s)
 		}
 		return s[:60] + fmt.Sprintf("… (%d bytes; --full prints all)", len(s))
@@ -308,7 +293,7 @@ func (c *cli) evidence(args []string) error {
 }
 
 func (c *cli) verify(args []string) error {
-	id, err := rowOnly("verify", args)
+	id, err := rowArg("verify", args)
 	if err != nil {
 		return err
 	}
@@ -342,14 +327,7 @@ var resolutions = map[string]ledgerv1.DisputeStatus{
 	"other":               ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
 }
 
-func (c *cli) dispute(args []string) error {
-	fs := flag.NewFlagSet("dispute", flag.ContinueOnError)
-	note := fs.String("note", "", "")
-	as := fs.String("as", "other", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) dispute(note, as string, pos []string) error {
 	if len(pos) != 2 || (pos[0] != "open" && pos[0] != "resolve") {
 		return usagef("dispute open|resolve ROW --note TEXT [--as customer-authorized|incident|other]")
 	}
@@ -357,19 +335,19 @@ func (c *cli) dispute(args []string) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(*note) == "" {
+	if strings.TrimSpace(note) == "" {
 		return usagef("dispute needs --note: say what the customer said or how it was resolved")
 	}
 	st := ledgerv1.DisputeStatus_DISPUTE_STATUS_OPEN
 	if pos[0] == "resolve" {
 		var ok bool
-		if st, ok = resolutions[*as]; !ok {
-			return usagef("--as %q: want customer-authorized, incident or other", *as)
+		if st, ok = resolutions[as]; !ok {
+			return usagef("--as %q: want customer-authorized, incident or other", as)
 		}
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	rep, err := c.c.AppendDisputeEvent(ctx, &ledgerv1.AppendDisputeEventRequest{Id: id, Status: st, Note: *note})
+	rep, err := c.c.AppendDisputeEvent(ctx, &ledgerv1.AppendDisputeEventRequest{Id: id, Status: st, Note: note})
 	if err != nil {
 		return err
 	}
@@ -382,34 +360,32 @@ func (c *cli) dispute(args []string) error {
 	return nil
 }
 
-func (c *cli) drill(args []string) error {
-	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	row := fs.String("row", "", "")
-	principal := fs.String("principal", "", "")
-	monthly := fs.Bool("monthly", false, "")
-	sample := fs.Int("sample", 0, "")
-	proofDir := fs.String("proof-dir", "", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if *row != "" {
-		if *row, err = rowArg("drill --row", []string{*row}); err != nil {
+// drillOpts are drill's flags.
+type drillOpts struct {
+	row, principal, proofDir string
+	monthly                  bool
+	sample                   int
+}
+
+func (c *cli) drill(o drillOpts, pos []string) error {
+	var err error
+	if o.row != "" {
+		if o.row, err = rowArg("drill --row", []string{o.row}); err != nil {
 			return err
 		}
 	}
-	req := &ledgerv1.RunDrillRequest{RowId: *row, Principal: *principal}
+	req := &ledgerv1.RunDrillRequest{RowId: o.row, Principal: o.principal}
 	switch {
-	case *monthly:
-		if len(pos) > 0 || *row != "" || *principal != "" {
+	case o.monthly:
+		if len(pos) > 0 || o.row != "" || o.principal != "" {
 			return usagef("drill --monthly takes only --sample")
 		}
-		req.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(*sample)}
+		req.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(o.sample)}
 	case len(pos) == 1:
 		req.Target = pos[0]
 	case len(pos) > 1:
 		return usagef("drill takes one TARGET (an order id)")
-	case *row == "" && *principal == "":
+	case o.row == "" && o.principal == "":
 		return usagef("drill TARGET, drill --row ROW, drill --principal P or drill --monthly")
 	}
 	ctx, cancel := c.ctx()
@@ -425,8 +401,8 @@ func (c *cli) drill(args []string) error {
 	} else {
 		c.printDrill(rep.GetReport())
 	}
-	if *proofDir != "" {
-		if err := c.writeProofs(*proofDir, rep.GetReport()); err != nil {
+	if o.proofDir != "" {
+		if err := c.writeProofs(o.proofDir, rep.GetReport()); err != nil {
 			return err
 		}
 	}
@@ -462,16 +438,25 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 	}
 }
 
-func (c *cli) drills(args []string) error {
-	fs := flag.NewFlagSet("drills", flag.ContinueOnError)
-	limit := fs.Int("limit", 20, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// listOpts are the flags of a command that lists: page size, a page to
+// start from and whether to page through every result.
+type listOpts struct {
+	limit int
+	page  string
+	all   bool
+}
+
+func (o listOpts) check() error {
+	if o.limit < 1 || o.limit > 1000 {
+		return usagef("--limit must be 1 to 1000")
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
+	return nil
+}
+
+func (c *cli) drills(o listOpts, pos []string) error {
 	if len(pos) == 1 {
+		ctx, cancel := c.ctx()
+		defer cancel()
 		rep, err := c.c.GetDrill(ctx, &ledgerv1.GetDrillRequest{Id: pos[0]})
 		if err != nil {
 			return err
@@ -479,36 +464,51 @@ func (c *cli) drills(args []string) error {
 		if c.json {
 			return c.printJSON(rep)
 		}
+		if c.output == "csv" {
+			return usagef("--output csv lists drills; one drill prints as a table or JSON")
+		}
 		c.printDrill(rep.GetReport())
 		return nil
 	}
 	if len(pos) > 1 {
-		return usagef("drills [ID] [--limit N]")
+		return usagef("drills [ID] [--limit N] [--all]")
 	}
-	if *limit < 1 || *limit > 1000 {
-		return usagef("--limit must be 1 to 1000")
-	}
-	rep, err := c.c.ListDrills(ctx, &ledgerv1.ListDrillsRequest{PageSize: int32(*limit)})
-	if err != nil {
+	if err := o.check(); err != nil {
 		return err
+	}
+	rep := &ledgerv1.ListDrillsResponse{}
+	req := &ledgerv1.ListDrillsRequest{PageSize: int32(o.limit), PageToken: o.page}
+	for {
+		ctx, cancel := c.ctx()
+		page, err := c.c.ListDrills(ctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		rep.Reports = append(rep.Reports, page.GetReports()...)
+		rep.NextPageToken = page.GetNextPageToken()
+		if !o.all || rep.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rep.NextPageToken
 	}
 	if c.json {
 		return c.printJSON(rep)
 	}
-	if len(rep.GetReports()) == 0 {
-		fmt.Fprintln(c.out, "no drills yet")
-		return nil
-	}
-	w := c.table()
-	fmt.Fprintln(w, "DRILL\tKIND\tSTARTED (UTC)\tBY\tROWS\tSCORE\tTOOK")
+	l := listing{header: []string{"drill", "kind", "started (UTC)", "by", "rows", "score", "took"}}
 	for _, d := range rep.GetReports() {
 		took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime()).Round(time.Millisecond)
 		score := fmt.Sprintf("%d/%d", d.GetChecksPassed(), d.GetChecksTotal())
 		if d.GetChecksTotal() == 0 && strings.HasPrefix(d.GetNote(), "nothing to drill") {
 			score = "nothing to drill"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), when(d.GetStartedAt()), orDash(d.GetRunBy()), len(d.GetRows()), score, took)
+		l.rows = append(l.rows, []string{d.GetId(), word(d.GetKind(), "DRILL_KIND_"), when(d.GetStartedAt()), orDash(d.GetRunBy()), fmt.Sprint(len(d.GetRows())), score, took.String()})
 	}
-	w.Flush()
+	if err := c.printList(l, "no drills yet"); err != nil {
+		return err
+	}
+	if rep.GetNextPageToken() != "" {
+		c.note("(more drills: --all lists every one, or --page %s)", rep.GetNextPageToken())
+	}
 	return nil
 }

@@ -1,41 +1,40 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
-// incidents lists incidents, shows one, or closes one:
-//
-//	incidents [--limit N]
-//	incidents ID
-//	incidents close ID --note TEXT
-func (c *cli) incidents(args []string) error {
-	fs := flag.NewFlagSet("incidents", flag.ContinueOnError)
-	limit := fs.Int("limit", 50, "")
-	note := fs.String("note", "", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// incidentClose closes an incident (admin): incidents close ID --note TEXT.
+func (c *cli) incidentClose(note string, pos []string) error {
+	if len(pos) != 1 {
+		return usagef("incidents close ID --note TEXT")
+	}
+	if note == "" {
+		return usagef("incidents close ID --note TEXT: say how it was resolved")
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
+	rep, err := c.c.CloseIncident(ctx, &ledgerv1.CloseIncidentRequest{Id: pos[0], Note: note})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	fmt.Fprintf(c.out, "incident %s closed; its evidence is kept until %s and its legal holds are released\n", rep.GetIncident().GetId(), when(rep.GetIncident().GetRetainUntil()))
+	return nil
+}
+
+// incidents lists incidents, newest first, or shows one:
+//
+//	incidents [--limit N] [--all]
+//	incidents ID
+func (c *cli) incidents(o listOpts, pos []string) error {
+	ctx, cancel := c.ctx()
+	defer cancel()
 	switch {
-	case len(pos) == 2 && pos[0] == "close":
-		if *note == "" {
-			return usagef("incidents close ID --note TEXT: say how it was resolved")
-		}
-		rep, err := c.c.CloseIncident(ctx, &ledgerv1.CloseIncidentRequest{Id: pos[1], Note: *note})
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(rep)
-		}
-		fmt.Fprintf(c.out, "incident %s closed; its evidence is kept until %s and its legal holds are released\n", rep.GetIncident().GetId(), when(rep.GetIncident().GetRetainUntil()))
-		return nil
 	case len(pos) == 1:
 		rep, err := c.c.GetIncident(ctx, &ledgerv1.GetIncidentRequest{Id: pos[0]})
 		if err != nil {
@@ -43,6 +42,9 @@ func (c *cli) incidents(args []string) error {
 		}
 		if c.json {
 			return c.printJSON(rep)
+		}
+		if c.output == "csv" {
+			return usagef("--output csv lists incidents; one incident prints as a table or JSON")
 		}
 		i := rep.GetIncident()
 		w := c.table()
@@ -69,54 +71,64 @@ func (c *cli) incidents(args []string) error {
 		}
 		return nil
 	case len(pos) == 0:
-		if *limit < 1 || *limit > 1000 {
-			return usagef("--limit must be 1 to 1000")
-		}
-		rep, err := c.c.ListIncidents(ctx, &ledgerv1.ListIncidentsRequest{PageSize: int32(*limit)})
+		return c.listIncidents(o)
+	}
+	return usagef("incidents [--limit N] [--all] | incidents ID | incidents close ID --note TEXT")
+}
+
+func (c *cli) listIncidents(o listOpts) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	rep := &ledgerv1.ListIncidentsResponse{}
+	req := &ledgerv1.ListIncidentsRequest{PageSize: int32(o.limit), PageToken: o.page}
+	for {
+		ctx, cancel := c.ctx()
+		page, err := c.c.ListIncidents(ctx, req)
+		cancel()
 		if err != nil {
 			return err
 		}
-		if c.json {
-			return c.printJSON(rep)
+		rep.Incidents = append(rep.Incidents, page.GetIncidents()...)
+		rep.NextPageToken = page.GetNextPageToken()
+		if !o.all || rep.NextPageToken == "" {
+			break
 		}
-		if len(rep.GetIncidents()) == 0 {
-			fmt.Fprintln(c.out, "no incidents")
-			return nil
+		req.PageToken = rep.NextPageToken
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	l := listing{header: []string{"incident", "opened (UTC)", "state", "row", "agent", "reason"}}
+	for _, i := range rep.GetIncidents() {
+		state := "open"
+		if !i.GetOpen() {
+			state = "closed"
 		}
-		w := c.table()
-		fmt.Fprintln(w, "INCIDENT\tOPENED (UTC)\tSTATE\tROW\tAGENT\tREASON")
-		for _, i := range rep.GetIncidents() {
-			state := "open"
-			if !i.GetOpen() {
-				state = "closed"
-			}
-			reason := i.GetReason()
+		reason, row := i.GetReason(), i.GetRowId()
+		if c.output != "csv" {
+			row = short(row)
 			if len(reason) > 80 {
 				reason = reason[:80] + "…"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", i.GetId(), when(i.GetOpenedAt()), state, short(i.GetRowId()), i.GetAgent(), reason)
 		}
-		w.Flush()
-		return nil
+		l.rows = append(l.rows, []string{i.GetId(), when(i.GetOpenedAt()), state, row, i.GetAgent(), reason})
 	}
-	return usagef("incidents [--limit N] | incidents ID | incidents close ID --note TEXT")
+	if err := c.printList(l, "no incidents"); err != nil {
+		return err
+	}
+	if rep.GetNextPageToken() != "" {
+		c.note("(more incidents: --all lists every one, or --page %s)", rep.GetNextPageToken())
+	}
+	return nil
 }
 
 // sweep runs the retention sweeper now (admin), or with --dry-run lists
 // what it would remove (auditor, admin).
-func (c *cli) sweep(args []string) error {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	dry := fs.Bool("dry-run", false, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("sweep [--dry-run]")
-	}
+func (c *cli) sweep(dry bool) error {
 	ctx, cancel := c.ctx()
 	defer cancel()
-	rep, err := c.c.Sweep(ctx, &ledgerv1.SweepRequest{DryRun: *dry})
+	rep, err := c.c.Sweep(ctx, &ledgerv1.SweepRequest{DryRun: dry})
 	if err != nil {
 		return err
 	}
@@ -127,26 +139,25 @@ func (c *cli) sweep(args []string) error {
 	if rep.GetDryRun() {
 		verb = "would remove"
 	}
-	fmt.Fprintf(c.out, "sweep at %s %s %d rows; %d due rows kept\n", when(rep.GetAt()), verb, len(rep.GetSwept()), len(rep.GetKept()))
-	if len(rep.GetSwept())+len(rep.GetKept()) > 0 {
-		w := c.table()
-		fmt.Fprintln(w, "ROW\tCLASS\tRETAIN UNTIL\tOUTCOME")
-		for _, r := range rep.GetSwept() {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), verb)
-		}
-		for _, r := range rep.GetKept() {
-			fmt.Fprintf(w, "%s\t%s\t%s\tkept: %s\n", r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), r.GetKept())
-		}
-		w.Flush()
+	c.note("sweep at %s %s %d rows; %d due rows kept", when(rep.GetAt()), verb, len(rep.GetSwept()), len(rep.GetKept()))
+	l := listing{header: []string{"row", "class", "retain until", "outcome"}}
+	for _, r := range rep.GetSwept() {
+		l.rows = append(l.rows, []string{r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), verb})
+	}
+	for _, r := range rep.GetKept() {
+		l.rows = append(l.rows, []string{r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), "kept: " + r.GetKept()})
+	}
+	if err := c.printList(l, ""); err != nil {
+		return err
 	}
 	if !rep.GetDryRun() {
-		fmt.Fprintf(c.out, "write-once objects deleted: %d; refused or failed (retried next sweep): %d\n", rep.GetObjectsDeleted(), rep.GetObjectsPending())
+		c.note("write-once objects deleted: %d; refused or failed (retried next sweep): %d", rep.GetObjectsDeleted(), rep.GetObjectsPending())
 		for _, e := range rep.GetDeletionErrors() {
-			fmt.Fprintf(c.out, "  %s\n", e)
+			c.note("  %s", e)
 		}
 	}
 	if rep.GetTruncated() {
-		fmt.Fprintln(c.out, "(more rows than listed)")
+		c.note("(more rows than listed)")
 	}
 	return nil
 }

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
-func (c *cli) grant(args []string) error {
-	fs := flag.NewFlagSet("grant", flag.ContinueOnError)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) grant(pos []string) error {
 	if len(pos) != 1 {
 		return usagef("grant GRANT_ID")
 	}
@@ -51,19 +45,13 @@ func (c *cli) grant(args []string) error {
 	return nil
 }
 
-func (c *cli) revoke(args []string) error {
-	fs := flag.NewFlagSet("revoke", flag.ContinueOnError)
-	at := fs.String("at", "", "")
-	note := fs.String("note", "", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) revoke(at, note string, pos []string) error {
 	if len(pos) != 1 {
 		return usagef("revoke GRANT_ID [--at TIME] [--note TEXT]")
 	}
-	req := &ledgerv1.RevokeGrantRequest{GrantId: pos[0], Note: *note}
-	if req.RevokedAt, err = parseTime("at", *at); err != nil {
+	req := &ledgerv1.RevokeGrantRequest{GrantId: pos[0], Note: note}
+	var err error
+	if req.RevokedAt, err = parseTime("at", at); err != nil {
 		return err
 	}
 	ctx, cancel := c.ctx()
@@ -84,16 +72,9 @@ func (c *cli) revoke(args []string) error {
 // that differ from their leaves, rows without a leaf, leaves whose row is
 // gone, and a tree that no longer matches the latest checkpoint; with
 // --restore it puts restorable rows back from the write-once copy.
-func (c *cli) fsck(args []string) error {
-	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
-	restore := fs.Bool("restore", false, "")
-	pageSize := fs.Int("page", 1000, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("fsck [--restore] [--page N]")
+func (c *cli) fsck(restore bool, pageSize int) error {
+	if pageSize < 1 || pageSize > 1000 {
+		return usagef("--page must be 1 to 1000")
 	}
 	var (
 		token                    string
@@ -102,7 +83,7 @@ func (c *cli) fsck(args []string) error {
 	)
 	for {
 		ctx, cancel := c.ctx()
-		rep, err := c.c.CheckIntegrity(ctx, &ledgerv1.CheckIntegrityRequest{PageSize: int32(*pageSize), PageToken: token})
+		rep, err := c.c.CheckIntegrity(ctx, &ledgerv1.CheckIntegrityRequest{PageSize: int32(pageSize), PageToken: token})
 		cancel()
 		if err != nil {
 			return err
@@ -124,7 +105,7 @@ func (c *cli) fsck(args []string) error {
 	}
 	restored := 0
 	for _, f := range findings {
-		if !*restore || !f.GetRestorable() {
+		if !restore || !f.GetRestorable() {
 			continue
 		}
 		ctx, cancel := c.ctx()
@@ -148,7 +129,7 @@ func (c *cli) fsck(args []string) error {
 			}
 			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", first(f.GetRowId(), "log"), f.GetProblem(), hint)
 		}
-		if *restore {
+		if restore {
 			fmt.Fprintf(c.out, "restored %d rows from the write-once copy\n", restored)
 		}
 		if len(findings) == 0 {

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -19,19 +18,6 @@ import (
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
-
-// keyOptional reports whether a command runs without an API key: checking a
-// proof bundle offline, and the log's public checkpoints, consistency
-// proofs and tiles (log audit then checks the log without comparing rows).
-func keyOptional(args []string) bool {
-	switch args[0] {
-	case "log":
-		return true
-	case "proof":
-		return len(args) > 1 && args[1] == "verify"
-	}
-	return false
-}
 
 // logKeyArg reads a --log-key value: the verifier key itself
 // ("<origin>+<hash>+<key>") or a file holding it (as ledgerd writes
@@ -87,34 +73,11 @@ func rootText(h [32]byte) string {
 	return base64.StdEncoding.EncodeToString(h[:]) + " (hex " + hex.EncodeToString(h[:]) + ")"
 }
 
-func (c *cli) logCmd(args []string) error {
-	if len(args) == 0 {
-		return usagef("log checkpoint [--log-key KEY] [--save FILE] | log audit --from FILE [--log-key KEY]")
-	}
-	switch args[0] {
-	case "checkpoint":
-		return c.logCheckpoint(args[1:])
-	case "audit":
-		return c.logAudit(args[1:])
-	}
-	return usagef("log %q: want log checkpoint or log audit", args[0])
-}
-
 // logCheckpoint fetches the latest checkpoint, verifies its signature and
 // prints origin, size and root; --save keeps the signed checkpoint for a
 // later log audit.
-func (c *cli) logCheckpoint(args []string) error {
-	fs := flag.NewFlagSet("log checkpoint", flag.ContinueOnError)
-	keyFlag := fs.String("log-key", "", "")
-	save := fs.String("save", "", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("log checkpoint [--log-key KEY] [--save FILE]")
-	}
-	key, err := logKeyArg(*keyFlag)
+func (c *cli) logCheckpoint(keyFlag, save string) error {
+	key, err := logKeyArg(keyFlag)
 	if err != nil {
 		return err
 	}
@@ -122,8 +85,8 @@ func (c *cli) logCheckpoint(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *save != "" {
-		if err := os.WriteFile(*save, signed, 0o644); err != nil {
+	if save != "" {
+		if err := os.WriteFile(save, signed, 0o644); err != nil {
 			return fmt.Errorf("save checkpoint: %w", err)
 		}
 	}
@@ -138,44 +101,33 @@ func (c *cli) logCheckpoint(args []string) error {
 	fmt.Fprintf(w, "root\t%s\n", rootText(cp.Hash))
 	fmt.Fprintf(w, "signature\tverified with %s\n", keySource(key != ""))
 	fmt.Fprintf(w, "key\t%s\n", used)
-	if *save != "" {
-		fmt.Fprintf(w, "saved\t%s (keep it: ledgerctl log audit --from %s proves the log only grew since)\n", *save, *save)
+	if save != "" {
+		fmt.Fprintf(w, "saved\t%s (keep it: ledgerctl log audit --from %s proves the log only grew since)\n", save, save)
 	}
 	w.Flush()
 	return nil
 }
 
 // proof writes a row's proof bundle (or one of its events') as JSON.
-func (c *cli) proof(args []string) error {
-	if len(args) > 0 && args[0] == "verify" {
-		return c.proofVerify(args[1:])
-	}
-	fs := flag.NewFlagSet("proof", flag.ContinueOnError)
-	event := fs.String("event", "", "")
-	out := fs.String("out", "", "")
-	wait := fs.Duration("wait", 10*time.Second, "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) proof(event, out string, wait time.Duration, pos []string) error {
 	id, err := rowArg("proof", pos)
 	if err != nil {
 		return err
 	}
-	rep, err := c.rowProof(id, *event, *wait)
+	rep, err := c.rowProof(id, event, wait)
 	if err != nil {
 		return err
 	}
-	if *out != "" {
-		if err := os.WriteFile(*out, []byte(rep.GetBundle()), 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, []byte(rep.GetBundle()), 0o644); err != nil {
 			return fmt.Errorf("write proof: %w", err)
 		}
 	} else {
 		fmt.Fprint(c.out, rep.GetBundle())
 	}
 	what := "row " + id
-	if *event != "" {
-		what = *event + " of row " + id
+	if event != "" {
+		what = event + " of row " + id
 	}
 	size := "?"
 	if i := strings.IndexByte(rep.GetCheckpoint(), '\n'); i >= 0 {
@@ -229,20 +181,14 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // proofVerify checks a proof bundle offline: no server, no API key.
-func (c *cli) proofVerify(args []string) error {
-	fs := flag.NewFlagSet("proof verify", flag.ContinueOnError)
-	keyFlag := fs.String("log-key", "", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) proofVerify(keyFlag string, pos []string) error {
 	if len(pos) != 1 {
 		return usagef("proof verify FILE --log-key KEY")
 	}
-	if *keyFlag == "" {
+	if keyFlag == "" {
 		return usagef("proof verify needs --log-key KEY: the log's published verifier key (a proof is only as good as the key it is checked with)")
 	}
-	key, err := logKeyArg(*keyFlag)
+	key, err := logKeyArg(keyFlag)
 	if err != nil {
 		return err
 	}

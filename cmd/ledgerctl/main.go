@@ -2,16 +2,16 @@
 // shows their evidence, re-runs the verifier, appends dispute events and
 // runs dispute drills, talking to ledgerd over gRPC.
 //
-//	ledgerctl [global flags] COMMAND [flags] [args]
+//	ledgerctl COMMAND [flags] [args]   (global flags anywhere)
 //
-// Run `ledgerctl help` for the commands.
+// Run `ledgerctl help` for the commands, `ledgerctl help COMMAND` for one,
+// and `ledgerctl completion bash|zsh|fish` for shell completion.
 package main
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -27,7 +28,6 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
-	"github.com/pactledger/pactledger/internal/buildinfo"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -41,70 +41,6 @@ const (
 	exitUnavailable = 5 // ledgerd unreachable
 	exitError       = 6
 )
-
-const usage = `usage: ledgerctl [global flags] COMMAND [flags] [args]
-
-Commands:
-  lookup   --order ID | --principal P | --grant G | --agent A   find rows (newest first)
-           [--status authorized|unauthorized|incident|duplicate] [--since T] [--until T] [--limit N]
-           T is RFC 3339, a date (2026-10-07) or a time ago (90m, 1h, 7d, 2w)
-  show     ROW                      one row: parties, scopes, actions, verifier checks, disputes
-  evidence ROW [--full]             the stored receipt, tokens, action log and where each object is held
-  verify   ROW                      re-run every check on the stored bytes (exit 1 if the result differs)
-  dispute  open|resolve ROW --note TEXT [--as customer-authorized|incident|other]
-  drill    TARGET [--principal P]   dispute drill on an order id (exit 1 if a pull fails)
-  drill    --row ROW | --principal P
-  drill    --monthly [--sample N]   the monthly drill on random rows
-           [--proof-dir DIR]        with any drill: write each drilled row's proof bundle to DIR/ROW.proof
-  drills   [ID] [--limit N]         stored drill reports, newest first; or one report
-  grant    GRANT_ID                 a grant's rows, scopes and revocation
-  revoke   GRANT_ID [--at TIME] [--note TEXT]   record a revocation (writer, admin)
-  incidents [ID]                    incidents, newest first; or one with the platform's other rows that day
-  incidents close ID --note TEXT    close an incident: evidence kept until close + 12 months (admin)
-  sweep    [--dry-run]              remove rows past retention now (admin); --dry-run lists what would go
-  fsck     [--restore]              compare every row's evidence with its write-time hash and its
-                                    write-once copy, every row with its leaf in the Merkle log, and
-                                    the tree rebuilt from the leaves with the latest checkpoint
-                                    (exit 1 if any differs); --restore puts restorable rows
-                                    back from the write-once copy (admin)
-  outbox   [--limit N] [--page T]   evidence outbox depth, oldest entry's age, dead letters (admin)
-  outbox   retry KEY | retry --all  move dead letters back into the outbox (admin)
-
-The Merkle log (see docs/design/015-merkle-log.md):
-  log checkpoint [--log-key KEY] [--save FILE]   fetch the latest signed checkpoint and verify it
-                                    (with KEY, or the key the server reports); no API key needed
-  log audit --from FILE [--log-key KEY] [--all] [--settle D]   prove the checkpoint kept in FILE is a
-                                    prefix of the latest, read every leaf since (--all: every leaf) from
-                                    the tiles (--http), compare each with the rows the API key can read
-                                    and check every readable row has a leaf (exit 1 on a mismatch)
-  proof    ROW [--event dispute/N|incident-close] [--out FILE] [--wait D]   the row's proof bundle
-                                    (JSON, to stdout or FILE); verify it offline with proof verify
-  proof    verify FILE --log-key KEY   check a proof bundle offline: no server, no API key
-
-  whoami                            the name and roles of the API key in use, and where it came from
-  version                           this ledgerctl's version
-
-ROW is the 64-character row id or a unique prefix of at least 8 characters (as tables print).
-Help needs no key or server: ledgerctl help COMMAND, or ledgerctl COMMAND --help.
-
-Global flags (anywhere on the line):
-  --server HOST:PORT   ledgerd gRPC address (env PACTLEDGER_SERVER; default 127.0.0.1:9090)
-  --http URL           ledgerd REST base for the log's tiles (env PACTLEDGER_HTTP; default the
-                       --server host on port 8080, https with --tls)
-  --key KEY            API key (env PACTLEDGER_KEY)
-  --key-file FILE      file holding the API key (env PACTLEDGER_KEY_FILE)
-                       a flag beats the environment, which beats the config file
-  --config FILE        YAML with server, http, key or keyFile, tls, ca, tlsCert, tlsKey (default ~/.config/pactledger/ledgerctl.yaml)
-  --tls                use TLS to reach ledgerd
-  --ca FILE            trust only this CA (PEM) for ledgerd's certificate; implies --tls (env PACTLEDGER_CA)
-  --tls-cert FILE      client certificate (PEM) for a ledgerd that asks for one (mutual TLS); implies --tls
-  --tls-key FILE       its private key (env PACTLEDGER_TLS_CERT, PACTLEDGER_TLS_KEY)
-  --json               print the server's reply as JSON, for scripts
-  --timeout DURATION   per-call timeout (default 60s)
-  --version            print the version and exit
-
-Exit codes: 0 ok, 1 a check failed, 2 usage, 3 not found, 4 bad key or role, 5 ledgerd unreachable, 6 other error.
-`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
@@ -120,11 +56,22 @@ type fileConfig struct {
 	CA      string `yaml:"ca"`
 	TLSCert string `yaml:"tlsCert"`
 	TLSKey  string `yaml:"tlsKey"`
+	Output  string `yaml:"output"`
+}
+
+// globals are the global flags' values.
+type globals struct {
+	server, http, key, keyFile, config, ca, tlsCert, tlsKey, output string
+	tls, json                                                       bool
+	timeout                                                         time.Duration
 }
 
 type cli struct {
 	out, errw io.Writer
-	json      bool
+	getenv    func(string) string
+	g         globals
+	output    string // table, json or csv
+	json      bool   // output is json
 	timeout   time.Duration
 	server    string
 	httpBase  string
@@ -133,6 +80,7 @@ type cli struct {
 	key       string
 	keySource string // where the key came from
 	cmd       string // the command being run, for error messages
+	roles     string // the roles it needs
 	conn      *grpc.ClientConn
 	c         ledgerv1.LedgerServiceClient
 }
@@ -144,57 +92,33 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// checkFailed is a completed command whose result failed (exit 1).
+// errCheckFailed is a completed command whose result failed (exit 1).
 var errCheckFailed = errors.New("check failed")
 
-func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	globals, rest := splitGlobals(args)
-	fs := flag.NewFlagSet("ledgerctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		server  = fs.String("server", "", "")
-		httpURL = fs.String("http", "", "")
-		key     = fs.String("key", "", "")
-		keyFile = fs.String("key-file", "", "")
-		cfgPath = fs.String("config", "", "")
-		useTLS  = fs.Bool("tls", false, "")
-		caFile  = fs.String("ca", "", "")
-		tlsCert = fs.String("tls-cert", "", "")
-		tlsKey  = fs.String("tls-key", "", "")
-		asJSON  = fs.Bool("json", false, "")
-		timeout = fs.Duration("timeout", 60*time.Second, "")
-		version = fs.Bool("version", false, "")
-	)
-	if err := fs.Parse(globals); err != nil {
-		fmt.Fprintf(stderr, "ledgerctl: %v\n\n%s", err, usage)
-		return exitUsage
-	}
-	if *version {
-		fmt.Fprintf(stdout, "ledgerctl %s\n", buildinfo.Read().String())
-		return exitOK
-	}
-	if len(rest) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
-	}
-	// Help needs no key and no server: "help", "help CMD", "CMD --help".
-	if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" || rest[0] == "-help" {
-		if len(rest) > 1 {
-			return printHelp(stdout, stderr, rest[1])
-		}
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	}
-	if wantsHelp(rest[1:]) {
-		return printHelp(stdout, stderr, rest[0])
-	}
-	if rest[0] == "version" {
-		fmt.Fprintf(stdout, "ledgerctl %s\n", buildinfo.Read().String())
-		return exitOK
-	}
+// errNoKey: the command needs an API key and none was given (exit 4).
+var errNoKey = errors.New("no API key: pass --key or --key-file, set PACTLEDGER_KEY or PACTLEDGER_KEY_FILE, or put key/keyFile in the config file")
 
+// run runs ledgerctl with args and returns its exit code.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cli{out: stdout, errw: stderr, getenv: getenv}
+	root := c.root()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if c.conn != nil {
+		c.conn.Close()
+	}
+	return c.exit(err)
+}
+
+// connect reads the configuration file, the environment and the global
+// flags (a flag beats the environment, which beats the file), picks the
+// API key and prepares the connection to ledgerd. It dials lazily: help,
+// completion and offline commands never reach it.
+func (c *cli) connect(cmd *cobra.Command) error {
 	var fc fileConfig
-	path := *cfgPath
+	path := c.g.config
 	if path == "" {
 		if home, err := os.UserHomeDir(); err == nil {
 			if p := filepath.Join(home, ".config", "pactledger", "ledgerctl.yaml"); fileExists(p) {
@@ -205,63 +129,71 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "ledgerctl: read config: %v\n", err)
-			return exitUsage
+			return usagef("read config: %v", err)
 		}
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-			fmt.Fprintf(stderr, "ledgerctl: config %s: %v\n", path, err)
-			return exitUsage
+			return usagef("config %s: %v", path, err)
 		}
 	}
-	c := &cli{out: stdout, errw: stderr, json: *asJSON, timeout: *timeout, cmd: rest[0]}
-	c.server = first(*server, getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
-	c.httpBase = first(*httpURL, getenv("PACTLEDGER_HTTP"), fc.HTTP)
-	ca := first(*caFile, getenv("PACTLEDGER_CA"), fc.CA)
-	cert := first(*tlsCert, getenv("PACTLEDGER_TLS_CERT"), fc.TLSCert)
-	certKey := first(*tlsKey, getenv("PACTLEDGER_TLS_KEY"), fc.TLSKey)
-	c.tls = *useTLS || fc.TLS || ca != "" || cert != ""
-	k, src, err := resolveKey(*key, *keyFile, getenv, fc)
+	if err := c.setOutput(cmd, fc.Output); err != nil {
+		return err
+	}
+	c.timeout = c.g.timeout
+	c.server = first(c.g.server, c.getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
+	c.httpBase = first(c.g.http, c.getenv("PACTLEDGER_HTTP"), fc.HTTP)
+	ca := first(c.g.ca, c.getenv("PACTLEDGER_CA"), fc.CA)
+	cert := first(c.g.tlsCert, c.getenv("PACTLEDGER_TLS_CERT"), fc.TLSCert)
+	certKey := first(c.g.tlsKey, c.getenv("PACTLEDGER_TLS_KEY"), fc.TLSKey)
+	c.tls = c.g.tls || fc.TLS || ca != "" || cert != ""
+	k, src, err := resolveKey(c.g.key, c.g.keyFile, c.getenv, fc)
 	if err != nil {
-		fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
-		return exitUsage
+		return usageError{err.Error()}
 	}
 	c.key, c.keySource = k, src
 	creds := insecure.NewCredentials()
 	if c.tls {
 		tc, err := clientTLS(ca, cert, certKey)
 		if err != nil {
-			fmt.Fprintf(stderr, "ledgerctl: %v\n", err)
-			return exitUsage
+			return err
 		}
 		creds = credentials.NewTLS(tc)
 		c.tlsConf = tc
 	}
 	c.conn, err = grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		fmt.Fprintf(stderr, "ledgerctl: server address %q: %v\n", c.server, err)
-		return exitUsage
+		return usagef("server address %q: %v", c.server, err)
 	}
-	defer c.conn.Close()
 	c.c = ledgerv1.NewLedgerServiceClient(c.conn)
+	if c.key == "" && cmd.Annotations[annKeyOptional] == "" {
+		return errNoKey
+	}
+	return nil
+}
 
-	cmds := map[string]func([]string) error{
-		"lookup": c.lookup, "show": c.show, "evidence": c.evidence, "verify": c.verify,
-		"dispute": c.dispute, "drill": c.drill, "drills": c.drills,
-		"grant": c.grant, "revoke": c.revoke, "fsck": c.fsck, "incidents": c.incidents, "sweep": c.sweep,
-		"outbox": c.outbox, "log": c.logCmd, "proof": c.proof, "whoami": c.whoami,
+// setOutput settles the output format: --output, --json (json), the
+// config file's output, else table; csv only for commands that print a
+// list.
+func (c *cli) setOutput(cmd *cobra.Command, fromFile string) error {
+	out := first(c.g.output, fromFile, "table")
+	if c.g.json {
+		if c.g.output != "" && c.g.output != "json" {
+			return usagef("--json and --output %s: pass one", c.g.output)
+		}
+		out = "json"
 	}
-	cmd, ok := cmds[rest[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "ledgerctl: unknown command %q\n\n%s", rest[0], usage)
-		return exitUsage
+	switch out {
+	case "table", "json":
+	case "csv":
+		if cmd.Annotations[annCSV] == "" {
+			return usagef("--output csv: %s prints a record, not a list; use --output table or json", c.cmd)
+		}
+	default:
+		return usagef("--output %q: want table, json or csv", out)
 	}
-	if c.key == "" && !keyOptional(rest) {
-		fmt.Fprintf(stderr, "ledgerctl %s: no API key: pass --key or --key-file, set PACTLEDGER_KEY or PACTLEDGER_KEY_FILE, or put key/keyFile in the config file\n", rest[0])
-		return exitAuth
-	}
-	return c.exit(cmd(rest[1:]))
+	c.output, c.json = out, out == "json"
+	return nil
 }
 
 func first(vals ...string) string {
@@ -311,50 +243,63 @@ func (c *cli) exit(err error) int {
 	if err == nil {
 		return exitOK
 	}
+	name := "ledgerctl"
+	if c.cmd != "" {
+		name += " " + c.cmd
+	}
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.errw, "ledgerctl %s: %s\n", c.cmd, ue.msg)
+		fmt.Fprintf(c.errw, "%s: %s\n", name, ue.msg)
 		return exitUsage
 	case errors.Is(err, errCheckFailed):
 		return exitCheckFailed
+	case errors.Is(err, errNoKey):
+		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
+		return exitAuth
 	}
 	st, ok := status.FromError(err)
 	if !ok {
-		fmt.Fprintf(c.errw, "ledgerctl %s: %v\n", c.cmd, err)
+		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
+		if strings.HasPrefix(err.Error(), "unknown command") {
+			return exitUsage
+		}
 		return exitError
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		fmt.Fprintf(c.errw, "ledgerctl %s: ledgerd rejected the API key from %s (%s). Check --key, --key-file, PACTLEDGER_KEY or the key file.\n", c.cmd, orDash(c.keySource), st.Message())
+		fmt.Fprintf(c.errw, "%s: ledgerd rejected the API key from %s (%s). Check --key, --key-file, PACTLEDGER_KEY or the key file.\n", name, orDash(c.keySource), st.Message())
 		return exitAuth
 	case codes.PermissionDenied:
-		need := ""
-		if roles, ok := commandRoles[c.cmd]; ok {
-			need = " (" + c.cmd + " needs a key with the role " + roles + ")"
-		}
-		fmt.Fprintf(c.errw, "ledgerctl %s: not allowed: %s%s\n", c.cmd, st.Message(), need)
+		fmt.Fprintf(c.errw, "%s: not allowed: %s%s\n", name, st.Message(), c.roleHint())
 		return exitAuth
 	case codes.NotFound:
-		fmt.Fprintf(c.errw, "ledgerctl %s: not found: %s\n", c.cmd, st.Message())
+		fmt.Fprintf(c.errw, "%s: not found: %s\n", name, st.Message())
 		return exitNotFound
 	case codes.InvalidArgument:
-		fmt.Fprintf(c.errw, "ledgerctl %s: %s\n", c.cmd, st.Message())
+		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
 		return exitUsage
 	case codes.Unavailable, codes.DeadlineExceeded:
-		if answersHTTP(st.Message()) {
-			fmt.Fprintf(c.errw, "ledgerctl %s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", c.cmd, c.server, st.Message())
-			return exitUnavailable
+		switch {
+		case answersHTTP(st.Message()):
+			fmt.Fprintf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
+		case !c.tls && strings.Contains(st.Message(), "server preface: EOF"):
+			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", name, c.server, st.Message())
+		default:
+			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", name, c.server, st.Message())
 		}
-		if !c.tls && strings.Contains(st.Message(), "server preface: EOF") {
-			fmt.Fprintf(c.errw, "ledgerctl %s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", c.cmd, c.server, st.Message())
-			return exitUnavailable
-		}
-		fmt.Fprintf(c.errw, "ledgerctl %s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", c.cmd, c.server, st.Message())
 		return exitUnavailable
 	}
-	fmt.Fprintf(c.errw, "ledgerctl %s: %s: %s\n", c.cmd, st.Code(), st.Message())
+	fmt.Fprintf(c.errw, "%s: %s: %s\n", name, st.Code(), st.Message())
 	return exitError
+}
+
+// roleHint names the roles the running command needs, for a refusal.
+func (c *cli) roleHint() string {
+	if c.roles == "" {
+		return ""
+	}
+	return " (" + c.cmd + " needs a key with the role " + c.roles + ")"
 }
 
 // ctx returns a call context with the key and the timeout.
@@ -364,21 +309,4 @@ func (c *cli) ctx() (context.Context, context.CancelFunc) {
 		return ctx, cancel // public calls only (the log's checkpoints and consistency proofs)
 	}
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.key), cancel
-}
-
-// parse parses flags that may come before or after the positional args.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usagef("%s: %v", fs.Name(), err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
