@@ -4,6 +4,7 @@
 //	ledgerd [--config FILE] [flags]   serve (SIGHUP rereads the TLS files)
 //	ledgerd migrate [--config FILE]   create or upgrade the PostgreSQL store's schema
 //	ledgerd config example            print a commented example configuration
+//	ledgerd healthcheck [flags]       exit 0 when a running ledgerd is ready (GET /readyz)
 //	ledgerd --version                 print the module version and VCS revision
 package main
 
@@ -48,6 +49,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) >= 1 && args[0] == "migrate" {
 		return migrate(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "healthcheck" {
+		return healthcheck(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("ledgerd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
