@@ -68,7 +68,7 @@ lint:
 ## message:send; prints figures and ratios.
 BENCH_FLAGS ?=
 bench: $(VERSITYGW)
-	$(GO) run ./cmd/ledgerbench $(BENCH_FLAGS)
+	$(GO) run ./internal/cmd/ledgerbench $(BENCH_FLAGS)
 	$(GO) test ./pact -run '^$$' -bench BenchmarkMessageSend -benchtime 10s -count 3
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 30s).
