@@ -1,0 +1,317 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pactledger/pactledger/retention"
+)
+
+// Access is one read of the ledger's rows, evidence, snapshots, drills,
+// incidents or access log: who read, through which call, what the query
+// named and how many rows came back. Records are append-only; only the
+// access log's retention removes them, oldest first.
+type Access struct {
+	// Seq is the record's number in the log, set when it is stored.
+	Seq uint64 `json:"-"`
+	// At is when the read was made.
+	At time.Time `json:"at"`
+	// Key is the name of the API key that read; Roles are its roles.
+	Key   string   `json:"key"`
+	Roles []string `json:"roles,omitempty"`
+	// RPC is the call ("ListRows", "GetEvidence", ...).
+	RPC string `json:"rpc"`
+	// What the query named.
+	Principal string `json:"principal,omitempty"`
+	Target    string `json:"target,omitempty"`
+	Grant     string `json:"grant,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	Row       string `json:"row,omitempty"`
+	// Object is a snapshot, drill or incident id the read named.
+	Object string `json:"object,omitempty"`
+	// Rows is how many rows the reply carried.
+	Rows int `json:"rows"`
+	// Result is "ok", or why the read returned nothing ("not found", ...).
+	Result string `json:"result"`
+}
+
+// AccessQuery selects access records; empty fields match everything.
+type AccessQuery struct {
+	// After lists records whose Seq is above it (a page token).
+	After uint64
+	// Limit is the most records returned; 1 to 1000, 0 means 100.
+	Limit int
+	// Since skips records made before it.
+	Since time.Time
+	// Key, Principal, Target and Grant must equal the record's.
+	Key, Principal, Target, Grant string
+}
+
+func (q AccessQuery) match(a *Access) bool {
+	return !a.At.Before(q.Since) &&
+		(q.Key == "" || a.Key == q.Key) && (q.Principal == "" || a.Principal == q.Principal) &&
+		(q.Target == "" || a.Target == q.Target) && (q.Grant == "" || a.Grant == q.Grant)
+}
+
+// AccessLogConfig tunes an AccessLog. The zero value means defaults.
+type AccessLogConfig struct {
+	// Retention is how long records are kept; the zero Period keeps them.
+	Retention retention.Period
+	// FlushInterval is the longest a record waits in memory before it is
+	// written; default 1s.
+	FlushInterval time.Duration
+	// Batch records waiting make a write start at once; default 256.
+	Batch int
+	// MaxQueued is the most records waiting in memory; a read that would
+	// queue more waits until they are written. Default 10,000.
+	MaxQueued int
+	// PruneInterval is how often records past the retention are removed;
+	// default 1h.
+	PruneInterval time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Access log bounds.
+const (
+	maxAccessPage = 1000
+	// maxAccessScan bounds the records one List reads while filtering; the
+	// page token it returns continues from where it stopped.
+	maxAccessScan = 10000
+	pruneBatch    = 10000
+)
+
+// AccessLog keeps the read-access log. Reads queue their records in
+// memory (Record does not wait for a disk write); Run writes them in
+// batches, one transaction each, and writes what is left when it stops.
+type AccessLog struct {
+	store Store
+	cfg   AccessLogConfig
+
+	mu     sync.Mutex
+	queued []Access
+	space  chan struct{} // closed when queued records are taken for writing
+	wake   chan struct{} // a batch is ready
+
+	writing sync.Mutex // one write at a time, so records keep their order
+}
+
+// NewAccessLog returns the access log kept in store.
+func NewAccessLog(store Store, cfg AccessLogConfig) *AccessLog {
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = 10000
+	}
+	if cfg.PruneInterval <= 0 {
+		cfg.PruneInterval = time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &AccessLog{store: store, cfg: cfg, space: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// Record queues a read for the log and stamps its time. It returns at
+// once unless MaxQueued records are waiting; then it waits for the next
+// write, or for ctx.
+func (l *AccessLog) Record(ctx context.Context, a Access) error {
+	for {
+		l.mu.Lock()
+		if len(l.queued) < l.cfg.MaxQueued {
+			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order
+			l.queued = append(l.queued, a)
+			n := len(l.queued)
+			l.mu.Unlock()
+			if n >= l.cfg.Batch {
+				select {
+				case l.wake <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		space := l.space
+		l.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return fmt.Errorf("access log full: %w", ctx.Err())
+		}
+	}
+}
+
+// Flush writes every queued record in one transaction. On an error the
+// records stay queued, in order, for the next write.
+func (l *AccessLog) Flush(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	l.mu.Lock()
+	recs := l.queued
+	l.queued = nil
+	l.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	bodies := make([][]byte, len(recs))
+	for i := range recs {
+		b, err := json.Marshal(&recs[i])
+		if err != nil {
+			return fmt.Errorf("access record: %w", err)
+		}
+		bodies[i] = b
+	}
+	err := l.store.Update(ctx, func(tx Tx) error {
+		for i := range recs {
+			if _, err := tx.AppendAccess(recs[i].At, bodies[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.queued = append(recs, l.queued...)
+		return fmt.Errorf("write %d access records: %w", len(recs), err)
+	}
+	close(l.space)
+	l.space = make(chan struct{})
+	return nil
+}
+
+// Run writes queued records every FlushInterval, or as soon as a batch is
+// ready, and removes records past the retention at start and every
+// PruneInterval, until ctx is done; then it writes what is left (with
+// its own deadline) and returns.
+func (l *AccessLog) Run(ctx context.Context) error {
+	flush := time.NewTicker(l.cfg.FlushInterval)
+	defer flush.Stop()
+	prune := time.NewTicker(l.cfg.PruneInterval)
+	defer prune.Stop()
+	l.pruneLogged(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			err := l.Flush(fctx)
+			if err != nil {
+				l.cfg.Logger.ErrorContext(fctx, "access log: records not written at shutdown", slog.Int("records", l.Queued()), slog.String("error", err.Error()))
+			}
+			return err
+		case <-flush.C:
+		case <-l.wake:
+		case <-prune.C:
+			l.pruneLogged(ctx)
+			continue
+		}
+		if err := l.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			l.cfg.Logger.WarnContext(ctx, "access log: write failed; records kept in memory and retried", slog.Int("records", l.Queued()), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// Queued is the number of records waiting to be written.
+func (l *AccessLog) Queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queued)
+}
+
+func (l *AccessLog) pruneLogged(ctx context.Context) {
+	n, err := l.Prune(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		l.cfg.Logger.WarnContext(ctx, "access log: pruning failed; retried later", slog.String("error", err.Error()))
+	case n > 0:
+		l.cfg.Logger.InfoContext(ctx, "access log: removed records past the retention", slog.Int("records", n), slog.String("retention", l.cfg.Retention.String()))
+	}
+}
+
+// Prune removes the records older than the retention, in batches, and
+// returns how many it removed. With no retention it removes nothing.
+func (l *AccessLog) Prune(ctx context.Context) (int, error) {
+	p := l.cfg.Retention
+	if p.Months <= 0 && p.Days <= 0 {
+		return 0, nil
+	}
+	cutoff := l.cfg.Now().UTC().AddDate(0, -p.Months, -p.Days)
+	total := 0
+	for {
+		var n int
+		err := l.store.Update(ctx, func(tx Tx) error {
+			var err error
+			n, err = tx.PruneAccess(cutoff, pruneBatch)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune access log: %w", err)
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// List writes what is queued, then returns the records q selects, oldest
+// first, and the page token to continue from (0 when there are no more).
+// It reads at most maxAccessScan records per call.
+func (l *AccessLog) List(ctx context.Context, q AccessQuery) ([]Access, uint64, error) {
+	switch {
+	case q.Limit < 0 || q.Limit > maxAccessPage:
+		return nil, 0, invalid("pageSize must be between 1 and %d", maxAccessPage)
+	case q.Limit == 0:
+		q.Limit = 100
+	}
+	if err := l.Flush(ctx); err != nil {
+		return nil, 0, err
+	}
+	var out []Access
+	after, scanned := q.After, 0
+	for len(out) < q.Limit && scanned < maxAccessScan {
+		var page []AccessEntry
+		err := l.store.View(ctx, func(tx Tx) error {
+			var err error
+			page, err = tx.AccessLog(after, min(maxAccessPage, maxAccessScan-scanned))
+			return err
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("read access log: %w", err)
+		}
+		if len(page) == 0 {
+			return out, 0, nil
+		}
+		for _, e := range page {
+			scanned++
+			after = e.Seq
+			var a Access
+			if err := json.Unmarshal(e.Body, &a); err != nil {
+				return nil, 0, fmt.Errorf("access record %d: %w", e.Seq, err)
+			}
+			a.Seq = e.Seq
+			if q.match(&a) {
+				out = append(out, a)
+				if len(out) == q.Limit {
+					break
+				}
+			}
+		}
+	}
+	return out, after, nil
+}

@@ -1,0 +1,197 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// accessStore opens a bbolt store that counts its commits.
+func accessStore(t *testing.T) (*bolt.Store, *atomic.Int64) {
+	t.Helper()
+	var commits atomic.Int64
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Config{OnCommit: func(int) { commits.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, &commits
+}
+
+// Reads queue their records; one transaction writes many, and stopping
+// the log writes what is left.
+func TestAccessLogBatchesAndFlushesOnStop(t *testing.T) {
+	s, commits := accessStore(t)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{Batch: 100, FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- log.Run(ctx) }()
+
+	const n = 1000
+	var wg sync.WaitGroup
+	for w := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n / 10 {
+				if err := log.Record(context.Background(), ledger.Access{Key: "support", RPC: "ListRows", Principal: fmt.Sprintf("acct-%d-%d", w, i), Rows: 1, Result: "ok"}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if q := log.Queued(); q != 0 {
+		t.Fatalf("%d records still queued after stopping", q)
+	}
+	if c := commits.Load(); c < 1 || c > n/10 {
+		t.Fatalf("%d commits for %d reads: want them batched", c, n)
+	}
+	got, next, err := log.List(context.Background(), ledger.AccessQuery{Limit: 1000})
+	if err != nil || len(got) != n {
+		t.Fatalf("list: %d records, %v", len(got), err)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq <= got[i-1].Seq || got[i].At.Before(got[i-1].At) {
+			t.Fatalf("record %d (seq %d, %s) after %d (%s): not in order", i, got[i].Seq, got[i].At, got[i-1].Seq, got[i-1].At)
+		}
+	}
+	if next != got[len(got)-1].Seq {
+		t.Fatalf("page token %d, want the last seq %d", next, got[len(got)-1].Seq)
+	}
+	if more, next, err := log.List(context.Background(), ledger.AccessQuery{After: next}); err != nil || len(more) != 0 || next != 0 {
+		t.Fatalf("after the last page: %d records, token %d, %v", len(more), next, err)
+	}
+}
+
+func TestAccessLogQuery(t *testing.T) {
+	s, _ := accessStore(t)
+	now := time.Date(2026, 10, 7, 13, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{Now: clock})
+	ctx := context.Background()
+	rec := func(a ledger.Access) {
+		t.Helper()
+		if err := log.Record(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	rec(ledger.Access{Key: "support-lead", RPC: "ListRows", Principal: "acct-48213", Rows: 2, Result: "ok"})
+	rec(ledger.Access{Key: "auditor", RPC: "GetGrant", Grant: "g-1", Rows: 3, Result: "ok"})
+	rec(ledger.Access{Key: "support-lead", RPC: "ListRows", Target: "A-5531", Rows: 1, Result: "ok"})
+	rec(ledger.Access{Key: "auditor", RPC: "ListRows", Principal: "acct-48213", Rows: 2, Result: "ok"})
+	tests := []struct {
+		name string
+		q    ledger.AccessQuery
+		want []string // RPC/key of the records, in order
+	}{
+		{"all", ledger.AccessQuery{}, []string{"ListRows/support-lead", "GetGrant/auditor", "ListRows/support-lead", "ListRows/auditor"}},
+		{"who read a customer", ledger.AccessQuery{Principal: "acct-48213"}, []string{"ListRows/support-lead", "ListRows/auditor"}},
+		{"one key", ledger.AccessQuery{Key: "auditor"}, []string{"GetGrant/auditor", "ListRows/auditor"}},
+		{"a grant", ledger.AccessQuery{Grant: "g-1"}, []string{"GetGrant/auditor"}},
+		{"an order", ledger.AccessQuery{Target: "A-5531"}, []string{"ListRows/support-lead"}},
+		{"since", ledger.AccessQuery{Since: time.Date(2026, 10, 7, 13, 2, 0, 0, time.UTC)}, []string{"ListRows/support-lead", "ListRows/auditor"}},
+		{"a page", ledger.AccessQuery{Limit: 2}, []string{"ListRows/support-lead", "GetGrant/auditor"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, err := log.List(ctx, tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, a := range got {
+				names = append(names, a.RPC+"/"+a.Key)
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tc.want) {
+				t.Errorf("got %v, want %v", names, tc.want)
+			}
+		})
+	}
+	page, next, _ := log.List(ctx, ledger.AccessQuery{Limit: 2})
+	rest, _, _ := log.List(ctx, ledger.AccessQuery{After: next})
+	if len(page) != 2 || len(rest) != 2 || rest[0].Seq <= page[1].Seq {
+		t.Fatalf("paging: %d then %d records", len(page), len(rest))
+	}
+	if _, _, err := log.List(ctx, ledger.AccessQuery{Limit: 1001}); err == nil {
+		t.Fatal("a page of 1001 was accepted")
+	}
+}
+
+// Records older than the retention are removed; later ones stay.
+func TestAccessLogRetention(t *testing.T) {
+	s, _ := accessStore(t)
+	now := time.Date(2026, 1, 15, 9, 0, 0, 0, time.UTC)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{Retention: retention.Period{Months: 12}, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for _, at := range []time.Time{now, now.AddDate(0, 3, 0), now.AddDate(0, 11, 0)} {
+		now = at
+		if err := log.Record(ctx, ledger.Access{Key: "k", RPC: "GetRow", Row: at.Format("2006-01"), Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now = time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC) // the first record is 13 months old
+	n, err := log.Prune(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d removed, %v; want the one past 12 months", n, err)
+	}
+	got, _, _ := log.List(ctx, ledger.AccessQuery{})
+	if len(got) != 2 || got[0].Row != "2026-04" || got[1].Row != "2026-12" {
+		t.Fatalf("kept %+v", got)
+	}
+	keep := ledger.NewAccessLog(s, ledger.AccessLogConfig{Now: func() time.Time { return now.AddDate(10, 0, 0) }})
+	if n, err := keep.Prune(ctx); n != 0 || err != nil {
+		t.Fatalf("no retention removed %d, %v", n, err)
+	}
+}
+
+// A full queue makes a read wait for the next write, never drop its record.
+func TestAccessLogFullQueueWaits(t *testing.T) {
+	s, _ := accessStore(t)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{MaxQueued: 2, FlushInterval: time.Hour})
+	ctx := context.Background()
+	for range 2 {
+		if err := log.Record(ctx, ledger.Access{Key: "k", RPC: "GetRow", Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := log.Record(gone, ledger.Access{Key: "k", RPC: "GetRow"}); err == nil {
+		t.Fatal("a third record was queued past MaxQueued")
+	}
+	recorded := make(chan error, 1)
+	go func() { recorded <- log.Record(ctx, ledger.Access{Key: "k", RPC: "GetEvidence", Result: "ok"}) }()
+	if err := log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-recorded:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting read was not let through by the write")
+	}
+	got, _, err := log.List(ctx, ledger.AccessQuery{})
+	if err != nil || len(got) != 3 || got[2].RPC != "GetEvidence" {
+		t.Fatalf("records %+v %v", got, err)
+	}
+}
