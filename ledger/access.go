@@ -48,6 +48,10 @@ type AccessQuery struct {
 	Limit int
 	// Since skips records made before it.
 	Since time.Time
+	// Before ends the listing at the first record made at or after it; the
+	// zero time means the time of the first page, so paging through the log
+	// ends even while reads (these included) add records.
+	Before time.Time
 	// Key, Principal, Target and Grant must equal the record's.
 	Key, Principal, Target, Grant string
 }
@@ -269,18 +273,29 @@ func (l *AccessLog) Prune(ctx context.Context) (int, error) {
 	}
 }
 
+// AccessPage is one page of the access log.
+type AccessPage struct {
+	Records []Access
+	// Next continues the listing: its After and Before; a zero After
+	// means the listing is complete.
+	Next AccessQuery
+}
+
 // List writes what is queued, then returns the records q selects, oldest
-// first, and the page token to continue from (0 when there are no more).
-// It reads at most maxAccessScan records per call.
-func (l *AccessLog) List(ctx context.Context, q AccessQuery) ([]Access, uint64, error) {
+// first, and the query for the next page. It reads at most maxAccessScan
+// records per call.
+func (l *AccessLog) List(ctx context.Context, q AccessQuery) (AccessPage, error) {
 	switch {
 	case q.Limit < 0 || q.Limit > maxAccessPage:
-		return nil, 0, invalid("pageSize must be between 1 and %d", maxAccessPage)
+		return AccessPage{}, invalid("pageSize must be between 1 and %d", maxAccessPage)
 	case q.Limit == 0:
 		q.Limit = 100
 	}
+	if q.Before.IsZero() {
+		q.Before = l.cfg.Now().UTC()
+	}
 	if err := l.Flush(ctx); err != nil {
-		return nil, 0, err
+		return AccessPage{}, err
 	}
 	var out []Access
 	after, scanned := q.After, 0
@@ -292,17 +307,20 @@ func (l *AccessLog) List(ctx context.Context, q AccessQuery) ([]Access, uint64, 
 			return err
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("read access log: %w", err)
+			return AccessPage{}, fmt.Errorf("read access log: %w", err)
 		}
 		if len(page) == 0 {
-			return out, 0, nil
+			return AccessPage{Records: out}, nil
 		}
 		for _, e := range page {
+			if !e.At.Before(q.Before) {
+				return AccessPage{Records: out}, nil
+			}
 			scanned++
 			after = e.Seq
 			var a Access
 			if err := json.Unmarshal(e.Body, &a); err != nil {
-				return nil, 0, fmt.Errorf("access record %d: %w", e.Seq, err)
+				return AccessPage{}, fmt.Errorf("access record %d: %w", e.Seq, err)
 			}
 			a.Seq = e.Seq
 			if q.match(&a) {
@@ -313,5 +331,7 @@ func (l *AccessLog) List(ctx context.Context, q AccessQuery) ([]Access, uint64, 
 			}
 		}
 	}
-	return out, after, nil
+	next := q
+	next.After = after
+	return AccessPage{Records: out, Next: next}, nil
 }

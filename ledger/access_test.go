@@ -60,7 +60,8 @@ func TestAccessLogBatchesAndFlushesOnStop(t *testing.T) {
 	if c := commits.Load(); c < 1 || c > n/10 {
 		t.Fatalf("%d commits for %d reads: want them batched", c, n)
 	}
-	got, next, err := log.List(context.Background(), ledger.AccessQuery{Limit: 1000})
+	page, err := log.List(context.Background(), ledger.AccessQuery{Limit: 1000})
+	got := page.Records
 	if err != nil || len(got) != n {
 		t.Fatalf("list: %d records, %v", len(got), err)
 	}
@@ -69,11 +70,11 @@ func TestAccessLogBatchesAndFlushesOnStop(t *testing.T) {
 			t.Fatalf("record %d (seq %d, %s) after %d (%s): not in order", i, got[i].Seq, got[i].At, got[i-1].Seq, got[i-1].At)
 		}
 	}
-	if next != got[len(got)-1].Seq {
-		t.Fatalf("page token %d, want the last seq %d", next, got[len(got)-1].Seq)
+	if page.Next.After != got[len(got)-1].Seq {
+		t.Fatalf("next page after %d, want the last seq %d", page.Next.After, got[len(got)-1].Seq)
 	}
-	if more, next, err := log.List(context.Background(), ledger.AccessQuery{After: next}); err != nil || len(more) != 0 || next != 0 {
-		t.Fatalf("after the last page: %d records, token %d, %v", len(more), next, err)
+	if more, err := log.List(context.Background(), page.Next); err != nil || len(more.Records) != 0 || more.Next.After != 0 {
+		t.Fatalf("after the last page: %d records, next after %d, %v", len(more.Records), more.Next.After, err)
 	}
 }
 
@@ -109,12 +110,12 @@ func TestAccessLogQuery(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := log.List(ctx, tc.q)
+			got, err := log.List(ctx, tc.q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var names []string
-			for _, a := range got {
+			for _, a := range got.Records {
 				names = append(names, a.RPC+"/"+a.Key)
 			}
 			if fmt.Sprint(names) != fmt.Sprint(tc.want) {
@@ -122,12 +123,20 @@ func TestAccessLogQuery(t *testing.T) {
 			}
 		})
 	}
-	page, next, _ := log.List(ctx, ledger.AccessQuery{Limit: 2})
-	rest, _, _ := log.List(ctx, ledger.AccessQuery{After: next})
-	if len(page) != 2 || len(rest) != 2 || rest[0].Seq <= page[1].Seq {
-		t.Fatalf("paging: %d then %d records", len(page), len(rest))
+	first, _ := log.List(ctx, ledger.AccessQuery{Limit: 2})
+	// Records made after the listing began end it: paging stops even
+	// while reads go on.
+	rec(ledger.Access{Key: "auditor", RPC: "ListAccessLog", Result: "ok"})
+	q := first.Next
+	q.Limit = 100
+	rest, _ := log.List(ctx, q)
+	if len(first.Records) != 2 || len(rest.Records) != 2 || rest.Records[0].Seq <= first.Records[1].Seq || rest.Next.After != 0 {
+		t.Fatalf("paging: %d then %d records (next after %d)", len(first.Records), len(rest.Records), rest.Next.After)
 	}
-	if _, _, err := log.List(ctx, ledger.AccessQuery{Limit: 1001}); err == nil {
+	if all, _ := log.List(ctx, ledger.AccessQuery{}); len(all.Records) != 5 {
+		t.Fatalf("a new listing: %d records, want 5", len(all.Records))
+	}
+	if _, err := log.List(ctx, ledger.AccessQuery{Limit: 1001}); err == nil {
 		t.Fatal("a page of 1001 was accepted")
 	}
 }
@@ -152,7 +161,8 @@ func TestAccessLogRetention(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("prune: %d removed, %v; want the one past 12 months", n, err)
 	}
-	got, _, _ := log.List(ctx, ledger.AccessQuery{})
+	page, _ := log.List(ctx, ledger.AccessQuery{})
+	got := page.Records
 	if len(got) != 2 || got[0].Row != "2026-04" || got[1].Row != "2026-12" {
 		t.Fatalf("kept %+v", got)
 	}
@@ -190,7 +200,8 @@ func TestAccessLogFullQueueWaits(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting read was not let through by the write")
 	}
-	got, _, err := log.List(ctx, ledger.AccessQuery{})
+	page, err := log.List(ctx, ledger.AccessQuery{})
+	got := page.Records
 	if err != nil || len(got) != 3 || got[2].RPC != "GetEvidence" {
 		t.Fatalf("records %+v %v", got, err)
 	}
