@@ -5657,6 +5657,315 @@ func (x *WhoAmIResponse) GetServerVersion() string {
 	return ""
 }
 
+// ListAccessLogRequest selects read-access records; empty fields match all.
+type ListAccessLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records per page, 1 to 1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only records made at or after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// Only reads made with the API key of this name.
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// Only reads whose query named this principal.
+	Principal string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Only reads whose query named this target (an order id).
+	Target string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	// Only reads whose query named this grant.
+	GrantId       string `protobuf:"bytes,7,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccessLogRequest) Reset() {
+	*x = ListAccessLogRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccessLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccessLogRequest) ProtoMessage() {}
+
+func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccessLogRequest.ProtoReflect.Descriptor instead.
+func (*ListAccessLogRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListAccessLogRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAccessLogRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAccessLogRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAccessLogRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ListAccessLogRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ListAccessLogRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ListAccessLogRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+// AccessRecord is one read of the ledger.
+type AccessRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The record's number in the log.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the read was made.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The name of the API key that read.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// That key's roles.
+	Roles []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	// The call, such as ListRows or GetEvidence.
+	Rpc string `protobuf:"bytes,5,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// The principal the query named.
+	Principal string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The target (order id) the query named.
+	Target string `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`
+	// The grant the query named.
+	GrantId string `protobuf:"bytes,8,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// The agent platform the query named.
+	Agent string `protobuf:"bytes,9,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The row the read named.
+	RowId string `protobuf:"bytes,10,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
+	// The snapshot, drill or incident id the read named.
+	Object string `protobuf:"bytes,11,opt,name=object,proto3" json:"object,omitempty"`
+	// How many rows the reply carried.
+	Rows int32 `protobuf:"varint,12,opt,name=rows,proto3" json:"rows,omitempty"`
+	// "ok", or why the read returned nothing ("not found", "invalid argument", ...).
+	Result        string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessRecord) Reset() {
+	*x = AccessRecord{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessRecord) ProtoMessage() {}
+
+func (x *AccessRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessRecord.ProtoReflect.Descriptor instead.
+func (*AccessRecord) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *AccessRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AccessRecord) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AccessRecord) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *AccessRecord) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetRowId() string {
+	if x != nil {
+		return x.RowId
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *AccessRecord) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+// ListAccessLogResponse is one page of read-access records, oldest first.
+type ListAccessLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records.
+	Records []*AccessRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Pass as page_token for the next page; empty at the end of the log.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccessLogResponse) Reset() {
+	*x = ListAccessLogResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccessLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccessLogResponse) ProtoMessage() {}
+
+func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccessLogResponse.ProtoReflect.Descriptor instead.
+func (*ListAccessLogResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ListAccessLogResponse) GetRecords() []*AccessRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListAccessLogResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -6063,7 +6372,34 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0eWhoAmIResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05roles\x18\x02 \x03(\tR\x05roles\x12%\n" +
-	"\x0eserver_version\x18\x03 \x01(\tR\rserverVersion*O\n" +
+	"\x0eserver_version\x18\x03 \x01(\tR\rserverVersion\"\xe7\x01\n" +
+	"\x14ListAccessLogRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06target\x18\x06 \x01(\tR\x06target\x12\x19\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xc8\x02\n" +
+	"\fAccessRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x14\n" +
+	"\x05roles\x18\x04 \x03(\tR\x05roles\x12\x10\n" +
+	"\x03rpc\x18\x05 \x01(\tR\x03rpc\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06target\x18\a \x01(\tR\x06target\x12\x19\n" +
+	"\bgrant_id\x18\b \x01(\tR\agrantId\x12\x14\n" +
+	"\x05agent\x18\t \x01(\tR\x05agent\x12\x15\n" +
+	"\x06row_id\x18\n" +
+	" \x01(\tR\x05rowId\x12\x16\n" +
+	"\x06object\x18\v \x01(\tR\x06object\x12\x12\n" +
+	"\x04rows\x18\f \x01(\x05R\x04rows\x12\x16\n" +
+	"\x06result\x18\r \x01(\tR\x06result\"}\n" +
+	"\x15ListAccessLogResponse\x12<\n" +
+	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -6105,7 +6441,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xeb\x13\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xd5\x14\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
@@ -6132,7 +6468,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\rGetCheckpoint\x12*.pactledger.ledger.v1.GetCheckpointRequest\x1a+.pactledger.ledger.v1.GetCheckpointResponse\x12b\n" +
 	"\vGetRowProof\x12(.pactledger.ledger.v1.GetRowProofRequest\x1a).pactledger.ledger.v1.GetRowProofResponse\x12z\n" +
 	"\x13GetConsistencyProof\x120.pactledger.ledger.v1.GetConsistencyProofRequest\x1a1.pactledger.ledger.v1.GetConsistencyProofResponse\x12S\n" +
-	"\x06WhoAmI\x12#.pactledger.ledger.v1.WhoAmIRequest\x1a$.pactledger.ledger.v1.WhoAmIResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\x06WhoAmI\x12#.pactledger.ledger.v1.WhoAmIRequest\x1a$.pactledger.ledger.v1.WhoAmIResponse\x12h\n" +
+	"\rListAccessLog\x12*.pactledger.ledger.v1.ListAccessLogRequest\x1a+.pactledger.ledger.v1.ListAccessLogResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -6147,7 +6484,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -6230,22 +6567,25 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*GetConsistencyProofResponse)(nil), // 78: pactledger.ledger.v1.GetConsistencyProofResponse
 	(*WhoAmIRequest)(nil),               // 79: pactledger.ledger.v1.WhoAmIRequest
 	(*WhoAmIResponse)(nil),              // 80: pactledger.ledger.v1.WhoAmIResponse
-	(*timestamppb.Timestamp)(nil),       // 81: google.protobuf.Timestamp
+	(*ListAccessLogRequest)(nil),        // 81: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                // 82: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),       // 83: pactledger.ledger.v1.ListAccessLogResponse
+	(*timestamppb.Timestamp)(nil),       // 84: google.protobuf.Timestamp
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	81,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	84,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	81,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	84,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	81,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	84,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	81,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	84,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -6253,24 +6593,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	81,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	81,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	84,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	84,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	81,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	84,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	81,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	81,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	84,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	84,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	81,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	84,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	81,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	84,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -6278,8 +6618,8 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	81,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	81,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	84,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
@@ -6288,87 +6628,92 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	39,  // 52: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 53: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	39,  // 54: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	81,  // 55: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	81,  // 56: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	81,  // 57: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	84,  // 55: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	84,  // 56: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	84,  // 57: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
 	47,  // 58: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	47,  // 59: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	22,  // 60: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
 	53,  // 61: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	81,  // 62: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	81,  // 63: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	81,  // 64: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	84,  // 62: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	84,  // 63: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	84,  // 64: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
 	57,  // 65: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
 	57,  // 66: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
 	22,  // 68: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
 	57,  // 69: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	4,   // 70: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	81,  // 71: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	81,  // 72: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	84,  // 71: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	84,  // 72: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
 	65,  // 73: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
 	65,  // 74: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	81,  // 75: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	84,  // 75: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
 	68,  // 76: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	81,  // 77: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	81,  // 78: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	81,  // 79: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	84,  // 77: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	84,  // 78: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	84,  // 79: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
 	69,  // 80: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	10,  // 81: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 82: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23,  // 83: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25,  // 84: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27,  // 85: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30,  // 86: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32,  // 87: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34,  // 88: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37,  // 89: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	43,  // 90: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	45,  // 91: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	48,  // 92: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	50,  // 93: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	52,  // 94: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	55,  // 95: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	58,  // 96: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	60,  // 97: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	62,  // 98: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	64,  // 99: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	67,  // 100: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	71,  // 101: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	73,  // 102: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	75,  // 103: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	77,  // 104: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	79,  // 105: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	11,  // 106: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 107: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 108: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 109: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 110: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 111: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 112: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 113: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	42,  // 114: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	44,  // 115: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	46,  // 116: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	49,  // 117: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	51,  // 118: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	54,  // 119: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	56,  // 120: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	59,  // 121: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	61,  // 122: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	63,  // 123: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	66,  // 124: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	70,  // 125: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	72,  // 126: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	74,  // 127: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	76,  // 128: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	78,  // 129: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	80,  // 130: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	106, // [106:131] is the sub-list for method output_type
-	81,  // [81:106] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	84,  // 81: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	84,  // 82: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	82,  // 83: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	10,  // 84: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 85: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	23,  // 86: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	25,  // 87: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	27,  // 88: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	30,  // 89: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	32,  // 90: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	34,  // 91: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	37,  // 92: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	43,  // 93: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	45,  // 94: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	48,  // 95: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	50,  // 96: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	52,  // 97: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	55,  // 98: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	58,  // 99: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	60,  // 100: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	62,  // 101: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	64,  // 102: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	67,  // 103: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	71,  // 104: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	73,  // 105: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	75,  // 106: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	77,  // 107: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	79,  // 108: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	81,  // 109: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	11,  // 110: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 111: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	24,  // 112: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	26,  // 113: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	29,  // 114: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	31,  // 115: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	33,  // 116: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	35,  // 117: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	42,  // 118: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	44,  // 119: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	46,  // 120: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	49,  // 121: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	51,  // 122: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	54,  // 123: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	56,  // 124: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	59,  // 125: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	61,  // 126: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	63,  // 127: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	66,  // 128: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	70,  // 129: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	72,  // 130: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	74,  // 131: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	76,  // 132: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	78,  // 133: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	80,  // 134: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	83,  // 135: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	110, // [110:136] is the sub-list for method output_type
+	84,  // [84:110] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -6382,7 +6727,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

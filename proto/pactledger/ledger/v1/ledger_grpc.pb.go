@@ -48,6 +48,7 @@ const (
 	LedgerService_GetRowProof_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetRowProof"
 	LedgerService_GetConsistencyProof_FullMethodName = "/pactledger.ledger.v1.LedgerService/GetConsistencyProof"
 	LedgerService_WhoAmI_FullMethodName              = "/pactledger.ledger.v1.LedgerService/WhoAmI"
+	LedgerService_ListAccessLog_FullMethodName       = "/pactledger.ledger.v1.LedgerService/ListAccessLog"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -142,6 +143,11 @@ type LedgerServiceClient interface {
 	// WhoAmI names the API key the call carries and its roles, so a client
 	// can show which key it acts under before it acts. Role: any valid key.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// ListAccessLog lists the read-access log, oldest first: every read of
+	// rows, evidence, snapshots, drills, incidents and of this log, with the
+	// key that read, what its query named and how many rows came back.
+	// Role: admin.
+	ListAccessLog(ctx context.Context, in *ListAccessLogRequest, opts ...grpc.CallOption) (*ListAccessLogResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -402,6 +408,16 @@ func (c *ledgerServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opt
 	return out, nil
 }
 
+func (c *ledgerServiceClient) ListAccessLog(ctx context.Context, in *ListAccessLogRequest, opts ...grpc.CallOption) (*ListAccessLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAccessLogResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListAccessLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -494,6 +510,11 @@ type LedgerServiceServer interface {
 	// WhoAmI names the API key the call carries and its roles, so a client
 	// can show which key it acts under before it acts. Role: any valid key.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// ListAccessLog lists the read-access log, oldest first: every read of
+	// rows, evidence, snapshots, drills, incidents and of this log, with the
+	// key that read, what its query named and how many rows came back.
+	// Role: admin.
+	ListAccessLog(context.Context, *ListAccessLogRequest) (*ListAccessLogResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -578,6 +599,9 @@ func (UnimplementedLedgerServiceServer) GetConsistencyProof(context.Context, *Ge
 }
 func (UnimplementedLedgerServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListAccessLog(context.Context, *ListAccessLogRequest) (*ListAccessLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAccessLog not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -1050,6 +1074,24 @@ func _LedgerService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_ListAccessLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAccessLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListAccessLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListAccessLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListAccessLog(ctx, req.(*ListAccessLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1156,6 +1198,10 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _LedgerService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "ListAccessLog",
+			Handler:    _LedgerService_ListAccessLog_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
