@@ -63,6 +63,24 @@ type Config struct {
 	Provider                  Provider        `yaml:"provider"`
 	Console                   Console         `yaml:"console"`
 	TLS                       TLS             `yaml:"tls"`
+	AccessLog                 AccessLog       `yaml:"accessLog"`
+}
+
+// AccessLog configures the read-access log: every read of rows, evidence,
+// snapshots, drills and incidents, kept as append-only records.
+type AccessLog struct {
+	// Retention is how long records are kept, as "12 months" or "90 days";
+	// default 12 months.
+	Retention string `yaml:"retention"`
+}
+
+// AccessRetention is accessLog.retention as a period.
+func (c *Config) AccessRetention() (retention.Period, error) {
+	p, err := ParsePeriod(c.AccessLog.Retention)
+	if err != nil {
+		return p, fmt.Errorf("accessLog.retention: %w", err)
+	}
+	return p, nil
 }
 
 // Console configures the web console at /console/.
@@ -360,6 +378,7 @@ func Default() Config {
 		MerkleLog:       MerkleLog{Origin: "localhost/pactledger", Interval: Duration(500 * time.Millisecond)},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
+		AccessLog:       AccessLog{Retention: "12 months"},
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
 			PerAgent: RateLimit{Rate: 100, Burst: 200},
 			PerUser:  RateLimit{Rate: 5, Burst: 20},
@@ -490,6 +509,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))
 	}
 	errs = append(errs, c.TLS.validate()...)
+	if _, err := c.AccessRetention(); err != nil {
+		errs = append(errs, err)
+	}
 	if l := c.Provider.LedgerTLS; (l.CertFile == "") != (l.KeyFile == "") {
 		errs = append(errs, errors.New("provider.ledgerTls.certFile and keyFile go together"))
 	}

@@ -47,6 +47,12 @@ func TestValidateRejects(t *testing.T) {
 		{"negative free disk", "readiness: {minFreeDiskBytes: -1}\n", "readiness.minFreeDiskBytes"},
 		{"negative s3 check timeout", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, checkTimeout: -1s}}\n", "checkTimeout"},
 		{"negative uploader backoff", "uploader: {maxBackoff: -1s}\n", "maxBackoff"},
+		{"tls cert without key", "tls: {certFile: /c.pem}\n", "tls.certFile and tls.keyFile go together"},
+		{"client CA without a certificate", "tls: {clientCaFile: /ca.pem}\n", "tls.clientCaFile needs"},
+		{"unknown client auth", "tls: {certFile: /c.pem, keyFile: /k.pem, clientCaFile: /ca.pem, clientAuth: maybe}\n", "tls.clientAuth"},
+		{"client auth without a CA", "tls: {certFile: /c.pem, keyFile: /k.pem, clientAuth: require}\n", "needs tls.clientCaFile"},
+		{"provider client cert without key", "provider: {ledgerTls: {certFile: /c.pem}}\n", "provider.ledgerTls"},
+		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
