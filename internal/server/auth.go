@@ -42,6 +42,7 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_RetryDeadLetters_FullMethodName:   {config.RoleAdmin},
 	ledgerv1.LedgerService_GetRowProof_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_WhoAmI_FullMethodName:             config.Roles, // any valid key
+	ledgerv1.LedgerService_ListAccessLog_FullMethodName:      {config.RoleAdmin},
 }
 
 // publicMethods need no key.

@@ -39,6 +39,8 @@ type env struct {
 	// client sends e.call's requests; nil is http.DefaultClient (set it
 	// for a TLS listener).
 	client *http.Client
+	// logw receives ledgerd's JSON log; nil discards it.
+	logw io.Writer
 }
 
 type envOpt func(*config.Config)
@@ -86,7 +88,11 @@ func newEnv(t *testing.T, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
 func (e *env) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, e.cfg, slog.New(slog.DiscardHandler))
+	var h slog.Handler = slog.DiscardHandler
+	if e.logw != nil {
+		h = slog.NewJSONHandler(e.logw, nil)
+	}
+	srv, err := server.New(ctx, e.cfg, slog.New(h))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -68,6 +68,7 @@ type Server struct {
 	// drillStats follows the stored drill reports for /metrics and the
 	// monthly catch-up.
 	drillStats *drillStats
+	access     *ledger.AccessLog // the read-access log
 }
 
 // New opens the stores, binds the listeners and prepares every part; Serve
@@ -219,6 +220,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
 	}
+	accessKept, err := cfg.AccessRetention()
+	if err != nil {
+		return nil, err
+	}
+	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log})
 	var logKey string
 	if cfg.MerkleLog.On() {
 		signer, vkey, created, err := config.EnsureLogKey(&cfg)
@@ -242,12 +248,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
 	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor(), auth.unary, rowIDs{rows: s.store}.unary),
+		grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor(), auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary),
 		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
-	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey})
+	ledgerv1.RegisterLedgerServiceServer(s.grpc, &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	rpcMetrics.InitializeMetrics(s.grpc) // every RPC and code shows from the start
@@ -607,6 +613,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.access.Run(upCtx) // writes what is queued when it stops; logged
+	}()
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunSweeper(upCtx, time.Duration(s.cfg.Retention.SweepInterval))

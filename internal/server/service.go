@@ -28,6 +28,7 @@ type service struct {
 	log    *slog.Logger
 	// logKey verifies the Merkle log's checkpoints ("" without a log).
 	logKey string
+	access *ledger.AccessLog
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.

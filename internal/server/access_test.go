@@ -1,0 +1,135 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+)
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type accessRecord struct {
+	Seq                                         string
+	Key, Rpc, Principal, Target, GrantID, Agent string
+	RowID, Object, Result                       string
+	Roles                                       []string
+	Rows                                        int
+}
+
+func (e *env) accessLog(t *testing.T, query string) []accessRecord {
+	t.Helper()
+	var rep struct {
+		Records       []accessRecord
+		NextPageToken string
+	}
+	if code := e.call(t, "GET", "/v1/access-log"+query, "admin", nil, &rep); code != http.StatusOK {
+		t.Fatalf("GET /v1/access-log%s: %d", query, code)
+	}
+	return rep.Records
+}
+
+// Every read is recorded, with the key, the call, what the query named
+// and the rows returned; writes are not; only an admin lists the log; the
+// records outlive a restart (what is queued is written at shutdown).
+func TestAccessLog(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	logs := &lockedBuffer{}
+	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
+	e.start(t)
+
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})), &rep)
+	e.call(t, "POST", "/v1/receipts", "writer", post(sc.Mint(pacttest.Spec{User: "acct-1", Target: "B-1"})), nil)
+	id := rep.Row.ID
+	e.call(t, "GET", "/v1/rows?principal=acct-48213", "support", nil, nil)
+	e.call(t, "GET", "/v1/rows/"+id[:12], "support", nil, nil)
+	e.call(t, "GET", "/v1/rows/"+id+"/evidence", "auditor", nil, nil)
+	e.call(t, "GET", "/v1/grants/"+rep.Row.GrantID, "auditor", nil, nil)
+	e.call(t, "POST", "/v1/drills", "support", map[string]any{"target": "A-5531"}, nil)
+	e.call(t, "GET", "/v1/rows/ffffffffffff", "support", nil, nil) // no such row (unless it is one)
+	if code := e.call(t, "GET", "/v1/access-log", "support", nil, nil); code != http.StatusForbidden {
+		t.Fatalf("support listing the access log: %d, want 403", code)
+	}
+	e.stop() // the queued records are written as ledgerd stops
+	e.start(t)
+
+	got := e.accessLog(t, "")
+	want := []accessRecord{
+		{Key: "support-key", Rpc: "ListRows", Principal: "acct-48213", Rows: 1, Result: "ok"},
+		{Key: "support-key", Rpc: "GetRow", RowID: id, Rows: 1, Result: "ok"},
+		{Key: "auditor-key", Rpc: "GetEvidence", RowID: id, Rows: 1, Result: "ok"},
+		{Key: "auditor-key", Rpc: "GetGrant", GrantID: rep.Row.GrantID, Rows: 2, Result: "ok"}, // both receipts are under the one grant
+		{Key: "support-key", Rpc: "RunDrill", Target: "A-5531", Rows: 1, Result: "ok"},
+		{Key: "support-key", Rpc: "GetRow", RowID: "ffffffffffff", Result: "not found"},
+	}
+	if strings.HasPrefix(id, "ffffffffffff") {
+		want = want[:5]
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d (the refused listing and the writes are not reads):\n%+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		g.Seq, g.Roles = "", nil
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("record %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if r := got[0].Roles; len(r) != 1 || r[0] != "support" {
+		t.Errorf("roles %v", r)
+	}
+
+	// Who looked up acct-48213's rows? Listing the log is a read too.
+	who := e.accessLog(t, "?principal=acct-48213")
+	if len(who) != 1 || who[0].Key != "support-key" || who[0].Rpc != "ListRows" {
+		t.Fatalf("reads of acct-48213: %+v", who)
+	}
+	all := e.accessLog(t, "?pageSize=2")
+	if len(all) != 2 {
+		t.Fatalf("a page of 2: %d", len(all))
+	}
+	last := e.accessLog(t, "?key=admin-key")
+	if len(last) != 3 || last[0].Rpc != "ListAccessLog" || last[0].Principal != "" || last[1].Principal != "acct-48213" {
+		t.Fatalf("the admin's own reads of the log: %+v", last)
+	}
+
+	// Each read is a line in the JSON log too.
+	var lines int
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "read" {
+			lines++
+			if m["key"] == nil || m["rpc"] == nil || m["rows"] == nil {
+				t.Errorf("read log line lacks key, rpc or rows: %s", l)
+			}
+		}
+	}
+	if lines < len(want)+4 {
+		t.Errorf("%d read lines in the log, want at least %d", lines, len(want)+4)
+	}
+}
