@@ -86,7 +86,7 @@ func (c *cli) root() *cobra.Command {
 	root.AddCommand(
 		c.lookupCmd(), c.showCmd(), c.evidenceCmd(), c.verifyCmd(), c.disputeCmd(),
 		c.drillCmd(), c.drillsCmd(), c.grantCmd(), c.revokeCmd(), c.incidentsCmd(),
-		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(),
+		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(), c.accessLogCmd(),
 		&cobra.Command{
 			Use: "version", Short: "print this ledgerctl's version", Args: c.noArgs,
 			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(c.out, "ledgerctl %s\n", buildinfo.Read()) },
@@ -461,4 +461,26 @@ func (c *cli) whoamiCmd() *cobra.Command {
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "any valid key", annCSV: "yes"},
 		RunE: c.online(func([]string) error { return c.whoami() }),
 	}
+}
+
+func (c *cli) accessLogCmd() *cobra.Command {
+	var o accessOpts
+	cmd := &cobra.Command{
+		Use:   "access-log [--principal P | --order ID | --grant G | --by KEY_NAME] [--since T]",
+		Short: "who read what: every read of rows, evidence, snapshots, drills and incidents, oldest first",
+		Long: `List the read-access log, oldest first: each read of rows, evidence, snapshots,
+drills, incidents and of this log, with the API key's name and roles, the call, what its
+query named and how many rows came back. --principal answers "who looked up this
+customer's rows". Records are kept for accessLog.retention (default 12 months).`,
+		Args: c.noArgs, Annotations: map[string]string{annRoles: "admin", annCSV: "yes"},
+		RunE: c.online(func([]string) error { return c.accessLog(o) }),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.principal, "principal", "", "reads whose query named customer `P`")
+	f.StringVar(&o.target, "order", "", "reads whose query named order `ID`")
+	f.StringVar(&o.grant, "grant", "", "reads whose query named grant `G`")
+	f.StringVar(&o.by, "by", "", "reads made with the API key named `KEY_NAME`")
+	f.StringVar(&o.since, "since", "", "reads made at or after `T`")
+	listFlags(cmd, &o.listOpts, 100, "records")
+	return cmd
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// accessOpts are access-log's flags.
+type accessOpts struct {
+	listOpts
+	since, by, principal, target, grant string
+}
+
+// accessLog lists the read-access log, oldest first (admin).
+func (c *cli) accessLog(o accessOpts) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	req := &ledgerv1.ListAccessLogRequest{PageSize: int32(o.limit), PageToken: o.page, Key: o.by, Principal: o.principal, Target: o.target, GrantId: o.grant}
+	var err error
+	if req.Since, err = parseTime("since", o.since); err != nil {
+		return err
+	}
+	rep := &ledgerv1.ListAccessLogResponse{}
+	for {
+		ctx, cancel := c.ctx()
+		page, err := c.c.ListAccessLog(ctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		rep.Records = append(rep.Records, page.GetRecords()...)
+		rep.NextPageToken = page.GetNextPageToken()
+		if !o.all || rep.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rep.NextPageToken
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	l := listing{header: []string{"seq", "at (UTC)", "key", "roles", "rpc", "query", "rows", "result"}}
+	for _, r := range rep.GetRecords() {
+		l.rows = append(l.rows, []string{fmt.Sprint(r.GetSeq()), when(r.GetAt()), r.GetKey(), strings.Join(r.GetRoles(), " "), r.GetRpc(),
+			c.accessQuery(r), fmt.Sprint(r.GetRows()), r.GetResult()})
+	}
+	empty := "no reads match"
+	if rep.GetNextPageToken() != "" {
+		empty = ""
+	}
+	if err := c.printList(l, empty); err != nil {
+		return err
+	}
+	if rep.GetNextPageToken() != "" {
+		c.note("(more of the log to read: --all, or --page %s)", rep.GetNextPageToken())
+	}
+	return nil
+}
+
+// accessQuery says what a read named, as name=value words.
+func (c *cli) accessQuery(r *ledgerv1.AccessRecord) string {
+	var q []string
+	add := func(name, v string) {
+		if v != "" {
+			q = append(q, name+"="+v)
+		}
+	}
+	row := r.GetRowId()
+	if c.output != "csv" {
+		row = short(row)
+	}
+	add("principal", r.GetPrincipal())
+	add("target", r.GetTarget())
+	add("grant", r.GetGrantId())
+	add("agent", r.GetAgent())
+	add("row", row)
+	add("id", r.GetObject())
+	return orDash(strings.Join(q, " "))
+}
