@@ -188,6 +188,32 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
+// The build context leaves out what must never reach an image: the data
+// directory (API keys, the log's signing key), the agent's keys, a local
+// configuration.
+func TestDockerignore(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			patterns = append(patterns, l)
+		}
+	}
+	for _, want := range []string{"/data/", "/pa/", "/ledgerd.yaml", "*.key"} {
+		if !slices.Contains(patterns, want) {
+			t.Errorf("deploy/Dockerfile.dockerignore lacks %s", want)
+		}
+	}
+	for _, p := range patterns {
+		if p == "*.go" || p == "go.mod" || p == "go.sum" || strings.HasPrefix(p, "/cmd") || p == "*" {
+			t.Errorf("deploy/Dockerfile.dockerignore leaves out %s, which the build needs", p)
+		}
+	}
+}
+
 // unit is a systemd unit: section -> key -> values in order.
 type unit map[string]map[string][]string
 
