@@ -47,6 +47,8 @@ func TestValidateRejects(t *testing.T) {
 		{"negative free disk", "readiness: {minFreeDiskBytes: -1}\n", "readiness.minFreeDiskBytes"},
 		{"negative s3 check timeout", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, checkTimeout: -1s}}\n", "checkTimeout"},
 		{"negative uploader backoff", "uploader: {maxBackoff: -1s}\n", "maxBackoff"},
+		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
+		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
