@@ -1,9 +1,12 @@
 // Command ledgerbench is the load benchmark behind `make bench`: a real
 // ledgerd on bbolt with S3 evidence (versitygw, from PACTLEDGER_VERSITYGW),
-// gRPC clients posting pre-signed receipts, and the in-process ceiling
-// measured in the same run, then the Merkle log's figures (throughput with
-// the log on against off, time to a checkpoint, proof serving, tile bytes).
-// It prints figures and ratios; it asserts nothing.
+// gRPC and REST clients posting pre-signed receipts (a delegation token per
+// session of turns, or one per row), and the in-process ceiling measured in
+// the same run; ledgerd's CPU per row is printed in units of one P-256
+// verification timed in the same run. Then the Merkle log's figures
+// (throughput with the log on against off, time to a checkpoint, proof
+// serving, tile bytes). It prints figures and ratios; it asserts nothing.
+// With -cpuprofile or -memprofile it runs only a profiled phase.
 package main
 
 import (
@@ -30,6 +33,11 @@ func main() {
 	flag.DurationVar(&cfg.LogRunFor, "log-run-for", 5*time.Second, "length of each run with the log off or on")
 	flag.IntVar(&cfg.LogLeaves, "log-leaves", 1000000, "leaves of the Merkle log built for the proof phase (0 skips it)")
 	flag.IntVar(&cfg.ProofQueries, "proof-queries", 2000, "row proofs to time")
+	flag.IntVar(&cfg.SessionTurns, "session-turns", 20, "rows sharing one delegation token in the sessions corpus")
+	flag.IntVar(&cfg.Sessions, "sessions", 500, "sessions taking turns at once in the sessions corpus")
+	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "run only the profiled phase (ledgerd in process, gRPC, sessions corpus) and write its CPU profile here")
+	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
