@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -373,13 +374,24 @@ func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, s
 	}
 	// Claims from the verified payload only from here on.
 	var vc RequestClaims
-	if err := json.Unmarshal(payload, &vc); err != nil {
+	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
 		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	if detail := v.requestClaimProblem(vc, at); detail != "" {
 		return &vc, fail(name, "%s", detail), nil
 	}
 	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}, nil
+}
+
+// verifiedClaims sets *dst to the claims of the verified payload. When the
+// payload is byte for byte the one decoded before the check (unverified
+// holds its claims), those claims are taken instead of decoding it again.
+func verifiedClaims[T any](payload, decoded []byte, unverified, dst *T) error {
+	if bytes.Equal(payload, decoded) {
+		*dst = *unverified
+		return nil
+	}
+	return json.Unmarshal(payload, dst)
 }
 
 // claimsProblem says why verified claims did not decode: a claim of the
@@ -450,8 +462,9 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
 	const name = CheckDelegationToken
 	var claims TokenClaims
-	if _, problem := unverifiedClaims(name, "delegation token", tok, &claims); problem != nil {
-		return nil, *problem, nil
+	c, bad := unverifiedClaims(name, "delegation token", tok, &claims)
+	if bad != nil {
+		return nil, *bad, nil
 	}
 	payload, kid, alg, s, err := verifySigned(tok, v.tokenCheck(), func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
@@ -463,7 +476,7 @@ func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at ti
 		return &claims, fail(name, "%v", err), nil
 	}
 	var vc TokenClaims
-	if err := json.Unmarshal(payload, &vc); err != nil {
+	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
 		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	skew := v.cfg.Skew
