@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/bench"
@@ -24,7 +25,7 @@ func main() {
 	cfg := bench.Config{Out: os.Stdout}
 	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
-	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase")
+	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase (0 skips it)")
 	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
 	flag.IntVar(&cfg.ListRows, "list-rows", 1000000, "rows stored for the ListRows and drill phase (0 skips it)")
 	flag.IntVar(&cfg.ListQueries, "list-queries", 2000, "ListRows queries to time")
@@ -38,6 +39,14 @@ func main() {
 	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "run only the profiled phase (ledgerd in process, gRPC, sessions corpus) and write its CPU profile here")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
+	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
+	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=200 (repeatable)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		cfg.LedgerdEnv = append(cfg.LedgerdEnv, v)
+		return nil
+	})
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,12 @@ type Config struct {
 	Sessions     int
 	// VerifySamples is how many P-256 verifications are timed for the unit.
 	VerifySamples int
+	// LedgerdEnv is added to the environment of every served ledgerd
+	// (such as GOGC=200), to measure a setting against the default.
+	LedgerdEnv []string
+	// SkipREST leaves out the REST scenarios; Offered 0 leaves out the
+	// offered-rate phases.
+	SkipREST bool
 	// CPUProfile and MemProfile, when set, run the profiled phase alone and
 	// write its CPU and heap profiles there.
 	CPUProfile string
@@ -153,9 +160,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
 		return fmt.Errorf("build ledgerd: %v: %s", err, out)
 	}
-	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3}
+	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
+	if len(cfg.LedgerdEnv) > 0 {
+		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
+	}
+	vias := []transport{viaGRPC, viaREST}
+	if cfg.SkipREST {
+		vias = vias[:1]
+	}
 	var closed []*served
-	for _, via := range []transport{viaGRPC, viaREST} {
+	for _, via := range vias {
 		for _, c := range []struct {
 			name   string
 			corpus []*ledgerv1.AppendReceiptRequest
@@ -173,23 +187,29 @@ func Run(ctx context.Context, cfg Config) error {
 	// each acknowledged write to the first signed checkpoint that includes
 	// it (the integrator runs every 500 ms, ledgerd's default); then the
 	// same rate over REST.
-	offered, err := runOfferedWithCheckpoints(ctx, env, scenario{name: sessionsName, via: viaGRPC, corpus: sessions}, cfg)
-	if err != nil {
-		return err
+	if cfg.Offered > 0 {
+		offered, err := runOfferedWithCheckpoints(ctx, env, scenario{name: sessionsName, via: viaGRPC, corpus: sessions}, cfg)
+		if err != nil {
+			return err
+		}
+		offered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
+		closed = append(closed, offered)
+		if !cfg.SkipREST {
+			restOffered, err := runServed(ctx, env, scenario{name: sessionsName, via: viaREST, corpus: sessions}, 0, cfg.OfferedFor, cfg.Offered)
+			if err != nil {
+				return err
+			}
+			restOffered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
+			closed = append(closed, restOffered)
+		}
 	}
-	offered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
-	restOffered, err := runServed(ctx, env, scenario{name: sessionsName, via: viaREST, corpus: sessions}, 0, cfg.OfferedFor, cfg.Offered)
-	if err != nil {
-		return err
-	}
-	restOffered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
 
 	again, err := measureVerification(cfg.VerifySamples)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\none P-256 verification again after the served phases: %s, load average %s\n", again, loadAvg())
-	printCostSummary(w, unit.merge(again), ceilings, append(closed, offered, restOffered), cfg)
+	printCostSummary(w, unit.merge(again), ceilings, closed, cfg)
 
 	if cfg.ListRows > 0 {
 		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
@@ -438,6 +458,12 @@ func ledgerdConfig(dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (co
 }
 
 func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (*daemon, error) {
+	return startLedgerdEnv(ctx, bin, dataDir, sc, s3, nil)
+}
+
+// startLedgerdEnv starts ledgerd on dataDir with env added to this
+// process's environment (such as GOGC=200).
+func startLedgerdEnv(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server, env []string) (*daemon, error) {
 	cfg, err := ledgerdConfig(dataDir, sc, s3)
 	if err != nil {
 		return nil, err
@@ -452,6 +478,9 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 	}
 	cmd := exec.CommandContext(ctx, bin, "--config", path)
 	cmd.Stderr = os.Stderr
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

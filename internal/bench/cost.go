@@ -96,14 +96,15 @@ type servedEnv struct {
 	work string
 	sc   *pacttest.Scenario
 	s3   *s3test.Server
-	n    int // data directories made so far
+	env  []string // added to ledgerd's environment
+	n    int      // data directories made so far
 }
 
 // fresh starts ledgerd on an empty data directory and S3 bucket, so that
 // each scenario can post the same corpus from the start.
 func (e *servedEnv) fresh(ctx context.Context) (*daemon, error) {
 	e.n++
-	return startLedgerdOn(ctx, e.bin, filepath.Join(e.work, "served-"+strconv.Itoa(e.n)), e.sc, e.s3)
+	return startLedgerdEnv(ctx, e.bin, filepath.Join(e.work, "served-"+strconv.Itoa(e.n)), e.sc, e.s3, e.env)
 }
 
 // call returns the function that posts one request through via.
