@@ -346,7 +346,6 @@ func init() {
 // its keys.
 func appendOrdered(name []byte) bool { return appendOrderedBuckets[string(name)] }
 
-
 func (t *tx) Row(id string) (*ledger.Row, error) {
 	v := t.b(bRows).Get([]byte(id))
 	if v == nil {
@@ -484,18 +483,6 @@ func (t *tx) counter(k []byte, delta int64) (uint64, error) {
 
 func (t *tx) NextIncidentSeq() (uint64, error) {
 	return t.counter(kIncidentSeq, 1)
-}
-
-func (t *tx) PutEvidence(rowID string, bundle []byte) error {
-	return t.b(bEvidence).Put([]byte(rowID), bundle)
-}
-
-func (t *tx) Evidence(rowID string) ([]byte, error) {
-	v := t.b(bEvidence).Get([]byte(rowID))
-	if v == nil {
-		return nil, ledger.ErrNotFound
-	}
-	return append([]byte(nil), v...), nil
 }
 
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
