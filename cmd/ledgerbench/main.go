@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 )
 
 func main() {
-	cfg := bench.Config{Out: os.Stdout}
-	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length")
+	cfg := bench.Config{Out: os.Stdout, GrowthSteps: []int{0, 1000000, 3000000, 10000000}}
+	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length (0 skips the ceilings, served phases and everything after them)")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
 	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase (0 skips it)")
 	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
@@ -39,6 +40,24 @@ func main() {
 	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "run only the profiled phase (ledgerd in process, gRPC, sessions corpus) and write its CPU profile here")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
+	flag.IntVar(&cfg.DensityRows, "density-rows", 20000, "real rows of each retention class recorded for the row store's bytes per row (0 skips it)")
+	flag.Func("growth", "comma-separated ledger sizes in rows for the growth run (\"\" skips it; default 0,1000000,3000000,10000000)", func(v string) error {
+		cfg.GrowthSteps = nil
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 {
+				return fmt.Errorf("growth step %q is not a row count", f)
+			}
+			cfg.GrowthSteps = append(cfg.GrowthSteps, n)
+		}
+		return nil
+	})
+	flag.DurationVar(&cfg.GrowthWindow, "growth-window", 30*time.Second, "served window at each growth step")
+	flag.IntVar(&cfg.GrowthQueries, "growth-queries", 1000, "ListRows queries timed at each growth step")
+	flag.IntVar(&cfg.GrowthDrills, "growth-drills", 50, "dispute drills timed at each growth step")
 	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
 	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=200 (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {

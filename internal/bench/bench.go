@@ -66,6 +66,16 @@ type Config struct {
 	Sessions     int
 	// VerifySamples is how many P-256 verifications are timed for the unit.
 	VerifySamples int
+	// GrowthSteps are the sizes, in rows, the growth run grows one ledger
+	// through (none skips it); at each it serves for GrowthWindow and
+	// times GrowthQueries ListRows and GrowthDrills dispute drills.
+	GrowthSteps   []int
+	GrowthWindow  time.Duration
+	GrowthQueries int
+	GrowthDrills  int
+	// DensityRows is how many real rows of each retention class the
+	// density phase records (0 skips it).
+	DensityRows int
 	// LedgerdEnv is added to the environment of every served ledgerd
 	// (such as GOGC=200), to measure a setting against the default.
 	LedgerdEnv []string
@@ -105,21 +115,71 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	fmt.Fprintf(w, "one P-256 verification (crypto/ecdsa, the unit of the costs below): %s, load average %s\n", unit, loadAvg())
+	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
+		n := int(cfg.Duration.Seconds() * 4500)
+		fmt.Fprintf(w, "signing %d ES256 receipts in sessions of %d turns (not measured)...\n", n, cfg.SessionTurns)
+		return runProfiled(ctx, sc, makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions), work, unit, cfg)
+	}
+	if cfg.DensityRows > 0 {
+		if err := runDensity(ctx, sc, work, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.Duration <= 0 && len(cfg.GrowthSteps) == 0 && cfg.ListRows <= 0 && cfg.LogLeaves <= 0 {
+		return nil
+	}
+	s3, err := s3test.Start()
+	if err != nil {
+		return err
+	}
+	defer s3.Stop()
+	bin := filepath.Join(work, "ledgerd")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
+		return fmt.Errorf("build ledgerd: %v: %s", err, out)
+	}
+	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
+	if len(cfg.LedgerdEnv) > 0 {
+		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
+	}
+	if cfg.Duration > 0 {
+		if err := runCost(ctx, env, unit, cfg); err != nil {
+			return err
+		}
+	}
+	if len(cfg.GrowthSteps) > 0 {
+		g := int(cfg.GrowthWindow.Seconds()*4500) * len(cfg.GrowthSteps)
+		fmt.Fprintf(w, "\nsigning %d receipts for the growth run's windows (not measured)...\n", g)
+		if err := runGrowth(ctx, bin, work, sc, s3, makeSessionCorpus(sc, g, cfg.SessionTurns, cfg.Sessions), unit, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.ListRows > 0 {
+		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.LogLeaves > 0 {
+		if err := runProofs(ctx, bin, filepath.Join(work, "proofs"), sc, s3, makeCorpus(sc, 1)[0], cfg); err != nil {
+			return fmt.Errorf("proofs: %w", err)
+		}
+	}
+	return nil
+}
 
+// runCost measures the cost of a row: the in-process ceilings, the Merkle
+// log on against off, then ledgerd over gRPC and REST with a token per
+// session and per row, closed loop and at an offered rate; ledgerd's CPU
+// per row in units of one verification, timed again at the end.
+func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) error {
+	w, sc, work := cfg.Out, env.sc, env.work
 	// Enough receipts for a closed-loop phase at up to 4,500 rows/s or the
 	// offered-rate phase; every served scenario starts on an empty ledger,
 	// so each corpus is posted from its start again.
 	n := int(max(max(cfg.Duration, cfg.LogRunFor).Seconds()*4500, cfg.OfferedFor.Seconds()*float64(cfg.Offered)))
-	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
-		n = int(cfg.Duration.Seconds() * 4500)
-	}
 	fmt.Fprintf(w, "signing two corpora of %d ES256 receipts with request JWTs: a delegation token per row, and one per session of %d turns (%d sessions taking turns); not measured...\n",
 		n, cfg.SessionTurns, cfg.Sessions)
 	perRow := makeCorpus(sc, n)
 	sessions := makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions)
-	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
-		return runProfiled(ctx, sc, sessions, work, unit, cfg)
-	}
 
 	// Phase 1: the in-process ceilings.
 	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
@@ -151,19 +211,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	// Phase 2: a real ledgerd with S3 evidence, fresh for each scenario.
-	s3, err := s3test.Start()
-	if err != nil {
-		return err
-	}
-	defer s3.Stop()
-	bin := filepath.Join(work, "ledgerd")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
-		return fmt.Errorf("build ledgerd: %v: %s", err, out)
-	}
-	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
-	if len(cfg.LedgerdEnv) > 0 {
-		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
-	}
 	vias := []transport{viaGRPC, viaREST}
 	if cfg.SkipREST {
 		vias = vias[:1]
@@ -210,17 +257,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	fmt.Fprintf(w, "\none P-256 verification again after the served phases: %s, load average %s\n", again, loadAvg())
 	printCostSummary(w, unit.merge(again), ceilings, closed, cfg)
-
-	if cfg.ListRows > 0 {
-		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
-			return err
-		}
-	}
-	if cfg.LogLeaves > 0 {
-		if err := runProofs(ctx, bin, filepath.Join(work, "proofs"), sc, s3, perRow[0], cfg); err != nil {
-			return fmt.Errorf("proofs: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -476,6 +512,12 @@ func startLedgerdEnv(ctx context.Context, bin, dataDir string, sc *pacttest.Scen
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		return nil, err
 	}
+	return startLedgerdAt(ctx, bin, path, cfg, s3, env)
+}
+
+// startLedgerdAt starts ledgerd with the configuration file path (which
+// holds cfg) and waits until it is ready.
+func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3 *s3test.Server, env []string) (*daemon, error) {
 	cmd := exec.CommandContext(ctx, bin, "--config", path)
 	cmd.Stderr = os.Stderr
 	if len(env) > 0 {
@@ -490,7 +532,7 @@ func startLedgerdEnv(ctx context.Context, bin, dataDir string, sc *pacttest.Scen
 
 // connect waits for /readyz and opens four gRPC connections.
 func (d *daemon) connect(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // opening a large file included
 	for {
 		resp, err := http.Get("http://" + d.httpAddr + "/readyz")
 		if err == nil {
