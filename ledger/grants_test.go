@@ -75,8 +75,9 @@ func TestIntegrityCheckAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := rows[2]
+	orig := writeOnce(t, h, victim.ID)
 	h.store.Close()
-	editEvidence(t, filepath.Join(h.dir, "ledger.db"), victim.ID, func(b []byte) []byte {
+	editEvidence(t, filepath.Join(h.dir, "ledger.db"), victim.ID, orig, func(b []byte) []byte {
 		return append(b[:len(b)-1], []byte(`,"x":1}`)...)
 	})
 	h.open(t)

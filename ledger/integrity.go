@@ -89,6 +89,10 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	if err != nil {
 		return nil, err
 	}
+	// Rows whose bundle the row store dropped after upload are checked
+	// against their write-once copy alone; every copy is read here, each
+	// segment object once per page.
+	l.readCopies(ctx, items)
 	if l.log != nil {
 		if token == "" {
 			if err := l.checkTree(ctx, page); err != nil {
@@ -99,7 +103,6 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return nil, err
 		}
 	}
-	objects := map[string][]byte{} // segment objects, fetched once per page
 	for _, it := range items {
 		r := it.row
 		page.RowsChecked++
@@ -109,9 +112,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		var problems []string
 		storeOK := it.bundle != nil && sha256Hex(it.bundle) == r.EvidenceSHA256
 		switch {
-		case it.bundle == nil:
+		case it.bundle == nil && !it.dropped():
 			problems = append(problems, "the row store holds no evidence for it")
-		case !storeOK:
+		case it.bundle != nil && !storeOK:
 			problems = append(problems, fmt.Sprintf("the row store's evidence hashes to %s, not the write-time %s", sha256Hex(it.bundle), r.EvidenceSHA256))
 		}
 		wormOK := false
@@ -119,28 +122,18 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			page.PendingUpload++
 		} else {
 			page.WormCompared++
-			b, ok := objects[it.loc.Key]
-			if !ok {
-				var err error
-				if b, err = l.objects.Get(ctx, it.loc.Key); err != nil {
-					problems = append(problems, fmt.Sprintf("the write-once copy %s cannot be read: %v", it.loc.Key, err))
-				}
-				objects[it.loc.Key] = b
-			}
-			if b != nil {
-				copyBytes, err := cut(b, it.loc)
-				switch {
-				case err != nil:
-					problems = append(problems, err.Error())
-				case sha256Hex(copyBytes) != r.EvidenceSHA256:
-					problems = append(problems, fmt.Sprintf("the write-once copy %s hashes to %s, not the write-time %s", it.loc.Key, sha256Hex(copyBytes), r.EvidenceSHA256))
-				default:
-					wormOK = true
-				}
+			switch {
+			case it.copyErr != nil:
+				problems = append(problems, it.copyErr.Error())
+			case sha256Hex(it.copy) != r.EvidenceSHA256:
+				problems = append(problems, fmt.Sprintf("the write-once copy %s hashes to %s, not the write-time %s", it.loc.Key, sha256Hex(it.copy), r.EvidenceSHA256))
+			default:
+				wormOK = true
 			}
 		}
 		if len(problems) > 0 {
-			f := Finding{RowID: r.ID, Restorable: !storeOK && wormOK}
+			// A dropped bundle has nothing in the row store to restore.
+			f := Finding{RowID: r.ID, Restorable: !storeOK && wormOK && !it.dropped()}
 			for i, p := range problems {
 				if i > 0 {
 					f.Problem += "; "
@@ -153,12 +146,59 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	return page, nil
 }
 
-// integrityItem is one row under check with what the row store holds for it.
+// integrityItem is one row under check with what the row store holds for
+// it and its write-once copy.
 type integrityItem struct {
 	row    *Row
 	bundle []byte
 	loc    Location
 	hasLoc bool
+	// copy is the write-once copy's bytes (when hasLoc), or copyErr why
+	// they could not be read.
+	copy    []byte
+	copyErr error
+}
+
+// dropped reports whether the row store dropped the bundle after its
+// write-once copy was recorded, as it does for every uploaded bundle.
+func (it *integrityItem) dropped() bool { return it.bundle == nil && it.hasLoc && it.loc.Uploaded }
+
+// evidence returns the row's evidence as written (the row store's bundle,
+// else the write-once copy, whichever hashes to the write-time hash), or
+// nil.
+func (it *integrityItem) evidence() []byte {
+	for _, b := range [][]byte{it.bundle, it.copy} {
+		if b != nil && sha256Hex(b) == it.row.EvidenceSHA256 {
+			return b
+		}
+	}
+	return nil
+}
+
+// readCopies reads the write-once copy of each item that has one, each
+// segment object once.
+func (l *Ledger) readCopies(ctx context.Context, items []integrityItem) {
+	objects := map[string][]byte{}
+	failed := map[string]error{}
+	for i := range items {
+		it := &items[i]
+		if !it.hasLoc || it.row.EvidenceNotKept != "" {
+			continue
+		}
+		b, ok := objects[it.loc.Key]
+		if !ok && failed[it.loc.Key] == nil {
+			var err error
+			if b, err = l.objects.Get(ctx, it.loc.Key); err != nil {
+				failed[it.loc.Key] = fmt.Errorf("the write-once copy %s cannot be read: %v", it.loc.Key, err)
+			} else {
+				objects[it.loc.Key] = b
+			}
+		}
+		if it.copyErr = failed[it.loc.Key]; it.copyErr != nil {
+			continue
+		}
+		it.copy, it.copyErr = cut(b, it.loc)
+	}
 }
 
 // checkTree rebuilds the tree from every stored leaf (with
@@ -303,9 +343,9 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 			r := it.row
 			var ev *Evidence
 			var skip []string
-			if it.bundle != nil && sha256Hex(it.bundle) == r.EvidenceSHA256 {
+			if b := it.evidence(); b != nil {
 				ev = &Evidence{}
-				if json.Unmarshal(it.bundle, ev) != nil {
+				if json.Unmarshal(b, ev) != nil {
 					ev = nil
 				}
 			}
@@ -369,8 +409,9 @@ func cut(b []byte, loc Location) ([]byte, error) {
 }
 
 // RestoreEvidence puts a row's evidence back into the row store from its
-// write-once copy, when that copy still hashes to the write-time hash. It
-// reports whether the stored evidence changed.
+// write-once copy, when that copy still hashes to the write-time hash and
+// the row store holds other bytes. It reports whether the stored evidence
+// changed.
 func (l *Ledger) RestoreEvidence(ctx context.Context, id string) (bool, *Row, error) {
 	row, err := l.Get(ctx, id)
 	if err != nil {
@@ -389,7 +430,9 @@ func (l *Ledger) RestoreEvidence(ctx context.Context, id string) (bool, *Row, er
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		changed = cur == nil || sha256Hex(cur) != row.EvidenceSHA256
+		// No bundle: the row store dropped it once the write-once copy was
+		// recorded, and reads take that copy. Nothing to restore.
+		changed = cur != nil && sha256Hex(cur) != row.EvidenceSHA256
 		if !changed {
 			return nil
 		}

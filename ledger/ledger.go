@@ -49,6 +49,11 @@ type Config struct {
 	// Leases tunes the leases singleton jobs run under and the claims of
 	// outbox entries.
 	Leases LeaseConfig
+	// EvidenceCacheBytes bounds the cache of recent evidence bundles read
+	// from (or just put in) write-once storage, which holds them once the
+	// row store has dropped its copy; default DefaultEvidenceCacheBytes, a
+	// negative value keeps none.
+	EvidenceCacheBytes int
 }
 
 // Ledger records receipts and refusals and serves the read side.
@@ -61,6 +66,7 @@ type Ledger struct {
 	notify  chan struct{}
 	log     *logState // nil: no Merkle log
 	held    heldLeases
+	recent  *evidenceCache // nil: none
 }
 
 // New returns a Ledger over store, writing evidence objects to objects,
@@ -85,7 +91,11 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 		cfg.SegmentSpan = 24 * time.Hour
 	}
 	cfg.Leases = cfg.Leases.withDefaults()
-	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}}}, nil
+	if cfg.EvidenceCacheBytes == 0 {
+		cfg.EvidenceCacheBytes = DefaultEvidenceCacheBytes
+	}
+	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}},
+		recent: newEvidenceCache(cfg.EvidenceCacheBytes)}, nil
 }
 
 // Policy returns the retention policy in force.

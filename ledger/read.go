@@ -95,6 +95,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		return nil, err
 	}
 	v := &EvidenceView{RowID: id}
+	var stored storedEvidence
 	err := l.store.View(ctx, func(tx Tx) error {
 		r, err := row(tx, id)
 		if err != nil {
@@ -102,13 +103,8 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		}
 		v.NotKept = r.EvidenceNotKept
 		if v.NotKept == "" {
-			bundle, err := tx.Evidence(id)
-			if err != nil {
+			if stored, err = loadEvidence(tx, id); err != nil {
 				return err
-			}
-			v.SHA256 = sha256Hex(bundle)
-			if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
-				return fmt.Errorf("decode evidence of %s: %w", id, err)
 			}
 			loc, err := l.location(tx, EvidenceKey(id), l.cfg.Policy.ObjectRetainUntil(r.Class, r.RetentionStart()))
 			if err != nil {
@@ -131,6 +127,16 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("evidence of %s: %w", id, err)
+	}
+	if v.NotKept == "" {
+		bundle, err := l.evidenceBytes(ctx, id, stored)
+		if err != nil {
+			return nil, err
+		}
+		v.SHA256 = sha256Hex(bundle)
+		if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
+			return nil, fmt.Errorf("decode evidence of %s: %w", id, err)
+		}
 	}
 	return v, nil
 }
@@ -186,7 +192,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	}
 	var (
 		r      *Row
-		bundle []byte
+		stored storedEvidence
 		src    = &snapshotSource{}
 	)
 	err := l.store.View(ctx, func(tx Tx) error {
@@ -197,7 +203,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		if r.EvidenceNotKept != "" {
 			return nil
 		}
-		if bundle, err = tx.Evidence(id); err != nil {
+		if stored, err = loadEvidence(tx, id); err != nil {
 			return err
 		}
 		src.brand, src.brandKeys, err = loadSnapshot(tx, r.Brand, r.BrandKey.JWKSSnapshot)
@@ -222,6 +228,10 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 			}
 		}
 		return out, nil
+	}
+	bundle, err := l.evidenceBytes(ctx, id, stored)
+	if err != nil {
+		return nil, fmt.Errorf("verify row %s: %w", id, err)
 	}
 	if got := sha256Hex(bundle); got != r.EvidenceSHA256 {
 		out.Same = false

@@ -132,8 +132,10 @@ func dropSnapshot(tx Tx, id string) ([]Location, error) {
 
 // RecordUpload records that outbox entry e is done, its object held at
 // loc: the entry leaves the outbox (with its failure record) and, for an
-// entry packed in a segment, counts as one more member of the segment. It
-// does nothing when e has already left the outbox.
+// entry packed in a segment, counts as one more member of the segment. A
+// row's evidence bundle leaves the row store once its write-once copy is
+// recorded, where the store drops bundles (EvidenceDropper). It does
+// nothing when e has already left the outbox.
 func RecordUpload(tx Tx, e OutboxEntry, loc Location) error {
 	ok, err := tx.Dequeue(e.Seq)
 	if err != nil || !ok {
@@ -144,7 +146,15 @@ func RecordUpload(tx Tx, e OutboxEntry, loc Location) error {
 			return fmt.Errorf("count members of segment %s: %w", loc.Key, err)
 		}
 	}
-	return tx.SetObject(e.Key, loc)
+	if err := tx.SetObject(e.Key, loc); err != nil {
+		return err
+	}
+	if d, ok := tx.(EvidenceDropper); ok && e.Op == "" && e.Kind == ObjectEvidence {
+		if err := d.DropEvidence(e.Ref); err != nil {
+			return fmt.Errorf("drop the evidence of %s, now in write-once storage: %w", e.Ref, err)
+		}
+	}
+	return nil
 }
 
 // CountFailure counts one more failure of the outbox entry seq, at at,

@@ -123,6 +123,16 @@ type Rows interface {
 	PutRevocation(grant string, r Revocation) error
 }
 
+// EvidenceDropper is a transaction that removes a row's evidence bundle
+// once its write-once copy is recorded (RecordUpload asks it to; bbolt's
+// does). A store whose transactions do not keep every bundle, and reads
+// take them from there.
+type EvidenceDropper interface {
+	// DropEvidence removes a row's evidence bundle; no error when there is
+	// none.
+	DropEvidence(rowID string) error
+}
+
 // Outbox keeps the evidence objects waiting for write-once storage, in
 // sequence order, with their failure records, segment plans and dead
 // letters.

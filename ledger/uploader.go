@@ -431,6 +431,13 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err != nil {
 			return 0, fmt.Errorf("record uploads: %w", err)
 		}
+		// The row store dropped these bundles: keep the recent ones at hand
+		// for readers, as write-once storage now holds them.
+		for _, d := range finished {
+			if b := bodies[d.e.Seq]; d.e.Op == "" && d.e.Kind == ObjectEvidence && len(b) > 0 {
+				l.recent.put(d.e.Ref, b)
+			}
+		}
 	}
 	var errs []error
 	for _, f := range failed {

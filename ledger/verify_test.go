@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,9 +51,13 @@ func TestVerifyRowAfterKeyRotation(t *testing.T) {
 	}
 }
 
-// editEvidence rewrites a row's stored evidence bytes straight in the bbolt
-// file, as someone with file access could.
-func editEvidence(t *testing.T, path, id string, edit func([]byte) []byte) {
+// editEvidence puts edited evidence bytes for a row straight into the
+// bbolt file, as someone with file access could: edit(orig), where orig is
+// the row's evidence as written. Once uploaded the row store holds no
+// bundle of its own (reads take the write-once copy), so the edit is a
+// bundle slipped in, stored uncompressed as files written before
+// compression hold them.
+func editEvidence(t *testing.T, path, id string, orig []byte, edit func([]byte) []byte) {
 	t.Helper()
 	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
@@ -61,11 +66,24 @@ func editEvidence(t *testing.T, path, id string, edit func([]byte) []byte) {
 	defer db.Close()
 	err = db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("evidence"))
-		return b.Put([]byte(id), edit(append([]byte(nil), b.Get([]byte(id))...)))
+		if b.Get([]byte(id)) != nil {
+			return fmt.Errorf("the row store still holds the evidence of %s after upload", id)
+		}
+		return b.Put([]byte(id), edit(append([]byte(nil), orig...)))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeOnce returns the write-once copy of a row's evidence.
+func writeOnce(t *testing.T, h *harness, id string) []byte {
+	t.Helper()
+	b, err := h.l.WriteOnceCopy(context.Background(), ledger.EvidenceKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
@@ -76,9 +94,10 @@ func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
 	if _, err := h.l.UploadRound(ctx, 10, 2); err != nil {
 		t.Fatal(err)
 	}
+	orig := writeOnce(t, h, row.ID)
 	h.store.Close()
 	// Change the logged args: the receipt still verifies, but the bytes changed.
-	editEvidence(t, filepath.Join(h.dir, "ledger.db"), row.ID, func(b []byte) []byte {
+	editEvidence(t, filepath.Join(h.dir, "ledger.db"), row.ID, orig, func(b []byte) []byte {
 		return bytes.Replace(b, []byte(`A-5531`), []byte(`A-5532`), 1)
 	})
 	h.open(t)
@@ -90,11 +109,7 @@ func TestVerifyRowDetectsEditedEvidence(t *testing.T) {
 		t.Fatalf("edited evidence not detected: %+v", rv)
 	}
 	// The write-once copy still holds the original bytes.
-	orig, err := h.l.WriteOnceCopy(ctx, ledger.EvidenceKey(row.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(orig, []byte(`A-5531`)) {
+	if !bytes.Contains(writeOnce(t, h, row.ID), []byte(`A-5531`)) {
 		t.Fatalf("write-once copy changed too")
 	}
 }

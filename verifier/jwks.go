@@ -48,6 +48,10 @@ type KeySet struct {
 	keys     []jose.JSONWebKey
 	// Skipped counts entries that were not usable keys.
 	Skipped int
+	// digest is the SHA-256 of the bytes keys were parsed from (not the
+	// snapshot's ID, which a caller may have set); digested says it is set.
+	digest   [sha256.Size]byte
+	digested bool
 }
 
 // ParseKeySet parses a snapshot's bytes. It fails only when the body is not a
@@ -62,7 +66,7 @@ func ParseKeySet(s Snapshot) (*KeySet, error) {
 	if doc.Keys == nil {
 		return nil, fmt.Errorf("%w: no keys array", ErrBadJWKS)
 	}
-	ks := &KeySet{Snapshot: s}
+	ks := &KeySet{Snapshot: s, digest: sha256.Sum256(s.Body), digested: true}
 	for _, raw := range doc.Keys {
 		var k jose.JSONWebKey
 		if err := k.UnmarshalJSON(raw); err != nil || !usableKey(k) || len(ks.keys) >= maxKeysPerSet {

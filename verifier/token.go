@@ -212,13 +212,32 @@ const maxRawClaim = 64
 
 // UnmarshalJSON keeps any JSON value; Check says whether it is a usable
 // time. A claim of the wrong type is a failed check, not undecodable claims.
+// The text as sent is kept only when a message may quote it: a value that
+// is not a number, or a number outside the supported range.
 func (d *NumericDate) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && (b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
+		// A JSON number (the decoder checked its syntax), parsed as
+		// encoding/json parses one into a float64.
+		if f, err := strconv.ParseFloat(string(b), 64); err == nil {
+			*d = NumericDate{sec: f, num: true}
+			if !usableSeconds(f) {
+				d.raw = truncate(string(b), maxRawClaim)
+			}
+			return nil
+		}
+	}
 	*d = NumericDate{raw: truncate(string(b), maxRawClaim)}
 	var f float64
 	if string(b) != "null" && json.Unmarshal(b, &f) == nil {
 		d.sec, d.num = f, true
 	}
 	return nil
+}
+
+// usableSeconds reports whether f seconds since the epoch lie in
+// [MinTime, MaxTime).
+func usableSeconds(f float64) bool {
+	return !math.IsNaN(f) && !math.IsInf(f, 0) && f >= float64(MinTime.Unix()) && f < float64(MaxTime.Unix())
 }
 
 // MarshalJSON writes the time as it arrived.
@@ -243,7 +262,7 @@ func (d NumericDate) Check(claim string) (time.Time, error) {
 	if !d.num && (d.raw == "" || !strings.ContainsAny(d.raw[:1], "-0123456789")) {
 		return time.Time{}, fmt.Errorf("%s %s is not a number", claim, d.raw)
 	}
-	if !d.num || math.IsNaN(f) || math.IsInf(f, 0) || f < float64(MinTime.Unix()) || f >= float64(MaxTime.Unix()) {
+	if !d.num || !usableSeconds(f) {
 		return time.Time{}, fmt.Errorf("%s %s is outside the supported time range %s to %s", claim, d.raw,
 			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	}

@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-jose/go-jose/v4"
 )
 
 // Errors the verifier reports. A check's detail carries the wrapped text.
@@ -133,12 +136,23 @@ type Config struct {
 	Skew time.Duration
 	// CheckedBy names the verifier in records, such as "pactledger 1.0.0".
 	CheckedBy string
+	// CacheSize bounds the cache of verified delegation token signatures
+	// (entries, least recently used evicted first); 0 keeps none. A token
+	// sent with every turn of a session is then checked once per key set:
+	// the cache is keyed by the SHA-256 of the token's bytes, the exact
+	// bytes of the key set and the algorithm allow-list, and holds only the
+	// signature check. Everything that depends on the receipt runs on
+	// every row.
+	CacheSize int
+	// Metrics, when set, counts the cache's hits, misses and evictions.
+	Metrics *CacheMetrics
 }
 
 // Verifier checks receipts, request JWTs and delegation tokens as of the
 // receipt's ts.
 type Verifier struct {
-	cfg Config
+	cfg   Config
+	cache *sigCache // nil without Config.CacheSize
 }
 
 // New returns a Verifier.
@@ -152,7 +166,10 @@ func New(cfg Config) (*Verifier, error) {
 	if cfg.CheckedBy == "" {
 		cfg.CheckedBy = "pactledger"
 	}
-	return &Verifier{cfg: cfg}, nil
+	if cfg.CacheSize < 0 {
+		return nil, errors.New("verifier: cache size must not be negative")
+	}
+	return &Verifier{cfg: cfg, cache: newSigCache(cfg.CacheSize, cfg.Metrics)}, nil
 }
 
 // CheckedBy is the verifier's name for records.
@@ -233,16 +250,31 @@ func fail(name, format string, args ...any) Check {
 	return Check{Name: name, Result: Fail, Detail: fmt.Sprintf(format, args...)}
 }
 
-// verifySigned verifies tok with the keys get returns, refetching once on an
-// unknown kid. It returns an error wrapping ErrUndecided when the keys could
-// not be fetched (get failed with ErrFetch, or the refetch after an unknown
-// kid did): the signature is then neither good nor bad.
-func verifySigned(tok string, get func(refresh bool) (Signer, error)) ([]byte, string, string, Signer, error) {
+// signatureCheck verifies a compact token against a key set (verifyCompact,
+// or the same through the signature cache).
+type signatureCheck func(tok string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error)
+
+// tokenCheck is how delegation tokens are checked: through the cache when
+// there is one. Receipts and request JWTs are checked directly: each is
+// recorded once (a request JWT posted again is a duplicate row), so caching
+// them would only evict the tokens that are sent again.
+func (v *Verifier) tokenCheck() signatureCheck {
+	if v.cache == nil {
+		return verifyCompact
+	}
+	return v.cache.verify
+}
+
+// verifySigned verifies tok with check and the keys get returns, refetching
+// once on an unknown kid. It returns an error wrapping ErrUndecided when
+// the keys could not be fetched (get failed with ErrFetch, or the refetch
+// after an unknown kid did): the signature is then neither good nor bad.
+func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Signer, error)) ([]byte, string, string, Signer, error) {
 	s, err := get(false)
 	if err != nil {
 		return nil, "", "", s, undecided(err)
 	}
-	p, kid, alg, err := verifyCompact(tok, s.Keys)
+	p, kid, alg, err := check(tok, s.Keys)
 	if errors.Is(err, ErrUnknownKid) {
 		s2, err2 := get(true)
 		if err2 != nil {
@@ -251,7 +283,7 @@ func verifySigned(tok string, get func(refresh bool) (Signer, error)) ([]byte, s
 			}
 		} else {
 			s = s2
-			p, kid, alg, err = verifyCompact(tok, s.Keys)
+			p, kid, alg, err = check(tok, s.Keys)
 		}
 	}
 	return p, kid, string(alg), s, err
@@ -275,7 +307,7 @@ func decided(err error) (undecidedErr error) {
 }
 
 func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src KeySource, res *Result) (Check, error) {
-	_, kid, alg, s, err := verifySigned(jws, func(refresh bool) (Signer, error) {
+	_, kid, alg, s, err := verifySigned(jws, verifyCompact, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -324,7 +356,7 @@ func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, s
 	if claims.Iss == "" {
 		return &claims, fail(name, "iss missing"), nil
 	}
-	payload, kid, alg, s, err := verifySigned(jwt, func(refresh bool) (Signer, error) {
+	payload, kid, alg, s, err := verifySigned(jwt, verifyCompact, func(refresh bool) (Signer, error) {
 		return src.Agent(ctx, claims.Iss, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -342,13 +374,24 @@ func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, s
 	}
 	// Claims from the verified payload only from here on.
 	var vc RequestClaims
-	if err := json.Unmarshal(payload, &vc); err != nil {
+	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
 		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	if detail := v.requestClaimProblem(vc, at); detail != "" {
 		return &vc, fail(name, "%s", detail), nil
 	}
 	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}, nil
+}
+
+// verifiedClaims sets *dst to the claims of the verified payload. When the
+// payload is byte for byte the one decoded before the check (unverified
+// holds its claims), those claims are taken instead of decoding it again.
+func verifiedClaims[T any](payload, decoded []byte, unverified, dst *T) error {
+	if bytes.Equal(payload, decoded) {
+		*dst = *unverified
+		return nil
+	}
+	return json.Unmarshal(payload, dst)
 }
 
 // claimsProblem says why verified claims did not decode: a claim of the
@@ -419,10 +462,11 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
 	const name = CheckDelegationToken
 	var claims TokenClaims
-	if _, problem := unverifiedClaims(name, "delegation token", tok, &claims); problem != nil {
-		return nil, *problem, nil
+	c, bad := unverifiedClaims(name, "delegation token", tok, &claims)
+	if bad != nil {
+		return nil, *bad, nil
 	}
-	payload, kid, alg, s, err := verifySigned(tok, func(refresh bool) (Signer, error) {
+	payload, kid, alg, s, err := verifySigned(tok, v.tokenCheck(), func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -432,7 +476,7 @@ func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at ti
 		return &claims, fail(name, "%v", err), nil
 	}
 	var vc TokenClaims
-	if err := json.Unmarshal(payload, &vc); err != nil {
+	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
 		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
 	skew := v.cfg.Skew

@@ -60,15 +60,42 @@ type Config struct {
 	// it); ProofQueries the proofs it times.
 	LogLeaves    int
 	ProofQueries int
-	Out          io.Writer
+	// SessionTurns is how many rows share one delegation token in the
+	// sessions corpus; Sessions how many sessions take turns at once.
+	SessionTurns int
+	Sessions     int
+	// VerifySamples is how many P-256 verifications are timed for the unit.
+	VerifySamples int
+	// GrowthSteps are the sizes, in rows, the growth run grows one ledger
+	// through (none skips it); at each it serves for GrowthWindow and
+	// times GrowthQueries ListRows and GrowthDrills dispute drills.
+	GrowthSteps   []int
+	GrowthWindow  time.Duration
+	GrowthQueries int
+	GrowthDrills  int
+	// DensityRows is how many real rows of each retention class the
+	// density phase records (0 skips it).
+	DensityRows int
+	// LedgerdEnv is added to the environment of every served ledgerd
+	// (such as GOGC=200), to measure a setting against the default.
+	LedgerdEnv []string
+	// SkipREST leaves out the REST scenarios; Offered 0 leaves out the
+	// offered-rate phases.
+	SkipREST bool
+	// CPUProfile and MemProfile, when set, run the profiled phase alone and
+	// write its CPU and heap profiles there.
+	CPUProfile string
+	MemProfile string
+	Out        io.Writer
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
 
-// Run runs every phase and prints the figures.
+// Run runs every phase and prints the figures. With a CPU or heap profile
+// asked for, it runs the profiled phase alone (see runProfiled).
 func Run(ctx context.Context, cfg Config) error {
 	w := cfg.Out
-	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAvg())
 	work, err := os.MkdirTemp("", "pactledger-bench-")
 	if err != nil {
 		return err
@@ -77,29 +104,30 @@ func Run(ctx context.Context, cfg Config) error {
 
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
+	if cfg.MemProfile != "" {
+		// Signing the corpus is not part of the profile (runProfiled
+		// samples again from its load).
+		runtime.MemProfileRate = 0
+	}
 
-	// Enough receipts for the sustained phase at up to 4,500 rows/s and the
-	// offered-rate phase; the ceiling reuses them on a store of its own.
-	n := int(max(cfg.Duration, cfg.LogRunFor).Seconds()*4500 + cfg.OfferedFor.Seconds()*float64(cfg.Offered))
-	fmt.Fprintf(w, "signing a corpus of %d ES256 receipts with request JWTs and delegation tokens (not measured)...\n", n)
-	corpus := makeCorpus(sc, n)
-
-	// Phase 1: the in-process ceiling.
-	ceiling, err := runCeiling(ctx, sc, corpus, work, cfg)
+	unit, err := measureVerification(cfg.VerifySamples)
 	if err != nil {
-		return fmt.Errorf("ceiling: %w", err)
+		return err
 	}
-	fmt.Fprintf(w, "\nin-process ceiling (verify + durable bbolt commit, %d in flight): %.0f rows/s, p50 %s, p99 %s\n",
-		cfg.Concurrency, ceiling.rate, ceiling.p(50), ceiling.p(99))
-	if cfg.LogPairs > 0 {
-		runs, err := runLogThroughput(ctx, sc, corpus, work, cfg)
-		if err != nil {
-			return fmt.Errorf("log on/off: %w", err)
+	fmt.Fprintf(w, "one P-256 verification (crypto/ecdsa, the unit of the costs below): %s, load average %s\n", unit, loadAvg())
+	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
+		n := int(cfg.Duration.Seconds() * 4500)
+		fmt.Fprintf(w, "signing %d ES256 receipts in sessions of %d turns (not measured)...\n", n, cfg.SessionTurns)
+		return runProfiled(ctx, sc, makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions), work, unit, cfg)
+	}
+	if cfg.DensityRows > 0 {
+		if err := runDensity(ctx, sc, work, cfg); err != nil {
+			return err
 		}
-		printLogThroughput(cfg, runs)
 	}
-
-	// Phase 2: a real ledgerd with S3 evidence.
+	if cfg.Duration <= 0 && len(cfg.GrowthSteps) == 0 && cfg.ListRows <= 0 && cfg.LogLeaves <= 0 {
+		return nil
+	}
 	s3, err := s3test.Start()
 	if err != nil {
 		return err
@@ -109,33 +137,145 @@ func Run(ctx context.Context, cfg Config) error {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
 		return fmt.Errorf("build ledgerd: %v: %s", err, out)
 	}
-	d, err := startLedgerd(ctx, bin, filepath.Join(work, "served"), sc, s3)
+	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
+	if len(cfg.LedgerdEnv) > 0 {
+		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
+	}
+	if cfg.Duration > 0 {
+		if err := runCost(ctx, env, unit, cfg); err != nil {
+			return err
+		}
+	}
+	if len(cfg.GrowthSteps) > 0 {
+		g := int(cfg.GrowthWindow.Seconds()*4500) * len(cfg.GrowthSteps)
+		fmt.Fprintf(w, "\nsigning %d receipts for the growth run's windows (not measured)...\n", g)
+		if err := runGrowth(ctx, bin, work, sc, s3, makeSessionCorpus(sc, g, cfg.SessionTurns, cfg.Sessions), unit, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.ListRows > 0 {
+		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.LogLeaves > 0 {
+		if err := runProofs(ctx, bin, filepath.Join(work, "proofs"), sc, s3, makeCorpus(sc, 1)[0], cfg); err != nil {
+			return fmt.Errorf("proofs: %w", err)
+		}
+	}
+	return nil
+}
+
+// runCost measures the cost of a row: the in-process ceilings, the Merkle
+// log on against off, then ledgerd over gRPC and REST with a token per
+// session and per row, closed loop and at an offered rate; ledgerd's CPU
+// per row in units of one verification, timed again at the end.
+func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) error {
+	w, sc, work := cfg.Out, env.sc, env.work
+	// Enough receipts for a closed-loop phase at up to 4,500 rows/s or the
+	// offered-rate phase; every served scenario starts on an empty ledger,
+	// so each corpus is posted from its start again.
+	n := int(max(max(cfg.Duration, cfg.LogRunFor).Seconds()*4500, cfg.OfferedFor.Seconds()*float64(cfg.Offered)))
+	fmt.Fprintf(w, "signing two corpora of %d ES256 receipts with request JWTs: a delegation token per row, and one per session of %d turns (%d sessions taking turns); not measured...\n",
+		n, cfg.SessionTurns, cfg.Sessions)
+	perRow := makeCorpus(sc, n)
+	sessions := makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions)
+
+	// Phase 1: the in-process ceilings.
+	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
+	var ceilings []ceiling
+	ceilingOf := map[string]float64{}
+	for _, c := range []struct {
+		name   string
+		corpus []*ledgerv1.AppendReceiptRequest
+	}{{"one delegation token per row", perRow}, {sessionsName, sessions}} {
+		dir := filepath.Join(work, "ceiling-"+strconv.Itoa(len(ceilings)))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		r, err := runCeiling(ctx, sc, c.corpus, dir, cfg)
+		if err != nil {
+			return fmt.Errorf("ceiling: %w", err)
+		}
+		ceilings = append(ceilings, ceiling{result: r, name: c.name, load: loadAvg()})
+		ceilingOf[c.name] = r.rate
+		fmt.Fprintf(w, "\nin-process ceiling, %s (verify + durable bbolt commit, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row\n",
+			c.name, cfg.Concurrency, loadAvg(), r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()))
+	}
+	if cfg.LogPairs > 0 {
+		runs, err := runLogThroughput(ctx, sc, perRow, work, cfg)
+		if err != nil {
+			return fmt.Errorf("log on/off: %w", err)
+		}
+		printLogThroughput(cfg, runs)
+	}
+
+	// Phase 2: a real ledgerd with S3 evidence, fresh for each scenario.
+	vias := []transport{viaGRPC, viaREST}
+	if cfg.SkipREST {
+		vias = vias[:1]
+	}
+	var closed []*served
+	for _, via := range vias {
+		for _, c := range []struct {
+			name   string
+			corpus []*ledgerv1.AppendReceiptRequest
+		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
+			s, err := runServed(ctx, env, scenario{name: c.name, via: via, corpus: c.corpus, ceiling: ceilingOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", via, c.name, err)
+			}
+			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
+			closed = append(closed, s)
+		}
+	}
+
+	// Phase 3: latency at an offered rate over gRPC, and the time from
+	// each acknowledged write to the first signed checkpoint that includes
+	// it (the integrator runs every 500 ms, ledgerd's default); then the
+	// same rate over REST.
+	if cfg.Offered > 0 {
+		offered, err := runOfferedWithCheckpoints(ctx, env, scenario{name: sessionsName, via: viaGRPC, corpus: sessions}, cfg)
+		if err != nil {
+			return err
+		}
+		offered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
+		closed = append(closed, offered)
+		if !cfg.SkipREST {
+			restOffered, err := runServed(ctx, env, scenario{name: sessionsName, via: viaREST, corpus: sessions}, 0, cfg.OfferedFor, cfg.Offered)
+			if err != nil {
+				return err
+			}
+			restOffered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
+			closed = append(closed, restOffered)
+		}
+	}
+
+	again, err := measureVerification(cfg.VerifySamples)
 	if err != nil {
 		return err
+	}
+	fmt.Fprintf(w, "\none P-256 verification again after the served phases: %s, load average %s\n", again, loadAvg())
+	printCostSummary(w, unit.merge(again), ceilings, closed, cfg)
+	return nil
+}
+
+// runOfferedWithCheckpoints offers cfg.Offered rows/s over gRPC to a fresh
+// ledgerd while a client watches its checkpoints, and prints the time from
+// each acknowledgement to a checkpoint that includes the row.
+func runOfferedWithCheckpoints(ctx context.Context, env *servedEnv, sc scenario, cfg Config) (*served, error) {
+	d, err := env.fresh(ctx)
+	if err != nil {
+		return nil, err
 	}
 	defer d.stop()
-	served, err := d.load(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, nil)
-	if err != nil {
-		return err
-	}
-	depth := d.outboxDepth()
-	fmt.Fprintf(w, "\nledgerd over gRPC, S3 evidence, %d in flight for %s:\n", cfg.Concurrency, cfg.Duration)
-	fmt.Fprintf(w, "  %.0f verified durable rows/s (%d rows), p50 %s, p99 %s, errors %d\n", served.rate, served.ok, served.p(50), served.p(99), served.errors)
-	fmt.Fprintf(w, "  ledgerd CPU %.2f cores, RSS %s (peak %s); versitygw CPU %.2f cores\n", served.cpu, mib(served.rss), mib(served.hwm), served.s3cpu)
-	fmt.Fprintf(w, "  outbox depth at the end: %d objects (%.2f s of writes)\n", depth, float64(depth)/max(served.rate, 1))
-	fmt.Fprintf(w, "  ratio to the in-process ceiling: %.2f\n", served.rate/ceiling.rate)
-	drain := d.waitDrained(2 * time.Minute)
-	fmt.Fprintf(w, "  outbox drained %s after the load stopped\n", drain)
-
-	// Phase 3: latency at an offered rate, and the time from each
-	// acknowledged write to the first signed checkpoint that includes it
-	// (the integrator runs every 500 ms, ledgerd's default).
 	var (
 		acksMu sync.Mutex
 		acks   []ack
 	)
+	h0, m0 := d.cacheStats()
 	watch := d.watchCheckpoints(ctx, 5*time.Millisecond)
-	offered, err := d.load(ctx, corpus[served.ok+served.errors:], 0, cfg.OfferedFor, cfg.Offered, func(id string) {
+	res, err := d.load(ctx, sc.corpus, 0, cfg.OfferedFor, cfg.Offered, func(id string) {
 		at := time.Now()
 		acksMu.Lock()
 		acks = append(acks, ack{id: id, at: at})
@@ -143,29 +283,21 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	if err != nil {
 		watch()
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(w, "\nledgerd at %d rows/s offered for %s: %.0f rows/s done, p50 %s, p99 %s, errors %d\n",
-		cfg.Offered, cfg.OfferedFor, offered.rate, offered.p(50), offered.p(99), offered.errors)
+	out := &served{result: res, scenario: sc, load: loadAvg()}
+	h1, m1 := d.cacheStats()
+	out.hits, out.misses = h1-h0, m1-m0
 	incl, err := d.inclusion(ctx, acks, watch)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(w, "  acknowledged to included in a signed checkpoint (GetCheckpoint polled every 5 ms): p50 %s, p99 %s, max %s (%d rows, %d not matched)\n",
-		incl.p(50), incl.p(99), incl.p(100), incl.ok, incl.errors)
-	d.stop()
-
-	if cfg.ListRows > 0 {
-		if err := runReadSide(ctx, bin, filepath.Join(work, "read"), sc, s3, cfg); err != nil {
-			return err
-		}
-	}
-	if cfg.LogLeaves > 0 {
-		if err := runProofs(ctx, bin, filepath.Join(work, "proofs"), sc, s3, corpus[0], cfg); err != nil {
-			return fmt.Errorf("proofs: %w", err)
-		}
-	}
-	return nil
+	fmt.Fprintf(cfg.Out, "\nledgerd at %d rows/s offered over gRPC: acknowledged to included in a signed checkpoint (GetCheckpoint polled every 5 ms): p50 %s, p99 %s, max %s (%d rows, %d not matched)\n",
+		cfg.Offered, incl.p(50), incl.p(99), incl.p(100), incl.ok, incl.errors)
+	out.depth = d.outboxDepth()
+	out.drain = d.waitDrained(2 * time.Minute)
+	out.atRest = procMem(d.pid)
+	return out, nil
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
@@ -193,9 +325,13 @@ func makeCorpus(sc *pacttest.Scenario, n int) []*ledgerv1.AppendReceiptRequest {
 type result struct {
 	ok, errors int
 	rate       float64
+	elapsed    time.Duration
 	lat        []time.Duration
-	cpu, s3cpu float64
-	rss, hwm   int64
+	// cpu is the measured process's CPU in cores over the phase (ledgerd,
+	// or this process for the in-process ceiling); clientCPU is this
+	// process's when it is the load generator; s3cpu is versitygw's.
+	cpu, clientCPU, s3cpu float64
+	mem                   memStat // ledgerd's largest memory figures under load
 }
 
 func (r *result) p(q float64) time.Duration {
@@ -223,17 +359,24 @@ func runCeiling(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.A
 	if err != nil {
 		return nil, err
 	}
-	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	// The verifier as ledgerd configures it by default.
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience, CacheSize: config.DefaultVerifierCacheSize})
 	l, err := ledger.New(store, objects, v, reg, ledger.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
-	return drive(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
+	cpu0, t0 := procCPU(selfPid), time.Now()
+	res, err := drive(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
 		a := req.GetActions()[0]
 		_, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: req.GetReceiptJws(), RequestJWT: req.GetRequestJwt(), DelegationToken: req.GetDelegationToken(),
 			Actions: []verifier.Action{{Tool: a.GetTool(), Target: a.GetTarget(), ArgsJSON: a.GetArgsJson()}}})
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	res.cpu = (procCPU(selfPid) - cpu0) / time.Since(t0).Seconds()
+	return res, nil
 }
 
 // drive sends corpus entries through call: closed loop with conc in flight
@@ -297,15 +440,19 @@ func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc in
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	return &result{ok: int(okN.Load()), errors: int(errN.Load()), rate: float64(okN.Load()) / elapsed.Seconds(), lat: lat}, nil
+	return &result{ok: int(okN.Load()), errors: int(errN.Load()), rate: float64(okN.Load()) / elapsed.Seconds(), elapsed: elapsed, lat: lat}, nil
 }
 
+// daemon is a ledgerd under measurement: a child process, or (for the
+// profiled phase) a server in this process.
 type daemon struct {
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd // nil in process
+	pid      int
 	s3       *s3test.Server
 	grpcAddr string
 	httpAddr string
 	conns    []*grpc.ClientConn
+	shutdown func() // stops the in-process server
 	once     sync.Once
 }
 
@@ -318,11 +465,10 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func startLedgerd(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (*daemon, error) {
-	return startLedgerdOn(ctx, bin, dataDir, sc, s3)
-}
-
-func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (*daemon, error) {
+// ledgerdConfig is ledgerd's configuration for the benchmark: the
+// scenario's brand and agent, S3 evidence in a new bucket, the bench's API
+// keys, every other setting at its default.
+func ledgerdConfig(dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (config.Config, error) {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.Audience = sc.Audience
@@ -339,12 +485,23 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 	cfg.Provider.Listen = "127.0.0.1:0"
 	var err error
 	if cfg.Listen.GRPC, err = freeAddr(); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	if cfg.Listen.HTTP, err = freeAddr(); err != nil {
-		return nil, err
+		return cfg, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	return cfg, os.MkdirAll(dataDir, 0o700)
+}
+
+func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (*daemon, error) {
+	return startLedgerdEnv(ctx, bin, dataDir, sc, s3, nil)
+}
+
+// startLedgerdEnv starts ledgerd on dataDir with env added to this
+// process's environment (such as GOGC=200).
+func startLedgerdEnv(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server, env []string) (*daemon, error) {
+	cfg, err := ledgerdConfig(dataDir, sc, s3)
+	if err != nil {
 		return nil, err
 	}
 	raw, err := yaml.Marshal(cfg)
@@ -355,13 +512,27 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		return nil, err
 	}
+	return startLedgerdAt(ctx, bin, path, cfg, s3, env)
+}
+
+// startLedgerdAt starts ledgerd with the configuration file path (which
+// holds cfg) and waits until it is ready.
+func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3 *s3test.Server, env []string) (*daemon, error) {
 	cmd := exec.CommandContext(ctx, bin, "--config", path)
 	cmd.Stderr = os.Stderr
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP}
-	deadline := time.Now().Add(30 * time.Second)
+	d := &daemon{cmd: cmd, pid: cmd.Process.Pid, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP}
+	return d, d.connect(ctx)
+}
+
+// connect waits for /readyz and opens four gRPC connections.
+func (d *daemon) connect(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute) // opening a large file included
 	for {
 		resp, err := http.Get("http://" + d.httpAddr + "/readyz")
 		if err == nil {
@@ -372,24 +543,28 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 		}
 		if time.Now().After(deadline) {
 			d.stop()
-			return nil, fmt.Errorf("ledgerd did not become ready")
+			return fmt.Errorf("ledgerd did not become ready")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	for range 4 {
 		c, err := grpc.NewClient(d.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.conns = append(d.conns, c)
 	}
-	return d, nil
+	return nil
 }
 
 func (d *daemon) stop() {
 	d.once.Do(func() {
 		for _, c := range d.conns {
 			c.Close()
+		}
+		if d.cmd == nil {
+			d.shutdown()
+			return
 		}
 		_ = d.cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -403,31 +578,46 @@ func (d *daemon) stop() {
 	})
 }
 
-// load posts corpus entries to ledgerd (see drive); onAck, when set, is
-// told the row id of each acknowledged write as it arrives.
-func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, onAck func(id string)) (*result, error) {
+// grpcAppend posts through the daemon's gRPC connections in turn; onAck,
+// when set, is told the row id of each acknowledged write as it arrives.
+func (d *daemon) grpcAppend(onAck func(id string)) func(context.Context, *ledgerv1.AppendReceiptRequest) error {
 	var rr atomic.Int64
 	clients := make([]ledgerv1.LedgerServiceClient, len(d.conns))
 	for i, c := range d.conns {
 		clients[i] = ledgerv1.NewLedgerServiceClient(c)
 	}
-	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+writerKey)
-	cpu0, s30 := procCPU(d.cmd.Process.Pid), procCPU(d.s3Pid())
-	t0 := time.Now()
-	res, err := drive(wctx, corpus, conc, dur, rate, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
+	return func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+writerKey)
 		rep, err := clients[rr.Add(1)%int64(len(clients))].AppendReceipt(ctx, req)
 		if err == nil && onAck != nil {
 			onAck(rep.GetRow().GetId())
 		}
 		return err
-	})
+	}
+}
+
+// load posts corpus entries to ledgerd over gRPC (see drive and measure).
+func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, onAck func(id string)) (*result, error) {
+	return d.measure(ctx, corpus, conc, dur, rate, d.grpcAppend(onAck))
+}
+
+// measure drives call and adds ledgerd's, this client's and versitygw's
+// CPU and ledgerd's memory under the load.
+func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
+	pid := d.pid
+	cpu0, self0, s30 := procCPU(pid), procCPU(selfPid), procCPU(d.s3Pid())
+	mem := sampleMem(pid, 500*time.Millisecond)
+	t0 := time.Now()
+	res, err := drive(ctx, corpus, conc, dur, rate, call)
+	peak := mem.stop()
 	if err != nil {
 		return nil, err
 	}
 	el := time.Since(t0).Seconds()
-	res.cpu = (procCPU(d.cmd.Process.Pid) - cpu0) / el
+	res.cpu = (procCPU(pid) - cpu0) / el
+	res.clientCPU = (procCPU(selfPid) - self0) / el
 	res.s3cpu = (procCPU(d.s3Pid()) - s30) / el
-	res.rss, res.hwm = procMem(d.cmd.Process.Pid)
+	res.mem = peak
 	return res, nil
 }
 
@@ -455,42 +645,4 @@ func (d *daemon) waitDrained(limit time.Duration) time.Duration {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return -1
-}
-
-// procCPU returns user+system CPU seconds of pid from /proc.
-func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
-// procMem returns the current and peak resident set size of pid.
-func procMem(pid int) (rss, hwm int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v << 10
-		case "VmHWM:":
-			hwm = v << 10
-		}
-	}
-	return rss, hwm
 }

@@ -64,6 +64,7 @@ type Config struct {
 	Console                   Console         `yaml:"console"`
 	TLS                       TLS             `yaml:"tls"`
 	AccessLog                 AccessLog       `yaml:"accessLog"`
+	Verifier                  VerifierOptions `yaml:"verifier"`
 }
 
 // AccessLog configures the read-access log: every read of rows, evidence,
@@ -156,6 +157,26 @@ func (t TLS) validate() []error {
 		errs = append(errs, errors.New("tls.clientAuth needs tls.clientCaFile"))
 	}
 	return errs
+}
+
+// Bounds of verifier.cacheSize.
+const (
+	// DefaultVerifierCacheSize is the default of verifier.cacheSize.
+	DefaultVerifierCacheSize = 10000
+	// MaxVerifierCacheSize is the largest verifier.cacheSize accepted
+	// (at most 4 KiB of token payload an entry).
+	MaxVerifierCacheSize = 1000000
+)
+
+// VerifierOptions tunes receipt verification.
+type VerifierOptions struct {
+	// CacheSize is how many verified delegation token signatures are kept,
+	// the least recently used dropped first, so that a token sent with
+	// every turn of a session is checked once per key set; 0 keeps none.
+	// Only the signature check is kept: validity at the receipt's ts,
+	// revocation, scopes and bindings are checked on every row. Default
+	// DefaultVerifierCacheSize.
+	CacheSize int `yaml:"cacheSize"`
 }
 
 // Provider configures the embedded PACT Provider.
@@ -379,6 +400,7 @@ func Default() Config {
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
 		AccessLog:       AccessLog{Retention: "12 months"},
+		Verifier:        VerifierOptions{CacheSize: DefaultVerifierCacheSize},
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
 			PerAgent: RateLimit{Rate: 100, Burst: 200},
 			PerUser:  RateLimit{Rate: 5, Burst: 20},
@@ -501,6 +523,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention.SweepInterval <= 0 {
 		errs = append(errs, errors.New("retention.sweepInterval must be positive, like 1h"))
+	}
+	if n := c.Verifier.CacheSize; n < 0 || n > MaxVerifierCacheSize {
+		errs = append(errs, fmt.Errorf("verifier.cacheSize %d: 0 (no cache) to %d", n, MaxVerifierCacheSize))
 	}
 	if c.Limits.MaxBodyBytes <= 0 {
 		c.Limits.MaxBodyBytes = 1 << 20

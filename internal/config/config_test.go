@@ -53,6 +53,8 @@ func TestValidateRejects(t *testing.T) {
 		{"client auth without a CA", "tls: {certFile: /c.pem, keyFile: /k.pem, clientAuth: require}\n", "needs tls.clientCaFile"},
 		{"provider client cert without key", "provider: {ledgerTls: {certFile: /c.pem}}\n", "provider.ledgerTls"},
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
+		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
+		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

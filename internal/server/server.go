@@ -167,7 +167,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
-	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: CheckedBy()})
+	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: CheckedBy(), CacheSize: cfg.Verifier.CacheSize, Metrics: verifier.NewCacheMetrics(reg)})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // hexID returns a row id of the shape the ledger uses (a hex SHA-256),
 // so ids sort in no relation to issue time.
+// errKeepsBundles: the store's transactions do not drop evidence bundles.
+var errKeepsBundles = errors.New("the store keeps every evidence bundle")
+
 func hexID(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
@@ -460,6 +463,37 @@ func testRowUpdates(t *testing.T, open opener) {
 		}
 		_, err = tx.Evidence(rows[2].ID)
 		wantNotFound(t, "Evidence of a row without a bundle", err)
+		return nil
+	})
+
+	// A store that drops bundles once their write-once copy is recorded
+	// drops this one; dropping one that is not there is no error.
+	drop := func(tx ledger.Tx) error {
+		d, ok := tx.(ledger.EvidenceDropper)
+		if !ok {
+			return errKeepsBundles
+		}
+		return d.DropEvidence(r.ID)
+	}
+	var kept bool
+	update(t, s, func(tx ledger.Tx) error {
+		err := drop(tx)
+		kept = errors.Is(err, errKeepsBundles)
+		if kept {
+			return nil
+		}
+		return err
+	})
+	if kept {
+		return
+	}
+	update(t, s, drop)
+	view(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Evidence(r.ID)
+		wantNotFound(t, "Evidence after DropEvidence", err)
+		if got, err := tx.Row(r.ID); err != nil || got.ID != r.ID {
+			t.Errorf("the row after DropEvidence: %v %v", got, err)
+		}
 		return nil
 	})
 }

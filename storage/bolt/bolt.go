@@ -320,7 +320,31 @@ func (s *Store) commit(batch []*request, errs []error) error {
 // tx implements ledger.Tx.
 type tx struct{ tx *bolt.Tx }
 
-func (t *tx) b(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
+// b returns bucket name of the transaction. Buckets whose keys only grow
+// (sequence numbers and log indexes, appended at the end) fill their pages
+// before splitting them; the others keep bbolt's default half.
+func (t *tx) b(name []byte) *bolt.Bucket {
+	b := t.tx.Bucket(name)
+	if appendOrdered(name) {
+		b.FillPercent = 1.0
+	}
+	return b
+}
+
+// appendOrderedBuckets are keyed by a number that only grows: outbox and
+// pending-leaf sequence numbers, incident numbers, access records, leaf
+// and stored-hash indexes, checkpoint sizes.
+var appendOrderedBuckets = map[string]bool{}
+
+func init() {
+	for _, b := range [][]byte{bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
+		appendOrderedBuckets[string(b)] = true
+	}
+}
+
+// appendOrdered reports whether new keys of bucket name sort after all
+// its keys.
+func appendOrdered(name []byte) bool { return appendOrderedBuckets[string(name)] }
 
 func (t *tx) Row(id string) (*ledger.Row, error) {
 	v := t.b(bRows).Get([]byte(id))
@@ -459,18 +483,6 @@ func (t *tx) counter(k []byte, delta int64) (uint64, error) {
 
 func (t *tx) NextIncidentSeq() (uint64, error) {
 	return t.counter(kIncidentSeq, 1)
-}
-
-func (t *tx) PutEvidence(rowID string, bundle []byte) error {
-	return t.b(bEvidence).Put([]byte(rowID), bundle)
-}
-
-func (t *tx) Evidence(rowID string) ([]byte, error) {
-	v := t.b(bEvidence).Get([]byte(rowID))
-	if v == nil {
-		return nil, ledger.ErrNotFound
-	}
-	return append([]byte(nil), v...), nil
 }
 
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {

@@ -2,6 +2,7 @@ package bolt_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -44,7 +45,10 @@ func TestNoSpaceFailsTheBatchAtOnceAndRecovers(t *testing.T) {
 	const writers = 32
 	var runs atomic.Int64
 	release := make(chan struct{})
+	// Random bytes: bundles are stored compressed, and these must still
+	// need the space.
 	bundle := make([]byte, 256<<10)
+	_, _ = rand.Read(bundle)
 	write := func(id string, wait bool) error {
 		return s.Update(ctx, func(tx ledger.Tx) error {
 			runs.Add(1)

@@ -1,9 +1,12 @@
 // Command ledgerbench is the load benchmark behind `make bench`: a real
 // ledgerd on bbolt with S3 evidence (versitygw, from PACTLEDGER_VERSITYGW),
-// gRPC clients posting pre-signed receipts, and the in-process ceiling
-// measured in the same run, then the Merkle log's figures (throughput with
-// the log on against off, time to a checkpoint, proof serving, tile bytes).
-// It prints figures and ratios; it asserts nothing.
+// gRPC and REST clients posting pre-signed receipts (a delegation token per
+// session of turns, or one per row), and the in-process ceiling measured in
+// the same run; ledgerd's CPU per row is printed in units of one P-256
+// verification timed in the same run. Then the Merkle log's figures
+// (throughput with the log on against off, time to a checkpoint, proof
+// serving, tile bytes). It prints figures and ratios; it asserts nothing.
+// With -cpuprofile or -memprofile it runs only a profiled phase.
 package main
 
 import (
@@ -12,16 +15,18 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/bench"
 )
 
 func main() {
-	cfg := bench.Config{Out: os.Stdout}
-	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length")
+	cfg := bench.Config{Out: os.Stdout, GrowthSteps: []int{0, 1000000, 3000000, 10000000}}
+	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length (0 skips the ceilings, served phases and everything after them)")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
-	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase")
+	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase (0 skips it)")
 	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
 	flag.IntVar(&cfg.ListRows, "list-rows", 1000000, "rows stored for the ListRows and drill phase (0 skips it)")
 	flag.IntVar(&cfg.ListQueries, "list-queries", 2000, "ListRows queries to time")
@@ -30,6 +35,37 @@ func main() {
 	flag.DurationVar(&cfg.LogRunFor, "log-run-for", 5*time.Second, "length of each run with the log off or on")
 	flag.IntVar(&cfg.LogLeaves, "log-leaves", 1000000, "leaves of the Merkle log built for the proof phase (0 skips it)")
 	flag.IntVar(&cfg.ProofQueries, "proof-queries", 2000, "row proofs to time")
+	flag.IntVar(&cfg.SessionTurns, "session-turns", 20, "rows sharing one delegation token in the sessions corpus")
+	flag.IntVar(&cfg.Sessions, "sessions", 500, "sessions taking turns at once in the sessions corpus")
+	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "run only the profiled phase (ledgerd in process, gRPC, sessions corpus) and write its CPU profile here")
+	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
+	flag.IntVar(&cfg.DensityRows, "density-rows", 20000, "real rows of each retention class recorded for the row store's bytes per row (0 skips it)")
+	flag.Func("growth", "comma-separated ledger sizes in rows for the growth run (\"\" skips it; default 0,1000000,3000000,10000000)", func(v string) error {
+		cfg.GrowthSteps = nil
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 {
+				return fmt.Errorf("growth step %q is not a row count", f)
+			}
+			cfg.GrowthSteps = append(cfg.GrowthSteps, n)
+		}
+		return nil
+	})
+	flag.DurationVar(&cfg.GrowthWindow, "growth-window", 30*time.Second, "served window at each growth step")
+	flag.IntVar(&cfg.GrowthQueries, "growth-queries", 1000, "ListRows queries timed at each growth step")
+	flag.IntVar(&cfg.GrowthDrills, "growth-drills", 50, "dispute drills timed at each growth step")
+	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
+	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=200 (repeatable)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		cfg.LedgerdEnv = append(cfg.LedgerdEnv, v)
+		return nil
+	})
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// The cost of a row in units of one signature check: ledgerd's CPU per
+// verified durable row divided by one P-256 verification measured in the
+// same run, for each way a writer reaches it (gRPC, the REST gateway) and
+// each shape of traffic (a delegation token per session of turns, or one
+// per row).
+
+// makeSessionCorpus signs n receipts in sessions of turns turns, each
+// session one user and grant with one delegation token sent with every
+// turn. active sessions take turns in rotation, so consecutive turns of a
+// session are active rows apart, as concurrent conversations interleave.
+func makeSessionCorpus(sc *pacttest.Scenario, n, turns, active int) []*ledgerv1.AppendReceiptRequest {
+	out := make([]*ledgerv1.AppendReceiptRequest, n)
+	block := turns * active
+	sessions := (n + block - 1) / block * active
+	base := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	var wg sync.WaitGroup
+	workers := runtime.NumCPU()
+	for wi := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := wi; s < sessions; s += workers {
+				mintSession(sc, out, s, turns, active, base)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// mintSession signs session s's turns into their places in out.
+func mintSession(sc *pacttest.Scenario, out []*ledgerv1.AppendReceiptRequest, s, turns, active int, base time.Time) {
+	first := (s/active)*turns*active + s%active
+	var token string
+	for k := range turns {
+		i := first + k*active
+		if i >= len(out) {
+			return
+		}
+		r := sc.Mint(pacttest.Spec{Target: "S-" + strconv.Itoa(i), User: "sess-" + strconv.Itoa(s), GrantID: "a2agrant_s" + strconv.Itoa(s), At: base.Add(time.Duration(i) * time.Millisecond)})
+		if k == 0 {
+			token = r.DelegationToken
+		}
+		out[i] = &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: token,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
+	}
+}
+
+// transport is how the benchmark's writers reach ledgerd.
+type transport string
+
+const (
+	viaGRPC transport = "gRPC"
+	viaREST transport = "REST"
+)
+
+// scenario is one served measurement: a corpus, a transport, and either
+// conc requests in flight (rate 0) or rate rows/s offered.
+type scenario struct {
+	name   string
+	via    transport
+	corpus []*ledgerv1.AppendReceiptRequest
+	// ceiling is the in-process rate for the same corpus, measured in the
+	// same run; the served rate is compared with it.
+	ceiling float64
+}
+
+// servedEnv is what every served scenario needs: the ledgerd binary, a
+// work directory for fresh data directories, the scenario's keys and S3.
+type servedEnv struct {
+	bin  string
+	work string
+	sc   *pacttest.Scenario
+	s3   *s3test.Server
+	env  []string // added to ledgerd's environment
+	n    int      // data directories made so far
+}
+
+// fresh starts ledgerd on an empty data directory and S3 bucket, so that
+// each scenario can post the same corpus from the start.
+func (e *servedEnv) fresh(ctx context.Context) (*daemon, error) {
+	e.n++
+	return startLedgerdEnv(ctx, e.bin, filepath.Join(e.work, "served-"+strconv.Itoa(e.n)), e.sc, e.s3, e.env)
+}
+
+// call returns the function that posts one request through via.
+func (d *daemon) call(via transport, onAck func(id string)) func(context.Context, *ledgerv1.AppendReceiptRequest) error {
+	if via == viaREST {
+		return d.restAppend(onAck)
+	}
+	return d.grpcAppend(onAck)
+}
+
+// restAppend posts through the REST gateway with the generated message's
+// JSON encoding, keeping up to 256 connections alive.
+func (d *daemon) restAppend(onAck func(id string)) func(context.Context, *ledgerv1.AppendReceiptRequest) error {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}, Timeout: time.Minute}
+	url := "http://" + d.httpAddr + "/v1/receipts"
+	return func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
+		body, err := protojson.Marshal(req)
+		if err != nil {
+			return err
+		}
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Authorization", "Bearer "+writerKey)
+		resp, err := client.Do(hreq)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, rb)
+		}
+		if onAck != nil {
+			var rep ledgerv1.AppendReceiptResponse
+			if err := protojson.Unmarshal(rb, &rep); err != nil {
+				return err
+			}
+			onAck(rep.GetRow().GetId())
+		}
+		return nil
+	}
+}
+
+// metric reads one unlabelled counter or gauge from ledgerd's /metrics.
+func (d *daemon) metric(name string) float64 {
+	resp, err := http.Get("http://" + d.httpAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == name {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// cacheStats is the signature cache's hits and misses so far.
+func (d *daemon) cacheStats() (hits, misses float64) {
+	return d.metric("pactledger_signature_cache_hits_total"), d.metric("pactledger_signature_cache_misses_total")
+}
+
+// served is one served scenario's figures.
+type served struct {
+	*result
+	scenario
+	hits, misses float64
+	conc         int // requests in flight; 0 when a rate was offered
+	depth        int
+	drain        time.Duration
+	atRest       memStat
+	load         string // load average when the phase ended
+}
+
+// runServed runs sc against a fresh ledgerd: conc in flight for dur (rate
+// 0), or rate rows/s offered for dur.
+func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur time.Duration, rate int) (*served, error) {
+	d, err := env.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	h0, m0 := d.cacheStats()
+	res, err := d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
+	if err != nil {
+		return nil, err
+	}
+	out := &served{result: res, scenario: sc, conc: conc, load: loadAvg()}
+	h1, m1 := d.cacheStats()
+	out.hits, out.misses = h1-h0, m1-m0
+	out.depth = d.outboxDepth()
+	out.drain = d.waitDrained(2 * time.Minute)
+	out.atRest = procMem(d.pid)
+	return out, nil
+}
+
+// print writes the scenario's figures in units of u.
+func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, rate int) {
+	load := fmt.Sprintf("%d in flight for %s", conc, dur)
+	if rate > 0 {
+		load = fmt.Sprintf("%d rows/s offered for %s", rate, dur)
+	}
+	fmt.Fprintf(w, "\n%s, %s, %s (load average %s):\n", s.via, s.name, load, s.load)
+	fmt.Fprintf(w, "  %.0f verified durable rows/s (%d rows; one P-256 verification %s), p50 %s, p99 %s, errors %d\n",
+		s.rate, s.ok, us(u.median()), s.p(50), s.p(99), s.errors)
+	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
+		s.cpu, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), s.clientCPU, s.s3cpu)
+	if total := s.hits + s.misses; total > 0 {
+		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
+	}
+	if s.ceiling > 0 && rate == 0 {
+		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus (%.0f rows/s): %.2f\n", s.ceiling, s.rate/s.ceiling)
+	}
+	fmt.Fprintf(w, "  ledgerd memory under load: %s\n", s.mem)
+	fmt.Fprintf(w, "  ledgerd memory at rest (outbox drained): %s\n", s.atRest)
+	fmt.Fprintf(w, "  outbox depth when the load stopped: %d objects (%.2f s of writes), drained %s later\n", s.depth, float64(s.depth)/max(s.rate, 1), s.drain)
+}
+
+// cpuPerRow is ledgerd's CPU time per recorded row.
+func (r *result) cpuPerRow() time.Duration {
+	if r.ok == 0 {
+		return 0
+	}
+	return time.Duration(r.cpu * r.elapsed.Seconds() / float64(r.ok) * float64(time.Second))
+}
+
+// selfPid is this process, the load generator.
+var selfPid = os.Getpid()

@@ -1,0 +1,362 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"gopkg.in/yaml.v3"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
+	s3store "github.com/pactledger/pactledger/storage/s3"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// The growth run: one ledger grown in steps (to 1M, 3M and 10M rows by
+// default), bulk-loaded between steps the way the read-side phase loads,
+// and at each step ledgerd started on it and measured for a short window:
+// served rows/s and p99, ListRows by order id, the dispute drill, and the
+// bbolt file's bytes per row with its bucket stats.
+//
+// Bulk-loaded rows are in the state a row reaches once its evidence is in
+// write-once storage and its leaf in the Merkle log: the row with its
+// index entries, its request-JWT and expiry entries, the record of its
+// evidence object (a real segment in S3, holding the bundle of the real
+// row it copies), one more member counted for that segment, and its leaf
+// integrated into the tree. The row store keeps no bundle for them.
+
+// growthTemplate is a real row recorded by the ledger, with where its
+// evidence is held and its leaf.
+type growthTemplate struct {
+	row  *ledger.Row
+	loc  ledger.Location
+	leaf []byte
+}
+
+// grower is the growing ledger between its served windows.
+type grower struct {
+	dir     string
+	cfg     config.Config // ledgerd's, with the bucket the evidence is in
+	sc      *pacttest.Scenario
+	tpl     []growthTemplate
+	loaded  int // bulk-loaded rows so far
+	written int // rows written through ledgerd so far
+}
+
+// inProcess opens the grower's ledger in this process, the Merkle log on
+// with ledgerd's key, its evidence in ledgerd's bucket.
+func (g *grower) inProcess(ctx context.Context) (*ledger.Ledger, *bolt.Store, error) {
+	store, err := bolt.Open(filepath.Join(g.dir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	c := g.cfg.Evidence.S3
+	objects, err := s3store.Open(ctx, s3store.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: true})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), g.sc.Brands(), g.sc.Agents())
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	v, _ := verifier.New(verifier.Config{Audience: g.sc.Audience, CheckedBy: "pactledger bench"})
+	l, err := ledger.New(store, objects, v, reg, ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	signer, _, _, err := config.EnsureLogKey(&g.cfg)
+	if err == nil {
+		err = l.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(g.cfg.MerkleLog.Interval)})
+	}
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return l, store, nil
+}
+
+// record writes n real rows through the ledger, uploads their evidence
+// and integrates their leaves, and keeps them as templates.
+func (g *grower) record(ctx context.Context, n int) error {
+	l, store, err := g.inProcess(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var ids []string
+	for i := range n {
+		r := g.sc.Mint(pacttest.Spec{User: "acct-t" + strconv.Itoa(i), GrantID: "a2agrant_t" + strconv.Itoa(i), Target: "T-" + strconv.Itoa(i)})
+		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+		if err != nil {
+			return err
+		}
+		if row.Status != ledger.Authorized {
+			return fmt.Errorf("template receipt %d: %v", i, row.Status)
+		}
+		ids = append(ids, row.ID)
+	}
+	if err := settle(ctx, l); err != nil {
+		return err
+	}
+	return store.View(ctx, func(tx ledger.Tx) error {
+		for _, id := range ids {
+			t := growthTemplate{}
+			var err error
+			if t.row, err = tx.Row(id); err != nil {
+				return err
+			}
+			if t.loc, err = tx.Object(ledger.EvidenceKey(id)); err != nil {
+				return fmt.Errorf("template %s not uploaded: %w", id, err)
+			}
+			idx, err := tx.LeafIndex(id)
+			if err != nil {
+				return err
+			}
+			if _, t.leaf, err = tx.Leaf(idx); err != nil {
+				return err
+			}
+			g.tpl = append(g.tpl, t)
+		}
+		return nil
+	})
+}
+
+// settle uploads every outbox entry and integrates every queued leaf.
+func settle(ctx context.Context, l *ledger.Ledger) error {
+	for {
+		n, err := l.UploadRound(ctx, 512, 8)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	_, err := l.Integrate(ctx)
+	return err
+}
+
+// growthRow is bulk-loaded row i: a copy of a template under a new id,
+// order id (two rows an order id), time and request-JWT hash. Its receipt
+// hash stays the template's, which its evidence (the template's bundle)
+// hashes to.
+func (g *grower) growthRow(i int) (*ledger.Row, growthTemplate) {
+	t := g.tpl[i%len(g.tpl)]
+	r := *t.row
+	r.ID = fmt.Sprintf("%064x", uint64(i)*0x9E3779B97F4A7C15+1)
+	// Within the template's token lifetime, so the grant pull holds.
+	r.IssuedAt = t.row.IssuedAt.Add(time.Duration(i%3000) * 10 * time.Millisecond)
+	r.Actions = append([]verifier.RowAction(nil), t.row.Actions...)
+	r.Actions[0].Target = "L-" + strconv.Itoa(i/2)
+	sum := sha256.Sum256([]byte("request " + r.ID))
+	r.RequestJWTSHA256 = hex.EncodeToString(sum[:])
+	return &r, t
+}
+
+// load bulk-loads rows until upTo are loaded, then integrates their
+// leaves.
+func (g *grower) load(ctx context.Context, upTo int) error {
+	if upTo <= g.loaded {
+		return nil
+	}
+	l, store, err := g.inProcess(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	const batch = 20000
+	for g.loaded < upTo {
+		end := min(g.loaded+batch, upTo)
+		err := store.Update(ctx, func(tx ledger.Tx) error {
+			for i := g.loaded; i < end; i++ {
+				r, t := g.growthRow(i)
+				if err := ledger.AddRow(tx, r); err != nil {
+					return err
+				}
+				if _, err := tx.Count(ledger.RefSegment, t.loc.Key, 1); err != nil {
+					return err
+				}
+				if err := tx.SetObject(ledger.EvidenceKey(r.ID), t.loc); err != nil {
+					return err
+				}
+				if err := tx.QueueLeaf(r.ID, []byte(strings.Replace(string(t.leaf), t.row.ID, r.ID, 1))); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		g.loaded = end
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		return err
+	}
+	return store.Close()
+}
+
+// start starts ledgerd on the grower's data directory, on new ports.
+func (g *grower) start(ctx context.Context, bin string, s3 *s3test.Server, env []string) (*daemon, error) {
+	var err error
+	if g.cfg.Listen.GRPC, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if g.cfg.Listen.HTTP, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	raw, err := yaml.Marshal(g.cfg)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(g.dir, "ledgerd.yaml")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return nil, err
+	}
+	return startLedgerdAt(ctx, bin, path, g.cfg, s3, env)
+}
+
+// growthStep is what one step measured.
+type growthStep struct {
+	rows         int
+	loadTime     time.Duration
+	served       *result
+	list, drills *result
+	passed, all  int
+	file         fileStats
+	load         string
+}
+
+// runGrowth grows one ledger through cfg.GrowthSteps and measures each
+// step; corpus supplies the served windows' receipts (each step posts the
+// next part of it).
+func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 *s3test.Server, corpus []*ledgerv1.AppendReceiptRequest, unit verifyUnit, cfg Config) error {
+	w := cfg.Out
+	dir := filepath.Join(work, "growth")
+	lcfg, err := ledgerdConfig(dir, sc, s3)
+	if err != nil {
+		return err
+	}
+	g := &grower{dir: dir, cfg: lcfg, sc: sc}
+	fmt.Fprintf(w, "\ngrowth run: steps %v rows, a %s window of %d in flight over gRPC at each (sessions corpus), then %d ListRows and %d dispute drills\n",
+		cfg.GrowthSteps, cfg.GrowthWindow, cfg.Concurrency, cfg.GrowthQueries, cfg.GrowthDrills)
+	if err := g.record(ctx, 1000); err != nil {
+		return fmt.Errorf("growth templates: %w", err)
+	}
+	per := len(corpus) / max(len(cfg.GrowthSteps), 1)
+	var steps []growthStep
+	for i, n := range cfg.GrowthSteps {
+		t0 := time.Now()
+		if err := g.load(ctx, n); err != nil {
+			return fmt.Errorf("growth: load to %d rows: %w", n, err)
+		}
+		st, err := g.measure(ctx, bin, s3, corpus[i*per:(i+1)*per], cfg)
+		if err != nil {
+			return fmt.Errorf("growth at %d rows: %w", n, err)
+		}
+		st.loadTime = time.Since(t0) - cfg.GrowthWindow
+		steps = append(steps, st)
+		printGrowthStep(w, st, unit, cfg)
+	}
+	printGrowthSummary(w, steps)
+	return nil
+}
+
+// measure starts ledgerd on the grown ledger, serves a window, times
+// ListRows and drills, stops it and reads the file's bucket stats.
+func (g *grower) measure(ctx context.Context, bin string, s3 *s3test.Server, corpus []*ledgerv1.AppendReceiptRequest, cfg Config) (growthStep, error) {
+	st := growthStep{}
+	d, err := g.start(ctx, bin, s3, cfg.LedgerdEnv)
+	if err != nil {
+		return st, err
+	}
+	defer d.stop()
+	if st.served, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.GrowthWindow, 0, d.grpcAppend(nil)); err != nil {
+		return st, err
+	}
+	st.load = loadAvg()
+	g.written += st.served.ok
+	st.list, st.drills, st.passed, st.all = queryReadSide(ctx, d, g.loaded/2, cfg.GrowthQueries, cfg.GrowthDrills)
+	d.stop()
+	st.rows = len(g.tpl) + g.loaded + g.written
+	st.file, err = readFileStats(filepath.Join(g.dir, "ledger.db"))
+	return st, err
+}
+
+// queryReadSide times ListRows by order id and dispute drills over gRPC on
+// order ids L-0 to L-(targets-1), two rows each.
+func queryReadSide(ctx context.Context, d *daemon, targets, queries, drills int) (list, drill *result, passed, total int) {
+	list, drill = &result{}, &result{}
+	if targets == 0 {
+		return list, drill, 0, 0
+	}
+	client := ledgerv1.NewLedgerServiceClient(d.conns[0])
+	rctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readerKey)
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+supportKey)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	t0 := time.Now()
+	for range queries {
+		q0 := time.Now()
+		rep, err := client.ListRows(rctx, &ledgerv1.ListRowsRequest{Target: "L-" + strconv.Itoa(rnd.IntN(targets))})
+		if err != nil || len(rep.GetRows()) != 2 {
+			list.errors++
+			continue
+		}
+		list.lat = append(list.lat, time.Since(q0))
+		list.ok++
+	}
+	list.rate = float64(list.ok) / time.Since(t0).Seconds()
+	for range drills {
+		q0 := time.Now()
+		rep, err := client.RunDrill(sctx, &ledgerv1.RunDrillRequest{Target: "L-" + strconv.Itoa(rnd.IntN(targets))})
+		if err != nil {
+			drill.errors++
+			continue
+		}
+		drill.lat = append(drill.lat, time.Since(q0))
+		drill.ok++
+		passed += int(rep.GetReport().GetChecksPassed())
+		total += int(rep.GetReport().GetChecksTotal())
+	}
+	return list, drill, passed, total
+}
+
+func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
+	s := st.served
+	fmt.Fprintf(w, "\ngrowth step, %d rows in the file (loaded in %s; load average %s):\n", st.rows, st.loadTime.Round(time.Second), st.load)
+	fmt.Fprintf(w, "  served: %.0f rows/s, p50 %s, p99 %s, errors %d; ledgerd CPU %.2f cores = %.2f verifications per row (%s each); memory %s\n",
+		s.rate, s.p(50), s.p(99), s.errors, s.cpu, unit.units(s.cpuPerRow().Seconds()), us(unit.median()), s.mem)
+	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
+		st.list.p(50), st.list.p(99), st.list.ok, st.list.errors, st.drills.p(50), st.drills.p(99), st.drills.p(100), st.drills.ok, st.passed, st.all, st.drills.errors)
+	st.file.print(w, st.rows)
+}
+
+func printGrowthSummary(w io.Writer, steps []growthStep) {
+	if len(steps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ngrowth summary (served window at each size; rate relative to the first step):\n")
+	fmt.Fprintf(w, "| rows | rows/s | vs first | p99 | ListRows p99 | drill p99 | bbolt file (pages used) | bytes per row | load avg |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range steps {
+		fmt.Fprintf(w, "| %d | %.0f | %.2f | %s | %s | %s | %s (%s) | %.0f | %s |\n", st.rows, st.served.rate, st.served.rate/max(steps[0].served.rate, 1),
+			st.served.p(99), st.list.p(99), st.drills.p(99), mib(st.file.size), mib(st.file.used), float64(st.file.used)/float64(max(st.rows, 1)), st.load)
+	}
+}

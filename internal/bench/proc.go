@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// procCPU returns user+system CPU seconds of pid from /proc.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// memStat is a process's resident memory from /proc/PID/status: anonymous
+// pages (the Go heap, stacks) apart from file pages (bbolt's mapped file,
+// the binary), and the peak of the whole.
+type memStat struct {
+	anon, file, shmem, hwm int64
+}
+
+// procMem reads pid's memStat.
+func procMem(pid int) memStat {
+	var m memStat
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "RssAnon:":
+			m.anon = v << 10
+		case "RssFile:":
+			m.file = v << 10
+		case "RssShmem:":
+			m.shmem = v << 10
+		case "VmHWM:":
+			m.hwm = v << 10
+		}
+	}
+	return m
+}
+
+func (m memStat) String() string {
+	return fmt.Sprintf("anonymous %s, file pages %s (peak RSS %s)", mib(m.anon), mib(m.file), mib(m.hwm))
+}
+
+// memSampler samples a process's memory every interval until stopped and
+// keeps the largest anonymous and file figures seen.
+type memSampler struct {
+	stopCh chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	peak   memStat
+}
+
+func sampleMem(pid int, every time.Duration) *memSampler {
+	s := &memSampler{stopCh: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			m := procMem(pid)
+			s.mu.Lock()
+			s.peak = memStat{anon: max(s.peak.anon, m.anon), file: max(s.peak.file, m.file), shmem: max(s.peak.shmem, m.shmem), hwm: max(s.peak.hwm, m.hwm)}
+			s.mu.Unlock()
+			select {
+			case <-s.stopCh:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peaks.
+func (s *memSampler) stop() memStat {
+	close(s.stopCh)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}

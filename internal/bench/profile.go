@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/server"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// profileMemRate is the heap sampling rate of the profiled load (the
+// runtime's default); signing the corpus before it is not sampled.
+const profileMemRate = 512 << 10
+
+// clientLabels mark the load generator's goroutines in the CPU profile:
+// `go tool pprof -tagignore side=client` leaves ledgerd's own work.
+var clientLabels = pprof.Labels("side", "client")
+
+// runProfiled runs ledgerd in this process (internal/server, configured as
+// in the served phases: S3 evidence, the Merkle log, the signature cache)
+// and posts the sessions corpus over gRPC with cfg.Concurrency in flight
+// for cfg.Duration, recording a CPU profile (cfg.CPUProfile) and the heap
+// allocations of that load (cfg.MemProfile). The client's goroutines carry
+// clientLabels; its allocations are told apart by their stacks (the ones
+// through internal/bench).
+func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.AppendReceiptRequest, work string, unit verifyUnit, cfg Config) error {
+	w := cfg.Out
+	s3, err := s3test.Start()
+	if err != nil {
+		return err
+	}
+	defer s3.Stop()
+	d, err := startInProcess(ctx, filepath.Join(work, "profiled"), sc, s3)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+
+	if cfg.MemProfile != "" {
+		runtime.GC()
+		runtime.MemProfileRate = profileMemRate
+	}
+	stopCPU, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return err
+	}
+	var res *result
+	pprof.Do(ctx, clientLabels, func(ctx context.Context) {
+		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, d.grpcAppend(nil))
+	})
+	if perr := stopCPU(); err == nil {
+		err = perr
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.MemProfile != "" {
+		if err := writeProfile(cfg.MemProfile, "allocs"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over gRPC, sessions corpus, %d in flight for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
+		cfg.Concurrency, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
+	fmt.Fprintf(w, "  process CPU (ledgerd and client together) %.2f cores = %s per row = %.2f verifications of %s\n",
+		res.cpu, us(res.cpuPerRow()), unit.units(res.cpuPerRow().Seconds()), us(unit.median()))
+	if cfg.CPUProfile != "" {
+		fmt.Fprintf(w, "  CPU profile: %s (ledgerd alone: go tool pprof -tagignore side=client)\n", cfg.CPUProfile)
+	}
+	if cfg.MemProfile != "" {
+		fmt.Fprintf(w, "  allocations of the load: %s (ledgerd alone: go tool pprof -sample_index=alloc_space -ignore 'internal/bench' ...)\n", cfg.MemProfile)
+	}
+	return nil
+}
+
+// startInProcess starts ledgerd's server in this process with the served
+// phases' configuration.
+func startInProcess(ctx context.Context, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server) (*daemon, error) {
+	cfg, err := ledgerdConfig(dataDir, sc, s3)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx) }()
+	d := &daemon{pid: selfPid, s3: s3, grpcAddr: srv.GRPCAddr(), httpAddr: srv.HTTPAddr(), shutdown: func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	}}
+	return d, d.connect(ctx)
+}
+
+// startCPUProfile starts a CPU profile into path ("" records none) and
+// returns the function that stops and writes it.
+func startCPUProfile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// writeProfile writes the named runtime profile to path.
+func writeProfile(path, name string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return f.Close()
+}
+
+// ceiling is an in-process run of one corpus.
+type ceiling struct {
+	*result
+	name string
+	load string // load average when it ended
+}
+
+// printCostSummary prints every served scenario and ceiling in one table,
+// in units of u.
+func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*served, cfg Config) {
+	fmt.Fprintf(w, "\nsummary: ledgerd CPU per verified durable row in P-256 verifications (%s each, median of both measurements); client on the same cores\n", us(u.median()))
+	fmt.Fprintf(w, "| scenario | rows/s | CPU per row | verifications per row | ratio to ceiling | p50 | p99 | cache hits | anon / file under load | anon / file at rest | load avg |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range ceilings {
+		fmt.Fprintf(w, "| in process, %s, %d in flight | %.0f | %s | %.2f | 1 | %s | %s | | | | %s |\n",
+			c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
+	}
+	for _, s := range runs {
+		load, ratio := fmt.Sprintf("%d in flight", cfg.Concurrency), "—"
+		if s.ceiling > 0 {
+			ratio = fmt.Sprintf("%.2f", s.rate/s.ceiling)
+		}
+		if s.conc == 0 {
+			load = fmt.Sprintf("%d rows/s offered", cfg.Offered)
+		}
+		hits := ""
+		if t := s.hits + s.misses; t > 0 {
+			hits = fmt.Sprintf("%.1f %%", 100*s.hits/t)
+		}
+		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s |\n",
+			s.via, s.name, load, s.rate, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
+			mib(s.mem.anon), mib(s.mem.file), mib(s.atRest.anon), mib(s.atRest.file), s.load)
+	}
+}

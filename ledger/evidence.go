@@ -1,0 +1,159 @@
+package ledger
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// A row's evidence bundle is kept in the row store until its write-once
+// copy is recorded (RecordUpload drops it there); from then on reads take
+// the write-once copy, through a small cache of recent bundles. A bundle
+// still in the row store (not uploaded yet, or put back by
+// RestoreEvidence) is read from there.
+
+// DefaultEvidenceCacheBytes is the default of Config.EvidenceCacheBytes.
+const DefaultEvidenceCacheBytes = 8 << 20
+
+// RangeReader is an ObjectStore that reads part of an object. With it the
+// ledger reads one row's bundle out of its segment instead of the whole
+// segment object.
+type RangeReader interface {
+	// GetRange returns length bytes of key from offset, or an error
+	// wrapping ErrNotFound.
+	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+}
+
+// storedEvidence is what the row store holds of a row's evidence: the
+// bundle, or, once it was dropped, where its write-once copy is.
+type storedEvidence struct {
+	bundle []byte
+	loc    Location
+}
+
+// loadEvidence reads what the row store holds of row id's evidence. The
+// error wraps ErrNotFound when it holds neither the bundle nor an
+// uploaded write-once copy.
+func loadEvidence(tx Tx, id string) (storedEvidence, error) {
+	b, err := tx.Evidence(id)
+	switch {
+	case err == nil:
+		return storedEvidence{bundle: b}, nil
+	case !errors.Is(err, ErrNotFound):
+		return storedEvidence{}, err
+	}
+	loc, err := tx.Object(EvidenceKey(id))
+	if err != nil {
+		return storedEvidence{}, fmt.Errorf("evidence of %s: %w", id, err)
+	}
+	if !loc.Uploaded {
+		return storedEvidence{}, fmt.Errorf("evidence of %s: %w", id, ErrNotFound)
+	}
+	return storedEvidence{loc: loc}, nil
+}
+
+// evidenceBytes returns the bundle of s: the row store's, else the
+// write-once copy (from the cache when it holds it).
+func (l *Ledger) evidenceBytes(ctx context.Context, id string, s storedEvidence) ([]byte, error) {
+	if s.bundle != nil {
+		return s.bundle, nil
+	}
+	if b := l.recent.get(id); b != nil {
+		return b, nil
+	}
+	b, err := l.readObject(ctx, s.loc)
+	if err != nil {
+		return nil, fmt.Errorf("evidence of %s from write-once storage: %w", id, err)
+	}
+	l.recent.put(id, b)
+	return b, nil
+}
+
+// readObject returns the bytes of the object at loc: its range of the
+// segment when the object store reads ranges, else the whole object cut
+// where loc says.
+func (l *Ledger) readObject(ctx context.Context, loc Location) ([]byte, error) {
+	if rr, ok := l.objects.(RangeReader); ok && loc.Length > 0 {
+		b, err := rr.GetRange(ctx, loc.Key, int64(loc.Offset), int64(loc.Length))
+		if err == nil && len(b) != int(loc.Length) {
+			err = fmt.Errorf("segment %s holds %d bytes at %d, not %d", loc.Key, len(b), loc.Offset, loc.Length)
+		}
+		return b, err
+	}
+	b, err := l.objects.Get(ctx, loc.Key)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Length > 0 && !bytes.HasPrefix(b, []byte(segmentHeader)) {
+		return nil, fmt.Errorf("object %s is not a segment", loc.Key)
+	}
+	part, err := cut(b, loc)
+	return slices.Clone(part), err
+}
+
+// evidenceCache keeps recent bundles by row id, the least recently used
+// dropped first beyond max bytes. Bundles are shared and must not be
+// modified. A nil cache keeps nothing.
+type evidenceCache struct {
+	max int
+
+	mu      sync.Mutex // guards the rest
+	size    int
+	order   *list.List // of *cachedBundle, most recently used first
+	entries map[string]*list.Element
+}
+
+type cachedBundle struct {
+	id     string
+	bundle []byte
+}
+
+// newEvidenceCache returns a cache of at most max bytes, or nil when max
+// is not positive.
+func newEvidenceCache(max int) *evidenceCache {
+	if max <= 0 {
+		return nil
+	}
+	return &evidenceCache{max: max, order: list.New(), entries: map[string]*list.Element{}}
+}
+
+func (c *evidenceCache) get(id string) []byte {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[id]
+	if !ok {
+		return nil
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cachedBundle).bundle
+}
+
+// put keeps bundle as row id's; a bundle larger than the whole cache is
+// not kept.
+func (c *evidenceCache) put(id string, bundle []byte) {
+	if c == nil || len(bundle) > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[id]; ok {
+		c.size -= len(el.Value.(*cachedBundle).bundle)
+		c.order.Remove(el)
+	}
+	c.entries[id] = c.order.PushFront(&cachedBundle{id: id, bundle: bundle})
+	c.size += len(bundle)
+	for c.size > c.max {
+		last := c.order.Back()
+		e := last.Value.(*cachedBundle)
+		c.order.Remove(last)
+		delete(c.entries, e.id)
+		c.size -= len(e.bundle)
+	}
+}

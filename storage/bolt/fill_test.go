@@ -1,0 +1,68 @@
+package bolt_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// fill returns the share of bucket's page bytes in use.
+func fill(t *testing.T, path, bucket string) float64 {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var f float64
+	_ = db.View(func(tx *bbolt.Tx) error {
+		st := tx.Bucket([]byte(bucket)).Stats()
+		f = float64(st.LeafInuse) / float64(st.LeafAlloc)
+		return nil
+	})
+	return f
+}
+
+// TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
+// in small transactions: the outbox, keyed by a growing sequence number,
+// fills its pages; rows (random ids) keep bbolt's split at half a page.
+func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s, err := bolt.Open(path, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Date(2026, 10, 7, 13, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		err := s.Update(ctx, func(tx ledger.Tx) error {
+			for j := range 50 {
+				id := fmt.Sprintf("%064x", uint64(i*50+j)*0x9E3779B97F4A7C15+1)
+				if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: id, Key: ledger.EvidenceKey(id), RetainUntil: at}, at); err != nil {
+					return err
+				}
+				if err := tx.CreateRow(row(id)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if f := fill(t, path, "outbox"); f < 0.9 {
+		t.Errorf("outbox pages %.0f %% full, want at least 90 %%", 100*f)
+	}
+	if f := fill(t, path, "rows"); f > 0.85 {
+		t.Errorf("rows pages %.0f %% full: random keys should keep bbolt's default split", 100*f)
+	}
+}
