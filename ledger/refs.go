@@ -12,8 +12,10 @@ import (
 // every backend would otherwise have to repeat: a Store only stores, and
 // these functions decide, inside the caller's transaction.
 
-// snapshotsOf returns the distinct JWKS snapshots row r names.
-func snapshotsOf(r *Row) []string {
+// SnapshotsOf returns the distinct JWKS snapshots row r names: its brand
+// key's and its agent's. A store links a row to each of them (CreateRow)
+// and answers SnapshotInUse from those links.
+func SnapshotsOf(r *Row) []string {
 	var out []string
 	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
 		if s != "" && (len(out) == 0 || out[0] != s) {
@@ -23,38 +25,22 @@ func snapshotsOf(r *Row) []string {
 	return out
 }
 
-// countSnapshots adds delta to the reference count of each snapshot row r
-// names and returns the snapshots whose count reached zero.
-func countSnapshots(tx Tx, r *Row, delta int) ([]string, error) {
-	var unused []string
-	for _, s := range snapshotsOf(r) {
-		n, err := tx.Count(RefSnapshot, s, delta)
-		if err != nil {
-			return nil, fmt.Errorf("count references to snapshot %s: %w", s, err)
-		}
-		if n == 0 {
-			unused = append(unused, s)
-		}
-	}
-	return unused, nil
-}
-
-// AddRow writes new row r to tx and counts its references to the JWKS
-// snapshots it names (once each, also when it names one twice).
+// AddRow writes new row r to tx. The store links it to the JWKS snapshots
+// it names; the caller puts those snapshots (PutSnapshot) after AddRow in
+// the same transaction, so that a sweep deleting one of them either sees
+// the row or makes PutSnapshot store the snapshot again (see
+// SnapshotInUse).
 func AddRow(tx Tx, r *Row) error {
-	if err := tx.CreateRow(r); err != nil {
-		return err
-	}
-	_, err := countSnapshots(tx, r, 1)
-	return err
+	return tx.CreateRow(r)
 }
 
 // SweepRow removes row r from tx, leaving tomb, and queues for deletion
 // (and returns) the write-once objects no remaining row needs: the row's
 // own evidence object at once; the segment its evidence was packed in
 // (the whole object: offset and length zero) once no row in it is left;
-// and each JWKS snapshot it names once no row names it, with the
-// snapshot's record and retain-until.
+// and each JWKS snapshot it names once no row names it (SnapshotInUse,
+// asked after the row's own links are gone), with the snapshot's record
+// and retain-until.
 func SweepRow(tx Tx, r *Row, tomb Tombstone) ([]Location, error) {
 	if err := tx.RemoveRow(r, tomb); err != nil {
 		return nil, err
@@ -71,11 +57,14 @@ func SweepRow(tx Tx, r *Row, tomb Tombstone) ([]Location, error) {
 	case !errors.Is(err, ErrNotFound):
 		return nil, err
 	}
-	unused, err := countSnapshots(tx, r, -1)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range unused {
+	for _, s := range SnapshotsOf(r) {
+		used, err := tx.SnapshotInUse(s)
+		if err != nil {
+			return nil, fmt.Errorf("is snapshot %s in use: %w", s, err)
+		}
+		if used {
+			continue
+		}
 		gone, err := dropSnapshot(tx, s)
 		if err != nil {
 			return nil, err

@@ -75,8 +75,10 @@ type Rows interface {
 	// Row returns the row with id, or ErrNotFound.
 	Row(id string) (*Row, error)
 	// CreateRow writes a new row with its index entries, its expiry entry
-	// (when RetainUntil is set) and, when no row holds its request-JWT hash
-	// yet, the request-JWT index entry. A row with the same id is an error.
+	// (when RetainUntil is set), a link to each JWKS snapshot it names
+	// (SnapshotsOf; see SnapshotInUse) and, when no row holds its
+	// request-JWT hash yet, the request-JWT index entry. A row with the
+	// same id is an error.
 	CreateRow(r *Row) error
 	// UpdateDispute sets the dispute status and events of row id; nothing
 	// else of the row changes and indexes do not change.
@@ -102,8 +104,9 @@ type Rows interface {
 	// position to continue from ("" when there are no more).
 	Expired(now time.Time, after string, n int) ([]*Row, string, error)
 	// RemoveRow removes row r with its index entries, its expiry entry, its
-	// request-JWT entry when r holds it, and its evidence bundle, and writes
-	// its tombstone. Objects, counts and snapshots are the caller's.
+	// snapshot links, its request-JWT entry when r holds it, and its
+	// evidence bundle, and writes its tombstone. Objects, counts and
+	// snapshots are the caller's.
 	RemoveRow(r *Row, tomb Tombstone) error
 	// Tombstone returns the tombstone of a removed row, or ErrNotFound.
 	Tombstone(id string) (*Tombstone, error)
@@ -112,9 +115,22 @@ type Rows interface {
 	// Evidence returns a row's evidence bundle, or ErrNotFound.
 	Evidence(rowID string) ([]byte, error)
 	// PutSnapshot stores a JWKS snapshot and reports whether it was new.
+	// In a write transaction the snapshot it finds or stores stays stored
+	// until the transaction ends: a transaction that deletes it (after
+	// SnapshotInUse) either ends first, and then PutSnapshot stores it
+	// again and reports it new, or waits for this one to end. Writers
+	// putting one snapshot do not wait for each other once it is stored.
 	PutSnapshot(s verifier.Snapshot) (bool, error)
 	// Snapshot returns a snapshot, or ErrNotFound.
 	Snapshot(id string) (verifier.Snapshot, error)
+	// SnapshotInUse reports whether any stored row names snapshot id (a
+	// link CreateRow wrote). In a write transaction the answer holds until
+	// the transaction ends, also against other processes on the store: a
+	// writer that links a new row to id and then calls PutSnapshot for it
+	// is either seen here, or its PutSnapshot waits for this transaction
+	// to end (and, when this one deleted the snapshot, stores it again and
+	// reports it new).
+	SnapshotInUse(id string) (bool, error)
 	// DeleteSnapshot removes a snapshot and its retain-until record.
 	DeleteSnapshot(id string) error
 	// Revocation returns a grant's recorded revocation, or nil.
@@ -186,8 +202,6 @@ const (
 	RefHold RefKind = "hold"
 	// RefSegment counts the rows whose evidence is packed in a segment.
 	RefSegment RefKind = "segment"
-	// RefSnapshot counts the rows naming a JWKS snapshot.
-	RefSnapshot RefKind = "snapshot"
 )
 
 // References keeps where uploaded objects are held, reference counts,

@@ -17,8 +17,8 @@ func snapshot(body string) verifier.Snapshot {
 	return verifier.NewSnapshot("https://brand.example/jwks.json", base, []byte(`{"keys":[`+body+`]}`))
 }
 
-// testTombstones: the ledger's SweepRow (RemoveRow with the reference
-// counts and object records under it) removes a row from every read (Row, every
+// testTombstones: the ledger's SweepRow (RemoveRow with the snapshot
+// links, reference counts and object records under it) removes a row from every read (Row, every
 // index, Expired, its evidence bundle), leaves its tombstone, and queues
 // for deletion exactly the objects no remaining row needs: a row's own
 // evidence object at once, a segment once its last row is swept (the
@@ -403,7 +403,7 @@ func testReferences(t *testing.T, open opener) {
 		if err := tx.SetSnapshotRetain(snap.ID, base.Add(time.Hour)); err != nil {
 			return err
 		}
-		for _, kind := range []ledger.RefKind{ledger.RefHold, ledger.RefSegment, ledger.RefSnapshot} {
+		for _, kind := range []ledger.RefKind{ledger.RefHold, ledger.RefSegment} {
 			if n, err := tx.Count(kind, key, 2); err != nil || n != 2 {
 				return fmt.Errorf("Count(%s, +2) = %d, %v", kind, n, err)
 			}
@@ -423,9 +423,6 @@ func testReferences(t *testing.T, open opener) {
 		}
 		if n, err := tx.Count(ledger.RefHold, key, -1); err != nil || n != 1 {
 			t.Errorf("Count(hold, -1) from 2 = %d, %v; want 1 (kinds are separate)", n, err)
-		}
-		if n, err := tx.Count(ledger.RefSnapshot, key, 0); err != nil || n != 2 {
-			t.Errorf("Count(snapshot, 0) = %d, %v; want 2", n, err)
 		}
 		if err := tx.DeleteObject(key); err != nil {
 			return err

@@ -122,6 +122,9 @@ func Open(path string, cfg Config) (*Store, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		err = openSnapshotLinks(db)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
@@ -425,7 +428,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 			return err
 		}
 	}
-	return nil
+	return t.linkSnapshots(r)
 }
 
 func expiryKey(t time.Time, id string) []byte {
@@ -733,9 +736,8 @@ func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 
 // countBuckets keeps each kind of reference counter.
 var countBuckets = map[ledger.RefKind][]byte{
-	ledger.RefHold:     bHolds,
-	ledger.RefSegment:  bSegments,
-	ledger.RefSnapshot: bSnapRefs,
+	ledger.RefHold:    bHolds,
+	ledger.RefSegment: bSegments,
 }
 
 func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
@@ -819,6 +821,9 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		}
 	}
 	if err := t.b(bEvidence).Delete([]byte(r.ID)); err != nil {
+		return err
+	}
+	if err := t.unlinkSnapshots(r); err != nil {
 		return err
 	}
 	v, err := json.Marshal(tomb)

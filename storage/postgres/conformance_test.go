@@ -40,12 +40,14 @@ func open(t *testing.T, cfg postgres.Config) *postgres.Store {
 }
 
 // TestConformance runs the row store conformance suite against
-// PostgreSQL: each directory the suite names is a database of its own
-// (the same directory after a restart is the same database).
-func TestConformance(t *testing.T) { conformance(t, postgres.Config{}) }
+// PostgreSQL with one group commit at a time: each directory the suite
+// names is a database of its own (the same directory after a restart is
+// the same database).
+func TestConformance(t *testing.T) { conformance(t, postgres.Config{Committers: 1}) }
 
 // TestConformanceConcurrentBatches runs the suite with four group commits
-// at once, so that racing writers meet in different transactions.
+// at once (the default), so that racing writers meet in different
+// transactions.
 func TestConformanceConcurrentBatches(t *testing.T) { conformance(t, postgres.Config{Committers: 4}) }
 
 func conformance(t *testing.T, cfg postgres.Config) {

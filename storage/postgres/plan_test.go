@@ -116,3 +116,57 @@ func str(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// TestSnapshotProbeUsesTheKey: with many links to a few snapshots,
+// whether a snapshot is in use, and the removal of a row's links, are
+// answered from row_snapshots' primary key (snapshot first), never by a
+// scan of the table.
+func TestSnapshotProbeUsesTheKey(t *testing.T) {
+	dsn := pgtest.CreateDB(t)
+	if _, _, err := Migrate(t.Context(), Config{DSN: dsn}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		`INSERT INTO row_snapshots (snapshot_id, row_id)
+		 SELECT md5((i % 3)::text) || md5((i % 3 + 1)::text), md5(i::text) || md5((i + 1)::text)
+		 FROM generate_series(1, 60000) AS i`,
+		`ANALYZE`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+	}
+	snap := strings.Repeat("a", 64)
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+	}{
+		{"in use", snapshotInUseSQL, []any{snap}},
+		{"remove a row's links", "DELETE FROM row_snapshots WHERE snapshot_id = ANY($1::text[]) AND row_id = $2", []any{[]string{snap, strings.Repeat("b", 64)}, strings.Repeat("c", 64)}},
+	} {
+		var plan []byte
+		if err := conn.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatalf("explain %s: %v", c.sql, err)
+		}
+		var nodes []map[string]any
+		if err := json.Unmarshal(plan, &nodes); err != nil {
+			t.Fatal(err)
+		}
+		var scans []string
+		probe := true
+		walkPlan(nodes[0]["Plan"], func(n map[string]any) {
+			if typ := str(n["Node Type"]); strings.Contains(typ, "Scan") {
+				scans = append(scans, typ+" "+str(n["Index Name"]))
+				probe = probe && str(n["Index Name"]) == "row_snapshots_pkey" && strings.Contains(str(n["Index Cond"]), "snapshot_id")
+			}
+		})
+		if len(scans) == 0 || !probe {
+			t.Errorf("%s: scans %v, want row_snapshots_pkey alone, looked up by snapshot:\n%s", c.name, scans, plan)
+		}
+	}
+}

@@ -42,10 +42,10 @@ type Config struct {
 	// more make every session's visibility checks slower until the commit.
 	MaxBatch int
 	// Committers is how many group-commit transactions one store runs at
-	// once; default 1. Every row write counts a reference to its JWKS
-	// snapshots, and rows of one brand share them, so concurrent batches
-	// wait for each other's locks on those counters (and may deadlock and
-	// run again); more committers pay only when writes rarely share them.
+	// once; default 4. Rows of one brand name the same JWKS snapshots, and
+	// their writers only share-lock a snapshot's row (PutSnapshot), so
+	// concurrent batches do not wait for each other on it; a sweep that
+	// may delete a snapshot holds it for the length of its transaction.
 	Committers int
 	// CommitTimeout bounds one group-commit transaction, retries
 	// included; default 30 s.
@@ -65,7 +65,7 @@ func (c *Config) defaults() {
 		c.MaxBatch = 64
 	}
 	if c.Committers <= 0 {
-		c.Committers = 1
+		c.Committers = 4
 	}
 	if c.CommitTimeout <= 0 {
 		c.CommitTimeout = 30 * time.Second

@@ -66,10 +66,15 @@ RETURNING n`, []any{string(kind), key, int64(delta)}, &n)
 	return int(n), err
 }
 
-// SnapshotRetain implements ledger.References.
+// SnapshotRetain implements ledger.References. It takes no lock: the
+// ledger reads it after PutSnapshot, whose lock on the snapshot keeps a
+// sweep from deleting it, and writers naming one snapshot must not wait
+// for each other. Two that extend it at once both queue the extension
+// (extending is idempotent) and the record keeps one of their values,
+// never more than was queued.
 func (t *tx) SnapshotRetain(id string) (time.Time, error) {
 	var ns int64
-	found, err := t.queryRow("read retention of snapshot "+id, "SELECT until_ns FROM snapshot_retain WHERE id = $1"+t.lock(), []any{id}, &ns)
+	found, err := t.queryRow("read retention of snapshot "+id, "SELECT until_ns FROM snapshot_retain WHERE id = $1", []any{id}, &ns)
 	if err != nil || !found {
 		return time.Time{}, err
 	}

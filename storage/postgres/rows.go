@@ -74,9 +74,9 @@ func (t *tx) Row(id string) (*ledger.Row, error) {
 // the member runs again and sees the winner's row.
 var errRaced = errors.New("another writer stored it first")
 
-// CreateRow implements ledger.Rows: the row, its target entries and, when
-// no row holds its request-JWT hash yet, the request-JWT entry, in one
-// statement.
+// CreateRow implements ledger.Rows: the row, its target entries, its
+// snapshot links and, when no row holds its request-JWT hash yet, the
+// request-JWT entry, in one statement.
 func (t *tx) CreateRow(r *ledger.Row) error {
 	if !t.write {
 		return errReadOnly
@@ -89,6 +89,10 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	if targets == nil {
 		targets = []string{}
 	}
+	snaps := ledger.SnapshotsOf(r)
+	if snaps == nil {
+		snaps = []string{}
+	}
 	var created, indexed int
 	_, err = t.queryRow("create row "+r.ID, `
 WITH r AS (
@@ -99,6 +103,9 @@ WITH r AS (
 ), t AS (
 	INSERT INTO row_targets (target, issued_ns, row_id)
 	SELECT x, $7::bigint, r.id FROM r, unnest($11::text[]) AS x
+), s AS (
+	INSERT INTO row_snapshots (snapshot_id, row_id)
+	SELECT x, r.id FROM r, unnest($12::text[]) AS x
 ), j AS (
 	INSERT INTO request_jwts (sha, row_id)
 	SELECT $9::text, r.id FROM r WHERE $9::text <> ''
@@ -106,7 +113,7 @@ WITH r AS (
 	RETURNING sha
 )
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
-		[]any{r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), r.RequestJWTSHA256, body, targets},
+		[]any{r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), r.RequestJWTSHA256, body, targets, snaps},
 		&created, &indexed)
 	switch {
 	case err != nil:
@@ -389,13 +396,18 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if targets == nil {
 		targets = []string{}
 	}
+	snaps := ledger.SnapshotsOf(r)
+	if snaps == nil {
+		snaps = []string{}
+	}
 	return t.exec(`
 WITH r AS (DELETE FROM ledger_rows WHERE id = $1),
 x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
+s AS (DELETE FROM row_snapshots WHERE snapshot_id = ANY($6::text[]) AND row_id = $1),
 j AS (DELETE FROM request_jwts WHERE sha = $4 AND row_id = $1),
 e AS (DELETE FROM evidence WHERE row_id = $1)
 INSERT INTO tombstones (id, body) VALUES ($1, $5)
-ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body)
+ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body, snaps)
 }
 
 // Tombstone implements ledger.Rows.
@@ -433,7 +445,13 @@ func (t *tx) Evidence(rowID string) ([]byte, error) {
 	return bundle, nil
 }
 
-// PutSnapshot implements ledger.Rows.
+// PutSnapshot implements ledger.Rows. A snapshot already stored is locked
+// FOR SHARE, which writers naming it take at once without waiting for each
+// other, and which a sweep's SnapshotInUse (FOR UPDATE) waits for; when a
+// sweep deleted it meanwhile, the lock finds nothing and the snapshot is
+// stored again and reported new. An absent one is inserted; when another
+// transaction inserted it first, the insert waits for that one to end and
+// the statement runs again to lock what it committed.
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
 	if !t.write {
 		return false, errReadOnly
@@ -442,8 +460,52 @@ func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode snapshot %s: %w", s.ID, err)
 	}
-	return t.queryRow("store snapshot "+s.ID, "INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING true", []any{s.ID, body}, new(bool))
+	for run := 1; ; run++ {
+		var locked, inserted bool
+		_, err := t.queryRow("store snapshot "+s.ID, `
+WITH l AS (SELECT id FROM snapshots WHERE id = $1 FOR SHARE),
+i AS (
+	INSERT INTO snapshots (id, body) SELECT $1, $2 WHERE NOT EXISTS (SELECT FROM l)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+)
+SELECT EXISTS (SELECT FROM l), EXISTS (SELECT FROM i)`, []any{s.ID, body}, &locked, &inserted)
+		switch {
+		case err != nil:
+			return false, err
+		case locked || inserted:
+			return inserted, nil
+		case run == maxSnapshotRuns:
+			return false, fmt.Errorf("store snapshot %s: still inserted and deleted by others after %d runs", s.ID, run)
+		}
+	}
 }
+
+// maxSnapshotRuns bounds how often PutSnapshot runs again: each run after
+// the first follows another transaction's insert or delete of the
+// snapshot, which are rare.
+const maxSnapshotRuns = 8
+
+// SnapshotInUse implements ledger.Rows. In a write transaction the
+// snapshot's row is locked FOR UPDATE first, in a statement of its own, so
+// that the probe that follows sees every writer that locked it FOR SHARE
+// (PutSnapshot) before, and writers after wait for this transaction to
+// end. The probe is one index lookup (row_snapshots' key starts with the
+// snapshot).
+func (t *tx) SnapshotInUse(id string) (bool, error) {
+	if t.write {
+		if err := t.blocked(); err != nil {
+			return false, err
+		}
+		t.queue("SELECT FROM snapshots WHERE id = $1 FOR UPDATE", id)
+	}
+	var used bool
+	_, err := t.queryRow("is snapshot "+id+" in use", snapshotInUseSQL, []any{id}, &used)
+	return used, err
+}
+
+// snapshotInUseSQL probes for any link to snapshot $1.
+const snapshotInUseSQL = "SELECT EXISTS (SELECT FROM row_snapshots WHERE snapshot_id = $1)"
 
 // Snapshot implements ledger.Rows.
 func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
