@@ -241,6 +241,7 @@ func appendCapped(list []SweepItem, item SweepItem, res *SweepResult) []SweepIte
 
 // deleteObjects deletes the queued write-once objects; a refusal (still
 // retained by the store's clock, or held) leaves it queued for next time.
+// An object in use again is taken off the queue instead (see backInUse).
 func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 	var queue []Location
 	if err := l.store.View(ctx, func(tx Tx) error {
@@ -252,6 +253,14 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 		return
 	}
 	for _, loc := range queue {
+		inUse, err := l.dequeueIfInUse(ctx, loc)
+		if err != nil {
+			res.DeletionErrors = append(res.DeletionErrors, err.Error())
+			continue
+		}
+		if inUse {
+			continue
+		}
 		if err := l.objects.Delete(ctx, loc); err != nil {
 			res.ObjectsPending++
 			if len(res.DeletionErrors) < 20 {
@@ -305,4 +314,40 @@ func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// dequeueIfInUse takes the queued deletion of loc off the queue, undone,
+// when its object is in use again (backInUse), and reports whether it did.
+// The check runs in a read transaction first, since almost every queued
+// object is not.
+func (l *Ledger) dequeueIfInUse(ctx context.Context, loc Location) (bool, error) {
+	var inUse bool
+	if err := l.store.View(ctx, func(tx Tx) (err error) {
+		inUse, err = backInUse(tx, loc)
+		return err
+	}); err != nil || !inUse {
+		return false, err
+	}
+	err := l.store.Update(ctx, func(tx Tx) (err error) {
+		if inUse, err = backInUse(tx, loc); err != nil || !inUse {
+			return err
+		}
+		return tx.Deleted(loc.Key)
+	})
+	return inUse && err == nil, err
+}
+
+// backInUse reports whether a queued deletion's object is in use again: a
+// JWKS snapshot dropped with the last row naming it, then named by a new
+// row and uploaded again while its old object was still retained. Such a
+// deletion leaves the queue undone. Where the store keeps versions the
+// upload made a new one and the old version is still deleted; where it
+// does not (a directory store) the upload found the same object, which
+// is kept.
+func backInUse(tx Tx, queued Location) (bool, error) {
+	cur, err := tx.Object(queued.Key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && cur.VersionID == queued.VersionID, err
 }

@@ -3,6 +3,9 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/localdir"
 	s3store "github.com/pactledger/pactledger/storage/s3"
 )
 
@@ -192,5 +196,89 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	}
 	if h.l.Policy().Periods[retention.Incident] != (retention.Period{Months: 12}) {
 		t.Fatal("policy")
+	}
+}
+
+// refusingDeletes is a real object store whose deletions are refused while
+// refuse is set, as a store still retaining an object refuses them.
+type refusingDeletes struct {
+	ledger.ObjectStore
+	refuse atomic.Bool
+}
+
+func (r *refusingDeletes) Delete(ctx context.Context, loc ledger.Location) error {
+	if r.refuse.Load() {
+		return errors.New("object still retained")
+	}
+	return r.ObjectStore.Delete(ctx, loc)
+}
+
+// TestSnapshotNamedAgainWhileItsDeletionIsQueued: the last row naming a
+// JWKS snapshot is swept and the snapshot's deletion is queued (refused
+// while the object is retained); a new row names the same snapshot and it
+// is uploaded again into the same object of a directory store. The queued
+// deletion must not remove what the new row needs.
+func TestSnapshotNamedAgainWhileItsDeletionIsQueued(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	local, err := localdir.Open(filepath.Join(dir, "evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := &refusingDeletes{ObjectStore: local}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: dir, objects: objects}
+	t.Cleanup(h.sc.Close)
+	// Two years ago, so every retain-until involved has passed by the
+	// directory store's clock (the wall clock) once the refusals stop.
+	t0 := time.Now().UTC().AddDate(-2, 0, 0).Truncate(time.Second)
+	h.set(t0)
+	h.open(t)
+	readOnly := func(target string, at time.Time) *ledger.Row {
+		h.set(at)
+		row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: target, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: at})))
+		return row
+	}
+	first := readOnly("R-1", t0)
+	snaps := ledger.SnapshotsOf(first)
+	if len(snaps) != 2 {
+		t.Fatalf("row names snapshots %v, want the brand's and the agent's", snaps)
+	}
+	h.drain(t)
+
+	objects.refuse.Store(true)
+	h.set(t0.AddDate(0, 0, 91))
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ids(res.Swept)[first.ID]; !ok || res.ObjectsPending != len(snaps) {
+		t.Fatalf("first sweep: swept %v, %d deletions pending, want the row and its %d snapshots", ids(res.Swept), res.ObjectsPending, len(snaps))
+	}
+
+	second := readOnly("R-2", t0.AddDate(0, 0, 91))
+	if got := ledger.SnapshotsOf(second); !slices.Equal(got, snaps) {
+		t.Fatalf("the new row names %v, want the same snapshots %v", got, snaps)
+	}
+	h.drain(t)
+
+	objects.refuse.Store(false)
+	h.set(t0.AddDate(0, 0, 92))
+	if res, err = h.l.Sweep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if res.ObjectsDeleted != 0 || res.ObjectsPending != 0 || len(res.DeletionErrors) != 0 {
+		t.Fatalf("second sweep: %d deleted, %d pending, %v; want the queued deletions dropped", res.ObjectsDeleted, res.ObjectsPending, res.DeletionErrors)
+	}
+	for _, id := range snaps {
+		if _, err := local.Get(ctx, ledger.SnapshotKey(id)); err != nil {
+			t.Errorf("snapshot %s named by a live row: %v", id[:8], err)
+		}
+		if _, loc, err := h.l.Snapshot(ctx, id); err != nil || !loc.Uploaded {
+			t.Errorf("snapshot %s: %+v %v", id[:8], loc, err)
+		}
+	}
+	rv, err := h.l.VerifyRow(ctx, second.ID)
+	if err != nil || !rv.Same {
+		t.Fatalf("the new row no longer verifies: %+v %v", rv, err)
 	}
 }

@@ -58,7 +58,10 @@ func (s *Store) Put(_ context.Context, key string, body []byte, retainUntil time
 	if errors.Is(err, fs.ErrExist) {
 		have, rerr := os.ReadFile(p)
 		if rerr == nil && bytes.Equal(have, body) {
-			return loc, nil
+			// The same object put again (a JWKS snapshot named anew after
+			// its last row was swept): it is retained for the new put too,
+			// so that a deletion queued for the earlier one is refused.
+			return loc, s.ExtendRetention(context.Background(), loc, retainUntil)
 		}
 		if rerr == nil && len(have) == 0 {
 			// An earlier attempt crashed between create and write.

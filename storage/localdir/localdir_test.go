@@ -46,3 +46,28 @@ func TestWriteOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPutAgainRetainsForTheNewPut: the same bytes put again with a later
+// retain-until (a JWKS snapshot named anew while a deletion of its earlier
+// copy is queued) are retained for the new put, so deleting the earlier
+// location is refused and the file stays.
+func TestPutAgainRetainsForTheNewPut(t *testing.T) {
+	ctx := context.Background()
+	s, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Put(ctx, "jwks/s.json", []byte("keys"), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "jwks/s.json", []byte("keys"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, old); err == nil {
+		t.Fatal("deleting the earlier put's location removed an object the new put retains")
+	}
+	if b, err := s.Get(ctx, "jwks/s.json"); err != nil || string(b) != "keys" {
+		t.Fatalf("after the refused delete: %q %v", b, err)
+	}
+}
