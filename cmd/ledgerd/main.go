@@ -3,6 +3,8 @@
 //
 //	ledgerd [--config FILE] [flags]   serve
 //	ledgerd migrate [--config FILE]   create or upgrade the PostgreSQL store's schema
+//	ledgerd migrate --from bbolt:PATH [--to postgres:DSN | --config FILE]
+//	                                  copy a bbolt ledger into the PostgreSQL store
 //	ledgerd config example            print a commented example configuration
 //	ledgerd --version                 print the module version and VCS revision
 package main
