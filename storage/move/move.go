@@ -253,6 +253,12 @@ func (m *mover) copyAll(ctx context.Context) error {
 		return fmt.Errorf("copy the sequences and the log head: %w", err)
 	}
 	m.say("copied %d records in %s", m.rep.Copied, time.Since(t0).Round(time.Millisecond))
+	// The planner needs statistics of the new tables before ledgerd
+	// queries them; autovacuum would gather them only later.
+	m.say("updating the planner's statistics (ANALYZE)")
+	if _, err := m.pool.Exec(ctx, "ANALYZE"); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
 	return nil
 }
 
