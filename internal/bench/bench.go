@@ -61,12 +61,16 @@ type Config struct {
 	LogLeaves    int
 	ProofQueries int
 	Out          io.Writer
+	Store        string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
 
 // Run runs every phase and prints the figures.
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.Store == "postgres" {
+		return runStores(ctx, cfg)
+	}
 	w := cfg.Out
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	work, err := os.MkdirTemp("", "pactledger-bench-")
