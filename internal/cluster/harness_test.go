@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -438,7 +439,7 @@ func (l *load) longestGap(start, end time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last, gap := start, time.Duration(0)
-	for _, at := range sortedTimes(l.ackAt) {
+	for _, at := range slices.SortedFunc(slices.Values(l.ackAt), time.Time.Compare) {
 		if at.Before(start) || at.After(end) {
 			continue
 		}
@@ -446,16 +447,6 @@ func (l *load) longestGap(start, end time.Time) time.Duration {
 		last = at
 	}
 	return max(gap, end.Sub(last))
-}
-
-func sortedTimes(ts []time.Time) []time.Time {
-	out := append([]time.Time(nil), ts...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Before(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // missingRows returns how many of ids are not rows in the database at dsn.
