@@ -65,10 +65,11 @@ lint:
 	$(TOOL) staticcheck ./...
 
 ## bench: ledgerd on bbolt + S3 evidence under load, then the Provider's
-## message:send; prints figures and ratios.
+## message:send; prints figures and ratios. STORE=postgres compares
+## ledgerd on PostgreSQL (one and two replicas) with bbolt instead.
 BENCH_FLAGS ?=
-bench: $(VERSITYGW)
-	$(GO) run ./internal/cmd/ledgerbench $(BENCH_FLAGS)
+bench: $(VERSITYGW) $(if $(STORE),postgres)
+	$(GO) run ./internal/cmd/ledgerbench $(if $(STORE),-store $(STORE)) $(BENCH_FLAGS)
 	$(GO) test ./pact -run '^$$' -bench BenchmarkMessageSend -benchtime 10s -count 3
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 30s).

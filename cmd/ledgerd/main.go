@@ -3,6 +3,8 @@
 //
 //	ledgerd [--config FILE] [flags]   serve (SIGHUP rereads the TLS files)
 //	ledgerd migrate [--config FILE]   create or upgrade the PostgreSQL store's schema
+//	ledgerd migrate --from bbolt:PATH [--to postgres:DSN | --config FILE]
+//	                                  copy a bbolt ledger into the PostgreSQL store
 //	ledgerd config example            print a commented example configuration
 //	ledgerd healthcheck [flags]       exit 0 when a running ledgerd is ready (GET /readyz)
 //	ledgerd --version                 print the module version and VCS revision

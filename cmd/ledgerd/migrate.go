@@ -18,11 +18,16 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("ledgerd migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file whose store block names the database")
+	moveFrom := fs.String("from", "", "bbolt:PATH: also copy the ledger kept in this bbolt file into the database (resumable)")
+	moveTo := fs.String("to", "", "postgres:DSN: the database to copy into, instead of the configuration's store")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (usage: ledgerd migrate [--config FILE])", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (usage: ledgerd migrate [--config FILE] [--from bbolt:PATH [--to postgres:DSN]])", fs.Arg(0))
+	}
+	if *moveFrom != "" || *moveTo != "" {
+		return moveLedger(ctx, *cfgPath, *moveFrom, *moveTo, stdout)
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {

@@ -87,6 +87,7 @@ type Config struct {
 	CPUProfile string
 	MemProfile string
 	Out        io.Writer
+	Store      string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
@@ -94,6 +95,9 @@ const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench
 // Run runs every phase and prints the figures. With a CPU or heap profile
 // asked for, it runs the profiled phase alone (see runProfiled).
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.Store == "postgres" {
+		return runStores(ctx, cfg)
+	}
 	w := cfg.Out
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAvg())
 	work, err := os.MkdirTemp("", "pactledger-bench-")

@@ -57,6 +57,7 @@ type Config struct {
 	ShutdownTimeout           Duration        `yaml:"shutdownTimeout"`
 	Limits                    RequestLimits   `yaml:"limits"`
 	Uploader                  UploaderOptions `yaml:"uploader"`
+	Leases                    Leases          `yaml:"leases"`
 	Readiness                 Readiness       `yaml:"readiness"`
 	MerkleLog                 MerkleLog       `yaml:"merkleLog"`
 	Drills                    Drills          `yaml:"drills"`
@@ -337,6 +338,9 @@ type UploaderOptions struct {
 	Batch   int `yaml:"batch"`
 	// MaxBackoff caps the wait after a failed upload round; default 30s.
 	MaxBackoff Duration `yaml:"maxBackoff"`
+	// ClaimTTL is how long the outbox entries one round claims stay this
+	// replica's before another replica's uploader may take them; default 5m.
+	ClaimTTL Duration `yaml:"claimTTL"`
 }
 
 // DefaultMinFreeDiskBytes is the default of readiness.minFreeDiskBytes:
@@ -438,6 +442,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("listen.grpc and listen.http are required"))
 	}
 	errs = append(errs, c.Store.validate(c.DataDir)...)
+	errs = append(errs, c.validateLeases()...)
 	switch c.Evidence.Type {
 	case "", "dir":
 		c.Evidence.Type = "dir"

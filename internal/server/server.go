@@ -213,7 +213,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
 	}
-	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log})
+	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log,
+		Leases: ledger.LeaseConfig{Holder: cfg.Leases.Holder, TTL: time.Duration(cfg.Leases.TTL)}})
 	if err != nil {
 		return nil, err
 	}
@@ -633,7 +634,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	go func() {
 		defer wg.Done()
-		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff)})
+		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff), ClaimTTL: time.Duration(s.cfg.Uploader.ClaimTTL)})
 	}()
 	go func() {
 		defer wg.Done()

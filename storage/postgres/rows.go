@@ -67,6 +67,11 @@ func (t *tx) Row(id string) (*ledger.Row, error) {
 		t.absentRows[id] = true
 		return nil, ledger.ErrNotFound
 	}
+	if t.absentRows[id] {
+		// Read as absent earlier in this member, present now: another
+		// writer committed it in between, so the member runs again.
+		t.rerun = true
+	}
 	return decodeRow(body)
 }
 
@@ -127,6 +132,9 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
 		t.rerun = true
 		return fmt.Errorf("create row %s: request JWT %s: %w", r.ID, r.RequestJWTSHA256, errRaced)
 	}
+	// This member's own row now answers the reads that found it absent.
+	delete(t.absentRows, r.ID)
+	delete(t.absentJWTs, r.RequestJWTSHA256)
 	return nil
 }
 
@@ -172,6 +180,8 @@ func (t *tx) RowByRequestJWT(sha string) (string, error) {
 	}
 	if !found {
 		t.absentJWTs[sha] = true
+	} else if t.absentJWTs[sha] {
+		t.rerun = true // another writer took it since this member looked
 	}
 	return id, nil
 }

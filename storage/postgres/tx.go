@@ -175,6 +175,9 @@ func (t *tx) member(r *request, seq *int) error {
 		if err == nil {
 			err = t.err
 		}
+		if err == nil {
+			err = errRaced
+		}
 		if rerr := t.rollbackTo(sp); rerr != nil {
 			return rerr
 		}

@@ -35,6 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.LogRunFor, "log-run-for", 5*time.Second, "length of each run with the log off or on")
 	flag.IntVar(&cfg.LogLeaves, "log-leaves", 1000000, "leaves of the Merkle log built for the proof phase (0 skips it)")
 	flag.IntVar(&cfg.ProofQueries, "proof-queries", 2000, "row proofs to time")
+	flag.StringVar(&cfg.Store, "store", "", "postgres: compare ledgerd on PostgreSQL (1 and 2 replicas) with ledgerd on bbolt, medians of 3 runs")
 	flag.IntVar(&cfg.SessionTurns, "session-turns", 20, "rows sharing one delegation token in the sessions corpus")
 	flag.IntVar(&cfg.Sessions, "sessions", 500, "sessions taking turns at once in the sessions corpus")
 	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")

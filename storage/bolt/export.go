@@ -1,0 +1,335 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Export is a read-only view of a store's file for copying it to another
+// row store (`ledgerd migrate --from bbolt:PATH`): every kind of record,
+// in the file's key order, decoded from the file's own encodings.
+//
+// It opens the file read-only under a shared lock: a running ledgerd
+// holds the exclusive one, so OpenExport fails with ErrLocked while one
+// serves the file, and no ledgerd can open it while the export is open.
+// Nothing is written to the file, so Version stays the same from one
+// export to the next as long as nothing else writes it.
+type Export struct {
+	db *bolt.DB
+}
+
+// ExportKind names one kind of record an Export holds.
+type ExportKind string
+
+// The kinds of records, with the fields of Record each fills. Times are
+// nanoseconds since the Unix epoch in N (0 when none was recorded).
+const (
+	// ExportRows: Name is the row id, Body the stored row (JSON), Row the
+	// decoded row.
+	ExportRows ExportKind = "rows"
+	// ExportRequestJWTs: Name is the request JWT's hex SHA-256, Ref the id
+	// of the first row that used it.
+	ExportRequestJWTs ExportKind = "request-JWT index"
+	// ExportEvidence: Name is the row id, Body its evidence bundle.
+	ExportEvidence ExportKind = "evidence bundles"
+	// ExportTombstones: Name is the swept row's id, Body its tombstone (JSON).
+	ExportTombstones ExportKind = "tombstones"
+	// ExportSnapshots: Name is the snapshot id, Body the JWKS snapshot (JSON).
+	ExportSnapshots ExportKind = "JWKS snapshots"
+	// ExportSnapshotRetain: Name is the snapshot id, N its object's
+	// retain-until.
+	ExportSnapshotRetain ExportKind = "snapshot retain records"
+	// ExportRevocations: Name is the grant id, Body the revocation (JSON).
+	ExportRevocations ExportKind = "revocations"
+	// ExportOutbox: Seq is the entry's sequence number, Body the stored
+	// entry (JSON: the ledger.OutboxEntry fields and queuedAt), N when it
+	// was queued.
+	ExportOutbox ExportKind = "outbox entries"
+	// ExportFailures: Seq is the outbox entry's, Body its failure record (JSON).
+	ExportFailures ExportKind = "outbox failure records"
+	// ExportDeadLetters: Seq is the entry's, Body the dead letter (JSON).
+	ExportDeadLetters ExportKind = "dead letters"
+	// ExportSegmentPlans: Name is the segment key, Body the plan (JSON).
+	ExportSegmentPlans ExportKind = "segment plans"
+	// ExportObjects: Name is the object key, Body its location (JSON).
+	ExportObjects ExportKind = "object records"
+	// ExportHolds: Name is the object key, N the open incidents holding it.
+	ExportHolds ExportKind = "hold counts"
+	// ExportSegmentRefs: Name is the segment key, N the rows packed in it.
+	ExportSegmentRefs ExportKind = "segment reference counts"
+	// ExportDeletions: Name is the object key, Body its location (JSON).
+	ExportDeletions ExportKind = "deletion queue"
+	// ExportDrills: Name is the drill id, Body the report (JSON).
+	ExportDrills ExportKind = "drill reports"
+	// ExportIncidents: Seq is the incident number, Body the record (JSON).
+	ExportIncidents ExportKind = "incidents"
+	// ExportAccess: Seq is the record's number, N when it was written,
+	// Body the record.
+	ExportAccess ExportKind = "access-log records"
+	// ExportLogPending: Seq is the queue position, Ref the leaf's ref,
+	// Body its bytes.
+	ExportLogPending ExportKind = "queued log leaves"
+	// ExportLogLeaves: Seq is the leaf index, Ref the leaf's ref, Body its
+	// bytes.
+	ExportLogLeaves ExportKind = "log leaves"
+	// ExportLogIndex: Name is a leaf's ref, Seq its index.
+	ExportLogIndex ExportKind = "log leaf index"
+	// ExportLogHashes: Seq is the storage index, Body the hash.
+	ExportLogHashes ExportKind = "log stored hashes"
+	// ExportCheckpoints: Seq is the tree size, Body the signed checkpoint.
+	ExportCheckpoints ExportKind = "log checkpoints"
+)
+
+// ExportKinds lists every kind, in the order a copy takes them.
+var ExportKinds = []ExportKind{
+	ExportRows, ExportRequestJWTs, ExportEvidence, ExportTombstones, ExportSnapshots, ExportSnapshotRetain, ExportRevocations,
+	ExportOutbox, ExportFailures, ExportDeadLetters, ExportSegmentPlans, ExportObjects, ExportHolds, ExportSegmentRefs,
+	ExportDeletions, ExportDrills, ExportIncidents, ExportAccess, ExportLogPending, ExportLogLeaves,
+	ExportLogIndex, ExportLogHashes, ExportCheckpoints,
+}
+
+// exportKey is how a kind's bucket is keyed.
+type exportKey int
+
+const (
+	byName exportKey = iota // a text key: Name
+	bySeq                   // an 8-byte big-endian number: Seq
+)
+
+// exportBuckets maps each kind to its bucket and key.
+var exportBuckets = map[ExportKind]struct {
+	bucket []byte
+	key    exportKey
+}{
+	ExportRows: {bRows, byName}, ExportRequestJWTs: {bReqJWT, byName}, ExportEvidence: {bEvidence, byName},
+	ExportTombstones: {bTombs, byName}, ExportSnapshots: {bJWKS, byName}, ExportSnapshotRetain: {bSnapKeep, byName},
+	ExportRevocations: {bGrants, byName}, ExportOutbox: {bOutbox, bySeq}, ExportFailures: {bOutboxFail, bySeq},
+	ExportDeadLetters: {bDead, bySeq}, ExportSegmentPlans: {bPlans, byName}, ExportObjects: {bObjects, byName},
+	ExportHolds: {bHolds, byName}, ExportSegmentRefs: {bSegments, byName},
+	ExportDeletions: {bDeletes, byName}, ExportDrills: {bDrills, byName}, ExportIncidents: {bIncident, bySeq},
+	ExportAccess: {bAccess, bySeq}, ExportLogPending: {bLogPending, bySeq}, ExportLogLeaves: {bLogLeaves, bySeq},
+	ExportLogIndex: {bLogIndex, byName}, ExportLogHashes: {bLogHashes, bySeq}, ExportCheckpoints: {bLogCPs, bySeq},
+}
+
+// Record is one record of an exported kind; which fields a kind fills is
+// said on its constant.
+type Record struct {
+	// Key is the record's position in the file: Records continues after it.
+	Key  []byte
+	Name string
+	Seq  uint64
+	N    int64
+	Ref  string
+	Body []byte
+	// Row is the decoded row (ExportRows only).
+	Row *ledger.Row
+}
+
+// Counters are the last numbers the store handed out of each sequence:
+// the next is larger.
+type Counters struct {
+	// Outbox numbers outbox entries (and so dead letters and failure records).
+	Outbox uint64
+	// Incident numbers incidents (INC-<n>).
+	Incident uint64
+	// Access numbers read-access records.
+	Access uint64
+	// Leaf numbers queued log leaves.
+	Leaf uint64
+}
+
+// LogState is the head of the Merkle log: the tree size, its signed
+// checkpoint, and the size whose tiles are all published.
+type LogState struct {
+	Size           int64
+	Checkpoint     []byte
+	TilesPublished int64
+}
+
+// OpenExport opens the store file at path read-only, waiting up to
+// timeout (default 5 s) for the lock: an error wrapping ErrLocked means a
+// ledgerd (or another writer) has the file open.
+func OpenExport(path string, timeout time.Duration) (*Export, error) {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s read-only: %w", path, err)
+	}
+	return &Export{db: db}, nil
+}
+
+// Close releases the file.
+func (e *Export) Close() error { return e.db.Close() }
+
+// Path returns the file's path.
+func (e *Export) Path() string { return e.db.Path() }
+
+// Version returns the id of the last write transaction committed to the
+// file: any write changes it.
+func (e *Export) Version() (uint64, error) {
+	var v uint64
+	err := e.db.View(func(tx *bolt.Tx) error {
+		v = uint64(tx.ID())
+		return nil
+	})
+	return v, err
+}
+
+// Records returns up to n records of kind whose key sorts after after
+// (nil: from the first), in key order. Fewer than n means the kind ends
+// there. A kind the file has no bucket for (an older file) has none.
+func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error) {
+	spec, ok := exportBuckets[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: no exported kind %q", ledger.ErrInvalid, kind)
+	}
+	var out []Record
+	err := e.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(spec.bucket)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		var k, v []byte
+		if after == nil {
+			k, v = c.First()
+		} else if k, v = c.Seek(after); k != nil && string(k) == string(after) {
+			k, v = c.Next()
+		}
+		for ; k != nil && len(out) < n; k, v = c.Next() {
+			r, err := exportRecord(kind, spec.key, k, v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", kind, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// exportRecord decodes one key and value of kind (both are copied).
+func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
+	r := Record{Key: append([]byte(nil), k...)}
+	switch key {
+	case byName:
+		r.Name = string(k)
+	case bySeq:
+		if len(k) != 8 {
+			return r, fmt.Errorf("key %x is not a number", k)
+		}
+		r.Seq = binary.BigEndian.Uint64(k)
+	}
+	switch kind {
+	case ExportRows:
+		r.Body = append([]byte(nil), v...)
+		r.Row = new(ledger.Row)
+		if err := json.Unmarshal(v, r.Row); err != nil {
+			return r, fmt.Errorf("decode row %s: %w", k, err)
+		}
+	case ExportRequestJWTs:
+		r.Ref = string(v)
+	case ExportEvidence:
+		b, err := decompressBundle(v)
+		if err != nil {
+			return r, fmt.Errorf("evidence of %s: %w", k, err)
+		}
+		r.Body = append([]byte(nil), b...)
+	case ExportSnapshotRetain, ExportHolds, ExportSegmentRefs:
+		if len(v) != 8 {
+			return r, fmt.Errorf("%s: value of %d bytes, want 8", k, len(v))
+		}
+		r.N = int64(binary.BigEndian.Uint64(v))
+	case ExportOutbox:
+		var q queued
+		if err := json.Unmarshal(v, &q); err != nil {
+			return r, fmt.Errorf("decode outbox entry %d: %w", r.Seq, err)
+		}
+		if !q.QueuedAt.IsZero() {
+			r.N = q.QueuedAt.UnixNano()
+		}
+		r.Body = append([]byte(nil), v...)
+	case ExportAccess:
+		a, err := decodeAccess(k, v)
+		if err != nil {
+			return r, err
+		}
+		r.N, r.Body = a.At.UnixNano(), a.Body
+	case ExportLogPending, ExportLogLeaves:
+		l, m := binary.Uvarint(v)
+		if m <= 0 || uint64(len(v)-m) < l {
+			return r, fmt.Errorf("leaf %x is corrupt", k)
+		}
+		r.Ref, r.Body = string(v[m:m+int(l)]), append([]byte(nil), v[m+int(l):]...)
+	case ExportLogIndex:
+		if len(v) != 8 {
+			return r, fmt.Errorf("leaf index of %s: value of %d bytes, want 8", k, len(v))
+		}
+		r.Seq = binary.BigEndian.Uint64(v)
+	default:
+		r.Body = append([]byte(nil), v...)
+	}
+	return r, nil
+}
+
+// Counters returns the last number each sequence handed out.
+func (e *Export) Counters() (Counters, error) {
+	var c Counters
+	err := e.db.View(func(btx *bolt.Tx) error {
+		if b := btx.Bucket(bOutbox); b != nil {
+			c.Outbox = b.Sequence()
+		}
+		if b := btx.Bucket(bAccess); b != nil {
+			c.Access = b.Sequence()
+		}
+		if m := btx.Bucket(bMeta); m != nil {
+			c.Incident = metaUint(m, kIncidentSeq)
+			c.Leaf = metaUint(m, kLogPendingN)
+		}
+		return nil
+	})
+	return c, err
+}
+
+// metaUint reads a counter of the meta bucket: 0 when absent.
+func metaUint(m *bolt.Bucket, k []byte) uint64 {
+	if v := m.Get(k); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// LogState returns the head of the Merkle log (all zero without one).
+func (e *Export) LogState() (LogState, error) {
+	var s LogState
+	err := e.db.View(func(btx *bolt.Tx) error {
+		m := btx.Bucket(bMeta)
+		if m == nil {
+			return nil
+		}
+		s.Size = int64(metaUint(m, kLogSize))
+		if v := m.Get(kLogHead); v != nil {
+			s.Checkpoint = append([]byte(nil), v...)
+		}
+		s.TilesPublished = int64(metaUint(m, kLogTiles))
+		return nil
+	})
+	return s, err
+}

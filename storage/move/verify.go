@@ -1,0 +1,163 @@
+package move
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// verify counts and hashes every kind on both sides, table by table, and
+// the sequences and log head, and fails with ErrMismatch when any differ.
+func (m *mover) verify(ctx context.Context) error {
+	m.say("verifying: counting and hashing every kind on both sides")
+	var bad []string
+	for _, k := range kinds {
+		src, err := m.sourceDigests(k)
+		if err != nil {
+			return fmt.Errorf("verify %s: read the file: %w", k.name, err)
+		}
+		for i, d := range k.dests {
+			dst, err := m.targetDigest(ctx, d)
+			if err != nil {
+				return fmt.Errorf("verify %s: read %s: %w", k.name, d.table, err)
+			}
+			c := Check{Kind: string(k.name), Table: d.table, Source: src[i].n, Target: dst.n, SourceHash: src[i].hex(), TargetHash: dst.hex()}
+			m.rep.Checks = append(m.rep.Checks, c)
+			m.sayCheck(c)
+			if !c.Equal() {
+				bad = append(bad, c.Kind+" ("+c.Table+")")
+			}
+		}
+	}
+	c, err := m.verifyState(ctx)
+	if err != nil {
+		return err
+	}
+	m.rep.Checks = append(m.rep.Checks, c)
+	m.sayCheck(c)
+	if !c.Equal() {
+		bad = append(bad, c.Kind)
+	}
+	if len(bad) > 0 {
+		if m.rep.AlreadyMoved {
+			return fmt.Errorf("%w: %s (the database has changed since the move verified: a ledgerd has written to it)", ErrMismatch, strings.Join(bad, ", "))
+		}
+		return fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// sayCheck prints one kind's counts and whether the hashes agree.
+func (m *mover) sayCheck(c Check) {
+	name := c.Kind
+	if c.Table != "" {
+		name += " (" + c.Table + ")"
+	}
+	if c.Equal() {
+		m.say("  %s: %d on both sides, hashes equal", name, c.Source)
+		return
+	}
+	m.say("  %s: DIFFERS: %d in the file, %d in the database; hashes %s and %s", name, c.Source, c.Target, c.SourceHash[:16], c.TargetHash[:16])
+}
+
+// sourceDigests reads every record of k from the file and digests the
+// table rows each becomes, one digest per destination table.
+func (m *mover) sourceDigests(k kind) ([]digest, error) {
+	out := make([]digest, len(k.dests))
+	var after []byte
+	for {
+		recs, err := m.src.Records(k.name, after, m.cfg.Chunk)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			per, err := k.rows(r)
+			if err != nil {
+				return nil, err
+			}
+			for i := range k.dests {
+				for _, row := range per[i] {
+					if err := out[i].add(row); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		if len(recs) < m.cfg.Chunk {
+			return out, nil
+		}
+		after = recs[len(recs)-1].Key
+	}
+}
+
+// targetDigest reads d's columns of every row of its table (or of its
+// kind's part of a shared table) and digests them.
+func (m *mover) targetDigest(ctx context.Context, d dest) (digest, error) {
+	cols := make([]string, len(d.cols))
+	for i, c := range d.cols {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	sql := "SELECT " + strings.Join(cols, ", ") + " FROM " + pgx.Identifier{d.table}.Sanitize()
+	if d.where != "" {
+		sql += " WHERE " + d.where
+	}
+	var dg digest
+	rows, err := m.pool.Query(ctx, sql)
+	if err != nil {
+		return dg, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return dg, err
+		}
+		if err := dg.add(vals); err != nil {
+			return dg, err
+		}
+	}
+	return dg, rows.Err()
+}
+
+// verifyState compares the sequences (the last number each handed out)
+// and the log head and published tile size on both sides.
+func (m *mover) verifyState(ctx context.Context) (Check, error) {
+	s, err := m.sourceState()
+	if err != nil {
+		return Check{}, err
+	}
+	var src, dst digest
+	if err := src.add(stateValues(int64(s.counters.Outbox), int64(s.counters.Incident), int64(s.counters.Access), int64(s.counters.Leaf),
+		s.log.Size, s.log.Checkpoint, s.log.TilesPublished)); err != nil {
+		return Check{}, err
+	}
+	var outbox, incident, access, leaf, size, tiles int64
+	var cp []byte
+	err = m.pool.QueryRow(ctx, `
+SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM incident_seq),
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM access_seq),
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM leaf_seq),
+       coalesce((SELECT n FROM log_state WHERE name = 'head'), 0),
+       (SELECT value FROM log_state WHERE name = 'head'),
+       coalesce((SELECT n FROM log_state WHERE name = 'tiles'), 0)`).Scan(&outbox, &incident, &access, &leaf, &size, &cp, &tiles)
+	if err != nil {
+		return Check{}, fmt.Errorf("verify the sequences and log head: %w", err)
+	}
+	if err := dst.add(stateValues(outbox, incident, access, leaf, size, cp, tiles)); err != nil {
+		return Check{}, err
+	}
+	return Check{Kind: stateKind, Source: src.n, Target: dst.n, SourceHash: src.hex(), TargetHash: dst.hex()}, nil
+}
+
+// stateValues is the sequences and log head as one row of values; an
+// absent checkpoint is NULL on both sides.
+func stateValues(outbox, incident, access, leaf, size int64, cp []byte, tiles int64) []any {
+	var c any
+	if len(cp) > 0 {
+		c = cp
+	}
+	return []any{outbox, incident, access, leaf, size, c, tiles}
+}
