@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -24,19 +25,13 @@ func (c *cli) accessLog(o accessOpts) error {
 		return err
 	}
 	rep := &ledgerv1.ListAccessLogResponse{}
-	for {
-		ctx, cancel := c.ctx()
+	if rep.NextPageToken, err = c.pages(o.all, req.PageToken, func(ctx context.Context, token string) (string, error) {
+		req.PageToken = token
 		page, err := c.c.ListAccessLog(ctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
 		rep.Records = append(rep.Records, page.GetRecords()...)
-		rep.NextPageToken = page.GetNextPageToken()
-		if !o.all || rep.NextPageToken == "" {
-			break
-		}
-		req.PageToken = rep.NextPageToken
+		return page.GetNextPageToken(), err
+	}); err != nil {
+		return err
 	}
 	if c.json {
 		return c.printJSON(rep)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -111,19 +112,13 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	req.PageSize = int32(o.limit)
 	rep := &ledgerv1.ListRowsResponse{}
-	for {
-		ctx, cancel := c.ctx()
+	if rep.NextPageToken, err = c.pages(o.all, req.PageToken, func(ctx context.Context, token string) (string, error) {
+		req.PageToken = token
 		page, err := c.c.ListRows(ctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
 		rep.Rows = append(rep.Rows, page.GetRows()...)
-		rep.NextPageToken = page.GetNextPageToken()
-		if !o.all || rep.NextPageToken == "" {
-			break
-		}
-		req.PageToken = rep.NextPageToken
+		return page.GetNextPageToken(), err
+	}); err != nil {
+		return err
 	}
 	if c.json {
 		return c.printJSON(rep)
@@ -477,20 +472,15 @@ func (c *cli) drills(o listOpts, pos []string) error {
 		return err
 	}
 	rep := &ledgerv1.ListDrillsResponse{}
-	req := &ledgerv1.ListDrillsRequest{PageSize: int32(o.limit), PageToken: o.page}
-	for {
-		ctx, cancel := c.ctx()
+	req := &ledgerv1.ListDrillsRequest{PageSize: int32(o.limit)}
+	var err error
+	if rep.NextPageToken, err = c.pages(o.all, o.page, func(ctx context.Context, token string) (string, error) {
+		req.PageToken = token
 		page, err := c.c.ListDrills(ctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
 		rep.Reports = append(rep.Reports, page.GetReports()...)
-		rep.NextPageToken = page.GetNextPageToken()
-		if !o.all || rep.NextPageToken == "" {
-			break
-		}
-		req.PageToken = rep.NextPageToken
+		return page.GetNextPageToken(), err
+	}); err != nil {
+		return err
 	}
 	if c.json {
 		return c.printJSON(rep)

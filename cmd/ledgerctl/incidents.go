@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -81,20 +82,15 @@ func (c *cli) listIncidents(o listOpts) error {
 		return err
 	}
 	rep := &ledgerv1.ListIncidentsResponse{}
-	req := &ledgerv1.ListIncidentsRequest{PageSize: int32(o.limit), PageToken: o.page}
-	for {
-		ctx, cancel := c.ctx()
+	req := &ledgerv1.ListIncidentsRequest{PageSize: int32(o.limit)}
+	var err error
+	if rep.NextPageToken, err = c.pages(o.all, o.page, func(ctx context.Context, token string) (string, error) {
+		req.PageToken = token
 		page, err := c.c.ListIncidents(ctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
 		rep.Incidents = append(rep.Incidents, page.GetIncidents()...)
-		rep.NextPageToken = page.GetNextPageToken()
-		if !o.all || rep.NextPageToken == "" {
-			break
-		}
-		req.PageToken = rep.NextPageToken
+		return page.GetNextPageToken(), err
+	}); err != nil {
+		return err
 	}
 	if c.json {
 		return c.printJSON(rep)

@@ -310,3 +310,19 @@ func (c *cli) ctx() (context.Context, context.CancelFunc) {
 	}
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.key), cancel
 }
+
+// pages calls fetch for the page at token, then, with all, for each next
+// page until the last, each call under its own deadline. fetch keeps what
+// a page holds and returns the page's next token; pages returns the token
+// after the last page fetched ("" at the end).
+func (c *cli) pages(all bool, token string, fetch func(ctx context.Context, token string) (string, error)) (string, error) {
+	for {
+		ctx, cancel := c.ctx()
+		next, err := fetch(ctx, token)
+		cancel()
+		if err != nil || !all || next == "" {
+			return next, err
+		}
+		token = next
+	}
+}

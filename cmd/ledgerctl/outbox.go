@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -41,25 +42,24 @@ func (c *cli) outbox(o listOpts) error {
 		return err
 	}
 	var rep *ledgerv1.GetOutboxResponse
-	req := &ledgerv1.GetOutboxRequest{PageSize: int32(o.limit), PageToken: o.page}
-	for {
-		ctx, cancel := c.ctx()
+	req := &ledgerv1.GetOutboxRequest{PageSize: int32(o.limit)}
+	next, err := c.pages(o.all, o.page, func(ctx context.Context, token string) (string, error) {
+		req.PageToken = token
 		page, err := c.c.GetOutbox(ctx, req)
-		cancel()
 		if err != nil {
-			return err
+			return "", err
 		}
 		if rep == nil {
 			rep = page
 		} else {
 			rep.DeadLetters = append(rep.DeadLetters, page.GetDeadLetters()...)
-			rep.NextPageToken = page.GetNextPageToken()
 		}
-		if !o.all || rep.GetNextPageToken() == "" {
-			break
-		}
-		req.PageToken = rep.GetNextPageToken()
+		return page.GetNextPageToken(), nil
+	})
+	if err != nil {
+		return err
 	}
+	rep.NextPageToken = next
 	if c.json {
 		return c.printJSON(rep)
 	}
