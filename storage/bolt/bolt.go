@@ -20,6 +20,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/pactledger/pactledger/internal/batch"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
@@ -223,35 +224,11 @@ func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
 
 var errBatchFailed = errors.New("batch member failed")
 
+// commitLoop commits the waiting Update calls in batches until Close;
+// then it commits what is still queued.
 func (s *Store) commitLoop() {
 	defer close(s.done)
-	for {
-		var first *request
-		select {
-		case first = <-s.reqs:
-		case <-s.quit:
-			// Drain what was queued before Close.
-			for {
-				select {
-				case r := <-s.reqs:
-					s.run([]*request{r})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*request{first}
-	fill:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		s.run(batch)
-	}
+	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, s.run)
 }
 
 // run commits batch in one transaction; when a member fails, each member is

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pactledger/pactledger/internal/batch"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -234,32 +235,7 @@ func (s *Store) View(ctx context.Context, fn func(ledger.Tx) error) error {
 // in one transaction, until Close; then it commits what is still queued.
 func (s *Store) commitLoop() {
 	defer s.wg.Done()
-	for {
-		var first *request
-		select {
-		case first = <-s.reqs:
-		case <-s.quit:
-			for {
-				select {
-				case r := <-s.reqs:
-					s.commit([]*request{r})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*request{first}
-	fill:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		s.commit(batch)
-	}
+	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, s.commit)
 }
 
 // errBatch is a reason to run a whole batch again.
