@@ -58,7 +58,7 @@ func TestMigrateFromBbolt(t *testing.T) {
 	}
 
 	boltCfg := writeConfig(t, dir, "bbolt.yaml", cfg)
-	base, stop := runLedgerd(t, boltCfg)
+	base, _, stop := runLedgerd(t, boltCfg)
 	var ids []string
 	for i := range 12 {
 		var rep struct{ Row struct{ ID string } }
@@ -93,7 +93,7 @@ func TestMigrateFromBbolt(t *testing.T) {
 	}
 
 	cfg.Store = config.Store{Kind: config.StorePostgres, DSN: dsn}
-	base, stop = runLedgerd(t, writeConfig(t, dir, "postgres.yaml", cfg))
+	base, _, stop = runLedgerd(t, writeConfig(t, dir, "postgres.yaml", cfg))
 	defer stop()
 	var checkpoint string
 	for _, id := range ids {
@@ -147,9 +147,9 @@ func writeConfig(t *testing.T, dir, name string, cfg config.Config) string {
 	return p
 }
 
-// runLedgerd runs ledgerd with the configuration at cfgPath until the returned
-// stop is called, and returns its REST base URL.
-func runLedgerd(t *testing.T, cfgPath string) (string, func()) {
+// runLedgerd runs ledgerd with the configuration at cfgPath until the
+// returned stop is called, and returns its REST base URL and its log.
+func runLedgerd(t *testing.T, cfgPath string) (string, *syncBuffer, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
@@ -169,7 +169,7 @@ func runLedgerd(t *testing.T, cfgPath string) (string, func()) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if addr := logs.servingAddr(); addr != "" {
-			return "http://" + addr, stop
+			return "http://" + addr, logs, stop
 		}
 		select {
 		case err := <-done:

@@ -123,35 +123,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 		t.Errorf("second ledgerd migrate: %v, %q", err, out.String())
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--config", cfgPath}, logs, logs) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("ledgerd: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base = logs.servingAddr(); base == ""; base = logs.servingAddr() {
-		select {
-		case err := <-done:
-			stopped = true
-			t.Fatalf("ledgerd stopped: %v\n%s", err, logs)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledgerd did not serve:\n%s", logs)
-		}
-	}
-	base = "http://" + base
+	base, logs, stop := runLedgerd(t, cfgPath)
 
 	var ready struct {
 		Status string
@@ -201,7 +173,7 @@ func TestPostgresEndToEnd(t *testing.T) {
 	if err := cluster.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for call(t, "GET", base+"/readyz", "", nil, nil) != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz not 200 after the database came back:\n%s", logs)
