@@ -90,14 +90,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	if err != nil {
 		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
-	targets := r.Targets()
-	if targets == nil {
-		targets = []string{}
-	}
-	snaps := ledger.SnapshotsOf(r)
-	if snaps == nil {
-		snaps = []string{}
-	}
+	targets, snaps := rowKeys(r)
 	var created, indexed int
 	_, err = t.queryRow("create row "+r.ID, `
 WITH r AS (
@@ -136,6 +129,19 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
 	delete(t.absentRows, r.ID)
 	delete(t.absentJWTs, r.RequestJWTSHA256)
 	return nil
+}
+
+// rowKeys are the targets and JWKS snapshots row r is indexed and linked
+// under, as text arrays (empty, never NULL).
+func rowKeys(r *ledger.Row) (targets, snaps []string) {
+	targets, snaps = r.Targets(), ledger.SnapshotsOf(r)
+	if targets == nil {
+		targets = []string{}
+	}
+	if snaps == nil {
+		snaps = []string{}
+	}
+	return targets, snaps
 }
 
 // UpdateDispute implements ledger.Rows.
@@ -402,14 +408,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if err != nil {
 		return fmt.Errorf("encode tombstone %s: %w", r.ID, err)
 	}
-	targets := r.Targets()
-	if targets == nil {
-		targets = []string{}
-	}
-	snaps := ledger.SnapshotsOf(r)
-	if snaps == nil {
-		snaps = []string{}
-	}
+	targets, snaps := rowKeys(r)
 	return t.exec(`
 WITH r AS (DELETE FROM ledger_rows WHERE id = $1),
 x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
