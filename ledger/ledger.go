@@ -204,7 +204,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// A byte-identical resubmission, or a receipt whose row was swept, needs
 	// no verification.
 	var existing *Row
+	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs}
 	err = l.store.View(ctx, func(tx Tx) error {
+		if err := prefetch(tx, ahead); err != nil {
+			return err
+		}
 		found, ferr := findResubmission(tx, receiptSHA, evSHA)
 		if ferr != nil || found != nil {
 			existing = found
@@ -241,8 +245,13 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		row     *Row
 		outcome Outcome
 	)
+	requestSHAs := verifier.Encodings(in.RequestJWT)
+	ahead.RequestJWTs, ahead.Grant = requestSHAs, rc.GrantID
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0
+		if err := prefetch(tx, ahead); err != nil {
+			return err
+		}
 		prev, err := findResubmission(tx, receiptSHA, evSHA)
 		if err != nil {
 			return err
@@ -256,7 +265,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			return err
 		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA)
-		if err := l.dedupe(tx, r, receiptSHAs[1:], verifier.Encodings(in.RequestJWT)); err != nil {
+		if err := l.dedupe(tx, r, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
 		}
 		limits, err := withinLimits(tx, r, in.Limits, in.Actions)

@@ -139,6 +139,32 @@ type Rows interface {
 	PutRevocation(grant string, r Revocation) error
 }
 
+// Prefetcher is a transaction that reads ahead, in one round trip, the
+// records a write is about to ask for: a store whose reads each cross the
+// network implements it (PostgreSQL's); bbolt's reads are memory reads and
+// it does not. Until the transaction's member writes, Row, Tombstone,
+// RowByRequestJWT and Revocation of a prefetched key answer exactly as
+// they would have at the prefetch (taking the same locks there).
+type Prefetcher interface {
+	Prefetch(p Prefetch) error
+}
+
+// Prefetch names the records to read ahead.
+type Prefetch struct {
+	Rows        []string // row ids
+	Tombstones  []string // ids of removed rows
+	RequestJWTs []string // request-JWT hashes
+	Grant       string   // a grant whose revocation is read; "" for none
+}
+
+// prefetch asks tx to read p ahead when it can.
+func prefetch(tx Tx, p Prefetch) error {
+	if pf, ok := tx.(Prefetcher); ok {
+		return pf.Prefetch(p)
+	}
+	return nil
+}
+
 // EvidenceDropper is a transaction that removes a row's evidence bundle
 // once its write-once copy is recorded (RecordUpload asks it to; bbolt's
 // does). A store whose transactions do not keep every bundle, and reads

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "Snapshots", run: testSnapshots},
 		{name: "SnapshotLinks", run: testSnapshotLinks},
 		{name: "Revocations", run: testRevocations},
+		{name: "Prefetch", run: testPrefetch},
 		{name: "Drills", run: testDrills},
 		{name: "Incidents", run: testIncidents},
 		{name: "AccessLog", run: testAccessLog},

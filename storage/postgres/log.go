@@ -34,7 +34,7 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 // its index (refused, with nothing written, when the index is taken), its
 // hashes and ref index are stored and it leaves the queue.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
-	if !t.write {
+	if !t.writing() {
 		return errReadOnly
 	}
 	idx := make([]int64, len(hashes))

@@ -62,7 +62,7 @@ func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error
 // on, locked with SKIP LOCKED so that uploaders claiming at once never
 // wait for or take each other's entries.
 func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
-	if !t.write {
+	if !t.writing() {
 		return nil, errReadOnly
 	}
 	return t.entries("claim outbox entries", `
@@ -78,7 +78,7 @@ RETURNING seq, body`, n, holder, ttl.Microseconds())
 
 // Dequeue implements ledger.Outbox.
 func (t *tx) Dequeue(seq uint64) (bool, error) {
-	if !t.write {
+	if !t.writing() {
 		return false, errReadOnly
 	}
 	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq),

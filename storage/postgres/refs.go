@@ -50,7 +50,7 @@ func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
 		_, err := t.queryRow(what, "SELECT n FROM ref_counts WHERE kind = $1 AND key = $2", []any{string(kind), key}, &n)
 		return int(n), err
 	}
-	if !t.write {
+	if !t.writing() {
 		return 0, errReadOnly
 	}
 	_, err := t.queryRow(what, `
@@ -73,6 +73,12 @@ RETURNING n`, []any{string(kind), key, int64(delta)}, &n)
 // (extending is idempotent) and the record keeps one of their values,
 // never more than was queued.
 func (t *tx) SnapshotRetain(id string) (time.Time, error) {
+	if ns, ok := t.retain[id]; ok {
+		if err := t.blocked(); err != nil || ns == nil {
+			return time.Time{}, err
+		}
+		return fromNanos(*ns), nil
+	}
 	var ns int64
 	found, err := t.queryRow("read retention of snapshot "+id, "SELECT until_ns FROM snapshot_retain WHERE id = $1", []any{id}, &ns)
 	if err != nil || !found {
@@ -83,6 +89,7 @@ func (t *tx) SnapshotRetain(id string) (time.Time, error) {
 
 // SetSnapshotRetain implements ledger.References.
 func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
+	delete(t.retain, id)
 	return t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, nanos(at))
 }
 

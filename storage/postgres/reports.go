@@ -66,7 +66,7 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 
 // NextIncidentSeq implements ledger.Reports.
 func (t *tx) NextIncidentSeq() (uint64, error) {
-	if !t.write {
+	if !t.writing() {
 		return 0, errReadOnly
 	}
 	var n int64
@@ -125,7 +125,7 @@ func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 
 // AppendAccess implements ledger.Reports.
 func (t *tx) AppendAccess(at time.Time, body []byte) (uint64, error) {
-	if !t.write {
+	if !t.writing() {
 		return 0, errReadOnly
 	}
 	var seq int64
@@ -151,7 +151,7 @@ func (t *tx) AccessLog(after uint64, n int) ([]ledger.AccessEntry, error) {
 
 // PruneAccess implements ledger.Reports.
 func (t *tx) PruneAccess(before time.Time, n int) (int, error) {
-	if !t.write {
+	if !t.writing() {
 		return 0, errReadOnly
 	}
 	var removed int

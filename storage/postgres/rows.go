@@ -58,10 +58,17 @@ func decodeRow(body []byte) (*ledger.Row, error) {
 
 // Row implements ledger.Rows.
 func (t *tx) Row(id string) (*ledger.Row, error) {
-	var body []byte
-	found, err := t.queryRow("read row "+id, "SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), []any{id}, &body)
-	if err != nil {
+	body, found := t.prefetchedRow(id)
+	if !found {
+		var err error
+		if found, err = t.queryRow("read row "+id, "SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), []any{id}, &body); err != nil {
+			return nil, err
+		}
+	} else if err := t.blocked(); err != nil {
 		return nil, err
+	}
+	if body == nil {
+		found = false
 	}
 	if !found {
 		t.absentRows[id] = true
@@ -81,18 +88,28 @@ var errRaced = errors.New("another writer stored it first")
 
 // CreateRow implements ledger.Rows: the row, its target entries, its
 // snapshot links and, when no row holds its request-JWT hash yet, the
-// request-JWT entry, in one statement.
+// request-JWT entry, in one statement. The statement is sent with the
+// member's next round trip: an id already taken, or a race lost with
+// another writer, is the error of that round trip (a later call of the
+// member, or its end), and a lost race runs the member again.
 func (t *tx) CreateRow(r *ledger.Row) error {
-	if !t.write {
+	if !t.writing() {
 		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
 	}
 	body, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
 	targets, snaps := rowKeys(r)
-	var created, indexed int
-	_, err = t.queryRow("create row "+r.ID, `
+	id, sha := r.ID, r.RequestJWTSHA256
+	racedRow, racedJWT := t.absentRows[id], sha != "" && t.absentJWTs[sha]
+	// This member's own row answers the reads that found it absent.
+	delete(t.absentRows, id)
+	delete(t.absentJWTs, sha)
+	t.b.Queue(`
 WITH r AS (
 	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -111,23 +128,24 @@ WITH r AS (
 	RETURNING sha
 )
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
-		[]any{r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), r.RequestJWTSHA256, body, targets, snaps},
-		&created, &indexed)
-	switch {
-	case err != nil:
-		return err
-	case created == 0 && t.absentRows[r.ID]:
-		t.rerun = true
-		return fmt.Errorf("create row %s: %w", r.ID, errRaced)
-	case created == 0:
-		return fmt.Errorf("create row %s: a row with that id already exists", r.ID)
-	case indexed == 0 && r.RequestJWTSHA256 != "" && t.absentJWTs[r.RequestJWTSHA256]:
-		t.rerun = true
-		return fmt.Errorf("create row %s: request JWT %s: %w", r.ID, r.RequestJWTSHA256, errRaced)
-	}
-	// This member's own row now answers the reads that found it absent.
-	delete(t.absentRows, r.ID)
-	delete(t.absentJWTs, r.RequestJWTSHA256)
+		r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), sha, body, targets, snaps,
+	).QueryRow(func(row pgx.Row) error {
+		var created, indexed int
+		if err := row.Scan(&created, &indexed); err != nil {
+			return fmt.Errorf("create row %s: %w", id, err)
+		}
+		switch {
+		case created == 0 && racedRow:
+			t.rerun = true
+			return fmt.Errorf("create row %s: %w", id, errRaced)
+		case created == 0:
+			return fmt.Errorf("create row %s: a row with that id already exists", id)
+		case indexed == 0 && racedJWT:
+			t.rerun = true
+			return fmt.Errorf("create row %s: request JWT %s: %w", id, sha, errRaced)
+		}
+		return nil
+	})
 	return nil
 }
 
@@ -179,10 +197,17 @@ func (t *tx) rewriteRow(r *ledger.Row, sql string) error {
 
 // RowByRequestJWT implements ledger.Rows.
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	var id string
-	found, err := t.queryRow("read request JWT index", "SELECT row_id FROM request_jwts WHERE sha = $1", []any{sha}, &id)
-	if err != nil {
+	id, found := t.prefetchedJWT(sha)
+	if !found {
+		var err error
+		if found, err = t.queryRow("read request JWT index", "SELECT row_id FROM request_jwts WHERE sha = $1", []any{sha}, &id); err != nil {
+			return "", err
+		}
+	} else if err := t.blocked(); err != nil {
 		return "", err
+	}
+	if id == "" {
+		found = false
 	}
 	if !found {
 		t.absentJWTs[sha] = true
@@ -421,12 +446,16 @@ ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.Iss
 
 // Tombstone implements ledger.Rows.
 func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
-	var body []byte
-	found, err := t.queryRow("read tombstone "+id, "SELECT body FROM tombstones WHERE id = $1", []any{id}, &body)
-	if err != nil {
+	body, found := t.prefetchedTomb(id)
+	if !found {
+		var err error
+		if found, err = t.queryRow("read tombstone "+id, "SELECT body FROM tombstones WHERE id = $1", []any{id}, &body); err != nil {
+			return nil, err
+		}
+	} else if err := t.blocked(); err != nil {
 		return nil, err
 	}
-	if !found {
+	if !found || body == nil {
 		return nil, ledger.ErrNotFound
 	}
 	var tomb ledger.Tombstone
@@ -462,7 +491,7 @@ func (t *tx) Evidence(rowID string) ([]byte, error) {
 // transaction inserted it first, the insert waits for that one to end and
 // the statement runs again to lock what it committed.
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
-	if !t.write {
+	if !t.writing() {
 		return false, errReadOnly
 	}
 	body, err := json.Marshal(s)
@@ -471,6 +500,7 @@ func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
 	}
 	for run := 1; ; run++ {
 		var locked, inserted bool
+		var retain *int64
 		_, err := t.queryRow("store snapshot "+s.ID, `
 WITH l AS (SELECT id FROM snapshots WHERE id = $1 FOR SHARE),
 i AS (
@@ -478,11 +508,13 @@ i AS (
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id
 )
-SELECT EXISTS (SELECT FROM l), EXISTS (SELECT FROM i)`, []any{s.ID, body}, &locked, &inserted)
+SELECT EXISTS (SELECT FROM l), EXISTS (SELECT FROM i), (SELECT until_ns FROM snapshot_retain WHERE id = $1)`, []any{s.ID, body}, &locked, &inserted, &retain)
 		switch {
 		case err != nil:
 			return false, err
 		case locked || inserted:
+			// The ledger asks for its retain-until next: read with it.
+			t.retain[s.ID] = retain
 			return inserted, nil
 		case run == maxSnapshotRuns:
 			return false, fmt.Errorf("store snapshot %s: still inserted and deleted by others after %d runs", s.ID, run)
@@ -535,15 +567,23 @@ func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 
 // DeleteSnapshot implements ledger.Rows.
 func (t *tx) DeleteSnapshot(id string) error {
+	delete(t.retain, id)
 	return t.exec("WITH k AS (DELETE FROM snapshot_retain WHERE id = $1) DELETE FROM snapshots WHERE id = $1", id)
 }
 
 // Revocation implements ledger.Rows.
 func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
-	var body []byte
-	found, err := t.queryRow("read revocation of "+grant, "SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), []any{grant}, &body)
-	if err != nil || !found {
+	body, found := t.prefetchedRevocation(grant)
+	if !found {
+		var err error
+		if found, err = t.queryRow("read revocation of "+grant, "SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), []any{grant}, &body); err != nil {
+			return nil, err
+		}
+	} else if err := t.blocked(); err != nil {
 		return nil, err
+	}
+	if !found || body == nil {
+		return nil, nil
 	}
 	var r ledger.Revocation
 	if err := json.Unmarshal(body, &r); err != nil {

@@ -41,10 +41,16 @@ type tx struct {
 	absentRows map[string]bool
 	absentJWTs map[string]bool
 	rerun      bool
+
+	// pre is what the member's Prefetch read, until it writes; retain the
+	// snapshot retain-untils PutSnapshot read with the snapshot (nil:
+	// none), until they are set or deleted.
+	pre    *prefetched
+	retain map[string]*int64
 }
 
 func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
-	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{}}
+	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{}, retain: map[string]*int64{}}
 }
 
 // errReadOnly: a write inside View.
@@ -63,7 +69,7 @@ func (t *tx) blocked() error {
 
 // exec queues a write that returns nothing.
 func (t *tx) exec(sql string, args ...any) error {
-	if !t.write {
+	if !t.writing() {
 		return errReadOnly
 	}
 	if err := t.blocked(); err != nil {
@@ -157,6 +163,8 @@ func (t *tx) member(r *request, seq *int) error {
 		t.err, t.rerun = nil, false
 		clear(t.absentRows)
 		clear(t.absentJWTs)
+		clear(t.retain)
+		t.pre = nil
 		t.queue("SAVEPOINT " + sp)
 		err := t.checkFence(r.fence)
 		if err == nil {
