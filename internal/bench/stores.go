@@ -60,11 +60,14 @@ type storeBench struct {
 	postmaster int
 	logKey     string
 	dbs        int
+	// noStatements: the server runs without pg_stat_statements.
+	noStatements bool
 }
 
 // storeRun is the figures of one run of one setup.
 type storeRun struct {
 	closed, offered *storeLoad
+	statements      []pgStatement // PostgreSQL's statements in the closed loop
 }
 
 // runStores runs the comparison and prints it.
@@ -84,8 +87,12 @@ func runStores(ctx context.Context, cfg Config) error {
 	}
 	defer b.s3.Stop()
 	fmt.Fprintln(b.w, "starting a PostgreSQL cluster on loopback (defaults of the Debian package; fsync and synchronous_commit on)...")
-	if b.pg, err = pgtest.New("bench"); err != nil {
-		return err
+	if b.pg, err = pgtest.New("bench", statsExtension); err != nil {
+		fmt.Fprintf(b.w, "PostgreSQL did not start with pg_stat_statements (%v); statements will not be listed\n", err)
+		if b.pg, err = pgtest.New("bench"); err != nil {
+			return err
+		}
+		b.noStatements = true
 	}
 	defer b.pg.Remove()
 	if err := b.setUp(ctx); err != nil {
@@ -110,6 +117,9 @@ func runStores(ctx context.Context, cfg Config) error {
 		}
 	}
 	b.printServed(setups, runs)
+	if last := runs[setups[1]][storeRuns-1]; last != nil {
+		b.printStatements(setups[1].String()+", last run's closed loop", last.closed, last.statements)
+	}
 	commits, err := b.commitLatencies(ctx)
 	if err != nil {
 		return err
@@ -213,7 +223,17 @@ func (b *storeBench) run(ctx context.Context, s storeSetup, corpus []*ledgerv1.A
 	if s.kind == config.StorePostgres {
 		pg = b.postmaster
 	}
+	if pg != 0 && !b.noStatements {
+		if err := b.resetStatements(ctx); err != nil {
+			return nil, err
+		}
+	}
 	r := &storeRun{closed: srv.post(ctx, corpus, b.cfg.Concurrency, b.cfg.Duration, 0, pg, b.s3)}
+	if pg != 0 && !b.noStatements {
+		if r.statements, err = b.topStatements(ctx, "bench_"+strconv.Itoa(b.dbs), 14); err != nil {
+			return nil, err
+		}
+	}
 	if r.closed.corpusExhausted {
 		return nil, fmt.Errorf("the corpus ran out after %d rows: lengthen it", r.closed.ok)
 	}

@@ -181,6 +181,7 @@ type storeLoad struct {
 	lat             []time.Duration
 	ledgerdCPU      float64
 	postgresCPU     float64
+	postgresByKind  map[string]float64 // CPU seconds by kind of process
 	s3CPU           float64
 	firstErr        error
 	corpusExhausted bool
@@ -239,7 +240,7 @@ func (s *storeServed) post(ctx context.Context, corpus []*ledgerv1.AppendReceipt
 		_, err := s.clients[rr.Add(1)%int64(len(s.clients))].AppendReceipt(ctx, corpus[i])
 		record(time.Since(from), err)
 	}
-	cpu0, pg0, s30 := sumCPU(s.pids()), postgresCPU(pg), procSeconds(s3.Pid())
+	cpu0, pgKinds0, s30 := sumCPU(s.pids()), postgresCPUByKind(pg), procSeconds(s3.Pid())
 	start := time.Now()
 	stopAt := start.Add(dur)
 	if rate == 0 {
@@ -280,7 +281,11 @@ func (s *storeServed) post(ctx context.Context, corpus []*ledgerv1.AppendReceipt
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.ledgerdCPU = sumCPU(s.pids()) - cpu0
-	res.postgresCPU = postgresCPU(pg) - pg0
+	res.postgresByKind = postgresCPUByKind(pg)
+	for k, v := range res.postgresByKind {
+		res.postgresByKind[k] = v - pgKinds0[k]
+		res.postgresCPU += v - pgKinds0[k]
+	}
 	res.s3CPU = procSeconds(s3.Pid()) - s30
 	return res
 }
@@ -322,14 +327,18 @@ func sumCPU(pids []int) float64 {
 	return s
 }
 
-// postgresCPU returns the CPU seconds of a PostgreSQL server: its
-// postmaster (with the children it has reaped) and every live child
-// (backends, WAL writer, checkpointer...). 0 for pid 0.
-func postgresCPU(postmaster int) float64 {
+// postgresCPUByKind returns the CPU seconds of a PostgreSQL server (nil
+// for pid 0) by kind of process: "connections" (the backends serving
+// clients), "exited" (children the postmaster reaped:
+// autovacuum workers and closed connections), the postmaster itself, and
+// each auxiliary process by its title (walwriter, checkpointer,
+// autovacuum worker...).
+func postgresCPUByKind(postmaster int) map[string]float64 {
 	if postmaster == 0 {
-		return 0
+		return nil
 	}
-	total := ticks(procStat(postmaster), 11, 12, 13, 14)
+	pm := procStat(postmaster)
+	out := map[string]float64{"postmaster": ticks(pm, 11, 12), "exited": ticks(pm, 13, 14)}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -338,8 +347,24 @@ func postgresCPU(postmaster int) float64 {
 		}
 		f := procStat(pid)
 		if len(f) > 13 && f[1] == strconv.Itoa(postmaster) {
-			total += ticks(f, 11, 12)
+			out[postgresKind(pid)] += ticks(f, 11, 12)
 		}
 	}
-	return total
+	return out
+}
+
+// postgresKind names a PostgreSQL child by its process title
+// ("postgres: CLUSTER: walwriter", "postgres: CLUSTER: USER DB HOST(PORT)
+// STATE" for a connection).
+func postgresKind(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	title := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	parts := strings.SplitN(title, ": ", 3)
+	if len(parts) < 3 {
+		return "other"
+	}
+	if strings.Contains(parts[2], "(") {
+		return "connections"
+	}
+	return strings.TrimSpace(parts[2])
 }

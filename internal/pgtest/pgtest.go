@@ -93,12 +93,13 @@ type Cluster struct {
 	// Port is the loopback TCP port it listens on.
 	Port int
 
-	bin   string
-	root  string // owned by the server's user; removed by Remove
-	data  string
-	sock  string
-	log   string
-	owner *runAs // nil: run the binaries as the current user
+	settings []string // name=value, passed to the server at each start
+	bin      string
+	root     string // owned by the server's user; removed by Remove
+	data     string
+	sock     string
+	log      string
+	owner    *runAs // nil: run the binaries as the current user
 
 	mu        sync.Mutex
 	running   bool
@@ -128,12 +129,20 @@ func serverUser() (*runAs, error) {
 }
 
 // New creates a cluster in a new temporary directory (initdb) and starts
-// it on a free loopback port. Remove stops it and deletes the directory.
-func New(name string) (*Cluster, error) {
+// it on a free loopback port, with server settings given as name=value
+// (such as shared_preload_libraries=pg_stat_statements). Remove stops it
+// and deletes the directory.
+func New(name string, settings ...string) (*Cluster, error) {
+	for _, s := range settings {
+		if k, v, ok := strings.Cut(s, "="); !ok || k == "" || v == "" || strings.ContainsAny(s, " \t'\"") {
+			return nil, fmt.Errorf("server setting %q: want name=value without spaces or quotes", s)
+		}
+	}
 	c, err := newEmpty(name)
 	if err != nil {
 		return nil, err
 	}
+	c.settings = settings
 	args := []string{"-D", c.data, "-A", "trust", "-U", User, "-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions"}
 	if out, err := c.run("initdb", args...); err != nil {
 		c.removeDir()
@@ -241,6 +250,9 @@ func (c *Cluster) Start() error {
 		return nil
 	}
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c cluster_name=%s", c.Port, c.sock, c.Name)
+	for _, s := range c.settings {
+		opts += " -c " + s
+	}
 	if out, err := c.run("pg_ctl", "-D", c.data, "-o", opts, "-l", c.log, "-w", "-t", "60", "start"); err != nil {
 		return fmt.Errorf("start PostgreSQL cluster %s on port %d: %w: %s\n%s", c.Name, c.Port, err, out, c.LogTail())
 	}

@@ -182,3 +182,32 @@ func dbName(t *testing.T, dsn string) string {
 	}
 	return cfg.Database
 }
+
+// TestServerSettings: a cluster started with settings runs with them, also
+// after a restart; a malformed setting is refused before anything starts.
+func TestServerSettings(t *testing.T) {
+	pgtest.Available(t)
+	for _, bad := range []string{"work_mem", "work_mem=", "work_mem=4 MB", "x='y'"} {
+		if c, err := pgtest.New("settings_bad", bad); err == nil {
+			c.Remove()
+			t.Errorf("setting %q accepted", bad)
+		}
+	}
+	c, err := pgtest.New("settings", "work_mem=5MB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Remove()
+	for _, step := range []string{"started", "restarted"} {
+		got, err := c.QueryString(t.Context(), "postgres", "SHOW work_mem")
+		if err != nil || got != "5MB" {
+			t.Fatalf("%s: work_mem %q, %v; want 5MB", step, got, err)
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
