@@ -68,31 +68,36 @@ SELECT count(*) FROM leaf`, []any{index, p.Ref, p.Data, idx, hs, int64(p.Seq)}, 
 	return nil
 }
 
-// ReadHashes implements ledger.LogTx.
+// ReadHashes implements ledger.LogTx: one primary-key read per index, all
+// in one round trip (an "= ANY" over the indexes was read by a sequential
+// scan of the whole table while its statistics were stale).
 func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	got := make(map[int64]tlog.Hash, len(indexes))
-	err := t.query("read log hashes", "SELECT idx, hash FROM log_hashes WHERE idx = ANY($1::bigint[])", []any{indexes}, func(r pgx.Rows) error {
-		var idx int64
-		var h []byte
-		if err := r.Scan(&idx, &h); err != nil {
-			return err
-		}
-		if len(h) != tlog.HashSize {
-			return fmt.Errorf("log: stored hash %d has %d bytes", idx, len(h))
-		}
-		got[idx] = tlog.Hash(h)
-		return nil
-	})
-	if err != nil {
+	if err := t.blocked(); err != nil {
 		return nil, err
 	}
 	out := make([]tlog.Hash, len(indexes))
 	for i, idx := range indexes {
-		h, ok := got[idx]
-		if !ok {
-			return nil, fmt.Errorf("log: no stored hash %d", idx)
-		}
-		out[i] = h
+		t.b.Queue("SELECT hash FROM log_hashes WHERE idx = $1", idx).Query(func(rows pgx.Rows) error {
+			if !rows.Next() {
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("log: no stored hash %d", idx)
+			}
+			var h []byte
+			if err := rows.Scan(&h); err != nil {
+				return err
+			}
+			if len(h) != tlog.HashSize {
+				return fmt.Errorf("log: stored hash %d has %d bytes", idx, len(h))
+			}
+			out[i] = tlog.Hash(h)
+			rows.Close()
+			return rows.Err()
+		})
+	}
+	if err := t.flush("read log hashes"); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

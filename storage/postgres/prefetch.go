@@ -34,35 +34,34 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 	for _, sha := range p.RequestJWTs {
 		pre.jwts[sha] = ""
 	}
-	keyed := func(into func(k string, v []byte)) func(pgx.Rows) error {
-		return func(rows pgx.Rows) error {
+	// One point read per key, all in one pipeline: each takes its
+	// table's primary key whatever the planner knows of the table (an
+	// "= ANY" over a young table's stale statistics is read by a
+	// sequential scan).
+	point := func(sql, key string, into func(v []byte)) {
+		t.b.Queue(sql, key).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var k string
 				var v []byte
-				if err := rows.Scan(&k, &v); err != nil {
+				if err := rows.Scan(&v); err != nil {
 					return err
 				}
-				into(k, v)
+				into(v)
 			}
 			return rows.Err()
-		}
+		})
 	}
-	if len(p.Rows) > 0 {
-		t.b.Queue("SELECT id, body FROM ledger_rows WHERE id = ANY($1)"+t.lock(), p.Rows).
-			Query(keyed(func(k string, v []byte) { pre.rows[k] = v }))
+	for _, id := range p.Rows {
+		point("SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), id, func(v []byte) { pre.rows[id] = v })
 	}
-	if len(p.Tombstones) > 0 {
-		t.b.Queue("SELECT id, body FROM tombstones WHERE id = ANY($1)", p.Tombstones).
-			Query(keyed(func(k string, v []byte) { pre.tombs[k] = v }))
+	for _, id := range p.Tombstones {
+		point("SELECT body FROM tombstones WHERE id = $1", id, func(v []byte) { pre.tombs[id] = v })
 	}
-	if len(p.RequestJWTs) > 0 {
-		t.b.Queue("SELECT sha, row_id FROM request_jwts WHERE sha = ANY($1)", p.RequestJWTs).
-			Query(keyed(func(k string, v []byte) { pre.jwts[k] = string(v) }))
+	for _, sha := range p.RequestJWTs {
+		point("SELECT row_id FROM request_jwts WHERE sha = $1", sha, func(v []byte) { pre.jwts[sha] = string(v) })
 	}
 	if p.Grant != "" {
 		pre.revs[p.Grant] = nil
-		t.b.Queue("SELECT grant_id, body FROM revocations WHERE grant_id = $1"+t.lock(), p.Grant).
-			Query(keyed(func(k string, v []byte) { pre.revs[k] = v }))
+		point("SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), p.Grant, func(v []byte) { pre.revs[p.Grant] = v })
 	}
 	if err := t.flush("prefetch"); err != nil {
 		return err
