@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/bench"
@@ -68,7 +69,7 @@ func main() {
 		return nil
 	})
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "ledgerbench:", err)
