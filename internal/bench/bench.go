@@ -534,22 +534,30 @@ func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3
 	return d, d.connect(ctx)
 }
 
-// connect waits for /readyz and opens four gRPC connections.
-func (d *daemon) connect(ctx context.Context) error {
-	deadline := time.Now().Add(2 * time.Minute) // opening a large file included
+// waitReady polls a ledgerd's /readyz until it answers 200, for at most
+// within, and reports whether it did.
+func waitReady(httpAddr string, within time.Duration) bool {
+	deadline := time.Now().Add(within)
 	for {
-		resp, err := http.Get("http://" + d.httpAddr + "/readyz")
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return true
 			}
 		}
 		if time.Now().After(deadline) {
-			d.stop()
-			return fmt.Errorf("ledgerd did not become ready")
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// connect waits for /readyz and opens four gRPC connections.
+func (d *daemon) connect(ctx context.Context) error {
+	if !waitReady(d.httpAddr, 2*time.Minute) { // opening a large file included
+		d.stop()
+		return fmt.Errorf("ledgerd did not become ready")
 	}
 	for range 4 {
 		c, err := grpc.NewClient(d.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,20 +101,9 @@ func startStoreDaemon(ctx context.Context, bin string, cfg config.Config) (*stor
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(5 * time.Minute) // opening a large bbolt file included
-	for {
-		resp, err := http.Get("http://" + d.httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, fmt.Errorf("ledgerd on %s did not become ready", cfg.Store.Kind)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitReady(d.httpAddr, 5*time.Minute) { // opening a large bbolt file included
+		d.stop()
+		return nil, fmt.Errorf("ledgerd on %s did not become ready", cfg.Store.Kind)
 	}
 	for range 4 {
 		c, err := grpc.NewClient(cfg.Listen.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
