@@ -204,9 +204,8 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// A byte-identical resubmission, or a receipt whose row was swept, needs
 	// no verification.
 	var existing *Row
-	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs}
 	err = l.store.View(ctx, func(tx Tx) error {
-		if err := prefetch(tx, ahead); err != nil {
+		if err := prefetch(tx, Prefetch{Rows: []string{receiptSHA, evSHA}, Tombstones: receiptSHAs}); err != nil {
 			return err
 		}
 		found, ferr := findResubmission(tx, receiptSHA, evSHA)
@@ -245,8 +244,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		row     *Row
 		outcome Outcome
 	)
+	// What the write reads, for a store that reads ahead: the rows and
+	// tombstones of every encoding of the receipt, the request JWT's index
+	// entries and the grant's revocation.
 	requestSHAs := verifier.Encodings(in.RequestJWT)
-	ahead.RequestJWTs, ahead.Grant = requestSHAs, rc.GrantID
+	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs, RequestJWTs: requestSHAs, Grant: rc.GrantID}
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0
 		if err := prefetch(tx, ahead); err != nil {
