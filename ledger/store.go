@@ -78,7 +78,8 @@ type Rows interface {
 	// (when RetainUntil is set), a link to each JWKS snapshot it names
 	// (SnapshotsOf; see SnapshotInUse) and, when no row holds its
 	// request-JWT hash yet, the request-JWT index entry. A row with the
-	// same id is an error.
+	// same id is an error, which a store that sends writes with its next
+	// round trip reports from a later call of the same fn or from Update.
 	CreateRow(r *Row) error
 	// UpdateDispute sets the dispute status and events of row id; nothing
 	// else of the row changes and indexes do not change.
