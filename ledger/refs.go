@@ -126,21 +126,45 @@ func dropSnapshot(tx Tx, id string) ([]Location, error) {
 // recorded, where the store drops bundles (EvidenceDropper). It does
 // nothing when e has already left the outbox.
 func RecordUpload(tx Tx, e OutboxEntry, loc Location) error {
-	ok, err := tx.Dequeue(e.Seq)
-	if err != nil || !ok {
-		return err
+	return RecordUploads(tx, []OutboxEntry{e}, []Location{loc})
+}
+
+// RecordUploads is RecordUpload for each entry of es, held at the location
+// of the same index in locs, with the members each segment gained counted
+// once per segment.
+func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
+	if len(es) != len(locs) {
+		return fmt.Errorf("%d uploads with %d locations", len(es), len(locs))
 	}
-	if e.Op == "" && loc.Length > 0 {
-		if _, err := tx.Count(RefSegment, loc.Key, 1); err != nil {
-			return fmt.Errorf("count members of segment %s: %w", loc.Key, err)
+	gained := map[string]int{}
+	var segments []string // in the order first seen
+	for i, e := range es {
+		loc := locs[i]
+		ok, err := tx.Dequeue(e.Seq)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if e.Op == "" && loc.Length > 0 {
+			if gained[loc.Key] == 0 {
+				segments = append(segments, loc.Key)
+			}
+			gained[loc.Key]++
+		}
+		if err := tx.SetObject(e.Key, loc); err != nil {
+			return err
+		}
+		if d, ok := tx.(EvidenceDropper); ok && e.Op == "" && e.Kind == ObjectEvidence {
+			if err := d.DropEvidence(e.Ref); err != nil {
+				return fmt.Errorf("drop the evidence of %s, now in write-once storage: %w", e.Ref, err)
+			}
 		}
 	}
-	if err := tx.SetObject(e.Key, loc); err != nil {
-		return err
-	}
-	if d, ok := tx.(EvidenceDropper); ok && e.Op == "" && e.Kind == ObjectEvidence {
-		if err := d.DropEvidence(e.Ref); err != nil {
-			return fmt.Errorf("drop the evidence of %s, now in write-once storage: %w", e.Ref, err)
+	for _, key := range segments {
+		if _, err := tx.Count(RefSegment, key, gained[key]); err != nil {
+			return fmt.Errorf("count members of segment %s: %w", key, err)
 		}
 	}
 	return nil

@@ -394,10 +394,12 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	if len(finished) > 0 || doomedNow {
 		err := l.store.Update(ctx, func(tx Tx) error {
 			deadNow, attempts = nil, nil
-			for _, d := range finished {
-				if err := RecordUpload(tx, d.e, d.loc); err != nil {
-					return err
-				}
+			es, locs := make([]OutboxEntry, len(finished)), make([]Location, len(finished))
+			for i, d := range finished {
+				es[i], locs[i] = d.e, d.loc
+			}
+			if err := RecordUploads(tx, es, locs); err != nil {
+				return err
 			}
 			for _, k := range plansOK {
 				if err := tx.DropSegmentPlan(k); err != nil {
