@@ -146,6 +146,50 @@ func hashReader(tx LogTx) tlog.HashReader {
 	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) { return tx.ReadHashes(idx) })
 }
 
+// roundHashes reads stored hashes for one integration round: those the
+// round stored itself from memory, the rest from tx. A leaf's new hashes
+// mostly need the ones its predecessor in the round just stored, so a
+// round reads the store about once, not once a leaf.
+type roundHashes struct {
+	tx     LogTx
+	stored map[int64]tlog.Hash
+}
+
+// ReadHashes implements tlog.HashReader.
+func (r *roundHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	var missing []int64
+	var at []int
+	for i, idx := range indexes {
+		if h, ok := r.stored[idx]; ok {
+			out[i] = h
+			continue
+		}
+		missing, at = append(missing, idx), append(at, i)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	hs, err := r.tx.ReadHashes(missing)
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) != len(missing) {
+		return nil, fmt.Errorf("read %d stored hashes, got %d", len(missing), len(hs))
+	}
+	for j, h := range hs {
+		out[at[j]] = h
+	}
+	return out, nil
+}
+
+// add records hashes the round stored from storage index hashAt on.
+func (r *roundHashes) add(hashAt int64, hs []tlog.Hash) {
+	for i, h := range hs {
+		r.stored[hashAt+int64(i)] = h
+	}
+}
+
 // RunIntegrator extends the tree until ctx is done: whenever leaves are
 // queued, at most once per Interval, it assigns their indexes in commit
 // order, signs a checkpoint and publishes the new tiles. It runs under the
@@ -215,15 +259,17 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 			if err != nil || len(pend) == 0 {
 				return err
 			}
-			hr := hashReader(tx)
+			hr := &roundHashes{tx: tx, stored: map[int64]tlog.Hash{}}
 			for _, p := range pend {
 				hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), hr)
 				if err != nil {
 					return fmt.Errorf("hash leaf %d: %w", size, err)
 				}
-				if err := tx.SequenceLeaf(p, size, tlog.StoredHashCount(size), hs); err != nil {
+				hashAt := tlog.StoredHashCount(size)
+				if err := tx.SequenceLeaf(p, size, hashAt, hs); err != nil {
 					return err
 				}
+				hr.add(hashAt, hs)
 				size++
 			}
 			root, err := tlog.TreeHash(size, hr)
