@@ -53,7 +53,9 @@ type LogTx interface {
 	PendingLeaves(n int) ([]PendingLeaf, error)
 	// SequenceLeaf stores a queued leaf at index with the stored hashes the
 	// tree gains (starting at storage index hashAt) and removes it from the
-	// queue.
+	// queue. An index already taken is an error, which a store that sends
+	// writes with its next round trip reports from a later call or from
+	// Update.
 	SequenceLeaf(p PendingLeaf, index int64, hashAt int64, hashes []tlog.Hash) error
 	// ReadHashes returns the stored hashes at the given storage indexes.
 	ReadHashes(indexes []int64) ([]tlog.Hash, error)

@@ -32,18 +32,21 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 
 // SequenceLeaf implements ledger.LogTx: in one statement, the leaf takes
 // its index (refused, with nothing written, when the index is taken), its
-// hashes and ref index are stored and it leaves the queue.
+// hashes and ref index are stored and it leaves the queue. The statement
+// goes with the next round trip, whose error a taken index is.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
 	if !t.writing() {
 		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
 	}
 	idx := make([]int64, len(hashes))
 	hs := make([][]byte, len(hashes))
 	for i := range hashes {
 		idx[i], hs[i] = hashAt+int64(i), hashes[i][:]
 	}
-	var stored int
-	_, err := t.queryRow(fmt.Sprint("sequence leaf ", index), `
+	t.b.Queue(`
 WITH leaf AS (
 	INSERT INTO log_leaves (idx, ref, data) VALUES ($1, $2, $3)
 	ON CONFLICT (idx) DO NOTHING
@@ -58,13 +61,16 @@ WITH leaf AS (
 ), q AS (
 	DELETE FROM log_pending WHERE seq = $6 AND EXISTS (SELECT 1 FROM leaf)
 )
-SELECT count(*) FROM leaf`, []any{index, p.Ref, p.Data, idx, hs, int64(p.Seq)}, &stored)
-	if err != nil {
-		return err
-	}
-	if stored == 0 {
-		return fmt.Errorf("log: leaf %d is already taken", index)
-	}
+SELECT count(*) FROM leaf`, index, p.Ref, p.Data, idx, hs, int64(p.Seq)).QueryRow(func(row pgx.Row) error {
+		var stored int
+		if err := row.Scan(&stored); err != nil {
+			return fmt.Errorf("sequence leaf %d: %w", index, err)
+		}
+		if stored == 0 {
+			return fmt.Errorf("log: leaf %d is already taken", index)
+		}
+		return nil
+	})
 	return nil
 }
 
