@@ -141,11 +141,12 @@ type Rows interface {
 }
 
 // Prefetcher is a transaction that reads ahead, in one round trip, the
-// records a write is about to ask for: a store whose reads each cross the
-// network implements it (PostgreSQL's); bbolt's reads are memory reads and
-// it does not. Until the transaction's member writes, Row, Tombstone,
-// RowByRequestJWT and Revocation of a prefetched key answer exactly as
-// they would have at the prefetch (taking the same locks there).
+// records a write (or the uploader) is about to ask for: a store whose
+// reads each cross the network implements it (PostgreSQL's); bbolt's
+// reads are memory reads and it does not. Until the transaction's member
+// writes, Row, Tombstone, RowByRequestJWT, Revocation and Evidence of a
+// prefetched key answer exactly as they would have at the prefetch
+// (taking the same locks there).
 type Prefetcher interface {
 	Prefetch(p Prefetch) error
 }
@@ -156,6 +157,7 @@ type Prefetch struct {
 	Tombstones  []string // ids of removed rows
 	RequestJWTs []string // request-JWT hashes
 	Grant       string   // a grant whose revocation is read; "" for none
+	Evidence    []string // row ids whose evidence bundles are read
 }
 
 // prefetch asks tx to read p ahead when it can.

@@ -209,6 +209,24 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err != nil {
 			return err
 		}
+		// The evidence bundles this round reads, in one round trip where
+		// the store reads ahead.
+		var bundles []string
+		for _, p := range recorded {
+			for _, m := range p.Entries {
+				if m.Kind == ObjectEvidence {
+					bundles = append(bundles, m.Ref)
+				}
+			}
+		}
+		for _, e := range entries {
+			if e.Op == "" && e.Kind == ObjectEvidence {
+				bundles = append(bundles, e.Ref)
+			}
+		}
+		if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
+			return err
+		}
 		planned := map[uint64]bool{}
 		pending := map[string]bool{} // keys with a put still waiting
 	nextPlan:

@@ -8,7 +8,7 @@ import (
 )
 
 // testPrefetch: a store that reads ahead (ledger.Prefetcher) answers Row,
-// Tombstone, RowByRequestJWT and Revocation of prefetched keys as a direct
+// Tombstone, RowByRequestJWT, Revocation and Evidence of prefetched keys as a direct
 // read would, present and absent alike, in View and in Update; after the
 // member writes, reads see its writes. A store that does not read ahead
 // runs the same sequence with direct reads, so both answer alike.
@@ -21,12 +21,15 @@ func testPrefetch(t *testing.T, open opener) {
 	update(t, s, func(tx ledger.Tx) error { return tx.RemoveRow(swept, tomb) })
 	rev := ledger.Revocation{RevokedAt: base, By: "support", RecordedAt: base}
 	update(t, s, func(tx ledger.Tx) error { return tx.PutRevocation("grant-revoked", rev) })
+	bundle := []byte(`{"receiptJws":"kept"}`)
+	update(t, s, func(tx ledger.Tx) error { return tx.PutEvidence(kept.ID, bundle) })
 
 	ahead := ledger.Prefetch{
 		Rows:        []string{kept.ID, swept.ID, fresh.ID},
 		Tombstones:  []string{swept.ID, kept.ID},
 		RequestJWTs: []string{kept.RequestJWTSHA256, fresh.RequestJWTSHA256},
 		Grant:       "grant-revoked",
+		Evidence:    []string{kept.ID, fresh.ID},
 	}
 	reads := func(tx ledger.Tx, where string) {
 		t.Helper()
@@ -61,6 +64,12 @@ func testPrefetch(t *testing.T, open opener) {
 		if got, err := tx.Revocation("grant-other"); err != nil || got != nil {
 			t.Errorf("%s: Revocation of a grant not prefetched = %v, %v", where, got, err)
 		}
+		if got, err := tx.Evidence(kept.ID); err != nil || string(got) != string(bundle) {
+			t.Errorf("%s: Evidence(kept) = %q, %v", where, got, err)
+		}
+		if _, err := tx.Evidence(fresh.ID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("%s: Evidence of a row without one: %v, want ErrNotFound", where, err)
+		}
 	}
 	view(t, s, func(tx ledger.Tx) error { reads(tx, "View"); return nil })
 	update(t, s, func(tx ledger.Tx) error {
@@ -80,6 +89,12 @@ func testPrefetch(t *testing.T, open opener) {
 		}
 		if got, err := tx.Revocation("grant-revoked"); err != nil || got == nil || got.By != "admin" {
 			t.Errorf("Revocation after PutRevocation = %s, %v", show(got), err)
+		}
+		if err := tx.PutEvidence(fresh.ID, bundle); err != nil {
+			return err
+		}
+		if got, err := tx.Evidence(fresh.ID); err != nil || string(got) != string(bundle) {
+			t.Errorf("Evidence after PutEvidence = %q, %v", got, err)
 		}
 		return nil
 	})

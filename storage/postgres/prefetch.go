@@ -10,10 +10,11 @@ import (
 // row id) is a record read as absent; a key not in a map was not read.
 // It answers reads until the member writes (tx.writing drops it).
 type prefetched struct {
-	rows  map[string][]byte
-	tombs map[string][]byte
-	jwts  map[string]string
-	revs  map[string][]byte
+	rows     map[string][]byte
+	tombs    map[string][]byte
+	jwts     map[string]string
+	revs     map[string][]byte
+	evidence map[string][]byte
 }
 
 // Prefetch implements ledger.Prefetcher: the rows, tombstones,
@@ -24,7 +25,7 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	pre := &prefetched{rows: map[string][]byte{}, tombs: map[string][]byte{}, jwts: map[string]string{}, revs: map[string][]byte{}}
+	pre := &prefetched{rows: map[string][]byte{}, tombs: map[string][]byte{}, jwts: map[string]string{}, revs: map[string][]byte{}, evidence: map[string][]byte{}}
 	for _, id := range p.Rows {
 		pre.rows[id] = nil
 	}
@@ -63,6 +64,10 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 		pre.revs[p.Grant] = nil
 		point("SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), p.Grant, func(v []byte) { pre.revs[p.Grant] = v })
 	}
+	for _, id := range p.Evidence {
+		pre.evidence[id] = nil
+		point("SELECT bundle FROM evidence WHERE row_id = $1", id, func(v []byte) { pre.evidence[id] = v })
+	}
 	if err := t.flush("prefetch"); err != nil {
 		return err
 	}
@@ -97,6 +102,15 @@ func (t *tx) prefetchedJWT(sha string) (string, bool) {
 	}
 	id, ok := t.pre.jwts[sha]
 	return id, ok
+}
+
+// prefetchedEvidence is prefetchedRow for a row's evidence bundle.
+func (t *tx) prefetchedEvidence(id string) ([]byte, bool) {
+	if t.pre == nil {
+		return nil, false
+	}
+	b, ok := t.pre.evidence[id]
+	return b, ok
 }
 
 // prefetchedRevocation is prefetchedRow for a grant's revocation.

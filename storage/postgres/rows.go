@@ -472,12 +472,16 @@ func (t *tx) PutEvidence(rowID string, bundle []byte) error {
 
 // Evidence implements ledger.Rows.
 func (t *tx) Evidence(rowID string) ([]byte, error) {
-	var bundle []byte
-	found, err := t.queryRow("read evidence "+rowID, "SELECT bundle FROM evidence WHERE row_id = $1", []any{rowID}, &bundle)
-	if err != nil {
+	bundle, found := t.prefetchedEvidence(rowID)
+	if !found {
+		var err error
+		if found, err = t.queryRow("read evidence "+rowID, "SELECT bundle FROM evidence WHERE row_id = $1", []any{rowID}, &bundle); err != nil {
+			return nil, err
+		}
+	} else if err := t.blocked(); err != nil {
 		return nil, err
 	}
-	if !found {
+	if !found || bundle == nil {
 		return nil, ledger.ErrNotFound
 	}
 	return bundle, nil
