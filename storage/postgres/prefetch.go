@@ -6,120 +6,96 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// prefetched holds what Prefetch read, by key: a nil body (or an empty
-// row id) is a record read as absent; a key not in a map was not read.
-// It answers reads until the member writes (tx.writing drops it).
-type prefetched struct {
-	rows     map[string][]byte
-	tombs    map[string][]byte
-	jwts     map[string]string
-	revs     map[string][]byte
-	evidence map[string][]byte
+// pointRead is a read of one column of at most one row by its primary key
+// ($1), which Prefetch can make ahead.
+type pointRead int
+
+const (
+	readRow pointRead = iota
+	readTombstone
+	readRequestJWT
+	readRevocation
+	readEvidence
+	pointReads
+)
+
+// sql is the statement of read r; in a write transaction, rows and
+// revocations are locked as the write they lead to needs.
+func (t *tx) sql(r pointRead) string {
+	switch r {
+	case readRow:
+		return "SELECT body FROM ledger_rows WHERE id = $1" + t.lock()
+	case readTombstone:
+		return "SELECT body FROM tombstones WHERE id = $1"
+	case readRequestJWT:
+		return "SELECT row_id FROM request_jwts WHERE sha = $1"
+	case readRevocation:
+		return "SELECT body FROM revocations WHERE grant_id = $1" + t.lock()
+	default:
+		return "SELECT bundle FROM evidence WHERE row_id = $1"
+	}
 }
 
+// prefetched holds what Prefetch read, by kind of read and key: a nil value
+// is a record read as absent; a key not held was not read. It answers
+// reads until the member writes (tx.writing drops it).
+type prefetched [pointReads]map[string][]byte
+
 // Prefetch implements ledger.Prefetcher: the rows, tombstones,
-// request-JWT entries and revocation p names, in one round trip, read with
-// the statements (and, in a write transaction, the locks) the single
-// reads use.
+// request-JWT entries, revocation and evidence bundles p names, in one
+// round trip, with the statements (and, in a write transaction, the locks)
+// of the single reads. Each is a primary-key read of its own: an "= ANY"
+// over all the keys was read by a sequential scan while a young table's
+// statistics were stale.
 func (t *tx) Prefetch(p ledger.Prefetch) error {
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	pre := &prefetched{rows: map[string][]byte{}, tombs: map[string][]byte{}, jwts: map[string]string{}, revs: map[string][]byte{}, evidence: map[string][]byte{}}
-	for _, id := range p.Rows {
-		pre.rows[id] = nil
-	}
-	for _, id := range p.Tombstones {
-		pre.tombs[id] = nil
-	}
-	for _, sha := range p.RequestJWTs {
-		pre.jwts[sha] = ""
-	}
-	// One point read per key, all in one pipeline: each takes its
-	// table's primary key whatever the planner knows of the table (an
-	// "= ANY" over a young table's stale statistics is read by a
-	// sequential scan).
-	point := func(sql, key string, into func(v []byte)) {
-		t.b.Queue(sql, key).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var v []byte
-				if err := rows.Scan(&v); err != nil {
-					return err
+	var pre prefetched
+	ahead := func(r pointRead, keys ...string) {
+		if pre[r] == nil {
+			pre[r] = map[string][]byte{}
+		}
+		for _, k := range keys {
+			pre[r][k] = nil
+			t.b.Queue(t.sql(r), k).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var v []byte
+					if err := rows.Scan(&v); err != nil {
+						return err
+					}
+					pre[r][k] = v
 				}
-				into(v)
-			}
-			return rows.Err()
-		})
+				return rows.Err()
+			})
+		}
 	}
-	for _, id := range p.Rows {
-		point("SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), id, func(v []byte) { pre.rows[id] = v })
-	}
-	for _, id := range p.Tombstones {
-		point("SELECT body FROM tombstones WHERE id = $1", id, func(v []byte) { pre.tombs[id] = v })
-	}
-	for _, sha := range p.RequestJWTs {
-		point("SELECT row_id FROM request_jwts WHERE sha = $1", sha, func(v []byte) { pre.jwts[sha] = string(v) })
-	}
+	ahead(readRow, p.Rows...)
+	ahead(readTombstone, p.Tombstones...)
+	ahead(readRequestJWT, p.RequestJWTs...)
 	if p.Grant != "" {
-		pre.revs[p.Grant] = nil
-		point("SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), p.Grant, func(v []byte) { pre.revs[p.Grant] = v })
+		ahead(readRevocation, p.Grant)
 	}
-	for _, id := range p.Evidence {
-		pre.evidence[id] = nil
-		point("SELECT bundle FROM evidence WHERE row_id = $1", id, func(v []byte) { pre.evidence[id] = v })
-	}
+	ahead(readEvidence, p.Evidence...)
 	if err := t.flush("prefetch"); err != nil {
 		return err
 	}
-	t.pre = pre
+	t.pre = &pre
 	return nil
 }
 
-// prefetchedRow answers a read of row id from the prefetch: its body (nil
-// when absent) and whether it was prefetched.
-func (t *tx) prefetchedRow(id string) ([]byte, bool) {
-	if t.pre == nil {
-		return nil, false
+// read makes point read r of key: from what Prefetch read when it holds
+// the key, else with a round trip. It returns the value, nil when there is
+// no such row.
+func (t *tx) read(r pointRead, what, key string) ([]byte, error) {
+	if t.pre != nil {
+		if v, ok := t.pre[r][key]; ok {
+			return v, t.blocked()
+		}
 	}
-	b, ok := t.pre.rows[id]
-	return b, ok
-}
-
-// prefetchedTomb is prefetchedRow for tombstones.
-func (t *tx) prefetchedTomb(id string) ([]byte, bool) {
-	if t.pre == nil {
-		return nil, false
-	}
-	b, ok := t.pre.tombs[id]
-	return b, ok
-}
-
-// prefetchedJWT is prefetchedRow for request-JWT entries: the row id ("" when
-// absent).
-func (t *tx) prefetchedJWT(sha string) (string, bool) {
-	if t.pre == nil {
-		return "", false
-	}
-	id, ok := t.pre.jwts[sha]
-	return id, ok
-}
-
-// prefetchedEvidence is prefetchedRow for a row's evidence bundle.
-func (t *tx) prefetchedEvidence(id string) ([]byte, bool) {
-	if t.pre == nil {
-		return nil, false
-	}
-	b, ok := t.pre.evidence[id]
-	return b, ok
-}
-
-// prefetchedRevocation is prefetchedRow for a grant's revocation.
-func (t *tx) prefetchedRevocation(grant string) ([]byte, bool) {
-	if t.pre == nil {
-		return nil, false
-	}
-	b, ok := t.pre.revs[grant]
-	return b, ok
+	var v []byte
+	_, err := t.queryRow(what, t.sql(r), []any{key}, &v)
+	return v, err
 }
 
 // writing drops what was prefetched (a write may change it) and reports

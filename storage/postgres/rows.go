@@ -58,19 +58,11 @@ func decodeRow(body []byte) (*ledger.Row, error) {
 
 // Row implements ledger.Rows.
 func (t *tx) Row(id string) (*ledger.Row, error) {
-	body, found := t.prefetchedRow(id)
-	if !found {
-		var err error
-		if found, err = t.queryRow("read row "+id, "SELECT body FROM ledger_rows WHERE id = $1"+t.lock(), []any{id}, &body); err != nil {
-			return nil, err
-		}
-	} else if err := t.blocked(); err != nil {
+	body, err := t.read(readRow, "read row "+id, id)
+	if err != nil {
 		return nil, err
 	}
 	if body == nil {
-		found = false
-	}
-	if !found {
 		t.absentRows[id] = true
 		return nil, ledger.ErrNotFound
 	}
@@ -197,19 +189,12 @@ func (t *tx) rewriteRow(r *ledger.Row, sql string) error {
 
 // RowByRequestJWT implements ledger.Rows.
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	id, found := t.prefetchedJWT(sha)
-	if !found {
-		var err error
-		if found, err = t.queryRow("read request JWT index", "SELECT row_id FROM request_jwts WHERE sha = $1", []any{sha}, &id); err != nil {
-			return "", err
-		}
-	} else if err := t.blocked(); err != nil {
+	v, err := t.read(readRequestJWT, "read request JWT index", sha)
+	if err != nil {
 		return "", err
 	}
+	id := string(v)
 	if id == "" {
-		found = false
-	}
-	if !found {
 		t.absentJWTs[sha] = true
 	} else if t.absentJWTs[sha] {
 		t.rerun = true // another writer took it since this member looked
@@ -446,16 +431,11 @@ ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.Iss
 
 // Tombstone implements ledger.Rows.
 func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
-	body, found := t.prefetchedTomb(id)
-	if !found {
-		var err error
-		if found, err = t.queryRow("read tombstone "+id, "SELECT body FROM tombstones WHERE id = $1", []any{id}, &body); err != nil {
-			return nil, err
-		}
-	} else if err := t.blocked(); err != nil {
+	body, err := t.read(readTombstone, "read tombstone "+id, id)
+	if err != nil {
 		return nil, err
 	}
-	if !found || body == nil {
+	if body == nil {
 		return nil, ledger.ErrNotFound
 	}
 	var tomb ledger.Tombstone
@@ -472,16 +452,11 @@ func (t *tx) PutEvidence(rowID string, bundle []byte) error {
 
 // Evidence implements ledger.Rows.
 func (t *tx) Evidence(rowID string) ([]byte, error) {
-	bundle, found := t.prefetchedEvidence(rowID)
-	if !found {
-		var err error
-		if found, err = t.queryRow("read evidence "+rowID, "SELECT bundle FROM evidence WHERE row_id = $1", []any{rowID}, &bundle); err != nil {
-			return nil, err
-		}
-	} else if err := t.blocked(); err != nil {
+	bundle, err := t.read(readEvidence, "read evidence "+rowID, rowID)
+	if err != nil {
 		return nil, err
 	}
-	if !found || bundle == nil {
+	if bundle == nil {
 		return nil, ledger.ErrNotFound
 	}
 	return bundle, nil
@@ -577,16 +552,11 @@ func (t *tx) DeleteSnapshot(id string) error {
 
 // Revocation implements ledger.Rows.
 func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
-	body, found := t.prefetchedRevocation(grant)
-	if !found {
-		var err error
-		if found, err = t.queryRow("read revocation of "+grant, "SELECT body FROM revocations WHERE grant_id = $1"+t.lock(), []any{grant}, &body); err != nil {
-			return nil, err
-		}
-	} else if err := t.blocked(); err != nil {
+	body, err := t.read(readRevocation, "read revocation of "+grant, grant)
+	if err != nil {
 		return nil, err
 	}
-	if !found || body == nil {
+	if body == nil {
 		return nil, nil
 	}
 	var r ledger.Revocation
