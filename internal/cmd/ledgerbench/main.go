@@ -25,7 +25,7 @@ import (
 
 func main() {
 	cfg := bench.Config{Out: os.Stdout, GrowthSteps: []int{0, 1000000, 3000000, 10000000}}
-	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length (0 skips the ceilings, served phases and everything after them)")
+	flag.DurationVar(&cfg.Duration, "duration", 60*time.Second, "sustained-load phase length (0 skips the ceilings, served phases and everything after them; with -store, the write side, leaving the reads)")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
 	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase (0 skips it)")
 	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
