@@ -79,11 +79,9 @@ func TestIntegrityChecksTheLog(t *testing.T) {
 			return tamper.EditRow(rows[0].ID, func(r *ledger.Row) { r.DisputeEvents[0].Status = ledger.DisputeResolvedOther })
 		}, "differs from dispute event 0 of row"},
 		{"rewrite a leaf", func([]*ledger.Row) func(*bbolt.Tx) error {
-			return func(tx *bbolt.Tx) error {
-				b := tx.Bucket([]byte("log_leaves"))
-				k := []byte{0, 0, 0, 0, 0, 0, 0, 1}
-				return b.Put(k, bytes.Replace(b.Get(k), []byte("status authorized"), []byte("status incident"), 1))
-			}
+			return tamper.EditLeaf(1, func(v []byte) []byte {
+				return bytes.Replace(v, []byte("status authorized"), []byte("status incident"), 1)
+			})
 		}, "tree root does not match checkpoint"},
 	}
 	for _, tc := range tests {

@@ -19,6 +19,7 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
 )
 
 // TestCrashesLeaveNoOrphanObjects kills ledgerd with SIGKILL several times
@@ -91,9 +92,13 @@ func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
 	}
 	named := map[string]bool{}
 	err = db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("objects")).ForEach(func(_, v []byte) error {
+		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
 			var loc struct{ Key string }
-			if err := json.Unmarshal(v, &loc); err != nil {
+			raw, err := bolt.DecodeValue(v)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(raw, &loc); err != nil {
 				return err
 			}
 			named[loc.Key] = true

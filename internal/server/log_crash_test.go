@@ -25,6 +25,7 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
 )
 
 // TestIntegratorCrashRestart kills ledgerd with SIGKILL several times while
@@ -239,14 +240,14 @@ func TestIntegratorCrashRestart(t *testing.T) {
 	}
 	defer db.Close()
 	err = db.View(func(tx *bbolt.Tx) error {
-		rows := tx.Bucket([]byte("rows")).Stats().KeyN
+		rows := tx.Bucket([]byte("row_seq")).Stats().KeyN
 		pending := tx.Bucket([]byte("log_pending")).Stats().KeyN
 		if int64(rows) != last.Size || pending != 0 {
 			return fmt.Errorf("%d rows, %d leaves, %d leaves still queued", rows, last.Size, pending)
 		}
-		return tx.Bucket([]byte("rows")).ForEach(func(k, _ []byte) error {
-			if _, ok := rowAt[string(k)]; !ok {
-				return fmt.Errorf("committed row %s has no leaf", k)
+		return tx.Bucket([]byte("row_seq")).ForEach(func(k, _ []byte) error {
+			if _, ok := rowAt[bolt.IDString(k)]; !ok {
+				return fmt.Errorf("committed row %s has no leaf", bolt.IDString(k))
 			}
 			return nil
 		})

@@ -5,27 +5,87 @@ package tamper
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
 )
+
+// The row store's buckets (storage/bolt, layout 2).
+var (
+	rowData  = []byte("row_data")
+	rowSeq   = []byte("row_seq")
+	meta     = []byte("meta")
+	rowSeqN  = []byte("row_seq_n")
+	evidence = []byte("evidence")
+)
+
+// isIndex reports whether bucket name is one of the row indexes.
+func isIndex(name []byte) bool { return bytes.HasPrefix(name, []byte("by_")) }
+
+// seqOf returns the number of row id.
+func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
+	seq := tx.Bucket(rowSeq).Get(bolt.IDKey(id))
+	if seq == nil {
+		return nil, fmt.Errorf("no row %s", id)
+	}
+	return append([]byte(nil), seq...), nil
+}
+
+// readRow decodes row number seq.
+func readRow(tx *bbolt.Tx, seq []byte) (*ledger.Row, error) {
+	raw, err := bolt.DecodeValue(tx.Bucket(rowData).Get(seq))
+	if err != nil {
+		return nil, err
+	}
+	var r ledger.Row
+	return &r, json.Unmarshal(raw, &r)
+}
+
+// putRow stores r as row number seq.
+func putRow(tx *bbolt.Tx, seq []byte, r *ledger.Row) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(rowData).Put(seq, bolt.EncodeValue(v))
+}
+
+// newSeq hands out the next row number, as the store would.
+func newSeq(tx *bbolt.Tx) ([]byte, error) {
+	n := uint64(0)
+	if v := tx.Bucket(meta).Get(rowSeqN); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	seq := binary.BigEndian.AppendUint64(nil, n+1)
+	return seq, tx.Bucket(meta).Put(rowSeqN, seq)
+}
 
 // DropRow deletes a row and its index entries, as an operator hiding a row
 // would.
 func DropRow(id string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
-		if err := tx.Bucket([]byte("rows")).Delete([]byte(id)); err != nil {
+		seq, err := seqOf(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(rowSeq).Delete(bolt.IDKey(id)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(rowData).Delete(seq); err != nil {
 			return err
 		}
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !bytes.HasPrefix(name, []byte("ix_")) {
+			if !isIndex(name) {
 				return nil
 			}
 			var del [][]byte
 			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, []byte(id)) {
+				if bytes.HasSuffix(k, seq) {
 					del = append(del, append([]byte(nil), k...))
 				}
 				return nil
@@ -44,31 +104,38 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 // copy of row id under another id, with its evidence and index entries.
 func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
-		var r ledger.Row
-		if err := json.Unmarshal(tx.Bucket([]byte("rows")).Get([]byte(id)), &r); err != nil {
-			return err
-		}
-		r.ID, r.ReceiptID = forged, "sha256:"+forged
-		v, err := json.Marshal(&r)
+		seq, err := seqOf(tx, id)
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket([]byte("rows")).Put([]byte(forged), v); err != nil {
+		r, err := readRow(tx, seq)
+		if err != nil {
 			return err
 		}
-		if ev := tx.Bucket([]byte("evidence")).Get([]byte(id)); ev != nil {
-			if err := tx.Bucket([]byte("evidence")).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {
+		r.ID, r.ReceiptID = forged, "sha256:"+forged
+		fseq, err := newSeq(tx)
+		if err != nil {
+			return err
+		}
+		if err := putRow(tx, fseq, r); err != nil {
+			return err
+		}
+		if err := tx.Bucket(rowSeq).Put(bolt.IDKey(forged), fseq); err != nil {
+			return err
+		}
+		if ev := tx.Bucket(evidence).Get([]byte(id)); ev != nil {
+			if err := tx.Bucket(evidence).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {
 				return err
 			}
 		}
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !bytes.HasPrefix(name, []byte("ix_")) || string(name) == "ix_expiry" {
+			if !isIndex(name) || string(name) == "by_expiry" {
 				return nil
 			}
 			var add [][]byte
 			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, []byte(id)) {
-					add = append(add, append(bytes.TrimSuffix(append([]byte(nil), k...), []byte(id)), forged...))
+				if bytes.HasSuffix(k, seq) {
+					add = append(add, append(bytes.TrimSuffix(append([]byte(nil), k...), seq), fseq...))
 				}
 				return nil
 			})
@@ -86,16 +153,37 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 // under the row's id after fn: an fn that changes the id inserts a copy.
 func EditRow(id string, fn func(r *ledger.Row)) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("rows"))
-		var r ledger.Row
-		if err := json.Unmarshal(b.Get([]byte(id)), &r); err != nil {
-			return err
-		}
-		fn(&r)
-		v, err := json.Marshal(&r)
+		seq, err := seqOf(tx, id)
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(r.ID), v)
+		r, err := readRow(tx, seq)
+		if err != nil {
+			return err
+		}
+		fn(r)
+		if r.ID != id {
+			if seq, err = newSeq(tx); err != nil {
+				return err
+			}
+			if err := tx.Bucket(rowSeq).Put(bolt.IDKey(r.ID), seq); err != nil {
+				return err
+			}
+		}
+		return putRow(tx, seq, r)
+	}
+}
+
+// EditLeaf rewrites the stored bytes of log leaf index (its ref and
+// data together, as the store keeps them) with fn.
+func EditLeaf(index uint64, fn func(stored []byte) []byte) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("log_leaves"))
+		k := binary.BigEndian.AppendUint64(nil, index)
+		v, err := bolt.DecodeValue(b.Get(k))
+		if err != nil {
+			return err
+		}
+		return b.Put(k, bolt.EncodeValue(fn(append([]byte(nil), v...))))
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"log/slog"
 	"strconv"
 	"sync"
 	"syscall"
@@ -27,37 +27,47 @@ import (
 )
 
 var (
-	bRows     = []byte("rows")
 	bEvidence = []byte("evidence")
 	bJWKS     = []byte("jwks")
-	bObjects  = []byte("objects")
+	bObjects  = []byte("object_records") // object key (objectKey) -> its location
 	bOutbox   = []byte("outbox")
-	bReqJWT   = []byte("request_jwt")
 	bMeta     = []byte("meta")
 	bDrills   = []byte("drills")
 	bGrants   = []byte("grants")
 	bIncident = []byte("incidents")
 	bHolds    = []byte("holds")
-	bExpiry   = []byte("ix_expiry")
 	bTombs    = []byte("tombstones")
 	bSegments = []byte("segments")
-	bSnapRefs = []byte("snapshot_refs")
 	bDeletes  = []byte("deletions")
 	bSnapKeep = []byte("snapshot_retain")
 
-	ixPrincipal = []byte("ix_principal")
-	ixGrant     = []byte("ix_grant")
-	ixTarget    = []byte("ix_target")
-	ixAgent     = []byte("ix_agent")
-	ixStatus    = []byte("ix_status")
-	ixClass     = []byte("ix_class")
-	ixTime      = []byte("ix_time")
+	// Rows (layout 2, docs/design/017-row-store-layout.md): each row has a
+	// sequence number, given in commit order. bRowData holds the row by
+	// its number, bRowSeq the number by the row's id; every index entry
+	// ends with the number.
+	bRowData = []byte("row_data")
+	bRowSeq  = []byte("row_seq")
+	// bReqJWT: a request JWT's hash (idKey) -> the id (idKey) of the
+	// first row that used it.
+	bReqJWT = []byte("request_jwts")
+	// bExpiry: retain-until (8 bytes) and row number.
+	bExpiry = []byte("by_expiry")
 
-	allBuckets = [][]byte{bRows, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bSnapRefs, bDeletes, bSnapKeep,
+	// The indexes: value, 0x00, time (8 bytes), row number.
+	ixPrincipal = []byte("by_principal")
+	ixGrant     = []byte("by_grant")
+	ixTarget    = []byte("by_target")
+	ixAgent     = []byte("by_agent")
+	ixStatus    = []byte("by_status")
+	ixClass     = []byte("by_class")
+	ixTime      = []byte("by_time")
+
+	allBuckets = [][]byte{bRowData, bRowSeq, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead}
 
 	kIncidentSeq = []byte("incident_seq")
 	kOutboxN     = []byte("outbox_n")
+	kRowSeqN     = []byte("row_seq_n")
 )
 
 // Config tunes the store. The zero value is the default.
@@ -124,7 +134,7 @@ func Open(path string, cfg Config) (*Store, error) {
 		return nil
 	})
 	if err == nil {
-		err = openSnapshotLinks(db)
+		err = convertLayout(db, slog.Default())
 	}
 	if err != nil {
 		db.Close()
@@ -300,59 +310,92 @@ func (s *Store) commit(batch []*request, errs []error) error {
 // tx implements ledger.Tx.
 type tx struct{ tx *bolt.Tx }
 
-// b returns bucket name of the transaction. Buckets whose keys only grow
-// (sequence numbers and log indexes, appended at the end) fill their pages
-// before splitting them; the others keep bbolt's default half.
+// b returns bucket name of the transaction, with its split set for how
+// its keys arrive (fillPercent).
 func (t *tx) b(name []byte) *bolt.Bucket {
 	b := t.tx.Bucket(name)
-	if appendOrdered(name) {
-		b.FillPercent = 1.0
+	if f, ok := fillPercent[string(name)]; ok {
+		b.FillPercent = f
 	}
 	return b
 }
 
-// appendOrderedBuckets are keyed by a number that only grows: outbox and
-// pending-leaf sequence numbers, incident numbers, access records, leaf
-// and stored-hash indexes, checkpoint sizes.
-var appendOrderedBuckets = map[string]bool{}
+// fillPercent is where bbolt splits a full page of a bucket whose keys
+// arrive in order; buckets keyed at random keep bbolt's default half.
+//
+//   - 1.0 for keys that only grow (row numbers, outbox and pending-leaf
+//     sequence numbers, incident numbers, access records, leaf and
+//     stored-hash indexes, checkpoint sizes) or that grow within a few
+//     runs (index keys by time within a status, a class or the time
+//     index's one run; retain-until within a retention class, row
+//     numbers within a snapshot's links): the page they are appended to is filled, and the
+//     page split off holds only the new key.
+var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
-		appendOrderedBuckets[string(b)] = true
+	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bExpiry, bSnapLinks, ixTime, ixStatus, ixClass} {
+		fillPercent[string(b)] = 1.0
 	}
 }
 
-// appendOrdered reports whether new keys of bucket name sort after all
-// its keys.
-func appendOrdered(name []byte) bool { return appendOrderedBuckets[string(name)] }
-
 func (t *tx) Row(id string) (*ledger.Row, error) {
-	v := t.b(bRows).Get([]byte(id))
+	r, _, err := t.rowAndSeq(id)
+	return r, err
+}
+
+// rowAndSeq returns row id and its number's key.
+func (t *tx) rowAndSeq(id string) (*ledger.Row, []byte, error) {
+	seq := t.b(bRowSeq).Get(idKey(id))
+	if seq == nil {
+		return nil, nil, ledger.ErrNotFound
+	}
+	seq = append([]byte(nil), seq...)
+	r, err := t.rowAt(seq)
+	return r, seq, err
+}
+
+// rowAt returns the row numbered seq.
+func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
+	v := t.b(bRowData).Get(seq)
 	if v == nil {
-		return nil, ledger.ErrNotFound
+		return nil, fmt.Errorf("row %x: indexed but not stored", seq)
+	}
+	return decodeRow(seq, v)
+}
+
+func decodeRow(seq, v []byte) (*ledger.Row, error) {
+	raw, err := decodeValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("decode row %x: %w", seq, err)
 	}
 	var r ledger.Row
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, fmt.Errorf("decode row %s: %w", id, err)
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("decode row %x: %w", seq, err)
 	}
 	return &r, nil
 }
 
-// timeKey orders newest first: the inverted nanoseconds since the epoch.
-func timeKey(t time.Time) uint64 {
-	n := t.UnixNano()
-	if n < 0 {
-		n = 0
+func encodeRow(r *ledger.Row) ([]byte, error) {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
-	return math.MaxUint64 - uint64(n)
+	return encodeValue(v), nil
 }
 
-func indexKey(value string, t time.Time, id string) []byte {
-	k := make([]byte, 0, len(value)+1+8+len(id))
+// timeKey is an index key's time: nanoseconds since the epoch (none
+// before it). Keys run oldest first within a value; List walks them
+// newest first.
+func timeKey(t time.Time) uint64 {
+	return uint64(max(t.UnixNano(), 0))
+}
+
+func indexKey(value string, t time.Time, seq []byte) []byte {
+	k := make([]byte, 0, len(value)+1+8+len(seq))
 	k = append(k, value...)
 	k = append(k, 0)
 	k = binary.BigEndian.AppendUint64(k, timeKey(t))
-	return append(k, id...)
+	return append(k, seq...)
 }
 
 type indexEntry struct {
@@ -380,37 +423,57 @@ func indexEntries(r *ledger.Row) []indexEntry {
 }
 
 func (t *tx) CreateRow(r *ledger.Row) error {
-	if t.b(bRows).Get([]byte(r.ID)) != nil {
+	id := idKey(r.ID)
+	if t.b(bRowSeq).Get(id) != nil {
 		return fmt.Errorf("create row %s: already exists", r.ID)
 	}
-	v, err := json.Marshal(r)
+	n, err := t.counter(kRowSeqN, 1)
 	if err != nil {
-		return fmt.Errorf("encode row %s: %w", r.ID, err)
+		return err
 	}
-	if err := t.b(bRows).Put([]byte(r.ID), v); err != nil {
+	seq := seqKey(n)
+	if err := t.b(bRowSeq).Put(id, seq); err != nil {
+		return err
+	}
+	if err := t.insertRow(r, seq); err != nil {
+		return err
+	}
+	if r.RequestJWTSHA256 != "" {
+		if k := idKey(r.RequestJWTSHA256); t.b(bReqJWT).Get(k) == nil {
+			if err := t.b(bReqJWT).Put(k, id); err != nil {
+				return err
+			}
+		}
+	}
+	return t.linkSnapshots(r, seq)
+}
+
+// insertRow stores r as row number seq with its index and expiry
+// entries.
+func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
+	v, err := encodeRow(r)
+	if err != nil {
+		return err
+	}
+	if err := t.b(bRowData).Put(seq, v); err != nil {
 		return err
 	}
 	for _, e := range indexEntries(r) {
-		if err := t.b(e.bucket).Put(indexKey(e.value, r.IssuedAt, r.ID), nil); err != nil {
-			return err
-		}
-	}
-	if r.RequestJWTSHA256 != "" && t.b(bReqJWT).Get([]byte(r.RequestJWTSHA256)) == nil {
-		if err := t.b(bReqJWT).Put([]byte(r.RequestJWTSHA256), []byte(r.ID)); err != nil {
+		if err := t.b(e.bucket).Put(indexKey(e.value, r.IssuedAt, seq), nil); err != nil {
 			return err
 		}
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, r.ID), nil); err != nil {
+		if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, seq), nil); err != nil {
 			return err
 		}
 	}
-	return t.linkSnapshots(r)
+	return nil
 }
 
-func expiryKey(t time.Time, id string) []byte {
+func expiryKey(t time.Time, seq []byte) []byte {
 	k := binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0)))
-	return append(k, id...)
+	return append(k, seq...)
 }
 
 // count adds delta to a counter keyed by key in bucket and returns it; a
@@ -427,26 +490,30 @@ func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 	return n, t.b(bucket).Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-// putRow rewrites a stored row whose indexed fields did not change.
-func (t *tx) putRow(r *ledger.Row) error {
-	v, err := json.Marshal(r)
+// putRow rewrites row number seq, whose indexed fields did not change.
+func (t *tx) putRow(r *ledger.Row, seq []byte) error {
+	v, err := encodeRow(r)
 	if err != nil {
-		return fmt.Errorf("encode row %s: %w", r.ID, err)
+		return err
 	}
-	return t.b(bRows).Put([]byte(r.ID), v)
+	return t.b(bRowData).Put(seq, v)
 }
 
 func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledger.DisputeEvent) error {
-	r, err := t.Row(id)
+	r, seq, err := t.rowAndSeq(id)
 	if err != nil {
 		return err
 	}
 	r.Dispute, r.DisputeEvents = status, events
-	return t.putRow(r)
+	return t.putRow(r, seq)
 }
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	return string(t.b(bReqJWT).Get([]byte(sha))), nil
+	v := t.b(bReqJWT).Get(idKey(sha))
+	if v == nil {
+		return "", nil
+	}
+	return idString(v), nil
 }
 
 func (t *tx) counter(k []byte, delta int64) (uint64, error) {
@@ -507,41 +574,53 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	case q.Class != 0:
 		bucket, value = ixClass, strconv.Itoa(int(q.Class))
 	}
+	// Keys run oldest first; the listing walks them backwards from the
+	// end of the value's run, or from just before until.
 	prefix := append([]byte(value), 0)
-	start := prefix
+	end := append([]byte(value), 1) // past the run
 	if !q.Until.IsZero() {
-		start = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), timeKey(q.Until)+1)
+		end = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), timeKey(q.Until))
+	}
+	c := t.b(bucket).Cursor()
+	k, _ := c.Seek(end)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
 	}
 	if q.PageToken != "" {
 		tok, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err != nil || len(tok) < len(prefix)+8 || string(tok[:len(prefix)]) != string(prefix) {
+		if err != nil || len(tok) < 1+len(prefix)+8 || tok[0] != pageTokenVersion || string(tok[1:1+len(prefix)]) != string(prefix) {
 			return nil, "", fmt.Errorf("%w: pageToken does not belong to this query", ledger.ErrInvalid)
 		}
-		start = append(tok, 0) // just after the last key returned
+		// Just before the last key returned.
+		if k, _ = c.Seek(tok[1:]); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
 	}
-	var stop uint64 = math.MaxUint64
+	var since uint64
 	if !q.Since.IsZero() {
-		stop = timeKey(q.Since)
+		since = timeKey(q.Since)
 	}
 	var rows []*ledger.Row
-	c := t.b(bucket).Cursor()
-	var last []byte
-	for k, _ := c.Seek(start); k != nil; k, _ = c.Next() {
+	last := []byte{pageTokenVersion}
+	for ; k != nil; k, _ = c.Prev() {
 		if len(k) < len(prefix)+8 || string(k[:len(prefix)]) != string(prefix) {
 			break
 		}
-		if binary.BigEndian.Uint64(k[len(prefix):]) > stop {
+		if binary.BigEndian.Uint64(k[len(prefix):]) < since {
 			break
 		}
 		if len(rows) == q.PageSize {
 			return rows, base64.RawURLEncoding.EncodeToString(last), nil
 		}
-		id := string(k[len(prefix)+8:])
-		r, err := t.Row(id)
+		r, err := t.rowAt(k[len(prefix)+8:])
 		if err != nil {
 			return nil, "", err
 		}
-		last = append(last[:0], k...)
+		last = append(last[:1], k...)
 		if !matches(r, q) {
 			continue
 		}
@@ -549,6 +628,10 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	}
 	return rows, "", nil
 }
+
+// pageTokenVersion starts every page token of List: tokens of the
+// layout-1 indexes (newest-first keys) are refused, not misread.
+const pageTokenVersion = 2
 
 func matches(r *ledger.Row, q ledger.Query) bool {
 	switch {
@@ -571,14 +654,14 @@ func matches(r *ledger.Row, q ledger.Query) bool {
 }
 
 func (t *tx) RowAfter(key string) (*ledger.Row, error) {
-	c := t.b(bRows).Cursor()
-	k, _ := c.Seek([]byte(key))
+	c := t.b(bRowSeq).Cursor()
+	k, v := c.Seek(seekKey(key))
 	if k == nil {
-		if k, _ = c.First(); k == nil {
+		if k, v = c.First(); k == nil {
 			return nil, nil
 		}
 	}
-	return t.Row(string(k))
+	return t.rowAt(v)
 }
 
 func (t *tx) PutDrill(id string, body []byte) error {
@@ -646,13 +729,14 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 }
 
 func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
-	c := t.b(bRows).Cursor()
+	c := t.b(bRowSeq).Cursor()
 	var k, v []byte
 	if after == "" {
 		k, v = c.First()
 	} else {
-		k, v = c.Seek([]byte(after))
-		if k != nil && string(k) == after {
+		start := idKey(after)
+		k, v = c.Seek(start)
+		if k != nil && string(k) == string(start) {
 			k, v = c.Next()
 		}
 	}
@@ -661,11 +745,11 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 		if len(out) == n {
 			return out, out[len(out)-1].ID, nil
 		}
-		var r ledger.Row
-		if err := json.Unmarshal(v, &r); err != nil {
-			return nil, "", fmt.Errorf("decode row %s: %w", k, err)
+		r, err := t.rowAt(v)
+		if err != nil {
+			return nil, "", err
 		}
-		out = append(out, &r)
+		out = append(out, r)
 	}
 	return out, "", nil
 }
@@ -726,22 +810,22 @@ func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
 }
 
 func (t *tx) UpdateRetention(id string, until time.Time) error {
-	r, err := t.Row(id)
+	r, seq, err := t.rowAndSeq(id)
 	if err != nil {
 		return err
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, id)); err != nil {
+		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}
 	if !until.IsZero() {
-		if err := t.b(bExpiry).Put(expiryKey(until, id), nil); err != nil {
+		if err := t.b(bExpiry).Put(expiryKey(until, seq), nil); err != nil {
 			return err
 		}
 	}
 	r.RetainUntil = until
-	return t.putRow(r)
+	return t.putRow(r, seq)
 }
 
 func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
@@ -768,7 +852,7 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 		if len(out) == n {
 			return out, hex.EncodeToString(last), nil
 		}
-		r, err := t.Row(string(k[8:]))
+		r, err := t.rowAt(k[8:])
 		if err != nil {
 			return nil, "", err
 		}
@@ -779,28 +863,39 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 }
 
 func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
-	if err := t.b(bRows).Delete([]byte(r.ID)); err != nil {
+	id := idKey(r.ID)
+	seq := t.b(bRowSeq).Get(id)
+	if seq == nil {
+		return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
+	}
+	seq = append([]byte(nil), seq...) // the deletes below may move the page it points into
+	if err := t.b(bRowSeq).Delete(id); err != nil {
+		return err
+	}
+	if err := t.b(bRowData).Delete(seq); err != nil {
 		return err
 	}
 	for _, e := range indexEntries(r) {
-		if err := t.b(e.bucket).Delete(indexKey(e.value, r.IssuedAt, r.ID)); err != nil {
+		if err := t.b(e.bucket).Delete(indexKey(e.value, r.IssuedAt, seq)); err != nil {
 			return err
 		}
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, r.ID)); err != nil {
+		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}
-	if r.RequestJWTSHA256 != "" && string(t.b(bReqJWT).Get([]byte(r.RequestJWTSHA256))) == r.ID {
-		if err := t.b(bReqJWT).Delete([]byte(r.RequestJWTSHA256)); err != nil {
-			return err
+	if r.RequestJWTSHA256 != "" {
+		if k := idKey(r.RequestJWTSHA256); string(t.b(bReqJWT).Get(k)) == string(id) {
+			if err := t.b(bReqJWT).Delete(k); err != nil {
+				return err
+			}
 		}
 	}
 	if err := t.b(bEvidence).Delete([]byte(r.ID)); err != nil {
 		return err
 	}
-	if err := t.unlinkSnapshots(r); err != nil {
+	if err := t.unlinkSnapshots(r, seq); err != nil {
 		return err
 	}
 	v, err := json.Marshal(tomb)

@@ -101,8 +101,11 @@ var ExportKinds = []ExportKind{
 type exportKey int
 
 const (
-	byName exportKey = iota // a text key: Name
-	bySeq                   // an 8-byte big-endian number: Seq
+	byName   exportKey = iota // a text key: Name
+	bySeq                     // an 8-byte big-endian number: Seq
+	byID                      // an id (idKey): Name
+	byObject                  // an object key (objectKey): Name
+	byRow                     // a row number: Name is the row's id
 )
 
 // exportBuckets maps each kind to its bucket and key.
@@ -110,14 +113,14 @@ var exportBuckets = map[ExportKind]struct {
 	bucket []byte
 	key    exportKey
 }{
-	ExportRows: {bRows, byName}, ExportRequestJWTs: {bReqJWT, byName}, ExportEvidence: {bEvidence, byName},
+	ExportRows: {bRowData, byRow}, ExportRequestJWTs: {bReqJWT, byID}, ExportEvidence: {bEvidence, byName},
 	ExportTombstones: {bTombs, byName}, ExportSnapshots: {bJWKS, byName}, ExportSnapshotRetain: {bSnapKeep, byName},
 	ExportRevocations: {bGrants, byName}, ExportOutbox: {bOutbox, bySeq}, ExportFailures: {bOutboxFail, bySeq},
-	ExportDeadLetters: {bDead, bySeq}, ExportSegmentPlans: {bPlans, byName}, ExportObjects: {bObjects, byName},
+	ExportDeadLetters: {bDead, bySeq}, ExportSegmentPlans: {bPlans, byName}, ExportObjects: {bObjects, byObject},
 	ExportHolds: {bHolds, byName}, ExportSegmentRefs: {bSegments, byName},
 	ExportDeletions: {bDeletes, byName}, ExportDrills: {bDrills, byName}, ExportIncidents: {bIncident, bySeq},
 	ExportAccess: {bAccess, bySeq}, ExportLogPending: {bLogPending, bySeq}, ExportLogLeaves: {bLogLeaves, bySeq},
-	ExportLogIndex: {bLogIndex, byName}, ExportLogHashes: {bLogHashes, bySeq}, ExportCheckpoints: {bLogCPs, bySeq},
+	ExportLogIndex: {bLogIndex, byID}, ExportLogHashes: {bLogHashes, bySeq}, ExportCheckpoints: {bLogCPs, bySeq},
 }
 
 // Record is one record of an exported kind; which fields a kind fills is
@@ -171,6 +174,17 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s read-only: %w", path, err)
+	}
+	var version uint64
+	_ = db.View(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bMeta); m != nil {
+			version = metaUint(m, kLayout)
+		}
+		return nil
+	})
+	if version != layout {
+		db.Close()
+		return nil, fmt.Errorf("open %s: the file has layout %d and this version reads layout %d: start this version's ledgerd on it once, which converts it, then copy it", path, version, layout)
 	}
 	return &Export{db: db}, nil
 }
@@ -231,7 +245,11 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 	switch key {
 	case byName:
 		r.Name = string(k)
-	case bySeq:
+	case byID:
+		r.Name = idString(k)
+	case byObject:
+		r.Name = objectName(k)
+	case bySeq, byRow:
 		if len(k) != 8 {
 			return r, fmt.Errorf("key %x is not a number", k)
 		}
@@ -239,13 +257,24 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 	}
 	switch kind {
 	case ExportRows:
-		r.Body = append([]byte(nil), v...)
-		r.Row = new(ledger.Row)
-		if err := json.Unmarshal(v, r.Row); err != nil {
-			return r, fmt.Errorf("decode row %s: %w", k, err)
+		body, err := decodeValue(v)
+		if err != nil {
+			return r, fmt.Errorf("decode row %x: %w", k, err)
 		}
+		r.Body = append([]byte(nil), body...)
+		r.Row = new(ledger.Row)
+		if err := json.Unmarshal(body, r.Row); err != nil {
+			return r, fmt.Errorf("decode row %x: %w", k, err)
+		}
+		r.Name = r.Row.ID
 	case ExportRequestJWTs:
-		r.Ref = string(v)
+		r.Ref = idString(v)
+	case ExportObjects:
+		body, err := decodeValue(v)
+		if err != nil {
+			return r, fmt.Errorf("object record %s: %w", r.Name, err)
+		}
+		r.Body = append([]byte(nil), body...)
 	case ExportEvidence:
 		b, err := decompressBundle(v)
 		if err != nil {
@@ -273,11 +302,11 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 		}
 		r.N, r.Body = a.At.UnixNano(), a.Body
 	case ExportLogPending, ExportLogLeaves:
-		l, m := binary.Uvarint(v)
-		if m <= 0 || uint64(len(v)-m) < l {
-			return r, fmt.Errorf("leaf %x is corrupt", k)
+		ref, data, err := decodeLeaf(v)
+		if err != nil {
+			return r, fmt.Errorf("leaf %x: %w", k, err)
 		}
-		r.Ref, r.Body = string(v[m:m+int(l)]), append([]byte(nil), v[m+int(l):]...)
+		r.Ref, r.Body = ref, data
 	case ExportLogIndex:
 		if len(v) != 8 {
 			return r, fmt.Errorf("leaf index of %s: value of %d bytes, want 8", k, len(v))

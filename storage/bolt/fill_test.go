@@ -31,8 +31,10 @@ func fill(t *testing.T, path, bucket string) float64 {
 }
 
 // TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
-// in small transactions: the outbox, keyed by a growing sequence number,
-// fills its pages; rows (random ids) keep bbolt's split at half a page.
+// in small transactions: the outbox and the rows, keyed by growing
+// numbers, fill their pages, and so do the newest-first time index and
+// the expiry index; the row numbers by id (random ids) keep bbolt's split
+// at half a page.
 func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	s, err := bolt.Open(path, bolt.Config{})
@@ -59,10 +61,15 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 		}
 	}
 	s.Close()
-	if f := fill(t, path, "outbox"); f < 0.9 {
-		t.Errorf("outbox pages %.0f %% full, want at least 90 %%", 100*f)
+	for _, b := range []string{"outbox", "row_data", "by_expiry"} {
+		if f := fill(t, path, b); f < 0.9 {
+			t.Errorf("%s pages %.0f %% full, want at least 90 %%", b, 100*f)
+		}
 	}
-	if f := fill(t, path, "rows"); f > 0.85 {
-		t.Errorf("rows pages %.0f %% full: random keys should keep bbolt's default split", 100*f)
+	if f := fill(t, path, "by_time"); f < 0.8 {
+		t.Errorf("by_time pages %.0f %% full, want at least 80 %%", 100*f)
+	}
+	if f := fill(t, path, "row_seq"); f > 0.85 {
+		t.Errorf("row_seq pages %.0f %% full: random keys should keep bbolt's default split", 100*f)
 	}
 }

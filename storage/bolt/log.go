@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -16,8 +17,9 @@ var (
 	bLogPending = []byte("log_pending")
 	bLogHashes  = []byte("log_hashes")
 	bLogLeaves  = []byte("log_leaves")
-	bLogIndex   = []byte("log_index")
-	bLogCPs     = []byte("log_checkpoints")
+	// bLogIndex: a leaf's ref (idKey) -> its index.
+	bLogIndex = []byte("leaf_index")
+	bLogCPs   = []byte("log_checkpoints")
 
 	kLogPendingN = []byte("log_pending_n")
 	kLogSize     = []byte("log_size")
@@ -70,10 +72,10 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	}
 	v := binary.AppendUvarint(nil, uint64(len(p.Ref)))
 	v = append(append(v, p.Ref...), p.Data...)
-	if err := t.b(bLogLeaves).Put(u64(uint64(index)), v); err != nil {
+	if err := t.b(bLogLeaves).Put(u64(uint64(index)), encodeValue(v)); err != nil {
 		return err
 	}
-	if err := t.b(bLogIndex).Put([]byte(p.Ref), u64(uint64(index))); err != nil {
+	if err := t.b(bLogIndex).Put(idKey(p.Ref), u64(uint64(index))); err != nil {
 		return err
 	}
 	return t.b(bLogPending).Delete(u64(p.Seq))
@@ -99,16 +101,29 @@ func (t *tx) Leaf(index int64) (string, []byte, error) {
 	if v == nil {
 		return "", nil, fmt.Errorf("%w: leaf %d", ledger.ErrNotFound, index)
 	}
+	ref, data, err := decodeLeaf(v)
+	if err != nil {
+		return "", nil, fmt.Errorf("leaf %d: %w", index, err)
+	}
+	return ref, data, nil
+}
+
+// decodeLeaf splits a stored leaf into its ref and bytes.
+func decodeLeaf(v []byte) (string, []byte, error) {
+	v, err := decodeValue(v)
+	if err != nil {
+		return "", nil, err
+	}
 	l, m := binary.Uvarint(v)
 	if m <= 0 || uint64(len(v)-m) < l {
-		return "", nil, fmt.Errorf("leaf %d is corrupt", index)
+		return "", nil, errors.New("corrupt")
 	}
 	return string(v[m : m+int(l)]), append([]byte(nil), v[m+int(l):]...), nil
 }
 
 // LeafIndex implements ledger.LogTx.
 func (t *tx) LeafIndex(ref string) (int64, error) {
-	v := t.b(bLogIndex).Get([]byte(ref))
+	v := t.b(bLogIndex).Get(idKey(ref))
 	if len(v) != 8 {
 		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
@@ -87,19 +88,57 @@ func (t *tx) SetObject(key string, loc ledger.Location) error {
 	if err != nil {
 		return err
 	}
-	return t.b(bObjects).Put([]byte(key), v)
+	return t.b(bObjects).Put(objectKey(key), encodeValue(v))
 }
 
-func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete([]byte(key)) }
+func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(objectKey(key)) }
 
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
-	v := t.b(bObjects).Get([]byte(key))
+	v := t.b(bObjects).Get(objectKey(key))
 	if v == nil {
 		return loc, ledger.ErrNotFound
 	}
-	err := json.Unmarshal(v, &loc)
-	return loc, err
+	return decodeLocation(key, v)
+}
+
+func decodeLocation(key string, v []byte) (ledger.Location, error) {
+	var loc ledger.Location
+	raw, err := decodeValue(v)
+	if err == nil {
+		err = json.Unmarshal(raw, &loc)
+	}
+	if err != nil {
+		return loc, fmt.Errorf("object record %s: %w", key, err)
+	}
+	return loc, nil
+}
+
+// objectKinds are the object keys that name an id: a row's evidence
+// (ledger.EvidenceKey) and a JWKS snapshot (ledger.SnapshotKey).
+var objectKinds = []struct{ prefix, suffix string }{{"rows/", ".json"}, {"jwks/", ".json"}}
+
+// objectKey is the key of object record key: for a key of objectKinds,
+// the kind's number (1, 2) and the id's 32 bytes; any other key is its
+// text (which never starts with a byte below 0x20).
+func objectKey(key string) []byte {
+	for i, k := range objectKinds {
+		if rest, ok := strings.CutPrefix(key, k.prefix); ok {
+			if id, ok := strings.CutSuffix(rest, k.suffix); ok && isHexID(id) {
+				return append([]byte{byte(i + 1)}, idKey(id)...)
+			}
+		}
+	}
+	return []byte(key)
+}
+
+// objectName is the object key objectKey made k from.
+func objectName(k []byte) string {
+	if len(k) == 33 && k[0] >= 1 && int(k[0]) <= len(objectKinds) {
+		kind := objectKinds[k[0]-1]
+		return kind.prefix + idString(k[1:]) + kind.suffix
+	}
+	return string(k)
 }
 
 func (t *tx) OutboxDepth() (int, error) {

@@ -1,0 +1,224 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// The file's layout version (docs/design/017-row-store-layout.md).
+// Layout 1 kept rows and every index under the row's 64-hex id, and
+// values as plain JSON; layout 2 numbers rows in commit order, keys ids
+// by their 32 bytes and compresses values. Open converts a layout-1 file
+// in place, in transactions of convertBatch entries, each recording how
+// far it got: a conversion stopped by a crash resumes where it stopped.
+const layout = 2
+
+var (
+	kLayout = []byte("layout")
+	// kConverted + a pass's name: the last old key that pass converted.
+	kConverted = "layout2 converted "
+	// kPassDone + a pass's name: that pass is complete.
+	kPassDone = "layout2 done "
+)
+
+// Layout-1 buckets: read by the conversion, then deleted.
+var (
+	oldRows      = []byte("rows")
+	oldReqJWT    = []byte("request_jwt")
+	oldLogIndex  = []byte("log_index")
+	oldObjects   = []byte("objects")
+	oldSnapLinks = []byte("snapshot_rows")
+	oldSnapRefs  = []byte("snapshot_refs")
+	oldIndexes   = [][]byte{[]byte("ix_principal"), []byte("ix_grant"), []byte("ix_target"), []byte("ix_agent"),
+		[]byte("ix_status"), []byte("ix_class"), []byte("ix_time"), []byte("ix_expiry")}
+	oldBuckets = append([][]byte{oldRows, oldReqJWT, oldLogIndex, oldObjects, oldSnapLinks, oldSnapRefs}, oldIndexes...)
+)
+
+// convertBatch is how many old entries one conversion transaction takes.
+var convertBatch = 5000
+
+// afterConvertBatch, when set (by tests), runs after each committed
+// conversion transaction; an error stops the conversion there.
+var afterConvertBatch func(pass string) error
+
+// conversionPass rewrites the entries of one layout-1 bucket.
+type conversionPass struct {
+	name   string
+	bucket []byte
+	what   string // what its entries are, for the log
+	fn     func(t *tx, k, v []byte) error
+}
+
+var conversionPasses = []conversionPass{
+	{"rows", oldRows, "rows", func(t *tx, k, v []byte) error {
+		raw, err := decodeValue(v)
+		if err != nil {
+			return fmt.Errorf("row %s: %w", k, err)
+		}
+		var r ledger.Row
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("row %s: %w", k, err)
+		}
+		n, err := t.counter(kRowSeqN, 1)
+		if err != nil {
+			return err
+		}
+		seq := seqKey(n)
+		if err := t.b(bRowSeq).Put(idKey(r.ID), seq); err != nil {
+			return err
+		}
+		if err := t.insertRow(&r, seq); err != nil {
+			return err
+		}
+		return t.linkSnapshots(&r, seq)
+	}},
+	{"request JWTs", oldReqJWT, "request-JWT entries", func(t *tx, k, v []byte) error {
+		return t.b(bReqJWT).Put(idKey(string(k)), idKey(string(v)))
+	}},
+	{"leaf index", oldLogIndex, "log index entries", func(t *tx, k, v []byte) error {
+		return t.b(bLogIndex).Put(idKey(string(k)), append([]byte(nil), v...))
+	}},
+	{"objects", oldObjects, "object records", func(t *tx, k, v []byte) error {
+		raw, err := decodeValue(v)
+		if err != nil {
+			return fmt.Errorf("object %s: %w", k, err)
+		}
+		return t.b(bObjects).Put(objectKey(string(k)), encodeValue(raw))
+	}},
+}
+
+// convertLayout brings the file at db to this version's layout: a new
+// file is marked, a layout-1 file converted, a newer one refused.
+func convertLayout(db *bolt.DB, log *slog.Logger) error {
+	var version uint64
+	old := false
+	if err := db.View(func(btx *bolt.Tx) error {
+		if v := btx.Bucket(bMeta).Get(kLayout); len(v) == 8 {
+			version = binary.BigEndian.Uint64(v)
+		}
+		for _, b := range oldBuckets {
+			old = old || btx.Bucket(b) != nil
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	switch {
+	case version > layout:
+		return fmt.Errorf("the file has layout %d, newer than this version's %d: run the version that wrote it", version, layout)
+	case version == layout && !old:
+		return nil
+	}
+	start := time.Now()
+	if old {
+		log.Info("row store (bbolt): converting the file to layout 2 (rows numbered in commit order, compressed values); it resumes where it stopped if interrupted",
+			slog.String("path", db.Path()))
+	}
+	for _, p := range conversionPasses {
+		if err := p.run(db, log); err != nil {
+			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)
+		}
+	}
+	err := db.Update(func(btx *bolt.Tx) error {
+		for _, b := range oldBuckets {
+			if btx.Bucket(b) == nil {
+				continue
+			}
+			if err := btx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		meta := btx.Bucket(bMeta)
+		for _, p := range conversionPasses {
+			if err := meta.Delete([]byte(kConverted + p.name)); err != nil {
+				return err
+			}
+			if err := meta.Delete([]byte(kPassDone + p.name)); err != nil {
+				return err
+			}
+		}
+		if err := meta.Delete([]byte("snapshot_links")); err != nil { // layout 1's mark of complete snapshot links
+			return err
+		}
+		return meta.Put(kLayout, u64(layout))
+	})
+	if err != nil {
+		return fmt.Errorf("convert to layout %d: %w", layout, err)
+	}
+	if old {
+		log.Info("row store (bbolt): converted the file to layout 2; the pages the old layout used are free for new rows (the file does not shrink)",
+			slog.String("path", db.Path()), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+	}
+	return nil
+}
+
+// run converts every entry of p's bucket after the last one converted,
+// convertBatch entries per transaction, and logs progress every 10 s.
+func (p conversionPass) run(db *bolt.DB, log *slog.Logger) error {
+	total, done := 0, 0
+	if err := db.View(func(btx *bolt.Tx) error {
+		if b := btx.Bucket(p.bucket); b != nil && btx.Bucket(bMeta).Get([]byte(kPassDone+p.name)) == nil {
+			total = b.Stats().KeyN
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	logged := time.Now()
+	for {
+		finished := false
+		err := db.Update(func(btx *bolt.Tx) error {
+			t := &tx{tx: btx}
+			meta := btx.Bucket(bMeta)
+			c := btx.Bucket(p.bucket).Cursor()
+			last := meta.Get([]byte(kConverted + p.name))
+			var k, v []byte
+			if last == nil {
+				k, v = c.First()
+			} else if k, v = c.Seek(last); k != nil && string(k) == string(last) {
+				k, v = c.Next()
+			}
+			n := 0
+			var at []byte
+			for ; k != nil && n < convertBatch; k, v = c.Next() {
+				if err := p.fn(t, k, v); err != nil {
+					return err
+				}
+				at = append(at[:0], k...)
+				n++
+			}
+			done += n
+			if k == nil {
+				finished = true
+				return meta.Put([]byte(kPassDone+p.name), []byte{1})
+			}
+			return meta.Put([]byte(kConverted+p.name), at)
+		})
+		if err != nil {
+			return err
+		}
+		if afterConvertBatch != nil {
+			if err := afterConvertBatch(p.name); err != nil {
+				return err
+			}
+		}
+		if finished {
+			log.Info("row store (bbolt): layout 2: converted "+p.what, slog.Int("converted", done))
+			return nil
+		}
+		if time.Since(logged) >= 10*time.Second {
+			log.Info("row store (bbolt): layout 2: converting "+p.what, slog.Int("converted", done), slog.Int("of about", total))
+			logged = time.Now()
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package bolt_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// layout1File copies testdata/layout1.db.gz, a file the previous layout
+// wrote with populateFixture, into a temporary directory.
+func layout1File(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open("testdata/layout1.db.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// freshFixture is a new store holding populateFixture's records.
+func freshFixture(t *testing.T) *bolt.Store {
+	t.Helper()
+	s := openLinked(t, filepath.Join(t.TempDir(), "fresh.db"))
+	if err := s.Update(t.Context(), populateFixture); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestLayout1FileConverts: a file the previous layout wrote opens, is
+// converted once, and answers every read as a new store holding the same
+// records does; the old buckets are gone.
+func TestLayout1FileConverts(t *testing.T) {
+	path := layout1File(t)
+	got := openLinked(t, path)
+	sameRecords(t, got, freshFixture(t))
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		for _, b := range []string{"rows", "ix_time", "ix_principal", "ix_expiry", "request_jwt", "log_index", "objects", "snapshot_rows", "snapshot_refs"} {
+			if tx.Bucket([]byte(b)) != nil {
+				t.Errorf("bucket %s of the previous layout is still there", b)
+			}
+		}
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 2}) {
+			t.Errorf("layout mark %x, want 2", v)
+		}
+		return nil
+	})
+	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// TestLayoutConversionResumes: a conversion stopped after some of its
+// transactions (as by a crash) resumes at the next open and ends with the
+// same records, none twice.
+func TestLayoutConversionResumes(t *testing.T) {
+	path := layout1File(t)
+	stop := errors.New("stopped")
+	for _, at := range []string{"rows", "request JWTs", "leaf index", "objects"} {
+		batches := 0
+		restore := bolt.SetConversionHooks(7, func(pass string) error {
+			if pass != at {
+				return nil
+			}
+			if batches++; batches == 2 {
+				return stop
+			}
+			return nil
+		})
+		s, err := bolt.Open(path, bolt.Config{})
+		restore()
+		if err == nil {
+			s.Close()
+			t.Fatalf("stopping the %s pass: the open succeeded", at)
+		}
+		if !errors.Is(err, stop) {
+			t.Fatalf("stopping the %s pass: %v", at, err)
+		}
+	}
+	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// TestNewerLayoutIsRefused: a file marked with a later layout is not
+// opened.
+func TestNewerLayoutIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s := openLinked(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 3})
+	})
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 3") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("open of a layout-3 file: %v, want a refusal naming layout 3", err)
+	}
+}
+
+// sameRecords compares what got and want answer for every read of the
+// fixture. Rows that tie on time may list in another order (a converted
+// file numbers rows in id order, a new one in commit order), so listings
+// are compared in (time, id) order and checked to run newest first.
+func sameRecords(t *testing.T, got, want ledger.Store) {
+	t.Helper()
+	rows := fixtureRows(60)
+	read := func(s ledger.Store, fn func(tx ledger.Tx) (string, error)) string {
+		t.Helper()
+		var out string
+		if err := s.View(t.Context(), func(tx ledger.Tx) error {
+			var err error
+			out, err = fn(tx)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	check := func(what string, fn func(tx ledger.Tx) (string, error)) {
+		t.Helper()
+		if g, w := read(got, fn), read(want, fn); g != w {
+			t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+		}
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	for _, r := range rows {
+		check("row "+r.ID[:8], func(tx ledger.Tx) (string, error) {
+			row, err := tx.Row(r.ID)
+			if errors.Is(err, ledger.ErrNotFound) {
+				tomb, terr := tx.Tombstone(r.ID)
+				return "swept " + js(tomb), terr
+			}
+			return js(row), err
+		})
+		check("request JWT of "+r.ID[:8], func(tx ledger.Tx) (string, error) { return tx.RowByRequestJWT(r.RequestJWTSHA256) })
+		check("object of "+r.ID[:8], func(tx ledger.Tx) (string, error) {
+			loc, err := tx.Object(ledger.EvidenceKey(r.ID))
+			return js(loc), err
+		})
+	}
+	for _, key := range []string{"segments/2026-09-01/1.seg", ledger.SnapshotKey(fixtureID("snap-a"))} {
+		check("object "+key, func(tx ledger.Tx) (string, error) {
+			loc, err := tx.Object(key)
+			return js(loc), err
+		})
+	}
+	for _, snap := range []string{fixtureID("snap-a"), fixtureID("snap-b"), fixtureID("snap-c"), fixtureID("snap-d")} {
+		check("snapshot in use "+snap[:8], func(tx ledger.Tx) (string, error) {
+			in, err := tx.SnapshotInUse(snap)
+			return fmt.Sprint(in), err
+		})
+	}
+	check("leaves", func(tx ledger.Tx) (string, error) {
+		var out []string
+		for i := int64(0); ; i++ {
+			ref, data, err := tx.Leaf(i)
+			if errors.Is(err, ledger.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return "", err
+			}
+			idx, err := tx.LeafIndex(ref)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, fmt.Sprintf("%d %s %s %d", i, ref, data, idx))
+		}
+		pending, err := tx.PendingLeaves(100)
+		for _, p := range pending {
+			out = append(out, "queued "+p.Ref)
+		}
+		return strings.Join(out, "\n"), err
+	})
+	check("rows by id", func(tx ledger.Tx) (string, error) {
+		var ids []string
+		after := ""
+		for {
+			page, next, err := tx.RowsByID(after, 7)
+			if err != nil {
+				return "", err
+			}
+			for _, r := range page {
+				ids = append(ids, r.ID)
+			}
+			if after = next; after == "" {
+				return strings.Join(ids, " "), nil
+			}
+		}
+	})
+	check("expired", func(tx ledger.Tx) (string, error) {
+		var ids []string
+		after := ""
+		for {
+			page, next, err := tx.Expired(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), after, 5)
+			if err != nil {
+				return "", err
+			}
+			for _, r := range page {
+				ids = append(ids, r.RetainUntil.Format(time.RFC3339)+" "+r.ID)
+			}
+			if after = next; after == "" {
+				slices.Sort(ids)
+				return strings.Join(ids, " "), nil
+			}
+		}
+	})
+	r0 := rows[0]
+	for _, q := range []ledger.Query{
+		{}, {Principal: "acct-3"}, {GrantID: "grant-2"}, {Target: "A-5"}, {Agent: "https://pa-1.example"},
+		{Status: ledger.Incident}, {Class: r0.Class}, {Principal: "acct-3", Status: ledger.Authorized},
+		{Since: r0.IssuedAt.Add(5 * time.Second), Until: r0.IssuedAt.Add(20 * time.Second)},
+		{GrantID: "grant-1", Until: r0.IssuedAt.Add(17 * time.Second)},
+	} {
+		check(fmt.Sprintf("list %+v", q), func(tx ledger.Tx) (string, error) {
+			return listAll(tx, q)
+		})
+	}
+}
+
+// listAll pages through q, 4 rows a page, and returns the rows in (time,
+// id) order, or an error if the listing did not run newest first.
+func listAll(tx ledger.Tx, q ledger.Query) (string, error) {
+	q.PageSize = 4
+	var rows []*ledger.Row
+	for {
+		page, next, err := tx.List(q)
+		if err != nil {
+			return "", err
+		}
+		rows = append(rows, page...)
+		if q.PageToken = next; next == "" {
+			break
+		}
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i].IssuedAt.After(rows[i-1].IssuedAt) {
+			return "", fmt.Errorf("row %d listed after an older one", i)
+		}
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.IssuedAt.Format(time.RFC3339)+" "+r.ID[:8])
+	}
+	slices.Sort(out)
+	return fmt.Sprintf("%d rows: %s", len(out), strings.Join(out, " ")), nil
+}
