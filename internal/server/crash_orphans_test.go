@@ -92,9 +92,13 @@ func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
 	}
 	named := map[string]bool{}
 	err = db.View(func(tx *bbolt.Tx) error {
+		c, err := bolt.FileCodec(tx)
+		if err != nil {
+			return err
+		}
 		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
 			var loc struct{ Key string }
-			raw, err := bolt.DecodeValue(v)
+			raw, err := c.Decode(v)
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,11 @@ func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
 
 // readRow decodes row number seq.
 func readRow(tx *bbolt.Tx, seq []byte) (*ledger.Row, error) {
-	raw, err := bolt.DecodeValue(tx.Bucket(rowData).Get(seq))
+	c, err := bolt.FileCodec(tx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.Decode(tx.Bucket(rowData).Get(seq))
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +56,11 @@ func putRow(tx *bbolt.Tx, seq []byte, r *ledger.Row) error {
 	if err != nil {
 		return err
 	}
-	return tx.Bucket(rowData).Put(seq, bolt.EncodeValue(v))
+	c, err := bolt.FileCodec(tx)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(rowData).Put(seq, c.Encode(v))
 }
 
 // newSeq hands out the next row number, as the store would.
@@ -180,10 +188,14 @@ func EditLeaf(index uint64, fn func(stored []byte) []byte) func(tx *bbolt.Tx) er
 	return func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("log_leaves"))
 		k := binary.BigEndian.AppendUint64(nil, index)
-		v, err := bolt.DecodeValue(b.Get(k))
+		c, err := bolt.FileCodec(tx)
 		if err != nil {
 			return err
 		}
-		return b.Put(k, bolt.EncodeValue(fn(append([]byte(nil), v...))))
+		v, err := c.Decode(b.Get(k))
+		if err != nil {
+			return err
+		}
+		return b.Put(k, c.Encode(fn(append([]byte(nil), v...))))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,15 @@ type Store struct {
 	noSpace error // the last commit's error when it failed for lack of space; nil after a commit succeeds
 
 	leases *leases
+
+	// codec compresses and decompresses values; it changes once, when
+	// the file gets its own dictionary (maybeTrain).
+	codec atomic.Pointer[Codec]
+	// trained: the file has its own dictionary. trainRetry: the row
+	// number at which a failed attempt to make it is tried again. Both
+	// belong to the commit loop.
+	trained    bool
+	trainRetry uint64
 }
 
 type request struct {
@@ -133,14 +143,27 @@ func Open(path string, cfg Config) (*Store, error) {
 		}
 		return nil
 	})
+	var dicts map[uint32][]byte
 	if err == nil {
-		err = convertLayout(db, slog.Default())
+		err = db.View(func(btx *bolt.Tx) error {
+			dicts = fileDicts(btx)
+			return nil
+		})
+	}
+	var codec *Codec
+	if err == nil {
+		codec, err = newCodec(dicts)
+	}
+	if err == nil {
+		err = convertLayout(db, codec, slog.Default())
 	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases()}
+	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases(),
+		trained: len(dicts) > 1}
+	s.codec.Store(codec)
 	go s.commitLoop()
 	return s, nil
 }
@@ -229,7 +252,7 @@ func (s *Store) setNoSpace(err error) {
 
 // View implements ledger.Store.
 func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{btx}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{btx, s.codec.Load()}) })
 }
 
 var errBatchFailed = errors.New("batch member failed")
@@ -256,6 +279,7 @@ func (s *Store) run(batch []*request) {
 		for _, r := range batch {
 			r.err <- nil
 		}
+		s.maybeTrain()
 		return
 	}
 	if !errors.Is(err, errBatchFailed) {
@@ -279,6 +303,52 @@ func (s *Store) run(batch []*request) {
 	}
 }
 
+// maybeTrain gives the file its own dictionary once it holds trainAfter
+// rows: made from its newest values and stored in one transaction, then
+// used for every value written after it. Values written before keep the
+// dictionary they name. A failed attempt is tried again trainAfter rows
+// later.
+func (s *Store) maybeTrain() {
+	if s.trained {
+		return
+	}
+	var rows uint64
+	_ = s.db.View(func(btx *bolt.Tx) error {
+		rows = metaUint(btx.Bucket(bMeta), kRowSeqN)
+		return nil
+	})
+	if rows < max(trainAfter, s.trainRetry) {
+		return
+	}
+	var dicts map[uint32][]byte
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t := &tx{btx, s.codec.Load()}
+		content, err := t.sampleDictionary()
+		if err != nil {
+			return err
+		}
+		if err := btx.Bucket(bMeta).Put(dictKey(fileDictID), content); err != nil {
+			return err
+		}
+		dicts = fileDicts(btx)
+		return nil
+	})
+	var c *Codec
+	if err == nil {
+		c, err = newCodec(dicts)
+	}
+	if err != nil {
+		// The dictionary may be stored and unused: values keep naming
+		// the one they were written with, so that is harmless.
+		slog.Default().Warn("row store (bbolt): making the file's own compression dictionary failed; trying again later",
+			slog.String("path", s.db.Path()), slog.Any("error", err))
+		s.trainRetry = rows + trainAfter
+		return
+	}
+	s.codec.Store(c)
+	s.trained = true
+}
+
 // commit runs batch in one transaction and records each member's error in
 // errs. While a member is fenced, the lease table stays locked for reading
 // until the commit ends, so no takeover slips between check and commit.
@@ -292,7 +362,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 		defer s.leases.mu.RUnlock()
 	}
 	return s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{btx}
+		t := &tx{btx, s.codec.Load()}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
@@ -308,7 +378,10 @@ func (s *Store) commit(batch []*request, errs []error) error {
 }
 
 // tx implements ledger.Tx.
-type tx struct{ tx *bolt.Tx }
+type tx struct {
+	tx *bolt.Tx
+	c  *Codec // the file's values
+}
 
 // b returns bucket name of the transaction, with its split set for how
 // its keys arrive (fillPercent).
@@ -360,11 +433,11 @@ func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
 	if v == nil {
 		return nil, fmt.Errorf("row %x: indexed but not stored", seq)
 	}
-	return decodeRow(seq, v)
+	return decodeRow(t.c, seq, v)
 }
 
-func decodeRow(seq, v []byte) (*ledger.Row, error) {
-	raw, err := decodeValue(v)
+func decodeRow(c *Codec, seq, v []byte) (*ledger.Row, error) {
+	raw, err := c.Decode(v)
 	if err != nil {
 		return nil, fmt.Errorf("decode row %x: %w", seq, err)
 	}
@@ -375,12 +448,12 @@ func decodeRow(seq, v []byte) (*ledger.Row, error) {
 	return &r, nil
 }
 
-func encodeRow(r *ledger.Row) ([]byte, error) {
+func encodeRow(c *Codec, r *ledger.Row) ([]byte, error) {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
-	return encodeValue(v), nil
+	return c.Encode(v), nil
 }
 
 // timeKey is an index key's time: nanoseconds since the epoch (none
@@ -451,7 +524,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 // insertRow stores r as row number seq with its index and expiry
 // entries.
 func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
-	v, err := encodeRow(r)
+	v, err := encodeRow(t.c, r)
 	if err != nil {
 		return err
 	}
@@ -492,7 +565,7 @@ func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 
 // putRow rewrites row number seq, whose indexed fields did not change.
 func (t *tx) putRow(r *ledger.Row, seq []byte) error {
-	v, err := encodeRow(r)
+	v, err := encodeRow(t.c, r)
 	if err != nil {
 		return err
 	}

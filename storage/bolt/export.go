@@ -25,6 +25,7 @@ import (
 // export to the next as long as nothing else writes it.
 type Export struct {
 	db *bolt.DB
+	c  *Codec
 }
 
 // ExportKind names one kind of record an Export holds.
@@ -176,17 +177,24 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 		return nil, fmt.Errorf("open %s read-only: %w", path, err)
 	}
 	var version uint64
+	var dicts map[uint32][]byte
 	_ = db.View(func(tx *bolt.Tx) error {
 		if m := tx.Bucket(bMeta); m != nil {
 			version = metaUint(m, kLayout)
 		}
+		dicts = fileDicts(tx)
 		return nil
 	})
 	if version != layout {
 		db.Close()
 		return nil, fmt.Errorf("open %s: the file has layout %d and this version reads layout %d: start this version's ledgerd on it once, which converts it, then copy it", path, version, layout)
 	}
-	return &Export{db: db}, nil
+	c, err := newCodec(dicts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Export{db: db, c: c}, nil
 }
 
 // Close releases the file.
@@ -228,7 +236,7 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 			k, v = c.Next()
 		}
 		for ; k != nil && len(out) < n; k, v = c.Next() {
-			r, err := exportRecord(kind, spec.key, k, v)
+			r, err := exportRecord(e.c, kind, spec.key, k, v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
 			}
@@ -240,7 +248,7 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 }
 
 // exportRecord decodes one key and value of kind (both are copied).
-func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
+func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 	r := Record{Key: append([]byte(nil), k...)}
 	switch key {
 	case byName:
@@ -257,7 +265,7 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 	}
 	switch kind {
 	case ExportRows:
-		body, err := decodeValue(v)
+		body, err := c.Decode(v)
 		if err != nil {
 			return r, fmt.Errorf("decode row %x: %w", k, err)
 		}
@@ -270,7 +278,7 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 	case ExportRequestJWTs:
 		r.Ref = idString(v)
 	case ExportObjects:
-		body, err := decodeValue(v)
+		body, err := c.Decode(v)
 		if err != nil {
 			return r, fmt.Errorf("object record %s: %w", r.Name, err)
 		}
@@ -302,7 +310,7 @@ func exportRecord(kind ExportKind, key exportKey, k, v []byte) (Record, error) {
 		}
 		r.N, r.Body = a.At.UnixNano(), a.Body
 	case ExportLogPending, ExportLogLeaves:
-		ref, data, err := decodeLeaf(v)
+		ref, data, err := decodeLeaf(c, v)
 		if err != nil {
 			return r, fmt.Errorf("leaf %x: %w", k, err)
 		}

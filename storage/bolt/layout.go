@@ -58,7 +58,7 @@ type conversionPass struct {
 
 var conversionPasses = []conversionPass{
 	{"rows", oldRows, "rows", func(t *tx, k, v []byte) error {
-		raw, err := decodeValue(v)
+		raw, err := t.c.Decode(v)
 		if err != nil {
 			return fmt.Errorf("row %s: %w", k, err)
 		}
@@ -86,17 +86,17 @@ var conversionPasses = []conversionPass{
 		return t.b(bLogIndex).Put(idKey(string(k)), append([]byte(nil), v...))
 	}},
 	{"objects", oldObjects, "object records", func(t *tx, k, v []byte) error {
-		raw, err := decodeValue(v)
+		raw, err := t.c.Decode(v)
 		if err != nil {
 			return fmt.Errorf("object %s: %w", k, err)
 		}
-		return t.b(bObjects).Put(objectKey(string(k)), encodeValue(raw))
+		return t.b(bObjects).Put(objectKey(string(k)), t.c.Encode(raw))
 	}},
 }
 
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
-func convertLayout(db *bolt.DB, log *slog.Logger) error {
+func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	var version uint64
 	old := false
 	if err := db.View(func(btx *bolt.Tx) error {
@@ -122,7 +122,7 @@ func convertLayout(db *bolt.DB, log *slog.Logger) error {
 			slog.String("path", db.Path()))
 	}
 	for _, p := range conversionPasses {
-		if err := p.run(db, log); err != nil {
+		if err := p.run(db, c, log); err != nil {
 			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)
 		}
 	}
@@ -161,7 +161,7 @@ func convertLayout(db *bolt.DB, log *slog.Logger) error {
 
 // run converts every entry of p's bucket after the last one converted,
 // convertBatch entries per transaction, and logs progress every 10 s.
-func (p conversionPass) run(db *bolt.DB, log *slog.Logger) error {
+func (p conversionPass) run(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	total, done := 0, 0
 	if err := db.View(func(btx *bolt.Tx) error {
 		if b := btx.Bucket(p.bucket); b != nil && btx.Bucket(bMeta).Get([]byte(kPassDone+p.name)) == nil {
@@ -178,7 +178,7 @@ func (p conversionPass) run(db *bolt.DB, log *slog.Logger) error {
 	for {
 		finished := false
 		err := db.Update(func(btx *bolt.Tx) error {
-			t := &tx{tx: btx}
+			t := &tx{tx: btx, c: c}
 			meta := btx.Bucket(bMeta)
 			c := btx.Bucket(p.bucket).Cursor()
 			last := meta.Get([]byte(kConverted + p.name))

@@ -72,7 +72,7 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	}
 	v := binary.AppendUvarint(nil, uint64(len(p.Ref)))
 	v = append(append(v, p.Ref...), p.Data...)
-	if err := t.b(bLogLeaves).Put(u64(uint64(index)), encodeValue(v)); err != nil {
+	if err := t.b(bLogLeaves).Put(u64(uint64(index)), t.c.Encode(v)); err != nil {
 		return err
 	}
 	if err := t.b(bLogIndex).Put(idKey(p.Ref), u64(uint64(index))); err != nil {
@@ -101,7 +101,7 @@ func (t *tx) Leaf(index int64) (string, []byte, error) {
 	if v == nil {
 		return "", nil, fmt.Errorf("%w: leaf %d", ledger.ErrNotFound, index)
 	}
-	ref, data, err := decodeLeaf(v)
+	ref, data, err := decodeLeaf(t.c, v)
 	if err != nil {
 		return "", nil, fmt.Errorf("leaf %d: %w", index, err)
 	}
@@ -109,8 +109,8 @@ func (t *tx) Leaf(index int64) (string, []byte, error) {
 }
 
 // decodeLeaf splits a stored leaf into its ref and bytes.
-func decodeLeaf(v []byte) (string, []byte, error) {
-	v, err := decodeValue(v)
+func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
+	v, err := c.Decode(v)
 	if err != nil {
 		return "", nil, err
 	}

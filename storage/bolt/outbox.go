@@ -88,7 +88,7 @@ func (t *tx) SetObject(key string, loc ledger.Location) error {
 	if err != nil {
 		return err
 	}
-	return t.b(bObjects).Put(objectKey(key), encodeValue(v))
+	return t.b(bObjects).Put(objectKey(key), t.c.Encode(v))
 }
 
 func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(objectKey(key)) }
@@ -99,12 +99,12 @@ func (t *tx) Object(key string) (ledger.Location, error) {
 	if v == nil {
 		return loc, ledger.ErrNotFound
 	}
-	return decodeLocation(key, v)
+	return decodeLocation(t.c, key, v)
 }
 
-func decodeLocation(key string, v []byte) (ledger.Location, error) {
+func decodeLocation(c *Codec, key string, v []byte) (ledger.Location, error) {
 	var loc ledger.Location
-	raw, err := decodeValue(v)
+	raw, err := c.Decode(v)
 	if err == nil {
 		err = json.Unmarshal(raw, &loc)
 	}
