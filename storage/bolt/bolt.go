@@ -48,7 +48,7 @@ var (
 	// ends with the number.
 	bRowData = []byte("row_data")
 	bRowSeq  = []byte("row_seq")
-	// bReqJWT: a request JWT's hash (idKey) -> the id (idKey) of the
+	// bReqJWT: a request JWT's hash (idKey) -> the number of the
 	// first row that used it.
 	bReqJWT = []byte("request_jwts")
 	// bExpiry: retain-until (8 bytes) and row number.
@@ -513,7 +513,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	}
 	if r.RequestJWTSHA256 != "" {
 		if k := idKey(r.RequestJWTSHA256); t.b(bReqJWT).Get(k) == nil {
-			if err := t.b(bReqJWT).Put(k, id); err != nil {
+			if err := t.b(bReqJWT).Put(k, seq); err != nil {
 				return err
 			}
 		}
@@ -582,11 +582,15 @@ func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledg
 }
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	v := t.b(bReqJWT).Get(idKey(sha))
-	if v == nil {
+	seq := t.b(bReqJWT).Get(idKey(sha))
+	if seq == nil {
 		return "", nil
 	}
-	return idString(v), nil
+	r, err := t.rowAt(seq)
+	if err != nil {
+		return "", fmt.Errorf("request JWT %s: %w", sha, err)
+	}
+	return r.ID, nil
 }
 
 func (t *tx) counter(k []byte, delta int64) (uint64, error) {
@@ -959,7 +963,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		}
 	}
 	if r.RequestJWTSHA256 != "" {
-		if k := idKey(r.RequestJWTSHA256); string(t.b(bReqJWT).Get(k)) == string(id) {
+		if k := idKey(r.RequestJWTSHA256); string(t.b(bReqJWT).Get(k)) == string(seq) {
 			if err := t.b(bReqJWT).Delete(k); err != nil {
 				return err
 			}

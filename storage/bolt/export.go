@@ -223,8 +223,8 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		return nil, fmt.Errorf("%w: no exported kind %q", ledger.ErrInvalid, kind)
 	}
 	var out []Record
-	err := e.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(spec.bucket)
+	err := e.db.View(func(btx *bolt.Tx) error {
+		b := btx.Bucket(spec.bucket)
 		if b == nil {
 			return nil
 		}
@@ -237,6 +237,12 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		}
 		for ; k != nil && len(out) < n; k, v = c.Next() {
 			r, err := exportRecord(e.c, kind, spec.key, k, v)
+			if err == nil && kind == ExportRequestJWTs {
+				var row *ledger.Row
+				if row, err = (&tx{btx, e.c}).rowAt(v); err == nil {
+					r.Ref = row.ID
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
 			}
@@ -275,8 +281,6 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 			return r, fmt.Errorf("decode row %x: %w", k, err)
 		}
 		r.Name = r.Row.ID
-	case ExportRequestJWTs:
-		r.Ref = idString(v)
 	case ExportObjects:
 		body, err := c.Decode(v)
 		if err != nil {

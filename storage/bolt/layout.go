@@ -80,7 +80,14 @@ var conversionPasses = []conversionPass{
 		return t.linkSnapshots(&r, seq)
 	}},
 	{"request JWTs", oldReqJWT, "request-JWT entries", func(t *tx, k, v []byte) error {
-		return t.b(bReqJWT).Put(idKey(string(k)), idKey(string(v)))
+		// The first row that used it, by its number (the rows pass ran
+		// first). An entry naming no stored row points nowhere and is
+		// left out.
+		seq := t.b(bRowSeq).Get(idKey(string(v)))
+		if seq == nil {
+			return nil
+		}
+		return t.b(bReqJWT).Put(idKey(string(k)), append([]byte(nil), seq...))
 	}},
 	{"leaf index", oldLogIndex, "log index entries", func(t *tx, k, v []byte) error {
 		return t.b(bLogIndex).Put(idKey(string(k)), append([]byte(nil), v...))
