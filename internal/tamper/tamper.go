@@ -29,11 +29,11 @@ func isIndex(name []byte) bool { return bytes.HasPrefix(name, []byte("by_")) }
 
 // seqOf returns the number of row id.
 func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
-	seq := tx.Bucket(rowSeq).Get(bolt.IDKey(id))
-	if seq == nil {
+	v := tx.Bucket(rowSeq).Get(bolt.IDKey(id))
+	if len(v) < 8 {
 		return nil, fmt.Errorf("no row %s", id)
 	}
-	return append([]byte(nil), seq...), nil
+	return append([]byte(nil), v[:8]...), nil
 }
 
 // readRow decodes row number seq.
@@ -74,12 +74,17 @@ func newSeq(tx *bbolt.Tx) ([]byte, error) {
 }
 
 // DropRow deletes a row and its index entries, as an operator hiding a row
-// would.
+// would; its leaf stays in the log.
 func DropRow(id string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
 		seq, err := seqOf(tx, id)
 		if err != nil {
 			return err
+		}
+		if v := tx.Bucket(rowSeq).Get(bolt.IDKey(id)); len(v) == 16 {
+			if err := tx.Bucket([]byte("leaf_index")).Put(bolt.IDKey(id), append([]byte(nil), v[8:]...)); err != nil {
+				return err
+			}
 		}
 		if err := tx.Bucket(rowSeq).Delete(bolt.IDKey(id)); err != nil {
 			return err

@@ -44,7 +44,9 @@ var (
 
 	// Rows (layout 2, docs/design/017-row-store-layout.md): each row has a
 	// sequence number, given in commit order. bRowData holds the row by
-	// its number, bRowSeq the number by the row's id; every index entry
+	// its number, bRowSeq the number by the row's id (rowNumber), followed
+	// by the index of the row's leaf in the Merkle log once it has one
+	// (8 bytes each; other refs' leaf indexes are in bLogIndex); every index entry
 	// ends with the number.
 	bRowData = []byte("row_data")
 	bRowSeq  = []byte("row_seq")
@@ -418,14 +420,17 @@ func (t *tx) Row(id string) (*ledger.Row, error) {
 
 // rowAndSeq returns row id and its number's key.
 func (t *tx) rowAndSeq(id string) (*ledger.Row, []byte, error) {
-	seq := t.b(bRowSeq).Get(idKey(id))
-	if seq == nil {
+	v := t.b(bRowSeq).Get(idKey(id))
+	if v == nil {
 		return nil, nil, ledger.ErrNotFound
 	}
-	seq = append([]byte(nil), seq...)
+	seq := rowNumber(v)
 	r, err := t.rowAt(seq)
 	return r, seq, err
 }
+
+// rowNumber is the row number of a bRowSeq value (a copy).
+func rowNumber(v []byte) []byte { return append([]byte(nil), v[:min(len(v), 8)]...) }
 
 // rowAt returns the row numbered seq.
 func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
@@ -738,7 +743,7 @@ func (t *tx) RowAfter(key string) (*ledger.Row, error) {
 			return nil, nil
 		}
 	}
-	return t.rowAt(v)
+	return t.rowAt(rowNumber(v))
 }
 
 func (t *tx) PutDrill(id string, body []byte) error {
@@ -822,7 +827,7 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 		if len(out) == n {
 			return out, out[len(out)-1].ID, nil
 		}
-		r, err := t.rowAt(v)
+		r, err := t.rowAt(rowNumber(v))
 		if err != nil {
 			return nil, "", err
 		}
@@ -941,11 +946,17 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 
 func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	id := idKey(r.ID)
-	seq := t.b(bRowSeq).Get(id)
-	if seq == nil {
+	v := t.b(bRowSeq).Get(id)
+	if v == nil {
 		return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
 	}
-	seq = append([]byte(nil), seq...) // the deletes below may move the page it points into
+	seq := rowNumber(v)
+	if len(v) == 16 {
+		// The row's leaf stays in the log: its index moves to bLogIndex.
+		if err := t.b(bLogIndex).Put(id, append([]byte(nil), v[8:]...)); err != nil {
+			return err
+		}
+	}
 	if err := t.b(bRowSeq).Delete(id); err != nil {
 		return err
 	}

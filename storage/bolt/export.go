@@ -222,6 +222,9 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: no exported kind %q", ledger.ErrInvalid, kind)
 	}
+	if kind == ExportLogIndex {
+		return e.logIndexRecords(after, n)
+	}
 	var out []Record
 	err := e.db.View(func(btx *bolt.Tx) error {
 		b := btx.Bucket(spec.bucket)
@@ -319,15 +322,45 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 			return r, fmt.Errorf("leaf %x: %w", k, err)
 		}
 		r.Ref, r.Body = ref, data
-	case ExportLogIndex:
-		if len(v) != 8 {
-			return r, fmt.Errorf("leaf index of %s: value of %d bytes, want 8", k, len(v))
-		}
-		r.Seq = binary.BigEndian.Uint64(v)
 	default:
 		r.Body = append([]byte(nil), v...)
 	}
 	return r, nil
+}
+
+// logIndexRecords is Records for ExportLogIndex: a stored row's leaf
+// index is kept beside its number in bRowSeq, any other ref's in
+// bLogIndex. A record's Key is 1 or 2 for the bucket, then its key.
+func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
+	var out []Record
+	err := e.db.View(func(btx *bolt.Tx) error {
+		for _, part := range []struct {
+			mark   byte
+			bucket []byte
+		}{{1, bRowSeq}, {2, bLogIndex}} {
+			if len(after) > 0 && after[0] > part.mark {
+				continue
+			}
+			c := btx.Bucket(part.bucket).Cursor()
+			var k, v []byte
+			if len(after) == 0 || after[0] < part.mark {
+				k, v = c.First()
+			} else if k, v = c.Seek(after[1:]); k != nil && string(k) == string(after[1:]) {
+				k, v = c.Next()
+			}
+			for ; k != nil && len(out) < n; k, v = c.Next() {
+				if part.mark == 1 && len(v) != 16 {
+					continue // a row without a leaf yet
+				}
+				if len(v) < 8 {
+					return fmt.Errorf("%s: leaf index of %x: %d bytes", ExportLogIndex, k, len(v))
+				}
+				out = append(out, Record{Key: append([]byte{part.mark}, k...), Name: idString(k), Seq: binary.BigEndian.Uint64(v[len(v)-8:])})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Counters returns the last number each sequence handed out.

@@ -87,10 +87,13 @@ var conversionPasses = []conversionPass{
 		if seq == nil {
 			return nil
 		}
-		return t.b(bReqJWT).Put(idKey(string(k)), append([]byte(nil), seq...))
+		return t.b(bReqJWT).Put(idKey(string(k)), rowNumber(seq))
 	}},
 	{"leaf index", oldLogIndex, "log index entries", func(t *tx, k, v []byte) error {
-		return t.b(bLogIndex).Put(idKey(string(k)), append([]byte(nil), v...))
+		if len(v) != 8 {
+			return fmt.Errorf("leaf index of %s: %d bytes", k, len(v))
+		}
+		return t.putLeafIndex(string(k), int64(binary.BigEndian.Uint64(v)))
 	}},
 	{"objects", oldObjects, "object records", func(t *tx, k, v []byte) error {
 		raw, err := t.c.Decode(v)

@@ -17,7 +17,8 @@ var (
 	bLogPending = []byte("log_pending")
 	bLogHashes  = []byte("log_hashes")
 	bLogLeaves  = []byte("log_leaves")
-	// bLogIndex: a leaf's ref (idKey) -> its index.
+	// bLogIndex: a leaf's ref (idKey) -> its index, for refs that are
+	// not a stored row's id (a stored row's is kept in bRowSeq).
 	bLogIndex = []byte("leaf_index")
 	bLogCPs   = []byte("log_checkpoints")
 
@@ -75,7 +76,7 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	if err := t.b(bLogLeaves).Put(u64(uint64(index)), t.c.Encode(v)); err != nil {
 		return err
 	}
-	if err := t.b(bLogIndex).Put(idKey(p.Ref), u64(uint64(index))); err != nil {
+	if err := t.putLeafIndex(p.Ref, index); err != nil {
 		return err
 	}
 	return t.b(bLogPending).Delete(u64(p.Seq))
@@ -123,11 +124,25 @@ func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
 
 // LeafIndex implements ledger.LogTx.
 func (t *tx) LeafIndex(ref string) (int64, error) {
-	v := t.b(bLogIndex).Get(idKey(ref))
-	if len(v) != 8 {
+	k := idKey(ref)
+	v := t.b(bRowSeq).Get(k)
+	if len(v) != 16 {
+		v = t.b(bLogIndex).Get(k)
+	}
+	if len(v) < 8 {
 		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
 	}
-	return int64(binary.BigEndian.Uint64(v)), nil
+	return int64(binary.BigEndian.Uint64(v[len(v)-8:])), nil
+}
+
+// putLeafIndex records that ref's leaf is at index: beside the row's
+// number when ref is a stored row's id, else in bLogIndex.
+func (t *tx) putLeafIndex(ref string, index int64) error {
+	k := idKey(ref)
+	if v := t.b(bRowSeq).Get(k); len(v) == 8 {
+		return t.b(bRowSeq).Put(k, append(append([]byte(nil), v...), u64(uint64(index))...))
+	}
+	return t.b(bLogIndex).Put(k, u64(uint64(index)))
 }
 
 // SetLogHead implements ledger.LogTx.
