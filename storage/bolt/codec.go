@@ -117,10 +117,12 @@ func fileDicts(btx *bolt.Tx) map[uint32][]byte {
 func FileCodec(btx *bolt.Tx) (*Codec, error) { return newCodec(fileDicts(btx)) }
 
 // sampleDictionary is the content of a file's own dictionary: the
-// built-in one, then the newest object records, leaves and rows (the most
-// common last: zstd finds near matches more cheaply).
+// built-in one, then the newest object record, leaf and row (the most
+// common last: zstd finds near matches more cheaply). One of each: the
+// encoder prepares its dictionary again for every value, so each sample
+// more costs every write, and a second row makes values no smaller.
 func (t *tx) sampleDictionary() ([]byte, error) {
-	const n = 8
+	const n = 1
 	var rows, leaves, objects [][]byte
 	c := t.b(bRowData).Cursor()
 	for k, v := c.Last(); k != nil && len(rows) < n; k, v = c.Prev() {
