@@ -130,8 +130,8 @@ func runDensity(ctx context.Context, sc *pacttest.Scenario, work string, cfg Con
 }
 
 // recordAndSettle appends corpus through a fresh in-process ledger with
-// the Merkle log on, then uploads every outbox entry and integrates every
-// leaf, and closes the store.
+// the Merkle log on while the uploader runs, then uploads every outbox
+// entry left and integrates every leaf, and closes the store.
 func recordAndSettle(ctx context.Context, sc *pacttest.Scenario, dir string, corpus []*ledgerv1.AppendReceiptRequest, conc int) error {
 	p, err := newInProcess(sc, dir)
 	if err != nil {
@@ -141,7 +141,30 @@ func recordAndSettle(ctx context.Context, sc *pacttest.Scenario, dir string, cor
 	if err := p.enableLog(dir, 0); err != nil {
 		return err
 	}
+	// The uploader runs beside the appends, as in ledgerd.
+	upCtx, stopUploads := context.WithCancel(ctx)
+	uploaded := make(chan error, 1)
+	go func() {
+		for upCtx.Err() == nil {
+			n, err := p.l.UploadRound(upCtx, 512, 8)
+			if err != nil && upCtx.Err() == nil {
+				uploaded <- err
+				return
+			}
+			if n == 0 { // nothing queued: look again shortly, as ledgerd's uploader does
+				select {
+				case <-upCtx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+		uploaded <- nil
+	}()
 	res, err := drive(ctx, corpus, conc, 24*time.Hour, 0, p.append)
+	stopUploads()
+	if uerr := <-uploaded; err == nil {
+		err = uerr
+	}
 	if err != nil {
 		return err
 	}

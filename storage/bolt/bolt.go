@@ -306,7 +306,8 @@ func (s *Store) run(batch []*request) {
 }
 
 // maybeTrain gives the file its own dictionary once it holds trainAfter
-// rows: made from its newest values and stored in one transaction, then
+// rows and the record of a row's evidence object, or trainAlone rows:
+// made from its values and stored in one transaction, then
 // used for every value written after it. Values written before keep the
 // dictionary they name. A failed attempt is tried again trainAfter rows
 // later.
@@ -315,11 +316,14 @@ func (s *Store) maybeTrain() {
 		return
 	}
 	var rows uint64
+	evidence := false
 	_ = s.db.View(func(btx *bolt.Tx) error {
 		rows = metaUint(btx.Bucket(bMeta), kRowSeqN)
+		k, _ := btx.Bucket(bObjects).Cursor().First()
+		evidence = isEvidenceRecord(k)
 		return nil
 	})
-	if rows < max(trainAfter, s.trainRetry) {
+	if rows < max(trainAfter, s.trainRetry) || (!evidence && rows < trainAlone) {
 		return
 	}
 	var dicts map[uint32][]byte
@@ -401,14 +405,15 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 //   - 1.0 for keys that only grow (row numbers, outbox and pending-leaf
 //     sequence numbers, incident numbers, access records, leaf and
 //     stored-hash indexes, checkpoint sizes) or that grow within a few
-//     runs (index keys by time within a status, a class or the time
-//     index's one run; retain-until within a retention class, row
+//     runs (index keys by time within a status, a class, an agent
+//     platform (a deployment serves a handful) or the time index's one
+//     run; retain-until within a retention class, row
 //     numbers within a snapshot's links): the page they are appended to is filled, and the
 //     page split off holds only the new key.
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bExpiry, bSnapLinks, ixTime, ixStatus, ixClass} {
+	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bExpiry, bSnapLinks, ixTime, ixStatus, ixClass, ixAgent} {
 		fillPercent[string(b)] = 1.0
 	}
 }

@@ -5,13 +5,10 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/pactledger/pactledger/ledger"
 )
 
 // Values and keys on disk (layout 2, docs/design/017-row-store-layout.md).
@@ -82,14 +79,16 @@ func (c *Codec) Decode(v []byte) ([]byte, error) {
 	return c.dec.DecodeAll(v, make([]byte, 0, 4*len(v)+256))
 }
 
-// A file's own dictionary is made from its newest rows, leaves and object
-// records once it holds trainAfter rows (Store.maybeTrain): values written
+// A file's own dictionary is made from its newest row and leaf and an
+// object record of a row's evidence once it holds trainAfter rows and
+// one such record, or trainAlone rows (Store.maybeTrain): values written
 // after that compress against text of the same deployment (its brand and
 // agent URLs, key ids, snapshot ids): a row takes about a third of the
 // bytes it takes against the built-in dictionary, and encodes faster. It
 // is kept in the meta bucket under kDict and its id, and never changes.
 const (
 	trainAfter = 256
+	trainAlone = 4096
 	fileDictID = 2
 	kDict      = "dict "
 )
@@ -131,19 +130,13 @@ func (t *tx) sampleDictionary() ([]byte, error) {
 			return nil, err
 		}
 		rows = append(rows, raw)
-		var r struct {
-			ID string `json:"id"`
+	}
+	if k, v := t.b(bObjects).Cursor().First(); isEvidenceRecord(k) {
+		raw, err := t.c.Decode(v)
+		if err != nil {
+			return nil, err
 		}
-		if json.Unmarshal(raw, &r) != nil {
-			continue
-		}
-		if ov := t.b(bObjects).Get(objectKey(ledger.EvidenceKey(r.ID))); ov != nil {
-			raw, err := t.c.Decode(ov)
-			if err != nil {
-				return nil, err
-			}
-			objects = append(objects, raw)
-		}
+		objects = append(objects, raw)
 	}
 	lc := t.b(bLogLeaves).Cursor()
 	for k, v := lc.Last(); k != nil && len(leaves) < n; k, v = lc.Prev() {

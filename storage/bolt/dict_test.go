@@ -10,10 +10,10 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// TestFileDictionary: once a file holds its first few hundred rows it
-// gets its own compression dictionary; rows written after it are smaller,
-// and rows written before and after read back the same, also after the
-// file is opened again.
+// TestFileDictionary: once a file holds its first few hundred rows and
+// the record of an evidence object it gets its own compression
+// dictionary; rows written after it are smaller, and rows written before
+// and after read back the same, also after the file is opened again.
 func TestFileDictionary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	s := openLinked(t, path)
@@ -24,6 +24,10 @@ func TestFileDictionary(t *testing.T) {
 				if err := tx.CreateRow(r); err != nil {
 					return err
 				}
+			}
+			if i == 100 {
+				r := rows[0]
+				return tx.SetObject(ledger.EvidenceKey(r.ID), ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/2026-09-01/1.seg", Offset: 10, Length: 20, RetainUntil: r.RetainUntil, Uploaded: true})
 			}
 			return nil
 		})
@@ -56,12 +60,11 @@ func TestFileDictionary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var early, late, dicts int
+	var early, late int
+	if n := dictionaries(t, path); n != 1 {
+		t.Fatalf("%d dictionaries stored, want the file's own one", n)
+	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte("meta")).Cursor()
-		for k, _ := c.Seek([]byte("dict ")); k != nil && string(k[:5]) == "dict "; k, _ = c.Next() {
-			dicts++
-		}
 		data := tx.Bucket([]byte("row_data"))
 		for i := uint64(1); i <= 200; i++ {
 			early += len(data.Get(seq(i)))
@@ -69,9 +72,6 @@ func TestFileDictionary(t *testing.T) {
 		}
 		return nil
 	})
-	if dicts != 1 {
-		t.Fatalf("%d dictionaries stored, want the file's own one", dicts)
-	}
 	t.Logf("rows 1-200: %d B each; rows 401-600: %d B each", early/200, late/200)
 	if late*3 > early*2 {
 		t.Errorf("rows written after the file's dictionary take %d B, before it %d B: want a third less at least", late/200, early/200)
@@ -81,4 +81,54 @@ func TestFileDictionary(t *testing.T) {
 
 func seq(n uint64) []byte {
 	return []byte{byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+}
+
+// TestFileDictionaryWithoutEvidence: a file whose rows keep no evidence
+// objects gets its dictionary later, from its rows and leaves alone.
+func TestFileDictionaryWithoutEvidence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s := openLinked(t, path)
+	rows := fixtureRows(4200)
+	for i := 0; i < len(rows); i += 600 {
+		if i == 600 {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := dictionaries(t, path); n != 0 {
+				t.Fatalf("%d dictionaries after 600 rows without an evidence record, want none yet", n)
+			}
+			s = openLinked(t, path)
+		}
+		err := s.Update(t.Context(), func(tx ledger.Tx) error {
+			for _, r := range rows[i:min(i+600, len(rows))] {
+				if err := tx.CreateRow(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := dictionaries(t, path); n != 1 {
+		t.Fatalf("%d dictionaries after %d rows, want the file's own one", n, len(rows))
+	}
+}
+
+// dictionaries counts the dictionaries stored in the closed file at path.
+func dictionaries(t *testing.T, path string) int {
+	t.Helper()
+	n := 0
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		c := tx.Bucket([]byte("meta")).Cursor()
+		for k, _ := c.Seek([]byte("dict ")); k != nil && len(k) > 5 && string(k[:5]) == "dict "; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n
 }

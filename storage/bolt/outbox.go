@@ -132,6 +132,10 @@ func objectKey(key string) []byte {
 	return []byte(key)
 }
 
+// isEvidenceRecord reports whether k is the objectKey of a row's
+// evidence; these sort first.
+func isEvidenceRecord(k []byte) bool { return len(k) == 33 && k[0] == 1 }
+
 // objectName is the object key objectKey made k from.
 func objectName(k []byte) string {
 	if len(k) == 33 && k[0] >= 1 && int(k[0]) <= len(objectKinds) {
