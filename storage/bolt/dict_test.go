@@ -125,7 +125,7 @@ func dictionaries(t *testing.T, path string) int {
 	n := 0
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte("meta")).Cursor()
-		for k, _ := c.Seek([]byte("dict ")); k != nil && len(k) > 5 && string(k[:5]) == "dict "; k, _ = c.Next() {
+		for k, _ := c.Seek([]byte("dict ")); len(k) > 5 && string(k[:5]) == "dict "; k, _ = c.Next() {
 			n++
 		}
 		return nil
