@@ -61,10 +61,8 @@ func tokenDigest(tok string) string {
 	if tok == "" {
 		return ""
 	}
-	if _, err := verifier.ParseCompact(tok); err == nil {
-		tok = verifier.Canonical(tok)
-	}
-	return digest(tok)
+	// Canonical returns a token it cannot parse as it is.
+	return digest(verifier.Canonical(tok))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
