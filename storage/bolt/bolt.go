@@ -404,17 +404,27 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 //
 //   - 1.0 for keys that only grow (row numbers, outbox and pending-leaf
 //     sequence numbers, incident numbers, access records, leaf and
-//     stored-hash indexes, checkpoint sizes) or that grow within a few
-//     runs (index keys by time within a status, a class, an agent
-//     platform (a deployment serves a handful) or the time index's one
-//     run; retain-until within a retention class, row
-//     numbers within a snapshot's links): the page they are appended to is filled, and the
+//     stored-hash indexes, checkpoint sizes, row numbers within a
+//     snapshot's links): the page they are appended to is filled, and the
 //     page split off holds only the new key.
+//   - 0.9 for keys by a time that mostly grows within a few runs: the
+//     receipt's time within a status, a class, an agent platform (a
+//     deployment serves a handful) or the time index's one run, and
+//     retain-until within a retention class. A receipt posted late (a
+//     Provider's outbox draining after an outage) lands in a full page;
+//     at 1.0 each such key would split off a page of its own, at 0.9 the
+//     tenth left free takes it. Measured with 50 keys a transaction: in
+//     order 0.9 takes 39 bytes a key against 35 at 1.0 and 71 at bbolt's
+//     default; with one key in five up to an hour late, 51 against 107
+//     and 67.
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bExpiry, bSnapLinks, ixTime, ixStatus, ixClass, ixAgent} {
+	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
 		fillPercent[string(b)] = 1.0
+	}
+	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry} {
+		fillPercent[string(b)] = 0.9
 	}
 }
 
