@@ -36,6 +36,16 @@ func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
 	return append([]byte(nil), v[:8]...), nil
 }
 
+// rowOf returns the number and the decoded row of row id.
+func rowOf(tx *bbolt.Tx, id string) ([]byte, *ledger.Row, error) {
+	seq, err := seqOf(tx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := readRow(tx, seq)
+	return seq, r, err
+}
+
 // readRow decodes row number seq.
 func readRow(tx *bbolt.Tx, seq []byte) (*ledger.Row, error) {
 	c, err := bolt.FileCodec(tx)
@@ -117,11 +127,7 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 // copy of row id under another id, with its evidence and index entries.
 func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
-		seq, err := seqOf(tx, id)
-		if err != nil {
-			return err
-		}
-		r, err := readRow(tx, seq)
+		seq, r, err := rowOf(tx, id)
 		if err != nil {
 			return err
 		}
@@ -166,11 +172,7 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 // under the row's id after fn: an fn that changes the id inserts a copy.
 func EditRow(id string, fn func(r *ledger.Row)) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
-		seq, err := seqOf(tx, id)
-		if err != nil {
-			return err
-		}
-		r, err := readRow(tx, seq)
+		seq, r, err := rowOf(tx, id)
 		if err != nil {
 			return err
 		}

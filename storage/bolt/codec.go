@@ -121,36 +121,22 @@ func FileCodec(btx *bolt.Tx) (*Codec, error) { return newCodec(fileDicts(btx)) }
 // encoder prepares its dictionary again for every value, so each sample
 // more costs every write, and a second row makes values no smaller.
 func (t *tx) sampleDictionary() ([]byte, error) {
-	const n = 1
-	var rows, leaves, objects [][]byte
-	c := t.b(bRowData).Cursor()
-	for k, v := c.Last(); k != nil && len(rows) < n; k, v = c.Prev() {
-		raw, err := t.c.Decode(v)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, raw)
-	}
-	if k, v := t.b(bObjects).Cursor().First(); isEvidenceRecord(k) {
-		raw, err := t.c.Decode(v)
-		if err != nil {
-			return nil, err
-		}
-		objects = append(objects, raw)
-	}
-	lc := t.b(bLogLeaves).Cursor()
-	for k, v := lc.Last(); k != nil && len(leaves) < n; k, v = lc.Prev() {
-		raw, err := t.c.Decode(v)
-		if err != nil {
-			return nil, err
-		}
-		leaves = append(leaves, raw)
-	}
 	out := append([]byte(nil), dictV1...)
-	for _, part := range [][][]byte{objects, leaves, rows} {
-		for i := len(part) - 1; i >= 0; i-- {
-			out = append(out, part[i]...)
+	var samples [3][]byte
+	if k, v := t.b(bObjects).Cursor().First(); isEvidenceRecord(k) {
+		samples[0] = v
+	}
+	_, samples[1] = t.b(bLogLeaves).Cursor().Last()
+	_, samples[2] = t.b(bRowData).Cursor().Last()
+	for _, v := range samples {
+		if v == nil {
+			continue
 		}
+		raw, err := t.c.Decode(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, raw...)
 	}
 	return out, nil
 }
