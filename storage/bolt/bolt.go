@@ -115,6 +115,15 @@ type request struct {
 	err   chan error
 }
 
+// openDB opens the bbolt file at path as the store does. The free list is
+// written with every commit (NoFreelistSync false): opening then reads it
+// from its page instead of walking every page of the file, and a failed
+// commit reloads it from there instead of walking the file again
+// (docs/design/010-faults-and-readiness.md).
+func openDB(path string, timeout time.Duration) (*bolt.DB, error) {
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
+}
+
 // ErrLocked: another process holds the bbolt file.
 var ErrLocked = errors.New("bbolt file is locked by another process")
 
@@ -126,11 +135,7 @@ func Open(path string, cfg Config) (*Store, error) {
 	if cfg.OpenTimeout <= 0 {
 		cfg.OpenTimeout = 5 * time.Second
 	}
-	// The free list is written with every commit (NoFreelistSync false):
-	// opening then reads it from its page instead of walking every page of
-	// the file, and a failed commit reloads it from there instead of walking
-	// the file again (docs/design/010-faults-and-readiness.md).
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
+	db, err := openDB(path, cfg.OpenTimeout)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
@@ -159,8 +164,13 @@ func Open(path string, cfg Config) (*Store, error) {
 	if err == nil {
 		err = convertLayout(db, codec, slog.Default())
 	}
+	if err == nil {
+		db, err = compactIfPending(db, cfg.OpenTimeout, slog.Default())
+	}
 	if err != nil {
-		db.Close()
+		if db != nil {
+			db.Close()
+		}
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
 	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases(),

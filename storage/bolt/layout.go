@@ -157,13 +157,20 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		if err := meta.Delete([]byte("snapshot_links")); err != nil { // layout 1's mark of complete snapshot links
 			return err
 		}
+		if old {
+			// The old layout's pages are now free: copy the file without
+			// them at this Open (compactIfPending).
+			if err := meta.Put(kCompact, []byte{1}); err != nil {
+				return err
+			}
+		}
 		return meta.Put(kLayout, u64(layout))
 	})
 	if err != nil {
 		return fmt.Errorf("convert to layout %d: %w", layout, err)
 	}
 	if old {
-		log.Info("row store (bbolt): converted the file to layout 2; the pages the old layout used are free for new rows (the file does not shrink)",
+		log.Info("row store (bbolt): converted the file to layout 2",
 			slog.String("path", db.Path()), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 	}
 	return nil

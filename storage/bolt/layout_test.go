@@ -76,9 +76,105 @@ func TestLayout1FileConverts(t *testing.T) {
 		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 2}) {
 			t.Errorf("layout mark %x, want 2", v)
 		}
+		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
+			t.Error("the converted file is still marked for compaction")
+		}
 		return nil
 	})
 	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// TestMarkedFileIsCompacted: a file marked for compaction (a conversion
+// whose copy was cut short: the mark set, a partial copy left beside it)
+// is copied without its free pages at the next open, answers as before,
+// and the partial copy is gone.
+func TestMarkedFileIsCompacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openLinked(t, path)
+	if err := s.Update(t.Context(), populateFixture); err != nil {
+		t.Fatal(err)
+	}
+	// Pages to free: rows written and swept again.
+	err := s.Update(t.Context(), func(tx ledger.Tx) error {
+		for _, r := range fixtureRows(3000)[100:] {
+			r.ID = fixtureID("gone " + r.ID)
+			if err := tx.CreateRow(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(t.Context(), func(tx ledger.Tx) error {
+		for _, r := range fixtureRows(3000)[100:] {
+			r.ID = fixtureID("gone " + r.ID)
+			if err := tx.RemoveRow(r, ledger.Tombstone{ID: r.ID}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("compact pending"), []byte{1})
+	})
+	if err := os.WriteFile(path+".compacting", []byte("a copy cut short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := freePages(t, path)
+	got := openLinked(t, path)
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := freePages(t, path)
+	if after*4 > before {
+		t.Errorf("free pages %d before the compaction, %d after: want a quarter at most", before, after)
+	}
+	if _, err := os.Stat(path + ".compacting"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy beside the file: %v, want it gone", err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
+			t.Error("the compacted file is still marked")
+		}
+		return nil
+	})
+	want := freshFixture(t)
+	err = want.Update(t.Context(), func(tx ledger.Tx) error {
+		for _, r := range fixtureRows(3000)[100:] {
+			tomb := ledger.Tombstone{ID: fixtureID("gone " + r.ID)}
+			r.ID = tomb.ID
+			if err := tx.CreateRow(r); err != nil {
+				return err
+			}
+			if err := tx.RemoveRow(r, tomb); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, openLinked(t, path), want)
+}
+
+// freePages counts the free pages of the closed file at path.
+func freePages(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return db.Stats().FreePageN
 }
 
 // TestLayoutConversionResumes: a conversion stopped after some of its

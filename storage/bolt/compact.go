@@ -1,0 +1,149 @@
+package bolt
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Compaction. A file with many free pages writes its whole free list with
+// every commit (the list is kept on disk, docs/design/010), and bbolt
+// sorts it each time: after the layout-2 conversion freed the old
+// layout's pages (several GB for a million rows), every commit would
+// write and sort a list of a million page numbers until new rows reused
+// them. So the conversion's last transaction marks the file, and Open
+// copies a marked file into a new one without free pages and puts it in
+// the old one's place (docs/design/017).
+//
+// The copy is written beside the file (path + compactSuffix), synced,
+// then renamed over it; a crash before the rename leaves the file as it
+// was, still marked, and the next Open starts the copy again.
+
+// kCompact in bMeta marks a file to be compacted at the next Open.
+var kCompact = []byte("compact pending")
+
+const compactSuffix = ".compacting"
+
+// compactTxBytes bounds the bytes one transaction of the copy writes.
+const compactTxBytes = 64 << 20
+
+// compactIfPending compacts the file of db if it is marked, and returns
+// the database to go on with (db itself when nothing was done; nil with an
+// error when the file could not be opened again).
+func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB, error) {
+	path := db.Path()
+	tmp := path + compactSuffix
+	pending := false
+	if err := db.View(func(btx *bolt.Tx) error {
+		pending = btx.Bucket(bMeta).Get(kCompact) != nil
+		return nil
+	}); err != nil {
+		return db, err
+	}
+	if !pending {
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return db, fmt.Errorf("remove an unfinished copy: %w", err)
+		}
+		return db, nil
+	}
+	start := time.Now()
+	before := db.Stats().FreePageN
+	size := fileSize(path)
+	log.Info("row store (bbolt): copying the file without its free pages (after a layout conversion); the copy replaces it when complete",
+		slog.String("path", path), slog.Int("free pages", before), slog.Int64("bytes", size))
+	if err := copyCompacted(db, tmp, timeout); err != nil {
+		os.Remove(tmp)
+		return db, fmt.Errorf("compact: %w", err)
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("compact: put the copy in place: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("compact: %w", err)
+	}
+	ndb, err := openDB(path, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("open the compacted file: %w", err)
+	}
+	log.Info("row store (bbolt): compacted the file", slog.String("path", path),
+		slog.Int64("bytes before", size), slog.Int64("bytes after", fileSize(path)), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+	return ndb, nil
+}
+
+// copyCompacted writes every bucket of db into a new file at tmp, unmarked.
+func copyCompacted(db *bolt.DB, tmp string, timeout time.Duration) error {
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	dst, err := openDB(tmp, timeout)
+	if err != nil {
+		return err
+	}
+	err = bolt.Compact(dst, db, compactTxBytes)
+	if err == nil {
+		err = dst.Update(func(btx *bolt.Tx) error { return btx.Bucket(bMeta).Delete(kCompact) })
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// CompactFile copies the closed store file at path without its free
+// pages and puts the copy in its place, as Open does after a layout
+// conversion: for a file whose free pages came from a bulk load or a mass
+// deletion. Nothing else may have the file open.
+func CompactFile(path string, timeout time.Duration) error {
+	db, err := openDB(path, timeout)
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := db.Update(func(btx *bolt.Tx) error {
+		meta, err := btx.CreateBucketIfNotExists(bMeta)
+		if err != nil {
+			return err
+		}
+		return meta.Put(kCompact, []byte{1})
+	}); err != nil {
+		db.Close()
+		return err
+	}
+	db, err = compactIfPending(db, timeout, slog.Default())
+	if err != nil {
+		if db != nil {
+			db.Close()
+		}
+		return err
+	}
+	return db.Close()
+}
