@@ -9,13 +9,25 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// QueueLeaf implements ledger.LogTx: leaves queue in sequence order.
+// QueueLeaf implements ledger.LogTx: leaves queue in sequence order,
+// which is assigned when the leaf is sent, a deferred write (group.go).
 func (t *tx) QueueLeaf(ref string, data []byte) error {
-	return t.exec("INSERT INTO log_pending (seq, ref, data) VALUES (nextval('leaf_seq'), $1, $2)", ref, data)
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	d := t.deferred()
+	d.leaves = append(d.leaves, leafWrite{ref: ref, data: data})
+	return nil
 }
 
 // PendingLeaves implements ledger.LogTx.
 func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
+	if err := t.see(tabLeaves); err != nil {
+		return nil, err
+	}
 	var out []ledger.PendingLeaf
 	err := t.query("read queued leaves", "SELECT seq, ref, data FROM log_pending ORDER BY seq LIMIT $1", []any{n}, func(r pgx.Rows) error {
 		var p ledger.PendingLeaf
@@ -46,7 +58,7 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	for i := range hashes {
 		idx[i], hs[i] = hashAt+int64(i), hashes[i][:]
 	}
-	t.b.Queue(`
+	t.push(`
 WITH leaf AS (
 	INSERT INTO log_leaves (idx, ref, data) VALUES ($1, $2, $3)
 	ON CONFLICT (idx) DO NOTHING
@@ -83,7 +95,7 @@ func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	}
 	out := make([]tlog.Hash, len(indexes))
 	for i, idx := range indexes {
-		t.b.Queue("SELECT hash FROM log_hashes WHERE idx = $1", idx).Query(func(rows pgx.Rows) error {
+		t.push("SELECT hash FROM log_hashes WHERE idx = $1", idx).Query(func(rows pgx.Rows) error {
 			if !rows.Next() {
 				if err := rows.Err(); err != nil {
 					return err

@@ -89,8 +89,12 @@ func (t *tx) SnapshotRetain(id string) (time.Time, error) {
 
 // SetSnapshotRetain implements ledger.References.
 func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
-	delete(t.retain, id)
-	return t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, nanos(at))
+	ns := nanos(at)
+	err := t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, ns)
+	if err == nil {
+		t.retain[id] = &ns // what a read in this transaction now finds
+	}
+	return err
 }
 
 // QueueDeletion implements ledger.References.
