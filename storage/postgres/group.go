@@ -420,6 +420,7 @@ func (t *tx) fatalErr(what string, err error) bool {
 // A failure ends the transaction.
 func (t *tx) rollbackTo(sp string) bool {
 	t.b = &pgx.Batch{}
+	t.seqLeaves = nil
 	if _, err := t.conn.PgConn().Exec(t.ctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp).ReadAll(); err != nil {
 		if unavailable(err, t.conn) {
 			t.fatal = unavailableErr("roll back a failed write", err)

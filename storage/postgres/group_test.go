@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/postgres"
 	"github.com/pactledger/pactledger/verifier"
@@ -405,5 +407,68 @@ func TestGroupReadsSeeEarlierMembers(t *testing.T) {
 		if err != nil {
 			t.Errorf("member %d: %v", i, err)
 		}
+	}
+}
+
+// TestSequenceLeavesTogether: the leaves an integration round sequences
+// are stored by one statement (one xmin), with their hashes and ref
+// index, and leave the queue; a round in which one index is taken stores
+// none of its leaves.
+func TestSequenceLeavesTogether(t *testing.T) {
+	s, dsn := batchStore(t)
+	queue := func(refs ...string) {
+		if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+			for _, ref := range refs {
+				if err := tx.QueueLeaf(ref, []byte("leaf "+ref)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// sequence stores the queued leaves from index at, giving each one
+	// made-up hash.
+	sequence := func(at ...int64) error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			pend, err := tx.PendingLeaves(10)
+			if err != nil {
+				return err
+			}
+			for i, p := range pend {
+				var h tlog.Hash
+				h[0] = byte(at[i])
+				if err := tx.SequenceLeaf(p, at[i], 1000+at[i], []tlog.Hash{h}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	queue("a", "b", "c")
+	if err := sequence(0, 1, 2); err != nil {
+		t.Fatalf("sequence three leaves: %v", err)
+	}
+	for _, table := range []string{"log_leaves", "log_hashes", "log_index"} {
+		if n := sqlValue[int](t, dsn, "SELECT count(*) FROM "+table); n != 3 {
+			t.Errorf("%s: %d records, want 3", table, n)
+		}
+		if n := sqlValue[int](t, dsn, "SELECT count(DISTINCT xmin::text) FROM "+table); n != 1 {
+			t.Errorf("%s: written under %d transaction ids, want 1 (one statement for the round)", table, n)
+		}
+	}
+	if n := sqlValue[int](t, dsn, "SELECT count(*) FROM log_pending"); n != 0 {
+		t.Errorf("%d leaves still queued, want none", n)
+	}
+	queue("d", "e")
+	if err := sequence(3, 1); err == nil {
+		t.Fatalf("a round with a taken index succeeded")
+	}
+	if n := sqlValue[int](t, dsn, "SELECT count(*) FROM log_leaves"); n != 3 {
+		t.Errorf("%d leaves stored after the refused round, want the 3 before", n)
+	}
+	if n := sqlValue[int](t, dsn, "SELECT count(*) FROM log_pending"); n != 2 {
+		t.Errorf("%d leaves queued after the refused round, want both still queued", n)
 	}
 }

@@ -62,6 +62,9 @@ type tx struct {
 	own      *writes
 	wrote    bool
 	restart  bool
+	// seqLeaves are SequenceLeaf calls not queued yet: consecutive ones
+	// go in one statement.
+	seqLeaves []seqLeaf
 
 	// group is the members that ended with deferred writes not sent yet;
 	// again the members to run again once the group is sent.
@@ -81,8 +84,10 @@ var errReadOnly = errors.New("write in a read-only transaction")
 func (t *tx) queue(sql string, args ...any) { t.b.Queue(sql, args...) }
 
 // push queues a statement of the current member, to be sent with the next
-// round trip: after the member's SAVEPOINT when it is its first.
+// round trip: after the member's SAVEPOINT when it is its first, and after
+// the leaves SequenceLeaf holds.
 func (t *tx) push(sql string, args ...any) *pgx.QueuedQuery {
+	t.queueLeaves()
 	t.begin()
 	return t.b.Queue(sql, args...)
 }
@@ -126,6 +131,8 @@ func (t *tx) send(what, sql string, args []any, scan func(pgx.Rows) error) error
 	}
 	if sql != "" {
 		t.push(sql, args...).Query(scan)
+	} else {
+		t.queueLeaves()
 	}
 	b := t.b
 	t.b = &pgx.Batch{}
@@ -270,7 +277,7 @@ func (t *tx) startMember(sp string) {
 	clear(t.absentJWTs)
 	clear(t.retain)
 	clear(t.locked)
-	t.pre, t.own = nil, nil
+	t.pre, t.own, t.seqLeaves = nil, nil, nil
 	t.sp, t.spQueued = sp, false
 }
 
@@ -294,7 +301,7 @@ func (t *tx) endMember() {
 // that its savepoint exists), then its subtransaction is rolled back. A
 // failure here ends the transaction.
 func (t *tx) undoMember() bool {
-	t.own = nil
+	t.own, t.seqLeaves = nil, nil
 	if t.spQueued {
 		if t.err == nil {
 			_ = t.flush("write")
