@@ -96,9 +96,36 @@ func (t *tx) Dequeue(seq uint64) (bool, error) {
 	if !t.writing() {
 		return false, errReadOnly
 	}
-	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq),
-		"WITH f AS (DELETE FROM outbox_failures WHERE seq = $1) DELETE FROM outbox WHERE seq = $1 RETURNING true", []any{int64(seq)}, new(bool))
+	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq), dequeueSQL, []any{int64(seq)}, new(bool))
 }
+
+// DequeueAll implements ledger.Dequeuer: one primary-key removal per
+// entry, in order, all in one round trip.
+func (t *tx) DequeueAll(seqs []uint64) ([]bool, error) {
+	if !t.writing() {
+		return nil, errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(seqs))
+	for i, seq := range seqs {
+		t.push(dequeueSQL, int64(seq)).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				out[i] = true
+			}
+			return rows.Err()
+		})
+	}
+	if err := t.flush("dequeue outbox entries"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dequeueSQL removes outbox entry $1 and its failure record, returning a
+// row when the entry was queued.
+const dequeueSQL = "WITH f AS (DELETE FROM outbox_failures WHERE seq = $1) DELETE FROM outbox WHERE seq = $1 RETURNING true"
 
 // OutboxDepth implements ledger.Outbox.
 func (t *tx) OutboxDepth() (int, error) {
