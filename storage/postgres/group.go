@@ -12,8 +12,9 @@ import (
 
 // Multi-row writes. The writes every receipt makes (its row with targets,
 // snapshot links and request-JWT entry; its queued leaf; its evidence
-// bundle; its outbox entries) are not sent when the member makes them but
-// kept as its deferred writes. A member that wrote nothing else ends
+// bundle; its outbox entries) and the uploader's records of where objects
+// are held are not sent when the member makes them but kept as its
+// deferred writes. A member that wrote nothing else ends
 // without sending them: they join the group, and the group's writes go
 // together, one statement a table for all its members, when the batch
 // ends or when a later member reads what they wrote. A member that wrote
@@ -37,6 +38,7 @@ const (
 	tabEvidence              // evidence; key: row id
 	tabOutbox                // outbox; entries have no key until sent (their seq)
 	tabLeaves                // log_pending; likewise
+	tabObjects               // objects; key: object key
 )
 
 // writes are one member's deferred writes.
@@ -45,6 +47,7 @@ type writes struct {
 	leaves   []leafWrite
 	evidence []evidenceWrite
 	entries  []entryWrite
+	objects  []objectWrite
 }
 
 // rowWrite is a deferred CreateRow: the row, its body and keys, and
@@ -72,8 +75,13 @@ type entryWrite struct {
 	queued int64
 }
 
+type objectWrite struct {
+	key  string
+	body []byte
+}
+
 func (w *writes) empty() bool {
-	return w == nil || len(w.rows)+len(w.leaves)+len(w.evidence)+len(w.entries) == 0
+	return w == nil || len(w.rows)+len(w.leaves)+len(w.evidence)+len(w.entries)+len(w.objects) == 0
 }
 
 // touches reports whether w writes to tbl under one of keys (under any
@@ -87,6 +95,8 @@ func (w *writes) touches(tbl table, keys []string) bool {
 		return len(w.entries) > 0
 	case tabLeaves:
 		return len(w.leaves) > 0
+	case tabObjects:
+		return slices.ContainsFunc(w.objects, func(o objectWrite) bool { return len(keys) == 0 || slices.Contains(keys, o.key) })
 	case tabEvidence:
 		return slices.ContainsFunc(w.evidence, func(e evidenceWrite) bool { return len(keys) == 0 || slices.Contains(keys, e.rowID) })
 	case tabRows:
@@ -149,6 +159,8 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 		evBundles                             [][]byte
 		entryBodies                           [][]byte
 		entryQueued                           []int64
+		objectKeys                            []string
+		objectBodies                          [][]byte
 	)
 	for _, w := range ws {
 		for _, rw := range w.rows {
@@ -176,6 +188,9 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 		}
 		for _, e := range w.entries {
 			entryBodies, entryQueued = append(entryBodies, e.body), append(entryQueued, e.queued)
+		}
+		for _, o := range w.objects {
+			objectKeys, objectBodies = append(objectKeys, o.key), append(objectBodies, o.body)
 		}
 	}
 	if len(ids) > 0 {
@@ -210,6 +225,11 @@ ON CONFLICT (row_id) DO UPDATE SET bundle = EXCLUDED.bundle`, evRows, evBundles)
 		queue(`
 INSERT INTO outbox (seq, body, queued_ns)
 SELECT nextval('outbox_seq'), body, queued_ns FROM unnest($1::bytea[], $2::bigint[]) WITH ORDINALITY AS u (body, queued_ns, n) ORDER BY n`, entryBodies, entryQueued)
+	}
+	if len(objectKeys) > 0 {
+		queue(`
+INSERT INTO objects (key, body) SELECT key, body FROM unnest($1::text[], $2::bytea[]) AS u (key, body)
+ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 	}
 }
 
