@@ -472,3 +472,65 @@ func TestSequenceLeavesTogether(t *testing.T) {
 		t.Errorf("%d leaves queued after the refused round, want both still queued", n)
 	}
 }
+
+// TestGroupSnapshots: in one batch, a snapshot a member stored is not new
+// to the members after it, which read the retain-until it set; once a
+// member deletes it, the next one stores it again as new; a snapshot
+// stored by a member that then fails is new again to the next one.
+func TestGroupSnapshots(t *testing.T) {
+	s, _ := batchStore(t)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	one := verifier.NewSnapshot("https://brand.example/jwks", at, []byte(`{"keys":[1]}`))
+	two := verifier.NewSnapshot("https://agent.example/jwks", at, []byte(`{"keys":[2]}`))
+	retain := at.Add(365 * 24 * time.Hour)
+	n := 0
+	put := func(snap verifier.Snapshot, wantNew bool, wantRetain time.Time) func(ledger.Tx) error {
+		n++
+		r := row(fmt.Sprintf("receipt %d", n))
+		return func(tx ledger.Tx) error {
+			isNew, err := tx.PutSnapshot(snap)
+			if err != nil {
+				return err
+			}
+			if isNew != wantNew {
+				return fmt.Errorf("PutSnapshot %s: new %v, want %v", snap.URI, isNew, wantNew)
+			}
+			got, err := tx.SnapshotRetain(snap.ID)
+			if err != nil {
+				return err
+			}
+			if !got.Equal(wantRetain) {
+				return fmt.Errorf("SnapshotRetain %s: %v, want %v", snap.URI, got, wantRetain)
+			}
+			return receipt(tx, r)
+		}
+	}
+	errs := inOneBatch(t, s,
+		func(tx ledger.Tx) error {
+			if err := put(one, true, time.Time{})(tx); err != nil {
+				return err
+			}
+			return tx.SetSnapshotRetain(one.ID, retain)
+		},
+		put(one, false, retain),
+		put(one, false, retain),
+		func(tx ledger.Tx) error { return tx.DeleteSnapshot(one.ID) },
+		put(one, true, time.Time{}),
+		func(tx ledger.Tx) error {
+			if err := put(two, true, time.Time{})(tx); err != nil {
+				return err
+			}
+			return errMember
+		},
+		put(two, true, time.Time{}),
+		put(two, false, time.Time{}),
+	)
+	for i, err := range errs {
+		switch {
+		case i == 5 && !errors.Is(err, errMember):
+			t.Errorf("member 5: %v, want its own error", err)
+		case i != 5 && err != nil:
+			t.Errorf("member %d: %v", i, err)
+		}
+	}
+}
