@@ -136,10 +136,10 @@ func written(t *testing.T, s *postgres.Store) (entries, leaves, rows []string) {
 	return entries, leaves, rows
 }
 
-// TestGroupWritesTogether: the receipts of one batch are written by one
-// statement a table (the rows of one statement share their inserting
-// transaction id, xmin; one statement a member would give each member's
-// savepoint its own), in the members' order.
+// TestGroupWritesTogether: the receipts of one batch are written together
+// under the group's savepoint (their records share one inserting
+// transaction id, xmin, where writes under each member's savepoint had
+// one a member), in the members' order.
 func TestGroupWritesTogether(t *testing.T) {
 	s, dsn := batchStore(t)
 	rows := make([]*ledger.Row, 8)
@@ -161,7 +161,7 @@ func TestGroupWritesTogether(t *testing.T) {
 			t.Errorf("%s: %d records, want %d", table, n, len(rows))
 		}
 		if n := sqlValue[int](t, dsn, "SELECT count(DISTINCT xmin::text) FROM "+table); n != 1 {
-			t.Errorf("%s: written under %d transaction ids, want 1 (one statement for the batch)", table, n)
+			t.Errorf("%s: written under %d transaction ids, want 1 (the batch's writes together)", table, n)
 		}
 	}
 	var want []string
@@ -352,6 +352,31 @@ func TestGroupSharedRequestJWT(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Members that create rows naming one request JWT without reading the
+	// index share one statement: the first one's row holds the entry, as
+	// one create after the other would leave it.
+	blind := make([]func(ledger.Tx) error, 4)
+	blindRows := make([]*ledger.Row, len(blind))
+	other := hexID("another request JWT")
+	for i := range blind {
+		blindRows[i] = row(fmt.Sprintf("blind receipt %d", i))
+		blindRows[i].RequestJWTSHA256 = other
+		blind[i] = func(tx ledger.Tx) error { return receipt(tx, blindRows[i]) }
+	}
+	for i, err := range inOneBatch(t, s, blind...) {
+		if err != nil {
+			t.Errorf("blind member %d: %v", i, err)
+		}
+	}
+	if err := s.View(t.Context(), func(tx ledger.Tx) error {
+		first, err := tx.RowByRequestJWT(other)
+		if err == nil && first != blindRows[0].ID {
+			t.Errorf("the index names %s, want the first blind member's row %s", first, blindRows[0].ID)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestGroupReadsSeeEarlierMembers: a member reads what earlier members of
@@ -411,8 +436,8 @@ func TestGroupReadsSeeEarlierMembers(t *testing.T) {
 }
 
 // TestSequenceLeavesTogether: the leaves an integration round sequences
-// are stored by one statement (one xmin), with their hashes and ref
-// index, and leave the queue; a round in which one index is taken stores
+// are stored together, with their hashes and ref index, and leave the
+// queue; a round in which one index is taken stores
 // none of its leaves.
 func TestSequenceLeavesTogether(t *testing.T) {
 	s, dsn := batchStore(t)
