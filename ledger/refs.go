@@ -136,13 +136,35 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 	if len(es) != len(locs) {
 		return fmt.Errorf("%d uploads with %d locations", len(es), len(locs))
 	}
+	// Where the store removes many entries in one round trip, it removes
+	// them first; the rest of each entry's record does not depend on the
+	// others' removal.
+	var queued []bool
+	if d, ok := tx.(Dequeuer); ok {
+		seqs := make([]uint64, len(es))
+		for i, e := range es {
+			seqs[i] = e.Seq
+		}
+		var err error
+		if queued, err = d.DequeueAll(seqs); err != nil {
+			return err
+		}
+		if len(queued) != len(es) {
+			return fmt.Errorf("dequeued %d outbox entries, got %d answers", len(es), len(queued))
+		}
+	}
 	gained := map[string]int{}
 	var segments []string // in the order first seen
 	for i, e := range es {
 		loc := locs[i]
-		ok, err := tx.Dequeue(e.Seq)
-		if err != nil {
-			return err
+		var ok bool
+		if queued != nil {
+			ok = queued[i]
+		} else {
+			var err error
+			if ok, err = tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
 		}
 		if !ok {
 			continue

@@ -178,6 +178,15 @@ type EvidenceDropper interface {
 	DropEvidence(rowID string) error
 }
 
+// Dequeuer is a transaction that removes many outbox entries in one round
+// trip (PostgreSQL's); RecordUploads uses it where the transaction is one.
+// bbolt's removals are memory writes and it does not.
+type Dequeuer interface {
+	// DequeueAll is Dequeue of each of seqs, in order: it reports for each
+	// whether it was still queued.
+	DequeueAll(seqs []uint64) ([]bool, error)
+}
+
 // Outbox keeps the evidence objects waiting for write-once storage, in
 // sequence order, with their failure records, segment plans and dead
 // letters.

@@ -242,7 +242,7 @@ func (b *storeBench) run(ctx context.Context, s storeSetup, corpus []*ledgerv1.A
 	}
 	r := &storeRun{closed: srv.post(ctx, corpus, b.cfg.Concurrency, b.cfg.Duration, 0, pg, b.s3)}
 	if pg != 0 && !b.noStatements {
-		if r.statements, err = b.topStatements(ctx, "bench_"+strconv.Itoa(b.dbs), 14); err != nil {
+		if r.statements, err = b.topStatements(ctx, "bench_"+strconv.Itoa(b.dbs), 0); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,9 @@ type pgStatement struct {
 	rowsRead int64
 }
 
+// topStatementsShown is how many statements the comparison lists.
+const topStatementsShown = 14
+
 // statsExtension is the server setting the store comparison starts its
 // PostgreSQL cluster with, so that it can say which statements cost what.
 const statsExtension = "shared_preload_libraries=pg_stat_statements"
@@ -34,7 +37,7 @@ func (b *storeBench) resetStatements(ctx context.Context) error {
 }
 
 // topStatements reads the statements of database db by total execution
-// time, most first.
+// time, most first: all of them when n is 0.
 func (b *storeBench) topStatements(ctx context.Context, db string, n int) ([]pgStatement, error) {
 	conn, err := pgx.Connect(ctx, b.pg.DSN("postgres"))
 	if err != nil {
@@ -45,7 +48,7 @@ func (b *storeBench) topStatements(ctx context.Context, db string, n int) ([]pgS
 SELECT s.query, s.calls, s.total_exec_time, s.rows
 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 WHERE d.datname = $1
-ORDER BY s.total_exec_time DESC LIMIT $2`, db, n)
+ORDER BY s.total_exec_time DESC LIMIT nullif($2, 0)`, db, n)
 	if err != nil {
 		return nil, err
 	}
@@ -57,13 +60,21 @@ ORDER BY s.total_exec_time DESC LIMIT $2`, db, n)
 }
 
 // printStatements prints where PostgreSQL spent its CPU per row recorded,
-// by kind of process, and its execution time by statement: calls and time
-// per row, each statement shortened to one line.
+// by kind of process, how many statements it ran per row in all, and the
+// top statements by execution time: calls and time per row, each
+// statement shortened to one line.
 func (b *storeBench) printStatements(what string, load *storeLoad, st []pgStatement) {
 	rows := load.ok
 	if len(st) == 0 || rows == 0 {
 		return
 	}
+	var calls int64
+	var execMS float64
+	for _, s := range st {
+		calls, execMS = calls+s.calls, execMS+s.totalMS
+	}
+	kindsOf := len(st)
+	st = st[:min(len(st), topStatementsShown)]
 	kinds := slices.Sorted(maps.Keys(load.postgresByKind))
 	slices.SortStableFunc(kinds, func(a, c string) int { return cmp.Compare(load.postgresByKind[c], load.postgresByKind[a]) })
 	fmt.Fprintf(b.w, "\nPostgreSQL CPU, %s, by kind of process (ms per row):", what)
@@ -73,6 +84,8 @@ func (b *storeBench) printStatements(what string, load *storeLoad, st []pgStatem
 		}
 	}
 	fmt.Fprintln(b.w)
+	fmt.Fprintf(b.w, "PostgreSQL statements, %s, in all: %.1f a row (%d distinct), %.0f µs of execution a row\n",
+		what, float64(calls)/float64(rows), kindsOf, execMS*1000/float64(rows))
 	var total float64
 	for _, s := range st {
 		total += s.totalMS

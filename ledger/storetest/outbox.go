@@ -376,3 +376,62 @@ func testDequeueAndFailures(t *testing.T, open opener) {
 	})
 	checkEntries(t, outbox(t, s, 10), []ledger.OutboxEntry{entry(1), entry(2)})
 }
+
+// testRecordUploads: RecordUploads records each entry still queued once
+// (an entry that left before, or earlier in the same call, records
+// nothing), counts a segment's new members once, and what it recorded is
+// read back in the same transaction and after it.
+func testRecordUploads(t *testing.T, open opener) {
+	s := open.fresh(t)
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range 3 {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	q := outbox(t, s, 10)
+	update(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Dequeue(q[1].Seq)
+		return err
+	})
+	const segment = "segments/one.seg"
+	inSegment := func(off uint32) ledger.Location {
+		return ledger.Location{Store: "s3", Key: segment, Uploaded: true, Offset: off, Length: 10}
+	}
+	alone := ledger.Location{Store: "s3", Key: q[2].Key, Uploaded: true}
+	update(t, s, func(tx ledger.Tx) error {
+		es := []ledger.OutboxEntry{q[0], q[1], q[2], q[0]}
+		locs := []ledger.Location{inSegment(0), inSegment(10), alone, inSegment(20)}
+		if err := ledger.RecordUploads(tx, es, locs); err != nil {
+			return err
+		}
+		if loc, err := tx.Object(q[0].Key); err != nil || !same(loc, inSegment(0)) {
+			t.Errorf("Object of the first entry in the recording transaction: %s, %v; want %s", show(loc), err, show(inSegment(0)))
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		for _, c := range []struct {
+			key  string
+			want ledger.Location
+		}{{q[0].Key, inSegment(0)}, {q[2].Key, alone}} {
+			if loc, err := tx.Object(c.key); err != nil || !same(loc, c.want) {
+				t.Errorf("Object %s: %s, %v; want %s", c.key, show(loc), err, show(c.want))
+			}
+		}
+		_, err := tx.Object(q[1].Key)
+		wantNotFound(t, "Object of the entry that left before", err)
+		if depth, err := tx.OutboxDepth(); err != nil || depth != 0 {
+			t.Errorf("OutboxDepth: %d, %v; want 0", depth, err)
+		}
+		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		if n, err := tx.Count(ledger.RefSegment, segment, 0); err != nil || n != 1 {
+			t.Errorf("segment members: %d, %v; want 1", n, err)
+		}
+		return nil
+	})
+}

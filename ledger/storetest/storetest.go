@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "OutboxOrder", run: testOutboxOrder},
 		{name: "OutboxConcurrentEnqueue", run: testOutboxConcurrentEnqueue},
 		{name: "DequeueAndFailures", run: testDequeueAndFailures},
+		{name: "RecordUploads", run: testRecordUploads},
 		{name: "DeadLetters", run: testDeadLetters},
 		{name: "SegmentPlans", run: testSegmentPlans},
 		{name: "Claims", run: testClaims, skip: skipIf(o.SingleUploader, "a single uploader: Claim need not record claims")},

@@ -9,13 +9,25 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// QueueLeaf implements ledger.LogTx: leaves queue in sequence order.
+// QueueLeaf implements ledger.LogTx: leaves queue in sequence order,
+// which is assigned when the leaf is sent, a deferred write (group.go).
 func (t *tx) QueueLeaf(ref string, data []byte) error {
-	return t.exec("INSERT INTO log_pending (seq, ref, data) VALUES (nextval('leaf_seq'), $1, $2)", ref, data)
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	d := t.deferred()
+	d.leaves = append(d.leaves, leafWrite{ref: ref, data: data})
+	return nil
 }
 
 // PendingLeaves implements ledger.LogTx.
 func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
+	if err := t.see(tabLeaves); err != nil {
+		return nil, err
+	}
 	var out []ledger.PendingLeaf
 	err := t.query("read queued leaves", "SELECT seq, ref, data FROM log_pending ORDER BY seq LIMIT $1", []any{n}, func(r pgx.Rows) error {
 		var p ledger.PendingLeaf
@@ -30,10 +42,11 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 	return out, err
 }
 
-// SequenceLeaf implements ledger.LogTx: in one statement, the leaf takes
-// its index (refused, with nothing written, when the index is taken), its
-// hashes and ref index are stored and it leaves the queue. The statement
-// goes with the next round trip, whose error a taken index is.
+// SequenceLeaf implements ledger.LogTx: the leaf takes its index
+// (refused, with nothing written, when the index is taken), its hashes
+// and ref index are stored and it leaves the queue. Consecutive calls go
+// in one statement with the next round trip, whose error a taken index
+// is.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
 	if !t.writing() {
 		return errReadOnly
@@ -41,37 +54,73 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	idx := make([]int64, len(hashes))
-	hs := make([][]byte, len(hashes))
-	for i := range hashes {
-		idx[i], hs[i] = hashAt+int64(i), hashes[i][:]
+	t.seqLeaves = append(t.seqLeaves, seqLeaf{p: p, index: index, hashAt: hashAt, hashes: hashes})
+	return nil
+}
+
+// seqLeaf is a SequenceLeaf call not queued yet.
+type seqLeaf struct {
+	p             ledger.PendingLeaf
+	index, hashAt int64
+	hashes        []tlog.Hash
+}
+
+// queueLeaves queues the SequenceLeaf calls held, in one statement.
+func (t *tx) queueLeaves() {
+	ls := t.seqLeaves
+	if len(ls) == 0 {
+		return
+	}
+	t.seqLeaves = nil
+	t.begin()
+	var (
+		idx, seqs, hashLeaf, hashIdx []int64
+		refs                         []string
+		data, hashes                 [][]byte
+	)
+	for _, l := range ls {
+		idx, refs, data, seqs = append(idx, l.index), append(refs, l.p.Ref), append(data, l.p.Data), append(seqs, int64(l.p.Seq))
+		for i, h := range l.hashes {
+			hashLeaf, hashIdx, hashes = append(hashLeaf, l.index), append(hashIdx, l.hashAt+int64(i)), append(hashes, h[:])
+		}
 	}
 	t.b.Queue(`
-WITH leaf AS (
-	INSERT INTO log_leaves (idx, ref, data) VALUES ($1, $2, $3)
+WITH l AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[]) AS u (idx, ref, data, seq)
+), leaf AS (
+	INSERT INTO log_leaves (idx, ref, data) SELECT idx, ref, data FROM l
 	ON CONFLICT (idx) DO NOTHING
 	RETURNING idx
 ), h AS (
 	INSERT INTO log_hashes (idx, hash)
-	SELECT i, h FROM leaf, unnest($4::bigint[], $5::bytea[]) AS u(i, h)
+	SELECT u.i, u.h FROM unnest($5::bigint[], $6::bigint[], $7::bytea[]) AS u (leaf, i, h) JOIN leaf ON leaf.idx = u.leaf
 	ON CONFLICT (idx) DO UPDATE SET hash = EXCLUDED.hash
 ), x AS (
-	INSERT INTO log_index (ref, idx) SELECT $2, idx FROM leaf
+	INSERT INTO log_index (ref, idx)
+	SELECT DISTINCT ON (l.ref) l.ref, l.idx FROM l JOIN leaf ON leaf.idx = l.idx ORDER BY l.ref, l.idx DESC
 	ON CONFLICT (ref) DO UPDATE SET idx = EXCLUDED.idx
 ), q AS (
-	DELETE FROM log_pending WHERE seq = $6 AND EXISTS (SELECT 1 FROM leaf)
+	DELETE FROM log_pending p USING l JOIN leaf ON leaf.idx = l.idx WHERE p.seq = l.seq
 )
-SELECT count(*) FROM leaf`, index, p.Ref, p.Data, idx, hs, int64(p.Seq)).QueryRow(func(row pgx.Row) error {
-		var stored int
-		if err := row.Scan(&stored); err != nil {
-			return fmt.Errorf("sequence leaf %d: %w", index, err)
+SELECT idx FROM leaf`, idx, refs, data, seqs, hashLeaf, hashIdx, hashes).Query(func(rows pgx.Rows) error {
+		stored := map[int64]bool{}
+		for rows.Next() {
+			var i int64
+			if err := rows.Scan(&i); err != nil {
+				return fmt.Errorf("sequence leaves: %w", err)
+			}
+			stored[i] = true
 		}
-		if stored == 0 {
-			return fmt.Errorf("log: leaf %d is already taken", index)
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sequence leaves: %w", err)
+		}
+		for _, l := range ls {
+			if !stored[l.index] {
+				return fmt.Errorf("log: leaf %d is already taken", l.index)
+			}
 		}
 		return nil
 	})
-	return nil
 }
 
 // ReadHashes implements ledger.LogTx: one primary-key read per index, all
@@ -83,7 +132,7 @@ func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	}
 	out := make([]tlog.Hash, len(indexes))
 	for i, idx := range indexes {
-		t.b.Queue("SELECT hash FROM log_hashes WHERE idx = $1", idx).Query(func(rows pgx.Rows) error {
+		t.push("SELECT hash FROM log_hashes WHERE idx = $1", idx).Query(func(rows pgx.Rows) error {
 			if !rows.Next() {
 				if err := rows.Err(); err != nil {
 					return err

@@ -27,14 +27,23 @@ func scanEntry(r pgx.Rows) (ledger.OutboxEntry, error) {
 	return e, nil
 }
 
-// Enqueue implements ledger.Outbox: the sequence assigns Seq.
+// Enqueue implements ledger.Outbox: the sequence assigns Seq when the
+// entry is sent, a deferred write (group.go).
 func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
 	e.Seq = 0
 	body, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode outbox entry %s: %w", e.Key, err)
 	}
-	return t.exec("INSERT INTO outbox (seq, body, queued_ns) VALUES (nextval('outbox_seq'), $1, $2)", body, nanos(at))
+	d := t.deferred()
+	d.entries = append(d.entries, entryWrite{body: body, queued: nanos(at)})
+	return nil
 }
 
 // Outbox implements ledger.Outbox.
@@ -44,6 +53,9 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 
 // entries runs a query of outbox entries (seq, body), lowest Seq first.
 func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return nil, err
+	}
 	var out []ledger.OutboxEntry
 	err := t.query(what, sql, args, func(r pgx.Rows) error {
 		e, err := scanEntry(r)
@@ -62,6 +74,9 @@ func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error
 // on, locked with SKIP LOCKED so that uploaders claiming at once never
 // wait for or take each other's entries.
 func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return nil, err
+	}
 	if !t.writing() {
 		return nil, errReadOnly
 	}
@@ -81,12 +96,42 @@ func (t *tx) Dequeue(seq uint64) (bool, error) {
 	if !t.writing() {
 		return false, errReadOnly
 	}
-	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq),
-		"WITH f AS (DELETE FROM outbox_failures WHERE seq = $1) DELETE FROM outbox WHERE seq = $1 RETURNING true", []any{int64(seq)}, new(bool))
+	return t.queryRow(fmt.Sprint("dequeue outbox entry ", seq), dequeueSQL, []any{int64(seq)}, new(bool))
 }
+
+// DequeueAll implements ledger.Dequeuer: one primary-key removal per
+// entry, in order, all in one round trip.
+func (t *tx) DequeueAll(seqs []uint64) ([]bool, error) {
+	if !t.writing() {
+		return nil, errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(seqs))
+	for i, seq := range seqs {
+		t.push(dequeueSQL, int64(seq)).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				out[i] = true
+			}
+			return rows.Err()
+		})
+	}
+	if err := t.flush("dequeue outbox entries"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dequeueSQL removes outbox entry $1 and its failure record, returning a
+// row when the entry was queued.
+const dequeueSQL = "WITH f AS (DELETE FROM outbox_failures WHERE seq = $1) DELETE FROM outbox WHERE seq = $1 RETURNING true"
 
 // OutboxDepth implements ledger.Outbox.
 func (t *tx) OutboxDepth() (int, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return 0, err
+	}
 	var n int
 	_, err := t.queryRow("count the outbox", "SELECT count(*) FROM outbox", nil, &n)
 	return n, err
@@ -94,6 +139,9 @@ func (t *tx) OutboxDepth() (int, error) {
 
 // OldestQueued implements ledger.Outbox.
 func (t *tx) OldestQueued() (time.Time, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return time.Time{}, err
+	}
 	var ns int64
 	found, err := t.queryRow("read the oldest outbox entry", "SELECT queued_ns FROM outbox ORDER BY seq LIMIT 1", nil, &ns)
 	if err != nil || !found {

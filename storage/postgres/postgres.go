@@ -313,18 +313,30 @@ func (s *Store) runBatch(ctx context.Context, batch []*request) ([]error, error)
 	t := newTx(ctx, c.Conn(), true)
 	t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	errs := make([]error, len(batch))
-	seq := 0
+	run := make([]*member, len(batch))
 	for i, r := range batch {
-		errs[i] = t.member(r, &seq)
-		if t.fatal != nil {
-			err := t.fatal
-			if errors.Is(err, ledger.ErrUnavailable) {
-				err = fmt.Errorf("%w: %w", errBeforeCommit, err)
-			} else {
-				_, _ = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		run[i] = &member{r: r, err: &errs[i]}
+	}
+	seq := 0
+	for len(run) > 0 && t.fatal == nil {
+		for _, m := range run {
+			if t.member(m, &seq); t.fatal != nil {
+				break
 			}
-			return nil, err
 		}
+		if t.fatal == nil {
+			t.settle()
+		}
+		run, t.again = t.again, nil
+	}
+	if t.fatal != nil {
+		err := t.fatal
+		if errors.Is(err, ledger.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", errBeforeCommit, err)
+		} else {
+			_, _ = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		}
+		return nil, err
 	}
 	if err := t.commit(); err != nil {
 		if !errors.Is(err, ledger.ErrUnavailable) {

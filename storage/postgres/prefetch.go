@@ -36,6 +36,19 @@ func (t *tx) sql(r pointRead) string {
 	}
 }
 
+// deferredIn names the table of deferred writes read r reads, if any.
+func deferredIn(r pointRead) (table, bool) {
+	switch r {
+	case readRow:
+		return tabRows, true
+	case readRequestJWT:
+		return tabJWTs, true
+	case readEvidence:
+		return tabEvidence, true
+	}
+	return 0, false
+}
+
 // prefetched holds what Prefetch read, by kind of read and key: a nil value
 // is a record read as absent; a key not held was not read. It answers
 // reads until the member writes (tx.writing drops it).
@@ -51,6 +64,14 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 	if err := t.blocked(); err != nil {
 		return err
 	}
+	for tbl, keys := range map[table][]string{tabRows: p.Rows, tabJWTs: p.RequestJWTs, tabEvidence: p.Evidence} {
+		if len(keys) == 0 {
+			continue
+		}
+		if err := t.see(tbl, keys...); err != nil {
+			return err
+		}
+	}
 	var pre prefetched
 	ahead := func(r pointRead, keys ...string) {
 		if pre[r] == nil {
@@ -58,7 +79,7 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 		}
 		for _, k := range keys {
 			pre[r][k] = nil
-			t.b.Queue(t.sql(r), k).Query(func(rows pgx.Rows) error {
+			t.push(t.sql(r), k).Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var v []byte
 					if err := rows.Scan(&v); err != nil {
@@ -88,6 +109,11 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 // the key, else with a round trip. It returns the value, nil when there is
 // no such row.
 func (t *tx) read(r pointRead, what, key string) ([]byte, error) {
+	if tbl, ok := deferredIn(r); ok {
+		if err := t.see(tbl, key); err != nil {
+			return nil, err
+		}
+	}
 	if t.pre != nil {
 		if v, ok := t.pre[r][key]; ok {
 			return v, t.blocked()
@@ -102,5 +128,6 @@ func (t *tx) read(r pointRead, what, key string) ([]byte, error) {
 // whether the transaction may write. Every write goes through it.
 func (t *tx) writing() bool {
 	t.pre = nil
+	t.wrote = true
 	return t.write
 }

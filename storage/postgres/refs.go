@@ -13,6 +13,9 @@ import (
 // Object implements ledger.References.
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
+	if err := t.see(tabObjects, key); err != nil {
+		return loc, err
+	}
 	var body []byte
 	found, err := t.queryRow("read object "+key, "SELECT body FROM objects WHERE key = $1", []any{key}, &body)
 	if err != nil {
@@ -27,17 +30,29 @@ func (t *tx) Object(key string) (ledger.Location, error) {
 	return loc, nil
 }
 
-// SetObject implements ledger.References.
+// SetObject implements ledger.References: a deferred write (group.go), so
+// that an upload round's records go in one statement.
 func (t *tx) SetObject(key string, loc ledger.Location) error {
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.see(tabObjects, key); err != nil {
+		return err
+	}
 	body, err := json.Marshal(loc)
 	if err != nil {
 		return fmt.Errorf("encode object %s: %w", key, err)
 	}
-	return t.exec("INSERT INTO objects (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body", key, body)
+	d := t.deferred()
+	d.objects = append(d.objects, objectWrite{key: key, body: body})
+	return nil
 }
 
 // DeleteObject implements ledger.References.
 func (t *tx) DeleteObject(key string) error {
+	if err := t.see(tabObjects, key); err != nil {
+		return err
+	}
 	return t.exec("DELETE FROM objects WHERE key = $1", key)
 }
 
@@ -89,8 +104,12 @@ func (t *tx) SnapshotRetain(id string) (time.Time, error) {
 
 // SetSnapshotRetain implements ledger.References.
 func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
-	delete(t.retain, id)
-	return t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, nanos(at))
+	ns := nanos(at)
+	err := t.exec("INSERT INTO snapshot_retain (id, until_ns) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET until_ns = EXCLUDED.until_ns", id, ns)
+	if err == nil {
+		t.retain[id] = &ns // what a read in this transaction now finds
+	}
+	return err
 }
 
 // QueueDeletion implements ledger.References.

@@ -80,15 +80,21 @@ var errRaced = errors.New("another writer stored it first")
 
 // CreateRow implements ledger.Rows: the row, its target entries, its
 // snapshot links and, when no row holds its request-JWT hash yet, the
-// request-JWT entry, in one statement. The statement is sent with the
-// member's next round trip: an id already taken, or a race lost with
-// another writer, is the error of that round trip (a later call of the
-// member, or its end), and a lost race runs the member again.
+// request-JWT entry. It is a deferred write (group.go): it goes in one
+// statement with the rows of other members, with the member's next round
+// trip when it has written anything else, or at the end of the batch. An
+// id already taken, or a race lost with another writer, is the error of
+// that round trip (a later call of the member, or Update), and a lost race
+// runs the member again.
 func (t *tx) CreateRow(r *ledger.Row) error {
-	if !t.writing() {
+	if !t.write {
 		return errReadOnly
 	}
-	if err := t.blocked(); err != nil {
+	id, sha := r.ID, r.RequestJWTSHA256
+	// Another deferred row with this id: it goes first. (Rows with one
+	// request-JWT hash may share a statement: the first one's entry is
+	// written, as one statement after the other would.)
+	if err := t.see(tabRows, id); err != nil {
 		return err
 	}
 	body, err := json.Marshal(r)
@@ -96,48 +102,12 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
 	targets, snaps := rowKeys(r)
-	id, sha := r.ID, r.RequestJWTSHA256
-	racedRow, racedJWT := t.absentRows[id], sha != "" && t.absentJWTs[sha]
+	w := rowWrite{r: r, body: body, targets: targets, snaps: snaps, racedRow: t.absentRows[id], racedJWT: sha != "" && t.absentJWTs[sha]}
 	// This member's own row answers the reads that found it absent.
 	delete(t.absentRows, id)
 	delete(t.absentJWTs, sha)
-	t.b.Queue(`
-WITH r AS (
-	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id
-), t AS (
-	INSERT INTO row_targets (target, issued_ns, row_id)
-	SELECT x, $7::bigint, r.id FROM r, unnest($11::text[]) AS x
-), s AS (
-	INSERT INTO row_snapshots (snapshot_id, row_id)
-	SELECT x, r.id FROM r, unnest($12::text[]) AS x
-), j AS (
-	INSERT INTO request_jwts (sha, row_id)
-	SELECT $9::text, r.id FROM r WHERE $9::text <> ''
-	ON CONFLICT (sha) DO NOTHING
-	RETURNING sha
-)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j)`,
-		r.ID, r.Principal, r.GrantID, r.Agent.Platform, int16(r.Status), int16(r.Class), nanos(r.IssuedAt), retainNanos(r.RetainUntil), sha, body, targets, snaps,
-	).QueryRow(func(row pgx.Row) error {
-		var created, indexed int
-		if err := row.Scan(&created, &indexed); err != nil {
-			return fmt.Errorf("create row %s: %w", id, err)
-		}
-		switch {
-		case created == 0 && racedRow:
-			t.rerun = true
-			return fmt.Errorf("create row %s: %w", id, errRaced)
-		case created == 0:
-			return fmt.Errorf("create row %s: a row with that id already exists", id)
-		case indexed == 0 && racedJWT:
-			t.rerun = true
-			return fmt.Errorf("create row %s: request JWT %s: %w", id, sha, errRaced)
-		}
-		return nil
-	})
+	d := t.deferred()
+	d.rows = append(d.rows, w)
 	return nil
 }
 
@@ -249,6 +219,9 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 		}
 		after = &p
 	}
+	if err := t.see(tabRows); err != nil {
+		return nil, "", err
+	}
 	sql, args := listSQL(q, after)
 	var rows []*ledger.Row
 	var last pageToken
@@ -326,6 +299,9 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any) {
 
 // RowAfter implements ledger.Rows.
 func (t *tx) RowAfter(key string) (*ledger.Row, error) {
+	if err := t.see(tabRows); err != nil {
+		return nil, err
+	}
 	var body []byte
 	found, err := t.queryRow("read row after "+key, `
 (SELECT body, 0 AS wrap, id FROM ledger_rows WHERE id >= $1 ORDER BY id LIMIT 1)
@@ -342,6 +318,9 @@ ORDER BY wrap LIMIT 1`, []any{key}, &body, new(int), new(string))
 func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 	if n <= 0 {
 		return nil, "", nil
+	}
+	if err := t.see(tabRows); err != nil {
+		return nil, "", err
 	}
 	var out []*ledger.Row
 	more := false
@@ -383,6 +362,9 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 		}
 		from, fromID = int64(binary.BigEndian.Uint64(pos)), string(pos[8:])
 	}
+	if err := t.see(tabRows); err != nil {
+		return nil, "", err
+	}
 	var out []*ledger.Row
 	var lastRetain int64
 	more := false
@@ -419,6 +401,17 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		return fmt.Errorf("encode tombstone %s: %w", r.ID, err)
 	}
 	targets, snaps := rowKeys(r)
+	if err := t.see(tabRows, r.ID); err != nil {
+		return err
+	}
+	if err := t.see(tabEvidence, r.ID); err != nil {
+		return err
+	}
+	if r.RequestJWTSHA256 != "" {
+		if err := t.see(tabJWTs, r.RequestJWTSHA256); err != nil {
+			return err
+		}
+	}
 	return t.exec(`
 WITH r AS (DELETE FROM ledger_rows WHERE id = $1),
 x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
@@ -445,9 +438,17 @@ func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
 	return &tomb, nil
 }
 
-// PutEvidence implements ledger.Rows.
+// PutEvidence implements ledger.Rows: a deferred write (group.go).
 func (t *tx) PutEvidence(rowID string, bundle []byte) error {
-	return t.exec("INSERT INTO evidence (row_id, bundle) VALUES ($1, $2) ON CONFLICT (row_id) DO UPDATE SET bundle = EXCLUDED.bundle", rowID, bundle)
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.see(tabEvidence, rowID); err != nil {
+		return err
+	}
+	d := t.deferred()
+	d.evidence = append(d.evidence, evidenceWrite{rowID: rowID, bundle: bundle})
+	return nil
 }
 
 // Evidence implements ledger.Rows.
@@ -470,8 +471,19 @@ func (t *tx) Evidence(rowID string) ([]byte, error) {
 // transaction inserted it first, the insert waits for that one to end and
 // the statement runs again to lock what it committed.
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
-	if !t.writing() {
+	if !t.write {
 		return false, errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return false, err
+	}
+	// Locked already in this transaction: it stays until the end.
+	if t.locked[s.ID] {
+		return false, nil
+	}
+	if retain, ok := t.held[s.ID]; ok {
+		t.locked[s.ID], t.retain[s.ID] = true, retain
+		return false, nil
 	}
 	body, err := json.Marshal(s)
 	if err != nil {
@@ -493,7 +505,10 @@ SELECT EXISTS (SELECT FROM l), EXISTS (SELECT FROM i), (SELECT until_ns FROM sna
 			return false, err
 		case locked || inserted:
 			// The ledger asks for its retain-until next: read with it.
-			t.retain[s.ID] = retain
+			t.retain[s.ID], t.locked[s.ID] = retain, true
+			if inserted {
+				t.wrote = true
+			}
 			return inserted, nil
 		case run == maxSnapshotRuns:
 			return false, fmt.Errorf("store snapshot %s: still inserted and deleted by others after %d runs", s.ID, run)
@@ -513,11 +528,11 @@ const maxSnapshotRuns = 8
 // end. The probe is one index lookup (row_snapshots' key starts with the
 // snapshot).
 func (t *tx) SnapshotInUse(id string) (bool, error) {
+	if err := t.see(tabRows); err != nil {
+		return false, err
+	}
 	if t.write {
-		if err := t.blocked(); err != nil {
-			return false, err
-		}
-		t.queue("SELECT FROM snapshots WHERE id = $1 FOR UPDATE", id)
+		t.push("SELECT FROM snapshots WHERE id = $1 FOR UPDATE", id)
 	}
 	var used bool
 	_, err := t.queryRow("is snapshot "+id+" in use", snapshotInUseSQL, []any{id}, &used)
@@ -547,6 +562,8 @@ func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 // DeleteSnapshot implements ledger.Rows.
 func (t *tx) DeleteSnapshot(id string) error {
 	delete(t.retain, id)
+	delete(t.locked, id)
+	delete(t.held, id)
 	return t.exec("WITH k AS (DELETE FROM snapshot_retain WHERE id = $1) DELETE FROM snapshots WHERE id = $1", id)
 }
 

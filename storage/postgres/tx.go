@@ -20,7 +20,8 @@ import (
 // Statements that return nothing are queued and sent together with the
 // next statement whose result is needed, or at the end of the member, in
 // one round trip (a pgx batch is one pipeline): a row's writes cost what
-// its reads cost.
+// its reads cost. The writes every receipt makes are deferred further and
+// sent for many members at once (group.go).
 type tx struct {
 	ctx   context.Context
 	conn  *pgx.Conn
@@ -43,21 +44,61 @@ type tx struct {
 	rerun      bool
 
 	// pre is what the member's Prefetch read, until it writes; retain the
-	// snapshot retain-untils PutSnapshot read with the snapshot (nil:
-	// none), until they are set or deleted.
+	// snapshot retain-untils the member read with a snapshot or set (nil:
+	// none); locked the snapshots it locked or stored (PutSnapshot). held
+	// is what members that ended locked, with its retain-until: locked
+	// until the transaction ends.
 	pre    *prefetched
 	retain map[string]*int64
+	locked map[string]bool
+	held   map[string]*int64
+
+	// The current member's savepoint ("" in a View), whether its
+	// SAVEPOINT is queued (the member has begun sending), its deferred
+	// writes, whether it wrote anything at once (its deferred writes then
+	// go with it), and whether it must run again after the group is sent.
+	sp       string
+	spQueued bool
+	own      *writes
+	wrote    bool
+	restart  bool
+	// seqLeaves are SequenceLeaf calls not queued yet: consecutive ones
+	// go in one statement.
+	seqLeaves []seqLeaf
+
+	// group is the members that ended with deferred writes not sent yet;
+	// again the members to run again once the group is sent.
+	group []*member
+	again []*member
 }
 
 func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
-	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{}, retain: map[string]*int64{}}
+	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{},
+		retain: map[string]*int64{}, locked: map[string]bool{}, held: map[string]*int64{}}
 }
 
 // errReadOnly: a write inside View.
 var errReadOnly = errors.New("write in a read-only transaction")
 
-// queue queues a statement to be sent with the next round trip.
+// queue queues a statement outside any member (BEGIN).
 func (t *tx) queue(sql string, args ...any) { t.b.Queue(sql, args...) }
+
+// push queues a statement of the current member, to be sent with the next
+// round trip: after the member's SAVEPOINT when it is its first, and after
+// the leaves SequenceLeaf holds.
+func (t *tx) push(sql string, args ...any) *pgx.QueuedQuery {
+	t.queueLeaves()
+	t.begin()
+	return t.b.Queue(sql, args...)
+}
+
+// begin queues the current member's SAVEPOINT before its first statement.
+func (t *tx) begin() {
+	if t.sp != "" && !t.spQueued {
+		t.b.Queue("SAVEPOINT " + t.sp)
+		t.spQueued = true
+	}
+}
 
 // blocked returns the error that stops any further statement.
 func (t *tx) blocked() error {
@@ -75,7 +116,7 @@ func (t *tx) exec(sql string, args ...any) error {
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	t.b.Queue(sql, args...)
+	t.push(sql, args...)
 	return nil
 }
 
@@ -88,11 +129,13 @@ func (t *tx) send(what, sql string, args []any, scan func(pgx.Rows) error) error
 	if err := t.blocked(); err != nil {
 		return err
 	}
+	if sql != "" {
+		t.push(sql, args...).Query(scan)
+	} else {
+		t.queueLeaves()
+	}
 	b := t.b
 	t.b = &pgx.Batch{}
-	if sql != "" {
-		b.Queue(sql, args...).Query(scan)
-	}
 	if b.Len() == 0 {
 		return nil
 	}
@@ -155,30 +198,51 @@ func (t *tx) lock() string {
 
 // member runs one Update call under a savepoint of its own: on error, or
 // when it lost a race it must see the end of, its writes are rolled back
-// and, for a race, it runs again.
-func (t *tx) member(r *request, seq *int) error {
-	for run := 1; ; run++ {
+// and, for a race, it runs again. A member that wrote nothing at once
+// ends with its deferred writes in the group (group.go), whose sending
+// may still fail it or run it again (t.again).
+func (t *tx) member(m *member, seq *int) {
+	for {
+		m.runs++
 		*seq++
-		sp := "m" + strconv.Itoa(*seq)
-		t.err, t.rerun = nil, false
-		clear(t.absentRows)
-		clear(t.absentJWTs)
-		clear(t.retain)
-		t.pre = nil
-		t.queue("SAVEPOINT " + sp)
-		err := t.checkFence(r.fence)
+		t.startMember("m" + strconv.Itoa(*seq))
+		err := t.checkFence(m.r.fence)
 		if err == nil {
-			err = r.fn(t)
-		}
-		if err == nil && !t.rerun {
-			err = t.flush("write")
+			err = m.r.fn(t)
 		}
 		if t.fatal != nil {
-			return t.fatal
+			return
+		}
+		if t.restart {
+			// It met the group's writes after it began: undone, it runs
+			// again once they are sent (this run does not count).
+			if !t.undoMember() {
+				return
+			}
+			if t.settle(); t.fatal != nil {
+				return
+			}
+			m.runs--
+			continue
 		}
 		if err == nil && t.err == nil && !t.rerun {
-			t.queue("RELEASE SAVEPOINT " + sp)
-			return nil
+			if !t.wrote && !t.own.empty() {
+				m.w, t.own = t.own, nil
+				t.endMember()
+				t.group = append(t.group, m)
+				*m.err = nil
+				return
+			}
+			t.sendOwn()
+			err = t.flush("write")
+			if t.fatal != nil {
+				return
+			}
+			if err == nil && t.err == nil && !t.rerun {
+				t.endMember()
+				*m.err = nil
+				return
+			}
 		}
 		if err == nil {
 			err = t.err
@@ -186,14 +250,17 @@ func (t *tx) member(r *request, seq *int) error {
 		if err == nil {
 			err = errRaced
 		}
-		if rerr := t.rollbackTo(sp); rerr != nil {
-			return rerr
+		rerun := t.rerun
+		if !t.undoMember() {
+			return
 		}
-		if !t.rerun {
-			return err
-		}
-		if run == maxMemberRuns {
-			return fmt.Errorf("gave up after %d runs, each losing a race with another writer: %w", run, err)
+		switch {
+		case !rerun:
+			*m.err = err
+			return
+		case m.runs >= maxMemberRuns:
+			*m.err = fmt.Errorf("gave up after %d runs, each losing a race with another writer: %w", m.runs, err)
+			return
 		}
 	}
 }
@@ -202,28 +269,53 @@ func (t *tx) member(r *request, seq *int) error {
 // race: each run sees the winner's row, so one more run is the rule.
 const maxMemberRuns = 8
 
-// rollbackTo undoes the current member: the statements still queued are
-// sent first (so that the savepoint exists), then the member's
-// subtransaction is rolled back. A failure here ends the transaction.
-func (t *tx) rollbackTo(sp string) error {
-	if t.err == nil {
-		_ = t.flush("write")
-		if t.fatal != nil {
-			return t.fatal
+// startMember resets what the tx keeps for one member, whose savepoint is
+// sp.
+func (t *tx) startMember(sp string) {
+	t.err, t.rerun, t.restart, t.wrote = nil, false, false, false
+	clear(t.absentRows)
+	clear(t.absentJWTs)
+	clear(t.retain)
+	clear(t.locked)
+	t.pre, t.own, t.seqLeaves = nil, nil, nil
+	t.sp, t.spQueued = sp, false
+}
+
+// endMember ends the current member successfully: its savepoint is
+// released with the next round trip, and the snapshots it locked stay
+// locked (held) until the transaction ends.
+func (t *tx) endMember() {
+	if t.spQueued {
+		t.b.Queue("RELEASE SAVEPOINT " + t.sp)
+	}
+	for id, retain := range t.retain {
+		if _, held := t.held[id]; held || t.locked[id] {
+			t.held[id] = retain
 		}
 	}
-	t.b = &pgx.Batch{}
-	// The simple protocol: valid in an aborted transaction.
-	if _, err := t.conn.PgConn().Exec(t.ctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp).ReadAll(); err != nil {
-		if unavailable(err, t.conn) {
-			t.fatal = unavailableErr("roll back a failed write", err)
-		} else {
-			t.fatal = fmt.Errorf("%w: %w", errMemberRollback, err)
+	t.sp, t.spQueued = "", false
+}
+
+// undoMember undoes the current member: its deferred writes are dropped;
+// when it sent anything, the statements still queued are sent first (so
+// that its savepoint exists), then its subtransaction is rolled back. A
+// failure here ends the transaction.
+func (t *tx) undoMember() bool {
+	t.own, t.seqLeaves = nil, nil
+	if t.spQueued {
+		if t.err == nil {
+			_ = t.flush("write")
+			if t.fatal != nil {
+				return false
+			}
 		}
-		return t.fatal
+		if !t.rollbackTo(t.sp) {
+			return false
+		}
 	}
 	t.err = nil
-	return nil
+	t.sp, t.spQueued = "", false
+	return true
 }
 
 // errMemberRollback: a failed member could not be rolled back alone; the
@@ -237,6 +329,8 @@ func (t *tx) checkFence(f *ledger.Fence) error {
 	if f == nil {
 		return nil
 	}
+	// A fenced member's writes go under its savepoint with the check.
+	t.wrote = true
 	held, err := t.queryRow("check lease "+f.Lease,
 		`UPDATE leases SET expires_at = expires_at WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp() RETURNING true`,
 		[]any{f.Lease, int64(f.Token)}, new(bool))
