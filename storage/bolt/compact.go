@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/pactledger/pactledger/internal/fsync"
 )
 
 // Compaction. A file with many free pages writes its whole free list with
@@ -67,7 +69,7 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("compact: put the copy in place: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := fsync.Dir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}
 	ndb, err := openDB(path, timeout)
@@ -104,16 +106,6 @@ func fileSize(path string) int64 {
 		return 0
 	}
 	return st.Size()
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // CompactFile copies the closed store file at path without its free

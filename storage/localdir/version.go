@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/fsync"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -44,7 +45,7 @@ func (s *Store) PutVersion(_ context.Context, key string, body []byte, retainUnt
 		_ = os.Remove(tmp)
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
 	return loc, nil
@@ -65,13 +66,4 @@ func writeLocked(f *os.File, body []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
