@@ -423,51 +423,13 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	}
 }
 
-// sampledClasses are the retention classes whose rows keep their
-// evidence; read-only rows keep none and are never eligible.
-var sampledClasses = []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.Incident, retention.Refused}
-
-// eligible reports whether the monthly drill may sample row: a receipt
-// (not a refusal), not a duplicate, with its evidence kept.
-func eligible(row *ledger.Row) bool {
-	return row.Kind == ledger.KindReceipt && row.Status != ledger.Duplicate && row.EvidenceNotKept == "" && row.Class != retention.ReadOnly
-}
-
-// sample picks n of the eligible rows uniformly at random (reservoir
-// sampling over the class indexes, a page at a time), and counts them.
-// Every eligible row has the same chance however many ineligible rows
-// there are; the cost is one read of the eligible rows, once a month.
+// sample picks n of the rows the monthly drill may sample
+// (ledger.Drillable: receipts whose evidence is kept, not duplicates)
+// uniformly at random, and counts them. Every eligible row has the same
+// chance however many ineligible rows there are; the ledger draws from its
+// drill pool without reading every row (ledger.SampleDrillPool).
 func (r *Runner) sample(ctx context.Context, n int) ([]*ledger.Row, int, error) {
-	var out []*ledger.Row
-	seen := 0
-	for _, c := range sampledClasses {
-		token := ""
-		for {
-			page, next, err := r.l.List(ctx, ledger.Query{Class: c, PageSize: 1000, PageToken: token})
-			if err != nil {
-				return nil, 0, err
-			}
-			for _, row := range page {
-				if !eligible(row) {
-					continue
-				}
-				seen++
-				switch {
-				case len(out) < n:
-					out = append(out, row)
-				default:
-					if j := r.cfg.Rand(seen); j < n {
-						out[j] = row
-					}
-				}
-			}
-			if next == "" {
-				break
-			}
-			token = next
-		}
-	}
-	return out, seen, nil
+	return r.l.SampleDrillable(ctx, n, r.cfg.Rand)
 }
 
 // facts are what the pulls established, for the decision and the reply.

@@ -134,6 +134,17 @@ type Rows interface {
 	SnapshotInUse(id string) (bool, error)
 	// DeleteSnapshot removes a snapshot and its retain-until record.
 	DeleteSnapshot(id string) error
+	// DrillPool describes the drill pool: the rows Drillable holds for,
+	// each at a position that CreateRow gives it (a number no other row of
+	// the store holds or will hold) and RemoveRow takes away. It returns
+	// how many rows the pool holds and its lowest and highest positions.
+	DrillPool() (n int, first, last uint64, err error)
+	// DrillPoolRows returns the rows of the pool at those of positions
+	// that hold one.
+	DrillPoolRows(positions []uint64) (map[uint64]*Row, error)
+	// DrillPoolPositions calls fn with each position of the pool, lowest
+	// first.
+	DrillPoolPositions(fn func(position uint64)) error
 	// Revocation returns a grant's recorded revocation, or nil.
 	Revocation(grant string) (*Revocation, error)
 	// PutRevocation records a grant's revocation.

@@ -140,10 +140,9 @@ func (b *storeBench) measureServed(ctx context.Context, store config.Store, dir 
 	return out, nil
 }
 
-// monthlyDrills is how many monthly drills each round times: each reads
-// every eligible row (a reservoir sample over the class indexes), so at a
-// million rows one takes seconds to minutes.
-const monthlyDrills = 3
+// monthlyDrills is how many monthly drills each round times: each draws
+// its sample from the drill pool (a few point reads) and drills 5 rows.
+const monthlyDrills = 10
 
 // measureReads times ListQueries ListRows by target, Drills dispute drills
 // by target and monthlyDrills monthly drills.

@@ -15,13 +15,14 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 2).
+// The row store's buckets (storage/bolt, layout 3).
 var (
-	rowData  = []byte("row_data")
-	rowSeq   = []byte("row_seq")
-	meta     = []byte("meta")
-	rowSeqN  = []byte("row_seq_n")
-	evidence = []byte("evidence")
+	rowData   = []byte("row_data")
+	drillPool = []byte("drill_pool")
+	rowSeq    = []byte("row_seq")
+	meta      = []byte("meta")
+	rowSeqN   = []byte("row_seq_n")
+	evidence  = []byte("evidence")
 )
 
 // isIndex reports whether bucket name is one of the row indexes.
@@ -102,6 +103,9 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rowData).Delete(seq); err != nil {
 			return err
 		}
+		if err := tx.Bucket(drillPool).Delete(seq); err != nil {
+			return err
+		}
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
 			if !isIndex(name) {
 				return nil
@@ -141,6 +145,11 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 		}
 		if err := tx.Bucket(rowSeq).Put(bolt.IDKey(forged), fseq); err != nil {
 			return err
+		}
+		if k, _ := tx.Bucket(drillPool).Cursor().Seek(seq); bytes.Equal(k, seq) {
+			if err := tx.Bucket(drillPool).Put(fseq, nil); err != nil {
+				return err
+			}
 		}
 		if ev := tx.Bucket(evidence).Get([]byte(id)); ev != nil {
 			if err := tx.Bucket(evidence).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {

@@ -6,7 +6,7 @@
 // rows and every index with page tokens, dedupe under concurrent writers,
 // group commit with a failing member, outbox order and claims, tombstones
 // and what becomes deletable under the ledger's rules, reference counts,
-// JWKS snapshots and the rows naming them, drill and incident pages, the access log, the Merkle
+// JWKS snapshots and the rows naming them, drill and incident pages, the drill pool and sampling from it, the access log, the Merkle
 // log's queue and leaves, leases and fenced writes, restart, and Update
 // after Close. Each sub-test opens its own store in its own directory.
 package storetest
@@ -72,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "Revocations", run: testRevocations},
 		{name: "Prefetch", run: testPrefetch},
 		{name: "Drills", run: testDrills},
+		{name: "DrillPool", run: testDrillPool},
 		{name: "Incidents", run: testIncidents},
 		{name: "AccessLog", run: testAccessLog},
 		{name: "Log", run: testLog},

@@ -55,6 +55,10 @@ var (
 	bReqJWT = []byte("request_jwts")
 	// bExpiry: retain-until (8 bytes) and row number.
 	bExpiry = []byte("by_expiry")
+	// bDrillPool: the numbers of the rows the monthly drill may sample
+	// (ledger.Drillable), empty values; a row's position in the pool is
+	// its number (layout 3).
+	bDrillPool = []byte("drill_pool")
 
 	// The indexes: value, 0x00, time (8 bytes), row number.
 	ixPrincipal = []byte("by_principal")
@@ -66,7 +70,7 @@ var (
 	ixTime      = []byte("by_time")
 
 	allBuckets = [][]byte{bRowData, bRowSeq, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
-		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead}
+		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
 	kOutboxN     = []byte("outbox_n")
@@ -430,7 +434,7 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
+	for _, b := range [][]byte{bRowData, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
 		fillPercent[string(b)] = 1.0
 	}
 	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry} {
@@ -560,6 +564,11 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 	}
 	if err := t.b(bRowData).Put(seq, v); err != nil {
 		return err
+	}
+	if ledger.Drillable(r) {
+		if err := t.b(bDrillPool).Put(seq, nil); err != nil {
+			return err
+		}
 	}
 	for _, e := range indexEntries(r) {
 		if err := t.b(e.bucket).Put(indexKey(e.value, r.IssuedAt, seq), nil); err != nil {
@@ -986,6 +995,9 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		return err
 	}
 	if err := t.b(bRowData).Delete(seq); err != nil {
+		return err
+	}
+	if err := t.b(bDrillPool).Delete(seq); err != nil {
 		return err
 	}
 	for _, e := range indexEntries(r) {

@@ -34,8 +34,9 @@ type ExportKind string
 // The kinds of records, with the fields of Record each fills. Times are
 // nanoseconds since the Unix epoch in N (0 when none was recorded).
 const (
-	// ExportRows: Name is the row id, Body the stored row (JSON), Row the
-	// decoded row.
+	// ExportRows: Name is the row id, Seq its number (its position in the
+	// drill pool when ledger.Drillable holds for it), Body the stored row
+	// (JSON), Row the decoded row.
 	ExportRows ExportKind = "rows"
 	// ExportRequestJWTs: Name is the request JWT's hex SHA-256, Ref the id
 	// of the first row that used it.
@@ -149,6 +150,8 @@ type Counters struct {
 	Access uint64
 	// Leaf numbers queued log leaves.
 	Leaf uint64
+	// Row numbers rows (and so their positions in the drill pool).
+	Row uint64
 }
 
 // LogState is the head of the Merkle log: the tree size, its signed
@@ -376,6 +379,7 @@ func (e *Export) Counters() (Counters, error) {
 		if m := btx.Bucket(bMeta); m != nil {
 			c.Incident = metaUint(m, kIncidentSeq)
 			c.Leaf = metaUint(m, kLogPendingN)
+			c.Row = metaUint(m, kRowSeqN)
 		}
 		return nil
 	})

@@ -18,7 +18,9 @@ import (
 // by their 32 bytes and compresses values. Open converts a layout-1 file
 // in place, in transactions of convertBatch entries, each recording how
 // far it got: a conversion stopped by a crash resumes where it stopped.
-const layout = 2
+// Layout 3 adds the drill pool (bDrillPool), filled from the rows at the
+// conversion of an older file.
+const layout = 3
 
 var (
 	kLayout = []byte("layout")
@@ -104,6 +106,20 @@ var conversionPasses = []conversionPass{
 	}},
 }
 
+// poolPass fills the drill pool from the stored rows: the conversion
+// from layout 2 (a layout-1 file gets its entries as its rows are
+// converted, and the pass adds any a stopped conversion left out).
+var poolPass = conversionPass{"drill pool", bRowData, "drill pool entries", func(t *tx, k, v []byte) error {
+	r, err := decodeRow(t.c, k, v)
+	if err != nil {
+		return err
+	}
+	if !ledger.Drillable(r) {
+		return nil
+	}
+	return t.b(bDrillPool).Put(append([]byte(nil), k...), nil)
+}}
+
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
 func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
@@ -127,11 +143,12 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		return nil
 	}
 	start := time.Now()
-	if old {
-		log.Info("row store (bbolt): converting the file to layout 2 (rows numbered in commit order, compressed values); it resumes where it stopped if interrupted",
+	if old || version > 0 {
+		log.Info("row store (bbolt): converting the file to layout 3 (rows numbered in commit order, compressed values, the drill pool); it resumes where it stopped if interrupted",
 			slog.String("path", db.Path()))
 	}
-	for _, p := range conversionPasses {
+	passes := append(conversionPasses[:len(conversionPasses):len(conversionPasses)], poolPass)
+	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
 			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)
 		}
@@ -146,7 +163,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 			}
 		}
 		meta := btx.Bucket(bMeta)
-		for _, p := range conversionPasses {
+		for _, p := range passes {
 			if err := meta.Delete([]byte(kConverted + p.name)); err != nil {
 				return err
 			}
@@ -169,8 +186,8 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("convert to layout %d: %w", layout, err)
 	}
-	if old {
-		log.Info("row store (bbolt): converted the file to layout 2",
+	if old || version > 0 {
+		log.Info(fmt.Sprintf("row store (bbolt): converted the file to layout %d", layout),
 			slog.String("path", db.Path()), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 	}
 	return nil
@@ -230,11 +247,11 @@ func (p conversionPass) run(db *bolt.DB, c *Codec, log *slog.Logger) error {
 			}
 		}
 		if finished {
-			log.Info("row store (bbolt): layout 2: converted "+p.what, slog.Int("converted", done))
+			log.Info(fmt.Sprintf("row store (bbolt): layout %d: converted ", layout)+p.what, slog.Int("converted", done))
 			return nil
 		}
 		if time.Since(logged) >= 10*time.Second {
-			log.Info("row store (bbolt): layout 2: converting "+p.what, slog.Int("converted", done), slog.Int("of about", total))
+			log.Info(fmt.Sprintf("row store (bbolt): layout %d: converting ", layout)+p.what, slog.Int("converted", done), slog.Int("of about", total))
 			logged = time.Now()
 		}
 	}

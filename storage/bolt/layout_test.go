@@ -73,8 +73,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 2}) {
-			t.Errorf("layout mark %x, want 2", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 3}) {
+			t.Errorf("layout mark %x, want 3", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -82,6 +82,36 @@ func TestLayout1FileConverts(t *testing.T) {
 		return nil
 	})
 	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// TestLayout2FileGetsDrillPool: a file of layout 2 (layout 3 without the
+// drill pool) gets its pool filled from its rows at open, and answers as a
+// new store does.
+func TestLayout2FileGetsDrillPool(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openLinked(t, path)
+	if err := s.Update(t.Context(), populateFixture); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket([]byte("drill_pool")); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 2})
+	})
+	got := openLinked(t, path)
+	var n int
+	if err := got.View(t.Context(), func(tx ledger.Tx) error {
+		var err error
+		n, _, _, err = tx.DrillPool()
+		return err
+	}); err != nil || n == 0 {
+		t.Fatalf("drill pool after the conversion: %d rows, %v", n, err)
+	}
+	sameRecords(t, got, freshFixture(t))
 }
 
 // TestMarkedFileIsCompacted: a file marked for compaction (a conversion
@@ -183,7 +213,7 @@ func freePages(t *testing.T, path string) int {
 func TestLayoutConversionResumes(t *testing.T) {
 	path := layout1File(t)
 	stop := errors.New("stopped")
-	for _, at := range []string{"rows", "request JWTs", "leaf index", "objects"} {
+	for _, at := range []string{"rows", "request JWTs", "leaf index", "objects", "drill pool"} {
 		batches := 0
 		restore := bolt.SetConversionHooks(7, func(pass string) error {
 			if pass != at {
@@ -216,13 +246,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 3})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 4})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 3") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 4") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-3 file: %v, want a refusal naming layout 3", err)
+		t.Fatalf("open of a layout-4 file: %v, want a refusal naming layout 4", err)
 	}
 }
 
@@ -333,6 +363,23 @@ func sameRecords(t *testing.T, got, want ledger.Store) {
 				return strings.Join(ids, " "), nil
 			}
 		}
+	})
+	check("drill pool", func(tx ledger.Tx) (string, error) {
+		n, _, _, err := tx.DrillPool()
+		if err != nil {
+			return "", err
+		}
+		var positions []uint64
+		if err := tx.DrillPoolPositions(func(p uint64) { positions = append(positions, p) }); err != nil {
+			return "", err
+		}
+		found, err := tx.DrillPoolRows(positions)
+		var ids []string
+		for _, r := range found {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		return fmt.Sprint(n, " ", ids), err
 	})
 	r0 := rows[0]
 	for _, q := range []ledger.Query{

@@ -150,6 +150,18 @@ func captureStore(t *testing.T, f *fixture, store ledger.Store, a answers) {
 			used, err := tx.SnapshotInUse(id)
 			q("snapshot in use "+id, used, err)
 		}
+		// The drill pool: the same rows at the same positions.
+		n, first, last, err := tx.DrillPool()
+		q("drill pool", []uint64{uint64(n), first, last}, err)
+		var positions []uint64
+		err = tx.DrillPoolPositions(func(p uint64) { positions = append(positions, p) })
+		q("drill pool positions", positions, err)
+		pooled, err := tx.DrillPoolRows(positions)
+		byPosition := map[uint64]string{}
+		for p, r := range pooled {
+			byPosition[p] = r.ID
+		}
+		q("drill pool rows", byPosition, err)
 		for _, id := range f.swept {
 			tomb, err := tx.Tombstone(id)
 			q("tombstone "+id, tomb, err)

@@ -56,7 +56,7 @@ func refCount(name bolt.ExportKind, rk ledger.RefKind) kind {
 // encodings its store writes (storage/postgres rows.go, outbox.go).
 var kinds = []kind{
 	{name: bolt.ExportRows, dests: []dest{
-		{table: "ledger_rows", cols: []string{"id", "principal", "grant_id", "agent", "status", "class", "issued_ns", "retain_ns", "request_jwt", "body"}},
+		{table: "ledger_rows", cols: []string{"id", "principal", "grant_id", "agent", "status", "class", "issued_ns", "retain_ns", "request_jwt", "body", "pool_seq"}},
 		{table: "row_targets", cols: []string{"target", "issued_ns", "row_id"}},
 		{table: "row_snapshots", cols: []string{"snapshot_id", "row_id"}},
 	}, rows: rowRows},
@@ -103,7 +103,8 @@ var dataTables = []string{
 
 // rowRows is a row as storage/postgres stores it: the row with the columns
 // List filters on, one row_targets entry per distinct target, and one
-// row_snapshots link per JWKS snapshot it names.
+// row_snapshots link per JWKS snapshot it names; a row of the drill pool
+// has its position.
 func rowRows(r bolt.Record) ([][][]any, error) {
 	row := r.Row
 	if row == nil || row.ID != r.Name {
@@ -114,7 +115,13 @@ func rowRows(r bolt.Record) ([][][]any, error) {
 	if !row.RetainUntil.IsZero() {
 		retain = nanos(row.RetainUntil)
 	}
-	main := []any{row.ID, row.Principal, row.GrantID, row.Agent.Platform, int16(row.Status), int16(row.Class), issued, retain, row.RequestJWTSHA256, r.Body}
+	// A row of the drill pool keeps its number as its position there (the
+	// pool's sequence is set past the file's last number).
+	var pool any
+	if ledger.Drillable(row) {
+		pool = int64(r.Seq)
+	}
+	main := []any{row.ID, row.Principal, row.GrantID, row.Agent.Platform, int16(row.Status), int16(row.Class), issued, retain, row.RequestJWTSHA256, r.Body, pool}
 	var targets [][]any
 	for _, t := range row.Targets() {
 		targets = append(targets, []any{t, issued, row.ID})

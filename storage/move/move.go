@@ -35,7 +35,7 @@ import (
 )
 
 // schemaVersion is the storage/postgres schema version the copy writes.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Errors of a move.
 var (
@@ -355,7 +355,7 @@ func (m *mover) copyState(ctx context.Context) error {
 		for _, q := range []struct {
 			seq string
 			n   uint64
-		}{{"outbox_seq", s.counters.Outbox}, {"incident_seq", s.counters.Incident}, {"access_seq", s.counters.Access}, {"leaf_seq", s.counters.Leaf}} {
+		}{{"outbox_seq", s.counters.Outbox}, {"incident_seq", s.counters.Incident}, {"access_seq", s.counters.Access}, {"leaf_seq", s.counters.Leaf}, {"ledger_rows_pool_seq", s.counters.Row}} {
 			if q.n == 0 {
 				continue
 			}

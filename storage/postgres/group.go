@@ -152,6 +152,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 		issued                                []int64
 		retains                               []*int64
 		bodies                                [][]byte
+		pool                                  []bool
 		targetRows, targets, snapRows, snaps  []string
 		leafRefs                              []string
 		leafData                              [][]byte
@@ -173,6 +174,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 				retain = &ns
 			}
 			retains, shas, bodies = append(retains, retain), append(shas, r.RequestJWTSHA256), append(bodies, rw.body)
+			pool = append(pool, ledger.Drillable(r))
 			for _, x := range rw.targets {
 				targetRows, targets = append(targetRows, r.ID), append(targets, x)
 			}
@@ -195,7 +197,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	}
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
-			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps)).Query(func(rows pgx.Rows) error {
+			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -239,8 +241,11 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // whether its request-JWT entry was written.
 const createRowsSQL = `
 WITH r AS (
-	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[])
+	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq)
+	SELECT id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body,
+		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[])
+		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, issued_ns, request_jwt
 ), t AS (
