@@ -3,15 +3,11 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
-	"github.com/pactledger/pactledger/internal/pgtest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/postgres"
@@ -21,21 +17,7 @@ import (
 // (no drill pool) puts exactly the stored rows ledger.Drillable holds
 // for in the pool, and rows written after it get positions of their own.
 func TestMigrationFillsDrillPool(t *testing.T) {
-	dsn := pgtest.CreateDB(t)
-	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cc)
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"),
-		goose.WithTableName("ledger_schema_version"), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(t.Context(), 2); err != nil {
-		t.Fatal(err)
-	}
+	dsn := dbAtVersion(t, 2)
 
 	kept, duplicate, readOnly, refusal, notKept, incident := row("kept"), row("duplicate"), row("read only"), row("refusal"), row("not kept"), row("incident")
 	kept.Class = retention.MoneyMoved

@@ -289,11 +289,10 @@ func TestSweepRacesWriter(t *testing.T) {
 	t.Logf("races: %d kept the snapshot, %d deleted it and the writer put it again", outcomes[false], outcomes[true])
 }
 
-// TestMigrationLinksStoredRows: migrating a database of schema version 1
-// (snapshot reference counters, no links) links every stored row to the
-// snapshots its body names and drops the counters, leaving other
-// counters; the sweeper's rule then keeps a snapshot a remaining row names.
-func TestMigrationLinksStoredRows(t *testing.T) {
+// dbAtVersion creates a database whose schema is at version, as an
+// earlier version of the store left it, and returns its DSN.
+func dbAtVersion(t *testing.T, version int64) string {
+	t.Helper()
 	dsn := pgtest.CreateDB(t)
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -306,9 +305,18 @@ func TestMigrationLinksStoredRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.UpTo(t.Context(), 1); err != nil {
+	if _, err := p.UpTo(t.Context(), version); err != nil {
 		t.Fatal(err)
 	}
+	return dsn
+}
+
+// TestMigrationLinksStoredRows: migrating a database of schema version 1
+// (snapshot reference counters, no links) links every stored row to the
+// snapshots its body names and drops the counters, leaving other
+// counters; the sweeper's rule then keeps a snapshot a remaining row names.
+func TestMigrationLinksStoredRows(t *testing.T) {
+	dsn := dbAtVersion(t, 1)
 
 	s1, s2, s3 := jwks("one"), jwks("two"), jwks("three")
 	r1, r2, r3, r4 := row("row 1"), row("row 2"), row("row 3"), row("row 4")
