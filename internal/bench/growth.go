@@ -249,6 +249,7 @@ type growthStep struct {
 	passed, all  int
 	file         fileStats
 	load         string
+	atRest       memStat // after the window's outbox drained and the reads
 }
 
 // runGrowth grows one ledger through cfg.GrowthSteps and measures each
@@ -301,6 +302,8 @@ func (g *grower) measure(ctx context.Context, bin string, s3 *s3test.Server, cor
 	st.load = loadAvg()
 	g.written += st.served.ok
 	st.list, st.drills, st.passed, st.all = queryReadSide(ctx, d, g.loaded/2, cfg.GrowthQueries, cfg.GrowthDrills)
+	d.waitDrained(2 * time.Minute)
+	st.atRest = procMem(d.pid)
 	d.stop()
 	st.rows = len(g.tpl) + g.loaded + g.written
 	st.file, err = readFileStats(filepath.Join(g.dir, "ledger.db"))
@@ -350,6 +353,7 @@ func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
 	fmt.Fprintf(w, "\ngrowth step, %d rows in the file (loaded in %s; load average %s):\n", st.rows, st.loadTime.Round(time.Second), st.load)
 	fmt.Fprintf(w, "  served: %.0f rows/s, p50 %s, p99 %s, errors %d; ledgerd CPU %.2f cores = %.2f verifications per row (%s each); memory %s\n",
 		s.rate, s.p(50), s.p(99), s.errors, s.cpu, unit.units(s.cpuPerRow().Seconds()), us(unit.median()), s.mem)
+	fmt.Fprintf(w, "  memory at rest (outbox drained, after the reads): %s\n", st.atRest)
 	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
 		st.list.p(50), st.list.p(99), st.list.ok, st.list.errors, st.drills.p(50), st.drills.p(99), st.drills.p(100), st.drills.ok, st.passed, st.all, st.drills.errors)
 	st.file.print(w, st.rows)
