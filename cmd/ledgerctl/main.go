@@ -283,7 +283,7 @@ func (c *cli) exit(err error) int {
 		switch {
 		case answersHTTP(st.Message()):
 			fmt.Fprintf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
-		case !c.tls && strings.Contains(st.Message(), "server preface: EOF"):
+		case !c.tls && closedAtPreface(st.Message()):
 			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", name, c.server, st.Message())
 		default:
 			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", name, c.server, st.Message())
@@ -292,6 +292,14 @@ func (c *cli) exit(err error) int {
 	}
 	fmt.Fprintf(c.errw, "%s: %s: %s\n", name, st.Code(), st.Message())
 	return exitError
+}
+
+// closedAtPreface reports whether a gRPC error says the server closed
+// the connection before its HTTP/2 preface: what a TLS listener does to a
+// plaintext client, with EOF or a reset depending on timing.
+func closedAtPreface(msg string) bool {
+	_, after, ok := strings.Cut(msg, "server preface: ")
+	return ok && (strings.HasPrefix(after, "EOF") || strings.Contains(after, "connection reset by peer"))
 }
 
 // roleHint names the roles the running command needs, for a refusal.

@@ -54,3 +54,21 @@ func TestTLSThroughTheBinary(t *testing.T) {
 		t.Errorf("--tls-cert without --tls-key: %d %s", code, errs)
 	}
 }
+
+// A plaintext client meets a TLS listener's close as EOF or as a reset,
+// depending on timing: both get the TLS hint, other errors do not.
+func TestClosedAtPreface(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{`connection error: desc = "error reading server preface: EOF"`, true},
+		{`connection error: desc = "error reading server preface: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"`, true},
+		{`connection error: desc = "error reading server preface: connection reset by peer"`, true},
+		{`connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`, false},
+	} {
+		if got := closedAtPreface(c.msg); got != c.want {
+			t.Errorf("closedAtPreface(%q) = %v, want %v", c.msg, got, c.want)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,10 +43,33 @@ type proc struct {
 	httpAddr string
 }
 
+// startLedgerd starts ledgerd on grpcAddr and httpAddr and waits until it
+// answers. When another process took one of the addresses since it was
+// picked (a test's free port is free only until someone else binds it),
+// it starts again on new ones: use the returned proc's addresses.
 func startLedgerd(t *testing.T, bin, cfgPath, grpcAddr, httpAddr string) *proc {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		p, taken := tryLedgerd(t, bin, cfgPath, grpcAddr, httpAddr)
+		if !taken || attempt == 2 {
+			return p
+		}
+		t.Logf("ledgerd: an address was taken by another process; starting on new ones")
+		grpcAddr, httpAddr = freeAddr(t), freeAddr(t)
+	}
+}
+
+// tryLedgerd starts ledgerd and waits until it answers, or reports that
+// it could not bind its addresses.
+func tryLedgerd(t *testing.T, bin, cfgPath, grpcAddr, httpAddr string) (*proc, bool) {
 	t.Helper()
 	cmd := exec.Command(bin, "--config", cfgPath, "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
 	logf, err := os.OpenFile(cfgPath+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	start, err := logf.Seek(0, io.SeekEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +83,17 @@ func startLedgerd(t *testing.T, bin, cfgPath, grpcAddr, httpAddr string) *proc {
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get("http://" + httpAddr + "/healthz"); err == nil {
 			resp.Body.Close()
-			return p
+			return p, false
+		}
+		if log, _ := os.ReadFile(cfgPath + ".log"); int64(len(log)) > start && bytes.Contains(log[start:], []byte("address already in use")) {
+			_ = cmd.Wait()
+			return nil, true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	log, _ := os.ReadFile(cfgPath + ".log")
 	t.Fatalf("ledgerd did not start: %s", log)
-	return nil
+	return nil, false
 }
 
 func authCtx(ctx context.Context, role string) context.Context {
