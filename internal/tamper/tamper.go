@@ -17,12 +17,11 @@ import (
 
 // The row store's buckets (storage/bolt, layout 3).
 var (
-	rowData   = []byte("row_data")
-	drillPool = []byte("drill_pool")
-	rowSeq    = []byte("row_seq")
-	meta      = []byte("meta")
-	rowSeqN   = []byte("row_seq_n")
-	evidence  = []byte("evidence")
+	rowData  = []byte("row_data")
+	rowSeq   = []byte("row_seq")
+	meta     = []byte("meta")
+	rowSeqN  = []byte("row_seq_n")
+	evidence = []byte("evidence")
 )
 
 // isIndex reports whether bucket name is one of the row indexes.
@@ -103,7 +102,7 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rowData).Delete(seq); err != nil {
 			return err
 		}
-		if err := tx.Bucket(drillPool).Delete(seq); err != nil {
+		if err := bolt.SetPoolBit(tx, seq, false); err != nil {
 			return err
 		}
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
@@ -146,8 +145,8 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rowSeq).Put(bolt.IDKey(forged), fseq); err != nil {
 			return err
 		}
-		if k, _ := tx.Bucket(drillPool).Cursor().Seek(seq); bytes.Equal(k, seq) {
-			if err := tx.Bucket(drillPool).Put(fseq, nil); err != nil {
+		if bolt.PoolHas(tx, seq) {
+			if err := bolt.SetPoolBit(tx, fseq, true); err != nil {
 				return err
 			}
 		}

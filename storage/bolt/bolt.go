@@ -55,9 +55,9 @@ var (
 	bReqJWT = []byte("request_jwts")
 	// bExpiry: retain-until (8 bytes) and row number.
 	bExpiry = []byte("by_expiry")
-	// bDrillPool: the numbers of the rows the monthly drill may sample
-	// (ledger.Drillable), empty values; a row's position in the pool is
-	// its number (layout 3).
+	// bDrillPool: a bitmap of the numbers of the rows the monthly drill
+	// may sample (ledger.Drillable); a row's position in the pool is its
+	// number (layout 3, drillpool.go).
 	bDrillPool = []byte("drill_pool")
 
 	// The indexes: value, 0x00, time (8 bytes), row number.
@@ -566,7 +566,7 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 		return err
 	}
 	if ledger.Drillable(r) {
-		if err := t.b(bDrillPool).Put(seq, nil); err != nil {
+		if err := setPoolBit(t.b(bDrillPool), binary.BigEndian.Uint64(seq), true); err != nil {
 			return err
 		}
 	}
@@ -997,7 +997,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if err := t.b(bRowData).Delete(seq); err != nil {
 		return err
 	}
-	if err := t.b(bDrillPool).Delete(seq); err != nil {
+	if err := setPoolBit(t.b(bDrillPool), binary.BigEndian.Uint64(seq), false); err != nil {
 		return err
 	}
 	for _, e := range indexEntries(r) {

@@ -117,7 +117,10 @@ var poolPass = conversionPass{"drill pool", bRowData, "drill pool entries", func
 	if !ledger.Drillable(r) {
 		return nil
 	}
-	return t.b(bDrillPool).Put(append([]byte(nil), k...), nil)
+	if len(k) != 8 {
+		return fmt.Errorf("row number %x", k)
+	}
+	return setPoolBit(t.b(bDrillPool), binary.BigEndian.Uint64(k), true)
 }}
 
 // convertLayout brings the file at db to this version's layout: a new
