@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if len(cfg.GrowthSteps) > 0 {
-		g := int(cfg.GrowthWindow.Seconds()*4500) * len(cfg.GrowthSteps)
+		g := int(cfg.GrowthWindow.Seconds()*4500) * (len(cfg.GrowthSteps) + 1) // and an empty ledger again after the last step
 		fmt.Fprintf(w, "\nsigning %d receipts for the growth run's windows (not measured)...\n", g)
 		if err := runGrowth(ctx, bin, work, sc, s3, makeSessionCorpus(sc, g, cfg.SessionTurns, cfg.Sessions), unit, cfg); err != nil {
 			return err

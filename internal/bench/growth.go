@@ -268,7 +268,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	if err := g.record(ctx, 1000); err != nil {
 		return fmt.Errorf("growth templates: %w", err)
 	}
-	per := len(corpus) / max(len(cfg.GrowthSteps), 1)
+	per := len(corpus) / (len(cfg.GrowthSteps) + 1)
 	var steps []growthStep
 	for i, n := range cfg.GrowthSteps {
 		t0 := time.Now()
@@ -284,6 +284,32 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 		printGrowthStep(w, st, unit, cfg)
 	}
 	printGrowthSummary(w, steps)
+	if len(steps) < 2 {
+		return nil
+	}
+	// The machine may have changed since the first step's window (other
+	// work, the page cache): an empty ledger is measured again now, and
+	// the last step is compared with it too.
+	last := steps[len(steps)-1]
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	rcfg, err := ledgerdConfig(filepath.Join(work, "growth-reference"), sc, s3)
+	if err != nil {
+		return err
+	}
+	ref := &grower{dir: filepath.Join(work, "growth-reference"), cfg: rcfg, sc: sc}
+	if err := ref.record(ctx, 1000); err != nil {
+		return fmt.Errorf("growth reference: %w", err)
+	}
+	rs, err := ref.measure(ctx, bin, s3, corpus[len(steps)*per:(len(steps)+1)*per], cfg)
+	if err != nil {
+		return fmt.Errorf("growth reference: %w", err)
+	}
+	fmt.Fprintf(w, "\nan empty ledger again, right after the last step (load average %s): %.0f rows/s, p99 %s, %.2f verifications per row\n",
+		rs.load, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
+	fmt.Fprintf(w, "the last step (%d rows) against it: %.2f of the rate, %.2f of the CPU per row\n",
+		last.rows, last.served.rate/max(rs.served.rate, 1), last.served.cpuPerRow().Seconds()/max(rs.served.cpuPerRow().Seconds(), 1e-9))
 	return nil
 }
 
