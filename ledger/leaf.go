@@ -57,12 +57,15 @@ func digest(s string) string {
 
 // tokenDigest is the digest of a compact token's canonical encoding, so
 // that both ES256 forms of one token commit to the same value.
-func tokenDigest(tok string) string {
-	if tok == "" {
+func tokenDigest(tok string) string { return tokenDigestOf(verifier.ParseToken(tok)) }
+
+// tokenDigestOf is tokenDigest of a token already parsed.
+func tokenDigestOf(t verifier.Token) string {
+	if t.Raw() == "" {
 		return ""
 	}
 	// Canonical returns a token it cannot parse as it is.
-	return digest(verifier.Canonical(tok))
+	return digest(t.Canonical())
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
