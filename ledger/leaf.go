@@ -29,18 +29,31 @@ type leaf struct{ b strings.Builder }
 
 func newLeaf(kind string) *leaf {
 	l := &leaf{}
+	l.b.Grow(leafSize)
 	l.b.WriteString(LeafVersion + "\n")
 	l.line("kind", kind)
 	return l
 }
+
+// leafSize is about the length of a row's leaf.
+const leafSize = 768
+
+// lineBreaks turns line breaks into spaces (a Replacer is safe for
+// concurrent use).
+var lineBreaks = strings.NewReplacer("\n", " ", "\r", " ")
 
 func (l *leaf) line(name, value string) *leaf {
 	if value == "" {
 		value = "-"
 	}
 	// Values are ids, hashes, times and closed-set names: no line breaks.
-	value = strings.NewReplacer("\n", " ", "\r", " ").Replace(value)
-	fmt.Fprintf(&l.b, "%s %s\n", name, value)
+	if strings.ContainsAny(value, "\r\n") {
+		value = lineBreaks.Replace(value)
+	}
+	l.b.WriteString(name)
+	l.b.WriteByte(' ')
+	l.b.WriteString(value)
+	l.b.WriteByte('\n')
 	return l
 }
 
