@@ -283,10 +283,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 	gw := runtime.NewServeMux(
 		runtime.WithErrorHandler(errorHandler),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonBody{&runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
+		}}),
 	)
 	if err := ledgerv1.RegisterLedgerServiceHandlerClient(ctx, gw, ledgerv1.NewLedgerServiceClient(inproc)); err != nil {
 		return nil, err
