@@ -29,18 +29,31 @@ type leaf struct{ b strings.Builder }
 
 func newLeaf(kind string) *leaf {
 	l := &leaf{}
+	l.b.Grow(leafSize)
 	l.b.WriteString(LeafVersion + "\n")
 	l.line("kind", kind)
 	return l
 }
+
+// leafSize is about the length of a row's leaf.
+const leafSize = 768
+
+// lineBreaks turns line breaks into spaces (a Replacer is safe for
+// concurrent use).
+var lineBreaks = strings.NewReplacer("\n", " ", "\r", " ")
 
 func (l *leaf) line(name, value string) *leaf {
 	if value == "" {
 		value = "-"
 	}
 	// Values are ids, hashes, times and closed-set names: no line breaks.
-	value = strings.NewReplacer("\n", " ", "\r", " ").Replace(value)
-	fmt.Fprintf(&l.b, "%s %s\n", name, value)
+	if strings.ContainsAny(value, "\r\n") {
+		value = lineBreaks.Replace(value)
+	}
+	l.b.WriteString(name)
+	l.b.WriteByte(' ')
+	l.b.WriteString(value)
+	l.b.WriteByte('\n')
 	return l
 }
 
@@ -57,12 +70,15 @@ func digest(s string) string {
 
 // tokenDigest is the digest of a compact token's canonical encoding, so
 // that both ES256 forms of one token commit to the same value.
-func tokenDigest(tok string) string {
-	if tok == "" {
+func tokenDigest(tok string) string { return tokenDigestOf(verifier.ParseToken(tok)) }
+
+// tokenDigestOf is tokenDigest of a token already parsed.
+func tokenDigestOf(t verifier.Token) string {
+	if t.Raw() == "" {
 		return ""
 	}
 	// Canonical returns a token it cannot parse as it is.
-	return digest(verifier.Canonical(tok))
+	return digest(t.Canonical())
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

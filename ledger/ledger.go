@@ -126,24 +126,28 @@ func checkField(name, v string, max int) error {
 	return nil
 }
 
-func (in *ReceiptInput) validate() error {
+// validate checks in, whose tokens p holds parsed.
+func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 	if in.ReceiptJWS == "" {
 		return invalid("receiptJws is required")
 	}
-	for name, v := range map[string]string{"receiptJws": in.ReceiptJWS, "requestJwt": in.RequestJWT, "delegationToken": in.DelegationToken} {
-		if err := checkField(name, v, verifier.MaxTokenBytes); err != nil {
+	for _, f := range [...]struct{ name, v string }{{"receiptJws", in.ReceiptJWS}, {"requestJwt", in.RequestJWT}, {"delegationToken", in.DelegationToken}} {
+		if err := checkField(f.name, f.v, verifier.MaxTokenBytes); err != nil {
 			return err
 		}
 	}
-	for name, v := range map[string]string{"requestJwt": in.RequestJWT, "delegationToken": in.DelegationToken} {
+	for _, f := range [...]struct {
+		name string
+		tok  verifier.Token
+	}{{"requestJwt", p.RequestJWT()}, {"delegationToken", p.DelegationToken()}} {
 		// A token a writer re-encoded is refused, like a re-encoded receipt
 		// (RFC 7515 §2): dedupe then only has ES256 signatures to fold.
-		if _, err := verifier.ParseCompact(v); v != "" && errors.Is(err, verifier.ErrNotCanonical) {
-			return invalid("%s: %v", name, err)
+		if _, err := f.tok.Compact(); f.tok.Raw() != "" && errors.Is(err, verifier.ErrNotCanonical) {
+			return invalid("%s: %v", f.name, err)
 		}
 	}
-	for name, v := range map[string]string{"contextId": in.ContextID, "messageId": in.MessageID} {
-		if err := checkField(name, v, MaxFieldLength); err != nil {
+	for _, f := range [...]struct{ name, v string }{{"contextId", in.ContextID}, {"messageId", in.MessageID}} {
+		if err := checkField(f.name, f.v, MaxFieldLength); err != nil {
 			return err
 		}
 	}
@@ -184,10 +188,13 @@ func sha256Hex(b []byte) string {
 // returns an error wrapping ErrInvalid, with nothing stored, only when the
 // input cannot be parsed; every failed check is recorded as a row.
 func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outcome, error) {
-	if err := in.validate(); err != nil {
+	// Each token is parsed once, here: the checks below, the verifier,
+	// dedupe and the leaf read this parse.
+	p := verifier.Parse(verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions})
+	if err := in.validate(p); err != nil {
 		return nil, 0, err
 	}
-	rc, _, err := verifier.ParseReceipt(in.ReceiptJWS)
+	rc, err := p.Receipt()
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
 	}
@@ -198,7 +205,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	}
 	evSHA := sha256Hex(bundle)
 	// Every encoding of the same signed receipt: the posted bytes first.
-	receiptSHAs := verifier.Encodings(in.ReceiptJWS)
+	receiptSHAs := p.ReceiptJWS().Encodings()
 	receiptSHA := receiptSHAs[0]
 
 	// A byte-identical resubmission, or a receipt whose row was swept, needs
@@ -224,7 +231,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	}
 
 	start := time.Now()
-	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions}, l.keys)
+	res, err := l.v.VerifyParsed(ctx, p, l.keys)
 	switch {
 	case errors.Is(err, verifier.ErrUndecided):
 		// Nothing is recorded: a verdict taken while keys cannot be fetched
@@ -235,10 +242,10 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	}
 	l.cfg.Metrics.verified(time.Since(start))
 
-	// The leaf's token digests parse the tokens: outside the serial commit.
+	// The leaf's token digests: outside the serial commit.
 	var digests tokenDigests
 	if l.log != nil {
-		digests = digestsOf(&ev)
+		digests = tokenDigests{receipt: tokenDigestOf(p.ReceiptJWS()), request: tokenDigestOf(p.RequestJWT()), token: tokenDigestOf(p.DelegationToken())}
 	}
 	var (
 		row     *Row
@@ -247,7 +254,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// What the write reads, for a store that reads ahead: the rows and
 	// tombstones of every encoding of the receipt, the request JWT's index
 	// entries and the grant's revocation.
-	requestSHAs := verifier.Encodings(in.RequestJWT)
+	requestSHAs := p.RequestJWT().Encodings()
 	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs, RequestJWTs: requestSHAs, Grant: rc.GrantID}
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0
@@ -266,7 +273,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err := sweptReceipt(tx, receiptSHAs); err != nil {
 			return err
 		}
-		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA)
+		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA, requestSHAs[0])
 		if err := l.dedupe(tx, r, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
 		}
@@ -343,7 +350,9 @@ func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, error) {
 	return nil, nil
 }
 
-func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA string) *Row {
+// newReceiptRow is the row of a receipt; requestSHA is the hex SHA-256 of
+// the request JWT as posted.
+func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA, requestSHA string) *Row {
 	r := &Row{
 		ID:           receiptSHA,
 		ReceiptID:    "sha256:" + receiptSHA,
@@ -382,7 +391,7 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 	}
 	r.Limits.GrantExpires = res.GrantExpires
 	if in.RequestJWT != "" {
-		r.RequestJWTSHA256 = sha256Hex([]byte(in.RequestJWT))
+		r.RequestJWTSHA256 = requestSHA
 	}
 	return r
 }

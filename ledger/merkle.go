@@ -491,7 +491,7 @@ func tileEnd(t tlog.Tile) int64 {
 // entryBundle is the C2SP entry bundle of level-0 tile t: each leaf as a
 // big-endian uint16 length and its bytes.
 func entryBundle(tx LogTx, t tlog.Tile) ([]byte, error) {
-	var out []byte
+	out := make([]byte, 0, int(t.W)*(2+leafSize))
 	for i := range int64(t.W) {
 		_, d, err := tx.Leaf(t.N<<uint(t.H) + i)
 		if err != nil {

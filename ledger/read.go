@@ -393,12 +393,12 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		// Refused or canonicalised like every token (RFC 7515 §2): the
 		// record keeps the low-s encoding, so a re-encoded request JWT
 		// yields the same refusal row.
-		_, err := verifier.ParseCompact(in.RequestJWT)
-		switch {
+		t := verifier.ParseToken(in.RequestJWT)
+		switch _, err := t.Compact(); {
 		case errors.Is(err, verifier.ErrNotCanonical):
 			return nil, fmt.Errorf("%w: requestJwt: %v", ErrInvalid, err)
 		case err == nil:
-			in.RequestJWT = verifier.Canonical(in.RequestJWT)
+			in.RequestJWT = t.Canonical()
 		}
 	}
 	bundle, err := json.Marshal(Evidence{Refusal: &in})

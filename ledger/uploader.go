@@ -618,6 +618,11 @@ func (l *Ledger) put(ctx context.Context, u *upload) ([]Location, error) {
 		return []Location{loc}, nil
 	}
 	var buf bytes.Buffer
+	size := len(segmentHeader)
+	for i, e := range u.entries {
+		size += len(e.Ref) + 12 + len(u.bodies[i])
+	}
+	buf.Grow(size)
 	buf.WriteString(segmentHeader)
 	locs := make([]Location, len(u.entries))
 	for i, e := range u.entries {

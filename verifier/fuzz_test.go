@@ -2,6 +2,8 @@ package verifier_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +22,45 @@ func FuzzParseCompact(f *testing.F) {
 		c, err := verifier.ParseCompact(s)
 		if err == nil && c.Alg == "" {
 			t.Fatal("parsed a header without alg")
+		}
+	})
+}
+
+// A token parsed once answers as ParseCompact does; its own hash comes
+// first among its encodings; its canonical form signs the same header and
+// payload, is its own canonical form, and is listed among the encodings
+// when there are two.
+func FuzzParseToken(f *testing.F) {
+	k := pacttest.MustKey("k", jose.ES256)
+	tok := k.Sign(map[string]any{"iss": "x"})
+	f.Add(tok)
+	f.Add(pacttest.MalleateES256(tok))
+	f.Add(pacttest.MustKey("r", jose.RS256).Sign(map[string]any{"iss": "x"}))
+	f.Add("a.b.c")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		p := verifier.ParseToken(s)
+		c, err := p.Compact()
+		want, wantErr := verifier.ParseCompact(s)
+		if (err == nil) != (wantErr == nil) || !reflect.DeepEqual(c, want) {
+			t.Fatalf("Compact = %+v, %v; ParseCompact = %+v, %v", c, err, want, wantErr)
+		}
+		encs := p.Encodings()
+		if len(encs) == 0 || len(encs) > 2 || encs[0] != hexSum(s) {
+			t.Fatalf("Encodings = %v", encs)
+		}
+		canon := p.Canonical()
+		if canon == s {
+			return
+		}
+		if i, j := strings.LastIndexByte(s, '.'), strings.LastIndexByte(canon, '.'); i < 0 || j < 0 || s[:i] != canon[:j] {
+			t.Fatalf("Canonical = %q signs something else than %q", canon, s)
+		}
+		if again := verifier.ParseToken(canon).Canonical(); again != canon {
+			t.Fatalf("Canonical of %q is %q, not itself", canon, again)
+		}
+		if len(encs) == 2 && hexSum(canon) != encs[1] {
+			t.Fatalf("Canonical = %q is not among the encodings %v", canon, encs)
 		}
 	})
 }

@@ -82,6 +82,11 @@ func ParseCompact(s string) (Compact, error) {
 	if err != nil {
 		return Compact{}, err
 	}
+	return compactOf(d)
+}
+
+// compactOf decodes the header of a compact JWS's decoded segments d.
+func compactOf(d [3][]byte) (Compact, error) {
 	var h struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
@@ -93,6 +98,50 @@ func ParseCompact(s string) (Compact, error) {
 	return Compact{Alg: h.Alg, Kid: h.Kid, Typ: h.Typ, Payload: d[1]}, nil
 }
 
+// Token is a compact token as posted, parsed once (ParseToken): what
+// ParseCompact returns for it, and what Encodings and Canonical need, so
+// that neither parses it again. Its fields are set by ParseToken alone.
+type Token struct {
+	raw string
+	c   Compact // valid when err is nil
+	err error   // ParseCompact's error
+
+	signingInput string // header and payload segments with their dot
+	sig          []byte // the decoded signature
+	es256        bool   // the header's alg is ES256
+}
+
+// ParseToken parses s once. The returned Token holds ParseCompact's result
+// and error; its Encodings and Canonical are those of s.
+func ParseToken(s string) Token {
+	t := Token{raw: s}
+	parts, d, err := segments(s)
+	if err != nil {
+		t.err = err
+		return t
+	}
+	t.signingInput = s[:len(parts[0])+1+len(parts[1])]
+	t.sig = d[2]
+	t.c, t.err = compactOf(d)
+	if t.err == nil {
+		t.es256 = t.c.Alg == string(jose.ES256)
+	} else {
+		// A header ParseCompact refuses (a kid that is not a string) may
+		// still name ES256: its other encoding is listed all the same.
+		var h struct {
+			Alg string `json:"alg"`
+		}
+		t.es256 = json.Unmarshal(d[0], &h) == nil && h.Alg == string(jose.ES256)
+	}
+	return t
+}
+
+// Raw returns the token as posted.
+func (t Token) Raw() string { return t.raw }
+
+// Compact returns what ParseCompact returns for the token.
+func (t Token) Compact() (Compact, error) { return t.c, t.err }
+
 // p256Order is the order n of the P-256 group.
 var p256Order = elliptic.P256().Params().N
 
@@ -103,52 +152,59 @@ var p256Order = elliptic.P256().Params().N
 // compute the other without the key). RS256 signatures have one encoding.
 // Dedupe looks up every one, so a re-encoded token is never new. s must
 // have passed ParseCompact.
-func Encodings(s string) []string {
-	out := []string{hexSHA256(s)}
-	parts, d, err := segments(s)
-	if err != nil {
+func Encodings(s string) []string { return ParseToken(s).Encodings() }
+
+// Encodings is Encodings of the token as posted.
+func (t Token) Encodings() []string {
+	out := []string{hexSHA256(t.raw)}
+	other, ok := t.malleated(false)
+	if !ok {
 		return out
 	}
-	var h struct {
-		Alg string `json:"alg"`
+	return append(out, hexSHA256(other))
+}
+
+// malleated returns the encoding of t with the ES256 signature (r, n−s),
+// and false when t did not parse to its segments or its alg is not ES256,
+// or when s is not in (0, n). For Encodings (lowOnly false) r must be in
+// (0, n) as well; for Canonical (lowOnly true) s must be above n/2, so
+// that n−s is the low-s form.
+func (t Token) malleated(lowOnly bool) (string, bool) {
+	if t.sig == nil || !t.es256 || len(t.sig) != 64 {
+		return "", false
 	}
-	if json.Unmarshal(d[0], &h) != nil || h.Alg != string(jose.ES256) || len(d[2]) != 64 {
-		return out
+	sv := new(big.Int).SetBytes(t.sig[32:])
+	if sv.Sign() == 0 || sv.Cmp(p256Order) >= 0 {
+		return "", false
 	}
-	r, sv := new(big.Int).SetBytes(d[2][:32]), new(big.Int).SetBytes(d[2][32:])
-	if r.Sign() == 0 || sv.Sign() == 0 || r.Cmp(p256Order) >= 0 || sv.Cmp(p256Order) >= 0 {
-		return out
+	if lowOnly {
+		if sv.Cmp(p256HalfOrder) <= 0 {
+			return "", false
+		}
+	} else if r := new(big.Int).SetBytes(t.sig[:32]); r.Sign() == 0 || r.Cmp(p256Order) >= 0 {
+		return "", false
 	}
 	sig := make([]byte, 64)
-	copy(sig, d[2][:32])
+	copy(sig, t.sig[:32])
 	new(big.Int).Sub(p256Order, sv).FillBytes(sig[32:])
-	return append(out, hexSHA256(parts[0]+"."+parts[1]+"."+b64.EncodeToString(sig)))
+	return t.signingInput + "." + b64.EncodeToString(sig), true
 }
+
+// p256HalfOrder is n/2: an ES256 signature's s is low when s ≤ n/2.
+var p256HalfOrder = new(big.Int).Rsh(p256Order, 1)
 
 // Canonical returns the one encoding of s that Encodings lists and whose
 // ES256 signature has s ≤ n/2 (the low-s form), so that every malleated
 // copy of a token is stored the same way. Other tokens are returned as they
 // are. s must have passed ParseCompact.
-func Canonical(s string) string {
-	parts, d, err := segments(s)
-	if err != nil || len(d[2]) != 64 {
-		return s
+func Canonical(s string) string { return ParseToken(s).Canonical() }
+
+// Canonical is Canonical of the token as posted.
+func (t Token) Canonical() string {
+	if low, ok := t.malleated(true); ok {
+		return low
 	}
-	var h struct {
-		Alg string `json:"alg"`
-	}
-	if json.Unmarshal(d[0], &h) != nil || h.Alg != string(jose.ES256) {
-		return s
-	}
-	sv := new(big.Int).SetBytes(d[2][32:])
-	half := new(big.Int).Rsh(p256Order, 1)
-	if sv.Sign() == 0 || sv.Cmp(half) <= 0 || sv.Cmp(p256Order) >= 0 {
-		return s
-	}
-	sig := make([]byte, 64)
-	copy(sig, d[2][:32])
-	new(big.Int).Sub(p256Order, sv).FillBytes(sig[32:])
-	return parts[0] + "." + parts[1] + "." + b64.EncodeToString(sig)
+	return t.raw
 }
 
 func hexSHA256(s string) string {
@@ -340,6 +396,11 @@ func ParseReceipt(jws string) (Receipt, Compact, error) {
 	if err != nil {
 		return Receipt{}, c, err
 	}
+	return receiptOf(c)
+}
+
+// receiptOf decodes the receipt claims of c, a parsed receipt JWS.
+func receiptOf(c Compact) (Receipt, Compact, error) {
 	var r Receipt
 	if err := json.Unmarshal(c.Payload, &r); err != nil {
 		return Receipt{}, c, fmt.Errorf("%w: receipt claims are not a JSON object of the PACT §5.6 shape", ErrMalformed)

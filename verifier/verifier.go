@@ -199,12 +199,58 @@ func (r *Result) Failed(names ...string) bool {
 	return false
 }
 
+// Parsed is an Input whose tokens were each parsed once (Parse), so that
+// Verify and the ledger, which also needs the tokens' encodings, read one
+// parse instead of parsing a token again for each use. Only Parse makes
+// one: its parts always belong to the same input.
+type Parsed struct {
+	receipt, request, token Token
+	actions                 []Action
+	rc                      Receipt
+	rcErr                   error
+	parsed                  bool
+}
+
+// Parse parses each token of in once. A token that does not parse keeps its
+// error: for the receipt, Receipt returns it and VerifyParsed fails with it;
+// for the request JWT and the delegation token, it is the FAIL check
+// VerifyParsed records.
+func Parse(in Input) *Parsed {
+	p := &Parsed{receipt: ParseToken(in.ReceiptJWS), request: ParseToken(in.RequestJWT), token: ParseToken(in.DelegationToken), actions: in.Actions, parsed: true}
+	if c, err := p.receipt.Compact(); err != nil {
+		p.rcErr = err
+	} else {
+		p.rc, _, p.rcErr = receiptOf(c)
+	}
+	return p
+}
+
+// Receipt returns the receipt's claims, or ParseReceipt's error for it.
+func (p *Parsed) Receipt() (Receipt, error) { return p.rc, p.rcErr }
+
+// ReceiptJWS returns the parsed receipt.
+func (p *Parsed) ReceiptJWS() Token { return p.receipt }
+
+// RequestJWT returns the parsed request JWT.
+func (p *Parsed) RequestJWT() Token { return p.request }
+
+// DelegationToken returns the parsed delegation token.
+func (p *Parsed) DelegationToken() Token { return p.token }
+
 // Verify runs the receipt_signature, request_signature, delegation_token,
 // bindings, scopes_within_grant and args_hash checks as of the receipt's ts.
 // It returns an error wrapping ErrMalformed only when the receipt cannot be
 // parsed at all; every other problem is a FAIL check in the result.
 func (v *Verifier) Verify(ctx context.Context, in Input, src KeySource) (*Result, error) {
-	rc, _, err := ParseReceipt(in.ReceiptJWS)
+	return v.VerifyParsed(ctx, Parse(in), src)
+}
+
+// VerifyParsed is Verify of the input p was parsed from.
+func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (*Result, error) {
+	if p == nil || !p.parsed {
+		return nil, fmt.Errorf("%w: the input was not parsed", ErrMalformed)
+	}
+	rc, err := p.Receipt()
 	if err != nil {
 		return nil, err
 	}
@@ -212,21 +258,21 @@ func (v *Verifier) Verify(ctx context.Context, in Input, src KeySource) (*Result
 	at := rc.Time
 
 	// receipt_signature: the brand's keys.
-	rcCheck, err := v.checkReceipt(ctx, in.ReceiptJWS, rc, src, res)
+	rcCheck, err := v.checkReceipt(ctx, p.receipt.Raw(), rc, src, res)
 	if err != nil {
 		return nil, err
 	}
 	res.Checks = append(res.Checks, rcCheck)
 
 	// request_signature: PACT §3.2.
-	reqClaims, reqCheck, err := v.checkRequest(ctx, in.RequestJWT, at, src, res)
+	reqClaims, reqCheck, err := v.checkRequest(ctx, p.request, at, src, res)
 	if err != nil {
 		return nil, err
 	}
 	res.Checks = append(res.Checks, reqCheck)
 
 	// delegation_token: PACT §5.4 against the brand's keys.
-	tok, tokCheck, err := v.checkToken(ctx, in.DelegationToken, rc, at, src)
+	tok, tokCheck, err := v.checkToken(ctx, p.token, rc, at, src)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +286,7 @@ func (v *Verifier) Verify(ctx context.Context, in Input, src KeySource) (*Result
 
 	res.Checks = append(res.Checks, checkBindings(rc, reqClaims, tok))
 	res.Checks = append(res.Checks, checkScopes(rc, tok))
-	actions, argsCheck := checkArgs(rc.Actions, in.Actions)
+	actions, argsCheck := checkArgs(rc.Actions, p.actions)
 	res.Actions = actions
 	res.Checks = append(res.Checks, argsCheck)
 	return res, nil
@@ -327,15 +373,15 @@ func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src
 // unverifiedClaims decodes the claims of a compact token before its
 // signature is checked, to learn whom to check it against. It returns the
 // failed check when the token is absent or cannot be decoded.
-func unverifiedClaims(check, what, tok string, dst any) (Compact, *Check) {
-	if tok == "" {
+func unverifiedClaims(check, what string, tok Token, dst any) (Compact, *Check) {
+	if tok.Raw() == "" {
 		c := fail(check, "no %s was posted", what)
 		return Compact{}, &c
 	}
-	c, err := ParseCompact(tok)
+	c, err := tok.Compact()
 	if err != nil {
 		f := fail(check, "%v", err)
-		return c, &f
+		return Compact{}, &f
 	}
 	if err := json.Unmarshal(c.Payload, dst); err != nil {
 		f := fail(check, "claims are not a JSON object")
@@ -344,10 +390,11 @@ func unverifiedClaims(check, what, tok string, dst any) (Compact, *Check) {
 	return c, nil
 }
 
-func (v *Verifier) checkRequest(ctx context.Context, jwt string, at time.Time, src KeySource, res *Result) (*RequestClaims, Check, error) {
+func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, src KeySource, res *Result) (*RequestClaims, Check, error) {
 	const name = CheckRequestSignature
+	jwt := tok.Raw()
 	var claims RequestClaims
-	c, problem := unverifiedClaims(name, "request JWT", jwt, &claims)
+	c, problem := unverifiedClaims(name, "request JWT", tok, &claims)
 	if problem != nil {
 		return nil, *problem, nil
 	}
@@ -459,14 +506,14 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 	return ""
 }
 
-func (v *Verifier) checkToken(ctx context.Context, tok string, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
+func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
 	const name = CheckDelegationToken
 	var claims TokenClaims
-	c, bad := unverifiedClaims(name, "delegation token", tok, &claims)
+	c, bad := unverifiedClaims(name, "delegation token", t, &claims)
 	if bad != nil {
 		return nil, *bad, nil
 	}
-	payload, kid, alg, s, err := verifySigned(tok, v.tokenCheck(), func(refresh bool) (Signer, error) {
+	payload, kid, alg, s, err := verifySigned(t.Raw(), v.tokenCheck(), func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -616,7 +663,7 @@ var ErrPAJWT = errors.New("personal-agent JWT rejected")
 // all as of at with the configured skew. It returns the verified claims.
 func (v *Verifier) VerifyPAJWT(ctx context.Context, token string, at time.Time, src KeySource) (*RequestClaims, error) {
 	res := &Result{}
-	claims, c, err := v.checkRequest(ctx, token, at, src, res)
+	claims, c, err := v.checkRequest(ctx, ParseToken(token), at, src, res)
 	if err != nil {
 		return nil, err
 	}

@@ -86,8 +86,11 @@ type Config struct {
 	// write its CPU and heap profiles there.
 	CPUProfile string
 	MemProfile string
-	Out        io.Writer
-	Store      string // "postgres": compare the row stores instead (stores.go)
+	// ProfileREST posts the profiled phase's load through the REST
+	// gateway instead of gRPC.
+	ProfileREST bool
+	Out         io.Writer
+	Store       string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"

@@ -27,9 +27,9 @@ var clientLabels = pprof.Labels("side", "client")
 
 // runProfiled runs ledgerd in this process (internal/server, configured as
 // in the served phases: S3 evidence, the Merkle log, the signature cache)
-// and posts the sessions corpus over gRPC with cfg.Concurrency in flight
-// for cfg.Duration, recording a CPU profile (cfg.CPUProfile) and the heap
-// allocations of that load (cfg.MemProfile). The client's goroutines carry
+// and posts the sessions corpus over gRPC (or REST, cfg.ProfileREST) with
+// cfg.Concurrency in flight for cfg.Duration, recording a CPU profile
+// (cfg.CPUProfile) and the heap allocations of that load (cfg.MemProfile). The client's goroutines carry
 // clientLabels; its allocations are told apart by their stacks (the ones
 // through internal/bench).
 func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.AppendReceiptRequest, work string, unit verifyUnit, cfg Config) error {
@@ -53,9 +53,13 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 	if err != nil {
 		return err
 	}
+	via := viaGRPC
+	if cfg.ProfileREST {
+		via = viaREST
+	}
 	var res *result
 	pprof.Do(ctx, clientLabels, func(ctx context.Context) {
-		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, d.grpcAppend(nil))
+		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, d.call(via, nil))
 	})
 	if perr := stopCPU(); err == nil {
 		err = perr
@@ -68,8 +72,8 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over gRPC, sessions corpus, %d in flight for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
-		cfg.Concurrency, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
+	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over %s, sessions corpus, %d in flight for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
+		via, cfg.Concurrency, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
 	fmt.Fprintf(w, "  process CPU (ledgerd and client together) %.2f cores = %s per row = %.2f verifications of %s\n",
 		res.cpu, us(res.cpuPerRow()), unit.units(res.cpuPerRow().Seconds()), us(unit.median()))
 	if cfg.CPUProfile != "" {

@@ -274,6 +274,9 @@ func TestRESTBadInput(t *testing.T) {
 		want               int
 	}{
 		{"malformed JSON", "POST", "/v1/receipts", `{"receiptJws":`, 400},
+		// A refusal that would be recorded, with more after its JSON.
+		{"JSON and more after it", "POST", "/v1/refusals", `{"action":{"tool":"x"},"reason":"r","observedAt":"` + time.Now().UTC().Format(time.RFC3339) + `"} {}`, 400},
+		{"empty body", "POST", "/v1/receipts", ` `, 400},
 		{"not JSON", "POST", "/v1/receipts", `<xml/>`, 400},
 		{"unknown field", "POST", "/v1/receipts", `{"receiptJws":"a.b.c","extra":1}`, 400},
 		{"missing receiptJws", "POST", "/v1/receipts", `{}`, 400},

@@ -1,0 +1,29 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+)
+
+// A leaf's bytes are part of the log: every leaf ever written must come out
+// the same, line breaks in values turned into spaces included.
+func TestLeafBytesAreStable(t *testing.T) {
+	r := &Row{ID: "ab", Kind: KindReceipt, EvidenceSHA256: "cd", GrantID: "grant\r\n1", Status: Incident, RecordedAt: time.Date(2026, 12, 1, 9, 0, 0, 5, time.UTC)}
+	r.BrandKey.JWKSSnapshot = "s1"
+	r.Verifier.DuplicateOf = "x\ny"
+	tests := []struct {
+		name string
+		got  []byte
+		want string
+	}{
+		{"row", rowLeafOf(r, tokenDigests{receipt: "sha256:aa", token: "t\r"}),
+			"pactledger leaf v1\nkind receipt\nrow ab\nreceipt sha256:aa\nrequest -\ntoken t \nevidence sha256:cd\njwks s1 -\ngrant sha256:12591419deb343bc8f17b12aa6e7fc4455d2978f65f171038b52d0c2ea195dd3\nstatus incident\nclass unspecified\nduplicate-of x y\nrecorded 2026-12-01T09:00:00.000000005Z\n"},
+		{"dispute", disputeLeaf("row\n1", 3, DisputeEvent{Note: "n", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}),
+			"pactledger leaf v1\nkind dispute\nrow row 1\nevent 3\nstatus unspecified\nnote sha256:1b16b1df538ba12dc3f97edbb85caa7050d46c148134290feba80f8236c83db9\nby -\nat 2026-01-02T03:04:05Z\n"},
+	}
+	for _, tc := range tests {
+		if string(tc.got) != tc.want {
+			t.Errorf("%s leaf:\n got %q\nwant %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
