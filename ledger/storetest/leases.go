@@ -202,15 +202,7 @@ func claim(t *testing.T, s ledger.Store, n int, holder string, ttl time.Duration
 func testClaims(t *testing.T, open opener) {
 	s := open.fresh(t)
 	const total = 40
-	update(t, s, func(tx ledger.Tx) error {
-		for i := range total {
-			if err := tx.Enqueue(entry(i), base); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	all := outbox(t, s, total)
+	all := enqueued(t, s, total, total)
 
 	// Eight holders claim five at a time, at once: the entries are
 	// shared out with none twice.

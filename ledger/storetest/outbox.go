@@ -27,6 +27,21 @@ func outbox(t *testing.T, s ledger.Store, n int) []ledger.OutboxEntry {
 	return out
 }
 
+// enqueued queues entries 0 to n-1 in one transaction
+// and returns the outbox as read back (up to limit entries).
+func enqueued(t *testing.T, s ledger.Store, n, limit int) []ledger.OutboxEntry {
+	t.Helper()
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range n {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return outbox(t, s, limit)
+}
+
 // checkEntries fails the test unless got holds the entries want in order
 // (Seq aside) with strictly increasing Seq, and returns the Seqs.
 func checkEntries(t *testing.T, got, want []ledger.OutboxEntry) []uint64 {
@@ -205,15 +220,7 @@ func testOutboxConcurrentEnqueue(t *testing.T, open opener) {
 // one.
 func testDeadLetters(t *testing.T, open opener) {
 	s := open.fresh(t)
-	update(t, s, func(tx ledger.Tx) error {
-		for i := range 4 {
-			if err := tx.Enqueue(entry(i), base); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	q := outbox(t, s, 10)
+	q := enqueued(t, s, 4, 10)
 	t1, t2 := base.Add(time.Minute), base.Add(2*time.Minute)
 	update(t, s, func(tx ledger.Tx) error {
 		if f, err := ledger.CountFailure(tx, q[1].Seq, "first", t1); err != nil || f.Attempts != 1 {
@@ -328,15 +335,7 @@ func testSegmentPlans(t *testing.T, open opener) {
 // put.
 func testDequeueAndFailures(t *testing.T, open opener) {
 	s := open.fresh(t)
-	update(t, s, func(tx ledger.Tx) error {
-		for i := range 3 {
-			if err := tx.Enqueue(entry(i), base); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	q := outbox(t, s, 10)
+	q := enqueued(t, s, 3, 10)
 	rec := ledger.OutboxFailure{Attempts: 3, First: base, Last: base.Add(time.Minute), Reason: "refused"}
 	update(t, s, func(tx ledger.Tx) error {
 		if f, err := tx.Failure(q[0].Seq); err != nil || f != (ledger.OutboxFailure{}) {
@@ -383,15 +382,7 @@ func testDequeueAndFailures(t *testing.T, open opener) {
 // read back in the same transaction and after it.
 func testRecordUploads(t *testing.T, open opener) {
 	s := open.fresh(t)
-	update(t, s, func(tx ledger.Tx) error {
-		for i := range 3 {
-			if err := tx.Enqueue(entry(i), base); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	q := outbox(t, s, 10)
+	q := enqueued(t, s, 3, 10)
 	update(t, s, func(tx ledger.Tx) error {
 		_, err := tx.Dequeue(q[1].Seq)
 		return err
