@@ -14,6 +14,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -65,11 +66,13 @@ func editEvidence(t *testing.T, path, id string, orig []byte, edit func([]byte) 
 	}
 	defer db.Close()
 	err = db.Update(func(tx *bbolt.Tx) error {
+		// Kept by the row's number (storage/bolt, layout 4).
+		seq := append([]byte(nil), tx.Bucket([]byte("row_seq")).Get(bolt.IDKey(id))[:8]...)
 		b := tx.Bucket([]byte("evidence"))
-		if b.Get([]byte(id)) != nil {
+		if b.Get(seq) != nil {
 			return fmt.Errorf("the row store still holds the evidence of %s after upload", id)
 		}
-		return b.Put([]byte(id), edit(append([]byte(nil), orig...)))
+		return b.Put(seq, edit(append([]byte(nil), orig...)))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,11 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 3).
+// The row store's buckets (storage/bolt, layout 4).
 var (
 	rowData  = []byte("row_data")
 	rowSeq   = []byte("row_seq")
+	rowLeaf  = []byte("row_leaf_index")
 	meta     = []byte("meta")
 	rowSeqN  = []byte("row_seq_n")
 	evidence = []byte("evidence")
@@ -91,8 +92,11 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		if v := tx.Bucket(rowSeq).Get(bolt.IDKey(id)); len(v) == 16 {
-			if err := tx.Bucket([]byte("leaf_index")).Put(bolt.IDKey(id), append([]byte(nil), v[8:]...)); err != nil {
+		if v := tx.Bucket(rowLeaf).Get(seq); v != nil {
+			if err := tx.Bucket([]byte("leaf_index")).Put(bolt.IDKey(id), append([]byte(nil), v...)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(rowLeaf).Delete(seq); err != nil {
 				return err
 			}
 		}
@@ -150,8 +154,8 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 				return err
 			}
 		}
-		if ev := tx.Bucket(evidence).Get([]byte(id)); ev != nil {
-			if err := tx.Bucket(evidence).Put([]byte(forged), append([]byte(nil), ev...)); err != nil {
+		if ev := tx.Bucket(evidence).Get(seq); ev != nil {
+			if err := tx.Bucket(evidence).Put(fseq, append([]byte(nil), ev...)); err != nil {
 				return err
 			}
 		}

@@ -44,12 +44,17 @@ var (
 
 	// Rows (layout 2, docs/design/017-row-store-layout.md): each row has a
 	// sequence number, given in commit order. bRowData holds the row by
-	// its number, bRowSeq the number by the row's id (rowNumber), followed
-	// by the index of the row's leaf in the Merkle log once it has one
-	// (8 bytes each; other refs' leaf indexes are in bLogIndex); every index entry
-	// ends with the number.
+	// its number, bRowSeq the number by the row's id (8 bytes); every
+	// index entry ends with the number. Layout 4 (docs/design/019) keys
+	// what else belongs to a row by its number too: its leaf index
+	// (bRowLeaf), its evidence bundle and the record of its evidence
+	// object.
 	bRowData = []byte("row_data")
 	bRowSeq  = []byte("row_seq")
+	// bRowLeaf: a row's number -> the index of its leaf in the Merkle log
+	// (layout 4: the integrator appends here instead of rewriting the
+	// row's bRowSeq entry at a random key).
+	bRowLeaf = []byte("row_leaf_index")
 	// bReqJWT: a request JWT's hash (idKey) -> the number of the
 	// first row that used it.
 	bReqJWT = []byte("request_jwts")
@@ -69,7 +74,7 @@ var (
 	ixClass     = []byte("by_class")
 	ixTime      = []byte("by_time")
 
-	allBuckets = [][]byte{bRowData, bRowSeq, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
+	allBuckets = [][]byte{bRowData, bRowSeq, bRowLeaf, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -333,8 +338,7 @@ func (s *Store) maybeTrain() {
 	evidence := false
 	_ = s.db.View(func(btx *bolt.Tx) error {
 		rows = metaUint(btx.Bucket(bMeta), kRowSeqN)
-		k, _ := btx.Bucket(bObjects).Cursor().First()
-		evidence = isEvidenceRecord(k)
+		evidence = firstEvidenceRecord(btx.Bucket(bObjects)) != nil
 		return nil
 	})
 	if rows < max(trainAfter, s.trainRetry) || (!evidence && rows < trainAlone) {
@@ -434,7 +438,7 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
+	for _, b := range [][]byte{bRowData, bRowLeaf, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
 		fillPercent[string(b)] = 1.0
 	}
 	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry} {
@@ -460,6 +464,47 @@ func (t *tx) rowAndSeq(id string) (*ledger.Row, []byte, error) {
 
 // rowNumber is the row number of a bRowSeq value (a copy).
 func rowNumber(v []byte) []byte { return append([]byte(nil), v[:min(len(v), 8)]...) }
+
+// seqOf returns the number of the stored row id, nil when there is none.
+func (t *tx) seqOf(id string) []byte {
+	if v := t.b(bRowSeq).Get(idKey(id)); len(v) >= 8 {
+		return rowNumber(v)
+	}
+	return nil
+}
+
+// unlinkByNumber is RemoveRow's care of what row id's number keys: its
+// leaf index moves to bLogIndex (the leaf stays in the log), the record
+// of its evidence object to the key by id (the object stays until it is
+// deleted), and its evidence bundle goes.
+func (t *tx) unlinkByNumber(id string, seq []byte) error {
+	if v := t.b(bRowSeq).Get(idKey(id)); len(v) == 16 { // written before layout 4
+		if err := t.b(bLogIndex).Put(idKey(id), append([]byte(nil), v[8:]...)); err != nil {
+			return err
+		}
+	}
+	if v := t.b(bRowLeaf).Get(seq); v != nil {
+		if err := t.b(bLogIndex).Put(idKey(id), append([]byte(nil), v...)); err != nil {
+			return err
+		}
+		if err := t.b(bRowLeaf).Delete(seq); err != nil {
+			return err
+		}
+	}
+	k := rowObjectKey(seq)
+	if v := t.b(bObjects).Get(k); v != nil {
+		if err := t.b(bObjects).Put(objectKey(ledger.EvidenceKey(id)), append([]byte(nil), v...)); err != nil {
+			return err
+		}
+		if err := t.b(bObjects).Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := t.b(bEvidence).Delete(seq); err != nil {
+		return err
+	}
+	return t.b(bEvidence).Delete([]byte(id))
+}
 
 // rowAt returns the row numbered seq.
 func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
@@ -985,11 +1030,11 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
 	}
 	seq := rowNumber(v)
-	if len(v) == 16 {
-		// The row's leaf stays in the log: its index moves to bLogIndex.
-		if err := t.b(bLogIndex).Put(id, append([]byte(nil), v[8:]...)); err != nil {
-			return err
-		}
+	// What the row's number keys moves to keys by its id: the leaf stays
+	// in the log (its index moves to bLogIndex), and the record of its
+	// evidence object stays until the object is deleted.
+	if err := t.unlinkByNumber(r.ID, seq); err != nil {
+		return err
 	}
 	if err := t.b(bRowSeq).Delete(id); err != nil {
 		return err
@@ -1016,9 +1061,6 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 				return err
 			}
 		}
-	}
-	if err := t.b(bEvidence).Delete([]byte(r.ID)); err != nil {
-		return err
 	}
 	if err := t.unlinkSnapshots(r, seq); err != nil {
 		return err

@@ -123,9 +123,7 @@ func FileCodec(btx *bolt.Tx) (*Codec, error) { return newCodec(fileDicts(btx)) }
 func (t *tx) sampleDictionary() ([]byte, error) {
 	out := append([]byte(nil), dictV1...)
 	var samples [3][]byte
-	if k, v := t.b(bObjects).Cursor().First(); isEvidenceRecord(k) {
-		samples[0] = v
-	}
+	samples[0] = firstEvidenceRecord(t.b(bObjects))
 	_, samples[1] = t.b(bLogLeaves).Cursor().Last()
 	_, samples[2] = t.b(bRowData).Cursor().Last()
 	for _, v := range samples {

@@ -47,12 +47,22 @@ func decompressBundle(v []byte) ([]byte, error) {
 	return b, nil
 }
 
+// evidenceKey is where row rowID's bundle is kept: by the row's number
+// (layout 4: bundles are appended, and dropped from the front as their
+// segments are uploaded), or by the id for a row not stored.
+func (t *tx) evidenceKey(rowID string) []byte {
+	if seq := t.seqOf(rowID); seq != nil {
+		return seq
+	}
+	return []byte(rowID)
+}
+
 func (t *tx) PutEvidence(rowID string, bundle []byte) error {
-	return t.b(bEvidence).Put([]byte(rowID), compressBundle(bundle))
+	return t.b(bEvidence).Put(t.evidenceKey(rowID), compressBundle(bundle))
 }
 
 func (t *tx) Evidence(rowID string) ([]byte, error) {
-	v := t.b(bEvidence).Get([]byte(rowID))
+	v := t.b(bEvidence).Get(t.evidenceKey(rowID))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}
@@ -67,5 +77,5 @@ func (t *tx) Evidence(rowID string) ([]byte, error) {
 var _ ledger.EvidenceDropper = (*tx)(nil)
 
 func (t *tx) DropEvidence(rowID string) error {
-	return t.b(bEvidence).Delete([]byte(rowID))
+	return t.b(bEvidence).Delete(t.evidenceKey(rowID))
 }

@@ -243,11 +243,8 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		}
 		for ; k != nil && len(out) < n; k, v = c.Next() {
 			r, err := exportRecord(e.c, kind, spec.key, k, v)
-			if err == nil && kind == ExportRequestJWTs {
-				var row *ledger.Row
-				if row, err = (&tx{btx, e.c}).rowAt(v); err == nil {
-					r.Ref = row.ID
-				}
+			if err == nil {
+				err = nameByRow(&tx{btx, e.c}, kind, k, v, &r)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
@@ -257,6 +254,36 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		return nil
 	})
 	return out, err
+}
+
+// nameByRow fills in what a record keyed or valued by a row's number
+// names by the row's id: a request JWT's first row (Ref), and since
+// layout 4 a stored row's evidence bundle and evidence record (Name).
+func nameByRow(t *tx, kind ExportKind, k, v []byte, r *Record) error {
+	var seq []byte
+	switch {
+	case kind == ExportRequestJWTs:
+		seq = v
+	case kind == ExportEvidence && len(k) == 8:
+		seq = k
+	case kind == ExportObjects && len(k) == 9 && k[0] == kindRowObject:
+		seq = k[1:]
+	default:
+		return nil
+	}
+	row, err := t.rowAt(seq)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case ExportRequestJWTs:
+		r.Ref = row.ID
+	case ExportEvidence:
+		r.Name = row.ID
+	case ExportObjects:
+		r.Name = ledger.EvidenceKey(row.ID)
+	}
+	return nil
 }
 
 // exportRecord decodes one key and value of kind (both are copied).
@@ -332,8 +359,9 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 }
 
 // logIndexRecords is Records for ExportLogIndex: a stored row's leaf
-// index is kept beside its number in bRowSeq, any other ref's in
-// bLogIndex. A record's Key is 1 or 2 for the bucket, then its key.
+// index is kept by its number in bRowLeaf (beside the number in bRowSeq
+// before layout 4), any other ref's in bLogIndex; records follow the rows
+// by id, then the other refs. A record's Key is 1 or 2 for the bucket, then its key.
 func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 	var out []Record
 	err := e.db.View(func(btx *bolt.Tx) error {
@@ -352,7 +380,10 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 				k, v = c.Next()
 			}
 			for ; k != nil && len(out) < n; k, v = c.Next() {
-				if part.mark == 1 && len(v) != 16 {
+				if part.mark == 1 && len(v) == 8 {
+					v = btx.Bucket(bRowLeaf).Get(v)
+				}
+				if part.mark == 1 && len(v) != 16 && len(v) != 8 {
 					continue // a row without a leaf yet
 				}
 				if len(v) < 8 {

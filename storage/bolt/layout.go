@@ -19,8 +19,11 @@ import (
 // in place, in transactions of convertBatch entries, each recording how
 // far it got: a conversion stopped by a crash resumes where it stopped.
 // Layout 3 adds the drill pool (bDrillPool), filled from the rows at the
-// conversion of an older file.
-const layout = 3
+// conversion of an older file. Layout 4 (docs/design/019) keys a stored
+// row's leaf index, evidence bundle and evidence record by the row's
+// number instead of its id; the conversion moves the ones an older file
+// keeps by id.
+const layout = 4
 
 var (
 	kLayout = []byte("layout")
@@ -50,12 +53,15 @@ var convertBatch = 5000
 // conversion transaction; an error stops the conversion there.
 var afterConvertBatch func(pass string) error
 
-// conversionPass rewrites the entries of one layout-1 bucket.
+// conversionPass rewrites the entries of one bucket of an older layout.
 type conversionPass struct {
 	name   string
 	bucket []byte
 	what   string // what its entries are, for the log
 	fn     func(t *tx, k, v []byte) error
+	// stop, when set, ends the pass at the first key it accepts (a pass
+	// over the part of a bucket its keys sort in).
+	stop func(k []byte) bool
 }
 
 var conversionPasses = []conversionPass{
@@ -80,7 +86,7 @@ var conversionPasses = []conversionPass{
 			return err
 		}
 		return t.linkSnapshots(&r, seq)
-	}},
+	}, nil},
 	{"request JWTs", oldReqJWT, "request-JWT entries", func(t *tx, k, v []byte) error {
 		// The first row that used it, by its number (the rows pass ran
 		// first). An entry naming no stored row points nowhere and is
@@ -90,20 +96,20 @@ var conversionPasses = []conversionPass{
 			return nil
 		}
 		return t.b(bReqJWT).Put(idKey(string(k)), rowNumber(seq))
-	}},
+	}, nil},
 	{"leaf index", oldLogIndex, "log index entries", func(t *tx, k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("leaf index of %s: %d bytes", k, len(v))
 		}
 		return t.putLeafIndex(string(k), int64(binary.BigEndian.Uint64(v)))
-	}},
+	}, nil},
 	{"objects", oldObjects, "object records", func(t *tx, k, v []byte) error {
 		raw, err := t.c.Decode(v)
 		if err != nil {
 			return fmt.Errorf("object %s: %w", k, err)
 		}
 		return t.b(bObjects).Put(objectKey(string(k)), t.c.Encode(raw))
-	}},
+	}, nil},
 }
 
 // poolPass fills the drill pool from the stored rows: the conversion
@@ -121,7 +127,41 @@ var poolPass = conversionPass{"drill pool", bRowData, "drill pool entries", func
 		return fmt.Errorf("row number %x", k)
 	}
 	return setPoolBit(t.b(bDrillPool), binary.BigEndian.Uint64(k), true)
-}}
+}, nil}
+
+// byNumberPasses bring a file to layout 4: what a stored row's id keyed
+// moves to keys by its number.
+var byNumberPasses = []conversionPass{
+	{"row leaf index", bRowSeq, "rows' leaf indexes", func(t *tx, k, v []byte) error {
+		if len(v) != 16 {
+			return nil
+		}
+		if err := t.b(bRowLeaf).Put(v[:8], v[8:]); err != nil {
+			return err
+		}
+		return t.b(bRowSeq).Put(k, v[:8])
+	}, nil},
+	{"evidence by number", bEvidence, "evidence bundles", func(t *tx, k, v []byte) error {
+		seq := t.seqOf(string(k))
+		if len(k) == 8 || seq == nil {
+			return nil // by number already, or no stored row's
+		}
+		if err := t.b(bEvidence).Put(seq, v); err != nil {
+			return err
+		}
+		return t.b(bEvidence).Delete(k)
+	}, nil},
+	{"object records by number", bObjects, "evidence records", func(t *tx, k, v []byte) error {
+		seq := t.seqOf(idString(k[1:]))
+		if seq == nil {
+			return nil // a swept row's: kept by its id
+		}
+		if err := t.b(bObjects).Put(rowObjectKey(seq), v); err != nil {
+			return err
+		}
+		return t.b(bObjects).Delete(k)
+	}, func(k []byte) bool { return !(len(k) == 33 && k[0] == 1) }},
+}
 
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
@@ -147,10 +187,11 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info("row store (bbolt): converting the file to layout 3 (rows numbered in commit order, compressed values, the drill pool); it resumes where it stopped if interrupted",
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	passes := append(conversionPasses[:len(conversionPasses):len(conversionPasses)], poolPass)
+	passes = append(passes, byNumberPasses...)
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
 			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)
@@ -177,9 +218,10 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		if err := meta.Delete([]byte("snapshot_links")); err != nil { // layout 1's mark of complete snapshot links
 			return err
 		}
-		if old {
-			// The old layout's pages are now free: copy the file without
-			// them at this Open (compactIfPending).
+		if old || version > 0 {
+			// The old layout's pages are now free (a layout-1 file's
+			// buckets, the evidence records moved to keys by number): copy
+			// the file without them at this Open (compactIfPending).
 			if err := meta.Put(kCompact, []byte{1}); err != nil {
 				return err
 			}
@@ -225,17 +267,24 @@ func (p conversionPass) run(db *bolt.DB, c *Codec, log *slog.Logger) error {
 			} else if k, v = c.Seek(last); k != nil && string(k) == string(last) {
 				k, v = c.Next()
 			}
-			n := 0
-			var at []byte
-			for ; k != nil && n < convertBatch; k, v = c.Next() {
-				if err := p.fn(t, k, v); err != nil {
+			// The batch is read, then converted: a pass may write to the
+			// bucket it reads, which a cursor must not see mid-walk.
+			var batch [][2][]byte
+			for ; k != nil && len(batch) < convertBatch && (p.stop == nil || !p.stop(k)); k, v = c.Next() {
+				batch = append(batch, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+			}
+			end := k == nil || (p.stop != nil && p.stop(k))
+			for _, e := range batch {
+				if err := p.fn(t, e[0], e[1]); err != nil {
 					return err
 				}
-				at = append(at[:0], k...)
-				n++
 			}
-			done += n
-			if k == nil {
+			var at []byte
+			if len(batch) > 0 {
+				at = batch[len(batch)-1][0]
+			}
+			done += len(batch)
+			if end {
 				finished = true
 				return meta.Put([]byte(kPassDone+p.name), []byte{1})
 			}

@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,8 +74,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 3}) {
-			t.Errorf("layout mark %x, want 3", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 4}) {
+			t.Errorf("layout mark %x, want 4", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -246,13 +247,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 4})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 5})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 4") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 5") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-4 file: %v, want a refusal naming layout 4", err)
+		t.Fatalf("open of a layout-5 file: %v, want a refusal naming layout 5", err)
 	}
 }
 
@@ -420,4 +421,131 @@ func listAll(tx ledger.Tx, q ledger.Query) (string, error) {
 	}
 	slices.Sort(out)
 	return fmt.Sprintf("%d rows: %s", len(out), strings.Join(out, " ")), nil
+}
+
+// withBundles stores an evidence bundle for ten of the fixture's rows.
+func withBundles(tx ledger.Tx) error {
+	for _, r := range fixtureRows(60)[10:20] {
+		if err := tx.PutEvidence(r.ID, []byte(`{"receiptJws":"`+r.ID+`"}`)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestLayout3FileKeysByNumber: a file of layout 3 (a row's leaf index
+// beside its number in row_seq, its evidence bundle and evidence record
+// keyed by its id) has them moved to keys by the row's number at open,
+// keeps a swept row's record by its id, and answers as a new store does.
+func TestLayout3FileKeysByNumber(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openLinked(t, path)
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+		if err := populateFixture(tx); err != nil {
+			return err
+		}
+		return withBundles(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Back to layout 3's keys.
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		ids := map[string][]byte{} // row number -> idKey
+		if err := tx.Bucket([]byte("row_seq")).ForEach(func(k, v []byte) error {
+			ids[string(v)] = append([]byte(nil), k...)
+			return nil
+		}); err != nil {
+			return err
+		}
+		moves := 0
+		if err := tx.Bucket([]byte("row_leaf_index")).ForEach(func(k, v []byte) error {
+			moves++
+			return tx.Bucket([]byte("row_seq")).Put(ids[string(k)], append(append([]byte(nil), k...), v...))
+		}); err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket([]byte("row_leaf_index")); err != nil {
+			return err
+		}
+		ev := tx.Bucket([]byte("evidence"))
+		for seq, id := range ids {
+			if v := ev.Get([]byte(seq)); v != nil {
+				moves++
+				if err := ev.Put([]byte(hex.EncodeToString(id)), append([]byte(nil), v...)); err != nil {
+					return err
+				}
+				if err := ev.Delete([]byte(seq)); err != nil {
+					return err
+				}
+			}
+			objects := tx.Bucket([]byte("object_records"))
+			if v := objects.Get(append([]byte{3}, seq...)); v != nil {
+				moves++
+				if err := objects.Put(append([]byte{1}, id...), append([]byte(nil), v...)); err != nil {
+					return err
+				}
+				if err := objects.Delete(append([]byte{3}, seq...)); err != nil {
+					return err
+				}
+			}
+		}
+		if moves < 50+10+50 {
+			t.Fatalf("%d entries moved back to layout 3's keys, want the leaf indexes, bundles and records of the rows", moves)
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 3})
+	})
+	got := openLinked(t, path)
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		_ = tx.Bucket([]byte("row_seq")).ForEach(func(k, v []byte) error {
+			if len(v) != 8 {
+				t.Errorf("row_seq entry %x: %d bytes, want the row's number alone", k, len(v))
+			}
+			return nil
+		})
+		_ = tx.Bucket([]byte("evidence")).ForEach(func(k, _ []byte) error {
+			if len(k) != 8 {
+				t.Errorf("evidence bundle still keyed by id %q", k)
+			}
+			return nil
+		})
+		byID := 0
+		_ = tx.Bucket([]byte("object_records")).ForEach(func(k, _ []byte) error {
+			if len(k) == 33 && k[0] == 1 {
+				byID++
+			}
+			return nil
+		})
+		if byID != 1 { // the swept row's
+			t.Errorf("%d evidence records keyed by id, want 1 (the swept row's)", byID)
+		}
+		if n := tx.Bucket([]byte("row_leaf_index")).Stats().KeyN; n < 50 {
+			t.Errorf("row_leaf_index holds %d entries, want the rows' leaf indexes", n)
+		}
+		return nil
+	})
+	want := freshFixture(t)
+	if err := want.Update(t.Context(), withBundles); err != nil {
+		t.Fatal(err)
+	}
+	reopened := openLinked(t, path)
+	sameRecords(t, reopened, want)
+	for _, st := range []ledger.Store{reopened, want} {
+		if err := st.View(t.Context(), func(tx ledger.Tx) error {
+			for _, r := range fixtureRows(60)[10:20] {
+				b, err := tx.Evidence(r.ID)
+				if err != nil || string(b) != `{"receiptJws":"`+r.ID+`"}` {
+					t.Errorf("evidence of %s: %q, %v", r.ID, b, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

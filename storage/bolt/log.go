@@ -18,7 +18,8 @@ var (
 	bLogHashes  = []byte("log_hashes")
 	bLogLeaves  = []byte("log_leaves")
 	// bLogIndex: a leaf's ref (idKey) -> its index, for refs that are
-	// not a stored row's id (a stored row's is kept in bRowSeq).
+	// not a stored row's id (a stored row's is kept by its number in
+	// bRowLeaf).
 	bLogIndex = []byte("leaf_index")
 	bLogCPs   = []byte("log_checkpoints")
 
@@ -126,7 +127,11 @@ func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
 func (t *tx) LeafIndex(ref string) (int64, error) {
 	k := idKey(ref)
 	v := t.b(bRowSeq).Get(k)
-	if len(v) != 16 {
+	switch {
+	case len(v) == 16: // written before layout 4
+	case len(v) == 8 && t.b(bRowLeaf).Get(v) != nil:
+		v = t.b(bRowLeaf).Get(v)
+	default:
 		v = t.b(bLogIndex).Get(k)
 	}
 	if len(v) < 8 {
@@ -135,14 +140,14 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v[len(v)-8:])), nil
 }
 
-// putLeafIndex records that ref's leaf is at index: beside the row's
-// number when ref is a stored row's id, else in bLogIndex.
+// putLeafIndex records that ref's leaf is at index: by the row's number
+// in bRowLeaf when ref is a stored row's id (the integrator takes leaves
+// in commit order, so these keys are appended), else in bLogIndex.
 func (t *tx) putLeafIndex(ref string, index int64) error {
-	k := idKey(ref)
-	if v := t.b(bRowSeq).Get(k); len(v) == 8 {
-		return t.b(bRowSeq).Put(k, append(append([]byte(nil), v...), u64(uint64(index))...))
+	if seq := t.seqOf(ref); seq != nil {
+		return t.b(bRowLeaf).Put(seq, u64(uint64(index)))
 	}
-	return t.b(bLogIndex).Put(k, u64(uint64(index)))
+	return t.b(bLogIndex).Put(idKey(ref), u64(uint64(index)))
 }
 
 // SetLogHead implements ledger.LogTx.

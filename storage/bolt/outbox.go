@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -88,14 +90,14 @@ func (t *tx) SetObject(key string, loc ledger.Location) error {
 	if err != nil {
 		return err
 	}
-	return t.b(bObjects).Put(objectKey(key), t.c.Encode(v))
+	return t.b(bObjects).Put(t.objectKey(key), t.c.Encode(v))
 }
 
-func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(objectKey(key)) }
+func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(t.objectKey(key)) }
 
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
-	v := t.b(bObjects).Get(objectKey(key))
+	v := t.b(bObjects).Get(t.objectKey(key))
 	if v == nil {
 		return loc, ledger.ErrNotFound
 	}
@@ -132,9 +134,46 @@ func objectKey(key string) []byte {
 	return []byte(key)
 }
 
-// isEvidenceRecord reports whether k is the objectKey of a row's
-// evidence; these sort first.
-func isEvidenceRecord(k []byte) bool { return len(k) == 33 && k[0] == 1 }
+// kindRowObject starts the key of a stored row's evidence record: the
+// kind, then the row's number (layout 4: the uploader appends these).
+const kindRowObject = 3
+
+// rowObjectKey is the key of the record of row number seq's evidence.
+func rowObjectKey(seq []byte) []byte { return append([]byte{kindRowObject}, seq...) }
+
+// objectKey is the key of object record key in this file: a stored row's
+// evidence by the row's number (rowObjectKey), any other by the package
+// function objectKey (the evidence of a row swept from the store by the
+// row's id).
+func (t *tx) objectKey(key string) []byte {
+	if rest, ok := strings.CutPrefix(key, objectKinds[0].prefix); ok {
+		if id, ok := strings.CutSuffix(rest, objectKinds[0].suffix); ok && isHexID(id) {
+			if seq := t.seqOf(id); seq != nil {
+				return rowObjectKey(seq)
+			}
+		}
+	}
+	return objectKey(key)
+}
+
+// isEvidenceRecord reports whether k is the key of the record of a row's
+// evidence: by the row's number, or by its id.
+func isEvidenceRecord(k []byte) bool {
+	return (len(k) == 33 && k[0] == 1) || (len(k) == 9 && k[0] == kindRowObject)
+}
+
+// firstEvidenceRecord returns the first record of a row's evidence in
+// bucket b, or nil: stored rows' records follow the snapshots'.
+func firstEvidenceRecord(b *bolt.Bucket) []byte {
+	c := b.Cursor()
+	if k, v := c.Seek([]byte{kindRowObject}); isEvidenceRecord(k) {
+		return v
+	}
+	if k, v := c.First(); isEvidenceRecord(k) {
+		return v
+	}
+	return nil
+}
 
 // objectName is the object key objectKey made k from.
 func objectName(k []byte) string {
