@@ -32,9 +32,9 @@ func fill(t *testing.T, path, bucket string) float64 {
 
 // TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
 // in small transactions: the outbox and the rows, keyed by growing
-// numbers, fill their pages, and so do the time index and the expiry
-// index (to nine tenths); the row numbers by id (random ids) keep bbolt's
-// split at half a page.
+// numbers, fill their pages, and so do the time index, the expiry index
+// and the evidence records, keyed by row number (to nine tenths); the row
+// numbers by id (random ids) keep bbolt's split at half a page.
 func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	s, err := bolt.Open(path, bolt.Config{})
@@ -53,6 +53,9 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 				if err := tx.CreateRow(row(id)); err != nil {
 					return err
 				}
+				if err := tx.SetObject(ledger.EvidenceKey(id), ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/1.seg", Offset: uint32(j) * 4000, Length: 4000, Uploaded: true}); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -66,7 +69,7 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 			t.Errorf("%s pages %.0f %% full, want at least 95 %%", b, 100*f)
 		}
 	}
-	for _, b := range []string{"by_time", "by_expiry"} {
+	for _, b := range []string{"by_time", "by_expiry", "object_records"} {
 		if f := fill(t, path, b); f < 0.85 {
 			t.Errorf("%s pages %.0f %% full, want at least 85 %%", b, 100*f)
 		}
