@@ -190,7 +190,12 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
-	passes := append(conversionPasses[:len(conversionPasses):len(conversionPasses)], poolPass)
+	// Each pass finds nothing to do in a file already past it, except the
+	// pool pass, which reads every row: it runs on files before layout 3.
+	passes := conversionPasses[:len(conversionPasses):len(conversionPasses)]
+	if version < 3 {
+		passes = append(passes, poolPass)
+	}
 	passes = append(passes, byNumberPasses...)
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
