@@ -339,6 +339,18 @@ type result struct {
 	// process's when it is the load generator; s3cpu is versitygw's.
 	cpu, clientCPU, s3cpu float64
 	mem                   memStat // ledgerd's largest memory figures under load
+	// written is what ledgerd wrote to storage over the phase (bbolt's
+	// pages), -1 when unknown.
+	written int64
+}
+
+// writtenPerRow is ledgerd's bytes written to storage per row served, in
+// words; "" when unknown.
+func (r *result) writtenPerRow() string {
+	if r.written < 0 || r.ok == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f KiB written to disk per row", float64(r.written)/float64(r.ok)/1024)
 }
 
 func (r *result) p(q float64) time.Duration {
@@ -621,6 +633,7 @@ func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptReque
 func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
 	pid := d.pid
 	cpu0, self0, s30 := procCPU(pid), procCPU(selfPid), procCPU(d.s3Pid())
+	w0 := procWritten(pid)
 	mem := sampleMem(pid, 500*time.Millisecond)
 	t0 := time.Now()
 	res, err := drive(ctx, corpus, conc, dur, rate, call)
@@ -632,6 +645,10 @@ func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRe
 	res.cpu = (procCPU(pid) - cpu0) / el
 	res.clientCPU = (procCPU(selfPid) - self0) / el
 	res.s3cpu = (procCPU(d.s3Pid()) - s30) / el
+	res.written = -1
+	if w1 := procWritten(pid); w0 >= 0 && w1 >= 0 {
+		res.written = w1 - w0
+	}
 	res.mem = peak
 	return res, nil
 }

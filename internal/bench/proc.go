@@ -25,6 +25,26 @@ func procCPU(pid int) float64 {
 	return (ut + st) / 100 // USER_HZ
 }
 
+// procWritten returns the bytes pid caused to be written to storage
+// (write_bytes of /proc/PID/io: bbolt's page writes, the evidence a
+// local store writes), or -1 when the kernel does not say.
+func procWritten(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
 // memStat is a process's resident memory from /proc/PID/status: anonymous
 // pages (the Go heap, stacks) apart from file pages (bbolt's mapped file,
 // the binary), and the peak of the whole.
