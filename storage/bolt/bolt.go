@@ -477,12 +477,13 @@ func (t *tx) seqOf(id string) []byte {
 	return nil
 }
 
-// unlinkByNumber is RemoveRow's care of what row id's number keys: its
-// leaf index moves to bLogIndex (the leaf stays in the log), the record
-// of its evidence object to the key by id (the object stays until it is
-// deleted), and its evidence bundle goes.
-func (t *tx) unlinkByNumber(id string, seq []byte) error {
-	if v := t.b(bRowSeq).Get(idKey(id)); len(v) == 16 { // written before layout 4
+// unlinkByNumber is RemoveRow's care of what row id's number keys (v is
+// its bRowSeq value, seq the number): its leaf index moves to bLogIndex
+// (the leaf stays in the log), the record of its evidence object to the
+// key by id (the object stays until it is deleted), and its evidence
+// bundle goes.
+func (t *tx) unlinkByNumber(id string, v, seq []byte) error {
+	if len(v) == 16 { // written before layout 4
 		if err := t.b(bLogIndex).Put(idKey(id), append([]byte(nil), v[8:]...)); err != nil {
 			return err
 		}
@@ -1037,7 +1038,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	// What the row's number keys moves to keys by its id: the leaf stays
 	// in the log (its index moves to bLogIndex), and the record of its
 	// evidence object stays until the object is deleted.
-	if err := t.unlinkByNumber(r.ID, seq); err != nil {
+	if err := t.unlinkByNumber(r.ID, v, seq); err != nil {
 		return err
 	}
 	if err := t.b(bRowSeq).Delete(id); err != nil {

@@ -142,9 +142,12 @@ var byNumberPasses = []conversionPass{
 		return t.b(bRowSeq).Put(k, v[:8])
 	}, nil},
 	{"evidence by number", bEvidence, "evidence bundles", func(t *tx, k, v []byte) error {
+		if len(k) == 8 {
+			return nil // by number already
+		}
 		seq := t.seqOf(string(k))
-		if len(k) == 8 || seq == nil {
-			return nil // by number already, or no stored row's
+		if seq == nil {
+			return nil // no stored row's
 		}
 		if err := t.b(bEvidence).Put(seq, v); err != nil {
 			return err
