@@ -90,7 +90,7 @@ func copyCompacted(db *bolt.DB, tmp string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	err = bolt.Compact(dst, db, compactTxBytes)
+	err = copyBuckets(dst, db, compactTxBytes)
 	if err == nil {
 		err = dst.Update(func(btx *bolt.Tx) error { return btx.Bucket(bMeta).Delete(kCompact) })
 	}
@@ -98,6 +98,116 @@ func copyCompacted(db *bolt.DB, tmp string, timeout time.Duration) error {
 		err = cerr
 	}
 	return err
+}
+
+// randomCopyFill is how full the copy fills the pages of a bucket keyed
+// at random (a row's id, a request JWT's hash, the principal, grant and
+// target indexes): a tenth of each page is left free. Packed full, as
+// bbolt.Compact packs every bucket, each insert that follows the
+// compaction would land in a full page and split it, and its full parent
+// with it, until every page had split once: with 10 million 32-byte keys
+// in each of two buckets and nine inserts a commit, 119-143 us of CPU a
+// commit's insert pair against 85 us with the tenth left free (docs/design/017).
+const randomCopyFill = 0.9
+
+// copyFill is the fill the copy gives the pages of bucket name: a bucket
+// whose keys arrive in order is filled as its own writes fill it
+// (fillPercent); one keyed at random keeps randomCopyFill.
+func copyFill(name []byte) float64 {
+	if f, ok := fillPercent[string(name)]; ok {
+		return f
+	}
+	return randomCopyFill
+}
+
+// copyBuckets copies every bucket of src, with its sequence, into dst, in
+// key order, committing whenever a transaction has written txBytes of keys
+// and values.
+func copyBuckets(dst, src *bolt.DB, txBytes int64) error {
+	c := &copier{dst: dst, txBytes: txBytes}
+	if err := c.begin(); err != nil {
+		return err
+	}
+	defer func() {
+		if c.tx != nil {
+			c.tx.Rollback() // after a commit, ErrTxClosed
+		}
+	}()
+	err := src.View(func(stx *bolt.Tx) error {
+		return stx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return c.bucket([][]byte{name}, b)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return c.tx.Commit()
+}
+
+// copier is copyBuckets' transaction on the new file.
+type copier struct {
+	dst     *bolt.DB
+	tx      *bolt.Tx
+	txBytes int64
+	written int64
+}
+
+func (c *copier) begin() error {
+	tx, err := c.dst.Begin(true)
+	c.tx, c.written = tx, 0
+	return err
+}
+
+// at returns the new file's bucket at path in the current transaction,
+// with the fill its top-level bucket is copied at.
+func (c *copier) at(path [][]byte) *bolt.Bucket {
+	b := c.tx.Bucket(path[0])
+	for _, name := range path[1:] {
+		b = b.Bucket(name)
+	}
+	b.FillPercent = copyFill(path[0])
+	return b
+}
+
+// bucket copies src, found at path, into the new file.
+func (c *copier) bucket(path [][]byte, src *bolt.Bucket) error {
+	var b *bolt.Bucket
+	var err error
+	if len(path) == 1 {
+		b, err = c.tx.CreateBucket(path[0])
+	} else {
+		b, err = c.at(path[:len(path)-1]).CreateBucket(path[len(path)-1])
+	}
+	if err != nil {
+		return err
+	}
+	if err := b.SetSequence(src.Sequence()); err != nil {
+		return err
+	}
+	b = c.at(path)
+	cur := src.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		if v == nil {
+			if err := c.bucket(append(path[:len(path):len(path)], k), src.Bucket(k)); err != nil {
+				return err
+			}
+			b = c.at(path)
+			continue
+		}
+		if c.written += int64(len(k) + len(v)); c.written > c.txBytes {
+			if err := c.tx.Commit(); err != nil {
+				return err
+			}
+			if err := c.begin(); err != nil {
+				return err
+			}
+			b = c.at(path)
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func fileSize(path string) int64 {

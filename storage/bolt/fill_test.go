@@ -30,13 +30,10 @@ func fill(t *testing.T, path, bucket string) float64 {
 	return f
 }
 
-// TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
-// in small transactions: the outbox and the rows, keyed by growing
-// numbers, fill their pages, and so do the time index, the expiry index
-// and the evidence records, keyed by row number (to nine tenths); the row
-// numbers by id (random ids) keep bbolt's split at half a page.
-func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l.db")
+// writeRowsInSmallCommits writes 5,000 rows with their outbox entries
+// and evidence records, 50 a transaction, into a new store at path.
+func writeRowsInSmallCommits(t *testing.T, path string) {
+	t.Helper()
 	s, err := bolt.Open(path, bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +47,9 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 				if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: id, Key: ledger.EvidenceKey(id), RetainUntil: at}, at); err != nil {
 					return err
 				}
-				if err := tx.CreateRow(row(id)); err != nil {
+				r := row(id)
+				r.RequestJWTSHA256 = fmt.Sprintf("%064x", uint64(i*50+j)*0xC2B2AE3D27D4EB4F+7)
+				if err := tx.CreateRow(r); err != nil {
 					return err
 				}
 				if err := tx.SetObject(ledger.EvidenceKey(id), ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/1.seg", Offset: uint32(j) * 4000, Length: 4000, Uploaded: true}); err != nil {
@@ -63,7 +62,67 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompactionLeavesRoomInRandomKeyedBuckets: the compacted copy fills
+// the pages of buckets keyed in order, and leaves a tenth of each page
+// free in buckets keyed at random (row numbers by id, request JWTs), so
+// the inserts that follow do not split a full page each. The outbox's
+// sequence is carried over.
+func TestCompactionLeavesRoomInRandomKeyedBuckets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	writeRowsInSmallCommits(t, path)
+	seq := sequence(t, path, "outbox")
+	if err := bolt.CompactFile(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"outbox", "row_data"} {
+		if f := fill(t, path, b); f < 0.95 {
+			t.Errorf("%s pages %.0f %% full after the compaction, want at least 95 %%", b, 100*f)
+		}
+	}
+	for _, b := range []string{"by_time", "by_expiry", "object_records"} {
+		if f := fill(t, path, b); f < 0.85 || f > 0.93 {
+			t.Errorf("%s pages %.0f %% full after the compaction, want their writes' nine tenths", b, 100*f)
+		}
+	}
+	for _, b := range []string{"row_seq", "request_jwts"} {
+		if f := fill(t, path, b); f < 0.8 || f > 0.93 {
+			t.Errorf("%s pages %.0f %% full after the compaction, want a tenth left free", b, 100*f)
+		}
+	}
+	if got := sequence(t, path, "outbox"); got != seq || seq == 0 {
+		t.Errorf("outbox sequence %d after the compaction, %d before", got, seq)
+	}
+}
+
+// sequence returns bucket's sequence in the file at path.
+func sequence(t *testing.T, path, bucket string) uint64 {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n uint64
+	_ = db.View(func(tx *bbolt.Tx) error {
+		n = tx.Bucket([]byte(bucket)).Sequence()
+		return nil
+	})
+	return n
+}
+
+// TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
+// in small transactions: the outbox and the rows, keyed by growing
+// numbers, fill their pages, and so do the time index, the expiry index
+// and the evidence records, keyed by row number (to nine tenths); the row
+// numbers by id (random ids) keep bbolt's split at half a page.
+func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	writeRowsInSmallCommits(t, path)
 	for _, b := range []string{"outbox", "row_data"} {
 		if f := fill(t, path, b); f < 0.95 {
 			t.Errorf("%s pages %.0f %% full, want at least 95 %%", b, 100*f)
