@@ -37,8 +37,9 @@ import (
 // write-once storage and its leaf in the Merkle log: the row with its
 // index entries, its request-JWT and expiry entries, the record of its
 // evidence object (a real segment in S3, holding the bundle of the real
-// row it copies), one more member counted for that segment, and its leaf
-// integrated into the tree. The row store keeps no bundle for them.
+// row it copies), one more member counted for that segment, its leaf
+// integrated into the tree and the log's tiles published. The row store
+// keeps no bundle for them.
 
 // growthTemplate is a real row recorded by the ledger, with where its
 // evidence is held and its leaf.
@@ -139,7 +140,8 @@ func (g *grower) record(ctx context.Context, n int) error {
 	})
 }
 
-// settle uploads every outbox entry and integrates every queued leaf.
+// settle uploads every outbox entry, integrates every queued leaf and
+// publishes the log's tiles.
 func settle(ctx context.Context, l *ledger.Ledger) error {
 	for {
 		n, err := l.UploadRound(ctx, 512, 8)
@@ -150,8 +152,10 @@ func settle(ctx context.Context, l *ledger.Ledger) error {
 			break
 		}
 	}
-	_, err := l.Integrate(ctx)
-	return err
+	if _, err := l.Integrate(ctx); err != nil {
+		return err
+	}
+	return l.PublishTiles(ctx)
 }
 
 // growthRow is bulk-loaded row i: a copy of a template under a new id,
@@ -209,6 +213,12 @@ func (g *grower) load(ctx context.Context, upTo int) error {
 		g.loaded = end
 	}
 	if _, err := l.Integrate(ctx); err != nil {
+		return err
+	}
+	// A ledger grown by served rows publishes its tiles as its leaves are
+	// integrated: so does the bulk load, or the next window would spend
+	// itself publishing the whole backlog.
+	if err := l.PublishTiles(ctx); err != nil {
 		return err
 	}
 	if err := store.Close(); err != nil {
