@@ -13,19 +13,27 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// fill returns the share of bucket's page bytes in use.
-func fill(t *testing.T, path, bucket string) float64 {
+// inBucket calls f with bucket of the file at path, opened read-only.
+func inBucket(t *testing.T, path, bucket string, f func(*bbolt.Bucket)) {
 	t.Helper()
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var f float64
 	_ = db.View(func(tx *bbolt.Tx) error {
-		st := tx.Bucket([]byte(bucket)).Stats()
-		f = float64(st.LeafInuse) / float64(st.LeafAlloc)
+		f(tx.Bucket([]byte(bucket)))
 		return nil
+	})
+}
+
+// fill returns the share of bucket's page bytes in use.
+func fill(t *testing.T, path, bucket string) float64 {
+	t.Helper()
+	var f float64
+	inBucket(t, path, bucket, func(b *bbolt.Bucket) {
+		st := b.Stats()
+		f = float64(st.LeafInuse) / float64(st.LeafAlloc)
 	})
 	return f
 }
@@ -102,16 +110,8 @@ func TestCompactionLeavesRoomInRandomKeyedBuckets(t *testing.T) {
 // sequence returns bucket's sequence in the file at path.
 func sequence(t *testing.T, path, bucket string) uint64 {
 	t.Helper()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var n uint64
-	_ = db.View(func(tx *bbolt.Tx) error {
-		n = tx.Bucket([]byte(bucket)).Sequence()
-		return nil
-	})
+	inBucket(t, path, bucket, func(b *bbolt.Bucket) { n = b.Sequence() })
 	return n
 }
 
