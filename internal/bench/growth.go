@@ -212,13 +212,11 @@ func (g *grower) load(ctx context.Context, upTo int) error {
 		}
 		g.loaded = end
 	}
-	if _, err := l.Integrate(ctx); err != nil {
-		return err
-	}
 	// A ledger grown by served rows publishes its tiles as its leaves are
 	// integrated: so does the bulk load, or the next window would spend
-	// itself publishing the whole backlog.
-	if err := l.PublishTiles(ctx); err != nil {
+	// itself publishing the whole backlog. (The loaded rows queue no
+	// uploads.)
+	if err := settle(ctx, l); err != nil {
 		return err
 	}
 	if err := store.Close(); err != nil {
