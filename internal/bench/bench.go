@@ -344,13 +344,13 @@ type result struct {
 	written int64
 }
 
-// writtenPerRow is ledgerd's bytes written to storage per row served, in
-// words; "" when unknown.
-func (r *result) writtenPerRow() string {
+// printWritten prints ledgerd's bytes written to storage per row served,
+// on a line of its own; nothing when unknown.
+func (r *result) printWritten(w io.Writer) {
 	if r.written < 0 || r.ok == 0 {
-		return ""
+		return
 	}
-	return fmt.Sprintf("%.1f KiB written to disk per row", float64(r.written)/float64(r.ok)/1024)
+	fmt.Fprintf(w, "  ledgerd %.1f KiB written to disk per row\n", float64(r.written)/float64(r.ok)/1024)
 }
 
 func (r *result) p(q float64) time.Duration {

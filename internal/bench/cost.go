@@ -223,9 +223,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 		s.rate, s.ok, us(u.median()), s.p(50), s.p(99), s.errors)
 	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
 		s.cpu, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), s.clientCPU, s.s3cpu)
-	if wr := s.writtenPerRow(); wr != "" {
-		fmt.Fprintf(w, "  ledgerd %s\n", wr)
-	}
+	s.printWritten(w)
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
 	}

@@ -316,9 +316,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	}
 	fmt.Fprintf(w, "\nan empty ledger again, right after the last step (load average %s): %.0f rows/s, p99 %s, %.2f verifications per row\n",
 		rs.load, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
-	if wr := rs.served.writtenPerRow(); wr != "" {
-		fmt.Fprintf(w, "  ledgerd %s\n", wr)
-	}
+	rs.served.printWritten(w)
 	fmt.Fprintf(w, "the last step (%d rows) against it: %.2f of the rate, %.2f of the CPU per row\n",
 		last.rows, last.served.rate/max(rs.served.rate, 1), last.served.cpuPerRow().Seconds()/max(rs.served.cpuPerRow().Seconds(), 1e-9))
 	return nil
@@ -390,9 +388,7 @@ func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
 	fmt.Fprintf(w, "\ngrowth step, %d rows in the file (loaded in %s; load average %s):\n", st.rows, st.loadTime.Round(time.Second), st.load)
 	fmt.Fprintf(w, "  served: %.0f rows/s, p50 %s, p99 %s, errors %d; ledgerd CPU %.2f cores = %.2f verifications per row (%s each); memory %s\n",
 		s.rate, s.p(50), s.p(99), s.errors, s.cpu, unit.units(s.cpuPerRow().Seconds()), us(unit.median()), s.mem)
-	if wr := s.writtenPerRow(); wr != "" {
-		fmt.Fprintf(w, "  ledgerd %s\n", wr)
-	}
+	s.printWritten(w)
 	fmt.Fprintf(w, "  memory at rest (outbox drained, after the reads): %s\n", st.atRest)
 	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
 		st.list.p(50), st.list.p(99), st.list.ok, st.list.errors, st.drills.p(50), st.drills.p(99), st.drills.p(100), st.drills.ok, st.passed, st.all, st.drills.errors)
