@@ -215,7 +215,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err := prefetch(tx, Prefetch{Rows: []string{receiptSHA, evSHA}, Tombstones: receiptSHAs}); err != nil {
 			return err
 		}
-		found, ferr := findResubmission(tx, receiptSHA, evSHA)
+		found, _, ferr := findResubmission(tx, receiptSHA, evSHA)
 		if ferr != nil || found != nil {
 			existing = found
 			return ferr
@@ -261,7 +261,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err := prefetch(tx, ahead); err != nil {
 			return err
 		}
-		prev, err := findResubmission(tx, receiptSHA, evSHA)
+		prev, receiptRow, err := findResubmission(tx, receiptSHA, evSHA)
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			return err
 		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA, requestSHAs[0])
-		if err := l.dedupe(tx, r, receiptSHAs[1:], requestSHAs); err != nil {
+		if err := l.dedupe(tx, r, receiptRow, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
 		}
 		limits, err := withinLimits(tx, r, in.Limits, in.Actions)
@@ -333,21 +333,25 @@ func sweptReceipt(tx Tx, receiptSHAs []string) error {
 }
 
 // findResubmission returns the row already recorded for exactly this
-// evidence: the primary row of the receipt, or its duplicate row.
-func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, error) {
+// evidence: the primary row of the receipt, or its duplicate row; and
+// whether a row of the receipt (the primary row, its id receiptSHA) exists,
+// with this evidence or other.
+func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, bool, error) {
+	receiptRow := false
 	for _, id := range []string{receiptSHA, evSHA} {
 		r, err := tx.Row(id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		receiptRow = receiptRow || id == receiptSHA
 		if r.EvidenceSHA256 == evSHA {
-			return r, nil
+			return r, receiptRow, nil
 		}
 	}
-	return nil, nil
+	return nil, receiptRow, nil
 }
 
 // newReceiptRow is the row of a receipt; requestSHA is the hex SHA-256 of
@@ -397,19 +401,16 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 }
 
 // dedupe applies API.md's duplicate rule on what was signed, not on the
-// bytes as posted: the same receipt (byte-identical with other evidence, or
+// bytes as posted: the same receipt (byte-identical with other evidence,
+// recorded true: findResubmission found its row in this transaction; or
 // another encoding of it: otherReceipt lists the row ids of those) is
 // recorded as its own row naming the earlier one; so is a receipt whose
 // request JWT (any of its encodings, requestSHAs) an earlier row used.
-func (l *Ledger) dedupe(tx Tx, r *Row, otherReceipt, requestSHAs []string) error {
-	_, err := tx.Row(r.ID)
-	switch {
-	case err == nil:
+func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs []string) error {
+	if recorded {
 		r.Verifier.DuplicateOf = r.ID
 		r.ID = r.EvidenceSHA256
 		return nil
-	case !errors.Is(err, ErrNotFound):
-		return err
 	}
 	for _, id := range otherReceipt {
 		_, err := tx.Row(id)
