@@ -116,6 +116,9 @@ type Store struct {
 	// belong to the commit loop.
 	trained    bool
 	trainRetry uint64
+	// recent: the numbers of the rows the commit loop created last
+	// (numbers.go); it belongs to the commit loop.
+	recent *recent
 }
 
 type request struct {
@@ -183,7 +186,7 @@ func Open(path string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
 	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases(),
-		trained: len(dicts) > 1}
+		trained: len(dicts) > 1, recent: newRecent(recentRows)}
 	s.codec.Store(codec)
 	go s.commitLoop()
 	return s, nil
@@ -273,7 +276,7 @@ func (s *Store) setNoSpace(err error) {
 
 // View implements ledger.Store.
 func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{btx, s.codec.Load()}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{tx: btx, c: s.codec.Load()}) })
 }
 
 var errBatchFailed = errors.New("batch member failed")
@@ -346,7 +349,7 @@ func (s *Store) maybeTrain() {
 	}
 	var dicts map[uint32][]byte
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{btx, s.codec.Load()}
+		t := &tx{tx: btx, c: s.codec.Load()}
 		content, err := t.sampleDictionary()
 		if err != nil {
 			return err
@@ -385,8 +388,9 @@ func (s *Store) commit(batch []*request, errs []error) error {
 		s.leases.mu.RLock()
 		defer s.leases.mu.RUnlock()
 	}
-	return s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{btx, s.codec.Load()}
+	m := newMemo(s.recent)
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t := &tx{tx: btx, c: s.codec.Load(), m: m}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
@@ -399,12 +403,17 @@ func (s *Store) commit(batch []*request, errs []error) error {
 		}
 		return nil
 	})
+	if err == nil {
+		m.committed()
+	}
+	return err
 }
 
 // tx implements ledger.Tx.
 type tx struct {
 	tx *bolt.Tx
 	c  *Codec // the file's values
+	m  *memo  // the commit loop's row numbers (numbers.go); nil in other transactions
 }
 
 // b returns bucket name of the transaction, with its split set for how
@@ -457,11 +466,10 @@ func (t *tx) Row(id string) (*ledger.Row, error) {
 
 // rowAndSeq returns row id and its number's key.
 func (t *tx) rowAndSeq(id string) (*ledger.Row, []byte, error) {
-	v := t.b(bRowSeq).Get(idKey(id))
-	if v == nil {
+	seq := t.rowNumberOf(idKey(id))
+	if seq == nil {
 		return nil, nil, ledger.ErrNotFound
 	}
-	seq := rowNumber(v)
 	r, err := t.rowAt(seq)
 	return r, seq, err
 }
@@ -470,12 +478,7 @@ func (t *tx) rowAndSeq(id string) (*ledger.Row, []byte, error) {
 func rowNumber(v []byte) []byte { return append([]byte(nil), v[:min(len(v), 8)]...) }
 
 // seqOf returns the number of the stored row id, nil when there is none.
-func (t *tx) seqOf(id string) []byte {
-	if v := t.b(bRowSeq).Get(idKey(id)); len(v) >= 8 {
-		return rowNumber(v)
-	}
-	return nil
-}
+func (t *tx) seqOf(id string) []byte { return t.rowNumberOf(idKey(id)) }
 
 // unlinkByNumber is RemoveRow's care of what row id's number keys (v is
 // its bRowSeq value, seq the number): its leaf index moves to bLogIndex
@@ -581,7 +584,7 @@ func indexEntries(r *ledger.Row) []indexEntry {
 
 func (t *tx) CreateRow(r *ledger.Row) error {
 	id := idKey(r.ID)
-	if t.b(bRowSeq).Get(id) != nil {
+	if t.rowNumberOf(id) != nil {
 		return fmt.Errorf("create row %s: already exists", r.ID)
 	}
 	n, err := t.counter(kRowSeqN, 1)
@@ -589,15 +592,15 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 		return err
 	}
 	seq := seqKey(n)
-	if err := t.b(bRowSeq).Put(id, seq); err != nil {
+	if err := t.putRowNumber(id, seq); err != nil {
 		return err
 	}
 	if err := t.insertRow(r, seq); err != nil {
 		return err
 	}
 	if r.RequestJWTSHA256 != "" {
-		if k := idKey(r.RequestJWTSHA256); t.b(bReqJWT).Get(k) == nil {
-			if err := t.b(bReqJWT).Put(k, seq); err != nil {
+		if k := idKey(r.RequestJWTSHA256); t.requestJWTRow(k) == nil {
+			if err := t.putRequestJWT(k, seq); err != nil {
 				return err
 			}
 		}
@@ -671,7 +674,7 @@ func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledg
 }
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	seq := t.b(bReqJWT).Get(idKey(sha))
+	seq := t.requestJWTRow(idKey(sha))
 	if seq == nil {
 		return "", nil
 	}
@@ -1041,7 +1044,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if err := t.unlinkByNumber(r.ID, v, seq); err != nil {
 		return err
 	}
-	if err := t.b(bRowSeq).Delete(id); err != nil {
+	if err := t.deleteRowNumber(id); err != nil {
 		return err
 	}
 	if err := t.b(bRowData).Delete(seq); err != nil {
@@ -1061,8 +1064,8 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		}
 	}
 	if r.RequestJWTSHA256 != "" {
-		if k := idKey(r.RequestJWTSHA256); string(t.b(bReqJWT).Get(k)) == string(seq) {
-			if err := t.b(bReqJWT).Delete(k); err != nil {
+		if k := idKey(r.RequestJWTSHA256); string(t.requestJWTRow(k)) == string(seq) {
+			if err := t.deleteRequestJWT(k); err != nil {
 				return err
 			}
 		}

@@ -244,7 +244,7 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		for ; k != nil && len(out) < n; k, v = c.Next() {
 			r, err := exportRecord(e.c, kind, spec.key, k, v)
 			if err == nil {
-				err = nameByRow(&tx{btx, e.c}, kind, k, v, &r)
+				err = nameByRow(&tx{tx: btx, c: e.c}, kind, k, v, &r)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)

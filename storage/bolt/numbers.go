@@ -1,0 +1,163 @@
+package bolt
+
+import "encoding/binary"
+
+// Row numbers by id, remembered by the commit loop's transactions.
+//
+// A row's later writes name it by its id: its evidence bundle (in the
+// transaction that creates the row), the record of its uploaded object and
+// the drop of its bundle (the uploader, a few seconds later), its leaf
+// index (the integrator, within a second). The write also asks for the
+// same ids more than once: the ledger's dedupe looks up the row's id and
+// its request JWT's hash, then CreateRow checks both again before it
+// writes them. Each of these read bRowSeq or bReqJWT at a random key: in
+// a file of millions of rows, a walk through pages the processor's caches
+// no longer hold.
+//
+// So the commit loop's transactions remember:
+//   - within one transaction (one batch), the number each row id and
+//     request-JWT hash was found or written with, and the ones found
+//     absent;
+//   - across transactions, the numbers of the last recentRows rows created,
+//     added once their transaction committed and forgotten when a row is
+//     removed.
+//
+// Only the commit loop's transactions use them: they run one at a time, and
+// each sees every earlier commit, so what is remembered is what the file
+// holds. Read-only transactions, which may see an older snapshot, read the
+// buckets.
+
+// recentRows bounds the rows whose numbers are remembered across
+// transactions: at a few thousand rows a second, the last half minute or
+// more, which covers the uploader's and the integrator's lag in normal
+// operation. Past it, a lookup reads bRowSeq as before.
+const recentRows = 1 << 16
+
+// recent is the commit loop's memory of the numbers of rows it created.
+type recent struct {
+	number map[string]uint64 // row id key → row number
+	ring   []string          // the keys in the order they were added
+	next   int               // where the next key goes in ring
+}
+
+func newRecent(n int) *recent {
+	return &recent{number: make(map[string]uint64, n), ring: make([]string, n)}
+}
+
+func (r *recent) add(k string, n uint64) {
+	if old := r.ring[r.next]; old != "" {
+		delete(r.number, old)
+	}
+	r.ring[r.next] = k
+	r.next = (r.next + 1) % len(r.ring)
+	r.number[k] = n
+}
+
+// forget drops k; its slot in ring stays until reused (deleting an absent
+// key then is harmless).
+func (r *recent) forget(k string) { delete(r.number, k) }
+
+// memo is what one commit-loop transaction remembers (see above).
+type memo struct {
+	recent  *recent
+	rows    map[string][]byte // row id key → its number, nil when absent
+	jwts    map[string][]byte // request-JWT hash key → the row number, nil when absent
+	created []createdRow      // for recent once the transaction commits
+}
+
+type createdRow struct {
+	key    string
+	number uint64
+}
+
+func newMemo(r *recent) *memo {
+	return &memo{recent: r, rows: map[string][]byte{}, jwts: map[string][]byte{}}
+}
+
+// committed adds the rows the transaction created, and did not remove
+// again, to the store's recent rows; call it only after the commit
+// succeeded.
+func (m *memo) committed() {
+	for _, c := range m.created {
+		if n := m.rows[c.key]; n != nil && binary.BigEndian.Uint64(n) == c.number {
+			m.recent.add(c.key, c.number)
+		}
+	}
+}
+
+// rowNumberOf returns the number of the row whose id key is k, nil when
+// there is none.
+func (t *tx) rowNumberOf(k []byte) []byte {
+	if t.m == nil {
+		return validNumber(t.b(bRowSeq).Get(k))
+	}
+	if n, ok := t.m.rows[string(k)]; ok {
+		return n
+	}
+	if n, ok := t.m.recent.number[string(k)]; ok {
+		return seqKey(n)
+	}
+	n := validNumber(t.b(bRowSeq).Get(k))
+	t.m.rows[string(k)] = n
+	return n
+}
+
+// validNumber is a copy of the row number a bRowSeq or bReqJWT value
+// starts with, nil when it is absent.
+func validNumber(v []byte) []byte {
+	if len(v) < 8 {
+		return nil
+	}
+	return rowNumber(v)
+}
+
+// putRowNumber writes row id key k's number into bRowSeq.
+func (t *tx) putRowNumber(k, seq []byte) error {
+	if err := t.b(bRowSeq).Put(k, seq); err != nil {
+		return err
+	}
+	if t.m != nil {
+		t.m.rows[string(k)] = seq
+		t.m.created = append(t.m.created, createdRow{string(k), binary.BigEndian.Uint64(seq)})
+	}
+	return nil
+}
+
+// deleteRowNumber removes row id key k from bRowSeq.
+func (t *tx) deleteRowNumber(k []byte) error {
+	if t.m != nil {
+		// Forgotten before the commit: should it fail, a lookup reads
+		// the file, which still holds the row.
+		t.m.recent.forget(string(k))
+		t.m.rows[string(k)] = nil
+	}
+	return t.b(bRowSeq).Delete(k)
+}
+
+// requestJWTRow returns the number of the row request-JWT hash key k
+// names, nil when none.
+func (t *tx) requestJWTRow(k []byte) []byte {
+	if t.m == nil {
+		return validNumber(t.b(bReqJWT).Get(k))
+	}
+	if n, ok := t.m.jwts[string(k)]; ok {
+		return n
+	}
+	n := validNumber(t.b(bReqJWT).Get(k))
+	t.m.jwts[string(k)] = n
+	return n
+}
+
+func (t *tx) putRequestJWT(k, seq []byte) error {
+	if t.m != nil {
+		t.m.jwts[string(k)] = seq
+	}
+	return t.b(bReqJWT).Put(k, seq)
+}
+
+func (t *tx) deleteRequestJWT(k []byte) error {
+	if t.m != nil {
+		t.m.jwts[string(k)] = nil
+	}
+	return t.b(bReqJWT).Delete(k)
+}
