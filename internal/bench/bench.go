@@ -73,6 +73,10 @@ type Config struct {
 	GrowthWindow  time.Duration
 	GrowthQueries int
 	GrowthDrills  int
+	// GrowthPairs: after the last step, windows at its size and on an
+	// empty ledger alternate, this many of each (the last step's own
+	// window is the first at its size), and their medians are compared.
+	GrowthPairs int
 	// DensityRows is how many real rows of each retention class the
 	// density phase records (0 skips it).
 	DensityRows int
@@ -154,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if len(cfg.GrowthSteps) > 0 {
-		g := int(cfg.GrowthWindow.Seconds()*4500) * (len(cfg.GrowthSteps) + 1) // and an empty ledger again after the last step
+		g := int(cfg.GrowthWindow.Seconds()*4500) * growthSlices(cfg)
 		fmt.Fprintf(w, "\nsigning %d receipts for the growth run's windows (not measured)...\n", g)
 		if err := runGrowth(ctx, bin, work, sc, s3, makeSessionCorpus(sc, g, cfg.SessionTurns, cfg.Sessions), unit, cfg); err != nil {
 			return err

@@ -276,14 +276,15 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	if err := g.record(ctx, 1000); err != nil {
 		return fmt.Errorf("growth templates: %w", err)
 	}
-	per := len(corpus) / (len(cfg.GrowthSteps) + 1)
+	per := len(corpus) / growthSlices(cfg)
+	part := func(i int) []*ledgerv1.AppendReceiptRequest { return corpus[i*per : (i+1)*per] }
 	var steps []growthStep
 	for i, n := range cfg.GrowthSteps {
 		t0 := time.Now()
 		if err := g.load(ctx, n); err != nil {
 			return fmt.Errorf("growth: load to %d rows: %w", n, err)
 		}
-		st, err := g.measure(ctx, bin, s3, corpus[i*per:(i+1)*per], cfg)
+		st, err := g.serve(ctx, bin, s3, part(i), cfg, true)
 		if err != nil {
 			return fmt.Errorf("growth at %d rows: %w", n, err)
 		}
@@ -293,38 +294,87 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	}
 	printGrowthSummary(w, steps)
 	if len(steps) < 2 {
-		return nil
+		return os.RemoveAll(dir)
 	}
-	// The machine may have changed since the first step's window (other
-	// work, the page cache): an empty ledger is measured again now, and
-	// the last step is compared with it too.
+	// The machine changes over the hour of loading (other work, the page
+	// cache), and from one 30-s window to the next: the last step's size
+	// and an empty ledger are measured in turn, pairs of windows side by
+	// side, and compared by their medians. Each empty ledger is a new one
+	// (the same receipts, posted to a ledger that has not seen them); each
+	// window at the last size posts receipts of its own.
 	last := steps[len(steps)-1]
-	if err := os.RemoveAll(dir); err != nil {
-		return err
+	grown := []*result{last.served}
+	var empty []*result
+	pairs := max(cfg.GrowthPairs, 1)
+	for i := range pairs {
+		if i > 0 {
+			st, err := g.serve(ctx, bin, s3, part(len(steps)+i-1), cfg, false)
+			if err != nil {
+				return fmt.Errorf("growth at %d rows again: %w", last.rows, err)
+			}
+			grown = append(grown, st.served)
+			fmt.Fprintf(w, "\nat %d rows again (load average %s): %.0f rows/s, p99 %s, %.2f verifications per row\n",
+				g.rows(), st.load, st.served.rate, st.served.p(99), unit.units(st.served.cpuPerRow().Seconds()))
+			st.served.printWritten(w)
+		}
+		refDir := filepath.Join(work, fmt.Sprintf("growth-reference-%d", i+1))
+		rcfg, err := ledgerdConfig(refDir, sc, s3)
+		if err != nil {
+			return err
+		}
+		ref := &grower{dir: refDir, cfg: rcfg, sc: sc}
+		if err := ref.record(ctx, 1000); err != nil {
+			return fmt.Errorf("growth reference: %w", err)
+		}
+		rs, err := ref.serve(ctx, bin, s3, part(len(steps)+pairs-1), cfg, false)
+		if err != nil {
+			return fmt.Errorf("growth reference: %w", err)
+		}
+		empty = append(empty, rs.served)
+		fmt.Fprintf(w, "\nan empty ledger again, right after (load average %s): %.0f rows/s, p99 %s, %.2f verifications per row\n",
+			rs.load, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
+		rs.served.printWritten(w)
+		if err := os.RemoveAll(refDir); err != nil {
+			return err
+		}
 	}
-	rcfg, err := ledgerdConfig(filepath.Join(work, "growth-reference"), sc, s3)
-	if err != nil {
-		return err
-	}
-	ref := &grower{dir: filepath.Join(work, "growth-reference"), cfg: rcfg, sc: sc}
-	if err := ref.record(ctx, 1000); err != nil {
-		return fmt.Errorf("growth reference: %w", err)
-	}
-	rs, err := ref.measure(ctx, bin, s3, corpus[len(steps)*per:(len(steps)+1)*per], cfg)
-	if err != nil {
-		return fmt.Errorf("growth reference: %w", err)
-	}
-	fmt.Fprintf(w, "\nan empty ledger again, right after the last step (load average %s): %.0f rows/s, p99 %s, %.2f verifications per row\n",
-		rs.load, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
-	rs.served.printWritten(w)
-	fmt.Fprintf(w, "the last step (%d rows) against it: %.2f of the rate, %.2f of the CPU per row\n",
-		last.rows, last.served.rate/max(rs.served.rate, 1), last.served.cpuPerRow().Seconds()/max(rs.served.cpuPerRow().Seconds(), 1e-9))
-	return nil
+	printGrowthPairs(w, last.rows, grown, empty)
+	return os.RemoveAll(dir)
 }
 
-// measure starts ledgerd on the grown ledger, serves a window, times
-// ListRows and drills, stops it and reads the file's bucket stats.
-func (g *grower) measure(ctx context.Context, bin string, s3 *s3test.Server, corpus []*ledgerv1.AppendReceiptRequest, cfg Config) (growthStep, error) {
+// growthSlices is how many parts the growth run's corpus is cut into: one
+// for each step, one for each further window at the last step's size, and
+// one that every empty ledger is served.
+func growthSlices(cfg Config) int {
+	return len(cfg.GrowthSteps) + max(cfg.GrowthPairs, 1)
+}
+
+// printGrowthPairs compares the windows at the last step's size with the
+// empty ledgers measured between them: each pair's ratios and the medians'.
+func printGrowthPairs(w io.Writer, rows int, grown, empty []*result) {
+	var gr, er, gc, ec, rateRatio, cpuRatio []float64
+	for i := range empty {
+		g, e := grown[i], empty[i]
+		gr, er = append(gr, g.rate), append(er, e.rate)
+		gc, ec = append(gc, g.cpuPerRow().Seconds()), append(ec, e.cpuPerRow().Seconds())
+		rateRatio = append(rateRatio, g.rate/max(e.rate, 1))
+		cpuRatio = append(cpuRatio, g.cpuPerRow().Seconds()/max(e.cpuPerRow().Seconds(), 1e-9))
+	}
+	fmt.Fprintf(w, "\nthe last step (%d rows and more) against an empty ledger, %d pairs of windows side by side:\n", rows, len(empty))
+	for i := range empty {
+		fmt.Fprintf(w, "  pair %d: %.0f against %.0f rows/s = %.2f of the rate, %.2f of the CPU per row\n", i+1, gr[i], er[i], rateRatio[i], cpuRatio[i])
+	}
+	fmt.Fprintf(w, "  medians: %.0f against %.0f rows/s = %.2f of the rate (median of the pairs' ratios %.2f), %.2f of the CPU per row (pairs' %.2f)\n",
+		medianOf(gr), medianOf(er), medianOf(gr)/max(medianOf(er), 1), medianOf(rateRatio), medianOf(gc)/max(medianOf(ec), 1e-9), medianOf(cpuRatio))
+}
+
+// rows is how many rows the grown ledger holds.
+func (g *grower) rows() int { return len(g.tpl) + g.loaded + g.written }
+
+// serve starts ledgerd on the grown ledger and serves a window; with
+// reads, it then times ListRows and drills, and after ledgerd stopped
+// reads the file's bucket stats. The outbox is drained before it stops.
+func (g *grower) serve(ctx context.Context, bin string, s3 *s3test.Server, corpus []*ledgerv1.AppendReceiptRequest, cfg Config, reads bool) (growthStep, error) {
 	st := growthStep{}
 	d, err := g.start(ctx, bin, s3, cfg.LedgerdEnv)
 	if err != nil {
@@ -336,12 +386,16 @@ func (g *grower) measure(ctx context.Context, bin string, s3 *s3test.Server, cor
 	}
 	st.load = loadAvg()
 	g.written += st.served.ok
-	st.list, st.drills, st.passed, st.all = queryReadSide(ctx, d, g.loaded/2, cfg.GrowthQueries, cfg.GrowthDrills)
+	if reads {
+		st.list, st.drills, st.passed, st.all = queryReadSide(ctx, d, g.loaded/2, cfg.GrowthQueries, cfg.GrowthDrills)
+	}
 	d.waitDrained(2 * time.Minute)
 	st.atRest = procMem(d.pid)
 	d.stop()
-	st.rows = len(g.tpl) + g.loaded + g.written
-	st.file, err = readFileStats(filepath.Join(g.dir, "ledger.db"))
+	st.rows = g.rows()
+	if reads {
+		st.file, err = readFileStats(filepath.Join(g.dir, "ledger.db"))
+	}
 	return st, err
 }
 

@@ -61,6 +61,7 @@ func main() {
 	flag.DurationVar(&cfg.GrowthWindow, "growth-window", 30*time.Second, "served window at each growth step")
 	flag.IntVar(&cfg.GrowthQueries, "growth-queries", 1000, "ListRows queries timed at each growth step")
 	flag.IntVar(&cfg.GrowthDrills, "growth-drills", 50, "dispute drills timed at each growth step")
+	flag.IntVar(&cfg.GrowthPairs, "growth-pairs", 3, "windows at the last growth step's size and on an empty ledger, alternating, compared by their medians")
 	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
 	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=200 (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
