@@ -119,12 +119,19 @@ type Store struct {
 	// recent: the numbers of the rows the commit loop created last
 	// (numbers.go); it belongs to the commit loop.
 	recent *recent
+	// filters: the key filter in use and the one being built (filter.go);
+	// builds: the goroutines building one.
+	filters keyFilters
+	builds  sync.WaitGroup
 }
 
 type request struct {
 	fn    func(ledger.Tx) error
 	fence *ledger.Fence // the lease the write is fenced by, if any
 	err   chan error
+	// own: the store's own step between writes (the key filter's), not
+	// counted as a write by OnCommit.
+	own bool
 }
 
 // openDB opens the bbolt file at path as the store does. The free list is
@@ -189,6 +196,12 @@ func Open(path string, cfg Config) (*Store, error) {
 		trained: len(dicts) > 1, recent: newRecent(recentRows)}
 	s.codec.Store(codec)
 	go s.commitLoop()
+	var rows uint64
+	_ = db.View(func(btx *bolt.Tx) error {
+		rows = metaUint(btx.Bucket(bMeta), kRowSeqN)
+		return nil
+	})
+	s.maybeBuildFilter(rows)
 	return s, nil
 }
 
@@ -198,6 +211,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.done
+		s.builds.Wait()
 		s.closeErr = s.db.Close()
 	})
 	return s.closeErr
@@ -214,6 +228,16 @@ func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 	if f, ok := ledger.FenceFrom(ctx); ok {
 		r.fence = &f
 	}
+	return s.queue(ctx, r)
+}
+
+// betweenWrites runs fn in the commit loop, between two writes' calls.
+func (s *Store) betweenWrites(fn func()) error {
+	return s.queue(context.Background(), &request{fn: func(ledger.Tx) error { fn(); return nil }, err: make(chan error, 1), own: true})
+}
+
+// queue hands r to the commit loop and waits for its result.
+func (s *Store) queue(ctx context.Context, r *request) error {
 	select {
 	case <-s.quit:
 		return ledger.ErrClosed
@@ -276,7 +300,7 @@ func (s *Store) setNoSpace(err error) {
 
 // View implements ledger.Store.
 func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{tx: btx, c: s.codec.Load()}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{tx: btx, c: s.codec.Load(), kf: s.filters.active.Load()}) })
 }
 
 var errBatchFailed = errors.New("batch member failed")
@@ -297,8 +321,11 @@ func (s *Store) run(batch []*request) {
 	err := s.commit(batch, errs)
 	if err == nil {
 		s.setNoSpace(nil)
-		if s.cfg.OnCommit != nil {
-			s.cfg.OnCommit(len(batch))
+		if n := writes(batch); s.cfg.OnCommit != nil && n > 0 {
+			s.cfg.OnCommit(n)
+		}
+		if a := s.filters.active.Load(); a != nil && a.added.Load() > a.capacity {
+			s.maybeBuildFilter(0)
 		}
 		for _, r := range batch {
 			r.err <- nil
@@ -325,6 +352,18 @@ func (s *Store) run(batch []*request) {
 	for _, r := range batch {
 		s.run([]*request{r})
 	}
+}
+
+// writes counts the members of batch that are writes, not the store's own
+// steps.
+func writes(batch []*request) int {
+	n := 0
+	for _, r := range batch {
+		if !r.own {
+			n++
+		}
+	}
+	return n
 }
 
 // maybeTrain gives the file its own dictionary once it holds trainAfter
@@ -390,7 +429,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 	}
 	m := newMemo(s.recent)
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{tx: btx, c: s.codec.Load(), m: m}
+		t := &tx{tx: btx, c: s.codec.Load(), m: m, kf: s.filters.active.Load(), fs: &s.filters}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
@@ -414,6 +453,11 @@ type tx struct {
 	tx *bolt.Tx
 	c  *Codec // the file's values
 	m  *memo  // the commit loop's row numbers (numbers.go); nil in other transactions
+	// kf is the key filter in use when the transaction began (nil: none
+	// yet); fs gets the keys a write adds (filter.go). Both nil in
+	// transactions outside the store's own reads and commit loop.
+	kf *keyFilter
+	fs *keyFilters
 }
 
 // b returns bucket name of the transaction, with its split set for how

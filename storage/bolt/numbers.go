@@ -89,6 +89,9 @@ func (m *memo) committed() {
 // there is none.
 func (t *tx) rowNumberOf(k []byte) []byte {
 	if t.m == nil {
+		if t.absent(k) {
+			return nil
+		}
 		return validNumber(t.b(bRowSeq).Get(k))
 	}
 	if n, ok := t.m.rows[string(k)]; ok {
@@ -97,7 +100,10 @@ func (t *tx) rowNumberOf(k []byte) []byte {
 	if n, ok := t.m.recent.number[string(k)]; ok {
 		return seqKey(n)
 	}
-	n := validNumber(t.b(bRowSeq).Get(k))
+	var n []byte
+	if !t.absent(k) {
+		n = validNumber(t.b(bRowSeq).Get(k))
+	}
 	t.m.rows[string(k)] = n
 	return n
 }
@@ -115,6 +121,9 @@ func validNumber(v []byte) []byte {
 func (t *tx) putRowNumber(k, seq []byte) error {
 	if err := t.b(bRowSeq).Put(k, seq); err != nil {
 		return err
+	}
+	if t.fs != nil {
+		t.fs.add(k)
 	}
 	if t.m != nil {
 		t.m.rows[string(k)] = seq
@@ -138,17 +147,26 @@ func (t *tx) deleteRowNumber(k []byte) error {
 // names, nil when none.
 func (t *tx) requestJWTRow(k []byte) []byte {
 	if t.m == nil {
+		if t.absent(k) {
+			return nil
+		}
 		return validNumber(t.b(bReqJWT).Get(k))
 	}
 	if n, ok := t.m.jwts[string(k)]; ok {
 		return n
 	}
-	n := validNumber(t.b(bReqJWT).Get(k))
+	var n []byte
+	if !t.absent(k) {
+		n = validNumber(t.b(bReqJWT).Get(k))
+	}
 	t.m.jwts[string(k)] = n
 	return n
 }
 
 func (t *tx) putRequestJWT(k, seq []byte) error {
+	if t.fs != nil {
+		t.fs.add(k)
+	}
 	if t.m != nil {
 		t.m.jwts[string(k)] = seq
 	}

@@ -1,0 +1,235 @@
+package bolt
+
+import (
+	"bytes"
+	"errors"
+	"hash/maphash"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// The key filter: a Bloom filter over the keys of bRowSeq (row ids) and
+// bReqJWT (request-JWT hashes), held in memory.
+//
+// Nearly every write asks for keys that are not there: the ledger looks up
+// the receipt's id, the evidence's and the other encoding of the receipt,
+// and both encodings of the request JWT, before it records a new row. In
+// a file of millions of rows each such miss is a walk from the root to a
+// leaf page at a random key, through pages the processor's caches do not
+// hold. When the filter says a key is absent, it is: the lookup answers
+// without reading the bucket. When it says present (the key is there, or
+// about one lookup in a hundred by chance), the bucket is read as before.
+//
+// A filter is built from the file by a goroutine of its own, a chunk of
+// keys per read transaction, and used once it holds every key: it is
+// first registered with the commit loop, between two of its transactions,
+// so that every key written from then on is added to it, and the keys
+// written before are in every snapshot the scan reads afterwards. Keys are
+// never taken out (a removed row's id stays in it: a lookup of it reads
+// the bucket). Until it is ready, and in a file opened by another build of
+// pactledger, lookups read the buckets. When more keys were added than it
+// was sized for, a new filter twice its size is built the same way.
+
+const (
+	filterBitsPerKey = 8
+	filterHashes     = 6
+	filterMaxKeys    = math.MaxUint32
+)
+
+var (
+	// filterMinKeys is the smallest capacity a filter is built with.
+	filterMinKeys int64 = 1 << 16
+	// filterChunk keys are read in one read transaction: a long read
+	// transaction would hold up a commit that grows the file's mapping.
+	filterChunk = 50_000
+	// afterFilterChunk, when set (by tests), runs after each chunk read.
+	afterFilterChunk func()
+)
+
+var filterSeed = maphash.MakeSeed()
+
+// keyFilter is one Bloom filter, blocked: a key's bits are all in one
+// block of 512 (a cache line), so a lookup reads one line of memory. add
+// and mayHave may run at once.
+type keyFilter struct {
+	bits     []uint64
+	blocks   uint64
+	capacity int64 // keys it was sized for
+	added    atomic.Int64
+}
+
+func newKeyFilter(capacity int64) *keyFilter {
+	capacity = min(max(capacity, filterMinKeys), filterMaxKeys)
+	blocks := (uint64(capacity)*filterBitsPerKey + 511) / 512
+	return &keyFilter{bits: make([]uint64, blocks*8), blocks: blocks, capacity: capacity}
+}
+
+// probe calls fn with the filterHashes bits of k, as a word of bits and
+// a mask, until fn returns false: one 64-bit hash, its low half picks the
+// block (reduced by a multiply), its high half the bits within it (double
+// hashing).
+func (f *keyFilter) probe(k []byte, fn func(word, mask uint64) bool) bool {
+	h := maphash.Bytes(filterSeed, k)
+	base := ((uint64(uint32(h)) * f.blocks) >> 32) * 8
+	a, b := uint32(h>>32), uint32(h>>41)|1
+	for i := range uint32(filterHashes) {
+		pos := (a + i*b) & 511
+		if !fn(base+uint64(pos/64), 1<<(pos%64)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *keyFilter) add(k []byte) {
+	f.probe(k, func(word, mask uint64) bool {
+		if atomic.LoadUint64(&f.bits[word])&mask == 0 {
+			atomic.OrUint64(&f.bits[word], mask)
+		}
+		return true
+	})
+	f.added.Add(1)
+}
+
+// mayHave is false when k was never added.
+func (f *keyFilter) mayHave(k []byte) bool {
+	return f.probe(k, func(word, mask uint64) bool { return atomic.LoadUint64(&f.bits[word])&mask != 0 })
+}
+
+// keyFilters is the store's filter in use and the one being built.
+type keyFilters struct {
+	active   atomic.Pointer[keyFilter] // nil until the first is ready
+	building atomic.Pointer[keyFilter]
+	running  atomic.Bool // a build goroutine runs
+}
+
+// add adds a key written to bRowSeq or bReqJWT to the filters. Only the
+// commit loop calls it, and only the commit loop changes which filters
+// are in use and built.
+func (fs *keyFilters) add(k []byte) {
+	a := fs.active.Load()
+	if a != nil {
+		a.add(k)
+	}
+	if b := fs.building.Load(); b != nil && b != a {
+		b.add(k)
+	}
+}
+
+// filterCapacity is the size a filter is built for in a file of rows rows:
+// a row id and a request-JWT hash a row, and a quarter more to grow.
+func filterCapacity(rows uint64) int64 {
+	return int64(min(rows, filterMaxKeys/3)) * 5 / 2
+}
+
+// maybeBuildFilter starts a build when none runs and there is no filter,
+// or the one in use holds more keys than it was sized for. It runs in the
+// commit loop, or before it starts.
+func (s *Store) maybeBuildFilter(rows uint64) {
+	a := s.filters.active.Load()
+	if a != nil && a.added.Load() <= a.capacity {
+		return
+	}
+	if !s.filters.running.CompareAndSwap(false, true) {
+		return
+	}
+	capacity := filterCapacity(rows)
+	if a != nil {
+		capacity = max(capacity, 2*a.capacity)
+	}
+	s.builds.Add(1)
+	go func() {
+		defer s.builds.Done()
+		defer s.filters.running.Store(false)
+		s.buildFilter(newKeyFilter(capacity))
+	}()
+}
+
+// buildFilter fills f from the file and puts it in use (see above).
+func (s *Store) buildFilter(f *keyFilter) {
+	log := slog.Default().With(slog.String("path", s.db.Path()))
+	t0 := time.Now()
+	// Registered by the commit loop between two transactions: the writes
+	// before it are committed, the writes after it add their keys to f.
+	err := s.betweenWrites(func() { s.filters.building.Store(f) })
+	if err == nil {
+		err = s.scanInto(f, bRowSeq)
+	}
+	if err == nil {
+		err = s.scanInto(f, bReqJWT)
+	}
+	if err == nil {
+		// Put in use by the commit loop too: a write adds its keys to the
+		// filter in use and the one being built, read together, and no
+		// write runs while the two change.
+		err = s.betweenWrites(func() {
+			s.filters.active.Store(f)
+			s.filters.building.Store(nil)
+		})
+	}
+	if err != nil {
+		s.filters.building.CompareAndSwap(f, nil)
+		if !errors.Is(err, errFilterStopped) && !errors.Is(err, ledger.ErrClosed) {
+			log.Warn("row store (bbolt): building the key filter failed; lookups read the file", slog.Any("error", err))
+		}
+		return
+	}
+	log.Info("row store (bbolt): key filter ready", slog.Int64("keys", f.added.Load()), slog.Int64("capacity", f.capacity),
+		slog.Int("mib", len(f.bits)*8>>20), slog.Duration("took", time.Since(t0).Round(time.Millisecond)))
+}
+
+type filterError string
+
+func (e filterError) Error() string { return string(e) }
+
+// errFilterStopped: the store was closed during a build.
+const errFilterStopped = filterError("store closed")
+
+// scanInto adds every key of bucket name to f, filterChunk keys a read
+// transaction, until the store closes.
+func (s *Store) scanInto(f *keyFilter, name []byte) error {
+	var after []byte
+	for done := false; !done; {
+		select {
+		case <-s.quit:
+			return errFilterStopped
+		default:
+		}
+		err := s.db.View(func(btx *bolt.Tx) error {
+			c := btx.Bucket(name).Cursor()
+			k, _ := c.Seek(after)
+			if k != nil && after != nil && bytes.Equal(k, after) {
+				k, _ = c.Next()
+			}
+			for n := 0; ; n++ {
+				if k == nil {
+					done = true
+					return nil
+				}
+				f.add(k)
+				if n == filterChunk {
+					after = append(after[:0], k...)
+					return nil
+				}
+				k, _ = c.Next()
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if afterFilterChunk != nil {
+			afterFilterChunk()
+		}
+	}
+	return nil
+}
+
+// absent reports whether the filter in use (when t has one) says k, a
+// bRowSeq or bReqJWT key, is not in the file.
+func (t *tx) absent(k []byte) bool { return t.kf != nil && !t.kf.mayHave(k) }
