@@ -672,6 +672,35 @@ func (d *daemon) outboxDepth() int {
 	return r.OutboxDepth
 }
 
+// keyFilterReady reports whether ledgerd's bbolt store has its key filter
+// built (/readyz store.keyFilter).
+func (d *daemon) keyFilterReady() bool {
+	resp, err := http.Get("http://" + d.httpAddr + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Store struct {
+			KeyFilter string `json:"keyFilter"`
+		}
+	}
+	return json.NewDecoder(resp.Body).Decode(&r) == nil && strings.HasPrefix(r.Store.KeyFilter, "ready")
+}
+
+// waitKeyFilter waits, at most limit, for the store's key filter; it
+// returns how long that took, or -1.
+func (d *daemon) waitKeyFilter(limit time.Duration) time.Duration {
+	t0 := time.Now()
+	for time.Since(t0) < limit {
+		if d.keyFilterReady() {
+			return time.Since(t0).Round(10 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return -1
+}
+
 func (d *daemon) waitDrained(limit time.Duration) time.Duration {
 	t0 := time.Now()
 	for time.Since(t0) < limit {

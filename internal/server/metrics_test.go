@@ -188,3 +188,28 @@ func TestMonthlyDrillCatchUp(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The bbolt store's key filter is on /readyz and /metrics once built, with
+// the keys of the rows written: a row id and a request-JWT hash each.
+func TestKeyFilterIsReported(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	for range 2 {
+		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{})), nil)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ready struct {
+			Store struct {
+				KeyFilter string `json:"keyFilter"`
+			}
+		}
+		e.call(t, "GET", "/readyz", "", nil, &ready)
+		keys := scrape(t, e)["pactledger_bbolt_key_filter_keys"]
+		if strings.HasPrefix(ready.Store.KeyFilter, "ready, ") && keys >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz store.keyFilter %q, pactledger_bbolt_key_filter_keys %v; want ready with 4 keys or more", ready.Store.KeyFilter, keys)
+		}
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
@@ -133,6 +134,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.store, err = openStore(ctx, cfg, func(n int) { batch.Observe(float64(n)) })
 	if err != nil {
 		return nil, err
+	}
+	if st, ok := s.store.(*bolt.Store); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_bbolt_key_filter_keys", Help: "Keys in the row store's filter of row ids and request-JWT hashes; 0 while the first is built at open."}, func() float64 {
+			keys, _, _ := st.KeyFilter()
+			return float64(keys)
+		}))
 	}
 	var objects ledger.ObjectStore
 	switch cfg.Evidence.Type {

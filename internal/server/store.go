@@ -51,6 +51,13 @@ func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
 	body := map[string]any{"kind": s.cfg.Store.Kind, "status": "ok"}
 	switch st := s.store.(type) {
 	case *bolt.Store:
+		// Lookups of new keys read the file until the key filter is built
+		// (seconds at ten million rows); the store is ready meanwhile.
+		if keys, _, ok := st.KeyFilter(); ok {
+			body["keyFilter"] = fmt.Sprintf("ready, %d keys", keys)
+		} else {
+			body["keyFilter"] = "being built"
+		}
 		switch err := st.Writable(); {
 		case err == nil:
 		case errors.Is(err, ledger.ErrNoSpace):

@@ -233,3 +233,13 @@ func (s *Store) scanInto(f *keyFilter, name []byte) error {
 // absent reports whether the filter in use (when t has one) says k, a
 // bRowSeq or bReqJWT key, is not in the file.
 func (t *tx) absent(k []byte) bool { return t.kf != nil && !t.kf.mayHave(k) }
+
+// KeyFilter reports the key filter in use: how many keys it holds and how
+// many it was sized for; ready is false until the first is built.
+func (s *Store) KeyFilter() (keys, capacity int64, ready bool) {
+	f := s.filters.active.Load()
+	if f == nil {
+		return 0, 0, false
+	}
+	return f.added.Load(), f.capacity, true
+}
