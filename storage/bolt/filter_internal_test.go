@@ -57,6 +57,21 @@ func createRows(t *testing.T, s *Store, names ...string) []*ledger.Row {
 	return out
 }
 
+// createBatches writes batches writes of size rows each, named after
+// prefix.
+func createBatches(t *testing.T, s *Store, prefix string, batches, size int) []*ledger.Row {
+	t.Helper()
+	var rows []*ledger.Row
+	for i := range batches {
+		var names []string
+		for j := range size {
+			names = append(names, fmt.Sprintf("%s %d/%d", prefix, i, j))
+		}
+		rows = append(rows, createRows(t, s, names...)...)
+	}
+	return rows
+}
+
 // checkFound checks that the filter in use holds every row's keys and
 // that reads and writes find each row.
 func checkFound(t *testing.T, s *Store, f *keyFilter, rows []*ledger.Row) {
@@ -97,14 +112,7 @@ func TestKeyFilterHoldsRowsWrittenDuringItsBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []*ledger.Row
-	for i := range 20 {
-		var names []string
-		for j := range 100 {
-			names = append(names, fmt.Sprintf("before %d/%d", i, j))
-		}
-		rows = append(rows, createRows(t, s, names...)...)
-	}
+	rows := createBatches(t, s, "before", 20, 100)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +195,7 @@ func TestKeyFilterGrows(t *testing.T) {
 	setFilterHooks(t, 50, 256, nil)
 	s := openNumbers(t)
 	first := waitFilter(t, s, func(*keyFilter) bool { return true })
-	var rows []*ledger.Row
-	for i := range 40 {
-		var names []string
-		for j := range 25 {
-			names = append(names, fmt.Sprintf("row %d/%d", i, j))
-		}
-		rows = append(rows, createRows(t, s, names...)...)
-	}
+	rows := createBatches(t, s, "row", 40, 25)
 	f := waitFilter(t, s, func(f *keyFilter) bool { return f.capacity >= 2000 })
 	if f == first || f.capacity <= first.capacity {
 		t.Fatalf("the filter in use was sized for %d keys, the first for %d", f.capacity, first.capacity)

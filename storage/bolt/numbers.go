@@ -89,22 +89,31 @@ func (m *memo) committed() {
 // there is none.
 func (t *tx) rowNumberOf(k []byte) []byte {
 	if t.m == nil {
-		if t.absent(k) {
-			return nil
-		}
-		return validNumber(t.b(bRowSeq).Get(k))
+		return t.lookup(bRowSeq, k, nil, nil)
 	}
-	if n, ok := t.m.rows[string(k)]; ok {
+	return t.lookup(bRowSeq, k, t.m.rows, t.m.recent)
+}
+
+// lookup returns the row number bucket holds for key k: from seen (the
+// transaction's memory; nil outside the commit loop) or rec (the rows
+// created last), else from the bucket when the key filter lets it
+// through. What it read goes into seen.
+func (t *tx) lookup(bucket, k []byte, seen map[string][]byte, rec *recent) []byte {
+	if n, ok := seen[string(k)]; ok {
 		return n
 	}
-	if n, ok := t.m.recent.number[string(k)]; ok {
-		return seqKey(n)
+	if rec != nil {
+		if n, ok := rec.number[string(k)]; ok {
+			return seqKey(n)
+		}
 	}
 	var n []byte
 	if !t.absent(k) {
-		n = validNumber(t.b(bRowSeq).Get(k))
+		n = validNumber(t.b(bucket).Get(k))
 	}
-	t.m.rows[string(k)] = n
+	if seen != nil {
+		seen[string(k)] = n
+	}
 	return n
 }
 
@@ -147,20 +156,9 @@ func (t *tx) deleteRowNumber(k []byte) error {
 // names, nil when none.
 func (t *tx) requestJWTRow(k []byte) []byte {
 	if t.m == nil {
-		if t.absent(k) {
-			return nil
-		}
-		return validNumber(t.b(bReqJWT).Get(k))
+		return t.lookup(bReqJWT, k, nil, nil)
 	}
-	if n, ok := t.m.jwts[string(k)]; ok {
-		return n
-	}
-	var n []byte
-	if !t.absent(k) {
-		n = validNumber(t.b(bReqJWT).Get(k))
-	}
-	t.m.jwts[string(k)] = n
-	return n
+	return t.lookup(bReqJWT, k, t.m.jwts, nil)
 }
 
 func (t *tx) putRequestJWT(k, seq []byte) error {
