@@ -123,6 +123,8 @@ type Store struct {
 	// builds: the goroutines building one.
 	filters keyFilters
 	builds  sync.WaitGroup
+	// openRows: the rows the file had numbered when it was opened.
+	openRows uint64
 }
 
 type request struct {
@@ -195,13 +197,12 @@ func Open(path string, cfg Config) (*Store, error) {
 	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases(),
 		trained: len(dicts) > 1, recent: newRecent(recentRows)}
 	s.codec.Store(codec)
-	go s.commitLoop()
-	var rows uint64
 	_ = db.View(func(btx *bolt.Tx) error {
-		rows = metaUint(btx.Bucket(bMeta), kRowSeqN)
+		s.openRows = metaUint(btx.Bucket(bMeta), kRowSeqN)
 		return nil
 	})
-	s.maybeBuildFilter(rows)
+	go s.commitLoop()
+	s.maybeBuildFilter(s.openRows)
 	return s, nil
 }
 
@@ -324,8 +325,8 @@ func (s *Store) run(batch []*request) {
 		if n := writes(batch); s.cfg.OnCommit != nil && n > 0 {
 			s.cfg.OnCommit(n)
 		}
-		if a := s.filters.active.Load(); a != nil && a.added.Load() > a.capacity {
-			s.maybeBuildFilter(0)
+		if a := s.filters.active.Load(); a == nil || a.added.Load() > a.capacity {
+			s.maybeBuildFilter(s.openRows)
 		}
 		for _, r := range batch {
 			r.err <- nil

@@ -106,8 +106,12 @@ func (f *keyFilter) mayHave(k []byte) bool {
 type keyFilters struct {
 	active   atomic.Pointer[keyFilter] // nil until the first is ready
 	building atomic.Pointer[keyFilter]
-	running  atomic.Bool // a build goroutine runs
+	running  atomic.Bool  // a build goroutine runs
+	retryAt  atomic.Int64 // after a failed build, no other before this time (Unix ns)
 }
+
+// filterRetry is how long after a failed build the next may start.
+const filterRetry = time.Minute
 
 // add adds a key written to bRowSeq or bReqJWT to the filters. Only the
 // commit loop calls it, and only the commit loop changes which filters
@@ -134,6 +138,9 @@ func filterCapacity(rows uint64) int64 {
 func (s *Store) maybeBuildFilter(rows uint64) {
 	a := s.filters.active.Load()
 	if a != nil && a.added.Load() <= a.capacity {
+		return
+	}
+	if time.Now().UnixNano() < s.filters.retryAt.Load() {
 		return
 	}
 	if !s.filters.running.CompareAndSwap(false, true) {
@@ -176,7 +183,8 @@ func (s *Store) buildFilter(f *keyFilter) {
 	if err != nil {
 		s.filters.building.CompareAndSwap(f, nil)
 		if !errors.Is(err, errFilterStopped) && !errors.Is(err, ledger.ErrClosed) {
-			log.Warn("row store (bbolt): building the key filter failed; lookups read the file", slog.Any("error", err))
+			s.filters.retryAt.Store(time.Now().Add(filterRetry).UnixNano())
+			log.Warn("row store (bbolt): building the key filter failed; lookups of keys the filter does not hold read the file; tried again after a minute of writes", slog.Any("error", err))
 		}
 		return
 	}
