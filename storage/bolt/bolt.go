@@ -430,7 +430,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 	}
 	m := newMemo(s.recent)
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{tx: btx, c: s.codec.Load(), m: m, kf: s.filters.active.Load(), fs: &s.filters}
+		t := &tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
@@ -454,9 +454,10 @@ type tx struct {
 	tx *bolt.Tx
 	c  *Codec // the file's values
 	m  *memo  // the commit loop's row numbers (numbers.go); nil in other transactions
-	// kf is the key filter in use when the transaction began (nil: none
-	// yet); fs gets the keys a write adds (filter.go). Both nil in
-	// transactions outside the store's own reads and commit loop.
+	// kf is the key filter in use when a read transaction began (nil:
+	// none yet); fs, in a commit-loop transaction, gets the keys a write
+	// adds and gives the filter in use (filter.go). Both nil in other
+	// transactions.
 	kf *keyFilter
 	fs *keyFilters
 }

@@ -239,8 +239,18 @@ func (s *Store) scanInto(f *keyFilter, name []byte) error {
 }
 
 // absent reports whether the filter in use (when t has one) says k, a
-// bRowSeq or bReqJWT key, is not in the file.
-func (t *tx) absent(k []byte) bool { return t.kf != nil && !t.kf.mayHave(k) }
+// bRowSeq or bReqJWT key, is not in the file. A commit-loop transaction
+// asks the filter in use now: one put in use by a member of its batch
+// holds the keys the members before wrote, and the old one lacks those
+// the members after write. A read transaction asks the one in use when
+// it began, which holds every key of its snapshot.
+func (t *tx) absent(k []byte) bool {
+	f := t.kf
+	if t.fs != nil {
+		f = t.fs.active.Load()
+	}
+	return f != nil && !f.mayHave(k)
+}
 
 // KeyFilter reports the key filter in use: how many keys it holds and how
 // many it was sized for; ready is false until the first is built.
