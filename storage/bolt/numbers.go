@@ -28,10 +28,11 @@ import "encoding/binary"
 // buckets.
 
 // recentRows bounds the rows whose numbers are remembered across
-// transactions: at a few thousand rows a second, the last half minute or
-// more, which covers the uploader's and the integrator's lag in normal
-// operation. Past it, a lookup reads bRowSeq as before.
-const recentRows = 1 << 16
+// transactions: at two thousand rows a second, the last eight seconds,
+// which covers the uploader's and the integrator's lag in normal
+// operation (both are under a second behind the writes at that rate).
+// Past it, a lookup reads bRowSeq as before.
+const recentRows = 1 << 14
 
 // recent is the commit loop's memory of the numbers of rows it created.
 type recent struct {
@@ -41,7 +42,7 @@ type recent struct {
 }
 
 func newRecent(n int) *recent {
-	return &recent{number: make(map[string]uint64, n), ring: make([]string, n)}
+	return &recent{number: map[string]uint64{}, ring: make([]string, n)}
 }
 
 func (r *recent) add(k string, n uint64) {
