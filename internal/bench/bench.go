@@ -660,54 +660,54 @@ func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRe
 func (d *daemon) s3Pid() int { return d.s3.Pid() }
 
 func (d *daemon) outboxDepth() int {
-	resp, err := http.Get("http://" + d.httpAddr + "/readyz")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	var r struct{ OutboxDepth int }
-	if json.NewDecoder(resp.Body).Decode(&r) != nil {
+	r, ok := d.readyz()
+	if !ok {
 		return -1
 	}
 	return r.OutboxDepth
 }
 
-// keyFilterReady reports whether ledgerd's bbolt store has its key filter
-// built (/readyz store.keyFilter).
-func (d *daemon) keyFilterReady() bool {
-	resp, err := http.Get("http://" + d.httpAddr + "/readyz")
-	if err != nil {
-		return false
+// readyzBody is what the benchmark reads of ledgerd's /readyz.
+type readyzBody struct {
+	OutboxDepth int
+	Store       struct {
+		KeyFilter string `json:"keyFilter"`
 	}
-	defer resp.Body.Close()
-	var r struct {
-		Store struct {
-			KeyFilter string `json:"keyFilter"`
-		}
-	}
-	return json.NewDecoder(resp.Body).Decode(&r) == nil && strings.HasPrefix(r.Store.KeyFilter, "ready")
 }
 
-// waitKeyFilter waits, at most limit, for the store's key filter; it
-// returns how long that took, or -1.
-func (d *daemon) waitKeyFilter(limit time.Duration) time.Duration {
+// readyz reads ledgerd's /readyz; false when it does not answer.
+func (d *daemon) readyz() (readyzBody, bool) {
+	var r readyzBody
+	resp, err := http.Get("http://" + d.httpAddr + "/readyz")
+	if err != nil {
+		return r, false
+	}
+	defer resp.Body.Close()
+	return r, json.NewDecoder(resp.Body).Decode(&r) == nil
+}
+
+// waitFor polls cond until it holds, for at most limit; it returns how
+// long that took, or -1.
+func waitFor(limit time.Duration, cond func() bool) time.Duration {
 	t0 := time.Now()
 	for time.Since(t0) < limit {
-		if d.keyFilterReady() {
+		if cond() {
 			return time.Since(t0).Round(10 * time.Millisecond)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return -1
+}
+
+// waitKeyFilter waits, at most limit, for the bbolt store's key filter
+// (/readyz store.keyFilter); it returns how long that took, or -1.
+func (d *daemon) waitKeyFilter(limit time.Duration) time.Duration {
+	return waitFor(limit, func() bool {
+		r, ok := d.readyz()
+		return ok && strings.HasPrefix(r.Store.KeyFilter, "ready")
+	})
 }
 
 func (d *daemon) waitDrained(limit time.Duration) time.Duration {
-	t0 := time.Now()
-	for time.Since(t0) < limit {
-		if d.outboxDepth() == 0 {
-			return time.Since(t0).Round(10 * time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return -1
+	return waitFor(limit, func() bool { return d.outboxDepth() == 0 })
 }

@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 	if st, ok := s.store.(*bolt.Store); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_bbolt_key_filter_keys", Help: "Keys in the row store's filter of row ids and request-JWT hashes; 0 while the first is built at open."}, func() float64 {
-			keys, _, _ := st.KeyFilter()
+			keys, _ := st.KeyFilter()
 			return float64(keys)
 		}))
 	}

@@ -53,7 +53,7 @@ func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
 	case *bolt.Store:
 		// Lookups of new keys read the file until the key filter is built
 		// (seconds at ten million rows); the store is ready meanwhile.
-		if keys, _, ok := st.KeyFilter(); ok {
+		if keys, ok := st.KeyFilter(); ok {
 			body["keyFilter"] = fmt.Sprintf("ready, %d keys", keys)
 		} else {
 			body["keyFilter"] = "being built"

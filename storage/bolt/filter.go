@@ -211,12 +211,8 @@ func (s *Store) buildFilter(f *keyFilter) {
 		slog.Int("mib", len(f.bits)*8>>20), slog.Duration("took", time.Since(t0).Round(time.Millisecond)))
 }
 
-type filterError string
-
-func (e filterError) Error() string { return string(e) }
-
 // errFilterStopped: the store was closed during a build.
-const errFilterStopped = filterError("store closed")
+var errFilterStopped = errors.New("store closed")
 
 // scanInto adds every key of bucket name to f, filterChunk keys a read
 // transaction, until the store closes.
@@ -271,12 +267,12 @@ func (t *tx) absent(k []byte) bool {
 	return f != nil && !f.mayHave(k)
 }
 
-// KeyFilter reports the key filter in use: how many keys it holds and how
-// many it was sized for; ready is false until the first is built.
-func (s *Store) KeyFilter() (keys, capacity int64, ready bool) {
+// KeyFilter reports how many keys the key filter in use holds; ready is
+// false until the first is built.
+func (s *Store) KeyFilter() (keys int64, ready bool) {
 	f := s.filters.active.Load()
 	if f == nil {
-		return 0, 0, false
+		return 0, false
 	}
-	return f.added.Load(), f.capacity, true
+	return f.added.Load(), true
 }
