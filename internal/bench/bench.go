@@ -556,20 +556,14 @@ func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3
 // waitReady polls a ledgerd's /readyz until it answers 200, for at most
 // within, and reports whether it did.
 func waitReady(httpAddr string, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for {
+	return waitFor(within, func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true
-			}
-		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) >= 0
 }
 
 // connect waits for /readyz and opens four gRPC connections.
