@@ -95,33 +95,34 @@ func (l *Ledger) readObject(ctx context.Context, loc Location) ([]byte, error) {
 	return slices.Clone(part), err
 }
 
-// evidenceCache keeps recent bundles by row id, the least recently used
-// dropped first beyond max bytes. Bundles are shared and must not be
-// modified. A nil cache keeps nothing.
-type evidenceCache struct {
+// bytesCache keeps recent values by key (evidence bundles by row id, the
+// log's published tiles by path), the least recently used dropped first
+// beyond max bytes. Values are shared and must not be modified. A nil
+// cache keeps nothing.
+type bytesCache struct {
 	max int
 
 	mu      sync.Mutex // guards the rest
 	size    int
-	order   *list.List // of *cachedBundle, most recently used first
+	order   *list.List // of *cachedBytes, most recently used first
 	entries map[string]*list.Element
 }
 
-type cachedBundle struct {
+type cachedBytes struct {
 	id     string
 	bundle []byte
 }
 
-// newEvidenceCache returns a cache of at most max bytes, or nil when max
+// newBytesCache returns a cache of at most max bytes, or nil when max
 // is not positive.
-func newEvidenceCache(max int) *evidenceCache {
+func newBytesCache(max int) *bytesCache {
 	if max <= 0 {
 		return nil
 	}
-	return &evidenceCache{max: max, order: list.New(), entries: map[string]*list.Element{}}
+	return &bytesCache{max: max, order: list.New(), entries: map[string]*list.Element{}}
 }
 
-func (c *evidenceCache) get(id string) []byte {
+func (c *bytesCache) get(id string) []byte {
 	if c == nil {
 		return nil
 	}
@@ -132,26 +133,26 @@ func (c *evidenceCache) get(id string) []byte {
 		return nil
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*cachedBundle).bundle
+	return el.Value.(*cachedBytes).bundle
 }
 
 // put keeps bundle as row id's; a bundle larger than the whole cache is
 // not kept.
-func (c *evidenceCache) put(id string, bundle []byte) {
+func (c *bytesCache) put(id string, bundle []byte) {
 	if c == nil || len(bundle) > c.max {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[id]; ok {
-		c.size -= len(el.Value.(*cachedBundle).bundle)
+		c.size -= len(el.Value.(*cachedBytes).bundle)
 		c.order.Remove(el)
 	}
-	c.entries[id] = c.order.PushFront(&cachedBundle{id: id, bundle: bundle})
+	c.entries[id] = c.order.PushFront(&cachedBytes{id: id, bundle: bundle})
 	c.size += len(bundle)
 	for c.size > c.max {
 		last := c.order.Back()
-		e := last.Value.(*cachedBundle)
+		e := last.Value.(*cachedBytes)
 		c.order.Remove(last)
 		delete(c.entries, e.id)
 		c.size -= len(e.bundle)

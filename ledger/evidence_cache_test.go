@@ -9,7 +9,7 @@ import (
 // recently used bundles go first, a bundle larger than the cache is not
 // kept, and a nil cache keeps nothing.
 func TestEvidenceCacheBoundedByBytes(t *testing.T) {
-	c := newEvidenceCache(10)
+	c := newBytesCache(10)
 	c.put("a", []byte("aaaa"))
 	c.put("b", []byte("bbbb"))
 	if c.get("a") == nil { // a is now the most recently used
@@ -30,7 +30,7 @@ func TestEvidenceCacheBoundedByBytes(t *testing.T) {
 	if c.get("big") != nil || c.size != 6 {
 		t.Fatalf("a bundle larger than the cache was kept (size %d)", c.size)
 	}
-	var off *evidenceCache = newEvidenceCache(-1)
+	var off *bytesCache = newBytesCache(-1)
 	off.put("a", []byte("a"))
 	if off.get("a") != nil {
 		t.Fatal("a cache of no bytes kept a bundle")

@@ -3,7 +3,9 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,51 @@ func TestIntegrityChecksTheLog(t *testing.T) {
 				t.Fatalf("findings:\n%s\nwant one with %q", strings.Join(problems, "\n"), want)
 			}
 		})
+	}
+}
+
+// fsck over a log whose first tile left the row store reads its leaves
+// back from write-once storage: a clean ledger has no findings (each
+// leaf is where the index of the ref in its lines points), and an entry
+// bundle altered there is a finding.
+func TestIntegrityReadsDroppedTiles(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	var rows []*ledger.Row
+	for i := range 300 {
+		r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("F-%d", i), User: fmt.Sprintf("acct-%d", i%7)})))
+		rows = append(rows, r)
+		if i == 3 {
+			if _, err := h.l.AppendDispute(ctx, rows[0].ID, ledger.DisputeOpen, "never asked", "support-key"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.PrunePublished(ctx); err != nil || n != 256 {
+		t.Fatalf("pruned %d leaves, want 256: %v", n, err)
+	}
+	got := integrity(t, h)
+	if len(got.Findings) != 0 || got.LeavesChecked != 301 || got.RowsChecked != 300 {
+		t.Fatalf("clean ledger with its first tile in write-once storage only: %+v", got)
+	}
+
+	alter(t, h, "log/tile/entries/000", func(b []byte) []byte {
+		return bytes.Replace(b, []byte("status authorized"), []byte("status incident__"), 1)
+	})
+	h.tamper(t, func(*bbolt.Tx) error { return nil }) // a new ledger: nothing cached
+	got = integrity(t, h)
+	var problems []string
+	for _, f := range got.Findings {
+		problems = append(problems, f.Problem)
+	}
+	if want := "leaf 0 cannot be read: log: leaf 0 in the write-once copy of entry bundle tile/entries/000 does not hash to the log's: it was altered"; !slices.Contains(problems, want) {
+		t.Fatalf("findings:\n%s\nwant %q", strings.Join(problems, "\n"), want)
 	}
 }

@@ -21,6 +21,9 @@ const (
 	LeafIncidentClose = "incident-close"
 )
 
+// leafKinds are the kinds of leaf this version writes.
+var leafKinds = []string{LeafReceipt, LeafRefusal, LeafDispute, LeafIncidentClose}
+
 // A leaf is the bytes the log commits to for one row or event: text lines
 // "name value", hashes and closed-set values only, never a customer's
 // personal data, so that rows swept by retention leave every proof valid.

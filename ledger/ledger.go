@@ -66,7 +66,7 @@ type Ledger struct {
 	notify  chan struct{}
 	log     *logState // nil: no Merkle log
 	held    heldLeases
-	recent  *evidenceCache // nil: none
+	recent  *bytesCache // nil: none
 }
 
 // New returns a Ledger over store, writing evidence objects to objects,
@@ -95,7 +95,7 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 		cfg.EvidenceCacheBytes = DefaultEvidenceCacheBytes
 	}
 	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}},
-		recent: newEvidenceCache(cfg.EvidenceCacheBytes)}, nil
+		recent: newBytesCache(cfg.EvidenceCacheBytes)}, nil
 }
 
 // Policy returns the retention policy in force.

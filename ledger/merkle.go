@@ -78,6 +78,26 @@ type LogTx interface {
 	SetTilesPublished(size int64) error
 }
 
+// PrunedLog is a LogTx of a store that may lack the first leaves of the
+// log and their stored hashes below level TileHeight: their full tiles and
+// entry bundles are in write-once storage, where the ledger reads them
+// (checked against the stored hashes it keeps) instead.
+type PrunedLog interface {
+	// LogPruned returns how many leading leaves the store dropped: a
+	// multiple of 1<<TileHeight, 0 when none.
+	LogPruned() (int64, error)
+}
+
+// LogPruner is a PrunedLog that can drop published tiles itself.
+type LogPruner interface {
+	PrunedLog
+	// PruneLog drops the leaves from LogPruned up to below (a multiple of
+	// 1<<TileHeight, within the published tiles) and their stored hashes
+	// at levels below TileHeight; the hashes at TileHeight and above, and
+	// every leaf's index, stay.
+	PruneLog(below int64) error
+}
+
 // LogConfig configures the Merkle log.
 type LogConfig struct {
 	// Signer signs checkpoints; its name is the log's origin. Required.
@@ -90,12 +110,18 @@ type LogConfig struct {
 	// TileRetention is how long tiles and checkpoints are retained in
 	// write-once storage; default 10 years.
 	TileRetention time.Duration
+	// KeepPublished keeps every leaf and stored hash in the row store.
+	// By default a store that can (LogPruner) drops those of each full
+	// tile once write-once storage holds it (PrunePublished), and reads
+	// them from there.
+	KeepPublished bool
 }
 
 // logState is the ledger's log, once EnableLog ran.
 type logState struct {
 	cfg    LogConfig
 	notify chan struct{}
+	tiles  *bytesCache // tiles and entry bundles read back from write-once storage
 }
 
 // EnableLog turns the Merkle log on: from now on every committed row and
@@ -113,7 +139,7 @@ func (l *Ledger) EnableLog(cfg LogConfig) error {
 	if cfg.TileRetention <= 0 {
 		cfg.TileRetention = 10 * 365 * 24 * time.Hour
 	}
-	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1)}
+	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1), tiles: newBytesCache(tileCacheBytes)}
 	return nil
 }
 
@@ -141,11 +167,6 @@ func (l *Ledger) wakeLog() {
 	case l.log.notify <- struct{}{}:
 	default:
 	}
-}
-
-// hashReader reads stored hashes from tx.
-func hashReader(tx LogTx) tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) { return tx.ReadHashes(idx) })
 }
 
 // roundHashes reads stored hashes for one integration round: those the
@@ -215,6 +236,8 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		}
 		if err := l.PublishTiles(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "publishing log tiles failed; will retry", slog.String("error", err.Error()))
+		} else if _, err := l.prunePublished(ctx, integratorPruneChunks); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
 		}
 		// Wait for new leaves, then for the interval to pass.
 		select {
@@ -342,11 +365,15 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 		if idx >= size {
 			return fmt.Errorf("%w: %s", ErrNotLogged, ref)
 		}
-		_, data, err := tx.Leaf(idx)
+		lr, err := l.logReader(ctx, tx)
 		if err != nil {
 			return err
 		}
-		path, err := tlog.ProveRecord(size, idx, hashReader(tx))
+		_, data, err := lr.Leaf(idx)
+		if err != nil {
+			return err
+		}
+		path, err := tlog.ProveRecord(size, idx, lr)
 		if err != nil {
 			return fmt.Errorf("prove leaf %d: %w", idx, err)
 		}
@@ -391,7 +418,11 @@ func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.H
 		if from == 0 || from == to {
 			return nil
 		}
-		path, err = tlog.ProveTree(to, from, hashReader(tx))
+		lr, err := l.logReader(ctx, tx)
+		if err != nil {
+			return err
+		}
+		path, err = tlog.ProveTree(to, from, lr)
 		return err
 	})
 	return path, oldCP, newCP, err
@@ -408,8 +439,12 @@ func (l *Ledger) Leaves(ctx context.Context, start int64, n int) ([][]byte, erro
 		if err != nil {
 			return err
 		}
+		lr, err := l.logReader(ctx, tx)
+		if err != nil {
+			return err
+		}
 		for i := start; i < size && len(out) < n; i++ {
-			_, d, err := tx.Leaf(i)
+			_, d, err := lr.Leaf(i)
 			if err != nil {
 				return err
 			}
@@ -472,10 +507,14 @@ func (l *Ledger) TileData(ctx context.Context, path string) ([]byte, error) {
 		if tileEnd(t) > size {
 			return fmt.Errorf("%w: tile %s is beyond the tree of size %d", ErrNotFound, path, size)
 		}
+		lr, err := l.logReader(ctx, tx)
+		if err != nil {
+			return err
+		}
 		if entries {
-			data, err = entryBundle(tx, t)
+			data, err = entryBundle(lr, t)
 		} else {
-			data, err = tlog.ReadTileData(t, hashReader(tx))
+			data, err = tlog.ReadTileData(t, lr)
 		}
 		return err
 	})
@@ -490,10 +529,10 @@ func tileEnd(t tlog.Tile) int64 {
 
 // entryBundle is the C2SP entry bundle of level-0 tile t: each leaf as a
 // big-endian uint16 length and its bytes.
-func entryBundle(tx LogTx, t tlog.Tile) ([]byte, error) {
+func entryBundle(lr *logReader, t tlog.Tile) ([]byte, error) {
 	out := make([]byte, 0, int(t.W)*(2+leafSize))
 	for i := range int64(t.W) {
-		_, d, err := tx.Leaf(t.N<<uint(t.H) + i)
+		_, d, err := lr.Leaf(t.N<<uint(t.H) + i)
 		if err != nil {
 			return nil, err
 		}

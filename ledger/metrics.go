@@ -24,6 +24,9 @@ type Metrics struct {
 	logLeafCount prometheus.Counter
 	// LogSize is the size of the latest signed checkpoint.
 	LogSize prometheus.Gauge
+	// LogPruned is how many leading leaves the row store no longer holds
+	// because write-once storage holds their tiles.
+	LogPruned prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -56,7 +59,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth, m.DeadLetters)
 	m.logLeafCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_total", Help: "Leaves added to the Merkle log (rows, dispute events, incident closures)."})
 	m.LogSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_size", Help: "Tree size of the latest signed checkpoint."})
-	reg.MustRegister(m.logLeafCount, m.LogSize)
+	m.LogPruned = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_leaves_in_tiles_only", Help: "Leading leaves of the Merkle log dropped from the row store because write-once storage holds their tiles and entry bundles."})
+	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned)
 	return m
 }
 
@@ -64,6 +68,12 @@ func (m *Metrics) logLeaves(n int) {
 	if m != nil && n > 0 {
 		m.logLeafCount.Add(float64(n))
 		m.LogSize.Add(float64(n))
+	}
+}
+
+func (m *Metrics) logPruned(n int64) {
+	if m != nil {
+		m.LogPruned.Set(float64(n))
 	}
 }
 

@@ -123,15 +123,16 @@ func runDensity(ctx context.Context, sc *pacttest.Scenario, work string, cfg Con
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\nrow store density, %d real %s rows recorded, evidence uploaded, log integrated (%s):\n", len(corpus), c.name, time.Since(t0).Round(time.Second))
+		fmt.Fprintf(w, "\nrow store density, %d real %s rows recorded, evidence uploaded, log integrated and its full tiles published (%s):\n", len(corpus), c.name, time.Since(t0).Round(time.Second))
 		fs.print(w, len(corpus))
 	}
 	return nil
 }
 
 // recordAndSettle appends corpus through a fresh in-process ledger with
-// the Merkle log on while the uploader runs, then uploads every outbox
-// entry left and integrates every leaf, and closes the store.
+// the Merkle log on while the uploader runs, then settles it (uploads,
+// integrates, publishes the tiles and drops the published ones from the
+// file, as ledgerd's integrator does) and closes the store.
 func recordAndSettle(ctx context.Context, sc *pacttest.Scenario, dir string, corpus []*ledgerv1.AppendReceiptRequest, conc int) error {
 	p, err := newInProcess(sc, dir)
 	if err != nil {
@@ -171,16 +172,7 @@ func recordAndSettle(ctx context.Context, sc *pacttest.Scenario, dir string, cor
 	if res.errors > 0 {
 		return fmt.Errorf("%d of %d appends failed", res.errors, len(corpus))
 	}
-	for {
-		n, err := p.l.UploadRound(ctx, 512, 8)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-	}
-	if _, err := p.l.Integrate(ctx); err != nil {
+	if err := settle(ctx, p.l); err != nil {
 		return err
 	}
 	return p.store.Close()

@@ -140,8 +140,9 @@ func (g *grower) record(ctx context.Context, n int) error {
 	})
 }
 
-// settle uploads every outbox entry, integrates every queued leaf and
-// publishes the log's tiles.
+// settle uploads every outbox entry, integrates every queued leaf,
+// publishes the log's tiles and drops the published full tiles from the
+// row store, as ledgerd's uploader and integrator do.
 func settle(ctx context.Context, l *ledger.Ledger) error {
 	for {
 		n, err := l.UploadRound(ctx, 512, 8)
@@ -155,7 +156,11 @@ func settle(ctx context.Context, l *ledger.Ledger) error {
 	if _, err := l.Integrate(ctx); err != nil {
 		return err
 	}
-	return l.PublishTiles(ctx)
+	if err := l.PublishTiles(ctx); err != nil {
+		return err
+	}
+	_, err := l.PrunePublished(ctx)
+	return err
 }
 
 // growthRow is bulk-loaded row i: a copy of a template under a new id,

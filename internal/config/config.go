@@ -360,6 +360,10 @@ type MerkleLog struct {
 	// KeyFile holds the checkpoint signing key (a note signer key);
 	// default <dataDir>/log/signing.key, created on first start.
 	KeyFile string `yaml:"keyFile"`
+	// KeepPublished keeps every leaf and stored hash in the bbolt file
+	// (default false: those of each full tile of 256 leaves are dropped
+	// once evidence storage holds the tile and they read back equal).
+	KeepPublished bool `yaml:"keepPublished"`
 }
 
 // On reports whether the log is kept.

@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,48 @@ func TestLogOverREST(t *testing.T) {
 	}
 	if code := e.call(t, "GET", "/v1/rows/"+rep.Row.ID+"/proof", "writer", nil, nil); code != 403 {
 		t.Fatalf("proof with a writer key = %d", code)
+	}
+}
+
+// Once a full tile is published, ledgerd's integrator drops it from the
+// bbolt file: the metric says so, and the first row's proof, its tile
+// and its entry bundle are served as before, now from write-once storage.
+func TestFullTilesLeaveTheFile(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	var first appendReply
+	for i := range 257 {
+		var rep appendReply
+		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("TILE-%d", i)})), &rep)
+		if i == 0 {
+			first = rep
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for scrape(t, e)["pactledger_log_leaves_in_tiles_only"] != 256 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pactledger_log_leaves_in_tiles_only %v, want 256", scrape(t, e)["pactledger_log_leaves_in_tiles_only"])
+		}
+		runtime.Gosched()
+	}
+	var cp struct{ VerifierKey string }
+	if code := e.call(t, "GET", "/v1/log/checkpoint.json", "", nil, &cp); code != 200 {
+		t.Fatalf("checkpoint.json = %d", code)
+	}
+	var pr struct{ Bundle string }
+	if code := e.call(t, "GET", "/v1/rows/"+first.Row.ID+"/proof", "auditor", nil, &pr); code != 200 {
+		t.Fatalf("proof = %d", code)
+	}
+	b, err := proof.ParseBundle([]byte(pr.Bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verify(cp.VerifierKey); err != nil || b.RowID != first.Row.ID || b.LeafIndex != 0 {
+		t.Fatalf("bundle: %v %+v", err, b)
+	}
+	if code, tile := e.get(t, "/v1/log/tile/0/000"); code != 200 || len(tile) != 256*32 {
+		t.Fatalf("tile = %d, %d bytes", code, len(tile))
+	}
+	if code, entries := e.get(t, "/v1/log/tile/entries/000"); code != 200 || !strings.Contains(string(entries), "row "+first.Row.ID+"\n") {
+		t.Fatalf("entries = %d, %d bytes", code, len(entries))
 	}
 }

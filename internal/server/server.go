@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err != nil {
 			return nil, err
 		}
-		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(cfg.MerkleLog.Interval)}); err != nil {
+		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(cfg.MerkleLog.Interval), KeepPublished: cfg.MerkleLog.KeepPublished}); err != nil {
 			return nil, err
 		}
 		if n, err := s.ledger.TreeSize(ctx); err == nil {

@@ -160,6 +160,9 @@ type LogState struct {
 	Size           int64
 	Checkpoint     []byte
 	TilesPublished int64
+	// Pruned is how many leading leaves the file no longer holds: write-once
+	// storage holds their tiles (ledger.LogPruner).
+	Pruned int64
 }
 
 // OpenExport opens the store file at path read-only, waiting up to
@@ -438,6 +441,7 @@ func (e *Export) LogState() (LogState, error) {
 			s.Checkpoint = append([]byte(nil), v...)
 		}
 		s.TilesPublished = int64(metaUint(m, kLogTiles))
+		s.Pruned = int64(metaUint(m, kLogPruned))
 		return nil
 	})
 	return s, err

@@ -27,6 +27,9 @@ var (
 	kLogSize     = []byte("log_size")
 	kLogHead     = []byte("log_head")
 	kLogTiles    = []byte("log_tiles_published")
+	// kLogPruned: how many leading leaves were dropped once their tiles
+	// were in write-once storage (ledger.LogPruner).
+	kLogPruned = []byte("log_pruned")
 )
 
 func init() {
@@ -90,7 +93,7 @@ func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	for i, idx := range indexes {
 		v := b.Get(u64(uint64(idx)))
 		if len(v) != tlog.HashSize {
-			return nil, fmt.Errorf("log: no stored hash %d", idx)
+			return nil, fmt.Errorf("%w: log: no stored hash %d", ledger.ErrNotFound, idx)
 		}
 		copy(out[i][:], v)
 	}
@@ -191,4 +194,55 @@ func (t *tx) TilesPublished() (int64, error) {
 // SetTilesPublished implements ledger.LogTx.
 func (t *tx) SetTilesPublished(size int64) error {
 	return t.b(bMeta).Put(kLogTiles, u64(uint64(size)))
+}
+
+// LogPruned implements ledger.PrunedLog.
+func (t *tx) LogPruned() (int64, error) {
+	v := t.b(bMeta).Get(kLogPruned)
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// tileLeaves is the number of leaves of a full level-0 tile.
+const tileLeaves = 1 << ledger.TileHeight
+
+// PruneLog implements ledger.LogPruner: the leaves from the last prune up
+// to below, and the stored hashes they added at levels below the tile
+// height, are deleted. Both buckets are keyed by an index that grows with
+// the leaf, so the deleted keys are one run at the front of each.
+func (t *tx) PruneLog(below int64) error {
+	from, err := t.LogPruned()
+	if err != nil {
+		return err
+	}
+	published, err := t.TilesPublished()
+	if err != nil {
+		return err
+	}
+	switch {
+	case below%tileLeaves != 0:
+		return fmt.Errorf("log: prune to %d: not a whole number of tiles", below)
+	case below > published:
+		return fmt.Errorf("log: prune to %d: only %d leaves are published", below, published)
+	case below <= from:
+		return nil
+	}
+	leaves := t.b(bLogLeaves)
+	for i := from; i < below; i++ {
+		if err := leaves.Delete(u64(uint64(i))); err != nil {
+			return err
+		}
+	}
+	hashes := t.b(bLogHashes)
+	for idx := tlog.StoredHashCount(from); idx < tlog.StoredHashCount(below); idx++ {
+		if level, _ := tlog.SplitStoredHashIndex(idx); level >= ledger.TileHeight {
+			continue
+		}
+		if err := hashes.Delete(u64(uint64(idx))); err != nil {
+			return err
+		}
+	}
+	return t.b(bMeta).Put(kLogPruned, u64(uint64(below)))
 }

@@ -373,6 +373,12 @@ func (m *mover) copyState(ctx context.Context) error {
 				return fmt.Errorf("set the published tile size: %w", err)
 			}
 		}
+		if s.log.Pruned > 0 {
+			// The leaves the file dropped are read from write-once storage.
+			if _, err := tx.Exec(ctx, "INSERT INTO log_state (name, n) VALUES ('pruned', $1)", s.log.Pruned); err != nil {
+				return fmt.Errorf("set the leaves kept only in tiles: %w", err)
+			}
+		}
 		if _, err := tx.Exec(ctx, "UPDATE ledger_move SET copied_ns = $1 WHERE id = 1", m.cfg.Now().UnixNano()); err != nil {
 			return err
 		}

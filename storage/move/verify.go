@@ -130,10 +130,10 @@ func (m *mover) verifyState(ctx context.Context) (Check, error) {
 	}
 	var src, dst digest
 	if err := src.add(stateValues(int64(s.counters.Outbox), int64(s.counters.Incident), int64(s.counters.Access), int64(s.counters.Leaf),
-		s.log.Size, s.log.Checkpoint, s.log.TilesPublished)); err != nil {
+		s.log.Size, s.log.Checkpoint, s.log.TilesPublished, s.log.Pruned)); err != nil {
 		return Check{}, err
 	}
-	var outbox, incident, access, leaf, size, tiles int64
+	var outbox, incident, access, leaf, size, tiles, pruned int64
 	var cp []byte
 	err = m.pool.QueryRow(ctx, `
 SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
@@ -142,11 +142,12 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM leaf_seq),
        coalesce((SELECT n FROM log_state WHERE name = 'head'), 0),
        (SELECT value FROM log_state WHERE name = 'head'),
-       coalesce((SELECT n FROM log_state WHERE name = 'tiles'), 0)`).Scan(&outbox, &incident, &access, &leaf, &size, &cp, &tiles)
+       coalesce((SELECT n FROM log_state WHERE name = 'tiles'), 0),
+       coalesce((SELECT n FROM log_state WHERE name = 'pruned'), 0)`).Scan(&outbox, &incident, &access, &leaf, &size, &cp, &tiles, &pruned)
 	if err != nil {
 		return Check{}, fmt.Errorf("verify the sequences and log head: %w", err)
 	}
-	if err := dst.add(stateValues(outbox, incident, access, leaf, size, cp, tiles)); err != nil {
+	if err := dst.add(stateValues(outbox, incident, access, leaf, size, cp, tiles, pruned)); err != nil {
 		return Check{}, err
 	}
 	return Check{Kind: stateKind, Source: src.n, Target: dst.n, SourceHash: src.hex(), TargetHash: dst.hex()}, nil
@@ -154,10 +155,10 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
 
 // stateValues is the sequences and log head as one row of values; an
 // absent checkpoint is NULL on both sides.
-func stateValues(outbox, incident, access, leaf, size int64, cp []byte, tiles int64) []any {
+func stateValues(outbox, incident, access, leaf, size int64, cp []byte, tiles, pruned int64) []any {
 	var c any
 	if len(cp) > 0 {
 		c = cp
 	}
-	return []any{outbox, incident, access, leaf, size, c, tiles}
+	return []any{outbox, incident, access, leaf, size, c, tiles, pruned}
 }

@@ -230,3 +230,12 @@ func (t *tx) TilesPublished() (int64, error) {
 func (t *tx) SetTilesPublished(size int64) error {
 	return t.exec("INSERT INTO log_state (name, n) VALUES ('tiles', $1) ON CONFLICT (name) DO UPDATE SET n = EXCLUDED.n", size)
 }
+
+// LogPruned implements ledger.PrunedLog: a ledger moved from a bbolt file
+// that had dropped its published tiles keeps reading those leaves from
+// write-once storage. This store keeps every leaf it sequences itself.
+func (t *tx) LogPruned() (int64, error) {
+	var n int64
+	_, err := t.queryRow("read the leaves kept only in tiles", "SELECT n FROM log_state WHERE name = 'pruned'", nil, &n)
+	return n, err
+}

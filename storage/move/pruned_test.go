@@ -1,0 +1,94 @@
+package move_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/pactledger/pactledger/internal/pgtest"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/move"
+	"github.com/pactledger/pactledger/storage/postgres"
+)
+
+// TestMoveAfterTilesLeftTheFile moves a bbolt file whose first tiles
+// left it for write-once storage: the move verifies, and the ledger on
+// the database reads those leaves and hashes from write-once storage,
+// giving the same leaves and proofs.
+func TestMoveAfterTilesLeftTheFile(t *testing.T) {
+	pgtest.Available(t)
+	f := newFixture(t)
+	ctx := t.Context()
+	store, err := bolt.Open(f.path, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.ledgerOn(t, store)
+	err = store.Update(ctx, func(tx ledger.Tx) error {
+		for i := range 600 {
+			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow extra-%d\n", ledger.LeafVersion, ledger.LeafReceipt, i)
+			if err := tx.QueueLeaf(fmt.Sprintf("extra-%d", i), leaf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, err := l.TreeSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := []string{f.rows[0], "extra-0", "extra-300", "extra-599"}
+	answers := func(l *ledger.Ledger) []string {
+		t.Helper()
+		leaves, err := l.Leaves(ctx, 0, int(size))
+		if err != nil || int64(len(leaves)) != size {
+			t.Fatalf("%d leaves of %d: %v", len(leaves), size, err)
+		}
+		var out []string
+		for _, leaf := range leaves {
+			out = append(out, string(leaf))
+		}
+		for _, ref := range refs {
+			b, err := l.Proof(ctx, ref)
+			if err != nil {
+				t.Fatalf("proof of %s: %v", ref, err)
+			}
+			if _, err := b.Verify(f.vkey); err != nil {
+				t.Fatalf("proof of %s: %v", ref, err)
+			}
+			out = append(out, fmt.Sprint(b.LeafIndex, b.Inclusion))
+		}
+		return out
+	}
+	before := answers(l)
+	n, err := l.PrunePublished(ctx)
+	if err != nil || n != size>>ledger.TileHeight<<ledger.TileHeight || n < 512 {
+		t.Fatalf("pruned %d of %d leaves: %v", n, size, err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	dsn := pgtest.CreateDB(t)
+	if _, err := move.Run(ctx, move.Config{From: f.path, To: postgres.Config{DSN: dsn}}); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if after := answers(f.ledgerOn(t, pg)); !slices.Equal(before, after) {
+		t.Fatalf("the ledger on the database answers differently for leaves the file had dropped")
+	}
+}
