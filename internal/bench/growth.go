@@ -117,7 +117,8 @@ func (g *grower) record(ctx context.Context, n int) error {
 	if err := settle(ctx, l); err != nil {
 		return err
 	}
-	return store.View(ctx, func(tx ledger.Tx) error {
+	var leafAt []int64
+	err = store.View(ctx, func(tx ledger.Tx) error {
 		for _, id := range ids {
 			t := growthTemplate{}
 			var err error
@@ -131,13 +132,22 @@ func (g *grower) record(ctx context.Context, n int) error {
 			if err != nil {
 				return err
 			}
-			if _, t.leaf, err = tx.Leaf(idx); err != nil {
-				return err
-			}
-			g.tpl = append(g.tpl, t)
+			g.tpl, leafAt = append(g.tpl, t), append(leafAt, idx)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// Through the ledger: a leaf of a full tile is in the tiles only.
+	for i, idx := range leafAt {
+		leaves, err := l.Leaves(ctx, idx, 1)
+		if err != nil || len(leaves) != 1 {
+			return fmt.Errorf("template %s: leaf %d: %d leaves, %w", ids[i], idx, len(leaves), err)
+		}
+		g.tpl[i].leaf = leaves[0]
+	}
+	return nil
 }
 
 // settle uploads every outbox entry, integrates every queued leaf,
