@@ -497,7 +497,7 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bRowLeaf, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bSnapLinks} {
+	for _, b := range [][]byte{bRowData, bRowLeaf, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
 		fillPercent[string(b)] = 1.0
 	}
 	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry, bObjects} {

@@ -22,8 +22,10 @@ import (
 // conversion of an older file. Layout 4 (docs/design/019) keys a stored
 // row's leaf index, evidence bundle and evidence record by the row's
 // number instead of its id; the conversion moves the ones an older file
-// keeps by id.
-const layout = 4
+// keeps by id. Layout 5 counts the rows naming each JWKS snapshot
+// (bSnapCounts) instead of keeping a key per row and snapshot
+// (bSnapLinks); the conversion counts the links, then deletes them.
+const layout = 5
 
 var (
 	kLayout = []byte("layout")
@@ -43,7 +45,7 @@ var (
 	oldSnapRefs  = []byte("snapshot_refs")
 	oldIndexes   = [][]byte{[]byte("ix_principal"), []byte("ix_grant"), []byte("ix_target"), []byte("ix_agent"),
 		[]byte("ix_status"), []byte("ix_class"), []byte("ix_time"), []byte("ix_expiry")}
-	oldBuckets = append([][]byte{oldRows, oldReqJWT, oldLogIndex, oldObjects, oldSnapLinks, oldSnapRefs}, oldIndexes...)
+	oldBuckets = append([][]byte{oldRows, oldReqJWT, oldLogIndex, oldObjects, oldSnapLinks, oldSnapRefs, bSnapLinks}, oldIndexes...)
 )
 
 // convertBatch is how many old entries one conversion transaction takes.
@@ -166,6 +168,15 @@ var byNumberPasses = []conversionPass{
 	}, func(k []byte) bool { return !(len(k) == 33 && k[0] == 1) }},
 }
 
+// snapshotCountPass brings a file to layout 5: each of layout 4's
+// snapshot links counts its row in.
+var snapshotCountPass = conversionPass{"snapshot counts", bSnapLinks, "snapshot links", func(t *tx, k, _ []byte) error {
+	if len(k) != 4+8 {
+		return fmt.Errorf("snapshot link %x: %d bytes", k, len(k))
+	}
+	return t.addSnapshotCount(k[:4], 1)
+}, nil}
+
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
 func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
@@ -190,7 +201,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, except the
@@ -200,6 +211,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		passes = append(passes, poolPass)
 	}
 	passes = append(passes, byNumberPasses...)
+	passes = append(passes, snapshotCountPass)
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
 			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)

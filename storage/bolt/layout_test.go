@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,13 +70,13 @@ func TestLayout1FileConverts(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		for _, b := range []string{"rows", "ix_time", "ix_principal", "ix_expiry", "request_jwt", "log_index", "objects", "snapshot_rows", "snapshot_refs"} {
+		for _, b := range []string{"rows", "ix_time", "ix_principal", "ix_expiry", "request_jwt", "log_index", "objects", "snapshot_rows", "snapshot_refs", "snapshot_links"} {
 			if tx.Bucket([]byte(b)) != nil {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 4}) {
-			t.Errorf("layout mark %x, want 4", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 5}) {
+			t.Errorf("layout mark %x, want 5", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -247,13 +248,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 5})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 6})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 5") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 6") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-5 file: %v, want a refusal naming layout 5", err)
+		t.Fatalf("open of a layout-6 file: %v, want a refusal naming layout 6", err)
 	}
 }
 
@@ -546,6 +547,102 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 			return nil
 		}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestLayout4FileCountsSnapshots: a file of layout 4 (a key per row and
+// JWKS snapshot in snapshot_links) gets the counts a new store keeps, at
+// open; the links are gone, and every row counted out leaves a snapshot
+// unused exactly when the last row naming it goes.
+func TestLayout4FileCountsSnapshots(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openLinked(t, path)
+	if err := s.Update(t.Context(), populateFixture); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stored := slices.Delete(fixtureRows(60), 8, 9) // the fixture sweeps row 8
+	counts := map[string]string{}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if err := tx.Bucket([]byte("snapshot_counts")).ForEach(func(k, v []byte) error {
+			counts[string(k)] = string(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		// Back to layout 4: a link per row and snapshot it names.
+		links, err := tx.CreateBucket([]byte("snapshot_links"))
+		if err != nil {
+			return err
+		}
+		for _, r := range stored {
+			id, _ := hex.DecodeString(r.ID)
+			seq := tx.Bucket([]byte("row_seq")).Get(id)
+			for _, snap := range ledger.SnapshotsOf(r) {
+				sid, _ := hex.DecodeString(snap)
+				num := tx.Bucket([]byte("snapshot_numbers")).Get(sid)
+				if len(num) != 4 || len(seq) != 8 {
+					return fmt.Errorf("row %s: number %x, snapshot number %x", r.ID, seq, num)
+				}
+				if err := links.Put(append(append([]byte(nil), num...), seq...), nil); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.DeleteBucket([]byte("snapshot_counts")); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 4})
+	})
+	if len(counts) != 3 {
+		t.Fatalf("the fixture names %d snapshots, want 3", len(counts))
+	}
+	got := openLinked(t, path)
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("snapshot_links")) != nil {
+			t.Error("snapshot_links is still there")
+		}
+		converted := map[string]string{}
+		_ = tx.Bucket([]byte("snapshot_counts")).ForEach(func(k, v []byte) error {
+			converted[string(k)] = string(v)
+			return nil
+		})
+		if !maps.Equal(counts, converted) {
+			t.Errorf("counts after the conversion %x, want a new store's %x", converted, counts)
+		}
+		return nil
+	})
+
+	// Count the rows out one by one: a snapshot is in use until the last
+	// row naming it goes.
+	got = openLinked(t, path)
+	defer got.Close()
+	rows := stored
+	for i, r := range rows {
+		if err := got.Update(t.Context(), func(tx ledger.Tx) error {
+			return tx.RemoveRow(r, ledger.Tombstone{ID: r.ID, Class: r.Class, SweptAt: r.RecordedAt})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, snap := range []string{fixtureID("snap-a"), fixtureID("snap-b"), fixtureID("snap-c")} {
+			want := slices.ContainsFunc(rows[i+1:], func(r *ledger.Row) bool { return slices.Contains(ledger.SnapshotsOf(r), snap) })
+			var used bool
+			if err := got.View(t.Context(), func(tx ledger.Tx) error {
+				var err error
+				used, err = tx.SnapshotInUse(snap)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if used != want {
+				t.Fatalf("after %d rows removed, snapshot %s in use: %v, want %v", i+1, snap[:8], used, want)
+			}
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -9,24 +8,27 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// Snapshot links: which rows name which JWKS snapshot. CreateRow writes a
-// link for each snapshot a row names (ledger.SnapshotsOf) and RemoveRow
-// deletes them, so SnapshotInUse is one cursor seek. The file has one
-// writer at a time, so the answer holds until the transaction ends.
+// Snapshot counts: how many stored rows name each JWKS snapshot.
+// CreateRow counts a row in for each snapshot it names (ledger.SnapshotsOf)
+// and RemoveRow counts it out, so SnapshotInUse is one read. The file has
+// one writer at a time, so the answer holds until the transaction ends.
 //
-// bSnapLinks holds one key per link: the snapshot's number (4 bytes, from
-// bSnapNums), then the row's number. A deployment names a handful of key
-// sets, so a number is far shorter than the 32-byte id every row would
-// otherwise repeat twice.
+// bSnapCounts: the snapshot's number (4 bytes, from bSnapNums) -> the
+// count (8 bytes). A deployment names a handful of key sets, so the bucket
+// is one page however many rows there are (layout 5; layout 4 kept one
+// key per row and snapshot, 63 bytes a row, in bSnapLinks).
 var (
-	bSnapLinks = []byte("snapshot_links")
+	bSnapCounts = []byte("snapshot_counts")
 	// bSnapNums: a snapshot id (idKey) -> its number, handed out by
 	// kSnapNumN at its first link and kept.
 	bSnapNums = []byte("snapshot_numbers")
 	kSnapNumN = []byte("snapshot_number_n")
+	// bSnapLinks: layout 4's links, the snapshot's number then the row's
+	// number; counted into bSnapCounts and deleted by the conversion.
+	bSnapLinks = []byte("snapshot_links")
 )
 
-func init() { allBuckets = append(allBuckets, bSnapLinks, bSnapNums) }
+func init() { allBuckets = append(allBuckets, bSnapCounts, bSnapNums) }
 
 // snapshotNumber returns the number of snapshot id, nil if it has none;
 // with assign, it hands one out when it has none.
@@ -49,35 +51,55 @@ func (t *tx) snapshotNumber(id string, assign bool) ([]byte, error) {
 	return num, t.b(bSnapNums).Put(k, num)
 }
 
-// linkSnapshots writes the links of r, row number seq.
-func (t *tx) linkSnapshots(r *ledger.Row, seq []byte) error {
+// linkSnapshots counts r, row number seq, in for each snapshot it names.
+func (t *tx) linkSnapshots(r *ledger.Row, _ []byte) error {
 	for _, s := range ledger.SnapshotsOf(r) {
 		num, err := t.snapshotNumber(s, true)
 		if err != nil {
 			return err
 		}
-		if err := t.b(bSnapLinks).Put(append(num, seq...), nil); err != nil {
-			return err
+		if err := t.addSnapshotCount(num, 1); err != nil {
+			return fmt.Errorf("snapshot %s: %w", s, err)
 		}
 	}
 	return nil
 }
 
-// unlinkSnapshots deletes the links of r, row number seq.
-func (t *tx) unlinkSnapshots(r *ledger.Row, seq []byte) error {
+// unlinkSnapshots counts r, row number seq, out; r is the stored row, as
+// for the rest of RemoveRow.
+func (t *tx) unlinkSnapshots(r *ledger.Row, _ []byte) error {
 	for _, s := range ledger.SnapshotsOf(r) {
 		num, err := t.snapshotNumber(s, false)
 		if err != nil {
 			return err
 		}
 		if num == nil {
-			continue // never linked
+			return fmt.Errorf("snapshot %s: row %s names it, but it was never counted", s, r.ID)
 		}
-		if err := t.b(bSnapLinks).Delete(append(num, seq...)); err != nil {
-			return err
+		if err := t.addSnapshotCount(num, -1); err != nil {
+			return fmt.Errorf("snapshot %s: %w", s, err)
 		}
 	}
 	return nil
+}
+
+// addSnapshotCount adds delta to the count of snapshot number num. A
+// count never goes below zero: that would be a row counted out that was
+// never counted in, and SnapshotInUse would then answer no too early.
+func (t *tx) addSnapshotCount(num []byte, delta int64) error {
+	b := t.b(bSnapCounts)
+	var n uint64
+	if v := b.Get(num); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	if delta < 0 && n < uint64(-delta) {
+		return fmt.Errorf("%d rows name it, fewer than the %d counted out", n, -delta)
+	}
+	n = uint64(int64(n) + delta)
+	if n == 0 {
+		return b.Delete(num)
+	}
+	return b.Put(num, u64(n))
 }
 
 // SnapshotInUse implements ledger.Rows.
@@ -86,6 +108,5 @@ func (t *tx) SnapshotInUse(id string) (bool, error) {
 	if err != nil || num == nil {
 		return false, err
 	}
-	k, _ := t.b(bSnapLinks).Cursor().Seek(num)
-	return k != nil && bytes.HasPrefix(k, num), nil
+	return t.b(bSnapCounts).Get(num) != nil, nil
 }
