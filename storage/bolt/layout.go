@@ -204,13 +204,16 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
-	// Each pass finds nothing to do in a file already past it, except the
-	// pool pass, which reads every row: it runs on files before layout 3.
+	// Each pass finds nothing to do in a file already past it, but those
+	// over the rows still read every row: the pool pass runs on files
+	// before layout 3, the passes to keys by number before layout 4.
 	passes := conversionPasses[:len(conversionPasses):len(conversionPasses)]
 	if version < 3 {
 		passes = append(passes, poolPass)
 	}
-	passes = append(passes, byNumberPasses...)
+	if version < 4 {
+		passes = append(passes, byNumberPasses...)
+	}
 	passes = append(passes, snapshotCountPass)
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
