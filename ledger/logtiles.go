@@ -40,6 +40,11 @@ type logReader struct {
 	ctx    context.Context
 	tx     LogTx
 	pruned int64 // leading leaves the store dropped
+
+	// The leaves of the dropped tile read last: reads in order (audits,
+	// fsck) split each entry bundle once.
+	lastTile   int64
+	lastLeaves [][]byte
 }
 
 func (l *Ledger) logReader(ctx context.Context, tx LogTx) (*logReader, error) {
@@ -165,11 +170,14 @@ func (r *logReader) Leaf(idx int64) (string, []byte, error) {
 		return r.tx.Leaf(idx)
 	}
 	n := idx >> TileHeight
-	leaves, err := r.entries(n)
-	if err != nil {
-		return "", nil, err
+	if r.lastLeaves == nil || r.lastTile != n {
+		leaves, err := r.entries(n)
+		if err != nil {
+			return "", nil, err
+		}
+		r.lastTile, r.lastLeaves = n, leaves
 	}
-	data := slices.Clone(leaves[idx-n<<TileHeight])
+	data := slices.Clone(r.lastLeaves[idx-n<<TileHeight])
 	return leafRef(data), data, nil
 }
 
