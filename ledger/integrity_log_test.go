@@ -145,15 +145,7 @@ func TestIntegrityReadsDroppedTiles(t *testing.T) {
 			}
 		}
 	}
-	if _, err := h.l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.l.PublishTiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := h.l.PrunePublished(ctx); err != nil || n != 256 {
-		t.Fatalf("pruned %d leaves, want 256: %v", n, err)
-	}
+	h.settleLog(t, 256)
 	got := integrity(t, h)
 	if len(got.Findings) != 0 || got.LeavesChecked != 301 || got.RowsChecked != 300 {
 		t.Fatalf("clean ledger with its first tile in write-once storage only: %+v", got)

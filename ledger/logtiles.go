@@ -92,18 +92,8 @@ func (r *logReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			return nil, err
 		}
 	}
-	if len(kept) == 0 {
-		return out, nil
-	}
-	hs, err := r.tx.ReadHashes(kept)
-	if err != nil {
+	if err := readInto(r.tx, out, kept, at); err != nil {
 		return nil, err
-	}
-	if len(hs) != len(kept) {
-		return nil, fmt.Errorf("read %d stored hashes, got %d", len(kept), len(hs))
-	}
-	for j, h := range hs {
-		out[at[j]] = h
 	}
 	return out, nil
 }

@@ -34,6 +34,23 @@ func (h *harness) queueReceipts(t *testing.T, from, n int) {
 	}
 }
 
+// settleLog integrates every queued leaf, publishes the tiles and drops
+// the published full tiles from the row store; it fails t unless want
+// leaves were dropped.
+func (h *harness) settleLog(t *testing.T, want int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.PrunePublished(ctx); err != nil || n != want {
+		t.Fatalf("dropped %d leaves from the row store, want %d: %v", n, want, err)
+	}
+}
+
 // logAnswers is what the log answers for its first n leaves under the
 // latest checkpoint: every leaf's proof, the leaves, the consistency
 // proofs from earlier sizes, and every tile.
@@ -185,15 +202,7 @@ func TestPublishedTilesLeaveTheRowStore(t *testing.T) {
 
 	// The log grows on and the next full tiles go.
 	h.queueReceipts(t, 1000, 300)
-	if _, err := h.l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.l.PublishTiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := h.l.PrunePublished(ctx); err != nil || n != 512 {
-		t.Fatalf("pruned %d leaves, want tiles 3 and 4's 512: %v", n, err)
-	}
+	h.settleLog(t, 512) // tiles 3 and 4
 
 	// Altered in write-once storage after it left the row store: an
 	// error, never an answer.
@@ -250,17 +259,8 @@ func TestKeepPublishedKeepsTheLog(t *testing.T) {
 	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, KeepPublished: true}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	h.queueReceipts(t, 0, 600)
-	if _, err := h.l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.l.PublishTiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := h.l.PrunePublished(ctx); err != nil || n != 0 {
-		t.Fatalf("pruned %d leaves with KeepPublished: %v", n, err)
-	}
+	h.settleLog(t, 0)
 	if leaf, hash := storeHolds(t, h, 0); !leaf || !hash {
 		t.Fatal("leaf 0 left the row store with KeepPublished")
 	}

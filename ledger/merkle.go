@@ -190,20 +190,29 @@ func (r *roundHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		}
 		missing, at = append(missing, idx), append(at, i)
 	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	hs, err := r.tx.ReadHashes(missing)
-	if err != nil {
+	if err := readInto(r.tx, out, missing, at); err != nil {
 		return nil, err
 	}
-	if len(hs) != len(missing) {
-		return nil, fmt.Errorf("read %d stored hashes, got %d", len(missing), len(hs))
+	return out, nil
+}
+
+// readInto reads the stored hashes at indexes from tx into out, the j-th
+// at out[at[j]].
+func readInto(tx LogTx, out []tlog.Hash, indexes []int64, at []int) error {
+	if len(indexes) == 0 {
+		return nil
+	}
+	hs, err := tx.ReadHashes(indexes)
+	if err != nil {
+		return err
+	}
+	if len(hs) != len(indexes) {
+		return fmt.Errorf("read %d stored hashes, got %d", len(indexes), len(hs))
 	}
 	for j, h := range hs {
 		out[at[j]] = h
 	}
-	return out, nil
+	return nil
 }
 
 // add records hashes the round stored from storage index hashAt on.

@@ -86,10 +86,9 @@ func TestLayout1FileConverts(t *testing.T) {
 	sameRecords(t, openLinked(t, path), freshFixture(t))
 }
 
-// TestLayout2FileGetsDrillPool: a file of layout 2 (layout 3 without the
-// drill pool) gets its pool filled from its rows at open, and answers as a
-// new store does.
-func TestLayout2FileGetsDrillPool(t *testing.T) {
+// fixtureFile writes the fixture to a new file of this layout, closed.
+func fixtureFile(t *testing.T) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s := openLinked(t, path)
 	if err := s.Update(t.Context(), populateFixture); err != nil {
@@ -98,6 +97,14 @@ func TestLayout2FileGetsDrillPool(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestLayout2FileGetsDrillPool: a file of layout 2 (layout 3 without the
+// drill pool) gets its pool filled from its rows at open, and answers as a
+// new store does.
+func TestLayout2FileGetsDrillPool(t *testing.T) {
+	path := fixtureFile(t)
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		if err := tx.DeleteBucket([]byte("drill_pool")); err != nil {
 			return err
@@ -556,14 +563,7 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 // open; the links are gone, and every row counted out leaves a snapshot
 // unused exactly when the last row naming it goes.
 func TestLayout4FileCountsSnapshots(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	s := openLinked(t, path)
-	if err := s.Update(t.Context(), populateFixture); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := fixtureFile(t)
 	stored := slices.Delete(fixtureRows(60), 8, 9) // the fixture sweeps row 8
 	counts := map[string]string{}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
