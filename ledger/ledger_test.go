@@ -33,7 +33,9 @@ type harness struct {
 	objDir string
 	// objects, when set, replaces the local evidence directory.
 	objects ledger.ObjectStore
-	span    time.Duration
+	// wrap, when set, wraps the store the ledger is given.
+	wrap func(ledger.Store) ledger.Store
+	span time.Duration
 }
 
 func newHarness(t testing.TB) *harness {
@@ -65,7 +67,11 @@ func (h *harness) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
-	h.l, err = ledger.New(h.store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), SegmentSpan: h.span})
+	var store ledger.Store = h.store
+	if h.wrap != nil {
+		store = h.wrap(store)
+	}
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), SegmentSpan: h.span})
 	if err != nil {
 		t.Fatal(err)
 	}

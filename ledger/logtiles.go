@@ -241,10 +241,17 @@ func leafRef(data []byte) string {
 // PrunePublished drops from the row store, when it can (LogPruner), the
 // leaves and lower stored hashes of every full tile that write-once
 // storage holds, after reading the tile and its entry bundle back and
-// finding them equal to the row store's. It returns how many leaves it
-// dropped. With LogConfig.KeepPublished it does nothing.
+// finding them equal to the row store's, as far as the store has room
+// (PruneRoom). It returns how many leaves it dropped. With
+// LogConfig.KeepPublished it does nothing.
 func (l *Ledger) PrunePublished(ctx context.Context) (int64, error) {
-	return l.prunePublished(ctx, 0)
+	return l.prunePublished(ctx, 0, false)
+}
+
+// PruneAllPublished is PrunePublished without the store's room: for a
+// store no one else writes to, compacted right after (a bulk load).
+func (l *Ledger) PruneAllPublished(ctx context.Context) (int64, error) {
+	return l.prunePublished(ctx, 0, true)
 }
 
 // integratorPruneChunks is how many chunks of pruneChunk leaves the
@@ -253,8 +260,8 @@ func (l *Ledger) PrunePublished(ctx context.Context) (int64, error) {
 const integratorPruneChunks = 4
 
 // prunePublished is PrunePublished, stopping after chunks transactions
-// when chunks > 0.
-func (l *Ledger) prunePublished(ctx context.Context, chunks int) (int64, error) {
+// when chunks > 0, and not asking the store's room with anyRoom.
+func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (int64, error) {
 	if l.log == nil {
 		return 0, ErrNoLog
 	}
@@ -277,7 +284,15 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int) (int64, error) 
 			}
 			l.cfg.Metrics.logPruned(from)
 			published, err := tx.TilesPublished()
+			if err != nil {
+				return err
+			}
 			to = min(published>>TileHeight<<TileHeight, from+pruneChunk)
+			if anyRoom {
+				return nil
+			}
+			room, err := p.PruneRoom()
+			to = min(to, from+room)
 			return err
 		}); err != nil || !can || to <= from {
 			return total, err

@@ -9,9 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	lproof "github.com/pactledger/pactledger/ledger/proof"
 )
@@ -263,5 +267,74 @@ func TestKeepPublishedKeepsTheLog(t *testing.T) {
 	h.settleLog(t, 0)
 	if leaf, hash := storeHolds(t, h, 0); !leaf || !hash {
 		t.Fatal("leaf 0 left the row store with KeepPublished")
+	}
+}
+
+// roomStore is a store whose transactions have a set room for dropping
+// published tiles, which each drop uses up, as freed pages do.
+type roomStore struct {
+	ledger.Store
+	room *int64
+}
+
+type roomTx struct {
+	ledger.Tx
+	room *int64
+}
+
+func (t roomTx) pruner() ledger.LogPruner  { return t.Tx.(ledger.LogPruner) }
+func (t roomTx) LogPruned() (int64, error) { return t.pruner().LogPruned() }
+func (t roomTx) PruneRoom() (int64, error) { return *t.room, nil }
+
+func (t roomTx) PruneLog(below int64) error {
+	from, err := t.pruner().LogPruned()
+	if err != nil {
+		return err
+	}
+	if below-from > *t.room {
+		return fmt.Errorf("dropping %d leaves with room for %d", below-from, *t.room)
+	}
+	*t.room -= below - from
+	return t.pruner().PruneLog(below)
+}
+
+func (s roomStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(roomTx{tx, s.room}) })
+}
+
+func (s roomStore) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.View(ctx, func(tx ledger.Tx) error { return fn(roomTx{tx, s.room}) })
+}
+
+// TestPruneWaitsForRoom: the ledger drops no more than the store has room
+// for, and PruneAllPublished, for a store compacted right after, drops
+// every published full tile.
+func TestPruneWaitsForRoom(t *testing.T) {
+	room := int64(0)
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC),
+		wrap: func(s ledger.Store) ledger.Store { return roomStore{s, &room} }}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	h.queueReceipts(t, 0, 1100)
+	h.settleLog(t, 0) // four full tiles, no room
+	for _, step := range []struct{ room, want int64 }{{512, 512}, {0, 0}, {10000, 512}} {
+		room = step.room
+		if n, err := h.l.PrunePublished(ctx); err != nil || n != step.want {
+			t.Fatalf("dropped %d leaves with room for %d, want %d: %v", n, step.room, step.want, err)
+		}
+	}
+	room = 0
+	h.queueReceipts(t, 1100, 1000)
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	room = 1 << 40 // PruneAllPublished does not ask; the store still counts
+	if n, err := h.l.PruneAllPublished(ctx); err != nil || n != 2048-1024 {
+		t.Fatalf("PruneAllPublished dropped %d leaves, want %d: %v", n, 2048-1024, err)
 	}
 }

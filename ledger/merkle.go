@@ -91,6 +91,11 @@ type PrunedLog interface {
 // LogPruner is a PrunedLog that can drop published tiles itself.
 type LogPruner interface {
 	PrunedLog
+	// PruneRoom returns how many more leaves (a multiple of
+	// 1<<TileHeight) the store drops now: a store whose every commit
+	// costs more with the space a drop frees (bbolt's free list) drops
+	// no faster than its writes reuse that space.
+	PruneRoom() (int64, error)
 	// PruneLog drops the leaves from LogPruned up to below (a multiple of
 	// 1<<TileHeight, within the published tiles) and their stored hashes
 	// at levels below TileHeight; the hashes at TileHeight and above, and
@@ -245,7 +250,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		}
 		if err := l.PublishTiles(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "publishing log tiles failed; will retry", slog.String("error", err.Error()))
-		} else if _, err := l.prunePublished(ctx, integratorPruneChunks); err != nil && ctx.Err() == nil {
+		} else if _, err := l.prunePublished(ctx, integratorPruneChunks, false); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
 		}
 		// Wait for new leaves, then for the interval to pass.

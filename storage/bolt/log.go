@@ -208,6 +208,28 @@ func (t *tx) LogPruned() (int64, error) {
 // tileLeaves is the number of leaves of a full level-0 tile.
 const tileLeaves = 1 << ledger.TileHeight
 
+// pruneFreePages bounds the free pages a prune may leave in the file.
+// Every commit writes the free list (docs/design/010), so pages freed
+// faster than writes reuse them would make every later commit write and
+// sort a long list: a file of ten million rows dropping its whole log at
+// once would leave about a million.
+const pruneFreePages = 4096
+
+// leavesPerFreePage is how many dropped leaves free about a page: a leaf's
+// text and its two stored hashes take about 420 bytes; counted low.
+const leavesPerFreePage = 8
+
+// PruneRoom implements ledger.LogPruner: the leaves it may drop before
+// the file's free pages reach pruneFreePages, in whole tiles.
+func (t *tx) PruneRoom() (int64, error) {
+	st := t.tx.DB().Stats()
+	free := st.FreePageN + st.PendingPageN
+	if free >= pruneFreePages {
+		return 0, nil
+	}
+	return int64(pruneFreePages-free) * leavesPerFreePage / tileLeaves * tileLeaves, nil
+}
+
 // PruneLog implements ledger.LogPruner: the leaves from the last prune up
 // to below, and the stored hashes they added at levels below the tile
 // height, are deleted. Both buckets are keyed by an index that grows with
