@@ -289,6 +289,8 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 			}
 			to = min(published>>TileHeight<<TileHeight, from+pruneChunk)
 			if anyRoom {
+				// Fewer, larger transactions: each writes the free list.
+				to = min(published>>TileHeight<<TileHeight, from+16*pruneChunk)
 				return nil
 			}
 			room, err := p.PruneRoom()
