@@ -651,7 +651,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 			}
 		}
 	}
-	return t.linkSnapshots(r, seq)
+	return t.linkSnapshots(r)
 }
 
 // insertRow stores r as row number seq with its index and expiry
@@ -1116,7 +1116,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 			}
 		}
 	}
-	if err := t.unlinkSnapshots(r, seq); err != nil {
+	if err := t.unlinkSnapshots(r); err != nil {
 		return err
 	}
 	v, err := json.Marshal(tomb)

@@ -87,7 +87,7 @@ var conversionPasses = []conversionPass{
 		if err := t.insertRow(&r, seq); err != nil {
 			return err
 		}
-		return t.linkSnapshots(&r, seq)
+		return t.linkSnapshots(&r)
 	}, nil},
 	{"request JWTs", oldReqJWT, "request-JWT entries", func(t *tx, k, v []byte) error {
 		// The first row that used it, by its number (the rows pass ran

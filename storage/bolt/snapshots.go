@@ -51,8 +51,8 @@ func (t *tx) snapshotNumber(id string, assign bool) ([]byte, error) {
 	return num, t.b(bSnapNums).Put(k, num)
 }
 
-// linkSnapshots counts r, row number seq, in for each snapshot it names.
-func (t *tx) linkSnapshots(r *ledger.Row, _ []byte) error {
+// linkSnapshots counts r in for each snapshot it names.
+func (t *tx) linkSnapshots(r *ledger.Row) error {
 	for _, s := range ledger.SnapshotsOf(r) {
 		num, err := t.snapshotNumber(s, true)
 		if err != nil {
@@ -65,9 +65,9 @@ func (t *tx) linkSnapshots(r *ledger.Row, _ []byte) error {
 	return nil
 }
 
-// unlinkSnapshots counts r, row number seq, out; r is the stored row, as
+// unlinkSnapshots counts r out; r is the stored row, as
 // for the rest of RemoveRow.
-func (t *tx) unlinkSnapshots(r *ledger.Row, _ []byte) error {
+func (t *tx) unlinkSnapshots(r *ledger.Row) error {
 	for _, s := range ledger.SnapshotsOf(r) {
 		num, err := t.snapshotNumber(s, false)
 		if err != nil {
