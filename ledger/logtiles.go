@@ -268,6 +268,10 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 	if l.log.cfg.KeepPublished {
 		return 0, nil
 	}
+	chunk := int64(pruneChunk)
+	if anyRoom {
+		chunk *= 16 // fewer, larger transactions: each writes the free list
+	}
 	var total int64
 	for done := 0; chunks <= 0 || done < chunks; done++ {
 		var from, to int64
@@ -287,10 +291,8 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 			if err != nil {
 				return err
 			}
-			to = min(published>>TileHeight<<TileHeight, from+pruneChunk)
+			to = min(published>>TileHeight<<TileHeight, from+chunk)
 			if anyRoom {
-				// Fewer, larger transactions: each writes the free list.
-				to = min(published>>TileHeight<<TileHeight, from+16*pruneChunk)
 				return nil
 			}
 			room, err := p.PruneRoom()
