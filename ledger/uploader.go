@@ -32,6 +32,8 @@ type UploaderConfig struct {
 	MaxAttempts int
 	// ClaimTTL is how long the entries one round claims stay its own
 	// before another uploader on the store may take them; default 5 min.
+	// The round's uploads stop when it runs out: the entries are another
+	// uploader's to take by then, and the round is tried again.
 	ClaimTTL time.Duration
 }
 
@@ -181,11 +183,23 @@ func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, 
 	return entries, nil
 }
 
+// errClaimRanOut: an upload stopped because the round's claim on its
+// entries ran out. It is not the entry's fault and is not counted against
+// it.
+var errClaimRanOut = errors.New("the upload round's claim on its entries ran out")
+
 func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
+	// The claim runs from before it is asked for: the store's clock starts
+	// it a little later.
+	claimed := time.Now()
 	entries, err := l.claim(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
+	// An upload left waiting on a stalled bucket past the claim would hold
+	// the round (and this uploader) while the entries are another's.
+	putCtx, cancel := context.WithDeadlineCause(ctx, claimed.Add(cfg.ClaimTTL), errClaimRanOut)
+	defer cancel()
 	var (
 		depth, deadN int
 		plans        []SegmentPlan
@@ -374,12 +388,13 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			locs, err := l.put(ctx, u)
+			locs, err := l.put(putCtx, u)
 			if errors.Is(err, ErrNotFound) {
 				// Not the entry's own fault (a store that lost track of
 				// what it just refused): worth retrying.
 				err = errors.New(err.Error())
 			}
+			err = claimRanOut(putCtx, err)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -399,7 +414,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}()
 	}
 	wg.Wait()
-	opsDone, opLocs, opFailed := l.operate(ctx, ops, locs)
+	opsDone, opLocs, opFailed := l.operate(putCtx, ops, locs)
 	for i, e := range opsDone {
 		finished = append(finished, done{e, opLocs[i]})
 	}
@@ -427,8 +442,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			for _, f := range failed {
 				n := 0
 				if !permanent(f.err) {
-					if succeeded == 0 {
-						continue // the store may be down: nothing to blame the entry for
+					if succeeded == 0 || errors.Is(f.err, errClaimRanOut) {
+						continue // the store may be down or slow: nothing to blame the entry for
 					}
 					for _, e := range f.entries {
 						rec, err := CountFailure(tx, e.Seq, f.err.Error(), now)
@@ -532,7 +547,7 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 				loc.RetainUntil = e.RetainUntil
 			}
 		}
-		if err != nil {
+		if err = claimRanOut(ctx, err); err != nil {
 			failed = append(failed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: %w", e.Op, e.Key, err)})
 			blocked[e.Key] = true // keep the order: later operations on it wait
 			continue
@@ -547,6 +562,15 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 		doneLocs = append(doneLocs, loc)
 	}
 	return done, doneLocs, failed
+}
+
+// claimRanOut marks err as errClaimRanOut when the round's claim ran out
+// while the call waited.
+func claimRanOut(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errClaimRanOut) {
+		return fmt.Errorf("%w: %w", errClaimRanOut, err)
+	}
+	return err
 }
 
 func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {

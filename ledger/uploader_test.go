@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -486,5 +487,103 @@ func TestOccupiedKeyMovesAsideAtOnce(t *testing.T) {
 	}
 	if rep.Depth == 0 {
 		t.Fatal("the failing holds were moved aside although nothing succeeded")
+	}
+}
+
+// stallingStore passes calls to a real evidence store, except a put of the
+// key it is told to stall: that waits until its context ends, and each
+// such put is announced on stalled.
+type stallingStore struct {
+	ledger.ObjectStore
+	mu      sync.Mutex
+	key     string
+	stalled chan string
+}
+
+func (s *stallingStore) stall(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
+}
+
+func (s *stallingStore) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	s.mu.Lock()
+	stall := key == s.key
+	s.mu.Unlock()
+	if stall {
+		s.stalled <- key
+		<-ctx.Done()
+		return ledger.Location{}, ctx.Err()
+	}
+	return s.ObjectStore.Put(ctx, key, body, until)
+}
+
+// TestUploadStopsWhenItsClaimRunsOut: a put the evidence store never
+// answers is given up when the round's claim on its entry runs out, and
+// the uploader claims again; those rounds are not counted against the
+// entry, even while the other uploads of the same rounds succeed, so it
+// lands once the store answers, with nothing moved to the dead letters.
+func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stallingStore{ObjectStore: real, stalled: make(chan string)}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	st.stall(ledger.EvidenceKey(inc.ID))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{ClaimTTL: 200 * time.Millisecond, Idle: 20 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-stopped; close(st.stalled) }()
+
+	// Each stalled put ends with its claim; a row appended meanwhile makes
+	// the next round's other upload succeed.
+	for i := range ledger.DefaultMaxAttempts + 2 {
+		select {
+		case <-st.stalled:
+		case <-time.After(10 * time.Second):
+			if rep, _ := h.l.Outbox(context.Background(), 0, ""); rep.DeadLetterCount != 0 {
+				t.Fatalf("the stalled entry was counted against and moved aside after %d rounds: %+v", i, rep.DeadLetters)
+			}
+			t.Fatalf("put %d of the stalled object never came: the one before waited past its claim", i+1)
+		}
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("N-%d", i)})))
+	}
+	st.stall("")
+	go func() { // a put that stalled before the store answered again
+		for range st.stalled {
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep, err := h.l.Outbox(context.Background(), 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DeadLetterCount != 0 {
+			t.Fatalf("the stalled entry was counted against and moved aside: %+v", rep.DeadLetters)
+		}
+		if rep.Depth == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the outbox did not drain once the store answered: %+v", rep)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ev, err := h.l.Evidence(context.Background(), inc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.Objects[0].Location.Uploaded {
+		t.Fatalf("incident evidence: %+v", ev.Objects[0].Location)
 	}
 }
