@@ -245,13 +245,16 @@ func leafRef(data []byte) string {
 // (PruneRoom). It returns how many leaves it dropped. With
 // LogConfig.KeepPublished it does nothing.
 func (l *Ledger) PrunePublished(ctx context.Context) (int64, error) {
-	return l.prunePublished(ctx, 0, false)
+	return l.prunePublished(ctx, 0, false, nil)
 }
 
 // PruneAllPublished is PrunePublished without the store's room: for a
-// store no one else writes to, compacted right after (a bulk load).
-func (l *Ledger) PruneAllPublished(ctx context.Context) (int64, error) {
-	return l.prunePublished(ctx, 0, true)
+// store no one else writes to, compacted right after (a bulk load, or
+// ledgerd compact). progress, when not nil, is called after each
+// transaction with the leaves dropped so far and the leaves of full
+// published tiles the store held when it began.
+func (l *Ledger) PruneAllPublished(ctx context.Context, progress func(dropped, of int64)) (int64, error) {
+	return l.prunePublished(ctx, 0, true, progress)
 }
 
 // integratorPruneChunks is how many chunks of pruneChunk leaves the
@@ -260,8 +263,9 @@ func (l *Ledger) PruneAllPublished(ctx context.Context) (int64, error) {
 const integratorPruneChunks = 4
 
 // prunePublished is PrunePublished, stopping after chunks transactions
-// when chunks > 0, and not asking the store's room with anyRoom.
-func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (int64, error) {
+// when chunks > 0, not asking the store's room with anyRoom, and telling
+// progress how far it got.
+func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool, progress func(dropped, of int64)) (int64, error) {
 	if l.log == nil {
 		return 0, ErrNoLog
 	}
@@ -272,7 +276,7 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 	if anyRoom {
 		chunk *= 16 // fewer, larger transactions: each writes the free list
 	}
-	var total int64
+	var total, of int64
 	for done := 0; chunks <= 0 || done < chunks; done++ {
 		var from, to int64
 		can := false
@@ -291,7 +295,11 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 			if err != nil {
 				return err
 			}
-			to = min(published>>TileHeight<<TileHeight, from+chunk)
+			full := published >> TileHeight << TileHeight
+			if done == 0 {
+				of = max(full-from, 0)
+			}
+			to = min(full, from+chunk)
 			if anyRoom {
 				return nil
 			}
@@ -327,6 +335,9 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool) (
 		}
 		total += to - from
 		l.cfg.Metrics.logPruned(to)
+		if progress != nil {
+			progress(total, of)
+		}
 	}
 	return total, nil
 }

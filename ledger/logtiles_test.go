@@ -334,7 +334,7 @@ func TestPruneWaitsForRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	room = 1 << 40 // PruneAllPublished does not ask; the store still counts
-	if n, err := h.l.PruneAllPublished(ctx); err != nil || n != 2048-1024 {
+	if n, err := h.l.PruneAllPublished(ctx, nil); err != nil || n != 2048-1024 {
 		t.Fatalf("PruneAllPublished dropped %d leaves, want %d: %v", n, 2048-1024, err)
 	}
 }

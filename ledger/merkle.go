@@ -250,7 +250,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		}
 		if err := l.PublishTiles(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "publishing log tiles failed; will retry", slog.String("error", err.Error()))
-		} else if _, err := l.prunePublished(ctx, integratorPruneChunks, false); err != nil && ctx.Err() == nil {
+		} else if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
 		}
 		// Wait for new leaves, then for the interval to pass.

@@ -52,6 +52,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 1 && args[0] == "migrate" {
 		return migrate(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) >= 1 && args[0] == "compact" {
+		return compact(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) >= 1 && args[0] == "healthcheck" {
 		return healthcheck(ctx, args[1:], stdout, stderr)
 	}

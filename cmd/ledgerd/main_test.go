@@ -15,6 +15,7 @@ import (
 	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/s3"
 )
 
@@ -79,5 +80,33 @@ func TestVersion(t *testing.T) {
 		if got, want := out.String(), "ledgerd "+buildinfo.Read().String()+"\n"; got != want {
 			t.Errorf("%v printed %q, want %q", args, got, want)
 		}
+	}
+}
+
+// ledgerd compact on the default store: a data directory without a file
+// is an error naming the path; a file whose log never ran is copied, and
+// the command says so in words.
+func TestCompactCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"compact", "--data-dir", dir}, &out, &out); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "ledger.db")) {
+		t.Fatalf("compact without a file: %v", err)
+	}
+	if err := run(t.Context(), []string{"compact", "now"}, &out, &out); err == nil || !strings.Contains(err.Error(), "usage") {
+		t.Fatalf("compact with an argument: %v", err)
+	}
+	st, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"compact", "--data-dir", dir}, &out, &out); err != nil {
+		t.Fatalf("compact: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "no Merkle log key") || !strings.Contains(s, "done in") || !strings.Contains(s, "0 leaves of published tiles left the file") {
+		t.Fatalf("compact printed:\n%s", s)
 	}
 }

@@ -171,7 +171,7 @@ func settle(ctx context.Context, l *ledger.Ledger) error {
 	if err := l.PublishTiles(ctx); err != nil {
 		return err
 	}
-	_, err := l.PruneAllPublished(ctx)
+	_, err := l.PruneAllPublished(ctx, nil)
 	return err
 }
 

@@ -37,7 +37,6 @@ import (
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
-	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -141,21 +140,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return float64(keys)
 		}))
 	}
-	var objects ledger.ObjectStore
-	switch cfg.Evidence.Type {
-	case "s3":
-		// No network I/O here: the bucket check runs in the background from
-		// Serve, so ledgerd starts and takes writes while S3 is unreachable.
-		c := cfg.Evidence.S3
-		s.s3, err = s3.New(s3.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: c.CreateBucket,
-			CheckTimeout: time.Duration(c.CheckTimeout), CheckMaxBackoff: time.Duration(c.CheckMaxBackoff)})
-		objects = s.s3
-	default:
-		objects, err = localdir.Open(cfg.Evidence.Dir)
-	}
+	// No network I/O here: the bucket check runs in the background from
+	// Serve, so ledgerd starts and takes writes while S3 is unreachable.
+	objects, s3store, err := openEvidence(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("evidence store: %w", err)
+		return nil, err
 	}
+	s.s3 = s3store
 
 	fetcher := verifier.NewFetcher(verifier.FetcherConfig{
 		AllowInsecureLoopback: cfg.AllowInsecureLoopbackJWKS,

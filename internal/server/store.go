@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/postgres"
+	"github.com/pactledger/pactledger/storage/s3"
 )
 
 // rowStore is the row store ledgerd runs on: bbolt or PostgreSQL.
@@ -77,4 +80,23 @@ func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
 		}
 	}
 	return true, body
+}
+
+// openEvidence returns the configured evidence store, and the S3 store
+// when it is one, whose bucket check has not run yet.
+func openEvidence(cfg config.Config) (ledger.ObjectStore, *s3.Store, error) {
+	if cfg.Evidence.Type != "s3" {
+		objects, err := localdir.Open(cfg.Evidence.Dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("evidence store: %w", err)
+		}
+		return objects, nil, nil
+	}
+	c := cfg.Evidence.S3
+	st, err := s3.New(s3.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Insecure: c.Insecure, CreateBucket: c.CreateBucket,
+		CheckTimeout: time.Duration(c.CheckTimeout), CheckMaxBackoff: time.Duration(c.CheckMaxBackoff)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("evidence store: %w", err)
+	}
+	return st, st, nil
 }

@@ -57,7 +57,7 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 	start := time.Now()
 	before := db.Stats().FreePageN
 	size := fileSize(path)
-	log.Info("row store (bbolt): copying the file without its free pages (after a layout conversion); the copy replaces it when complete",
+	log.Info("row store (bbolt): copying the file without its free pages; the copy replaces it when complete",
 		slog.String("path", path), slog.Int("free pages", before), slog.Int64("bytes", size))
 	if err := copyCompacted(db, tmp, timeout); err != nil {
 		os.Remove(tmp)

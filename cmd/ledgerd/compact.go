@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
+)
+
+// compact runs `ledgerd compact [--config FILE] [--data-dir DIR]`, with
+// ledgerd stopped: the published tiles the bbolt file still holds leave
+// it, and the file is copied without its free pages.
+func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ledgerd compact", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration file (the one ledgerd runs with)")
+	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (usage: ledgerd compact [--config FILE] [--data-dir DIR])", fs.Arg(0))
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	rep, err := server.Compact(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "done in %s: %d leaves of published tiles left the file; %s went from %s to %s\n",
+		rep.Took.Round(1e6), rep.Dropped, cfg.Store.Path, mib(rep.Before), mib(rep.After))
+	return err
+}
+
+// mib is n bytes in MiB, in words.
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

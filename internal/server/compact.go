@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// CompactReport is what Compact did.
+type CompactReport struct {
+	// Dropped is how many leaves of published full tiles left the file.
+	Dropped int64
+	// Before and After are the file's size in bytes.
+	Before, After int64
+	Took          time.Duration
+}
+
+// Compact is ledgerd compact, with ledgerd stopped: it drops from the
+// bbolt file the leaves and stored hashes of every full tile of the
+// Merkle log that write-once storage holds (each read back and compared
+// first, as the integrator does), unless merkleLog.keepPublished is set,
+// then copies the file without its free pages and puts the copy in its
+// place. ledgerd running drops them no faster than its writes reuse the
+// pages freed, so a file upgraded with a long log keeps most of it until
+// this runs. progress, when not nil, is told how far it got in words.
+func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (CompactReport, error) {
+	var rep CompactReport
+	start := time.Now()
+	if progress == nil {
+		progress = io.Discard
+	}
+	if cfg.Store.Kind == config.StorePostgres {
+		return rep, errors.New("compact applies to a bbolt store; store.kind is postgres")
+	}
+	path := cfg.Store.Path
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, fmt.Errorf("no bbolt file at %s (store.path)", path)
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.Before = st.Size()
+	if rep.Dropped, err = dropPublished(ctx, cfg, progress); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(progress, "copying %s without its free pages\n", path)
+	if err := bolt.CompactFile(path, 0); err != nil {
+		return rep, fmt.Errorf("compact %s: %w", path, err)
+	}
+	if st, err = os.Stat(path); err != nil {
+		return rep, err
+	}
+	rep.After, rep.Took = st.Size(), time.Since(start)
+	return rep, nil
+}
+
+// dropPublished drops the published full tiles the file still holds, and
+// returns how many leaves it dropped.
+func dropPublished(ctx context.Context, cfg config.Config, progress io.Writer) (int64, error) {
+	if !cfg.MerkleLog.On() || cfg.MerkleLog.KeepPublished {
+		fmt.Fprintln(progress, "the Merkle log is off or keeps its published tiles (merkleLog): no leaves to drop")
+		return 0, nil
+	}
+	if _, err := os.Stat(cfg.LogKeyFile()); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(progress, "no Merkle log key at %s: the log never ran, no leaves to drop\n", cfg.LogKeyFile())
+		return 0, nil
+	}
+	signer, _, _, err := config.EnsureLogKey(&cfg)
+	if err != nil {
+		return 0, err
+	}
+	store, err := bolt.Open(cfg.Store.Path, bolt.Config{})
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	objects, s3store, err := openEvidence(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if s3store != nil {
+		// The tiles are read back from the bucket before they leave the
+		// file: it must answer.
+		if err := s3store.Check(ctx); err != nil {
+			return 0, fmt.Errorf("evidence store: %w", err)
+		}
+	}
+	// Nothing is verified here; the ledger asks for a verifier and keys.
+	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: CheckedBy()})
+	if err != nil {
+		return 0, err
+	}
+	keys, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	l, err := ledger.New(store, objects, v, keys, ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return 0, err
+	}
+	if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		return 0, err
+	}
+	fmt.Fprintln(progress, "dropping the published tiles the file still holds, each read back from write-once storage first")
+	last := time.Now()
+	n, err := l.PruneAllPublished(ctx, func(dropped, of int64) {
+		if time.Since(last) >= 5*time.Second || dropped == of {
+			last = time.Now()
+			fmt.Fprintf(progress, "  dropped %d of %d leaves\n", dropped, of)
+		}
+	})
+	if err != nil {
+		return n, fmt.Errorf("drop published tiles (%d leaves dropped first): %w", n, err)
+	}
+	if n == 0 {
+		fmt.Fprintln(progress, "  none: every published full tile had already left the file")
+	}
+	if err := store.Close(); err != nil {
+		return n, err
+	}
+	return n, nil
+}
