@@ -103,6 +103,30 @@ type LogPruner interface {
 	PruneLog(below int64) error
 }
 
+// PruneSpan is what a LogPruner's PruneLog(below) drops, given the leaves
+// it dropped before (pruned) and the published ones: the leaves from
+// pruned up to below, and the stored hashes they added at levels below
+// TileHeight, which lie between the first and the last stored-hash index
+// returned, apart from those in keep. ok is false when nothing is left to
+// drop; an error means below is not a whole number of published tiles.
+func PruneSpan(below, pruned, published int64) (first, last int64, keep []int64, ok bool, err error) {
+	switch {
+	case below%(1<<TileHeight) != 0:
+		return 0, 0, nil, false, fmt.Errorf("log: prune to %d: not a whole number of tiles", below)
+	case below > published:
+		return 0, 0, nil, false, fmt.Errorf("log: prune to %d: only %d leaves are published", below, published)
+	case below <= pruned:
+		return 0, 0, nil, false, nil
+	}
+	first, last = tlog.StoredHashCount(pruned), tlog.StoredHashCount(below)
+	for idx := first; idx < last; idx++ {
+		if level, _ := tlog.SplitStoredHashIndex(idx); level >= TileHeight {
+			keep = append(keep, idx)
+		}
+	}
+	return first, last, keep, true, nil
+}
+
 // LogConfig configures the Merkle log.
 type LogConfig struct {
 	// Signer signs checkpoints; its name is the log's origin. Required.

@@ -233,3 +233,129 @@ func testLog(t *testing.T, open opener) {
 		return nil
 	})
 }
+
+// testLogPrune, for a store that drops published tiles (ledger.LogPruner):
+// PruneLog refuses a size that is not whole tiles or not published; it
+// drops the leaves and the stored hashes below the tile height of the
+// tiles asked for, and keeps every leaf's index, the hashes at the tile
+// height and above and the later leaves, so that the tree hash of the
+// whole log still reads from the store; the count of dropped leaves only
+// grows and survives a restart.
+func testLogPrune(t *testing.T, open opener) {
+	dir := t.TempDir()
+	s := open.start(t, dir)
+	if err := s.View(t.Context(), func(tx ledger.Tx) error {
+		if _, ok := tx.(ledger.LogPruner); !ok {
+			t.Skip("the store keeps every leaf")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	var want memHashes
+	for i := range n {
+		data := fmt.Appendf(nil, "leaf %d", i)
+		update(t, s, func(tx ledger.Tx) error { return tx.QueueLeaf(fmt.Sprint("ref-", i), data) })
+		hs, err := tlog.StoredHashes(int64(i), data, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, hs...)
+		if i%250 == 249 {
+			integrate(t, s)
+		}
+	}
+	if size := integrate(t, s); size != n {
+		t.Fatalf("integrated %d leaves, want %d", size, n)
+	}
+	update(t, s, func(tx ledger.Tx) error { return tx.SetTilesPublished(n) })
+	prune := func(below int64) error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error { return tx.(ledger.LogPruner).PruneLog(below) })
+	}
+	for _, bad := range []int64{300, 768} {
+		if err := prune(bad); err == nil {
+			t.Errorf("PruneLog(%d) with %d leaves published: no error", bad, n)
+		}
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		room, err := tx.(ledger.LogPruner).PruneRoom()
+		if err != nil || room < 1<<ledger.TileHeight || room%(1<<ledger.TileHeight) != 0 {
+			t.Errorf("PruneRoom of a new store: %d, %v; want whole tiles", room, err)
+		}
+		return nil
+	})
+	check := func(pruned int64) {
+		t.Helper()
+		view(t, s, func(tx ledger.Tx) error {
+			got, err := tx.(ledger.PrunedLog).LogPruned()
+			if err != nil || got != pruned {
+				t.Errorf("LogPruned = %d, %v; want %d", got, err, pruned)
+			}
+			for _, i := range []int64{0, pruned - 1, pruned, n - 1} {
+				if i < 0 {
+					continue
+				}
+				_, data, err := tx.Leaf(i)
+				switch {
+				case i < pruned && err == nil:
+					t.Errorf("Leaf(%d) after dropping %d leaves: still there", i, pruned)
+				case i >= pruned && (err != nil || string(data) != fmt.Sprint("leaf ", i)):
+					t.Errorf("Leaf(%d) = %q, %v", i, data, err)
+				}
+				if idx, err := tx.LeafIndex(fmt.Sprint("ref-", i)); err != nil || idx != i {
+					t.Errorf("LeafIndex(ref-%d) = %d, %v", i, idx, err)
+				}
+			}
+			var kept []int64
+			for idx := range int64(len(want)) {
+				if level, _ := tlog.SplitStoredHashIndex(idx); idx >= tlog.StoredHashCount(pruned) || level >= ledger.TileHeight {
+					kept = append(kept, idx)
+				}
+			}
+			hs, err := tx.ReadHashes(kept)
+			if err != nil {
+				t.Fatalf("the stored hashes kept after dropping %d leaves: %v", pruned, err)
+			}
+			for i, idx := range kept {
+				if hs[i] != want[idx] {
+					t.Errorf("stored hash %d after dropping %d leaves differs", idx, pruned)
+				}
+			}
+			root, err := tlog.TreeHash(n, storeHashes(tx))
+			if wantRoot, _ := tlog.TreeHash(n, want); err != nil || root != wantRoot {
+				t.Errorf("tree hash after dropping %d leaves: %v, %v", pruned, root, err)
+			}
+			return nil
+		})
+		// A failed read may end a transaction: one each.
+		for _, idx := range []int64{0, tlog.StoredHashIndex(0, pruned-1), tlog.StoredHashIndex(ledger.TileHeight-1, pruned>>(ledger.TileHeight-1)-1)} {
+			if pruned == 0 {
+				break
+			}
+			view(t, s, func(tx ledger.Tx) error {
+				if _, err := tx.ReadHashes([]int64{idx}); err == nil {
+					t.Errorf("stored hash %d after dropping %d leaves: still there", idx, pruned)
+				}
+				return nil
+			})
+		}
+	}
+	check(0)
+	if err := prune(256); err != nil {
+		t.Fatal(err)
+	}
+	check(256)
+	if err := prune(256); err != nil {
+		t.Fatalf("PruneLog again to 256: %v", err)
+	}
+	if err := prune(512); err != nil {
+		t.Fatal(err)
+	}
+	check(512)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open.start(t, dir)
+	check(512)
+}

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "Incidents", run: testIncidents},
 		{name: "AccessLog", run: testAccessLog},
 		{name: "Log", run: testLog},
+		{name: "LogPrune", run: testLogPrune},
 		{name: "Leases", run: testLeases},
 		{name: "FencedBatch", run: testFencedBatch},
 		{name: "Restart", run: testRestart},

@@ -243,13 +243,9 @@ func (t *tx) PruneLog(below int64) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case below%tileLeaves != 0:
-		return fmt.Errorf("log: prune to %d: not a whole number of tiles", below)
-	case below > published:
-		return fmt.Errorf("log: prune to %d: only %d leaves are published", below, published)
-	case below <= from:
-		return nil
+	first, last, keep, ok, err := ledger.PruneSpan(below, from, published)
+	if err != nil || !ok {
+		return err
 	}
 	leaves := t.b(bLogLeaves)
 	for i := from; i < below; i++ {
@@ -258,8 +254,9 @@ func (t *tx) PruneLog(below int64) error {
 		}
 	}
 	hashes := t.b(bLogHashes)
-	for idx := tlog.StoredHashCount(from); idx < tlog.StoredHashCount(below); idx++ {
-		if level, _ := tlog.SplitStoredHashIndex(idx); level >= ledger.TileHeight {
+	for idx := first; idx < last; idx++ {
+		if len(keep) > 0 && keep[0] == idx {
+			keep = keep[1:]
 			continue
 		}
 		if err := hashes.Delete(u64(uint64(idx))); err != nil {

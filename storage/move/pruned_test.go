@@ -1,6 +1,7 @@
 package move_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -88,7 +89,49 @@ func TestMoveAfterTilesLeftTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	if after := answers(f.ledgerOn(t, pg)); !slices.Equal(before, after) {
+	lp := f.ledgerOn(t, pg)
+	if after := answers(lp); !slices.Equal(before, after) {
 		t.Fatalf("the ledger on the database answers differently for leaves the file had dropped")
+	}
+
+	// On the database the log grows and drops its own published tiles.
+	err = pg.Update(ctx, func(tx ledger.Tx) error {
+		for i := range 300 {
+			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow more-%d\n", ledger.LeafVersion, ledger.LeafReceipt, i)
+			if err := tx.QueueLeaf(fmt.Sprintf("more-%d", i), leaf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lp.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if size, err = lp.TreeSize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refs = append(refs, "more-0", "more-299")
+	before = answers(lp)
+	had := n
+	if n, err = lp.PrunePublished(ctx); err != nil || had+n != size>>ledger.TileHeight<<ledger.TileHeight || n == 0 {
+		t.Fatalf("the database dropped %d more leaves after %d, of %d: %v", n, had, size, err)
+	}
+	err = pg.View(ctx, func(tx ledger.Tx) error {
+		if _, _, err := tx.Leaf(had + n - 1); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("leaf %d after the database dropped it: %v", had+n-1, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := answers(f.ledgerOn(t, pg)); !slices.Equal(before, after) {
+		t.Fatalf("the ledger on the database answers differently for leaves it dropped itself")
 	}
 }

@@ -231,11 +231,50 @@ func (t *tx) SetTilesPublished(size int64) error {
 	return t.exec("INSERT INTO log_state (name, n) VALUES ('tiles', $1) ON CONFLICT (name) DO UPDATE SET n = EXCLUDED.n", size)
 }
 
-// LogPruned implements ledger.PrunedLog: a ledger moved from a bbolt file
-// that had dropped its published tiles keeps reading those leaves from
-// write-once storage. This store keeps every leaf it sequences itself.
+// LogPruned implements ledger.PrunedLog: how many leading leaves were
+// dropped, by this store (PruneLog) or by the bbolt file a ledger moved
+// from.
 func (t *tx) LogPruned() (int64, error) {
 	var n int64
 	_, err := t.queryRow("read the leaves kept only in tiles", "SELECT n FROM log_state WHERE name = 'pruned'", nil, &n)
 	return n, err
+}
+
+// pruneRoom is what PruneRoom allows: PostgreSQL keeps no free list that
+// every commit writes (the deleted rows' space is vacuumed), so the
+// integrator's own bound on a round is the only one.
+const pruneRoom = 1 << 40
+
+// PruneRoom implements ledger.LogPruner.
+func (t *tx) PruneRoom() (int64, error) { return pruneRoom, nil }
+
+// PruneLog implements ledger.LogPruner: the leaves from the last prune up
+// to below, and the stored hashes they added at levels below the tile
+// height, are deleted (two range deletes on the primary keys); every
+// leaf's index, the hashes at the tile height and above and the
+// checkpoints stay. Replicas pruning at once agree: the count only grows.
+func (t *tx) PruneLog(below int64) error {
+	from, err := t.LogPruned()
+	if err != nil {
+		return err
+	}
+	published, err := t.TilesPublished()
+	if err != nil {
+		return err
+	}
+	first, last, keep, ok, err := ledger.PruneSpan(below, from, published)
+	if err != nil || !ok {
+		return err
+	}
+	if keep == nil {
+		keep = []int64{} // ALL of NULL would delete nothing
+	}
+	return t.exec(`
+WITH l AS (
+	DELETE FROM log_leaves WHERE idx >= $1 AND idx < $2
+), h AS (
+	DELETE FROM log_hashes WHERE idx >= $3 AND idx < $4 AND idx <> ALL($5::bigint[])
+)
+INSERT INTO log_state (name, n) VALUES ('pruned', $2)
+ON CONFLICT (name) DO UPDATE SET n = GREATEST(log_state.n, EXCLUDED.n)`, from, below, first, last, keep)
 }
