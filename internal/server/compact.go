@@ -25,10 +25,11 @@ type CompactReport struct {
 	Took          time.Duration
 }
 
-// Compact is ledgerd compact, with ledgerd stopped: it drops from the
-// bbolt file the leaves and stored hashes of every full tile of the
-// Merkle log that write-once storage holds (each read back and compared
-// first, as the integrator does), unless merkleLog.keepPublished is set,
+// Compact is ledgerd compact, with ledgerd stopped: it publishes the
+// Merkle log's tiles not yet in write-once storage, drops from the bbolt
+// file the leaves and stored hashes of every full tile there (each read
+// back and compared first, as the integrator does), unless
+// merkleLog.keepPublished is set,
 // then copies the file without its free pages and puts the copy in its
 // place. ledgerd running drops them no faster than its writes reuse the
 // pages freed, so a file upgraded with a long log keeps most of it until
@@ -111,6 +112,11 @@ func dropPublished(ctx context.Context, cfg config.Config, progress io.Writer) (
 	}
 	if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
 		return 0, err
+	}
+	// ledgerd may have stopped between extending the log and publishing
+	// its tiles: publishing is deterministic and idempotent.
+	if err := l.PublishTiles(ctx); err != nil {
+		return 0, fmt.Errorf("publish the log's tiles not yet in evidence storage: %w", err)
 	}
 	fmt.Fprintln(progress, "dropping the published tiles the file still holds, each read back from write-once storage first")
 	last := time.Now()
