@@ -596,12 +596,14 @@ func timeKey(t time.Time) uint64 {
 	return uint64(max(t.UnixNano(), 0))
 }
 
-func indexKey(value string, t time.Time, seq []byte) []byte {
-	k := make([]byte, 0, len(value)+1+8+len(seq))
-	k = append(k, value...)
-	k = append(k, 0)
-	k = binary.BigEndian.AppendUint64(k, timeKey(t))
-	return append(k, seq...)
+// indexPrefix is the prefix of every key of value's entries in an index.
+func indexPrefix(value string) []byte {
+	return append([]byte(value), 0)
+}
+
+// indexPosting is the entry of row number seq, at time t, in an index.
+func indexPosting(t time.Time, seq []byte) posting {
+	return posting{timeKey(t), binary.BigEndian.Uint64(seq)}
 }
 
 type indexEntry struct {
@@ -670,7 +672,7 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 		}
 	}
 	for _, e := range indexEntries(r) {
-		if err := t.b(e.bucket).Put(indexKey(e.value, r.IssuedAt, seq), nil); err != nil {
+		if err := insertEntry(t.b(e.bucket), indexPrefix(e.value), indexPosting(r.IssuedAt, seq)); err != nil {
 			return err
 		}
 	}
@@ -789,57 +791,48 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	case q.Class != 0:
 		bucket, value = ixClass, strconv.Itoa(int(q.Class))
 	}
-	// Keys run oldest first; the listing walks them backwards from the
-	// end of the value's run, or from just before until.
-	prefix := append([]byte(value), 0)
-	end := append([]byte(value), 1) // past the run
+	// Entries run oldest first; the listing walks them backwards from the
+	// end of the value's entries, or from just before until.
+	prefix := indexPrefix(value)
+	bound := append([]byte(value), 1) // past the value's entries
 	if !q.Until.IsZero() {
-		end = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), timeKey(q.Until))
-	}
-	c := t.b(bucket).Cursor()
-	k, _ := c.Seek(end)
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
+		bound = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), timeKey(q.Until))
 	}
 	if q.PageToken != "" {
 		tok, err := base64.RawURLEncoding.DecodeString(q.PageToken)
 		if err != nil || len(tok) < 1+len(prefix)+8 || tok[0] != pageTokenVersion || string(tok[1:1+len(prefix)]) != string(prefix) {
 			return nil, "", fmt.Errorf("%w: pageToken does not belong to this query", ledger.ErrInvalid)
 		}
-		// Just before the last key returned.
-		if k, _ = c.Seek(tok[1:]); k == nil {
-			k, _ = c.Last()
-		} else {
-			k, _ = c.Prev()
-		}
+		// Just before the last entry returned.
+		bound = tok[1:]
 	}
 	var since uint64
 	if !q.Since.IsZero() {
 		since = timeKey(q.Since)
 	}
+	rc := &runCursor{c: t.b(bucket).Cursor(), prefix: prefix}
 	var rows []*ledger.Row
 	last := []byte{pageTokenVersion}
-	for ; k != nil; k, _ = c.Prev() {
-		if len(k) < len(prefix)+8 || string(k[:len(prefix)]) != string(prefix) {
-			break
-		}
-		if binary.BigEndian.Uint64(k[len(prefix):]) < since {
+	p, ok, err := rc.below(bound)
+	for ; ok && err == nil; p, ok, err = rc.prev() {
+		if p.time < since {
 			break
 		}
 		if len(rows) == q.PageSize {
 			return rows, base64.RawURLEncoding.EncodeToString(last), nil
 		}
-		r, err := t.rowAt(k[len(prefix)+8:])
+		r, err := t.rowAt(seqKey(p.seq))
 		if err != nil {
 			return nil, "", err
 		}
-		last = append(last[:1], k...)
+		last = append(last[:1], p.key(prefix)...)
 		if !matches(r, q) {
 			continue
 		}
 		rows = append(rows, r)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("list: %w", err)
 	}
 	return rows, "", nil
 }
@@ -1100,7 +1093,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		return err
 	}
 	for _, e := range indexEntries(r) {
-		if err := t.b(e.bucket).Delete(indexKey(e.value, r.IssuedAt, seq)); err != nil {
+		if err := deleteEntry(t.b(e.bucket), indexPrefix(e.value), indexPosting(r.IssuedAt, seq)); err != nil {
 			return err
 		}
 	}

@@ -117,9 +117,10 @@ func sequence(t *testing.T, path, bucket string) uint64 {
 
 // TestAppendOrderedBucketsFillTheirPages appends outbox entries and rows
 // in small transactions: the outbox and the rows, keyed by growing
-// numbers, fill their pages, and so do the time index, the expiry index
-// and the evidence records, keyed by row number (to nine tenths); the row
-// numbers by id (random ids) keep bbolt's split at half a page.
+// numbers, fill their pages, and so do the expiry index and the evidence
+// records, keyed by row number (to nine tenths); the time index packs its
+// entries in runs (a few bytes each); the row numbers by id (random ids)
+// keep bbolt's split at half a page.
 func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	writeRowsInSmallCommits(t, path)
@@ -128,7 +129,12 @@ func TestAppendOrderedBucketsFillTheirPages(t *testing.T) {
 			t.Errorf("%s pages %.0f %% full, want at least 95 %%", b, 100*f)
 		}
 	}
-	for _, b := range []string{"by_time", "by_expiry", "object_records"} {
+	inBucket(t, path, "by_time", func(b *bbolt.Bucket) {
+		if st := b.Stats(); st.KeyN > 5000/50 || st.LeafInuse > 6*5000 {
+			t.Errorf("by_time holds 5,000 entries in %d keys and %d bytes, want runs of fifty or more at a few bytes an entry", st.KeyN, st.LeafInuse)
+		}
+	})
+	for _, b := range []string{"by_expiry", "object_records"} {
 		if f := fill(t, path, b); f < 0.85 {
 			t.Errorf("%s pages %.0f %% full, want at least 85 %%", b, 100*f)
 		}

@@ -25,7 +25,10 @@ import (
 // keeps by id. Layout 5 counts the rows naming each JWKS snapshot
 // (bSnapCounts) instead of keeping a key per row and snapshot
 // (bSnapLinks); the conversion counts the links, then deletes them.
-const layout = 5
+// Layout 6 (docs/design/023) packs an index's entries in runs under one
+// key (runs.go); the conversion merges layout 5's key per entry into
+// runs.
+const layout = 6
 
 var (
 	kLayout = []byte("layout")
@@ -177,6 +180,31 @@ var snapshotCountPass = conversionPass{"snapshot counts", bSnapLinks, "snapshot 
 	return t.addSnapshotCount(k[:4], 1)
 }, nil}
 
+// runPasses bring a file to layout 6: each index entry that is a run of
+// one (every key of layout 5) joins the run before it, if the entry's
+// value has one with room.
+var runPasses = func() []conversionPass {
+	var ps []conversionPass
+	for _, b := range [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime} {
+		ps = append(ps, conversionPass{"runs " + string(b), b, "index entries into runs (" + string(b) + ")", func(t *tx, k, v []byte) error {
+			if len(v) > 0 {
+				return nil // a run already
+			}
+			if len(k) < 1+entryKeyLen {
+				return fmt.Errorf("index %s: key %x: %d bytes", b, k, len(k))
+			}
+			prefix := k[:len(k)-entryKeyLen]
+			p, _ := runHead(k, prefix)
+			bk := t.b(b)
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+			return insertEntry(bk, prefix, p)
+		}, nil})
+	}
+	return ps
+}()
+
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
 func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
@@ -201,7 +229,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those
@@ -215,6 +243,9 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		passes = append(passes, byNumberPasses...)
 	}
 	passes = append(passes, snapshotCountPass)
+	if version < 6 {
+		passes = append(passes, runPasses...)
+	}
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {
 			return fmt.Errorf("convert to layout %d, %s: %w", layout, p.what, err)

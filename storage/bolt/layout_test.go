@@ -75,8 +75,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 5}) {
-			t.Errorf("layout mark %x, want 5", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 6}) {
+			t.Errorf("layout mark %x, want 6", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -255,13 +255,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 6})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 7})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 6") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 7") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-6 file: %v, want a refusal naming layout 6", err)
+		t.Fatalf("open of a layout-7 file: %v, want a refusal naming layout 7", err)
 	}
 }
 
@@ -645,4 +645,69 @@ func TestLayout4FileCountsSnapshots(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLayout5FileMergesIndexRuns: a file of layout 5 (a key for every
+// index entry) has its entries merged into runs at open, and answers as
+// a new store does.
+func TestLayout5FileMergesIndexRuns(t *testing.T) {
+	path := fixtureFile(t)
+	indexes := []string{"by_principal", "by_grant", "by_target", "by_agent", "by_status", "by_class", "by_time"}
+	entries := map[string]int{}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		// Back to layout 5: every entry of every run a key of its own.
+		for _, name := range indexes {
+			b := tx.Bucket([]byte(name))
+			var keys [][]byte
+			if err := b.ForEach(func(k, v []byte) error {
+				if len(v) > 0 {
+					keys = append(keys, append([]byte(nil), k...))
+				}
+				entries[name]++
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				prefix := k[:len(k)-16]
+				var ks [][]byte
+				for p, err := range bolt.IndexRunKeys(prefix, k, b.Get(k)) {
+					if err != nil {
+						return err
+					}
+					ks = append(ks, p)
+				}
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+				for _, e := range ks {
+					if err := b.Put(e, nil); err != nil {
+						return err
+					}
+				}
+				entries[name] += len(ks) - 1
+			}
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 5})
+	})
+	if entries["by_time"] != 60-1 { // the fixture sweeps a row
+		t.Fatalf("the layout-5 time index holds %d entries, want 59", entries["by_time"])
+	}
+	got := openLinked(t, path)
+	sameRecords(t, got, freshFixture(t))
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		for _, name := range indexes {
+			if n := tx.Bucket([]byte(name)).Stats().KeyN; n >= entries[name] && entries[name] > 3 {
+				t.Errorf("%s: %d keys for %d entries after the conversion", name, n, entries[name])
+			}
+		}
+		if n := tx.Bucket([]byte("by_time")).Stats().KeyN; n != 1 {
+			t.Errorf("by_time: %d keys for its 59 entries after the conversion, want one run", n)
+		}
+		return nil
+	})
+	sameRecords(t, openLinked(t, path), freshFixture(t))
 }

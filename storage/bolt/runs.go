@@ -1,0 +1,251 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Layout 6 (docs/design/023): an index holds runs of entries. A run's key
+// is the key of its first entry, as layouts 2 to 5 keyed every entry: the
+// indexed value, 0x00, the time (8 bytes) and the row number (8 bytes).
+// Its value packs the entries after the first, in key order: for each,
+// the difference of its time from the one before it (uvarint) and of its
+// row number (zigzag varint). A key whose value is empty is a run of one,
+// so every layout-5 key reads as a run. An entry costs a few bytes
+// instead of a key of its own with bbolt's 16-byte header.
+
+// maxRunBytes bounds a run's packed value: an insert rewrites at most
+// this, and a page holds several runs.
+const maxRunBytes = 480
+
+// entryKeyLen is the bytes an entry's key adds to its value's prefix.
+const entryKeyLen = 16
+
+// posting is one entry of an index: a row's time key and number.
+type posting struct{ time, seq uint64 }
+
+func (p posting) less(q posting) bool {
+	return p.time < q.time || (p.time == q.time && p.seq < q.seq)
+}
+
+// cmpPosting orders entries as their keys sort.
+func cmpPosting(a, b posting) int {
+	switch {
+	case a.less(b):
+		return -1
+	case b.less(a):
+		return 1
+	}
+	return 0
+}
+
+// key is p's key under prefix (the value and 0x00).
+func (p posting) key(prefix []byte) []byte {
+	k := make([]byte, 0, len(prefix)+entryKeyLen)
+	k = append(k, prefix...)
+	k = binary.BigEndian.AppendUint64(k, p.time)
+	return binary.BigEndian.AppendUint64(k, p.seq)
+}
+
+var errBadRun = errors.New("index run damaged")
+
+// runHead returns the first entry of the run keyed k, when k is a run
+// key under prefix.
+func runHead(k, prefix []byte) (posting, bool) {
+	if len(k) != len(prefix)+entryKeyLen || !bytes.HasPrefix(k, prefix) {
+		return posting{}, false
+	}
+	k = k[len(prefix):]
+	return posting{binary.BigEndian.Uint64(k), binary.BigEndian.Uint64(k[8:])}, true
+}
+
+// decodeRun returns the entries of the run whose first entry is first
+// and whose value is v.
+func decodeRun(first posting, v []byte) ([]posting, error) {
+	run := make([]posting, 1, 1+len(v)/3)
+	run[0] = first
+	p := first
+	for len(v) > 0 {
+		dt, n := binary.Uvarint(v)
+		if n <= 0 {
+			return nil, errBadRun
+		}
+		v = v[n:]
+		ds, m := binary.Varint(v)
+		if m <= 0 {
+			return nil, errBadRun
+		}
+		v = v[m:]
+		p = posting{p.time + dt, uint64(int64(p.seq) + ds)}
+		run = append(run, p)
+	}
+	return run, nil
+}
+
+// encodeRun packs the entries of run after the first.
+func encodeRun(run []posting) []byte {
+	if len(run) < 2 {
+		return nil
+	}
+	v := make([]byte, 0, 6*(len(run)-1))
+	for i := 1; i < len(run); i++ {
+		v = binary.AppendUvarint(v, run[i].time-run[i-1].time)
+		v = binary.AppendVarint(v, int64(run[i].seq-run[i-1].seq))
+	}
+	return v
+}
+
+// runBefore returns the run under prefix whose first entry's key is the
+// greatest below k, with the cursor left on it; ok is false when there
+// is none.
+func runBefore(c *bolt.Cursor, prefix, k []byte) (rk []byte, run []posting, ok bool, err error) {
+	sk, _ := c.Seek(k)
+	var rv []byte
+	if sk == nil {
+		rk, rv = c.Last()
+	} else {
+		rk, rv = c.Prev()
+	}
+	first, ok := runHead(rk, prefix)
+	if !ok {
+		return nil, nil, false, nil
+	}
+	if run, err = decodeRun(first, rv); err != nil {
+		return nil, nil, false, fmt.Errorf("%w at %x", err, rk)
+	}
+	return append([]byte(nil), rk...), run, true, nil
+}
+
+// insertEntry adds p to the index under prefix. An entry already there
+// stays as it is.
+func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
+	k := p.key(prefix)
+	c := b.Cursor()
+	if sk, _ := c.Seek(k); bytes.Equal(sk, k) {
+		return nil
+	}
+	rk, run, ok, err := runBefore(c, prefix, k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return b.Put(k, nil) // before every run of the value: a run of its own
+	}
+	i, found := slices.BinarySearchFunc(run, p, cmpPosting)
+	if found {
+		return nil
+	}
+	run = slices.Insert(run, i, p)
+	if v := encodeRun(run); len(v) <= maxRunBytes {
+		return b.Put(rk, v)
+	}
+	if i == len(run)-1 {
+		// Appended to a full run: it stays full, and p starts the next.
+		return b.Put(k, nil)
+	}
+	half := len(run) / 2
+	if err := b.Put(rk, encodeRun(run[:half])); err != nil {
+		return err
+	}
+	return b.Put(run[half].key(prefix), encodeRun(run[half:]))
+}
+
+// deleteEntry removes p from the index under prefix, if it is there.
+func deleteEntry(b *bolt.Bucket, prefix []byte, p posting) error {
+	k := p.key(prefix)
+	c := b.Cursor()
+	if sk, sv := c.Seek(k); bytes.Equal(sk, k) {
+		run, err := decodeRun(p, sv)
+		if err != nil {
+			return fmt.Errorf("%w at %x", err, k)
+		}
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		if len(run) == 1 {
+			return nil
+		}
+		return b.Put(run[1].key(prefix), encodeRun(run[1:]))
+	}
+	rk, run, ok, err := runBefore(c, prefix, k)
+	if err != nil || !ok {
+		return err
+	}
+	i := slices.Index(run, p)
+	if i < 0 {
+		return nil
+	}
+	return b.Put(rk, encodeRun(slices.Delete(run, i, i+1)))
+}
+
+// runCursor walks an index's entries under one prefix, newest first.
+type runCursor struct {
+	c      *bolt.Cursor
+	prefix []byte
+	run    []posting
+	i      int // run[i] is the entry last returned
+}
+
+// below positions rc at the last entry whose key is below bound (a full
+// entry key, or a prefix of one) and returns it.
+func (rc *runCursor) below(bound []byte) (posting, bool, error) {
+	_, run, ok, err := runBefore(rc.c, rc.prefix, bound)
+	if err != nil || !ok {
+		return posting{}, false, err
+	}
+	rc.run = run
+	// The run's first entry is below bound; some of the later ones may not be.
+	rc.i = len(run) - 1
+	for rc.i > 0 && bytes.Compare(run[rc.i].key(rc.prefix), bound) >= 0 {
+		rc.i--
+	}
+	return run[rc.i], true, nil
+}
+
+// prev returns the entry before the one last returned.
+func (rc *runCursor) prev() (posting, bool, error) {
+	if rc.i > 0 {
+		rc.i--
+		return rc.run[rc.i], true, nil
+	}
+	rk, rv := rc.c.Prev()
+	first, ok := runHead(rk, rc.prefix)
+	if !ok {
+		return posting{}, false, nil
+	}
+	run, err := decodeRun(first, rv)
+	if err != nil {
+		return posting{}, false, fmt.Errorf("%w at %x", err, rk)
+	}
+	rc.run, rc.i = run, len(run)-1
+	return run[rc.i], true, nil
+}
+
+// IndexRunKeys yields the key of each entry of the run keyed k with value
+// v under prefix, as layout 5 keyed every entry: for tests and tools that
+// read the file directly.
+func IndexRunKeys(prefix, k, v []byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		first, ok := runHead(k, prefix)
+		if !ok {
+			yield(nil, fmt.Errorf("%w: %x is not a run under %x", errBadRun, k, prefix))
+			return
+		}
+		run, err := decodeRun(first, v)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, p := range run {
+			if !yield(p.key(prefix), nil) {
+				return
+			}
+		}
+	}
+}
