@@ -58,7 +58,8 @@ var (
 	// bReqJWT: a request JWT's hash (idKey) -> the number of the
 	// first row that used it.
 	bReqJWT = []byte("request_jwts")
-	// bExpiry: retain-until (8 bytes) and row number.
+	// bExpiry: runs (runs.go) of retain-until and row number, under no
+	// value prefix.
 	bExpiry = []byte("by_expiry")
 	// bDrillPool: a bitmap of the numbers of the rows the monthly drill
 	// may sample (ledger.Drillable); a row's position in the pool is its
@@ -677,16 +678,11 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 		}
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Put(expiryKey(r.RetainUntil, seq), nil); err != nil {
+		if err := insertEntry(t.b(bExpiry), nil, indexPosting(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func expiryKey(t time.Time, seq []byte) []byte {
-	k := binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0)))
-	return append(k, seq...)
 }
 
 // count adds delta to a counter keyed by key in bucket and returns it; a
@@ -1023,12 +1019,12 @@ func (t *tx) UpdateRetention(id string, until time.Time) error {
 		return err
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, seq)); err != nil {
+		if err := deleteEntry(t.b(bExpiry), nil, indexPosting(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}
 	if !until.IsZero() {
-		if err := t.b(bExpiry).Put(expiryKey(until, seq), nil); err != nil {
+		if err := insertEntry(t.b(bExpiry), nil, indexPosting(until, seq)); err != nil {
 			return err
 		}
 	}
@@ -1038,34 +1034,34 @@ func (t *tx) UpdateRetention(id string, until time.Time) error {
 
 func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
 	var out []*ledger.Row
-	c := t.b(bExpiry).Cursor()
 	limit := uint64(max(now.UnixNano(), 0))
-	var k []byte
-	if after == "" {
-		k, _ = c.First()
-	} else {
+	var bound []byte
+	if after != "" {
 		pos, err := hex.DecodeString(after)
-		if err != nil {
+		if err != nil || len(pos) != entryKeyLen {
 			return nil, "", fmt.Errorf("%w: bad sweep position", ledger.ErrInvalid)
 		}
-		if k, _ = c.Seek(pos); k != nil && string(k) == string(pos) {
-			k, _ = c.Next()
-		}
+		bound = pos
 	}
+	rc := &runCursor{c: t.b(bExpiry).Cursor()}
 	var last []byte
-	for ; k != nil; k, _ = c.Next() {
-		if len(k) < 8 || binary.BigEndian.Uint64(k) > limit {
+	p, ok, err := rc.above(bound)
+	for ; ok && err == nil; p, ok, err = rc.next() {
+		if p.time > limit {
 			return out, "", nil
 		}
 		if len(out) == n {
 			return out, hex.EncodeToString(last), nil
 		}
-		r, err := t.rowAt(k[8:])
+		r, err := t.rowAt(seqKey(p.seq))
 		if err != nil {
 			return nil, "", err
 		}
 		out = append(out, r)
-		last = append(last[:0], k...)
+		last = p.key(nil)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("expired rows: %w", err)
 	}
 	return out, "", nil
 }
@@ -1098,7 +1094,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		}
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := t.b(bExpiry).Delete(expiryKey(r.RetainUntil, seq)); err != nil {
+		if err := deleteEntry(t.b(bExpiry), nil, indexPosting(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}

@@ -185,12 +185,12 @@ var snapshotCountPass = conversionPass{"snapshot counts", bSnapLinks, "snapshot 
 // value has one with room.
 var runPasses = func() []conversionPass {
 	var ps []conversionPass
-	for _, b := range [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime} {
+	for _, b := range [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bExpiry} {
 		ps = append(ps, conversionPass{"runs " + string(b), b, "index entries into runs (" + string(b) + ")", func(t *tx, k, v []byte) error {
 			if len(v) > 0 {
 				return nil // a run already
 			}
-			if len(k) < 1+entryKeyLen {
+			if len(k) < entryKeyLen {
 				return fmt.Errorf("index %s: key %x: %d bytes", b, k, len(k))
 			}
 			prefix := k[:len(k)-entryKeyLen]

@@ -652,7 +652,7 @@ func TestLayout4FileCountsSnapshots(t *testing.T) {
 // a new store does.
 func TestLayout5FileMergesIndexRuns(t *testing.T) {
 	path := fixtureFile(t)
-	indexes := []string{"by_principal", "by_grant", "by_target", "by_agent", "by_status", "by_class", "by_time"}
+	indexes := []string{"by_principal", "by_grant", "by_target", "by_agent", "by_status", "by_class", "by_time", "by_expiry"}
 	entries := map[string]int{}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		// Back to layout 5: every entry of every run a key of its own.

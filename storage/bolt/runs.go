@@ -13,7 +13,8 @@ import (
 
 // Layout 6 (docs/design/023): an index holds runs of entries. A run's key
 // is the key of its first entry, as layouts 2 to 5 keyed every entry: the
-// indexed value, 0x00, the time (8 bytes) and the row number (8 bytes).
+// indexed value and 0x00 (no prefix in the expiry index), the time (8
+// bytes) and the row number (8 bytes).
 // Its value packs the entries after the first, in key order: for each,
 // the difference of its time from the one before it (uvarint) and of its
 // row number (zigzag varint). A key whose value is empty is a run of one,
@@ -184,7 +185,7 @@ func deleteEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	return b.Put(rk, encodeRun(slices.Delete(run, i, i+1)))
 }
 
-// runCursor walks an index's entries under one prefix, newest first.
+// runCursor walks an index's entries under one prefix, either way.
 type runCursor struct {
 	c      *bolt.Cursor
 	prefix []byte
@@ -214,17 +215,71 @@ func (rc *runCursor) prev() (posting, bool, error) {
 		rc.i--
 		return rc.run[rc.i], true, nil
 	}
-	rk, rv := rc.c.Prev()
-	first, ok := runHead(rk, rc.prefix)
-	if !ok {
-		return posting{}, false, nil
+	if ok, err := rc.load(rc.c.Prev()); err != nil || !ok {
+		return posting{}, false, err
 	}
-	run, err := decodeRun(first, rv)
+	rc.i = len(rc.run) - 1
+	return rc.run[rc.i], true, nil
+}
+
+// above positions rc at the first entry whose key is above bound, or at
+// the first entry when bound is nil, and returns it.
+func (rc *runCursor) above(bound []byte) (posting, bool, error) {
+	if bound == nil {
+		return rc.first(rc.c.Seek(rc.prefix))
+	}
+	// Entry keys under a prefix have one length: above bound is at or
+	// above bound and a zero byte.
+	succ := append(append([]byte(nil), bound...), 0)
+	_, run, ok, err := runBefore(rc.c, rc.prefix, succ)
 	if err != nil {
-		return posting{}, false, fmt.Errorf("%w at %x", err, rk)
+		return posting{}, false, err
 	}
-	rc.run, rc.i = run, len(run)-1
-	return run[rc.i], true, nil
+	if !ok {
+		return rc.first(rc.c.Seek(succ))
+	}
+	rc.run, rc.i = run, 0
+	for rc.i < len(run) && bytes.Compare(run[rc.i].key(rc.prefix), bound) <= 0 {
+		rc.i++
+	}
+	if rc.i < len(run) {
+		return run[rc.i], true, nil
+	}
+	return rc.first(rc.c.Next())
+}
+
+// next returns the entry after the one last returned.
+func (rc *runCursor) next() (posting, bool, error) {
+	if rc.i+1 < len(rc.run) {
+		rc.i++
+		return rc.run[rc.i], true, nil
+	}
+	return rc.first(rc.c.Next())
+}
+
+// first takes the run keyed k with value v, the cursor's position, and
+// returns its first entry.
+func (rc *runCursor) first(k, v []byte) (posting, bool, error) {
+	if ok, err := rc.load(k, v); err != nil || !ok {
+		return posting{}, false, err
+	}
+	rc.i = 0
+	return rc.run[0], true, nil
+}
+
+// load makes the run keyed k with value v the current one; false when k
+// is not a run under the prefix (or the end).
+func (rc *runCursor) load(k, v []byte) (bool, error) {
+	head, ok := runHead(k, rc.prefix)
+	if !ok {
+		return false, nil
+	}
+	run, err := decodeRun(head, v)
+	if err != nil {
+		return false, fmt.Errorf("%w at %x", err, k)
+	}
+	rc.run = run
+	return true, nil
 }
 
 // IndexRunKeys yields the key of each entry of the run keyed k with value

@@ -10,14 +10,15 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestIndexRuns checks the runs of an index against a plain sorted list
-// of its entries, through random inserts and deletes under three values
-// (one a prefix of another's text): appends in time order, late entries,
-// equal times, entries inserted twice and deleted twice, and keys of
-// layout 5 (runs of one) among the runs. After every step each value's
-// entries walked newest first from bounds at random entries, past them all
-// and before them all equal the list's, every
-// key heads a run of its value, and no run passes maxRunBytes.
+// TestIndexRuns checks the runs of two indexes against plain sorted lists
+// of their entries, through random inserts and deletes: one index under
+// three values (one a prefix of another's text), one under no prefix (as
+// the expiry index). Appends in time order, late entries, equal times,
+// entries inserted twice and deleted twice, and keys of layout 5 (runs of
+// one) among the runs. After every few hundred steps each prefix's
+// entries, walked newest first below and oldest first above bounds at
+// random entries, past them all and before them all, equal the list's;
+// every key heads a run of its prefix; no run passes maxRunBytes.
 func TestIndexRuns(t *testing.T) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "r.db"), 0o600, nil)
 	if err != nil {
@@ -25,8 +26,15 @@ func TestIndexRuns(t *testing.T) {
 	}
 	defer db.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
-	values := []string{"a", "ab", "7"}
-	want := map[string][]posting{}
+	type index struct {
+		name     string
+		prefixes [][]byte
+	}
+	indexes := []index{
+		{"ix", [][]byte{indexPrefix("a"), indexPrefix("ab"), indexPrefix("7")}},
+		{"exp", [][]byte{nil}},
+	}
+	want := map[string][]posting{} // index name and prefix -> entries in key order
 	var clock uint64 = 1 << 40
 	next := func() posting {
 		switch r := rng.IntN(10); {
@@ -37,103 +45,131 @@ func TestIndexRuns(t *testing.T) {
 		}
 		return posting{clock, rng.Uint64N(1 << 20)}
 	}
-	check := func(b *bolt.Bucket, step int) {
+	walk := func(b *bolt.Bucket, prefix, bound []byte, down bool) ([]posting, error) {
+		rc := &runCursor{c: b.Cursor(), prefix: prefix}
+		step, start := rc.next, rc.above
+		if down {
+			step, start = rc.prev, rc.below
+		}
+		var got []posting
+		p, ok, err := start(bound)
+		for ; ok && err == nil; p, ok, err = step() {
+			got = append(got, p)
+		}
+		return got, err
+	}
+	check := func(b *bolt.Bucket, ix index, step int) {
 		t.Helper()
-		for _, v := range values {
-			prefix := indexPrefix(v)
-			ps := want[v]
-			// Every bound: before each entry, past all, before all.
-			bounds := [][]byte{append([]byte(v), 1), prefix}
+		for _, prefix := range ix.prefixes {
+			ps := want[ix.name+string(prefix)]
+			bounds := [][]byte{append(bytes.TrimSuffix(slices.Clone(prefix), []byte{0}), 1), prefix}
 			for range min(len(ps), 40) {
-				p := ps[rng.IntN(len(ps))]
-				bounds = append(bounds, p.key(prefix), p.key(prefix)[:len(prefix)+8])
+				k := ps[rng.IntN(len(ps))].key(prefix)
+				bounds = append(bounds, k, k[:len(prefix)+8])
 			}
 			for _, bound := range bounds {
-				var wantBelow []posting
+				var below, above []posting
 				for i := len(ps) - 1; i >= 0; i-- {
 					if bytes.Compare(ps[i].key(prefix), bound) < 0 {
-						wantBelow = append(wantBelow, ps[i])
+						below = append(below, ps[i])
 					}
 				}
-				rc := &runCursor{c: b.Cursor(), prefix: prefix}
-				var got []posting
-				p, ok, err := rc.below(bound)
-				for ; ok && err == nil; p, ok, err = rc.prev() {
-					got = append(got, p)
+				for _, p := range ps {
+					if bytes.Compare(p.key(prefix), bound) > 0 {
+						above = append(above, p)
+					}
 				}
-				if err != nil {
-					t.Fatalf("step %d: %q below %x: %v", step, v, bound, err)
+				for _, w := range []struct {
+					down bool
+					want []posting
+				}{{true, below}, {false, above}} {
+					if len(bound) != len(prefix)+entryKeyLen && !w.down {
+						continue // walks up start from an entry's key
+					}
+					got, err := walk(b, prefix, bound, w.down)
+					if err != nil {
+						t.Fatalf("step %d: %s %q from %x (down %v): %v", step, ix.name, prefix, bound, w.down, err)
+					}
+					if !slices.Equal(got, w.want) {
+						t.Fatalf("step %d: %s %q from %x (down %v): %d entries %v, want %d %v", step, ix.name, prefix, bound, w.down, len(got), got, len(w.want), w.want)
+					}
 				}
-				if !slices.Equal(got, wantBelow) {
-					t.Fatalf("step %d: %q below %x: %d entries %v, want %d %v", step, v, bound, len(got), got, len(wantBelow), wantBelow)
-				}
+			}
+			if got, err := walk(b, prefix, nil, false); err != nil || !slices.Equal(got, ps) {
+				t.Fatalf("step %d: %s %q from the start: %d entries, %v; want %d", step, ix.name, prefix, len(got), err, len(ps))
 			}
 		}
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			prefix := k[:len(k)-entryKeyLen]
 			first, ok := runHead(k, prefix)
-			if !ok || !slices.Contains(values, string(prefix[:len(prefix)-1])) {
-				t.Fatalf("step %d: key %x heads no run", step, k)
+			if !ok || !slices.ContainsFunc(ix.prefixes, func(p []byte) bool { return bytes.Equal(p, prefix) }) {
+				t.Fatalf("step %d: %s: key %x heads no run", step, ix.name, k)
 			}
 			if len(v) > maxRunBytes {
-				t.Fatalf("step %d: run %x holds %d bytes", step, k, len(v))
+				t.Fatalf("step %d: %s: run %x holds %d bytes", step, ix.name, k, len(v))
 			}
 			if _, err := decodeRun(first, v); err != nil {
-				t.Fatalf("step %d: run %x: %v", step, k, err)
+				t.Fatalf("step %d: %s: run %x: %v", step, ix.name, k, err)
 			}
 		}
 	}
 	err = db.Update(func(btx *bolt.Tx) error {
-		b, err := btx.CreateBucket([]byte("ix"))
-		if err != nil {
-			return err
-		}
-		for step := range 6000 {
-			v := values[rng.IntN(len(values))]
-			prefix := indexPrefix(v)
-			ps := want[v]
-			switch r := rng.IntN(20); {
-			case r < 4 && len(ps) > 0: // delete one
-				p := ps[rng.IntN(len(ps))]
-				if err := deleteEntry(b, prefix, p); err != nil {
-					return err
-				}
-				if rng.IntN(4) == 0 { // again: nothing more
+		for _, ix := range indexes {
+			b, err := btx.CreateBucket([]byte(ix.name))
+			if err != nil {
+				return err
+			}
+			entries := 0
+			for step := range 4000 {
+				prefix := ix.prefixes[rng.IntN(len(ix.prefixes))]
+				at := ix.name + string(prefix)
+				ps := want[at]
+				switch r := rng.IntN(20); {
+				case r < 4 && len(ps) > 0: // delete one
+					p := ps[rng.IntN(len(ps))]
 					if err := deleteEntry(b, prefix, p); err != nil {
 						return err
 					}
-				}
-				want[v] = slices.DeleteFunc(ps, func(q posting) bool { return q == p })
-			case r == 4: // a key of layout 5, where no run holds it
-				p := next()
-				if i, found := slices.BinarySearchFunc(ps, p, cmpPosting); !found && (i == 0 || i == len(ps)) {
-					if err := b.Put(p.key(prefix), nil); err != nil {
-						return err
+					if rng.IntN(4) == 0 { // again: nothing more
+						if err := deleteEntry(b, prefix, p); err != nil {
+							return err
+						}
 					}
-					want[v] = slices.Insert(ps, i, p)
-				}
-			default:
-				p := next()
-				if err := insertEntry(b, prefix, p); err != nil {
-					return err
-				}
-				if rng.IntN(8) == 0 { // again: nothing more
+					want[at] = slices.DeleteFunc(ps, func(q posting) bool { return q == p })
+				case r == 4: // a key of layout 5, where no run holds it
+					p := next()
+					if i, found := slices.BinarySearchFunc(ps, p, cmpPosting); !found && (i == 0 || i == len(ps)) {
+						if err := b.Put(p.key(prefix), nil); err != nil {
+							return err
+						}
+						want[at] = slices.Insert(ps, i, p)
+					}
+				default:
+					p := next()
 					if err := insertEntry(b, prefix, p); err != nil {
 						return err
 					}
+					if rng.IntN(8) == 0 { // again: nothing more
+						if err := insertEntry(b, prefix, p); err != nil {
+							return err
+						}
+					}
+					if i, found := slices.BinarySearchFunc(ps, p, cmpPosting); !found {
+						want[at] = slices.Insert(ps, i, p)
+					}
 				}
-				if i, found := slices.BinarySearchFunc(ps, p, cmpPosting); !found {
-					want[v] = slices.Insert(ps, i, p)
+				if step%500 == 499 {
+					check(b, ix, step)
 				}
 			}
-			if step%500 == 499 {
-				check(b, step)
+			check(b, ix, 4000)
+			for _, prefix := range ix.prefixes {
+				entries += len(want[ix.name+string(prefix)])
 			}
-		}
-		check(b, 6000)
-		if n := b.Stats().KeyN; n*20 > len(want["a"])+len(want["ab"])+len(want["7"]) {
-			t.Errorf("%d keys for %d entries: runs too short", n, len(want["a"])+len(want["ab"])+len(want["7"]))
+			if n := b.Stats().KeyN; n*20 > entries {
+				t.Errorf("%s: %d keys for %d entries: runs too short", ix.name, n, entries)
+			}
 		}
 		return nil
 	})
