@@ -4,7 +4,6 @@
 package tamper
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -15,18 +14,14 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 4).
+// The row store's buckets (storage/bolt, layout 6).
 var (
 	rowData  = []byte("row_data")
 	rowSeq   = []byte("row_seq")
-	rowLeaf  = []byte("row_leaf_index")
 	meta     = []byte("meta")
 	rowSeqN  = []byte("row_seq_n")
 	evidence = []byte("evidence")
 )
-
-// isIndex reports whether bucket name is one of the row indexes.
-func isIndex(name []byte) bool { return bytes.HasPrefix(name, []byte("by_")) }
 
 // seqOf returns the number of row id.
 func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
@@ -92,13 +87,8 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		if v := tx.Bucket(rowLeaf).Get(seq); v != nil {
-			if err := tx.Bucket([]byte("leaf_index")).Put(bolt.IDKey(id), append([]byte(nil), v...)); err != nil {
-				return err
-			}
-			if err := tx.Bucket(rowLeaf).Delete(seq); err != nil {
-				return err
-			}
+		if err := bolt.UnlinkRowLeaf(tx, id, seq); err != nil {
+			return err
 		}
 		if err := tx.Bucket(rowSeq).Delete(bolt.IDKey(id)); err != nil {
 			return err
@@ -109,24 +99,7 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err := bolt.SetPoolBit(tx, seq, false); err != nil {
 			return err
 		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !isIndex(name) {
-				return nil
-			}
-			var del [][]byte
-			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, seq) {
-					del = append(del, append([]byte(nil), k...))
-				}
-				return nil
-			})
-			for _, k := range del {
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return bolt.DropIndexEntries(tx, seq)
 	}
 }
 
@@ -159,24 +132,7 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 				return err
 			}
 		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if !isIndex(name) || string(name) == "by_expiry" {
-				return nil
-			}
-			var add [][]byte
-			_ = b.ForEach(func(k, _ []byte) error {
-				if bytes.HasSuffix(k, seq) {
-					add = append(add, append(bytes.TrimSuffix(append([]byte(nil), k...), seq), fseq...))
-				}
-				return nil
-			})
-			for _, k := range add {
-				if err := b.Put(k, nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return bolt.CopyIndexEntries(tx, seq, fseq)
 	}
 }
 

@@ -51,10 +51,11 @@ var (
 	// object.
 	bRowData = []byte("row_data")
 	bRowSeq  = []byte("row_seq")
-	// bRowLeaf: a row's number -> the index of its leaf in the Merkle log
-	// (layout 4: the integrator appends here instead of rewriting the
-	// row's bRowSeq entry at a random key).
-	bRowLeaf = []byte("row_leaf_index")
+	// bRowLeaves: a row's number -> the index of its leaf in the Merkle
+	// log, in runs (runs.go; layout 6). Layouts 4 and 5 kept a key per
+	// row in bRowLeaf (layout 4: the integrator appends here instead of
+	// rewriting the row's bRowSeq entry at a random key).
+	bRowLeaves = []byte("row_leaves")
 	// bReqJWT: a request JWT's hash (idKey) -> the number of the
 	// first row that used it.
 	bReqJWT = []byte("request_jwts")
@@ -75,7 +76,7 @@ var (
 	ixClass     = []byte("by_class")
 	ixTime      = []byte("by_time")
 
-	allBuckets = [][]byte{bRowData, bRowSeq, bRowLeaf, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
+	allBuckets = [][]byte{bRowData, bRowSeq, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -498,7 +499,7 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bRowLeaf, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
+	for _, b := range [][]byte{bRowData, bRowLeaves, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
 		fillPercent[string(b)] = 1.0
 	}
 	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry, bObjects} {
@@ -538,11 +539,12 @@ func (t *tx) unlinkByNumber(id string, v, seq []byte) error {
 			return err
 		}
 	}
-	if v := t.b(bRowLeaf).Get(seq); v != nil {
-		if err := t.b(bLogIndex).Put(idKey(id), append([]byte(nil), v...)); err != nil {
-			return err
-		}
-		if err := t.b(bRowLeaf).Delete(seq); err != nil {
+	v, err := takeRowLeaf(t.b(bRowLeaves), seq)
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		if err := t.b(bLogIndex).Put(idKey(id), v); err != nil {
 			return err
 		}
 	}

@@ -362,7 +362,7 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 }
 
 // logIndexRecords is Records for ExportLogIndex: a stored row's leaf
-// index is kept by its number in bRowLeaf (beside the number in bRowSeq
+// index is kept by its number in bRowLeaves (beside the number in bRowSeq
 // before layout 4), any other ref's in bLogIndex; records follow the rows
 // by id, then the other refs. A record's Key is 1 or 2 for the bucket, then its key.
 func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
@@ -384,7 +384,10 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 			}
 			for ; k != nil && len(out) < n; k, v = c.Next() {
 				if part.mark == 1 && len(v) == 8 {
-					v = btx.Bucket(bRowLeaf).Get(v)
+					var err error
+					if v, err = rowLeaf(btx.Bucket(bRowLeaves), v); err != nil {
+						return fmt.Errorf("%s: leaf index of %x: %w", ExportLogIndex, k, err)
+					}
 				}
 				if part.mark == 1 && len(v) != 16 && len(v) != 8 {
 					continue // a row without a leaf yet

@@ -48,7 +48,7 @@ var (
 	oldSnapRefs  = []byte("snapshot_refs")
 	oldIndexes   = [][]byte{[]byte("ix_principal"), []byte("ix_grant"), []byte("ix_target"), []byte("ix_agent"),
 		[]byte("ix_status"), []byte("ix_class"), []byte("ix_time"), []byte("ix_expiry")}
-	oldBuckets = append([][]byte{oldRows, oldReqJWT, oldLogIndex, oldObjects, oldSnapLinks, oldSnapRefs, bSnapLinks}, oldIndexes...)
+	oldBuckets = append([][]byte{oldRows, oldReqJWT, oldLogIndex, oldObjects, oldSnapLinks, oldSnapRefs, bSnapLinks, bRowLeaf}, oldIndexes...)
 )
 
 // convertBatch is how many old entries one conversion transaction takes.
@@ -141,7 +141,7 @@ var byNumberPasses = []conversionPass{
 		if len(v) != 16 {
 			return nil
 		}
-		if err := t.b(bRowLeaf).Put(v[:8], v[8:]); err != nil {
+		if err := putRowLeaf(t.b(bRowLeaves), v[:8], binary.BigEndian.Uint64(v[8:])); err != nil {
 			return err
 		}
 		return t.b(bRowSeq).Put(k, v[:8])
@@ -180,12 +180,25 @@ var snapshotCountPass = conversionPass{"snapshot counts", bSnapLinks, "snapshot 
 	return t.addSnapshotCount(k[:4], 1)
 }, nil}
 
+// bRowLeaf: layouts 4 and 5 kept a row's leaf index by the row's number,
+// a key per row; layout 6 keeps them in runs (bRowLeaves).
+var bRowLeaf = []byte("row_leaf_index")
+
+// rowLeavesPass brings a file to layout 6: each leaf index of bRowLeaf
+// joins bRowLeaves' runs.
+var rowLeavesPass = conversionPass{"row leaves", bRowLeaf, "rows' leaf indexes into runs", func(t *tx, k, v []byte) error {
+	if len(k) != 8 || len(v) != 8 {
+		return fmt.Errorf("leaf index of row %x: %x", k, v)
+	}
+	return putRowLeaf(t.b(bRowLeaves), k, binary.BigEndian.Uint64(v))
+}, nil}
+
 // runPasses bring a file to layout 6: each index entry that is a run of
 // one (every key of layout 5) joins the run before it, if the entry's
 // value has one with room.
 var runPasses = func() []conversionPass {
 	var ps []conversionPass
-	for _, b := range [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bExpiry} {
+	for _, b := range indexBuckets {
 		ps = append(ps, conversionPass{"runs " + string(b), b, "index entries into runs (" + string(b) + ")", func(t *tx, k, v []byte) error {
 			if len(v) > 0 {
 				return nil // a run already
@@ -244,7 +257,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	passes = append(passes, snapshotCountPass)
 	if version < 6 {
-		passes = append(passes, runPasses...)
+		passes = append(append(passes, rowLeavesPass), runPasses...)
 	}
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {

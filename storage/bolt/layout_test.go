@@ -469,13 +469,24 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 			return err
 		}
 		moves := 0
-		if err := tx.Bucket([]byte("row_leaf_index")).ForEach(func(k, v []byte) error {
-			moves++
-			return tx.Bucket([]byte("row_seq")).Put(ids[string(k)], append(append([]byte(nil), k...), v...))
+		if err := tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
+			for e, err := range bolt.IndexRunKeys(nil, k, v) { // row number, leaf index
+				if err != nil {
+					return err
+				}
+				moves++
+				if err := tx.Bucket([]byte("row_seq")).Put(ids[string(e[:8])], e); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
-		if err := tx.DeleteBucket([]byte("row_leaf_index")); err != nil {
+		if err := tx.DeleteBucket([]byte("row_leaves")); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket([]byte("row_leaves")); err != nil {
 			return err
 		}
 		ev := tx.Bucket([]byte("evidence"))
@@ -532,8 +543,18 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 		if byID != 1 { // the swept row's
 			t.Errorf("%d evidence records keyed by id, want 1 (the swept row's)", byID)
 		}
-		if n := tx.Bucket([]byte("row_leaf_index")).Stats().KeyN; n < 50 {
-			t.Errorf("row_leaf_index holds %d entries, want the rows' leaf indexes", n)
+		n := 0
+		_ = tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
+			for _, err := range bolt.IndexRunKeys(nil, k, v) {
+				if err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if n < 50 {
+			t.Errorf("row_leaves holds %d entries, want the rows' leaf indexes", n)
 		}
 		return nil
 	})
@@ -648,8 +669,8 @@ func TestLayout4FileCountsSnapshots(t *testing.T) {
 }
 
 // TestLayout5FileMergesIndexRuns: a file of layout 5 (a key for every
-// index entry) has its entries merged into runs at open, and answers as
-// a new store does.
+// index entry and every row's leaf index) has them merged into runs at
+// open, and answers as a new store does.
 func TestLayout5FileMergesIndexRuns(t *testing.T) {
 	path := fixtureFile(t)
 	indexes := []string{"by_principal", "by_grant", "by_target", "by_agent", "by_status", "by_class", "by_time", "by_expiry"}
@@ -688,8 +709,33 @@ func TestLayout5FileMergesIndexRuns(t *testing.T) {
 				entries[name] += len(ks) - 1
 			}
 		}
+		// Layout 5's leaf indexes: a key per row.
+		leaves, err := tx.CreateBucket([]byte("row_leaf_index"))
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
+			for e, err := range bolt.IndexRunKeys(nil, k, v) {
+				if err != nil {
+					return err
+				}
+				entries["row_leaves"]++
+				if err := leaves.Put(e[:8], e[8:]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket([]byte("row_leaves")); err != nil {
+			return err
+		}
 		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 5})
 	})
+	if entries["row_leaves"] < 50 {
+		t.Fatalf("the layout-5 file holds %d leaf indexes of rows, want the rows'", entries["row_leaves"])
+	}
 	if entries["by_time"] != 60-1 { // the fixture sweeps a row
 		t.Fatalf("the layout-5 time index holds %d entries, want 59", entries["by_time"])
 	}
@@ -706,6 +752,12 @@ func TestLayout5FileMergesIndexRuns(t *testing.T) {
 		}
 		if n := tx.Bucket([]byte("by_time")).Stats().KeyN; n != 1 {
 			t.Errorf("by_time: %d keys for its 59 entries after the conversion, want one run", n)
+		}
+		if tx.Bucket([]byte("row_leaf_index")) != nil {
+			t.Error("row_leaf_index is still there")
+		}
+		if n := tx.Bucket([]byte("row_leaves")).Stats().KeyN; n != 1 {
+			t.Errorf("row_leaves: %d keys for %d leaf indexes after the conversion, want one run", n, entries["row_leaves"])
 		}
 		return nil
 	})

@@ -19,7 +19,7 @@ var (
 	bLogLeaves  = []byte("log_leaves")
 	// bLogIndex: a leaf's ref (idKey) -> its index, for refs that are
 	// not a stored row's id (a stored row's is kept by its number in
-	// bRowLeaf).
+	// bRowLeaves).
 	bLogIndex = []byte("leaf_index")
 	bLogCPs   = []byte("log_checkpoints")
 
@@ -132,8 +132,14 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 	v := t.b(bRowSeq).Get(k)
 	switch {
 	case len(v) == 16: // written before layout 4
-	case len(v) == 8 && t.b(bRowLeaf).Get(v) != nil:
-		v = t.b(bRowLeaf).Get(v)
+	case len(v) == 8:
+		leaf, err := rowLeaf(t.b(bRowLeaves), v)
+		if err != nil {
+			return 0, fmt.Errorf("leaf index of %s: %w", ref, err)
+		}
+		if v = leaf; v == nil {
+			v = t.b(bLogIndex).Get(k)
+		}
 	default:
 		v = t.b(bLogIndex).Get(k)
 	}
@@ -144,11 +150,11 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 }
 
 // putLeafIndex records that ref's leaf is at index: by the row's number
-// in bRowLeaf when ref is a stored row's id (the integrator takes leaves
-// in commit order, so these keys are appended), else in bLogIndex.
+// in bRowLeaves when ref is a stored row's id (the integrator takes leaves
+// in commit order, so these entries are appended), else in bLogIndex.
 func (t *tx) putLeafIndex(ref string, index int64) error {
 	if seq := t.seqOf(ref); seq != nil {
-		return t.b(bRowLeaf).Put(seq, u64(uint64(index)))
+		return putRowLeaf(t.b(bRowLeaves), seq, uint64(index))
 	}
 	return t.b(bLogIndex).Put(idKey(ref), u64(uint64(index)))
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -303,4 +304,130 @@ func IndexRunKeys(prefix, k, v []byte) iter.Seq2[[]byte, error] {
 			}
 		}
 	}
+}
+
+// A stored row's leaf index (layout 6): runs under no prefix in
+// bRowLeaves of entries whose time is the row's number and whose number is
+// the leaf's index. The integrator takes leaves in commit order, so the
+// entries are appended and both numbers mostly grow by one: two bytes an
+// entry.
+
+// rowLeaf returns the leaf index b holds for the row numbered seq (8
+// bytes), as 8 bytes; nil when it holds none.
+func rowLeaf(b *bolt.Bucket, seq []byte) ([]byte, error) {
+	n := binary.BigEndian.Uint64(seq)
+	_, run, ok, err := runBefore(b.Cursor(), nil, posting{n, ^uint64(0)}.key(nil))
+	if err != nil || !ok {
+		return nil, err
+	}
+	i, found := slices.BinarySearchFunc(run, n, func(p posting, n uint64) int { return cmp.Compare(p.time, n) })
+	if !found {
+		return nil, nil
+	}
+	return binary.BigEndian.AppendUint64(nil, run[i].seq), nil
+}
+
+// putRowLeaf records that the row numbered seq has its leaf at index.
+func putRowLeaf(b *bolt.Bucket, seq []byte, index uint64) error {
+	old, err := rowLeaf(b, seq)
+	if err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint64(seq)
+	if old != nil {
+		if binary.BigEndian.Uint64(old) == index {
+			return nil
+		}
+		if err := deleteEntry(b, nil, posting{n, binary.BigEndian.Uint64(old)}); err != nil {
+			return err
+		}
+	}
+	return insertEntry(b, nil, posting{n, index})
+}
+
+// takeRowLeaf removes the leaf index of the row numbered seq from b and
+// returns it (nil when there was none).
+func takeRowLeaf(b *bolt.Bucket, seq []byte) ([]byte, error) {
+	v, err := rowLeaf(b, seq)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return v, deleteEntry(b, nil, posting{binary.BigEndian.Uint64(seq), binary.BigEndian.Uint64(v)})
+}
+
+// UnlinkRowLeaf moves the leaf index of the row id numbered seq to the
+// key by its id, as a removed row's: for tools that edit the file
+// directly.
+func UnlinkRowLeaf(btx *bolt.Tx, id string, seq []byte) error {
+	v, err := takeRowLeaf(btx.Bucket(bRowLeaves), seq)
+	if err != nil || v == nil {
+		return err
+	}
+	return btx.Bucket(bLogIndex).Put(idKey(id), v)
+}
+
+// indexBuckets are the buckets that hold runs of index entries; the
+// expiry index is the last.
+var indexBuckets = [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bExpiry}
+
+// entriesOf returns the prefix and the entry of every entry of the row
+// numbered n in b, reading every run.
+func entriesOf(b *bolt.Bucket, n uint64) ([][]byte, []posting, error) {
+	var prefixes [][]byte
+	var ps []posting
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) < entryKeyLen {
+			return fmt.Errorf("%w: key %x", errBadRun, k)
+		}
+		prefix := k[:len(k)-entryKeyLen]
+		head, _ := runHead(k, prefix)
+		run, err := decodeRun(head, v)
+		if err != nil {
+			return fmt.Errorf("%w at %x", err, k)
+		}
+		for _, p := range run {
+			if p.seq == n {
+				prefixes, ps = append(prefixes, slices.Clone(prefix)), append(ps, p)
+			}
+		}
+		return nil
+	})
+	return prefixes, ps, err
+}
+
+// DropIndexEntries deletes the entries of the row numbered seq (8
+// bytes) from every index: for tools that edit the file directly.
+func DropIndexEntries(btx *bolt.Tx, seq []byte) error {
+	for _, name := range indexBuckets {
+		b := btx.Bucket(name)
+		prefixes, ps, err := entriesOf(b, binary.BigEndian.Uint64(seq))
+		if err != nil {
+			return err
+		}
+		for i, p := range ps {
+			if err := deleteEntry(b, prefixes[i], p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CopyIndexEntries gives the row numbered to the entries the row
+// numbered from has in every index but the expiry index: for tools that
+// edit the file directly.
+func CopyIndexEntries(btx *bolt.Tx, from, to []byte) error {
+	for _, name := range indexBuckets[:len(indexBuckets)-1] {
+		b := btx.Bucket(name)
+		prefixes, ps, err := entriesOf(b, binary.BigEndian.Uint64(from))
+		if err != nil {
+			return err
+		}
+		for i, p := range ps {
+			if err := insertEntry(b, prefixes[i], posting{p.time, binary.BigEndian.Uint64(to)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -170,6 +171,83 @@ func TestIndexRuns(t *testing.T) {
 			if n := b.Stats().KeyN; n*20 > entries {
 				t.Errorf("%s: %d keys for %d entries: runs too short", ix.name, n, entries)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRowLeaves: leaf indexes of rows in runs. Set in commit order with
+// gaps (rows without a leaf yet, leaves of disputes between), set again
+// (the same, or another index), taken out; every lookup answers as a map
+// does, and the runs stay few.
+func TestRowLeaves(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "l.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := map[uint64]uint64{}
+	err = db.Update(func(btx *bolt.Tx) error {
+		b, err := btx.CreateBucket(bRowLeaves)
+		if err != nil {
+			return err
+		}
+		leaf := uint64(0)
+		for row := uint64(1); row <= 3000; row++ {
+			if rng.IntN(10) == 0 {
+				continue // no leaf yet
+			}
+			if rng.IntN(10) == 0 {
+				leaf++ // a dispute's leaf
+			}
+			if err := putRowLeaf(b, seqKey(row), leaf); err != nil {
+				return err
+			}
+			want[row] = leaf
+			leaf++
+		}
+		for range 200 {
+			row := 1 + rng.Uint64N(3000)
+			switch rng.IntN(3) {
+			case 0: // the same again
+				if l, ok := want[row]; ok {
+					if err := putRowLeaf(b, seqKey(row), l); err != nil {
+						return err
+					}
+				}
+			case 1: // another index
+				if err := putRowLeaf(b, seqKey(row), 1_000_000+row); err != nil {
+					return err
+				}
+				want[row] = 1_000_000 + row
+			default:
+				v, err := takeRowLeaf(b, seqKey(row))
+				if err != nil {
+					return err
+				}
+				l, ok := want[row]
+				if (v != nil) != ok || (ok && binary.BigEndian.Uint64(v) != l) {
+					t.Fatalf("take row %d: %x, want %d (%v)", row, v, l, ok)
+				}
+				delete(want, row)
+			}
+		}
+		for row := uint64(0); row <= 3001; row++ {
+			v, err := rowLeaf(b, seqKey(row))
+			if err != nil {
+				return err
+			}
+			l, ok := want[row]
+			if (v != nil) != ok || (ok && binary.BigEndian.Uint64(v) != l) {
+				t.Fatalf("row %d: leaf %x, want %d (%v)", row, v, l, ok)
+			}
+		}
+		if n := b.Stats().KeyN; n*50 > len(want) {
+			t.Errorf("%d keys for %d leaf indexes: runs too short", n, len(want))
 		}
 		return nil
 	})
