@@ -90,6 +90,31 @@ func decodeRun(first posting, v []byte) ([]posting, error) {
 	return run, nil
 }
 
+// lastOf returns the last entry of the run whose first entry is first
+// and whose value is v, without decoding it into a slice.
+func lastOf(first posting, v []byte) (posting, error) {
+	p := first
+	for len(v) > 0 {
+		dt, n := binary.Uvarint(v)
+		if n <= 0 {
+			return p, errBadRun
+		}
+		ds, m := binary.Varint(v[n:])
+		if m <= 0 {
+			return p, errBadRun
+		}
+		v = v[n+m:]
+		p = posting{p.time + dt, uint64(int64(p.seq) + ds)}
+	}
+	return p, nil
+}
+
+// appendDelta appends q's difference from p, the entry before it.
+func appendDelta(v []byte, p, q posting) []byte {
+	v = binary.AppendUvarint(v, q.time-p.time)
+	return binary.AppendVarint(v, int64(q.seq-p.seq))
+}
+
 // encodeRun packs the entries of run after the first.
 func encodeRun(run []posting) []byte {
 	if len(run) < 2 {
@@ -97,31 +122,38 @@ func encodeRun(run []posting) []byte {
 	}
 	v := make([]byte, 0, 6*(len(run)-1))
 	for i := 1; i < len(run); i++ {
-		v = binary.AppendUvarint(v, run[i].time-run[i-1].time)
-		v = binary.AppendVarint(v, int64(run[i].seq-run[i-1].seq))
+		v = appendDelta(v, run[i-1], run[i])
 	}
 	return v
 }
 
-// runBefore returns the run under prefix whose first entry's key is the
-// greatest below k, with the cursor left on it; ok is false when there
-// is none.
-func runBefore(c *bolt.Cursor, prefix, k []byte) (rk []byte, run []posting, ok bool, err error) {
+// runAt returns the key (a copy), first entry and value of the run under
+// prefix whose first entry's key is the greatest below k, with the cursor
+// left on it; ok is false when there is none. The value is the file's
+// memory: read it before the bucket changes.
+func runAt(c *bolt.Cursor, prefix, k []byte) (rk []byte, first posting, rv []byte, ok bool) {
 	sk, _ := c.Seek(k)
-	var rv []byte
 	if sk == nil {
 		rk, rv = c.Last()
 	} else {
 		rk, rv = c.Prev()
 	}
-	first, ok := runHead(rk, prefix)
+	if first, ok = runHead(rk, prefix); !ok {
+		return nil, posting{}, nil, false
+	}
+	return append([]byte(nil), rk...), first, rv, true
+}
+
+// runBefore is runAt with the run decoded.
+func runBefore(c *bolt.Cursor, prefix, k []byte) (rk []byte, run []posting, ok bool, err error) {
+	rk, first, rv, ok := runAt(c, prefix, k)
 	if !ok {
 		return nil, nil, false, nil
 	}
 	if run, err = decodeRun(first, rv); err != nil {
 		return nil, nil, false, fmt.Errorf("%w at %x", err, rk)
 	}
-	return append([]byte(nil), rk...), run, true, nil
+	return rk, run, true, nil
 }
 
 // insertEntry adds p to the index under prefix. An entry already there
@@ -132,12 +164,24 @@ func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	if sk, _ := c.Seek(k); bytes.Equal(sk, k) {
 		return nil
 	}
-	rk, run, ok, err := runBefore(c, prefix, k)
-	if err != nil {
-		return err
-	}
+	rk, first, rv, ok := runAt(c, prefix, k)
 	if !ok {
 		return b.Put(k, nil) // before every run of the value: a run of its own
+	}
+	last, err := lastOf(first, rv)
+	if err != nil {
+		return fmt.Errorf("%w at %x", err, rk)
+	}
+	if last.less(p) {
+		// After the run's last entry, as most are: appended as it is.
+		if d := appendDelta(nil, last, p); len(rv)+len(d) <= maxRunBytes {
+			return b.Put(rk, append(append(make([]byte, 0, len(rv)+len(d)), rv...), d...))
+		}
+		return b.Put(k, nil) // the run is full: p starts the next
+	}
+	run, err := decodeRun(first, rv)
+	if err != nil {
+		return fmt.Errorf("%w at %x", err, rk)
 	}
 	i, found := slices.BinarySearchFunc(run, p, cmpPosting)
 	if found {
@@ -146,10 +190,6 @@ func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	run = slices.Insert(run, i, p)
 	if v := encodeRun(run); len(v) <= maxRunBytes {
 		return b.Put(rk, v)
-	}
-	if i == len(run)-1 {
-		// Appended to a full run: it stays full, and p starts the next.
-		return b.Put(k, nil)
 	}
 	half := len(run) / 2
 	if err := b.Put(rk, encodeRun(run[:half])); err != nil {
