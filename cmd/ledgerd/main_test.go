@@ -11,6 +11,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/config"
@@ -84,8 +85,8 @@ func TestVersion(t *testing.T) {
 }
 
 // ledgerd compact on the default store: a data directory without a file
-// is an error naming the path; a file whose log never ran is copied, and
-// the command says so in words.
+// is an error naming the path; a file of layout 5 whose log never ran is
+// brought to this layout and copied, and the command says so in words.
 func TestCompactCommand(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
@@ -95,18 +96,47 @@ func TestCompactCommand(t *testing.T) {
 	if err := run(t.Context(), []string{"compact", "now"}, &out, &out); err == nil || !strings.Contains(err.Error(), "usage") {
 		t.Fatalf("compact with an argument: %v", err)
 	}
-	st, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Config{})
+	path := filepath.Join(dir, "ledger.db")
+	st, err := bolt.Open(path, bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// An empty file of layout 5: compact brings it to this layout first.
+	layout := func(set []byte) []byte {
+		t.Helper()
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v []byte
+		if err := db.Update(func(tx *bbolt.Tx) error {
+			meta := tx.Bucket([]byte("meta"))
+			if set == nil {
+				v = append(v, meta.Get([]byte("layout"))...)
+				return nil
+			}
+			if _, err := tx.CreateBucket([]byte("row_leaf_index")); err != nil {
+				return err
+			}
+			return meta.Put([]byte("layout"), set)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	layout([]byte{0, 0, 0, 0, 0, 0, 0, 5})
 	out.Reset()
 	if err := run(t.Context(), []string{"compact", "--data-dir", dir}, &out, &out); err != nil {
 		t.Fatalf("compact: %v\n%s", err, out.String())
 	}
 	if s := out.String(); !strings.Contains(s, "no Merkle log key") || !strings.Contains(s, "done in") || !strings.Contains(s, "0 leaves of published tiles left the file") {
 		t.Fatalf("compact printed:\n%s", s)
+	}
+	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 6}) {
+		t.Fatalf("layout after compact: %x, want 6", v)
 	}
 }

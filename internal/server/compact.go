@@ -25,7 +25,8 @@ type CompactReport struct {
 	Took          time.Duration
 }
 
-// Compact is ledgerd compact, with ledgerd stopped: it publishes the
+// Compact is ledgerd compact, with ledgerd stopped: it brings the file
+// to this version's layout (as ledgerd's start would), publishes the
 // Merkle log's tiles not yet in write-once storage, drops from the bbolt
 // file the leaves and stored hashes of every full tile there (each read
 // back and compared first, as the integrator does), unless
@@ -52,7 +53,16 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 		return rep, err
 	}
 	rep.Before = st.Size()
-	if rep.Dropped, err = dropPublished(ctx, cfg, progress); err != nil {
+	// Opening the store brings the file to this version's layout first.
+	store, err := bolt.Open(path, bolt.Config{})
+	if err != nil {
+		return rep, err
+	}
+	rep.Dropped, err = dropPublished(ctx, cfg, store, progress)
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return rep, err
 	}
 	fmt.Fprintf(progress, "copying %s without its free pages\n", path)
@@ -66,9 +76,9 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	return rep, nil
 }
 
-// dropPublished drops the published full tiles the file still holds, and
-// returns how many leaves it dropped.
-func dropPublished(ctx context.Context, cfg config.Config, progress io.Writer) (int64, error) {
+// dropPublished drops the published full tiles the file of store still
+// holds, and returns how many leaves it dropped.
+func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, progress io.Writer) (int64, error) {
 	if !cfg.MerkleLog.On() || cfg.MerkleLog.KeepPublished {
 		fmt.Fprintln(progress, "the Merkle log is off or keeps its published tiles (merkleLog): no leaves to drop")
 		return 0, nil
@@ -81,11 +91,6 @@ func dropPublished(ctx context.Context, cfg config.Config, progress io.Writer) (
 	if err != nil {
 		return 0, err
 	}
-	store, err := bolt.Open(cfg.Store.Path, bolt.Config{})
-	if err != nil {
-		return 0, err
-	}
-	defer store.Close()
 	objects, s3store, err := openEvidence(cfg)
 	if err != nil {
 		return 0, err
@@ -131,9 +136,6 @@ func dropPublished(ctx context.Context, cfg config.Config, progress io.Writer) (
 	}
 	if n == 0 {
 		fmt.Fprintln(progress, "  none: every published full tile had already left the file")
-	}
-	if err := store.Close(); err != nil {
-		return n, err
 	}
 	return n, nil
 }
