@@ -103,28 +103,45 @@ type LogPruner interface {
 	PruneLog(below int64) error
 }
 
-// PruneSpan is what a LogPruner's PruneLog(below) drops, given the leaves
-// it dropped before (pruned) and the published ones: the leaves from
-// pruned up to below, and the stored hashes they added at levels below
-// TileHeight, which lie between the first and the last stored-hash index
-// returned, apart from those in keep. ok is false when nothing is left to
-// drop; an error means below is not a whole number of published tiles.
-func PruneSpan(below, pruned, published int64) (first, last int64, keep []int64, ok bool, err error) {
+// Prune is what a LogPruner's PruneLog drops: the leaves from From up to
+// Below, and the stored hashes they added at levels below TileHeight,
+// which lie from First up to Last apart from those in Keep.
+type Prune struct {
+	From, Below, First, Last int64
+	Keep                     []int64
+}
+
+// PlanPrune returns what PruneLog(below) drops from the store tx is a
+// transaction of, given the leaves it dropped before and those published;
+// ok is false when nothing is left to drop, and an error means below is
+// not a whole number of published tiles.
+func PlanPrune(tx interface {
+	LogPruned() (int64, error)
+	TilesPublished() (int64, error)
+}, below int64) (p Prune, ok bool, err error) {
+	from, err := tx.LogPruned()
+	if err != nil {
+		return p, false, err
+	}
+	published, err := tx.TilesPublished()
+	if err != nil {
+		return p, false, err
+	}
 	switch {
 	case below%(1<<TileHeight) != 0:
-		return 0, 0, nil, false, fmt.Errorf("log: prune to %d: not a whole number of tiles", below)
+		return p, false, fmt.Errorf("log: prune to %d: not a whole number of tiles", below)
 	case below > published:
-		return 0, 0, nil, false, fmt.Errorf("log: prune to %d: only %d leaves are published", below, published)
-	case below <= pruned:
-		return 0, 0, nil, false, nil
+		return p, false, fmt.Errorf("log: prune to %d: only %d leaves are published", below, published)
+	case below <= from:
+		return p, false, nil
 	}
-	first, last = tlog.StoredHashCount(pruned), tlog.StoredHashCount(below)
-	for idx := first; idx < last; idx++ {
+	p = Prune{From: from, Below: below, First: tlog.StoredHashCount(from), Last: tlog.StoredHashCount(below), Keep: []int64{}}
+	for idx := p.First; idx < p.Last; idx++ {
 		if level, _ := tlog.SplitStoredHashIndex(idx); level >= TileHeight {
-			keep = append(keep, idx)
+			p.Keep = append(p.Keep, idx)
 		}
 	}
-	return first, last, keep, true, nil
+	return p, true, nil
 }
 
 // LogConfig configures the Merkle log.

@@ -469,19 +469,15 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 			return err
 		}
 		moves := 0
-		if err := tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
-			for e, err := range bolt.IndexRunKeys(nil, k, v) { // row number, leaf index
-				if err != nil {
-					return err
-				}
-				moves++
-				if err := tx.Bucket([]byte("row_seq")).Put(ids[string(e[:8])], e); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		entries, err := rowLeafEntries(tx)
+		if err != nil {
 			return err
+		}
+		for _, e := range entries {
+			moves++
+			if err := tx.Bucket([]byte("row_seq")).Put(ids[string(e[:8])], e); err != nil {
+				return err
+			}
 		}
 		if err := tx.DeleteBucket([]byte("row_leaves")); err != nil {
 			return err
@@ -543,18 +539,9 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 		if byID != 1 { // the swept row's
 			t.Errorf("%d evidence records keyed by id, want 1 (the swept row's)", byID)
 		}
-		n := 0
-		_ = tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
-			for _, err := range bolt.IndexRunKeys(nil, k, v) {
-				if err != nil {
-					return err
-				}
-				n++
-			}
-			return nil
-		})
-		if n < 50 {
-			t.Errorf("row_leaves holds %d entries, want the rows' leaf indexes", n)
+		entries, err := rowLeafEntries(tx)
+		if n := len(entries); err != nil || n < 50 {
+			t.Errorf("row_leaves holds %d entries (%v), want the rows' leaf indexes", n, err)
 		}
 		return nil
 	})
@@ -714,19 +701,15 @@ func TestLayout5FileMergesIndexRuns(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
-			for e, err := range bolt.IndexRunKeys(nil, k, v) {
-				if err != nil {
-					return err
-				}
-				entries["row_leaves"]++
-				if err := leaves.Put(e[:8], e[8:]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		rows, err := rowLeafEntries(tx)
+		if err != nil {
 			return err
+		}
+		for _, e := range rows {
+			entries["row_leaves"]++
+			if err := leaves.Put(e[:8], e[8:]); err != nil {
+				return err
+			}
 		}
 		if err := tx.DeleteBucket([]byte("row_leaves")); err != nil {
 			return err
@@ -762,4 +745,20 @@ func TestLayout5FileMergesIndexRuns(t *testing.T) {
 		return nil
 	})
 	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// rowLeafEntries returns the rows' leaf indexes the file keeps in runs,
+// each as its row's number and its leaf's index (8 bytes each).
+func rowLeafEntries(tx *bbolt.Tx) ([][]byte, error) {
+	var out [][]byte
+	err := tx.Bucket([]byte("row_leaves")).ForEach(func(k, v []byte) error {
+		for e, err := range bolt.IndexRunKeys(nil, k, v) {
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
 }

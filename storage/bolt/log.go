@@ -241,26 +241,19 @@ func (t *tx) PruneRoom() (int64, error) {
 // height, are deleted. Both buckets are keyed by an index that grows with
 // the leaf, so the deleted keys are one run at the front of each.
 func (t *tx) PruneLog(below int64) error {
-	from, err := t.LogPruned()
-	if err != nil {
-		return err
-	}
-	published, err := t.TilesPublished()
-	if err != nil {
-		return err
-	}
-	first, last, keep, ok, err := ledger.PruneSpan(below, from, published)
+	p, ok, err := ledger.PlanPrune(t, below)
 	if err != nil || !ok {
 		return err
 	}
 	leaves := t.b(bLogLeaves)
-	for i := from; i < below; i++ {
+	for i := p.From; i < below; i++ {
 		if err := leaves.Delete(u64(uint64(i))); err != nil {
 			return err
 		}
 	}
 	hashes := t.b(bLogHashes)
-	for idx := first; idx < last; idx++ {
+	keep := p.Keep
+	for idx := p.First; idx < p.Last; idx++ {
 		if len(keep) > 0 && keep[0] == idx {
 			keep = keep[1:]
 			continue

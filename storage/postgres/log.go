@@ -254,21 +254,11 @@ func (t *tx) PruneRoom() (int64, error) { return pruneRoom, nil }
 // leaf's index, the hashes at the tile height and above and the
 // checkpoints stay. Replicas pruning at once agree: the count only grows.
 func (t *tx) PruneLog(below int64) error {
-	from, err := t.LogPruned()
-	if err != nil {
-		return err
-	}
-	published, err := t.TilesPublished()
-	if err != nil {
-		return err
-	}
-	first, last, keep, ok, err := ledger.PruneSpan(below, from, published)
+	p, ok, err := ledger.PlanPrune(t, below)
 	if err != nil || !ok {
 		return err
 	}
-	if keep == nil {
-		keep = []int64{} // ALL of NULL would delete nothing
-	}
+	// p.Keep is never nil: ALL of NULL would delete nothing.
 	return t.exec(`
 WITH l AS (
 	DELETE FROM log_leaves WHERE idx >= $1 AND idx < $2
@@ -276,5 +266,5 @@ WITH l AS (
 	DELETE FROM log_hashes WHERE idx >= $3 AND idx < $4 AND idx <> ALL($5::bigint[])
 )
 INSERT INTO log_state (name, n) VALUES ('pruned', $2)
-ON CONFLICT (name) DO UPDATE SET n = GREATEST(log_state.n, EXCLUDED.n)`, from, below, first, last, keep)
+ON CONFLICT (name) DO UPDATE SET n = GREATEST(log_state.n, EXCLUDED.n)`, p.From, p.Below, p.First, p.Last, p.Keep)
 }
