@@ -26,28 +26,7 @@ func TestMoveAfterTilesLeftTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := f.ledgerOn(t, store)
-	err = store.Update(ctx, func(tx ledger.Tx) error {
-		for i := range 600 {
-			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow extra-%d\n", ledger.LeafVersion, ledger.LeafReceipt, i)
-			if err := tx.QueueLeaf(fmt.Sprintf("extra-%d", i), leaf); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.PublishTiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	size, err := l.TreeSize(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	size := growLog(t, store, l, "extra", 600)
 	refs := []string{f.rows[0], "extra-0", "extra-300", "extra-599"}
 	answers := func(l *ledger.Ledger) []string {
 		t.Helper()
@@ -95,27 +74,7 @@ func TestMoveAfterTilesLeftTheFile(t *testing.T) {
 	}
 
 	// On the database the log grows and drops its own published tiles.
-	err = pg.Update(ctx, func(tx ledger.Tx) error {
-		for i := range 300 {
-			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow more-%d\n", ledger.LeafVersion, ledger.LeafReceipt, i)
-			if err := tx.QueueLeaf(fmt.Sprintf("more-%d", i), leaf); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lp.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := lp.PublishTiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if size, err = lp.TreeSize(ctx); err != nil {
-		t.Fatal(err)
-	}
+	size = growLog(t, pg, lp, "more", 300)
 	refs = append(refs, "more-0", "more-299")
 	before = answers(lp)
 	had := n
@@ -134,4 +93,34 @@ func TestMoveAfterTilesLeftTheFile(t *testing.T) {
 	if after := answers(f.ledgerOn(t, pg)); !slices.Equal(before, after) {
 		t.Fatalf("the ledger on the database answers differently for leaves it dropped itself")
 	}
+}
+
+// growLog queues n receipt leaves named name-0 to name-(n-1) in store,
+// has l integrate them and publish the tiles, and returns the log's size.
+func growLog(t *testing.T, store ledger.Store, l *ledger.Ledger, name string, n int) int64 {
+	t.Helper()
+	ctx := t.Context()
+	err := store.Update(ctx, func(tx ledger.Tx) error {
+		for i := range n {
+			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow %s-%d\n", ledger.LeafVersion, ledger.LeafReceipt, name, i)
+			if err := tx.QueueLeaf(fmt.Sprintf("%s-%d", name, i), leaf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, err := l.TreeSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size
 }
