@@ -133,6 +133,12 @@ func encodeRun(run []posting) []byte {
 // memory: read it before the bucket changes.
 func runAt(c *bolt.Cursor, prefix, k []byte) (rk []byte, first posting, rv []byte, ok bool) {
 	sk, _ := c.Seek(k)
+	return runBeforeSought(c, prefix, sk)
+}
+
+// runBeforeSought is runAt for a cursor just sought to k, where it found
+// sk.
+func runBeforeSought(c *bolt.Cursor, prefix, sk []byte) (rk []byte, first posting, rv []byte, ok bool) {
 	if sk == nil {
 		rk, rv = c.Last()
 	} else {
@@ -161,10 +167,11 @@ func runBefore(c *bolt.Cursor, prefix, k []byte) (rk []byte, run []posting, ok b
 func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	k := p.key(prefix)
 	c := b.Cursor()
-	if sk, _ := c.Seek(k); bytes.Equal(sk, k) {
+	sk, _ := c.Seek(k)
+	if bytes.Equal(sk, k) {
 		return nil
 	}
-	rk, first, rv, ok := runAt(c, prefix, k)
+	rk, first, rv, ok := runBeforeSought(c, prefix, sk)
 	if !ok {
 		return b.Put(k, nil) // before every run of the value: a run of its own
 	}
@@ -202,7 +209,8 @@ func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 func deleteEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	k := p.key(prefix)
 	c := b.Cursor()
-	if sk, sv := c.Seek(k); bytes.Equal(sk, k) {
+	sk, sv := c.Seek(k)
+	if bytes.Equal(sk, k) {
 		run, err := decodeRun(p, sv)
 		if err != nil {
 			return fmt.Errorf("%w at %x", err, k)
@@ -215,9 +223,13 @@ func deleteEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 		}
 		return b.Put(run[1].key(prefix), encodeRun(run[1:]))
 	}
-	rk, run, ok, err := runBefore(c, prefix, k)
-	if err != nil || !ok {
-		return err
+	rk, first, rv, ok := runBeforeSought(c, prefix, sk)
+	if !ok {
+		return nil
+	}
+	run, err := decodeRun(first, rv)
+	if err != nil {
+		return fmt.Errorf("%w at %x", err, rk)
 	}
 	i := slices.Index(run, p)
 	if i < 0 {
