@@ -7,6 +7,10 @@
 //	                                  copy a bbolt ledger into the PostgreSQL store
 //	ledgerd config example            print a commented example configuration
 //	ledgerd healthcheck [flags]       exit 0 when a running ledgerd is ready (GET /readyz)
+//	ledgerd compact [--config FILE | --data-dir DIR]
+//	                                  with ledgerd stopped: bring the bbolt file to this
+//	                                  layout, drop the published tiles it still holds
+//	                                  and copy it without its free pages
 //	ledgerd --version                 print the module version and VCS revision
 package main
 
