@@ -65,9 +65,19 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	if err != nil {
 		return rep, err
 	}
-	fmt.Fprintf(progress, "copying %s without its free pages\n", path)
-	if err := bolt.CompactFile(path, 0); err != nil {
-		return rep, fmt.Errorf("compact %s: %w", path, err)
+	opened, err := os.Stat(path)
+	if err != nil {
+		return rep, err
+	}
+	if !os.SameFile(st, opened) && rep.Dropped == 0 {
+		// Bringing the file to this layout ended with the copy: a second
+		// would copy the same pages again.
+		fmt.Fprintf(progress, "%s was copied without its free pages when it was brought to this layout\n", path)
+	} else {
+		fmt.Fprintf(progress, "copying %s without its free pages\n", path)
+		if err := bolt.CompactFile(path, 0); err != nil {
+			return rep, fmt.Errorf("compact %s: %w", path, err)
+		}
 	}
 	if st, err = os.Stat(path); err != nil {
 		return rep, err
