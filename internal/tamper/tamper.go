@@ -14,7 +14,7 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 6).
+// The row store's buckets (storage/bolt, layout 7).
 var (
 	rowData  = []byte("row_data")
 	rowSeq   = []byte("row_seq")

@@ -56,8 +56,9 @@ var (
 	// row in bRowLeaf (layout 4: the integrator appends here instead of
 	// rewriting the row's bRowSeq entry at a random key).
 	bRowLeaves = []byte("row_leaves")
-	// bReqJWT: a request JWT's hash (idKey) -> the number of the
-	// first row that used it.
+	// bReqJWT: a request JWT's hash -> the number of the first row that
+	// used it, keyed by the hash's first 16 bytes (reqKey, numbers.go;
+	// layout 7).
 	bReqJWT = []byte("request_jwts")
 	// bExpiry: runs (runs.go) of retain-until and row number, under no
 	// value prefix.
@@ -650,8 +651,12 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 		return err
 	}
 	if r.RequestJWTSHA256 != "" {
-		if k := idKey(r.RequestJWTSHA256); t.requestJWTRow(k) == nil {
-			if err := t.putRequestJWT(k, seq); err != nil {
+		first, err := t.requestJWTRow(r.RequestJWTSHA256)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			if err := t.putRequestJWT(r.RequestJWTSHA256, seq); err != nil {
 				return err
 			}
 		}
@@ -720,9 +725,9 @@ func (t *tx) UpdateDispute(id string, status ledger.DisputeStatus, events []ledg
 }
 
 func (t *tx) RowByRequestJWT(sha string) (string, error) {
-	seq := t.requestJWTRow(idKey(sha))
-	if seq == nil {
-		return "", nil
+	seq, err := t.requestJWTRow(sha)
+	if seq == nil || err != nil {
+		return "", err
 	}
 	r, err := t.rowAt(seq)
 	if err != nil {
@@ -1101,10 +1106,8 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 		}
 	}
 	if r.RequestJWTSHA256 != "" {
-		if k := idKey(r.RequestJWTSHA256); string(t.requestJWTRow(k)) == string(seq) {
-			if err := t.deleteRequestJWT(k); err != nil {
-				return err
-			}
+		if err := t.deleteRequestJWT(r.RequestJWTSHA256, seq); err != nil {
+			return err
 		}
 	}
 	if err := t.unlinkSnapshots(r); err != nil {

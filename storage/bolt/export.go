@@ -108,6 +108,7 @@ const (
 	byID                      // an id (idKey): Name
 	byObject                  // an object key (objectKey): Name
 	byRow                     // a row number: Name is the row's id
+	byReqJWT                  // a request JWT's hash (reqKey): Name is filled from the row
 )
 
 // exportBuckets maps each kind to its bucket and key.
@@ -115,7 +116,7 @@ var exportBuckets = map[ExportKind]struct {
 	bucket []byte
 	key    exportKey
 }{
-	ExportRows: {bRowData, byRow}, ExportRequestJWTs: {bReqJWT, byID}, ExportEvidence: {bEvidence, byName},
+	ExportRows: {bRowData, byRow}, ExportRequestJWTs: {bReqJWT, byReqJWT}, ExportEvidence: {bEvidence, byName},
 	ExportTombstones: {bTombs, byName}, ExportSnapshots: {bJWKS, byName}, ExportSnapshotRetain: {bSnapKeep, byName},
 	ExportRevocations: {bGrants, byName}, ExportOutbox: {bOutbox, bySeq}, ExportFailures: {bOutboxFail, bySeq},
 	ExportDeadLetters: {bDead, bySeq}, ExportSegmentPlans: {bPlans, byName}, ExportObjects: {bObjects, byObject},
@@ -260,7 +261,8 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 }
 
 // nameByRow fills in what a record keyed or valued by a row's number
-// names by the row's id: a request JWT's first row (Ref), and since
+// names by the row's id: a request JWT's hash (Name: since layout 7 its
+// key holds part of it) and its first row (Ref), and since
 // layout 4 a stored row's evidence bundle and evidence record (Name).
 func nameByRow(t *tx, kind ExportKind, k, v []byte, r *Record) error {
 	var seq []byte
@@ -280,7 +282,7 @@ func nameByRow(t *tx, kind ExportKind, k, v []byte, r *Record) error {
 	}
 	switch kind {
 	case ExportRequestJWTs:
-		r.Ref = row.ID
+		r.Name, r.Ref = row.RequestJWTSHA256, row.ID
 	case ExportEvidence:
 		r.Name = row.ID
 	case ExportObjects:

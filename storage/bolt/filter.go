@@ -18,7 +18,7 @@ import (
 )
 
 // The key filter: a Bloom filter over the keys of bRowSeq (row ids) and
-// bReqJWT (request-JWT hashes), held in memory.
+// bReqJWT (request-JWT hashes, by reqKey), held in memory.
 //
 // Nearly every write asks for keys that are not there: the ledger looks up
 // the receipt's id, the evidence's and the other encoding of the receipt,
@@ -185,10 +185,10 @@ func (s *Store) buildFilter(f *keyFilter) {
 	// before it are committed, the writes after it add their keys to f.
 	err := s.betweenWrites(func() { s.filters.building.Store(f) })
 	if err == nil {
-		err = s.scanInto(f, bRowSeq)
+		err = s.scanInto(f, bRowSeq, nil)
 	}
 	if err == nil {
-		err = s.scanInto(f, bReqJWT)
+		err = s.scanInto(f, bReqJWT, reqFilterKey)
 	}
 	if err == nil {
 		// Put in use by the commit loop too: a write adds its keys to the
@@ -214,9 +214,9 @@ func (s *Store) buildFilter(f *keyFilter) {
 // errFilterStopped: the store was closed during a build.
 var errFilterStopped = errors.New("store closed")
 
-// scanInto adds every key of bucket name to f, filterChunk keys a read
-// transaction, until the store closes.
-func (s *Store) scanInto(f *keyFilter, name []byte) error {
+// scanInto adds every key of bucket name to f (as filterKey makes it, when
+// set), filterChunk keys a read transaction, until the store closes.
+func (s *Store) scanInto(f *keyFilter, name []byte, filterKey func([]byte) []byte) error {
 	var after []byte
 	for done := false; !done; {
 		select {
@@ -235,7 +235,11 @@ func (s *Store) scanInto(f *keyFilter, name []byte) error {
 					done = true
 					return nil
 				}
-				f.add(k)
+				if filterKey != nil {
+					f.add(filterKey(k))
+				} else {
+					f.add(k)
+				}
 				if n == filterChunk {
 					after = append(after[:0], k...)
 					return nil

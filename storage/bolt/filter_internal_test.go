@@ -78,7 +78,7 @@ func checkFound(t *testing.T, s *Store, f *keyFilter, rows []*ledger.Row) {
 	t.Helper()
 	missing := 0
 	for _, r := range rows {
-		if !f.mayHave(idKey(r.ID)) || !f.mayHave(idKey(r.RequestJWTSHA256)) {
+		if !f.mayHave(idKey(r.ID)) || !f.mayHave(reqKey(r.RequestJWTSHA256)) {
 			missing++
 		}
 	}

@@ -27,8 +27,9 @@ import (
 // (bSnapLinks); the conversion counts the links, then deletes them.
 // Layout 6 (docs/design/023) packs an index's entries in runs under one
 // key (runs.go); the conversion merges layout 5's key per entry into
-// runs.
-const layout = 6
+// runs. Layout 7 (docs/design/024) keys a request JWT's hash in
+// bReqJWT by its first 16 bytes (numbers.go).
+const layout = 7
 
 var (
 	kLayout = []byte("layout")
@@ -218,6 +219,37 @@ var runPasses = func() []conversionPass {
 	return ps
 }()
 
+// reqJWTPasses bring a file to layout 7: a text hash of 15 characters,
+// whose key was 16 bytes long, gets the byte that keeps it from short
+// keys (first, so that the second pass sees only its own 16-byte keys),
+// then each hex hash moves to its short key, unless another already
+// holds it: the whole key is then where layout 7 keeps such a hash.
+var reqJWTPasses = []conversionPass{
+	{"request JWT text keys", bReqJWT, "request-JWT text keys", func(t *tx, k, v []byte) error {
+		if len(k) != reqKeyLen {
+			return nil
+		}
+		b := t.b(bReqJWT)
+		if err := b.Put(append(k[:len(k):len(k)], 0), v); err != nil {
+			return err
+		}
+		return b.Delete(k)
+	}, nil},
+	{"request JWT short keys", bReqJWT, "request-JWT hashes to short keys", func(t *tx, k, v []byte) error {
+		if len(k) != 32 {
+			return nil
+		}
+		b := t.b(bReqJWT)
+		if b.Get(k[:reqKeyLen]) != nil {
+			return nil
+		}
+		if err := b.Put(k[:reqKeyLen], v); err != nil {
+			return err
+		}
+		return b.Delete(k)
+	}, nil},
+}
+
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
 func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
@@ -242,7 +274,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those
@@ -258,6 +290,9 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	passes = append(passes, snapshotCountPass)
 	if version < 6 {
 		passes = append(append(passes, rowLeavesPass), runPasses...)
+	}
+	if version < 7 {
+		passes = append(passes, reqJWTPasses...)
 	}
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {

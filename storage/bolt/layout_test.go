@@ -75,8 +75,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 6}) {
-			t.Errorf("layout mark %x, want 6", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 7}) {
+			t.Errorf("layout mark %x, want 7", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -84,6 +84,35 @@ func TestLayout1FileConverts(t *testing.T) {
 		return nil
 	})
 	sameRecords(t, openLinked(t, path), freshFixture(t))
+}
+
+// longRequestJWTKeys takes the fixture's request-JWT hashes back to the
+// keys of layouts 2 to 6: their 32 bytes.
+func longRequestJWTKeys(tx *bbolt.Tx) error {
+	b := tx.Bucket([]byte("request_jwts"))
+	for _, r := range fixtureRows(60) {
+		long, _ := hex.DecodeString(r.RequestJWTSHA256)
+		if v := b.Get(long[:16]); v != nil {
+			if err := b.Put(long, append([]byte(nil), v...)); err != nil {
+				return err
+			}
+			if err := b.Delete(long[:16]); err != nil {
+				return err
+			}
+		}
+	}
+	n := 0
+	err := b.ForEach(func(k, _ []byte) error {
+		if len(k) != 32 {
+			return fmt.Errorf("request-JWT key %x left", k)
+		}
+		n++
+		return nil
+	})
+	if err == nil && n < 50 {
+		err = fmt.Errorf("%d request-JWT keys, want the fixture's", n)
+	}
+	return err
 }
 
 // fixtureFile writes the fixture to a new file of this layout, closed.
@@ -107,6 +136,9 @@ func TestLayout2FileGetsDrillPool(t *testing.T) {
 	path := fixtureFile(t)
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		if err := tx.DeleteBucket([]byte("drill_pool")); err != nil {
+			return err
+		}
+		if err := longRequestJWTKeys(tx); err != nil {
 			return err
 		}
 		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 2})
@@ -255,13 +287,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 7})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 8})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 7") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 8") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-7 file: %v, want a refusal naming layout 7", err)
+		t.Fatalf("open of a layout-8 file: %v, want a refusal naming layout 8", err)
 	}
 }
 
@@ -510,6 +542,9 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 		if moves < 50+10+50 {
 			t.Fatalf("%d entries moved back to layout 3's keys, want the leaf indexes, bundles and records of the rows", moves)
 		}
+		if err := longRequestJWTKeys(tx); err != nil {
+			return err
+		}
 		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 3})
 	})
 	got := openLinked(t, path)
@@ -601,6 +636,9 @@ func TestLayout4FileCountsSnapshots(t *testing.T) {
 			}
 		}
 		if err := tx.DeleteBucket([]byte("snapshot_counts")); err != nil {
+			return err
+		}
+		if err := longRequestJWTKeys(tx); err != nil {
 			return err
 		}
 		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 4})
@@ -712,6 +750,9 @@ func TestLayout5FileMergesIndexRuns(t *testing.T) {
 			}
 		}
 		if err := tx.DeleteBucket([]byte("row_leaves")); err != nil {
+			return err
+		}
+		if err := longRequestJWTKeys(tx); err != nil {
 			return err
 		}
 		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 5})

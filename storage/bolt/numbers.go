@@ -1,6 +1,9 @@
 package bolt
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Row numbers by id, remembered by the commit loop's transactions.
 //
@@ -153,28 +156,129 @@ func (t *tx) deleteRowNumber(k []byte) error {
 	return t.b(bRowSeq).Delete(k)
 }
 
-// requestJWTRow returns the number of the row request-JWT hash key k
-// names, nil when none.
-func (t *tx) requestJWTRow(k []byte) []byte {
-	if t.m == nil {
-		return t.lookup(bReqJWT, k, nil, nil)
+// Request JWTs by hash (layout 7, docs/design/024). A request JWT's hash is
+// a random 32 bytes, and bReqJWT is read and written at random keys, so its
+// pages are about two thirds full: a key's bytes count half again. Layout
+// 7 keys a hash by its first 16 bytes (reqKey): two request JWTs share them
+// only when someone computes about 2^64 hashes to make it so. Nothing is
+// trusted to the prefix: a lookup checks that the row it finds used the
+// request JWT asked for, and a hash whose short key another request JWT
+// holds is kept under its whole 32 bytes (reqLongKey), which the lookup
+// reads next. A hash that is not a lowercase hex SHA-256 (the store takes
+// any text) is keyed by its marked text, which is never 16 or 32 bytes
+// long, so the three kinds of keys never meet.
+
+// reqKeyLen is the length of a hex hash's short key.
+const reqKeyLen = 16
+
+// reqKey is the key a request-JWT hash is kept under when no other holds
+// it; it is also the hash's key in the key filter.
+func reqKey(sha string) []byte {
+	k := idKey(sha)
+	switch len(k) {
+	case 32:
+		return k[:reqKeyLen]
+	case reqKeyLen:
+		return append(k, 0)
 	}
-	return t.lookup(bReqJWT, k, t.m.jwts, nil)
+	return k
 }
 
-func (t *tx) putRequestJWT(k, seq []byte) error {
+// reqLongKey is the key of a hex hash whose short key another holds; text
+// has no other key.
+func reqLongKey(sha string) []byte {
+	if k := idKey(sha); len(k) == 32 {
+		return k
+	}
+	return nil
+}
+
+// reqFilterKey is the key filter's key of bReqJWT key k.
+func reqFilterKey(k []byte) []byte {
+	if len(k) == 32 {
+		return k[:reqKeyLen]
+	}
+	return k
+}
+
+// requestJWTRow returns the number of the first row that used the request
+// JWT whose hash is sha, nil when none.
+func (t *tx) requestJWTRow(sha string) ([]byte, error) {
+	full := string(idKey(sha))
+	if t.m != nil {
+		if n, ok := t.m.jwts[full]; ok {
+			return n, nil
+		}
+	}
+	n, err := t.requestJWTInFile(sha)
+	if err != nil {
+		return nil, err
+	}
+	if t.m != nil {
+		t.m.jwts[full] = n
+	}
+	return n, nil
+}
+
+// requestJWTInFile reads sha's row number from bReqJWT (see above).
+func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
+	short := reqKey(sha)
+	if t.absent(short) {
+		return nil, nil
+	}
+	b := t.b(bReqJWT)
+	for _, k := range [][]byte{short, reqLongKey(sha)} {
+		if k == nil {
+			break
+		}
+		seq := validNumber(b.Get(k))
+		if seq == nil {
+			continue
+		}
+		r, err := t.rowAt(seq)
+		if err != nil {
+			return nil, fmt.Errorf("request JWT %s: %w", sha, err)
+		}
+		if r.RequestJWTSHA256 == sha {
+			return seq, nil
+		}
+	}
+	return nil, nil
+}
+
+// putRequestJWT records row number seq as the first that used sha, which
+// requestJWTRow found in no row.
+func (t *tx) putRequestJWT(sha string, seq []byte) error {
+	b := t.b(bReqJWT)
+	k := reqKey(sha)
+	if !t.absent(k) && b.Get(k) != nil {
+		// Another request JWT's: its first 16 bytes are this one's.
+		if k = reqLongKey(sha); k == nil || b.Get(k) != nil {
+			return fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
+		}
+	}
 	if t.fs != nil {
-		t.fs.add(k)
+		t.fs.add(reqKey(sha))
 	}
 	if t.m != nil {
-		t.m.jwts[string(k)] = seq
+		t.m.jwts[string(idKey(sha))] = seq
 	}
-	return t.b(bReqJWT).Put(k, seq)
+	return b.Put(k, seq)
 }
 
-func (t *tx) deleteRequestJWT(k []byte) error {
-	if t.m != nil {
-		t.m.jwts[string(k)] = nil
+// deleteRequestJWT removes sha's entry when it names row number seq.
+func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
+	b := t.b(bReqJWT)
+	for _, k := range [][]byte{reqKey(sha), reqLongKey(sha)} {
+		if k == nil {
+			break
+		}
+		if v := b.Get(k); len(v) >= 8 && string(v[:8]) == string(seq) {
+			if t.m != nil {
+				t.m.jwts[string(idKey(sha))] = nil
+			}
+			return b.Delete(k)
+		}
 	}
-	return t.b(bReqJWT).Delete(k)
+	return nil
 }
