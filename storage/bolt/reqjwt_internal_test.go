@@ -14,8 +14,8 @@ import (
 )
 
 // Request-JWT hashes that meet on their keys: a and b share their first
-// 16 bytes; text is 15 characters, whose layout-6 key (its marker and
-// text) is 16 bytes long, and tshort's first 16 bytes are that key.
+// 16 bytes; textSHA is 15 characters, whose layout-6 key (its marker and
+// text) is 16 bytes long, and shaT's first 16 bytes are that key.
 var (
 	sharedPrefix = strings.Repeat("ab", 16)
 	shaA         = sharedPrefix + strings.Repeat("01", 16)
@@ -67,6 +67,7 @@ func keyLengths(t *testing.T, s *Store) map[int]int {
 	return n
 }
 
+// update runs fn in a write of s; an error fails t.
 func update(t *testing.T, s *Store, fn func(ledger.Tx) error) {
 	t.Helper()
 	if err := s.Update(context.Background(), fn); err != nil {
@@ -86,10 +87,10 @@ func TestRequestJWTsSharingAShortKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
-	a, b, tx, ht := reqRow("a", shaA), reqRow("b", shaB), reqRow("text", textSHA), reqRow("hex after text", shaT)
+	a, b, tr, ht := reqRow("a", shaA), reqRow("b", shaB), reqRow("text", textSHA), reqRow("hex after text", shaT)
 	update(t, s, func(txn ledger.Tx) error { return txn.CreateRow(a) })
 	update(t, s, func(txn ledger.Tx) error {
-		for _, r := range []*ledger.Row{b, tx, ht} {
+		for _, r := range []*ledger.Row{b, tr, ht} {
 			if err := txn.CreateRow(r); err != nil {
 				return err
 			}
@@ -98,7 +99,7 @@ func TestRequestJWTsSharingAShortKey(t *testing.T) {
 	})
 	// A later row with b's request JWT: b stays its first.
 	update(t, s, func(txn ledger.Tx) error { return txn.CreateRow(reqRow("b again", shaB)) })
-	wantRequestJWTs(t, s, map[string]string{shaA: a.ID, shaB: b.ID, textSHA: tx.ID, shaT: ht.ID, shaC: ""})
+	wantRequestJWTs(t, s, map[string]string{shaA: a.ID, shaB: b.ID, textSHA: tr.ID, shaT: ht.ID, shaC: ""})
 	if got := keyLengths(t, s); got[16] != 2 || got[32] != 1 || got[17] != 1 || len(got) != 3 {
 		t.Errorf("key lengths %v, want two short keys, one long (b), one text", got)
 	}
@@ -114,7 +115,7 @@ func TestRequestJWTsSharingAShortKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFilter(t, s, func(*keyFilter) bool { return true })
-	wantRequestJWTs(t, s, map[string]string{shaA: "", shaB: b.ID, textSHA: tx.ID, shaT: ht.ID})
+	wantRequestJWTs(t, s, map[string]string{shaA: "", shaB: b.ID, textSHA: tr.ID, shaT: ht.ID})
 
 	a2 := reqRow("a2", shaA)
 	update(t, s, func(txn ledger.Tx) error { return txn.CreateRow(a2) })
