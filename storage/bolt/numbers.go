@@ -193,6 +193,15 @@ func reqLongKey(sha string) []byte {
 	return nil
 }
 
+// reqKeys are the keys sha may be kept under, in the order a lookup reads
+// them.
+func reqKeys(sha string) [][]byte {
+	if long := reqLongKey(sha); long != nil {
+		return [][]byte{reqKey(sha), long}
+	}
+	return [][]byte{reqKey(sha)}
+}
+
 // reqFilterKey is the key filter's key of bReqJWT key k.
 func reqFilterKey(k []byte) []byte {
 	if len(k) == 32 {
@@ -222,15 +231,12 @@ func (t *tx) requestJWTRow(sha string) ([]byte, error) {
 
 // requestJWTInFile reads sha's row number from bReqJWT (see above).
 func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
-	short := reqKey(sha)
-	if t.absent(short) {
+	keys := reqKeys(sha)
+	if t.absent(keys[0]) {
 		return nil, nil
 	}
 	b := t.b(bReqJWT)
-	for _, k := range [][]byte{short, reqLongKey(sha)} {
-		if k == nil {
-			break
-		}
+	for _, k := range keys {
 		seq := validNumber(b.Get(k))
 		if seq == nil {
 			continue
@@ -269,10 +275,7 @@ func (t *tx) putRequestJWT(sha string, seq []byte) error {
 // deleteRequestJWT removes sha's entry when it names row number seq.
 func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
 	b := t.b(bReqJWT)
-	for _, k := range [][]byte{reqKey(sha), reqLongKey(sha)} {
-		if k == nil {
-			break
-		}
+	for _, k := range reqKeys(sha) {
 		if v := b.Get(k); len(v) >= 8 && string(v[:8]) == string(seq) {
 			if t.m != nil {
 				t.m.jwts[string(idKey(sha))] = nil

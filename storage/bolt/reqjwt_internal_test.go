@@ -157,8 +157,8 @@ func TestLayout6RequestJWTKeysShorten(t *testing.T) {
 		b := btx.Bucket(bReqJWT)
 		seqs := map[string][]byte{}
 		for _, r := range rows {
-			for _, k := range [][]byte{reqKey(r.RequestJWTSHA256), reqLongKey(r.RequestJWTSHA256)} {
-				if v := b.Get(k); k != nil && v != nil && seqs[string(v)] == nil {
+			for _, k := range reqKeys(r.RequestJWTSHA256) {
+				if v := b.Get(k); v != nil && seqs[string(v)] == nil {
 					seqs[string(v)] = idKey(r.RequestJWTSHA256)
 					if err := b.Delete(k); err != nil {
 						return err
