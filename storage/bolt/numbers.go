@@ -163,7 +163,7 @@ func (t *tx) deleteRowNumber(k []byte) error {
 // only when someone computes about 2^64 hashes to make it so. Nothing is
 // trusted to the prefix: a lookup checks that the row it finds used the
 // request JWT asked for, and a hash whose short key another request JWT
-// holds is kept under its whole 32 bytes (reqLongKey), which the lookup
+// holds is kept under its whole 32 bytes (reqKeys), which the lookup
 // reads next. A hash that is not a lowercase hex SHA-256 (the store takes
 // any text) is keyed by its marked text, which is never 16 or 32 bytes
 // long, so the three kinds of keys never meet.
@@ -171,36 +171,23 @@ func (t *tx) deleteRowNumber(k []byte) error {
 // reqKeyLen is the length of a hex hash's short key.
 const reqKeyLen = 16
 
-// reqKey is the key a request-JWT hash is kept under when no other holds
-// it; it is also the hash's key in the key filter.
-func reqKey(sha string) []byte {
+// reqKeys are the keys sha may be kept under, in the order a lookup reads
+// them: the key it is kept under when no other holds it (also its key in
+// the key filter), then, for a hex hash, its whole 32 bytes, where it is
+// kept when another holds the first; text has no other key.
+func reqKeys(sha string) [][]byte {
 	k := idKey(sha)
 	switch len(k) {
 	case 32:
-		return k[:reqKeyLen]
+		return [][]byte{k[:reqKeyLen:reqKeyLen], k}
 	case reqKeyLen:
-		return append(k, 0)
+		return [][]byte{append(k, 0)}
 	}
-	return k
+	return [][]byte{k}
 }
 
-// reqLongKey is the key of a hex hash whose short key another holds; text
-// has no other key.
-func reqLongKey(sha string) []byte {
-	if k := idKey(sha); len(k) == 32 {
-		return k
-	}
-	return nil
-}
-
-// reqKeys are the keys sha may be kept under, in the order a lookup reads
-// them.
-func reqKeys(sha string) [][]byte {
-	if long := reqLongKey(sha); long != nil {
-		return [][]byte{reqKey(sha), long}
-	}
-	return [][]byte{reqKey(sha)}
-}
+// reqKey is sha's first key (reqKeys).
+func reqKey(sha string) []byte { return reqKeys(sha)[0] }
 
 // reqFilterKey is the key filter's key of bReqJWT key k.
 func reqFilterKey(k []byte) []byte {
@@ -256,15 +243,17 @@ func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
 // requestJWTRow found in no row.
 func (t *tx) putRequestJWT(sha string, seq []byte) error {
 	b := t.b(bReqJWT)
-	k := reqKey(sha)
+	keys := reqKeys(sha)
+	k := keys[0]
 	if !t.absent(k) && b.Get(k) != nil {
 		// Another request JWT's: its first 16 bytes are this one's.
-		if k = reqLongKey(sha); k == nil || b.Get(k) != nil {
+		if len(keys) == 1 || b.Get(keys[1]) != nil {
 			return fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
 		}
+		k = keys[1]
 	}
 	if t.fs != nil {
-		t.fs.add(reqKey(sha))
+		t.fs.add(keys[0])
 	}
 	if t.m != nil {
 		t.m.jwts[string(idKey(sha))] = seq
