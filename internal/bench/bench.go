@@ -1,7 +1,8 @@
 // Package bench measures ledgerd under load: a real ledgerd process on bbolt
 // with S3 evidence (versitygw), gRPC clients posting a pre-signed corpus,
-// and in the same run the in-process ceiling (verify + durable commit, no
-// network) that the served figures are compared with. The Merkle log's
+// and in the same run the in-process ceilings that the served figures are
+// compared with: the ledger alone (verify + durable commit), and the ledger
+// as ledgerd runs it, called without the network. The Merkle log's
 // figures come from the same run: write throughput with the log on against
 // off, the time from an acknowledged write to a signed checkpoint that
 // includes it, proof serving at a large tree, and tile bytes per row.
@@ -192,26 +193,44 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	perRow := makeCorpus(sc, n)
 	sessions := makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions)
 
-	// Phase 1: the in-process ceilings.
+	// Phase 1: the in-process ceilings, two of each corpus: the ledger
+	// alone (verify + durable commit), and the ledger as ledgerd runs it
+	// (the same configuration as the served phases: the Merkle log and its
+	// publications, the uploader to S3), called without the network.
 	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
 	var ceilings []ceiling
-	ceilingOf := map[string]float64{}
+	bareOf, servedOf := map[string]float64{}, map[string]float64{}
 	for _, c := range []struct {
 		name   string
 		corpus []*ledgerv1.AppendReceiptRequest
 	}{{"one delegation token per row", perRow}, {sessionsName, sessions}} {
-		dir := filepath.Join(work, "ceiling-"+strconv.Itoa(len(ceilings)))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
+		for _, asServed := range []bool{false, true} {
+			var (
+				r   *result
+				err error
+			)
+			if asServed {
+				r, err = runLedgerCeiling(ctx, env, c.corpus, cfg)
+			} else {
+				dir := filepath.Join(work, "ceiling-"+strconv.Itoa(len(ceilings)))
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+				r, err = runCeiling(ctx, sc, c.corpus, dir, cfg)
+			}
+			if err != nil {
+				return fmt.Errorf("ceiling: %w", err)
+			}
+			ce := ceiling{result: r, name: c.name, asServed: asServed, load: loadAvg()}
+			ceilings = append(ceilings, ce)
+			if asServed {
+				servedOf[c.name] = r.rate
+			} else {
+				bareOf[c.name] = r.rate
+			}
+			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row\n",
+				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()))
 		}
-		r, err := runCeiling(ctx, sc, c.corpus, dir, cfg)
-		if err != nil {
-			return fmt.Errorf("ceiling: %w", err)
-		}
-		ceilings = append(ceilings, ceiling{result: r, name: c.name, load: loadAvg()})
-		ceilingOf[c.name] = r.rate
-		fmt.Fprintf(w, "\nin-process ceiling, %s (verify + durable bbolt commit, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row\n",
-			c.name, cfg.Concurrency, loadAvg(), r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()))
 	}
 	if cfg.LogPairs > 0 {
 		runs, err := runLogThroughput(ctx, sc, perRow, work, cfg)
@@ -232,7 +251,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			name   string
 			corpus []*ledgerv1.AppendReceiptRequest
 		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
-			s, err := runServed(ctx, env, scenario{name: c.name, via: via, corpus: c.corpus, ceiling: ceilingOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
+			s, err := runServed(ctx, env, scenario{name: c.name, via: via, corpus: c.corpus, ceiling: servedOf[c.name], bare: bareOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", via, c.name, err)
 			}
@@ -388,6 +407,12 @@ func runCeiling(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.A
 	if err != nil {
 		return nil, err
 	}
+	return driveLedger(ctx, l, corpus, cfg)
+}
+
+// driveLedger posts corpus to l directly, cfg.Concurrency calls in flight
+// for cfg.Duration, and measures this process's CPU over the load.
+func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.AppendReceiptRequest, cfg Config) (*result, error) {
 	cpu0, t0 := procCPU(selfPid), time.Now()
 	res, err := drive(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
 		a := req.GetActions()[0]
@@ -469,7 +494,8 @@ func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc in
 // daemon is a ledgerd under measurement: a child process, or (for the
 // profiled phase) a server in this process.
 type daemon struct {
-	cmd      *exec.Cmd // nil in process
+	cmd      *exec.Cmd      // nil in process
+	ledger   *ledger.Ledger // in process: the server's ledger
 	pid      int
 	s3       *s3test.Server
 	grpcAddr string
