@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -90,10 +89,14 @@ func decodeRun(first posting, v []byte) ([]posting, error) {
 	return run, nil
 }
 
-// lastOf returns the last entry of the run whose first entry is first
-// and whose value is v, without decoding it into a slice.
-func lastOf(first posting, v []byte) (posting, error) {
+// walkRun calls each with the entries of the run whose first entry is
+// first and whose value is v, in order, without decoding it into a slice,
+// until each returns false; it returns the last entry passed to each.
+func walkRun(first posting, v []byte, each func(posting) bool) (posting, error) {
 	p := first
+	if !each(p) {
+		return p, nil
+	}
 	for len(v) > 0 {
 		dt, n := binary.Uvarint(v)
 		if n <= 0 {
@@ -105,8 +108,17 @@ func lastOf(first posting, v []byte) (posting, error) {
 		}
 		v = v[n+m:]
 		p = posting{p.time + dt, uint64(int64(p.seq) + ds)}
+		if !each(p) {
+			return p, nil
+		}
 	}
 	return p, nil
+}
+
+// lastOf returns the last entry of the run whose first entry is first
+// and whose value is v.
+func lastOf(first posting, v []byte) (posting, error) {
+	return walkRun(first, v, func(posting) bool { return true })
 }
 
 // appendDelta appends q's difference from p, the entry before it.
@@ -368,15 +380,20 @@ func IndexRunKeys(prefix, k, v []byte) iter.Seq2[[]byte, error] {
 // bytes), as 8 bytes; nil when it holds none.
 func rowLeaf(b *bolt.Bucket, seq []byte) ([]byte, error) {
 	n := binary.BigEndian.Uint64(seq)
-	_, run, ok, err := runBefore(b.Cursor(), nil, posting{n, ^uint64(0)}.key(nil))
-	if err != nil || !ok {
-		return nil, err
-	}
-	i, found := slices.BinarySearchFunc(run, n, func(p posting, n uint64) int { return cmp.Compare(p.time, n) })
-	if !found {
+	rk, first, rv, ok := runAt(b.Cursor(), nil, posting{n, ^uint64(0)}.key(nil))
+	if !ok {
 		return nil, nil
 	}
-	return binary.BigEndian.AppendUint64(nil, run[i].seq), nil
+	// Entries are in order of the row's number: stop at the first one
+	// not below n (the run is read where it lies, nothing allocated).
+	p, err := walkRun(first, rv, func(p posting) bool { return p.time < n })
+	if err != nil {
+		return nil, fmt.Errorf("%w at %x", err, rk)
+	}
+	if p.time != n {
+		return nil, nil
+	}
+	return binary.BigEndian.AppendUint64(nil, p.seq), nil
 }
 
 // putRowLeaf records that the row numbered seq has its leaf at index.
