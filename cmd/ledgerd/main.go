@@ -126,9 +126,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
-	if config.ApplyGCPercent(os.Getenv) {
-		log.Info("garbage collector target set to ledgerd's default; set GOGC to choose another", slog.Int("gogc", config.DefaultGCPercent))
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/internal/bench"
-	"github.com/pactledger/pactledger/internal/config"
 )
 
 func main() {
@@ -64,7 +63,7 @@ func main() {
 	flag.IntVar(&cfg.GrowthDrills, "growth-drills", 50, "dispute drills timed at each growth step")
 	flag.IntVar(&cfg.GrowthPairs, "growth-pairs", 3, "windows at the last growth step's size and on an empty ledger, alternating, compared by their medians")
 	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
-	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=100, Go's default, against ledgerd's 400 (repeatable)", func(v string) error {
+	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=400 (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("want NAME=VALUE, got %q", v)
 		}
@@ -72,12 +71,6 @@ func main() {
 		return nil
 	})
 	flag.Parse()
-	// The in-process phases (the ceilings, the profiled phase, density)
-	// run the ledger with ledgerd's collector target, as the served
-	// ledgerd does unless -ledgerd-env sets GOGC.
-	if config.ApplyGCPercent(os.Getenv) {
-		fmt.Printf("garbage collector target GOGC=%d in this process and in ledgerd (ledgerd's default)\n", config.DefaultGCPercent)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench.Run(ctx, cfg); err != nil {
