@@ -167,12 +167,19 @@ type ceiling struct {
 	load     string // load average when it ended
 }
 
-// what says what a ceiling runs.
+// what says what a ceiling runs; label says it in a few words.
 func (c ceiling) what() string {
 	if c.asServed {
 		return "the ledger as ledgerd runs it: verify + durable bbolt commit, the Merkle log, the uploader to S3"
 	}
 	return "verify + durable bbolt commit"
+}
+
+func (c ceiling) label() string {
+	if c.asServed {
+		return "as ledgerd runs it"
+	}
+	return "verify + commit"
 }
 
 // printCostSummary prints every served scenario and ceiling in one table,
@@ -182,12 +189,8 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 	fmt.Fprintf(w, "| scenario | rows/s | CPU per row | verifications per row | ratio to ceiling (as ledgerd runs it / verify + commit) | p50 | p99 | cache hits | anon / file under load | anon / file at rest | load avg |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range ceilings {
-		what := "verify + commit"
-		if c.asServed {
-			what = "as ledgerd runs it"
-		}
 		fmt.Fprintf(w, "| in process (%s), %s, %d in flight | %.0f | %s | %.2f | | %s | %s | | | | %s |\n",
-			what, c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
+			c.label(), c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
 	}
 	for _, s := range runs {
 		load, ratio := fmt.Sprintf("%d in flight", cfg.Concurrency), "—"
