@@ -385,7 +385,8 @@ func rowLeaf(b *bolt.Bucket, seq []byte) ([]byte, error) {
 		return nil, nil
 	}
 	// Entries are in order of the row's number: stop at the first one
-	// not below n (the run is read where it lies, nothing allocated).
+	// not below n (the run is read where it lies, not decoded into a
+	// slice).
 	p, err := walkRun(first, rv, func(p posting) bool { return p.time < n })
 	if err != nil {
 		return nil, fmt.Errorf("%w at %x", err, rk)
