@@ -2,12 +2,20 @@
 // channel in batches and hands each batch to one commit.
 package batch
 
+import "time"
+
 // Loop takes the requests waiting on reqs, at most max at a time (at
 // least one), and calls commit with each batch, until quit is closed;
 // then it commits what is still queued, one request at a time, and
 // returns. A batch is what waited while the commit before ran, so it
 // grows with the load and a lone request is never held back.
-func Loop[T any](reqs <-chan T, quit <-chan struct{}, max int, commit func([]T)) {
+//
+// With linger above zero, a batch of more than one request (others are
+// writing too) waits up to linger for more before it commits, as
+// PostgreSQL's commit_delay does: at a moderate rate a commit otherwise
+// carries a few requests, and its fixed cost (pages rewritten, fsync) is
+// shared by few. A lone request still commits at once.
+func Loop[T any](reqs <-chan T, quit <-chan struct{}, max int, linger time.Duration, commit func([]T)) {
 	for {
 		var first T
 		select {
@@ -32,6 +40,27 @@ func Loop[T any](reqs <-chan T, quit <-chan struct{}, max int, commit func([]T))
 				break fill
 			}
 		}
+		if linger > 0 && len(batch) > 1 && len(batch) < max {
+			batch = wait(batch, reqs, quit, max, linger)
+		}
 		commit(batch)
 	}
+}
+
+// wait adds to batch what arrives on reqs within linger, until batch holds
+// max or quit is closed.
+func wait[T any](batch []T, reqs <-chan T, quit <-chan struct{}, max int, linger time.Duration) []T {
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	for len(batch) < max {
+		select {
+		case r := <-reqs:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		case <-quit:
+			return batch
+		}
+	}
+	return batch
 }

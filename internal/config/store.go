@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Row store kinds.
@@ -38,7 +39,15 @@ type Store struct {
 	// PasswordEnv names the environment variable holding the database
 	// password.
 	PasswordEnv string `yaml:"passwordEnv"`
+	// CommitDelay (kind bbolt) is how long a group commit of more than
+	// one write waits for more before it commits; unset: the store's
+	// default (bolt.DefaultCommitDelay), 0s: none.
+	CommitDelay *Duration `yaml:"commitDelay"`
 }
+
+// MaxCommitDelay bounds store.commitDelay: every write that shares a
+// commit waits up to this long.
+const MaxCommitDelay = 50 * time.Millisecond
 
 // validate checks the store block and fills its defaults.
 func (s *Store) validate(dataDir string) []error {
@@ -52,12 +61,15 @@ func (s *Store) validate(dataDir string) []error {
 		if s.DSN != "" || s.PasswordFile != "" || s.PasswordEnv != "" {
 			errs = append(errs, errors.New("store.dsn, store.passwordFile and store.passwordEnv are for kind postgres"))
 		}
+		if d := s.CommitDelay; d != nil && (*d < 0 || time.Duration(*d) > MaxCommitDelay) {
+			errs = append(errs, fmt.Errorf("store.commitDelay %s: want 0s (none) to %s", time.Duration(*d), MaxCommitDelay))
+		}
 	case StorePostgres:
 		if s.DSN == "" {
 			errs = append(errs, errors.New("store.dsn is required for kind postgres"))
 		}
-		if s.Path != "" {
-			errs = append(errs, errors.New("store.path is for kind bbolt"))
+		if s.Path != "" || s.CommitDelay != nil {
+			errs = append(errs, errors.New("store.path and store.commitDelay are for kind bbolt"))
 		}
 		if s.PasswordFile != "" && s.PasswordEnv != "" {
 			errs = append(errs, errors.New("store: set passwordFile or passwordEnv, not both"))

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/internal/config"
 )
@@ -31,6 +32,15 @@ func TestStoreDefaultsToBbolt(t *testing.T) {
 	if c.Store.Kind != config.StoreBbolt || c.Store.Path != filepath.Join("/srv/ledger", "ledger.db") {
 		t.Errorf("store = %+v, want bbolt at /srv/ledger/ledger.db", c.Store)
 	}
+	if c.Store.CommitDelay != nil {
+		t.Errorf("store.commitDelay = %v unset, want nil (the store's default)", *c.Store.CommitDelay)
+	}
+	for yaml, want := range map[string]time.Duration{"store: {commitDelay: 0s}\n": 0, "store: {commitDelay: 5ms}\n": 5 * time.Millisecond} {
+		c, err := load(t, yaml)
+		if err != nil || c.Store.CommitDelay == nil || time.Duration(*c.Store.CommitDelay) != want {
+			t.Errorf("%q: store = %+v, %v; want commitDelay %v", yaml, c.Store, err, want)
+		}
+	}
 	c, err = load(t, "store: {kind: postgres, dsn: 'host=db dbname=ledger'}\n")
 	if err != nil || c.Store.Kind != config.StorePostgres || c.Store.Path != "" {
 		t.Errorf("postgres store = %+v, %v", c.Store, err)
@@ -41,7 +51,10 @@ func TestStoreRejects(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown kind", "store: {kind: mysql}\n", "want bbolt or postgres"},
 		{"postgres without a dsn", "store: {kind: postgres}\n", "store.dsn is required"},
-		{"postgres with a path", "store: {kind: postgres, dsn: 'host=db', path: /x}\n", "store.path is for kind bbolt"},
+		{"postgres with a path", "store: {kind: postgres, dsn: 'host=db', path: /x}\n", "store.path and store.commitDelay are for kind bbolt"},
+		{"postgres with a commit delay", "store: {kind: postgres, dsn: 'host=db', commitDelay: 2ms}\n", "are for kind bbolt"},
+		{"a negative commit delay", "store: {commitDelay: -1ms}\n", "want 0s (none) to 50ms"},
+		{"a commit delay too long", "store: {commitDelay: 1s}\n", "want 0s (none) to 50ms"},
 		{"bbolt with a dsn", "store: {dsn: 'host=db'}\n", "for kind postgres"},
 		{"two password sources", "store: {kind: postgres, dsn: 'host=db', passwordFile: /p, passwordEnv: PW}\n", "not both"},
 		{"unknown field", "store: {kind: postgres, dsn: 'host=db', password: x}\n", "password"},

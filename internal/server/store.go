@@ -40,7 +40,7 @@ func openStore(ctx context.Context, cfg config.Config, onCommit func(int)) (rowS
 		if err := mkdirAll(filepath.Dir(c.Path)); err != nil {
 			return nil, err
 		}
-		s, err := bolt.Open(c.Path, bolt.Config{OnCommit: onCommit})
+		s, err := bolt.Open(c.Path, bolt.Config{OnCommit: onCommit, CommitDelay: commitDelay(c.CommitDelay)})
 		if err != nil {
 			return nil, err
 		}
@@ -99,4 +99,16 @@ func openEvidence(cfg config.Config) (ledger.ObjectStore, *s3.Store, error) {
 		return nil, nil, fmt.Errorf("evidence store: %w", err)
 	}
 	return st, st, nil
+}
+
+// commitDelay is bolt.Config.CommitDelay for store.commitDelay: the
+// store's default when unset, none (negative) when 0s.
+func commitDelay(d *config.Duration) time.Duration {
+	switch {
+	case d == nil:
+		return 0
+	case *d == 0:
+		return -1
+	}
+	return time.Duration(*d)
 }

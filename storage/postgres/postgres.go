@@ -235,7 +235,7 @@ func (s *Store) View(ctx context.Context, fn func(ledger.Tx) error) error {
 // in one transaction, until Close; then it commits what is still queued.
 func (s *Store) commitLoop() {
 	defer s.wg.Done()
-	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, s.commit)
+	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, 0, s.commit)
 }
 
 // errBatch is a reason to run a whole batch again.
