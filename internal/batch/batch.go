@@ -10,23 +10,30 @@ import "time"
 // returns. A batch is what waited while the commit before ran, so it
 // grows with the load and a lone request is never held back.
 //
-// With linger above zero, a batch of more than one request (others are
-// writing too) waits up to linger for more before it commits, as
-// PostgreSQL's commit_delay does: at a moderate rate a commit otherwise
+// With linger above zero, a batch waits up to linger for more requests
+// before it commits when others are writing too: it holds more than one
+// request, or its first was already waiting when the commit before ended.
+// So does PostgreSQL's commit_delay: at a moderate rate a commit otherwise
 // carries a few requests, and its fixed cost (pages rewritten, fsync) is
-// shared by few. A lone request still commits at once.
+// shared by few. A lone request that finds the loop idle commits at once.
 func Loop[T any](reqs <-chan T, quit <-chan struct{}, max int, linger time.Duration, commit func([]T)) {
 	for {
 		var first T
+		busy := true
 		select {
 		case first = <-reqs:
-		case <-quit:
-			for {
-				select {
-				case r := <-reqs:
-					commit([]T{r})
-				default:
-					return
+		default:
+			busy = false
+			select {
+			case first = <-reqs:
+			case <-quit:
+				for {
+					select {
+					case r := <-reqs:
+						commit([]T{r})
+					default:
+						return
+					}
 				}
 			}
 		}
@@ -40,7 +47,7 @@ func Loop[T any](reqs <-chan T, quit <-chan struct{}, max int, linger time.Durat
 				break fill
 			}
 		}
-		if linger > 0 && len(batch) > 1 && len(batch) < max {
+		if linger > 0 && (busy || len(batch) > 1) && len(batch) < max {
 			batch = wait(batch, reqs, quit, max, linger)
 		}
 		commit(batch)

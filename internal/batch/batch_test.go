@@ -41,9 +41,10 @@ func TestLoop(t *testing.T) {
 	}
 }
 
-// TestLinger: with linger, a batch of more than one request waits for
-// late arrivals until linger has passed, and no longer; a lone request,
-// a full batch and a batch waiting when quit closes commit at once.
+// TestLinger: with linger, a batch waits for late arrivals until linger
+// has passed, and no longer, when it holds more than one request or its
+// first was waiting; a lone request that finds the loop idle, a full
+// batch and a batch waiting when quit closes commit at once.
 func TestLinger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const linger = 2 * time.Millisecond
@@ -90,25 +91,36 @@ func TestLinger(t *testing.T) {
 		advance(time.Millisecond)
 		want(1, []int{1, 2, 3}, linger)
 
-		// A lone request does not wait.
-		reqs <- 4
+		// A lone request that finds the loop idle does not wait.
 		release <- struct{}{}
+		synctest.Wait()
+		reqs <- 4
 		want(2, []int{4}, linger)
 
+		// A lone request that was waiting when the commit before ended
+		// waits, and takes one that arrives meanwhile.
+		reqs <- 5
+		release <- struct{}{}
+		want(2, []int{4}, linger)
+		advance(linger / 2)
+		reqs <- 6
+		advance(linger / 2)
+		want(3, []int{5, 6}, 2*linger)
+
 		// A full batch does not wait.
-		for i := 5; i <= 12; i++ {
+		for i := 7; i <= 14; i++ {
 			reqs <- i
 		}
 		release <- struct{}{}
-		want(3, []int{5, 6, 7, 8, 9, 10, 11, 12}, linger)
+		want(4, []int{7, 8, 9, 10, 11, 12, 13, 14}, 2*linger)
 
 		// A lingering batch commits when quit closes, and Loop returns.
-		reqs <- 13
-		reqs <- 14
+		reqs <- 15
+		reqs <- 16
 		release <- struct{}{}
-		want(3, []int{5, 6, 7, 8, 9, 10, 11, 12}, linger)
+		want(4, []int{7, 8, 9, 10, 11, 12, 13, 14}, 2*linger)
 		close(quit)
-		want(4, []int{13, 14}, linger)
+		want(5, []int{15, 16}, 2*linger)
 		release <- struct{}{}
 		<-done
 	})
