@@ -179,16 +179,24 @@ func (d *daemon) cacheStats() (hits, misses float64) {
 	return d.metric("pactledger_signature_cache_hits_total"), d.metric("pactledger_signature_cache_misses_total")
 }
 
+// commitStats is the group commits so far and the writes they carried.
+func (d *daemon) commitStats() (commits, writes float64) {
+	return d.metric("pactledger_commit_batch_rows_count"), d.metric("pactledger_commit_batch_rows_sum")
+}
+
 // served is one served scenario's figures.
 type served struct {
 	*result
 	scenario
 	hits, misses float64
-	conc         int // requests in flight; 0 when a rate was offered
-	depth        int
-	drain        time.Duration
-	atRest       memStat
-	load         string // load average when the phase ended
+	// commits, writes: the group commits during the load and the writes
+	// (rows and the ledger's own) they carried.
+	commits, writes float64
+	conc            int // requests in flight; 0 when a rate was offered
+	depth           int
+	drain           time.Duration
+	atRest          memStat
+	load            string // load average when the phase ended
 }
 
 // runServed runs sc against a fresh ledgerd: conc in flight for dur (rate
@@ -200,13 +208,16 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	}
 	defer d.stop()
 	h0, m0 := d.cacheStats()
+	c0, w0 := d.commitStats()
 	res, err := d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
 	if err != nil {
 		return nil, err
 	}
 	out := &served{result: res, scenario: sc, conc: conc, load: loadAvg()}
 	h1, m1 := d.cacheStats()
+	c1, w1 := d.commitStats()
 	out.hits, out.misses = h1-h0, m1-m0
+	out.commits, out.writes = c1-c0, w1-w0
 	out.depth = d.outboxDepth()
 	out.drain = d.waitDrained(2 * time.Minute)
 	out.atRest = procMem(d.pid)
@@ -225,6 +236,9 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
 		s.cpu, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), s.clientCPU, s.s3cpu)
 	s.printWritten(w)
+	if s.commits > 0 {
+		fmt.Fprintf(w, "  group commit: %.0f commits, %.1f writes a commit\n", s.commits, s.writes/s.commits)
+	}
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
 	}

@@ -39,9 +39,9 @@ type Store struct {
 	// PasswordEnv names the environment variable holding the database
 	// password.
 	PasswordEnv string `yaml:"passwordEnv"`
-	// CommitDelay (kind bbolt) is how long a group commit of more than
-	// one write waits for more before it commits; unset: the store's
-	// default (bolt.DefaultCommitDelay), 0s: none.
+	// CommitDelay (kind bbolt) is how long a group commit waits for more
+	// writes before it commits while others are writing; unset: the
+	// store's default (bolt.DefaultCommitDelay), 0s: none.
 	CommitDelay *Duration `yaml:"commitDelay"`
 }
 

@@ -91,12 +91,12 @@ type Config struct {
 	MaxBatch int
 	// OpenTimeout bounds waiting for the file lock; default 5 s.
 	OpenTimeout time.Duration
-	// CommitDelay is how long a batch of more than one write waits for
-	// more before it commits (batch.Loop's linger); default
+	// CommitDelay is how long a batch waits for more writes before it
+	// commits while others are writing (batch.Loop's linger); default
 	// DefaultCommitDelay, negative for none. Every commit rewrites the
 	// pages it touches and syncs the file, so at a moderate rate (a
 	// few writes a commit) this cost is shared by more rows; a lone
-	// write is never held back.
+	// write that finds the store idle is never held back.
 	CommitDelay time.Duration
 	// OnCommit, when set, is told the size of each committed batch.
 	OnCommit func(batch int)
@@ -239,8 +239,8 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// CommitDelay is how long a batch of more than one write waits for more
-// before it commits; 0: none.
+// CommitDelay is how long a batch waits for more writes before it
+// commits while others are writing; 0: none.
 func (s *Store) CommitDelay() time.Duration { return s.cfg.CommitDelay }
 
 // Path returns the file path.
