@@ -42,7 +42,7 @@ type Store struct {
 	// CommitDelay (kind bbolt) is how long a group commit waits for more
 	// writes before it commits while others are writing; unset: the
 	// store's default (bolt.DefaultCommitDelay), 0s: none.
-	CommitDelay *Duration `yaml:"commitDelay"`
+	CommitDelay *Duration `yaml:"commitDelay,omitempty"`
 }
 
 // MaxCommitDelay bounds store.commitDelay: every write that shares a
