@@ -6,9 +6,8 @@ import "time"
 
 // Loop takes the requests waiting on reqs, at most max at a time (at
 // least one), and calls commit with each batch, until quit is closed;
-// then it commits what is still queued, one request at a time, and
-// returns. A batch is what waited while the commit before ran, so it
-// grows with the load and a lone request is never held back.
+// then it commits what is still queued and returns. A batch is what
+// waited while the commit before ran, so it grows with the load.
 //
 // With linger above zero, a batch waits up to linger for more requests
 // before it commits when others are writing too: it holds more than one
