@@ -303,8 +303,7 @@ func runOfferedWithCheckpoints(ctx context.Context, env *servedEnv, sc scenario,
 		acksMu sync.Mutex
 		acks   []ack
 	)
-	h0, m0 := d.cacheStats()
-	c0, w0 := d.commitStats()
+	c0 := d.counters()
 	watch := d.watchCheckpoints(ctx, 5*time.Millisecond)
 	res, err := d.load(ctx, sc.corpus, 0, cfg.OfferedFor, cfg.Offered, func(id string) {
 		at := time.Now()
@@ -316,11 +315,7 @@ func runOfferedWithCheckpoints(ctx context.Context, env *servedEnv, sc scenario,
 		watch()
 		return nil, err
 	}
-	out := &served{result: res, scenario: sc, load: loadAvg()}
-	h1, m1 := d.cacheStats()
-	c1, w1 := d.commitStats()
-	out.hits, out.misses = h1-h0, m1-m0
-	out.commits, out.writes = c1-c0, w1-w0
+	out := &served{result: res, scenario: sc, counters: d.counters().since(c0), load: loadAvg()}
 	incl, err := d.inclusion(ctx, acks, watch)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,48 +156,61 @@ func (d *daemon) restAppend(onAck func(id string)) func(context.Context, *ledger
 	}
 }
 
-// metric reads one unlabelled counter or gauge from ledgerd's /metrics.
-func (d *daemon) metric(name string) float64 {
+// metrics reads unlabelled counters or gauges from one scrape of
+// ledgerd's /metrics; a name it does not find reads -1.
+func (d *daemon) metrics(names ...string) []float64 {
+	out := make([]float64, len(names))
+	for i := range out {
+		out[i] = -1
+	}
 	resp, err := http.Get("http://" + d.httpAddr + "/metrics")
 	if err != nil {
-		return -1
+		return out
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			return v
+		if len(f) != 2 {
+			continue
+		}
+		if i := slices.Index(names, f[0]); i >= 0 {
+			out[i], _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
-	return -1
+	return out
 }
 
-// cacheStats is the signature cache's hits and misses so far.
-func (d *daemon) cacheStats() (hits, misses float64) {
-	return d.metric("pactledger_signature_cache_hits_total"), d.metric("pactledger_signature_cache_misses_total")
+// counters is what a served phase reads from ledgerd's metrics: the
+// signature cache's hits and misses, the group commits and the writes
+// (rows and the ledger's own) they carried.
+type counters struct {
+	hits, misses, commits, writes float64
 }
 
-// commitStats is the group commits so far and the writes they carried.
-func (d *daemon) commitStats() (commits, writes float64) {
-	return d.metric("pactledger_commit_batch_rows_count"), d.metric("pactledger_commit_batch_rows_sum")
+// counters reads ledgerd's counters so far.
+func (d *daemon) counters() counters {
+	v := d.metrics("pactledger_signature_cache_hits_total", "pactledger_signature_cache_misses_total",
+		"pactledger_commit_batch_rows_count", "pactledger_commit_batch_rows_sum")
+	return counters{hits: v[0], misses: v[1], commits: v[2], writes: v[3]}
+}
+
+// since is what the counters gained after c0.
+func (c counters) since(c0 counters) counters {
+	return counters{hits: c.hits - c0.hits, misses: c.misses - c0.misses, commits: c.commits - c0.commits, writes: c.writes - c0.writes}
 }
 
 // served is one served scenario's figures.
 type served struct {
 	*result
 	scenario
-	hits, misses float64
-	// commits, writes: the group commits during the load and the writes
-	// (rows and the ledger's own) they carried.
-	commits, writes float64
-	conc            int // requests in flight; 0 when a rate was offered
-	depth           int
-	drain           time.Duration
-	atRest          memStat
-	load            string // load average when the phase ended
+	counters     // during the load
+	conc     int // requests in flight; 0 when a rate was offered
+	depth    int
+	drain    time.Duration
+	atRest   memStat
+	load     string // load average when the phase ended
 }
 
 // runServed runs sc against a fresh ledgerd: conc in flight for dur (rate
@@ -207,17 +221,12 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 		return nil, err
 	}
 	defer d.stop()
-	h0, m0 := d.cacheStats()
-	c0, w0 := d.commitStats()
+	c0 := d.counters()
 	res, err := d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
 	if err != nil {
 		return nil, err
 	}
-	out := &served{result: res, scenario: sc, conc: conc, load: loadAvg()}
-	h1, m1 := d.cacheStats()
-	c1, w1 := d.commitStats()
-	out.hits, out.misses = h1-h0, m1-m0
-	out.commits, out.writes = c1-c0, w1-w0
+	out := &served{result: res, scenario: sc, counters: d.counters().since(c0), conc: conc, load: loadAvg()}
 	out.depth = d.outboxDepth()
 	out.drain = d.waitDrained(2 * time.Minute)
 	out.atRest = procMem(d.pid)
