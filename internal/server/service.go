@@ -5,6 +5,7 @@ import (
 	"errors"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -28,6 +29,9 @@ type service struct {
 	log    *slog.Logger
 	// logKey verifies the Merkle log's checkpoints ("" without a log).
 	logKey string
+	// lastCP is the latest checkpoint verified with logKey
+	// (openCheckpoint).
+	lastCP atomic.Pointer[openedCheckpoint]
 	access *ledger.AccessLog
 }
 
