@@ -2,12 +2,9 @@ package drill_test
 
 import (
 	"context"
-	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
@@ -21,11 +18,7 @@ import (
 func TestDrillReportsCarryTheLog(t *testing.T) {
 	e := newEnv(t, time.Now)
 	ctx := context.Background()
-	skey, vkey, err := note.GenerateKey(rand.Reader, "drill.test/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
+	signer, vkey, err := pacttest.LogKey("drill.test/log")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,11 +23,7 @@ const testOrigin = "ledger.test/log"
 
 func logKeys(t testing.TB) (note.Signer, string) {
 	t.Helper()
-	skey, vkey, err := note.GenerateKey(rand.Reader, testOrigin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := note.NewSigner(skey)
+	s, vkey, err := pacttest.LogKey(testOrigin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"crypto/rand"
 	"errors"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger/proof"
 )
 
@@ -18,11 +18,7 @@ func TestOpenCheckpointKept(t *testing.T) {
 	const origin = "example.com/log"
 	signer := func() (note.Signer, string) {
 		t.Helper()
-		skey, vkey, err := note.GenerateKey(rand.Reader, origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := note.NewSigner(skey)
+		s, vkey, err := pacttest.LogKey(origin)
 		if err != nil {
 			t.Fatal(err)
 		}

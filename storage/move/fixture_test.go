@@ -1,7 +1,6 @@
 package move_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -89,14 +88,10 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
 	t.Cleanup(f.sc.Close)
 	f.path = filepath.Join(f.dir, "ledger.db")
-	skey, vkey, err := note.GenerateKey(rand.Reader, "ledger.test/move")
-	if err != nil {
+	var err error
+	if f.signer, f.vkey, err = pacttest.LogKey("ledger.test/move"); err != nil {
 		t.Fatal(err)
 	}
-	if f.signer, err = note.NewSigner(skey); err != nil {
-		t.Fatal(err)
-	}
-	f.vkey = vkey
 	store, err := bolt.Open(f.path, bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
