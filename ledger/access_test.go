@@ -19,7 +19,7 @@ import (
 func accessStore(t *testing.T) (*bolt.Store, *atomic.Int64) {
 	t.Helper()
 	var commits atomic.Int64
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Config{OnCommit: func(int) { commits.Add(1) }})
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Config{OnCommit: func(int, time.Duration) { commits.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

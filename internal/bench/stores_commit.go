@@ -58,7 +58,7 @@ func (b *storeBench) commitLatencies(ctx context.Context) (map[string][]*commitF
 // commitRun is one measurement on a fresh store of kind.
 func (b *storeBench) commitRun(ctx context.Context, kind string, tpl []template, snaps []verifier.Snapshot) (*commitFigures, error) {
 	f := &commitFigures{kind: kind}
-	onCommit := func(int) { atomic.AddInt64(&f.batches, 1) }
+	onCommit := func(int, time.Duration) { atomic.AddInt64(&f.batches, 1) }
 	dir := filepath.Join(b.work, "commit")
 	sc, drop, err := b.freshStore(ctx, kind, dir)
 	if err != nil {

@@ -345,9 +345,16 @@ func TestHealthMetricsOpenAPI(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`pactledger_writes_total{outcome="created",status="authorized"} 2`, "pactledger_unclassified_tool_rows_total 1", "pactledger_outbox_depth", "pactledger_verify_seconds", "pactledger_commit_batch_rows", "pactledger_jwks_fetches_total", "pactledger_jwks_stale_seconds", "pactledger_jwks_stale_served_total", "pactledger_log_size", "pactledger_outbox_dead_letters", "pactledger_signature_cache_hits_total", "pactledger_signature_cache_misses_total", "pactledger_signature_cache_evictions_total"} {
+	for _, m := range []string{`pactledger_writes_total{outcome="created",status="authorized"} 2`, "pactledger_unclassified_tool_rows_total 1", "pactledger_outbox_depth", "pactledger_verify_seconds", "pactledger_commit_batch_rows", "pactledger_commit_seconds", "pactledger_jwks_fetches_total", "pactledger_jwks_stale_seconds", "pactledger_jwks_stale_served_total", "pactledger_log_size", "pactledger_outbox_dead_letters", "pactledger_signature_cache_hits_total", "pactledger_signature_cache_misses_total", "pactledger_signature_cache_evictions_total"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	// The writes above were committed, and each commit was timed.
+	series := scrape(t, e)
+	for _, m := range []string{"pactledger_commit_batch_rows_count", "pactledger_commit_seconds_count"} {
+		if n := series[m]; n < 1 {
+			t.Errorf("/metrics: %s is %v after two writes, want at least 1", m, n)
 		}
 	}
 	var api struct {

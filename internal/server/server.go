@@ -113,12 +113,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		Name: "pactledger_commit_batch_rows", Help: "Transactions per bbolt commit (group commit batch size).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
+	commitTime := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "pactledger_commit_seconds", Help: "Time a group commit took: running its writes, writing them and syncing them to disk.",
+		Buckets: []float64{0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1, 2},
+	})
 	fetches := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_jwks_fetches_total", Help: "JWKS and metadata fetches by result."}, []string{"result"})
 	for _, r := range []string{verifier.FetchOK, verifier.FetchError, verifier.FetchRejected} {
 		fetches.WithLabelValues(r) // every result shows from the start, at 0
 	}
 	staleServed := prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_jwks_stale_served_total", Help: "JWKS and metadata served past their TTL while a refetch runs or fails."})
-	reg.MustRegister(batch, fetches, staleServed, newBuildInfoGauge())
+	reg.MustRegister(batch, commitTime, fetches, staleServed, newBuildInfoGauge())
 	metrics := ledger.NewMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_depth", Help: "The Provider's receipts waiting to be posted to the ledger."}, func() float64 {
 		if s.provider == nil {
@@ -130,7 +134,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err := mkdirAll(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	s.store, err = openStore(ctx, cfg, func(n int) { batch.Observe(float64(n)) })
+	s.store, err = openStore(ctx, cfg, func(n int, took time.Duration) {
+		batch.Observe(float64(n))
+		commitTime.Observe(took.Seconds())
+	})
 	if err != nil {
 		return nil, err
 	}

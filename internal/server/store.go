@@ -22,8 +22,8 @@ type rowStore interface {
 }
 
 // openStore opens the row store cfg.Store selects. onCommit is told the
-// size of each committed group-commit batch.
-func openStore(ctx context.Context, cfg config.Config, onCommit func(int)) (rowStore, error) {
+// size of each committed group-commit batch and how long it took.
+func openStore(ctx context.Context, cfg config.Config, onCommit func(int, time.Duration)) (rowStore, error) {
 	c := cfg.Store
 	switch c.Kind {
 	case config.StorePostgres:

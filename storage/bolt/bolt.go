@@ -98,8 +98,10 @@ type Config struct {
 	// few writes a commit) this cost is shared by more rows; a lone
 	// write that finds the store idle is never held back.
 	CommitDelay time.Duration
-	// OnCommit, when set, is told the size of each committed batch.
-	OnCommit func(batch int)
+	// OnCommit, when set, is told the size of each committed batch and
+	// how long its commit took: running its writes, writing the pages
+	// and syncing the file.
+	OnCommit func(batch int, took time.Duration)
 }
 
 // DefaultCommitDelay is Config.CommitDelay's default. At 1,000 rows/s it
@@ -345,11 +347,12 @@ func (s *Store) commitLoop() {
 // error wrapping ledger.ErrNoSpace: alone, each would fail the same way.
 func (s *Store) run(batch []*request) {
 	errs := make([]error, len(batch))
+	start := time.Now()
 	err := s.commit(batch, errs)
 	if err == nil {
 		s.setNoSpace(nil)
 		if n := writes(batch); s.cfg.OnCommit != nil && n > 0 {
-			s.cfg.OnCommit(n)
+			s.cfg.OnCommit(n, time.Since(start))
 		}
 		if a := s.filters.active.Load(); a == nil || a.added.Load() > a.capacity {
 			s.maybeBuildFilter(s.openRows)

@@ -19,7 +19,7 @@ func row(id string) *ledger.Row {
 func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
 	var mu sync.Mutex
 	var batches []int
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "l.db"), bolt.Config{OnCommit: func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }})
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "l.db"), bolt.Config{OnCommit: func(n int, _ time.Duration) { mu.Lock(); batches = append(batches, n); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestNoSpaceFailsTheBatchAtOnceAndRecovers(t *testing.T) {
 	dir := smalldisk.Mount(t, "8m")
 	path := filepath.Join(dir, "l.db")
 	var commits atomic.Int64
-	s, err := bolt.Open(path, bolt.Config{OnCommit: func(int) { commits.Add(1) }})
+	s, err := bolt.Open(path, bolt.Config{OnCommit: func(int, time.Duration) { commits.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

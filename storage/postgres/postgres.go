@@ -54,8 +54,9 @@ type Config struct {
 	// ConnectTimeout bounds opening one connection when the DSN sets no
 	// connect_timeout; default 5 s.
 	ConnectTimeout time.Duration
-	// OnCommit, when set, is told the size of each committed batch.
-	OnCommit func(batch int)
+	// OnCommit, when set, is told the size of each committed batch and
+	// how long it took, retries included.
+	OnCommit func(batch int, took time.Duration)
 }
 
 func (c *Config) defaults() {
@@ -250,6 +251,7 @@ const maxBatchRuns = 10
 func (s *Store) commit(batch []*request) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
 	defer cancel()
+	start := time.Now()
 	errs, err := s.runBatchRetrying(ctx, batch)
 	if errors.Is(err, errMemberRollback) || errors.Is(err, errCommit) {
 		if len(batch) > 1 {
@@ -268,7 +270,7 @@ func (s *Store) commit(batch []*request) {
 		return
 	}
 	if s.cfg.OnCommit != nil {
-		s.cfg.OnCommit(len(batch))
+		s.cfg.OnCommit(len(batch), time.Since(start))
 	}
 	for i, r := range batch {
 		r.err <- errs[i]
