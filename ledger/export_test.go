@@ -15,3 +15,11 @@ func SetLeaseHook(fn func(name, holder string, held bool)) (restore func()) {
 	leaseHook = fn
 	return func() { leaseHook = prev }
 }
+
+// SetIntegrateHook makes fn run between preparing a round of the log and
+// storing it; the returned func restores the previous hook.
+func SetIntegrateHook(fn func()) (restore func()) {
+	prev := integrateHook
+	integrateHook = fn
+	return func() { integrateHook = prev }
+}

@@ -41,6 +41,10 @@ type PendingLeaf struct {
 	Seq  uint64
 	Ref  string
 	Data []byte
+	// Stored, when a store sets it in PendingLeaves, is the leaf as
+	// that store keeps it once sequenced, made ahead so that
+	// SequenceLeaf only copies it. The ledger passes it back as it came.
+	Stored []byte
 }
 
 // LogTx is the part of a transaction the log works on. Leaf indexes,
@@ -314,64 +318,112 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 // a checkpoint for the new size. It returns how many leaves it added. Only
 // the lease holder calls it, with the context RunUnderLease gave it, so
 // that its writes are fenced.
+//
+// Each batch is prepared in a read transaction: the queue read, the
+// leaves hashed into the tree, the checkpoint signed and, where the store
+// does it there, the leaves encoded as they will be stored. The write
+// transaction then only stores the result, so it holds the store's commit
+// (which every write waits for) for a short time.
 func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 	if l.log == nil {
 		return 0, ErrNoLog
 	}
-	total := 0
+	total, moved := 0, 0
 	for {
-		var pending bool
+		var r *logRound
 		if err := l.store.View(ctx, func(tx Tx) error {
-			p, err := tx.PendingLeaves(1)
-			pending = len(p) > 0
+			var err error
+			r, err = l.prepareRound(tx)
 			return err
-		}); err != nil || !pending {
+		}); err != nil || r == nil {
 			return total, err
 		}
-		var added int
-		err := l.store.Update(ctx, func(tx Tx) error {
-			added = 0
-			size, _, err := tx.LogHead()
-			if err != nil {
-				return err
-			}
-			pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
-			if err != nil || len(pend) == 0 {
-				return err
-			}
-			hr := &roundHashes{tx: tx, stored: map[int64]tlog.Hash{}}
-			for _, p := range pend {
-				hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), hr)
-				if err != nil {
-					return fmt.Errorf("hash leaf %d: %w", size, err)
-				}
-				hashAt := tlog.StoredHashCount(size)
-				if err := tx.SequenceLeaf(p, size, hashAt, hs); err != nil {
-					return err
-				}
-				hr.add(hashAt, hs)
-				size++
-			}
-			root, err := tlog.TreeHash(size, hr)
-			if err != nil {
-				return fmt.Errorf("tree hash at %d: %w", size, err)
-			}
-			cp, err := proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: size, Hash: root}, l.log.cfg.Signer)
-			if err != nil {
-				return err
-			}
-			added = len(pend)
-			return tx.SetLogHead(size, cp)
-		})
+		if integrateHook != nil {
+			integrateHook()
+		}
+		err := l.store.Update(ctx, func(tx Tx) error { return r.store(tx) })
+		if errors.Is(err, errLogMoved) && moved < 3 {
+			// Another integrator extended the tree in between (the
+			// lease changed hands): prepare again from its head.
+			moved++
+			continue
+		}
 		if err != nil {
 			return total, fmt.Errorf("integrate: %w", err)
 		}
-		total += added
-		l.cfg.Metrics.logLeaves(added)
-		if added < l.log.cfg.MaxBatch {
+		total += len(r.pend)
+		l.cfg.Metrics.logLeaves(len(r.pend))
+		if len(r.pend) < l.log.cfg.MaxBatch {
 			return total, nil
 		}
 	}
+}
+
+// integrateHook, when set (tests), runs between preparing a round and
+// storing it.
+var integrateHook func()
+
+// errLogMoved: the tree's size changed between preparing a round and
+// storing it.
+var errLogMoved = errors.New("the log's head moved while a round was prepared")
+
+// logRound is one extension of the tree, prepared in a read transaction.
+type logRound struct {
+	size   int64 // the tree size it extends
+	pend   []PendingLeaf
+	hashAt []int64       // each leaf's first storage index of hashes
+	hashes [][]tlog.Hash // the stored hashes each leaf adds
+	cp     []byte        // the signed checkpoint of the new size
+}
+
+// prepareRound reads up to MaxBatch queued leaves and computes the round
+// that sequences them after the tree tx sees; nil when none is queued.
+func (l *Ledger) prepareRound(tx Tx) (*logRound, error) {
+	size, _, err := tx.LogHead()
+	if err != nil {
+		return nil, err
+	}
+	pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
+	if err != nil || len(pend) == 0 {
+		return nil, err
+	}
+	r := &logRound{size: size, pend: pend, hashAt: make([]int64, len(pend)), hashes: make([][]tlog.Hash, len(pend))}
+	hr := &roundHashes{tx: tx, stored: map[int64]tlog.Hash{}}
+	for i, p := range pend {
+		n := size + int64(i)
+		hs, err := tlog.StoredHashesForRecordHash(n, tlog.RecordHash(p.Data), hr)
+		if err != nil {
+			return nil, fmt.Errorf("hash leaf %d: %w", n, err)
+		}
+		r.hashAt[i], r.hashes[i] = tlog.StoredHashCount(n), hs
+		hr.add(r.hashAt[i], hs)
+	}
+	end := size + int64(len(pend))
+	root, err := tlog.TreeHash(end, hr)
+	if err != nil {
+		return nil, fmt.Errorf("tree hash at %d: %w", end, err)
+	}
+	if r.cp, err = proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: end, Hash: root}, l.log.cfg.Signer); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// store writes r in tx, provided the tree is still the size r extends.
+func (r *logRound) store(tx Tx) error {
+	size, _, err := tx.LogHead()
+	if err != nil {
+		return err
+	}
+	if size != r.size {
+		return fmt.Errorf("%w: from %d to %d", errLogMoved, r.size, size)
+	}
+	for i, p := range r.pend {
+		if err := tx.SequenceLeaf(p, r.size+int64(i), r.hashAt[i], r.hashes[i]); err != nil {
+			return err
+		}
+	}
+	return tx.SetLogHead(r.size+int64(len(r.pend)), r.cp)
 }
 
 // Checkpoint returns the latest signed checkpoint.

@@ -260,6 +260,52 @@ func TestRowsAndEventsAreLeaves(t *testing.T) {
 // integrator; only one runs at a time (the other waits for the lease), it
 // extends the log, and when it stops the other takes over and goes on
 // from the same tree.
+// A round of the log is prepared outside the write transaction. When the
+// tree grew in between (another integrator, as when the lease changed
+// hands), the round is not stored over it: Integrate prepares again from
+// the new head.
+func TestIntegrateAfterTheHeadMoved(t *testing.T) {
+	h := newHarness(t)
+	vkey := h.enableLog(t, 0)
+	ctx := context.Background()
+	h.queue(t, 0, 5)
+	fired := false
+	defer ledger.SetIntegrateHook(func() {
+		if fired {
+			return
+		}
+		fired = true
+		// Another integration runs to its end first; then more leaves come.
+		if n, err := h.l.Integrate(ctx); err != nil || n != 5 {
+			t.Errorf("the other integration: %d, %v; want the 5 leaves", n, err)
+		}
+		h.queue(t, 5, 3)
+	})()
+	n, err := h.l.Integrate(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("integrate after the head moved: %d, %v; want the 3 new leaves", n, err)
+	}
+	if !fired {
+		t.Fatal("the hook never ran")
+	}
+	c := checkpointOf(t, h, vkey)
+	if c.Size != 8 {
+		t.Fatalf("checkpoint size %d, want 8", c.Size)
+	}
+	for i := range 8 {
+		b, err := h.l.Proof(ctx, fmt.Sprintf("ref-%d", i))
+		if err != nil {
+			t.Fatalf("leaf ref-%d: %v", i, err)
+		}
+		if b.LeafIndex != int64(i) {
+			t.Errorf("leaf ref-%d at index %d, want %d", i, b.LeafIndex, i)
+		}
+		if got, err := b.Verify(vkey); err != nil || got.Size != 8 {
+			t.Errorf("leaf ref-%d: proof against %+v: %v", i, got, err)
+		}
+	}
+}
+
 func TestOneIntegratorAtATime(t *testing.T) {
 	h := newHarness(t)
 	w := watchLeases(t)
