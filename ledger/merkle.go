@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -172,6 +174,48 @@ type logState struct {
 	cfg    LogConfig
 	notify chan struct{}
 	tiles  *bytesCache // tiles and entry bundles read back from write-once storage
+	recent recentLeaves
+}
+
+// recentLeaves keeps the bytes of the leaves this ledger's integrator
+// stored last, by index, so that publishing their entry bundles (right
+// after, and again for a partial tile the next round completes) does not
+// read them back from the store. A leaf's bytes at an index never change
+// once stored, so what it holds stays true.
+type recentLeaves struct {
+	mu    sync.Mutex
+	start int64    // the index of data[0]
+	data  [][]byte // shared: never modified
+}
+
+// recentLeavesMax bounds recentLeaves: a round of the default MaxBatch
+// and the partial tile before it.
+const recentLeavesMax = 4096 + 1<<TileHeight
+
+// add records the leaves stored from index at on. Leaves that do not
+// follow the ones held (another integrator stored some in between)
+// replace them.
+func (r *recentLeaves) add(at int64, leaves [][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at != r.start+int64(len(r.data)) {
+		r.start, r.data = at, nil
+	}
+	r.data = append(r.data, leaves...)
+	if drop := len(r.data) - recentLeavesMax; drop > 0 {
+		r.start += int64(drop)
+		r.data = slices.Clone(r.data[drop:])
+	}
+}
+
+// get returns the bytes of the leaf at idx, if held.
+func (r *recentLeaves) get(idx int64) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if idx < r.start || idx >= r.start+int64(len(r.data)) {
+		return nil, false
+	}
+	return r.data[idx-r.start], true
 }
 
 // EnableLog turns the Merkle log on: from now on every committed row and
@@ -353,6 +397,11 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 		}
 		total += len(r.pend)
 		l.cfg.Metrics.logLeaves(len(r.pend))
+		leaves := make([][]byte, len(r.pend))
+		for i, p := range r.pend {
+			leaves[i] = p.Data
+		}
+		l.log.recent.add(r.size, leaves)
 		if len(r.pend) < l.log.cfg.MaxBatch {
 			return total, nil
 		}
@@ -639,12 +688,16 @@ func tileEnd(t tlog.Tile) int64 {
 func entryBundle(lr *logReader, t tlog.Tile) ([]byte, error) {
 	out := make([]byte, 0, int(t.W)*(2+leafSize))
 	for i := range int64(t.W) {
-		_, d, err := lr.Leaf(t.N<<uint(t.H) + i)
-		if err != nil {
-			return nil, err
+		idx := t.N<<uint(t.H) + i
+		d, ok := lr.l.log.recent.get(idx)
+		if !ok {
+			var err error
+			if _, d, err = lr.Leaf(idx); err != nil {
+				return nil, err
+			}
 		}
 		if len(d) > 0xffff {
-			return nil, fmt.Errorf("leaf %d is longer than an entry bundle allows", t.N<<uint(t.H)+i)
+			return nil, fmt.Errorf("leaf %d is longer than an entry bundle allows", idx)
 		}
 		out = binary.BigEndian.AppendUint16(out, uint16(len(d)))
 		out = append(out, d...)

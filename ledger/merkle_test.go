@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -302,6 +303,40 @@ func TestIntegrateAfterTheHeadMoved(t *testing.T) {
 		}
 		if got, err := b.Verify(vkey); err != nil || got.Size != 8 {
 			t.Errorf("leaf ref-%d: proof against %+v: %v", i, got, err)
+		}
+	}
+}
+
+// The integrator keeps the leaves it stored last and builds their entry
+// bundles from them: the bundles are byte for byte those a ledger without
+// them reads back from the store, full tiles and the partial one, across
+// rounds (the partial tile of one round completed by the next).
+func TestEntryBundlesFromRecentLeaves(t *testing.T) {
+	h := newHarness(t)
+	s, _ := logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, MaxBatch: 300}); err != nil {
+		t.Fatal(err)
+	}
+	other := h.another(t, h.store, ledger.LeaseConfig{})
+	if err := other.EnableLog(ledger.LogConfig{Signer: s}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h.queue(t, 0, 700)
+	if n, err := h.l.Integrate(ctx); err != nil || n != 700 {
+		t.Fatalf("integrate: %d, %v", n, err)
+	}
+	for _, path := range []string{"tile/entries/000", "tile/entries/001", "tile/entries/002.p/188"} {
+		got, err := h.l.TileData(ctx, path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		want, err := other.TileData(ctx, path)
+		if err != nil {
+			t.Fatalf("%s, read back: %v", path, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s from the recent leaves differs from the store's (%d and %d bytes)", path, len(got), len(want))
 		}
 	}
 }
