@@ -93,3 +93,46 @@ func TestUpdateAfterCloseFails(t *testing.T) {
 		t.Fatalf("update after close: %v", err)
 	}
 }
+
+// The integrator encodes a round's leaves in its read transaction: the
+// store's read transactions are LeafEncoders, and a leaf sequenced with
+// the encoding made there reads back as it was queued.
+func TestLeavesEncodedInAReadTransaction(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "l.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx ledger.Tx) error { return tx.QueueLeaf("ref-a", []byte("leaf a")) }); err != nil {
+		t.Fatal(err)
+	}
+	var pend []ledger.PendingLeaf
+	err = s.View(ctx, func(tx ledger.Tx) error {
+		e, ok := tx.(ledger.LeafEncoder)
+		if !ok {
+			t.Fatal("a read transaction is not a ledger.LeafEncoder")
+		}
+		if pend, err = tx.PendingLeaves(10); err != nil || len(pend) != 1 {
+			t.Fatalf("pending: %v, %v", pend, err)
+		}
+		pend[0].Stored = e.EncodeLeaf(pend[0])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(ctx, func(tx ledger.Tx) error {
+		if err := tx.SequenceLeaf(pend[0], 0, 0, nil); err != nil {
+			return err
+		}
+		ref, data, err := tx.Leaf(0)
+		if err != nil || ref != "ref-a" || string(data) != "leaf a" {
+			t.Errorf("leaf 0: %q %q %v; want ref-a, leaf a", ref, data, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

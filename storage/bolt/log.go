@@ -60,12 +60,18 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 		}
 		ref := string(v[m : m+int(l)])
 		data := append([]byte(nil), v[m+int(l):]...)
-		// The leaf is stored as the queue holds it, compressed; doing it
-		// here puts the work in the integrator's read transaction
-		// rather than in the commit every write waits for.
-		out = append(out, ledger.PendingLeaf{Seq: binary.BigEndian.Uint64(k), Ref: ref, Data: data, Stored: t.c.Encode(v)})
+		out = append(out, ledger.PendingLeaf{Seq: binary.BigEndian.Uint64(k), Ref: ref, Data: data})
 	}
 	return out, nil
+}
+
+// EncodeLeaf implements ledger.LeafEncoder: a leaf is stored as its ref's
+// length, the ref and its bytes, compressed. The integrator calls it in
+// its read transaction, so the commit every write waits for only copies
+// the result.
+func (t *tx) EncodeLeaf(p ledger.PendingLeaf) []byte {
+	v := binary.AppendUvarint(nil, uint64(len(p.Ref)))
+	return t.c.Encode(append(append(v, p.Ref...), p.Data...))
 }
 
 // SequenceLeaf implements ledger.LogTx.
@@ -80,8 +86,7 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	}
 	v := p.Stored
 	if v == nil {
-		v = binary.AppendUvarint(nil, uint64(len(p.Ref)))
-		v = t.c.Encode(append(append(v, p.Ref...), p.Data...))
+		v = t.EncodeLeaf(p)
 	}
 	if err := t.b(bLogLeaves).Put(u64(uint64(index)), v); err != nil {
 		return err
