@@ -156,8 +156,9 @@ func (d *daemon) restAppend(onAck func(id string)) func(context.Context, *ledger
 	}
 }
 
-// metrics reads unlabelled counters or gauges from one scrape of
-// ledgerd's /metrics; a name it does not find reads -1.
+// metrics reads series from one scrape of ledgerd's /metrics, each named
+// as printed (labels included, such as a histogram's
+// `_bucket{le="0.016"}`); a series it does not find reads -1.
 func (d *daemon) metrics(names ...string) []float64 {
 	out := make([]float64, len(names))
 	for i := range out {
