@@ -78,6 +78,11 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 	fmt.Fprintf(w, "  process CPU (ledgerd and client together) %.2f cores = %s per row = %.2f verifications of %s\n",
 		res.cpu, us(res.cpuPerRow()), unit.units(res.cpuPerRow().Seconds()), us(unit.median()))
 	if cfg.CPUProfile != "" {
+		b, err := readBudget(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		b.print(w, res.ok, unit)
 		fmt.Fprintf(w, "  CPU profile: %s (ledgerd alone: go tool pprof -tagignore side=client)\n", cfg.CPUProfile)
 	}
 	if cfg.MemProfile != "" {
