@@ -46,10 +46,12 @@ var budgetParts = []budgetPart{
 		"github.com/pactledger/pactledger/ledger.(*Ledger).integrateLoop", "github.com/pactledger/pactledger/ledger.(*Ledger).RunIntegrator",
 		"github.com/pactledger/pactledger/ledger.(*Ledger).Integrate", "github.com/pactledger/pactledger/ledger.(*Ledger).PublishTiles"}},
 	{name: "the uploader outside the commit, with its S3 client", any: []string{
-		"github.com/pactledger/pactledger/ledger.(*Ledger).RunUploader", "github.com/minio/minio-go/",
+		"github.com/pactledger/pactledger/ledger.(*Ledger).RunUploader", "github.com/pactledger/pactledger/ledger.(*Ledger).uploadRound",
+		"github.com/minio/minio-go/",
 		"net/http.(*persistConn)", "net/http.(*Transport)"}},
 	{name: "transport: gRPC or REST, interceptors, responses", any: []string{
-		"google.golang.org/grpc", "golang.org/x/net/http2", "net/http.(*conn)", "github.com/grpc-ecosystem/grpc-gateway"}},
+		"google.golang.org/grpc", "golang.org/x/net/http2", "net/http.(*conn)", "net/http.(*connReader)",
+		"github.com/grpc-ecosystem/grpc-gateway"}},
 }
 
 // budgetOther takes the samples no part matched: the scheduler, timers,
