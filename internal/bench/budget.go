@@ -28,11 +28,12 @@ const (
 )
 
 // budgetParts are the parts of ledgerd's CPU a row, in the order a sample
-// is matched against them. The load generator comes first: its goroutines
-// carry clientLabels, and its gRPC transport's goroutines (started when
-// it connected, before the labels) are told by their functions. The
-// collector's work is not told apart by side: what the load generator's
-// garbage costs it is counted with ledgerd's.
+// is matched against them. The load generator's samples are taken out
+// before: its goroutines carry clientLabels, and its gRPC transport's
+// goroutines (started when it connected, before the labels) are told by
+// their functions (clientFrames). The collector's background work is not
+// told apart by side: what the load generator's garbage costs it is
+// counted with ledgerd's.
 var budgetParts = []budgetPart{
 	{name: "the collector: background marking, sweeping, assists", any: []string{
 		"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcAssistAlloc"}},
