@@ -155,10 +155,14 @@ func (b cpuBudget) print(w io.Writer, rows int, u verifyUnit) {
 		us(perRow(b.ledgerd())), u.units(perRow(b.ledgerd()).Seconds()), us(perRow(b.client)))
 	fmt.Fprintf(w, "  | part | CPU a row | verifications | share |\n  |---|---|---|---|\n")
 	for i, d := range b.parts {
-		name := budgetOther
-		if i < len(budgetParts) {
-			name = budgetParts[i].name
-		}
-		fmt.Fprintf(w, "  | %s | %s | %.2f | %.1f %% |\n", name, us(perRow(d)), u.units(perRow(d).Seconds()), 100*float64(d)/float64(b.ledgerd()))
+		fmt.Fprintf(w, "  | %s | %s | %.2f | %.1f %% |\n", partName(i), us(perRow(d)), u.units(perRow(d).Seconds()), 100*float64(d)/float64(b.ledgerd()))
 	}
+}
+
+// partName is the name of cpuBudget.parts[i].
+func partName(i int) string {
+	if i < len(budgetParts) {
+		return budgetParts[i].name
+	}
+	return budgetOther
 }

@@ -50,20 +50,23 @@ func TestSplitBudget(t *testing.T) {
 	}
 	for i, w := range want {
 		if got.parts[i] != w {
-			name := budgetOther
-			if i < len(budgetParts) {
-				name = budgetParts[i].name
-			}
-			t.Errorf("%s: %d ns, want %d", name, got.parts[i], w)
+			t.Errorf("%s: %d ns, want %d", partName(i), got.parts[i], w)
 		}
 	}
 	if got.client != 3 || got.total != 19455 || got.ledgerd() != 19452 {
 		t.Errorf("client %d, total %d, ledgerd %d ns; want 3, 19455, 19452", got.client, got.total, got.ledgerd())
 	}
+	// Printed for 2 rows in units of 50 µs: 300 µs of signatures out of
+	// 1,200 µs are 150 µs a row, 3 units, a quarter of ledgerd's.
+	printed := cpuBudget{parts: make([]time.Duration, len(budgetParts)+1), client: 200 * time.Microsecond, total: 1400 * time.Microsecond}
+	printed.parts[1], printed.parts[len(budgetParts)] = 300*time.Microsecond, 900*time.Microsecond
 	var out bytes.Buffer
-	got.print(&out, 4, verifyUnit{cpu: []time.Duration{time.Microsecond}})
-	if !bytes.Contains(out.Bytes(), []byte("| P-256 signature checks | 0.0 µs |")) {
-		t.Errorf("printed budget:\n%s", out.String())
+	printed.print(&out, 2, verifyUnit{cpu: []time.Duration{50 * time.Microsecond}})
+	for _, line := range []string{"(600.0 µs a row, 12.00 verifications; the load generator's 100.0 µs a row left out)",
+		"| P-256 signature checks | 150.0 µs | 3.00 | 25.0 % |", "| " + budgetOther + " | 450.0 µs | 9.00 | 75.0 % |"} {
+		if !bytes.Contains(out.Bytes(), []byte(line)) {
+			t.Errorf("printed budget lacks %q:\n%s", line, out.String())
+		}
 	}
 
 	if _, err := splitBudget(&profile.Profile{SampleType: []*profile.ValueType{{Type: "alloc_space", Unit: "bytes"}}}); err == nil {
