@@ -60,10 +60,8 @@ func segments(s string) (parts [3]string, decoded [3][]byte, err error) {
 	}
 	names := [3]string{"header", "payload", "signature"}
 	for i, p := range split {
-		for j := 0; j < len(p); j++ {
-			if c := p[j]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return parts, decoded, fmt.Errorf("%w: %w: %s holds %q, outside the base64url alphabet (RFC 7515 §2)", ErrMalformed, ErrNotCanonical, names[i], c)
-			}
+		if j := invalidAlphabet(p); j >= 0 {
+			return parts, decoded, fmt.Errorf("%w: %w: %s holds %q, outside the base64url alphabet (RFC 7515 §2)", ErrMalformed, ErrNotCanonical, names[i], p[j])
 		}
 		b, err := b64.DecodeString(p)
 		if err != nil {
@@ -213,8 +211,12 @@ func hexSHA256(s string) string {
 }
 
 // verifyCompact verifies s against the keys in ks and returns the verified
-// payload and the kid of the key that verified it.
+// payload and the kid of the key that verified it. A token whose header
+// go-jose accepted before is checked without parsing it again (verifyKnown).
 func verifyCompact(s string, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, err error) {
+	if payload, kid, alg, handled, err := verifyKnown(s, ks); handled {
+		return payload, kid, alg, err
+	}
 	jws, err := jose.ParseSignedCompact(s, Algorithms)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%w: %v", ErrSignature, err)
@@ -224,16 +226,28 @@ func verifyCompact(s string, ks *KeySet) (payload []byte, kid string, alg jose.S
 	}
 	h := jws.Signatures[0].Header
 	alg = jose.SignatureAlgorithm(h.Algorithm)
+	knownHeaders.remember(s[:strings.IndexByte(s, '.')], h)
 	cands := ks.candidates(h.KeyID, alg)
 	if len(cands) == 0 {
-		return nil, h.KeyID, alg, fmt.Errorf("%w: kid %q (%s) not in JWKS %s", ErrUnknownKid, h.KeyID, alg, ks.Snapshot.URI)
+		return nil, h.KeyID, alg, unknownKid(h.KeyID, alg, ks)
 	}
 	for _, k := range cands {
 		if p, err := jws.Verify(k.Key); err == nil {
 			return p, k.KeyID, alg, nil
 		}
 	}
-	return nil, h.KeyID, alg, fmt.Errorf("%w: %s signature does not verify with kid %q", ErrSignature, alg, h.KeyID)
+	return nil, h.KeyID, alg, badSignature(h.KeyID, alg)
+}
+
+// unknownKid is verifyCompact's error for a kid and alg no key of ks has.
+func unknownKid(kid string, alg jose.SignatureAlgorithm, ks *KeySet) error {
+	return fmt.Errorf("%w: kid %q (%s) not in JWKS %s", ErrUnknownKid, kid, alg, ks.Snapshot.URI)
+}
+
+// badSignature is verifyCompact's error for a signature no candidate key
+// verifies.
+func badSignature(kid string, alg jose.SignatureAlgorithm) error {
+	return fmt.Errorf("%w: %s signature does not verify with kid %q", ErrSignature, alg, kid)
 }
 
 // The ledger's time range: every time a writer supplies must lie in

@@ -1,0 +1,162 @@
+package verifier
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"encoding/json"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// A signer puts the same protected header on every token it signs (the same
+// alg, kid and typ), so the ledger sees a handful of distinct headers
+// across millions of tokens. go-jose parses a token's header afresh on
+// every check (decoding its base64, its JSON, every field it knows), which
+// costs a row more than the rest of its verification besides the P-256
+// arithmetic. Whether go-jose accepts a compact token's header, and the alg
+// and kid it reads from it, depend on the header's bytes alone, so they are
+// kept here once go-jose has accepted them: a later ES256 token with the
+// same header segment is verified as go-jose would verify it (the same
+// signing input, hash, signature size and curve checks, and ecdsa.Verify),
+// without parsing the header again.
+//
+// Only plain headers are kept: alg, kid and typ and nothing else. A header
+// with any other member (crit, b64, jwk, x5c, nonce…) can change what is
+// signed or what is refused, and is always left to go-jose. So is a token
+// whose segments are not canonical base64url: go-jose's decoder accepts
+// more than the strict one, and its verdict stands for those.
+
+// maxKnownHeaders bounds the headers kept. A writer posting tokens with
+// ever new headers only makes the memo start again: its tokens, and
+// everyone else's, are then checked by go-jose alone until seen twice.
+const maxKnownHeaders = 1024
+
+// maxKnownHeaderBytes is the longest header segment kept.
+const maxKnownHeaderBytes = 512
+
+// plainHeaderMembers are the members a header may have and be kept.
+var plainHeaderMembers = []string{"alg", "kid", "typ"}
+
+// knownHeader is what go-jose read from a plain header it accepted.
+type knownHeader struct {
+	alg jose.SignatureAlgorithm
+	kid string
+}
+
+// headerMemo is the set of plain headers go-jose accepted, by segment.
+type headerMemo struct {
+	mu      sync.RWMutex
+	headers map[string]knownHeader
+}
+
+var knownHeaders = &headerMemo{headers: make(map[string]knownHeader)}
+
+func (m *headerMemo) get(seg string) (knownHeader, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	h, ok := m.headers[seg]
+	return h, ok
+}
+
+// remember keeps what go-jose read from header segment seg, whose token it
+// accepted, when the header is plain.
+func (m *headerMemo) remember(seg string, h jose.Header) {
+	if len(seg) > maxKnownHeaderBytes || !plainHeader(seg) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.headers[seg]; ok {
+		return
+	}
+	if len(m.headers) >= maxKnownHeaders {
+		clear(m.headers)
+	}
+	m.headers[strings.Clone(seg)] = knownHeader{alg: jose.SignatureAlgorithm(h.Algorithm), kid: h.KeyID}
+}
+
+// plainHeader reports whether header segment seg is canonical base64url of
+// a JSON object whose members are all plainHeaderMembers, each a string.
+func plainHeader(seg string) bool {
+	raw, err := b64.DecodeString(seg)
+	if err != nil || !validAlphabet(seg) {
+		return false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	for name, v := range members {
+		var s string
+		if !slices.Contains(plainHeaderMembers, name) || json.Unmarshal(v, &s) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// validAlphabet reports whether every byte of s is in the base64url
+// alphabet (the strict decoder still skips CR and LF).
+func validAlphabet(s string) bool { return invalidAlphabet(s) < 0 }
+
+// invalidAlphabet is the index of the first byte of s outside the
+// base64url alphabet, or -1.
+func invalidAlphabet(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return i
+		}
+	}
+	return -1
+}
+
+// verifyKnown verifies s as verifyCompact does when s is an ES256 token
+// whose header go-jose accepted before (knownHeaders) and whose segments
+// are canonical; handled is false, and nothing was checked, otherwise.
+func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, handled bool, err error) {
+	headerSeg, rest, found := strings.Cut(s, ".")
+	if !found {
+		return nil, "", "", false, nil
+	}
+	h, known := knownHeaders.get(headerSeg)
+	if !known || h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
+		return nil, "", "", false, nil
+	}
+	payloadSeg, sigSeg, found := strings.Cut(rest, ".")
+	if !found || strings.Contains(sigSeg, ".") || !validAlphabet(payloadSeg) || !validAlphabet(sigSeg) {
+		return nil, "", "", false, nil
+	}
+	payload, err1 := b64.DecodeString(payloadSeg)
+	sig, err2 := b64.DecodeString(sigSeg)
+	if err1 != nil || err2 != nil {
+		return nil, "", "", false, nil
+	}
+	cands := ks.candidates(h.kid, h.alg)
+	if len(cands) == 0 {
+		return nil, h.kid, h.alg, true, unknownKid(h.kid, h.alg, ks)
+	}
+	digest := sha256.Sum256([]byte(s[:len(headerSeg)+1+len(payloadSeg)]))
+	for _, k := range cands {
+		if verifyES256(k.Key, digest[:], sig) {
+			return payload, k.KeyID, h.alg, true, nil
+		}
+	}
+	return nil, h.kid, h.alg, true, badSignature(h.kid, h.alg)
+}
+
+// verifyES256 is go-jose's check of an ES256 signature sig over digest with
+// key: a P-256 public key, a signature of 64 bytes, r and s big-endian.
+func verifyES256(key any, digest, sig []byte) bool {
+	pub, ok := key.(*ecdsa.PublicKey)
+	if !ok || pub == nil || pub.Curve != elliptic.P256() || len(sig) != 64 {
+		return false
+	}
+	r := new(big.Int).SetBytes(sig[:32])
+	s := new(big.Int).SetBytes(sig[32:])
+	return ecdsa.Verify(pub, digest, r, s)
+}
