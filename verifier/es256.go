@@ -83,8 +83,8 @@ func (m *headerMemo) remember(seg string, h jose.Header) {
 // plainHeader reports whether header segment seg is canonical base64url of
 // a JSON object whose members are all plainHeaderMembers, each a string.
 func plainHeader(seg string) bool {
-	raw, err := b64.DecodeString(seg)
-	if err != nil || !validAlphabet(seg) {
+	raw, ok := decodeSegment(seg)
+	if !ok {
 		return false
 	}
 	var members map[string]json.RawMessage
@@ -100,21 +100,6 @@ func plainHeader(seg string) bool {
 	return true
 }
 
-// validAlphabet reports whether every byte of s is in the base64url
-// alphabet (the strict decoder still skips CR and LF).
-func validAlphabet(s string) bool { return invalidAlphabet(s) < 0 }
-
-// invalidAlphabet is the index of the first byte of s outside the
-// base64url alphabet, or -1.
-func invalidAlphabet(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return i
-		}
-	}
-	return -1
-}
-
 // verifyKnown verifies s as verifyCompact does when s is an ES256 token
 // whose header go-jose accepted before (knownHeaders) and whose segments
 // are canonical; handled is false, and nothing was checked, otherwise.
@@ -128,12 +113,12 @@ func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.Sig
 		return nil, "", "", false, nil
 	}
 	payloadSeg, sigSeg, found := strings.Cut(rest, ".")
-	if !found || strings.Contains(sigSeg, ".") || !validAlphabet(payloadSeg) || !validAlphabet(sigSeg) {
+	if !found || strings.Contains(sigSeg, ".") {
 		return nil, "", "", false, nil
 	}
-	payload, err1 := b64.DecodeString(payloadSeg)
-	sig, err2 := b64.DecodeString(sigSeg)
-	if err1 != nil || err2 != nil {
+	payload, ok1 := decodeSegment(payloadSeg)
+	sig, ok2 := decodeSegment(sigSeg)
+	if !ok1 || !ok2 {
 		return nil, "", "", false, nil
 	}
 	cands := ks.candidates(h.kid, h.alg)

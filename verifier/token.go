@@ -44,6 +44,28 @@ var ErrNotCanonical = errors.New("not canonical")
 // accepted encoding, so two posts of the same token cannot differ in bytes.
 var b64 = base64.RawURLEncoding.Strict()
 
+// decodeSegment decodes a canonical base64url segment: the strict decoder
+// refuses every byte outside the alphabet but CR and LF, which it skips,
+// so a segment without them that decodes holds the alphabet alone.
+func decodeSegment(seg string) ([]byte, bool) {
+	if strings.IndexByte(seg, '\r') >= 0 || strings.IndexByte(seg, '\n') >= 0 {
+		return nil, false
+	}
+	b, err := b64.DecodeString(seg)
+	return b, err == nil
+}
+
+// invalidAlphabet is the index of the first byte of s outside the
+// base64url alphabet, or -1.
+func invalidAlphabet(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return i
+		}
+	}
+	return -1
+}
+
 // segments splits a compact serialization into its three base64url parts,
 // refusing any byte outside the base64url alphabet (the decoder would skip
 // CR and LF) and any encoding that is not canonical.
@@ -60,11 +82,11 @@ func segments(s string) (parts [3]string, decoded [3][]byte, err error) {
 	}
 	names := [3]string{"header", "payload", "signature"}
 	for i, p := range split {
-		if j := invalidAlphabet(p); j >= 0 {
-			return parts, decoded, fmt.Errorf("%w: %w: %s holds %q, outside the base64url alphabet (RFC 7515 §2)", ErrMalformed, ErrNotCanonical, names[i], p[j])
-		}
-		b, err := b64.DecodeString(p)
-		if err != nil {
+		b, ok := decodeSegment(p)
+		if !ok {
+			if j := invalidAlphabet(p); j >= 0 {
+				return parts, decoded, fmt.Errorf("%w: %w: %s holds %q, outside the base64url alphabet (RFC 7515 §2)", ErrMalformed, ErrNotCanonical, names[i], p[j])
+			}
 			return parts, decoded, fmt.Errorf("%w: %w: %s is not canonical base64url (RFC 7515 §2, RFC 4648 §3.5)", ErrMalformed, ErrNotCanonical, names[i])
 		}
 		parts[i], decoded[i] = p, b
