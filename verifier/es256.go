@@ -42,10 +42,12 @@ const maxKnownHeaderBytes = 512
 // plainHeaderMembers are the members a header may have and be kept.
 var plainHeaderMembers = []string{"alg", "kid", "typ"}
 
-// knownHeader is what go-jose read from a plain header it accepted.
+// knownHeader is what go-jose read from a plain header it accepted, and
+// what compactOf reads from it (its Payload unset).
 type knownHeader struct {
-	alg jose.SignatureAlgorithm
-	kid string
+	alg     jose.SignatureAlgorithm
+	kid     string
+	compact Compact
 }
 
 // headerMemo is the set of plain headers go-jose accepted, by segment.
@@ -66,7 +68,11 @@ func (m *headerMemo) get(seg string) (knownHeader, bool) {
 // remember keeps what go-jose read from header segment seg of a token it
 // parsed (whatever the signature's verdict), when the header is plain.
 func (m *headerMemo) remember(seg string, h jose.Header) {
-	if len(seg) > maxKnownHeaderBytes || !plainHeader(seg) {
+	if len(seg) > maxKnownHeaderBytes {
+		return
+	}
+	c, plain := plainHeader(seg)
+	if !plain {
 		return
 	}
 	m.mu.Lock()
@@ -77,27 +83,36 @@ func (m *headerMemo) remember(seg string, h jose.Header) {
 	if len(m.headers) >= maxKnownHeaders {
 		clear(m.headers)
 	}
-	m.headers[strings.Clone(seg)] = knownHeader{alg: jose.SignatureAlgorithm(h.Algorithm), kid: h.KeyID}
+	m.headers[strings.Clone(seg)] = knownHeader{alg: jose.SignatureAlgorithm(h.Algorithm), kid: h.KeyID, compact: c}
 }
 
 // plainHeader reports whether header segment seg is canonical base64url of
-// a JSON object whose members are all plainHeaderMembers, each a string.
-func plainHeader(seg string) bool {
+// a JSON object whose members are all plainHeaderMembers, each a string,
+// and returns what compactOf reads from it.
+func plainHeader(seg string) (Compact, bool) {
 	raw, ok := decodeSegment(seg)
 	if !ok {
-		return false
+		return Compact{}, false
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(raw, &members) != nil {
-		return false
+		return Compact{}, false
 	}
 	for name, v := range members {
 		var s string
 		if !slices.Contains(plainHeaderMembers, name) || json.Unmarshal(v, &s) != nil {
-			return false
+			return Compact{}, false
 		}
 	}
-	return true
+	c, err := compactOf([3][]byte{raw})
+	return c, err == nil
+}
+
+// knownCompact is what compactOf reads from header segment seg, when seg
+// is a known header.
+func knownCompact(seg string) (Compact, bool) {
+	h, ok := knownHeaders.get(seg)
+	return h.compact, ok
 }
 
 // verifyKnown verifies s as verifyCompact does when s is an ES256 token
@@ -108,8 +123,7 @@ func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.Sig
 	if !found {
 		return nil, "", "", false, nil
 	}
-	h, known := knownHeaders.get(headerSeg)
-	if !known || h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
+	if _, known := knownHeaders.get(headerSeg); !known {
 		return nil, "", "", false, nil
 	}
 	payloadSeg, sigSeg, found := strings.Cut(rest, ".")
@@ -121,17 +135,43 @@ func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.Sig
 	if !ok1 || !ok2 {
 		return nil, "", "", false, nil
 	}
+	return verifyKnownParts(s[:len(headerSeg)+1+len(payloadSeg)], payload, sig, ks)
+}
+
+// verifyKnownParts is verifyKnown of a token's signing input (its header
+// and payload segments, canonical, with their dot) and its decoded payload
+// and signature.
+func verifyKnownParts(signingInput string, payload, sig []byte, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, bool, error) {
+	h, known := knownHeaders.get(signingInput[:strings.IndexByte(signingInput, '.')])
+	if !known || h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
+		return nil, "", "", false, nil
+	}
 	cands := ks.candidates(h.kid, h.alg)
 	if len(cands) == 0 {
 		return nil, h.kid, h.alg, true, unknownKid(h.kid, h.alg, ks)
 	}
-	digest := sha256.Sum256([]byte(s[:len(headerSeg)+1+len(payloadSeg)]))
+	digest := sha256.Sum256([]byte(signingInput))
 	for _, k := range cands {
 		if verifyES256(k.Key, digest[:], sig) {
 			return payload, k.KeyID, h.alg, true, nil
 		}
 	}
 	return nil, h.kid, h.alg, true, badSignature(h.kid, h.alg)
+}
+
+// check is verifyCompact of t, a signatureCheck of t's own bytes (s is
+// t.Raw()): a known header's token is checked from the segments ParseToken
+// decoded.
+func (t Token) check(s string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error) {
+	if s != t.raw {
+		return verifyCompact(s, ks)
+	}
+	if t.err == nil {
+		if payload, kid, alg, handled, err := verifyKnownParts(t.signingInput, t.c.Payload, t.sig, ks); handled {
+			return payload, kid, alg, err
+		}
+	}
+	return verifyCompact(t.raw, ks)
 }
 
 // verifyES256 is go-jose's check of an ES256 signature sig over digest with

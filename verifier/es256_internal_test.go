@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,25 @@ func TestKnownHeadersGiveGoJoseVerdicts(t *testing.T) {
 					}
 				}
 			}
+			sameAsGoJose(t, c.tok, f.ks)
 		})
+	}
+}
+
+// sameAsGoJose checks that tok, parsed once its header may be known,
+// reads as ParseCompact reads it and verifies as go-jose verifies it.
+func sameAsGoJose(t *testing.T, tok string, ks *KeySet) {
+	t.Helper()
+	pt := ParseToken(tok)
+	c, err := pt.Compact()
+	wantC, wantErr := ParseCompact(tok)
+	if !reflect.DeepEqual(c, wantC) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("parsed: %+v, %v; ParseCompact: %+v, %v", c, err, wantC, wantErr)
+	}
+	wantP, wantKid, wantAlg, wantVErr := goJoseVerify(tok, ks)
+	p, kid, alg, vErr := pt.check(tok, ks)
+	if string(p) != string(wantP) || kid != wantKid || alg != wantAlg || fmt.Sprint(vErr) != fmt.Sprint(wantVErr) {
+		t.Fatalf("parsed token's check: %q, %q, %q, %v; go-jose: %q, %q, %q, %v", p, kid, alg, vErr, wantP, wantKid, wantAlg, wantVErr)
 	}
 }
 
@@ -227,5 +246,6 @@ func FuzzKnownHeadersGiveGoJoseVerdicts(f *testing.F) {
 				t.Fatalf("%s check: %q, %q, %q, %v; go-jose: %q, %q, %q, %v", when, p, kid, alg, err, wantP, wantKid, wantAlg, wantErr)
 			}
 		}
+		sameAsGoJose(t, tok, fx.ks)
 	})
 }

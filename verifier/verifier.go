@@ -258,7 +258,7 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	at := rc.Time
 
 	// receipt_signature: the brand's keys.
-	rcCheck, err := v.checkReceipt(ctx, p.receipt.Raw(), rc, src, res)
+	rcCheck, err := v.checkReceipt(ctx, p.receipt, rc, src, res)
 	if err != nil {
 		return nil, err
 	}
@@ -352,8 +352,8 @@ func decided(err error) (undecidedErr error) {
 	return nil
 }
 
-func (v *Verifier) checkReceipt(ctx context.Context, jws string, rc Receipt, src KeySource, res *Result) (Check, error) {
-	_, kid, alg, s, err := verifySigned(jws, verifyCompact, func(refresh bool) (Signer, error) {
+func (v *Verifier) checkReceipt(ctx context.Context, jws Token, rc Receipt, src KeySource, res *Result) (Check, error) {
+	_, kid, alg, s, err := verifySigned(jws.Raw(), jws.check, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -403,7 +403,7 @@ func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, sr
 	if claims.Iss == "" {
 		return &claims, fail(name, "iss missing"), nil
 	}
-	payload, kid, alg, s, err := verifySigned(jwt, verifyCompact, func(refresh bool) (Signer, error) {
+	payload, kid, alg, s, err := verifySigned(jwt, tok.check, func(refresh bool) (Signer, error) {
 		return src.Agent(ctx, claims.Iss, refresh)
 	})
 	if u := decided(err); u != nil {
