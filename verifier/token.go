@@ -244,26 +244,36 @@ func verifyCompact(s string, ks *KeySet) (payload []byte, kid string, alg jose.S
 	if payload, kid, alg, handled, err := verifyKnown(s, ks); handled {
 		return payload, kid, alg, err
 	}
+	payload, kid, alg, h, err := verifyGoJose(s, ks)
+	if h != nil {
+		knownHeaders.remember(s[:strings.IndexByte(s, '.')], *h)
+	}
+	return payload, kid, alg, err
+}
+
+// verifyGoJose is verifyCompact by go-jose alone: its parse with the
+// allow-list, then its Verify with each candidate key. h is the header
+// go-jose read, nil when it refused the token.
+func verifyGoJose(s string, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, h *jose.Header, err error) {
 	jws, err := jose.ParseSignedCompact(s, Algorithms)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("%w: %v", ErrSignature, err)
+		return nil, "", "", nil, fmt.Errorf("%w: %v", ErrSignature, err)
 	}
 	if len(jws.Signatures) != 1 {
-		return nil, "", "", fmt.Errorf("%w: want exactly one signature", ErrSignature)
+		return nil, "", "", nil, fmt.Errorf("%w: want exactly one signature", ErrSignature)
 	}
-	h := jws.Signatures[0].Header
+	h = &jws.Signatures[0].Header
 	alg = jose.SignatureAlgorithm(h.Algorithm)
-	knownHeaders.remember(s[:strings.IndexByte(s, '.')], h)
 	cands := ks.candidates(h.KeyID, alg)
 	if len(cands) == 0 {
-		return nil, h.KeyID, alg, unknownKid(h.KeyID, alg, ks)
+		return nil, h.KeyID, alg, h, unknownKid(h.KeyID, alg, ks)
 	}
 	for _, k := range cands {
 		if p, err := jws.Verify(k.Key); err == nil {
-			return p, k.KeyID, alg, nil
+			return p, k.KeyID, alg, h, nil
 		}
 	}
-	return nil, h.KeyID, alg, badSignature(h.KeyID, alg)
+	return nil, h.KeyID, alg, h, badSignature(h.KeyID, alg)
 }
 
 // unknownKid is verifyCompact's error for a kid and alg no key of ks has.
