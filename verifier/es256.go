@@ -42,15 +42,17 @@ const maxKnownHeaderBytes = 512
 // plainHeaderMembers are the members a header may have and be kept.
 var plainHeaderMembers = []string{"alg", "kid", "typ"}
 
-// knownHeader is what go-jose read from a plain header it accepted, and
-// what compactOf reads from it (its Payload unset).
+// knownHeader is a header go-jose accepted. A plain one holds what go-jose
+// read from it and what compactOf reads from it (its Payload unset); one
+// that is not plain is kept only so that it is not examined again.
 type knownHeader struct {
+	plain   bool
 	alg     jose.SignatureAlgorithm
 	kid     string
 	compact Compact
 }
 
-// headerMemo is the set of plain headers go-jose accepted, by segment.
+// headerMemo is the set of headers go-jose accepted, by segment.
 type headerMemo struct {
 	mu      sync.RWMutex
 	headers map[string]knownHeader
@@ -58,32 +60,32 @@ type headerMemo struct {
 
 var knownHeaders = &headerMemo{headers: make(map[string]knownHeader)}
 
+// get returns the plain header kept for segment seg.
 func (m *headerMemo) get(seg string) (knownHeader, bool) {
+	h, ok := m.lookup(seg)
+	return h, ok && h.plain
+}
+
+func (m *headerMemo) lookup(seg string) (knownHeader, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	h, ok := m.headers[seg]
 	return h, ok
 }
 
-// remember keeps what go-jose read from header segment seg of a token it
-// parsed (whatever the signature's verdict), when the header is plain.
+// remember keeps header segment seg of a token go-jose parsed (whatever
+// the signature's verdict), with what go-jose read from it, h.
 func (m *headerMemo) remember(seg string, h jose.Header) {
-	if len(seg) > maxKnownHeaderBytes {
+	if _, ok := m.lookup(seg); ok || len(seg) > maxKnownHeaderBytes {
 		return
 	}
 	c, plain := plainHeader(seg)
-	if !plain {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.headers[seg]; ok {
-		return
-	}
 	if len(m.headers) >= maxKnownHeaders {
 		clear(m.headers)
 	}
-	m.headers[strings.Clone(seg)] = knownHeader{alg: jose.SignatureAlgorithm(h.Algorithm), kid: h.KeyID, compact: c}
+	m.headers[strings.Clone(seg)] = knownHeader{plain: plain, alg: jose.SignatureAlgorithm(h.Algorithm), kid: h.KeyID, compact: c}
 }
 
 // plainHeader reports whether header segment seg is canonical base64url of
@@ -123,7 +125,8 @@ func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.Sig
 	if !found {
 		return nil, "", "", false, nil
 	}
-	if _, known := knownHeaders.get(headerSeg); !known {
+	h, known := knownHeaders.get(headerSeg)
+	if !known {
 		return nil, "", "", false, nil
 	}
 	payloadSeg, sigSeg, found := strings.Cut(rest, ".")
@@ -135,15 +138,14 @@ func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.Sig
 	if !ok1 || !ok2 {
 		return nil, "", "", false, nil
 	}
-	return verifyKnownParts(s[:len(headerSeg)+1+len(payloadSeg)], payload, sig, ks)
+	return h.verify(s[:len(headerSeg)+1+len(payloadSeg)], payload, sig, ks)
 }
 
-// verifyKnownParts is verifyKnown of a token's signing input (its header
-// and payload segments, canonical, with their dot) and its decoded payload
-// and signature.
-func verifyKnownParts(signingInput string, payload, sig []byte, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, bool, error) {
-	h, known := knownHeaders.get(signingInput[:strings.IndexByte(signingInput, '.')])
-	if !known || h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
+// verify is verifyKnown of a token with header h, from its signing input
+// (its header and payload segments, canonical, with their dot) and its
+// decoded payload and signature.
+func (h knownHeader) verify(signingInput string, payload, sig []byte, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, bool, error) {
+	if h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
 		return nil, "", "", false, nil
 	}
 	cands := ks.candidates(h.kid, h.alg)
@@ -167,8 +169,10 @@ func (t Token) check(s string, ks *KeySet) ([]byte, string, jose.SignatureAlgori
 		return verifyCompact(s, ks)
 	}
 	if t.err == nil {
-		if payload, kid, alg, handled, err := verifyKnownParts(t.signingInput, t.c.Payload, t.sig, ks); handled {
-			return payload, kid, alg, err
+		if h, known := knownHeaders.get(t.signingInput[:strings.IndexByte(t.signingInput, '.')]); known {
+			if payload, kid, alg, handled, err := h.verify(t.signingInput, t.c.Payload, t.sig, ks); handled {
+				return payload, kid, alg, err
+			}
 		}
 	}
 	return verifyCompact(t.raw, ks)

@@ -191,7 +191,8 @@ func sameAsGoJose(t *testing.T, tok string, ks *KeySet) {
 	}
 }
 
-// The memo of headers stays bounded however many headers writers send.
+// The memo of headers stays bounded however many headers writers send,
+// and keeps a header that is not plain only as seen.
 func TestKnownHeadersBounded(t *testing.T) {
 	clear(knownHeaders.headers)
 	for i := range maxKnownHeaders + 10 {
@@ -203,6 +204,14 @@ func TestKnownHeadersBounded(t *testing.T) {
 	}
 	if _, ok := knownHeaders.get(base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"alg":"ES256","kid":"k%d"}`, maxKnownHeaders+9)))); !ok {
 		t.Fatal("the newest header was not kept after the memo started again")
+	}
+	crit := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"a","crit":["exp"],"exp":1}`))
+	knownHeaders.remember(crit, jose.Header{Algorithm: "ES256", KeyID: "a"})
+	if _, seen := knownHeaders.lookup(crit); !seen {
+		t.Fatal("a header that is not plain was not kept as seen")
+	}
+	if _, ok := knownHeaders.get(crit); ok {
+		t.Fatal("a header that is not plain was kept as a plain one")
 	}
 	long := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"` + strings.Repeat("x", maxKnownHeaderBytes) + `"}`))
 	knownHeaders.remember(long, jose.Header{Algorithm: "ES256"})
