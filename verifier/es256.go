@@ -117,65 +117,38 @@ func knownCompact(seg string) (Compact, bool) {
 	return h.compact, ok
 }
 
-// verifyKnown verifies s as verifyCompact does when s is an ES256 token
-// whose header go-jose accepted before (knownHeaders) and whose segments
-// are canonical; handled is false, and nothing was checked, otherwise.
-func verifyKnown(s string, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, handled bool, err error) {
-	headerSeg, rest, found := strings.Cut(s, ".")
-	if !found {
+// verifyKnown verifies t as verifyCompact does when t parsed and is an
+// ES256 token whose header go-jose accepted before (knownHeaders), from the
+// segments ParseToken decoded; handled is false, and nothing was checked,
+// otherwise.
+func verifyKnown(t Token, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, handled bool, err error) {
+	if t.err != nil {
 		return nil, "", "", false, nil
 	}
-	h, known := knownHeaders.get(headerSeg)
-	if !known {
-		return nil, "", "", false, nil
-	}
-	payloadSeg, sigSeg, found := strings.Cut(rest, ".")
-	if !found || strings.Contains(sigSeg, ".") {
-		return nil, "", "", false, nil
-	}
-	payload, ok1 := decodeSegment(payloadSeg)
-	sig, ok2 := decodeSegment(sigSeg)
-	if !ok1 || !ok2 {
-		return nil, "", "", false, nil
-	}
-	return h.verify(s[:len(headerSeg)+1+len(payloadSeg)], payload, sig, ks)
-}
-
-// verify is verifyKnown of a token with header h, from its signing input
-// (its header and payload segments, canonical, with their dot) and its
-// decoded payload and signature.
-func (h knownHeader) verify(signingInput string, payload, sig []byte, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, bool, error) {
-	if h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
+	h, known := knownHeaders.get(t.signingInput[:strings.IndexByte(t.signingInput, '.')])
+	if !known || h.alg != jose.ES256 || !slices.Contains(Algorithms, h.alg) {
 		return nil, "", "", false, nil
 	}
 	cands := ks.candidates(h.kid, h.alg)
 	if len(cands) == 0 {
 		return nil, h.kid, h.alg, true, unknownKid(h.kid, h.alg, ks)
 	}
-	digest := sha256.Sum256([]byte(signingInput))
+	digest := sha256.Sum256([]byte(t.signingInput))
 	for _, k := range cands {
-		if verifyES256(k.Key, digest[:], sig) {
-			return payload, k.KeyID, h.alg, true, nil
+		if verifyES256(k.Key, digest[:], t.sig) {
+			return t.c.Payload, k.KeyID, h.alg, true, nil
 		}
 	}
 	return nil, h.kid, h.alg, true, badSignature(h.kid, h.alg)
 }
 
-// check is verifyCompact of t, a signatureCheck of t's own bytes (s is
-// t.Raw()): a known header's token is checked from the segments ParseToken
-// decoded.
+// check is verifyCompact as a signatureCheck of t's own bytes (s is
+// t.Raw()), without parsing t again.
 func (t Token) check(s string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error) {
 	if s != t.raw {
 		return verifyCompact(s, ks)
 	}
-	if t.err == nil {
-		if h, known := knownHeaders.get(t.signingInput[:strings.IndexByte(t.signingInput, '.')]); known {
-			if payload, kid, alg, handled, err := h.verify(t.signingInput, t.c.Payload, t.sig, ks); handled {
-				return payload, kid, alg, err
-			}
-		}
-	}
-	return verifyCompact(t.raw, ks)
+	return t.verify(ks)
 }
 
 // verifyES256 is go-jose's check of an ES256 signature sig over digest with

@@ -175,7 +175,7 @@ func TestKnownHeadersGiveGoJoseVerdicts(t *testing.T) {
 					t.Fatalf("%s check: %+v; go-jose: %+v", when, got, want)
 				}
 				if i == 0 {
-					_, _, _, handled, _ := verifyKnown(c.tok, f.ks)
+					_, _, _, handled, _ := verifyKnown(ParseToken(c.tok), f.ks)
 					if handled != c.fast {
 						t.Fatalf("checked without go-jose after one check: %v, want %v", handled, c.fast)
 					}

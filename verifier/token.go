@@ -238,15 +238,21 @@ func hexSHA256(s string) string {
 }
 
 // verifyCompact verifies s against the keys in ks and returns the verified
-// payload and the kid of the key that verified it. A token whose header
-// go-jose accepted before is checked without parsing it again (verifyKnown).
+// payload and the kid of the key that verified it.
 func verifyCompact(s string, ks *KeySet) (payload []byte, kid string, alg jose.SignatureAlgorithm, err error) {
-	if payload, kid, alg, handled, err := verifyKnown(s, ks); handled {
+	return ParseToken(s).verify(ks)
+}
+
+// verify is verifyCompact of t. A token whose header go-jose accepted
+// before is checked without parsing it again (verifyKnown); any other is
+// checked by go-jose, which the header it read is kept from.
+func (t Token) verify(ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error) {
+	if payload, kid, alg, handled, err := verifyKnown(t, ks); handled {
 		return payload, kid, alg, err
 	}
-	payload, kid, alg, h, err := verifyGoJose(s, ks)
+	payload, kid, alg, h, err := verifyGoJose(t.raw, ks)
 	if h != nil {
-		knownHeaders.remember(s[:strings.IndexByte(s, '.')], *h)
+		knownHeaders.remember(t.raw[:strings.IndexByte(t.raw, '.')], *h)
 	}
 	return payload, kid, alg, err
 }
