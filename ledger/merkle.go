@@ -43,19 +43,6 @@ type PendingLeaf struct {
 	Seq  uint64
 	Ref  string
 	Data []byte
-	// Stored, when set, is the leaf as the store keeps it once
-	// sequenced, made ahead by the store's LeafEncoder so that
-	// SequenceLeaf only copies it.
-	Stored []byte
-}
-
-// LeafEncoder is implemented by a store's transactions when the store
-// keeps sequenced leaves in an encoding (bbolt: compressed) it can make
-// outside the write transaction. The integrator calls it in the read
-// transaction that prepares a round and hands the result to SequenceLeaf
-// in PendingLeaf.Stored.
-type LeafEncoder interface {
-	EncodeLeaf(p PendingLeaf) []byte
 }
 
 // LogTx is the part of a transaction the log works on. Leaf indexes,
@@ -373,8 +360,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 // that its writes are fenced.
 //
 // Each batch is prepared in a read transaction: the queue read, the
-// leaves hashed into the tree, the checkpoint signed and, where the store
-// is a LeafEncoder, the leaves encoded as they will be stored. The write
+// leaves hashed into the tree and the checkpoint signed. The write
 // transaction then only stores the result, so it holds the store's commit
 // (which every write waits for) for a short time.
 func (l *Ledger) Integrate(ctx context.Context) (int, error) {
@@ -444,11 +430,6 @@ func (l *Ledger) prepareRound(tx Tx) (*logRound, error) {
 	pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
 	if err != nil || len(pend) == 0 {
 		return nil, err
-	}
-	if e, ok := tx.(LeafEncoder); ok {
-		for i := range pend {
-			pend[i].Stored = e.EncodeLeaf(pend[i])
-		}
 	}
 	r := &logRound{size: size, pend: pend, hashAt: make([]int64, len(pend)), hashes: make([][]tlog.Hash, len(pend))}
 	hr := &roundHashes{tx: tx, stored: map[int64]tlog.Hash{}}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -86,33 +85,31 @@ func TestCrashesLeaveNoOrphanObjects(t *testing.T) {
 	_ = p.cmd.Wait()
 
 	// The keys the row store names ...
-	db, err := bbolt.Open(filepath.Join(cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{ReadOnly: true})
+	ex, err := bolt.OpenExport(filepath.Join(cfg.DataDir, "ledger.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	named := map[string]bool{}
-	err = db.View(func(tx *bbolt.Tx) error {
-		c, err := bolt.FileCodec(tx)
+	for after := []byte(nil); ; {
+		recs, err := ex.Records(bolt.ExportObjects, after, 1000)
 		if err != nil {
-			return err
+			ex.Close()
+			t.Fatal(err)
 		}
-		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
+		for _, r := range recs {
 			var loc struct{ Key string }
-			raw, err := c.Decode(v)
-			if err != nil {
-				return err
-			}
-			if err := json.Unmarshal(raw, &loc); err != nil {
-				return err
+			if err := json.Unmarshal(r.Body, &loc); err != nil {
+				ex.Close()
+				t.Fatal(err)
 			}
 			named[loc.Key] = true
-			return nil
-		})
-	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
+			after = r.Key
+		}
+		if len(recs) < 1000 {
+			break
+		}
 	}
+	ex.Close()
 	var want []string
 	for k := range named {
 		want = append(want, k)

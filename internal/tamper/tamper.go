@@ -14,7 +14,7 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 7).
+// The row store's buckets (storage/bolt, layout 8).
 var (
 	rowData  = []byte("row_data")
 	rowSeq   = []byte("row_seq")
@@ -171,6 +171,7 @@ func EditLeaf(index uint64, fn func(stored []byte) []byte) func(tx *bbolt.Tx) er
 		if err != nil {
 			return err
 		}
-		return b.Put(k, c.Encode(fn(append([]byte(nil), v...))))
+		// Written back as this layout stores a leaf: as it is.
+		return b.Put(k, fn(append([]byte(nil), v...)))
 	}
 }

@@ -76,8 +76,6 @@ func (t *tx) Evidence(rowID string) ([]byte, error) {
 // The row store drops a bundle once its write-once copy is recorded.
 var _ ledger.EvidenceDropper = (*tx)(nil)
 
-var _ ledger.LeafEncoder = (*tx)(nil)
-
 func (t *tx) DropEvidence(rowID string) error {
 	return t.b(bEvidence).Delete(t.evidenceKey(rowID))
 }

@@ -320,11 +320,13 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 		}
 		r.Name = r.Row.ID
 	case ExportObjects:
-		body, err := c.Decode(v)
+		loc, err := decodeLocation(c, r.Name, v)
 		if err != nil {
+			return r, err
+		}
+		if r.Body, err = json.Marshal(loc); err != nil {
 			return r, fmt.Errorf("object record %s: %w", r.Name, err)
 		}
-		r.Body = append([]byte(nil), body...)
 	case ExportEvidence:
 		b, err := decompressBundle(v)
 		if err != nil {

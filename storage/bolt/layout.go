@@ -28,8 +28,11 @@ import (
 // Layout 6 (docs/design/023) packs an index's entries in runs under one
 // key (runs.go); the conversion merges layout 5's key per entry into
 // runs. Layout 7 (docs/design/024) keys a request JWT's hash in
-// bReqJWT by its first 16 bytes (numbers.go).
-const layout = 7
+// bReqJWT by its first 16 bytes (numbers.go). Layout 8 writes object
+// records in a binary form (location.go) and reads those of earlier
+// layouts as they are: a layout-7 file needs no conversion, only its
+// mark, so that an earlier version refuses it.
+const layout = 8
 
 var (
 	kLayout = []byte("layout")
@@ -110,11 +113,11 @@ var conversionPasses = []conversionPass{
 		return t.putLeafIndex(string(k), int64(binary.BigEndian.Uint64(v)))
 	}, nil},
 	{"objects", oldObjects, "object records", func(t *tx, k, v []byte) error {
-		raw, err := t.c.Decode(v)
+		loc, err := decodeLocation(t.c, string(k), v)
 		if err != nil {
-			return fmt.Errorf("object %s: %w", k, err)
+			return err
 		}
-		return t.b(bObjects).Put(objectKey(string(k)), t.c.Encode(raw))
+		return t.b(bObjects).Put(objectKey(string(k)), encodeLocation(loc))
 	}, nil},
 }
 
@@ -274,7 +277,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records in binary); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those
@@ -320,10 +323,11 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 		if err := meta.Delete([]byte("snapshot_links")); err != nil { // layout 1's mark of complete snapshot links
 			return err
 		}
-		if old || version > 0 {
+		if old || (version > 0 && version < 7) {
 			// The old layout's pages are now free (a layout-1 file's
 			// buckets, the evidence records moved to keys by number): copy
-			// the file without them at this Open (compactIfPending).
+			// the file without them at this Open (compactIfPending). The
+			// step from layout 7 rewrites nothing.
 			if err := meta.Put(kCompact, []byte{1}); err != nil {
 				return err
 			}

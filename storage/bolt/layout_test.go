@@ -75,8 +75,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 7}) {
-			t.Errorf("layout mark %x, want 7", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 8}) {
+			t.Errorf("layout mark %x, want 8", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -287,13 +287,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 8})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 9})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 8") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 9") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-8 file: %v, want a refusal naming layout 8", err)
+		t.Fatalf("open of a layout-9 file: %v, want a refusal naming layout 9", err)
 	}
 }
 
@@ -802,4 +802,77 @@ func rowLeafEntries(tx *bbolt.Tx) ([][]byte, error) {
 		return nil
 	})
 	return out, err
+}
+
+// TestLayout7FileReadsItsValues: a file of layout 7 (object records as
+// compressed JSON, sequenced leaves compressed) is marked layout 8 at
+// open without a rewrite, reads and exports as a new store does, and
+// takes new records in the binary form beside the old ones.
+func TestLayout7FileReadsItsValues(t *testing.T) {
+	path := fixtureFile(t)
+	records := 0
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		var err error
+		records, err = bolt.Layout7Values(tx)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 7})
+	})
+	if records < 50 {
+		t.Fatalf("%d object records rewritten as layout 7 wrote them, want the fixture's", records)
+	}
+	got := openLinked(t, path)
+	want := freshFixture(t)
+	sameRecords(t, got, want)
+	loc := ledger.Location{Store: "s3", Bucket: "evidence", Key: "rows/new.json", VersionID: "v9", RetainUntil: time.Date(2027, 3, 1, 0, 0, 0, 5, time.UTC), Uploaded: true}
+	for _, s := range []*bolt.Store{got, want} {
+		if err := s.Update(t.Context(), func(tx ledger.Tx) error { return tx.SetObject("rows/new.json", loc) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameRecords(t, got, want)
+	wantPath := want.Path()
+	for _, s := range []*bolt.Store{got, want} {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := 0
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 8}) {
+			t.Errorf("layout mark %x, want 8", v)
+		}
+		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
+			if bytes.HasPrefix(v, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+				old++
+			}
+			return nil
+		})
+	})
+	if old != records {
+		t.Errorf("%d of the %d layout-7 records left as they were, want all: the step to layout 8 rewrites nothing", old, records)
+	}
+	exported := func(path string) []bolt.Record {
+		t.Helper()
+		e, err := bolt.OpenExport(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		recs, err := e.Records(bolt.ExportObjects, nil, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	g, w := exported(path), exported(wantPath)
+	if len(g) != len(w) || len(g) != records+1 {
+		t.Fatalf("exported %d and %d object records, want %d", len(g), len(w), records+1)
+	}
+	for i := range g {
+		if g[i].Name != w[i].Name || !bytes.Equal(g[i].Body, w[i].Body) {
+			t.Errorf("exported record %d: %s %s, want %s %s", i, g[i].Name, g[i].Body, w[i].Name, w[i].Body)
+		}
+	}
 }

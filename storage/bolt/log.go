@@ -44,9 +44,7 @@ func (t *tx) QueueLeaf(ref string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	v := binary.AppendUvarint(nil, uint64(len(ref)))
-	v = append(append(v, ref...), data...)
-	return t.b(bLogPending).Put(u64(seq), v)
+	return t.b(bLogPending).Put(u64(seq), storedLeaf(ref, data))
 }
 
 // PendingLeaves implements ledger.LogTx.
@@ -65,13 +63,17 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 	return out, nil
 }
 
-// EncodeLeaf implements ledger.LeafEncoder: a leaf is stored as its ref's
-// length, the ref and its bytes, compressed. The integrator calls it in
-// its read transaction, so the commit every write waits for only copies
-// the result.
-func (t *tx) EncodeLeaf(p ledger.PendingLeaf) []byte {
-	v := binary.AppendUvarint(nil, uint64(len(p.Ref)))
-	return t.c.Encode(append(append(v, p.Ref...), p.Data...))
+// storedLeaf is a leaf as bLogPending and bLogLeaves keep it: its ref's
+// length, the ref and its bytes. A sequenced leaf stays in the file only
+// until its tile is published (PruneLog), so it is kept as it is:
+// compressing it against the file's dictionary cost more than any other
+// value of a row (the encoder restores its whole table for each value),
+// for bytes that leave the file within a tile. Leaves an earlier version
+// stored compressed still read (decodeLeaf): a stored leaf starts with a
+// ref's length, never zstd's magic, whose second byte is not text.
+func storedLeaf(ref string, data []byte) []byte {
+	v := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(ref)+len(data)), uint64(len(ref)))
+	return append(append(v, ref...), data...)
 }
 
 // SequenceLeaf implements ledger.LogTx.
@@ -84,11 +86,7 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 			return err
 		}
 	}
-	v := p.Stored
-	if v == nil {
-		v = t.EncodeLeaf(p)
-	}
-	if err := t.b(bLogLeaves).Put(u64(uint64(index)), v); err != nil {
+	if err := t.b(bLogLeaves).Put(u64(uint64(index)), storedLeaf(p.Ref, p.Data)); err != nil {
 		return err
 	}
 	if err := t.putLeafIndex(p.Ref, index); err != nil {

@@ -86,11 +86,7 @@ func (t *tx) Dequeue(seq uint64) (bool, error) {
 }
 
 func (t *tx) SetObject(key string, loc ledger.Location) error {
-	v, err := json.Marshal(loc)
-	if err != nil {
-		return err
-	}
-	return t.b(bObjects).Put(t.objectKey(key), t.c.Encode(v))
+	return t.b(bObjects).Put(t.objectKey(key), encodeLocation(loc))
 }
 
 func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(t.objectKey(key)) }
@@ -102,18 +98,6 @@ func (t *tx) Object(key string) (ledger.Location, error) {
 		return loc, ledger.ErrNotFound
 	}
 	return decodeLocation(t.c, key, v)
-}
-
-func decodeLocation(c *Codec, key string, v []byte) (ledger.Location, error) {
-	var loc ledger.Location
-	raw, err := c.Decode(v)
-	if err == nil {
-		err = json.Unmarshal(raw, &loc)
-	}
-	if err != nil {
-		return loc, fmt.Errorf("object record %s: %w", key, err)
-	}
-	return loc, nil
 }
 
 // objectKinds are the object keys that name an id: a row's evidence
