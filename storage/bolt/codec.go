@@ -126,11 +126,16 @@ func (t *tx) sampleDictionary() ([]byte, error) {
 	samples[0] = firstEvidenceRecord(t.b(bObjects))
 	_, samples[1] = t.b(bLogLeaves).Cursor().Last()
 	_, samples[2] = t.b(bRowData).Cursor().Last()
-	for _, v := range samples {
+	for i, v := range samples {
 		if v == nil {
 			continue
 		}
 		raw, err := t.c.Decode(v)
+		if i == 0 && err == nil {
+			// The record as JSON, whichever form the file keeps it in:
+			// its field names are the row's too.
+			raw, err = recordJSON(t.c, "of the dictionary's sample", v)
+		}
 		if err != nil {
 			return nil, err
 		}

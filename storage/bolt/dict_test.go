@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,7 @@ func TestFileDictionary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	s := openLinked(t, path)
 	rows := fixtureRows(600)
+	record := ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/2026-09-01/1.seg", Offset: 10, Length: 20, RetainUntil: rows[0].RetainUntil, Uploaded: true}
 	for i := 0; i < len(rows); i += 50 {
 		err := s.Update(t.Context(), func(tx ledger.Tx) error {
 			for _, r := range rows[i : i+50] {
@@ -26,8 +28,7 @@ func TestFileDictionary(t *testing.T) {
 				}
 			}
 			if i == 100 {
-				r := rows[0]
-				return tx.SetObject(ledger.EvidenceKey(r.ID), ledger.Location{Store: "s3", Bucket: "evidence", Key: "segments/2026-09-01/1.seg", Offset: 10, Length: 20, RetainUntil: r.RetainUntil, Uploaded: true})
+				return tx.SetObject(ledger.EvidenceKey(rows[0].ID), record)
 			}
 			return nil
 		})
@@ -64,6 +65,15 @@ func TestFileDictionary(t *testing.T) {
 	if n := dictionaries(t, path); n != 1 {
 		t.Fatalf("%d dictionaries stored, want the file's own one", n)
 	}
+	// The record is sampled as JSON, whose field names rows share, though
+	// the file keeps it in a binary form.
+	js, _ := json.Marshal(record)
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if d := tx.Bucket([]byte("meta")).Get([]byte("dict \x00\x00\x00\x02")); !bytes.Contains(d, js) {
+			t.Errorf("the file's dictionary (%d B) does not hold the evidence record as JSON, %s", len(d), js)
+		}
+		return nil
+	})
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		data := tx.Bucket([]byte("row_data"))
 		for i := uint64(1); i <= 200; i++ {

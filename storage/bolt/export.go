@@ -320,13 +320,11 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 		}
 		r.Name = r.Row.ID
 	case ExportObjects:
-		loc, err := decodeLocation(c, r.Name, v)
+		body, err := recordJSON(c, r.Name, v)
 		if err != nil {
 			return r, err
 		}
-		if r.Body, err = json.Marshal(loc); err != nil {
-			return r, fmt.Errorf("object record %s: %w", r.Name, err)
-		}
+		r.Body = body
 	case ExportEvidence:
 		b, err := decompressBundle(v)
 		if err != nil {

@@ -126,3 +126,13 @@ func decodeLocation(c *Codec, key string, v []byte) (ledger.Location, error) {
 	}
 	return loc, nil
 }
+
+// recordJSON is object record v of key as JSON, the form of the export
+// and of layouts before 8.
+func recordJSON(c *Codec, key string, v []byte) ([]byte, error) {
+	loc, err := decodeLocation(c, key, v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(loc)
+}
