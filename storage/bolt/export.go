@@ -337,14 +337,17 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 		}
 		r.N = int64(binary.BigEndian.Uint64(v))
 	case ExportOutbox:
-		var q queued
-		if err := json.Unmarshal(v, &q); err != nil {
-			return r, fmt.Errorf("decode outbox entry %d: %w", r.Seq, err)
+		q, err := decodeQueued(v)
+		if err != nil {
+			return r, fmt.Errorf("outbox entry %d: %w", r.Seq, err)
 		}
 		if !q.QueuedAt.IsZero() {
 			r.N = q.QueuedAt.UnixNano()
 		}
-		r.Body = append([]byte(nil), v...)
+		// As JSON, the form of layouts before 8.
+		if r.Body, err = json.Marshal(q); err != nil {
+			return r, fmt.Errorf("outbox entry %d: %w", r.Seq, err)
+		}
 	case ExportAccess:
 		a, err := decodeAccess(k, v)
 		if err != nil {

@@ -16,10 +16,11 @@ func SetConversionHooks(batch int, after func(pass string) error) (restore func(
 	return func() { convertBatch, afterConvertBatch = oldBatch, oldAfter }
 }
 
-// Layout7Values rewrites the object records and sequenced leaves of the
-// file btx writes as layouts before 8 wrote them: JSON records, and
-// both compressed against the file's dictionary. It returns how many
-// records it rewrote.
+// Layout7Values rewrites the object records, outbox entries and
+// sequenced leaves of the file btx writes as layouts before 8 wrote
+// them: records and entries as JSON, records and leaves compressed
+// against the file's dictionary. It returns how many records it
+// rewrote.
 func Layout7Values(btx *bbolt.Tx) (int, error) {
 	c, err := FileCodec(btx)
 	if err != nil {
@@ -40,6 +41,24 @@ func Layout7Values(btx *bbolt.Tx) (int, error) {
 		out = append(out, kv{append([]byte(nil), k...), c.Encode(js)})
 		return nil
 	})
+	if err == nil {
+		var entries []kv
+		ob := btx.Bucket(bOutbox)
+		err = ob.ForEach(func(k, v []byte) error {
+			q, err := parseQueued(v)
+			if err != nil {
+				return fmt.Errorf("outbox entry %x: %w", k, err)
+			}
+			js, err := json.Marshal(q)
+			entries = append(entries, kv{append([]byte(nil), k...), js})
+			return err
+		})
+		for _, e := range entries {
+			if err == nil {
+				err = ob.Put(e.k, e.v)
+			}
+		}
+	}
 	n := len(out)
 	if err == nil {
 		err = btx.Bucket(bLogLeaves).ForEach(func(k, v []byte) error {

@@ -29,9 +29,10 @@ import (
 // key (runs.go); the conversion merges layout 5's key per entry into
 // runs. Layout 7 (docs/design/024) keys a request JWT's hash in
 // bReqJWT by its first 16 bytes (numbers.go). Layout 8 writes object
-// records in a binary form (location.go) and reads those of earlier
-// layouts as they are: a layout-7 file needs no conversion, only its
-// mark, so that an earlier version refuses it.
+// records and outbox entries in a binary form (location.go, queued.go)
+// and sequenced leaves uncompressed, and reads those of earlier layouts
+// as they are: a layout-7 file needs no conversion, only its mark, so
+// that an earlier version refuses it.
 const layout = 8
 
 var (
@@ -277,7 +278,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records in binary); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -805,11 +806,37 @@ func rowLeafEntries(tx *bbolt.Tx) ([][]byte, error) {
 }
 
 // TestLayout7FileReadsItsValues: a file of layout 7 (object records as
-// compressed JSON, sequenced leaves compressed) is marked layout 8 at
-// open without a rewrite, reads and exports as a new store does, and
-// takes new records in the binary form beside the old ones.
+// compressed JSON, outbox entries as JSON, sequenced leaves compressed)
+// is marked layout 8 at open without a rewrite, reads and exports as a
+// new store does, and takes new records and entries in the binary form
+// beside the old ones.
 func TestLayout7FileReadsItsValues(t *testing.T) {
 	path := fixtureFile(t)
+	queuedAt := time.Date(2026, 12, 2, 10, 0, 0, 7, time.UTC)
+	entries := []ledger.OutboxEntry{
+		{Kind: ledger.ObjectEvidence, Ref: "r1", Key: "rows/r1.json", RetainUntil: time.Date(2028, 1, 1, 0, 0, 0, 0, time.UTC), Segment: true},
+		{Kind: ledger.ObjectJWKS, Ref: "s1", Key: "jwks/s1.json", Hold: true},
+		{Kind: ledger.ObjectEvidence, Ref: "r2", Key: "rows/r2.json", Op: ledger.OpExtend, RetainUntil: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	enqueue := func(s *bolt.Store, es []ledger.OutboxEntry) {
+		t.Helper()
+		err := s.Update(t.Context(), func(tx ledger.Tx) error {
+			for _, e := range es {
+				if err := tx.Enqueue(e, queuedAt); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openLinked(t, path)
+	enqueue(s, entries[:2])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	records := 0
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		var err error
@@ -832,6 +859,34 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 		}
 	}
 	sameRecords(t, got, want)
+	enqueue(want, entries[:2])
+	for _, s := range []*bolt.Store{got, want} {
+		enqueue(s, entries[2:])
+	}
+	for _, s := range []*bolt.Store{got, want} {
+		err := s.View(t.Context(), func(tx ledger.Tx) error {
+			q, err := tx.Outbox(10)
+			if err != nil {
+				return err
+			}
+			for i := range q {
+				if q[i].Seq == 0 {
+					t.Errorf("outbox entry %d has no seq", i)
+				}
+				q[i].Seq = 0
+			}
+			if !reflect.DeepEqual(q, entries) {
+				t.Errorf("the outbox reads\n%+v\nwant\n%+v", q, entries)
+			}
+			if at, err := tx.OldestQueued(); err != nil || !at.Equal(queuedAt) {
+				t.Errorf("oldest queued %v, %v; want %v", at, err, queuedAt)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	wantPath := want.Path()
 	for _, s := range []*bolt.Store{got, want} {
 		if err := s.Close(); err != nil {
@@ -853,26 +908,28 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 	if old != records {
 		t.Errorf("%d of the %d layout-7 records left as they were, want all: the step to layout 8 rewrites nothing", old, records)
 	}
-	exported := func(path string) []bolt.Record {
+	exported := func(path string, kind bolt.ExportKind) []bolt.Record {
 		t.Helper()
 		e, err := bolt.OpenExport(path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer e.Close()
-		recs, err := e.Records(bolt.ExportObjects, nil, 1000)
+		recs, err := e.Records(kind, nil, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return recs
 	}
-	g, w := exported(path), exported(wantPath)
-	if len(g) != len(w) || len(g) != records+1 {
-		t.Fatalf("exported %d and %d object records, want %d", len(g), len(w), records+1)
-	}
-	for i := range g {
-		if g[i].Name != w[i].Name || !bytes.Equal(g[i].Body, w[i].Body) {
-			t.Errorf("exported record %d: %s %s, want %s %s", i, g[i].Name, g[i].Body, w[i].Name, w[i].Body)
+	for kind, n := range map[bolt.ExportKind]int{bolt.ExportObjects: records + 1, bolt.ExportOutbox: len(entries)} {
+		g, w := exported(path, kind), exported(wantPath, kind)
+		if len(g) != len(w) || len(g) != n {
+			t.Fatalf("exported %d and %d %s, want %d", len(g), len(w), kind, n)
+		}
+		for i := range g {
+			if g[i].Name != w[i].Name || g[i].Seq != w[i].Seq || g[i].N != w[i].N || !bytes.Equal(g[i].Body, w[i].Body) {
+				t.Errorf("exported %s %d: %+v\nwant %+v", kind, i, g[i], w[i])
+			}
 		}
 	}
 }

@@ -5,34 +5,98 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// An object record (bObjects) says where an object of evidence storage
-// is. Since layout 8 it is written in a binary form of its own:
-//
-//	locationMark, flags,
-//	store, bucket, key, version id (each its length, uvarint, and bytes),
-//	retain-until (when flagRetain: seconds, varint, and nanoseconds, uvarint),
-//	offset, length (uvarint)
-//
-// Records of earlier layouts are JSON, compressed against the file's
-// dictionary or plain; they still read. A money-moved row writes one
-// record when its evidence is uploaded, and compressing ~150 bytes of
-// JSON against the dictionary cost more than the rest of the upload's
-// bookkeeping (the encoder restores its table for every value).
-const locationMark = 0x01
+// Since layout 8 the values written for every uploaded row, the record of
+// where an object is in evidence storage (bObjects) and an outbox entry
+// (bOutbox), are written in a binary form of their own instead of JSON
+// (compressed against the file's dictionary, for records): a mark byte
+// (binaryMark, which neither JSON nor a zstd frame starts with), a byte of
+// flags, then the fields: strings as their length (uvarint) and bytes,
+// numbers as uvarints, times as Unix seconds (varint) and nanoseconds
+// (uvarint). Values of earlier layouts still read. A money-moved row
+// writes both; as JSON they cost more than the rest of the upload's
+// bookkeeping (docs/design/026).
+const binaryMark = 0x01
 
+// Flags of an object record.
 const (
 	flagUploaded = 1 << iota
 	flagLegalHold
 	flagRetain
-	flagsKnown = flagUploaded | flagLegalHold | flagRetain
+	locationFlags = flagUploaded | flagLegalHold | flagRetain
 )
 
-// encodeLocation is loc's record.
+// appendString appends s as its length and bytes.
+func appendString(v []byte, s string) []byte {
+	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
+}
+
+// appendTime appends t, which is not zero, as seconds and nanoseconds.
+func appendTime(v []byte, t time.Time) []byte {
+	return binary.AppendUvarint(binary.AppendVarint(v, t.Unix()), uint64(t.Nanosecond()))
+}
+
+// reader reads a binary value; the first field it cannot read makes it
+// bad, and every later read returns zero.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) uvarint(limit uint64) uint64 {
+	n, m := binary.Uvarint(r.b)
+	if r.bad || m <= 0 || n > limit {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[m:]
+	return n
+}
+
+func (r *reader) str() string {
+	n := r.uvarint(uint64(math.MaxInt))
+	if r.bad || n > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) time() time.Time {
+	sec, m := binary.Varint(r.b)
+	if r.bad || m <= 0 {
+		r.bad = true
+		return time.Time{}
+	}
+	r.b = r.b[m:]
+	nsec := r.uvarint(999_999_999)
+	if r.bad {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// end reports whether every field read and nothing is left.
+func (r *reader) end() bool { return !r.bad && len(r.b) == 0 }
+
+// header checks v's mark and flags (only those of known) and returns a
+// reader of the fields after them.
+func header(v []byte, known byte) (byte, *reader, bool) {
+	if len(v) < 2 || v[0] != binaryMark || v[1]&^known != 0 {
+		return 0, nil, false
+	}
+	return v[1], &reader{b: v[2:]}, true
+}
+
+// encodeLocation is loc's record: flags, store, bucket, key, version id,
+// retain-until (when flagRetain), offset, length.
 func encodeLocation(loc ledger.Location) []byte {
 	var flags byte
 	if loc.Uploaded {
@@ -44,15 +108,13 @@ func encodeLocation(loc ledger.Location) []byte {
 	if !loc.RetainUntil.IsZero() {
 		flags |= flagRetain
 	}
-	v := make([]byte, 0, 2+4*binary.MaxVarintLen16+len(loc.Store)+len(loc.Bucket)+len(loc.Key)+len(loc.VersionID)+3*binary.MaxVarintLen64)
-	v = append(v, locationMark, flags)
+	v := make([]byte, 0, 2+4*binary.MaxVarintLen16+len(loc.Store)+len(loc.Bucket)+len(loc.Key)+len(loc.VersionID)+4*binary.MaxVarintLen64)
+	v = append(v, binaryMark, flags)
 	for _, s := range [...]string{loc.Store, loc.Bucket, loc.Key, loc.VersionID} {
-		v = binary.AppendUvarint(v, uint64(len(s)))
-		v = append(v, s...)
+		v = appendString(v, s)
 	}
 	if flags&flagRetain != 0 {
-		v = binary.AppendVarint(v, loc.RetainUntil.Unix())
-		v = binary.AppendUvarint(v, uint64(loc.RetainUntil.Nanosecond()))
+		v = appendTime(v, loc.RetainUntil)
 	}
 	v = binary.AppendUvarint(v, uint64(loc.Offset))
 	return binary.AppendUvarint(v, uint64(loc.Length))
@@ -63,53 +125,25 @@ var errLocation = errors.New("not an object record")
 // parseLocation reads a record encodeLocation wrote.
 func parseLocation(v []byte) (ledger.Location, error) {
 	var loc ledger.Location
-	if len(v) < 2 || v[0] != locationMark || v[1]&^flagsKnown != 0 {
-		return loc, errLocation
-	}
-	flags, rest := v[1], v[2:]
-	uvarint := func(limit uint64) (uint64, bool) {
-		n, m := binary.Uvarint(rest)
-		if m <= 0 || n > limit {
-			return 0, false
-		}
-		rest = rest[m:]
-		return n, true
-	}
-	for _, s := range [...]*string{&loc.Store, &loc.Bucket, &loc.Key, &loc.VersionID} {
-		n, m := binary.Uvarint(rest)
-		if m <= 0 || n > uint64(len(rest)-m) {
-			return loc, errLocation
-		}
-		*s, rest = string(rest[m:m+int(n)]), rest[m+int(n):]
-	}
-	if flags&flagRetain != 0 {
-		sec, m := binary.Varint(rest)
-		if m <= 0 {
-			return loc, errLocation
-		}
-		rest = rest[m:]
-		nsec, ok := uvarint(999_999_999)
-		if !ok {
-			return loc, errLocation
-		}
-		loc.RetainUntil = time.Unix(sec, int64(nsec)).UTC()
-	}
-	off, ok := uvarint(1<<32 - 1)
+	flags, r, ok := header(v, locationFlags)
 	if !ok {
 		return loc, errLocation
 	}
-	length, ok := uvarint(1<<32 - 1)
-	if !ok || len(rest) != 0 {
-		return loc, errLocation
+	loc.Store, loc.Bucket, loc.Key, loc.VersionID = r.str(), r.str(), r.str(), r.str()
+	if flags&flagRetain != 0 {
+		loc.RetainUntil = r.time()
 	}
-	loc.Offset, loc.Length = uint32(off), uint32(length)
+	loc.Offset, loc.Length = uint32(r.uvarint(math.MaxUint32)), uint32(r.uvarint(math.MaxUint32))
+	if !r.end() {
+		return ledger.Location{}, errLocation
+	}
 	loc.Uploaded, loc.LegalHold = flags&flagUploaded != 0, flags&flagLegalHold != 0
 	return loc, nil
 }
 
 // decodeLocation reads object record v of key, in either form.
 func decodeLocation(c *Codec, key string, v []byte) (ledger.Location, error) {
-	if len(v) > 0 && v[0] == locationMark {
+	if len(v) > 0 && v[0] == binaryMark {
 		loc, err := parseLocation(v)
 		if err != nil {
 			return loc, fmt.Errorf("object record %s: %w", key, err)

@@ -24,13 +24,6 @@ var (
 	kDeadN = []byte("dead_n")
 )
 
-// queued is an outbox entry as stored: the entry and when it was queued
-// (the store's clock; zero for entries written before it was recorded).
-type queued struct {
-	ledger.OutboxEntry
-	QueuedAt time.Time `json:"queuedAt,omitzero"`
-}
-
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
@@ -40,11 +33,7 @@ func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
 		return err
 	}
 	e.Seq = seq
-	v, err := json.Marshal(queued{OutboxEntry: e, QueuedAt: at.UTC()})
-	if err != nil {
-		return err
-	}
-	if err := b.Put(seqKey(seq), v); err != nil {
+	if err := b.Put(seqKey(seq), encodeQueued(queued{OutboxEntry: e, QueuedAt: at.UTC()})); err != nil {
 		return err
 	}
 	_, err = t.counter(kOutboxN, 1)
@@ -55,11 +44,11 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	var out []ledger.OutboxEntry
 	c := t.b(bOutbox).Cursor()
 	for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
-		var e ledger.OutboxEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, fmt.Errorf("decode outbox entry: %w", err)
+		q, err := decodeQueued(v)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, e)
+		out = append(out, q.OutboxEntry)
 	}
 	return out, nil
 }
@@ -181,11 +170,8 @@ func (t *tx) OldestQueued() (time.Time, error) {
 	if v == nil {
 		return time.Time{}, nil
 	}
-	var q queued
-	if err := json.Unmarshal(v, &q); err != nil {
-		return time.Time{}, fmt.Errorf("decode outbox entry: %w", err)
-	}
-	return q.QueuedAt, nil
+	q, err := decodeQueued(v)
+	return q.QueuedAt, err
 }
 
 func (t *tx) PlanSegment(p ledger.SegmentPlan) error {

@@ -1,0 +1,99 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// queued is an outbox entry as stored: the entry and when it was queued
+// (the store's clock; zero for entries written before it was recorded).
+type queued struct {
+	ledger.OutboxEntry
+	QueuedAt time.Time `json:"queuedAt,omitzero"`
+}
+
+// Flags of an outbox entry.
+const (
+	flagSegment = 1 << iota
+	flagHold
+	flagEntryRetain
+	flagQueuedAt
+	queuedFlags = flagSegment | flagHold | flagEntryRetain | flagQueuedAt
+)
+
+// encodeQueued is q's outbox entry in the binary form of layout 8
+// (location.go): flags, seq, kind, ref, key, op, retain-until (when
+// flagEntryRetain), queued-at (when flagQueuedAt).
+func encodeQueued(q queued) []byte {
+	var flags byte
+	if q.Segment {
+		flags |= flagSegment
+	}
+	if q.Hold {
+		flags |= flagHold
+	}
+	if !q.RetainUntil.IsZero() {
+		flags |= flagEntryRetain
+	}
+	if !q.QueuedAt.IsZero() {
+		flags |= flagQueuedAt
+	}
+	v := make([]byte, 0, 2+5*binary.MaxVarintLen64+len(q.Kind)+len(q.Ref)+len(q.Key)+len(q.Op)+4*binary.MaxVarintLen64)
+	v = binary.AppendUvarint(append(v, binaryMark, flags), q.Seq)
+	for _, s := range [...]string{q.Kind, q.Ref, q.Key, q.Op} {
+		v = appendString(v, s)
+	}
+	if flags&flagEntryRetain != 0 {
+		v = appendTime(v, q.RetainUntil)
+	}
+	if flags&flagQueuedAt != 0 {
+		v = appendTime(v, q.QueuedAt)
+	}
+	return v
+}
+
+var errQueued = errors.New("not an outbox entry")
+
+// parseQueued reads an entry encodeQueued wrote.
+func parseQueued(v []byte) (queued, error) {
+	var q queued
+	flags, r, ok := header(v, queuedFlags)
+	if !ok {
+		return q, errQueued
+	}
+	q.Seq = r.uvarint(math.MaxUint64)
+	q.Kind, q.Ref, q.Key, q.Op = r.str(), r.str(), r.str(), r.str()
+	if flags&flagEntryRetain != 0 {
+		q.RetainUntil = r.time()
+	}
+	if flags&flagQueuedAt != 0 {
+		q.QueuedAt = r.time()
+	}
+	if !r.end() {
+		return queued{}, errQueued
+	}
+	q.Segment, q.Hold = flags&flagSegment != 0, flags&flagHold != 0
+	return q, nil
+}
+
+// decodeQueued reads outbox entry v, in either form (JSON before layout
+// 8).
+func decodeQueued(v []byte) (queued, error) {
+	var q queued
+	var err error
+	if len(v) > 0 && v[0] == binaryMark {
+		q, err = parseQueued(v)
+	} else {
+		err = json.Unmarshal(v, &q)
+	}
+	if err != nil {
+		return q, fmt.Errorf("decode outbox entry: %w", err)
+	}
+	return q, nil
+}
