@@ -84,6 +84,15 @@ func tokenDigestOf(t verifier.Token) string {
 	return digest(t.Canonical())
 }
 
+// tokenDigestFrom is tokenDigestOf of t whose encodings (t.Encodings())
+// are already hashed.
+func tokenDigestFrom(t verifier.Token, encodings []string) string {
+	if t.Raw() == "" {
+		return ""
+	}
+	return "sha256:" + t.CanonicalSHA256(encodings)
+}
+
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // tokenDigests are the digests a row's leaf commits to for the tokens

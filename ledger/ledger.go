@@ -242,10 +242,11 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	}
 	l.cfg.Metrics.verified(time.Since(start))
 
+	requestSHAs := p.RequestJWT().Encodings()
 	// The leaf's token digests: outside the serial commit.
 	var digests tokenDigests
 	if l.log != nil {
-		digests = tokenDigests{receipt: tokenDigestOf(p.ReceiptJWS()), request: tokenDigestOf(p.RequestJWT()), token: tokenDigestOf(p.DelegationToken())}
+		digests = tokenDigests{receipt: tokenDigestFrom(p.ReceiptJWS(), receiptSHAs), request: tokenDigestFrom(p.RequestJWT(), requestSHAs), token: tokenDigestOf(p.DelegationToken())}
 	}
 	var (
 		row     *Row
@@ -254,7 +255,6 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// What the write reads, for a store that reads ahead: the rows and
 	// tombstones of every encoding of the receipt, the request JWT's index
 	// entries and the grant's revocation.
-	requestSHAs := p.RequestJWT().Encodings()
 	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs, RequestJWTs: requestSHAs, Grant: rc.GrantID}
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0

@@ -50,6 +50,9 @@ func FuzzParseToken(f *testing.F) {
 			t.Fatalf("Encodings = %v", encs)
 		}
 		canon := p.Canonical()
+		if got := p.CanonicalSHA256(encs); got != hexSum(canon) {
+			t.Fatalf("CanonicalSHA256 = %s, want the hash of %q", got, canon)
+		}
 		if canon == s {
 			return
 		}

@@ -194,6 +194,9 @@ func TestTokenEncodingsAndCanonical(t *testing.T) {
 			if got := tok.Canonical(); got != tc.canonical {
 				t.Errorf("Canonical = %q, want %q", got, tc.canonical)
 			}
+			if got := tok.CanonicalSHA256(tok.Encodings()); got != hexSum(tc.canonical) {
+				t.Errorf("CanonicalSHA256 = %s, want %s", got, hexSum(tc.canonical))
+			}
 			if got := verifier.Encodings(tc.tok); !slices.Equal(got, tc.encodings) {
 				t.Errorf("verifier.Encodings = %v, want %v", got, tc.encodings)
 			}

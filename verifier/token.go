@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"bytes"
 	"crypto/elliptic"
 	"crypto/sha256"
 	"encoding/base64"
@@ -217,6 +218,32 @@ func (t Token) malleated(lowOnly bool) (string, bool) {
 
 // p256HalfOrder is n/2: an ES256 signature's s is low when s ≤ n/2.
 var p256HalfOrder = new(big.Int).Rsh(p256Order, 1)
+
+// CanonicalSHA256 returns the hex SHA-256 of t.Canonical(), taken from
+// encodings, which must be t.Encodings(), when they list it: a caller
+// that needs both hashes the token once.
+func (t Token) CanonicalSHA256(encodings []string) string {
+	switch {
+	case !t.highS():
+		return encodings[0]
+	case len(encodings) == 2:
+		return encodings[1]
+	}
+	return hexSHA256(t.Canonical())
+}
+
+// highS reports whether t is an ES256 token whose signature's s is in
+// (n/2, n): the tokens Canonical gives in another encoding.
+func (t Token) highS() bool {
+	if t.sig == nil || !t.es256 || len(t.sig) != 64 {
+		return false
+	}
+	s := t.sig[32:]
+	return bytes.Compare(s, p256HalfOrderBytes) > 0 && bytes.Compare(s, p256OrderBytes) < 0
+}
+
+// n and n/2 as 32 big-endian bytes.
+var p256OrderBytes, p256HalfOrderBytes = p256Order.FillBytes(make([]byte, 32)), p256HalfOrder.FillBytes(make([]byte, 32))
 
 // Canonical returns the one encoding of s that Encodings lists and whose
 // ES256 signature has s ≤ n/2 (the low-s form), so that every malleated
