@@ -23,7 +23,8 @@ import (
 // bookkeeping (docs/design/026).
 const binaryMark = 0x01
 
-// Flags of an object record.
+// Flags of an object record, in the order encodeLocation passes them to
+// flagBits.
 const (
 	flagUploaded = 1 << iota
 	flagLegalHold
@@ -31,9 +32,23 @@ const (
 	locationFlags = flagUploaded | flagLegalHold | flagRetain
 )
 
-// appendString appends s as its length and bytes.
-func appendString(v []byte, s string) []byte {
-	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
+// flagBits is a byte of flags: bit i is set when set[i] is true.
+func flagBits(set ...bool) byte {
+	var b byte
+	for i, on := range set {
+		if on {
+			b |= 1 << i
+		}
+	}
+	return b
+}
+
+// appendStrings appends each of ss as its length and bytes.
+func appendStrings(v []byte, ss ...string) []byte {
+	for _, s := range ss {
+		v = append(binary.AppendUvarint(v, uint64(len(s))), s...)
+	}
+	return v
 }
 
 // appendTime appends t, which is not zero, as seconds and nanoseconds.
@@ -98,21 +113,9 @@ func header(v []byte, known byte) (byte, *reader, bool) {
 // encodeLocation is loc's record: flags, store, bucket, key, version id,
 // retain-until (when flagRetain), offset, length.
 func encodeLocation(loc ledger.Location) []byte {
-	var flags byte
-	if loc.Uploaded {
-		flags |= flagUploaded
-	}
-	if loc.LegalHold {
-		flags |= flagLegalHold
-	}
-	if !loc.RetainUntil.IsZero() {
-		flags |= flagRetain
-	}
+	flags := flagBits(loc.Uploaded, loc.LegalHold, !loc.RetainUntil.IsZero())
 	v := make([]byte, 0, 2+4*binary.MaxVarintLen16+len(loc.Store)+len(loc.Bucket)+len(loc.Key)+len(loc.VersionID)+4*binary.MaxVarintLen64)
-	v = append(v, binaryMark, flags)
-	for _, s := range [...]string{loc.Store, loc.Bucket, loc.Key, loc.VersionID} {
-		v = appendString(v, s)
-	}
+	v = appendStrings(append(v, binaryMark, flags), loc.Store, loc.Bucket, loc.Key, loc.VersionID)
 	if flags&flagRetain != 0 {
 		v = appendTime(v, loc.RetainUntil)
 	}

@@ -29,6 +29,25 @@ func sameLocation(a, b ledger.Location) bool {
 	return a == b && ta.Equal(tb) && ta.IsZero() == tb.IsZero()
 }
 
+// wantRefusals checks that parse refuses binary value v cut short, with
+// a byte after it, and with an unknown flag.
+func wantRefusals(t *testing.T, v []byte, parse func([]byte) error) {
+	t.Helper()
+	for n := range len(v) {
+		if parse(v[:n]) == nil {
+			t.Errorf("%x: its first %d of %d bytes read", v, n, len(v))
+		}
+	}
+	if parse(append(bytes.Clone(v), 0)) == nil {
+		t.Errorf("%x: a byte after it read", v)
+	}
+	bad := bytes.Clone(v)
+	bad[1] |= 0x80
+	if parse(bad) == nil {
+		t.Errorf("%x: an unknown flag read", v)
+	}
+}
+
 // TestLocationRecords: a record reads back as the location written, and
 // a record cut short, lengthened or with an unknown flag is refused.
 func TestLocationRecords(t *testing.T) {
@@ -38,19 +57,7 @@ func TestLocationRecords(t *testing.T) {
 		if err != nil || !sameLocation(got, loc) {
 			t.Errorf("%+v: read back %+v, %v", loc, got, err)
 		}
-		for n := range len(v) {
-			if _, err := parseLocation(v[:n]); err == nil {
-				t.Errorf("%+v: its first %d of %d bytes read as a record", loc, n, len(v))
-			}
-		}
-		if _, err := parseLocation(append(v, 0)); err == nil {
-			t.Errorf("%+v: a byte after the record read", loc)
-		}
-		bad := bytes.Clone(v)
-		bad[1] |= 0x80
-		if _, err := parseLocation(bad); err == nil {
-			t.Errorf("%+v: an unknown flag read", loc)
-		}
+		wantRefusals(t, v, func(v []byte) error { _, err := parseLocation(v); return err })
 	}
 	// An offset past 32 bits.
 	v := encodeLocation(ledger.Location{Key: "k"})
@@ -181,19 +188,7 @@ func TestOutboxEntries(t *testing.T) {
 				t.Errorf("%+v: %q read back as %+v, %v", q, form, got, err)
 			}
 		}
-		for n := range len(v) {
-			if _, err := parseQueued(v[:n]); err == nil {
-				t.Errorf("%+v: its first %d of %d bytes read as an entry", q, n, len(v))
-			}
-		}
-		if _, err := parseQueued(append(v, 0)); err == nil {
-			t.Errorf("%+v: a byte after the entry read", q)
-		}
-		bad := bytes.Clone(v)
-		bad[1] |= 0x80
-		if _, err := parseQueued(bad); err == nil {
-			t.Errorf("%+v: an unknown flag read", q)
-		}
+		wantRefusals(t, v, func(v []byte) error { _, err := parseQueued(v); return err })
 	}
 	if _, err := decodeQueued([]byte("{")); err == nil {
 		t.Error("a broken entry read")

@@ -18,7 +18,8 @@ type queued struct {
 	QueuedAt time.Time `json:"queuedAt,omitzero"`
 }
 
-// Flags of an outbox entry.
+// Flags of an outbox entry, in the order encodeQueued passes them to
+// flagBits.
 const (
 	flagSegment = 1 << iota
 	flagHold
@@ -31,24 +32,9 @@ const (
 // (location.go): flags, seq, kind, ref, key, op, retain-until (when
 // flagEntryRetain), queued-at (when flagQueuedAt).
 func encodeQueued(q queued) []byte {
-	var flags byte
-	if q.Segment {
-		flags |= flagSegment
-	}
-	if q.Hold {
-		flags |= flagHold
-	}
-	if !q.RetainUntil.IsZero() {
-		flags |= flagEntryRetain
-	}
-	if !q.QueuedAt.IsZero() {
-		flags |= flagQueuedAt
-	}
+	flags := flagBits(q.Segment, q.Hold, !q.RetainUntil.IsZero(), !q.QueuedAt.IsZero())
 	v := make([]byte, 0, 2+5*binary.MaxVarintLen64+len(q.Kind)+len(q.Ref)+len(q.Key)+len(q.Op)+4*binary.MaxVarintLen64)
-	v = binary.AppendUvarint(append(v, binaryMark, flags), q.Seq)
-	for _, s := range [...]string{q.Kind, q.Ref, q.Key, q.Op} {
-		v = appendString(v, s)
-	}
+	v = appendStrings(binary.AppendUvarint(append(v, binaryMark, flags), q.Seq), q.Kind, q.Ref, q.Key, q.Op)
 	if flags&flagEntryRetain != 0 {
 		v = appendTime(v, q.RetainUntil)
 	}
