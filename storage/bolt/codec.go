@@ -130,11 +130,14 @@ func (t *tx) sampleDictionary() ([]byte, error) {
 		if v == nil {
 			continue
 		}
-		raw, err := t.c.Decode(v)
-		if i == 0 && err == nil {
+		var raw []byte
+		var err error
+		if i == 0 {
 			// The record as JSON, whichever form the file keeps it in:
 			// its field names are the row's too.
 			raw, err = recordJSON(t.c, "of the dictionary's sample", v)
+		} else {
+			raw, err = t.c.Decode(v)
 		}
 		if err != nil {
 			return nil, err

@@ -52,12 +52,10 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 	var out []ledger.PendingLeaf
 	c := t.b(bLogPending).Cursor()
 	for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
-		l, m := binary.Uvarint(v)
-		if m <= 0 || uint64(len(v)-m) < l {
-			return nil, fmt.Errorf("pending leaf %x is corrupt", k)
+		ref, data, err := splitLeaf(v)
+		if err != nil {
+			return nil, fmt.Errorf("pending leaf %x: %w", k, err)
 		}
-		ref := string(v[m : m+int(l)])
-		data := append([]byte(nil), v[m+int(l):]...)
 		out = append(out, ledger.PendingLeaf{Seq: binary.BigEndian.Uint64(k), Ref: ref, Data: data})
 	}
 	return out, nil
@@ -72,8 +70,18 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 // stored compressed still read (decodeLeaf): a stored leaf starts with a
 // ref's length, never zstd's magic, whose second byte is not text.
 func storedLeaf(ref string, data []byte) []byte {
-	v := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(ref)+len(data)), uint64(len(ref)))
-	return append(append(v, ref...), data...)
+	return append(appendStrings(make([]byte, 0, binary.MaxVarintLen64+len(ref)+len(data)), ref), data...)
+}
+
+// splitLeaf splits a leaf storedLeaf made into its ref and a copy of its
+// bytes.
+func splitLeaf(v []byte) (string, []byte, error) {
+	r := reader{b: v}
+	ref := r.str()
+	if r.bad {
+		return "", nil, errors.New("corrupt")
+	}
+	return ref, append([]byte(nil), r.b...), nil
 }
 
 // SequenceLeaf implements ledger.LogTx.
@@ -128,11 +136,7 @@ func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	l, m := binary.Uvarint(v)
-	if m <= 0 || uint64(len(v)-m) < l {
-		return "", nil, errors.New("corrupt")
-	}
-	return string(v[m : m+int(l)]), append([]byte(nil), v[m+int(l):]...), nil
+	return splitLeaf(v)
 }
 
 // LeafIndex implements ledger.LogTx.
