@@ -155,34 +155,6 @@ const (
 	textMark32 = 0xfe
 )
 
-// hexIDKey decodes s when it is a lowercase hex SHA-256, in one pass
-// (ids are looked up several times a row).
-func hexIDKey(s string) ([]byte, bool) {
-	if len(s) != 64 {
-		return nil, false
-	}
-	k := make([]byte, 32)
-	for i := range k {
-		hi, lo := lowerHexDigit(s[2*i]), lowerHexDigit(s[2*i+1])
-		if hi > 15 || lo > 15 {
-			return nil, false
-		}
-		k[i] = hi<<4 | lo
-	}
-	return k, true
-}
-
-// lowerHexDigit is the value of lowercase hex digit c, or 255.
-func lowerHexDigit(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return 255
-}
-
 // isHexID reports whether s is a lowercase hex SHA-256.
 func isHexID(s string) bool {
 	if len(s) != 64 {
@@ -200,7 +172,8 @@ func isHexID(s string) bool {
 // idKey is the key of id: its 32 bytes when it is a lowercase hex
 // SHA-256, else the marked text (never 32 bytes long).
 func idKey(id string) []byte {
-	if k, ok := hexIDKey(id); ok {
+	if isHexID(id) {
+		k, _ := hex.DecodeString(id)
 		return k
 	}
 	if len(id)+1 == 32 {
