@@ -26,52 +26,50 @@ func Layout7Values(btx *bbolt.Tx) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	b := btx.Bucket(bObjects)
-	type kv struct{ k, v []byte }
-	var out []kv
-	err = b.ForEach(func(k, v []byte) error {
+	records, err := rewriteValues(btx.Bucket(bObjects), func(v []byte) ([]byte, error) {
 		loc, err := parseLocation(v)
 		if err != nil {
-			return fmt.Errorf("record %x: %w", k, err)
+			return nil, err
 		}
 		js, err := json.Marshal(loc)
+		return c.Encode(js), err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("object records: %w", err)
+	}
+	if _, err := rewriteValues(btx.Bucket(bOutbox), func(v []byte) ([]byte, error) {
+		q, err := parseQueued(v)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = append(out, kv{append([]byte(nil), k...), c.Encode(js)})
+		return json.Marshal(q)
+	}); err != nil {
+		return 0, fmt.Errorf("outbox entries: %w", err)
+	}
+	if _, err := rewriteValues(btx.Bucket(bLogLeaves), func(v []byte) ([]byte, error) { return c.Encode(v), nil }); err != nil {
+		return 0, fmt.Errorf("leaves: %w", err)
+	}
+	return records, nil
+}
+
+// rewriteValues replaces every value of b with fn of it (collected
+// first: a bucket is not written while it is walked) and returns how many
+// it replaced.
+func rewriteValues(b *bbolt.Bucket, fn func(v []byte) ([]byte, error)) (int, error) {
+	type kv struct{ k, v []byte }
+	var out []kv
+	err := b.ForEach(func(k, v []byte) error {
+		nv, err := fn(v)
+		if err != nil {
+			return fmt.Errorf("%x: %w", k, err)
+		}
+		out = append(out, kv{append([]byte(nil), k...), nv})
 		return nil
 	})
-	if err == nil {
-		var entries []kv
-		ob := btx.Bucket(bOutbox)
-		err = ob.ForEach(func(k, v []byte) error {
-			q, err := parseQueued(v)
-			if err != nil {
-				return fmt.Errorf("outbox entry %x: %w", k, err)
-			}
-			js, err := json.Marshal(q)
-			entries = append(entries, kv{append([]byte(nil), k...), js})
-			return err
-		})
-		for _, e := range entries {
-			if err == nil {
-				err = ob.Put(e.k, e.v)
-			}
-		}
-	}
-	n := len(out)
-	if err == nil {
-		err = btx.Bucket(bLogLeaves).ForEach(func(k, v []byte) error {
-			out = append(out, kv{append([]byte(nil), k...), c.Encode(v)})
-			return nil
-		})
-	}
-	for i, e := range out {
-		if err == nil && i < n {
+	for _, e := range out {
+		if err == nil {
 			err = b.Put(e.k, e.v)
-		} else if err == nil {
-			err = btx.Bucket(bLogLeaves).Put(e.k, e.v)
 		}
 	}
-	return n, err
+	return len(out), err
 }
