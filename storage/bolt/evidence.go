@@ -9,9 +9,17 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// Evidence bundles are stored zstd-compressed. A bundle is JSON (it
-// starts with '{'), a compressed one starts with the zstd frame magic, so
-// bundles written before compression still read as they are.
+// A bundle stays in the file only until its write-once copy is recorded:
+// a round or two of the uploader while evidence storage keeps up. It is
+// stored as it is then, and zstd-compressed only once the outbox holds
+// compressFromDepth objects, when evidence storage is down or behind and
+// bundles pile up in the file (docs/design/027-bundles-compressed-when-they-stay.md).
+// A bundle is JSON (it starts with '{'), a compressed one starts with the
+// zstd frame magic, so either form reads whichever way it was written.
+
+// compressFromDepth is the outbox depth from which a new bundle is stored
+// compressed: sixteen rounds of the uploader's default batch behind.
+const compressFromDepth = 8192
 
 // zstdMagic starts every zstd frame (RFC 8878 §3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
@@ -58,7 +66,17 @@ func (t *tx) evidenceKey(rowID string) []byte {
 }
 
 func (t *tx) PutEvidence(rowID string, bundle []byte) error {
-	return t.b(bEvidence).Put(t.evidenceKey(rowID), compressBundle(bundle))
+	return t.b(bEvidence).Put(t.evidenceKey(rowID), t.storedBundle(bundle))
+}
+
+// storedBundle is the form bundle is stored in: compressed when the
+// outbox is deep, or when the bundle would read as compressed (it starts
+// with zstd's magic, which no JSON does); as it is otherwise.
+func (t *tx) storedBundle(bundle []byte) []byte {
+	if t.outboxDepth() >= compressFromDepth || bytes.HasPrefix(bundle, zstdMagic) {
+		return compressBundle(bundle)
+	}
+	return bundle
 }
 
 func (t *tx) Evidence(rowID string) ([]byte, error) {

@@ -45,8 +45,8 @@ func TestNoSpaceFailsTheBatchAtOnceAndRecovers(t *testing.T) {
 	const writers = 32
 	var runs atomic.Int64
 	release := make(chan struct{})
-	// Random bytes: bundles are stored compressed, and these must still
-	// need the space.
+	// Random bytes: they need the space whether they are stored as they
+	// are or compressed.
 	bundle := make([]byte, 256<<10)
 	_, _ = rand.Read(bundle)
 	write := func(id string, wait bool) error {

@@ -7,6 +7,10 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
+// CompressFromDepth is the outbox depth from which bundles are stored
+// compressed, for the tests of package bolt_test.
+const CompressFromDepth = compressFromDepth
+
 // SetConversionHooks sets the conversion's batch size and the function
 // run after each of its transactions, for the tests of package bolt_test,
 // and returns a function that puts them back.

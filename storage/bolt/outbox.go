@@ -157,12 +157,15 @@ func objectName(k []byte) string {
 	return string(k)
 }
 
-func (t *tx) OutboxDepth() (int, error) {
+func (t *tx) OutboxDepth() (int, error) { return t.outboxDepth(), nil }
+
+// outboxDepth is the count of entries in the outbox, kept with them.
+func (t *tx) outboxDepth() int {
 	v := t.b(bMeta).Get(kOutboxN)
 	if len(v) != 8 {
-		return 0, nil
+		return 0
 	}
-	return int(binary.BigEndian.Uint64(v)), nil
+	return int(binary.BigEndian.Uint64(v))
 }
 
 func (t *tx) OldestQueued() (time.Time, error) {
