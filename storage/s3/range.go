@@ -41,10 +41,7 @@ func (s *Store) getRange(ctx context.Context, key string, offset, length int64) 
 	defer obj.Close()
 	b, err := io.ReadAll(io.LimitReader(obj, length))
 	if err != nil {
-		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-			return nil, fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
-		}
-		return nil, fmt.Errorf("get %s: %w", key, err)
+		return nil, getError(key, err)
 	}
 	return b, nil
 }

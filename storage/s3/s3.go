@@ -365,20 +365,38 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	return b, err
 }
 
+// maxObject bounds one object read whole: a segment is at most
+// ledger.MaxSegmentBytes, a bundle one request body.
+var maxObject int64 = 64 << 20
+
 func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
 	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	defer obj.Close()
-	b, err := io.ReadAll(obj)
+	// The first Stat sends the request; its size sizes the buffer.
+	info, err := obj.Stat()
 	if err != nil {
-		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-			return nil, fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
-		}
-		return nil, fmt.Errorf("get %s: %w", key, err)
+		return nil, getError(key, err)
+	}
+	if info.Size < 0 || info.Size > maxObject {
+		return nil, fmt.Errorf("get %s: %d bytes, more than the %d an object of the ledger holds", key, info.Size, maxObject)
+	}
+	b := make([]byte, info.Size)
+	if _, err := io.ReadFull(obj, b); err != nil {
+		return nil, getError(key, err)
 	}
 	return b, nil
+}
+
+// getError is err of a read of key, ErrNotFound when there is no such
+// object.
+func getError(key string, err error) error {
+	if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
+		return fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
+	}
+	return fmt.Errorf("get %s: %w", key, err)
 }
 
 // Ping implements ledger.ObjectStore.
