@@ -38,7 +38,7 @@ func TestGetIsBounded(t *testing.T) {
 	}
 	s3.SetMaxObject(int64(len(body)) - 1)
 	_, err = st.Get(ctx, "log/tile/0/000")
-	if err == nil || !strings.Contains(err.Error(), "100 bytes, more than the 99") {
+	if err == nil || !strings.Contains(err.Error(), "100 bytes, over 99") {
 		t.Fatalf("Get over the bound = %v, want a refusal naming both sizes", err)
 	}
 	if _, err := st.Get(ctx, "log/tile/0/002"); !errors.Is(err, ledger.ErrNotFound) {

@@ -380,12 +380,37 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, getError(key, err)
 	}
-	if info.Size < 0 || info.Size > maxObject {
-		return nil, fmt.Errorf("get %s: %d bytes, more than the %d an object of the ledger holds", key, info.Size, maxObject)
-	}
-	b := make([]byte, info.Size)
-	if _, err := io.ReadFull(obj, b); err != nil {
+	b, err := readObject(obj, info.Size, maxObject)
+	if err != nil {
 		return nil, getError(key, err)
+	}
+	return b, nil
+}
+
+// errTooLarge is the error of an object over the bound of a read.
+var errTooLarge = errors.New("more bytes than an object of the ledger holds")
+
+// readObject reads an object of size bytes (-1: not given) from r, at
+// most limit of them.
+func readObject(r io.Reader, size, limit int64) ([]byte, error) {
+	if size > limit {
+		return nil, fmt.Errorf("%d bytes, over %d: %w", size, limit, errTooLarge)
+	}
+	if size >= 0 {
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	// No length given: read up to the bound, and one byte more to tell
+	// an object over it.
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("over %d bytes: %w", limit, errTooLarge)
 	}
 	return b, nil
 }
