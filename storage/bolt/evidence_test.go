@@ -15,6 +15,9 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
+// zstdFrame starts every zstd frame (RFC 8878 §3.1.1).
+var zstdFrame = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
 // rawValue reads one value straight from the (closed) bbolt file.
 func rawValue(t *testing.T, path, bucket, key string) []byte {
 	t.Helper()
@@ -40,7 +43,7 @@ func rawValue(t *testing.T, path, bucket, key string) []byte {
 func TestEvidenceCompressedWhenTheOutboxIsDeep(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	bundle := []byte(`{"receiptJws":"` + strings.Repeat("eyJhbGciOiJFUzI1NiJ9.", 40) + `","actions":[{"tool":"cancel_order"}]}`)
-	magic := append([]byte{0x28, 0xb5, 0x2f, 0xfd}, "not a frame"...)
+	magic := append(append([]byte(nil), zstdFrame...), "not a frame"...)
 	old := []byte(`{"receiptJws":"written.before.compression"}`)
 	s, err := bolt.Open(path, bolt.Config{})
 	if err != nil {
@@ -84,7 +87,7 @@ func TestEvidenceCompressedWhenTheOutboxIsDeep(t *testing.T) {
 		}
 	}
 	for id, b := range map[string][]byte{"deep": bundle, "magic": magic} {
-		if raw := rawValue(t, path, "evidence", id); bytes.Equal(raw, b) || !bytes.HasPrefix(raw, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		if raw := rawValue(t, path, "evidence", id); bytes.Equal(raw, b) || !bytes.HasPrefix(raw, zstdFrame) {
 			t.Errorf("%s: stored %d bytes for a %d-byte bundle, not compressed", id, len(raw), len(b))
 		}
 	}

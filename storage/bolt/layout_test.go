@@ -899,7 +899,7 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 			t.Errorf("layout mark %x, want 8", v)
 		}
 		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
-			if bytes.HasPrefix(v, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+			if bytes.HasPrefix(v, zstdFrame) {
 				old++
 			}
 			return nil
