@@ -187,26 +187,56 @@ func (d *daemon) metrics(names ...string) []float64 {
 // signature cache's hits and misses, the group commits and the writes
 // (rows and the ledger's own) they carried; from the commits' timing,
 // how many were timed, the seconds they took and how many took at most
-// 16 and 64 ms (one histogram, read at once, so these four agree).
+// 16 and 64 ms (one histogram, read at once, so these four agree); of
+// the commits' seconds, those bbolt spent writing and syncing pages
+// (disk) and spilling nodes to pages (spill).
 type counters struct {
 	hits, misses, commits, writes                float64
 	timed, commitSeconds, within16ms, within64ms float64
+	diskSeconds, spillSeconds                    float64
 }
 
 // counters reads ledgerd's counters so far. The commit times are -1 from
-// a ledgerd without pactledger_commit_seconds.
+// a ledgerd without pactledger_commit_seconds, the disk's and the
+// spill's from one without the bbolt store's.
 func (d *daemon) counters() counters {
 	v := d.metrics("pactledger_signature_cache_hits_total", "pactledger_signature_cache_misses_total",
 		"pactledger_commit_batch_rows_count", "pactledger_commit_batch_rows_sum",
 		"pactledger_commit_seconds_count", "pactledger_commit_seconds_sum",
-		`pactledger_commit_seconds_bucket{le="0.016"}`, `pactledger_commit_seconds_bucket{le="0.064"}`)
-	return counters{hits: v[0], misses: v[1], commits: v[2], writes: v[3], timed: v[4], commitSeconds: v[5], within16ms: v[6], within64ms: v[7]}
+		`pactledger_commit_seconds_bucket{le="0.016"}`, `pactledger_commit_seconds_bucket{le="0.064"}`,
+		"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total")
+	return counters{hits: v[0], misses: v[1], commits: v[2], writes: v[3], timed: v[4], commitSeconds: v[5], within16ms: v[6], within64ms: v[7],
+		diskSeconds: v[8], spillSeconds: v[9]}
 }
 
 // since is what the counters gained after c0.
 func (c counters) since(c0 counters) counters {
 	return counters{hits: c.hits - c0.hits, misses: c.misses - c0.misses, commits: c.commits - c0.commits, writes: c.writes - c0.writes,
-		timed: gained(c.timed, c0.timed), commitSeconds: gained(c.commitSeconds, c0.commitSeconds), within16ms: gained(c.within16ms, c0.within16ms), within64ms: gained(c.within64ms, c0.within64ms)}
+		timed: gained(c.timed, c0.timed), commitSeconds: gained(c.commitSeconds, c0.commitSeconds), within16ms: gained(c.within16ms, c0.within16ms), within64ms: gained(c.within64ms, c0.within64ms),
+		diskSeconds: gained(c.diskSeconds, c0.diskSeconds), spillSeconds: gained(c.spillSeconds, c0.spillSeconds)}
+}
+
+// printCommits writes a line on the group commits of a window of el
+// seconds that recorded rows rows: how many, how many writes each, how
+// long each took and how many took over 16 and 64 ms, and, from a bbolt
+// store, the commits' µs a row and what of it was the disk's (writing
+// and syncing pages) and the spill's, and how much of the window the
+// committer was busy. Nothing when no commit was counted.
+func (c counters) printCommits(w io.Writer, el float64, rows int) {
+	if c.commits <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "  group commit: %.0f commits, %.1f writes a commit", c.commits, c.writes/c.commits)
+	if c.timed > 0 && c.commitSeconds >= 0 && c.within16ms >= 0 && c.within64ms >= 0 {
+		fmt.Fprintf(w, ", %.1f ms a commit on average, %.0f over 16 ms, %.0f over 64 ms",
+			1000*c.commitSeconds/c.timed, c.timed-c.within16ms, c.timed-c.within64ms)
+		if c.diskSeconds >= 0 && c.spillSeconds >= 0 && rows > 0 && el > 0 {
+			perRow := func(s float64) float64 { return 1e6 * s / float64(rows) }
+			fmt.Fprintf(w, "\n  the commits: %.0f µs a row, of it writing and syncing pages %.0f µs, spilling nodes %.0f µs, the rest (running the writes, bbolt's other work) %.0f µs; the committer busy %.0f %% of the window",
+				perRow(c.commitSeconds), perRow(c.diskSeconds), perRow(c.spillSeconds), perRow(c.commitSeconds-c.diskSeconds-c.spillSeconds), 100*c.commitSeconds/el)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // gained is v-v0, or -1 when either is unknown (-1).
@@ -261,14 +291,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
 		s.cpu, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), s.clientCPU, s.s3cpu)
 	s.printWritten(w)
-	if s.commits > 0 {
-		fmt.Fprintf(w, "  group commit: %.0f commits, %.1f writes a commit", s.commits, s.writes/s.commits)
-		if s.timed > 0 && s.commitSeconds >= 0 && s.within16ms >= 0 && s.within64ms >= 0 {
-			fmt.Fprintf(w, ", %.1f ms a commit on average, %.0f over 16 ms, %.0f over 64 ms",
-				1000*s.commitSeconds/s.timed, s.timed-s.within16ms, s.timed-s.within64ms)
-		}
-		fmt.Fprintln(w)
-	}
+	s.counters.printCommits(w, s.elapsed.Seconds(), s.ok)
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
 	}

@@ -270,6 +270,7 @@ type growthStep struct {
 	rows         int
 	loadTime     time.Duration
 	served       *result
+	commits      counters // the window's group commits
 	list, drills *result
 	passed, all  int
 	file         fileStats
@@ -321,8 +322,9 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	// (the same receipts, posted to a ledger that has not seen them); each
 	// window at the last size posts receipts of its own.
 	last := steps[len(steps)-1]
-	grown := []*result{last.served}
+	grown, grownCommits := []*result{last.served}, []counters{last.commits}
 	var empty []*result
+	var emptyCommits []counters
 	pairs := max(cfg.GrowthPairs, 1)
 	for i := range pairs {
 		if i > 0 {
@@ -330,10 +332,11 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 			if err != nil {
 				return fmt.Errorf("growth at %d rows again: %w", last.rows, err)
 			}
-			grown = append(grown, st.served)
+			grown, grownCommits = append(grown, st.served), append(grownCommits, st.commits)
 			fmt.Fprintf(w, "\nat %d rows again (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
 				g.rows(), st.load, st.filterWait, st.served.rate, st.served.p(99), unit.units(st.served.cpuPerRow().Seconds()))
 			st.served.printWritten(w)
+			st.commits.printCommits(w, st.served.elapsed.Seconds(), st.served.ok)
 		}
 		refDir := filepath.Join(work, fmt.Sprintf("growth-reference-%d", i+1))
 		rcfg, err := ledgerdConfig(refDir, sc, s3)
@@ -348,15 +351,17 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 		if err != nil {
 			return fmt.Errorf("growth reference: %w", err)
 		}
-		empty = append(empty, rs.served)
+		empty, emptyCommits = append(empty, rs.served), append(emptyCommits, rs.commits)
 		fmt.Fprintf(w, "\nan empty ledger again, right after (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
 			rs.load, rs.filterWait, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
 		rs.served.printWritten(w)
+		rs.commits.printCommits(w, rs.served.elapsed.Seconds(), rs.served.ok)
 		if err := os.RemoveAll(refDir); err != nil {
 			return err
 		}
 	}
 	printGrowthPairs(w, last.rows, grown, empty)
+	printGrowthCommits(w, grown, empty, grownCommits, emptyCommits)
 	return os.RemoveAll(dir)
 }
 
@@ -386,6 +391,35 @@ func printGrowthPairs(w io.Writer, rows int, grown, empty []*result) {
 		medianOf(gr), medianOf(er), medianOf(gr)/max(medianOf(er), 1), medianOf(rateRatio), medianOf(gc)/max(medianOf(ec), 1e-9), medianOf(cpuRatio))
 }
 
+// printGrowthCommits compares the group commits of the same windows as
+// printGrowthPairs: the commits' µs a row, the disk's part of them
+// (bbolt writing and syncing pages), and how busy the committer was, as
+// medians over the windows at the last step's size and over the empty
+// ledgers. A committer busy most of a window bounds the rate, whatever
+// the CPU left. Nothing from a ledgerd without these metrics.
+func printGrowthCommits(w io.Writer, grown, empty []*result, gc, ec []counters) {
+	type fig struct{ commit, disk, busy []float64 }
+	read := func(rs []*result, cs []counters) (f fig, ok bool) {
+		for i, c := range cs {
+			r := rs[i]
+			if c.commitSeconds < 0 || c.diskSeconds < 0 || r.ok == 0 || r.elapsed <= 0 {
+				return f, false
+			}
+			f.commit = append(f.commit, 1e6*c.commitSeconds/float64(r.ok))
+			f.disk = append(f.disk, 1e6*c.diskSeconds/float64(r.ok))
+			f.busy = append(f.busy, 100*c.commitSeconds/r.elapsed.Seconds())
+		}
+		return f, len(cs) > 0
+	}
+	g, gok := read(grown, gc)
+	e, eok := read(empty, ec)
+	if !gok || !eok {
+		return
+	}
+	fmt.Fprintf(w, "  the commits, medians: %.0f against %.0f µs a row, of it writing and syncing pages %.0f against %.0f µs; the committer busy %.0f %% against %.0f %% of the window\n",
+		medianOf(g.commit), medianOf(e.commit), medianOf(g.disk), medianOf(e.disk), medianOf(g.busy), medianOf(e.busy))
+}
+
 // rows is how many rows the grown ledger holds.
 func (g *grower) rows() int { return len(g.tpl) + g.loaded + g.written }
 
@@ -402,9 +436,11 @@ func (g *grower) serve(ctx context.Context, bin string, s3 *s3test.Server, corpu
 	// The window measures the served rate, not the start: it begins once
 	// the store's key filter is built (docs/design/020).
 	st.filterWait = d.waitKeyFilter(5 * time.Minute)
+	c0 := d.counters()
 	if st.served, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.GrowthWindow, 0, d.grpcAppend(nil)); err != nil {
 		return st, err
 	}
+	st.commits = d.counters().since(c0)
 	st.load = loadAvg()
 	g.written += st.served.ok
 	if reads {
@@ -464,6 +500,7 @@ func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
 	fmt.Fprintf(w, "  served: %.0f rows/s, p50 %s, p99 %s, errors %d; ledgerd CPU %.2f cores = %.2f verifications per row (%s each); memory %s\n",
 		s.rate, s.p(50), s.p(99), s.errors, s.cpu, unit.units(s.cpuPerRow().Seconds()), us(unit.median()), s.mem)
 	s.printWritten(w)
+	st.commits.printCommits(w, s.elapsed.Seconds(), s.ok)
 	fmt.Fprintf(w, "  memory at rest (outbox drained, after the reads): %s\n", st.atRest)
 	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
 		st.list.p(50), st.list.p(99), st.list.ok, st.list.errors, st.drills.p(50), st.drills.p(99), st.drills.p(100), st.drills.ok, st.passed, st.all, st.drills.errors)

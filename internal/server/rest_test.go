@@ -357,6 +357,12 @@ func TestHealthMetricsOpenAPI(t *testing.T) {
 			t.Errorf("/metrics: %s is %v after two writes, want at least 1", m, n)
 		}
 	}
+	// bbolt wrote and synced those commits' pages, and spilled their nodes.
+	for _, m := range []string{"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total"} {
+		if v, ok := series[m]; !ok || v <= 0 {
+			t.Errorf("/metrics: %s is %v (present %v) after two writes, want more than 0", m, v, ok)
+		}
+	}
 	var api struct {
 		Paths map[string]any `json:"paths"`
 	}

@@ -146,6 +146,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			keys, _ := st.KeyFilter()
 			return float64(keys)
 		}))
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_bbolt_write_seconds_total", Help: "Time committed bbolt transactions spent writing their pages and syncing the file (the part of pactledger_commit_seconds spent on the disk)."}, func() float64 {
+				w, _ := st.DiskTimes()
+				return w.Seconds()
+			}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_bbolt_spill_seconds_total", Help: "Time committed bbolt transactions spent turning their changed B+tree nodes into pages before writing them."}, func() float64 {
+				_, sp := st.DiskTimes()
+				return sp.Seconds()
+			}))
 	}
 	// No network I/O here: the bucket check runs in the background from
 	// Serve, so ledgerd starts and takes writes while S3 is unreachable.

@@ -249,6 +249,17 @@ func (s *Store) CommitDelay() time.Duration { return s.cfg.CommitDelay }
 // Path returns the file path.
 func (s *Store) Path() string { return s.db.Path() }
 
+// DiskTimes returns, summed over the transactions committed since Open,
+// the time bbolt spent writing their pages and syncing the file (the
+// changed pages, their fdatasync, the meta page and its fdatasync) and
+// the time it spent turning their changed B+tree nodes into pages
+// first. With a commit's own time (Config.OnCommit) they tell the disk's
+// share of a commit from the CPU's.
+func (s *Store) DiskTimes() (write, spill time.Duration) {
+	st := s.db.Stats().TxStats
+	return st.GetWriteTime(), st.GetSpillTime()
+}
+
 // Update implements ledger.Store with group commit. A write fenced by a
 // lease (ledger.WithFence) is checked against the lease table in its
 // transaction; the members of one batch are independent.
