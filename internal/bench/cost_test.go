@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,31 @@ func TestPrintCommits(t *testing.T) {
 	counters{}.printCommits(&b, 1, 2000)
 	if b.String() != "" {
 		t.Errorf("printCommits without commits: %q, want nothing", b.String())
+	}
+}
+
+// TestGrowthOrder checks that the growth run's pairs turn their order, so
+// that a machine that speeds up or slows down over them favours neither
+// the grown ledger nor the empty one.
+func TestGrowthOrder(t *testing.T) {
+	got := growthOrder(3)
+	want := []bool{true, false, false, true, true, false}
+	if !slices.Equal(got, want) {
+		t.Errorf("growthOrder(3) = %v, want %v", got, want)
+	}
+	for pairs := 1; pairs <= 6; pairs++ {
+		o := growthOrder(pairs)
+		if len(o) != 2*pairs || !o[0] {
+			t.Fatalf("growthOrder(%d) = %v: want %d windows, the first at the last step's size", pairs, o, 2*pairs)
+		}
+		grown := 0
+		for _, g := range o {
+			if g {
+				grown++
+			}
+		}
+		if grown != pairs {
+			t.Errorf("growthOrder(%d) = %v: %d windows at the last size, want %d", pairs, o, grown, pairs)
+		}
 	}
 }

@@ -318,17 +318,20 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	// The machine changes over the hour of loading (other work, the page
 	// cache), and from one 30-s window to the next: the last step's size
 	// and an empty ledger are measured in turn, pairs of windows side by
-	// side, and compared by their medians. Each empty ledger is a new one
-	// (the same receipts, posted to a ledger that has not seen them); each
-	// window at the last size posts receipts of its own.
+	// side, and compared by their medians. The order turns from one pair
+	// to the next (growthOrder), so that a machine speeding up or slowing
+	// down over the pairs favours neither side. Each empty ledger is a new
+	// one (the same receipts, posted to a ledger that has not seen them);
+	// each window at the last size posts receipts of its own.
 	last := steps[len(steps)-1]
 	grown, grownCommits := []*result{last.served}, []counters{last.commits}
 	var empty []*result
 	var emptyCommits []counters
 	pairs := max(cfg.GrowthPairs, 1)
-	for i := range pairs {
-		if i > 0 {
-			st, err := g.serve(ctx, bin, s3, part(len(steps)+i-1), cfg, false)
+	order := growthOrder(pairs)
+	for k, atLast := range order[1:] {
+		if atLast {
+			st, err := g.serve(ctx, bin, s3, part(len(steps)+len(grown)-1), cfg, false)
 			if err != nil {
 				return fmt.Errorf("growth at %d rows again: %w", last.rows, err)
 			}
@@ -337,8 +340,9 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 				g.rows(), st.load, st.filterWait, st.served.rate, st.served.p(99), unit.units(st.served.cpuPerRow().Seconds()))
 			st.served.printWritten(w)
 			st.commits.printCommits(w, st.served.elapsed.Seconds(), st.served.ok)
+			continue
 		}
-		refDir := filepath.Join(work, fmt.Sprintf("growth-reference-%d", i+1))
+		refDir := filepath.Join(work, fmt.Sprintf("growth-reference-%d", len(empty)+1))
 		rcfg, err := ledgerdConfig(refDir, sc, s3)
 		if err != nil {
 			return err
@@ -352,8 +356,12 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 			return fmt.Errorf("growth reference: %w", err)
 		}
 		empty, emptyCommits = append(empty, rs.served), append(emptyCommits, rs.commits)
-		fmt.Fprintf(w, "\nan empty ledger again, right after (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
-			rs.load, rs.filterWait, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
+		when := "right after"
+		if k+2 < len(order) && order[k+2] {
+			when = "right before the next window at that size"
+		}
+		fmt.Fprintf(w, "\nan empty ledger again, %s (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
+			when, rs.load, rs.filterWait, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
 		rs.served.printWritten(w)
 		rs.commits.printCommits(w, rs.served.elapsed.Seconds(), rs.served.ok)
 		if err := os.RemoveAll(refDir); err != nil {
@@ -363,6 +371,19 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 	printGrowthPairs(w, last.rows, grown, empty)
 	printGrowthCommits(w, grown, empty, grownCommits, emptyCommits)
 	return os.RemoveAll(dir)
+}
+
+// growthOrder is the order of the windows that compare the last step's
+// size with an empty ledger, pairs of them: true for a window at the last
+// size, false for an empty ledger. The first is the last step's own
+// window; the order within a pair turns from one pair to the next
+// (grown, empty; empty, grown; grown, empty; ...).
+func growthOrder(pairs int) []bool {
+	var out []bool
+	for i := range pairs {
+		out = append(out, i%2 == 0, i%2 == 1)
+	}
+	return out
 }
 
 // growthSlices is how many parts the growth run's corpus is cut into: one
