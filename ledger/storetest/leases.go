@@ -36,7 +36,7 @@ func fenced(t *testing.T, s ledger.Store, name string, token uint64, fn func(led
 }
 
 // testLeases: a lease is held by one holder at a time; another holder gets
-// ErrLeaseHeld until it expires by the store's clock and then takes it over
+// ErrLeaseHeld until it expires (a renewal may shorten it) by the store's clock and then takes it over
 // with a larger token; the first holder's renewal then fails with
 // ErrLeaseLost, and so does its fenced Update, which writes nothing, while
 // the taker's fenced Update commits. A released lease is free at once; a
@@ -46,7 +46,9 @@ func testLeases(t *testing.T, open opener) {
 	s := open.fresh(t)
 	ctx := t.Context()
 	const name = "storetest-singleton"
-	a, err := s.AcquireLease(ctx, name, "holder-a", shortTTL)
+	// Held for a minute while the checks that need it held run, however
+	// slow the machine; then shortened to shortTTL, to be waited out.
+	a, err := s.AcquireLease(ctx, name, "holder-a", time.Minute)
 	if err != nil {
 		t.Fatalf("acquire a free lease: %v", err)
 	}
@@ -59,6 +61,9 @@ func testLeases(t *testing.T, open opener) {
 	}
 	if err := fenced(t, s, name, a, func(tx ledger.Tx) error { return tx.PutDrill("fenced-a-1", []byte("a")) }); err != nil {
 		t.Fatalf("fenced Update while holding the lease: %v", err)
+	}
+	if err := s.RenewLease(ctx, name, "holder-a", a, shortTTL); err != nil {
+		t.Fatalf("renew the lease for a shorter time: %v", err)
 	}
 
 	var b uint64
