@@ -359,7 +359,11 @@ type result struct {
 	// or this process for the in-process ceiling); clientCPU is this
 	// process's when it is the load generator; s3cpu is versitygw's.
 	cpu, clientCPU, s3cpu float64
-	mem                   memStat // ledgerd's largest memory figures under load
+	// usage is what the measured process (ledgerd) used over the phase,
+	// with its CPU split into user code and the kernel and its page
+	// faults; zero for the in-process ceiling.
+	usage procUsage
+	mem   memStat // ledgerd's largest memory figures under load
 	// written is what ledgerd wrote to storage over the phase (bbolt's
 	// pages), -1 when unknown.
 	written int64
@@ -372,6 +376,20 @@ func (r *result) printWritten(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "  ledgerd %.1f KiB written to disk per row\n", float64(r.written)/float64(r.ok)/1024)
+}
+
+// printKernel prints, on a line of its own, how ledgerd's CPU a row
+// splits between its own code and the kernel (bbolt's page writes and
+// syncs, page faults, the network) and the page faults it took a row;
+// nothing when no row was recorded or the split is unknown.
+func (r *result) printKernel(w io.Writer) {
+	u := r.usage
+	if r.ok == 0 || u.user+u.sys <= 0 {
+		return
+	}
+	n := float64(r.ok)
+	fmt.Fprintf(w, "  ledgerd's CPU a row: in its own code %.0f µs, in the kernel %.0f µs; page faults a row: %.2f minor, %.3f major (read from disk)\n",
+		1e6*u.user/n, 1e6*u.sys/n, u.minflt/n, u.majflt/n)
 }
 
 func (r *result) p(q float64) time.Duration {
@@ -654,7 +672,7 @@ func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptReque
 // CPU and ledgerd's memory under the load.
 func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
 	pid := d.pid
-	cpu0, self0, s30 := procCPU(pid), procCPU(selfPid), procCPU(d.s3Pid())
+	u0, self0, s30 := procUsageOf(pid), procCPU(selfPid), procCPU(d.s3Pid())
 	w0 := procWritten(pid)
 	mem := sampleMem(pid, 500*time.Millisecond)
 	t0 := time.Now()
@@ -664,7 +682,8 @@ func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRe
 		return nil, err
 	}
 	el := time.Since(t0).Seconds()
-	res.cpu = (procCPU(pid) - cpu0) / el
+	res.usage = procUsageOf(pid).since(u0)
+	res.cpu = (res.usage.user + res.usage.sys) / el
 	res.clientCPU = (procCPU(selfPid) - self0) / el
 	res.s3cpu = (procCPU(d.s3Pid()) - s30) / el
 	res.written = -1

@@ -291,6 +291,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
 		s.cpu, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), s.clientCPU, s.s3cpu)
 	s.printWritten(w)
+	s.printKernel(w)
 	s.counters.printCommits(w, s.elapsed.Seconds(), s.ok)
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)

@@ -59,3 +59,63 @@ func TestGrowthOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageOf reads /proc/PID/stat's text, a command name with spaces
+// and parentheses included, and this process's own usage, which grows
+// as it works.
+func TestUsageOf(t *testing.T) {
+	stat := "4242 (led gerd (x)) S 1 4242 4242 0 -1 4194560 1500 0 7 0 250 40 0 0 20 0 9 0 100 0 0\n"
+	got := usageOf(statFields(stat))
+	want := procUsage{user: 2.5, sys: 0.4, minflt: 1500, majflt: 7}
+	if got != want {
+		t.Errorf("usageOf = %+v, want %+v", got, want)
+	}
+	if got := usageOf(statFields("4242 (short) S 1 2")); got != (procUsage{}) {
+		t.Errorf("usageOf a short line = %+v, want zero", got)
+	}
+
+	u0 := procUsageOf(selfPid)
+	sum := 0
+	for i := 0; ; i++ {
+		if d := procUsageOf(selfPid).since(u0); d.user+d.sys > 0 && d.minflt > 0 {
+			break
+		}
+		if i > 1e6 {
+			t.Fatalf("this process's CPU and minor faults never grew while it touched fresh memory (%d)", sum)
+		}
+		buf := make([]byte, 1<<20) // fresh pages: faults and CPU
+		for j := range buf {
+			sum += int(buf[j]) + j
+		}
+	}
+}
+
+// TestPrintKernel checks the line on ledgerd's CPU in its code and in
+// the kernel, and the growth run's medians of it.
+func TestPrintKernel(t *testing.T) {
+	r := &result{ok: 1000, usage: procUsage{user: 0.5, sys: 0.1, minflt: 3000, majflt: 2}}
+	var b strings.Builder
+	r.printKernel(&b)
+	want := "  ledgerd's CPU a row: in its own code 500 µs, in the kernel 100 µs; page faults a row: 3.00 minor, 0.002 major (read from disk)\n"
+	if b.String() != want {
+		t.Errorf("printKernel:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	(&result{ok: 1000}).printKernel(&b)
+	if b.String() != "" {
+		t.Errorf("printKernel without usage: %q, want nothing", b.String())
+	}
+
+	e := &result{ok: 1000, usage: procUsage{user: 0.4, sys: 0.05, minflt: 1000}}
+	b.Reset()
+	printUsageMedians(&b, []*result{r, r, r}, []*result{e, e, r})
+	want = "  ledgerd's CPU a row, medians: in its own code 500 against 400 µs, in the kernel 100 against 50 µs; page faults a row 3.00 against 1.00 minor, 0.002 against 0.000 major\n"
+	if b.String() != want {
+		t.Errorf("printUsageMedians:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	printUsageMedians(&b, []*result{r}, []*result{{ok: 10}})
+	if b.String() != "" {
+		t.Errorf("printUsageMedians without a split: %q, want nothing", b.String())
+	}
+}

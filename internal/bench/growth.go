@@ -339,6 +339,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 			fmt.Fprintf(w, "\nat %d rows again (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
 				g.rows(), st.load, st.filterWait, st.served.rate, st.served.p(99), unit.units(st.served.cpuPerRow().Seconds()))
 			st.served.printWritten(w)
+			st.served.printKernel(w)
 			st.commits.printCommits(w, st.served.elapsed.Seconds(), st.served.ok)
 			continue
 		}
@@ -363,6 +364,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 		fmt.Fprintf(w, "\nan empty ledger again, %s (load average %s; key filter built %s after ledgerd was ready): %.0f rows/s, p99 %s, %.2f verifications per row\n",
 			when, rs.load, rs.filterWait, rs.served.rate, rs.served.p(99), unit.units(rs.served.cpuPerRow().Seconds()))
 		rs.served.printWritten(w)
+		rs.served.printKernel(w)
 		rs.commits.printCommits(w, rs.served.elapsed.Seconds(), rs.served.ok)
 		if err := os.RemoveAll(refDir); err != nil {
 			return err
@@ -410,6 +412,33 @@ func printGrowthPairs(w io.Writer, rows int, grown, empty []*result) {
 	}
 	fmt.Fprintf(w, "  medians: %.0f against %.0f rows/s = %.2f of the rate (median of the pairs' ratios %.2f), %.2f of the CPU per row (pairs' %.2f)\n",
 		medianOf(gr), medianOf(er), medianOf(gr)/max(medianOf(er), 1), medianOf(rateRatio), medianOf(gc)/max(medianOf(ec), 1e-9), medianOf(cpuRatio))
+	printUsageMedians(w, grown[:len(empty)], empty)
+}
+
+// printUsageMedians compares where ledgerd's CPU a row went in the
+// windows at the last size and on the empty ledgers: its own code and
+// the kernel, and the page faults a row, as medians. Nothing when a
+// window has no split.
+func printUsageMedians(w io.Writer, grown, empty []*result) {
+	type fig struct{ user, sys, minflt, majflt []float64 }
+	read := func(rs []*result) (f fig, ok bool) {
+		for _, r := range rs {
+			u, n := r.usage, float64(r.ok)
+			if n == 0 || u.user+u.sys <= 0 {
+				return f, false
+			}
+			f.user, f.sys = append(f.user, 1e6*u.user/n), append(f.sys, 1e6*u.sys/n)
+			f.minflt, f.majflt = append(f.minflt, u.minflt/n), append(f.majflt, u.majflt/n)
+		}
+		return f, len(rs) > 0
+	}
+	g, gok := read(grown)
+	e, eok := read(empty)
+	if !gok || !eok {
+		return
+	}
+	fmt.Fprintf(w, "  ledgerd's CPU a row, medians: in its own code %.0f against %.0f µs, in the kernel %.0f against %.0f µs; page faults a row %.2f against %.2f minor, %.3f against %.3f major\n",
+		medianOf(g.user), medianOf(e.user), medianOf(g.sys), medianOf(e.sys), medianOf(g.minflt), medianOf(e.minflt), medianOf(g.majflt), medianOf(e.majflt))
 }
 
 // printGrowthCommits compares the group commits of the same windows as
@@ -521,6 +550,7 @@ func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
 	fmt.Fprintf(w, "  served: %.0f rows/s, p50 %s, p99 %s, errors %d; ledgerd CPU %.2f cores = %.2f verifications per row (%s each); memory %s\n",
 		s.rate, s.p(50), s.p(99), s.errors, s.cpu, unit.units(s.cpuPerRow().Seconds()), us(unit.median()), s.mem)
 	s.printWritten(w)
+	s.printKernel(w)
 	st.commits.printCommits(w, s.elapsed.Seconds(), s.ok)
 	fmt.Fprintf(w, "  memory at rest (outbox drained, after the reads): %s\n", st.atRest)
 	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",

@@ -11,18 +11,40 @@ import (
 
 // procCPU returns user+system CPU seconds of pid from /proc.
 func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u := procUsageOf(pid)
+	return u.user + u.sys
+}
+
+// procUsage is what /proc/PID/stat says a process used so far: CPU
+// seconds in user code and in the kernel (system time: page writes,
+// syncs, page faults, the network), and the page faults it took, minor
+// (the page was in memory) and major (it was read from disk).
+type procUsage struct {
+	user, sys      float64
+	minflt, majflt float64
+}
+
+// procUsageOf reads pid's procUsage; zero when the process is gone.
+func procUsageOf(pid int) procUsage { return usageOf(procStat(pid)) }
+
+// usageOf reads a procUsage from the fields of /proc/PID/stat after the
+// command name (statFields): they count from the state, field 3 of
+// proc(5), so minflt (field 10) is at 7, majflt at 9, utime at 11 and
+// stime at 12.
+func usageOf(f []string) procUsage {
 	if len(f) < 13 {
-		return 0
+		return procUsage{}
 	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	count := func(k int) float64 {
+		v, _ := strconv.ParseFloat(f[k], 64)
+		return v
+	}
+	return procUsage{user: ticks(f, 11), sys: ticks(f, 12), minflt: count(7), majflt: count(9)}
+}
+
+// since is what u gained after u0.
+func (u procUsage) since(u0 procUsage) procUsage {
+	return procUsage{user: u.user - u0.user, sys: u.sys - u0.sys, minflt: u.minflt - u0.minflt, majflt: u.majflt - u0.majflt}
 }
 
 // procWritten returns the bytes pid caused to be written to storage

@@ -228,7 +228,7 @@ func (s *storeServed) post(ctx context.Context, corpus []*ledgerv1.AppendReceipt
 		_, err := s.clients[rr.Add(1)%int64(len(s.clients))].AppendReceipt(ctx, corpus[i])
 		record(time.Since(from), err)
 	}
-	cpu0, pgKinds0, s30 := sumCPU(s.pids()), postgresCPUByKind(pg), procSeconds(s3.Pid())
+	cpu0, pgKinds0, s30 := sumCPU(s.pids()), postgresCPUByKind(pg), procCPU(s3.Pid())
 	start := time.Now()
 	stopAt := start.Add(dur)
 	if rate == 0 {
@@ -274,7 +274,7 @@ func (s *storeServed) post(ctx context.Context, corpus []*ledgerv1.AppendReceipt
 		res.postgresByKind[k] = v - pgKinds0[k]
 		res.postgresCPU += v - pgKinds0[k]
 	}
-	res.s3CPU = procSeconds(s3.Pid()) - s30
+	res.s3CPU = procCPU(s3.Pid()) - s30
 	return res
 }
 
@@ -284,7 +284,13 @@ func procStat(pid int) []string {
 	if err != nil {
 		return nil
 	}
-	s := string(b)
+	return statFields(string(b))
+}
+
+// statFields returns the fields of the text of /proc/PID/stat after the
+// command name, which may hold spaces and parentheses: the first is the
+// state, field 3 of proc(5).
+func statFields(s string) []string {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
 		return nil
@@ -304,13 +310,10 @@ func ticks(f []string, idx ...int) float64 {
 	return sum / 100
 }
 
-// procSeconds returns the user and system CPU seconds of pid.
-func procSeconds(pid int) float64 { return ticks(procStat(pid), 11, 12) }
-
 func sumCPU(pids []int) float64 {
 	var s float64
 	for _, p := range pids {
-		s += procSeconds(p)
+		s += procCPU(p)
 	}
 	return s
 }
