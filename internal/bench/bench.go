@@ -81,6 +81,9 @@ type Config struct {
 	// DensityRows is how many real rows of each retention class the
 	// density phase records (0 skips it).
 	DensityRows int
+	// DiskProbe, in bytes, runs the disk probe (disk.go) over a scratch
+	// file of that size; 0 skips it.
+	DiskProbe int64
 	// LedgerdEnv is added to the environment of every served ledgerd
 	// (such as GOGC=200), to measure a setting against the default.
 	LedgerdEnv []string
@@ -134,6 +137,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.DensityRows > 0 {
 		if err := runDensity(ctx, sc, work, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.DiskProbe > 0 {
+		if err := runDiskProbe(w, work, cfg.DiskProbe); err != nil {
 			return err
 		}
 	}

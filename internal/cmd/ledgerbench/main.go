@@ -62,6 +62,14 @@ func main() {
 	flag.IntVar(&cfg.GrowthQueries, "growth-queries", 1000, "ListRows queries timed at each growth step")
 	flag.IntVar(&cfg.GrowthDrills, "growth-drills", 50, "dispute drills timed at each growth step")
 	flag.IntVar(&cfg.GrowthPairs, "growth-pairs", 3, "windows at the last growth step's size and on an empty ledger, alternating, compared by their medians")
+	flag.Func("disk-probe", "time commit-shaped writes (200 pages, two fdatasyncs) in one run and scattered over 64 MiB up to this many MiB of a scratch file (0 skips it)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a size in MiB, got %q", v)
+		}
+		cfg.DiskProbe = n << 20
+		return nil
+	})
 	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
 	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=400 (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
