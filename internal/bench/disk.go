@@ -54,7 +54,7 @@ func runDiskProbe(w io.Writer, dir string, size int64) error {
 	}
 
 	spans := probeSpans(size)
-	times := make([][]time.Duration, len(spans)+1) // the last: contiguous
+	times := make([][]float64, len(spans)+1) // ms; the last: contiguous
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for round := range 2 {
 		for k := range times {
@@ -73,7 +73,7 @@ func runDiskProbe(w io.Writer, dir string, size int64) error {
 				if err != nil {
 					return fmt.Errorf("disk probe: %w", err)
 				}
-				times[i] = append(times[i], d)
+				times[i] = append(times[i], float64(d)/float64(time.Millisecond))
 			}
 		}
 	}
@@ -141,25 +141,17 @@ func probeCommit(f *os.File, pages []int64) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// formatDiskProbe prints the probe's medians: the contiguous commit
-// (times' last), then each span's, with the ratio to the smallest span.
-func formatDiskProbe(spans []int64, times [][]time.Duration) string {
+// formatDiskProbe prints the probe's medians, times in ms: the
+// contiguous commit (times' last), then each span's, with the ratio to
+// the smallest span.
+func formatDiskProbe(spans []int64, times [][]float64) string {
 	var b strings.Builder
-	med := func(ds []time.Duration) time.Duration {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		if len(s) == 0 {
-			return 0
-		}
-		return s[len(s)/2]
-	}
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 	fmt.Fprintf(&b, "the disk: a commit of %d pages of 4 KiB and two fdatasyncs, medians of %d:\n", probePages, len(times[len(spans)]))
-	fmt.Fprintf(&b, "  pages in one run: %s\n", ms(med(times[len(spans)])))
-	first := med(times[0])
+	fmt.Fprintf(&b, "  pages in one run: %.2f ms\n", medianOf(times[len(spans)]))
+	first := medianOf(times[0])
 	for i, s := range spans {
-		m := med(times[i])
-		fmt.Fprintf(&b, "  pages scattered over %s: %s (%.2f times over %s)\n", mib(s), ms(m), float64(m)/float64(max(first, 1)), mib(spans[0]))
+		m := medianOf(times[i])
+		fmt.Fprintf(&b, "  pages scattered over %s: %.2f ms (%.2f times over %s)\n", mib(s), m, m/max(first, 1e-9), mib(spans[0]))
 	}
 	return b.String()
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestProbeSpans(t *testing.T) {
@@ -44,8 +43,7 @@ func TestProbePages(t *testing.T) {
 }
 
 func TestFormatDiskProbe(t *testing.T) {
-	ms := time.Millisecond
-	got := formatDiskProbe([]int64{64 << 20, 512 << 20}, [][]time.Duration{{5 * ms, 4 * ms, 6 * ms}, {10 * ms, 12 * ms, 11 * ms}, {3 * ms, 2 * ms, 2 * ms}})
+	got := formatDiskProbe([]int64{64 << 20, 512 << 20}, [][]float64{{5, 4, 6}, {10, 12, 11}, {3, 2, 2}})
 	want := "the disk: a commit of 200 pages of 4 KiB and two fdatasyncs, medians of 3:\n" +
 		"  pages in one run: 2.00 ms\n" +
 		"  pages scattered over 64 MiB: 5.00 ms (1.00 times over 64 MiB)\n" +
