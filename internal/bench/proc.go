@@ -47,6 +47,38 @@ func (u procUsage) since(u0 procUsage) procUsage {
 	return procUsage{user: u.user - u0.user, sys: u.sys - u0.sys, minflt: u.minflt - u0.minflt, majflt: u.majflt - u0.majflt}
 }
 
+// procStat returns the fields of /proc/pid/stat after the command name.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	return statFields(string(b))
+}
+
+// statFields returns the fields of the text of /proc/PID/stat after the
+// command name, which may hold spaces and parentheses: the first is the
+// state, field 3 of proc(5).
+func statFields(s string) []string {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return nil
+	}
+	return strings.Fields(s[i+2:])
+}
+
+// ticks converts clock ticks (USER_HZ) to seconds.
+func ticks(f []string, idx ...int) float64 {
+	var sum float64
+	for _, i := range idx {
+		if i < len(f) {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			sum += v
+		}
+	}
+	return sum / 100
+}
+
 // procWritten returns the bytes pid caused to be written to storage
 // (write_bytes of /proc/PID/io: bbolt's page writes, the evidence a
 // local store writes), or -1 when the kernel does not say.

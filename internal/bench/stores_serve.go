@@ -278,38 +278,6 @@ func (s *storeServed) post(ctx context.Context, corpus []*ledgerv1.AppendReceipt
 	return res
 }
 
-// procStat returns the fields of /proc/pid/stat after the command name.
-func procStat(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	return statFields(string(b))
-}
-
-// statFields returns the fields of the text of /proc/PID/stat after the
-// command name, which may hold spaces and parentheses: the first is the
-// state, field 3 of proc(5).
-func statFields(s string) []string {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return nil
-	}
-	return strings.Fields(s[i+2:])
-}
-
-// ticks converts clock ticks (USER_HZ) to seconds.
-func ticks(f []string, idx ...int) float64 {
-	var sum float64
-	for _, i := range idx {
-		if i < len(f) {
-			v, _ := strconv.ParseFloat(f[i], 64)
-			sum += v
-		}
-	}
-	return sum / 100
-}
-
 func sumCPU(pids []int) float64 {
 	var s float64
 	for _, p := range pids {

@@ -36,10 +36,10 @@ func fenced(t *testing.T, s ledger.Store, name string, token uint64, fn func(led
 }
 
 // testLeases: a lease is held by one holder at a time; another holder gets
-// ErrLeaseHeld until it expires (a renewal may shorten it) by the store's clock and then takes it over
-// with a larger token; the first holder's renewal then fails with
-// ErrLeaseLost, and so does its fenced Update, which writes nothing, while
-// the taker's fenced Update commits. A released lease is free at once; a
+// ErrLeaseHeld until it expires by the store's clock (a renewal may
+// shorten it) and then takes it over with a larger token; the first
+// holder's renewal then fails with ErrLeaseLost, and so does its fenced
+// Update, which writes nothing, while the taker's fenced Update commits. A released lease is free at once; a
 // release by a holder that lost the lease changes nothing. Leases of
 // different names are independent.
 func testLeases(t *testing.T, open opener) {
