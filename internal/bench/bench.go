@@ -97,8 +97,11 @@ type Config struct {
 	// ProfileREST posts the profiled phase's load through the REST
 	// gateway instead of gRPC.
 	ProfileREST bool
-	Out         io.Writer
-	Store       string // "postgres": compare the row stores instead (stores.go)
+	// ProfileOffered, above zero, sends the profiled phase's load at that
+	// many rows a second (open loop) instead of Concurrency in flight.
+	ProfileOffered int
+	Out            io.Writer
+	Store          string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"

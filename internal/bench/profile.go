@@ -60,7 +60,7 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 	}
 	var res *result
 	pprof.Do(ctx, clientLabels, func(ctx context.Context) {
-		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, d.call(via, nil))
+		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, cfg.ProfileOffered, d.call(via, nil))
 	})
 	if perr := stopCPU(); err == nil {
 		err = perr
@@ -73,8 +73,12 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over %s, sessions corpus, %d in flight for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
-		via, cfg.Concurrency, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
+	load := fmt.Sprintf("%d in flight", cfg.Concurrency)
+	if cfg.ProfileOffered > 0 {
+		load = fmt.Sprintf("%d rows/s offered", cfg.ProfileOffered)
+	}
+	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over %s, sessions corpus, %s for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
+		via, load, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
 	fmt.Fprintf(w, "  process CPU (ledgerd and client together) %.2f cores = %s per row = %.2f verifications of %s\n",
 		res.cpu, us(res.cpuPerRow()), unit.units(res.cpuPerRow().Seconds()), us(unit.median()))
 	if cfg.CPUProfile != "" {
