@@ -1,5 +1,7 @@
 package ledger
 
+import "time"
+
 // SetSweepHook makes fn run between a sweep's decision and its deleting
 // transaction; the returned func restores the previous hook.
 func SetSweepHook(fn func()) (restore func()) {
@@ -23,3 +25,6 @@ func SetIntegrateHook(fn func()) (restore func()) {
 	integrateHook = fn
 	return func() { integrateHook = prev }
 }
+
+// UploaderIntervalOf is the interval an uploader run with c keeps.
+func UploaderIntervalOf(c UploaderConfig) time.Duration { return c.withDefaults().Interval }

@@ -582,3 +582,57 @@ func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
 		t.Fatalf("incident evidence: %+v", ev.Objects[0].Location)
 	}
 }
+
+// TestUploaderInterval: after a round that uploaded less than a batch,
+// the next starts Interval after it, whatever rows come meanwhile; the
+// rows recorded in between wait for that round and share its segment.
+func TestUploaderInterval(t *testing.T) {
+	h := newHarness(t)
+	first, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "P-1"})))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Interval: time.Hour})
+	}()
+	defer func() { cancel(); <-stopped }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for n, _ := h.l.OutboxDepth(context.Background()); n != 0; n, _ = h.l.OutboxDepth(context.Background()) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the first round did not upload the first row's evidence: %d entries queued", n)
+		}
+	}
+	second, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "P-2"})))
+	third, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "P-3"})))
+	cancel()
+	<-stopped
+	if n, err := h.l.OutboxDepth(context.Background()); err != nil || n != 2 {
+		t.Fatalf("%d entries queued (%v), want the two rows recorded after the first round: a round started within the interval", n, err)
+	}
+	h.drain(t)
+	key := func(r *ledger.Row) string {
+		ev, err := h.l.Evidence(context.Background(), r.ID)
+		if err != nil || !ev.Objects[0].Location.Uploaded {
+			t.Fatalf("evidence of %s: %+v, %v", r.ID, ev, err)
+		}
+		return ev.Objects[0].Location.Key
+	}
+	if a, b, c := key(first), key(second), key(third); b != c || a == b {
+		t.Fatalf("segments %s, %s, %s: want the second and third rows in one segment, the first in its own", a, b, c)
+	}
+}
+
+// TestUploaderIntervalDefault: an unset interval is the default; a
+// negative one leaves rounds back to back.
+func TestUploaderIntervalDefault(t *testing.T) {
+	if got := ledger.UploaderIntervalOf(ledger.UploaderConfig{}); got != ledger.DefaultUploadInterval {
+		t.Errorf("unset: %v, want %v", got, ledger.DefaultUploadInterval)
+	}
+	if got := ledger.UploaderIntervalOf(ledger.UploaderConfig{Interval: -1}); got >= 0 {
+		t.Errorf("negative: %v, want none", got)
+	}
+}

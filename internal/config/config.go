@@ -341,7 +341,15 @@ type UploaderOptions struct {
 	// ClaimTTL is how long the outbox entries one round claims stay this
 	// replica's before another replica's uploader may take them; default 5m.
 	ClaimTTL Duration `yaml:"claimTTL"`
+	// Interval is the most often an upload round starts while the outbox
+	// holds less than a batch; unset: ledger.DefaultUploadInterval (250ms),
+	// 0s: rounds back to back.
+	Interval *Duration `yaml:"interval,omitempty"`
 }
+
+// MaxUploadInterval bounds uploader.interval: evidence waits in the row
+// store up to this long for its round.
+const MaxUploadInterval = time.Minute
 
 // DefaultMinFreeDiskBytes is the default of readiness.minFreeDiskBytes:
 // 256 MiB.
@@ -541,6 +549,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))
+	}
+	if d := c.Uploader.Interval; d != nil && (*d < 0 || time.Duration(*d) > MaxUploadInterval) {
+		errs = append(errs, fmt.Errorf("uploader.interval %s: want 0s (back to back) to %s", time.Duration(*d), MaxUploadInterval))
 	}
 	errs = append(errs, c.TLS.validate()...)
 	if _, err := c.AccessRetention(); err != nil {

@@ -59,3 +59,64 @@ func TestDrain(t *testing.T) {
 		<-done
 	})
 }
+
+// TestDrainEvery: with Every, the round after one that did work starts
+// Every after that one started, and a wake meanwhile does not start it
+// sooner; a full round is followed at once; after an idle round a wake
+// starts the next at once.
+func TestDrainEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		wake := make(chan struct{}, 1)
+		start := time.Now()
+		var calls []time.Duration
+		// Each round takes 10 ms; what it does comes from work.
+		work := []int{5, 5, 100, 5, 0}
+		round := func(context.Context) (int, error) {
+			i := len(calls)
+			calls = append(calls, time.Since(start))
+			time.Sleep(10 * time.Millisecond)
+			if i < len(work) {
+				return work[i], nil
+			}
+			return 0, nil
+		}
+		done := make(chan struct{})
+		go func() {
+			Drain(ctx, Config{Idle: time.Minute, Every: 250 * time.Millisecond, Full: func(n int) bool { return n >= 100 }}, wake, round,
+				func(err error, _ time.Duration) { t.Errorf("round failed: %v", err) })
+			close(done)
+		}()
+		synctest.Wait()
+		wake <- struct{}{} // arrives while the second round waits its turn
+		synctest.Wait()
+		if len(calls) != 1 {
+			t.Fatalf("a wake started a round before Every: calls at %v", calls)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// 0: first; 250: Every after the first; 500: after the second; the
+		// full round at 500 is followed at once (510); its successor did
+		// work, so the idle round comes Every after it (760); then the
+		// loop waits for a wake, which the one sent earlier (still
+		// buffered) gives at once (770).
+		want := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 510 * time.Millisecond, 760 * time.Millisecond, 770 * time.Millisecond}
+		if len(calls) != len(want) {
+			t.Fatalf("calls at %v, want %v", calls, want)
+		}
+		for i, w := range want {
+			if calls[i] != w {
+				t.Fatalf("round %d at %v, want %v (all %v)", i, calls[i], w, calls)
+			}
+		}
+		// Idle now: a wake starts a round at once.
+		at := time.Since(start)
+		wake <- struct{}{}
+		synctest.Wait()
+		if len(calls) != len(want)+1 || calls[len(want)] != at {
+			t.Fatalf("after an idle round a wake did not start one at once: %v", calls)
+		}
+		cancel()
+		<-done
+	})
+}

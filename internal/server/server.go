@@ -649,7 +649,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	go func() {
 		defer wg.Done()
-		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff), ClaimTTL: time.Duration(s.cfg.Uploader.ClaimTTL)})
+		_ = s.ledger.RunUploader(upCtx, ledger.UploaderConfig{Workers: s.cfg.Uploader.Workers, Batch: s.cfg.Uploader.Batch, MaxBackoff: time.Duration(s.cfg.Uploader.MaxBackoff), ClaimTTL: time.Duration(s.cfg.Uploader.ClaimTTL), Interval: defaultOrNone(s.cfg.Uploader.Interval)})
 	}()
 	go func() {
 		defer wg.Done()

@@ -40,7 +40,7 @@ func openStore(ctx context.Context, cfg config.Config, onCommit func(int, time.D
 		if err := mkdirAll(filepath.Dir(c.Path)); err != nil {
 			return nil, err
 		}
-		s, err := bolt.Open(c.Path, bolt.Config{OnCommit: onCommit, CommitDelay: commitDelay(c.CommitDelay)})
+		s, err := bolt.Open(c.Path, bolt.Config{OnCommit: onCommit, CommitDelay: defaultOrNone(c.CommitDelay)})
 		if err != nil {
 			return nil, err
 		}
@@ -101,9 +101,10 @@ func openEvidence(cfg config.Config) (ledger.ObjectStore, *s3.Store, error) {
 	return st, st, nil
 }
 
-// commitDelay is bolt.Config.CommitDelay for store.commitDelay: the
-// store's default when unset, none (negative) when 0s.
-func commitDelay(d *config.Duration) time.Duration {
+// defaultOrNone is an optional duration setting as the setting's package
+// takes it (such as bolt.Config.CommitDelay for store.commitDelay): 0, the
+// default, when unset; negative, none, when 0s.
+func defaultOrNone(d *config.Duration) time.Duration {
 	switch {
 	case d == nil:
 		return 0
