@@ -158,9 +158,14 @@ type request struct {
 // written with every commit (NoFreelistSync false): opening then reads it
 // from its page instead of walking every page of the file, and a failed
 // commit reloads it from there instead of walking the file again
-// (docs/design/010-faults-and-readiness.md).
+// (docs/design/010-faults-and-readiness.md). It is bbolt's array free
+// list, which hands out the lowest free pages first: a commit's pages then
+// lie together at the start of the free space, where the hashmap free list
+// takes free pages from anywhere in the file, and a disk syncs scattered
+// pages more slowly the larger the span they lie over (docs/performance.md,
+// "The free list's order").
 func openDB(path string, timeout time.Duration) (*bolt.DB, error) {
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
 }
 
 // ErrLocked: another process holds the bbolt file.
