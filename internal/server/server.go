@@ -154,6 +154,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_bbolt_spill_seconds_total", Help: "Time committed bbolt transactions spent turning their changed B+tree nodes into pages before writing them."}, func() float64 {
 				_, sp := st.DiskTimes()
 				return sp.Seconds()
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_bbolt_free_pages", Help: "Pages of the bbolt file that are free (4 KiB each); every commit writes their list until commits reuse them."}, func() float64 {
+				return float64(st.FreePages())
 			}))
 	}
 	// No network I/O here: the bucket check runs in the background from

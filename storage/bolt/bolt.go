@@ -265,6 +265,14 @@ func (s *Store) DiskTimes() (write, spill time.Duration) {
 	return st.GetWriteTime(), st.GetSpillTime()
 }
 
+// FreePages returns how many pages of the file are free or freed by the
+// last commits (free once no reader needs them): until commits reuse
+// them, every commit writes their list, 8 bytes a page.
+func (s *Store) FreePages() int {
+	st := s.db.Stats()
+	return st.FreePageN + st.PendingPageN
+}
+
 // Update implements ledger.Store with group commit. A write fenced by a
 // lease (ledger.WithFence) is checked against the lease table in its
 // transaction; the members of one batch are independent.
