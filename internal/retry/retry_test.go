@@ -88,7 +88,7 @@ func TestDrainEvery(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait()
-		wake <- struct{}{} // arrives while the second round waits its turn
+		wake <- struct{}{} // arrives during the first round: the wait for the second must not end early
 		synctest.Wait()
 		if len(calls) != 1 {
 			t.Fatalf("a wake started a round before Every: calls at %v", calls)
