@@ -341,9 +341,9 @@ type UploaderOptions struct {
 	// ClaimTTL is how long the outbox entries one round claims stay this
 	// replica's before another replica's uploader may take them; default 5m.
 	ClaimTTL Duration `yaml:"claimTTL"`
-	// Interval is the most often an upload round starts while the outbox
-	// holds less than a batch; unset: ledger.DefaultUploadInterval (250ms),
-	// 0s: rounds back to back.
+	// Interval is the most often an upload round starts after one that
+	// took less than a full batch; unset: ledger.DefaultUploadInterval
+	// (250ms), 0s: rounds back to back.
 	Interval *Duration `yaml:"interval,omitempty"`
 }
 
