@@ -155,25 +155,61 @@ const (
 	textMark32 = 0xfe
 )
 
+// hexVal is the value of each lowercase hex digit, and badHex for every
+// other byte. Ids are random hex, so a per-byte table keeps the checks
+// free of branches the processor cannot predict.
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = badHex
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
+
+// badHex is hexVal's value for a byte that is not a lowercase hex digit:
+// its high bits are set, a digit's never are.
+const badHex = 0xff
+
 // isHexID reports whether s is a lowercase hex SHA-256.
 func isHexID(s string) bool {
 	if len(s) != 64 {
 		return false
 	}
+	var bad byte
 	for i := range len(s) {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
+		bad |= hexVal[s[i]]
 	}
-	return true
+	return bad&0xf0 == 0
+}
+
+// hexIDKey returns the 32 bytes s encodes when s is a lowercase hex
+// SHA-256, and nil otherwise.
+func hexIDKey(s string) []byte {
+	if len(s) != 64 {
+		return nil
+	}
+	var k [32]byte
+	var bad byte
+	for i := range k {
+		hi, lo := hexVal[s[2*i]], hexVal[s[2*i+1]]
+		bad |= hi | lo
+		k[i] = hi<<4 | lo&0x0f
+	}
+	if bad&0xf0 != 0 {
+		return nil
+	}
+	return k[:]
 }
 
 // idKey is the key of id: its 32 bytes when it is a lowercase hex
 // SHA-256, else the marked text (never 32 bytes long).
 func idKey(id string) []byte {
-	if isHexID(id) {
-		k, _ := hex.DecodeString(id)
+	if k := hexIDKey(id); k != nil {
 		return k
 	}
 	if len(id)+1 == 32 {
