@@ -157,8 +157,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer s3.Stop()
 	bin := filepath.Join(work, "ledgerd")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
-		return fmt.Errorf("build ledgerd: %v: %s", err, out)
+	if err := buildLedgerd(ctx, w, bin); err != nil {
+		return err
 	}
 	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
 	if len(cfg.LedgerdEnv) > 0 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -147,8 +146,8 @@ func (b *storeBench) writeSide(ctx context.Context) error {
 // migrated template database and the Merkle log key the replicas share.
 func (b *storeBench) setUp(ctx context.Context) error {
 	b.bin = filepath.Join(b.work, "ledgerd")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "./cmd/ledgerd").CombinedOutput(); err != nil {
-		return fmt.Errorf("build ledgerd: %v: %s", err, out)
+	if err := buildLedgerd(ctx, b.w, b.bin); err != nil {
+		return err
 	}
 	backend, err := b.pg.QueryString(ctx, "postgres", "SELECT pg_backend_pid()::text")
 	if err != nil {
