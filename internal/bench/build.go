@@ -6,8 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"strings"
+
+	"github.com/pactledger/pactledger/internal/buildinfo"
 )
 
 // revision is the commit code was built from, and whether it had changes
@@ -49,26 +50,14 @@ func treeRevision(ctx context.Context, dir string) revision {
 }
 
 // ownRevision is the revision this program was built from, as the Go
-// toolchain stamped it (not when built with -buildvcs=false, nor by go
+// toolchain recorded it (not when built with -buildvcs=false, nor by go
 // run).
 func ownRevision() revision {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	b := buildinfo.Read()
+	if b.Revision == "" {
 		return revision{}
 	}
-	var r revision
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			r.commit = s.Value
-		case "vcs.modified":
-			r.modified = s.Value == "true"
-		}
-	}
-	if r.commit == "" {
-		return revision{}
-	}
-	return r
+	return revision{commit: b.Revision, modified: b.Modified}
 }
 
 // buildLedgerd builds the working directory's ./cmd/ledgerd into bin and
