@@ -244,8 +244,7 @@ func seekKey(key string) []byte {
 	n := len(key)
 	hexPart := n
 	for i := range n {
-		c := key[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+		if hexVal[key[i]] == badHex {
 			hexPart = i
 			break
 		}

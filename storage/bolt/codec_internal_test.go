@@ -89,3 +89,24 @@ func BenchmarkIDKey(b *testing.B) {
 		}
 	})
 }
+
+func TestSeekKey(t *testing.T) {
+	id := randomHexID(t)
+	for _, c := range []struct {
+		key  string
+		want []byte
+	}{
+		{"", nil},
+		{id, idKey(id)},
+		{id[:10], idKey(id)[:5]},
+		{id[:11], append(idKey(id)[:5:5], hexVal[id[10]]<<4)},
+		{id + "-x", append(idKey(id), 0)},
+		{"receipt-1", append([]byte{textMark}, "receipt-1"...)},
+		{id[:10] + "G", append([]byte{textMark}, id[:10]+"G"...)},
+		{strings.ToUpper(id), append([]byte{textMark}, strings.ToUpper(id)...)},
+	} {
+		if got := seekKey(c.key); !bytes.Equal(got, c.want) {
+			t.Errorf("seekKey(%q) = %x, want %x", c.key, got, c.want)
+		}
+	}
+}
