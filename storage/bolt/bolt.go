@@ -513,6 +513,8 @@ type tx struct {
 	// transactions.
 	kf *keyFilter
 	fs *keyFilters
+	// scratch is encodeRow's buffer for a row's JSON.
+	scratch []byte
 }
 
 // b returns bucket name of the transaction, with its split set for how
@@ -635,12 +637,16 @@ func decodeRow(c *Codec, seq, v []byte) (*ledger.Row, error) {
 	return &r, nil
 }
 
-func encodeRow(c *Codec, r *ledger.Row) ([]byte, error) {
-	v, err := json.Marshal(r)
+// encodeRow returns r as stored: its JSON, compressed. The JSON is
+// written into the transaction's scratch buffer, which the compressed
+// value does not share, so a batch's rows reuse one buffer.
+func (t *tx) encodeRow(r *ledger.Row) ([]byte, error) {
+	v, err := r.AppendJSON(t.scratch[:0])
 	if err != nil {
 		return nil, fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
-	return c.Encode(v), nil
+	t.scratch = v
+	return t.c.Encode(v), nil
 }
 
 // timeKey is an index key's time: nanoseconds since the epoch (none
@@ -717,7 +723,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 // insertRow stores r as row number seq with its index and expiry
 // entries.
 func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
-	v, err := encodeRow(t.c, r)
+	v, err := t.encodeRow(r)
 	if err != nil {
 		return err
 	}
@@ -758,7 +764,7 @@ func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 
 // putRow rewrites row number seq, whose indexed fields did not change.
 func (t *tx) putRow(r *ledger.Row, seq []byte) error {
-	v, err := encodeRow(t.c, r)
+	v, err := t.encodeRow(r)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	if err := t.see(tabRows, id); err != nil {
 		return err
 	}
-	body, err := json.Marshal(r)
+	body, err := r.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
