@@ -67,7 +67,7 @@ func editEvidence(t *testing.T, path, id string, orig []byte, edit func([]byte) 
 	defer db.Close()
 	err = db.Update(func(tx *bbolt.Tx) error {
 		// Kept by the row's number (storage/bolt, layout 4).
-		seq := append([]byte(nil), tx.Bucket([]byte("row_seq")).Get(bolt.IDKey(id))[:8]...)
+		seq := bolt.RowNumber(tx, id)
 		b := tx.Bucket([]byte("evidence"))
 		if b.Get(seq) != nil {
 			return fmt.Errorf("the row store still holds the evidence of %s after upload", id)

@@ -277,7 +277,7 @@ func TestFsckFindsAndRestoresAnEditedRow(t *testing.T) {
 	err = db.Update(func(tx *bbolt.Tx) error {
 		// A bundle planted where the row's is kept (by its number): it
 		// differs from the one hashed at the write.
-		seq := append([]byte(nil), tx.Bucket([]byte("row_seq")).Get(bolt.IDKey(f.rowID))[:8]...)
+		seq := bolt.RowNumber(tx, f.rowID)
 		b := tx.Bucket([]byte("evidence"))
 		v := append([]byte(nil), b.Get(seq)...)
 		return b.Put(seq, bytes.Replace(v, []byte("A-5531"), []byte("A-5539"), 1))

@@ -14,10 +14,10 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
-// The row store's buckets (storage/bolt, layout 8).
+// The row store's buckets (storage/bolt, layout 9); a row's number by its
+// id is read and written through storage/bolt, which keeps it in runs.
 var (
 	rowData  = []byte("row_data")
-	rowSeq   = []byte("row_seq")
 	meta     = []byte("meta")
 	rowSeqN  = []byte("row_seq_n")
 	evidence = []byte("evidence")
@@ -25,11 +25,11 @@ var (
 
 // seqOf returns the number of row id.
 func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
-	v := tx.Bucket(rowSeq).Get(bolt.IDKey(id))
-	if len(v) < 8 {
+	seq := bolt.RowNumber(tx, id)
+	if seq == nil {
 		return nil, fmt.Errorf("no row %s", id)
 	}
-	return append([]byte(nil), v[:8]...), nil
+	return seq, nil
 }
 
 // rowOf returns the number and the decoded row of row id.
@@ -90,7 +90,7 @@ func DropRow(id string) func(tx *bbolt.Tx) error {
 		if err := bolt.UnlinkRowLeaf(tx, id, seq); err != nil {
 			return err
 		}
-		if err := tx.Bucket(rowSeq).Delete(bolt.IDKey(id)); err != nil {
+		if err := bolt.DeleteRowNumber(tx, id); err != nil {
 			return err
 		}
 		if err := tx.Bucket(rowData).Delete(seq); err != nil {
@@ -119,7 +119,7 @@ func ForgeRow(id, forged string) func(tx *bbolt.Tx) error {
 		if err := putRow(tx, fseq, r); err != nil {
 			return err
 		}
-		if err := tx.Bucket(rowSeq).Put(bolt.IDKey(forged), fseq); err != nil {
+		if err := bolt.SetRowNumber(tx, forged, fseq); err != nil {
 			return err
 		}
 		if bolt.PoolHas(tx, seq) {
@@ -149,7 +149,7 @@ func EditRow(id string, fn func(r *ledger.Row)) func(tx *bbolt.Tx) error {
 			if seq, err = newSeq(tx); err != nil {
 				return err
 			}
-			if err := tx.Bucket(rowSeq).Put(bolt.IDKey(r.ID), seq); err != nil {
+			if err := bolt.SetRowNumber(tx, r.ID, seq); err != nil {
 				return err
 			}
 		}

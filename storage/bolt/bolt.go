@@ -921,14 +921,13 @@ func matches(r *ledger.Row, q ledger.Query) bool {
 }
 
 func (t *tx) RowAfter(key string) (*ledger.Row, error) {
-	c := t.b(bRowSeq).Cursor()
-	k, v := c.Seek(seekKey(key))
-	if k == nil {
-		if k, v = c.First(); k == nil {
-			return nil, nil
+	b := t.b(bRowSeq)
+	for _, from := range [][]byte{seekKey(key), nil} {
+		for _, v := range idEntries(b, idWidth(bRowSeq), from) {
+			return t.rowAt(rowNumber(v))
 		}
 	}
-	return t.rowAt(rowNumber(v))
+	return nil, nil
 }
 
 func (t *tx) PutDrill(id string, body []byte) error {
@@ -996,19 +995,15 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 }
 
 func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
-	c := t.b(bRowSeq).Cursor()
-	var k, v []byte
-	if after == "" {
-		k, v = c.First()
-	} else {
-		start := idKey(after)
-		k, v = c.Seek(start)
-		if k != nil && string(k) == string(start) {
-			k, v = c.Next()
-		}
+	var start []byte
+	if after != "" {
+		start = idKey(after)
 	}
 	var out []*ledger.Row
-	for ; k != nil; k, v = c.Next() {
+	for k, v := range idEntries(t.b(bRowSeq), idWidth(bRowSeq), start) {
+		if start != nil && string(k) == string(start) {
+			continue
+		}
 		if len(out) == n {
 			return out, out[len(out)-1].ID, nil
 		}
@@ -1131,7 +1126,7 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 
 func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	id := idKey(r.ID)
-	v := t.b(bRowSeq).Get(id)
+	v := idGet(t.b(bRowSeq), idWidth(bRowSeq), id)
 	if v == nil {
 		return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
 	}

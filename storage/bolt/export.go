@@ -1,10 +1,12 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"time"
 
@@ -238,14 +240,10 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		if b == nil {
 			return nil
 		}
-		c := b.Cursor()
-		var k, v []byte
-		if after == nil {
-			k, v = c.First()
-		} else if k, v = c.Seek(after); k != nil && string(k) == string(after) {
-			k, v = c.Next()
-		}
-		for ; k != nil && len(out) < n; k, v = c.Next() {
+		for k, v := range exportEntries(b, spec.bucket, after) {
+			if len(out) == n {
+				break
+			}
 			r, err := exportRecord(e.c, kind, spec.key, k, v)
 			if err == nil {
 				err = nameByRow(&tx{tx: btx, c: e.c}, kind, k, v, &r)
@@ -258,6 +256,37 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		return nil
 	})
 	return out, err
+}
+
+// exportEntries yields bucket name's keys after after (all of them when
+// after is nil) in order, with their values; the runs of bRowSeq and
+// bReqJWT opened into their entries (idruns.go).
+func exportEntries(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		if bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT) {
+			for k, v := range idEntries(b, idWidth(name), after) {
+				if after != nil && bytes.Equal(k, after) {
+					continue
+				}
+				if !yield(k, v) {
+					return
+				}
+			}
+			return
+		}
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
 }
 
 // nameByRow fills in what a record keyed or valued by a row's number
@@ -380,14 +409,14 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 			if len(after) > 0 && after[0] > part.mark {
 				continue
 			}
-			c := btx.Bucket(part.bucket).Cursor()
-			var k, v []byte
-			if len(after) == 0 || after[0] < part.mark {
-				k, v = c.First()
-			} else if k, v = c.Seek(after[1:]); k != nil && string(k) == string(after[1:]) {
-				k, v = c.Next()
+			var from []byte
+			if len(after) > 0 && after[0] == part.mark {
+				from = after[1:]
 			}
-			for ; k != nil && len(out) < n; k, v = c.Next() {
+			for k, v := range exportEntries(btx.Bucket(part.bucket), part.bucket, from) {
+				if len(out) == n {
+					break
+				}
 				if part.mark == 1 && len(v) == 8 {
 					var err error
 					if v, err = rowLeaf(btx.Bucket(bRowLeaves), v); err != nil {

@@ -226,25 +226,37 @@ func (s *Store) scanInto(f *keyFilter, name []byte, filterKey func([]byte) []byt
 		}
 		err := s.db.View(func(btx *bolt.Tx) error {
 			c := btx.Bucket(name).Cursor()
-			k, _ := c.Seek(after)
+			k, v := c.Seek(after)
 			if k != nil && after != nil && bytes.Equal(k, after) {
-				k, _ = c.Next()
+				k, v = c.Next()
 			}
-			for n := 0; ; n++ {
-				if k == nil {
-					done = true
-					return nil
-				}
+			w := idWidth(name)
+			add := func(k []byte) {
 				if filterKey != nil {
 					f.add(filterKey(k))
 				} else {
 					f.add(k)
 				}
-				if n == filterChunk {
+			}
+			// A chunk ends after the run that takes it past filterChunk
+			// keys.
+			for n := 0; ; n++ {
+				if k == nil {
+					done = true
+					return nil
+				}
+				add(k)
+				if entries, ok := runEntries(v, w); ok && len(k) == w {
+					for ; len(entries) > 0; entries = entries[w+8:] {
+						add(entries[:w])
+						n++
+					}
+				}
+				if n >= filterChunk {
 					after = append(after[:0], k...)
 					return nil
 				}
-				k, _ = c.Next()
+				k, v = c.Next()
 			}
 		})
 		if err != nil {

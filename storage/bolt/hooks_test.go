@@ -77,3 +77,32 @@ func rewriteValues(b *bbolt.Bucket, fn func(v []byte) ([]byte, error)) (int, err
 	}
 	return len(out), err
 }
+
+// Layout8IDs rewrites the runs of row numbers by id and of request JWTs
+// by hash (layout 9) as layouts before 9 kept them: an entry under each
+// key. It returns how many entries the two buckets hold.
+func Layout8IDs(btx *bbolt.Tx) (int, error) {
+	moved := 0
+	for _, name := range [][]byte{bRowSeq, bReqJWT} {
+		b, w := btx.Bucket(name), idWidth(name)
+		type entry struct{ k, v []byte }
+		var all []entry
+		for k, v := range idEntries(b, w, nil) {
+			all = append(all, entry{append([]byte(nil), k...), append([]byte(nil), v...)})
+		}
+		if err := btx.DeleteBucket(name); err != nil {
+			return 0, err
+		}
+		b, err := btx.CreateBucket(name)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range all {
+			if err := b.Put(e.k, e.v); err != nil {
+				return 0, err
+			}
+		}
+		moved += len(all)
+	}
+	return moved, nil
+}

@@ -32,8 +32,11 @@ import (
 // records and outbox entries in a binary form (location.go, queued.go)
 // and sequenced leaves uncompressed, and reads those of earlier layouts
 // as they are: a layout-7 file needs no conversion, only its mark, so
-// that an earlier version refuses it.
-const layout = 8
+// that an earlier version refuses it. Layout 9 (docs/design/028) keeps
+// the row numbers by id and the request JWTs by hash in runs (idruns.go);
+// an entry of layout 8 is a run of one, so the step needs only the mark:
+// an earlier version would not see the entries within runs.
+const layout = 9
 
 var (
 	kLayout = []byte("layout")
@@ -278,7 +281,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary, row numbers and request JWTs in runs); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those
@@ -328,7 +331,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 			// The old layout's pages are now free (a layout-1 file's
 			// buckets, the evidence records moved to keys by number): copy
 			// the file without them at this Open (compactIfPending). The
-			// step from layout 7 rewrites nothing.
+			// steps from layouts 7 and 8 rewrite nothing.
 			if err := meta.Put(kCompact, []byte{1}); err != nil {
 				return err
 			}

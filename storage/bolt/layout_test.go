@@ -76,8 +76,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 8}) {
-			t.Errorf("layout mark %x, want 8", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 9}) {
+			t.Errorf("layout mark %x, want 9", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -116,7 +116,10 @@ func longRequestJWTKeys(tx *bbolt.Tx) error {
 	return err
 }
 
-// fixtureFile writes the fixture to a new file of this layout, closed.
+// fixtureFile writes the fixture to a new file of this layout, closed,
+// with its row numbers and request JWTs under a key each, as layouts
+// before 9 kept them (layout 9 reads them as runs of one): the tests take
+// it back to older layouts from there.
 func fixtureFile(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
@@ -127,7 +130,18 @@ func fixtureFile(t *testing.T) string {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	unrunIDs(t, path)
 	return path
+}
+
+// unrunIDs takes the file at path's row numbers and request JWTs out of
+// runs (bolt.Layout8IDs).
+func unrunIDs(t *testing.T, path string) {
+	t.Helper()
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		_, err := bolt.Layout8IDs(tx)
+		return err
+	})
 }
 
 // TestLayout2FileGetsDrillPool: a file of layout 2 (layout 3 without the
@@ -288,13 +302,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 9})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 10})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 9") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 10") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-9 file: %v, want a refusal naming layout 9", err)
+		t.Fatalf("open of a layout-10 file: %v, want a refusal naming layout 10", err)
 	}
 }
 
@@ -493,6 +507,7 @@ func TestLayout3FileKeysByNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to layout 3's keys.
+	unrunIDs(t, path)
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		ids := map[string][]byte{} // row number -> idKey
 		if err := tx.Bucket([]byte("row_seq")).ForEach(func(k, v []byte) error {
@@ -895,8 +910,8 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 	}
 	old := 0
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 8}) {
-			t.Errorf("layout mark %x, want 8", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 9}) {
+			t.Errorf("layout mark %x, want 9", v)
 		}
 		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
 			if bytes.HasPrefix(v, zstdFrame) {

@@ -113,7 +113,7 @@ func (t *tx) lookup(bucket, k []byte, seen map[string][]byte, rec *recent) []byt
 	}
 	var n []byte
 	if !t.absent(k) {
-		n = validNumber(t.b(bucket).Get(k))
+		n = validNumber(idGet(t.b(bucket), idWidth(bucket), k))
 	}
 	if seen != nil {
 		seen[string(k)] = n
@@ -132,7 +132,7 @@ func validNumber(v []byte) []byte {
 
 // putRowNumber writes row id key k's number into bRowSeq.
 func (t *tx) putRowNumber(k, seq []byte) error {
-	if err := t.b(bRowSeq).Put(k, seq); err != nil {
+	if err := idPut(t.b(bRowSeq), idWidth(bRowSeq), k, seq); err != nil {
 		return err
 	}
 	if t.fs != nil {
@@ -153,7 +153,8 @@ func (t *tx) deleteRowNumber(k []byte) error {
 		t.m.recent.forget(string(k))
 		t.m.rows[string(k)] = nil
 	}
-	return t.b(bRowSeq).Delete(k)
+	_, err := idDelete(t.b(bRowSeq), idWidth(bRowSeq), k)
+	return err
 }
 
 // Request JWTs by hash (layout 7, docs/design/024). A request JWT's hash is
@@ -224,7 +225,7 @@ func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
 	}
 	b := t.b(bReqJWT)
 	for _, k := range keys {
-		seq := validNumber(b.Get(k))
+		seq := validNumber(idGet(b, reqKeyLen, k))
 		if seq == nil {
 			continue
 		}
@@ -245,9 +246,9 @@ func (t *tx) putRequestJWT(sha string, seq []byte) error {
 	b := t.b(bReqJWT)
 	keys := reqKeys(sha)
 	k := keys[0]
-	if !t.absent(k) && b.Get(k) != nil {
+	if !t.absent(k) && idGet(b, reqKeyLen, k) != nil {
 		// Another request JWT's: its first 16 bytes are this one's.
-		if len(keys) == 1 || b.Get(keys[1]) != nil {
+		if len(keys) == 1 || idGet(b, reqKeyLen, keys[1]) != nil {
 			return fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
 		}
 		k = keys[1]
@@ -258,18 +259,19 @@ func (t *tx) putRequestJWT(sha string, seq []byte) error {
 	if t.m != nil {
 		t.m.jwts[string(idKey(sha))] = seq
 	}
-	return b.Put(k, seq)
+	return idPut(b, reqKeyLen, k, seq)
 }
 
 // deleteRequestJWT removes sha's entry when it names row number seq.
 func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
 	b := t.b(bReqJWT)
 	for _, k := range reqKeys(sha) {
-		if v := b.Get(k); len(v) >= 8 && string(v[:8]) == string(seq) {
+		if v := idGet(b, reqKeyLen, k); len(v) >= 8 && string(v[:8]) == string(seq) {
 			if t.m != nil {
 				t.m.jwts[string(idKey(sha))] = nil
 			}
-			return b.Delete(k)
+			_, err := idDelete(b, reqKeyLen, k)
+			return err
 		}
 	}
 	return nil

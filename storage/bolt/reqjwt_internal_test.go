@@ -52,15 +52,15 @@ func wantRequestJWTs(t *testing.T, s *Store, want map[string]string) {
 	}
 }
 
-// keyLengths counts bReqJWT's keys by length.
+// keyLengths counts bReqJWT's keys by length, those within runs too.
 func keyLengths(t *testing.T, s *Store) map[int]int {
 	t.Helper()
 	n := map[int]int{}
 	if err := s.db.View(func(btx *bbolt.Tx) error {
-		return btx.Bucket(bReqJWT).ForEach(func(k, _ []byte) error {
+		for k := range idEntries(btx.Bucket(bReqJWT), reqKeyLen, nil) {
 			n[len(k)]++
-			return nil
-		})
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +154,9 @@ func TestLayout6RequestJWTKeysShorten(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(btx *bbolt.Tx) error {
+		if _, err := Layout8IDs(btx); err != nil {
+			return err
+		}
 		b := btx.Bucket(bReqJWT)
 		seqs := map[string][]byte{}
 		for _, r := range rows {
