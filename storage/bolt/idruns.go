@@ -93,7 +93,9 @@ func idGet(b *bolt.Bucket, w int, k []byte) []byte {
 	return nil
 }
 
-// searchEntries is the binary search of findEntry.
+// searchEntries returns the index of the entry keyed k among entries of
+// key width w (each its key, then its 8-byte number, in key order), or
+// the index it would take, and whether it is there.
 func searchEntries(entries []byte, w int, k []byte) (int, bool) {
 	n := len(entries) / (w + 8)
 	lo, hi := 0, n
