@@ -178,22 +178,12 @@ func TestLayout8EntriesJoinRuns(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(btx *bolt.Tx) error {
+	editFile(t, path, func(btx *bolt.Tx) error {
 		if n, err := Layout8IDs(btx); err != nil || n != 200 {
 			return fmt.Errorf("%d entries out of runs (%v), want 200", n, err)
 		}
 		return btx.Bucket(bMeta).Put(kLayout, u64(8))
 	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	if s, err = Open(path, Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +253,23 @@ func TestLayout8EntriesJoinRuns(t *testing.T) {
 		}
 		return nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// editFile runs fn in a write transaction on the closed file at path, as
+// bbolt alone opens it; an error fails t.
+func editFile(t *testing.T, path string, fn func(*bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -149,11 +149,7 @@ func TestLayout6RequestJWTKeysShorten(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(btx *bbolt.Tx) error {
+	editFile(t, path, func(btx *bbolt.Tx) error {
 		if _, err := Layout8IDs(btx); err != nil {
 			return err
 		}
@@ -180,12 +176,6 @@ func TestLayout6RequestJWTKeysShorten(t *testing.T) {
 		}
 		return btx.Bucket(bMeta).Put(kLayout, u64(6))
 	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	if s, err = Open(path, Config{}); err != nil {
 		t.Fatal(err)
 	}
