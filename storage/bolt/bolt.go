@@ -1000,10 +1000,7 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 		start = idKey(after)
 	}
 	var out []*ledger.Row
-	for k, v := range idEntries(t.b(bRowSeq), idWidth(bRowSeq), start) {
-		if start != nil && string(k) == string(start) {
-			continue
-		}
+	for _, v := range entriesAfter(t.b(bRowSeq), bRowSeq, start) {
 		if len(out) == n {
 			return out, out[len(out)-1].ID, nil
 		}

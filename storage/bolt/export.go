@@ -1,12 +1,10 @@
 package bolt
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"time"
 
@@ -240,7 +238,7 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		if b == nil {
 			return nil
 		}
-		for k, v := range exportEntries(b, spec.bucket, after) {
+		for k, v := range entriesAfter(b, spec.bucket, after) {
 			if len(out) == n {
 				break
 			}
@@ -256,37 +254,6 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		return nil
 	})
 	return out, err
-}
-
-// exportEntries yields bucket name's keys after after (all of them when
-// after is nil) in order, with their values; the runs of bRowSeq and
-// bReqJWT opened into their entries (idruns.go).
-func exportEntries(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] {
-	return func(yield func(k, v []byte) bool) {
-		if bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT) {
-			for k, v := range idEntries(b, idWidth(name), after) {
-				if after != nil && bytes.Equal(k, after) {
-					continue
-				}
-				if !yield(k, v) {
-					return
-				}
-			}
-			return
-		}
-		c := b.Cursor()
-		k, v := c.First()
-		if after != nil {
-			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
-		for ; k != nil; k, v = c.Next() {
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
 }
 
 // nameByRow fills in what a record keyed or valued by a row's number
@@ -413,7 +380,7 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 			if len(after) > 0 && after[0] == part.mark {
 				from = after[1:]
 			}
-			for k, v := range exportEntries(btx.Bucket(part.bucket), part.bucket, from) {
+			for k, v := range entriesAfter(btx.Bucket(part.bucket), part.bucket, from) {
 				if len(out) == n {
 					break
 				}

@@ -227,6 +227,37 @@ func idEntries(b *bolt.Bucket, w int, from []byte) iter.Seq2[[]byte, []byte] {
 	}
 }
 
+// entriesAfter yields bucket name's keys after after (all of them when
+// after is nil) in order, with their values; the runs of bRowSeq and
+// bReqJWT opened into their entries (idruns.go).
+func entriesAfter(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		if bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT) {
+			for k, v := range idEntries(b, idWidth(name), after) {
+				if after != nil && bytes.Equal(k, after) {
+					continue
+				}
+				if !yield(k, v) {
+					return
+				}
+			}
+			return
+		}
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
 // RowNumber returns the number of row id (a copy), nil when there is
 // none, in a transaction on the file (for tools that edit a file).
 func RowNumber(btx *bolt.Tx, id string) []byte {
