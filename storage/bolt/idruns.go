@@ -124,9 +124,8 @@ func idPut(b *bolt.Bucket, w int, k, seq []byte) error {
 	head, v := idRunAt(b.Cursor(), w, k)
 	_, ok := runEntries(v, w)
 	if head == nil || !ok {
-		if head != nil && bytes.Equal(head, k) {
-			return b.Put(k, seq) // a value of another form, replaced
-		}
+		// No run holds k's place (or the head's value is of another
+		// form, which k then replaces or follows): k starts a run.
 		return b.Put(k, append([]byte(nil), seq...))
 	}
 	// The run as records of key and number, the head's first.
