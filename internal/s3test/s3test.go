@@ -66,7 +66,10 @@ func StartOn(addr, accessKey, secretKey string) (*Server, error) {
 		}
 	}
 	s := &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, dir: dir}
-	s.cmd = exec.Command(bin, "--port", addr, "--health", "/health", "posix", "--versioning-dir", filepath.Join(dir, "versions"), filepath.Join(dir, "data"))
+	// --keep-alive: versitygw otherwise answers every request with
+	// "Connection: close", so each S3 call would open a new TCP
+	// connection, where object stores in service keep them open.
+	s.cmd = exec.Command(bin, "--port", addr, "--health", "/health", "--keep-alive", "posix", "--versioning-dir", filepath.Join(dir, "versions"), filepath.Join(dir, "data"))
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	logf, err := os.Create(filepath.Join(dir, "versitygw.log"))
 	if err != nil {
