@@ -107,7 +107,7 @@ type Config struct {
 // DefaultCommitDelay is Config.CommitDelay's default. At 1,000 rows/s it
 // made a commit carry 1.4 to 2 times the writes, which cut ledgerd's CPU a
 // row by about 8 % and the bytes written a row by about a quarter
-// (docs/performance.md).
+// (docs/performance-history.md, "A group commit that waits for company").
 const DefaultCommitDelay = 2 * time.Millisecond
 
 // Store is a ledger.Store on one bbolt file.
@@ -162,7 +162,7 @@ type request struct {
 // list, which hands out the lowest free pages first: a commit's pages then
 // lie together at the start of the free space, where the hashmap free list
 // takes free pages from anywhere in the file, and a disk syncs scattered
-// pages more slowly the larger the span they lie over (docs/performance.md,
+// pages more slowly the larger the span they lie over (docs/performance-history.md,
 // "The free list's order").
 func openDB(path string, timeout time.Duration) (*bolt.DB, error) {
 	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
