@@ -334,8 +334,12 @@ type RequestLimits struct {
 
 // UploaderOptions tunes the evidence uploader.
 type UploaderOptions struct {
+	// Workers is how many uploads run at once: 1 to MaxUploaderWorkers;
+	// unset (0): 8.
 	Workers int `yaml:"workers"`
-	Batch   int `yaml:"batch"`
+	// Batch is how many outbox entries one round takes: 1 to
+	// MaxUploaderBatch; unset (0): 512.
+	Batch int `yaml:"batch"`
 	// MaxBackoff caps the wait after a failed upload round; default 30s.
 	MaxBackoff Duration `yaml:"maxBackoff"`
 	// ClaimTTL is how long the outbox entries one round claims stay this
@@ -346,6 +350,17 @@ type UploaderOptions struct {
 	// (250ms), 0s: rounds back to back.
 	Interval *Duration `yaml:"interval,omitempty"`
 }
+
+// Bounds of uploader.workers and uploader.batch.
+const (
+	// MaxUploaderWorkers is the most uploads one ledgerd runs at once. The
+	// evidence store's S3 client keeps that many connections open for
+	// reuse, and more besides for reads (storage/s3).
+	MaxUploaderWorkers = 64
+	// MaxUploaderBatch is the most outbox entries one round takes: the
+	// round holds their bodies in memory while it uploads them.
+	MaxUploaderBatch = 10000
+)
 
 // MaxUploadInterval bounds uploader.interval: evidence waits in the row
 // store up to this long for its round.
@@ -549,6 +564,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))
+	}
+	if n := c.Uploader.Workers; n < 0 || n > MaxUploaderWorkers {
+		errs = append(errs, fmt.Errorf("uploader.workers %d: 1 to %d (0 or unset: 8)", n, MaxUploaderWorkers))
+	}
+	if n := c.Uploader.Batch; n < 0 || n > MaxUploaderBatch {
+		errs = append(errs, fmt.Errorf("uploader.batch %d: 1 to %d (0 or unset: 512)", n, MaxUploaderBatch))
 	}
 	if d := c.Uploader.Interval; d != nil && (*d < 0 || time.Duration(*d) > MaxUploadInterval) {
 		errs = append(errs, fmt.Errorf("uploader.interval %s: want 0s (back to back) to %s", time.Duration(*d), MaxUploadInterval))

@@ -55,6 +55,10 @@ func TestValidateRejects(t *testing.T) {
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
 		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},
+		{"negative uploader workers", "uploader: {workers: -8}\n", "uploader.workers -8: 1 to 64"},
+		{"too many uploader workers", "uploader: {workers: 65}\n", "uploader.workers 65: 1 to 64"},
+		{"negative uploader batch", "uploader: {batch: -1}\n", "uploader.batch -1: 1 to 10000"},
+		{"huge uploader batch", "uploader: {batch: 10001}\n", "uploader.batch 10001: 1 to 10000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,3 +26,14 @@ func TestUploaderInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestUploaderBounds: uploader.workers and uploader.batch take their
+// bounds (the refusals are in TestValidateRejects); unset, the ledger's
+// defaults apply.
+func TestUploaderBounds(t *testing.T) {
+	for _, yaml := range []string{"uploader: {}\n", "uploader: {workers: 1, batch: 1}\n", "uploader: {workers: 64, batch: 10000}\n"} {
+		if _, err := load(t, yaml); err != nil {
+			t.Errorf("%q: %v", yaml, err)
+		}
+	}
+}

@@ -24,6 +24,42 @@ type countingProxy struct {
 
 	mu    sync.Mutex
 	conns []net.Conn // both ends of every forwarded connection
+	// The gate (gate, pass): gen counts the gates set, want is how many
+	// requests the current one holds, arrived how many it holds now; open
+	// closes when they are all there.
+	gen, want, arrived int
+	open               chan struct{}
+}
+
+// gate holds the next n requests at the proxy until all n have come: n
+// requests in flight at once, each on a connection of its own. A request
+// is the first bytes a connection sends after the gate is set.
+func (p *countingProxy) gate(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen, p.want, p.arrived, p.open = p.gen+1, n, 0, make(chan struct{})
+}
+
+// pass holds a connection's first bytes after a gate was set until the
+// gate opens (or a minute has passed: the test then fails on its counts).
+// seen is the last gate the connection passed.
+func (p *countingProxy) pass(seen *int) {
+	p.mu.Lock()
+	if p.gen == 0 || *seen == p.gen {
+		p.mu.Unlock()
+		return
+	}
+	*seen = p.gen
+	p.arrived++
+	if p.arrived == p.want {
+		close(p.open)
+	}
+	open := p.open
+	p.mu.Unlock()
+	select {
+	case <-open:
+	case <-time.After(time.Minute):
+	}
 }
 
 func startProxy(t *testing.T, target string) *countingProxy {
@@ -78,7 +114,20 @@ func (p *countingProxy) forward(c net.Conn) {
 	defer up.Close()
 	done := make(chan struct{})
 	go func() {
-		io.Copy(up, c)
+		seen := 0
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				p.pass(&seen)
+				if _, err := up.Write(buf[:n]); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		up.(*net.TCPConn).CloseWrite()
 		close(done)
 	}()
@@ -122,5 +171,49 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	if n := p.n.Load(); n > 2 {
 		t.Fatalf("%d connections for %d calls one after another, want them kept open (1 or 2)", n, 4*calls+1)
+	}
+}
+
+// As many uploads as ledgerd's uploader runs at once (and more) find
+// their connections open from one round to the next: an HTTP client that
+// keeps fewer idle connections than it had in use closes the rest, and
+// every round would open them again (over TLS, a handshake each).
+func TestConnectionsKeptForConcurrentRequests(t *testing.T) {
+	ctx := context.Background()
+	p := startProxy(t, srv.Endpoint)
+	st, err := s3.Open(ctx, s3.Config{Endpoint: p.l.Addr().String(), Bucket: s3test.Bucket(), AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("evidence ", 400))
+	if _, err := st.Put(ctx, "segments/shared", body, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// More than the 16 idle connections the S3 client keeps by default,
+	// fewer than s3.IdleConns.
+	const inFlight = 40
+	for wave := range 3 {
+		p.gate(inFlight)
+		errs := make(chan error, inFlight)
+		var wg sync.WaitGroup
+		for range inFlight {
+			wg.Go(func() {
+				got, err := st.Get(ctx, "segments/shared")
+				if err == nil && string(got) != string(body) {
+					err = fmt.Errorf("%d bytes back", len(got))
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("wave %d: %v", wave, err)
+			}
+		}
+	}
+	if n := p.n.Load(); n != inFlight {
+		t.Fatalf("%d connections for three waves of %d requests at once, want the first wave's %d kept open", n, inFlight, inFlight)
 	}
 }

@@ -60,6 +60,14 @@ type Config struct {
 	ResponseTimeout time.Duration
 }
 
+// IdleConns is how many connections to the endpoint the store keeps open
+// between requests for reuse: as many as ledgerd's uploader runs uploads
+// at most (uploader.workers, up to 64), and 16 for the reads, the Merkle
+// log's tiles and the checks beside them. A connection returned while
+// this many wait idle is closed, and the next request opens a new one
+// (over TLS, with a handshake). Idle connections close after a minute.
+const IdleConns = 64 + 16
+
 // Status is the bucket's condition as the store last saw it.
 type Status string
 
@@ -120,6 +128,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("s3 transport: %w", err)
 	}
 	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
+	tr.MaxIdleConnsPerHost = IdleConns
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:       !cfg.Insecure,
