@@ -20,6 +20,7 @@ import (
 // An RPC missing from it is refused to everyone.
 var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_AppendReceipt_FullMethodName:      {config.RoleWriter},
+	ledgerv1.LedgerService_AppendReceipts_FullMethodName:     {config.RoleWriter},
 	ledgerv1.LedgerService_AppendRefusal_FullMethodName:      {config.RoleWriter},
 	ledgerv1.LedgerService_GetRow_FullMethodName:             {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_ListRows_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},

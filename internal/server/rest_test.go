@@ -231,6 +231,7 @@ func TestRoles(t *testing.T) {
 		allowed            []string
 	}{
 		{"AppendReceipt", "POST", "/v1/receipts", post(e.sc.Mint(pacttest.Spec{})), []string{"writer"}},
+		{"AppendReceipts", "POST", "/v1/receipts:batch", map[string]any{"receipts": []any{post(e.sc.Mint(pacttest.Spec{}))}}, []string{"writer"}},
 		{"AppendRefusal", "POST", "/v1/refusals", map[string]any{"action": map[string]string{"tool": "x"}, "reason": "r", "observedAt": "2026-10-06T17:20:10Z"}, []string{"writer"}},
 		{"GetRow", "GET", "/v1/rows/" + id, nil, []string{"support", "auditor", "admin"}},
 		{"ListRows", "GET", "/v1/rows", nil, []string{"support", "auditor", "admin"}},

@@ -13,6 +13,7 @@ package ledgerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -774,6 +775,177 @@ func (x *AppendReceiptResponse) GetOutcome() AppendOutcome {
 	return AppendOutcome_APPEND_OUTCOME_UNSPECIFIED
 }
 
+// AppendReceiptsRequest carries receipts to record, each as AppendReceipt
+// takes it.
+type AppendReceiptsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The receipts: 1 to 100, within the message size limit
+	// (limits.maxBodyBytes) together.
+	Receipts      []*AppendReceiptRequest `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendReceiptsRequest) Reset() {
+	*x = AppendReceiptsRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendReceiptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendReceiptsRequest) ProtoMessage() {}
+
+func (x *AppendReceiptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendReceiptsRequest.ProtoReflect.Descriptor instead.
+func (*AppendReceiptsRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendReceiptsRequest) GetReceipts() []*AppendReceiptRequest {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
+// AppendReceiptsResponse answers each receipt, in the order they came.
+type AppendReceiptsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result a receipt, at the receipt's index.
+	Results       []*AppendReceiptResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendReceiptsResponse) Reset() {
+	*x = AppendReceiptsResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendReceiptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendReceiptsResponse) ProtoMessage() {}
+
+func (x *AppendReceiptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendReceiptsResponse.ProtoReflect.Descriptor instead.
+func (*AppendReceiptsResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AppendReceiptsResponse) GetResults() []*AppendReceiptResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AppendReceiptResult is what AppendReceipt would have answered for one
+// receipt: the row and outcome, or the error (code not 0).
+type AppendReceiptResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row and outcome, when code is 0.
+	Response *AppendReceiptResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The gRPC status code AppendReceipt would have returned (google.rpc.Code:
+	// 3 INVALID_ARGUMENT, 14 UNAVAILABLE, ...); 0 when the receipt was
+	// recorded or found.
+	Code int32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// What went wrong, when code is not 0.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// When to try this receipt again, where AppendReceipt would have sent
+	// RetryInfo (the brand's keys or the disk unavailable for now).
+	RetryDelay    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendReceiptResult) Reset() {
+	*x = AppendReceiptResult{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendReceiptResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendReceiptResult) ProtoMessage() {}
+
+func (x *AppendReceiptResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendReceiptResult.ProtoReflect.Descriptor instead.
+func (*AppendReceiptResult) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendReceiptResult) GetResponse() *AppendReceiptResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AppendReceiptResult) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AppendReceiptResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AppendReceiptResult) GetRetryDelay() *durationpb.Duration {
+	if x != nil {
+		return x.RetryDelay
+	}
+	return nil
+}
+
 // RefusalAction is the action that was refused.
 type RefusalAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -787,7 +959,7 @@ type RefusalAction struct {
 
 func (x *RefusalAction) Reset() {
 	*x = RefusalAction{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +971,7 @@ func (x *RefusalAction) String() string {
 func (*RefusalAction) ProtoMessage() {}
 
 func (x *RefusalAction) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +984,7 @@ func (x *RefusalAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefusalAction.ProtoReflect.Descriptor instead.
 func (*RefusalAction) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefusalAction) GetTool() string {
@@ -850,7 +1022,7 @@ type AppendRefusalRequest struct {
 
 func (x *AppendRefusalRequest) Reset() {
 	*x = AppendRefusalRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1034,7 @@ func (x *AppendRefusalRequest) String() string {
 func (*AppendRefusalRequest) ProtoMessage() {}
 
 func (x *AppendRefusalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1047,7 @@ func (x *AppendRefusalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRefusalRequest.ProtoReflect.Descriptor instead.
 func (*AppendRefusalRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AppendRefusalRequest) GetClaimedPrincipal() string {
@@ -931,7 +1103,7 @@ type AppendRefusalResponse struct {
 
 func (x *AppendRefusalResponse) Reset() {
 	*x = AppendRefusalResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1115,7 @@ func (x *AppendRefusalResponse) String() string {
 func (*AppendRefusalResponse) ProtoMessage() {}
 
 func (x *AppendRefusalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1128,7 @@ func (x *AppendRefusalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRefusalResponse.ProtoReflect.Descriptor instead.
 func (*AppendRefusalResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AppendRefusalResponse) GetRow() *Row {
@@ -981,7 +1153,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1165,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1178,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Agent) GetPlatform() string {
@@ -1043,7 +1215,7 @@ type BrandKey struct {
 
 func (x *BrandKey) Reset() {
 	*x = BrandKey{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1227,7 @@ func (x *BrandKey) String() string {
 func (*BrandKey) ProtoMessage() {}
 
 func (x *BrandKey) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1240,7 @@ func (x *BrandKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrandKey.ProtoReflect.Descriptor instead.
 func (*BrandKey) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BrandKey) GetKid() string {
@@ -1102,7 +1274,7 @@ type RowAction struct {
 
 func (x *RowAction) Reset() {
 	*x = RowAction{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1286,7 @@ func (x *RowAction) String() string {
 func (*RowAction) ProtoMessage() {}
 
 func (x *RowAction) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1299,7 @@ func (x *RowAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowAction.ProtoReflect.Descriptor instead.
 func (*RowAction) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RowAction) GetTool() string {
@@ -1173,7 +1345,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1357,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1370,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Check) GetName() string {
@@ -1239,7 +1411,7 @@ type Verifier struct {
 
 func (x *Verifier) Reset() {
 	*x = Verifier{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1423,7 @@ func (x *Verifier) String() string {
 func (*Verifier) ProtoMessage() {}
 
 func (x *Verifier) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1436,7 @@ func (x *Verifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verifier.ProtoReflect.Descriptor instead.
 func (*Verifier) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Verifier) GetCheckedBy() string {
@@ -1312,7 +1484,7 @@ type DisputeEvent struct {
 
 func (x *DisputeEvent) Reset() {
 	*x = DisputeEvent{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1496,7 @@ func (x *DisputeEvent) String() string {
 func (*DisputeEvent) ProtoMessage() {}
 
 func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1509,7 @@ func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisputeEvent.ProtoReflect.Descriptor instead.
 func (*DisputeEvent) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DisputeEvent) GetAt() *timestamppb.Timestamp {
@@ -1383,7 +1555,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1567,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1580,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Refusal) GetClaimedPrincipal() string {
@@ -1497,7 +1669,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1681,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1694,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Row) GetId() string {
@@ -1725,7 +1897,7 @@ type GetRowRequest struct {
 
 func (x *GetRowRequest) Reset() {
 	*x = GetRowRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1909,7 @@ func (x *GetRowRequest) String() string {
 func (*GetRowRequest) ProtoMessage() {}
 
 func (x *GetRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1922,7 @@ func (x *GetRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowRequest.ProtoReflect.Descriptor instead.
 func (*GetRowRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRowRequest) GetId() string {
@@ -1771,7 +1943,7 @@ type GetRowResponse struct {
 
 func (x *GetRowResponse) Reset() {
 	*x = GetRowResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1955,7 @@ func (x *GetRowResponse) String() string {
 func (*GetRowResponse) ProtoMessage() {}
 
 func (x *GetRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1968,7 @@ func (x *GetRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowResponse.ProtoReflect.Descriptor instead.
 func (*GetRowResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRowResponse) GetRow() *Row {
@@ -1835,7 +2007,7 @@ type ListRowsRequest struct {
 
 func (x *ListRowsRequest) Reset() {
 	*x = ListRowsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +2019,7 @@ func (x *ListRowsRequest) String() string {
 func (*ListRowsRequest) ProtoMessage() {}
 
 func (x *ListRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +2032,7 @@ func (x *ListRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRowsRequest.ProtoReflect.Descriptor instead.
 func (*ListRowsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListRowsRequest) GetPrincipal() string {
@@ -1946,7 +2118,7 @@ type ListRowsResponse struct {
 
 func (x *ListRowsResponse) Reset() {
 	*x = ListRowsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2130,7 @@ func (x *ListRowsResponse) String() string {
 func (*ListRowsResponse) ProtoMessage() {}
 
 func (x *ListRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2143,7 @@ func (x *ListRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRowsResponse.ProtoReflect.Descriptor instead.
 func (*ListRowsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListRowsResponse) GetRows() []*Row {
@@ -1999,7 +2171,7 @@ type GetEvidenceRequest struct {
 
 func (x *GetEvidenceRequest) Reset() {
 	*x = GetEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2183,7 @@ func (x *GetEvidenceRequest) String() string {
 func (*GetEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2196,7 @@ func (x *GetEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetEvidenceRequest) GetId() string {
@@ -2064,7 +2236,7 @@ type EvidenceObject struct {
 
 func (x *EvidenceObject) Reset() {
 	*x = EvidenceObject{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2248,7 @@ func (x *EvidenceObject) String() string {
 func (*EvidenceObject) ProtoMessage() {}
 
 func (x *EvidenceObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2261,7 @@ func (x *EvidenceObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceObject.ProtoReflect.Descriptor instead.
 func (*EvidenceObject) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EvidenceObject) GetName() string {
@@ -2189,7 +2361,7 @@ type GetEvidenceResponse struct {
 
 func (x *GetEvidenceResponse) Reset() {
 	*x = GetEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2373,7 @@ func (x *GetEvidenceResponse) String() string {
 func (*GetEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2386,7 @@ func (x *GetEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetEvidenceResponse) GetRowId() string {
@@ -2291,7 +2463,7 @@ type GetJwksSnapshotRequest struct {
 
 func (x *GetJwksSnapshotRequest) Reset() {
 	*x = GetJwksSnapshotRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2475,7 @@ func (x *GetJwksSnapshotRequest) String() string {
 func (*GetJwksSnapshotRequest) ProtoMessage() {}
 
 func (x *GetJwksSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2488,7 @@ func (x *GetJwksSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetJwksSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetJwksSnapshotRequest) GetId() string {
@@ -2345,7 +2517,7 @@ type GetJwksSnapshotResponse struct {
 
 func (x *GetJwksSnapshotResponse) Reset() {
 	*x = GetJwksSnapshotResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2529,7 @@ func (x *GetJwksSnapshotResponse) String() string {
 func (*GetJwksSnapshotResponse) ProtoMessage() {}
 
 func (x *GetJwksSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2542,7 @@ func (x *GetJwksSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetJwksSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetJwksSnapshotResponse) GetId() string {
@@ -2419,7 +2591,7 @@ type VerifyRowRequest struct {
 
 func (x *VerifyRowRequest) Reset() {
 	*x = VerifyRowRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2603,7 @@ func (x *VerifyRowRequest) String() string {
 func (*VerifyRowRequest) ProtoMessage() {}
 
 func (x *VerifyRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2616,7 @@ func (x *VerifyRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRowRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRowRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VerifyRowRequest) GetId() string {
@@ -2473,7 +2645,7 @@ type VerifyRowResponse struct {
 
 func (x *VerifyRowResponse) Reset() {
 	*x = VerifyRowResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2657,7 @@ func (x *VerifyRowResponse) String() string {
 func (*VerifyRowResponse) ProtoMessage() {}
 
 func (x *VerifyRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2670,7 @@ func (x *VerifyRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRowResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRowResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VerifyRowResponse) GetRowId() string {
@@ -2551,7 +2723,7 @@ type AppendDisputeEventRequest struct {
 
 func (x *AppendDisputeEventRequest) Reset() {
 	*x = AppendDisputeEventRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2735,7 @@ func (x *AppendDisputeEventRequest) String() string {
 func (*AppendDisputeEventRequest) ProtoMessage() {}
 
 func (x *AppendDisputeEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2748,7 @@ func (x *AppendDisputeEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendDisputeEventRequest.ProtoReflect.Descriptor instead.
 func (*AppendDisputeEventRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AppendDisputeEventRequest) GetId() string {
@@ -2611,7 +2783,7 @@ type AppendDisputeEventResponse struct {
 
 func (x *AppendDisputeEventResponse) Reset() {
 	*x = AppendDisputeEventResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2795,7 @@ func (x *AppendDisputeEventResponse) String() string {
 func (*AppendDisputeEventResponse) ProtoMessage() {}
 
 func (x *AppendDisputeEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2808,7 @@ func (x *AppendDisputeEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendDisputeEventResponse.ProtoReflect.Descriptor instead.
 func (*AppendDisputeEventResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AppendDisputeEventResponse) GetRow() *Row {
@@ -2657,7 +2829,7 @@ type MonthlyDrill struct {
 
 func (x *MonthlyDrill) Reset() {
 	*x = MonthlyDrill{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2841,7 @@ func (x *MonthlyDrill) String() string {
 func (*MonthlyDrill) ProtoMessage() {}
 
 func (x *MonthlyDrill) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2854,7 @@ func (x *MonthlyDrill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonthlyDrill.ProtoReflect.Descriptor instead.
 func (*MonthlyDrill) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{28}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MonthlyDrill) GetSample() int32 {
@@ -2710,7 +2882,7 @@ type RunDrillRequest struct {
 
 func (x *RunDrillRequest) Reset() {
 	*x = RunDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2894,7 @@ func (x *RunDrillRequest) String() string {
 func (*RunDrillRequest) ProtoMessage() {}
 
 func (x *RunDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2907,7 @@ func (x *RunDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillRequest.ProtoReflect.Descriptor instead.
 func (*RunDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{29}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RunDrillRequest) GetTarget() string {
@@ -2785,7 +2957,7 @@ type DrillPull struct {
 
 func (x *DrillPull) Reset() {
 	*x = DrillPull{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2969,7 @@ func (x *DrillPull) String() string {
 func (*DrillPull) ProtoMessage() {}
 
 func (x *DrillPull) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2982,7 @@ func (x *DrillPull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillPull.ProtoReflect.Descriptor instead.
 func (*DrillPull) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{30}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrillPull) GetRowId() string {
@@ -2891,7 +3063,7 @@ type DrillReport struct {
 
 func (x *DrillReport) Reset() {
 	*x = DrillReport{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3075,7 @@ func (x *DrillReport) String() string {
 func (*DrillReport) ProtoMessage() {}
 
 func (x *DrillReport) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3088,7 @@ func (x *DrillReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillReport.ProtoReflect.Descriptor instead.
 func (*DrillReport) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{31}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrillReport) GetId() string {
@@ -3044,7 +3216,7 @@ type DrillListedRow struct {
 
 func (x *DrillListedRow) Reset() {
 	*x = DrillListedRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3228,7 @@ func (x *DrillListedRow) String() string {
 func (*DrillListedRow) ProtoMessage() {}
 
 func (x *DrillListedRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3241,7 @@ func (x *DrillListedRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillListedRow.ProtoReflect.Descriptor instead.
 func (*DrillListedRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrillListedRow) GetRowId() string {
@@ -3104,7 +3276,7 @@ type DrillRowProof struct {
 
 func (x *DrillRowProof) Reset() {
 	*x = DrillRowProof{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3288,7 @@ func (x *DrillRowProof) String() string {
 func (*DrillRowProof) ProtoMessage() {}
 
 func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3301,7 @@ func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRowProof.ProtoReflect.Descriptor instead.
 func (*DrillRowProof) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrillRowProof) GetRowId() string {
@@ -3171,7 +3343,7 @@ type RunDrillResponse struct {
 
 func (x *RunDrillResponse) Reset() {
 	*x = RunDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3183,7 +3355,7 @@ func (x *RunDrillResponse) String() string {
 func (*RunDrillResponse) ProtoMessage() {}
 
 func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3196,7 +3368,7 @@ func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillResponse.ProtoReflect.Descriptor instead.
 func (*RunDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RunDrillResponse) GetReport() *DrillReport {
@@ -3217,7 +3389,7 @@ type GetDrillRequest struct {
 
 func (x *GetDrillRequest) Reset() {
 	*x = GetDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3401,7 @@ func (x *GetDrillRequest) String() string {
 func (*GetDrillRequest) ProtoMessage() {}
 
 func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3414,7 @@ func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillRequest.ProtoReflect.Descriptor instead.
 func (*GetDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetDrillRequest) GetId() string {
@@ -3263,7 +3435,7 @@ type GetDrillResponse struct {
 
 func (x *GetDrillResponse) Reset() {
 	*x = GetDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3447,7 @@ func (x *GetDrillResponse) String() string {
 func (*GetDrillResponse) ProtoMessage() {}
 
 func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3460,7 @@ func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillResponse.ProtoReflect.Descriptor instead.
 func (*GetDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetDrillResponse) GetReport() *DrillReport {
@@ -3311,7 +3483,7 @@ type ListDrillsRequest struct {
 
 func (x *ListDrillsRequest) Reset() {
 	*x = ListDrillsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3495,7 @@ func (x *ListDrillsRequest) String() string {
 func (*ListDrillsRequest) ProtoMessage() {}
 
 func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3508,7 @@ func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsRequest.ProtoReflect.Descriptor instead.
 func (*ListDrillsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListDrillsRequest) GetPageSize() int32 {
@@ -3366,7 +3538,7 @@ type ListDrillsResponse struct {
 
 func (x *ListDrillsResponse) Reset() {
 	*x = ListDrillsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3550,7 @@ func (x *ListDrillsResponse) String() string {
 func (*ListDrillsResponse) ProtoMessage() {}
 
 func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3563,7 @@ func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsResponse.ProtoReflect.Descriptor instead.
 func (*ListDrillsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListDrillsResponse) GetReports() []*DrillReport {
@@ -3425,7 +3597,7 @@ type Revocation struct {
 
 func (x *Revocation) Reset() {
 	*x = Revocation{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3609,7 @@ func (x *Revocation) String() string {
 func (*Revocation) ProtoMessage() {}
 
 func (x *Revocation) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3622,7 @@ func (x *Revocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
 func (*Revocation) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Revocation) GetRevokedAt() *timestamppb.Timestamp {
@@ -3497,7 +3669,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3681,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3694,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -3559,7 +3731,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3743,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3756,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RevokeGrantResponse) GetGrantId() string {
@@ -3612,7 +3784,7 @@ type GetGrantRequest struct {
 
 func (x *GetGrantRequest) Reset() {
 	*x = GetGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3796,7 @@ func (x *GetGrantRequest) String() string {
 func (*GetGrantRequest) ProtoMessage() {}
 
 func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3809,7 @@ func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
 func (*GetGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetGrantRequest) GetGrantId() string {
@@ -3672,7 +3844,7 @@ type GetGrantResponse struct {
 
 func (x *GetGrantResponse) Reset() {
 	*x = GetGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +3856,7 @@ func (x *GetGrantResponse) String() string {
 func (*GetGrantResponse) ProtoMessage() {}
 
 func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +3869,7 @@ func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
 func (*GetGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetGrantResponse) GetGrantId() string {
@@ -3769,7 +3941,7 @@ type CheckIntegrityRequest struct {
 
 func (x *CheckIntegrityRequest) Reset() {
 	*x = CheckIntegrityRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3953,7 @@ func (x *CheckIntegrityRequest) String() string {
 func (*CheckIntegrityRequest) ProtoMessage() {}
 
 func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3966,7 @@ func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckIntegrityRequest) GetPageSize() int32 {
@@ -3827,7 +3999,7 @@ type IntegrityFinding struct {
 
 func (x *IntegrityFinding) Reset() {
 	*x = IntegrityFinding{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +4011,7 @@ func (x *IntegrityFinding) String() string {
 func (*IntegrityFinding) ProtoMessage() {}
 
 func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +4024,7 @@ func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
 func (*IntegrityFinding) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *IntegrityFinding) GetRowId() string {
@@ -3895,7 +4067,7 @@ type CheckIntegrityResponse struct {
 
 func (x *CheckIntegrityResponse) Reset() {
 	*x = CheckIntegrityResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4079,7 @@ func (x *CheckIntegrityResponse) String() string {
 func (*CheckIntegrityResponse) ProtoMessage() {}
 
 func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4092,7 @@ func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
@@ -3969,7 +4141,7 @@ type RestoreEvidenceRequest struct {
 
 func (x *RestoreEvidenceRequest) Reset() {
 	*x = RestoreEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4153,7 @@ func (x *RestoreEvidenceRequest) String() string {
 func (*RestoreEvidenceRequest) ProtoMessage() {}
 
 func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4166,7 @@ func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RestoreEvidenceRequest) GetId() string {
@@ -4019,7 +4191,7 @@ type RestoreEvidenceResponse struct {
 
 func (x *RestoreEvidenceResponse) Reset() {
 	*x = RestoreEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4203,7 @@ func (x *RestoreEvidenceResponse) String() string {
 func (*RestoreEvidenceResponse) ProtoMessage() {}
 
 func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4216,7 @@ func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RestoreEvidenceResponse) GetRowId() string {
@@ -4099,7 +4271,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4283,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4296,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Incident) GetId() string {
@@ -4217,7 +4389,7 @@ type ListIncidentsRequest struct {
 
 func (x *ListIncidentsRequest) Reset() {
 	*x = ListIncidentsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4229,7 +4401,7 @@ func (x *ListIncidentsRequest) String() string {
 func (*ListIncidentsRequest) ProtoMessage() {}
 
 func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4242,7 +4414,7 @@ func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
 func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListIncidentsRequest) GetPageSize() int32 {
@@ -4272,7 +4444,7 @@ type ListIncidentsResponse struct {
 
 func (x *ListIncidentsResponse) Reset() {
 	*x = ListIncidentsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4456,7 @@ func (x *ListIncidentsResponse) String() string {
 func (*ListIncidentsResponse) ProtoMessage() {}
 
 func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4469,7 @@ func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
 func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListIncidentsResponse) GetIncidents() []*Incident {
@@ -4325,7 +4497,7 @@ type GetIncidentRequest struct {
 
 func (x *GetIncidentRequest) Reset() {
 	*x = GetIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4509,7 @@ func (x *GetIncidentRequest) String() string {
 func (*GetIncidentRequest) ProtoMessage() {}
 
 func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4522,7 @@ func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentRequest.ProtoReflect.Descriptor instead.
 func (*GetIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetIncidentRequest) GetId() string {
@@ -4378,7 +4550,7 @@ type GetIncidentResponse struct {
 
 func (x *GetIncidentResponse) Reset() {
 	*x = GetIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4562,7 @@ func (x *GetIncidentResponse) String() string {
 func (*GetIncidentResponse) ProtoMessage() {}
 
 func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4575,7 @@ func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentResponse.ProtoReflect.Descriptor instead.
 func (*GetIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetIncidentResponse) GetIncident() *Incident {
@@ -4447,7 +4619,7 @@ type CloseIncidentRequest struct {
 
 func (x *CloseIncidentRequest) Reset() {
 	*x = CloseIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4631,7 @@ func (x *CloseIncidentRequest) String() string {
 func (*CloseIncidentRequest) ProtoMessage() {}
 
 func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4644,7 @@ func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentRequest.ProtoReflect.Descriptor instead.
 func (*CloseIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CloseIncidentRequest) GetId() string {
@@ -4500,7 +4672,7 @@ type CloseIncidentResponse struct {
 
 func (x *CloseIncidentResponse) Reset() {
 	*x = CloseIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4684,7 @@ func (x *CloseIncidentResponse) String() string {
 func (*CloseIncidentResponse) ProtoMessage() {}
 
 func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4697,7 @@ func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentResponse.ProtoReflect.Descriptor instead.
 func (*CloseIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CloseIncidentResponse) GetIncident() *Incident {
@@ -4546,7 +4718,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4730,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4743,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SweepRequest) GetDryRun() bool {
@@ -4598,7 +4770,7 @@ type SweptRow struct {
 
 func (x *SweptRow) Reset() {
 	*x = SweptRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +4782,7 @@ func (x *SweptRow) String() string {
 func (*SweptRow) ProtoMessage() {}
 
 func (x *SweptRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +4795,7 @@ func (x *SweptRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
 func (*SweptRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SweptRow) GetRowId() string {
@@ -4679,7 +4851,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4691,7 +4863,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4704,7 +4876,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
@@ -4776,7 +4948,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4960,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +4973,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetOutboxRequest) GetPageSize() int32 {
@@ -4841,7 +5013,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4853,7 +5025,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4866,7 +5038,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *OutboxEntry) GetSeq() uint64 {
@@ -4931,7 +5103,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5115,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5128,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeadLetter) GetEntry() *OutboxEntry {
@@ -5016,7 +5188,7 @@ type GetOutboxResponse struct {
 
 func (x *GetOutboxResponse) Reset() {
 	*x = GetOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5200,7 @@ func (x *GetOutboxResponse) String() string {
 func (*GetOutboxResponse) ProtoMessage() {}
 
 func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5213,7 @@ func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetOutboxResponse) GetDepth() int32 {
@@ -5099,7 +5271,7 @@ type RetryDeadLettersRequest struct {
 
 func (x *RetryDeadLettersRequest) Reset() {
 	*x = RetryDeadLettersRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5111,7 +5283,7 @@ func (x *RetryDeadLettersRequest) String() string {
 func (*RetryDeadLettersRequest) ProtoMessage() {}
 
 func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5124,7 +5296,7 @@ func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RetryDeadLettersRequest) GetKey() string {
@@ -5152,7 +5324,7 @@ type RetryDeadLettersResponse struct {
 
 func (x *RetryDeadLettersResponse) Reset() {
 	*x = RetryDeadLettersResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5336,7 @@ func (x *RetryDeadLettersResponse) String() string {
 func (*RetryDeadLettersResponse) ProtoMessage() {}
 
 func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5349,7 @@ func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RetryDeadLettersResponse) GetRetried() int32 {
@@ -5196,7 +5368,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5380,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5393,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
 }
 
 // GetCheckpointResponse is the latest signed checkpoint.
@@ -5243,7 +5415,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5427,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5440,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() string {
@@ -5313,7 +5485,7 @@ type GetRowProofRequest struct {
 
 func (x *GetRowProofRequest) Reset() {
 	*x = GetRowProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5497,7 @@ func (x *GetRowProofRequest) String() string {
 func (*GetRowProofRequest) ProtoMessage() {}
 
 func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5510,7 @@ func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
 func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetRowProofRequest) GetId() string {
@@ -5374,7 +5546,7 @@ type GetRowProofResponse struct {
 
 func (x *GetRowProofResponse) Reset() {
 	*x = GetRowProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5386,7 +5558,7 @@ func (x *GetRowProofResponse) String() string {
 func (*GetRowProofResponse) ProtoMessage() {}
 
 func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5399,7 +5571,7 @@ func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
 func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetRowProofResponse) GetLeafIndex() int64 {
@@ -5450,7 +5622,7 @@ type GetConsistencyProofRequest struct {
 
 func (x *GetConsistencyProofRequest) Reset() {
 	*x = GetConsistencyProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5462,7 +5634,7 @@ func (x *GetConsistencyProofRequest) String() string {
 func (*GetConsistencyProofRequest) ProtoMessage() {}
 
 func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5475,7 +5647,7 @@ func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetConsistencyProofRequest) GetFrom() int64 {
@@ -5507,7 +5679,7 @@ type GetConsistencyProofResponse struct {
 
 func (x *GetConsistencyProofResponse) Reset() {
 	*x = GetConsistencyProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5519,7 +5691,7 @@ func (x *GetConsistencyProofResponse) String() string {
 func (*GetConsistencyProofResponse) ProtoMessage() {}
 
 func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5532,7 +5704,7 @@ func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetConsistencyProofResponse) GetProof() [][]byte {
@@ -5565,7 +5737,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5577,7 +5749,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5590,7 +5762,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
 }
 
 // WhoAmIResponse names the calling key.
@@ -5608,7 +5780,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5620,7 +5792,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5633,7 +5805,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -5680,7 +5852,7 @@ type ListAccessLogRequest struct {
 
 func (x *ListAccessLogRequest) Reset() {
 	*x = ListAccessLogRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5692,7 +5864,7 @@ func (x *ListAccessLogRequest) String() string {
 func (*ListAccessLogRequest) ProtoMessage() {}
 
 func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5705,7 +5877,7 @@ func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAccessLogRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListAccessLogRequest) GetPageSize() int32 {
@@ -5792,7 +5964,7 @@ type AccessRecord struct {
 
 func (x *AccessRecord) Reset() {
 	*x = AccessRecord{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5804,7 +5976,7 @@ func (x *AccessRecord) String() string {
 func (*AccessRecord) ProtoMessage() {}
 
 func (x *AccessRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5817,7 +5989,7 @@ func (x *AccessRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessRecord.ProtoReflect.Descriptor instead.
 func (*AccessRecord) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AccessRecord) GetSeq() uint64 {
@@ -5924,7 +6096,7 @@ type ListAccessLogResponse struct {
 
 func (x *ListAccessLogResponse) Reset() {
 	*x = ListAccessLogResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5936,7 +6108,7 @@ func (x *ListAccessLogResponse) String() string {
 func (*ListAccessLogResponse) ProtoMessage() {}
 
 func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5949,7 +6121,7 @@ func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAccessLogResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListAccessLogResponse) GetRecords() []*AccessRecord {
@@ -5970,7 +6142,7 @@ var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"!pactledger/ledger/v1/ledger.proto\x12\x14pactledger.ledger.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
+	"!pactledger/ledger/v1/ledger.proto\x12\x14pactledger.ledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
 	"\x06Action\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
@@ -5994,7 +6166,17 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"message_id\x18\a \x01(\tR\tmessageId\"\x83\x01\n" +
 	"\x15AppendReceiptResponse\x12+\n" +
 	"\x03row\x18\x01 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\x12=\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2#.pactledger.ledger.v1.AppendOutcomeR\aoutcome\";\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2#.pactledger.ledger.v1.AppendOutcomeR\aoutcome\"_\n" +
+	"\x15AppendReceiptsRequest\x12F\n" +
+	"\breceipts\x18\x01 \x03(\v2*.pactledger.ledger.v1.AppendReceiptRequestR\breceipts\"]\n" +
+	"\x16AppendReceiptsResponse\x12C\n" +
+	"\aresults\x18\x01 \x03(\v2).pactledger.ledger.v1.AppendReceiptResultR\aresults\"\xc8\x01\n" +
+	"\x13AppendReceiptResult\x12G\n" +
+	"\bresponse\x18\x01 \x01(\v2+.pactledger.ledger.v1.AppendReceiptResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12:\n" +
+	"\vretry_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryDelay\";\n" +
 	"\rRefusalAction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\"\x9b\x02\n" +
@@ -6441,9 +6623,10 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xd5\x14\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xc2\x15\n" +
 	"\rLedgerService\x12h\n" +
-	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12h\n" +
+	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12k\n" +
+	"\x0eAppendReceipts\x12+.pactledger.ledger.v1.AppendReceiptsRequest\x1a,.pactledger.ledger.v1.AppendReceiptsResponse\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
 	"\x06GetRow\x12#.pactledger.ledger.v1.GetRowRequest\x1a$.pactledger.ledger.v1.GetRowResponse\x12Y\n" +
 	"\bListRows\x12%.pactledger.ledger.v1.ListRowsRequest\x1a&.pactledger.ledger.v1.ListRowsResponse\x12b\n" +
@@ -6484,7 +6667,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -6498,222 +6681,232 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*Limits)(nil),                      // 9: pactledger.ledger.v1.Limits
 	(*AppendReceiptRequest)(nil),        // 10: pactledger.ledger.v1.AppendReceiptRequest
 	(*AppendReceiptResponse)(nil),       // 11: pactledger.ledger.v1.AppendReceiptResponse
-	(*RefusalAction)(nil),               // 12: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),        // 13: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),       // 14: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                       // 15: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                    // 16: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                   // 17: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                       // 18: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                    // 19: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                // 20: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                     // 21: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                         // 22: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),               // 23: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),              // 24: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),             // 25: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),            // 26: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),          // 27: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),              // 28: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),         // 29: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),      // 30: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),     // 31: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),            // 32: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),           // 33: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),   // 34: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),  // 35: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                // 36: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),             // 37: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                   // 38: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                 // 39: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),              // 40: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),               // 41: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),            // 42: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 43: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 44: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 45: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 46: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 47: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 48: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 49: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 50: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 51: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 52: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 53: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 54: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 55: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 56: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 57: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 58: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 59: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 60: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 61: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 62: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 63: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 64: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 65: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 66: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 67: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 68: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 69: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 70: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 71: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 72: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 73: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 74: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 75: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 76: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 77: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 78: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),               // 79: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),              // 80: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),        // 81: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                // 82: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),       // 83: pactledger.ledger.v1.ListAccessLogResponse
-	(*timestamppb.Timestamp)(nil),       // 84: google.protobuf.Timestamp
+	(*AppendReceiptsRequest)(nil),       // 12: pactledger.ledger.v1.AppendReceiptsRequest
+	(*AppendReceiptsResponse)(nil),      // 13: pactledger.ledger.v1.AppendReceiptsResponse
+	(*AppendReceiptResult)(nil),         // 14: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),               // 15: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),        // 16: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),       // 17: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                       // 18: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                    // 19: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                   // 20: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                       // 21: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                    // 22: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                // 23: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                     // 24: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                         // 25: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),               // 26: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),              // 27: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),             // 28: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),            // 29: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),          // 30: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),              // 31: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),         // 32: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),      // 33: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),     // 34: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),            // 35: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),           // 36: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),   // 37: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),  // 38: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                // 39: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),             // 40: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                   // 41: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                 // 42: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),              // 43: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),               // 44: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),            // 45: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 46: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 47: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 48: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 49: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 50: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 51: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 52: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 53: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 54: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 55: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 56: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 57: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 58: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 59: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 60: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 61: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 62: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 63: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 64: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 65: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 66: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 67: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 68: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 69: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 70: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 71: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 72: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 73: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 74: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 75: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 76: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 77: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 78: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 79: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 80: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 81: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),               // 82: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),              // 83: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),        // 84: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                // 85: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),       // 86: pactledger.ledger.v1.ListAccessLogResponse
+	(*timestamppb.Timestamp)(nil),       // 87: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 88: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	84,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	87,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	22,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	25,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	12,  // 5: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	84,  // 6: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	22,  // 7: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
-	2,   // 8: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
-	3,   // 9: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	84,  // 10: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	18,  // 11: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	84,  // 12: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
-	5,   // 13: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	0,   // 14: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
-	1,   // 15: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	15,  // 16: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	16,  // 17: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	9,   // 18: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	17,  // 19: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	84,  // 20: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	84,  // 21: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	19,  // 22: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
-	4,   // 23: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	84,  // 24: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
-	5,   // 25: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	20,  // 26: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	21,  // 27: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	22,  // 28: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
-	1,   // 29: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
-	4,   // 30: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	84,  // 31: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	84,  // 32: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	22,  // 33: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	84,  // 34: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	8,   // 35: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	28,  // 36: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	84,  // 37: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	28,  // 38: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	18,  // 39: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	18,  // 40: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,   // 41: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	22,  // 42: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	36,  // 43: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	7,   // 44: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	84,  // 45: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 46: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	38,  // 47: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	37,  // 48: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	28,  // 49: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	41,  // 50: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	40,  // 51: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
-	39,  // 52: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 53: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	39,  // 54: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	84,  // 55: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	84,  // 56: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	84,  // 57: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	47,  // 58: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	47,  // 59: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	22,  // 60: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	53,  // 61: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	84,  // 62: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	84,  // 63: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	84,  // 64: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	57,  // 65: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	57,  // 66: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	22,  // 67: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	22,  // 68: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	57,  // 69: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,   // 70: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	84,  // 71: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	84,  // 72: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	65,  // 73: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	65,  // 74: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	84,  // 75: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	68,  // 76: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	84,  // 77: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	84,  // 78: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	84,  // 79: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	69,  // 80: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	84,  // 81: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	84,  // 82: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	82,  // 83: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	10,  // 84: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 85: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	23,  // 86: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	25,  // 87: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	27,  // 88: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	30,  // 89: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	32,  // 90: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	34,  // 91: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	37,  // 92: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	43,  // 93: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	45,  // 94: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	48,  // 95: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	50,  // 96: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	52,  // 97: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	55,  // 98: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	58,  // 99: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	60,  // 100: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	62,  // 101: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	64,  // 102: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	67,  // 103: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	71,  // 104: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	73,  // 105: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	75,  // 106: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	77,  // 107: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	79,  // 108: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	81,  // 109: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	11,  // 110: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 111: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	24,  // 112: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	26,  // 113: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	29,  // 114: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	31,  // 115: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	33,  // 116: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	35,  // 117: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	42,  // 118: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	44,  // 119: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	46,  // 120: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	49,  // 121: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	51,  // 122: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	54,  // 123: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	56,  // 124: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	59,  // 125: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	61,  // 126: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	63,  // 127: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	66,  // 128: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	70,  // 129: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	72,  // 130: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	74,  // 131: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	76,  // 132: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	78,  // 133: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	80,  // 134: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	83,  // 135: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	110, // [110:136] is the sub-list for method output_type
-	84,  // [84:110] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	10,  // 5: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	14,  // 6: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	11,  // 7: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
+	88,  // 8: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	15,  // 9: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	87,  // 10: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	25,  // 11: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	2,   // 12: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
+	3,   // 13: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
+	87,  // 14: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	21,  // 15: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	87,  // 16: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	5,   // 17: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	0,   // 18: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
+	1,   // 19: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
+	18,  // 20: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	19,  // 21: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	9,   // 22: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	20,  // 23: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	87,  // 24: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	87,  // 25: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	22,  // 26: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	4,   // 27: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	87,  // 28: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	5,   // 29: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
+	23,  // 30: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	24,  // 31: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	25,  // 32: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	1,   // 33: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
+	4,   // 34: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	87,  // 35: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	87,  // 36: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	25,  // 37: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	87,  // 38: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	8,   // 39: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	31,  // 40: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	87,  // 41: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	31,  // 42: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	21,  // 43: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	21,  // 44: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	5,   // 45: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	25,  // 46: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	39,  // 47: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	7,   // 48: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	87,  // 49: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	87,  // 50: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	41,  // 51: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	40,  // 52: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	31,  // 53: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	44,  // 54: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	43,  // 55: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	42,  // 56: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	42,  // 57: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	42,  // 58: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	87,  // 59: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	87,  // 60: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	87,  // 61: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	50,  // 62: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	50,  // 63: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	25,  // 64: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	56,  // 65: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	87,  // 66: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	87,  // 67: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	87,  // 68: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	60,  // 69: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	60,  // 70: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	25,  // 71: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	25,  // 72: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	60,  // 73: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 74: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	87,  // 75: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	87,  // 76: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	68,  // 77: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	68,  // 78: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	87,  // 79: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	71,  // 80: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	87,  // 81: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	87,  // 82: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	87,  // 83: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	72,  // 84: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	87,  // 85: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	87,  // 86: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	85,  // 87: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	10,  // 88: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	12,  // 89: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	16,  // 90: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	26,  // 91: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	28,  // 92: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	30,  // 93: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	33,  // 94: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	35,  // 95: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	37,  // 96: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	40,  // 97: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	46,  // 98: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	48,  // 99: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	51,  // 100: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	53,  // 101: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	55,  // 102: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	58,  // 103: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	61,  // 104: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	63,  // 105: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	65,  // 106: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	67,  // 107: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	70,  // 108: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	74,  // 109: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	76,  // 110: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	78,  // 111: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	80,  // 112: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	82,  // 113: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	84,  // 114: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	11,  // 115: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	13,  // 116: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	17,  // 117: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	27,  // 118: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	29,  // 119: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	32,  // 120: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	34,  // 121: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	36,  // 122: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	38,  // 123: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	45,  // 124: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	47,  // 125: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	49,  // 126: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	52,  // 127: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	54,  // 128: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	57,  // 129: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	59,  // 130: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	62,  // 131: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	64,  // 132: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	66,  // 133: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	69,  // 134: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	73,  // 135: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	75,  // 136: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	77,  // 137: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	79,  // 138: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	81,  // 139: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	83,  // 140: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	86,  // 141: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	115, // [115:142] is the sub-list for method output_type
+	88,  // [88:115] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -6727,7 +6920,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   76,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

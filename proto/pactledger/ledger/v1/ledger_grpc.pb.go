@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	LedgerService_AppendReceipt_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
+	LedgerService_AppendReceipts_FullMethodName      = "/pactledger.ledger.v1.LedgerService/AppendReceipts"
 	LedgerService_AppendRefusal_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
 	LedgerService_GetRow_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetRow"
 	LedgerService_ListRows_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListRows"
@@ -63,6 +64,10 @@ type LedgerServiceClient interface {
 	// and action log entries as of the receipt's ts, and records one immutable
 	// row. Role: writer.
 	AppendReceipt(ctx context.Context, in *AppendReceiptRequest, opts ...grpc.CallOption) (*AppendReceiptResponse, error)
+	// AppendReceipts records up to 100 receipts in one call, each exactly as
+	// AppendReceipt would, and answers each on its own: one receipt refused
+	// leaves the others recorded. Role: writer.
+	AppendReceipts(ctx context.Context, in *AppendReceiptsRequest, opts ...grpc.CallOption) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
 	AppendRefusal(ctx context.Context, in *AppendRefusalRequest, opts ...grpc.CallOption) (*AppendRefusalResponse, error)
@@ -162,6 +167,16 @@ func (c *ledgerServiceClient) AppendReceipt(ctx context.Context, in *AppendRecei
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendReceiptResponse)
 	err := c.cc.Invoke(ctx, LedgerService_AppendReceipt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) AppendReceipts(ctx context.Context, in *AppendReceiptsRequest, opts ...grpc.CallOption) (*AppendReceiptsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendReceiptsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_AppendReceipts_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +445,10 @@ type LedgerServiceServer interface {
 	// and action log entries as of the receipt's ts, and records one immutable
 	// row. Role: writer.
 	AppendReceipt(context.Context, *AppendReceiptRequest) (*AppendReceiptResponse, error)
+	// AppendReceipts records up to 100 receipts in one call, each exactly as
+	// AppendReceipt would, and answers each on its own: one receipt refused
+	// leaves the others recorded. Role: writer.
+	AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
 	AppendRefusal(context.Context, *AppendRefusalRequest) (*AppendRefusalResponse, error)
@@ -527,6 +546,9 @@ type UnimplementedLedgerServiceServer struct{}
 
 func (UnimplementedLedgerServiceServer) AppendReceipt(context.Context, *AppendReceiptRequest) (*AppendReceiptResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendReceipt not implemented")
+}
+func (UnimplementedLedgerServiceServer) AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendReceipts not implemented")
 }
 func (UnimplementedLedgerServiceServer) AppendRefusal(context.Context, *AppendRefusalRequest) (*AppendRefusalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendRefusal not implemented")
@@ -638,6 +660,24 @@ func _LedgerService_AppendReceipt_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LedgerServiceServer).AppendReceipt(ctx, req.(*AppendReceiptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_AppendReceipts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendReceiptsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).AppendReceipts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_AppendReceipts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).AppendReceipts(ctx, req.(*AppendReceiptsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1102,6 +1142,10 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendReceipt",
 			Handler:    _LedgerService_AppendReceipt_Handler,
+		},
+		{
+			MethodName: "AppendReceipts",
+			Handler:    _LedgerService_AppendReceipts_Handler,
 		},
 		{
 			MethodName: "AppendRefusal",
