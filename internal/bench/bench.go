@@ -100,8 +100,15 @@ type Config struct {
 	// ProfileOffered, above zero, sends the profiled phase's load at that
 	// many rows a second (open loop) instead of Concurrency in flight.
 	ProfileOffered int
-	Out            io.Writer
-	Store          string // "postgres": compare the row stores instead (stores.go)
+	// Batch is how many receipts one AppendReceipts call carries in the
+	// batched gRPC scenarios (Concurrency receipts in flight, in
+	// Concurrency/Batch calls); 0 leaves them out.
+	Batch int
+	// ProfileBatch, above zero, posts the profiled phase's load in
+	// AppendReceipts calls of that many receipts.
+	ProfileBatch int
+	Out          io.Writer
+	Store        string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
@@ -265,6 +272,19 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			s, err := runServed(ctx, env, scenario{name: c.name, via: via, corpus: c.corpus, ceiling: servedOf[c.name], bare: bareOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", via, c.name, err)
+			}
+			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
+			closed = append(closed, s)
+		}
+	}
+	if cfg.Batch > 0 {
+		for _, c := range []struct {
+			name   string
+			corpus []*ledgerv1.AppendReceiptRequest
+		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
+			s, err := runServed(ctx, env, scenario{name: c.name, via: viaGRPC, batch: cfg.Batch, corpus: c.corpus, ceiling: servedOf[c.name], bare: bareOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
+			if err != nil {
+				return fmt.Errorf("%s in batches, %s: %w", viaGRPC, c.name, err)
 			}
 			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
 			closed = append(closed, s)
@@ -682,12 +702,18 @@ func (d *daemon) load(ctx context.Context, corpus []*ledgerv1.AppendReceiptReque
 // measure drives call and adds ledgerd's, this client's and versitygw's
 // CPU and ledgerd's memory under the load.
 func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
+	return d.measured(func() (*result, error) { return drive(ctx, corpus, conc, dur, rate, call) })
+}
+
+// measured runs a load (drive or driveBatches) and adds ledgerd's, this
+// client's and versitygw's CPU and ledgerd's memory under it.
+func (d *daemon) measured(load func() (*result, error)) (*result, error) {
 	pid := d.pid
 	u0, self0, s30 := procUsageOf(pid), procCPU(selfPid), procCPU(d.s3Pid())
 	w0 := procWritten(pid)
 	mem := sampleMem(pid, 500*time.Millisecond)
 	t0 := time.Now()
-	res, err := drive(ctx, corpus, conc, dur, rate, call)
+	res, err := load()
 	peak := mem.stop()
 	if err != nil {
 		return nil, err

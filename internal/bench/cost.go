@@ -82,8 +82,11 @@ const (
 // scenario is one served measurement: a corpus, a transport, and either
 // conc requests in flight (rate 0) or rate rows/s offered.
 type scenario struct {
-	name   string
-	via    transport
+	name string
+	via  transport
+	// batch, above zero, posts the corpus in AppendReceipts calls of that
+	// many receipts (over gRPC).
+	batch  int
 	corpus []*ledgerv1.AppendReceiptRequest
 	// ceiling is the in-process rate for the same corpus of the ledger as
 	// ledgerd runs it, bare the ledger's alone (verify + durable commit),
@@ -268,7 +271,12 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	}
 	defer d.stop()
 	c0 := d.counters()
-	res, err := d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
+	var res *result
+	if sc.batch > 0 {
+		res, err = d.measured(func() (*result, error) { return driveBatches(ctx, sc.corpus, conc, sc.batch, dur, d.grpcAppendBatch()) })
+	} else {
+		res, err = d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +293,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	if rate > 0 {
 		load = fmt.Sprintf("%d rows/s offered for %s", rate, dur)
 	}
-	fmt.Fprintf(w, "\n%s, %s, %s (load average %s):\n", s.via, s.name, load, s.load)
+	fmt.Fprintf(w, "\n%s, %s, %s (load average %s):\n", s.how(), s.name, load, s.load)
 	fmt.Fprintf(w, "  %.0f verified durable rows/s (%d rows; one P-256 verification %s), p50 %s, p99 %s, errors %d\n",
 		s.rate, s.ok, us(u.median()), s.p(50), s.p(99), s.errors)
 	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row; client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
@@ -305,6 +313,15 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  ledgerd memory under load: %s\n", s.mem)
 	fmt.Fprintf(w, "  ledgerd memory at rest (outbox drained): %s\n", s.atRest)
 	fmt.Fprintf(w, "  outbox depth when the load stopped: %d objects (%.2f s of writes), drained %s later\n", s.depth, float64(s.depth)/max(s.rate, 1), s.drain)
+}
+
+// how is the scenario's transport in words: "gRPC", "REST", or "gRPC,
+// AppendReceipts of 8".
+func (s scenario) how() string {
+	if s.batch > 0 {
+		return fmt.Sprintf("%s, AppendReceipts of %d", s.via, s.batch)
+	}
+	return string(s.via)
 }
 
 // cpuPerRow is ledgerd's CPU time per recorded row.

@@ -58,8 +58,16 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 	if cfg.ProfileREST {
 		via = viaREST
 	}
+	how := string(via)
 	var res *result
 	pprof.Do(ctx, clientLabels, func(ctx context.Context) {
+		if cfg.ProfileBatch > 0 {
+			how = scenario{via: viaGRPC, batch: cfg.ProfileBatch}.how()
+			res, err = d.measured(func() (*result, error) {
+				return driveBatches(ctx, corpus, cfg.Concurrency, cfg.ProfileBatch, cfg.Duration, d.grpcAppendBatch())
+			})
+			return
+		}
 		res, err = d.measure(ctx, corpus, cfg.Concurrency, cfg.Duration, cfg.ProfileOffered, d.call(via, nil))
 	})
 	if perr := stopCPU(); err == nil {
@@ -78,7 +86,7 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 		load = fmt.Sprintf("%d rows/s offered", cfg.ProfileOffered)
 	}
 	fmt.Fprintf(w, "\nprofiled: ledgerd in this process over %s, sessions corpus, %s for %s (load average %s): %.0f rows/s, p50 %s, p99 %s, errors %d\n",
-		via, load, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
+		how, load, cfg.Duration, loadAvg(), res.rate, res.p(50), res.p(99), res.errors)
 	fmt.Fprintf(w, "  process CPU (ledgerd and client together) %.2f cores = %s per row = %.2f verifications of %s\n",
 		res.cpu, us(res.cpuPerRow()), unit.units(res.cpuPerRow().Seconds()), us(unit.median()))
 	if cfg.CPUProfile != "" {
@@ -214,7 +222,7 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 			hits = fmt.Sprintf("%.1f %%", 100*s.hits/t)
 		}
 		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s |\n",
-			s.via, s.name, load, s.rate, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
+			s.how(), s.name, load, s.rate, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
 			mib(s.mem.anon), mib(s.mem.file), mib(s.atRest.anon), mib(s.atRest.file), s.load)
 	}
 }

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// batchCall posts reqs in one call and returns each one's error.
+type batchCall func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) []error
+
+// driveBatches sends corpus entries through call in batches of batch, closed
+// loop, with conc entries in flight (conc/batch calls, at least one) for
+// dur. Each entry's latency is its call's.
+func driveBatches(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc, batch int, dur time.Duration, call batchCall) (*result, error) {
+	var (
+		next   atomic.Int64
+		okN    atomic.Int64
+		errN   atomic.Int64
+		mu     sync.Mutex
+		lat    []time.Duration
+		wg     sync.WaitGroup
+		start  = time.Now()
+		stopAt = start.Add(dur)
+	)
+	for range max(conc/batch, 1) {
+		wg.Go(func() {
+			for time.Now().Before(stopAt) {
+				i := int(next.Add(int64(batch)) - int64(batch))
+				if i >= len(corpus) {
+					return
+				}
+				reqs := corpus[i:min(i+batch, len(corpus))]
+				t0 := time.Now()
+				errs := call(ctx, reqs)
+				d := time.Since(t0)
+				mu.Lock()
+				for _, err := range errs {
+					if err != nil {
+						errN.Add(1)
+						continue
+					}
+					okN.Add(1)
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	return &result{ok: int(okN.Load()), errors: int(errN.Load()), rate: float64(okN.Load()) / elapsed.Seconds(), elapsed: elapsed, lat: lat}, nil
+}
+
+// grpcAppendBatch posts a batch with one AppendReceipts call, taking
+// ledgerd's connections in turn.
+func (d *daemon) grpcAppendBatch() batchCall {
+	var rr atomic.Int64
+	clients := make([]ledgerv1.LedgerServiceClient, len(d.conns))
+	for i, c := range d.conns {
+		clients[i] = ledgerv1.NewLedgerServiceClient(c)
+	}
+	return func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) []error {
+		errs := make([]error, len(reqs))
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+writerKey)
+		rep, err := clients[rr.Add(1)%int64(len(clients))].AppendReceipts(ctx, &ledgerv1.AppendReceiptsRequest{Receipts: reqs})
+		for i := range errs {
+			switch {
+			case err != nil:
+				errs[i] = err
+			case i >= len(rep.GetResults()):
+				errs[i] = fmt.Errorf("%d results for %d receipts", len(rep.GetResults()), len(reqs))
+			case rep.GetResults()[i].GetCode() != 0:
+				r := rep.GetResults()[i]
+				errs[i] = status.Error(codes.Code(r.GetCode()), r.GetMessage())
+			}
+		}
+		return errs
+	}
+}
