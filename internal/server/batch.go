@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,7 +34,26 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		})
 	}
 	wg.Wait()
+	for _, r := range results {
+		s.batchReceipts.WithLabelValues(codes.Code(r.GetCode()).String()).Inc()
+	}
 	return &ledgerv1.AppendReceiptsResponse{Results: results}, nil
+}
+
+// newBatchReceipts counts the receipts AppendReceipts answered, by the
+// code of each one's result: an AppendReceipts call is answered OK when
+// some of its receipts were not, so grpc_server_handled_total does not
+// show them. The codes a receipt is answered with show from 0.
+func newBatchReceipts(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pactledger_batch_receipts_total",
+		Help: "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result.",
+	}, []string{"code"})
+	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.Unavailable, codes.ResourceExhausted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
+		c.WithLabelValues(code.String())
+	}
+	reg.MustRegister(c)
+	return c
 }
 
 // receiptResult is AppendReceipt's answer as one result of AppendReceipts:

@@ -70,6 +70,13 @@ func TestAppendReceiptsREST(t *testing.T) {
 		}
 	}
 
+	m := scrape(t, e)
+	for code, want := range map[string]float64{"OK": 3, "InvalidArgument": 1, "Unavailable": 0} {
+		if got := m[`pactledger_batch_receipts_total{code="`+code+`"}`]; got != want {
+			t.Errorf("pactledger_batch_receipts_total{code=%q} = %v, want %v", code, got, want)
+		}
+	}
+
 	// The same receipts one at a time answer the same rows.
 	var again appendReply
 	if code := e.call(t, "POST", "/v1/receipts", "writer", post(second), &again); code != 200 || again.Outcome != "APPEND_OUTCOME_ALREADY_RECORDED" || again.Row.ID != r[0].Response.Row.ID {

@@ -278,7 +278,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.NumStreamWorkers(streamWorkers),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
-	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access}
+	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, batchReceipts: newBatchReceipts(reg)}
 	ledgerv1.RegisterLedgerServiceServer(s.grpc, svc)
 	// The REST gateway and the console call the same service in process,
 	// through the same interceptors.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -33,6 +34,8 @@ type service struct {
 	// (openCheckpoint).
 	lastCP atomic.Pointer[openedCheckpoint]
 	access *ledger.AccessLog
+	// batchReceipts counts AppendReceipts' results by code.
+	batchReceipts *prometheus.CounterVec
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.
