@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,8 +12,31 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/server"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
+
+// checkBatches refuses batch sizes AppendReceipts would refuse, a
+// concurrency the batches do not divide (the receipts in flight would not
+// be Concurrency), and a profiled phase asked to post in batches and
+// through REST or at an offered rate.
+func (c Config) checkBatches() error {
+	for _, b := range []struct {
+		flag string
+		n    int
+	}{{"-batch", c.Batch}, {"-profile-batch", c.ProfileBatch}} {
+		switch {
+		case b.n < 0 || b.n > server.MaxBatchReceipts:
+			return fmt.Errorf("%s %d: 0 (none) to %d", b.flag, b.n, server.MaxBatchReceipts)
+		case b.n > 0 && c.Concurrency%b.n != 0:
+			return fmt.Errorf("%s %d does not divide -concurrency %d", b.flag, b.n, c.Concurrency)
+		}
+	}
+	if c.ProfileBatch > 0 && (c.ProfileREST || c.ProfileOffered > 0) {
+		return errors.New("-profile-batch posts over gRPC with -concurrency in flight: not with -profile-rest or -profile-offered")
+	}
+	return nil
+}
 
 // batchCall posts reqs in one call and returns each one's error.
 type batchCall func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) []error

@@ -55,3 +55,30 @@ func TestDriveBatches(t *testing.T) {
 		t.Fatalf("ok %d, errors %d, %d latencies; want 102, 1, 102", res.ok, res.errors, len(res.lat))
 	}
 }
+
+// The benchmark refuses batches AppendReceipts would refuse, or that do
+// not divide the receipts in flight, and a profiled phase in batches asked
+// for REST or an offered rate.
+func TestCheckBatches(t *testing.T) {
+	for _, c := range []Config{
+		{Concurrency: 64, Batch: 8},
+		{Concurrency: 64, Batch: 0, ProfileBatch: 16},
+		{Concurrency: 100, Batch: 100},
+	} {
+		if err := c.checkBatches(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	for _, c := range []Config{
+		{Concurrency: 64, Batch: -1},
+		{Concurrency: 202, Batch: 101},
+		{Concurrency: 64, Batch: 10},
+		{Concurrency: 64, ProfileBatch: 48},
+		{Concurrency: 64, ProfileBatch: 8, ProfileREST: true},
+		{Concurrency: 64, ProfileBatch: 8, ProfileOffered: 1000},
+	} {
+		if err := c.checkBatches(); err == nil {
+			t.Errorf("%+v: accepted", c)
+		}
+	}
+}

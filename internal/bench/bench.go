@@ -116,6 +116,9 @@ const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench
 // Run runs every phase and prints the figures. With a CPU or heap profile
 // asked for, it runs the profiled phase alone (see runProfiled).
 func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.checkBatches(); err != nil {
+		return err
+	}
 	if cfg.Store == "postgres" {
 		return runStores(ctx, cfg)
 	}

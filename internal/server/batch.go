@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,22 +18,36 @@ import (
 // MaxBatchReceipts is the most receipts one AppendReceipts call takes.
 const MaxBatchReceipts = 100
 
-// AppendReceipts records each receipt as AppendReceipt would, all of them
-// at once, so that they share the row store's group commits, and answers
-// each on its own: a receipt refused leaves the others recorded. A pipeline
-// that posts what its outbox holds pays the call's own cost (its frames,
-// its interceptors, its round trip) once for many rows.
+// batchWorkers is the most receipts of one AppendReceipts call recorded at
+// once: enough to fill the row store's group commits, few enough that one
+// call is not a hundred verifications at once.
+const batchWorkers = 32
+
+// AppendReceipts records each receipt as AppendReceipt would, and answers
+// each on its own: a receipt refused leaves the others recorded. The
+// receipts of one grant are recorded one after another in the order they
+// came, so that what depends on the rows before (a count limit, which of
+// two is the duplicate) reads as it would had they been posted one at a
+// time; the receipts of different grants are recorded at once (up to
+// batchWorkers), so that they share the group commits. A pipeline that
+// posts what its outbox holds pays the call's own cost (its frames, its
+// interceptors, its round trip) once for many rows.
 func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceiptsRequest) (*ledgerv1.AppendReceiptsResponse, error) {
 	receipts := req.GetReceipts()
 	if n := len(receipts); n == 0 || n > MaxBatchReceipts {
 		return nil, status.Errorf(codes.InvalidArgument, "receipts: %d given, want 1 to %d", n, MaxBatchReceipts)
 	}
 	results := make([]*ledgerv1.AppendReceiptResult, len(receipts))
+	sem := make(chan struct{}, batchWorkers)
 	var wg sync.WaitGroup
-	for i, r := range receipts {
+	for _, idx := range byGrant(receipts) {
+		sem <- struct{}{}
 		wg.Go(func() {
-			resp, err := s.AppendReceipt(ctx, r)
-			results[i] = receiptResult(resp, err)
+			defer func() { <-sem }()
+			for _, i := range idx {
+				resp, err := s.AppendReceipt(ctx, receipts[i])
+				results[i] = receiptResult(resp, err)
+			}
 		})
 	}
 	wg.Wait()
@@ -38,6 +55,48 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		s.batchReceipts.WithLabelValues(codes.Code(r.GetCode()).String()).Inc()
 	}
 	return &ledgerv1.AppendReceiptsResponse{Results: results}, nil
+}
+
+// byGrant is the receipts' indexes by the grant each names (grantOf), each
+// grant's in order, the grants in the order of their first receipt.
+func byGrant(receipts []*ledgerv1.AppendReceiptRequest) [][]int {
+	var grants [][]int
+	at := map[string]int{}
+	for i, r := range receipts {
+		g := grantOf(r.GetReceiptJws())
+		k, ok := at[g]
+		if !ok {
+			k = len(grants)
+			at[g] = k
+			grants = append(grants, nil)
+		}
+		grants[k] = append(grants[k], i)
+	}
+	return grants
+}
+
+// grantOf is the grant a receipt names, read without verifying it: it only
+// decides which receipts AppendReceipts records in order, so a receipt that
+// lies about its grant changes no more than the order of its own
+// recording. "" for a receipt whose claims cannot be read (they are
+// recorded in order among themselves).
+func grantOf(jws string) string {
+	_, rest, _ := strings.Cut(jws, ".")
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		GrantID string `json:"grantId"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.GrantID
 }
 
 // newBatchReceipts counts the receipts AppendReceipts answered, by the
@@ -49,7 +108,7 @@ func newBatchReceipts(reg prometheus.Registerer) *prometheus.CounterVec {
 		Name: "pactledger_batch_receipts_total",
 		Help: "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result.",
 	}, []string{"code"})
-	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.Unavailable, codes.ResourceExhausted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
+	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.NotFound, codes.Unavailable, codes.ResourceExhausted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
 		c.WithLabelValues(code.String())
 	}
 	reg.MustRegister(c)
@@ -58,7 +117,7 @@ func newBatchReceipts(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // receiptResult is AppendReceipt's answer as one result of AppendReceipts:
 // the response, or the status's code and message with the RetryInfo's
-// delay it carried.
+// delay and the ErrorInfo's reason it carried.
 func receiptResult(resp *ledgerv1.AppendReceiptResponse, err error) *ledgerv1.AppendReceiptResult {
 	if err == nil {
 		return &ledgerv1.AppendReceiptResult{Response: resp}
@@ -66,8 +125,11 @@ func receiptResult(resp *ledgerv1.AppendReceiptResponse, err error) *ledgerv1.Ap
 	st := status.Convert(err)
 	res := &ledgerv1.AppendReceiptResult{Code: int32(st.Code()), Message: st.Message()}
 	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			res.RetryDelay = ri.GetRetryDelay()
+		switch d := d.(type) {
+		case *errdetails.RetryInfo:
+			res.RetryDelay = d.GetRetryDelay()
+		case *errdetails.ErrorInfo:
+			res.Reason = d.GetReason()
 		}
 	}
 	return res

@@ -18,8 +18,9 @@ import (
 
 // AppendReceipts answers each receipt as AppendReceipt would, in the
 // order they came: a row recorded, one found again, one refused as
-// unparseable without the others refused with it, and one the brand signed
-// beyond its grant recorded as an incident. The rows read back as
+// unparseable without the others refused with it, one the brand signed
+// beyond its grant recorded as an incident, and the first again, found
+// (a grant's receipts are recorded in order). The rows read back as
 // AppendReceipt's would.
 func TestAppendReceiptsREST(t *testing.T) {
 	e := newEnv(t, jose.ES256)
@@ -35,32 +36,41 @@ func TestAppendReceiptsREST(t *testing.T) {
 		post(first), // recorded already
 		map[string]any{"receiptJws": "not a compact JWS"},
 		post(beyond),
+		post(second), // the same grant's receipts are recorded in order
 	}}
 	var rep struct {
 		Results []struct {
 			Response *appendReply `json:"response"`
-			Code     int          `json:"code"`
-			Message  string       `json:"message"`
+			Code     *int         `json:"code"`
+			Message  *string      `json:"message"`
 		} `json:"results"`
 	}
 	if code := e.call(t, "POST", "/v1/receipts:batch", "writer", body, &rep); code != 200 {
 		t.Fatalf("batch = %d", code)
 	}
-	if len(rep.Results) != 4 {
-		t.Fatalf("%d results for 4 receipts: %+v", len(rep.Results), rep.Results)
+	if len(rep.Results) != 5 {
+		t.Fatalf("%d results for 5 receipts: %+v", len(rep.Results), rep.Results)
 	}
 	r := rep.Results
-	if r[0].Code != 0 || r[0].Response == nil || r[0].Response.Outcome != "APPEND_OUTCOME_CREATED" || r[0].Response.Row.Actions[0].Target != "A-1002" || r[0].Response.Row.Status != "ROW_STATUS_AUTHORIZED" {
+	for i, res := range r {
+		if res.Code == nil || res.Message == nil {
+			t.Fatalf("result %d without its code or message: %+v", i, res)
+		}
+	}
+	if *r[0].Code != 0 || r[0].Response == nil || r[0].Response.Outcome != "APPEND_OUTCOME_CREATED" || r[0].Response.Row.Actions[0].Target != "A-1002" || r[0].Response.Row.Status != "ROW_STATUS_AUTHORIZED" {
 		t.Errorf("new receipt: %+v", r[0])
 	}
-	if r[1].Code != 0 || r[1].Response == nil || r[1].Response.Outcome != "APPEND_OUTCOME_ALREADY_RECORDED" || r[1].Response.Row.ID != one.Row.ID {
+	if *r[1].Code != 0 || r[1].Response == nil || r[1].Response.Outcome != "APPEND_OUTCOME_ALREADY_RECORDED" || r[1].Response.Row.ID != one.Row.ID {
 		t.Errorf("receipt recorded before: %+v", r[1])
 	}
-	if r[2].Code != int(codes.InvalidArgument) || r[2].Response != nil || r[2].Message == "" {
+	if *r[2].Code != int(codes.InvalidArgument) || r[2].Response != nil || *r[2].Message == "" {
 		t.Errorf("unparseable receipt: %+v", r[2])
 	}
-	if r[3].Code != 0 || r[3].Response == nil || r[3].Response.Row.Status != "ROW_STATUS_INCIDENT" {
+	if *r[3].Code != 0 || r[3].Response == nil || r[3].Response.Row.Status != "ROW_STATUS_INCIDENT" {
 		t.Errorf("receipt beyond its grant: %+v %+v", r[3], r[3].Response)
+	}
+	if *r[4].Code != 0 || r[4].Response == nil || r[4].Response.Outcome != "APPEND_OUTCOME_ALREADY_RECORDED" || r[4].Response.Row.ID != r[0].Response.Row.ID {
+		t.Errorf("the batch's own receipt again: %+v", r[4])
 	}
 	for _, res := range []int{0, 3} {
 		var got struct{ Row Row }
@@ -71,9 +81,9 @@ func TestAppendReceiptsREST(t *testing.T) {
 	}
 
 	m := scrape(t, e)
-	for code, want := range map[string]float64{"OK": 3, "InvalidArgument": 1, "Unavailable": 0} {
-		if got := m[`pactledger_batch_receipts_total{code="`+code+`"}`]; got != want {
-			t.Errorf("pactledger_batch_receipts_total{code=%q} = %v, want %v", code, got, want)
+	for code, want := range map[string]float64{"OK": 4, "InvalidArgument": 1, "Unavailable": 0} {
+		if got, ok := m[`pactledger_batch_receipts_total{code="`+code+`"}`]; !ok || got != want {
+			t.Errorf("pactledger_batch_receipts_total{code=%q} = %v (shown: %v), want %v", code, got, ok, want)
 		}
 	}
 

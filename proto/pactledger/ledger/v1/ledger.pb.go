@@ -883,7 +883,11 @@ type AppendReceiptResult struct {
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// When to try this receipt again, where AppendReceipt would have sent
 	// RetryInfo (the brand's keys or the disk unavailable for now).
-	RetryDelay    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	RetryDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	// The ErrorInfo reason AppendReceipt would have sent, such as
+	// ROW_EXPIRED (code 5: the row was recorded and has been swept; REST
+	// answers AppendReceipt's with 410).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +948,13 @@ func (x *AppendReceiptResult) GetRetryDelay() *durationpb.Duration {
 		return x.RetryDelay
 	}
 	return nil
+}
+
+func (x *AppendReceiptResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // RefusalAction is the action that was refused.
@@ -6170,13 +6181,14 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x15AppendReceiptsRequest\x12F\n" +
 	"\breceipts\x18\x01 \x03(\v2*.pactledger.ledger.v1.AppendReceiptRequestR\breceipts\"]\n" +
 	"\x16AppendReceiptsResponse\x12C\n" +
-	"\aresults\x18\x01 \x03(\v2).pactledger.ledger.v1.AppendReceiptResultR\aresults\"\xc8\x01\n" +
+	"\aresults\x18\x01 \x03(\v2).pactledger.ledger.v1.AppendReceiptResultR\aresults\"\xe0\x01\n" +
 	"\x13AppendReceiptResult\x12G\n" +
 	"\bresponse\x18\x01 \x01(\v2+.pactledger.ledger.v1.AppendReceiptResponseR\bresponse\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12:\n" +
 	"\vretry_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryDelay\";\n" +
+	"retryDelay\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\";\n" +
 	"\rRefusalAction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\"\x9b\x02\n" +

@@ -64,9 +64,11 @@ type LedgerServiceClient interface {
 	// and action log entries as of the receipt's ts, and records one immutable
 	// row. Role: writer.
 	AppendReceipt(ctx context.Context, in *AppendReceiptRequest, opts ...grpc.CallOption) (*AppendReceiptResponse, error)
-	// AppendReceipts records up to 100 receipts in one call, each exactly as
+	// AppendReceipts records up to 100 receipts in one call, each as
 	// AppendReceipt would, and answers each on its own: one receipt refused
-	// leaves the others recorded. Role: writer.
+	// leaves the others recorded. The receipts of one grant are recorded one
+	// after another in the order they came; those of different grants at
+	// once. Role: writer.
 	AppendReceipts(ctx context.Context, in *AppendReceiptsRequest, opts ...grpc.CallOption) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
@@ -445,9 +447,11 @@ type LedgerServiceServer interface {
 	// and action log entries as of the receipt's ts, and records one immutable
 	// row. Role: writer.
 	AppendReceipt(context.Context, *AppendReceiptRequest) (*AppendReceiptResponse, error)
-	// AppendReceipts records up to 100 receipts in one call, each exactly as
+	// AppendReceipts records up to 100 receipts in one call, each as
 	// AppendReceipt would, and answers each on its own: one receipt refused
-	// leaves the others recorded. Role: writer.
+	// leaves the others recorded. The receipts of one grant are recorded one
+	// after another in the order they came; those of different grants at
+	// once. Role: writer.
 	AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
