@@ -110,6 +110,10 @@ func startInProcess(ctx context.Context, dataDir string, sc *pacttest.Scenario, 
 	if err != nil {
 		return nil, err
 	}
+	// In process the server's own listeners say where it listens: ports
+	// it picks itself cannot be taken between the pick and the listen (a
+	// port freeAddr found free can be, by an outgoing connection).
+	cfg.Listen.GRPC, cfg.Listen.HTTP = "127.0.0.1:0", "127.0.0.1:0"
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {
