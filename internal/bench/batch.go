@@ -47,10 +47,7 @@ type batchCall func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) 
 func driveBatches(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc, batch int, dur time.Duration, call batchCall) (*result, error) {
 	var (
 		next   atomic.Int64
-		okN    atomic.Int64
-		errN   atomic.Int64
-		mu     sync.Mutex
-		lat    []time.Duration
+		t      tally
 		wg     sync.WaitGroup
 		start  = time.Now()
 		stopAt = start.Add(dur)
@@ -66,22 +63,14 @@ func driveBatches(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, 
 				t0 := time.Now()
 				errs := call(ctx, reqs)
 				d := time.Since(t0)
-				mu.Lock()
 				for _, err := range errs {
-					if err != nil {
-						errN.Add(1)
-						continue
-					}
-					okN.Add(1)
-					lat = append(lat, d)
+					t.record(d, err)
 				}
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	return &result{ok: int(okN.Load()), errors: int(errN.Load()), rate: float64(okN.Load()) / elapsed.Seconds(), elapsed: elapsed, lat: lat}, nil
+	return t.result(start), nil
 }
 
 // grpcAppendBatch posts a batch with one AppendReceipts call, taking

@@ -483,24 +483,11 @@ func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.Appen
 func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
 	var (
 		next   atomic.Int64
-		okN    atomic.Int64
-		errN   atomic.Int64
-		mu     sync.Mutex
-		lat    []time.Duration
+		t      tally
 		wg     sync.WaitGroup
 		start  = time.Now()
 		stopAt = start.Add(dur)
 	)
-	record := func(d time.Duration, err error) {
-		if err != nil {
-			errN.Add(1)
-			return
-		}
-		okN.Add(1)
-		mu.Lock()
-		lat = append(lat, d)
-		mu.Unlock()
-	}
 	if rate == 0 {
 		for range conc {
 			wg.Add(1)
@@ -513,7 +500,7 @@ func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc in
 					}
 					t0 := time.Now()
 					err := call(ctx, corpus[i])
-					record(time.Since(t0), err)
+					t.record(time.Since(t0), err)
 				}
 			}()
 		}
@@ -532,13 +519,38 @@ func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc in
 				defer wg.Done()
 				defer func() { <-sem }()
 				err := call(ctx, corpus[i])
-				record(time.Since(at), err)
+				t.record(time.Since(at), err)
 			}()
 		}
 	}
 	wg.Wait()
+	return t.result(start), nil
+}
+
+// tally counts a load's answers, and the latencies of those that
+// succeeded.
+type tally struct {
+	ok, errs atomic.Int64
+	mu       sync.Mutex
+	lat      []time.Duration
+}
+
+// record counts one answer that took d.
+func (t *tally) record(d time.Duration, err error) {
+	if err != nil {
+		t.errs.Add(1)
+		return
+	}
+	t.ok.Add(1)
+	t.mu.Lock()
+	t.lat = append(t.lat, d)
+	t.mu.Unlock()
+}
+
+// result is the load's result, from start until now.
+func (t *tally) result(start time.Time) *result {
 	elapsed := time.Since(start)
-	return &result{ok: int(okN.Load()), errors: int(errN.Load()), rate: float64(okN.Load()) / elapsed.Seconds(), elapsed: elapsed, lat: lat}, nil
+	return &result{ok: int(t.ok.Load()), errors: int(t.errs.Load()), rate: float64(t.ok.Load()) / elapsed.Seconds(), elapsed: elapsed, lat: t.lat}
 }
 
 // daemon is a ledgerd under measurement: a child process, or (for the
