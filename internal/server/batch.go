@@ -28,7 +28,8 @@ const batchWorkers = 32
 // receipts of one grant are recorded one after another in the order they
 // came, so that what depends on the rows before (a count limit, which of
 // two is the duplicate) reads as it would had they been posted one at a
-// time; the receipts of different grants are recorded at once (up to
+// time: after a receipt that is to be sent again (settled), the grant's
+// later receipts are not recorded but answered ABORTED; the receipts of different grants are recorded at once (up to
 // batchWorkers), so that they share the group commits. A pipeline that
 // posts what its outbox holds pays the call's own cost (its frames, its
 // interceptors, its round trip) once for many rows.
@@ -44,9 +45,18 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
 			for _, i := range idx {
+				if held != nil {
+					results[i] = &ledgerv1.AppendReceiptResult{Code: int32(codes.Aborted),
+						Message: "not recorded: an earlier receipt of its grant in this call was not (" + codes.Code(held.GetCode()).String() + "); send both again, in order"}
+					continue
+				}
 				resp, err := s.AppendReceipt(ctx, receipts[i])
 				results[i] = receiptResult(resp, err)
+				if !settled(codes.Code(results[i].GetCode())) {
+					held = results[i]
+				}
 			}
 		})
 	}
@@ -55,6 +65,15 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		s.batchReceipts.WithLabelValues(codes.Code(r.GetCode()).String()).Inc()
 	}
 	return &ledgerv1.AppendReceiptsResponse{Results: results}, nil
+}
+
+// settled reports whether a receipt answered with code is done with: it
+// was recorded (or found), or it never will be as it stands (unparseable;
+// its row recorded and swept). Any other answer (keys or disk unavailable
+// for now, a deadline, an internal error) means sending it again later, and
+// its grant's later receipts wait for it.
+func settled(code codes.Code) bool {
+	return code == codes.OK || code == codes.InvalidArgument || code == codes.NotFound
 }
 
 // byGrant is the receipts' indexes by the grant each names (grantOf), each
@@ -108,7 +127,7 @@ func newBatchReceipts(reg prometheus.Registerer) *prometheus.CounterVec {
 		Name: "pactledger_batch_receipts_total",
 		Help: "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result.",
 	}, []string{"code"})
-	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.NotFound, codes.Unavailable, codes.ResourceExhausted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
+	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.NotFound, codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
 		c.WithLabelValues(code.String())
 	}
 	reg.MustRegister(c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +135,49 @@ func TestAppendReceiptsGRPC(t *testing.T) {
 	}
 	if _, err := c.AppendReceipts(authCtx(ctx, "support"), &req); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("as support: %v, want PermissionDenied", err)
+	}
+}
+
+// After a receipt that is to be sent again (its brand's keys cannot be
+// fetched), the later receipts of its grant in the same call wait for it:
+// not recorded, answered ABORTED, so that sent again in order they are
+// recorded in order. Another grant's receipt is recorded.
+func TestAppendReceiptsHoldAGrantBehindARetry(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "A-3000"})), nil); code != 200 {
+		t.Fatalf("append = %d", code) // the brand's keys are fetched and cached
+	}
+	unknownKid := e.sc.Mint(pacttest.Spec{Target: "A-3001"})
+	unknownKid.ReceiptJWS = pacttest.MustKey("brand-k9", jose.ES256).Sign(unknownKid.Claims)
+	e.sc.Brand.JWKS.SetRaw([]byte("not a key set")) // the refetch for brand-k9 fails
+	body := map[string]any{"receipts": []any{
+		post(unknownKid),
+		post(e.sc.Mint(pacttest.Spec{Target: "A-3002"})),
+		post(e.sc.Mint(pacttest.Spec{Target: "A-3003", GrantID: "a2agrant_other"})),
+	}}
+	var rep struct {
+		Results []struct {
+			Response   *appendReply `json:"response"`
+			Code       int          `json:"code"`
+			Message    string       `json:"message"`
+			RetryDelay *string      `json:"retryDelay"`
+		} `json:"results"`
+	}
+	if code := e.call(t, "POST", "/v1/receipts:batch", "writer", body, &rep); code != 200 || len(rep.Results) != 3 {
+		t.Fatalf("batch = %d, %d results", code, len(rep.Results))
+	}
+	r := rep.Results
+	if r[0].Code != int(codes.Unavailable) || r[0].RetryDelay == nil || r[0].Response != nil {
+		t.Errorf("receipt whose keys cannot be fetched: %+v", r[0])
+	}
+	if r[1].Code != int(codes.Aborted) || r[1].Response != nil || !strings.Contains(r[1].Message, "earlier receipt of its grant") {
+		t.Errorf("the same grant's next receipt: %+v", r[1])
+	}
+	if r[2].Code != 0 || r[2].Response == nil || r[2].Response.Outcome != "APPEND_OUTCOME_CREATED" {
+		t.Errorf("another grant's receipt: %+v", r[2])
+	}
+	var list struct{ Rows []Row }
+	if code := e.call(t, "GET", "/v1/rows?target=A-3002", "auditor", nil, &list); code != 200 || len(list.Rows) != 0 {
+		t.Errorf("the receipt that waited: %d, %d rows recorded", code, len(list.Rows))
 	}
 }

@@ -876,8 +876,9 @@ type AppendReceiptResult struct {
 	// The row and outcome, when code is 0.
 	Response *AppendReceiptResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
 	// The gRPC status code AppendReceipt would have returned (google.rpc.Code:
-	// 3 INVALID_ARGUMENT, 14 UNAVAILABLE, ...); 0 when the receipt was
-	// recorded or found.
+	// 3 INVALID_ARGUMENT, 14 UNAVAILABLE, ...), or 10 ABORTED when an earlier
+	// receipt of the same grant in the call is to be sent again; 0 when the
+	// receipt was recorded or found.
 	Code int32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
 	// What went wrong, when code is not 0.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`

@@ -67,8 +67,9 @@ type LedgerServiceClient interface {
 	// AppendReceipts records up to 100 receipts in one call, each as
 	// AppendReceipt would, and answers each on its own: one receipt refused
 	// leaves the others recorded. The receipts of one grant are recorded one
-	// after another in the order they came; those of different grants at
-	// once. Role: writer.
+	// after another in the order they came (after one answered with a code to
+	// send it again, the grant's later ones are answered ABORTED, not
+	// recorded); those of different grants at once. Role: writer.
 	AppendReceipts(ctx context.Context, in *AppendReceiptsRequest, opts ...grpc.CallOption) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
@@ -450,8 +451,9 @@ type LedgerServiceServer interface {
 	// AppendReceipts records up to 100 receipts in one call, each as
 	// AppendReceipt would, and answers each on its own: one receipt refused
 	// leaves the others recorded. The receipts of one grant are recorded one
-	// after another in the order they came; those of different grants at
-	// once. Role: writer.
+	// after another in the order they came (after one answered with a code to
+	// send it again, the grant's later ones are answered ABORTED, not
+	// recorded); those of different grants at once. Role: writer.
 	AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
