@@ -141,13 +141,15 @@ func TestProviderReceiptsLandInTheLedger(t *testing.T) {
 
 // The ledger is unreachable while a burst of delegated turns runs: every
 // receipt waits in the Provider's outbox, and when the ledger is back they
-// all land, posted in the order they were served.
+// all land, posted in the order they were served, the backlog in
+// AppendReceipts calls.
 func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 	var mu sync.Mutex
 	down := true
 	var target *httputil.ReverseProxy
 	var dropped atomic.Int64 // posts the unreachable ledger dropped
 	var posted []string      // message ids, in the order the ledger received them
+	var batches int          // AppendReceipts calls
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		isDown, proxy := down, target
@@ -160,12 +162,21 @@ func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 			}
 			return
 		}
-		if r.URL.Path == "/v1/receipts" {
+		if r.URL.Path == "/v1/receipts" || r.URL.Path == "/v1/receipts:batch" {
 			b, _ := io.ReadAll(r.Body)
-			var p struct{ MessageID string }
+			var p struct {
+				MessageID string
+				Receipts  []struct{ MessageID string }
+			}
 			_ = json.Unmarshal(b, &p)
 			mu.Lock()
-			posted = append(posted, p.MessageID)
+			if r.URL.Path == "/v1/receipts" {
+				posted = append(posted, p.MessageID)
+			}
+			for _, rc := range p.Receipts {
+				posted = append(posted, rc.MessageID)
+			}
+			batches += min(len(p.Receipts), 1)
 			mu.Unlock()
 			r.Body = io.NopCloser(strings.NewReader(string(b)))
 		}
@@ -214,6 +225,12 @@ func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 	mu.Unlock()
 	if !slices.Equal(got, served) {
 		t.Fatalf("posted in another order or not all:\n got %v\nwant %v", got, served)
+	}
+	mu.Lock()
+	calls := batches
+	mu.Unlock()
+	if calls == 0 || calls > burst/2 {
+		t.Fatalf("%d AppendReceipts calls for a backlog of %d receipts, want them posted together", calls, burst)
 	}
 	var list struct{ Rows []Row }
 	s.call(t, "GET", "/v1/rows?target=A-88213&pageSize=100", "support", nil, &list)

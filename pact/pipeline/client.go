@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,6 +23,16 @@ import (
 // any other error is retried.
 type Sink interface {
 	Post(ctx context.Context, item Item) error
+}
+
+// BatchSink is a Sink that also takes receipts together. PostReceipts
+// returns each receipt's error in their order (nil: the ledger has it; one
+// wrapping ErrRejected: refused as invalid; any other: to be posted again),
+// or an error for the call as a whole, wrapping ErrRejected when the
+// ledger refused the call itself.
+type BatchSink interface {
+	Sink
+	PostReceipts(ctx context.Context, items []Item) ([]error, error)
 }
 
 // ErrRejected: the ledger refused an entry as invalid input.
@@ -74,13 +85,54 @@ func (c *LedgerClient) Post(ctx context.Context, item Item) error {
 	if err != nil {
 		return err
 	}
+	_, err = c.post(ctx, path, msg)
+	return err
+}
+
+// PostReceipts implements BatchSink with one AppendReceipts call.
+func (c *LedgerClient) PostReceipts(ctx context.Context, items []Item) ([]error, error) {
+	req := &ledgerv1.AppendReceiptsRequest{}
+	for _, it := range items {
+		_, msg, err := ledgerRequest(it)
+		r, ok := msg.(*ledgerv1.AppendReceiptRequest)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("%w: not a receipt: %v", ErrRejected, err)
+		}
+		req.Receipts = append(req.Receipts, r)
+	}
+	body, err := c.post(ctx, "/v1/receipts:batch", req)
+	if err != nil {
+		return nil, err
+	}
+	var rep ledgerv1.AppendReceiptsResponse
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &rep); err != nil {
+		return nil, fmt.Errorf("the ledger's answer to a batch: %w", err)
+	}
+	if len(rep.GetResults()) != len(items) {
+		return nil, fmt.Errorf("the ledger answered %d results for %d receipts", len(rep.GetResults()), len(items))
+	}
+	errs := make([]error, len(items))
+	for i, r := range rep.GetResults() {
+		switch code := codes.Code(r.GetCode()); code {
+		case codes.OK:
+		case codes.InvalidArgument, codes.NotFound:
+			errs[i] = fmt.Errorf("%w: %s: %s", ErrRejected, code, r.GetMessage())
+		default:
+			errs[i] = fmt.Errorf("the ledger answered %s: %s", code, r.GetMessage())
+		}
+	}
+	return errs, nil
+}
+
+// post sends msg to path and returns the answer's body when it is 200.
+func (c *LedgerClient) post(ctx context.Context, path string, msg proto.Message) ([]byte, error) {
 	body, err := protojson.Marshal(msg)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRejected, err)
+		return nil, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("ledger request: %w", err)
+		return nil, fmt.Errorf("ledger request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.Key)
@@ -90,15 +142,24 @@ func (c *LedgerClient) Post(ctx context.Context, item Item) error {
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("post to the ledger: %w", err)
+		return nil, fmt.Errorf("post to the ledger: %w", err)
 	}
 	defer res.Body.Close()
-	msgText, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-	switch {
-	case res.StatusCode == http.StatusOK:
-		return nil
-	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge || res.StatusCode == http.StatusGone || res.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
+	if res.StatusCode == http.StatusOK {
+		b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+		if err != nil {
+			return nil, fmt.Errorf("the ledger's answer: %w", err)
+		}
+		return b, nil
 	}
-	return fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
+	msgText, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	switch res.StatusCode {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusGone, http.StatusNotFound, http.StatusMethodNotAllowed:
+		return nil, fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
+	}
+	return nil, fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
 }
+
+// maxAnswer bounds what the pipeline reads of the ledger's answer: a
+// batch's rows (a row is a few KiB).
+const maxAnswer = 8 << 20

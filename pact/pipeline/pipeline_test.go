@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -120,5 +122,71 @@ func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 	}
 	if err := c.Post(context.Background(), Item{}); !errors.Is(err, ErrRejected) {
 		t.Fatalf("an empty entry: %v", err)
+	}
+}
+
+// AppendReceipts answers each receipt by its JWS: "bad" unparseable,
+// "gone" swept, "wait" keys unavailable, any other recorded.
+func (f *fakeLedger) AppendReceipts(_ context.Context, r *ledgerv1.AppendReceiptsRequest) (*ledgerv1.AppendReceiptsResponse, error) {
+	f.keep(r)
+	rep := &ledgerv1.AppendReceiptsResponse{}
+	for _, rc := range r.GetReceipts() {
+		res := &ledgerv1.AppendReceiptResult{Response: &ledgerv1.AppendReceiptResponse{Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED}}
+		switch rc.GetReceiptJws() {
+		case "bad":
+			res = &ledgerv1.AppendReceiptResult{Code: int32(codes.InvalidArgument), Message: "receiptJws: not a compact JWS"}
+		case "gone":
+			res = &ledgerv1.AppendReceiptResult{Code: int32(codes.NotFound), Message: "row expired", Reason: "ROW_EXPIRED"}
+		case "wait":
+			res = &ledgerv1.AppendReceiptResult{Code: int32(codes.Unavailable), Message: "signing keys unavailable; retry"}
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return rep, nil
+}
+
+// PostReceipts sends the receipts in one AppendReceipts call through the
+// ledger's generated gateway and reads each one's answer: recorded,
+// refused for good (ErrRejected), or to be posted again. A ledger without
+// the route refuses the call itself.
+func TestLedgerClientPostReceipts(t *testing.T) {
+	f := &fakeLedger{}
+	mux := runtime.NewServeMux()
+	if err := ledgerv1.RegisterLedgerServiceHandlerServer(context.Background(), mux, f); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &LedgerClient{URL: srv.URL, Key: "k"}
+	var items []Item
+	for _, jws := range []string{"r.j.s", "bad", "gone", "wait", "a.b.c"} {
+		items = append(items, Item{Receipt: &Receipt{ReceiptJWS: jws, RequestJWT: "p.a.j", DelegationToken: "d.t.k", Actions: []Action{{Tool: "rebook_flight"}}}})
+	}
+	errs, err := c.PostReceipts(context.Background(), items)
+	if err != nil || len(errs) != len(items) {
+		t.Fatalf("PostReceipts: %v, %d answers", err, len(errs))
+	}
+	if errs[0] != nil || !errors.Is(errs[1], ErrRejected) || !errors.Is(errs[2], ErrRejected) || errs[3] == nil || errors.Is(errs[3], ErrRejected) || errs[4] != nil {
+		t.Fatalf("answers %v", errs)
+	}
+	if len(f.got) != 1 || len(f.got[0].(*ledgerv1.AppendReceiptsRequest).GetReceipts()) != 5 {
+		t.Fatalf("the ledger got %v", f.got)
+	}
+	_, want, _ := ledgerRequest(items[0])
+	if got := f.got[0].(*ledgerv1.AppendReceiptsRequest).GetReceipts()[0]; !proto.Equal(got, want) {
+		t.Fatalf("the first receipt arrived as %v, want %v", got, want)
+	}
+
+	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/receipts:batch" {
+			http.NotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	defer older.Close()
+	c.URL = older.URL
+	if _, err := c.PostReceipts(context.Background(), items); !errors.Is(err, ErrRejected) {
+		t.Fatalf("a ledger without AppendReceipts: %v, want the call refused", err)
 	}
 }

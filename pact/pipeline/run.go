@@ -11,17 +11,26 @@ import (
 
 // Outbox is the durable queue Run drains, oldest entry first.
 type Outbox interface {
-	// Oldest returns the oldest entry and its sequence number; ok is false
-	// when the outbox is empty.
-	Oldest() (seq uint64, item Item, ok bool, err error)
-	// Remove deletes the entry seq: the ledger has it.
-	Remove(seq uint64) error
+	// Head returns up to n of the oldest entries, oldest first; none when
+	// the outbox is empty.
+	Head(n int) ([]Entry, error)
+	// Remove deletes the entries seqs, in one write: the ledger has them.
+	Remove(seqs ...uint64) error
 	// SetAside moves the entry seq out of the queue, kept for an operator:
 	// the ledger refused it as invalid.
 	SetAside(seq uint64) error
 	// Depth is the number of entries waiting.
 	Depth() int
 }
+
+// Entry is an outbox entry with its sequence number.
+type Entry struct {
+	Seq  uint64
+	Item Item
+}
+
+// MaxBatch is the most receipts Run posts in one call to a BatchSink.
+const MaxBatch = 64
 
 // Run posts the outbox to sink in order until ctx is done. An entry leaves
 // the outbox only when the ledger has it (or refused it as invalid: it is
@@ -38,27 +47,101 @@ func Run(ctx context.Context, outbox Outbox, sink Sink, wake <-chan struct{}, lo
 }
 
 // drain posts waiting entries in order until the outbox is empty or a post
-// fails.
+// fails. The receipts at the outbox's head go together to a BatchSink,
+// up to MaxBatch a call; a refusal or a revocation goes alone, and so does
+// every receipt for the rest of the drain once the ledger refused a batch
+// call itself.
 func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int, error) {
+	batches, _ := sink.(BatchSink)
 	sent := 0
 	for {
-		seq, item, ok, err := outbox.Oldest()
-		if err != nil || !ok {
+		head, err := outbox.Head(MaxBatch)
+		if err != nil || len(head) == 0 {
 			return sent, err
 		}
-		perr := sink.Post(ctx, item)
-		switch {
-		case perr == nil:
-			err = outbox.Remove(seq)
-		case errors.Is(perr, ErrRejected):
-			log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
-			err = outbox.SetAside(seq)
-		default:
-			return sent, perr
+		run := 0
+		for run < len(head) && head[run].Item.Receipt != nil {
+			run++
 		}
-		if err != nil {
+		if batches != nil && run > 1 {
+			n, whole, err := postBatch(ctx, outbox, batches, head[:run], log)
+			sent += n
+			if err != nil && !whole {
+				return sent, err
+			}
+			if err == nil {
+				continue
+			}
+			// The ledger refused the call itself (an older ledger without
+			// AppendReceipts, a body over its limit): one at a time until
+			// this drain ends.
+			log.WarnContext(ctx, "the ledger refused a batch of receipts; posting them one at a time", slog.String("error", err.Error()))
+			batches = nil
+		}
+		if err := postOne(ctx, outbox, sink, head[0], log); err != nil {
 			return sent, err
 		}
 		sent++
 	}
+}
+
+// postOne posts e and takes it out of the outbox: removed when the ledger
+// has it, set aside when the ledger refused it as invalid.
+func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.Logger) error {
+	perr := sink.Post(ctx, e.Item)
+	switch {
+	case perr == nil:
+		return outbox.Remove(e.Seq)
+	case errors.Is(perr, ErrRejected):
+		log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
+		return outbox.SetAside(e.Seq)
+	}
+	return perr
+}
+
+// postBatch posts receipts in one call and takes out of the outbox, in
+// order, those the ledger has (removed) or refused as invalid (set aside),
+// up to the first it answered with anything else: that one and those after
+// it stay, to be posted again (a receipt recorded meanwhile is then found,
+// not recorded twice). It returns how many left the outbox and, when the
+// call itself failed, whole true if the ledger refused the call (the error
+// wraps ErrRejected).
+func postBatch(ctx context.Context, outbox Outbox, sink BatchSink, receipts []Entry, log *slog.Logger) (int, bool, error) {
+	items := make([]Item, len(receipts))
+	for i, e := range receipts {
+		items[i] = e.Item
+	}
+	errs, err := sink.PostReceipts(ctx, items)
+	if err != nil {
+		return 0, errors.Is(err, ErrRejected), err
+	}
+	var done []uint64
+	flush := func() error {
+		if len(done) == 0 {
+			return nil
+		}
+		err := outbox.Remove(done...)
+		done = done[:0]
+		return err
+	}
+	n := 0
+	for i, e := range receipts {
+		perr := errs[i]
+		switch {
+		case perr == nil:
+			done = append(done, e.Seq)
+		case errors.Is(perr, ErrRejected):
+			if err := flush(); err != nil {
+				return n, false, err
+			}
+			log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
+			if err := outbox.SetAside(e.Seq); err != nil {
+				return n, false, err
+			}
+		default:
+			return n, false, errors.Join(flush(), perr)
+		}
+		n++
+	}
+	return n, false, flush()
 }

@@ -433,7 +433,8 @@ func TestSendingWithDelegationReceiptsAndStepUp(t *testing.T) {
 }
 
 // The ledger down during a burst of receipts: nothing is lost, and they
-// reach it in order once it is back.
+// reach it in order once it is back. This ledger is one without
+// AppendReceipts: the pipeline posts the receipts one at a time.
 func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 	e := newOAuthEnv(t)
 	var mu sync.Mutex
@@ -449,6 +450,10 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 			default:
 			}
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path == "/v1/receipts:batch" {
+			http.NotFound(w, r)
 			return
 		}
 		if r.Header.Get("Authorization") != "Bearer writer-key" || r.URL.Path != "/v1/receipts" {

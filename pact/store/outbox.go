@@ -16,29 +16,38 @@ import (
 // commits: the pipeline's wake-up. It holds at most one signal.
 func (s *Store) Queued() <-chan struct{} { return s.queued }
 
-// Oldest implements pipeline.Outbox.
-func (s *Store) Oldest() (uint64, pipeline.Item, bool, error) {
-	var seq uint64
-	var it pipeline.Item
-	var ok bool
+// Head implements pipeline.Outbox. It stops before an entry it cannot
+// read, which it returns as an error once that entry is the oldest.
+func (s *Store) Head(n int) ([]pipeline.Entry, error) {
+	var out []pipeline.Entry
 	err := s.view(func(tx *bolt.Tx) error {
-		k, v := tx.Bucket(bOutbox).Cursor().First()
-		if k == nil {
-			return nil
+		c := tx.Bucket(bOutbox).Cursor()
+		for k, v := c.First(); k != nil && len(out) < n; k, v = c.Next() {
+			it, err := pipeline.DecodeItem(v)
+			if err != nil && len(out) > 0 {
+				return nil // the entries before it go first
+			}
+			if err != nil {
+				return fmt.Errorf("outbox entry %x: %w", k, err)
+			}
+			out = append(out, pipeline.Entry{Seq: binary.BigEndian.Uint64(k), Item: it})
 		}
-		var err error
-		if it, err = pipeline.DecodeItem(v); err != nil {
-			return fmt.Errorf("outbox entry %x: %w", k, err)
-		}
-		seq, ok = binary.BigEndian.Uint64(k), true
 		return nil
 	})
-	return seq, it, ok, err
+	return out, err
 }
 
 // Remove implements pipeline.Outbox.
-func (s *Store) Remove(seq uint64) error {
-	return s.update(func(tx *txn) error { return tx.Bucket(bOutbox).Delete(seqKey(seq)) })
+func (s *Store) Remove(seqs ...uint64) error {
+	return s.update(func(tx *txn) error {
+		b := tx.Bucket(bOutbox)
+		for _, seq := range seqs {
+			if err := b.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // SetAside implements pipeline.Outbox: the entry moves to
