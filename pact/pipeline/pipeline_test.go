@@ -60,6 +60,16 @@ func (f *fakeLedger) RevokeGrant(_ context.Context, r *ledgerv1.RevokeGrantReque
 	return &ledgerv1.RevokeGrantResponse{}, nil
 }
 
+// gateway is the ledger's generated REST gateway over f.
+func (f *fakeLedger) gateway(t *testing.T) *runtime.ServeMux {
+	t.Helper()
+	mux := runtime.NewServeMux()
+	if err := ledgerv1.RegisterLedgerServiceHandlerServer(context.Background(), mux, f); err != nil {
+		t.Fatal(err)
+	}
+	return mux
+}
+
 // The pipeline posts the generated ledgerv1 requests through the ledger's
 // generated REST gateway and they arrive whole. It fails when the proto
 // changes in a way the pipeline does not follow: a renamed or retyped field
@@ -100,10 +110,7 @@ func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 	}
 
 	f := &fakeLedger{}
-	mux := runtime.NewServeMux()
-	if err := ledgerv1.RegisterLedgerServiceHandlerServer(context.Background(), mux, f); err != nil {
-		t.Fatal(err)
-	}
+	mux := f.gateway(t)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c := &LedgerClient{URL: srv.URL, Key: "k"}
@@ -151,10 +158,7 @@ func (f *fakeLedger) AppendReceipts(_ context.Context, r *ledgerv1.AppendReceipt
 // the route refuses the call itself.
 func TestLedgerClientPostReceipts(t *testing.T) {
 	f := &fakeLedger{}
-	mux := runtime.NewServeMux()
-	if err := ledgerv1.RegisterLedgerServiceHandlerServer(context.Background(), mux, f); err != nil {
-		t.Fatal(err)
-	}
+	mux := f.gateway(t)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c := &LedgerClient{URL: srv.URL, Key: "k"}
