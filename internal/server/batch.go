@@ -28,11 +28,12 @@ const batchWorkers = 32
 // receipts of one grant are recorded one after another in the order they
 // came, so that what depends on the rows before (a count limit, which of
 // two is the duplicate) reads as it would had they been posted one at a
-// time: after a receipt that is to be sent again (settled), the grant's
-// later receipts are not recorded but answered ABORTED; the receipts of different grants are recorded at once (up to
-// batchWorkers), so that they share the group commits. A pipeline that
-// posts what its outbox holds pays the call's own cost (its frames, its
-// interceptors, its round trip) once for many rows.
+// time; after one that is to be sent again (not settled), the grant's
+// later receipts are not recorded but answered ABORTED. The receipts of
+// different grants are recorded at once (up to batchWorkers), so that they
+// share the group commits. A pipeline that posts what its outbox holds
+// pays the call's own cost (its frames, its interceptors, its round trip)
+// once for many rows.
 func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceiptsRequest) (*ledgerv1.AppendReceiptsResponse, error) {
 	receipts := req.GetReceipts()
 	if n := len(receipts); n == 0 || n > MaxBatchReceipts {

@@ -55,7 +55,11 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 	batches, _ := sink.(BatchSink)
 	sent := 0
 	for {
-		head, err := outbox.Head(MaxBatch)
+		n := 1 // one at a time: read no more than is posted
+		if batches != nil {
+			n = MaxBatch
+		}
+		head, err := outbox.Head(n)
 		if err != nil || len(head) == 0 {
 			return sent, err
 		}
