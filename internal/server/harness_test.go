@@ -72,7 +72,7 @@ func testConfig(sc *pacttest.Scenario, dataDir string) config.Config {
 	return cfg
 }
 
-func newEnv(t *testing.T, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
+func newEnv(t testing.TB, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
 	t.Helper()
 	sc := pacttest.NewScenario(alg, alg)
 	t.Cleanup(sc.Close)
@@ -85,7 +85,7 @@ func newEnv(t *testing.T, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
 	return e
 }
 
-func (e *env) start(t *testing.T) {
+func (e *env) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var h slog.Handler = slog.DiscardHandler
@@ -118,7 +118,7 @@ func (e *env) start(t *testing.T) {
 
 // call sends a REST request with the key of role ("" for none) and decodes
 // the JSON reply into out when out is not nil. It returns the status code.
-func (e *env) call(t *testing.T, method, path, role string, body any, out any) int {
+func (e *env) call(t testing.TB, method, path, role string, body any, out any) int {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {

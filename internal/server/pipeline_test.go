@@ -30,7 +30,7 @@ type shop struct {
 	base string
 }
 
-func newShop(t *testing.T, more ...func(*config.Config)) *shop {
+func newShop(t testing.TB, more ...func(*config.Config)) *shop {
 	brands := t.TempDir()
 	builtin, err := os.ReadFile("../../pact/brands/acme.yaml")
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *shop) paJWT() string {
 	return s.sc.PA.Key.Sign(map[string]any{"iss": s.sc.PA.ID, "sub": "u1", "aud": s.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
 }
 
-func (s *shop) form(t *testing.T, path string, v url.Values) map[string]any {
+func (s *shop) form(t testing.TB, path string, v url.Values) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(v.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -75,7 +75,7 @@ func (s *shop) form(t *testing.T, path string, v url.Values) map[string]any {
 
 // token runs the device flow, approved by acct-48213 through the
 // Provider's hook (the pages are tested in pact and cmd/pactagent).
-func (s *shop) token(t *testing.T) string {
+func (s *shop) token(t testing.TB) string {
 	t.Helper()
 	da := s.form(t, "/oauth/device_authorization", url.Values{"client_id": {s.sc.PA.ID}, "scope": {"orders:read orders:cancel"}})
 	if err := s.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read", "orders:cancel"}); err != nil {
@@ -90,7 +90,7 @@ func (s *shop) token(t *testing.T) string {
 }
 
 // send sends one message with the token and returns the reply's message id.
-func (s *shop) send(t *testing.T, at, id, text string) string {
+func (s *shop) send(t testing.TB, at, id, text string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}})
 	req, _ := http.NewRequest("POST", s.base+"/message:send", strings.NewReader(string(body)))

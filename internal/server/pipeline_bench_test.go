@@ -1,0 +1,127 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/config"
+)
+
+// BenchmarkBacklogDrain times the Provider's pipeline draining a backlog
+// of receipts (ten grants' turns, interleaved) a ledger outage left in its
+// outbox, into the ledgerd it runs in: in AppendReceipts calls, and one receipt a call to the same ledger
+// answering the batch route 404 (as one without AppendReceipts), in turn.
+// Each drain is timed from the first post after the ledger is back to the
+// outbox empty. It reports receipts a second both ways and their ratio.
+//
+//	go test ./internal/server -run '^$' -bench BenchmarkBacklogDrain -benchtime 3x
+func BenchmarkBacklogDrain(b *testing.B) {
+	const backlog, grants = 300, 10
+	var (
+		mu           sync.Mutex
+		down         = true
+		noBatch      bool
+		firstPost    time.Time
+		proxy        *httputil.ReverseProxy
+		batchedRates []float64
+		singleRates  []float64
+	)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		isDown, p := down, proxy
+		if !isDown && firstPost.IsZero() {
+			firstPost = time.Now()
+		}
+		refuse := noBatch && r.URL.Path == "/v1/receipts:batch"
+		mu.Unlock()
+		switch {
+		case isDown || p == nil:
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		case refuse:
+			http.NotFound(w, r)
+		default:
+			p.ServeHTTP(w, r)
+		}
+	}))
+	defer gate.Close()
+	s := newShop(b, func(c *config.Config) {
+		c.Provider.LedgerURL = gate.URL
+		c.Provider.RateLimits = config.RateLimits{}
+	})
+	u, _ := url.Parse("http://" + s.srv.HTTPAddr())
+	proxy = httputil.NewSingleHostReverseProxy(u)
+	// Conversations of ten customers' grants interleave, as they do at a
+	// support desk: a grant's receipts are recorded in order, different
+	// grants' at once.
+	var tokens []string
+	for range grants {
+		tokens = append(tokens, s.token(b))
+	}
+	turn := 0
+	drain := func(batched bool) float64 {
+		mu.Lock()
+		down, noBatch, firstPost = true, !batched, time.Time{}
+		mu.Unlock()
+		for range backlog {
+			turn++
+			s.send(b, tokens[turn%grants], fmt.Sprintf("m%d", turn), "what is the status of order A-88213?")
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		deadline := time.Now().Add(5 * time.Minute)
+		for s.p.PipelineDepth() > 0 {
+			if time.Now().After(deadline) {
+				b.Fatalf("the outbox did not drain: %d left", s.p.PipelineDepth())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		mu.Lock()
+		took := time.Since(firstPost)
+		mu.Unlock()
+		return backlog / took.Seconds()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		// The order turns, so that a machine speeding up or slowing down
+		// favours neither way.
+		if i%2 == 0 {
+			batchedRates = append(batchedRates, drain(true))
+			singleRates = append(singleRates, drain(false))
+		} else {
+			singleRates = append(singleRates, drain(false))
+			batchedRates = append(batchedRates, drain(true))
+		}
+	}
+	b.StopTimer()
+	batched, single := median(batchedRates), median(singleRates)
+	b.ReportMetric(batched, "receipts/s-batched")
+	b.ReportMetric(single, "receipts/s-one-a-call")
+	b.ReportMetric(batched/single, "ratio")
+	b.Logf("backlog of %d receipts of %d grants, medians of %d drains each way: %.0f receipts/s in AppendReceipts calls (%v), %.0f one a call (%v): %.2f times",
+		backlog, grants, b.N, batched, rounded(batchedRates), single, rounded(singleRates), batched/single)
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func rounded(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x + 0.5)
+	}
+	return out
+}
