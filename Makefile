@@ -65,12 +65,14 @@ lint:
 	$(TOOL) staticcheck ./...
 
 ## bench: ledgerd on bbolt + S3 evidence under load, then the Provider's
-## message:send; prints figures and ratios. STORE=postgres compares
+## message:send and its pipeline draining a backlog; prints figures and
+## ratios. STORE=postgres compares
 ## ledgerd on PostgreSQL (one and two replicas) with bbolt instead.
 BENCH_FLAGS ?=
 bench: $(VERSITYGW) $(if $(STORE),postgres)
 	$(GO) run ./internal/cmd/ledgerbench $(if $(STORE),-store $(STORE)) $(BENCH_FLAGS)
 	$(GO) test ./pact -run '^$$' -bench BenchmarkMessageSend -benchtime 10s -count 3
+	$(GO) test ./internal/server -run '^$$' -bench BenchmarkBacklogDrain -benchtime 5x
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 30s).
 FUZZTIME ?= 30s
