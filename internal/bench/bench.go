@@ -11,6 +11,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -565,6 +566,8 @@ type daemon struct {
 	conns    []*grpc.ClientConn
 	shutdown func() // stops the in-process server
 	once     sync.Once
+	// exited is closed when the process has exited; nil in process.
+	exited chan struct{}
 }
 
 func freeAddr() (string, error) {
@@ -611,19 +614,37 @@ func startLedgerdOn(ctx context.Context, bin, dataDir string, sc *pacttest.Scena
 // startLedgerdEnv starts ledgerd on dataDir with env added to this
 // process's environment (such as GOGC=200).
 func startLedgerdEnv(ctx context.Context, bin, dataDir string, sc *pacttest.Scenario, s3 *s3test.Server, env []string) (*daemon, error) {
-	cfg, err := ledgerdConfig(dataDir, sc, s3)
-	if err != nil {
-		return nil, err
+	return withFreshPorts(func() (*daemon, error) {
+		cfg, err := ledgerdConfig(dataDir, sc, s3) // new ports
+		if err != nil {
+			return nil, err
+		}
+		raw, err := yaml.Marshal(cfg)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dataDir, "ledgerd.yaml")
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			return nil, err
+		}
+		return startLedgerdAt(ctx, bin, path, cfg, s3, env)
+	})
+}
+
+// errExited: ledgerd exited before it was ready.
+var errExited = errors.New("ledgerd exited before it was ready")
+
+// withFreshPorts runs start, which starts ledgerd on ports freeAddr found
+// free, again (up to three times in all) while ledgerd exits before it is
+// ready: a port can be taken, by an outgoing connection, between freeAddr
+// and ledgerd's listen. ledgerd's own error is on stderr.
+func withFreshPorts(start func() (*daemon, error)) (*daemon, error) {
+	for attempt := 1; ; attempt++ {
+		d, err := start()
+		if !errors.Is(err, errExited) || attempt == 3 {
+			return d, err
+		}
 	}
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dataDir, "ledgerd.yaml")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		return nil, err
-	}
-	return startLedgerdAt(ctx, bin, path, cfg, s3, env)
 }
 
 // startLedgerdAt starts ledgerd with the configuration file path (which
@@ -637,26 +658,35 @@ func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, pid: cmd.Process.Pid, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP}
+	d := &daemon{cmd: cmd, pid: cmd.Process.Pid, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(d.exited) }()
 	return d, d.connect(ctx)
 }
 
 // waitReady polls a ledgerd's /readyz until it answers 200, for at most
 // within, and reports whether it did.
 func waitReady(httpAddr string, within time.Duration) bool {
-	return waitFor(within, func() bool {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}) >= 0
+	return waitFor(within, func() bool { return isReady(httpAddr) }) >= 0
+}
+
+// isReady reports whether a ledgerd's /readyz answers 200.
+func isReady(httpAddr string) bool {
+	resp, err := http.Get("http://" + httpAddr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // connect waits for /readyz and opens four gRPC connections.
 func (d *daemon) connect(ctx context.Context) error {
-	if !waitReady(d.httpAddr, 2*time.Minute) { // opening a large file included
+	ready := waitFor(2*time.Minute, func() bool { return d.gone() || isReady(d.httpAddr) }) >= 0 // opening a large file included
+	switch {
+	case d.gone():
+		d.stop()
+		return errExited
+	case !ready:
 		d.stop()
 		return fmt.Errorf("ledgerd did not become ready")
 	}
@@ -680,15 +710,23 @@ func (d *daemon) stop() {
 			return
 		}
 		_ = d.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-d.exited:
 		case <-time.After(30 * time.Second):
 			_ = d.cmd.Process.Kill()
-			<-done
+			<-d.exited
 		}
 	})
+}
+
+// gone reports whether a ledgerd process has exited (never, in process).
+func (d *daemon) gone() bool {
+	select {
+	case <-d.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // grpcAppend posts through the daemon's gRPC connections in turn; onAck,

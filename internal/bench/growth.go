@@ -247,22 +247,24 @@ func (g *grower) load(ctx context.Context, upTo int) error {
 
 // start starts ledgerd on the grower's data directory, on new ports.
 func (g *grower) start(ctx context.Context, bin string, s3 *s3test.Server, env []string) (*daemon, error) {
-	var err error
-	if g.cfg.Listen.GRPC, err = freeAddr(); err != nil {
-		return nil, err
-	}
-	if g.cfg.Listen.HTTP, err = freeAddr(); err != nil {
-		return nil, err
-	}
-	raw, err := yaml.Marshal(g.cfg)
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(g.dir, "ledgerd.yaml")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		return nil, err
-	}
-	return startLedgerdAt(ctx, bin, path, g.cfg, s3, env)
+	return withFreshPorts(func() (*daemon, error) {
+		var err error
+		if g.cfg.Listen.GRPC, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if g.cfg.Listen.HTTP, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		raw, err := yaml.Marshal(g.cfg)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(g.dir, "ledgerd.yaml")
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			return nil, err
+		}
+		return startLedgerdAt(ctx, bin, path, g.cfg, s3, env)
+	})
 }
 
 // growthStep is what one step measured.
