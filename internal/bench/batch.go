@@ -43,7 +43,8 @@ type batchCall func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) 
 
 // driveBatches sends corpus entries through call in batches of batch, closed
 // loop, with conc entries in flight (conc/batch calls, at least one) for
-// dur. Each entry's latency is its call's.
+// dur. Each entry's latency is its call's. drive's closed loop is its
+// batches of one.
 func driveBatches(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc, batch int, dur time.Duration, call batchCall) (*result, error) {
 	var (
 		next   atomic.Int64

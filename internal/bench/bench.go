@@ -263,32 +263,24 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	}
 
 	// Phase 2: a real ledgerd with S3 evidence, fresh for each scenario.
-	vias := []transport{viaGRPC, viaREST}
+	ways := []scenario{{via: viaGRPC}, {via: viaREST}}
 	if cfg.SkipREST {
-		vias = vias[:1]
-	}
-	var closed []*served
-	for _, via := range vias {
-		for _, c := range []struct {
-			name   string
-			corpus []*ledgerv1.AppendReceiptRequest
-		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
-			s, err := runServed(ctx, env, scenario{name: c.name, via: via, corpus: c.corpus, ceiling: servedOf[c.name], bare: bareOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
-			if err != nil {
-				return fmt.Errorf("%s, %s: %w", via, c.name, err)
-			}
-			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
-			closed = append(closed, s)
-		}
+		ways = ways[:1]
 	}
 	if cfg.Batch > 0 {
+		ways = append(ways, scenario{via: viaGRPC, batch: cfg.Batch})
+	}
+	var closed []*served
+	for _, way := range ways {
 		for _, c := range []struct {
 			name   string
 			corpus []*ledgerv1.AppendReceiptRequest
 		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
-			s, err := runServed(ctx, env, scenario{name: c.name, via: viaGRPC, batch: cfg.Batch, corpus: c.corpus, ceiling: servedOf[c.name], bare: bareOf[c.name]}, cfg.Concurrency, cfg.Duration, 0)
+			sc := way
+			sc.name, sc.corpus, sc.ceiling, sc.bare = c.name, c.corpus, servedOf[c.name], bareOf[c.name]
+			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
-				return fmt.Errorf("%s in batches, %s: %w", viaGRPC, c.name, err)
+				return fmt.Errorf("%s, %s: %w", sc.how(), c.name, err)
 			}
 			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
 			closed = append(closed, s)
@@ -482,47 +474,33 @@ func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.Appen
 // when rate is 0, else open loop at rate per second (latency counted from
 // each request's scheduled time).
 func drive(ctx context.Context, corpus []*ledgerv1.AppendReceiptRequest, conc int, dur time.Duration, rate int, call func(context.Context, *ledgerv1.AppendReceiptRequest) error) (*result, error) {
+	if rate == 0 {
+		return driveBatches(ctx, corpus, conc, 1, dur, func(ctx context.Context, reqs []*ledgerv1.AppendReceiptRequest) []error {
+			return []error{call(ctx, reqs[0])}
+		})
+	}
 	var (
-		next   atomic.Int64
 		t      tally
 		wg     sync.WaitGroup
 		start  = time.Now()
 		stopAt = start.Add(dur)
 	)
-	if rate == 0 {
-		for range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stopAt) {
-					i := next.Add(1) - 1
-					if int(i) >= len(corpus) {
-						return
-					}
-					t0 := time.Now()
-					err := call(ctx, corpus[i])
-					t.record(time.Since(t0), err)
-				}
-			}()
+	interval := time.Second / time.Duration(rate)
+	sem := make(chan struct{}, 1024)
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !at.Before(stopAt) || i >= len(corpus) {
+			break
 		}
-	} else {
-		interval := time.Second / time.Duration(rate)
-		sem := make(chan struct{}, 1024)
-		for i := 0; ; i++ {
-			at := start.Add(time.Duration(i) * interval)
-			if !at.Before(stopAt) || i >= len(corpus) {
-				break
-			}
-			time.Sleep(time.Until(at))
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				err := call(ctx, corpus[i])
-				t.record(time.Since(at), err)
-			}()
-		}
+		time.Sleep(time.Until(at))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := call(ctx, corpus[i])
+			t.record(time.Since(at), err)
+		}()
 	}
 	wg.Wait()
 	return t.result(start), nil
