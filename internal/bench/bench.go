@@ -616,7 +616,7 @@ var errExited = errors.New("ledgerd exited before it was ready")
 // free, again (up to three times in all) while ledgerd exits before it is
 // ready: a port can be taken, by an outgoing connection, between freeAddr
 // and ledgerd's listen. ledgerd's own error is on stderr.
-func withFreshPorts(start func() (*daemon, error)) (*daemon, error) {
+func withFreshPorts[D any](start func() (D, error)) (D, error) {
 	for attempt := 1; ; attempt++ {
 		d, err := start()
 		if !errors.Is(err, errExited) || attempt == 3 {
@@ -633,18 +633,52 @@ func startLedgerdAt(ctx context.Context, bin, path string, cfg config.Config, s3
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	if err := cmd.Start(); err != nil {
+	exited, err := startWatched(cmd)
+	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, pid: cmd.Process.Pid, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(d.exited) }()
+	d := &daemon{cmd: cmd, pid: cmd.Process.Pid, s3: s3, grpcAddr: cfg.Listen.GRPC, httpAddr: cfg.Listen.HTTP, exited: exited}
 	return d, d.connect(ctx)
 }
 
-// waitReady polls a ledgerd's /readyz until it answers 200, for at most
-// within, and reports whether it did.
-func waitReady(httpAddr string, within time.Duration) bool {
-	return waitFor(within, func() bool { return isReady(httpAddr) }) >= 0
+// startWatched starts cmd and waits on it in the background; the channel
+// it returns is closed when the process has exited. Nothing else may call
+// cmd.Wait.
+func startWatched(cmd *exec.Cmd) (chan struct{}, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return exited, nil
+}
+
+// isClosed reports whether exited, from startWatched, is closed (never
+// for nil).
+func isClosed(exited chan struct{}) bool {
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// errNotReady: ledgerd did not answer /readyz in time.
+var errNotReady = errors.New("ledgerd did not become ready")
+
+// awaitReady polls a ledgerd's /readyz until it answers 200, for at most
+// within; it returns errExited as soon as the process has exited (exited,
+// from startWatched, is closed) and errNotReady after within.
+func awaitReady(httpAddr string, exited chan struct{}, within time.Duration) error {
+	ready := waitFor(within, func() bool { return isClosed(exited) || isReady(httpAddr) }) >= 0
+	switch {
+	case isClosed(exited):
+		return errExited
+	case !ready:
+		return errNotReady
+	}
+	return nil
 }
 
 // isReady reports whether a ledgerd's /readyz answers 200.
@@ -659,14 +693,9 @@ func isReady(httpAddr string) bool {
 
 // connect waits for /readyz and opens four gRPC connections.
 func (d *daemon) connect(ctx context.Context) error {
-	ready := waitFor(2*time.Minute, func() bool { return d.gone() || isReady(d.httpAddr) }) >= 0 // opening a large file included
-	switch {
-	case d.gone():
+	if err := awaitReady(d.httpAddr, d.exited, 2*time.Minute); err != nil { // opening a large file included
 		d.stop()
-		return errExited
-	case !ready:
-		d.stop()
-		return fmt.Errorf("ledgerd did not become ready")
+		return err
 	}
 	for range 4 {
 		c, err := grpc.NewClient(d.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -695,16 +724,6 @@ func (d *daemon) stop() {
 			<-d.exited
 		}
 	})
-}
-
-// gone reports whether a ledgerd process has exited (never, in process).
-func (d *daemon) gone() bool {
-	select {
-	case <-d.exited:
-		return true
-	default:
-		return false
-	}
 }
 
 // grpcAppend posts through the daemon's gRPC connections in turn; onAck,

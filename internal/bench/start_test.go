@@ -44,3 +44,33 @@ func TestLedgerdExitedBeforeReady(t *testing.T) {
 		t.Fatalf("%d attempts, %v; want 1 and the error", attempts, err)
 	}
 }
+
+// A store daemon whose program exits at once is told as errExited at once
+// too, not after the five minutes of waiting for /readyz, and its stop
+// still returns.
+func TestStoreDaemonExitedBeforeReady(t *testing.T) {
+	exit, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false(1) on this machine")
+	}
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen.GRPC, cfg.Listen.HTTP = "127.0.0.1:1", "127.0.0.1:1"
+	done := make(chan error, 1)
+	go func() {
+		_, err := startStoreDaemon(context.Background(), exit, cfg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errExited) {
+			t.Fatalf("start of a program that exits: %v, want errExited", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the start waited for /readyz of a program that had exited")
+	}
+	attempts := 0
+	if _, err := withFreshPorts(func() (*storeDaemon, error) { attempts++; return nil, errExited }); !errors.Is(err, errExited) || attempts != 3 {
+		t.Fatalf("%d attempts, %v; want 3 and errExited", attempts, err)
+	}
+}

@@ -202,11 +202,14 @@ func (b *storeBench) serve(ctx context.Context, store config.Store, replicas int
 	}
 	var ds []*storeDaemon
 	for i := range replicas {
-		cfg, err := storeLedgerdConfig(filepath.Join(dir, "replica-"+strconv.Itoa(i+1)), store, b.sc, b.s3, bucket, b.logKey)
-		if err != nil {
-			return nil, err
-		}
-		d, err := startStoreDaemon(ctx, b.bin, cfg)
+		dataDir := filepath.Join(dir, "replica-"+strconv.Itoa(i+1))
+		d, err := withFreshPorts(func() (*storeDaemon, error) {
+			cfg, err := storeLedgerdConfig(dataDir, store, b.sc, b.s3, bucket, b.logKey) // new ports
+			if err != nil {
+				return nil, err
+			}
+			return startStoreDaemon(ctx, b.bin, cfg)
+		})
 		if err != nil {
 			newStoreServed(ds).stop()
 			return nil, err

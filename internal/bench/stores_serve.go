@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +34,7 @@ type storeDaemon struct {
 	cmd      *exec.Cmd
 	httpAddr string
 	conns    []*grpc.ClientConn
+	exited   chan struct{} // closed when the process has exited
 }
 
 // storeServed is the ledgerd replicas of one run and their clients.
@@ -66,24 +66,15 @@ func storeLedgerdConfig(dataDir string, store config.Store, sc *pacttest.Scenari
 	}
 	cfg.Evidence = config.Evidence{Type: "s3", S3: config.S3{Endpoint: s3.Endpoint, Bucket: bucket, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Insecure: true, CreateBucket: true}}
 	var err error
-	if cfg.Listen.GRPC, err = storeFreeAddr(); err != nil {
+	if cfg.Listen.GRPC, err = freeAddr(); err != nil {
 		return cfg, err
 	}
-	cfg.Listen.HTTP, err = storeFreeAddr()
+	cfg.Listen.HTTP, err = freeAddr()
 	return cfg, err
 }
 
-func storeFreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // startStoreDaemon writes cfg into its data directory, starts ledgerd on
-// it and waits until it is ready.
+// it and waits until it is ready; errExited when ledgerd exits first.
 func startStoreDaemon(ctx context.Context, bin string, cfg config.Config) (*storeDaemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
@@ -98,12 +89,12 @@ func startStoreDaemon(ctx context.Context, bin string, cfg config.Config) (*stor
 	}
 	d := &storeDaemon{cmd: exec.CommandContext(ctx, bin, "--config", path), httpAddr: cfg.Listen.HTTP}
 	d.cmd.Stderr = os.Stderr
-	if err := d.cmd.Start(); err != nil {
+	if d.exited, err = startWatched(d.cmd); err != nil {
 		return nil, err
 	}
-	if !waitReady(d.httpAddr, 5*time.Minute) { // opening a large bbolt file included
+	if err := awaitReady(d.httpAddr, d.exited, 5*time.Minute); err != nil { // opening a large bbolt file included
 		d.stop()
-		return nil, fmt.Errorf("ledgerd on %s did not become ready", cfg.Store.Kind)
+		return nil, fmt.Errorf("%s store: %w", cfg.Store.Kind, err)
 	}
 	for range 4 {
 		c, err := grpc.NewClient(cfg.Listen.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -122,13 +113,11 @@ func (d *storeDaemon) stop() {
 		c.Close()
 	}
 	_ = d.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = d.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-d.exited:
 	case <-time.After(60 * time.Second):
 		_ = d.cmd.Process.Kill()
-		<-done
+		<-d.exited
 	}
 }
 
