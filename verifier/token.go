@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/go-jose/go-jose/v4"
 )
@@ -183,37 +184,66 @@ func Encodings(s string) []string { return ParseToken(s).Encodings() }
 // Encodings is Encodings of the token as posted.
 func (t Token) Encodings() []string {
 	out := []string{hexSHA256(t.raw)}
-	other, ok := t.malleated(false)
+	sig, ok := t.otherSignature(false)
 	if !ok {
 		return out
 	}
-	return append(out, hexSHA256(other))
+	// The other encoding is hashed as it is written, not built.
+	var enc [86]byte // 64 bytes in unpadded base64url
+	b64.Encode(enc[:], sig[:])
+	h := sha256.New()
+	h.Write(stringBytes(t.signingInput))
+	h.Write(dot)
+	h.Write(enc[:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return append(out, hexSum(sum))
 }
 
-// malleated returns the encoding of t with the ES256 signature (r, n−s),
+// malleated returns the encoding of t with the ES256 signature (r, n−s)
+// (otherSignature), and false when there is none.
+func (t Token) malleated(lowOnly bool) (string, bool) {
+	sig, ok := t.otherSignature(lowOnly)
+	if !ok {
+		return "", false
+	}
+	return t.signingInput + "." + b64.EncodeToString(sig[:]), true
+}
+
+// otherSignature returns t's ES256 signature (r, n−s) in place of (r, s),
 // and false when t did not parse to its segments or its alg is not ES256,
 // or when s is not in (0, n). For Encodings (lowOnly false) r must be in
 // (0, n) as well; for Canonical (lowOnly true) s must be above n/2, so
 // that n−s is the low-s form.
-func (t Token) malleated(lowOnly bool) (string, bool) {
+func (t Token) otherSignature(lowOnly bool) (sig [64]byte, ok bool) {
 	if t.sig == nil || !t.es256 || len(t.sig) != 64 {
-		return "", false
+		return sig, false
 	}
-	sv := new(big.Int).SetBytes(t.sig[32:])
-	if sv.Sign() == 0 || sv.Cmp(p256Order) >= 0 {
-		return "", false
+	r, s := t.sig[:32], t.sig[32:]
+	if !inOrder(s) {
+		return sig, false
 	}
 	if lowOnly {
-		if sv.Cmp(p256HalfOrder) <= 0 {
-			return "", false
+		if bytes.Compare(s, p256HalfOrderBytes) <= 0 {
+			return sig, false
 		}
-	} else if r := new(big.Int).SetBytes(t.sig[:32]); r.Sign() == 0 || r.Cmp(p256Order) >= 0 {
-		return "", false
+	} else if !inOrder(r) {
+		return sig, false
 	}
-	sig := make([]byte, 64)
-	copy(sig, t.sig[:32])
-	new(big.Int).Sub(p256Order, sv).FillBytes(sig[32:])
-	return t.signingInput + "." + b64.EncodeToString(sig), true
+	copy(sig[:32], r)
+	// n − s, big-endian, with a borrow: s < n, so the result is in (0, n).
+	var borrow uint16
+	for i := 31; i >= 0; i-- {
+		d := uint16(p256OrderBytes[i]) - uint16(s[i]) - borrow
+		sig[32+i] = byte(d)
+		borrow = d >> 15
+	}
+	return sig, true
+}
+
+// inOrder reports whether the 32 big-endian bytes x are in (0, n).
+func inOrder(x []byte) bool {
+	return bytes.Compare(x, p256OrderBytes) < 0 && bytes.Count(x, []byte{0}) < len(x)
 }
 
 // p256HalfOrder is n/2: an ES256 signature's s is low when s ≤ n/2.
@@ -259,10 +289,22 @@ func (t Token) Canonical() string {
 	return t.raw
 }
 
-func hexSHA256(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
+// hexSHA256 is the hex SHA-256 of s.
+func hexSHA256(s string) string { return hexSum(sha256.Sum256(stringBytes(s))) }
+
+// hexSum is a SHA-256 digest in lowercase hex.
+func hexSum(sum [sha256.Size]byte) string {
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
+
+// dot separates a compact token's segments.
+var dot = []byte{'.'}
+
+// stringBytes is s's bytes without a copy, to be read, never written nor
+// kept: a token is hashed where it lies instead of being copied first.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // verifyCompact verifies s against the keys in ks and returns the verified
 // payload and the kid of the key that verified it.
