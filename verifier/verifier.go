@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -367,7 +368,7 @@ func (v *Verifier) checkReceipt(ctx context.Context, jws Token, rc Receipt, src 
 	if err != nil {
 		return fail(CheckReceiptSignature, "%v", err), nil
 	}
-	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: fmt.Sprintf("%s kid %s", alg, kid)}, nil
+	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: string(alg) + " kid " + kid}, nil
 }
 
 // unverifiedClaims decodes the claims of a compact token before its
@@ -427,7 +428,7 @@ func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, sr
 	if detail := v.requestClaimProblem(vc, at); detail != "" {
 		return &vc, fail(name, "%s", detail), nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, iss %s", alg, kid, vc.Iss)}, nil
+	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", iss " + vc.Iss}, nil
 }
 
 // verifiedClaims sets *dst to the claims of the verified payload. When the
@@ -542,7 +543,7 @@ func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.
 	case vc.Nbf != nil && nbf.After(at.Add(skew)):
 		return &vc, fail(name, "not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339)), nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%s kid %s, expires %s", alg, kid, exp.Format(time.RFC3339))}, nil
+	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", expires " + exp.Format(time.RFC3339)}, nil
 }
 
 // checkBindings: grant id, user, pa and brand agree across receipt, token
@@ -596,7 +597,7 @@ func checkScopes(rc Receipt, tok *TokenClaims) Check {
 	if len(beyond) > 0 {
 		return fail(name, "scopes used beyond the grant: %s (granted: %s)", strings.Join(beyond, " "), tok.Scope)
 	}
-	return Check{Name: name, Result: Pass, Detail: fmt.Sprintf("used [%s] within [%s]", strings.Join(rc.ScopesUsed, " "), tok.Scope)}
+	return Check{Name: name, Result: Pass, Detail: "used [" + strings.Join(rc.ScopesUsed, " ") + "] within [" + tok.Scope + "]"}
 }
 
 // ArgsHash is base64url (no padding) of the SHA-256 of the exact args JSON.
@@ -651,7 +652,7 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 	if len(problems) > 0 {
 		return out, Check{Name: name, Result: Fail, Detail: strings.Join(problems, "; ")}
 	}
-	return out, Check{Name: name, Result: Pass, Detail: fmt.Sprintf("%d matched the receipt, %d computed by the ledger", matched, computed)}
+	return out, Check{Name: name, Result: Pass, Detail: strconv.Itoa(matched) + " matched the receipt, " + strconv.Itoa(computed) + " computed by the ledger"}
 }
 
 // ErrPAJWT: a personal-agent JWT failed PACT §3.2; the wrapped text says why.

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,37 @@ func TestVerifyChecks(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A row keeps each passing check's detail: what verified it, in words
+// that stay the same from one version to the next.
+func TestPassDetails(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	r := sc.Mint(pacttest.Spec{})
+	res, err := v.Verify(context.Background(), input(r), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*regexp.Regexp{
+		verifier.CheckReceiptSignature: regexp.MustCompile(`^ES256 kid ` + sc.Brand.Key.Kid + `$`),
+		verifier.CheckRequestSignature: regexp.MustCompile(`^ES256 kid ` + sc.PA.Key.Kid + `, iss ` + regexp.QuoteMeta(r.RequestClaims["iss"].(string)) + `$`),
+		verifier.CheckDelegationToken:  regexp.MustCompile(`^ES256 kid \S+, expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`),
+		verifier.CheckScopesWithin:     regexp.MustCompile(`^used \[[^]]+\] within \[[^]]+\]$`),
+		verifier.CheckArgsHash:         regexp.MustCompile(`^\d+ matched the receipt, \d+ computed by the ledger$`),
+	}
+	for _, c := range res.Checks {
+		if re := want[c.Name]; re != nil {
+			if c.Result != verifier.Pass || !re.MatchString(c.Detail) {
+				t.Errorf("%s: %v %q, want PASS matching %s", c.Name, c.Result, c.Detail, re)
+			}
+			delete(want, c.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("%s: no such check", name)
 	}
 }
 
