@@ -46,15 +46,7 @@ func (r *Row) AppendJSON(dst []byte) ([]byte, error) {
 	w.optStrs(`,"scopesUsed":`, r.ScopesUsed)
 
 	w.b = append(w.b, `,"limits":`...)
-	o = w.object()
-	o.optStr(`"amountMax":`, r.Limits.AmountMax)
-	if r.Limits.CountMax != 0 {
-		o.int(`"countMax":`, int64(r.Limits.CountMax))
-	}
-	if !r.Limits.GrantExpires.IsZero() {
-		o.time(`"grantExpires":`, r.Limits.GrantExpires)
-	}
-	o.end()
+	w.limits(r.Limits)
 
 	if len(r.Actions) > 0 {
 		w.b = append(w.b, `,"actions":[`...)
@@ -128,6 +120,63 @@ func (r *Row) AppendJSON(dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	return w.b, nil
+}
+
+// AppendJSON appends the JSON of e to dst: the bytes json.Marshal gives
+// for e, written without reflection (a bundle is written, and hashed, with
+// every receipt). A refusal's bundle is json.Marshal's. A field added to
+// Evidence must be added here too: TestEvidenceAppendJSON compares the
+// bytes with json.Marshal's for every field.
+func (e *Evidence) AppendJSON(dst []byte) ([]byte, error) {
+	w := jsonWriter{b: dst}
+	if e.Refusal != nil {
+		w.bad = true
+	}
+	o := w.object()
+	o.optStr(`"receiptJws":`, e.ReceiptJWS)
+	o.optStr(`"requestJwt":`, e.RequestJWT)
+	o.optStr(`"delegationToken":`, e.DelegationToken)
+	if len(e.Actions) > 0 {
+		o.sep()
+		w.b = append(w.b, `"actions":[`...)
+		for i, a := range e.Actions {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.str(`{"tool":`, a.Tool)
+			w.optStr(`,"target":`, a.Target)
+			w.optStr(`,"argsJson":`, a.ArgsJSON)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	if e.Limits != nil {
+		o.sep()
+		w.b = append(w.b, `"limits":`...)
+		w.limits(*e.Limits)
+	}
+	o.end()
+	if w.bad {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return dst, err
+		}
+		return append(dst, b...), nil
+	}
+	return w.b, nil
+}
+
+// limits writes l as an object whose fields are all optional.
+func (w *jsonWriter) limits(l Limits) {
+	o := w.object()
+	o.optStr(`"amountMax":`, l.AmountMax)
+	if l.CountMax != 0 {
+		o.int(`"countMax":`, int64(l.CountMax))
+	}
+	if !l.GrantExpires.IsZero() {
+		o.time(`"grantExpires":`, l.GrantExpires)
+	}
+	o.end()
 }
 
 func (w *jsonWriter) rowAction(a verifier.RowAction) {
