@@ -81,7 +81,7 @@ func tokenDigestOf(t verifier.Token) string {
 		return ""
 	}
 	// Canonical returns a token it cannot parse as it is.
-	return digest(t.Canonical())
+	return "sha256:" + t.CanonicalSHA256(nil)
 }
 
 // tokenDigestFrom is tokenDigestOf of t whose encodings (t.Encodings())

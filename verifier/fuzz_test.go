@@ -53,6 +53,9 @@ func FuzzParseToken(f *testing.F) {
 		if got := p.CanonicalSHA256(encs); got != hexSum(canon) {
 			t.Fatalf("CanonicalSHA256 = %s, want the hash of %q", got, canon)
 		}
+		if got := p.CanonicalSHA256(nil); got != hexSum(canon) {
+			t.Fatalf("CanonicalSHA256(nil) = %s, want the hash of %q", got, canon)
+		}
 		if canon == s {
 			return
 		}

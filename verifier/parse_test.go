@@ -197,6 +197,9 @@ func TestTokenEncodingsAndCanonical(t *testing.T) {
 			if got := tok.CanonicalSHA256(tok.Encodings()); got != hexSum(tc.canonical) {
 				t.Errorf("CanonicalSHA256 = %s, want %s", got, hexSum(tc.canonical))
 			}
+			if got := tok.CanonicalSHA256(nil); got != hexSum(tc.canonical) {
+				t.Errorf("CanonicalSHA256(nil) = %s, want %s", got, hexSum(tc.canonical))
+			}
 			if got := verifier.Encodings(tc.tok); !slices.Equal(got, tc.encodings) {
 				t.Errorf("verifier.Encodings = %v, want %v", got, tc.encodings)
 			}

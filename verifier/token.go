@@ -184,11 +184,15 @@ func Encodings(s string) []string { return ParseToken(s).Encodings() }
 // Encodings is Encodings of the token as posted.
 func (t Token) Encodings() []string {
 	out := []string{hexSHA256(t.raw)}
-	sig, ok := t.otherSignature(false)
-	if !ok {
-		return out
+	if sig, ok := t.otherSignature(false); ok {
+		out = append(out, t.sha256With(sig))
 	}
-	// The other encoding is hashed as it is written, not built.
+	return out
+}
+
+// sha256With is the hex SHA-256 of t's encoding with the signature sig,
+// hashed as it is written rather than built.
+func (t Token) sha256With(sig [64]byte) string {
 	var enc [86]byte // 64 bytes in unpadded base64url
 	b64.Encode(enc[:], sig[:])
 	h := sha256.New()
@@ -197,7 +201,7 @@ func (t Token) Encodings() []string {
 	h.Write(enc[:])
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return append(out, hexSum(sum))
+	return hexSum(sum)
 }
 
 // malleated returns the encoding of t with the ES256 signature (r, n−s)
@@ -250,26 +254,19 @@ func inOrder(x []byte) bool {
 var p256HalfOrder = new(big.Int).Rsh(p256Order, 1)
 
 // CanonicalSHA256 returns the hex SHA-256 of t.Canonical(), taken from
-// encodings, which must be t.Encodings(), when they list it: a caller
-// that needs both hashes the token once.
+// encodings, which must be t.Encodings() or nil, when they list it: a
+// caller that needs both hashes the token once.
 func (t Token) CanonicalSHA256(encodings []string) string {
+	low, high := t.otherSignature(true)
 	switch {
-	case !t.highS():
+	case !high && len(encodings) > 0:
 		return encodings[0]
+	case !high:
+		return hexSHA256(t.raw)
 	case len(encodings) == 2:
 		return encodings[1]
 	}
-	return hexSHA256(t.Canonical())
-}
-
-// highS reports whether t is an ES256 token whose signature's s is in
-// (n/2, n): the tokens Canonical gives in another encoding.
-func (t Token) highS() bool {
-	if t.sig == nil || !t.es256 || len(t.sig) != 64 {
-		return false
-	}
-	s := t.sig[32:]
-	return bytes.Compare(s, p256HalfOrderBytes) > 0 && bytes.Compare(s, p256OrderBytes) < 0
+	return t.sha256With(low)
 }
 
 // n and n/2 as 32 big-endian bytes.
