@@ -194,8 +194,8 @@ func TestPassDetails(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]*regexp.Regexp{
-		verifier.CheckReceiptSignature: regexp.MustCompile(`^ES256 kid ` + sc.Brand.Key.Kid + `$`),
-		verifier.CheckRequestSignature: regexp.MustCompile(`^ES256 kid ` + sc.PA.Key.Kid + `, iss ` + regexp.QuoteMeta(r.RequestClaims["iss"].(string)) + `$`),
+		verifier.CheckReceiptSignature: regexp.MustCompile(`^ES256 kid ` + regexp.QuoteMeta(sc.Brand.Key.Kid) + `$`),
+		verifier.CheckRequestSignature: regexp.MustCompile(`^ES256 kid ` + regexp.QuoteMeta(sc.PA.Key.Kid) + `, iss ` + regexp.QuoteMeta(r.RequestClaims["iss"].(string)) + `$`),
 		verifier.CheckDelegationToken:  regexp.MustCompile(`^ES256 kid \S+, expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`),
 		verifier.CheckScopesWithin:     regexp.MustCompile(`^used \[[^]]+\] within \[[^]]+\]$`),
 		verifier.CheckArgsHash:         regexp.MustCompile(`^\d+ matched the receipt, \d+ computed by the ledger$`),
