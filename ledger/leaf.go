@@ -76,16 +76,11 @@ func digest(s string) string {
 func tokenDigest(tok string) string { return tokenDigestOf(verifier.ParseToken(tok)) }
 
 // tokenDigestOf is tokenDigest of a token already parsed.
-func tokenDigestOf(t verifier.Token) string {
-	if t.Raw() == "" {
-		return ""
-	}
-	// Canonical returns a token it cannot parse as it is.
-	return "sha256:" + t.CanonicalSHA256(nil)
-}
+func tokenDigestOf(t verifier.Token) string { return tokenDigestFrom(t, nil) }
 
 // tokenDigestFrom is tokenDigestOf of t whose encodings (t.Encodings())
-// are already hashed.
+// are already hashed, or nil. A token Canonical cannot parse is hashed as
+// it is.
 func tokenDigestFrom(t verifier.Token, encodings []string) string {
 	if t.Raw() == "" {
 		return ""
