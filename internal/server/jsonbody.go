@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"io"
+	"sync"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -17,6 +19,15 @@ import (
 // body with anything but space after its JSON value is refused, where the
 // old decoder ignored the rest.
 type jsonBody struct{ *runtime.JSONPb }
+
+// gatewayJSON is the gateway's marshaler: every field written, unset ones
+// as their zero or null; unknown fields in a request refused.
+func gatewayJSON() jsonBody {
+	return jsonBody{&runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}}
+}
 
 // NewDecoder returns the decoder of a request body.
 func (j jsonBody) NewDecoder(r io.Reader) runtime.Decoder {
@@ -35,3 +46,27 @@ func (j jsonBody) NewDecoder(r io.Reader) runtime.Decoder {
 		return j.UnmarshalOptions.Unmarshal(b, m)
 	})
 }
+
+// Marshal writes the answers that carry rows without reflection
+// (appendRowMessage) and any other value as runtime.JSONPb does. The JSON
+// is written into a pooled buffer and copied out at its size, so that a
+// row's answer costs one allocation rather than the buffer's growth.
+func (j jsonBody) Marshal(v any) ([]byte, error) {
+	bp := jsonBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledJSON {
+			jsonBuffers.Put(bp)
+		}
+	}()
+	if b, ok := appendRowMessage((*bp)[:0], v); ok {
+		*bp = b
+		return bytes.Clone(b), nil
+	}
+	return j.JSONPb.Marshal(v)
+}
+
+// maxPooledJSON is the largest buffer kept for the next answer: a page of
+// a few hundred rows. A larger one is left to the collector.
+const maxPooledJSON = 1 << 20
+
+var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

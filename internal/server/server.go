@@ -28,7 +28,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
@@ -300,10 +299,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 	gw := runtime.NewServeMux(
 		runtime.WithErrorHandler(errorHandler),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonBody{&runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, gatewayJSON()),
 	)
 	if err := ledgerv1.RegisterLedgerServiceHandlerClient(ctx, gw, ledgerv1.NewLedgerServiceClient(inproc)); err != nil {
 		return nil, err
