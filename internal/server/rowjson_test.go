@@ -123,6 +123,27 @@ func TestRowMessagesJSONEdges(t *testing.T) {
 	}
 }
 
+// TestGatewayMarshalerAllocations holds the gateway's marshaler to one
+// allocation for a receipt's answer, the copy out of its pooled buffer
+// (protojson's took 156), and to protojson's bytes for any other message.
+func TestGatewayMarshalerAllocations(t *testing.T) {
+	j := gatewayJSON()
+	m := &ledgerv1.AppendReceiptResponse{Row: receiptRow(), Outcome: ledgerv1.AppendOutcome(1)}
+	if n := testing.AllocsPerRun(200, func() {
+		if _, err := j.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Fatalf("a receipt's answer took %.0f allocations, want 1", n)
+	}
+	other := &ledgerv1.GetGrantResponse{}
+	got, err := j.Marshal(other)
+	want, werr := j.JSONPb.Marshal(other)
+	if err != nil || werr != nil || !bytes.Equal(got, want) {
+		t.Fatalf("another message: %s (%v), want protojson's %s (%v)", got, err, want, werr)
+	}
+}
+
 // sameTokens reports where two JSON texts differ in their tokens: names,
 // values and order, spacing aside.
 func sameTokens(got, want []byte) error {
