@@ -41,14 +41,8 @@ func appendRowMessage(dst []byte, v any) (_ []byte, ok bool) {
 		if m == nil {
 			return dst, false
 		}
-		w.b = append(w.b, `{"results":[`...)
-		for i, r := range m.GetResults() {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.receiptResult(r)
-		}
-		w.b = append(w.b, "]}"...)
+		list(&w, `{"results":`, m.GetResults(), w.receiptResult)
+		w.b = append(w.b, '}')
 	case *ledgerv1.AppendRefusalResponse:
 		if m == nil {
 			return dst, false
@@ -65,17 +59,8 @@ func appendRowMessage(dst []byte, v any) (_ []byte, ok bool) {
 		if m == nil {
 			return dst, false
 		}
-		w.b = append(w.b, `{"rows":[`...)
-		for i, r := range m.GetRows() {
-			if r == nil {
-				return dst, false
-			}
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.row("", r)
-		}
-		w.str(`],"nextPageToken":`, m.GetNextPageToken())
+		list(&w, `{"rows":`, m.GetRows(), w.row)
+		w.str(`,"nextPageToken":`, m.GetNextPageToken())
 		w.b = append(w.b, '}')
 	default:
 		return dst, false
@@ -105,12 +90,8 @@ func (w *protoJSON) appendResponse(pre string, m *ledgerv1.AppendReceiptResponse
 	w.b = append(w.b, '}')
 }
 
-func (w *protoJSON) receiptResult(r *ledgerv1.AppendReceiptResult) {
-	if r == nil {
-		w.ok = false
-		return
-	}
-	w.appendResponse(`{"response":`, r.GetResponse())
+func (w *protoJSON) receiptResult(pre string, r *ledgerv1.AppendReceiptResult) {
+	w.appendResponse(pre+`{"response":`, r.GetResponse())
 	w.int(`,"code":`, r.GetCode())
 	w.str(`,"message":`, r.GetMessage())
 	w.duration(`,"retryDelay":`, r.GetRetryDelay())
@@ -157,23 +138,13 @@ func (w *protoJSON) row(pre string, r *ledgerv1.Row) {
 	} else {
 		w.b = append(w.b, `,"limits":null`...)
 	}
-	w.b = append(w.b, `,"actions":[`...)
-	for i, a := range r.GetActions() {
-		if a == nil {
-			w.ok = false
-			return
-		}
-		pre := `{"tool":`
-		if i > 0 {
-			pre = `,{"tool":`
-		}
-		w.str(pre, a.GetTool())
+	list(w, `,"actions":`, r.GetActions(), func(pre string, a *ledgerv1.RowAction) {
+		w.str(pre+`{"tool":`, a.GetTool())
 		w.str(`,"target":`, a.GetTarget())
 		w.str(`,"argsHash":`, a.GetArgsHash())
 		w.enum(`,"argsHashSource":`, int32(a.GetArgsHashSource()), ledgerv1.ArgsHashSource_name)
 		w.b = append(w.b, '}')
-	}
-	w.b = append(w.b, ']')
+	})
 	w.timestamp(`,"issuedAt":`, r.GetIssuedAt())
 	w.timestamp(`,"recordedAt":`, r.GetRecordedAt())
 	w.verifier(r.GetVerifier())
@@ -181,23 +152,13 @@ func (w *protoJSON) row(pre string, r *ledgerv1.Row) {
 	w.timestamp(`,"retainUntil":`, r.GetRetainUntil())
 	w.str(`,"incidentId":`, r.GetIncidentId())
 	w.enum(`,"disputeStatus":`, int32(r.GetDisputeStatus()), ledgerv1.DisputeStatus_name)
-	w.b = append(w.b, `,"disputeEvents":[`...)
-	for i, e := range r.GetDisputeEvents() {
-		if e == nil {
-			w.ok = false
-			return
-		}
-		pre := `{"at":`
-		if i > 0 {
-			pre = `,{"at":`
-		}
-		w.timestamp(pre, e.GetAt())
+	list(w, `,"disputeEvents":`, r.GetDisputeEvents(), func(pre string, e *ledgerv1.DisputeEvent) {
+		w.timestamp(pre+`{"at":`, e.GetAt())
 		w.enum(`,"status":`, int32(e.GetStatus()), ledgerv1.DisputeStatus_name)
 		w.str(`,"note":`, e.GetNote())
 		w.str(`,"by":`, e.GetBy())
 		w.b = append(w.b, '}')
-	}
-	w.b = append(w.b, ']')
+	})
 	w.str(`,"evidenceSha256":`, r.GetEvidenceSha256())
 	if f := r.GetRefusal(); f != nil {
 		w.str(`,"refusal":{"claimedPrincipal":`, f.GetClaimedPrincipal())
@@ -221,22 +182,13 @@ func (w *protoJSON) verifier(v *ledgerv1.Verifier) {
 	}
 	w.str(`,"verifier":{"checkedBy":`, v.GetCheckedBy())
 	w.timestamp(`,"checkedAt":`, v.GetCheckedAt())
-	w.b = append(w.b, `,"checks":[`...)
-	for i, c := range v.GetChecks() {
-		if c == nil {
-			w.ok = false
-			return
-		}
-		pre := `{"name":`
-		if i > 0 {
-			pre = `,{"name":`
-		}
-		w.str(pre, c.GetName())
+	list(w, `,"checks":`, v.GetChecks(), func(pre string, c *ledgerv1.Check) {
+		w.str(pre+`{"name":`, c.GetName())
 		w.enum(`,"result":`, int32(c.GetResult()), ledgerv1.CheckResult_name)
 		w.str(`,"detail":`, c.GetDetail())
 		w.b = append(w.b, '}')
-	}
-	w.str(`],"duplicateOf":`, v.GetDuplicateOf())
+	})
+	w.str(`,"duplicateOf":`, v.GetDuplicateOf())
 	w.b = append(w.b, '}')
 }
 
@@ -291,13 +243,33 @@ func (w *protoJSON) strs(pre string, ss []string) {
 	w.b = append(w.b, pre...)
 	w.b = append(w.b, '[')
 	for i, s := range ss {
-		sep := ""
-		if i > 0 {
-			sep = ","
-		}
-		w.str(sep, s)
+		w.str(sep(i), s)
 	}
 	w.b = append(w.b, ']')
+}
+
+// list writes pre and the messages of a repeated field as an array, each
+// by write with the comma before it. A nil element is protojson's to
+// write.
+func list[M any](w *protoJSON, pre string, ms []*M, write func(pre string, m *M)) {
+	w.b = append(w.b, pre...)
+	w.b = append(w.b, '[')
+	for i, m := range ms {
+		if m == nil {
+			w.ok = false
+			return
+		}
+		write(sep(i), m)
+	}
+	w.b = append(w.b, ']')
+}
+
+// sep is the text before the ith element of an array.
+func sep(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return ","
 }
 
 func (w *protoJSON) int(pre string, n int32) {

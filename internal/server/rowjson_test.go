@@ -36,27 +36,16 @@ func TestRowMessagesJSON(t *testing.T) {
 		func() proto.Message { return &ledgerv1.GetRowResponse{} },
 		func() proto.Message { return &ledgerv1.ListRowsResponse{} },
 	}
-	opts := gatewayJSON().MarshalOptions
 	written, refused := 0, 0
 	for i := range 5000 {
 		m := kinds[i%len(kinds)]()
 		fill(t, rng, m.ProtoReflect(), 0)
-		want, werr := opts.Marshal(m)
-		got, ok := appendRowMessage(nil, m)
-		if ok != (werr == nil) {
-			t.Fatalf("%T: written %v, protojson's error %v\n%s", m, ok, werr, prototextOf(m))
-		}
+		got, ok := agreesWithProtojson(t, m)
 		if !ok {
 			refused++
-			if _, err := gatewayJSON().Marshal(m); err == nil || err.Error() != werr.Error() {
-				t.Fatalf("%T: the marshaler's error %v, protojson's %v", m, err, werr)
-			}
 			continue
 		}
 		written++
-		if err := sameTokens(got, want); err != nil {
-			t.Fatalf("%T: %v\n got %s\nwant %s", m, err, got, want)
-		}
 		back := m.ProtoReflect().New().Interface()
 		if err := protojson.Unmarshal(got, back); err != nil || !proto.Equal(back, m) {
 			t.Fatalf("%T: protojson reads back %v (%v)\n%s", m, back, err, got)
@@ -87,40 +76,42 @@ func TestRowMessagesJSONEdges(t *testing.T) {
 			t.Errorf("%T %v: written without protojson", v, v)
 		}
 	}
-	opts := gatewayJSON().MarshalOptions
 	for _, ts := range []*timestamppb.Timestamp{
 		{Seconds: minTimestampSeconds}, {Seconds: maxTimestampSeconds, Nanos: maxNanos}, {Seconds: -1, Nanos: 1},
 		{Seconds: 0, Nanos: 1000}, {Seconds: 1, Nanos: 1000000}, {Seconds: 1, Nanos: 100000000},
 		{Seconds: minTimestampSeconds - 1}, {Seconds: maxTimestampSeconds + 1}, {Nanos: -1}, {Nanos: 1e9},
 	} {
-		m := &ledgerv1.GetRowResponse{Row: &ledgerv1.Row{IssuedAt: ts}}
-		want, werr := opts.Marshal(m)
-		got, ok := appendRowMessage(nil, m)
-		if ok != (werr == nil) {
-			t.Fatalf("%v: written %v, protojson's error %v", ts, ok, werr)
-		}
-		if ok {
-			if err := sameTokens(got, want); err != nil {
-				t.Fatalf("%v: %v\n got %s\nwant %s", ts, err, got, want)
-			}
-		}
+		agreesWithProtojson(t, &ledgerv1.GetRowResponse{Row: &ledgerv1.Row{IssuedAt: ts}})
 	}
 	for _, d := range []*durationpb.Duration{
 		{Seconds: maxDurationSeconds, Nanos: maxNanos}, {Seconds: -maxDurationSeconds, Nanos: -maxNanos}, {Nanos: -5000},
 		{Seconds: 3, Nanos: 120000000}, {Seconds: maxDurationSeconds + 1}, {Seconds: 1, Nanos: -1}, {Seconds: -1, Nanos: 1}, {Nanos: 1e9},
 	} {
-		m := &ledgerv1.AppendReceiptsResponse{Results: []*ledgerv1.AppendReceiptResult{{RetryDelay: d}}}
-		want, werr := opts.Marshal(m)
-		got, ok := appendRowMessage(nil, m)
-		if ok != (werr == nil) {
-			t.Fatalf("%v: written %v, protojson's error %v", d, ok, werr)
+		agreesWithProtojson(t, &ledgerv1.AppendReceiptsResponse{Results: []*ledgerv1.AppendReceiptResult{{RetryDelay: d}}})
+	}
+}
+
+// agreesWithProtojson fails t where m's JSON and protojson's differ in
+// their tokens, or where one refuses m and the other does not, or where
+// the gateway's marshaler refuses it with another error than protojson's.
+// It returns the JSON and whether m was written.
+func agreesWithProtojson(t *testing.T, m proto.Message) ([]byte, bool) {
+	t.Helper()
+	want, werr := gatewayJSON().MarshalOptions.Marshal(m)
+	got, ok := appendRowMessage(nil, m)
+	switch {
+	case ok != (werr == nil):
+		t.Fatalf("%T: written %v, protojson's error %v\n%s", m, ok, werr, prototextOf(m))
+	case !ok:
+		if _, err := gatewayJSON().Marshal(m); err == nil || err.Error() != werr.Error() {
+			t.Fatalf("%T: the marshaler's error %v, protojson's %v", m, err, werr)
 		}
-		if ok {
-			if err := sameTokens(got, want); err != nil {
-				t.Fatalf("%v: %v\n got %s\nwant %s", d, err, got, want)
-			}
+	default:
+		if err := sameTokens(got, want); err != nil {
+			t.Fatalf("%T: %v\n got %s\nwant %s", m, err, got, want)
 		}
 	}
+	return got, ok
 }
 
 // TestGatewayMarshalerAllocations holds the gateway's marshaler to one
