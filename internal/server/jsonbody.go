@@ -52,6 +52,9 @@ func (j jsonBody) NewDecoder(r io.Reader) runtime.Decoder {
 // is written into a pooled buffer and copied out at its size, so that a
 // row's answer costs one allocation rather than the buffer's growth.
 func (j jsonBody) Marshal(v any) ([]byte, error) {
+	if !j.writesRows() {
+		return j.JSONPb.Marshal(v)
+	}
 	bp := jsonBuffers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledJSON {
@@ -63,6 +66,13 @@ func (j jsonBody) Marshal(v any) ([]byte, error) {
 		return bytes.Clone(b), nil
 	}
 	return j.JSONPb.Marshal(v)
+}
+
+// writesRows reports whether the options are the ones appendRowMessage
+// writes for: gatewayJSON's. Any other option is protojson's to apply.
+func (j jsonBody) writesRows() bool {
+	o := j.MarshalOptions
+	return o.EmitUnpopulated && !o.EmitDefaultValues && !o.UseProtoNames && !o.UseEnumNumbers && !o.Multiline && o.Indent == ""
 }
 
 // maxPooledJSON is the largest buffer kept for the next answer: a page of

@@ -19,12 +19,13 @@ import (
 // by reflection: about 38 µs and 150 allocations for a receipt's row,
 // several times the writing itself.
 //
-// ok is false for any other message, and for a message protojson refuses
-// (a string that is not UTF-8, a time or a duration out of its range, a
-// nil element in a list): the caller then hands it to protojson, which
-// writes it or says why not. The JSON holds the same names and values in
-// the same order as protojson's; its spacing is not protojson's, which
-// protojson varies on purpose.
+// ok is false for any other message, for a message protojson refuses (a
+// string that is not UTF-8, a time or a duration out of its range), and
+// for a list holding a nil element, which protojson writes as an empty
+// message: the caller then hands it to protojson, which writes it or says
+// why not. The JSON holds the same names, values and escapes in the same
+// order as protojson's; only the spacing differs, which protojson varies
+// on purpose.
 //
 // A field added to one of these messages, or to a message a row holds,
 // must be added here too: TestRowMessagesJSON fills every field by
@@ -73,7 +74,7 @@ func appendRowMessage(dst []byte, v any) (_ []byte, ok bool) {
 
 // protoJSON appends JSON as protojson writes it. Each method's first
 // argument is the text before the value: its comma, quotes and colon. ok
-// turns false at a value protojson refuses.
+// turns false at a value protojson refuses or a nil list element.
 type protoJSON struct {
 	b  []byte
 	ok bool
