@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,7 +139,9 @@ func (f *fakeLedger) AppendReceipts(_ context.Context, r *ledgerv1.AppendReceipt
 	f.keep(r)
 	rep := &ledgerv1.AppendReceiptsResponse{}
 	for _, rc := range r.GetReceipts() {
-		res := &ledgerv1.AppendReceiptResult{Response: &ledgerv1.AppendReceiptResponse{Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED}}
+		res := &ledgerv1.AppendReceiptResult{Response: &ledgerv1.AppendReceiptResponse{Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED,
+			Row: &ledgerv1.Row{Id: "row of " + rc.GetReceiptJws(), ScopesUsed: []string{"trips:rebook"},
+				Verifier: &ledgerv1.Verifier{Checks: []*ledgerv1.Check{{Name: "receipt_signature", Result: ledgerv1.CheckResult_CHECK_RESULT_PASS, Detail: "kid k1"}}}}}}
 		switch rc.GetReceiptJws() {
 		case "bad":
 			res = &ledgerv1.AppendReceiptResult{Code: int32(codes.InvalidArgument), Message: "receiptJws: not a compact JWS"}
@@ -172,6 +175,9 @@ func TestLedgerClientPostReceipts(t *testing.T) {
 	}
 	if errs[0] != nil || !errors.Is(errs[1], ErrRejected) || !errors.Is(errs[2], ErrRejected) || errs[3] == nil || errors.Is(errs[3], ErrRejected) || errs[4] != nil {
 		t.Fatalf("answers %v", errs)
+	}
+	if !strings.Contains(errs[1].Error(), "receiptJws: not a compact JWS") || !strings.Contains(errs[3].Error(), "signing keys unavailable; retry") {
+		t.Fatalf("the answers' messages were lost: %v", errs)
 	}
 	if len(f.got) != 1 || len(f.got[0].(*ledgerv1.AppendReceiptsRequest).GetReceipts()) != 5 {
 		t.Fatalf("the ledger got %v", f.got)
