@@ -131,7 +131,7 @@ func (c *LedgerClient) PostReceipts(ctx context.Context, items []Item) ([]error,
 // also carries is the ledger's record, which the pipeline does not keep;
 // reading the two fields alone skips building a message for every row,
 // which with protojson was most of what a batch's answer cost the
-// pipeline (about 50 µs a receipt against 17).
+// pipeline (about 32 µs a receipt against 18: BenchmarkBatchAnswer).
 type batchAnswer struct {
 	Results []struct {
 		Code    int32  `json:"code"`
