@@ -270,9 +270,18 @@ func freeAddr(t *testing.T) string {
 // poll calls try until it returns true, failing t at the deadline.
 func poll(t *testing.T, what string, deadline time.Duration, try func() bool) {
 	t.Helper()
+	pollOr(t, what, deadline, try, nil)
+}
+
+// pollOr is poll, adding why's account of the state to the failure.
+func pollOr(t *testing.T, what string, deadline time.Duration, try func() bool, why func() string) {
+	t.Helper()
 	end := time.Now().Add(deadline)
 	for !try() {
 		if time.Now().After(end) {
+			if why != nil {
+				t.Fatalf("%s: not within %s\n%s", what, deadline, why())
+			}
 			t.Fatalf("%s: not within %s", what, deadline)
 		}
 		time.Sleep(10 * time.Millisecond)

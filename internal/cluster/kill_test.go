@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"syscall"
 	"testing"
@@ -52,13 +53,17 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 	before := holders(t, dsn)
 	rs := []*replica{r1, e.startProcess("r2"), e.startProcess("r3")}
 
+	// A quarter of the corpus is written before the S3 server is paused,
+	// the rest after: so the outbox fills while uploads hang, however fast
+	// the replicas ran the first part.
 	corpus := e.corpus(600, "kill")
-	w := startLoad(t, rs, corpus, 9, 0)
-	poll(t, "writes before the kill", 60*time.Second, func() bool { n, _ := w.counts(); return n >= 150 })
-	old := e.checkpoint(t, rs[1])
-	if old.Size == 0 {
-		t.Fatal("no checkpoint signed before the kill")
-	}
+	early := startLoad(t, rs, corpus[:150], 9, 0)
+	early.wait()
+	var old proof.Checkpoint
+	poll(t, "a checkpoint of the writes before the kill", 30*time.Second, func() bool {
+		old = e.checkpoint(t, rs[1])
+		return old.Size > 0
+	})
 
 	// Uploads hang while the S3 server is paused: claims stay claimed.
 	if err := syscall.Kill(e.s3.Pid(), syscall.SIGSTOP); err != nil {
@@ -72,10 +77,14 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
+	w := startLoad(t, rs, corpus[150:], 9, 0)
 	var claimed []int64
-	poll(t, "entries claimed by r1", 30*time.Second, func() bool {
+	pollOr(t, "entries claimed by r1", 30*time.Second, func() bool {
 		claimed = claimedBy(t, dsn, "r1")
 		return len(claimed) > 0
+	}, func() string {
+		acked, failed := w.counts()
+		return fmt.Sprintf("%d writes acknowledged since the pause, %d not; outbox by holder: %s\n%s", acked, failed, outboxClaims(t, dsn), r1.logTail())
 	})
 	r1.kill(t)
 	killed := time.Now()
@@ -98,7 +107,9 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 	uploadedAfter := time.Since(killed)
 	w.wait()
 	acked, failed := w.counts()
-	ids := w.ids()
+	acked1, failed1 := early.counts()
+	acked, failed = acked+acked1, failed+failed1
+	ids := append(early.ids(), w.ids()...)
 	if n := missingRows(t, dsn, ids); n > 0 {
 		t.Fatalf("%d of %d acknowledged rows are missing", n, acked)
 	}
@@ -205,6 +216,17 @@ func claimedBy(t *testing.T, dsn, holder string) []int64 {
 	var seqs []int64
 	queryRow(t, dsn, "SELECT coalesce(array_agg(seq), '{}') FROM outbox WHERE claimed_by = $1 AND claim_until > clock_timestamp()", []any{holder}, &seqs)
 	return seqs
+}
+
+// outboxClaims describes the outbox's entries by who holds a live claim
+// on them, for a failure message.
+func outboxClaims(t *testing.T, dsn string) string {
+	t.Helper()
+	var s string
+	queryRow(t, dsn, `SELECT coalesce(string_agg(h || ': ' || n, ', '), 'empty') FROM (
+	SELECT CASE WHEN claim_until > clock_timestamp() THEN claimed_by ELSE 'unclaimed' END AS h, count(*) AS n
+	FROM outbox GROUP BY 1 ORDER BY 1) AS c`, nil, &s)
+	return s
 }
 
 // stillQueued returns which of seqs are still in the outbox.
