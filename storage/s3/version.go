@@ -36,6 +36,8 @@ func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainU
 		Mode:             minio.Compliance,
 		RetainUntilDate:  retainUntil.UTC(),
 		DisableMultipart: true,
+		// An empty body without the chunked signature: see put.
+		DisableContentSha256: len(body) == 0,
 	})
 	if err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
