@@ -108,8 +108,13 @@ type Config struct {
 	// ProfileBatch, above zero, posts the profiled phase's load in
 	// AppendReceipts calls of that many receipts.
 	ProfileBatch int
-	Out          io.Writer
-	Store        string // "postgres": compare the row stores instead (stores.go)
+	// PairedCeilings runs the in-process ceiling (the ledger as ledgerd
+	// runs it) on a closed-loop served scenario's corpus again just before
+	// that scenario, so that its ratio compares two phases seconds apart
+	// instead of minutes: on a noisy machine the rate drifts between.
+	PairedCeilings bool
+	Out            io.Writer
+	Store          string // "postgres": compare the row stores instead (stores.go)
 }
 
 const writerKey, readerKey, supportKey = "bench-writer", "bench-auditor", "bench-support"
@@ -277,7 +282,14 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			corpus []*ledgerv1.AppendReceiptRequest
 		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
 			sc := way
-			sc.name, sc.corpus, sc.ceiling, sc.bare = c.name, c.corpus, servedOf[c.name], bareOf[c.name]
+			sc.name, sc.corpus, sc.ceiling, sc.first, sc.bare = c.name, c.corpus, servedOf[c.name], servedOf[c.name], bareOf[c.name]
+			if cfg.PairedCeilings {
+				r, err := runLedgerCeiling(ctx, env, c.corpus, cfg)
+				if err != nil {
+					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
+				}
+				sc.ceiling = r.rate
+			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", sc.how(), c.name, err)

@@ -119,3 +119,24 @@ func TestPrintKernel(t *testing.T) {
 		t.Errorf("printUsageMedians without a split: %q, want nothing", b.String())
 	}
 }
+
+// TestServedRatios checks the summary's ratio cell: with paired ceilings
+// the ceiling run just before the scenario comes first, then the one at
+// the run's start, then the ledger's alone; without, the first and the
+// last; an offered-rate scenario has none.
+func TestServedRatios(t *testing.T) {
+	s := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2000, first: 2400, bare: 3000}}
+	for _, c := range []struct {
+		s      *served
+		paired bool
+		want   string
+	}{
+		{s, true, "0.90 / 0.75 / 0.60"},
+		{s, false, "0.90 / 0.60"},
+		{&served{result: &result{rate: 1000}}, true, "—"},
+	} {
+		if got := c.s.ratios(c.paired); got != c.want {
+			t.Errorf("ratios(paired %v) = %q, want %q", c.paired, got, c.want)
+		}
+	}
+}

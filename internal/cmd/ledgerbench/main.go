@@ -74,6 +74,7 @@ func main() {
 		return nil
 	})
 	flag.BoolVar(&cfg.SkipREST, "skip-rest", false, "leave out the REST scenarios")
+	flag.BoolVar(&cfg.PairedCeilings, "paired-ceilings", true, "run the in-process ceiling on each closed-loop served scenario's corpus again just before it, and give its ratio to that run (false: to the ceilings at the run's start alone)")
 	flag.Func("ledgerd-env", "NAME=VALUE added to every served ledgerd's environment, such as GOGC=400 (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("want NAME=VALUE, got %q", v)
