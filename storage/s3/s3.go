@@ -334,13 +334,17 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 		Mode:             minio.Compliance,
 		RetainUntilDate:  retainUntil.UTC(),
 		DisableMultipart: true,
+		// S3 refuses a put with Object Lock parameters that carries
+		// neither Content-MD5 nor a checksum.
+		SendContentMd5: true,
 	}
 	opts.SetMatchETagExcept("*")
 	// Over plain HTTP the client signs a body in aws-chunked form. For an
-	// empty body versitygw (v1.8.0) answers without reading the final
-	// chunk, reads it as the connection's next request and answers that
-	// with a 400, which the next request sent on the connection gets as
-	// its answer. An empty body has nothing to sign chunk by chunk.
+	// empty body it declares no length yet still writes the final chunk,
+	// so the body goes out chunked; versitygw (v1.8.0) answers without
+	// reading it, reads it as the connection's next request and answers
+	// that with a 400, which the next request sent on the connection gets
+	// as its answer. An empty body has nothing to sign chunk by chunk.
 	opts.DisableContentSha256 = len(body) == 0
 	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
 	loc := ledger.Location{Store: "s3", Bucket: s.bucket, Key: key, RetainUntil: retainUntil.UTC()}

@@ -36,6 +36,7 @@ func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainU
 		Mode:             minio.Compliance,
 		RetainUntilDate:  retainUntil.UTC(),
 		DisableMultipart: true,
+		SendContentMd5:   true, // required with Object Lock parameters
 		// An empty body without the chunked signature: see put.
 		DisableContentSha256: len(body) == 0,
 	})
