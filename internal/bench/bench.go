@@ -288,7 +288,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 				if err != nil {
 					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
 				}
-				sc.ceiling = r.rate
+				sc.ceiling, sc.paired = r.rate, true
 			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {

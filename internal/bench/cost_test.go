@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPrintCommits checks the group commit's figures: the commits' µs a
@@ -125,18 +126,36 @@ func TestPrintKernel(t *testing.T) {
 // the run's start, then the ledger's alone; without, the first and the
 // last; an offered-rate scenario has none.
 func TestServedRatios(t *testing.T) {
-	s := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2000, first: 2400, bare: 3000}}
+	paired := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2000, first: 2400, bare: 3000, paired: true}}
+	alone := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2400, first: 2400, bare: 3000}}
+	offered := &served{result: &result{rate: 1000}}
 	for _, c := range []struct {
-		s      *served
-		paired bool
-		want   string
+		s    *served
+		want string
 	}{
-		{s, true, "0.90 / 0.75 / 0.60"},
-		{s, false, "0.90 / 0.60"},
-		{&served{result: &result{rate: 1000}}, true, "—"},
+		{paired, "0.90 / 0.75 / 0.60"},
+		{alone, "0.75 / 0.60"},
+		{offered, "—"},
 	} {
-		if got := c.s.ratios(c.paired); got != c.want {
-			t.Errorf("ratios(paired %v) = %q, want %q", c.paired, got, c.want)
+		if got := c.s.ratios(); got != c.want {
+			t.Errorf("ratios(%+v) = %q, want %q", c.s.scenario, got, c.want)
 		}
+	}
+	// The scenario's own figures say which ceiling each ratio is to.
+	var b strings.Builder
+	paired.print(&b, verifyUnit{}, 64, time.Second, 0)
+	for _, want := range []string{
+		"the ledger as ledgerd runs it (2000 rows/s, run just before this scenario): 0.90\n",
+		"ratio to the same ceiling at the run's start (2400 rows/s): 0.75\n",
+		"verify + durable commit alone, at the run's start (3000 rows/s): 0.60\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("print of a paired scenario lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	alone.print(&b, verifyUnit{}, 64, time.Second, 0)
+	if s := b.String(); strings.Contains(s, "just before") || strings.Contains(s, "same ceiling at the run's start") {
+		t.Errorf("print of a scenario without a paired ceiling speaks of one:\n%s", s)
 	}
 }

@@ -209,7 +209,7 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 	fmt.Fprintf(w, "\nsummary: ledgerd CPU per verified durable row in P-256 verifications (%s each, median of both measurements); client on the same cores\n", us(u.median()))
 	ratios := "as ledgerd runs it / verify + commit"
 	if cfg.PairedCeilings {
-		ratios = "as ledgerd runs it, just before / at the run's start / verify + commit"
+		ratios = "as ledgerd runs it, just before / the same at the run's start / verify + commit at the run's start"
 	}
 	fmt.Fprintf(w, "| scenario | rows/s | CPU per row | verifications per row | ratio to ceiling (%s) | p50 | p99 | cache hits | anon / file under load | anon / file at rest | load avg |\n", ratios)
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -218,7 +218,7 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 			c.label(), c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
 	}
 	for _, s := range runs {
-		load, ratio := fmt.Sprintf("%d in flight", cfg.Concurrency), s.ratios(cfg.PairedCeilings)
+		load, ratio := fmt.Sprintf("%d in flight", cfg.Concurrency), s.ratios()
 		if s.conc == 0 {
 			load = fmt.Sprintf("%d rows/s offered", cfg.Offered)
 		}
@@ -236,11 +236,11 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 // rate over the ceiling as ledgerd runs it (with paired ceilings, the one
 // run just before it, then the one at the run's start) and over the
 // ledger's alone; "—" for a scenario without ceilings (an offered rate).
-func (s *served) ratios(paired bool) string {
+func (s *served) ratios() string {
 	switch {
 	case s.ceiling <= 0 || s.bare <= 0:
 		return "—"
-	case paired && s.first > 0:
+	case s.paired && s.first > 0:
 		return fmt.Sprintf("%.2f / %.2f / %.2f", s.rate/s.ceiling, s.rate/s.first, s.rate/s.bare)
 	default:
 		return fmt.Sprintf("%.2f / %.2f", s.rate/s.ceiling, s.rate/s.bare)
