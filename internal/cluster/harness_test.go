@@ -54,6 +54,9 @@ type env struct {
 	vkey     string // its verifier key
 	leaseTTL time.Duration
 	claimTTL time.Duration
+	// uploadBatch, above zero, is every replica's uploader.batch: the most
+	// outbox entries one round claims.
+	uploadBatch int
 }
 
 // newEnv starts an S3 server with a fresh Object Lock bucket, migrates
@@ -97,6 +100,7 @@ func (e *env) config(name string) config.Config {
 	c.MerkleLog.Interval = config.Duration(50 * time.Millisecond)
 	c.Leases = config.Leases{Holder: name, TTL: config.Duration(e.leaseTTL)}
 	c.Uploader.ClaimTTL = config.Duration(e.claimTTL)
+	c.Uploader.Batch = e.uploadBatch
 	c.Uploader.MaxBackoff = config.Duration(time.Second)
 	c.ShutdownTimeout = config.Duration(5 * time.Second)
 	c.APIKeys = []config.APIKey{

@@ -40,6 +40,11 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 	dsn := pgtest.CreateDB(t)
 	const leaseTTL, claimTTL = 1500 * time.Millisecond, 2 * time.Second
 	e := newEnv(t, dsn, leaseTTL, claimTTL)
+	// While the S3 server is paused a round hangs until its claim runs
+	// out, and re-puts the segment plans recorded by others as well. A
+	// small batch keeps one round from claiming the whole outbox, so that
+	// r1's rounds find entries of their own to claim.
+	e.uploadBatch = 16
 	r1 := e.startProcess("r1")
 	poll(t, "r1 holds every singleton's lease", 30*time.Second, func() bool {
 		h := holders(t, dsn)
@@ -59,6 +64,9 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 	corpus := e.corpus(600, "kill")
 	early := startLoad(t, rs, corpus[:150], 9, 0)
 	early.wait()
+	if acked, failed := early.counts(); acked != 150 || failed != 0 {
+		t.Fatalf("before the pause: %d writes acknowledged, %d not (%v); want all 150", acked, failed, early.failures())
+	}
 	var old proof.Checkpoint
 	poll(t, "a checkpoint of the writes before the kill", 30*time.Second, func() bool {
 		old = e.checkpoint(t, rs[1])
@@ -84,7 +92,10 @@ func TestKillReplicaUnderLoad(t *testing.T) {
 		return len(claimed) > 0
 	}, func() string {
 		acked, failed := w.counts()
-		return fmt.Sprintf("%d writes acknowledged since the pause, %d not; outbox by holder: %s\n%s", acked, failed, outboxClaims(t, dsn), r1.logTail())
+		var plans int
+		queryRow(t, dsn, "SELECT count(*) FROM segment_plans", nil, &plans)
+		return fmt.Sprintf("%d writes acknowledged since the pause, %d not; outbox by holder: %s; %d segment plans recorded\n%s\n%s\n%s",
+			acked, failed, outboxClaims(t, dsn), plans, r1.logTail(), rs[1].logTail(), rs[2].logTail())
 	})
 	r1.kill(t)
 	killed := time.Now()
