@@ -636,3 +636,112 @@ func TestUploaderIntervalDefault(t *testing.T) {
 		t.Errorf("negative: %v, want none", got)
 	}
 }
+
+// heldStore is a row store on which another uploader holds a live claim
+// on the outbox entries in held: Claim does not return them, as a store
+// shared by several uploaders would not.
+type heldStore struct {
+	ledger.Store
+	mu   *sync.Mutex
+	held map[uint64]bool
+}
+
+type heldTx struct {
+	ledger.Tx
+	s heldStore
+}
+
+func (s heldStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(heldTx{tx, s}) })
+}
+
+func (t heldTx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	all, err := t.Tx.Claim(n, holder, ttl)
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return slices.DeleteFunc(all, func(e ledger.OutboxEntry) bool { return t.s.held[e.Seq] }), err
+}
+
+// TestOthersPlanIsLeftToIt: a segment plan whose members another
+// uploader has claimed is that uploader's: a round here puts neither the
+// segment nor its members one by one, and they stay queued. Once their
+// claim runs out (the planner stopped) and a round here claims them, the
+// plan is put under its key, once, and every row's evidence lands.
+func TestOthersPlanIsLeftToIt(t *testing.T) {
+	ctx := context.Background()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &faultyStore{ObjectStore: objects}
+	held := heldStore{mu: &sync.Mutex{}, held: map[uint64]bool{}}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec,
+		wrap: func(s ledger.Store) ledger.Store { held.Store = s; return held }}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	for i := range 4 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("P-%d", i)})))
+	}
+	var members []ledger.OutboxEntry
+	if err := h.store.View(ctx, func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		for _, e := range all {
+			if e.Kind == ledger.ObjectEvidence && e.Op == "" {
+				members = append(members, e)
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 4 {
+		t.Fatalf("%d evidence entries queued, want 4", len(members))
+	}
+	// Another uploader claimed the four and planned their segment.
+	held.mu.Lock()
+	for _, m := range members {
+		held.held[m.Seq] = true
+	}
+	held.mu.Unlock()
+	p := ledger.SegmentPlan{
+		Key:         ledger.SegmentKey(time.Now().UTC().Truncate(24*time.Hour), members[0].Seq, members[3].Seq),
+		RetainUntil: time.Now().Add(48 * time.Hour),
+		Entries:     members,
+	}
+	if err := h.store.Update(ctx, func(tx ledger.Tx) error { return tx.PlanSegment(p) }); err != nil {
+		t.Fatal(err)
+	}
+	puts := func(key string) int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.calls["put "+key]
+	}
+
+	if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	if n := puts(p.Key); n != 0 {
+		t.Fatalf("another uploader's plan was put %d times here", n)
+	}
+	for _, m := range members {
+		if n := puts(m.Key); n != 0 {
+			t.Fatalf("member %s of another uploader's plan put one by one", m.Key)
+		}
+	}
+	if n, err := h.l.OutboxDepth(ctx); err != nil || n != len(members) {
+		t.Fatalf("outbox depth %d, %v after the round; want the plan's %d members", n, err, len(members))
+	}
+
+	// The other uploader stopped and its claim ran out.
+	held.mu.Lock()
+	clear(held.held)
+	held.mu.Unlock()
+	h.drain(t)
+	if n := puts(p.Key); n != 1 {
+		t.Fatalf("the plan was put %d times once its members were claimed here, want once", n)
+	}
+	if keys := recordedKeys(t, h); !slices.Contains(keys, p.Key) {
+		t.Fatalf("the rows name %v, not the plan's segment %s", keys, p.Key)
+	}
+}
