@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -30,6 +29,7 @@ import (
 	"github.com/pactledger/pactledger/internal/headless"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
@@ -45,24 +45,6 @@ var keys = map[string]string{
 	config.RoleAdmin:   "test-admin-key",
 }
 
-// logBuffer collects the console's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is an in-process ledgerd (as internal/server's tests build it) with
 // the console mounted on an httptest server, calling ledgerd's gRPC
 // listener through the generated client.
@@ -72,7 +54,7 @@ type env struct {
 	srv    *server.Server
 	client ledgerv1.LedgerServiceClient
 	web    *httptest.Server
-	logs   *logBuffer
+	logs   *syncbuf.Buffer
 }
 
 type envOpt func(*env, *console.Config)
@@ -114,7 +96,7 @@ func newEnv(t *testing.T, pre func(e *env), opts ...envOpt) *env {
 		cfg.Agents = append(cfg.Agents, config.Agent{Issuer: a.Issuer, JWKSURI: a.JWKSURI})
 	}
 	cfg.ShutdownTimeout = config.Duration(5 * time.Second)
-	e := &env{sc: sc, cfg: cfg, logs: &logBuffer{}}
+	e := &env{sc: sc, cfg: cfg, logs: &syncbuf.Buffer{}}
 	if pre != nil {
 		pre(e)
 	}

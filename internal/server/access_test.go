@@ -1,36 +1,17 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 )
-
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type accessRecord struct {
 	Seq                                         string
@@ -58,7 +39,7 @@ func (e *env) accessLog(t *testing.T, query string) []accessRecord {
 func TestAccessLog(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
 	e.start(t)
 

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/s3"
 )
@@ -61,7 +61,7 @@ func TestEmptyObjectsLeaveConnectionsClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logged, was := &lockedBuffer{}, log.Writer()
+	logged, was := &syncbuf.Buffer{}, log.Writer()
 	log.SetOutput(logged)
 	defer log.SetOutput(was)
 	retain := time.Now().Add(time.Hour)
@@ -77,22 +77,4 @@ func TestEmptyObjectsLeaveConnectionsClean(t *testing.T) {
 	if s := logged.String(); strings.Contains(s, "Unsolicited response") {
 		t.Fatalf("the server answered bytes left on a connection:\n%s", s)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that net/http's goroutines may log to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
