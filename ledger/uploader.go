@@ -163,8 +163,7 @@ type failure struct {
 // recorded in the store first, and a plan is re-put as it is until its
 // members are recorded as uploaded, so a put whose recording was lost (a
 // crash, a failed commit) is repeated under the same key and leaves no
-// orphan object. A round re-puts a plan only when it claimed one of its
-// members: one whose members another uploader holds is that uploader's.
+// orphan object.
 //
 // An entry that cannot succeed moves to the dead letters at once: its
 // bytes are missing, an operation names an object never uploaded, its kind
@@ -261,27 +260,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 		planned := map[uint64]bool{}
 		pending := map[string]bool{} // keys with a put still waiting
-		// A recorded plan is put again by the round that claimed one of
-		// its members: the planner's next round, or, once the planner's
-		// claim ran out (it stopped), whichever round claims them. Put
-		// by every uploader at once it would be put the more often the
-		// more replicas share the store, and while the bucket stalls
-		// each round would wait on every plan.
-		mine := make(map[uint64]bool, len(entries))
-		for _, e := range entries {
-			mine[e.Seq] = true
-		}
 	nextPlan:
 		for _, p := range recorded {
 			for _, m := range p.Entries {
 				planned[m.Seq] = true
 				pending[m.Key] = true
-			}
-			if !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] }) {
-				// None of its members is this round's: another uploader
-				// holds their claim and puts the plan. Its members are
-				// not put one by one here either.
-				continue
 			}
 			for _, m := range p.Entries {
 				b, err := entryBody(tx, m)
