@@ -636,3 +636,56 @@ func TestUploaderIntervalDefault(t *testing.T) {
 		t.Errorf("negative: %v, want none", got)
 	}
 }
+
+// TestPlanWithoutQueuedMembersIsDropped: a recorded plan whose members
+// have all left the outbox (a round whose claim ran out before it
+// recorded its plan, while another round uploaded the same entries) is
+// put and dropped by the next round, and an operation queued on one of
+// its members' keys does not wait behind it.
+func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1"})))
+	var member ledger.OutboxEntry
+	if err := h.store.View(ctx, func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		for _, e := range all {
+			if e.Kind == ledger.ObjectEvidence && e.Op == "" {
+				member = e
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if member.Key == "" {
+		t.Fatal("no evidence entry queued")
+	}
+	h.drain(t)
+
+	stale := ledger.SegmentPlan{
+		Key:         ledger.SegmentKey(h.clock().UTC().Truncate(24*time.Hour), member.Seq, member.Seq) + ".stale",
+		RetainUntil: h.clock().Add(48 * time.Hour),
+		Entries:     []ledger.OutboxEntry{member},
+	}
+	if err := h.store.Update(ctx, func(tx ledger.Tx) error {
+		if err := tx.PlanSegment(stale); err != nil {
+			return err
+		}
+		return tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpExtend, Key: member.Key, RetainUntil: h.clock().Add(90 * 24 * time.Hour)}, h.clock())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Plans != 0 || rep.Depth != 0 || rep.DeadLetterCount != 0 {
+		t.Fatalf("after three rounds: %d plans, %d entries queued, %d dead letters; want none", rep.Plans, rep.Depth, rep.DeadLetterCount)
+	}
+}
