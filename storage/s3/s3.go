@@ -329,23 +329,8 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 	if err := s.ready(); err != nil {
 		return ledger.Location{}, err
 	}
-	opts := minio.PutObjectOptions{
-		ContentType:      "application/json",
-		Mode:             minio.Compliance,
-		RetainUntilDate:  retainUntil.UTC(),
-		DisableMultipart: true,
-		// S3 refuses a put with Object Lock parameters that carries
-		// neither Content-MD5 nor a checksum.
-		SendContentMd5: true,
-	}
+	opts := lockedPut(body, retainUntil, "application/json")
 	opts.SetMatchETagExcept("*")
-	// Over plain HTTP the client signs a body in aws-chunked form. For an
-	// empty body it declares no length yet still writes the final chunk,
-	// so the body goes out chunked; versitygw (v1.8.0) answers without
-	// reading it, reads it as the connection's next request and answers
-	// that with a 400, which the next request sent on the connection gets
-	// as its answer. An empty body has nothing to sign chunk by chunk.
-	opts.DisableContentSha256 = len(body) == 0
 	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
 	loc := ledger.Location{Store: "s3", Bucket: s.bucket, Key: key, RetainUntil: retainUntil.UTC()}
 	if err == nil {
@@ -371,6 +356,28 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 		}
 	}
 	return loc, nil
+}
+
+// lockedPut is the options of a put of body in one request, kept under
+// COMPLIANCE retention until retainUntil.
+func lockedPut(body []byte, retainUntil time.Time, contentType string) minio.PutObjectOptions {
+	return minio.PutObjectOptions{
+		ContentType:      contentType,
+		Mode:             minio.Compliance,
+		RetainUntilDate:  retainUntil.UTC(),
+		DisableMultipart: true,
+		// S3 refuses a put with Object Lock parameters that carries
+		// neither Content-MD5 nor a checksum.
+		SendContentMd5: true,
+		// Over plain HTTP the client signs a body in aws-chunked form.
+		// For an empty body it declares no length yet still writes the
+		// final chunk, so the body goes out chunked; versitygw (v1.8.0)
+		// answers without reading it, reads it as the connection's next
+		// request and answers that with a 400, which the next request
+		// sent on the connection gets as its answer. An empty body has
+		// nothing to sign chunk by chunk.
+		DisableContentSha256: len(body) == 0,
+	}
 }
 
 // Get implements ledger.ObjectStore.

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -31,15 +29,7 @@ func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainU
 	if err := s.ready(); err != nil {
 		return loc, err
 	}
-	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{
-		ContentType:      http.DetectContentType(body),
-		Mode:             minio.Compliance,
-		RetainUntilDate:  retainUntil.UTC(),
-		DisableMultipart: true,
-		SendContentMd5:   true, // required with Object Lock parameters
-		// An empty body without the chunked signature: see put.
-		DisableContentSha256: len(body) == 0,
-	})
+	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), lockedPut(body, retainUntil, http.DetectContentType(body)))
 	if err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
