@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetSweepHook makes fn run between a sweep's decision and its deleting
 // transaction; the returned func restores the previous hook.
@@ -28,3 +31,11 @@ func SetIntegrateHook(fn func()) (restore func()) {
 
 // UploaderIntervalOf is the interval an uploader run with c keeps.
 func UploaderIntervalOf(c UploaderConfig) time.Duration { return c.withDefaults().Interval }
+
+// UploadRoundWith runs one upload round with c (defaults filled in).
+func (l *Ledger) UploadRoundWith(ctx context.Context, c UploaderConfig) (int, error) {
+	return l.uploadRound(ctx, c.withDefaults())
+}
+
+// ErrClaimRanOut is the error of a round whose claim ran out.
+var ErrClaimRanOut = errClaimRanOut

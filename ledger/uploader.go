@@ -362,6 +362,15 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 		ups = append(ups, u)
 	}
+	// A claim that ran out while this round read its entries may already
+	// be another round's, which plans the same entries into a segment of
+	// its own: a plan recorded now would put a second object that no row
+	// names. The entries wait for the next round's claim instead. (The
+	// check is the uploader's clock, before the commit: it narrows the
+	// window to the commit's own time.)
+	if time.Now().After(claimed.Add(cfg.ClaimTTL)) {
+		return 0, fmt.Errorf("before recording %d segment plans: %w", len(fresh), errClaimRanOut)
+	}
 	moved := 0
 	if len(fresh) > 0 || len(doomed) > 0 {
 		err := l.store.Update(ctx, func(tx Tx) error {

@@ -689,3 +689,47 @@ func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
 		t.Fatalf("after three rounds: %d plans, %d entries queued, %d dead letters; want none", rep.Plans, rep.Depth, rep.DeadLetterCount)
 	}
 }
+
+// TestNoPlanAfterTheClaimRanOut: a round whose claim ran out before it
+// recorded its segment plans records none and puts nothing (another
+// round may hold its entries by then and plan them itself); the next
+// round with a live claim uploads them.
+func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
+	ctx := context.Background()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &faultyStore{ObjectStore: objects}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	for i := range 3 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("C-%d", i)})))
+	}
+	depth, err := h.l.OutboxDepth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A claim of a nanosecond has run out by the time the round has read
+	// its entries.
+	if _, err := h.l.UploadRoundWith(ctx, ledger.UploaderConfig{ClaimTTL: time.Nanosecond}); !errors.Is(err, ledger.ErrClaimRanOut) {
+		t.Fatalf("round whose claim ran out: %v, want its claim ran out", err)
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	puts := len(rec.calls)
+	rec.mu.Unlock()
+	if rep.Plans != 0 || rep.Depth != depth || puts != 0 {
+		t.Fatalf("after a round whose claim ran out: %d plans recorded, %d of %d entries queued, %d calls to the store; want none, all, none",
+			rep.Plans, rep.Depth, depth, puts)
+	}
+	h.drain(t)
+	if len(recordedKeys(t, h)) == 0 { // recordedKeys fails on a row not uploaded
+		t.Fatal("nothing uploaded after the round with a live claim")
+	}
+}
