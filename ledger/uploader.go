@@ -364,16 +364,27 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	}
 	// A claim that ran out while this round read its entries may already
 	// be another round's, which plans the same entries into a segment of
-	// its own: a plan recorded now would put a second object that no row
-	// names. The entries wait for the next round's claim instead. (The
-	// check is the uploader's clock, before the commit: it narrows the
-	// window to the commit's own time.)
-	if time.Now().After(claimed.Add(cfg.ClaimTTL)) {
-		return 0, fmt.Errorf("before recording %d segment plans: %w", len(fresh), errClaimRanOut)
+	// its own: two plans of overlapping members, one of which would put an
+	// object no row names. The entries wait for the next round's claim
+	// instead. The check is the uploader's clock, made before and again in
+	// the transaction that records the plans (each time it runs); what is
+	// left open is that transaction's own time to commit.
+	ranOut := func() error {
+		if took := time.Since(claimed); took > cfg.ClaimTTL {
+			return fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
+				took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)
+		}
+		return nil
+	}
+	if err := ranOut(); err != nil {
+		return 0, err
 	}
 	moved := 0
 	if len(fresh) > 0 || len(doomed) > 0 {
 		err := l.store.Update(ctx, func(tx Tx) error {
+			if err := ranOut(); err != nil {
+				return err
+			}
 			for _, f := range doomed {
 				if err := deadLetter(tx, f, now, false); err != nil {
 					return err
