@@ -366,9 +366,16 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	// be another round's, which plans the same entries into a segment of
 	// its own: two plans of overlapping members, one of which would put an
 	// object no row names. The entries wait for the next round's claim
-	// instead. The check is the uploader's clock, made before and again in
-	// the transaction that records the plans (each time it runs); what is
-	// left open is that transaction's own time to commit.
+	// instead. The uploader's clock is checked before and again in the
+	// transaction that records the plans (each time it runs); in it, the
+	// store checks that the new plans' members are still queued and this
+	// holder's, by its own clock, and keeps them so until it commits.
+	var members []uint64
+	for _, p := range fresh {
+		for _, m := range p.Entries {
+			members = append(members, m.Seq)
+		}
+	}
 	ranOut := func() error {
 		if took := time.Since(claimed); took > cfg.ClaimTTL {
 			return fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
@@ -384,6 +391,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		err := l.store.Update(ctx, func(tx Tx) error {
 			if err := ranOut(); err != nil {
 				return err
+			}
+			if held, err := tx.HoldsClaim(l.cfg.Leases.Holder, members); err != nil {
+				return err
+			} else if !held {
+				return fmt.Errorf("the members of this round's %d segment plans are no longer all queued under its claim: %w", len(fresh), errClaimRanOut)
 			}
 			for _, f := range doomed {
 				if err := deadLetter(tx, f, now, false); err != nil {

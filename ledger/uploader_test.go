@@ -733,3 +733,48 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 		t.Fatal("nothing uploaded after the round with a live claim")
 	}
 }
+
+// lostClaimStore is a row store that answers HoldsClaim with false, as a
+// store shared by uploaders does once another holder took the entries.
+type lostClaimStore struct{ ledger.Store }
+
+type lostClaimTx struct{ ledger.Tx }
+
+func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(lostClaimTx{tx}) })
+}
+
+func (lostClaimTx) HoldsClaim(string, []uint64) (bool, error) { return false, nil }
+
+// TestNoPlanWhenTheStoreSaysTheClaimIsGone: when the store finds the new
+// plans' members no longer queued under this round's claim, the round
+// records no plan and puts nothing.
+func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
+	ctx := context.Background()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &faultyStore{ObjectStore: objects}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec,
+		wrap: func(s ledger.Store) ledger.Store { return lostClaimStore{s} }}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	for i := range 3 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("G-%d", i)})))
+	}
+	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, ledger.ErrClaimRanOut) {
+		t.Fatalf("round whose claim the store says is gone: %v", err)
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	calls := len(rec.calls)
+	rec.mu.Unlock()
+	if rep.Plans != 0 || calls != 0 {
+		t.Fatalf("%d plans recorded and %d calls to the evidence store; want none", rep.Plans, calls)
+	}
+}

@@ -278,3 +278,76 @@ func testClaims(t *testing.T, open opener) {
 	})
 	checkEntries(t, taken, []ledger.OutboxEntry{entry(total), entry(total + 1), entry(total + 2)})
 }
+
+// holdsClaim asks HoldsClaim in its own Update.
+func holdsClaim(t *testing.T, s ledger.Store, holder string, seqs []uint64) bool {
+	t.Helper()
+	var held bool
+	update(t, s, func(tx ledger.Tx) error {
+		var err error
+		held, err = tx.HoldsClaim(holder, seqs)
+		return err
+	})
+	return held
+}
+
+func seqsOf(es []ledger.OutboxEntry) []uint64 {
+	out := make([]uint64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// testHoldsClaimQueued: HoldsClaim holds for entries its holder claimed
+// and for none at all, and not once one of them has left the outbox.
+func testHoldsClaimQueued(t *testing.T, open opener) {
+	s := open.fresh(t)
+	enqueued(t, s, 3, 3)
+	mine := claim(t, s, 3, "holder-a", time.Minute)
+	if len(mine) != 3 {
+		t.Fatalf("claimed %d of 3 entries", len(mine))
+	}
+	if !holdsClaim(t, s, "holder-a", seqsOf(mine)) {
+		t.Error("HoldsClaim = false for the entries the holder just claimed")
+	}
+	if !holdsClaim(t, s, "holder-a", nil) {
+		t.Error("HoldsClaim = false for no entries")
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Dequeue(mine[1].Seq)
+		return err
+	})
+	if holdsClaim(t, s, "holder-a", seqsOf(mine)) {
+		t.Error("HoldsClaim = true with one of the entries dequeued")
+	}
+	if !holdsClaim(t, s, "holder-a", []uint64{mine[0].Seq, mine[2].Seq}) {
+		t.Error("HoldsClaim = false for the two entries still queued under the claim")
+	}
+}
+
+// testHoldsClaimHolders: HoldsClaim holds only for the holder of a claim
+// not yet past.
+func testHoldsClaimHolders(t *testing.T, open opener) {
+	s := open.fresh(t)
+	enqueued(t, s, 4, 4)
+	mine := claim(t, s, 2, "holder-a", time.Minute)
+	if len(mine) != 2 {
+		t.Fatalf("claimed %d of 2 entries", len(mine))
+	}
+	if holdsClaim(t, s, "holder-b", seqsOf(mine)) {
+		t.Error("HoldsClaim = true for a holder whose entries another claimed")
+	}
+	unclaimed := outbox(t, s, 4)[2:]
+	if holdsClaim(t, s, "holder-a", seqsOf(unclaimed)) {
+		t.Error("HoldsClaim = true for entries nobody claimed")
+	}
+	// A claim of a microsecond has run out by the time it is asked about.
+	brief := claim(t, s, 2, "holder-c", time.Microsecond)
+	if len(brief) != 2 {
+		t.Fatalf("claimed %d of the 2 unclaimed entries", len(brief))
+	}
+	if holdsClaim(t, s, "holder-c", seqsOf(brief)) {
+		t.Error("HoldsClaim = true for a claim that ran out")
+	}
+}

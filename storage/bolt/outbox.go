@@ -59,6 +59,17 @@ func (t *tx) Claim(n int, _ string, _ time.Duration) ([]ledger.OutboxEntry, erro
 	return t.Outbox(n)
 }
 
+// HoldsClaim implements ledger.Outbox: one uploader, so the entries need
+// only be queued.
+func (t *tx) HoldsClaim(_ string, seqs []uint64) (bool, error) {
+	for _, seq := range seqs {
+		if t.b(bOutbox).Get(seqKey(seq)) == nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (t *tx) Dequeue(seq uint64) (bool, error) {
 	k := seqKey(seq)
 	if t.b(bOutbox).Get(k) == nil {

@@ -91,6 +91,31 @@ WHERE seq IN (
 RETURNING seq, body`, n, holder, ttl.Microseconds())
 }
 
+// HoldsClaim implements ledger.Outbox. The entries' rows are locked
+// (FOR UPDATE) until the transaction ends: another holder's Claim skips
+// them (SKIP LOCKED), and one that claimed them first shows as their
+// holder.
+func (t *tx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return false, err
+	}
+	if !t.writing() {
+		return false, errReadOnly
+	}
+	if len(seqs) == 0 {
+		return true, nil
+	}
+	ids := make([]int64, len(seqs))
+	for i, s := range seqs {
+		ids[i] = int64(s)
+	}
+	var held int
+	_, err := t.queryRow("check outbox claims", `
+SELECT count(*) FILTER (WHERE claimed_by = $2 AND claim_until > clock_timestamp())
+FROM (SELECT claimed_by, claim_until FROM outbox WHERE seq = ANY($1) FOR UPDATE) AS c`, []any{ids, holder}, &held)
+	return err == nil && held == len(seqs), err
+}
+
 // Dequeue implements ledger.Outbox.
 func (t *tx) Dequeue(seq uint64) (bool, error) {
 	if !t.writing() {
