@@ -690,24 +690,45 @@ func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
 	}
 }
 
+// recordedHarness opens a harness whose evidence store records its calls
+// (a local directory behind a faultyStore that fails none), its row store
+// wrapped by wrap when set, and appends three receipts for targets
+// prefix-0, prefix-1, prefix-2.
+func recordedHarness(t *testing.T, wrap func(ledger.Store) ledger.Store, prefix string) (*harness, *faultyStore) {
+	t.Helper()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &faultyStore{ObjectStore: objects}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec, wrap: wrap}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	for i := range 3 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("%s-%d", prefix, i)})))
+	}
+	return h, rec
+}
+
+// callCount is how many calls the store has had.
+func (f *faultyStore) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		n += c
+	}
+	return n
+}
+
 // TestNoPlanAfterTheClaimRanOut: a round whose claim ran out before it
 // recorded its segment plans records none and puts nothing (another
 // round may hold its entries by then and plan them itself); the next
 // round with a live claim uploads them.
 func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	ctx := context.Background()
-	objects, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &faultyStore{ObjectStore: objects}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
-	for i := range 3 {
-		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("C-%d", i)})))
-	}
+	h, rec := recordedHarness(t, nil, "C")
 	depth, err := h.l.OutboxDepth(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -721,9 +742,7 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	puts := len(rec.calls)
-	rec.mu.Unlock()
+	puts := rec.callCount()
 	if rep.Plans != 0 || rep.Depth != depth || puts != 0 {
 		t.Fatalf("after a round whose claim ran out: %d plans recorded, %d of %d entries queued, %d calls to the store; want none, all, none",
 			rep.Plans, rep.Depth, depth, puts)
@@ -751,19 +770,7 @@ func (lostClaimTx) HoldsClaim(string, []uint64) (bool, error) { return false, ni
 // records no plan and puts nothing.
 func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	ctx := context.Background()
-	objects, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &faultyStore{ObjectStore: objects}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec,
-		wrap: func(s ledger.Store) ledger.Store { return lostClaimStore{s} }}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
-	for i := range 3 {
-		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("G-%d", i)})))
-	}
+	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store { return lostClaimStore{s} }, "G")
 	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, ledger.ErrClaimRanOut) {
 		t.Fatalf("round whose claim the store says is gone: %v", err)
 	}
@@ -771,9 +778,7 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	calls := len(rec.calls)
-	rec.mu.Unlock()
+	calls := rec.callCount()
 	if rep.Plans != 0 || calls != 0 {
 		t.Fatalf("%d plans recorded and %d calls to the evidence store; want none", rep.Plans, calls)
 	}
