@@ -212,11 +212,12 @@ type Outbox interface {
 	// ttl (judged by the store's clock). A store with one uploader (bbolt)
 	// may return Outbox(n).
 	Claim(n int, holder string, ttl time.Duration) ([]OutboxEntry, error)
-	// HoldsClaim reports whether every entry of seqs is still queued and
-	// claimed by holder with a claim not yet past (the store's clock),
-	// and keeps them from other holders' claims until the transaction
-	// ends. A store with one uploader, which keeps no claims, checks only
-	// that they are queued.
+	// HoldsClaim reports whether every entry of seqs (distinct Seqs) is
+	// still queued and claimed by holder with a claim not yet past (the
+	// store's clock), and keeps those it holds from other holders' claims
+	// until the transaction ends, even once the claim runs out. A store
+	// with one uploader, which keeps no claims, checks only that they are
+	// queued.
 	HoldsClaim(holder string, seqs []uint64) (bool, error)
 	// Dequeue removes entry seq and its failure record, and reports whether
 	// it was still queued.

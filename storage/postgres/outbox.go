@@ -91,19 +91,20 @@ WHERE seq IN (
 RETURNING seq, body`, n, holder, ttl.Microseconds())
 }
 
-// HoldsClaim implements ledger.Outbox. The entries' rows are locked
-// (FOR UPDATE) until the transaction ends: another holder's Claim skips
-// them (SKIP LOCKED), and one that claimed them first shows as their
-// holder.
+// HoldsClaim implements ledger.Outbox. The entries holder still holds
+// are locked (FOR UPDATE, in seq order) until the transaction ends:
+// another holder's Claim skips them (SKIP LOCKED) even once the claim
+// runs out, and one that claimed them first shows as their holder. The
+// rows of entries the holder no longer holds are left unlocked.
 func (t *tx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
-	if err := t.see(tabOutbox); err != nil {
-		return false, err
-	}
 	if !t.writing() {
 		return false, errReadOnly
 	}
 	if len(seqs) == 0 {
 		return true, nil
+	}
+	if err := t.see(tabOutbox); err != nil {
+		return false, err
 	}
 	ids := make([]int64, len(seqs))
 	for i, s := range seqs {
@@ -111,8 +112,12 @@ func (t *tx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
 	}
 	var held int
 	_, err := t.queryRow("check outbox claims", `
-SELECT count(*) FILTER (WHERE claimed_by = $2 AND claim_until > clock_timestamp())
-FROM (SELECT claimed_by, claim_until FROM outbox WHERE seq = ANY($1) FOR UPDATE) AS c`, []any{ids, holder}, &held)
+SELECT count(*) FROM (
+	SELECT seq FROM outbox
+	WHERE seq = ANY($1) AND claimed_by = $2 AND claim_until > clock_timestamp()
+	ORDER BY seq
+	FOR UPDATE
+) AS held`, []any{ids, holder}, &held)
 	return err == nil && held == len(seqs), err
 }
 
