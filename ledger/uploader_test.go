@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -753,24 +754,43 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	}
 }
 
-// lostClaimStore is a row store that answers HoldsClaim with false, as a
-// store shared by uploaders does once another holder took the entries.
-type lostClaimStore struct{ ledger.Store }
-
-type lostClaimTx struct{ ledger.Tx }
-
-func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
-	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(lostClaimTx{tx}) })
+// lostClaimStore is a row store that answers HoldsClaim with false while
+// gone is set, as a store shared by uploaders does once another holder
+// took the entries.
+type lostClaimStore struct {
+	ledger.Store
+	gone *atomic.Bool
 }
 
-func (lostClaimTx) HoldsClaim(string, []uint64) (bool, error) { return false, nil }
+type lostClaimTx struct {
+	ledger.Tx
+	gone *atomic.Bool
+}
+
+func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(lostClaimTx{tx, s.gone}) })
+}
+
+func (tx lostClaimTx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
+	if tx.gone.Load() {
+		return false, nil
+	}
+	return tx.Tx.HoldsClaim(holder, seqs)
+}
 
 // TestNoPlanWhenTheStoreSaysTheClaimIsGone: when the store finds the new
 // plans' members no longer queued under this round's claim, the round
-// records no plan and puts nothing.
+// records no plan, puts nothing and leaves every entry queued; once the
+// store finds the claim held again, a round uploads them.
 func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	ctx := context.Background()
-	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store { return lostClaimStore{s} }, "G")
+	var gone atomic.Bool
+	gone.Store(true)
+	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store { return lostClaimStore{s, &gone} }, "G")
+	depth, err := h.l.OutboxDepth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, ledger.ErrClaimRanOut) {
 		t.Fatalf("round whose claim the store says is gone: %v", err)
 	}
@@ -779,7 +799,13 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := rec.callCount()
-	if rep.Plans != 0 || calls != 0 {
-		t.Fatalf("%d plans recorded and %d calls to the evidence store; want none", rep.Plans, calls)
+	if rep.Plans != 0 || rep.Depth != depth || calls != 0 {
+		t.Fatalf("%d plans recorded, %d of %d entries queued and %d calls to the evidence store; want none, all, none",
+			rep.Plans, rep.Depth, depth, calls)
+	}
+	gone.Store(false)
+	h.drain(t)
+	if len(recordedKeys(t, h)) == 0 { // recordedKeys fails on a row not uploaded
+		t.Fatal("nothing uploaded once the store found the claim held")
 	}
 }
