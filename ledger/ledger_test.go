@@ -16,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/bolt"
@@ -36,6 +37,8 @@ type harness struct {
 	// wrap, when set, wraps the store the ledger is given.
 	wrap func(ledger.Store) ledger.Store
 	span time.Duration
+	// logs, when set, receives the ledger's log; otherwise it is dropped.
+	logs *syncbuf.Buffer
 }
 
 func newHarness(t testing.TB) *harness {
@@ -71,7 +74,11 @@ func (h *harness) open(t testing.TB) {
 	if h.wrap != nil {
 		store = h.wrap(store)
 	}
-	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), SegmentSpan: h.span})
+	logger := slog.New(slog.DiscardHandler)
+	if h.logs != nil {
+		logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	}
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span})
 	if err != nil {
 		t.Fatal(err)
 	}

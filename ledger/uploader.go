@@ -17,7 +17,9 @@ import (
 
 // UploaderConfig tunes RunUploader. The zero value is the default.
 type UploaderConfig struct {
-	// Batch is how many outbox entries one round takes; default 512.
+	// Batch is how many outbox entries one round takes at most; default
+	// 512. After a round that outlasted its claim before it recorded
+	// anything, RunUploader's rounds take fewer for a while (roundSize).
 	Batch int
 	// Workers is how many uploads run at once; default 8.
 	Workers int
@@ -94,9 +96,24 @@ const MinRetention = 24 * time.Hour
 // every Interval, each taking what was recorded since the last.
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	cfg = cfg.withDefaults()
-	full := func(n int) bool { return n >= cfg.Batch }
+	size := roundSize{batch: cfg.Batch, now: cfg.Batch}
+	last := size.now // the size of the round that just ran
+	full := func(n int) bool { return n >= last }
+	round := func(ctx context.Context) (int, error) {
+		c := cfg
+		c.Batch, last = size.now, size.now
+		n, err := l.uploadRound(ctx, c)
+		switch size.after(n, err) {
+		case -1:
+			l.cfg.Logger.WarnContext(ctx, "upload rounds outlast their claim on their entries: the next rounds claim fewer",
+				slog.Int("next", size.now), slog.Duration("claim_ttl", cfg.ClaimTTL))
+		case 1:
+			l.cfg.Logger.InfoContext(ctx, "upload rounds claim more entries again", slog.Int("next", size.now), slog.Int("batch", cfg.Batch))
+		}
+		return n, err
+	}
 	retry.Drain(ctx, retry.Config{Idle: cfg.Idle, MaxBackoff: cfg.MaxBackoff, Every: cfg.Interval, Full: full}, l.notify,
-		func(ctx context.Context) (int, error) { return l.uploadRound(ctx, cfg) },
+		round,
 		func(err error, wait time.Duration) {
 			l.cfg.Logger.WarnContext(ctx, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
 		})
@@ -204,6 +221,55 @@ func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, 
 // entries ran out. It is not the entry's fault and is not counted against
 // it.
 var errClaimRanOut = errors.New("the upload round's claim on its entries ran out")
+
+// outlasted is the error of a round whose claim ran out (or that the
+// store found no longer held it) before it recorded its segment plans: it
+// made no progress, and with as many entries the next round would likely
+// fare no better.
+type outlasted struct {
+	claimed int // entries the round claimed
+	err     error
+}
+
+func (e *outlasted) Error() string { return e.err.Error() }
+func (e *outlasted) Unwrap() error { return e.err }
+
+// roundSize is how many entries the uploader's rounds claim. A round that
+// outlasted its claim before recording anything claims the same entries
+// again next time, and outlasts it again when the cause stays (a slow row
+// store, a claim set short for the batch): the next round claims half as
+// many as it did, down to one. After growAfter rounds in a row that
+// uploaded every entry of a full round, the size doubles again, up to the
+// configured batch, so that a passing slowness costs little for long and
+// a lasting one a failed round in growAfter+1.
+type roundSize struct {
+	batch, now, good int
+}
+
+const growAfter = 8
+
+// after takes the outcome of a round of s.now entries and reports how the
+// size changed: -1 smaller, +1 larger, 0 not.
+func (s *roundSize) after(moved int, err error) int {
+	var o *outlasted
+	switch {
+	case errors.As(err, &o):
+		s.good = 0
+		if next := max(1, min(s.now, o.claimed)/2); next < s.now {
+			s.now = next
+			return -1
+		}
+	case err == nil && moved >= s.now && s.now < s.batch:
+		if s.good++; s.good >= growAfter {
+			s.good = 0
+			s.now = min(s.batch, 2*s.now)
+			return 1
+		}
+	case err != nil:
+		s.good = 0
+	}
+	return 0
+}
 
 func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
 	// The claim runs from before it is asked for: the store's clock starts
@@ -378,8 +444,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	}
 	ranOut := func() error {
 		if took := time.Since(claimed); took > cfg.ClaimTTL {
-			return fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
-				took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)
+			return &outlasted{claimed: len(entries), err: fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
+				took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)}
 		}
 		return nil
 	}
@@ -395,7 +461,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			if held, err := tx.HoldsClaim(l.cfg.Leases.Holder, members); err != nil {
 				return err
 			} else if !held {
-				return fmt.Errorf("the members of this round's %d segment plans are no longer all queued under its claim: %w", len(fresh), errClaimRanOut)
+				return &outlasted{claimed: len(entries), err: fmt.Errorf("the members of this round's %d segment plans are no longer all queued under its claim: %w", len(fresh), errClaimRanOut)}
 			}
 			for _, f := range doomed {
 				if err := deadLetter(tx, f, now, false); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
 	s3store "github.com/pactledger/pactledger/storage/s3"
@@ -693,8 +694,8 @@ func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
 
 // recordedHarness opens a harness whose evidence store records its calls
 // (a local directory behind a faultyStore that fails none), its row store
-// wrapped by wrap when set, and appends three receipts for targets
-// prefix-0, prefix-1, prefix-2.
+// wrapped by wrap when set, its log kept in h.logs, and appends three
+// receipts for targets prefix-0, prefix-1, prefix-2.
 func recordedHarness(t *testing.T, wrap func(ledger.Store) ledger.Store, prefix string) (*harness, *faultyStore) {
 	t.Helper()
 	objects, err := localdir.Open(t.TempDir())
@@ -702,7 +703,7 @@ func recordedHarness(t *testing.T, wrap func(ledger.Store) ledger.Store, prefix 
 		t.Fatal(err)
 	}
 	rec := &faultyStore{ObjectStore: objects}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec, wrap: wrap}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec, wrap: wrap, logs: &syncbuf.Buffer{}}
 	t.Cleanup(h.sc.Close)
 	h.set(time.Now().UTC())
 	h.open(t)
@@ -754,17 +755,17 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	}
 }
 
-// lostClaimStore is a row store that answers HoldsClaim with false while
-// gone is set, as a store shared by uploaders does once another holder
-// took the entries.
+// lostClaimStore is a row store that answers HoldsClaim with false for
+// the entries gone names, as a store shared by uploaders does once
+// another holder took them.
 type lostClaimStore struct {
 	ledger.Store
-	gone *atomic.Bool
+	gone func(seqs []uint64) bool
 }
 
 type lostClaimTx struct {
 	ledger.Tx
-	gone *atomic.Bool
+	gone func(seqs []uint64) bool
 }
 
 func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
@@ -772,7 +773,7 @@ func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) er
 }
 
 func (tx lostClaimTx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
-	if tx.gone.Load() {
+	if tx.gone(seqs) {
 		return false, nil
 	}
 	return tx.Tx.HoldsClaim(holder, seqs)
@@ -786,7 +787,9 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	ctx := context.Background()
 	var gone atomic.Bool
 	gone.Store(true)
-	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store { return lostClaimStore{s, &gone} }, "G")
+	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store {
+		return lostClaimStore{s, func([]uint64) bool { return gone.Load() }}
+	}, "G")
 	depth, err := h.l.OutboxDepth(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -808,4 +811,44 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	if len(recordedKeys(t, h)) == 0 { // recordedKeys fails on a row not uploaded
 		t.Fatal("nothing uploaded once the store found the claim held")
 	}
+}
+
+// TestRoundsShrinkWhenTheyOutlastTheirClaim: a store that finds the claim
+// gone on more than one plan member at a time stands for rounds that
+// outlast their claim with more entries than that. Were every round to
+// claim the whole batch again, none would ever record its plans; the
+// uploader claims fewer entries after each such round, says so, and
+// drains the outbox.
+func TestRoundsShrinkWhenTheyOutlastTheirClaim(t *testing.T) {
+	h, _ := recordedHarness(t, func(s ledger.Store) ledger.Store {
+		return lostClaimStore{s, func(seqs []uint64) bool { return len(seqs) > 1 }}
+	}, "S")
+	logs := h.logs
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
+	}()
+	defer func() { cancel(); <-stopped }()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		depth, err := h.l.OutboxDepth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if depth == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries still queued after 30s; the uploader logged:\n%s", depth, logs.String())
+		}
+		<-tick.C
+	}
+	if !strings.Contains(logs.String(), "the next rounds claim fewer") {
+		t.Errorf("the uploader did not say its rounds claim fewer entries; it logged:\n%s", logs.String())
+	}
+	recordedKeys(t, h) // fails on a row not uploaded
 }
