@@ -219,6 +219,9 @@ type Outbox interface {
 	// with one uploader, which keeps no claims, checks only that they are
 	// queued.
 	HoldsClaim(holder string, seqs []uint64) (bool, error)
+	// Queued returns those of seqs (distinct Seqs) still queued, in
+	// ascending order.
+	Queued(seqs []uint64) ([]uint64, error)
 	// Dequeue removes entry seq and its failure record, and reports whether
 	// it was still queued.
 	Dequeue(seq uint64) (bool, error)

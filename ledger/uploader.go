@@ -222,6 +222,39 @@ func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, 
 // it.
 var errClaimRanOut = errors.New("the upload round's claim on its entries ran out")
 
+// ownPlans returns the recorded segment plans a round that claimed
+// entries re-puts: those with a member among its entries, and those none
+// of whose members is queued any more (a plan left behind by a round
+// whose claim ran out while another uploaded its members), which it puts
+// and drops. A plan whose members are queued under another round's claim
+// is that round's to put: on a store shared by replicas each would put
+// every plan otherwise, and wait on every stalled one.
+func ownPlans(tx Tx, recorded []SegmentPlan, entries []OutboxEntry) ([]SegmentPlan, error) {
+	mine := make(map[uint64]bool, len(entries))
+	for _, e := range entries {
+		mine[e.Seq] = true
+	}
+	var others []uint64 // the members of the plans with none of the round's entries
+	for _, p := range recorded {
+		if !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] }) {
+			for _, m := range p.Entries {
+				others = append(others, m.Seq)
+			}
+		}
+	}
+	if len(others) == 0 {
+		return recorded, nil
+	}
+	queued, err := tx.Queued(others)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(recorded, func(p SegmentPlan) bool {
+		return !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] }) &&
+			slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { _, found := slices.BinarySearch(queued, m.Seq); return found })
+	}), nil
+}
+
 // outlasted is the error of a round whose claim ran out (or that the
 // store found no longer held it) before it recorded its segment plans: it
 // made no progress, and with as many entries the next round would likely
@@ -306,6 +339,17 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err != nil {
 			return err
 		}
+		planned := map[uint64]bool{}
+		pending := map[string]bool{} // keys with a put still waiting
+		for _, p := range recorded {
+			for _, m := range p.Entries {
+				planned[m.Seq] = true
+				pending[m.Key] = true
+			}
+		}
+		if recorded, err = ownPlans(tx, recorded, entries); err != nil {
+			return err
+		}
 		// The evidence bundles this round reads, in one round trip where
 		// the store reads ahead.
 		var bundles []string
@@ -324,14 +368,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
 			return err
 		}
-		planned := map[uint64]bool{}
-		pending := map[string]bool{} // keys with a put still waiting
 	nextPlan:
 		for _, p := range recorded {
-			for _, m := range p.Entries {
-				planned[m.Seq] = true
-				pending[m.Key] = true
-			}
 			for _, m := range p.Entries {
 				b, err := entryBody(tx, m)
 				if permanent(err) {

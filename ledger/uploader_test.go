@@ -755,28 +755,38 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	}
 }
 
-// lostClaimStore is a row store that answers HoldsClaim with false for
-// the entries gone names, as a store shared by uploaders does once
-// another holder took them.
-type lostClaimStore struct {
+// sharedStore is a row store as one of several uploaders sharing it sees
+// it: Claim passes over the entries others names (another replica holds
+// them), and HoldsClaim answers false for the entries gone names (another
+// holder took them). Either may be nil.
+type sharedStore struct {
 	ledger.Store
-	gone func(seqs []uint64) bool
+	gone   func(seqs []uint64) bool
+	others func(seq uint64) bool
 }
 
-type lostClaimTx struct {
+type sharedTx struct {
 	ledger.Tx
-	gone func(seqs []uint64) bool
+	s sharedStore
 }
 
-func (s lostClaimStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
-	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(lostClaimTx{tx, s.gone}) })
+func (s sharedStore) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(sharedTx{tx, s}) })
 }
 
-func (tx lostClaimTx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
-	if tx.gone(seqs) {
+func (tx sharedTx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
+	if tx.s.gone != nil && tx.s.gone(seqs) {
 		return false, nil
 	}
 	return tx.Tx.HoldsClaim(holder, seqs)
+}
+
+func (tx sharedTx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	es, err := tx.Tx.Claim(n, holder, ttl)
+	if tx.s.others != nil {
+		es = slices.DeleteFunc(es, func(e ledger.OutboxEntry) bool { return tx.s.others(e.Seq) })
+	}
+	return es, err
 }
 
 // TestNoPlanWhenTheStoreSaysTheClaimIsGone: when the store finds the new
@@ -788,7 +798,7 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	var gone atomic.Bool
 	gone.Store(true)
 	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store {
-		return lostClaimStore{s, func([]uint64) bool { return gone.Load() }}
+		return sharedStore{Store: s, gone: func([]uint64) bool { return gone.Load() }}
 	}, "G")
 	depth, err := h.l.OutboxDepth(ctx)
 	if err != nil {
@@ -821,7 +831,7 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 // drains the outbox.
 func TestRoundsShrinkWhenTheyOutlastTheirClaim(t *testing.T) {
 	h, _ := recordedHarness(t, func(s ledger.Store) ledger.Store {
-		return lostClaimStore{s, func(seqs []uint64) bool { return len(seqs) > 1 }}
+		return sharedStore{Store: s, gone: func(seqs []uint64) bool { return len(seqs) > 1 }}
 	}, "S")
 	logs := h.logs
 	ctx, cancel := context.WithCancel(context.Background())
@@ -849,6 +859,69 @@ func TestRoundsShrinkWhenTheyOutlastTheirClaim(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the next rounds claim fewer") {
 		t.Errorf("the uploader did not say its rounds claim fewer entries; it logged:\n%s", logs.String())
+	}
+	recordedKeys(t, h) // fails on a row not uploaded
+}
+
+// TestPlansOfOtherRoundsAreLeftToThem: a recorded segment plan whose
+// members another uploader holds is not put by this one's rounds (each
+// replica would put every plan otherwise, and wait on each stalled one);
+// once a round claims its members, it puts the plan and the outbox drains.
+func TestPlansOfOtherRoundsAreLeftToThem(t *testing.T) {
+	ctx := context.Background()
+	var othersHold atomic.Bool
+	var held sync.Map // seqs another uploader holds while othersHold is set
+	h, rec := recordedHarness(t, func(s ledger.Store) ledger.Store {
+		return sharedStore{Store: s, others: func(seq uint64) bool {
+			_, ok := held.Load(seq)
+			return ok && othersHold.Load()
+		}}
+	}, "P")
+	// A round records its plan and its put fails: the plan stays.
+	rec.mu.Lock()
+	rec.fail = func(op, key string) (bool, bool) { return strings.HasPrefix(key, "segments/"), false }
+	rec.mu.Unlock()
+	if _, err := h.l.UploadRound(ctx, 512, 4); err == nil {
+		t.Fatal("round with its segment put failing: no error")
+	}
+	var plan ledger.SegmentPlan
+	if err := h.store.View(ctx, func(tx ledger.Tx) error {
+		plans, err := tx.SegmentPlans()
+		if len(plans) == 1 {
+			plan = plans[0]
+		}
+		return err
+	}); err != nil || plan.Key == "" {
+		t.Fatalf("plans after the failed put: %+v, %v; want one", plan, err)
+	}
+	for _, m := range plan.Entries {
+		held.Store(m.Seq, true)
+	}
+	rec.mu.Lock()
+	rec.fail = nil
+	puts := rec.calls["put "+plan.Key]
+	rec.mu.Unlock()
+
+	othersHold.Store(true)
+	if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	again := rec.calls["put "+plan.Key] - puts
+	rec.mu.Unlock()
+	if again != 0 || rep.Plans != 1 || rep.Depth != len(plan.Entries) {
+		t.Fatalf("while another uploader holds the plan's members: %d puts of it, %d plans, %d entries queued; want 0, 1, %d",
+			again, rep.Plans, rep.Depth, len(plan.Entries))
+	}
+
+	othersHold.Store(false)
+	h.drain(t)
+	if rep, err = h.l.Outbox(ctx, 0, ""); err != nil || rep.Plans != 0 || rep.Depth != 0 {
+		t.Fatalf("once this uploader claims the members: %d plans, %d entries queued (%v); want none", rep.Plans, rep.Depth, err)
 	}
 	recordedKeys(t, h) // fails on a row not uploaded
 }

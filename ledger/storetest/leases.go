@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -297,6 +298,54 @@ func seqsOf(es []ledger.OutboxEntry) []uint64 {
 		out[i] = e.Seq
 	}
 	return out
+}
+
+// testQueued: Queued names the entries of those asked about still in the
+// outbox, lowest first, in a read and in a write that queued or removed
+// some of them earlier in the same transaction.
+func testQueued(t *testing.T, open opener) {
+	s := open.fresh(t)
+	all := seqsOf(enqueued(t, s, 4, 4))
+	queued := func(tx ledger.Tx, seqs ...uint64) []uint64 {
+		t.Helper()
+		got, err := tx.Queued(seqs)
+		if err != nil {
+			t.Errorf("Queued(%v): %v", seqs, err)
+		}
+		return got
+	}
+	unknown := all[3] + 1000
+	view(t, s, func(tx ledger.Tx) error {
+		if got := queued(tx, all[3], unknown, all[1], all[0]); !slices.Equal(got, []uint64{all[0], all[1], all[3]}) {
+			t.Errorf("Queued of three queued entries and an unknown one = %v", got)
+		}
+		if got := queued(tx); len(got) != 0 {
+			t.Errorf("Queued of no entries = %v", got)
+		}
+		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		if _, err := tx.Dequeue(all[1]); err != nil {
+			return err
+		}
+		if err := tx.Enqueue(entry(4), base); err != nil {
+			return err
+		}
+		if got := queued(tx, all...); !slices.Equal(got, []uint64{all[0], all[2], all[3]}) {
+			t.Errorf("Queued after a dequeue in the same transaction = %v", got)
+		}
+		return nil
+	})
+	last := outbox(t, s, 10)
+	if len(last) != 4 {
+		t.Fatalf("outbox after the write: %s", show(last))
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		if got := queued(tx, last[3].Seq, all[1]); !slices.Equal(got, []uint64{last[3].Seq}) {
+			t.Errorf("Queued of the entry queued since and the one removed = %v", got)
+		}
+		return nil
+	})
 }
 
 // testHoldsClaimQueued: HoldsClaim holds for entries its holder claimed

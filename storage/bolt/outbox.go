@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,18 @@ func (t *tx) HoldsClaim(_ string, seqs []uint64) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// Queued implements ledger.Outbox.
+func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
+	var out []uint64
+	for _, seq := range seqs {
+		if t.b(bOutbox).Get(seqKey(seq)) != nil {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func (t *tx) Dequeue(seq uint64) (bool, error) {

@@ -121,6 +121,28 @@ SELECT count(*) FROM (
 	return err == nil && held == len(seqs), err
 }
 
+// Queued implements ledger.Outbox.
+func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	if err := t.see(tabOutbox); err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(seqs))
+	for i, s := range seqs {
+		ids[i] = int64(s)
+	}
+	var out []uint64
+	err := t.query("find queued outbox entries", "SELECT seq FROM outbox WHERE seq = ANY($1) ORDER BY seq", []any{ids}, func(r pgx.Rows) error {
+		var seq int64
+		err := r.Scan(&seq)
+		out = append(out, uint64(seq))
+		return err
+	})
+	return out, err
+}
+
 // Dequeue implements ledger.Outbox.
 func (t *tx) Dequeue(seq uint64) (bool, error) {
 	if !t.writing() {
