@@ -27,11 +27,7 @@ func (t *tx) DrillPoolRows(positions []uint64) (map[uint64]*ledger.Row, error) {
 	if err := t.see(tabRows); err != nil {
 		return nil, err
 	}
-	ps := make([]int64, len(positions))
-	for i, p := range positions {
-		ps[i] = int64(p)
-	}
-	err := t.query("read drill pool rows", "SELECT pool_seq, body FROM ledger_rows WHERE pool_seq = ANY($1::bigint[])", []any{ps}, func(r pgx.Rows) error {
+	err := t.query("read drill pool rows", "SELECT pool_seq, body FROM ledger_rows WHERE pool_seq = ANY($1::bigint[])", []any{bigints(positions)}, func(r pgx.Rows) error {
 		var p int64
 		var body []byte
 		if err := r.Scan(&p, &body); err != nil {

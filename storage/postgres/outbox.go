@@ -106,10 +106,6 @@ func (t *tx) HoldsClaim(holder string, seqs []uint64) (bool, error) {
 	if err := t.see(tabOutbox); err != nil {
 		return false, err
 	}
-	ids := make([]int64, len(seqs))
-	for i, s := range seqs {
-		ids[i] = int64(s)
-	}
 	var held int
 	_, err := t.queryRow("check outbox claims", `
 SELECT count(*) FROM (
@@ -117,8 +113,17 @@ SELECT count(*) FROM (
 	WHERE seq = ANY($1) AND claimed_by = $2 AND claim_until > clock_timestamp()
 	ORDER BY seq
 	FOR UPDATE
-) AS held`, []any{ids, holder}, &held)
+) AS held`, []any{bigints(seqs), holder}, &held)
 	return err == nil && held == len(seqs), err
+}
+
+// bigints converts Seqs or positions for a bigint[] parameter.
+func bigints(us []uint64) []int64 {
+	out := make([]int64, len(us))
+	for i, u := range us {
+		out[i] = int64(u)
+	}
+	return out
 }
 
 // Queued implements ledger.Outbox.
@@ -129,12 +134,8 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	if err := t.see(tabOutbox); err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(seqs))
-	for i, s := range seqs {
-		ids[i] = int64(s)
-	}
 	var out []uint64
-	err := t.query("find queued outbox entries", "SELECT seq FROM outbox WHERE seq = ANY($1) ORDER BY seq", []any{ids}, func(r pgx.Rows) error {
+	err := t.query("find queued outbox entries", "SELECT seq FROM outbox WHERE seq = ANY($1) ORDER BY seq", []any{bigints(seqs)}, func(r pgx.Rows) error {
 		var seq int64
 		err := r.Scan(&seq)
 		out = append(out, uint64(seq))
