@@ -43,7 +43,7 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC), logs: &syncbuf.Buffer{}}
 	t.Cleanup(h.sc.Close)
 	h.open(t)
 	return h

@@ -1,8 +1,10 @@
 package ledger
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,19 +140,30 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 	}
 	// Where the store removes many entries in one round trip, it removes
 	// them first; the rest of each entry's record does not depend on the
-	// others' removal.
+	// others' removal. They go in Seq order, the order in which the other
+	// writers of a shared store lock outbox entries (Claim, HoldsClaim), so
+	// that two transactions never wait on each other's entries.
 	var queued []bool
 	if d, ok := tx.(Dequeuer); ok {
-		seqs := make([]uint64, len(es))
-		for i, e := range es {
-			seqs[i] = e.Seq
+		order := make([]int, len(es))
+		for i := range order {
+			order[i] = i
 		}
-		var err error
-		if queued, err = d.DequeueAll(seqs); err != nil {
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(es[a].Seq, es[b].Seq) })
+		seqs := make([]uint64, len(es))
+		for i, o := range order {
+			seqs[i] = es[o].Seq
+		}
+		inOrder, err := d.DequeueAll(seqs)
+		if err != nil {
 			return err
 		}
-		if len(queued) != len(es) {
-			return fmt.Errorf("dequeued %d outbox entries, got %d answers", len(es), len(queued))
+		if len(inOrder) != len(es) {
+			return fmt.Errorf("dequeued %d outbox entries, got %d answers", len(es), len(inOrder))
+		}
+		queued = make([]bool, len(es))
+		for i, o := range order {
+			queued[o] = inOrder[i]
 		}
 	}
 	gained := map[string]int{}

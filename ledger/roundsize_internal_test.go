@@ -7,7 +7,7 @@ import (
 )
 
 // TestRoundSize: a round that outlasted its claim halves the size, from
-// what it claimed, down to one; growAfter full rounds in a row that
+// what it claimed (when it claimed anything), down to one; growAfter full rounds in a row that
 // uploaded everything double it, up to the batch; any other failure, or a
 // round short of the size, restarts the count without changing the size.
 func TestRoundSize(t *testing.T) {
@@ -34,12 +34,16 @@ func TestRoundSize(t *testing.T) {
 	for range growAfter - 2 {
 		step(2, nil, 0, 2)
 	}
-	step(1, nil, 0, 2)                      // a round short of the size restarts the count
+	step(1, nil, 0, 2) // a round short of the size restarts the count
+	for range growAfter - 1 {
+		step(2, nil, 0, 2)
+	}
 	step(2, errors.New("put failed"), 0, 2) // and so does another failure
 	for range growAfter - 1 {
 		step(2, nil, 0, 2)
 	}
 	step(2, nil, 1, 4)
+	step(0, lost(0), 0, 4) // a round that claimed nothing says nothing of the size
 	s.now = 300
 	for range growAfter - 1 {
 		step(300, nil, 0, 300)

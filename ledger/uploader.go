@@ -222,37 +222,57 @@ func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, 
 // it.
 var errClaimRanOut = errors.New("the upload round's claim on its entries ran out")
 
-// ownPlans returns the recorded segment plans a round that claimed
-// entries re-puts: those with a member among its entries, and those none
-// of whose members is queued any more (a plan left behind by a round
-// whose claim ran out while another uploaded its members), which it puts
-// and drops. A plan whose members are queued under another round's claim
-// is that round's to put: on a store shared by replicas each would put
-// every plan otherwise, and wait on every stalled one.
-func ownPlans(tx Tx, recorded []SegmentPlan, entries []OutboxEntry) ([]SegmentPlan, error) {
+// ownPlans splits the recorded segment plans for a round that claimed
+// entries. A plan none of whose members is queued any more is stale: its
+// members left with another plan that overlapped it (a round whose claim
+// ran out planned them too), and putting it would only leave an object no
+// row names; the round drops it. The round re-puts the others that have a
+// member among its entries, or whose key an operation among its entries
+// waits on (the operation would otherwise wait for good where the round's
+// claim keeps taking it and not the plan's members: bbolt claims the
+// first entries, PostgreSQL a holder's own claims again). A plan whose
+// members are queued under another round's claim is that round's to put:
+// on a store shared by replicas each would put every plan otherwise, and
+// wait on each stalled one.
+func ownPlans(tx Tx, recorded []SegmentPlan, entries []OutboxEntry) (own []SegmentPlan, stale []string, err error) {
 	mine := make(map[uint64]bool, len(entries))
+	waits := map[string]bool{}
 	for _, e := range entries {
 		mine[e.Seq] = true
+		if e.Op != "" {
+			waits[e.Key] = true
+		}
+	}
+	claimed := func(p SegmentPlan) bool {
+		return slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] })
 	}
 	var others []uint64 // the members of the plans with none of the round's entries
 	for _, p := range recorded {
-		if !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] }) {
+		if !claimed(p) {
 			for _, m := range p.Entries {
 				others = append(others, m.Seq)
 			}
 		}
 	}
 	if len(others) == 0 {
-		return recorded, nil
+		return recorded, nil, nil
 	}
-	queued, err := tx.Queued(others)
+	slices.Sort(others)
+	queued, err := tx.Queued(slices.Compact(others))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return slices.DeleteFunc(recorded, func(p SegmentPlan) bool {
-		return !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return mine[m.Seq] }) &&
-			slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { _, found := slices.BinarySearch(queued, m.Seq); return found })
-	}), nil
+	for _, p := range recorded {
+		switch {
+		case claimed(p):
+			own = append(own, p)
+		case !slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { _, found := slices.BinarySearch(queued, m.Seq); return found }):
+			stale = append(stale, p.Key)
+		case slices.ContainsFunc(p.Entries, func(m OutboxEntry) bool { return waits[m.Key] }):
+			own = append(own, p)
+		}
+	}
+	return own, stale, nil
 }
 
 // outlasted is the error of a round whose claim ran out (or that the
@@ -288,7 +308,7 @@ func (s *roundSize) after(moved int, err error) int {
 	switch {
 	case errors.As(err, &o):
 		s.good = 0
-		if next := max(1, min(s.now, o.claimed)/2); next < s.now {
+		if next := max(1, min(s.now, o.claimed)/2); o.claimed > 0 && next < s.now {
 			s.now = next
 			return -1
 		}
@@ -298,7 +318,7 @@ func (s *roundSize) after(moved int, err error) int {
 			s.now = min(s.batch, 2*s.now)
 			return 1
 		}
-	case err != nil:
+	default: // a failure, or a round short of the size
 		s.good = 0
 	}
 	return 0
@@ -324,9 +344,10 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		locs         map[uint64]Location
 		bodies       map[uint64][]byte
 		doomed       []failure // found doomed while reading
+		stale        []string  // recorded plans to drop unput
 	)
 	err = l.store.View(ctx, func(tx Tx) error {
-		plans, puts, ops, doomed = nil, nil, nil, nil
+		plans, puts, ops, doomed, stale = nil, nil, nil, nil, nil
 		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
 		var err error
 		if depth, err = tx.OutboxDepth(); err != nil {
@@ -339,16 +360,20 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err != nil {
 			return err
 		}
+		all := recorded
+		if recorded, stale, err = ownPlans(tx, all, entries); err != nil {
+			return err
+		}
 		planned := map[uint64]bool{}
 		pending := map[string]bool{} // keys with a put still waiting
-		for _, p := range recorded {
+		for _, p := range all {
+			if slices.Contains(stale, p.Key) {
+				continue
+			}
 			for _, m := range p.Entries {
 				planned[m.Seq] = true
 				pending[m.Key] = true
 			}
-		}
-		if recorded, err = ownPlans(tx, recorded, entries); err != nil {
-			return err
 		}
 		// The evidence bundles this round reads, in one round trip where
 		// the store reads ahead.
@@ -435,7 +460,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	}
 	l.cfg.Metrics.depth(depth)
 	l.cfg.Metrics.deadLetters(deadN)
-	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 {
+	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 {
 		return 0, nil
 	}
 
@@ -481,17 +506,24 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 	}
 	ranOut := func() error {
-		if took := time.Since(claimed); took > cfg.ClaimTTL {
-			return &outlasted{claimed: len(entries), err: fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
-				took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)}
+		took := time.Since(claimed)
+		if took <= cfg.ClaimTTL {
+			return nil
 		}
-		return nil
+		err := fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
+			took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)
+		if len(fresh) == 0 && len(doomed) == 0 {
+			// Nothing of its own to record: what took the time was the
+			// recorded plans, which a smaller round would read all the same.
+			return err
+		}
+		return &outlasted{claimed: len(entries), err: err}
 	}
 	if err := ranOut(); err != nil {
 		return 0, err
 	}
 	moved := 0
-	if len(fresh) > 0 || len(doomed) > 0 {
+	if len(fresh) > 0 || len(doomed) > 0 || len(stale) > 0 {
 		err := l.store.Update(ctx, func(tx Tx) error {
 			if err := ranOut(); err != nil {
 				return err
@@ -511,10 +543,18 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 					return err
 				}
 			}
+			for _, key := range stale {
+				if err := tx.DropSegmentPlan(key); err != nil {
+					return err
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			return 0, fmt.Errorf("record segment plans: %w", err)
+		}
+		for _, key := range stale {
+			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: its members were uploaded under another plan", slog.String("key", key))
 		}
 		for _, f := range doomed {
 			l.logDead(ctx, f, 1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -642,8 +643,9 @@ func TestUploaderIntervalDefault(t *testing.T) {
 // TestPlanWithoutQueuedMembersIsDropped: a recorded plan whose members
 // have all left the outbox (a round whose claim ran out before it
 // recorded its plan, while another round uploaded the same entries) is
-// put and dropped by the next round, and an operation queued on one of
-// its members' keys does not wait behind it.
+// dropped by the next round without a put (it would be an object no row
+// names), and an operation queued on one of its members' keys does not
+// wait behind it.
 func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
@@ -689,6 +691,12 @@ func TestPlanWithoutQueuedMembersIsDropped(t *testing.T) {
 	}
 	if rep.Plans != 0 || rep.Depth != 0 || rep.DeadLetterCount != 0 {
 		t.Fatalf("after three rounds: %d plans, %d entries queued, %d dead letters; want none", rep.Plans, rep.Depth, rep.DeadLetterCount)
+	}
+	if _, err := os.Stat(filepath.Join(h.objDir, filepath.FromSlash(stale.Key))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale plan's object %s: %v; want it never put", stale.Key, err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "segment plan dropped unput") || strings.Contains(logs, "dead letters") {
+		t.Errorf("the ledger logged:\n%s\nwant the plan dropped unput, and nothing moved to the dead letters", logs)
 	}
 }
 
@@ -924,4 +932,60 @@ func TestPlansOfOtherRoundsAreLeftToThem(t *testing.T) {
 		t.Fatalf("once this uploader claims the members: %d plans, %d entries queued (%v); want none", rep.Plans, rep.Depth, err)
 	}
 	recordedKeys(t, h) // fails on a row not uploaded
+}
+
+// TestOperationBehindAPlanOfAnotherRound: an operation queued ahead of its
+// object's put (as after the put was retried from the dead letters),
+// the put planned into a segment whose first put failed, and rounds of
+// one entry, which claim the operation and never the plan's member (a
+// single uploader claims the first entries): the round that claims the
+// operation puts the plan it waits on, and the outbox drains.
+func TestOperationBehindAPlanOfAnotherRound(t *testing.T) {
+	ctx := context.Background()
+	h, rec := recordedHarness(t, nil, "W")
+	var put ledger.OutboxEntry
+	if err := h.store.Update(ctx, func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		if err != nil {
+			return err
+		}
+		for _, e := range all {
+			if e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment && put.Key == "" {
+				put = e
+			}
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+		}
+		if put.Key == "" {
+			return errors.New("no evidence bundle queued")
+		}
+		if err := tx.Enqueue(ledger.OutboxEntry{Op: ledger.OpExtend, Key: put.Key, RetainUntil: h.clock().Add(90 * 24 * time.Hour)}, h.clock()); err != nil {
+			return err
+		}
+		return tx.Enqueue(put, h.clock())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	rec.fail = func(op, key string) (bool, bool) { return strings.HasPrefix(key, "segments/"), false }
+	rec.mu.Unlock()
+	if _, err := h.l.UploadRound(ctx, 512, 4); err == nil {
+		t.Fatal("round with its segment put failing: no error")
+	}
+	rec.mu.Lock()
+	rec.fail = nil
+	rec.mu.Unlock()
+	for range 10 {
+		if _, err := h.l.UploadRound(ctx, 1, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Depth != 0 || rep.Plans != 0 || rep.DeadLetterCount != 0 {
+		t.Fatalf("after ten rounds of one entry: %d entries queued, %d plans, %d dead letters; want none", rep.Depth, rep.Plans, rep.DeadLetterCount)
+	}
 }

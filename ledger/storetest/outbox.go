@@ -393,8 +393,10 @@ func testRecordUploads(t *testing.T, open opener) {
 	}
 	alone := ledger.Location{Store: "s3", Key: q[2].Key, Uploaded: true}
 	update(t, s, func(tx ledger.Tx) error {
-		es := []ledger.OutboxEntry{q[0], q[1], q[2], q[0]}
-		locs := []ledger.Location{inSegment(0), inSegment(10), alone, inSegment(20)}
+		// Not in Seq order, and an entry twice: the first time it is
+		// recorded, the second finds it gone.
+		es := []ledger.OutboxEntry{q[2], q[0], q[1], q[0]}
+		locs := []ledger.Location{alone, inSegment(0), inSegment(10), inSegment(20)}
 		if err := ledger.RecordUploads(tx, es, locs); err != nil {
 			return err
 		}
