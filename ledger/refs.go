@@ -140,9 +140,9 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 	}
 	// Where the store removes many entries in one round trip, it removes
 	// them first; the rest of each entry's record does not depend on the
-	// others' removal. They go in Seq order, the order in which the other
-	// writers of a shared store lock outbox entries (Claim, HoldsClaim), so
-	// that two transactions never wait on each other's entries.
+	// others' removal. They go in Seq order, the order in which Claim and
+	// HoldsClaim lock outbox entries on a shared store, so that these
+	// locks are not taken in opposite orders.
 	var queued []bool
 	if d, ok := tx.(Dequeuer); ok {
 		order := make([]int, len(es))

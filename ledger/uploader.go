@@ -224,9 +224,9 @@ var errClaimRanOut = errors.New("the upload round's claim on its entries ran out
 
 // ownPlans splits the recorded segment plans for a round that claimed
 // entries. A plan none of whose members is queued any more is stale: its
-// members left with another plan that overlapped it (a round whose claim
-// ran out planned them too), and putting it would only leave an object no
-// row names; the round drops it. The round re-puts the others that have a
+// members left with another plan that overlapped it, which a round whose
+// claim ran out could record before HoldsClaim, and putting it would only
+// leave an object no row names; the round drops it. The round re-puts the others that have a
 // member among its entries, or whose key an operation among its entries
 // waits on (the operation would otherwise wait for good where the round's
 // claim keeps taking it and not the plan's members: bbolt claims the
@@ -506,18 +506,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 	}
 	ranOut := func() error {
-		took := time.Since(claimed)
-		if took <= cfg.ClaimTTL {
-			return nil
+		if took := time.Since(claimed); took > cfg.ClaimTTL {
+			return &outlasted{claimed: len(entries), err: fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
+				took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)}
 		}
-		err := fmt.Errorf("the round took %s of its %s claim before recording its plans and dead letters: %w",
-			took.Round(time.Millisecond), cfg.ClaimTTL, errClaimRanOut)
-		if len(fresh) == 0 && len(doomed) == 0 {
-			// Nothing of its own to record: what took the time was the
-			// recorded plans, which a smaller round would read all the same.
-			return err
-		}
-		return &outlasted{claimed: len(entries), err: err}
+		return nil
 	}
 	if err := ranOut(); err != nil {
 		return 0, err
@@ -554,7 +547,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			return 0, fmt.Errorf("record segment plans: %w", err)
 		}
 		for _, key := range stale {
-			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: its members were uploaded under another plan", slog.String("key", key))
+			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: none of its members is queued any more", slog.String("key", key))
 		}
 		for _, f := range doomed {
 			l.logDead(ctx, f, 1)
