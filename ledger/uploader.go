@@ -102,8 +102,8 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	round := func(ctx context.Context) (int, error) {
 		c := cfg
 		c.Batch, last = size.now, size.now
-		n, err := l.uploadRound(ctx, c)
-		switch size.after(n, err) {
+		n, behind, err := l.uploadRound(ctx, c)
+		switch size.after(n, behind, err) {
 		case -1:
 			l.cfg.Logger.WarnContext(ctx, "upload rounds outlast their claim on their entries: the next rounds claim fewer",
 				slog.Int("next", size.now), slog.Duration("claim_ttl", cfg.ClaimTTL))
@@ -190,7 +190,8 @@ type failure struct {
 // aside too. Operations on one object keep their order; one failing never
 // holds back the others.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
-	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
+	n, _, err := l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
+	return n, err
 }
 
 // claim claims up to cfg.Batch outbox entries for this ledger, so that
@@ -302,10 +303,16 @@ type roundSize struct {
 const growAfter = 8
 
 // after takes the outcome of a round of s.now entries and reports how the
-// size changed: -1 smaller, +1 larger, 0 not.
-func (s *roundSize) after(moved int, err error) int {
+// size changed: -1 smaller, +1 larger, 0 not. A round that moved nothing
+// because an operation waits on a put beyond it doubles the size at once:
+// the next rounds would claim the same entries and wait again.
+func (s *roundSize) after(moved int, behind bool, err error) int {
 	var o *outlasted
 	switch {
+	case err == nil && moved == 0 && behind && s.now < s.batch:
+		s.good = 0
+		s.now = min(s.batch, 2*s.now)
+		return 1
 	case errors.As(err, &o):
 		s.good = 0
 		if next := max(1, min(s.now, o.claimed)/2); o.claimed > 0 && next < s.now {
@@ -324,13 +331,17 @@ func (s *roundSize) after(moved int, err error) int {
 	return 0
 }
 
-func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
+// uploadRound runs one round. It returns how many entries left the
+// outbox, and whether an operation among them waits on a put of its
+// object queued outside the round (so that a round of fewer entries than
+// lie between them would wait for good).
+func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool, error) {
 	// The claim runs from before it is asked for: the store's clock starts
 	// it a little later.
 	claimed := time.Now()
 	entries, err := l.claim(ctx, cfg)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	// An upload left waiting on a stalled bucket past the claim would hold
 	// the round (and this uploader) while the entries are another's.
@@ -345,9 +356,10 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		bodies       map[uint64][]byte
 		doomed       []failure // found doomed while reading
 		stale        []string  // recorded plans to drop unput
+		behind       bool      // an operation waits on a put outside the round
 	)
 	err = l.store.View(ctx, func(tx Tx) error {
-		plans, puts, ops, doomed, stale = nil, nil, nil, nil, nil
+		plans, puts, ops, doomed, stale, behind = nil, nil, nil, nil, nil, false
 		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
 		var err error
 		if depth, err = tx.OutboxDepth(); err != nil {
@@ -444,7 +456,19 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			}
 			loc, err := tx.Object(e.Key)
 			if errors.Is(err, ErrNotFound) {
-				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, err)})
+				// Its put may be queued after it, outside this round (retried
+				// from the dead letters after the operation was queued) or
+				// claimed by another replica: it waits for it, with the
+				// operations after it on the object.
+				queued, err := tx.PutQueued(e.Key)
+				if err != nil {
+					return err
+				}
+				if queued {
+					waiting[e.Key], behind = true, true
+					continue
+				}
+				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
 				continue
 			}
 			if err != nil {
@@ -456,12 +480,12 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	l.cfg.Metrics.depth(depth)
 	l.cfg.Metrics.deadLetters(deadN)
 	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 {
-		return 0, nil
+		return 0, behind, nil
 	}
 
 	// Fix the new segments (key and members) before anything is put.
@@ -513,7 +537,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		return nil
 	}
 	if err := ranOut(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	moved := 0
 	if len(fresh) > 0 || len(doomed) > 0 || len(stale) > 0 {
@@ -544,7 +568,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("record segment plans: %w", err)
+			return 0, false, fmt.Errorf("record segment plans: %w", err)
 		}
 		for _, key := range stale {
 			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: none of its members is queued any more", slog.String("key", key))
@@ -650,7 +674,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("record uploads: %w", err)
+			return 0, false, fmt.Errorf("record uploads: %w", err)
 		}
 		// The row store dropped these bundles: keep the recent ones at hand
 		// for readers, as write-once storage now holds them.
@@ -676,7 +700,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	l.cfg.Metrics.uploaded("dead", moved)
 	l.cfg.Metrics.depth(depth - len(finished) - moved)
 	l.cfg.Metrics.deadLetters(deadN)
-	return len(finished) + moved, errors.Join(errs...)
+	return len(finished) + moved, behind, errors.Join(errs...)
 }
 
 // deadLetter moves a failure's entries to the dead letters and drops the

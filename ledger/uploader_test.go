@@ -989,3 +989,120 @@ func TestOperationBehindAPlanOfAnotherRound(t *testing.T) {
 		t.Fatalf("after ten rounds of one entry: %d entries queued, %d plans, %d dead letters; want none", rep.Depth, rep.Plans, rep.DeadLetterCount)
 	}
 }
+
+// opAheadOfPut rearranges h's outbox so that an operation on the first
+// evidence bundle's key comes first and the bundle's put last, with the
+// other entries between (as after the put was retried from the dead
+// letters once the operation was queued), and returns the key.
+func opAheadOfPut(t *testing.T, h *harness) string {
+	t.Helper()
+	var key string
+	if err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		if err != nil {
+			return err
+		}
+		var put ledger.OutboxEntry
+		var rest []ledger.OutboxEntry
+		for _, e := range all {
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+			if put.Key == "" && e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment {
+				put = e
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		if put.Key == "" || len(rest) < 2 {
+			return fmt.Errorf("outbox %+v: want an evidence bundle and two entries more", all)
+		}
+		key = put.Key
+		q := append([]ledger.OutboxEntry{{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: h.clock().Add(90 * 24 * time.Hour)}}, rest...)
+		for _, e := range append(q, put) {
+			if err := tx.Enqueue(e, h.clock()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// TestOperationWaitsForItsPutBeyondTheRound: a round that claims an
+// operation and not the put of its object queued after it leaves the
+// operation queued (it used to move it to the dead letters as "never
+// uploaded"); a round that takes both puts the object, then applies the
+// operation.
+func TestOperationWaitsForItsPutBeyondTheRound(t *testing.T) {
+	ctx := context.Background()
+	h, _ := recordedHarness(t, nil, "B")
+	opAheadOfPut(t, h)
+	depth, err := h.l.OutboxDepth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.UploadRound(ctx, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.l.Outbox(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DeadLetterCount != 0 || rep.Depth != depth {
+		t.Fatalf("after a round of the operation alone: %d dead letters %+v, %d of %d entries queued; want none, all",
+			rep.DeadLetterCount, rep.DeadLetters, rep.Depth, depth)
+	}
+	h.drain(t)
+	if rep, err = h.l.Outbox(ctx, 0, ""); err != nil || rep.DeadLetterCount != 0 {
+		t.Fatalf("after the outbox drained: %d dead letters %+v (%v); want none", rep.DeadLetterCount, rep.DeadLetters, err)
+	}
+}
+
+// TestRoundsGrowToReachAWaitedPut: the uploader's rounds are down to one
+// entry (rounds outlasted their claim), and the first entry is an
+// operation whose object's put is queued last: each round would claim the
+// operation alone and wait. The rounds grow until they take the put, and
+// the outbox drains with nothing moved to the dead letters.
+func TestRoundsGrowToReachAWaitedPut(t *testing.T) {
+	var gone atomic.Bool
+	gone.Store(true)
+	h, _ := recordedHarness(t, func(s ledger.Store) ledger.Store {
+		return sharedStore{Store: s, gone: func([]uint64) bool { return gone.Load() }}
+	}, "R")
+	opAheadOfPut(t, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
+	}()
+	defer func() { cancel(); <-stopped }()
+	within := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for !done() {
+			if time.Now().After(deadline) {
+				rep, _ := h.l.Outbox(context.Background(), 0, "")
+				t.Fatalf("%s: not within 30s; outbox %+v; the ledger logged:\n%s", what, rep, h.logs.String())
+			}
+			<-tick.C
+		}
+	}
+	within("rounds down to one entry", func() bool { return strings.Contains(h.logs.String(), "next=1 ") })
+	gone.Store(false)
+	within("the outbox drained", func() bool {
+		n, err := h.l.OutboxDepth(context.Background())
+		return err == nil && n == 0
+	})
+	if rep, err := h.l.Outbox(context.Background(), 0, ""); err != nil || rep.DeadLetterCount != 0 {
+		t.Fatalf("%d dead letters %+v (%v); want none", rep.DeadLetterCount, rep.DeadLetters, err)
+	}
+	if !strings.Contains(h.logs.String(), "upload rounds claim more entries again") {
+		t.Errorf("the uploader did not say its rounds grew; it logged:\n%s", h.logs.String())
+	}
+}

@@ -348,6 +348,65 @@ func testQueued(t *testing.T, open opener) {
 	})
 }
 
+// testPutQueued: PutQueued finds a queued put of a key, in a read and in
+// a write that queued it earlier in the same transaction, and not an
+// operation on the key, a key that only contains it, or a put that left.
+func testPutQueued(t *testing.T, open opener) {
+	s := open.fresh(t)
+	putQueued := func(tx ledger.Tx, key string) bool {
+		t.Helper()
+		ok, err := tx.PutQueued(key)
+		if err != nil {
+			t.Errorf("PutQueued(%q): %v", key, err)
+		}
+		return ok
+	}
+	const key, longer = "evidence/a.json", "evidence/a.json.old"
+	update(t, s, func(tx ledger.Tx) error {
+		for _, e := range []ledger.OutboxEntry{
+			{Kind: ledger.ObjectEvidence, Ref: "a", Key: key, Op: ledger.OpHold},
+			{Kind: ledger.ObjectEvidence, Ref: "b", Key: longer},
+		} {
+			if err := tx.Enqueue(e, base); err != nil {
+				return err
+			}
+		}
+		if putQueued(tx, key) {
+			t.Error("PutQueued = true for a key with only an operation and a longer key's put queued")
+		}
+		if !putQueued(tx, longer) {
+			t.Error("PutQueued = false for the put queued earlier in the same transaction")
+		}
+		return tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "a", Key: key}, base)
+	})
+	var put uint64
+	view(t, s, func(tx ledger.Tx) error {
+		if !putQueued(tx, key) {
+			t.Error("PutQueued = false for a queued put")
+		}
+		if putQueued(tx, "evidence/absent.json") {
+			t.Error("PutQueued = true for a key never queued")
+		}
+		es, err := tx.Outbox(10)
+		for _, e := range es {
+			if e.Key == key && e.Op == "" {
+				put = e.Seq
+			}
+		}
+		return err
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Dequeue(put)
+		return err
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		if putQueued(tx, key) {
+			t.Error("PutQueued = true for a put that left the outbox")
+		}
+		return nil
+	})
+}
+
 // testHoldsClaimQueued: HoldsClaim holds for entries its holder claimed
 // and for none at all, and not once one of them has left the outbox.
 func testHoldsClaimQueued(t *testing.T, open opener) {

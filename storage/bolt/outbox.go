@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -81,6 +82,26 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// PutQueued implements ledger.Outbox: a scan of the outbox, whose
+// entries hold their key's bytes as they are.
+func (t *tx) PutQueued(key string) (bool, error) {
+	needle := []byte(key)
+	c := t.b(bOutbox).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if !bytes.Contains(v, needle) {
+			continue
+		}
+		q, err := decodeQueued(v)
+		if err != nil {
+			return false, err
+		}
+		if q.Key == key && q.Op == "" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (t *tx) Dequeue(seq uint64) (bool, error) {

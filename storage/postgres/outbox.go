@@ -144,6 +144,27 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, err
 }
 
+// PutQueued implements ledger.Outbox: the entries whose stored JSON holds
+// the key's encoding, read in order and decoded to be sure.
+func (t *tx) PutQueued(key string) (bool, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return false, err
+	}
+	needle, err := json.Marshal(key)
+	if err != nil {
+		return false, err
+	}
+	found := false
+	err = t.query("find a queued put", "SELECT seq, body FROM outbox WHERE position($1::bytea in body) > 0 ORDER BY seq", []any{needle}, func(r pgx.Rows) error {
+		e, err := scanEntry(r)
+		if err == nil && e.Key == key && e.Op == "" {
+			found = true
+		}
+		return err
+	})
+	return found, err
+}
+
 // Dequeue implements ledger.Outbox.
 func (t *tx) Dequeue(seq uint64) (bool, error) {
 	if !t.writing() {
