@@ -56,6 +56,12 @@ func TestSupportLeadAnswersTheDisputeInTheBrowser(t *testing.T) {
 	if n, bad := count(t, ctx, "#checks li.check"), count(t, ctx, "#checks li.check.bad"); n < 9 || bad != 0 {
 		t.Fatalf("%d checks listed (%d failed), want the nine, none failed", n, bad)
 	}
+	// The row can show before the page's deferred script has run; it runs
+	// its DOMContentLoaded handlers, which add the local times, by the
+	// time the document is complete.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete"`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the row page never finished loading: %v", err)
+	}
 	if n := count(t, ctx, "time.utc + span.local"); n == 0 {
 		t.Fatal("no local time beside the UTC times")
 	}
