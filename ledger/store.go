@@ -222,10 +222,11 @@ type Outbox interface {
 	// Queued returns those of seqs (distinct Seqs) still queued, in
 	// ascending order.
 	Queued(seqs []uint64) ([]uint64, error)
-	// PutQueued reports whether a put of the object key (an entry with no
-	// Op) is queued. It may read the whole outbox: the uploader asks it
-	// only of an operation whose object has no recorded location.
-	PutQueued(key string) (bool, error)
+	// PutsQueued returns those of keys (distinct object keys) with a put
+	// queued (an entry with no Op), in ascending order. It may read the
+	// whole outbox: the uploader asks it, once a round, only of operations
+	// whose object has no recorded location.
+	PutsQueued(keys []string) ([]string, error)
 	// Dequeue removes entry seq and its failure record, and reports whether
 	// it was still queued.
 	Dequeue(seq uint64) (bool, error)

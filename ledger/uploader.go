@@ -426,6 +426,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 			}
 		}
 		waiting := map[string]bool{} // keys whose earlier operation waits
+		// Operations whose object has no recorded location, by key, in
+		// order: they wait where a put of the object is queued beyond the
+		// round, and move to the dead letters otherwise.
+		unplaced := map[string][]OutboxEntry{}
+		var unplacedKeys []string
 		for _, e := range entries {
 			if e.Op == "" {
 				if planned[e.Seq] {
@@ -454,21 +459,14 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
 				continue
 			}
+			if earlier, ok := unplaced[e.Key]; ok {
+				unplaced[e.Key] = append(earlier, e)
+				continue
+			}
 			loc, err := tx.Object(e.Key)
 			if errors.Is(err, ErrNotFound) {
-				// Its put may be queued after it, outside this round (retried
-				// from the dead letters after the operation was queued) or
-				// claimed by another replica: it waits for it, with the
-				// operations after it on the object.
-				queued, err := tx.PutQueued(e.Key)
-				if err != nil {
-					return err
-				}
-				if queued {
-					waiting[e.Key], behind = true, true
-					continue
-				}
-				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
+				unplaced[e.Key] = []OutboxEntry{e}
+				unplacedKeys = append(unplacedKeys, e.Key)
 				continue
 			}
 			if err != nil {
@@ -476,6 +474,25 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 			}
 			locs[e.Seq] = loc
 			ops = append(ops, e)
+		}
+		if len(unplacedKeys) == 0 {
+			return nil
+		}
+		// A put may be queued after the operation, outside this round
+		// (retried from the dead letters after the operation was queued),
+		// or claimed by another replica: the operation waits for it.
+		queued, err := tx.PutsQueued(unplacedKeys)
+		if err != nil {
+			return err
+		}
+		for _, key := range unplacedKeys {
+			if _, found := slices.BinarySearch(queued, key); found {
+				behind = true
+				continue
+			}
+			for _, e := range unplaced[key] {
+				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
+			}
 		}
 		return nil
 	})

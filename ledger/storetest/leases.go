@@ -348,44 +348,49 @@ func testQueued(t *testing.T, open opener) {
 	})
 }
 
-// testPutQueued: PutQueued finds a queued put of a key, in a read and in
-// a write that queued it earlier in the same transaction, and not an
-// operation on the key, a key that only contains it, or a put that left.
-func testPutQueued(t *testing.T, open opener) {
+// testPutsQueued: PutsQueued names the keys with a put queued, in a read
+// and in a write that queued it earlier in the same transaction, and not
+// a key with only an operation queued, a key that only contains another,
+// or one whose put left the outbox.
+func testPutsQueued(t *testing.T, open opener) {
 	s := open.fresh(t)
-	putQueued := func(tx ledger.Tx, key string) bool {
+	putsQueued := func(tx ledger.Tx, keys ...string) []string {
 		t.Helper()
-		ok, err := tx.PutQueued(key)
+		got, err := tx.PutsQueued(keys)
 		if err != nil {
-			t.Errorf("PutQueued(%q): %v", key, err)
+			t.Errorf("PutsQueued(%q): %v", keys, err)
 		}
-		return ok
+		return got
 	}
-	const key, longer = "evidence/a.json", "evidence/a.json.old"
+	// The keys sort the other way round from their entries' order, and one
+	// has characters JSON escapes.
+	const key, longer, odd = "evidence/b.json", "evidence/b.json.old", `evidence/a "<&>" é.json`
 	update(t, s, func(tx ledger.Tx) error {
 		for _, e := range []ledger.OutboxEntry{
-			{Kind: ledger.ObjectEvidence, Ref: "a", Key: key, Op: ledger.OpHold},
-			{Kind: ledger.ObjectEvidence, Ref: "b", Key: longer},
+			{Kind: ledger.ObjectEvidence, Ref: "b", Key: key, Op: ledger.OpHold},
+			{Kind: ledger.ObjectEvidence, Ref: "c", Key: longer},
 		} {
 			if err := tx.Enqueue(e, base); err != nil {
 				return err
 			}
 		}
-		if putQueued(tx, key) {
-			t.Error("PutQueued = true for a key with only an operation and a longer key's put queued")
+		if got := putsQueued(tx, key, longer); !slices.Equal(got, []string{longer}) {
+			t.Errorf("PutsQueued with an operation on one key and the other's put queued earlier in the transaction = %q", got)
 		}
-		if !putQueued(tx, longer) {
-			t.Error("PutQueued = false for the put queued earlier in the same transaction")
+		for _, k := range []string{key, odd} {
+			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "b", Key: k}, base); err != nil {
+				return err
+			}
 		}
-		return tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "a", Key: key}, base)
+		return nil
 	})
 	var put uint64
 	view(t, s, func(tx ledger.Tx) error {
-		if !putQueued(tx, key) {
-			t.Error("PutQueued = false for a queued put")
+		if got := putsQueued(tx, key, "evidence/absent.json", odd); !slices.Equal(got, []string{odd, key}) {
+			t.Errorf("PutsQueued of two keys with a put queued and one never queued = %q", got)
 		}
-		if putQueued(tx, "evidence/absent.json") {
-			t.Error("PutQueued = true for a key never queued")
+		if got := putsQueued(tx); len(got) != 0 {
+			t.Errorf("PutsQueued of no keys = %q", got)
 		}
 		es, err := tx.Outbox(10)
 		for _, e := range es {
@@ -400,8 +405,8 @@ func testPutQueued(t *testing.T, open opener) {
 		return err
 	})
 	view(t, s, func(tx ledger.Tx) error {
-		if putQueued(tx, key) {
-			t.Error("PutQueued = true for a put that left the outbox")
+		if got := putsQueued(tx, key); len(got) != 0 {
+			t.Errorf("PutsQueued of a key whose put left the outbox = %q", got)
 		}
 		return nil
 	})

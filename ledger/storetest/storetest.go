@@ -64,7 +64,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "SegmentPlans", run: testSegmentPlans},
 		{name: "Claims", run: testClaims, skip: skipIf(o.SingleUploader, "a single uploader: Claim need not record claims")},
 		{name: "Queued", run: testQueued},
-		{name: "PutQueued", run: testPutQueued},
+		{name: "PutsQueued", run: testPutsQueued},
 		{name: "HoldsClaimQueued", run: testHoldsClaimQueued},
 		{name: "HoldsClaimHolders", run: testHoldsClaimHolders, skip: skipIf(o.SingleUploader, "a single uploader: no claims to hold")},
 		{name: "References", run: testReferences},

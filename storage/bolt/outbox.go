@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -84,24 +83,26 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, nil
 }
 
-// PutQueued implements ledger.Outbox: a scan of the outbox, whose
-// entries hold their key's bytes as they are.
-func (t *tx) PutQueued(key string) (bool, error) {
-	needle := []byte(key)
+// PutsQueued implements ledger.Outbox: one pass over the outbox.
+func (t *tx) PutsQueued(keys []string) ([]string, error) {
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	var out []string
 	c := t.b(bOutbox).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if !bytes.Contains(v, needle) {
-			continue
-		}
+	for k, v := c.First(); k != nil && len(want) > 0; k, v = c.Next() {
 		q, err := decodeQueued(v)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if q.Key == key && q.Op == "" {
-			return true, nil
+		if q.Op == "" && want[q.Key] {
+			out = append(out, q.Key)
+			delete(want, q.Key)
 		}
 	}
-	return false, nil
+	slices.Sort(out)
+	return out, nil
 }
 
 func (t *tx) Dequeue(seq uint64) (bool, error) {

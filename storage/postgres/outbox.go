@@ -144,25 +144,26 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, err
 }
 
-// PutQueued implements ledger.Outbox: the entries whose stored JSON holds
-// the key's encoding, read in order and decoded to be sure.
-func (t *tx) PutQueued(key string) (bool, error) {
+// PutsQueued implements ledger.Outbox: one scan of the outbox, each
+// entry's JSON read by the database.
+func (t *tx) PutsQueued(keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	if err := t.see(tabOutbox); err != nil {
-		return false, err
+		return nil, err
 	}
-	needle, err := json.Marshal(key)
-	if err != nil {
-		return false, err
-	}
-	found := false
-	err = t.query("find a queued put", "SELECT seq, body FROM outbox WHERE position($1::bytea in body) > 0 ORDER BY seq", []any{needle}, func(r pgx.Rows) error {
-		e, err := scanEntry(r)
-		if err == nil && e.Key == key && e.Op == "" {
-			found = true
-		}
+	var out []string
+	err := t.query("find queued puts", `
+SELECT DISTINCT b->>'key' COLLATE "C" AS key FROM (SELECT convert_from(body, 'UTF8')::jsonb AS b FROM outbox) AS e
+WHERE b->>'key' = ANY($1) AND coalesce(b->>'op', '') = ''
+ORDER BY key`, []any{keys}, func(r pgx.Rows) error {
+		var k string
+		err := r.Scan(&k)
+		out = append(out, k)
 		return err
 	})
-	return found, err
+	return out, err
 }
 
 // Dequeue implements ledger.Outbox.
