@@ -17,7 +17,7 @@ func TestRoundSize(t *testing.T) {
 	s := roundSize{batch: 512, now: 512}
 	step := func(moved int, err error, change, now int) {
 		t.Helper()
-		if got := s.after(moved, false, err); got != change || s.now != now {
+		if got := s.after(moved, err); got != change || s.now != now {
 			t.Fatalf("after (%d, %v): change %d, size %d; want %d, %d", moved, err, got, s.now, change, now)
 		}
 	}
@@ -54,17 +54,4 @@ func TestRoundSize(t *testing.T) {
 	// and uploaded the rest) is not a reason to shrink.
 	step(3, fmt.Errorf("put: %w", errClaimRanOut), 0, 512)
 
-	// A round that moved nothing because an operation waits on a put
-	// beyond it doubles the size at once; one that moved something lets
-	// the next rounds' entries slide on.
-	s = roundSize{batch: 512, now: 1}
-	for _, c := range []struct {
-		moved          int
-		behind         bool
-		change, wantAt int
-	}{{0, true, 1, 2}, {0, true, 1, 4}, {1, true, 0, 4}, {0, false, 0, 4}} {
-		if got := s.after(c.moved, c.behind, nil); got != c.change || s.now != c.wantAt {
-			t.Fatalf("after (%d, behind %v): change %d, size %d; want %d, %d", c.moved, c.behind, got, s.now, c.change, c.wantAt)
-		}
-	}
 }

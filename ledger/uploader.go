@@ -97,13 +97,28 @@ const MinRetention = 24 * time.Hour
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	cfg = cfg.withDefaults()
 	size := roundSize{batch: cfg.Batch, now: cfg.Batch}
-	last := size.now // the size of the round that just ran
-	full := func(n int) bool { return n >= last }
+	// Operations that wait on a put queued beyond their round are claimed
+	// again by the next, which claims as many more so that it still takes
+	// size.now other entries: the rounds move on towards the put however
+	// many wait (up to maxWaiting a round).
+	maxWaiting := 8 * cfg.Batch
+	last, waiting := size.now, 0 // the claim of the round that just ran, and its operations that waited
+	full := func(n int) bool { return n+waiting >= last }
 	round := func(ctx context.Context) (int, error) {
 		c := cfg
-		c.Batch, last = size.now, size.now
-		n, behind, err := l.uploadRound(ctx, c)
-		switch size.after(n, behind, err) {
+		c.Batch = size.now + min(waiting, maxWaiting)
+		last = c.Batch
+		n, w, err := l.uploadRound(ctx, c)
+		waiting = w
+		if w > 0 {
+			l.cfg.Logger.InfoContext(ctx, "operations wait on the puts of their objects, queued later: the next round claims as many more entries",
+				slog.Int("waiting", w), slog.Int("claimed", last))
+		}
+		if w > maxWaiting {
+			l.cfg.Logger.WarnContext(ctx, "more operations wait on puts queued later than a round takes beyond its batch; `ledgerctl outbox` lists them",
+				slog.Int("waiting", w), slog.Int("most", maxWaiting))
+		}
+		switch size.after(n+w, err) {
 		case -1:
 			l.cfg.Logger.WarnContext(ctx, "upload rounds outlast their claim on their entries: the next rounds claim fewer",
 				slog.Int("next", size.now), slog.Duration("claim_ttl", cfg.ClaimTTL))
@@ -183,11 +198,11 @@ type failure struct {
 // orphan object.
 //
 // An entry that cannot succeed moves to the dead letters at once: its
-// bytes are missing, an operation names an object never uploaded, its kind
-// is unknown, or write-once storage holds other bytes under its key. Any
-// other failure of an entry counts as an attempt when another upload of
-// the same round succeeded; DefaultMaxAttempts consecutive attempts move it
-// aside too. Operations on one object keep their order; one failing never
+// bytes are missing, an operation names an object never uploaded and with
+// no put queued, its kind is unknown, or write-once storage holds other
+// bytes under its key. Any other failure of an entry counts as an attempt
+// when another upload of the same round succeeded; DefaultMaxAttempts
+// consecutive attempts move it aside too. Operations on one object keep their order; one failing never
 // holds back the others.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
 	n, _, err := l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
@@ -302,24 +317,19 @@ type roundSize struct {
 
 const growAfter = 8
 
-// after takes the outcome of a round of s.now entries and reports how the
-// size changed: -1 smaller, +1 larger, 0 not. A round that moved nothing
-// because an operation waits on a put beyond it doubles the size at once:
-// the next rounds would claim the same entries and wait again.
-func (s *roundSize) after(moved int, behind bool, err error) int {
+// after takes the outcome of a round of s.now entries, of which done
+// left the outbox or waited on a put beyond the round, and reports how
+// the size changed: -1 smaller, +1 larger, 0 not.
+func (s *roundSize) after(done int, err error) int {
 	var o *outlasted
 	switch {
-	case err == nil && moved == 0 && behind && s.now < s.batch:
-		s.good = 0
-		s.now = min(s.batch, 2*s.now)
-		return 1
 	case errors.As(err, &o):
 		s.good = 0
 		if next := max(1, min(s.now, o.claimed)/2); o.claimed > 0 && next < s.now {
 			s.now = next
 			return -1
 		}
-	case err == nil && moved >= s.now && s.now < s.batch:
+	case err == nil && done >= s.now && s.now < s.batch:
 		if s.good++; s.good >= growAfter {
 			s.good = 0
 			s.now = min(s.batch, 2*s.now)
@@ -332,16 +342,15 @@ func (s *roundSize) after(moved int, behind bool, err error) int {
 }
 
 // uploadRound runs one round. It returns how many entries left the
-// outbox, and whether an operation among them waits on a put of its
-// object queued outside the round (so that a round of fewer entries than
-// lie between them would wait for good).
-func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool, error) {
+// outbox, and how many operations among them wait on a put of their
+// object queued beyond the round (which the next round claims again).
+func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int, error) {
 	// The claim runs from before it is asked for: the store's clock starts
 	// it a little later.
 	claimed := time.Now()
 	entries, err := l.claim(ctx, cfg)
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	// An upload left waiting on a stalled bucket past the claim would hold
 	// the round (and this uploader) while the entries are another's.
@@ -356,10 +365,10 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 		bodies       map[uint64][]byte
 		doomed       []failure // found doomed while reading
 		stale        []string  // recorded plans to drop unput
-		behind       bool      // an operation waits on a put outside the round
+		behind       int       // operations waiting on a put beyond the round
 	)
 	err = l.store.View(ctx, func(tx Tx) error {
-		plans, puts, ops, doomed, stale, behind = nil, nil, nil, nil, nil, false
+		plans, puts, ops, doomed, stale, behind = nil, nil, nil, nil, nil, 0
 		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
 		var err error
 		if depth, err = tx.OutboxDepth(); err != nil {
@@ -487,7 +496,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 		}
 		for _, key := range unplacedKeys {
 			if _, found := slices.BinarySearch(queued, key); found {
-				behind = true
+				behind += len(unplaced[key])
 				continue
 			}
 			for _, e := range unplaced[key] {
@@ -497,7 +506,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 		return nil
 	})
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	l.cfg.Metrics.depth(depth)
 	l.cfg.Metrics.deadLetters(deadN)
@@ -554,7 +563,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 		return nil
 	}
 	if err := ranOut(); err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	moved := 0
 	if len(fresh) > 0 || len(doomed) > 0 || len(stale) > 0 {
@@ -585,7 +594,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 			return nil
 		})
 		if err != nil {
-			return 0, false, fmt.Errorf("record segment plans: %w", err)
+			return 0, 0, fmt.Errorf("record segment plans: %w", err)
 		}
 		for _, key := range stale {
 			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: none of its members is queued any more", slog.String("key", key))
@@ -691,7 +700,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, bool
 			return nil
 		})
 		if err != nil {
-			return 0, false, fmt.Errorf("record uploads: %w", err)
+			return 0, 0, fmt.Errorf("record uploads: %w", err)
 		}
 		// The row store dropped these bundles: keep the recent ones at hand
 		// for readers, as write-once storage now holds them.

@@ -990,11 +990,11 @@ func TestOperationBehindAPlanOfAnotherRound(t *testing.T) {
 	}
 }
 
-// opAheadOfPut rearranges h's outbox so that an operation on the first
-// evidence bundle's key comes first and the bundle's put last, with the
+// opsAheadOfPut rearranges h's outbox so that n operations on the first
+// evidence bundle's key come first and the bundle's put last, with the
 // other entries between (as after the put was retried from the dead
-// letters once the operation was queued), and returns the key.
-func opAheadOfPut(t *testing.T, h *harness) string {
+// letters once the operations were queued), and returns the key.
+func opsAheadOfPut(t *testing.T, h *harness, n int) string {
 	t.Helper()
 	var key string
 	if err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
@@ -1018,8 +1018,11 @@ func opAheadOfPut(t *testing.T, h *harness) string {
 			return fmt.Errorf("outbox %+v: want an evidence bundle and two entries more", all)
 		}
 		key = put.Key
-		q := append([]ledger.OutboxEntry{{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: h.clock().Add(90 * 24 * time.Hour)}}, rest...)
-		for _, e := range append(q, put) {
+		var q []ledger.OutboxEntry
+		for i := range n {
+			q = append(q, ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: h.clock().Add(time.Duration(90+i) * 24 * time.Hour)})
+		}
+		for _, e := range append(append(q, rest...), put) {
 			if err := tx.Enqueue(e, h.clock()); err != nil {
 				return err
 			}
@@ -1039,7 +1042,7 @@ func opAheadOfPut(t *testing.T, h *harness) string {
 func TestOperationWaitsForItsPutBeyondTheRound(t *testing.T) {
 	ctx := context.Background()
 	h, _ := recordedHarness(t, nil, "B")
-	opAheadOfPut(t, h)
+	opsAheadOfPut(t, h, 1)
 	depth, err := h.l.OutboxDepth(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -1061,48 +1064,64 @@ func TestOperationWaitsForItsPutBeyondTheRound(t *testing.T) {
 	}
 }
 
-// TestRoundsGrowToReachAWaitedPut: the uploader's rounds are down to one
-// entry (rounds outlasted their claim), and the first entry is an
-// operation whose object's put is queued last: each round would claim the
-// operation alone and wait. The rounds grow until they take the put, and
-// the outbox drains with nothing moved to the dead letters.
-func TestRoundsGrowToReachAWaitedPut(t *testing.T) {
-	var gone atomic.Bool
-	gone.Store(true)
-	h, _ := recordedHarness(t, func(s ledger.Store) ledger.Store {
-		return sharedStore{Store: s, gone: func([]uint64) bool { return gone.Load() }}
-	}, "R")
-	opAheadOfPut(t, h)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
-	}()
-	defer func() { cancel(); <-stopped }()
-	within := func(what string, done func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for !done() {
-			if time.Now().After(deadline) {
-				rep, _ := h.l.Outbox(context.Background(), 0, "")
-				t.Fatalf("%s: not within 30s; outbox %+v; the ledger logged:\n%s", what, rep, h.logs.String())
+// TestRoundsReachAWaitedPut: the first entries are operations whose
+// object's put is queued last, so that each round would claim them, find
+// the put beyond it and wait: with the uploader's rounds down to one
+// entry (rounds outlasted their claim), and with more operations waiting
+// than a batch. Each next round claims as many entries more as waited,
+// reaches the put, and the outbox drains with nothing moved to the dead
+// letters.
+func TestRoundsReachAWaitedPut(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		shrunk bool
+		batch  int
+		ops    int
+	}{
+		{"rounds down to one entry", true, 0, 1},
+		{"more operations waiting than a batch", false, 2, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var gone atomic.Bool
+			gone.Store(c.shrunk)
+			h, _ := recordedHarness(t, func(s ledger.Store) ledger.Store {
+				return sharedStore{Store: s, gone: func([]uint64) bool { return gone.Load() }}
+			}, "R")
+			opsAheadOfPut(t, h, c.ops)
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Batch: c.batch, Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
+			}()
+			defer func() { cancel(); <-stopped }()
+			within := func(what string, done func() bool) {
+				t.Helper()
+				deadline := time.Now().Add(30 * time.Second)
+				tick := time.NewTicker(5 * time.Millisecond)
+				defer tick.Stop()
+				for !done() {
+					if time.Now().After(deadline) {
+						rep, _ := h.l.Outbox(context.Background(), 0, "")
+						t.Fatalf("%s: not within 30s; outbox %+v; the ledger logged:\n%s", what, rep, h.logs.String())
+					}
+					<-tick.C
+				}
 			}
-			<-tick.C
-		}
-	}
-	within("rounds down to one entry", func() bool { return strings.Contains(h.logs.String(), "next=1 ") })
-	gone.Store(false)
-	within("the outbox drained", func() bool {
-		n, err := h.l.OutboxDepth(context.Background())
-		return err == nil && n == 0
-	})
-	if rep, err := h.l.Outbox(context.Background(), 0, ""); err != nil || rep.DeadLetterCount != 0 {
-		t.Fatalf("%d dead letters %+v (%v); want none", rep.DeadLetterCount, rep.DeadLetters, err)
-	}
-	if !strings.Contains(h.logs.String(), "upload rounds claim more entries again") {
-		t.Errorf("the uploader did not say its rounds grew; it logged:\n%s", h.logs.String())
+			if c.shrunk {
+				within("rounds down to one entry", func() bool { return strings.Contains(h.logs.String(), "next=1 ") })
+				gone.Store(false)
+			}
+			within("the outbox drained", func() bool {
+				n, err := h.l.OutboxDepth(context.Background())
+				return err == nil && n == 0
+			})
+			if rep, err := h.l.Outbox(context.Background(), 0, ""); err != nil || rep.DeadLetterCount != 0 {
+				t.Fatalf("%d dead letters %+v (%v); want none", rep.DeadLetterCount, rep.DeadLetters, err)
+			}
+			if !strings.Contains(h.logs.String(), "operations wait on the puts of their objects") {
+				t.Errorf("the uploader did not say operations waited; it logged:\n%s", h.logs.String())
+			}
+		})
 	}
 }
