@@ -34,8 +34,7 @@ func UploaderIntervalOf(c UploaderConfig) time.Duration { return c.withDefaults(
 
 // UploadRoundWith runs one upload round with c (defaults filled in).
 func (l *Ledger) UploadRoundWith(ctx context.Context, c UploaderConfig) (int, error) {
-	n, _, err := l.uploadRound(ctx, c.withDefaults())
-	return n, err
+	return l.uploadRound(ctx, c.withDefaults())
 }
 
 // ErrClaimRanOut is the error of a round whose claim ran out.

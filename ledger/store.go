@@ -222,11 +222,17 @@ type Outbox interface {
 	// Queued returns those of seqs (distinct Seqs) still queued, in
 	// ascending order.
 	Queued(seqs []uint64) ([]uint64, error)
-	// PutsQueued returns those of keys (distinct object keys) with a put
-	// queued (an entry with no Op), in ascending order. It may read the
-	// whole outbox: the uploader asks it, once a round, only of operations
-	// whose object has no recorded location.
-	PutsQueued(keys []string) ([]string, error)
+	// QueuedPuts returns, for each of keys (distinct object keys) with a
+	// put queued (an entry with no Op), the first such entry, in Seq
+	// order. It may read the whole outbox: the uploader asks it, at most
+	// once a round, only of operations whose object has no recorded
+	// location.
+	QueuedPuts(keys []string) ([]OutboxEntry, error)
+	// ClaimEntries claims for holder for ttl those of the entries seqs
+	// still queued that no other holder has a live claim on (as Claim),
+	// and returns them in Seq order. A store with one uploader returns
+	// those still queued.
+	ClaimEntries(seqs []uint64, holder string, ttl time.Duration) ([]OutboxEntry, error)
 	// Dequeue removes entry seq and its failure record, and reports whether
 	// it was still queued.
 	Dequeue(seq uint64) (bool, error)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,28 +98,13 @@ const MinRetention = 24 * time.Hour
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	cfg = cfg.withDefaults()
 	size := roundSize{batch: cfg.Batch, now: cfg.Batch}
-	// Operations that wait on a put queued beyond their round are claimed
-	// again by the next, which claims as many more so that it still takes
-	// size.now other entries: the rounds move on towards the put however
-	// many wait (up to maxWaiting a round).
-	maxWaiting := 8 * cfg.Batch
-	last, waiting := size.now, 0 // the claim of the round that just ran, and its operations that waited
-	full := func(n int) bool { return n+waiting >= last }
+	last := size.now // the size of the round that just ran
+	full := func(n int) bool { return n >= last }
 	round := func(ctx context.Context) (int, error) {
 		c := cfg
-		c.Batch = size.now + min(waiting, maxWaiting)
-		last = c.Batch
-		n, w, err := l.uploadRound(ctx, c)
-		waiting = w
-		if w > 0 {
-			l.cfg.Logger.InfoContext(ctx, "operations wait on the puts of their objects, queued later: the next round claims as many more entries",
-				slog.Int("waiting", w), slog.Int("claimed", last))
-		}
-		if w > maxWaiting {
-			l.cfg.Logger.WarnContext(ctx, "more operations wait on puts queued later than a round takes beyond its batch; `ledgerctl outbox` lists them",
-				slog.Int("waiting", w), slog.Int("most", maxWaiting))
-		}
-		switch size.after(n+w, err) {
+		c.Batch, last = size.now, size.now
+		n, err := l.uploadRound(ctx, c)
+		switch size.after(n, err) {
 		case -1:
 			l.cfg.Logger.WarnContext(ctx, "upload rounds outlast their claim on their entries: the next rounds claim fewer",
 				slog.Int("next", size.now), slog.Duration("claim_ttl", cfg.ClaimTTL))
@@ -198,15 +184,14 @@ type failure struct {
 // orphan object.
 //
 // An entry that cannot succeed moves to the dead letters at once: its
-// bytes are missing, an operation names an object never uploaded and with
-// no put queued, its kind is unknown, or write-once storage holds other
-// bytes under its key. Any other failure of an entry counts as an attempt
-// when another upload of the same round succeeded; DefaultMaxAttempts
-// consecutive attempts move it aside too. Operations on one object keep their order; one failing never
+// bytes are missing, an operation names an object never uploaded, its kind
+// is unknown, or write-once storage holds other bytes under its key. Any
+// other failure of an entry counts as an attempt when another upload of
+// the same round succeeded; DefaultMaxAttempts consecutive attempts move it
+// aside too. Operations on one object keep their order; one failing never
 // holds back the others.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
-	n, _, err := l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
-	return n, err
+	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
 }
 
 // claim claims up to cfg.Batch outbox entries for this ledger, so that
@@ -231,6 +216,28 @@ func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, 
 		return nil, fmt.Errorf("claim outbox entries: %w", err)
 	}
 	return entries, nil
+}
+
+// claimEntries claims the outbox entries seqs for this ledger where no
+// other holder has a live claim on them, and returns those it claimed.
+func (l *Ledger) claimEntries(ctx context.Context, seqs []uint64, cfg UploaderConfig) ([]OutboxEntry, error) {
+	var got []OutboxEntry
+	err := l.store.Update(ctx, func(tx Tx) error {
+		var err error
+		got, err = tx.ClaimEntries(seqs, l.cfg.Leases.Holder, cfg.ClaimTTL)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim the puts operations wait on: %w", err)
+	}
+	return got, nil
+}
+
+// mergeEntries returns a and b's entries in Seq order, each once.
+func mergeEntries(a, b []OutboxEntry) []OutboxEntry {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, func(x, y OutboxEntry) int { return cmp.Compare(x.Seq, y.Seq) })
+	return slices.CompactFunc(out, func(x, y OutboxEntry) bool { return x.Seq == y.Seq })
 }
 
 // errClaimRanOut: an upload stopped because the round's claim on its
@@ -317,10 +324,9 @@ type roundSize struct {
 
 const growAfter = 8
 
-// after takes the outcome of a round of s.now entries, of which done
-// left the outbox or waited on a put beyond the round, and reports how
-// the size changed: -1 smaller, +1 larger, 0 not.
-func (s *roundSize) after(done int, err error) int {
+// after takes the outcome of a round of s.now entries and reports how the
+// size changed: -1 smaller, +1 larger, 0 not.
+func (s *roundSize) after(moved int, err error) int {
 	var o *outlasted
 	switch {
 	case errors.As(err, &o):
@@ -329,7 +335,7 @@ func (s *roundSize) after(done int, err error) int {
 			s.now = next
 			return -1
 		}
-	case err == nil && done >= s.now && s.now < s.batch:
+	case err == nil && moved >= s.now && s.now < s.batch:
 		if s.good++; s.good >= growAfter {
 			s.good = 0
 			s.now = min(s.batch, 2*s.now)
@@ -341,16 +347,15 @@ func (s *roundSize) after(done int, err error) int {
 	return 0
 }
 
-// uploadRound runs one round. It returns how many entries left the
-// outbox, and how many operations among them wait on a put of their
-// object queued beyond the round (which the next round claims again).
-func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int, error) {
+// uploadRound runs one round and returns how many entries left the
+// outbox.
+func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
 	// The claim runs from before it is asked for: the store's clock starts
 	// it a little later.
 	claimed := time.Now()
 	entries, err := l.claim(ctx, cfg)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	// An upload left waiting on a stalled bucket past the claim would hold
 	// the round (and this uploader) while the entries are another's.
@@ -365,153 +370,176 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int,
 		bodies       map[uint64][]byte
 		doomed       []failure // found doomed while reading
 		stale        []string  // recorded plans to drop unput
-		behind       int       // operations waiting on a put beyond the round
+		pull         []uint64  // queued puts beyond the round that its operations wait on
 	)
-	err = l.store.View(ctx, func(tx Tx) error {
-		plans, puts, ops, doomed, stale, behind = nil, nil, nil, nil, nil, 0
-		locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
-		var err error
-		if depth, err = tx.OutboxDepth(); err != nil {
-			return err
-		}
-		if deadN, err = tx.DeadLetterCount(); err != nil {
-			return err
-		}
-		recorded, err := tx.SegmentPlans()
-		if err != nil {
-			return err
-		}
-		all := recorded
-		if recorded, stale, err = ownPlans(tx, all, entries); err != nil {
-			return err
-		}
-		planned := map[uint64]bool{}
-		pending := map[string]bool{} // keys with a put still waiting
-		for _, p := range all {
-			if slices.Contains(stale, p.Key) {
-				continue
+	read := func() error {
+		return l.store.View(ctx, func(tx Tx) error {
+			plans, puts, ops, doomed, stale, pull = nil, nil, nil, nil, nil, nil
+			locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
+			var err error
+			if depth, err = tx.OutboxDepth(); err != nil {
+				return err
 			}
-			for _, m := range p.Entries {
-				planned[m.Seq] = true
-				pending[m.Key] = true
+			if deadN, err = tx.DeadLetterCount(); err != nil {
+				return err
 			}
-		}
-		// The evidence bundles this round reads, in one round trip where
-		// the store reads ahead.
-		var bundles []string
-		for _, p := range recorded {
-			for _, m := range p.Entries {
-				if m.Kind == ObjectEvidence {
-					bundles = append(bundles, m.Ref)
-				}
-			}
-		}
-		for _, e := range entries {
-			if e.Op == "" && e.Kind == ObjectEvidence {
-				bundles = append(bundles, e.Ref)
-			}
-		}
-		if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
-			return err
-		}
-	nextPlan:
-		for _, p := range recorded {
-			for _, m := range p.Entries {
-				b, err := entryBody(tx, m)
-				if permanent(err) {
-					doomed = append(doomed, failure{entries: p.Entries, plan: p.Key, err: fmt.Errorf("segment %s: %w", p.Key, err)})
-					continue nextPlan
-				}
-				if err != nil {
-					return err
-				}
-				bodies[m.Seq] = b
-			}
-			plans = append(plans, p)
-		}
-		for _, e := range entries {
-			if e.Op == "" {
-				pending[e.Key] = true
-			}
-		}
-		waiting := map[string]bool{} // keys whose earlier operation waits
-		// Operations whose object has no recorded location, by key, in
-		// order: they wait where a put of the object is queued beyond the
-		// round, and move to the dead letters otherwise.
-		unplaced := map[string][]OutboxEntry{}
-		var unplacedKeys []string
-		for _, e := range entries {
-			if e.Op == "" {
-				if planned[e.Seq] {
-					continue
-				}
-				b, err := entryBody(tx, e)
-				if permanent(err) {
-					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: err})
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				bodies[e.Seq] = b
-				puts = append(puts, e)
-				continue
-			}
-			// An operation waits while its object's put is queued (a put
-			// retried from the dead letters may stand behind it) and for
-			// the operations on that object before it.
-			if pending[e.Key] || waiting[e.Key] {
-				waiting[e.Key] = true
-				continue
-			}
-			if e.Op != OpHold && e.Op != OpRelease && e.Op != OpExtend {
-				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
-				continue
-			}
-			if earlier, ok := unplaced[e.Key]; ok {
-				unplaced[e.Key] = append(earlier, e)
-				continue
-			}
-			loc, err := tx.Object(e.Key)
-			if errors.Is(err, ErrNotFound) {
-				unplaced[e.Key] = []OutboxEntry{e}
-				unplacedKeys = append(unplacedKeys, e.Key)
-				continue
-			}
+			recorded, err := tx.SegmentPlans()
 			if err != nil {
 				return err
 			}
-			locs[e.Seq] = loc
-			ops = append(ops, e)
-		}
-		if len(unplacedKeys) == 0 {
+			all := recorded
+			if recorded, stale, err = ownPlans(tx, all, entries); err != nil {
+				return err
+			}
+			planned := map[uint64]bool{}
+			pending := map[string]bool{} // keys with a put still waiting
+			for _, p := range all {
+				if slices.Contains(stale, p.Key) {
+					continue
+				}
+				for _, m := range p.Entries {
+					planned[m.Seq] = true
+					pending[m.Key] = true
+				}
+			}
+			// The evidence bundles this round reads, in one round trip where
+			// the store reads ahead.
+			var bundles []string
+			for _, p := range recorded {
+				for _, m := range p.Entries {
+					if m.Kind == ObjectEvidence {
+						bundles = append(bundles, m.Ref)
+					}
+				}
+			}
+			for _, e := range entries {
+				if e.Op == "" && e.Kind == ObjectEvidence {
+					bundles = append(bundles, e.Ref)
+				}
+			}
+			if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
+				return err
+			}
+		nextPlan:
+			for _, p := range recorded {
+				for _, m := range p.Entries {
+					b, err := entryBody(tx, m)
+					if permanent(err) {
+						doomed = append(doomed, failure{entries: p.Entries, plan: p.Key, err: fmt.Errorf("segment %s: %w", p.Key, err)})
+						continue nextPlan
+					}
+					if err != nil {
+						return err
+					}
+					bodies[m.Seq] = b
+				}
+				plans = append(plans, p)
+			}
+			for _, e := range entries {
+				if e.Op == "" {
+					pending[e.Key] = true
+				}
+			}
+			waiting := map[string]bool{} // keys whose earlier operation waits
+			// Operations whose object has no recorded location, by key, in
+			// order: they wait where a put of the object is queued beyond the
+			// round, and move to the dead letters otherwise.
+			unplaced := map[string][]OutboxEntry{}
+			var unplacedKeys []string
+			for _, e := range entries {
+				if e.Op == "" {
+					if planned[e.Seq] {
+						continue
+					}
+					b, err := entryBody(tx, e)
+					if permanent(err) {
+						doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: err})
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					bodies[e.Seq] = b
+					puts = append(puts, e)
+					continue
+				}
+				// An operation waits while its object's put is queued (a put
+				// retried from the dead letters may stand behind it) and for
+				// the operations on that object before it.
+				if pending[e.Key] || waiting[e.Key] {
+					waiting[e.Key] = true
+					continue
+				}
+				if earlier, ok := unplaced[e.Key]; ok {
+					unplaced[e.Key] = append(earlier, e)
+					continue
+				}
+				if e.Op != OpHold && e.Op != OpRelease && e.Op != OpExtend {
+					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
+					continue
+				}
+				loc, err := tx.Object(e.Key)
+				if errors.Is(err, ErrNotFound) {
+					unplaced[e.Key] = []OutboxEntry{e}
+					unplacedKeys = append(unplacedKeys, e.Key)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				locs[e.Seq] = loc
+				ops = append(ops, e)
+			}
+			if len(unplacedKeys) == 0 {
+				return nil
+			}
+			// A put may be queued after the operation, beyond this round
+			// (retried from the dead letters after the operation was queued),
+			// or claimed by another replica: the operation waits for it, and
+			// the round tries to claim it too.
+			queued, err := tx.QueuedPuts(unplacedKeys)
+			if err != nil {
+				return err
+			}
+			has := map[string]bool{}
+			for _, p := range queued {
+				has[p.Key] = true
+				pull = append(pull, p.Seq)
+			}
+			for _, key := range unplacedKeys {
+				if has[key] {
+					continue
+				}
+				for _, e := range unplaced[key] {
+					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
+				}
+			}
 			return nil
-		}
-		// A put may be queued after the operation, outside this round
-		// (retried from the dead letters after the operation was queued),
-		// or claimed by another replica: the operation waits for it.
-		queued, err := tx.PutsQueued(unplacedKeys)
+		})
+	}
+	// Operations whose object's put is queued beyond the round wait for
+	// it; the round claims those puts too (where no other holder has
+	// them) and reads again, so that it puts them: however many such
+	// operations come first, each round then makes progress.
+	if err := read(); err != nil {
+		return 0, err
+	}
+	if len(pull) > 0 {
+		more, err := l.claimEntries(ctx, pull, cfg)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		for _, key := range unplacedKeys {
-			if _, found := slices.BinarySearch(queued, key); found {
-				behind += len(unplaced[key])
-				continue
-			}
-			for _, e := range unplaced[key] {
-				doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
+		if len(more) > 0 {
+			entries = mergeEntries(entries, more)
+			if err := read(); err != nil {
+				return 0, err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, 0, err
 	}
 	l.cfg.Metrics.depth(depth)
 	l.cfg.Metrics.deadLetters(deadN)
 	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 {
-		return 0, behind, nil
+		return 0, nil
 	}
 
 	// Fix the new segments (key and members) before anything is put.
@@ -563,7 +591,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int,
 		return nil
 	}
 	if err := ranOut(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	moved := 0
 	if len(fresh) > 0 || len(doomed) > 0 || len(stale) > 0 {
@@ -594,7 +622,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int,
 			return nil
 		})
 		if err != nil {
-			return 0, 0, fmt.Errorf("record segment plans: %w", err)
+			return 0, fmt.Errorf("record segment plans: %w", err)
 		}
 		for _, key := range stale {
 			l.cfg.Logger.InfoContext(ctx, "segment plan dropped unput: none of its members is queued any more", slog.String("key", key))
@@ -700,7 +728,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int,
 			return nil
 		})
 		if err != nil {
-			return 0, 0, fmt.Errorf("record uploads: %w", err)
+			return 0, fmt.Errorf("record uploads: %w", err)
 		}
 		// The row store dropped these bundles: keep the recent ones at hand
 		// for readers, as write-once storage now holds them.
@@ -726,7 +754,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, int,
 	l.cfg.Metrics.uploaded("dead", moved)
 	l.cfg.Metrics.depth(depth - len(finished) - moved)
 	l.cfg.Metrics.deadLetters(deadN)
-	return len(finished) + moved, behind, errors.Join(errs...)
+	return len(finished) + moved, errors.Join(errs...)
 }
 
 // deadLetter moves a failure's entries to the dead letters and drops the

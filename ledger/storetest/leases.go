@@ -348,22 +348,28 @@ func testQueued(t *testing.T, open opener) {
 	})
 }
 
-// testPutsQueued: PutsQueued names the keys with a put queued, in a read
-// and in a write that queued it earlier in the same transaction, and not
-// a key with only an operation queued, a key that only contains another,
-// or one whose put left the outbox.
-func testPutsQueued(t *testing.T, open opener) {
+// testQueuedPuts: QueuedPuts returns the first queued put of each key
+// that has one, in a read and in a write that queued it earlier in the
+// same transaction, and none for a key with only an operation queued, a
+// key that only contains another, or one whose put left the outbox.
+func testQueuedPuts(t *testing.T, open opener) {
 	s := open.fresh(t)
-	putsQueued := func(tx ledger.Tx, keys ...string) []string {
+	keysOf := func(tx ledger.Tx, keys ...string) []string {
 		t.Helper()
-		got, err := tx.PutsQueued(keys)
+		got, err := tx.QueuedPuts(keys)
 		if err != nil {
-			t.Errorf("PutsQueued(%q): %v", keys, err)
+			t.Errorf("QueuedPuts(%q): %v", keys, err)
 		}
-		return got
+		var out []string
+		for i, e := range got {
+			if e.Op != "" || (i > 0 && e.Seq <= got[i-1].Seq) {
+				t.Errorf("QueuedPuts(%q) = %s: want puts in Seq order", keys, show(got))
+			}
+			out = append(out, e.Key)
+		}
+		return out
 	}
-	// The keys sort the other way round from their entries' order, and one
-	// has characters JSON escapes.
+	// One key has characters JSON escapes; key's put is queued twice.
 	const key, longer, odd = "evidence/b.json", "evidence/b.json.old", `evidence/a "<&>" é.json`
 	update(t, s, func(tx ledger.Tx) error {
 		for _, e := range []ledger.OutboxEntry{
@@ -374,41 +380,88 @@ func testPutsQueued(t *testing.T, open opener) {
 				return err
 			}
 		}
-		if got := putsQueued(tx, key, longer); !slices.Equal(got, []string{longer}) {
-			t.Errorf("PutsQueued with an operation on one key and the other's put queued earlier in the transaction = %q", got)
+		if got := keysOf(tx, key, longer); !slices.Equal(got, []string{longer}) {
+			t.Errorf("QueuedPuts with an operation on one key and the other's put queued earlier in the transaction: %q", got)
 		}
-		for _, k := range []string{key, odd} {
+		for _, k := range []string{odd, key, key} {
 			if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "b", Key: k}, base); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	var put uint64
+	all := outbox(t, s, 10)
+	if len(all) != 5 {
+		t.Fatalf("outbox: %s", show(all))
+	}
 	view(t, s, func(tx ledger.Tx) error {
-		if got := putsQueued(tx, key, "evidence/absent.json", odd); !slices.Equal(got, []string{odd, key}) {
-			t.Errorf("PutsQueued of two keys with a put queued and one never queued = %q", got)
+		got, err := tx.QueuedPuts([]string{key, "evidence/absent.json", odd})
+		if err != nil || len(got) != 2 || got[0].Seq != all[2].Seq || got[1].Seq != all[3].Seq {
+			t.Errorf("QueuedPuts of two keys with puts queued and one never queued: %s, %v; want %s", show(got), err, show(all[2:4]))
 		}
-		if got := putsQueued(tx); len(got) != 0 {
-			t.Errorf("PutsQueued of no keys = %q", got)
-		}
-		es, err := tx.Outbox(10)
-		for _, e := range es {
-			if e.Key == key && e.Op == "" {
-				put = e.Seq
-			}
-		}
-		return err
-	})
-	update(t, s, func(tx ledger.Tx) error {
-		_, err := tx.Dequeue(put)
-		return err
-	})
-	view(t, s, func(tx ledger.Tx) error {
-		if got := putsQueued(tx, key); len(got) != 0 {
-			t.Errorf("PutsQueued of a key whose put left the outbox = %q", got)
+		if got := keysOf(tx); len(got) != 0 {
+			t.Errorf("QueuedPuts of no keys: %q", got)
 		}
 		return nil
+	})
+	update(t, s, func(tx ledger.Tx) error {
+		for _, e := range all[3:] {
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		if got := keysOf(tx, key); len(got) != 0 {
+			t.Errorf("QueuedPuts of a key whose puts left the outbox: %q", got)
+		}
+		return nil
+	})
+}
+
+// testClaimEntries: ClaimEntries claims the entries asked for that are
+// still queued, in Seq order, and, where the store keeps claims, not
+// those another holder has a live claim on; its holder's own claims and
+// claims that ran out are taken.
+func testClaimEntries(t *testing.T, open opener, claims bool) {
+	s := open.fresh(t)
+	all := seqsOf(enqueued(t, s, 5, 5))
+	claimEntries := func(holder string, seqs ...uint64) []uint64 {
+		t.Helper()
+		var got []ledger.OutboxEntry
+		update(t, s, func(tx ledger.Tx) error {
+			var err error
+			got, err = tx.ClaimEntries(seqs, holder, time.Minute)
+			return err
+		})
+		return seqsOf(got)
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		_, err := tx.Dequeue(all[4])
+		return err
+	})
+	if got := claimEntries("holder-a", all[3], all[1], all[4]); !slices.Equal(got, []uint64{all[1], all[3]}) {
+		t.Errorf("ClaimEntries of two queued entries and one that left: %v; want %v", got, []uint64{all[1], all[3]})
+	}
+	if !claims {
+		return
+	}
+	if got := claimEntries("holder-b", all[0], all[1]); !slices.Equal(got, []uint64{all[0]}) {
+		t.Errorf("ClaimEntries of a free entry and one holder-a holds: %v; want %v", got, []uint64{all[0]})
+	}
+	if got := claimEntries("holder-a", all[1], all[3]); !slices.Equal(got, []uint64{all[1], all[3]}) {
+		t.Errorf("ClaimEntries of holder-a's own claims: %v; want them", got)
+	}
+	if !holdsClaim(t, s, "holder-b", []uint64{all[0]}) || holdsClaim(t, s, "holder-b", []uint64{all[1]}) {
+		t.Error("after ClaimEntries, HoldsClaim does not name holder-b's entry as its own, or names holder-a's")
+	}
+	brief := claim(t, s, 1, "holder-c", time.Microsecond)
+	if len(brief) != 1 || brief[0].Seq != all[2] {
+		t.Fatalf("claim of the last free entry: %s", show(brief))
+	}
+	within(t, "holder-a takes the entry whose claim ran out", func() bool {
+		return slices.Equal(claimEntries("holder-a", all[2]), []uint64{all[2]})
 	})
 }
 

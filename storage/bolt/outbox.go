@@ -1,6 +1,8 @@
 package bolt
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -83,25 +85,48 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, nil
 }
 
-// PutsQueued implements ledger.Outbox: one pass over the outbox.
-func (t *tx) PutsQueued(keys []string) ([]string, error) {
+// QueuedPuts implements ledger.Outbox: one pass over the outbox, an
+// entry decoded only where it holds one of the keys' bytes.
+func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 	want := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		want[k] = true
+	needles := make([][]byte, len(keys))
+	for i, k := range keys {
+		want[k], needles[i] = true, []byte(k)
 	}
-	var out []string
+	var out []ledger.OutboxEntry
 	c := t.b(bOutbox).Cursor()
 	for k, v := c.First(); k != nil && len(want) > 0; k, v = c.Next() {
+		if !slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(v, n) }) {
+			continue
+		}
 		q, err := decodeQueued(v)
 		if err != nil {
 			return nil, err
 		}
 		if q.Op == "" && want[q.Key] {
-			out = append(out, q.Key)
+			out = append(out, q.OutboxEntry)
 			delete(want, q.Key)
 		}
 	}
-	slices.Sort(out)
+	return out, nil
+}
+
+// ClaimEntries implements ledger.Outbox: one uploader, so those still
+// queued.
+func (t *tx) ClaimEntries(seqs []uint64, _ string, _ time.Duration) ([]ledger.OutboxEntry, error) {
+	var out []ledger.OutboxEntry
+	for _, seq := range seqs {
+		v := t.b(bOutbox).Get(seqKey(seq))
+		if v == nil {
+			continue
+		}
+		q, err := decodeQueued(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q.OutboxEntry)
+	}
+	slices.SortFunc(out, func(a, b ledger.OutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 

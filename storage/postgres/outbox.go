@@ -144,26 +144,61 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, err
 }
 
-// PutsQueued implements ledger.Outbox: one scan of the outbox, each
-// entry's JSON read by the database.
-func (t *tx) PutsQueued(keys []string) ([]string, error) {
+// QueuedPuts implements ledger.Outbox: one scan of the outbox for the
+// entries whose stored JSON holds one of the keys' encodings, decoded to
+// be sure.
+func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	if err := t.see(tabOutbox); err != nil {
 		return nil, err
 	}
-	var out []string
+	want := make(map[string]bool, len(keys))
+	needles := make([][]byte, len(keys))
+	for i, k := range keys {
+		want[k] = true
+		var err error
+		if needles[i], err = json.Marshal(k); err != nil {
+			return nil, err
+		}
+	}
+	var out []ledger.OutboxEntry
 	err := t.query("find queued puts", `
-SELECT DISTINCT b->>'key' COLLATE "C" AS key FROM (SELECT convert_from(body, 'UTF8')::jsonb AS b FROM outbox) AS e
-WHERE b->>'key' = ANY($1) AND coalesce(b->>'op', '') = ''
-ORDER BY key`, []any{keys}, func(r pgx.Rows) error {
-		var k string
-		err := r.Scan(&k)
-		out = append(out, k)
+SELECT seq, body FROM outbox
+WHERE EXISTS (SELECT 1 FROM unnest($1::bytea[]) AS n WHERE position(n in body) > 0)
+ORDER BY seq`, []any{needles}, func(r pgx.Rows) error {
+		e, err := scanEntry(r)
+		if err == nil && e.Op == "" && want[e.Key] {
+			out = append(out, e)
+			delete(want, e.Key)
+		}
 		return err
 	})
 	return out, err
+}
+
+// ClaimEntries implements ledger.Outbox, as Claim does for the lowest
+// entries.
+func (t *tx) ClaimEntries(seqs []uint64, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	if err := t.see(tabOutbox); err != nil {
+		return nil, err
+	}
+	if !t.writing() {
+		return nil, errReadOnly
+	}
+	return t.entries("claim outbox entries", `
+UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint * interval '1 microsecond'
+WHERE seq IN (
+	SELECT seq FROM outbox
+	WHERE seq = ANY($1) AND (claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2)
+	ORDER BY seq
+	FOR UPDATE SKIP LOCKED
+)
+RETURNING seq, body`, bigints(seqs), holder, ttl.Microseconds())
 }
 
 // Dequeue implements ledger.Outbox.
