@@ -184,11 +184,11 @@ type failure struct {
 // orphan object.
 //
 // An entry that cannot succeed moves to the dead letters at once: its
-// bytes are missing, an operation names an object never uploaded, its kind
-// is unknown, or write-once storage holds other bytes under its key. Any
-// other failure of an entry counts as an attempt when another upload of
-// the same round succeeded; DefaultMaxAttempts consecutive attempts move it
-// aside too. Operations on one object keep their order; one failing never
+// bytes are missing, an operation names an object never uploaded and with
+// no put queued, its kind is unknown, or write-once storage holds other
+// bytes under its key. Any other failure of an entry counts as an attempt
+// when another upload of the same round succeeded; DefaultMaxAttempts
+// consecutive attempts move it aside too. Operations on one object keep their order; one failing never
 // holds back the others.
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
 	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
@@ -371,10 +371,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		doomed       []failure // found doomed while reading
 		stale        []string  // recorded plans to drop unput
 		pull         []uint64  // queued puts beyond the round that its operations wait on
+		waits        int       // those operations
 	)
 	read := func() error {
 		return l.store.View(ctx, func(tx Tx) error {
-			plans, puts, ops, doomed, stale, pull = nil, nil, nil, nil, nil, nil
+			plans, puts, ops, doomed, stale, pull, waits = nil, nil, nil, nil, nil, nil, 0
 			locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
 			var err error
 			if depth, err = tx.OutboxDepth(); err != nil {
@@ -508,6 +509,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			}
 			for _, key := range unplacedKeys {
 				if has[key] {
+					waits += len(unplaced[key])
 					continue
 				}
 				for _, e := range unplaced[key] {
@@ -529,6 +531,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		if err != nil {
 			return 0, err
 		}
+		l.cfg.Logger.InfoContext(ctx, "operations wait on the puts of their objects, queued later; the round claims those puts",
+			slog.Int("operations", waits), slog.Int("puts", len(pull)), slog.Int("claimed", len(more)))
 		if len(more) > 0 {
 			entries = mergeEntries(entries, more)
 			if err := read(); err != nil {

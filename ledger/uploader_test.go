@@ -1061,6 +1061,9 @@ func TestOperationWaitsForItsPutBeyondTheRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a round that claimed the operation alone", depth-1)
+	if !strings.Contains(h.logs.String(), "operations wait on the puts of their objects") {
+		t.Errorf("the round did not say the operation waited; it logged:\n%s", h.logs.String())
+	}
 	rec.mu.Lock()
 	var putKey string
 	for call := range rec.calls {

@@ -86,7 +86,8 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 }
 
 // QueuedPuts implements ledger.Outbox: one pass over the outbox, an
-// entry decoded only where it holds one of the keys' bytes.
+// entry in the binary form decoded only where it holds one of the keys'
+// bytes (an entry still in JSON, from before layout 8, always).
 func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 	want := make(map[string]bool, len(keys))
 	needles := make([][]byte, len(keys))
@@ -96,7 +97,7 @@ func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 	var out []ledger.OutboxEntry
 	c := t.b(bOutbox).Cursor()
 	for k, v := c.First(); k != nil && len(want) > 0; k, v = c.Next() {
-		if !slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(v, n) }) {
+		if len(v) > 0 && v[0] == binaryMark && !slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(v, n) }) {
 			continue
 		}
 		q, err := decodeQueued(v)

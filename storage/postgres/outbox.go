@@ -144,9 +144,9 @@ func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	return out, err
 }
 
-// QueuedPuts implements ledger.Outbox: one scan of the outbox for the
-// entries whose stored JSON holds one of the keys' encodings, decoded to
-// be sure.
+// QueuedPuts implements ledger.Outbox: one scan of the outbox, each
+// entry's key read from its JSON (json, not jsonb, which would refuse a
+// \u0000 anywhere in a body) and joined to the keys asked about.
 func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -155,19 +155,14 @@ func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 		return nil, err
 	}
 	want := make(map[string]bool, len(keys))
-	needles := make([][]byte, len(keys))
-	for i, k := range keys {
+	for _, k := range keys {
 		want[k] = true
-		var err error
-		if needles[i], err = json.Marshal(k); err != nil {
-			return nil, err
-		}
 	}
 	var out []ledger.OutboxEntry
 	err := t.query("find queued puts", `
-SELECT seq, body FROM outbox
-WHERE EXISTS (SELECT 1 FROM unnest($1::bytea[]) AS n WHERE position(n in body) > 0)
-ORDER BY seq`, []any{needles}, func(r pgx.Rows) error {
+SELECT o.seq, o.body FROM outbox AS o
+JOIN unnest($1::text[]) AS k(key) ON convert_from(o.body, 'UTF8')::json->>'key' = k.key
+ORDER BY o.seq`, []any{keys}, func(r pgx.Rows) error {
 		e, err := scanEntry(r)
 		if err == nil && e.Op == "" && want[e.Key] {
 			out = append(out, e)
