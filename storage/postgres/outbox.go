@@ -74,6 +74,12 @@ func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error
 // on, locked with SKIP LOCKED so that uploaders claiming at once never
 // wait for or take each other's entries.
 func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
+	return t.claim("ORDER BY seq LIMIT $1", n, holder, ttl)
+}
+
+// claim claims for holder for ttl the entries, of those nobody else
+// holds a live claim on, that pick ($1) chooses.
+func (t *tx) claim(pick string, arg any, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
 	if err := t.see(tabOutbox); err != nil {
 		return nil, err
 	}
@@ -84,11 +90,11 @@ func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntr
 UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint * interval '1 microsecond'
 WHERE seq IN (
 	SELECT seq FROM outbox
-	WHERE claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2
-	ORDER BY seq LIMIT $1
+	WHERE (claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2)
+	`+pick+`
 	FOR UPDATE SKIP LOCKED
 )
-RETURNING seq, body`, n, holder, ttl.Microseconds())
+RETURNING seq, body`, arg, holder, ttl.Microseconds())
 }
 
 // HoldsClaim implements ledger.Outbox. The entries holder still holds
@@ -179,21 +185,7 @@ func (t *tx) ClaimEntries(seqs []uint64, holder string, ttl time.Duration) ([]le
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	if err := t.see(tabOutbox); err != nil {
-		return nil, err
-	}
-	if !t.writing() {
-		return nil, errReadOnly
-	}
-	return t.entries("claim outbox entries", `
-UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint * interval '1 microsecond'
-WHERE seq IN (
-	SELECT seq FROM outbox
-	WHERE seq = ANY($1) AND (claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2)
-	ORDER BY seq
-	FOR UPDATE SKIP LOCKED
-)
-RETURNING seq, body`, bigints(seqs), holder, ttl.Microseconds())
+	return t.claim("AND seq = ANY($1) ORDER BY seq", bigints(seqs), holder, ttl)
 }
 
 // Dequeue implements ledger.Outbox.
