@@ -831,6 +831,41 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	}
 }
 
+// uploading runs h's uploader, its rounds back to back and retried at
+// once, until t ends.
+func (h *harness) uploading(t *testing.T, cfg ledger.UploaderConfig) {
+	cfg.Interval, cfg.Idle, cfg.MaxBackoff = -1, time.Millisecond, time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, cfg)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+}
+
+// within polls done until it holds, failing t after 30 s with the outbox
+// and the ledger's log.
+func (h *harness) within(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		if time.Now().After(deadline) {
+			rep, _ := h.l.Outbox(context.Background(), 0, "")
+			t.Fatalf("%s: not within 30s; outbox %+v; the ledger logged:\n%s", what, rep, h.logs.String())
+		}
+		<-tick.C
+	}
+}
+
+// drained reports whether h's outbox is empty.
+func (h *harness) drained() bool {
+	n, err := h.l.OutboxDepth(context.Background())
+	return err == nil && n == 0
+}
+
 // TestRoundsShrinkWhenTheyOutlastTheirClaim: a store that finds the claim
 // gone on more than one plan member at a time stands for rounds that
 // outlast their claim with more entries than that. Were every round to
@@ -842,29 +877,8 @@ func TestRoundsShrinkWhenTheyOutlastTheirClaim(t *testing.T) {
 		return sharedStore{Store: s, gone: func(seqs []uint64) bool { return len(seqs) > 1 }}
 	}, "S")
 	logs := h.logs
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
-	}()
-	defer func() { cancel(); <-stopped }()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		depth, err := h.l.OutboxDepth(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if depth == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d entries still queued after 30s; the uploader logged:\n%s", depth, logs.String())
-		}
-		<-tick.C
-	}
+	h.uploading(t, ledger.UploaderConfig{})
+	h.within(t, "the outbox drained", h.drained)
 	if !strings.Contains(logs.String(), "the next rounds claim fewer") {
 		t.Errorf("the uploader did not say its rounds claim fewer entries; it logged:\n%s", logs.String())
 	}
@@ -1107,34 +1121,12 @@ func TestRoundsReachAWaitedPut(t *testing.T) {
 				return sharedStore{Store: s, gone: func([]uint64) bool { return gone.Load() }}
 			}, "R")
 			opsAheadOfPut(t, h, c.ops)
-			ctx, cancel := context.WithCancel(context.Background())
-			stopped := make(chan struct{})
-			go func() {
-				defer close(stopped)
-				_ = h.l.RunUploader(ctx, ledger.UploaderConfig{Batch: c.batch, Interval: -1, Idle: time.Millisecond, MaxBackoff: time.Millisecond})
-			}()
-			defer func() { cancel(); <-stopped }()
-			within := func(what string, done func() bool) {
-				t.Helper()
-				deadline := time.Now().Add(30 * time.Second)
-				tick := time.NewTicker(5 * time.Millisecond)
-				defer tick.Stop()
-				for !done() {
-					if time.Now().After(deadline) {
-						rep, _ := h.l.Outbox(context.Background(), 0, "")
-						t.Fatalf("%s: not within 30s; outbox %+v; the ledger logged:\n%s", what, rep, h.logs.String())
-					}
-					<-tick.C
-				}
-			}
+			h.uploading(t, ledger.UploaderConfig{Batch: c.batch})
 			if c.shrunk {
-				within("rounds down to one entry", func() bool { return strings.Contains(h.logs.String(), "next=1 ") })
+				h.within(t, "rounds down to one entry", func() bool { return strings.Contains(h.logs.String(), "next=1 ") })
 				gone.Store(false)
 			}
-			within("the outbox drained", func() bool {
-				n, err := h.l.OutboxDepth(context.Background())
-				return err == nil && n == 0
-			})
+			h.within(t, "the outbox drained", h.drained)
 			if rep, err := h.l.Outbox(context.Background(), 0, ""); err != nil || rep.DeadLetterCount != 0 {
 				t.Fatalf("%d dead letters %+v (%v); want none", rep.DeadLetterCount, rep.DeadLetters, err)
 			}
