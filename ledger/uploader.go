@@ -347,6 +347,169 @@ func (s *roundSize) after(moved int, err error) int {
 	return 0
 }
 
+// roundRead is what a round reads of the row store before it puts
+// anything.
+type roundRead struct {
+	depth, deadN int
+	plans        []SegmentPlan // recorded plans the round re-puts
+	puts         []OutboxEntry // entries to put that no plan holds yet
+	ops          []OutboxEntry // operations whose object is stored
+	locs         map[uint64]Location
+	bodies       map[uint64][]byte
+	doomed       []failure // found doomed while reading
+	stale        []string  // recorded plans to drop unput
+	pull         []uint64  // queued puts beyond the round that its operations wait on
+	waits        int       // those operations
+}
+
+// readRound reads in tx what a round that claimed entries does: the
+// recorded plans it re-puts and those it drops, its puts and their bodies,
+// the operations it applies and those that wait, and what cannot succeed.
+func readRound(tx Tx, entries []OutboxEntry) (roundRead, error) {
+	var r roundRead
+	r.locs, r.bodies = map[uint64]Location{}, map[uint64][]byte{}
+	var err error
+	if r.depth, err = tx.OutboxDepth(); err != nil {
+		return r, err
+	}
+	if r.deadN, err = tx.DeadLetterCount(); err != nil {
+		return r, err
+	}
+	recorded, err := tx.SegmentPlans()
+	if err != nil {
+		return r, err
+	}
+	all := recorded
+	if recorded, r.stale, err = ownPlans(tx, all, entries); err != nil {
+		return r, err
+	}
+	planned := map[uint64]bool{}
+	pending := map[string]bool{} // keys with a put still waiting
+	for _, p := range all {
+		if slices.Contains(r.stale, p.Key) {
+			continue
+		}
+		for _, m := range p.Entries {
+			planned[m.Seq] = true
+			pending[m.Key] = true
+		}
+	}
+	// The evidence bundles this round reads, in one round trip where
+	// the store reads ahead.
+	var bundles []string
+	for _, p := range recorded {
+		for _, m := range p.Entries {
+			if m.Kind == ObjectEvidence {
+				bundles = append(bundles, m.Ref)
+			}
+		}
+	}
+	for _, e := range entries {
+		if e.Op == "" && e.Kind == ObjectEvidence {
+			bundles = append(bundles, e.Ref)
+		}
+	}
+	if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
+		return r, err
+	}
+nextPlan:
+	for _, p := range recorded {
+		for _, m := range p.Entries {
+			b, err := entryBody(tx, m)
+			if permanent(err) {
+				r.doomed = append(r.doomed, failure{entries: p.Entries, plan: p.Key, err: fmt.Errorf("segment %s: %w", p.Key, err)})
+				continue nextPlan
+			}
+			if err != nil {
+				return r, err
+			}
+			r.bodies[m.Seq] = b
+		}
+		r.plans = append(r.plans, p)
+	}
+	for _, e := range entries {
+		if e.Op == "" {
+			pending[e.Key] = true
+		}
+	}
+	waiting := map[string]bool{} // keys whose earlier operation r.waits
+	// Operations whose object has no recorded location, by key, in
+	// order: they wait where a put of the object is queued beyond the
+	// round, and move to the dead letters otherwise.
+	unplaced := map[string][]OutboxEntry{}
+	var unplacedKeys []string
+	for _, e := range entries {
+		if e.Op == "" {
+			if planned[e.Seq] {
+				continue
+			}
+			b, err := entryBody(tx, e)
+			if permanent(err) {
+				r.doomed = append(r.doomed, failure{entries: []OutboxEntry{e}, err: err})
+				continue
+			}
+			if err != nil {
+				return r, err
+			}
+			r.bodies[e.Seq] = b
+			r.puts = append(r.puts, e)
+			continue
+		}
+		// An operation waits while its object's put is queued (a put
+		// retried from the dead letters may stand behind it) and for
+		// the operations on that object before it.
+		if pending[e.Key] || waiting[e.Key] {
+			waiting[e.Key] = true
+			continue
+		}
+		if earlier, ok := unplaced[e.Key]; ok {
+			unplaced[e.Key] = append(earlier, e)
+			continue
+		}
+		if e.Op != OpHold && e.Op != OpRelease && e.Op != OpExtend {
+			r.doomed = append(r.doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
+			continue
+		}
+		loc, err := tx.Object(e.Key)
+		if errors.Is(err, ErrNotFound) {
+			unplaced[e.Key] = []OutboxEntry{e}
+			unplacedKeys = append(unplacedKeys, e.Key)
+			continue
+		}
+		if err != nil {
+			return r, err
+		}
+		r.locs[e.Seq] = loc
+		r.ops = append(r.ops, e)
+	}
+	if len(unplacedKeys) == 0 {
+		return r, nil
+	}
+	// A put may be queued after the operation, beyond this round
+	// (retried from the dead letters after the operation was queued),
+	// or claimed by another replica: the operation waits for it, and
+	// the round tries to claim it too.
+	queued, err := tx.QueuedPuts(unplacedKeys)
+	if err != nil {
+		return r, err
+	}
+	has := map[string]bool{}
+	for _, p := range queued {
+		has[p.Key] = true
+		r.pull = append(r.pull, p.Seq)
+	}
+	for _, key := range unplacedKeys {
+		if has[key] {
+			r.waits += len(unplaced[key])
+			continue
+		}
+		for _, e := range unplaced[key] {
+			r.doomed = append(r.doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
+		}
+	}
+	return r, nil
+}
+
 // uploadRound runs one round and returns how many entries left the
 // outbox.
 func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, error) {
@@ -361,162 +524,12 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	// the round (and this uploader) while the entries are another's.
 	putCtx, cancel := context.WithDeadlineCause(ctx, claimed.Add(cfg.ClaimTTL), errClaimRanOut)
 	defer cancel()
-	var (
-		depth, deadN int
-		plans        []SegmentPlan
-		puts         []OutboxEntry // entries to put that no plan holds yet
-		ops          []OutboxEntry // operations whose object is stored
-		locs         map[uint64]Location
-		bodies       map[uint64][]byte
-		doomed       []failure // found doomed while reading
-		stale        []string  // recorded plans to drop unput
-		pull         []uint64  // queued puts beyond the round that its operations wait on
-		waits        int       // those operations
-	)
+	var r roundRead
 	read := func() error {
 		return l.store.View(ctx, func(tx Tx) error {
-			plans, puts, ops, doomed, stale, pull, waits = nil, nil, nil, nil, nil, nil, 0
-			locs, bodies = map[uint64]Location{}, map[uint64][]byte{}
 			var err error
-			if depth, err = tx.OutboxDepth(); err != nil {
-				return err
-			}
-			if deadN, err = tx.DeadLetterCount(); err != nil {
-				return err
-			}
-			recorded, err := tx.SegmentPlans()
-			if err != nil {
-				return err
-			}
-			all := recorded
-			if recorded, stale, err = ownPlans(tx, all, entries); err != nil {
-				return err
-			}
-			planned := map[uint64]bool{}
-			pending := map[string]bool{} // keys with a put still waiting
-			for _, p := range all {
-				if slices.Contains(stale, p.Key) {
-					continue
-				}
-				for _, m := range p.Entries {
-					planned[m.Seq] = true
-					pending[m.Key] = true
-				}
-			}
-			// The evidence bundles this round reads, in one round trip where
-			// the store reads ahead.
-			var bundles []string
-			for _, p := range recorded {
-				for _, m := range p.Entries {
-					if m.Kind == ObjectEvidence {
-						bundles = append(bundles, m.Ref)
-					}
-				}
-			}
-			for _, e := range entries {
-				if e.Op == "" && e.Kind == ObjectEvidence {
-					bundles = append(bundles, e.Ref)
-				}
-			}
-			if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
-				return err
-			}
-		nextPlan:
-			for _, p := range recorded {
-				for _, m := range p.Entries {
-					b, err := entryBody(tx, m)
-					if permanent(err) {
-						doomed = append(doomed, failure{entries: p.Entries, plan: p.Key, err: fmt.Errorf("segment %s: %w", p.Key, err)})
-						continue nextPlan
-					}
-					if err != nil {
-						return err
-					}
-					bodies[m.Seq] = b
-				}
-				plans = append(plans, p)
-			}
-			for _, e := range entries {
-				if e.Op == "" {
-					pending[e.Key] = true
-				}
-			}
-			waiting := map[string]bool{} // keys whose earlier operation waits
-			// Operations whose object has no recorded location, by key, in
-			// order: they wait where a put of the object is queued beyond the
-			// round, and move to the dead letters otherwise.
-			unplaced := map[string][]OutboxEntry{}
-			var unplacedKeys []string
-			for _, e := range entries {
-				if e.Op == "" {
-					if planned[e.Seq] {
-						continue
-					}
-					b, err := entryBody(tx, e)
-					if permanent(err) {
-						doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: err})
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					bodies[e.Seq] = b
-					puts = append(puts, e)
-					continue
-				}
-				// An operation waits while its object's put is queued (a put
-				// retried from the dead letters may stand behind it) and for
-				// the operations on that object before it.
-				if pending[e.Key] || waiting[e.Key] {
-					waiting[e.Key] = true
-					continue
-				}
-				if earlier, ok := unplaced[e.Key]; ok {
-					unplaced[e.Key] = append(earlier, e)
-					continue
-				}
-				if e.Op != OpHold && e.Op != OpRelease && e.Op != OpExtend {
-					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("operation %q: %w", e.Op, errUnknownEntry)})
-					continue
-				}
-				loc, err := tx.Object(e.Key)
-				if errors.Is(err, ErrNotFound) {
-					unplaced[e.Key] = []OutboxEntry{e}
-					unplacedKeys = append(unplacedKeys, e.Key)
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				locs[e.Seq] = loc
-				ops = append(ops, e)
-			}
-			if len(unplacedKeys) == 0 {
-				return nil
-			}
-			// A put may be queued after the operation, beyond this round
-			// (retried from the dead letters after the operation was queued),
-			// or claimed by another replica: the operation waits for it, and
-			// the round tries to claim it too.
-			queued, err := tx.QueuedPuts(unplacedKeys)
-			if err != nil {
-				return err
-			}
-			has := map[string]bool{}
-			for _, p := range queued {
-				has[p.Key] = true
-				pull = append(pull, p.Seq)
-			}
-			for _, key := range unplacedKeys {
-				if has[key] {
-					waits += len(unplaced[key])
-					continue
-				}
-				for _, e := range unplaced[key] {
-					doomed = append(doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
-				}
-			}
-			return nil
+			r, err = readRound(tx, entries)
+			return err
 		})
 	}
 	// Operations whose object's put is queued beyond the round wait for
@@ -526,13 +539,13 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	if err := read(); err != nil {
 		return 0, err
 	}
-	if len(pull) > 0 {
-		more, err := l.claimEntries(ctx, pull, cfg)
+	if len(r.pull) > 0 {
+		more, err := l.claimEntries(ctx, r.pull, cfg)
 		if err != nil {
 			return 0, err
 		}
 		l.cfg.Logger.InfoContext(ctx, "operations wait on the puts of their objects, queued later; the round claims those puts",
-			slog.Int("operations", waits), slog.Int("puts", len(pull)), slog.Int("claimed", len(more)))
+			slog.Int("operations", r.waits), slog.Int("puts", len(r.pull)), slog.Int("claimed", len(more)))
 		if len(more) > 0 {
 			entries = mergeEntries(entries, more)
 			if err := read(); err != nil {
@@ -540,7 +553,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			}
 		}
 	}
-	l.cfg.Metrics.depth(depth)
+	plans, puts, ops, locs, bodies, doomed, stale, deadN := r.plans, r.puts, r.ops, r.locs, r.bodies, r.doomed, r.stale, r.deadN
+	l.cfg.Metrics.depth(r.depth)
 	l.cfg.Metrics.deadLetters(deadN)
 	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 {
 		return 0, nil
@@ -756,7 +770,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	l.cfg.Metrics.uploaded("ok", len(finished))
 	l.cfg.Metrics.uploaded("error", len(failed)-len(deadNow))
 	l.cfg.Metrics.uploaded("dead", moved)
-	l.cfg.Metrics.depth(depth - len(finished) - moved)
+	l.cfg.Metrics.depth(r.depth - len(finished) - moved)
 	l.cfg.Metrics.deadLetters(deadN)
 	return len(finished) + moved, errors.Join(errs...)
 }
