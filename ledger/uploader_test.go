@@ -732,6 +732,21 @@ func (f *faultyStore) callCount() int {
 	return n
 }
 
+// recordedNothing fails t unless the round just run recorded no segment
+// plan, left all depth entries queued and made no call to the evidence
+// store.
+func recordedNothing(t *testing.T, h *harness, rec *faultyStore, depth int, when string) {
+	t.Helper()
+	rep, err := h.l.Outbox(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := rec.callCount(); rep.Plans != 0 || rep.Depth != depth || calls != 0 {
+		t.Fatalf("%s: %d plans recorded, %d of %d entries queued, %d calls to the evidence store; want none, all, none",
+			when, rep.Plans, rep.Depth, depth, calls)
+	}
+}
+
 // TestNoPlanAfterTheClaimRanOut: a round whose claim ran out before it
 // recorded its segment plans records none and puts nothing (another
 // round may hold its entries by then and plan them itself); the next
@@ -748,15 +763,7 @@ func TestNoPlanAfterTheClaimRanOut(t *testing.T) {
 	if _, err := h.l.UploadRoundWith(ctx, ledger.UploaderConfig{ClaimTTL: time.Nanosecond}); !errors.Is(err, ledger.ErrClaimRanOut) {
 		t.Fatalf("round whose claim ran out: %v, want its claim ran out", err)
 	}
-	rep, err := h.l.Outbox(ctx, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	puts := rec.callCount()
-	if rep.Plans != 0 || rep.Depth != depth || puts != 0 {
-		t.Fatalf("after a round whose claim ran out: %d plans recorded, %d of %d entries queued, %d calls to the store; want none, all, none",
-			rep.Plans, rep.Depth, depth, puts)
-	}
+	recordedNothing(t, h, rec, depth, "after a round whose claim ran out")
 	h.drain(t)
 	if len(recordedKeys(t, h)) == 0 { // recordedKeys fails on a row not uploaded
 		t.Fatal("nothing uploaded after the round with a live claim")
@@ -815,15 +822,7 @@ func TestNoPlanWhenTheStoreSaysTheClaimIsGone(t *testing.T) {
 	if _, err := h.l.UploadRound(ctx, 512, 4); !errors.Is(err, ledger.ErrClaimRanOut) {
 		t.Fatalf("round whose claim the store says is gone: %v", err)
 	}
-	rep, err := h.l.Outbox(ctx, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := rec.callCount()
-	if rep.Plans != 0 || rep.Depth != depth || calls != 0 {
-		t.Fatalf("%d plans recorded, %d of %d entries queued and %d calls to the evidence store; want none, all, none",
-			rep.Plans, rep.Depth, depth, calls)
-	}
+	recordedNothing(t, h, rec, depth, "after a round the store refused")
 	gone.Store(false)
 	h.drain(t)
 	if len(recordedKeys(t, h)) == 0 { // recordedKeys fails on a row not uploaded
