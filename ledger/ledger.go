@@ -110,7 +110,20 @@ type ReceiptInput struct {
 	Limits          *Limits
 	ContextID       string
 	MessageID       string
+	// Parsed, when set, is the input's tokens as Parse parsed them, for a
+	// caller that read them before (AppendReceipts groups receipts by the
+	// grant each names). AppendReceipt parses the tokens itself when it
+	// is nil or was parsed from other tokens.
+	Parsed *verifier.Parsed
 }
+
+// verifierInput is what the verifier reads of in.
+func (in *ReceiptInput) verifierInput() verifier.Input {
+	return verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions}
+}
+
+// Parse parses in's tokens once, for AppendReceipt to read (Parsed).
+func (in *ReceiptInput) Parse() *verifier.Parsed { return verifier.Parse(in.verifierInput()) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
@@ -188,9 +201,12 @@ func sha256Hex(b []byte) string {
 // returns an error wrapping ErrInvalid, with nothing stored, only when the
 // input cannot be parsed; every failed check is recorded as a row.
 func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outcome, error) {
-	// Each token is parsed once, here: the checks below, the verifier,
-	// dedupe and the leaf read this parse.
-	p := verifier.Parse(verifier.Input{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions})
+	// Each token is parsed once, here or by the caller (in.Parsed): the
+	// checks below, the verifier, dedupe and the leaf read this parse.
+	p := in.Parsed
+	if !p.Of(in.verifierInput()) {
+		p = in.Parse()
+	}
 	if err := in.validate(p); err != nil {
 		return nil, 0, err
 	}

@@ -206,6 +206,47 @@ func TestDedupe(t *testing.T) {
 	}
 }
 
+// An input parsed by its caller is recorded from that parse; a parse of
+// other tokens, or of other actions, is not read: the input's own tokens
+// are what is recorded.
+func TestParsedInput(t *testing.T) {
+	h := newHarness(t)
+	r := h.sc.Mint(pacttest.Spec{})
+	ri := in(r)
+	ri.Parsed = ri.Parse()
+	row, o := h.append(t, ri)
+	if o != ledger.Created || row.Status != ledger.Authorized {
+		t.Fatalf("parsed by the caller: %v %v", o, row.Status)
+	}
+
+	other := h.sc.Mint(pacttest.Spec{Target: "A-7"})
+	for name, mismatch := range map[string]func(*ledger.ReceiptInput){
+		"another receipt": func(x *ledger.ReceiptInput) { x.ReceiptJWS = other.ReceiptJWS },
+		"another request": func(x *ledger.ReceiptInput) { x.RequestJWT = other.RequestJWT },
+		"other actions":   func(x *ledger.ReceiptInput) { x.Actions[0].Target = "A-7" },
+	} {
+		// p is of the other receipt's input changed to look like this one
+		// in all but one part; the row must be this receipt's.
+		r2 := h.sc.Mint(pacttest.Spec{Target: "A-2"})
+		want := in(r2)
+		decoy := in(r2)
+		decoy.Actions = append([]verifier.Action(nil), decoy.Actions...)
+		mismatch(&decoy)
+		want.Parsed = decoy.Parse()
+		row, o := h.append(t, want)
+		if o != ledger.Created || row.Status != ledger.Authorized {
+			t.Fatalf("%s: %v %v %+v", name, o, row.Status, row.Verifier.Checks)
+		}
+		hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+		if row.ReceiptID != "sha256:"+hash(want.ReceiptJWS) || row.RequestJWTSHA256 != hash(want.RequestJWT) {
+			t.Fatalf("%s: recorded receipt %s, request JWT %s: not the input's", name, row.ReceiptID, row.RequestJWTSHA256)
+		}
+		if len(row.Actions) != 1 || row.Actions[0].Target != want.Actions[0].Target {
+			t.Fatalf("%s: recorded actions %+v, not the input's %+v", name, row.Actions, want.Actions)
+		}
+	}
+}
+
 func TestWithinLimits(t *testing.T) {
 	h := newHarness(t)
 	lim := &ledger.Limits{AmountMax: "order_value", CountMax: 1}

@@ -226,6 +226,12 @@ func Parse(in Input) *Parsed {
 	return p
 }
 
+// Of reports whether p was parsed from in: the same tokens and actions.
+func (p *Parsed) Of(in Input) bool {
+	return p != nil && p.parsed && p.receipt.raw == in.ReceiptJWS && p.request.raw == in.RequestJWT &&
+		p.token.raw == in.DelegationToken && slices.Equal(p.actions, in.Actions)
+}
+
 // Receipt returns the receipt's claims, or ParseReceipt's error for it.
 func (p *Parsed) Receipt() (Receipt, error) { return p.rc, p.rcErr }
 

@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -40,12 +38,18 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		return nil, status.Errorf(codes.InvalidArgument, "receipts: %d given, want 1 to %d", n, MaxBatchReceipts)
 	}
 	results := make([]*ledgerv1.AppendReceiptResult, len(receipts))
+	ins := make([]ledger.ReceiptInput, len(receipts))
+	for i, r := range receipts {
+		ins[i] = receiptInput(r)
+		ins[i].Parsed = ins[i].Parse()
+	}
 	sem := make(chan struct{}, batchWorkers)
 	var wg sync.WaitGroup
-	for _, idx := range byGrant(receipts) {
+	for _, idx := range byGrant(ins) {
 		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		wg.Add(1)
+		s.workers.run(func() {
+			defer func() { <-sem; wg.Done() }()
 			var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
 			for _, i := range idx {
 				if held != nil {
@@ -53,7 +57,7 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 						Message: "not recorded: an earlier receipt of its grant in this call was not (" + codes.Code(held.GetCode()).String() + "); send both again, in order"}
 					continue
 				}
-				resp, err := s.AppendReceipt(ctx, receipts[i])
+				resp, err := s.appendReceipt(ctx, ins[i])
 				results[i] = receiptResult(resp, err)
 				if !settled(codes.Code(results[i].GetCode())) {
 					held = results[i]
@@ -77,13 +81,21 @@ func settled(code codes.Code) bool {
 	return code == codes.OK || code == codes.InvalidArgument || code == codes.NotFound
 }
 
-// byGrant is the receipts' indexes by the grant each names (grantOf), each
-// grant's in order, the grants in the order of their first receipt.
-func byGrant(receipts []*ledgerv1.AppendReceiptRequest) [][]int {
+// byGrant is the receipts' indexes by the grant each names, each grant's in
+// order, the grants in the order of their first receipt. The grant is read
+// from the receipt's claims as parsed, before it is verified: it only
+// decides which receipts AppendReceipts records in order, so a receipt that
+// lies about its grant changes no more than the order of its own
+// recording. Receipts whose claims cannot be read are recorded in order
+// among themselves.
+func byGrant(ins []ledger.ReceiptInput) [][]int {
 	var grants [][]int
 	at := map[string]int{}
-	for i, r := range receipts {
-		g := grantOf(r.GetReceiptJws())
+	for i, in := range ins {
+		var g string
+		if rc, err := in.Parsed.Receipt(); err == nil {
+			g = rc.GrantID
+		}
 		k, ok := at[g]
 		if !ok {
 			k = len(grants)
@@ -93,30 +105,6 @@ func byGrant(receipts []*ledgerv1.AppendReceiptRequest) [][]int {
 		grants[k] = append(grants[k], i)
 	}
 	return grants
-}
-
-// grantOf is the grant a receipt names, read without verifying it: it only
-// decides which receipts AppendReceipts records in order, so a receipt that
-// lies about its grant changes no more than the order of its own
-// recording. "" for a receipt whose claims cannot be read (they are
-// recorded in order among themselves).
-func grantOf(jws string) string {
-	_, rest, _ := strings.Cut(jws, ".")
-	payload, _, ok := strings.Cut(rest, ".")
-	if !ok {
-		return ""
-	}
-	b, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil {
-		return ""
-	}
-	var c struct {
-		GrantID string `json:"grantId"`
-	}
-	if json.Unmarshal(b, &c) != nil {
-		return ""
-	}
-	return c.GrantID
 }
 
 // newBatchReceipts counts the receipts AppendReceipts answered, by the

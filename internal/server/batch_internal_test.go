@@ -44,18 +44,25 @@ func TestByGrant(t *testing.T) {
 	jws := func(payload string) *ledgerv1.AppendReceiptRequest {
 		return &ledgerv1.AppendReceiptRequest{ReceiptJws: "eyJhbGciOiJFUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2ln"}
 	}
+	const ts = `,"ts":"2026-11-30T10:00:00Z"}`
 	receipts := []*ledgerv1.AppendReceiptRequest{
-		jws(`{"grantId":"g1","user":"u"}`),
-		jws(`{"grantId":"g2"}`),
+		jws(`{"grantId":"g1","user":"u"` + ts),
+		jws(`{"grantId":"g2"` + ts),
 		{ReceiptJws: "not a JWS"},
-		jws(`{"grantId":"g1"}`),
+		jws(`{"grantId":"g1"` + ts),
 		jws(`not JSON`),
-		jws(`{"grantId":"g2"}`),
-		jws(`{"grantId":"g1"}`),
+		jws(`{"grantId":"g2"` + ts),
+		jws(`{"grantId":"g1"` + ts),
 		{ReceiptJws: "a.!!!.c"},
+		jws(`{"grantId":"g2","ts":"yesterday"}`), // not receipt claims
 	}
-	want := [][]int{{0, 3, 6}, {1, 5}, {2, 4, 7}}
-	if got := byGrant(receipts); !reflect.DeepEqual(got, want) {
+	ins := make([]ledger.ReceiptInput, len(receipts))
+	for i, r := range receipts {
+		ins[i] = receiptInput(r)
+		ins[i].Parsed = ins[i].Parse()
+	}
+	want := [][]int{{0, 3, 6}, {1, 5}, {2, 4, 7, 8}}
+	if got := byGrant(ins); !reflect.DeepEqual(got, want) {
 		t.Fatalf("byGrant = %v, want %v", got, want)
 	}
 }

@@ -65,6 +65,9 @@ type Server struct {
 	// monthly catch-up.
 	drillStats *drillStats
 	access     *ledger.AccessLog // the read-access log
+	// workers runs the receipts of AppendReceipts calls; closeAll stops
+	// its goroutines.
+	workers *workers
 }
 
 // streamWorkers is how many goroutines the gRPC server keeps to run calls
@@ -277,7 +280,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.NumStreamWorkers(streamWorkers),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
-	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, batchReceipts: newBatchReceipts(reg)}
+	s.workers = newWorkers(streamWorkers)
+	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, batchReceipts: newBatchReceipts(reg), workers: s.workers}
 	ledgerv1.RegisterLedgerServiceServer(s.grpc, svc)
 	// The REST gateway and the console call the same service in process,
 	// through the same interceptors.
@@ -734,6 +738,9 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 func (s *Server) closeAll() {
+	if s.workers != nil {
+		s.workers.stop()
+	}
 	if s.provider != nil {
 		if err := s.provider.Close(); err != nil {
 			s.log.Error("close provider store", slog.String("error", err.Error()))

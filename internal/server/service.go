@@ -36,6 +36,8 @@ type service struct {
 	access *ledger.AccessLog
 	// batchReceipts counts AppendReceipts' results by code.
 	batchReceipts *prometheus.CounterVec
+	// workers runs the receipts of AppendReceipts calls.
+	workers *workers
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.
@@ -112,6 +114,11 @@ func fromTS(t *timestamppb.Timestamp) time.Time {
 }
 
 func (s *service) AppendReceipt(ctx context.Context, req *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
+	return s.appendReceipt(ctx, receiptInput(req))
+}
+
+// receiptInput is what req asks the ledger to record.
+func receiptInput(req *ledgerv1.AppendReceiptRequest) ledger.ReceiptInput {
 	in := ledger.ReceiptInput{
 		ReceiptJWS:      req.GetReceiptJws(),
 		RequestJWT:      req.GetRequestJwt(),
@@ -125,6 +132,10 @@ func (s *service) AppendReceipt(ctx context.Context, req *ledgerv1.AppendReceipt
 	if lim := req.GetLimits(); lim != nil {
 		in.Limits = &ledger.Limits{AmountMax: lim.GetAmountMax(), CountMax: int(lim.GetCountMax())}
 	}
+	return in
+}
+
+func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput) (*ledgerv1.AppendReceiptResponse, error) {
 	row, outcome, err := s.l.AppendReceipt(ctx, in)
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendReceipt", err)
