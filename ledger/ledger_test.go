@@ -219,30 +219,39 @@ func TestParsedInput(t *testing.T) {
 		t.Fatalf("parsed by the caller: %v %v", o, row.Status)
 	}
 
+	// Each case's input is parsed with one part swapped for another
+	// receipt's (a decoy); the row must be what the input's own parts make
+	// of it.
 	other := h.sc.Mint(pacttest.Spec{Target: "A-7"})
-	for name, mismatch := range map[string]func(*ledger.ReceiptInput){
-		"another receipt": func(x *ledger.ReceiptInput) { x.ReceiptJWS = other.ReceiptJWS },
-		"another request": func(x *ledger.ReceiptInput) { x.RequestJWT = other.RequestJWT },
-		"other actions":   func(x *ledger.ReceiptInput) { x.Actions[0].Target = "A-7" },
+	for _, c := range []struct {
+		name   string
+		spec   pacttest.Spec
+		swap   func(*ledger.ReceiptInput)
+		scopes verifier.Outcome // the input's own scopes_within_grant
+	}{
+		{"another receipt", pacttest.Spec{Target: "A-2"}, func(x *ledger.ReceiptInput) { x.ReceiptJWS = other.ReceiptJWS }, verifier.Pass},
+		{"another request", pacttest.Spec{Target: "A-3"}, func(x *ledger.ReceiptInput) { x.RequestJWT = other.RequestJWT }, verifier.Pass},
+		{"other actions", pacttest.Spec{Target: "A-4"}, func(x *ledger.ReceiptInput) { x.Actions[0].Target = "A-7" }, verifier.Pass},
+		// The input's token grants less than its receipt used; the
+		// decoy's grants it all.
+		{"another token", pacttest.Spec{Target: "A-5", Granted: "orders:read"}, func(x *ledger.ReceiptInput) { x.DelegationToken = other.DelegationToken }, verifier.Fail},
 	} {
-		// p is of the other receipt's input changed to look like this one
-		// in all but one part; the row must be this receipt's.
-		r2 := h.sc.Mint(pacttest.Spec{Target: "A-2"})
+		r2 := h.sc.Mint(c.spec)
 		want := in(r2)
 		decoy := in(r2)
 		decoy.Actions = append([]verifier.Action(nil), decoy.Actions...)
-		mismatch(&decoy)
+		c.swap(&decoy)
 		want.Parsed = decoy.Parse()
 		row, o := h.append(t, want)
-		if o != ledger.Created || row.Status != ledger.Authorized {
-			t.Fatalf("%s: %v %v %+v", name, o, row.Status, row.Verifier.Checks)
+		if got := check(row, "scopes_within_grant"); o != ledger.Created || got.Result != c.scopes || (c.scopes == verifier.Pass) != (row.Status == ledger.Authorized) {
+			t.Fatalf("%s: %v %v, scopes_within_grant %+v, want %v", c.name, o, row.Status, got, c.scopes)
 		}
 		hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 		if row.ReceiptID != "sha256:"+hash(want.ReceiptJWS) || row.RequestJWTSHA256 != hash(want.RequestJWT) {
-			t.Fatalf("%s: recorded receipt %s, request JWT %s: not the input's", name, row.ReceiptID, row.RequestJWTSHA256)
+			t.Fatalf("%s: recorded receipt %s, request JWT %s: not the input's", c.name, row.ReceiptID, row.RequestJWTSHA256)
 		}
 		if len(row.Actions) != 1 || row.Actions[0].Target != want.Actions[0].Target {
-			t.Fatalf("%s: recorded actions %+v, not the input's %+v", name, row.Actions, want.Actions)
+			t.Fatalf("%s: recorded actions %+v, not the input's %+v", c.name, row.Actions, want.Actions)
 		}
 	}
 }

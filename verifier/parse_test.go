@@ -122,6 +122,44 @@ func TestVerifyParsedRefusesWhatParseDidNotMake(t *testing.T) {
 	}
 }
 
+// Of is true only for a Parse of the same tokens and actions.
+func TestParsedOf(t *testing.T) {
+	in := verifier.Input{ReceiptJWS: "r.r.r", RequestJWT: "q.q.q", DelegationToken: "d.d.d",
+		Actions: []verifier.Action{{Tool: "cancel_order", Target: "A-1", ArgsJSON: `{"order":"A-1"}`}}}
+	if !verifier.Parse(in).Of(in) {
+		t.Fatal("a parse is not Of its own input")
+	}
+	var nilParse *verifier.Parsed
+	if nilParse.Of(in) || (&verifier.Parsed{}).Of(in) || (&verifier.Parsed{}).Of(verifier.Input{}) {
+		t.Error("a nil or zero Parsed is Of an input")
+	}
+	for name, change := range map[string]func(*verifier.Input){
+		"receipt":         func(x *verifier.Input) { x.ReceiptJWS = "r.r.s" },
+		"request":         func(x *verifier.Input) { x.RequestJWT = "" },
+		"token":           func(x *verifier.Input) { x.DelegationToken = "d.d.e" },
+		"action's tool":   func(x *verifier.Input) { x.Actions[0].Tool = "refund" },
+		"action's args":   func(x *verifier.Input) { x.Actions[0].ArgsJSON = `{"order":"A-2"}` },
+		"one more":        func(x *verifier.Input) { x.Actions = append(x.Actions, x.Actions[0]) },
+		"no actions":      func(x *verifier.Input) { x.Actions = nil },
+		"action's target": func(x *verifier.Input) { x.Actions[0].Target = "A-2" },
+	} {
+		other := in
+		other.Actions = slices.Clone(in.Actions)
+		change(&other)
+		if verifier.Parse(in).Of(other) || verifier.Parse(other).Of(in) {
+			t.Errorf("%s changed: a parse of one is Of the other", name)
+		}
+	}
+	// No actions and an empty list are the same input.
+	none := in
+	none.Actions = nil
+	empty := in
+	empty.Actions = []verifier.Action{}
+	if !verifier.Parse(none).Of(empty) {
+		t.Error("a parse with no actions is not Of the input with an empty list")
+	}
+}
+
 func hexSum(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])

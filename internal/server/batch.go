@@ -48,21 +48,13 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 	for _, idx := range byGrant(ins) {
 		sem <- struct{}{}
 		wg.Add(1)
+		// Not deferred, as in wg.Go: a receipt that panics takes the
+		// process down before Wait can return the call with its result
+		// unset, which a writer would read as recorded.
 		s.workers.run(func() {
-			defer func() { <-sem; wg.Done() }()
-			var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
-			for _, i := range idx {
-				if held != nil {
-					results[i] = &ledgerv1.AppendReceiptResult{Code: int32(codes.Aborted),
-						Message: "not recorded: an earlier receipt of its grant in this call was not (" + codes.Code(held.GetCode()).String() + "); send both again, in order"}
-					continue
-				}
-				resp, err := s.appendReceipt(ctx, ins[i])
-				results[i] = receiptResult(resp, err)
-				if !settled(codes.Code(results[i].GetCode())) {
-					held = results[i]
-				}
-			}
+			s.recordGrant(ctx, ins, idx, results)
+			<-sem
+			wg.Done()
 		})
 	}
 	wg.Wait()
@@ -70,6 +62,25 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		s.batchReceipts.WithLabelValues(codes.Code(r.GetCode()).String()).Inc()
 	}
 	return &ledgerv1.AppendReceiptsResponse{Results: results}, nil
+}
+
+// recordGrant records the receipts ins[i] of one grant, for i in idx in
+// order, each answer in results[i]. After a receipt that is to be sent
+// again, the grant's later receipts are not recorded but answered ABORTED.
+func (s *service) recordGrant(ctx context.Context, ins []ledger.ReceiptInput, idx []int, results []*ledgerv1.AppendReceiptResult) {
+	var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
+	for _, i := range idx {
+		if held != nil {
+			results[i] = &ledgerv1.AppendReceiptResult{Code: int32(codes.Aborted),
+				Message: "not recorded: an earlier receipt of its grant in this call was not (" + codes.Code(held.GetCode()).String() + "); send both again, in order"}
+			continue
+		}
+		resp, err := s.appendReceipt(ctx, ins[i])
+		results[i] = receiptResult(resp, err)
+		if !settled(codes.Code(results[i].GetCode())) {
+			held = results[i]
+		}
+	}
 }
 
 // settled reports whether a receipt answered with code is done with: it
