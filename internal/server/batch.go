@@ -38,11 +38,7 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		return nil, status.Errorf(codes.InvalidArgument, "receipts: %d given, want 1 to %d", n, MaxBatchReceipts)
 	}
 	results := make([]*ledgerv1.AppendReceiptResult, len(receipts))
-	ins := make([]ledger.ReceiptInput, len(receipts))
-	for i, r := range receipts {
-		ins[i] = receiptInput(r)
-		ins[i].Parsed = ins[i].Parse()
-	}
+	ins := parsedInputs(receipts)
 	sem := make(chan struct{}, batchWorkers)
 	var wg sync.WaitGroup
 	for _, idx := range byGrant(ins) {
@@ -62,6 +58,17 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		s.batchReceipts.WithLabelValues(codes.Code(r.GetCode()).String()).Inc()
 	}
 	return &ledgerv1.AppendReceiptsResponse{Results: results}, nil
+}
+
+// parsedInputs is what each receipt asks the ledger to record, its tokens
+// parsed once: byGrant and the ledger read that parse.
+func parsedInputs(receipts []*ledgerv1.AppendReceiptRequest) []ledger.ReceiptInput {
+	ins := make([]ledger.ReceiptInput, len(receipts))
+	for i, r := range receipts {
+		ins[i] = receiptInput(r)
+		ins[i].Parsed = ins[i].Parse()
+	}
+	return ins
 }
 
 // recordGrant records the receipts ins[i] of one grant, for i in idx in

@@ -56,13 +56,8 @@ func TestByGrant(t *testing.T) {
 		{ReceiptJws: "a.!!!.c"},
 		jws(`{"grantId":"g2","ts":"yesterday"}`), // not receipt claims
 	}
-	ins := make([]ledger.ReceiptInput, len(receipts))
-	for i, r := range receipts {
-		ins[i] = receiptInput(r)
-		ins[i].Parsed = ins[i].Parse()
-	}
 	want := [][]int{{0, 3, 6}, {1, 5}, {2, 4, 7, 8}}
-	if got := byGrant(ins); !reflect.DeepEqual(got, want) {
+	if got := byGrant(parsedInputs(receipts)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("byGrant = %v, want %v", got, want)
 	}
 }
