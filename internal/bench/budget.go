@@ -25,6 +25,9 @@ type budgetPart struct {
 const (
 	frameCommitLoop = "github.com/pactledger/pactledger/storage/bolt.(*Store).commitLoop"
 	frameAppend     = "github.com/pactledger/pactledger/ledger.(*Ledger).AppendReceipt"
+	// frameParse parses a receipt's tokens where the caller does so before
+	// AppendReceipt (AppendReceipts, to read each receipt's grant).
+	frameParse = "github.com/pactledger/pactledger/ledger.(*ReceiptInput).Parse"
 )
 
 // budgetParts are the parts of ledgerd's CPU a row, in the order a sample
@@ -42,7 +45,7 @@ var budgetParts = []budgetPart{
 	{name: "the commit: the rows' writes", any: []string{frameAppend, "github.com/pactledger/pactledger/ledger.(*Ledger).commitRow"}, within: []string{frameCommitLoop}},
 	{name: "the commit: other members (uploads recorded, log rounds stored, claims)", any: []string{frameCommitLoop}},
 	{name: "verification besides the signatures", any: []string{"github.com/pactledger/pactledger/verifier.(*Verifier).VerifyParsed"}},
-	{name: "the request besides verification: parsing, lookups before the commit", any: []string{frameAppend}},
+	{name: "the request besides verification: parsing, lookups before the commit", any: []string{frameAppend, frameParse}},
 	{name: "the Merkle log outside the commit: rounds prepared, tiles published", any: []string{
 		"github.com/pactledger/pactledger/ledger.(*Ledger).integrateLoop", "github.com/pactledger/pactledger/ledger.(*Ledger).RunIntegrator",
 		"github.com/pactledger/pactledger/ledger.(*Ledger).Integrate", "github.com/pactledger/pactledger/ledger.(*Ledger).PublishTiles"}},
