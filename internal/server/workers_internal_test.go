@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"testing"
@@ -71,5 +72,25 @@ func TestWorkersKeepTheirGoroutines(t *testing.T) {
 			t.Errorf("%d goroutines kept after a function run after stop", n)
 		}
 		w.stop() // a second stop is harmless
+	})
+}
+
+// A server that closes stops the goroutines its AppendReceipts calls kept:
+// synctest fails the test if one is still waiting when it ends.
+func TestCloseAllStopsTheWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Server{workers: newWorkers(streamWorkers), log: slog.New(slog.DiscardHandler)}
+		ran := make(chan struct{})
+		s.workers.run(func() { close(ran) })
+		<-ran
+		synctest.Wait()
+		if n := s.workers.live.Load(); n != 1 {
+			t.Fatalf("%d goroutines kept after one function, want 1", n)
+		}
+		s.closeAll()
+		synctest.Wait()
+		if n := s.workers.live.Load(); n != 0 {
+			t.Errorf("%d goroutines kept after the server closed", n)
+		}
 	})
 }
