@@ -4,6 +4,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -515,6 +516,39 @@ type tx struct {
 	fs *keyFilters
 	// scratch is encodeRow's buffer for a row's JSON.
 	scratch []byte
+	// cursors are the transaction's cursors by bucket name (cursor).
+	cursors map[string]*bolt.Cursor
+}
+
+// cursor returns the transaction's cursor on bucket name, made on first
+// use. A cursor keeps the stack of pages it descends through from one
+// seek to the next, where bbolt's Get, and every new cursor, grows a new
+// one: a commit looks up and inserts into the same few buckets for each
+// of its rows. Whoever takes it positions it afresh (Seek, First, Last)
+// and holds no position across a call that may take it too.
+func (t *tx) cursor(name []byte) *bolt.Cursor {
+	if c, ok := t.cursors[string(name)]; ok {
+		return c
+	}
+	c := t.b(name).Cursor()
+	if t.cursors == nil {
+		t.cursors = make(map[string]*bolt.Cursor)
+	}
+	t.cursors[string(name)] = c
+	return c
+}
+
+// get is bucket name's Get(k) through the transaction's cursor on it.
+func (t *tx) get(name, k []byte) []byte { return seekExact(t.cursor(name), k) }
+
+// seekExact is what Get(k) of c's bucket returns: k's value, nil when k
+// is not there or names a nested bucket.
+func seekExact(c *bolt.Cursor, k []byte) []byte {
+	sk, v := c.Seek(k)
+	if !bytes.Equal(sk, k) {
+		return nil
+	}
+	return v
 }
 
 // b returns bucket name of the transaction, with its split set for how
@@ -736,12 +770,12 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 		}
 	}
 	for _, e := range indexEntries(r) {
-		if err := insertEntry(t.b(e.bucket), indexPrefix(e.value), indexPosting(r.IssuedAt, seq)); err != nil {
+		if err := insertAt(t.cursor(e.bucket), indexPrefix(e.value), indexPosting(r.IssuedAt, seq)); err != nil {
 			return err
 		}
 	}
 	if !r.RetainUntil.IsZero() {
-		if err := insertEntry(t.b(bExpiry), nil, indexPosting(r.RetainUntil, seq)); err != nil {
+		if err := insertAt(t.cursor(bExpiry), nil, indexPosting(r.RetainUntil, seq)); err != nil {
 			return err
 		}
 	}
@@ -794,7 +828,7 @@ func (t *tx) RowByRequestJWT(sha string) (string, error) {
 
 func (t *tx) counter(k []byte, delta int64) (uint64, error) {
 	n := int64(0)
-	if v := t.b(bMeta).Get(k); len(v) == 8 {
+	if v := t.get(bMeta, k); len(v) == 8 {
 		n = int64(binary.BigEndian.Uint64(v))
 	}
 	n += delta

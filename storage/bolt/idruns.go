@@ -73,10 +73,15 @@ func runEntries(v []byte, w int) ([]byte, bool) {
 // of width w, whether it heads a run or is in one; the value as it is for
 // any other key; nil when k is not there.
 func idGet(b *bolt.Bucket, w int, k []byte) []byte {
+	return idGetAt(b.Cursor(), w, k)
+}
+
+// idGetAt is idGet with a cursor on the bucket, which it moves.
+func idGetAt(c *bolt.Cursor, w int, k []byte) []byte {
 	if len(k) != w {
-		return b.Get(k)
+		return seekExact(c, k)
 	}
-	head, v := idRunAt(b.Cursor(), w, k)
+	head, v := idRunAt(c, w, k)
 	if head == nil {
 		return nil
 	}
@@ -118,10 +123,16 @@ func searchEntries(entries []byte, w int, k []byte) (int, bool) {
 // is split in two when it grows past maxIDRunBytes; any other key gets a
 // value of its own.
 func idPut(b *bolt.Bucket, w int, k, seq []byte) error {
+	return idPutAt(b.Cursor(), w, k, seq)
+}
+
+// idPutAt is idPut with a cursor on the bucket, which it moves.
+func idPutAt(c *bolt.Cursor, w int, k, seq []byte) error {
+	b := c.Bucket()
 	if len(k) != w {
 		return b.Put(k, seq)
 	}
-	head, v := idRunAt(b.Cursor(), w, k)
+	head, v := idRunAt(c, w, k)
 	_, ok := runEntries(v, w)
 	if head == nil || !ok {
 		// No run holds k's place (or the head's value is of another

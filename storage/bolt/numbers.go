@@ -132,7 +132,7 @@ func validNumber(v []byte) []byte {
 
 // putRowNumber writes row id key k's number into bRowSeq.
 func (t *tx) putRowNumber(k, seq []byte) error {
-	if err := idPut(t.b(bRowSeq), idWidth(bRowSeq), k, seq); err != nil {
+	if err := idPutAt(t.cursor(bRowSeq), idWidth(bRowSeq), k, seq); err != nil {
 		return err
 	}
 	if t.fs != nil {
@@ -243,12 +243,12 @@ func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
 // putRequestJWT records row number seq as the first that used sha, which
 // requestJWTRow found in no row.
 func (t *tx) putRequestJWT(sha string, seq []byte) error {
-	b := t.b(bReqJWT)
+	c := t.cursor(bReqJWT)
 	keys := reqKeys(sha)
 	k := keys[0]
-	if !t.absent(k) && idGet(b, reqKeyLen, k) != nil {
+	if !t.absent(k) && idGetAt(c, reqKeyLen, k) != nil {
 		// Another request JWT's: its first 16 bytes are this one's.
-		if len(keys) == 1 || idGet(b, reqKeyLen, keys[1]) != nil {
+		if len(keys) == 1 || idGetAt(c, reqKeyLen, keys[1]) != nil {
 			return fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
 		}
 		k = keys[1]
@@ -259,7 +259,7 @@ func (t *tx) putRequestJWT(sha string, seq []byte) error {
 	if t.m != nil {
 		t.m.jwts[string(idKey(sha))] = seq
 	}
-	return idPut(b, reqKeyLen, k, seq)
+	return idPutAt(c, reqKeyLen, k, seq)
 }
 
 // deleteRequestJWT removes sha's entry when it names row number seq.

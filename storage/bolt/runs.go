@@ -117,8 +117,23 @@ func walkRun(first posting, v []byte, each func(posting) bool) (posting, error) 
 
 // lastOf returns the last entry of the run whose first entry is first
 // and whose value is v.
+// It runs for each index entry a row adds (insertEntry), so it reads the
+// deltas in a loop of its own rather than through walkRun's callback.
 func lastOf(first posting, v []byte) (posting, error) {
-	return walkRun(first, v, func(posting) bool { return true })
+	t, s := first.time, int64(first.seq)
+	for len(v) > 0 {
+		dt, n := binary.Uvarint(v)
+		if n <= 0 {
+			return posting{t, uint64(s)}, errBadRun
+		}
+		ds, m := binary.Varint(v[n:])
+		if m <= 0 {
+			return posting{t, uint64(s)}, errBadRun
+		}
+		v = v[n+m:]
+		t, s = t+dt, s+ds
+	}
+	return posting{t, uint64(s)}, nil
 }
 
 // appendDelta appends q's difference from p, the entry before it.
@@ -177,8 +192,13 @@ func runBefore(c *bolt.Cursor, prefix, k []byte) (rk []byte, run []posting, ok b
 // insertEntry adds p to the index under prefix. An entry already there
 // stays as it is.
 func insertEntry(b *bolt.Bucket, prefix []byte, p posting) error {
+	return insertAt(b.Cursor(), prefix, p)
+}
+
+// insertAt is insertEntry with a cursor on the index, which it moves.
+func insertAt(c *bolt.Cursor, prefix []byte, p posting) error {
+	b := c.Bucket()
 	k := p.key(prefix)
-	c := b.Cursor()
 	sk, _ := c.Seek(k)
 	if bytes.Equal(sk, k) {
 		return nil
