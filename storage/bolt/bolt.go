@@ -516,7 +516,9 @@ type tx struct {
 	fs *keyFilters
 	// scratch is encodeRow's buffer for a row's JSON.
 	scratch []byte
-	// cursors are the transaction's cursors by bucket name (cursor).
+	// buckets and cursors are the transaction's buckets and cursors by
+	// name (b, cursor).
+	buckets map[string]*bolt.Bucket
 	cursors map[string]*bolt.Cursor
 }
 
@@ -553,11 +555,22 @@ func seekExact(c *bolt.Cursor, k []byte) []byte {
 
 // b returns bucket name of the transaction, with its split set for how
 // its keys arrive (fillPercent).
+//
+// A transaction keeps the buckets it opened: bbolt keeps them in a write
+// transaction but opens a bucket afresh, with a cursor, on every call in
+// a read one.
 func (t *tx) b(name []byte) *bolt.Bucket {
+	if b, ok := t.buckets[string(name)]; ok {
+		return b
+	}
 	b := t.tx.Bucket(name)
 	if f, ok := fillPercent[string(name)]; ok {
 		b.FillPercent = f
 	}
+	if t.buckets == nil {
+		t.buckets = make(map[string]*bolt.Bucket)
+	}
+	t.buckets[string(name)] = b
 	return b
 }
 
@@ -636,7 +649,7 @@ func (t *tx) unlinkByNumber(id string, v, seq []byte) error {
 		}
 	}
 	k := rowObjectKey(seq)
-	if v := t.b(bObjects).Get(k); v != nil {
+	if v := t.get(bObjects, k); v != nil {
 		if err := t.b(bObjects).Put(objectKey(ledger.EvidenceKey(id)), append([]byte(nil), v...)); err != nil {
 			return err
 		}
@@ -652,7 +665,7 @@ func (t *tx) unlinkByNumber(id string, v, seq []byte) error {
 
 // rowAt returns the row numbered seq.
 func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
-	v := t.b(bRowData).Get(seq)
+	v := t.get(bRowData, seq)
 	if v == nil {
 		return nil, fmt.Errorf("row %x: indexed but not stored", seq)
 	}
@@ -786,7 +799,7 @@ func (t *tx) insertRow(r *ledger.Row, seq []byte) error {
 // counter at zero is removed.
 func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 	n := 0
-	if v := t.b(bucket).Get([]byte(key)); len(v) == 8 {
+	if v := t.get(bucket, []byte(key)); len(v) == 8 {
 		n = int(binary.BigEndian.Uint64(v))
 	}
 	n = max(n+delta, 0)
@@ -843,7 +856,7 @@ func (t *tx) NextIncidentSeq() (uint64, error) {
 }
 
 func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
-	if t.b(bJWKS).Get([]byte(s.ID)) != nil {
+	if t.get(bJWKS, []byte(s.ID)) != nil {
 		return false, nil
 	}
 	v, err := json.Marshal(s)
@@ -855,7 +868,7 @@ func (t *tx) PutSnapshot(s verifier.Snapshot) (bool, error) {
 
 func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 	var s verifier.Snapshot
-	v := t.b(bJWKS).Get([]byte(id))
+	v := t.get(bJWKS, []byte(id))
 	if v == nil {
 		return s, ledger.ErrNotFound
 	}
@@ -969,7 +982,7 @@ func (t *tx) PutDrill(id string, body []byte) error {
 }
 
 func (t *tx) Drill(id string) ([]byte, error) {
-	v := t.b(bDrills).Get([]byte(id))
+	v := t.get(bDrills, []byte(id))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}
@@ -1009,7 +1022,7 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 }
 
 func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
-	v := t.b(bGrants).Get([]byte(grant))
+	v := t.get(bGrants, []byte(grant))
 	if v == nil {
 		return nil, nil
 	}
@@ -1056,7 +1069,7 @@ func (t *tx) PutIncident(seq uint64, inc ledger.IncidentRecord) error {
 }
 
 func (t *tx) Incident(seq uint64) (*ledger.IncidentRecord, error) {
-	v := t.b(bIncident).Get(seqKey(seq))
+	v := t.get(bIncident, seqKey(seq))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}
@@ -1218,7 +1231,7 @@ func (t *tx) QueueDeletion(loc ledger.Location) error {
 }
 
 func (t *tx) Tombstone(id string) (*ledger.Tombstone, error) {
-	v := t.b(bTombs).Get([]byte(id))
+	v := t.get(bTombs, []byte(id))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}
@@ -1245,7 +1258,7 @@ func (t *tx) Deletions(n int) ([]ledger.Location, error) {
 func (t *tx) Deleted(key string) error { return t.b(bDeletes).Delete([]byte(key)) }
 
 func (t *tx) SnapshotRetain(id string) (time.Time, error) {
-	v := t.b(bSnapKeep).Get([]byte(id))
+	v := t.get(bSnapKeep, []byte(id))
 	if len(v) != 8 {
 		return time.Time{}, nil
 	}

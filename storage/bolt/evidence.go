@@ -80,7 +80,7 @@ func (t *tx) storedBundle(bundle []byte) []byte {
 }
 
 func (t *tx) Evidence(rowID string) ([]byte, error) {
-	v := t.b(bEvidence).Get(t.evidenceKey(rowID))
+	v := t.get(bEvidence, t.evidenceKey(rowID))
 	if v == nil {
 		return nil, ledger.ErrNotFound
 	}

@@ -104,7 +104,7 @@ var conversionPasses = []conversionPass{
 		// The first row that used it, by its number (the rows pass ran
 		// first). An entry naming no stored row points nowhere and is
 		// left out.
-		seq := t.b(bRowSeq).Get(idKey(string(v)))
+		seq := t.get(bRowSeq, idKey(string(v)))
 		if seq == nil {
 			return nil
 		}

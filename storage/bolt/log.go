@@ -86,7 +86,7 @@ func splitLeaf(v []byte) (string, []byte, error) {
 
 // SequenceLeaf implements ledger.LogTx.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
-	if t.b(bLogLeaves).Get(u64(uint64(index))) != nil {
+	if t.get(bLogLeaves, u64(uint64(index))) != nil {
 		return fmt.Errorf("log: leaf %d is already taken", index)
 	}
 	for i, h := range hashes {
@@ -119,7 +119,7 @@ func (t *tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 
 // Leaf implements ledger.LogTx.
 func (t *tx) Leaf(index int64) (string, []byte, error) {
-	v := t.b(bLogLeaves).Get(u64(uint64(index)))
+	v := t.get(bLogLeaves, u64(uint64(index)))
 	if v == nil {
 		return "", nil, fmt.Errorf("%w: leaf %d", ledger.ErrNotFound, index)
 	}
@@ -151,10 +151,10 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 			return 0, fmt.Errorf("leaf index of %s: %w", ref, err)
 		}
 		if v = leaf; v == nil {
-			v = t.b(bLogIndex).Get(k)
+			v = t.get(bLogIndex, k)
 		}
 	default:
-		v = t.b(bLogIndex).Get(k)
+		v = t.get(bLogIndex, k)
 	}
 	if len(v) < 8 {
 		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
@@ -185,16 +185,16 @@ func (t *tx) SetLogHead(size int64, cp []byte) error {
 
 // LogHead implements ledger.LogTx.
 func (t *tx) LogHead() (int64, []byte, error) {
-	v := t.b(bMeta).Get(kLogSize)
+	v := t.get(bMeta, kLogSize)
 	if len(v) != 8 {
 		return 0, nil, nil
 	}
-	return int64(binary.BigEndian.Uint64(v)), append([]byte(nil), t.b(bMeta).Get(kLogHead)...), nil
+	return int64(binary.BigEndian.Uint64(v)), append([]byte(nil), t.get(bMeta, kLogHead)...), nil
 }
 
 // CheckpointAt implements ledger.LogTx.
 func (t *tx) CheckpointAt(size int64) ([]byte, error) {
-	v := t.b(bLogCPs).Get(u64(uint64(size)))
+	v := t.get(bLogCPs, u64(uint64(size)))
 	if v == nil {
 		return nil, fmt.Errorf("%w: checkpoint at size %d", ledger.ErrNotFound, size)
 	}
@@ -203,7 +203,7 @@ func (t *tx) CheckpointAt(size int64) ([]byte, error) {
 
 // TilesPublished implements ledger.LogTx.
 func (t *tx) TilesPublished() (int64, error) {
-	v := t.b(bMeta).Get(kLogTiles)
+	v := t.get(bMeta, kLogTiles)
 	if len(v) != 8 {
 		return 0, nil
 	}
@@ -217,7 +217,7 @@ func (t *tx) SetTilesPublished(size int64) error {
 
 // LogPruned implements ledger.PrunedLog.
 func (t *tx) LogPruned() (int64, error) {
-	v := t.b(bMeta).Get(kLogPruned)
+	v := t.get(bMeta, kLogPruned)
 	if len(v) != 8 {
 		return 0, nil
 	}

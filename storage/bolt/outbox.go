@@ -66,7 +66,7 @@ func (t *tx) Claim(n int, _ string, _ time.Duration) ([]ledger.OutboxEntry, erro
 // only be queued.
 func (t *tx) HoldsClaim(_ string, seqs []uint64) (bool, error) {
 	for _, seq := range seqs {
-		if t.b(bOutbox).Get(seqKey(seq)) == nil {
+		if t.get(bOutbox, seqKey(seq)) == nil {
 			return false, nil
 		}
 	}
@@ -77,7 +77,7 @@ func (t *tx) HoldsClaim(_ string, seqs []uint64) (bool, error) {
 func (t *tx) Queued(seqs []uint64) ([]uint64, error) {
 	var out []uint64
 	for _, seq := range seqs {
-		if t.b(bOutbox).Get(seqKey(seq)) != nil {
+		if t.get(bOutbox, seqKey(seq)) != nil {
 			out = append(out, seq)
 		}
 	}
@@ -117,7 +117,7 @@ func (t *tx) QueuedPuts(keys []string) ([]ledger.OutboxEntry, error) {
 func (t *tx) ClaimEntries(seqs []uint64, _ string, _ time.Duration) ([]ledger.OutboxEntry, error) {
 	var out []ledger.OutboxEntry
 	for _, seq := range seqs {
-		v := t.b(bOutbox).Get(seqKey(seq))
+		v := t.get(bOutbox, seqKey(seq))
 		if v == nil {
 			continue
 		}
@@ -133,7 +133,7 @@ func (t *tx) ClaimEntries(seqs []uint64, _ string, _ time.Duration) ([]ledger.Ou
 
 func (t *tx) Dequeue(seq uint64) (bool, error) {
 	k := seqKey(seq)
-	if t.b(bOutbox).Get(k) == nil {
+	if t.get(bOutbox, k) == nil {
 		return false, nil
 	}
 	if err := t.b(bOutbox).Delete(k); err != nil {
@@ -154,7 +154,7 @@ func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(t.obje
 
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
-	v := t.b(bObjects).Get(t.objectKey(key))
+	v := t.get(bObjects, t.objectKey(key))
 	if v == nil {
 		return loc, ledger.ErrNotFound
 	}
@@ -233,7 +233,7 @@ func (t *tx) OutboxDepth() (int, error) { return t.outboxDepth(), nil }
 
 // outboxDepth is the count of entries in the outbox, kept with them.
 func (t *tx) outboxDepth() int {
-	v := t.b(bMeta).Get(kOutboxN)
+	v := t.get(bMeta, kOutboxN)
 	if len(v) != 8 {
 		return 0
 	}
@@ -274,7 +274,7 @@ func (t *tx) DropSegmentPlan(key string) error { return t.b(bPlans).Delete([]byt
 
 func (t *tx) Failure(seq uint64) (ledger.OutboxFailure, error) {
 	var f ledger.OutboxFailure
-	v := t.b(bOutboxFail).Get(seqKey(seq))
+	v := t.get(bOutboxFail, seqKey(seq))
 	if v == nil {
 		return f, nil
 	}
@@ -294,7 +294,7 @@ func (t *tx) SetFailure(seq uint64, f ledger.OutboxFailure) error {
 
 func (t *tx) PutDeadLetter(d ledger.DeadLetter) error {
 	k := seqKey(d.Entry.Seq)
-	isNew := t.b(bDead).Get(k) == nil
+	isNew := t.get(bDead, k) == nil
 	v, err := json.Marshal(d)
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ func (t *tx) DeadLetters(after uint64, n int) ([]ledger.DeadLetter, error) {
 }
 
 func (t *tx) DeadLetterCount() (int, error) {
-	v := t.b(bMeta).Get(kDeadN)
+	v := t.get(bMeta, kDeadN)
 	if len(v) != 8 {
 		return 0, nil
 	}
@@ -332,7 +332,7 @@ func (t *tx) DeadLetterCount() (int, error) {
 
 func (t *tx) RemoveDeadLetter(seq uint64) error {
 	k := seqKey(seq)
-	if t.b(bDead).Get(k) == nil {
+	if t.get(bDead, k) == nil {
 		return nil
 	}
 	if err := t.b(bDead).Delete(k); err != nil {

@@ -34,7 +34,7 @@ func init() { allBuckets = append(allBuckets, bSnapCounts, bSnapNums) }
 // with assign, it hands one out when it has none.
 func (t *tx) snapshotNumber(id string, assign bool) ([]byte, error) {
 	k := idKey(id)
-	if v := t.b(bSnapNums).Get(k); len(v) == 4 {
+	if v := t.get(bSnapNums, k); len(v) == 4 {
 		return append([]byte(nil), v...), nil
 	}
 	if !assign {
@@ -108,5 +108,5 @@ func (t *tx) SnapshotInUse(id string) (bool, error) {
 	if err != nil || num == nil {
 		return false, err
 	}
-	return t.b(bSnapCounts).Get(num) != nil, nil
+	return t.get(bSnapCounts, num) != nil, nil
 }
