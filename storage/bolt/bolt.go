@@ -1003,15 +1003,15 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 		if sk, _ := c.Seek(tok); sk == nil {
 			k, v = c.Last()
 		} else {
-			k, v = c.Prev()
+			k, v = prev(c, sk)
 		}
 		for k != nil && string(k) >= string(tok) {
-			k, v = c.Prev()
+			k, v = prev(c, k)
 		}
 	}
 	var out [][]byte
 	var last []byte
-	for ; k != nil; k, v = c.Prev() {
+	for ; k != nil; k, v = prev(c, k) {
 		if len(out) == n {
 			return out, base64.RawURLEncoding.EncodeToString(last), nil
 		}
@@ -1088,10 +1088,10 @@ func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 	} else if k, _ = c.Seek(seqKey(before)); k == nil {
 		k, v = c.Last()
 	} else {
-		k, v = c.Prev()
+		k, v = prev(c, k)
 	}
 	var out []*ledger.IncidentRecord
-	for ; k != nil && len(out) < n; k, v = c.Prev() {
+	for ; k != nil && len(out) < n; k, v = prev(c, k) {
 		var inc ledger.IncidentRecord
 		if err := json.Unmarshal(v, &inc); err != nil {
 			return nil, fmt.Errorf("decode incident %x: %w", k, err)

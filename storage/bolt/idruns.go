@@ -51,10 +51,10 @@ func idRunAt(c *bolt.Cursor, w int, k []byte) (head, v []byte) {
 	if head == nil {
 		head, v = c.Last()
 	} else {
-		head, v = c.Prev()
+		head, v = prev(c, head)
 	}
 	for head != nil && len(head) != w {
-		head, v = c.Prev()
+		head, v = prev(c, head)
 	}
 	return head, v
 }

@@ -169,7 +169,7 @@ func runBeforeSought(c *bolt.Cursor, prefix, sk []byte) (rk []byte, first postin
 	if sk == nil {
 		rk, rv = c.Last()
 	} else {
-		rk, rv = c.Prev()
+		rk, rv = prev(c, sk)
 	}
 	if first, ok = runHead(rk, prefix); !ok {
 		return nil, posting{}, nil, false
@@ -300,7 +300,7 @@ func (rc *runCursor) prev() (posting, bool, error) {
 		rc.i--
 		return rc.run[rc.i], true, nil
 	}
-	if ok, err := rc.load(rc.c.Prev()); err != nil || !ok {
+	if ok, err := rc.load(prev(rc.c, rc.run[0].key(rc.prefix))); err != nil || !ok {
 		return posting{}, false, err
 	}
 	rc.i = len(rc.run) - 1
