@@ -7,7 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/config"
@@ -20,13 +23,18 @@ import (
 type CompactReport struct {
 	// Dropped is how many leaves of published full tiles left the file.
 	Dropped int64
+	// Leftovers are the entries naming a row the file does not store
+	// that were removed, by bucket (bolt.Store.DropLeftovers).
+	Leftovers bolt.Leftovers
 	// Before and After are the file's size in bytes.
 	Before, After int64
 	Took          time.Duration
 }
 
 // Compact is ledgerd compact, with ledgerd stopped: it brings the file
-// to this version's layout (as ledgerd's start would), publishes the
+// to this version's layout (as ledgerd's start would), removes the
+// index and lookup entries that name a row the file does not store
+// (left by a removal before 2026-12-04's fix: docs/design/023), publishes the
 // Merkle log's tiles not yet in write-once storage, drops from the bbolt
 // file the leaves and stored hashes of every full tile there (each read
 // back and compared first, as the integrator does), unless
@@ -58,7 +66,14 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	if err != nil {
 		return rep, err
 	}
-	rep.Dropped, err = dropPublished(ctx, cfg, store, progress)
+	fmt.Fprintf(progress, "looking for index entries of rows %s does not store\n", path)
+	rep.Leftovers, err = store.DropLeftovers(ctx)
+	if err == nil {
+		if n := rep.Leftovers.Total(); n > 0 {
+			fmt.Fprintf(progress, "removed %d entries naming rows that are gone: %s\n", n, leftoverWords(rep.Leftovers))
+		}
+		rep.Dropped, err = dropPublished(ctx, cfg, store, progress)
+	}
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
@@ -148,4 +163,13 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 		fmt.Fprintln(progress, "  none: every published full tile had already left the file")
 	}
 	return n, nil
+}
+
+// leftoverWords lists l's buckets with their counts, in name order.
+func leftoverWords(l bolt.Leftovers) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, fmt.Sprintf("%d in %s", l[name], name))
+	}
+	return strings.Join(parts, ", ")
 }

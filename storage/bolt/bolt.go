@@ -667,7 +667,7 @@ func (t *tx) unlinkByNumber(id string, v, seq []byte) error {
 func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
 	v := t.get(bRowData, seq)
 	if v == nil {
-		return nil, fmt.Errorf("row %x: indexed but not stored", seq)
+		return nil, fmt.Errorf("row %x: indexed but not stored (an entry a removal left behind: ledgerd compact, with ledgerd stopped, removes such entries)", seq)
 	}
 	return decodeRow(t.c, seq, v)
 }

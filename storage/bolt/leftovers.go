@@ -1,0 +1,149 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Leftovers are entries that name a row number the file does not store.
+// A row's entries are written and removed in the transaction that writes
+// or removes the row, so none should exist; before prev (cursor.go), a
+// transaction that removed every entry of a leaf could miss a later row's
+// entry that was not its run's first, and leave it (docs/design/023,
+// "Stepping back after deletes"). A listing that reaches one fails
+// ("indexed but not stored").
+
+// leftoverBatch bounds the entries one transaction of DropLeftovers
+// removes.
+const leftoverBatch = 10_000
+
+// Leftovers counts what DropLeftovers found and removed, by bucket.
+type Leftovers map[string]int
+
+// Total is the number of entries removed.
+func (l Leftovers) Total() int {
+	n := 0
+	for _, c := range l {
+		n += c
+	}
+	return n
+}
+
+// leftover is one entry to remove: a run index's entry under its prefix,
+// or an id bucket's key.
+type leftover struct {
+	bucket []byte
+	prefix []byte
+	p      posting
+	key    []byte
+}
+
+// DropLeftovers removes the index entries, row leaf indexes, row numbers
+// by id and request JWT entries that name a row the file does not store,
+// and says how many it removed from each bucket. It reads the file in one
+// transaction and removes what it found in others, so it is for a file no
+// ledger is writing to (ledgerd compact runs it with ledgerd stopped).
+func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
+	var found []leftover
+	if err := s.db.View(func(btx *bolt.Tx) error {
+		stored, err := storedNumbers(btx)
+		if err != nil {
+			return err
+		}
+		for _, name := range indexBuckets {
+			if err := runLeftovers(btx.Bucket(name), name, func(p posting) uint64 { return p.seq }, stored, &found); err != nil {
+				return err
+			}
+		}
+		// A row's leaf index: the entry's "time" is the row's number.
+		if err := runLeftovers(btx.Bucket(bRowLeaves), bRowLeaves, func(p posting) uint64 { return p.time }, stored, &found); err != nil {
+			return err
+		}
+		for _, name := range [][]byte{bRowSeq, bReqJWT} {
+			for k, v := range idEntries(btx.Bucket(name), idWidth(name), nil) {
+				if len(v) < 8 || !stored.has(binary.BigEndian.Uint64(v)) {
+					found = append(found, leftover{bucket: name, key: append([]byte(nil), k...)})
+				}
+			}
+		}
+		return ctx.Err()
+	}); err != nil {
+		return nil, fmt.Errorf("leftover entries: %w", err)
+	}
+	dropped := Leftovers{}
+	for len(found) > 0 {
+		batch := found[:min(len(found), leftoverBatch)]
+		found = found[len(batch):]
+		if err := s.Update(ctx, func(ltx ledger.Tx) error {
+			t := ltx.(*tx)
+			for _, l := range batch {
+				if l.key != nil {
+					if _, err := idDelete(t.b(l.bucket), idWidth(l.bucket), l.key); err != nil {
+						return err
+					}
+				} else if err := deleteEntry(t.b(l.bucket), l.prefix, l.p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return dropped, fmt.Errorf("drop leftover entries: %w", err)
+		}
+		for _, l := range batch {
+			dropped[string(l.bucket)]++
+		}
+	}
+	return dropped, nil
+}
+
+// numbers is a set of row numbers.
+type numbers []uint64
+
+func (n numbers) has(seq uint64) bool {
+	return seq/64 < uint64(len(n)) && n[seq/64]&(1<<(seq%64)) != 0
+}
+
+// storedNumbers returns the numbers of the rows the file stores.
+func storedNumbers(btx *bolt.Tx) (numbers, error) {
+	set := make(numbers, metaUint(btx.Bucket(bMeta), kRowSeqN)/64+1)
+	c := btx.Bucket(bRowData).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) != 8 {
+			return nil, fmt.Errorf("row key %x is not a row number", k)
+		}
+		seq := binary.BigEndian.Uint64(k)
+		if seq/64 >= uint64(len(set)) {
+			set = append(set, make(numbers, seq/64+1-uint64(len(set)))...)
+		}
+		set[seq/64] |= 1 << (seq % 64)
+	}
+	return set, nil
+}
+
+// runLeftovers adds to found the entries of run index b whose row number
+// (number of the entry) is not stored.
+func runLeftovers(b *bolt.Bucket, name []byte, number func(posting) uint64, stored numbers, found *[]leftover) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) < entryKeyLen {
+			return fmt.Errorf("%s: key %x is not an entry's", name, k)
+		}
+		prefix := k[:len(k)-entryKeyLen]
+		head, _ := runHead(k, prefix)
+		run, err := decodeRun(head, v)
+		if err != nil {
+			return fmt.Errorf("%s: %w at %x", name, err, k)
+		}
+		for _, p := range run {
+			if !stored.has(number(p)) {
+				*found = append(*found, leftover{bucket: name, prefix: append([]byte(nil), prefix...), p: p})
+			}
+		}
+	}
+	return nil
+}
