@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -35,42 +36,91 @@ func (l Leftovers) Total() int {
 }
 
 // leftover is one entry to remove: a run index's entry under its prefix,
-// or an id bucket's key.
+// or an id bucket's key. A row leaf index's entry moves to the log's
+// index by id first (logKey: the removed row's id key), as the removal
+// would have moved it.
 type leftover struct {
 	bucket []byte
 	prefix []byte
 	p      posting
 	key    []byte
+	logKey []byte
 }
 
-// DropLeftovers removes the index entries, row leaf indexes, row numbers
-// by id and request JWT entries that name a row the file does not store,
-// and says how many it removed from each bucket. It reads the file in one
-// transaction and removes what it found in others, so it is for a file no
-// ledger is writing to (ledgerd compact runs it with ledgerd stopped).
+// scanCheck is how many entries the scan reads between two looks at its
+// context.
+const scanCheck = 1 << 14
+
+// DropLeftovers removes the index entries, row numbers by id and request
+// JWT entries that name a row the file does not store, and says how many
+// it removed from each bucket. A removed row's leaf index left among the
+// rows' (bRowLeaves) was the one record of where its leaf is: it moves
+// to the log's index by the row's id, read from the row number by id left
+// with it or from the leaf itself, where the removal would have put it; one
+// whose id neither gives stays where it is (it is read only by a stored
+// row's number, so it fails no listing). DropLeftovers reads the file in
+// one transaction and removes what it found in others, so it is for a
+// file no ledger is writing to (ledgerd compact runs it with ledgerd
+// stopped).
 func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	var found []leftover
 	if err := s.db.View(func(btx *bolt.Tx) error {
-		stored, err := storedNumbers(btx)
+		stored, err := storedNumbers(ctx, btx)
 		if err != nil {
 			return err
 		}
 		for _, name := range indexBuckets {
-			if err := runLeftovers(btx.Bucket(name), name, func(p posting) uint64 { return p.seq }, stored, &found); err != nil {
+			if err := runLeftovers(ctx, btx.Bucket(name), name, func(p posting) uint64 { return p.seq }, stored, &found); err != nil {
 				return err
 			}
 		}
-		// A row's leaf index: the entry's "time" is the row's number.
-		if err := runLeftovers(btx.Bucket(bRowLeaves), bRowLeaves, func(p posting) uint64 { return p.time }, stored, &found); err != nil {
-			return err
-		}
+		// A removed row's id, from the row number by id left with it.
+		ids := map[uint64][]byte{}
 		for _, name := range [][]byte{bRowSeq, bReqJWT} {
+			n := 0
 			for k, v := range idEntries(btx.Bucket(name), idWidth(name), nil) {
-				if len(v) < 8 || !stored.has(binary.BigEndian.Uint64(v)) {
-					found = append(found, leftover{bucket: name, key: append([]byte(nil), k...)})
+				if n++; n%scanCheck == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if len(v) >= 8 && stored.has(binary.BigEndian.Uint64(v)) {
+					continue
+				}
+				k = append([]byte(nil), k...)
+				found = append(found, leftover{bucket: name, key: k})
+				if len(v) >= 8 && bytes.Equal(name, bRowSeq) {
+					ids[binary.BigEndian.Uint64(v)] = k
 				}
 			}
 		}
+		// A row's leaf index: the entry's "time" is the row's number,
+		// its "number" the leaf's index.
+		var leaves []leftover
+		if err := runLeftovers(ctx, btx.Bucket(bRowLeaves), bRowLeaves, func(p posting) uint64 { return p.time }, stored, &leaves); err != nil {
+			return err
+		}
+		// Moved first: a crash between two batches then never leaves a
+		// row's leaf index without its id.
+		var moves []leftover
+		t := &tx{tx: btx, c: s.codec.Load()}
+		for _, l := range leaves {
+			id := ids[l.p.time]
+			if ref, _, err := t.Leaf(int64(l.p.seq)); err == nil {
+				if k := idKey(ref); id == nil {
+					id = k
+				} else if !bytes.Equal(id, k) {
+					continue // two ids for the row: left as it is
+				}
+			}
+			if id == nil {
+				continue
+			}
+			if v := t.get(bLogIndex, id); v != nil && binary.BigEndian.Uint64(v) != l.p.seq {
+				continue // the log's index names another leaf: left as it is
+			}
+			l.logKey = id
+			moves = append(moves, l)
+		}
+		found = append(moves, found...)
 		return ctx.Err()
 	}); err != nil {
 		return nil, fmt.Errorf("leftover entries: %w", err)
@@ -79,23 +129,37 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	for len(found) > 0 {
 		batch := found[:min(len(found), leftoverBatch)]
 		found = found[len(batch):]
+		n := make([]int, len(batch))
 		if err := s.Update(ctx, func(ltx ledger.Tx) error {
 			t := ltx.(*tx)
-			for _, l := range batch {
-				if l.key != nil {
-					if _, err := idDelete(t.b(l.bucket), idWidth(l.bucket), l.key); err != nil {
+			for i, l := range batch {
+				n[i] = 0
+				switch {
+				case l.key != nil:
+					ok, err := idDelete(t.b(l.bucket), idWidth(l.bucket), l.key)
+					if err != nil {
 						return err
 					}
-				} else if err := deleteEntry(t.b(l.bucket), l.prefix, l.p); err != nil {
+					if ok {
+						n[i] = 1
+					}
+					continue
+				case l.logKey != nil:
+					if err := t.b(bLogIndex).Put(l.logKey, u64(l.p.seq)); err != nil {
+						return err
+					}
+				}
+				if err := deleteEntry(t.b(l.bucket), l.prefix, l.p); err != nil {
 					return err
 				}
+				n[i] = 1
 			}
 			return nil
 		}); err != nil {
 			return dropped, fmt.Errorf("drop leftover entries: %w", err)
 		}
-		for _, l := range batch {
-			dropped[string(l.bucket)]++
+		for i, l := range batch {
+			dropped[string(l.bucket)] += n[i]
 		}
 	}
 	return dropped, nil
@@ -109,10 +173,14 @@ func (n numbers) has(seq uint64) bool {
 }
 
 // storedNumbers returns the numbers of the rows the file stores.
-func storedNumbers(btx *bolt.Tx) (numbers, error) {
+func storedNumbers(ctx context.Context, btx *bolt.Tx) (numbers, error) {
 	set := make(numbers, metaUint(btx.Bucket(bMeta), kRowSeqN)/64+1)
 	c := btx.Bucket(bRowData).Cursor()
+	n := 0
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if n++; n%scanCheck == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if len(k) != 8 {
 			return nil, fmt.Errorf("row key %x is not a row number", k)
 		}
@@ -127,9 +195,13 @@ func storedNumbers(btx *bolt.Tx) (numbers, error) {
 
 // runLeftovers adds to found the entries of run index b whose row number
 // (number of the entry) is not stored.
-func runLeftovers(b *bolt.Bucket, name []byte, number func(posting) uint64, stored numbers, found *[]leftover) error {
+func runLeftovers(ctx context.Context, b *bolt.Bucket, name []byte, number func(posting) uint64, stored numbers, found *[]leftover) error {
 	c := b.Cursor()
+	n := 0
 	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if n++; n%scanCheck == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if len(k) < entryKeyLen {
 			return fmt.Errorf("%s: key %x is not an entry's", name, k)
 		}
