@@ -993,7 +993,7 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 	c := t.b(bDrills).Cursor()
 	var k, v []byte
 	if pageToken == "" {
-		k, v = c.Last()
+		k, v = last(c)
 	} else {
 		tok, err := base64.RawURLEncoding.DecodeString(pageToken)
 		if err != nil || len(tok) == 0 {
@@ -1001,7 +1001,7 @@ func (t *tx) Drills(n int, pageToken string) ([][]byte, string, error) {
 		}
 		// Position on the newest key before the last one returned.
 		if sk, _ := c.Seek(tok); sk == nil {
-			k, v = c.Last()
+			k, v = last(c)
 		} else {
 			k, v = prev(c, sk)
 		}
@@ -1084,9 +1084,9 @@ func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 	c := t.b(bIncident).Cursor()
 	var k, v []byte
 	if before == 0 {
-		k, v = c.Last()
+		k, v = last(c)
 	} else if k, _ = c.Seek(seqKey(before)); k == nil {
-		k, v = c.Last()
+		k, v = last(c)
 	} else {
 		k, v = prev(c, k)
 	}

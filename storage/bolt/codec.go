@@ -124,8 +124,8 @@ func (t *tx) sampleDictionary() ([]byte, error) {
 	out := append([]byte(nil), dictV1...)
 	var samples [3][]byte
 	samples[0] = firstEvidenceRecord(t.b(bObjects))
-	_, samples[1] = t.b(bLogLeaves).Cursor().Last()
-	_, samples[2] = t.b(bRowData).Cursor().Last()
+	_, samples[1] = last(t.b(bLogLeaves).Cursor())
+	_, samples[2] = last(t.b(bRowData).Cursor())
 	for i, v := range samples {
 		if v == nil {
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -277,4 +278,105 @@ func TestRemovingMostRowsInOneCommit(t *testing.T) {
 		seqs[i] = uint64(removed + i + 1)
 	}
 	checkIndexes(t, s, rows[removed:], seqs)
+}
+
+// within runs f and fails t if it has not returned in a minute (it is
+// left running: a cursor that loops cannot be stopped).
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not return in a minute", what)
+	}
+}
+
+// last finds nothing in a bucket of several leaves whose every key the
+// transaction deleted, where bbolt's Last loops, and the one key left
+// when one is.
+func TestLastWhenEveryLeafIsEmptied(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "p.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
+	name := []byte("b")
+	if err := db.Update(func(btx *bolt.Tx) error {
+		b, err := btx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		for i := range 1000 {
+			if err := b.Put(key(i), make([]byte, 100)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []int{-1, 0, 500, 999} {
+		within(t, fmt.Sprintf("last with key %d left", keep), func() {
+			err := db.Update(func(btx *bolt.Tx) error {
+				b := btx.Bucket(name)
+				for i := range 1000 {
+					if i != keep {
+						if err := b.Delete(key(i)); err != nil {
+							return err
+						}
+					}
+				}
+				k, _ := last(b.Cursor())
+				var want []byte
+				if keep >= 0 {
+					want = key(keep)
+				}
+				if !bytes.Equal(k, want) {
+					t.Errorf("key %d left: last gave %q, want %q", keep, k, want)
+				}
+				return errors.New("rolled back")
+			})
+			if err == nil || err.Error() != "rolled back" {
+				t.Errorf("key %d left: %v", keep, err)
+			}
+		})
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A commit that removes every row, as a sweep of the last rows can, and
+// then writes one, as a write in the same group commit does, returns.
+func TestRemovingEveryRowThenWriting(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := manyRows(3001)
+	update(t, s, func(tx ledger.Tx) error {
+		for _, r := range rows[:3000] {
+			if err := tx.CreateRow(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	within(t, "the commit", func() {
+		update(t, s, func(tx ledger.Tx) error {
+			for _, r := range rows[:3000] {
+				if err := tx.RemoveRow(r, ledger.Tombstone{ID: r.ID}); err != nil {
+					return err
+				}
+			}
+			return tx.CreateRow(rows[3000])
+		})
+	})
+	defer s.Close()
+	checkIndexes(t, s, rows[3000:], []uint64{3001})
 }

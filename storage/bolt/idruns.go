@@ -49,7 +49,7 @@ func idRunAt(c *bolt.Cursor, w int, k []byte) (head, v []byte) {
 		return head, v
 	}
 	if head == nil {
-		head, v = c.Last()
+		head, v = last(c)
 	} else {
 		head, v = prev(c, head)
 	}

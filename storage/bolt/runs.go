@@ -167,7 +167,7 @@ func runAt(c *bolt.Cursor, prefix, k []byte) (rk []byte, first posting, rv []byt
 // sk.
 func runBeforeSought(c *bolt.Cursor, prefix, sk []byte) (rk []byte, first posting, rv []byte, ok bool) {
 	if sk == nil {
-		rk, rv = c.Last()
+		rk, rv = last(c)
 	} else {
 		rk, rv = prev(c, sk)
 	}
