@@ -238,13 +238,14 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		if b == nil {
 			return nil
 		}
+		t := &tx{tx: btx, c: e.c}
 		for k, v := range entriesAfter(b, spec.bucket, after) {
 			if len(out) == n {
 				break
 			}
 			r, err := exportRecord(e.c, kind, spec.key, k, v)
 			if err == nil {
-				err = nameByRow(&tx{tx: btx, c: e.c}, kind, k, v, &r)
+				err = nameByRow(t, kind, k, v, &r)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
