@@ -19,23 +19,25 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
-// prev steps back over leaves a write transaction emptied, at the
-// bucket's start and in its middle, where bbolt's Prev stops.
-func TestPrevStepsOverEmptiedLeaves(t *testing.T) {
+// keyN is the i-th key of thousandKeys' bucket.
+func keyN(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
+
+// thousandKeys is a new bbolt file with bucket name holding keyN(0) to
+// keyN(999), 100 bytes each: about 30 leaves.
+func thousandKeys(t *testing.T) (db *bolt.DB, name []byte) {
+	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "p.db"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
-	name := []byte("b")
+	name = []byte("b")
 	if err := db.Update(func(btx *bolt.Tx) error {
 		b, err := btx.CreateBucket(name)
 		if err != nil {
 			return err
 		}
 		for i := range 1000 {
-			if err := b.Put(key(i), make([]byte, 100)); err != nil {
+			if err := b.Put(keyN(i), make([]byte, 100)); err != nil {
 				return err
 			}
 		}
@@ -43,13 +45,21 @@ func TestPrevStepsOverEmptiedLeaves(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return db, name
+}
+
+// prev steps back over leaves a write transaction emptied, at the
+// bucket's start and in its middle, where bbolt's Prev stops.
+func TestPrevStepsOverEmptiedLeaves(t *testing.T) {
+	db, name := thousandKeys(t)
+	defer db.Close()
 	if err := db.Update(func(btx *bolt.Tx) error {
 		b := btx.Bucket(name)
 		// Whole leaves of about 35 keys: the first ones, and several in
 		// the middle.
 		for _, r := range [][2]int{{0, 120}, {300, 500}} {
 			for i := r[0]; i < r[1]; i++ {
-				if err := b.Delete(key(i)); err != nil {
+				if err := b.Delete(keyN(i)); err != nil {
 					return err
 				}
 			}
@@ -300,33 +310,14 @@ func within(t *testing.T, what string, f func()) {
 // transaction deleted, where bbolt's Last loops, and the one key left
 // when one is.
 func TestLastWhenEveryLeafIsEmptied(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "p.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
-	name := []byte("b")
-	if err := db.Update(func(btx *bolt.Tx) error {
-		b, err := btx.CreateBucket(name)
-		if err != nil {
-			return err
-		}
-		for i := range 1000 {
-			if err := b.Put(key(i), make([]byte, 100)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	db, name := thousandKeys(t)
 	for _, keep := range []int{-1, 0, 500, 999} {
 		within(t, fmt.Sprintf("last with key %d left", keep), func() {
 			err := db.Update(func(btx *bolt.Tx) error {
 				b := btx.Bucket(name)
 				for i := range 1000 {
 					if i != keep {
-						if err := b.Delete(key(i)); err != nil {
+						if err := b.Delete(keyN(i)); err != nil {
 							return err
 						}
 					}
@@ -334,7 +325,7 @@ func TestLastWhenEveryLeafIsEmptied(t *testing.T) {
 				k, _ := last(b.Cursor())
 				var want []byte
 				if keep >= 0 {
-					want = key(keep)
+					want = keyN(keep)
 				}
 				if !bytes.Equal(k, want) {
 					t.Errorf("key %d left: last gave %q, want %q", keep, k, want)
