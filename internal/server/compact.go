@@ -70,7 +70,10 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	rep.Leftovers, err = store.DropLeftovers(ctx)
 	if err == nil {
 		if n := rep.Leftovers.Total(); n > 0 {
-			fmt.Fprintf(progress, "removed %d entries naming rows that are gone: %s\n", n, leftoverWords(rep.Leftovers))
+			fmt.Fprintf(progress, "removed %d entries naming rows that are gone: %s\n", n, leftoverWords(rep.Leftovers.Removed))
+		}
+		if l := rep.Leftovers; l.Moved > 0 || l.Kept > 0 {
+			fmt.Fprintf(progress, "%d leaf indexes of rows that are gone moved to the log's index by id; %d left where they were, their row's id not known or in doubt\n", l.Moved, l.Kept)
 		}
 		rep.Dropped, err = dropPublished(ctx, cfg, store, progress)
 	}
@@ -166,7 +169,7 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 }
 
 // leftoverWords lists l's buckets with their counts, in name order.
-func leftoverWords(l bolt.Leftovers) string {
+func leftoverWords(l map[string]int) string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(l)) {
 		parts = append(parts, fmt.Sprintf("%d in %s", l[name], name))

@@ -23,13 +23,20 @@ import (
 // removes.
 const leftoverBatch = 10_000
 
-// Leftovers counts what DropLeftovers found and removed, by bucket.
-type Leftovers map[string]int
+// Leftovers is what DropLeftovers did.
+type Leftovers struct {
+	// Removed counts the entries removed, by bucket.
+	Removed map[string]int
+	// Moved counts the removed rows' leaf indexes moved to the log's
+	// index by id; Kept those left where they were, their row's id not
+	// known or in doubt.
+	Moved, Kept int
+}
 
 // Total is the number of entries removed.
 func (l Leftovers) Total() int {
 	n := 0
-	for _, c := range l {
+	for _, c := range l.Removed {
 		n += c
 	}
 	return n
@@ -64,6 +71,7 @@ const scanCheck = 1 << 14
 // stopped).
 func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	var found []leftover
+	keptLeaves := 0
 	if err := s.db.View(func(btx *bolt.Tx) error {
 		stored, err := storedNumbers(ctx, btx)
 		if err != nil {
@@ -75,6 +83,7 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 			}
 		}
 		// A removed row's id, from the row number by id left with it.
+		var idLeft []leftover
 		ids := map[uint64][]byte{}
 		for _, name := range [][]byte{bRowSeq, bReqJWT} {
 			n := 0
@@ -85,11 +94,12 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 				if len(v) >= 8 && stored.has(binary.BigEndian.Uint64(v)) {
 					continue
 				}
-				k = append([]byte(nil), k...)
-				found = append(found, leftover{bucket: name, key: k})
+				l := leftover{bucket: name, key: append([]byte(nil), k...)}
 				if len(v) >= 8 && bytes.Equal(name, bRowSeq) {
-					ids[binary.BigEndian.Uint64(v)] = k
+					l.p.time = binary.BigEndian.Uint64(v)
+					ids[l.p.time] = l.key
 				}
+				idLeft = append(idLeft, l)
 			}
 		}
 		// A row's leaf index: the entry's "time" is the row's number,
@@ -99,33 +109,31 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 			return err
 		}
 		// Moved first: a crash between two batches then never leaves a
-		// row's leaf index without its id.
+		// row's leaf index without its id. One left where it is keeps its
+		// row's number by id too, so that a second pass decides the same.
 		var moves []leftover
+		kept := map[uint64]bool{}
 		t := &tx{tx: btx, c: s.codec.Load()}
 		for _, l := range leaves {
-			id := ids[l.p.time]
-			if ref, _, err := t.Leaf(int64(l.p.seq)); err == nil {
-				if k := idKey(ref); id == nil {
-					id = k
-				} else if !bytes.Equal(id, k) {
-					continue // two ids for the row: left as it is
-				}
+			if id := leafOwner(t, l.p, ids[l.p.time], stored); id != nil {
+				l.logKey = id
+				moves = append(moves, l)
+			} else {
+				kept[l.p.time] = true
 			}
-			if id == nil {
-				continue
+		}
+		keptLeaves = len(kept)
+		for _, l := range idLeft {
+			if !bytes.Equal(l.bucket, bRowSeq) || !kept[l.p.time] {
+				found = append(found, l)
 			}
-			if v := t.get(bLogIndex, id); v != nil && binary.BigEndian.Uint64(v) != l.p.seq {
-				continue // the log's index names another leaf: left as it is
-			}
-			l.logKey = id
-			moves = append(moves, l)
 		}
 		found = append(moves, found...)
 		return ctx.Err()
 	}); err != nil {
-		return nil, fmt.Errorf("leftover entries: %w", err)
+		return Leftovers{}, fmt.Errorf("leftover entries: %w", err)
 	}
-	dropped := Leftovers{}
+	dropped := Leftovers{Removed: map[string]int{}, Kept: keptLeaves}
 	for len(found) > 0 {
 		batch := found[:min(len(found), leftoverBatch)]
 		found = found[len(batch):]
@@ -159,10 +167,42 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 			return dropped, fmt.Errorf("drop leftover entries: %w", err)
 		}
 		for i, l := range batch {
-			dropped[string(l.bucket)] += n[i]
+			if l.logKey != nil {
+				dropped.Moved += n[i]
+			} else {
+				dropped.Removed[string(l.bucket)] += n[i]
+			}
 		}
 	}
 	return dropped, nil
+}
+
+// leafOwner is the id key of the removed row whose leaf index p is (its
+// "time" the row's number, its "number" the leaf's index), or nil when
+// that is not known or in doubt. fromRow is the id the row's number by id
+// was left under (nil: none was); the leaf's ref, when the file still
+// holds the leaf, must be the same id. The id must name no stored row,
+// and the log's index by it no other leaf.
+func leafOwner(t *tx, p posting, fromRow []byte, stored numbers) []byte {
+	id := fromRow
+	if ref, _, err := t.Leaf(int64(p.seq)); err == nil {
+		switch k := idKey(ref); {
+		case id == nil:
+			id = k
+		case !bytes.Equal(id, k):
+			return nil
+		}
+	}
+	if id == nil {
+		return nil
+	}
+	if v := idGet(t.b(bRowSeq), idWidth(bRowSeq), id); len(v) >= 8 && stored.has(binary.BigEndian.Uint64(v)) {
+		return nil
+	}
+	if v := t.get(bLogIndex, id); v != nil && (len(v) != 8 || binary.BigEndian.Uint64(v) != p.seq) {
+		return nil
+	}
+	return id
 }
 
 // numbers is a set of row numbers.

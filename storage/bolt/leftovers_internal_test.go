@@ -12,12 +12,25 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// Rows removed with their entries left, as a removal before prev could
-// leave them: a listing that reaches one fails. DropLeftovers removes
-// those entries and only those, moves a removed row's leaf index to the
-// log's index by its id (read from its row number by id, or from the
-// leaf), keeps one whose id it cannot read, and finds nothing more the
-// second time.
+// A removed row as a removal before prev could leave it: its row gone,
+// its entries left, with its leaf index at leaf. byID keeps its number by
+// id; ref, when not empty, is the ref of the leaf the file holds; logged,
+// when not zero, is a leaf the log's index by its id already names.
+type goneRow struct {
+	n      int
+	leaf   uint64
+	byID   bool
+	ref    string
+	logged uint64
+	moved  bool // DropLeftovers moves its leaf index to the log's index
+}
+
+// Rows removed with their entries left: a listing that reaches one
+// fails. DropLeftovers removes those entries and only those, moves a
+// removed row's leaf index to the log's index by its id (read from its
+// row number by id or from the leaf) where the two agree, the id names no
+// stored row and the log's index no other leaf, keeps it otherwise (with
+// its row number by id), and decides the same the second time.
 func TestDropLeftovers(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
 	if err != nil {
@@ -33,23 +46,34 @@ func TestDropLeftovers(t *testing.T) {
 		}
 		return nil
 	})
-	// Three rows go, with their leaves at 7, 8 and 9: the first keeps its
-	// number by id, the second's leaf names it, the third has neither.
-	gone := []int{100, 200, 300}
+	gone := []goneRow{
+		{n: 100, leaf: 7, byID: true, ref: rows[100].ID, moved: true},
+		{n: 200, leaf: 8, ref: rows[200].ID, moved: true},
+		{n: 300, leaf: 9}, // no id known
+		{n: 400, leaf: 10, byID: true, moved: true},       // its leaf pruned from the file
+		{n: 500, leaf: 11, byID: true, ref: rows[501].ID}, // two ids
+		{n: 600, leaf: 12, ref: rows[600].ID, logged: 99}, // the log's index names another leaf
+		{n: 700, leaf: 13, ref: rows[701].ID},             // the leaf's id is a stored row's
+	}
 	if err := s.db.Update(func(btx *bolt.Tx) error {
 		t := &tx{tx: btx, c: s.codec.Load()}
-		for i, n := range gone {
-			seq := seqKey(uint64(n + 1))
-			if err := putRowLeaf(t.b(bRowLeaves), seq, uint64(7+i)); err != nil {
+		for _, g := range gone {
+			seq := seqKey(uint64(g.n + 1))
+			if err := putRowLeaf(t.b(bRowLeaves), seq, g.leaf); err != nil {
 				return err
 			}
-			if i < 2 {
-				if err := t.b(bLogLeaves).Put(u64(uint64(7+i)), storedLeaf(rows[n].ID, []byte("leaf"))); err != nil {
+			if g.ref != "" {
+				if err := t.b(bLogLeaves).Put(u64(g.leaf), storedLeaf(g.ref, []byte("leaf"))); err != nil {
 					return err
 				}
 			}
-			if i > 0 {
-				if _, err := idDelete(t.b(bRowSeq), 32, idKey(rows[n].ID)); err != nil {
+			if g.logged != 0 {
+				if err := t.b(bLogIndex).Put(idKey(rows[g.n].ID), u64(g.logged)); err != nil {
+					return err
+				}
+			}
+			if !g.byID {
+				if _, err := idDelete(t.b(bRowSeq), 32, idKey(rows[g.n].ID)); err != nil {
 					return err
 				}
 			}
@@ -63,7 +87,7 @@ func TestDropLeftovers(t *testing.T) {
 	}
 	list := func() error {
 		return s.View(t.Context(), func(tx ledger.Tx) error {
-			_, _, err := tx.List(ledger.Query{GrantID: rows[gone[0]].GrantID, PageSize: len(rows)})
+			_, _, err := tx.List(ledger.Query{GrantID: rows[gone[0].n].GrantID, PageSize: len(rows)})
 			return err
 		})
 	}
@@ -71,24 +95,32 @@ func TestDropLeftovers(t *testing.T) {
 		t.Fatalf("listing a grant with a removed row's entry: %v", err)
 	}
 
-	dropped, err := s.DropLeftovers(t.Context())
+	got, err := s.DropLeftovers(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Leftovers{string(bRowSeq): 1, string(bReqJWT): 3, string(bRowLeaves): 2}
-	for _, n := range gone {
-		for _, e := range indexEntries(rows[n]) {
-			want[string(e.bucket)]++
+	want := Leftovers{Removed: map[string]int{string(bReqJWT): len(gone)}}
+	keptByID := 0
+	for _, g := range gone {
+		for _, e := range indexEntries(rows[g.n]) {
+			want.Removed[string(e.bucket)]++
 		}
-		want[string(bExpiry)]++
-	}
-	for _, b := range slices.Sorted(maps.Keys(want)) {
-		if dropped[b] != want[b] {
-			t.Errorf("removed %d entries from %s, want %d", dropped[b], b, want[b])
+		want.Removed[string(bExpiry)]++
+		switch {
+		case g.moved:
+			want.Moved++
+			if g.byID {
+				want.Removed[string(bRowSeq)]++
+			}
+		default:
+			want.Kept++
+			if g.byID {
+				keptByID++
+			}
 		}
 	}
-	if dropped.Total() != want.Total() {
-		t.Errorf("removed %v, want %v", dropped, want)
+	if !maps.Equal(got.Removed, want.Removed) || got.Moved != want.Moved || got.Kept != want.Kept {
+		t.Errorf("DropLeftovers did %+v, want %+v", got, want)
 	}
 	if err := list(); err != nil {
 		t.Errorf("listing the grant after: %v", err)
@@ -96,26 +128,47 @@ func TestDropLeftovers(t *testing.T) {
 	var left []*ledger.Row
 	var seqs []uint64
 	for i, r := range rows {
-		if !slices.Contains(gone, i) {
+		if !slices.ContainsFunc(gone, func(g goneRow) bool { return g.n == i }) {
 			left, seqs = append(left, r), append(seqs, uint64(i+1))
 		}
 	}
-	checkIndexes(t, s, left, seqs)
+	checkIndexes(t, s, left, seqs, len(left)+keptByID)
 	if err := s.View(t.Context(), func(ltx ledger.Tx) error {
 		t2 := ltx.(*tx)
-		for i, n := range gone[:2] {
-			if idx, err := t2.LeafIndex(rows[n].ID); err != nil || idx != int64(7+i) {
-				t.Errorf("removed row %d: leaf index %d, %v; want %d", n, idx, err, 7+i)
+		for _, g := range gone {
+			kept, err := rowLeaf(t2.b(bRowLeaves), seqKey(uint64(g.n+1)))
+			if err != nil {
+				return err
+			}
+			if g.moved {
+				if idx, err := t2.LeafIndex(rows[g.n].ID); err != nil || idx != int64(g.leaf) {
+					t.Errorf("removed row %d: leaf index %d, %v; want %d", g.n, idx, err, g.leaf)
+				}
+				if kept != nil {
+					t.Errorf("removed row %d: its leaf index is still among the rows'", g.n)
+				}
+				continue
+			}
+			if kept == nil {
+				t.Errorf("removed row %d: its leaf index was not kept", g.n)
+			}
+			want := g.logged
+			if v := t2.get(bLogIndex, idKey(rows[g.n].ID)); (want == 0) != (v == nil) || (v != nil && string(v) != string(u64(want))) {
+				t.Errorf("removed row %d: the log's index by its id holds %x, want leaf %d", g.n, v, want)
 			}
 		}
-		if v, err := rowLeaf(t2.b(bRowLeaves), seqKey(uint64(gone[2]+1))); err != nil || v == nil {
-			t.Errorf("the leaf index of a removed row whose id is not known was not kept: %x, %v", v, err)
+		// The stored rows whose ids two leaves named keep their own.
+		for _, n := range []int{501, 701} {
+			if _, err := t2.LeafIndex(rows[n].ID); err == nil {
+				t.Errorf("stored row %d was given a leaf", n)
+			}
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := s.DropLeftovers(t.Context()); err != nil || again.Total() != 0 {
-		t.Errorf("a second pass removed %v, %v", again, err)
+	again, err := s.DropLeftovers(t.Context())
+	if err != nil || again.Total() != 0 || again.Moved != 0 || again.Kept != want.Kept {
+		t.Errorf("a second pass did %+v, %v; want nothing removed or moved and %d kept", again, err, want.Kept)
 	}
 }
