@@ -38,8 +38,8 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "done in %s: %d leaves of published tiles left the file, %d entries of rows that are gone; %s went from %s to %s\n",
-		rep.Took.Round(1e6), rep.Dropped, rep.Leftovers.Total(), cfg.Store.Path, mib(rep.Before), mib(rep.After))
+	_, err = fmt.Fprintf(stdout, "done in %s: %d leaves of published tiles left the file, %d entries of rows that are gone were removed and %d of their leaf indexes moved; %s went from %s to %s\n",
+		rep.Took.Round(1e6), rep.Dropped, rep.Leftovers.Total(), rep.Leftovers.Moved, cfg.Store.Path, mib(rep.Before), mib(rep.After))
 	return err
 }
 

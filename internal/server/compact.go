@@ -23,8 +23,9 @@ import (
 type CompactReport struct {
 	// Dropped is how many leaves of published full tiles left the file.
 	Dropped int64
-	// Leftovers are the entries naming a row the file does not store
-	// that were removed, by bucket (bolt.Store.DropLeftovers).
+	// Leftovers is what became of the entries naming a row the file
+	// does not store: removed, by bucket, or moved (a removed row's leaf
+	// index) or kept (bolt.Store.DropLeftovers).
 	Leftovers bolt.Leftovers
 	// Before and After are the file's size in bytes.
 	Before, After int64

@@ -62,10 +62,10 @@ const scanCheck = 1 << 14
 // JWT entries that name a row the file does not store, and says how many
 // it removed from each bucket. A removed row's leaf index left among the
 // rows' (bRowLeaves) was the one record of where its leaf is: it moves
-// to the log's index by the row's id, read from the row number by id left
-// with it or from the leaf itself, where the removal would have put it; one
-// whose id neither gives stays where it is (it is read only by a stored
-// row's number, so it fails no listing). DropLeftovers reads the file in
+// to the log's index by the row's id (leafOwner), where the removal would
+// have put it; one whose id is not known or in doubt stays where it is,
+// where only a stored row's number would read it, so that it fails no
+// reader, and a later pass decides the same. DropLeftovers reads the file in
 // one transaction and removes what it found in others, so it is for a
 // file no ledger is writing to (ledgerd compact runs it with ledgerd
 // stopped).
@@ -96,8 +96,7 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 				}
 				l := leftover{bucket: name, key: append([]byte(nil), k...)}
 				if len(v) >= 8 && bytes.Equal(name, bRowSeq) {
-					l.p.time = binary.BigEndian.Uint64(v)
-					ids[l.p.time] = l.key
+					ids[binary.BigEndian.Uint64(v)] = l.key
 				}
 				idLeft = append(idLeft, l)
 			}
@@ -109,26 +108,25 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 			return err
 		}
 		// Moved first: a crash between two batches then never leaves a
-		// row's leaf index without its id. One left where it is keeps its
-		// row's number by id too, so that a second pass decides the same.
-		var moves []leftover
-		kept := map[uint64]bool{}
+		// row's leaf index without its id. Two that would move to one id
+		// both stay.
 		t := &tx{tx: btx, c: s.codec.Load()}
-		for _, l := range leaves {
+		owners := map[string]int{}
+		for i, l := range leaves {
 			if id := leafOwner(t, l.p, ids[l.p.time], stored); id != nil {
-				l.logKey = id
+				leaves[i].logKey = id
+				owners[string(id)]++
+			}
+		}
+		var moves []leftover
+		for _, l := range leaves {
+			if l.logKey != nil && owners[string(l.logKey)] == 1 {
 				moves = append(moves, l)
 			} else {
-				kept[l.p.time] = true
+				keptLeaves++
 			}
 		}
-		keptLeaves = len(kept)
-		for _, l := range idLeft {
-			if !bytes.Equal(l.bucket, bRowSeq) || !kept[l.p.time] {
-				found = append(found, l)
-			}
-		}
-		found = append(moves, found...)
+		found = append(append(moves, found...), idLeft...)
 		return ctx.Err()
 	}); err != nil {
 		return Leftovers{}, fmt.Errorf("leftover entries: %w", err)
@@ -179,19 +177,15 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 
 // leafOwner is the id key of the removed row whose leaf index p is (its
 // "time" the row's number, its "number" the leaf's index), or nil when
-// that is not known or in doubt. fromRow is the id the row's number by id
-// was left under (nil: none was); the leaf's ref, when the file still
-// holds the leaf, must be the same id. The id must name no stored row,
-// and the log's index by it no other leaf.
+// that is not known or in doubt. The leaf's ref says it, when the file
+// still holds the leaf (the log's own record, and the same on every
+// pass); else fromRow, the id the row's number by id was left under (nil:
+// none was). The id must name no stored row (a stored row's leaf index
+// is kept by its number), and the log's index by it no other leaf.
 func leafOwner(t *tx, p posting, fromRow []byte, stored numbers) []byte {
 	id := fromRow
 	if ref, _, err := t.Leaf(int64(p.seq)); err == nil {
-		switch k := idKey(ref); {
-		case id == nil:
-			id = k
-		case !bytes.Equal(id, k):
-			return nil
-		}
+		id = idKey(ref)
 	}
 	if id == nil {
 		return nil
