@@ -85,6 +85,7 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 		// A removed row's id, from the row number by id left with it.
 		var idLeft []leftover
 		ids := map[uint64][]byte{}
+		doubt := map[uint64]bool{} // numbers two ids were left under
 		for _, name := range [][]byte{bRowSeq, bReqJWT} {
 			n := 0
 			for k, v := range idEntries(btx.Bucket(name), idWidth(name), nil) {
@@ -96,7 +97,11 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 				}
 				l := leftover{bucket: name, key: append([]byte(nil), k...)}
 				if len(v) >= 8 && bytes.Equal(name, bRowSeq) {
-					ids[binary.BigEndian.Uint64(v)] = l.key
+					n := binary.BigEndian.Uint64(v)
+					if _, two := ids[n]; two {
+						doubt[n] = true
+					}
+					ids[n] = l.key
 				}
 				idLeft = append(idLeft, l)
 			}
@@ -108,19 +113,27 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 			return err
 		}
 		// Moved first: a crash between two batches then never leaves a
-		// row's leaf index without its id. Two that would move to one id
-		// both stay.
+		// row's leaf index without its id. Of several that would move to
+		// one id, the row numbered last moves, as removals one after the
+		// other would have left it; the others then find the log's index
+		// naming another leaf, on this pass and every later one.
 		t := &tx{tx: btx, c: s.codec.Load()}
-		owners := map[string]int{}
+		owners := map[string]posting{} // id -> the leaf index that moves
 		for i, l := range leaves {
-			if id := leafOwner(t, l.p, ids[l.p.time], stored); id != nil {
+			fromRow := ids[l.p.time]
+			if doubt[l.p.time] {
+				fromRow = nil
+			}
+			if id := leafOwner(t, l.p, fromRow, stored); id != nil {
 				leaves[i].logKey = id
-				owners[string(id)]++
+				if o, ok := owners[string(id)]; !ok || o.less(l.p) {
+					owners[string(id)] = l.p
+				}
 			}
 		}
 		var moves []leftover
 		for _, l := range leaves {
-			if l.logKey != nil && owners[string(l.logKey)] == 1 {
+			if l.logKey != nil && owners[string(l.logKey)] == l.p {
 				moves = append(moves, l)
 			} else {
 				keptLeaves++

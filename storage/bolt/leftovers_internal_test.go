@@ -23,6 +23,8 @@ type goneRow struct {
 	ref    string
 	logged uint64
 	moved  bool // DropLeftovers moves its leaf index to the log's index
+	owner  int  // by the id of this row (0: its own)
+	twoIDs bool // a second row number by id names it too
 }
 
 // Rows removed with their entries left: a listing that reaches one
@@ -55,8 +57,11 @@ func TestDropLeftovers(t *testing.T) {
 		{n: 500, leaf: 11, byID: true, ref: rows[501].ID}, // the leaf's id, a stored row's, wins
 		{n: 600, leaf: 12, ref: rows[600].ID, logged: 99}, // the log's index names another leaf
 		{n: 700, leaf: 13, ref: rows[701].ID},             // the leaf's id is a stored row's
-		{n: 800, leaf: 14, byID: true, ref: rows[900].ID}, // two leaves of one id
-		{n: 900, leaf: 15, ref: rows[900].ID},
+		{n: 800, leaf: 14, byID: true, ref: rows[900].ID}, // two leaves of one id: the row numbered last moves
+		{n: 900, leaf: 15, ref: rows[900].ID, moved: true},
+		{n: 1000, leaf: 16, byID: true}, // its leaf pruned; the leaf of the row after names it
+		{n: 1100, leaf: 17, ref: rows[1000].ID, moved: true, owner: 1000},
+		{n: 1150, leaf: 18, byID: true, twoIDs: true}, // its leaf pruned, two ids for it
 	}
 	if err := s.db.Update(func(btx *bolt.Tx) error {
 		t := &tx{tx: btx, c: s.codec.Load()}
@@ -77,6 +82,11 @@ func TestDropLeftovers(t *testing.T) {
 			}
 			if !g.byID {
 				if _, err := idDelete(t.b(bRowSeq), 32, idKey(rows[g.n].ID)); err != nil {
+					return err
+				}
+			}
+			if g.twoIDs {
+				if err := idPut(t.b(bRowSeq), 32, idKey(strings.Repeat("ef", 32)), seq); err != nil {
 					return err
 				}
 			}
@@ -111,6 +121,9 @@ func TestDropLeftovers(t *testing.T) {
 		if g.byID {
 			want.Removed[string(bRowSeq)]++
 		}
+		if g.twoIDs {
+			want.Removed[string(bRowSeq)]++
+		}
 		if g.moved {
 			want.Moved++
 		} else {
@@ -139,8 +152,12 @@ func TestDropLeftovers(t *testing.T) {
 				return err
 			}
 			if g.moved {
-				if idx, err := t2.LeafIndex(rows[g.n].ID); err != nil || idx != int64(g.leaf) {
-					t.Errorf("removed row %d: leaf index %d, %v; want %d", g.n, idx, err, g.leaf)
+				owner := g.n
+				if g.owner != 0 {
+					owner = g.owner
+				}
+				if idx, err := t2.LeafIndex(rows[owner].ID); err != nil || idx != int64(g.leaf) {
+					t.Errorf("removed row %d: leaf index %d, %v; want %d", owner, idx, err, g.leaf)
 				}
 				if kept != nil {
 					t.Errorf("removed row %d: its leaf index is still among the rows'", g.n)
@@ -150,9 +167,10 @@ func TestDropLeftovers(t *testing.T) {
 			if kept == nil {
 				t.Errorf("removed row %d: its leaf index was not kept", g.n)
 			}
-			want := g.logged
-			if v := t2.get(bLogIndex, idKey(rows[g.n].ID)); (want == 0) != (v == nil) || (v != nil && string(v) != string(u64(want))) {
-				t.Errorf("removed row %d: the log's index by its id holds %x, want leaf %d", g.n, v, want)
+			if g.logged != 0 {
+				if v := t2.get(bLogIndex, idKey(rows[g.n].ID)); string(v) != string(u64(g.logged)) {
+					t.Errorf("removed row %d: the log's index by its id holds %x, want leaf %d", g.n, v, g.logged)
+				}
 			}
 		}
 		// The stored rows whose ids two leaves named keep their own.
