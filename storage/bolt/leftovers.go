@@ -243,26 +243,18 @@ func storedNumbers(ctx context.Context, btx *bolt.Tx) (numbers, error) {
 // runLeftovers adds to found the entries of run index b whose row number
 // (number of the entry) is not stored.
 func runLeftovers(ctx context.Context, b *bolt.Bucket, name []byte, number func(posting) uint64, stored numbers, found *[]leftover) error {
-	c := b.Cursor()
 	n := 0
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	err := eachEntry(b, func(prefix []byte, p posting) error {
 		if n++; n%scanCheck == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if len(k) < entryKeyLen {
-			return fmt.Errorf("%s: key %x is not an entry's", name, k)
+		if !stored.has(number(p)) {
+			*found = append(*found, leftover{bucket: name, prefix: append([]byte(nil), prefix...), p: p})
 		}
-		prefix := k[:len(k)-entryKeyLen]
-		head, _ := runHead(k, prefix)
-		run, err := decodeRun(head, v)
-		if err != nil {
-			return fmt.Errorf("%s: %w at %x", name, err, k)
-		}
-		for _, p := range run {
-			if !stored.has(number(p)) {
-				*found = append(*found, leftover{bucket: name, prefix: append([]byte(nil), prefix...), p: p})
-			}
-		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return nil
+	return err
 }

@@ -460,12 +460,11 @@ func UnlinkRowLeaf(btx *bolt.Tx, id string, seq []byte) error {
 // expiry index is the last.
 var indexBuckets = [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bExpiry}
 
-// entriesOf returns the prefix and the entry of every entry of the row
-// numbered n in b, reading every run.
-func entriesOf(b *bolt.Bucket, n uint64) ([][]byte, []posting, error) {
-	var prefixes [][]byte
-	var ps []posting
-	err := b.ForEach(func(k, v []byte) error {
+// eachEntry calls fn with the prefix (the file's memory: copy it to keep
+// it) and the entry of every entry of run index b, run by run, until fn
+// returns an error.
+func eachEntry(b *bolt.Bucket, fn func(prefix []byte, p posting) error) error {
+	return b.ForEach(func(k, v []byte) error {
 		if len(k) < entryKeyLen {
 			return fmt.Errorf("%w: key %x", errBadRun, k)
 		}
@@ -476,9 +475,22 @@ func entriesOf(b *bolt.Bucket, n uint64) ([][]byte, []posting, error) {
 			return fmt.Errorf("%w at %x", err, k)
 		}
 		for _, p := range run {
-			if p.seq == n {
-				prefixes, ps = append(prefixes, slices.Clone(prefix)), append(ps, p)
+			if err := fn(prefix, p); err != nil {
+				return err
 			}
+		}
+		return nil
+	})
+}
+
+// entriesOf returns the prefix and the entry of every entry of the row
+// numbered n in b, reading every run.
+func entriesOf(b *bolt.Bucket, n uint64) ([][]byte, []posting, error) {
+	var prefixes [][]byte
+	var ps []posting
+	err := eachEntry(b, func(prefix []byte, p posting) error {
+		if p.seq == n {
+			prefixes, ps = append(prefixes, slices.Clone(prefix)), append(ps, p)
 		}
 		return nil
 	})
