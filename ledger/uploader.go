@@ -622,10 +622,8 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			} else if !held {
 				return &outlasted{claimed: len(entries), err: fmt.Errorf("the members of this round's %d segment plans are no longer all queued under its claim: %w", len(fresh), errClaimRanOut)}
 			}
-			for _, f := range doomed {
-				if err := deadLetter(tx, f, now, false); err != nil {
-					return err
-				}
+			if err := moveAside(tx, doomed, nil, now); err != nil {
+				return err
 			}
 			for _, p := range fresh {
 				if err := tx.PlanSegment(p); err != nil {
@@ -721,29 +719,30 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 					return err
 				}
 			}
+			// A permanent failure is counted and moved aside; any other is
+			// counted when the store answered others in the round and the
+			// claim held, else the store may be down or slow and nothing
+			// is blamed on the entry.
+			var blamed []failure
 			for _, f := range failed {
-				n := 0
-				if !permanent(f.err) {
-					if succeeded == 0 || errors.Is(f.err, errClaimRanOut) {
-						continue // the store may be down or slow: nothing to blame the entry for
-					}
-					for _, e := range f.entries {
-						rec, err := CountFailure(tx, e.Seq, f.err.Error(), now)
-						if err != nil {
-							return err
-						}
-						n = max(n, rec.Attempts)
-					}
-					if n < cfg.MaxAttempts {
-						continue
-					}
+				if permanent(f.err) || succeeded > 0 && !errors.Is(f.err, errClaimRanOut) {
+					blamed = append(blamed, f)
 				}
-				if err := deadLetter(tx, f, now, !permanent(f.err)); err != nil {
-					return err
-				}
-				deadNow, attempts = append(deadNow, f), append(attempts, max(n, 1))
 			}
-			return nil
+			counts, err := countFailures(tx, blamed, now)
+			if err != nil {
+				return err
+			}
+			for _, f := range blamed {
+				n := 0
+				for _, e := range f.entries {
+					n = max(n, counts[e.Seq])
+				}
+				if permanent(f.err) || n >= cfg.MaxAttempts {
+					deadNow, attempts = append(deadNow, f), append(attempts, max(n, 1))
+				}
+			}
+			return moveAside(tx, deadNow, counts, now)
 		})
 		if err != nil {
 			return 0, fmt.Errorf("record uploads: %w", err)
@@ -775,21 +774,62 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	return len(finished) + moved, errors.Join(errs...)
 }
 
-// deadLetter moves a failure's entries to the dead letters and drops the
-// segment plan they were in. counted says the failure is already counted.
-func deadLetter(tx Tx, f failure, at time.Time, counted bool) error {
-	for _, e := range f.entries {
-		if !counted {
-			if _, err := CountFailure(tx, e.Seq, f.err.Error(), at); err != nil {
+// byEntry is the entries of failures fs, each with its failure, in the
+// order of their seqs. A round's writes take entries in that order, as
+// Claim, HoldsClaim and RecordUploads do: two uploaders' rounds writing
+// the records of the same entries (one of them past its claim) then lock
+// them in the same order on a shared store instead of deadlocking.
+func byEntry(fs []failure) []entryFailure {
+	var es []entryFailure
+	for i := range fs {
+		for _, e := range fs[i].entries {
+			es = append(es, entryFailure{e, &fs[i]})
+		}
+	}
+	slices.SortStableFunc(es, func(a, b entryFailure) int { return cmp.Compare(a.e.Seq, b.e.Seq) })
+	return es
+}
+
+type entryFailure struct {
+	e OutboxEntry
+	f *failure
+}
+
+// countFailures counts one more attempt of every entry of fs, in the
+// order of their seqs, and returns each entry's attempts so far.
+func countFailures(tx Tx, fs []failure, at time.Time) (map[uint64]int, error) {
+	counts := map[uint64]int{}
+	for _, ef := range byEntry(fs) {
+		rec, err := CountFailure(tx, ef.e.Seq, ef.f.err.Error(), at)
+		if err != nil {
+			return nil, err
+		}
+		counts[ef.e.Seq] = rec.Attempts
+	}
+	return counts, nil
+}
+
+// moveAside moves the entries of failures fs to the dead letters, in the
+// order of their seqs, and drops the segment plans they were in. counts
+// holds the attempts counted for them this round (countFailures); an
+// entry without one is counted here first.
+func moveAside(tx Tx, fs []failure, counts map[uint64]int, at time.Time) error {
+	for _, ef := range byEntry(fs) {
+		if _, ok := counts[ef.e.Seq]; !ok {
+			if _, err := CountFailure(tx, ef.e.Seq, ef.f.err.Error(), at); err != nil {
 				return err
 			}
 		}
-		if err := MoveToDeadLetters(tx, e, f.err.Error(), at); err != nil {
+		if err := MoveToDeadLetters(tx, ef.e, ef.f.err.Error(), at); err != nil {
 			return err
 		}
 	}
-	if f.plan != "" {
-		return tx.DropSegmentPlan(f.plan)
+	for _, f := range fs {
+		if f.plan != "" {
+			if err := tx.DropSegmentPlan(f.plan); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

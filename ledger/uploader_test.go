@@ -1132,3 +1132,102 @@ func TestRoundsReachAWaitedPut(t *testing.T) {
 		})
 	}
 }
+
+// reversedFailures is an evidence store whose puts of first and second
+// fail, second's before first's: first's put waits until second's has
+// failed, as a slower answer would.
+type reversedFailures struct {
+	ledger.ObjectStore
+	first, second string
+	secondFailed  chan struct{}
+}
+
+func (s *reversedFailures) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	switch key {
+	case s.first:
+		select {
+		case <-s.secondFailed:
+		case <-ctx.Done():
+			return ledger.Location{}, ctx.Err()
+		case <-time.After(time.Minute):
+			return ledger.Location{}, errors.New("the second put never came")
+		}
+		return ledger.Location{}, errInjected
+	case s.second:
+		close(s.secondFailed)
+		return ledger.Location{}, errInjected
+	}
+	return s.ObjectStore.Put(ctx, key, body, until)
+}
+
+// writeOrder is a row store that records, in order, the seqs of the
+// outbox entries whose failure records and dead letters are written.
+type writeOrder struct {
+	ledger.Store
+	mu                *sync.Mutex
+	failures, letters *[]uint64
+}
+
+type writeOrderTx struct {
+	ledger.Tx
+	s writeOrder
+}
+
+func (s writeOrder) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(writeOrderTx{tx, s}) })
+}
+
+func (tx writeOrderTx) SetFailure(seq uint64, f ledger.OutboxFailure) error {
+	tx.s.mu.Lock()
+	*tx.s.failures = append(*tx.s.failures, seq)
+	tx.s.mu.Unlock()
+	return tx.Tx.SetFailure(seq, f)
+}
+
+func (tx writeOrderTx) PutDeadLetter(d ledger.DeadLetter) error {
+	tx.s.mu.Lock()
+	*tx.s.letters = append(*tx.s.letters, d.Entry.Seq)
+	tx.s.mu.Unlock()
+	return tx.Tx.PutDeadLetter(d)
+}
+
+// TestFailuresRecordedInEntryOrder: the uploads of a round fail in any
+// order, and the round records their failures and moves them to the dead
+// letters in the order of their entries, the order in which the round's
+// other writes take entries: two uploaders' rounds that record the same
+// entries then lock them in one order on a shared store.
+func TestFailuresRecordedInEntryOrder(t *testing.T) {
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &reversedFailures{ObjectStore: objects, secondFailed: make(chan struct{})}
+	var mu sync.Mutex
+	var failures, letters []uint64
+	wrap := func(s ledger.Store) ledger.Store { return writeOrder{s, &mu, &failures, &letters} }
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st, wrap: wrap}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+
+	// Incidents' evidence goes up as objects of its own, one put each; a
+	// read-only row's goes in a segment, whose put succeeds, so that the
+	// failures are counted against their entries.
+	first, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	second, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-2", ScopesUsed: []string{"plan:change"}})))
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1"})))
+	st.first, st.second = ledger.EvidenceKey(first.ID), ledger.EvidenceKey(second.ID)
+
+	// One attempt moves an entry aside: the round writes both records.
+	if _, err := h.l.UploadRoundWith(context.Background(), ledger.UploaderConfig{Workers: 4, MaxAttempts: 1}); err != nil {
+		t.Fatalf("round: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) != 2 || !slices.IsSorted(failures) {
+		t.Errorf("failure records written for entries %v; want both incidents' entries, in seq order", failures)
+	}
+	if len(letters) != 2 || !slices.IsSorted(letters) {
+		t.Errorf("dead letters written for entries %v; want both incidents' entries, in seq order", letters)
+	}
+}
