@@ -382,11 +382,18 @@ func (f *Fetcher) MaxStale() time.Duration { return f.cfg.MaxStale }
 
 // load returns the document of k as Keys documents it.
 func (f *Fetcher) load(ctx context.Context, k cacheKey) (any, error) {
-	if err := f.CheckURI(k.uri); err != nil {
-		return nil, err
-	}
 	f.mu.Lock()
-	e := f.entry(k)
+	e := f.cache[k]
+	if e == nil || e.doc == nil {
+		// A document in the cache passed the check when it was fetched;
+		// a URI without one is checked before it gets an entry.
+		f.mu.Unlock()
+		if err := f.CheckURI(k.uri); err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		e = f.entry(k)
+	}
 	now := f.cfg.Now()
 	backoff := e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch
 	if e.doc != nil {

@@ -725,3 +725,38 @@ func TestFailedRefetchIsUndecidedWithinMinRefetch(t *testing.T) {
 		t.Fatalf("endpoint hit %d times, want 3", got)
 	}
 }
+
+// TestFetcherRefusesURIsItMayNotFetch: a Fetcher asked for keys at a URI
+// its rule refuses (plain http without AllowInsecureLoopback) answers
+// with the rule's error every time and never asks the endpoint, while
+// one that may fetch it gets the keys and then serves them from its cache.
+func TestFetcherRefusesURIsItMayNotFetch(t *testing.T) {
+	k := pacttest.MustKey("k1", jose.ES256)
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.Write([]byte(`{"keys":[` + mustJSON(k.Public()) + `]}`))
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	strict := verifier.NewFetcher(verifier.FetcherConfig{})
+	for i := range 2 {
+		if ks, err := strict.Keys(ctx, srv.URL); !errors.Is(err, verifier.ErrFetch) || !strings.Contains(err.Error(), "plain http") {
+			t.Fatalf("call %d: keys %v, error %v; want the URI refused", i+1, ks, err)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the refused endpoint was asked %d times", n)
+	}
+
+	loopback := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true})
+	for i := range 2 {
+		if _, err := loopback.Keys(ctx, srv.URL); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the endpoint was asked %d times for two calls within the TTL; want once", n)
+	}
+}
