@@ -1,0 +1,246 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/storage/postgres"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// The uploader's rounds on two replicas sharing one database: the claims
+// are PostgreSQL's own (FOR UPDATE, SKIP LOCKED, the database's clock),
+// where the ledger's tests play the other replica with a store wrapper.
+
+// countedPuts is the evidence store the replicas share: a local directory
+// that counts puts by key and fails segment puts while failing is set.
+type countedPuts struct {
+	ledger.ObjectStore
+	mu      sync.Mutex
+	failing bool
+	puts    map[string]int
+}
+
+var errPutRefused = errors.New("segment put refused")
+
+func (s *countedPuts) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	s.mu.Lock()
+	s.puts[key]++
+	fail := s.failing && strings.HasPrefix(key, "segments/")
+	s.mu.Unlock()
+	if fail {
+		return ledger.Location{}, errPutRefused
+	}
+	return s.ObjectStore.Put(ctx, key, body, until)
+}
+
+func (s *countedPuts) fail(on bool) {
+	s.mu.Lock()
+	s.failing = on
+	s.mu.Unlock()
+}
+
+// segmentPuts is how many segment puts the store has had.
+func (s *countedPuts) segmentPuts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.puts {
+		if strings.HasPrefix(k, "segments/") {
+			n += c
+		}
+	}
+	return n
+}
+
+// replica is one ledger on a store of its own over the shared database.
+type replica struct {
+	store *postgres.Store
+	l     *ledger.Ledger
+	logs  *syncbuf.Buffer
+}
+
+// twoReplicas opens replicas a and b on one fresh database and one
+// evidence store, and appends three receipts through a.
+func twoReplicas(t *testing.T) (a, b replica, objects *countedPuts) {
+	t.Helper()
+	dsn := migrated(t)
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects = &countedPuts{ObjectStore: dir, puts: map[string]int{}}
+	newReplica := func(holder string) replica {
+		r := replica{store: open(t, postgres.Config{DSN: dsn}), logs: &syncbuf.Buffer{}}
+		reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), sc.Brands(), sc.Agents())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := verifier.New(verifier.Config{Audience: sc.Audience, CheckedBy: "pactledger test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.l, err = ledger.New(r.store, objects, v, reg, ledger.Config{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Leases: ledger.LeaseConfig{Holder: holder}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b = newReplica("replica-a"), newReplica("replica-b")
+	for i := range 3 {
+		r := sc.Mint(pacttest.Spec{Target: fmt.Sprint("T-", i)})
+		if _, _, err := a.l.AppendReceipt(t.Context(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, objects
+}
+
+// outboxIs fails t unless r sees depth entries queued, plans segment
+// plans and no dead letters.
+func outboxIs(t *testing.T, r replica, when string, depth, plans int) {
+	t.Helper()
+	rep, err := r.l.Outbox(t.Context(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Depth != depth || rep.Plans != plans || rep.DeadLetterCount != 0 {
+		t.Fatalf("%s: %d entries queued, %d plans, %d dead letters %+v; want %d, %d, none",
+			when, rep.Depth, rep.Plans, rep.DeadLetterCount, rep.DeadLetters, depth, plans)
+	}
+}
+
+// TestReplicaLeavesAPlanToItsHolder: replica a records a segment plan and
+// its put fails, so a's claim on the plan's members stays live; replica
+// b's round claims none of them and puts nothing, and the plan stays; a's
+// next round puts it and the outbox drains.
+func TestReplicaLeavesAPlanToItsHolder(t *testing.T) {
+	ctx := t.Context()
+	a, b, objects := twoReplicas(t)
+	objects.fail(true)
+	if _, err := a.l.UploadRound(ctx, 512, 4); !errors.Is(err, errPutRefused) {
+		t.Fatalf("a's round with segment puts refused: %v", err)
+	}
+	objects.fail(false)
+	// The plan's members are left: the bundles (the key sets' snapshots
+	// went up as objects of their own).
+	var plans []ledger.SegmentPlan
+	if err := a.store.View(ctx, func(tx ledger.Tx) error {
+		var err error
+		plans, err = tx.SegmentPlans()
+		return err
+	}); err != nil || len(plans) != 1 {
+		t.Fatalf("plans after a's failed put: %+v, %v; want one", plans, err)
+	}
+	depth := len(plans[0].Entries)
+	outboxIs(t, a, "after a's failed put", depth, 1)
+	puts := objects.segmentPuts()
+
+	if n, err := b.l.UploadRound(ctx, 512, 4); err != nil || n != 0 {
+		t.Fatalf("b's round while a holds every entry: %d entries left the outbox, %v; want none, no error", n, err)
+	}
+	if again := objects.segmentPuts() - puts; again != 0 {
+		t.Fatalf("b put %d segments of entries a holds", again)
+	}
+	outboxIs(t, b, "after b's round", depth, 1)
+
+	if _, err := a.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	outboxIs(t, a, "after a's next round", 0, 0)
+}
+
+// TestReplicaLeavesAWaitedPutToItsHolder: an operation is queued ahead of
+// its object's put, and replica b holds the put's claim. Replica a's round
+// of one entry claims the operation, cannot claim the put, and leaves the
+// operation queued without putting anything or moving it aside; b's round
+// puts the object; a's next round applies the operation.
+func TestReplicaLeavesAWaitedPutToItsHolder(t *testing.T) {
+	ctx := t.Context()
+	a, b, objects := twoReplicas(t)
+	var put ledger.OutboxEntry
+	err := a.store.Update(ctx, func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		if err != nil {
+			return err
+		}
+		var rest []ledger.OutboxEntry
+		for _, e := range all {
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+			if put.Key == "" && e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment {
+				put = e
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		if put.Key == "" {
+			return fmt.Errorf("outbox %+v: no evidence bundle queued", all)
+		}
+		op := ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: time.Now().Add(90 * 24 * time.Hour)}
+		for _, e := range append(append([]ledger.OutboxEntry{op}, rest...), put) {
+			if err := tx.Enqueue(e, time.Now()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth, err := a.l.OutboxDepth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.store.Update(ctx, func(tx ledger.Tx) error {
+		all, err := tx.Outbox(100)
+		if err != nil || len(all) == 0 {
+			return fmt.Errorf("outbox %+v: %v", all, err)
+		}
+		got, err := tx.ClaimEntries([]uint64{all[len(all)-1].Seq}, "replica-b", 5*time.Minute)
+		if err == nil && (len(got) != 1 || got[0].Key != put.Key || got[0].Op != "") {
+			err = fmt.Errorf("b claimed %+v; want the put of %s", got, put.Key)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := a.l.UploadRound(ctx, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	if n := objects.segmentPuts(); n != 0 {
+		t.Fatalf("a put %d segments while b held the put its operation waits on", n)
+	}
+	outboxIs(t, a, "after a's round of one", depth, 0)
+	if logs := a.logs.String(); !strings.Contains(logs, "operations wait on the puts of their objects") || !strings.Contains(logs, "claimed=0") {
+		t.Fatalf("a's round logged:\n%s\nwant the operation waiting and the put left to its holder", logs)
+	}
+
+	// b's round takes the put it holds and the entries no one holds, and
+	// passes over the operation a holds.
+	if _, err := b.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	outboxIs(t, b, "after b's round", 1, 0)
+	if _, err := a.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	outboxIs(t, a, "after a's next round", 0, 0)
+}
