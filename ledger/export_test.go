@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // SetSweepHook makes fn run between a sweep's decision and its deleting
@@ -39,3 +42,15 @@ func (l *Ledger) UploadRoundWith(ctx context.Context, c UploaderConfig) (int, er
 
 // ErrClaimRanOut is the error of a round whose claim ran out.
 var ErrClaimRanOut = errClaimRanOut
+
+// CountParses counts the parses of inputs' tokens (ReceiptInput.Parse,
+// as AppendReceipt calls it) until restore is called.
+func CountParses() (n func() int64, restore func()) {
+	var count atomic.Int64
+	prev := parseInput
+	parseInput = func(in verifier.Input) *verifier.Parsed {
+		count.Add(1)
+		return prev(in)
+	}
+	return count.Load, func() { parseInput = prev }
+}

@@ -206,18 +206,27 @@ func TestDedupe(t *testing.T) {
 	}
 }
 
-// An input parsed by its caller is recorded from that parse; a parse of
-// other tokens, or of other actions, is not read: the input's own tokens
-// are what is recorded.
+// An input parsed by its caller is recorded from that parse, without
+// parsing it again; a parse of other tokens, or of other actions, is not
+// read: the input's own tokens are parsed and recorded.
 func TestParsedInput(t *testing.T) {
 	h := newHarness(t)
 	r := h.sc.Mint(pacttest.Spec{})
 	ri := in(r)
 	ri.Parsed = ri.Parse()
+	parses, restore := ledger.CountParses()
 	row, o := h.append(t, ri)
 	if o != ledger.Created || row.Status != ledger.Authorized {
 		t.Fatalf("parsed by the caller: %v %v", o, row.Status)
 	}
+	if n := parses(); n != 0 {
+		t.Fatalf("an input handed with its parse was parsed %d more times", n)
+	}
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	if n := parses(); n != 1 {
+		t.Fatalf("an input handed without a parse was parsed %d times, want once", n)
+	}
+	restore()
 
 	// Each case's input is parsed with one part swapped for another
 	// receipt's (a decoy); the row must be what the input's own parts make
@@ -242,7 +251,12 @@ func TestParsedInput(t *testing.T) {
 		decoy.Actions = append([]verifier.Action(nil), decoy.Actions...)
 		c.swap(&decoy)
 		want.Parsed = decoy.Parse()
+		parses, restore := ledger.CountParses()
 		row, o := h.append(t, want)
+		restore()
+		if n := parses(); n != 1 {
+			t.Fatalf("%s: an input handed another's parse was parsed %d times, want once", c.name, n)
+		}
 		if got := check(row, "scopes_within_grant"); o != ledger.Created || got.Result != c.scopes || (c.scopes == verifier.Pass) != (row.Status == ledger.Authorized) {
 			t.Fatalf("%s: %v %v, scopes_within_grant %+v, want %v", c.name, o, row.Status, got, c.scopes)
 		}
