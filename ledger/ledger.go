@@ -274,7 +274,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// What the write reads, for a store that reads ahead: the rows and
 	// tombstones of every encoding of the receipt, the request JWT's index
 	// entries and the grant's revocation.
-	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: receiptSHAs, RequestJWTs: requestSHAs, Grant: rc.GrantID}
+	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: append([]string{evSHA}, receiptSHAs...), RequestJWTs: requestSHAs, Grant: rc.GrantID}
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0
 		if err := prefetch(tx, ahead); err != nil {
@@ -295,6 +295,13 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA, requestSHAs[0])
 		if err := l.dedupe(tx, r, receiptRow, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
+		}
+		// Nor is a duplicate row, named by its evidence, once swept
+		// (a shorter class than the receipt's first row).
+		if r.ID == evSHA {
+			if err := sweptRow(tx, evSHA); err != nil {
+				return err
+			}
 		}
 		limits, err := withinLimits(tx, r, in.Limits, in.Actions)
 		if err != nil {
@@ -350,15 +357,25 @@ func bundleSize(in ReceiptInput) int {
 // receipt was swept: a receipt is not recorded again once retention ends.
 func sweptReceipt(tx Tx, receiptSHAs []string) error {
 	for _, sha := range receiptSHAs {
-		t, err := tx.Tombstone(sha)
-		switch {
-		case err == nil:
-			return &ExpiredError{Tombstone: *t}
-		case !errors.Is(err, ErrNotFound):
+		if err := sweptRow(tx, sha); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sweptRow returns an ExpiredError when row id was swept: an id is never
+// given to a new row once swept, since its tombstone and its leaf in the
+// log stay.
+func sweptRow(tx Tx, id string) error {
+	t, err := tx.Tombstone(id)
+	switch {
+	case err == nil:
+		return &ExpiredError{Tombstone: *t}
+	case errors.Is(err, ErrNotFound):
+		return nil
+	}
+	return err
 }
 
 // findResubmission returns the row already recorded for exactly this

@@ -439,6 +439,11 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		if !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		// A refusal whose row was swept is not recorded again: its id
+		// keeps its tombstone and its leaf in the log.
+		if err := sweptRow(tx, id); err != nil {
+			return err
+		}
 		r := &Row{
 			ID:         id,
 			ReceiptID:  "sha256:" + id,

@@ -169,6 +169,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 		return nil, err
 	}
 	why := make(map[string]string, len(due))
+	uploaded := map[string]bool{} // snapshot ids whose object is recorded, by what was read
 	for _, r := range due {
 		cur, err := tx.Row(r.ID)
 		switch {
@@ -194,9 +195,41 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 			return nil, err
 		case loc.LegalHold:
 			why[r.ID] = "its evidence is under legal hold"
+		default:
+			// The row's last sweep may drop a snapshot it names: not
+			// before the snapshot is in write-once storage, or its
+			// queued upload could never be done.
+			queued, err := snapshotQueued(tx, r, uploaded)
+			if err != nil {
+				return nil, err
+			}
+			if queued != "" {
+				why[r.ID] = "a JWKS snapshot it names is still in the outbox (" + SnapshotKey(queued) + ")"
+			}
 		}
 	}
 	return why, nil
+}
+
+// snapshotQueued returns the first JWKS snapshot row r names whose object
+// is not recorded as uploaded yet, or "". uploaded holds the answers read
+// so far, by snapshot id: the rows of a sweep name the same few.
+func snapshotQueued(tx Tx, r *Row, uploaded map[string]bool) (string, error) {
+	for _, id := range SnapshotsOf(r) {
+		up, ok := uploaded[id]
+		if !ok {
+			_, err := tx.Object(SnapshotKey(id))
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return "", err
+			}
+			up = err == nil
+			uploaded[id] = up
+		}
+		if !up {
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
 // agentDay is the key of a row's agent platform and UTC day, the unit an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,5 +281,136 @@ func TestSnapshotNamedAgainWhileItsDeletionIsQueued(t *testing.T) {
 	rv, err := h.l.VerifyRow(ctx, second.ID)
 	if err != nil || !rv.Same {
 		t.Fatalf("the new row no longer verifies: %+v %v", rv, err)
+	}
+}
+
+// sweptAndChecked integrates the log and checks it: no finding may name
+// the rows of a ledger that swept rows and was posted to again.
+func sweptAndChecked(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := h.l.CheckIntegrity(ctx, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Findings) != 0 {
+		t.Fatalf("the integrity check found: %+v", page.Findings)
+	}
+}
+
+// TestSweptRefusalIsNotRecordedAgain: a refusal posted again after its
+// row was swept answers that the row expired, as a swept receipt does,
+// and records nothing: its id keeps its tombstone and its one leaf in
+// the log.
+func TestSweptRefusalIsNotRecordedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	h.set(t0)
+	ref := ledger.RefusalInput{ClaimedPrincipal: "acct 1", ClaimedAgent: "agent", Tool: "issue_refund", Target: "O-1", Reason: "no receipt", ObservedAt: t0}
+	first, err := h.l.AppendRefusal(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweptAndChecked(t, h)
+	h.drain(t)
+	h.set(t0.AddDate(0, 13, 0))
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, ok := ids(res.Swept)[first.ID]; !ok || kept != "" {
+		t.Fatalf("the refusal's row was not swept: %+v", res)
+	}
+	again, err := h.l.AppendRefusal(ctx, ref)
+	if !errors.Is(err, ledger.ErrExpired) {
+		t.Fatalf("the swept refusal posted again: recorded %v, %v; want it answered as expired", again != nil, err)
+	}
+	if _, err := h.l.Get(ctx, first.ID); !errors.Is(err, ledger.ErrExpired) {
+		t.Fatalf("the swept refusal's row after it was posted again: %v; want it expired", err)
+	}
+	sweptAndChecked(t, h)
+}
+
+// TestSweptDuplicateIsNotRecordedAgain: a duplicate row (the receipt again
+// with a request JWT whose signature fails, refused class, twelve months)
+// swept while the receipt's first row (money moved, eighteen months) is
+// kept; its evidence posted again answers that the row expired and
+// records nothing.
+func TestSweptDuplicateIsNotRecordedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	h.set(t0)
+	r := h.sc.Mint(pacttest.Spec{Target: "A-1", At: t0})
+	first, _ := h.append(t, in(r))
+	bad := *r
+	bad.RequestJWT = r.RequestJWT[:len(r.RequestJWT)-4] + "AAAA"
+	dupIn := in(&bad)
+	dup, o := h.append(t, dupIn)
+	if first.Class != retention.MoneyMoved || o != ledger.DuplicateRecorded || dup.ID == first.ID || dup.Class != retention.Refused {
+		t.Fatalf("first row %s in %v; then %v, row %s in %v: want a money-moved row and a refused duplicate of it", first.ID, first.Class, o, dup.ID, dup.Class)
+	}
+	sweptAndChecked(t, h)
+	h.drain(t)
+	h.set(t0.AddDate(0, 13, 0))
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, ok := ids(res.Swept)[dup.ID]; !ok || kept != "" {
+		t.Fatalf("the duplicate's row was not swept: %+v", res)
+	}
+	if _, ok := ids(res.Swept)[first.ID]; ok {
+		t.Fatalf("the first row was swept with its duplicate: %+v", res)
+	}
+	again, o, err := h.l.AppendReceipt(ctx, dupIn)
+	if !errors.Is(err, ledger.ErrExpired) {
+		t.Fatalf("the swept duplicate posted again: %v, recorded %v, %v; want it answered as expired", o, again != nil, err)
+	}
+	sweptAndChecked(t, h)
+}
+
+// TestSweepWaitsForTheSnapshotsARowNames: a row past its retention whose
+// JWKS snapshots still wait in the outbox is kept (its sweep would drop
+// the snapshots, and their uploads could then never be done); once they
+// are uploaded it is swept, and nothing reaches the dead letters.
+func TestSweepWaitsForTheSnapshotsARowNames(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	h.set(t0)
+	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "R-1", At: t0, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	if ro.Class != retention.ReadOnly || len(ledger.SnapshotsOf(ro)) == 0 {
+		t.Fatalf("row in %v naming snapshots %v; want a read-only row naming its key sets' snapshots", ro.Class, ledger.SnapshotsOf(ro))
+	}
+	h.set(t0.AddDate(0, 0, 91))
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, swept := ids(res.Swept)[ro.ID]; swept || !strings.Contains(ids(res.Kept)[ro.ID], "JWKS snapshot") {
+		t.Fatalf("the row whose snapshots wait in the outbox: swept %v, kept %v; want it kept for them", ids(res.Swept), ids(res.Kept))
+	}
+	h.drain(t)
+	if res, err = h.l.Sweep(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if kept, ok := ids(res.Swept)[ro.ID]; !ok || kept != "" {
+		t.Fatalf("the row once its snapshots were uploaded: %+v; want it swept", res)
+	}
+	for range 3 {
+		if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := h.l.DeadLetterCount(ctx); err != nil || n != 0 {
+		rep, _ := h.l.Outbox(ctx, 10, "")
+		t.Fatalf("%d dead letters after the sweep (%v): %+v", n, err, rep.DeadLetters)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/localdir"
@@ -179,6 +180,10 @@ func (e *env) recordBefore(t *testing.T, at time.Time, r *pacttest.Receipt) *led
 	}
 	row, _, err := l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A row recorded that long ago had its objects uploaded long since.
+	if err := storetest.DrainOutbox(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Close(); err != nil {
