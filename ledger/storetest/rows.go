@@ -497,3 +497,52 @@ func testRowUpdates(t *testing.T, open opener) {
 		return nil
 	})
 }
+
+// testFarFutureTimes: the ledger takes times to the year 9000
+// (verifier.MaxTime), past what int64 nanoseconds hold (April 2262). A
+// row issued in 2300 lists newest and is found since 2200; a row kept
+// until 2300 is not due in 2027.
+func testFarFutureTimes(t *testing.T, open opener) {
+	s := open.fresh(t)
+	rows := fixtureRows(3)
+	far := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !verifier.InRange(far) {
+		t.Fatalf("%v is outside the ledger's time range", far)
+	}
+	rows[2].IssuedAt = far
+	rows[1].RetainUntil = far
+	createRows(t, s, rows)
+	view(t, s, func(tx ledger.Tx) error {
+		got, _, err := tx.List(ledger.Query{PageSize: 10})
+		if err != nil {
+			return err
+		}
+		if len(got) != 3 || got[0].ID != rows[2].ID {
+			t.Errorf("List newest first: %d rows, in order %v; want the row issued in 2300 first", len(got), idsOf(got))
+		}
+		since, _, err := tx.List(ledger.Query{PageSize: 10, Since: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			return err
+		}
+		if len(since) != 1 || since[0].ID != rows[2].ID {
+			t.Errorf("List since 2200: %v; want the row issued in 2300", idsOf(since))
+		}
+		due, _, err := tx.Expired(base.AddDate(1, 0, 0), "", 10)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(due, func(r *ledger.Row) bool { return r.ID == rows[1].ID }) {
+			t.Errorf("Expired in 2027 lists the row kept until 2300")
+		}
+		return nil
+	})
+}
+
+// idsOf is the ids of rows, in order.
+func idsOf(rows []*ledger.Row) []string {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids
+}

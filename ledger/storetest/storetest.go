@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "PageTokens", run: testPageTokens},
 		{name: "RowsByIDAndRowAfter", run: testRowsByID},
 		{name: "RowUpdates", run: testRowUpdates},
+		{name: "FarFutureTimes", run: testFarFutureTimes},
 		{name: "DedupeRace", run: testDedupeRace},
 		{name: "RequestJWTIndex", run: testRequestJWTIndex},
 		{name: "GroupCommitFailingMember", run: testGroupCommitFailingMember},

@@ -23,7 +23,7 @@ func (t *tx) AppendAccess(at time.Time, body []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := binary.BigEndian.AppendUint64(nil, uint64(max(at.UnixNano(), 0)))
+	v := binary.BigEndian.AppendUint64(nil, unixNanos(at))
 	return seq, b.Put(seqKey(seq), append(v, body...))
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -699,8 +700,21 @@ func (t *tx) encodeRow(r *ledger.Row) ([]byte, error) {
 // timeKey is an index key's time: nanoseconds since the epoch (none
 // before it). Keys run oldest first within a value; List walks them
 // newest first.
-func timeKey(t time.Time) uint64 {
-	return uint64(max(t.UnixNano(), 0))
+func timeKey(t time.Time) uint64 { return unixNanos(t) }
+
+// unixNanos is t in nanoseconds since the epoch, held to what an int64
+// of them holds: 0 before the epoch, and the last of them (April 2262)
+// for every time after, where UnixNano's answer is undefined. The
+// ledger takes times to the year 9000 (verifier.MaxTime); such a time
+// sorts after every earlier one and with the others past 2262.
+func unixNanos(t time.Time) uint64 {
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return uint64(t.UnixNano())
 }
 
 // indexPrefix is the prefix of every key of value's entries in an index.
@@ -1136,7 +1150,7 @@ func (t *tx) UpdateRetention(id string, until time.Time) error {
 
 func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
 	var out []*ledger.Row
-	limit := uint64(max(now.UnixNano(), 0))
+	limit := unixNanos(now)
 	var bound []byte
 	if after != "" {
 		pos, err := hex.DecodeString(after)
@@ -1266,5 +1280,5 @@ func (t *tx) SnapshotRetain(id string) (time.Time, error) {
 }
 
 func (t *tx) SetSnapshotRetain(id string, at time.Time) error {
-	return t.b(bSnapKeep).Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(max(at.UnixNano(), 0))))
+	return t.b(bSnapKeep).Put([]byte(id), binary.BigEndian.AppendUint64(nil, unixNanos(at)))
 }
