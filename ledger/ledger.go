@@ -293,6 +293,9 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			return err
 		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA, requestSHAs[0])
+		if in.RequestJWT != "" && len(requestSHAs) > 1 {
+			r.RequestJWTTwinSHA256 = requestSHAs[1]
+		}
 		if err := l.dedupe(tx, r, receiptRow, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
 		}

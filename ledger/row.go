@@ -169,6 +169,13 @@ type Row struct {
 	UnclassifiedTools []string             `json:"unclassifiedTools,omitempty"`
 	// RequestJWTSHA256 is the hex SHA-256 of the request JWT, for dedupe.
 	RequestJWTSHA256 string `json:"requestJwtSha256,omitempty"`
+	// RequestJWTTwinSHA256 is, while the row is written, the hex SHA-256
+	// of the request JWT's other encoding (an ES256 signature's malleated
+	// twin) when it has one. Dedupe reads both; a store whose writes run
+	// at once indexes the row under both, so that two rows posting the
+	// twins meet on one key and the later is found a duplicate. Not kept
+	// with the row.
+	RequestJWTTwinSHA256 string `json:"-"`
 	// EvidenceNotKept says why the evidence bundle was not kept (the
 	// read-only class); empty when it was.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`

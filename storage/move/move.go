@@ -35,7 +35,10 @@ import (
 )
 
 // schemaVersion is the storage/postgres schema version the copy writes.
-const schemaVersion = 3
+// Version 4 added ledger_rows.request_jwt_twin, which a copied row leaves
+// empty: a bbolt file indexes a request JWT under the hash posted only,
+// and the ledger reads both hashes (docs/design/016).
+const schemaVersion = 4
 
 // Errors of a move.
 var (

@@ -103,8 +103,8 @@ func (w *writes) touches(tbl table, keys []string) bool {
 		return slices.ContainsFunc(w.rows, func(r rowWrite) bool { return len(keys) == 0 || slices.Contains(keys, r.r.ID) })
 	default:
 		return slices.ContainsFunc(w.rows, func(r rowWrite) bool {
-			sha := r.r.RequestJWTSHA256
-			return sha != "" && (len(keys) == 0 || slices.Contains(keys, sha))
+			sha, twin := r.r.RequestJWTSHA256, r.r.RequestJWTTwinSHA256
+			return sha != "" && (len(keys) == 0 || slices.Contains(keys, sha) || twin != "" && slices.Contains(keys, twin))
 		})
 	}
 }
@@ -148,6 +148,7 @@ func (c created) outcome(w *writes) (error, bool) {
 func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*writes, done func(created) error) {
 	var (
 		ids, principals, grants, agents, shas []string
+		twins                                 []string
 		statuses, classes                     []int16
 		issued                                []int64
 		retains                               []*int64
@@ -174,6 +175,11 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 				retain = &ns
 			}
 			retains, shas, bodies = append(retains, retain), append(shas, r.RequestJWTSHA256), append(bodies, rw.body)
+			twin := ""
+			if r.RequestJWTSHA256 != "" {
+				twin = r.RequestJWTTwinSHA256
+			}
+			twins = append(twins, twin)
 			pool = append(pool, ledger.Drillable(r))
 			for _, x := range rw.targets {
 				targetRows, targets = append(targetRows, r.ID), append(targets, x)
@@ -197,7 +203,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	}
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
-			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool).Query(func(rows pgx.Rows) error {
+			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -236,18 +242,19 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 }
 
 // createRowsSQL creates rows with their targets, snapshot links and, where
-// no row holds it yet, their request-JWT entries; a row whose id is taken
-// is skipped with all of its keys. It returns each created row's id and
-// whether its request-JWT entry was written.
+// no row holds them yet, their request-JWT entries: under the hash of the
+// request JWT and under its twin's (ledger.Row.RequestJWTTwinSHA256); a
+// row whose id is taken is skipped with all of its keys. It returns each
+// created row's id and whether all its request-JWT entries were written.
 const createRowsSQL = `
 WITH r AS (
-	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq)
+	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin)
 	SELECT id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body,
-		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[])
-		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool)
+		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END, twin
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[], $16::text[])
+		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool, twin)
 	ON CONFLICT (id) DO NOTHING
-	RETURNING id, issued_ns, request_jwt
+	RETURNING id, issued_ns, request_jwt, request_jwt_twin
 ), t AS (
 	INSERT INTO row_targets (target, issued_ns, row_id)
 	SELECT x.target, r.issued_ns, r.id FROM r JOIN unnest($11::text[], $12::text[]) AS x (row_id, target) ON x.row_id = r.id
@@ -256,11 +263,12 @@ WITH r AS (
 	SELECT x.snapshot_id, r.id FROM r JOIN unnest($13::text[], $14::text[]) AS x (row_id, snapshot_id) ON x.row_id = r.id
 ), j AS (
 	INSERT INTO request_jwts (sha, row_id)
-	SELECT r.request_jwt, r.id FROM r WHERE r.request_jwt <> ''
+	SELECT k.sha, r.id FROM r CROSS JOIN LATERAL (VALUES (r.request_jwt), (r.request_jwt_twin)) AS k (sha)
+	WHERE r.request_jwt <> '' AND k.sha <> ''
 	ON CONFLICT (sha) DO NOTHING
 	RETURNING row_id
 )
-SELECT r.id, EXISTS (SELECT FROM j WHERE j.row_id = r.id) FROM r`
+SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) = (CASE WHEN r.request_jwt = '' THEN 0 WHEN r.request_jwt_twin = '' THEN 1 ELSE 2 END) FROM r`
 
 // nonNil is s, or an empty slice for nil (an empty array, not NULL).
 func nonNil(s []string) []string {

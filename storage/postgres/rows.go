@@ -102,10 +102,16 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 		return fmt.Errorf("encode row %s: %w", r.ID, err)
 	}
 	targets, snaps := rowKeys(r)
-	w := rowWrite{r: r, body: body, targets: targets, snaps: snaps, racedRow: t.absentRows[id], racedJWT: sha != "" && t.absentJWTs[sha]}
+	// The member raced for the request JWT when it read every hash the
+	// row is indexed under as unused: a row it read one of as used is a
+	// duplicate, which takes no entry from anyone.
+	twin := r.RequestJWTTwinSHA256
+	raced := sha != "" && t.absentJWTs[sha] && (twin == "" || t.absentJWTs[twin])
+	w := rowWrite{r: r, body: body, targets: targets, snaps: snaps, racedRow: t.absentRows[id], racedJWT: raced}
 	// This member's own row answers the reads that found it absent.
 	delete(t.absentRows, id)
 	delete(t.absentJWTs, sha)
+	delete(t.absentJWTs, twin)
 	d := t.deferred()
 	d.rows = append(d.rows, w)
 	return nil
@@ -412,11 +418,13 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 			return err
 		}
 	}
+	// The row's request-JWT entries: under its hash, and under its twin's
+	// where the row was indexed under both (createRowsSQL).
 	return t.exec(`
-WITH r AS (DELETE FROM ledger_rows WHERE id = $1),
+WITH r AS (DELETE FROM ledger_rows WHERE id = $1 RETURNING request_jwt_twin),
 x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
 s AS (DELETE FROM row_snapshots WHERE snapshot_id = ANY($6::text[]) AND row_id = $1),
-j AS (DELETE FROM request_jwts WHERE sha = $4 AND row_id = $1),
+j AS (DELETE FROM request_jwts WHERE (sha = $4 OR sha IN (SELECT request_jwt_twin FROM r WHERE request_jwt_twin <> '')) AND row_id = $1),
 e AS (DELETE FROM evidence WHERE row_id = $1)
 INSERT INTO tombstones (id, body) VALUES ($1, $5)
 ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body, snaps)

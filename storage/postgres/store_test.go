@@ -231,6 +231,104 @@ func TestReplicasRaceOnOneRequestJWT(t *testing.T) {
 	}
 }
 
+// TestReplicasRaceOnTwinRequestJWTs: an ES256 request JWT and its
+// malleated twin hash differently, and the ledger's dedupe reads both.
+// Replica A reads both as unused, then replica B stores a row posting the
+// twin; each row is indexed under both hashes, so A's fn runs again,
+// finds B's row and records its own as B's duplicate: one request, one
+// first row. Once B's row is removed, neither hash names a row.
+func TestReplicasRaceOnTwinRequestJWTs(t *testing.T) {
+	dsn := migrated(t)
+	a, b := open(t, postgres.Config{DSN: dsn}), open(t, postgres.Config{DSN: dsn})
+	shaA, shaB := hexID("request JWT (r, s)"), hexID("request JWT (r, n-s)")
+	ra, rb := row("receipt a"), row("receipt b")
+	ra.RequestJWTSHA256, ra.RequestJWTTwinSHA256 = shaA, shaB
+	rb.RequestJWTSHA256, rb.RequestJWTTwinSHA256 = shaB, shaA
+	// dedupe is the ledger's rule: the first row that used either encoding.
+	dedupe := func(tx ledger.Tx, r *ledger.Row) (*ledger.Row, error) {
+		w := *r
+		for _, sha := range []string{r.RequestJWTSHA256, r.RequestJWTTwinSHA256} {
+			first, err := tx.RowByRequestJWT(sha)
+			if err != nil {
+				return nil, err
+			}
+			if first != "" && first != w.ID {
+				w.Verifier.DuplicateOf, w.Status = first, ledger.Duplicate
+				break
+			}
+		}
+		return &w, nil
+	}
+	readFree, stored := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
+			n := runs.Add(1)
+			w, err := dedupe(tx, ra)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				close(readFree)
+				<-stored
+			}
+			return tx.CreateRow(w)
+		})
+	}()
+	<-readFree
+	if err := b.Update(t.Context(), func(tx ledger.Tx) error {
+		w, err := dedupe(tx, rb)
+		if err != nil {
+			return err
+		}
+		return tx.CreateRow(w)
+	}); err != nil {
+		t.Fatalf("replica B: %v", err)
+	}
+	close(stored)
+	if err := <-done; err != nil {
+		t.Fatalf("replica A: %v", err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("replica A's fn ran %d times, want 2", n)
+	}
+	var stored2 *ledger.Row
+	if err := a.View(t.Context(), func(tx ledger.Tx) error {
+		for _, sha := range []string{shaA, shaB} {
+			if first, err := tx.RowByRequestJWT(sha); err != nil || first != rb.ID {
+				return fmt.Errorf("the index under %s names %q (%v), want replica B's row %s", sha, first, err, rb.ID)
+			}
+		}
+		got, err := tx.Row(ra.ID)
+		if err != nil {
+			return err
+		}
+		if got.Verifier.DuplicateOf != rb.ID || got.Status != ledger.Duplicate {
+			return fmt.Errorf("replica A's row: duplicate of %q, status %s; want a duplicate of %s", got.Verifier.DuplicateOf, got.Status, rb.ID)
+		}
+		stored2, err = tx.Row(rb.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(t.Context(), func(tx ledger.Tx) error {
+		return tx.RemoveRow(stored2, ledger.Tombstone{ID: rb.ID})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.View(t.Context(), func(tx ledger.Tx) error {
+		for _, sha := range []string{shaA, shaB} {
+			if first, err := tx.RowByRequestJWT(sha); err != nil || first != "" {
+				return fmt.Errorf("after B's row was removed, the index under %s names %q (%v), want none", sha, first, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFenceHoldsOffTakeover: the fence check is a write to the lease row,
 // so a takeover of an expired lease waits for the fenced transaction that
 // checked it and comes after its commit: the fenced write is never

@@ -72,6 +72,26 @@ type replica struct {
 	logs  *syncbuf.Buffer
 }
 
+// newReplica opens a ledger named holder on a store of its own over the
+// database at dsn, verifying sc's receipts, its evidence in objects.
+func newReplica(t *testing.T, dsn string, sc *pacttest.Scenario, objects ledger.ObjectStore, holder string) replica {
+	t.Helper()
+	r := replica{store: open(t, postgres.Config{DSN: dsn}), logs: &syncbuf.Buffer{}}
+	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), sc.Brands(), sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifier.New(verifier.Config{Audience: sc.Audience, CheckedBy: "pactledger test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.l, err = ledger.New(r.store, objects, v, reg, ledger.Config{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Leases: ledger.LeaseConfig{Holder: holder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // twoReplicas opens replicas a and b on one fresh database and one
 // evidence store, and appends three receipts through a.
 func twoReplicas(t *testing.T) (a, b replica, objects *countedPuts) {
@@ -84,23 +104,7 @@ func twoReplicas(t *testing.T) (a, b replica, objects *countedPuts) {
 		t.Fatal(err)
 	}
 	objects = &countedPuts{ObjectStore: dir, puts: map[string]int{}}
-	newReplica := func(holder string) replica {
-		r := replica{store: open(t, postgres.Config{DSN: dsn}), logs: &syncbuf.Buffer{}}
-		reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), sc.Brands(), sc.Agents())
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := verifier.New(verifier.Config{Audience: sc.Audience, CheckedBy: "pactledger test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.l, err = ledger.New(r.store, objects, v, reg, ledger.Config{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Leases: ledger.LeaseConfig{Holder: holder}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	a, b = newReplica("replica-a"), newReplica("replica-b")
+	a, b = newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")
 	for i := range 3 {
 		r := sc.Mint(pacttest.Spec{Target: fmt.Sprint("T-", i)})
 		if _, _, err := a.l.AppendReceipt(t.Context(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}); err != nil {
