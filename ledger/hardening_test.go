@@ -223,3 +223,43 @@ func TestSweepDecidesAgainWhenDeleting(t *testing.T) {
 		t.Fatalf("the held row is gone: %v", err)
 	}
 }
+
+// TestSignedClaimsWithNULAreRefused: a NUL byte in a signed claim that
+// becomes a row's field (the receipt's user, grant, agent, brand or
+// scopes; a refusal's request JWT issuer) is refused with nothing
+// stored, as a NUL byte in a posted field is: a PostgreSQL text column
+// cannot hold one, so every store refuses it alike (docs/design/012,
+// rule 3).
+func TestSignedClaimsWithNULAreRefused(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		claim string
+		value any
+	}{
+		{"user", "user", "acct-1\x00"},
+		{"grant", "grantId", "grant\x00x"},
+		{"agent", "pa", "https://agent.example\x00"},
+		{"brand", "brand", "https://brand.example/\x00"},
+		{"scopes", "scopesUsed", []string{"orders:read\x00"}},
+	} {
+		r := h.sc.Mint(pacttest.Spec{Target: "N-" + c.name})
+		r.Claims[c.claim] = c.value
+		h.sc.Resign(r)
+		row, _, err := h.l.AppendReceipt(ctx, in(r))
+		if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("%s with a NUL byte: row %v, %v; want it refused as invalid", c.name, row != nil, err)
+		}
+	}
+	r := h.sc.Mint(pacttest.Spec{Target: "N-refusal"})
+	r.RequestClaims["iss"] = "https://agent.example\x00"
+	h.sc.Resign(r)
+	row, err := h.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedAgent: "agent", Tool: "issue_refund", Reason: "no receipt", RequestJWT: r.RequestJWT, ObservedAt: h.clock()})
+	if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("a refusal whose request JWT's iss holds a NUL byte: row %v, %v; want it refused as invalid", row != nil, err)
+	}
+	if rows, _, err := h.l.List(ctx, ledger.Query{PageSize: 10}); err != nil || len(rows) != 0 {
+		t.Fatalf("rows stored: %d, %v; want none", len(rows), err)
+	}
+}

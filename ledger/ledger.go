@@ -142,6 +142,19 @@ func checkField(name, v string, max int) error {
 	return nil
 }
 
+// nulFree refuses values holding a NUL byte, named name: signed claims
+// that become a row's fields. A store's text columns cannot hold one
+// (PostgreSQL), and every stored row must read back from every store
+// (docs/design/012, rule 3).
+func nulFree(name string, vs ...string) error {
+	for _, v := range vs {
+		if strings.IndexByte(v, 0) >= 0 {
+			return invalid("%s contains a NUL byte", name)
+		}
+	}
+	return nil
+}
+
 // validate checks in, whose tokens p holds parsed.
 func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 	if in.ReceiptJWS == "" {
@@ -217,6 +230,9 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
 	}
+	if err := nulFree("receiptJws: a claim", append([]string{rc.GrantID, rc.User, rc.PA, rc.Brand}, rc.ScopesUsed...)...); err != nil {
+		return nil, 0, err
+	}
 	ev := Evidence{ReceiptJWS: in.ReceiptJWS, RequestJWT: in.RequestJWT, DelegationToken: in.DelegationToken, Actions: in.Actions, Limits: in.Limits}
 	bundle, err := ev.AppendJSON(make([]byte, 0, bundleSize(in)))
 	if err != nil {
@@ -260,6 +276,9 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		return nil, 0, fmt.Errorf("%w: receiptJws: %v", ErrInvalid, err)
 	}
 	l.cfg.Metrics.verified(time.Since(start))
+	if err := nulFree("the agent's issuer", res.AgentIssuer); err != nil {
+		return nil, 0, err
+	}
 
 	requestSHAs := p.RequestJWT().Encodings()
 	// The leaf's token digests: outside the serial commit.

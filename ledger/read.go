@@ -415,6 +415,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
 			agent = claims.Iss
 		}
+		if err := nulFree("requestJwt: its iss", agent); err != nil {
+			return nil, err
+		}
 		kid = c.Kid
 	}
 	skip := func(name string) verifier.Check {
