@@ -301,6 +301,23 @@ func sweptAndChecked(t *testing.T, h *harness) {
 	}
 }
 
+// sweepAfter checks the log, lets the outbox drain, sets h's clock to at
+// and sweeps: row id must go.
+func sweepAfter(t *testing.T, h *harness, at time.Time, id string) *ledger.SweepResult {
+	t.Helper()
+	sweptAndChecked(t, h)
+	h.drain(t)
+	h.set(at)
+	res, err := h.l.Sweep(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, ok := ids(res.Swept)[id]; !ok || kept != "" {
+		t.Fatalf("row %s was not swept: %+v", id, res)
+	}
+	return res
+}
+
 // TestSweptRefusalIsNotRecordedAgain: a refusal posted again after its
 // row was swept answers that the row expired, as a swept receipt does,
 // and records nothing: its id keeps its tombstone and its one leaf in
@@ -316,16 +333,7 @@ func TestSweptRefusalIsNotRecordedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweptAndChecked(t, h)
-	h.drain(t)
-	h.set(t0.AddDate(0, 13, 0))
-	res, err := h.l.Sweep(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kept, ok := ids(res.Swept)[first.ID]; !ok || kept != "" {
-		t.Fatalf("the refusal's row was not swept: %+v", res)
-	}
+	sweepAfter(t, h, t0.AddDate(0, 13, 0), first.ID)
 	again, err := h.l.AppendRefusal(ctx, ref)
 	if !errors.Is(err, ledger.ErrExpired) {
 		t.Fatalf("the swept refusal posted again: recorded %v, %v; want it answered as expired", again != nil, err)
@@ -356,16 +364,7 @@ func TestSweptDuplicateIsNotRecordedAgain(t *testing.T) {
 	if first.Class != retention.MoneyMoved || o != ledger.DuplicateRecorded || dup.ID == first.ID || dup.Class != retention.Refused {
 		t.Fatalf("first row %s in %v; then %v, row %s in %v: want a money-moved row and a refused duplicate of it", first.ID, first.Class, o, dup.ID, dup.Class)
 	}
-	sweptAndChecked(t, h)
-	h.drain(t)
-	h.set(t0.AddDate(0, 13, 0))
-	res, err := h.l.Sweep(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kept, ok := ids(res.Swept)[dup.ID]; !ok || kept != "" {
-		t.Fatalf("the duplicate's row was not swept: %+v", res)
-	}
+	res := sweepAfter(t, h, t0.AddDate(0, 13, 0), dup.ID)
 	if _, ok := ids(res.Swept)[first.ID]; ok {
 		t.Fatalf("the first row was swept with its duplicate: %+v", res)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/localdir"
 	s3store "github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
@@ -1004,47 +1005,24 @@ func TestOperationBehindAPlanOfAnotherRound(t *testing.T) {
 }
 
 // opsAheadOfPut rearranges h's outbox so that n operations on the first
-// evidence bundle's key come first and the bundle's put last, with the
-// other entries between (as after the put was retried from the dead
-// letters once the operations were queued), and returns the key.
+// evidence bundle's key come first and the bundle's put last, with at
+// least two other entries between (storetest.OpsAheadOfPut), and returns
+// the key.
 func opsAheadOfPut(t *testing.T, h *harness, n int) string {
 	t.Helper()
-	var key string
+	var put ledger.OutboxEntry
 	if err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
-		all, err := tx.Outbox(100)
-		if err != nil {
-			return err
+		var between int
+		var err error
+		put, between, err = storetest.OpsAheadOfPut(tx, n, h.clock())
+		if err == nil && between < 2 {
+			err = fmt.Errorf("%d entries besides the bundle's put; want two more", between)
 		}
-		var put ledger.OutboxEntry
-		var rest []ledger.OutboxEntry
-		for _, e := range all {
-			if _, err := tx.Dequeue(e.Seq); err != nil {
-				return err
-			}
-			if put.Key == "" && e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment {
-				put = e
-			} else {
-				rest = append(rest, e)
-			}
-		}
-		if put.Key == "" || len(rest) < 2 {
-			return fmt.Errorf("outbox %+v: want an evidence bundle and two entries more", all)
-		}
-		key = put.Key
-		var q []ledger.OutboxEntry
-		for i := range n {
-			q = append(q, ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: h.clock().Add(time.Duration(90+i) * 24 * time.Hour)})
-		}
-		for _, e := range append(append(q, rest...), put) {
-			if err := tx.Enqueue(e, h.clock()); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return key
+	return put.Key
 }
 
 // TestOperationWaitsForItsPutBeyondTheRound: a round that claims an

@@ -431,6 +431,44 @@ func testRecordUploads(t *testing.T, open opener) {
 	})
 }
 
+// OpsAheadOfPut rearranges the outbox in tx so that n operations (OpExtend,
+// the i-th retained until now plus 90+i days) on the first evidence
+// bundle's key come first and the bundle's put last, with the other
+// entries between, as after the put was retried from the dead letters once
+// the operations were queued. It returns the put and how many other
+// entries lie between.
+func OpsAheadOfPut(tx ledger.Tx, n int, now time.Time) (ledger.OutboxEntry, int, error) {
+	all, err := tx.Outbox(100)
+	if err != nil {
+		return ledger.OutboxEntry{}, 0, err
+	}
+	var put ledger.OutboxEntry
+	var rest []ledger.OutboxEntry
+	for _, e := range all {
+		if _, err := tx.Dequeue(e.Seq); err != nil {
+			return put, 0, err
+		}
+		if put.Key == "" && e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment {
+			put = e
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	if put.Key == "" {
+		return put, 0, fmt.Errorf("outbox %+v: no evidence bundle queued", all)
+	}
+	var q []ledger.OutboxEntry
+	for i := range n {
+		q = append(q, ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: now.Add(time.Duration(90+i) * 24 * time.Hour)})
+	}
+	for _, e := range append(append(q, rest...), put) {
+		if err := tx.Enqueue(e, now); err != nil {
+			return put, 0, err
+		}
+	}
+	return put, len(rest), nil
+}
+
 // DrainOutbox runs upload rounds of l until its outbox is empty, as a
 // ledger that has run for a while would have: a test that records rows
 // back in time with ledgerd stopped then starts it with their objects in

@@ -117,6 +117,42 @@ func TestMigrateAndSchemaCheck(t *testing.T) {
 // errSeen is what a writer returns when the row it would create is there.
 var errSeen = errors.New("already recorded")
 
+// raceAfterReads runs replica a's write, whose fn reads (read, which
+// returns the row to create) and then creates that row; on fn's first
+// run, replica b's write bWrite runs and commits between the two. It
+// returns how many times a's fn ran and a's Update error.
+func raceAfterReads(t *testing.T, a, b *postgres.Store, read func(ledger.Tx) (*ledger.Row, error), bWrite func(ledger.Tx) error) (int32, error) {
+	t.Helper()
+	readDone, stored := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
+			n := runs.Add(1)
+			w, err := read(tx)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				close(readDone)
+				<-stored
+			}
+			return tx.CreateRow(w)
+		})
+	}()
+	select {
+	case <-readDone:
+	case err := <-done:
+		t.Fatalf("replica A ended before replica B wrote: %v", err)
+	}
+	if err := b.Update(t.Context(), bWrite); err != nil {
+		t.Fatalf("replica B: %v", err)
+	}
+	close(stored)
+	err := <-done
+	return runs.Load(), err
+}
+
 // TestReplicasRaceOnOneRow: two stores on one database (two replicas).
 // Replica A reads that a row is absent, then replica B stores it; A's
 // create finds the row taken, A's fn runs again, sees B's row and answers
@@ -125,35 +161,20 @@ func TestReplicasRaceOnOneRow(t *testing.T) {
 	dsn := migrated(t)
 	a, b := open(t, postgres.Config{DSN: dsn}), open(t, postgres.Config{DSN: dsn})
 	r := row("the same receipt")
-	readAbsent, stored := make(chan struct{}), make(chan struct{})
-	var runs atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
-			n := runs.Add(1)
-			if _, err := tx.Row(r.ID); err == nil {
-				return errSeen
-			} else if !errors.Is(err, ledger.ErrNotFound) {
-				return err
-			}
-			if n == 1 {
-				close(readAbsent)
-				<-stored
-			}
-			w := *r
-			w.Principal = "replica-a"
-			return tx.CreateRow(&w)
-		})
-	}()
-	<-readAbsent
-	if err := b.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(r) }); err != nil {
-		t.Fatalf("replica B: %v", err)
-	}
-	close(stored)
-	if err := <-done; !errors.Is(err, errSeen) {
+	n, err := raceAfterReads(t, a, b, func(tx ledger.Tx) (*ledger.Row, error) {
+		if _, err := tx.Row(r.ID); err == nil {
+			return nil, errSeen
+		} else if !errors.Is(err, ledger.ErrNotFound) {
+			return nil, err
+		}
+		w := *r
+		w.Principal = "replica-a"
+		return &w, nil
+	}, func(tx ledger.Tx) error { return tx.CreateRow(r) })
+	if !errors.Is(err, errSeen) {
 		t.Fatalf("replica A: %v, want its fn to run again and see the row", err)
 	}
-	if n := runs.Load(); n != 2 {
+	if n != 2 {
 		t.Errorf("replica A's fn ran %d times, want 2", n)
 	}
 	if err := a.View(t.Context(), func(tx ledger.Tx) error {
@@ -177,37 +198,22 @@ func TestReplicasRaceOnOneRequestJWT(t *testing.T) {
 	sha := hexID("one request JWT")
 	ra, rb := row("receipt a"), row("receipt b")
 	ra.RequestJWTSHA256, rb.RequestJWTSHA256 = sha, sha
-	readFree, stored := make(chan struct{}), make(chan struct{})
-	var runs atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
-			n := runs.Add(1)
-			first, err := tx.RowByRequestJWT(sha)
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				close(readFree)
-				<-stored
-			}
-			w := *ra
-			w.Verifier.DuplicateOf = first
-			if first != "" {
-				w.Status = ledger.Duplicate
-			}
-			return tx.CreateRow(&w)
-		})
-	}()
-	<-readFree
-	if err := b.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(rb) }); err != nil {
-		t.Fatalf("replica B: %v", err)
-	}
-	close(stored)
-	if err := <-done; err != nil {
+	n, err := raceAfterReads(t, a, b, func(tx ledger.Tx) (*ledger.Row, error) {
+		first, err := tx.RowByRequestJWT(sha)
+		if err != nil {
+			return nil, err
+		}
+		w := *ra
+		w.Verifier.DuplicateOf = first
+		if first != "" {
+			w.Status = ledger.Duplicate
+		}
+		return &w, nil
+	}, func(tx ledger.Tx) error { return tx.CreateRow(rb) })
+	if err != nil {
 		t.Fatalf("replica A: %v", err)
 	}
-	if n := runs.Load(); n != 2 {
+	if n != 2 {
 		t.Errorf("replica A's fn ran %d times, want 2", n)
 	}
 	if err := a.View(t.Context(), func(tx ledger.Tx) error {
@@ -259,38 +265,17 @@ func TestReplicasRaceOnTwinRequestJWTs(t *testing.T) {
 		}
 		return &w, nil
 	}
-	readFree, stored := make(chan struct{}), make(chan struct{})
-	var runs atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Update(t.Context(), func(tx ledger.Tx) error {
-			n := runs.Add(1)
-			w, err := dedupe(tx, ra)
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				close(readFree)
-				<-stored
-			}
-			return tx.CreateRow(w)
-		})
-	}()
-	<-readFree
-	if err := b.Update(t.Context(), func(tx ledger.Tx) error {
+	n, err := raceAfterReads(t, a, b, func(tx ledger.Tx) (*ledger.Row, error) { return dedupe(tx, ra) }, func(tx ledger.Tx) error {
 		w, err := dedupe(tx, rb)
 		if err != nil {
 			return err
 		}
 		return tx.CreateRow(w)
-	}); err != nil {
-		t.Fatalf("replica B: %v", err)
-	}
-	close(stored)
-	if err := <-done; err != nil {
+	})
+	if err != nil {
 		t.Fatalf("replica A: %v", err)
 	}
-	if n := runs.Load(); n != 2 {
+	if n != 2 {
 		t.Errorf("replica A's fn ran %d times, want 2", n)
 	}
 	var stored2 *ledger.Row

@@ -15,6 +15,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/postgres"
 	"github.com/pactledger/pactledger/verifier"
@@ -178,31 +179,9 @@ func TestReplicaLeavesAWaitedPutToItsHolder(t *testing.T) {
 	a, b, objects := twoReplicas(t)
 	var put ledger.OutboxEntry
 	err := a.store.Update(ctx, func(tx ledger.Tx) error {
-		all, err := tx.Outbox(100)
-		if err != nil {
-			return err
-		}
-		var rest []ledger.OutboxEntry
-		for _, e := range all {
-			if _, err := tx.Dequeue(e.Seq); err != nil {
-				return err
-			}
-			if put.Key == "" && e.Kind == ledger.ObjectEvidence && e.Op == "" && e.Segment {
-				put = e
-			} else {
-				rest = append(rest, e)
-			}
-		}
-		if put.Key == "" {
-			return fmt.Errorf("outbox %+v: no evidence bundle queued", all)
-		}
-		op := ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: put.Ref, Key: put.Key, Op: ledger.OpExtend, RetainUntil: time.Now().Add(90 * 24 * time.Hour)}
-		for _, e := range append(append([]ledger.OutboxEntry{op}, rest...), put) {
-			if err := tx.Enqueue(e, time.Now()); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		put, _, err = storetest.OpsAheadOfPut(tx, 1, time.Now())
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
