@@ -175,8 +175,12 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 				retain = &ns
 			}
 			retains, shas, bodies = append(retains, retain), append(shas, r.RequestJWTSHA256), append(bodies, rw.body)
+			// A duplicate takes no twin's entry: a row stored before the
+			// twin was indexed (or moved from bbolt) holds the hash posted
+			// only, and the twin's entry must stay free for no row rather
+			// than name the duplicate.
 			twin := ""
-			if r.RequestJWTSHA256 != "" {
+			if r.RequestJWTSHA256 != "" && r.Verifier.DuplicateOf == "" {
 				twin = r.RequestJWTTwinSHA256
 			}
 			twins = append(twins, twin)
@@ -244,8 +248,12 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // createRowsSQL creates rows with their targets, snapshot links and, where
 // no row holds them yet, their request-JWT entries: under the hash of the
 // request JWT and under its twin's (ledger.Row.RequestJWTTwinSHA256); a
-// row whose id is taken is skipped with all of its keys. It returns each
-// created row's id and whether all its request-JWT entries were written.
+// row whose id is taken is skipped with all of its keys. The entries go
+// in the order of their hashes, so that two statements writing a hash
+// and its twin the other way round wait on each other instead of
+// deadlocking; of two rows of the statement with one hash, the earlier
+// member's holds it. It returns each created row's id and whether all
+// its request-JWT entries were written.
 const createRowsSQL = `
 WITH r AS (
 	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin)
@@ -263,8 +271,11 @@ WITH r AS (
 	SELECT x.snapshot_id, r.id FROM r JOIN unnest($13::text[], $14::text[]) AS x (row_id, snapshot_id) ON x.row_id = r.id
 ), j AS (
 	INSERT INTO request_jwts (sha, row_id)
-	SELECT k.sha, r.id FROM r CROSS JOIN LATERAL (VALUES (r.request_jwt), (r.request_jwt_twin)) AS k (sha)
+	SELECT k.sha, r.id FROM r
+	JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON o.id = r.id
+	CROSS JOIN LATERAL (VALUES (r.request_jwt), (r.request_jwt_twin)) AS k (sha)
 	WHERE r.request_jwt <> '' AND k.sha <> ''
+	ORDER BY k.sha, o.n
 	ON CONFLICT (sha) DO NOTHING
 	RETURNING row_id
 )

@@ -237,6 +237,63 @@ func TestReplicasRaceOnOneRequestJWT(t *testing.T) {
 	}
 }
 
+// dedupe is the ledger's rule on r's request JWT: r as written, a
+// duplicate of the first row that used either encoding of it, if any.
+func dedupe(tx ledger.Tx, r *ledger.Row) (*ledger.Row, error) {
+	w := *r
+	for _, sha := range []string{r.RequestJWTSHA256, r.RequestJWTTwinSHA256} {
+		first, err := tx.RowByRequestJWT(sha)
+		if err != nil {
+			return nil, err
+		}
+		if first != "" && first != w.ID {
+			w.Verifier.DuplicateOf, w.Status = first, ledger.Duplicate
+			break
+		}
+	}
+	return &w, nil
+}
+
+// TestDuplicateLeavesTheTwinEntryFree: a row stored before the twin was
+// indexed (or moved from bbolt) holds its request JWT's hash only. Its
+// duplicate posting the same request JWT takes no entry, so that a later
+// post of the twin still finds the first row, not the duplicate.
+func TestDuplicateLeavesTheTwinEntryFree(t *testing.T) {
+	s := open(t, postgres.Config{DSN: migrated(t)})
+	h1, h2 := hexID("request JWT (r, s)"), hexID("request JWT (r, n-s)")
+	first := row("stored before the twin was indexed")
+	first.RequestJWTSHA256 = h1
+	dup := row("its duplicate")
+	dup.RequestJWTSHA256, dup.RequestJWTTwinSHA256 = h1, h2
+	later := row("the twin, later")
+	later.RequestJWTSHA256, later.RequestJWTTwinSHA256 = h2, h1
+	for _, r := range []*ledger.Row{first, dup, later} {
+		if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+			w, err := dedupe(tx, r)
+			if err != nil {
+				return err
+			}
+			return tx.CreateRow(w)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.View(t.Context(), func(tx ledger.Tx) error {
+		for _, r := range []*ledger.Row{dup, later} {
+			got, err := tx.Row(r.ID)
+			if err != nil {
+				return err
+			}
+			if got.Verifier.DuplicateOf != first.ID {
+				return fmt.Errorf("row %s: a duplicate of %s, want of the first row %s (the duplicate is %s)", r.ID, got.Verifier.DuplicateOf, first.ID, dup.ID)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReplicasRaceOnTwinRequestJWTs: an ES256 request JWT and its
 // malleated twin hash differently, and the ledger's dedupe reads both.
 // Replica A reads both as unused, then replica B stores a row posting the
@@ -250,21 +307,6 @@ func TestReplicasRaceOnTwinRequestJWTs(t *testing.T) {
 	ra, rb := row("receipt a"), row("receipt b")
 	ra.RequestJWTSHA256, ra.RequestJWTTwinSHA256 = shaA, shaB
 	rb.RequestJWTSHA256, rb.RequestJWTTwinSHA256 = shaB, shaA
-	// dedupe is the ledger's rule: the first row that used either encoding.
-	dedupe := func(tx ledger.Tx, r *ledger.Row) (*ledger.Row, error) {
-		w := *r
-		for _, sha := range []string{r.RequestJWTSHA256, r.RequestJWTTwinSHA256} {
-			first, err := tx.RowByRequestJWT(sha)
-			if err != nil {
-				return nil, err
-			}
-			if first != "" && first != w.ID {
-				w.Verifier.DuplicateOf, w.Status = first, ledger.Duplicate
-				break
-			}
-		}
-		return &w, nil
-	}
 	n, err := raceAfterReads(t, a, b, func(tx ledger.Tx) (*ledger.Row, error) { return dedupe(tx, ra) }, func(tx ledger.Tx) error {
 		w, err := dedupe(tx, rb)
 		if err != nil {
