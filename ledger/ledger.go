@@ -136,16 +136,13 @@ func checkField(name, v string, max int) error {
 	if len(v) > max {
 		return invalid("%s is longer than %d bytes", name, max)
 	}
-	if strings.IndexByte(v, 0) >= 0 {
-		return invalid("%s contains a NUL byte", name)
-	}
-	return nil
+	return nulFree(name, v)
 }
 
-// nulFree refuses values holding a NUL byte, named name: signed claims
-// that become a row's fields. A store's text columns cannot hold one
-// (PostgreSQL), and every stored row must read back from every store
-// (docs/design/012, rule 3).
+// nulFree refuses values holding a NUL byte, named name: posted fields
+// (checkField) and signed claims that become a row's fields. A store's
+// text columns cannot hold one (PostgreSQL), and every stored row must
+// read back from every store (docs/design/012, rule 3).
 func nulFree(name string, vs ...string) error {
 	for _, v := range vs {
 		if strings.IndexByte(v, 0) >= 0 {
