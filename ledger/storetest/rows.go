@@ -364,6 +364,15 @@ func testRowsByID(t *testing.T, open opener) {
 		}
 	}
 	view(t, s, func(tx ledger.Tx) error {
+		for _, n := range []int{0, -1} {
+			page, next, err := tx.RowsByID(ids[3], n)
+			if err != nil || len(page) != 0 || next != "" {
+				t.Errorf("RowsByID(%d): %d rows, %q, %v; want none", n, len(page), next, err)
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
 		for _, c := range []struct{ key, want string }{
 			{"", ids[0]},
 			{ids[3], ids[3]},

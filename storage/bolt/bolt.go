@@ -1056,6 +1056,9 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 }
 
 func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
+	if n <= 0 {
+		return nil, "", nil
+	}
 	var start []byte
 	if after != "" {
 		start = idKey(after)
