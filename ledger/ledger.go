@@ -526,6 +526,11 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 		}
 		var prior map[string]int
 		if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
+			// Held, so that another write under the grant at once does
+			// not count without this row, nor this one without it.
+			if err := tx.HoldGrant(r.GrantID); err != nil {
+				return verifier.Check{}, err
+			}
 			var err error
 			if prior, err = grantToolCounts(tx, r.GrantID, lim.CountMax); err != nil {
 				return verifier.Check{}, err

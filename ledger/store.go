@@ -149,6 +149,16 @@ type Rows interface {
 	Revocation(grant string) (*Revocation, error)
 	// PutRevocation records a grant's revocation.
 	PutRevocation(grant string, r Revocation) error
+	// HoldGrant holds grant for the rest of this write transaction: of
+	// the transactions that hold one grant, one runs from its hold to its
+	// end at a time, so that what a holder reads after its hold includes
+	// what every earlier holder wrote. A store may hold several grants
+	// with one hold; it may send the hold with the transaction's next
+	// read, which then runs after it. The ledger holds a grant before it
+	// counts the rows under it (countMax), so that two writes at once
+	// cannot both count without the other. A store with one writer at a
+	// time holds every grant already.
+	HoldGrant(grant string) error
 }
 
 // Prefetcher is a transaction that reads ahead, in one round trip, the

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "RowUpdates", run: testRowUpdates},
 		{name: "FarFutureTimes", run: testFarFutureTimes},
 		{name: "DedupeRace", run: testDedupeRace},
+		{name: "GrantHolds", run: testGrantHolds},
 		{name: "RequestJWTIndex", run: testRequestJWTIndex},
 		{name: "GroupCommitFailingMember", run: testGroupCommitFailingMember},
 		{name: "OutboxOrder", run: testOutboxOrder},

@@ -1055,6 +1055,15 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 	return t.b(bGrants).Put([]byte(grant), v)
 }
 
+// HoldGrant implements ledger.Rows: one write transaction runs at a time,
+// so it holds every grant already.
+func (t *tx) HoldGrant(string) error {
+	if !t.tx.Writable() {
+		return bolterrors.ErrTxNotWritable
+	}
+	return nil
+}
+
 func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 	if n <= 0 {
 		return nil, "", nil

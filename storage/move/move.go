@@ -37,8 +37,9 @@ import (
 // schemaVersion is the storage/postgres schema version the copy writes.
 // Version 4 added ledger_rows.request_jwt_twin, which a copied row leaves
 // empty: a bbolt file indexes a request JWT under the hash posted only,
-// and the ledger reads both hashes (docs/design/016).
-const schemaVersion = 4
+// and the ledger reads both hashes (docs/design/016). Version 5 added
+// grant_holds, whose rows the first hold of each grant makes.
+const schemaVersion = 5
 
 // Errors of a move.
 var (

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -269,13 +270,31 @@ func (s *Store) commit(batch []*request) {
 		}
 		return
 	}
+	var alone []*request
+	for i, r := range batch {
+		if errors.Is(errs[i], errAlone) {
+			alone = append(alone, r)
+		}
+	}
 	if s.cfg.OnCommit != nil {
-		s.cfg.OnCommit(len(batch), time.Since(start))
+		s.cfg.OnCommit(len(batch)-len(alone), time.Since(start))
 	}
 	for i, r := range batch {
-		r.err <- errs[i]
+		if !errors.Is(errs[i], errAlone) {
+			r.err <- errs[i]
+		}
+	}
+	// Members that found a grant held elsewhere run now, each in a
+	// transaction of its own that waits for the grant.
+	for _, r := range alone {
+		aloneRuns.Add(1)
+		s.commit([]*request{r})
 	}
 }
+
+// aloneRuns counts the members moved out of their group to run alone
+// (errAlone), for tests.
+var aloneRuns atomic.Int64
 
 // runBatchRetrying runs batch until it commits, runs it again after a
 // serialization failure or deadlock, and once more on a fresh connection
@@ -313,6 +332,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*request) ([]error, error)
 	}
 	defer c.Release() // a connection left inside a transaction is closed, not pooled
 	t := newTx(ctx, c.Conn(), true)
+	t.single = len(batch) == 1
 	t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	errs := make([]error, len(batch))
 	run := make([]*member, len(batch))

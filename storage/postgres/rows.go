@@ -599,3 +599,58 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 	}
 	return t.exec("INSERT INTO revocations (grant_id, body) VALUES ($1, $2) ON CONFLICT (grant_id) DO UPDATE SET body = EXCLUDED.body", grant, body)
 }
+
+// HoldGrant implements ledger.Rows by locking the grant's row of
+// grant_holds (its bucket, grantBucket) until the transaction ends. A
+// transaction of one member waits for the lock. A member of a group takes
+// it only when it is free: two groups that each held one grant and waited
+// for the other's would deadlock, each with its members' rows. A member
+// that finds its grant held elsewhere is undone and runs again once its
+// group has committed, in a transaction of its own.
+func (t *tx) HoldGrant(grant string) error {
+	if !t.write {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
+	bucket := grantBucket(grant)
+	if t.single {
+		// Sent with the next round trip, whose statements run after the
+		// lock is granted.
+		t.push("SELECT bucket FROM grant_holds WHERE bucket = $1 FOR UPDATE", bucket).Query(func(rows pgx.Rows) error {
+			if !rows.Next() {
+				return errNoBucket(bucket, rows.Err())
+			}
+			return nil
+		})
+		return nil
+	}
+	held, err := t.queryRow("hold grant", "SELECT true FROM grant_holds WHERE bucket = $1 FOR UPDATE SKIP LOCKED", []any{bucket}, new(bool))
+	if err != nil {
+		return err
+	}
+	if !held {
+		// Held by another transaction (or missing: alone, the member then
+		// fails on it).
+		t.heldElsewhere = true
+		t.err = errAlone
+		return t.err
+	}
+	return nil
+}
+
+// grantBucket is a grant's row of grant_holds: the first two bytes of the
+// SHA-256 of the hold's name and the grant.
+func grantBucket(grant string) int32 {
+	h := sha256.Sum256([]byte("pactledger grant hold\x00" + grant))
+	return int32(binary.BigEndian.Uint16(h[:2]))
+}
+
+// errNoBucket: grant_holds lacks a row its migration made.
+func errNoBucket(bucket int32, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("hold grant: grant_holds has no row %d (migration 5 makes 0 to 65535): the schema is damaged", bucket)
+}

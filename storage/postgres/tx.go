@@ -70,6 +70,12 @@ type tx struct {
 	// again the members to run again once the group is sent.
 	group []*member
 	again []*member
+
+	// single is set in a transaction of one member, which may wait for a
+	// grant's hold (HoldGrant); heldElsewhere when the current member, in
+	// a group, found its grant held by another transaction and must run
+	// in a transaction of its own.
+	single, heldElsewhere bool
 }
 
 func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
@@ -250,11 +256,14 @@ func (t *tx) member(m *member, seq *int) {
 		if err == nil {
 			err = errRaced
 		}
-		rerun := t.rerun
+		rerun, alone := t.rerun, t.heldElsewhere
 		if !t.undoMember() {
 			return
 		}
 		switch {
+		case alone:
+			*m.err = errAlone
+			return
 		case !rerun:
 			*m.err = err
 			return
@@ -272,7 +281,7 @@ const maxMemberRuns = 8
 // startMember resets what the tx keeps for one member, whose savepoint is
 // sp.
 func (t *tx) startMember(sp string) {
-	t.err, t.rerun, t.restart, t.wrote = nil, false, false, false
+	t.err, t.rerun, t.restart, t.wrote, t.heldElsewhere = nil, false, false, false, false
 	clear(t.absentRows)
 	clear(t.absentJWTs)
 	clear(t.retain)
@@ -317,6 +326,10 @@ func (t *tx) undoMember() bool {
 	t.sp, t.spQueued = "", false
 	return true
 }
+
+// errAlone: a member of a group found a grant it holds held by another
+// transaction (HoldGrant); it runs again in a transaction of its own.
+var errAlone = errors.New("the write must run in a transaction of its own")
 
 // errMemberRollback: a failed member could not be rolled back alone; the
 // batch's members run one by one instead.
