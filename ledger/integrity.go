@@ -438,6 +438,17 @@ func (l *Ledger) RestoreEvidence(ctx context.Context, id string) (bool, *Row, er
 	}
 	changed := false
 	err = l.store.Update(ctx, func(tx Tx) error {
+		// The row first (locked where the store locks what a write
+		// reads): a sweep removing it has ended, and it is expired, or it
+		// waits for this transaction and removes the bundle restored.
+		if _, err := tx.Row(id); errors.Is(err, ErrNotFound) {
+			if err := sweptRow(tx, id); err != nil {
+				return err
+			}
+			return err
+		} else if err != nil {
+			return err
+		}
 		cur, err := tx.Evidence(id)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err

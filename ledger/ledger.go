@@ -496,6 +496,15 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 			return err
 		}
 		if first != "" && first != r.ID {
+			// The row named, read (and locked where the store locks what
+			// a write reads): a sweep removing it has ended, and the row
+			// and its entry are gone, or it waits for this write.
+			switch _, err := tx.Row(first); {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
 			r.Verifier.DuplicateOf = first
 			return nil
 		}

@@ -155,9 +155,10 @@ type Rows interface {
 	// what every earlier holder wrote. A store may hold several grants
 	// with one hold; it may send the hold with the transaction's next
 	// read, which then runs after it. The ledger holds a grant before it
-	// counts the rows under it (countMax), so that two writes at once
-	// cannot both count without the other. A store with one writer at a
-	// time holds every grant already.
+	// counts the rows under it (countMax), before it records the grant's
+	// revocation, and in a sweep, before it decides on the rows of the
+	// grant it removes. A store with one writer at a time holds every
+	// grant already.
 	HoldGrant(grant string) error
 }
 

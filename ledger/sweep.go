@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -113,6 +114,9 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 			var swept []*Row
 			err := l.store.Update(ctx, func(tx Tx) error {
 				swept = swept[:0]
+				if err := holdGrants(tx, goes); err != nil {
+					return err
+				}
 				again, err := keepReasons(tx, goes, now)
 				if err != nil {
 					return err
@@ -164,14 +168,24 @@ var sweepHook func()
 // open incident holding its agent platform's day, evidence still in the
 // outbox, or evidence under legal hold.
 func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
+	// The rows before the incidents (in a write transaction, locked where
+	// the store locks what a write reads): a writer that read one of them
+	// (a duplicate naming it) has ended before the incidents are read, and
+	// its incident is seen, or it waits for this transaction and finds the
+	// row swept.
+	curs := make([]*Row, len(due))
+	errs := make([]error, len(due))
+	for i, r := range due {
+		curs[i], errs[i] = tx.Row(r.ID)
+	}
 	held, err := heldDays(tx)
 	if err != nil {
 		return nil, err
 	}
 	why := make(map[string]string, len(due))
 	uploaded := map[string]bool{} // snapshot ids whose object is recorded, by what was read
-	for _, r := range due {
-		cur, err := tx.Row(r.ID)
+	for i, r := range due {
+		cur, err := curs[i], errs[i]
 		switch {
 		case errors.Is(err, ErrNotFound):
 			why[r.ID] = "it is no longer in the ledger"
@@ -209,6 +223,26 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 		}
 	}
 	return why, nil
+}
+
+// holdGrants holds the grants of the rows a sweep is about to remove, in
+// order, before it reads what keeps them: a write that counted a row
+// under one of them (countMax), and opened an incident that holds it, has
+// ended and its incident is seen, or it waits and counts without the row.
+func holdGrants(tx Tx, rows []*Row) error {
+	var grants []string
+	for _, r := range rows {
+		if r.GrantID != "" {
+			grants = append(grants, r.GrantID)
+		}
+	}
+	slices.Sort(grants)
+	for _, g := range slices.Compact(grants) {
+		if err := tx.HoldGrant(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // snapshotQueued returns the first JWKS snapshot row r names whose object
