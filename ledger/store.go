@@ -107,7 +107,9 @@ type Rows interface {
 	// RemoveRow removes row r with its index entries, its expiry entry, its
 	// snapshot links, its request-JWT entry when r holds it, and its
 	// evidence bundle, and writes its tombstone. Objects, counts and
-	// snapshots are the caller's.
+	// snapshots are the caller's. A row not stored is ErrNotFound, which
+	// a store that sends writes with its next round trip reports from a
+	// later call of the same fn or from Update; no tombstone is written.
 	RemoveRow(r *Row, tomb Tombstone) error
 	// Tombstone returns the tombstone of a removed row, or ErrNotFound.
 	Tombstone(id string) (*Tombstone, error)

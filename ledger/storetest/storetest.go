@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "RowsByIDAndRowAfter", run: testRowsByID},
 		{name: "RowUpdates", run: testRowUpdates},
 		{name: "FarFutureTimes", run: testFarFutureTimes},
+		{name: "EdgeArguments", run: testEdgeArguments},
 		{name: "DedupeRace", run: testDedupeRace},
 		{name: "GrantHolds", run: testGrantHolds},
 		{name: "RequestJWTIndex", run: testRequestJWTIndex},

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -102,8 +103,12 @@ func (t *tx) Incident(seq uint64) (*ledger.IncidentRecord, error) {
 
 // Incidents implements ledger.Reports.
 func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
 	sql, args := "SELECT seq, body FROM incidents ORDER BY seq DESC LIMIT $1", []any{n}
-	if before != 0 {
+	// Every number is below one past the column's range: from the newest.
+	if before != 0 && before <= math.MaxInt64 {
 		sql, args = "SELECT seq, body FROM incidents WHERE seq < $2 ORDER BY seq DESC LIMIT $1", []any{n, int64(before)}
 	}
 	var out []*ledger.IncidentRecord

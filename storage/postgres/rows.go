@@ -418,16 +418,34 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 			return err
 		}
 	}
+	if !t.writing() {
+		return errReadOnly
+	}
+	if err := t.blocked(); err != nil {
+		return err
+	}
 	// The row's request-JWT entries: under its hash, and under its twin's
-	// where the row was indexed under both (createRowsSQL).
-	return t.exec(`
+	// where the row was indexed under both (createRowsSQL). The tombstone
+	// only for a row removed; none removed is the member's error at the
+	// next round trip, as bbolt's is at once.
+	t.push(`
 WITH r AS (DELETE FROM ledger_rows WHERE id = $1 RETURNING request_jwt_twin),
 x AS (DELETE FROM row_targets WHERE target = ANY($2::text[]) AND issued_ns = $3 AND row_id = $1),
 s AS (DELETE FROM row_snapshots WHERE snapshot_id = ANY($6::text[]) AND row_id = $1),
 j AS (DELETE FROM request_jwts WHERE (sha = $4 OR sha IN (SELECT request_jwt_twin FROM r WHERE request_jwt_twin <> '')) AND row_id = $1),
 e AS (DELETE FROM evidence WHERE row_id = $1)
-INSERT INTO tombstones (id, body) VALUES ($1, $5)
-ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body, snaps)
+INSERT INTO tombstones (id, body) SELECT $1, $5::bytea FROM r
+ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body
+RETURNING id`, r.ID, targets, nanos(r.IssuedAt), r.RequestJWTSHA256, body, snaps).Query(func(rows pgx.Rows) error {
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
+		}
+		return nil
+	})
+	return nil
 }
 
 // Tombstone implements ledger.Rows.
