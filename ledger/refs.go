@@ -182,6 +182,22 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 		if !ok {
 			continue
 		}
+		if e.Op != "" {
+			// An operation changes the record of the object it was
+			// applied to; it never makes one. A sweep may have dropped
+			// the object since the round read it (a snapshot no row names
+			// any more: its deletion is queued), or a new upload may have
+			// replaced it: the record stays as that left it.
+			cur, err := tx.Object(e.Key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			case cur.Key != loc.Key || cur.VersionID != loc.VersionID:
+				continue
+			}
+		}
 		if e.Op == "" && loc.Length > 0 {
 			if gained[loc.Key] == 0 {
 				segments = append(segments, loc.Key)

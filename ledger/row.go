@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -281,3 +282,12 @@ func EvidenceKey(rowID string) string { return "rows/" + rowID + ".json" }
 
 // SnapshotKey is the object key of a JWKS snapshot.
 func SnapshotKey(id string) string { return "jwks/" + id + ".json" }
+
+// snapshotIDOf is the snapshot id SnapshotKey made key of, if it did.
+func snapshotIDOf(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, "jwks/")
+	if id, found := strings.CutSuffix(id, ".json"); ok && found && id != "" {
+		return id, true
+	}
+	return "", false
+}

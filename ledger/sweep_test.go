@@ -17,6 +17,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/localdir"
 	s3store "github.com/pactledger/pactledger/storage/s3"
@@ -412,4 +413,14 @@ func TestSweepWaitsForTheSnapshotsARowNames(t *testing.T) {
 		rep, _ := h.l.Outbox(ctx, 10, "")
 		t.Fatalf("%d dead letters after the sweep (%v): %+v", n, err, rep.DeadLetters)
 	}
+}
+
+// TestSnapshotDroppedUnderItsExtension runs the scenario of
+// storetest.SnapshotDroppedUnderItsExtension on bbolt.
+func TestSnapshotDroppedUnderItsExtension(t *testing.T) {
+	storetest.SnapshotDroppedUnderItsExtension(t, func(t *testing.T, sc *pacttest.Scenario, objects ledger.ObjectStore) (*ledger.Ledger, ledger.Store, func(time.Time)) {
+		h := &harness{sc: sc, dir: t.TempDir(), objects: objects}
+		h.open(t)
+		return h.l, h.store, h.set
+	})
 }

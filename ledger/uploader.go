@@ -356,10 +356,11 @@ type roundRead struct {
 	ops          []OutboxEntry // operations whose object is stored
 	locs         map[uint64]Location
 	bodies       map[uint64][]byte
-	doomed       []failure // found doomed while reading
-	stale        []string  // recorded plans to drop unput
-	pull         []uint64  // queued puts beyond the round that its operations wait on
-	waits        int       // those operations
+	doomed       []failure     // found doomed while reading
+	moot         []OutboxEntry // operations on snapshots dropped since they were queued
+	stale        []string      // recorded plans to drop unput
+	pull         []uint64      // queued puts beyond the round that its operations wait on
+	waits        int           // those operations
 }
 
 // readRound reads in tx what a round that claimed entries does: the
@@ -504,10 +505,35 @@ nextPlan:
 			continue
 		}
 		for _, e := range unplaced[key] {
+			dropped, err := snapshotDropped(tx, e.Key)
+			if err != nil {
+				return r, err
+			}
+			if dropped {
+				r.moot = append(r.moot, e)
+				continue
+			}
 			r.doomed = append(r.doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
 		}
 	}
 	return r, nil
+}
+
+// snapshotDropped reports whether key is a JWKS snapshot's object whose
+// snapshot is no longer stored: a sweep dropped it once no row named it,
+// with its object's record, and queued the object's deletion. An
+// operation queued on it before (a retention extension) has nothing left
+// to do.
+func snapshotDropped(tx Tx, key string) (bool, error) {
+	id, ok := snapshotIDOf(key)
+	if !ok {
+		return false, nil
+	}
+	_, err := tx.Snapshot(id)
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	return false, err
 }
 
 // uploadRound runs one round and returns how many entries left the
@@ -556,7 +582,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	plans, puts, ops, locs, bodies, doomed, stale, deadN := r.plans, r.puts, r.ops, r.locs, r.bodies, r.doomed, r.stale, r.deadN
 	l.cfg.Metrics.depth(r.depth)
 	l.cfg.Metrics.deadLetters(deadN)
-	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 {
+	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 && len(r.moot) == 0 {
 		return 0, nil
 	}
 
@@ -701,6 +727,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	failed = append(failed, opFailed...)
 
 	succeeded := len(plansOK) + len(finished) // any success shows the store answers
+	// Operations on dropped snapshots leave the outbox with the uploads;
+	// RecordUploads writes no record for them.
+	for _, e := range r.moot {
+		finished = append(finished, done{e, Location{}})
+	}
 	var deadNow []failure
 	var attempts []int
 	doomedNow := slices.ContainsFunc(failed, func(f failure) bool { return permanent(f.err) })

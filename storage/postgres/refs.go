@@ -17,7 +17,9 @@ func (t *tx) Object(key string) (ledger.Location, error) {
 		return loc, err
 	}
 	var body []byte
-	found, err := t.queryRow("read object "+key, "SELECT body FROM objects WHERE key = $1", []any{key}, &body)
+	// Locked in a write transaction: a sweep dropping the object and an
+	// upload round recording an operation on it take turns.
+	found, err := t.queryRow("read object "+key, "SELECT body FROM objects WHERE key = $1"+t.lock(), []any{key}, &body)
 	if err != nil {
 		return loc, err
 	}

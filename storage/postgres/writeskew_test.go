@@ -345,3 +345,13 @@ func TestRestoreEvidenceAndSweepAtOnce(t *testing.T) {
 		t.Fatalf("swept %d rows; X's rows %d, evidence bundles %d; want X swept with its bundle", len(res.Swept), rows, bundles)
 	}
 }
+
+// TestSnapshotDroppedUnderItsExtension runs the scenario of
+// storetest.SnapshotDroppedUnderItsExtension on PostgreSQL.
+func TestSnapshotDroppedUnderItsExtension(t *testing.T) {
+	storetest.SnapshotDroppedUnderItsExtension(t, func(t *testing.T, sc *pacttest.Scenario, objects ledger.ObjectStore) (*ledger.Ledger, ledger.Store, func(time.Time)) {
+		w := &world{dsn: migrated(t), sc: sc, objects: objects}
+		r := w.replica(t, "replica")
+		return r.l, r.store, r.set
+	})
+}
