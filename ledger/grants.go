@@ -40,7 +40,7 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	err := l.store.Update(ctx, func(tx Tx) error {
 		// Held: a revocation of the grant at once, which this one would
 		// not read as recorded yet, ends first, or waits for this one.
-		if err := tx.HoldGrant(grant); err != nil {
+		if err := tx.HoldGrants(grant); err != nil {
 			return err
 		}
 		prev, err := tx.Revocation(grant)

@@ -291,8 +291,17 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 	// tombstones of every encoding of the receipt, the request JWT's index
 	// entries and the grant's revocation.
 	ahead := Prefetch{Rows: append([]string{evSHA}, receiptSHAs...), Tombstones: append([]string{evSHA}, receiptSHAs...), RequestJWTs: requestSHAs, Grant: rc.GrantID}
+	// A receipt that counts the rows under its grant holds the grant
+	// first, before its reads lock anything, as RevokeGrant and the sweep
+	// do (withinLimits).
+	counts := in.Limits != nil && in.Limits.CountMax > 0 && rc.GrantID != ""
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row, outcome = nil, 0
+		if counts {
+			if err := tx.HoldGrants(rc.GrantID); err != nil {
+				return err
+			}
+		}
 		if err := prefetch(tx, ahead); err != nil {
 			return err
 		}
@@ -535,11 +544,9 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 		}
 		var prior map[string]int
 		if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
-			// Held, so that another write under the grant at once does
-			// not count without this row, nor this one without it.
-			if err := tx.HoldGrant(r.GrantID); err != nil {
-				return verifier.Check{}, err
-			}
+			// The grant is held (AppendReceipt), so that another write
+			// under it at once does not count without this row, nor this
+			// one without it.
 			var err error
 			if prior, err = grantToolCounts(tx, r.GrantID, lim.CountMax); err != nil {
 				return verifier.Check{}, err

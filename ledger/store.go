@@ -151,17 +151,18 @@ type Rows interface {
 	Revocation(grant string) (*Revocation, error)
 	// PutRevocation records a grant's revocation.
 	PutRevocation(grant string, r Revocation) error
-	// HoldGrant holds grant for the rest of this write transaction: of
+	// HoldGrants holds grants for the rest of this write transaction: of
 	// the transactions that hold one grant, one runs from its hold to its
 	// end at a time, so that what a holder reads after its hold includes
 	// what every earlier holder wrote. A store may hold several grants
-	// with one hold; it may send the hold with the transaction's next
-	// read, which then runs after it. The ledger holds a grant before it
-	// counts the rows under it (countMax), before it records the grant's
-	// revocation, and in a sweep, before it decides on the rows of the
-	// grant it removes. A store with one writer at a time holds every
-	// grant already.
-	HoldGrant(grant string) error
+	// with one hold, and may send the hold with the transaction's next
+	// round trip, which runs once the hold is granted; what was read
+	// ahead before (Prefetch) was read before the hold. The ledger holds
+	// a grant before the first read of a receipt that counts the rows
+	// under it (countMax), before it records the grant's revocation, and
+	// in a sweep, before it decides on the rows of the grants it removes.
+	// A store with one writer at a time holds every grant already.
+	HoldGrants(grants ...string) error
 }
 
 // Prefetcher is a transaction that reads ahead, in one round trip, the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -225,8 +224,8 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 	return why, nil
 }
 
-// holdGrants holds the grants of the rows a sweep is about to remove, in
-// order, before it reads what keeps them: a write that counted a row
+// holdGrants holds the grants of the rows a sweep is about to remove,
+// before it reads what keeps them: a write that counted a row
 // under one of them (countMax), and opened an incident that holds it, has
 // ended and its incident is seen, or it waits and counts without the row.
 func holdGrants(tx Tx, rows []*Row) error {
@@ -236,13 +235,7 @@ func holdGrants(tx Tx, rows []*Row) error {
 			grants = append(grants, r.GrantID)
 		}
 	}
-	slices.Sort(grants)
-	for _, g := range slices.Compact(grants) {
-		if err := tx.HoldGrant(g); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tx.HoldGrants(grants...)
 }
 
 // snapshotQueued returns the first JWKS snapshot row r names whose object

@@ -1055,9 +1055,9 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 	return t.b(bGrants).Put([]byte(grant), v)
 }
 
-// HoldGrant implements ledger.Rows: one write transaction runs at a time,
-// so it holds every grant already.
-func (t *tx) HoldGrant(string) error {
+// HoldGrants implements ledger.Rows: one write transaction runs at a
+// time, so it holds every grant already.
+func (t *tx) HoldGrants(...string) error {
 	if !t.tx.Writable() {
 		return bolterrors.ErrTxNotWritable
 	}

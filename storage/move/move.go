@@ -38,7 +38,7 @@ import (
 // Version 4 added ledger_rows.request_jwt_twin, which a copied row leaves
 // empty: a bbolt file indexes a request JWT under the hash posted only,
 // and the ledger reads both hashes (docs/design/016). Version 5 added
-// grant_holds, whose rows the first hold of each grant makes.
+// grant_holds, whose 65,536 rows the migration makes; a copy adds none.
 const schemaVersion = 5
 
 // Errors of a move.

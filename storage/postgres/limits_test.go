@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,7 +144,7 @@ func TestGroupMemberFindingItsGrantHeldRunsAlone(t *testing.T) {
 	byHolder := row("written by the grant's holder")
 	go func() {
 		held <- a.Update(t.Context(), func(tx ledger.Tx) error {
-			if err := tx.HoldGrant("grant-1"); err != nil {
+			if err := tx.HoldGrants("grant-1"); err != nil {
 				return err
 			}
 			// The hold is sent with the transaction's next read.
@@ -174,10 +175,15 @@ func TestGroupMemberFindingItsGrantHeldRunsAlone(t *testing.T) {
 		func(tx ledger.Tx) error {
 			runs++
 			if runs == 2 {
-				othersStored = rowStored(t, a, first.ID) && rowStored(t, a, third.ID)
+				// On the store's goroutine: no t.Fatal here.
+				n, err := storedOf(a, first.ID, third.ID)
+				if err != nil {
+					return err
+				}
+				othersStored = n == 2
 				close(release)
 			}
-			if err := tx.HoldGrant("grant-1"); err != nil {
+			if err := tx.HoldGrants("grant-1"); err != nil {
 				return err
 			}
 			rows, _, err := tx.List(ledger.Query{GrantID: "grant-1", PageSize: 10})
@@ -212,15 +218,94 @@ func TestGroupMemberFindingItsGrantHeldRunsAlone(t *testing.T) {
 	}
 }
 
-// rowStored reports whether row id is stored, read through s.
-func rowStored(t *testing.T, s *postgres.Store, id string) bool {
-	t.Helper()
-	err := s.View(t.Context(), func(tx ledger.Tx) error {
-		_, err := tx.Row(id)
-		return err
+// storedOf returns how many of ids are stored, read through s.
+func storedOf(s *postgres.Store, ids ...string) (int, error) {
+	n := 0
+	err := s.View(context.Background(), func(tx ledger.Tx) error {
+		for _, id := range ids {
+			switch _, err := tx.Row(id); {
+			case err == nil:
+				n++
+			case !errors.Is(err, ledger.ErrNotFound):
+				return err
+			}
+		}
+		return nil
 	})
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatal(err)
+	return n, err
+}
+
+// TestWritesGoOnWhileAGrantIsHeld: another replica holds a grant in an
+// open transaction. Six writes holding the same grant wait for it off the
+// committers, more than the store has committers: a write that holds no
+// grant, sent after them, commits while the grant is still held, and the
+// six commit once it is released.
+func TestWritesGoOnWhileAGrantIsHeld(t *testing.T) {
+	dsn := migrated(t)
+	a, b := open(t, postgres.Config{DSN: dsn}), open(t, postgres.Config{DSN: dsn, Committers: 4})
+	holding, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(let) // before the stores close, whatever failed
+	held := make(chan error, 1)
+	go func() {
+		held <- a.Update(t.Context(), func(tx ledger.Tx) error {
+			if err := tx.HoldGrants("hot"); err != nil {
+				return err
+			}
+			// The hold is sent with the transaction's next round trip.
+			if _, _, err := tx.List(ledger.Query{GrantID: "hot", PageSize: 1}); err != nil {
+				return err
+			}
+			once.Do(func() { close(holding) })
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	before := postgres.AloneRuns()
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = b.Update(t.Context(), func(tx ledger.Tx) error {
+				if err := tx.HoldGrants("hot"); err != nil {
+					return err
+				}
+				r := row(fmt.Sprint("under the held grant ", i))
+				r.GrantID = "hot"
+				return tx.CreateRow(r)
+			})
+		})
 	}
-	return err == nil
+	poll(t, "the six writes wait for the grant", 10*time.Second, func() bool { return postgres.AloneRuns()-before == int64(len(errs)) })
+	cold := make(chan error, 1)
+	go func() {
+		cold <- b.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(row("under no grant")) })
+	}()
+	// The write under no grant must not wait for the hold; if it does, the
+	// holder is let go after a deadline and the test fails.
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	select {
+	case err := <-cold:
+		if err != nil {
+			t.Errorf("the write under no grant: %v", err)
+		}
+	case <-deadline.C:
+		t.Errorf("the write under no grant waited for the held grant")
+	}
+	let()
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d under the held grant: %v", i, err)
+		}
+	}
+	if n, err := storedOf(b, row("under the held grant 5").ID, row("under no grant").ID); err != nil || n != 2 {
+		t.Errorf("%d of the rows stored, %v", n, err)
+	}
 }

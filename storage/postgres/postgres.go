@@ -93,7 +93,15 @@ type Store struct {
 	// holds it, no request is queued that the committers would not see.
 	mu       sync.RWMutex
 	isClosed bool
+
+	// waiters bounds the writes that wait for grants held elsewhere, each
+	// in a transaction of its own and off the committers (waitAlone).
+	waiters chan struct{}
 }
+
+// maxWaiters is how many writes of one store wait for grants' holds at
+// once, each holding a connection.
+const maxWaiters = 2
 
 // request is one Update call waiting for a group commit.
 type request struct {
@@ -138,7 +146,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{})}
+	s := &Store{pool: pool, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), waiters: make(chan struct{}, maxWaiters)}
 	s.life, s.cancel = context.WithCancel(context.Background())
 	for range cfg.Committers {
 		s.wg.Add(1)
@@ -248,18 +256,23 @@ var errBatch = errors.New("batch must run again")
 const maxBatchRuns = 10
 
 // commit runs batch in one transaction and answers each request. Only
-// what a successful COMMIT made durable is answered nil.
-func (s *Store) commit(batch []*request) {
+// what a successful COMMIT made durable is answered nil. A committer's
+// transaction never waits for a grant's hold (HoldGrants): a member that
+// finds one held elsewhere runs again later, off the committer.
+func (s *Store) commit(batch []*request) { s.commitWaiting(batch, false) }
+
+// commitWaiting is commit; with mayWait, its holds of grants wait.
+func (s *Store) commitWaiting(batch []*request, mayWait bool) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
 	defer cancel()
 	start := time.Now()
-	errs, err := s.runBatchRetrying(ctx, batch)
+	errs, err := s.runBatchRetrying(ctx, batch, mayWait)
 	if errors.Is(err, errMemberRollback) || errors.Is(err, errCommit) {
 		if len(batch) > 1 {
 			// One member broke the whole transaction: each runs alone, so
 			// that it cannot sink the others.
 			for _, r := range batch {
-				s.commit([]*request{r})
+				s.commitWaiting([]*request{r}, mayWait)
 			}
 			return
 		}
@@ -270,40 +283,49 @@ func (s *Store) commit(batch []*request) {
 		}
 		return
 	}
-	var alone []*request
+	committed := 0
 	for i, r := range batch {
 		if errors.Is(errs[i], errAlone) {
-			alone = append(alone, r)
+			// Its grant is held elsewhere: it runs again once its group
+			// has committed, where it may wait.
+			s.waitAlone(r)
+			continue
 		}
+		committed++
+		r.err <- errs[i]
 	}
-	if s.cfg.OnCommit != nil {
-		s.cfg.OnCommit(len(batch)-len(alone), time.Since(start))
-	}
-	for i, r := range batch {
-		if !errors.Is(errs[i], errAlone) {
-			r.err <- errs[i]
-		}
-	}
-	// Members that found a grant held elsewhere run now, each in a
-	// transaction of its own that waits for the grant.
-	for _, r := range alone {
-		aloneRuns.Add(1)
-		s.commit([]*request{r})
+	if s.cfg.OnCommit != nil && committed > 0 {
+		s.cfg.OnCommit(committed, time.Since(start))
 	}
 }
 
-// aloneRuns counts the members moved out of their group to run alone
-// (errAlone), for tests.
+// waitAlone runs r in a transaction of its own whose holds of grants
+// wait, on a goroutine of its own (at most maxWaiters at once), so that
+// no committer waits for a hold: a sweep holding many grants, or a write
+// of another replica, would otherwise hold up every write of the store.
+func (s *Store) waitAlone(r *request) {
+	aloneRuns.Add(1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.waiters <- struct{}{}
+		defer func() { <-s.waiters }()
+		s.commitWaiting([]*request{r}, true)
+	}()
+}
+
+// aloneRuns counts the writes moved out of a committer's transaction to
+// wait for a grant's hold (errAlone), for tests.
 var aloneRuns atomic.Int64
 
 // runBatchRetrying runs batch until it commits, runs it again after a
 // serialization failure or deadlock, and once more on a fresh connection
 // when the connection failed before COMMIT was sent (a pooled connection
 // the server closed, as after a restart or a failover).
-func (s *Store) runBatchRetrying(ctx context.Context, batch []*request) ([]error, error) {
+func (s *Store) runBatchRetrying(ctx context.Context, batch []*request, mayWait bool) ([]error, error) {
 	fresh := false
 	for run := 1; ; run++ {
-		errs, err := s.runBatch(ctx, batch)
+		errs, err := s.runBatch(ctx, batch, mayWait)
 		switch {
 		case err == nil:
 			return errs, nil
@@ -325,14 +347,14 @@ var errBeforeCommit = errors.New("before commit")
 // It returns each member's error, or the error that ended the whole
 // transaction (nothing of it is durable unless that error wraps
 // ledger.ErrUnavailable from COMMIT itself, when the outcome is unknown).
-func (s *Store) runBatch(ctx context.Context, batch []*request) ([]error, error) {
+func (s *Store) runBatch(ctx context.Context, batch []*request, mayWait bool) ([]error, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBeforeCommit, acquireErr(ctx, err))
 	}
 	defer c.Release() // a connection left inside a transaction is closed, not pooled
 	t := newTx(ctx, c.Conn(), true)
-	t.single = len(batch) == 1
+	t.mayWait = mayWait
 	t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	errs := make([]error, len(batch))
 	run := make([]*member, len(batch))

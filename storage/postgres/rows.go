@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -618,39 +619,58 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 	return t.exec("INSERT INTO revocations (grant_id, body) VALUES ($1, $2) ON CONFLICT (grant_id) DO UPDATE SET body = EXCLUDED.body", grant, body)
 }
 
-// HoldGrant implements ledger.Rows by locking the grant's row of
-// grant_holds (its bucket, grantBucket) until the transaction ends. A
-// transaction of one member waits for the lock. A member of a group takes
-// it only when it is free: two groups that each held one grant and waited
-// for the other's would deadlock, each with its members' rows. A member
-// that finds its grant held elsewhere is undone and runs again once its
-// group has committed, in a transaction of its own.
-func (t *tx) HoldGrant(grant string) error {
+// HoldGrants implements ledger.Rows by locking the grants' rows of
+// grant_holds (their buckets, grantBucket) in bucket order until the
+// transaction ends. A committer's transaction never waits for them: two
+// groups that each held one grant and waited for the other's would
+// deadlock, each with its members' rows, and a committer waiting holds up
+// every write queued behind it. A member takes them only when they are
+// free; one that finds any held elsewhere is undone and runs again once
+// its group has committed, in a transaction of its own that waits
+// (Store.waitAlone). There the statement goes with the next round trip,
+// whose statements run once the locks are granted.
+func (t *tx) HoldGrants(grants ...string) error {
 	if !t.write {
 		return errReadOnly
 	}
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	bucket := grantBucket(grant)
-	if t.single {
-		// Sent with the next round trip, whose statements run after the
-		// lock is granted.
-		t.push("SELECT bucket FROM grant_holds WHERE bucket = $1 FOR UPDATE", bucket).Query(func(rows pgx.Rows) error {
-			if !rows.Next() {
-				return errNoBucket(bucket, rows.Err())
+	buckets := make([]int32, 0, len(grants))
+	for _, g := range grants {
+		buckets = append(buckets, grantBucket(g))
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	if len(buckets) == 0 {
+		return nil
+	}
+	const hold = "SELECT count(*) FROM (SELECT bucket FROM grant_holds WHERE bucket = ANY($1) ORDER BY bucket FOR UPDATE%s) h"
+	if t.mayWait {
+		t.push(fmt.Sprintf(hold, ""), buckets).Query(func(rows pgx.Rows) error {
+			var n int
+			if rows.Next() {
+				if err := rows.Scan(&n); err != nil {
+					return err
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if n != len(buckets) {
+				return fmt.Errorf("hold grants: grant_holds has %d of the %d rows asked for (migration 5 makes 0 to 65535): the schema is damaged", n, len(buckets))
 			}
 			return nil
 		})
 		return nil
 	}
-	held, err := t.queryRow("hold grant", "SELECT true FROM grant_holds WHERE bucket = $1 FOR UPDATE SKIP LOCKED", []any{bucket}, new(bool))
-	if err != nil {
+	var n int
+	if _, err := t.queryRow("hold grants", fmt.Sprintf(hold, " SKIP LOCKED"), []any{buckets}, &n); err != nil {
 		return err
 	}
-	if !held {
-		// Held by another transaction (or missing: alone, the member then
-		// fails on it).
+	if n != len(buckets) {
+		// Held by another transaction (or missing: waiting, the member
+		// then fails on it).
 		t.heldElsewhere = true
 		t.err = errAlone
 		return t.err
@@ -663,12 +683,4 @@ func (t *tx) HoldGrant(grant string) error {
 func grantBucket(grant string) int32 {
 	h := sha256.Sum256([]byte("pactledger grant hold\x00" + grant))
 	return int32(binary.BigEndian.Uint16(h[:2]))
-}
-
-// errNoBucket: grant_holds lacks a row its migration made.
-func errNoBucket(bucket int32, err error) error {
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("hold grant: grant_holds has no row %d (migration 5 makes 0 to 65535): the schema is damaged", bucket)
 }

@@ -71,11 +71,11 @@ type tx struct {
 	group []*member
 	again []*member
 
-	// single is set in a transaction of one member, which may wait for a
-	// grant's hold (HoldGrant); heldElsewhere when the current member, in
-	// a group, found its grant held by another transaction and must run
-	// in a transaction of its own.
-	single, heldElsewhere bool
+	// mayWait is set in a transaction whose holds of grants wait
+	// (HoldGrants); heldElsewhere when the current member of another
+	// found a grant it holds held by another transaction, and must run
+	// again in one that waits.
+	mayWait, heldElsewhere bool
 }
 
 func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
@@ -327,8 +327,8 @@ func (t *tx) undoMember() bool {
 	return true
 }
 
-// errAlone: a member of a group found a grant it holds held by another
-// transaction (HoldGrant); it runs again in a transaction of its own.
+// errAlone: a member found a grant it holds held by another transaction
+// (HoldGrants); it runs again in a transaction of its own that waits.
 var errAlone = errors.New("the write must run in a transaction of its own")
 
 // errMemberRollback: a failed member could not be rolled back alone; the
