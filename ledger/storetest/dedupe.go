@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,28 +23,20 @@ var errSeen = errors.New("row already recorded")
 func testDedupeRace(t *testing.T, open opener) {
 	s := open.fresh(t)
 	id := hexID("the same receipt")
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	start := make(chan struct{})
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				_, err := tx.Row(id)
-				switch {
-				case err == nil:
-					return errSeen
-				case !errors.Is(err, ledger.ErrNotFound):
-					return err
-				}
-				r := fixtureRows(1)[0]
-				r.ID, r.Principal = id, fmt.Sprintf("writer-%d", i)
-				return tx.CreateRow(r)
-			})
+	errs := atOnce(writers, func(i int) error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			_, err := tx.Row(id)
+			switch {
+			case err == nil:
+				return errSeen
+			case !errors.Is(err, ledger.ErrNotFound):
+				return err
+			}
+			r := fixtureRows(1)[0]
+			r.ID, r.Principal = id, fmt.Sprintf("writer-%d", i)
+			return tx.CreateRow(r)
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	winner := -1
 	for i, err := range errs {
 		switch {
@@ -92,29 +83,24 @@ func testRequestJWTIndex(t *testing.T, open opener) {
 		return nil
 	})
 	rows := fixtureRows(writers)
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	start := make(chan struct{})
-	for i, r := range rows {
+	for _, r := range rows {
 		r.RequestJWTSHA256 = sha
-		wg.Go(func() {
-			<-start
-			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				first, err := tx.RowByRequestJWT(sha)
-				if err != nil {
-					return err
-				}
-				w := *r // fn may run again: never change the captured row
-				w.Verifier.DuplicateOf = first
-				if first != "" {
-					w.Status = ledger.Duplicate
-				}
-				return tx.CreateRow(&w)
-			})
-		})
 	}
-	close(start)
-	wg.Wait()
+	errs := atOnce(writers, func(i int) error {
+		r := rows[i]
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			first, err := tx.RowByRequestJWT(sha)
+			if err != nil {
+				return err
+			}
+			w := *r // fn may run again: never change the captured row
+			w.Verifier.DuplicateOf = first
+			if first != "" {
+				w.Status = ledger.Duplicate
+			}
+			return tx.CreateRow(&w)
+		})
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("writer %d: %v", i, err)
@@ -209,31 +195,23 @@ func testGrantHolds(t *testing.T, open opener) {
 	s := open.fresh(t)
 	for round := range 4 {
 		grant := fmt.Sprint("grant-held-", round)
-		var wg sync.WaitGroup
-		errs := make([]error, writers)
-		start := make(chan struct{})
-		for i := range writers {
-			wg.Go(func() {
-				<-start
-				errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-					if err := tx.HoldGrants(grant); err != nil {
-						return err
-					}
-					under, _, err := tx.List(ledger.Query{GrantID: grant, PageSize: 10})
-					if err != nil {
-						return err
-					}
-					if len(under) >= 2 {
-						return errSeen
-					}
-					r := fixtureRows(1)[0]
-					r.ID, r.GrantID = hexID(fmt.Sprint(grant, " writer ", i)), grant
-					return tx.CreateRow(r)
-				})
+		errs := atOnce(writers, func(i int) error {
+			return s.Update(t.Context(), func(tx ledger.Tx) error {
+				if err := tx.HoldGrants(grant); err != nil {
+					return err
+				}
+				under, _, err := tx.List(ledger.Query{GrantID: grant, PageSize: 10})
+				if err != nil {
+					return err
+				}
+				if len(under) >= 2 {
+					return errSeen
+				}
+				r := fixtureRows(1)[0]
+				r.ID, r.GrantID = hexID(fmt.Sprint(grant, " writer ", i)), grant
+				return tx.CreateRow(r)
 			})
-		}
-		close(start)
-		wg.Wait()
+		})
 		wrote := 0
 		for i, err := range errs {
 			switch {

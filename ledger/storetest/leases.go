@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,25 +153,16 @@ func testFencedBatch(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	start := make(chan struct{})
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			put := func(tx ledger.Tx) error { return tx.PutDrill(fmt.Sprintf("drill-%03d", i), []byte("{}")) }
-			switch i % 3 {
-			case 0:
-				errs[i] = fenced(t, s, name, lost, put)
-			case 1:
-				errs[i] = fenced(t, s, name, held, put)
-			default:
-				errs[i] = s.Update(ctx, put)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	errs := atOnce(writers, func(i int) error {
+		put := func(tx ledger.Tx) error { return tx.PutDrill(fmt.Sprintf("drill-%03d", i), []byte("{}")) }
+		switch i % 3 {
+		case 0:
+			return fenced(t, s, name, lost, put)
+		case 1:
+			return fenced(t, s, name, held, put)
+		}
+		return s.Update(ctx, put)
+	})
 	view(t, s, func(tx ledger.Tx) error {
 		for i, err := range errs {
 			_, derr := tx.Drill(fmt.Sprintf("drill-%03d", i))
@@ -212,22 +202,14 @@ func testClaims(t *testing.T, open opener) {
 
 	// Eight holders claim five at a time, at once: the entries are
 	// shared out with none twice.
-	var wg sync.WaitGroup
 	got := make([][]ledger.OutboxEntry, 8)
-	errs := make([]error, len(got))
-	start := make(chan struct{})
-	for i := range got {
-		wg.Go(func() {
-			<-start
-			errs[i] = s.Update(t.Context(), func(tx ledger.Tx) error {
-				var err error
-				got[i], err = tx.Claim(5, fmt.Sprintf("holder-%d", i), time.Minute)
-				return err
-			})
+	errs := atOnce(len(got), func(i int) error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			var err error
+			got[i], err = tx.Claim(5, fmt.Sprintf("holder-%d", i), time.Minute)
+			return err
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}

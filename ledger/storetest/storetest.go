@@ -145,6 +145,23 @@ func (open opener) fresh(t *testing.T) *store {
 }
 
 // update runs fn in Update and fails the test on an error.
+// atOnce runs fn(i) for each i below n, on goroutines let go together,
+// and returns each one's error.
+func atOnce(n int, fn func(i int) error) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
 func update(t *testing.T, s ledger.Store, fn func(ledger.Tx) error) {
 	t.Helper()
 	if err := s.Update(t.Context(), fn); err != nil {
