@@ -424,3 +424,71 @@ func TestSnapshotDroppedUnderItsExtension(t *testing.T) {
 		return h.l, h.store, h.set
 	})
 }
+
+// failingRelease is an object store whose legal-hold releases of JWKS
+// snapshots fail while fail is set.
+type failingRelease struct {
+	ledger.ObjectStore
+	fail atomic.Bool
+}
+
+func (f *failingRelease) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) error {
+	if !on && f.fail.Load() && strings.HasPrefix(loc.Key, "jwks/") {
+		return errors.New("slow down")
+	}
+	return f.ObjectStore.SetLegalHold(ctx, loc, on)
+}
+
+// TestReleaseOfASweptSnapshotIsNotDropped: an incident's snapshots are
+// released when it closes; the releases fail for a while, and meanwhile
+// the row is swept and its snapshots dropped. A release of a dropped
+// snapshot is not moot, as an extension is: the object stays held until
+// it is released, so the release goes to the dead letters, where an
+// operator sees it, rather than leaving the outbox unseen.
+func TestReleaseOfASweptSnapshotIsNotDropped(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	local, err := localdir.Open(filepath.Join(dir, "evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := &failingRelease{ObjectStore: local}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: dir, objects: objects}
+	t.Cleanup(h.sc.Close)
+	t0 := time.Now().UTC().AddDate(-3, 0, 0).Truncate(time.Second)
+	h.set(t0)
+	h.open(t)
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", At: t0, ScopesUsed: []string{"plan:change"}})))
+	if inc.Status != ledger.Incident {
+		t.Fatalf("row %s, want an incident", inc.Status)
+	}
+	h.drain(t)
+	closed := t0.AddDate(0, 0, 1)
+	h.set(closed)
+	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	objects.fail.Store(true)
+	if _, err := h.l.UploadRound(ctx, 512, 4); err == nil {
+		t.Fatal("the round whose snapshot releases fail: no error")
+	}
+	h.set(closed.AddDate(1, 0, 2))
+	if res, err := h.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 {
+		t.Fatalf("sweep: %+v, %v; want the incident's row swept", res, err)
+	}
+	objects.fail.Store(false)
+	if _, err := h.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Logf("round: %v", err)
+	}
+	depth, err := h.l.OutboxDepth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := h.l.DeadLetterCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if depth+dead == 0 {
+		t.Errorf("the releases of the swept snapshots left the outbox unseen (no dead letters): their objects stay held")
+	}
+}

@@ -357,7 +357,7 @@ type roundRead struct {
 	locs         map[uint64]Location
 	bodies       map[uint64][]byte
 	doomed       []failure     // found doomed while reading
-	moot         []OutboxEntry // operations on snapshots dropped since they were queued
+	moot         []OutboxEntry // extensions of snapshots dropped since they were queued
 	stale        []string      // recorded plans to drop unput
 	pull         []uint64      // queued puts beyond the round that its operations wait on
 	waits        int           // those operations
@@ -505,13 +505,18 @@ nextPlan:
 			continue
 		}
 		for _, e := range unplaced[key] {
-			dropped, err := snapshotDropped(tx, e.Key)
-			if err != nil {
-				return r, err
-			}
-			if dropped {
-				r.moot = append(r.moot, e)
-				continue
+			// An extension of a snapshot's retention has nothing left to
+			// do once the snapshot was dropped. Another operation (a
+			// legal hold's release) does: it goes to the dead letters.
+			if e.Op == OpExtend {
+				dropped, err := snapshotDropped(tx, e.Key)
+				if err != nil {
+					return r, err
+				}
+				if dropped {
+					r.moot = append(r.moot, e)
+					continue
+				}
 			}
 			r.doomed = append(r.doomed, failure{entries: []OutboxEntry{e}, err: fmt.Errorf("%s %s: its object was never uploaded: %w", e.Op, e.Key, ErrNotFound)})
 		}
@@ -521,9 +526,7 @@ nextPlan:
 
 // snapshotDropped reports whether key is a JWKS snapshot's object whose
 // snapshot is no longer stored: a sweep dropped it once no row named it,
-// with its object's record, and queued the object's deletion. An
-// operation queued on it before (a retention extension) has nothing left
-// to do.
+// with its object's record, and queued the object's deletion.
 func snapshotDropped(tx Tx, key string) (bool, error) {
 	id, ok := snapshotIDOf(key)
 	if !ok {
@@ -727,7 +730,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	failed = append(failed, opFailed...)
 
 	succeeded := len(plansOK) + len(finished) // any success shows the store answers
-	// Operations on dropped snapshots leave the outbox with the uploads;
+	// Extensions of dropped snapshots leave the outbox with the uploads;
 	// RecordUploads writes no record for them.
 	for _, e := range r.moot {
 		finished = append(finished, done{e, Location{}})
@@ -797,7 +800,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		moved += len(f.entries)
 		deadN += len(f.entries)
 	}
-	l.cfg.Metrics.uploaded("ok", len(finished))
+	for _, e := range r.moot {
+		l.cfg.Logger.InfoContext(ctx, "retention extension dropped: its snapshot was swept and its object's deletion is queued", slog.String("key", e.Key))
+	}
+	l.cfg.Metrics.uploaded("ok", len(finished)-len(r.moot))
+	l.cfg.Metrics.uploaded("moot", len(r.moot))
 	l.cfg.Metrics.uploaded("error", len(failed)-len(deadNow))
 	l.cfg.Metrics.uploaded("dead", moved)
 	l.cfg.Metrics.depth(r.depth - len(finished) - moved)

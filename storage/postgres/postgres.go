@@ -259,11 +259,14 @@ const maxBatchRuns = 10
 // what a successful COMMIT made durable is answered nil. A committer's
 // transaction never waits for a grant's hold (HoldGrants): a member that
 // finds one held elsewhere runs again later, off the committer.
-func (s *Store) commit(batch []*request) { s.commitWaiting(batch, false) }
+func (s *Store) commit(batch []*request) {
+	s.commitWaiting(batch, false, time.Now().Add(s.cfg.CommitTimeout))
+}
 
-// commitWaiting is commit; with mayWait, its holds of grants wait.
-func (s *Store) commitWaiting(batch []*request, mayWait bool) {
-	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
+// commitWaiting is commit by deadline; with mayWait, its holds of grants
+// wait.
+func (s *Store) commitWaiting(batch []*request, mayWait bool, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(s.life, deadline)
 	defer cancel()
 	start := time.Now()
 	errs, err := s.runBatchRetrying(ctx, batch, mayWait)
@@ -272,7 +275,7 @@ func (s *Store) commitWaiting(batch []*request, mayWait bool) {
 			// One member broke the whole transaction: each runs alone, so
 			// that it cannot sink the others.
 			for _, r := range batch {
-				s.commitWaiting([]*request{r}, mayWait)
+				s.commitWaiting([]*request{r}, mayWait, time.Now().Add(s.cfg.CommitTimeout))
 			}
 			return
 		}
@@ -303,14 +306,23 @@ func (s *Store) commitWaiting(batch []*request, mayWait bool) {
 // wait, on a goroutine of its own (at most maxWaiters at once), so that
 // no committer waits for a hold: a sweep holding many grants, or a write
 // of another replica, would otherwise hold up every write of the store.
+// Its CommitTimeout runs from now, its wait for a turn included.
 func (s *Store) waitAlone(r *request) {
 	aloneRuns.Add(1)
+	deadline := time.Now().Add(s.cfg.CommitTimeout)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.waiters <- struct{}{}
+		turn := time.NewTimer(time.Until(deadline))
+		defer turn.Stop()
+		select {
+		case s.waiters <- struct{}{}:
+		case <-turn.C:
+			r.err <- fmt.Errorf("%w: row store (postgres): the write waited %s for a grant held by another transaction", ledger.ErrUnavailable, s.cfg.CommitTimeout)
+			return
+		}
 		defer func() { <-s.waiters }()
-		s.commitWaiting([]*request{r}, true)
+		s.commitWaiting([]*request{r}, true, deadline)
 	}()
 }
 
