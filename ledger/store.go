@@ -299,7 +299,8 @@ type References interface {
 	// DeleteObject forgets where the object of key is held.
 	DeleteObject(key string) error
 	// Count adds delta to the counter of kind and key and returns the new
-	// value, never below zero; a counter at zero is removed.
+	// value, never below zero; a counter at zero is removed. A delta of 0
+	// only reads it, in a read transaction too.
 	Count(kind RefKind, key string, delta int) (int, error)
 	// SnapshotRetain returns the retain-until recorded for a snapshot's
 	// object (zero when none).

@@ -321,6 +321,18 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 		if inUse {
 			continue
 		}
+		if loc.LegalHold {
+			// Held when it was dropped: a closed incident's release that
+			// had not been applied yet. Released here, unless an incident
+			// holds the key again.
+			if err := l.releaseUnwanted(ctx, loc); err != nil {
+				res.ObjectsPending++
+				if len(res.DeletionErrors) < 20 {
+					res.DeletionErrors = append(res.DeletionErrors, fmt.Sprintf("%s: %v", loc.Key, err))
+				}
+				continue
+			}
+		}
 		if err := l.objects.Delete(ctx, loc); err != nil {
 			res.ObjectsPending++
 			if len(res.DeletionErrors) < 20 {
@@ -395,6 +407,23 @@ func (l *Ledger) dequeueIfInUse(ctx context.Context, loc Location) (bool, error)
 		return tx.Deleted(loc.Key)
 	})
 	return inUse && err == nil, err
+}
+
+// releaseUnwanted releases the legal hold of an object queued for
+// deletion, when no incident holds its key (RefHold); otherwise it
+// returns why the object stays.
+func (l *Ledger) releaseUnwanted(ctx context.Context, loc Location) error {
+	var holds int
+	if err := l.store.View(ctx, func(tx Tx) (err error) {
+		holds, err = tx.Count(RefHold, loc.Key, 0)
+		return err
+	}); err != nil {
+		return err
+	}
+	if holds > 0 {
+		return fmt.Errorf("under legal hold for %d open incidents", holds)
+	}
+	return l.objects.SetLegalHold(ctx, loc, false)
 }
 
 // backInUse reports whether a queued deletion's object is in use again: a

@@ -357,7 +357,7 @@ type roundRead struct {
 	locs         map[uint64]Location
 	bodies       map[uint64][]byte
 	doomed       []failure     // found doomed while reading
-	moot         []OutboxEntry // extensions of snapshots dropped since they were queued
+	moot         []OutboxEntry // extensions and releases of snapshots dropped since they were queued
 	stale        []string      // recorded plans to drop unput
 	pull         []uint64      // queued puts beyond the round that its operations wait on
 	waits        int           // those operations
@@ -506,9 +506,10 @@ nextPlan:
 		}
 		for _, e := range unplaced[key] {
 			// An extension of a snapshot's retention has nothing left to
-			// do once the snapshot was dropped. Another operation (a
-			// legal hold's release) does: it goes to the dead letters.
-			if e.Op == OpExtend {
+			// do once the snapshot was dropped, nor has a release: the
+			// sweep releases a dropped object no incident holds before it
+			// deletes it (deleteObjects). A hold goes to the dead letters.
+			if e.Op == OpExtend || e.Op == OpRelease {
 				dropped, err := snapshotDropped(tx, e.Key)
 				if err != nil {
 					return r, err
@@ -730,7 +731,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	failed = append(failed, opFailed...)
 
 	succeeded := len(plansOK) + len(finished) // any success shows the store answers
-	// Extensions of dropped snapshots leave the outbox with the uploads;
+	// Operations on dropped snapshots leave the outbox with the uploads;
 	// RecordUploads writes no record for them.
 	for _, e := range r.moot {
 		finished = append(finished, done{e, Location{}})
@@ -801,7 +802,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		deadN += len(f.entries)
 	}
 	for _, e := range r.moot {
-		l.cfg.Logger.InfoContext(ctx, "retention extension dropped: its snapshot was swept and its object's deletion is queued", slog.String("key", e.Key))
+		l.cfg.Logger.InfoContext(ctx, "operation dropped: its snapshot was swept and its object's deletion is queued", slog.String("op", e.Op), slog.String("key", e.Key))
 	}
 	l.cfg.Metrics.uploaded("ok", len(finished)-len(r.moot))
 	l.cfg.Metrics.uploaded("moot", len(r.moot))

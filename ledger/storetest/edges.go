@@ -40,6 +40,9 @@ func testEdgeArguments(t *testing.T, open opener) {
 		if _, err := tx.Tombstone(missing.ID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("the tombstone of a row never stored: %v, want ErrNotFound", err)
 		}
+		if n, err := tx.Count(ledger.RefHold, "never counted", 0); err != nil || n != 0 {
+			t.Errorf("Count(hold, +0) in a read transaction: %d, %v; want 0", n, err)
+		}
 		for _, n := range []int{0, -1} {
 			if got, err := tx.Incidents(n, 0); err != nil || len(got) != 0 {
 				t.Errorf("Incidents(%d, 0): %d, %v; want none", n, len(got), err)

@@ -816,6 +816,9 @@ func (t *tx) count(bucket []byte, key string, delta int) (int, error) {
 	if v := t.get(bucket, []byte(key)); len(v) == 8 {
 		n = int(binary.BigEndian.Uint64(v))
 	}
+	if delta == 0 {
+		return n, nil
+	}
 	n = max(n+delta, 0)
 	if n == 0 {
 		return 0, t.b(bucket).Delete([]byte(key))
