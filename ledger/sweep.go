@@ -321,10 +321,12 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 		if inUse {
 			continue
 		}
-		if loc.LegalHold {
-			// Held when it was dropped: a closed incident's release that
-			// had not been applied yet. Released here, unless an incident
-			// holds the key again.
+		if _, snapshot := snapshotIDOf(loc.Key); snapshot && loc.LegalHold {
+			// A snapshot held when it was dropped: a closed incident's
+			// release that had not been applied yet. Released here, unless
+			// an incident holds its key again. (Other objects are queued
+			// only once nothing holds them: a row under legal hold is not
+			// swept.)
 			if err := l.releaseUnwanted(ctx, loc); err != nil {
 				res.ObjectsPending++
 				if len(res.DeletionErrors) < 20 {
@@ -409,8 +411,8 @@ func (l *Ledger) dequeueIfInUse(ctx context.Context, loc Location) (bool, error)
 	return inUse && err == nil, err
 }
 
-// releaseUnwanted releases the legal hold of an object queued for
-// deletion, when no incident holds its key (RefHold); otherwise it
+// releaseUnwanted releases the legal hold of a snapshot's object queued
+// for deletion, when no incident holds its key (RefHold); otherwise it
 // returns why the object stays.
 func (l *Ledger) releaseUnwanted(ctx context.Context, loc Location) error {
 	var holds int
