@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -366,6 +367,15 @@ type Leases interface {
 	// ReleaseLease gives the lease up when holder still holds it under
 	// token; otherwise it does nothing.
 	ReleaseLease(ctx context.Context, name, holder string, token uint64) error
+}
+
+// CheckLeaseTTL refuses, for a store's AcquireLease and RenewLease, a ttl
+// that would hand out a lease already expired.
+func CheckLeaseTTL(name string, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: lease %s: ttl must be positive", ErrInvalid, name)
+	}
+	return nil
 }
 
 // Fence names a lease and the token a fenced write holds it under.

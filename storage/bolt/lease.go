@@ -35,7 +35,7 @@ func newLeases() *leases {
 
 // AcquireLease implements ledger.Leases.
 func (s *Store) AcquireLease(_ context.Context, name, holder string, ttl time.Duration) (uint64, error) {
-	if err := leaseTTL(name, ttl); err != nil {
+	if err := ledger.CheckLeaseTTL(name, ttl); err != nil {
 		return 0, err
 	}
 	l := s.leases
@@ -52,7 +52,7 @@ func (s *Store) AcquireLease(_ context.Context, name, holder string, ttl time.Du
 
 // RenewLease implements ledger.Leases.
 func (s *Store) RenewLease(_ context.Context, name, holder string, token uint64, ttl time.Duration) error {
-	if err := leaseTTL(name, ttl); err != nil {
+	if err := ledger.CheckLeaseTTL(name, ttl); err != nil {
 		return err
 	}
 	l := s.leases
@@ -90,14 +90,6 @@ func (l *leases) heldLocked(name string, token uint64, now time.Time) bool {
 func (l *leases) checkLocked(f ledger.Fence) error {
 	if !l.heldLocked(f.Lease, f.Token, time.Now()) {
 		return fmt.Errorf("lease %s token %d: %w", f.Lease, f.Token, ledger.ErrLeaseLost)
-	}
-	return nil
-}
-
-// leaseTTL refuses a ttl that would hand out a lease already expired.
-func leaseTTL(name string, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: lease %s: ttl must be positive", ledger.ErrInvalid, name)
 	}
 	return nil
 }

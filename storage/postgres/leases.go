@@ -19,7 +19,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	if s.closed() {
 		return 0, ledger.ErrClosed
 	}
-	if err := leaseTTL(name, ttl); err != nil {
+	if err := ledger.CheckLeaseTTL(name, ttl); err != nil {
 		return 0, err
 	}
 	var token int64
@@ -44,7 +44,7 @@ func (s *Store) RenewLease(ctx context.Context, name, holder string, token uint6
 	if s.closed() {
 		return ledger.ErrClosed
 	}
-	if err := leaseTTL(name, ttl); err != nil {
+	if err := ledger.CheckLeaseTTL(name, ttl); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, `
@@ -70,14 +70,6 @@ UPDATE leases SET holder = '', expires_at = timestamptz '1970-01-01 00:00:00+00'
 WHERE name = $1 AND holder = $2 AND token = $3`, name, holder, int64(token))
 	if err != nil {
 		return classify("release lease "+name, err, nil)
-	}
-	return nil
-}
-
-// leaseTTL refuses a ttl that would hand out a lease already expired.
-func leaseTTL(name string, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: lease %s: ttl must be positive", ledger.ErrInvalid, name)
 	}
 	return nil
 }

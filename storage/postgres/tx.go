@@ -72,9 +72,9 @@ type tx struct {
 	again []*member
 
 	// mayWait is set in a transaction whose holds of grants wait
-	// (HoldGrants); heldElsewhere when the current member of another
-	// found a grant it holds held by another transaction, and must run
-	// again in one that waits.
+	// (HoldGrants); heldElsewhere when the current member, in a
+	// transaction whose holds do not wait, found a grant held by another
+	// transaction and must run again in one whose holds do.
 	mayWait, heldElsewhere bool
 }
 
