@@ -81,6 +81,7 @@ FUZZTIME ?= 30s
 fuzz: $(VERSITYGW)
 	for f in FuzzParseCompact FuzzParseReceipt FuzzParseKeySet FuzzVerify; do \
 	  $(GO) test ./verifier -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./verifier/p256 -run '^$$' -fuzz '^FuzzVerifyAgrees$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pact/provider -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pact/provider -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz '^FuzzWriteThenRead$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x

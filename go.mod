@@ -3,6 +3,7 @@ module github.com/pactledger/pactledger
 go 1.26.0
 
 require (
+	filippo.io/nistec v0.0.4
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-jose/go-jose/v4 v4.1.9

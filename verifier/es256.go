@@ -23,7 +23,8 @@ import (
 // once go-jose has parsed a token with that header: a later ES256 token
 // with the same header segment is verified as go-jose would verify it (the
 // same signing input, hash, signature size and curve checks, and
-// ecdsa.Verify), without parsing the header again.
+// ecdsa.Verify's verdict, through the key's table once it has one:
+// keytables.go), without parsing the header again.
 //
 // Only plain headers are kept: alg, kid and typ and nothing else. A header
 // with any other member (crit, b64, jwk, x5c, nonce…) can change what is
@@ -152,7 +153,9 @@ func (t Token) check(s string, ks *KeySet) ([]byte, string, jose.SignatureAlgori
 }
 
 // verifyES256 is go-jose's check of an ES256 signature sig over digest with
-// key: a P-256 public key, a signature of 64 bytes, r and s big-endian.
+// key: a P-256 public key, a signature of 64 bytes, r and s big-endian,
+// checked as ecdsa.Verify checks them (through the key's table once it
+// has signed often: keytables.go).
 func verifyES256(key any, digest, sig []byte) bool {
 	pub, ok := key.(*ecdsa.PublicKey)
 	if !ok || pub == nil || pub.Curve != elliptic.P256() || len(sig) != 64 {
@@ -160,5 +163,5 @@ func verifyES256(key any, digest, sig []byte) bool {
 	}
 	r := new(big.Int).SetBytes(sig[:32])
 	s := new(big.Int).SetBytes(sig[32:])
-	return ecdsa.Verify(pub, digest, r, s)
+	return verifyP256(pub, digest, r, s)
 }

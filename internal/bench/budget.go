@@ -40,7 +40,7 @@ const (
 var budgetParts = []budgetPart{
 	{name: "the collector: background marking, sweeping, assists", any: []string{
 		"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcAssistAlloc"}},
-	{name: "P-256 signature checks", any: []string{"crypto/ecdsa."}},
+	{name: "P-256 signature checks", any: []string{"crypto/ecdsa.", "github.com/pactledger/pactledger/verifier/p256.", "github.com/pactledger/pactledger/verifier.(*keyTables)"}},
 	{name: "the commit: bbolt writing and syncing pages", any: []string{"go.etcd.io/bbolt.(*Tx).Commit"}, within: []string{frameCommitLoop}},
 	{name: "the commit: the rows' writes", any: []string{frameAppend, "github.com/pactledger/pactledger/ledger.(*Ledger).commitRow"}, within: []string{frameCommitLoop}},
 	{name: "the commit: other members (uploads recorded, log rounds stored, claims)", any: []string{frameCommitLoop}},

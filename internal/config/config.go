@@ -178,6 +178,11 @@ type VerifierOptions struct {
 	// revocation, scopes and bindings are checked on every row. Default
 	// DefaultVerifierCacheSize.
 	CacheSize int `yaml:"cacheSize"`
+	// KeyTables is how many signing keys get a table of their multiples,
+	// with which an ES256 check costs about two fifths of crypto/ecdsa's
+	// (docs/design/031); 0 checks every signature with crypto/ecdsa
+	// alone. A table is about 770 KiB. Default verifier.DefaultKeyTables.
+	KeyTables int `yaml:"keyTables"`
 }
 
 // Provider configures the embedded PACT Provider.
@@ -431,7 +436,7 @@ func Default() Config {
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
 		Retention:       Retention{SweepInterval: Duration(time.Hour)},
 		AccessLog:       AccessLog{Retention: "12 months"},
-		Verifier:        VerifierOptions{CacheSize: DefaultVerifierCacheSize},
+		Verifier:        VerifierOptions{CacheSize: DefaultVerifierCacheSize, KeyTables: verifier.DefaultKeyTables},
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
 			PerAgent: RateLimit{Rate: 100, Burst: 200},
 			PerUser:  RateLimit{Rate: 5, Burst: 20},
@@ -558,6 +563,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.Verifier.CacheSize; n < 0 || n > MaxVerifierCacheSize {
 		errs = append(errs, fmt.Errorf("verifier.cacheSize %d: 0 (no cache) to %d", n, MaxVerifierCacheSize))
+	}
+	if n := c.Verifier.KeyTables; n < 0 || n > verifier.MaxKeyTables {
+		errs = append(errs, fmt.Errorf("verifier.keyTables %d: 0 (none) to %d", n, verifier.MaxKeyTables))
 	}
 	if c.Limits.MaxBodyBytes <= 0 {
 		c.Limits.MaxBodyBytes = 1 << 20

@@ -28,6 +28,29 @@ func TestExampleLoadsAndValidates(t *testing.T) {
 	}
 }
 
+// verifier.keyTables is 16 unless set, and 0 turns the tables off.
+func TestKeyTablesSetting(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int
+	}{{"verifier: {cacheSize: 5}\n", 16}, {"verifier: {keyTables: 0}\n", 0}, {"verifier: {keyTables: 256}\n", 256}} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if c.Verifier.KeyTables != tc.want {
+			t.Fatalf("%q: keyTables %d, want %d", tc.yaml, c.Verifier.KeyTables, tc.want)
+		}
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
@@ -55,6 +78,8 @@ func TestValidateRejects(t *testing.T) {
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
 		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},
+		{"negative key tables", "verifier: {keyTables: -1}\n", "verifier.keyTables"},
+		{"too many key tables", "verifier: {keyTables: 257}\n", "verifier.keyTables"},
 		{"negative uploader workers", "uploader: {workers: -8}\n", "uploader.workers -8: 1 to 64"},
 		{"too many uploader workers", "uploader: {workers: 65}\n", "uploader.workers 65: 1 to 64"},
 		{"negative uploader batch", "uploader: {batch: -1}\n", "uploader.batch -1: 1 to 10000"},
