@@ -28,24 +28,30 @@ func TestExampleLoadsAndValidates(t *testing.T) {
 	}
 }
 
+// loadValid loads the configuration text yaml and validates it.
+func loadValid(t *testing.T, yaml string) config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("%q: %v", yaml, err)
+	}
+	return c
+}
+
 // verifier.keyTables is 16 unless set, and 0 turns the tables off.
 func TestKeyTablesSetting(t *testing.T) {
 	for _, tc := range []struct {
 		yaml string
 		want int
 	}{{"verifier: {cacheSize: 5}\n", 16}, {"verifier: {keyTables: 0}\n", 0}, {"verifier: {keyTables: 256}\n", 256}} {
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Validate(); err != nil {
-			t.Fatalf("%q: %v", tc.yaml, err)
-		}
-		if c.Verifier.KeyTables != tc.want {
+		if c := loadValid(t, tc.yaml); c.Verifier.KeyTables != tc.want {
 			t.Fatalf("%q: keyTables %d, want %d", tc.yaml, c.Verifier.KeyTables, tc.want)
 		}
 	}
@@ -150,18 +156,7 @@ func TestReadinessDefaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "c.yaml")
-			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			c, err := config.Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			if got := c.Readiness.MinFreeDiskBytes; got != tc.want {
+			if got := loadValid(t, tc.yaml).Readiness.MinFreeDiskBytes; got != tc.want {
 				t.Fatalf("minFreeDiskBytes = %d, want %d", got, tc.want)
 			}
 		})
