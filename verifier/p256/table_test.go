@@ -26,6 +26,16 @@ func keyOf(t testing.TB, d *big.Int) *ecdsa.PublicKey {
 	return pub
 }
 
+// newKey returns a new P-256 key.
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func newTable(t testing.TB, pub *ecdsa.PublicKey) *Table {
 	t.Helper()
 	tab, err := NewTable(pub)
@@ -52,16 +62,10 @@ func agree(t testing.TB, tab *Table, pub *ecdsa.PublicKey, hash []byte, r, s *bi
 func TestVerifyAgreesWithCryptoECDSA(t *testing.T) {
 	one := big.NewInt(1)
 	edges := []*big.Int{big.NewInt(0), one, new(big.Int).Sub(order, one), order, new(big.Int).Add(order, one), new(big.Int).Lsh(one, 256)}
-	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newKey(t)
 	var passed, failed int
 	for range 3 {
-		priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
+		priv := newKey(t)
 		pub := &priv.PublicKey
 		tab := newTable(t, pub)
 		count := func(ok bool) {
@@ -141,16 +145,9 @@ func TestVerifyAtTheSumsEdges(t *testing.T) {
 // zero, one or 0xff in every position, powers of two, n−1, n and past it,
 // and random scalars.
 func TestMulAgreesWithScalarMult(t *testing.T) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv := newKey(t)
 	tab := newTable(t, &priv.PublicKey)
-	enc, err := priv.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := nistec.NewP256Point().SetBytes(enc)
+	q, err := nistec.NewP256Point().SetBytes(mustBytes(t, &priv.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +215,7 @@ func TestNewTableRefusesBadKeys(t *testing.T) {
 // FuzzVerifyAgrees checks any hash and signature bytes against
 // crypto/ecdsa with one key.
 func FuzzVerifyAgrees(f *testing.F) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		f.Fatal(err)
-	}
+	priv := newKey(f)
 	tab := newTable(f, &priv.PublicKey)
 	hash := sha256.Sum256([]byte("seed"))
 	r, s, err := ecdsa.Sign(rand.Reader, priv, hash[:])
@@ -241,10 +235,7 @@ func FuzzVerifyAgrees(f *testing.F) {
 // BenchmarkVerify compares a table's verification with crypto/ecdsa's
 // (b.ReportMetric: the ratio is read from the two sub-benchmarks).
 func BenchmarkVerify(b *testing.B) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
+	priv := newKey(b)
 	hash := sha256.Sum256([]byte("bench"))
 	r, s, err := ecdsa.Sign(rand.Reader, priv, hash[:])
 	if err != nil {
