@@ -23,7 +23,7 @@ const (
 	// is free: a table costs about fifty verifications to make.
 	tableAfter = 64
 	// DefaultKeyTables is how many tables are kept unless SetKeyTables
-	// says otherwise (p256.Size each, about 770 KiB).
+	// says otherwise (p256.Size each, about 384 KiB).
 	DefaultKeyTables = 16
 	// MaxKeyTables is the most SetKeyTables accepts.
 	MaxKeyTables = 256

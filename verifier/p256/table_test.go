@@ -141,9 +141,10 @@ func TestVerifyAtTheSumsEdges(t *testing.T) {
 	}
 }
 
-// The table's product is nistec's ScalarMult for scalars whose bytes are
-// zero, one or 0xff in every position, powers of two, n−1, n and past it,
-// and random scalars.
+// The table's product is nistec's ScalarMult for small scalars, powers of
+// two, n−1, n and past it, scalars of one byte repeated (from 0x81 up every
+// digit is negative and carries into the next, 0xff's carries ripple to
+// the top), and random scalars.
 func TestMulAgreesWithScalarMult(t *testing.T) {
 	priv := newKey(t)
 	tab := newTable(t, &priv.PublicKey)
@@ -166,7 +167,7 @@ func TestMulAgreesWithScalarMult(t *testing.T) {
 	for _, d := range []int64{-1, 0, 1, 255} {
 		add(new(big.Int).Add(order, big.NewInt(d)))
 	}
-	for _, fill := range []byte{0x01, 0x80, 0xff} {
+	for _, fill := range []byte{0x01, 0x7f, 0x80, 0x81, 0xfe, 0xff} { // 0x81 and up carry into every next digit
 		var k [32]byte
 		for i := range k {
 			k[i] = fill
@@ -338,6 +339,24 @@ func TestCheckFindsAWrongPoint(t *testing.T) {
 	tab.multiples[row][digit-1].Double(&tab.multiples[row][digit-1])
 	if err := tab.check(q, [][32]byte{k}); err == nil {
 		t.Fatal("a wrong point in row 26 was not found")
+	}
+}
+
+// The self-check's scalars take the top point too: a wrong one is found.
+func TestCheckCoversTheTop(t *testing.T) {
+	pub := keyOf(t, big.NewInt(123456789))
+	tab := newTable(t, pub)
+	q, err := nistec.NewP256Point().SetBytes(mustBytes(t, pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.top.Double(&tab.top)
+	for range 20 {
+		var k [32]byte
+		nonZeroDigits(&k)
+		if err := tab.check(q, [][32]byte{k}); err == nil {
+			t.Fatalf("scalar %x: a wrong top point was not found", k)
+		}
 	}
 }
 
