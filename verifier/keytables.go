@@ -63,28 +63,34 @@ type keyTables struct {
 	// verified in the current window and the one before.
 	counts, prevCounts map[keyID]uint64
 	making             bool // one table is made at a time
+	// newTable makes a key's table: p256.NewTable, which checks the table
+	// it made (tests replace it).
+	newTable func(*ecdsa.PublicKey) (*p256.Table, error)
+	metrics  *KeyTableMetrics
 }
 
-func newKeyTables(after, max int, window uint64) *keyTables {
+func newKeyTables(after, max int, window uint64, m *KeyTableMetrics) *keyTables {
 	return &keyTables{after: after, max: max, window: window, tables: make(map[keyID]*keyTable),
-		counts: make(map[keyID]uint64), prevCounts: make(map[keyID]uint64)}
+		counts: make(map[keyID]uint64), prevCounts: make(map[keyID]uint64), newTable: p256.NewTable, metrics: m}
 }
 
 // signingKeyTables are the process's tables; nil when turned off.
 var signingKeyTables atomic.Pointer[keyTables]
 
-func init() { SetKeyTables(DefaultKeyTables) }
+func init() { SetKeyTables(DefaultKeyTables, nil) }
 
 // SetKeyTables sets how many signing keys' tables the process keeps, from
 // 0, every signature checked by crypto/ecdsa alone, to MaxKeyTables (more
-// are taken as MaxKeyTables). The tables kept so far are dropped. It is
-// meant to be called once at start, before signatures are checked.
-func SetKeyTables(n int) {
+// are taken as MaxKeyTables), and the metrics they record (nil: none).
+// The tables kept so far are dropped. It is meant to be called once at
+// start, before signatures are checked.
+func SetKeyTables(n int, m *KeyTableMetrics) {
+	m.reset()
 	if n <= 0 {
 		signingKeyTables.Store(nil)
 		return
 	}
-	signingKeyTables.Store(newKeyTables(tableAfter, min(n, MaxKeyTables), tableWindow))
+	signingKeyTables.Store(newKeyTables(tableAfter, min(n, MaxKeyTables), tableWindow, m))
 }
 
 // verifyP256 is ecdsa.Verify(pub, digest, r, s), through the process's
@@ -119,7 +125,9 @@ func (k *keyTables) verify(pub *ecdsa.PublicKey, digest []byte, r, s *big.Int) b
 	t := k.tables[id]
 	k.mu.RUnlock()
 	if t != nil {
-		if t.table.Verify(digest, r, s) {
+		ok := t.table.Verify(digest, r, s)
+		k.metrics.checked(ok)
+		if ok {
 			t.hits.Add(1)
 			return true
 		}
@@ -175,9 +183,10 @@ func (k *keyTables) verified(id keyID, pub *ecdsa.PublicKey) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
+		k.metrics.failure()
 		return // the key keeps being checked by crypto/ecdsa alone
 	}
-	victim, ok := k.room(id)
+	victim, ok := k.room(id) // the scores moved while the table was made
 	if !ok {
 		return
 	}
@@ -190,6 +199,7 @@ func (k *keyTables) verified(id keyID, pub *ecdsa.PublicKey) {
 	delete(k.counts, id)
 	delete(k.prevCounts, id)
 	k.tables[id] = kt
+	k.metrics.kept(victim != "", len(k.tables))
 }
 
 // build makes pub's table and marks that none is being made, even if
@@ -200,7 +210,7 @@ func (k *keyTables) build(pub *ecdsa.PublicKey) (*p256.Table, error) {
 		k.making = false
 		k.mu.Unlock()
 	}()
-	return p256.NewTable(pub)
+	return k.newTable(pub)
 }
 
 // room reports whether id, a key without a table, may have one, and whose

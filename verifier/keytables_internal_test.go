@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pactledger/pactledger/verifier/p256"
 )
 
@@ -38,7 +41,7 @@ func newKey(t *testing.T) *ecdsa.PrivateKey {
 // table: good signatures, their high-s twins, wrong hashes, another key's
 // signatures.
 func TestKeyTableAfterEnoughSignatures(t *testing.T) {
-	k := newKeyTables(8, 4, 1000)
+	k := newKeyTables(8, 4, 1000, nil)
 	key, other := newKey(t), newKey(t)
 	pub := &key.PublicKey
 	for i := range 20 {
@@ -90,7 +93,7 @@ func TestKeyTableAfterEnoughSignatures(t *testing.T) {
 // A table that refuses a signature crypto/ecdsa accepts does not decide:
 // here key a's entry holds key b's table, and a's signatures still verify.
 func TestKeyTableRefusalCheckedAgain(t *testing.T) {
-	k := newKeyTables(1, 4, 1000)
+	k := newKeyTables(1, 4, 1000, nil)
 	a, b := newKey(t), newKey(t)
 	wrong, err := p256.NewTable(&b.PublicKey)
 	if err != nil {
@@ -124,7 +127,7 @@ func use(t *testing.T, k *keyTables, key *ecdsa.PrivateKey, n int) {
 func TestKeyTablesGoToTheKeysThatSignMost(t *testing.T) {
 	keys := []*ecdsa.PrivateKey{newKey(t), newKey(t), newKey(t), newKey(t), newKey(t)}
 	for round := range 4 { // the key with the fewest is a different one each round
-		k := newKeyTables(2, 4, 1000)
+		k := newKeyTables(2, 4, 1000, nil)
 		least := keys[round]
 		for _, key := range keys[:4] {
 			if key == least {
@@ -147,7 +150,7 @@ func TestKeyTablesGoToTheKeysThatSignMost(t *testing.T) {
 // A key's signatures count over the current window and the one before
 // only: one signing 10 a window never outscores one signing 15 a window.
 func TestKeyTableCountsOnlyTwoWindows(t *testing.T) {
-	k := newKeyTables(2, 1, 100)
+	k := newKeyTables(2, 1, 100, nil)
 	busy, slow, other := newKey(t), newKey(t), newKey(t)
 	for range 6 {
 		use(t, k, busy, 15)
@@ -167,7 +170,7 @@ func TestKeyTableCountsOnlyTwoWindows(t *testing.T) {
 // Signatures that fail add nothing to a key's score, through its table
 // or not.
 func TestFailedSignaturesScoreNothing(t *testing.T) {
-	k := newKeyTables(2, 1, 1000)
+	k := newKeyTables(2, 1, 1000, nil)
 	a, b, c := newKey(t), newKey(t), newKey(t)
 	use(t, k, a, 4)
 	for i := range 50 {
@@ -188,7 +191,7 @@ func TestFailedSignaturesScoreNothing(t *testing.T) {
 // A key that stops signing loses its score within two windows: a key
 // signing at a fifth of its old rate then takes its table.
 func TestKeyTableScoresFallIdle(t *testing.T) {
-	k := newKeyTables(4, 1, 100)
+	k := newKeyTables(4, 1, 100, nil)
 	old, next, other := newKey(t), newKey(t), newKey(t)
 	window := func() { // 20 of next's signatures and 80 that fail
 		t.Helper()
@@ -214,7 +217,7 @@ func TestKeyTableScoresFallIdle(t *testing.T) {
 // One table is made at a time: a key that reaches its count while another
 // table is being made asks again k.after signatures later.
 func TestOneTableMadeAtATime(t *testing.T) {
-	k := newKeyTables(3, 4, 1000)
+	k := newKeyTables(3, 4, 1000, nil)
 	a := newKey(t)
 	k.making = true
 	use(t, k, a, 3)
@@ -236,7 +239,7 @@ func TestOneTableMadeAtATime(t *testing.T) {
 // table, and the token's verdict is go-jose's before and after.
 func TestVerifierKeepsATableForAFrequentKey(t *testing.T) {
 	kept := signingKeyTables.Load()
-	SetKeyTables(DefaultKeyTables)
+	SetKeyTables(DefaultKeyTables, nil)
 	t.Cleanup(func() { signingKeyTables.Store(kept) })
 	f := newES256Fixture(t)
 	const header = `{"alg":"ES256","kid":"a"}`
@@ -263,7 +266,7 @@ func TestVerifierKeepsATableForAFrequentKey(t *testing.T) {
 // and replaced meanwhile, get crypto/ecdsa's verdicts, and the tables
 // stay within their bound (run with -race to check the locking too).
 func TestKeyTablesAtOnce(t *testing.T) {
-	k := newKeyTables(4, 2, 50)
+	k := newKeyTables(4, 2, 50, nil)
 	type check struct {
 		pub  *ecdsa.PublicKey
 		hash []byte
@@ -308,7 +311,7 @@ func TestKeyTablesAtOnce(t *testing.T) {
 // With the tables turned off no key gets one, and verdicts are unchanged.
 func TestKeyTablesTurnedOff(t *testing.T) {
 	kept := signingKeyTables.Load()
-	SetKeyTables(0)
+	SetKeyTables(0, nil)
 	t.Cleanup(func() { signingKeyTables.Store(kept) })
 	key := newKey(t)
 	for i := range tableAfter + 2 {
@@ -324,7 +327,7 @@ func TestKeyTablesTurnedOff(t *testing.T) {
 	if signingKeyTables.Load() != nil {
 		t.Fatal("tables kept while turned off")
 	}
-	SetKeyTables(MaxKeyTables + 1)
+	SetKeyTables(MaxKeyTables+1, nil)
 	if k := signingKeyTables.Load(); k == nil || k.max != MaxKeyTables {
 		t.Fatal("more tables than MaxKeyTables allowed")
 	}
@@ -333,7 +336,7 @@ func TestKeyTablesTurnedOff(t *testing.T) {
 // The keys counted towards a table stay within maxCountedKeys however many
 // keys sign.
 func TestCountedKeysBounded(t *testing.T) {
-	k := newKeyTables(2, 1, 1<<40)
+	k := newKeyTables(2, 1, 1<<40, nil)
 	for i := range maxCountedKeys + 50 {
 		key := newKey(t)
 		hash, r, s := signed(t, key, fmt.Sprint(i))
@@ -343,6 +346,108 @@ func TestCountedKeysBounded(t *testing.T) {
 		if len(k.counts) > maxCountedKeys {
 			t.Fatalf("%d keys counted, bound %d", len(k.counts), maxCountedKeys)
 		}
+	}
+}
+
+// The metrics count the tables made, replaced and kept, and the checks
+// through a table by verdict.
+func TestKeyTableMetrics(t *testing.T) {
+	m := NewKeyTableMetrics(prometheus.NewRegistry())
+	k := newKeyTables(2, 1, 1000, m)
+	a, b := newKey(t), newKey(t)
+	want := func(what string, c prometheus.Collector, v float64) {
+		t.Helper()
+		if got := testutil.ToFloat64(c); got != v {
+			t.Errorf("%s: %v, want %v", what, got, v)
+		}
+	}
+	use(t, k, a, 2)
+	want("tables", m.tables, 1)
+	want("made", m.made, 1)
+	use(t, k, a, 3)
+	hash, r, s := signed(t, a, "wrong hash")
+	hash[0] ^= 1
+	if k.verify(&a.PublicKey, hash, r, s) {
+		t.Fatal("a wrong hash verified")
+	}
+	want("accepted", m.accepted, 3)
+	want("refused", m.refused, 1)
+	use(t, k, b, 6) // 6 against a's 5
+	if !k.has(&b.PublicKey) {
+		t.Fatal("b did not take a's table")
+	}
+	want("tables", m.tables, 1)
+	want("made", m.made, 2)
+	want("replaced", m.replaced, 1)
+	want("failures", m.failed, 0)
+	kept := signingKeyTables.Load()
+	t.Cleanup(func() { signingKeyTables.Store(kept) })
+	SetKeyTables(0, m)
+	want("tables after turning them off", m.tables, 0)
+}
+
+// A table that could not be made, its self-check failing, is not kept:
+// the key's signatures are checked by crypto/ecdsa, the failure is
+// counted, and the key asks again k.after signatures later.
+func TestKeyTableNotMadeIsNotKept(t *testing.T) {
+	m := NewKeyTableMetrics(prometheus.NewRegistry())
+	k := newKeyTables(2, 4, 1000, m)
+	k.newTable = func(*ecdsa.PublicKey) (*p256.Table, error) {
+		return nil, fmt.Errorf("p256: the table's product differs from nistec's")
+	}
+	a := newKey(t)
+	use(t, k, a, 4)
+	if k.has(&a.PublicKey) || k.making {
+		t.Fatalf("a table that failed was kept (%v) or is still being made (%v)", k.has(&a.PublicKey), k.making)
+	}
+	if got := testutil.ToFloat64(m.failed); got != 2 {
+		t.Fatalf("%v failures counted, want 2", got)
+	}
+	k.newTable = p256.NewTable
+	use(t, k, a, 2)
+	if !k.has(&a.PublicKey) {
+		t.Fatal("no table at the next count once tables could be made")
+	}
+}
+
+// The room is looked at again once the table is made: a kept table whose
+// score rose meanwhile past the new key's stays, and the new one is
+// dropped.
+func TestKeyTableRoomCheckedAgainWhenMade(t *testing.T) {
+	k := newKeyTables(2, 1, 1000, nil)
+	a, b := newKey(t), newKey(t)
+	use(t, k, a, 2)
+	use(t, k, b, 2) // 2 against a's 2: no room
+	idA, _ := idOf(&a.PublicKey)
+	k.newTable = func(pub *ecdsa.PublicKey) (*p256.Table, error) {
+		k.mu.RLock()
+		k.tables[idA].hits.Add(10) // a signs on while b's table is made
+		k.mu.RUnlock()
+		return p256.NewTable(pub)
+	}
+	use(t, k, b, 2) // 4 against 2 when asked, against 12 once made
+	if k.has(&b.PublicKey) || !k.has(&a.PublicKey) {
+		t.Fatal("the new table replaced one that scored more once it was made")
+	}
+}
+
+// A key's signatures of the window before count in its table's score
+// once it has one.
+func TestKeyTableCarriesThePreviousWindow(t *testing.T) {
+	k := newKeyTables(8, 1, 1<<40, nil)
+	a := newKey(t)
+	use(t, k, a, 5)
+	k.roll()
+	use(t, k, a, 8)
+	id, _ := idOf(&a.PublicKey)
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	kt := k.tables[id]
+	if kt == nil {
+		t.Fatal("no table after 8 signatures in a window")
+	}
+	if kt.hits.Load() != 8 || kt.prev.Load() != 5 {
+		t.Fatalf("the table's counts: %d in this window and %d before, want 8 and 5", kt.hits.Load(), kt.prev.Load())
 	}
 }
 

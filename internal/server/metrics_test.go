@@ -213,3 +213,27 @@ func TestKeyFilterIsReported(t *testing.T) {
 		}
 	}
 }
+
+// The signing key that signs every receipt gets a table once it has
+// verified enough signatures, and /metrics shows it and the checks made
+// through it.
+func TestKeyTablesAreReported(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	before := scrape(t, e)
+	if before["pactledger_signing_key_tables"] != 0 {
+		t.Fatalf("pactledger_signing_key_tables %v before any receipt", before["pactledger_signing_key_tables"])
+	}
+	for range 70 { // the Provider's key signs each receipt and its delegation token: a table after 33 receipts
+		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{})), nil)
+	}
+	got := scrape(t, e)
+	if got["pactledger_signing_key_tables"] < 1 || got["pactledger_signing_key_tables_made_total"] < 1 {
+		t.Fatalf("tables %v, made %v; want a table for the Provider's key", got["pactledger_signing_key_tables"], got["pactledger_signing_key_tables_made_total"])
+	}
+	if n := got[`pactledger_signing_key_table_checks_total{verdict="accepted"}`]; n < 1 {
+		t.Fatalf("%v signatures accepted through a table", n)
+	}
+	if n := got["pactledger_signing_key_table_failures_total"]; n != 0 {
+		t.Fatalf("%v tables failed their self-check", n)
+	}
+}

@@ -191,7 +191,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
-	verifier.SetKeyTables(cfg.Verifier.KeyTables)
+	verifier.SetKeyTables(cfg.Verifier.KeyTables, verifier.NewKeyTableMetrics(reg))
 	v, err := verifier.New(verifier.Config{Audience: cfg.Audience, CheckedBy: CheckedBy(), CacheSize: cfg.Verifier.CacheSize, Metrics: verifier.NewCacheMetrics(reg)})
 	if err != nil {
 		return nil, err
