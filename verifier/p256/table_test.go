@@ -322,12 +322,7 @@ func TestVerifyReducesXModN(t *testing.T) {
 // A table with a wrong point is not made: check finds it with any scalar
 // that takes the point.
 func TestCheckFindsAWrongPoint(t *testing.T) {
-	pub := keyOf(t, big.NewInt(987654321))
-	tab := newTable(t, pub)
-	q, err := nistec.NewP256Point().SetBytes(mustBytes(t, pub))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab, q := tableOf(t, 987654321)
 	var k [32]byte
 	for i := range k {
 		k[i] = byte(i + 1)
@@ -344,12 +339,7 @@ func TestCheckFindsAWrongPoint(t *testing.T) {
 
 // The self-check's scalars take the top point too: a wrong one is found.
 func TestCheckCoversTheTop(t *testing.T) {
-	pub := keyOf(t, big.NewInt(123456789))
-	tab := newTable(t, pub)
-	q, err := nistec.NewP256Point().SetBytes(mustBytes(t, pub))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab, q := tableOf(t, 123456789)
 	tab.top.Double(&tab.top)
 	for range 20 {
 		var k [32]byte
@@ -358,6 +348,18 @@ func TestCheckCoversTheTop(t *testing.T) {
 			t.Fatalf("scalar %x: a wrong top point was not found", k)
 		}
 	}
+}
+
+// tableOf returns the table of the key with private scalar d, and the key
+// as a nistec point.
+func tableOf(t *testing.T, d int64) (*Table, *nistec.P256Point) {
+	t.Helper()
+	pub := keyOf(t, big.NewInt(d))
+	q, err := nistec.NewP256Point().SetBytes(mustBytes(t, pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newTable(t, pub), q
 }
 
 func mustBytes(t *testing.T, pub *ecdsa.PublicKey) []byte {
