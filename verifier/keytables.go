@@ -20,7 +20,7 @@ import (
 const (
 	// tableAfter is how many signatures a key must verify before it gets
 	// a table, and how often after that it asks again for one when none
-	// is free: a table costs about fifty verifications to make.
+	// is free: a table costs about thirty verifications to make.
 	tableAfter = 64
 	// DefaultKeyTables is how many tables are kept unless SetKeyTables
 	// says otherwise (p256.Size each, about 384 KiB).

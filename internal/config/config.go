@@ -181,7 +181,7 @@ type VerifierOptions struct {
 	// KeyTables is how many signing keys get a table of their multiples,
 	// with which an ES256 check costs about two fifths of crypto/ecdsa's
 	// (docs/design/031); 0 checks every signature with crypto/ecdsa
-	// alone. A table is about 770 KiB. Default verifier.DefaultKeyTables.
+	// alone. A table is about 384 KiB. Default verifier.DefaultKeyTables.
 	KeyTables int `yaml:"keyTables"`
 }
 

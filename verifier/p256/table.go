@@ -100,13 +100,15 @@ func NewTable(pub *ecdsa.PublicKey) (*Table, error) {
 
 // nonZeroDigits fills k with a random scalar none of whose signed digits
 // is zero and whose last digit carries, so that mul takes a point from
-// every row and the top: bytes from 1 to 254, the first above 128.
+// every row and the top: bytes from 1 to 254 (with a carry, 1 to 255: never
+// 0 or 256), the first from 0x81 to 0xfe (with or without a carry, a
+// negative digit that carries).
 func nonZeroDigits(k *[32]byte) {
 	rand.Read(k[:]) // crypto/rand never returns an error: it stops the program
 	for i := range k {
 		k[i] = 1 + k[i]%254
 	}
-	k[0] |= 0x81
+	k[0] = 0x81 + k[0]%0x7e
 }
 
 // check compares the table's product with nistec's ScalarMult of q for each
@@ -133,12 +135,8 @@ func (t *Table) mul(k *[32]byte) *nistec.P256Point {
 	var neg nistec.P256Point
 	carry := 0
 	for i := range windows {
-		d := int(k[31-i]) + carry
-		carry = 0
-		if d > digits {
-			d -= 1 << windowBits
-			carry = 1
-		}
+		var d int
+		d, carry = digit(k[31-i], carry)
 		switch {
 		case d > 0:
 			acc.Add(acc, &t.multiples[i][d-1])
@@ -150,6 +148,16 @@ func (t *Table) mul(k *[32]byte) *nistec.P256Point {
 		acc.Add(acc, &t.top)
 	}
 	return acc
+}
+
+// digit returns the signed digit, −127 to 128, of byte b with the carry
+// from the byte after it, and the carry to the byte before.
+func digit(b byte, carry int) (d, next int) {
+	d = int(b) + carry
+	if d > digits {
+		return d - 1<<windowBits, 1
+	}
+	return d, 0
 }
 
 // Verify reports whether (r, s) is a valid ECDSA signature of hash by the

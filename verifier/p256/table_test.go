@@ -350,6 +350,34 @@ func TestCheckCoversTheTop(t *testing.T) {
 	}
 }
 
+// The self-check's scalars have no zero digit and carry out of the last
+// byte, whatever their random bytes: every row and the top are used.
+func TestNonZeroDigitsTakeEveryRow(t *testing.T) {
+	for range 200_000 {
+		var k [32]byte
+		nonZeroDigits(&k)
+		carry := 0
+		for i := range windows {
+			var d int
+			if d, carry = digit(k[31-i], carry); d == 0 {
+				t.Fatalf("scalar %x: digit %d is zero", k, i)
+			}
+		}
+		if carry != 1 {
+			t.Fatalf("scalar %x: no carry out of the last byte", k)
+		}
+	}
+	for _, c := range []struct {
+		b         byte
+		carry     int
+		d, carry2 int
+	}{{0, 0, 0, 0}, {128, 0, 128, 0}, {127, 1, 128, 0}, {128, 1, -127, 1}, {129, 0, -127, 1}, {255, 0, -1, 1}, {255, 1, 0, 1}} {
+		if d, next := digit(c.b, c.carry); d != c.d || next != c.carry2 {
+			t.Errorf("digit(%d, %d) = %d, %d; want %d, %d", c.b, c.carry, d, next, c.d, c.carry2)
+		}
+	}
+}
+
 // tableOf returns the table of the key with private scalar d, and the key
 // as a nistec point.
 func tableOf(t *testing.T, d int64) (*Table, *nistec.P256Point) {
