@@ -197,31 +197,53 @@ func (d *daemon) metrics(names ...string) []float64 {
 // how many were timed, the seconds they took and how many took at most
 // 16 and 64 ms (one histogram, read at once, so these four agree); of
 // the commits' seconds, those bbolt spent writing and syncing pages
-// (disk) and spilling nodes to pages (spill).
+// (disk) and spilling nodes to pages (spill); from the Go runtime's
+// metrics, the heap allocations ledgerd made, their bytes, and the
+// collector's cycles.
 type counters struct {
 	hits, misses, commits, writes                float64
 	timed, commitSeconds, within16ms, within64ms float64
 	diskSeconds, spillSeconds                    float64
+	mallocs, allocBytes, collections             float64
 }
 
 // counters reads ledgerd's counters so far. The commit times are -1 from
 // a ledgerd without pactledger_commit_seconds, the disk's and the
-// spill's from one without the bbolt store's.
+// spill's from one without the bbolt store's, the allocations and
+// collections from one without the Go runtime's metrics.
 func (d *daemon) counters() counters {
 	v := d.metrics("pactledger_signature_cache_hits_total", "pactledger_signature_cache_misses_total",
 		"pactledger_commit_batch_rows_count", "pactledger_commit_batch_rows_sum",
 		"pactledger_commit_seconds_count", "pactledger_commit_seconds_sum",
 		`pactledger_commit_seconds_bucket{le="0.016"}`, `pactledger_commit_seconds_bucket{le="0.064"}`,
-		"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total")
+		"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total",
+		"go_memstats_mallocs_total", "go_memstats_alloc_bytes_total", "go_gc_duration_seconds_count")
 	return counters{hits: v[0], misses: v[1], commits: v[2], writes: v[3], timed: v[4], commitSeconds: v[5], within16ms: v[6], within64ms: v[7],
-		diskSeconds: v[8], spillSeconds: v[9]}
+		diskSeconds: v[8], spillSeconds: v[9], mallocs: v[10], allocBytes: v[11], collections: v[12]}
 }
 
 // since is what the counters gained after c0.
 func (c counters) since(c0 counters) counters {
 	return counters{hits: c.hits - c0.hits, misses: c.misses - c0.misses, commits: c.commits - c0.commits, writes: c.writes - c0.writes,
 		timed: gained(c.timed, c0.timed), commitSeconds: gained(c.commitSeconds, c0.commitSeconds), within16ms: gained(c.within16ms, c0.within16ms), within64ms: gained(c.within64ms, c0.within64ms),
-		diskSeconds: gained(c.diskSeconds, c0.diskSeconds), spillSeconds: gained(c.spillSeconds, c0.spillSeconds)}
+		diskSeconds: gained(c.diskSeconds, c0.diskSeconds), spillSeconds: gained(c.spillSeconds, c0.spillSeconds),
+		mallocs: gained(c.mallocs, c0.mallocs), allocBytes: gained(c.allocBytes, c0.allocBytes), collections: gained(c.collections, c0.collections)}
+}
+
+// printAllocs writes a line on ledgerd's heap allocations in a window
+// that recorded rows rows: how many a row and their bytes, and how many
+// rows a collection took. Unlike the CPU a row, these do not depend on
+// the machine's speed or load: a change to the write path's allocations
+// reads here from one run. Nothing when they are unknown.
+func (c counters) printAllocs(w io.Writer, rows int) {
+	if rows <= 0 || c.mallocs < 0 || c.allocBytes < 0 {
+		return
+	}
+	fmt.Fprintf(w, "  ledgerd's heap allocations: %.0f a row, %.1f KiB a row", c.mallocs/float64(rows), c.allocBytes/float64(rows)/1024)
+	if c.collections > 0 {
+		fmt.Fprintf(w, "; %.0f collections, one every %.0f rows", c.collections, float64(rows)/c.collections)
+	}
+	fmt.Fprintln(w)
 }
 
 // printCommits writes a line on the group commits of a window of el
@@ -306,6 +328,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	s.printWritten(w)
 	s.printKernel(w)
 	s.counters.printCommits(w, s.elapsed.Seconds(), s.ok)
+	s.counters.printAllocs(w, s.ok)
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
 	}

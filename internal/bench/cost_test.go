@@ -35,6 +35,41 @@ func TestPrintCommits(t *testing.T) {
 	}
 }
 
+// TestPrintAllocs checks the allocations' line: per row, their KiB, and
+// the rows a collection took; nothing when the runtime's metrics were
+// not read (-1) or no row was recorded, and no collections when none ran.
+func TestPrintAllocs(t *testing.T) {
+	c := counters{mallocs: 1_200_000, allocBytes: 150 * 1024 * 2000, collections: 8}
+	var b strings.Builder
+	c.printAllocs(&b, 2000)
+	if want := "  ledgerd's heap allocations: 600 a row, 150.0 KiB a row; 8 collections, one every 250 rows\n"; b.String() != want {
+		t.Errorf("printAllocs:\n%q\nwant:\n%q", b.String(), want)
+	}
+	b.Reset()
+	c.collections = 0
+	c.printAllocs(&b, 2000)
+	if want := "  ledgerd's heap allocations: 600 a row, 150.0 KiB a row\n"; b.String() != want {
+		t.Errorf("printAllocs without a collection:\n%q\nwant:\n%q", b.String(), want)
+	}
+	for _, tc := range []struct {
+		c    counters
+		rows int
+	}{{counters{mallocs: -1, allocBytes: -1, collections: -1}, 2000}, {c, 0}} {
+		b.Reset()
+		tc.c.printAllocs(&b, tc.rows)
+		if b.String() != "" {
+			t.Errorf("printAllocs(%+v, %d) = %q, want nothing", tc.c, tc.rows, b.String())
+		}
+	}
+	// since keeps an unknown reading unknown.
+	if got := (counters{mallocs: -1}).since(counters{mallocs: 5}); got.mallocs != -1 {
+		t.Errorf("since of an unknown count = %v, want -1", got.mallocs)
+	}
+	if got := (counters{mallocs: 50, allocBytes: 70, collections: 3}).since(counters{mallocs: 20, allocBytes: 10, collections: 1}); got.mallocs != 30 || got.allocBytes != 60 || got.collections != 2 {
+		t.Errorf("since = %+v, want 30 allocations, 60 bytes, 2 collections", got)
+	}
+}
+
 // TestGrowthOrder checks that the growth run's pairs turn their order, so
 // that a machine that speeds up or slows down over them favours neither
 // the grown ledger nor the empty one.

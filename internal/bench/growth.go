@@ -343,6 +343,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 			st.served.printWritten(w)
 			st.served.printKernel(w)
 			st.commits.printCommits(w, st.served.elapsed.Seconds(), st.served.ok)
+			st.commits.printAllocs(w, st.served.ok)
 			continue
 		}
 		refDir := filepath.Join(work, fmt.Sprintf("growth-reference-%d", len(empty)+1))
@@ -368,6 +369,7 @@ func runGrowth(ctx context.Context, bin, work string, sc *pacttest.Scenario, s3 
 		rs.served.printWritten(w)
 		rs.served.printKernel(w)
 		rs.commits.printCommits(w, rs.served.elapsed.Seconds(), rs.served.ok)
+		rs.commits.printAllocs(w, rs.served.ok)
 		if err := os.RemoveAll(refDir); err != nil {
 			return err
 		}
@@ -554,6 +556,7 @@ func printGrowthStep(w io.Writer, st growthStep, unit verifyUnit, cfg Config) {
 	s.printWritten(w)
 	s.printKernel(w)
 	st.commits.printCommits(w, s.elapsed.Seconds(), s.ok)
+	st.commits.printAllocs(w, s.ok)
 	fmt.Fprintf(w, "  memory at rest (outbox drained, after the reads): %s\n", st.atRest)
 	fmt.Fprintf(w, "  ListRows by order id: p50 %s, p99 %s (%d queries, errors %d); dispute drill: p50 %s, p99 %s, max %s (%d drills, %d/%d pulls passed, errors %d)\n",
 		st.list.p(50), st.list.p(99), st.list.ok, st.list.errors, st.drills.p(50), st.drills.p(99), st.drills.p(100), st.drills.ok, st.passed, st.all, st.drills.errors)

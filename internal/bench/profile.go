@@ -211,10 +211,10 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 	if cfg.PairedCeilings {
 		ratios = "as ledgerd runs it, just before / the same at the run's start / verify + commit at the run's start"
 	}
-	fmt.Fprintf(w, "| scenario | rows/s | CPU per row | verifications per row | ratio to ceiling (%s) | p50 | p99 | cache hits | anon / file under load | anon / file at rest | load avg |\n", ratios)
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| scenario | rows/s | CPU per row | verifications per row | ratio to ceiling (%s) | p50 | p99 | cache hits | anon / file under load | anon / file at rest | load avg | heap allocations a row |\n", ratios)
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range ceilings {
-		fmt.Fprintf(w, "| in process (%s), %s, %d in flight | %.0f | %s | %.2f | | %s | %s | | | | %s |\n",
+		fmt.Fprintf(w, "| in process (%s), %s, %d in flight | %.0f | %s | %.2f | | %s | %s | | | | %s | |\n",
 			c.label(), c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
 	}
 	for _, s := range runs {
@@ -226,9 +226,13 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 		if t := s.hits + s.misses; t > 0 {
 			hits = fmt.Sprintf("%.1f %%", 100*s.hits/t)
 		}
-		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s |\n",
+		allocs := ""
+		if s.ok > 0 && s.mallocs >= 0 {
+			allocs = fmt.Sprintf("%.0f", s.mallocs/float64(s.ok))
+		}
+		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s |\n",
 			s.how(), s.name, load, s.rate, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
-			mib(s.mem.anon), mib(s.mem.file), mib(s.atRest.anon), mib(s.atRest.file), s.load)
+			mib(s.mem.anon), mib(s.mem.file), mib(s.atRest.anon), mib(s.atRest.file), s.load, allocs)
 	}
 }
 
