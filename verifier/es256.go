@@ -161,7 +161,11 @@ func verifyES256(key any, digest, sig []byte) bool {
 	if !ok || pub == nil || pub.Curve != elliptic.P256() || len(sig) != 64 {
 		return false
 	}
-	r := new(big.Int).SetBytes(sig[:32])
-	s := new(big.Int).SetBytes(sig[32:])
-	return verifyP256(pub, digest, r, s)
+	rs := sigInts.Get().(*[2]big.Int)
+	defer sigInts.Put(rs)
+	return verifyP256(pub, digest, rs[0].SetBytes(sig[:32]), rs[1].SetBytes(sig[32:]))
 }
+
+// sigInts holds the r and s of a check, kept from one check to the next
+// (nothing a check calls keeps them).
+var sigInts = sync.Pool{New: func() any { return new([2]big.Int) }}

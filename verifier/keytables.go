@@ -102,27 +102,18 @@ func verifyP256(pub *ecdsa.PublicKey, digest []byte, r, s *big.Int) bool {
 	return ecdsa.Verify(pub, digest, r, s)
 }
 
-// idOf returns pub's keyID; ok is false for a key that does not encode.
-func idOf(pub *ecdsa.PublicKey) (id keyID, ok bool) {
-	enc, err := pub.Bytes()
-	if err != nil {
-		return "", false
-	}
-	return keyID(enc), true
-}
-
 // verify is ecdsa.Verify(pub, digest, r, s), through pub's table when it
 // has one. Each signature verified counts towards its key's table.
 func (k *keyTables) verify(pub *ecdsa.PublicKey, digest []byte, r, s *big.Int) bool {
-	id, ok := idOf(pub)
-	if !ok {
+	enc, err := pub.Bytes()
+	if err != nil {
 		return ecdsa.Verify(pub, digest, r, s)
 	}
 	if k.clock.Add(1)%k.window == 0 {
 		k.roll()
 	}
 	k.mu.RLock()
-	t := k.tables[id]
+	t := k.tables[keyID(enc)] // a lookup by the bytes makes no string of them
 	k.mu.RUnlock()
 	if t != nil {
 		ok := t.table.Verify(digest, r, s)
@@ -136,7 +127,7 @@ func (k *keyTables) verify(pub *ecdsa.PublicKey, digest []byte, r, s *big.Int) b
 	if !ecdsa.Verify(pub, digest, r, s) {
 		return false
 	}
-	k.verified(id, pub)
+	k.verified(keyID(enc), pub)
 	return true
 }
 

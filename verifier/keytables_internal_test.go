@@ -461,3 +461,9 @@ func (k *keyTables) has(pub *ecdsa.PublicKey) bool {
 	defer k.mu.RUnlock()
 	return k.tables[id] != nil
 }
+
+// idOf is pub's keyID as verify looks it up.
+func idOf(pub *ecdsa.PublicKey) (keyID, bool) {
+	enc, err := pub.Bytes()
+	return keyID(enc), err == nil
+}

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 
 	"filippo.io/nistec"
 )
@@ -170,18 +171,16 @@ func (t *Table) Verify(hash []byte, r, s *big.Int) bool {
 	if len(hash) > 32 {
 		hash = hash[:32]
 	}
-	e := new(big.Int).SetBytes(hash)
-	w := new(big.Int).ModInverse(s, order)
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	e := sc.e.SetBytes(hash)
+	w := sc.w.ModInverse(s, order)
 	if w == nil {
 		return false
 	}
-	u1 := new(big.Int).Mul(e, w)
-	u1.Mod(u1, order)
-	u2 := e.Mul(r, w)
-	u2.Mod(u2, order)
 	var b1, b2 [32]byte
-	u1.FillBytes(b1[:])
-	u2.FillBytes(b2[:])
+	mulMod(sc, e, w).FillBytes(b1[:])
+	mulMod(sc, r, w).FillBytes(b2[:])
 	p, err := nistec.NewP256Point().ScalarBaseMult(b1[:])
 	if err != nil {
 		return false
@@ -191,9 +190,23 @@ func (t *Table) Verify(hash []byte, r, s *big.Int) bool {
 	if err != nil {
 		return false
 	}
-	v := w.SetBytes(x)
+	v := sc.e.SetBytes(x)
 	if v.Cmp(order) >= 0 {
 		v.Sub(v, order)
 	}
 	return v.Cmp(r) == 0
+}
+
+// scratch is Verify's integers, kept from one check to the next so that
+// their digits are not allocated for every signature.
+type scratch struct{ e, w, prod, quo, rem big.Int }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// mulMod returns a·b mod n in sc.rem, for a and b not sc's prod, quo or
+// rem.
+func mulMod(sc *scratch, a, b *big.Int) *big.Int {
+	sc.prod.Mul(a, b)
+	sc.quo.QuoRem(&sc.prod, order, &sc.rem) // a·b ≥ 0: the remainder is the residue
+	return &sc.rem
 }
