@@ -106,9 +106,9 @@ func (a *authenticator) authorize(ctx context.Context, method string) (context.C
 	if publicMethods[method] {
 		return ctx, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	var key string
-	if v := md.Get("authorization"); len(v) > 0 {
+	// One header read, not a copy of every header (FromIncomingContext).
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
 		// The scheme name is case-insensitive (RFC 9110 §11.1).
 		key = strings.TrimSpace(v[0])
 		if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
