@@ -236,14 +236,24 @@ func (c counters) since(c0 counters) counters {
 // the machine's speed or load: a change to the write path's allocations
 // reads here from one run. Nothing when they are unknown.
 func (c counters) printAllocs(w io.Writer, rows int) {
-	if rows <= 0 || c.mallocs < 0 || c.allocBytes < 0 {
+	n, ok := c.allocsPerRow(rows)
+	if !ok || c.allocBytes < 0 {
 		return
 	}
-	fmt.Fprintf(w, "  ledgerd's heap allocations: %.0f a row, %.1f KiB a row", c.mallocs/float64(rows), c.allocBytes/float64(rows)/1024)
+	fmt.Fprintf(w, "  ledgerd's heap allocations: %.0f a row, %.1f KiB a row", n, c.allocBytes/float64(rows)/1024)
 	if c.collections > 0 {
 		fmt.Fprintf(w, "; %.0f collections, one every %.0f rows", c.collections, float64(rows)/c.collections)
 	}
 	fmt.Fprintln(w)
+}
+
+// allocsPerRow is the heap allocations a row of a window that recorded
+// rows rows; ok is false when they are unknown or no row was recorded.
+func (c counters) allocsPerRow(rows int) (n float64, ok bool) {
+	if rows <= 0 || c.mallocs < 0 {
+		return 0, false
+	}
+	return c.mallocs / float64(rows), true
 }
 
 // printCommits writes a line on the group commits of a window of el

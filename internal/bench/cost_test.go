@@ -70,6 +70,46 @@ func TestPrintAllocs(t *testing.T) {
 	}
 }
 
+// TestSummaryAllocations checks the summary table's last column: a served
+// scenario's allocations a row, empty for a ceiling and for a scenario
+// whose allocations are unknown, every row with as many cells as the
+// header.
+func TestSummaryAllocations(t *testing.T) {
+	ceil := ceiling{result: &result{rate: 3000}, name: "sessions", asServed: true}
+	known := &served{result: &result{rate: 2000, ok: 4000}, scenario: scenario{name: "sessions"}, counters: counters{mallocs: 2_300_000}}
+	unknown := &served{result: &result{rate: 2000, ok: 4000}, scenario: scenario{name: "a token per row"}, counters: counters{mallocs: -1}}
+	var b strings.Builder
+	printCostSummary(&b, verifyUnit{}, []ceiling{ceil}, []*served{known, unknown}, Config{Concurrency: 64})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	var table []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "|") {
+			table = append(table, l)
+		}
+	}
+	if len(table) != 5 {
+		t.Fatalf("summary: %d table lines, want 5 (header, separator, one ceiling, two scenarios):\n%s", len(table), b.String())
+	}
+	cells := func(l string) []string { return strings.Split(strings.Trim(l, "|"), "|") }
+	head := cells(table[0])
+	if last := strings.TrimSpace(head[len(head)-1]); last != "heap allocations a row" {
+		t.Errorf("the last column is %q, want the heap allocations a row", last)
+	}
+	for i, want := range []string{"", "", "575", ""} {
+		c := cells(table[i+1])
+		if len(c) != len(head) {
+			t.Errorf("table line %d has %d cells, the header %d:\n%s", i+2, len(c), len(head), table[i+1])
+			continue
+		}
+		if i == 0 {
+			continue // the separator
+		}
+		if got := strings.TrimSpace(c[len(c)-1]); got != want {
+			t.Errorf("table line %d ends with %q, want %q:\n%s", i+2, got, want, table[i+1])
+		}
+	}
+}
+
 // TestGrowthOrder checks that the growth run's pairs turn their order, so
 // that a machine that speeds up or slows down over them favours neither
 // the grown ledger nor the empty one.

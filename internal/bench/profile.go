@@ -227,8 +227,8 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 			hits = fmt.Sprintf("%.1f %%", 100*s.hits/t)
 		}
 		allocs := ""
-		if s.ok > 0 && s.mallocs >= 0 {
-			allocs = fmt.Sprintf("%.0f", s.mallocs/float64(s.ok))
+		if n, ok := s.allocsPerRow(s.ok); ok {
+			allocs = fmt.Sprintf("%.0f", n)
 		}
 		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s |\n",
 			s.how(), s.name, load, s.rate, us(s.cpuPerRow()), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
