@@ -3,6 +3,8 @@ package verifier_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,14 +200,25 @@ func TestCacheHitNeverTurnsAFailIntoAPass(t *testing.T) {
 			}
 
 			in := tc.present(t, sc, first.DelegationToken)
-			got := verify(t, c.v, sc, in)
-			plain, _ := newVerifier(t, sc)
-			want := verify(t, plain, sc, in)
-			for name, w := range want {
-				if got[name] != w {
-					t.Errorf("%s: cached %s, uncached %s", name, got[name], w)
-				}
+			now := sc.Static(time.Now())
+			gotRes, err := c.v.Verify(context.Background(), in, now)
+			if err != nil {
+				t.Fatal(err)
 			}
+			plain, _ := newVerifier(t, sc)
+			wantRes, err := plain.Verify(context.Background(), in, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every check as the verifier without a cache has it, detail
+			// and all, and what the row takes from the token's claims.
+			if !reflect.DeepEqual(gotRes.Checks, wantRes.Checks) {
+				t.Errorf("cached checks\n%+v\nuncached\n%+v", gotRes.Checks, wantRes.Checks)
+			}
+			if !slices.Equal(gotRes.ScopeGranted, wantRes.ScopeGranted) || !gotRes.GrantExpires.Equal(wantRes.GrantExpires) {
+				t.Errorf("cached grant %v until %v, uncached %v until %v", gotRes.ScopeGranted, gotRes.GrantExpires, wantRes.ScopeGranted, wantRes.GrantExpires)
+			}
+			got := results(gotRes)
 			for name, g := range got {
 				switch {
 				case name == tc.wantFail && g != verifier.Fail:
@@ -220,6 +233,11 @@ func TestCacheHitNeverTurnsAFailIntoAPass(t *testing.T) {
 			}
 			if !tc.wantHit && (h != 0 || m < 2) {
 				t.Errorf("hits %v misses %v: the second turn should have been a miss", h, m)
+			}
+			// One token, one entry: checked again against another key set,
+			// it replaces its entry.
+			if n := c.metric(t, "pactledger_signature_cache_entries"); n != 1 {
+				t.Errorf("%v entries for one token, want 1", n)
 			}
 		})
 	}

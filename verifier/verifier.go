@@ -307,17 +307,6 @@ func fail(name, format string, args ...any) Check {
 // or the same through the signature cache).
 type signatureCheck func(tok string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error)
 
-// tokenCheck is how delegation tokens are checked: through the cache when
-// there is one. Receipts and request JWTs are checked directly: each is
-// recorded once (a request JWT posted again is a duplicate row), so caching
-// them would only evict the tokens that are sent again.
-func (v *Verifier) tokenCheck() signatureCheck {
-	if v.cache == nil {
-		return verifyCompact
-	}
-	return v.cache.verify
-}
-
 // verifySigned verifies tok with check and the keys get returns, refetching
 // once on an unknown kid. It returns an error wrapping ErrUndecided when
 // the keys could not be fetched (get failed with ErrFetch, or the refetch
@@ -515,12 +504,24 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 
 func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
 	const name = CheckDelegationToken
+	// Delegation tokens go through the cache when there is one. Receipts
+	// and request JWTs are checked directly: each is recorded once (a
+	// request JWT posted again is a duplicate row), so caching them would
+	// only evict the tokens that are sent again.
+	tc := newTokenCheck(v.cache, t.Raw())
 	var claims TokenClaims
-	c, bad := unverifiedClaims(name, "delegation token", t, &claims)
-	if bad != nil {
-		return nil, *bad, nil
+	var decoded []byte
+	if tc.cached != nil {
+		// The same bytes decoded before; they decode to the same claims.
+		claims = tc.cached.claims
+	} else {
+		c, bad := unverifiedClaims(name, "delegation token", t, &claims)
+		if bad != nil {
+			return nil, *bad, nil
+		}
+		decoded = c.Payload
 	}
-	payload, kid, alg, s, err := verifySigned(t.Raw(), v.tokenCheck(), func(refresh bool) (Signer, error) {
+	payload, kid, alg, s, err := verifySigned(t.Raw(), tc.check, func(refresh bool) (Signer, error) {
 		return src.Brand(ctx, rc.Brand, refresh)
 	})
 	if u := decided(err); u != nil {
@@ -530,8 +531,13 @@ func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.
 		return &claims, fail(name, "%v", err), nil
 	}
 	var vc TokenClaims
-	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
-		return &claims, fail(name, "%s", claimsProblem(err)), nil
+	if tc.hit != nil {
+		vc = tc.hit.claims
+	} else {
+		if err := verifiedClaims(payload, decoded, &claims, &vc); err != nil {
+			return &claims, fail(name, "%s", claimsProblem(err)), nil
+		}
+		tc.keep(vc)
 	}
 	skew := v.cfg.Skew
 	iat, exp, nbf, problem := times(vc.Iat, vc.Exp, vc.Nbf)
