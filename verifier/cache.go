@@ -16,12 +16,12 @@ const maxCachedToken = 4 << 10
 
 // sigCache remembers the delegation tokens whose signature check passed:
 // verifying a compact token against a key set is a pure function of the
-// token's bytes, the key set's exact bytes and the algorithm allow-list, so
-// an entry is looked up by the SHA-256 of the token's bytes and taken only
-// for the key set and allow-list it was checked with. The entry also keeps the claims
-// the token's payload decoded to, a pure function of the same bytes, so a
-// token sent again with every turn of a session is neither checked nor
-// decoded again. Only that is kept: times, issuer, bindings, scopes and
+// token's bytes, the key set's exact bytes and the algorithm allow-list,
+// so an entry is looked up by the SHA-256 of the token's bytes and taken
+// only for the key set and allow-list it was checked with. The entry also
+// keeps the claims the token's payload decoded to, a pure function of the
+// same bytes, so a token sent again with every turn of a session is
+// neither checked nor decoded again. Only that is kept: times, issuer, bindings, scopes and
 // revocation are checked on every use. Failed checks are not kept (an
 // unknown kid must be able to trigger a refetch, and a flood of bad tokens
 // must not evict good ones).
@@ -104,9 +104,9 @@ func (c *sigCache) put(e *sigEntry) {
 }
 
 // tokenCheck is one delegation token's signature check through the cache.
-// key is the token's key when keyed (the cache may keep it); cached is its entry
-// when it had one. After the check, hit is the entry taken instead of
-// checking, or fresh the check that passed afresh, to be kept (with its
+// key is the token's key when keyed (the cache may keep it); cached is its
+// entry when it had one. After the check, hit is the entry taken instead
+// of checking, or fresh the check that passed afresh, to be kept (with its
 // claims) once its claims decode.
 type tokenCheck struct {
 	c      *sigCache
@@ -118,8 +118,8 @@ type tokenCheck struct {
 }
 
 // newTokenCheck prepares the check of tok through c (nil: no cache).
-func newTokenCheck(c *sigCache, tok string) *tokenCheck {
-	t := &tokenCheck{c: c}
+func newTokenCheck(c *sigCache, tok string) tokenCheck {
+	t := tokenCheck{c: c}
 	if c == nil || tok == "" || len(tok) > maxCachedToken {
 		return t
 	}
@@ -128,8 +128,8 @@ func newTokenCheck(c *sigCache, tok string) *tokenCheck {
 	return t
 }
 
-// check is a signatureCheck. A hit returns no payload: the caller takes
-// the entry's claims instead.
+// check is a signatureCheck of the token newTokenCheck was given. A hit
+// returns no payload: the caller takes the entry's claims instead.
 func (t *tokenCheck) check(tok string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error) {
 	t.hit, t.fresh = nil, nil
 	if !t.keyed || !t.c.cacheable(ks) {
