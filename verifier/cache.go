@@ -21,10 +21,10 @@ const maxCachedToken = 4 << 10
 // only for the key set and allow-list it was checked with. The entry also
 // keeps the claims the token's payload decoded to, a pure function of the
 // same bytes, so a token sent again with every turn of a session is
-// neither checked nor decoded again. Only that is kept: times, issuer, bindings, scopes and
-// revocation are checked on every use. Failed checks are not kept (an
-// unknown kid must be able to trigger a refetch, and a flood of bad tokens
-// must not evict good ones).
+// neither checked nor decoded again. Only that is kept: times, issuer,
+// bindings, scopes and revocation are checked on every use. Failed checks
+// are not kept (an unknown kid must be able to trigger a refetch, and a
+// flood of bad tokens must not evict good ones).
 //
 // It is a least-recently-used list bounded by entry count, with one entry
 // a token: a token checked against a new key set replaces its entry.
