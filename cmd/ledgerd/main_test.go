@@ -137,7 +137,7 @@ func TestCompactCommand(t *testing.T) {
 		!strings.Contains(s, "copied without its free pages when it was brought to this layout") {
 		t.Fatalf("compact printed:\n%s", s)
 	}
-	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 9}) {
-		t.Fatalf("layout after compact: %x, want 9", v)
+	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
+		t.Fatalf("layout after compact: %x, want 10", v)
 	}
 }

@@ -241,7 +241,11 @@ func TestIntegratorCrashRestart(t *testing.T) {
 	defer db.Close()
 	err = db.View(func(tx *bbolt.Tx) error {
 		rows := 0
-		for k := range bolt.RowNumbers(tx) {
+		numbers, err := bolt.RowNumbers(tx)
+		if err != nil {
+			return err
+		}
+		for k := range numbers {
 			if _, ok := rowAt[bolt.IDString(k)]; !ok {
 				return fmt.Errorf("committed row %s has no leaf", bolt.IDString(k))
 			}

@@ -79,7 +79,7 @@ var (
 	ixClass     = []byte("by_class")
 	ixTime      = []byte("by_time")
 
-	allBuckets = [][]byte{bRowData, bRowSeq, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
+	allBuckets = [][]byte{bRowData, bRowSeq, bPending, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -104,6 +104,10 @@ type Config struct {
 	// how long its commit took: running its writes, writing the pages
 	// and syncing the file.
 	OnCommit func(batch int, took time.Duration)
+
+	// genRows: rows a generation of pending keys takes (pending.go);
+	// 0: genRows of the rows the file holds. Tests set a few.
+	genRows int
 }
 
 // DefaultCommitDelay is Config.CommitDelay's default. At 1,000 rows/s it
@@ -145,6 +149,13 @@ type Store struct {
 	builds  sync.WaitGroup
 	// openRows: the rows the file had numbered when it was opened.
 	openRows uint64
+	// pending: the keys rows added to bRowSeq and bReqJWT that are not
+	// written there yet (pending.go). merging: a generation's merge runs;
+	// mergeRetryAt: none starts before then. Both belong to the commit
+	// loop.
+	pending      *pendingIDs
+	merging      bool
+	mergeRetryAt time.Time
 }
 
 type request struct {
@@ -225,8 +236,18 @@ func Open(path string, cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
+	var pending *pendingIDs
+	err = db.View(func(btx *bolt.Tx) error {
+		var err error
+		pending, err = readPending(btx)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init %s: reading the pending row numbers: %w", path, err)
+	}
 	s := &Store{db: db, cfg: cfg, reqs: make(chan *request, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}), leases: newLeases(),
-		trained: len(dicts) > 1, recent: newRecent(recentRows)}
+		trained: len(dicts) > 1, recent: newRecent(recentRows), pending: pending}
 	s.codec.Store(codec)
 	_ = db.View(func(btx *bolt.Tx) error {
 		s.openRows = metaUint(btx.Bucket(bMeta), kRowSeqN)
@@ -355,7 +376,12 @@ func (s *Store) setNoSpace(err error) {
 
 // View implements ledger.Store.
 func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&tx{tx: btx, c: s.codec.Load(), kf: s.filters.active.Load()}) })
+	// The pending keys are taken before the transaction begins: those of
+	// a generation dropped after it began are in its snapshot's buckets.
+	ids := &idsView{p: s.pending, gens: s.pending.list()}
+	return s.db.View(func(btx *bolt.Tx) error {
+		return fn(&tx{tx: btx, c: s.codec.Load(), kf: s.filters.active.Load(), ids: ids})
+	})
 }
 
 var errBatchFailed = errors.New("batch member failed")
@@ -383,6 +409,7 @@ func (s *Store) run(batch []*request) {
 		if a := s.filters.active.Load(); a == nil || a.added.Load() > a.capacity {
 			s.maybeBuildFilter(s.openRows)
 		}
+		s.maybeMerge()
 		for _, r := range batch {
 			r.err <- nil
 		}
@@ -485,7 +512,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 	}
 	m := newMemo(s.recent)
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters}
+		t := &tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters, ids: &idsView{p: s.pending, gens: s.pending.list()}}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {
@@ -499,7 +526,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 		return nil
 	})
 	if err == nil {
-		m.committed()
+		m.committed(s.pending)
 	}
 	return err
 }
@@ -515,6 +542,10 @@ type tx struct {
 	// transactions.
 	kf *keyFilter
 	fs *keyFilters
+	// ids: the keys of bRowSeq and bReqJWT not yet written there, as the
+	// transaction sees them (pending.go); nil where there are none to
+	// read (a file's conversion).
+	ids *idsView
 	// scratch is encodeRow's buffer for a row's JSON.
 	scratch []byte
 	// buckets and cursors are the transaction's buckets and cursors by
@@ -767,16 +798,25 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	if err := t.insertRow(r, seq); err != nil {
 		return err
 	}
+	var jwtKey []byte
 	if r.RequestJWTSHA256 != "" {
 		first, err := t.requestJWTRow(r.RequestJWTSHA256)
 		if err != nil {
 			return err
 		}
 		if first == nil {
-			if err := t.putRequestJWT(r.RequestJWTSHA256, seq); err != nil {
+			if jwtKey, err = t.putRequestJWT(r.RequestJWTSHA256, seq); err != nil {
 				return err
 			}
 		}
+	}
+	if t.deferIDs() {
+		if err := t.b(bPending).Put(seq, pendingRecord(id, jwtKey)); err != nil {
+			return err
+		}
+	}
+	if t.m != nil {
+		t.m.created = append(t.m.created, createdRow{string(id), n, jwtKey})
 	}
 	return t.linkSnapshots(r)
 }
@@ -985,9 +1025,8 @@ func matches(r *ledger.Row, q ledger.Query) bool {
 }
 
 func (t *tx) RowAfter(key string) (*ledger.Row, error) {
-	b := t.b(bRowSeq)
 	for _, from := range [][]byte{seekKey(key), nil} {
-		for _, v := range idEntries(b, idWidth(bRowSeq), from) {
+		for _, v := range t.idEntries(bRowSeq, from) {
 			return t.rowAt(rowNumber(v))
 		}
 	}
@@ -1076,7 +1115,7 @@ func (t *tx) RowsByID(after string, n int) ([]*ledger.Row, string, error) {
 		start = idKey(after)
 	}
 	var out []*ledger.Row
-	for _, v := range entriesAfter(t.b(bRowSeq), bRowSeq, start) {
+	for _, v := range t.entriesAfter(bRowSeq, start) {
 		if len(out) == n {
 			return out, out[len(out)-1].ID, nil
 		}
@@ -1199,7 +1238,7 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 
 func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	id := idKey(r.ID)
-	v := idGet(t.b(bRowSeq), idWidth(bRowSeq), id)
+	v := t.rowSeqValue(id)
 	if v == nil {
 		return fmt.Errorf("remove row %s: %w", r.ID, ledger.ErrNotFound)
 	}
@@ -1210,7 +1249,7 @@ func (t *tx) RemoveRow(r *ledger.Row, tomb ledger.Tombstone) error {
 	if err := t.unlinkByNumber(r.ID, v, seq); err != nil {
 		return err
 	}
-	if err := t.deleteRowNumber(id); err != nil {
+	if err := t.deleteRowNumber(id, seq); err != nil {
 		return err
 	}
 	if err := t.b(bRowData).Delete(seq); err != nil {

@@ -174,7 +174,7 @@ func checkIndexes(t *testing.T, s *Store, rows []*ledger.Row, seqs []uint64, ids
 			}
 		}
 		n := 0
-		for range idEntries(btx.Bucket(bRowSeq), idWidth(bRowSeq), nil) {
+		for range (&tx{tx: btx, ids: &idsView{p: s.pending, gens: s.pending.list()}}).idEntries(bRowSeq, nil) {
 			n++
 		}
 		if n != ids {

@@ -26,6 +26,9 @@ import (
 type Export struct {
 	db *bolt.DB
 	c  *Codec
+	// pending: the keys of bRowSeq and bReqJWT the file's records hold,
+	// not yet written there (pending.go).
+	pending *pendingIDs
 }
 
 // ExportKind names one kind of record an Export holds.
@@ -185,27 +188,39 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	}
 	var version uint64
 	var dicts map[uint32][]byte
+	var pending *pendingIDs
+	var perr error
 	_ = db.View(func(tx *bolt.Tx) error {
 		if m := tx.Bucket(bMeta); m != nil {
 			version = metaUint(m, kLayout)
 		}
 		dicts = fileDicts(tx)
+		pending, perr = readPending(tx)
 		return nil
 	})
 	if version != layout {
 		db.Close()
 		return nil, fmt.Errorf("open %s: the file has layout %d and this version reads layout %d: start this version's ledgerd on it once, which converts it, then copy it", path, version, layout)
 	}
+	if perr != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: reading the pending row numbers: %w", path, perr)
+	}
 	c, err := newCodec(dicts)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &Export{db: db, c: c}, nil
+	return &Export{db: db, c: c, pending: pending}, nil
 }
 
 // Close releases the file.
 func (e *Export) Close() error { return e.db.Close() }
+
+// tx is a store transaction over btx, a transaction on the file.
+func (e *Export) tx(btx *bolt.Tx) *tx {
+	return &tx{tx: btx, c: e.c, ids: &idsView{p: e.pending, gens: e.pending.list()}}
+}
 
 // Path returns the file's path.
 func (e *Export) Path() string { return e.db.Path() }
@@ -238,8 +253,8 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		if b == nil {
 			return nil
 		}
-		t := &tx{tx: btx, c: e.c}
-		for k, v := range entriesAfter(b, spec.bucket, after) {
+		t := e.tx(btx)
+		for k, v := range t.entriesAfter(spec.bucket, after) {
 			if len(out) == n {
 				break
 			}
@@ -381,7 +396,7 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 			if len(after) > 0 && after[0] == part.mark {
 				from = after[1:]
 			}
-			for k, v := range entriesAfter(btx.Bucket(part.bucket), part.bucket, from) {
+			for k, v := range e.tx(btx).entriesAfter(part.bucket, from) {
 				if len(out) == n {
 					break
 				}

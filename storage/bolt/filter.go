@@ -183,7 +183,14 @@ func (s *Store) buildFilter(f *keyFilter) {
 	t0 := time.Now()
 	// Registered by the commit loop between two transactions: the writes
 	// before it are committed, the writes after it add their keys to f.
-	err := s.betweenWrites(func() { s.filters.building.Store(f) })
+	// The keys still pending are added then too, with those of the
+	// batch's members before: a merge may move them into a part of a
+	// bucket the scan has passed.
+	err := s.own(func(t *tx) error {
+		s.filters.building.Store(f)
+		s.pending.addKeysTo(f, t.m)
+		return nil
+	})
 	if err == nil {
 		err = s.scanInto(f, bRowSeq, nil)
 	}

@@ -105,7 +105,8 @@ func checkFound(t *testing.T, s *Store, f *keyFilter, rows []*ledger.Row) {
 }
 
 // Rows written while the filter is built, between the chunks of its scan,
-// are in it when it is put in use, as are the rows the file held.
+// are in it when it is put in use, as are the rows the file held, those
+// whose keys are still pending among them.
 func TestKeyFilterHoldsRowsWrittenDuringItsBuild(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	s, err := Open(path, Config{})
@@ -113,6 +114,14 @@ func TestKeyFilterHoldsRowsWrittenDuringItsBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := createBatches(t, s, "before", 20, 100)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	editFile(t, path, settlePending)
+	if s, err = Open(path, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	rows = append(rows, createBatches(t, s, "pending", 2, 25)...)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

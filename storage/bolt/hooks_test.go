@@ -78,10 +78,24 @@ func rewriteValues(b *bbolt.Bucket, fn func(v []byte) ([]byte, error)) (int, err
 	return len(out), err
 }
 
+// Layout9IDs writes the pending row numbers and request JWTs (layout 10)
+// into their buckets, as layouts before 10 kept them, and removes the
+// bucket of their records.
+func Layout9IDs(btx *bbolt.Tx) error {
+	if err := settlePending(btx); err != nil {
+		return err
+	}
+	return btx.DeleteBucket(bPending)
+}
+
 // Layout8IDs rewrites the runs of row numbers by id and of request JWTs
 // by hash (layout 9) as layouts before 9 kept them: an entry under each
-// key. It returns how many entries the two buckets hold.
+// key, after Layout9IDs. It returns how many entries the two buckets
+// hold.
 func Layout8IDs(btx *bbolt.Tx) (int, error) {
+	if err := Layout9IDs(btx); err != nil {
+		return 0, err
+	}
 	moved := 0
 	for _, name := range [][]byte{bRowSeq, bReqJWT} {
 		b, w := btx.Bucket(name), idWidth(name)

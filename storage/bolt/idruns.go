@@ -269,29 +269,44 @@ func entriesAfter(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] 
 }
 
 // RowNumber returns the number of row id (a copy), nil when there is
-// none, in a transaction on the file (for tools that edit a file).
+// none, in a transaction on a file no store has open (for tools that edit
+// a file); one that is pending is found among the records.
 func RowNumber(btx *bolt.Tx, id string) []byte {
 	v := idGet(btx.Bucket(bRowSeq), idWidth(bRowSeq), idKey(id))
 	if len(v) < 8 {
-		return nil
+		return pendingRowNumber(btx, idKey(id))
 	}
 	return append([]byte(nil), v[:8]...)
 }
 
-// SetRowNumber keeps number seq (8 bytes) for row id, in a transaction on
-// the file.
+// SetRowNumber keeps number seq (8 bytes) for row id, in a write
+// transaction on a file no store has open; the pending keys are written
+// first (settlePending).
 func SetRowNumber(btx *bolt.Tx, id string, seq []byte) error {
+	if err := settlePending(btx); err != nil {
+		return err
+	}
 	return idPut(btx.Bucket(bRowSeq), idWidth(bRowSeq), idKey(id), seq)
 }
 
-// DeleteRowNumber removes row id's number, in a transaction on the file.
+// DeleteRowNumber removes row id's number, in a write transaction on a
+// file no store has open; the pending keys are written first.
 func DeleteRowNumber(btx *bolt.Tx, id string) error {
+	if err := settlePending(btx); err != nil {
+		return err
+	}
 	_, err := idDelete(btx.Bucket(bRowSeq), idWidth(bRowSeq), idKey(id))
 	return err
 }
 
 // RowNumbers yields each row's id key (IDString gives the id) and number
-// in id order, in a transaction on the file.
-func RowNumbers(btx *bolt.Tx) iter.Seq2[[]byte, []byte] {
-	return idEntries(btx.Bucket(bRowSeq), idWidth(bRowSeq), nil)
+// in id order, in a transaction on a file no store has open, the pending
+// ones among them.
+func RowNumbers(btx *bolt.Tx) (iter.Seq2[[]byte, []byte], error) {
+	p, err := readPending(btx)
+	if err != nil {
+		return nil, err
+	}
+	t := &tx{tx: btx, ids: &idsView{p: p, gens: p.list()}}
+	return t.idEntries(bRowSeq, nil), nil
 }

@@ -35,8 +35,12 @@ import (
 // that an earlier version refuses it. Layout 9 (docs/design/028) keeps
 // the row numbers by id and the request JWTs by hash in runs (idruns.go);
 // an entry of layout 8 is a run of one, so the step needs only the mark:
-// an earlier version would not see the entries within runs.
-const layout = 9
+// an earlier version would not see the entries within runs. Layout 10
+// (docs/design/032) writes the keys rows add to those two buckets later,
+// in key order, keeping them meanwhile in records by row number
+// (bPending, pending.go); a layout-9 file has none pending, so the step
+// needs only the mark: an earlier version would not see the pending keys.
+const layout = 10
 
 var (
 	kLayout = []byte("layout")
@@ -281,7 +285,7 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary, row numbers and request JWTs in runs); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary, row numbers and request JWTs in runs, then written in key order after their rows); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those

@@ -76,8 +76,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 9}) {
-			t.Errorf("layout mark %x, want 9", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
+			t.Errorf("layout mark %x, want 10", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -302,13 +302,13 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 10})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
 	})
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 10") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 11") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-10 file: %v, want a refusal naming layout 10", err)
+		t.Fatalf("open of a layout-11 file: %v, want a refusal naming layout 11", err)
 	}
 }
 
@@ -910,8 +910,8 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 	}
 	old := 0
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 9}) {
-			t.Errorf("layout mark %x, want 9", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
+			t.Errorf("layout mark %x, want 10", v)
 		}
 		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
 			if bytes.HasPrefix(v, zstdFrame) {

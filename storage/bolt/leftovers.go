@@ -72,6 +72,7 @@ const scanCheck = 1 << 14
 func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	var found []leftover
 	keptLeaves := 0
+	pending := &idsView{p: s.pending, gens: s.pending.list()}
 	if err := s.db.View(func(btx *bolt.Tx) error {
 		stored, err := storedNumbers(ctx, btx)
 		if err != nil {
@@ -117,7 +118,7 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 		// one id, the row numbered last moves, as removals one after the
 		// other would have left it; the others then find the log's index
 		// naming another leaf, on this pass and every later one.
-		t := &tx{tx: btx, c: s.codec.Load()}
+		t := &tx{tx: btx, c: s.codec.Load(), ids: pending}
 		owners := map[string]posting{} // id -> the leaf index that moves
 		for i, l := range leaves {
 			fromRow := ids[l.p.time]
@@ -203,7 +204,7 @@ func leafOwner(t *tx, p posting, fromRow []byte, stored numbers) []byte {
 	if id == nil {
 		return nil
 	}
-	if v := idGet(t.b(bRowSeq), idWidth(bRowSeq), id); len(v) >= 8 && stored.has(binary.BigEndian.Uint64(v)) {
+	if v := t.idValue(bRowSeq, id); len(v) >= 8 && stored.has(binary.BigEndian.Uint64(v)) {
 		return nil
 	}
 	if v := t.get(bLogIndex, id); v != nil && (len(v) != 8 || binary.BigEndian.Uint64(v) != p.seq) {

@@ -142,7 +142,7 @@ func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
 // LeafIndex implements ledger.LogTx.
 func (t *tx) LeafIndex(ref string) (int64, error) {
 	k := idKey(ref)
-	v := idGet(t.b(bRowSeq), idWidth(bRowSeq), k)
+	v := t.rowSeqValue(k)
 	switch {
 	case len(v) == 16: // written before layout 4
 	case len(v) == 8:

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -66,26 +67,53 @@ type memo struct {
 	recent  *recent
 	rows    map[string][]byte // row id key → its number, nil when absent
 	jwts    map[string][]byte // request-JWT hash key → the row number, nil when absent
-	created []createdRow      // for recent once the transaction commits
+	created []createdRow      // for recent and the pending keys once the transaction commits
+	// jwtKeys: the bReqJWT keys the transaction's rows took (pending.go),
+	// with their numbers; nil once removed again.
+	jwtKeys map[string][]byte
+	removed []removedKey // for the pending keys once the transaction commits
 }
 
 type createdRow struct {
 	key    string
 	number uint64
+	jwtKey []byte // the bReqJWT key the row took, nil for none
+}
+
+// removedKey is a key the transaction removed from bRowSeq or bReqJWT.
+type removedKey struct {
+	name []byte
+	key  string
 }
 
 func newMemo(r *recent) *memo {
-	return &memo{recent: r, rows: map[string][]byte{}, jwts: map[string][]byte{}}
+	return &memo{recent: r, rows: map[string][]byte{}, jwts: map[string][]byte{}, jwtKeys: map[string][]byte{}}
+}
+
+// gone reports whether the transaction removed key k of bucket name.
+func (m *memo) gone(name, k []byte) bool {
+	seen := m.rows
+	if bytes.Equal(name, bReqJWT) {
+		seen = m.jwtKeys
+	}
+	n, ok := seen[string(k)]
+	return ok && n == nil
 }
 
 // committed adds the rows the transaction created, and did not remove
-// again, to the store's recent rows; call it only after the commit
-// succeeded.
-func (m *memo) committed() {
+// again, to the store's recent rows and their keys to the pending keys
+// (nil: none kept), and drops the keys it removed from them; call it only
+// after the commit succeeded.
+func (m *memo) committed(p *pendingIDs) {
+	var add []createdRow
 	for _, c := range m.created {
 		if n := m.rows[c.key]; n != nil && binary.BigEndian.Uint64(n) == c.number {
 			m.recent.add(c.key, c.number)
+			add = append(add, c)
 		}
+	}
+	if p != nil && (len(add) > 0 || len(m.removed) > 0) {
+		p.apply(add, m.removed)
 	}
 }
 
@@ -111,8 +139,8 @@ func (t *tx) lookup(bucket, k []byte, seen map[string][]byte, rec *recent) []byt
 			return seqKey(n)
 		}
 	}
-	var n []byte
-	if !t.absent(k) {
+	n, ok := t.pendingNumber(bucket, k)
+	if !ok && !t.absent(k) {
 		n = validNumber(idGet(t.b(bucket), idWidth(bucket), k))
 	}
 	if seen != nil {
@@ -130,28 +158,39 @@ func validNumber(v []byte) []byte {
 	return rowNumber(v)
 }
 
-// putRowNumber writes row id key k's number into bRowSeq.
+// deferIDs reports whether the transaction leaves the keys of the rows it
+// creates pending (pending.go): the commit loop's do.
+func (t *tx) deferIDs() bool { return t.m != nil && t.ids != nil }
+
+// putRowNumber keeps row id key k's number: pending in the commit loop's
+// transactions (CreateRow writes the record), else in bRowSeq.
 func (t *tx) putRowNumber(k, seq []byte) error {
-	if err := idPutAt(t.cursor(bRowSeq), idWidth(bRowSeq), k, seq); err != nil {
-		return err
+	if !t.deferIDs() {
+		if err := idPutAt(t.cursor(bRowSeq), idWidth(bRowSeq), k, seq); err != nil {
+			return err
+		}
 	}
 	if t.fs != nil {
 		t.fs.add(k)
 	}
 	if t.m != nil {
 		t.m.rows[string(k)] = seq
-		t.m.created = append(t.m.created, createdRow{string(k), binary.BigEndian.Uint64(seq)})
 	}
 	return nil
 }
 
-// deleteRowNumber removes row id key k from bRowSeq.
-func (t *tx) deleteRowNumber(k []byte) error {
+// deleteRowNumber removes row id key k (numbered seq) from bRowSeq and
+// the pending keys.
+func (t *tx) deleteRowNumber(k, seq []byte) error {
 	if t.m != nil {
 		// Forgotten before the commit: should it fail, a lookup reads
 		// the file, which still holds the row.
 		t.m.recent.forget(string(k))
 		t.m.rows[string(k)] = nil
+		t.m.removed = append(t.m.removed, removedKey{bRowSeq, string(k)})
+	}
+	if err := t.b(bPending).Delete(seq); err != nil {
+		return err
 	}
 	_, err := idDelete(t.b(bRowSeq), idWidth(bRowSeq), k)
 	return err
@@ -223,9 +262,8 @@ func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
 	if t.absent(keys[0]) {
 		return nil, nil
 	}
-	b := t.b(bReqJWT)
 	for _, k := range keys {
-		seq := validNumber(idGet(b, reqKeyLen, k))
+		seq := validNumber(t.idValue(bReqJWT, k))
 		if seq == nil {
 			continue
 		}
@@ -241,15 +279,16 @@ func (t *tx) requestJWTInFile(sha string) ([]byte, error) {
 }
 
 // putRequestJWT records row number seq as the first that used sha, which
-// requestJWTRow found in no row.
-func (t *tx) putRequestJWT(sha string, seq []byte) error {
-	c := t.cursor(bReqJWT)
+// requestJWTRow found in no row, and returns the key it is kept under:
+// pending in the commit loop's transactions (CreateRow writes the
+// record), else in bReqJWT.
+func (t *tx) putRequestJWT(sha string, seq []byte) ([]byte, error) {
 	keys := reqKeys(sha)
 	k := keys[0]
-	if !t.absent(k) && idGetAt(c, reqKeyLen, k) != nil {
+	if t.reqKeyTaken(k) {
 		// Another request JWT's: its first 16 bytes are this one's.
-		if len(keys) == 1 || idGetAt(c, reqKeyLen, keys[1]) != nil {
-			return fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
+		if len(keys) == 1 || t.reqKeyTaken(keys[1]) {
+			return nil, fmt.Errorf("request JWT %s: its key is another request JWT's", sha)
 		}
 		k = keys[1]
 	}
@@ -258,19 +297,37 @@ func (t *tx) putRequestJWT(sha string, seq []byte) error {
 	}
 	if t.m != nil {
 		t.m.jwts[string(idKey(sha))] = seq
+		t.m.jwtKeys[string(k)] = seq
 	}
-	return idPutAt(c, reqKeyLen, k, seq)
+	if t.deferIDs() {
+		return k, nil
+	}
+	return k, idPutAt(t.cursor(bReqJWT), reqKeyLen, k, seq)
+}
+
+// reqKeyTaken reports whether bReqJWT key k holds a row, pending or not.
+func (t *tx) reqKeyTaken(k []byte) bool {
+	if t.m != nil {
+		if n, ok := t.m.jwtKeys[string(k)]; ok {
+			return n != nil
+		}
+	}
+	if _, ok := t.pendingNumber(bReqJWT, k); ok {
+		return true
+	}
+	return !t.absent(reqFilterKey(k)) && idGetAt(t.cursor(bReqJWT), reqKeyLen, k) != nil
 }
 
 // deleteRequestJWT removes sha's entry when it names row number seq.
 func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
-	b := t.b(bReqJWT)
 	for _, k := range reqKeys(sha) {
-		if v := idGet(b, reqKeyLen, k); len(v) >= 8 && string(v[:8]) == string(seq) {
+		if v := t.idValue(bReqJWT, k); len(v) >= 8 && string(v[:8]) == string(seq) {
 			if t.m != nil {
 				t.m.jwts[string(idKey(sha))] = nil
+				t.m.jwtKeys[string(k)] = nil
+				t.m.removed = append(t.m.removed, removedKey{bReqJWT, string(k)})
 			}
-			_, err := idDelete(b, reqKeyLen, k)
+			_, err := idDelete(t.b(bReqJWT), reqKeyLen, k)
 			return err
 		}
 	}

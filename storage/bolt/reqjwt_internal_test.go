@@ -52,12 +52,13 @@ func wantRequestJWTs(t *testing.T, s *Store, want map[string]string) {
 	}
 }
 
-// keyLengths counts bReqJWT's keys by length, those within runs too.
+// keyLengths counts bReqJWT's keys by length, those within runs and
+// those pending too.
 func keyLengths(t *testing.T, s *Store) map[int]int {
 	t.Helper()
 	n := map[int]int{}
 	if err := s.db.View(func(btx *bbolt.Tx) error {
-		for k := range idEntries(btx.Bucket(bReqJWT), reqKeyLen, nil) {
+		for k := range (&tx{tx: btx, ids: &idsView{p: s.pending, gens: s.pending.list()}}).idEntries(bReqJWT, nil) {
 			n[len(k)]++
 		}
 		return nil

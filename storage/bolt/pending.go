@@ -1,0 +1,643 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Layout 10 (docs/design/032): the keys rows add to bRowSeq (a row's
+// number by its id) and bReqJWT (the first row of a request JWT) are
+// written to those buckets after the rows, many at a time and in key
+// order, instead of in each row's commit.
+//
+// Both buckets are keyed at random, so a row's commit put each of its two
+// keys into a leaf page no other row of the batch touched, and rewrote
+// that page and the branch pages above it: half the pages a commit wrote,
+// and more as the file grows and its trees deepen. Now a row's commit
+// writes its keys' record instead (bPending, under the row's number: its
+// id's key and the request JWT's key it took, if any), appended to that
+// bucket's last page, and once the commit succeeded the commit loop adds
+// both keys to the open generation in memory, which lookups read before
+// the buckets.
+//
+// When the open generation holds genRows rows it is closed and a new
+// one opened. A goroutine sorts the closed generation's keys and merges
+// them into the buckets mergeStep keys at a time, each step a member of a
+// commit-loop batch: keys in order share their pages, so a generation
+// rewrites each page it touches about once. Then it deletes the generation's
+// records, mergeStep at a time, and the commit loop drops the generation.
+//
+// Nothing is lost to a crash: a record commits with its row, Open reads
+// the records back into the open generation, and a merge cut short is
+// made again from its start (a key put again with the number the bucket
+// holds for it changes nothing). A generation's records go only once all
+// its keys are in the buckets.
+//
+// Readers: a read transaction takes the list of generations before it
+// begins, so one that began before a generation's last step committed
+// still reads it. The commit loop's transactions read the list as it is;
+// only the commit loop changes it. A row's keys join the open generation
+// after its commit: a read transaction that begins in between finds the
+// row by its indexes but not yet by its id, as one that began just before
+// the commit would; its writer has not been answered yet. Tools that read
+// a closed file without a store (OpenExport) read the records into
+// generations of their own; those that edit one (SetRowNumber,
+// DeleteRowNumber) first merge them (settlePending).
+
+// bPending: a row's number -> the keys its commit added to bRowSeq and
+// bReqJWT, not yet written there (pendingRecord).
+var bPending = []byte("ids_pending")
+
+// A generation takes a sixty-fourth of the rows the file has numbered,
+// from minGen to maxGen rows: a merge of k sorted keys into a bucket of
+// p leaf pages touches about p(1-e^(-k/p)) of them, so the fewer rows
+// the file holds the fewer a generation needs to share its pages, and a
+// small file merges often and briefly. At ten million rows bRowSeq has
+// about 110,000 leaf pages, of which the keys of maxGen rows touch about
+// 70 %: about 0.6 pages a key, where each row's commit wrote a leaf and a
+// branch or two. At most maxGen rows' keys take about 12 MiB in memory
+// (in maps without pointers for the collector to follow), twice that
+// while one generation merges and the next fills.
+const (
+	minGen = 1 << 13
+	maxGen = 1 << 17
+)
+
+// genRows is how many rows the open generation takes in a file that has
+// numbered rows rows.
+func genRows(rows uint64) int { return int(min(max(rows/64, minGen), maxGen)) }
+
+// mergeStep bounds the keys (then records) one merge step writes: at ten
+// million rows about 600 pages, a few milliseconds added to the commit
+// whose batch the step joins.
+const mergeStep = 1024
+
+// pendingRecord is bPending's value for a row: the length of its id's key
+// (one byte), the key, then its request JWT's key in bReqJWT (empty when
+// the row took none).
+func pendingRecord(rowKey, jwtKey []byte) []byte {
+	v := make([]byte, 0, 1+len(rowKey)+len(jwtKey))
+	return append(append(append(v, byte(len(rowKey))), rowKey...), jwtKey...)
+}
+
+// splitPendingRecord returns the keys of a bPending value.
+func splitPendingRecord(v []byte) (rowKey, jwtKey []byte, err error) {
+	if len(v) < 1 || len(v) < 1+int(v[0]) || v[0] == 0 {
+		return nil, nil, fmt.Errorf("pending record of %d bytes: malformed", len(v))
+	}
+	return v[1 : 1+v[0]], v[1+v[0]:], nil
+}
+
+// idMap maps bucket keys to row numbers; keys of 32 and 16 bytes (a hex
+// id, a request JWT's short key) are kept as arrays, which the collector
+// does not scan.
+type idMap struct {
+	k32 map[[32]byte]uint64
+	k16 map[[16]byte]uint64
+	kx  map[string]uint64
+}
+
+func newIDMap() idMap {
+	return idMap{k32: map[[32]byte]uint64{}, k16: map[[16]byte]uint64{}, kx: map[string]uint64{}}
+}
+
+func (m idMap) get(k []byte) (uint64, bool) {
+	var n uint64
+	var ok bool
+	switch len(k) {
+	case 32:
+		n, ok = m.k32[[32]byte(k)]
+	case 16:
+		n, ok = m.k16[[16]byte(k)]
+	default:
+		n, ok = m.kx[string(k)]
+	}
+	return n, ok
+}
+
+func (m idMap) set(k []byte, n uint64) {
+	switch len(k) {
+	case 32:
+		m.k32[[32]byte(k)] = n
+	case 16:
+		m.k16[[16]byte(k)] = n
+	default:
+		m.kx[string(k)] = n
+	}
+}
+
+func (m idMap) del(k []byte) {
+	switch len(k) {
+	case 32:
+		delete(m.k32, [32]byte(k))
+	case 16:
+		delete(m.k16, [16]byte(k))
+	default:
+		delete(m.kx, string(k))
+	}
+}
+
+func (m idMap) len() int { return len(m.k32) + len(m.k16) + len(m.kx) }
+
+// keys returns m's keys, copied, in no order.
+func (m idMap) keys() [][]byte {
+	out := make([][]byte, 0, m.len())
+	buf := make([]byte, 0, 32*len(m.k32)+16*len(m.k16))
+	for k := range m.k32 {
+		buf = append(buf, k[:]...)
+		out = append(out, buf[len(buf)-32:len(buf):len(buf)])
+	}
+	for k := range m.k16 {
+		buf = append(buf, k[:]...)
+		out = append(out, buf[len(buf)-16:len(buf):len(buf)])
+	}
+	for k := range m.kx {
+		out = append(out, []byte(k))
+	}
+	return out
+}
+
+// idGen is a generation of pending keys: those of the rows numbered from
+// lo to hi (hi is 0 while it is open).
+type idGen struct {
+	rows, jwts idMap
+	lo, hi     uint64
+	max        uint64 // the highest row number added
+	added      int    // rows added
+
+	// sorted caches each map's keys in order for iteration (idEntries
+	// with the generations), valid while changes is what it was made at.
+	sortMu  sync.Mutex
+	changes [2]uint64
+	sorted  [2][][]byte
+	sortedN [2]uint64
+}
+
+func newIDGen() *idGen { return &idGen{rows: newIDMap(), jwts: newIDMap()} }
+
+// of returns g's map of bucket name, and its index.
+func (g *idGen) of(name []byte) (idMap, int) {
+	if bytes.Equal(name, bReqJWT) {
+		return g.jwts, 1
+	}
+	return g.rows, 0
+}
+
+// pendingIDs holds the generations, oldest first; the last one is open.
+// mu guards the maps and the list; only the commit loop writes either.
+type pendingIDs struct {
+	mu   sync.RWMutex
+	gens []*idGen
+}
+
+func newPendingIDs() *pendingIDs { return &pendingIDs{gens: []*idGen{newIDGen()}} }
+
+// list returns the generations as they are now.
+func (p *pendingIDs) list() []*idGen {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.gens
+}
+
+// idsView is what a transaction reads of the pending keys: the
+// generations it took when it began.
+type idsView struct {
+	p    *pendingIDs
+	gens []*idGen
+}
+
+// get returns the number gens hold for key k of bucket name.
+func (v *idsView) get(name, k []byte) (uint64, bool) {
+	v.p.mu.RLock()
+	defer v.p.mu.RUnlock()
+	for i := len(v.gens) - 1; i >= 0; i-- {
+		m, _ := v.gens[i].of(name)
+		if n, ok := m.get(k); ok {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// sortedOf returns g's keys of bucket name in order (some may have gone
+// since: a reader checks each with get).
+func (v *idsView) sortedOf(g *idGen, name []byte) [][]byte {
+	g.sortMu.Lock()
+	defer g.sortMu.Unlock()
+	v.p.mu.RLock()
+	m, i := g.of(name)
+	changes := g.changes[i]
+	if g.sorted[i] != nil && g.sortedN[i] == changes {
+		v.p.mu.RUnlock()
+		return g.sorted[i]
+	}
+	// Copied under the lock, sorted after it: the commit loop waits for
+	// the copy only.
+	keys := m.keys()
+	v.p.mu.RUnlock()
+	slices.SortFunc(keys, bytes.Compare)
+	g.sorted[i], g.sortedN[i] = keys, changes
+	return keys
+}
+
+// addLocked adds the keys of row number n to the open generation; p.mu
+// is held.
+func (p *pendingIDs) addLocked(rowKey, jwtKey []byte, n uint64) {
+	g := p.gens[len(p.gens)-1]
+	if g.added == 0 || n < g.lo {
+		g.lo = n
+	}
+	g.max = max(g.max, n)
+	g.added++
+	g.rows.set(rowKey, n)
+	g.changes[0]++
+	if jwtKey != nil {
+		g.jwts.set(jwtKey, n)
+		g.changes[1]++
+	}
+}
+
+// apply adds the keys of the rows created to the open generation and
+// drops the keys removed from the generation that holds each, as one
+// commit left them.
+func (p *pendingIDs) apply(created []createdRow, removed []removedKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range created {
+		p.addLocked([]byte(c.key), c.jwtKey, c.number)
+	}
+	for _, r := range removed {
+		for _, g := range p.gens {
+			m, _ := g.of(r.name)
+			m.del([]byte(r.key))
+		}
+	}
+}
+
+// close closes the open generation and opens a new one; it returns the
+// closed one.
+func (p *pendingIDs) close() *idGen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gens[len(p.gens)-1]
+	g.hi = g.max
+	p.gens = append(slices.Clip(p.gens), newIDGen())
+	return g
+}
+
+// drop removes generation g from the list.
+func (p *pendingIDs) drop(g *idGen) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gens = slices.DeleteFunc(slices.Clone(p.gens), func(x *idGen) bool { return x == g })
+}
+
+// addKeysTo adds every pending key to key filter f, as a write adds the
+// keys it puts, with those of the rows m (a commit-loop transaction's)
+// created, which join the generations when it commits.
+func (p *pendingIDs) addKeysTo(f *keyFilter, m *memo) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, g := range p.gens {
+		for _, k := range g.rows.keys() {
+			f.add(k)
+		}
+		for _, k := range g.jwts.keys() {
+			f.add(reqFilterKey(k))
+		}
+	}
+	for _, c := range m.created {
+		f.add([]byte(c.key))
+		if c.jwtKey != nil {
+			f.add(reqFilterKey(c.jwtKey))
+		}
+	}
+}
+
+// readPending reads the records of bucket bPending into a new set of
+// generations, all in the open one.
+func readPending(btx *bolt.Tx) (*pendingIDs, error) {
+	p := newPendingIDs()
+	b := btx.Bucket(bPending)
+	if b == nil {
+		return p, nil
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("pending record under a key of %d bytes", len(k))
+		}
+		rowKey, jwtKey, err := splitPendingRecord(v)
+		if err != nil {
+			return fmt.Errorf("row %x: %w", k, err)
+		}
+		if len(jwtKey) == 0 {
+			jwtKey = nil
+		}
+		p.addLocked(rowKey, jwtKey, binary.BigEndian.Uint64(k))
+		return nil
+	})
+	return p, err
+}
+
+// settlePending writes every pending key into its bucket and deletes the
+// records, in a write transaction on a file no store has open (for the
+// tools that edit one).
+func settlePending(btx *bolt.Tx) error {
+	b := btx.Bucket(bPending)
+	if b == nil {
+		return nil
+	}
+	rows, jwts := btx.Bucket(bRowSeq), btx.Bucket(bReqJWT)
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.First() {
+		rowKey, jwtKey, err := splitPendingRecord(v)
+		if err != nil {
+			return fmt.Errorf("row %x: %w", k, err)
+		}
+		seq := append([]byte(nil), k...)
+		if err := idPut(rows, idWidth(bRowSeq), rowKey, seq); err != nil {
+			return err
+		}
+		if len(jwtKey) > 0 {
+			if err := idPut(jwts, idWidth(bReqJWT), jwtKey, seq); err != nil {
+				return err
+			}
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingRowNumber looks for row id key k among the records, in a
+// transaction on a file no store has open.
+func pendingRowNumber(btx *bolt.Tx, k []byte) []byte {
+	b := btx.Bucket(bPending)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for seq, v := c.First(); seq != nil; seq, v = c.Next() {
+		if rowKey, _, err := splitPendingRecord(v); err == nil && bytes.Equal(rowKey, k) {
+			return append([]byte(nil), seq...)
+		}
+	}
+	return nil
+}
+
+// pendingNumber returns the number the pending keys hold for key k of
+// bucket name, as the transaction sees them.
+func (t *tx) pendingNumber(name, k []byte) ([]byte, bool) {
+	if t.ids == nil {
+		return nil, false
+	}
+	n, ok := t.ids.get(name, k)
+	if !ok {
+		return nil, false
+	}
+	return seqKey(n), true
+}
+
+// idValue returns what bucket name holds for key k, the pending keys
+// first (idGet: a row number, or a value written before layout 4).
+func (t *tx) idValue(name, k []byte) []byte {
+	if n, ok := t.pendingNumber(name, k); ok {
+		return n
+	}
+	return idGet(t.b(name), idWidth(name), k)
+}
+
+// rowSeqValue returns what bRowSeq holds for row id key k as the
+// transaction sees it: a row it created, the pending keys, the bucket.
+func (t *tx) rowSeqValue(k []byte) []byte {
+	if t.m != nil {
+		if n, ok := t.m.rows[string(k)]; ok && n == nil {
+			return nil
+		} else if ok {
+			if v := t.idValue(bRowSeq, k); v != nil {
+				return v
+			}
+			return n
+		}
+	}
+	return t.idValue(bRowSeq, k)
+}
+
+// idEntries yields bucket name's entries at or after from (all when from
+// is nil) in key order, the pending keys among them (idEntries).
+func (t *tx) idEntries(name, from []byte) iter.Seq2[[]byte, []byte] {
+	tree := idEntries(t.b(name), idWidth(name), from)
+	if t.ids == nil {
+		return tree
+	}
+	var lists [][][]byte
+	for _, g := range t.ids.gens {
+		keys := t.ids.sortedOf(g, name)
+		if from != nil {
+			i, _ := slices.BinarySearchFunc(keys, from, bytes.Compare)
+			keys = keys[i:]
+		}
+		if len(keys) > 0 {
+			lists = append(lists, keys)
+		}
+	}
+	if len(lists) == 0 {
+		return tree
+	}
+	return func(yield func(k, v []byte) bool) {
+		next, stop := iter.Pull2(tree)
+		defer stop()
+		tk, tv, tok := next()
+		for {
+			// The least pending key still held, over the generations.
+			var pk []byte
+			var pn []byte
+			for i := range lists {
+				for len(lists[i]) > 0 {
+					n, ok := t.ids.get(name, lists[i][0])
+					if ok {
+						if pk == nil || bytes.Compare(lists[i][0], pk) < 0 {
+							pk, pn = lists[i][0], seqKey(n)
+						}
+						break
+					}
+					lists[i] = lists[i][1:]
+				}
+			}
+			switch {
+			case pk == nil && !tok:
+				return
+			case pk == nil || (tok && bytes.Compare(tk, pk) < 0):
+				if !yield(tk, tv) {
+					return
+				}
+				tk, tv, tok = next()
+				continue
+			}
+			if tok && bytes.Equal(tk, pk) {
+				// Merged already, and still pending: the same number.
+				tk, tv, tok = next()
+			}
+			for i := range lists {
+				if len(lists[i]) > 0 && bytes.Equal(lists[i][0], pk) {
+					lists[i] = lists[i][1:]
+				}
+			}
+			if !yield(pk, pn) {
+				return
+			}
+		}
+	}
+}
+
+// entriesAfter is entriesAfter with the transaction's pending keys.
+func (t *tx) entriesAfter(name, after []byte) iter.Seq2[[]byte, []byte] {
+	if t.ids == nil || !(bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT)) {
+		return entriesAfter(t.b(name), name, after)
+	}
+	return func(yield func(k, v []byte) bool) {
+		for k, v := range t.idEntries(name, after) {
+			if after != nil && bytes.Equal(k, after) {
+				continue
+			}
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// mergeRetry is how long after a failed merge the next one starts.
+const mergeRetry = time.Minute
+
+// maybeMerge starts merging a closed generation when no merge runs: one
+// whose merge failed, else the open one once it holds genRows rows,
+// closed first. It runs in the commit loop.
+func (s *Store) maybeMerge() {
+	if s.merging || time.Now().Before(s.mergeRetryAt) {
+		return
+	}
+	gens := s.pending.list()
+	var g *idGen
+	for _, x := range gens[:len(gens)-1] {
+		if x.hi != 0 {
+			g = x
+			break
+		}
+	}
+	open := gens[len(gens)-1]
+	limit := s.cfg.genRows
+	if limit == 0 {
+		limit = genRows(open.max)
+	}
+	if g == nil && open.added >= limit {
+		g = s.pending.close()
+	}
+	if g == nil {
+		return
+	}
+	s.merging = true
+	s.builds.Add(1)
+	go func() {
+		defer s.builds.Done()
+		err := s.merge(g)
+		if errors.Is(err, ledger.ErrClosed) {
+			return
+		}
+		if err != nil {
+			slog.Default().Warn("row store (bbolt): writing pending row numbers and request JWTs into the file failed; lookups read them from memory meanwhile, and the merge is tried again in a minute",
+				slog.String("path", s.db.Path()), slog.Any("error", err))
+		}
+		// Cleared by the commit loop, which reads both.
+		_ = s.betweenWrites(func() {
+			s.merging = false
+			if err != nil {
+				s.mergeRetryAt = time.Now().Add(mergeRetry)
+			}
+		})
+	}()
+}
+
+// merge writes generation g's keys into bRowSeq and bReqJWT in key order,
+// then deletes its records, then drops it: each step a member of a
+// commit-loop batch.
+func (s *Store) merge(g *idGen) error {
+	view := &idsView{p: s.pending, gens: []*idGen{g}}
+	for _, name := range [][]byte{bRowSeq, bReqJWT} {
+		keys := view.sortedOf(g, name)
+		for len(keys) > 0 {
+			step := keys[:min(mergeStep, len(keys))]
+			keys = keys[len(step):]
+			if err := s.own(func(t *tx) error { return t.mergeKeys(g, name, step) }); err != nil {
+				return err
+			}
+		}
+	}
+	for from := g.lo; from <= g.hi; {
+		next := from
+		err := s.own(func(t *tx) error {
+			var err error
+			next, err = t.dropRecords(from, g.hi, mergeStep)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		from = next
+	}
+	return s.betweenWrites(func() { s.pending.drop(g) })
+}
+
+// own runs fn as one of the store's own steps in the commit loop.
+func (s *Store) own(fn func(*tx) error) error {
+	return s.queue(context.Background(), &request{fn: func(t ledger.Tx) error { return fn(t.(*tx)) }, err: make(chan error, 1), own: true})
+}
+
+// mergeKeys puts the keys of g among keys (bucket name's, in order) that
+// g still holds into the bucket.
+func (t *tx) mergeKeys(g *idGen, name []byte, keys [][]byte) error {
+	m, _ := g.of(name)
+	c := t.cursor(name)
+	w := idWidth(name)
+	for _, k := range keys {
+		n, ok := m.get(k)
+		if !ok || t.m.gone(name, k) {
+			continue
+		}
+		if err := idPutAt(c, w, k, seqKey(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropRecords deletes up to limit records numbered from..hi and returns
+// the number to go on from (past hi when done).
+func (t *tx) dropRecords(from, hi uint64, limit int) (uint64, error) {
+	c := t.b(bPending).Cursor()
+	k, _ := c.Seek(seqKey(from))
+	for range limit {
+		if k == nil || binary.BigEndian.Uint64(k) > hi {
+			return hi + 1, nil
+		}
+		from = binary.BigEndian.Uint64(k) + 1
+		if err := c.Delete(); err != nil {
+			return 0, err
+		}
+		k, _ = c.Seek(seqKey(from))
+	}
+	return from, nil
+}

@@ -1,0 +1,354 @@
+package bolt
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// pendingModel is what the store should answer: the live rows, and the
+// first live row of each request JWT.
+type pendingModel struct {
+	rows  map[string]*ledger.Row
+	first map[string]string // request JWT hash → row id
+}
+
+// pendingRow is row i of the test: a hex id mostly, a text id now and
+// then; its request JWT hex or text, shared with an earlier row's now and
+// then, or sharing an earlier one's first 16 bytes.
+func pendingRow(rng *rand.Rand, i int) *ledger.Row {
+	r := numbersRow(fmt.Sprint("pending row ", i))
+	if i%29 == 5 {
+		r.ID = fmt.Sprint("text id ", i)
+	}
+	switch j := rng.IntN(max(i, 1)); {
+	case i%13 == 7:
+		r.RequestJWTSHA256 = numbersRow(fmt.Sprint("pending row ", j)).RequestJWTSHA256 // a replay of row j's
+	case i%31 == 11:
+		r.RequestJWTSHA256 = fmt.Sprint("text hash ", i)
+	case i%37 == 17:
+		// Row j's short key, another hash.
+		other := sha256.Sum256(fmt.Append(nil, "other ", i))
+		prefix, _ := hex.DecodeString(numbersRow(fmt.Sprint("pending row ", j)).RequestJWTSHA256)
+		copy(other[:reqKeyLen], prefix)
+		r.RequestJWTSHA256 = hex.EncodeToString(other[:])
+	}
+	return r
+}
+
+// check compares every answer of a read of s with the model: each live
+// row by id and by request JWT, the removed ones absent, and the rows in
+// id order.
+func (m *pendingModel) check(s *Store, removed []string) error {
+	return s.View(context.Background(), func(tx ledger.Tx) error {
+		for id, r := range m.rows {
+			got, err := tx.Row(id)
+			if err != nil || got.ID != r.ID {
+				return fmt.Errorf("row %s: %v", id, err)
+			}
+		}
+		for sha, id := range m.first {
+			if got, err := tx.RowByRequestJWT(sha); err != nil || got != id {
+				return fmt.Errorf("request JWT %s: %q, %v; want %q", sha, got, err, id)
+			}
+		}
+		for _, id := range removed {
+			if _, live := m.rows[id]; live {
+				continue
+			}
+			if _, err := tx.Row(id); !errors.Is(err, ledger.ErrNotFound) {
+				return fmt.Errorf("removed row %s: %v", id, err)
+			}
+		}
+		var want, got []string
+		for id := range m.rows {
+			want = append(want, string(idKey(id)))
+		}
+		slices.Sort(want)
+		for after := ""; ; {
+			page, next, err := tx.RowsByID(after, 37)
+			if err != nil {
+				return err
+			}
+			for _, r := range page {
+				got = append(got, string(idKey(r.ID)))
+			}
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("rows by id: %d, want %d", len(got), len(want))
+		}
+		return nil
+	})
+}
+
+// Rows created and removed in batches, with generations of a few dozen
+// rows merged as they fill, a store closed while merges run and opened
+// again: every read answers as the model does, and once the merges are
+// done the buckets hold every key and the records only the open
+// generation's.
+func TestPendingKeysMerged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	cfg := Config{genRows: 40}
+	s, err := Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := &pendingModel{rows: map[string]*ledger.Row{}, first: map[string]string{}}
+	var removed []string
+	next := 0
+	for round := range 60 {
+		// A few writes at once, so that batches form.
+		var wg sync.WaitGroup
+		var made []*ledger.Row
+		for range 1 + rng.IntN(4) {
+			var batch []*ledger.Row
+			for range 1 + rng.IntN(20) {
+				batch = append(batch, pendingRow(rng, next))
+				next++
+			}
+			made = append(made, batch...)
+			wg.Go(func() {
+				err := s.Update(context.Background(), func(tx ledger.Tx) error {
+					for _, r := range batch {
+						if err := tx.CreateRow(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		if err := m.created(s, made); err != nil {
+			t.Fatal(err)
+		}
+		// Remove a few rows, some of them just written.
+		var gone []*ledger.Row
+		for _, r := range m.rows {
+			if rng.IntN(10) == 0 {
+				gone = append(gone, r)
+			}
+		}
+		update(t, s, func(tx ledger.Tx) error {
+			for _, r := range gone {
+				if err := tx.RemoveRow(r, ledger.Tombstone{ID: r.ID}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, r := range gone {
+			m.removed(r)
+			removed = append(removed, r.ID)
+		}
+		if err := m.check(s, removed); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if round%9 == 8 {
+			// Closed whatever the merges are doing, and opened again.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(path, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.check(s, removed); err != nil {
+				t.Fatalf("round %d, opened again: %v", round, err)
+			}
+		}
+	}
+	// The merges done: only the open generation is pending.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gens := s.pending.list()
+		if len(gens) == 1 && gens[0].added < cfg.genRows {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("merges not done: %d generations", len(gens))
+		}
+		// A write lets the commit loop start the next merge.
+		update(t, s, func(ledger.Tx) error { return nil })
+		runtime.Gosched()
+	}
+	open := map[string]bool{}
+	for _, k := range s.pending.list()[0].rows.keys() {
+		open[string(k)] = true
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(func(btx *bolt.Tx) error {
+		records := 0
+		if err := btx.Bucket(bPending).ForEach(func(_, v []byte) error {
+			rowKey, _, err := splitPendingRecord(v)
+			if err != nil {
+				return err
+			}
+			if !open[string(rowKey)] {
+				return fmt.Errorf("record of %x outside the open generation", rowKey)
+			}
+			records++
+			return nil
+		}); err != nil {
+			return err
+		}
+		if records != len(open) {
+			return fmt.Errorf("%d records, want the open generation's %d", records, len(open))
+		}
+		inTree := 0
+		for id := range m.rows {
+			if v := idGet(btx.Bucket(bRowSeq), 32, idKey(id)); v != nil {
+				inTree++
+			} else if !open[string(idKey(id))] {
+				return fmt.Errorf("row %s: neither in row_seq nor pending", id)
+			}
+		}
+		if inTree+len(open) != len(m.rows) {
+			return fmt.Errorf("%d rows in row_seq and %d pending, want %d in all", inTree, len(open), len(m.rows))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// created applies the store's rule for request JWTs to rows, in the
+// order the store numbered them: a row takes its request JWT's entry when
+// no live row holds it.
+func (m *pendingModel) created(s *Store, rows []*ledger.Row) error {
+	numbers := map[string]uint64{}
+	if err := s.View(context.Background(), func(ltx ledger.Tx) error {
+		for _, r := range rows {
+			n := ltx.(*tx).seqOf(r.ID)
+			if n == nil {
+				return fmt.Errorf("row %s has no number", r.ID)
+			}
+			numbers[r.ID] = binary.BigEndian.Uint64(n)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.SortFunc(rows, func(a, b *ledger.Row) int { return cmp.Compare(numbers[a.ID], numbers[b.ID]) })
+	for _, r := range rows {
+		m.rows[r.ID] = r
+		if _, held := m.first[r.RequestJWTSHA256]; !held {
+			m.first[r.RequestJWTSHA256] = r.ID
+		}
+	}
+	return nil
+}
+
+// removed drops row r, and its request JWT's entry when it held it.
+func (m *pendingModel) removed(r *ledger.Row) {
+	delete(m.rows, r.ID)
+	if m.first[r.RequestJWTSHA256] == r.ID {
+		delete(m.first, r.RequestJWTSHA256)
+	}
+}
+
+// Reads that run while generations are merged and dropped find every
+// row whose write was answered, by id and by request JWT.
+func TestPendingKeysReadWhileMerged(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{genRows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var acked []*ledger.Row
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	reads := make([]int, 2)
+	for i := range reads {
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				mu.Lock()
+				if len(acked) == 0 {
+					mu.Unlock()
+					runtime.Gosched()
+					continue
+				}
+				r := acked[rng.IntN(len(acked))]
+				mu.Unlock()
+				if err := s.View(context.Background(), func(tx ledger.Tx) error {
+					if got, err := tx.Row(r.ID); err != nil || got.ID != r.ID {
+						return fmt.Errorf("row %s: %v", r.ID, err)
+					}
+					if got, err := tx.RowByRequestJWT(r.RequestJWTSHA256); err != nil || got != r.ID {
+						return fmt.Errorf("request JWT of %s: %q, %v", r.ID, got, err)
+					}
+					return nil
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+				reads[i]++
+			}
+		})
+	}
+	for i := range 150 {
+		var names []string
+		for j := range 20 {
+			names = append(names, fmt.Sprintf("read while merged %d/%d", i, j))
+		}
+		rows := createRows(t, s, names...)
+		mu.Lock()
+		acked = append(acked, rows...)
+		mu.Unlock()
+		if t.Failed() {
+			break
+		}
+	}
+	close(done)
+	readers.Wait()
+	dropped := 0
+	if err := s.db.View(func(btx *bolt.Tx) error {
+		dropped = btx.Bucket(bRowSeq).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if dropped == 0 || reads[0]+reads[1] == 0 {
+		t.Errorf("%d keys merged into row_seq, %d reads: want both", dropped, reads[0]+reads[1])
+	}
+}
