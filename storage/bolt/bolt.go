@@ -609,11 +609,12 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 // fillPercent is where bbolt splits a full page of a bucket whose keys
 // arrive in order; buckets keyed at random keep bbolt's default half.
 //
-//   - 1.0 for keys that only grow (row numbers, outbox and pending-leaf
-//     sequence numbers, incident numbers, access records, leaf and
-//     stored-hash indexes, checkpoint sizes, row numbers within a
-//     snapshot's links): the page they are appended to is filled, and the
-//     page split off holds only the new key.
+//   - 1.0 for keys that only grow (row numbers, among them the pending
+//     keys' records, outbox and pending-leaf sequence numbers, incident
+//     numbers, access records, leaf and stored-hash indexes, checkpoint
+//     sizes, row numbers within a snapshot's links): the page they are
+//     appended to is filled, and the page split off holds only the new
+//     key.
 //   - 0.9 for keys by a time that mostly grows within a few runs: the
 //     receipt's time within a status, a class, an agent platform (a
 //     deployment serves a handful) or the time index's one run, and
@@ -631,7 +632,7 @@ func (t *tx) b(name []byte) *bolt.Bucket {
 var fillPercent = map[string]float64{}
 
 func init() {
-	for _, b := range [][]byte{bRowData, bRowLeaves, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs} {
+	for _, b := range [][]byte{bRowData, bRowLeaves, bEvidence, bDrillPool, bOutbox, bIncident, bAccess, bLogPending, bLogHashes, bLogLeaves, bLogCPs, bPending} {
 		fillPercent[string(b)] = 1.0
 	}
 	for _, b := range [][]byte{ixTime, ixStatus, ixClass, ixAgent, bExpiry, bObjects} {

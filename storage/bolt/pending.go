@@ -67,9 +67,10 @@ var bPending = []byte("ids_pending")
 // small file merges often and briefly. At ten million rows bRowSeq has
 // about 110,000 leaf pages, of which the keys of maxGen rows touch about
 // 70 %: about 0.6 pages a key, where each row's commit wrote a leaf and a
-// branch or two. At most maxGen rows' keys take about 12 MiB in memory
-// (in maps without pointers for the collector to follow), twice that
-// while one generation merges and the next fills.
+// branch or two. At most maxGen rows' keys take about 19 MiB in memory
+// (in maps without pointers for the collector to follow), twice that,
+// with the merge's sorted keys, while one generation merges and the next
+// fills.
 const (
 	minGen = 1 << 13
 	maxGen = 1 << 17
