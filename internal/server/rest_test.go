@@ -359,10 +359,16 @@ func TestHealthMetricsOpenAPI(t *testing.T) {
 		}
 	}
 	// bbolt wrote and synced those commits' pages, and spilled their nodes.
-	// Each commit freed the pages it rewrote.
-	for _, m := range []string{"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total", "pactledger_bbolt_free_pages"} {
+	// Each commit freed the pages it rewrote. The rows' numbers by id are
+	// pending: far fewer than a generation, none merged.
+	for _, m := range []string{"pactledger_bbolt_write_seconds_total", "pactledger_bbolt_spill_seconds_total", "pactledger_bbolt_free_pages", "pactledger_bbolt_pending_rows"} {
 		if v, ok := series[m]; !ok || v <= 0 {
 			t.Errorf("/metrics: %s is %v (present %v) after two writes, want more than 0", m, v, ok)
+		}
+	}
+	for _, m := range []string{"pactledger_bbolt_merges_total", "pactledger_bbolt_merge_failures_total"} {
+		if v, ok := series[m]; !ok || v != 0 {
+			t.Errorf("/metrics: %s is %v (present %v) after two writes, want 0", m, v, ok)
 		}
 	}
 	var api struct {

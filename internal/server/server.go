@@ -159,6 +159,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			}),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_bbolt_free_pages", Help: "Pages of the bbolt file that are free (4 KiB each); every commit writes their list until commits reuse them."}, func() float64 {
 				return float64(st.FreePages())
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_bbolt_pending_rows", Help: "Rows whose number by id and request JWT are not yet written into the bbolt file's buckets: kept in memory and in a record each, merged a generation at a time."}, func() float64 {
+				rows, _, _ := st.PendingKeys()
+				return float64(rows)
+			}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_bbolt_merges_total", Help: "Generations of pending row numbers and request JWTs merged into the bbolt file's buckets since start."}, func() float64 {
+				_, merged, _ := st.PendingKeys()
+				return float64(merged)
+			}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_bbolt_merge_failures_total", Help: "Merges of pending row numbers and request JWTs that failed since start (each logged; tried again a minute later)."}, func() float64 {
+				_, _, failed := st.PendingKeys()
+				return float64(failed)
 			}))
 	}
 	// No network I/O here: the bucket check runs in the background from

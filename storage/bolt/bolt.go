@@ -150,12 +150,15 @@ type Store struct {
 	// openRows: the rows the file had numbered when it was opened.
 	openRows uint64
 	// pending: the keys rows added to bRowSeq and bReqJWT that are not
-	// written there yet (pending.go). merging: a generation's merge runs;
-	// mergeRetryAt: none starts before then. Both belong to the commit
-	// loop.
+	// written there yet (pending.go). merge: the generation being
+	// merged, nil when none; mergeRetryAt: no step runs before then
+	// (after a failed one). Both belong to the commit loop.
 	pending      *pendingIDs
-	merging      bool
+	merge        *mergeState
 	mergeRetryAt time.Time
+	// merges and mergeFailures count the generations merged and the
+	// merges that failed since Open.
+	merges, mergeFailures atomic.Uint64
 }
 
 type request struct {
@@ -390,7 +393,7 @@ var errBatchFailed = errors.New("batch member failed")
 // then it commits what is still queued.
 func (s *Store) commitLoop() {
 	defer close(s.done)
-	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, s.cfg.CommitDelay, s.run)
+	batch.Loop(s.reqs, s.quit, s.cfg.MaxBatch, s.cfg.CommitDelay, s.commitWithMerge)
 }
 
 // run commits batch in one transaction; when a member fails, each member is
@@ -409,7 +412,6 @@ func (s *Store) run(batch []*request) {
 		if a := s.filters.active.Load(); a == nil || a.added.Load() > a.capacity {
 			s.maybeBuildFilter(s.openRows)
 		}
-		s.maybeMerge()
 		for _, r := range batch {
 			r.err <- nil
 		}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -197,10 +198,19 @@ func (g *idGen) of(name []byte) (idMap, int) {
 }
 
 // pendingIDs holds the generations, oldest first; the last one is open.
-// mu guards the maps and the list; only the commit loop writes either.
+// mu guards the maps, the list and added; only the commit loop writes
+// them.
 type pendingIDs struct {
-	mu   sync.RWMutex
-	gens []*idGen
+	mu    sync.RWMutex
+	gens  []*idGen
+	added uint64 // rows added to any generation since it was made
+}
+
+// total returns how many rows were added since p was made.
+func (p *pendingIDs) total() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.added
 }
 
 func newPendingIDs() *pendingIDs { return &pendingIDs{gens: []*idGen{newIDGen()}} }
@@ -262,6 +272,7 @@ func (p *pendingIDs) addLocked(rowKey, jwtKey []byte, n uint64) {
 	}
 	g.max = max(g.max, n)
 	g.added++
+	p.added++
 	g.rows.set(rowKey, n)
 	g.changes[0]++
 	if jwtKey != nil {
@@ -325,6 +336,24 @@ func (p *pendingIDs) addKeysTo(f *keyFilter, m *memo) {
 			f.add(reqFilterKey(c.jwtKey))
 		}
 	}
+}
+
+// rows counts the rows whose keys are pending.
+func (p *pendingIDs) rows() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n := 0
+	for _, g := range p.gens {
+		n += g.rows.len()
+	}
+	return n
+}
+
+// PendingKeys reports how many rows' numbers by id (and request JWTs) are
+// not yet written into the file's buckets, and how many generations of
+// them were merged, and failed to merge, since Open (docs/design/032).
+func (s *Store) PendingKeys() (rows int, merged, failed uint64) {
+	return s.pending.rows(), s.merges.Load(), s.mergeFailures.Load()
 }
 
 // readPending reads the records of bucket bPending into a new set of
@@ -521,90 +550,153 @@ func (t *tx) entriesAfter(name, after []byte) iter.Seq2[[]byte, []byte] {
 	}
 }
 
-// mergeRetry is how long after a failed merge the next one starts.
+// mergeRetry is how long after a failed merge step the next may run.
 const mergeRetry = time.Minute
 
-// maybeMerge starts merging a closed generation when no merge runs: one
-// whose merge failed, else the open one once it holds genRows rows,
-// closed first. It runs in the commit loop.
+// mergeState is a generation's merge. The commit loop owns it but for
+// sorted, which a goroutine sets once it has sorted the generation's keys.
+type mergeState struct {
+	g      *idGen
+	sorted atomic.Pointer[[2][][]byte] // bRowSeq's keys, bReqJWT's, in order
+	at     mergeAt
+}
+
+// mergeAt is how far a merge got: the bucket it is at (0 bRowSeq, 1
+// bReqJWT, 2 done), the keys of each merged, the first record not
+// deleted, and the rows added to the generations at its last step.
+type mergeAt struct {
+	bucket int
+	keys   [2]int
+	record uint64
+	total  uint64
+}
+
+// maybeMerge closes the open generation once it holds genRows rows and no
+// merge runs, and has its keys sorted for the merge. It runs in the
+// commit loop.
 func (s *Store) maybeMerge() {
-	if s.merging || time.Now().Before(s.mergeRetryAt) {
+	if s.merge != nil {
 		return
 	}
 	gens := s.pending.list()
-	var g *idGen
-	for _, x := range gens[:len(gens)-1] {
-		if x.hi != 0 {
-			g = x
-			break
-		}
-	}
 	open := gens[len(gens)-1]
 	limit := s.cfg.genRows
 	if limit == 0 {
 		limit = genRows(open.max)
 	}
-	if g == nil && open.added >= limit {
-		g = s.pending.close()
-	}
-	if g == nil {
+	if open.added < limit {
 		return
 	}
-	s.merging = true
+	g := s.pending.close()
+	m := &mergeState{g: g, at: mergeAt{record: g.lo, total: s.pending.total()}}
+	s.merge = m
+	sort := func() {
+		view := &idsView{p: s.pending, gens: []*idGen{g}}
+		m.sorted.Store(&[2][][]byte{view.sortedOf(g, bRowSeq), view.sortedOf(g, bReqJWT)})
+	}
+	if g.added <= minGen {
+		sort() // a millisecond or two
+		return
+	}
 	s.builds.Add(1)
 	go func() {
 		defer s.builds.Done()
-		err := s.merge(g)
-		if errors.Is(err, ledger.ErrClosed) {
-			return
-		}
-		if err != nil {
-			slog.Default().Warn("row store (bbolt): writing pending row numbers and request JWTs into the file failed; lookups read them from memory meanwhile, and the merge is tried again in a minute",
-				slog.String("path", s.db.Path()), slog.Any("error", err))
-		}
-		// Cleared by the commit loop, which reads both.
-		_ = s.betweenWrites(func() {
-			s.merging = false
-			if err != nil {
-				s.mergeRetryAt = time.Now().Add(mergeRetry)
-			}
-		})
+		sort()
 	}()
 }
 
-// merge writes generation g's keys into bRowSeq and bReqJWT in key order,
-// then deletes its records, then drops it: each step a member of a
-// commit-loop batch.
-func (s *Store) merge(g *idGen) error {
-	view := &idsView{p: s.pending, gens: []*idGen{g}}
-	for _, name := range [][]byte{bRowSeq, bReqJWT} {
-		keys := view.sortedOf(g, name)
-		for len(keys) > 0 {
-			step := keys[:min(mergeStep, len(keys))]
-			keys = keys[len(step):]
-			if err := s.own(func(t *tx) error { return t.mergeKeys(g, name, step) }); err != nil {
+// mergeStep returns the next step of the merge as a member for the
+// batch about to commit, and what to do once it committed; nil when
+// none is due. A step writes the generation's next keys into bRowSeq
+// and bReqJWT in key order, and once all are there deletes its records.
+//
+// A step takes mergeStep keys, or four times the rows added since the
+// step before, its batch's among them (two keys a row), when more; the
+// step that puts the last keys deletes records too, as many, and later
+// steps the rest. Every commit carries a step once the keys are sorted
+// (at once for a generation of minGen rows or fewer, else by a
+// goroutine, in tens of milliseconds), so the merge outpaces the rows
+// that fill the open generation however many a commit carries (a bulk
+// load's thousands): a generation is merged before the open one is half
+// full.
+func (s *Store) mergeStepFor() (*request, func(error)) {
+	m := s.merge
+	if m == nil || time.Now().Before(s.mergeRetryAt) {
+		return nil, nil
+	}
+	sorted := m.sorted.Load()
+	if sorted == nil {
+		return nil, nil
+	}
+	var next mergeAt
+	fn := func(lt ledger.Tx) error {
+		t := lt.(*tx)
+		// The rows added since the last step, with the batch's own (it
+		// runs last in the batch).
+		next = m.at
+		next.total = s.pending.total() + uint64(len(t.m.created))
+		n := max(mergeStep, int(4*(next.total-m.at.total)))
+		for ; n > 0 && next.bucket < 2; next.bucket++ {
+			name, keys := bRowSeq, sorted[next.bucket]
+			if next.bucket == 1 {
+				name = bReqJWT
+			}
+			take := keys[next.keys[next.bucket]:]
+			take = take[:min(n, len(take))]
+			if err := t.mergeKeys(m.g, name, take); err != nil {
 				return err
 			}
+			next.keys[next.bucket] += len(take)
+			n -= len(take)
+			if next.keys[next.bucket] < len(keys) {
+				break
+			}
 		}
-	}
-	for from := g.lo; from <= g.hi; {
-		next := from
-		err := s.own(func(t *tx) error {
+		if next.bucket == 2 && n > 0 {
+			// Every key is in: records may go.
 			var err error
-			next, err = t.dropRecords(from, g.hi, mergeStep)
-			return err
-		})
-		if err != nil {
+			next.record, err = t.dropRecords(next.record, m.g.hi, max(n, mergeStep))
 			return err
 		}
-		from = next
+		return nil
 	}
-	return s.betweenWrites(func() { s.pending.drop(g) })
+	done := func(err error) {
+		switch {
+		case errors.Is(err, ledger.ErrClosed):
+		case err != nil:
+			s.mergeFailures.Add(1)
+			s.mergeRetryAt = time.Now().Add(mergeRetry)
+			slog.Default().Warn("row store (bbolt): writing pending row numbers and request JWTs into the file failed; lookups read them from memory meanwhile, and the merge goes on in a minute",
+				slog.String("path", s.db.Path()), slog.Any("error", err))
+		case next.bucket == 2 && next.record > m.g.hi:
+			s.pending.drop(m.g)
+			s.merges.Add(1)
+			s.merge = nil
+		default:
+			m.at = next
+		}
+	}
+	return &request{fn: fn, err: make(chan error, 1), own: true}, done
 }
 
 // own runs fn as one of the store's own steps in the commit loop.
 func (s *Store) own(fn func(*tx) error) error {
 	return s.queue(context.Background(), &request{fn: func(t ledger.Tx) error { return fn(t.(*tx)) }, err: make(chan error, 1), own: true})
+}
+
+// commitWithMerge commits batch with the merge's next step, if one is
+// due, as a member of its own: should the step fail, the writes still
+// commit (run).
+func (s *Store) commitWithMerge(batch []*request) {
+	step, done := s.mergeStepFor()
+	if step != nil {
+		batch = append(batch, step)
+	}
+	s.run(batch)
+	if step != nil {
+		done(<-step.err)
+	}
+	s.maybeMerge()
 }
 
 // mergeKeys puts the keys of g among keys (bucket name's, in order) that

@@ -202,6 +202,9 @@ func TestPendingKeysMerged(t *testing.T) {
 	for _, k := range s.pending.list()[0].rows.keys() {
 		open[string(k)] = true
 	}
+	if rows, merged, failed := s.PendingKeys(); rows != len(open) || merged == 0 || failed != 0 {
+		t.Errorf("PendingKeys: %d rows, %d merged, %d failed; want %d rows, merges, no failure", rows, merged, failed, len(open))
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -350,5 +353,38 @@ func TestPendingKeysReadWhileMerged(t *testing.T) {
 	}
 	if dropped == 0 || reads[0]+reads[1] == 0 {
 		t.Errorf("%d keys merged into row_seq, %d reads: want both", dropped, reads[0]+reads[1])
+	}
+}
+
+// Commits of thousands of rows, as a bulk load makes, leave no more
+// pending than the rows of two commits: every commit carries a merge
+// step of twice the keys its rows add, so a generation is merged by the
+// commit after the one that closed it (with steps of a fixed size the
+// pending rows would grow with every commit).
+func TestPendingKeysKeepUpWithLargeCommits(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{genRows: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const batch, batches = 2000, 30
+	most := 0
+	for i := range batches {
+		var names []string
+		for j := range batch {
+			names = append(names, fmt.Sprintf("large commit %d/%d", i, j))
+		}
+		createRows(t, s, names...)
+		rows, _, _ := s.PendingKeys()
+		most = max(most, rows)
+	}
+	// At most a generation of a commit's rows, and the open one filling
+	// behind it, after a commit.
+	if limit := 2 * batch; most > limit {
+		t.Errorf("up to %d rows pending after a commit, want at most %d", most, limit)
+	}
+	rows, merged, _ := s.PendingKeys()
+	if merged == 0 {
+		t.Errorf("%d rows pending, no merge", rows)
 	}
 }
