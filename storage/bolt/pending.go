@@ -34,11 +34,11 @@ import (
 // the buckets.
 //
 // When the open generation holds genRows rows it is closed and a new
-// one opened. A goroutine sorts the closed generation's keys and merges
-// them into the buckets mergeStep keys at a time, each step a member of a
-// commit-loop batch: keys in order share their pages, so a generation
-// rewrites each page it touches about once. Then it deletes the generation's
-// records, mergeStep at a time, and the commit loop drops the generation.
+// one opened, and its keys are sorted. Then every commit carries a step
+// of its merge (mergeStepFor): the next keys put into the buckets in
+// order, then the records deleted. Keys in order share their pages, so a
+// generation rewrites each page it touches about once. The last step's
+// commit drops the generation.
 //
 // Nothing is lost to a crash: a record commits with its row, Open reads
 // the records back into the open generation, and a merge cut short is
@@ -81,25 +81,27 @@ const (
 // numbered rows rows.
 func genRows(rows uint64) int { return int(min(max(rows/64, minGen), maxGen)) }
 
-// mergeStep bounds the keys (then records) one merge step writes: at ten
-// million rows about 600 pages, a few milliseconds added to the commit
-// whose batch the step joins.
+// mergeStep is the fewest keys (then records) a merge step writes, more
+// when the rows since the step before call for more (mergeStepFor): at
+// ten million rows about 600 pages, a few milliseconds added to the
+// commit whose batch the step joins.
 const mergeStep = 1024
 
 // pendingRecord is bPending's value for a row: the length of its id's key
-// (one byte), the key, then its request JWT's key in bReqJWT (empty when
-// the row took none).
+// (a uvarint: one byte for any id the ledger takes), the key, then its
+// request JWT's key in bReqJWT (empty when the row took none).
 func pendingRecord(rowKey, jwtKey []byte) []byte {
-	v := make([]byte, 0, 1+len(rowKey)+len(jwtKey))
-	return append(append(append(v, byte(len(rowKey))), rowKey...), jwtKey...)
+	v := make([]byte, 0, binary.MaxVarintLen64+len(rowKey)+len(jwtKey))
+	return append(append(binary.AppendUvarint(v, uint64(len(rowKey))), rowKey...), jwtKey...)
 }
 
 // splitPendingRecord returns the keys of a bPending value.
 func splitPendingRecord(v []byte) (rowKey, jwtKey []byte, err error) {
-	if len(v) < 1 || len(v) < 1+int(v[0]) || v[0] == 0 {
+	n, w := binary.Uvarint(v)
+	if w <= 0 || n == 0 || n > uint64(len(v)-w) {
 		return nil, nil, fmt.Errorf("pending record of %d bytes: malformed", len(v))
 	}
-	return v[1 : 1+v[0]], v[1+v[0]:], nil
+	return v[w : w+int(n)], v[w+int(n):], nil
 }
 
 // idMap maps bucket keys to row numbers; keys of 32 and 16 bytes (a hex

@@ -388,3 +388,27 @@ func TestPendingKeysKeepUpWithLargeCommits(t *testing.T) {
 		t.Errorf("%d rows pending, no merge", rows)
 	}
 }
+
+// A record holds its keys whatever their lengths, and a malformed one is
+// refused.
+func TestPendingRecord(t *testing.T) {
+	for _, c := range []struct{ row, jwt []byte }{
+		{make([]byte, 32), make([]byte, 16)},
+		{make([]byte, 32), nil},
+		{[]byte("x"), make([]byte, 32)},
+		{make([]byte, 300), []byte("text hash")},
+	} {
+		for i := range c.row {
+			c.row[i] = byte(i)
+		}
+		row, jwt, err := splitPendingRecord(pendingRecord(c.row, c.jwt))
+		if err != nil || !slices.Equal(row, c.row) || !slices.Equal(jwt, c.jwt) && len(c.jwt)+len(jwt) > 0 {
+			t.Errorf("record of a %d-byte key and a %d-byte one: %x, %x, %v", len(c.row), len(c.jwt), row, jwt, err)
+		}
+	}
+	for _, v := range [][]byte{nil, {0}, {5, 1, 2}, {0x80}} {
+		if _, _, err := splitPendingRecord(v); err == nil {
+			t.Errorf("record %x: no error", v)
+		}
+	}
+}
