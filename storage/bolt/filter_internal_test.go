@@ -114,13 +114,7 @@ func TestKeyFilterHoldsRowsWrittenDuringItsBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := createBatches(t, s, "before", 20, 100)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	editFile(t, path, settlePending)
-	if s, err = Open(path, Config{}); err != nil {
-		t.Fatal(err)
-	}
+	s = reopenSettled(t, s, path)
 	rows = append(rows, createBatches(t, s, "pending", 2, 25)...)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

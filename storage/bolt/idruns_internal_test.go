@@ -191,14 +191,7 @@ func TestLayout8EntriesJoinRuns(t *testing.T) {
 	rows = append(rows, createRows(t, s, names[100:]...)...)
 	// The rows added leave their keys pending; written into the
 	// buckets, they join the runs.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	editFile(t, path, settlePending)
-	if s, err = Open(path, Config{}); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopenSettled(t, s, path)
 	heads, entries := 0, 0
 	if err := s.db.View(func(btx *bolt.Tx) error {
 		if v := btx.Bucket(bMeta).Get(kLayout); !bytes.Equal(v, u64(layout)) {

@@ -40,6 +40,7 @@ func TestDropLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close() // the first store, closed again harmlessly
 	rows := manyRows(1200)
 	update(t, s, func(tx ledger.Tx) error {
 		for _, r := range rows {
@@ -51,14 +52,7 @@ func TestDropLeftovers(t *testing.T) {
 	})
 	// The rows' numbers by id and request JWTs in their buckets, where
 	// an earlier version's removal left them.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	editFile(t, path, settlePending)
-	if s, err = Open(path, Config{}); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopenSettled(t, s, path)
 	gone := []goneRow{
 		{n: 100, leaf: 7, byID: true, ref: rows[100].ID, moved: true},
 		{n: 200, leaf: 8, ref: rows[200].ID, moved: true},

@@ -412,3 +412,20 @@ func TestPendingRecord(t *testing.T) {
 		}
 	}
 }
+
+// reopenSettled closes s, writes the pending keys of its file at path
+// into their buckets (settlePending) and opens the file again, closed
+// when t ends.
+func reopenSettled(t *testing.T, s *Store, path string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	editFile(t, path, settlePending)
+	s, err := Open(path, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
