@@ -381,9 +381,9 @@ func (s *Store) setNoSpace(err error) {
 func (s *Store) View(_ context.Context, fn func(ledger.Tx) error) error {
 	// The pending keys are taken before the transaction begins: those of
 	// a generation dropped after it began are in its snapshot's buckets.
-	ids := &idsView{p: s.pending, gens: s.pending.list()}
+	ids := snapshotIDs(s.pending)
 	return s.db.View(func(btx *bolt.Tx) error {
-		return fn(&tx{tx: btx, c: s.codec.Load(), kf: s.filters.active.Load(), ids: ids})
+		return fn(&tx{tx: btx, c: s.codec.Load(), kf: s.filters.active.Load(), ids: ids.snapshot(btx)})
 	})
 }
 
@@ -514,7 +514,7 @@ func (s *Store) commit(batch []*request, errs []error) error {
 	}
 	m := newMemo(s.recent)
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		t := &tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters, ids: &idsView{p: s.pending, gens: s.pending.list()}}
+		t := &tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters, ids: allIDs(s.pending)}
 		for i, r := range batch {
 			if r.fence != nil {
 				if errs[i] = s.leases.checkLocked(*r.fence); errs[i] != nil {

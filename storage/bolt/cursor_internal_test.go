@@ -174,7 +174,7 @@ func checkIndexes(t *testing.T, s *Store, rows []*ledger.Row, seqs []uint64, ids
 			}
 		}
 		n := 0
-		for range (&tx{tx: btx, ids: &idsView{p: s.pending, gens: s.pending.list()}}).idEntries(bRowSeq, nil) {
+		for range (&tx{tx: btx, ids: allIDs(s.pending)}).idEntries(bRowSeq, nil) {
 			n++
 		}
 		if n != ids {

@@ -219,7 +219,7 @@ func (e *Export) Close() error { return e.db.Close() }
 
 // tx is a store transaction over btx, a transaction on the file.
 func (e *Export) tx(btx *bolt.Tx) *tx {
-	return &tx{tx: btx, c: e.c, ids: &idsView{p: e.pending, gens: e.pending.list()}}
+	return &tx{tx: btx, c: e.c, ids: allIDs(e.pending)}
 }
 
 // Path returns the file's path.

@@ -307,6 +307,6 @@ func RowNumbers(btx *bolt.Tx) (iter.Seq2[[]byte, []byte], error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tx{tx: btx, ids: &idsView{p: p, gens: p.list()}}
+	t := &tx{tx: btx, ids: allIDs(p)}
 	return t.idEntries(bRowSeq, nil), nil
 }

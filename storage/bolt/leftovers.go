@@ -72,8 +72,9 @@ const scanCheck = 1 << 14
 func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	var found []leftover
 	keptLeaves := 0
-	pending := &idsView{p: s.pending, gens: s.pending.list()}
+	pending := snapshotIDs(s.pending)
 	if err := s.db.View(func(btx *bolt.Tx) error {
+		pending.snapshot(btx)
 		stored, err := storedNumbers(ctx, btx)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,10 @@ import (
 //
 // Readers: a read transaction takes the list of generations before it
 // begins, so one that began before a generation's last step committed
-// still reads it. The commit loop's transactions read the list as it is;
-// only the commit loop changes it. A row's keys join the open generation
+// still reads it, and it reads only the keys of rows its snapshot
+// numbered: the open generation takes the keys of rows committed after
+// it began. The commit loop's transactions read the list as it is; only
+// the commit loop changes it. A row's keys join the open generation
 // after its commit: a read transaction that begins in between finds the
 // row by its indexes but not yet by its id, as one that began just before
 // the commit would; its writer has not been answered yet. Tools that read
@@ -225,10 +228,30 @@ func (p *pendingIDs) list() []*idGen {
 }
 
 // idsView is what a transaction reads of the pending keys: the
-// generations it took when it began.
+// generations it took when it began, and of their keys those of rows
+// numbered up to maxRow. A read transaction's maxRow is the last row its
+// snapshot numbered (snapshotView): the open generation takes the keys
+// of rows committed after, which it must not see.
 type idsView struct {
-	p    *pendingIDs
-	gens []*idGen
+	p      *pendingIDs
+	gens   []*idGen
+	maxRow uint64
+}
+
+// allIDs is a view of p's generations as they are, every key seen: the
+// commit loop's, or one of a file no store has open.
+func allIDs(p *pendingIDs) *idsView {
+	return &idsView{p: p, gens: p.list(), maxRow: math.MaxUint64}
+}
+
+// snapshotIDs is a view of p's generations for a read transaction about
+// to begin; snapshot sets its maxRow once it began.
+func snapshotIDs(p *pendingIDs) *idsView { return &idsView{p: p, gens: p.list()} }
+
+// snapshot limits v to the rows numbered in btx's snapshot.
+func (v *idsView) snapshot(btx *bolt.Tx) *idsView {
+	v.maxRow = metaUint(btx.Bucket(bMeta), kRowSeqN)
+	return v
 }
 
 // get returns the number gens hold for key k of bucket name.
@@ -238,7 +261,7 @@ func (v *idsView) get(name, k []byte) (uint64, bool) {
 	for i := len(v.gens) - 1; i >= 0; i-- {
 		m, _ := v.gens[i].of(name)
 		if n, ok := m.get(k); ok {
-			return n, true
+			return n, n <= v.maxRow
 		}
 	}
 	return 0, false
@@ -366,6 +389,8 @@ func readPending(btx *bolt.Tx) (*pendingIDs, error) {
 	if b == nil {
 		return p, nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	err := b.ForEach(func(k, v []byte) error {
 		if len(k) != 8 {
 			return fmt.Errorf("pending record under a key of %d bytes", len(k))
@@ -593,7 +618,7 @@ func (s *Store) maybeMerge() {
 	m := &mergeState{g: g, at: mergeAt{record: g.lo, total: s.pending.total()}}
 	s.merge = m
 	sort := func() {
-		view := &idsView{p: s.pending, gens: []*idGen{g}}
+		view := &idsView{p: s.pending, gens: []*idGen{g}, maxRow: math.MaxUint64}
 		m.sorted.Store(&[2][][]byte{view.sortedOf(g, bRowSeq), view.sortedOf(g, bReqJWT)})
 	}
 	if g.added <= minGen {

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,7 +285,9 @@ func (m *pendingModel) removed(r *ledger.Row) {
 }
 
 // Reads that run while generations are merged and dropped find every
-// row whose write was answered, by id and by request JWT.
+// row whose write was answered, by id and by request JWT; a row being
+// written is found or not found, never an error, and listing the rows by
+// id never meets a row its snapshot does not hold.
 func TestPendingKeysReadWhileMerged(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{genRows: 30})
 	if err != nil {
@@ -293,6 +296,7 @@ func TestPendingKeysReadWhileMerged(t *testing.T) {
 	defer s.Close()
 	var mu sync.Mutex
 	var acked []*ledger.Row
+	var batchAt atomic.Int64 // the batch being written
 	done := make(chan struct{})
 	var readers sync.WaitGroup
 	reads := make([]int, 2)
@@ -313,12 +317,32 @@ func TestPendingKeysReadWhileMerged(t *testing.T) {
 				}
 				r := acked[rng.IntN(len(acked))]
 				mu.Unlock()
+				writing := numbersRow(fmt.Sprintf("read while merged %d/%d", batchAt.Load(), rng.IntN(20)))
 				if err := s.View(context.Background(), func(tx ledger.Tx) error {
 					if got, err := tx.Row(r.ID); err != nil || got.ID != r.ID {
 						return fmt.Errorf("row %s: %v", r.ID, err)
 					}
 					if got, err := tx.RowByRequestJWT(r.RequestJWTSHA256); err != nil || got != r.ID {
 						return fmt.Errorf("request JWT of %s: %q, %v", r.ID, got, err)
+					}
+					if _, err := tx.Row(writing.ID); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+						return fmt.Errorf("a row being written: %v", err)
+					}
+					if _, err := tx.RowByRequestJWT(writing.RequestJWTSHA256); err != nil {
+						return fmt.Errorf("the request JWT of a row being written: %v", err)
+					}
+					if rng.IntN(20) == 0 {
+						for after := ""; ; {
+							page, next, err := tx.RowsByID(after, 500)
+							if err != nil {
+								return fmt.Errorf("rows by id: %v", err)
+							}
+							_ = page
+							if next == "" {
+								break
+							}
+							after = next
+						}
 					}
 					return nil
 				}); err != nil {
@@ -334,6 +358,7 @@ func TestPendingKeysReadWhileMerged(t *testing.T) {
 		for j := range 20 {
 			names = append(names, fmt.Sprintf("read while merged %d/%d", i, j))
 		}
+		batchAt.Store(int64(i))
 		rows := createRows(t, s, names...)
 		mu.Lock()
 		acked = append(acked, rows...)

@@ -58,7 +58,7 @@ func keyLengths(t *testing.T, s *Store) map[int]int {
 	t.Helper()
 	n := map[int]int{}
 	if err := s.db.View(func(btx *bbolt.Tx) error {
-		for k := range (&tx{tx: btx, ids: &idsView{p: s.pending, gens: s.pending.list()}}).idEntries(bReqJWT, nil) {
+		for k := range (&tx{tx: btx, ids: allIDs(s.pending)}).idEntries(bReqJWT, nil) {
 			n[len(k)]++
 		}
 		return nil
