@@ -312,7 +312,13 @@ func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 
 // betweenWrites runs fn in the commit loop, between two writes' calls.
 func (s *Store) betweenWrites(fn func()) error {
-	return s.queue(context.Background(), &request{fn: func(ledger.Tx) error { fn(); return nil }, err: make(chan error, 1), own: true})
+	return s.own(func(*tx) error { fn(); return nil })
+}
+
+// own runs fn in the commit loop as one of the store's own steps, with
+// the transaction of the batch it joins.
+func (s *Store) own(fn func(*tx) error) error {
+	return s.queue(context.Background(), &request{fn: func(t ledger.Tx) error { return fn(t.(*tx)) }, err: make(chan error, 1), own: true})
 }
 
 // queue hands r to the commit loop and waits for its result.

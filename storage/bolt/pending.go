@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -632,7 +631,7 @@ func (s *Store) maybeMerge() {
 	}()
 }
 
-// mergeStep returns the next step of the merge as a member for the
+// mergeStepFor returns the next step of the merge as a member for the
 // batch about to commit, and what to do once it committed; nil when
 // none is due. A step writes the generation's next keys into bRowSeq
 // and bReqJWT in key order, and once all are there deletes its records.
@@ -704,11 +703,6 @@ func (s *Store) mergeStepFor() (*request, func(error)) {
 		}
 	}
 	return &request{fn: fn, err: make(chan error, 1), own: true}, done
-}
-
-// own runs fn as one of the store's own steps in the commit loop.
-func (s *Store) own(fn func(*tx) error) error {
-	return s.queue(context.Background(), &request{fn: func(t ledger.Tx) error { return fn(t.(*tx)) }, err: make(chan error, 1), own: true})
 }
 
 // commitWithMerge commits batch with the merge's next step, if one is
