@@ -243,10 +243,7 @@ func idEntries(b *bolt.Bucket, w int, from []byte) iter.Seq2[[]byte, []byte] {
 func entriesAfter(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] {
 	return func(yield func(k, v []byte) bool) {
 		if bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT) {
-			for k, v := range idEntries(b, idWidth(name), after) {
-				if after != nil && bytes.Equal(k, after) {
-					continue
-				}
+			for k, v := range skipKey(idEntries(b, idWidth(name), after), after) {
 				if !yield(k, v) {
 					return
 				}
@@ -261,6 +258,21 @@ func entriesAfter(b *bolt.Bucket, name, after []byte) iter.Seq2[[]byte, []byte] 
 			}
 		}
 		for ; k != nil; k, v = c.Next() {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// skipKey yields seq's entries but the one keyed after (an entries' start
+// at or after a key, made to start after it).
+func skipKey(seq iter.Seq2[[]byte, []byte], after []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		for k, v := range seq {
+			if after != nil && bytes.Equal(k, after) {
+				continue
+			}
 			if !yield(k, v) {
 				return
 			}

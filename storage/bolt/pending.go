@@ -229,7 +229,7 @@ func (p *pendingIDs) list() []*idGen {
 // idsView is what a transaction reads of the pending keys: the
 // generations it took when it began, and of their keys those of rows
 // numbered up to maxRow. A read transaction's maxRow is the last row its
-// snapshot numbered (snapshotView): the open generation takes the keys
+// snapshot numbered (snapshotIDs): the open generation takes the keys
 // of rows committed after, which it must not see.
 type idsView struct {
 	p      *pendingIDs
@@ -564,16 +564,7 @@ func (t *tx) entriesAfter(name, after []byte) iter.Seq2[[]byte, []byte] {
 	if t.ids == nil || !(bytes.Equal(name, bRowSeq) || bytes.Equal(name, bReqJWT)) {
 		return entriesAfter(t.b(name), name, after)
 	}
-	return func(yield func(k, v []byte) bool) {
-		for k, v := range t.idEntries(name, after) {
-			if after != nil && bytes.Equal(k, after) {
-				continue
-			}
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
+	return skipKey(t.idEntries(name, after), after)
 }
 
 // mergeRetry is how long after a failed merge step the next may run.
