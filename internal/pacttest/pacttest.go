@@ -90,6 +90,8 @@ type JWKS struct {
 	mu     sync.Mutex
 	body   []byte
 	delay  time.Duration
+	gate   chan struct{} // closed: responses go out (Hold)
+	held   chan struct{} // a value for each request held at gate
 	hits   int
 }
 
@@ -106,9 +108,20 @@ func NewJWKS(keys ...*Key) *JWKS {
 	j.Set(keys...)
 	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		j.mu.Lock()
-		b, d := j.body, j.delay
+		b, d, gate, held := j.body, j.delay, j.gate, j.held
 		j.hits++
 		j.mu.Unlock()
+		if gate != nil {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if d > 0 {
 			select {
 			case <-time.After(d):
@@ -142,6 +155,28 @@ func (j *JWKS) SetDelay(d time.Duration) {
 	j.mu.Lock()
 	j.delay = d
 	j.mu.Unlock()
+}
+
+// Hold makes every response wait until release is called (a signer that
+// hangs until the test says so); each response then carries the body
+// published at the time of its request. arrived receives a value when a
+// request is held (those that find it full are held without one).
+func (j *JWKS) Hold() (arrived <-chan struct{}, release func()) {
+	gate, held := make(chan struct{}), make(chan struct{}, 16)
+	j.mu.Lock()
+	j.gate, j.held = gate, held
+	j.mu.Unlock()
+	var once sync.Once
+	return held, func() {
+		once.Do(func() {
+			j.mu.Lock()
+			if j.gate == gate {
+				j.gate, j.held = nil, nil
+			}
+			j.mu.Unlock()
+			close(gate)
+		})
+	}
 }
 
 // SetRaw publishes body as is.

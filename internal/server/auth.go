@@ -19,31 +19,32 @@ import (
 // methodRoles is the role table of API.md: which roles may call each RPC.
 // An RPC missing from it is refused to everyone.
 var methodRoles = map[string][]string{
-	ledgerv1.LedgerService_AppendReceipt_FullMethodName:      {config.RoleWriter},
-	ledgerv1.LedgerService_AppendReceipts_FullMethodName:     {config.RoleWriter},
-	ledgerv1.LedgerService_AppendRefusal_FullMethodName:      {config.RoleWriter},
-	ledgerv1.LedgerService_GetRow_FullMethodName:             {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_ListRows_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_GetEvidence_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_GetJwksSnapshot_FullMethodName:    {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_VerifyRow_FullMethodName:          {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_AppendDisputeEvent_FullMethodName: {config.RoleSupport, config.RoleAdmin},
-	ledgerv1.LedgerService_RunDrill_FullMethodName:           {config.RoleSupport, config.RoleAdmin},
-	ledgerv1.LedgerService_GetDrill_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_ListDrills_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_RevokeGrant_FullMethodName:        {config.RoleWriter, config.RoleAdmin},
-	ledgerv1.LedgerService_GetGrant_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_CheckIntegrity_FullMethodName:     {config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_RestoreEvidence_FullMethodName:    {config.RoleAdmin},
-	ledgerv1.LedgerService_ListIncidents_FullMethodName:      {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_GetIncident_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_CloseIncident_FullMethodName:      {config.RoleAdmin},
-	ledgerv1.LedgerService_Sweep_FullMethodName:              {config.RoleAdmin, config.RoleAuditor}, // auditors: dry runs only
-	ledgerv1.LedgerService_GetOutbox_FullMethodName:          {config.RoleAdmin},
-	ledgerv1.LedgerService_RetryDeadLetters_FullMethodName:   {config.RoleAdmin},
-	ledgerv1.LedgerService_GetRowProof_FullMethodName:        {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
-	ledgerv1.LedgerService_WhoAmI_FullMethodName:             config.Roles, // any valid key
-	ledgerv1.LedgerService_ListAccessLog_FullMethodName:      {config.RoleAdmin},
+	ledgerv1.LedgerService_AppendReceipt_FullMethodName:       {config.RoleWriter},
+	ledgerv1.LedgerService_AppendReceipts_FullMethodName:      {config.RoleWriter},
+	ledgerv1.LedgerService_AppendReceiptStream_FullMethodName: {config.RoleWriter},
+	ledgerv1.LedgerService_AppendRefusal_FullMethodName:       {config.RoleWriter},
+	ledgerv1.LedgerService_GetRow_FullMethodName:              {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_ListRows_FullMethodName:            {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetEvidence_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetJwksSnapshot_FullMethodName:     {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_VerifyRow_FullMethodName:           {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_AppendDisputeEvent_FullMethodName:  {config.RoleSupport, config.RoleAdmin},
+	ledgerv1.LedgerService_RunDrill_FullMethodName:            {config.RoleSupport, config.RoleAdmin},
+	ledgerv1.LedgerService_GetDrill_FullMethodName:            {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_ListDrills_FullMethodName:          {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_RevokeGrant_FullMethodName:         {config.RoleWriter, config.RoleAdmin},
+	ledgerv1.LedgerService_GetGrant_FullMethodName:            {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_CheckIntegrity_FullMethodName:      {config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_RestoreEvidence_FullMethodName:     {config.RoleAdmin},
+	ledgerv1.LedgerService_ListIncidents_FullMethodName:       {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_GetIncident_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_CloseIncident_FullMethodName:       {config.RoleAdmin},
+	ledgerv1.LedgerService_Sweep_FullMethodName:               {config.RoleAdmin, config.RoleAuditor}, // auditors: dry runs only
+	ledgerv1.LedgerService_GetOutbox_FullMethodName:           {config.RoleAdmin},
+	ledgerv1.LedgerService_RetryDeadLetters_FullMethodName:    {config.RoleAdmin},
+	ledgerv1.LedgerService_GetRowProof_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_WhoAmI_FullMethodName:              config.Roles, // any valid key
+	ledgerv1.LedgerService_ListAccessLog_FullMethodName:       {config.RoleAdmin},
 }
 
 // publicMethods need no key.
@@ -140,8 +141,18 @@ func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 }
 
 func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if _, err := a.authorize(ss.Context(), info.FullMethod); err != nil {
+	ctx, err := a.authorize(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
 	}
-	return handler(srv, ss)
+	return handler(srv, authorizedStream{ServerStream: ss, ctx: ctx})
 }
+
+// authorizedStream is a stream whose context names its caller, as a unary
+// call's does.
+type authorizedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s authorizedStream) Context() context.Context { return s.ctx }

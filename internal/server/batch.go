@@ -110,10 +110,7 @@ func byGrant(ins []ledger.ReceiptInput) [][]int {
 	var grants [][]int
 	at := map[string]int{}
 	for i, in := range ins {
-		var g string
-		if rc, err := in.Parsed.Receipt(); err == nil {
-			g = rc.GrantID
-		}
+		g := grantOf(in)
 		k, ok := at[g]
 		if !ok {
 			k = len(grants)
@@ -125,15 +122,22 @@ func byGrant(ins []ledger.ReceiptInput) [][]int {
 	return grants
 }
 
-// newBatchReceipts counts the receipts AppendReceipts answered, by the
-// code of each one's result: an AppendReceipts call is answered OK when
-// some of its receipts were not, so grpc_server_handled_total does not
-// show them. The codes a receipt is answered with show from 0.
-func newBatchReceipts(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pactledger_batch_receipts_total",
-		Help: "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result.",
-	}, []string{"code"})
+// grantOf is the grant in's receipt names as parsed, before it is
+// verified ("" when its claims cannot be read). It only decides which
+// receipts are recorded in order (AppendReceipts, AppendReceiptStream).
+func grantOf(in ledger.ReceiptInput) string {
+	if rc, err := in.Parsed.Receipt(); err == nil {
+		return rc.GrantID
+	}
+	return ""
+}
+
+// newReceiptCodes counts the receipts AppendReceipts or AppendReceiptStream
+// answered, by the code of each one's result: such a call is answered OK
+// when some of its receipts were not, so grpc_server_handled_total does
+// not show them. The codes a receipt is answered with show from 0.
+func newReceiptCodes(reg prometheus.Registerer, name, help string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"code"})
 	for _, code := range []codes.Code{codes.OK, codes.InvalidArgument, codes.NotFound, codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Canceled, codes.DeadlineExceeded, codes.Internal} {
 		c.WithLabelValues(code.String())
 	}

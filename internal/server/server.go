@@ -68,6 +68,8 @@ type Server struct {
 	// workers runs the receipts of AppendReceipts calls; closeAll stops
 	// its goroutines.
 	workers *workers
+	// draining is closed when shutdown begins (AppendReceiptStream).
+	draining chan struct{}
 }
 
 // streamWorkers is how many goroutines the gRPC server keeps to run calls
@@ -294,7 +296,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	s.workers = newWorkers(streamWorkers)
-	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, batchReceipts: newBatchReceipts(reg), workers: s.workers}
+	s.draining = make(chan struct{})
+	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, draining: s.draining,
+		batchReceipts:  newReceiptCodes(reg, "pactledger_batch_receipts_total", "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result."),
+		streamReceipts: newReceiptCodes(reg, "pactledger_stream_receipts_total", "Receipts answered on AppendReceiptStream streams, by the gRPC code of each one's result."),
+	}
 	ledgerv1.RegisterLedgerServiceServer(s.grpc, svc)
 	// The REST gateway and the console call the same service in process,
 	// through the same interceptors.
@@ -736,6 +742,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.pactHTTP != nil {
 		_ = s.pactHTTP.Shutdown(sctx)
 	}
+	close(s.draining) // streams answer what they read and end
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {

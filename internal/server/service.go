@@ -34,10 +34,14 @@ type service struct {
 	// (openCheckpoint).
 	lastCP atomic.Pointer[openedCheckpoint]
 	access *ledger.AccessLog
-	// batchReceipts counts AppendReceipts' results by code.
-	batchReceipts *prometheus.CounterVec
-	// workers runs the receipts of AppendReceipts calls.
+	// batchReceipts and streamReceipts count AppendReceipts' and
+	// AppendReceiptStream's results by code.
+	batchReceipts, streamReceipts *prometheus.CounterVec
+	// workers runs the receipts of AppendReceipts calls and streams.
 	workers *workers
+	// draining is closed when ledgerd begins to shut down: streams stop
+	// reading receipts (AppendReceiptStream).
+	draining <-chan struct{}
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.

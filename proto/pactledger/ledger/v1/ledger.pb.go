@@ -869,6 +869,118 @@ func (x *AppendReceiptsResponse) GetResults() []*AppendReceiptResult {
 	return nil
 }
 
+// AppendReceiptStreamRequest is one receipt sent on an AppendReceiptStream.
+type AppendReceiptStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's number for the receipt, given back with its answer (the
+	// ledger does not read it otherwise: numbering is the writer's).
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The receipt, as AppendReceipt takes it.
+	Receipt       *AppendReceiptRequest `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendReceiptStreamRequest) Reset() {
+	*x = AppendReceiptStreamRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendReceiptStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendReceiptStreamRequest) ProtoMessage() {}
+
+func (x *AppendReceiptStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendReceiptStreamRequest.ProtoReflect.Descriptor instead.
+func (*AppendReceiptStreamRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendReceiptStreamRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AppendReceiptStreamRequest) GetReceipt() *AppendReceiptRequest {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+// AppendReceiptStreamResponse answers one receipt of an AppendReceiptStream.
+type AppendReceiptStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The seq the receipt was sent with.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// What AppendReceipt would have answered (code 10 ABORTED: an earlier
+	// receipt of the same grant on the stream is to be sent again).
+	Result        *AppendReceiptResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendReceiptStreamResponse) Reset() {
+	*x = AppendReceiptStreamResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendReceiptStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendReceiptStreamResponse) ProtoMessage() {}
+
+func (x *AppendReceiptStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendReceiptStreamResponse.ProtoReflect.Descriptor instead.
+func (*AppendReceiptStreamResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendReceiptStreamResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AppendReceiptStreamResponse) GetResult() *AppendReceiptResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // AppendReceiptResult is what AppendReceipt would have answered for one
 // receipt: the row and outcome, or the error (code not 0).
 type AppendReceiptResult struct {
@@ -895,7 +1007,7 @@ type AppendReceiptResult struct {
 
 func (x *AppendReceiptResult) Reset() {
 	*x = AppendReceiptResult{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1019,7 @@ func (x *AppendReceiptResult) String() string {
 func (*AppendReceiptResult) ProtoMessage() {}
 
 func (x *AppendReceiptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1032,7 @@ func (x *AppendReceiptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendReceiptResult.ProtoReflect.Descriptor instead.
 func (*AppendReceiptResult) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AppendReceiptResult) GetResponse() *AppendReceiptResponse {
@@ -971,7 +1083,7 @@ type RefusalAction struct {
 
 func (x *RefusalAction) Reset() {
 	*x = RefusalAction{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1095,7 @@ func (x *RefusalAction) String() string {
 func (*RefusalAction) ProtoMessage() {}
 
 func (x *RefusalAction) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1108,7 @@ func (x *RefusalAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefusalAction.ProtoReflect.Descriptor instead.
 func (*RefusalAction) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefusalAction) GetTool() string {
@@ -1034,7 +1146,7 @@ type AppendRefusalRequest struct {
 
 func (x *AppendRefusalRequest) Reset() {
 	*x = AppendRefusalRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1158,7 @@ func (x *AppendRefusalRequest) String() string {
 func (*AppendRefusalRequest) ProtoMessage() {}
 
 func (x *AppendRefusalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1171,7 @@ func (x *AppendRefusalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRefusalRequest.ProtoReflect.Descriptor instead.
 func (*AppendRefusalRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AppendRefusalRequest) GetClaimedPrincipal() string {
@@ -1115,7 +1227,7 @@ type AppendRefusalResponse struct {
 
 func (x *AppendRefusalResponse) Reset() {
 	*x = AppendRefusalResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1239,7 @@ func (x *AppendRefusalResponse) String() string {
 func (*AppendRefusalResponse) ProtoMessage() {}
 
 func (x *AppendRefusalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1252,7 @@ func (x *AppendRefusalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRefusalResponse.ProtoReflect.Descriptor instead.
 func (*AppendRefusalResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendRefusalResponse) GetRow() *Row {
@@ -1165,7 +1277,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1289,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1302,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Agent) GetPlatform() string {
@@ -1227,7 +1339,7 @@ type BrandKey struct {
 
 func (x *BrandKey) Reset() {
 	*x = BrandKey{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1351,7 @@ func (x *BrandKey) String() string {
 func (*BrandKey) ProtoMessage() {}
 
 func (x *BrandKey) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1364,7 @@ func (x *BrandKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrandKey.ProtoReflect.Descriptor instead.
 func (*BrandKey) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BrandKey) GetKid() string {
@@ -1286,7 +1398,7 @@ type RowAction struct {
 
 func (x *RowAction) Reset() {
 	*x = RowAction{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1410,7 @@ func (x *RowAction) String() string {
 func (*RowAction) ProtoMessage() {}
 
 func (x *RowAction) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1423,7 @@ func (x *RowAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowAction.ProtoReflect.Descriptor instead.
 func (*RowAction) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RowAction) GetTool() string {
@@ -1357,7 +1469,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1481,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1494,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Check) GetName() string {
@@ -1423,7 +1535,7 @@ type Verifier struct {
 
 func (x *Verifier) Reset() {
 	*x = Verifier{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1547,7 @@ func (x *Verifier) String() string {
 func (*Verifier) ProtoMessage() {}
 
 func (x *Verifier) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1560,7 @@ func (x *Verifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verifier.ProtoReflect.Descriptor instead.
 func (*Verifier) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Verifier) GetCheckedBy() string {
@@ -1496,7 +1608,7 @@ type DisputeEvent struct {
 
 func (x *DisputeEvent) Reset() {
 	*x = DisputeEvent{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1620,7 @@ func (x *DisputeEvent) String() string {
 func (*DisputeEvent) ProtoMessage() {}
 
 func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1633,7 @@ func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisputeEvent.ProtoReflect.Descriptor instead.
 func (*DisputeEvent) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DisputeEvent) GetAt() *timestamppb.Timestamp {
@@ -1567,7 +1679,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1691,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1704,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Refusal) GetClaimedPrincipal() string {
@@ -1681,7 +1793,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1805,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1818,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Row) GetId() string {
@@ -1909,7 +2021,7 @@ type GetRowRequest struct {
 
 func (x *GetRowRequest) Reset() {
 	*x = GetRowRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2033,7 @@ func (x *GetRowRequest) String() string {
 func (*GetRowRequest) ProtoMessage() {}
 
 func (x *GetRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2046,7 @@ func (x *GetRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowRequest.ProtoReflect.Descriptor instead.
 func (*GetRowRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetRowRequest) GetId() string {
@@ -1955,7 +2067,7 @@ type GetRowResponse struct {
 
 func (x *GetRowResponse) Reset() {
 	*x = GetRowResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2079,7 @@ func (x *GetRowResponse) String() string {
 func (*GetRowResponse) ProtoMessage() {}
 
 func (x *GetRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2092,7 @@ func (x *GetRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowResponse.ProtoReflect.Descriptor instead.
 func (*GetRowResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRowResponse) GetRow() *Row {
@@ -2019,7 +2131,7 @@ type ListRowsRequest struct {
 
 func (x *ListRowsRequest) Reset() {
 	*x = ListRowsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2143,7 @@ func (x *ListRowsRequest) String() string {
 func (*ListRowsRequest) ProtoMessage() {}
 
 func (x *ListRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2156,7 @@ func (x *ListRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRowsRequest.ProtoReflect.Descriptor instead.
 func (*ListRowsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListRowsRequest) GetPrincipal() string {
@@ -2130,7 +2242,7 @@ type ListRowsResponse struct {
 
 func (x *ListRowsResponse) Reset() {
 	*x = ListRowsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2254,7 @@ func (x *ListRowsResponse) String() string {
 func (*ListRowsResponse) ProtoMessage() {}
 
 func (x *ListRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2267,7 @@ func (x *ListRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRowsResponse.ProtoReflect.Descriptor instead.
 func (*ListRowsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRowsResponse) GetRows() []*Row {
@@ -2183,7 +2295,7 @@ type GetEvidenceRequest struct {
 
 func (x *GetEvidenceRequest) Reset() {
 	*x = GetEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2307,7 @@ func (x *GetEvidenceRequest) String() string {
 func (*GetEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2320,7 @@ func (x *GetEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetEvidenceRequest) GetId() string {
@@ -2248,7 +2360,7 @@ type EvidenceObject struct {
 
 func (x *EvidenceObject) Reset() {
 	*x = EvidenceObject{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2372,7 @@ func (x *EvidenceObject) String() string {
 func (*EvidenceObject) ProtoMessage() {}
 
 func (x *EvidenceObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2385,7 @@ func (x *EvidenceObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceObject.ProtoReflect.Descriptor instead.
 func (*EvidenceObject) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EvidenceObject) GetName() string {
@@ -2373,7 +2485,7 @@ type GetEvidenceResponse struct {
 
 func (x *GetEvidenceResponse) Reset() {
 	*x = GetEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2497,7 @@ func (x *GetEvidenceResponse) String() string {
 func (*GetEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2510,7 @@ func (x *GetEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetEvidenceResponse) GetRowId() string {
@@ -2475,7 +2587,7 @@ type GetJwksSnapshotRequest struct {
 
 func (x *GetJwksSnapshotRequest) Reset() {
 	*x = GetJwksSnapshotRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2599,7 @@ func (x *GetJwksSnapshotRequest) String() string {
 func (*GetJwksSnapshotRequest) ProtoMessage() {}
 
 func (x *GetJwksSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2612,7 @@ func (x *GetJwksSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetJwksSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetJwksSnapshotRequest) GetId() string {
@@ -2529,7 +2641,7 @@ type GetJwksSnapshotResponse struct {
 
 func (x *GetJwksSnapshotResponse) Reset() {
 	*x = GetJwksSnapshotResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2653,7 @@ func (x *GetJwksSnapshotResponse) String() string {
 func (*GetJwksSnapshotResponse) ProtoMessage() {}
 
 func (x *GetJwksSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2666,7 @@ func (x *GetJwksSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJwksSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetJwksSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetJwksSnapshotResponse) GetId() string {
@@ -2603,7 +2715,7 @@ type VerifyRowRequest struct {
 
 func (x *VerifyRowRequest) Reset() {
 	*x = VerifyRowRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2727,7 @@ func (x *VerifyRowRequest) String() string {
 func (*VerifyRowRequest) ProtoMessage() {}
 
 func (x *VerifyRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2740,7 @@ func (x *VerifyRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRowRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRowRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VerifyRowRequest) GetId() string {
@@ -2657,7 +2769,7 @@ type VerifyRowResponse struct {
 
 func (x *VerifyRowResponse) Reset() {
 	*x = VerifyRowResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2781,7 @@ func (x *VerifyRowResponse) String() string {
 func (*VerifyRowResponse) ProtoMessage() {}
 
 func (x *VerifyRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2794,7 @@ func (x *VerifyRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRowResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRowResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{28}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VerifyRowResponse) GetRowId() string {
@@ -2735,7 +2847,7 @@ type AppendDisputeEventRequest struct {
 
 func (x *AppendDisputeEventRequest) Reset() {
 	*x = AppendDisputeEventRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2859,7 @@ func (x *AppendDisputeEventRequest) String() string {
 func (*AppendDisputeEventRequest) ProtoMessage() {}
 
 func (x *AppendDisputeEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[29]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2872,7 @@ func (x *AppendDisputeEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendDisputeEventRequest.ProtoReflect.Descriptor instead.
 func (*AppendDisputeEventRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{29}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppendDisputeEventRequest) GetId() string {
@@ -2795,7 +2907,7 @@ type AppendDisputeEventResponse struct {
 
 func (x *AppendDisputeEventResponse) Reset() {
 	*x = AppendDisputeEventResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2919,7 @@ func (x *AppendDisputeEventResponse) String() string {
 func (*AppendDisputeEventResponse) ProtoMessage() {}
 
 func (x *AppendDisputeEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[30]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2932,7 @@ func (x *AppendDisputeEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendDisputeEventResponse.ProtoReflect.Descriptor instead.
 func (*AppendDisputeEventResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{30}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppendDisputeEventResponse) GetRow() *Row {
@@ -2841,7 +2953,7 @@ type MonthlyDrill struct {
 
 func (x *MonthlyDrill) Reset() {
 	*x = MonthlyDrill{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2965,7 @@ func (x *MonthlyDrill) String() string {
 func (*MonthlyDrill) ProtoMessage() {}
 
 func (x *MonthlyDrill) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[31]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2978,7 @@ func (x *MonthlyDrill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonthlyDrill.ProtoReflect.Descriptor instead.
 func (*MonthlyDrill) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{31}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MonthlyDrill) GetSample() int32 {
@@ -2894,7 +3006,7 @@ type RunDrillRequest struct {
 
 func (x *RunDrillRequest) Reset() {
 	*x = RunDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3018,7 @@ func (x *RunDrillRequest) String() string {
 func (*RunDrillRequest) ProtoMessage() {}
 
 func (x *RunDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[32]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3031,7 @@ func (x *RunDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillRequest.ProtoReflect.Descriptor instead.
 func (*RunDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{32}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RunDrillRequest) GetTarget() string {
@@ -2969,7 +3081,7 @@ type DrillPull struct {
 
 func (x *DrillPull) Reset() {
 	*x = DrillPull{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3093,7 @@ func (x *DrillPull) String() string {
 func (*DrillPull) ProtoMessage() {}
 
 func (x *DrillPull) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[33]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3106,7 @@ func (x *DrillPull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillPull.ProtoReflect.Descriptor instead.
 func (*DrillPull) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{33}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrillPull) GetRowId() string {
@@ -3075,7 +3187,7 @@ type DrillReport struct {
 
 func (x *DrillReport) Reset() {
 	*x = DrillReport{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3199,7 @@ func (x *DrillReport) String() string {
 func (*DrillReport) ProtoMessage() {}
 
 func (x *DrillReport) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[34]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3212,7 @@ func (x *DrillReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillReport.ProtoReflect.Descriptor instead.
 func (*DrillReport) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{34}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrillReport) GetId() string {
@@ -3228,7 +3340,7 @@ type DrillListedRow struct {
 
 func (x *DrillListedRow) Reset() {
 	*x = DrillListedRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3352,7 @@ func (x *DrillListedRow) String() string {
 func (*DrillListedRow) ProtoMessage() {}
 
 func (x *DrillListedRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[35]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3365,7 @@ func (x *DrillListedRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillListedRow.ProtoReflect.Descriptor instead.
 func (*DrillListedRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{35}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrillListedRow) GetRowId() string {
@@ -3288,7 +3400,7 @@ type DrillRowProof struct {
 
 func (x *DrillRowProof) Reset() {
 	*x = DrillRowProof{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3412,7 @@ func (x *DrillRowProof) String() string {
 func (*DrillRowProof) ProtoMessage() {}
 
 func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[36]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3425,7 @@ func (x *DrillRowProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRowProof.ProtoReflect.Descriptor instead.
 func (*DrillRowProof) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{36}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DrillRowProof) GetRowId() string {
@@ -3355,7 +3467,7 @@ type RunDrillResponse struct {
 
 func (x *RunDrillResponse) Reset() {
 	*x = RunDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3479,7 @@ func (x *RunDrillResponse) String() string {
 func (*RunDrillResponse) ProtoMessage() {}
 
 func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[37]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3492,7 @@ func (x *RunDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDrillResponse.ProtoReflect.Descriptor instead.
 func (*RunDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{37}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RunDrillResponse) GetReport() *DrillReport {
@@ -3401,7 +3513,7 @@ type GetDrillRequest struct {
 
 func (x *GetDrillRequest) Reset() {
 	*x = GetDrillRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3525,7 @@ func (x *GetDrillRequest) String() string {
 func (*GetDrillRequest) ProtoMessage() {}
 
 func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[38]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3538,7 @@ func (x *GetDrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillRequest.ProtoReflect.Descriptor instead.
 func (*GetDrillRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{38}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetDrillRequest) GetId() string {
@@ -3447,7 +3559,7 @@ type GetDrillResponse struct {
 
 func (x *GetDrillResponse) Reset() {
 	*x = GetDrillResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3571,7 @@ func (x *GetDrillResponse) String() string {
 func (*GetDrillResponse) ProtoMessage() {}
 
 func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[39]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3584,7 @@ func (x *GetDrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDrillResponse.ProtoReflect.Descriptor instead.
 func (*GetDrillResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{39}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetDrillResponse) GetReport() *DrillReport {
@@ -3495,7 +3607,7 @@ type ListDrillsRequest struct {
 
 func (x *ListDrillsRequest) Reset() {
 	*x = ListDrillsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3619,7 @@ func (x *ListDrillsRequest) String() string {
 func (*ListDrillsRequest) ProtoMessage() {}
 
 func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[40]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3632,7 @@ func (x *ListDrillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsRequest.ProtoReflect.Descriptor instead.
 func (*ListDrillsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{40}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListDrillsRequest) GetPageSize() int32 {
@@ -3550,7 +3662,7 @@ type ListDrillsResponse struct {
 
 func (x *ListDrillsResponse) Reset() {
 	*x = ListDrillsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3674,7 @@ func (x *ListDrillsResponse) String() string {
 func (*ListDrillsResponse) ProtoMessage() {}
 
 func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[41]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3687,7 @@ func (x *ListDrillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDrillsResponse.ProtoReflect.Descriptor instead.
 func (*ListDrillsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{41}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDrillsResponse) GetReports() []*DrillReport {
@@ -3609,7 +3721,7 @@ type Revocation struct {
 
 func (x *Revocation) Reset() {
 	*x = Revocation{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3733,7 @@ func (x *Revocation) String() string {
 func (*Revocation) ProtoMessage() {}
 
 func (x *Revocation) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[42]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3746,7 @@ func (x *Revocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
 func (*Revocation) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{42}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Revocation) GetRevokedAt() *timestamppb.Timestamp {
@@ -3681,7 +3793,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3805,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[43]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3818,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{43}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -3743,7 +3855,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3867,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[44]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3880,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{44}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RevokeGrantResponse) GetGrantId() string {
@@ -3796,7 +3908,7 @@ type GetGrantRequest struct {
 
 func (x *GetGrantRequest) Reset() {
 	*x = GetGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3920,7 @@ func (x *GetGrantRequest) String() string {
 func (*GetGrantRequest) ProtoMessage() {}
 
 func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3933,7 @@ func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
 func (*GetGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetGrantRequest) GetGrantId() string {
@@ -3856,7 +3968,7 @@ type GetGrantResponse struct {
 
 func (x *GetGrantResponse) Reset() {
 	*x = GetGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3980,7 @@ func (x *GetGrantResponse) String() string {
 func (*GetGrantResponse) ProtoMessage() {}
 
 func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3993,7 @@ func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
 func (*GetGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetGrantResponse) GetGrantId() string {
@@ -3953,7 +4065,7 @@ type CheckIntegrityRequest struct {
 
 func (x *CheckIntegrityRequest) Reset() {
 	*x = CheckIntegrityRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4077,7 @@ func (x *CheckIntegrityRequest) String() string {
 func (*CheckIntegrityRequest) ProtoMessage() {}
 
 func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4090,7 @@ func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckIntegrityRequest) GetPageSize() int32 {
@@ -4011,7 +4123,7 @@ type IntegrityFinding struct {
 
 func (x *IntegrityFinding) Reset() {
 	*x = IntegrityFinding{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4135,7 @@ func (x *IntegrityFinding) String() string {
 func (*IntegrityFinding) ProtoMessage() {}
 
 func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4148,7 @@ func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
 func (*IntegrityFinding) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *IntegrityFinding) GetRowId() string {
@@ -4079,7 +4191,7 @@ type CheckIntegrityResponse struct {
 
 func (x *CheckIntegrityResponse) Reset() {
 	*x = CheckIntegrityResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4203,7 @@ func (x *CheckIntegrityResponse) String() string {
 func (*CheckIntegrityResponse) ProtoMessage() {}
 
 func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4216,7 @@ func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
@@ -4153,7 +4265,7 @@ type RestoreEvidenceRequest struct {
 
 func (x *RestoreEvidenceRequest) Reset() {
 	*x = RestoreEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +4277,7 @@ func (x *RestoreEvidenceRequest) String() string {
 func (*RestoreEvidenceRequest) ProtoMessage() {}
 
 func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +4290,7 @@ func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RestoreEvidenceRequest) GetId() string {
@@ -4203,7 +4315,7 @@ type RestoreEvidenceResponse struct {
 
 func (x *RestoreEvidenceResponse) Reset() {
 	*x = RestoreEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4215,7 +4327,7 @@ func (x *RestoreEvidenceResponse) String() string {
 func (*RestoreEvidenceResponse) ProtoMessage() {}
 
 func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4228,7 +4340,7 @@ func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RestoreEvidenceResponse) GetRowId() string {
@@ -4283,7 +4395,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4295,7 +4407,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4308,7 +4420,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Incident) GetId() string {
@@ -4401,7 +4513,7 @@ type ListIncidentsRequest struct {
 
 func (x *ListIncidentsRequest) Reset() {
 	*x = ListIncidentsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4525,7 @@ func (x *ListIncidentsRequest) String() string {
 func (*ListIncidentsRequest) ProtoMessage() {}
 
 func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4538,7 @@ func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
 func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListIncidentsRequest) GetPageSize() int32 {
@@ -4456,7 +4568,7 @@ type ListIncidentsResponse struct {
 
 func (x *ListIncidentsResponse) Reset() {
 	*x = ListIncidentsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4580,7 @@ func (x *ListIncidentsResponse) String() string {
 func (*ListIncidentsResponse) ProtoMessage() {}
 
 func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4593,7 @@ func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
 func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListIncidentsResponse) GetIncidents() []*Incident {
@@ -4509,7 +4621,7 @@ type GetIncidentRequest struct {
 
 func (x *GetIncidentRequest) Reset() {
 	*x = GetIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4633,7 @@ func (x *GetIncidentRequest) String() string {
 func (*GetIncidentRequest) ProtoMessage() {}
 
 func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4646,7 @@ func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentRequest.ProtoReflect.Descriptor instead.
 func (*GetIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetIncidentRequest) GetId() string {
@@ -4562,7 +4674,7 @@ type GetIncidentResponse struct {
 
 func (x *GetIncidentResponse) Reset() {
 	*x = GetIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4574,7 +4686,7 @@ func (x *GetIncidentResponse) String() string {
 func (*GetIncidentResponse) ProtoMessage() {}
 
 func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4587,7 +4699,7 @@ func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentResponse.ProtoReflect.Descriptor instead.
 func (*GetIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetIncidentResponse) GetIncident() *Incident {
@@ -4631,7 +4743,7 @@ type CloseIncidentRequest struct {
 
 func (x *CloseIncidentRequest) Reset() {
 	*x = CloseIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4643,7 +4755,7 @@ func (x *CloseIncidentRequest) String() string {
 func (*CloseIncidentRequest) ProtoMessage() {}
 
 func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4656,7 +4768,7 @@ func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentRequest.ProtoReflect.Descriptor instead.
 func (*CloseIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CloseIncidentRequest) GetId() string {
@@ -4684,7 +4796,7 @@ type CloseIncidentResponse struct {
 
 func (x *CloseIncidentResponse) Reset() {
 	*x = CloseIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4696,7 +4808,7 @@ func (x *CloseIncidentResponse) String() string {
 func (*CloseIncidentResponse) ProtoMessage() {}
 
 func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4709,7 +4821,7 @@ func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentResponse.ProtoReflect.Descriptor instead.
 func (*CloseIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CloseIncidentResponse) GetIncident() *Incident {
@@ -4730,7 +4842,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4742,7 +4854,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4755,7 +4867,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SweepRequest) GetDryRun() bool {
@@ -4782,7 +4894,7 @@ type SweptRow struct {
 
 func (x *SweptRow) Reset() {
 	*x = SweptRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4794,7 +4906,7 @@ func (x *SweptRow) String() string {
 func (*SweptRow) ProtoMessage() {}
 
 func (x *SweptRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4807,7 +4919,7 @@ func (x *SweptRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
 func (*SweptRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SweptRow) GetRowId() string {
@@ -4863,7 +4975,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +4987,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5000,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
@@ -4960,7 +5072,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4972,7 +5084,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4985,7 +5097,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetOutboxRequest) GetPageSize() int32 {
@@ -5025,7 +5137,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5149,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5162,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *OutboxEntry) GetSeq() uint64 {
@@ -5115,7 +5227,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5239,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5252,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeadLetter) GetEntry() *OutboxEntry {
@@ -5200,7 +5312,7 @@ type GetOutboxResponse struct {
 
 func (x *GetOutboxResponse) Reset() {
 	*x = GetOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5212,7 +5324,7 @@ func (x *GetOutboxResponse) String() string {
 func (*GetOutboxResponse) ProtoMessage() {}
 
 func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5225,7 +5337,7 @@ func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetOutboxResponse) GetDepth() int32 {
@@ -5283,7 +5395,7 @@ type RetryDeadLettersRequest struct {
 
 func (x *RetryDeadLettersRequest) Reset() {
 	*x = RetryDeadLettersRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5295,7 +5407,7 @@ func (x *RetryDeadLettersRequest) String() string {
 func (*RetryDeadLettersRequest) ProtoMessage() {}
 
 func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5308,7 +5420,7 @@ func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RetryDeadLettersRequest) GetKey() string {
@@ -5336,7 +5448,7 @@ type RetryDeadLettersResponse struct {
 
 func (x *RetryDeadLettersResponse) Reset() {
 	*x = RetryDeadLettersResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5348,7 +5460,7 @@ func (x *RetryDeadLettersResponse) String() string {
 func (*RetryDeadLettersResponse) ProtoMessage() {}
 
 func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5361,7 +5473,7 @@ func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RetryDeadLettersResponse) GetRetried() int32 {
@@ -5380,7 +5492,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5392,7 +5504,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5405,7 +5517,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
 }
 
 // GetCheckpointResponse is the latest signed checkpoint.
@@ -5427,7 +5539,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5439,7 +5551,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5452,7 +5564,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() string {
@@ -5497,7 +5609,7 @@ type GetRowProofRequest struct {
 
 func (x *GetRowProofRequest) Reset() {
 	*x = GetRowProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5509,7 +5621,7 @@ func (x *GetRowProofRequest) String() string {
 func (*GetRowProofRequest) ProtoMessage() {}
 
 func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5522,7 +5634,7 @@ func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
 func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetRowProofRequest) GetId() string {
@@ -5558,7 +5670,7 @@ type GetRowProofResponse struct {
 
 func (x *GetRowProofResponse) Reset() {
 	*x = GetRowProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +5682,7 @@ func (x *GetRowProofResponse) String() string {
 func (*GetRowProofResponse) ProtoMessage() {}
 
 func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +5695,7 @@ func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
 func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetRowProofResponse) GetLeafIndex() int64 {
@@ -5634,7 +5746,7 @@ type GetConsistencyProofRequest struct {
 
 func (x *GetConsistencyProofRequest) Reset() {
 	*x = GetConsistencyProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5758,7 @@ func (x *GetConsistencyProofRequest) String() string {
 func (*GetConsistencyProofRequest) ProtoMessage() {}
 
 func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5771,7 @@ func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetConsistencyProofRequest) GetFrom() int64 {
@@ -5691,7 +5803,7 @@ type GetConsistencyProofResponse struct {
 
 func (x *GetConsistencyProofResponse) Reset() {
 	*x = GetConsistencyProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5703,7 +5815,7 @@ func (x *GetConsistencyProofResponse) String() string {
 func (*GetConsistencyProofResponse) ProtoMessage() {}
 
 func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5716,7 +5828,7 @@ func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetConsistencyProofResponse) GetProof() [][]byte {
@@ -5749,7 +5861,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5761,7 +5873,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5774,7 +5886,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{76}
 }
 
 // WhoAmIResponse names the calling key.
@@ -5792,7 +5904,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5804,7 +5916,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5817,7 +5929,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -5864,7 +5976,7 @@ type ListAccessLogRequest struct {
 
 func (x *ListAccessLogRequest) Reset() {
 	*x = ListAccessLogRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5876,7 +5988,7 @@ func (x *ListAccessLogRequest) String() string {
 func (*ListAccessLogRequest) ProtoMessage() {}
 
 func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5889,7 +6001,7 @@ func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAccessLogRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{76}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListAccessLogRequest) GetPageSize() int32 {
@@ -5976,7 +6088,7 @@ type AccessRecord struct {
 
 func (x *AccessRecord) Reset() {
 	*x = AccessRecord{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5988,7 +6100,7 @@ func (x *AccessRecord) String() string {
 func (*AccessRecord) ProtoMessage() {}
 
 func (x *AccessRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6001,7 +6113,7 @@ func (x *AccessRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessRecord.ProtoReflect.Descriptor instead.
 func (*AccessRecord) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{77}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AccessRecord) GetSeq() uint64 {
@@ -6108,7 +6220,7 @@ type ListAccessLogResponse struct {
 
 func (x *ListAccessLogResponse) Reset() {
 	*x = ListAccessLogResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6120,7 +6232,7 @@ func (x *ListAccessLogResponse) String() string {
 func (*ListAccessLogResponse) ProtoMessage() {}
 
 func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6133,7 +6245,7 @@ func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAccessLogResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{78}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListAccessLogResponse) GetRecords() []*AccessRecord {
@@ -6182,7 +6294,13 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x15AppendReceiptsRequest\x12F\n" +
 	"\breceipts\x18\x01 \x03(\v2*.pactledger.ledger.v1.AppendReceiptRequestR\breceipts\"]\n" +
 	"\x16AppendReceiptsResponse\x12C\n" +
-	"\aresults\x18\x01 \x03(\v2).pactledger.ledger.v1.AppendReceiptResultR\aresults\"\xe0\x01\n" +
+	"\aresults\x18\x01 \x03(\v2).pactledger.ledger.v1.AppendReceiptResultR\aresults\"t\n" +
+	"\x1aAppendReceiptStreamRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12D\n" +
+	"\areceipt\x18\x02 \x01(\v2*.pactledger.ledger.v1.AppendReceiptRequestR\areceipt\"r\n" +
+	"\x1bAppendReceiptStreamResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12A\n" +
+	"\x06result\x18\x02 \x01(\v2).pactledger.ledger.v1.AppendReceiptResultR\x06result\"\xe0\x01\n" +
 	"\x13AppendReceiptResult\x12G\n" +
 	"\bresponse\x18\x01 \x01(\v2+.pactledger.ledger.v1.AppendReceiptResponseR\bresponse\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
@@ -6636,10 +6754,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xc2\x15\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xc2\x16\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12k\n" +
-	"\x0eAppendReceipts\x12+.pactledger.ledger.v1.AppendReceiptsRequest\x1a,.pactledger.ledger.v1.AppendReceiptsResponse\x12h\n" +
+	"\x0eAppendReceipts\x12+.pactledger.ledger.v1.AppendReceiptsRequest\x1a,.pactledger.ledger.v1.AppendReceiptsResponse\x12~\n" +
+	"\x13AppendReceiptStream\x120.pactledger.ledger.v1.AppendReceiptStreamRequest\x1a1.pactledger.ledger.v1.AppendReceiptStreamResponse(\x010\x01\x12h\n" +
 	"\rAppendRefusal\x12*.pactledger.ledger.v1.AppendRefusalRequest\x1a+.pactledger.ledger.v1.AppendRefusalResponse\x12S\n" +
 	"\x06GetRow\x12#.pactledger.ledger.v1.GetRowRequest\x1a$.pactledger.ledger.v1.GetRowResponse\x12Y\n" +
 	"\bListRows\x12%.pactledger.ledger.v1.ListRowsRequest\x1a&.pactledger.ledger.v1.ListRowsResponse\x12b\n" +
@@ -6680,7 +6799,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
@@ -6696,230 +6815,236 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*AppendReceiptResponse)(nil),       // 11: pactledger.ledger.v1.AppendReceiptResponse
 	(*AppendReceiptsRequest)(nil),       // 12: pactledger.ledger.v1.AppendReceiptsRequest
 	(*AppendReceiptsResponse)(nil),      // 13: pactledger.ledger.v1.AppendReceiptsResponse
-	(*AppendReceiptResult)(nil),         // 14: pactledger.ledger.v1.AppendReceiptResult
-	(*RefusalAction)(nil),               // 15: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),        // 16: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),       // 17: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                       // 18: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                    // 19: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                   // 20: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                       // 21: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                    // 22: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                // 23: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                     // 24: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                         // 25: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),               // 26: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),              // 27: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),             // 28: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),            // 29: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),          // 30: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),              // 31: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),         // 32: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),      // 33: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),     // 34: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),            // 35: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),           // 36: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),   // 37: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),  // 38: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                // 39: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),             // 40: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                   // 41: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                 // 42: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),              // 43: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),               // 44: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),            // 45: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 46: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 47: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 48: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 49: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 50: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 51: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 52: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 53: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 54: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 55: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 56: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 57: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 58: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 59: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 60: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 61: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 62: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 63: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 64: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 65: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 66: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 67: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 68: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 69: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 70: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 71: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 72: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 73: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 74: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 75: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 76: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 77: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 78: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 79: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 80: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 81: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),               // 82: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),              // 83: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),        // 84: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                // 85: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),       // 86: pactledger.ledger.v1.ListAccessLogResponse
-	(*timestamppb.Timestamp)(nil),       // 87: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 88: google.protobuf.Duration
+	(*AppendReceiptStreamRequest)(nil),  // 14: pactledger.ledger.v1.AppendReceiptStreamRequest
+	(*AppendReceiptStreamResponse)(nil), // 15: pactledger.ledger.v1.AppendReceiptStreamResponse
+	(*AppendReceiptResult)(nil),         // 16: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),               // 17: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),        // 18: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),       // 19: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                       // 20: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                    // 21: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                   // 22: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                       // 23: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                    // 24: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                // 25: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                     // 26: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                         // 27: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),               // 28: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),              // 29: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),             // 30: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),            // 31: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),          // 32: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),              // 33: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),         // 34: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),      // 35: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),     // 36: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),            // 37: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),           // 38: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),   // 39: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),  // 40: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                // 41: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),             // 42: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                   // 43: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                 // 44: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),              // 45: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),               // 46: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),            // 47: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 48: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 49: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 50: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 51: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 52: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 53: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 54: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 55: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 56: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 57: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 58: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 59: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 60: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 61: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 62: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 63: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 64: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 65: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 66: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 67: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 68: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 69: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 70: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 71: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 72: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 73: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 74: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 75: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 76: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 77: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 78: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 79: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 80: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 81: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 82: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 83: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),               // 84: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),              // 85: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),        // 86: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                // 87: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),       // 88: pactledger.ledger.v1.ListAccessLogResponse
+	(*timestamppb.Timestamp)(nil),       // 89: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 90: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	87,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	89,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	25,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	27,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
 	10,  // 5: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	14,  // 6: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	11,  // 7: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	88,  // 8: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
-	15,  // 9: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	87,  // 10: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	25,  // 11: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
-	2,   // 12: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
-	3,   // 13: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	87,  // 14: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	21,  // 15: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	87,  // 16: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
-	5,   // 17: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	0,   // 18: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
-	1,   // 19: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	18,  // 20: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	19,  // 21: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	9,   // 22: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	20,  // 23: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	87,  // 24: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	87,  // 25: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	22,  // 26: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
-	4,   // 27: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	87,  // 28: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
-	5,   // 29: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	23,  // 30: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	24,  // 31: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	25,  // 32: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
-	1,   // 33: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
-	4,   // 34: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	87,  // 35: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	87,  // 36: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	25,  // 37: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	87,  // 38: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	8,   // 39: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	31,  // 40: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	87,  // 41: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	31,  // 42: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	21,  // 43: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	21,  // 44: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,   // 45: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	25,  // 46: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	39,  // 47: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	7,   // 48: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	87,  // 49: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	87,  // 50: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	41,  // 51: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	40,  // 52: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	31,  // 53: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	44,  // 54: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	43,  // 55: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
-	42,  // 56: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	42,  // 57: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	42,  // 58: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	87,  // 59: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	87,  // 60: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	87,  // 61: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	50,  // 62: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	50,  // 63: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	25,  // 64: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	56,  // 65: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	87,  // 66: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	87,  // 67: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	87,  // 68: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	60,  // 69: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	60,  // 70: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	25,  // 71: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	25,  // 72: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	60,  // 73: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,   // 74: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	87,  // 75: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	87,  // 76: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	68,  // 77: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	68,  // 78: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	87,  // 79: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	71,  // 80: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	87,  // 81: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	87,  // 82: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	87,  // 83: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	72,  // 84: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	87,  // 85: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	87,  // 86: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	85,  // 87: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	10,  // 88: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	12,  // 89: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	16,  // 90: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	26,  // 91: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	28,  // 92: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	30,  // 93: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	33,  // 94: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	35,  // 95: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	37,  // 96: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	40,  // 97: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	46,  // 98: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	48,  // 99: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	51,  // 100: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	53,  // 101: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	55,  // 102: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	58,  // 103: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	61,  // 104: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	63,  // 105: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	65,  // 106: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	67,  // 107: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	70,  // 108: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	74,  // 109: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	76,  // 110: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	78,  // 111: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	80,  // 112: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	82,  // 113: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	84,  // 114: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	11,  // 115: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	13,  // 116: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	17,  // 117: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	27,  // 118: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	29,  // 119: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	32,  // 120: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	34,  // 121: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	36,  // 122: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	38,  // 123: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	45,  // 124: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	47,  // 125: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	49,  // 126: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	52,  // 127: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	54,  // 128: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	57,  // 129: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	59,  // 130: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	62,  // 131: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	64,  // 132: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	66,  // 133: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	69,  // 134: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	73,  // 135: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	75,  // 136: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	77,  // 137: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	79,  // 138: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	81,  // 139: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	83,  // 140: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	86,  // 141: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	115, // [115:142] is the sub-list for method output_type
-	88,  // [88:115] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	16,  // 6: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	10,  // 7: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	16,  // 8: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	11,  // 9: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
+	90,  // 10: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	17,  // 11: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	89,  // 12: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	27,  // 13: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	2,   // 14: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
+	3,   // 15: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
+	89,  // 16: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	23,  // 17: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	89,  // 18: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	5,   // 19: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	0,   // 20: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
+	1,   // 21: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
+	20,  // 22: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	21,  // 23: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	9,   // 24: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	22,  // 25: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	89,  // 26: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	89,  // 27: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	24,  // 28: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	4,   // 29: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	89,  // 30: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	5,   // 31: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
+	25,  // 32: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	26,  // 33: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	27,  // 34: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	1,   // 35: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
+	4,   // 36: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	89,  // 37: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 38: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	27,  // 39: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	89,  // 40: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	8,   // 41: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	33,  // 42: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	89,  // 43: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	33,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	23,  // 45: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	23,  // 46: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	5,   // 47: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	27,  // 48: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	41,  // 49: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	7,   // 50: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	89,  // 51: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	89,  // 52: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	43,  // 53: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	42,  // 54: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	33,  // 55: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	46,  // 56: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	45,  // 57: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	44,  // 58: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	44,  // 59: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	44,  // 60: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	89,  // 61: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	89,  // 62: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	89,  // 63: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	52,  // 64: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	52,  // 65: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	27,  // 66: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	58,  // 67: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	89,  // 68: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	89,  // 69: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	89,  // 70: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	62,  // 71: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	62,  // 72: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	27,  // 73: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	27,  // 74: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	62,  // 75: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 76: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	89,  // 77: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	89,  // 78: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	70,  // 79: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	70,  // 80: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	89,  // 81: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	73,  // 82: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	89,  // 83: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	89,  // 84: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	89,  // 85: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	74,  // 86: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	89,  // 87: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 88: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	87,  // 89: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	10,  // 90: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	12,  // 91: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	14,  // 92: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	18,  // 93: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	28,  // 94: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	30,  // 95: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	32,  // 96: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	35,  // 97: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	37,  // 98: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	39,  // 99: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	42,  // 100: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	48,  // 101: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	50,  // 102: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	53,  // 103: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	55,  // 104: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	57,  // 105: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	60,  // 106: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	63,  // 107: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	65,  // 108: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	67,  // 109: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	69,  // 110: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	72,  // 111: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	76,  // 112: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	78,  // 113: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	80,  // 114: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	82,  // 115: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	84,  // 116: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	86,  // 117: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	11,  // 118: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	13,  // 119: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	15,  // 120: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	19,  // 121: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	29,  // 122: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	31,  // 123: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	34,  // 124: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	36,  // 125: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	38,  // 126: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	40,  // 127: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	47,  // 128: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	49,  // 129: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	51,  // 130: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	54,  // 131: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	56,  // 132: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	59,  // 133: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	61,  // 134: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	64,  // 135: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	66,  // 136: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	68,  // 137: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	71,  // 138: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	75,  // 139: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	77,  // 140: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	79,  // 141: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	81,  // 142: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	83,  // 143: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	85,  // 144: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	88,  // 145: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	118, // [118:146] is the sub-list for method output_type
+	90,  // [90:118] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -6933,7 +7058,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   79,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

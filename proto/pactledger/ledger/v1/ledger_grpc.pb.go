@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LedgerService_AppendReceipt_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
 	LedgerService_AppendReceipts_FullMethodName      = "/pactledger.ledger.v1.LedgerService/AppendReceipts"
+	LedgerService_AppendReceiptStream_FullMethodName = "/pactledger.ledger.v1.LedgerService/AppendReceiptStream"
 	LedgerService_AppendRefusal_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
 	LedgerService_GetRow_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetRow"
 	LedgerService_ListRows_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListRows"
@@ -71,6 +72,17 @@ type LedgerServiceClient interface {
 	// send it again, the grant's later ones are answered ABORTED, not
 	// recorded); those of different grants at once. Role: writer.
 	AppendReceipts(ctx context.Context, in *AppendReceiptsRequest, opts ...grpc.CallOption) (*AppendReceiptsResponse, error)
+	// AppendReceiptStream records the receipts a writer sends on one stream,
+	// each as AppendReceipt would, and answers each on its own as soon as it
+	// is recorded: answers come in the order receipts are recorded, each
+	// with the seq its receipt was sent with. The receipts of one grant are
+	// recorded one after another in the order they came (after one answered
+	// with a code to send it again, the grant's receipts already received
+	// behind it are answered ABORTED, not recorded); those of different
+	// grants at once. Up to 64 receipts a stream are read and not yet
+	// answered; the stream is not read further until one is answered. gRPC
+	// only (no REST route). Role: writer.
+	AppendReceiptStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendReceiptStreamRequest, AppendReceiptStreamResponse], error)
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
 	AppendRefusal(ctx context.Context, in *AppendRefusalRequest, opts ...grpc.CallOption) (*AppendRefusalResponse, error)
@@ -185,6 +197,19 @@ func (c *ledgerServiceClient) AppendReceipts(ctx context.Context, in *AppendRece
 	}
 	return out, nil
 }
+
+func (c *ledgerServiceClient) AppendReceiptStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendReceiptStreamRequest, AppendReceiptStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LedgerService_ServiceDesc.Streams[0], LedgerService_AppendReceiptStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AppendReceiptStreamRequest, AppendReceiptStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LedgerService_AppendReceiptStreamClient = grpc.BidiStreamingClient[AppendReceiptStreamRequest, AppendReceiptStreamResponse]
 
 func (c *ledgerServiceClient) AppendRefusal(ctx context.Context, in *AppendRefusalRequest, opts ...grpc.CallOption) (*AppendRefusalResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -455,6 +480,17 @@ type LedgerServiceServer interface {
 	// send it again, the grant's later ones are answered ABORTED, not
 	// recorded); those of different grants at once. Role: writer.
 	AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error)
+	// AppendReceiptStream records the receipts a writer sends on one stream,
+	// each as AppendReceipt would, and answers each on its own as soon as it
+	// is recorded: answers come in the order receipts are recorded, each
+	// with the seq its receipt was sent with. The receipts of one grant are
+	// recorded one after another in the order they came (after one answered
+	// with a code to send it again, the grant's receipts already received
+	// behind it are answered ABORTED, not recorded); those of different
+	// grants at once. Up to 64 receipts a stream are read and not yet
+	// answered; the stream is not read further until one is answered. gRPC
+	// only (no REST route). Role: writer.
+	AppendReceiptStream(grpc.BidiStreamingServer[AppendReceiptStreamRequest, AppendReceiptStreamResponse]) error
 	// AppendRefusal records an action refused or taken without a verifiable
 	// receipt. Role: writer.
 	AppendRefusal(context.Context, *AppendRefusalRequest) (*AppendRefusalResponse, error)
@@ -555,6 +591,9 @@ func (UnimplementedLedgerServiceServer) AppendReceipt(context.Context, *AppendRe
 }
 func (UnimplementedLedgerServiceServer) AppendReceipts(context.Context, *AppendReceiptsRequest) (*AppendReceiptsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendReceipts not implemented")
+}
+func (UnimplementedLedgerServiceServer) AppendReceiptStream(grpc.BidiStreamingServer[AppendReceiptStreamRequest, AppendReceiptStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method AppendReceiptStream not implemented")
 }
 func (UnimplementedLedgerServiceServer) AppendRefusal(context.Context, *AppendRefusalRequest) (*AppendRefusalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendRefusal not implemented")
@@ -687,6 +726,13 @@ func _LedgerService_AppendReceipts_Handler(srv interface{}, ctx context.Context,
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _LedgerService_AppendReceiptStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LedgerServiceServer).AppendReceiptStream(&grpc.GenericServerStream[AppendReceiptStreamRequest, AppendReceiptStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LedgerService_AppendReceiptStreamServer = grpc.BidiStreamingServer[AppendReceiptStreamRequest, AppendReceiptStreamResponse]
 
 func _LedgerService_AppendRefusal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AppendRefusalRequest)
@@ -1254,6 +1300,13 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LedgerService_ListAccessLog_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendReceiptStream",
+			Handler:       _LedgerService_AppendReceiptStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "pactledger/ledger/v1/ledger.proto",
 }

@@ -1,0 +1,281 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// request is r as AppendReceipt takes it.
+func request(r *pacttest.Receipt) *ledgerv1.AppendReceiptRequest {
+	return &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
+}
+
+// openStream opens an AppendReceiptStream with role's key.
+func openStream(t *testing.T, e *env, role string) ledgerv1.LedgerService_AppendReceiptStreamClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s, err := ledgerv1.NewLedgerServiceClient(dial(t, e)).AppendReceiptStream(authCtx(ctx, role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// send sends receipt with seq on s.
+func send(t *testing.T, s ledgerv1.LedgerService_AppendReceiptStreamClient, seq uint64, receipt *ledgerv1.AppendReceiptRequest) {
+	t.Helper()
+	if err := s.Send(&ledgerv1.AppendReceiptStreamRequest{Seq: seq, Receipt: receipt}); err != nil {
+		t.Fatalf("send %d: %v", seq, err)
+	}
+}
+
+// answers receives n answers from s, by seq; each seq is answered once.
+func answers(t *testing.T, s ledgerv1.LedgerService_AppendReceiptStreamClient, n int) map[uint64]*ledgerv1.AppendReceiptResult {
+	t.Helper()
+	got := map[uint64]*ledgerv1.AppendReceiptResult{}
+	for range n {
+		a, err := s.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers of %d: %v", len(got), n, err)
+		}
+		if _, twice := got[a.GetSeq()]; twice {
+			t.Fatalf("seq %d answered twice", a.GetSeq())
+		}
+		got[a.GetSeq()] = a.GetResult()
+	}
+	return got
+}
+
+// brief is r in a few words, for a test's failure.
+func brief(r *ledgerv1.AppendReceiptResult) string {
+	if r.GetCode() != 0 {
+		return fmt.Sprintf("%v: %s", codes.Code(r.GetCode()), r.GetMessage())
+	}
+	return fmt.Sprintf("%v, row %s", r.GetResponse().GetOutcome(), r.GetResponse().GetRow().GetId())
+}
+
+// A stream answers each receipt as AppendReceipt would, once, with its
+// seq: rows recorded, each receipt sent again right behind itself found
+// (a grant's receipts are recorded in the order they came), unparseable
+// receipts refused without the others. The writer closing its side ends
+// the stream with OK once all is answered, the rows read back, and the
+// answers are counted by code on /metrics.
+func TestAppendReceiptStream(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	s := openStream(t, e, "writer")
+	grants := []string{"a2agrant_7Q2F", "a2agrant_other", "a2agrant_third"}
+	const n = 24
+	for i := range n {
+		req := request(e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("A-4%03d", i), GrantID: grants[i%len(grants)]}))
+		send(t, s, uint64(2*i), req)
+		send(t, s, uint64(2*i+1), req) // the same receipt again, right behind it
+	}
+	send(t, s, 1000, &ledgerv1.AppendReceiptRequest{ReceiptJws: "not a compact JWS"})
+	send(t, s, 1001, nil) // no receipt at all
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	got := answers(t, s, 2*n+2)
+	if a, err := s.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after every answer: %v, %v; want the stream's end", a, err)
+	}
+	for i := range n {
+		first, again := got[uint64(2*i)], got[uint64(2*i+1)]
+		if first.GetCode() != 0 || first.GetResponse().GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED || first.GetResponse().GetRow().GetActions()[0].GetTarget() != fmt.Sprintf("A-4%03d", i) {
+			t.Errorf("receipt %d: %s", i, brief(first))
+		}
+		if again.GetCode() != 0 || again.GetResponse().GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_ALREADY_RECORDED || again.GetResponse().GetRow().GetId() != first.GetResponse().GetRow().GetId() {
+			t.Errorf("receipt %d sent again behind itself: %s (first: %s)", i, brief(again), brief(first))
+		}
+	}
+	for _, seq := range []uint64{1000, 1001} {
+		if r := got[seq]; r.GetCode() != int32(codes.InvalidArgument) || r.GetResponse() != nil || r.GetMessage() == "" {
+			t.Errorf("unparseable receipt %d: %s", seq, brief(r))
+		}
+	}
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	for _, seq := range []uint64{0, 2*n - 2} {
+		row := got[seq].GetResponse().GetRow()
+		if rep, err := c.GetRow(authCtx(context.Background(), "support"), &ledgerv1.GetRowRequest{Id: row.GetId()}); err != nil || rep.GetRow().GetStatus() != row.GetStatus() {
+			t.Errorf("row of %d read back: %v, %v", seq, rep, err)
+		}
+	}
+	m := scrape(t, e)
+	if ok, bad := m[`pactledger_stream_receipts_total{code="OK"}`], m[`pactledger_stream_receipts_total{code="InvalidArgument"}`]; ok != 2*n || bad != 2 {
+		t.Errorf("pactledger_stream_receipts_total: OK %v, InvalidArgument %v; want %d and 2", ok, bad, 2*n)
+	}
+}
+
+// A stream is a writer's: a reader's key, or none, is refused before any
+// receipt is read.
+func TestAppendReceiptStreamRoles(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	for role, want := range map[string]codes.Code{"support": codes.PermissionDenied, "": codes.Unauthenticated} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if role != "" {
+			ctx = authCtx(ctx, role)
+		}
+		s, err := ledgerv1.NewLedgerServiceClient(dial(t, e)).AppendReceiptStream(ctx)
+		if err == nil {
+			_ = s.Send(&ledgerv1.AppendReceiptStreamRequest{Seq: 1, Receipt: request(e.sc.Mint(pacttest.Spec{Target: "A-4900"}))})
+			_, err = s.Recv()
+		}
+		cancel()
+		if status.Code(err) != want {
+			t.Errorf("as %q: %v, want %v", role, err, want)
+		}
+	}
+	var list struct{ Rows []Row }
+	if code := e.call(t, "GET", "/v1/rows?target=A-4900", "auditor", nil, &list); code != 200 || len(list.Rows) != 0 {
+		t.Errorf("a refused stream's receipt: %d, %d rows recorded", code, len(list.Rows))
+	}
+}
+
+// A receipt that is to be sent again (its brand's keys cannot be fetched)
+// holds its grant's receipts read behind it: answered ABORTED, not
+// recorded. Another grant's receipt is recorded meanwhile, and a receipt
+// of the held grant read after the answers is recorded.
+func TestAppendReceiptStreamHoldsAGrantBehindARetry(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "A-5000"})), nil); code != 200 {
+		t.Fatalf("append = %d", code) // the brand's keys are fetched and cached
+	}
+	unknownKid := e.sc.Mint(pacttest.Spec{Target: "A-5001"})
+	unknownKid.ReceiptJWS = pacttest.MustKey("brand-k9", jose.ES256).Sign(unknownKid.Claims)
+	jwks := e.sc.Brand.JWKS
+	jwks.SetRaw([]byte("not a key set")) // the refetch for brand-k9 fails...
+	fetching, release := jwks.Hold()     // ...once the test lets it answer
+	defer release()
+
+	s := openStream(t, e, "writer")
+	send(t, s, 1, request(unknownKid))
+	select { // the first receipt is being recorded
+	case <-fetching:
+	case <-time.After(time.Minute):
+		t.Fatal("the brand's keys were not fetched again")
+	}
+	send(t, s, 2, request(e.sc.Mint(pacttest.Spec{Target: "A-5002"})))
+	send(t, s, 3, request(e.sc.Mint(pacttest.Spec{Target: "A-5003", GrantID: "a2agrant_other"})))
+	// Receipts are read in order: the answer to 3 means 2 was read, and
+	// waits behind 1.
+	if got := answers(t, s, 1); got[3].GetCode() != 0 || got[3].GetResponse().GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED {
+		t.Fatalf("another grant's receipt while the first is held: %s", brief(got[3]))
+	}
+	release()
+	got := answers(t, s, 2)
+	if r := got[1]; r.GetCode() != int32(codes.Unavailable) || r.GetRetryDelay() == nil {
+		t.Errorf("receipt whose keys cannot be fetched: %s, retry delay %v", brief(r), r.GetRetryDelay())
+	}
+	if r := got[2]; r.GetCode() != int32(codes.Aborted) || r.GetResponse() != nil || !strings.Contains(r.GetMessage(), "earlier receipt of its grant") {
+		t.Errorf("the same grant's receipt behind it: %s", brief(r))
+	}
+	send(t, s, 4, request(e.sc.Mint(pacttest.Spec{Target: "A-5004"})))
+	if got := answers(t, s, 1); got[4].GetCode() != 0 {
+		t.Errorf("the grant's next receipt after the answers: %s", brief(got[4]))
+	}
+	var list struct{ Rows []Row }
+	if code := e.call(t, "GET", "/v1/rows?target=A-5002", "auditor", nil, &list); code != 200 || len(list.Rows) != 0 {
+		t.Errorf("the receipt that waited: %d, %d rows recorded", code, len(list.Rows))
+	}
+}
+
+// When ledgerd shuts down, a stream the writer keeps open stops being
+// read, every receipt read is answered, one still being recorded among
+// them, and the stream ends UNAVAILABLE (not cut by the shutdown's
+// deadline); every receipt answered is there after a restart.
+func TestAppendReceiptStreamEndsOnShutdown(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	conn := dial(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceiptStream(authCtx(ctx, "writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	for i := range 10 {
+		send(t, s, uint64(i), request(e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("A-6%03d", i)})))
+	}
+	for _, r := range answers(t, s, 10) {
+		acked = append(acked, r.GetResponse().GetRow().GetId())
+	}
+	// A receipt signed by a key the brand publishes next: recorded once
+	// its fetch, held until ledgerd is shutting down, answers.
+	k9 := pacttest.MustKey("brand-k9", jose.ES256)
+	e.sc.Brand.JWKS.Set(e.sc.Brand.Key, k9)
+	fetching, release := e.sc.Brand.JWKS.Hold()
+	defer release()
+	late := e.sc.Mint(pacttest.Spec{Target: "A-6010"})
+	late.ReceiptJWS = k9.Sign(late.Claims)
+	send(t, s, 10, request(late))
+	select {
+	case <-fetching:
+	case <-time.After(time.Minute):
+		t.Fatal("the brand's keys were not fetched again")
+	}
+	for i := 11; i < 20; i++ {
+		send(t, s, uint64(i), request(e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("A-6%03d", i)})))
+	}
+	wctx, unwatch := context.WithCancel(ctx) // a watch left open would hold the shutdown up
+	defer unwatch()
+	health, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := health.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before the shutdown: %v, %v", h, err)
+	}
+	stopped := make(chan struct{})
+	go func() { e.stop(); close(stopped) }()
+	for { // ledgerd is shutting down once it says it no longer serves
+		h, err := health.Recv()
+		if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	unwatch()
+	release()
+	answered := map[uint64]bool{}
+	for {
+		a, err := s.Recv()
+		if err != nil {
+			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "shutting down") {
+				t.Fatalf("the stream ended with %v; want UNAVAILABLE, ledgerd shutting down", err)
+			}
+			break
+		}
+		answered[a.GetSeq()] = true
+		if a.GetResult().GetCode() != 0 {
+			t.Errorf("receipt %d answered during the shutdown: %s", a.GetSeq(), brief(a.GetResult()))
+			continue
+		}
+		acked = append(acked, a.GetResult().GetResponse().GetRow().GetId())
+	}
+	<-stopped
+	if !answered[10] {
+		t.Error("the receipt being recorded when the shutdown began was not answered")
+	}
+	t.Logf("%d of 20 receipts answered", len(acked))
+	e.start(t) // same data dir
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	for _, id := range acked {
+		if _, err := c.GetRow(authCtx(context.Background(), "auditor"), &ledgerv1.GetRowRequest{Id: id}); err != nil {
+			t.Errorf("answered row %s missing after the shutdown: %v", id, err)
+		}
+	}
+}
