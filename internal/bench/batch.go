@@ -35,6 +35,9 @@ func (c Config) checkBatches() error {
 	if c.ProfileBatch > 0 && (c.ProfileREST || c.ProfileOffered > 0) {
 		return errors.New("-profile-batch posts over gRPC with -concurrency in flight: not with -profile-rest or -profile-offered")
 	}
+	if c.ProfileStream && (c.ProfileREST || c.ProfileOffered > 0 || c.ProfileBatch > 0) {
+		return errors.New("-profile-stream posts over gRPC with -concurrency in flight: not with -profile-rest, -profile-offered or -profile-batch")
+	}
 	return nil
 }
 

@@ -108,6 +108,11 @@ type Config struct {
 	// ProfileBatch, above zero, posts the profiled phase's load in
 	// AppendReceipts calls of that many receipts.
 	ProfileBatch int
+	// Stream adds the streamed gRPC scenarios: Concurrency receipts in
+	// flight on AppendReceiptStream, a stream on each connection.
+	Stream bool
+	// ProfileStream posts the profiled phase's load on AppendReceiptStream.
+	ProfileStream bool
 	// PairedCeilings runs the in-process ceiling (the ledger as ledgerd
 	// runs it) on a closed-loop served scenario's corpus again just before
 	// that scenario, so that its ratio compares two phases seconds apart
@@ -274,6 +279,9 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	}
 	if cfg.Batch > 0 {
 		ways = append(ways, scenario{via: viaGRPC, batch: cfg.Batch})
+	}
+	if cfg.Stream {
+		ways = append(ways, scenario{via: viaGRPC, stream: true})
 	}
 	var closed []*served
 	for _, way := range ways {

@@ -86,7 +86,10 @@ type scenario struct {
 	via  transport
 	// batch, above zero, posts the corpus in AppendReceipts calls of that
 	// many receipts (over gRPC).
-	batch  int
+	batch int
+	// stream posts the corpus on AppendReceiptStream, a receipt a message
+	// (over gRPC).
+	stream bool
 	corpus []*ledgerv1.AppendReceiptRequest
 	// ceiling is the in-process rate for the same corpus of the ledger as
 	// ledgerd runs it, bare the ledger's alone (verify + durable commit),
@@ -309,9 +312,12 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	defer d.stop()
 	c0 := d.counters()
 	var res *result
-	if sc.batch > 0 {
+	switch {
+	case sc.batch > 0:
 		res, err = d.measured(func() (*result, error) { return driveBatches(ctx, sc.corpus, conc, sc.batch, dur, d.grpcAppendBatch()) })
-	} else {
+	case sc.stream:
+		res, err = d.measured(func() (*result, error) { return d.driveStream(ctx, sc.corpus, conc, dur) })
+	default:
 		res, err = d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
 	}
 	if err != nil {
@@ -360,11 +366,14 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  outbox depth when the load stopped: %d objects (%.2f s of writes), drained %s later\n", s.depth, float64(s.depth)/max(s.rate, 1), s.drain)
 }
 
-// how is the scenario's transport in words: "gRPC", "REST", or "gRPC,
-// AppendReceipts of 8".
+// how is the scenario's transport in words: "gRPC", "REST", "gRPC,
+// AppendReceipts of 8" or "gRPC, AppendReceiptStream".
 func (s scenario) how() string {
-	if s.batch > 0 {
+	switch {
+	case s.batch > 0:
 		return fmt.Sprintf("%s, AppendReceipts of %d", s.via, s.batch)
+	case s.stream:
+		return fmt.Sprintf("%s, AppendReceiptStream", s.via)
 	}
 	return string(s.via)
 }

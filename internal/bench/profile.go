@@ -61,6 +61,11 @@ func runProfiled(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.
 	how := string(via)
 	var res *result
 	pprof.Do(ctx, clientLabels, func(ctx context.Context) {
+		if cfg.ProfileStream {
+			how = scenario{via: viaGRPC, stream: true}.how()
+			res, err = d.measured(func() (*result, error) { return d.driveStream(ctx, corpus, cfg.Concurrency, cfg.Duration) })
+			return
+		}
 		if cfg.ProfileBatch > 0 {
 			how = scenario{via: viaGRPC, batch: cfg.ProfileBatch}.how()
 			res, err = d.measured(func() (*result, error) {

@@ -44,6 +44,8 @@ func main() {
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
 	flag.BoolVar(&cfg.ProfileREST, "profile-rest", false, "post the profiled phase's load through the REST gateway instead of gRPC")
 	flag.IntVar(&cfg.Batch, "batch", 8, "receipts a call in the batched gRPC scenarios (AppendReceipts, --concurrency receipts in flight); 0 leaves them out")
+	flag.BoolVar(&cfg.Stream, "stream", true, "add the streamed gRPC scenarios (AppendReceiptStream, --concurrency receipts in flight on a stream a connection)")
+	flag.BoolVar(&cfg.ProfileStream, "profile-stream", false, "post the profiled phase's load on AppendReceiptStream")
 	flag.IntVar(&cfg.ProfileBatch, "profile-batch", 0, "post the profiled phase's load in AppendReceipts calls of this many receipts (0: one AppendReceipt a receipt)")
 	flag.IntVar(&cfg.ProfileOffered, "profile-offered", 0, "send the profiled phase's load at this many rows a second, open loop (0: --concurrency in flight)")
 	flag.IntVar(&cfg.DensityRows, "density-rows", 20000, "real rows of each retention class recorded for the row store's bytes per row (0 skips it)")
