@@ -48,7 +48,7 @@ func (s *service) AppendReceipts(ctx context.Context, req *ledgerv1.AppendReceip
 		// process down before Wait can return the call with its result
 		// unset, which a writer would read as recorded.
 		s.workers.run(func() {
-			s.recordGrant(ctx, ins, idx, results)
+			s.recordGrant(ctx, receipts, ins, idx, results)
 			<-sem
 			wg.Done()
 		})
@@ -71,10 +71,10 @@ func parsedInputs(receipts []*ledgerv1.AppendReceiptRequest) []ledger.ReceiptInp
 	return ins
 }
 
-// recordGrant records the receipts ins[i] of one grant, for i in idx in
-// order, each answer in results[i]. After a receipt that is to be sent
+// recordGrant records the receipts ins[i] of one grant (receipts[i] as
+// parsed), for i in idx in order, each answer in results[i]. After a receipt that is to be sent
 // again, the grant's later receipts are not recorded but answered ABORTED.
-func (s *service) recordGrant(ctx context.Context, ins []ledger.ReceiptInput, idx []int, results []*ledgerv1.AppendReceiptResult) {
+func (s *service) recordGrant(ctx context.Context, receipts []*ledgerv1.AppendReceiptRequest, ins []ledger.ReceiptInput, idx []int, results []*ledgerv1.AppendReceiptResult) {
 	var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
 	for _, i := range idx {
 		if held != nil {
@@ -82,7 +82,7 @@ func (s *service) recordGrant(ctx context.Context, ins []ledger.ReceiptInput, id
 				Message: "not recorded: an earlier receipt of its grant in this call was not (" + codes.Code(held.GetCode()).String() + "); send both again, in order"}
 			continue
 		}
-		resp, err := s.appendReceipt(ctx, ins[i])
+		resp, err := s.appendReceipt(ctx, ins[i], receipts[i].GetView())
 		results[i] = receiptResult(resp, err)
 		if !settled(codes.Code(results[i].GetCode())) {
 			held = results[i]

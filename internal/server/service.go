@@ -118,7 +118,7 @@ func fromTS(t *timestamppb.Timestamp) time.Time {
 }
 
 func (s *service) AppendReceipt(ctx context.Context, req *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
-	return s.appendReceipt(ctx, receiptInput(req))
+	return s.appendReceipt(ctx, receiptInput(req), req.GetView())
 }
 
 // receiptInput is what req asks the ledger to record.
@@ -139,12 +139,17 @@ func receiptInput(req *ledgerv1.AppendReceiptRequest) ledger.ReceiptInput {
 	return in
 }
 
-func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput) (*ledgerv1.AppendReceiptResponse, error) {
+// appendReceipt records in and answers its row in view.
+func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput, view ledgerv1.RowView) (*ledgerv1.AppendReceiptResponse, error) {
 	row, outcome, err := s.l.AppendReceipt(ctx, in)
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendReceipt", err)
 	}
-	return &ledgerv1.AppendReceiptResponse{Row: rowProto(row), Outcome: outcomeProto[outcome]}, nil
+	p := basicRowProto(row)
+	if view != ledgerv1.RowView_ROW_VIEW_BASIC {
+		p = rowProto(row)
+	}
+	return &ledgerv1.AppendReceiptResponse{Row: p, Outcome: outcomeProto[outcome]}, nil
 }
 
 func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusalRequest) (*ledgerv1.AppendRefusalResponse, error) {
@@ -334,6 +339,24 @@ func checksProto(cs []verifier.Check) []*ledgerv1.Check {
 		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: c.Detail}
 	}
 	return out
+}
+
+// basicRowProto is r in ROW_VIEW_BASIC: what names and classifies it, and
+// the row a duplicate names.
+func basicRowProto(r *ledger.Row) *ledgerv1.Row {
+	p := &ledgerv1.Row{
+		Id:             r.ID,
+		ReceiptId:      r.ReceiptID,
+		Kind:           kindProto[r.Kind],
+		Status:         statusProto[r.Status],
+		GrantId:        r.GrantID,
+		RecordedAt:     ts(r.RecordedAt),
+		RetentionClass: classProto[r.Class],
+	}
+	if r.Verifier.DuplicateOf != "" {
+		p.Verifier = &ledgerv1.Verifier{DuplicateOf: r.Verifier.DuplicateOf}
+	}
+	return p
 }
 
 func rowProto(r *ledger.Row) *ledgerv1.Row {

@@ -70,8 +70,9 @@ type receiptStream struct {
 
 // streamedReceipt is a receipt read from the stream with its seq.
 type streamedReceipt struct {
-	seq uint64
-	in  ledger.ReceiptInput
+	seq  uint64
+	in   ledger.ReceiptInput
+	view ledgerv1.RowView
 }
 
 // receive reads receipts and hands each to record until the writer closes
@@ -103,7 +104,7 @@ func (r *receiptStream) start(req *ledgerv1.AppendReceiptStreamRequest) bool {
 	in := receiptInput(req.GetReceipt())
 	in.Parsed = in.Parse()
 	g := grantOf(in)
-	rc := streamedReceipt{seq: req.GetSeq(), in: in}
+	rc := streamedReceipt{seq: req.GetSeq(), in: in, view: req.GetReceipt().GetView()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -123,7 +124,7 @@ func (r *receiptStream) start(req *ledgerv1.AppendReceiptStreamRequest) bool {
 // until none waits.
 func (r *receiptStream) record(g string, rc streamedReceipt) {
 	for {
-		resp, err := r.s.appendReceipt(r.ctx, rc.in)
+		resp, err := r.s.appendReceipt(r.ctx, rc.in, rc.view)
 		res := receiptResult(resp, err)
 		r.answers <- &ledgerv1.AppendReceiptStreamResponse{Seq: rc.seq, Result: res}
 		r.mu.Lock()

@@ -279,3 +279,82 @@ func TestAppendReceiptStreamEndsOnShutdown(t *testing.T) {
 		}
 	}
 }
+
+// ROW_VIEW_BASIC answers what names and classifies the row and leaves the
+// rest empty, over gRPC, REST, in batches and on a stream; the row
+// recorded is the whole row, and a duplicate's answer names the row it
+// duplicates.
+func TestRowViewBasic(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	basic := func(r *pacttest.Receipt) *ledgerv1.AppendReceiptRequest {
+		req := request(r)
+		req.View = ledgerv1.RowView_ROW_VIEW_BASIC
+		return req
+	}
+	// isBasic reports what is wrong with row as a basic view of full.
+	isBasic := func(row, full *ledgerv1.Row) string {
+		switch {
+		case row.GetId() != full.GetId() || row.GetReceiptId() != full.GetReceiptId() || row.GetKind() != full.GetKind() || row.GetStatus() != full.GetStatus() ||
+			row.GetGrantId() != full.GetGrantId() || row.GetRetentionClass() != full.GetRetentionClass() || !row.GetRecordedAt().AsTime().Equal(full.GetRecordedAt().AsTime()):
+			return "a field of the basic view differs from the row's"
+		case row.GetPrincipal() != "" || row.GetAgent() != nil || row.GetBrandKey() != nil || len(row.GetActions()) != 0 || len(row.GetVerifier().GetChecks()) != 0 || row.GetEvidenceSha256() != "" || row.GetRetainUntil() != nil:
+			return "a field outside the basic view is set"
+		case full.GetPrincipal() == "" || len(full.GetVerifier().GetChecks()) == 0 || full.GetEvidenceSha256() == "":
+			return "the row read back is not whole"
+		}
+		return ""
+	}
+	full := func(id string) *ledgerv1.Row {
+		rep, err := c.GetRow(authCtx(ctx, "support"), &ledgerv1.GetRowRequest{Id: id})
+		if err != nil {
+			t.Fatalf("GetRow %s: %v", id, err)
+		}
+		return rep.GetRow()
+	}
+
+	first := e.sc.Mint(pacttest.Spec{Target: "A-7000"})
+	one, err := c.AppendReceipt(authCtx(ctx, "writer"), basic(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := isBasic(one.GetRow(), full(one.GetRow().GetId())); bad != "" || one.GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED {
+		t.Errorf("AppendReceipt: %s (%v)", bad, one.GetOutcome())
+	}
+	again := *first // the same receipt with another request JWT: a duplicate
+	again.RequestClaims["jti"] = "another-jti"
+	again.RequestJWT = e.sc.PA.Key.Sign(again.RequestClaims)
+	dup, err := c.AppendReceipts(authCtx(ctx, "writer"), &ledgerv1.AppendReceiptsRequest{Receipts: []*ledgerv1.AppendReceiptRequest{
+		basic(&again), request(e.sc.Mint(pacttest.Spec{Target: "A-7001"}))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dup.GetResults()[0].GetResponse()
+	if bad := isBasic(d.GetRow(), full(d.GetRow().GetId())); bad != "" || d.GetOutcome() != ledgerv1.AppendOutcome_APPEND_OUTCOME_DUPLICATE || d.GetRow().GetVerifier().GetDuplicateOf() != one.GetRow().GetId() {
+		t.Errorf("AppendReceipts, the duplicate: %s (%v, duplicate of %q)", bad, d.GetOutcome(), d.GetRow().GetVerifier().GetDuplicateOf())
+	}
+	if row := dup.GetResults()[1].GetResponse().GetRow(); row.GetPrincipal() == "" || len(row.GetVerifier().GetChecks()) == 0 {
+		t.Errorf("AppendReceipts, the receipt without a view: not the whole row: %v", row)
+	}
+
+	s := openStream(t, e, "writer")
+	send(t, s, 1, basic(e.sc.Mint(pacttest.Spec{Target: "A-7002"})))
+	if got := answers(t, s, 1)[1].GetResponse(); isBasic(got.GetRow(), full(got.GetRow().GetId())) != "" {
+		t.Errorf("AppendReceiptStream: %s", isBasic(got.GetRow(), full(got.GetRow().GetId())))
+	}
+
+	body := post(e.sc.Mint(pacttest.Spec{Target: "A-7003"}))
+	body["view"] = "ROW_VIEW_BASIC"
+	var rest struct {
+		Row     map[string]any `json:"row"`
+		Outcome string         `json:"outcome"`
+	}
+	if code := e.call(t, "POST", "/v1/receipts", "writer", body, &rest); code != 200 || rest.Outcome != "APPEND_OUTCOME_CREATED" {
+		t.Fatalf("REST = %d, %s", code, rest.Outcome)
+	}
+	if id, _ := rest.Row["id"].(string); id == "" || rest.Row["principal"] != "" || rest.Row["agent"] != nil || rest.Row["status"] != "ROW_STATUS_AUTHORIZED" || rest.Row["retentionClass"] != "RETENTION_CLASS_MONEY_MOVED" {
+		t.Errorf("REST, the basic view: %v", rest.Row)
+	}
+}

@@ -438,6 +438,62 @@ func (AppendOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
+// RowView is how much of a row an answer carries.
+type RowView int32
+
+const (
+	// ROW_VIEW_FULL.
+	RowView_ROW_VIEW_UNSPECIFIED RowView = 0
+	// Every field of the row.
+	RowView_ROW_VIEW_FULL RowView = 1
+	// The row's id, receipt_id, kind, status, grant_id, retention_class,
+	// recorded_at and, for a duplicate, verifier.duplicate_of; every other
+	// field is left empty. What a pipeline needs to drop a receipt from its
+	// outbox, without the checks and the rest of the record.
+	RowView_ROW_VIEW_BASIC RowView = 2
+)
+
+// Enum value maps for RowView.
+var (
+	RowView_name = map[int32]string{
+		0: "ROW_VIEW_UNSPECIFIED",
+		1: "ROW_VIEW_FULL",
+		2: "ROW_VIEW_BASIC",
+	}
+	RowView_value = map[string]int32{
+		"ROW_VIEW_UNSPECIFIED": 0,
+		"ROW_VIEW_FULL":        1,
+		"ROW_VIEW_BASIC":       2,
+	}
+)
+
+func (x RowView) Enum() *RowView {
+	p := new(RowView)
+	*p = x
+	return p
+}
+
+func (x RowView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RowView) Descriptor() protoreflect.EnumDescriptor {
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[7].Descriptor()
+}
+
+func (RowView) Type() protoreflect.EnumType {
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[7]
+}
+
+func (x RowView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RowView.Descriptor instead.
+func (RowView) EnumDescriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
 // DrillKind says what a drill answered.
 type DrillKind int32
 
@@ -475,11 +531,11 @@ func (x DrillKind) String() string {
 }
 
 func (DrillKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[7].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[8].Descriptor()
 }
 
 func (DrillKind) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[7]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[8]
 }
 
 func (x DrillKind) Number() protoreflect.EnumNumber {
@@ -488,7 +544,7 @@ func (x DrillKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DrillKind.Descriptor instead.
 func (DrillKind) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 // Action is one application action log entry posted with a receipt.
@@ -636,7 +692,11 @@ type AppendReceiptRequest struct {
 	// A2A contextId of the conversation, for reference.
 	ContextId string `protobuf:"bytes,6,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
 	// A2A messageId of the reply, for reference.
-	MessageId     string `protobuf:"bytes,7,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,7,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// How much of the row the answer carries (the row recorded is the same):
+	// unset or ROW_VIEW_FULL every field; ROW_VIEW_BASIC what a pipeline
+	// keeps of it.
+	View          RowView `protobuf:"varint,8,opt,name=view,proto3,enum=pactledger.ledger.v1.RowView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -718,6 +778,13 @@ func (x *AppendReceiptRequest) GetMessageId() string {
 		return x.MessageId
 	}
 	return ""
+}
+
+func (x *AppendReceiptRequest) GetView() RowView {
+	if x != nil {
+		return x.View
+	}
+	return RowView_ROW_VIEW_UNSPECIFIED
 }
 
 // AppendReceiptResponse is the row written (or found) and what happened.
@@ -6275,7 +6342,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"amount_max\x18\x01 \x01(\tR\tamountMax\x12\x1b\n" +
 	"\tcount_max\x18\x02 \x01(\x05R\bcountMax\x12?\n" +
-	"\rgrant_expires\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fgrantExpires\"\xaf\x02\n" +
+	"\rgrant_expires\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fgrantExpires\"\xe2\x02\n" +
 	"\x14AppendReceiptRequest\x12\x1f\n" +
 	"\vreceipt_jws\x18\x01 \x01(\tR\n" +
 	"receiptJws\x12\x1f\n" +
@@ -6287,7 +6354,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"context_id\x18\x06 \x01(\tR\tcontextId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\a \x01(\tR\tmessageId\"\x83\x01\n" +
+	"message_id\x18\a \x01(\tR\tmessageId\x121\n" +
+	"\x04view\x18\b \x01(\x0e2\x1d.pactledger.ledger.v1.RowViewR\x04view\"\x83\x01\n" +
 	"\x15AppendReceiptResponse\x12+\n" +
 	"\x03row\x18\x01 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\x12=\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2#.pactledger.ledger.v1.AppendOutcomeR\aoutcome\"_\n" +
@@ -6750,7 +6818,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16APPEND_OUTCOME_CREATED\x10\x01\x12#\n" +
 	"\x1fAPPEND_OUTCOME_ALREADY_RECORDED\x10\x02\x12\x1c\n" +
-	"\x18APPEND_OUTCOME_DUPLICATE\x10\x03*W\n" +
+	"\x18APPEND_OUTCOME_DUPLICATE\x10\x03*J\n" +
+	"\aRowView\x12\x18\n" +
+	"\x14ROW_VIEW_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rROW_VIEW_FULL\x10\x01\x12\x12\n" +
+	"\x0eROW_VIEW_BASIC\x10\x02*W\n" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
@@ -6798,7 +6870,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
 var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
@@ -6808,243 +6880,245 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RetentionClass)(0),                 // 4: pactledger.ledger.v1.RetentionClass
 	(DisputeStatus)(0),                  // 5: pactledger.ledger.v1.DisputeStatus
 	(AppendOutcome)(0),                  // 6: pactledger.ledger.v1.AppendOutcome
-	(DrillKind)(0),                      // 7: pactledger.ledger.v1.DrillKind
-	(*Action)(nil),                      // 8: pactledger.ledger.v1.Action
-	(*Limits)(nil),                      // 9: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),        // 10: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),       // 11: pactledger.ledger.v1.AppendReceiptResponse
-	(*AppendReceiptsRequest)(nil),       // 12: pactledger.ledger.v1.AppendReceiptsRequest
-	(*AppendReceiptsResponse)(nil),      // 13: pactledger.ledger.v1.AppendReceiptsResponse
-	(*AppendReceiptStreamRequest)(nil),  // 14: pactledger.ledger.v1.AppendReceiptStreamRequest
-	(*AppendReceiptStreamResponse)(nil), // 15: pactledger.ledger.v1.AppendReceiptStreamResponse
-	(*AppendReceiptResult)(nil),         // 16: pactledger.ledger.v1.AppendReceiptResult
-	(*RefusalAction)(nil),               // 17: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),        // 18: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),       // 19: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                       // 20: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                    // 21: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                   // 22: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                       // 23: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                    // 24: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                // 25: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                     // 26: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                         // 27: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),               // 28: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),              // 29: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),             // 30: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),            // 31: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),          // 32: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),              // 33: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),         // 34: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),      // 35: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),     // 36: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),            // 37: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),           // 38: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),   // 39: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),  // 40: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                // 41: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),             // 42: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                   // 43: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                 // 44: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),              // 45: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),               // 46: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),            // 47: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 48: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 49: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 50: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 51: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 52: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 53: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 54: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 55: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 56: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 57: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 58: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 59: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 60: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 61: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 62: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 63: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 64: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 65: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 66: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 67: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 68: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 69: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 70: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 71: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 72: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 73: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 74: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 75: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 76: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 77: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 78: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 79: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 80: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 81: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 82: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 83: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),               // 84: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),              // 85: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),        // 86: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                // 87: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),       // 88: pactledger.ledger.v1.ListAccessLogResponse
-	(*timestamppb.Timestamp)(nil),       // 89: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 90: google.protobuf.Duration
+	(RowView)(0),                        // 7: pactledger.ledger.v1.RowView
+	(DrillKind)(0),                      // 8: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                      // 9: pactledger.ledger.v1.Action
+	(*Limits)(nil),                      // 10: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),        // 11: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),       // 12: pactledger.ledger.v1.AppendReceiptResponse
+	(*AppendReceiptsRequest)(nil),       // 13: pactledger.ledger.v1.AppendReceiptsRequest
+	(*AppendReceiptsResponse)(nil),      // 14: pactledger.ledger.v1.AppendReceiptsResponse
+	(*AppendReceiptStreamRequest)(nil),  // 15: pactledger.ledger.v1.AppendReceiptStreamRequest
+	(*AppendReceiptStreamResponse)(nil), // 16: pactledger.ledger.v1.AppendReceiptStreamResponse
+	(*AppendReceiptResult)(nil),         // 17: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),               // 18: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),        // 19: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),       // 20: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                       // 21: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                    // 22: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                   // 23: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                       // 24: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                    // 25: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                // 26: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                     // 27: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                         // 28: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),               // 29: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),              // 30: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),             // 31: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),            // 32: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),          // 33: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),              // 34: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),         // 35: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),      // 36: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),     // 37: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),            // 38: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),           // 39: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),   // 40: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),  // 41: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                // 42: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),             // 43: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                   // 44: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                 // 45: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),              // 46: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),               // 47: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),            // 48: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),             // 49: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),            // 50: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),           // 51: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),          // 52: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                  // 53: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),          // 54: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),         // 55: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),             // 56: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),            // 57: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),       // 58: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),            // 59: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),      // 60: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),      // 61: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),     // 62: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                    // 63: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),        // 64: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),       // 65: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),          // 66: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),         // 67: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),        // 68: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),       // 69: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                // 70: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                    // 71: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),               // 72: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),            // 73: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                 // 74: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                  // 75: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),           // 76: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),     // 77: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),    // 78: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),        // 79: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 80: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),          // 81: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),         // 82: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 83: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 84: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),               // 85: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),              // 86: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),        // 87: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                // 88: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),       // 89: pactledger.ledger.v1.ListAccessLogResponse
+	(*timestamppb.Timestamp)(nil),       // 90: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 91: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	89,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
-	8,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
-	9,   // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	27,  // 3: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
-	6,   // 4: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	10,  // 5: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	16,  // 6: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	10,  // 7: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	16,  // 8: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	11,  // 9: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	90,  // 10: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
-	17,  // 11: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	89,  // 12: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	27,  // 13: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
-	2,   // 14: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
-	3,   // 15: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	89,  // 16: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	23,  // 17: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	89,  // 18: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
-	5,   // 19: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	0,   // 20: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
-	1,   // 21: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	20,  // 22: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	21,  // 23: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	9,   // 24: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	22,  // 25: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	89,  // 26: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	89,  // 27: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	24,  // 28: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
-	4,   // 29: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	89,  // 30: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
-	5,   // 31: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	25,  // 32: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	26,  // 33: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	27,  // 34: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
-	1,   // 35: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
-	4,   // 36: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	89,  // 37: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	89,  // 38: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	27,  // 39: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	89,  // 40: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	8,   // 41: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	33,  // 42: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	89,  // 43: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	33,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	23,  // 45: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	23,  // 46: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,   // 47: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	27,  // 48: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	41,  // 49: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	7,   // 50: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	89,  // 51: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	89,  // 52: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	43,  // 53: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	42,  // 54: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	33,  // 55: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	46,  // 56: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	45,  // 57: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
-	44,  // 58: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	44,  // 59: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	44,  // 60: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	89,  // 61: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	89,  // 62: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	89,  // 63: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	52,  // 64: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	52,  // 65: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	27,  // 66: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	58,  // 67: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	89,  // 68: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	89,  // 69: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	89,  // 70: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	62,  // 71: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	62,  // 72: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	27,  // 73: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	27,  // 74: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	62,  // 75: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	4,   // 76: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	89,  // 77: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	89,  // 78: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	70,  // 79: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	70,  // 80: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	89,  // 81: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	73,  // 82: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	89,  // 83: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	89,  // 84: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	89,  // 85: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	74,  // 86: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	89,  // 87: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	89,  // 88: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	87,  // 89: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	10,  // 90: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	12,  // 91: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	14,  // 92: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	18,  // 93: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	28,  // 94: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	30,  // 95: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	32,  // 96: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	35,  // 97: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	37,  // 98: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	39,  // 99: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	42,  // 100: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	48,  // 101: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	50,  // 102: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	53,  // 103: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	55,  // 104: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	57,  // 105: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	60,  // 106: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	63,  // 107: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	65,  // 108: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	67,  // 109: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	69,  // 110: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	72,  // 111: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	76,  // 112: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	78,  // 113: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	80,  // 114: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	82,  // 115: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	84,  // 116: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	86,  // 117: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	11,  // 118: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	13,  // 119: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	15,  // 120: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	19,  // 121: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	29,  // 122: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	31,  // 123: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	34,  // 124: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	36,  // 125: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	38,  // 126: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	40,  // 127: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	47,  // 128: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	49,  // 129: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	51,  // 130: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	54,  // 131: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	56,  // 132: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	59,  // 133: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	61,  // 134: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	64,  // 135: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	66,  // 136: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	68,  // 137: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	71,  // 138: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	75,  // 139: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	77,  // 140: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	79,  // 141: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	81,  // 142: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	83,  // 143: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	85,  // 144: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	88,  // 145: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	118, // [118:146] is the sub-list for method output_type
-	90,  // [90:118] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	90,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	9,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
+	10,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
+	7,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
+	28,  // 4: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	6,   // 5: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
+	11,  // 6: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	17,  // 7: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	11,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	17,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	12,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
+	91,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	18,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	90,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	28,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	2,   // 15: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
+	3,   // 16: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
+	90,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	24,  // 18: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	90,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	5,   // 20: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	0,   // 21: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
+	1,   // 22: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
+	21,  // 23: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	22,  // 24: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	10,  // 25: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	23,  // 26: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	90,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	90,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	25,  // 29: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	4,   // 30: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	90,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	5,   // 32: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
+	26,  // 33: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	27,  // 34: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	28,  // 35: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	1,   // 36: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
+	4,   // 37: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	90,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	90,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	28,  // 40: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	90,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	9,   // 42: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	34,  // 43: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	90,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	34,  // 45: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	24,  // 46: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	24,  // 47: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	5,   // 48: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	28,  // 49: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	42,  // 50: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	8,   // 51: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	90,  // 52: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 53: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	44,  // 54: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	43,  // 55: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	34,  // 56: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	47,  // 57: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	46,  // 58: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	45,  // 59: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	45,  // 60: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	45,  // 61: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	90,  // 62: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	90,  // 63: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	90,  // 64: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	53,  // 65: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	53,  // 66: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	28,  // 67: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	59,  // 68: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	90,  // 69: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	90,  // 70: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	90,  // 71: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	63,  // 72: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	63,  // 73: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	28,  // 74: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	28,  // 75: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	63,  // 76: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	4,   // 77: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	90,  // 78: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	90,  // 79: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	71,  // 80: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	71,  // 81: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	90,  // 82: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	74,  // 83: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	90,  // 84: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	90,  // 85: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	90,  // 86: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	75,  // 87: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	90,  // 88: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	90,  // 89: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	88,  // 90: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	11,  // 91: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 92: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	15,  // 93: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	19,  // 94: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	29,  // 95: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	31,  // 96: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	33,  // 97: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	36,  // 98: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	38,  // 99: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	40,  // 100: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	43,  // 101: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	49,  // 102: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	51,  // 103: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	54,  // 104: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	56,  // 105: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	58,  // 106: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	61,  // 107: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	64,  // 108: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	66,  // 109: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	68,  // 110: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	70,  // 111: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	73,  // 112: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	77,  // 113: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	79,  // 114: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	81,  // 115: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	83,  // 116: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	85,  // 117: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	87,  // 118: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	12,  // 119: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 120: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	16,  // 121: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	20,  // 122: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	30,  // 123: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	32,  // 124: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	35,  // 125: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	37,  // 126: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	39,  // 127: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	41,  // 128: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	48,  // 129: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	50,  // 130: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	52,  // 131: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	55,  // 132: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	57,  // 133: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	60,  // 134: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	62,  // 135: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	65,  // 136: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	67,  // 137: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	69,  // 138: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	72,  // 139: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	76,  // 140: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	78,  // 141: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	80,  // 142: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	82,  // 143: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	84,  // 144: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	86,  // 145: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	89,  // 146: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	119, // [119:147] is the sub-list for method output_type
+	91,  // [91:119] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -7057,7 +7131,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      8,
+			NumEnums:      9,
 			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
