@@ -113,6 +113,9 @@ type Config struct {
 	Stream bool
 	// ProfileStream posts the profiled phase's load on AppendReceiptStream.
 	ProfileStream bool
+	// RowView is the view every posted receipt asks its answer in
+	// (ROW_VIEW_UNSPECIFIED: the whole row).
+	RowView ledgerv1.RowView
 	// PairedCeilings runs the in-process ceiling (the ledger as ledgerd
 	// runs it) on a closed-loop served scenario's corpus again just before
 	// that scenario, so that its ratio compares two phases seconds apart
@@ -157,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
 		n := int(cfg.Duration.Seconds() * 4500)
 		fmt.Fprintf(w, "signing %d ES256 receipts in sessions of %d turns (not measured)...\n", n, cfg.SessionTurns)
-		return runProfiled(ctx, sc, makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions), work, unit, cfg)
+		return runProfiled(ctx, sc, cfg.viewed(makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions)), work, unit, cfg)
 	}
 	if cfg.DensityRows > 0 {
 		if err := runDensity(ctx, sc, work, cfg); err != nil {
@@ -222,8 +225,8 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	n := int(max(max(cfg.Duration, cfg.LogRunFor).Seconds()*4500, cfg.OfferedFor.Seconds()*float64(cfg.Offered)))
 	fmt.Fprintf(w, "signing two corpora of %d ES256 receipts with request JWTs: a delegation token per row, and one per session of %d turns (%d sessions taking turns); not measured...\n",
 		n, cfg.SessionTurns, cfg.Sessions)
-	perRow := makeCorpus(sc, n)
-	sessions := makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions)
+	perRow := cfg.viewed(makeCorpus(sc, n))
+	sessions := cfg.viewed(makeSessionCorpus(sc, n, cfg.SessionTurns, cfg.Sessions))
 
 	// Phase 1: the in-process ceilings, two of each corpus: the ledger
 	// alone (verify + durable commit), and the ledger as ledgerd runs it
@@ -376,6 +379,14 @@ func runOfferedWithCheckpoints(ctx context.Context, env *servedEnv, sc scenario,
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// viewed sets the view cfg.RowView on every request of corpus.
+func (c Config) viewed(corpus []*ledgerv1.AppendReceiptRequest) []*ledgerv1.AppendReceiptRequest {
+	for _, r := range corpus {
+		r.View = c.RowView
+	}
+	return corpus
+}
 
 func makeCorpus(sc *pacttest.Scenario, n int) []*ledgerv1.AppendReceiptRequest {
 	out := make([]*ledgerv1.AppendReceiptRequest, n)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/internal/bench"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 func main() {
@@ -45,6 +46,17 @@ func main() {
 	flag.BoolVar(&cfg.ProfileREST, "profile-rest", false, "post the profiled phase's load through the REST gateway instead of gRPC")
 	flag.IntVar(&cfg.Batch, "batch", 8, "receipts a call in the batched gRPC scenarios (AppendReceipts, --concurrency receipts in flight); 0 leaves them out")
 	flag.BoolVar(&cfg.Stream, "stream", true, "add the streamed gRPC scenarios (AppendReceiptStream, --concurrency receipts in flight on a stream a connection)")
+	flag.Func("row-view", "the view every posted receipt asks its answer in: full (the default) or basic", func(v string) error {
+		switch v {
+		case "full":
+			cfg.RowView = ledgerv1.RowView_ROW_VIEW_UNSPECIFIED
+		case "basic":
+			cfg.RowView = ledgerv1.RowView_ROW_VIEW_BASIC
+		default:
+			return fmt.Errorf("%q: full or basic", v)
+		}
+		return nil
+	})
 	flag.BoolVar(&cfg.ProfileStream, "profile-stream", false, "post the profiled phase's load on AppendReceiptStream")
 	flag.IntVar(&cfg.ProfileBatch, "profile-batch", 0, "post the profiled phase's load in AppendReceipts calls of this many receipts (0: one AppendReceipt a receipt)")
 	flag.IntVar(&cfg.ProfileOffered, "profile-offered", 0, "send the profiled phase's load at this many rows a second, open loop (0: --concurrency in flight)")
