@@ -55,7 +55,10 @@ var budgetParts = []budgetPart{
 		"net/http.(*persistConn)", "net/http.(*Transport)"}},
 	{name: "transport: gRPC or REST, interceptors, responses", any: []string{
 		"google.golang.org/grpc", "golang.org/x/net/http2", "net/http.(*conn)", "net/http.(*connReader)",
-		"github.com/grpc-ecosystem/grpc-gateway"}},
+		"github.com/grpc-ecosystem/grpc-gateway",
+		// A streamed receipt is recorded and answered on a goroutine the
+		// server keeps, outside gRPC's frames: its answer is the transport's.
+		"github.com/pactledger/pactledger/internal/server.(*receiptStream)"}},
 }
 
 // budgetOther takes the samples no part matched: the scheduler, timers,
