@@ -359,38 +359,32 @@ func basicRowProto(r *ledger.Row) *ledgerv1.Row {
 	return p
 }
 
+// rowProto is r whole (ROW_VIEW_FULL): the basic view and every other
+// field.
 func rowProto(r *ledger.Row) *ledgerv1.Row {
-	p := &ledgerv1.Row{
-		Id:           r.ID,
-		ReceiptId:    r.ReceiptID,
-		Kind:         kindProto[r.Kind],
-		Status:       statusProto[r.Status],
-		GrantId:      r.GrantID,
-		Principal:    r.Principal,
-		Brand:        r.Brand,
-		Agent:        &ledgerv1.Agent{Platform: r.Agent.Platform, RequestJwtKid: r.Agent.RequestJWTKid, JwksSnapshot: r.Agent.JWKSSnapshot},
-		BrandKey:     &ledgerv1.BrandKey{Kid: r.BrandKey.Kid, JwksSnapshot: r.BrandKey.JWKSSnapshot},
-		ScopeGranted: r.ScopeGranted,
-		ScopesUsed:   r.ScopesUsed,
-		Limits:       &ledgerv1.Limits{AmountMax: r.Limits.AmountMax, CountMax: int32(r.Limits.CountMax), GrantExpires: ts(r.Limits.GrantExpires)},
-		IssuedAt:     ts(r.IssuedAt),
-		RecordedAt:   ts(r.RecordedAt),
-		Verifier: &ledgerv1.Verifier{
-			CheckedBy:   r.Verifier.CheckedBy,
-			CheckedAt:   ts(r.Verifier.CheckedAt),
-			Checks:      checksProto(r.Verifier.Checks),
-			DuplicateOf: r.Verifier.DuplicateOf,
-		},
-		RetentionClass:    classProto[r.Class],
-		RetainUntil:       ts(r.RetainUntil),
-		IncidentId:        r.IncidentID,
-		DisputeStatus:     disputeProto[r.Dispute],
-		EvidenceSha256:    r.EvidenceSHA256,
-		ContextId:         r.ContextID,
-		MessageId:         r.MessageID,
-		UnclassifiedTools: r.UnclassifiedTools,
-		EvidenceNotKept:   r.EvidenceNotKept,
+	p := basicRowProto(r)
+	p.Principal = r.Principal
+	p.Brand = r.Brand
+	p.Agent = &ledgerv1.Agent{Platform: r.Agent.Platform, RequestJwtKid: r.Agent.RequestJWTKid, JwksSnapshot: r.Agent.JWKSSnapshot}
+	p.BrandKey = &ledgerv1.BrandKey{Kid: r.BrandKey.Kid, JwksSnapshot: r.BrandKey.JWKSSnapshot}
+	p.ScopeGranted = r.ScopeGranted
+	p.ScopesUsed = r.ScopesUsed
+	p.Limits = &ledgerv1.Limits{AmountMax: r.Limits.AmountMax, CountMax: int32(r.Limits.CountMax), GrantExpires: ts(r.Limits.GrantExpires)}
+	p.IssuedAt = ts(r.IssuedAt)
+	p.Verifier = &ledgerv1.Verifier{
+		CheckedBy:   r.Verifier.CheckedBy,
+		CheckedAt:   ts(r.Verifier.CheckedAt),
+		Checks:      checksProto(r.Verifier.Checks),
+		DuplicateOf: r.Verifier.DuplicateOf,
 	}
+	p.RetainUntil = ts(r.RetainUntil)
+	p.IncidentId = r.IncidentID
+	p.DisputeStatus = disputeProto[r.Dispute]
+	p.EvidenceSha256 = r.EvidenceSHA256
+	p.ContextId = r.ContextID
+	p.MessageId = r.MessageID
+	p.UnclassifiedTools = r.UnclassifiedTools
+	p.EvidenceNotKept = r.EvidenceNotKept
 	for _, a := range r.Actions {
 		p.Actions = append(p.Actions, &ledgerv1.RowAction{Tool: a.Tool, Target: a.Target, ArgsHash: a.ArgsHash, ArgsHashSource: hashSourceProto[a.HashSource]})
 	}
