@@ -72,8 +72,9 @@ func parsedInputs(receipts []*ledgerv1.AppendReceiptRequest) []ledger.ReceiptInp
 }
 
 // recordGrant records the receipts ins[i] of one grant (receipts[i] as
-// parsed), for i in idx in order, each answer in results[i]. After a receipt that is to be sent
-// again, the grant's later receipts are not recorded but answered ABORTED.
+// parsed), for i in idx in order, each answer in results[i] in the view
+// receipts[i] asks for. After a receipt that is to be sent again, the
+// grant's later receipts are not recorded but answered ABORTED.
 func (s *service) recordGrant(ctx context.Context, receipts []*ledgerv1.AppendReceiptRequest, ins []ledger.ReceiptInput, idx []int, results []*ledgerv1.AppendReceiptResult) {
 	var held *ledgerv1.AppendReceiptResult // the grant's receipt that is to be sent again
 	for _, i := range idx {
