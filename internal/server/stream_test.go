@@ -146,6 +146,27 @@ func TestAppendReceiptStreamRoles(t *testing.T) {
 	}
 }
 
+// A message over limits.maxBodyBytes ends the stream RESOURCE_EXHAUSTED,
+// as it fails a call; the receipts answered before it stay recorded.
+func TestAppendReceiptStreamBoundsAMessage(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	s := openStream(t, e, "writer")
+	send(t, s, 1, request(e.sc.Mint(pacttest.Spec{Target: "A-4950"})))
+	if got := answers(t, s, 1)[1]; got.GetCode() != 0 {
+		t.Fatalf("a receipt within the bound: %s", brief(got))
+	}
+	big := request(e.sc.Mint(pacttest.Spec{Target: "A-4951"}))
+	big.ContextId = strings.Repeat("x", e.cfg.Limits.MaxBodyBytes)
+	_ = s.Send(&ledgerv1.AppendReceiptStreamRequest{Seq: 2, Receipt: big}) // the error, if any, is Recv's
+	if a, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("after a message over the bound: %v, %v; want RESOURCE_EXHAUSTED", a, err)
+	}
+	var list struct{ Rows []Row }
+	if code := e.call(t, "GET", "/v1/rows?target=A-4950", "auditor", nil, &list); code != 200 || len(list.Rows) != 1 {
+		t.Errorf("the receipt answered before: %d, %d rows", code, len(list.Rows))
+	}
+}
+
 // A receipt that is to be sent again (its brand's keys cannot be fetched)
 // holds its grant's receipts read behind it: answered ABORTED, not
 // recorded. Another grant's receipt is recorded meanwhile, and a receipt
