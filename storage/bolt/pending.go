@@ -52,9 +52,9 @@ import (
 // numbered: the open generation takes the keys of rows committed after
 // it began. The commit loop's transactions read the list as it is; only
 // the commit loop changes it. A row's keys join the open generation
-// after its commit: a read transaction that begins in between finds the
-// row by its indexes but not yet by its id, as one that began just before
-// the commit would; its writer has not been answered yet. Tools that read
+// after its commit: a read transaction that begins in between reads the
+// records of those rows from its snapshot (idsView.snapshot), so that it
+// finds them by their ids as by their indexes. Tools that read
 // a closed file without a store (OpenExport) read the records into
 // generations of their own; those that edit one (SetRowNumber,
 // DeleteRowNumber) first merge them (settlePending).
@@ -208,6 +208,7 @@ type pendingIDs struct {
 	mu    sync.RWMutex
 	gens  []*idGen
 	added uint64 // rows added to any generation since it was made
+	last  uint64 // the highest row number added
 }
 
 // total returns how many rows were added since p was made.
@@ -235,6 +236,9 @@ type idsView struct {
 	p      *pendingIDs
 	gens   []*idGen
 	maxRow uint64
+	// last is p.last when gens were taken: the keys of rows numbered
+	// after it may be in none of them (snapshot).
+	last uint64
 }
 
 // allIDs is a view of p's generations as they are, every key seen: the
@@ -245,12 +249,58 @@ func allIDs(p *pendingIDs) *idsView {
 
 // snapshotIDs is a view of p's generations for a read transaction about
 // to begin; snapshot sets its maxRow once it began.
-func snapshotIDs(p *pendingIDs) *idsView { return &idsView{p: p, gens: p.list()} }
+func snapshotIDs(p *pendingIDs) *idsView {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return &idsView{p: p, gens: p.gens, last: p.last}
+}
 
-// snapshot limits v to the rows numbered in btx's snapshot.
+// snapshot limits v to the rows numbered in btx's snapshot, and adds the
+// keys of the rows its snapshot numbered after v.last: their commit ended
+// before the transaction began, but their keys had not joined the
+// generations when v took them (the commit loop adds them once the
+// commit returns), or joined one opened since. Their records are in the
+// snapshot (a record goes only with its generation's last merge step, and
+// then its keys are in the buckets); there are a commit's worth at most,
+// but for a transaction that took long to begin.
 func (v *idsView) snapshot(btx *bolt.Tx) *idsView {
 	v.maxRow = metaUint(btx.Bucket(bMeta), kRowSeqN)
+	if v.maxRow > v.last {
+		if late := recordsAfter(btx, v.last, v.maxRow); late != nil {
+			v.gens = append(slices.Clip(v.gens), late)
+		}
+	}
 	return v
+}
+
+// recordsAfter is a generation of the keys of the records of rows after
+// row number from, up to to, in btx's snapshot; nil when there are none.
+// A record that does not split is left out, as readPending would refuse
+// it at Open.
+func recordsAfter(btx *bolt.Tx, from, to uint64) *idGen {
+	b := btx.Bucket(bPending)
+	if b == nil {
+		return nil
+	}
+	var g *idGen
+	c := b.Cursor()
+	for k, val := c.Seek(seqKey(from + 1)); len(k) == 8 && binary.BigEndian.Uint64(k) <= to; k, val = c.Next() {
+		rowKey, jwtKey, err := splitPendingRecord(val)
+		if err != nil {
+			continue
+		}
+		if g == nil {
+			g = newIDGen()
+		}
+		n := binary.BigEndian.Uint64(k)
+		g.rows.set(rowKey, n)
+		g.changes[0]++
+		if len(jwtKey) > 0 {
+			g.jwts.set(jwtKey, n)
+			g.changes[1]++
+		}
+	}
+	return g
 }
 
 // get returns the number gens hold for key k of bucket name.
@@ -297,6 +347,7 @@ func (p *pendingIDs) addLocked(rowKey, jwtKey []byte, n uint64) {
 	g.max = max(g.max, n)
 	g.added++
 	p.added++
+	p.last = max(p.last, n)
 	g.rows.set(rowKey, n)
 	g.changes[0]++
 	if jwtKey != nil {

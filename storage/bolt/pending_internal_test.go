@@ -454,3 +454,56 @@ func reopenSettled(t *testing.T, s *Store, path string) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// A read transaction that begins after a row's commit and before its
+// keys join the generations (the commit loop adds them once the commit
+// returns) finds the row by its id and its request JWT, as it finds it
+// by its indexes and in id order; so does one after the keys joined.
+func TestRowFoundBetweenItsCommitAndItsKeys(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{genRows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	before := numbersRow("committed before")
+	if err := s.Update(ctx, func(tx ledger.Tx) error { return tx.CreateRow(before) }); err != nil {
+		t.Fatal(err)
+	}
+	// The commit loop's commit, stopped between the commit and its keys.
+	r := numbersRow("committed, its keys not yet in memory")
+	m := newMemo(s.recent)
+	if err := s.db.Update(func(btx *bolt.Tx) error {
+		return (&tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters, ids: allIDs(s.pending)}).CreateRow(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(when string) {
+		t.Helper()
+		err := s.View(ctx, func(tx ledger.Tx) error {
+			for _, want := range []*ledger.Row{before, r} {
+				if got, err := tx.Row(want.ID); err != nil || got.ID != want.ID {
+					return fmt.Errorf("row %s by id: %v", want.ID, err)
+				}
+				if got, err := tx.RowByRequestJWT(want.RequestJWTSHA256); err != nil || got != want.ID {
+					return fmt.Errorf("row %s by its request JWT: %q, %v", want.ID, got, err)
+				}
+			}
+			rows, _, err := tx.RowsByID("", 10)
+			if err != nil || len(rows) != 2 {
+				return fmt.Errorf("rows in id order: %d, %v", len(rows), err)
+			}
+			listed, _, err := tx.List(ledger.Query{Principal: "p", PageSize: 10})
+			if err != nil || len(listed) != 2 {
+				return fmt.Errorf("rows by principal: %d, %v", len(listed), err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+	read("before its keys joined")
+	m.committed(s.pending)
+	read("after its keys joined")
+}
