@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,8 +264,8 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			} else {
 				bareOf[c.name] = r.rate
 			}
-			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row\n",
-				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()))
+			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row; %s\n",
+				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()), r.collectionsSaid())
 		}
 	}
 	if cfg.LogPairs > 0 {
@@ -299,7 +300,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 				if err != nil {
 					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
 				}
-				sc.ceiling, sc.paired = r.rate, true
+				sc.ceiling, sc.paired, sc.ceilingGC = r.rate, true, r.collectionsSaid()
 			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
@@ -425,6 +426,10 @@ type result struct {
 	// written is what ledgerd wrote to storage over the phase (bbolt's
 	// pages), -1 when unknown.
 	written int64
+	// collections is how many garbage collections this process ran over an
+	// in-process ceiling (its heap holds the signed corpora besides the
+	// ledger's); 0 for a served phase, whose ledgerd's are in its counters.
+	collections uint64
 }
 
 // printWritten prints ledgerd's bytes written to storage per row served,
@@ -487,7 +492,7 @@ func runCeiling(ctx context.Context, sc *pacttest.Scenario, corpus []*ledgerv1.A
 // driveLedger posts corpus to l directly, cfg.Concurrency calls in flight
 // for cfg.Duration, and measures this process's CPU over the load.
 func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.AppendReceiptRequest, cfg Config) (*result, error) {
-	cpu0, t0 := procCPU(selfPid), time.Now()
+	cpu0, gc0, t0 := procCPU(selfPid), gcCycles(), time.Now()
 	res, err := drive(ctx, corpus, cfg.Concurrency, cfg.Duration, 0, func(ctx context.Context, req *ledgerv1.AppendReceiptRequest) error {
 		a := req.GetActions()[0]
 		_, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: req.GetReceiptJws(), RequestJWT: req.GetRequestJwt(), DelegationToken: req.GetDelegationToken(),
@@ -498,7 +503,26 @@ func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.Appen
 		return nil, err
 	}
 	res.cpu = (procCPU(selfPid) - cpu0) / time.Since(t0).Seconds()
+	res.collections = gcCycles() - gc0
 	return res, nil
+}
+
+// collectionsSaid is an in-process ceiling's collections in words.
+func (r *result) collectionsSaid() string {
+	if r.collections == 0 {
+		return "no collection in this process"
+	}
+	return fmt.Sprintf("%d collections in this process, one every %.0f rows", r.collections, float64(r.ok)/float64(r.collections))
+}
+
+// gcCycles is how many garbage collections this process has completed.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // drive sends corpus entries through call: closed loop with conc in flight

@@ -100,6 +100,8 @@ type scenario struct {
 	// run's start.
 	ceiling, first, bare float64
 	paired               bool
+	// ceilingGC says the paired ceiling's collections in words.
+	ceilingGC string
 }
 
 // servedEnv is what every served scenario needs: the ledgerd binary, a
@@ -351,7 +353,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	if s.ceiling > 0 && rate == 0 {
 		when := ""
 		if s.paired {
-			when = ", run just before this scenario"
+			when = ", run just before this scenario; " + s.ceilingGC
 		}
 		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus, the ledger as ledgerd runs it (%.0f rows/s%s): %.2f\n", s.ceiling, when, s.rate/s.ceiling)
 		if s.paired && s.first > 0 {

@@ -201,7 +201,8 @@ func TestPrintKernel(t *testing.T) {
 // the run's start, then the ledger's alone; without, the first and the
 // last; an offered-rate scenario has none.
 func TestServedRatios(t *testing.T) {
-	paired := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2000, first: 2400, bare: 3000, paired: true}}
+	paired := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2000, first: 2400, bare: 3000, paired: true,
+		ceilingGC: (&result{ok: 9000, collections: 3}).collectionsSaid()}}
 	alone := &served{result: &result{rate: 1800}, scenario: scenario{ceiling: 2400, first: 2400, bare: 3000}}
 	offered := &served{result: &result{rate: 1000}}
 	for _, c := range []struct {
@@ -220,7 +221,7 @@ func TestServedRatios(t *testing.T) {
 	var b strings.Builder
 	paired.print(&b, verifyUnit{}, 64, time.Second, 0)
 	for _, want := range []string{
-		"the ledger as ledgerd runs it (2000 rows/s, run just before this scenario): 0.90\n",
+		"the ledger as ledgerd runs it (2000 rows/s, run just before this scenario; 3 collections in this process, one every 3000 rows): 0.90\n",
 		"ratio to the same ceiling at the run's start (2400 rows/s): 0.75\n",
 		"verify + durable commit alone, at the run's start (3000 rows/s): 0.60\n",
 	} {
