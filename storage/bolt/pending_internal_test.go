@@ -470,7 +470,8 @@ func TestRowFoundBetweenItsCommitAndItsKeys(t *testing.T) {
 	if err := s.Update(ctx, func(tx ledger.Tx) error { return tx.CreateRow(before) }); err != nil {
 		t.Fatal(err)
 	}
-	// The commit loop's commit, stopped between the commit and its keys.
+	// The commit loop's commit, stopped between the commit and its keys
+	// (bbolt orders it with the commit loop's transactions).
 	r := numbersRow("committed, its keys not yet in memory")
 	m := newMemo(s.recent)
 	if err := s.db.Update(func(btx *bolt.Tx) error {
@@ -504,6 +505,9 @@ func TestRowFoundBetweenItsCommitAndItsKeys(t *testing.T) {
 		}
 	}
 	read("before its keys joined")
-	m.committed(s.pending)
+	// The keys join on the commit loop, the one writer of the pending keys.
+	if err := s.Update(ctx, func(ledger.Tx) error { m.committed(s.pending); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	read("after its keys joined")
 }
