@@ -95,11 +95,19 @@ func (d *daemon) grpcAppendBatch() batchCall {
 				errs[i] = err
 			case i >= len(rep.GetResults()):
 				errs[i] = fmt.Errorf("%d results for %d receipts", len(rep.GetResults()), len(reqs))
-			case rep.GetResults()[i].GetCode() != 0:
-				r := rep.GetResults()[i]
-				errs[i] = status.Error(codes.Code(r.GetCode()), r.GetMessage())
+			default:
+				errs[i] = resultErr(rep.GetResults()[i])
 			}
 		}
 		return errs
 	}
+}
+
+// resultErr is a receipt's result (of AppendReceipts or a stream) as the
+// error AppendReceipt would have returned; nil when it was recorded.
+func resultErr(r *ledgerv1.AppendReceiptResult) error {
+	if r.GetCode() == 0 {
+		return nil
+	}
+	return status.Error(codes.Code(r.GetCode()), r.GetMessage())
 }

@@ -9,9 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/pactledger/pactledger/internal/server"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -75,11 +73,7 @@ func (d *daemon) driveStream(ctx context.Context, corpus []*ledgerv1.AppendRecei
 					cancel()
 					return
 				}
-				var rerr error
-				if r := a.GetResult(); r.GetCode() != 0 {
-					rerr = status.Error(codes.Code(r.GetCode()), r.GetMessage())
-				}
-				t.record(time.Duration(time.Now().UnixNano()-sentAt[a.GetSeq()].Load()), rerr)
+				t.record(time.Duration(time.Now().UnixNano()-sentAt[a.GetSeq()].Load()), resultErr(a.GetResult()))
 				<-room
 			}
 		})

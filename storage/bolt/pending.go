@@ -278,29 +278,61 @@ func (v *idsView) snapshot(btx *bolt.Tx) *idsView {
 // A record that does not split is left out, as readPending would refuse
 // it at Open.
 func recordsAfter(btx *bolt.Tx, from, to uint64) *idGen {
-	b := btx.Bucket(bPending)
-	if b == nil {
-		return nil
-	}
 	var g *idGen
-	c := b.Cursor()
-	for k, val := c.Seek(seqKey(from + 1)); len(k) == 8 && binary.BigEndian.Uint64(k) <= to; k, val = c.Next() {
-		rowKey, jwtKey, err := splitPendingRecord(val)
-		if err != nil {
+	for r := range pendingRecords(btx.Bucket(bPending), from+1) {
+		if r.n > to {
+			break
+		}
+		if r.err != nil {
 			continue
 		}
 		if g == nil {
 			g = newIDGen()
 		}
-		n := binary.BigEndian.Uint64(k)
-		g.rows.set(rowKey, n)
+		g.rows.set(r.rowKey, r.n)
 		g.changes[0]++
-		if len(jwtKey) > 0 {
-			g.jwts.set(jwtKey, n)
+		if r.jwtKey != nil {
+			g.jwts.set(r.jwtKey, r.n)
 			g.changes[1]++
 		}
 	}
 	return g
+}
+
+// pendingRec is a record of bucket bPending as pendingRecords reads it:
+// the row's number and its keys (jwtKey nil when it took none), or why
+// the record does not read.
+type pendingRec struct {
+	n              uint64
+	rowKey, jwtKey []byte
+	err            error
+}
+
+// pendingRecords yields the records of b (bPending; none when nil) from
+// row number from on, in order.
+func pendingRecords(b *bolt.Bucket, from uint64) iter.Seq[pendingRec] {
+	return func(yield func(pendingRec) bool) {
+		if b == nil {
+			return
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			var r pendingRec
+			if len(k) != 8 {
+				r.err = fmt.Errorf("pending record under a key of %d bytes", len(k))
+			} else {
+				r.n = binary.BigEndian.Uint64(k)
+				if r.rowKey, r.jwtKey, r.err = splitPendingRecord(v); r.err != nil {
+					r.err = fmt.Errorf("row %x: %w", k, r.err)
+				} else if len(r.jwtKey) == 0 {
+					r.jwtKey = nil
+				}
+			}
+			if !yield(r) {
+				return
+			}
+		}
+	}
 }
 
 // get returns the number gens hold for key k of bucket name.
@@ -435,27 +467,15 @@ func (s *Store) PendingKeys() (rows int, merged, failed uint64) {
 // generations, all in the open one.
 func readPending(btx *bolt.Tx) (*pendingIDs, error) {
 	p := newPendingIDs()
-	b := btx.Bucket(bPending)
-	if b == nil {
-		return p, nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := b.ForEach(func(k, v []byte) error {
-		if len(k) != 8 {
-			return fmt.Errorf("pending record under a key of %d bytes", len(k))
+	for r := range pendingRecords(btx.Bucket(bPending), 0) {
+		if r.err != nil {
+			return p, r.err
 		}
-		rowKey, jwtKey, err := splitPendingRecord(v)
-		if err != nil {
-			return fmt.Errorf("row %x: %w", k, err)
-		}
-		if len(jwtKey) == 0 {
-			jwtKey = nil
-		}
-		p.addLocked(rowKey, jwtKey, binary.BigEndian.Uint64(k))
-		return nil
-	})
-	return p, err
+		p.addLocked(r.rowKey, r.jwtKey, r.n)
+	}
+	return p, nil
 }
 
 // settlePending writes every pending key into its bucket and deletes the
@@ -492,14 +512,9 @@ func settlePending(btx *bolt.Tx) error {
 // pendingRowNumber looks for row id key k among the records, in a
 // transaction on a file no store has open.
 func pendingRowNumber(btx *bolt.Tx, k []byte) []byte {
-	b := btx.Bucket(bPending)
-	if b == nil {
-		return nil
-	}
-	c := b.Cursor()
-	for seq, v := c.First(); seq != nil; seq, v = c.Next() {
-		if rowKey, _, err := splitPendingRecord(v); err == nil && bytes.Equal(rowKey, k) {
-			return append([]byte(nil), seq...)
+	for r := range pendingRecords(btx.Bucket(bPending), 0) {
+		if r.err == nil && bytes.Equal(r.rowKey, k) {
+			return seqKey(r.n)
 		}
 	}
 	return nil
