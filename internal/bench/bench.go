@@ -235,7 +235,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	// publications, the uploader to S3), called without the network.
 	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
 	var ceilings []ceiling
-	bareOf, servedOf := map[string]float64{}, map[string]float64{}
+	bareOf, servedOf, servedRun := map[string]float64{}, map[string]float64{}, map[string]*result{}
 	for _, c := range []struct {
 		name   string
 		corpus []*ledgerv1.AppendReceiptRequest
@@ -260,12 +260,16 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			ce := ceiling{result: r, name: c.name, asServed: asServed, load: loadAvg()}
 			ceilings = append(ceilings, ce)
 			if asServed {
-				servedOf[c.name] = r.rate
+				servedOf[c.name], servedRun[c.name] = r.rate, r
 			} else {
 				bareOf[c.name] = r.rate
 			}
-			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row; %s\n",
-				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()), r.collectionsSaid())
+			s3 := ""
+			if asServed {
+				s3 = fmt.Sprintf("; versitygw %.2f cores", r.s3cpu)
+			}
+			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row%s; %s\n",
+				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()), s3, r.collectionsSaid())
 		}
 	}
 	if cfg.LogPairs > 0 {
@@ -295,12 +299,13 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
 			sc := way
 			sc.name, sc.corpus, sc.ceiling, sc.first, sc.bare = c.name, c.corpus, servedOf[c.name], servedOf[c.name], bareOf[c.name]
+			sc.ceilingRun = servedRun[c.name]
 			if cfg.PairedCeilings {
 				r, err := runLedgerCeiling(ctx, env, c.corpus, cfg)
 				if err != nil {
 					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
 				}
-				sc.ceiling, sc.paired, sc.ceilingGC = r.rate, true, r.collectionsSaid()
+				sc.ceiling, sc.paired, sc.ceilingGC, sc.ceilingRun = r.rate, true, r.collectionsSaid(), r
 			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {

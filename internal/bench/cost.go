@@ -102,6 +102,8 @@ type scenario struct {
 	paired               bool
 	// ceilingGC says the paired ceiling's collections in words.
 	ceilingGC string
+	// ceilingRun is the run whose rate is ceiling, for its CPU.
+	ceilingRun *result
 }
 
 // servedEnv is what every served scenario needs: the ledgerd binary, a
@@ -359,6 +361,9 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 		if s.paired && s.first > 0 {
 			fmt.Fprintf(w, "  ratio to the same ceiling at the run's start (%.0f rows/s): %.2f\n", s.first, s.rate/s.first)
 		}
+		if s.ceilingRun != nil {
+			fmt.Fprint(w, cpuGap(s.result, s.ceilingRun))
+		}
 	}
 	if s.bare > 0 && rate == 0 {
 		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus, verify + durable commit alone, at the run's start (%.0f rows/s): %.2f\n", s.bare, s.rate/s.bare)
@@ -366,6 +371,30 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "  ledgerd memory under load: %s\n", s.mem)
 	fmt.Fprintf(w, "  ledgerd memory at rest (outbox drained): %s\n", s.atRest)
 	fmt.Fprintf(w, "  outbox depth when the load stopped: %d objects (%.2f s of writes), drained %s later\n", s.depth, float64(s.depth)/max(s.rate, 1), s.drain)
+}
+
+// cpuGap says what a row cost every process on the machine when served
+// (s) and in the ceiling its ratio is read against (c), and where the
+// served row cost more: the transport's two ends and the load generator
+// run only when served. When both phases kept the cores busy, the ratio
+// of their rates is about the ratio of these costs; a rate ratio above it
+// says the ceiling left more of the cores idle.
+func cpuGap(s, c *result) string {
+	if s.ok == 0 || c.ok == 0 {
+		return ""
+	}
+	perRow := func(r *result, cores float64) float64 {
+		return cores * r.elapsed.Seconds() / float64(r.ok) * 1e6
+	}
+	ledgerd, client, s3 := perRow(s, s.cpu), perRow(s, s.clientCPU), perRow(s, s.s3cpu)
+	own, ownS3 := perRow(c, c.cpu), perRow(c, c.s3cpu)
+	served, ceiling := ledgerd+client+s3, own+ownS3
+	return fmt.Sprintf("  CPU a row, every process: served %.0f µs (ledgerd %.0f, the load generator %.0f, versitygw %.0f; %.2f cores busy), "+
+		"the ceiling %.0f µs (its process %.0f, versitygw %.0f; %.2f cores busy), %.2f of the served's; "+
+		"the served row's more: ledgerd %+.0f µs, the load generator %+.0f µs, versitygw %+.0f µs\n",
+		served, ledgerd, client, s3, s.cpu+s.clientCPU+s.s3cpu,
+		ceiling, own, ownS3, c.cpu+c.s3cpu, ceiling/served,
+		ledgerd-own, client, s3-ownS3)
 }
 
 // how is the scenario's transport in words: "gRPC", "REST", "gRPC,

@@ -235,3 +235,23 @@ func TestServedRatios(t *testing.T) {
 		t.Errorf("print of a scenario without a paired ceiling speaks of one:\n%s", s)
 	}
 }
+
+// TestCPUGap checks the line that sets a served row's CPU, every process
+// counted, beside the ceiling's: per row from cores over the window, the
+// ceiling's share of the served's, and the served's more by process.
+func TestCPUGap(t *testing.T) {
+	// Served: 4,000 rows in 2 s; ledgerd 1.2 cores (600 µs a row), the
+	// load generator 0.3 (150), versitygw 0.1 (50). The ceiling: 5,000
+	// rows in 2 s; its process 1.5 cores (600 µs a row), versitygw 0.1 (40).
+	s := &result{ok: 4000, elapsed: 2 * time.Second, cpu: 1.2, clientCPU: 0.3, s3cpu: 0.1}
+	c := &result{ok: 5000, elapsed: 2 * time.Second, cpu: 1.5, s3cpu: 0.1}
+	want := "  CPU a row, every process: served 800 µs (ledgerd 600, the load generator 150, versitygw 50; 1.60 cores busy), " +
+		"the ceiling 640 µs (its process 600, versitygw 40; 1.60 cores busy), 0.80 of the served's; " +
+		"the served row's more: ledgerd +0 µs, the load generator +150 µs, versitygw +10 µs\n"
+	if got := cpuGap(s, c); got != want {
+		t.Errorf("cpuGap:\n%q\nwant:\n%q", got, want)
+	}
+	if got := cpuGap(s, &result{}); got != "" {
+		t.Errorf("cpuGap against a ceiling without rows: %q, want nothing", got)
+	}
+}

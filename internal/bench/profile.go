@@ -174,7 +174,8 @@ func writeProfile(path, name string) error {
 // without the network: internal/server on a fresh data directory and
 // bucket, configured as in the served phases (S3 evidence and its
 // uploader, the Merkle log, its integrator and publications, the signature
-// cache). What a served phase adds to it is the transport.
+// cache). What a served phase adds to it is the transport. It measures
+// versitygw's CPU besides its own, as a served phase does.
 func runLedgerCeiling(ctx context.Context, env *servedEnv, corpus []*ledgerv1.AppendReceiptRequest, cfg Config) (*result, error) {
 	env.n++
 	d, err := startInProcess(ctx, filepath.Join(env.work, "ceiling-served-"+strconv.Itoa(env.n)), env.sc, env.s3)
@@ -182,7 +183,13 @@ func runLedgerCeiling(ctx context.Context, env *servedEnv, corpus []*ledgerv1.Ap
 		return nil, err
 	}
 	defer d.stop()
-	return driveLedger(ctx, d.ledger, corpus, cfg)
+	s30, t0 := procCPU(env.s3.Pid()), time.Now()
+	r, err := driveLedger(ctx, d.ledger, corpus, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.s3cpu = (procCPU(env.s3.Pid()) - s30) / time.Since(t0).Seconds()
+	return r, nil
 }
 
 // ceiling is an in-process run of one corpus.
