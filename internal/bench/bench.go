@@ -235,7 +235,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	// publications, the uploader to S3), called without the network.
 	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
 	var ceilings []ceiling
-	bareOf, servedOf, servedRun := map[string]float64{}, map[string]float64{}, map[string]*result{}
+	bareOf, servedOf := map[string]float64{}, map[string]*result{}
 	for _, c := range []struct {
 		name   string
 		corpus []*ledgerv1.AppendReceiptRequest
@@ -260,7 +260,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			ce := ceiling{result: r, name: c.name, asServed: asServed, load: loadAvg()}
 			ceilings = append(ceilings, ce)
 			if asServed {
-				servedOf[c.name], servedRun[c.name] = r.rate, r
+				servedOf[c.name] = r
 			} else {
 				bareOf[c.name] = r.rate
 			}
@@ -298,14 +298,13 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			corpus []*ledgerv1.AppendReceiptRequest
 		}{{sessionsName, sessions}, {"one delegation token per row", perRow}} {
 			sc := way
-			sc.name, sc.corpus, sc.ceiling, sc.first, sc.bare = c.name, c.corpus, servedOf[c.name], servedOf[c.name], bareOf[c.name]
-			sc.ceilingRun = servedRun[c.name]
+			sc.name, sc.corpus, sc.ceiling, sc.first, sc.bare = c.name, c.corpus, servedOf[c.name], servedOf[c.name].rate, bareOf[c.name]
 			if cfg.PairedCeilings {
 				r, err := runLedgerCeiling(ctx, env, c.corpus, cfg)
 				if err != nil {
 					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
 				}
-				sc.ceiling, sc.paired, sc.ceilingGC, sc.ceilingRun = r.rate, true, r.collectionsSaid(), r
+				sc.ceiling, sc.paired = r, true
 			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {

@@ -91,19 +91,17 @@ type scenario struct {
 	// (over gRPC).
 	stream bool
 	corpus []*ledgerv1.AppendReceiptRequest
-	// ceiling is the in-process rate for the same corpus of the ledger as
-	// ledgerd runs it, bare the ledger's alone (verify + durable commit),
-	// both measured in the same run; the served rate is compared with each.
+	// ceiling is the in-process run on the same corpus of the ledger as
+	// ledgerd runs it, bare the rate of the ledger's alone (verify +
+	// durable commit), both measured in the same run; the served rate is
+	// compared with each, and the served row's CPU with the ceiling's.
 	// With paired ceilings (paired, Config.PairedCeilings) ceiling is the
-	// one run just before the scenario and first the one at the run's
-	// start; otherwise the two are the same. bare is always the one at the
-	// run's start.
-	ceiling, first, bare float64
-	paired               bool
-	// ceilingGC says the paired ceiling's collections in words.
-	ceilingGC string
-	// ceilingRun is the run whose rate is ceiling, for its CPU.
-	ceilingRun *result
+	// one run just before the scenario and first the rate of the one at
+	// the run's start; otherwise the two are the same. bare is always the
+	// one at the run's start.
+	ceiling     *result
+	first, bare float64
+	paired      bool
 }
 
 // servedEnv is what every served scenario needs: the ledgerd binary, a
@@ -352,18 +350,16 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	if total := s.hits + s.misses; total > 0 {
 		fmt.Fprintf(w, "  signature cache: %.1f %% hits (%.0f hits, %.0f misses)\n", 100*s.hits/total, s.hits, s.misses)
 	}
-	if s.ceiling > 0 && rate == 0 {
+	if s.ceiling != nil && s.ceiling.rate > 0 && rate == 0 {
 		when := ""
 		if s.paired {
-			when = ", run just before this scenario; " + s.ceilingGC
+			when = ", run just before this scenario; " + s.ceiling.collectionsSaid()
 		}
-		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus, the ledger as ledgerd runs it (%.0f rows/s%s): %.2f\n", s.ceiling, when, s.rate/s.ceiling)
+		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus, the ledger as ledgerd runs it (%.0f rows/s%s): %.2f\n", s.ceiling.rate, when, s.rate/s.ceiling.rate)
 		if s.paired && s.first > 0 {
 			fmt.Fprintf(w, "  ratio to the same ceiling at the run's start (%.0f rows/s): %.2f\n", s.first, s.rate/s.first)
 		}
-		if s.ceilingRun != nil {
-			fmt.Fprint(w, cpuGap(s.result, s.ceilingRun))
-		}
+		fmt.Fprint(w, cpuGap(s.result, s.ceiling))
 	}
 	if s.bare > 0 && rate == 0 {
 		fmt.Fprintf(w, "  ratio to the in-process ceiling on the same corpus, verify + durable commit alone, at the run's start (%.0f rows/s): %.2f\n", s.bare, s.rate/s.bare)
@@ -383,11 +379,9 @@ func cpuGap(s, c *result) string {
 	if s.ok == 0 || c.ok == 0 {
 		return ""
 	}
-	perRow := func(r *result, cores float64) float64 {
-		return cores * r.elapsed.Seconds() / float64(r.ok) * 1e6
-	}
-	ledgerd, client, s3 := perRow(s, s.cpu), perRow(s, s.clientCPU), perRow(s, s.s3cpu)
-	own, ownS3 := perRow(c, c.cpu), perRow(c, c.s3cpu)
+	µs := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	ledgerd, client, s3 := µs(s.perRow(s.cpu)), µs(s.perRow(s.clientCPU)), µs(s.perRow(s.s3cpu))
+	own, ownS3 := µs(c.perRow(c.cpu)), µs(c.perRow(c.s3cpu))
 	served, ceiling := ledgerd+client+s3, own+ownS3
 	return fmt.Sprintf("  CPU a row, every process: served %.0f µs (ledgerd %.0f, the load generator %.0f, versitygw %.0f; %.2f cores busy), "+
 		"the ceiling %.0f µs (its process %.0f, versitygw %.0f; %.2f cores busy), %.2f of the served's; "+
@@ -410,11 +404,15 @@ func (s scenario) how() string {
 }
 
 // cpuPerRow is ledgerd's CPU time per recorded row.
-func (r *result) cpuPerRow() time.Duration {
+func (r *result) cpuPerRow() time.Duration { return r.perRow(r.cpu) }
+
+// perRow is the CPU time per recorded row of a process that kept cores
+// busy over the phase.
+func (r *result) perRow(cores float64) time.Duration {
 	if r.ok == 0 {
 		return 0
 	}
-	return time.Duration(r.cpu * r.elapsed.Seconds() / float64(r.ok) * float64(time.Second))
+	return time.Duration(cores * r.elapsed.Seconds() / float64(r.ok) * float64(time.Second))
 }
 
 // selfPid is this process, the load generator.

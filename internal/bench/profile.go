@@ -254,11 +254,11 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 // ledger's alone; "—" for a scenario without ceilings (an offered rate).
 func (s *served) ratios() string {
 	switch {
-	case s.ceiling <= 0 || s.bare <= 0:
+	case s.ceiling == nil || s.ceiling.rate <= 0 || s.bare <= 0:
 		return "—"
 	case s.paired && s.first > 0:
-		return fmt.Sprintf("%.2f / %.2f / %.2f", s.rate/s.ceiling, s.rate/s.first, s.rate/s.bare)
+		return fmt.Sprintf("%.2f / %.2f / %.2f", s.rate/s.ceiling.rate, s.rate/s.first, s.rate/s.bare)
 	default:
-		return fmt.Sprintf("%.2f / %.2f", s.rate/s.ceiling, s.rate/s.bare)
+		return fmt.Sprintf("%.2f / %.2f", s.rate/s.ceiling.rate, s.rate/s.bare)
 	}
 }
