@@ -99,6 +99,11 @@ type Config struct {
 	// ProfileREST posts the profiled phase's load through the REST
 	// gateway instead of gRPC.
 	ProfileREST bool
+	// ClientCPUProfile, when set, writes a CPU profile of this process,
+	// the load generator, over each served phase: ClientCPUProfile, a
+	// dash, the phase's name as a file name, and ".pb". It does not take
+	// the run to the profiled phase alone.
+	ClientCPUProfile string
 	// ProfileOffered, above zero, sends the profiled phase's load at that
 	// many rows a second (open loop) instead of Concurrency in flight.
 	ProfileOffered int
@@ -185,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := buildLedgerd(ctx, w, bin); err != nil {
 		return err
 	}
-	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv}
+	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv, clientProfile: cfg.ClientCPUProfile}
 	if len(cfg.LedgerdEnv) > 0 {
 		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
 	}
@@ -430,6 +435,9 @@ type result struct {
 	// written is what ledgerd wrote to storage over the phase (bbolt's
 	// pages), -1 when unknown.
 	written int64
+	// calls are ledgerd's read and write system calls over the phase
+	// (its written is the field above); zero when unknown.
+	calls procIO
 	// collections is how many garbage collections this process ran over an
 	// in-process ceiling (its heap holds the signed corpora besides the
 	// ledger's); 0 for a served phase, whose ledgerd's are in its counters.
@@ -447,16 +455,21 @@ func (r *result) printWritten(w io.Writer) {
 
 // printKernel prints, on a line of its own, how ledgerd's CPU a row
 // splits between its own code and the kernel (bbolt's page writes and
-// syncs, page faults, the network) and the page faults it took a row;
-// nothing when no row was recorded or the split is unknown.
+// syncs, page faults, the network), the page faults it took a row and,
+// when known, its system calls a row; nothing when no row was recorded
+// or the split is unknown.
 func (r *result) printKernel(w io.Writer) {
 	u := r.usage
 	if r.ok == 0 || u.user+u.sys <= 0 {
 		return
 	}
 	n := float64(r.ok)
-	fmt.Fprintf(w, "  ledgerd's CPU a row: in its own code %.0f µs, in the kernel %.0f µs; page faults a row: %.2f minor, %.3f major (read from disk)\n",
+	fmt.Fprintf(w, "  ledgerd's CPU a row: in its own code %.0f µs, in the kernel %.0f µs; page faults a row: %.2f minor, %.3f major (read from disk)",
 		1e6*u.user/n, 1e6*u.sys/n, u.minflt/n, u.majflt/n)
+	if c := r.calls; c.reads+c.writes > 0 {
+		fmt.Fprintf(w, "; system calls a row: %.2f writes (answers, bbolt's pages, uploads), %.2f reads", float64(c.writes)/n, float64(c.reads)/n)
+	}
+	fmt.Fprintln(w)
 }
 
 func (r *result) p(q float64) time.Duration {
@@ -819,7 +832,7 @@ func (d *daemon) measure(ctx context.Context, corpus []*ledgerv1.AppendReceiptRe
 func (d *daemon) measured(load func() (*result, error)) (*result, error) {
 	pid := d.pid
 	u0, self0, s30 := procUsageOf(pid), procCPU(selfPid), procCPU(d.s3Pid())
-	w0 := procWritten(pid)
+	io0, ioKnown := procIOOf(pid)
 	mem := sampleMem(pid, 500*time.Millisecond)
 	t0 := time.Now()
 	res, err := load()
@@ -833,8 +846,9 @@ func (d *daemon) measured(load func() (*result, error)) (*result, error) {
 	res.clientCPU = (procCPU(selfPid) - self0) / el
 	res.s3cpu = (procCPU(d.s3Pid()) - s30) / el
 	res.written = -1
-	if w1 := procWritten(pid); w0 >= 0 && w1 >= 0 {
-		res.written = w1 - w0
+	if io1, ok := procIOOf(pid); ok && ioKnown {
+		res.written = io1.written - io0.written
+		res.calls = procIO{reads: io1.reads - io0.reads, writes: io1.writes - io0.writes}
 	}
 	res.mem = peak
 	return res, nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +114,9 @@ type servedEnv struct {
 	s3   *s3test.Server
 	env  []string // added to ledgerd's environment
 	n    int      // data directories made so far
+	// clientProfile, when set, is where the load generator's CPU profile
+	// of each served phase goes (Config.ClientCPUProfile).
+	clientProfile string
 }
 
 // fresh starts ledgerd on an empty data directory and S3 bucket, so that
@@ -313,6 +317,10 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	}
 	defer d.stop()
 	c0 := d.counters()
+	stopProfile, err := env.profileClient(sc, rate)
+	if err != nil {
+		return nil, err
+	}
 	var res *result
 	switch {
 	case sc.batch > 0:
@@ -322,6 +330,9 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	default:
 		res, err = d.measure(ctx, sc.corpus, conc, dur, rate, d.call(sc.via, nil))
 	}
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +341,51 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	out.drain = d.waitDrained(2 * time.Minute)
 	out.atRest = procMem(d.pid)
 	return out, nil
+}
+
+// profileClient starts a CPU profile of this process, the load
+// generator, for the served phase of sc at rate (0: closed loop) when
+// the run asks for one; the function it returns stops it and closes the
+// file.
+func (e *servedEnv) profileClient(sc scenario, rate int) (func() error, error) {
+	if e.clientProfile == "" {
+		return func() error { return nil }, nil
+	}
+	phase := sc.how() + " " + sc.name
+	if rate > 0 {
+		phase += fmt.Sprintf(" %d rows a second", rate)
+	}
+	f, err := os.Create(e.clientProfile + "-" + fileName(phase) + ".pb")
+	if err != nil {
+		return nil, fmt.Errorf("the load generator's CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the load generator's CPU profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// fileName is s as a file name: lower case letters and digits, each run
+// of anything else a single dash.
+func fileName(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return b.String()
 }
 
 // print writes the scenario's figures in units of u.

@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 )
 
 // TestPrintCommits checks the group commit's figures: the commits' µs a
@@ -166,6 +170,41 @@ func TestUsageOf(t *testing.T) {
 	}
 }
 
+// TestProcIOOf reads this process's /proc/PID/io: a write and a read
+// of a file each count one system call more.
+func TestProcIOOf(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "calls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	io0, ok := procIOOf(selfPid)
+	if !ok {
+		t.Skip("the kernel does not count this process's system calls (/proc/PID/io)")
+	}
+	for range 3 {
+		if _, err := f.WriteAt([]byte("row"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ReadAt(make([]byte, 3), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	io1, ok := procIOOf(selfPid)
+	if !ok {
+		t.Fatal("/proc/PID/io unreadable the second time")
+	}
+	if d := io1.writes - io0.writes; d < 3 {
+		t.Errorf("write system calls grew by %d over three writes, want at least 3", d)
+	}
+	if d := io1.reads - io0.reads; d < 3 {
+		t.Errorf("read system calls grew by %d over three reads, want at least 3", d)
+	}
+	if _, ok := procIOOf(-1); ok {
+		t.Error("procIOOf(-1) = ok, want false")
+	}
+}
+
 // TestPrintKernel checks the line on ledgerd's CPU in its code and in
 // the kernel, and the growth run's medians of it.
 func TestPrintKernel(t *testing.T) {
@@ -175,6 +214,14 @@ func TestPrintKernel(t *testing.T) {
 	want := "  ledgerd's CPU a row: in its own code 500 µs, in the kernel 100 µs; page faults a row: 3.00 minor, 0.002 major (read from disk)\n"
 	if b.String() != want {
 		t.Errorf("printKernel:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	c := *r
+	c.calls = procIO{reads: 620, writes: 3550}
+	c.printKernel(&b)
+	want = "  ledgerd's CPU a row: in its own code 500 µs, in the kernel 100 µs; page faults a row: 3.00 minor, 0.002 major (read from disk); system calls a row: 3.55 writes (answers, bbolt's pages, uploads), 0.62 reads\n"
+	if b.String() != want {
+		t.Errorf("printKernel with system calls:\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
 	(&result{ok: 1000}).printKernel(&b)
@@ -254,5 +301,50 @@ func TestCPUGap(t *testing.T) {
 	}
 	if got := cpuGap(s, &result{}); got != "" {
 		t.Errorf("cpuGap against a ceiling without rows: %q, want nothing", got)
+	}
+}
+
+// TestProfileClient checks the load generator's profile of a served
+// phase: its file name from the phase, a CPU profile in it, and nothing
+// when the run asks for none.
+func TestProfileClient(t *testing.T) {
+	if got, want := fileName("gRPC, AppendReceiptStream sessions of 20 turns per delegation token"), "grpc-appendreceiptstream-sessions-of-20-turns-per-delegation-token"; got != want {
+		t.Errorf("fileName = %q, want %q", got, want)
+	}
+	if got, want := fileName("  REST: one token/row  "), "rest-one-token-row"; got != want {
+		t.Errorf("fileName = %q, want %q", got, want)
+	}
+
+	dir := t.TempDir()
+	stop, err := (&servedEnv{}).profileClient(scenario{name: "sessions", via: viaGRPC}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e := &servedEnv{clientProfile: filepath.Join(dir, "client")}
+	stop, err = e.profileClient(scenario{name: "sessions", via: viaGRPC, stream: true}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "client-grpc-appendreceiptstream-sessions-1000-rows-a-second.pb")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no profile where the phase's name says: %v", err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(p.SampleType) == 0 || p.SampleType[len(p.SampleType)-1].Type != "cpu" {
+		t.Errorf("%s holds %v samples, want cpu", path, p.SampleType)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files written, want the one profile", len(entries))
 	}
 }

@@ -79,24 +79,45 @@ func ticks(f []string, idx ...int) float64 {
 	return sum / 100
 }
 
-// procWritten returns the bytes pid caused to be written to storage
-// (write_bytes of /proc/PID/io: bbolt's page writes, the evidence a
-// local store writes), or -1 when the kernel does not say.
-func procWritten(pid int) int64 {
+// procIO is what /proc/PID/io counts for a process: the bytes it caused
+// to be written to storage (write_bytes: bbolt's page writes, the
+// evidence a local store writes), and its read and write system calls
+// (syscr, syscw: on sockets and files alike, vector and positioned forms
+// included).
+type procIO struct {
+	written, reads, writes int64
+}
+
+// procIOOf reads pid's procIO; false when the kernel does not say.
+func procIOOf(pid int) (procIO, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
-		return -1
+		return procIO{}, false
 	}
+	var io procIO
+	found := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return -1
-			}
-			return n
+		name, v, ok := strings.Cut(line, ": ")
+		var field *int64
+		switch name {
+		case "write_bytes":
+			field = &io.written
+		case "syscr":
+			field = &io.reads
+		case "syscw":
+			field = &io.writes
 		}
+		if !ok || field == nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return procIO{}, false
+		}
+		*field = n
+		found++
 	}
-	return -1
+	return io, found == 3
 }
 
 // memStat is a process's resident memory from /proc/PID/status: anonymous
