@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -349,24 +348,17 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 // file.
 func (e *servedEnv) profileClient(sc scenario, rate int) (func() error, error) {
 	if e.clientProfile == "" {
-		return func() error { return nil }, nil
+		return startCPUProfile("")
 	}
 	phase := sc.how() + " " + sc.name
 	if rate > 0 {
 		phase += fmt.Sprintf(" %d rows a second", rate)
 	}
-	f, err := os.Create(e.clientProfile + "-" + fileName(phase) + ".pb")
+	stop, err := startCPUProfile(e.clientProfile + "-" + fileName(phase) + ".pb")
 	if err != nil {
-		return nil, fmt.Errorf("the load generator's CPU profile: %w", err)
+		return nil, fmt.Errorf("the load generator's %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("the load generator's CPU profile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
-	}, nil
+	return stop, nil
 }
 
 // fileName is s as a file name: lower case letters and digits, each run
