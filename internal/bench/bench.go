@@ -100,9 +100,10 @@ type Config struct {
 	// gateway instead of gRPC.
 	ProfileREST bool
 	// ClientCPUProfile, when set, writes a CPU profile of this process,
-	// the load generator, over each served phase: ClientCPUProfile, a
-	// dash, the phase's name as a file name, and ".pb". It does not take
-	// the run to the profiled phase alone.
+	// the load generator, over each served scenario's phase (the growth
+	// run's windows left out): ClientCPUProfile, a dash, the phase's name
+	// as a file name, and ".pb". It does not take the run to the profiled
+	// phase alone.
 	ClientCPUProfile string
 	// ProfileOffered, above zero, sends the profiled phase's load at that
 	// many rows a second (open loop) instead of Concurrency in flight.
@@ -435,8 +436,8 @@ type result struct {
 	// written is what ledgerd wrote to storage over the phase (bbolt's
 	// pages), -1 when unknown.
 	written int64
-	// calls are ledgerd's read and write system calls over the phase
-	// (its written is the field above); zero when unknown.
+	// calls counts ledgerd's read and write system calls over the phase
+	// (its bytes are in written, above); zero when unknown.
 	calls procIO
 	// collections is how many garbage collections this process ran over an
 	// in-process ceiling (its heap holds the signed corpora besides the

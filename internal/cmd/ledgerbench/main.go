@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&cfg.VerifySamples, "verify-samples", 5000, "P-256 verifications timed for the unit of cost")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "run only the profiled phase (ledgerd in process, gRPC, sessions corpus) and write its CPU profile here")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "run only the profiled phase and write the heap allocations of its load here")
-	flag.StringVar(&cfg.ClientCPUProfile, "client-cpuprofile", "", "write a CPU profile of the load generator (this process) over each served phase to this prefix, a dash, the phase's name and .pb; the profiling adds a little to the load generator's CPU")
+	flag.StringVar(&cfg.ClientCPUProfile, "client-cpuprofile", "", "write a CPU profile of the load generator (this process) over each served scenario (not the growth windows) to this prefix, a dash, the phase's name and .pb; the profiling adds a little to the load generator's CPU")
 	flag.BoolVar(&cfg.ProfileREST, "profile-rest", false, "post the profiled phase's load through the REST gateway instead of gRPC")
 	flag.IntVar(&cfg.Batch, "batch", 8, "receipts a call in the batched gRPC scenarios (AppendReceipts, --concurrency receipts in flight); 0 leaves them out")
 	flag.BoolVar(&cfg.Stream, "stream", true, "add the streamed gRPC scenarios (AppendReceiptStream, --concurrency receipts in flight on a stream a connection)")
