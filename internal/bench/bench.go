@@ -433,12 +433,11 @@ type result struct {
 	// faults; zero for the in-process ceiling.
 	usage procUsage
 	mem   memStat // ledgerd's largest memory figures under load
-	// written is what ledgerd wrote to storage over the phase (bbolt's
-	// pages), -1 when unknown.
-	written int64
-	// calls counts ledgerd's read and write system calls over the phase
-	// (its bytes are in written, above); zero when unknown.
-	calls procIO
+	// io is what ledgerd wrote to storage over the phase (bbolt's pages)
+	// and the read and write system calls it made; ioKnown is false when
+	// the kernel did not say.
+	io      procIO
+	ioKnown bool
 	// collections is how many garbage collections this process ran over an
 	// in-process ceiling (its heap holds the signed corpora besides the
 	// ledger's); 0 for a served phase, whose ledgerd's are in its counters.
@@ -448,10 +447,10 @@ type result struct {
 // printWritten prints ledgerd's bytes written to storage per row served,
 // on a line of its own; nothing when unknown.
 func (r *result) printWritten(w io.Writer) {
-	if r.written < 0 || r.ok == 0 {
+	if !r.ioKnown || r.ok == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  ledgerd %.1f KiB written to disk per row\n", float64(r.written)/float64(r.ok)/1024)
+	fmt.Fprintf(w, "  ledgerd %.1f KiB written to disk per row\n", float64(r.io.written)/float64(r.ok)/1024)
 }
 
 // printKernel prints, on a line of its own, how ledgerd's CPU a row
@@ -467,7 +466,7 @@ func (r *result) printKernel(w io.Writer) {
 	n := float64(r.ok)
 	fmt.Fprintf(w, "  ledgerd's CPU a row: in its own code %.0f µs, in the kernel %.0f µs; page faults a row: %.2f minor, %.3f major (read from disk)",
 		1e6*u.user/n, 1e6*u.sys/n, u.minflt/n, u.majflt/n)
-	if c := r.calls; c.reads+c.writes > 0 {
+	if c := r.io; r.ioKnown {
 		fmt.Fprintf(w, "; system calls a row: %.2f writes (answers, bbolt's pages, uploads), %.2f reads", float64(c.writes)/n, float64(c.reads)/n)
 	}
 	fmt.Fprintln(w)
@@ -846,10 +845,8 @@ func (d *daemon) measured(load func() (*result, error)) (*result, error) {
 	res.cpu = (res.usage.user + res.usage.sys) / el
 	res.clientCPU = (procCPU(selfPid) - self0) / el
 	res.s3cpu = (procCPU(d.s3Pid()) - s30) / el
-	res.written = -1
 	if io1, ok := procIOOf(pid); ok && ioKnown {
-		res.written = io1.written - io0.written
-		res.calls = procIO{reads: io1.reads - io0.reads, writes: io1.writes - io0.writes}
+		res.io, res.ioKnown = io1.since(io0), true
 	}
 	res.mem = peak
 	return res, nil

@@ -114,7 +114,7 @@ type servedEnv struct {
 	env  []string // added to ledgerd's environment
 	n    int      // data directories made so far
 	// clientProfile, when set, is where the load generator's CPU profile
-	// of each served phase goes (Config.ClientCPUProfile).
+	// of each served scenario goes (Config.ClientCPUProfile).
 	clientProfile string
 }
 

@@ -205,6 +205,21 @@ func TestProcIOOf(t *testing.T) {
 	}
 }
 
+// TestPrintWritten checks the line on ledgerd's bytes written a row, and
+// that it says nothing when the kernel did not count them.
+func TestPrintWritten(t *testing.T) {
+	var b strings.Builder
+	(&result{ok: 1000, io: procIO{written: 16 << 20}, ioKnown: true}).printWritten(&b)
+	if want := "  ledgerd 16.4 KiB written to disk per row\n"; b.String() != want {
+		t.Errorf("printWritten = %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	(&result{ok: 1000, io: procIO{written: 16 << 20}}).printWritten(&b)
+	if b.String() != "" {
+		t.Errorf("printWritten unknown = %q, want nothing", b.String())
+	}
+}
+
 // TestPrintKernel checks the line on ledgerd's CPU in its code and in
 // the kernel, and the growth run's medians of it.
 func TestPrintKernel(t *testing.T) {
@@ -217,7 +232,7 @@ func TestPrintKernel(t *testing.T) {
 	}
 	b.Reset()
 	c := *r
-	c.calls = procIO{reads: 620, writes: 3550}
+	c.io, c.ioKnown = procIO{reads: 620, writes: 3550}, true
 	c.printKernel(&b)
 	want = "  ledgerd's CPU a row: in its own code 500 µs, in the kernel 100 µs; page faults a row: 3.00 minor, 0.002 major (read from disk); system calls a row: 3.55 writes (answers, bbolt's pages, uploads), 0.62 reads\n"
 	if b.String() != want {

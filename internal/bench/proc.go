@@ -88,6 +88,11 @@ type procIO struct {
 	written, reads, writes int64
 }
 
+// since is what io counted after io0.
+func (io procIO) since(io0 procIO) procIO {
+	return procIO{written: io.written - io0.written, reads: io.reads - io0.reads, writes: io.writes - io0.writes}
+}
+
 // procIOOf reads pid's procIO; false when the kernel does not say.
 func procIOOf(pid int) (procIO, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
