@@ -32,6 +32,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/console"
+	"github.com/pactledger/pactledger/internal/heapfloor"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -634,6 +635,8 @@ func (s *Server) Ledger() *ledger.Ledger { return s.ledger }
 // requests, lets in-flight ones finish (up to the shutdown timeout), stops
 // the uploader and closes the row store after its last commit.
 func (s *Server) Serve(ctx context.Context) error {
+	// The collector's heap floor holds while the server serves.
+	defer heapfloor.Start(uint64(s.cfg.Runtime.HeapFloorMiB)<<20, s.log)()
 	upCtx, stopUploader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)

@@ -1,0 +1,173 @@
+// Package heapfloor keeps the Go collector's heap goal at or above a
+// floor.
+//
+// The collector starts a cycle when the heap has grown by GOGC percent
+// of what the last cycle found live. A ledger's live heap is small (tens
+// of MiB) next to what a write allocates (about 65 KiB a row), so at
+// GOGC=100 it collects several times a second under load, and every
+// cycle marks the whole live heap. With a floor the goal is the larger
+// of the floor and what GOGC gives: a small heap is collected several
+// times less often, for at most the floor in memory; a heap whose GOGC
+// goal is above the floor is collected as without one.
+//
+// After each cycle the floor sets the collector's percentage to the
+// larger of GOGC and what takes the live heap to the floor. A memory
+// limit (GOMEMLIMIT) still holds over it; GOGC=off turns the floor off.
+package heapfloor
+
+import (
+	"log/slog"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// A floor keeps the heap goal at or above its size until stopped.
+type floor struct {
+	size uint64 // bytes
+	base int    // GOGC as the process had it
+
+	mu      sync.Mutex
+	stopped bool
+	percent int           // what the floor set last
+	set     func(int)     // debug.SetGCPercent, or a test's
+	live    func() uint64 // liveHeap, or a test's
+}
+
+// minLive is the live heap the percentage is computed from when a cycle
+// found less: a process's first cycles find a few MiB or less, and the
+// percentage of a floor over next to nothing is not one to set.
+const minLive = 4 << 20
+
+// The process has one collector. While a floor is in force, a second
+// Start (another server in the same process, as in tests and the
+// benchmark) shares it rather than taking its percentage for GOGC; the
+// last stop sets GOGC back.
+var (
+	activeMu sync.Mutex
+	active   *floor
+	users    int
+)
+
+// Start keeps the heap goal at or above size bytes until stop is called,
+// then sets GOGC back. The floor is lowered to a quarter of the memory
+// the system lets the process use (a cgroup's limit, the machine's
+// memory: systemLimit) and to half of a memory limit set with
+// GOMEMLIMIT. It logs the floor in force. A size of 0, or GOGC=off,
+// leaves the collector as it is.
+func Start(size uint64, log *slog.Logger) (stop func()) {
+	activeMu.Lock()
+	defer activeMu.Unlock()
+	if active != nil {
+		users++
+		return release
+	}
+	base := gogc()
+	if size == 0 || base < 0 {
+		if size != 0 {
+			log.Info("collector: no heap floor, the collector is off (GOGC=off)")
+		}
+		return func() {}
+	}
+	why := ""
+	if limit, from := systemLimit(); limit > 0 && limit/4 < size {
+		size, why = limit/4, "a quarter of "+from
+	}
+	if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 && uint64(limit)/2 < size {
+		size, why = uint64(limit)/2, "half of GOMEMLIMIT"
+	}
+	attrs := []any{slog.Uint64("heap_floor_mib", size>>20), slog.Int("gogc", base)}
+	if why != "" {
+		attrs = append(attrs, slog.String("lowered_to", why))
+	}
+	log.Info("collector: heap floor", attrs...)
+	active, users = newFloor(size, base, func(p int) { debug.SetGCPercent(p) }, liveHeap), 1
+	return release
+}
+
+// release is a user's stop: the last one stops the floor.
+func release() {
+	activeMu.Lock()
+	defer activeMu.Unlock()
+	if users--; users == 0 {
+		active.stop()
+		active = nil
+	}
+}
+
+// newFloor starts a floor of size bytes over GOGC base: it sets the
+// percentage now and after every cycle.
+func newFloor(size uint64, base int, set func(int), live func() uint64) *floor {
+	f := &floor{size: size, base: base, percent: base, set: set, live: live}
+	f.afterGC()
+	return f
+}
+
+// Percent is the GOGC that takes a heap of live bytes to a goal of at
+// least floor bytes, and never below base.
+func Percent(floor, live uint64, base int) int {
+	live = max(live, minLive)
+	if floor <= live {
+		return base
+	}
+	p := min((floor-live)*100/live, math.MaxInt32)
+	return max(int(p), base)
+}
+
+// afterGC sets the percentage for the live heap the last cycle found and
+// asks to be called again after the next cycle.
+func (f *floor) afterGC() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return
+	}
+	if p := Percent(f.size, f.live(), f.base); p != f.percent {
+		f.set(p)
+		f.percent = p
+	}
+	runtime.AddCleanup(&sentinel{}, (*floor).afterGC, f)
+}
+
+// sentinel is an object nothing keeps: its cleanup runs after the cycle
+// that finds it unreachable. It holds a pointer so that it is not
+// allocated inside a block shared with other small objects (the tiny
+// allocator's), which can outlive it.
+type sentinel struct {
+	_ *int
+	_ [2]uint64
+}
+
+func (f *floor) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	if f.percent != f.base {
+		f.set(f.base)
+		f.percent = f.base
+	}
+}
+
+// read returns runtime metric name's value (0 where it is not a uint64).
+func read(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// liveHeap is the heap the last cycle found live.
+func liveHeap() uint64 { return read("/gc/heap/live:bytes") }
+
+// gogc is the GOGC in force: -1 for off.
+func gogc() int {
+	v := read("/gc/gogc:percent")
+	if v > math.MaxInt32 {
+		return -1
+	}
+	return int(v)
+}
