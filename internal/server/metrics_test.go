@@ -237,3 +237,13 @@ func TestKeyTablesAreReported(t *testing.T) {
 		t.Fatalf("%v tables failed their self-check", n)
 	}
 }
+
+// While ledgerd serves, the collector's heap floor (runtime.heapFloorMiB,
+// 256 MiB by default) holds its percentage above GOGC's 100 over a test's
+// small heap, and /metrics shows it.
+func TestHeapFloorOnMetrics(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	if got, ok := scrape(t, e)["go_gc_gogc_percent"]; !ok || got <= 100 {
+		t.Errorf("go_gc_gogc_percent = %v (present %v), want above 100 under the heap floor", got, ok)
+	}
+}
