@@ -2,19 +2,15 @@ package heapfloor
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 )
 
-// cgroupLimits are the files that hold the memory limit of the process's
-// cgroup: version 2's, then version 1's (a limit of "max", or version
-// 1's page-rounded largest value, is none).
-var cgroupLimits = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
-
 // systemLimit is the memory the process may use, in bytes, and where the
-// figure comes from: the smaller of its cgroup's limit and the machine's
-// memory (0 where neither is known).
+// figure comes from: the smaller of its cgroup's memory limit and the
+// machine's memory (0 where neither is known).
 func systemLimit() (uint64, string) {
 	var limit uint64
 	from := ""
@@ -22,16 +18,59 @@ func systemLimit() (uint64, string) {
 	if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
 		limit, from = uint64(si.Totalram)*uint64(max(si.Unit, 1)), "the machine's memory"
 	}
-	for _, path := range cgroupLimits {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil && n > 0 && (limit == 0 || n < limit) {
+	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if n, ok := cgroupLimit(self, "/sys/fs/cgroup"); ok && (limit == 0 || n < limit) {
 			limit, from = n, "the cgroup's memory limit"
 		}
-		break
 	}
 	return limit, from
+}
+
+// cgroupLimit is the smallest memory limit set on the process's cgroup
+// or a cgroup above it, read from the cgroup file system mounted at
+// root; self is /proc/self/cgroup. Version 2 keeps a limit in
+// memory.max ("max" for none), version 1 in its memory controller's
+// memory.limit_in_bytes (a page-rounded largest value for none, which is
+// above any machine's memory). In a container the process's cgroup is
+// the file system's root.
+func cgroupLimit(self []byte, root string) (uint64, bool) {
+	var limit uint64
+	found := false
+	for _, line := range strings.Split(string(self), "\n") {
+		// hierarchy-ID:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir, file = root, "memory.max"
+		case hasController(parts[1], "memory"):
+			dir, file = filepath.Join(root, "memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for p := filepath.Clean("/" + parts[2]); ; p = filepath.Dir(p) {
+			if b, err := os.ReadFile(filepath.Join(dir, p, file)); err == nil {
+				n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+				if err == nil && n > 0 && (!found || n < limit) {
+					limit, found = n, true
+				}
+			}
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return limit, found
+}
+
+func hasController(list, name string) bool {
+	for c := range strings.SplitSeq(list, ",") {
+		if c == name {
+			return true
+		}
+	}
+	return false
 }
