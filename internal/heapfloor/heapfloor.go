@@ -51,8 +51,8 @@ var (
 	users    int
 )
 
-// Start keeps the heap goal at or above size bytes until stop is called,
-// then sets GOGC back. The floor is lowered to a quarter of the memory
+// Start keeps the heap goal at or above size bytes until stop is called
+// (once; later calls do nothing), then sets GOGC back. The floor is lowered to a quarter of the memory
 // the system lets the process use (a cgroup's limit, the machine's
 // memory: systemLimit) and to half of a memory limit set with
 // GOMEMLIMIT. It logs the floor in force. A size of 0, or GOGC=off,
@@ -62,7 +62,7 @@ func Start(size uint64, log *slog.Logger) (stop func()) {
 	defer activeMu.Unlock()
 	if active != nil {
 		users++
-		return release
+		return sync.OnceFunc(release)
 	}
 	base := gogc()
 	if size == 0 || base < 0 {
@@ -84,7 +84,7 @@ func Start(size uint64, log *slog.Logger) (stop func()) {
 	}
 	log.Info("collector: heap floor", attrs...)
 	active, users = newFloor(size, base, func(p int) { debug.SetGCPercent(p) }, liveHeap), 1
-	return release
+	return sync.OnceFunc(release)
 }
 
 // release is a user's stop: the last one stops the floor.

@@ -98,6 +98,7 @@ func TestStartSharesAndRestores(t *testing.T) {
 		t.Errorf("a second Start changed GOGC from %d to %d", raised, got)
 	}
 	stop1()
+	stop1() // a second call does nothing
 	if got := gogc(); got == 100 {
 		t.Errorf("GOGC set back while the second Start still holds the floor")
 	}
