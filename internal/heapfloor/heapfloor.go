@@ -112,8 +112,11 @@ func Percent(floor, live uint64, base int) int {
 	if floor <= live {
 		return base
 	}
-	p := min((floor-live)*100/live, math.MaxInt32)
-	return max(int(p), base)
+	over := floor - live
+	if over > math.MaxInt32/100*live {
+		return math.MaxInt32
+	}
+	return max(int(over*100/live), base)
 }
 
 // afterGC sets the percentage for the live heap the last cycle found and

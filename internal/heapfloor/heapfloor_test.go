@@ -28,6 +28,8 @@ func TestPercent(t *testing.T) {
 		{256 * mib, 0, 100, 6300},              // nothing live yet: from minLive
 		{256 * mib, 1 * mib, 50, 6300},         // less than minLive
 		{1 << 62, 4 * mib, 100, math.MaxInt32}, // held to an int32
+		{math.MaxUint64, 4 * mib, 100, math.MaxInt32},
+		{math.MaxInt32 / 100 * 4 * mib, 4 * mib, 100, math.MaxInt32/100*100 - 100},
 	} {
 		if got := Percent(tc.floor, tc.live, tc.base); got != tc.want {
 			t.Errorf("Percent(%d MiB, %d MiB, %d) = %d, want %d", tc.floor/mib, tc.live/mib, tc.base, got, tc.want)
