@@ -57,6 +57,19 @@ func TestKeyTablesSetting(t *testing.T) {
 	}
 }
 
+// runtime.heapFloorMiB is 256 unless set, and 0 leaves the collector to
+// GOGC.
+func TestHeapFloorSetting(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int
+	}{{"log: {level: info}\n", 256}, {"runtime: {heapFloorMiB: 0}\n", 0}, {"runtime: {heapFloorMiB: 1024}\n", 1024}} {
+		if c := loadValid(t, tc.yaml); c.Runtime.HeapFloorMiB != tc.want {
+			t.Fatalf("%q: heapFloorMiB %d, want %d", tc.yaml, c.Runtime.HeapFloorMiB, tc.want)
+		}
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
@@ -73,6 +86,8 @@ func TestValidateRejects(t *testing.T) {
 		{"bad class", "retention: {tools: {refund: forever}}\n", "unknown retention class"},
 		{"tool to incident", "retention: {tools: {refund: incident}}\n", "tools map to"},
 		{"bad duration", "shutdownTimeout: soon\n", "duration"},
+		{"negative heap floor", "runtime: {heapFloorMiB: -1}\n", "runtime.heapFloorMiB -1"},
+		{"heap floor too large", "runtime: {heapFloorMiB: 2000000}\n", "runtime.heapFloorMiB 2000000"},
 		{"negative free disk", "readiness: {minFreeDiskBytes: -1}\n", "readiness.minFreeDiskBytes"},
 		{"negative s3 check timeout", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, checkTimeout: -1s}}\n", "checkTimeout"},
 		{"negative uploader backoff", "uploader: {maxBackoff: -1s}\n", "maxBackoff"},
