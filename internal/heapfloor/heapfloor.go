@@ -52,11 +52,11 @@ var (
 )
 
 // Start keeps the heap goal at or above size bytes until stop is called
-// (once; later calls do nothing), then sets GOGC back. The floor is lowered to a quarter of the memory
-// the system lets the process use (a cgroup's limit, the machine's
-// memory: systemLimit) and to half of a memory limit set with
-// GOMEMLIMIT. It logs the floor in force. A size of 0, or GOGC=off,
-// leaves the collector as it is.
+// (once; later calls do nothing), then sets GOGC back. The floor is
+// lowered to a quarter of the memory the system lets the process use (a
+// cgroup's limit, the machine's memory: systemLimit) and to half of a
+// memory limit set with GOMEMLIMIT. It logs the floor in force. A size of
+// 0, or GOGC=off, leaves the collector as it is.
 func Start(size uint64, log *slog.Logger) (stop func()) {
 	activeMu.Lock()
 	defer activeMu.Unlock()

@@ -3,6 +3,7 @@ package heapfloor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,7 +47,7 @@ func cgroupLimit(self []byte, root string) (uint64, bool) {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			dir, file = root, "memory.max"
-		case hasController(parts[1], "memory"):
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
 			dir, file = filepath.Join(root, "memory"), "memory.limit_in_bytes"
 		default:
 			continue
@@ -64,13 +65,4 @@ func cgroupLimit(self []byte, root string) (uint64, bool) {
 		}
 	}
 	return limit, found
-}
-
-func hasController(list, name string) bool {
-	for c := range strings.SplitSeq(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
