@@ -1,5 +1,5 @@
 // Package heapfloor keeps the Go collector's heap goal at or above a
-// floor.
+// floor that follows the load.
 //
 // The collector starts a cycle when the heap has grown by GOGC percent
 // of what the last cycle found live. A ledger's live heap is small (tens
@@ -7,8 +7,15 @@
 // GOGC=100 it collects several times a second under load, and every
 // cycle marks the whole live heap. With a floor the goal is the larger
 // of the floor and what GOGC gives: a small heap is collected several
-// times less often, for at most the floor in memory; a heap whose GOGC
-// goal is above the floor is collected as without one.
+// times less often, for more memory; a heap whose GOGC goal is above the
+// floor is collected as without one.
+//
+// The floor is what the process allocates in a second (Interval) over
+// the live heap, at most the size Start is given: a process that
+// allocates little is collected as GOGC alone would, and takes no more
+// memory than it; under full load the heap grows to the size given. The
+// rate is read at each cycle's end, over the cycle before it; when it
+// falls, the floor follows it down by at most half an Interval.
 //
 // After each cycle the floor sets the collector's percentage to the
 // larger of GOGC and what takes the live heap to the floor. A memory
@@ -22,19 +29,35 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 )
 
-// A floor keeps the heap goal at or above its size until stopped.
+// A floor keeps the heap goal at or above a second's allocations over
+// the live heap, at most its size, until stopped.
 type floor struct {
 	size uint64 // bytes
 	base int    // GOGC as the process had it
 
 	mu      sync.Mutex
 	stopped bool
-	percent int           // what the floor set last
-	set     func(int)     // debug.SetGCPercent, or a test's
-	live    func() uint64 // liveHeap, or a test's
+	percent int              // what the floor set last
+	set     func(int)        // debug.SetGCPercent, or a test's
+	read    func() heapState // readHeap, or a test's
+	last    heapState        // at the cycle before
+	rate    float64          // bytes a second the floor was last set for
 }
+
+// heapState is the heap as a cycle's end finds it.
+type heapState struct {
+	live   uint64    // bytes the cycle found live
+	allocs uint64    // bytes allocated since the process started
+	at     time.Time // when it was read
+}
+
+// Interval is the time whose allocations the floor holds over the live
+// heap: under a steady load the collector runs about once an Interval
+// until the floor reaches its size, and more often above that load.
+const Interval = time.Second
 
 // minLive is the live heap the percentage is computed from when a cycle
 // found less: a process's first cycles find a few MiB or less, and the
@@ -51,12 +74,13 @@ var (
 	users    int
 )
 
-// Start keeps the heap goal at or above size bytes until stop is called
-// (once; later calls do nothing), then sets GOGC back. The floor is
-// lowered to a quarter of the memory the system lets the process use (a
-// cgroup's limit, the machine's memory: systemLimit) and to half of a
-// memory limit set with GOMEMLIMIT. It logs the floor in force. A size of
-// 0, or GOGC=off, leaves the collector as it is.
+// Start keeps the heap goal at or above an Interval's allocations over
+// the live heap, at most size bytes, until stop is called (once; later
+// calls do nothing), then sets GOGC back. The size is lowered to a
+// quarter of the memory the system lets the process use (a cgroup's
+// limit, the machine's memory: systemLimit) and to half of a memory
+// limit set with GOMEMLIMIT. It logs the size in force. A size of 0, or
+// GOGC=off, leaves the collector as it is.
 func Start(size uint64, log *slog.Logger) (stop func()) {
 	activeMu.Lock()
 	defer activeMu.Unlock()
@@ -83,7 +107,7 @@ func Start(size uint64, log *slog.Logger) (stop func()) {
 		attrs = append(attrs, slog.String("lowered_to", why))
 	}
 	log.Info("collector: heap floor", attrs...)
-	active, users = newFloor(size, base, func(p int) { debug.SetGCPercent(p) }, liveHeap), 1
+	active, users = newFloor(size, base, func(p int) { debug.SetGCPercent(p) }, readHeap), 1
 	return sync.OnceFunc(release)
 }
 
@@ -97,12 +121,23 @@ func release() {
 	}
 }
 
-// newFloor starts a floor of size bytes over GOGC base: it sets the
-// percentage now and after every cycle.
-func newFloor(size uint64, base int, set func(int), live func() uint64) *floor {
-	f := &floor{size: size, base: base, percent: base, set: set, live: live}
-	f.afterGC()
+// newFloor starts a floor of at most size bytes over GOGC base: it sets
+// the percentage after every cycle, from the allocations since the one
+// before (none yet: GOGC's until the first).
+func newFloor(size uint64, base int, set func(int), read func() heapState) *floor {
+	f := &floor{size: size, base: base, percent: base, set: set, read: read, last: read()}
+	f.arm()
 	return f
+}
+
+// Goal is the heap goal the floor asks for a live heap grown by rate
+// bytes a second: live and an Interval's allocations, at most size.
+func Goal(size, live uint64, rate float64) uint64 {
+	g := float64(live) + rate*Interval.Seconds()
+	if g >= float64(size) {
+		return size
+	}
+	return uint64(g)
 }
 
 // Percent is the GOGC that takes a heap of live bytes to a goal of at
@@ -120,17 +155,31 @@ func Percent(floor, live uint64, base int) int {
 }
 
 // afterGC sets the percentage for the live heap the last cycle found and
-// asks to be called again after the next cycle.
+// the rate the process allocated at since the cycle before, and asks to
+// be called again after the next cycle. A rate that falls is followed by
+// at most half an Interval: a pause in the load does not take the floor
+// away from the cycle after it, and a ledger at rest is back to GOGC's
+// goal at its next cycle.
 func (f *floor) afterGC() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
 		return
 	}
-	if p := Percent(f.size, f.live(), f.base); p != f.percent {
+	now := f.read()
+	if dt := now.at.Sub(f.last.at); dt > 0 && now.allocs >= f.last.allocs {
+		f.rate = max(float64(now.allocs-f.last.allocs)/dt.Seconds(), f.rate*math.Exp2(-float64(dt)/float64(Interval)))
+	}
+	f.last = now
+	if p := Percent(Goal(f.size, now.live, f.rate), now.live, f.base); p != f.percent {
 		f.set(p)
 		f.percent = p
 	}
+	f.arm()
+}
+
+// arm calls afterGC after the next cycle.
+func (f *floor) arm() {
 	runtime.AddCleanup(&sentinel{}, (*floor).afterGC, f)
 }
 
@@ -163,8 +212,20 @@ func read(name string) uint64 {
 	return s[0].Value.Uint64()
 }
 
-// liveHeap is the heap the last cycle found live.
-func liveHeap() uint64 { return read("/gc/heap/live:bytes") }
+// readHeap is the heap as the last cycle left it, and the bytes
+// allocated so far.
+func readHeap() heapState {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	h := heapState{at: time.Now()}
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		h.live = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		h.allocs = s[1].Value.Uint64()
+	}
+	return h
+}
 
 // gogc is the GOGC in force: -1 for off.
 func gogc() int {

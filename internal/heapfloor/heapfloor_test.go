@@ -6,9 +6,10 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -37,13 +38,114 @@ func TestPercent(t *testing.T) {
 	}
 }
 
-// A floor sets the percentage for the live heap each cycle finds, after
-// every cycle, and GOGC back when stopped.
+func TestGoal(t *testing.T) {
+	for _, tc := range []struct {
+		size, live uint64
+		rate       float64
+		want       uint64
+	}{
+		{256 * mib, 28 * mib, 0, 28 * mib},          // nothing allocated: the live heap, GOGC's goal
+		{256 * mib, 28 * mib, 100 * mib, 128 * mib}, // a second's allocations over it
+		{256 * mib, 28 * mib, 228 * mib, 256 * mib}, // up to the size
+		{256 * mib, 28 * mib, 4000 * mib, 256 * mib},
+		{256 * mib, 300 * mib, 100 * mib, 256 * mib}, // never above it: GOGC's goal governs there
+		{256 * mib, 28 * mib, math.Inf(1), 256 * mib},
+	} {
+		if got := Goal(tc.size, tc.live, tc.rate); got != tc.want {
+			t.Errorf("Goal(%d MiB, %d MiB, %.0f MiB/s) = %.1f MiB, want %d MiB", tc.size/mib, tc.live/mib, tc.rate/mib, float64(got)/mib, tc.want/mib)
+		}
+	}
+}
+
+// fakeHeap is a heap a test moves by hand, read as a cycle's end reads
+// the process's.
+type fakeHeap struct {
+	mu sync.Mutex
+	h  heapState
+}
+
+func (f *fakeHeap) read() heapState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.h
+}
+
+// grow allocates bytes over d and leaves live bytes live.
+func (f *fakeHeap) grow(bytes uint64, d time.Duration, live uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.h.allocs += bytes
+	f.h.at = f.h.at.Add(d)
+	f.h.live = live
+}
+
+// The floor follows the allocation rate up to its size at once, and
+// down by at most half an Interval; it sets GOGC back when stopped and
+// nothing after.
+func TestFloorFollowsRate(t *testing.T) {
+	heap := &fakeHeap{h: heapState{live: 28 * mib, at: time.Unix(1e9, 0)}}
+	var sets []int
+	var setsMu sync.Mutex
+	f := newFloor(256*mib, 100, func(p int) { setsMu.Lock(); sets = append(sets, p); setsMu.Unlock() }, heap.read)
+	percent := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.percent
+	}
+	if got := percent(); got != 100 {
+		t.Fatalf("percentage %d before any cycle, want GOGC's 100", got)
+	}
+	for i, step := range []struct {
+		allocs uint64
+		d      time.Duration
+		live   uint64
+		want   int
+	}{
+		{100 * mib, time.Second, 28 * mib, 357},           // 100 MiB/s: a goal of 128 MiB
+		{1000 * mib, time.Second, 28 * mib, 814},          // 1000 MiB/s: the size, 256 MiB
+		{0, time.Second, 64 * mib, 300},                   // load gone: half the rate, still past the size
+		{0, time.Second, 64 * mib, 300},                   // 250 MiB/s: still past it
+		{0, time.Second, 64 * mib, 195},                   // 125 MiB/s: 189 MiB
+		{0, time.Second, 64 * mib, 100},                   // 62.5 MiB/s: under GOGC's 128 MiB
+		{10 * mib, 100 * time.Millisecond, 64 * mib, 156}, // 100 MiB/s again: up at once, to 164 MiB
+		{10 * mib, 0, 64 * mib, 156},                      // no time passed: no rate to read
+		{4 * mib, 2 * time.Minute, 64 * mib, 100},         // at rest till the runtime's own cycle: GOGC's goal
+		{500 * mib, time.Second, 32 * mib, 700},           // the load back: 256 MiB
+		{0, 3 * time.Second, 32 * mib, 195},               // an eighth of it after three seconds: 62.5 MiB over 32
+	} {
+		heap.grow(step.allocs, step.d, step.live)
+		// A cycle may read the step first; either way it is read once.
+		f.afterGC()
+		if got := percent(); got != step.want {
+			t.Fatalf("step %d: percentage %d, want %d", i, got, step.want)
+		}
+	}
+	f.stop()
+	if got := percent(); got != 100 {
+		t.Fatalf("stopped: percentage %d, want GOGC's 100", got)
+	}
+	setsMu.Lock()
+	n := len(sets)
+	setsMu.Unlock()
+	heap.grow(1000*mib, time.Second, 8*mib)
+	f.afterGC()
+	setsMu.Lock()
+	defer setsMu.Unlock()
+	if len(sets) != n {
+		t.Fatalf("a stopped floor set %v", sets[n:])
+	}
+	if want := []int{357, 814, 300, 195, 100, 156, 100, 700, 195, 100}; !slices.Equal(sets, want) {
+		t.Fatalf("set %v, want %v", sets, want)
+	}
+}
+
+// The collector's cycles drive the floor: each one re-arms it for the
+// next.
 func TestFloorFollowsCycles(t *testing.T) {
-	var live atomic.Uint64
-	live.Store(28 * mib)
+	heap := &fakeHeap{h: heapState{live: 28 * mib, at: time.Unix(1e9, 0)}}
 	sets := make(chan int, 16)
-	f := newFloor(256*mib, 100, func(p int) { sets <- p }, live.Load)
+	f := newFloor(256*mib, 100, func(p int) { sets <- p }, heap.read)
+	defer f.stop()
 	expect := func(want int) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
@@ -62,26 +164,10 @@ func TestFloorFollowsCycles(t *testing.T) {
 			}
 		}
 	}
-	expect(814) // set when it starts
-	live.Store(64 * mib)
-	expect(300) // after a cycle
-	live.Store(56 * mib)
-	expect(357) // and after the next
-	f.stop()
-	if got := <-sets; got != 100 {
-		t.Fatalf("stop set %d, want GOGC's 100", got)
-	}
-	// Stopped, it sets nothing more, whatever the cycles find.
-	live.Store(8 * mib)
-	for range 3 {
-		runtime.GC()
-	}
-	f.afterGC()
-	select {
-	case got := <-sets:
-		t.Fatalf("stopped floor set %d", got)
-	default:
-	}
+	heap.grow(100*mib, time.Second, 28*mib)
+	expect(357) // after a cycle
+	heap.grow(1000*mib, time.Second, 64*mib)
+	expect(300) // and after the next
 }
 
 // Start sets the process's percentage, a second Start shares the floor,
@@ -91,10 +177,7 @@ func TestStartSharesAndRestores(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	stop1 := Start(256*mib, log)
-	if got := gogc(); got <= 100 {
-		t.Fatalf("GOGC %d with a floor over a test's small heap, want above 100", got)
-	}
-	raised := gogc()
+	raised := raisedUnderLoad(t)
 	stop2 := Start(64*mib, log)
 	if got := gogc(); got != raised {
 		t.Errorf("a second Start changed GOGC from %d to %d", raised, got)
@@ -154,4 +237,26 @@ func TestLowered(t *testing.T) {
 	if want := `heap_floor_mib=48 gogc=100 lowered_to="half of GOMEMLIMIT"`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log %q, want %q", logs.String(), want)
 	}
+}
+
+// sink keeps raisedUnderLoad's allocations from being optimised away.
+var sink []byte
+
+// raisedUnderLoad allocates as a loaded server does, until a cycle's end
+// has raised GOGC over 100, and returns it.
+func raisedUnderLoad(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for range 64 {
+			sink = make([]byte, 1<<20)
+		}
+		runtime.GC()
+		runtime.Gosched()
+		if got := gogc(); got > 100 {
+			return got
+		}
+	}
+	t.Fatalf("GOGC %d after allocating 64 MiB a cycle under a floor, want above 100", gogc())
+	return 0
 }
