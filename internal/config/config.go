@@ -71,12 +71,14 @@ type Config struct {
 
 // RuntimeOptions tune the Go runtime ledgerd runs on.
 type RuntimeOptions struct {
-	// HeapFloorMiB is the least heap, in MiB, the collector lets the
-	// process grow to before it collects (internal/heapfloor): a small
-	// live heap is collected several times less often under load, for
-	// CPU a row. Lowered to a quarter of the cgroup's or the machine's
-	// memory and to half of GOMEMLIMIT; 0 leaves the collector to GOGC
-	// alone. Default DefaultHeapFloorMiB.
+	// HeapFloorMiB is the most, in MiB, the collector's heap floor
+	// (internal/heapfloor) lets the process grow to before it collects.
+	// The floor is about a second's allocations over the live heap, so a
+	// small live heap is collected several times less often under load,
+	// for CPU a row, and a ledger that allocates little keeps GOGC's
+	// goal. Lowered to a quarter of the cgroup's or the machine's memory
+	// and to half of GOMEMLIMIT; 0 leaves the collector to GOGC alone.
+	// Default DefaultHeapFloorMiB.
 	HeapFloorMiB int `yaml:"heapFloorMiB"`
 }
 

@@ -15,7 +15,10 @@
 // allocates little is collected as GOGC alone would, and takes no more
 // memory than it; under full load the heap grows to the size given. The
 // rate is read at each cycle's end, over the cycle before it; when it
-// falls, the floor follows it down by at most half an Interval.
+// falls, the floor follows it down by at most half an Interval. The floor
+// at most doubles the heap goal from one cycle to the next, so that a
+// burst over a few short cycles (a process starting, a small heap) does
+// not take the heap to the size.
 //
 // After each cycle the floor sets the collector's percentage to the
 // larger of GOGC and what takes the live heap to the floor. A memory
@@ -45,6 +48,7 @@ type floor struct {
 	read    func() heapState // readHeap, or a test's
 	last    heapState        // at the cycle before
 	rate    float64          // bytes a second the floor was last set for
+	goal    float64          // the heap goal the last percentage set, bytes
 }
 
 // heapState is the heap as a cycle's end finds it.
@@ -126,6 +130,7 @@ func release() {
 // before (none yet: GOGC's until the first).
 func newFloor(size uint64, base int, set func(int), read func() heapState) *floor {
 	f := &floor{size: size, base: base, percent: base, set: set, read: read, last: read()}
+	f.goal = goalOf(f.last.live, base)
 	f.arm()
 	return f
 }
@@ -138,6 +143,11 @@ func Goal(size, live uint64, rate float64) uint64 {
 		return size
 	}
 	return uint64(g)
+}
+
+// goalOf is the heap goal a percentage sets over a heap of live bytes.
+func goalOf(live uint64, percent int) float64 {
+	return float64(max(live, minLive)) * (1 + float64(percent)/100)
 }
 
 // Percent is the GOGC that takes a heap of live bytes to a goal of at
@@ -167,14 +177,21 @@ func (f *floor) afterGC() {
 		return
 	}
 	now := f.read()
-	if dt := now.at.Sub(f.last.at); dt > 0 && now.allocs >= f.last.allocs {
+	dt := now.at.Sub(f.last.at)
+	if dt <= 0 { // no time to read a rate over
+		f.arm()
+		return
+	}
+	if now.allocs >= f.last.allocs {
 		f.rate = max(float64(now.allocs-f.last.allocs)/dt.Seconds(), f.rate*math.Exp2(-float64(dt)/float64(Interval)))
 	}
 	f.last = now
-	if p := Percent(Goal(f.size, now.live, f.rate), now.live, f.base); p != f.percent {
+	p := Percent(uint64(min(float64(Goal(f.size, now.live, f.rate)), 2*f.goal)), now.live, f.base)
+	if p != f.percent {
 		f.set(p)
 		f.percent = p
 	}
+	f.goal = goalOf(now.live, p)
 	f.arm()
 }
 

@@ -101,16 +101,16 @@ func TestFloorFollowsRate(t *testing.T) {
 		live   uint64
 		want   int
 	}{
-		{100 * mib, time.Second, 28 * mib, 357},           // 100 MiB/s: a goal of 128 MiB
-		{1000 * mib, time.Second, 28 * mib, 814},          // 1000 MiB/s: the size, 256 MiB
-		{0, time.Second, 64 * mib, 300},                   // load gone: half the rate, still past the size
+		{100 * mib, time.Second, 28 * mib, 300},           // 100 MiB/s asks 128 MiB; the goal at most doubles, from GOGC's 56 to 112
+		{1000 * mib, time.Second, 28 * mib, 700},          // 1000 MiB/s asks the size; doubled again, 224 MiB
+		{0, time.Second, 64 * mib, 300},                   // load gone: half the rate, still past the size, 256 MiB
 		{0, time.Second, 64 * mib, 300},                   // 250 MiB/s: still past it
 		{0, time.Second, 64 * mib, 195},                   // 125 MiB/s: 189 MiB
 		{0, time.Second, 64 * mib, 100},                   // 62.5 MiB/s: under GOGC's 128 MiB
 		{10 * mib, 100 * time.Millisecond, 64 * mib, 156}, // 100 MiB/s again: up at once, to 164 MiB
 		{10 * mib, 0, 64 * mib, 156},                      // no time passed: no rate to read
 		{4 * mib, 2 * time.Minute, 64 * mib, 100},         // at rest till the runtime's own cycle: GOGC's goal
-		{500 * mib, time.Second, 32 * mib, 700},           // the load back: 256 MiB
+		{500 * mib, time.Second, 32 * mib, 700},           // the load back: 256 MiB, twice GOGC's goal of the cycle before
 		{0, 3 * time.Second, 32 * mib, 195},               // an eighth of it after three seconds: 62.5 MiB over 32
 	} {
 		heap.grow(step.allocs, step.d, step.live)
@@ -134,8 +134,35 @@ func TestFloorFollowsRate(t *testing.T) {
 	if len(sets) != n {
 		t.Fatalf("a stopped floor set %v", sets[n:])
 	}
-	if want := []int{357, 814, 300, 195, 100, 156, 100, 700, 195, 100}; !slices.Equal(sets, want) {
+	if want := []int{300, 700, 300, 195, 100, 156, 100, 700, 195, 100}; !slices.Equal(sets, want) {
 		t.Fatalf("set %v, want %v", sets, want)
+	}
+}
+
+// A burst over a process's first short cycles raises the heap goal by
+// doubling it a cycle, not to the size at once.
+func TestFloorStartsSlowly(t *testing.T) {
+	heap := &fakeHeap{h: heapState{live: 1 * mib, at: time.Unix(1e9, 0)}}
+	f := newFloor(256*mib, 100, func(int) {}, heap.read)
+	defer f.stop()
+	for i, step := range []struct {
+		allocs uint64
+		d      time.Duration
+		live   uint64
+		want   int
+	}{
+		{4 * mib, 10 * time.Millisecond, 2 * mib, 300},   // 400 MiB/s asks the size: 16 MiB, twice GOGC's 8 over minLive
+		{16 * mib, 40 * time.Millisecond, 3 * mib, 700},  // 32 MiB
+		{28 * mib, 70 * time.Millisecond, 4 * mib, 1500}, // 64 MiB
+	} {
+		heap.grow(step.allocs, step.d, step.live)
+		f.afterGC()
+		f.mu.Lock()
+		got := f.percent
+		f.mu.Unlock()
+		if got != step.want {
+			t.Fatalf("step %d: percentage %d, want %d", i, got, step.want)
+		}
 	}
 }
 
@@ -165,9 +192,9 @@ func TestFloorFollowsCycles(t *testing.T) {
 		}
 	}
 	heap.grow(100*mib, time.Second, 28*mib)
-	expect(357) // after a cycle
+	expect(300) // after a cycle
 	heap.grow(1000*mib, time.Second, 64*mib)
-	expect(300) // and after the next
+	expect(250) // and after the next: 224 MiB, twice the goal before
 }
 
 // Start sets the process's percentage, a second Start shares the floor,
