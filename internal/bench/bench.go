@@ -51,6 +51,9 @@ type Config struct {
 	Concurrency int           // client requests in flight
 	Offered     int           // rows/s of the latency phase
 	OfferedFor  time.Duration
+	// RestFor, when set, leaves ledgerd idle this long after each served
+	// scenario and reads its memory again.
+	RestFor     time.Duration
 	ListRows    int // rows stored for the read-side phase; 0 skips it
 	ListQueries int
 	Drills      int // dispute drills to time in the read-side phase
@@ -191,7 +194,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := buildLedgerd(ctx, w, bin); err != nil {
 		return err
 	}
-	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv, clientProfile: cfg.ClientCPUProfile}
+	env := &servedEnv{bin: bin, work: work, sc: sc, s3: s3, env: cfg.LedgerdEnv, clientProfile: cfg.ClientCPUProfile, restFor: cfg.RestFor}
 	if len(cfg.LedgerdEnv) > 0 {
 		fmt.Fprintf(w, "\nledgerd runs with %s added to its environment\n", strings.Join(cfg.LedgerdEnv, " "))
 	}
@@ -386,7 +389,7 @@ func runOfferedWithCheckpoints(ctx context.Context, env *servedEnv, sc scenario,
 	out.depth = d.outboxDepth()
 	out.drain = d.waitDrained(2 * time.Minute)
 	out.atRest = procMem(d.pid)
-	return out, nil
+	return out, env.rest(ctx, d, out)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

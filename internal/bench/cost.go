@@ -116,6 +116,9 @@ type servedEnv struct {
 	// clientProfile, when set, is where the load generator's CPU profile
 	// of each served scenario goes (Config.ClientCPUProfile).
 	clientProfile string
+	// restFor, when set, is how long ledgerd is left at rest after each
+	// served scenario before its memory is read again (Config.RestFor).
+	restFor time.Duration
 }
 
 // fresh starts ledgerd on an empty data directory and S3 bucket, so that
@@ -304,6 +307,8 @@ type served struct {
 	depth    int
 	drain    time.Duration
 	atRest   memStat
+	rested   memStat // after restFor more at rest; zero when not read
+	restFor  time.Duration
 	load     string // load average when the phase ended
 }
 
@@ -339,7 +344,25 @@ func runServed(ctx context.Context, env *servedEnv, sc scenario, conc int, dur t
 	out.depth = d.outboxDepth()
 	out.drain = d.waitDrained(2 * time.Minute)
 	out.atRest = procMem(d.pid)
-	return out, nil
+	return out, env.rest(ctx, d, out)
+}
+
+// rest leaves ledgerd idle for e.restFor, when set, and reads its memory
+// again: the Go runtime collects a process at least every two minutes,
+// and returns memory it no longer needs to the system in the background.
+func (e *servedEnv) rest(ctx context.Context, d *daemon, out *served) error {
+	if e.restFor <= 0 {
+		return nil
+	}
+	t := time.NewTimer(e.restFor)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	out.rested, out.restFor = procMem(d.pid), e.restFor
+	return nil
 }
 
 // profileClient starts a CPU profile of this process, the load
@@ -414,6 +437,9 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	}
 	fmt.Fprintf(w, "  ledgerd memory under load: %s\n", s.mem)
 	fmt.Fprintf(w, "  ledgerd memory at rest (outbox drained): %s\n", s.atRest)
+	if s.restFor > 0 {
+		fmt.Fprintf(w, "  ledgerd memory %s later, at rest: %s\n", s.restFor, s.rested)
+	}
 	fmt.Fprintf(w, "  outbox depth when the load stopped: %d objects (%.2f s of writes), drained %s later\n", s.depth, float64(s.depth)/max(s.rate, 1), s.drain)
 }
 

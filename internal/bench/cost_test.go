@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -361,5 +362,32 @@ func TestProfileClient(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("%d files written, want the one profile", len(entries))
+	}
+}
+
+// rest reads ledgerd's memory again after its time at rest, and only
+// when asked; the phase's report says when.
+func TestRest(t *testing.T) {
+	d := &daemon{pid: os.Getpid()}
+	out := &served{}
+	if err := (&servedEnv{}).rest(t.Context(), d, out); err != nil || out.restFor != 0 || out.rested.anon != 0 {
+		t.Fatalf("rest without restFor: %v, %+v", err, out.rested)
+	}
+	if err := (&servedEnv{restFor: time.Millisecond}).rest(t.Context(), d, out); err != nil {
+		t.Fatal(err)
+	}
+	if out.restFor != time.Millisecond || out.rested.anon <= 0 {
+		t.Fatalf("after rest: %s, %+v", out.restFor, out.rested)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := (&servedEnv{restFor: time.Hour}).rest(ctx, d, &served{}); err == nil {
+		t.Fatal("rest ran out a cancelled context")
+	}
+	var b strings.Builder
+	out.result, out.counters = &result{}, counters{}
+	out.print(&b, verifyUnit{cpu: []time.Duration{70 * time.Microsecond}, wall: []time.Duration{70 * time.Microsecond}}, 64, time.Second, 0)
+	if !strings.Contains(b.String(), "ledgerd memory 1ms later, at rest: ") {
+		t.Errorf("the report does not give the memory after the rest:\n%s", b.String())
 	}
 }

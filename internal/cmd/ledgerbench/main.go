@@ -30,6 +30,7 @@ func main() {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 64, "requests in flight in the sustained phase")
 	flag.IntVar(&cfg.Offered, "offered", 1000, "rows/s offered in the latency phase (0 skips it)")
 	flag.DurationVar(&cfg.OfferedFor, "offered-for", 20*time.Second, "latency phase length")
+	flag.DurationVar(&cfg.RestFor, "rest-for", 0, "after each served scenario's outbox drained, leave ledgerd idle this long and read its memory again (the Go runtime collects at least every two minutes; 0 skips it)")
 	flag.IntVar(&cfg.ListRows, "list-rows", 1000000, "rows stored for the ListRows and drill phase (0 skips it)")
 	flag.IntVar(&cfg.ListQueries, "list-queries", 2000, "ListRows queries to time")
 	flag.IntVar(&cfg.Drills, "drills", 200, "dispute drills to time (and a tenth as many monthly drills)")
