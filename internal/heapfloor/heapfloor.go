@@ -110,7 +110,7 @@ func Start(size uint64, log *slog.Logger) (stop func()) {
 	if why != "" {
 		attrs = append(attrs, slog.String("lowered_to", why))
 	}
-	log.Info("collector: heap floor", attrs...)
+	log.Info("collector: heap floor: a second's allocations over the live heap, at most heap_floor_mib", attrs...)
 	active, users = newFloor(size, base, func(p int) { debug.SetGCPercent(p) }, readHeap), 1
 	return sync.OnceFunc(release)
 }
