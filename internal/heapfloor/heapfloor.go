@@ -232,16 +232,7 @@ func read(name string) uint64 {
 // readHeap is the heap as the last cycle left it, and the bytes
 // allocated so far.
 func readHeap() heapState {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	h := heapState{at: time.Now()}
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		h.live = s[0].Value.Uint64()
-	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		h.allocs = s[1].Value.Uint64()
-	}
-	return h
+	return heapState{live: read("/gc/heap/live:bytes"), allocs: read("/gc/heap/allocs:bytes"), at: time.Now()}
 }
 
 // gogc is the GOGC in force: -1 for off.
