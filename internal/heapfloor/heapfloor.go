@@ -15,7 +15,7 @@
 // allocates little is collected as GOGC alone would, and takes no more
 // memory than it; under full load the heap grows to the size given. The
 // rate is read at each cycle's end, over the cycle before it; when it
-// falls, the floor follows it down by at most half an Interval. The floor
+// falls, the rate the floor holds halves at most once an Interval. The floor
 // at most doubles the heap goal from one cycle to the next, so that a
 // burst over a few short cycles (a process starting, a small heap) does
 // not take the heap to the size.
@@ -166,10 +166,10 @@ func Percent(floor, live uint64, base int) int {
 
 // afterGC sets the percentage for the live heap the last cycle found and
 // the rate the process allocated at since the cycle before, and asks to
-// be called again after the next cycle. A rate that falls is followed by
-// at most half an Interval: a pause in the load does not take the floor
-// away from the cycle after it, and a ledger at rest is back to GOGC's
-// goal at its next cycle.
+// be called again after the next cycle. When the rate falls, the rate
+// the floor holds halves at most once an Interval: a pause in the load
+// does not take the floor away from the cycle after it, and a ledger at
+// rest is back to GOGC's goal at its next cycle.
 func (f *floor) afterGC() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
