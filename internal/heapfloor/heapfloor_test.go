@@ -80,8 +80,8 @@ func (f *fakeHeap) grow(bytes uint64, d time.Duration, live uint64) {
 }
 
 // The floor follows the allocation rate up to its size at once, and
-// down by at most half an Interval's worth an Interval; it sets GOGC
-// back when stopped and nothing after.
+// down by halving at most once an Interval; it sets GOGC back when
+// stopped and nothing after.
 func TestFloorFollowsRate(t *testing.T) {
 	heap := &fakeHeap{h: heapState{live: 28 * mib, at: time.Unix(1e9, 0)}}
 	var sets []int
