@@ -48,7 +48,6 @@ type floor struct {
 	read    func() heapState // readHeap, or a test's
 	last    heapState        // at the cycle before
 	rate    float64          // bytes a second the floor was last set for
-	goal    float64          // the heap goal the last percentage set, bytes
 }
 
 // heapState is the heap as a cycle's end finds it.
@@ -130,7 +129,6 @@ func release() {
 // before (none yet: GOGC's until the first).
 func newFloor(size uint64, base int, set func(int), read func() heapState) *floor {
 	f := &floor{size: size, base: base, percent: base, set: set, read: read, last: read()}
-	f.goal = goalOf(f.last.live, base)
 	f.arm()
 	return f
 }
@@ -185,13 +183,15 @@ func (f *floor) afterGC() {
 	if now.allocs >= f.last.allocs {
 		f.rate = max(float64(now.allocs-f.last.allocs)/dt.Seconds(), f.rate*math.Exp2(-float64(dt)/float64(Interval)))
 	}
+	// The goal the last percentage set, over the heap the cycle before
+	// found live, at most doubles.
+	limit := 2 * goalOf(f.last.live, f.percent)
 	f.last = now
-	p := Percent(uint64(min(float64(Goal(f.size, now.live, f.rate)), 2*f.goal)), now.live, f.base)
+	p := Percent(uint64(min(float64(Goal(f.size, now.live, f.rate)), limit)), now.live, f.base)
 	if p != f.percent {
 		f.set(p)
 		f.percent = p
 	}
-	f.goal = goalOf(now.live, p)
 	f.arm()
 }
 
