@@ -204,19 +204,39 @@ func TestStartSharesAndRestores(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	stop1 := Start(256*mib, log)
-	raised := raisedUnderLoad(t)
+	raisedUnderLoad(t)
+	// The collector's cycles go on moving the percentage the floor sets,
+	// so sharing is read from the floor in force, not from GOGC.
+	floorInForce := func() (*floor, int) {
+		activeMu.Lock()
+		defer activeMu.Unlock()
+		return active, users
+	}
+	first, _ := floorInForce()
 	stop2 := Start(64*mib, log)
-	if got := gogc(); got != raised {
-		t.Errorf("a second Start changed GOGC from %d to %d", raised, got)
+	if f, n := floorInForce(); f != first || n != 2 {
+		t.Errorf("a second Start put floor %p (%d users) in force, want the first's %p shared by 2", f, n, first)
+	}
+	if first.size != 256*mib {
+		t.Errorf("the shared floor's size is %d MiB, want the first Start's 256", first.size/mib)
 	}
 	stop1()
 	stop1() // a second call does nothing
-	if got := gogc(); got == 100 {
-		t.Errorf("GOGC set back while the second Start still holds the floor")
+	if f, n := floorInForce(); f != first || n != 1 {
+		t.Errorf("after the first stop: floor %p (%d users), want the first's %p held by the second Start", f, n, first)
+	}
+	first.mu.Lock()
+	stopped := first.stopped
+	first.mu.Unlock()
+	if stopped {
+		t.Errorf("the floor stopped while the second Start still holds it")
 	}
 	stop2()
 	if got := gogc(); got != 100 {
 		t.Errorf("GOGC %d after the last stop, want 100", got)
+	}
+	if f, n := floorInForce(); f != nil || n != 0 {
+		t.Errorf("after the last stop: floor %p (%d users), want none", f, n)
 	}
 	if n := strings.Count(logs.String(), "heap floor"); n != 1 {
 		t.Errorf("logged the floor %d times, want once:\n%s", n, logs.String())
