@@ -360,6 +360,7 @@ type drillOpts struct {
 	row, principal, proofDir string
 	monthly                  bool
 	sample                   int
+	sampleSet                bool // --sample was given
 }
 
 func (c *cli) drill(o drillOpts, pos []string) error {
@@ -368,6 +369,12 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 		if o.row, err = rowArg("drill --row", []string{o.row}); err != nil {
 			return err
 		}
+	}
+	switch {
+	case o.sampleSet && !o.monthly:
+		return usagef("--sample is for drill --monthly")
+	case o.sampleSet && (o.sample < 1 || o.sample > 100):
+		return usagef("--sample %d: 1 to 100 rows", o.sample)
 	}
 	req := &ledgerv1.RunDrillRequest{RowId: o.row, Principal: o.principal}
 	switch {

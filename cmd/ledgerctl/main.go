@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,40 @@ var errCheckFailed = errors.New("check failed")
 // errNoKey: the command needs an API key and none was given (exit 4).
 var errNoKey = errors.New("no API key: pass --key or --key-file, set PACTLEDGER_KEY or PACTLEDGER_KEY_FILE, or put key/keyFile in the config file")
 
+// errBadKey: the key given is not an API key's text (exit 4).
+var errBadKey = errors.New("does not hold an API key (one line of printable text without spaces)")
+
+// isKeyText reports whether k can be an API key: printable ASCII without
+// spaces, as ledgerd's keys are and as a gRPC header carries them ("" is
+// no key, which connect refuses on its own).
+func isKeyText(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkServer refuses a --server that is not a gRPC target: a URL, or a
+// host without its port (which gRPC would dial at 443).
+func checkServer(server string) error {
+	if strings.HasPrefix(server, "http://") || strings.HasPrefix(server, "https://") {
+		return usagef("--server %s: want ledgerd's gRPC HOST:PORT, not a URL (such as 127.0.0.1:9090; --tls for TLS)", server)
+	}
+	if strings.Contains(server, ":///") || strings.HasPrefix(server, "unix:") {
+		return nil // a gRPC target with its scheme, such as dns:///host:9090 or unix:///path
+	}
+	host, port, err := net.SplitHostPort(server)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(server, "["), "]")
+	}
+	if err != nil || port == "" {
+		return usagef("--server %s: want HOST:PORT, such as %s (ledgerd's default gRPC port is 9090)", server, net.JoinHostPort(host, "9090"))
+	}
+	return nil
+}
+
 // run runs ledgerctl with args and returns its exit code.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	c := &cli{out: stdout, errw: stderr, getenv: getenv}
@@ -140,8 +175,14 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	if err := c.setOutput(cmd, fc.Output); err != nil {
 		return err
 	}
+	if c.g.timeout <= 0 {
+		return usagef("--timeout %s: give each call a time above zero, such as 30s", c.g.timeout)
+	}
 	c.timeout = c.g.timeout
 	c.server = first(c.g.server, c.getenv("PACTLEDGER_SERVER"), fc.Server, "127.0.0.1:9090")
+	if err := checkServer(c.server); err != nil {
+		return err
+	}
 	c.httpBase = first(c.g.http, c.getenv("PACTLEDGER_HTTP"), fc.HTTP)
 	ca := first(c.g.ca, c.getenv("PACTLEDGER_CA"), fc.CA)
 	cert := first(c.g.tlsCert, c.getenv("PACTLEDGER_TLS_CERT"), fc.TLSCert)
@@ -150,6 +191,9 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	k, src, err := resolveKey(c.g.key, c.g.keyFile, c.getenv, fc)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if !isKeyText(k) {
+		return fmt.Errorf("%s %w; is it the right key or file?", src, errBadKey)
 	}
 	c.key, c.keySource = k, src
 	creds := insecure.NewCredentials()
@@ -254,7 +298,7 @@ func (c *cli) exit(err error) int {
 		return exitUsage
 	case errors.Is(err, errCheckFailed):
 		return exitCheckFailed
-	case errors.Is(err, errNoKey):
+	case errors.Is(err, errNoKey), errors.Is(err, errBadKey):
 		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
 		return exitAuth
 	}

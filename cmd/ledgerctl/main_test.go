@@ -236,6 +236,43 @@ func TestServerDownAndKeyFile(t *testing.T) {
 	}
 }
 
+// TestSettingsRefusedBeforeDialing: a key that is not a key's text, a
+// server that is not a gRPC HOST:PORT, a timeout of zero and a --sample
+// out of its range are usage or key errors in plain words, before any
+// call (nothing listens on the address given).
+func TestSettingsRefusedBeforeDialing(t *testing.T) {
+	dir := t.TempDir()
+	notAKey := filepath.Join(dir, "ledgerd.yaml")
+	if err := os.WriteFile(notAKey, []byte("listen:\n  grpc: 127.0.0.1:9090\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"key file of another kind", []string{"--key-file", notAKey, "whoami"}, exitAuth, "--key-file " + notAKey + " does not hold an API key"},
+		{"key with a tab", []string{"--key", "a\tb", "whoami"}, exitAuth, "--key does not hold an API key"},
+		{"server without a port", []string{"--key", "k", "--server", "127.0.0.1", "whoami"}, exitUsage, "want HOST:PORT, such as 127.0.0.1:9090"},
+		{"IPv6 server without a port", []string{"--key", "k", "--server", "::1", "whoami"}, exitUsage, "such as [::1]:9090"},
+		{"server as a URL", []string{"--key", "k", "--server", "http://127.0.0.1:1", "whoami"}, exitUsage, "not a URL"},
+		{"timeout of zero", []string{"--key", "k", "--server", "127.0.0.1:1", "--timeout", "0s", "whoami"}, exitUsage, "--timeout 0s"},
+		{"sample of zero", []string{"--key", "k", "--server", "127.0.0.1:1", "drill", "--monthly", "--sample", "0"}, exitUsage, "--sample 0: 1 to 100"},
+		{"sample over 100", []string{"--key", "k", "--server", "127.0.0.1:1", "drill", "--monthly", "--sample", "101"}, exitUsage, "--sample 101"},
+		{"sample without --monthly", []string{"--key", "k", "--server", "127.0.0.1:1", "drill", "A-1", "--sample", "3"}, exitUsage, "--sample is for drill --monthly"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb, func(string) string { return "" })
+			if code != tc.code || !strings.Contains(errb.String(), tc.msg) {
+				t.Fatalf("exit %d (%q), want %d with %q", code, errb.String(), tc.code, tc.msg)
+			}
+		})
+	}
+}
+
 func TestGrantRevokeAndFsck(t *testing.T) {
 	f := start(t)
 	code, out, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:10:00Z", "--note", "customer revoked")

@@ -278,8 +278,11 @@ func (c *cli) drillCmd() *cobra.Command {
 row or a customer, and print a reply for the customer; or the monthly drill on random
 rows. Every report is kept.`,
 		Annotations: roles("support or admin"),
-		RunE:        c.online(func(args []string) error { return c.drill(o, args) }),
 	}
+	cmd.RunE = c.online(func(args []string) error {
+		o.sampleSet = cmd.Flags().Changed("sample")
+		return c.drill(o, args)
+	})
 	f := cmd.Flags()
 	f.StringVar(&o.row, "row", "", "drill one `ROW`")
 	f.StringVar(&o.principal, "principal", "", "drill customer `P`'s rows (with TARGET: that customer's rows of the order)")
