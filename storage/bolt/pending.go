@@ -521,7 +521,11 @@ func pendingRowNumber(btx *bolt.Tx, k []byte) []byte {
 }
 
 // pendingNumber returns the number the pending keys hold for key k of
-// bucket name, as the transaction sees them.
+// bucket name, as the transaction sees them. In a read transaction a key
+// may still name a row its snapshot no longer stores: the row's removal
+// committed before the transaction began, and the commit loop drops the
+// keys once the commit returns. Such a key holds no number (true, nil):
+// the row is gone, as the snapshot has it.
 func (t *tx) pendingNumber(name, k []byte) ([]byte, bool) {
 	if t.ids == nil {
 		return nil, false
@@ -530,7 +534,16 @@ func (t *tx) pendingNumber(name, k []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
+	if t.gone(n) {
+		return nil, true
+	}
 	return seqKey(n), true
+}
+
+// gone reports whether row number n, which the pending keys name, is one
+// a read transaction's snapshot no longer stores (pendingNumber).
+func (t *tx) gone(n uint64) bool {
+	return t.m == nil && t.ids.maxRow != math.MaxUint64 && t.get(bRowData, seqKey(n)) == nil
 }
 
 // idValue returns what bucket name holds for key k, the pending keys
@@ -590,7 +603,7 @@ func (t *tx) idEntries(name, from []byte) iter.Seq2[[]byte, []byte] {
 			for i := range lists {
 				for len(lists[i]) > 0 {
 					n, ok := t.ids.get(name, lists[i][0])
-					if ok {
+					if ok && !t.gone(n) {
 						if pk == nil || bytes.Compare(lists[i][0], pk) < 0 {
 							pk, pn = lists[i][0], seqKey(n)
 						}

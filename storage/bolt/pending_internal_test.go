@@ -511,3 +511,67 @@ func TestRowFoundBetweenItsCommitAndItsKeys(t *testing.T) {
 	}
 	read("after its keys joined")
 }
+
+// A read transaction that begins after a row's removal and before its
+// keys leave the generations (the commit loop drops them once the commit
+// returns) finds the row gone, as its snapshot has it: not found by its
+// id or its request JWT, not in id order, and its tombstone there; so
+// does one after the keys left.
+func TestRowGoneBetweenItsRemovalAndItsKeys(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{genRows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	kept, gone := numbersRow("kept"), numbersRow("removed")
+	if err := s.Update(ctx, func(tx ledger.Tx) error {
+		if err := tx.CreateRow(kept); err != nil {
+			return err
+		}
+		return tx.CreateRow(gone)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.pending.list()[0].rows.get(idKey(gone.ID)); !ok {
+		t.Fatal("the removed row's key is not pending: the test reads nothing")
+	}
+	// The commit loop's removal, stopped between the commit and the keys.
+	m := newMemo(s.recent)
+	tomb := ledger.Tombstone{ID: gone.ID, SweptAt: time.Now().UTC()}
+	if err := s.db.Update(func(btx *bolt.Tx) error {
+		return (&tx{tx: btx, c: s.codec.Load(), m: m, fs: &s.filters, ids: allIDs(s.pending)}).RemoveRow(gone, tomb)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(when string) {
+		t.Helper()
+		err := s.View(ctx, func(tx ledger.Tx) error {
+			if _, err := tx.Row(gone.ID); !errors.Is(err, ledger.ErrNotFound) {
+				return fmt.Errorf("the removed row by id: %v, want not found", err)
+			}
+			if id, err := tx.RowByRequestJWT(gone.RequestJWTSHA256); id != "" || err != nil {
+				return fmt.Errorf("the removed row by its request JWT: %q, %v", id, err)
+			}
+			if got, err := tx.Row(kept.ID); err != nil || got.ID != kept.ID {
+				return fmt.Errorf("the kept row by id: %v", err)
+			}
+			rows, _, err := tx.RowsByID("", 10)
+			if err != nil || len(rows) != 1 || rows[0].ID != kept.ID {
+				return fmt.Errorf("rows in id order: %d, %v", len(rows), err)
+			}
+			if tb, err := tx.Tombstone(gone.ID); err != nil || tb == nil {
+				return fmt.Errorf("the removed row's tombstone: %v, %v", tb, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+	read("before its keys left")
+	if err := s.Update(ctx, func(ledger.Tx) error { m.committed(s.pending); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	read("after its keys left")
+}
