@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/pactledger/pactledger/internal/config"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -82,6 +83,8 @@ func hasRole(ctx context.Context, role string) bool {
 // authenticator maps key hashes to principals.
 type authenticator struct {
 	keys map[[32]byte]principal
+	// refused, when set, counts a call tap refused.
+	refused func(ctx context.Context, method string, err error)
 }
 
 func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
@@ -102,34 +105,94 @@ func (a *authenticator) lookup(key string) (principal, bool) {
 	return p, ok
 }
 
-// authorize authenticates the caller of method and checks its role.
+// bearerKey returns the key an Authorization value carries: the value
+// after "Bearer " (the scheme name is case-insensitive, RFC 9110 §11.1),
+// or the value itself.
+func bearerKey(v string) string {
+	key := strings.TrimSpace(v)
+	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = strings.TrimSpace(rest)
+	}
+	return key
+}
+
+// check authenticates key and checks that it may call method.
+func (a *authenticator) check(method, key string) (principal, error) {
+	if key == "" {
+		return principal{}, status.Error(codes.Unauthenticated, "missing API key: send Authorization: Bearer <key>")
+	}
+	p, ok := a.lookup(key)
+	if !ok {
+		return principal{}, status.Error(codes.Unauthenticated, "unknown API key")
+	}
+	return p, permit(p, method)
+}
+
+// permit checks that p holds a role that may call method.
+func permit(p principal, method string) error {
+	allowed := methodRoles[method]
+	for _, r := range p.roles {
+		if slices.Contains(allowed, r) {
+			return nil
+		}
+	}
+	return status.Errorf(codes.PermissionDenied, "key %s (roles %s) may not call %s", p.name, strings.Join(p.roles, ", "), method[strings.LastIndex(method, "/")+1:])
+}
+
+// authorize authenticates the caller of method and checks its role. A
+// gRPC call was authenticated before its message was read (tap), and
+// only its role is checked again here.
 func (a *authenticator) authorize(ctx context.Context, method string) (context.Context, error) {
 	if publicMethods[method] {
 		return ctx, nil
 	}
+	if p, ok := ctx.Value(principalKey{}).(principal); ok {
+		return ctx, permit(p, method)
+	}
 	var key string
 	// One header read, not a copy of every header (FromIncomingContext).
 	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
-		// The scheme name is case-insensitive (RFC 9110 §11.1).
-		key = strings.TrimSpace(v[0])
-		if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			key = strings.TrimSpace(rest)
+		key = bearerKey(v[0])
+	}
+	p, err := a.check(method, key)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, principalKey{}, p), nil
+}
+
+// tap authenticates a gRPC call from its headers before its message is
+// read (grpc.InTapHandle): a caller without a key that may make the call
+// is refused without the server decoding what it sent, which could cost
+// many times its size in memory. The refusal is counted, through
+// refused, as the interceptors count any other call. A method the server
+// does not serve is left to gRPC, which answers Unimplemented without
+// reading it. The tap runs on the connection's reader: a hash and a map
+// lookup.
+func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	method := info.FullMethodName
+	if _, served := methodRoles[method]; !served || publicMethods[method] {
+		return ctx, nil
+	}
+	var key string
+	if v := info.Header.Get("authorization"); len(v) > 0 {
+		key = bearerKey(v[0])
+	}
+	p, err := a.check(method, key)
+	if err != nil {
+		if a.refused != nil {
+			a.refused(ctx, method, err)
 		}
+		return ctx, err
 	}
-	if key == "" {
-		return nil, status.Error(codes.Unauthenticated, "missing API key: send Authorization: Bearer <key>")
-	}
-	p, ok := a.lookup(key)
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "unknown API key")
-	}
-	allowed := methodRoles[method]
-	for _, r := range p.roles {
-		if slices.Contains(allowed, r) {
-			return context.WithValue(ctx, principalKey{}, p), nil
-		}
-	}
-	return nil, status.Errorf(codes.PermissionDenied, "key %s (roles %s) may not call %s", p.name, strings.Join(p.roles, ", "), method[strings.LastIndex(method, "/")+1:])
+	return context.WithValue(ctx, principalKey{}, p), nil
+}
+
+// knowsKey reports whether an Authorization value carries a key the
+// ledger holds (the REST API reads a request's body only then).
+func (a *authenticator) knowsKey(authorization string) bool {
+	_, ok := a.lookup(bearerKey(authorization))
+	return ok
 }
 
 func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -4,13 +4,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/status"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,9 +24,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/pactledger/pactledger/drill"
@@ -72,6 +74,15 @@ type Server struct {
 	// draining is closed when shutdown begins (AppendReceiptStream).
 	draining chan struct{}
 }
+
+// maxHeaderBytes bounds a request's headers, over REST and gRPC alike (and
+// the Provider's, whose tokens are a few KiB).
+const maxHeaderBytes = 64 << 10
+
+// maxStreams is how many calls a gRPC connection may have open at once:
+// net/http2's default. A client wanting more in flight opens another
+// connection (or streams its receipts: one call).
+const maxStreams = 250
 
 // streamWorkers is how many goroutines the gRPC server keeps to run calls
 // (more calls at once each get a goroutine of their own, as without
@@ -289,10 +300,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
 	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
+	auth.refused = countRefusals(rpcMetrics, &ledgerv1.LedgerService_ServiceDesc)
 	s.grpc = grpc.NewServer(
+		grpc.InTapHandle(auth.tap),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), auth.stream),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.NumStreamWorkers(streamWorkers),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
@@ -345,7 +360,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		mux.Handle("GET /v1/log/checkpoint", files)
 		mux.Handle("GET /v1/log/tile/", files)
 	}
-	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes)))
+	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes), auth.knowsKey))
 	// The web console calls the API in process with the signed-in key,
 	// through the same interceptors as any client.
 	proxies, err := cfg.Console.Proxies()
@@ -364,20 +379,54 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	return s, nil
 }
 
-func limitBody(next http.Handler, max int64) http.Handler {
+// limitBody reads a request's body only for a caller whose key the ledger
+// holds (knowsKey): anyone else's is dropped unread, and the call, made
+// without it, is refused by the authenticator as any call without a key
+// is (decoding a body can cost many times its size). A body over max
+// bytes is refused with 413, whether it declares its length or is sent
+// in chunks.
+func limitBody(next http.Handler, max int64, knowsKey func(authorization string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !knowsKey(r.Header.Get("Authorization")) {
+			// A copy: the server drains the body it has (without decoding
+			// it) before it reads the connection's next request.
+			r = r.WithContext(r.Context())
+			r.Body, r.ContentLength = http.NoBody, 0
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.ContentLength > max {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"code": 3, "message": fmt.Sprintf("request body larger than %d bytes", max)})
+			tooLarge(w, max)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, max)
+		if r.ContentLength < 0 {
+			// Chunked: read it here, so that going over max is a 413, not
+			// the decoder's error.
+			b, err := io.ReadAll(r.Body)
+			var over *http.MaxBytesError
+			if errors.As(err, &over) {
+				tooLarge(w, max)
+				return
+			}
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]any{"code": 3, "message": "reading the request body: " + err.Error()})
+				return
+			}
+			r = r.WithContext(r.Context())
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func tooLarge(w http.ResponseWriter, max int64) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"code": 3, "message": fmt.Sprintf("request body larger than %d bytes", max)})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -519,7 +568,7 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	if err != nil {
 		return err
 	}
-	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
 	return nil
 }
 

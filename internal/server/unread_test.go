@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// rawCodec sends a message's bytes as they are given and keeps an
+// answer's bytes: what a client that encodes its own messages sends.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// allocated returns the bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	f()
+	runtime.ReadMemStats(&m1)
+	return m1.TotalAlloc - m0.TotalAlloc
+}
+
+// emptyReceipts is an AppendReceiptsRequest of n empty receipts on the
+// wire: two bytes each, about 180 bytes each once decoded.
+func emptyReceipts(n int) []byte { return bytes.Repeat([]byte{0x0a, 0x00}, n) }
+
+// A gRPC call without a key that may make it is refused before its
+// message is read: a message that cannot be decoded is refused for its
+// key, not its bytes, and a megabyte of empty receipts costs the server
+// about its size, not the hundred-odd megabytes decoding it would. The
+// refusals are counted as any call is. A key that may make the call has
+// its message decoded as before.
+func TestGRPCRefusesBeforeReading(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	conn := dial(t, e)
+	before := scrape(t, e)
+	invoke := func(ctx context.Context, method string, msg []byte) error {
+		var out []byte
+		return conn.Invoke(ctx, method, &msg, &out, grpc.ForceCodecV2(rawCodec{}))
+	}
+	garbage := []byte{0x0a, 0x7f, 0x01} // a receipt 127 bytes long, cut off at one
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want codes.Code
+	}{
+		{"no key", ctx, codes.Unauthenticated},
+		{"unknown key", metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer not-a-key"), codes.Unauthenticated},
+		{"a key without the role", authCtx(ctx, "support"), codes.PermissionDenied},
+		{"the writer's key", authCtx(ctx, "writer"), codes.Internal}, // decoded, and it cannot be
+	} {
+		err := invoke(tc.ctx, ledgerv1.LedgerService_AppendReceipts_FullMethodName, garbage)
+		if status.Code(err) != tc.want {
+			t.Errorf("%s, undecodable message: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+
+	many := emptyReceipts(e.cfg.Limits.MaxBodyBytes/2 - 64)
+	var err error
+	n := allocated(func() { err = invoke(ctx, ledgerv1.LedgerService_AppendReceipts_FullMethodName, many) })
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a megabyte of empty receipts without a key: %v", err)
+	}
+	if n > 16<<20 {
+		t.Errorf("a megabyte of empty receipts without a key cost %d MiB: decoded before it was refused", n>>20)
+	}
+
+	// Headers over 64 KiB are refused too (gRPC's own bound is 16 MiB).
+	big := metadata.AppendToOutgoingContext(authCtx(ctx, "writer"), "x-padding", strings.Repeat("a", 100<<10))
+	if err := invoke(big, ledgerv1.LedgerService_WhoAmI_FullMethodName, nil); err == nil {
+		t.Errorf("100 KiB of headers: the call was served")
+	} else {
+		t.Logf("100 KiB of headers: %v", err)
+	}
+
+	stream, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceiptStream(ctx)
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a stream without a key: %v", err)
+	}
+
+	after := scrape(t, e)
+	streamSeries := `grpc_server_handled_total{grpc_code="Unauthenticated",grpc_method="AppendReceiptStream",grpc_service="pactledger.ledger.v1.LedgerService",grpc_type="bidi_stream"}`
+	for s, want := range map[string]float64{
+		rpc("grpc_server_handled_total", "AppendReceipts", "Unauthenticated"):  3,
+		rpc("grpc_server_handled_total", "AppendReceipts", "PermissionDenied"): 1,
+		rpc("grpc_server_handled_total", "AppendReceipts", "Internal"):         0, // gRPC fails it before the interceptors
+		streamSeries: 1,
+	} {
+		if got := after[s] - before[s]; got != want {
+			t.Errorf("%s rose by %v, want %v", s, got, want)
+		}
+	}
+}
+
+// Over REST, a body from a caller without a key the ledger holds is not
+// read: malformed JSON is refused for the key (401, not 400), a megabyte
+// of empty receipts costs about its size, and the connection serves the
+// next request. A body sent in chunks over limits.maxBodyBytes is a 413,
+// as one that declares its length is.
+func TestRESTRefusesBeforeReading(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	if code := e.call(t, "POST", "/v1/receipts", "", `{"receiptJws":`, nil); code != http.StatusUnauthorized {
+		t.Errorf("malformed JSON without a key: %d, want 401", code)
+	}
+	if code := e.call(t, "POST", "/v1/receipts", "not-a-key", `{"receiptJws":`, nil); code != http.StatusUnauthorized {
+		t.Errorf("malformed JSON with an unknown key: %d, want 401", code)
+	}
+	if code := e.call(t, "POST", "/v1/receipts", "writer", `{"receiptJws":`, nil); code != http.StatusBadRequest {
+		t.Errorf("malformed JSON from the writer: %d, want 400", code)
+	}
+
+	max := e.cfg.Limits.MaxBodyBytes
+	many := `{"receipts":[{}` + strings.Repeat(`,{}`, max/3-10) + `]}`
+	var code int
+	n := allocated(func() { code = e.call(t, "POST", "/v1/receipts:batch", "", many, nil) })
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a megabyte of empty receipts without a key: %d, want 401", code)
+	}
+	if n > 16<<20 {
+		t.Errorf("a megabyte of empty receipts without a key cost %d MiB: decoded before it was refused", n>>20)
+	}
+
+	// The connection the refused body came on serves the next request.
+	var reused []bool
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	for i, key := range []string{"", keys["support"]} {
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", e.base+"/v1/drills", strings.NewReader(`{"target":"A-5531"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if want := []int{http.StatusUnauthorized, http.StatusOK}[i]; resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if len(reused) != 2 || !reused[1] {
+		t.Errorf("connections reused %v: the refused request's connection was not kept", reused)
+	}
+
+	// In chunks: the client does not know the length of a reader of its own.
+	chunked := io.MultiReader(strings.NewReader(`{"receiptJws":"`), strings.NewReader(strings.Repeat("a", max)), strings.NewReader(`"}`))
+	req, err := http.NewRequest("POST", e.base+"/v1/receipts", chunked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys["writer"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.ContentLength != 0 || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body in chunks over the limit (length %d): %d, want 413", req.ContentLength, resp.StatusCode)
+	}
+}
