@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -203,8 +202,6 @@ var funcs = template.FuncMap{
 	"join":    strings.Join,
 	"short":   short,
 	"ms":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + " ms" },
-	"q":       url.QueryEscape,
-	"p":       url.PathEscape,
 	"pct": func(a, b int32) string {
 		if b == 0 {
 			return "—"

@@ -1,7 +1,13 @@
 package console
 
 import (
+	"bytes"
+	"html"
+	"maps"
+	"net/url"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +81,38 @@ func TestCompareChecks(t *testing.T) {
 	want := []string{"a same", "b differs", "new differs", "gone differs"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// The search and grant links of a list of rows carry each value as it
+// is: a link followed searches for the value shown, whatever characters
+// it holds (a space, a plus, a slash, an ampersand, angle brackets).
+func TestRowLinksCarryValuesAsTheyAre(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := &ledgerv1.Row{Id: strings.Repeat("a", 64), Principal: "acct 30418+x/y&z=<1>", GrantId: "grant +1/2 & 3",
+		Actions: []*ledgerv1.RowAction{{Tool: "cancel_order", Target: "A-5531 +rush/2"}}}
+	var buf bytes.Buffer
+	if err := pages["search"].ExecuteTemplate(&buf, "rows", []*ledgerv1.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"principal": row.Principal, "target": row.Actions[0].Target, "grant": row.GrantId}
+	got := map[string]string{}
+	for _, m := range regexp.MustCompile(`href="(/console/(?:search|grant)\?[^"]*)"`).FindAllStringSubmatch(buf.String(), -1) {
+		u, err := url.Parse(html.UnescapeString(m[1]))
+		if err != nil {
+			t.Fatalf("link %s: %v", m[1], err)
+		}
+		q := u.Query()
+		if u.Path == "/console/grant" {
+			got["grant"] = q.Get("id")
+		} else {
+			got[q.Get("by")] = q.Get("q")
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the links carry %q, want %q\n%s", got, want, buf.String())
 	}
 }
