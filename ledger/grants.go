@@ -36,6 +36,9 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	if at.IsZero() {
 		at = now
 	}
+	if !verifier.InRange(at) {
+		return Revocation{}, invalid("revokedAt %s: want a time from %s to %s", at.UTC().Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339), verifier.MaxTime.Format(time.RFC3339))
+	}
 	var out Revocation
 	err := l.store.Update(ctx, func(tx Tx) error {
 		// Held: a revocation of the grant at once, which this one would

@@ -137,3 +137,34 @@ func TestRESTGrantRevocationAndIntegrity(t *testing.T) {
 		t.Fatalf("integrity = %d %+v", code, ic)
 	}
 }
+
+// A revocation's time lies in the ledger's range (year 1 is not "now"),
+// and a writer revoking a grant someone else revoked learns when that
+// revocation took effect, not who recorded it or why; an admin does.
+func TestRevokeGrantBounds(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	for _, at := range []string{"0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9000-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		if code := e.call(t, "POST", "/v1/grants/g_far:revoke", "writer", map[string]any{"revokedAt": at}, nil); code != http.StatusBadRequest {
+			t.Errorf("revokedAt %s = %d, want 400", at, code)
+		}
+	}
+	var g struct{ Revocation *struct{ RevokedAt string } }
+	if code := e.call(t, "GET", "/v1/grants/g_far", "admin", nil, &g); code != http.StatusNotFound && (code != http.StatusOK || g.Revocation != nil) {
+		t.Errorf("a grant revoked only out of range = %d %+v: recorded", code, g.Revocation)
+	}
+
+	type revocation struct{ RevokedAt, By, Note string }
+	var rev struct{ Revocation revocation }
+	if code := e.call(t, "POST", "/v1/grants/g_adm:revoke", "admin", map[string]any{"revokedAt": "2026-10-07T13:10:00Z", "note": "fraud case 4411"}, &rev); code != 200 || rev.Revocation.Note != "fraud case 4411" {
+		t.Fatalf("admin revoking = %d %+v", code, rev)
+	}
+	for role, want := range map[string]revocation{
+		"writer": {RevokedAt: "2026-10-07T13:10:00Z"},
+		"admin":  {RevokedAt: "2026-10-07T13:10:00Z", By: "admin-key", Note: "fraud case 4411"},
+	} {
+		rev.Revocation = revocation{}
+		if code := e.call(t, "POST", "/v1/grants/g_adm:revoke", role, map[string]any{"revokedAt": "8000-01-01T00:00:00Z", "note": "later"}, &rev); code != 200 || rev.Revocation != want {
+			t.Errorf("%s revoking later = %d %+v, want %+v", role, code, rev.Revocation, want)
+		}
+	}
+}

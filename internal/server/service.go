@@ -479,11 +479,27 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 }
 
 func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {
+	if at := req.GetRevokedAt(); at != nil && !verifier.InRange(at.AsTime()) {
+		// Year 1 among them, which would otherwise read as unset (now).
+		return nil, status.Errorf(codes.InvalidArgument, "revokedAt %s: want a time from %s to %s, or none for now",
+			at.AsTime().Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339), verifier.MaxTime.Format(time.RFC3339))
+	}
 	rev, err := s.l.RevokeGrant(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx))
 	if err != nil {
 		return nil, s.toStatus(ctx, "RevokeGrant", err)
 	}
+	if rev.By != caller(ctx) && !canRead(ctx) {
+		// The revocation in force is another key's: a writer, which may
+		// not read the ledger, learns when it took effect, not who
+		// recorded it or why.
+		rev.By, rev.Note = "", ""
+	}
 	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
+}
+
+// canRead reports whether the caller holds a role that reads the ledger.
+func canRead(ctx context.Context) bool {
+	return hasRole(ctx, config.RoleSupport) || hasRole(ctx, config.RoleAuditor) || hasRole(ctx, config.RoleAdmin)
 }
 
 func (s *service) GetGrant(ctx context.Context, req *ledgerv1.GetGrantRequest) (*ledgerv1.GetGrantResponse, error) {
