@@ -842,8 +842,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 // errorHandler is the gateway's default error handler, but a swept row
-// (NotFound with reason ROW_EXPIRED) is 410 Gone rather than 404.
+// (NotFound with reason ROW_EXPIRED) is 410 Gone rather than 404, and a
+// 401 names the scheme (RFC 6750) rather than repeating the message.
 func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	w = challengeWriter{w}
 	if st, ok := status.FromError(err); ok {
 		for _, d := range st.Details() {
 			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonExpired {
@@ -852,6 +854,16 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// challengeWriter sets a 401's WWW-Authenticate to the bearer challenge.
+type challengeWriter struct{ http.ResponseWriter }
+
+func (c challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="pactledger"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
 }
 
 type goneWriter struct{ http.ResponseWriter }

@@ -191,3 +191,21 @@ func TestRESTRefusesBeforeReading(t *testing.T) {
 		t.Errorf("a body in chunks over the limit (length %d): %d, want 413", req.ContentLength, resp.StatusCode)
 	}
 }
+
+// A 401 over REST carries the bearer challenge (RFC 6750), its message
+// in the body.
+func TestRESTChallenge(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	resp, err := http.Get(e.base + "/v1/rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || got != `Bearer realm="pactledger"` {
+		t.Errorf("GET /v1/rows without a key: %d, WWW-Authenticate %q", resp.StatusCode, got)
+	}
+	if !strings.Contains(string(body), "missing API key") {
+		t.Errorf("the 401's body: %s", body)
+	}
+}
