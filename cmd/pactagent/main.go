@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,7 +46,8 @@ import (
 const usage = `usage:
   pactagent init  --dir DIR --issuer URL --audience AUD   create the signing key and settings
   pactagent jwks  --dir DIR                               print the public JWKS (for registration)
-  pactagent serve --dir DIR [--listen ADDR]               serve the JWKS at /.well-known/jwks.json
+  pactagent serve --dir DIR [--listen ADDR]               serve the JWKS at /.well-known/jwks.json (on the
+                                                          issuer's address when it is http://127.0.0.1:PORT)
   pactagent authorize --dir DIR --card URL --user SUB [--scope "ID ..."]
                                                           ask the Brand for scopes (without --scope: list them);
                                                           the user signs in with the Brand at the link shown
@@ -82,8 +84,12 @@ func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return usageErr{"no command"}
 	}
-	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+	switch args[0] {
+	case "--version", "-version", "version":
 		_, err := fmt.Fprintln(out, "pactagent", buildinfo.Read().String())
+		return err
+	case "-h", "-help", "--help", "help":
+		_, err := fmt.Fprint(out, usage)
 		return err
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -91,7 +97,7 @@ func run(args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "")
 	issuer := fs.String("issuer", "", "")
 	audience := fs.String("audience", "", "")
-	listen := fs.String("listen", "127.0.0.1:8099", "")
+	listen := fs.String("listen", "", "")
 	card := fs.String("card", "", "")
 	user := fs.String("user", "", "")
 	fresh := fs.Bool("new", false, "")
@@ -100,6 +106,17 @@ func run(args []string, out io.Writer) error {
 	identityOnly := fs.Bool("identity-only", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageErr{err.Error()}
+	}
+	// flag stops at the first word that is not a flag: a flag after the
+	// text would be read as text (unless "--" ended the flags).
+	ended := len(args)-1-fs.NArg() > 0 && args[len(args)-1-fs.NArg()] == "--"
+	for _, a := range fs.Args() {
+		if ended {
+			break
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && fs.Lookup(name) != nil {
+			return usageErr{fmt.Sprintf("%s after the text: flags go before it (pactagent %s --dir DIR ... TEXT)", a, args[0])}
+		}
 	}
 	if *dir == "" {
 		return usageErr{"--dir is required"}
@@ -122,11 +139,19 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		_, st, err := load(*dir)
+		if err != nil {
+			return err
+		}
+		addr, note := listenAddr(*listen, st.Issuer)
+		if note != "" {
+			fmt.Fprintln(out, note)
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
-		srv := &http.Server{Addr: *listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go func() { <-ctx.Done(); _ = srv.Close() }()
-		fmt.Fprintf(out, "serving the JWKS at http://%s/.well-known/jwks.json\n", *listen)
+		fmt.Fprintf(out, "serving the JWKS at http://%s/.well-known/jwks.json\n", addr)
 		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
@@ -195,6 +220,28 @@ func load(dir string) (*jose.JSONWebKey, settings, error) {
 		return nil, s, err
 	}
 	return &k, s, nil
+}
+
+// defaultListen is where serve listens when neither --listen nor the
+// issuer says.
+const defaultListen = "127.0.0.1:8099"
+
+// listenAddr is where serve listens: --listen, else the issuer's own
+// address when it is plain HTTP on this machine (where the Provider will
+// fetch the JWKS), else defaultListen. note, when set, says that the JWKS
+// will not be where the issuer's jwksUri points.
+func listenAddr(flagListen, issuer string) (addr, note string) {
+	u, err := url.Parse(issuer)
+	local := err == nil && u.Scheme == "http" && u.Port() != "" && slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, u.Hostname())
+	switch {
+	case flagListen == "" && local:
+		return u.Host, ""
+	case flagListen == "":
+		return defaultListen, ""
+	case local && flagListen != u.Host:
+		return flagListen, fmt.Sprintf("note: the issuer's jwksUri is %s/.well-known/jwks.json, not on %s: the Provider will not find this JWKS there", issuer, flagListen)
+	}
+	return flagListen, ""
 }
 
 func jwks(dir string) ([]byte, error) {
@@ -508,7 +555,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) err
 	}
 	for _, s := range scopes {
 		if _, ok := flow.Scopes[s]; !ok {
-			return usageErr{fmt.Sprintf("%s does not offer scope %q (run without --scope to list them)", a.card.Name, s)}
+			return fmt.Errorf("%s does not offer scope %q (run without --scope to list them)", a.card.Name, s)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,44 @@ func TestConversationThroughPactagent(t *testing.T) {
 	}
 	if err := run([]string{"send", "--dir", dir}, &out); err == nil {
 		t.Fatal("send without arguments accepted")
+	}
+}
+
+// serve listens where the issuer's jwksUri points when the issuer is
+// plain HTTP on this machine, and says so when --listen is elsewhere.
+func TestListenAddr(t *testing.T) {
+	for _, tc := range []struct{ flag, issuer, addr, note string }{
+		{"", "http://127.0.0.1:18099", "127.0.0.1:18099", ""},
+		{"", "http://localhost:9000", "localhost:9000", ""},
+		{"", "http://[::1]:9001", "[::1]:9001", ""},
+		{"", "https://agent.example", defaultListen, ""},
+		{"", "http://127.0.0.1", defaultListen, ""},
+		{"127.0.0.1:18099", "http://127.0.0.1:18099", "127.0.0.1:18099", ""},
+		{"127.0.0.1:18111", "http://127.0.0.1:18099", "127.0.0.1:18111", "not on 127.0.0.1:18111"},
+		{"0.0.0.0:8443", "https://agent.example", "0.0.0.0:8443", ""},
+	} {
+		addr, note := listenAddr(tc.flag, tc.issuer)
+		if addr != tc.addr || (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
+			t.Errorf("--listen %q, issuer %s: %s %q, want %s %q", tc.flag, tc.issuer, addr, note, tc.addr, tc.note)
+		}
+	}
+}
+
+// A flag after the text is a usage error that says where flags go ("--"
+// ends the flags); help is the usage, not an error.
+func TestFlagsAfterTheTextAndHelp(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"send", "--dir", t.TempDir(), "--card", "x", "hello", "--user", "jane"}, &out)
+	var u usageErr
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "--user after the text: flags go before it") {
+		t.Errorf("a flag after the text: %v", err)
+	}
+	err = run([]string{"send", "--dir", t.TempDir(), "--card", "x", "--user", "jane", "--", "what does --user do"}, &out)
+	if errors.As(err, &u) {
+		t.Errorf("a flag's name in the text after --: %v", err)
+	}
+	out.Reset()
+	if err := run([]string{"--help"}, &out); err != nil || !strings.Contains(out.String(), "pactagent serve") {
+		t.Errorf("--help: %v %q", err, out.String())
 	}
 }
