@@ -354,9 +354,14 @@ type Log struct {
 
 // RequestLimits bounds request sizes.
 type RequestLimits struct {
-	// MaxBodyBytes caps REST bodies and gRPC messages; default 1 MiB.
+	// MaxBodyBytes caps REST bodies and gRPC messages; default 1 MiB, at
+	// least MinBodyBytes.
 	MaxBodyBytes int `yaml:"maxBodyBytes"`
 }
+
+// MinBodyBytes is the least limits.maxBodyBytes takes: a receipt with its
+// three tokens at their 16-KiB caps and its actions.
+const MinBodyBytes = 64 << 10
 
 // UploaderOptions tunes the evidence uploader.
 type UploaderOptions struct {
@@ -592,8 +597,11 @@ func (c *Config) Validate() error {
 	if n := c.Runtime.HeapFloorMiB; n < 0 || n > MaxHeapFloorMiB {
 		errs = append(errs, fmt.Errorf("runtime.heapFloorMiB %d: 0 (none) to %d", n, MaxHeapFloorMiB))
 	}
-	if c.Limits.MaxBodyBytes <= 0 {
+	switch n := c.Limits.MaxBodyBytes; {
+	case n == 0:
 		c.Limits.MaxBodyBytes = 1 << 20
+	case n < MinBodyBytes:
+		errs = append(errs, fmt.Errorf("limits.maxBodyBytes %d: at least %d, a receipt with its tokens (0 or unset: 1048576)", n, MinBodyBytes))
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))

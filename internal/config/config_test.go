@@ -105,6 +105,8 @@ func TestValidateRejects(t *testing.T) {
 		{"too many uploader workers", "uploader: {workers: 65}\n", "uploader.workers 65: 1 to 64"},
 		{"negative uploader batch", "uploader: {batch: -1}\n", "uploader.batch -1: 1 to 10000"},
 		{"huge uploader batch", "uploader: {batch: 10001}\n", "uploader.batch 10001: 1 to 10000"},
+		{"negative body cap", "limits: {maxBodyBytes: -5}\n", "limits.maxBodyBytes -5: at least 65536"},
+		{"body cap under a receipt", "limits: {maxBodyBytes: 1000}\n", "limits.maxBodyBytes 1000: at least 65536"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
