@@ -321,6 +321,9 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		}
 		if len(rows) == 0 && len(lookups) > 0 {
 			rep.Note = fmt.Sprintf("nothing to drill: the %d rows for %s are read-only turns, which changed nothing", len(lookups), describeQuery(req))
+			if len(lookups) == 1 {
+				rep.Note = fmt.Sprintf("nothing to drill: the one row for %s is a read-only turn, which changed nothing", describeQuery(req))
+			}
 			rep.Reply = fmt.Sprintf("The only records we hold for %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
 			return
 		}
@@ -333,7 +336,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			rows = rows[:MaxRows]
 		}
 		if len(lookups) > 0 {
-			rep.Note = fmt.Sprintf("%d rows drilled; %d read-only turns listed, not scored", len(rows), len(lookups))
+			rep.Note = fmt.Sprintf("%s drilled; %s listed, not scored", plural(len(rows), "row"), plural(len(lookups), "read-only turn"))
 		}
 	}
 	lookup := time.Since(t.start)
@@ -411,7 +414,10 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns and refusals are never sampled"
 		return
 	case eligible <= rep.Request.Sample:
-		rep.Note = fmt.Sprintf("the ledger holds %d eligible rows, no more than the sample of %d: all %d drilled", eligible, rep.Request.Sample, eligible)
+		rep.Note = fmt.Sprintf("the ledger holds %s, no more than the sample of %d: all drilled", plural(eligible, "eligible row"), rep.Request.Sample)
+		if eligible == 1 {
+			rep.Note = fmt.Sprintf("the ledger holds 1 eligible row, no more than the sample of %d: it was drilled", rep.Request.Sample)
+		}
 	default:
 		rep.Note = fmt.Sprintf("%d of %d eligible rows drilled, picked uniformly at random", len(rows), eligible)
 	}
@@ -810,4 +816,12 @@ func refusalReason(row *ledger.Row) string {
 		return row.Refusal.Reason
 	}
 	return ""
+}
+
+// plural is n with noun, in the plural unless n is 1: "1 row", "2 rows".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -90,8 +90,10 @@ func TestMonthlyDrillNeverScoresAFalseFailure(t *testing.T) {
 				switch {
 				case n == 0:
 					wantNote = "nothing to drill"
+				case n == 1:
+					wantNote = "the ledger holds 1 eligible row, no more than the sample of 5: it was drilled"
 				case n <= 5:
-					wantNote = fmt.Sprintf("the ledger holds %d eligible rows, no more than the sample of 5: all %d drilled", n, n)
+					wantNote = fmt.Sprintf("the ledger holds %d eligible rows, no more than the sample of 5: all drilled", n)
 				default:
 					wantNote = fmt.Sprintf("5 of %d eligible rows drilled", n)
 				}

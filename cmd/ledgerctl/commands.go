@@ -33,6 +33,14 @@ func when(t *timestamppb.Timestamp) string {
 	return t.AsTime().UTC().Format("2006-01-02 15:04:05Z")
 }
 
+// plural is n with noun, in the plural unless n is 1: "1 row", "2 rows".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func short(id string) string {
 	if len(id) > 12 {
 		return id[:12]
@@ -183,8 +191,8 @@ func (c *cli) show(args []string) error {
 	line("principal", orDash(r.GetPrincipal()))
 	line("grant", orDash(r.GetGrantId()))
 	line("brand", orDash(r.GetBrand()))
-	line("agent platform", orDash(r.GetAgent().GetPlatform())+"  (kid "+orDash(r.GetAgent().GetRequestJwtKid())+", JWKS snapshot "+short(r.GetAgent().GetJwksSnapshot())+")")
-	line("brand key", orDash(r.GetBrandKey().GetKid())+"  (JWKS snapshot "+short(r.GetBrandKey().GetJwksSnapshot())+")")
+	line("agent platform", orDash(r.GetAgent().GetPlatform())+"  (kid "+orDash(r.GetAgent().GetRequestJwtKid())+", JWKS snapshot "+orDash(short(r.GetAgent().GetJwksSnapshot()))+")")
+	line("brand key", orDash(r.GetBrandKey().GetKid())+"  (JWKS snapshot "+orDash(short(r.GetBrandKey().GetJwksSnapshot()))+")")
 	line("scope granted", orDash(strings.Join(r.GetScopeGranted(), " ")))
 	line("scopes used", orDash(strings.Join(r.GetScopesUsed(), " ")))
 	for _, a := range r.GetActions() {
@@ -351,7 +359,7 @@ func (c *cli) dispute(note, as string, pos []string) error {
 	}
 	evs := rep.GetRow().GetDisputeEvents()
 	e := evs[len(evs)-1]
-	fmt.Fprintf(c.out, "row %s: dispute %s at %s by %s (%d events)\n", short(id), word(e.GetStatus(), "DISPUTE_STATUS_"), when(e.GetAt()), e.GetBy(), len(evs))
+	fmt.Fprintf(c.out, "row %s: dispute %s at %s by %s (%s)\n", short(id), word(e.GetStatus(), "DISPUTE_STATUS_"), when(e.GetAt()), e.GetBy(), plural(len(evs), "event"))
 	return nil
 }
 
@@ -416,24 +424,30 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 
 func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 	took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime())
-	fmt.Fprintf(c.out, "drill %s (%s) by %s at %s, %d rows, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), len(d.GetRows()), took.Round(time.Microsecond))
-	w := c.table()
-	fmt.Fprintln(w, "ROW\tPULL\tRESULT\tMS\tDETAIL")
-	for _, p := range d.GetPulls() {
-		res := "pass"
-		if !p.GetPassed() {
-			res = "FAIL"
+	fmt.Fprintf(c.out, "drill %s (%s) by %s at %s, %s, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), plural(len(d.GetRows()), "row"), took.Round(time.Microsecond))
+	if len(d.GetPulls()) > 0 {
+		w := c.table()
+		fmt.Fprintln(w, "ROW\tPULL\tRESULT\tMS\tDETAIL")
+		for _, p := range d.GetPulls() {
+			res := "pass"
+			if !p.GetPassed() {
+				res = "FAIL"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
+		w.Flush()
 	}
-	w.Flush()
 	for _, l := range d.GetListed() {
 		fmt.Fprintf(c.out, "listed %s  %s\n", short(l.GetRowId()), l.GetDetail())
 	}
 	if d.GetNote() != "" {
 		fmt.Fprintf(c.out, "\n%s\n", d.GetNote())
 	}
-	fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
+	if d.GetChecksTotal() > 0 {
+		fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
+	} else {
+		fmt.Fprintln(c.out, "\nscore: nothing scored")
+	}
 	c.printDrillLog(d)
 	if d.GetReply() != "" {
 		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", d.GetReply())

@@ -25,7 +25,7 @@ func (c *cli) printDrillLog(d *ledgerv1.DrillReport) {
 			proven++
 		}
 	}
-	fmt.Fprintf(c.out, "\nMerkle log: checkpoint of size %s; inclusion proofs for %d of %d rows", size, proven, len(d.GetProofs()))
+	fmt.Fprintf(c.out, "\nMerkle log: checkpoint of size %s; inclusion proofs for %d of %s", size, proven, plural(len(d.GetProofs()), "row"))
 	if proven > 0 {
 		fmt.Fprint(c.out, " (--proof-dir DIR writes them; check one with ledgerctl proof verify FILE --log-key KEY)")
 	}

@@ -135,7 +135,7 @@ func (c *cli) sweep(dry bool) error {
 	if rep.GetDryRun() {
 		verb = "would remove"
 	}
-	c.note("sweep at %s %s %d rows; %d due rows kept", when(rep.GetAt()), verb, len(rep.GetSwept()), len(rep.GetKept()))
+	c.note("sweep at %s %s %s; %s kept", when(rep.GetAt()), verb, plural(len(rep.GetSwept()), "row"), plural(len(rep.GetKept()), "due row"))
 	l := listing{header: []string{"row", "class", "retain until", "outcome"}}
 	for _, r := range rep.GetSwept() {
 		l.rows = append(l.rows, []string{r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), verb})

@@ -93,7 +93,7 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		later += int(rep.GetPendingUpload())
 		findings = append(findings, rep.GetFindings()...)
 		if !c.json {
-			fmt.Fprintf(c.errw, "\rchecked %d rows, %d differ", checked, len(findings))
+			fmt.Fprintf(c.errw, "\rchecked %s, %d differ", plural(checked, "row"), len(findings))
 		}
 		token = rep.GetNextPageToken()
 		if token == "" {
@@ -121,7 +121,7 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.out, "%d rows checked: %d compared with their write-once copy, %d still in the outbox\n", checked, compared, later)
+		fmt.Fprintf(c.out, "%s checked: %d compared with their write-once copy, %d still in the outbox\n", plural(checked, "row"), compared, later)
 		for _, f := range findings {
 			hint := ""
 			if f.GetRestorable() {
@@ -130,7 +130,7 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", first(f.GetRowId(), "log"), f.GetProblem(), hint)
 		}
 		if restore {
-			fmt.Fprintf(c.out, "restored %d rows from the write-once copy\n", restored)
+			fmt.Fprintf(c.out, "restored %s from the write-once copy\n", plural(restored, "row"))
 		}
 		if len(findings) == 0 {
 			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log and the tree rebuilt from the leaves matches the latest checkpoint")

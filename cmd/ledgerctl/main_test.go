@@ -336,7 +336,7 @@ func TestFsckFindsAndRestoresAnEditedRow(t *testing.T) {
 		t.Fatalf("auditor restoring: %d", code)
 	}
 	code, out, _ = f.ctl(t, "admin", "fsck", "--restore")
-	if code != 0 || !strings.Contains(out, "restored 1 rows") {
+	if code != 0 || !strings.Contains(out, "restored 1 row from") {
 		t.Fatalf("fsck --restore: %d %s", code, out)
 	}
 	if code, out, _ := f.ctl(t, "auditor", "fsck"); code != 0 || !strings.Contains(out, "no evidence differs") {
@@ -400,5 +400,30 @@ func TestSweepDryRun(t *testing.T) {
 	}
 	if code, out, _ := f.ctl(t, "admin", "sweep"); code != 0 || !strings.Contains(out, "removed 0 rows") {
 		t.Fatalf("sweep: %d %s", code, out)
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 rows", 1: "1 row", 2: "2 rows"} {
+		if got := plural(n, "row"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A drill that had nothing to drill prints its note and no empty table
+// or score of 0 of 0; one that ran prints both.
+func TestPrintDrillWithNothingToDrill(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{out: &out}
+	c.printDrill(&ledgerv1.DrillReport{Id: "d1", Kind: ledgerv1.DrillKind_DRILL_KIND_MONTHLY, Note: "nothing to drill: the ledger holds no eligible rows"})
+	if s := out.String(); strings.Contains(s, "PULL") || strings.Contains(s, "0 of 0") || !strings.Contains(s, "nothing to drill") || !strings.Contains(s, "score: nothing scored") {
+		t.Errorf("a drill with nothing to drill:\n%s", s)
+	}
+	out.Reset()
+	c.printDrill(&ledgerv1.DrillReport{Id: "d2", Rows: []string{"r1"}, ChecksPassed: 1, ChecksTotal: 1,
+		Pulls: []*ledgerv1.DrillPull{{RowId: "r1", Name: "receipt_row", Passed: true}}})
+	if s := out.String(); !strings.Contains(s, "PULL") || !strings.Contains(s, "score: 1 of 1 checks passed") || !strings.Contains(s, ", 1 row, took") {
+		t.Errorf("a drill of one row:\n%s", s)
 	}
 }
