@@ -338,6 +338,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 	gw := runtime.NewServeMux(
 		runtime.WithErrorHandler(errorHandler),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, gatewayJSON()),
 	)
 	if err := ledgerv1.RegisterLedgerServiceHandlerClient(ctx, gw, ledgerv1.NewLedgerServiceClient(inproc)); err != nil {
@@ -360,7 +361,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		mux.Handle("GET /v1/log/checkpoint", files)
 		mux.Handle("GET /v1/log/tile/", files)
 	}
-	mux.Handle("/v1/", limitBody(gw, int64(cfg.Limits.MaxBodyBytes), auth.knowsKey))
+	mux.Handle("/v1/", private(limitBody(gw, int64(cfg.Limits.MaxBodyBytes), auth.knowsKey)))
 	// The web console calls the API in process with the signed-in key,
 	// through the same interceptors as any client.
 	proxies, err := cfg.Console.Proxies()
@@ -374,7 +375,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 	mux.Handle(console.Prefix, con)
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           nosniff(mux),
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // refused TLS handshakes, in the JSON log
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -854,6 +855,34 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// routingErrorHandler answers a method a path does not take with 405 (the
+// gateway's default says 501, Not Implemented), and leaves every other
+// routing error to the gateway.
+func routingErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+	if code == http.StatusMethodNotAllowed {
+		writeJSON(w, code, map[string]any{"code": 12, "message": fmt.Sprintf("%s is not a method of %s", r.Method, r.URL.Path)})
+		return
+	}
+	runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
+}
+
+// nosniff has every answer's Content-Type taken as sent.
+func nosniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// private keeps the API's answers (rows, evidence, a customer's records)
+// out of caches.
+func private(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // challengeWriter sets a 401's WWW-Authenticate to the bearer challenge.

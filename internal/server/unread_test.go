@@ -209,3 +209,36 @@ func TestRESTChallenge(t *testing.T) {
 		t.Errorf("the 401's body: %s", body)
 	}
 }
+
+// The API's answers are not cached or sniffed, and a method a path does
+// not take is 405.
+func TestRESTHeadersAndMethods(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	for _, path := range []string{"/v1/rows", "/v1/whoami", "/healthz", "/metrics"} {
+		resp, err := http.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", path, got)
+		}
+		if got := resp.Header.Get("Cache-Control"); strings.HasPrefix(path, "/v1/") && got != "no-store" {
+			t.Errorf("%s: Cache-Control %q", path, got)
+		}
+	}
+	req, err := http.NewRequest("PUT", e.base+"/v1/rows", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys["support"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(body), "PUT is not a method of /v1/rows") {
+		t.Errorf("PUT /v1/rows: %d %s", resp.StatusCode, body)
+	}
+}
