@@ -85,6 +85,8 @@ type authenticator struct {
 	keys map[[32]byte]principal
 	// refused, when set, counts a call tap refused.
 	refused func(ctx context.Context, method string, err error)
+	// refusals, when set, logs every refusal.
+	refusals *refusalLog
 }
 
 func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
@@ -147,7 +149,11 @@ func (a *authenticator) authorize(ctx context.Context, method string) (context.C
 		return ctx, nil
 	}
 	if p, ok := ctx.Value(principalKey{}).(principal); ok {
-		return ctx, permit(p, method)
+		if err := permit(p, method); err != nil {
+			a.refusals.note(ctx, method, "", p.name, err)
+			return nil, err
+		}
+		return ctx, nil
 	}
 	var key string
 	// One header read, not a copy of every header (FromIncomingContext).
@@ -156,6 +162,7 @@ func (a *authenticator) authorize(ctx context.Context, method string) (context.C
 	}
 	p, err := a.check(method, key)
 	if err != nil {
+		a.refusals.note(ctx, method, key, p.name, err)
 		return nil, err
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
@@ -183,6 +190,7 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 		if a.refused != nil {
 			a.refused(ctx, method, err)
 		}
+		a.refusals.note(ctx, method, key, p.name, err)
 		return ctx, err
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil

@@ -301,6 +301,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	reg.MustRegister(rpcMetrics)
 	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
 	auth.refused = countRefusals(rpcMetrics, &ledgerv1.LedgerService_ServiceDesc)
+	auth.refusals = newRefusalLog(log)
 	s.grpc = grpc.NewServer(
 		grpc.InTapHandle(auth.tap),
 		grpc.ChainUnaryInterceptor(unary...),

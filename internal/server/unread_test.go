@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -240,5 +243,50 @@ func TestRESTHeadersAndMethods(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(body), "PUT is not a method of /v1/rows") {
 		t.Errorf("PUT /v1/rows: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Every refused call is a warning in the log, over REST and gRPC: the
+// call, the code, the key's name or a fingerprint of an unknown key
+// (never the key), and where it came from.
+func TestRefusalsLogged(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	logs := &syncbuf.Buffer{}
+	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
+	e.start(t)
+	e.call(t, "GET", "/v1/rows", "", nil, nil)
+	e.call(t, "GET", "/v1/rows", "not-a-secret-key", nil, nil)
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	ctx := context.Background()
+	_, _ = c.WhoAmI(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer not-a-secret-key"), &ledgerv1.WhoAmIRequest{})
+	_, _ = c.AppendRefusal(authCtx(ctx, "support"), &ledgerv1.AppendRefusalRequest{})
+	e.stop()
+
+	type line struct{ Level, Msg, RPC, Code, Key, From string }
+	var got []line
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var m line
+		if json.Unmarshal([]byte(l), &m) == nil && m.Msg == "call refused" {
+			got = append(got, m)
+		}
+	}
+	want := []line{
+		{"WARN", "call refused", "ListRows", "Unauthenticated", "none", "127.0.0.1"},
+		{"WARN", "call refused", "ListRows", "Unauthenticated", "unknown key sha256:", "127.0.0.1"},
+		{"WARN", "call refused", "WhoAmI", "Unauthenticated", "unknown key sha256:", "127.0.0.1:"},
+		{"WARN", "call refused", "AppendRefusal", "PermissionDenied", "support-key", "127.0.0.1:"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d refusals logged, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Level != w.Level || g.RPC != w.RPC || g.Code != w.Code || !strings.HasPrefix(g.Key, w.Key) || !strings.HasPrefix(g.From, w.From) {
+			t.Errorf("refusal %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if strings.Contains(logs.String(), "not-a-secret-key") {
+		t.Errorf("the log holds the key sent")
 	}
 }

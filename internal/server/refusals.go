@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// refusalLog writes a warning for each call the authenticator refuses (no
+// key, an unknown key, a key without the role), so that a wrong or stolen
+// key at work shows in the log as well as in grpc_server_handled_total.
+// A flood of refusals must not flood the log: it writes at most
+// refusalBurst lines at once and refusalRate a second after that, and the
+// next line it writes says how many it left out.
+type refusalLog struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	dropped int
+}
+
+const (
+	refusalBurst = 10
+	refusalRate  = 1.0 // lines a second, once the burst is spent
+)
+
+func newRefusalLog(log *slog.Logger) *refusalLog {
+	return &refusalLog{log: log, now: time.Now, tokens: refusalBurst}
+}
+
+// take reports whether a line may be written now, and how many were left
+// out before it.
+func (r *refusalLog) take() (ok bool, dropped int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if !r.last.IsZero() {
+		r.tokens = min(refusalBurst, r.tokens+now.Sub(r.last).Seconds()*refusalRate)
+	}
+	r.last = now
+	if r.tokens < 1 {
+		r.dropped++
+		return false, 0
+	}
+	r.tokens--
+	dropped, r.dropped = r.dropped, 0
+	return true, dropped
+}
+
+// note logs the refusal of a call of method made with key ("" for none)
+// by who: the key's name when the ledger holds it, else a fingerprint of
+// what was sent (never the key itself).
+func (r *refusalLog) note(ctx context.Context, method, key, who string, err error) {
+	if r == nil {
+		return
+	}
+	ok, dropped := r.take()
+	if !ok {
+		return
+	}
+	if who == "" {
+		who = "none"
+		if key != "" {
+			sum := sha256.Sum256([]byte(key))
+			who = "unknown key sha256:" + hex.EncodeToString(sum[:4])
+		}
+	}
+	st := status.Convert(err)
+	attrs := []slog.Attr{
+		slog.String("rpc", method[strings.LastIndex(method, "/")+1:]),
+		slog.String("code", st.Code().String()),
+		slog.String("key", who),
+		slog.String("from", callerAddr(ctx)),
+		slog.String("reason", st.Message()),
+	}
+	if dropped > 0 {
+		attrs = append(attrs, slog.Int("refusals_not_logged", dropped))
+	}
+	r.log.LogAttrs(ctx, slog.LevelWarn, "call refused", attrs...)
+}
+
+// callerAddr is the address a call came from: the gRPC peer, or what the
+// REST gateway forwarded; "" when neither is known.
+func callerAddr(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"); len(v) > 0 {
+		return v[0]
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
