@@ -171,6 +171,13 @@ func (c *cli) connect(cmd *cobra.Command) error {
 		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 			return usagef("config %s: %v", path, err)
 		}
+		// A file the configuration names is found beside it, as the
+		// configuration's author sees it, wherever ledgerctl runs.
+		for _, f := range []*string{&fc.KeyFile, &fc.CA, &fc.TLSCert, &fc.TLSKey} {
+			if *f != "" && !filepath.IsAbs(*f) {
+				*f = filepath.Join(filepath.Dir(path), *f)
+			}
+		}
 	}
 	if err := c.setOutput(cmd, fc.Output); err != nil {
 		return err

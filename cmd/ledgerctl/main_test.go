@@ -273,6 +273,25 @@ func TestSettingsRefusedBeforeDialing(t *testing.T) {
 	}
 }
 
+// A relative keyFile in the configuration file is read beside the file,
+// wherever ledgerctl runs.
+func TestConfigFileRelativeKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "support.key"), []byte("s-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "ledgerctl.yaml")
+	if err := os.WriteFile(cfgFile, []byte("server: 127.0.0.1:1\nkeyFile: support.key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // elsewhere
+	var out, errb bytes.Buffer
+	code := run([]string{"--config", cfgFile, "--timeout", "2s", "show", strings.Repeat("a", 64)}, &out, &errb, func(string) string { return "" })
+	if code != exitUnavailable || !strings.Contains(errb.String(), "cannot reach ledgerd") {
+		t.Fatalf("a relative keyFile: %d %s", code, errb.String())
+	}
+}
+
 func TestGrantRevokeAndFsck(t *testing.T) {
 	f := start(t)
 	code, out, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:10:00Z", "--note", "customer revoked")
