@@ -334,6 +334,8 @@ func (c *cli) exit(err error) int {
 		switch {
 		case answersHTTP(st.Message()):
 			fmt.Fprintf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
+		case c.tls && strings.Contains(st.Message(), "first record does not look like a TLS handshake"):
+			fmt.Fprintf(c.errw, "%s: %s answers without TLS (%s). Drop --tls and --ca, or point --server at a TLS listener.\n", name, c.server, st.Message())
 		case !c.tls && closedAtPreface(st.Message()):
 			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", name, c.server, st.Message())
 		default:

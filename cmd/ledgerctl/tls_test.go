@@ -72,3 +72,12 @@ func TestClosedAtPreface(t *testing.T) {
 		}
 	}
 }
+
+// --tls against a ledgerd that serves plaintext says to drop it.
+func TestTLSAgainstPlaintext(t *testing.T) {
+	f := start(t)
+	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": keys["support"]}
+	if code, out, errs := exe(t, env, "--tls", "--timeout", "10s", "whoami"); code != exitUnavailable || !strings.Contains(errs, "answers without TLS") || !strings.Contains(errs, "Drop --tls") {
+		t.Errorf("--tls against plaintext: %d\n%s%s", code, out, errs)
+	}
+}

@@ -83,6 +83,10 @@ func Open(signed []byte, verifierKey string) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("%w: log key: %v", ErrCheckpoint, err)
 	}
 	n, err := note.Open(signed, note.VerifierList(v))
+	var unsigned *note.UnverifiedNoteError
+	if errors.As(err, &unsigned) {
+		return Checkpoint{}, fmt.Errorf("%w: not signed by the log key given (%s): is it this log's published key?", ErrCheckpoint, v.Name())
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
