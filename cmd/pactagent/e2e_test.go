@@ -269,6 +269,14 @@ func TestDelegatedEndToEnd(t *testing.T) {
 	if err := run([]string{"receipts", "--dir", e.dir}, &list); err != nil || !strings.Contains(list.String(), m[1]) {
 		t.Fatalf("receipts: %v %s", err, list.String())
 	}
+	// Its columns line up, however long the grant ids.
+	lines := strings.Split(strings.TrimSpace(list.String()), "\n")
+	col := strings.Index(lines[0], "RECEIPT")
+	for _, l := range lines[1:] {
+		if len(l) < col+64 || strings.Contains(l[col:col+64], " ") || l[col-1] != ' ' {
+			t.Fatalf("receipts: the row id is not under RECEIPT:\n%s", list.String())
+		}
+	}
 
 	// Refresh rotation: the token is near its end; the agent refreshes.
 	old := e.grantFile("jane").Token.RefreshToken

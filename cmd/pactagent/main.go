@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -597,9 +598,10 @@ func listReceipts(dir string, out io.Writer) error {
 		return err
 	}
 	slices.SortFunc(rs, func(a, b client.Receipt) int { return strings.Compare(a.Claims.TS, b.Claims.TS) })
-	fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", "TIME", "USER", "GRANT", "ACTIONS", "RECEIPT (ledger row id)")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TIME\tUSER\tGRANT\tACTIONS\tRECEIPT (ledger row id)")
 	for _, r := range rs {
-		fmt.Fprintf(out, "%-20s  %-12s  %-28s  %-24s  %s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
 	}
-	return nil
+	return w.Flush()
 }
