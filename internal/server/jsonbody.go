@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"sync"
 
@@ -43,8 +44,49 @@ func (j jsonBody) NewDecoder(r io.Reader) runtime.Decoder {
 		if len(bytes.TrimSpace(b)) == 0 {
 			return io.EOF
 		}
+		if len(b) > scanAbove {
+			if n := jsonObjects(b, maxObjects); n > maxObjects {
+				return fmt.Errorf("the body holds more than %d JSON objects, more than any request takes", maxObjects)
+			}
+		}
 		return j.UnmarshalOptions.Unmarshal(b, m)
 	})
+}
+
+// A request decoded takes memory by the objects it holds (an empty
+// receipt, "{}", becomes a message of about 180 bytes), not by its
+// bytes: a body larger than scanAbove is refused when it holds more than
+// maxObjects objects, more than any request takes (AppendReceipts: 100
+// receipts of at most 64 actions each, about 6,600).
+const (
+	scanAbove  = 64 << 10
+	maxObjects = 10_000
+)
+
+// jsonObjects counts the objects in JSON text b (the '{' outside
+// strings), stopping once it passes limit.
+func jsonObjects(b []byte, limit int) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{':
+			if n++; n > limit {
+				return n
+			}
+		}
+	}
+	return n
 }
 
 // Marshal writes the answers that carry rows without reflection

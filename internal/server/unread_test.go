@@ -151,6 +151,21 @@ func TestRESTRefusesBeforeReading(t *testing.T) {
 		t.Errorf("a megabyte of empty receipts without a key cost %d MiB: decoded before it was refused", n>>20)
 	}
 
+	// From the writer, the same megabyte is refused for what it holds
+	// before it is decoded; a batch of real size is decoded as before.
+	var refused struct{ Message string }
+	n = allocated(func() { code = e.call(t, "POST", "/v1/receipts:batch", "writer", many, &refused) })
+	if code != http.StatusBadRequest || !strings.Contains(refused.Message, "more than 10000 JSON objects") {
+		t.Fatalf("a megabyte of empty receipts from the writer: %d %q, want 400", code, refused.Message)
+	}
+	if n > 16<<20 {
+		t.Errorf("a megabyte of empty receipts from the writer cost %d MiB: decoded before it was refused", n>>20)
+	}
+	hundred := `{"receipts":[{}` + strings.Repeat(`,{"receiptJws":"`+strings.Repeat("a", 1000)+`"}`, 99) + `]}`
+	if code := e.call(t, "POST", "/v1/receipts:batch", "writer", hundred, nil); code != http.StatusOK {
+		t.Errorf("a batch of 100 over 64 KiB: %d, want 200 (each receipt answered on its own)", code)
+	}
+
 	// The connection the refused body came on serves the next request.
 	var reused []bool
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
