@@ -10,15 +10,23 @@ import (
 	"github.com/pactledger/pactledger/internal/server"
 )
 
+// compactUsage heads `ledgerd compact --help`.
+const compactUsage = `usage: ledgerd compact [--config FILE] [--data-dir DIR]
+
+With ledgerd stopped: bring the bbolt file to this layout, drop the
+published tiles it still holds and copy it without its free pages.
+
+flags:
+`
+
 // compact runs `ledgerd compact [--config FILE] [--data-dir DIR]`, with
 // ledgerd stopped: the published tiles the bbolt file still holds leave
 // it, and the file is copied without its free pages.
 func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ledgerd compact", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML configuration file (the one ledgerd runs with)")
-	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
-	if err := fs.Parse(args); err != nil {
+	cfgPath := fs.String("config", "", "read the YAML configuration in `FILE` (the one ledgerd runs with)")
+	dataDir := fs.String("data-dir", "", "the data directory is `DIR` (default ./data)")
+	if err := parseFlags(fs, args, compactUsage, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

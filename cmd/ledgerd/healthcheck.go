@@ -19,6 +19,14 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 )
 
+// healthcheckUsage heads `ledgerd healthcheck --help`.
+const healthcheckUsage = `usage: ledgerd healthcheck [--config FILE] [--url URL] [--ca FILE] [--cert FILE --key FILE]
+
+Exit 0 when a running ledgerd is ready (GET /readyz answers 200).
+
+flags:
+`
+
 // healthcheck asks a running ledgerd whether it is ready (GET /readyz) and
 // returns nil when it answers 200. Container images without a shell or
 // curl run it as their health check:
@@ -26,7 +34,6 @@ import (
 //	ledgerd healthcheck [--config FILE] [--url URL] [--ca FILE] [--cert FILE --key FILE]
 func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ledgerd healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var (
 		cfgPath = fs.String("config", "", "ledgerd's configuration `FILE`: where it listens and its TLS certificate")
 		target  = fs.String("url", "", "the readiness `URL` (default from listen.http: http://127.0.0.1:8080/readyz, https with tls)")
@@ -35,7 +42,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		key     = fs.String("key", "", "the client certificate's key `FILE`")
 		timeout = fs.Duration("timeout", 5*time.Second, "give up after `DURATION`")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, healthcheckUsage, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

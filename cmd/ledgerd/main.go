@@ -12,6 +12,7 @@
 //	                                  layout, drop the published tiles it still holds
 //	                                  and copy it without its free pages
 //	ledgerd --version                 print the module version and VCS revision
+//	ledgerd --help                    print the commands and the flags
 package main
 
 import (
@@ -34,10 +35,66 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ledgerd:", err)
-		os.Exit(1)
+	os.Exit(exitStatus(err, os.Stderr))
+}
+
+// exitStatus is the exit status for run's error, which it prints: 0 for
+// none and for help asked for (the usage is printed already), else 1.
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
+	fmt.Fprintln(stderr, "ledgerd:", err)
+	return 1
+}
+
+// usage heads `ledgerd --help`: the commands, one line each, before the
+// flags of serving.
+const usage = `usage: ledgerd [flags]            serve the ledger: gRPC, REST, health, metrics and the Provider
+       ledgerd COMMAND [flags]
+
+commands:
+  migrate         create or upgrade the PostgreSQL store's schema; with --from, copy a bbolt ledger into it
+  compact         with ledgerd stopped: drop published tiles from the bbolt file and copy it without free pages
+  healthcheck     exit 0 when a running ledgerd is ready (GET /readyz)
+  config example  print a commented example configuration
+  version         print the module version and VCS revision (also --version)
+  help            print this help
+
+'ledgerd COMMAND --help' prints a command's flags. SIGHUP rereads the TLS files.
+
+flags:
+`
+
+// parseFlags parses args with fs. Asked for help (-h, --help) it prints
+// head and the flags to stdout and returns flag.ErrHelp, which main turns
+// into exit status 0; after a bad flag the flag package's message goes to
+// stderr, and head and the flags with it.
+func parseFlags(fs *flag.FlagSet, args []string, head string, stdout, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(fs, head, stdout)
+	case err != nil:
+		printUsage(fs, head, stderr)
+	}
+	return err
+}
+
+// printUsage writes head and fs's flags to w.
+func printUsage(fs *flag.FlagSet, head string, w io.Writer) {
+	out := fs.Output()
+	fmt.Fprint(w, head)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help"
 }
 
 // run runs ledgerd with args until ctx ends (SIGINT or SIGTERM).
@@ -47,9 +104,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(args) >= 1 && args[0] == "config" {
-		if len(args) == 2 && args[1] == "example" {
+		switch {
+		case len(args) == 2 && args[1] == "example":
 			_, err := stdout.Write(config.Example)
 			return err
+		case len(args) == 2 && isHelp(args[1]):
+			fmt.Fprintln(stdout, "usage: ledgerd config example   print a commented example configuration")
+			return flag.ErrHelp
 		}
 		return errors.New("usage: ledgerd config example")
 	}
@@ -63,13 +124,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return healthcheck(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("ledgerd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var (
-		cfgPath      = fs.String("config", "", "YAML configuration file (see: ledgerd config example)")
-		grpcAddr     = fs.String("grpc-addr", "", "gRPC listen address (default 127.0.0.1:9090)")
-		httpAddr     = fs.String("http-addr", "", "REST/health/metrics listen address (default 127.0.0.1:8080)")
-		dataDir      = fs.String("data-dir", "", "data directory (default ./data)")
-		evidenceDir  = fs.String("evidence-dir", "", "local evidence directory (selects evidence type dir)")
+		cfgPath      = fs.String("config", "", "read the YAML configuration in `FILE` (see: ledgerd config example)")
+		grpcAddr     = fs.String("grpc-addr", "", "serve gRPC on `ADDRESS` (default 127.0.0.1:9090)")
+		httpAddr     = fs.String("http-addr", "", "serve REST, health and metrics on `ADDRESS` (default 127.0.0.1:8080)")
+		dataDir      = fs.String("data-dir", "", "keep the data in `DIR` (default ./data)")
+		evidenceDir  = fs.String("evidence-dir", "", "keep evidence in the local `DIR` (selects evidence type dir)")
 		s3Endpoint   = fs.String("s3-endpoint", "", "S3 endpoint host:port (selects evidence type s3)")
 		s3Bucket     = fs.String("s3-bucket", "", "S3 bucket with Object Lock")
 		s3AccessKey  = fs.String("s3-access-key", "", "S3 access key (secret from PACTLEDGER_S3_SECRET_KEY)")
@@ -77,9 +137,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		s3Create     = fs.Bool("s3-create-bucket", false, "create the bucket with Object Lock when missing")
 		audience     = fs.String("audience", "", "aud personal-agent JWTs must carry")
 		insecureJWKS = fs.Bool("allow-insecure-loopback-jwks", false, "allow http:// JWKS on loopback (tests only)")
-		logLevel     = fs.String("log-level", "", "debug, info, warn or error")
+		logLevel     = fs.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info)")
 	)
-	if err := fs.Parse(args); err != nil {
+	if len(args) == 1 && args[0] == "help" {
+		printUsage(fs, usage, stdout)
+		return nil
+	}
+	if err := parseFlags(fs, args, usage, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

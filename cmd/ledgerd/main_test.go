@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,54 @@ func TestBadArguments(t *testing.T) {
 		if err := run(t.Context(), args, &out, &out); err == nil {
 			t.Errorf("run(%q) succeeded", strings.Join(args, " "))
 		}
+	}
+}
+
+// --help, -h and help print the usage to stdout, and exit with status 0:
+// every command ledgerd dispatches on one line of its own, then the flags.
+// A command's --help prints its flags.
+func TestHelp(t *testing.T) {
+	commands := []string{"migrate", "compact", "healthcheck", "config example", "version", "help"}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"usage: ledgerd", "-config FILE", "-data-dir DIR", "-log-level LEVEL"}},
+		{[]string{"-h"}, []string{"usage: ledgerd", "-grpc-addr ADDRESS"}},
+		{[]string{"help"}, []string{"usage: ledgerd", "-http-addr ADDRESS"}},
+		{[]string{"compact", "--help"}, []string{"usage: ledgerd compact", "-data-dir DIR"}},
+		{[]string{"migrate", "-h"}, []string{"usage: ledgerd migrate", "-from"}},
+		{[]string{"healthcheck", "--help"}, []string{"usage: ledgerd healthcheck", "-url URL"}},
+		{[]string{"config", "--help"}, []string{"usage: ledgerd config example"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), tc.args, &stdout, &stderr)
+			if code := exitStatus(err, &stderr); code != 0 {
+				t.Errorf("exit status %d (%v), want 0", code, err)
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("stderr: %s", stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("usage lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			if tc.args[0] != "-h" && tc.args[0] != "--help" && tc.args[0] != "help" {
+				return
+			}
+			for _, c := range commands {
+				if n := strings.Count(stdout.String(), "\n  "+c+" "); n != 1 {
+					t.Errorf("usage has %d lines for the command %q, want 1:\n%s", n, c, stdout.String())
+				}
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	if code := exitStatus(run(t.Context(), []string{"--no-such-flag"}, io.Discard, &stderr), &stderr); code != 1 || !strings.Contains(stderr.String(), "ledgerd: flag provided but not defined: -no-such-flag") {
+		t.Errorf("a bad flag: exit status %d, stderr:\n%s", code, stderr.String())
 	}
 }
 

@@ -11,16 +11,25 @@ import (
 	"github.com/pactledger/pactledger/storage/postgres"
 )
 
+// migrateUsage heads `ledgerd migrate --help`.
+const migrateUsage = `usage: ledgerd migrate [--config FILE]
+       ledgerd migrate --from bbolt:PATH [--to postgres:DSN | --config FILE]
+
+Create or upgrade the PostgreSQL store's schema; with --from, copy the
+ledger in a bbolt file into the PostgreSQL store (resumable).
+
+flags:
+`
+
 // migrate runs `ledgerd migrate [--config FILE]`: it brings the
 // PostgreSQL row store's schema to the version this ledgerd writes and
 // prints the version.
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ledgerd migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML configuration file whose store block names the database")
+	cfgPath := fs.String("config", "", "read the YAML configuration in `FILE`, whose store block names the database")
 	moveFrom := fs.String("from", "", "bbolt:PATH: also copy the ledger kept in this bbolt file into the database (resumable)")
 	moveTo := fs.String("to", "", "postgres:DSN: the database to copy into, instead of the configuration's store")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, migrateUsage, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
