@@ -434,11 +434,13 @@ type Readiness struct {
 // Duration is a time.Duration written as "30s".
 type Duration time.Duration
 
-// UnmarshalYAML parses a Go duration string.
+// UnmarshalYAML parses a Go duration string. Its error is a
+// yaml.TypeError, so that decoding goes on and reports the file's other
+// errors with it.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration like 30s", n.Line, n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration like 30s, not %s", n.Line, describe(n))}}
 	}
 	*d = Duration(v)
 	return nil
@@ -484,7 +486,7 @@ func Load(path string) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
+		return c, loadError(path, b, err)
 	}
 	return c, nil
 }

@@ -125,6 +125,44 @@ func TestValidateRejects(t *testing.T) {
 	}
 }
 
+// A file that does not decode is told in the configuration's words: the
+// file and the line, the YAML path of the setting and what it wants, and
+// no Go type; every error of the file at once.
+func TestLoadErrorsInTheFilesWords(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "listen:\n  grpc: 127.0.0.1:1\n  grcp: 127.0.0.1:2\n", `FILE line 3: unknown field "grcp" in listen`},
+		{"unknown top-level field", "dataDirr: x\n", `FILE line 1: unknown field "dataDirr" at the top level`},
+		{"unknown nested field", "drills:\n  monthly:\n    dya: 3\n", `FILE line 3: unknown field "dya" in drills.monthly`},
+		{"unknown field in a list", "apiKeys:\n  - name: a\n    role: [writer]\n", `FILE line 3: unknown field "role" in apiKeys[0]`},
+		{"not a number", "uploader: {workers: many}\n", `FILE line 1: uploader.workers: want a whole number, not "many"`},
+		{"long value", "uploader:\n  batch: manymanymanymany\n", `FILE line 2: uploader.batch: want a whole number, not "manymanymanymany"`},
+		{"list for a block", "listen: [a]\n", `FILE line 1: listen: want a mapping, not a list`},
+		{"list for a string", "retention:\n  periods:\n    read_only: [1]\n", `FILE line 3: retention.periods.read_only: want a string, not a list`},
+		{"not a bool", "provider:\n  enabled: maybe\n", `FILE line 2: provider.enabled: want true or false, not "maybe"`},
+		{"two on a line", "provider: {rateLimits: {perAgent: {rate: x, burts: 3}}}\n",
+			"FILE line 1: provider.rateLimits.perAgent.rate: want a number, not \"x\"\nFILE line 1: unknown field \"burts\" in provider.rateLimits.perAgent"},
+		{"bad duration and more", "shutdownTimeout: soon\nlisten: {grcp: x}\n",
+			"FILE line 1: shutdownTimeout: want a duration like 30s, not \"soon\"\nFILE line 2: unknown field \"grcp\" in listen"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ledgerd.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := config.Load(p)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			if got := strings.ReplaceAll(err.Error(), p, "FILE"); got != tc.want {
+				t.Fatalf("error:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPolicyOverrides(t *testing.T) {
 	c := config.Default()
 	c.Retention.Periods = map[string]string{"read_only": "30 days", "money_moved": "24 months"}
