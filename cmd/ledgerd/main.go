@@ -184,9 +184,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.AllowInsecureLoopbackJWKS = true
 	}
 
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return fmt.Errorf("log level %q: %w", cfg.Log.Level, err)
+	level, err := cfg.Log.SlogLevel()
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)

@@ -88,6 +88,29 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// Errors name the flag, setting or directory that is wrong and what it
+// wants, in the configuration's words.
+func TestErrorMessages(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"log level", []string{"--log-level", "verbose", "--data-dir", dir}, `log level "verbose": want debug, info, warn or error`},
+		{"log level in capitals", []string{"--log-level", "DEBUG", "--data-dir", dir}, `log level "DEBUG": want debug, info, warn or error`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(t.Context(), tc.args, &out, &out)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("run(%q): %v, want %s", strings.Join(tc.args, " "), err, tc.want)
+			}
+		})
+	}
+}
+
 // A bucket without Object Lock is a definite misconfiguration: ledgerd
 // stops with an error naming it, which main turns into exit status 1.
 func TestRefusesBucketWithoutObjectLock(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"os"
@@ -352,6 +353,22 @@ type Log struct {
 	Level string `yaml:"level"`
 }
 
+// SlogLevel is Level as a slog level: debug, info (also unset), warn or
+// error.
+func (l Log) SlogLevel() (slog.Level, error) {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return slog.LevelInfo, fmt.Errorf("log level %q: want debug, info, warn or error", l.Level)
+}
+
 // RequestLimits bounds request sizes.
 type RequestLimits struct {
 	// MaxBodyBytes caps REST bodies and gRPC messages; default 1 MiB, at
@@ -560,9 +577,7 @@ func (c *Config) Validate() error {
 	if _, err := c.Policy(); err != nil {
 		errs = append(errs, err)
 	}
-	switch c.Log.Level {
-	case "", "debug", "info", "warn", "error":
-	default:
+	if _, err := c.Log.SlogLevel(); err != nil {
 		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
 	}
 	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
