@@ -92,11 +92,16 @@ func TestHelp(t *testing.T) {
 // wants, in the configuration's words.
 func TestErrorMessages(t *testing.T) {
 	dir := t.TempDir()
+	file := filepath.Join(dir, "afile")
+	if err := os.WriteFile(file, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
+		{"data dir a file", []string{"--data-dir", file, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, "data dir " + file + ": not a directory"},
 		{"log level", []string{"--log-level", "verbose", "--data-dir", dir}, `log level "verbose": want debug, info, warn or error`},
 		{"log level in capitals", []string{"--log-level", "DEBUG", "--data-dir", dir}, `log level "DEBUG": want debug, info, warn or error`},
 	}

@@ -199,6 +199,30 @@ func TestEnsureKeysCreatesOnePerRoleOnce(t *testing.T) {
 	}
 }
 
+// A data dir that is not a directory is named as the data dir, not as
+// the API key directory within it.
+func TestEnsureKeysDataDirNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, dataDir, want string
+	}{
+		{"a file", file, "data dir " + file + ": not a directory"},
+		{"under a file", filepath.Join(file, "sub"), "data dir " + filepath.Join(file, "sub") + ": mkdir " + file + ": not a directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.Default()
+			c.DataDir = tc.dataDir
+			if _, _, _, err := config.EnsureKeys(&c); err == nil || err.Error() != tc.want {
+				t.Fatalf("EnsureKeys: %v, want %s", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestReadinessDefaults(t *testing.T) {
 	tests := []struct {
 		name string

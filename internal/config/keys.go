@@ -28,6 +28,9 @@ func EnsureKeys(c *Config) (keys []APIKey, dir string, created bool, err error) 
 	if len(c.APIKeys) > 0 {
 		return c.APIKeys, "", false, nil
 	}
+	if err := makeDataDir(c.DataDir); err != nil {
+		return nil, "", false, err
+	}
 	dir = filepath.Join(c.DataDir, KeysDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, dir, false, fmt.Errorf("api key directory: %w", err)
@@ -64,4 +67,16 @@ func EnsureKeys(c *Config) (keys []APIKey, dir string, created bool, err error) 
 		keys = append(keys, APIKey{Name: role, SHA256: HashKey(key), Roles: []string{role}})
 	}
 	return keys, dir, created, nil
+}
+
+// makeDataDir creates the data directory dir (mode 0700) unless it is
+// there; its errors name it.
+func makeDataDir(dir string) error {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return fmt.Errorf("data dir %s: not a directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	return nil
 }
