@@ -273,6 +273,27 @@ type MonthlyDrill struct {
 // On reports whether the scheduled monthly drill runs (default yes).
 func (m MonthlyDrill) On() bool { return m.Enabled == nil || *m.Enabled }
 
+// validate names each field of drills.monthly out of its range, with its
+// value.
+func (m MonthlyDrill) validate() []error {
+	var errs []error
+	for _, f := range []struct {
+		name           string
+		v, least, most int
+		note           string
+	}{
+		{"day", m.Day, 1, 28, " (a day every month has)"},
+		{"hour", m.Hour, 0, 23, " (UTC)"},
+		{"minute", m.Minute, 0, 59, ""},
+		{"sample", m.Sample, 1, 100, " rows"},
+	} {
+		if f.v < f.least || f.v > f.most {
+			errs = append(errs, fmt.Errorf("drills.monthly.%s %d: %d to %d%s", f.name, f.v, f.least, f.most, f.note))
+		}
+	}
+	return errs
+}
+
 // Listen holds the listen addresses.
 type Listen struct {
 	GRPC string `yaml:"grpc"`
@@ -580,9 +601,7 @@ func (c *Config) Validate() error {
 	if _, err := c.Log.SlogLevel(); err != nil {
 		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
 	}
-	if m := c.Drills.Monthly; m.Day < 1 || m.Day > 28 || m.Hour < 0 || m.Hour > 23 || m.Minute < 0 || m.Minute > 59 || m.Sample < 1 || m.Sample > 100 {
-		errs = append(errs, errors.New("drills.monthly: day 1 to 28, hour 0 to 23, minute 0 to 59, sample 1 to 100"))
-	}
+	errs = append(errs, c.Drills.Monthly.validate()...)
 	if u := c.Provider.LedgerURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			errs = append(errs, fmt.Errorf("provider.ledgerUrl %q: an http(s) URL", u))

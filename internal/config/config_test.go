@@ -163,6 +163,39 @@ func TestLoadErrorsInTheFilesWords(t *testing.T) {
 	}
 }
 
+// drills.monthly's errors name each field out of its range with its value,
+// and no other.
+func TestMonthlyDrillBounds(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"day 31", "drills: {monthly: {day: 31}}\n", "drills.monthly.day 31: 1 to 28 (a day every month has)"},
+		{"day 0", "drills: {monthly: {day: 0}}\n", "drills.monthly.day 0: 1 to 28 (a day every month has)"},
+		{"hour 24", "drills: {monthly: {hour: 24}}\n", "drills.monthly.hour 24: 0 to 23 (UTC)"},
+		{"minute -1", "drills: {monthly: {minute: -1}}\n", "drills.monthly.minute -1: 0 to 59"},
+		{"sample 0", "drills: {monthly: {sample: 0}}\n", "drills.monthly.sample 0: 1 to 100 rows"},
+		{"sample 101", "drills: {monthly: {sample: 101}}\n", "drills.monthly.sample 101: 1 to 100 rows"},
+		{"two fields", "drills: {monthly: {day: 31, minute: 60}}\n", "drills.monthly.day 31: 1 to 28 (a day every month has)\ndrills.monthly.minute 60: 0 to 59"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err == nil || err.Error() != tc.want {
+				t.Fatalf("Validate: %v, want %s", err, tc.want)
+			}
+		})
+	}
+	loadValid(t, "drills: {monthly: {day: 28, hour: 23, minute: 59, sample: 100}}\n")
+	loadValid(t, "drills: {monthly: {day: 1, hour: 0, minute: 0, sample: 1}}\n")
+}
+
 func TestPolicyOverrides(t *testing.T) {
 	c := config.Default()
 	c.Retention.Periods = map[string]string{"read_only": "30 days", "money_moved": "24 months"}
