@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/storage/bolt"
 )
 
 // compactUsage heads `ledgerd compact --help`.
@@ -43,6 +45,9 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("config: %w", err)
 	}
 	rep, err := server.Compact(ctx, cfg, stdout)
+	if errors.Is(err, bolt.ErrLocked) {
+		return fmt.Errorf("%w: stop ledgerd first (compact needs the file to itself)", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,12 @@ func TestErrorMessages(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	busy := t.TempDir() // a data dir whose bbolt file a running ledgerd holds
+	st, err := bolt.Open(filepath.Join(busy, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	tests := []struct {
 		name string
 		args []string
@@ -103,6 +109,8 @@ func TestErrorMessages(t *testing.T) {
 	}{
 		{"data dir a file", []string{"--data-dir", file, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, "data dir " + file + ": not a directory"},
 		{"log level", []string{"--log-level", "verbose", "--data-dir", dir}, `log level "verbose": want debug, info, warn or error`},
+		{"compact while ledgerd runs", []string{"compact", "--data-dir", busy},
+			"open " + filepath.Join(busy, "ledger.db") + ": bbolt file is locked by another process: stop ledgerd first (compact needs the file to itself)"},
 		{"log level in capitals", []string{"--log-level", "DEBUG", "--data-dir", dir}, `log level "DEBUG": want debug, info, warn or error`},
 	}
 	for _, tc := range tests {
