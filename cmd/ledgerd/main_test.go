@@ -96,6 +96,16 @@ func TestErrorMessages(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// brands writes a configuration whose provider.brandsDir is dir.
+	brands := func(dir string) string {
+		p := filepath.Join(t.TempDir(), "ledgerd.yaml")
+		yaml := "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0}\ndataDir: " + t.TempDir() + "\nprovider: {listen: 127.0.0.1:0, brandsDir: " + dir + "}\n"
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	missing, empty := filepath.Join(dir, "missing"), t.TempDir()
 	busy := t.TempDir() // a data dir whose bbolt file a running ledgerd holds
 	st, err := bolt.Open(filepath.Join(busy, "ledger.db"), bolt.Config{})
 	if err != nil {
@@ -109,6 +119,9 @@ func TestErrorMessages(t *testing.T) {
 	}{
 		{"data dir a file", []string{"--data-dir", file, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, "data dir " + file + ": not a directory"},
 		{"log level", []string{"--log-level", "verbose", "--data-dir", dir}, `log level "verbose": want debug, info, warn or error`},
+		{"brandsDir missing", []string{"--config", brands(missing)}, "provider: brands directory " + missing + ": no such directory"},
+		{"brandsDir a file", []string{"--config", brands(file)}, "provider: brands directory " + file + ": not a directory"},
+		{"brandsDir without brand files", []string{"--config", brands(empty)}, "provider: no brand files (*.yaml) in " + empty},
 		{"compact while ledgerd runs", []string{"compact", "--data-dir", busy},
 			"open " + filepath.Join(busy, "ledger.db") + ": bbolt file is locked by another process: stop ledgerd first (compact needs the file to itself)"},
 		{"log level in capitals", []string{"--log-level", "DEBUG", "--data-dir", dir}, `log level "DEBUG": want debug, info, warn or error`},

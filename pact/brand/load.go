@@ -38,8 +38,18 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
-// Load reads every *.yaml in dir.
+// Load reads every *.yaml in dir. A dir that is missing or not a
+// directory is told so, rather than as one without brand files.
 func Load(dir string) (map[string]*Brand, error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("brands directory %s: no such directory", dir)
+	case err != nil:
+		return nil, fmt.Errorf("brands directory %s: %w", dir, err)
+	case !st.IsDir():
+		return nil, fmt.Errorf("brands directory %s: not a directory", dir)
+	}
 	return LoadFS(os.DirFS(dir), dir)
 }
 
