@@ -143,6 +143,8 @@ func TestLoadErrorsInTheFilesWords(t *testing.T) {
 		{"not a bool", "provider:\n  enabled: maybe\n", `FILE line 2: provider.enabled: want true or false, not "maybe"`},
 		{"two on a line", "provider: {rateLimits: {perAgent: {rate: x, burts: 3}}}\n",
 			"FILE line 1: provider.rateLimits.perAgent.rate: want a number, not \"x\"\nFILE line 1: unknown field \"burts\" in provider.rateLimits.perAgent"},
+		{"empty", "", "config FILE: no settings: the file is empty or only comments"},
+		{"only comments", "# listen: {grpc: 127.0.0.1:9090}\n", "config FILE: no settings: the file is empty or only comments"},
 		{"bad duration and more", "shutdownTimeout: soon\nlisten: {grcp: x}\n",
 			"FILE line 1: shutdownTimeout: want a duration like 30s, not \"soon\"\nFILE line 2: unknown field \"grcp\" in listen"},
 	}

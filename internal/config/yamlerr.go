@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ var (
 // is wrong in the configuration's words (the YAML path of the setting,
 // "unknown field", "want a whole number") rather than in Go types.
 func loadError(path string, data []byte, err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: no settings: the file is empty or only comments", path)
+	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return fmt.Errorf("config %s: %w", path, err)
