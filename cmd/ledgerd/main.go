@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
 	slog.SetDefault(log)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -211,4 +211,13 @@ func reloadOnHangup(ctx context.Context, srv *server.Server, hup <-chan os.Signa
 			_ = srv.ReloadTLS(ctx) // logged by ReloadTLS
 		}
 	}
+}
+
+// readableDurations writes a duration in the log as Go prints it ("1.5ms",
+// "2m30s"), not as the bare count of nanoseconds the JSON handler writes.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -237,5 +239,15 @@ func TestCompactCommand(t *testing.T) {
 	}
 	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
 		t.Fatalf("layout after compact: %x, want 10", v)
+	}
+}
+
+// Durations in the log read as durations, not nanoseconds.
+func TestLogDurations(t *testing.T) {
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: readableDurations})).
+		Info("x", slog.Duration("took", 1500*time.Microsecond), slog.Group("g", slog.Duration("retry_in", 2*time.Minute)), slog.Int("n", 3))
+	if s := buf.String(); !strings.Contains(s, `"took":"1.5ms"`) || !strings.Contains(s, `"retry_in":"2m0s"`) || !strings.Contains(s, `"n":3`) {
+		t.Errorf("log line %s", s)
 	}
 }
