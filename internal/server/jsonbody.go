@@ -64,29 +64,37 @@ const (
 )
 
 // jsonObjects counts the objects in JSON text b (the '{' outside
-// strings), stopping once it passes limit.
+// strings), stopping once it passes limit. It jumps from one '{' or '"'
+// to the next, and through a string from one '"' or '\\' to the next: a
+// receipt's tokens are long strings.
 func jsonObjects(b []byte, limit int) int {
-	n, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch c {
-			case '\\':
-				escaped = true
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{':
+	n := 0
+	for {
+		i := bytes.IndexAny(b, `{"`)
+		if i < 0 {
+			return n
+		}
+		if b[i] == '{' {
 			if n++; n > limit {
 				return n
 			}
+			b = b[i+1:]
+			continue
+		}
+		b = b[i+1:] // inside a string
+		for {
+			j := bytes.IndexAny(b, `"\`)
+			if j < 0 {
+				return n
+			}
+			if b[j] == '\\' {
+				b = b[min(j+2, len(b)):]
+				continue
+			}
+			b = b[j+1:]
+			break
 		}
 	}
-	return n
 }
 
 // Marshal writes the answers that carry rows without reflection
