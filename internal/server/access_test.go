@@ -7,10 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/internal/pacttest"
-	"github.com/pactledger/pactledger/internal/syncbuf"
 )
 
 type accessRecord struct {
@@ -37,11 +34,8 @@ func (e *env) accessLog(t *testing.T, query string) []accessRecord {
 // and the rows returned; writes are not; only an admin lists the log; the
 // records outlive a restart (what is queued is written at shutdown).
 func TestAccessLog(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	logs := &syncbuf.Buffer{}
-	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
-	e.start(t)
+	e, logs := newLoggingEnv(t)
+	sc := e.sc
 
 	var rep appendReply
 	e.call(t, "POST", "/v1/receipts", "writer", post(sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})), &rep)

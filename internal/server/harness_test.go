@@ -16,6 +16,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 )
 
 var s3srv *s3test.Server
@@ -83,6 +84,18 @@ func newEnv(t testing.TB, alg jose.SignatureAlgorithm, opts ...envOpt) *env {
 	e := &env{sc: sc, cfg: cfg}
 	e.start(t)
 	return e
+}
+
+// newLoggingEnv is newEnv with ES256 keys and ledgerd's JSON log kept in
+// the buffer it returns.
+func newLoggingEnv(t testing.TB) (*env, *syncbuf.Buffer) {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	logs := &syncbuf.Buffer{}
+	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
+	e.start(t)
+	return e, logs
 }
 
 func (e *env) start(t testing.TB) {

@@ -18,8 +18,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/pactledger/pactledger/internal/pacttest"
-	"github.com/pactledger/pactledger/internal/syncbuf"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -265,11 +263,7 @@ func TestRESTHeadersAndMethods(t *testing.T) {
 // call, the code, the key's name or a fingerprint of an unknown key
 // (never the key), and where it came from.
 func TestRefusalsLogged(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	logs := &syncbuf.Buffer{}
-	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir()), logw: logs}
-	e.start(t)
+	e, logs := newLoggingEnv(t)
 	e.call(t, "GET", "/v1/rows", "", nil, nil)
 	e.call(t, "GET", "/v1/rows", "not-a-secret-key", nil, nil)
 	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
