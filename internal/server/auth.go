@@ -142,8 +142,9 @@ func permit(p principal, method string) error {
 }
 
 // authorize authenticates the caller of method and checks its role. A
-// gRPC call was authenticated before its message was read (tap), and
-// only its role is checked again here.
+// gRPC call was authenticated before its message was read (tap), and a
+// REST call before its body was (authenticator.identify, limitBody): only
+// their role is checked here.
 func (a *authenticator) authorize(ctx context.Context, method string) (context.Context, error) {
 	if publicMethods[method] {
 		return ctx, nil
@@ -196,11 +197,16 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 	return context.WithValue(ctx, principalKey{}, p), nil
 }
 
-// knowsKey reports whether an Authorization value carries a key the
-// ledger holds (the REST API reads a request's body only then).
-func (a *authenticator) knowsKey(authorization string) bool {
-	_, ok := a.lookup(bearerKey(authorization))
-	return ok
+// identify returns ctx naming the caller whose key an Authorization value
+// carries, false when the ledger holds no such key. The REST API reads a
+// request's body only for a caller it names; the call's authorization
+// then checks its role alone, as after tap.
+func (a *authenticator) identify(ctx context.Context, authorization string) (context.Context, bool) {
+	p, ok := a.lookup(bearerKey(authorization))
+	if !ok {
+		return ctx, false
+	}
+	return context.WithValue(ctx, principalKey{}, p), true
 }
 
 func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -362,7 +362,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		mux.Handle("GET /v1/log/checkpoint", files)
 		mux.Handle("GET /v1/log/tile/", files)
 	}
-	mux.Handle("/v1/", private(limitBody(gw, int64(cfg.Limits.MaxBodyBytes), auth.knowsKey)))
+	mux.Handle("/v1/", private(limitBody(gw, int64(cfg.Limits.MaxBodyBytes), auth.identify)))
 	// The web console calls the API in process with the signed-in key,
 	// through the same interceptors as any client.
 	proxies, err := cfg.Console.Proxies()
@@ -387,17 +387,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 }
 
 // limitBody reads a request's body only for a caller whose key the ledger
-// holds (knowsKey): anyone else's is dropped unread, and the call, made
-// without it, is refused by the authenticator as any call without a key
-// is (decoding a body can cost many times its size). A body over max
-// bytes is refused with 413, whether it declares its length or is sent
-// in chunks.
-func limitBody(next http.Handler, max int64, knowsKey func(authorization string) bool) http.Handler {
+// holds (identify, which names it in the request's context): anyone else's
+// is dropped unread, and the call, made without it, is refused by the
+// authenticator as any call without a key is (decoding a body can cost
+// many times its size). A body over max bytes is refused with 413,
+// whether it declares its length or is sent in chunks.
+func limitBody(next http.Handler, max int64, identify func(ctx context.Context, authorization string) (context.Context, bool)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !knowsKey(r.Header.Get("Authorization")) {
-			// A copy: the server drains the body it has (without decoding
-			// it) before it reads the connection's next request.
-			r = r.WithContext(r.Context())
+		ctx, known := identify(r.Context(), r.Header.Get("Authorization"))
+		// A copy: the server drains the body it has (without decoding it)
+		// before it reads the connection's next request.
+		r = r.WithContext(ctx)
+		if !known {
 			r.Body, r.ContentLength = http.NoBody, 0
 			next.ServeHTTP(w, r)
 			return
@@ -420,7 +421,6 @@ func limitBody(next http.Handler, max int64, knowsKey func(authorization string)
 				writeJSON(w, http.StatusBadRequest, map[string]any{"code": 3, "message": "reading the request body: " + err.Error()})
 				return
 			}
-			r = r.WithContext(r.Context())
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 		}
 		next.ServeHTTP(w, r)
