@@ -90,14 +90,16 @@ func (r *refusalLog) note(ctx context.Context, method, key, who string, err erro
 	r.log.LogAttrs(ctx, slog.LevelWarn, "call refused", attrs...)
 }
 
-// callerAddr is the address a call came from: the gRPC peer, or what the
-// REST gateway forwarded; "" when neither is known.
+// callerAddr is the address a call came from: the gRPC peer, else what
+// the REST gateway forwarded (X-Forwarded-For with the remote address
+// last); "" when neither is known. A gRPC client's own x-forwarded-for
+// is not believed.
 func callerAddr(ctx context.Context) string {
-	if v := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"); len(v) > 0 {
-		return v[0]
-	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		return p.Addr.String()
+	}
+	if v := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"); len(v) > 0 {
+		return v[0]
 	}
 	return ""
 }

@@ -268,7 +268,7 @@ func TestRefusalsLogged(t *testing.T) {
 	e.call(t, "GET", "/v1/rows", "not-a-secret-key", nil, nil)
 	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
 	ctx := context.Background()
-	_, _ = c.WhoAmI(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer not-a-secret-key"), &ledgerv1.WhoAmIRequest{})
+	_, _ = c.WhoAmI(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer not-a-secret-key", "x-forwarded-for", "203.0.113.9"), &ledgerv1.WhoAmIRequest{})
 	_, _ = c.AppendRefusal(authCtx(ctx, "support"), &ledgerv1.AppendRefusalRequest{})
 	e.stop()
 
