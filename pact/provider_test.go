@@ -703,12 +703,14 @@ func TestTokenReusedAcrossBrands(t *testing.T) {
 }
 
 // An agent whose keys cannot be fetched (nothing cached, the endpoint
-// answers garbage) is neither accepted nor rejected: 503 with Retry-After.
+// answers garbage) is neither accepted nor rejected: a Provider failure,
+// INTERNAL (500) in the A2A envelope (PACT §6), with Retry-After.
 func TestPersonalAgentKeysUnavailable(t *testing.T) {
 	e := newEnv(t)
 	e.sc.PA.JWKS.SetRaw([]byte("<html>maintenance</html>"))
 	r := e.do(t, "POST", e.iface+"/message:send", e.jwt("u1", nil), msg("m1", "", "hello"))
-	if r.code != 503 || r.hdr.Get("Retry-After") == "" {
-		t.Fatalf("= %d %q %s", r.code, r.hdr.Get("Retry-After"), r.body)
+	if r.code != 500 || r.reason() != "INTERNAL" || r.hdr.Get("Content-Type") != "application/a2a+json" || r.hdr.Get("Retry-After") == "" ||
+		!bytes.Contains(r.body, []byte("could not be fetched")) {
+		t.Fatalf("= %d %q %q %s", r.code, r.hdr.Get("Content-Type"), r.hdr.Get("Retry-After"), r.body)
 	}
 }

@@ -128,10 +128,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 	who, err := s.verifyPAJWT(r)
 	if errors.Is(err, verifier.ErrUndecided) {
 		// The agent's keys could not be fetched: neither accepted nor
-		// rejected. The agent may retry; a 401 would say its JWT is bad.
+		// rejected. A 401 would say its JWT is bad; PACT §6 has a
+		// Provider failure answered INTERNAL (500) in the A2A envelope,
+		// here with Retry-After, as the agent may retry.
 		s.cfg.Logger.WarnContext(r.Context(), "personal-agent keys unavailable", slog.String("brand", b.ID), slog.String("reason", err.Error()))
 		w.Header().Set("Retry-After", "10")
-		http.Error(w, "the personal agent's keys could not be fetched; retry", http.StatusServiceUnavailable)
+		writeError(w, internalErr("the personal agent's keys could not be fetched; retry"))
 		return nil, false
 	}
 	if err != nil {
