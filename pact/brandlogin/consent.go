@@ -127,8 +127,10 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 			p.decisionError(w, r, err)
 			return
 		}
+		// The token carries the grant, which may hold more than was asked
+		// for this time: the page names all of it.
 		messagePage(w, http.StatusOK, "Already allowed", "",
-			"You had already allowed "+origin(d.Client)+": "+strings.Join(describe(b, d.Scopes), "; ")+".",
+			"You had already allowed "+origin(d.Client)+": "+strings.Join(describe(b, b.CardOrder(cover.Scopes)), "; ")+".",
 			"You can close this page and return to your agent.")
 		return
 	}

@@ -320,6 +320,10 @@ func TestConsentSkippedWhenAGrantCoversTheRequest(t *testing.T) {
 	if claimsOf(t, second["access_token"].(string)).GrantID != claimsOf(t, first["access_token"].(string)).GrantID {
 		t.Fatal("a skipped consent made a new grant")
 	}
+	// The token carries the whole grant, and the page said so.
+	if got := claimsOf(t, second["access_token"].(string)).Scope; got != "orders:read orders:cancel" || !strings.Contains(pg.Text, "Cancel an order") {
+		t.Fatalf("covered request: token scope %q, page %q", got, pg.Text)
+	}
 	// A request the grant does not cover shows consent again.
 	da3 := e.deviceAuth("refunds:issue")
 	pg, err = jane.Answer(ctx, da3["verification_uri_complete"].(string), customer.Decision{})
