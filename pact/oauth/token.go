@@ -22,11 +22,16 @@ type DelegationClaims struct {
 }
 
 // NewDelegationClaims are the claims of a delegation token of g issued at
-// now by issuer for the interface audience, with its id jti.
+// now by issuer for the interface audience, with its id jti. The token
+// ends AccessTokenTTL after now, or with its grant when that is sooner.
 func NewDelegationClaims(g *Grant, issuer, audience, scope, jti string, now time.Time) DelegationClaims {
+	exp := now.Add(AccessTokenTTL)
+	if !g.Expires.IsZero() && g.Expires.Before(exp) {
+		exp = g.Expires
+	}
 	return DelegationClaims{
 		Claims: verifier.Claims{Issuer: issuer, Audience: []string{audience}, Subject: g.User, ID: jti,
-			IssuedAt: verifier.NumericDateOf(now), Expiry: verifier.NumericDateOf(now.Add(AccessTokenTTL))},
+			IssuedAt: verifier.NumericDateOf(now), Expiry: verifier.NumericDateOf(exp)},
 		ClientID: g.Client, Scope: scope, GrantID: g.ID,
 	}
 }

@@ -97,3 +97,16 @@ func TestVerifyDelegation(t *testing.T) {
 		t.Fatalf("an oversized token: %v", err)
 	}
 }
+
+// A delegation token ends with its grant when the grant ends within the
+// token's hour.
+func TestDelegationTokenEndsWithItsGrant(t *testing.T) {
+	g := &Grant{ID: "a2agrant_1", Client: "https://pa.example", User: "acct-1", Expires: t0.Add(10 * time.Minute)}
+	if c := NewDelegationClaims(g, "i", "a", "orders:read", "j1", t0); !c.Expiry.Time().Equal(g.Expires) {
+		t.Errorf("token of a grant ending in 10 min ends at %v, want %v", c.Expiry.Time(), g.Expires)
+	}
+	g.Expires = t0.Add(GrantTTL)
+	if c := NewDelegationClaims(g, "i", "a", "orders:read", "j1", t0); !c.Expiry.Time().Equal(t0.Add(AccessTokenTTL)) {
+		t.Errorf("token of a long grant ends at %v, want an hour after issue", c.Expiry.Time())
+	}
+}

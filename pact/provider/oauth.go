@@ -157,7 +157,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Brand, g *oauth.Grant, now time.Time) {
 	jti := make([]byte, 8)
 	_, _ = rand.Read(jti)
-	at, err := s.key.sign(oauth.NewDelegationClaims(g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now))
+	claims := oauth.NewDelegationClaims(g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now)
+	at, err := s.key.sign(claims)
 	if err != nil {
 		s.cfg.Logger.ErrorContext(r.Context(), "sign delegation token", slog.String("error", err.Error()))
 		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not sign the token"))
@@ -170,7 +171,7 @@ func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Br
 		return
 	}
 	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": at, "refresh_token": rt,
-		"expires_in": int(oauth.AccessTokenTTL / time.Second), "scope": strings.Join(g.Scopes, " ")})
+		"expires_in": int(claims.Expiry.Time().Sub(claims.IssuedAt.Time()) / time.Second), "scope": strings.Join(g.Scopes, " ")})
 }
 
 // verifyDelegation checks the delegation token of an X-A2A-User-Delegation
@@ -194,6 +195,9 @@ func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, h
 	}
 	if !g.Revoked.IsZero() {
 		return nil, errors.New("the grant is revoked")
+	}
+	if !g.Active(s.cfg.Now()) {
+		return nil, errors.New("the grant has expired")
 	}
 	return c, nil
 }

@@ -512,3 +512,26 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 		t.Fatalf("posted %v, want %v in order", got, sent)
 	}
 }
+
+// A token refreshed in its grant's last hour ends with the grant, and no
+// token is taken once its grant has ended, within the tokens' skew too.
+func TestDelegationEndsWithItsGrant(t *testing.T) {
+	e := newOAuthEnv(t)
+	tok := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	g, err := e.st.Grant(claimsOf(t, tok["access_token"].(string)).GrantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.advance(g.Expires.Sub(e.clock()) - 30*time.Minute)
+	code, t2, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}, e.jwt())
+	if code != 200 || t2["expires_in"] != float64(30*60) || !claimsOf(t, t2["access_token"].(string)).Expiry.Time().Equal(g.Expires.Truncate(time.Second)) {
+		t.Fatalf("refreshed 30 min before the grant ends: %d %v", code, t2)
+	}
+	if code, _, _ := e.send(t2["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("the refreshed token before the grant ends: %d", code)
+	}
+	e.advance(30*time.Minute + 10*time.Second) // the token within its skew, the grant over
+	if code, _, h := e.send(t2["access_token"].(string), "", "m2", "status of A-5531"); code != 401 || h.Get("WWW-Authenticate") != `Bearer realm="a2a", error="invalid_token"` {
+		t.Fatalf("a token of an ended grant: %d", code)
+	}
+}
