@@ -46,8 +46,18 @@ const (
 	Monthly Kind = "monthly"
 )
 
-// MaxRows caps the rows one dispute drill covers.
+// MaxRows caps the rows one dispute drill covers, and the read-only turns
+// it lists.
 const MaxRows = 20
+
+// A dispute drill reads the rows of its target or customer lookupPage at
+// a time, newest first, until it has the rows to drill (those that
+// changed something) or has read maxScanned: the action disputed may sit
+// behind many newer look-ups.
+const (
+	lookupPage = 200
+	maxScanned = 10_000
+)
 
 // Request says what to drill: a dispute drill names a target (order id), a
 // row or a principal (target and principal may be combined); a monthly
@@ -291,6 +301,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 	req := rep.Request
 	t := startTimer()
 	var rows []*ledger.Row
+	var lookups int // read-only turns found
 	switch {
 	case req.RowID != "":
 		row, err := r.l.Get(ctx, req.RowID)
@@ -301,42 +312,65 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		}
 		rows = []*ledger.Row{row}
 	default:
-		found, _, err := r.l.List(ctx, ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: MaxRows + 1})
-		if err != nil {
-			failAll(rep, t, fmt.Sprintf("lookup failed: %v", err))
-			return
-		}
-		var lookups []*ledger.Row
-		for _, row := range found {
-			switch {
-			case readOnly(row):
-				// A dispute is about what changed: a read-only turn is
-				// listed, not scored (its evidence is by design not kept).
-				lookups = append(lookups, row)
-				rep.Listed = append(rep.Listed, Listed{RowID: row.ID, Detail: fmt.Sprintf("read-only turn %s on %s at %s (%s): listed, not scored; it changed nothing and its evidence is by design not kept",
-					tools(row), targets(row), clock(row.IssuedAt), strings.ToLower(row.Status.String()))})
-			case row.Kind == ledger.KindReceipt || req.Target != "":
-				rows = append(rows, row)
+		// The rows that changed something are drilled, the newest MaxRows
+		// of them; read-only turns are listed, not scored. Pages are read
+		// until the rows to drill are found, however many turns are newer.
+		capped := false
+		q := ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: lookupPage}
+		for scanned := 0; ; {
+			found, next, err := r.l.List(ctx, q)
+			if err != nil {
+				failAll(rep, t, fmt.Sprintf("lookup failed: %v", err))
+				return
 			}
-		}
-		if len(rows) == 0 && len(lookups) > 0 {
-			rep.Note = fmt.Sprintf("nothing to drill: the %d rows for %s are read-only turns, which changed nothing", len(lookups), describeQuery(req))
-			if len(lookups) == 1 {
-				rep.Note = fmt.Sprintf("nothing to drill: the one row for %s is a read-only turn, which changed nothing", describeQuery(req))
+			for _, row := range found {
+				switch {
+				case readOnly(row):
+					// A dispute is about what changed: a read-only turn is
+					// listed, not scored (its evidence is by design not kept).
+					if lookups++; len(rep.Listed) < MaxRows {
+						rep.Listed = append(rep.Listed, Listed{RowID: row.ID, Detail: fmt.Sprintf("read-only turn %s on %s at %s (%s): listed, not scored; it changed nothing and its evidence is by design not kept",
+							tools(row), targets(row), clock(row.IssuedAt), strings.ToLower(row.Status.String()))})
+					}
+				case row.Kind == ledger.KindReceipt || req.Target != "":
+					rows = append(rows, row)
+				}
 			}
-			rep.Reply = fmt.Sprintf("The only records we hold for %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+			scanned += len(found)
+			if next == "" || len(rows) > MaxRows {
+				break
+			}
+			if scanned >= maxScanned {
+				capped = true
+				break
+			}
+			q.PageToken = next
+		}
+		newest := ""
+		if capped {
+			newest = " newest"
+		}
+		if len(rows) == 0 && lookups > 0 {
+			rep.Note = fmt.Sprintf("nothing to drill: the %d%s rows about %s are read-only turns, which changed nothing", lookups, newest, describeQuery(req))
+			if lookups == 1 {
+				rep.Note = fmt.Sprintf("nothing to drill: the one row about %s is a read-only turn, which changed nothing", describeQuery(req))
+			}
+			rep.Reply = fmt.Sprintf("The only records we hold about %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
 			return
 		}
 		if len(rows) == 0 {
-			failAll(rep, t, fmt.Sprintf("no row for %s", describeQuery(req)))
-			rep.Reply = "We found no record of an action by a personal agent on " + describeQuery(req) + " in our ledger; a member of our team will look into it."
+			failAll(rep, t, fmt.Sprintf("no row about %s", describeQuery(req)))
+			rep.Reply = "We found no record of an action by a personal agent about " + describeQuery(req) + " in our ledger; a member of our team will look into it."
 			return
 		}
 		if len(rows) > MaxRows {
 			rows = rows[:MaxRows]
 		}
-		if len(lookups) > 0 {
-			rep.Note = fmt.Sprintf("%s drilled; %s listed, not scored", plural(len(rows), "row"), plural(len(lookups), "read-only turn"))
+		if lookups > 0 {
+			rep.Note = fmt.Sprintf("%s drilled; %s listed, not scored", plural(len(rows), "row"), plural(lookups, "read-only turn"))
+			if lookups > len(rep.Listed) {
+				rep.Note += fmt.Sprintf(" (the newest %d shown)", len(rep.Listed))
+			}
 		}
 	}
 	lookup := time.Since(t.start)
@@ -347,7 +381,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		rep.Pulls = append(rep.Pulls, pulls...)
 		answers = append(answers, a)
 	}
-	if n := len(rep.Listed); n > 0 {
+	if n := lookups; n > 0 {
 		times := "once"
 		if n > 1 {
 			times = fmt.Sprintf("%d times", n)
@@ -391,15 +425,16 @@ func compose(answers []answer) string {
 	return reply
 }
 
+// describeQuery names what a drill by target or customer looked for:
+// "A-5531", "A-5531 for customer acct-48213", "customer acct-48213".
 func describeQuery(req Request) string {
-	var parts []string
-	if req.Target != "" {
-		parts = append(parts, req.Target)
+	switch {
+	case req.Target != "" && req.Principal != "":
+		return req.Target + " for customer " + req.Principal
+	case req.Target != "":
+		return req.Target
 	}
-	if req.Principal != "" {
-		parts = append(parts, "for "+req.Principal)
-	}
-	return strings.Join(parts, " ")
+	return "customer " + req.Principal
 }
 
 func (r *Runner) monthly(ctx context.Context, rep *Report) {

@@ -51,3 +51,27 @@ func TestDisputeByPrincipalScoresWhatChangedInTheBrandsWords(t *testing.T) {
 		}
 	}
 }
+
+// A drill by order finds the action behind more newer look-ups than it
+// lists (the disputed cancel was followed by 25 look-ups of the order):
+// it drills the cancel, lists the newest look-ups and counts them all.
+func TestDisputeFindsTheActionBehindManyLookups(t *testing.T) {
+	e := newEnv(t, time.Now)
+	row := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	for i := range 25 {
+		e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"},
+			At: row.IssuedAt.Add(time.Duration(i+1) * time.Minute)}))
+	}
+	for _, req := range []drill.Request{{Target: "A-5531"}, {Target: "A-5531", Principal: "acct-48213"}, {Principal: "acct-48213"}} {
+		rep, err := e.r.Run(context.Background(), req, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ChecksTotal != 6 || rep.ChecksPassed != 6 || len(rep.Rows) != 1 || rep.Rows[0] != row.ID || len(rep.Listed) != drill.MaxRows {
+			t.Fatalf("%+v: %d/%d checks, rows %v, %d listed", req, rep.ChecksPassed, rep.ChecksTotal, rep.Rows, len(rep.Listed))
+		}
+		if !strings.Contains(rep.Note, "25 read-only turns listed, not scored (the newest 20 shown)") || !strings.Contains(rep.Reply, "looked up information 25 times") {
+			t.Errorf("%+v: note %q, reply %q", req, rep.Note, rep.Reply)
+		}
+	}
+}
