@@ -40,6 +40,26 @@ type searchView struct {
 	First     string // URL of the first page when paging
 	Error     string
 	DrillHint bool // Q matched as an order: offer the drill
+	// DrillPrincipal is the customer the offered drill is for: the one
+	// customer of the order's receipts, "" (every customer's rows) when
+	// they name several or none.
+	DrillPrincipal string
+}
+
+// drillPrincipal is the customer of rows' receipts when they name one.
+// A refusal's customer is a claim and never chosen.
+func drillPrincipal(rows []*ledgerv1.Row) string {
+	p := ""
+	for _, r := range rows {
+		if r.GetKind() != ledgerv1.RowKind_ROW_KIND_RECEIPT {
+			continue
+		}
+		if p != "" && r.GetPrincipal() != p {
+			return ""
+		}
+		p = r.GetPrincipal()
+	}
+	return p
 }
 
 var rowID = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -142,6 +162,9 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Matched = ""
 	}
 	v.DrillHint = v.Matched == "target" && len(v.Rows) > 0
+	if v.DrillHint {
+		v.DrillPrincipal = drillPrincipal(v.Rows)
+	}
 	if t := resp.GetNextPageToken(); t != "" {
 		nf := f
 		nf.By, nf.Page = v.Matched, t

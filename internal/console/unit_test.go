@@ -116,3 +116,41 @@ func TestRowLinksCarryValuesAsTheyAre(t *testing.T) {
 		t.Errorf("the links carry %q, want %q\n%s", got, want, buf.String())
 	}
 }
+
+// The drill a search by order offers is for the one customer of the
+// order's receipts; a refusal's claimed customer is never chosen, and
+// receipts of several customers leave the customer out.
+func TestDrillOfferedForTheReceiptsCustomer(t *testing.T) {
+	receipt := func(p string) *ledgerv1.Row {
+		return &ledgerv1.Row{Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT, Principal: p}
+	}
+	refusal := &ledgerv1.Row{Kind: ledgerv1.RowKind_ROW_KIND_REFUSAL, Principal: "sub jane of https://pa.example"}
+	for _, tc := range []struct {
+		rows []*ledgerv1.Row
+		want string
+	}{
+		{[]*ledgerv1.Row{refusal, receipt("acct-48213"), receipt("acct-48213")}, "acct-48213"},
+		{[]*ledgerv1.Row{receipt("acct-48213"), receipt("acct-1")}, ""},
+		{[]*ledgerv1.Row{refusal}, ""},
+	} {
+		if got := drillPrincipal(tc.rows); got != tc.want {
+			t.Errorf("drillPrincipal = %q, want %q", got, tc.want)
+		}
+	}
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rows := []*ledgerv1.Row{refusal, receipt("acct-48213")}
+	for _, r := range rows {
+		r.Id = strings.Repeat("a", 64)
+	}
+	v := view{Can: can{Drill: true}, Data: searchView{Form: searchForm{Q: "A-5531"}, Matched: "target", Rows: rows, DrillHint: true, DrillPrincipal: drillPrincipal(rows)}}
+	if err := pages["search"].ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		t.Fatal(err)
+	}
+	if s := buf.String(); !strings.Contains(s, `<input type="hidden" name="principal" value="acct-48213">`) || strings.Contains(s, `name="principal" value="sub jane`) {
+		t.Errorf("the drill offered:\n%s", s[strings.Index(s, `id="results"`):])
+	}
+}
