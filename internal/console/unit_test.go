@@ -154,3 +154,33 @@ func TestDrillOfferedForTheReceiptsCustomer(t *testing.T) {
 		t.Errorf("the drill offered:\n%s", s[strings.Index(s, `id="results"`):])
 	}
 }
+
+// A drill report's page shows its note and the rows it found and did not
+// score, offers each drilled row's proof, and says "nothing scored"
+// rather than a failing 0/0.
+func TestReportPageShowsNoteListedAndProofs(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, turn := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	render := func(rep *ledgerv1.DrillReport) string {
+		var buf bytes.Buffer
+		if err := pages["report"].ExecuteTemplate(&buf, "layout.html", view{Data: reportOf(rep)}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	s := render(&ledgerv1.DrillReport{Id: "d1", ChecksPassed: 1, ChecksTotal: 1, Note: "1 row drilled; 1 read-only turn listed, not scored",
+		Pulls:  []*ledgerv1.DrillPull{{RowId: row, Name: "receipt_row", Passed: true}},
+		Listed: []*ledgerv1.DrillListedRow{{RowId: turn, Detail: "read-only turn lookup_orders on A-5531"}}})
+	for _, want := range []string{"1 row drilled; 1 read-only turn listed", `href="/console/rows/` + row + `/proof"`, `href="/console/rows/` + turn + `"`, "read-only turn lookup_orders on A-5531", "1/1 passed"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report page lacks %q", want)
+		}
+	}
+	s = render(&ledgerv1.DrillReport{Id: "d2", Note: "nothing to drill: the 21 rows about A-5531 are read-only turns"})
+	if !strings.Contains(s, "nothing scored") || strings.Contains(s, "0/0") || !strings.Contains(s, "nothing to drill: the 21 rows") {
+		t.Errorf("a report that scored nothing:\n%s", s)
+	}
+}
