@@ -30,6 +30,10 @@ type verifyLine struct {
 	Name      string
 	Then, Now *ledgerv1.Check // nil when the check is missing on that side
 	Differ    bool
+	// NotRerun: the check could not run again, as the API says the
+	// result is the same (a read-only row's signatures: their evidence
+	// is by design not kept); not a difference.
+	NotRerun bool
 }
 
 // drillTarget is what the row page's drill button drills.
@@ -116,7 +120,9 @@ func compareChecks(resp *ledgerv1.VerifyRowResponse) *verifyView {
 	for _, c := range resp.GetChecks() {
 		t := then[c.GetName()]
 		seen[c.GetName()] = true
-		v.Lines = append(v.Lines, verifyLine{Name: c.GetName(), Now: c, Then: t, Differ: t == nil || t.GetResult() != c.GetResult()})
+		differ := t == nil || t.GetResult() != c.GetResult()
+		notRerun := differ && t != nil && resp.GetSame() && c.GetResult() == ledgerv1.CheckResult_CHECK_RESULT_SKIPPED
+		v.Lines = append(v.Lines, verifyLine{Name: c.GetName(), Now: c, Then: t, Differ: differ && !notRerun, NotRerun: notRerun})
 	}
 	for _, t := range resp.GetWriteTimeChecks() {
 		if !seen[t.GetName()] {

@@ -82,6 +82,29 @@ func TestCompareChecks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	// A read-only row: its signatures are not re-run (their evidence is
+	// not kept) and the API says the result is the same: not a difference.
+	skipped := ledgerv1.CheckResult_CHECK_RESULT_SKIPPED
+	v = compareChecks(&ledgerv1.VerifyRowResponse{Same: true,
+		Checks:          []*ledgerv1.Check{{Name: "receipt_signature", Result: skipped, Detail: "read-only class: not kept"}, {Name: "scopes", Result: pass}},
+		WriteTimeChecks: []*ledgerv1.Check{{Name: "receipt_signature", Result: pass}, {Name: "scopes", Result: pass}},
+	})
+	if l := v.Lines[0]; l.Differ || !l.NotRerun || v.Lines[1].Differ || v.Lines[1].NotRerun {
+		t.Errorf("a read-only row's re-run: %+v", v.Lines)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := pages["row"].ExecuteTemplate(&buf, "layout.html", view{Data: rowView{Row: &ledgerv1.Row{Id: strings.Repeat("a", 64)}, Verify: v}}); err != nil {
+		t.Fatal(err)
+	}
+	s := buf.String()
+	s = s[strings.Index(s, `id="verify-result"`):]
+	if strings.Contains(s, `class="differ"`) || !strings.Contains(s, "not re-run</span> read-only class: not kept") {
+		t.Errorf("a read-only row's re-run:\n%s", s[:min(len(s), 2000)])
+	}
 }
 
 // The search and grant links of a list of rows carry each value as it
