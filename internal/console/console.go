@@ -39,7 +39,7 @@ const (
 	maxBody    = 64 << 10 // a form post
 	maxKey     = 512      // an API key pasted at sign-in
 	maxField   = 512      // a search field, id or page token (ledger.MaxFieldLength)
-	maxNote    = 4000     // a dispute or closing note
+	maxNote    = 4 << 10  // a dispute or closing note, in bytes (ledger.MaxNoteLength): 4,096 letters of English, fewer of accented or other scripts
 	searchPage = 50       // rows per search page
 )
 

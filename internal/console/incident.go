@@ -84,7 +84,7 @@ func (h *handler) closeIncident(w http.ResponseWriter, r *http.Request, s *sessi
 	note := strings.TrimSpace(r.PostForm.Get("note"))
 	if !incidentID.MatchString(id) || note == "" || len(note) > maxNote {
 		h.render(w, r, s, http.StatusBadRequest, "error", "Bad form", errorView{Title: "The incident was not closed",
-			Message: fmt.Sprintf("Say how it was resolved, in under %d characters.", maxNote), Back: Prefix + "incidents/" + id})
+			Message: fmt.Sprintf("Say how it was resolved, in at most %d bytes (that many letters of English, about half as many accented or Cyrillic, a third as many Chinese or Japanese).", maxNote), Back: Prefix + "incidents/" + id})
 		return
 	}
 	ctx, cancel := h.call(r, s)

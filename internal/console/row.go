@@ -143,7 +143,7 @@ func (h *handler) dispute(w http.ResponseWriter, r *http.Request, s *session) {
 	note := strings.TrimSpace(r.PostForm.Get("note"))
 	if !known || len(note) > maxNote {
 		h.render(w, r, s, http.StatusBadRequest, "error", "Bad form", errorView{Title: "The dispute event was not added",
-			Message: fmt.Sprintf("Choose a status and keep the note under %d characters.", maxNote), Back: Prefix + "rows/" + id})
+			Message: fmt.Sprintf("Choose a status and keep the note to at most %d bytes (that many letters of English, about half as many accented or Cyrillic, a third as many Chinese or Japanese).", maxNote), Back: Prefix + "rows/" + id})
 		return
 	}
 	ctx, cancel := h.call(r, s)

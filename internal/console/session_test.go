@@ -151,3 +151,21 @@ func TestPagesAreStrict(t *testing.T) {
 		}
 	}
 }
+
+// A note is bounded by the API's bytes, and the refusal says so: 2,000
+// accented letters (4,000 bytes) are taken, 2,100 (4,200 bytes) refused
+// with the limit in bytes.
+func TestNoteBoundInBytes(t *testing.T) {
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	path := "/console/rows/" + row.GetId() + "/disputes"
+	post, body := c.post(t, path, url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "note": {strings.Repeat("é", 2100)}, "csrf": {c.csrf}})
+	if post.StatusCode != http.StatusBadRequest || !strings.Contains(body, "at most 4096 bytes") {
+		t.Fatalf("a note of 4,200 bytes: %d", post.StatusCode)
+	}
+	if post, _ := c.post(t, path, url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "note": {strings.Repeat("é", 2000)}, "csrf": {c.csrf}}); post.StatusCode >= 400 {
+		t.Fatalf("a note of 4,000 bytes: %d", post.StatusCode)
+	}
+}
