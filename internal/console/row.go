@@ -79,17 +79,31 @@ func (h *handler) rowError(w http.ResponseWriter, r *http.Request, s *session, i
 // pathID reads and bounds the {id} of a row or snapshot path.
 func pathID(w http.ResponseWriter, r *http.Request, h *handler, s *session) (string, bool) {
 	id := r.PathValue("id")
-	if !rowID.MatchString(id) {
-		h.render(w, r, s, http.StatusNotFound, "error", "Not found", errorView{Title: "Not found", Message: "A row id is 64 lowercase hex characters.", Back: Prefix + "search"})
+	if !rowRef.MatchString(id) {
+		h.render(w, r, s, http.StatusNotFound, "error", "Not found", errorView{Title: "Not found", Message: "A row id is its 64 hex characters, or the first 8 or more of them.", Back: Prefix + "search"})
 		return "", false
 	}
-	return id, true
+	return strings.ToLower(id), true
 }
 
 func (h *handler) row(w http.ResponseWriter, r *http.Request, s *session) {
-	if id, ok := pathID(w, r, h, s); ok {
-		h.rowPage(w, r, s, id, nil)
+	id, ok := pathID(w, r, h, s)
+	if !ok {
+		return
 	}
+	if !rowID.MatchString(id) {
+		// The start of an id: the row's page is at its whole id.
+		ctx, cancel := h.call(r, s)
+		defer cancel()
+		resp, err := h.api.GetRow(ctx, &ledgerv1.GetRowRequest{Id: id})
+		if err != nil {
+			h.rowError(w, r, s, id, err)
+			return
+		}
+		http.Redirect(w, r, Prefix+"rows/"+resp.GetRow().GetId(), http.StatusSeeOther)
+		return
+	}
+	h.rowPage(w, r, s, id, nil)
 }
 
 // verify re-runs the verifier on the stored bytes (VerifyRow) and shows the

@@ -64,6 +64,10 @@ func drillPrincipal(rows []*ledgerv1.Row) string {
 
 var rowID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// rowRef is how a lead may name a row: its id, or the first 8 or more of
+// its hex digits (the tables print 12), in either case.
+var rowRef = regexp.MustCompile(`^[0-9a-fA-F]{8,64}$`)
+
 // byOrder is the order Q is tried in when By is empty.
 var byOrder = []string{"target", "principal", "grant", "agent"}
 
@@ -92,8 +96,8 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 	for i := int32(1); i < int32(len(ledgerv1.RowStatus_name)); i++ {
 		v.Statuses = append(v.Statuses, ledgerv1.RowStatus(i).String())
 	}
-	if rowID.MatchString(f.Q) {
-		http.Redirect(w, r, Prefix+"rows/"+f.Q, http.StatusSeeOther)
+	if rowID.MatchString(strings.ToLower(f.Q)) {
+		http.Redirect(w, r, Prefix+"rows/"+strings.ToLower(f.Q), http.StatusSeeOther)
 		return
 	}
 	req := &ledgerv1.ListRowsRequest{Principal: f.Principal, GrantId: f.Grant, Target: f.Target, Agent: f.Agent, PageSize: searchPage, PageToken: f.Page}
@@ -158,6 +162,14 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v.Rows = resp.GetRows()
+	if f.Q != "" && len(v.Rows) == 0 && f.By == "" && f.Page == "" && rowRef.MatchString(f.Q) {
+		// Nothing else by that name: the start of a row id, as tables
+		// print them.
+		if row, err := h.api.GetRow(ctx, &ledgerv1.GetRowRequest{Id: strings.ToLower(f.Q)}); err == nil {
+			http.Redirect(w, r, Prefix+"rows/"+row.GetRow().GetId(), http.StatusSeeOther)
+			return
+		}
+	}
 	if f.Q != "" && len(v.Rows) == 0 {
 		v.Matched = ""
 	}

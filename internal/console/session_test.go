@@ -169,3 +169,27 @@ func TestNoteBoundInBytes(t *testing.T) {
 		t.Fatalf("a note of 4,000 bytes: %d", post.StatusCode)
 	}
 }
+
+// A row is found by the start of its id, as the tables print it, in the
+// search box and in a row's address, in either case.
+func TestRowByTheStartOfItsID(t *testing.T) {
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	want := "/console/rows/" + row.GetId()
+	for _, path := range []string{"/console/search?q=" + row.GetId()[:12], "/console/search?q=" + strings.ToUpper(row.GetId()[:12]),
+		"/console/search?q=" + strings.ToUpper(row.GetId()), "/console/rows/" + row.GetId()[:12], "/console/rows/" + strings.ToUpper(row.GetId()[:8])} {
+		resp, err := c.Get(c.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("%s: %d to %q, want the row's page", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if code, _ := c.get(t, "/console/rows/"+row.GetId()[:7]); code != http.StatusNotFound {
+		t.Errorf("7 characters: %d, want 404", code)
+	}
+}
