@@ -51,7 +51,7 @@ func (h *handler) runDrill(w http.ResponseWriter, r *http.Request, s *session) {
 	req := &ledgerv1.RunDrillRequest{Target: v.Target, Principal: v.Principal, RowId: v.Row}
 	if f.Get("monthly") != "" {
 		n, err := strconv.Atoi(f.Get("sample"))
-		if err != nil || n < 0 || n > 100 {
+		if err != nil || n < 1 || n > 100 {
 			h.render(w, r, s, http.StatusBadRequest, "error", "Bad form", errorView{Title: "The drill did not run", Message: "The sample is a number of rows from 1 to 100.", Back: Prefix + "drills"})
 			return
 		}

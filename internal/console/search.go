@@ -46,6 +46,12 @@ type searchView struct {
 	DrillPrincipal string
 }
 
+// Narrowed reports whether the search had filters beside the box.
+func (v searchView) Narrowed() bool {
+	f := v.Form
+	return f.Principal != "" || f.Grant != "" || f.Target != "" || f.Agent != "" || f.Status != "" || f.Since != "" || f.Until != ""
+}
+
 // drillPrincipal is the customer of rows' receipts when they name one.
 // A refusal's customer is a claim and never chosen.
 func drillPrincipal(rows []*ledgerv1.Row) string {

@@ -193,3 +193,16 @@ func TestRowByTheStartOfItsID(t *testing.T) {
 		t.Errorf("7 characters: %d, want 404", code)
 	}
 }
+
+// A monthly drill's sample is 1 to 100 rows: 0 is refused, as the form
+// says.
+func TestMonthlySampleOfZeroRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	c.get(t, "/console/drill")
+	if post, body := c.post(t, "/console/drill", url.Values{"monthly": {"1"}, "sample": {"0"}, "csrf": {c.csrf}}); post.StatusCode != http.StatusBadRequest || !strings.Contains(body, "from 1 to 100") {
+		t.Errorf("a sample of 0: %d", post.StatusCode)
+	}
+}

@@ -207,3 +207,32 @@ func TestReportPageShowsNoteListedAndProofs(t *testing.T) {
 		t.Errorf("a report that scored nothing:\n%s", s)
 	}
 }
+
+// The empty states say what is true: no open incidents is "every action
+// stayed within its grant" only when none was ever closed either, and a
+// search that matched nothing says when its filters were part of it.
+func TestEmptyStatesWording(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(page string, data any) string {
+		var buf bytes.Buffer
+		if err := pages[page].ExecuteTemplate(&buf, "layout.html", view{Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	if s := render("incidents", incidentsView{State: "open", Closed: 1}); strings.Contains(s, "every recorded action stayed within its grant") {
+		t.Errorf("no open incidents, one closed: says every action stayed within its grant")
+	}
+	if s := render("incidents", incidentsView{State: "open"}); !strings.Contains(s, "every recorded action stayed within its grant") {
+		t.Errorf("no incidents at all: %s", s)
+	}
+	if s := render("search", searchView{Form: searchForm{Q: "A-5531", Status: "ROW_STATUS_UNAUTHORIZED"}, Filtered: true}); !strings.Contains(s, "as an order id, customer, grant or agent platform within the filters given") {
+		t.Errorf("a search with a filter that matched nothing: %s", s)
+	}
+	if s := render("search", searchView{Form: searchForm{Q: "A-5531"}, Filtered: true}); strings.Contains(s, "filters given") {
+		t.Errorf("a search without filters: %s", s)
+	}
+}
