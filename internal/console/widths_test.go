@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,6 +224,10 @@ func TestMainPagesAtLaptopAndPhoneWidth(t *testing.T) {
 	if _, err := e.client.RunDrill(as(config.RoleSupport), &ledgerv1.RunDrillRequest{Monthly: &ledgerv1.MonthlyDrill{Sample: 3}}); err != nil {
 		t.Fatal(err)
 	}
+	// Values as long as a writer may post: a customer and a grant id
+	// with nothing to break at.
+	longUser, longGrant := "acct-"+strings.Repeat("9", 180), "a2agrant_"+strings.Repeat("RBKXdIWNjBs2Crze", 6)
+	long := e.record(t, e.sc.Mint(pacttest.Spec{User: longUser, GrantID: longGrant, Target: "A-7777", At: at.Add(2 * time.Hour)}))
 	drill, err := e.client.RunDrill(as(config.RoleSupport), &ledgerv1.RunDrillRequest{RowId: row.GetId()})
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +242,8 @@ func TestMainPagesAtLaptopAndPhoneWidth(t *testing.T) {
 		{"grant", "/console/grant?id=a2agrant_7Q2F", "#grant-rows"},
 		{"incidents", "/console/incidents", "#incidents"},
 		{"incident", "/console/incidents/" + inc.GetIncidentId(), "#incident-state"},
+		{"search with long values", "/console/search?q=A-7777", "#matched"},
+		{"row with long values", "/console/rows/" + long.GetId(), "#row-id"},
 	}
 	for _, b := range browsers {
 		t.Run(b.name, func(t *testing.T) {
