@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,10 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /console/search", h.authed(h.search))
 	mux.HandleFunc("GET /console/rows/{id}", h.authed(h.row))
 	mux.HandleFunc("POST /console/rows/{id}/verify", h.authed(h.verify))
+	// The address a re-run leaves in the bar, opened again: the row.
+	mux.HandleFunc("GET /console/rows/{id}/verify", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"rows/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
+	})
 	mux.HandleFunc("POST /console/rows/{id}/disputes", h.authed(h.dispute))
 	mux.HandleFunc("GET /console/rows/{id}/evidence", h.authed(h.evidence))
 	mux.HandleFunc("GET /console/rows/{id}/proof", h.authed(h.proof))

@@ -84,11 +84,27 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, s *session, cod
 	_, _ = w.Write(buf.Bytes())
 }
 
+// backFrom is where an error page's "Go back" leads from the page of r:
+// the form or list the request came from, a row's page from anything
+// done to the row, else Search.
+func backFrom(r *http.Request) string {
+	p := r.URL.Path
+	for _, section := range []string{"grant", "drills", "drill", "incidents"} {
+		if p == Prefix+section || strings.HasPrefix(p, Prefix+section+"/") {
+			return Prefix + section
+		}
+	}
+	if id := r.PathValue("id"); strings.HasPrefix(p, Prefix+"rows/") && rowID.MatchString(id) && p != Prefix+"rows/"+id {
+		return Prefix + "rows/" + id
+	}
+	return Prefix + "search"
+}
+
 // apiError renders the page for a refused or failed API call. An unknown
 // key (removed from the configuration since sign-in) ends the session.
 func (h *handler) apiError(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	st := status.Convert(err)
-	v := errorView{Detail: st.Message(), Back: Prefix + "search"}
+	v := errorView{Detail: st.Message(), Back: backFrom(r)}
 	code := http.StatusBadGateway
 	switch st.Code() {
 	case codes.Unauthenticated:

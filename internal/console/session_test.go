@@ -206,3 +206,30 @@ func TestMonthlySampleOfZeroRefused(t *testing.T) {
 		t.Errorf("a sample of 0: %d", post.StatusCode)
 	}
 }
+
+// An error page leads back to where the request came from: a mistyped
+// grant to the Grant form, a missing report to the drills, an incident to
+// the incidents; a re-run's address opened again shows the row.
+func TestErrorPagesLeadBack(t *testing.T) {
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	for path, back := range map[string]string{
+		"/console/grant?id=nope":      `href="/console/grant" id="back"`,
+		"/console/drills/nope":        `href="/console/drills" id="back"`,
+		"/console/incidents/INC-9999": `href="/console/incidents" id="back"`,
+	} {
+		if code, body := c.get(t, path); code < 400 || !strings.Contains(body, back) {
+			t.Errorf("%s: %d, want a way back %s", path, code, back)
+		}
+	}
+	resp, err := c.Get(c.base + "/console/rows/" + row.GetId() + "/verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/rows/"+row.GetId() {
+		t.Errorf("GET of a re-run's address: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
