@@ -262,14 +262,27 @@ func (h *handler) authed(p page) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := h.session(r)
 		if s == nil {
+			// After signing in, back to this page (a form's post: the page
+			// it was posted from).
+			next := r.URL.RequestURI()
+			if r.Method != http.MethodGet {
+				next = backFrom(r)
+			}
+			q := url.Values{}
+			if safeNext(next) != "" {
+				q.Set("next", next)
+			}
 			if r.Method != http.MethodGet {
 				h.render(w, r, nil, http.StatusUnauthorized, "error", "Signed out", errorView{Title: "Signed out",
-					Message: "Your session has ended. Sign in again; nothing was done.", Back: Prefix + "signin"})
+					Message: "Your session has ended. Sign in again; nothing was done.", Back: Prefix + "signin?" + q.Encode()})
 				return
 			}
-			target := Prefix + "signin"
 			if _, err := r.Cookie(sessionCookie); err == nil {
-				target += "?ended=1"
+				q.Set("ended", "1")
+			}
+			target := Prefix + "signin"
+			if len(q) > 0 {
+				target += "?" + q.Encode()
 			}
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
@@ -327,11 +340,27 @@ type signinView struct {
 	Error   string
 	Notice  string
 	Example string
+	Next    string // the console page to return to once signed in
+}
+
+// safeNext is next when it is a page of the console to return to after
+// signing in, else "": never another site, and never the sign-in page.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(next, Prefix) || strings.ContainsAny(next, "\\") ||
+		strings.HasPrefix(u.Path, Prefix+"signin") || strings.Contains(u.Path, "/..") {
+		return ""
+	}
+	return next
 }
 
 func (h *handler) signinPage(w http.ResponseWriter, r *http.Request) {
 	if h.session(r) != nil {
-		http.Redirect(w, r, Prefix+"search", http.StatusSeeOther)
+		next := safeNext(r.URL.Query().Get("next"))
+		if next == "" {
+			next = Prefix + "search"
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
 	v := signinView{}
@@ -346,6 +375,7 @@ func (h *handler) signinPage(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) signinForm(w http.ResponseWriter, r *http.Request, code int, v signinView) {
 	v.Token = randomToken()
+	v.Next = safeNext(r.FormValue("next"))
 	h.setCookie(w, r, signinCookie, v.Token, 600)
 	h.render(w, r, nil, code, "signin", "Sign in", v)
 }
@@ -407,7 +437,11 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 	h.setCookie(w, r, sessionCookie, s.id, 0)
 	h.setCookie(w, r, signinCookie, "", -1)
 	h.audit(r, s, "sign in", nil, slog.String("roles", strings.Join(who.Roles, ",")))
-	http.Redirect(w, r, Prefix+"search", http.StatusSeeOther)
+	next := safeNext(r.PostForm.Get("next"))
+	if next == "" {
+		next = Prefix + "search"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (h *handler) signout(w http.ResponseWriter, r *http.Request, s *session) {

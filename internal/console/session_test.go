@@ -76,17 +76,27 @@ func TestSessionEndsWhenIdle(t *testing.T) {
 		t.Fatalf("still active: %d", code)
 	}
 	advance(console.DefaultSessionTTL)
-	resp, err := c.Get(c.base + "/console/search")
+	rowPage := "/console/rows/" + row.GetId()
+	resp, err := c.Get(c.base + rowPage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/signin?ended=1" {
+	signin := "/console/signin?ended=1&next=" + url.QueryEscape(rowPage)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != signin {
 		t.Fatalf("after the idle time: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	post, _ := c.post(t, "/console/rows/"+row.GetId()+"/disputes", url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "csrf": {c.csrf}})
-	if post.StatusCode != http.StatusUnauthorized {
+	post, body := c.post(t, rowPage+"/disputes", url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "csrf": {c.csrf}})
+	if post.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `href="/console/signin?next=`+url.QueryEscape(rowPage)+`"`) {
 		t.Fatalf("post after the session ended = %d", post.StatusCode)
+	}
+	// Signing in again returns to the row.
+	if code, _ := c.get(t, signin); code != http.StatusOK {
+		t.Fatalf("sign-in page: %d", code)
+	}
+	resp, _ = c.post(t, "/console/signin", url.Values{"csrf": {c.csrf}, "key": {keys[config.RoleSupport]}, "next": {rowPage}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != rowPage {
+		t.Fatalf("signed in again: %d to %q, want the row", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
 

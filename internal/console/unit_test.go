@@ -236,3 +236,22 @@ func TestEmptyStatesWording(t *testing.T) {
 		t.Errorf("a search without filters: %s", s)
 	}
 }
+
+// Only a page of the console is returned to after signing in.
+func TestSafeNext(t *testing.T) {
+	for next, want := range map[string]string{
+		"/console/rows/abc":             "/console/rows/abc",
+		"/console/search?q=A-5531":      "/console/search?q=A-5531",
+		"https://evil.example/console/": "",
+		"//evil.example/console/":       "",
+		"/console/\\evil":               "",
+		"/consolex/":                    "",
+		"/console/signin?next=x":        "",
+		"/console/../metrics":           "",
+		"":                              "",
+	} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
