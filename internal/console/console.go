@@ -201,7 +201,12 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, nil, http.StatusNotFound, "error", "Not found", errorView{Title: "No such page", Message: "The console has no page at " + r.URL.Path + "."})
 	})
-	h.root = http.NewCrossOriginProtection().Handler(mux)
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.render(w, r, nil, http.StatusForbidden, "error", "Refused", errorView{Title: "Refused: the form was sent from another site",
+			Message: "Nothing was done. Open the console itself and submit the form from there.", Back: Prefix + "search"})
+	}))
+	h.root = cop.Handler(mux)
 	return h, nil
 }
 

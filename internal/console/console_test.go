@@ -332,10 +332,10 @@ func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 			t.Errorf("%s: %d", name, resp.StatusCode)
 		}
 	}
-	resp, _ := c.post(t, path, url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "note": {"x"}, "csrf": {c.csrf}},
+	resp, body := c.post(t, path, url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "note": {"x"}, "csrf": {c.csrf}},
 		"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("cross-origin post with the token = %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "the form was sent from another site") || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("cross-origin post with the token = %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	got, err := e.client.GetRow(as(config.RoleAuditor), &ledgerv1.GetRowRequest{Id: row.GetId()})
 	if err != nil {
@@ -355,7 +355,7 @@ func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 
 	// Sign-in without the form's token.
 	c2 := e.newWebClient(t)
-	resp, body := c2.post(t, "/console/signin", url.Values{"key": {keys[config.RoleSupport]}})
+	resp, body = c2.post(t, "/console/signin", url.Values{"key": {keys[config.RoleSupport]}})
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "not sent from this page") {
 		t.Fatalf("sign-in without a token = %d", resp.StatusCode)
 	}
