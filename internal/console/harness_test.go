@@ -255,6 +255,29 @@ type webClient struct {
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// newSupportLead starts the console on the playbook's ledger and signs a
+// web client in with the support key.
+func newSupportLead(t *testing.T) (*env, *ledgerv1.Row, *webClient) {
+	t.Helper()
+	e := newEnv(t, nil)
+	row := e.playbook(t)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	return e, row, c
+}
+
+// redirect fetches path and returns the status and the Location it
+// answers with.
+func (c *webClient) redirect(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(c.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location")
+}
+
 func (e *env) newWebClient(t *testing.T) *webClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)

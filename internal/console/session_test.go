@@ -166,10 +166,7 @@ func TestPagesAreStrict(t *testing.T) {
 // accented letters (4,000 bytes) are taken, 2,100 (4,200 bytes) refused
 // with the limit in bytes.
 func TestNoteBoundInBytes(t *testing.T) {
-	e := newEnv(t, nil)
-	row := e.playbook(t)
-	c := e.newWebClient(t)
-	c.signIn(t, config.RoleSupport)
+	_, row, c := newSupportLead(t)
 	path := "/console/rows/" + row.GetId() + "/disputes"
 	post, body := c.post(t, path, url.Values{"status": {"DISPUTE_STATUS_OPEN"}, "note": {strings.Repeat("é", 2100)}, "csrf": {c.csrf}})
 	if post.StatusCode != http.StatusBadRequest || !strings.Contains(body, "at most 4096 bytes") {
@@ -183,20 +180,12 @@ func TestNoteBoundInBytes(t *testing.T) {
 // A row is found by the start of its id, as the tables print it, in the
 // search box and in a row's address, in either case.
 func TestRowByTheStartOfItsID(t *testing.T) {
-	e := newEnv(t, nil)
-	row := e.playbook(t)
-	c := e.newWebClient(t)
-	c.signIn(t, config.RoleSupport)
+	_, row, c := newSupportLead(t)
 	want := "/console/rows/" + row.GetId()
 	for _, path := range []string{"/console/search?q=" + row.GetId()[:12], "/console/search?q=" + strings.ToUpper(row.GetId()[:12]),
 		"/console/search?q=" + strings.ToUpper(row.GetId()), "/console/rows/" + row.GetId()[:12], "/console/rows/" + strings.ToUpper(row.GetId()[:8])} {
-		resp, err := c.Get(c.base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
-			t.Errorf("%s: %d to %q, want the row's page", path, resp.StatusCode, resp.Header.Get("Location"))
+		if code, to := c.redirect(t, path); code != http.StatusSeeOther || to != want {
+			t.Errorf("%s: %d to %q, want the row's page", path, code, to)
 		}
 	}
 	if code, _ := c.get(t, "/console/rows/"+row.GetId()[:7]); code != http.StatusNotFound {
@@ -207,10 +196,7 @@ func TestRowByTheStartOfItsID(t *testing.T) {
 // A monthly drill's sample is 1 to 100 rows: 0 is refused, as the form
 // says.
 func TestMonthlySampleOfZeroRefused(t *testing.T) {
-	e := newEnv(t, nil)
-	e.playbook(t)
-	c := e.newWebClient(t)
-	c.signIn(t, config.RoleSupport)
+	_, _, c := newSupportLead(t)
 	c.get(t, "/console/drill")
 	if post, body := c.post(t, "/console/drill", url.Values{"monthly": {"1"}, "sample": {"0"}, "csrf": {c.csrf}}); post.StatusCode != http.StatusBadRequest || !strings.Contains(body, "from 1 to 100") {
 		t.Errorf("a sample of 0: %d", post.StatusCode)
@@ -221,10 +207,7 @@ func TestMonthlySampleOfZeroRefused(t *testing.T) {
 // grant to the Grant form, a missing report to the drills, an incident to
 // the incidents; a re-run's address opened again shows the row.
 func TestErrorPagesLeadBack(t *testing.T) {
-	e := newEnv(t, nil)
-	row := e.playbook(t)
-	c := e.newWebClient(t)
-	c.signIn(t, config.RoleSupport)
+	_, row, c := newSupportLead(t)
 	for path, back := range map[string]string{
 		"/console/grant?id=nope":      `href="/console/grant" id="back"`,
 		"/console/drills/nope":        `href="/console/drills" id="back"`,
@@ -234,12 +217,7 @@ func TestErrorPagesLeadBack(t *testing.T) {
 			t.Errorf("%s: %d, want a way back %s", path, code, back)
 		}
 	}
-	resp, err := c.Get(c.base + "/console/rows/" + row.GetId() + "/verify")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/rows/"+row.GetId() {
-		t.Errorf("GET of a re-run's address: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	if code, to := c.redirect(t, "/console/rows/"+row.GetId()+"/verify"); code != http.StatusSeeOther || to != "/console/rows/"+row.GetId() {
+		t.Errorf("GET of a re-run's address: %d to %q", code, to)
 	}
 }
