@@ -346,7 +346,7 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 		return loc, err
 	}
 	if !bytes.Equal(have, body) {
-		return loc, fmt.Errorf("put %s: a different object already holds this key", key)
+		return loc, fmt.Errorf("put %s: %w", key, ledger.ErrObjectExists)
 	}
 	st, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
 	if err == nil {
