@@ -552,6 +552,14 @@ func (c *Config) Validate() error {
 		if c.Evidence.S3.Endpoint == "" || c.Evidence.S3.Bucket == "" {
 			errs = append(errs, errors.New("evidence.s3.endpoint and evidence.s3.bucket are required for type s3"))
 		}
+		// Static keys only: without both, every request is anonymous and
+		// the bucket check only ever hears "Access Denied".
+		switch s3 := c.Evidence.S3; {
+		case s3.AccessKey == "":
+			errs = append(errs, errors.New("evidence.s3.accessKey is required for type s3 (--s3-access-key)"))
+		case s3.SecretKey == "":
+			errs = append(errs, errors.New("evidence.s3.secretKey is empty: set PACTLEDGER_S3_SECRET_KEY (or evidence.s3.secretKey)"))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("evidence.type %q: want dir or s3", c.Evidence.Type))
 	}

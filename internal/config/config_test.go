@@ -82,6 +82,8 @@ func TestValidateRejects(t *testing.T) {
 		{"loopback http without the flag", "agents: [{issuer: https://pa, jwksUri: http://127.0.0.1:1/jwks}]\n", "plain http"},
 		{"brand with both uris", "brands: [{interfaceUrl: https://b, jwksUri: https://b/j, metadataUrl: https://b/m}]\n", "exactly one"},
 		{"s3 without bucket", "evidence: {type: s3, s3: {endpoint: x:1}}\n", "bucket"},
+		{"s3 without keys", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b}}\n", "evidence.s3.accessKey is required"},
+		{"s3 without a secret", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, accessKey: AKIA}}\n", "evidence.s3.secretKey is empty: set PACTLEDGER_S3_SECRET_KEY"},
 		{"bad period", "retention: {periods: {read_only: 90 weeks}}\n", "months or days"},
 		{"bad class", "retention: {tools: {refund: forever}}\n", "unknown retention class"},
 		{"tool to incident", "retention: {tools: {refund: incident}}\n", "tools map to"},
