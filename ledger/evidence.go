@@ -59,17 +59,29 @@ func loadEvidence(tx Tx, id string) (storedEvidence, error) {
 // evidenceBytes returns the bundle of s: the row store's, else the
 // write-once copy (from the cache when it holds it).
 func (l *Ledger) evidenceBytes(ctx context.Context, id string, s storedEvidence) ([]byte, error) {
+	if s.bundle == nil {
+		if b := l.recent.get(id); b != nil {
+			return b, nil
+		}
+	}
+	b, err := l.storedBundle(ctx, id, s)
+	if err == nil && s.bundle == nil {
+		l.recent.put(id, b)
+	}
+	return b, err
+}
+
+// storedBundle returns the bundle of s as it is stored now: the row
+// store's, else the write-once copy read again, never the cache, so that
+// a re-verification sees an edit of the copy as an integrity check does.
+func (l *Ledger) storedBundle(ctx context.Context, id string, s storedEvidence) ([]byte, error) {
 	if s.bundle != nil {
 		return s.bundle, nil
-	}
-	if b := l.recent.get(id); b != nil {
-		return b, nil
 	}
 	b, err := l.readObject(ctx, s.loc)
 	if err != nil {
 		return nil, fmt.Errorf("evidence of %s from write-once storage: %w", id, err)
 	}
-	l.recent.put(id, b)
 	return b, nil
 }
 

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
@@ -137,5 +139,46 @@ func removeObjects(t *testing.T, dir string) {
 		if err := os.Remove(f); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// An edit of an uploaded bundle's write-once copy is seen by VerifyRow as
+// by CheckIntegrity, though the bundle read just before is still cached.
+func TestVerifyRowReadsTheWriteOnceCopy(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "V-1234"})))
+	if _, err := h.l.UploadRound(ctx, 100, 2); err != nil {
+		t.Fatal(err)
+	}
+	if rv, err := h.l.VerifyRow(ctx, r.ID); err != nil || !rv.Same {
+		t.Fatalf("before the edit: %+v %v", rv, err)
+	}
+	if _, err := h.l.Evidence(ctx, r.ID); err != nil { // cached now
+		t.Fatal(err)
+	}
+	edited := 0
+	err := filepath.WalkDir(h.objDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("V-1234")) {
+			return err
+		}
+		_ = os.Chmod(filepath.Dir(p), 0o700)
+		_ = os.Chmod(p, 0o600)
+		edited++
+		return os.WriteFile(p, bytes.ReplaceAll(b, []byte("V-1234"), []byte("V-9999")), 0o400)
+	})
+	if err != nil || edited == 0 {
+		t.Fatalf("editing the write-once copy: %d files, %v", edited, err)
+	}
+	rv, err := h.l.VerifyRow(ctx, r.ID)
+	if err != nil || rv.Same || len(rv.Differences) == 0 || !strings.Contains(rv.Differences[0], "the evidence was edited") {
+		t.Fatalf("after the edit: %+v %v", rv, err)
+	}
+	if page, err := h.l.CheckIntegrity(ctx, 0, ""); err != nil || len(page.Findings) != 1 {
+		t.Fatalf("integrity after the edit: %+v %v", page, err)
 	}
 }

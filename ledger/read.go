@@ -229,7 +229,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		}
 		return out, nil
 	}
-	bundle, err := l.evidenceBytes(ctx, id, stored)
+	bundle, err := l.storedBundle(ctx, id, stored)
 	if err != nil {
 		return nil, fmt.Errorf("verify row %s: %w", id, err)
 	}
