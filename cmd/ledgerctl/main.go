@@ -334,6 +334,11 @@ func (c *cli) exit(err error) int {
 		switch {
 		case answersHTTP(st.Message()):
 			fmt.Fprintf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
+		case c.tls && !c.hasClientCert() && closedMidHandshake(st.Message()):
+			// A listener that requires client certificates ends the
+			// handshake of a client without one: the alert, or a closed
+			// connection, depending on timing.
+			fmt.Fprintf(c.errw, "%s: %s closed the TLS connection (%s): if it asks for client certificates, pass --tls-cert and --tls-key (or PACTLEDGER_TLS_CERT and PACTLEDGER_TLS_KEY).\n", name, c.server, st.Message())
 		case c.tls && strings.Contains(st.Message(), "first record does not look like a TLS handshake"):
 			fmt.Fprintf(c.errw, "%s: %s answers without TLS (%s). Drop --tls and --ca, or point --server at a TLS listener.\n", name, c.server, st.Message())
 		case !c.tls && closedAtPreface(st.Message()):
@@ -345,6 +350,21 @@ func (c *cli) exit(err error) int {
 	}
 	fmt.Fprintf(c.errw, "%s: %s: %s\n", name, st.Code(), st.Message())
 	return exitError
+}
+
+// closedMidHandshake reports whether a gRPC error says the server ended
+// the connection while it was being set up: the TLS alert that asks for
+// a client certificate, or, depending on timing, a reset, a broken pipe
+// or an EOF before the server's preface (a server that is down refuses
+// the connection instead).
+func closedMidHandshake(msg string) bool {
+	return closedAtPreface(msg) || strings.Contains(msg, "certificate required") ||
+		strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer")
+}
+
+// hasClientCert reports whether ledgerctl presents a client certificate.
+func (c *cli) hasClientCert() bool {
+	return c.tlsConf != nil && (len(c.tlsConf.Certificates) > 0 || c.tlsConf.GetClientCertificate != nil)
 }
 
 // closedAtPreface reports whether a gRPC error says the server closed

@@ -41,7 +41,7 @@ func TestTLSThroughTheBinary(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no client certificate", []string{"--ca", ca.File, "whoami"}, "cannot reach ledgerd"},
+		{"no client certificate", []string{"--ca", ca.File, "whoami"}, "pass --tls-cert and --tls-key"},
 		{"plaintext", []string{"whoami"}, "If it serves TLS, pass --tls and --ca FILE"},
 		{"another CA", append([]string{"--ca", clients.File, "whoami"}, certArgs...), "certificate"},
 	}
@@ -79,5 +79,21 @@ func TestTLSAgainstPlaintext(t *testing.T) {
 	env := map[string]string{"PACTLEDGER_SERVER": f.addr, "PACTLEDGER_KEY": keys["support"]}
 	if code, out, errs := exe(t, env, "--tls", "--timeout", "10s", "whoami"); code != exitUnavailable || !strings.Contains(errs, "answers without TLS") || !strings.Contains(errs, "Drop --tls") {
 		t.Errorf("--tls against plaintext: %d\n%s%s", code, out, errs)
+	}
+}
+
+// A handshake a server ended (for want of a client certificate) reads as
+// such however the client met it; a refused connection does not.
+func TestClosedMidHandshake(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`connection error: desc = "error reading server preface: remote error: tls: certificate required"`:             true,
+		`connection error: desc = "transport: write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe"`:                 true,
+		`connection error: desc = "transport: write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer"`:    true,
+		`connection error: desc = "error reading server preface: EOF"`:                                                 true,
+		`connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`: false,
+	} {
+		if got := closedMidHandshake(msg); got != want {
+			t.Errorf("closedMidHandshake(%q) = %v, want %v", msg, got, want)
+		}
 	}
 }
