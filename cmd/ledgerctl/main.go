@@ -325,7 +325,11 @@ func (c *cli) exit(err error) int {
 		fmt.Fprintf(c.errw, "%s: not allowed: %s%s\n", name, st.Message(), c.roleHint())
 		return exitAuth
 	case codes.NotFound:
-		fmt.Fprintf(c.errw, "%s: not found: %s\n", name, st.Message())
+		msg := st.Message()
+		if !strings.Contains(msg, "not found") {
+			msg = "not found: " + msg
+		}
+		fmt.Fprintf(c.errw, "%s: %s\n", name, msg)
 		return exitNotFound
 	case codes.InvalidArgument:
 		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())

@@ -198,6 +198,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{"lookup without filter", "support", []string{"lookup"}, exitUsage, "needs --order"},
 		{"dispute without note", "support", []string{"dispute", "open", f.rowID}, exitUsage, "--note"},
 		{"unknown row", "support", []string{"show", unknown}, exitNotFound, "not found"},
+		{"unknown incident", "support", []string{"incidents", "INC-99"}, exitNotFound, "ledgerctl incidents: incident INC-99"},
 		{"bad key", "nobody", []string{"show", f.rowID}, exitAuth, "no API key"},
 		{"writer cannot read", "writer", []string{"show", f.rowID}, exitAuth, "not allowed"},
 		{"auditor cannot dispute", "auditor", []string{"dispute", "open", f.rowID, "--note", "x"}, exitAuth, "not allowed"},
