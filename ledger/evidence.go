@@ -59,13 +59,14 @@ func loadEvidence(tx Tx, id string) (storedEvidence, error) {
 // evidenceBytes returns the bundle of s: the row store's, else the
 // write-once copy (from the cache when it holds it).
 func (l *Ledger) evidenceBytes(ctx context.Context, id string, s storedEvidence) ([]byte, error) {
-	if s.bundle == nil {
-		if b := l.recent.get(id); b != nil {
-			return b, nil
-		}
+	if s.bundle != nil {
+		return s.bundle, nil
+	}
+	if b := l.recent.get(id); b != nil {
+		return b, nil
 	}
 	b, err := l.storedBundle(ctx, id, s)
-	if err == nil && s.bundle == nil {
+	if err == nil {
 		l.recent.put(id, b)
 	}
 	return b, err
