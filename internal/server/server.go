@@ -299,13 +299,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	// authenticator (refusals are counted with their code).
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
-	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
+	body := newProtoBody()
+	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), auth.unary, body.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
 	auth.refused = countRefusals(rpcMetrics, &ledgerv1.LedgerService_ServiceDesc)
 	auth.refusals = newRefusalLog(log)
 	s.grpc = grpc.NewServer(
 		grpc.InTapHandle(auth.tap),
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), auth.stream),
+		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), auth.stream, body.stream),
+		grpc.ForceServerCodecV2(body),
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(maxStreams),

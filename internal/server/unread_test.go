@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -113,6 +114,77 @@ func TestGRPCRefusesBeforeReading(t *testing.T) {
 		rpc("grpc_server_handled_total", "AppendReceipts", "Unauthenticated"):  3,
 		rpc("grpc_server_handled_total", "AppendReceipts", "PermissionDenied"): 1,
 		rpc("grpc_server_handled_total", "AppendReceipts", "Internal"):         0, // gRPC fails it before the interceptors
+		streamSeries: 1,
+	} {
+		if got := after[s] - before[s]; got != want {
+			t.Errorf("%s rose by %v, want %v", s, got, want)
+		}
+	}
+}
+
+// From the writer, a megabyte of empty receipts is refused for what it
+// holds before it is decoded (InvalidArgument, counted like any refusal),
+// as a body of JSON objects is over REST; so is one stream message whose
+// receipt lists half a million empty actions. A batch of real size over
+// 64 KiB is decoded as before.
+func TestGRPCRefusesMessagesOfMessages(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	conn := dial(t, e)
+	before := scrape(t, e)
+	ctx := authCtx(context.Background(), "writer")
+	invoke := func(method string, msg []byte) error {
+		var out []byte
+		return conn.Invoke(ctx, method, &msg, &out, grpc.ForceCodecV2(rawCodec{}))
+	}
+
+	var err error
+	n := allocated(func() {
+		err = invoke(ledgerv1.LedgerService_AppendReceipts_FullMethodName, emptyReceipts(e.cfg.Limits.MaxBodyBytes/2-64))
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "more than 10000 protobuf messages") {
+		t.Fatalf("a megabyte of empty receipts from the writer: %v, want InvalidArgument", err)
+	}
+	if n > 16<<20 {
+		t.Errorf("a megabyte of empty receipts from the writer cost %d MiB: decoded before it was refused", n>>20)
+	}
+
+	var hundred []byte
+	for range 100 {
+		r := protowire.AppendTag(nil, 1, protowire.BytesType) // receipt_jws
+		r = protowire.AppendString(r, strings.Repeat("a", 1000))
+		hundred = protowire.AppendTag(hundred, 1, protowire.BytesType)
+		hundred = protowire.AppendBytes(hundred, r)
+	}
+	if err := invoke(ledgerv1.LedgerService_AppendReceipts_FullMethodName, hundred); err != nil {
+		t.Errorf("a batch of 100 over 64 KiB: %v, want each receipt answered on its own", err)
+	}
+
+	actions := bytes.Repeat([]byte{0x22, 0x00}, e.cfg.Limits.MaxBodyBytes/2-64) // AppendReceiptRequest.actions
+	msg := protowire.AppendTag(nil, 2, protowire.BytesType)                     // AppendReceiptStreamRequest.receipt
+	msg = protowire.AppendBytes(msg, actions)
+	desc := &grpc.StreamDesc{StreamName: "AppendReceiptStream", ServerStreams: true, ClientStreams: true}
+	stream, err := conn.NewStream(ctx, desc, ledgerv1.LedgerService_AppendReceiptStream_FullMethodName, grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = allocated(func() {
+		if err = stream.SendMsg(&msg); err == nil {
+			var out []byte
+			err = stream.RecvMsg(&out)
+		}
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "more than 10000 protobuf messages") {
+		t.Fatalf("a stream message of half a million empty actions: %v, want InvalidArgument", err)
+	}
+	if n > 16<<20 {
+		t.Errorf("a stream message of half a million empty actions cost %d MiB: decoded before it was refused", n>>20)
+	}
+
+	after := scrape(t, e)
+	streamSeries := `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="AppendReceiptStream",grpc_service="pactledger.ledger.v1.LedgerService",grpc_type="bidi_stream"}`
+	for s, want := range map[string]float64{
+		rpc("grpc_server_handled_total", "AppendReceipts", "InvalidArgument"): 1,
+		rpc("grpc_server_handled_total", "AppendReceipts", "OK"):              1,
 		streamSeries: 1,
 	} {
 		if got := after[s] - before[s]; got != want {
