@@ -158,7 +158,7 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 			return err
 		}
 		if !inc.Open() {
-			return fmt.Errorf("%w: incident %s was closed at %s", ErrInvalid, id, inc.ClosedAt.Format(time.RFC3339))
+			return fmt.Errorf("%w: incident %s was already closed at %s by %s", ErrConflict, id, inc.ClosedAt.Format(time.RFC3339), inc.ClosedBy)
 		}
 		row, err := tx.Row(inc.RowID)
 		if err != nil {

@@ -16,6 +16,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalid: the input cannot be recorded; nothing was stored.
 	ErrInvalid = errors.New("invalid input")
+	// ErrConflict: the input is well formed but the ledger's state does not
+	// allow it, such as closing an incident already closed; nothing changed.
+	ErrConflict = errors.New("conflicts with the ledger's state")
 	// ErrUnavailable: a store is down; the caller may retry.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrClosed: the ledger is shutting down.

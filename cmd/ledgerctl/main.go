@@ -334,6 +334,9 @@ func (c *cli) exit(err error) int {
 	case codes.InvalidArgument:
 		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
 		return exitUsage
+	case codes.FailedPrecondition:
+		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
+		return exitError
 	case codes.Unavailable, codes.DeadlineExceeded:
 		switch {
 		case answersHTTP(st.Message()):

@@ -404,6 +404,11 @@ func TestIncidents(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "closed") {
 		t.Fatalf("close: %d %s", code, out)
 	}
+	// Closing it again is refused for the ledger's state, not the command line.
+	code, _, errOut := f.ctl(t, "admin", "incidents", "close", id, "--note", "again")
+	if code != exitError || !strings.Contains(errOut, "conflicts with the ledger's state: incident "+id+" was already closed at ") || strings.Contains(errOut, "FailedPrecondition") {
+		t.Fatalf("closing a closed incident: %d %s", code, errOut)
+	}
 	if code, _, _ := f.ctl(t, "support", "incidents", "INC-99"); code != exitNotFound {
 		t.Fatalf("unknown incident: %d", code)
 	}

@@ -66,6 +66,8 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ledger.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ledger.ErrConflict):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ledger.ErrClosed):
 		return status.Error(codes.Unavailable, "ledger is shutting down; retry")
 	case errors.Is(err, ledger.ErrUnavailable):
