@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/pactledger/pactledger/internal/retry"
 	"github.com/pactledger/pactledger/ledger/proof"
 )
 
@@ -329,14 +330,23 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 func (l *Ledger) integrateLoop(ctx context.Context) error {
 	tick := time.NewTicker(l.log.cfg.Interval)
 	defer tick.Stop()
+	// A step that fails while its store is down is tried again after a
+	// backoff, not every round, and each failed attempt is reported once.
+	extend := retry.Backoff{Min: l.log.cfg.Interval, Max: maxExtendBackoff}
+	publish := retry.Backoff{Min: l.log.cfg.Interval, Max: maxPublishBackoff}
 	for {
-		if _, err := l.Integrate(ctx); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.WarnContext(ctx, "extending the Merkle log failed; will retry", slog.String("error", err.Error()))
+		if extend.Due(time.Now()) {
+			_, err := l.Integrate(ctx)
+			l.retried(ctx, &extend, "extending the Merkle log", err)
 		}
-		if err := l.PublishTiles(ctx); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.WarnContext(ctx, "publishing log tiles failed; will retry", slog.String("error", err.Error()))
-		} else if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
+		if publish.Due(time.Now()) {
+			err := l.PublishTiles(ctx)
+			l.retried(ctx, &publish, "publishing log tiles", err)
+			if err == nil {
+				if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
+					l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
+				}
+			}
 		}
 		// Wait for new leaves, then for the interval to pass.
 		select {
@@ -352,6 +362,30 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// The integrator's steps back off to these after failures in a row: the
+// log's extension (the row store) and its tiles' publication (the bucket).
+const (
+	maxExtendBackoff  = 5 * time.Second
+	maxPublishBackoff = 30 * time.Second
+)
+
+// retried records the outcome of an attempt at one of the integrator's
+// steps in b: a failure is logged with the wait before the next attempt,
+// and the first success after failures says how long they lasted.
+func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err error) {
+	if err == nil {
+		if n, since := b.Succeeded(); n > 0 {
+			l.cfg.Logger.InfoContext(ctx, step+" succeeded again", slog.Int("failures", n), slog.Duration("failing_for", time.Since(since).Round(time.Millisecond)))
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	wait, n := b.Failed(time.Now())
+	l.cfg.Logger.WarnContext(ctx, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
 }
 
 // Integrate sequences every queued leaf (in batches of MaxBatch) and signs

@@ -1,0 +1,104 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+)
+
+// While the bucket refuses the log's tiles, the integrator keeps extending
+// the log in the row store and tries publishing again after a wait that
+// doubles with each failure, with a warning for each attempt, instead of
+// every round; once the bucket takes them the tiles are published and the
+// log says after how many failures.
+func TestPublishingBacksOffWhileTheBucketIsDown(t *testing.T) {
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	var mu sync.Mutex
+	var refused []time.Time // one a publishing attempt: it stops at its first refused put
+	rec := &faultyStore{ObjectStore: objects, fail: func(op, key string) (bool, bool) {
+		if op != "put" || !strings.HasPrefix(key, ledger.LogPrefix) || !down.Load() {
+			return false, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		refused = append(refused, time.Now())
+		return true, false
+	}}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: rec, logs: &syncbuf.Buffer{}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	signer, _ := logKeys(t)
+	const interval = 10 * time.Millisecond
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer, Interval: interval}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.l.RunIntegrator(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("integrator: %v", err)
+		}
+	}()
+
+	h.queue(t, 0, 3)
+	waitTreeSize(t, h.l, 3) // the log grows while its tiles cannot be published
+	const attempts = 6
+	waitUntil(t, "six refused publishing attempts", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(refused) >= attempts
+	})
+	mu.Lock()
+	for i := 1; i < attempts; i++ {
+		// A wait is never shorter than the backoff set: interval, doubled
+		// with each failure.
+		if gap, least := refused[i].Sub(refused[i-1]), interval<<(i-1); gap < least {
+			t.Errorf("publishing attempt %d came %v after the one before, want at least %v", i+1, gap, least)
+		}
+	}
+	mu.Unlock()
+	logs := h.logs.String()
+	if n := strings.Count(logs, "publishing log tiles failed; will retry"); n < attempts-1 || !strings.Contains(logs, "failures=5") || !strings.Contains(logs, "retry_in=160ms") {
+		t.Errorf("%d warnings of the refused attempts, want one each with its failures and retry_in; the ledger logged:\n%s", n, logs)
+	}
+
+	down.Store(false)
+	waitUntil(t, "the tiles published again", func() bool {
+		return strings.Contains(h.logs.String(), "publishing log tiles succeeded again")
+	})
+	if raw, err := objects.Get(context.Background(), ledger.LogPrefix+"checkpoints/3"); err != nil || len(raw) == 0 {
+		t.Errorf("the bucket's checkpoint of size 3 after the outage: %v", err)
+	}
+}
+
+// waitUntil polls cond until it holds, failing t after 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		<-tick.C
+	}
+}
