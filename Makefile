@@ -8,12 +8,22 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pactledger
 VERSITYGW := $(CACHE_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 export PACTLEDGER_VERSITYGW := $(VERSITYGW)
 
-.PHONY: readme-check test unit chromium firefox postgres proto proto-check lint bench run clean-data fuzz console-screenshots
+.PHONY: readme-check test unit packages chromium firefox postgres proto proto-check lint bench run clean-data fuzz console-screenshots
 
 ## test: regenerate-and-diff the protobuf code, lint, then every test
 ## (integration included: a real S3 server with Object Lock and throwaway
-## PostgreSQL clusters are started).
-test: proto-check lint unit readme-check
+## PostgreSQL clusters are started). On a new machine the S3 test server is
+## built and the packages installed while the code is checked, not after.
+test:
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target proto-check lint $(VERSITYGW) packages
+	@$(MAKE) --no-print-directory unit readme-check
+
+## packages: the Debian packages the tests need, one install at a time
+## (the package manager takes one at a time).
+packages:
+	@scripts/ensure-chromium
+	@scripts/ensure-firefox
+	@scripts/ensure-postgres
 
 unit: $(VERSITYGW) chromium firefox postgres
 	PACTLEDGER_CHROMIUM=1 PACTLEDGER_FIREFOX=1 PACTLEDGER_POSTGRES=1 $(GO) test -count=1 -timeout 10m ./...
