@@ -295,12 +295,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 	}
 
-	// gRPC: every RPC is counted and timed, then passes the
-	// authenticator (refusals are counted with their code).
+	// gRPC: every RPC is counted and timed; a request left undecoded
+	// (protoBody) is refused first, so that its refusal is always taken;
+	// then it passes the authenticator (refusals are counted with their
+	// code).
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
 	body := newProtoBody()
-	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), auth.unary, body.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
+	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), body.unary, auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
 	auth.refused = countRefusals(rpcMetrics, &ledgerv1.LedgerService_ServiceDesc)
 	auth.refusals = newRefusalLog(log)
 	s.grpc = grpc.NewServer(
