@@ -103,3 +103,22 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 		t.Errorf("close not logged:\n%s", e.logs.String())
 	}
 }
+
+// A read-only turn keeps no evidence bytes, so its page offers no dispute
+// drill and says why; a row that changed something offers it.
+func TestReadOnlyRowOffersNoDrill(t *testing.T) {
+	e := newEnv(t, nil)
+	at := time.Date(2026, 10, 7, 13, 40, 0, 0, time.UTC)
+	lookup := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5532", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: at}))
+	cancel := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", At: at}))
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	code, body := c.get(t, "/console/rows/"+lookup.GetId())
+	if code != http.StatusOK || strings.Contains(body, `id="run-drill"`) || !strings.Contains(body, `id="drill-read-only"`) {
+		t.Errorf("read-only row page = %d, want no drill button and the reason:\n%s", code, body)
+	}
+	code, body = c.get(t, "/console/rows/"+cancel.GetId())
+	if code != http.StatusOK || !strings.Contains(body, `id="run-drill"`) || strings.Contains(body, `id="drill-read-only"`) {
+		t.Errorf("cancelled order's row page = %d, want the drill button:\n%s", code, body)
+	}
+}

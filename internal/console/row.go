@@ -19,6 +19,15 @@ type rowView struct {
 	Drill    drillTarget
 }
 
+// ReadOnly reports whether the row is a read-only turn: a receipt whose
+// class keeps no evidence bytes, so a drill of it has nothing to pull (a
+// drill by its order or customer lists it among the look-ups).
+func (v rowView) ReadOnly() bool {
+	r := v.Row
+	return r.GetKind() == ledgerv1.RowKind_ROW_KIND_RECEIPT &&
+		(r.GetEvidenceNotKept() != "" || r.GetRetentionClass() == ledgerv1.RetentionClass_RETENTION_CLASS_READ_ONLY)
+}
+
 // verifyView sets VerifyRow's re-run beside the write-time checks.
 type verifyView struct {
 	Same        bool
