@@ -1,9 +1,8 @@
 package server
 
 import (
+	"bytes"
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,21 +22,28 @@ import (
 // bytes, so a request over scanAbove bytes holding more than maxObjects
 // messages, more than any request takes, is left undecoded, as a body of
 // JSON objects is over REST. gRPC turns a decoding error into Internal
-// before any interceptor sees the call, so the refusal is kept here
-// instead, and the interceptors (unary) and the stream's RecvMsg refuse
-// the call with InvalidArgument, counted as any refusal.
-type protoBody struct {
-	encoding.CodecV2
-	refused sync.Map // proto.Message → error, until its call takes it
-	pending atomic.Int64
+// before any interceptor sees the call, so the codec marks the empty
+// message instead (refusedMark, as its only unknown field), and the unary
+// interceptor and the stream's RecvMsg refuse a marked request with
+// InvalidArgument, counted as any refusal. The mark lives and dies with
+// the message: a call that ends before an interceptor sees it (a second
+// message on a unary call, a reset) leaves nothing behind. A client that
+// sends the mark itself is refused the same way.
+type protoBody struct{ encoding.CodecV2 }
+
+func newProtoBody() protoBody {
+	return protoBody{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
 }
 
-func newProtoBody() *protoBody {
-	return &protoBody{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
-}
+// refusedMark is the unknown field a refused request holds: field
+// 536870911 (the largest number a field may have) with a note.
+var refusedMark = protowire.AppendString(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.BytesType), "pactledger: too many messages")
 
-// Unmarshal decodes a request, or leaves it undecoded and keeps why.
-func (c *protoBody) Unmarshal(data mem.BufferSlice, v any) error {
+// errTooManyMessages is the refusal of a marked request.
+var errTooManyMessages = status.Errorf(codes.InvalidArgument, "the message holds more than %d protobuf messages, more than any request takes", maxObjects)
+
+// Unmarshal decodes a request, or leaves it empty and marked.
+func (c protoBody) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok || data.Len() <= scanAbove {
 		return c.CodecV2.Unmarshal(data, v)
@@ -46,50 +52,41 @@ func (c *protoBody) Unmarshal(data mem.BufferSlice, v any) error {
 	defer buf.Free()
 	b := buf.ReadOnlyData()
 	if n := protoObjects(b, m.ProtoReflect().Descriptor(), maxObjects); n > maxObjects {
-		c.refused.Store(m, status.Errorf(codes.InvalidArgument, "the message holds more than %d protobuf messages, more than any request takes", maxObjects))
-		c.pending.Add(1)
+		proto.Reset(m)
+		m.ProtoReflect().SetUnknown(refusedMark)
 		return nil
 	}
 	return proto.Unmarshal(b, m)
 }
 
-// take returns the refusal kept for request m, if its decoding was
-// refused, and forgets it.
-func (c *protoBody) take(m any) error {
-	if c.pending.Load() == 0 {
-		return nil
+// refused returns the refusal of request m when the codec marked it.
+func refused(m any) error {
+	if pm, ok := m.(proto.Message); ok && bytes.Equal(pm.ProtoReflect().GetUnknown(), refusedMark) {
+		return errTooManyMessages
 	}
-	err, ok := c.refused.LoadAndDelete(m)
-	if !ok {
-		return nil
-	}
-	c.pending.Add(-1)
-	return err.(error)
+	return nil
 }
 
 // unary refuses a call whose request was left undecoded.
-func (c *protoBody) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := c.take(req); err != nil {
+func (protoBody) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := refused(req); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
 // stream refuses a stream's message that was left undecoded.
-func (c *protoBody) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, checkedStream{ServerStream: ss, body: c})
+func (protoBody) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, checkedStream{ss})
 }
 
-type checkedStream struct {
-	grpc.ServerStream
-	body *protoBody
-}
+type checkedStream struct{ grpc.ServerStream }
 
 func (s checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.body.take(m)
+	return refused(m)
 }
 
 // protoObjects counts the messages in the protobuf encoding b of a message

@@ -296,9 +296,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 
 	// gRPC: every RPC is counted and timed; a request left undecoded
-	// (protoBody) is refused first, so that its refusal is always taken;
-	// then it passes the authenticator (refusals are counted with their
-	// code).
+	// (protoBody) is refused; then it passes the authenticator (refusals
+	// are counted with their code).
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
 	body := newProtoBody()
