@@ -56,6 +56,11 @@ func rpc(metric, method, code string) string {
 	return metric + "{" + labels + `grpc_method="` + method + `",grpc_service="pactledger.ledger.v1.LedgerService",grpc_type="unary"}`
 }
 
+// streamRPC names a series of a LedgerService bidirectional stream.
+func streamRPC(metric, method, code string) string {
+	return strings.Replace(rpc(metric, method, code), `grpc_type="unary"`, `grpc_type="bidi_stream"`, 1)
+}
+
 // Every RPC is counted by method and code and timed, from REST and gRPC
 // clients alike, refusals included.
 func TestRPCMetrics(t *testing.T) {
@@ -90,6 +95,13 @@ func TestRPCMetrics(t *testing.T) {
 		rpc("grpc_server_handling_seconds_count", "WhoAmI", ""):               4,
 		rpc("grpc_server_started_total", "GetRow", ""):                        1,
 	}
+	checkRose(t, before, after, want)
+}
+
+// checkRose fails t for each series of want that did not rise by its
+// figure from before to after.
+func checkRose(t *testing.T, before, after, want map[string]float64) {
+	t.Helper()
 	for s, n := range want {
 		if got := after[s] - before[s]; got != n {
 			t.Errorf("%s rose by %v, want %v", s, got, n)

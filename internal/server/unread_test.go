@@ -109,17 +109,12 @@ func TestGRPCRefusesBeforeReading(t *testing.T) {
 	}
 
 	after := scrape(t, e)
-	streamSeries := `grpc_server_handled_total{grpc_code="Unauthenticated",grpc_method="AppendReceiptStream",grpc_service="pactledger.ledger.v1.LedgerService",grpc_type="bidi_stream"}`
-	for s, want := range map[string]float64{
-		rpc("grpc_server_handled_total", "AppendReceipts", "Unauthenticated"):  3,
-		rpc("grpc_server_handled_total", "AppendReceipts", "PermissionDenied"): 1,
-		rpc("grpc_server_handled_total", "AppendReceipts", "Internal"):         0, // gRPC fails it before the interceptors
-		streamSeries: 1,
-	} {
-		if got := after[s] - before[s]; got != want {
-			t.Errorf("%s rose by %v, want %v", s, got, want)
-		}
-	}
+	checkRose(t, before, after, map[string]float64{
+		rpc("grpc_server_handled_total", "AppendReceipts", "Unauthenticated"):            3,
+		rpc("grpc_server_handled_total", "AppendReceipts", "PermissionDenied"):           1,
+		rpc("grpc_server_handled_total", "AppendReceipts", "Internal"):                   0, // gRPC fails it before the interceptors
+		streamRPC("grpc_server_handled_total", "AppendReceiptStream", "Unauthenticated"): 1,
+	})
 }
 
 // From the writer, a megabyte of empty receipts is refused for what it
@@ -181,16 +176,11 @@ func TestGRPCRefusesMessagesOfMessages(t *testing.T) {
 	}
 
 	after := scrape(t, e)
-	streamSeries := `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="AppendReceiptStream",grpc_service="pactledger.ledger.v1.LedgerService",grpc_type="bidi_stream"}`
-	for s, want := range map[string]float64{
-		rpc("grpc_server_handled_total", "AppendReceipts", "InvalidArgument"): 1,
-		rpc("grpc_server_handled_total", "AppendReceipts", "OK"):              1,
-		streamSeries: 1,
-	} {
-		if got := after[s] - before[s]; got != want {
-			t.Errorf("%s rose by %v, want %v", s, got, want)
-		}
-	}
+	checkRose(t, before, after, map[string]float64{
+		rpc("grpc_server_handled_total", "AppendReceipts", "InvalidArgument"):            1,
+		rpc("grpc_server_handled_total", "AppendReceipts", "OK"):                         1,
+		streamRPC("grpc_server_handled_total", "AppendReceiptStream", "InvalidArgument"): 1,
+	})
 }
 
 // A unary call whose refused message is followed by a second one, or by a
