@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/syncbuf"
@@ -87,6 +90,72 @@ func TestPublishingBacksOffWhileTheBucketIsDown(t *testing.T) {
 	if raw, err := objects.Get(context.Background(), ledger.LogPrefix+"checkpoints/3"); err != nil || len(raw) == 0 {
 		t.Errorf("the bucket's checkpoint of size 3 after the outage: %v", err)
 	}
+}
+
+// flakySigner signs checkpoints while up is set and fails otherwise,
+// noting when each failed attempt came.
+type flakySigner struct {
+	note.Signer
+	up     atomic.Bool
+	mu     sync.Mutex
+	failed []time.Time
+}
+
+func (s *flakySigner) Sign(msg []byte) ([]byte, error) {
+	if s.up.Load() {
+		return s.Signer.Sign(msg)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = append(s.failed, time.Now())
+	return nil, errors.New("signer unavailable")
+}
+
+func (s *flakySigner) failures() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.failed)
+}
+
+// While the log cannot be extended (here its checkpoint cannot be
+// signed), the integrator tries again after a doubling wait, with a
+// warning for each attempt, and extends it once it can.
+func TestExtendingBacksOffWhileItFails(t *testing.T) {
+	h := newHarness(t)
+	s, _ := logKeys(t)
+	signer := &flakySigner{Signer: s}
+	const interval = 10 * time.Millisecond
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer, Interval: interval}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.l.RunIntegrator(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("integrator: %v", err)
+		}
+	}()
+
+	h.queue(t, 0, 3)
+	const attempts = 6
+	waitUntil(t, "six failed attempts to extend the log", func() bool { return len(signer.failures()) >= attempts })
+	failed := signer.failures()
+	for i := 1; i < attempts; i++ {
+		if gap, least := failed[i].Sub(failed[i-1]), interval<<(i-1); gap < least {
+			t.Errorf("attempt %d to extend the log came %v after the one before, want at least %v", i+1, gap, least)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "extending the Merkle log failed; will retry"); n < attempts-1 {
+		t.Errorf("%d warnings of the failed attempts, want one each; the ledger logged:\n%s", n, h.logs.String())
+	}
+
+	signer.up.Store(true)
+	waitTreeSize(t, h.l, 3)
+	waitUntil(t, "the log extended again", func() bool {
+		return strings.Contains(h.logs.String(), "extending the Merkle log succeeded again")
+	})
 }
 
 // waitUntil polls cond until it holds, failing t after 30 s.
