@@ -103,8 +103,9 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 	if !c.json {
 		fmt.Fprintln(c.errw)
 	}
-	restored := 0
-	for _, f := range findings {
+	restored := make([]bool, len(findings))
+	nrestored := 0
+	for i, f := range findings {
 		if !restore || !f.GetRestorable() {
 			continue
 		}
@@ -114,7 +115,8 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		if err != nil {
 			return err
 		}
-		restored++
+		restored[i] = true
+		nrestored++
 	}
 	if c.json {
 		if err := c.printJSON(&ledgerv1.CheckIntegrityResponse{RowsChecked: int32(checked), WormCompared: int32(compared), PendingUpload: int32(later), Findings: findings}); err != nil {
@@ -122,21 +124,27 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		}
 	} else {
 		fmt.Fprintf(c.out, "%s checked: %d compared with their write-once copy, %d still in the outbox\n", plural(checked, "row"), compared, later)
-		for _, f := range findings {
-			hint := ""
-			if f.GetRestorable() {
-				hint = " (restorable from the write-once copy: fsck --restore)"
+		for i, f := range findings {
+			switch {
+			case restored[i]:
+				fmt.Fprintf(c.out, "RESTORED %s: %s (put back from the write-once copy)\n", f.GetRowId(), f.GetProblem())
+			case f.GetRestorable():
+				fmt.Fprintf(c.out, "DIFFERS %s: %s (restorable from the write-once copy: fsck --restore)\n", f.GetRowId(), f.GetProblem())
+			default:
+				fmt.Fprintf(c.out, "DIFFERS %s: %s\n", first(f.GetRowId(), "log"), f.GetProblem())
 			}
-			fmt.Fprintf(c.out, "DIFFERS %s: %s%s\n", first(f.GetRowId(), "log"), f.GetProblem(), hint)
 		}
 		if restore {
-			fmt.Fprintf(c.out, "restored %s from the write-once copy\n", plural(restored, "row"))
+			fmt.Fprintf(c.out, "restored %s from the write-once copy\n", plural(nrestored, "row"))
+			if left := len(findings) - nrestored; left > 0 {
+				fmt.Fprintf(c.out, "%s cannot be mended from the write-once copy (a row and the log disagree, or no matching copy is left): look into them as possible tampering; see \"Proving nothing was edited\" in docs/operations.md\n", plural(left, "finding"))
+			}
 		}
 		if len(findings) == 0 {
 			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log and the tree rebuilt from the leaves matches the latest checkpoint")
 		}
 	}
-	if len(findings) > restored {
+	if len(findings) > nrestored {
 		return errCheckFailed
 	}
 	return nil

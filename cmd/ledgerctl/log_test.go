@@ -223,6 +223,13 @@ func TestTamperingIsCaughtByAuditAndFsck(t *testing.T) {
 			if code != exitCheckFailed || !strings.Contains(out, want(tc.fsck)) {
 				t.Fatalf("fsck after tampering: %d\n%s%s\nwant %q", code, out, errs, want(tc.fsck))
 			}
+			// The write-once copy cannot mend a row edited against its
+			// leaf: --restore restores nothing and says what is left.
+			code, out, errs = f.ctl(t, "admin", "fsck", "--restore")
+			if code != exitCheckFailed || !strings.Contains(out, "restored 0 rows from the write-once copy") ||
+				!strings.Contains(out, "cannot be mended from the write-once copy") || !strings.Contains(out, want(tc.fsck)) {
+				t.Fatalf("fsck --restore after tampering: %d\n%s%s", code, out, errs)
+			}
 		})
 	}
 }

@@ -356,7 +356,7 @@ func TestFsckFindsAndRestoresAnEditedRow(t *testing.T) {
 		t.Fatalf("auditor restoring: %d", code)
 	}
 	code, out, _ = f.ctl(t, "admin", "fsck", "--restore")
-	if code != 0 || !strings.Contains(out, "restored 1 row from") {
+	if code != 0 || !strings.Contains(out, "RESTORED "+f.rowID) || !strings.Contains(out, "restored 1 row from") || strings.Contains(out, "DIFFERS") || strings.Contains(out, "cannot be mended") {
 		t.Fatalf("fsck --restore: %d %s", code, out)
 	}
 	if code, out, _ := f.ctl(t, "auditor", "fsck"); code != 0 || !strings.Contains(out, "no evidence differs") {
