@@ -34,6 +34,8 @@ type Access struct {
 	Row       string `json:"row,omitempty"`
 	// Object is a snapshot, drill or incident id the read named.
 	Object string `json:"object,omitempty"`
+	// AboutKey is the key whose reads an access-log listing asked for.
+	AboutKey string `json:"aboutKey,omitempty"`
 	// Rows is how many rows the reply carried.
 	Rows int `json:"rows"`
 	// Result is "ok", or why the read returned nothing ("not found", ...).

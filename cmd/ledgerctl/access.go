@@ -72,5 +72,6 @@ func (c *cli) accessQuery(r *ledgerv1.AccessRecord) string {
 	add("agent", r.GetAgent())
 	add("row", row)
 	add("id", r.GetObject())
+	add("by", r.GetAboutKey())
 	return orDash(strings.Join(q, " "))
 }

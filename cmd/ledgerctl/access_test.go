@@ -29,6 +29,14 @@ func TestAccessLogThroughTheBinary(t *testing.T) {
 	if code != exitOK || err != nil || len(recs) != 2 || recs[1][2] != "auditor" || recs[1][4] != "GetEvidence" || recs[1][5] != "row="+f.rowID || recs[1][6] != "1" || recs[1][7] != "ok" {
 		t.Fatalf("access-log --by auditor as csv: %d %v %q", code, err, recs)
 	}
+	// The admin's own listings are reads of the log too, and say whose
+	// reads they asked for.
+	code, out, _ = exe(t, as("admin"), "access-log", "--by", "admin", "-o", "csv")
+	recs, err = csv.NewReader(strings.NewReader(out)).ReadAll()
+	if code != exitOK || err != nil || len(recs) < 2 || recs[1][4] != "ListAccessLog" || recs[1][5] != "principal=acct-48213" ||
+		recs[len(recs)-1][4] != "ListAccessLog" || recs[len(recs)-1][5] != "by=auditor" {
+		t.Fatalf("access-log --by admin as csv: %d %v %q", code, err, recs)
+	}
 	code, out, _ = exe(t, as("admin"), "access-log", "--limit", "1", "--all")
 	if code != exitOK || strings.Count(out, "\n") < 5 || strings.Contains(out, "more of the log") {
 		t.Fatalf("access-log --all: %d\n%s", code, out)

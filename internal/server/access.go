@@ -41,10 +41,14 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if err != nil {
 		rec.Result = strings.ToLower(codeWords(status.Code(err)))
 	}
-	a.log.InfoContext(ctx, "read", slog.String("key", rec.Key), slog.String("rpc", rec.RPC),
+	attrs := []slog.Attr{slog.String("key", rec.Key), slog.String("rpc", rec.RPC),
 		slog.String("principal", rec.Principal), slog.String("target", rec.Target), slog.String("grant", rec.Grant),
 		slog.String("agent", rec.Agent), slog.String("row", rec.Row), slog.String("object", rec.Object),
-		slog.Int("rows", rec.Rows), slog.String("result", rec.Result))
+		slog.Int("rows", rec.Rows), slog.String("result", rec.Result)}
+	if rec.AboutKey != "" {
+		attrs = append(attrs, slog.String("about_key", rec.AboutKey))
+	}
+	a.log.LogAttrs(ctx, slog.LevelInfo, "read", attrs...)
 	if rerr := a.access.Record(ctx, rec); rerr != nil {
 		a.log.ErrorContext(ctx, "access log: read not recorded", slog.String("rpc", rec.RPC), slog.String("key", rec.Key), slog.String("error", rerr.Error()))
 	}
@@ -78,7 +82,7 @@ func describeRead(req any) (ledger.Access, bool) {
 	case *ledgerv1.RunDrillRequest:
 		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget()}, true
 	case *ledgerv1.ListAccessLogRequest:
-		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget(), Grant: m.GetGrantId()}, true
+		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget(), Grant: m.GetGrantId(), AboutKey: m.GetKey()}, true
 	}
 	return ledger.Access{}, false
 }
@@ -163,7 +167,7 @@ func (s *service) ListAccessLog(ctx context.Context, req *ledgerv1.ListAccessLog
 	for _, a := range page.Records {
 		out.Records = append(out.Records, &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
 			Principal: a.Principal, Target: a.Target, GrantId: a.Grant, Agent: a.Agent, RowId: a.Row, Object: a.Object,
-			Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result})
+			Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: a.AboutKey})
 	}
 	return out, nil
 }

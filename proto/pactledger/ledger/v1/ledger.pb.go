@@ -6148,7 +6148,10 @@ type AccessRecord struct {
 	// How many rows the reply carried.
 	Rows int32 `protobuf:"varint,12,opt,name=rows,proto3" json:"rows,omitempty"`
 	// "ok", or why the read returned nothing ("not found", "invalid argument", ...).
-	Result        string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
+	Result string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
+	// ListAccessLog: the name of the API key whose reads the listing asked
+	// for, when it asked for one key's.
+	AboutKey      string `protobuf:"bytes,14,opt,name=about_key,json=aboutKey,proto3" json:"about_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6270,6 +6273,13 @@ func (x *AccessRecord) GetRows() int32 {
 func (x *AccessRecord) GetResult() string {
 	if x != nil {
 		return x.Result
+	}
+	return ""
+}
+
+func (x *AccessRecord) GetAboutKey() string {
+	if x != nil {
+		return x.AboutKey
 	}
 	return ""
 }
@@ -6762,7 +6772,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1c\n" +
 	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06target\x18\x06 \x01(\tR\x06target\x12\x19\n" +
-	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xc8\x02\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xe5\x02\n" +
 	"\fAccessRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
@@ -6777,7 +6787,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	" \x01(\tR\x05rowId\x12\x16\n" +
 	"\x06object\x18\v \x01(\tR\x06object\x12\x12\n" +
 	"\x04rows\x18\f \x01(\x05R\x04rows\x12\x16\n" +
-	"\x06result\x18\r \x01(\tR\x06result\"}\n" +
+	"\x06result\x18\r \x01(\tR\x06result\x12\x1b\n" +
+	"\tabout_key\x18\x0e \x01(\tR\baboutKey\"}\n" +
 	"\x15ListAccessLogResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
