@@ -47,19 +47,7 @@ func TestPublishingBacksOffWhileTheBucketIsDown(t *testing.T) {
 	h.set(time.Now().UTC())
 	h.open(t)
 	signer, _ := logKeys(t)
-	const interval = 10 * time.Millisecond
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer, Interval: interval}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.l.RunIntegrator(ctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("integrator: %v", err)
-		}
-	}()
+	runIntegrator(t, h.l, signer)
 
 	h.queue(t, 0, 3)
 	waitTreeSize(t, h.l, 3) // the log grows while its tiles cannot be published
@@ -70,13 +58,7 @@ func TestPublishingBacksOffWhileTheBucketIsDown(t *testing.T) {
 		return len(refused) >= attempts
 	})
 	mu.Lock()
-	for i := 1; i < attempts; i++ {
-		// A wait is never shorter than the backoff set: interval, doubled
-		// with each failure.
-		if gap, least := refused[i].Sub(refused[i-1]), interval<<(i-1); gap < least {
-			t.Errorf("publishing attempt %d came %v after the one before, want at least %v", i+1, gap, least)
-		}
-	}
+	checkDoubling(t, "publishing", refused[:attempts])
 	mu.Unlock()
 	logs := h.logs.String()
 	if n := strings.Count(logs, "publishing log tiles failed; will retry"); n < attempts-1 || !strings.Contains(logs, "failures=5") || !strings.Contains(logs, "retry_in=160ms") {
@@ -124,29 +106,12 @@ func TestExtendingBacksOffWhileItFails(t *testing.T) {
 	h := newHarness(t)
 	s, _ := logKeys(t)
 	signer := &flakySigner{Signer: s}
-	const interval = 10 * time.Millisecond
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer, Interval: interval}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.l.RunIntegrator(ctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("integrator: %v", err)
-		}
-	}()
+	runIntegrator(t, h.l, signer)
 
 	h.queue(t, 0, 3)
 	const attempts = 6
 	waitUntil(t, "six failed attempts to extend the log", func() bool { return len(signer.failures()) >= attempts })
-	failed := signer.failures()
-	for i := 1; i < attempts; i++ {
-		if gap, least := failed[i].Sub(failed[i-1]), interval<<(i-1); gap < least {
-			t.Errorf("attempt %d to extend the log came %v after the one before, want at least %v", i+1, gap, least)
-		}
-	}
+	checkDoubling(t, "extending the log", signer.failures()[:attempts])
 	if n := strings.Count(h.logs.String(), "extending the Merkle log failed; will retry"); n < attempts-1 {
 		t.Errorf("%d warnings of the failed attempts, want one each; the ledger logged:\n%s", n, h.logs.String())
 	}
@@ -156,6 +121,39 @@ func TestExtendingBacksOffWhileItFails(t *testing.T) {
 	waitUntil(t, "the log extended again", func() bool {
 		return strings.Contains(h.logs.String(), "extending the Merkle log succeeded again")
 	})
+}
+
+// integratorInterval is the log's interval in these tests.
+const integratorInterval = 10 * time.Millisecond
+
+// runIntegrator turns l's log on with signer and runs its integrator until
+// the test ends.
+func runIntegrator(t *testing.T, l *ledger.Ledger, signer note.Signer) {
+	t.Helper()
+	if err := l.EnableLog(ledger.LogConfig{Signer: signer, Interval: integratorInterval}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.RunIntegrator(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("integrator: %v", err)
+		}
+	})
+}
+
+// checkDoubling fails t unless each of the attempts at came at least the
+// backoff after the one before: the interval, doubled with each failure
+// (a wait is never shorter than the backoff set).
+func checkDoubling(t *testing.T, step string, at []time.Time) {
+	t.Helper()
+	for i := 1; i < len(at); i++ {
+		if gap, least := at[i].Sub(at[i-1]), integratorInterval<<(i-1); gap < least {
+			t.Errorf("attempt %d at %s came %v after the one before, want at least %v", i+1, step, gap, least)
+		}
+	}
 }
 
 // waitUntil polls cond until it holds, failing t after 30 s.
