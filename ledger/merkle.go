@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -172,6 +174,11 @@ type logState struct {
 	notify chan struct{}
 	tiles  *bytesCache // tiles and entry bundles read back from write-once storage
 	recent recentLeaves
+
+	checked    atomic.Bool // a publication checked the bucket's log (checkPublished)
+	divergedMu sync.Mutex
+	diverged   error     // the last publication's ErrLogDiverged, nil once one succeeds
+	since      time.Time // when publications started failing with it
 }
 
 // recentLeaves keeps the bytes of the leaves this ledger's integrator
@@ -341,6 +348,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		}
 		if publish.Due(time.Now()) {
 			err := l.PublishTiles(ctx)
+			l.noteDiverged(err)
 			l.retried(ctx, &publish, "publishing log tiles", err)
 			if err == nil {
 				if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
@@ -385,7 +393,47 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 		return
 	}
 	wait, n := b.Failed(time.Now())
-	l.cfg.Logger.WarnContext(ctx, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
+	level := slog.LevelWarn
+	if errors.Is(err, ErrLogDiverged) {
+		level = slog.LevelError // no retry mends it: a person must look
+	}
+	l.cfg.Logger.Log(ctx, level, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
+}
+
+// noteDiverged records the outcome of a publication for LogDiverged and
+// the metric pactledger_log_diverged: set by an error wrapping
+// ErrLogDiverged, cleared by a publication that succeeds, kept through
+// other errors (the bucket down says nothing of whose log it holds).
+func (l *Ledger) noteDiverged(err error) {
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	switch {
+	case err == nil:
+		s.diverged = nil
+	case errors.Is(err, ErrLogDiverged):
+		if s.diverged == nil {
+			s.since = l.cfg.Now()
+		}
+		s.diverged = err
+	default:
+		return
+	}
+	l.cfg.Metrics.logDiverged(s.diverged != nil)
+}
+
+// LogDiverged returns since when and why the log's tiles and checkpoints
+// are not being published, while the Merkle log in write-once storage is
+// not this ledger's (an error wrapping ErrLogDiverged); a nil error when
+// the last publication succeeded, none found it, or there is no log.
+func (l *Ledger) LogDiverged() (since time.Time, err error) {
+	if l.log == nil {
+		return time.Time{}, nil
+	}
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	return s.since, s.diverged
 }
 
 // Integrate sequences every queued leaf (in batches of MaxBatch) and signs
@@ -754,6 +802,16 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The bucket's log is checked before each publication, and once
+	// without one: a row store restored from an older backup is found at
+	// start, not at its next row.
+	if to <= from && l.log.checked.Load() {
+		return nil
+	}
+	if err := l.checkPublished(ctx, to); err != nil {
+		return err
+	}
+	l.log.checked.Store(true)
 	if to <= from {
 		return nil
 	}
@@ -769,14 +827,14 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 				return err
 			}
 			if _, err := l.objects.Put(ctx, LogPrefix+p, data, retain); err != nil {
-				return fmt.Errorf("put %s: %w", p, err)
+				return publishErr(LogPrefix+p, err)
 			}
 		}
 	}
 	// Every checkpoint stays as a write-once object of its own; the
 	// store's "checkpoint" object is replaced where the store allows.
 	if _, err := l.objects.Put(ctx, LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), cp, retain); err != nil {
-		return fmt.Errorf("put checkpoint %d: %w", to, err)
+		return publishErr(LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), err)
 	}
 	if vs, ok := l.objects.(versionedStore); ok {
 		if _, err := vs.PutVersion(ctx, LogPrefix+"checkpoint", cp, retain); err != nil {
@@ -790,6 +848,73 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		}
 		return tx.SetTilesPublished(to)
 	})
+}
+
+// publishErr is the error of a put of the log's object key: one the
+// bucket already holds with other bytes means the bucket's log is not
+// this ledger's (tiles and checkpoints are deterministic).
+func publishErr(key string, err error) error {
+	if errors.Is(err, ErrObjectExists) {
+		return fmt.Errorf("%w: the bucket holds other bytes at %s: another log was published there (another ledger with the same bucket, or this ledger's log started again)", ErrLogDiverged, key)
+	}
+	return fmt.Errorf("put %s: %w", key, err)
+}
+
+// checkPublished returns an error wrapping ErrLogDiverged unless the
+// latest checkpoint the bucket holds (the object "checkpoint") is of a
+// tree this ledger's log of size head extends: the same origin, no more
+// leaves, and the same root as this log's tree of its size. It runs
+// before every publication, so that a ledger never publishes its log over
+// another's: a second ledger given the same bucket, a ledger whose
+// signing key or row store was lost and started a new log, or one whose
+// row store was restored from a backup older than what it published.
+// Without a latest checkpoint (a store without versions) the tiles' own
+// puts catch such a log at its first tile that differs.
+func (l *Ledger) checkPublished(ctx context.Context, head int64) error {
+	if _, ok := l.objects.(versionedStore); !ok {
+		return nil
+	}
+	raw, err := l.objects.Get(ctx, LogPrefix+"checkpoint")
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+	}
+	key := LogPrefix + "checkpoint"
+	theirs, err := checkpointBody(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
+	}
+	switch origin := l.Origin(); {
+	case theirs.Origin != origin:
+		return fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket", ErrLogDiverged, key, theirs.Origin, origin)
+	case theirs.Size > head:
+		return fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
+	case theirs.Size == 0:
+		return nil
+	}
+	var ours tlog.Hash
+	if err := l.store.View(ctx, func(tx Tx) error {
+		// Most often the bucket's checkpoint is the one this ledger
+		// signed at that size.
+		if mine, err := tx.CheckpointAt(theirs.Size); err == nil && bytes.Equal(mine, raw) {
+			ours = theirs.Hash
+			return nil
+		}
+		lr, err := l.logReader(ctx, tx)
+		if err != nil {
+			return err
+		}
+		ours, err = tlog.TreeHash(theirs.Size, lr)
+		return err
+	}); err != nil {
+		return fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
+	}
+	if ours != theirs.Hash {
+		return fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
+	}
+	return nil
 }
 
 // versionedStore is an object store that can write a new version of a key

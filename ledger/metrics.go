@@ -27,6 +27,9 @@ type Metrics struct {
 	// LogPruned is how many leading leaves the row store no longer holds
 	// because write-once storage holds their tiles.
 	LogPruned prometheus.Gauge
+	// LogDiverged is 1 while the Merkle log in write-once storage is not
+	// this ledger's, so nothing of it is published (ErrLogDiverged).
+	LogDiverged prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -60,7 +63,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.logLeafCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_total", Help: "Leaves added to the Merkle log (rows, dispute events, incident closures)."})
 	m.LogSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_size", Help: "Tree size of the latest signed checkpoint."})
 	m.LogPruned = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_leaves_in_tiles_only", Help: "Leading leaves of the Merkle log dropped from the row store because write-once storage holds their tiles and entry bundles."})
-	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned)
+	m.LogDiverged = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_diverged", Help: "1 while the Merkle log in write-once storage is not this ledger's (another ledger's, or one this row store has not got all of), so this ledger publishes no tiles or checkpoints; the integrator's log says what differs."})
+	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged)
 	return m
 }
 
@@ -68,6 +72,16 @@ func (m *Metrics) logLeaves(n int) {
 	if m != nil && n > 0 {
 		m.logLeafCount.Add(float64(n))
 		m.LogSize.Add(float64(n))
+	}
+}
+
+func (m *Metrics) logDiverged(on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.LogDiverged.Set(v)
 	}
 }
 

@@ -38,6 +38,11 @@ var (
 	// ErrLeaseLost: a fenced write's lease was taken over or expired;
 	// nothing of the write persists.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrLogDiverged: the Merkle log in write-once storage is not a prefix
+	// of this ledger's (another log's, or one this row store has not got
+	// all of), so nothing of this ledger's log is published over it. The
+	// wrapped text says what differs.
+	ErrLogDiverged = errors.New("the Merkle log in write-once storage is not this ledger's")
 )
 
 // Store keeps rows, their indexes, evidence bytes, JWKS snapshots, the

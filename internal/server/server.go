@@ -495,6 +495,15 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 		}
 	}
 	body["evidence"] = evidence
+	if s.ledger.Origin() != "" {
+		// A detail too: rows are still recorded and logged, only not
+		// published, and a person must look (docs/operations.md).
+		log := map[string]any{"status": "ok"}
+		if since, err := s.ledger.LogDiverged(); err != nil {
+			log["status"], log["error"], log["since"] = "diverged", err.Error(), since.UTC().Format(time.RFC3339)
+		}
+		body["log"] = log
+	}
 	if ready {
 		body["status"] = "ready"
 	} else {

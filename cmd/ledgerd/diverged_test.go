@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/config"
+)
+
+// httpAddr reads the HTTP address serve wrote into cfgFile.
+func httpAddr(t *testing.T, cfgFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), `http: "`)
+	addr, _, _ := strings.Cut(rest, `"`)
+	return "http://" + addr
+}
+
+func fetch(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A ledgerd whose evidence directory holds another log's checkpoint (here
+// one of another origin, as a second ledger given the same bucket would
+// leave) publishes nothing of its own log there, and says so where an
+// operator looks: /readyz stays 200 (rows are still recorded) with the
+// log's status "diverged" and why, and pactledger_log_diverged is 1.
+func TestAnotherLogInTheEvidenceDirectoryIsReported(t *testing.T) {
+	evidence := t.TempDir()
+	other := "other.example/log\n12\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— other.example/log AAAA\n"
+	if err := os.MkdirAll(filepath.Join(evidence, "log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(evidence, "log", "checkpoint"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := httpAddr(t, serve(t, func(c *config.Config) {
+		c.Evidence.Dir = evidence
+		c.MerkleLog.Interval = config.Duration(20 * time.Millisecond)
+	}))
+
+	var ready struct {
+		Status string `json:"status"`
+		Log    struct {
+			Status, Error, Since string
+		} `json:"log"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ready.Log.Status != "diverged" && time.Now().Before(deadline) {
+		if err := json.Unmarshal([]byte(fetch(t, base+"/readyz")), &ready); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ready.Status != "ready" || ready.Log.Status != "diverged" || ready.Log.Since == "" ||
+		!strings.Contains(ready.Log.Error, `is of the log "other.example/log", this ledger's is "localhost/pactledger": another ledger publishes its log to this bucket`) {
+		t.Fatalf("/readyz with another log in the bucket: %+v", ready)
+	}
+	if m := fetch(t, base+"/metrics"); !strings.Contains(m, "\npactledger_log_diverged 1\n") {
+		t.Errorf("/metrics with another log in the bucket has no pactledger_log_diverged 1")
+	}
+	if b, _ := os.ReadFile(filepath.Join(evidence, "log", "checkpoint")); string(b) != other {
+		t.Errorf("the bucket's checkpoint was replaced: %q", b)
+	}
+}

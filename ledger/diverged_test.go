@@ -1,0 +1,265 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+	s3store "github.com/pactledger/pactledger/storage/s3"
+)
+
+// ledgerOnBucket is a ledger with its own row store whose evidence and
+// log go to the evidence directory dir, its log signed by signer.
+func ledgerOnBucket(t *testing.T, dir string, signer note.Signer) *harness {
+	t.Helper()
+	objects, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// grow queues leaves from..from+n-1, integrates them and publishes the
+// log, returning the publication's error.
+func (h *harness) grow(t *testing.T, from, n int) error {
+	t.Helper()
+	h.queue(t, from, n)
+	if _, err := h.l.Integrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return h.l.PublishTiles(context.Background())
+}
+
+func readObject(t *testing.T, dir, key string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(key)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkDiverged checks that err refuses the publication as another log's,
+// saying what differs, and that the bucket's latest checkpoint is still
+// want.
+func checkDiverged(t *testing.T, err error, says, bucket string, want []byte) {
+	t.Helper()
+	if !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), says) {
+		t.Errorf("publishing over another log: %v; want ErrLogDiverged saying %q", err, says)
+	}
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); !bytes.Equal(got, want) {
+		t.Errorf("the bucket's latest checkpoint was replaced:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A ledger never publishes its Merkle log over another log in its bucket:
+// one of another origin, a new log of the same origin (a lost row store or
+// signing key) shorter than the published one, or one as long that holds
+// other leaves. Its checkpoints and tiles stay out of the bucket, whose
+// latest checkpoint stays the first ledger's, and that ledger goes on
+// publishing. A second ledger with the same leaves is the same log.
+func TestPublishingOverAnotherLogIsRefused(t *testing.T) {
+	bucket := t.TempDir()
+	signerA, _ := logKeys(t)
+	a := ledgerOnBucket(t, bucket, signerA)
+	if err := a.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
+	if len(published) == 0 {
+		t.Fatal("the first ledger published no checkpoint")
+	}
+
+	other, _, err := pacttest.LogKey("other.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ledgerOnBucket(t, bucket, other)
+	checkDiverged(t, b.grow(t, 0, 7), `is of the log "ledger.test/log", this ledger's is "other.test/log": another ledger publishes its log to this bucket`, bucket, published)
+
+	newKey, _ := logKeys(t) // the same origin, a new key: a new log
+	c := ledgerOnBucket(t, bucket, newKey)
+	checkDiverged(t, c.grow(t, 100, 3), "has 5 leaves, this ledger's log 3", bucket, published)
+	checkDiverged(t, c.grow(t, 103, 4), "of size 5 has root", bucket, published)
+	for _, key := range []string{"checkpoints/7", "tile/0/000.p/7", "tile/entries/000.p/7"} {
+		if readObject(t, bucket, ledger.LogPrefix+key) != nil {
+			t.Errorf("the bucket holds %s%s of the second log", ledger.LogPrefix, key)
+		}
+	}
+
+	same := ledgerOnBucket(t, bucket, newKey) // the first log's leaves, signed anew
+	if err := same.grow(t, 0, 6); err != nil {
+		t.Errorf("publishing the same log, one leaf longer: %v", err)
+	}
+	if err := a.grow(t, 5, 3); err != nil {
+		t.Errorf("the first ledger publishing after the others: %v", err)
+	}
+	if cp := readObject(t, bucket, ledger.LogPrefix+"checkpoints/8"); len(cp) == 0 {
+		t.Error("the first ledger's checkpoint of size 8 is not in the bucket")
+	}
+}
+
+// A row store restored from a backup older than what its ledger published
+// is refused too: its log is behind the bucket's, then, once it takes
+// other rows, holds other leaves.
+func TestARestoredRowStoreDoesNotPublishOverItsOldLog(t *testing.T) {
+	bucket := t.TempDir()
+	signer, _ := logKeys(t)
+	h := ledgerOnBucket(t, bucket, signer)
+	if err := h.grow(t, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
+
+	h.store.Close()
+	copyFile(t, backup, filepath.Join(h.dir, "ledger.db"))
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	checkDiverged(t, h.l.PublishTiles(context.Background()), "has 6 leaves, this ledger's log 3", bucket, published)
+	checkDiverged(t, h.grow(t, 50, 4), "of size 6 has root", bucket, published)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The integrator reports a bucket holding another log as an error, not a
+// warning, and LogDiverged says why from the first refused publication
+// until one succeeds.
+func TestTheIntegratorReportsAnotherLog(t *testing.T) {
+	bucket := t.TempDir()
+	signerA, _ := logKeys(t)
+	a := ledgerOnBucket(t, bucket, signerA)
+	if err := a.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := localdir.Open(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	if _, err := h.l.LogDiverged(); err != nil {
+		t.Fatalf("LogDiverged before the log is on: %v", err)
+	}
+	signerB, _ := logKeys(t)
+	runIntegrator(t, h.l, signerB)
+	h.queue(t, 100, 2)
+	waitUntil(t, "the refused publication reported", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	since, err := h.l.LogDiverged()
+	if !errors.Is(err, ledger.ErrLogDiverged) || since.IsZero() {
+		t.Errorf("LogDiverged = %v, %v", since, err)
+	}
+	waitUntil(t, "the error logged", func() bool {
+		return strings.Contains(h.logs.String(), `level=ERROR msg="publishing log tiles failed; will retry" error="the Merkle log in write-once storage is not this ledger's: the bucket's log/checkpoint has 5 leaves, this ledger's log `)
+	})
+
+	// The other log's objects gone (a test can; a bucket would not let it),
+	// the next publication succeeds and clears it.
+	if err := os.RemoveAll(filepath.Join(bucket, "log")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the publication after the other log went", func() bool {
+		_, err := h.l.LogDiverged()
+		return err == nil
+	})
+	if !strings.Contains(h.logs.String(), "publishing log tiles succeeded again") {
+		t.Errorf("the ledger did not log the recovery:\n%s", h.logs.String())
+	}
+}
+
+// On S3 with Object Lock too, a second log is refused before it writes
+// anything, and the bucket's latest checkpoint stays the first log's.
+func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
+	ctx := context.Background()
+	name := s3test.Bucket()
+	open := func(signer note.Signer) *harness {
+		objects, err := s3store.Open(ctx, s3store.Config{Endpoint: s3srv.Endpoint, Bucket: name, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects}
+		t.Cleanup(h.sc.Close)
+		h.set(time.Now().UTC())
+		h.open(t)
+		if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	signerA, _ := logKeys(t)
+	a := open(signerA)
+	if err := a.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	published, err := a.objects.Get(ctx, ledger.LogPrefix+"checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signerB, _ := logKeys(t)
+	b := open(signerB)
+	if err := b.grow(t, 10, 7); !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "of size 5 has root") {
+		t.Errorf("a second log publishing to the bucket: %v", err)
+	}
+	if got, err := a.objects.Get(ctx, ledger.LogPrefix+"checkpoint"); err != nil || !bytes.Equal(got, published) {
+		t.Errorf("the bucket's latest checkpoint after the second log: %v\n%s", err, got)
+	}
+	if _, err := a.objects.Get(ctx, ledger.LogPrefix+"checkpoints/7"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the second log's checkpoint of size 7 in the bucket: %v", err)
+	}
+	if err := a.grow(t, 5, 1); err != nil {
+		t.Errorf("the first ledger publishing after the second: %v", err)
+	}
+}
