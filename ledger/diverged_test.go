@@ -263,3 +263,69 @@ func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
 		t.Errorf("the first ledger publishing after the second: %v", err)
 	}
 }
+
+// hookedStore runs before ahead of each read of the bucket's latest
+// checkpoint.
+type hookedStore struct {
+	*localdir.Store
+	before func()
+}
+
+func (s hookedStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == ledger.LogPrefix+"checkpoint" && s.before != nil {
+		s.before()
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A publication that finds the bucket further along this same log than
+// the head it read (another holder of the integrator's lease extended and
+// published the log meanwhile) publishes nothing older over it, and is
+// not taken for another log.
+func TestAPublicationOvertakenByALaterOneLeavesIt(t *testing.T) {
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *harness
+	var overtaken bool
+	store := hookedStore{Store: objects}
+	store.before = func() {
+		if overtaken || h.l == nil {
+			return
+		}
+		overtaken = true
+		if err := h.grow(t, 7, 3); err != nil {
+			t.Errorf("the later publication: %v", err)
+		}
+	}
+	h = &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: store, logs: &syncbuf.Buffer{}}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	signer, _ := logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	overtaken = true // not yet
+	if err := h.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	h.queue(t, 5, 2) // size 7, read by the publication below, then overtaken
+	if _, err := h.l.Integrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	overtaken = false
+	if err := h.l.PublishTiles(context.Background()); err != nil {
+		t.Errorf("a publication overtaken by a later one: %v", err)
+	}
+	if !overtaken {
+		t.Fatal("the later publication did not run")
+	}
+	cp, err := objects.Get(context.Background(), ledger.LogPrefix+"checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(cp), testOrigin+"\n10\n") {
+		t.Errorf("the bucket's latest checkpoint after the overtaken publication:\n%s\nwant the later one, of size 10", cp)
+	}
+}

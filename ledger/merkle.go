@@ -808,11 +808,14 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	if to <= from && l.log.checked.Load() {
 		return nil
 	}
-	if err := l.checkPublished(ctx, to); err != nil {
+	published, err := l.checkPublished(ctx)
+	if err != nil {
 		return err
 	}
 	l.log.checked.Store(true)
-	if to <= from {
+	if to <= from || published > to {
+		// published > to: another holder of the integrator's lease
+		// published a later size of this log since the head was read.
 		return nil
 	}
 	retain := l.cfg.Now().Add(l.log.cfg.TileRetention).UTC()
@@ -860,42 +863,48 @@ func publishErr(key string, err error) error {
 	return fmt.Errorf("put %s: %w", key, err)
 }
 
-// checkPublished returns an error wrapping ErrLogDiverged unless the
-// latest checkpoint the bucket holds (the object "checkpoint") is of a
-// tree this ledger's log of size head extends: the same origin, no more
-// leaves, and the same root as this log's tree of its size. It runs
-// before every publication, so that a ledger never publishes its log over
-// another's: a second ledger given the same bucket, a ledger whose
-// signing key or row store was lost and started a new log, or one whose
-// row store was restored from a backup older than what it published.
-// Without a latest checkpoint (a store without versions) the tiles' own
-// puts catch such a log at its first tile that differs.
-func (l *Ledger) checkPublished(ctx context.Context, head int64) error {
+// checkPublished returns the size of the latest checkpoint the bucket
+// holds (the object "checkpoint"; 0 without one), or an error wrapping
+// ErrLogDiverged unless it is of a tree this ledger's log extends: the
+// same origin, no more leaves than the row store's log holds, and the
+// same root as its tree of that size. It runs before every publication,
+// so that a ledger never publishes its log over another's: a second
+// ledger given the same bucket, a ledger whose signing key or row store
+// was lost and started a new log, or one whose row store was restored
+// from a backup older than what it published. Without a latest
+// checkpoint (a store without versions) the tiles' own puts catch such a
+// log at its first tile that differs.
+func (l *Ledger) checkPublished(ctx context.Context) (int64, error) {
 	if _, ok := l.objects.(versionedStore); !ok {
-		return nil
-	}
-	raw, err := l.objects.Get(ctx, LogPrefix+"checkpoint")
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+		return 0, nil
 	}
 	key := LogPrefix + "checkpoint"
+	raw, err := l.objects.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+	}
 	theirs, err := checkpointBody(raw)
 	if err != nil {
-		return fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
+		return 0, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
 	}
-	switch origin := l.Origin(); {
-	case theirs.Origin != origin:
-		return fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket", ErrLogDiverged, key, theirs.Origin, origin)
-	case theirs.Size > head:
-		return fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
-	case theirs.Size == 0:
-		return nil
+	if origin := l.Origin(); theirs.Origin != origin {
+		return 0, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket", ErrLogDiverged, key, theirs.Origin, origin)
 	}
+	if theirs.Size == 0 {
+		return 0, nil
+	}
+	// The head is read after the checkpoint: whatever this log published,
+	// its row store held first.
+	var head int64
 	var ours tlog.Hash
 	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if head, _, err = tx.LogHead(); err != nil || theirs.Size > head {
+			return err
+		}
 		// Most often the bucket's checkpoint is the one this ledger
 		// signed at that size.
 		if mine, err := tx.CheckpointAt(theirs.Size); err == nil && bytes.Equal(mine, raw) {
@@ -909,12 +918,15 @@ func (l *Ledger) checkPublished(ctx context.Context, head int64) error {
 		ours, err = tlog.TreeHash(theirs.Size, lr)
 		return err
 	}); err != nil {
-		return fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
+		return 0, fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
+	}
+	if theirs.Size > head {
+		return 0, fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
 	}
 	if ours != theirs.Hash {
-		return fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
+		return 0, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
 	}
-	return nil
+	return theirs.Size, nil
 }
 
 // versionedStore is an object store that can write a new version of a key
