@@ -243,6 +243,11 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 	// (the same configuration as the served phases: the Merkle log and its
 	// publications, the uploader to S3), called without the network.
 	sessionsName := fmt.Sprintf("sessions of %d turns per delegation token", cfg.SessionTurns)
+	sampler, err := startUnitSampler(unitSampleEvery)
+	if err != nil {
+		return err
+	}
+	defer sampler.Stop()
 	var ceilings []ceiling
 	bareOf, servedOf := map[string]float64{}, map[string]*result{}
 	for _, c := range []struct {
@@ -266,6 +271,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			if err != nil {
 				return fmt.Errorf("ceiling: %w", err)
 			}
+			sampler.attribute(r, true)
 			ce := ceiling{result: r, name: c.name, asServed: asServed, load: loadAvg()}
 			ceilings = append(ceilings, ce)
 			if asServed {
@@ -277,8 +283,8 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			if asServed {
 				s3 = fmt.Sprintf("; versitygw %.2f cores", r.s3cpu)
 			}
-			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row%s; %s\n",
-				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), unit.units(r.cpuPerRow().Seconds()), s3, r.collectionsSaid())
+			fmt.Fprintf(w, "\nin-process ceiling, %s (%s, %d in flight, load average %s): %.0f rows/s, p50 %s, p99 %s; CPU %.2f cores = %s per row = %.2f verifications per row (%s)%s; %s\n",
+				c.name, ce.what(), cfg.Concurrency, ce.load, r.rate, r.p(50), r.p(99), r.cpu, us(r.cpuPerRow()), r.units(unit), r.unitSaid(unit), s3, r.collectionsSaid())
 		}
 	}
 	if cfg.LogPairs > 0 {
@@ -313,12 +319,14 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 				if err != nil {
 					return fmt.Errorf("ceiling before %s, %s: %w", sc.how(), c.name, err)
 				}
+				sampler.attribute(r, true)
 				sc.ceiling, sc.paired = r, true
 			}
 			s, err := runServed(ctx, env, sc, cfg.Concurrency, cfg.Duration, 0)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", sc.how(), c.name, err)
 			}
+			sampler.attribute(s.result, false)
 			s.print(w, unit, cfg.Concurrency, cfg.Duration, 0)
 			closed = append(closed, s)
 		}
@@ -333,6 +341,7 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 		if err != nil {
 			return err
 		}
+		sampler.attribute(offered.result, false)
 		offered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
 		closed = append(closed, offered)
 		if !cfg.SkipREST {
@@ -340,11 +349,15 @@ func runCost(ctx context.Context, env *servedEnv, unit verifyUnit, cfg Config) e
 			if err != nil {
 				return err
 			}
+			sampler.attribute(restOffered.result, false)
 			restOffered.print(w, unit, 0, cfg.OfferedFor, cfg.Offered)
 			closed = append(closed, restOffered)
 		}
 	}
 
+	if err := sampler.Stop(); err != nil {
+		return err
+	}
 	again, err := measureVerification(cfg.VerifySamples)
 	if err != nil {
 		return err
@@ -445,6 +458,37 @@ type result struct {
 	// in-process ceiling (its heap holds the signed corpora besides the
 	// ledger's); 0 for a served phase, whose ledgerd's are in its counters.
 	collections uint64
+	// start and end bound the phase; unit is the verification unit
+	// sampled during it (unitSampler.attribute), nil when none was.
+	start, end time.Time
+	unit       *verifyUnit
+}
+
+// perVerification is the CPU time of one verification a phase's cost is
+// read in: the trimmed mean of the batches sampled during it, else the
+// run's unit.
+func (r *result) perVerification(run verifyUnit) time.Duration {
+	if r.unit != nil {
+		return r.unit.trimmedMean()
+	}
+	return run.median()
+}
+
+// units is the phase's CPU a row in verifications (perVerification).
+func (r *result) units(run verifyUnit) float64 {
+	if v := r.perVerification(run); v > 0 {
+		return r.cpuPerRow().Seconds() / v.Seconds()
+	}
+	return 0
+}
+
+// unitSaid says which unit the phase is read in.
+func (r *result) unitSaid(run verifyUnit) string {
+	if r.unit == nil {
+		return fmt.Sprintf("one P-256 verification %s, the run's", us(run.median()))
+	}
+	return fmt.Sprintf("one P-256 verification %s during the phase: the mean of %d batches of %d between their p10 %s and p90 %s",
+		us(r.unit.trimmedMean()), len(r.unit.cpu), unitBatch, us(quantile(r.unit.cpu, 10)), us(quantile(r.unit.cpu, 90)))
 }
 
 // printWritten prints ledgerd's bytes written to storage per row served,
@@ -522,7 +566,8 @@ func driveLedger(ctx context.Context, l *ledger.Ledger, corpus []*ledgerv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	res.cpu = (procCPU(selfPid) - cpu0) / time.Since(t0).Seconds()
+	res.start, res.end = t0, time.Now()
+	res.cpu = (procCPU(selfPid) - cpu0) / res.end.Sub(t0).Seconds()
 	res.collections = gcCycles() - gc0
 	return res, nil
 }
@@ -843,7 +888,8 @@ func (d *daemon) measured(load func() (*result, error)) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	el := time.Since(t0).Seconds()
+	res.start, res.end = t0, time.Now()
+	el := res.end.Sub(t0).Seconds()
 	res.usage = procUsageOf(pid).since(u0)
 	res.cpu = (res.usage.user + res.usage.sys) / el
 	res.clientCPU = (procCPU(selfPid) - self0) / el
