@@ -265,10 +265,18 @@ func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
 }
 
 // hookedStore runs before ahead of each read of the bucket's latest
-// checkpoint.
+// checkpoint, and beforePut ahead of each put.
 type hookedStore struct {
 	*localdir.Store
-	before func()
+	before    func()
+	beforePut func(key string)
+}
+
+func (s hookedStore) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	if s.beforePut != nil {
+		s.beforePut(key)
+	}
+	return s.Store.Put(ctx, key, body, until)
 }
 
 func (s hookedStore) Get(ctx context.Context, key string) ([]byte, error) {
@@ -327,5 +335,51 @@ func TestAPublicationOvertakenByALaterOneLeavesIt(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(cp), testOrigin+"\n10\n") {
 		t.Errorf("the bucket's latest checkpoint after the overtaken publication:\n%s\nwant the later one, of size 10", cp)
+	}
+}
+
+// A ledger that checked the bucket and found no log, while another ledger
+// publishes its own log there before this one's puts are done, does not
+// replace the other's latest checkpoint: its conditional write is refused,
+// the publication fails as one to retry, and the next finds the other log.
+func TestAnotherLogPublishedDuringAPublicationIsNotReplaced(t *testing.T) {
+	bucket := t.TempDir()
+	signerA, _ := logKeys(t)
+	a := ledgerOnBucket(t, bucket, signerA)
+	objects, err := localdir.Open(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	store := hookedStore{Store: objects, beforePut: func(key string) {
+		if raced || !strings.HasPrefix(key, ledger.LogPrefix+"tile/") {
+			return
+		}
+		raced = true
+		if err := a.grow(t, 0, 5); err != nil {
+			t.Errorf("the other ledger's publication: %v", err)
+		}
+	}}
+	b := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: store, logs: &syncbuf.Buffer{}}
+	t.Cleanup(b.sc.Close)
+	b.open(t)
+	signerB, _ := logKeys(t)
+	if err := b.l.EnableLog(ledger.LogConfig{Signer: signerB}); err != nil {
+		t.Fatal(err)
+	}
+	err = b.grow(t, 100, 7)
+	if !raced {
+		t.Fatal("the other ledger did not publish during the publication")
+	}
+	if !errors.Is(err, ledger.ErrObjectChanged) || errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "changed while this ledger published its log") {
+		t.Errorf("a publication raced by another log's: %v; want ErrObjectChanged, to retry", err)
+	}
+	want := readObject(t, bucket, ledger.LogPrefix+"checkpoints/5")
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); !bytes.Equal(got, want) {
+		t.Errorf("the bucket's latest checkpoint:\n%s\nwant the other ledger's of size 5:\n%s", got, want)
+	}
+	checkDiverged(t, b.l.PublishTiles(context.Background()), "of size 5 has root", bucket, want)
+	if err := a.grow(t, 5, 1); err != nil {
+		t.Errorf("the other ledger publishing on: %v", err)
 	}
 }

@@ -337,6 +337,9 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 func (l *Ledger) integrateLoop(ctx context.Context) error {
 	tick := time.NewTicker(l.log.cfg.Interval)
 	defer tick.Stop()
+	// What this holder found of the bucket's log is its own to report:
+	// once it stops (the lease lost), whoever holds the lease next checks.
+	defer l.noteDiverged(nil)
 	// A step that fails while its store is down is tried again after a
 	// backoff, not every round, and each failed attempt is reported once.
 	extend := retry.Backoff{Min: l.log.cfg.Interval, Max: maxExtendBackoff}
@@ -808,7 +811,7 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	if to <= from && l.log.checked.Load() {
 		return nil
 	}
-	published, err := l.checkPublished(ctx)
+	published, latest, err := l.checkPublished(ctx)
 	if err != nil {
 		return err
 	}
@@ -835,12 +838,18 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		}
 	}
 	// Every checkpoint stays as a write-once object of its own; the
-	// store's "checkpoint" object is replaced where the store allows.
+	// store's "checkpoint" object is replaced where the store allows, and
+	// only over the version checked above: one written since (another
+	// holder of the integrator's lease, another ledger) is checked again
+	// next round instead of being replaced unchecked.
 	if _, err := l.objects.Put(ctx, LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), cp, retain); err != nil {
 		return publishErr(LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), err)
 	}
 	if vs, ok := l.objects.(versionedStore); ok {
-		if _, err := vs.PutVersion(ctx, LogPrefix+"checkpoint", cp, retain); err != nil {
+		if _, err := vs.SwapVersion(ctx, LogPrefix+"checkpoint", cp, retain, latest); err != nil {
+			if errors.Is(err, ErrObjectChanged) {
+				return fmt.Errorf("the bucket's %scheckpoint changed while this ledger published its log (another holder of the integrator's lease, or another ledger); it is checked again: %w", LogPrefix, err)
+			}
 			return fmt.Errorf("put checkpoint: %w", err)
 		}
 	}
@@ -858,43 +867,44 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 // this ledger's (tiles and checkpoints are deterministic).
 func publishErr(key string, err error) error {
 	if errors.Is(err, ErrObjectExists) {
-		return fmt.Errorf("%w: the bucket holds other bytes at %s: another log was published there (another ledger with the same bucket, or this ledger's log started again)", ErrLogDiverged, key)
+		return fmt.Errorf("%w: the bucket holds other bytes at %s: another log was published there (another ledger with the same bucket, this ledger's log started again after a lost row store or signing key, or its row store restored from an older backup)", ErrLogDiverged, key)
 	}
 	return fmt.Errorf("put %s: %w", key, err)
 }
 
-// checkPublished returns the size of the latest checkpoint the bucket
-// holds (the object "checkpoint"; 0 without one), or an error wrapping
-// ErrLogDiverged unless it is of a tree this ledger's log extends: the
-// same origin, no more leaves than the row store's log holds, and the
-// same root as its tree of that size. It runs before every publication,
-// so that a ledger never publishes its log over another's: a second
-// ledger given the same bucket, a ledger whose signing key or row store
-// was lost and started a new log, or one whose row store was restored
-// from a backup older than what it published. Without a latest
-// checkpoint (a store without versions) the tiles' own puts catch such a
-// log at its first tile that differs.
-func (l *Ledger) checkPublished(ctx context.Context) (int64, error) {
+// checkPublished returns the size and the bytes of the latest checkpoint
+// the bucket holds (the object "checkpoint"; 0 and nil without one), or
+// an error wrapping ErrLogDiverged unless it is of a tree this ledger's
+// log extends: the same origin, no more leaves than the row store's log
+// holds, and the same root as its tree of that size. It runs before every
+// publication, so that a ledger never publishes its log over another's: a
+// second ledger given the same bucket, a ledger whose signing key or row
+// store was lost and started a new log, or one whose row store was
+// restored from a backup older than what it published. A store without
+// versions (no latest checkpoint) leaves such a log to the tiles' own
+// puts: it is caught at the first object both logs write with other
+// bytes.
+func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
 	if _, ok := l.objects.(versionedStore); !ok {
-		return 0, nil
+		return 0, nil, nil
 	}
 	key := LogPrefix + "checkpoint"
 	raw, err := l.objects.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return 0, nil
+		return 0, nil, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+		return 0, nil, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
 	}
 	theirs, err := checkpointBody(raw)
 	if err != nil {
-		return 0, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
+		return 0, nil, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
 	}
 	if origin := l.Origin(); theirs.Origin != origin {
-		return 0, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket", ErrLogDiverged, key, theirs.Origin, origin)
+		return 0, nil, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket (or this ledger's merkleLog.origin was changed)", ErrLogDiverged, key, theirs.Origin, origin)
 	}
 	if theirs.Size == 0 {
-		return 0, nil
+		return 0, raw, nil
 	}
 	// The head is read after the checkpoint: whatever this log published,
 	// its row store held first.
@@ -918,20 +928,22 @@ func (l *Ledger) checkPublished(ctx context.Context) (int64, error) {
 		ours, err = tlog.TreeHash(theirs.Size, lr)
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
+		return 0, nil, fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
 	}
 	if theirs.Size > head {
-		return 0, fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
+		return 0, nil, fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
 	}
 	if ours != theirs.Hash {
-		return 0, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
+		return 0, nil, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
 	}
-	return theirs.Size, nil
+	return theirs.Size, raw, nil
 }
 
 // versionedStore is an object store that can write a new version of a key
 // (each version retained as written): S3 with versioning, or a local
-// directory replacing the file atomically.
+// directory replacing the file atomically. SwapVersion writes it only
+// while the key's latest version holds prev (nil: while it has none),
+// else returns an error wrapping ErrObjectChanged.
 type versionedStore interface {
-	PutVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (Location, error)
+	SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (Location, error)
 }

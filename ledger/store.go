@@ -38,6 +38,9 @@ var (
 	// ErrLeaseLost: a fenced write's lease was taken over or expired;
 	// nothing of the write persists.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrObjectChanged: a conditional put of a new version found the
+	// key's latest version other than the one the writer had read.
+	ErrObjectChanged = errors.New("the object changed since it was read")
 	// ErrLogDiverged: the Merkle log in write-once storage is not a prefix
 	// of this ledger's (another log's, or one this row store has not got
 	// all of), so nothing of this ledger's log is published over it. The

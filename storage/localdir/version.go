@@ -1,10 +1,14 @@
 package localdir
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/fsync"
@@ -66,4 +70,41 @@ func writeLocked(f *os.File, body []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// SwapVersion writes body as the new content of key, as PutVersion does,
+// only while the key holds prev (nil: while there is no key), so that two
+// writers cannot each replace what the other wrote after reading it:
+// writers of the directory take an exclusive lock on a file beside the
+// key (flock(2), which holds between processes) around the comparison and
+// the rename. Otherwise it returns an error wrapping
+// ledger.ErrObjectChanged.
+func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return ledger.Location{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return ledger.Location{}, fmt.Errorf("put a version of %s: lock: %w", key, err)
+	}
+	have, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if prev != nil {
+			return ledger.Location{}, fmt.Errorf("put a version of %s: %w: it is gone", key, ledger.ErrObjectChanged)
+		}
+	case err != nil:
+		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
+	case prev == nil || !bytes.Equal(have, prev):
+		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, ledger.ErrObjectChanged)
+	}
+	return s.PutVersion(ctx, key, body, retainUntil)
 }

@@ -3,9 +3,14 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -31,6 +36,41 @@ func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainU
 	}
 	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), lockedPut(body, retainUntil, http.DetectContentType(body)))
 	if err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	loc.VersionID = info.VersionID
+	return loc, nil
+}
+
+// SwapVersion writes body as a new version of key, as PutVersion does,
+// only while the key's latest version holds prev (nil: while the key has
+// none), so that two writers cannot each replace what the other wrote
+// after reading it: S3's conditional write, If-Match on the ETag of prev
+// (its MD5: the store's puts are single-part) or If-None-Match. Otherwise
+// it returns an error wrapping ledger.ErrObjectChanged.
+func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
+	loc, err := s.swapVersion(ctx, key, body, retainUntil, prev)
+	s.observe(err)
+	return loc, err
+}
+
+func (s *Store) swapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
+	loc := ledger.Location{Store: "s3", Bucket: s.bucket, Key: key, RetainUntil: retainUntil.UTC()}
+	if err := s.ready(); err != nil {
+		return loc, err
+	}
+	opts := lockedPut(body, retainUntil, http.DetectContentType(body))
+	if prev == nil {
+		opts.SetMatchETagExcept("*")
+	} else {
+		sum := md5.Sum(prev)
+		opts.SetMatchETag(hex.EncodeToString(sum[:]))
+	}
+	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
+	if err != nil {
+		if code := minio.ToErrorResponse(err).StatusCode; code == http.StatusPreconditionFailed || (prev != nil && code == http.StatusNotFound) {
+			return loc, fmt.Errorf("put a version of %s: %w", key, errors.Join(ledger.ErrObjectChanged, err))
+		}
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
 	loc.VersionID = info.VersionID
