@@ -412,7 +412,7 @@ func (s *served) print(w io.Writer, u verifyUnit, conc int, dur time.Duration, r
 	fmt.Fprintf(w, "\n%s, %s, %s (load average %s):\n", s.how(), s.name, load, s.load)
 	fmt.Fprintf(w, "  %.0f verified durable rows/s (%d rows; %s), p50 %s, p99 %s, errors %d\n",
 		s.rate, s.ok, s.unitSaid(u), s.p(50), s.p(99), s.errors)
-	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row (%.2f in the run's unit, %s); client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
+	fmt.Fprintf(w, "  ledgerd CPU %.2f cores = %s per row = %.2f verifications per row (%.2f in the unit measured at the run's start, %s); client (this process, same cores) %.2f cores; versitygw %.2f cores\n",
 		s.cpu, us(s.cpuPerRow()), s.units(u), u.units(s.cpuPerRow().Seconds()), us(u.median()), s.clientCPU, s.s3cpu)
 	s.printWritten(w)
 	s.printKernel(w)

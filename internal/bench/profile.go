@@ -218,7 +218,7 @@ func (c ceiling) label() string {
 // printCostSummary prints every served scenario and ceiling in one table,
 // in units of u.
 func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*served, cfg Config) {
-	fmt.Fprintf(w, "\nsummary: ledgerd CPU per verified durable row in P-256 verifications, each phase in the unit sampled during it (the mean of its batches between p10 and p90; the run's where none was), and in the run's unit (%s, the median of both measurements); client on the same cores\n", us(u.median()))
+	fmt.Fprintf(w, "\nsummary: ledgerd CPU per verified durable row in P-256 verifications, each phase in the unit timed during it (the mean of its batches, the tenth at each end left out; the run's unit where too few were timed, the column before it then —), and in the run's unit (%s, the median of the measurements at its start and end); client on the same cores\n", us(u.median()))
 	ratios := "as ledgerd runs it / verify + commit"
 	if cfg.PairedCeilings {
 		ratios = "as ledgerd runs it, just before / the same at the run's start / verify + commit at the run's start"
@@ -227,7 +227,7 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range ceilings {
 		fmt.Fprintf(w, "| in process (%s), %s, %d in flight | %.0f | %s | %s | %.2f | %.2f | | %s | %s | | | | %s | |\n",
-			c.label(), c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), us(c.perVerification(u)), c.units(u), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
+			c.label(), c.name, cfg.Concurrency, c.rate, us(c.cpuPerRow()), c.timedUnit(), c.units(u), u.units(c.cpuPerRow().Seconds()), c.p(50), c.p(99), c.load)
 	}
 	for _, s := range runs {
 		load, ratio := fmt.Sprintf("%d in flight", cfg.Concurrency), s.ratios()
@@ -243,7 +243,7 @@ func printCostSummary(w io.Writer, u verifyUnit, ceilings []ceiling, runs []*ser
 			allocs = fmt.Sprintf("%.0f", n)
 		}
 		fmt.Fprintf(w, "| %s, %s, %s | %.0f | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s |\n",
-			s.how(), s.name, load, s.rate, us(s.cpuPerRow()), us(s.perVerification(u)), s.units(u), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
+			s.how(), s.name, load, s.rate, us(s.cpuPerRow()), s.timedUnit(), s.units(u), u.units(s.cpuPerRow().Seconds()), ratio, s.p(50), s.p(99), hits,
 			mib(s.mem.anon), mib(s.mem.file), mib(s.atRest.anon), mib(s.atRest.file), s.load, allocs)
 	}
 }

@@ -22,7 +22,10 @@ import (
 // was doing): two measurements, before and after the run, can each catch
 // either. A batch costs about 1.2 ms of CPU, so at the default interval
 // the sampler takes about half a per cent of one core; its CPU is taken
-// out of the phase's process CPU it falls in (attribute).
+// out of the phase's process CPU it falls in (attribute). A verification
+// allocates, so a batch timed while this process collects may do some of
+// the collector's marking (an assist) and read a little high: the
+// in-process ceilings' process collects about once a second.
 type unitSampler struct {
 	every    time.Duration
 	stop     chan struct{}
@@ -141,19 +144,34 @@ func (s *unitSampler) attribute(r *result, inProcess bool) {
 	}
 }
 
-// trimmedMean is the mean of the samples between the 10th and the 90th
-// percentiles: a phase's cost is an average over the phase, and the unit
-// it is read in should be too, where a median picks whichever of the
+// trimmedMean is the mean of the sorted samples with a tenth left out at
+// each end: a phase's cost is an average over the phase, and the unit it
+// is read in should be too, where a median picks whichever of the
 // machine's levels held most of the phase.
 func (u verifyUnit) trimmedMean() time.Duration {
-	n := len(u.cpu)
-	if n == 0 {
+	lo, hi := u.trimmed()
+	if hi <= lo {
 		return 0
 	}
-	lo, hi := n/10, n-n/10
 	var sum time.Duration
 	for _, c := range u.cpu[lo:hi] {
 		sum += c
 	}
 	return sum / time.Duration(hi-lo)
+}
+
+// trimmed is the range of the samples trimmedMean averages.
+func (u verifyUnit) trimmed() (lo, hi int) {
+	n := len(u.cpu)
+	return n / 10, n - n/10
+}
+
+// trimmedBounds are the least and the greatest sample trimmedMean
+// averages.
+func (u verifyUnit) trimmedBounds() (time.Duration, time.Duration) {
+	lo, hi := u.trimmed()
+	if hi <= lo {
+		return 0, 0
+	}
+	return u.cpu[lo], u.cpu[hi-1]
 }

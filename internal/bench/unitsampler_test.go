@@ -85,6 +85,9 @@ func TestTrimmedMean(t *testing.T) {
 	if got, want := u.trimmedMean(), (9*55+7*72)*time.Microsecond/16; got != want {
 		t.Errorf("trimmed mean %v, want %v", got, want)
 	}
+	if lo, hi := u.trimmedBounds(); lo != 55*time.Microsecond || hi != 72*time.Microsecond {
+		t.Errorf("the trimmed samples run from %v to %v, want 55µs to 72µs", lo, hi)
+	}
 	if (verifyUnit{}).trimmedMean() != 0 {
 		t.Error("the trimmed mean of nothing is not 0")
 	}
