@@ -19,24 +19,32 @@ import (
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
-	s3store "github.com/pactledger/pactledger/storage/s3"
 )
 
-// ledgerOnBucket is a ledger with its own row store whose evidence and
-// log go to the evidence directory dir, its log signed by signer.
+// ledgerOn is a ledger with its own row store whose evidence and log go
+// to objects, its log signed by signer (nil: the log left off).
+func ledgerOn(t *testing.T, objects ledger.ObjectStore, signer note.Signer) *harness {
+	t.Helper()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	if signer != nil {
+		if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// ledgerOnBucket is ledgerOn the evidence directory dir.
 func ledgerOnBucket(t *testing.T, dir string, signer note.Signer) *harness {
 	t.Helper()
 	objects, err := localdir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}}
-	t.Cleanup(h.sc.Close)
-	h.open(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return ledgerOn(t, objects, signer)
 }
 
 // grow queues leaves from..from+n-1, integrates them and publishes the
@@ -184,10 +192,7 @@ func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
+	h := ledgerOn(t, objects, nil)
 	if _, err := h.l.LogDiverged(); err != nil {
 		t.Fatalf("LogDiverged before the log is on: %v", err)
 	}
@@ -225,22 +230,8 @@ func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
 	ctx := context.Background()
 	name := s3test.Bucket()
-	open := func(signer note.Signer) *harness {
-		objects, err := s3store.Open(ctx, s3store.Config{Endpoint: s3srv.Endpoint, Bucket: name, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects}
-		t.Cleanup(h.sc.Close)
-		h.set(time.Now().UTC())
-		h.open(t)
-		if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
 	signerA, _ := logKeys(t)
-	a := open(signerA)
+	a := ledgerOn(t, s3Objects(t, name), signerA)
 	if err := a.grow(t, 0, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +240,7 @@ func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	signerB, _ := logKeys(t)
-	b := open(signerB)
+	b := ledgerOn(t, s3Objects(t, name), signerB)
 	if err := b.grow(t, 10, 7); !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "of size 5 has root") {
 		t.Errorf("a second log publishing to the bucket: %v", err)
 	}
@@ -307,14 +298,9 @@ func TestAPublicationOvertakenByALaterOneLeavesIt(t *testing.T) {
 			t.Errorf("the later publication: %v", err)
 		}
 	}
-	h = &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: store, logs: &syncbuf.Buffer{}}
-	t.Cleanup(h.sc.Close)
-	h.open(t)
 	signer, _ := logKeys(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-		t.Fatal(err)
-	}
 	overtaken = true // not yet
+	h = ledgerOn(t, store, signer)
 	if err := h.grow(t, 0, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -360,13 +346,8 @@ func TestAnotherLogPublishedDuringAPublicationIsNotReplaced(t *testing.T) {
 			t.Errorf("the other ledger's publication: %v", err)
 		}
 	}}
-	b := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: store, logs: &syncbuf.Buffer{}}
-	t.Cleanup(b.sc.Close)
-	b.open(t)
 	signerB, _ := logKeys(t)
-	if err := b.l.EnableLog(ledger.LogConfig{Signer: signerB}); err != nil {
-		t.Fatal(err)
-	}
+	b := ledgerOn(t, store, signerB)
 	err = b.grow(t, 100, 7)
 	if !raced {
 		t.Fatal("the other ledger did not publish during the publication")

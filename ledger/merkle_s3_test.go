@@ -79,11 +79,7 @@ func (bucket) SaveTiles([]tlog.Tile, [][]byte) {}
 func TestLogInTheBucket(t *testing.T) {
 	ctx := context.Background()
 	name := s3test.Bucket()
-	objects, err := s3store.Open(ctx, s3store.Config{Endpoint: s3srv.Endpoint, Bucket: name, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: s3Objects(t, name)}
 	t.Cleanup(h.sc.Close)
 	h.set(time.Now().UTC())
 	h.open(t)
@@ -227,4 +223,15 @@ func TestLogInTheBucket(t *testing.T) {
 	if _, err := b.get("tile/0/002"); err == nil {
 		t.Fatal("a tile beyond the tree is in the bucket")
 	}
+}
+
+// s3Objects is the test S3 server's bucket name (created if need be) as
+// a ledger's evidence store.
+func s3Objects(t *testing.T, name string) ledger.ObjectStore {
+	t.Helper()
+	objects, err := s3store.Open(context.Background(), s3store.Config{Endpoint: s3srv.Endpoint, Bucket: name, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects
 }

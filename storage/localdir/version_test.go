@@ -2,13 +2,12 @@ package localdir_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/internal/objecttest"
 	"github.com/pactledger/pactledger/storage/localdir"
 )
 
@@ -52,28 +51,9 @@ func TestPutVersionReplaces(t *testing.T) {
 
 // SwapVersion replaces a key's content only over what the writer read.
 func TestSwapVersionOnlyOverWhatWasRead(t *testing.T) {
-	ctx := context.Background()
 	s, err := localdir.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := time.Now().Add(time.Hour)
-	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("one"), until, nil); err != nil {
-		t.Fatalf("the first version, over none: %v", err)
-	}
-	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("two"), until, nil); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over none, where one is: %v, want ErrObjectChanged", err)
-	}
-	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("two"), until, []byte("one")); err != nil {
-		t.Fatalf("a version over the one read: %v", err)
-	}
-	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("three"), until, []byte("one")); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over one replaced since it was read: %v, want ErrObjectChanged", err)
-	}
-	if got, err := s.Get(ctx, "log/checkpoint"); err != nil || string(got) != "two" {
-		t.Errorf("the latest version: %q, %v; want two", got, err)
-	}
-	if _, err := s.SwapVersion(ctx, "log/other", []byte("x"), until, []byte("one")); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over one where none is: %v, want ErrObjectChanged", err)
-	}
+	objecttest.SwapVersion(t, s)
 }

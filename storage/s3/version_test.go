@@ -2,15 +2,14 @@ package s3_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/pactledger/pactledger/internal/objecttest"
 	"github.com/pactledger/pactledger/internal/s3test"
-	"github.com/pactledger/pactledger/ledger"
 )
 
 // Each PutVersion of a key is a new version with COMPLIANCE retention: a
@@ -90,32 +89,12 @@ func TestPutVersionKeepsEveryVersionLocked(t *testing.T) {
 	}
 }
 
-// SwapVersion writes a new version only over the one the writer read: a
-// second writer that read the same version is refused, and so is a
-// writer that expected no object where one is.
+// SwapVersion writes a new version only over the one the writer read,
+// with S3's conditional writes.
 func TestSwapVersionOnlyOverWhatWasRead(t *testing.T) {
-	ctx := context.Background()
 	st, err := open(t, s3test.Bucket(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := time.Now().Add(time.Hour)
-	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("one"), until, nil); err != nil {
-		t.Fatalf("the first version, over none: %v", err)
-	}
-	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("two"), until, nil); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over none, where one is: %v, want ErrObjectChanged", err)
-	}
-	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("two"), until, []byte("one")); err != nil {
-		t.Fatalf("a version over the one read: %v", err)
-	}
-	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("three"), until, []byte("one")); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over one replaced since it was read: %v, want ErrObjectChanged", err)
-	}
-	if got, err := st.Get(ctx, "log/checkpoint"); err != nil || string(got) != "two" {
-		t.Errorf("the latest version: %q, %v; want two", got, err)
-	}
-	if _, err := st.SwapVersion(ctx, "log/other", []byte("x"), until, []byte("one")); !errors.Is(err, ledger.ErrObjectChanged) {
-		t.Errorf("a version over one where none is: %v, want ErrObjectChanged", err)
-	}
+	objecttest.SwapVersion(t, st)
 }
