@@ -15,18 +15,24 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// PutVersion writes body as the new content of key: the one object that
+// SwapVersion writes body as the new content of key: the one object that
 // changes, such as the Merkle log's live checkpoint (C2SP tlog-tiles
-// "checkpoint"). The body goes to a temporary file beside the key, is
-// fsynced and made read-only, then renamed over the key and the directory
-// fsynced, so a reader sees the old content or the new, never a part.
+// "checkpoint"), only while the key holds prev (nil: while there is no
+// key), so that two writers cannot each replace what the other wrote
+// after reading it; otherwise it returns an error wrapping
+// ledger.ErrObjectChanged. Writers take an exclusive lock on the key's
+// directory (flock(2), which holds between processes) around the
+// comparison and the write. The body goes to a temporary file beside the
+// key, is fsynced and made read-only, then renamed over the key and the
+// directory fsynced, so a reader sees the old content or the new, never
+// a part.
 //
 // This is weaker than S3, where each version stays locked: a directory
 // keeps only the latest content, and retainUntil is not enforced (anyone
 // with write access to the directory can replace or remove the file).
 // Everything the latest checkpoint says is also in the write-once
 // checkpoints the log keeps by size.
-func (s *Store) PutVersion(_ context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+func (s *Store) SwapVersion(_ context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
 	loc := ledger.Location{Store: "dir", Bucket: s.dir, Key: key, RetainUntil: retainUntil.UTC()}
 	p, err := s.path(key)
 	if err != nil {
@@ -35,6 +41,25 @@ func (s *Store) PutVersion(_ context.Context, key string, body []byte, retainUnt
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
+	defer d.Close() // releases the lock
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+		return loc, fmt.Errorf("put a version of %s: lock its directory: %w", key, err)
+	}
+	have, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if prev != nil {
+			return loc, fmt.Errorf("put a version of %s: %w: it is gone", key, ledger.ErrObjectChanged)
+		}
+	case err != nil:
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	case prev == nil || !bytes.Equal(have, prev):
+		return loc, fmt.Errorf("put a version of %s: %w", key, ledger.ErrObjectChanged)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*.tmp")
 	if err != nil {
@@ -70,41 +95,4 @@ func writeLocked(f *os.File, body []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// SwapVersion writes body as the new content of key, as PutVersion does,
-// only while the key holds prev (nil: while there is no key), so that two
-// writers cannot each replace what the other wrote after reading it:
-// writers of the directory take an exclusive lock on a file beside the
-// key (flock(2), which holds between processes) around the comparison and
-// the rename. Otherwise it returns an error wrapping
-// ledger.ErrObjectChanged.
-func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
-	p, err := s.path(key)
-	if err != nil {
-		return ledger.Location{}, err
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
-	}
-	defer lock.Close() // releases the lock
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return ledger.Location{}, fmt.Errorf("put a version of %s: lock: %w", key, err)
-	}
-	have, err := os.ReadFile(p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if prev != nil {
-			return ledger.Location{}, fmt.Errorf("put a version of %s: %w: it is gone", key, ledger.ErrObjectChanged)
-		}
-	case err != nil:
-		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, err)
-	case prev == nil || !bytes.Equal(have, prev):
-		return ledger.Location{}, fmt.Errorf("put a version of %s: %w", key, ledger.ErrObjectChanged)
-	}
-	return s.PutVersion(ctx, key, body, retainUntil)
 }

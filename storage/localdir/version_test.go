@@ -11,9 +11,9 @@ import (
 	"github.com/pactledger/pactledger/storage/localdir"
 )
 
-// PutVersion replaces a key's content atomically: the latest is read back,
+// SwapVersion replaces a key's content atomically: the latest is read back,
 // the file stays read-only, and no temporary file is left behind.
-func TestPutVersionReplaces(t *testing.T) {
+func TestSwapVersionReplaces(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := localdir.Open(dir)
@@ -21,8 +21,10 @@ func TestPutVersionReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(time.Hour)
+	var prev []byte
 	for _, body := range []string{"origin\n1\nAAAA\n", "origin\n2\nBBBB\n"} {
-		loc, err := s.PutVersion(ctx, "log/checkpoint", []byte(body), until)
+		loc, err := s.SwapVersion(ctx, "log/checkpoint", []byte(body), until, prev)
+		prev = []byte(body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +45,7 @@ func TestPutVersionReplaces(t *testing.T) {
 		t.Fatalf("log directory holds %v (%v), want the checkpoint only", entries, err)
 	}
 	for _, k := range []string{"../escape", "/abs", ""} {
-		if _, err := s.PutVersion(ctx, k, []byte("x"), until); err == nil {
+		if _, err := s.SwapVersion(ctx, k, []byte("x"), until, nil); err == nil {
 			t.Errorf("key %q accepted", k)
 		}
 	}

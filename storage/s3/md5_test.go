@@ -60,7 +60,7 @@ func TestLockedPutsCarryContentMD5(t *testing.T) {
 		}
 	}
 	bodies["log/checkpoint"] = []byte("a checkpoint\n")
-	if _, err := st.PutVersion(ctx, "log/checkpoint", bodies["log/checkpoint"], retain); err != nil {
+	if _, err := st.SwapVersion(ctx, "log/checkpoint", bodies["log/checkpoint"], retain, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -15,39 +15,20 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// PutVersion writes body as a new version of key: the one object that
+// SwapVersion writes body as a new version of key: the one object that
 // changes, such as the Merkle log's live checkpoint (C2SP tlog-tiles
-// "checkpoint"), which a client reads by its fixed name. It is a put
-// without If-None-Match into the bucket, whose Object Lock keeps it
-// versioned: each version is created with COMPLIANCE retention until
-// retainUntil and stays locked, so no version can be removed or changed
-// before then; the latest is what a plain GET reads. The location names
-// the version written.
-func (s *Store) PutVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
-	loc, err := s.putVersion(ctx, key, body, retainUntil)
-	s.observe(err)
-	return loc, err
-}
-
-func (s *Store) putVersion(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
-	loc := ledger.Location{Store: "s3", Bucket: s.bucket, Key: key, RetainUntil: retainUntil.UTC()}
-	if err := s.ready(); err != nil {
-		return loc, err
-	}
-	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), lockedPut(body, retainUntil, http.DetectContentType(body)))
-	if err != nil {
-		return loc, fmt.Errorf("put a version of %s: %w", key, err)
-	}
-	loc.VersionID = info.VersionID
-	return loc, nil
-}
-
-// SwapVersion writes body as a new version of key, as PutVersion does,
-// only while the key's latest version holds prev (nil: while the key has
-// none), so that two writers cannot each replace what the other wrote
-// after reading it: S3's conditional write, If-Match on the ETag of prev
-// (its MD5: the store's puts are single-part) or If-None-Match. Otherwise
-// it returns an error wrapping ledger.ErrObjectChanged.
+// "checkpoint"), which a client reads by its fixed name. It is a put into
+// the bucket, whose Object Lock keeps it versioned: each version is
+// created with COMPLIANCE retention until retainUntil and stays locked, so
+// no version can be removed or changed before then; the latest is what a
+// plain GET reads. The location names the version written.
+//
+// The put is S3's conditional write: it succeeds only while the key's
+// latest version holds prev (If-Match on its ETag, the MD5 of prev: the
+// store's puts are single-part), or while the key has none when prev is
+// nil (If-None-Match), so that two writers cannot each replace what the
+// other wrote after reading it; otherwise it returns an error wrapping
+// ledger.ErrObjectChanged.
 func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
 	loc, err := s.swapVersion(ctx, key, body, retainUntil, prev)
 	s.observe(err)

@@ -12,10 +12,10 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 )
 
-// Each PutVersion of a key is a new version with COMPLIANCE retention: a
+// Each SwapVersion of a key is a new version with COMPLIANCE retention: a
 // plain GET reads the latest, every earlier version stays readable and
 // locked, and none can be deleted.
-func TestPutVersionKeepsEveryVersionLocked(t *testing.T) {
+func TestSwapVersionKeepsEveryVersionLocked(t *testing.T) {
 	ctx := context.Background()
 	bucket := s3test.Bucket()
 	st, err := open(t, bucket, true)
@@ -25,8 +25,10 @@ func TestPutVersionKeepsEveryVersionLocked(t *testing.T) {
 	until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 	bodies := []string{"origin\n1\nAAAA\n", "origin\n2\nBBBB\n", "origin\n3\nCCCC\n"}
 	versions := map[string]string{} // version id -> body
+	var prev []byte
 	for _, b := range bodies {
-		loc, err := st.PutVersion(ctx, "log/checkpoint", []byte(b), until)
+		loc, err := st.SwapVersion(ctx, "log/checkpoint", []byte(b), until, prev)
+		prev = []byte(b)
 		if err != nil {
 			t.Fatal(err)
 		}
