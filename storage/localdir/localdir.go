@@ -1,6 +1,7 @@
 // Package localdir is evidence storage in a local directory, for the
-// embedded default: each object is created exclusively (O_EXCL), fsynced
-// and made read-only. It has the same interface as S3 Object Lock but a
+// embedded default: each object is written whole to a temporary file,
+// fsynced, made read-only and linked to its key only where the key does
+// not exist. It has the same interface as S3 Object Lock but a
 // weaker guarantee: anyone with write access to the directory can still
 // remove or change files.
 package localdir
@@ -15,8 +16,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/fsync"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -44,50 +47,61 @@ func (s *Store) path(key string) (string, error) {
 	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
 }
 
-// Put implements ledger.ObjectStore.
+// Put implements ledger.ObjectStore. The body is written to a temporary
+// file beside the key, fsynced and made read-only, then linked to the key
+// (link(2) fails where the key exists) and the directory fsynced: an
+// object appears whole or not at all, and of writers putting one key at
+// once exactly one creates it while the others find it.
 func (s *Store) Put(_ context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
 	loc := ledger.Location{Store: "dir", Bucket: s.dir, Key: key, RetainUntil: retainUntil.UTC()}
 	p, err := s.path(key)
 	if err != nil {
 		return loc, err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return loc, err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := writeLocked(f, body); err != nil {
+		return loc, fmt.Errorf("put %s: %w", key, err)
+	}
+	err = os.Link(tmp, p)
 	if errors.Is(err, fs.ErrExist) {
-		have, rerr := os.ReadFile(p)
-		if rerr == nil && bytes.Equal(have, body) {
-			// The same object put again (a JWKS snapshot named anew after
-			// its last row was swept): it is retained for the new put too,
-			// so that a deletion queued for the earlier one is refused.
-			return loc, s.ExtendRetention(context.Background(), loc, retainUntil)
-		}
-		if rerr == nil && len(have) == 0 {
-			// An earlier attempt crashed between create and write.
-			if err := os.Chmod(p, 0o600); err == nil {
-				if err := os.WriteFile(p, body, 0o400); err == nil {
-					return loc, syncAndLock(p)
-				}
-			}
-		}
-		return loc, fmt.Errorf("put %s: %w", key, ledger.ErrObjectExists)
+		return loc, s.putAgain(loc, p, body)
 	}
 	if err != nil {
 		return loc, fmt.Errorf("put %s: %w", key, err)
 	}
-	if _, err := f.Write(body); err != nil {
-		f.Close()
-		return loc, fmt.Errorf("put %s: %w", key, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return loc, fmt.Errorf("put %s: %w", key, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return loc, fmt.Errorf("put %s: %w", key, err)
 	}
 	return loc, nil
+}
+
+// putAgain is Put of a key that exists at p.
+func (s *Store) putAgain(loc ledger.Location, p string, body []byte) error {
+	have, err := os.ReadFile(p)
+	if err == nil && bytes.Equal(have, body) {
+		// The same object put again (a JWKS snapshot named anew after its
+		// last row was swept): it is retained for the new put too, so that
+		// a deletion queued for the earlier one is refused.
+		return s.ExtendRetention(context.Background(), loc, loc.RetainUntil)
+	}
+	if err == nil && len(have) == 0 {
+		// An earlier version's put crashed between create and write.
+		if err := os.Chmod(p, 0o600); err == nil {
+			if err := os.WriteFile(p, body, 0o400); err == nil {
+				return syncAndLock(p)
+			}
+		}
+	}
+	return fmt.Errorf("put %s: %w", loc.Key, ledger.ErrObjectExists)
 }
 
 func syncAndLock(p string) error {
@@ -132,6 +146,11 @@ func (s *Store) updateLock(key string, fn func(*lockState)) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDir(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var st lockState
 	if b, err := os.ReadFile(p + ".lock"); err == nil {
 		_ = json.Unmarshal(b, &st)
@@ -141,11 +160,34 @@ func (s *Store) updateLock(key string, fn func(*lockState)) error {
 	if err != nil {
 		return err
 	}
-	tmp := p + ".lock.tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".lock.*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p+".lock")
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := writeLocked(f, b); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p+".lock"); err != nil {
+		return err
+	}
+	return fsync.Dir(filepath.Dir(p))
+}
+
+// lockDir takes an exclusive lock on directory dir (flock(2), which holds
+// between processes) for the writers that read, decide and write there:
+// a new latest version, a sidecar's retention and hold, a deletion.
+func lockDir(dir string) (unlock func(), err error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { d.Close() }, nil // closing releases the lock
 }
 
 // SetLegalHold implements ledger.ObjectStore: recorded in a sidecar file.
@@ -169,6 +211,14 @@ func (s *Store) Delete(_ context.Context, loc ledger.Location) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDir(filepath.Dir(p))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing of the key was ever put
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", loc.Key, err)
+	}
+	defer unlock()
 	var st lockState
 	if b, err := os.ReadFile(p + ".lock"); err == nil {
 		_ = json.Unmarshal(b, &st)

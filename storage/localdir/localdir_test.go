@@ -1,10 +1,14 @@
 package localdir_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,5 +73,54 @@ func TestPutAgainRetainsForTheNewPut(t *testing.T) {
 	}
 	if b, err := s.Get(ctx, "jwks/s.json"); err != nil || string(b) != "keys" {
 		t.Fatalf("after the refused delete: %q %v", b, err)
+	}
+}
+
+// Writers putting the same object at once (two holders of the Merkle
+// log's lease publishing one tile, a retried upload beside the first)
+// all succeed, and a reader never sees part of it: an object appears
+// whole or not at all.
+func TestConcurrentPutsOfOneObject(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("a tile of the log "), 1<<16)
+	until := time.Now().Add(time.Hour)
+	for round := range 20 {
+		key := fmt.Sprintf("log/tile/0/%03d", round)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 4 {
+			wg.Go(func() {
+				if _, err := s.Put(ctx, key, body, until); err != nil {
+					errs <- err
+				}
+			})
+			wg.Go(func() {
+				if got, err := s.Get(ctx, key); err == nil && !bytes.Equal(got, body) {
+					errs <- fmt.Errorf("a reader saw %d of the object's %d bytes", len(got), len(body))
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("%s: %v", key, err)
+		}
+		if got, err := s.Get(ctx, key); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s after the puts: %d bytes, %v", key, len(got), err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "log", "tile", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("a temporary file was left behind: %s", e.Name())
+		}
 	}
 }

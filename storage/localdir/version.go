@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/fsync"
@@ -42,14 +41,11 @@ func (s *Store) SwapVersion(_ context.Context, key string, body []byte, retainUn
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
-	d, err := os.Open(dir)
+	unlock, err := lockDir(dir)
 	if err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
-	defer d.Close() // releases the lock
-	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
-		return loc, fmt.Errorf("put a version of %s: lock its directory: %w", key, err)
-	}
+	defer unlock()
 	have, err := os.ReadFile(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
