@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,7 @@ func TestLogInTheBucket(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the bucket's checkpoint did not reach size %d", n)
 			}
-			time.Sleep(10 * time.Millisecond)
+			runtime.Gosched()
 		}
 	}
 
