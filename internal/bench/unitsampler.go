@@ -2,11 +2,7 @@ package bench
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -48,17 +44,12 @@ const unitSampleEvery = 250 * time.Millisecond
 
 // startUnitSampler starts sampling every interval until stop.
 func startUnitSampler(every time.Duration) (*unitSampler, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub, digest, sig, err := unitSignature()
 	if err != nil {
-		return nil, fmt.Errorf("verification unit: %w", err)
-	}
-	digest := sha256.Sum256([]byte("pactledger verification unit"))
-	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
-	if err != nil {
-		return nil, fmt.Errorf("verification unit: %w", err)
+		return nil, err
 	}
 	s := &unitSampler{every: every, stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() { s.done <- s.run(&key.PublicKey, digest[:], sig) }()
+	go func() { s.done <- s.run(pub, digest, sig) }()
 	return s, nil
 }
 
