@@ -123,6 +123,39 @@ type auditor struct {
 	unreadable int
 	compared   int
 	notRows    int // leaves of other kinds not compared
+
+	newer   proof.Checkpoint          // the audited checkpoint
+	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
+	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
+}
+
+// inAuditedLog checks that a row's proof, already verified under its
+// checkpoint cp, proves a leaf of the audited log: a checkpoint signed by
+// the log's key proves nothing by itself, since whoever holds the key can
+// sign another tree. A leaf within the audited tree must be the tree's
+// own leaf at that index (from the tiles, checked against the audited
+// checkpoint); a leaf logged since must be proven under a checkpoint that
+// extends the audited one (an RFC 6962 consistency proof). Either failure
+// is an *inconsistent.
+func (a *auditor) inAuditedLog(b *proof.Bundle, cp proof.Checkpoint) error {
+	if b.LeafIndex < a.newer.Size {
+		hs, err := a.hashes.ReadHashes([]int64{tlog.StoredHashIndex(0, b.LeafIndex)})
+		if err != nil {
+			return &inconsistent{fmt.Errorf("the tiles do not give leaf %d of the audited tree: %w", b.LeafIndex, err)}
+		}
+		if tlog.RecordHash([]byte(b.Leaf)) != hs[0] {
+			return &inconsistent{fmt.Errorf("its leaf %d is not the audited tree's leaf %d (the proof is under a checkpoint of size %d, root %x, of another tree)", b.LeafIndex, b.LeafIndex, cp.Size, cp.Hash[:])}
+		}
+		return nil
+	}
+	if a.extends[cp] {
+		return nil
+	}
+	if err := a.c.consistent(a.newer, cp); err != nil {
+		return err
+	}
+	a.extends[cp] = true
+	return nil
 }
 
 func (a *auditor) mismatch(format string, args ...any) {
@@ -350,23 +383,13 @@ func (c *cli) logAudit(o auditOpts) error {
 		fmt.Fprintf(c.out, "FAILED: the log shrank from %d to %d leaves\n", old.Size, newer.Size)
 		return errCheckFailed
 	}
-	ctx, cancel := c.ctx()
-	cons, err := c.c.GetConsistencyProof(ctx, &ledgerv1.GetConsistencyProofRequest{From: old.Size, To: newer.Size})
-	cancel()
-	if err != nil {
-		return err
-	}
-	path := make([]tlog.Hash, len(cons.GetProof()))
-	for i, h := range cons.GetProof() {
-		if len(h) != tlog.HashSize {
-			fmt.Fprintf(c.out, "FAILED: consistency proof hash %d is %d bytes\n", i, len(h))
+	if err := c.consistent(old, newer); err != nil {
+		var bad *inconsistent
+		if errors.As(err, &bad) {
+			fmt.Fprintf(c.out, "FAILED: %v\n", bad.err)
 			return errCheckFailed
 		}
-		copy(path[i][:], h)
-	}
-	if err := proof.VerifyConsistency(old, newer, path); err != nil {
-		fmt.Fprintf(c.out, "FAILED: %v\n", err)
-		return errCheckFailed
+		return err
 	}
 	fmt.Fprintf(c.out, "consistent: the tree of size %d is a prefix of the tree of size %d (RFC 6962 consistency proof checked)\n", old.Size, newer.Size)
 
@@ -376,7 +399,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	defer tcancel()
 	tr := &tiles{ctx: tctx, base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
-	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}}
+	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{}}
 	checkRows := c.key != ""
 	var leaves int64
 	first := old.Size // --all: every leaf, not only those since the kept checkpoint
@@ -507,11 +530,20 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 		return false, fmt.Errorf("proof of row %s: %w", r.GetId(), err)
 	}
 	b, err := proof.ParseBundle([]byte(rep.GetBundle()))
+	var cp proof.Checkpoint
 	if err == nil {
-		_, err = b.Verify(key)
+		cp, err = b.Verify(key)
 	}
 	if err != nil {
 		a.mismatch("row %s: its proof does not verify: %v", r.GetId(), err)
+		return true, nil
+	}
+	if err := a.inAuditedLog(b, cp); err != nil {
+		var bad *inconsistent
+		if !errors.As(err, &bad) {
+			return false, err
+		}
+		a.mismatch("row %s: its proof is not of the audited log: %v", r.GetId(), bad.err)
 		return true, nil
 	}
 	a.seen[r.GetId()] = true
@@ -523,4 +555,37 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 		a.mismatch("leaf %d (row %s) differs from the ledger: %s", b.LeafIndex, r.GetId(), strings.Join(d, "; "))
 	}
 	return true, nil
+}
+
+// inconsistent: a proof that does not tie one tree to another. The
+// server answered, and what it answered fails the check.
+type inconsistent struct{ err error }
+
+func (e *inconsistent) Error() string { return e.err.Error() }
+
+// consistent fetches the RFC 6962 consistency proof from old to newer
+// (both opened, of the same log) and checks it. A proof that fails, or
+// that the server cannot give, is an *inconsistent; other errors are the
+// server's.
+func (c *cli) consistent(old, newer proof.Checkpoint) error {
+	ctx, cancel := c.ctx()
+	cons, err := c.c.GetConsistencyProof(ctx, &ledgerv1.GetConsistencyProofRequest{From: old.Size, To: newer.Size})
+	cancel()
+	if status.Code(err) == codes.InvalidArgument || status.Code(err) == codes.OutOfRange {
+		return &inconsistent{fmt.Errorf("the server gives no consistency proof from size %d to %d: %v", old.Size, newer.Size, status.Convert(err).Message())}
+	}
+	if err != nil {
+		return err
+	}
+	path := make([]tlog.Hash, len(cons.GetProof()))
+	for i, h := range cons.GetProof() {
+		if len(h) != tlog.HashSize {
+			return &inconsistent{fmt.Errorf("consistency proof hash %d is %d bytes", i, len(h))}
+		}
+		copy(path[i][:], h)
+	}
+	if err := proof.VerifyConsistency(old, newer, path); err != nil {
+		return &inconsistent{err}
+	}
+	return nil
 }
