@@ -48,7 +48,13 @@ type tiles struct {
 	ctx    context.Context
 	base   string
 	client *http.Client
+
+	saved map[string][]byte // tiles a tree's hashes were checked against, by path
+	order []string          // their paths, oldest first
 }
+
+// maxSavedTiles bounds the tiles kept: 8 MiB of full hash tiles.
+const maxSavedTiles = 1024
 
 func (t *tiles) get(path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(t.ctx, http.MethodGet, t.base+"/v1/log/"+path, nil)
@@ -77,6 +83,10 @@ func (t *tiles) Height() int { return tileHeight }
 func (t *tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(ts))
 	for i, tile := range ts {
+		if b, ok := t.saved[tile.Path()]; ok {
+			out[i] = b
+			continue
+		}
 		b, err := t.get(strings.Replace(tile.Path(), "tile/8/", "tile/", 1))
 		if err != nil {
 			return nil, err
@@ -86,8 +96,27 @@ func (t *tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
 	return out, nil
 }
 
-// SaveTiles implements tlog.TileReader; nothing is cached.
-func (t *tiles) SaveTiles([]tlog.Tile, [][]byte) {}
+// SaveTiles implements tlog.TileReader: it keeps the tiles the reader
+// checked (the latest maxSavedTiles), so that the rows' leaves, read
+// newest first, seldom fetch a tile twice. A kept tile is checked again
+// whenever it is read.
+func (t *tiles) SaveTiles(ts []tlog.Tile, data [][]byte) {
+	if t.saved == nil {
+		t.saved = map[string][]byte{}
+	}
+	for i, tile := range ts {
+		p := tile.Path()
+		if _, ok := t.saved[p]; ok {
+			continue
+		}
+		if len(t.order) == maxSavedTiles {
+			delete(t.saved, t.order[0])
+			t.order = t.order[1:]
+		}
+		t.saved[p] = data[i]
+		t.order = append(t.order, p)
+	}
+}
 
 // entries reads the leaves of level-0 tile n, w of them (C2SP entry
 // bundle: each leaf as a big-endian uint16 length and its bytes).
