@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -567,8 +568,9 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 		return err
 	})
 	if err == nil && len(cp) == 0 {
-		// Nothing logged yet: sign the empty tree.
-		return proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: 0, Hash: tlog.Hash{}}, l.log.cfg.Signer)
+		// Nothing logged yet: sign the empty tree, whose root is the hash
+		// of nothing (RFC 6962 §2.1).
+		return proof.Sign(proof.Checkpoint{Origin: l.Origin(), Size: 0, Hash: sha256.Sum256(nil)}, l.log.cfg.Signer)
 	}
 	return cp, err
 }

@@ -84,8 +84,10 @@ func TestMerkleLogProofsAcrossSizes(t *testing.T) {
 	h := newHarness(t)
 	vkey := h.enableLog(t, 0)
 	ctx := context.Background()
-	if c := checkpointOf(t, h, vkey); c.Size != 0 {
-		t.Fatalf("empty log checkpoint size %d", c.Size)
+	// The empty tree's root is the hash of nothing (RFC 6962 §2.1), as an
+	// independent client computes it.
+	if c := checkpointOf(t, h, vkey); c.Size != 0 || !bytes.Equal(c.Hash[:], rfc6962.DefaultHasher.EmptyRoot()) {
+		t.Fatalf("empty log checkpoint: size %d, root %x; want 0 and %x", c.Size, c.Hash[:], rfc6962.DefaultHasher.EmptyRoot())
 	}
 	sizes := []int{1, 2, 3, 4, 7, 8, 255, 256, 257, 511, 512, 513, 1000, 4096, 5000}
 	var cps []lproof.Checkpoint
