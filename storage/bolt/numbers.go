@@ -80,24 +80,29 @@ type createdRow struct {
 	jwtKey []byte // the bReqJWT key the row took, nil for none
 }
 
-// removedKey is a key the transaction removed from bRowSeq or bReqJWT.
+// removedKey is a key the transaction removed from bRowSeq or bReqJWT,
+// and the number of the row it named. The same transaction may give the
+// key to another row after.
 type removedKey struct {
-	name []byte
-	key  string
+	name   []byte
+	key    string
+	number uint64
 }
 
 func newMemo(r *recent) *memo {
 	return &memo{recent: r, rows: map[string][]byte{}, jwts: map[string][]byte{}, jwtKeys: map[string][]byte{}}
 }
 
-// gone reports whether the transaction removed key k of bucket name.
-func (m *memo) gone(name, k []byte) bool {
+// stale reports whether key k of bucket name no longer names row number
+// n as the transaction left it: it removed the key, or removed it and
+// gave it to another row.
+func (m *memo) stale(name, k []byte, n uint64) bool {
 	seen := m.rows
 	if bytes.Equal(name, bReqJWT) {
 		seen = m.jwtKeys
 	}
-	n, ok := seen[string(k)]
-	return ok && n == nil
+	v, ok := seen[string(k)]
+	return ok && (v == nil || binary.BigEndian.Uint64(v) != n)
 }
 
 // committed adds the rows the transaction created, and did not remove
@@ -187,7 +192,7 @@ func (t *tx) deleteRowNumber(k, seq []byte) error {
 		// the file, which still holds the row.
 		t.m.recent.forget(string(k))
 		t.m.rows[string(k)] = nil
-		t.m.removed = append(t.m.removed, removedKey{bRowSeq, string(k)})
+		t.m.removed = append(t.m.removed, removedKey{bRowSeq, string(k), binary.BigEndian.Uint64(seq)})
 	}
 	if err := t.b(bPending).Delete(seq); err != nil {
 		return err
@@ -325,7 +330,7 @@ func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
 			if t.m != nil {
 				t.m.jwts[string(idKey(sha))] = nil
 				t.m.jwtKeys[string(k)] = nil
-				t.m.removed = append(t.m.removed, removedKey{bReqJWT, string(k)})
+				t.m.removed = append(t.m.removed, removedKey{bReqJWT, string(k), binary.BigEndian.Uint64(seq)})
 			}
 			_, err := idDelete(t.b(bReqJWT), reqKeyLen, k)
 			return err

@@ -35,11 +35,23 @@ func openNumbers(t *testing.T) *Store {
 // loop go on; it returns the queued writes' errors.
 func queueBehind(t *testing.T, s *Store, fns ...func(ledger.Tx) error) []error {
 	t.Helper()
+	return queueBehindWrite(t, s, func(ledger.Tx) error { return nil }, fns...)
+}
+
+// queueBehindWrite is queueBehind with first the blocking write's own
+// work, done before it blocks.
+func queueBehindWrite(t *testing.T, s *Store, first func(ledger.Tx) error, fns ...func(ledger.Tx) error) []error {
+	t.Helper()
 	ctx := context.Background()
 	entered, release := make(chan struct{}), make(chan struct{})
 	blocker := make(chan error, 1)
 	go func() {
-		blocker <- s.Update(ctx, func(ledger.Tx) error { close(entered); <-release; return nil })
+		blocker <- s.Update(ctx, func(tx ledger.Tx) error {
+			err := first(tx)
+			close(entered)
+			<-release
+			return err
+		})
 	}()
 	<-entered
 	errs := make([]chan error, len(fns))

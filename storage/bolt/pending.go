@@ -390,7 +390,8 @@ func (p *pendingIDs) addLocked(rowKey, jwtKey []byte, n uint64) {
 
 // apply adds the keys of the rows created to the open generation and
 // drops the keys removed from the generation that holds each, as one
-// commit left them.
+// commit left them. A key is dropped only where it names the row removed:
+// the commit may have given it to a row it created after.
 func (p *pendingIDs) apply(created []createdRow, removed []removedKey) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -400,7 +401,9 @@ func (p *pendingIDs) apply(created []createdRow, removed []removedKey) {
 	for _, r := range removed {
 		for _, g := range p.gens {
 			m, _ := g.of(r.name)
-			m.del([]byte(r.key))
+			if n, ok := m.get([]byte(r.key)); ok && n == r.number {
+				m.del([]byte(r.key))
+			}
 		}
 	}
 }
@@ -798,7 +801,7 @@ func (t *tx) mergeKeys(g *idGen, name []byte, keys [][]byte) error {
 	w := idWidth(name)
 	for _, k := range keys {
 		n, ok := m.get(k)
-		if !ok || t.m.gone(name, k) {
+		if !ok || t.m.stale(name, k, n) {
 			continue
 		}
 		if err := idPutAt(c, w, k, seqKey(n)); err != nil {

@@ -581,3 +581,103 @@ func TestRowGoneBetweenItsRemovalAndItsKeys(t *testing.T) {
 	}
 	read("after its keys left")
 }
+
+// A row swept and a new row reusing its request JWT in one batch: the new
+// row takes the request JWT's key, and keeps it, whether the swept row's
+// key was still pending in the open generation, or in a closed one whose
+// merge writes its keys in that very batch. The request JWT then names
+// the new row, so a third row posting it is a duplicate of that one, and
+// the file never names the swept row.
+func TestARequestJWTRetakenInTheBatchThatSweptIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		genRows int
+		before  int // rows written before the swept one, in their own write
+	}{
+		{"pending in the open generation", 0, 0},
+		{"merged in the same batch", 30, 29},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.db")
+			s, err := Open(path, Config{genRows: tc.genRows})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			waitFilter(t, s, func(*keyFilter) bool { return true })
+			a, b, c := numbersRow("swept "+tc.name), numbersRow("retaken "+tc.name), numbersRow("third "+tc.name)
+			b.RequestJWTSHA256, c.RequestJWTSHA256 = a.RequestJWTSHA256, a.RequestJWTSHA256
+			var names []string
+			for i := range tc.before {
+				names = append(names, fmt.Sprintf("before %d", i))
+			}
+			if len(names) > 0 {
+				createRows(t, s, names...)
+			}
+			// a is written by the blocking write: with a generation of 30
+			// rows it is the 30th, so the generation closes as that batch
+			// commits and the next batch carries the step that writes its
+			// keys into the file.
+			errs := queueBehindWrite(t, s, func(tx ledger.Tx) error { return tx.CreateRow(a) },
+				func(tx ledger.Tx) error { return tx.RemoveRow(a, ledger.Tombstone{ID: a.ID, SweptAt: time.Now()}) },
+				func(tx ledger.Tx) error { return tx.CreateRow(b) })
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("write %d: %v", i, err)
+				}
+			}
+			firstOf := func(s *Store) string {
+				t.Helper()
+				var first string
+				if err := s.View(context.Background(), func(tx ledger.Tx) error {
+					var err error
+					first, err = tx.RowByRequestJWT(a.RequestJWTSHA256)
+					return err
+				}); err != nil {
+					t.Fatalf("the request JWT's row: %v", err)
+				}
+				return first
+			}
+			if got := firstOf(s); got != b.ID {
+				t.Fatalf("the request JWT names %q after the batch, want the new row %s", got, b.ID)
+			}
+			if err := s.db.View(func(btx *bolt.Tx) error {
+				c := (&tx{tx: btx}).cursor(bReqJWT)
+				if v := idGetAt(c, reqKeyLen, reqKeys(a.RequestJWTSHA256)[0]); v != nil {
+					return fmt.Errorf("the file's request JWT entry names row %x, the swept row's number or another's", v)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// What the ledger's dedupe asks before recording the third.
+			var dup string
+			update(t, s, func(tx ledger.Tx) error {
+				var err error
+				if dup, err = tx.RowByRequestJWT(c.RequestJWTSHA256); err != nil {
+					return err
+				}
+				return tx.CreateRow(c)
+			})
+			if dup != b.ID {
+				t.Fatalf("before the third row the request JWT names %q, want %s (the third is its duplicate)", dup, b.ID)
+			}
+			// Every generation merged, then the file reopened.
+			for range 8 {
+				update(t, s, func(ledger.Tx) error { return nil })
+			}
+			if got := firstOf(s); got != b.ID {
+				t.Fatalf("after the merges the request JWT names %q, want %s", got, b.ID)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(path, Config{genRows: tc.genRows}); err != nil {
+				t.Fatal(err)
+			}
+			if got := firstOf(s); got != b.ID {
+				t.Fatalf("reopened, the request JWT names %q, want %s", got, b.ID)
+			}
+		})
+	}
+}
