@@ -8,19 +8,23 @@ import (
 // Grant is what a User approved for a personal agent at a Brand: the
 // scopes its delegation tokens carry, until it expires or is revoked.
 type Grant struct {
-	ID      string    `json:"id"`
-	Brand   string    `json:"brand"`
-	Client  string    `json:"client"`
-	User    string    `json:"user"`
-	Scopes  []string  `json:"scopes"`
-	Created time.Time `json:"created"`
-	Expires time.Time `json:"expires"`
-	Revoked time.Time `json:"revoked,omitzero"`
+	ID     string `json:"id"`
+	Brand  string `json:"brand"`
+	Client string `json:"client"`
+	// AgentSub is the sub the personal agent called the User by when it
+	// asked (PACT §3.2: the User is the pair of the agent and its sub).
+	// Grants kept before it was recorded have none.
+	AgentSub string    `json:"agentSub,omitempty"`
+	User     string    `json:"user"`
+	Scopes   []string  `json:"scopes"`
+	Created  time.Time `json:"created"`
+	Expires  time.Time `json:"expires"`
+	Revoked  time.Time `json:"revoked,omitzero"`
 }
 
 // NewGrant is the grant an approved device authorization makes at now.
 func NewGrant(d *DeviceAuthorization, now time.Time) Grant {
-	return Grant{ID: "a2agrant_" + NewSecret("")[:26], Brand: d.Brand, Client: d.Client, User: d.User, Scopes: d.Granted,
+	return Grant{ID: "a2agrant_" + NewSecret("")[:26], Brand: d.Brand, Client: d.Client, AgentSub: d.Sub, User: d.User, Scopes: d.Granted,
 		Created: now, Expires: now.Add(GrantTTL)}
 }
 

@@ -38,7 +38,13 @@ const (
 // reply.
 func (e *oauthEnv) deviceAuth(scopes ...string) map[string]any {
 	e.t.Helper()
-	code, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwt())
+	return e.deviceAuthAs("u1", scopes...)
+}
+
+// deviceAuthAs is deviceAuth asked by the personal agent for its User sub.
+func (e *oauthEnv) deviceAuthAs(sub string, scopes ...string) map[string]any {
+	e.t.Helper()
+	code, da, _ := e.post("/oauth/device_authorization", url.Values{"client_id": {e.sc.PA.ID}, "scope": {strings.Join(scopes, " ")}}, e.jwtAs(sub))
 	if code != 200 {
 		e.t.Fatalf("device authorization: %d %v", code, da)
 	}
@@ -323,6 +329,14 @@ func TestConsentSkippedWhenAGrantCoversTheRequest(t *testing.T) {
 	// The token carries the whole grant, and the page said so.
 	if got := claimsOf(t, second["access_token"].(string)).Scope; got != "orders:read orders:cancel" || !strings.Contains(pg.Text, "Cancel an order") {
 		t.Fatalf("covered request: token scope %q, page %q", got, pg.Text)
+	}
+	// The same agent asking for another of its users (PACT §3.2: the User
+	// is the pair of the agent and its sub) does not inherit Jane's
+	// consent, though Jane's session opens the link.
+	da4 := e.deviceAuthAs("u2", "orders:read")
+	pg, err = jane.Answer(ctx, da4["verification_uri_complete"].(string), customer.Decision{})
+	if err != nil || pg.Title != "Allowed" {
+		t.Fatalf("a covered request for another of the agent's users: %v %+v, want the consent page answered", err, pg)
 	}
 	// A request the grant does not cover shows consent again.
 	da3 := e.deviceAuth("refunds:issue")

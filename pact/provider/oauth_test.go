@@ -122,9 +122,12 @@ func (e *oauthEnv) deny(userCode, user string) error {
 
 // jwt is a fresh personal-agent JWT (signed at the real time: the JWT is
 // checked at the Provider's clock, which the tests keep near it).
-func (e *oauthEnv) jwt() string {
+func (e *oauthEnv) jwt() string { return e.jwtAs("u1") }
+
+// jwtAs is the personal agent's JWT for its User sub.
+func (e *oauthEnv) jwtAs(sub string) string {
 	now := e.clock()
-	return e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": "u1", "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
+	return e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": sub, "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
 }
 
 func (e *oauthEnv) post(path string, form url.Values, token string) (int, map[string]any, http.Header) {

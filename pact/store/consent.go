@@ -39,7 +39,10 @@ type ConsentStart struct {
 
 // StartConsent accepts a login assertion once and finds the pending device
 // authorization of its user code. When an active grant of the same User to
-// the same personal agent already covers the request it returns that grant
+// the same personal agent, asked for under the same sub (PACT §3.2: the
+// agent's User is the pair of the agent and its sub; another of the
+// agent's users asking does not inherit this User's consent), already
+// covers the request it returns that grant
 // (consent may be skipped, PACT §5.3) and stores no ticket; else it stores
 // the consent form's ticket. Expired tickets and assertion ids are pruned.
 // Errors: ErrAssertionUsed, ErrNotFound (unknown code), an
@@ -67,7 +70,7 @@ func (s *Store) StartConsent(in ConsentStart, now time.Time) (oauth.DeviceAuthor
 		if d.StateAt(now) != oauth.Pending {
 			return &oauth.TransitionError{Event: oauth.EventApprove, From: d.StateAt(now)}
 		}
-		if cover, err = coveringGrant(tx.Tx, in.Brand, in.User, d.Client, d.Scopes, now); err != nil || cover != nil {
+		if cover, err = coveringGrant(tx.Tx, in.Brand, in.User, d.Client, d.Sub, d.Scopes, now); err != nil || cover != nil {
 			return err
 		}
 		return put(tx.Tx, bTickets, hash(in.Ticket), consentTicket{Brand: in.Brand, User: in.User, UserCode: d.UserCode,
@@ -76,15 +79,16 @@ func (s *Store) StartConsent(in ConsentStart, now time.Time) (oauth.DeviceAuthor
 	return d, cover, err
 }
 
-// coveringGrant finds the newest active grant of user to client at brand
-// whose scopes include every one of scopes.
-func coveringGrant(tx *bolt.Tx, brand, user, client string, scopes []string, now time.Time) (*oauth.Grant, error) {
+// coveringGrant finds the newest active grant of user to client, asked
+// for under the agent's sub, at brand whose scopes include every one of
+// scopes.
+func coveringGrant(tx *bolt.Tx, brand, user, client, sub string, scopes []string, now time.Time) (*oauth.Grant, error) {
 	gs, err := userGrants(tx, brand, user)
 	if err != nil {
 		return nil, err
 	}
 	for i, g := range gs {
-		if g.Client == client && g.Active(now) && g.Covers(scopes) {
+		if g.Client == client && g.AgentSub != "" && g.AgentSub == sub && g.Active(now) && g.Covers(scopes) {
 			return &gs[i], nil
 		}
 	}
