@@ -738,12 +738,21 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	what := names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
 	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
 	if of := row.Verifier.DuplicateOf; of != "" {
+		switch {
+		case f.original == nil:
+			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
+		case !sameReceipt(row, f.original):
+			// API.md: a request JWT reused for a different receipt is a
+			// duplicate too. The Provider signed a second turn on one
+			// signed request: PACT §3.2 lets an agent reuse its JWT
+			// within its lifetime, and lets a Provider not track replay,
+			// so the record cannot tell the agent's reuse from someone
+			// replaying its JWT. It is no replay of the earlier row.
+			return false, fmt.Sprintf("needs a person: row %s used the same request JWT for another receipt; this row is a second turn served on one signed request (the agent reusing its JWT within its lifetime, or someone replaying it), not a replay of that row", of), checking
+		}
 		// A replay is never a second authorization, whatever else the
 		// pulls found: the decision belongs to the row it replays.
-		first := "an earlier record"
-		if f.original != nil {
-			first = fmt.Sprintf("the record made %s (%s)", clock(f.original.RecordedAt), strings.ToLower(f.original.Status.String()))
-		}
+		first := fmt.Sprintf("the record made %s (%s)", clock(f.original.RecordedAt), strings.ToLower(f.original.Status.String()))
 		return true, fmt.Sprintf("replay of row %s: not a second authorization; decide the dispute on that row", of),
 			answer{finding: fmt.Sprintf("The record of %s repeats %s of the same signed request: it is not a second approval and counts once.", what, first)}
 	}
@@ -859,4 +868,21 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// sameReceipt reports whether two rows record the same receipt claims
+// (grant, user, agent, brand, scopes used, actions and time): another
+// encoding or signature of one receipt, where a receipt with other claims
+// is another turn.
+func sameReceipt(a, b *ledger.Row) bool {
+	if a.GrantID != b.GrantID || a.Principal != b.Principal || a.Agent.Platform != b.Agent.Platform || a.Brand != b.Brand ||
+		!a.IssuedAt.Equal(b.IssuedAt) || !slices.Equal(a.ScopesUsed, b.ScopesUsed) || len(a.Actions) != len(b.Actions) {
+		return false
+	}
+	for i := range a.Actions {
+		if a.Actions[i].Tool != b.Actions[i].Tool || a.Actions[i].ArgsHash != b.Actions[i].ArgsHash {
+			return false
+		}
+	}
+	return true
 }

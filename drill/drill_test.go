@@ -283,6 +283,28 @@ func TestDrillDecisionsForReplaysAndRefusals(t *testing.T) {
 		t.Fatalf("duplicate reply: %s", rep.Reply)
 	}
 
+	// Another receipt posted with the first row's request JWT is a
+	// duplicate too (API.md), but no replay of it: the Provider served a
+	// second turn, other arguments, on one signed request. The drill does
+	// not tell the customer it counts once.
+	other := e.sc.Mint(pacttest.Spec{User: "acct-7", Target: "R-7", ArgsJSON: `{"order":"R-7","reason":"other"}`, At: first.IssuedAt.Add(30 * time.Second)})
+	other.RequestJWT = r.RequestJWT
+	second := e.append(t, other)
+	if second.Status != ledger.Duplicate || second.Verifier.DuplicateOf != first.ID {
+		t.Fatalf("a second receipt on one request JWT recorded as %v of %q: %+v", second.Status, second.Verifier.DuplicateOf, second.Verifier.Checks)
+	}
+	rep, err = e.r.Run(ctx, drill.Request{RowID: second.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = pulls(rep)[drill.PullDecision]
+	if d.Passed || !strings.Contains(d.Detail, "needs a person") || !strings.Contains(d.Detail, "used the same request JWT for another receipt") || strings.Contains(d.Detail, "replay of row") {
+		t.Fatalf("a second receipt on one request JWT, decision: %+v", d)
+	}
+	if strings.Contains(rep.Reply, "counts once") || strings.Contains(rep.Reply, "not a second approval") || !strings.Contains(rep.Reply, "get back to you") {
+		t.Fatalf("a second receipt on one request JWT, reply: %s", rep.Reply)
+	}
+
 	ref, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "acct-30418", ClaimedAgent: "MyHelper", Tool: "change_address", Target: "acct-30418", Reason: "no receipt; routed to human", ObservedAt: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
