@@ -42,6 +42,7 @@ type Pages struct {
 	cfg     Config
 	demo    map[string]*demoLogin      // brands' built-in logins, by brand id
 	signers map[string]assertionSigner // who signs each brand's assertions
+	guesses guesses                    // unknown user codes each Brand User presented
 }
 
 // New prepares the pages, with a demo login (and its assertion key) for

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,10 +113,20 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		messagePage(w, http.StatusBadRequest, "Sign-in not accepted", "Your sign-in could not be confirmed ("+err.Error()+"). Start again from the link your agent shows you.")
 		return
 	}
+	who := b.ID + "\x00" + a.Subject
+	if until, ok := p.guesses.blocked(who, now); ok {
+		p.cfg.Logger.WarnContext(r.Context(), "consent refused: too many unknown user codes from one account", slog.String("brand", b.ID), slog.Time("until", until))
+		w.Header().Set("Retry-After", strconv.Itoa(int(until.Sub(now).Seconds())+1))
+		messagePage(w, http.StatusTooManyRequests, "Too many codes tried", "Codes that were not known were entered too often from this account. Try again after "+until.Format("15:04 MST")+", with the code your agent shows you.")
+		return
+	}
 	cookie, ticket := oauth.NewSecret(""), oauth.NewSecret("ct_")
 	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Subject, UserCode: a.UserCode,
 		AssertionID: a.Issuer + "\x00" + a.ID, AssertionExpires: a.Expiry.Time().Add(time.Minute),
 		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL)}, now)
+	if errors.Is(err, store.ErrNotFound) {
+		p.guesses.miss(who, now)
+	}
 	if err != nil {
 		p.decisionError(w, r, err)
 		return

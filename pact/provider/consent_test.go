@@ -525,3 +525,38 @@ func originOf(s string) string {
 	}
 	return u.Scheme + "://" + u.Host
 }
+
+// A signed-in Brand User cannot try user codes until one is another
+// User's request (RFC 8628 §5.1): after five unknown codes in fifteen
+// minutes the consent page refuses the account, even its right code,
+// until the window has passed; other accounts are not held up.
+func TestGuessingUserCodesIsLimited(t *testing.T) {
+	e := newOAuthEnv(t)
+	ctx := context.Background()
+	victim := e.deviceAuth("orders:read")
+	guesser := customer.New(janeEmail, janePassword)
+	link := victim["verification_uri"].(string) // the page where a code is typed
+	for i := range 5 {
+		code := oauth.NewUserCode()
+		pg, err := guesser.Answer(ctx, link, customer.Decision{UserCode: code})
+		if err == nil || pg == nil || pg.Status != http.StatusBadRequest || !strings.Contains(pg.Error, "not known") {
+			t.Fatalf("unknown code %d: %v %+v", i+1, err, pg)
+		}
+	}
+	pg, err := guesser.Answer(ctx, link, customer.Decision{UserCode: victim["user_code"].(string)})
+	if err == nil || pg == nil || pg.Status != http.StatusTooManyRequests || pg.Title != "Too many codes tried" {
+		t.Fatalf("a sixth code within the window: %v %+v", err, pg)
+	}
+	if code, m := e.poll(victim); code != 400 || m["error"] != "authorization_pending" {
+		t.Fatalf("the request guessed at: %d %v, want still pending", code, m)
+	}
+	// Another account answers its own request.
+	sam := customer.New("sam@example.com", "acme-sam-demo")
+	if pg, err := sam.Answer(ctx, e.deviceAuthAs("u2", "orders:read")["verification_uri_complete"].(string), customer.Decision{}); err != nil || pg.Title != "Allowed" {
+		t.Fatalf("another account: %v %+v", err, pg)
+	}
+	e.advance(15 * time.Minute)
+	if pg, err := guesser.Answer(ctx, e.deviceAuth("orders:read")["verification_uri_complete"].(string), customer.Decision{}); err != nil || pg.Title != "Allowed" {
+		t.Fatalf("after the window: %v %+v", err, pg)
+	}
+}
