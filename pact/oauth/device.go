@@ -117,8 +117,20 @@ type DeviceAuthorization struct {
 	Granted   []string  `json:"granted,omitempty"`
 	DecidedAt time.Time `json:"decidedAt,omitzero"`
 	// GrantID is the User's existing grant that already covers the
-	// request, when consent was skipped for it (PACT §5.3).
+	// request, when consent was skipped for it (PACT §5.3), or the grant
+	// a step-up's approval made.
 	GrantID string `json:"grantId,omitempty"`
+	// StepUp marks an authorization the Provider asked for itself, for
+	// the scopes a turn lacked (PACT §5.5): its link is in the step-up
+	// task and its device code with no agent. Its approval makes the
+	// grant at once, so that the agent, repeating §5.3 for those scopes,
+	// finds them allowed.
+	StepUp bool `json:"stepUp,omitempty"`
+	// Extends is the grant of the delegation token the step-up's turn ran
+	// under, if any. Approved by that grant's User, the step-up's grant
+	// holds its scopes too, so that an agent asking again for all it
+	// needs, held and missing, is covered.
+	Extends string `json:"extends,omitempty"`
 	// RequestJWT is the personal agent's JWT of the request, kept as
 	// evidence for a refusal should the User deny.
 	RequestJWT string `json:"requestJwt,omitempty"`

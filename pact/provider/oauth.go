@@ -101,7 +101,7 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request, rq 
 		oauthError(w, http.StatusBadRequest, serr)
 		return
 	}
-	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, s.cfg.Now().UTC())
+	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, false, s.cfg.Now().UTC())
 	if err != nil {
 		s.cfg.Logger.ErrorContext(r.Context(), "device authorization", slog.String("error", err.Error()))
 		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the authorization"))
@@ -120,9 +120,12 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request, rq 
 // newDeviceAuthorization stores a pending device authorization of the
 // request's personal agent and sub for scopes, and returns its device and
 // user codes.
-func (s *Server) newDeviceAuthorization(rq *request, scopes []string, now time.Time) (string, string, error) {
+func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp bool, now time.Time) (string, string, error) {
 	deviceCode := oauth.NewSecret("dc_")
 	d := oauth.NewDeviceAuthorization(rq.brand.ID, rq.who.Iss, rq.who.Sub, rq.creds.paJWT, scopes, s.cfg.PollInterval, now)
+	if d.StepUp = stepUp; stepUp && rq.del != nil {
+		d.Extends = rq.del.GrantID
+	}
 	userCode, err := s.cfg.Store.NewDeviceAuthorization(deviceCode, d)
 	return deviceCode, userCode, err
 }

@@ -188,9 +188,12 @@ func (s *Server) receipt(rq *request, out *a2a.Message, rep agent.Reply, now tim
 
 // stepUp answers a turn that needs scopes the token lacks (PACT §5.5): a
 // task in TASK_STATE_AUTH_REQUIRED with a fresh device authorization for
-// exactly those scopes; the conversation stays open.
+// exactly those scopes; the conversation stays open. The agent gets its
+// new token by repeating §5.3, so the link's approval makes the grant at
+// once (store: decide): the User who approves through it is not asked
+// again when the agent's own request for those scopes comes.
 func (s *Server) stepUp(rq *request, ctxID, text string, scopes []string, now time.Time) (json.RawMessage, error) {
-	_, userCode, err := s.newDeviceAuthorization(rq, scopes, now)
+	_, userCode, err := s.newDeviceAuthorization(rq, scopes, true, now)
 	if err != nil {
 		return nil, err
 	}

@@ -111,6 +111,25 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 	if err := d.Decide(dc, now); err != nil {
 		return err
 	}
+	if dc.Approve && d.StepUp && d.GrantID == "" {
+		// No agent polls a step-up's device code: its approval is the
+		// grant, found by the agent's own request for these scopes.
+		g := oauth.NewGrant(&d, now)
+		var prev oauth.Grant
+		if d.Extends != "" {
+			found, err := get(tx.Tx, bGrants, []byte(d.Extends), &prev)
+			if err != nil {
+				return err
+			}
+			if found && prev.Active(now) && prev.Brand == d.Brand && prev.Client == d.Client && prev.AgentSub == d.Sub && prev.User == d.User {
+				g.Scopes = dedupeScopes(append(slices.Clone(prev.Scopes), g.Scopes...))
+			}
+		}
+		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+			return err
+		}
+		d.GrantID = g.ID
+	}
 	if err := put(tx.Tx, bDevices, key, d); err != nil {
 		return err
 	}
@@ -233,4 +252,15 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 		}
 		return tx.enqueue(pipeline.Revoked(id, now, note))
 	})
+}
+
+// dedupeScopes is scopes in order, each once.
+func dedupeScopes(scopes []string) []string {
+	var out []string
+	for _, s := range scopes {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
