@@ -741,7 +741,7 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		switch {
 		case f.original == nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
-		case !sameReceipt(row, f.original):
+		case !row.SameReceipt(f.original):
 			// API.md: a request JWT reused for a different receipt is a
 			// duplicate too. The Provider signed a second turn on one
 			// signed request: PACT §3.2 lets an agent reuse its JWT
@@ -868,21 +868,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// sameReceipt reports whether two rows record the same receipt claims
-// (grant, user, agent, brand, scopes used, actions and time): another
-// encoding or signature of one receipt, where a receipt with other claims
-// is another turn.
-func sameReceipt(a, b *ledger.Row) bool {
-	if a.GrantID != b.GrantID || a.Principal != b.Principal || a.Agent.Platform != b.Agent.Platform || a.Brand != b.Brand ||
-		!a.IssuedAt.Equal(b.IssuedAt) || !slices.Equal(a.ScopesUsed, b.ScopesUsed) || len(a.Actions) != len(b.Actions) {
-		return false
-	}
-	for i := range a.Actions {
-		if a.Actions[i].Tool != b.Actions[i].Tool || a.Actions[i].ArgsHash != b.Actions[i].ArgsHash {
-			return false
-		}
-	}
-	return true
 }

@@ -508,13 +508,15 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 			// The row named, read (and locked where the store locks what
 			// a write reads): a sweep removing it has ended, and the row
 			// and its entry are gone, or it waits for this write.
-			switch _, err := tx.Row(first); {
+			orig, err := tx.Row(first)
+			switch {
 			case errors.Is(err, ErrNotFound):
 				continue
 			case err != nil:
 				return err
 			}
 			r.Verifier.DuplicateOf = first
+			r.anotherTurn = !r.SameReceipt(orig)
 			return nil
 		}
 	}
@@ -543,7 +545,7 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 			counted[a.Tool]++
 		}
 		var prior map[string]int
-		if r.GrantID != "" && r.Verifier.DuplicateOf == "" {
+		if r.GrantID != "" && (r.Verifier.DuplicateOf == "" || r.anotherTurn) {
 			// The grant is held (AppendReceipt), so that another write
 			// under it at once does not count without this row, nor this
 			// one without it.
@@ -597,8 +599,10 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 }
 
 // grantToolCounts counts, per tool, the actions of the receipt rows already
-// recorded under grant (duplicates excluded), from the grant index. It stops
-// once any tool passes stopAbove: the limit is exceeded either way.
+// recorded under grant, from the grant index; a duplicate counts only
+// when it records another turn than its earlier row (SameReceipt), or
+// that row is gone. It stops once any tool passes stopAbove: the limit
+// is exceeded either way.
 func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error) {
 	counts := map[string]int{}
 	q := Query{GrantID: grant, PageSize: 1000}
@@ -608,8 +612,16 @@ func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error)
 			return nil, err
 		}
 		for _, row := range rows {
-			if row.Kind != KindReceipt || row.Status == Duplicate {
+			if row.Kind != KindReceipt {
 				continue
+			}
+			if row.Status == Duplicate {
+				switch orig, err := tx.Row(row.Verifier.DuplicateOf); {
+				case err == nil && row.SameReceipt(orig):
+					continue
+				case err != nil && !errors.Is(err, ErrNotFound):
+					return nil, err
+				}
 			}
 			for _, a := range row.Actions {
 				counts[a.Tool]++

@@ -536,3 +536,55 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(rows), len(receipts))
 	}
 }
+
+// A request JWT reused for another turn is a duplicate row (API.md), but
+// another action under the grant: it counts toward countMax, so reusing
+// one request JWT cannot take a grant past its limit unseen. The same
+// receipt posted again, re-encoded, still counts once.
+func TestAnotherTurnOnOneRequestJWTCountsTowardLimits(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	first := h.sc.Mint(pacttest.Spec{Target: "A-1", GrantID: "g-reuse", At: at})
+	ri := in(first)
+	ri.Limits = &ledger.Limits{CountMax: 2}
+	row, _ := h.append(t, ri)
+	if row.Status != ledger.Authorized {
+		t.Fatalf("first: %v %+v", row.Status, row.Verifier.Checks)
+	}
+	// The same receipt re-encoded: a duplicate, not counted.
+	replay := *first
+	replay.ReceiptJWS = pacttest.MalleateES256(first.ReceiptJWS)
+	ri = in(&replay)
+	ri.Limits = &ledger.Limits{CountMax: 1}
+	dup, _ := h.append(t, ri)
+	if dup.Status != ledger.Duplicate || check(dup, "within_limits").Result != verifier.Pass {
+		t.Fatalf("the same receipt again under countMax 1: %v %+v", dup.Status, check(dup, "within_limits"))
+	}
+	// Another turn on the first turn's request JWT: a duplicate of it,
+	// within countMax 2 as the second cancel.
+	other := h.sc.Mint(pacttest.Spec{Target: "A-2", GrantID: "g-reuse", At: at.Add(30 * time.Second)})
+	other.RequestJWT = first.RequestJWT
+	ri = in(other)
+	ri.Limits = &ledger.Limits{CountMax: 2}
+	second, _ := h.append(t, ri)
+	if second.Status != ledger.Duplicate || second.Verifier.DuplicateOf != row.ID || !strings.Contains(check(second, "within_limits").Detail, "cancel_order 2 of 2") {
+		t.Fatalf("another turn on one request JWT under countMax 2: %v of %q, %+v", second.Status, second.Verifier.DuplicateOf, check(second, "within_limits"))
+	}
+	// A third, on the same request JWT, goes past countMax 2: an incident.
+	third := h.sc.Mint(pacttest.Spec{Target: "A-3", GrantID: "g-reuse", At: at.Add(60 * time.Second)})
+	third.RequestJWT = first.RequestJWT
+	ri = in(third)
+	ri.Limits = &ledger.Limits{CountMax: 2}
+	row3, _ := h.append(t, ri)
+	if c := check(row3, "within_limits"); c.Result != verifier.Fail || row3.Status != ledger.Incident {
+		t.Fatalf("a third turn on one request JWT under countMax 2: %v %+v", row3.Status, c)
+	}
+	// A fresh request JWT sees the reused one's turns in the grant's count.
+	fourth := h.sc.Mint(pacttest.Spec{Target: "A-4", GrantID: "g-reuse", At: at.Add(90 * time.Second)})
+	ri = in(fourth)
+	ri.Limits = &ledger.Limits{CountMax: 3}
+	row4, _ := h.append(t, ri)
+	if c := check(row4, "within_limits"); c.Result != verifier.Fail || row4.Status != ledger.Incident {
+		t.Fatalf("a fourth cancel under countMax 3 after three turns: %v %+v", row4.Status, c)
+	}
+}

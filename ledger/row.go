@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -180,6 +181,31 @@ type Row struct {
 	// EvidenceNotKept says why the evidence bundle was not kept (the
 	// read-only class); empty when it was.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`
+
+	// anotherTurn is, while the row is written, whether it duplicates an
+	// earlier row by the request JWT alone, with a receipt of other
+	// claims (SameReceipt): another turn, which counts toward the grant's
+	// limits. Not kept with the row.
+	anotherTurn bool
+}
+
+// SameReceipt reports whether r and o record the same receipt claims:
+// grant, user, agent, brand, scopes used, actions (by tool and args hash)
+// and time. Another encoding or signature of one receipt is the same;
+// a receipt with other claims records another turn, even when it came
+// with the same request JWT (PACT §3.2 lets an agent reuse its JWT within
+// its lifetime, and lets a Provider not track replay).
+func (r *Row) SameReceipt(o *Row) bool {
+	if r.GrantID != o.GrantID || r.Principal != o.Principal || r.Agent.Platform != o.Agent.Platform || r.Brand != o.Brand ||
+		!r.IssuedAt.Equal(o.IssuedAt) || !slices.Equal(r.ScopesUsed, o.ScopesUsed) || len(r.Actions) != len(o.Actions) {
+		return false
+	}
+	for i := range r.Actions {
+		if r.Actions[i].Tool != o.Actions[i].Tool || r.Actions[i].ArgsHash != o.Actions[i].ArgsHash {
+			return false
+		}
+	}
+	return true
 }
 
 // RetentionStart is the time retention counts from: the later of the issue
