@@ -43,9 +43,9 @@ func (c *cli) restBase() string {
 	return scheme + "://" + net.JoinHostPort(host, "8080")
 }
 
-// tiles reads the log's C2SP tiles from ledgerd's /v1/log/ (public).
+// tiles reads the log's C2SP tiles from ledgerd's /v1/log/ (public),
+// each request within the client's timeout.
 type tiles struct {
-	ctx    context.Context
 	base   string
 	client *http.Client
 
@@ -56,22 +56,30 @@ type tiles struct {
 // maxSavedTiles bounds the tiles kept: 8 MiB of full hash tiles.
 const maxSavedTiles = 1024
 
+// fetchError: a tile could not be read (the network, the server's
+// answer); the audit stops on it, where a tile that was read and does not
+// match is a finding.
+type fetchError struct{ err error }
+
+func (e *fetchError) Error() string { return e.err.Error() }
+func (e *fetchError) Unwrap() error { return e.err }
+
 func (t *tiles) get(path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(t.ctx, http.MethodGet, t.base+"/v1/log/"+path, nil)
+	req, err := http.NewRequest(http.MethodGet, t.base+"/v1/log/"+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, &fetchError{err}
 	}
 	res, err := t.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w (set the REST base with --http)", req.URL, err)
+		return nil, &fetchError{fmt.Errorf("fetch %s: %w (set the REST base with --http)", req.URL, err)}
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<24))
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w", req.URL, err)
+		return nil, &fetchError{fmt.Errorf("fetch %s: %w", req.URL, err)}
 	}
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch %s: %s", req.URL, res.Status)
+		return nil, &fetchError{fmt.Errorf("fetch %s: %s", req.URL, res.Status)}
 	}
 	return b, nil
 }
@@ -169,6 +177,10 @@ type auditor struct {
 func (a *auditor) inAuditedLog(b *proof.Bundle, cp proof.Checkpoint) error {
 	if b.LeafIndex < a.newer.Size {
 		hs, err := a.hashes.ReadHashes([]int64{tlog.StoredHashIndex(0, b.LeafIndex)})
+		var fetch *fetchError
+		if errors.As(err, &fetch) {
+			return err
+		}
 		if err != nil {
 			return &inconsistent{fmt.Errorf("the tiles do not give leaf %d of the audited tree: %w", b.LeafIndex, err)}
 		}
@@ -424,9 +436,7 @@ func (c *cli) logAudit(o auditOpts) error {
 
 	// Every leaf since the kept size, from the tiles, each checked against
 	// the latest checkpoint's tree.
-	tctx, tcancel := context.WithTimeout(context.Background(), c.timeout)
-	defer tcancel()
-	tr := &tiles{ctx: tctx, base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
+	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{}}
 	checkRows := c.key != ""
@@ -446,6 +456,10 @@ func (c *cli) logAudit(o auditOpts) error {
 			idx = append(idx, tlog.StoredHashIndex(0, i))
 		}
 		hs, err := hashes.ReadHashes(idx)
+		var fetch *fetchError
+		if errors.As(err, &fetch) {
+			return err
+		}
 		if err != nil {
 			fmt.Fprintf(c.out, "FAILED: the tiles at %s do not match the latest checkpoint: %v\n", tr.base, err)
 			return errCheckFailed

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,4 +245,38 @@ func (l leafHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		out[i] = stored[x]
 	}
 	return out, nil
+}
+
+// A tile the audit cannot read stops it with the error, never a finding
+// against an honest ledger; a tile read that does not match the audited
+// tree is a finding.
+func TestAuditTellsAnUnreadableTileFromAWrongOne(t *testing.T) {
+	leaves := leafHashes{tlog.RecordHash([]byte("a")), tlog.RecordHash([]byte("b"))}
+	root, err := tlog.TreeHash(2, leaves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := proof.Checkpoint{Origin: "example.com/log", Size: 2, Hash: root}
+	for _, tc := range []struct {
+		name         string
+		serve        http.HandlerFunc
+		inconsistent bool
+	}{
+		{"the server down", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }, false},
+		{"a tile of another tree", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(bytes.Repeat([]byte{7}, 2*tlog.HashSize))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.serve)
+			defer srv.Close()
+			tr := &tiles{base: srv.URL, client: srv.Client()}
+			a := &auditor{newer: newer, hashes: tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr), extends: map[proof.Checkpoint]bool{}}
+			err := a.inAuditedLog(&proof.Bundle{LeafIndex: 0, Leaf: "a"}, newer)
+			var bad *inconsistent
+			if err == nil || errors.As(err, &bad) != tc.inconsistent {
+				t.Fatalf("leaf 0 with %s: %v (a finding: %v), want a finding %v", tc.name, err, errors.As(err, &bad), tc.inconsistent)
+			}
+		})
+	}
 }
