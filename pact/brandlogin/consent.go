@@ -114,7 +114,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		return
 	}
 	who := b.ID + "\x00" + a.Subject
-	if until, ok := p.guesses.blocked(who, now); ok {
+	if until, ok := p.guesses.try(who, now); !ok {
 		p.cfg.Logger.WarnContext(r.Context(), "consent refused: too many unknown user codes from one account", slog.String("brand", b.ID), slog.Time("until", until))
 		w.Header().Set("Retry-After", strconv.Itoa(int(until.Sub(now).Seconds())+1))
 		messagePage(w, http.StatusTooManyRequests, "Too many codes tried", "Codes that were not known were entered too often from this account. Try again after "+until.Format("15:04 MST")+", with the code your agent shows you.")
@@ -124,8 +124,8 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Subject, UserCode: a.UserCode,
 		AssertionID: a.Issuer + "\x00" + a.ID, AssertionExpires: a.Expiry.Time().Add(time.Minute),
 		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL)}, now)
-	if errors.Is(err, store.ErrNotFound) {
-		p.guesses.miss(who, now)
+	if !errors.Is(err, store.ErrNotFound) {
+		p.guesses.known(who, now)
 	}
 	if err != nil {
 		p.decisionError(w, r, err)

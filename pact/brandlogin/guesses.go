@@ -1,6 +1,7 @@
 package brandlogin
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -35,22 +36,18 @@ func recent(ts []time.Time, now time.Time) []time.Time {
 	return ts[i:]
 }
 
-// blocked reports whether who has presented maxGuesses unknown codes
-// within the window, and until when.
-func (g *guesses) blocked(who string, now time.Time) (time.Time, bool) {
+// try counts a code from who at now as unknown, before it is looked up,
+// so that codes sent at once are counted at once: it reports false, and
+// until when, when who has presented maxGuesses unknown codes within the
+// window. A code found known is taken back with known.
+func (g *guesses) try(who string, now time.Time) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ts := recent(g.by[who], now)
-	if len(ts) < maxGuesses {
-		return time.Time{}, false
+	if len(ts) >= maxGuesses {
+		g.by[who] = ts
+		return ts[len(ts)-maxGuesses].Add(guessWindow), false
 	}
-	return ts[len(ts)-maxGuesses].Add(guessWindow), true
-}
-
-// miss records an unknown code from who at now.
-func (g *guesses) miss(who string, now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.by == nil {
 		g.by = map[string][]time.Time{}
 	}
@@ -70,9 +67,24 @@ func (g *guesses) miss(who string, now time.Time) {
 			delete(g.by, k) // any one: so many accounts guessing at once is an attack of its own
 		}
 	}
-	ts := append(recent(g.by[who], now), now)
-	if len(ts) > maxGuesses {
-		ts = ts[len(ts)-maxGuesses:]
+	g.by[who] = append(ts, now)
+	return time.Time{}, true
+}
+
+// known takes back the code try counted from who at at: it was found.
+func (g *guesses) known(who string, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ts := g.by[who]
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].Equal(at) {
+			ts = slices.Delete(ts, i, i+1)
+			break
+		}
+	}
+	if len(ts) == 0 {
+		delete(g.by, who)
+		return
 	}
 	g.by[who] = ts
 }
