@@ -20,6 +20,10 @@ type Grant struct {
 	Created  time.Time `json:"created"`
 	Expires  time.Time `json:"expires"`
 	Revoked  time.Time `json:"revoked,omitzero"`
+	// Extends is the grant whose scopes this one carries with those a
+	// step-up added (PACT §5.5): it ends no later than that grant, and
+	// is revoked with it.
+	Extends string `json:"extends,omitempty"`
 }
 
 // NewGrant is the grant an approved device authorization makes at now.

@@ -595,4 +595,38 @@ func TestAStepUpApprovedThroughItsLinkIsNotAskedAgain(t *testing.T) {
 	if msg, _ := out["message"].(map[string]any); code != 200 || msg == nil || !strings.Contains(msg["parts"].([]any)[0].(map[string]any)["text"].(string), "cancelled") {
 		t.Fatalf("after the step-up: %d %v", code, out)
 	}
+	// The step-up's grant carries the first grant's scope, not renews it:
+	// it ends no later, and goes when the User revokes the first.
+	first := claimsOf(t, read).GrantID
+	gs, err := e.st.UserGrants("shop", "acct-48213")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried, firstGrant oauth.Grant
+	for _, g := range gs {
+		switch {
+		case g.ID == first:
+			firstGrant = g
+		case g.Extends == first:
+			carried = g
+		}
+	}
+	if carried.ID != claimsOf(t, tok["access_token"].(string)).GrantID || carried.Expires.After(firstGrant.Expires) {
+		t.Fatalf("the step-up's grant %+v, the first %+v: want the token's, ending no later", carried, firstGrant)
+	}
+	if err := e.st.RevokeGrant("shop", "acct-48213", first, "revoked by the user", e.clock()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := e.send(tok["access_token"].(string), ctxID, "m3", "status of A-5531"); code != http.StatusUnauthorized {
+		t.Fatalf("the step-up's token once the grant it carries was revoked: %d", code)
+	}
+	revoked := 0
+	for _, it := range e.outbox() {
+		if it.Revocation != nil && (it.Revocation.GrantID == first || it.Revocation.GrantID == carried.ID) {
+			revoked++
+		}
+	}
+	if revoked != 2 {
+		t.Fatalf("%d revocations for the ledger, want both grants'", revoked)
+	}
 }

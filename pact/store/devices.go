@@ -122,7 +122,13 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 				return err
 			}
 			if found && prev.Active(now) && prev.Brand == d.Brand && prev.Client == d.Client && prev.AgentSub == d.Sub && prev.User == d.User {
+				// Its scopes are carried, not renewed: the grant ends
+				// with it and is revoked with it (RevokeGrant).
 				g.Scopes = dedupeScopes(append(slices.Clone(prev.Scopes), g.Scopes...))
+				g.Extends = prev.ID
+				if prev.Expires.Before(g.Expires) {
+					g.Expires = prev.Expires
+				}
 			}
 		}
 		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
@@ -232,8 +238,9 @@ func (s *Store) UserGrants(brand, user string) ([]oauth.Grant, error) {
 }
 
 // RevokeGrant revokes user's grant id at brand (its delegation and refresh
-// tokens stop working) and queues the revocation for the ledger with note.
-// ErrNotFound: no such grant of that user.
+// tokens stop working) and queues the revocation for the ledger with note;
+// so it does each grant that carries its scopes (Grant.Extends). ErrNotFound:
+// no such grant of that user.
 func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 	return s.update(func(tx *txn) error {
 		var g oauth.Grant
@@ -244,13 +251,31 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 		if !found || g.Brand != brand || g.User != user {
 			return fmt.Errorf("grant of %s: %w", user, ErrNotFound)
 		}
-		if !g.Revoke(now) {
-			return nil
-		}
-		if err := put(tx.Tx, bGrants, []byte(id), g); err != nil {
+		gs, err := userGrants(tx.Tx, brand, user)
+		if err != nil {
 			return err
 		}
-		return tx.enqueue(pipeline.Revoked(id, now, note))
+		for todo := []oauth.Grant{g}; len(todo) > 0; todo = todo[1:] {
+			g := todo[0]
+			if g.Revoke(now) {
+				if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+					return err
+				}
+				why := note
+				if g.ID != id {
+					why = note + "; with grant " + id + ", whose scopes it carried"
+				}
+				if err := tx.enqueue(pipeline.Revoked(g.ID, now, why)); err != nil {
+					return err
+				}
+			}
+			for _, e := range gs {
+				if e.Extends == g.ID {
+					todo = append(todo, e)
+				}
+			}
+		}
+		return nil
 	})
 }
 
