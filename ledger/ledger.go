@@ -599,27 +599,40 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 }
 
 // grantToolCounts counts, per tool, the actions of the receipt rows already
-// recorded under grant, from the grant index; a duplicate counts only
-// when it records another turn than its earlier row (SameReceipt), or
-// that row is gone. It stops once any tool passes stopAbove: the limit
-// is exceeded either way.
+// recorded under grant, from the grant index. Only receipts whose
+// signature passed count: a grant id is a claim until the Brand's
+// signature vouches for it, and a forged row must not use up a grant's
+// count. A duplicate counts only when it records another turn than its
+// earlier row (SameReceipt), whatever its status; when that row is gone,
+// the duplicates of one receipt count once. It stops once any tool passes
+// stopAbove: the limit is exceeded either way.
 func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error) {
 	counts := map[string]int{}
+	orphans := map[string][]*Row{} // counted duplicates of rows gone, by the row they name
 	q := Query{GrantID: grant, PageSize: 1000}
 	for {
 		rows, next, err := tx.List(q)
 		if err != nil {
 			return nil, err
 		}
+	rows:
 		for _, row := range rows {
-			if row.Kind != KindReceipt {
+			if row.Kind != KindReceipt || !row.Verifier.passed(verifier.CheckReceiptSignature) {
 				continue
 			}
-			if row.Status == Duplicate {
-				switch orig, err := tx.Row(row.Verifier.DuplicateOf); {
+			if of := row.Verifier.DuplicateOf; of != "" {
+				orig, err := tx.Row(of)
+				switch {
 				case err == nil && row.SameReceipt(orig):
 					continue
-				case err != nil && !errors.Is(err, ErrNotFound):
+				case errors.Is(err, ErrNotFound):
+					for _, o := range orphans[of] {
+						if row.SameReceipt(o) {
+							continue rows
+						}
+					}
+					orphans[of] = append(orphans[of], row)
+				case err != nil:
 					return nil, err
 				}
 			}

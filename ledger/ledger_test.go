@@ -588,3 +588,40 @@ func TestAnotherTurnOnOneRequestJWTCountsTowardLimits(t *testing.T) {
 		t.Fatalf("a fourth cancel under countMax 3 after three turns: %v %+v", row4.Status, c)
 	}
 }
+
+// What counts toward a grant's countMax is what the Brand's signature
+// vouches for: a receipt whose signature fails names its grant as a mere
+// claim, and the same receipt posted again counts once whatever its
+// status.
+func TestOnlyVouchedTurnsCountTowardLimits(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	forged := h.sc.Mint(pacttest.Spec{Target: "F-1", GrantID: "g-vouched", At: at})
+	forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(forged.Claims)
+	row, _ := h.append(t, in(forged))
+	if row.Status != ledger.Unauthorized {
+		t.Fatalf("forged receipt: %v", row.Status)
+	}
+	first := h.sc.Mint(pacttest.Spec{Target: "A-1", GrantID: "g-vouched", At: at.Add(time.Second)})
+	ri := in(first)
+	ri.Limits = &ledger.Limits{CountMax: 1}
+	row, _ = h.append(t, ri)
+	if c := check(row, "within_limits"); c.Result != verifier.Pass || row.Status != ledger.Authorized {
+		t.Fatalf("the first vouched cancel under countMax 1, after a forged one: %v %+v", row.Status, c)
+	}
+	// The same receipt with a request JWT no agent key signed: a
+	// duplicate that is unauthorized, and still the same turn.
+	again := *first
+	again.RequestJWT = pacttest.MustKey("pa-rogue", jose.ES256).Sign(first.RequestClaims)
+	dup, _ := h.append(t, in(&again))
+	if dup.Verifier.DuplicateOf != row.ID || dup.Status != ledger.Unauthorized {
+		t.Fatalf("the same receipt with a forged request JWT: %v of %q", dup.Status, dup.Verifier.DuplicateOf)
+	}
+	second := h.sc.Mint(pacttest.Spec{Target: "A-2", GrantID: "g-vouched", At: at.Add(2 * time.Second)})
+	ri = in(second)
+	ri.Limits = &ledger.Limits{CountMax: 2}
+	row2, _ := h.append(t, ri)
+	if c := check(row2, "within_limits"); c.Result != verifier.Pass || !strings.Contains(c.Detail, "cancel_order 2 of 2") {
+		t.Fatalf("the second vouched cancel under countMax 2: %v %+v", row2.Status, c)
+	}
+}

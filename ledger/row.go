@@ -125,6 +125,16 @@ type Record struct {
 	DuplicateOf string           `json:"duplicateOf,omitempty"`
 }
 
+// passed reports whether the check name passed.
+func (r Record) passed(name string) bool {
+	for _, c := range r.Checks {
+		if c.Name == name && c.Result == verifier.Pass {
+			return true
+		}
+	}
+	return false
+}
+
 // DisputeEvent is one appended dispute status.
 type DisputeEvent struct {
 	At     time.Time     `json:"at"`
@@ -218,12 +228,8 @@ func (r *Row) SameReceipt(o *Row) bool {
 // storage's retain-until: rounding can only lengthen retention.
 func (r *Row) RetentionStart() time.Time {
 	start := r.RecordedAt
-	if r.Kind == KindReceipt && r.IssuedAt.After(r.RecordedAt) {
-		for _, c := range r.Verifier.Checks {
-			if c.Name == verifier.CheckReceiptSignature && c.Result == verifier.Pass {
-				start = r.IssuedAt
-			}
-		}
+	if r.Kind == KindReceipt && r.IssuedAt.After(r.RecordedAt) && r.Verifier.passed(verifier.CheckReceiptSignature) {
+		start = r.IssuedAt
 	}
 	if s := start.Truncate(time.Second); !s.Equal(start) {
 		return s.Add(time.Second)
