@@ -406,7 +406,8 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := clientAddr(r, h.cfg.TrustedProxies)
-	if wait := h.limit.wait(addr); wait > 0 {
+	wait, giveBack := h.limit.attempt(addr)
+	if wait > 0 {
 		secs := strconv.Itoa(int(wait / time.Second))
 		h.audit(r, nil, "sign-in refused: too many failed attempts", errors.New("limit"), slog.String("addr", addr.String()))
 		w.Header().Set("Retry-After", secs)
@@ -418,9 +419,11 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.call(r, s)
 	defer cancel()
 	me, err := h.api.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
+	if status.Code(err) != codes.Unauthenticated {
+		giveBack() // not a failed guess
+	}
 	switch {
 	case status.Code(err) == codes.Unauthenticated:
-		h.limit.failed(addr)
 		h.audit(r, nil, "sign-in refused: unknown key", err, slog.String("addr", addr.String()))
 		h.signinForm(w, r, http.StatusUnauthorized, signinView{Error: "This ledger does not know that key. Check that you pasted the whole key, from the right file."})
 		return

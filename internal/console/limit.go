@@ -64,26 +64,26 @@ func (l *signinLimit) bucketLocked(addr netip.Prefix, now time.Time) *rate.Limit
 	return b
 }
 
-// wait returns how long addr must wait before its next sign-in attempt,
-// in whole seconds rounded up; 0 when it may try now.
-func (l *signinLimit) wait(addr netip.Prefix) time.Duration {
+// attempt takes one of addr's attempts before its key is looked at, so
+// that attempts sent at once are counted at once; when none is left it
+// takes nothing and returns how long addr must wait, in whole seconds
+// rounded up. A sign-in that was not a failure (a key the ledger knows,
+// or a ledger that did not answer) gives its attempt back with giveBack.
+func (l *signinLimit) attempt(addr netip.Prefix) (wait time.Duration, giveBack func()) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tokens := l.bucketLocked(addr, now).TokensAt(now)
-	if tokens >= 1 {
-		return 0
+	b := l.bucketLocked(addr, now)
+	if tokens := b.TokensAt(now); tokens < 1 {
+		secs := math.Ceil((1 - tokens) * l.every.Seconds())
+		return time.Duration(secs) * time.Second, nil
 	}
-	secs := math.Ceil((1 - tokens) * l.every.Seconds())
-	return time.Duration(secs) * time.Second
-}
-
-// failed counts a failed sign-in from addr.
-func (l *signinLimit) failed(addr netip.Prefix) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.bucketLocked(addr, now).AllowN(now, 1)
+	res := b.ReserveN(now, 1)
+	return 0, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		res.CancelAt(l.now())
+	}
 }
 
 // clientAddr is the address sign-in failures are counted against: the

@@ -3,6 +3,8 @@ package console
 import (
 	"net/http/httptest"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -46,15 +48,15 @@ func TestSigninLimitTableIsBounded(t *testing.T) {
 	l := newSigninLimit(2, 10*time.Second, 2, func() time.Time { return now })
 	a, b, c, d := netip.MustParsePrefix("192.0.2.1/32"), netip.MustParsePrefix("192.0.2.2/32"), netip.MustParsePrefix("192.0.2.3/32"), netip.MustParsePrefix("192.0.2.4/32")
 	for _, p := range []netip.Prefix{a, a, b, b} {
-		l.failed(p)
+		l.attempt(p)
 	}
-	if w := l.wait(a); w != 10*time.Second {
+	if w, _ := l.attempt(a); w != 10*time.Second {
 		t.Fatalf("a waits %v, want 10s", w)
 	}
 	// The table is full of empty buckets: c and d share the overflow one.
-	l.failed(c)
-	l.failed(d)
-	if w := l.wait(c); w != 10*time.Second {
+	l.attempt(c)
+	l.attempt(d)
+	if w, _ := l.attempt(c); w != 10*time.Second {
 		t.Fatalf("c waits %v, want 10s (the shared bucket is empty)", w)
 	}
 	if len(l.m) != 2 {
@@ -62,10 +64,43 @@ func TestSigninLimitTableIsBounded(t *testing.T) {
 	}
 	// Once a and b have refilled, they are forgotten and c gets its own.
 	now = now.Add(20 * time.Second)
-	if w := l.wait(c); w != 0 {
+	if w, _ := l.attempt(c); w != 0 {
 		t.Fatalf("c waits %v after the refill", w)
 	}
 	if _, ok := l.m[c]; !ok || len(l.m) != 1 {
 		t.Fatalf("table %v, want c alone", l.m)
+	}
+}
+
+// Attempts sent at once are counted as they arrive: no more than the
+// burst are let through to the key's lookup, and an attempt given back
+// (a key the ledger knew) is not counted.
+func TestSigninAttemptsAtOnceAreCountedAtOnce(t *testing.T) {
+	now := time.Date(2026, 10, 9, 9, 0, 0, 0, time.UTC)
+	l := newSigninLimit(5, 20*time.Second, 100, func() time.Time { return now })
+	a := netip.MustParsePrefix("192.0.2.1/32")
+	var through atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 60 {
+		wg.Go(func() {
+			<-start
+			if w, _ := l.attempt(a); w == 0 {
+				through.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := through.Load(); n != 5 {
+		t.Fatalf("%d of 60 attempts at once let through, want 5", n)
+	}
+	b := netip.MustParsePrefix("192.0.2.2/32")
+	for range 10 {
+		w, giveBack := l.attempt(b)
+		if w != 0 {
+			t.Fatalf("a known key's sign-ins counted: wait %v", w)
+		}
+		giveBack()
 	}
 }
