@@ -349,11 +349,22 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 		return loc, fmt.Errorf("put %s: %w", key, ledger.ErrObjectExists)
 	}
 	st, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
-	if err == nil {
-		loc.VersionID = st.VersionID
-		if t, err := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil {
-			loc.RetainUntil = t.UTC()
-		}
+	if err != nil {
+		return loc, fmt.Errorf("put %s again: %w", key, err)
+	}
+	loc.VersionID = st.VersionID
+	cur, err := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+	if err == nil && !retainUntil.After(cur) {
+		loc.RetainUntil = cur.UTC()
+		return loc, nil
+	}
+	// The same object put again for longer (a JWKS snapshot named anew
+	// by a row of a longer class after its last row was swept): it is
+	// retained for the new put too, as a put of its own would be.
+	mode := minio.Compliance
+	until := retainUntil.UTC()
+	if err := s.c.PutObjectRetention(ctx, s.bucket, key, minio.PutObjectRetentionOptions{Mode: &mode, RetainUntilDate: &until, VersionID: st.VersionID}); err != nil {
+		return loc, fmt.Errorf("retain %s, put again, until %s: %w", key, until.Format(time.RFC3339), err)
 	}
 	return loc, nil
 }

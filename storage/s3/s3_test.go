@@ -110,3 +110,44 @@ func TestWriteOnceCompliance(t *testing.T) {
 		t.Fatalf("missing object: %v", err)
 	}
 }
+
+// The same object put again with a later retain-until is retained for
+// the later put too (a JWKS snapshot named anew by a row of a longer
+// class), as in an evidence directory; an earlier one leaves it as it is.
+func TestPutAgainRetainsForTheNewPut(t *testing.T) {
+	ctx := context.Background()
+	bucket := s3test.Bucket()
+	st, err := open(t, bucket, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	later := soon.Add(90 * 24 * time.Hour)
+	first, err := st.Put(ctx, "jwks/s.json", []byte("keys"), soon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retained := func() time.Time {
+		t.Helper()
+		info, err := rawClient(t).StatObject(ctx, bucket, "jwks/s.json", minio.StatObjectOptions{VersionID: first.VersionID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	again, err := st.Put(ctx, "jwks/s.json", []byte("keys"), later)
+	if err != nil || again.VersionID != first.VersionID || !again.RetainUntil.Equal(later) {
+		t.Fatalf("put again for longer: %+v %v, want version %s until %v", again, err, first.VersionID, later)
+	}
+	if got := retained(); !got.Equal(later) {
+		t.Fatalf("the bucket retains it until %v, want %v", got, later)
+	}
+	shorter, err := st.Put(ctx, "jwks/s.json", []byte("keys"), soon)
+	if err != nil || !shorter.RetainUntil.Equal(later) || !retained().Equal(later) {
+		t.Fatalf("put again for less: %+v %v, want it kept until %v", shorter, err, later)
+	}
+}
