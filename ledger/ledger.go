@@ -755,12 +755,15 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		}
 	}
 	// A snapshot outlives every row that names it: its object is kept at
-	// least the longest receipt period from the latest row that names it,
-	// extended (a day at a time, at most) as later rows name it.
-	snapRetain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.RetentionStart())
-	if objRetain.After(snapRetain) {
-		snapRetain = objRetain
+	// least the longest receipt period from the latest row that names it.
+	// It is put, or extended when a row needs more, for a day longer than
+	// that row needs, so the rows of the next day are covered without an
+	// extension each.
+	need := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.RetentionStart())
+	if objRetain.After(need) {
+		need = objRetain
 	}
+	snapRetain := need.Add(24 * time.Hour)
 	seen := map[string]bool{}
 	for _, s := range snaps {
 		if s == nil || seen[s.ID] {
@@ -780,7 +783,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 			if err := tx.Enqueue(OutboxEntry{Kind: ObjectJWKS, Ref: s.ID, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}, now); err != nil {
 				return err
 			}
-		case snapRetain.After(cur.Add(24 * time.Hour)):
+		case need.After(cur):
 			if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: SnapshotKey(s.ID), RetainUntil: snapRetain}, now); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	bbolt "go.etcd.io/bbolt"
@@ -143,21 +144,37 @@ func TestReadOnlyRowsKeepNoReceiptBytes(t *testing.T) {
 	}
 }
 
+// A snapshot is kept a day past what the latest row naming it needs: a
+// row of the next day is covered as it is, and a row needing more extends
+// it, again a day past its need. No row outlives a snapshot it names.
 func TestSnapshotRetentionFollowsTheLongestRow(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	first, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
 	h.drain(t)
-	_, loc, err := h.l.Snapshot(ctx, first.BrandKey.JWKSSnapshot)
-	if err != nil {
-		t.Fatal(err)
+	retained := func() time.Time {
+		t.Helper()
+		_, loc, err := h.l.Snapshot(ctx, first.BrandKey.JWKSSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc.RetainUntil
 	}
-	later := first.IssuedAt.AddDate(0, 0, 3)
-	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: later})))
+	need := func(r *ledger.Row) time.Time { return r.RetentionStart().AddDate(0, 18, 0) }
+	r0 := retained()
+	if want := need(first).Add(24 * time.Hour); !r0.Equal(want) {
+		t.Fatalf("snapshot retained until %v, want a day past the row's need, %v", r0, want)
+	}
+	// A row 23 hours later: covered as it is.
+	next, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: first.IssuedAt.Add(23 * time.Hour)})))
 	h.drain(t)
-	_, loc2, _ := h.l.Snapshot(ctx, first.BrandKey.JWKSSnapshot)
-	want := later.AddDate(0, 18, 0)
-	if !loc2.RetainUntil.Equal(want) || !loc2.RetainUntil.After(loc.RetainUntil) {
-		t.Fatalf("snapshot retained until %v (was %v), want %v", loc2.RetainUntil, loc.RetainUntil, want)
+	if got := retained(); !got.Equal(r0) || got.Before(need(next)) {
+		t.Fatalf("a row 23 hours later: snapshot retained until %v, want %v unchanged and past the row's need %v", got, r0, need(next))
+	}
+	// A row 3 days later: extended a day past its need.
+	later, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-3", At: first.IssuedAt.AddDate(0, 0, 3)})))
+	h.drain(t)
+	if got, want := retained(), need(later).Add(24*time.Hour); !got.Equal(want) {
+		t.Fatalf("a row 3 days later: snapshot retained until %v, want %v", got, want)
 	}
 }
