@@ -321,6 +321,9 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if in.RequestJWT != "" && len(requestSHAs) > 1 {
 			r.RequestJWTTwinSHA256 = requestSHAs[1]
 		}
+		if len(receiptSHAs) > 1 {
+			r.ReceiptTwinSHA256 = receiptSHAs[1]
+		}
 		if err := l.dedupe(tx, r, receiptRow, receiptSHAs[1:], requestSHAs); err != nil {
 			return err
 		}

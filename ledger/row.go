@@ -188,6 +188,13 @@ type Row struct {
 	// twins meet on one key and the later is found a duplicate. Not kept
 	// with the row.
 	RequestJWTTwinSHA256 string `json:"-"`
+	// ReceiptTwinSHA256 is, while the row is written, the hex SHA-256 of
+	// the receipt's other encoding (an ES256 signature's malleated twin)
+	// when it has one: a store whose writes run at once keys the first
+	// row of a receipt by both (storage/postgres), so that two rows
+	// posting the twins meet and the later is found a duplicate. Not kept
+	// with the row.
+	ReceiptTwinSHA256 string `json:"-"`
 	// EvidenceNotKept says why the evidence bundle was not kept (the
 	// read-only class); empty when it was.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`

@@ -39,7 +39,10 @@ import (
 // empty: a bbolt file indexes a request JWT under the hash posted only,
 // and the ledger reads both hashes (docs/design/016). Version 5 added
 // grant_holds, whose 65,536 rows the migration makes; a copy adds none.
-const schemaVersion = 5
+// Version 6 added ledger_rows.receipt_key, which a copied row leaves
+// empty: it keys rows written at once on several replicas, and a copied
+// row's twin is found by its id as the ledger reads both.
+const schemaVersion = 6
 
 // Errors of a move.
 var (

@@ -148,7 +148,7 @@ func (c created) outcome(w *writes) (error, bool) {
 func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*writes, done func(created) error) {
 	var (
 		ids, principals, grants, agents, shas []string
-		twins                                 []string
+		twins, receiptKeys                    []string
 		statuses, classes                     []int16
 		issued                                []int64
 		retains                               []*int64
@@ -184,6 +184,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 				twin = r.RequestJWTTwinSHA256
 			}
 			twins = append(twins, twin)
+			receiptKeys = append(receiptKeys, receiptKey(r))
 			pool = append(pool, ledger.Drillable(r))
 			for _, x := range rw.targets {
 				targetRows, targets = append(targetRows, r.ID), append(targets, x)
@@ -207,7 +208,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	}
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
-			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins).Query(func(rows pgx.Rows) error {
+			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -248,7 +249,8 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // createRowsSQL creates rows with their targets, snapshot links and, where
 // no row holds them yet, their request-JWT entries: under the hash of the
 // request JWT and under its twin's (ledger.Row.RequestJWTTwinSHA256); a
-// row whose id is taken is skipped with all of its keys. The entries go
+// row whose id is taken, or whose receipt key (receiptKey) another row
+// holds, is skipped with all of its keys. The entries go
 // in the order of their hashes, so that two statements writing a hash
 // and its twin the other way round wait on each other instead of
 // deadlocking; of two rows of the statement with one hash, the earlier
@@ -256,12 +258,12 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // its request-JWT entries were written.
 const createRowsSQL = `
 WITH r AS (
-	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin)
+	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin, receipt_key)
 	SELECT id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body,
-		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END, twin
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[], $16::text[])
-		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool, twin)
-	ON CONFLICT (id) DO NOTHING
+		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END, twin, receipt_key
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[], $16::text[], $17::text[])
+		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool, twin, receipt_key)
+	ON CONFLICT DO NOTHING
 	RETURNING id, issued_ns, request_jwt, request_jwt_twin
 ), t AS (
 	INSERT INTO row_targets (target, issued_ns, row_id)
@@ -280,6 +282,19 @@ WITH r AS (
 	RETURNING row_id
 )
 SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) = (CASE WHEN r.request_jwt = '' THEN 0 WHEN r.request_jwt_twin = '' THEN 1 ELSE 2 END) FROM r`
+
+// receiptKey is the key a receipt's first row holds in ledger_rows (the
+// smaller of the hashes of the receipt's two encodings, or its id when it
+// has no twin): none (”) for a duplicate, or a row of no receipt.
+func receiptKey(r *ledger.Row) string {
+	if r.Kind != ledger.KindReceipt || r.Verifier.DuplicateOf != "" {
+		return ""
+	}
+	if twin := r.ReceiptTwinSHA256; twin != "" && twin < r.ID {
+		return twin
+	}
+	return r.ID
+}
 
 // nonNil is s, or an empty slice for nil (an empty array, not NULL).
 func nonNil(s []string) []string {

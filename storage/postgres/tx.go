@@ -41,7 +41,11 @@ type tx struct {
 	// the race in between and the member runs again (rerun).
 	absentRows map[string]bool
 	absentJWTs map[string]bool
-	rerun      bool
+	// jwtRows: the row each request-JWT hash the member read named. A row
+	// then read as absent was removed in between (a sweep): the member
+	// raced for that request JWT as for one read as absent.
+	jwtRows map[string]string
+	rerun   bool
 
 	// pre is what the member's Prefetch read, until it writes; retain the
 	// snapshot retain-untils the member read with a snapshot or set (nil:
@@ -79,7 +83,7 @@ type tx struct {
 }
 
 func newTx(ctx context.Context, conn *pgx.Conn, write bool) *tx {
-	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{},
+	return &tx{ctx: ctx, conn: conn, write: write, b: &pgx.Batch{}, absentRows: map[string]bool{}, absentJWTs: map[string]bool{}, jwtRows: map[string]string{},
 		retain: map[string]*int64{}, locked: map[string]bool{}, held: map[string]*int64{}}
 }
 
@@ -284,6 +288,7 @@ func (t *tx) startMember(sp string) {
 	t.err, t.rerun, t.restart, t.wrote, t.heldElsewhere = nil, false, false, false, false
 	clear(t.absentRows)
 	clear(t.absentJWTs)
+	clear(t.jwtRows)
 	clear(t.retain)
 	clear(t.locked)
 	t.pre, t.own, t.seqLeaves = nil, nil, nil
