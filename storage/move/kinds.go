@@ -68,7 +68,7 @@ var kinds = []kind{
 	{name: bolt.ExportSnapshotRetain, dests: []dest{{table: "snapshot_retain", cols: []string{"id", "until_ns"}}},
 		rows: func(r bolt.Record) ([][][]any, error) { return one(r.Name, max(r.N, 0)), nil }},
 	keyBody(bolt.ExportRevocations, "revocations", "grant_id", "body"),
-	{name: bolt.ExportOutbox, dests: []dest{{table: "outbox", cols: []string{"seq", "body", "queued_ns"}}}, rows: outboxRows},
+	{name: bolt.ExportOutbox, dests: []dest{{table: "outbox", cols: []string{"seq", "body", "queued_ns", "op_key"}}}, rows: outboxRows},
 	seqBody(bolt.ExportFailures, "outbox_failures"),
 	seqBody(bolt.ExportDeadLetters, "dead_letters"),
 	keyBody(bolt.ExportSegmentPlans, "segment_plans", "key", "body"),
@@ -145,7 +145,11 @@ func outboxRows(r bolt.Record) ([][][]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode outbox entry %d: %w", r.Seq, err)
 	}
-	return one(int64(r.Seq), body, max(r.N, 0)), nil
+	opKey := ""
+	if e.Op != "" {
+		opKey = e.Key
+	}
+	return one(int64(r.Seq), body, max(r.N, 0), opKey), nil
 }
 
 // nanos is t in nanoseconds since the Unix epoch, clamped to what an int64

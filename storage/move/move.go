@@ -41,8 +41,9 @@ import (
 // grant_holds, whose 65,536 rows the migration makes; a copy adds none.
 // Version 6 added ledger_rows.receipt_key, which a copied row leaves
 // empty: it keys rows written at once on several replicas, and a copied
-// row's twin is found by its id as the ledger reads both.
-const schemaVersion = 6
+// row's twin is found by its id as the ledger reads both. Version 7 added
+// outbox.op_key, the object each operation is on, which a copy fills.
+const schemaVersion = 7
 
 // Errors of a move.
 var (

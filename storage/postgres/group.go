@@ -73,6 +73,7 @@ type evidenceWrite struct {
 type entryWrite struct {
 	body   []byte
 	queued int64
+	opKey  string // the object the entry operates on; "" for a put
 }
 
 type objectWrite struct {
@@ -161,6 +162,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 		evBundles                             [][]byte
 		entryBodies                           [][]byte
 		entryQueued                           []int64
+		entryKeys                             []string
 		objectKeys                            []string
 		objectBodies                          [][]byte
 	)
@@ -200,7 +202,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 			evRows, evBundles = append(evRows, e.rowID), append(evBundles, e.bundle)
 		}
 		for _, e := range w.entries {
-			entryBodies, entryQueued = append(entryBodies, e.body), append(entryQueued, e.queued)
+			entryBodies, entryQueued, entryKeys = append(entryBodies, e.body), append(entryQueued, e.queued), append(entryKeys, e.opKey)
 		}
 		for _, o := range w.objects {
 			objectKeys, objectBodies = append(objectKeys, o.key), append(objectBodies, o.body)
@@ -236,8 +238,8 @@ ON CONFLICT (row_id) DO UPDATE SET bundle = EXCLUDED.bundle`, evRows, evBundles)
 	}
 	if len(entryBodies) > 0 {
 		queue(`
-INSERT INTO outbox (seq, body, queued_ns)
-SELECT nextval('outbox_seq'), body, queued_ns FROM unnest($1::bytea[], $2::bigint[]) WITH ORDINALITY AS u (body, queued_ns, n) ORDER BY n`, entryBodies, entryQueued)
+INSERT INTO outbox (seq, body, queued_ns, op_key)
+SELECT nextval('outbox_seq'), body, queued_ns, op_key FROM unnest($1::bytea[], $2::bigint[], $3::text[]) WITH ORDINALITY AS u (body, queued_ns, op_key, n) ORDER BY n`, entryBodies, entryQueued, entryKeys)
 	}
 	if len(objectKeys) > 0 {
 		queue(`

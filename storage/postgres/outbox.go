@@ -42,7 +42,11 @@ func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
 		return fmt.Errorf("encode outbox entry %s: %w", e.Key, err)
 	}
 	d := t.deferred()
-	d.entries = append(d.entries, entryWrite{body: body, queued: nanos(at)})
+	w := entryWrite{body: body, queued: nanos(at)}
+	if e.Op != "" {
+		w.opKey = e.Key
+	}
+	d.entries = append(d.entries, w)
 	return nil
 }
 
@@ -78,7 +82,10 @@ func (t *tx) Claim(n int, holder string, ttl time.Duration) ([]ledger.OutboxEntr
 }
 
 // claim claims for holder for ttl the entries, of those nobody else
-// holds a live claim on, that pick ($1) chooses.
+// holds a live claim on, that pick ($1) chooses. An operation on an
+// object an earlier queued operation is also on waits until that one has
+// left the outbox: operations on one object keep their order, though
+// several uploaders claim at once (each orders only its own round).
 func (t *tx) claim(pick string, arg any, holder string, ttl time.Duration) ([]ledger.OutboxEntry, error) {
 	if err := t.see(tabOutbox); err != nil {
 		return nil, err
@@ -89,8 +96,9 @@ func (t *tx) claim(pick string, arg any, holder string, ttl time.Duration) ([]le
 	return t.entries("claim outbox entries", `
 UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint * interval '1 microsecond'
 WHERE seq IN (
-	SELECT seq FROM outbox
+	SELECT seq FROM outbox AS o
 	WHERE (claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2)
+		AND NOT (op_key <> '' AND EXISTS (SELECT 1 FROM outbox AS e WHERE e.op_key = o.op_key AND e.seq < o.seq))
 	`+pick+`
 	FOR UPDATE SKIP LOCKED
 )

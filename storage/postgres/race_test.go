@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +152,95 @@ func TestRequestJWTReusedWhileItsRowIsSwept(t *testing.T) {
 	}
 	if owner := sqlValue[string](t, dsn, "SELECT row_id FROM request_jwts WHERE sha = $1", sha); owner != firstUse.ID {
 		t.Fatalf("the request JWT's entry names %s, want the first use %s", owner, firstUse.ID)
+	}
+}
+
+// heldHolds is write-once storage whose first legal-hold call waits until
+// released, as a slow S3 round trip would; it records the calls in the
+// order applied.
+type heldHolds struct {
+	ledger.ObjectStore
+	entered, release chan struct{}
+	mu               sync.Mutex
+	calls            []bool
+}
+
+func (s *heldHolds) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) error {
+	s.mu.Lock()
+	first := s.entered != nil
+	entered := s.entered
+	s.entered = nil
+	s.mu.Unlock()
+	if first {
+		close(entered)
+		<-s.release
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, on)
+	s.mu.Unlock()
+	return s.ObjectStore.SetLegalHold(ctx, loc, on)
+}
+
+// Operations on one object keep their order across replicas: while one
+// replica's uploader applies the first (a hold, for an incident opened),
+// another's round does not take the second (its release) ahead of it.
+func TestOperationsOnOneObjectKeepTheirOrderAcrossReplicas(t *testing.T) {
+	for _, ops := range [][2]string{{ledger.OpHold, ledger.OpRelease}, {ledger.OpRelease, ledger.OpHold}} {
+		t.Run(ops[0]+" then "+ops[1], func(t *testing.T) {
+			dsn := migrated(t)
+			sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+			t.Cleanup(sc.Close)
+			dir, err := localdir.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			objects := &heldHolds{ObjectStore: dir, entered: make(chan struct{}), release: make(chan struct{})}
+			a, b := newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")
+			ctx := t.Context()
+			const key = "rows/held.json"
+			loc, err := dir.Put(ctx, key, []byte("{}"), time.Now().Add(48*time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.store.Update(ctx, func(tx ledger.Tx) error {
+				if err := tx.SetObject(key, loc); err != nil {
+					return err
+				}
+				for _, op := range ops {
+					if err := tx.Enqueue(ledger.OutboxEntry{Kind: ledger.ObjectEvidence, Ref: "held", Key: key, Op: op}, time.Now()); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			entered := objects.entered
+			done := make(chan error, 1)
+			go func() { _, err := a.l.UploadRound(ctx, 1, 1); done <- err }()
+			<-entered // replica a applies the first operation, slowly
+			if _, err := b.l.UploadRound(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			close(objects.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.l.UploadRound(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			want := []bool{ops[0] == ledger.OpHold, ops[1] == ledger.OpHold}
+			var rec ledger.Location
+			if err := a.store.View(ctx, func(tx ledger.Tx) error {
+				var err error
+				rec, err = tx.Object(key)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(objects.calls, want) || rec.LegalHold != want[1] {
+				t.Fatalf("legal holds applied %v, recorded %v: want %v, in the order queued", objects.calls, rec.LegalHold, want)
+			}
+		})
 	}
 }
