@@ -32,6 +32,17 @@ func NewGrant(d *DeviceAuthorization, now time.Time) Grant {
 		Created: now, Expires: now.Add(GrantTTL)}
 }
 
+// Carry makes g, a step-up's grant (PACT §5.5), hold prev's scopes too:
+// carried, not renewed, so g ends no later than prev and names it, to be
+// revoked with it.
+func (g *Grant) Carry(prev *Grant) {
+	g.Scopes = dedupe(append(slices.Clone(prev.Scopes), g.Scopes...))
+	g.Extends = prev.ID
+	if prev.Expires.Before(g.Expires) {
+		g.Expires = prev.Expires
+	}
+}
+
 // Active reports whether the grant is neither revoked nor expired at now.
 func (g *Grant) Active(now time.Time) bool { return g.Revoked.IsZero() && !now.After(g.Expires) }
 

@@ -122,13 +122,7 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 				return err
 			}
 			if found && prev.Active(now) && prev.Brand == d.Brand && prev.Client == d.Client && prev.AgentSub == d.Sub && prev.User == d.User {
-				// Its scopes are carried, not renewed: the grant ends
-				// with it and is revoked with it (RevokeGrant).
-				g.Scopes = dedupeScopes(append(slices.Clone(prev.Scopes), g.Scopes...))
-				g.Extends = prev.ID
-				if prev.Expires.Before(g.Expires) {
-					g.Expires = prev.Expires
-				}
+				g.Carry(&prev) // revoked with it (RevokeGrant)
 			}
 		}
 		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
@@ -277,15 +271,4 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 		}
 		return nil
 	})
-}
-
-// dedupeScopes is scopes in order, each once.
-func dedupeScopes(scopes []string) []string {
-	var out []string
-	for _, s := range scopes {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
