@@ -82,7 +82,9 @@ func (l *signinLimit) attempt(addr netip.Prefix) (wait time.Duration, giveBack f
 	return 0, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		res.CancelAt(l.now())
+		// At the reservation's own time: a limiter gives nothing back
+		// for a cancel dated after it.
+		res.CancelAt(now)
 	}
 }
 
