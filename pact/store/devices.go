@@ -190,7 +190,11 @@ func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (
 			if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
 				return err
 			}
-			return tx.enqueue(pipeline.Revoked(g.ID, now, "a used refresh token was presented again; the Provider revoked the grant"))
+			const why = "a used refresh token was presented again; the Provider revoked the grant"
+			if err := tx.enqueue(pipeline.Revoked(g.ID, now, why)); err != nil {
+				return err
+			}
+			return revokeExtensions(tx, g, why, now)
 		}
 		if rerr != nil {
 			return rerr
@@ -245,30 +249,42 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 		if !found || g.Brand != brand || g.User != user {
 			return fmt.Errorf("grant of %s: %w", user, ErrNotFound)
 		}
-		gs, err := userGrants(tx.Tx, brand, user)
-		if err != nil {
-			return err
-		}
-		for todo := []oauth.Grant{g}; len(todo) > 0; todo = todo[1:] {
-			g := todo[0]
-			if g.Revoke(now) {
-				if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
-					return err
-				}
-				why := note
-				if g.ID != id {
-					why = note + "; with grant " + id + ", whose scopes it carried"
-				}
-				if err := tx.enqueue(pipeline.Revoked(g.ID, now, why)); err != nil {
-					return err
-				}
+		if g.Revoke(now) {
+			if err := put(tx.Tx, bGrants, []byte(id), g); err != nil {
+				return err
 			}
-			for _, e := range gs {
-				if e.Extends == g.ID {
-					todo = append(todo, e)
-				}
+			if err := tx.enqueue(pipeline.Revoked(id, now, note)); err != nil {
+				return err
 			}
 		}
-		return nil
+		return revokeExtensions(tx, g, note, now)
 	})
+}
+
+// revokeExtensions revokes, with g, the grants that carry its scopes
+// (oauth.Grant.Extends) and theirs, each revocation queued for the ledger
+// with note.
+func revokeExtensions(tx *txn, g oauth.Grant, note string, now time.Time) error {
+	gs, err := userGrants(tx.Tx, g.Brand, g.User)
+	if err != nil {
+		return err
+	}
+	for todo := []string{g.ID}; len(todo) > 0; todo = todo[1:] {
+		for _, e := range gs {
+			if e.Extends != todo[0] {
+				continue
+			}
+			todo = append(todo, e.ID)
+			if !e.Revoke(now) {
+				continue
+			}
+			if err := put(tx.Tx, bGrants, []byte(e.ID), e); err != nil {
+				return err
+			}
+			if err := tx.enqueue(pipeline.Revoked(e.ID, now, note+"; with grant "+g.ID+", whose scopes it carried")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -241,12 +241,20 @@ func TestDeviceCodeRedemption(t *testing.T) {
 }
 
 // A refresh token works once; presented again it revokes the grant, and
-// the revocation is queued for the ledger in the same transaction.
+// the grant a step-up made carrying its scopes, each revocation queued for
+// the ledger in the same transaction.
 func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 	s := openStore(t)
 	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
 	g := oauth.Grant{ID: "a2agrant_1", Brand: "acme", Client: "https://pa.example", User: "acct-48213", Scopes: []string{"orders:read"}, Created: now, Expires: now.Add(oauth.GrantTTL)}
-	err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bGrants, []byte(g.ID), g) })
+	ext := oauth.Grant{ID: "a2agrant_2", Brand: "acme", Client: "https://pa.example", User: "acct-48213", Scopes: []string{"orders:cancel"}, Created: now, Expires: now.Add(oauth.GrantTTL)}
+	ext.Carry(&g)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := put(tx, bGrants, []byte(g.ID), g); err != nil {
+			return err
+		}
+		return put(tx, bGrants, []byte(ext.ID), ext)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,8 +271,11 @@ func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 	if got, _ := s.Grant(g.ID); got.Revoked.IsZero() {
 		t.Fatal("the reuse did not revoke the grant")
 	}
+	if got, _ := s.Grant(ext.ID); got.Revoked.IsZero() {
+		t.Fatal("the reuse did not revoke the step-up's grant that carries the grant's scopes")
+	}
 	items, err := s.Outbox(10)
-	if err != nil || len(items) != 1 || items[0].Revocation == nil || items[0].Revocation.GrantID != g.ID {
+	if err != nil || len(items) != 2 || items[0].Revocation == nil || items[0].Revocation.GrantID != g.ID || items[1].Revocation == nil || items[1].Revocation.GrantID != ext.ID {
 		t.Fatalf("outbox %+v %v", items, err)
 	}
 }
