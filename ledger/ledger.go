@@ -519,7 +519,7 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 				return err
 			}
 			r.Verifier.DuplicateOf = first
-			r.anotherTurn = !r.SameReceipt(orig)
+			r.countsToo = !r.SameReceipt(orig) || !orig.Verifier.passed(verifier.CheckReceiptSignature)
 			return nil
 		}
 	}
@@ -548,7 +548,7 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 			counted[a.Tool]++
 		}
 		var prior map[string]int
-		if r.GrantID != "" && (r.Verifier.DuplicateOf == "" || r.anotherTurn) {
+		if r.GrantID != "" && (r.Verifier.DuplicateOf == "" || r.countsToo) {
 			// The grant is held (AppendReceipt), so that another write
 			// under it at once does not count without this row, nor this
 			// one without it.
@@ -625,18 +625,24 @@ func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error)
 			}
 			if of := row.Verifier.DuplicateOf; of != "" {
 				orig, err := tx.Row(of)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return nil, err
+				}
 				switch {
-				case err == nil && row.SameReceipt(orig):
-					continue
-				case errors.Is(err, ErrNotFound):
+				case err == nil && !row.SameReceipt(orig):
+					// Another turn: it counts.
+				case err == nil && orig.Verifier.passed(verifier.CheckReceiptSignature):
+					continue // counted with its earlier row
+				default:
+					// The same receipt as a row gone, or one no signature
+					// vouched for (a forged copy posted first): its
+					// duplicates count once.
 					for _, o := range orphans[of] {
 						if row.SameReceipt(o) {
 							continue rows
 						}
 					}
 					orphans[of] = append(orphans[of], row)
-				case err != nil:
-					return nil, err
 				}
 			}
 			for _, a := range row.Actions {

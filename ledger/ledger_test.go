@@ -625,3 +625,30 @@ func TestOnlyVouchedTurnsCountTowardLimits(t *testing.T) {
 		t.Fatalf("the second vouched cancel under countMax 2: %v %+v", row2.Status, c)
 	}
 }
+
+// A forged copy of a receipt posted first, with its request JWT, does not
+// hide the real receipt from the grant's count: the real one, a duplicate
+// of the copy, counts, once.
+func TestAForgedCopyDoesNotHideTheRealTurnFromLimits(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	real := h.sc.Mint(pacttest.Spec{Target: "A-1", GrantID: "g-copied", At: at})
+	forged := *real
+	forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(real.Claims)
+	if row, _ := h.append(t, in(&forged)); row.Status != ledger.Unauthorized {
+		t.Fatalf("the forged copy: %v", row.Status)
+	}
+	ri := in(real)
+	ri.Limits = &ledger.Limits{CountMax: 1}
+	row, _ := h.append(t, ri)
+	if row.Verifier.DuplicateOf == "" || check(row, "within_limits").Result != verifier.Pass {
+		t.Fatalf("the real receipt after its forged copy: duplicate of %q, %+v", row.Verifier.DuplicateOf, check(row, "within_limits"))
+	}
+	second := h.sc.Mint(pacttest.Spec{Target: "A-2", GrantID: "g-copied", At: at.Add(time.Second)})
+	ri = in(second)
+	ri.Limits = &ledger.Limits{CountMax: 1}
+	row2, _ := h.append(t, ri)
+	if c := check(row2, "within_limits"); c.Result != verifier.Fail || row2.Status != ledger.Incident {
+		t.Fatalf("a second real cancel under countMax 1: %v %+v", row2.Status, c)
+	}
+}

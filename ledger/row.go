@@ -199,11 +199,12 @@ type Row struct {
 	// read-only class); empty when it was.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`
 
-	// anotherTurn is, while the row is written, whether it duplicates an
-	// earlier row by the request JWT alone, with a receipt of other
-	// claims (SameReceipt): another turn, which counts toward the grant's
-	// limits. Not kept with the row.
-	anotherTurn bool
+	// countsToo is, while the row is written, whether it duplicates an
+	// earlier row by the request JWT alone and counts toward the grant's
+	// limits nonetheless: its receipt has other claims (SameReceipt:
+	// another turn), or the earlier row's receipt signature failed (a
+	// forged copy posted first). Not kept with the row.
+	countsToo bool
 }
 
 // SameReceipt reports whether r and o record the same receipt claims:
