@@ -56,9 +56,9 @@ type tiles struct {
 // maxSavedTiles bounds the tiles kept: 8 MiB of full hash tiles.
 const maxSavedTiles = 1024
 
-// fetchError: a tile could not be read (the network, the server's
-// answer); the audit stops on it, where a tile that was read and does not
-// match is a finding.
+// fetchError: a tile could not be read (the network, the server failing);
+// the audit stops on it, where a tile that was read and does not match,
+// or one the server says it does not have, is a finding.
 type fetchError struct{ err error }
 
 func (e *fetchError) Error() string { return e.err.Error() }
@@ -78,7 +78,11 @@ func (t *tiles) get(path string) ([]byte, error) {
 	if err != nil {
 		return nil, &fetchError{fmt.Errorf("fetch %s: %w", req.URL, err)}
 	}
-	if res.StatusCode != http.StatusOK {
+	switch {
+	case res.StatusCode == http.StatusNotFound:
+		// A tile of a tree the log's key signed, withheld.
+		return nil, fmt.Errorf("fetch %s: %s: the server does not give a tile of the tree it signed", req.URL, res.Status)
+	case res.StatusCode != http.StatusOK:
 		return nil, &fetchError{fmt.Errorf("fetch %s: %s", req.URL, res.Status)}
 	}
 	return b, nil
@@ -448,15 +452,19 @@ func (c *cli) logAudit(o auditOpts) error {
 	for n := first >> tileHeight; n<<tileHeight < newer.Size; n++ {
 		start, end := n<<tileHeight, min((n+1)<<tileHeight, newer.Size)
 		data, err := tr.entries(n, int(end-start))
-		if err != nil {
+		var fetch *fetchError
+		if errors.As(err, &fetch) {
 			return err
+		}
+		if err != nil {
+			fmt.Fprintf(c.out, "FAILED: the leaves at %s: %v\n", tr.base, err)
+			return errCheckFailed
 		}
 		idx := make([]int64, 0, end-start)
 		for i := start; i < end; i++ {
 			idx = append(idx, tlog.StoredHashIndex(0, i))
 		}
 		hs, err := hashes.ReadHashes(idx)
-		var fetch *fetchError
 		if errors.As(err, &fetch) {
 			return err
 		}

@@ -263,6 +263,7 @@ func TestAuditTellsAnUnreadableTileFromAWrongOne(t *testing.T) {
 		inconsistent bool
 	}{
 		{"the server down", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }, false},
+		{"a tile withheld", func(w http.ResponseWriter, _ *http.Request) { http.NotFound(w, nil) }, true},
 		{"a tile of another tree", func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write(bytes.Repeat([]byte{7}, 2*tlog.HashSize))
 		}, true},
