@@ -98,7 +98,7 @@ UPDATE outbox SET claimed_by = $2, claim_until = clock_timestamp() + $3::bigint 
 WHERE seq IN (
 	SELECT seq FROM outbox AS o
 	WHERE (claim_until IS NULL OR claim_until < clock_timestamp() OR claimed_by = $2)
-		AND NOT (op_key <> '' AND EXISTS (SELECT 1 FROM outbox AS e WHERE e.op_key = o.op_key AND e.seq < o.seq))
+		AND NOT (op_key <> '' AND EXISTS (SELECT 1 FROM outbox AS e WHERE e.op_key <> '' AND e.op_key = o.op_key AND e.seq < o.seq))
 	`+pick+`
 	FOR UPDATE SKIP LOCKED
 )
