@@ -607,8 +607,9 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 // signature vouches for it, and a forged row must not use up a grant's
 // count. A duplicate counts only when it records another turn than its
 // earlier row (SameReceipt), whatever its status; when that row is gone,
-// the duplicates of one receipt count once. It stops once any tool passes
-// stopAbove: the limit is exceeded either way.
+// or no signature vouched for it, the duplicates of one receipt count
+// once. It stops once any tool passes stopAbove: the limit is exceeded
+// either way.
 func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error) {
 	counts := map[string]int{}
 	orphans := map[string][]*Row{} // counted duplicates of rows gone, by the row they name
