@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
@@ -20,14 +18,8 @@ import (
 // writes of one replica run in several transactions at once too, so each
 // replica's own group commits race as well.
 func TestTwinRequestJWTsPostedAtOnce(t *testing.T) {
-	dsn := migrated(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	objects, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas := []replica{newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")}
+	sc, a, b, _ := replicasOver(t, func(dir *localdir.Store) *localdir.Store { return dir })
+	replicas := []replica{a, b}
 	for i := range 40 {
 		r := sc.Mint(pacttest.Spec{Target: fmt.Sprint("A-", i)})
 		twin := sc.Mint(pacttest.Spec{Target: fmt.Sprint("B-", i), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
@@ -24,14 +22,8 @@ import (
 func TestTwinReceiptsAtOnceOnTwoReplicas(t *testing.T) {
 	for _, requestJWT := range []string{"none", "the same", "another"} {
 		t.Run(requestJWT, func(t *testing.T) {
-			dsn := migrated(t)
-			sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-			t.Cleanup(sc.Close)
-			objects, err := localdir.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			replicas := []replica{newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")}
+			sc, a, b, _ := replicasOver(t, func(dir *localdir.Store) *localdir.Store { return dir })
+			replicas := []replica{a, b}
 			for i := range 30 {
 				r := sc.Mint(pacttest.Spec{Target: fmt.Sprint("T-", i)})
 				ins := []ledger.ReceiptInput{
@@ -187,18 +179,12 @@ func (s *heldHolds) SetLegalHold(ctx context.Context, loc ledger.Location, on bo
 func TestOperationsOnOneObjectKeepTheirOrderAcrossReplicas(t *testing.T) {
 	for _, ops := range [][2]string{{ledger.OpHold, ledger.OpRelease}, {ledger.OpRelease, ledger.OpHold}} {
 		t.Run(ops[0]+" then "+ops[1], func(t *testing.T) {
-			dsn := migrated(t)
-			sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-			t.Cleanup(sc.Close)
-			dir, err := localdir.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			objects := &heldHolds{ObjectStore: dir, entered: make(chan struct{}), release: make(chan struct{})}
-			a, b := newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")
+			_, a, b, objects := replicasOver(t, func(dir *localdir.Store) *heldHolds {
+				return &heldHolds{ObjectStore: dir, entered: make(chan struct{}), release: make(chan struct{})}
+			})
 			ctx := t.Context()
 			const key = "rows/held.json"
-			loc, err := dir.Put(ctx, key, []byte("{}"), time.Now().Add(48*time.Hour))
+			loc, err := objects.ObjectStore.Put(ctx, key, []byte("{}"), time.Now().Add(48*time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -93,19 +93,27 @@ func newReplica(t *testing.T, dsn string, sc *pacttest.Scenario, objects ledger.
 	return r
 }
 
-// twoReplicas opens replicas a and b on one fresh database and one
-// evidence store, and appends three receipts through a.
-func twoReplicas(t *testing.T) (a, b replica, objects *countedPuts) {
+// replicasOver opens replicas a and b on one fresh database, verifying the
+// receipts of the scenario it returns, with their evidence in an evidence
+// directory as wrap wraps it.
+func replicasOver[S ledger.ObjectStore](t *testing.T, wrap func(*localdir.Store) S) (sc *pacttest.Scenario, a, b replica, objects S) {
 	t.Helper()
 	dsn := migrated(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	sc = pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
 	dir, err := localdir.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects = &countedPuts{ObjectStore: dir, puts: map[string]int{}}
-	a, b = newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b")
+	objects = wrap(dir)
+	return sc, newReplica(t, dsn, sc, objects, "replica-a"), newReplica(t, dsn, sc, objects, "replica-b"), objects
+}
+
+// twoReplicas opens replicas a and b on one fresh database and one
+// evidence store, and appends three receipts through a.
+func twoReplicas(t *testing.T) (a, b replica, objects *countedPuts) {
+	t.Helper()
+	sc, a, b, objects := replicasOver(t, func(dir *localdir.Store) *countedPuts { return &countedPuts{ObjectStore: dir, puts: map[string]int{}} })
 	for i := range 3 {
 		r := sc.Mint(pacttest.Spec{Target: fmt.Sprint("T-", i)})
 		if _, _, err := a.l.AppendReceipt(t.Context(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions}); err != nil {
