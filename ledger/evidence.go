@@ -28,6 +28,47 @@ type RangeReader interface {
 	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
 }
 
+// VersionReader is an object store that keeps the versions of a key (S3
+// with versioning): it reads the version a location records. Get and
+// GetRange read the latest, and a holder of the bucket's credentials can
+// write a newer version over a key whose recorded version is locked; the
+// ledger reads what it recorded.
+type VersionReader interface {
+	GetVersion(ctx context.Context, key, version string) ([]byte, error)
+	GetRangeVersion(ctx context.Context, key, version string, offset, length int64) ([]byte, error)
+}
+
+// readRange reads loc's part of its segment in one ranged read, of the
+// version loc records where the store keeps versions; false when loc is
+// no part of a segment or the store reads no ranges.
+func (l *Ledger) readRange(ctx context.Context, loc Location) ([]byte, bool, error) {
+	if loc.Length == 0 {
+		return nil, false, nil
+	}
+	var b []byte
+	var err error
+	if vr, ok := l.objects.(VersionReader); ok && loc.VersionID != "" {
+		b, err = vr.GetRangeVersion(ctx, loc.Key, loc.VersionID, int64(loc.Offset), int64(loc.Length))
+	} else if rr, ok := l.objects.(RangeReader); ok {
+		b, err = rr.GetRange(ctx, loc.Key, int64(loc.Offset), int64(loc.Length))
+	} else {
+		return nil, false, nil
+	}
+	if err == nil && len(b) != int(loc.Length) {
+		err = fmt.Errorf("segment %s holds %d bytes at %d, not %d", loc.Key, len(b), loc.Offset, loc.Length)
+	}
+	return b, true, err
+}
+
+// getObject returns the whole object at loc: the version it records where
+// the store keeps versions, else the key's.
+func (l *Ledger) getObject(ctx context.Context, loc Location) ([]byte, error) {
+	if vr, ok := l.objects.(VersionReader); ok && loc.VersionID != "" {
+		return vr.GetVersion(ctx, loc.Key, loc.VersionID)
+	}
+	return l.objects.Get(ctx, loc.Key)
+}
+
 // storedEvidence is what the row store holds of a row's evidence: the
 // bundle, or, once it was dropped, where its write-once copy is.
 type storedEvidence struct {
@@ -90,14 +131,10 @@ func (l *Ledger) storedBundle(ctx context.Context, id string, s storedEvidence) 
 // segment when the object store reads ranges, else the whole object cut
 // where loc says.
 func (l *Ledger) readObject(ctx context.Context, loc Location) ([]byte, error) {
-	if rr, ok := l.objects.(RangeReader); ok && loc.Length > 0 {
-		b, err := rr.GetRange(ctx, loc.Key, int64(loc.Offset), int64(loc.Length))
-		if err == nil && len(b) != int(loc.Length) {
-			err = fmt.Errorf("segment %s holds %d bytes at %d, not %d", loc.Key, len(b), loc.Offset, loc.Length)
-		}
+	if b, ok, err := l.readRange(ctx, loc); ok {
 		return b, err
 	}
-	b, err := l.objects.Get(ctx, loc.Key)
+	b, err := l.getObject(ctx, loc)
 	if err != nil {
 		return nil, err
 	}

@@ -185,16 +185,17 @@ func (l *Ledger) readCopies(ctx context.Context, items []integrityItem) {
 		if !it.hasLoc || it.row.EvidenceNotKept != "" {
 			continue
 		}
-		b, ok := objects[it.loc.Key]
-		if !ok && failed[it.loc.Key] == nil {
+		obj := it.loc.Key + "\x00" + it.loc.VersionID
+		b, ok := objects[obj]
+		if !ok && failed[obj] == nil {
 			var err error
-			if b, err = l.objects.Get(ctx, it.loc.Key); err != nil {
-				failed[it.loc.Key] = fmt.Errorf("the write-once copy %s cannot be read: %v", it.loc.Key, err)
+			if b, err = l.getObject(ctx, it.loc); err != nil {
+				failed[obj] = fmt.Errorf("the write-once copy %s cannot be read: %v", it.loc.Key, err)
 			} else {
-				objects[it.loc.Key] = b
+				objects[obj] = b
 			}
 		}
-		if it.copyErr = failed[it.loc.Key]; it.copyErr != nil {
+		if it.copyErr = failed[obj]; it.copyErr != nil {
 			continue
 		}
 		it.copy, it.copyErr = cut(b, it.loc)

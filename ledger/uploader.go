@@ -1194,13 +1194,5 @@ func (l *Ledger) WriteOnceCopy(ctx context.Context, key string) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("object %s: %w", key, err)
 	}
-	b, err := l.objects.Get(ctx, loc.Key)
-	if err != nil {
-		return nil, err
-	}
-	if loc.Length > 0 && !bytes.HasPrefix(b, []byte(segmentHeader)) {
-		return nil, fmt.Errorf("object %s is not a segment", loc.Key)
-	}
-	part, err := cut(b, loc)
-	return slices.Clone(part), err
+	return l.readObject(ctx, loc)
 }

@@ -15,9 +15,15 @@ import (
 const maxRange = 64 << 20
 
 // GetRange implements ledger.RangeReader: length bytes of key from offset,
-// one ranged GET.
+// one ranged GET of its latest version.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	b, err := s.getRange(ctx, key, offset, length)
+	return s.GetRangeVersion(ctx, key, "", offset, length)
+}
+
+// GetRangeVersion implements ledger.VersionReader: GetRange of the key's
+// version (its latest for "").
+func (s *Store) GetRangeVersion(ctx context.Context, key, version string, offset, length int64) ([]byte, error) {
+	b, err := s.getRange(ctx, key, version, offset, length)
 	if err == nil || errors.Is(err, ledger.ErrNotFound) {
 		s.observe(nil) // an answer
 	} else {
@@ -26,11 +32,11 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return b, err
 }
 
-func (s *Store) getRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+func (s *Store) getRange(ctx context.Context, key, version string, offset, length int64) ([]byte, error) {
 	if offset < 0 || length <= 0 || length > maxRange {
 		return nil, fmt.Errorf("get %s: range %d+%d out of bounds", key, offset, length)
 	}
-	var opts minio.GetObjectOptions
+	opts := minio.GetObjectOptions{VersionID: version}
 	if err := opts.SetRange(offset, offset+length-1); err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}

@@ -391,9 +391,15 @@ func lockedPut(body []byte, retainUntil time.Time, contentType string) minio.Put
 	}
 }
 
-// Get implements ledger.ObjectStore.
+// Get implements ledger.ObjectStore: the key's latest version.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := s.get(ctx, key)
+	return s.GetVersion(ctx, key, "")
+}
+
+// GetVersion implements ledger.VersionReader: the key's version, or its
+// latest for "".
+func (s *Store) GetVersion(ctx context.Context, key, version string) ([]byte, error) {
+	b, err := s.getVersion(ctx, key, version)
 	if errors.Is(err, ledger.ErrNotFound) {
 		s.observe(nil) // an answer
 	} else {
@@ -407,7 +413,11 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 var maxObject int64 = 64 << 20
 
 func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
-	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	return s.getVersion(ctx, key, "")
+}
+
+func (s *Store) getVersion(ctx context.Context, key, version string) ([]byte, error) {
+	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{VersionID: version})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}

@@ -1,0 +1,77 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// A newer version written over a row's locked segment, as whoever holds
+// the bucket's credentials can, changes nothing the ledger reads: the
+// write-once copy, the row's verification and its integrity check read
+// the version the ledger recorded.
+func TestReadsTakeTheRecordedVersion(t *testing.T) {
+	ctx := context.Background()
+	name := s3test.Bucket()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: s3Objects(t, name)}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5531"})))
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5532"})))
+	h.drain(t)
+	orig := writeOnce(t, h, row.ID)
+	var loc ledger.Location
+	if err := h.store.View(ctx, func(tx ledger.Tx) error {
+		var err error
+		loc, err = tx.Object(ledger.EvidenceKey(row.ID))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if loc.VersionID == "" || loc.Length == 0 {
+		t.Fatalf("the row's evidence is at %+v, want a version of a segment", loc)
+	}
+	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := c.GetObject(ctx, name, loc.Key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(seg, []byte("A-5531"), []byte("A-5539"), 1)
+	info, err := c.PutObject(ctx, name, loc.Key, bytes.NewReader(edited), int64(len(edited)), minio.PutObjectOptions{})
+	if err != nil || info.VersionID == loc.VersionID {
+		t.Fatalf("a newer version over the segment: %+v %v", info, err)
+	}
+	if got := writeOnce(t, h, row.ID); !bytes.Equal(got, orig) {
+		t.Fatal("the write-once copy read the newer version, not the one recorded")
+	}
+	rv, err := h.l.VerifyRow(ctx, row.ID)
+	if err != nil || !rv.Same {
+		t.Fatalf("verify after a newer version: %+v %v", rv, err)
+	}
+	rep, err := h.l.CheckIntegrity(ctx, 1000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 {
+		t.Fatalf("integrity after a newer version: %+v", rep.Findings)
+	}
+}
