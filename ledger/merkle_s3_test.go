@@ -80,18 +80,12 @@ func (bucket) SaveTiles([]tlog.Tile, [][]byte) {}
 func TestLogInTheBucket(t *testing.T) {
 	ctx := context.Background()
 	name := s3test.Bucket()
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: s3Objects(t, name)}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
+	h := s3Harness(t, name)
 	signer, vkey := logKeys(t)
 	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer, Interval: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := rawS3(t)
 	b := bucket{t: t, c: c, name: name, prefix: ledger.LogPrefix}
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -224,6 +218,27 @@ func TestLogInTheBucket(t *testing.T) {
 	if _, err := b.get("tile/0/002"); err == nil {
 		t.Fatal("a tile beyond the tree is in the bucket")
 	}
+}
+
+// rawS3 is a client of the test S3 server that goes past the ledger.
+func rawS3(t *testing.T) *minio.Client {
+	t.Helper()
+	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// s3Harness is an open harness whose evidence goes to the test S3
+// server's bucket name.
+func s3Harness(t *testing.T, name string) *harness {
+	t.Helper()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: s3Objects(t, name)}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	return h
 }
 
 // s3Objects is the test S3 server's bucket name (created if need be) as

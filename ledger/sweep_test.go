@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
@@ -154,7 +153,7 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	if _, _, err := h.l.AppendReceipt(ctx, in(roReceipt)); !errors.Is(err, ledger.ErrExpired) {
 		t.Fatalf("re-posting a swept receipt: %v", err)
 	}
-	c, _ := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	c := rawS3(t)
 	var segs int
 	for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "segments/", Recursive: true}) {
 		if o.Err == nil {

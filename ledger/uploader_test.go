@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -86,10 +85,7 @@ func evidenceStores(t *testing.T) map[string]func(t *testing.T) (ledger.ObjectSt
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := rawS3(t)
 			return s, func() []string {
 				var keys []string
 				for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {

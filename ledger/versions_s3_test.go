@@ -5,11 +5,8 @@ import (
 	"context"
 	"io"
 	"testing"
-	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
@@ -23,10 +20,7 @@ import (
 func TestReadsTakeTheRecordedVersion(t *testing.T) {
 	ctx := context.Background()
 	name := s3test.Bucket()
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: s3Objects(t, name)}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
+	h := s3Harness(t, name)
 	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5531"})))
 	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5532"})))
 	h.drain(t)
@@ -42,10 +36,7 @@ func TestReadsTakeTheRecordedVersion(t *testing.T) {
 	if loc.VersionID == "" || loc.Length == 0 {
 		t.Fatalf("the row's evidence is at %+v, want a version of a segment", loc)
 	}
-	c, err := minio.New(s3srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s3srv.AccessKey, s3srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := rawS3(t)
 	obj, err := c.GetObject(ctx, name, loc.Key, minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
