@@ -348,25 +348,11 @@ func (s *Store) put(ctx context.Context, key string, body []byte, retainUntil ti
 	if !bytes.Equal(have, body) {
 		return loc, fmt.Errorf("put %s: %w", key, ledger.ErrObjectExists)
 	}
-	st, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
-	if err != nil {
-		return loc, fmt.Errorf("put %s again: %w", key, err)
-	}
-	loc.VersionID = st.VersionID
-	cur, err := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
-	if err == nil && !retainUntil.After(cur) {
-		loc.RetainUntil = cur.UTC()
-		return loc, nil
-	}
-	// The same object put again for longer (a JWKS snapshot named anew
-	// by a row of a longer class after its last row was swept): it is
+	// The same object put again, perhaps for longer (a JWKS snapshot named
+	// anew by a row of a longer class after its last row was swept): it is
 	// retained for the new put too, as a put of its own would be.
-	mode := minio.Compliance
-	until := retainUntil.UTC()
-	if err := s.c.PutObjectRetention(ctx, s.bucket, key, minio.PutObjectRetentionOptions{Mode: &mode, RetainUntilDate: &until, VersionID: st.VersionID}); err != nil {
-		return loc, fmt.Errorf("retain %s, put again, until %s: %w", key, until.Format(time.RFC3339), err)
-	}
-	return loc, nil
+	loc.VersionID, loc.RetainUntil, err = s.retainAtLeast(ctx, key, "", retainUntil)
+	return loc, err
 }
 
 // lockedPut is the options of a put of body in one request, kept under
@@ -502,19 +488,27 @@ func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until 
 	if err := s.ready(); err != nil {
 		return err
 	}
-	st, err := s.c.StatObject(ctx, s.bucket, loc.Key, minio.StatObjectOptions{VersionID: loc.VersionID})
+	_, _, err = s.retainAtLeast(ctx, loc.Key, loc.VersionID, until)
+	return err
+}
+
+// retainAtLeast keeps key's version (its latest for "") under COMPLIANCE
+// retention until at least until, never shortening it; it returns the
+// version and the retain-until it has then.
+func (s *Store) retainAtLeast(ctx context.Context, key, version string, until time.Time) (string, time.Time, error) {
+	st, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{VersionID: version})
 	if err != nil {
-		return fmt.Errorf("retention of %s: %w", loc.Key, err)
+		return "", time.Time{}, fmt.Errorf("retention of %s: %w", key, err)
 	}
 	if cur, err := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil && !until.After(cur) {
-		return nil // never shorten
+		return st.VersionID, cur.UTC(), nil // never shorten
 	}
 	mode := minio.Compliance
 	until = until.UTC()
-	if err := s.c.PutObjectRetention(ctx, s.bucket, loc.Key, minio.PutObjectRetentionOptions{Mode: &mode, RetainUntilDate: &until, VersionID: loc.VersionID}); err != nil {
-		return fmt.Errorf("extend retention of %s: %w", loc.Key, err)
+	if err := s.c.PutObjectRetention(ctx, s.bucket, key, minio.PutObjectRetentionOptions{Mode: &mode, RetainUntilDate: &until, VersionID: st.VersionID}); err != nil {
+		return st.VersionID, time.Time{}, fmt.Errorf("extend retention of %s: %w", key, err)
 	}
-	return nil
+	return st.VersionID, until, nil
 }
 
 // Delete implements ledger.ObjectStore: it removes the object's version.
