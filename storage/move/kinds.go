@@ -8,6 +8,7 @@ import (
 
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/postgres"
 )
 
 // dest is a table a kind's records are copied into, with the columns
@@ -145,11 +146,7 @@ func outboxRows(r bolt.Record) ([][][]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode outbox entry %d: %w", r.Seq, err)
 	}
-	opKey := ""
-	if e.Op != "" {
-		opKey = e.Key
-	}
-	return one(int64(r.Seq), body, max(r.N, 0), opKey), nil
+	return one(int64(r.Seq), body, max(r.N, 0), postgres.OpKey(e)), nil
 }
 
 // nanos is t in nanoseconds since the Unix epoch, clamped to what an int64

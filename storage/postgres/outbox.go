@@ -42,12 +42,18 @@ func (t *tx) Enqueue(e ledger.OutboxEntry, at time.Time) error {
 		return fmt.Errorf("encode outbox entry %s: %w", e.Key, err)
 	}
 	d := t.deferred()
-	w := entryWrite{body: body, queued: nanos(at)}
-	if e.Op != "" {
-		w.opKey = e.Key
-	}
-	d.entries = append(d.entries, w)
+	d.entries = append(d.entries, entryWrite{body: body, queued: nanos(at), opKey: OpKey(e)})
 	return nil
+}
+
+// OpKey is the outbox.op_key of entry e: the object it operates on, ""
+// for a put. Operations on one object are claimed in their order
+// (claim).
+func OpKey(e ledger.OutboxEntry) string {
+	if e.Op == "" {
+		return ""
+	}
+	return e.Key
 }
 
 // Outbox implements ledger.Outbox.
