@@ -187,11 +187,8 @@ func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (
 		revoke, rerr := g.Refresh(&t, brand, client, now)
 		if revoke {
 			answer = rerr
-			if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
-				return err
-			}
 			const why = "a used refresh token was presented again; the Provider revoked the grant"
-			if err := tx.enqueue(pipeline.Revoked(g.ID, now, why)); err != nil {
+			if err := revoked(tx, g, why, now); err != nil {
 				return err
 			}
 			return revokeExtensions(tx, g, why, now)
@@ -250,10 +247,7 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 			return fmt.Errorf("grant of %s: %w", user, ErrNotFound)
 		}
 		if g.Revoke(now) {
-			if err := put(tx.Tx, bGrants, []byte(id), g); err != nil {
-				return err
-			}
-			if err := tx.enqueue(pipeline.Revoked(id, now, note)); err != nil {
+			if err := revoked(tx, g, note, now); err != nil {
 				return err
 			}
 		}
@@ -278,13 +272,19 @@ func revokeExtensions(tx *txn, g oauth.Grant, note string, now time.Time) error 
 			if !e.Revoke(now) {
 				continue
 			}
-			if err := put(tx.Tx, bGrants, []byte(e.ID), e); err != nil {
-				return err
-			}
-			if err := tx.enqueue(pipeline.Revoked(e.ID, now, note+"; with grant "+g.ID+", whose scopes it carried")); err != nil {
+			if err := revoked(tx, e, note+"; with grant "+g.ID+", whose scopes it carried", now); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// revoked stores grant g, just revoked, and queues its revocation for the
+// ledger with note.
+func revoked(tx *txn, g oauth.Grant, note string, now time.Time) error {
+	if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+		return err
+	}
+	return tx.enqueue(pipeline.Revoked(g.ID, now, note))
 }
