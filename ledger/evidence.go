@@ -38,6 +38,16 @@ type VersionReader interface {
 	GetRangeVersion(ctx context.Context, key, version string, offset, length int64) ([]byte, error)
 }
 
+// LatestVersioner is an object store that keeps the versions of a key and
+// tells which one a read of the key by its name alone answers with: what
+// anyone who reads the bucket without the ledger's records sees.
+type LatestVersioner interface {
+	// LatestVersion returns the key's latest version, or an error
+	// wrapping ErrNotFound when a read by name finds nothing (a delete
+	// marker is its latest version, or it has none).
+	LatestVersion(ctx context.Context, key string) (string, error)
+}
+
 // readRange reads loc's part of its segment in one ranged read, of the
 // version loc records where the store keeps versions; false when loc is
 // no part of a segment or the store reads no ranges.

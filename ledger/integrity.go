@@ -131,6 +131,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 				wormOK = true
 			}
 		}
+		if it.shadowed != "" {
+			problems = append(problems, it.shadowed)
+		}
 		if len(problems) > 0 {
 			// A dropped bundle has nothing in the row store to restore.
 			f := Finding{RowID: r.ID, Restorable: !storeOK && wormOK && !it.dropped()}
@@ -157,6 +160,9 @@ type integrityItem struct {
 	// they could not be read.
 	copy    []byte
 	copyErr error
+	// shadowed says what a read of the copy's key by name gets instead
+	// of the version recorded, when that is something else.
+	shadowed string
 }
 
 // dropped reports whether the row store dropped the bundle after its
@@ -180,6 +186,7 @@ func (it *integrityItem) evidence() []byte {
 func (l *Ledger) readCopies(ctx context.Context, items []integrityItem) {
 	objects := map[string][]byte{}
 	failed := map[string]error{}
+	shadows := map[string]string{}
 	for i := range items {
 		it := &items[i]
 		if !it.hasLoc || it.row.EvidenceNotKept != "" {
@@ -198,8 +205,36 @@ func (l *Ledger) readCopies(ctx context.Context, items []integrityItem) {
 		if it.copyErr = failed[obj]; it.copyErr != nil {
 			continue
 		}
+		it.shadowed = l.shadowed(ctx, it.loc, shadows)
 		it.copy, it.copyErr = cut(b, it.loc)
 	}
+}
+
+// shadowed says what stands over loc's recorded version where the store
+// keeps versions: a newer version of its key, or a delete marker, which
+// whoever reads the bucket by key without the ledger's records gets
+// instead of the locked copy ("" when the recorded version is the
+// latest). Object Lock keeps versions, not keys: anyone with the bucket's
+// credentials can write either. Each key is asked once a page (seen).
+func (l *Ledger) shadowed(ctx context.Context, loc Location, seen map[string]string) string {
+	lv, ok := l.objects.(LatestVersioner)
+	if !ok || loc.VersionID == "" {
+		return ""
+	}
+	if p, ok := seen[loc.Key]; ok {
+		return p
+	}
+	var p string
+	switch latest, err := lv.LatestVersion(ctx, loc.Key); {
+	case errors.Is(err, ErrNotFound):
+		p = fmt.Sprintf("a read of the write-once copy %s by name finds nothing (a delete marker stands over version %s)", loc.Key, loc.VersionID)
+	case err != nil:
+		p = fmt.Sprintf("the latest version of the write-once copy %s cannot be read: %v", loc.Key, err)
+	case latest != loc.VersionID:
+		p = fmt.Sprintf("a newer version (%s) stands over the write-once copy %s (version %s): a read of the key by name gets it, not the copy recorded", latest, loc.Key, loc.VersionID)
+	}
+	seen[loc.Key] = p
+	return p
 }
 
 // checkTree rebuilds the tree from every stored leaf (with

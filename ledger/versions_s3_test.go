@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -16,7 +17,9 @@ import (
 // A newer version written over a row's locked segment, as whoever holds
 // the bucket's credentials can, changes nothing the ledger reads: the
 // write-once copy, the row's verification and its integrity check read
-// the version the ledger recorded.
+// the version the ledger recorded. The integrity check reports what
+// stands over it, a newer version or a delete marker, since a reader of
+// the bucket by key gets that instead.
 func TestReadsTakeTheRecordedVersion(t *testing.T) {
 	ctx := context.Background()
 	name := s3test.Bucket()
@@ -58,11 +61,35 @@ func TestReadsTakeTheRecordedVersion(t *testing.T) {
 	if err != nil || !rv.Same {
 		t.Fatalf("verify after a newer version: %+v %v", rv, err)
 	}
-	rep, err := h.l.CheckIntegrity(ctx, 1000, "")
+	// What stands over the recorded version is what a reader of the
+	// bucket by key gets: the check reports it for the segment's rows.
+	shadowedFor(t, h, row.ID, loc.Key, "a newer version ("+info.VersionID+")")
+	if err := c.RemoveObject(ctx, name, loc.Key, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rv, err := h.l.VerifyRow(ctx, row.ID); err != nil || !rv.Same {
+		t.Fatalf("verify after a delete marker: %+v %v", rv, err)
+	}
+	shadowedFor(t, h, row.ID, loc.Key, "a delete marker")
+}
+
+// shadowedFor checks the integrity check's findings: one for row id,
+// and every one of them that what stands over key is not the copy
+// recorded (want), with nothing to restore.
+func shadowedFor(t *testing.T, h *harness, id, key, want string) {
+	t.Helper()
+	rep, err := h.l.CheckIntegrity(context.Background(), 1000, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Findings) != 0 {
-		t.Fatalf("integrity after a newer version: %+v", rep.Findings)
+	var ofRow bool
+	for _, f := range rep.Findings {
+		ofRow = ofRow || f.RowID == id
+		if !strings.Contains(f.Problem, want) || !strings.Contains(f.Problem, key) || f.Restorable {
+			t.Errorf("finding %+v, want %q over %s, not restorable", f, want, key)
+		}
+	}
+	if !ofRow {
+		t.Fatalf("no finding for row %s: %+v", id, rep.Findings)
 	}
 }

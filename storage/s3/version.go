@@ -57,3 +57,29 @@ func (s *Store) swapVersion(ctx context.Context, key string, body []byte, retain
 	loc.VersionID = info.VersionID
 	return loc, nil
 }
+
+// LatestVersion implements ledger.LatestVersioner: the version of key a
+// GET by its name alone reads.
+func (s *Store) LatestVersion(ctx context.Context, key string) (string, error) {
+	version, err := s.latestVersion(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		s.observe(nil) // an answer
+	} else {
+		s.observe(err)
+	}
+	return version, err
+}
+
+func (s *Store) latestVersion(ctx context.Context, key string) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	info, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	switch {
+	case err == nil:
+		return info.VersionID, nil
+	case info.IsDeleteMarker || minio.ToErrorResponse(err).Code == minio.NoSuchKey:
+		return "", fmt.Errorf("latest version of %s: %w", key, ledger.ErrNotFound)
+	}
+	return "", fmt.Errorf("latest version of %s: %w", key, err)
+}
