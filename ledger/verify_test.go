@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -176,5 +177,35 @@ func TestSnapshotRetentionFollowsTheLongestRow(t *testing.T) {
 	h.drain(t)
 	if got, want := retained(), need(later).Add(24*time.Hour); !got.Equal(want) {
 		t.Fatalf("a row 3 days later: snapshot retained until %v, want %v", got, want)
+	}
+}
+
+// A writer's receipt under a made-up kid starts a refetch of the agent's
+// keys; the agent then publishes a key and signs with it. Its valid
+// receipt, within MinRefetch of that refetch, is not recorded as signed
+// by an unknown key: nothing is stored and the writer is told to retry
+// (keys unavailable), and a retry is decided by a refetch of its own.
+func TestAMadeUpKidDoesNotDecideTheNextKeysReceipts(t *testing.T) {
+	h := newHarness(t)
+	if row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"}))); row.Status != ledger.Authorized {
+		t.Fatalf("first row %v", row.Status)
+	}
+	madeUp := h.sc.Mint(pacttest.Spec{Target: "A-2"})
+	madeUp.RequestJWT = pacttest.MustKey("pa-made-up", jose.ES256).Sign(madeUp.RequestClaims)
+	if row, _ := h.append(t, in(madeUp)); row.Status != ledger.Unauthorized {
+		t.Fatalf("a request JWT under a made-up kid: %v", row.Status)
+	}
+
+	k := pacttest.MustKey("pa-2026-12", jose.ES256)
+	h.sc.PA.JWKS.Set(h.sc.PA.Key, k)
+	h.sc.PA.Key = k
+	good := h.sc.Mint(pacttest.Spec{Target: "A-3"})
+	row, _, err := h.l.AppendReceipt(context.Background(), in(good))
+	if !errors.Is(err, ledger.ErrKeysUnavailable) {
+		t.Fatalf("a receipt under a key published after the latest refetch = %+v, %v; want keys unavailable", row, err)
+	}
+	rows, _, err := h.l.List(context.Background(), ledger.Query{Target: "A-3"})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("rows of A-3: %+v, %v; want none", rows, err)
 	}
 }

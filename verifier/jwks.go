@@ -296,13 +296,18 @@ func (f *Fetcher) Keys(ctx context.Context, uri string) (*KeySet, error) {
 // for later callers. A fetch already in flight is joined rather than
 // doubled.
 //
-// Refetches are rate-limited to one per MinRefetch per URI. Within that
-// window Refresh answers with the latest refetch's outcome: the cached set
-// when it succeeded (the kid is decidedly unknown), an error wrapping
-// ErrFetch when it failed or is still running past UnknownKidWait, even
-// while a cached set exists (the kid is undecided). Outside the window, an
-// endpoint whose latest fetch failed less than MinRefetch ago is not asked
-// again: the error wraps ErrFetch.
+// Only a refetch that started for this call decides that a kid is
+// unknown: one that started earlier may have been answered before the
+// signer published the key. Refetches are rate-limited to one per
+// MinRefetch per URI, and anyone who can present a token with a made-up
+// kid can start one. So when this call joins a fetch already running, or
+// comes within MinRefetch of the latest refetch, it returns the newest
+// cached set together with an error wrapping ErrFetch (errEarlierRefetch):
+// a kid that set holds may be used, a kid it lacks is undecided. The
+// latest refetch's failure, or one still running past UnknownKidWait, is
+// an error wrapping ErrFetch with no set, even while a cached set exists.
+// Outside the window, an endpoint whose latest fetch failed less than
+// MinRefetch ago is not asked again: the error wraps ErrFetch.
 func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 	if err := f.CheckURI(uri); err != nil {
 		return nil, err
@@ -311,6 +316,7 @@ func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 	e := f.entry(cacheKey{kindKeys, uri})
 	now := f.cfg.Now()
 	fl := e.refresh
+	own := false // fl started for this call
 	if fl == nil || now.Sub(e.refreshAt) >= f.cfg.MinRefetch {
 		fl = e.flight
 		if fl == nil && e.lastErr != nil && now.Sub(e.lastErrAt) < f.cfg.MinRefetch {
@@ -321,7 +327,7 @@ func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 			return nil, fmt.Errorf("refetch after an unknown kid: %w", err)
 		}
 		if fl == nil {
-			fl = f.start(ctx, e)
+			fl, own = f.start(ctx, e), true
 		}
 		e.refresh, e.refreshAt = fl, now
 	}
@@ -344,8 +350,16 @@ func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 	f.mu.Lock()
 	ks := e.doc.(*KeySet)
 	f.mu.Unlock()
+	if !own {
+		return ks, fmt.Errorf("%w: %s", errEarlierRefetch, uri)
+	}
 	return ks, nil
 }
+
+// errEarlierRefetch is Refresh's error with the newest set when no
+// refetch could start for the call: the set may lack a key its signer
+// published since, so a kid it lacks is undecided.
+var errEarlierRefetch = fmt.Errorf("%w: the latest refetch of the keys started before this kid was seen (a refetch starts at most once a MinRefetch)", ErrFetch)
 
 // Metadata returns the issuer and jwks_uri of the RFC 8414 metadata at uri,
 // cached like Keys (TTL, stale-while-revalidate within MaxStale, one fetch

@@ -580,12 +580,13 @@ func TestUnknownKidWaitIsBounded(t *testing.T) {
 		t.Fatalf("endpoint hit %d times, want 2 (first fetch, one refetch)", got)
 	}
 
-	// The refetch lands: an unknown kid within MinRefetch gets its set.
+	// The refetch lands: an unknown kid within MinRefetch gets its set,
+	// undecided for a kid it lacks (it started before this kid was seen).
 	p.releaseWith(jwksOf(k1, k2))
 	wantFetch(t, fetched, verifier.FetchOK)
 	ks, err := f.Refresh(ctx, p.URL())
-	if err != nil || string(ks.Snapshot.Body) != string(jwksOf(k1, k2)) {
-		t.Fatalf("Refresh after the refetch landed = %v, %v; want the new set", ks, err)
+	if !errors.Is(err, verifier.ErrFetch) || ks == nil || string(ks.Snapshot.Body) != string(jwksOf(k1, k2)) {
+		t.Fatalf("Refresh after the refetch landed = %v, %v; want the new set and an error wrapping ErrFetch", ks, err)
 	}
 	if got := p.hits.Load(); got != 2 {
 		t.Fatalf("endpoint hit %d times, want 2", got)
@@ -680,7 +681,8 @@ func TestNoCachedSetAndEndpointDown(t *testing.T) {
 
 // TestFailedRefetchIsUndecidedWithinMinRefetch: after an unknown kid whose
 // refetch failed, Refresh answers ErrFetch (not the stale set) until
-// MinRefetch has passed; after one that succeeded, the cached set.
+// MinRefetch has passed; after one that succeeded, the cached set with
+// ErrFetch (undecided for a kid it lacks).
 func TestFailedRefetchIsUndecidedWithinMinRefetch(t *testing.T) {
 	k1, k2 := pacttest.MustKey("k1", jose.ES256), pacttest.MustKey("k2", jose.ES256)
 	p := newPeer(t, jwksOf(k1))
@@ -715,11 +717,13 @@ func TestFailedRefetchIsUndecidedWithinMinRefetch(t *testing.T) {
 	if err != nil || string(ks.Snapshot.Body) != string(jwksOf(k1, k2)) {
 		t.Fatalf("Refresh after MinRefetch = %v, %v; want the new set", ks, err)
 	}
-	// Within MinRefetch of a successful refetch: the cached set, no fetch
-	// (the kid is decidedly unknown).
+	// Within MinRefetch of a successful refetch: the cached set, no
+	// fetch, and an error wrapping ErrFetch: that refetch started before
+	// this kid was seen, perhaps before its key was published, so a kid
+	// the set lacks is undecided.
 	clk.Add(time.Second)
-	if ks2, err := f.Refresh(ctx, p.URL()); err != nil || ks2.Snapshot.ID != ks.Snapshot.ID {
-		t.Fatalf("Refresh within MinRefetch of a good refetch = %v, %v; want the cached set", ks2, err)
+	if ks2, err := f.Refresh(ctx, p.URL()); !errors.Is(err, verifier.ErrFetch) || ks2 == nil || ks2.Snapshot.ID != ks.Snapshot.ID {
+		t.Fatalf("Refresh within MinRefetch of a good refetch = %v, %v; want the cached set and an error wrapping ErrFetch", ks2, err)
 	}
 	if got := p.hits.Load(); got != 3 {
 		t.Fatalf("endpoint hit %d times, want 3", got)

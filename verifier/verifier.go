@@ -319,13 +319,20 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 	p, kid, alg, err := check(tok, s.Keys)
 	if errors.Is(err, ErrUnknownKid) {
 		s2, err2 := get(true)
-		if err2 != nil {
-			if errors.Is(err2, ErrFetch) {
-				return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
-			}
-		} else {
+		switch {
+		case err2 == nil:
 			s = s2
 			p, kid, alg, err = check(tok, s.Keys)
+		case errors.Is(err2, ErrFetch) && s2.Keys != nil:
+			// A newer set than the one checked, but not one fetched
+			// after this kid was seen: it decides a kid it holds.
+			p2, kid2, alg2, err3 := check(tok, s2.Keys)
+			if errors.Is(err3, ErrUnknownKid) {
+				return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
+			}
+			s, p, kid, alg, err = s2, p2, kid2, alg2, err3
+		case errors.Is(err2, ErrFetch):
+			return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
 		}
 	}
 	return p, kid, string(alg), s, err

@@ -76,7 +76,7 @@ func TestVerifyChecks(t *testing.T) {
 		t.Run(algs.name, func(t *testing.T) {
 			sc := pacttest.NewScenario(algs.brand, algs.pa)
 			defer sc.Close()
-			v, reg := newVerifier(t, sc)
+			v, _ := newVerifier(t, sc)
 			other := pacttest.MustKey("brand-k3", algs.brand) // same kid, wrong key
 
 			tests := []struct {
@@ -156,6 +156,9 @@ func TestVerifyChecks(t *testing.T) {
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
+					// Keys of its own: an unknown kid is decided by a
+					// refetch of its own, not one an earlier case started.
+					_, reg := newVerifier(t, sc)
 					r := sc.Mint(pacttest.Spec{})
 					if tc.edit != nil {
 						tc.edit(r)
@@ -262,16 +265,26 @@ func TestUnknownKidRefetchesOnce(t *testing.T) {
 	if fetches != base+1 {
 		t.Fatalf("fetches after rotation = %d, want %d", fetches-base, 1)
 	}
-	// Unknown kids within MinRefetch do not refetch again.
+	// Unknown kids within MinRefetch do not refetch again: they are
+	// undecided, since the latest refetch started before they were seen.
 	r := sc.Mint(pacttest.Spec{})
 	r.ReceiptJWS = pacttest.MustKey("brand-k5", jose.ES256).Sign(r.Claims)
 	for range 5 {
-		if _, err := v.Verify(context.Background(), input(r), reg); err != nil {
-			t.Fatal(err)
+		if _, err := v.Verify(context.Background(), input(r), reg); !errors.Is(err, verifier.ErrUndecided) {
+			t.Fatalf("an unknown kid within MinRefetch of a refetch = %v, want undecided", err)
 		}
 	}
 	if fetches != base+1 {
 		t.Fatalf("unknown kids refetched %d times within the rate limit", fetches-base-1)
+	}
+	// Past MinRefetch a refetch of its own decides it.
+	now = now.Add(10 * time.Second) // the default MinRefetch
+	res, err = v.Verify(context.Background(), input(r), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := results(res)["receipt_signature"]; got != verifier.Fail || fetches != base+2 {
+		t.Fatalf("an unknown kid past MinRefetch: receipt_signature = %v after %d refetches, want FAIL after 2", got, fetches-base)
 	}
 }
 

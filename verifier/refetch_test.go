@@ -1,0 +1,98 @@
+package verifier_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// An unknown kid is decided only by a refetch that started after it was
+// seen. The Provider checks a PA JWT from anyone against the same
+// fetcher as the ledger, so a made-up kid starts a refetch of a
+// registered agent's keys; an agent that publishes a key and signs with
+// it within MinRefetch of that refetch must not get its request JWT
+// recorded as signed by an unknown key. It is undecided until a refetch
+// of its own, which finds the key.
+func TestAnUnknownKidIsNotDecidedByAnEarlierRefetch(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Now: func() time.Time { return now }})
+	ledgerKeys, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	providerKeys, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: now})), ledgerKeys); err != nil {
+		t.Fatal(err)
+	}
+
+	// Anyone: a PA JWT naming the registered agent under a made-up kid.
+	claims := map[string]any{"iss": sc.PA.ID, "sub": "x", "aud": sc.Audience, "iat": now.Unix(), "exp": now.Unix() + 60}
+	if _, err := v.VerifyPAJWT(ctx, pacttest.MustKey("made-up", jose.ES256).Sign(claims), now, providerKeys); !errors.Is(err, verifier.ErrPAJWT) {
+		t.Fatalf("a PA JWT under a made-up kid: %v", err)
+	}
+
+	// A second later the agent publishes a new key and signs with it.
+	now = now.Add(time.Second)
+	k := pacttest.MustKey("pa-2026-12", jose.ES256)
+	sc.PA.JWKS.Set(sc.PA.Key, k)
+	sc.PA.Key = k
+	r := sc.Mint(pacttest.Spec{At: now})
+	if res, err := v.Verify(ctx, input(r), ledgerKeys); !errors.Is(err, verifier.ErrUndecided) {
+		t.Fatalf("a kid published after the latest refetch started = %v, %v; want undecided", results(res), err)
+	}
+	// Past MinRefetch the writer's retry starts a refetch, which has it.
+	now = now.Add(10 * time.Second)
+	res, err := v.Verify(ctx, input(r), ledgerKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := results(res)[verifier.CheckRequestSignature]; got != verifier.Pass {
+		t.Fatalf("request_signature after a refetch of its own = %v: %+v", got, res.Checks)
+	}
+}
+
+// Receipts posted at once with a kid just published share one refetch:
+// the one that started it decides, and the others, which joined it, take
+// its set since it holds their kid.
+func TestReceiptsJoiningARefetchTakeTheKeyItBrought(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil {
+		t.Fatal(err)
+	}
+	k4 := pacttest.MustKey("brand-k4", jose.ES256)
+	sc.Brand.JWKS.Set(sc.Brand.Key, k4)
+	sc.Brand.Key = k4
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		r := sc.Mint(pacttest.Spec{})
+		go func() {
+			res, err := v.Verify(ctx, input(r), reg)
+			if err == nil && results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+				err = errors.New("receipt_signature did not pass")
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a receipt under the brand's new key: %v", err)
+		}
+	}
+}
