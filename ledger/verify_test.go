@@ -209,3 +209,55 @@ func TestAMadeUpKidDoesNotDecideTheNextKeysReceipts(t *testing.T) {
 		t.Fatalf("rows of A-3: %+v, %v; want none", rows, err)
 	}
 }
+
+// The receipt and its delegation token are checked against one set of
+// the brand's keys, the one kept with the row. A token signed with a key
+// the brand published after the cached set was fetched brings a newer
+// set; the receipt is checked again against it and that set is kept, so
+// after the brand rotates, VerifyRow still finds the token's key and
+// gives the write-time verdict.
+func TestTheRowsBrandKeysHoldTheDelegationTokensKey(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	// Prime the cache: the brand publishes {brand-k3}.
+	first, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1"})))
+	if first.Status != ledger.Authorized {
+		t.Fatalf("priming row %v", first.Status)
+	}
+
+	// The brand adds a key; its delegation tokens are now signed with k4
+	// while the receipt still carries k3 (both published: a normal overlap).
+	k3 := h.sc.Brand.Key
+	k4 := pacttest.MustKey("brand-k4", jose.ES256)
+	h.sc.Brand.JWKS.Set(k3, k4)
+	r := h.sc.Mint(pacttest.Spec{Target: "A-2"})
+	r.DelegationToken = k4.Sign(r.TokenClaims)
+
+	row, _ := h.append(t, in(r))
+	if row.Status != ledger.Authorized {
+		t.Fatalf("row %v: %+v", row.Status, row.Verifier.Checks)
+	}
+	snap, _, err := h.l.Snapshot(ctx, row.BrandKey.JWKSSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(snap.Body), `"brand-k4"`) {
+		t.Errorf("the row's brand snapshot does not hold brand-k4, the key that verified its delegation token:\n%s", snap.Body)
+	}
+
+	// Rotation completes; the endpoints go away.
+	h.sc.Brand.JWKS.Set(pacttest.MustKey("brand-k5", jose.ES256))
+	h.sc.Close()
+	rv, err := h.l.VerifyRow(ctx, row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rv.Same {
+		for _, c := range rv.Checks {
+			if c.Name == verifier.CheckDelegationToken {
+				t.Logf("re-run %s = %v (%s)", c.Name, c.Result, c.Detail)
+			}
+		}
+		t.Fatalf("VerifyRow of an untouched AUTHORIZED row: same = false: %v", rv.Differences)
+	}
+}

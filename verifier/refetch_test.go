@@ -3,6 +3,7 @@ package verifier_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,47 @@ func TestReceiptsJoiningARefetchTakeTheKeyItBrought(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatalf("a receipt under the brand's new key: %v", err)
 		}
+	}
+}
+
+// A delegation token under a key the brand published since its keys were
+// cached brings a newer set, and the receipt is checked again against
+// it: that set is the one kept with the row. When it no longer holds the
+// receipt's key (withdrawn in between), the verdict waits: undecided.
+func TestReceiptAndTokenAreCheckedAgainstOneBrandKeySet(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil {
+		t.Fatal(err)
+	}
+	k3, k4 := sc.Brand.Key, pacttest.MustKey("brand-k4", jose.ES256)
+	sc.Brand.JWKS.Set(k3, k4)
+	r := sc.Mint(pacttest.Spec{})
+	r.DelegationToken = k4.Sign(r.TokenClaims)
+	res, err := v.Verify(ctx, input(r), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := results(res); got[verifier.CheckReceiptSignature] != verifier.Pass || got[verifier.CheckDelegationToken] != verifier.Pass {
+		t.Fatalf("checks = %v", got)
+	}
+	if !strings.Contains(string(res.BrandSnapshot.Body), `"brand-k4"`) {
+		t.Fatalf("the brand keys kept with the row lack the token's key: %s", res.BrandSnapshot.Body)
+	}
+
+	// The receipt's key is withdrawn as the token's next key is published.
+	_, reg = newVerifier(t, sc)
+	sc.Brand.JWKS.Set(k3)
+	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil {
+		t.Fatal(err)
+	}
+	k5 := pacttest.MustKey("brand-k5", jose.ES256)
+	sc.Brand.JWKS.Set(k5)
+	r = sc.Mint(pacttest.Spec{})
+	r.DelegationToken = k5.Sign(r.TokenClaims)
+	if res, err := v.Verify(ctx, input(r), reg); !errors.Is(err, verifier.ErrUndecided) {
+		t.Fatalf("a receipt whose key went as its token's came = %v, %v; want undecided", results(res), err)
 	}
 }

@@ -265,7 +265,8 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	at := rc.Time
 
 	// receipt_signature: the brand's keys.
-	rcCheck, err := v.checkReceipt(ctx, p.receipt, rc, src, res)
+	brand := func(refresh bool) (Signer, error) { return src.Brand(ctx, rc.Brand, refresh) }
+	rcCheck, rcKeys, err := v.checkReceipt(p.receipt, brand, res)
 	if err != nil {
 		return nil, err
 	}
@@ -278,10 +279,31 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	}
 	res.Checks = append(res.Checks, reqCheck)
 
-	// delegation_token: PACT §5.4 against the brand's keys.
-	tok, tokCheck, err := v.checkToken(ctx, p.token, rc, at, src)
+	// delegation_token: PACT §5.4 against the brand's keys, the same set
+	// as the receipt's: only that one is kept with the row, so a later
+	// check of the row finds the token's key in it.
+	tok, tokCheck, tokKeys, err := v.checkToken(p.token, at, func(refresh bool) (Signer, error) {
+		if !refresh && rcKeys.Keys != nil {
+			return rcKeys, nil
+		}
+		return brand(refresh)
+	})
 	if err != nil {
 		return nil, err
+	}
+	if tokKeys.Keys != nil && rcKeys.Keys != nil && tokKeys.Keys.Snapshot.ID != rcKeys.Keys.Snapshot.ID {
+		// The token's kid brought a newer set: the receipt is checked
+		// again against it, and that set is the one kept. A receipt whose
+		// outcome that set changes (its key withdrawn in between) waits
+		// for the brand's keys to settle.
+		again, _, err := v.checkReceipt(p.receipt, func(bool) (Signer, error) { return tokKeys, nil }, res)
+		if err != nil {
+			return nil, err
+		}
+		if again.Result != rcCheck.Result {
+			return nil, fmt.Errorf("%w: the brand's keys changed between the receipt's check and the delegation token's (receipt_signature %s, then %s)", ErrUndecided, rcCheck.Result, again.Result)
+		}
+		res.Checks[0] = again
 	}
 	res.Checks = append(res.Checks, tokCheck)
 	if tok != nil {
@@ -355,12 +377,12 @@ func decided(err error) (undecidedErr error) {
 	return nil
 }
 
-func (v *Verifier) checkReceipt(ctx context.Context, jws Token, rc Receipt, src KeySource, res *Result) (Check, error) {
-	_, kid, alg, s, err := verifySigned(jws.Raw(), jws.check, func(refresh bool) (Signer, error) {
-		return src.Brand(ctx, rc.Brand, refresh)
-	})
+// checkReceipt checks the receipt's signature against the keys brand
+// gives; it returns the signer whose keys it was checked against.
+func (v *Verifier) checkReceipt(jws Token, brand func(refresh bool) (Signer, error), res *Result) (Check, Signer, error) {
+	_, kid, alg, s, err := verifySigned(jws.Raw(), jws.check, brand)
 	if u := decided(err); u != nil {
-		return Check{}, u
+		return Check{}, s, u
 	}
 	if s.Keys != nil {
 		snap := s.Keys.Snapshot
@@ -368,9 +390,9 @@ func (v *Verifier) checkReceipt(ctx context.Context, jws Token, rc Receipt, src 
 	}
 	res.ReceiptKid = kid
 	if err != nil {
-		return fail(CheckReceiptSignature, "%v", err), nil
+		return fail(CheckReceiptSignature, "%v", err), s, nil
 	}
-	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: string(alg) + " kid " + kid}, nil
+	return Check{Name: CheckReceiptSignature, Result: Pass, Detail: string(alg) + " kid " + kid}, s, nil
 }
 
 // unverifiedClaims decodes the claims of a compact token before its
@@ -509,7 +531,9 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 	return ""
 }
 
-func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.Time, src KeySource) (*TokenClaims, Check, error) {
+// checkToken checks the delegation token against the keys brand gives;
+// it returns the signer whose keys it was checked against.
+func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (Signer, error)) (*TokenClaims, Check, Signer, error) {
 	const name = CheckDelegationToken
 	// Delegation tokens go through the cache when there is one. Receipts
 	// and request JWTs are checked directly: each is recorded once (a
@@ -524,25 +548,23 @@ func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.
 	} else {
 		c, bad := unverifiedClaims(name, "delegation token", t, &claims)
 		if bad != nil {
-			return nil, *bad, nil
+			return nil, *bad, Signer{}, nil
 		}
 		decoded = c.Payload
 	}
-	payload, kid, alg, s, err := verifySigned(t.Raw(), tc.check, func(refresh bool) (Signer, error) {
-		return src.Brand(ctx, rc.Brand, refresh)
-	})
+	payload, kid, alg, s, err := verifySigned(t.Raw(), tc.check, brand)
 	if u := decided(err); u != nil {
-		return nil, Check{}, u
+		return nil, Check{}, s, u
 	}
 	if err != nil {
-		return &claims, fail(name, "%v", err), nil
+		return &claims, fail(name, "%v", err), s, nil
 	}
 	var vc TokenClaims
 	if tc.hit != nil {
 		vc = tc.hit.claims
 	} else {
 		if err := verifiedClaims(payload, decoded, &claims, &vc); err != nil {
-			return &claims, fail(name, "%s", claimsProblem(err)), nil
+			return &claims, fail(name, "%s", claimsProblem(err)), s, nil
 		}
 		tc.keep(vc)
 	}
@@ -550,19 +572,19 @@ func (v *Verifier) checkToken(ctx context.Context, t Token, rc Receipt, at time.
 	iat, exp, nbf, problem := times(vc.Iat, vc.Exp, vc.Nbf)
 	switch {
 	case s.Issuer != "" && vc.Iss != s.Issuer:
-		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer), nil
+		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer), s, nil
 	case vc.Exp == nil:
-		return &vc, fail(name, "exp missing"), nil
+		return &vc, fail(name, "exp missing"), s, nil
 	case problem != "":
-		return &vc, fail(name, "%s", problem), nil
+		return &vc, fail(name, "%s", problem), s, nil
 	case at.After(exp.Add(skew)):
-		return &vc, fail(name, "expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339)), nil
+		return &vc, fail(name, "expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
 	case vc.Iat != nil && iat.After(at.Add(skew)):
-		return &vc, fail(name, "issued at %s, after the receipt ts %s", iat.Format(time.RFC3339), at.Format(time.RFC3339)), nil
+		return &vc, fail(name, "issued at %s, after the receipt ts %s", iat.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
 	case vc.Nbf != nil && nbf.After(at.Add(skew)):
-		return &vc, fail(name, "not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339)), nil
+		return &vc, fail(name, "not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", expires " + exp.Format(time.RFC3339)}, nil
+	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", expires " + exp.Format(time.RFC3339)}, s, nil
 }
 
 // checkBindings: grant id, user, pa and brand agree across receipt, token
