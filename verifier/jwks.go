@@ -178,6 +178,12 @@ type Fetcher struct {
 
 	mu    sync.Mutex // guards cache and every cacheEntry; never held across I/O
 	cache map[cacheKey]*cacheEntry
+	// maxDocs, when not 0, bounds the cache: a new entry evicts one
+	// without a fetch in flight. fetches, when not nil, bounds the
+	// fetches in flight: one over it fails at once (ErrFetch). Both are
+	// set for addresses callers name (forCallers).
+	maxDocs int
+	fetches chan struct{}
 }
 
 type docKind int
@@ -265,10 +271,24 @@ func NewFetcher(cfg FetcherConfig) *Fetcher {
 func (f *Fetcher) entry(k cacheKey) *cacheEntry {
 	e := f.cache[k]
 	if e == nil {
+		if f.maxDocs > 0 && len(f.cache) >= f.maxDocs {
+			f.evictOne()
+		}
 		e = &cacheEntry{key: k}
 		f.cache[k] = e
 	}
 	return e
+}
+
+// evictOne removes an entry without a fetch in flight, any one: the map's
+// order is random. f.mu must be held.
+func (f *Fetcher) evictOne() {
+	for k, e := range f.cache {
+		if e.flight == nil {
+			delete(f.cache, k)
+			return
+		}
+	}
 }
 
 // Keys returns the JWKS at uri:
@@ -454,6 +474,15 @@ func (f *Fetcher) load(ctx context.Context, k cacheKey) (any, error) {
 // f.mu must be held.
 func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 	fl := &flight{done: make(chan struct{})}
+	if f.fetches != nil {
+		select {
+		case f.fetches <- struct{}{}:
+		default:
+			fl.err = fmt.Errorf("%w: %s: %d fetches already running", ErrFetch, e.key.uri, cap(f.fetches))
+			close(fl.done)
+			return fl
+		}
+	}
 	e.flight = fl
 	ctx = context.WithoutCancel(ctx)
 	go func() {
@@ -468,6 +497,9 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 		e.flight = nil
 		fl.doc, fl.err = doc, err
 		f.mu.Unlock()
+		if f.fetches != nil {
+			<-f.fetches
+		}
 		// Reported once the cache holds the outcome, before any waiter
 		// returns.
 		if f.cfg.OnFetch != nil {

@@ -33,13 +33,23 @@ type Registry struct {
 	brands  map[string]Brand
 	agents  map[string]Agent
 	open    bool
+	// callers fetches the documents of open agents, whose addresses
+	// callers name (Fetcher.forCallers).
+	callers *Fetcher
 }
 
 // OpenAgents makes the registry accept any personal agent whose issuer
 // serves OpenID Connect discovery ({iss}/.well-known/openid-configuration)
 // naming its own issuer and a jwks_uri (PACT §3.1: a Provider's policy).
-// Registered agents, enabled or not, keep their registration.
-func (r *Registry) OpenAgents(open bool) { r.open = open }
+// Registered agents, enabled or not, keep their registration. Discovery
+// and its keys are fetched apart from the configured ones, from public
+// addresses only, with a cache and fetches of their own, both bounded.
+func (r *Registry) OpenAgents(open bool) {
+	r.open = open
+	if open && r.callers == nil {
+		r.callers = r.fetcher.forCallers()
+	}
+}
 
 // NewRegistry returns a Registry. It checks every configured URI against
 // the fetcher's rules.
@@ -116,18 +126,22 @@ func (r *Registry) Agent(ctx context.Context, issuer string, refresh bool) (Sign
 }
 
 func (r *Registry) keys(ctx context.Context, uri string, refresh bool) (*KeySet, error) {
+	return keysFrom(ctx, r.fetcher, uri, refresh)
+}
+
+func keysFrom(ctx context.Context, f *Fetcher, uri string, refresh bool) (*KeySet, error) {
 	if refresh {
-		return r.fetcher.Refresh(ctx, uri)
+		return f.Refresh(ctx, uri)
 	}
-	return r.fetcher.Keys(ctx, uri)
+	return f.Keys(ctx, uri)
 }
 
 // discovered finds an unregistered agent's keys through OIDC discovery.
 func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) (Signer, error) {
-	if err := r.fetcher.CheckURI(issuer); err != nil {
-		return Signer{}, fmt.Errorf("%w: personal agent %q: %v", ErrUntrusted, issuer, err)
+	if err := r.callers.checkCallerURI(issuer); err != nil {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
-	iss, jwksURI, err := r.fetcher.Metadata(ctx, strings.TrimRight(issuer, "/")+"/.well-known/openid-configuration")
+	iss, jwksURI, err := r.callers.Metadata(ctx, strings.TrimRight(issuer, "/")+"/.well-known/openid-configuration")
 	if err != nil {
 		// Unreachable or unusable discovery may pass: undecided (ErrFetch).
 		return Signer{}, fmt.Errorf("personal agent %q: discovery: %w", issuer, err)
@@ -135,9 +149,9 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 	if iss != issuer {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery names issuer %q", ErrUntrusted, issuer, iss)
 	}
-	if err := r.fetcher.CheckURI(jwksURI); err != nil {
-		return Signer{}, fmt.Errorf("%w: personal agent %q: %v", ErrUntrusted, issuer, err)
+	if err := r.callers.checkCallerURI(jwksURI); err != nil {
+		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
-	ks, err := r.keys(ctx, jwksURI, refresh)
+	ks, err := keysFrom(ctx, r.callers, jwksURI, refresh)
 	return Signer{Keys: ks}, err
 }

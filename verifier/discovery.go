@@ -1,0 +1,116 @@
+package verifier
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+)
+
+// Documents whose addresses come from callers, an open personal agent's
+// issuer (any PA JWT's iss, before its signature is checked) and the
+// jwks_uri its discovery names, are fetched by a fetcher of their own
+// (Fetcher.forCallers): it keeps at most maxCallerDocs documents, runs at
+// most maxCallerFetches fetches at once, and connects only to public
+// addresses, so that a caller can neither grow the cache of the keys the
+// ledger verifies with nor make the Provider reach inside its network.
+const (
+	maxCallerDocs    = 1024
+	maxCallerFetches = 8
+)
+
+// errNotPublic is the error of an address a caller named that is not a
+// public one: loopback, private, link-local, unspecified, multicast or
+// reserved.
+var errNotPublic = errors.New("not a public address")
+
+// forCallers returns a fetcher like f for addresses callers name.
+// Loopback is allowed only under AllowInsecureLoopback (tests).
+func (f *Fetcher) forCallers() *Fetcher {
+	g := NewFetcher(f.cfg)
+	g.maxDocs = maxCallerDocs
+	g.fetches = make(chan struct{}, maxCallerFetches)
+	dialer := &net.Dialer{Timeout: f.cfg.Timeout, Control: publicOnly(f.cfg.AllowInsecureLoopback)}
+	g.client.Transport.(*http.Transport).DialContext = dialer.DialContext
+	return g
+}
+
+// publicOnly is a dialer's Control that refuses a connection to an
+// address that is not public. It runs after the name is resolved, for the
+// address dialed, so a name that resolves to an inside address is refused
+// as well as one written as that address.
+func publicOnly(loopback bool) func(network, address string, _ syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %s", errNotPublic, address)
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return fmt.Errorf("%w: %s", errNotPublic, address)
+		}
+		if !public(ip, loopback) {
+			return fmt.Errorf("%w: %s", errNotPublic, ip)
+		}
+		return nil
+	}
+}
+
+// reserved are ranges IsGlobalUnicast and IsPrivate leave out that are not
+// reachable on the internet: shared address space (RFC 6598), IETF
+// protocol assignments, documentation, benchmarking, the class E block,
+// NAT64's well-known prefix and IPv6 documentation.
+var reserved = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// public reports whether ip is a public unicast address (or loopback,
+// when loopback is allowed).
+func public(ip netip.Addr, loopback bool) bool {
+	ip = ip.Unmap()
+	if ip.IsLoopback() {
+		return loopback
+	}
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	for _, p := range reserved {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkCallerURI is CheckURI for an address a caller named: it also
+// refuses at once a host written as an address that is not public, or
+// "localhost", where the dialer would refuse it later.
+func (f *Fetcher) checkCallerURI(uri string) error {
+	if err := f.CheckURI(uri); err != nil {
+		return err
+	}
+	u, _ := url.Parse(uri) // parsed by CheckURI
+	host := u.Hostname()
+	if host == "localhost" {
+		if f.cfg.AllowInsecureLoopback {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", uri, errNotPublic)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && !public(ip, f.cfg.AllowInsecureLoopback) {
+		return fmt.Errorf("%s: %w", uri, errNotPublic)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package verifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+)
+
+// An open agent's issuer is any PA JWT's iss, named before its signature
+// is checked: discovery refuses one written as an address inside the
+// network before any connection, and the dialer refuses a name that
+// resolves to one.
+func TestOpenAgentDiscoveryReachesOnlyPublicAddresses(t *testing.T) {
+	reg, err := NewRegistry(NewFetcher(FetcherConfig{}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.OpenAgents(true)
+	for _, iss := range []string{"https://127.0.0.1:1", "https://[::1]:1", "https://localhost:1", "https://10.1.2.3", "https://169.254.169.254", "https://[::ffff:192.168.0.1]", "https://100.64.0.1"} {
+		if _, err := reg.Agent(context.Background(), iss, false); !errors.Is(err, ErrUntrusted) || !errors.Is(err, errNotPublic) {
+			t.Errorf("iss %s: %v, want untrusted: not a public address", iss, err)
+		}
+	}
+	dial := publicOnly(false)
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:443": false, "[::1]:443": false, "10.0.0.1:443": false, "172.16.5.4:443": false, "192.168.1.1:443": false,
+		"169.254.169.254:80": false, "[fe80::1]:443": false, "[fd00::1]:443": false, "0.0.0.0:443": false, "224.0.0.1:443": false,
+		"[::ffff:10.0.0.1]:443": false, "100.64.1.1:443": false, "198.18.0.1:443": false,
+		"93.184.215.14:443": true, "[2606:4700::1111]:443": true,
+	} {
+		if err := dial("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("dial %s: %v, want allowed %v", addr, err, ok)
+		}
+	}
+	if !public(netip.MustParseAddr("127.0.0.1"), true) {
+		t.Error("loopback refused under AllowInsecureLoopback")
+	}
+}
+
+// Every issuer a caller names would otherwise keep a cache entry for
+// good: the open agents' cache is bounded, and the configured keys'
+// cache is not where their documents go.
+func TestOpenAgentsCacheIsBounded(t *testing.T) {
+	f := NewFetcher(FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := NewRegistry(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.OpenAgents(true)
+	const n = maxCallerDocs + 200
+	for i := range n {
+		// Nothing listens on port 1: each fails at once.
+		_, _ = reg.Agent(context.Background(), fmt.Sprintf("http://127.0.0.1:1/agent-%d", i), false)
+	}
+	reg.callers.mu.Lock()
+	callers := len(reg.callers.cache)
+	reg.callers.mu.Unlock()
+	f.mu.Lock()
+	configured := len(f.cache)
+	f.mu.Unlock()
+	if callers > maxCallerDocs || configured != 0 {
+		t.Fatalf("%d issuers left %d documents in the open agents' cache (at most %d) and %d in the configured keys'", n, callers, maxCallerDocs, configured)
+	}
+}
+
+// Fetches for callers' addresses run at most maxCallerFetches at once;
+// one more fails at once as undecided, without asking the endpoint.
+func TestOpenAgentFetchesAreBounded(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		http.Error(w, "no keys here", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	g := NewFetcher(FetcherConfig{AllowInsecureLoopback: true}).forCallers()
+	for range maxCallerFetches {
+		g.fetches <- struct{}{} // fetches in flight
+	}
+	if _, err := g.Keys(context.Background(), srv.URL+"/jwks.json"); !errors.Is(err, ErrFetch) || hits.Load() != 0 {
+		t.Fatalf("a fetch over the bound = %v after %d requests, want ErrFetch after none", err, hits.Load())
+	}
+	<-g.fetches
+	if _, err := g.Keys(context.Background(), srv.URL+"/other.json"); !errors.Is(err, ErrFetch) || hits.Load() != 1 {
+		t.Fatalf("a fetch within the bound = %v after %d requests, want the endpoint's 404 after one", err, hits.Load())
+	}
+}
