@@ -1,6 +1,7 @@
 package brandlogin
 
 import (
+	"container/list"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -40,7 +41,9 @@ const (
 	MaxLoginFailures = 5
 	// LoginLockout is how long an email stays locked out.
 	LoginLockout = 15 * time.Minute
-	// maxTrackedFailures bounds the failure counts kept in memory.
+	// maxTrackedFailures bounds the emails whose failures are counted;
+	// past it, those whose lockout has passed are forgotten first, then
+	// those with the fewest failures, the longest without one first.
 	maxTrackedFailures = 10000
 	// loginCSRFCookie is the login form's double-submit token: a cookie
 	// and the same value in the form.
@@ -54,16 +57,21 @@ type demoLogin struct {
 	public *jose.JSONWebKeySet
 
 	mu       sync.Mutex
-	failures map[string]loginFailures
+	failures map[string]*list.Element // by email: its *loginFailures in byCount
+	// byCount[i] holds the counts of i+1 failures, the last those locked
+	// out, each the latest failure first.
+	byCount [MaxLoginFailures]list.List
 
 	// hashing bounds concurrent bcrypt comparisons, so a flood of sign-ins
 	// cannot take every core.
 	hashing chan struct{}
 }
 
+// loginFailures counts an email's failed sign-ins.
 type loginFailures struct {
+	email string
 	n     int
-	until time.Time
+	until time.Time // the last failure and LoginLockout after it
 }
 
 func newDemoLogin() (*demoLogin, error) {
@@ -78,7 +86,7 @@ func newDemoLogin() (*demoLogin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &demoLogin{signer: s, public: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}}, failures: map[string]loginFailures{}, hashing: make(chan struct{}, 4)}, nil
+	return &demoLogin{signer: s, public: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.Public()}}, failures: map[string]*list.Element{}, hashing: make(chan struct{}, 4)}, nil
 }
 
 // sign returns the compact JWS of an assertion.
@@ -238,10 +246,7 @@ func (p *Pages) checkPassword(b *brand.Brand, email, password string) (string, s
 	d := p.demo[b.ID]
 	key := strings.ToLower(strings.TrimSpace(email))
 	now := p.cfg.Now()
-	d.mu.Lock()
-	f := d.failures[key]
-	d.mu.Unlock()
-	if f.n >= MaxLoginFailures && now.Before(f.until) {
+	if d.locked(key, now) {
 		return "", "Too many failed attempts. Try again in a few minutes."
 	}
 	var acct *brand.Account
@@ -267,30 +272,83 @@ func (p *Pages) checkPassword(b *brand.Brand, email, password string) (string, s
 		d.fail(key, now)
 		return "", "That email and password do not match."
 	}
-	d.mu.Lock()
-	delete(d.failures, key)
-	d.mu.Unlock()
+	d.succeeded(key)
 	return acct.ID, ""
 }
 
+// locked reports whether key is locked out at now.
+func (d *demoLogin) locked(key string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.failures[key]
+	if e == nil {
+		return false
+	}
+	f := e.Value.(*loginFailures)
+	return f.n >= MaxLoginFailures && now.Before(f.until)
+}
+
+// succeeded forgets key's failures.
+func (d *demoLogin) succeeded(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.failures[key]; e != nil {
+		d.forget(e)
+	}
+}
+
 // fail counts a failed sign-in of key at now.
+//
+// Each list is in the order of the last failure, so the counts whose
+// lockout has passed are at its back: a new email drops them, and then,
+// at maxTrackedFailures, the oldest of those with the fewest failures.
+// Each count is dropped once, so a failure costs O(1) however full the
+// table. To have an email's n failures forgotten, one must first fail n
+// times with each of a table of other emails after it: maxTrackedFailures
+// bcrypt comparisons, of the few the login runs at a time, for each
+// further guess at that email's password.
 func (d *demoLogin) fail(key string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if e := d.failures[key]; e != nil {
+		f := e.Value.(*loginFailures)
+		d.listOf(f).Remove(e)
+		if now.After(f.until) {
+			f.n = 0
+		}
+		f.n++
+		f.until = now.Add(LoginLockout)
+		d.failures[key] = d.listOf(f).PushFront(f)
+		return
+	}
+	for i := range d.byCount {
+		l := &d.byCount[i]
+		for e := l.Back(); e != nil && now.After(e.Value.(*loginFailures).until); e = l.Back() {
+			d.forget(e)
+		}
+	}
 	if len(d.failures) >= maxTrackedFailures {
-		for k, f := range d.failures {
-			if now.After(f.until) {
-				delete(d.failures, k)
+		for i := range d.byCount {
+			if e := d.byCount[i].Back(); e != nil {
+				d.forget(e)
+				break
 			}
 		}
 	}
-	f := d.failures[key]
-	if now.After(f.until) {
-		f = loginFailures{}
-	}
-	f.n++
-	f.until = now.Add(LoginLockout)
-	d.failures[key] = f
+	f := &loginFailures{email: key, n: 1, until: now.Add(LoginLockout)}
+	d.failures[key] = d.listOf(f).PushFront(f)
+}
+
+// listOf is the list f belongs in.
+func (d *demoLogin) listOf(f *loginFailures) *list.List {
+	return &d.byCount[min(f.n, MaxLoginFailures)-1]
+}
+
+// forget drops the count of e.
+func (d *demoLogin) forget(e *list.Element) {
+	f := e.Value.(*loginFailures)
+	d.listOf(f).Remove(e)
+	delete(d.failures, f.email)
 }
 
 func (p *Pages) newSession(w http.ResponseWriter, b *brand.Brand, user string) (*store.Session, error) {
