@@ -45,6 +45,9 @@ const (
 	// past it, those whose lockout has passed are forgotten first, then
 	// those with the fewest failures, the longest without one first.
 	maxTrackedFailures = 10000
+	// maxEmailBytes bounds the email a sign-in may give: RFC 5321 §4.5.3.1
+	// allows an address 254 octets, with room to spare for spaces around it.
+	maxEmailBytes = 320
 	// loginCSRFCookie is the login form's double-submit token: a cookie
 	// and the same value in the form.
 	loginCSRFCookie = "brand_login_csrf"
@@ -204,6 +207,10 @@ func (p *Pages) loginSubmit(w http.ResponseWriter, r *http.Request, b *brand.Bra
 	}
 	s, _ := p.session(r, b)
 	if s == nil || f.Get("email") != "" {
+		if len(f.Get("email")) > maxEmailBytes {
+			p.renderLogin(w, r, b, returnTo, userCode, "That email address is too long.", http.StatusBadRequest)
+			return
+		}
 		user, msg := p.checkPassword(b, f.Get("email"), f.Get("password"))
 		if user == "" {
 			p.cfg.Logger.InfoContext(r.Context(), "demo brand sign-in failed", slog.String("brand", b.ID))

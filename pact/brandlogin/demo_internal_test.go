@@ -2,9 +2,19 @@ package brandlogin
 
 import (
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/store"
 )
 
 // However many emails fail within a lockout, no more than
@@ -88,5 +98,52 @@ func TestLoginFailuresForgetTheFewestFirst(t *testing.T) {
 	d.fail("late@example.com", now.Add(time.Hour))
 	if got := len(d.failures); got != 1 {
 		t.Fatalf("%d emails counted after every lockout passed, want the new one alone", got)
+	}
+}
+
+// An email longer than any address is refused as such, before any password
+// is checked or a failure counted.
+func TestLoginRefusesAnOverlongEmail(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b := &brand.Brand{ID: "shop", Name: "Shop", Organization: "Shop",
+		Accounts: []brand.Account{{ID: "a1", Email: "a@x.io", PasswordHash: string(hash)}}}
+	p, err := New(Config{BaseURL: "http://provider.test", Brands: map[string]*brand.Brand{b.ID: b}, Store: st,
+		Issuer: func(id string) string { return "http://provider.test/a2a/" + id + "/oauth" }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		email string
+		code  int
+		error string
+	}{
+		{"longest accepted", strings.Repeat("a", maxEmailBytes-len("@x.io")) + "@x.io", http.StatusUnauthorized, "do not match"},
+		{"one byte longer", strings.Repeat("a", maxEmailBytes+1-len("@x.io")) + "@x.io", http.StatusBadRequest, "too long"},
+		{"the whole form", strings.Repeat("a", 15<<10), http.StatusBadRequest, "too long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			form := url.Values{"csrf": {"tok"}, "email": {tt.email}, "password": {"wrong"}}
+			r := httptest.NewRequest(http.MethodPost, "/brands/shop/login", strings.NewReader(form.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.AddCookie(&http.Cookie{Name: loginCSRFCookie, Value: "tok"})
+			w := httptest.NewRecorder()
+			p.ServeDemo(w, r, b, "login")
+			if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.error) {
+				t.Fatalf("got %d, want %d with %q", w.Code, tt.code, tt.error)
+			}
+			if _, counted := p.demo[b.ID].failures[strings.ToLower(tt.email)]; counted != (tt.code == http.StatusUnauthorized) {
+				t.Fatalf("failure counted: %v", counted)
+			}
+		})
 	}
 }
