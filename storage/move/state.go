@@ -11,8 +11,10 @@ import (
 
 // The move keeps its own record in the database, beside the ledger's
 // schema: which file it copies (path and last write transaction), when it
-// began, copied and verified, and how far each kind got. The ledger never
-// reads these tables; they stay as the record of where the data came from.
+// began, copied and verified, and how far each kind got. They stay as the
+// record of where the data came from. The store reads one thing of them:
+// postgres.Open refuses the database while ledger_move's row has no
+// verified_ns, for until then it holds part of the ledger.
 const bookkeeping = `
 CREATE TABLE IF NOT EXISTS ledger_move (
     id          smallint PRIMARY KEY CHECK (id = 1),

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -30,6 +31,10 @@ var (
 	ErrSchemaOld = errors.New("the database schema is older than this ledgerd: run `ledgerd migrate`")
 	// ErrSchemaNew: the schema is newer than this binary knows.
 	ErrSchemaNew = errors.New("the database schema is newer than this ledgerd knows: run the ledgerd that migrated it, or a newer one")
+	// ErrMoveUnfinished: a move of a bbolt file into the database
+	// (storage/move) began and has not finished and verified, so the
+	// database holds only part of the ledger.
+	ErrMoveUnfinished = errors.New("the move of a bbolt ledger into this database has not finished")
 )
 
 // provider returns the goose provider of the embedded migrations over db.
@@ -99,7 +104,8 @@ func Migrate(ctx context.Context, cfg Config) (from, to int64, err error) {
 }
 
 // checkSchema returns nil when the database's schema version is the one
-// this binary writes, else an error saying what to do.
+// this binary writes and no move into it is unfinished, else an error
+// saying what to do.
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", versionTable).Scan(&exists); err != nil {
@@ -120,5 +126,32 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	case version > known:
 		return fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaNew, version, known)
 	}
-	return nil
+	return checkMove(ctx, pool)
+}
+
+// checkMove returns nil unless the database holds a move from a bbolt
+// file that has not verified (an error wrapping ErrMoveUnfinished). The
+// move (storage/move, `ledgerd migrate --from`) records itself in the
+// table ledger_move, one row whose verified_ns it sets last; it copies
+// the sequences and the log's head after every row and leaf, so until
+// then a ledger on the database would number and sign a log of its own.
+// The move itself never opens the database through Open, so it can
+// always continue.
+func checkMove(ctx context.Context, pool *pgxpool.Pool) error {
+	var recorded bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('ledger_move') IS NOT NULL").Scan(&recorded); err != nil {
+		return classify("read the record of a move", err, nil)
+	}
+	if !recorded {
+		return nil
+	}
+	var source string
+	err := pool.QueryRow(ctx, "SELECT source FROM ledger_move WHERE id = 1 AND verified_ns IS NULL").Scan(&source)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return classify("read the record of a move", err, nil)
+	}
+	return fmt.Errorf("%w: run `ledgerd migrate --from bbolt:%s` again, which continues it, until it says \"move verified\"", ErrMoveUnfinished, source)
 }

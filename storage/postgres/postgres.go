@@ -9,7 +9,8 @@
 // replicas racing to create one row, one stores it and the other's fn runs
 // again and finds it. Expiry of leases is judged by the database's clock.
 // The schema is created and upgraded by Migrate (`ledgerd migrate`); Open
-// refuses a database whose schema is older or newer than this binary's.
+// refuses a database whose schema is older or newer than this binary's,
+// and one a move from a bbolt file began to fill and has not verified.
 package postgres
 
 import (
@@ -130,6 +131,9 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 // Open connects to the database cfg.DSN names and checks that its schema
 // is the one this binary writes: a database without it, or with an older
 // one, needs `ledgerd migrate` first; a newer one needs a newer ledgerd.
+// A database holding a move from a bbolt file that has not verified is
+// refused with an error wrapping ErrMoveUnfinished: it holds part of the
+// ledger, and `ledgerd migrate --from` run again continues the move.
 // A database that cannot be reached is an error wrapping
 // ledger.ErrUnavailable.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
