@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -181,7 +182,65 @@ type request struct {
 // pages more slowly the larger the span they lie over (docs/performance-history.md,
 // "The free list's order").
 func openDB(path string, timeout time.Duration) (*bolt.DB, error) {
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
+	return openLocked(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
+}
+
+// openLocked opens the bbolt file at path with opts, waiting up to
+// opts.Timeout (0: for as long as it takes) for its lock, and returns it
+// once the lock it holds is on the file path names. A compaction renames
+// its copy over the file while it holds the file's lock, and releases it
+// only then (compactIfPending): an open that waited for that lock holds
+// the old file, no longer at path, and opens path again. A file removed
+// from path while the open waited is an error, not a new file made in
+// its place.
+func openLocked(path string, opts bolt.Options) (*bolt.DB, error) {
+	var deadline time.Time
+	if opts.Timeout > 0 {
+		deadline = time.Now().Add(opts.Timeout)
+	}
+	for {
+		var f *os.File
+		o := opts
+		o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			var err error
+			f, err = os.OpenFile(name, flag, perm)
+			return f, err
+		}
+		db, err := bolt.Open(path, 0o600, &o)
+		if err != nil {
+			return nil, err
+		}
+		same, err := namesFile(path, f)
+		switch {
+		case err != nil:
+			db.Close()
+			return nil, err
+		case same:
+			return db, nil
+		}
+		db.Close()
+		if !deadline.IsZero() {
+			if opts.Timeout = time.Until(deadline); opts.Timeout <= 0 {
+				return nil, bolterrors.ErrTimeout
+			}
+		}
+	}
+}
+
+// namesFile reports whether path names the open file f.
+func namesFile(path string, f *os.File) (bool, error) {
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	named, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("%s was removed while waiting for its lock", path)
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(held, named), nil
 }
 
 // ErrLocked: another process holds the bbolt file.

@@ -36,8 +36,9 @@ const compactSuffix = ".compacting"
 const compactTxBytes = 64 << 20
 
 // compactIfPending compacts the file of db if it is marked, and returns
-// the database to go on with (db itself when nothing was done; nil with an
-// error when the file could not be opened again).
+// the database to go on with (db itself when nothing was done, or when
+// the copy could not be opened in its place, with the error; nil when
+// the old file could not be closed).
 func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB, error) {
 	path := db.Path()
 	tmp := path + compactSuffix
@@ -63,18 +64,24 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 		os.Remove(tmp)
 		return db, fmt.Errorf("compact: %w", err)
 	}
-	if err := db.Close(); err != nil {
-		return nil, err
-	}
+	// The old file stays open, and locked, until the copy at path is
+	// open and locked in its turn: an open waiting for the old file's
+	// lock finds then that path names another file (openLocked), and
+	// waits for the copy's lock instead of serving the old file.
 	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("compact: put the copy in place: %w", err)
+		os.Remove(tmp)
+		return db, fmt.Errorf("compact: put the copy in place: %w", err)
 	}
 	if err := fsync.Dir(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("compact: %w", err)
+		return db, fmt.Errorf("compact: %w", err)
 	}
 	ndb, err := openDB(path, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("open the compacted file: %w", err)
+		return db, fmt.Errorf("open the compacted file: %w", err)
+	}
+	if err := db.Close(); err != nil {
+		ndb.Close()
+		return nil, err
 	}
 	log.Info("row store (bbolt): compacted the file", slog.String("path", path),
 		slog.Int64("bytes before", size), slog.Int64("bytes after", fileSize(path)), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
