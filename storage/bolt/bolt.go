@@ -267,14 +267,14 @@ func Open(path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
+	// A file of a newer layout is refused before anything is written to
+	// it, such as a bucket this version has and that layout dropped.
+	err = db.View(func(btx *bolt.Tx) error {
+		return newerLayout(fileLayout(btx))
 	})
+	if err == nil {
+		err = db.Update(createBuckets)
+	}
 	var dicts map[uint32][]byte
 	if err == nil {
 		err = db.View(func(btx *bolt.Tx) error {
@@ -318,6 +318,16 @@ func Open(path string, cfg Config) (*Store, error) {
 	go s.commitLoop()
 	s.maybeBuildFilter(s.openRows)
 	return s, nil
+}
+
+// createBuckets creates those of this version's buckets the file lacks.
+func createBuckets(btx *bolt.Tx) error {
+	for _, b := range allBuckets {
+		if _, err := btx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close waits for queued writes to commit, then closes the file. Update

@@ -3,6 +3,7 @@ package bolt
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -261,15 +262,35 @@ var reqJWTPasses = []conversionPass{
 	}, nil},
 }
 
+// ErrLayoutNew: the file has a layout newer than this version's: a newer
+// version wrote it, and only such a version reads it.
+var ErrLayoutNew = errors.New("the file was written by a newer version")
+
+// fileLayout returns the layout the file of btx records: 0 for a new
+// file, and for a layout-1 file, which recorded none.
+func fileLayout(btx *bolt.Tx) uint64 {
+	if m := btx.Bucket(bMeta); m != nil {
+		return metaUint(m, kLayout)
+	}
+	return 0
+}
+
+// newerLayout returns an error wrapping ErrLayoutNew when version is
+// newer than this version's layout, else nil.
+func newerLayout(version uint64) error {
+	if version <= layout {
+		return nil
+	}
+	return fmt.Errorf("%w (the file has layout %d, newer than this version's %d): run the version that wrote it, or a newer one", ErrLayoutNew, version, layout)
+}
+
 // convertLayout brings the file at db to this version's layout: a new
 // file is marked, a layout-1 file converted, a newer one refused.
 func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	var version uint64
 	old := false
 	if err := db.View(func(btx *bolt.Tx) error {
-		if v := btx.Bucket(bMeta).Get(kLayout); len(v) == 8 {
-			version = binary.BigEndian.Uint64(v)
-		}
+		version = fileLayout(btx)
 		for _, b := range oldBuckets {
 			old = old || btx.Bucket(b) != nil
 		}
@@ -277,10 +298,10 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}); err != nil {
 		return err
 	}
-	switch {
-	case version > layout:
-		return fmt.Errorf("the file has layout %d, newer than this version's %d: run the version that wrote it", version, layout)
-	case version == layout && !old:
+	if err := newerLayout(version); err != nil {
+		return err
+	}
+	if version == layout && !old {
 		return nil
 	}
 	start := time.Now()

@@ -312,6 +312,49 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 	}
 }
 
+// TestNewerLayoutFileIsLeftUntouched: the refusal of a file a newer
+// version wrote writes nothing to it: not this version's buckets (here
+// one a later layout dropped), not a transaction of any kind.
+func TestNewerLayoutFileIsLeftUntouched(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s := openLinked(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket([]byte("ids_pending")); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
+	})
+	lastTx := func() (id int, pending bool) {
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.View(func(tx *bbolt.Tx) error {
+			id, pending = tx.ID(), tx.Bucket([]byte("ids_pending")) != nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return id, pending
+	}
+	before, _ := lastTx()
+	s2, err := bolt.Open(path, bolt.Config{})
+	if err == nil {
+		s2.Close()
+		t.Fatal("a layout-11 file was opened")
+	}
+	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 11") {
+		t.Errorf("open of a layout-11 file: %v, want bolt.ErrLayoutNew naming layout 11", err)
+	}
+	if after, pending := lastTx(); after != before || pending {
+		t.Errorf("the refused file was written to: last write transaction %d before the open, %d after; bucket ids_pending created: %v", before, after, pending)
+	}
+}
+
 // sameRecords compares what got and want answer for every read of the
 // fixture. Rows that tie on time may list in another order (a converted
 // file numbers rows in id order, a new one in commit order), so listings
