@@ -171,7 +171,9 @@ type LogState struct {
 
 // OpenExport opens the store file at path read-only, waiting up to
 // timeout (default 5 s) for the lock: an error wrapping ErrLocked means a
-// ledgerd (or another writer) has the file open.
+// ledgerd (or another writer) has the file open. It reads files of this
+// version's layout only: a file of a newer one is an error wrapping
+// ErrLayoutNew.
 func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -191,13 +193,15 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	var pending *pendingIDs
 	var perr error
 	_ = db.View(func(tx *bolt.Tx) error {
-		if m := tx.Bucket(bMeta); m != nil {
-			version = metaUint(m, kLayout)
-		}
+		version = fileLayout(tx)
 		dicts = fileDicts(tx)
 		pending, perr = readPending(tx)
 		return nil
 	})
+	if err := newerLayout(version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	if version != layout {
 		db.Close()
 		return nil, fmt.Errorf("open %s: the file has layout %d and this version reads layout %d: start this version's ledgerd on it once, which converts it, then copy it", path, version, layout)

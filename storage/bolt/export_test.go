@@ -1,11 +1,39 @@
 package bolt_test
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/storage/bolt"
 )
+
+// TestExportOfANewerLayoutSaysItIsNewer: `ledgerd migrate --from` on a
+// file a newer version wrote is refused as newer, without the advice for
+// an older file (to start this version's ledgerd on it to convert it),
+// which that ledgerd refuses too.
+func TestExportOfANewerLayoutSaysItIsNewer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s := openLinked(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
+	})
+	ex, err := bolt.OpenExport(path, time.Second)
+	if err == nil {
+		ex.Close()
+		t.Fatal("a layout-11 file was opened for export")
+	}
+	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 11") || strings.Contains(err.Error(), "converts it") {
+		t.Errorf("export of a layout-11 file: %q; want bolt.ErrLayoutNew naming layout 11, without the advice to convert it", err)
+	}
+}
 
 // TestExportLogIndexInChunks: the export of leaf indexes, kept in two
 // buckets, yields every sequenced leaf once whatever the chunk size.
