@@ -51,7 +51,8 @@ type IntegrityPage struct {
 // leaf"; rows committed but not yet integrated are counted, not findings),
 // and on the first page (an empty token) rebuilds the tree from every
 // stored leaf and compares its root with the latest checkpoint, and checks
-// that every leaf's row is still held or was swept by retention.
+// that every leaf's row is still held or was swept by retention. The first
+// page also compares every uploaded drill report with its write-once copy.
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
 	case pageSize < 0 || pageSize > 10000:
@@ -93,6 +94,11 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	// against their write-once copy alone; every copy is read here, each
 	// segment object once per page.
 	l.readCopies(ctx, items)
+	if token == "" {
+		if err := l.checkDrills(ctx, page); err != nil {
+			return nil, err
+		}
+	}
 	if l.log != nil {
 		if token == "" {
 			if err := l.checkTree(ctx, page); err != nil {
@@ -235,6 +241,69 @@ func (l *Ledger) shadowed(ctx context.Context, loc Location, seen map[string]str
 	}
 	seen[loc.Key] = p
 	return p
+}
+
+// checkDrills compares every stored drill report with its write-once copy
+// (first page only): the reports GetDrill and ListDrills serve are the
+// row store's, which whoever can write the database could edit. A report
+// not uploaded yet has no copy to compare with and is not a finding.
+func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
+	type report struct {
+		id   string
+		body []byte
+		loc  Location
+		ok   bool
+	}
+	var reports []report
+	for token := ""; ; {
+		var next string
+		err := l.store.View(ctx, func(tx Tx) error {
+			bodies, n, err := tx.Drills(1000, token)
+			if err != nil {
+				return err
+			}
+			next = n
+			for _, b := range bodies {
+				var head struct {
+					ID string `json:"id"`
+				}
+				r := report{body: b}
+				if json.Unmarshal(b, &head) != nil || head.ID == "" {
+					page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("a stored drill report names no id: %.80q", b)})
+					continue
+				}
+				r.id = head.ID
+				loc, err := tx.Object(DrillKey(r.id))
+				switch {
+				case err == nil:
+					r.loc, r.ok = loc, true
+				case !errors.Is(err, ErrNotFound):
+					return err
+				}
+				reports = append(reports, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	for _, r := range reports {
+		if !r.ok {
+			continue // not uploaded yet
+		}
+		kept, err := l.getObject(ctx, r.loc)
+		switch {
+		case err != nil:
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: its write-once copy %s cannot be read: %v", r.id, r.loc.Key, err)})
+		case !bytes.Equal(kept, r.body):
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store's report (SHA-256 %s) differs from its write-once copy %s (%s): GetDrill and ListDrills serve the row store's", r.id, sha256Hex(r.body), r.loc.Key, sha256Hex(kept))})
+		}
+	}
+	return nil
 }
 
 // checkTree rebuilds the tree from every stored leaf (with

@@ -131,7 +131,7 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 			case f.GetRestorable():
 				fmt.Fprintf(c.out, "DIFFERS %s: %s (restorable from the write-once copy: fsck --restore)\n", f.GetRowId(), f.GetProblem())
 			default:
-				fmt.Fprintf(c.out, "DIFFERS %s: %s\n", first(f.GetRowId(), "log"), f.GetProblem())
+				fmt.Fprintf(c.out, "DIFFERS %s: %s\n", findingOf(f), f.GetProblem())
 			}
 		}
 		if restore {
@@ -148,4 +148,16 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		return errCheckFailed
 	}
 	return nil
+}
+
+// findingOf names what a finding is about: its row, a drill report, or
+// the log as a whole.
+func findingOf(f *ledgerv1.IntegrityFinding) string {
+	switch {
+	case f.GetRowId() != "":
+		return f.GetRowId()
+	case strings.HasPrefix(f.GetProblem(), "drill report"):
+		return "drill"
+	}
+	return "log"
 }

@@ -14,7 +14,7 @@ import (
 
 // PutDrill implements ledger.Reports.
 func (t *tx) PutDrill(id string, body []byte) error {
-	return t.exec("INSERT INTO drills (id, body) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body", id, body)
+	return t.exec("INSERT INTO drills (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", id, body)
 }
 
 // Drill implements ledger.Reports.

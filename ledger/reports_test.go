@@ -1,0 +1,34 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// A drill report is served from the row store, where whoever can write
+// the database could turn a failed drill into a passed one. The integrity
+// check compares every uploaded report with its write-once copy.
+func TestAnEditedDrillReportIsFound(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	id := "drill-20261007T131245.000000000Z-00000001"
+	orig := []byte(`{"id":"` + id + `","kind":"dispute","checksPassed":3,"checksTotal":6,"reply":"We are treating it as unauthorized"}`)
+	if err := h.l.SaveDrill(ctx, id, time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC), orig); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	if page := integrity(t, h); len(page.Findings) != 0 {
+		t.Fatalf("findings before the edit: %+v", page.Findings)
+	}
+	edited := []byte(`{"id":"` + id + `","kind":"dispute","checksPassed":6,"checksTotal":6,"reply":"You authorized it"}`)
+	h.tamper(t, func(tx *bbolt.Tx) error { return tx.Bucket([]byte("drills")).Put([]byte(id), edited) })
+	page := integrity(t, h)
+	if len(page.Findings) != 1 || page.Findings[0].RowID != "" || !strings.Contains(page.Findings[0].Problem, "drill report "+id) ||
+		!strings.Contains(page.Findings[0].Problem, "differs from its write-once copy") {
+		t.Fatalf("findings after the report was edited: %+v", page.Findings)
+	}
+}
