@@ -342,7 +342,7 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 		if err != nil {
 			return err
 		}
-		r.Verifier.Checks = append(r.Verifier.Checks, limits, duplicateCheck(r.Verifier.DuplicateOf), revoked)
+		r.Verifier.Checks = append(r.Verifier.Checks, limits, duplicateCheck(r), revoked)
 		if err := l.classify(tx, r); err != nil {
 			return err
 		}
@@ -482,7 +482,12 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 // recorded true: findResubmission found its row in this transaction; or
 // another encoding of it: otherReceipt lists the row ids of those) is
 // recorded as its own row naming the earlier one; so is a receipt whose
-// request JWT (any of its encodings, requestSHAs) an earlier row used.
+// request JWT (any of its encodings, requestSHAs) an earlier row used,
+// unless that row's receipt signature failed and this one's passed: a
+// copy no signature vouches for is never the original of a receipt one
+// does, whoever posted it first (docs/design/012). Another encoding of
+// the same receipt carries the same signature, so it is a duplicate
+// either way.
 func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs []string) error {
 	if recorded {
 		r.Verifier.DuplicateOf = r.ID
@@ -518,17 +523,29 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 			case err != nil:
 				return err
 			}
+			if r.ReceiptVerified() && !orig.ReceiptVerified() {
+				// The other encoding's entry may name a row that counts.
+				if r.unvouchedFirst == "" {
+					r.unvouchedFirst = first
+				}
+				continue
+			}
 			r.Verifier.DuplicateOf = first
-			r.countsToo = !r.SameReceipt(orig) || !orig.Verifier.passed(verifier.CheckReceiptSignature)
+			r.countsToo = !r.SameReceipt(orig) || !orig.ReceiptVerified()
 			return nil
 		}
 	}
 	return nil
 }
 
-func duplicateCheck(of string) verifier.Check {
-	if of != "" {
-		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Fail, Detail: "duplicate of row " + of}
+// duplicateCheck is the duplicate check of row r, once deduped.
+func duplicateCheck(r *Row) verifier.Check {
+	switch {
+	case r.Verifier.DuplicateOf != "":
+		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Fail, Detail: "duplicate of row " + r.Verifier.DuplicateOf}
+	case r.unvouchedFirst != "":
+		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Pass,
+			Detail: "receipt hash not seen before; the request JWT was first used by row " + r.unvouchedFirst + ", whose receipt signature failed: no earlier record of this receipt"}
 	}
 	return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Pass, Detail: "receipt hash and request JWT not seen before"}
 }

@@ -627,8 +627,8 @@ func TestOnlyVouchedTurnsCountTowardLimits(t *testing.T) {
 }
 
 // A forged copy of a receipt posted first, with its request JWT, does not
-// hide the real receipt from the grant's count: the real one, a duplicate
-// of the copy, counts, once.
+// hide the real receipt from the grant's count: the real one, a row of its
+// own, counts, once.
 func TestAForgedCopyDoesNotHideTheRealTurnFromLimits(t *testing.T) {
 	h := newHarness(t)
 	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
@@ -641,8 +641,8 @@ func TestAForgedCopyDoesNotHideTheRealTurnFromLimits(t *testing.T) {
 	ri := in(real)
 	ri.Limits = &ledger.Limits{CountMax: 1}
 	row, _ := h.append(t, ri)
-	if row.Verifier.DuplicateOf == "" || check(row, "within_limits").Result != verifier.Pass {
-		t.Fatalf("the real receipt after its forged copy: duplicate of %q, %+v", row.Verifier.DuplicateOf, check(row, "within_limits"))
+	if row.Status != ledger.Authorized || check(row, "within_limits").Result != verifier.Pass {
+		t.Fatalf("the real receipt after its forged copy: %v, %+v", row.Status, check(row, "within_limits"))
 	}
 	second := h.sc.Mint(pacttest.Spec{Target: "A-2", GrantID: "g-copied", At: at.Add(time.Second)})
 	ri = in(second)
@@ -650,5 +650,40 @@ func TestAForgedCopyDoesNotHideTheRealTurnFromLimits(t *testing.T) {
 	row2, _ := h.append(t, ri)
 	if c := check(row2, "within_limits"); c.Result != verifier.Fail || row2.Status != ledger.Incident {
 		t.Fatalf("a second real cancel under countMax 1: %v %+v", row2.Status, c)
+	}
+}
+
+// A forged copy of a receipt (its claims under a signature that fails)
+// posted first with the real request JWT is never the original of the real
+// receipt: the real one is recorded as a row of its own, whose duplicate
+// check names the copy. Posted after the real receipt, the copy is a
+// duplicate of it, as before.
+func TestAForgedCopyPostedFirstIsNotTheOriginalOfTheRealReceipt(t *testing.T) {
+	h := newHarness(t)
+	real := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
+	forged := *real
+	forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(real.Claims)
+	copyRow, _ := h.append(t, in(&forged))
+	if copyRow.Status != ledger.Unauthorized || copyRow.ReceiptVerified() {
+		t.Fatalf("the forged copy: %v, receipt verified %v", copyRow.Status, copyRow.ReceiptVerified())
+	}
+	row, o := h.append(t, in(real))
+	if o != ledger.Created || row.Status != ledger.Authorized || row.Verifier.DuplicateOf != "" || row.ID != strings.TrimPrefix(row.ReceiptID, "sha256:") {
+		t.Fatalf("the real receipt after its forged copy: %v %v, duplicate of %q, id %s", o, row.Status, row.Verifier.DuplicateOf, row.ID)
+	}
+	if c := check(row, "duplicate"); c.Result != verifier.Pass || !strings.Contains(c.Detail, copyRow.ID) {
+		t.Errorf("duplicate check of the real receipt = %+v, want PASS naming the forged copy %s", c, copyRow.ID)
+	}
+
+	// The other order: the copy posted after the real receipt is its
+	// duplicate, and unauthorized.
+	h2 := newHarness(t)
+	real2 := h2.sc.Mint(pacttest.Spec{Target: "A-5532"})
+	forged2 := *real2
+	forged2.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(real2.Claims)
+	first, _ := h2.append(t, in(real2))
+	later, _ := h2.append(t, in(&forged2))
+	if first.Status != ledger.Authorized || later.Status != ledger.Unauthorized || later.Verifier.DuplicateOf != first.ID {
+		t.Errorf("a forged copy after the real receipt: %v, then %v duplicate of %q (want %s)", first.Status, later.Status, later.Verifier.DuplicateOf, first.ID)
 	}
 }

@@ -205,6 +205,11 @@ type Row struct {
 	// another turn), or the earlier row's receipt signature failed (a
 	// forged copy posted first). Not kept with the row.
 	countsToo bool
+	// unvouchedFirst is, while the row is written, the earlier row that
+	// used its request JWT when that row's receipt signature failed and
+	// this row's passed: no earlier record of this receipt, but named in
+	// the duplicate check. Not kept with the row.
+	unvouchedFirst string
 }
 
 // SameReceipt reports whether r and o record the same receipt claims:
@@ -224,6 +229,14 @@ func (r *Row) SameReceipt(o *Row) bool {
 		}
 	}
 	return true
+}
+
+// ReceiptVerified reports whether a signature vouches for the row's
+// receipt: a receipt whose receipt_signature check passed at write time.
+// Until then its claims (grant, principal, time, actions) are the
+// writer's word.
+func (r *Row) ReceiptVerified() bool {
+	return r.Kind == KindReceipt && r.Verifier.passed(verifier.CheckReceiptSignature)
 }
 
 // RetentionStart is the time retention counts from: the later of the issue
