@@ -374,10 +374,16 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		}
 	}
 	lookup := time.Since(t.start)
+	var vouched []*ledger.Row
+	for _, row := range rows {
+		if row.ReceiptVerified() {
+			vouched = append(vouched, row)
+		}
+	}
 	var answers []answer
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
-		pulls, a := r.drillRow(ctx, row, req.Principal, lookup, len(rows))
+		pulls, a := r.drillRow(ctx, row, req.Principal, lookup, len(rows), vouched)
 		rep.Pulls = append(rep.Pulls, pulls...)
 		answers = append(answers, a)
 	}
@@ -459,7 +465,7 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	lookup := time.Since(t.start)
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
-		pulls, _ := r.drillRow(ctx, row, "", lookup, len(rows))
+		pulls, _ := r.drillRow(ctx, row, "", lookup, len(rows), nil)
 		rep.Pulls = append(rep.Pulls, pulls...)
 	}
 }
@@ -484,14 +490,24 @@ type facts struct {
 	reverified  bool
 	missing     []string    // evidence a person would have to find
 	original    *ledger.Row // the earlier row a DUPLICATE row replays
+	copyOf      *ledger.Row // a row drilled with this one whose signature vouches for the same receipt claims
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
-// took, counted in receipt_row.
-func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int) ([]Pull, answer) {
+// took, counted in receipt_row. vouched are the rows drilled with it whose
+// receipt signature verified.
+func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int, vouched []*ledger.Row) ([]Pull, answer) {
 	f := &facts{row: row}
 	if row.Kind == ledger.KindRefusal {
 		return r.drillRefusal(ctx, row, lookup)
+	}
+	if !row.ReceiptVerified() {
+		for _, v := range vouched {
+			if v.ID != row.ID && v.SameReceipt(row) {
+				f.copyOf = v
+				break
+			}
+		}
 	}
 	var pulls []Pull
 	add := func(p Pull) { pulls = append(pulls, p) }
@@ -737,7 +753,10 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	row := f.row
 	what := names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
 	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
-	if of := row.Verifier.DuplicateOf; of != "" {
+	// A row whose receipt signature failed is never the original of
+	// another (docs/design/012): a DUPLICATE of one is decided on itself,
+	// below, like any row.
+	if of := row.Verifier.DuplicateOf; of != "" && (f.original == nil || f.original.ReceiptVerified()) {
 		switch {
 		case f.original == nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
@@ -755,6 +774,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		first := fmt.Sprintf("the record made %s (%s)", clock(f.original.RecordedAt), strings.ToLower(f.original.Status.String()))
 		return true, fmt.Sprintf("replay of row %s: not a second authorization; decide the dispute on that row", of),
 			answer{finding: fmt.Sprintf("The record of %s repeats %s of the same signed request: it is not a second approval and counts once.", what, first)}
+	}
+	if c := f.copyOf; c != nil {
+		// The same claims under a signature that does not verify, beside
+		// the row whose signature vouches for them: no action of its own.
+		return true, fmt.Sprintf("copy of row %s's receipt under a receipt signature that does not verify: no approval and no second action; decide the dispute on row %s", c.ID, c.ID),
+			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
 	}
 	if len(f.missing) > 0 {
 		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "), checking
