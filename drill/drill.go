@@ -302,6 +302,8 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 	t := startTimer()
 	var rows []*ledger.Row
 	var lookups int // read-only turns found
+	var cut string  // the rows left out of the drill, in words; "" when none
+	left := 0       // how many rows were left out (at least, when capped)
 	switch {
 	case req.RowID != "":
 		row, err := r.l.Get(ctx, req.RowID)
@@ -312,9 +314,11 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		}
 		rows = []*ledger.Row{row}
 	default:
-		// The rows that changed something are drilled, the newest MaxRows
-		// of them; read-only turns are listed, not scored. Pages are read
-		// until the rows to drill are found, however many turns are newer.
+		// The rows that changed something are drilled, MaxRows of them at
+		// most (rank); read-only turns are listed, not scored. Every page
+		// is read, up to maxScanned rows: a row's place in the lookup
+		// (newest first by the time the receipt claims) is a writer's
+		// word until a signature vouches for it.
 		capped := false
 		q := ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: lookupPage}
 		for scanned := 0; ; {
@@ -337,7 +341,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				}
 			}
 			scanned += len(found)
-			if next == "" || len(rows) > MaxRows {
+			if next == "" {
 				break
 			}
 			if scanned >= maxScanned {
@@ -363,15 +367,27 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			rep.Reply = "We found no record of an action by a personal agent about " + describeQuery(req) + " in our ledger; a member of our team will look into it."
 			return
 		}
-		if len(rows) > MaxRows {
-			rows = rows[:MaxRows]
+		rank(rows)
+		var notes []string
+		if len(rows) > MaxRows || capped {
+			left = len(rows) - min(len(rows), MaxRows)
+			notes = append(notes, fmt.Sprintf("%s about %s found, %d drilled (receipts whose signature verified first, newest first; then the others by the time the ledger recorded them, newest first); %d left out, not drilled",
+				plural(len(rows), "row"), describeQuery(req), min(len(rows), MaxRows), left))
+			cut = fmt.Sprintf("%s about %s left out of this drill", plural(left, "more row"), describeQuery(req))
+			if capped {
+				notes = append(notes, fmt.Sprintf("only the first %d rows read: any after them were not drilled either", maxScanned))
+				cut = fmt.Sprintf("%d or more rows about %s left out of this drill (only the first %d read)", left, describeQuery(req), maxScanned)
+			}
+			rows = rows[:min(len(rows), MaxRows)]
 		}
 		if lookups > 0 {
-			rep.Note = fmt.Sprintf("%s drilled; %s listed, not scored", plural(len(rows), "row"), plural(lookups, "read-only turn"))
+			n := fmt.Sprintf("%s drilled; %s listed, not scored", plural(len(rows), "row"), plural(lookups, "read-only turn"))
 			if lookups > len(rep.Listed) {
-				rep.Note += fmt.Sprintf(" (the newest %d shown)", len(rep.Listed))
+				n += fmt.Sprintf(" (the newest %d shown)", len(rep.Listed))
 			}
+			notes = append(notes, n)
 		}
+		rep.Note = strings.Join(notes, "; ")
 	}
 	lookup := time.Since(t.start)
 	var vouched []*ledger.Row
@@ -384,8 +400,22 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
 		pulls, a := r.drillRow(ctx, row, req.Principal, lookup, len(rows), vouched)
+		if cut != "" {
+			// A person decides once the rows left out are looked at: the
+			// dispute may be about one of them.
+			d := &pulls[len(pulls)-1]
+			d.Passed, d.Detail = false, "needs a person: "+cut+"; on this row alone: "+d.Detail
+		}
 		rep.Pulls = append(rep.Pulls, pulls...)
 		answers = append(answers, a)
+	}
+	if cut != "" {
+		more := plural(left, "more record")
+		if left == 0 {
+			more = "more records"
+		}
+		answers = append(answers, answer{finding: fmt.Sprintf("We hold %s about %s that this check did not cover.", more, describeQuery(req)),
+			closing: "A member of our team will go through them and get back to you."})
 	}
 	if n := lookups; n > 0 {
 		times := "once"
@@ -401,6 +431,27 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 // keeps no evidence.
 func readOnly(row *ledger.Row) bool {
 	return row.Kind == ledger.KindReceipt && (row.EvidenceNotKept != "" || row.Class == retention.ReadOnly)
+}
+
+// rank orders the rows of a dispute drill for the cut at MaxRows: receipts
+// whose signature verified first, in lookup order (newest first by their
+// signed time); then every other row (a receipt no signature vouches for,
+// a refusal) newest first by the time the ledger recorded it, since the
+// time it claims is a writer's word: a writer cannot push a verified row
+// out of the drill by posting rows dated later.
+func rank(rows []*ledger.Row) {
+	slices.SortStableFunc(rows, func(a, b *ledger.Row) int {
+		av, bv := a.ReceiptVerified(), b.ReceiptVerified()
+		switch {
+		case av && !bv:
+			return -1
+		case bv && !av:
+			return 1
+		case av:
+			return 0
+		}
+		return b.RecordedAt.Compare(a.RecordedAt)
+	})
 }
 
 // answer is one drilled row's part of the customer reply.

@@ -3,12 +3,14 @@ package drill_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // What a writer key (not trusted: docs/design/012) can post must not bend
@@ -67,5 +69,65 @@ func TestAForgedCopyPostedFirstDoesNotMakeTheRealReceiptAReplay(t *testing.T) {
 	}
 	if rep.ChecksPassed != rep.ChecksTotal {
 		t.Errorf("checks %d/%d; want all passed", rep.ChecksPassed, rep.ChecksTotal)
+	}
+}
+
+// Twenty forged receipts for the disputed order, dated years ahead, do not
+// push the verified receipt out of the drill: receipts whose signature
+// verified rank first, the others by when they were recorded. The one row
+// left out is said so, and the drill needs a person.
+func TestForgeriesDatedLaterDoNotPushTheVerifiedRowOutOfTheDrill(t *testing.T) {
+	e := newEnv(t, time.Now)
+	g := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	future := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range drill.MaxRows {
+		r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", At: future.Add(time.Duration(i) * time.Second)})
+		if row := e.append(t, forgedCopy(t, r)); row.Status != ledger.Unauthorized {
+			t.Fatalf("forgery recorded %v", row.Status)
+		}
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != drill.MaxRows || rep.Rows[0] != g.ID {
+		t.Fatalf("rows drilled %d, first %s; want %d, the verified row %s first", len(rep.Rows), rep.Rows[0][:12], drill.MaxRows, g.ID[:12])
+	}
+	if !strings.Contains(rep.Note, "21 rows about A-5531 for customer acct-48213 found") || !strings.Contains(rep.Note, "1 left out") {
+		t.Errorf("note %q: want the rows found and the one left out", rep.Note)
+	}
+	if p := decisions(rep)[g.ID]; p.Passed || !strings.HasPrefix(p.Detail, "needs a person: 1 more row about A-5531") {
+		t.Errorf("decision on the verified row: %+v; want needs a person, naming the row left out", p)
+	}
+}
+
+// A customer with more rows than a drill covers: the rows left out (here
+// the oldest, an incident) are named in the report, every decision needs a
+// person, and the reply says records were not covered.
+func TestADisputeDrillSaysHowManyRowsItLeftOut(t *testing.T) {
+	e := newEnv(t, time.Now)
+	base := time.Date(2026, 10, 7, 9, 0, 0, 0, time.UTC)
+	bad := e.sc.Mint(pacttest.Spec{User: "acct-9", Target: "B-0", At: base})
+	bad.Actions[0].ArgsJSON = `{"order":"B-0","refund":"all"}`
+	if inc := e.append(t, bad); inc.Status != ledger.Incident {
+		t.Fatalf("status %v", inc.Status)
+	}
+	for i := 1; i <= drill.MaxRows+1; i++ {
+		e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-9", Target: fmt.Sprint("B-", i), At: base.Add(time.Duration(i) * time.Minute)}))
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Principal: "acct-9"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != drill.MaxRows || !strings.Contains(rep.Note, "22 rows about customer acct-9 found, 20 drilled") || !strings.Contains(rep.Note, "2 left out") {
+		t.Errorf("rows drilled %d, note %q; want %d drilled and the 2 left out said", len(rep.Rows), rep.Note, drill.MaxRows)
+	}
+	for id, p := range decisions(rep) {
+		if p.Passed || !strings.HasPrefix(p.Detail, "needs a person: 2 more rows about customer acct-9 left out of this drill") {
+			t.Errorf("decision on %s: %+v; want needs a person, naming the rows left out", id[:12], p)
+		}
+	}
+	if !strings.Contains(rep.Reply, "We hold 2 more records about customer acct-9 that this check did not cover.") {
+		t.Errorf("reply %q: want the records not covered said", rep.Reply)
 	}
 }
