@@ -503,7 +503,7 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 		return
 	case eligible == 0:
 		// Not a failure: a young ledger has nothing to drill yet.
-		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns and refusals are never sampled"
+		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns, refusals and receipts whose signature failed are never sampled"
 		return
 	case eligible <= rep.Request.Sample:
 		rep.Note = fmt.Sprintf("the ledger holds %s, no more than the sample of %d: all drilled", plural(eligible, "eligible row"), rep.Request.Sample)
@@ -522,7 +522,8 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 }
 
 // sample picks n of the rows the monthly drill may sample
-// (ledger.Drillable: receipts whose evidence is kept, not duplicates)
+// (ledger.Drillable: receipts whose signature did not fail and whose
+// evidence is kept, not duplicates)
 // uniformly at random, and counts them. Every eligible row has the same
 // chance however many ineligible rows there are; the ledger draws from its
 // drill pool without reading every row (ledger.SampleDrillPool).
@@ -831,6 +832,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		// the row whose signature vouches for them: no action of its own.
 		return true, fmt.Sprintf("copy of row %s's receipt under a receipt signature that does not verify: no approval and no second action; decide the dispute on row %s", c.ID, c.ID),
 			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
+	}
+	if row.Status == ledger.Unauthorized {
+		// Rule 1 decides, whatever evidence is missing: a writer that
+		// sends less (no request JWT) does not make the row need a person.
+		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
+			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	}
 	if len(f.missing) > 0 {
 		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "), checking

@@ -131,3 +131,44 @@ func TestADisputeDrillSaysHowManyRowsItLeftOut(t *testing.T) {
 		t.Errorf("reply %q: want the records not covered said", rep.Reply)
 	}
 }
+
+// Receipts whose signature fails are what a writer sent, like refusals:
+// the monthly drill never samples them, so a writer chooses neither the
+// rows the drill scores nor that it fails.
+func TestReceiptsWhoseSignatureFailedAreNeverSampled(t *testing.T) {
+	e := newEnv(t, time.Now)
+	g := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-5", Target: "M-0"}))
+	for i := range 3 {
+		r := forgedCopy(t, e.sc.Mint(pacttest.Spec{User: "acct-x", Target: fmt.Sprint("J-", i)}))
+		if i%2 == 0 {
+			r.RequestJWT = ""
+		}
+		if row := e.append(t, r); row.Status != ledger.Unauthorized || ledger.Drillable(row) {
+			t.Fatalf("forgery recorded %v, drillable %v; want unauthorized, not drillable", row.Status, ledger.Drillable(row))
+		}
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Monthly: true, Sample: 5}, "scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0] != g.ID || rep.ChecksPassed != rep.ChecksTotal {
+		t.Errorf("monthly drilled %v, checks %d/%d; want only the verified row %s, every check passed", rep.Rows, rep.ChecksPassed, rep.ChecksTotal, g.ID[:12])
+	}
+}
+
+// An UNAUTHORIZED receipt posted without a request JWT is decided by
+// rule 1 (no verifiable receipt: unauthorized), not "needs a person" for
+// the evidence the writer did not send.
+func TestAnUnauthorizedRowWithoutARequestJWTIsDecidedByRuleOne(t *testing.T) {
+	e := newEnv(t, time.Now)
+	r := forgedCopy(t, e.sc.Mint(pacttest.Spec{User: "acct-x", Target: "J-1"}))
+	r.RequestJWT = ""
+	row := e.append(t, r)
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "J-1"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decisions(rep)[row.ID]; !p.Passed || !strings.HasPrefix(p.Detail, "no verifiable receipt") {
+		t.Errorf("decision: %+v; want rule 1, unauthorized", p)
+	}
+}

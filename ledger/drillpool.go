@@ -6,14 +6,19 @@ import (
 	"math"
 
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // Drillable reports whether the monthly drill may sample row r: a
-// receipt (not a refusal), not a duplicate, whose evidence is kept (not a
-// read-only turn). The stores keep these rows in the drill pool
-// (Rows.DrillPool), so a sample is drawn without reading every row.
+// receipt (not a refusal), whose receipt signature did not fail, not a
+// duplicate, whose evidence is kept (not a read-only turn). A receipt no
+// signature vouches for is, like a refusal, what a writer sent: sampling
+// it would let any writer key choose what the drill scores. The stores
+// keep these rows in the drill pool (Rows.DrillPool), so a sample is
+// drawn without reading every row.
 func Drillable(r *Row) bool {
-	return r.Kind == KindReceipt && r.Status != Duplicate && r.EvidenceNotKept == "" && r.Class != retention.ReadOnly
+	return r.Kind == KindReceipt && !(&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature) &&
+		r.Status != Duplicate && r.EvidenceNotKept == "" && r.Class != retention.ReadOnly
 }
 
 // Sparse pools are walked: when the pool's positions are spread over more
