@@ -485,9 +485,10 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 // request JWT (any of its encodings, requestSHAs) an earlier row used,
 // unless that row's receipt signature failed and this one's passed: a
 // copy no signature vouches for is never the original of a receipt one
-// does, whoever posted it first (docs/design/012). Another encoding of
-// the same receipt carries the same signature, so it is a duplicate
-// either way.
+// does, whoever posted it first (docs/design/012). Such a row takes no
+// request-JWT entry (IndexesRequestJWT); one an earlier version recorded
+// may hold one, and is passed over. Another encoding of the same receipt
+// carries the same signature, so it is a duplicate either way.
 func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs []string) error {
 	if recorded {
 		r.Verifier.DuplicateOf = r.ID

@@ -655,9 +655,8 @@ func TestAForgedCopyDoesNotHideTheRealTurnFromLimits(t *testing.T) {
 
 // A forged copy of a receipt (its claims under a signature that fails)
 // posted first with the real request JWT is never the original of the real
-// receipt: the real one is recorded as a row of its own, whose duplicate
-// check names the copy. Posted after the real receipt, the copy is a
-// duplicate of it, as before.
+// receipt: the real one is recorded as a row of its own. Posted after the
+// real receipt, the copy is a duplicate of it, as before.
 func TestAForgedCopyPostedFirstIsNotTheOriginalOfTheRealReceipt(t *testing.T) {
 	h := newHarness(t)
 	real := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
@@ -671,8 +670,8 @@ func TestAForgedCopyPostedFirstIsNotTheOriginalOfTheRealReceipt(t *testing.T) {
 	if o != ledger.Created || row.Status != ledger.Authorized || row.Verifier.DuplicateOf != "" || row.ID != strings.TrimPrefix(row.ReceiptID, "sha256:") {
 		t.Fatalf("the real receipt after its forged copy: %v %v, duplicate of %q, id %s", o, row.Status, row.Verifier.DuplicateOf, row.ID)
 	}
-	if c := check(row, "duplicate"); c.Result != verifier.Pass || !strings.Contains(c.Detail, copyRow.ID) {
-		t.Errorf("duplicate check of the real receipt = %+v, want PASS naming the forged copy %s", c, copyRow.ID)
+	if c := check(row, "duplicate"); c.Result != verifier.Pass {
+		t.Errorf("duplicate check of the real receipt = %+v, want PASS", c)
 	}
 
 	// The other order: the copy posted after the real receipt is its
@@ -685,5 +684,24 @@ func TestAForgedCopyPostedFirstIsNotTheOriginalOfTheRealReceipt(t *testing.T) {
 	later, _ := h2.append(t, in(&forged2))
 	if first.Status != ledger.Authorized || later.Status != ledger.Unauthorized || later.Verifier.DuplicateOf != first.ID {
 		t.Errorf("a forged copy after the real receipt: %v, then %v duplicate of %q (want %s)", first.Status, later.Status, later.Verifier.DuplicateOf, first.ID)
+	}
+}
+
+// A forged copy posted first takes no request JWT from the real receipt:
+// a second turn served on the same request JWT after both is a duplicate
+// of the real receipt's row (a request JWT reused for another receipt),
+// not an AUTHORIZED row of its own.
+func TestAForgedCopyIsNotTheFirstUseOfARequestJWT(t *testing.T) {
+	h := newHarness(t)
+	real := h.sc.Mint(pacttest.Spec{Target: "A-1"})
+	forged := *real
+	forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(real.Claims)
+	h.append(t, in(&forged))
+	g, _ := h.append(t, in(real))
+	second := h.sc.Mint(pacttest.Spec{Target: "A-2"})
+	second.RequestJWT = real.RequestJWT
+	s, o := h.append(t, in(second))
+	if o != ledger.DuplicateRecorded || s.Status != ledger.Duplicate || s.Verifier.DuplicateOf != g.ID {
+		t.Errorf("a second turn on the request JWT: %v %v, duplicate of %q; want DUPLICATE of the real receipt's row %s", o, s.Status, s.Verifier.DuplicateOf, g.ID)
 	}
 }

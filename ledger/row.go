@@ -239,6 +239,16 @@ func (r *Row) ReceiptVerified() bool {
 	return r.Kind == KindReceipt && r.Verifier.passed(verifier.CheckReceiptSignature)
 }
 
+// IndexesRequestJWT reports whether row r takes the request-JWT index
+// entry of its request JWT (Rows.RowByRequestJWT) when no row holds it
+// yet: a row with a request JWT whose receipt signature did not fail. A
+// copy no signature vouches for is never the first use of a request JWT
+// (docs/design/012): the receipts posted with the JWT after it are
+// measured against the first row whose signature held.
+func IndexesRequestJWT(r *Row) bool {
+	return r.RequestJWTSHA256 != "" && !(&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature)
+}
+
 // RetentionStart is the time retention counts from: the later of the issue
 // time and the time the ledger recorded the row, where the issue time
 // counts only when a signature vouches for it (a receipt whose

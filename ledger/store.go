@@ -88,8 +88,9 @@ type Rows interface {
 	Row(id string) (*Row, error)
 	// CreateRow writes a new row with its index entries, its expiry entry
 	// (when RetainUntil is set), a link to each JWKS snapshot it names
-	// (SnapshotsOf; see SnapshotInUse) and, when no row holds its
-	// request-JWT hash yet, the request-JWT index entry. A row with the
+	// (SnapshotsOf; see SnapshotInUse) and, when IndexesRequestJWT holds
+	// for it and no row holds its request-JWT hash yet, the request-JWT
+	// index entry. A row with the
 	// same id is an error, which a store that sends writes with its next
 	// round trip reports from a later call of the same fn or from Update.
 	CreateRow(r *Row) error

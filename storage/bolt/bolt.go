@@ -877,7 +877,7 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 		return err
 	}
 	var jwtKey []byte
-	if r.RequestJWTSHA256 != "" {
+	if ledger.IndexesRequestJWT(r) {
 		first, err := t.requestJWTRow(r.RequestJWTSHA256)
 		if err != nil {
 			return err

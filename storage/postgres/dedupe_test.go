@@ -91,6 +91,17 @@ func TestAForgedCopyIsNeverTheOriginalOfTheRealReceipt(t *testing.T) {
 	if d.Status != ledger.Duplicate || d.Verifier.DuplicateOf != g.ID {
 		t.Errorf("the real receipt's twin: %v, duplicate of %q; want DUPLICATE of %s", d.Status, d.Verifier.DuplicateOf, g.ID)
 	}
+	// The copy took no request JWT: another turn on it duplicates the
+	// real receipt's row.
+	second := sc.Mint(pacttest.Spec{Target: "A-5532"})
+	second.RequestJWT = real.RequestJWT
+	s, err := post(a.l, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != ledger.Duplicate || s.Verifier.DuplicateOf != g.ID {
+		t.Errorf("a second turn on the request JWT: %v, duplicate of %q; want DUPLICATE of %s", s.Status, s.Verifier.DuplicateOf, g.ID)
+	}
 
 	for i := range 20 {
 		real := sc.Mint(pacttest.Spec{Target: fmt.Sprint("B-", i)})

@@ -149,7 +149,7 @@ func (c created) outcome(w *writes) (error, bool) {
 func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*writes, done func(created) error) {
 	var (
 		ids, principals, grants, agents, shas []string
-		twins, receiptKeys                    []string
+		twins, receiptKeys, unindexed         []string
 		statuses, classes                     []int16
 		issued                                []int64
 		retains                               []*int64
@@ -182,8 +182,11 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 			// only, and the twin's entry must stay free for no row rather
 			// than name the duplicate.
 			twin := ""
-			if r.RequestJWTSHA256 != "" && r.Verifier.DuplicateOf == "" {
+			if ledger.IndexesRequestJWT(r) && r.Verifier.DuplicateOf == "" {
 				twin = r.RequestJWTTwinSHA256
+			}
+			if r.RequestJWTSHA256 != "" && !ledger.IndexesRequestJWT(r) {
+				unindexed = append(unindexed, r.ID)
 			}
 			twins = append(twins, twin)
 			receiptKeys = append(receiptKeys, receiptKey(r))
@@ -210,7 +213,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	}
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
-			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys).Query(func(rows pgx.Rows) error {
+			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys, nonNil(unindexed)).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -250,7 +253,8 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 
 // createRowsSQL creates rows with their targets, snapshot links and, where
 // no row holds them yet, their request-JWT entries: under the hash of the
-// request JWT and under its twin's (ledger.Row.RequestJWTTwinSHA256); a
+// request JWT and under its twin's (ledger.Row.RequestJWTTwinSHA256), for
+// every row but those listed in $18 (ledger.IndexesRequestJWT); a
 // row whose id is taken, or whose receipt key (receiptKey) another row
 // holds, is skipped with all of its keys. The entries go
 // in the order of their hashes, so that two statements writing a hash
@@ -278,12 +282,13 @@ WITH r AS (
 	SELECT k.sha, r.id FROM r
 	JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON o.id = r.id
 	CROSS JOIN LATERAL (VALUES (r.request_jwt), (r.request_jwt_twin)) AS k (sha)
-	WHERE r.request_jwt <> '' AND k.sha <> ''
+	WHERE r.request_jwt <> '' AND k.sha <> '' AND r.id <> ALL($18::text[])
 	ORDER BY k.sha, o.n
 	ON CONFLICT (sha) DO NOTHING
 	RETURNING row_id
 )
-SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) = (CASE WHEN r.request_jwt = '' THEN 0 WHEN r.request_jwt_twin = '' THEN 1 ELSE 2 END) FROM r`
+SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) =
+	(CASE WHEN r.request_jwt = '' OR r.id = ANY($18::text[]) THEN 0 WHEN r.request_jwt_twin = '' THEN 1 ELSE 2 END) FROM r`
 
 // receiptKey is the key a receipt's first row holds in ledger_rows (the
 // smaller of the hashes of the receipt's two encodings, or its id when it

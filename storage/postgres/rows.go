@@ -106,17 +106,21 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	// The member raced for the request JWT when it read every hash the
 	// row is indexed under as unused, or one of them naming a row it then
 	// found gone (removed by a sweep meanwhile): a row it read one of as
-	// used is a duplicate, which takes no entry from anyone.
+	// used is a duplicate, which takes no entry from anyone; nor does a
+	// row ledger.IndexesRequestJWT leaves out.
 	twin := r.RequestJWTTwinSHA256
 	gone := func(h string) bool { return h != "" && t.jwtRows[h] != "" && t.absentRows[t.jwtRows[h]] }
-	raced := sha != "" && (t.absentJWTs[sha] && (twin == "" || t.absentJWTs[twin]) || gone(sha) || gone(twin))
+	indexed := ledger.IndexesRequestJWT(r)
+	raced := indexed && (t.absentJWTs[sha] && (twin == "" || t.absentJWTs[twin]) || gone(sha) || gone(twin))
 	w := rowWrite{r: r, body: body, targets: targets, snaps: snaps, racedRow: t.absentRows[id], racedJWT: raced}
 	// This member's own row answers the reads that found it absent.
 	delete(t.absentRows, id)
-	delete(t.absentJWTs, sha)
-	delete(t.absentJWTs, twin)
-	delete(t.jwtRows, sha)
-	delete(t.jwtRows, twin)
+	if indexed {
+		delete(t.absentJWTs, sha)
+		delete(t.absentJWTs, twin)
+		delete(t.jwtRows, sha)
+		delete(t.jwtRows, twin)
+	}
 	d := t.deferred()
 	d.rows = append(d.rows, w)
 	return nil
