@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/pactledger/pactledger/verifier"
@@ -90,12 +89,56 @@ type GrantView struct {
 	Agents        []string
 	ScopesGranted []string
 	ScopesUsed    []string
-	Revocation    *Revocation
-	Rows          []*Row // newest first, at most 1000
-	RowCount      int
+	// ListsCut is true when a value was left out of Principals, Agents,
+	// ScopesGranted or ScopesUsed: each holds at most MaxGrantListBytes.
+	ListsCut   bool
+	Revocation *Revocation
+	Rows       []*Row // newest first, at most 1000
+	RowCount   int
 }
 
-// Grant returns a grant's rows, scopes and revocation, from the grant index.
+// MaxGrantListBytes bounds each of a GrantView's lists of distinct values,
+// counting each value's length and maxValueOverhead: a grant's rows are
+// written by writer keys, and a writer may post receipts naming any grant,
+// so the distinct scopes they list are not bounded by anything else.
+const MaxGrantListBytes = 128 << 10
+
+// maxValueOverhead is what a value costs in an answer besides its bytes
+// (a field tag and length, or quotes and a comma).
+const maxValueOverhead = 3
+
+// distinct collects the distinct non-empty values it is given, in the
+// order first seen, up to MaxGrantListBytes.
+type distinct struct {
+	seen  map[string]struct{}
+	list  []string
+	bytes int
+	cut   bool
+}
+
+func (d *distinct) add(vals ...string) {
+	for _, s := range vals {
+		if s == "" {
+			continue
+		}
+		if _, ok := d.seen[s]; ok {
+			continue
+		}
+		if d.bytes+len(s)+maxValueOverhead > MaxGrantListBytes {
+			d.cut = true
+			continue
+		}
+		if d.seen == nil {
+			d.seen = map[string]struct{}{}
+		}
+		d.seen[s] = struct{}{}
+		d.bytes += len(s) + maxValueOverhead
+		d.list = append(d.list, s)
+	}
+}
+
+// Grant returns a grant's rows, scopes and revocation, from the grant
+// index. It walks every row of the grant and stops when ctx is done.
 func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	if grant == "" {
 		return nil, invalid("grantId is required")
@@ -104,13 +147,7 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 		return nil, err
 	}
 	v := &GrantView{GrantID: grant}
-	add := func(list *[]string, vals ...string) {
-		for _, s := range vals {
-			if s != "" && !slices.Contains(*list, s) {
-				*list = append(*list, s)
-			}
-		}
-	}
+	var principals, agents, granted, used distinct
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
 		if v.Revocation, err = tx.Revocation(grant); err != nil {
@@ -123,14 +160,17 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 				return err
 			}
 			for _, r := range rows {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				v.RowCount++
 				if len(v.Rows) < 1000 {
 					v.Rows = append(v.Rows, r)
 				}
-				add(&v.Principals, r.Principal)
-				add(&v.Agents, r.Agent.Platform)
-				add(&v.ScopesGranted, r.ScopeGranted...)
-				add(&v.ScopesUsed, r.ScopesUsed...)
+				principals.add(r.Principal)
+				agents.add(r.Agent.Platform)
+				granted.add(r.ScopeGranted...)
+				used.add(r.ScopesUsed...)
 			}
 			if next == "" {
 				return nil
@@ -144,5 +184,7 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	if v.RowCount == 0 && v.Revocation == nil {
 		return nil, fmt.Errorf("grant %s: %w", grant, ErrNotFound)
 	}
+	v.Principals, v.Agents, v.ScopesGranted, v.ScopesUsed = principals.list, agents.list, granted.list, used.list
+	v.ListsCut = principals.cut || agents.cut || granted.cut || used.cut
 	return v, nil
 }

@@ -2,7 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -115,5 +118,32 @@ func TestIntegrityCheckAndRestore(t *testing.T) {
 	}
 	if changed, _, _ := h.l.RestoreEvidence(ctx, victim.ID); changed {
 		t.Fatal("restoring intact evidence changed it")
+	}
+}
+
+func TestGrantViewStopsWhenCancelled(t *testing.T) {
+	h := newHarness(t)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "C-1"})))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if g, err := h.l.Grant(ctx, "a2agrant_7Q2F"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Grant with a cancelled context = %+v, %v; want context.Canceled", g, err)
+	}
+}
+
+func TestGrantViewListsDistinctValues(t *testing.T) {
+	h := newHarness(t)
+	for i, used := range [][]string{{"orders:cancel"}, {"orders:read", "orders:cancel"}, {"orders:read"}} {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("D-%d", i), Granted: "orders:read orders:cancel", ScopesUsed: used})))
+	}
+	g, err := h.l.Grant(context.Background(), "a2agrant_7Q2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rows come newest first: their values in the order first seen.
+	got := [][]string{g.Principals, g.ScopesGranted, g.ScopesUsed}
+	want := [][]string{{"acct-48213"}, {"orders:read", "orders:cancel"}, {"orders:read", "orders:cancel"}}
+	if !reflect.DeepEqual(got, want) || g.ListsCut || g.RowCount != 3 {
+		t.Fatalf("grant view lists = %q (cut %v, %d rows); want %q", got, g.ListsCut, g.RowCount, want)
 	}
 }
