@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/go-jose/go-jose/v4"
@@ -561,10 +562,17 @@ func DecodeClaims(token string, dst any) (Compact, error) {
 	return c, nil
 }
 
-// truncate shortens s for an error message.
+// truncate shortens s for an error message to at most n bytes and "…",
+// cut between characters, with each run of bytes that are not UTF-8
+// replaced by U+FFFD: a message may become a row's check detail, and a row's
+// answer carries it as a protobuf string, which must be UTF-8.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // A segment outside the alphabet is named by its first such byte, whether
@@ -27,5 +28,37 @@ func TestSegmentErrors(t *testing.T) {
 	}
 	if _, d, err := segments(header + "." + payload + "." + sig); err != nil || string(d[1]) != "{}" {
 		t.Fatalf("segments of a canonical token: %q, %v", d[1], err)
+	}
+}
+
+// A time claim's text as sent is quoted in the check's detail: bytes that
+// are not UTF-8, or a long value cut short, leave the detail UTF-8.
+func TestTimeClaimDetailIsUTF8(t *testing.T) {
+	for _, raw := range []string{"\"\xff\xfe\"", `"` + strings.Repeat("é", 40) + `"`, "[\"\xe2\x82\"]", strings.Repeat("9", 400)} {
+		var d NumericDate
+		if err := d.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		_, err := d.Check("iat")
+		if err == nil {
+			t.Fatalf("%q: a usable time", raw)
+		}
+		if msg := err.Error(); !utf8.ValidString(msg) || len(msg) > 200 {
+			t.Errorf("%q: detail %q (%d bytes) is not UTF-8 or not cut short", raw, msg, len(msg))
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"a\xff\xfeb", 5, "a\uFFFDb"},
+		{"ééé", 3, "é…"}, // byte 3 is within the second é
+	} {
+		if got := truncate(c.in, c.n); got != c.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
 	}
 }
