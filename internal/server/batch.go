@@ -154,7 +154,7 @@ func receiptResult(resp *ledgerv1.AppendReceiptResponse, err error) *ledgerv1.Ap
 		return &ledgerv1.AppendReceiptResult{Response: resp}
 	}
 	st := status.Convert(err)
-	res := &ledgerv1.AppendReceiptResult{Code: int32(st.Code()), Message: st.Message()}
+	res := &ledgerv1.AppendReceiptResult{Code: int32(st.Code()), Message: answerText(st.Message())}
 	for _, d := range st.Details() {
 		switch d := d.(type) {
 		case *errdetails.RetryInfo:

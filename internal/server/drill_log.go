@@ -12,7 +12,7 @@ import (
 func drillLogProto(r *drill.Report, p *ledgerv1.DrillReport) {
 	p.Checkpoint = r.Checkpoint
 	for _, rp := range r.Proofs {
-		out := &ledgerv1.DrillRowProof{RowId: rp.RowID, Detail: rp.Detail}
+		out := &ledgerv1.DrillRowProof{RowId: rp.RowID, Detail: answerText(rp.Detail)}
 		if rp.Bundle != nil {
 			j, err := json.MarshalIndent(rp.Bundle, "", "  ")
 			if err != nil {

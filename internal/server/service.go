@@ -262,7 +262,7 @@ func (s *service) VerifyRow(ctx context.Context, req *ledgerv1.VerifyRowRequest)
 		if i > 0 {
 			out.Differences += "; "
 		}
-		out.Differences += d
+		out.Differences += answerText(d)
 	}
 	return out, nil
 }
@@ -338,7 +338,7 @@ func invert[K, V comparable](m map[K]V) map[V]K {
 func checksProto(cs []verifier.Check) []*ledgerv1.Check {
 	out := make([]*ledgerv1.Check, len(cs))
 	for i, c := range cs {
-		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: c.Detail}
+		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: answerText(c.Detail)}
 	}
 	return out
 }
@@ -451,7 +451,7 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 		Rows:         r.Rows,
 		ChecksPassed: int32(r.ChecksPassed),
 		ChecksTotal:  int32(r.ChecksTotal),
-		Reply:        r.Reply,
+		Reply:        answerText(r.Reply),
 		RunBy:        r.RunBy,
 		Request:      &ledgerv1.RunDrillRequest{Target: r.Request.Target, RowId: r.Request.RowID, Principal: r.Request.Principal},
 	}
@@ -460,14 +460,14 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 		p.Request.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(r.Request.Sample)}
 	}
 	for _, pl := range r.Pulls {
-		p.Pulls = append(p.Pulls, &ledgerv1.DrillPull{RowId: pl.RowID, Name: pl.Name, Passed: pl.Passed, ElapsedMs: pl.ElapsedMs, Detail: pl.Detail})
+		p.Pulls = append(p.Pulls, &ledgerv1.DrillPull{RowId: pl.RowID, Name: pl.Name, Passed: pl.Passed, ElapsedMs: pl.ElapsedMs, Detail: answerText(pl.Detail)})
 	}
 	if loc.Key != "" {
 		p.Object = objectProto(ledger.ObjectDrill, loc)
 	}
 	p.Note = r.Note
 	for _, l := range r.Listed {
-		p.Listed = append(p.Listed, &ledgerv1.DrillListedRow{RowId: l.RowID, Detail: l.Detail})
+		p.Listed = append(p.Listed, &ledgerv1.DrillListedRow{RowId: l.RowID, Detail: answerText(l.Detail)})
 	}
 	drillLogProto(r, p)
 	return p

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -161,7 +163,8 @@ func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStream
 		}
 		select {
 		case a := <-r.answers:
-			if err := stream.Send(a); err != nil {
+			a, err := r.send(stream, a)
+			if err != nil {
 				return err
 			}
 			r.s.streamReceipts.WithLabelValues(codes.Code(a.GetResult().GetCode()).String()).Inc()
@@ -184,6 +187,25 @@ func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStream
 			}
 		}
 	}
+}
+
+// send sends a and returns the answer sent. An answer that cannot be
+// encoded fails its Send without breaking the stream: that receipt is
+// answered INTERNAL instead, and the others the stream read still get
+// theirs.
+func (r *receiptStream) send(stream ledgerv1.LedgerService_AppendReceiptStreamServer, a *ledgerv1.AppendReceiptStreamResponse) (*ledgerv1.AppendReceiptStreamResponse, error) {
+	err := stream.Send(a)
+	if err == nil {
+		return a, nil
+	}
+	_, merr := proto.Marshal(a)
+	if merr == nil {
+		return nil, err // the stream broke
+	}
+	r.s.log.ErrorContext(r.ctx, "a stream answer cannot be encoded", slog.Uint64("seq", a.GetSeq()), slog.String("error", merr.Error()))
+	a = &ledgerv1.AppendReceiptStreamResponse{Seq: a.GetSeq(), Result: &ledgerv1.AppendReceiptResult{Code: int32(codes.Internal),
+		Message: "the answer to this receipt cannot be encoded (see the server log); it may be recorded"}}
+	return a, stream.Send(a)
 }
 
 // idle reports whether every receipt read was answered.
