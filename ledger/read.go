@@ -48,6 +48,14 @@ func (l *Ledger) Get(ctx context.Context, id string) (*Row, error) {
 
 // List returns one page of rows matching q, newest first.
 func (l *Ledger) List(ctx context.Context, q Query) ([]*Row, string, error) {
+	return l.ListWithin(ctx, q, 0, nil)
+}
+
+// ListWithin is List with a page that also ends before the row that would
+// take the sizes of its rows, as size measures them, past budget: the page
+// holds at least one row, and its token continues after its last row. A
+// budget of 0 bounds nothing.
+func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(*Row) int) ([]*Row, string, error) {
 	switch {
 	case q.PageSize < 0 || q.PageSize > 1000:
 		return nil, "", invalid("pageSize must be between 1 and 1000")
@@ -66,10 +74,32 @@ func (l *Ledger) List(ctx context.Context, q Query) ([]*Row, string, error) {
 	var next string
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
+		if rows, next, err = tx.List(q); err != nil || budget <= 0 {
+			return err
+		}
+		n := fitting(rows, budget, size)
+		if n == len(rows) {
+			return nil
+		}
+		// The same query in the same transaction, n rows a page: the
+		// same first n rows, and the token that follows the last.
+		q.PageSize = n
 		rows, next, err = tx.List(q)
 		return err
 	})
 	return rows, next, err
+}
+
+// fitting returns how many of rows, from the first, fit within budget as
+// size measures them: at least one.
+func fitting(rows []*Row, budget int, size func(*Row) int) int {
+	total := 0
+	for i, r := range rows {
+		if total += size(r); total > budget && i > 0 {
+			return i
+		}
+	}
+	return len(rows)
 }
 
 // EvidenceView is a row's stored evidence and where its objects are held.
