@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,4 +16,25 @@ func answerText(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// maxDetailBytes bounds a check's detail in an answer. A detail names what
+// failed, and a receipt within the write limits can fail on enough actions
+// or scopes to make it tens of KB: a page of such rows would not fit an
+// answer. The row keeps the detail whole; the receipt and the logged
+// actions it was computed from are in the row's evidence.
+const maxDetailBytes = 2048
+
+// detailText is a check's detail as answers carry it: answerText, cut
+// between characters at maxDetailBytes, saying how much was left out.
+func detailText(s string) string {
+	s = answerText(s)
+	if len(s) <= maxDetailBytes {
+		return s
+	}
+	n := maxDetailBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)-n) + " bytes more)"
 }

@@ -2,9 +2,12 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -74,5 +77,18 @@ func TestStreamAnswersPastAnUnencodableAnswer(t *testing.T) {
 	}
 	if want := []codes.Code{codes.InvalidArgument, codes.Internal, codes.InvalidArgument}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("answers %v, want %v", got, want)
+	}
+}
+
+// A check's detail is answered whole up to maxDetailBytes, and past that
+// cut between characters, saying how much was left out.
+func TestCheckDetailIsBounded(t *testing.T) {
+	long := strings.Repeat("é", maxDetailBytes) // twice the bound
+	got := checksProto([]verifier.Check{{Name: verifier.CheckArgsHash, Detail: long}, {Name: verifier.CheckBindings, Detail: "short"}})
+	if d := got[0].GetDetail(); len(d) > maxDetailBytes+32 || !utf8.ValidString(d) || !strings.HasSuffix(d, fmt.Sprintf("… (%d bytes more)", maxDetailBytes)) {
+		t.Errorf("long detail answered as %d bytes: …%q", len(d), d[len(d)-40:])
+	}
+	if d := got[1].GetDetail(); d != "short" {
+		t.Errorf("short detail answered as %q", d)
 	}
 }

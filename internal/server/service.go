@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -203,15 +205,48 @@ func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (
 		}
 		q.Class = c
 	}
-	rows, next, err := s.l.List(ctx, q)
+	built := map[*ledger.Row]*ledgerv1.Row{}
+	rows, next, err := s.l.ListWithin(ctx, q, answerRowBytes, func(r *ledger.Row) int {
+		p := rowProto(r)
+		built[r] = p
+		return rowBytes(p)
+	})
 	if err != nil {
 		return nil, s.toStatus(ctx, "ListRows", err)
 	}
 	out := &ledgerv1.ListRowsResponse{NextPageToken: next, Rows: make([]*ledgerv1.Row, len(rows))}
 	for i, r := range rows {
-		out.Rows[i] = rowProto(r)
+		if out.Rows[i] = built[r]; out.Rows[i] == nil {
+			out.Rows[i] = rowProto(r)
+		}
 	}
 	return out, nil
+}
+
+// answerRowBytes bounds the encoded rows of one read answer: a ListRows
+// page ends early, and GetGrant's and GetIncident's lists are cut, rather
+// than pass it. It lies well under the 4 MiB a gRPC client receives by
+// default, whatever rows writers posted within the write limits.
+var answerRowBytes = 2 << 20
+
+// rowBytes is what p adds to an answer's encoding as one of its rows.
+func rowBytes(p *ledgerv1.Row) int {
+	n := proto.Size(p)
+	return n + 1 + protowire.SizeVarint(uint64(n))
+}
+
+// rowsWithin returns rows as answers carry them, from the first, as long
+// as they fit within budget bytes (at least one, when keepOne).
+func rowsWithin(rows []*ledger.Row, budget int, keepOne bool) []*ledgerv1.Row {
+	var out []*ledgerv1.Row
+	for _, r := range rows {
+		p := rowProto(r)
+		if budget -= rowBytes(p); budget < 0 && (len(out) > 0 || !keepOne) {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequest) (*ledgerv1.GetEvidenceResponse, error) {
@@ -262,7 +297,7 @@ func (s *service) VerifyRow(ctx context.Context, req *ledgerv1.VerifyRowRequest)
 		if i > 0 {
 			out.Differences += "; "
 		}
-		out.Differences += answerText(d)
+		out.Differences += detailText(d)
 	}
 	return out, nil
 }
@@ -338,7 +373,7 @@ func invert[K, V comparable](m map[K]V) map[V]K {
 func checksProto(cs []verifier.Check) []*ledgerv1.Check {
 	out := make([]*ledgerv1.Check, len(cs))
 	for i, c := range cs {
-		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: answerText(c.Detail)}
+		out[i] = &ledgerv1.Check{Name: c.Name, Result: checkProto[c.Result], Detail: detailText(c.Detail)}
 	}
 	return out
 }
@@ -510,10 +545,9 @@ func (s *service) GetGrant(ctx context.Context, req *ledgerv1.GetGrantRequest) (
 		return nil, s.toStatus(ctx, "GetGrant", err)
 	}
 	out := &ledgerv1.GetGrantResponse{GrantId: g.GrantID, Principals: g.Principals, Agents: g.Agents, ScopesGranted: g.ScopesGranted,
-		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount)}
-	for _, r := range g.Rows {
-		out.Rows = append(out.Rows, rowProto(r))
-	}
+		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount), ListsTruncated: g.ListsCut}
+	out.Rows = rowsWithin(g.Rows, answerRowBytes, true)
+	out.RowsTruncated = len(out.Rows) < g.RowCount
 	return out, nil
 }
 
@@ -563,9 +597,8 @@ func (s *service) GetIncident(ctx context.Context, req *ledgerv1.GetIncidentRequ
 		return nil, s.toStatus(ctx, "GetIncident", err)
 	}
 	out := &ledgerv1.GetIncidentResponse{Incident: incidentProto(&v.Incident), Row: rowProto(v.Row), SameDayCount: int32(v.SameDayN)}
-	for _, r := range v.SameDay {
-		out.SameDayRows = append(out.SameDayRows, rowProto(r))
-	}
+	out.SameDayRows = rowsWithin(v.SameDay, answerRowBytes-rowBytes(out.Row), false)
+	out.SameDayRowsTruncated = len(out.SameDayRows) < v.SameDayN
 	return out, nil
 }
 

@@ -2299,7 +2299,8 @@ func (x *ListRowsRequest) GetPageToken() string {
 // ListRowsResponse is one page of rows, newest first.
 type ListRowsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The rows.
+	// The rows: at most page_size, and fewer, with next_page_token set,
+	// where more would pass 2 MiB (a page holds at least one row).
 	Rows []*Row `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
 	// Token for the next page, empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -4025,12 +4026,19 @@ type GetGrantResponse struct {
 	ScopesUsed []string `protobuf:"bytes,5,rep,name=scopes_used,json=scopesUsed,proto3" json:"scopes_used,omitempty"`
 	// The revocation, when one was recorded.
 	Revocation *Revocation `protobuf:"bytes,6,opt,name=revocation,proto3" json:"revocation,omitempty"`
-	// Its rows, newest first (at most 1000; see row_count).
+	// Its rows, newest first (at most 1000, and at most what fits the
+	// answer's size bound; see row_count and rows_truncated).
 	Rows []*Row `protobuf:"bytes,7,rep,name=rows,proto3" json:"rows,omitempty"`
 	// How many rows the grant has.
-	RowCount      int32 `protobuf:"varint,8,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RowCount int32 `protobuf:"varint,8,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`
+	// True when rows holds fewer than row_count rows: ListRows with the
+	// grant_id lists them all, a page at a time.
+	RowsTruncated bool `protobuf:"varint,9,opt,name=rows_truncated,json=rowsTruncated,proto3" json:"rows_truncated,omitempty"`
+	// True when a value was left out of principals, agents, scopes_granted
+	// or scopes_used: each list holds at most 128 KiB of values.
+	ListsTruncated bool `protobuf:"varint,10,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetGrantResponse) Reset() {
@@ -4117,6 +4125,20 @@ func (x *GetGrantResponse) GetRowCount() int32 {
 		return x.RowCount
 	}
 	return 0
+}
+
+func (x *GetGrantResponse) GetRowsTruncated() bool {
+	if x != nil {
+		return x.RowsTruncated
+	}
+	return false
+}
+
+func (x *GetGrantResponse) GetListsTruncated() bool {
+	if x != nil {
+		return x.ListsTruncated
+	}
+	return false
 }
 
 // CheckIntegrityRequest pages through the rows.
@@ -4731,12 +4753,17 @@ type GetIncidentResponse struct {
 	// Its row.
 	Row *Row `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
 	// The same agent platform's other rows on the row's UTC day, newest
-	// first (at most 1000).
+	// first (at most 1000, and at most what fits the answer's size bound;
+	// see same_day_rows_truncated).
 	SameDayRows []*Row `protobuf:"bytes,3,rep,name=same_day_rows,json=sameDayRows,proto3" json:"same_day_rows,omitempty"`
 	// How many such rows there are.
-	SameDayCount  int32 `protobuf:"varint,4,opt,name=same_day_count,json=sameDayCount,proto3" json:"same_day_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SameDayCount int32 `protobuf:"varint,4,opt,name=same_day_count,json=sameDayCount,proto3" json:"same_day_count,omitempty"`
+	// True when same_day_rows holds fewer than same_day_count rows:
+	// ListRows with the agent and the day's since and until lists them all,
+	// a page at a time.
+	SameDayRowsTruncated bool `protobuf:"varint,5,opt,name=same_day_rows_truncated,json=sameDayRowsTruncated,proto3" json:"same_day_rows_truncated,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetIncidentResponse) Reset() {
@@ -4795,6 +4822,13 @@ func (x *GetIncidentResponse) GetSameDayCount() int32 {
 		return x.SameDayCount
 	}
 	return 0
+}
+
+func (x *GetIncidentResponse) GetSameDayRowsTruncated() bool {
+	if x != nil {
+		return x.SameDayRowsTruncated
+	}
+	return false
 }
 
 // CloseIncidentRequest closes an incident.
@@ -6617,7 +6651,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"revocation\x18\x02 \x01(\v2 .pactledger.ledger.v1.RevocationR\n" +
 	"revocation\",\n" +
 	"\x0fGetGrantRequest\x12\x19\n" +
-	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\xbb\x02\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\x8b\x03\n" +
 	"\x10GetGrantResponse\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x1e\n" +
 	"\n" +
@@ -6631,7 +6665,10 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"revocation\x18\x06 \x01(\v2 .pactledger.ledger.v1.RevocationR\n" +
 	"revocation\x12-\n" +
 	"\x04rows\x18\a \x03(\v2\x19.pactledger.ledger.v1.RowR\x04rows\x12\x1b\n" +
-	"\trow_count\x18\b \x01(\x05R\browCount\"S\n" +
+	"\trow_count\x18\b \x01(\x05R\browCount\x12%\n" +
+	"\x0erows_truncated\x18\t \x01(\bR\rrowsTruncated\x12'\n" +
+	"\x0flists_truncated\x18\n" +
+	" \x01(\bR\x0elistsTruncated\"S\n" +
 	"\x15CheckIntegrityRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -6675,12 +6712,13 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tincidents\x18\x01 \x03(\v2\x1e.pactledger.ledger.v1.IncidentR\tincidents\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
 	"\x12GetIncidentRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xe3\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x9a\x02\n" +
 	"\x13GetIncidentResponse\x12:\n" +
 	"\bincident\x18\x01 \x01(\v2\x1e.pactledger.ledger.v1.IncidentR\bincident\x12+\n" +
 	"\x03row\x18\x02 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\x12=\n" +
 	"\rsame_day_rows\x18\x03 \x03(\v2\x19.pactledger.ledger.v1.RowR\vsameDayRows\x12$\n" +
-	"\x0esame_day_count\x18\x04 \x01(\x05R\fsameDayCount\":\n" +
+	"\x0esame_day_count\x18\x04 \x01(\x05R\fsameDayCount\x125\n" +
+	"\x17same_day_rows_truncated\x18\x05 \x01(\bR\x14sameDayRowsTruncated\":\n" +
 	"\x14CloseIncidentRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"S\n" +
