@@ -120,13 +120,24 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	req.PageSize = int32(o.limit)
 	rep := &ledgerv1.ListRowsResponse{}
-	if rep.NextPageToken, err = c.pages(o.all, req.PageToken, func(ctx context.Context, token string) (string, error) {
-		req.PageToken = token
+	// A page may end early for its size, with a token: without --all,
+	// pages are read until --limit rows.
+	for {
+		ctx, cancel := c.ctx()
 		page, err := c.c.ListRows(ctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
 		rep.Rows = append(rep.Rows, page.GetRows()...)
-		return page.GetNextPageToken(), err
-	}); err != nil {
-		return err
+		rep.NextPageToken = page.GetNextPageToken()
+		if rep.NextPageToken == "" || !o.all && len(rep.Rows) >= o.limit {
+			break
+		}
+		req.PageToken = rep.NextPageToken
+		if !o.all {
+			req.PageSize = int32(o.limit - len(rep.Rows))
+		}
 	}
 	if c.json {
 		return c.printJSON(rep)

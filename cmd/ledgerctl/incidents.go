@@ -70,6 +70,9 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 			}
 			w.Flush()
 		}
+		if rep.GetSameDayRowsTruncated() {
+			c.note("(%d of %d other rows shown: lookup --agent with --since and --until for the day lists every one)", len(rep.GetSameDayRows()), rep.GetSameDayCount())
+		}
 		return nil
 	case len(pos) == 0:
 		return c.listIncidents(o)

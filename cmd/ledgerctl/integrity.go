@@ -42,6 +42,12 @@ func (c *cli) grant(pos []string) error {
 		}
 		w.Flush()
 	}
+	if rep.GetRowsTruncated() {
+		c.note("(%d of %d rows shown: lookup --grant %s --all lists every one)", len(rep.GetRows()), rep.GetRowCount(), rep.GetGrantId())
+	}
+	if rep.GetListsTruncated() {
+		c.note("(principals, agent platforms or scopes left out: the grant's rows name more than an answer carries)")
+	}
 	return nil
 }
 

@@ -212,7 +212,7 @@ func (c *cli) connect(cmd *cobra.Command) error {
 		creds = credentials.NewTLS(tc)
 		c.tlsConf = tc
 	}
-	c.conn, err = grpc.NewClient(c.server, grpc.WithTransportCredentials(creds))
+	c.conn, err = grpc.NewClient(c.server, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)))
 	if err != nil {
 		return usagef("server address %q: %v", c.server, err)
 	}
@@ -222,6 +222,11 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	}
 	return nil
 }
+
+// maxAnswerBytes is the largest answer ledgerctl takes. A ledger keeps its
+// read answers within a few MiB; one older than that bound may answer a
+// page of large rows past gRPC's default 4 MiB.
+const maxAnswerBytes = 64 << 20
 
 // setOutput settles the output format: --output, --json (json), the
 // config file's output, else table; csv only for commands that print a
