@@ -1,6 +1,9 @@
 package server
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // SetAnswerRowBytes sets the bound on the rows of one read answer until t
 // ends.
@@ -8,4 +11,12 @@ func SetAnswerRowBytes(t testing.TB, n int) {
 	old := answerRowBytes
 	answerRowBytes = n
 	t.Cleanup(func() { answerRowBytes = old })
+}
+
+// SetGRPCIdleTimeout sets how long an idle gRPC connection is kept, for
+// servers started until t ends.
+func SetGRPCIdleTimeout(t testing.TB, d time.Duration) {
+	old := grpcIdleTimeout
+	grpcIdleTimeout = d
+	t.Cleanup(func() { grpcIdleTimeout = old })
 }

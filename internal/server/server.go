@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -83,6 +84,14 @@ const maxHeaderBytes = 64 << 10
 // net/http2's default. A client wanting more in flight opens another
 // connection (or streams its receipts: one call).
 const maxStreams = 250
+
+// grpcIdleTimeout is how long a gRPC connection with no call open is kept:
+// then the server sends GOAWAY and closes it (a client reconnects when it
+// next calls). REST's IdleTimeout is the same. A connection holds its
+// goroutines and buffers, and one that never makes a call (no key, no
+// call to refuse) was otherwise kept for as long as its client liked. An
+// open AppendReceiptStream is a call: its connection is not idle.
+var grpcIdleTimeout = 2 * time.Minute
 
 // streamWorkers is how many goroutines the gRPC server keeps to run calls
 // (more calls at once each get a goroutine of their own, as without
@@ -313,6 +322,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
 	)
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	s.workers = newWorkers(streamWorkers)
