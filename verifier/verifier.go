@@ -623,6 +623,10 @@ func checkBindings(rc Receipt, req *RequestClaims, tok *TokenClaims) Check {
 	return Check{Name: name, Result: Pass, Detail: "grant, user, pa and brand agree"}
 }
 
+// maxScopesBytes bounds each list of scopes quoted in the
+// scopes_within_grant detail; the row keeps the scopes themselves.
+const maxScopesBytes = 1024
+
 func checkScopes(rc Receipt, tok *TokenClaims) Check {
 	const name = CheckScopesWithin
 	if tok == nil {
@@ -636,9 +640,9 @@ func checkScopes(rc Receipt, tok *TokenClaims) Check {
 		}
 	}
 	if len(beyond) > 0 {
-		return fail(name, "scopes used beyond the grant: %s (granted: %s)", strings.Join(beyond, " "), tok.Scope)
+		return fail(name, "scopes used beyond the grant: %s (granted: %s)", truncate(strings.Join(beyond, " "), maxScopesBytes), truncate(tok.Scope, maxScopesBytes))
 	}
-	return Check{Name: name, Result: Pass, Detail: "used [" + strings.Join(rc.ScopesUsed, " ") + "] within [" + tok.Scope + "]"}
+	return Check{Name: name, Result: Pass, Detail: "used [" + truncate(strings.Join(rc.ScopesUsed, " "), maxScopesBytes) + "] within [" + truncate(tok.Scope, maxScopesBytes) + "]"}
 }
 
 // ArgsHash is base64url (no padding) of the SHA-256 of the exact args JSON.
@@ -691,9 +695,34 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 		}
 	}
 	if len(problems) > 0 {
-		return out, Check{Name: name, Result: Fail, Detail: strings.Join(problems, "; ")}
+		return out, Check{Name: name, Result: Fail, Detail: listProblems(problems)}
 	}
 	return out, Check{Name: name, Result: Pass, Detail: strconv.Itoa(matched) + " matched the receipt, " + strconv.Itoa(computed) + " computed by the ledger"}
+}
+
+// maxProblemsListed and maxProblemBytes bound a check's detail, which is
+// kept with the row: the problems a writer's input can multiply (one per
+// logged action, each naming a tool and target of up to 512 bytes) are
+// listed up to this many, each cut to this many bytes.
+const (
+	maxProblemsListed = 8
+	maxProblemBytes   = 160
+)
+
+// listProblems joins problems for a check's detail, within the bounds.
+func listProblems(problems []string) string {
+	var b strings.Builder
+	for i, p := range problems {
+		if i == maxProblemsListed {
+			fmt.Fprintf(&b, "; and %d more", len(problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(truncate(p, maxProblemBytes))
+	}
+	return b.String()
 }
 
 // ErrPAJWT: a personal-agent JWT failed PACT §3.2; the wrapped text says why.

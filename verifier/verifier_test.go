@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -351,4 +352,31 @@ func TestNumericDateRange(t *testing.T) {
 		t.Errorf("NewNumericDate: %v %v", got, err)
 	}
 	_ = math.Pi
+}
+
+// A check's detail is kept with the row: the problems a writer's input
+// multiplies (a logged action the receipt does not sign, each naming a
+// tool and target of up to 512 bytes) are listed within a bound.
+func TestArgsDetailIsBounded(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	r := sc.Mint(pacttest.Spec{})
+	in := input(r)
+	for i := range 64 {
+		in.Actions = append(in.Actions, verifier.Action{Tool: strings.Repeat("t", 512), Target: fmt.Sprintf("%d-%s", i, strings.Repeat("x", 500))})
+	}
+	res, err := v.Verify(context.Background(), in, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if c.Name == verifier.CheckArgsHash {
+			if c.Result != verifier.Fail || len(c.Detail) > 2048 || !strings.HasSuffix(c.Detail, "; and 56 more") {
+				t.Fatalf("args_hash = %v, a detail of %d bytes ending %q", c.Result, len(c.Detail), c.Detail[max(0, len(c.Detail)-40):])
+			}
+			return
+		}
+	}
+	t.Fatal("no args_hash check")
 }
