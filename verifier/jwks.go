@@ -94,6 +94,17 @@ func usableKey(k jose.JSONWebKey) bool {
 // candidates returns the keys a token signed with alg and kid may verify
 // against: the keys with that kid (all keys when kid is empty) whose type
 // fits alg.
+// hasKid reports whether the set holds a usable key under kid, of any
+// algorithm.
+func (ks *KeySet) hasKid(kid string) bool {
+	for _, k := range ks.keys {
+		if k.KeyID == kid {
+			return true
+		}
+	}
+	return false
+}
+
 func (ks *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) []jose.JSONWebKey {
 	var out []jose.JSONWebKey
 	for _, k := range ks.keys {

@@ -139,3 +139,24 @@ func TestReceiptAndTokenAreCheckedAgainstOneBrandKeySet(t *testing.T) {
 		t.Fatalf("a receipt whose key went as its token's came = %v, %v; want undecided", results(res), err)
 	}
 }
+
+// Within MinRefetch of a refetch, a kid the set holds under another
+// algorithm is decided, not undecided: a kid names one key, and a token
+// of another algorithm under it is not signed by that key.
+func TestAKidOfAnotherAlgorithmIsDecidedWithinMinRefetch(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	v, reg := newVerifier(t, sc)
+	ctx := context.Background()
+	madeUp := sc.Mint(pacttest.Spec{})
+	madeUp.ReceiptJWS = pacttest.MustKey("brand-made-up", jose.ES256).Sign(madeUp.Claims)
+	if res, err := v.Verify(ctx, input(madeUp), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
+		t.Fatalf("a made-up kid, deciding by its own refetch = %v, %v; want FAIL", results(res), err)
+	}
+	r := sc.Mint(pacttest.Spec{})
+	r.ReceiptJWS = pacttest.MustKey(sc.Brand.Key.Kid, jose.RS256).Sign(r.Claims)
+	res, err := v.Verify(ctx, input(r), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
+		t.Fatalf("RS256 under the brand's EC kid within MinRefetch = %v, %v; want FAIL", results(res), err)
+	}
+}

@@ -347,9 +347,11 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 			p, kid, alg, err = check(tok, s.Keys)
 		case errors.Is(err2, ErrFetch) && s2.Keys != nil:
 			// A newer set than the one checked, but not one fetched
-			// after this kid was seen: it decides a kid it holds.
+			// after this kid was seen: it decides a kid it holds, and a
+			// kid it holds a key of another algorithm under (a kid names
+			// one key; another algorithm under it is not this key).
 			p2, kid2, alg2, err3 := check(tok, s2.Keys)
-			if errors.Is(err3, ErrUnknownKid) {
+			if errors.Is(err3, ErrUnknownKid) && !s2.Keys.hasKid(kid) {
 				return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
 			}
 			s, p, kid, alg, err = s2, p2, kid2, alg2, err3
