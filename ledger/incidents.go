@@ -22,7 +22,8 @@ type IncidentRecord struct {
 	ClosedAt time.Time `json:"closedAt,omitzero"`
 	ClosedBy string    `json:"closedBy,omitempty"`
 	Note     string    `json:"note,omitempty"`
-	// RetainUntil is set at close: close + the incident period.
+	// RetainUntil is set at close: the row's retain-until from then on
+	// (see CloseIncident).
 	RetainUntil time.Time `json:"retainUntil,omitzero"`
 }
 
@@ -143,9 +144,13 @@ func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error)
 }
 
 // CloseIncident closes an open incident: the row's retain-until becomes the
-// close time plus the incident period (extended only, never shortened), its
-// write-once objects' retention is extended to match and their legal holds
-// are released.
+// latest of the close time plus the incident period and what the row's
+// tools and scopes used would keep it for had it not been an incident
+// (extended only, never shortened), its write-once objects' retention is
+// extended to match and their legal holds are released. What made the row
+// an incident (limits, for one) may come from the writer, who is not
+// trusted: an incident closed early never keeps a row shorter than its
+// actions do.
 func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*IncidentRecord, error) {
 	if err := checkField("note", note, MaxNoteLength); err != nil {
 		return nil, err
@@ -165,6 +170,9 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 			return err
 		}
 		until := l.cfg.Policy.Periods[retention.Incident].After(now)
+		if c := l.receiptRetainUntil(row); c.After(until) {
+			until = c
+		}
 		if row.RetainUntil.After(until) {
 			until = row.RetainUntil
 		}
@@ -202,4 +210,15 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 	l.wakeLog()
 	l.cfg.Logger.InfoContext(ctx, "incident closed", "incident", id, "by", by, "retain_until", out.RetainUntil)
 	return &out, nil
+}
+
+// receiptRetainUntil is the retain-until row r would have by its actions'
+// tools and its scopes used alone (rule 2 aside).
+func (l *Ledger) receiptRetainUntil(r *Row) time.Time {
+	tools := make([]string, len(r.Actions))
+	for i, a := range r.Actions {
+		tools[i] = a.Tool
+	}
+	c, _ := l.cfg.Policy.Classify(tools, r.ScopesUsed)
+	return l.cfg.Policy.RetainUntil(c, r.RetentionStart())
 }

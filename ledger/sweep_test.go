@@ -465,14 +465,15 @@ func TestReleaseOfASweptSnapshotIsNotDropped(t *testing.T) {
 	h.drain(t)
 	closed := t0.AddDate(0, 0, 1)
 	h.set(closed)
-	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "resolved", "admin"); err != nil {
+	closedInc, err := h.l.CloseIncident(ctx, inc.IncidentID, "resolved", "admin")
+	if err != nil {
 		t.Fatal(err)
 	}
 	objects.fail.Store(true)
 	if _, err := h.l.UploadRound(ctx, 512, 4); err == nil {
 		t.Fatal("the round whose snapshot releases fail: no error")
 	}
-	h.set(closed.AddDate(1, 0, 2))
+	h.set(closedInc.RetainUntil.AddDate(0, 0, 2))
 	if res, err := h.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 {
 		t.Fatalf("sweep: %+v, %v; want the incident's row swept", res, err)
 	}

@@ -42,14 +42,17 @@ func (e *env) waitDrained(t *testing.T) {
 	}
 }
 
-// An incident open for two years, then closed: its evidence is under legal
-// hold in S3 while open and cannot be deleted; closing extends retention to
-// the close plus 12 months and releases the hold.
+// An incident on an action two years old, then closed: its evidence is
+// under legal hold in S3 while open and cannot be deleted; closing extends
+// retention to the later of the close plus 12 months and the 18 months its
+// money-moved action keeps it from when it was recorded (here the later),
+// and releases the hold.
 func TestIncidentLifecycleOnS3(t *testing.T) {
 	bucket := s3test.Bucket()
 	e := newEnv(t, jose.ES256, withS3(bucket))
 	at := time.Now().UTC().AddDate(-2, 0, 0).Truncate(time.Second)
 	var inc appendReply
+	recorded := time.Now().UTC()
 	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "I-1", At: at, ScopesUsed: []string{"plan:change"}})), &inc)
 	if inc.Row.Status != "ROW_STATUS_INCIDENT" || inc.Row.IncidentID == "" || inc.Row.RetainUntil != "" {
 		t.Fatalf("incident row: %s %q until %q", inc.Row.Status, inc.Row.IncidentID, inc.Row.RetainUntil)
@@ -122,8 +125,12 @@ func TestIncidentLifecycleOnS3(t *testing.T) {
 		t.Fatalf("close = %d %+v", code, closed)
 	}
 	until, _ := time.Parse(time.RFC3339, closed.Incident.RetainUntil)
-	if d := until.Sub(closedAt.AddDate(1, 0, 0)); d < -time.Minute || d > time.Minute {
-		t.Fatalf("retain until %v, want close + 12 months", until)
+	want := recorded.AddDate(0, 18, 0)
+	if want.Before(closedAt.AddDate(1, 0, 0)) {
+		t.Fatal("test clock arithmetic")
+	}
+	if d := until.Sub(want); d < -time.Minute || d > time.Minute {
+		t.Fatalf("retain until %v, want 18 months from when the row was recorded (%v)", until, want)
 	}
 	if code := e.call(t, "POST", "/v1/incidents/"+inc.Row.IncidentID+":close", "admin", map[string]any{}, nil); code != 400 {
 		t.Fatalf("closing twice = %d", code)
