@@ -73,9 +73,10 @@ const maxReported = 1000
 // Sweep removes every row whose retain-until has passed (by the ledger's
 // clock), with its index entries and evidence, leaving a tombstone, and
 // deletes the write-once objects no remaining row needs. It never removes a
-// row under legal hold, in an open incident or belonging to the same agent
-// platform's day as an open incident, nor one whose evidence has not
-// reached write-once storage yet. With dryRun it only reports.
+// row under legal hold, in an open incident, belonging to the same agent
+// platform's day as an open incident or recorded under the grant of an
+// open incident's row, nor one whose evidence has not reached write-once
+// storage yet. With dryRun it only reports.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	now := l.cfg.Now().UTC()
 	res := &SweepResult{At: now, DryRun: dryRun}
@@ -164,8 +165,8 @@ var sweepHook func()
 
 // keepReasons re-reads each due row in tx and says why it must stay (an
 // empty reason: it goes): swept or changed since, retention extended, an
-// open incident holding its agent platform's day, evidence still in the
-// outbox, or evidence under legal hold.
+// open incident holding its agent platform's day or its grant, evidence
+// still in the outbox, or evidence under legal hold.
 func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 	// The rows before the incidents (in a write transaction, locked where
 	// the store locks what a write reads): a writer that read one of them
@@ -177,7 +178,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 	for i, r := range due {
 		curs[i], errs[i] = tx.Row(r.ID)
 	}
-	held, err := heldDays(tx)
+	held, err := openIncidentHolds(tx)
 	if err != nil {
 		return nil, err
 	}
@@ -200,8 +201,10 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 			loc, err = tx.Object(EvidenceKey(r.ID))
 		}
 		switch {
-		case held[agentDay(r)]:
+		case held.days[agentDay(r)]:
 			why[r.ID] = "an open incident holds the agent platform's rows of that day"
+		case r.GrantID != "" && held.grants[r.GrantID]:
+			why[r.ID] = "an open incident holds the rows of its grant"
 		case errors.Is(err, ErrNotFound):
 			why[r.ID] = "its evidence is still in the outbox"
 		case err != nil:
@@ -265,14 +268,23 @@ func agentDay(r *Row) string {
 	return r.Agent.Platform + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
 }
 
-// heldDays returns the agent-days the open incidents hold.
-func heldDays(tx Tx) (map[string]bool, error) {
-	held := map[string]bool{}
+// incidentHolds is what the open incidents hold beyond their own rows:
+// their agent platform's rows of the day (playbook rule 2), and the rows
+// recorded under their grant, which a countMax incident counted whatever
+// their day.
+type incidentHolds struct {
+	days   map[string]bool // by agentDay
+	grants map[string]bool
+}
+
+// openIncidentHolds returns what the open incidents hold.
+func openIncidentHolds(tx Tx) (incidentHolds, error) {
+	held := incidentHolds{days: map[string]bool{}, grants: map[string]bool{}}
 	token := ""
 	for {
 		incs, next, err := incidentPage(tx, 1000, token)
 		if err != nil {
-			return nil, err
+			return held, err
 		}
 		for _, inc := range incs {
 			if !inc.Open() {
@@ -282,7 +294,10 @@ func heldDays(tx Tx) (map[string]bool, error) {
 			if err != nil {
 				continue
 			}
-			held[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
+			held.days[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
+			if r.GrantID != "" {
+				held.grants[r.GrantID] = true
+			}
 		}
 		if next == "" {
 			return held, nil

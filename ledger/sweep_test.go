@@ -78,10 +78,12 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	mm, _ := appendAt(pacttest.Spec{Target: "M-1", At: real.AddDate(0, -18, 0).Add(margin)})
 	ac, _ := appendAt(pacttest.Spec{Target: "C-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: real.AddDate(0, -12, 0).Add(margin)})
 	// An incident opened on a day two years ago, and an account-change row
-	// of the same platform that day (long past its 12 months).
+	// of the same platform that day (long past its 12 months), both under
+	// another grant than the rows above (an open incident holds its grant's
+	// rows too).
 	incAt := real.AddDate(-2, 0, 0)
-	inc, _ := appendAt(pacttest.Spec{Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})
-	sib, _ := appendAt(pacttest.Spec{Target: "S-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: incAt.Add(time.Minute)})
+	inc, _ := appendAt(pacttest.Spec{GrantID: "a2agrant_INC", Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})
+	sib, _ := appendAt(pacttest.Spec{GrantID: "a2agrant_SIB", Target: "S-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: incAt.Add(time.Minute)})
 	h.set(real)
 	if ro.EvidenceNotKept == "" || mm.EvidenceNotKept != "" {
 		t.Fatal("only the read-only row drops its evidence bundle")
@@ -495,5 +497,51 @@ func TestReleaseOfASweptSnapshotIsNotDropped(t *testing.T) {
 		if _, err := local.Get(ctx, ledger.SnapshotKey(id)); err == nil {
 			t.Errorf("the dropped snapshot %s is still in write-once storage", id)
 		}
+	}
+}
+
+// TestOpenIncidentHoldsTheRowsOfItsGrant: a row under a grant, just before
+// midnight, is what makes the next receipt under it (just after, the next
+// day) exceed countMax 1. While that incident is open the sweep keeps the
+// counted row past its own retention, though it is of another day; once
+// the incident is closed the row goes.
+func TestOpenIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	midnight := time.Date(2026, 10, 8, 0, 0, 0, 0, time.UTC)
+	appendAt := func(at time.Time, target string) *ledger.Row {
+		t.Helper()
+		h.set(at.Add(time.Second))
+		ri := in(h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_MIDNIGHT", Target: target, At: at}))
+		ri.Limits = &ledger.Limits{CountMax: 1}
+		row, _ := h.append(t, ri)
+		return row
+	}
+	counted := appendAt(midnight.Add(-10*time.Second), "A-1")
+	over := appendAt(midnight.Add(10*time.Second), "A-2")
+	if counted.Status != ledger.Authorized || over.Status != ledger.Incident {
+		t.Fatalf("statuses %v, %v; want AUTHORIZED, INCIDENT", counted.Status, over.Status)
+	}
+	h.drain(t)
+	sweep := func(at time.Time) *ledger.SweepResult {
+		t.Helper()
+		h.set(at)
+		res, err := h.l.Sweep(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := sweep(counted.RetainUntil.Add(time.Hour))
+	if why, kept := ids(res.Kept)[counted.ID]; !kept || !strings.Contains(why, "grant") {
+		t.Fatalf("the counted row while the incident is open: kept %v (%q); swept %v", kept, why, ids(res.Swept))
+	}
+	if _, err := h.l.CloseIncident(ctx, over.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	res = sweep(h.clock().Add(time.Hour))
+	if _, swept := ids(res.Swept)[counted.ID]; !swept {
+		t.Fatalf("the counted row after the incident closed: not swept (kept %v)", ids(res.Kept))
 	}
 }
