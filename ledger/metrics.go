@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pactledger_unclassified_tool_rows_total", Help: "Rows with a tool missing from the retention table (given the longest class); see the rows' unclassifiedTools.",
 		}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result: ok, error (retried), dead (moved to the dead letters), moot (an extension or release of a swept snapshot, dropped).",
+			Name: "pactledger_evidence_uploads_total", Help: "Evidence object uploads by result: ok, error (retried), dead (moved to the dead letters), moot (an extension or release of a swept snapshot, or a release of an object an open incident holds, dropped).",
 		}, []string{"result"}),
 		OutboxDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pactledger_outbox_depth", Help: "Evidence objects committed in bbolt and not yet in evidence storage.",

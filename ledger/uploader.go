@@ -358,6 +358,7 @@ type roundRead struct {
 	bodies       map[uint64][]byte
 	doomed       []failure     // found doomed while reading
 	moot         []OutboxEntry // extensions and releases of snapshots dropped since they were queued
+	stillHeld    []OutboxEntry // releases of objects an open incident holds (again)
 	stale        []string      // recorded plans to drop unput
 	pull         []uint64      // queued puts beyond the round that its operations wait on
 	waits        int           // those operations
@@ -480,6 +481,20 @@ nextPlan:
 		if err != nil {
 			return r, err
 		}
+		if e.Op == OpRelease {
+			// A release queued when an incident closed, run after another
+			// incident held the object again (retried from the dead
+			// letters, at the end of the outbox), would undo that hold:
+			// it has nothing to do while an incident holds the object.
+			holds, err := tx.Count(RefHold, e.Key, 0)
+			if err != nil {
+				return r, err
+			}
+			if holds > 0 {
+				r.stillHeld = append(r.stillHeld, e)
+				continue
+			}
+		}
 		r.locs[e.Seq] = loc
 		r.ops = append(r.ops, e)
 	}
@@ -586,7 +601,7 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	plans, puts, ops, locs, bodies, doomed, stale, deadN := r.plans, r.puts, r.ops, r.locs, r.bodies, r.doomed, r.stale, r.deadN
 	l.cfg.Metrics.depth(r.depth)
 	l.cfg.Metrics.deadLetters(deadN)
-	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 && len(r.moot) == 0 {
+	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 && len(r.moot) == 0 && len(r.stillHeld) == 0 {
 		return 0, nil
 	}
 
@@ -731,9 +746,10 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	failed = append(failed, opFailed...)
 
 	succeeded := len(plansOK) + len(finished) // any success shows the store answers
-	// Operations on dropped snapshots leave the outbox with the uploads;
-	// RecordUploads writes no record for them.
-	for _, e := range r.moot {
+	// Operations on dropped snapshots, and releases of objects still
+	// held, leave the outbox with the uploads; RecordUploads writes no
+	// record for them.
+	for _, e := range slices.Concat(r.moot, r.stillHeld) {
 		finished = append(finished, done{e, Location{}})
 	}
 	var deadNow []failure
@@ -804,8 +820,11 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	for _, e := range r.moot {
 		l.cfg.Logger.InfoContext(ctx, "operation dropped: its snapshot was swept and its object's deletion is queued", slog.String("op", e.Op), slog.String("key", e.Key))
 	}
-	l.cfg.Metrics.uploaded("ok", len(finished)-len(r.moot))
-	l.cfg.Metrics.uploaded("moot", len(r.moot))
+	for _, e := range r.stillHeld {
+		l.cfg.Logger.InfoContext(ctx, "release dropped: an open incident holds the object", slog.String("key", e.Key), slog.Uint64("seq", e.Seq))
+	}
+	l.cfg.Metrics.uploaded("ok", len(finished)-len(r.moot)-len(r.stillHeld))
+	l.cfg.Metrics.uploaded("moot", len(r.moot)+len(r.stillHeld))
 	l.cfg.Metrics.uploaded("error", len(failed)-len(deadNow))
 	l.cfg.Metrics.uploaded("dead", moved)
 	l.cfg.Metrics.depth(r.depth - len(finished) - moved)

@@ -1205,3 +1205,106 @@ func TestFailuresRecordedInEntryOrder(t *testing.T) {
 		t.Errorf("dead letters written for entries %v; want both incidents' entries, in seq order", letters)
 	}
 }
+
+// holdRecorder is a real evidence store that records the last legal hold
+// placed or released on each key, and refuses releases of JWKS snapshots
+// while refuse is set.
+type holdRecorder struct {
+	ledger.ObjectStore
+	refuse atomic.Bool
+	mu     sync.Mutex
+	held   map[string]bool
+}
+
+func (h *holdRecorder) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) error {
+	if !on && h.refuse.Load() && strings.HasPrefix(loc.Key, "jwks/") {
+		return errInjected
+	}
+	if err := h.ObjectStore.SetLegalHold(ctx, loc, on); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held[loc.Key] = on
+	return nil
+}
+
+func (h *holdRecorder) isHeld(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[key]
+}
+
+// TestRetriedReleaseKeepsANewerIncidentsHold: incident A's close queues
+// the release of the JWKS snapshots it held; the releases fail until they
+// go to the dead letters. Incident B then holds the same snapshots. When
+// the dead letters are retried, A's release runs after B's hold, and
+// leaves the outbox without releasing what B holds; once B closes, its
+// own release is applied.
+func TestRetriedReleaseKeepsANewerIncidentsHold(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	local, err := localdir.Open(filepath.Join(dir, "evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := &holdRecorder{ObjectStore: local, held: map[string]bool{}}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: dir, objects: objects, now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	incident := func(target string) *ledger.Row {
+		t.Helper()
+		r := h.sc.Mint(pacttest.Spec{Target: target})
+		r.Actions[0].ArgsJSON = `{"order":"` + target + `","refund":"all"}` // not what was signed
+		row, _ := h.append(t, in(r))
+		if row.Status != ledger.Incident {
+			t.Fatalf("row %v, want an incident", row.Status)
+		}
+		return row
+	}
+	a := incident("A-1")
+	h.drain(t)
+	snap := ledger.SnapshotKey(a.Agent.JWKSSnapshot)
+	if !objects.isHeld(snap) {
+		t.Fatalf("%s not held by incident %s", snap, a.IncidentID)
+	}
+	if _, err := h.l.CloseIncident(ctx, a.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	objects.refuse.Store(true)
+	for range 3 {
+		if n, _ := h.l.OutboxDepth(ctx); n == 0 {
+			break
+		}
+		_, _ = h.l.UploadRoundWith(ctx, ledger.UploaderConfig{MaxAttempts: 1})
+	}
+	if dead, err := h.l.DeadLetterCount(ctx); err != nil || dead == 0 {
+		t.Fatalf("%d dead letters, %v; want the refused releases", dead, err)
+	}
+	b := incident("B-1")
+	if ledger.SnapshotKey(b.Agent.JWKSSnapshot) != snap {
+		t.Fatal("incident B names another snapshot")
+	}
+	objects.refuse.Store(false)
+	h.drain(t)
+	if !objects.isHeld(snap) {
+		t.Fatalf("%s not held by incident %s", snap, b.IncidentID)
+	}
+	if _, err := h.l.RetryDeadLetters(ctx, "", true); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	if !objects.isHeld(snap) {
+		t.Fatalf("%s released by incident %s's retried release while incident %s is open", snap, a.IncidentID, b.IncidentID)
+	}
+	if dead, err := h.l.DeadLetterCount(ctx); err != nil || dead != 0 {
+		t.Fatalf("%d dead letters, %v; want none", dead, err)
+	}
+	if _, err := h.l.CloseIncident(ctx, b.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	if objects.isHeld(snap) {
+		t.Fatalf("%s still held after both incidents closed", snap)
+	}
+}
