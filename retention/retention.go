@@ -5,6 +5,7 @@ package retention
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -123,23 +124,56 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// rank orders the receipt classes by how long they keep: a row with actions
-// of several classes takes the longest.
-var rank = map[Class]int{ReadOnly: 1, AccountChanged: 2, MoneyMoved: 3}
+// receiptClasses are the classes a tool or a scope maps to, in the order
+// that breaks a tie between equal periods: money moved, then account
+// changed, then read only.
+var receiptClasses = []Class{MoneyMoved, AccountChanged, ReadOnly}
 
-// Longest is the receipt class an unknown tool takes.
+// periodFrom is the start against which periods are compared (calendar
+// months differ in length): a period of months and one of days that come
+// within a day or two of each other may rank either way.
+var periodFrom = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// keepsLonger reports whether class a keeps a row longer than class b
+// under p; between equal periods, the class earlier in receiptClasses
+// ranks higher, so that with the default periods a row that moved money
+// and changed the account is money moved.
+func (p Policy) keepsLonger(a, b Class) bool {
+	ta, tb := p.Periods[a].After(periodFrom), p.Periods[b].After(periodFrom)
+	if !ta.Equal(tb) {
+		return ta.After(tb)
+	}
+	return slices.Index(receiptClasses, a) < slices.Index(receiptClasses, b)
+}
+
+// Longest is the receipt class that keeps longest under the default
+// policy. Policy.Longest gives it under configured periods.
 const Longest = MoneyMoved
 
+// Longest returns the receipt class (money moved, account changed or read
+// only) whose period under p is the longest: the class an unknown tool or
+// scope takes, and what an open incident's objects are retained for.
+func (p Policy) Longest() Class {
+	c := receiptClasses[0]
+	for _, rc := range receiptClasses[1:] {
+		if p.keepsLonger(rc, c) {
+			c = rc
+		}
+	}
+	return c
+}
+
 // Classify returns the class of a receipt row from its tools and the scopes
-// it used: the longest class among them, read only when there are neither.
-// Tools and scopes not in their tables take Longest and are returned in
-// unknown (scopes prefixed "scope "). Scopes count because a receipt whose
-// action list is empty or incomplete must not be kept shorter than what it
-// was allowed to do.
+// it used: the class among them whose configured period is the longest,
+// read only when there are neither. Tools and scopes not in their tables
+// take p.Longest() and are returned in unknown (scopes prefixed "scope ").
+// Scopes count because a receipt whose action list is empty or incomplete
+// must not be kept shorter than what it was allowed to do.
 func (p Policy) Classify(tools, scopes []string) (c Class, unknown []string) {
 	c = ReadOnly
+	longest := p.Longest()
 	take := func(tc Class) {
-		if rank[tc] > rank[c] {
+		if p.keepsLonger(tc, c) {
 			c = tc
 		}
 	}
@@ -147,7 +181,7 @@ func (p Policy) Classify(tools, scopes []string) (c Class, unknown []string) {
 		tc, ok := p.Tools[t]
 		if !ok {
 			unknown = append(unknown, t)
-			tc = Longest
+			tc = longest
 		}
 		take(tc)
 	}
@@ -155,7 +189,7 @@ func (p Policy) Classify(tools, scopes []string) (c Class, unknown []string) {
 		sc, ok := p.Scopes[s]
 		if !ok {
 			unknown = append(unknown, "scope "+s)
-			sc = Longest
+			sc = longest
 		}
 		take(sc)
 	}
@@ -172,16 +206,19 @@ func (p Policy) RetainUntil(c Class, issuedAt time.Time) time.Time {
 }
 
 // ObjectRetainUntil is the retain-until put on a write-once evidence object
-// of a row: RetainUntil, or for an open incident the longest receipt period,
-// so that nothing an incident needs can expire while it is open.
+// of a row: RetainUntil, or for an open incident the longest receipt period
+// (p.Longest()), so that nothing an incident needs can expire while it is
+// open.
 func (p Policy) ObjectRetainUntil(c Class, issuedAt time.Time) time.Time {
 	if c == Incident {
-		return p.Periods[Longest].After(issuedAt).UTC()
+		return p.Periods[p.Longest()].After(issuedAt).UTC()
 	}
 	return p.RetainUntil(c, issuedAt)
 }
 
-// Validate checks that every class has a positive period.
+// Validate checks that every class has a positive period, that read only
+// keeps no longer than money moved and account changed, and that tools and
+// scopes map to those three classes.
 func (p Policy) Validate() error {
 	for _, c := range []Class{MoneyMoved, AccountChanged, ReadOnly, Refused, Incident} {
 		per, ok := p.Periods[c]
@@ -189,13 +226,21 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("retention: class %s needs a positive period", c)
 		}
 	}
+	// A read-only row keeps less evidence than the others (no receipt,
+	// tokens or args), so a row with a read-only action and another takes
+	// the other class: read only keeping longer would drop evidence.
+	for _, c := range []Class{MoneyMoved, AccountChanged} {
+		if p.keepsLonger(ReadOnly, c) {
+			return fmt.Errorf("retention: read_only (%s) keeps longer than %s (%s); a read-only row keeps less evidence, never for longer", p.Periods[ReadOnly], c, p.Periods[c])
+		}
+	}
 	for tool, c := range p.Tools {
-		if rank[c] == 0 {
+		if !slices.Contains(receiptClasses, c) {
 			return fmt.Errorf("retention: tool %q maps to %s; tools map to money_moved, account_changed or read_only", tool, c)
 		}
 	}
 	for scope, c := range p.Scopes {
-		if rank[c] == 0 {
+		if !slices.Contains(receiptClasses, c) {
 			return fmt.Errorf("retention: scope %q maps to %s; scopes map to money_moved, account_changed or read_only", scope, c)
 		}
 	}

@@ -33,6 +33,82 @@ func TestClassifyTakesTheLongestClass(t *testing.T) {
 	}
 }
 
+// TestClassifyTakesTheLongestConfiguredPeriod: with configured periods a
+// row naming several classes takes the one whose period is the longest,
+// and an unknown tool or scope the longest of all; an open incident's
+// objects are retained for it too.
+func TestClassifyTakesTheLongestConfiguredPeriod(t *testing.T) {
+	with := func(periods map[retention.Class]retention.Period) retention.Policy {
+		p := retention.DefaultPolicy()
+		for c, per := range periods {
+			p.Periods[c] = per
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	accountLonger := with(map[retention.Class]retention.Period{retention.AccountChanged: {Months: 24}})
+	equal := with(map[retention.Class]retention.Period{retention.AccountChanged: {Months: 18}})
+	tests := []struct {
+		name        string
+		p           retention.Policy
+		tools       []string
+		scopes      []string
+		want        retention.Class
+		wantLongest retention.Class
+	}{
+		{"account changed 24 months: address and cancel", accountLonger, []string{"change_address", "cancel_order"}, []string{"account:address", "orders:cancel"}, retention.AccountChanged, retention.AccountChanged},
+		{"account changed 24 months: unknown tool", accountLonger, []string{"wire_transfer"}, nil, retention.AccountChanged, retention.AccountChanged},
+		{"account changed 24 months: unknown scope", accountLonger, []string{"cancel_order"}, []string{"flights:rebook"}, retention.AccountChanged, retention.AccountChanged},
+		{"account changed 24 months: cancel alone", accountLonger, []string{"cancel_order"}, nil, retention.MoneyMoved, retention.AccountChanged},
+		{"equal periods: money moved first", equal, []string{"change_address", "cancel_order"}, nil, retention.MoneyMoved, retention.MoneyMoved},
+		{"equal periods: address alone", equal, []string{"change_address"}, nil, retention.AccountChanged, retention.MoneyMoved},
+	}
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := tc.p.Classify(tc.tools, tc.scopes)
+			if got != tc.want {
+				t.Errorf("class %v, want %v", got, tc.want)
+			}
+			if got := tc.p.Longest(); got != tc.wantLongest {
+				t.Errorf("longest %v, want %v", got, tc.wantLongest)
+			}
+			want := tc.p.RetainUntil(tc.wantLongest, at)
+			if got := tc.p.ObjectRetainUntil(retention.Incident, at); !got.Equal(want) {
+				t.Errorf("an open incident's objects retained until %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestValidateRefusesReadOnlyKeepingLonger: a read-only row keeps no
+// receipt, tokens or args, so read only may not keep longer than a class
+// that keeps them (a row with actions of both takes the other class).
+func TestValidateRefusesReadOnlyKeepingLonger(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		periods map[retention.Class]retention.Period
+		ok      bool
+	}{
+		{"defaults", nil, true},
+		{"read only as long as account changed", map[retention.Class]retention.Period{retention.ReadOnly: {Months: 12}}, true},
+		{"read only longer than account changed", map[retention.Class]retention.Period{retention.ReadOnly: {Days: 400}}, false},
+		{"read only longer than money moved", map[retention.Class]retention.Period{retention.ReadOnly: {Months: 19}, retention.AccountChanged: {Months: 24}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := retention.DefaultPolicy()
+			for c, per := range tc.periods {
+				p.Periods[c] = per
+			}
+			if err := p.Validate(); (err == nil) != tc.ok {
+				t.Errorf("Validate: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
 func TestRetainUntil(t *testing.T) {
 	p := retention.DefaultPolicy()
 	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
