@@ -73,10 +73,11 @@ const maxReported = 1000
 // Sweep removes every row whose retain-until has passed (by the ledger's
 // clock), with its index entries and evidence, leaving a tombstone, and
 // deletes the write-once objects no remaining row needs. It never removes a
-// row under legal hold, in an open incident, belonging to the same agent
-// platform's day as an open incident or recorded under the grant of an
-// open incident's row, nor one whose evidence has not reached write-once
-// storage yet. With dryRun it only reports.
+// row under legal hold, in an open incident, nor one whose evidence has
+// not reached write-once storage yet; nor, while an incident is open and
+// until its close plus the incident period, a row of the same agent
+// platform's day as the incident's row or recorded under its grant
+// (playbook step 5). With dryRun it only reports.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	now := l.cfg.Now().UTC()
 	res := &SweepResult{At: now, DryRun: dryRun}
@@ -92,7 +93,7 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 			if due, next, err = tx.Expired(now, pos, 500); err != nil {
 				return err
 			}
-			keepWhy, err = keepReasons(tx, due, now)
+			keepWhy, err = keepReasons(tx, due, now, l.cfg.Policy.Periods[retention.Incident])
 			return err
 		})
 		if err != nil {
@@ -117,7 +118,7 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 				if err := holdGrants(tx, goes); err != nil {
 					return err
 				}
-				again, err := keepReasons(tx, goes, now)
+				again, err := keepReasons(tx, goes, now, l.cfg.Policy.Periods[retention.Incident])
 				if err != nil {
 					return err
 				}
@@ -165,9 +166,10 @@ var sweepHook func()
 
 // keepReasons re-reads each due row in tx and says why it must stay (an
 // empty reason: it goes): swept or changed since, retention extended, an
-// open incident holding its agent platform's day or its grant, evidence
-// still in the outbox, or evidence under legal hold.
-func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
+// incident holding its agent platform's day or its grant (see
+// incidentHolds; closed incidents hold for period after the close),
+// evidence still in the outbox, or evidence under legal hold.
+func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map[string]string, error) {
 	// The rows before the incidents (in a write transaction, locked where
 	// the store locks what a write reads): a writer that read one of them
 	// (a duplicate naming it) has ended before the incidents are read, and
@@ -178,7 +180,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 	for i, r := range due {
 		curs[i], errs[i] = tx.Row(r.ID)
 	}
-	held, err := openIncidentHolds(tx)
+	held, err := incidentHoldsAt(tx, now, period)
 	if err != nil {
 		return nil, err
 	}
@@ -201,10 +203,10 @@ func keepReasons(tx Tx, due []*Row, now time.Time) (map[string]string, error) {
 			loc, err = tx.Object(EvidenceKey(r.ID))
 		}
 		switch {
-		case held.days[agentDay(r)]:
-			why[r.ID] = "an open incident holds the agent platform's rows of that day"
-		case r.GrantID != "" && held.grants[r.GrantID]:
-			why[r.ID] = "an open incident holds the rows of its grant"
+		case held.days[agentDay(r)].holds():
+			why[r.ID] = held.days[agentDay(r)].why("the agent platform's rows of that day")
+		case r.GrantID != "" && held.grants[r.GrantID].holds():
+			why[r.ID] = held.grants[r.GrantID].why("the rows of its grant")
 		case errors.Is(err, ErrNotFound):
 			why[r.ID] = "its evidence is still in the outbox"
 		case err != nil:
@@ -268,18 +270,48 @@ func agentDay(r *Row) string {
 	return r.Agent.Platform + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
 }
 
-// incidentHolds is what the open incidents hold beyond their own rows:
-// their agent platform's rows of the day (playbook rule 2), and the rows
-// recorded under their grant, which a countMax incident counted whatever
-// their day.
+// incidentHolds is what incidents hold beyond their own rows (playbook
+// step 5: "the platform's other rows that day", until the incident is
+// closed plus the incident period): their agent platform's rows of the
+// day, and the rows recorded under their grant, which a countMax incident
+// counted whatever their day.
 type incidentHolds struct {
-	days   map[string]bool // by agentDay
-	grants map[string]bool
+	days   map[string]holdUntil // by agentDay
+	grants map[string]holdUntil
 }
 
-// openIncidentHolds returns what the open incidents hold.
-func openIncidentHolds(tx Tx) (incidentHolds, error) {
-	held := incidentHolds{days: map[string]bool{}, grants: map[string]bool{}}
+// holdUntil is how long incidents hold a day or a grant: while one of them
+// is open, else until the latest of their closes plus the incident period.
+// The zero value holds nothing.
+type holdUntil struct {
+	open  bool
+	until time.Time
+}
+
+func (h holdUntil) holds() bool { return h.open || !h.until.IsZero() }
+
+// why says why a row h holds stays; what names the rows h holds.
+func (h holdUntil) why(what string) string {
+	if h.open {
+		return "an open incident holds " + what
+	}
+	return "a closed incident holds " + what + " until " + h.until.UTC().Format(time.RFC3339)
+}
+
+// add returns h holding for one more incident: open, or closed and
+// holding until until.
+func (h holdUntil) add(open bool, until time.Time) holdUntil {
+	h.open = h.open || open
+	if until.After(h.until) {
+		h.until = until
+	}
+	return h
+}
+
+// incidentHoldsAt returns what the incidents hold at now: the open ones,
+// and the closed ones whose close plus period has not passed yet.
+func incidentHoldsAt(tx Tx, now time.Time, period retention.Period) (incidentHolds, error) {
+	held := incidentHolds{days: map[string]holdUntil{}, grants: map[string]holdUntil{}}
 	token := ""
 	for {
 		incs, next, err := incidentPage(tx, 1000, token)
@@ -287,16 +319,21 @@ func openIncidentHolds(tx Tx) (incidentHolds, error) {
 			return held, err
 		}
 		for _, inc := range incs {
+			var until time.Time
 			if !inc.Open() {
-				continue
+				if until = period.After(inc.ClosedAt); !until.After(now) {
+					continue
+				}
 			}
+			// The row is kept at least as long as it holds (CloseIncident).
 			r, err := tx.Row(inc.RowID)
 			if err != nil {
 				continue
 			}
-			held.days[inc.Agent+"\x00"+r.IssuedAt.UTC().Format("2006-01-02")] = true
+			day := inc.Agent + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
+			held.days[day] = held.days[day].add(inc.Open(), until)
 			if r.GrantID != "" {
-				held.grants[r.GrantID] = true
+				held.grants[r.GrantID] = held.grants[r.GrantID].add(inc.Open(), until)
 			}
 		}
 		if next == "" {

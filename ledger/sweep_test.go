@@ -180,22 +180,26 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.drain(t)
+	// Its sibling too (playbook step 5: the platform's other rows that
+	// day, until the incident is closed plus 12 months).
 	res = sweep(closedAt.AddDate(0, 11, 0), false)
 	if _, ok := ids(res.Swept)[inc.ID]; ok {
 		t.Fatal("incident row swept before close + 12 months")
 	}
-	// Its sibling is no longer held by the incident and goes; S3 still
-	// retains its object (put with the minimum retention), so the deletion
-	// is refused and stays queued.
-	if _, ok := ids(res.Swept)[sib.ID]; !ok {
-		t.Fatalf("sibling not swept after the incident closed: %+v", res)
+	if why := ids(res.Kept)[sib.ID]; !strings.Contains(why, "closed incident") {
+		t.Fatalf("sibling before close + 12 months: kept for %q, swept %v", why, ids(res.Swept))
+	}
+	// Both go then; S3 still retains their objects (the sibling's put with
+	// the minimum retention, the incident's extended to close + 12 months
+	// by S3's clock), so the deletions are refused and stay queued.
+	res = sweep(closedAt.AddDate(0, 12, 1), false)
+	for _, r := range []*ledger.Row{inc, sib} {
+		if _, ok := ids(res.Swept)[r.ID]; !ok {
+			t.Fatalf("%s row not swept after close + 12 months: %+v", r.Status, res)
+		}
 	}
 	if res.ObjectsPending == 0 {
 		t.Fatal("S3 accepted deleting an object before its retain-until")
-	}
-	res = sweep(closedAt.AddDate(0, 12, 1), false)
-	if _, ok := ids(res.Swept)[inc.ID]; !ok {
-		t.Fatalf("incident row not swept after close + 12 months: %+v", res)
 	}
 	if h.l.Policy().Periods[retention.Incident] != (retention.Period{Months: 12}) {
 		t.Fatal("policy")
@@ -500,12 +504,12 @@ func TestReleaseOfASweptSnapshotIsNotDropped(t *testing.T) {
 	}
 }
 
-// TestOpenIncidentHoldsTheRowsOfItsGrant: a row under a grant, just before
+// TestIncidentHoldsTheRowsOfItsGrant: a row under a grant, just before
 // midnight, is what makes the next receipt under it (just after, the next
-// day) exceed countMax 1. While that incident is open the sweep keeps the
-// counted row past its own retention, though it is of another day; once
-// the incident is closed the row goes.
-func TestOpenIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
+// day) exceed countMax 1. While that incident is open, and until its close
+// plus 12 months, the sweep keeps the counted row past its own retention,
+// though it is of another day; then the row goes.
+func TestIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	midnight := time.Date(2026, 10, 8, 0, 0, 0, 0, time.UTC)
@@ -540,8 +544,13 @@ func TestOpenIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.drain(t)
-	res = sweep(h.clock().Add(time.Hour))
+	until := h.l.Policy().Periods[retention.Incident].After(h.clock())
+	res = sweep(until.Add(-time.Hour))
+	if why, kept := ids(res.Kept)[counted.ID]; !kept || !strings.Contains(why, "closed incident") {
+		t.Fatalf("the counted row before the close plus 12 months: kept %v (%q); swept %v", kept, why, ids(res.Swept))
+	}
+	res = sweep(until.Add(time.Hour))
 	if _, swept := ids(res.Swept)[counted.ID]; !swept {
-		t.Fatalf("the counted row after the incident closed: not swept (kept %v)", ids(res.Kept))
+		t.Fatalf("the counted row after the close plus 12 months: not swept (kept %v)", ids(res.Kept))
 	}
 }

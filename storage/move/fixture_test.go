@@ -118,8 +118,9 @@ func newFixture(t *testing.T) *fixture {
 	if _, o, err := l.AppendReceipt(ctx, input(first)); err != nil || o != ledger.AlreadyRecorded {
 		t.Fatalf("resubmission: %v, %v", o, err)
 	}
-	// Scopes beyond the grant: incident INC-1.
-	f.post(t, l, pacttest.Spec{Target: "X-1", ScopesUsed: []string{"orders:cancel", "orders:refund"}})
+	// Scopes beyond the grant: incident INC-1, on an action of the day
+	// before (a closed incident still holds its day's rows for 12 months).
+	f.post(t, l, pacttest.Spec{Target: "X-1", ScopesUsed: []string{"orders:cancel", "orders:refund"}, At: f.clock().Add(-24 * time.Hour)})
 	if _, err := l.RevokeGrant(ctx, "grant-3", time.Time{}, "customer asked", "support@example.com"); err != nil {
 		t.Fatal(err)
 	}
