@@ -787,7 +787,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 	// It is put, or extended when a row needs more, for a day longer than
 	// that row needs, so the rows of the next day are covered without an
 	// extension each.
-	need := l.cfg.Policy.ObjectRetainUntil(retention.Longest, r.RetentionStart())
+	need := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), r.RetentionStart())
 	if objRetain.After(need) {
 		need = objRetain
 	}

@@ -37,6 +37,8 @@ type harness struct {
 	// wrap, when set, wraps the store the ledger is given.
 	wrap func(ledger.Store) ledger.Store
 	span time.Duration
+	// policy is the ledger's retention policy (zero: the default).
+	policy retention.Policy
 	// logs, when set, receives the ledger's log; otherwise it is dropped.
 	logs *syncbuf.Buffer
 }
@@ -78,7 +80,7 @@ func (h *harness) open(t testing.TB) {
 	if h.logs != nil {
 		logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	}
-	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span})
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy})
 	if err != nil {
 		t.Fatal(err)
 	}

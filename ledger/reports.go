@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-
-	"github.com/pactledger/pactledger/retention"
 )
 
 // ObjectDrill is the object kind of a drill report.
@@ -27,7 +25,7 @@ func NewDrillID(startedAt time.Time) string {
 // retained as long as the longest receipt class. The report is never
 // changed afterwards.
 func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, body []byte) error {
-	retain := l.cfg.Policy.ObjectRetainUntil(retention.Longest, startedAt)
+	retain := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), startedAt)
 	now := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
 		if _, err := tx.Drill(id); err == nil {

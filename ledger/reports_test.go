@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/retention"
 )
 
 // A drill report is served from the row store, where whoever can write
@@ -30,5 +34,29 @@ func TestAnEditedDrillReportIsFound(t *testing.T) {
 	if len(page.Findings) != 1 || page.Findings[0].RowID != "" || !strings.Contains(page.Findings[0].Problem, "drill report "+id) ||
 		!strings.Contains(page.Findings[0].Problem, "differs from its write-once copy") {
 		t.Fatalf("findings after the report was edited: %+v", page.Findings)
+	}
+}
+
+// A drill report is kept as long as the longest receipt class, as the
+// periods are configured: here account changed, 24 months.
+func TestADrillReportKeepsAsLongAsTheLongestConfiguredClass(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)}
+	t.Cleanup(h.sc.Close)
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.AccountChanged] = retention.Period{Months: 24}
+	h.open(t)
+	started := h.clock()
+	id := "drill-20261007T131245.000000000Z-00000002"
+	if err := h.l.SaveDrill(ctx, id, started, []byte(`{"id":"`+id+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	_, loc, err := h.l.Drill(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := started.AddDate(2, 0, 0); loc.RetainUntil.Before(want) {
+		t.Fatalf("the report is kept until %s, before %s", loc.RetainUntil, want)
 	}
 }

@@ -146,10 +146,6 @@ func (p Policy) keepsLonger(a, b Class) bool {
 	return slices.Index(receiptClasses, a) < slices.Index(receiptClasses, b)
 }
 
-// Longest is the receipt class that keeps longest under the default
-// policy. Policy.Longest gives it under configured periods.
-const Longest = MoneyMoved
-
 // Longest returns the receipt class (money moved, account changed or read
 // only) whose period under p is the longest: the class an unknown tool or
 // scope takes, and what an open incident's objects are retained for.
