@@ -69,13 +69,8 @@ func TestAnUnknownKidIsNotDecidedByAnEarlierRefetch(t *testing.T) {
 // the one that started it decides, and the others, which joined it, take
 // its set since it holds their kid.
 func TestReceiptsJoiningARefetchTakeTheKeyItBrought(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	v, reg := newVerifier(t, sc)
+	sc, v, reg := primed(t)
 	ctx := context.Background()
-	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil {
-		t.Fatal(err)
-	}
 	k4 := pacttest.MustKey("brand-k4", jose.ES256)
 	sc.Brand.JWKS.Set(sc.Brand.Key, k4)
 	sc.Brand.Key = k4
@@ -103,13 +98,8 @@ func TestReceiptsJoiningARefetchTakeTheKeyItBrought(t *testing.T) {
 // it: that set is the one kept with the row. When it no longer holds the
 // receipt's key (withdrawn in between), the verdict waits: undecided.
 func TestReceiptAndTokenAreCheckedAgainstOneBrandKeySet(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	v, reg := newVerifier(t, sc)
+	sc, v, reg := primed(t)
 	ctx := context.Background()
-	if _, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil {
-		t.Fatal(err)
-	}
 	k3, k4 := sc.Brand.Key, pacttest.MustKey("brand-k4", jose.ES256)
 	sc.Brand.JWKS.Set(k3, k4)
 	r := sc.Mint(pacttest.Spec{})
@@ -159,4 +149,17 @@ func TestAKidOfAnotherAlgorithmIsDecidedWithinMinRefetch(t *testing.T) {
 	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
 		t.Fatalf("RS256 under the brand's EC kid within MinRefetch = %v, %v; want FAIL", results(res), err)
 	}
+}
+
+// primed returns a scenario and a verifier whose keys have been fetched
+// for one receipt.
+func primed(t *testing.T) (*pacttest.Scenario, *verifier.Verifier, *verifier.Registry) {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	v, reg := newVerifier(t, sc)
+	if _, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg); err != nil {
+		t.Fatal(err)
+	}
+	return sc, v, reg
 }

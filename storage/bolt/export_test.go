@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
@@ -17,14 +15,7 @@ import (
 // an older file (to start this version's ledgerd on it to convert it),
 // which that ledgerd refuses too.
 func TestExportOfANewerLayoutSaysItIsNewer(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l.db")
-	s := openLinked(t, path)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
-	})
+	path := newerLayoutFile(t, nil)
 	ex, err := bolt.OpenExport(path, time.Second)
 	if err == nil {
 		ex.Close()

@@ -296,14 +296,7 @@ func TestLayoutConversionResumes(t *testing.T) {
 // TestNewerLayoutIsRefused: a file marked with a later layout is not
 // opened.
 func TestNewerLayoutIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l.db")
-	s := openLinked(t, path)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
-	})
+	path := newerLayoutFile(t, nil)
 	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 11") {
 		if s != nil {
 			s.Close()
@@ -316,17 +309,7 @@ func TestNewerLayoutIsRefused(t *testing.T) {
 // version wrote writes nothing to it: not this version's buckets (here
 // one a later layout dropped), not a transaction of any kind.
 func TestNewerLayoutFileIsLeftUntouched(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l.db")
-	s := openLinked(t, path)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		if err := tx.DeleteBucket([]byte("ids_pending")); err != nil {
-			return err
-		}
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
-	})
+	path := newerLayoutFile(t, func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("ids_pending")) })
 	lastTx := func() (id int, pending bool) {
 		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
 		if err != nil {
@@ -990,4 +973,24 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newerLayoutFile returns the path of a file this version made, marked
+// with layout 11 (a later version's) after edit, when not nil.
+func newerLayoutFile(t *testing.T, edit func(tx *bbolt.Tx) error) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l.db")
+	s := openLinked(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if edit != nil {
+			if err := edit(tx); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
+	})
+	return path
 }
