@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -87,13 +88,14 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 			due     []*Row
 			next    string
 			keepWhy map[string]string
+			heldTo  map[string]time.Time
 		)
 		err := l.store.View(ctx, func(tx Tx) error {
 			var err error
 			if due, next, err = tx.Expired(now, pos, 500); err != nil {
 				return err
 			}
-			keepWhy, err = keepReasons(tx, due, now, l.cfg.Policy.Periods[retention.Incident])
+			keepWhy, heldTo, err = keepReasons(tx, due, now, l.cfg.Policy.Periods[retention.Incident])
 			return err
 		})
 		if err != nil {
@@ -118,10 +120,11 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 				if err := holdGrants(tx, goes); err != nil {
 					return err
 				}
-				again, err := keepReasons(tx, goes, now, l.cfg.Policy.Periods[retention.Incident])
+				again, againHeld, err := keepReasons(tx, goes, now, l.cfg.Policy.Periods[retention.Incident])
 				if err != nil {
 					return err
 				}
+				maps.Copy(heldTo, againHeld)
 				for _, r := range goes {
 					if why := again[r.ID]; why != "" {
 						keepWhy[r.ID] = why
@@ -139,6 +142,11 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 			}
 			for _, r := range swept {
 				l.cfg.Metrics.swept(r.Class)
+			}
+		}
+		if !dryRun && len(heldTo) > 0 {
+			if err := l.extendHeld(ctx, heldTo); err != nil {
+				return nil, err
 			}
 		}
 		for _, r := range due {
@@ -160,6 +168,51 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	return res, nil
 }
 
+// extendHeld keeps each row an incident holds past its retain-until
+// until the hold's end (heldTo), and its write-once objects with it: its
+// evidence and the JWKS snapshots it names. The ledger would keep the row
+// anyway, but the bucket would stop protecting its objects at the row's
+// own date, and the sweep would read the row again every time; with its
+// retain-until moved, it comes due when the hold ends. Retention is only
+// ever extended.
+func (l *Ledger) extendHeld(ctx context.Context, heldTo map[string]time.Time) error {
+	now := l.cfg.Now()
+	err := l.store.Update(ctx, func(tx Tx) error {
+		for id, until := range heldTo {
+			r, err := tx.Row(id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			case r.RetainUntil.IsZero() || !until.After(r.RetainUntil):
+				continue // an incident's own row, or kept as long already
+			}
+			if err := tx.UpdateRetention(id, until); err != nil {
+				return err
+			}
+			var keys []string
+			if r.EvidenceNotKept == "" {
+				keys = append(keys, EvidenceKey(id))
+			}
+			for _, s := range SnapshotsOf(r) {
+				keys = append(keys, SnapshotKey(s))
+			}
+			for _, key := range keys {
+				if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}, now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sweep: keep the rows incidents hold: %w", err)
+	}
+	l.wake()
+	return nil
+}
+
 // sweepHook, when set (tests), runs between a sweep's decision and its
 // deleting transaction.
 var sweepHook func()
@@ -169,7 +222,11 @@ var sweepHook func()
 // incident holding its agent platform's day or its grant (see
 // incidentHolds; closed incidents hold for period after the close),
 // evidence still in the outbox, or evidence under legal hold.
-func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map[string]string, error) {
+//
+// It also returns, for each row an incident holds, until when the hold
+// lasts: the latest close plus the incident period, or, while an incident
+// is open, at least now plus that period (see extendHeld).
+func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map[string]string, map[string]time.Time, error) {
 	// The rows before the incidents (in a write transaction, locked where
 	// the store locks what a write reads): a writer that read one of them
 	// (a duplicate naming it) has ended before the incidents are read, and
@@ -182,9 +239,10 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 	}
 	held, err := incidentHoldsAt(tx, now, period)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	why := make(map[string]string, len(due))
+	heldTo := map[string]time.Time{}
 	uploaded := map[string]bool{} // snapshot ids whose object is recorded, by what was read
 	for i, r := range due {
 		cur, err := curs[i], errs[i]
@@ -193,7 +251,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 			why[r.ID] = "it is no longer in the ledger"
 			continue
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		case cur.Class != r.Class || cur.RetainUntil.IsZero() || cur.RetainUntil.After(now):
 			why[r.ID] = "its retention changed since the sweep read it"
 			continue
@@ -205,12 +263,14 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 		switch {
 		case held.days[agentDay(r)].holds():
 			why[r.ID] = held.days[agentDay(r)].why("the agent platform's rows of that day")
+			heldTo[r.ID] = held.days[agentDay(r)].end(now, period)
 		case r.GrantID != "" && held.grants[r.GrantID].holds():
 			why[r.ID] = held.grants[r.GrantID].why("the rows of its grant")
+			heldTo[r.ID] = held.grants[r.GrantID].end(now, period)
 		case errors.Is(err, ErrNotFound):
 			why[r.ID] = "its evidence is still in the outbox"
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		case loc.LegalHold:
 			why[r.ID] = "its evidence is under legal hold"
 		default:
@@ -219,14 +279,14 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 			// queued upload could never be done.
 			queued, err := snapshotQueued(tx, r, uploaded)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if queued != "" {
 				why[r.ID] = "a JWKS snapshot it names is still in the outbox (" + SnapshotKey(queued) + ")"
 			}
 		}
 	}
-	return why, nil
+	return why, heldTo, nil
 }
 
 // holdGrants holds the grants of the rows a sweep is about to remove,
@@ -289,6 +349,18 @@ type holdUntil struct {
 }
 
 func (h holdUntil) holds() bool { return h.open || !h.until.IsZero() }
+
+// end is until when h holds as far as is known at now: its latest close
+// plus the incident period, and while an incident is open at least now
+// plus that period (the hold lasts that long past a close yet to come).
+func (h holdUntil) end(now time.Time, period retention.Period) time.Time {
+	if h.open {
+		if soonest := period.After(now); soonest.After(h.until) {
+			return soonest
+		}
+	}
+	return h.until
+}
 
 // why says why a row h holds stays; what names the rows h holds.
 func (h holdUntil) why(what string) string {

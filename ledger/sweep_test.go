@@ -108,15 +108,25 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 		return res
 	}
 	// Day 89 of the read-only row, month 17 of the money-moved row: nothing
-	// goes but the incident's sibling, which the open incident keeps.
-	for _, at := range []time.Time{ro.IssuedAt.AddDate(0, 0, 89), mm.IssuedAt.AddDate(0, 17, 0), ac.IssuedAt.AddDate(0, 11, 0)} {
+	// goes. The incident's sibling, due at the first sweep, is kept by the
+	// open incident, and kept with its evidence object for the incident
+	// period from then: it is not due at the next sweeps.
+	for i, at := range []time.Time{ro.IssuedAt.AddDate(0, 0, 89), mm.IssuedAt.AddDate(0, 17, 0), ac.IssuedAt.AddDate(0, 11, 0)} {
 		res := sweep(at, false)
 		if len(res.Swept) != 0 {
 			t.Fatalf("at %v swept %v", at, ids(res.Swept))
 		}
-		if why := ids(res.Kept)[sib.ID]; why == "" {
+		if why := ids(res.Kept)[sib.ID]; i == 0 && !strings.Contains(why, "open incident") {
 			t.Fatalf("at %v the incident's sibling was not kept: %+v", at, res.Kept)
 		}
+	}
+	h.drain(t)
+	heldUntil := ro.IssuedAt.AddDate(0, 0, 89).AddDate(0, 12, 0)
+	if got, err := h.l.Get(ctx, sib.ID); err != nil || got.RetainUntil.Before(heldUntil) {
+		t.Fatalf("the sibling an open incident keeps: %v until %v, want until %v at least", err, got.RetainUntil, heldUntil)
+	}
+	if until := objectRetainUntil(t, h, bucket, ledger.EvidenceKey(sib.ID)); until.Before(heldUntil) {
+		t.Fatalf("the sibling's evidence object is retained until %v, before %v", until, heldUntil)
 	}
 
 	time.Sleep(time.Until(real.Add(margin + time.Second))) // S3's own clock passes the retain-until
@@ -183,11 +193,10 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	// Its sibling too (playbook step 5: the platform's other rows that
 	// day, until the incident is closed plus 12 months).
 	res = sweep(closedAt.AddDate(0, 11, 0), false)
-	if _, ok := ids(res.Swept)[inc.ID]; ok {
-		t.Fatal("incident row swept before close + 12 months")
-	}
-	if why := ids(res.Kept)[sib.ID]; !strings.Contains(why, "closed incident") {
-		t.Fatalf("sibling before close + 12 months: kept for %q, swept %v", why, ids(res.Swept))
+	for _, r := range []*ledger.Row{inc, sib} {
+		if _, ok := ids(res.Swept)[r.ID]; ok {
+			t.Fatalf("%s row swept before close + 12 months", r.Status)
+		}
 	}
 	// Both go then; S3 still retains their objects (the sibling's put with
 	// the minimum retention, the incident's extended to close + 12 months
@@ -546,11 +555,37 @@ func TestIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
 	h.drain(t)
 	until := h.l.Policy().Periods[retention.Incident].After(h.clock())
 	res = sweep(until.Add(-time.Hour))
-	if why, kept := ids(res.Kept)[counted.ID]; !kept || !strings.Contains(why, "closed incident") {
-		t.Fatalf("the counted row before the close plus 12 months: kept %v (%q); swept %v", kept, why, ids(res.Swept))
+	if _, swept := ids(res.Swept)[counted.ID]; swept {
+		t.Fatal("the counted row was swept before the close plus 12 months")
+	}
+	if got, err := h.l.Get(ctx, counted.ID); err != nil || got.RetainUntil.Before(until) {
+		t.Fatalf("the counted row before the close plus 12 months: %v, until %v; want kept until %v", err, got.RetainUntil, until)
 	}
 	res = sweep(until.Add(time.Hour))
 	if _, swept := ids(res.Swept)[counted.ID]; !swept {
 		t.Fatalf("the counted row after the close plus 12 months: not swept (kept %v)", ids(res.Kept))
 	}
+}
+
+// objectRetainUntil returns the retain-until S3 holds for the version of
+// the object at key's recorded location.
+func objectRetainUntil(t *testing.T, h *harness, bucket, key string) time.Time {
+	t.Helper()
+	var loc ledger.Location
+	if err := h.store.View(context.Background(), func(tx ledger.Tx) error {
+		var err error
+		loc, err = tx.Object(key)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rawS3(t).StatObject(context.Background(), bucket, loc.Key, minio.StatObjectOptions{VersionID: loc.VersionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until, err := time.Parse(time.RFC3339, st.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+	if err != nil {
+		t.Fatalf("retention of %s (%s): %v", loc.Key, loc.VersionID, err)
+	}
+	return until
 }
