@@ -807,8 +807,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
 	// A row whose receipt signature failed is never the original of
 	// another (docs/design/012): a DUPLICATE of one is decided on itself,
-	// below, like any row.
-	if of := row.Verifier.DuplicateOf; of != "" && (f.original == nil || f.original.ReceiptVerified()) {
+	// below, like any row. So is a DUPLICATE of the same receipt whose
+	// own checks all passed, where the earlier post of it was recorded
+	// UNAUTHORIZED: that post's other evidence (a request JWT, a token)
+	// did not verify, and a writer posting the real receipt first with
+	// made-up evidence must not make the real record a replay of it.
+	if of := row.Verifier.DuplicateOf; of != "" && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
 		switch {
 		case f.original == nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
@@ -833,9 +837,11 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		return true, fmt.Sprintf("copy of row %s's receipt under a receipt signature that does not verify: no approval and no second action; decide the dispute on row %s", c.ID, c.ID),
 			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
 	}
-	if row.Status == ledger.Unauthorized {
+	if row.Status == ledger.Unauthorized && !row.ReceiptVerified() {
 		// Rule 1 decides, whatever evidence is missing: a writer that
-		// sends less (no request JWT) does not make the row need a person.
+		// sends less (no request JWT) does not make the row need a
+		// person. A receipt whose signature verified is the Provider's
+		// record of a turn: what is missing beside it needs a person.
 		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	}
@@ -869,6 +875,21 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
 			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. You can withdraw the permission at any time.", agent),
 		}
+}
+
+// betterThanOriginal reports whether row, a DUPLICATE of the same
+// receipt as original, passed every check of its own where original was
+// recorded UNAUTHORIZED.
+func betterThanOriginal(row, original *ledger.Row) bool {
+	if original == nil || original.Status != ledger.Unauthorized || !row.SameReceipt(original) {
+		return false
+	}
+	for _, c := range row.Verifier.Checks {
+		if c.Name != verifier.CheckDuplicate && c.Result == verifier.Fail {
+			return false
+		}
+	}
+	return true
 }
 
 func dedup(s []string) []string {

@@ -172,3 +172,41 @@ func TestAnUnauthorizedRowWithoutARequestJWTIsDecidedByRuleOne(t *testing.T) {
 		t.Errorf("decision: %+v; want rule 1, unauthorized", p)
 	}
 }
+
+// A writer posts the real receipt first with a delegation token it made
+// up and no request JWT: that row is UNAUTHORIZED, and the pipeline's
+// real post of the receipt, with its real evidence, its DUPLICATE. The
+// real post is decided on its own evidence (the customer allowed it), and
+// the writer's row needs a person: its receipt is the Provider's, so rule
+// 1's "no verifiable receipt" is not the answer.
+func TestTheRealReceiptPostedAfterMadeUpEvidenceIsDecidedOnItsOwn(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	junk := *real
+	junk.RequestJWT = ""
+	junk.DelegationToken = "eyJhbGciOiJFUzI1NiJ9.e30.AAAA"
+	j := e.append(t, &junk)
+	g := e.append(t, real)
+	if j.Status != ledger.Unauthorized || g.Status != ledger.Duplicate || g.Verifier.DuplicateOf != j.ID {
+		t.Fatalf("rows: %s %v, %s %v duplicate of %q", j.ID, j.Status, g.ID, g.Status, g.Verifier.DuplicateOf)
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decisions := map[string]drill.Pull{}
+	for _, p := range rep.Pulls {
+		if p.Name == drill.PullDecision {
+			decisions[p.RowID] = p
+		}
+	}
+	if d := decisions[g.ID]; !d.Passed || !strings.Contains(d.Detail, "customer-authorized") {
+		t.Errorf("the real post's decision: %+v", d)
+	}
+	if d := decisions[j.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
+		t.Errorf("the made-up evidence's decision: %+v", d)
+	}
+	if strings.Contains(rep.Reply, "no verifiable approval") {
+		t.Errorf("reply %q: the real receipt and its evidence are in the ledger", rep.Reply)
+	}
+}
