@@ -163,3 +163,62 @@ func primed(t *testing.T) (*pacttest.Scenario, *verifier.Verifier, *verifier.Reg
 	}
 	return sc, v, reg
 }
+
+// PACT: kid SHOULD match a key, so a brand may sign without kids. A brand
+// moving from RS256 to ES256 publishes its EC key; a writer's made-up
+// kid-less ES256 receipt moments before started the latest refetch. A
+// valid receipt under the new key, within MinRefetch of that refetch,
+// must be undecided (retried), never a permanent FAIL.
+func TestAKidlessReceiptUnderANewKeyIsNotDecidedByAnEarlierRefetch(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	old := pacttest.MustKey("", jose.RS256)
+	sc.Brand.JWKS.Set(old)
+	sc.Brand.Key = old
+	v, reg := newVerifier(t, sc)
+	ctx := context.Background()
+	res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+		t.Fatalf("prime: %v %v", results(res), err)
+	}
+	madeUp := sc.Mint(pacttest.Spec{})
+	madeUp.ReceiptJWS = pacttest.MustKey("", jose.ES256).Sign(madeUp.Claims)
+	if res, err := v.Verify(ctx, input(madeUp), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
+		t.Fatalf("made-up kid-less ES256 = %v, %v; want FAIL by its own refetch", results(res), err)
+	}
+	k := pacttest.MustKey("", jose.ES256)
+	sc.Brand.JWKS.Set(old, k)
+	sc.Brand.Key = k
+	r := sc.Mint(pacttest.Spec{})
+	res, err = v.Verify(ctx, input(r), reg)
+	if !errors.Is(err, verifier.ErrUndecided) {
+		var got any
+		if res != nil {
+			got = res.Checks[0]
+		}
+		t.Fatalf("valid receipt under a key published after the latest refetch = %+v, %v; want undecided", got, err)
+	}
+}
+
+// Without kids, a receipt no cached key of its algorithm verifies may be
+// signed by a key the brand published since: it is refetched for, as an
+// unknown kid is, and passes under the new key.
+func TestAKidlessReceiptUnderANewKeyOfTheSameAlgorithmIsRefetchedFor(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	old := pacttest.MustKey("", jose.ES256)
+	sc.Brand.JWKS.Set(old)
+	sc.Brand.Key = old
+	v, reg := newVerifier(t, sc)
+	ctx := context.Background()
+	if res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+		t.Fatalf("prime: %v %v", results(res), err)
+	}
+	k := pacttest.MustKey("", jose.ES256)
+	sc.Brand.JWKS.Set(old, k)
+	sc.Brand.Key = k
+	res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+		t.Fatalf("valid receipt under the brand's published new kid-less key = %+v, %v; want PASS (after a refetch)", res.Checks[0], err)
+	}
+}

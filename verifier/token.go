@@ -357,8 +357,18 @@ func unknownKid(kid string, alg jose.SignatureAlgorithm, ks *KeySet) error {
 // badSignature is verifyCompact's error for a signature no candidate key
 // verifies.
 func badSignature(kid string, alg jose.SignatureAlgorithm) error {
-	return fmt.Errorf("%w: %s signature does not verify with kid %q", ErrSignature, alg, kid)
+	return fmt.Errorf("%w: %s signature does not verify with kid %q%w", ErrSignature, alg, kid, errNoKeyVerifies)
 }
+
+// errNoKeyVerifies marks badSignature's error: a token without a kid
+// that no key of its algorithm verifies may be signed by a key published
+// since the set was fetched, as a token with an unknown kid may
+// (verifySigned).
+var errNoKeyVerifies = noKeyVerifies{}
+
+type noKeyVerifies struct{}
+
+func (noKeyVerifies) Error() string { return "" }
 
 // The ledger's time range: every time a writer supplies must lie in
 // [MinTime, MaxTime). It keeps times and retention arithmetic (years of

@@ -339,7 +339,7 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 		return nil, "", "", s, undecided(err)
 	}
 	p, kid, alg, err := check(tok, s.Keys)
-	if errors.Is(err, ErrUnknownKid) {
+	if keyNotFound(err, kid) {
 		s2, err2 := get(true)
 		switch {
 		case err2 == nil:
@@ -351,7 +351,7 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 			// kid it holds a key of another algorithm under (a kid names
 			// one key; another algorithm under it is not this key).
 			p2, kid2, alg2, err3 := check(tok, s2.Keys)
-			if errors.Is(err3, ErrUnknownKid) && !s2.Keys.hasKid(kid) {
+			if keyNotFound(err3, kid) && (kid == "" || !s2.Keys.hasKid(kid)) {
 				return nil, kid, string(alg), s, fmt.Errorf("%w: kid %q is not in the cached keys and %v", ErrUndecided, kid, err2)
 			}
 			s, p, kid, alg, err = s2, p2, kid2, alg2, err3
@@ -360,6 +360,13 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 		}
 	}
 	return p, kid, string(alg), s, err
+}
+
+// keyNotFound reports whether err, a signature check's, says the set
+// has no key for the token: its kid is unknown, or it names none and no
+// key of its algorithm verifies it. A refetch may bring the key.
+func keyNotFound(err error, kid string) bool {
+	return errors.Is(err, ErrUnknownKid) || (kid == "" && errors.Is(err, errNoKeyVerifies))
 }
 
 // undecided marks a key-source error that leaves a check undecided.
