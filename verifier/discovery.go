@@ -14,12 +14,17 @@ import (
 // issuer (any PA JWT's iss, before its signature is checked) and the
 // jwks_uri its discovery names, are fetched by a fetcher of their own
 // (Fetcher.forCallers): it keeps at most maxCallerDocs documents, runs at
-// most maxCallerFetches fetches at once, and connects only to public
+// most maxCallerFetches fetches at once and maxHostFetches to one host,
+// and connects only to public
 // addresses, so that a caller can neither grow the cache of the keys the
 // ledger verifies with nor make the Provider reach inside its network.
 const (
 	maxCallerDocs    = 1024
-	maxCallerFetches = 8
+	maxCallerFetches = 64
+	// maxHostFetches bounds the fetches at once to one host (host and
+	// port), so that the servers of a few issuers that answer slowly
+	// do not hold every fetch.
+	maxHostFetches = 2
 )
 
 // errNotPublic is the error of an address a caller named that is not a
@@ -33,6 +38,7 @@ func (f *Fetcher) forCallers() *Fetcher {
 	g := NewFetcher(f.cfg)
 	g.maxDocs = maxCallerDocs
 	g.fetches = make(chan struct{}, maxCallerFetches)
+	g.hostFetches = map[string]int{}
 	dialer := &net.Dialer{Timeout: f.cfg.Timeout, Control: publicOnly(f.cfg.AllowInsecureLoopback)}
 	g.client.Transport.(*http.Transport).DialContext = dialer.DialContext
 	return g

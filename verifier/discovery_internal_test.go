@@ -2,13 +2,20 @@ package verifier
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/go-jose/go-jose/v4"
 )
 
 // An open agent's issuer is any PA JWT's iss, named before its signature
@@ -87,5 +94,67 @@ func TestOpenAgentFetchesAreBounded(t *testing.T) {
 	<-g.fetches
 	if _, err := g.Keys(context.Background(), srv.URL+"/other.json"); !errors.Is(err, ErrFetch) || hits.Load() != 1 {
 		t.Fatalf("a fetch within the bound = %v after %d requests, want the endpoint's 404 after one", err, hits.Load())
+	}
+}
+
+// Anyone at the Provider can name an issuer (a PA JWT's iss is read before
+// its signature). Issuers on a server that answers slowly hold at most
+// maxHostFetches fetches; an honest open agent elsewhere is still found.
+func TestSlowIssuersDoNotHoldEveryOpenAgentFetch(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2*maxCallerFetches)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+
+	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwk := jose.JSONWebKey{Key: &priv.PublicKey, KeyID: "pa-1", Algorithm: "ES256", Use: "sig"}
+	var honest *httptest.Server
+	honest = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			json.NewEncoder(w).Encode(map[string]string{"issuer": honest.URL, "jwks_uri": honest.URL + "/jwks"})
+		case "/jwks":
+			json.NewEncoder(w).Encode(map[string]any{"keys": []jose.JSONWebKey{jwk}})
+		}
+	}))
+	defer honest.Close()
+
+	reg, err := NewRegistry(NewFetcher(FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.OpenAgents(true)
+	// More issuers on the slow server than there are fetches: each is
+	// either held there or refused at once.
+	const hostile = maxCallerFetches + 1
+	refused := make(chan struct{}, hostile)
+	for i := range hostile {
+		go func() {
+			if _, err := reg.Agent(context.Background(), fmt.Sprintf("%s/hostile-%d", slow.URL, i), false); err != nil {
+				refused <- struct{}{}
+			}
+		}()
+	}
+	for n := 0; n < hostile; n++ {
+		select {
+		case <-arrived:
+		case <-refused:
+		}
+	}
+	if _, err := reg.Agent(context.Background(), honest.URL, false); err != nil {
+		t.Fatalf("an honest open agent while %d hostile issuers' fetches hang: %v", maxCallerFetches+1, err)
+	}
+	reg.callers.mu.Lock()
+	held := reg.callers.hostFetches[strings.TrimPrefix(slow.URL, "http://")]
+	reg.callers.mu.Unlock()
+	if held > maxHostFetches {
+		t.Fatalf("%d fetches to the slow server at once, want at most %d", held, maxHostFetches)
 	}
 }

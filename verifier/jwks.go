@@ -195,6 +195,10 @@ type Fetcher struct {
 	// set for addresses callers name (forCallers).
 	maxDocs int
 	fetches chan struct{}
+	// hostFetches, when not nil, counts the fetches in flight by URI
+	// host; one over maxHostFetches to a host fails at once. f.mu guards
+	// it.
+	hostFetches map[string]int
 }
 
 type docKind int
@@ -485,6 +489,17 @@ func (f *Fetcher) load(ctx context.Context, k cacheKey) (any, error) {
 // f.mu must be held.
 func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 	fl := &flight{done: make(chan struct{})}
+	host := ""
+	if f.hostFetches != nil {
+		if u, err := url.Parse(e.key.uri); err == nil {
+			host = u.Host
+		}
+		if f.hostFetches[host] >= maxHostFetches {
+			fl.err = fmt.Errorf("%w: %s: %d fetches to %s already running", ErrFetch, e.key.uri, maxHostFetches, host)
+			close(fl.done)
+			return fl
+		}
+	}
 	if f.fetches != nil {
 		select {
 		case f.fetches <- struct{}{}:
@@ -493,6 +508,9 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 			close(fl.done)
 			return fl
 		}
+	}
+	if f.hostFetches != nil {
+		f.hostFetches[host]++
 	}
 	e.flight = fl
 	ctx = context.WithoutCancel(ctx)
@@ -507,6 +525,11 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 		}
 		e.flight = nil
 		fl.doc, fl.err = doc, err
+		if f.hostFetches != nil {
+			if f.hostFetches[host]--; f.hostFetches[host] <= 0 {
+				delete(f.hostFetches, host)
+			}
+		}
 		f.mu.Unlock()
 		if f.fetches != nil {
 			<-f.fetches
