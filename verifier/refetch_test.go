@@ -170,17 +170,8 @@ func primed(t *testing.T) (*pacttest.Scenario, *verifier.Verifier, *verifier.Reg
 // valid receipt under the new key, within MinRefetch of that refetch,
 // must be undecided (retried), never a permanent FAIL.
 func TestAKidlessReceiptUnderANewKeyIsNotDecidedByAnEarlierRefetch(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	old := pacttest.MustKey("", jose.RS256)
-	sc.Brand.JWKS.Set(old)
-	sc.Brand.Key = old
-	v, reg := newVerifier(t, sc)
+	sc, old, v, reg := kidlessBrand(t, jose.RS256)
 	ctx := context.Background()
-	res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg)
-	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
-		t.Fatalf("prime: %v %v", results(res), err)
-	}
 	madeUp := sc.Mint(pacttest.Spec{})
 	madeUp.ReceiptJWS = pacttest.MustKey("", jose.ES256).Sign(madeUp.Claims)
 	if res, err := v.Verify(ctx, input(madeUp), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
@@ -190,7 +181,7 @@ func TestAKidlessReceiptUnderANewKeyIsNotDecidedByAnEarlierRefetch(t *testing.T)
 	sc.Brand.JWKS.Set(old, k)
 	sc.Brand.Key = k
 	r := sc.Mint(pacttest.Spec{})
-	res, err = v.Verify(ctx, input(r), reg)
+	res, err := v.Verify(ctx, input(r), reg)
 	if !errors.Is(err, verifier.ErrUndecided) {
 		var got any
 		if res != nil {
@@ -204,16 +195,8 @@ func TestAKidlessReceiptUnderANewKeyIsNotDecidedByAnEarlierRefetch(t *testing.T)
 // signed by a key the brand published since: it is refetched for, as an
 // unknown kid is, and passes under the new key.
 func TestAKidlessReceiptUnderANewKeyOfTheSameAlgorithmIsRefetchedFor(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	old := pacttest.MustKey("", jose.ES256)
-	sc.Brand.JWKS.Set(old)
-	sc.Brand.Key = old
-	v, reg := newVerifier(t, sc)
+	sc, old, v, reg := kidlessBrand(t, jose.ES256)
 	ctx := context.Background()
-	if res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{})), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
-		t.Fatalf("prime: %v %v", results(res), err)
-	}
 	k := pacttest.MustKey("", jose.ES256)
 	sc.Brand.JWKS.Set(old, k)
 	sc.Brand.Key = k
@@ -221,4 +204,22 @@ func TestAKidlessReceiptUnderANewKeyOfTheSameAlgorithmIsRefetchedFor(t *testing.
 	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
 		t.Fatalf("valid receipt under the brand's published new kid-less key = %+v, %v; want PASS (after a refetch)", res.Checks[0], err)
 	}
+}
+
+// kidlessBrand returns a scenario whose brand signs with a key of alg
+// without a kid, that key, and a verifier that has checked one receipt
+// under it.
+func kidlessBrand(t *testing.T, alg jose.SignatureAlgorithm) (*pacttest.Scenario, *pacttest.Key, *verifier.Verifier, *verifier.Registry) {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	old := pacttest.MustKey("", alg)
+	sc.Brand.JWKS.Set(old)
+	sc.Brand.Key = old
+	v, reg := newVerifier(t, sc)
+	res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+		t.Fatalf("a receipt under the kidless key: %v %v", results(res), err)
+	}
+	return sc, old, v, reg
 }
