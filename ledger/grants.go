@@ -82,7 +82,11 @@ func grantCheck(tx Tx, grant string, ts time.Time) (verifier.Check, error) {
 	return verifier.Check{Name: name, Result: verifier.Pass, Detail: fmt.Sprintf("issued before the revocation at %s", rev.RevokedAt.Format(time.RFC3339))}, nil
 }
 
-// GrantView is what the ledger knows of one grant.
+// GrantView is what the ledger knows of one grant. Its lists hold what
+// the grant's rows' signatures vouch for: the principals, agents and
+// scopes used of rows whose receipt signature passed, and the scopes
+// granted by delegation tokens that passed; Rows and RowCount count
+// every row.
 type GrantView struct {
 	GrantID       string
 	Principals    []string
@@ -167,10 +171,16 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 				if len(v.Rows) < 1000 {
 					v.Rows = append(v.Rows, r)
 				}
-				principals.add(r.Principal)
-				agents.add(r.Agent.Platform)
-				granted.add(r.ScopeGranted...)
-				used.add(r.ScopesUsed...)
+				// Claims count once a signature vouches for them: any
+				// writer's post may name the grant.
+				if r.ReceiptVerified() {
+					principals.add(r.Principal)
+					agents.add(r.Agent.Platform)
+					used.add(r.ScopesUsed...)
+				}
+				if r.Verifier.passed(verifier.CheckDelegationToken) {
+					granted.add(r.ScopeGranted...)
+				}
 			}
 			if next == "" {
 				return nil

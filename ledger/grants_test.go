@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/verifier"
@@ -145,5 +147,28 @@ func TestGrantViewListsDistinctValues(t *testing.T) {
 	want := [][]string{{"acct-48213"}, {"orders:read", "orders:cancel"}, {"orders:read", "orders:cancel"}}
 	if !reflect.DeepEqual(got, want) || g.ListsCut || g.RowCount != 3 {
 		t.Fatalf("grant view lists = %q (cut %v, %d rows); want %q", got, g.ListsCut, g.RowCount, want)
+	}
+}
+
+// A forged receipt naming the grant (its signature does not verify) is
+// one of the grant's rows, but its claims are in none of the lists: they
+// hold what a signature vouches for.
+func TestGrantViewListsOnlyVouchedClaims(t *testing.T) {
+	h := newHarness(t)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "V-1", Granted: "orders:read orders:cancel", ScopesUsed: []string{"orders:cancel"}})))
+	forged := h.sc.Mint(pacttest.Spec{Target: "V-2", User: "acct-99999", Granted: "orders:read refunds:issue", ScopesUsed: []string{"refunds:issue"}})
+	forged.ReceiptJWS = pacttest.MustKey(h.sc.Brand.Key.Kid, jose.ES256).Sign(forged.Claims)
+	forged.DelegationToken = pacttest.MustKey(h.sc.Brand.Key.Kid, jose.ES256).Sign(forged.TokenClaims)
+	if row, _ := h.append(t, in(forged)); row.Status != ledger.Unauthorized {
+		t.Fatalf("the forged receipt: %v", row.Status)
+	}
+	g, err := h.l.Grant(context.Background(), "a2agrant_7Q2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [][]string{g.Principals, g.ScopesGranted, g.ScopesUsed}
+	want := [][]string{{"acct-48213"}, {"orders:read", "orders:cancel"}, {"orders:cancel"}}
+	if !reflect.DeepEqual(got, want) || g.RowCount != 2 {
+		t.Fatalf("grant view lists = %q (%d rows); want %q (2 rows)", got, g.RowCount, want)
 	}
 }
