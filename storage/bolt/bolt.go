@@ -204,6 +204,9 @@ func openLocked(path string, opts bolt.Options) (*bolt.DB, error) {
 		o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			var err error
 			f, err = os.OpenFile(name, flag, perm)
+			if opened := fileOpened.Load(); err == nil && opened != nil {
+				(*opened)(name)
+			}
 			return f, err
 		}
 		db, err := bolt.Open(path, 0o600, &o)
@@ -226,6 +229,10 @@ func openLocked(path string, opts bolt.Options) (*bolt.DB, error) {
 		}
 	}
 }
+
+// fileOpened, when set (tests), is told of each file openLocked opens,
+// before it waits for the file's lock.
+var fileOpened atomic.Pointer[func(path string)]
 
 // namesFile reports whether path names the open file f.
 func namesFile(path string, f *os.File) (bool, error) {

@@ -2,8 +2,6 @@ package bolt_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,20 +72,27 @@ func TestCompactionKeepsTheFileToItself(t *testing.T) {
 					return nil
 				}
 				started = true
-				before := fdsOn(t, path)
+				// The first store is converting the file, holding it
+				// and its lock: the next file opened is the second
+				// opener's.
+				secondOpened := make(chan struct{}, 1)
+				restoreOpened := bolt.SetFileOpened(func(string) {
+					select {
+					case secondOpened <- struct{}{}:
+					default:
+					}
+				})
+				defer restoreOpened()
 				go func() {
 					var o opened
 					o.seen, o.write, o.close, o.err = tc.open(t, path)
 					second <- o
 				}()
 				// The second opener has the file open and waits for its lock.
-				deadline := time.Now().Add(10 * time.Second)
-				for fdsOn(t, path) <= before {
-					if time.Now().After(deadline) {
-						t.Error("the second opener did not open the file")
-						return nil
-					}
-					time.Sleep(time.Millisecond)
+				select {
+				case <-secondOpened:
+				case <-time.After(10 * time.Second):
+					t.Error("the second opener did not open the file")
 				}
 				return nil
 			})
@@ -157,20 +162,4 @@ func TestCompactionKeepsTheFileToItself(t *testing.T) {
 // putDrill writes a drill report of id through s.
 func putDrill(t *testing.T, s *bolt.Store, id string) error {
 	return s.Update(t.Context(), func(tx ledger.Tx) error { return tx.PutDrill(id, []byte(`{"by":"`+id+`"}`)) })
-}
-
-// fdsOn counts this process's open descriptors on path.
-func fdsOn(t *testing.T, path string) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("count the descriptors on %s: %v", path, err)
-	}
-	n := 0
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == path {
-			n++
-		}
-	}
-	return n
 }

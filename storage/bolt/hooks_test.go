@@ -20,6 +20,13 @@ func SetConversionHooks(batch int, after func(pass string) error) (restore func(
 	return func() { convertBatch, afterConvertBatch = oldBatch, oldAfter }
 }
 
+// SetFileOpened makes each open of a bbolt file tell opened its path,
+// before the open waits for the file's lock, until restore.
+func SetFileOpened(opened func(path string)) (restore func()) {
+	fileOpened.Store(&opened)
+	return func() { fileOpened.Store(nil) }
+}
+
 // Layout7Values rewrites the object records, outbox entries and
 // sequenced leaves of the file btx writes as layouts before 8 wrote
 // them: records and entries as JSON, records and leaves compressed
