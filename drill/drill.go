@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -543,6 +544,7 @@ type facts struct {
 	missing     []string    // evidence a person would have to find
 	original    *ledger.Row // the earlier row a DUPLICATE row replays
 	copyOf      *ledger.Row // a row drilled with this one whose signature vouches for the same receipt claims
+	betterPost  *ledger.Row // a later post of this row's receipt whose own checks all passed where this row's did not
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
@@ -632,6 +634,13 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 
 	// 6. decision and reply.
 	t = startTimer()
+	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && (row.Status == ledger.Unauthorized || row.Status == ledger.Incident) {
+		b, err := r.betterPost(ctx, row)
+		if err != nil {
+			f.missing = append(f.missing, "the other posts of this receipt ("+err.Error()+")")
+		}
+		f.betterPost = b
+	}
 	passed, detail, reply := decide(f, r.cfg.Names)
 	add(t.pull(row.ID, PullDecision, passed, "%s", detail))
 	return pulls, reply
@@ -812,6 +821,13 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	// UNAUTHORIZED: that post's other evidence (a request JWT, a token)
 	// did not verify, and a writer posting the real receipt first with
 	// made-up evidence must not make the real record a replay of it.
+	if of := row.Verifier.DuplicateOf; of != "" && f.original != nil && f.original.Status == ledger.Incident && betterThanOriginal(row, f.original) {
+		// The same signed turn, posted first with other evidence a writer
+		// supplies (an action log, limits, a token) that made it an
+		// incident, and again with evidence that passes every check: one
+		// of the two was made up, and the record cannot tell which.
+		return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt as an incident (%s) on other evidence posted with it (action log, limits or token), where this post's evidence passes every check; one of the two was not the application's, and the record cannot tell which", of, f.original.IncidentID), checking
+	}
 	if of := row.Verifier.DuplicateOf; of != "" && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
 		switch {
 		case f.original == nil:
@@ -836,6 +852,10 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		// the row whose signature vouches for them: no action of its own.
 		return true, fmt.Sprintf("copy of row %s's receipt under a receipt signature that does not verify: no approval and no second action; decide the dispute on row %s", c.ID, c.ID),
 			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
+	}
+	if b := f.betterPost; b != nil {
+		// The mirror of the case above, drilled on the first post.
+		return false, fmt.Sprintf("needs a person: row %s posted this same signed receipt again with evidence that passes every check, where this row's (%s) did not; one of the two was not the application's, and the record cannot tell which", b.ID, strings.ToLower(row.Status.String())), checking
 	}
 	if row.Status == ledger.Unauthorized && !row.ReceiptVerified() {
 		// Rule 1 decides, whatever evidence is missing: a writer that
@@ -878,10 +898,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 }
 
 // betterThanOriginal reports whether row, a DUPLICATE of the same
-// receipt as original, passed every check of its own where original was
-// recorded UNAUTHORIZED.
+// receipt as original, passed every check of its own where original,
+// whose receipt signature verified too, was recorded UNAUTHORIZED or
+// INCIDENT.
 func betterThanOriginal(row, original *ledger.Row) bool {
-	if original == nil || original.Status != ledger.Unauthorized || !row.SameReceipt(original) {
+	if original == nil || (original.Status != ledger.Unauthorized && original.Status != ledger.Incident) ||
+		!row.ReceiptVerified() || !original.ReceiptVerified() || !row.SameReceipt(original) {
 		return false
 	}
 	for _, c := range row.Verifier.Checks {
@@ -891,6 +913,39 @@ func betterThanOriginal(row, original *ledger.Row) bool {
 	}
 	return true
 }
+
+// betterPost finds a later post of row's receipt (a DUPLICATE naming
+// row, with the same claims) whose own checks all passed. The posts of
+// one receipt share its signed grant and time, so they are read from the
+// grant's rows at that time, maxScanned of them at most.
+func (r *Runner) betterPost(ctx context.Context, row *ledger.Row) (*ledger.Row, error) {
+	q := ledger.Query{GrantID: row.GrantID, Since: row.IssuedAt, PageSize: 1000}
+	if until := row.IssuedAt.Add(time.Nanosecond); until.Before(maxNanos) {
+		// Past 2262 times share one index key: no upper bound there.
+		q.Until = until
+	}
+	for scanned := 0; ; {
+		found, next, err := r.l.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range found {
+			if o.Verifier.DuplicateOf == row.ID && betterThanOriginal(o, row) {
+				return o, nil
+			}
+		}
+		if scanned += len(found); next == "" {
+			return nil, nil
+		}
+		if scanned >= maxScanned {
+			return nil, fmt.Errorf("more than %d rows under grant %s at %s", maxScanned, row.GrantID, clock(row.IssuedAt))
+		}
+		q.PageToken = next
+	}
+}
+
+// maxNanos is the last time an int64 of nanoseconds since the epoch holds.
+var maxNanos = time.Unix(0, math.MaxInt64)
 
 func dedup(s []string) []string {
 	var out []string
