@@ -55,10 +55,10 @@ const MaxRows = 20
 // a time, newest first, until it has the rows to drill (those that
 // changed something) or has read maxScanned: the action disputed may sit
 // behind many newer look-ups.
-const (
-	lookupPage = 200
-	maxScanned = 10_000
-)
+const lookupPage = 200
+
+// maxScanned is a var only for tests (SetMaxScanned).
+var maxScanned = 10_000
 
 // Request says what to drill: a dispute drill names a target (order id), a
 // row or a principal (target and principal may be combined); a monthly
@@ -354,6 +354,15 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		newest := ""
 		if capped {
 			newest = " newest"
+		}
+		if len(rows) == 0 && lookups > 0 && capped {
+			// The rows after the first maxScanned were not read: the
+			// action disputed may be one of them.
+			rep.Note = fmt.Sprintf("the first %d rows read about %s are read-only turns; any after them were not read", maxScanned, describeQuery(req))
+			failAll(rep, t, fmt.Sprintf("needs a person: the %d newest rows about %s are read-only turns and only the first %d rows were read: any after them, which may hold the action disputed, were not drilled", lookups, describeQuery(req), maxScanned))
+			rep.Reply = compose([]answer{{finding: fmt.Sprintf("We hold more records about %s that this check did not cover.", describeQuery(req)),
+				closing: "A member of our team will go through them and get back to you."}})
+			return
 		}
 		if len(rows) == 0 && lookups > 0 {
 			rep.Note = fmt.Sprintf("nothing to drill: the %d%s rows about %s are read-only turns, which changed nothing", lookups, newest, describeQuery(req))

@@ -1,0 +1,10 @@
+package drill
+
+import "testing"
+
+// SetMaxScanned sets how many rows a dispute drill reads, until t ends.
+func SetMaxScanned(t testing.TB, n int) {
+	old := maxScanned
+	maxScanned = n
+	t.Cleanup(func() { maxScanned = old })
+}
