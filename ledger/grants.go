@@ -85,8 +85,9 @@ func grantCheck(tx Tx, grant string, ts time.Time) (verifier.Check, error) {
 // GrantView is what the ledger knows of one grant. Its lists hold what
 // the grant's rows' signatures vouch for: the principals, agents and
 // scopes used of rows whose receipt signature passed, and the scopes
-// granted by delegation tokens that passed; Rows and RowCount count
-// every row.
+// granted by delegation tokens that passed and are bound to the row's
+// receipt (the bindings check passed: the token's grant_id is the
+// grant's); Rows and RowCount count every row.
 type GrantView struct {
 	GrantID       string
 	Principals    []string
@@ -178,7 +179,10 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 					agents.add(r.Agent.Platform)
 					used.add(r.ScopesUsed...)
 				}
-				if r.Verifier.passed(verifier.CheckDelegationToken) {
+				// A token vouches for its own grant: one whose grant_id
+				// is not the receipt's (bindings failed) may be another
+				// grant's, posted with a receipt naming this one.
+				if r.Verifier.passed(verifier.CheckDelegationToken) && r.Verifier.passed(verifier.CheckBindings) {
 					granted.add(r.ScopeGranted...)
 				}
 			}

@@ -172,3 +172,32 @@ func TestGrantViewListsOnlyVouchedClaims(t *testing.T) {
 		t.Fatalf("grant view lists = %q (%d rows); want %q (2 rows)", got, g.RowCount, want)
 	}
 }
+
+// A real delegation token of another grant, posted with a receipt naming
+// this grant (a forged one, or the grant's real receipt posted first), is
+// a token whose signature passes, but it vouches for its own grant: the
+// scopes it grants are not this grant's.
+func TestGrantViewTakesNoScopesFromAnotherGrantsToken(t *testing.T) {
+	h := newHarness(t)
+	mine := h.sc.Mint(pacttest.Spec{Target: "V-1", Granted: "orders:read orders:cancel", ScopesUsed: []string{"orders:cancel"}})
+	other := h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_OTHER", User: "acct-7", Target: "W-1", Granted: "orders:read refunds:issue", ScopesUsed: []string{"refunds:issue"}})
+
+	forged := h.sc.Mint(pacttest.Spec{Target: "V-2", ScopesUsed: []string{"refunds:issue"}})
+	forged.ReceiptJWS = pacttest.MustKey(h.sc.Brand.Key.Kid, jose.ES256).Sign(forged.Claims)
+	forged.DelegationToken = other.DelegationToken
+	early := *mine
+	early.DelegationToken = other.DelegationToken
+	for _, r := range []*pacttest.Receipt{forged, &early} {
+		if row, _ := h.append(t, in(r)); row.Status != ledger.Unauthorized {
+			t.Fatalf("a receipt posted with another grant's token: %v", row.Status)
+		}
+	}
+	h.append(t, in(mine))
+	g, err := h.l.Grant(context.Background(), "a2agrant_7Q2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"orders:read", "orders:cancel"}; !reflect.DeepEqual(g.ScopesGranted, want) || g.RowCount != 3 {
+		t.Fatalf("scopes granted = %q (%d rows); want %q (3 rows): refunds:issue is another grant's", g.ScopesGranted, g.RowCount, want)
+	}
+}
