@@ -554,6 +554,7 @@ type facts struct {
 	original    *ledger.Row // the earlier row a DUPLICATE row replays
 	copyOf      *ledger.Row // a row drilled with this one whose signature vouches for the same receipt claims
 	betterPost  *ledger.Row // a later post of this row's receipt whose own checks all passed where this row's did not
+	leafDiff    string      // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
@@ -643,6 +644,13 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 
 	// 6. decision and reply.
 	t = startTimer()
+	if idx, diff, err := r.l.RowLeafDiff(ctx, row.ID); err == nil && diff != "" {
+		// The row was rewritten in the row store after the log took it:
+		// nothing it says now can be decided on.
+		f.leafDiff = fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
+		pulls[0].Passed = false
+		pulls[0].Detail += "; " + f.leafDiff
+	}
 	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && (row.Status == ledger.Unauthorized || row.Status == ledger.Incident) {
 		b, err := r.betterPost(ctx, row)
 		if err != nil {
@@ -810,6 +818,14 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		add(t.pull(row.ID, PullReverify, true, "the stored refusal record gives the write-time result (%s)", row.Status))
 	}
 	t = startTimer()
+	if idx, diff, err := r.l.RowLeafDiff(ctx, row.ID); err == nil && diff != "" {
+		d := fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
+		pulls[0].Passed = false
+		pulls[0].Detail += "; " + d
+		add(t.pull(row.ID, PullDecision, false, "needs a person: %s", d))
+		return pulls, answer{finding: fmt.Sprintf("We are checking the record of %s.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
+			closing: "A member of our team will get back to you."}
+	}
 	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))
 	return pulls, answer{
 		finding: fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was recorded as refused (%s).", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt), refusalReason(row)),
@@ -823,6 +839,9 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	row := f.row
 	what := names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
 	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
+	if f.leafDiff != "" {
+		return false, "needs a person: " + f.leafDiff, checking
+	}
 	// A row whose receipt signature failed is never the original of
 	// another (docs/design/012): a DUPLICATE of one is decided on itself,
 	// below, like any row. So is a DUPLICATE of the same receipt whose

@@ -574,3 +574,66 @@ func (l *Ledger) RestoreEvidence(ctx context.Context, id string) (bool, *Row, er
 	}
 	return changed, row, nil
 }
+
+// RowLeafDiff compares row id, as the row store holds it now (with its
+// stored evidence), with the row's leaf in the Merkle log: it returns the
+// leaf's index and the values that differ, "" when they agree. A row
+// rewritten after its leaf was logged (its status, class, duplicate, grant
+// or evidence) differs. It returns ErrNoLog without a log and ErrNotLogged
+// for a row not yet in a signed checkpoint.
+func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, error) {
+	if l.log == nil {
+		return 0, "", ErrNoLog
+	}
+	if err := checkID(id); err != nil {
+		return 0, "", err
+	}
+	var (
+		r    *Row
+		idx  int64
+		data []byte
+	)
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if r, err = row(tx, id); err != nil {
+			return err
+		}
+		idx, err = tx.LeafIndex(id)
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrNotLogged, id)
+		}
+		if err != nil {
+			return err
+		}
+		size, _, err := tx.LogHead()
+		if err != nil {
+			return err
+		}
+		if idx >= size {
+			return fmt.Errorf("%w: %s", ErrNotLogged, id)
+		}
+		lr, err := l.logReader(ctx, tx)
+		if err != nil {
+			return err
+		}
+		_, data, err = lr.Leaf(idx)
+		return err
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	var ev *Evidence
+	var skip []string
+	if r.EvidenceNotKept == "" {
+		v, err := l.Evidence(ctx, id)
+		if err != nil {
+			return idx, "", err
+		}
+		ev = &v.Evidence
+	} else {
+		// Not kept (read-only class): the token hashes cannot be
+		// recomputed from the row store.
+		skip = []string{"receipt", "request", "token"}
+	}
+	return idx, leafDiff(data, rowLeaf(r, ev), skip), nil
+}

@@ -1,0 +1,108 @@
+package drill_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// An operator holds the row store's file and the log's key, not the
+// write-once store. It rewrites the status of a row the log already
+// holds, AUTHORIZED to UNAUTHORIZED, and leaves its checks and evidence
+// alone. The drill must not tell the customer there is no verifiable
+// approval on the strength of the rewritten status, while the proof file
+// it attaches holds a leaf that says the row was authorized.
+func TestARowRewrittenAfterItsLeafIsNotBelieved(t *testing.T) {
+	ctx := context.Background()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir := t.TempDir()
+	signer, _, err := pacttest.LogKey("drill.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*ledger.Ledger, *bolt.Store) {
+		store, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects, err := localdir.Open(filepath.Join(dir, "ev"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+		l, err := ledger.New(store, objects, v, sc.Static(time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+			t.Fatal(err)
+		}
+		return l, store
+	}
+	l, store := open()
+	var rows []*ledger.Row
+	for _, target := range []string{"A-5531", "A-5532"} {
+		r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: target})
+		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+		if err != nil || row.Status != ledger.Authorized {
+			t.Fatalf("append: %v %v", err, row)
+		}
+		rows = append(rows, row)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first row's status, the second row's kind: a refusal.
+	if err := db.Update(tamper.EditRow(rows[0].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized })); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(tamper.EditRow(rows[1].ID, func(r *ledger.Row) {
+		r.Kind, r.Status, r.Refusal = ledger.KindRefusal, ledger.Unauthorized, &ledger.Refusal{ClaimedPrincipal: r.Principal, Reason: "no delegation token"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, store = open()
+	t.Cleanup(func() { store.Close() })
+
+	for i, want := range []string{`status is "unauthorized" in the row store, "authorized" in the leaf`, `kind is "refusal" in the row store, "receipt" in the leaf`} {
+		row := rows[i]
+		rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: row.Targets()[0], Principal: "acct-48213"}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := decisions(rep)[row.ID]; p.Passed || !strings.Contains(p.Detail, "needs a person") {
+			t.Errorf("decision on %s: %+v; want needs a person", row.Targets()[0], p)
+		}
+		if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, want) {
+			t.Errorf("receipt_row of %s: %+v; want %s", row.Targets()[0], p, want)
+		}
+		if strings.Contains(rep.Reply, "no verifiable approval") {
+			t.Errorf("reply on %s %q: the log holds the row as authorized", row.Targets()[0], rep.Reply)
+		}
+	}
+}
