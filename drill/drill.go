@@ -7,6 +7,7 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -219,19 +220,58 @@ func (r *Runner) Get(ctx context.Context, id string) (*Report, ledger.Location, 
 
 // List returns stored reports, newest first.
 func (r *Runner) List(ctx context.Context, pageSize int, pageToken string) ([]*Report, string, error) {
-	bodies, next, err := r.l.Drills(ctx, pageSize, pageToken)
+	return r.ListWithin(ctx, pageSize, pageToken, 0, nil)
+}
+
+// ListWithin is List with a page that also ends before the report that
+// would take the sizes of its reports, as size measures them, past budget:
+// the page holds at least one report, and its token continues after its
+// last report. A budget of 0 bounds nothing.
+func (r *Runner) ListWithin(ctx context.Context, pageSize int, pageToken string, budget int, size func(*Report) int) ([]*Report, string, error) {
+	// The reports size measured, each with the body it was decoded from:
+	// the page's reports are the first of them, decoded once.
+	type measured struct {
+		body []byte
+		rep  *Report
+	}
+	var seen []measured
+	var sizeOf func([]byte) int
+	if budget > 0 {
+		sizeOf = func(b []byte) int {
+			rep, err := decodeReport(b)
+			seen = append(seen, measured{b, rep})
+			if err != nil {
+				return len(b) // its error is returned below
+			}
+			return size(rep)
+		}
+	}
+	bodies, next, err := r.l.DrillsWithin(ctx, pageSize, pageToken, budget, sizeOf)
 	if err != nil {
 		return nil, "", err
 	}
 	out := make([]*Report, 0, len(bodies))
-	for _, b := range bodies {
-		var rep Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return nil, "", fmt.Errorf("decode drill: %w", err)
+	for i, b := range bodies {
+		var rep *Report
+		if i < len(seen) && bytes.Equal(seen[i].body, b) {
+			rep = seen[i].rep
 		}
-		out = append(out, &rep)
+		if rep == nil {
+			if rep, err = decodeReport(b); err != nil {
+				return nil, "", err
+			}
+		}
+		out = append(out, rep)
 	}
 	return out, next, nil
+}
+
+func decodeReport(body []byte) (*Report, error) {
+	var rep Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return nil, fmt.Errorf("decode drill: %w", err)
+	}
+	return &rep, nil
 }
 
 // attachLog adds the log's checkpoint and each drilled row's inclusion

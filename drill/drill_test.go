@@ -321,3 +321,44 @@ func TestDrillDecisionsForReplaysAndRefusals(t *testing.T) {
 		t.Fatalf("refusal drill %d/%d, reply %q: %+v", rep.ChecksPassed, rep.ChecksTotal, rep.Reply, rep.Pulls)
 	}
 }
+
+// ListWithin pages reports by the size the caller measures, each report
+// measured as List decodes it: pages of what fits, one report at least,
+// together every report once in List's order.
+func TestListWithinPagesBySize(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531"}))
+	for range 3 {
+		if _, err := e.r.Run(ctx, drill.Request{Target: "A-5531"}, "lead"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, _, err := e.r.List(ctx, 0, "")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("List: %d reports, %v", len(all), err)
+	}
+	var got []*drill.Report
+	pages := 0
+	for token := ""; ; pages++ {
+		page, next, err := e.r.ListWithin(ctx, 0, token, 1, func(r *drill.Report) int { return len(r.Pulls) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) != 1 {
+			t.Fatalf("page %d holds %d reports, want the one that passes the budget alone", pages, len(page))
+		}
+		got = append(got, page...)
+		if token = next; token == "" {
+			break
+		}
+	}
+	if len(got) != len(all) {
+		t.Fatalf("%d reports in pages, List has %d", len(got), len(all))
+	}
+	for i := range all {
+		if got[i].ID != all[i].ID || len(got[i].Pulls) != 6 {
+			t.Errorf("report %d: %s with %d pulls, List's is %s", i, got[i].ID, len(got[i].Pulls), all[i].ID)
+		}
+	}
+}

@@ -90,16 +90,16 @@ func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(
 	return rows, next, err
 }
 
-// fitting returns how many of rows, from the first, fit within budget as
+// fitting returns how many of items, from the first, fit within budget as
 // size measures them: at least one.
-func fitting(rows []*Row, budget int, size func(*Row) int) int {
+func fitting[T any](items []T, budget int, size func(T) int) int {
 	total := 0
-	for i, r := range rows {
-		if total += size(r); total > budget && i > 0 {
+	for i, it := range items {
+		if total += size(it); total > budget && i > 0 {
 			return i
 		}
 	}
-	return len(rows)
+	return len(items)
 }
 
 // EvidenceView is a row's stored evidence and where its objects are held.

@@ -66,6 +66,14 @@ func (l *Ledger) Drill(ctx context.Context, id string) ([]byte, Location, error)
 
 // Drills returns stored drill reports, newest first.
 func (l *Ledger) Drills(ctx context.Context, pageSize int, pageToken string) ([][]byte, string, error) {
+	return l.DrillsWithin(ctx, pageSize, pageToken, 0, nil)
+}
+
+// DrillsWithin is Drills with a page that also ends before the report that
+// would take the sizes of its reports, as size measures them, past budget:
+// the page holds at least one report, and its token continues after its
+// last report. A budget of 0 bounds nothing.
+func (l *Ledger) DrillsWithin(ctx context.Context, pageSize int, pageToken string, budget int, size func([]byte) int) ([][]byte, string, error) {
 	switch {
 	case pageSize < 0 || pageSize > 1000:
 		return nil, "", invalid("pageSize must be between 1 and 1000")
@@ -76,7 +84,16 @@ func (l *Ledger) Drills(ctx context.Context, pageSize int, pageToken string) ([]
 	var next string
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
-		out, next, err = tx.Drills(pageSize, pageToken)
+		if out, next, err = tx.Drills(pageSize, pageToken); err != nil || budget <= 0 {
+			return err
+		}
+		n := fitting(out, budget, size)
+		if n == len(out) {
+			return nil
+		}
+		// The same page in the same transaction, n reports long: the
+		// same first n reports, and the token that follows the last.
+		out, next, err = tx.Drills(n, pageToken)
 		return err
 	})
 	return out, next, err

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,51 @@ func TestADrillReportKeepsAsLongAsTheLongestConfiguredClass(t *testing.T) {
 	}
 	if want := started.AddDate(2, 0, 0); loc.RetainUntil.Before(want) {
 		t.Fatalf("the report is kept until %s, before %s", loc.RetainUntil, want)
+	}
+}
+
+// A page of drill reports bounded by size ends before the report that
+// would pass the budget (holding one report at least), and its token lists
+// the rest: together the pages hold every report once, in Drills' order.
+func TestDrillsWithinPagesBySize(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	started := time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)
+	for i := range 5 {
+		id := fmt.Sprintf("drill-20261007T1312%02d.000000000Z-0000000%d", i, i)
+		if err := h.l.SaveDrill(ctx, id, started, []byte(`{"id":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, _, err := h.l.Drills(ctx, 0, "")
+	if err != nil || len(all) != 5 {
+		t.Fatalf("Drills: %d reports, %v", len(all), err)
+	}
+	ten := func([]byte) int { return 10 }
+	for _, c := range []struct {
+		budget, pageSize int
+		sizes            []int
+	}{{25, 0, []int{2, 2, 1}}, {5, 0, []int{1, 1, 1, 1, 1}}, {50, 0, []int{5}}, {35, 2, []int{2, 2, 1}}} {
+		var sizes []int
+		var got [][]byte
+		for token := ""; ; {
+			page, next, err := h.l.DrillsWithin(ctx, c.pageSize, token, c.budget, ten)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(page))
+			got = append(got, page...)
+			if token = next; next == "" {
+				break
+			}
+		}
+		if fmt.Sprint(sizes) != fmt.Sprint(c.sizes) || len(got) != len(all) {
+			t.Fatalf("budget %d, page size %d: pages of %v reports; want %v", c.budget, c.pageSize, sizes, c.sizes)
+		}
+		for i := range all {
+			if string(got[i]) != string(all[i]) {
+				t.Fatalf("budget %d: report %d is %s, Drills' is %s", c.budget, i, got[i], all[i])
+			}
+		}
 	}
 }
