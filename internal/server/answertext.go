@@ -22,19 +22,28 @@ func answerText(s string) string {
 // failed, and a receipt within the write limits can fail on enough actions
 // or scopes to make it tens of KB: a page of such rows would not fit an
 // answer. The row keeps the detail whole; the receipt and the logged
-// actions it was computed from are in the row's evidence.
+// actions it was computed from are in the row's evidence. A drill pull's
+// detail, which quotes the same, is bounded alike.
 const maxDetailBytes = 2048
 
 // detailText is a check's detail as answers carry it: answerText, cut
 // between characters at maxDetailBytes, saying how much was left out.
 func detailText(s string) string {
+	s, _ = cutText(s, maxDetailBytes)
+	return s
+}
+
+// cutText is s as answers carry it (answerText), cut between characters
+// at max bytes when longer, ending "… (N bytes more)"; cut says whether it
+// was.
+func cutText(s string, max int) (out string, cut bool) {
 	s = answerText(s)
-	if len(s) <= maxDetailBytes {
-		return s
+	if len(s) <= max {
+		return s, false
 	}
-	n := maxDetailBytes
+	n := max
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "… (" + strconv.Itoa(len(s)-n) + " bytes more)"
+	return s[:n] + "… (" + strconv.Itoa(len(s)-n) + " bytes more)", true
 }

@@ -10,11 +10,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -90,5 +93,46 @@ func TestCheckDetailIsBounded(t *testing.T) {
 	}
 	if d := got[1].GetDetail(); d != "short" {
 		t.Errorf("short detail answered as %q", d)
+	}
+}
+
+// A drill report with every detail as long as a writer's posts can make
+// it, the most rows a drill covers and a proof for each, answers within
+// 2 MiB and says its details were cut; a report of short details is
+// answered as it is.
+func TestDrillAnswerIsBounded(t *testing.T) {
+	long := strings.Repeat("x", 100<<10)
+	hashes := make([]tlog.Hash, 40) // a log of a trillion leaves
+	cp := []byte(strings.Repeat("c", 1024))
+	rep := &drill.Report{ID: "drill-1", Kind: drill.Monthly, Reply: long, Note: long}
+	for i := range 100 {
+		id := fmt.Sprintf("%064x", i)
+		rep.Rows = append(rep.Rows, id)
+		for _, name := range drill.Pulls {
+			rep.Pulls = append(rep.Pulls, drill.Pull{RowID: id, Name: name, Detail: long})
+		}
+		rep.Proofs = append(rep.Proofs, drill.RowProof{RowID: id, Bundle: proof.NewBundle(id, int64(i), []byte(strings.Repeat("l", 1024)), hashes, cp)})
+	}
+	for i := range drill.MaxRows {
+		rep.Listed = append(rep.Listed, drill.Listed{RowID: fmt.Sprintf("%064x", 1000+i), Detail: long})
+	}
+	p := drillProto(rep, ledger.Location{Key: ledger.DrillKey(rep.ID)})
+	if n := proto.Size(p); n > 2<<20 || !p.GetDetailsTruncated() {
+		t.Errorf("the longest report answers in %d bytes (truncated %v); want at most 2 MiB, truncated", n, p.GetDetailsTruncated())
+	}
+	if r := p.GetReply(); len(r) > maxReplyBytes+32 || !strings.HasSuffix(r, fmt.Sprintf("… (%d bytes more)", len(long)-maxReplyBytes)) {
+		t.Errorf("reply answered as %d bytes: …%q", len(r), r[len(r)-40:])
+	}
+	for _, d := range []string{p.GetNote(), p.GetPulls()[0].GetDetail(), p.GetListed()[0].GetDetail()} {
+		if len(d) > maxDetailBytes+32 || !strings.HasSuffix(d, " bytes more)") {
+			t.Errorf("a detail answered as %d bytes: …%q", len(d), d[len(d)-40:])
+		}
+	}
+
+	short := &drill.Report{ID: "drill-2", Reply: "We are checking.", Note: "1 row drilled", Pulls: []drill.Pull{{Name: drill.PullDecision, Detail: "needs a person"}},
+		Proofs: []drill.RowProof{{RowID: "r", Detail: "not yet in a signed checkpoint"}}}
+	if p := drillProto(short, ledger.Location{}); p.GetDetailsTruncated() || p.GetReply() != short.Reply || p.GetNote() != short.Note ||
+		p.GetPulls()[0].GetDetail() != "needs a person" || p.GetProofs()[0].GetDetail() != "not yet in a signed checkpoint" {
+		t.Errorf("a short report answered as %v", p)
 	}
 }

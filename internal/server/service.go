@@ -477,7 +477,24 @@ func (s *service) ListDrills(ctx context.Context, req *ledgerv1.ListDrillsReques
 	return out, nil
 }
 
+// maxReplyBytes bounds a drill report's reply in an answer. A dispute
+// drill's reply names each drilled row's action, its tools and targets
+// taken from the receipt's claims: twenty rows of a writer's receipts with
+// the longest claims make it hundreds of KB.
+const maxReplyBytes = 64 << 10
+
+// drillProto is a report as answers carry it: each detail and the note cut
+// at maxDetailBytes and the reply at maxReplyBytes, saying so. With at
+// most 100 rows of six pulls, a report answers in under 2 MiB, whatever
+// rows writers posted; the stored report and its write-once object keep
+// every detail whole.
 func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
+	cut := false
+	text := func(s string, max int) string {
+		s, c := cutText(s, max)
+		cut = cut || c
+		return s
+	}
 	p := &ledgerv1.DrillReport{
 		Id:           r.ID,
 		Kind:         ledgerv1.DrillKind_DRILL_KIND_DISPUTE,
@@ -486,7 +503,7 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 		Rows:         r.Rows,
 		ChecksPassed: int32(r.ChecksPassed),
 		ChecksTotal:  int32(r.ChecksTotal),
-		Reply:        answerText(r.Reply),
+		Reply:        text(r.Reply, maxReplyBytes),
 		RunBy:        r.RunBy,
 		Request:      &ledgerv1.RunDrillRequest{Target: r.Request.Target, RowId: r.Request.RowID, Principal: r.Request.Principal},
 	}
@@ -495,16 +512,20 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 		p.Request.Monthly = &ledgerv1.MonthlyDrill{Sample: int32(r.Request.Sample)}
 	}
 	for _, pl := range r.Pulls {
-		p.Pulls = append(p.Pulls, &ledgerv1.DrillPull{RowId: pl.RowID, Name: pl.Name, Passed: pl.Passed, ElapsedMs: pl.ElapsedMs, Detail: answerText(pl.Detail)})
+		p.Pulls = append(p.Pulls, &ledgerv1.DrillPull{RowId: pl.RowID, Name: pl.Name, Passed: pl.Passed, ElapsedMs: pl.ElapsedMs, Detail: text(pl.Detail, maxDetailBytes)})
 	}
 	if loc.Key != "" {
 		p.Object = objectProto(ledger.ObjectDrill, loc)
 	}
-	p.Note = r.Note
+	p.Note = text(r.Note, maxDetailBytes)
 	for _, l := range r.Listed {
-		p.Listed = append(p.Listed, &ledgerv1.DrillListedRow{RowId: l.RowID, Detail: answerText(l.Detail)})
+		p.Listed = append(p.Listed, &ledgerv1.DrillListedRow{RowId: l.RowID, Detail: text(l.Detail, maxDetailBytes)})
 	}
 	drillLogProto(r, p)
+	for _, pr := range p.Proofs {
+		pr.Detail = text(pr.Detail, maxDetailBytes)
+	}
+	p.DetailsTruncated = cut
 	return p
 }
 

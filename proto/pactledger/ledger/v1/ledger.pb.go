@@ -3248,9 +3248,15 @@ type DrillReport struct {
 	// drill", or a monthly sample larger than the eligible rows.
 	Note string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
 	// Rows found but not scored (read-only turns, which changed nothing).
-	Listed        []*DrillListedRow `protobuf:"bytes,16,rep,name=listed,proto3" json:"listed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Listed []*DrillListedRow `protobuf:"bytes,16,rep,name=listed,proto3" json:"listed,omitempty"`
+	// True when this answer cut a detail of pulls, listed or proofs, the
+	// note, or the reply: an answer carries each detail and the note up to
+	// 2,048 bytes and the reply up to 64 KiB, cut between characters and
+	// ending "… (N bytes more)". The stored report, and its write-once
+	// object (object), hold them whole.
+	DetailsTruncated bool `protobuf:"varint,17,opt,name=details_truncated,json=detailsTruncated,proto3" json:"details_truncated,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DrillReport) Reset() {
@@ -3393,6 +3399,13 @@ func (x *DrillReport) GetListed() []*DrillListedRow {
 		return x.Listed
 	}
 	return nil
+}
+
+func (x *DrillReport) GetDetailsTruncated() bool {
+	if x != nil {
+		return x.DetailsTruncated
+	}
+	return false
 }
 
 // DrillListedRow is a row a dispute drill found but did not score.
@@ -6587,7 +6600,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06passed\x18\x03 \x01(\bR\x06passed\x12\x1d\n" +
 	"\n" +
 	"elapsed_ms\x18\x04 \x01(\x01R\telapsedMs\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xb8\x05\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xe5\x05\n" +
 	"\vDrillReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1f.pactledger.ledger.v1.DrillKindR\x04kind\x129\n" +
@@ -6609,7 +6622,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"checkpoint\x12;\n" +
 	"\x06proofs\x18\x0e \x03(\v2#.pactledger.ledger.v1.DrillRowProofR\x06proofs\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12<\n" +
-	"\x06listed\x18\x10 \x03(\v2$.pactledger.ledger.v1.DrillListedRowR\x06listed\"?\n" +
+	"\x06listed\x18\x10 \x03(\v2$.pactledger.ledger.v1.DrillListedRowR\x06listed\x12+\n" +
+	"\x11details_truncated\x18\x11 \x01(\bR\x10detailsTruncated\"?\n" +
 	"\x0eDrillListedRow\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"u\n" +
