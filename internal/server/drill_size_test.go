@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/server"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -84,4 +85,64 @@ func TestFatDrillReportAnswersWithinBound(t *testing.T) {
 		t.Fatalf("ListDrills: %d reports", len(list.GetReports()))
 	}
 	within("ListDrills", list.GetReports()[0])
+}
+
+// ListDrills answered pageSize reports (100 by default) whatever their
+// size: 20 monthly drills of 100 rows, each report about 250 KB, made its
+// first page 5 MB, past the 4 MiB a gRPC client receives by default
+// (RESOURCE_EXHAUSTED). A page now ends before the report that would take
+// it past 2 MiB, with a token for the rest, and holds one report at least.
+func TestListDrillsPagesBySize(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	w := authCtx(context.Background(), "writer")
+	for i := range 100 {
+		r := e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("M-%d", i)})
+		req := &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+			Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}}
+		if _, err := c.AppendReceipt(w, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := authCtx(context.Background(), "support")
+	var ids []string
+	for range 20 {
+		run, err := c.RunDrill(ctx, &ledgerv1.RunDrillRequest{Monthly: &ledgerv1.MonthlyDrill{Sample: 100}})
+		if err != nil {
+			t.Fatalf("RunDrill: %v", err)
+		}
+		ids = append([]string{run.GetReport().GetId()}, ids...) // newest first
+	}
+	list := func(pageSize int32, bound int) (ids []string, pages int) {
+		t.Helper()
+		for token := ""; ; {
+			pages++
+			page, err := c.ListDrills(ctx, &ledgerv1.ListDrillsRequest{PageSize: pageSize, PageToken: token})
+			if err != nil {
+				t.Fatalf("ListDrills page %d: %v", pages, err)
+			}
+			if len(page.GetReports()) == 0 {
+				t.Fatalf("page %d holds no report", pages)
+			}
+			if n := proto.Size(page); len(page.GetReports()) > 1 && n > bound {
+				t.Fatalf("page %d: %d reports in %d bytes, over %d", pages, len(page.GetReports()), n, bound)
+			}
+			for _, d := range page.GetReports() {
+				ids = append(ids, d.GetId())
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return ids, pages
+			}
+		}
+	}
+	got, pages := list(0, 2<<20+64)
+	if fmt.Sprint(got) != fmt.Sprint(ids) || pages < 3 {
+		t.Fatalf("ListDrills listed %d reports in %d pages; want the %d reports, newest first, in 3 pages or more", len(got), pages, len(ids))
+	}
+	// A budget below any report: a page of the one report, and a token
+	// past it.
+	server.SetAnswerRowBytes(t, 1)
+	if got, pages := list(7, 1); fmt.Sprint(got) != fmt.Sprint(ids) || pages != len(ids) {
+		t.Fatalf("with a budget below one report: %d reports in %d pages; want %d in as many pages", len(got), pages, len(ids))
+	}
 }

@@ -209,7 +209,7 @@ func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (
 	rows, next, err := s.l.ListWithin(ctx, q, answerRowBytes, func(r *ledger.Row) int {
 		p := rowProto(r)
 		built[r] = p
-		return rowBytes(p)
+		return itemBytes(p)
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, "ListRows", err)
@@ -225,13 +225,15 @@ func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (
 
 // answerRowBytes bounds the encoded rows of one read answer: a ListRows
 // page ends early, and GetGrant's and GetIncident's lists are cut, rather
-// than pass it. It lies well under the 4 MiB a gRPC client receives by
+// than pass it; a ListDrills page ends early rather than take its drill
+// reports past it. It lies well under the 4 MiB a gRPC client receives by
 // default, whatever rows writers posted within the write limits.
 var answerRowBytes = 2 << 20
 
-// rowBytes is what p adds to an answer's encoding as one of its rows.
-func rowBytes(p *ledgerv1.Row) int {
-	n := proto.Size(p)
+// itemBytes is what m adds to an answer's encoding as one item of a
+// repeated field numbered below 16 (a one-byte tag).
+func itemBytes(m proto.Message) int {
+	n := proto.Size(m)
 	return n + 1 + protowire.SizeVarint(uint64(n))
 }
 
@@ -241,7 +243,7 @@ func rowsWithin(rows []*ledger.Row, budget int, keepOne bool) []*ledgerv1.Row {
 	var out []*ledgerv1.Row
 	for _, r := range rows {
 		p := rowProto(r)
-		if budget -= rowBytes(p); budget < 0 && (len(out) > 0 || !keepOne) {
+		if budget -= itemBytes(p); budget < 0 && (len(out) > 0 || !keepOne) {
 			break
 		}
 		out = append(out, p)
@@ -466,13 +468,20 @@ func (s *service) GetDrill(ctx context.Context, req *ledgerv1.GetDrillRequest) (
 }
 
 func (s *service) ListDrills(ctx context.Context, req *ledgerv1.ListDrillsRequest) (*ledgerv1.ListDrillsResponse, error) {
-	reps, next, err := s.drills.List(ctx, int(req.GetPageSize()), req.GetPageToken())
+	built := map[*drill.Report]*ledgerv1.DrillReport{}
+	reps, next, err := s.drills.ListWithin(ctx, int(req.GetPageSize()), req.GetPageToken(), answerRowBytes, func(r *drill.Report) int {
+		p := drillProto(r, ledger.Location{})
+		built[r] = p
+		return itemBytes(p)
+	})
 	if err != nil {
 		return nil, s.toStatus(ctx, "ListDrills", err)
 	}
-	out := &ledgerv1.ListDrillsResponse{NextPageToken: next}
-	for _, r := range reps {
-		out.Reports = append(out.Reports, drillProto(r, ledger.Location{}))
+	out := &ledgerv1.ListDrillsResponse{NextPageToken: next, Reports: make([]*ledgerv1.DrillReport, len(reps))}
+	for i, r := range reps {
+		if out.Reports[i] = built[r]; out.Reports[i] == nil {
+			out.Reports[i] = drillProto(r, ledger.Location{})
+		}
 	}
 	return out, nil
 }
@@ -618,7 +627,7 @@ func (s *service) GetIncident(ctx context.Context, req *ledgerv1.GetIncidentRequ
 		return nil, s.toStatus(ctx, "GetIncident", err)
 	}
 	out := &ledgerv1.GetIncidentResponse{Incident: incidentProto(&v.Incident), Row: rowProto(v.Row), SameDayCount: int32(v.SameDayN)}
-	out.SameDayRows = rowsWithin(v.SameDay, answerRowBytes-rowBytes(out.Row), false)
+	out.SameDayRows = rowsWithin(v.SameDay, answerRowBytes-itemBytes(out.Row), false)
 	out.SameDayRowsTruncated = len(out.SameDayRows) < v.SameDayN
 	return out, nil
 }

@@ -3733,7 +3733,8 @@ func (x *ListDrillsRequest) GetPageToken() string {
 // ListDrillsResponse is one page of reports, newest first.
 type ListDrillsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The reports.
+	// The reports: at most page_size, and fewer, with next_page_token set,
+	// where more would pass 2 MiB (a page holds at least one report).
 	Reports []*DrillReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
 	// Token for the next page, empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
