@@ -287,6 +287,14 @@ type AccessPage struct {
 // first, and the query for the next page. It reads at most maxAccessScan
 // records per call.
 func (l *AccessLog) List(ctx context.Context, q AccessQuery) (AccessPage, error) {
+	return l.ListWithin(ctx, q, 0, nil)
+}
+
+// ListWithin is List with a page that also ends before the record that
+// would take the sizes of its records, as size measures them, past budget:
+// the page holds at least one record, and its Next continues after its
+// last record. A budget of 0 bounds nothing.
+func (l *AccessLog) ListWithin(ctx context.Context, q AccessQuery, budget int, size func(*Access) int) (AccessPage, error) {
 	switch {
 	case q.Limit < 0 || q.Limit > maxAccessPage:
 		return AccessPage{}, invalid("pageSize must be between 1 and %d", maxAccessPage)
@@ -300,7 +308,7 @@ func (l *AccessLog) List(ctx context.Context, q AccessQuery) (AccessPage, error)
 		return AccessPage{}, err
 	}
 	var out []Access
-	after, scanned := q.After, 0
+	after, scanned, used := q.After, 0, 0
 	for len(out) < q.Limit && scanned < maxAccessScan {
 		var page []AccessEntry
 		err := l.store.View(ctx, func(tx Tx) error {
@@ -326,6 +334,14 @@ func (l *AccessLog) List(ctx context.Context, q AccessQuery) (AccessPage, error)
 			}
 			a.Seq = e.Seq
 			if q.match(&a) {
+				if budget > 0 {
+					if used += size(&a); used > budget && len(out) > 0 {
+						// The page ends before a: the next one starts with it.
+						next := q
+						next.After = out[len(out)-1].Seq
+						return AccessPage{Records: out, Next: next}, nil
+					}
+				}
 				out = append(out, a)
 				if len(out) == q.Limit {
 					break

@@ -141,6 +141,67 @@ func TestAccessLogQuery(t *testing.T) {
 	}
 }
 
+// A page bounded by size ends before the record that would pass the
+// budget (holding one record at least), and its Next lists the rest:
+// together the pages hold every record the query selects once, in List's
+// order, a filter and a page size included.
+func TestAccessLogListWithinPagesBySize(t *testing.T) {
+	s, _ := accessStore(t)
+	now := time.Date(2026, 10, 7, 13, 0, 0, 0, time.UTC)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for i := range 10 {
+		if err := log.Record(ctx, ledger.Access{Key: "support", RPC: "ListRows", Principal: fmt.Sprintf("acct-%d", i%2), Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	ten := func(*ledger.Access) int { return 10 }
+	for _, c := range []struct {
+		name   string
+		q      ledger.AccessQuery
+		budget int
+		sizes  []int
+	}{
+		{"two a page", ledger.AccessQuery{}, 25, []int{2, 2, 2, 2, 2}},
+		{"one over the budget", ledger.AccessQuery{}, 5, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{"all fit", ledger.AccessQuery{}, 100, []int{10}},
+		{"page size first", ledger.AccessQuery{Limit: 3}, 35, []int{3, 3, 3, 1}},
+		{"a filter", ledger.AccessQuery{Principal: "acct-1"}, 25, []int{2, 2, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			whole := c.q
+			whole.Limit = 100
+			all, err := log.List(ctx, whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []int
+			var got []ledger.Access
+			for q := c.q; ; {
+				page, err := log.ListWithin(ctx, q, c.budget, ten)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes = append(sizes, len(page.Records))
+				got = append(got, page.Records...)
+				if page.Next.After == 0 {
+					break
+				}
+				q = page.Next
+			}
+			if fmt.Sprint(sizes) != fmt.Sprint(c.sizes) || len(got) != len(all.Records) {
+				t.Fatalf("pages of %v records; want %v", sizes, c.sizes)
+			}
+			for i := range got {
+				if got[i].Seq != all.Records[i].Seq {
+					t.Fatalf("record %d is seq %d, List's is %d", i, got[i].Seq, all.Records[i].Seq)
+				}
+			}
+		})
+	}
+}
+
 // Records older than the retention are removed; later ones stay.
 func TestAccessLogRetention(t *testing.T) {
 	s, _ := accessStore(t)
