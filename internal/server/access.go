@@ -156,20 +156,41 @@ func (s *service) ListAccessLog(ctx context.Context, req *ledgerv1.ListAccessLog
 			return nil, status.Error(codes.InvalidArgument, "page_token: not a token this server gave")
 		}
 	}
-	page, err := s.access.List(ctx, q)
+	built := map[uint64]*ledgerv1.AccessRecord{}
+	page, err := s.access.ListWithin(ctx, q, answerRowBytes, func(a *ledger.Access) int {
+		p := accessProto(a)
+		built[a.Seq] = p
+		return itemBytes(p)
+	})
 	if err != nil {
 		return nil, s.toStatus(ctx, "list access log", err)
 	}
-	out := &ledgerv1.ListAccessLogResponse{Records: make([]*ledgerv1.AccessRecord, 0, len(page.Records))}
+	out := &ledgerv1.ListAccessLogResponse{Records: make([]*ledgerv1.AccessRecord, len(page.Records))}
 	if n := page.Next; n.After != 0 {
 		out.NextPageToken = strconv.FormatUint(n.After, 10) + "." + strconv.FormatInt(n.Before.UnixNano(), 10)
 	}
-	for _, a := range page.Records {
-		out.Records = append(out.Records, &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
-			Principal: a.Principal, Target: a.Target, GrantId: a.Grant, Agent: a.Agent, RowId: a.Row, Object: a.Object,
-			Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: a.AboutKey})
+	for i := range page.Records {
+		if out.Records[i] = built[page.Records[i].Seq]; out.Records[i] == nil {
+			out.Records[i] = accessProto(&page.Records[i])
+		}
 	}
 	return out, nil
+}
+
+// accessProto is a record as answers carry it: each value the read named
+// cut at ledger.MaxFieldLength, longer than any the ledger holds, saying
+// so. A read is recorded with what its request named, refused or not, and
+// a request may name values up to limits.maxBodyBytes long.
+func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
+	cut := false
+	text := func(s string) string {
+		s, c := cutText(s, ledger.MaxFieldLength)
+		cut = cut || c
+		return s
+	}
+	return &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
+		Principal: text(a.Principal), Target: text(a.Target), GrantId: text(a.Grant), Agent: text(a.Agent), RowId: text(a.Row), Object: text(a.Object),
+		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), Truncated: cut}
 }
 
 // parseAccessToken reads a page token: the last record's number and the

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// SetAnswerRowBytes sets the bound on the rows of one read answer until t
-// ends.
+// SetAnswerRowBytes sets the bound on the rows, drill reports or access
+// records of one read answer until t ends.
 func SetAnswerRowBytes(t testing.TB, n int) {
 	old := answerRowBytes
 	answerRowBytes = n

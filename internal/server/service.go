@@ -225,9 +225,10 @@ func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (
 
 // answerRowBytes bounds the encoded rows of one read answer: a ListRows
 // page ends early, and GetGrant's and GetIncident's lists are cut, rather
-// than pass it; a ListDrills page ends early rather than take its drill
-// reports past it. It lies well under the 4 MiB a gRPC client receives by
-// default, whatever rows writers posted within the write limits.
+// than pass it; a ListDrills or ListAccessLog page ends early rather than
+// take its drill reports or access records past it. It lies well under the
+// 4 MiB a gRPC client receives by default, whatever rows writers posted
+// within the write limits.
 var answerRowBytes = 2 << 20
 
 // itemBytes is what m adds to an answer's encoding as one item of a

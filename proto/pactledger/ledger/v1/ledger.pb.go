@@ -6199,7 +6199,13 @@ type AccessRecord struct {
 	Result string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
 	// ListAccessLog: the name of the API key whose reads the listing asked
 	// for, when it asked for one key's.
-	AboutKey      string `protobuf:"bytes,14,opt,name=about_key,json=aboutKey,proto3" json:"about_key,omitempty"`
+	AboutKey string `protobuf:"bytes,14,opt,name=about_key,json=aboutKey,proto3" json:"about_key,omitempty"`
+	// True when this answer cut principal, target, grant_id, agent, row_id,
+	// object or about_key: a read is recorded with what its request named,
+	// refused or not, and an answer carries each value up to 512 bytes
+	// (longer than any the ledger holds), cut between characters and ending
+	// "… (N bytes more)".
+	Truncated     bool `protobuf:"varint,15,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6332,10 +6338,18 @@ func (x *AccessRecord) GetAboutKey() string {
 	return ""
 }
 
+func (x *AccessRecord) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 // ListAccessLogResponse is one page of read-access records, oldest first.
 type ListAccessLogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The records.
+	// The records: at most page_size, and fewer, with next_page_token set,
+	// where more would pass 2 MiB (a page holds at least one record).
 	Records []*AccessRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// Pass as page_token for the next page; empty at the end of the log.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -6825,7 +6839,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1c\n" +
 	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06target\x18\x06 \x01(\tR\x06target\x12\x19\n" +
-	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xe5\x02\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"\x83\x03\n" +
 	"\fAccessRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
@@ -6841,7 +6855,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06object\x18\v \x01(\tR\x06object\x12\x12\n" +
 	"\x04rows\x18\f \x01(\x05R\x04rows\x12\x16\n" +
 	"\x06result\x18\r \x01(\tR\x06result\x12\x1b\n" +
-	"\tabout_key\x18\x0e \x01(\tR\baboutKey\"}\n" +
+	"\tabout_key\x18\x0e \x01(\tR\baboutKey\x12\x1c\n" +
+	"\ttruncated\x18\x0f \x01(\bR\ttruncated\"}\n" +
 	"\x15ListAccessLogResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
