@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -25,11 +26,11 @@ func (c *cli) accessLog(o accessOpts) error {
 		return err
 	}
 	rep := &ledgerv1.ListAccessLogResponse{}
-	if rep.NextPageToken, err = c.pages(o.all, req.PageToken, func(ctx context.Context, token string) (string, error) {
-		req.PageToken = token
+	if rep.NextPageToken, err = c.pagesUntil(o.all, req.PageToken, o.limit, func(ctx context.Context, token string, want int) (int, string, error) {
+		req.PageToken, req.PageSize = token, int32(want)
 		page, err := c.c.ListAccessLog(ctx, req)
 		rep.Records = append(rep.Records, page.GetRecords()...)
-		return page.GetNextPageToken(), err
+		return len(page.GetRecords()), page.GetNextPageToken(), err
 	}); err != nil {
 		return err
 	}
@@ -47,6 +48,9 @@ func (c *cli) accessLog(o accessOpts) error {
 	}
 	if err := c.printList(l, empty); err != nil {
 		return err
+	}
+	if slices.ContainsFunc(rep.GetRecords(), (*ledgerv1.AccessRecord).GetTruncated) {
+		c.note("(a value a read named longer than 512 bytes is cut at 512 bytes, ending \"… (N bytes more)\")")
 	}
 	if rep.GetNextPageToken() != "" {
 		c.note("(more of the log to read: --all, or --page %s)", rep.GetNextPageToken())

@@ -37,8 +37,37 @@ func (largeAnswers) ListRows(_ context.Context, r *ledgerv1.ListRowsRequest) (*l
 	return out, nil
 }
 
-// ledgerctl takes an answer past gRPC's default 4 MiB, and lookup reads
-// pages that end early until it has --limit rows.
+// ListDrills answers one report a page, as a ledger whose page ends early
+// for its size may, each report's details cut.
+func (largeAnswers) ListDrills(_ context.Context, r *ledgerv1.ListDrillsRequest) (*ledgerv1.ListDrillsResponse, error) {
+	n, _ := strconv.Atoi(r.GetPageToken())
+	out := &ledgerv1.ListDrillsResponse{Reports: []*ledgerv1.DrillReport{{Id: fmt.Sprintf("drill-%d", n), DetailsTruncated: true}}}
+	if n < 9 {
+		out.NextPageToken = strconv.Itoa(n + 1)
+	}
+	return out, nil
+}
+
+func (largeAnswers) GetDrill(_ context.Context, r *ledgerv1.GetDrillRequest) (*ledgerv1.GetDrillResponse, error) {
+	return &ledgerv1.GetDrillResponse{Report: &ledgerv1.DrillReport{Id: r.GetId(), DetailsTruncated: true,
+		Pulls:  []*ledgerv1.DrillPull{{Name: "action_log", Detail: "logged x… (9000 bytes more)"}},
+		Object: &ledgerv1.EvidenceObject{Key: "drills/" + r.GetId() + ".json"}}}, nil
+}
+
+// ListAccessLog answers one record a page, its values cut.
+func (largeAnswers) ListAccessLog(_ context.Context, r *ledgerv1.ListAccessLogRequest) (*ledgerv1.ListAccessLogResponse, error) {
+	n, _ := strconv.Atoi(r.GetPageToken())
+	out := &ledgerv1.ListAccessLogResponse{Records: []*ledgerv1.AccessRecord{{Seq: uint64(n + 1), Key: "support-key", Rpc: "ListRows",
+		Principal: fmt.Sprintf("read-%d… (9000 bytes more)", n), Truncated: true}}}
+	if n < 9 {
+		out.NextPageToken = strconv.Itoa(n + 1)
+	}
+	return out, nil
+}
+
+// ledgerctl takes an answer past gRPC's default 4 MiB; lookup, drills and
+// access-log read pages that end early until they have --limit items, and
+// say when the ledger cut a drill's details or a read's values.
 func TestLargeAnswersAndShortPages(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -64,5 +93,21 @@ func TestLargeAnswersAndShortPages(t *testing.T) {
 	}
 	if code, out, errs := ctl("lookup", "--principal", "acct", "--limit", "3", "--all"); code != exitOK || strings.Count(out, "acct-") != 10 {
 		t.Fatalf("lookup --all: %d %s %s", code, out, errs)
+	}
+	code, out, errs = ctl("drills", "--limit", "3")
+	if code != exitOK || strings.Count(out, "drill-") != 3 || !strings.Contains(out, "more drills") {
+		t.Fatalf("drills --limit 3: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := ctl("drills", "--limit", "3", "--all"); code != exitOK || strings.Count(out, "drill-") != 10 {
+		t.Fatalf("drills --all: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := ctl("drills", "drill-7"); code != exitOK || !strings.Contains(out, "details cut") || !strings.Contains(out, "drills/drill-7.json") {
+		t.Fatalf("drills drill-7: %d %s %s", code, out, errs)
+	}
+	env := map[string]string{"PACTLEDGER_SERVER": lis.Addr().String(), "PACTLEDGER_KEY": keys["admin"], "HOME": home}
+	var aout, aerr bytes.Buffer
+	code = run([]string{"access-log", "--limit", "3"}, &aout, &aerr, func(k string) string { return env[k] })
+	if out := aout.String(); code != exitOK || strings.Count(out, "read-") != 3 || !strings.Contains(out, "more of the log") || !strings.Contains(out, "cut at 512 bytes") {
+		t.Fatalf("access-log --limit 3: %d %s %s", code, out, aerr.String())
 	}
 }

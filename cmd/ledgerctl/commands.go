@@ -118,26 +118,14 @@ func (c *cli) lookup(o lookupOpts) error {
 	if o.limit < 1 || o.limit > 1000 {
 		return usagef("--limit must be 1 to 1000")
 	}
-	req.PageSize = int32(o.limit)
 	rep := &ledgerv1.ListRowsResponse{}
-	// A page may end early for its size, with a token: without --all,
-	// pages are read until --limit rows.
-	for {
-		ctx, cancel := c.ctx()
+	if rep.NextPageToken, err = c.pagesUntil(o.all, "", o.limit, func(ctx context.Context, token string, want int) (int, string, error) {
+		req.PageToken, req.PageSize = token, int32(want)
 		page, err := c.c.ListRows(ctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
 		rep.Rows = append(rep.Rows, page.GetRows()...)
-		rep.NextPageToken = page.GetNextPageToken()
-		if rep.NextPageToken == "" || !o.all && len(rep.Rows) >= o.limit {
-			break
-		}
-		req.PageToken = rep.NextPageToken
-		if !o.all {
-			req.PageSize = int32(o.limit - len(rep.Rows))
-		}
+		return len(page.GetRows()), page.GetNextPageToken(), err
+	}); err != nil {
+		return err
 	}
 	if c.json {
 		return c.printJSON(rep)
@@ -463,6 +451,13 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 	if d.GetReply() != "" {
 		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", d.GetReply())
 	}
+	if d.GetDetailsTruncated() {
+		where := "its write-once object"
+		if k := d.GetObject().GetKey(); k != "" {
+			where += " " + k
+		}
+		fmt.Fprintf(c.out, "\n(details cut in this answer, each at 2 KiB and the reply at 64 KiB, ending \"… (N bytes more)\": the stored report and %s hold them whole)\n", where)
+	}
 }
 
 // listOpts are the flags of a command that lists: page size, a page to
@@ -504,13 +499,11 @@ func (c *cli) drills(o listOpts, pos []string) error {
 		return err
 	}
 	rep := &ledgerv1.ListDrillsResponse{}
-	req := &ledgerv1.ListDrillsRequest{PageSize: int32(o.limit)}
 	var err error
-	if rep.NextPageToken, err = c.pages(o.all, o.page, func(ctx context.Context, token string) (string, error) {
-		req.PageToken = token
-		page, err := c.c.ListDrills(ctx, req)
+	if rep.NextPageToken, err = c.pagesUntil(o.all, o.page, o.limit, func(ctx context.Context, token string, want int) (int, string, error) {
+		page, err := c.c.ListDrills(ctx, &ledgerv1.ListDrillsRequest{PageSize: int32(want), PageToken: token})
 		rep.Reports = append(rep.Reports, page.GetReports()...)
-		return page.GetNextPageToken(), err
+		return len(page.GetReports()), page.GetNextPageToken(), err
 	}); err != nil {
 		return err
 	}

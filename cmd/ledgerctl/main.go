@@ -419,3 +419,26 @@ func (c *cli) pages(all bool, token string, fetch func(ctx context.Context, toke
 		token = next
 	}
 }
+
+// pagesUntil is pages for a list whose pages the ledger may end early for
+// their size, with a token (rows, drill reports, access records): without
+// all it reads on until it has limit items. fetch asks for a page of at
+// most want items, keeps what it holds and returns how many it held and
+// its next token.
+func (c *cli) pagesUntil(all bool, token string, limit int, fetch func(ctx context.Context, token string, want int) (int, string, error)) (string, error) {
+	got := 0
+	for {
+		want := limit
+		if !all {
+			want = limit - got
+		}
+		ctx, cancel := c.ctx()
+		n, next, err := fetch(ctx, token, want)
+		cancel()
+		got += n
+		if err != nil || next == "" || !all && got >= limit {
+			return next, err
+		}
+		token = next
+	}
+}
