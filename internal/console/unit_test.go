@@ -203,8 +203,14 @@ func TestReportPageShowsNoteListedAndProofs(t *testing.T) {
 		}
 	}
 	s = render(&ledgerv1.DrillReport{Id: "d2", Note: "nothing to drill: the 21 rows about A-5531 are read-only turns"})
-	if !strings.Contains(s, "nothing scored") || strings.Contains(s, "0/0") || !strings.Contains(s, "nothing to drill: the 21 rows") {
+	if !strings.Contains(s, "nothing scored") || strings.Contains(s, "0/0") || !strings.Contains(s, "nothing to drill: the 21 rows") || strings.Contains(s, "details-cut") {
 		t.Errorf("a report that scored nothing:\n%s", s)
+	}
+	// An answer that cut details says so, and where the whole report is.
+	s = render(&ledgerv1.DrillReport{Id: "d3", DetailsTruncated: true, Object: &ledgerv1.EvidenceObject{Key: "drills/d3.json"},
+		Pulls: []*ledgerv1.DrillPull{{RowId: row, Name: "action_log", Detail: "logged x… (9000 bytes more)"}}})
+	if !strings.Contains(s, `id="details-cut"`) || !strings.Contains(s, "drills/d3.json") || !strings.Contains(s, "logged x… (9000 bytes more)") {
+		t.Errorf("a report whose details were cut:\n%s", s)
 	}
 }
 
