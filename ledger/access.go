@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pactledger/pactledger/retention"
 )
@@ -40,6 +42,27 @@ type Access struct {
 	Rows int `json:"rows"`
 	// Result is "ok", or why the read returned nothing ("not found", ...).
 	Result string `json:"result"`
+	// Truncated says Record cut a value the read named (cutAccessValue).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// cutAccessValue is a value a read named as the log keeps it: whole up to
+// MaxFieldLength bytes, longer than any value the ledger holds; else its
+// first bytes, cut between characters, and "… (N bytes more)", within
+// MaxFieldLength in all. A read is recorded with what its request named,
+// refused or not, and a request may name values up to the API's body
+// limit: kept whole, a reading key's refused reads would fill the log's
+// memory queue and its store.
+func cutAccessValue(s string, cut *bool) string {
+	if len(s) <= MaxFieldLength {
+		return s
+	}
+	*cut = true
+	n := MaxFieldLength - 32
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)-n) + " bytes more)"
 }
 
 // AccessQuery selects access records; empty fields match everything.
@@ -132,13 +155,17 @@ func NewAccessLog(store Store, cfg AccessLogConfig) *AccessLog {
 	return &AccessLog{store: store, cfg: cfg, space: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
-// Record queues a read for the log and stamps its time. It returns at
+// Record queues a read for the log and stamps its time, each value it
+// names cut to MaxFieldLength bytes (cutAccessValue). It returns at
 // once unless MaxQueued records are waiting; then it waits for the next
 // write, or for ctx.
 func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	for {
 		l.mu.Lock()
 		if len(l.queued) < l.cfg.MaxQueued {
+			for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.Object, &a.AboutKey} {
+				*v = cutAccessValue(*v, &a.Truncated)
+			}
 			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order
 			l.queued = append(l.queued, a)
 			n := len(l.queued)

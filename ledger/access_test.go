@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
@@ -265,5 +267,43 @@ func TestAccessLogFullQueueWaits(t *testing.T) {
 	got := page.Records
 	if err != nil || len(got) != 3 || got[2].RPC != "GetEvidence" {
 		t.Fatalf("records %+v %v", got, err)
+	}
+}
+
+// A read naming values longer than any the ledger holds is recorded with
+// each cut to MaxFieldLength bytes, between characters, saying how much
+// was left out: a reading key's refused reads cannot fill the log's
+// memory queue nor its store. Values within the bound are kept whole.
+func TestAccessRecordsCutLongValues(t *testing.T) {
+	s, _ := accessStore(t)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{})
+	ctx := context.Background()
+	long := strings.Repeat("é", 100<<10) // two bytes a character
+	short := strings.Repeat("a", ledger.MaxFieldLength)
+	if err := log.Record(ctx, ledger.Access{Key: "support", RPC: "ListRows", Principal: short, Target: long, Grant: long, Agent: long, Row: long, Object: long, AboutKey: long, Result: "invalid"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Record(ctx, ledger.Access{Key: "support", RPC: "ListRows", Principal: short, Result: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := log.List(ctx, ledger.AccessQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 2 {
+		t.Fatalf("%d records, want 2", len(page.Records))
+	}
+	a := page.Records[0]
+	if !a.Truncated || a.Principal != short {
+		t.Errorf("truncated %v, principal of %d bytes; want true and the %d-byte principal whole", a.Truncated, len(a.Principal), len(short))
+	}
+	for _, v := range []string{a.Target, a.Grant, a.Agent, a.Row, a.Object, a.AboutKey} {
+		kept, _, _ := strings.Cut(v, "…")
+		if len(v) > ledger.MaxFieldLength || !utf8.ValidString(v) || !strings.HasSuffix(v, fmt.Sprintf("… (%d bytes more)", len(long)-len(kept))) || !strings.HasPrefix(long, kept) {
+			t.Errorf("a long value recorded as %d bytes: %q", len(v), v[max(0, len(v)-40):])
+		}
+	}
+	if b := page.Records[1]; b.Truncated || b.Principal != short {
+		t.Errorf("a record within bounds: truncated %v, principal of %d bytes", b.Truncated, len(b.Principal))
 	}
 }

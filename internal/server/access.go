@@ -179,8 +179,9 @@ func (s *service) ListAccessLog(ctx context.Context, req *ledgerv1.ListAccessLog
 
 // accessProto is a record as answers carry it: each value the read named
 // cut at ledger.MaxFieldLength, longer than any the ledger holds, saying
-// so. A read is recorded with what its request named, refused or not, and
-// a request may name values up to limits.maxBodyBytes long.
+// so. The log cuts values so when it records them (ledger.Access.Truncated);
+// records an earlier version kept whole may name values up to
+// limits.maxBodyBytes long.
 func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
 	cut := false
 	text := func(s string) string {
@@ -190,7 +191,7 @@ func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
 	}
 	return &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
 		Principal: text(a.Principal), Target: text(a.Target), GrantId: text(a.Grant), Agent: text(a.Agent), RowId: text(a.Row), Object: text(a.Object),
-		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), Truncated: cut}
+		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), Truncated: cut || a.Truncated}
 }
 
 // parseAccessToken reads a page token: the last record's number and the
