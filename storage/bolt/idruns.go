@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"fmt"
 	"iter"
 	"slices"
 
@@ -299,6 +300,30 @@ func SetRowNumber(btx *bolt.Tx, id string, seq []byte) error {
 		return err
 	}
 	return idPut(btx.Bucket(bRowSeq), idWidth(bRowSeq), idKey(id), seq)
+}
+
+// SetRequestJWTRow keeps row id as the first that used the request JWT
+// whose hex SHA-256 is sha, under the key a lookup reads first, in a
+// write transaction on a file no store has open: in the row's record when
+// its keys are pending, else in the bucket. It writes what CreateRow
+// writes for a row it indexes, whatever the row: the entries an earlier
+// version left.
+func SetRequestJWTRow(btx *bolt.Tx, sha, id string) error {
+	rowKey, k := idKey(id), reqKey(sha)
+	var pending []byte
+	for r := range pendingRecords(btx.Bucket(bPending), 0) {
+		if r.err == nil && bytes.Equal(r.rowKey, rowKey) {
+			pending = seqKey(r.n)
+		}
+	}
+	if pending != nil {
+		return btx.Bucket(bPending).Put(pending, pendingRecord(rowKey, k))
+	}
+	seq := RowNumber(btx, id)
+	if seq == nil {
+		return fmt.Errorf("request JWT %s: no row %s", sha, id)
+	}
+	return idPut(btx.Bucket(bReqJWT), idWidth(bReqJWT), k, seq)
 }
 
 // DeleteRowNumber removes row id's number, in a write transaction on a
