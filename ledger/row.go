@@ -195,6 +195,14 @@ type Row struct {
 	// posting the twins meet and the later is found a duplicate. Not kept
 	// with the row.
 	ReceiptTwinSHA256 string `json:"-"`
+	// RequestJWTTakenFrom is, while the row is written, the request-JWT
+	// entries it takes over, by hash (either encoding of its request
+	// JWT): each names a row this one was measured against and passed
+	// over, a receipt no signature vouches for that an earlier version
+	// indexed (IndexesRequestJWT; dedupe). CreateRow makes each of those
+	// entries that still names that row name this one. Not kept with the
+	// row.
+	RequestJWTTakenFrom map[string]string `json:"-"`
 	// EvidenceNotKept says why the evidence bundle was not kept (the
 	// read-only class); empty when it was.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`

@@ -90,7 +90,11 @@ type Rows interface {
 	// (when RetainUntil is set), a link to each JWKS snapshot it names
 	// (SnapshotsOf; see SnapshotInUse) and, when IndexesRequestJWT holds
 	// for it and no row holds its request-JWT hash yet, the request-JWT
-	// index entry. A row with the
+	// index entry. Each entry r.RequestJWTTakenFrom lists (a hash of its
+	// request JWT, with the row the entry was read naming) is made to name
+	// r while it still names that row: the request JWT is then found
+	// naming r, as if r had used it first; one that another writer took
+	// since is a race lost, as for an entry read absent. A row with the
 	// same id is an error, which a store that sends writes with its next
 	// round trip reports from a later call of the same fn or from Update.
 	CreateRow(r *Row) error
@@ -101,8 +105,9 @@ type Rows interface {
 	// The ledger only ever extends it.
 	UpdateRetention(id string, until time.Time) error
 	// RowByRequestJWT returns the id of the first row that used the request
-	// JWT with that hex SHA-256, or "". The entry is never moved to a later
-	// row; it is cleared only when that row is removed.
+	// JWT with that hex SHA-256, or "". The entry moves to a later row only
+	// when CreateRow takes it over (Row.RequestJWTTakenFrom); it is cleared
+	// only when the row it names is removed.
 	RowByRequestJWT(sha string) (string, error)
 	// List returns a page of rows matching q, newest first, and the token
 	// of the next page ("" at the end).

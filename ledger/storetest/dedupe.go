@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // writers is how many goroutines race in the dedupe and group commit
@@ -162,6 +163,116 @@ func testRequestJWTIndex(t *testing.T, open opener) {
 		}
 		return nil
 	})
+}
+
+// testRequestJWTTakenOver: a forged copy (a row whose receipt signature
+// failed) takes no request-JWT entry, but an earlier version gave it one.
+// Many rows whose signatures passed then race with its request JWT, each
+// transaction reading the entry and the row it names first, as the
+// ledger's dedupe does: the copy is passed over, and its entry taken over
+// (Row.RequestJWTTakenFrom). Exactly one row takes it and is the first
+// use; every other one finds that row and is its duplicate. The entry
+// stays that row's after a restart and once the copy is removed, and goes
+// when that row is removed.
+func testRequestJWTTakenOver(t *testing.T, open opener, earlier func(t *testing.T, dir, sha, id string)) {
+	dir := t.TempDir()
+	s := open.start(t, dir)
+	sha := hexID("a request JWT an earlier version indexed")
+	forged := fixtureRows(1)[0]
+	forged.ID, forged.ReceiptID = hexID("a forged copy"), "sha256:"+hexID("a forged copy")
+	forged.Status, forged.RequestJWTSHA256 = ledger.Unauthorized, sha
+	forged.Verifier.Checks = []verifier.Check{{Name: verifier.CheckReceiptSignature, Result: verifier.Fail, Detail: "forged"}}
+	update(t, s, func(tx ledger.Tx) error { return tx.CreateRow(forged) })
+	entry := func(s ledger.Store) string {
+		t.Helper()
+		var id string
+		view(t, s, func(tx ledger.Tx) error {
+			var err error
+			id, err = tx.RowByRequestJWT(sha)
+			return err
+		})
+		return id
+	}
+	if got := entry(s); got != "" {
+		t.Fatalf("this version indexed the forged copy: RowByRequestJWT = %q", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	earlier(t, dir, sha, forged.ID)
+	s = open.start(t, dir)
+	if got := entry(s); got != forged.ID {
+		t.Fatalf("the entry an earlier version wrote: RowByRequestJWT = %q, want the forged copy %s", got, forged.ID)
+	}
+
+	rows := fixtureRows(writers)
+	for _, r := range rows {
+		r.RequestJWTSHA256 = sha
+	}
+	errs := atOnce(writers, func(i int) error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			w := *rows[i] // fn may run again: never change the captured row
+			first, err := tx.RowByRequestJWT(sha)
+			if err != nil {
+				return err
+			}
+			if first != "" {
+				orig, err := tx.Row(first)
+				switch {
+				case err != nil:
+					return err
+				case orig.ReceiptVerified():
+					w.Verifier.DuplicateOf, w.Status = first, ledger.Duplicate
+				default:
+					w.RequestJWTTakenFrom = map[string]string{sha: first}
+				}
+			}
+			return tx.CreateRow(&w)
+		})
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	first := entry(s)
+	var firstRow *ledger.Row
+	view(t, s, func(tx ledger.Tx) error {
+		for _, r := range rows {
+			got, err := tx.Row(r.ID)
+			if err != nil {
+				return err
+			}
+			switch {
+			case got.Verifier.DuplicateOf == "" && firstRow != nil:
+				t.Errorf("rows %s and %s both found no earlier row with the request JWT", firstRow.ID, got.ID)
+			case got.Verifier.DuplicateOf == "":
+				firstRow = got
+			case got.Verifier.DuplicateOf != first:
+				t.Errorf("row %s is a duplicate of %s, the index names %s", got.ID, got.Verifier.DuplicateOf, first)
+			}
+		}
+		return nil
+	})
+	if firstRow == nil || firstRow.ID != first {
+		t.Fatalf("the index names %q after the race, want the one row that found no earlier row", first)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open.start(t, dir)
+	if got := entry(s); got != first {
+		t.Errorf("after a restart: RowByRequestJWT = %q, want %s", got, first)
+	}
+	sweep(t, s, forged)
+	if got := entry(s); got != first {
+		t.Errorf("after removing the forged copy: RowByRequestJWT = %q, want %s", got, first)
+	}
+	sweep(t, s, firstRow)
+	if got := entry(s); got == first {
+		t.Errorf("after removing the first use: RowByRequestJWT = %q, want any row but the removed one", got)
+	}
 }
 
 // sweep removes r with a tombstone and returns what became deletable.

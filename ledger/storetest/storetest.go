@@ -21,13 +21,21 @@ import (
 )
 
 // Options describe what a backend does not do, so that Run skips the
-// cases that do not apply. The zero value runs every case.
+// cases that do not apply, and how to make the state an earlier version
+// of it left. The zero value runs every case but those that need such a
+// state.
 type Options struct {
 	// SingleUploader says one uploader at a time uses the store (bbolt:
 	// its file lock keeps other processes out), so Claim may hand out the
 	// first entries without recording a claim; the case of several holders
 	// claiming at once is skipped.
 	SingleUploader bool
+	// EarlierRequestJWTEntry writes, into the store kept in dir while it
+	// is closed, the request-JWT entry naming row id under hash sha that
+	// versions before ledger.IndexesRequestJWT wrote for any row with a
+	// request JWT (a forged copy's among them), as they wrote it. Nil
+	// skips the case of a row taking such an entry over.
+	EarlierRequestJWTEntry func(t *testing.T, dir, sha, id string)
 }
 
 // Run runs the conformance suite against the backend that open opens.
@@ -58,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "DedupeRace", run: testDedupeRace},
 		{name: "GrantHolds", run: testGrantHolds},
 		{name: "RequestJWTIndex", run: testRequestJWTIndex},
+		{name: "RequestJWTTakenOver", run: func(t *testing.T, open opener) { testRequestJWTTakenOver(t, open, o.EarlierRequestJWTEntry) },
+			skip: skipIf(o.EarlierRequestJWTEntry == nil, "no way given to write the request-JWT entry of an earlier version")},
 		{name: "GroupCommitFailingMember", run: testGroupCommitFailingMember},
 		{name: "OutboxOrder", run: testOutboxOrder},
 		{name: "OutboxConcurrentEnqueue", run: testOutboxConcurrentEnqueue},

@@ -885,6 +885,9 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	}
 	var jwtKey []byte
 	if ledger.IndexesRequestJWT(r) {
+		if err := t.takeRequestJWTs(r.RequestJWTTakenFrom); err != nil {
+			return err
+		}
 		first, err := t.requestJWTRow(r.RequestJWTSHA256)
 		if err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/bolt"
@@ -17,5 +19,10 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("open store in %s: %v", dir, err)
 		}
 		return s, s.Close
-	}, storetest.Options{SingleUploader: true})
+	}, storetest.Options{
+		SingleUploader: true,
+		EarlierRequestJWTEntry: func(t *testing.T, dir, sha, id string) {
+			rawUpdate(t, filepath.Join(dir, "ledger.db"), func(tx *bbolt.Tx) error { return bolt.SetRequestJWTRow(tx, sha, id) })
+		},
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Row numbers by id, remembered by the commit loop's transactions.
@@ -334,6 +336,50 @@ func (t *tx) deleteRequestJWT(sha string, seq []byte) error {
 			}
 			_, err := idDelete(t.b(bReqJWT), reqKeyLen, k)
 			return err
+		}
+	}
+	return nil
+}
+
+// takeRequestJWTs removes each entry of taken (a hash, the id of the row
+// the ledger read it naming) that still names that row, for the row being
+// created, which CreateRow then keys under its own hash: a hash is kept
+// for the row that used it (requestJWTInFile), so the entry of the other
+// encoding of its request JWT goes, and lookups of either find the new
+// row under its own. The row that held an entry holds none after.
+func (t *tx) takeRequestJWTs(taken map[string]string) error {
+	for _, sha := range slices.Sorted(maps.Keys(taken)) {
+		seq, err := t.requestJWTRow(sha)
+		if err != nil {
+			return err
+		}
+		if seq == nil {
+			continue
+		}
+		r, err := t.rowAt(seq)
+		if err != nil {
+			return fmt.Errorf("request JWT %s: %w", sha, err)
+		}
+		if r.ID != taken[sha] {
+			continue
+		}
+		if err := t.deleteRequestJWT(sha, seq); err != nil {
+			return err
+		}
+		// The row's record, while its keys are pending, names the key
+		// too, and would give it back to the row at the next Open.
+		v := t.b(bPending).Get(seq)
+		if v == nil {
+			continue
+		}
+		rowKey, jwtKey, err := splitPendingRecord(v)
+		if err != nil {
+			return fmt.Errorf("row %x: %w", seq, err)
+		}
+		if len(jwtKey) > 0 {
+			if err := t.b(bPending).Put(seq, pendingRecord(rowKey, nil)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -53,6 +53,15 @@ func TestConformanceConcurrentBatches(t *testing.T) { conformance(t, postgres.Co
 func conformance(t *testing.T, cfg postgres.Config) {
 	var mu sync.Mutex
 	dbs := map[string]string{}
+	// An earlier version's entry: an entry is a row of request_jwts.
+	earlier := func(t *testing.T, dir, sha, id string) {
+		mu.Lock()
+		dsn := dbs[dir]
+		mu.Unlock()
+		if n := sqlValue[int64](t, dsn, "WITH i AS (INSERT INTO request_jwts (sha, row_id) VALUES ($1, $2) RETURNING 1) SELECT count(*) FROM i", sha, id); n != 1 {
+			t.Fatalf("%d request-JWT entries written, want 1", n)
+		}
+	}
 	storetest.Run(t, func(t *testing.T, dir string) (ledger.Store, func() error) {
 		mu.Lock()
 		dsn, ok := dbs[dir]
@@ -70,5 +79,5 @@ func conformance(t *testing.T, cfg postgres.Config) {
 			t.Fatalf("open store on %s: %v", dsn, err)
 		}
 		return s, s.Close
-	})
+	}, storetest.Options{EarlierRequestJWTEntry: earlier})
 }

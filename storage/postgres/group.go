@@ -150,6 +150,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	var (
 		ids, principals, grants, agents, shas []string
 		twins, receiptKeys, unindexed         []string
+		takers, taken, takenFrom              []string
 		statuses, classes                     []int16
 		issued                                []int64
 		retains                               []*int64
@@ -188,6 +189,13 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 			if r.RequestJWTSHA256 != "" && !ledger.IndexesRequestJWT(r) {
 				unindexed = append(unindexed, r.ID)
 			}
+			if ledger.IndexesRequestJWT(r) && r.Verifier.DuplicateOf == "" {
+				for _, h := range []string{r.RequestJWTSHA256, twin} {
+					if from := r.RequestJWTTakenFrom[h]; h != "" && from != "" {
+						takers, taken, takenFrom = append(takers, r.ID), append(taken, h), append(takenFrom, from)
+					}
+				}
+			}
 			twins = append(twins, twin)
 			receiptKeys = append(receiptKeys, receiptKey(r))
 			pool = append(pool, ledger.Drillable(r))
@@ -213,7 +221,8 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	}
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
-			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys, nonNil(unindexed)).Query(func(rows pgx.Rows) error {
+			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys, nonNil(unindexed),
+			nonNil(takers), nonNil(taken), nonNil(takenFrom)).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -260,8 +269,14 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // in the order of their hashes, so that two statements writing a hash
 // and its twin the other way round wait on each other instead of
 // deadlocking; of two rows of the statement with one hash, the earlier
-// member's holds it. It returns each created row's id and whether all
-// its request-JWT entries were written.
+// member's holds it. The entries a row takes over
+// (ledger.Row.RequestJWTTakenFrom: the row $19, the hash $20, the row
+// the entry was read naming $21) are not inserted but made to name it,
+// each only while it still names the row read. One that another writer
+// took first is left to it (that writer read, and locked, the row the
+// entry named before this one did, and committed): this row lost a race.
+// It returns each created row's id and whether all its request-JWT
+// entries were written or taken over.
 const createRowsSQL = `
 WITH r AS (
 	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin, receipt_key)
@@ -277,17 +292,24 @@ WITH r AS (
 ), s AS (
 	INSERT INTO row_snapshots (snapshot_id, row_id)
 	SELECT x.snapshot_id, r.id FROM r JOIN unnest($13::text[], $14::text[]) AS x (row_id, snapshot_id) ON x.row_id = r.id
+), x AS (
+	SELECT * FROM unnest($19::text[], $20::text[], $21::text[]) AS x (row_id, sha, old)
 ), j AS (
 	INSERT INTO request_jwts (sha, row_id)
 	SELECT k.sha, r.id FROM r
 	JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON o.id = r.id
 	CROSS JOIN LATERAL (VALUES (r.request_jwt), (r.request_jwt_twin)) AS k (sha)
 	WHERE r.request_jwt <> '' AND k.sha <> '' AND r.id <> ALL($18::text[])
+		AND NOT EXISTS (SELECT FROM x WHERE x.row_id = r.id AND x.sha = k.sha)
 	ORDER BY k.sha, o.n
 	ON CONFLICT (sha) DO NOTHING
 	RETURNING row_id
+), u AS (
+	UPDATE request_jwts AS q SET row_id = x.row_id FROM x
+	WHERE q.sha = x.sha AND q.row_id = x.old AND x.row_id IN (SELECT id FROM r)
+	RETURNING q.row_id
 )
-SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) =
+SELECT r.id, (SELECT count(*) FROM j WHERE j.row_id = r.id) + (SELECT count(*) FROM u WHERE u.row_id = r.id) =
 	(CASE WHEN r.request_jwt = '' OR r.id = ANY($18::text[]) THEN 0 WHEN r.request_jwt_twin = '' THEN 1 ELSE 2 END) FROM r`
 
 // receiptKey is the key a receipt's first row holds in ledger_rows (the

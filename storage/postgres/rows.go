@@ -81,12 +81,12 @@ var errRaced = errors.New("another writer stored it first")
 
 // CreateRow implements ledger.Rows: the row, its target entries, its
 // snapshot links and, when no row holds its request-JWT hash yet, the
-// request-JWT entry. It is a deferred write (group.go): it goes in one
-// statement with the rows of other members, with the member's next round
-// trip when it has written anything else, or at the end of the batch. An
-// id already taken, or a race lost with another writer, is the error of
-// that round trip (a later call of the member, or Update), and a lost race
-// runs the member again.
+// request-JWT entry, or the entries it takes over. It is a deferred write
+// (group.go): it goes in one statement with the rows of other members,
+// with the member's next round trip when it has written anything else,
+// or at the end of the batch. An id already taken, or a race lost with
+// another writer, is the error of that round trip (a later call of the
+// member, or Update), and a lost race runs the member again.
 func (t *tx) CreateRow(r *ledger.Row) error {
 	if !t.write {
 		return errReadOnly
@@ -104,14 +104,16 @@ func (t *tx) CreateRow(r *ledger.Row) error {
 	}
 	targets, snaps := rowKeys(r)
 	// The member raced for the request JWT when it read every hash the
-	// row is indexed under as unused, or one of them naming a row it then
+	// row is indexed under as unused or held by a row it takes the entry
+	// from (Row.RequestJWTTakenFrom), or one of them naming a row it then
 	// found gone (removed by a sweep meanwhile): a row it read one of as
-	// used is a duplicate, which takes no entry from anyone; nor does a
-	// row ledger.IndexesRequestJWT leaves out.
+	// used otherwise is a duplicate, which takes no entry from anyone;
+	// nor does a row ledger.IndexesRequestJWT leaves out.
 	twin := r.RequestJWTTwinSHA256
 	gone := func(h string) bool { return h != "" && t.jwtRows[h] != "" && t.absentRows[t.jwtRows[h]] }
+	free := func(h string) bool { return t.absentJWTs[h] || h != "" && r.RequestJWTTakenFrom[h] != "" }
 	indexed := ledger.IndexesRequestJWT(r)
-	raced := indexed && (t.absentJWTs[sha] && (twin == "" || t.absentJWTs[twin]) || gone(sha) || gone(twin))
+	raced := indexed && (free(sha) && (twin == "" || free(twin)) || gone(sha) || gone(twin))
 	w := rowWrite{r: r, body: body, targets: targets, snaps: snaps, racedRow: t.absentRows[id], racedJWT: raced}
 	// This member's own row answers the reads that found it absent.
 	delete(t.absentRows, id)
