@@ -487,7 +487,9 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 // copy no signature vouches for is never the original of a receipt one
 // does, whoever posted it first (docs/design/012). Such a row takes no
 // request-JWT entry (IndexesRequestJWT); one an earlier version recorded
-// may hold one, and is passed over. Another encoding of the same receipt
+// may hold one, and is passed over: row r then takes that entry over
+// (RequestJWTTakenFrom), so that the receipts posted with the request JWT
+// after r are measured against r. Another encoding of the same receipt
 // carries the same signature, so it is a duplicate either way.
 func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs []string) error {
 	if recorded {
@@ -529,8 +531,14 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 				if r.unvouchedFirst == "" {
 					r.unvouchedFirst = first
 				}
+				if r.RequestJWTTakenFrom == nil {
+					r.RequestJWTTakenFrom = map[string]string{}
+				}
+				r.RequestJWTTakenFrom[sha] = first
 				continue
 			}
+			// A duplicate takes no entry over.
+			r.RequestJWTTakenFrom = nil
 			r.Verifier.DuplicateOf = first
 			r.countsToo = !r.SameReceipt(orig) || !orig.ReceiptVerified()
 			return nil

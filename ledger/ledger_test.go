@@ -8,12 +8,14 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/syncbuf"
@@ -705,5 +707,129 @@ func TestAForgedCopyIsNotTheFirstUseOfARequestJWT(t *testing.T) {
 	s, o := h.append(t, in(second))
 	if o != ledger.DuplicateRecorded || s.Status != ledger.Duplicate || s.Verifier.DuplicateOf != g.ID {
 		t.Errorf("a second turn on the request JWT: %v %v, duplicate of %q; want DUPLICATE of the real receipt's row %s", o, s.Status, s.Verifier.DuplicateOf, g.ID)
+	}
+}
+
+// A forged copy that an earlier version recorded holds the request JWT's
+// entry (versions before IndexesRequestJWT indexed every receipt). The
+// real receipt posted after it is a row of its own and takes the entry
+// over: another turn served on that request JWT is a duplicate of the
+// real receipt's row, not measured against the copy again, and the entry
+// stays the real receipt's once the copy is swept. The copy may have
+// been posted with the request JWT as the real receipt carries it, or in
+// its other ES256 encoding; its entry may still be pending in its row's
+// record, or merged into the file's bucket.
+func TestTheRealReceiptTakesTheRequestJWTFromAForgedCopyOfAnEarlierVersion(t *testing.T) {
+	same := func(jwt string) string { return jwt }
+	for _, c := range []struct {
+		name   string
+		copy   func(jwt string) string
+		merged bool
+	}{
+		{"the same encoding", same, false},
+		{"the same encoding, merged", same, true},
+		{"the other encoding", pacttest.MalleateES256, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx := t.Context()
+			real := h.sc.Mint(pacttest.Spec{Target: "A-1"})
+			forged := *real
+			forged.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(real.Claims)
+			forged.RequestJWT = c.copy(real.RequestJWT)
+			f, _ := h.append(t, in(&forged))
+			if f.Status != ledger.Unauthorized || f.ReceiptVerified() {
+				t.Fatalf("the forged copy: %v, receipt verified %v", f.Status, f.ReceiptVerified())
+			}
+			// entries returns the rows the entries of the request JWT's
+			// hashes (both encodings) name, "" for none.
+			entries := func() []string {
+				t.Helper()
+				var ids []string
+				if err := h.store.View(ctx, func(tx ledger.Tx) error {
+					for _, sha := range verifier.Encodings(real.RequestJWT) {
+						id, err := tx.RowByRequestJWT(sha)
+						if err != nil {
+							return err
+						}
+						ids = append(ids, id)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			}
+			if ids := entries(); slices.Contains(ids, f.ID) {
+				t.Fatalf("this version indexed the forged copy: entries %q", ids)
+			}
+
+			// The file as an earlier version left it.
+			h.store.Close()
+			db, err := bbolt.Open(filepath.Join(h.dir, "ledger.db"), 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(func(tx *bbolt.Tx) error {
+				if c.merged {
+					// Keeping a row's number writes the pending keys
+					// into their buckets first, as a merge does.
+					if err := bolt.SetRowNumber(tx, f.ID, bolt.RowNumber(tx, f.ID)); err != nil {
+						return err
+					}
+				}
+				return bolt.SetRequestJWTRow(tx, f.RequestJWTSHA256, f.ID)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h.open(t)
+			if ids := entries(); !slices.Contains(ids, f.ID) {
+				t.Fatalf("the forged copy holds no entry: %q", ids)
+			}
+
+			g, o := h.append(t, in(real))
+			if o != ledger.Created || g.Status != ledger.Authorized || g.Verifier.DuplicateOf != "" {
+				t.Fatalf("the real receipt after its forged copy: %v %v, duplicate of %q", o, g.Status, g.Verifier.DuplicateOf)
+			}
+			heldBy := func(when string) {
+				t.Helper()
+				ids := entries()
+				if !slices.Contains(ids, g.ID) || slices.ContainsFunc(ids, func(id string) bool { return id != "" && id != g.ID }) {
+					t.Errorf("%s: the request JWT's entries name %q; want the real receipt's row %s", when, ids, g.ID)
+				}
+			}
+			heldBy("after the real receipt")
+			h.store.Close()
+			h.open(t)
+			heldBy("after a restart")
+			turn := func(when, target, jwt string) {
+				t.Helper()
+				next := h.sc.Mint(pacttest.Spec{Target: target})
+				next.RequestJWT = jwt
+				s, o := h.append(t, in(next))
+				if o != ledger.DuplicateRecorded || s.Status != ledger.Duplicate || s.Verifier.DuplicateOf != g.ID {
+					t.Errorf("%s: another turn on the request JWT: %v %v, duplicate of %q; want DUPLICATE of the real receipt's row %s",
+						when, o, s.Status, s.Verifier.DuplicateOf, g.ID)
+				}
+			}
+			turn("after the real receipt", "A-2", real.RequestJWT)
+
+			// Sweeping the copy removes no entry of the real receipt's.
+			if err := h.store.Update(ctx, func(tx ledger.Tx) error {
+				cur, err := tx.Row(f.ID)
+				if err != nil {
+					return err
+				}
+				_, err = ledger.SweepRow(tx, cur, ledger.Tombstone{ID: cur.ID, Kind: cur.Kind, Status: cur.Status, Class: cur.Class, RetainUntil: cur.RetainUntil, SweptAt: h.clock()})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			heldBy("after the copy was swept")
+			turn("after the copy was swept", "A-3", pacttest.MalleateES256(real.RequestJWT))
+		})
 	}
 }

@@ -1,15 +1,18 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // TestTwinRequestJWTsPostedAtOnce: a receipt, and another whose request
@@ -123,4 +126,131 @@ func TestAForgedCopyIsNeverTheOriginalOfTheRealReceipt(t *testing.T) {
 				i, f.Status, f.Verifier.DuplicateOf, g.Status, g.Verifier.DuplicateOf)
 		}
 	}
+}
+
+// TestARealReceiptTakesTheRequestJWTFromAForgedCopyOfAnEarlierVersion: a
+// forged copy of a receipt that an earlier version recorded holds the
+// request JWT's entries (under both of its hashes, as versions before
+// ledger.IndexesRequestJWT wrote them for any first use). The real
+// receipt posted after it, on the other replica, takes them over: another
+// turn on the request JWT is its duplicate, before and after the copy is
+// swept. Then twenty times the real receipt and another turn on its
+// request JWT are posted at the same moment to the two replicas: one
+// takes the entries over and is the first use, the other is its
+// duplicate, never both AUTHORIZED.
+func TestARealReceiptTakesTheRequestJWTFromAForgedCopyOfAnEarlierVersion(t *testing.T) {
+	dsn := migrated(t)
+	sc, a, b, _ := replicasOn(t, dsn, func(dir *localdir.Store) *localdir.Store { return dir })
+	replicas := []replica{a, b}
+	post := func(l *ledger.Ledger, x *pacttest.Receipt) (*ledger.Row, error) {
+		row, _, err := l.AppendReceipt(t.Context(), ledger.ReceiptInput{ReceiptJWS: x.ReceiptJWS, RequestJWT: x.RequestJWT, DelegationToken: x.DelegationToken, Actions: x.Actions})
+		return row, err
+	}
+	turn := func(target, jwt string) *pacttest.Receipt {
+		x := sc.Mint(pacttest.Spec{Target: target})
+		x.RequestJWT = jwt
+		return x
+	}
+	// forged records a forged copy of r with its request JWT and gives it
+	// the entries an earlier version gave it.
+	forged := func(r *pacttest.Receipt) *ledger.Row {
+		t.Helper()
+		c := *r
+		c.ReceiptJWS = pacttest.MustKey("brand-k3", jose.ES256).Sign(r.Claims)
+		f, err := post(a.l, &c)
+		if err != nil || f.Status != ledger.Unauthorized {
+			t.Fatalf("the forged copy: %v, %v", f, err)
+		}
+		if got := entries(t, dsn, r.RequestJWT); got != [2]string{} {
+			t.Fatalf("this version indexed the forged copy: entries %q", got)
+		}
+		hashes := verifier.Encodings(r.RequestJWT)
+		if n := sqlValue[int64](t, dsn, `
+WITH r AS (UPDATE ledger_rows SET request_jwt_twin = $2 WHERE id = $1),
+i AS (INSERT INTO request_jwts (sha, row_id) SELECT unnest($3::text[]), $1 RETURNING 1)
+SELECT count(*) FROM i`, f.ID, hashes[1], hashes); n != 2 {
+			t.Fatalf("%d entries written for the forged copy, want 2", n)
+		}
+		return f
+	}
+	heldBy := func(when string, jwt string, id string) {
+		t.Helper()
+		if got := entries(t, dsn, jwt); got != [2]string{id, id} {
+			t.Errorf("%s: the request JWT's entries name %q, want %s", when, got, id)
+		}
+	}
+
+	real := sc.Mint(pacttest.Spec{Target: "A-1"})
+	f := forged(real)
+	g, err := post(b.l, real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Status != ledger.Authorized || g.Verifier.DuplicateOf != "" {
+		t.Fatalf("the real receipt after its forged copy: %v, duplicate of %q; want AUTHORIZED, a row of its own", g.Status, g.Verifier.DuplicateOf)
+	}
+	heldBy("after the real receipt", real.RequestJWT, g.ID)
+	for i, x := range []*pacttest.Receipt{turn("A-2", real.RequestJWT), turn("A-3", pacttest.MalleateES256(real.RequestJWT))} {
+		if i == 1 {
+			// Sweeping the copy removes no entry of the real receipt's.
+			if err := a.store.Update(t.Context(), func(tx ledger.Tx) error {
+				cur, err := tx.Row(f.ID)
+				if err != nil {
+					return err
+				}
+				_, err = ledger.SweepRow(tx, cur, ledger.Tombstone{ID: cur.ID, Kind: cur.Kind, Status: cur.Status, Class: cur.Class, RetainUntil: cur.RetainUntil, SweptAt: time.Now()})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			heldBy("after the copy was swept", real.RequestJWT, g.ID)
+		}
+		s, err := post(replicas[i%2].l, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Status != ledger.Duplicate || s.Verifier.DuplicateOf != g.ID {
+			t.Errorf("turn %d on the request JWT: %v, duplicate of %q; want DUPLICATE of the real receipt's row %s", i+2, s.Status, s.Verifier.DuplicateOf, g.ID)
+		}
+	}
+
+	for i := range 20 {
+		real := sc.Mint(pacttest.Spec{Target: fmt.Sprint("B-", i)})
+		forged(real)
+		rows := make([]*ledger.Row, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for j, x := range []*pacttest.Receipt{real, turn(fmt.Sprint("C-", i), real.RequestJWT)} {
+			wg.Go(func() {
+				<-start
+				rows[j], errs[j] = post(replicas[(i+j)%2].l, x)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("pair %d: %v", i, err)
+		}
+		first, dup := rows[0], rows[1]
+		if first.Verifier.DuplicateOf != "" {
+			first, dup = dup, first
+		}
+		if first.Status != ledger.Authorized || first.Verifier.DuplicateOf != "" || dup.Status != ledger.Duplicate || dup.Verifier.DuplicateOf != first.ID {
+			t.Fatalf("pair %d: rows %s %v (duplicate of %q) and %s %v (duplicate of %q); want one AUTHORIZED, the other its duplicate",
+				i, rows[0].ID[:12], rows[0].Status, rows[0].Verifier.DuplicateOf, rows[1].ID[:12], rows[1].Status, rows[1].Verifier.DuplicateOf)
+		}
+		heldBy(fmt.Sprint("pair ", i), real.RequestJWT, first.ID)
+	}
+}
+
+// entries returns the rows the request-JWT entries of both encodings of
+// jwt name in the database at dsn, "" for none.
+func entries(t *testing.T, dsn, jwt string) [2]string {
+	t.Helper()
+	var out [2]string
+	for i, sha := range verifier.Encodings(jwt) {
+		out[i] = sqlValue[string](t, dsn, "SELECT coalesce((SELECT row_id FROM request_jwts WHERE sha = $1), '')", sha)
+	}
+	return out
 }

@@ -98,7 +98,12 @@ func newReplica(t *testing.T, dsn string, sc *pacttest.Scenario, objects ledger.
 // directory as wrap wraps it.
 func replicasOver[S ledger.ObjectStore](t *testing.T, wrap func(*localdir.Store) S) (sc *pacttest.Scenario, a, b replica, objects S) {
 	t.Helper()
-	dsn := migrated(t)
+	return replicasOn(t, migrated(t), wrap)
+}
+
+// replicasOn is replicasOver on the database at dsn.
+func replicasOn[S ledger.ObjectStore](t *testing.T, dsn string, wrap func(*localdir.Store) S) (sc *pacttest.Scenario, a, b replica, objects S) {
+	t.Helper()
 	sc = pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
 	dir, err := localdir.Open(t.TempDir())
