@@ -277,6 +277,11 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		out.Checks = r.Verifier.Checks
 		return out, nil
 	}
+	// The agent's snapshot holds the keys fetched for the issuer the
+	// request JWT names, which need not be the receipt's pa.
+	if iss := requestIssuer(ev.RequestJWT); iss != "" {
+		src.agent = iss
+	}
 	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions}, src)
 	if err != nil {
 		out.Same = false
@@ -303,6 +308,21 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		}
 	}
 	return out, nil
+}
+
+// requestIssuer is the iss a request JWT names, read before its signature
+// is checked, as the verifier reads it to ask for that agent's keys; ""
+// when the token does not decode.
+func requestIssuer(jwt string) string {
+	c, err := verifier.ParseToken(jwt).Compact()
+	if err != nil {
+		return ""
+	}
+	var claims verifier.RequestClaims
+	if json.Unmarshal(c.Payload, &claims) != nil {
+		return ""
+	}
+	return claims.Iss
 }
 
 func loadSnapshot(tx Tx, owner, id string) (string, *verifier.KeySet, error) {

@@ -261,3 +261,26 @@ func TestTheRowsBrandKeysHoldTheDelegationTokensKey(t *testing.T) {
 		t.Fatalf("VerifyRow of an untouched AUTHORIZED row: same = false: %v", rv.Differences)
 	}
 }
+
+// A receipt naming another pa than the request JWT's iss fails bindings
+// at write time, while the request JWT's signature passes against the keys
+// fetched for its iss, which the row keeps as its agent's snapshot.
+// VerifyRow checks the signature against that snapshot again: the same
+// verdict, with no further difference.
+func TestVerifyRowChecksTheRequestJWTAgainstTheSnapshotOfItsIssuer(t *testing.T) {
+	h := newHarness(t)
+	r := h.sc.Mint(pacttest.Spec{})
+	r.Claims["pa"] = "https://another-agent.example"
+	r.ReceiptJWS = h.sc.Brand.Key.Sign(r.Claims)
+	row, _ := h.append(t, in(r))
+	if c := check(row, verifier.CheckRequestSignature); c.Result != verifier.Pass || check(row, verifier.CheckBindings).Result != verifier.Fail || row.Agent.JWKSSnapshot == "" {
+		t.Fatalf("at write time: request_signature %+v, bindings %+v, agent snapshot %q", c, check(row, verifier.CheckBindings), row.Agent.JWKSSnapshot)
+	}
+	rv, err := h.l.VerifyRow(t.Context(), row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rv.Same || len(rv.Differences) != 0 {
+		t.Errorf("VerifyRow: same %v, differences %q; want the write-time verdict again", rv.Same, rv.Differences)
+	}
+}
