@@ -63,6 +63,11 @@ func (e *a2aError) message() string {
 	return m
 }
 
+// errInvalidToken is not an A2A error: a delegation token found bad after
+// authentication (its grant ended while the turn ran) is answered as one
+// found bad before it, a bare 401 (PACT §5.5).
+var errInvalidToken = &a2aError{detail: "the delegation token's grant has ended"}
+
 func newErr(reason, detail string) *a2aError { return &a2aError{reason: reason, detail: detail} }
 
 // internalErr is INTERNAL, saying nothing of the cause (which is logged).
@@ -77,6 +82,11 @@ func taskErr(id string) *a2aError {
 // message, and an ErrorInfo whose metadata keeps the Provider's reason in
 // words (detail) and the task id.
 func writeError(w http.ResponseWriter, e *a2aError) {
+	if e == errInvalidToken {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a", error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
 	rs := reasonStatus[e.reason]
 	meta := map[string]string{"detail": e.detail}
 	if e.taskID != "" {

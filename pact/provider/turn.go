@@ -85,7 +85,17 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	rec, err := s.respond(ctx, rq, id, rep, now)
 	if err == nil {
 		rec.ContextID, rec.MessageID, rec.User, rec.Changes = id, m.MessageID, t.User, book.Changes()
-		err = s.cfg.Store.RecordTurn(rec, now)
+		if del != nil {
+			// PACT §5.5: the grant must still be active when the turn is
+			// kept, not only when its token was checked.
+			rec.Grant = del.GrantID
+		}
+		err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
+	}
+	if errors.Is(err, store.ErrGrantEnded) {
+		s.abandon(ctx, id, m.MessageID)
+		s.cfg.Logger.InfoContext(ctx, "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", "the grant ended while the turn ran"))
+		return nil, errInvalidToken
 	}
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)

@@ -150,6 +150,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrTurnRunning: a turn with this messageId is running (PACT §4.3).
 	ErrTurnRunning = errors.New("a turn with this messageId is running")
+	// ErrGrantEnded: the grant a turn ran under was revoked or expired
+	// before the turn was kept.
+	ErrGrantEnded = errors.New("the grant was revoked or has ended")
 	// ErrAssertionUsed: a login assertion was presented a second time.
 	ErrAssertionUsed = errors.New("the login assertion was already used")
 	// ErrTicket: a consent form's ticket is unknown: already used, or

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/pipeline"
 	"github.com/pactledger/pactledger/pact/records"
 )
@@ -121,7 +122,11 @@ type TurnRecord struct {
 	State                json.RawMessage
 	Close                bool
 	// User is the Brand user a delegation token made the turn act for.
-	User    string
+	User string
+	// Grant is the grant of that delegation token: the turn is kept only
+	// while it is still active (neither revoked nor expired) when it
+	// commits, else nothing is (ErrGrantEnded).
+	Grant   string
 	Changes map[records.Key]records.Change
 	// ReceiptSHA256 keys ActionLog: the hex SHA-256 of the receipt's JWS.
 	ReceiptSHA256 string
@@ -129,12 +134,25 @@ type TurnRecord struct {
 	Outbox        []pipeline.Item
 }
 
-// RecordTurn keeps a turn whole or not at all, in one transaction: a
-// receipt is never queued for a reply that was not kept, nor a reply kept
-// without its receipt. A record change refused because another turn
-// changed the record since (records.ErrChanged) keeps nothing.
+// RecordTurn keeps a turn whole or not at all, in one transaction at now:
+// a receipt is never queued for a reply that was not kept, nor a reply
+// kept without its receipt. A record change refused because another turn
+// changed the record since (records.ErrChanged) keeps nothing, and so does
+// a turn whose grant was revoked or ended while it ran (ErrGrantEnded): a
+// revocation committed before the turn leaves no action and no receipt
+// after it.
 func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 	err := s.update(func(tx *txn) error {
+		if r.Grant != "" {
+			var g oauth.Grant
+			found, err := get(tx.Tx, bGrants, []byte(r.Grant), &g)
+			if err != nil {
+				return err
+			}
+			if !found || !g.Active(now) {
+				return fmt.Errorf("grant %s: %w", r.Grant, ErrGrantEnded)
+			}
+		}
 		for k, c := range r.Changes {
 			cur, err := fields(tx.Tx, k)
 			if err != nil {
