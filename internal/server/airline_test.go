@@ -198,15 +198,16 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 		t.Fatalf("another's booking: %q", text)
 	}
 
-	// In the ledger: the refusal and three receipts, with the classes the
-	// brand's tools name.
-	rows := a.rows(t, "SKY-20931", 4)
+	// In the ledger: the two refusals (asked under §3 alone, then beyond
+	// Ana's grant) and three receipts, with the classes the brand's tools
+	// name.
+	rows := a.rows(t, "SKY-20931", 5)
 	want := map[string]string{"lookup_booking": "RETENTION_CLASS_READ_ONLY", "change_seat": "RETENTION_CLASS_ACCOUNT_CHANGED", "rebook_flight": "RETENTION_CLASS_MONEY_MOVED"}
 	var rebook Row
-	refusals := 0
+	var refused []string
 	for _, row := range rows {
 		if row.Kind == "ROW_KIND_REFUSAL" {
-			refusals++
+			refused = append(refused, row.Principal)
 			if row.RetentionClass != "RETENTION_CLASS_REFUSED" || row.Actions[0].Tool != "rebook_flight" {
 				t.Errorf("refusal %+v", row)
 			}
@@ -224,8 +225,8 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 			rebook = row
 		}
 	}
-	if refusals != 1 || len(want) != 0 {
-		t.Fatalf("%d refusals; rows missing for %v", refusals, want)
+	if len(refused) != 2 || !slices.Contains(refused, "sky-4471") || len(want) != 0 {
+		t.Fatalf("refusals of %q (want one of sky-4471, beyond her grant); rows missing for %v", refused, want)
 	}
 	if !slices.Equal(rebook.ScopeGranted, card) {
 		t.Fatalf("rebook row granted %v", rebook.ScopeGranted)

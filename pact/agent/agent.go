@@ -64,8 +64,9 @@ type Reply struct {
 	// token lacks or, with the brand's withoutToken: stepUp, no token was
 	// sent for (PACT §5.5).
 	NeedScopes []string
-	// Refused is an account action refused for want of a delegation; the
-	// Provider reports it to the ledger as a refusal.
+	// Refused is an account action refused for want of a delegation, or of
+	// a scope the delegation lacks; the Provider reports it to the ledger
+	// as a refusal.
 	Refused *Refusal
 }
 

@@ -159,6 +159,7 @@ func delegatedTurn(ctx context.Context, t Turn, st *scriptState, m *brand.Match,
 	if !slices.Contains(t.Scopes, tool.Scope) {
 		r, err := reply(fmt.Sprintf("I need your permission (%s) to do that.", tool.Scope))
 		r.NeedScopes = []string{tool.Scope}
+		r.Refused = &Refusal{Tool: tool.Name, Target: rec.ID()}
 		return r, err
 	}
 	if m.NeedsMore {

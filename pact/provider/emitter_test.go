@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pactledger/pactledger/pact/brandlogin"
@@ -32,5 +33,29 @@ func TestGrantRevokedDuringATurnStopsIt(t *testing.T) {
 		if it.Receipt != nil {
 			t.Errorf("a receipt was queued for a turn whose grant was revoked before it was kept: %d actions", len(it.Receipt.Actions))
 		}
+	}
+}
+
+// A delegated turn that needs a scope the token lacks answers a step-up
+// task, and the action it refused is on record for the ledger, as the
+// same action asked under PACT §3 alone is.
+func TestStepUpUnderDelegationIsARefusalOnRecord(t *testing.T) {
+	e := newOAuthEnv(t)
+	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	code, out, _ := e.send(read, "", "m1", "please cancel A-5531")
+	if task, _ := out["task"].(map[string]any); code != 200 || task == nil {
+		t.Fatalf("step-up: %d %v", code, out)
+	}
+	var refused []string
+	for _, it := range e.outbox() {
+		if it.Receipt != nil {
+			t.Errorf("a receipt was queued for a turn that was refused")
+		}
+		if it.Refusal != nil {
+			refused = append(refused, it.Refusal.Action.Tool+" "+it.Refusal.Action.Target+": "+it.Refusal.Reason)
+		}
+	}
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], "cancel_order A-5531") {
+		t.Fatalf("refusals on record: %q, want the cancel of A-5531 refused for want of orders:cancel", refused)
 	}
 }

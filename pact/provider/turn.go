@@ -128,10 +128,18 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 		if serr == nil {
 			body, err := s.stepUp(rq, ctxID, rep.Text, scopes, now)
 			rec = store.TurnRecord{Reply: body, State: rep.State, Close: rep.Close}
-			if del == nil && rep.Refused != nil {
+			switch {
+			case rep.Refused == nil:
+			case del == nil:
 				// Asked under PACT §3 alone: nothing ran; on record as a
 				// refusal, as in chat.
 				rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, "asked without a delegation grant: answered with a step-up task for "+strings.Join(scopes, " "), now))
+			default:
+				// Asked beyond the grant's scopes: nothing ran, and no
+				// receipt is signed for it; on record as a refusal of the
+				// grant's User.
+				rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, "asked beyond delegation grant "+del.GrantID+" (scopes "+del.Scope+
+					"): answered with a step-up task for "+strings.Join(scopes, " "), now))
 			}
 			return rec, err
 		}
@@ -160,9 +168,14 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 }
 
 // refusal is the ledger's record of an account action refused for want of
-// a delegation grant.
+// a delegation grant, or of a scope the grant lacks.
 func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.Time) pipeline.Item {
-	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: "sub " + rq.who.Sub + " of " + rq.who.Iss, ClaimedAgent: rq.who.Iss,
+	principal := "sub " + rq.who.Sub + " of " + rq.who.Iss
+	if rq.del != nil {
+		// The delegation token names the Brand user (PACT §5.4).
+		principal = rq.del.Subject
+	}
+	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: principal, ClaimedAgent: rq.who.Iss,
 		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: r.Tool, Target: r.Target}, Reason: reason, ObservedAt: now}}
 }
 
