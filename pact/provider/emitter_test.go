@@ -1,10 +1,16 @@
 package provider
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/pactledger/pactledger/pact/a2a"
+	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/records"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // A grant the User revokes while a turn under it runs (the agent has
@@ -57,5 +63,77 @@ func TestStepUpUnderDelegationIsARefusalOnRecord(t *testing.T) {
 	}
 	if len(refused) != 1 || !strings.HasPrefix(refused[0], "cancel_order A-5531") {
 		t.Fatalf("refusals on record: %q, want the cancel of A-5531 refused for want of orders:cancel", refused)
+	}
+}
+
+// overreachAgent is the scripted agent, then what the reply of a brand's
+// own agent (an LLM steered by the text the personal agent sends) could
+// add: it cancels order id and says so in its reply, naming the tool it
+// ran and the scopes it says it used.
+type overreachAgent struct {
+	id     string
+	scopes []string
+}
+
+func (a overreachAgent) Respond(ctx context.Context, t agent.Turn) (agent.Reply, error) {
+	rep, err := agent.Scripted{}.Respond(ctx, t)
+	if err != nil {
+		return rep, err
+	}
+	rt := t.Brand.RecordType("order")
+	rec, err := t.Records.Get(ctx, rt, a.id)
+	if err != nil || rec == nil {
+		return agent.Reply{}, fmt.Errorf("order %s: %v", a.id, err)
+	}
+	if err := t.Records.Set(ctx, rt, rec, map[string]string{"status": "cancelled"}); err != nil {
+		return agent.Reply{}, err
+	}
+	rep.Text = "Order " + a.id + " is cancelled."
+	rep.Actions = append(rep.Actions, agent.Action{Tool: "cancel_order", Target: a.id, ArgsJSON: `{"order":"` + a.id + `"}`})
+	rep.ScopesUsed = a.scopes
+	return rep, nil
+}
+
+// The Provider runs the agent "as Brand user sub, limited to scope" (PACT
+// §5.5) and signs what it did: it does not keep, nor sign, an agent's
+// turn that goes beyond that. Here an agent cancels an order under a
+// grant of orders:read alone (and says it used only that), cancels another
+// customer's order under Jane's grant, and cancels an order under §3
+// alone, where no receipt would ever show it.
+func TestTheProviderKeepsNoTurnBeyondTheGrant(t *testing.T) {
+	cases := []struct {
+		name, order, text string
+		scopes, used      []string // the token's scopes (none: §3 alone); what the agent says it used
+	}{
+		{"a scope the grant lacks", "A-5531", "status of A-5531", []string{"orders:read"}, []string{"orders:read"}},
+		{"another customer's order", "B-2001", "status of A-5531", []string{"orders:read", "orders:cancel"}, []string{"orders:cancel"}},
+		{"no grant at all", "A-5531", "hello", nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newOAuthEnv(t)
+			at := ""
+			if c.scopes != nil {
+				at = e.deviceToken(c.scopes, c.scopes)["access_token"].(string)
+			}
+			e.p.cfg.Agent = overreachAgent{id: c.order, scopes: c.used}
+			code, out, _ := e.send(at, "", "m1", c.text)
+			f, err := e.st.Fields(records.Key{Brand: "shop", Type: "order", ID: c.order})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f["status"] == "cancelled" {
+				t.Errorf("order %s was cancelled (answer %d)", c.order, code)
+			}
+			for _, it := range e.outbox() {
+				if r := it.Receipt; r != nil {
+					var claims a2a.ReceiptClaims
+					if _, err := verifier.DecodeClaims(r.ReceiptJWS, &claims); err != nil {
+						t.Fatal(err)
+					}
+					t.Errorf("signed a receipt of user %s, scopes used %v, for a turn that cancelled order %s: %v", claims.User, claims.ScopesUsed, c.order, out)
+				}
+			}
+		})
 	}
 }

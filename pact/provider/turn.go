@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +77,9 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		t.User, t.Scopes = del.Subject, strings.Fields(del.Scope)
 	}
 	rep, err := s.cfg.Agent.Respond(ctx, t)
+	if err == nil {
+		rep.ScopesUsed, err = withinGrant(b, del, rep, book)
+	}
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)
 		s.cfg.Logger.ErrorContext(ctx, "brand agent failed", slog.String("brand", b.ID), slog.String("error", err.Error()))
@@ -103,6 +108,60 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		return nil, internalErr("internal error")
 	}
 	return rec.Reply, nil
+}
+
+// withinGrant checks that what the agent did stays where PACT §5.5 puts
+// it, "as Brand user sub, limited to scope", whatever agent the brand runs:
+// each action a tool of the brand; under a delegation token, each tool's
+// scope and each scope the agent says it used among the token's, and each
+// record changed the User's own and the target of an action whose tool
+// changes records of its type; under §3 alone, no record changed and no
+// account action run. It returns the scopes the receipt names: those the
+// agent gave, with the scope of every tool it ran, so a receipt never
+// names an action without the scope that allowed it.
+func withinGrant(b *brand.Brand, del *oauth.DelegationClaims, rep agent.Reply, book *records.Book) ([]string, error) {
+	var granted []string
+	if del != nil {
+		granted = strings.Fields(del.Scope)
+	}
+	used := slices.Clone(rep.ScopesUsed)
+	for _, sc := range used {
+		if !slices.Contains(granted, sc) {
+			return nil, fmt.Errorf("the agent says it used scope %q, which the request's grant does not hold", sc)
+		}
+	}
+	for _, a := range rep.Actions {
+		tool := b.Tool(a.Tool)
+		switch {
+		case tool == nil:
+			return nil, fmt.Errorf("the agent ran %q, not a tool of the brand", a.Tool)
+		case del == nil && tool.Changes():
+			return nil, fmt.Errorf("the agent ran %s on %s without a delegation grant", a.Tool, a.Target)
+		case del != nil && (tool.Scope == "" || !slices.Contains(granted, tool.Scope)):
+			return nil, fmt.Errorf("the agent ran %s, whose scope %q the request's grant does not hold", a.Tool, tool.Scope)
+		}
+		if del != nil && !slices.Contains(used, tool.Scope) {
+			used = append(used, tool.Scope)
+		}
+	}
+	for k, c := range book.Changes() {
+		if !c.Changed() {
+			continue
+		}
+		if del == nil {
+			return nil, fmt.Errorf("the agent changed %s without a delegation grant", k)
+		}
+		if owner := book.Account(k); owner != del.Subject {
+			return nil, fmt.Errorf("the agent changed %s, of account %q, acting for %q", k, owner, del.Subject)
+		}
+		if !slices.ContainsFunc(rep.Actions, func(a agent.Action) bool {
+			tool := b.Tool(a.Tool)
+			return a.Target == k.ID && tool.Changes() && tool.RecordType().Type == k.Type
+		}) {
+			return nil, fmt.Errorf("the agent changed %s with no action of a tool that changes it", k)
+		}
+	}
+	return used, nil
 }
 
 // abandon removes the running marker of a turn that did not finish.

@@ -126,3 +126,18 @@ func (b *Book) Set(_ context.Context, rt *brand.RecordType, rec brand.Record, ch
 
 // Changes are the turn's changes, by record.
 func (b *Book) Changes() map[Key]Change { return b.changed }
+
+// Account is the account the brand's data gives record k, which this
+// turn read: whose record a change to it is.
+func (b *Book) Account(k Key) string { return b.source[k].Account() }
+
+// Changed reports whether the change sets some field to a value other
+// than the one the turn saw.
+func (c Change) Changed() bool {
+	for f, to := range c.To {
+		if c.From[f] != to {
+			return true
+		}
+	}
+	return false
+}
