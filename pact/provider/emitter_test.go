@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
@@ -135,5 +136,56 @@ func TestTheProviderKeepsNoTurnBeyondTheGrant(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A retry of a messageId whose turn has run longer than a running marker
+// holds (a slow agent, not a dead process) waits for that turn and gets
+// its stored reply (PACT §4.3): the turn does not run a second time, and
+// one messageId has one receipt.
+func TestARetryOfASlowTurnGetsItsReply(t *testing.T) {
+	e := newOAuthEnv(t)
+	a := &holdAgent{}
+	e.p.cfg.Agent = a
+	at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
+	code, first, _ := e.send(at, "", "m0", "status of A-5531")
+	if code != 200 {
+		t.Fatalf("first turn: %d %v", code, first)
+	}
+	ctxID := first["message"].(map[string]any)["contextId"].(string)
+
+	type result struct {
+		code int
+		out  map[string]any
+	}
+	retry := make(chan result, 1)
+	code, out := e.heldTurn(a, at, ctxID, "m1", "please cancel A-5531", func() {
+		e.advance(31 * time.Second)
+		go func() {
+			code, out, _ := e.send(at, ctxID, "m1", "please cancel A-5531")
+			retry <- result{code, out}
+		}()
+		waitFor(t, "the retry to wait for the running turn", func() bool {
+			e.p.locks.mu.Lock()
+			defer e.p.locks.mu.Unlock()
+			l := e.p.locks.held[ctxID]
+			return l != nil && l.holders == 2
+		})
+	})
+	if code != 200 || !strings.Contains(text(t, out), "is cancelled") {
+		t.Fatalf("the slow turn: %d %v", code, out)
+	}
+	r := <-retry
+	if r.code != 200 || r.out["message"].(map[string]any)["messageId"] != out["message"].(map[string]any)["messageId"] {
+		t.Errorf("the retry is not the slow turn's reply: %d %v", r.code, r.out)
+	}
+	receipts := 0
+	for _, it := range e.outbox() {
+		if it.Receipt != nil {
+			receipts++
+		}
+	}
+	if receipts != 2 {
+		t.Errorf("%d receipts for two messageIds", receipts)
 	}
 }

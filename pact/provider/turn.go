@@ -55,6 +55,17 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	id := begun.ID
 	unlock := s.locks.lock(id)
 	defer unlock()
+	// A retry that found the first run's marker stale (it ran longer than
+	// the marker holds) waited here for that run: its reply, once kept,
+	// is the answer, and the turn does not run twice (PACT §4.3).
+	if stored, err := s.cfg.Store.StoredReply(id, m.MessageID); err != nil || stored != nil {
+		if err != nil {
+			s.abandon(ctx, id, m.MessageID)
+			s.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
+			return nil, internalErr("internal error")
+		}
+		return stored, nil
+	}
 	c, err := s.cfg.Store.Conversation(id)
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)

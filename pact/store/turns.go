@@ -195,6 +195,19 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 	return nil
 }
 
+// StoredReply returns the reply kept for messageId msgID in context
+// ctxID, or nil when there is none (yet).
+func (s *Store) StoredReply(ctxID, msgID string) (json.RawMessage, error) {
+	var body json.RawMessage
+	err := s.view(func(tx *bolt.Tx) error {
+		var r storedReply
+		_, err := get(tx, bReplies, replyKey(ctxID, msgID), &r)
+		body = r.Body
+		return err
+	})
+	return body, err
+}
+
 // AbandonTurn removes the running marker of a turn that did not finish, so
 // that a retry runs it.
 func (s *Store) AbandonTurn(ctxID, msgID string) error {
