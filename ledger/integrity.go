@@ -11,12 +11,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/pactledger/pactledger/ledger/proof"
+	"github.com/pactledger/pactledger/retention"
 )
 
 // Finding is one row whose evidence is not as it was written, or one place
@@ -51,7 +53,9 @@ type IntegrityPage struct {
 // leaf"; rows committed but not yet integrated are counted, not findings),
 // and on the first page (an empty token) rebuilds the tree from every
 // stored leaf and compares its root with the latest checkpoint, and checks
-// that every leaf's row is still held or was swept by retention. The first
+// that every leaf's row is still held or was swept by retention (a
+// tombstone from before the leaf's class or incident close let the row go
+// is a finding). The first
 // page also compares every uploaded drill report with its write-once copy.
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
@@ -335,6 +339,7 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		if err != nil {
 			return err
 		}
+		now := l.cfg.Now().UTC()
 		rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 		tree := rf.NewEmptyRange(0)
 		rows := map[string]*Row{}
@@ -363,6 +368,27 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 				continue // not a leaf this version writes; its hash still counts
 			}
 			switch f["kind"] {
+			case LeafIncidentClose:
+				// The incident's row is kept the incident period past the
+				// close at least (CloseIncident).
+				id := f["row"]
+				if _, ok := rows[id]; ok && rows[id] != nil {
+					break
+				}
+				t, err := tx.Tombstone(id)
+				if errors.Is(err, ErrNotFound) {
+					break // the row is held, or its own leaf says it is missing
+				} else if err != nil {
+					return err
+				}
+				at, err := time.Parse(time.RFC3339Nano, f["at"])
+				if err != nil {
+					break
+				}
+				if keep := l.cfg.Policy.Periods[retention.Incident].After(at).UTC(); t.SweptAt.Before(keep) {
+					rowFinding(id, "leaf %d closes incident %s of row %s at %s, which keeps the row until %s, but its tombstone says it was swept on %s",
+						i, f["incident"], id, f["at"], keep.Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339))
+				}
 			case LeafReceipt, LeafRefusal, LeafDispute:
 				id := f["row"]
 				r, ok := rows[id]
@@ -373,10 +399,16 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 					rows[id] = r
 				}
 				if r == nil {
-					if _, err := tx.Tombstone(id); errors.Is(err, ErrNotFound) {
+					t, err := tx.Tombstone(id)
+					switch {
+					case errors.Is(err, ErrNotFound):
 						rowFinding(id, "leaf %d names row %s, which the row store does not hold and no retention sweep removed", i, id)
-					} else if err != nil {
+					case err != nil:
 						return err
+					case f["kind"] != LeafDispute:
+						if p := l.earlyTombstone(t, f, now); p != "" {
+							rowFinding(id, "leaf %d names row %s, %s", i, id, p)
+						}
 					}
 					continue
 				}
@@ -406,6 +438,36 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		}
 		return nil
 	})
+}
+
+// sweepSkew is how far ahead of the check's clock a tombstone's sweep
+// time may be: another process's clock.
+const sweepSkew = 5 * time.Minute
+
+// earlyTombstone says what is wrong with tombstone t of the row whose
+// leaf is f, "" when a retention sweep could have left it: the sweep
+// removes a row only once its retain-until has passed, and retain-until
+// is never before the class's period counted from when the row was
+// recorded (the leaf's class and recorded lines, which the row store
+// cannot change). A tombstone left by whoever removed a row before then
+// is not a sweep's.
+func (l *Ledger) earlyTombstone(t *Tombstone, f map[string]string, now time.Time) string {
+	if t.Class.String() != f["class"] || t.Status.String() != f["status"] {
+		return fmt.Sprintf("whose tombstone says class %s and status %s, the leaf says class %s and status %s", t.Class, t.Status, f["class"], f["status"])
+	}
+	recorded, err := time.Parse(time.RFC3339Nano, f["recorded"])
+	if err != nil {
+		return ""
+	}
+	if t.SweptAt.After(now.Add(sweepSkew)) {
+		return fmt.Sprintf("whose tombstone says it was swept on %s, after the time of this check (%s)", t.SweptAt.UTC().Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	keep := l.cfg.Policy.Periods[t.Class].After(recorded).UTC()
+	if t.SweptAt.Before(keep) || t.RetainUntil.Before(keep) {
+		return fmt.Sprintf("whose tombstone says it was retained until %s and swept on %s, before its class keeps it (%s from %s: until %s)",
+			t.RetainUntil.UTC().Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339), l.cfg.Policy.Periods[t.Class], f["recorded"], keep.Format(time.RFC3339))
+	}
+	return ""
 }
 
 // checkpointBody parses the body of a signed checkpoint the ledger signed
