@@ -56,7 +56,10 @@ type IntegrityPage struct {
 // that every leaf's row is still held or was swept by retention (a
 // tombstone from before the leaf's class or incident close let the row go
 // is a finding). The first
-// page also compares every uploaded drill report with its write-once copy.
+// page also compares every uploaded drill report with its write-once copy,
+// and checks that every incident is the incident of the row it names; each
+// incident row's incident is compared with the row and, once closed, with
+// the leaf of its closure.
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
 	case pageSize < 0 || pageSize > 10000:
@@ -100,6 +103,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	l.readCopies(ctx, items)
 	if token == "" {
 		if err := l.checkDrills(ctx, page); err != nil {
+			return nil, err
+		}
+		if err := l.checkIncidents(ctx, page); err != nil {
 			return nil, err
 		}
 	}
@@ -541,9 +547,106 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 					return err
 				}
 			}
+			if r.Status != Incident && r.IncidentID == "" {
+				continue
+			}
+			inc, p, err := rowIncident(tx, r)
+			if err != nil {
+				return err
+			}
+			if p != "" {
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: p})
+				continue
+			}
+			what := "the closure of incident " + inc.ID
+			if !inc.Open() {
+				if err := check(r, incidentRef(inc.ID), what, incidentCloseLeaf(inc)); err != nil {
+					return err
+				}
+				continue
+			}
+			// An open incident has no closure in the log, logged or queued.
+			switch idx, err := tx.LeafIndex(incidentRef(inc.ID)); {
+			case err == nil:
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("incident %s is open, but leaf %d records its closure", inc.ID, idx)})
+			case !errors.Is(err, ErrNotFound):
+				return err
+			case pending[incidentRef(inc.ID)]:
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("incident %s is open, but its closure waits for the log", inc.ID)})
+			}
 		}
 		return nil
 	})
+}
+
+// rowIncident reads the incident of an incident row and says what does
+// not match the row ("" when the incident is the row's own): the row names
+// none, the row store holds no such incident, or the incident names
+// another row or another agent platform (the platform whose rows of that
+// day the sweep keeps while it holds).
+func rowIncident(tx Tx, r *Row) (*IncidentRecord, string, error) {
+	if r.Status != Incident {
+		return nil, fmt.Sprintf("the row names incident %s, but its status is %s", r.IncidentID, r.Status), nil
+	}
+	if r.IncidentID == "" {
+		return nil, "the row's status is incident, but it names no incident", nil
+	}
+	inc, err := incident(tx, r.IncidentID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, fmt.Sprintf("the row store holds no incident %s, which the row's status opened", r.IncidentID), nil
+	case err != nil:
+		return nil, "", err
+	case inc.RowID != r.ID:
+		return nil, fmt.Sprintf("incident %s names row %s, not this row", inc.ID, inc.RowID), nil
+	case inc.Agent != r.Agent.Platform:
+		return nil, fmt.Sprintf("incident %s names agent platform %q, the row %q", inc.ID, inc.Agent, r.Agent.Platform), nil
+	}
+	return inc, "", nil
+}
+
+// checkIncidents checks that every incident the row store lists is the
+// incident of the row it names (first page): an incident no row opened
+// would stand in the incident list, and hold rows from the sweep, for
+// nothing in the log. The rows' side, and each closure against its
+// leaf, is checkLeaves'.
+func (l *Ledger) checkIncidents(ctx context.Context, page *IntegrityPage) error {
+	for token := ""; ; {
+		var next string
+		err := l.store.View(ctx, func(tx Tx) error {
+			incs, n, err := incidentPage(tx, 1000, token)
+			if err != nil {
+				return err
+			}
+			next = n
+			for _, inc := range incs {
+				r, err := tx.Row(inc.RowID)
+				switch {
+				case errors.Is(err, ErrNotFound):
+					t, terr := tx.Tombstone(inc.RowID)
+					switch {
+					case errors.Is(terr, ErrNotFound):
+						page.Findings = append(page.Findings, Finding{RowID: inc.RowID, Problem: fmt.Sprintf("incident %s names row %s, which the row store does not hold and no retention sweep removed", inc.ID, inc.RowID)})
+					case terr != nil:
+						return terr
+					case t.Status != Incident:
+						page.Findings = append(page.Findings, Finding{RowID: inc.RowID, Problem: fmt.Sprintf("incident %s names row %s, which was swept as a %s row", inc.ID, inc.RowID, t.Status)})
+					}
+				case err != nil:
+					return err
+				case r.IncidentID != inc.ID:
+					page.Findings = append(page.Findings, Finding{RowID: inc.RowID, Problem: fmt.Sprintf("incident %s names row %s, which is not its row (the row's status is %s, its incident %q)", inc.ID, inc.RowID, r.Status, r.IncidentID)})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if token = next; token == "" {
+			return nil
+		}
+	}
 }
 
 // leafDiff names the values that differ between a stored leaf and the leaf

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -132,5 +135,78 @@ func TestIntegrityFindsAnIncidentRowSweptBeforeItsClosePeriod(t *testing.T) {
 		if want := "closes incident " + inc.ID + " of row " + row.ID; !strings.Contains(p, want) {
 			t.Fatalf("findings:\n%s\nwant one with %q", p, want)
 		}
+	}
+}
+
+// Incidents live in the row store beside the rows: whoever holds it could
+// hide one from the incident list, close one without its leaf, move a
+// close earlier (the sweep then lets the platform's rows of that day go
+// a year after the earlier date) or point one at another agent platform
+// (the sweep then holds the wrong day). fsck compares every incident
+// with its row and, once closed, with the leaf of its closure.
+func TestIntegrityChecksIncidents(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		closed bool
+		edit   func(id string) func(tx *bbolt.Tx) error
+		want   string
+	}{
+		{"hide an open incident", false, tamper.DropIncident, "the row store holds no incident %s"},
+		{"hide a closed incident", true, tamper.DropIncident, "the row store holds no incident %s"},
+		{"close an incident without its leaf", false, func(id string) func(tx *bbolt.Tx) error {
+			return tamper.EditIncident(id, func(inc *ledger.IncidentRecord) {
+				inc.ClosedAt, inc.ClosedBy, inc.Note = time.Date(2026, 10, 8, 0, 0, 0, 0, time.UTC), "admin", "nothing wrong"
+			})
+		}, "the closure of incident %s has no leaf in the log"},
+		{"move a close earlier", true, func(id string) func(tx *bbolt.Tx) error {
+			return tamper.EditIncident(id, func(inc *ledger.IncidentRecord) { inc.ClosedAt = inc.ClosedAt.AddDate(0, -11, 0) })
+		}, "differs from the closure of incident %s: at is"},
+		{"reopen a closed incident", true, func(id string) func(tx *bbolt.Tx) error {
+			return tamper.EditIncident(id, func(inc *ledger.IncidentRecord) { inc.ClosedAt, inc.ClosedBy, inc.Note = time.Time{}, "", "" })
+		}, "incident %s is open, but leaf"},
+		{"move an incident to another platform", false, func(id string) func(tx *bbolt.Tx) error {
+			return tamper.EditIncident(id, func(inc *ledger.IncidentRecord) { inc.Agent = "elsewhere.example" })
+		}, "incident %s names agent platform \"elsewhere.example\""},
+		{"make up an incident", false, nil, "incident INC-2 names row %r, which is not its row"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.enableLog(t, 0)
+			ri := in(h.sc.Mint(pacttest.Spec{Target: "A-7001", ArgsJSON: `{"order":"A-7001","amount":10}`}))
+			ri.Limits = &ledger.Limits{AmountMax: "1"}
+			row, _ := h.append(t, ri)
+			if row.Status != ledger.Incident {
+				t.Fatalf("status %v, want INCIDENT", row.Status)
+			}
+			other, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-7002", User: "acct-2"})))
+			h.set(h.clock().Add(24 * time.Hour))
+			if tc.closed {
+				if _, err := h.l.CloseIncident(ctx, row.IncidentID, "looked into", "admin"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := integrity(t, h); len(got.Findings) != 0 {
+				t.Fatalf("clean ledger:\n%s", problems(got))
+			}
+			on := row.ID
+			if tc.edit == nil {
+				// An incident of the authorized row, which opened none.
+				on = other.ID
+				tc.edit = func(string) func(tx *bbolt.Tx) error {
+					return tamper.PutIncident(ledger.IncidentRecord{ID: "INC-2", RowID: other.ID, Reason: "scopes_within_grant: made up", Agent: other.Agent.Platform, OpenedAt: other.RecordedAt})
+				}
+			}
+			h.tamper(t, tc.edit(row.IncidentID))
+			p := problems(integrity(t, h))
+			want := strings.ReplaceAll(strings.ReplaceAll(tc.want, "%s", row.IncidentID), "%r", on)
+			if !strings.Contains(p, on+": ") || !strings.Contains(p, want) {
+				t.Fatalf("findings:\n%s\nwant one on row %s with %q", p, on, want)
+			}
+		})
 	}
 }

@@ -175,3 +175,53 @@ func EditLeaf(index uint64, fn func(stored []byte) []byte) func(tx *bbolt.Tx) er
 		return b.Put(k, fn(append([]byte(nil), v...)))
 	}
 }
+
+// DropIncident deletes the record of incident id, as an operator hiding
+// an incident would; its row, and any leaf of its closure, stay.
+func DropIncident(id string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, err := ledger.IncidentSeq(id)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("incidents")).Delete(binary.BigEndian.AppendUint64(nil, seq))
+	}
+}
+
+// EditIncident rewrites the record of incident id with fn.
+func EditIncident(id string, fn func(inc *ledger.IncidentRecord)) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, err := ledger.IncidentSeq(id)
+		if err != nil {
+			return err
+		}
+		b := tx.Bucket([]byte("incidents"))
+		k := binary.BigEndian.AppendUint64(nil, seq)
+		var inc ledger.IncidentRecord
+		if err := json.Unmarshal(b.Get(k), &inc); err != nil {
+			return err
+		}
+		fn(&inc)
+		v, err := json.Marshal(inc)
+		if err != nil {
+			return err
+		}
+		return b.Put(k, v)
+	}
+}
+
+// PutIncident writes an incident record the ledger never opened, as an
+// operator making up an incident would.
+func PutIncident(inc ledger.IncidentRecord) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, err := ledger.IncidentSeq(inc.ID)
+		if err != nil {
+			return err
+		}
+		v, err := json.Marshal(inc)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("incidents")).Put(binary.BigEndian.AppendUint64(nil, seq), v)
+	}
+}
