@@ -48,6 +48,16 @@ type LatestVersioner interface {
 	LatestVersion(ctx context.Context, key string) (string, error)
 }
 
+// FirstVersioner is an object store that keeps the versions of a key and
+// tells which one was written first. The ledger puts each of its objects
+// once, create-only, so the first version of a key is the ledger's; a
+// later one was put by someone else holding the bucket's credentials.
+type FirstVersioner interface {
+	// FirstVersion returns the key's oldest version (delete markers
+	// aside), or an error wrapping ErrNotFound when it has none.
+	FirstVersion(ctx context.Context, key string) (string, error)
+}
+
 // readRange reads loc's part of its segment in one ranged read, of the
 // version loc records where the store keeps versions; false when loc is
 // no part of a segment or the store reads no ranges.

@@ -255,8 +255,13 @@ func (l *Ledger) shadowed(ctx context.Context, loc Location, seen map[string]str
 
 // checkDrills compares every stored drill report with its write-once copy
 // (first page only): the reports GetDrill and ListDrills serve are the
-// row store's, which whoever can write the database could edit. A report
-// not uploaded yet has no copy to compare with and is not a finding.
+// row store's, which whoever can write the database could edit. No leaf
+// of the log holds a report, so the copy is what it is checked against:
+// the one the ledger put, create-only. Where the store keeps versions
+// (FirstVersioner), that is the key's first version, whatever version the
+// row store records; a report whose copy the row store does not record is
+// compared with what the store holds under its key, unless its upload is
+// still queued or was given up (a dead letter).
 func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 	type report struct {
 		id   string
@@ -265,6 +270,7 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 		ok   bool
 	}
 	var reports []report
+	waiting := map[string]bool{} // keys whose put is queued or dead
 	for token := ""; ; {
 		var next string
 		err := l.store.View(ctx, func(tx Tx) error {
@@ -273,6 +279,7 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 				return err
 			}
 			next = n
+			var unrecorded []string
 			for _, b := range bodies {
 				var head struct {
 					ID string `json:"id"`
@@ -287,12 +294,33 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 				switch {
 				case err == nil:
 					r.loc, r.ok = loc, true
-				case !errors.Is(err, ErrNotFound):
+				case errors.Is(err, ErrNotFound):
+					unrecorded = append(unrecorded, DrillKey(r.id))
+				default:
 					return err
 				}
 				reports = append(reports, r)
 			}
-			return nil
+			if len(unrecorded) == 0 {
+				return nil
+			}
+			queued, err := tx.QueuedPuts(unrecorded)
+			if err != nil {
+				return err
+			}
+			for _, e := range queued {
+				waiting[e.Key] = true
+			}
+			for after := uint64(0); ; {
+				dead, err := tx.DeadLetters(after, 1000)
+				if err != nil || len(dead) == 0 {
+					return err
+				}
+				for _, d := range dead {
+					waiting[d.Entry.Key] = true
+					after = d.Entry.Seq
+				}
+			}
 		})
 		if err != nil {
 			return err
@@ -301,16 +329,41 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 			break
 		}
 	}
+	fv, versioned := l.objects.(FirstVersioner)
 	for _, r := range reports {
-		if !r.ok {
+		key := DrillKey(r.id)
+		if !r.ok && waiting[key] {
 			continue // not uploaded yet
 		}
-		kept, err := l.getObject(ctx, r.loc)
+		loc := r.loc
+		what := "its write-once copy " + key
+		if !r.ok {
+			loc = Location{Key: key}
+			what += " (which the row store does not record)"
+		}
+		if versioned && (!r.ok || loc.VersionID != "") {
+			first, err := fv.FirstVersion(ctx, key)
+			switch {
+			case errors.Is(err, ErrNotFound) && !r.ok:
+				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store records no write-once copy, none is queued for upload, and the store holds none under %s", r.id, key)})
+				continue
+			case err != nil:
+				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the versions of %s cannot be listed: %v", r.id, key, err)})
+				continue
+			case r.ok && first != loc.VersionID:
+				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store records version %s of %s as its copy, but the first version, the one the ledger put, is %s", r.id, loc.VersionID, key, first)})
+			}
+			loc.VersionID = first
+			what = fmt.Sprintf("its write-once copy %s (the first version, %s)", key, first)
+		}
+		kept, err := l.getObject(ctx, loc)
 		switch {
+		case errors.Is(err, ErrNotFound) && !r.ok:
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store records no write-once copy, none is queued for upload, and the store holds none under %s", r.id, key)})
 		case err != nil:
-			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: its write-once copy %s cannot be read: %v", r.id, r.loc.Key, err)})
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: %s cannot be read: %v", r.id, what, err)})
 		case !bytes.Equal(kept, r.body):
-			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store's report (SHA-256 %s) differs from its write-once copy %s (%s): GetDrill and ListDrills serve the row store's", r.id, sha256Hex(r.body), r.loc.Key, sha256Hex(kept))})
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store's report (SHA-256 %s) differs from %s (%s): GetDrill and ListDrills serve the row store's", r.id, sha256Hex(r.body), what, sha256Hex(kept))})
 		}
 	}
 	return nil

@@ -83,3 +83,42 @@ func (s *Store) latestVersion(ctx context.Context, key string) (string, error) {
 	}
 	return "", fmt.Errorf("latest version of %s: %w", key, err)
 }
+
+// FirstVersion implements ledger.FirstVersioner: the oldest version of
+// key that is not a delete marker, from a listing of its versions.
+func (s *Store) FirstVersion(ctx context.Context, key string) (string, error) {
+	version, err := s.firstVersion(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		s.observe(nil) // an answer
+	} else {
+		s.observe(err)
+	}
+	return version, err
+}
+
+func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var first minio.ObjectInfo
+	found := false
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: key, WithVersions: true}) {
+		if o.Err != nil {
+			return "", fmt.Errorf("versions of %s: %w", key, o.Err)
+		}
+		if o.Key != key || o.IsDeleteMarker {
+			continue
+		}
+		// Versions are listed newest first; of two with one time, the
+		// later listed is the older.
+		if !found || !o.LastModified.After(first.LastModified) {
+			first, found = o, true
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("first version of %s: %w", key, ledger.ErrNotFound)
+	}
+	return first.VersionID, nil
+}
