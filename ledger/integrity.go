@@ -521,10 +521,18 @@ func (l *Ledger) earlyTombstone(t *Tombstone, f map[string]string, now time.Time
 	if t.SweptAt.After(now.Add(sweepSkew)) {
 		return fmt.Sprintf("whose tombstone says it was swept on %s, after the time of this check (%s)", t.SweptAt.UTC().Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	keep := l.cfg.Policy.Periods[t.Class].After(recorded).UTC()
+	per := l.cfg.Policy.Periods[t.Class]
+	keep := per.After(recorded).UTC()
+	if per.Months > 0 {
+		// Retention counts from the receipt's ts when that is later, and
+		// months end on different days: January 31 plus a month is March
+		// 3, February 1 plus a month March 1. A later start never ends
+		// more than three days earlier.
+		keep = keep.AddDate(0, 0, -3)
+	}
 	if t.SweptAt.Before(keep) || t.RetainUntil.Before(keep) {
-		return fmt.Sprintf("whose tombstone says it was retained until %s and swept on %s, before its class keeps it (%s from %s: until %s)",
-			t.RetainUntil.UTC().Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339), l.cfg.Policy.Periods[t.Class], f["recorded"], keep.Format(time.RFC3339))
+		return fmt.Sprintf("whose tombstone says it was retained until %s and swept on %s, before its class keeps it (%s from %s: at least until %s)",
+			t.RetainUntil.UTC().Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339), per, f["recorded"], keep.Format(time.RFC3339))
 	}
 	return ""
 }
