@@ -165,6 +165,9 @@ type auditor struct {
 	compared   int
 	notRows    int // leaves of other kinds not compared
 
+	incidentRows map[string]incidentRow // rows whose leaf says status incident, by id
+	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
+
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
@@ -353,6 +356,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 		if d, err = a.rowDiffs(leaf, r); err != nil {
 			return err
 		}
+		a.noteIncident(index, leaf, r)
 	}
 	if len(d) > 0 {
 		a.mismatch("%s differs from the ledger: %s", where, strings.Join(d, "; "))
@@ -361,6 +365,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 }
 
 func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
+	a.closures[leaf["incident"]] = true
 	ctx, cancel := a.c.ctx()
 	defer cancel()
 	rep, err := a.c.c.GetIncident(ctx, &ledgerv1.GetIncidentRequest{Id: leaf["incident"]})
@@ -373,8 +378,16 @@ func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
 	} else if err != nil {
 		return err
 	}
-	inc := rep.GetIncident()
 	a.compared++
+	if d := closureDiffs(leaf, rep.GetIncident()); len(d) > 0 {
+		a.mismatch("leaf %d (closure of incident %s) differs from the ledger: %s", index, leaf["incident"], strings.Join(d, "; "))
+	}
+	return nil
+}
+
+// closureDiffs compares the leaf of an incident's closure with the
+// incident the server holds.
+func closureDiffs(leaf map[string]string, inc *ledgerv1.Incident) []string {
 	var d []string
 	d = diff(d, leaf, "row", inc.GetRowId())
 	d = diff(d, leaf, "note", digest(inc.GetNote()))
@@ -383,10 +396,132 @@ func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
 	if inc.GetOpen() {
 		d = append(d, "the incident is open, the leaf records its closure")
 	}
-	if len(d) > 0 {
-		a.mismatch("leaf %d (closure of incident %s) differs from the ledger: %s", index, leaf["incident"], strings.Join(d, "; "))
+	return d
+}
+
+// incidentRow is a row whose leaf says status incident: the row names the
+// incident it opened.
+type incidentRow struct {
+	row, incident string
+	leaf          int64
+}
+
+// noteIncident keeps a row whose leaf says status incident, for
+// checkIncidents.
+func (a *auditor) noteIncident(index int64, leaf map[string]string, r *ledgerv1.Row) {
+	if leaf["status"] == "incident" {
+		a.incidentRows[r.GetId()] = incidentRow{row: r.GetId(), incident: r.GetIncidentId(), leaf: index}
 	}
+}
+
+// checkIncidents asks the server for the incident of every row whose leaf
+// says status incident: the leaf is the log's word that the row opened
+// one, and an incident is never deleted, so an incident the server does
+// not hold, or one naming another row, was edited in the row store. Each
+// incident is compared with the leaf of its closure: read from the tiles
+// above, or else through its proof (which must be of the audited log). An
+// open incident has no such leaf; a closed one without a leaf after
+// settle is a mismatch.
+func (a *auditor) checkIncidents(key string, settle time.Duration) error {
+	var pending []incidentRow
+	for _, ir := range a.incidentRows {
+		done, err := a.checkIncident(ir, key)
+		if err != nil {
+			return err
+		}
+		if !done {
+			pending = append(pending, ir)
+		}
+	}
+	deadline := time.Now().Add(settle)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		if err := pause(context.Background(), 200*time.Millisecond); err != nil {
+			return err
+		}
+		var still []incidentRow
+		for _, ir := range pending {
+			done, err := a.checkIncident(ir, key)
+			if err != nil {
+				return err
+			}
+			if !done {
+				still = append(still, ir)
+			}
+		}
+		pending = still
+	}
+	for _, ir := range pending {
+		a.mismatch("row %s (leaf %d, status incident): incident %s is closed, but the log has no leaf of its closure (not logged within %s)", ir.row, ir.leaf, ir.incident, settle)
+	}
+	fmt.Fprintf(a.c.out, "%d incident rows: each one's incident checked against the row and the closure in the log\n", len(a.incidentRows))
 	return nil
+}
+
+// checkIncident checks one incident row's incident; false when the
+// incident is closed and its closure is not (yet) in the log.
+func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
+	where := fmt.Sprintf("row %s (leaf %d, status incident)", ir.row, ir.leaf)
+	if ir.incident == "" {
+		a.mismatch("%s: the row names no incident", where)
+		return true, nil
+	}
+	ctx, cancel := a.c.ctx()
+	rep, err := a.c.c.GetIncident(ctx, &ledgerv1.GetIncidentRequest{Id: ir.incident})
+	cancel()
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.PermissionDenied:
+		return true, nil
+	case codes.NotFound:
+		a.mismatch("%s: the ledger does not hold incident %s, which the row opened", where, ir.incident)
+		return true, nil
+	default:
+		return false, fmt.Errorf("incident %s: %w", ir.incident, err)
+	}
+	inc := rep.GetIncident()
+	if inc.GetRowId() != ir.row {
+		a.mismatch("%s: incident %s names row %s, not this row", where, ir.incident, inc.GetRowId())
+		return true, nil
+	}
+	if a.closures[ir.incident] {
+		return true, nil // compared with its closure's leaf already
+	}
+	ctx, cancel = a.c.ctx()
+	pr, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: ir.row, Event: "incident-close"})
+	cancel()
+	switch {
+	case status.Code(err) == codes.NotFound || notLogged(err):
+		return inc.GetOpen(), nil
+	case err != nil:
+		return false, fmt.Errorf("proof of the closure of incident %s: %w", ir.incident, err)
+	}
+	b, err := proof.ParseBundle([]byte(pr.GetBundle()))
+	var cp proof.Checkpoint
+	if err == nil {
+		cp, err = b.Verify(key)
+	}
+	if err != nil {
+		a.mismatch("%s: the proof of the closure of incident %s does not verify: %v", where, ir.incident, err)
+		return true, nil
+	}
+	if err := a.inAuditedLog(b, cp); err != nil {
+		var bad *inconsistent
+		if !errors.As(err, &bad) {
+			return false, err
+		}
+		a.mismatch("%s: the proof of the closure of incident %s is not of the audited log: %v", where, ir.incident, bad.err)
+		return true, nil
+	}
+	leaf := parseLeaf(b.Leaf)
+	if leaf["kind"] != "incident-close" || leaf["incident"] != ir.incident {
+		a.mismatch("%s: the proof of the closure of incident %s is of leaf %d, a %s leaf of incident %q", where, ir.incident, b.LeafIndex, leaf["kind"], leaf["incident"])
+		return true, nil
+	}
+	a.closures[ir.incident] = true
+	if d := closureDiffs(leaf, inc); len(d) > 0 {
+		a.mismatch("leaf %d (closure of incident %s) differs from the ledger: %s", b.LeafIndex, ir.incident, strings.Join(d, "; "))
+	}
+	return true, nil
 }
 
 // logAudit proves that a checkpoint kept earlier is a prefix of the latest
@@ -442,7 +577,8 @@ func (c *cli) logAudit(o auditOpts) error {
 	// the latest checkpoint's tree.
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
-	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{}}
+	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
+		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}}
 	checkRows := c.key != ""
 	var leaves int64
 	first := old.Size // --all: every leaf, not only those since the kept checkpoint
@@ -494,6 +630,9 @@ func (c *cli) logAudit(o auditOpts) error {
 		fmt.Fprintln(c.out, "rows not compared: no API key (pass a support, auditor or admin key to compare each leaf with its row)")
 	} else {
 		if err := a.everyRowHasALeaf(used, o.settle); err != nil {
+			return err
+		}
+		if err := a.checkIncidents(used, o.settle); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
@@ -598,10 +737,12 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 		return true, nil
 	}
 	a.seen[r.GetId()] = true
-	d, err := a.rowDiffs(parseLeaf(b.Leaf), r)
+	leaf := parseLeaf(b.Leaf)
+	d, err := a.rowDiffs(leaf, r)
 	if err != nil {
 		return false, err
 	}
+	a.noteIncident(b.LeafIndex, leaf, r)
 	if len(d) > 0 {
 		a.mismatch("leaf %d (row %s) differs from the ledger: %s", b.LeafIndex, r.GetId(), strings.Join(d, "; "))
 	}
