@@ -21,6 +21,7 @@ import (
 
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/retention"
 )
 
 // tileHeight is the C2SP tlog-tiles height.
@@ -167,6 +168,8 @@ type auditor struct {
 
 	incidentRows map[string]incidentRow // rows whose leaf says status incident, by id
 	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
+	closedAt     map[string]closure     // closure leaves read from the tiles, by row
+	tombs        []sweptLeaf            // leaves of rows the server answers as swept
 
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
@@ -210,11 +213,16 @@ func (a *auditor) mismatch(format string, args ...any) {
 	a.mismatches = append(a.mismatches, fmt.Sprintf(format, args...))
 }
 
+// tombstone is what the server says of a swept row (ROW_EXPIRED): its
+// class and status, and its retain-until and sweep time (RFC 3339); a
+// value the server does not give is "".
+type tombstone struct{ class, status, retainUntil, sweptAt string }
+
 // row reads a row once; nil with no error when it was swept by retention
-// (then swept is its retention class) or the key cannot read it.
-func (a *auditor) row(id string) (r *ledgerv1.Row, sweptClass string, err error) {
+// (then tomb is its tombstone) or the key cannot read it.
+func (a *auditor) row(id string) (r *ledgerv1.Row, tomb *tombstone, err error) {
 	if r, ok := a.rows[id]; ok {
-		return r, "", nil
+		return r, nil, nil
 	}
 	ctx, cancel := a.c.ctx()
 	defer cancel()
@@ -225,17 +233,18 @@ func (a *auditor) row(id string) (r *ledgerv1.Row, sweptClass string, err error)
 		case codes.NotFound:
 			for _, d := range st.Details() {
 				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "ROW_EXPIRED" {
-					return nil, info.GetMetadata()["retentionClass"], nil
+					m := info.GetMetadata()
+					return nil, &tombstone{class: m["retentionClass"], status: m["status"], retainUntil: m["retainUntil"], sweptAt: m["sweptAt"]}, nil
 				}
 			}
-			return nil, "", errRowMissing
+			return nil, nil, errRowMissing
 		case codes.PermissionDenied:
-			return nil, "", errUnreadable
+			return nil, nil, errUnreadable
 		}
-		return nil, "", err
+		return nil, nil, err
 	}
 	a.rows[id] = rep.GetRow()
-	return rep.GetRow(), "", nil
+	return rep.GetRow(), nil, nil
 }
 
 var (
@@ -320,7 +329,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 		a.notRows++
 		return nil
 	}
-	r, sweptClass, err := a.row(id)
+	r, tomb, err := a.row(id)
 	switch {
 	case errors.Is(err, errRowMissing):
 		a.mismatch("%s: the ledger no longer holds row %s, and no retention sweep removed it", where, id)
@@ -332,8 +341,8 @@ func (a *auditor) compare(index int64, data []byte) error {
 		return err
 	case r == nil:
 		a.swept++
-		if leaf["kind"] != "dispute" && sweptClass != "" && sweptClass != leaf["class"] {
-			a.mismatch("%s: swept as class %q, the leaf says %q", where, sweptClass, leaf["class"])
+		if leaf["kind"] != "dispute" {
+			a.tombs = append(a.tombs, sweptLeaf{index: index, leaf: leaf, tomb: *tomb})
 		}
 		return nil
 	}
@@ -366,6 +375,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 
 func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
 	a.closures[leaf["incident"]] = true
+	a.closedAt[leaf["row"]] = closure{index: index, incident: leaf["incident"], at: leaf["at"]}
 	ctx, cancel := a.c.ctx()
 	defer cancel()
 	rep, err := a.c.c.GetIncident(ctx, &ledgerv1.GetIncidentRequest{Id: leaf["incident"]})
@@ -533,13 +543,18 @@ type auditOpts struct {
 	from, logKey string
 	settle       time.Duration
 	all          bool
+	retention    string // --retention: the periods by class, "" none
 }
 
 func (c *cli) logAudit(o auditOpts) error {
 	if o.from == "" {
-		return usagef("log audit --from OLD_CHECKPOINT_FILE [--log-key KEY] [--all] [--settle DURATION]")
+		return usagef("log audit --from OLD_CHECKPOINT_FILE [--log-key KEY] [--all] [--settle DURATION] [--retention PERIODS]")
 	}
 	key, err := logKeyArg(o.logKey)
+	if err != nil {
+		return err
+	}
+	periods, err := parseRetention(o.retention)
 	if err != nil {
 		return err
 	}
@@ -578,7 +593,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}}
+		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}}
 	checkRows := c.key != ""
 	var leaves int64
 	first := old.Size // --all: every leaf, not only those since the kept checkpoint
@@ -635,6 +650,7 @@ func (c *cli) logAudit(o auditOpts) error {
 		if err := a.checkIncidents(used, o.settle); err != nil {
 			return err
 		}
+		a.checkTombstones(periods, time.Now().UTC())
 		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
 			a.compared, a.swept, a.unreadable, a.notRows)
 	}
@@ -780,4 +796,124 @@ func (c *cli) consistent(old, newer proof.Checkpoint) error {
 		return &inconsistent{err}
 	}
 	return nil
+}
+
+// closure is the leaf of an incident's closure, as read from the tiles.
+type closure struct {
+	index        int64
+	incident, at string
+}
+
+// sweptLeaf is the leaf of a receipt or refusal row the server answers as
+// swept, with the server's tombstone.
+type sweptLeaf struct {
+	index int64
+	leaf  map[string]string
+	tomb  tombstone
+}
+
+// sweepSkew is how far ahead of the audit's clock a tombstone's sweep
+// time may be: the server's clock.
+const sweepSkew = 5 * time.Minute
+
+// checkTombstones prints each swept row's leaf class and recording time
+// beside its tombstone, and finds what the tombstone proves against the
+// leaf (which the row store cannot change) with no retention policy: a
+// class or status other than the leaf's, a sweep before its own
+// retain-until or after the audit's clock, a retain-until before the row
+// was recorded, or an incident's row swept before the incident's closure
+// in the log. With periods (--retention), a row retained or swept before
+// its class's period from its recording (for an incident's row, from the
+// closure read from the tiles) is a finding too.
+func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.Time) {
+	for _, s := range a.tombs {
+		f, t := s.leaf, s.tomb
+		id := f["row"]
+		fmt.Fprintf(a.c.out, "swept: row %s (leaf %d): leaf class %s, recorded %s; tombstone class %s, status %s, retain-until %s, swept-at %s\n",
+			id, s.index, f["class"], f["recorded"], dash(t.class), dash(t.status), dash(t.retainUntil), dash(t.sweptAt))
+		var p []string
+		if t.class != "" && t.class != f["class"] {
+			p = append(p, fmt.Sprintf("swept as class %q, the leaf says %q", t.class, f["class"]))
+		}
+		if t.status != "" && t.status != f["status"] {
+			p = append(p, fmt.Sprintf("swept as status %q, the leaf says %q", t.status, f["status"]))
+		}
+		recorded, rerr := time.Parse(time.RFC3339Nano, f["recorded"])
+		until, uerr := time.Parse(time.RFC3339, t.retainUntil)
+		swept, serr := time.Parse(time.RFC3339, t.sweptAt)
+		recorded = recorded.Truncate(time.Second) // the tombstone's times are in seconds
+		if uerr == nil && serr == nil && swept.Before(until) {
+			p = append(p, fmt.Sprintf("swept on %s, before its own retain-until %s", t.sweptAt, t.retainUntil))
+		}
+		if rerr == nil && uerr == nil && until.Before(recorded) {
+			p = append(p, fmt.Sprintf("retained until %s, before the row was recorded (%s)", t.retainUntil, f["recorded"]))
+		}
+		if serr == nil && swept.After(now.Add(sweepSkew)) {
+			p = append(p, fmt.Sprintf("swept on %s, after the time of this audit (%s)", t.sweptAt, now.Format(time.RFC3339)))
+		}
+		start, from := recorded, f["recorded"]
+		if c, ok := a.closedAt[id]; ok {
+			if at, err := time.Parse(time.RFC3339Nano, c.at); err == nil {
+				if serr == nil && swept.Before(at.Truncate(time.Second)) {
+					p = append(p, fmt.Sprintf("swept on %s, before leaf %d closed its incident %s (%s)", t.sweptAt, c.index, c.incident, c.at))
+				}
+				if f["class"] == "incident" {
+					start, from = at.Truncate(time.Second), c.at+", the incident's close"
+				}
+			}
+		}
+		if per, ok := periods[f["class"]]; ok && rerr == nil && uerr == nil && serr == nil {
+			keep := per.After(start)
+			if per.Months > 0 {
+				// Retention counts from the receipt's ts when that is
+				// later, and months end on different days: a later start
+				// never ends more than three days earlier.
+				keep = keep.AddDate(0, 0, -3)
+			}
+			if swept.Before(keep) || until.Before(keep) {
+				p = append(p, fmt.Sprintf("retained until %s and swept on %s, before its class keeps it under --retention (%s from %s: at least until %s)",
+					t.retainUntil, t.sweptAt, per, from, keep.Format(time.RFC3339)))
+			}
+		}
+		if len(p) > 0 {
+			a.mismatch("leaf %d (%s of row %s): its tombstone does not fit the leaf: %s", s.index, f["kind"], id, strings.Join(p, "; "))
+		}
+	}
+}
+
+// parseRetention parses --retention: "CLASS=PERIOD,…" with a period as
+// "18 months", "18mo", "90 days" or "90d".
+func parseRetention(s string) (map[string]retention.Period, error) {
+	out := map[string]retention.Period{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, usagef("--retention %q: want CLASS=PERIOD,… such as money_moved=18months,read_only=90days", part)
+		}
+		c, err := retention.ParseClass(strings.TrimSpace(name))
+		if err != nil {
+			return nil, usagef("--retention: %v", err)
+		}
+		val = strings.ReplaceAll(strings.TrimSpace(val), " ", "")
+		i := strings.IndexFunc(val, func(r rune) bool { return r < '0' || r > '9' })
+		if i <= 0 {
+			return nil, usagef("--retention %q: want a period such as 18months or 90days", part)
+		}
+		n, err := strconv.Atoi(val[:i])
+		if err != nil || n <= 0 {
+			return nil, usagef("--retention %q: want a positive number", part)
+		}
+		switch val[i:] {
+		case "mo", "month", "months":
+			out[c.String()] = retention.Period{Months: n}
+		case "d", "day", "days":
+			out[c.String()] = retention.Period{Days: n}
+		default:
+			return nil, usagef("--retention %q: the unit must be months (mo) or days (d)", part)
+		}
+	}
+	return out, nil
 }

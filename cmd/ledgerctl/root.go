@@ -416,7 +416,7 @@ verifier key, or a file holding it), or the key the server reports.`,
 	checkpoint.Flags().StringVar(&save, "save", "", "keep the signed checkpoint in `FILE`, for a later log audit")
 	var o auditOpts
 	audit := &cobra.Command{
-		Use:   "audit --from FILE [--log-key KEY] [--all] [--settle D]",
+		Use:   "audit --from FILE [--log-key KEY] [--all] [--settle D] [--retention PERIODS]",
 		Short: "prove a kept checkpoint is a prefix of the latest and compare the leaves since with the rows",
 		Long: `Prove the checkpoint kept in FILE is a prefix of the latest, read every leaf since
 (--all: every leaf) from the tiles (--http), compare each with the rows the API key can
@@ -430,6 +430,7 @@ log is checked without comparing rows.`,
 	f.StringVar(&o.logKey, "log-key", "", "the log's verifier `KEY`, or a file holding it")
 	f.BoolVar(&o.all, "all", false, "check every leaf, not only those since the kept checkpoint")
 	f.DurationVar(&o.settle, "settle", 5*time.Second, "how long a row may wait for its leaf (`D`)")
+	f.StringVar(&o.retention, "retention", "", "the ledger's retention `PERIODS` by class (money_moved=18months,read_only=90days,…): a swept row is checked against its class's period")
 	cmd.AddCommand(checkpoint, audit)
 	return cmd
 }

@@ -60,7 +60,7 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		st := status.New(codes.NotFound, expired.Error())
 		t := expired.Tombstone
 		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonExpired, Domain: "pactledger", Metadata: map[string]string{
-			"retentionClass": t.Class.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}}); derr == nil {
+			"retentionClass": t.Class.String(), "status": t.Status.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}}); derr == nil {
 			st = d
 		}
 		return st.Err()

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// sweepBehind stops ledgerd, removes row id from its row store with the
+// tombstone tomb makes, as whoever holds the file could, and starts
+// ledgerd again.
+func (f *fixture) sweepBehind(t *testing.T, id string, tomb func(r *ledger.Row, now time.Time) ledger.Tombstone) {
+	t.Helper()
+	f.stop()
+	store, err := bolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store.Update(context.Background(), func(tx ledger.Tx) error {
+		r, err := tx.Row(id)
+		if err != nil {
+			return err
+		}
+		_, err = ledger.SweepRow(tx, r, tomb(r, time.Now().UTC()))
+		return err
+	})
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+}
+
+// An operator holding the row store removes a money-moved row the day it
+// was recorded and leaves a tombstone, as a retention sweep would: the
+// server answers ROW_EXPIRED and the audit counted the leaf as swept.
+// The audit prints each swept row's leaf class and recording time beside
+// the tombstone's retain-until and sweep time, and finds what the
+// tombstone proves by itself: swept before its own retain-until, retained
+// until before the row was recorded, swept after the audit's clock, or a
+// class or status other than the leaf's. A tombstone consistent with
+// itself is found early only against the periods given with --retention.
+func TestAuditFindsATombstoneBeforeItsTime(t *testing.T) {
+	tests := []struct {
+		name string
+		tomb func(r *ledger.Row, now time.Time) ledger.Tombstone
+		want string // "" the audit passes without --retention
+	}{
+		{"swept before its retain-until", func(r *ledger.Row, now time.Time) ledger.Tombstone {
+			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: now.AddDate(1, 0, 0), SweptAt: now}
+		}, "before its own retain-until"},
+		{"retained until before it was recorded", func(r *ledger.Row, now time.Time) ledger.Tombstone {
+			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RecordedAt.Add(-48 * time.Hour), SweptAt: now}
+		}, "before the row was recorded"},
+		{"swept after the audit", func(r *ledger.Row, now time.Time) ledger.Tombstone {
+			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: now.AddDate(1, 0, 0), SweptAt: now.AddDate(1, 0, 0)}
+		}, "after the time of this audit"},
+		{"another status", func(r *ledger.Row, now time.Time) ledger.Tombstone {
+			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: ledger.Unauthorized, Class: r.Class, RetainUntil: r.RecordedAt.Add(time.Minute), SweptAt: r.RecordedAt.Add(time.Minute)}
+		}, `swept as status "unauthorized", the leaf says "authorized"`},
+		{"due by its own dates", func(r *ledger.Row, _ time.Time) ledger.Tombstone {
+			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RecordedAt.Add(time.Minute), SweptAt: r.RecordedAt.Add(2 * time.Minute)}
+		}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := start(t)
+			f.logged(t, f.rowID)
+			kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+			if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+				t.Fatalf("checkpoint: %s", errs)
+			}
+			key := f.verifierKey(t)
+			audit := []string{"log", "audit", "--from", kept, "--log-key", key, "--all"}
+			if code, out, errs := f.ctl(t, "auditor", audit...); code != 0 {
+				t.Fatalf("audit before the sweep: %d %s %s", code, out, errs)
+			}
+
+			f.sweepBehind(t, f.rowID, tc.tomb)
+			code, out, errs := f.ctl(t, "auditor", audit...)
+			if !strings.Contains(out, "swept: row "+f.rowID) || !strings.Contains(out, "leaf class money_moved, recorded 20") || !strings.Contains(out, "retain-until") {
+				t.Fatalf("audit does not show the swept row beside its leaf: %d\n%s%s", code, out, errs)
+			}
+			if tc.want == "" {
+				if code != 0 {
+					t.Fatalf("audit of a tombstone consistent with itself, without --retention: %d\n%s%s", code, out, errs)
+				}
+				if code, out, errs := f.ctl(t, "auditor", append(audit, "--retention", "money_moved=18")...); code != exitUsage || !strings.Contains(out+errs, "--retention") {
+					t.Fatalf("audit with a period without a unit: %d %s %s", code, out, errs)
+				}
+				code, out, errs = f.ctl(t, "auditor", append(audit, "--retention", "money_moved=18 months,read_only=90d")...)
+				tc.want = "before its class keeps it under --retention (18 months from "
+			}
+			if code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, tc.want) {
+				t.Fatalf("audit after the sweep: %d\n%s%s\nwant %q", code, out, errs, tc.want)
+			}
+		})
+	}
+}
