@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -434,7 +437,8 @@ func (a *auditor) noteIncident(index int64, leaf map[string]string, r *ledgerv1.
 // settle is a mismatch.
 func (a *auditor) checkIncidents(key string, settle time.Duration) error {
 	var pending []incidentRow
-	for _, ir := range a.incidentRows {
+	byLeaf := slices.SortedFunc(maps.Values(a.incidentRows), func(x, y incidentRow) int { return cmp.Compare(x.leaf, y.leaf) })
+	for _, ir := range byLeaf {
 		done, err := a.checkIncident(ir, key)
 		if err != nil {
 			return err
