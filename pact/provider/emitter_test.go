@@ -10,6 +10,7 @@ import (
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brandlogin"
+	"github.com/pactledger/pactledger/pact/pipeline"
 	"github.com/pactledger/pactledger/pact/records"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -187,5 +188,93 @@ func TestARetryOfASlowTurnGetsItsReply(t *testing.T) {
 	}
 	if receipts != 2 {
 		t.Errorf("%d receipts for two messageIds", receipts)
+	}
+}
+
+// refusals are the refusals waiting for the ledger.
+func (e *oauthEnv) refusals() []*pipeline.Refusal {
+	e.t.Helper()
+	var out []*pipeline.Refusal
+	for _, it := range e.outbox() {
+		if it.Refusal != nil {
+			out = append(out, it.Refusal)
+		}
+	}
+	return out
+}
+
+// A turn stopped because its grant was revoked while it ran keeps
+// nothing, but what the agent would have done is on record for the
+// ledger as a refusal of the grant's User, after the revocation: the row
+// a business watches for (an agent still acting after a revocation).
+func TestATurnStoppedByARevocationIsARefusalOnRecord(t *testing.T) {
+	e := newOAuthEnv(t)
+	a := &holdAgent{}
+	e.p.cfg.Agent = a
+	at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
+	grant := claimsOf(t, at).GrantID
+	code, out := e.heldTurn(a, at, "", "m1", "please cancel A-5531", func() {
+		if err := brandlogin.RevokeGrant(e.st, "shop", "acct-48213", grant, e.clock()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if code != 401 {
+		t.Fatalf("a turn whose grant was revoked before it was kept: %d %v", code, out)
+	}
+	items := e.outbox()
+	if len(items) != 2 || items[0].Revocation == nil || items[1].Refusal == nil {
+		t.Fatalf("outbox %+v, want the revocation, then the refusal of the stopped turn", items)
+	}
+	r := items[1].Refusal
+	if r.ClaimedPrincipal != "acct-48213" || r.ClaimedAgent != e.sc.PA.ID || r.RequestJWT == "" ||
+		r.Action.Tool != "cancel_order" || r.Action.Target != "A-5531" ||
+		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked") || !strings.Contains(r.Reason, "while the turn ran") {
+		t.Fatalf("refusal %+v", r)
+	}
+	if _, logged, status := e.counts(); logged != 0 || status == "cancelled" {
+		t.Fatalf("the stopped turn kept %d action log entries, order status %q", logged, status)
+	}
+}
+
+// A turn whose agent went beyond the grant keeps nothing, and what it
+// went beyond is on record for the ledger as a refusal.
+func TestATurnBeyondTheGrantIsARefusalOnRecord(t *testing.T) {
+	cases := []struct {
+		name, order, text string
+		scopes, used      []string
+		principal, why    string
+	}{
+		{"a scope the grant lacks", "A-5531", "status of A-5531", []string{"orders:read"}, []string{"orders:read"},
+			"acct-48213", `whose scope "orders:cancel" the request's grant does not hold`},
+		{"another customer's order", "B-2001", "status of A-5531", []string{"orders:read", "orders:cancel"}, []string{"orders:cancel"},
+			"acct-48213", "of account"},
+		{"no grant at all", "A-5531", "hello", nil, nil, "sub u1 of ", "without a delegation grant"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newOAuthEnv(t)
+			at := ""
+			if c.scopes != nil {
+				at = e.deviceToken(c.scopes, c.scopes)["access_token"].(string)
+			}
+			e.p.cfg.Agent = overreachAgent{id: c.order, scopes: c.used}
+			code, out, _ := e.send(at, "", "m1", c.text)
+			if code != 500 {
+				t.Fatalf("answer %d %v, want INTERNAL", code, out)
+			}
+			rs := e.refusals()
+			if len(rs) != 1 {
+				t.Fatalf("%d refusals on record, want 1: %+v", len(rs), rs)
+			}
+			r := rs[0]
+			if !strings.HasPrefix(r.ClaimedPrincipal, c.principal) || r.ClaimedAgent != e.sc.PA.ID ||
+				r.Action.Tool != "cancel_order" || r.Action.Target != c.order ||
+				!strings.Contains(r.Reason, "went beyond") || !strings.Contains(r.Reason, c.why) {
+				t.Fatalf("refusal %+v", r)
+			}
+			if len(e.outbox()) != 1 {
+				t.Fatalf("outbox %+v, want the refusal alone", e.outbox())
+			}
+		})
 	}
 }

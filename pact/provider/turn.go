@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
@@ -89,7 +91,16 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	}
 	rep, err := s.cfg.Agent.Respond(ctx, t)
 	if err == nil {
-		rep.ScopesUsed, err = withinGrant(b, del, rep, book)
+		var used []string
+		if used, err = withinGrant(b, del, rep, book); err != nil {
+			// Nothing of the turn is kept, and the ledger gets what the
+			// agent went beyond: a refusal of the action it reported.
+			s.abandon(ctx, id, m.MessageID)
+			s.cfg.Logger.ErrorContext(ctx, "brand agent went beyond the grant", slog.String("brand", b.ID), slog.String("error", err.Error()))
+			s.putOnRecord(ctx, s.stopped(rq, id, rep, err, beyondReason(rq, err), now))
+			return nil, internalErr("the agent could not answer")
+		}
+		rep.ScopesUsed = used
 	}
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)
@@ -111,6 +122,11 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	if errors.Is(err, store.ErrGrantEnded) {
 		s.abandon(ctx, id, m.MessageID)
 		s.cfg.Logger.InfoContext(ctx, "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", "the grant ended while the turn ran"))
+		// What the agent would have done under the grant is on record as
+		// refused, in a transaction of its own: the row after the
+		// revocation that a business watches for.
+		s.putOnRecord(ctx, s.stopped(rq, id, rep, nil, "delegation grant "+del.GrantID+" "+s.grantEnd(del.GrantID)+
+			" while the turn ran: nothing of the turn was kept; answered 401 invalid_token", now))
 		return nil, errInvalidToken
 	}
 	if err != nil {
@@ -119,6 +135,20 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		return nil, internalErr("internal error")
 	}
 	return rec.Reply, nil
+}
+
+// beyondGrant is what withinGrant found past the grant: why, and the
+// action it concerns when there is one.
+type beyondGrant struct {
+	why    string
+	action agent.Action
+}
+
+func (e *beyondGrant) Error() string { return e.why }
+
+// beyond is a beyondGrant about action a (zero: the turn as a whole).
+func beyond(a agent.Action, format string, args ...any) error {
+	return &beyondGrant{why: fmt.Sprintf(format, args...), action: a}
 }
 
 // withinGrant checks that what the agent did stays where PACT §5.5 puts
@@ -138,18 +168,18 @@ func withinGrant(b *brand.Brand, del *oauth.DelegationClaims, rep agent.Reply, b
 	used := slices.Clone(rep.ScopesUsed)
 	for _, sc := range used {
 		if !slices.Contains(granted, sc) {
-			return nil, fmt.Errorf("the agent says it used scope %q, which the request's grant does not hold", sc)
+			return nil, beyond(agent.Action{}, "the agent says it used scope %q, which the request's grant does not hold", sc)
 		}
 	}
 	for _, a := range rep.Actions {
 		tool := b.Tool(a.Tool)
 		switch {
 		case tool == nil:
-			return nil, fmt.Errorf("the agent ran %q, not a tool of the brand", a.Tool)
+			return nil, beyond(a, "the agent ran %q, not a tool of the brand", a.Tool)
 		case del == nil && tool.Changes():
-			return nil, fmt.Errorf("the agent ran %s on %s without a delegation grant", a.Tool, a.Target)
+			return nil, beyond(a, "the agent ran %s on %s without a delegation grant", a.Tool, a.Target)
 		case del != nil && (tool.Scope == "" || !slices.Contains(granted, tool.Scope)):
-			return nil, fmt.Errorf("the agent ran %s, whose scope %q the request's grant does not hold", a.Tool, tool.Scope)
+			return nil, beyond(a, "the agent ran %s, whose scope %q the request's grant does not hold", a.Tool, tool.Scope)
 		}
 		if del != nil && !slices.Contains(used, tool.Scope) {
 			used = append(used, tool.Scope)
@@ -160,19 +190,80 @@ func withinGrant(b *brand.Brand, del *oauth.DelegationClaims, rep agent.Reply, b
 			continue
 		}
 		if del == nil {
-			return nil, fmt.Errorf("the agent changed %s without a delegation grant", k)
+			return nil, beyond(agent.Action{Target: k.ID}, "the agent changed %s without a delegation grant", k)
 		}
 		if owner := book.Account(k); owner != del.Subject {
-			return nil, fmt.Errorf("the agent changed %s, of account %q, acting for %q", k, owner, del.Subject)
+			return nil, beyond(agent.Action{Target: k.ID}, "the agent changed %s, of account %q, acting for %q", k, owner, del.Subject)
 		}
 		if !slices.ContainsFunc(rep.Actions, func(a agent.Action) bool {
 			tool := b.Tool(a.Tool)
 			return a.Target == k.ID && tool.Changes() && tool.RecordType().Type == k.Type
 		}) {
-			return nil, fmt.Errorf("the agent changed %s with no action of a tool that changes it", k)
+			return nil, beyond(agent.Action{Target: k.ID}, "the agent changed %s with no action of a tool that changes it", k)
 		}
 	}
 	return used, nil
+}
+
+// stopped is the refusal that puts on record a turn the Provider kept
+// nothing of, though its agent had answered: the action the reason
+// concerns (err, a beyondGrant, may name it), else the agent's first, else
+// the message itself (message:send in its context).
+func (s *Server) stopped(rq *request, ctxID string, rep agent.Reply, err error, reason string, now time.Time) pipeline.Item {
+	var act agent.Action
+	var bg *beyondGrant
+	if errors.As(err, &bg) {
+		act = bg.action
+	}
+	if act.Tool == "" {
+		i := slices.IndexFunc(rep.Actions, func(a agent.Action) bool { return act.Target == "" || a.Target == act.Target })
+		switch {
+		case i >= 0:
+			act = rep.Actions[i]
+		case act.Target == "":
+			act = agent.Action{Tool: "message:send", Target: ctxID}
+		default:
+			act.Tool = "message:send"
+		}
+	}
+	var did []string
+	for _, a := range rep.Actions {
+		did = append(did, strings.TrimSpace(a.Tool+" "+a.Target))
+	}
+	if len(did) > 0 {
+		reason += "; the agent's actions: " + strings.Join(did, ", ")
+	}
+	return s.refusal(rq, &agent.Refusal{Tool: act.Tool, Target: act.Target}, reason+"; context "+ctxID, now)
+}
+
+// beyondReason is the reason on record for a turn whose agent went beyond
+// the grant (withinGrant's err).
+func beyondReason(rq *request, err error) string {
+	where := "PACT §3 alone (no delegation grant)"
+	if rq.del != nil {
+		where = "delegation grant " + rq.del.GrantID + " (scopes " + rq.del.Scope + ")"
+	}
+	return "the Brand's agent went beyond " + where + ": " + err.Error() + ": nothing of the turn was kept; answered INTERNAL"
+}
+
+// grantEnd says how and when grant id ended, as far as the store knows.
+func (s *Server) grantEnd(id string) string {
+	g, err := s.cfg.Store.Grant(id)
+	switch {
+	case err != nil:
+		return "ended"
+	case !g.Revoked.IsZero():
+		return "was revoked at " + g.Revoked.UTC().Format(time.RFC3339)
+	default:
+		return "expired at " + g.Expires.UTC().Format(time.RFC3339)
+	}
+}
+
+// putOnRecord queues items for the ledger in a transaction of their own.
+func (s *Server) putOnRecord(ctx context.Context, items ...pipeline.Item) {
+	if err := s.cfg.Store.Enqueue(items...); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "provider store: a refusal was not put on record", slog.String("error", err.Error()))
+	}
 }
 
 // abandon removes the running marker of a turn that did not finish.
@@ -245,8 +336,24 @@ func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.
 		// The delegation token names the Brand user (PACT §5.4).
 		principal = rq.del.Subject
 	}
-	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: principal, ClaimedAgent: rq.who.Iss,
-		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: r.Tool, Target: r.Target}, Reason: reason, ObservedAt: now}}
+	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: clip(principal, ledger.MaxFieldLength), ClaimedAgent: rq.who.Iss,
+		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: clip(r.Tool, ledger.MaxFieldLength), Target: clip(r.Target, ledger.MaxFieldLength)},
+		Reason: clip(reason, ledger.MaxNoteLength), ObservedAt: now}}
+}
+
+// clip fits v, which may hold what an agent wrote, into a field of the
+// ledger's AppendRefusal: at most n bytes, cut at a character, and no NUL
+// (the ledger refuses either, and the refusal would be set aside).
+func clip(v string, n int) string {
+	v = strings.ReplaceAll(v, "\x00", "\uFFFD")
+	if len(v) <= n {
+		return v
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(v[i]) {
+		i--
+	}
+	return v[:i] + "…"
 }
 
 // receipt signs the receipt of a delegated turn (PACT §5.6) into the

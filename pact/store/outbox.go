@@ -16,6 +16,19 @@ import (
 // commits: the pipeline's wake-up. It holds at most one signal.
 func (s *Store) Queued() <-chan struct{} { return s.queued }
 
+// Enqueue queues items for the ledger in a transaction of their own: what
+// the Provider puts on record of a turn it kept nothing of.
+func (s *Store) Enqueue(items ...pipeline.Item) error {
+	return s.update(func(tx *txn) error {
+		for _, it := range items {
+			if err := tx.enqueue(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Head implements pipeline.Outbox. It stops before an entry it cannot
 // read, which it returns as an error once that entry is the oldest.
 func (s *Store) Head(n int) ([]pipeline.Entry, error) {
