@@ -278,3 +278,59 @@ func TestATurnBeyondTheGrantIsARefusalOnRecord(t *testing.T) {
 		})
 	}
 }
+
+// A request whose delegation token names a revoked grant is refused with
+// 401 before it runs, and the attempt is on record for the ledger: a
+// refusal of the grant's User by the personal agent, naming the grant and
+// when it was revoked. An agent that keeps sending the token leaves one
+// refusal a minute, not one a request, and only those its rate limits
+// admit.
+func TestARequestUnderARevokedGrantIsARefusalOnRecord(t *testing.T) {
+	e := newOAuthEnv(t)
+	at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
+	grant := claimsOf(t, at).GrantID
+	revokedAt := e.clock()
+	if err := brandlogin.RevokeGrant(e.st, "shop", "acct-48213", grant, revokedAt); err != nil {
+		t.Fatal(err)
+	}
+	send := func(n int) {
+		t.Helper()
+		for i := range n {
+			if code, out, h := e.send(at, "", fmt.Sprint("m", i), "please cancel A-5531"); code != 401 || !strings.Contains(h.Get("WWW-Authenticate"), "invalid_token") {
+				t.Fatalf("a request under a revoked grant: %d %v", code, out)
+			}
+		}
+	}
+	send(30)
+	rs := e.refusals()
+	if len(rs) != 1 {
+		t.Fatalf("%d refusals on record for 30 requests within a minute, want 1: %+v", len(rs), rs)
+	}
+	r := rs[0]
+	if r.ClaimedPrincipal != "acct-48213" || r.ClaimedAgent != e.sc.PA.ID || r.RequestJWT == "" || r.Action.Tool != "message:send" ||
+		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked at "+revokedAt.UTC().Format(time.RFC3339)) {
+		t.Fatalf("refusal %+v", r)
+	}
+	if r.ObservedAt.Before(revokedAt) {
+		t.Fatalf("refusal observed at %s, before the revocation at %s", r.ObservedAt, revokedAt)
+	}
+
+	e.advance(time.Minute) // endedGrantRecordEvery
+	send(1)
+	if n := len(e.refusals()); n != 2 {
+		t.Fatalf("%d refusals on record a minute later, want 2", n)
+	}
+
+	// Past the (agent, sub)'s rate limit, nothing more is recorded.
+	e.p.perUser = newLimiter(Limit{Rate: 0.001, Burst: 1})
+	e.advance(time.Minute) // endedGrantRecordEvery
+	send(1)
+	if n := len(e.refusals()); n != 3 {
+		t.Fatalf("%d refusals on record within the rate limit, want 3", n)
+	}
+	e.advance(time.Minute) // endedGrantRecordEvery
+	send(5)
+	if n := len(e.refusals()); n != 3 {
+		t.Fatalf("%d refusals on record past the rate limit, want 3", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
@@ -196,11 +197,64 @@ func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, h
 	if err != nil {
 		return nil, err
 	}
-	if !g.Revoked.IsZero() {
-		return nil, errors.New("the grant is revoked")
-	}
 	if !g.Active(s.cfg.Now()) {
-		return nil, errors.New("the grant has expired")
+		return nil, &grantEndedError{claims: c, grant: g}
 	}
 	return c, nil
+}
+
+// grantEndedError: a delegation token that verifies, of a grant revoked or
+// expired since it was issued.
+type grantEndedError struct {
+	claims *oauth.DelegationClaims
+	grant  oauth.Grant
+}
+
+func (e *grantEndedError) Error() string {
+	if !e.grant.Revoked.IsZero() {
+		return "the grant is revoked"
+	}
+	return "the grant has expired"
+}
+
+// ended says how and when the grant ended.
+func (e *grantEndedError) ended() string {
+	if !e.grant.Revoked.IsZero() {
+		return "was revoked at " + e.grant.Revoked.UTC().Format(time.RFC3339)
+	}
+	return "expired at " + e.grant.Expires.UTC().Format(time.RFC3339)
+}
+
+// endedGrantRecordEvery is how often at most an attempt under one ended
+// grant is put on record: a personal agent that keeps sending a token of
+// a revoked grant (it verifies until it expires, an hour at most) leaves
+// a row a minute in the ledger, not one a request.
+const endedGrantRecordEvery = time.Minute
+
+// recordEndedGrant puts on record, for the ledger, a request refused
+// because its delegation token's grant ended: a refusal of the grant's
+// Brand user by the personal agent, naming the grant and when it ended.
+// It spends from the request's rate limits (the 401 does not depend on
+// them), and only a request they admit is recorded, at most one a grant
+// per endedGrantRecordEvery, so that no agent fills the outbox.
+func (s *Server) recordEndedGrant(r *http.Request, rq *request, op string, e *grantEndedError) {
+	now := s.cfg.Now().UTC()
+	if _, ok := s.allow(rq.who, now); !ok {
+		return
+	}
+	tool, target := op, ""
+	if i := strings.IndexByte(op, '/'); i >= 0 {
+		// tasks/{id}[...]: the operation, and the task it names.
+		tool, target = op[:i], op[i+1:]
+	}
+	if tool == "" {
+		tool = r.Method + " /a2a/" + rq.brand.ID
+	}
+	under := *rq
+	under.del = e.claims // the grant's Brand user is the principal
+	it := s.refusal(&under, &agent.Refusal{Tool: tool, Target: target}, "request under delegation grant "+e.grant.ID+
+		" (scopes "+strings.Join(e.grant.Scopes, " ")+"), which "+e.ended()+": refused with 401 invalid_token before it ran", now)
+	if _, err := s.cfg.Store.RecordEndedGrantAttempt(e.grant.ID, it, endedGrantRecordEvery, now); err != nil {
+		s.cfg.Logger.ErrorContext(r.Context(), "provider store: a refusal was not put on record", slog.String("error", err.Error()))
+	}
 }

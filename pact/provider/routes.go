@@ -76,7 +76,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	rq, ok := s.authenticate(w, r, b)
+	rq, ok := s.authenticate(w, r, b, op)
 	if !ok {
 		return
 	}
@@ -123,8 +123,9 @@ func (s *Server) servePublic(w http.ResponseWriter, r *http.Request, b *brand.Br
 
 // authenticate checks the personal-agent JWT (PACT §3.4: before the body
 // is read), the delegation token when sent (§5.5), and the rate limits
-// (§6). It writes the refusal when one fails.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.Brand) (*request, bool) {
+// (§6). It writes the refusal when one fails. op is the operation the
+// path names, for the record of a request under an ended grant.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.Brand, op string) (*request, bool) {
 	who, err := s.verifyPAJWT(r)
 	if errors.Is(err, verifier.ErrUndecided) {
 		// The agent's keys could not be fetched: neither accepted nor
@@ -148,6 +149,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 		del, err := s.verifyDelegation(b, who, h)
 		if err != nil {
 			s.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+			if ended, ok := errors.AsType[*grantEndedError](err); ok {
+				s.recordEndedGrant(r, rq, op, ended)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="a2a", error="invalid_token"`)
 			w.WriteHeader(http.StatusUnauthorized)
 			return nil, false

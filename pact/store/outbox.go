@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -27,6 +28,34 @@ func (s *Store) Enqueue(items ...pipeline.Item) error {
 		}
 		return nil
 	})
+}
+
+// RecordEndedGrantAttempt queues it, the refusal of a request made under
+// grant after the grant ended, unless one such refusal of that grant was
+// queued less than every before now: however often a personal agent
+// sends a token of an ended grant, the outbox gets at most one refusal of
+// the grant per every (and only while a token of it still verifies). It
+// reports whether it queued it.
+func (s *Store) RecordEndedGrantAttempt(grant string, it pipeline.Item, every time.Duration, now time.Time) (bool, error) {
+	queued := false
+	err := s.update(func(tx *txn) error {
+		var last time.Time
+		if _, err := get(tx.Tx, bEndedAttempts, []byte(grant), &last); err != nil {
+			return err
+		}
+		if !last.IsZero() && now.Sub(last) < every && !now.Before(last) {
+			return nil
+		}
+		if err := put(tx.Tx, bEndedAttempts, []byte(grant), now); err != nil {
+			return err
+		}
+		queued = true
+		return tx.enqueue(it)
+	})
+	if err != nil {
+		return false, fmt.Errorf("record an attempt under ended grant %s: %w", grant, err)
+	}
+	return queued, nil
 }
 
 // Head implements pipeline.Outbox. It stops before an entry it cannot

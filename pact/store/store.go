@@ -37,6 +37,9 @@ var (
 	bAssertions    = []byte("login_assertions") // used assertion ids, until they expire
 	bTickets       = []byte("consent_tickets")
 	bBrandSessions = []byte("brand_sessions")
+	// bEndedAttempts: when an attempt under an ended grant was last put
+	// on record, by grant id (RecordEndedGrantAttempt).
+	bEndedAttempts = []byte("ended_grant_attempts")
 )
 
 // Store is the Provider's bbolt file. Its methods are safe for concurrent
@@ -55,7 +58,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bAssertions, bTickets, bBrandSessions} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bAssertions, bTickets, bBrandSessions, bEndedAttempts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
