@@ -327,6 +327,9 @@ func TestDelegatedEndToEnd(t *testing.T) {
 		t.Fatalf("revoked grant: %v", err)
 	}
 	e.revoked(grant)
+	// The attempt under the revoked grant reaches the ledger as a refusal
+	// of the grant's customer, naming the grant.
+	e.refusal("principal=acct-48213", "request under delegation grant "+grant+" ")
 
 	// Denial: Sam denies; the agent says so and the ledger records a refusal.
 	sam := customer.New("sam@example.com", "acme-sam-demo")
@@ -347,6 +350,35 @@ func TestDelegatedEndToEnd(t *testing.T) {
 		t.Fatalf("identity-only change: %v\n%s", err, out)
 	}
 	e.rows(url.Values{"principal": {"sub sam of " + a.c.Issuer}}.Encode(), 1)
+}
+
+// refusal waits for a refusal row among the rows of query whose reason
+// holds want.
+func (e *e2e) refusal(query, want string) {
+	e.t.Helper()
+	var reasons []string
+	for range 200 {
+		var out struct {
+			Rows []struct {
+				Kind    string `json:"kind"`
+				Refusal struct {
+					Reason string `json:"reason"`
+				} `json:"refusal"`
+			}
+		}
+		e.rest("GET", "/v1/rows?"+query, nil, &out)
+		reasons = reasons[:0]
+		for _, r := range out.Rows {
+			if r.Kind == "ROW_KIND_REFUSAL" {
+				if strings.Contains(r.Refusal.Reason, want) {
+					return
+				}
+				reasons = append(reasons, r.Refusal.Reason)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("no refusal among rows %s says %q; the refusals say %q", query, want, reasons)
 }
 
 // authorizeAll runs pactagent authorize for read and cancel and lets the
