@@ -316,6 +316,10 @@ type References interface {
 	SetObject(key string, loc Location) error
 	// DeleteObject forgets where the object of key is held.
 	DeleteObject(key string) error
+	// ObjectsUnder returns where up to n uploaded objects are held whose
+	// keys start with prefix and sort after after (byte order), in key
+	// order, each with its Key set.
+	ObjectsUnder(prefix, after string, n int) ([]Location, error)
 	// Count adds delta to the counter of kind and key and returns the new
 	// value, never below zero; a counter at zero is removed. A delta of 0
 	// only reads it, in a read transaction too.

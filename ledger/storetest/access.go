@@ -87,3 +87,46 @@ func testAccessLog(t *testing.T, open opener) {
 		return err
 	})
 }
+
+// testObjectsUnder: ObjectsUnder lists the recorded objects under a
+// prefix in key order, in pages after a key, with their keys, and none of
+// another prefix or of a row's evidence.
+func testObjectsUnder(t *testing.T, open opener) {
+	s := open.fresh(t)
+	keys := []string{"access/00000000000000000001-00000000000000000002.jsonl", "access/00000000000000000003-00000000000000000003.jsonl", "access/00000000000000000004-00000000000000000009.jsonl"}
+	update(t, s, func(tx ledger.Tx) error {
+		others := []string{"accesS/x", "acces", "drills/d.json", "b/access/y", ledger.EvidenceKey(hexID("access"))}
+		for i, k := range append(others, keys[2], keys[0], keys[1]) {
+			if err := tx.SetObject(k, ledger.Location{Store: "s3", Bucket: "b", Key: k, VersionID: fmt.Sprint("v", i), RetainUntil: base, Uploaded: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	list := func(after string, n int) []string {
+		var got []string
+		view(t, s, func(tx ledger.Tx) error {
+			locs, err := tx.ObjectsUnder("access/", after, n)
+			for _, loc := range locs {
+				if !loc.Uploaded || loc.VersionID == "" {
+					t.Errorf("ObjectsUnder: %s recorded as %+v", loc.Key, loc)
+				}
+				got = append(got, loc.Key)
+			}
+			return err
+		})
+		return got
+	}
+	if got := list("", 10); fmt.Sprint(got) != fmt.Sprint(keys) {
+		t.Fatalf("ObjectsUnder from the start: %q, want %q", got, keys)
+	}
+	if got := list("", 2); fmt.Sprint(got) != fmt.Sprint(keys[:2]) {
+		t.Fatalf("ObjectsUnder, 2: %q, want %q", got, keys[:2])
+	}
+	if got := list(keys[1], 10); fmt.Sprint(got) != fmt.Sprint(keys[2:]) {
+		t.Fatalf("ObjectsUnder after %s: %q, want %q", keys[1], got, keys[2:])
+	}
+	if got := list(keys[2], 10); len(got) != 0 {
+		t.Fatalf("ObjectsUnder after the last: %q", got)
+	}
+}

@@ -93,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "DrillPool", run: testDrillPool},
 		{name: "Incidents", run: testIncidents},
 		{name: "AccessLog", run: testAccessLog},
+		{name: "ObjectsUnder", run: testObjectsUnder},
 		{name: "Log", run: testLog},
 		{name: "LogPrune", run: testLogPrune},
 		{name: "Leases", run: testLeases},

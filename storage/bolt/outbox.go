@@ -152,6 +152,30 @@ func (t *tx) SetObject(key string, loc ledger.Location) error {
 
 func (t *tx) DeleteObject(key string) error { return t.b(bObjects).Delete(t.objectKey(key)) }
 
+// ObjectsUnder implements ledger.References. Keys other than a row's
+// evidence or a snapshot's are stored as their text, so the records under
+// such a prefix are one run of the bucket.
+func (t *tx) ObjectsUnder(prefix, after string, n int) ([]ledger.Location, error) {
+	start := []byte(prefix)
+	if after >= prefix {
+		start = append([]byte(after), 0)
+	}
+	var out []ledger.Location
+	c := t.cursor(bObjects)
+	for k, v := c.Seek(start); k != nil && len(out) < n && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+		if len(k) > 0 && k[0] < 0x20 {
+			break // a key of objectKinds or a stored row's: not under a text prefix
+		}
+		loc, err := decodeLocation(t.c, string(k), v)
+		if err != nil {
+			return nil, err
+		}
+		loc.Key = string(k)
+		out = append(out, loc)
+	}
+	return out, nil
+}
+
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
 	v := t.get(bObjects, t.objectKey(key))

@@ -30,6 +30,31 @@ func (t *tx) Object(key string) (ledger.Location, error) {
 	return loc, nil
 }
 
+// ObjectsUnder implements ledger.References: a range of the primary key
+// (COLLATE "C" sorts by bytes).
+func (t *tx) ObjectsUnder(prefix, after string, n int) ([]ledger.Location, error) {
+	if err := t.see(tabObjects); err != nil {
+		return nil, err
+	}
+	var out []ledger.Location
+	err := t.query("read objects under "+prefix, "SELECT key, body FROM objects WHERE key > $1 AND starts_with(key, $2) ORDER BY key LIMIT $3",
+		[]any{max(after, prefix), prefix, n}, func(r pgx.Rows) error {
+			var key string
+			var body []byte
+			if err := r.Scan(&key, &body); err != nil {
+				return err
+			}
+			var loc ledger.Location
+			if err := json.Unmarshal(body, &loc); err != nil {
+				return fmt.Errorf("decode object %s: %w", key, err)
+			}
+			loc.Key = key
+			out = append(out, loc)
+			return nil
+		})
+	return out, err
+}
+
 // SetObject implements ledger.References: a deferred write (group.go), so
 // that an upload round's records go in one statement.
 func (t *tx) SetObject(key string, loc ledger.Location) error {
