@@ -1,12 +1,14 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -106,6 +108,9 @@ type AccessLogConfig struct {
 	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Wake, when set, is called after a write queued its records' object
+	// for write-once storage (Ledger.WakeUploader).
+	Wake func()
 }
 
 // Access log bounds.
@@ -208,13 +213,33 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 		}
 		bodies[i] = b
 	}
+	keep := l.cfg.Retention
+	if keep.Months <= 0 && keep.Days <= 0 {
+		keep = accessObjectKeep
+	}
+	retain := keep.After(recs[0].At)
+	queuedAt := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
+		var first, last uint64
+		n := 0
 		for i := range recs {
-			if _, err := tx.AppendAccess(recs[i].At, bodies[i]); err != nil {
+			seq, err := tx.AppendAccess(recs[i].At, bodies[i])
+			if err != nil {
 				return err
 			}
+			if n > 0 && (seq != last+1 || n == maxAccessObject) {
+				if err := enqueueAccess(tx, first, last, retain, queuedAt); err != nil {
+					return err
+				}
+				n = 0
+			}
+			if n == 0 {
+				first = seq
+			}
+			last = seq
+			n++
 		}
-		return nil
+		return enqueueAccess(tx, first, last, retain, queuedAt)
 	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -224,7 +249,101 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 	}
 	close(l.space)
 	l.space = make(chan struct{})
+	if l.cfg.Wake != nil {
+		l.cfg.Wake()
+	}
 	return nil
+}
+
+// ObjectAccess is the object kind of a batch of access records.
+const ObjectAccess = "access"
+
+// accessPrefix starts the key of every access-record object.
+const accessPrefix = "access/"
+
+// maxAccessObject is the most records one access object holds: a write of
+// more queues several objects.
+const maxAccessObject = 1000
+
+// accessObjectKeep is how long an access object is retained when the log
+// keeps its records for ever (no Retention).
+var accessObjectKeep = retention.Period{Months: 12}
+
+// AccessKey is the object key of the access records first to last: the
+// numbers zero-padded, so that keys sort by them.
+func AccessKey(first, last uint64) string {
+	return fmt.Sprintf("%s%020d-%020d.jsonl", accessPrefix, first, last)
+}
+
+// accessRange parses an access object's key or outbox ref ("first-last").
+func accessRange(s string) (first, last uint64, ok bool) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, accessPrefix), ".jsonl")
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseUint(a, 10, 64)
+	last, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil || first == 0 || last < first || last-first >= maxAccessObject {
+		return 0, 0, false
+	}
+	return first, last, true
+}
+
+// enqueueAccess queues the object of access records first to last, which
+// the same transaction appended with no other record between them: the
+// uploader reads them from the row store and puts them, create-only, so
+// the records stand in write-once storage as they were written
+// (docs/design/034-access-log-anchored.md).
+func enqueueAccess(tx Tx, first, last uint64, retain, at time.Time) error {
+	return tx.Enqueue(OutboxEntry{Kind: ObjectAccess, Ref: fmt.Sprintf("%d-%d", first, last), Key: AccessKey(first, last), RetainUntil: retain}, at)
+}
+
+// accessLine is one record of an access object: its number, when it was
+// written and its stored body, byte for byte (a JSON string).
+type accessLine struct {
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+	Body string    `json:"body"`
+}
+
+// accessObjectBody reads access records first to last from tx and returns
+// the object that holds them: one JSON line each, in order. Records
+// missing from the row store are an error wrapping ErrNotFound.
+func accessObjectBody(tx Tx, first, last uint64) ([]byte, error) {
+	recs, err := tx.AccessLog(first-1, int(last-first+1))
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	for i, want := 0, first; want <= last; i, want = i+1, want+1 {
+		if i >= len(recs) || recs[i].Seq != want {
+			return nil, fmt.Errorf("access record %d: %w", want, ErrNotFound)
+		}
+		if !utf8.Valid(recs[i].Body) {
+			return nil, fmt.Errorf("access record %d is not UTF-8: %w", want, errUnknownEntry)
+		}
+		line, err := json.Marshal(accessLine{Seq: want, At: recs[i].At.UTC(), Body: string(recs[i].Body)})
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes(), nil
+}
+
+// parseAccessObject reads the records of an access object.
+func parseAccessObject(b []byte) ([]accessLine, error) {
+	var out []accessLine
+	for n, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		var a accessLine
+		if err := json.Unmarshal(line, &a); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // Run writes queued records every FlushInterval, or as soon as a batch is

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -106,6 +107,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return nil, err
 		}
 		if err := l.checkIncidents(ctx, page); err != nil {
+			return nil, err
+		}
+		if err := l.checkAccess(ctx, page); err != nil {
 			return nil, err
 		}
 	}
@@ -367,6 +371,100 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 		}
 	}
 	return nil
+}
+
+// checkAccess compares the access records the row store holds with every
+// uploaded access object (first page only): each object holds the records
+// one write appended, numbered first to last, as they were stored. A
+// record an object holds that the row store does not, unless it is older
+// than the access log's retention (pruned), a record that differs from
+// the object's, and a record the row store numbers within an object's
+// range that the object does not hold are findings. Objects still queued
+// for upload or given up (dead letters) have no recorded copy and are not
+// compared. Where the store keeps versions (FirstVersioner) the copy read
+// is the key's first version, the one the ledger put.
+func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
+	var cutoff time.Time // records written before it may have been pruned
+	if p := l.cfg.AccessRetention; p.Months > 0 || p.Days > 0 {
+		cutoff = l.cfg.Now().UTC().Add(sweepSkew).AddDate(0, -p.Months, -p.Days)
+	}
+	finding := func(format string, args ...any) {
+		page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf(format, args...)})
+	}
+	fv, versioned := l.objects.(FirstVersioner)
+	for after := ""; ; {
+		var locs []Location
+		err := l.store.View(ctx, func(tx Tx) error {
+			var err error
+			locs, err = tx.ObjectsUnder(accessPrefix, after, 1000)
+			return err
+		})
+		if err != nil || len(locs) == 0 {
+			return err
+		}
+		for _, loc := range locs {
+			after = loc.Key
+			first, last, ok := accessRange(loc.Key)
+			if !ok {
+				finding("the row store records an access object %s that names no range of access records", loc.Key)
+				continue
+			}
+			what := "the write-once copy " + loc.Key
+			if versioned && loc.VersionID != "" {
+				v, err := fv.FirstVersion(ctx, loc.Key)
+				if err != nil {
+					finding("access records %d–%d: the versions of %s cannot be listed: %v", first, last, loc.Key, err)
+					continue
+				}
+				if v != loc.VersionID {
+					finding("access records %d–%d: the row store records version %s of %s as their copy, but the first version, the one the ledger put, is %s", first, last, loc.VersionID, loc.Key, v)
+					loc.VersionID = v
+				}
+			}
+			b, err := l.getObject(ctx, loc)
+			if err != nil {
+				finding("access records %d–%d: %s cannot be read: %v", first, last, what, err)
+				continue
+			}
+			kept, err := parseAccessObject(b)
+			if err != nil {
+				finding("access records %d–%d: %s cannot be read: %v", first, last, what, err)
+				continue
+			}
+			var stored []AccessEntry
+			err = l.store.View(ctx, func(tx Tx) error {
+				var err error
+				stored, err = tx.AccessLog(first-1, int(last-first+1))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			held := map[uint64]AccessEntry{}
+			for _, e := range stored {
+				if e.Seq <= last {
+					held[e.Seq] = e
+				}
+			}
+			for _, k := range kept {
+				e, ok := held[k.Seq]
+				delete(held, k.Seq)
+				switch {
+				case k.Seq < first || k.Seq > last:
+					finding("access records %d–%d: %s holds record %d, outside its range", first, last, what, k.Seq)
+				case !ok && !cutoff.IsZero() && k.At.Before(cutoff):
+					// pruned by the access log's retention
+				case !ok:
+					finding("access record %d (written %s) is missing from the row store; %s holds it: %s", k.Seq, k.At.Format(time.RFC3339Nano), what, k.Body)
+				case !e.At.Equal(k.At) || string(e.Body) != k.Body:
+					finding("access record %d differs from %s: the row store holds %s written %s, the copy %s written %s", k.Seq, what, e.Body, e.At.Format(time.RFC3339Nano), k.Body, k.At.Format(time.RFC3339Nano))
+				}
+			}
+			for _, seq := range slices.Sorted(maps.Keys(held)) {
+				finding("access record %d is in the row store but not in %s, which holds every record from %d to %d", seq, what, first, last)
+			}
+		}
+	}
 }
 
 // checkTree rebuilds the tree from every stored leaf (with

@@ -49,6 +49,10 @@ type Config struct {
 	// Leases tunes the leases singleton jobs run under and the claims of
 	// outbox entries.
 	Leases LeaseConfig
+	// AccessRetention is the access log's retention (AccessLogConfig's):
+	// CheckIntegrity does not report access records older than it missing
+	// from the row store. The zero Period keeps them all.
+	AccessRetention retention.Period
 	// EvidenceCacheBytes bounds the cache of recent evidence bundles read
 	// from (or just put in) write-once storage, which holds them once the
 	// row store has dropped its copy; default DefaultEvidenceCacheBytes, a
@@ -835,6 +839,10 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 	}
 	return nil
 }
+
+// WakeUploader starts an upload round now, when the uploader runs, for
+// objects queued outside the ledger (the access log's).
+func (l *Ledger) WakeUploader() { l.wake() }
 
 func (l *Ledger) wake() {
 	select {

@@ -41,6 +41,8 @@ type harness struct {
 	span time.Duration
 	// policy is the ledger's retention policy (zero: the default).
 	policy retention.Policy
+	// accessKept is the access log's retention the ledger is told of.
+	accessKept retention.Period
 	// logs, when set, receives the ledger's log; otherwise it is dropped.
 	logs *syncbuf.Buffer
 }
@@ -82,7 +84,7 @@ func (h *harness) open(t testing.TB) {
 	if h.logs != nil {
 		logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	}
-	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy})
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept})
 	if err != nil {
 		t.Fatal(err)
 	}

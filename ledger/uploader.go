@@ -965,6 +965,12 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 		b = s.Body
 	case ObjectDrill:
 		b, err = tx.Drill(e.Ref)
+	case ObjectAccess:
+		first, last, ok := accessRange(e.Ref)
+		if !ok {
+			return nil, fmt.Errorf("outbox entry %d: access records %q: %w", e.Seq, e.Ref, errUnknownEntry)
+		}
+		b, err = accessObjectBody(tx, first, last)
 	default:
 		return nil, fmt.Errorf("outbox entry %d: kind %q: %w", e.Seq, e.Kind, errUnknownEntry)
 	}

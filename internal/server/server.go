@@ -273,7 +273,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
 	}
-	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log,
+	accessKept, err := cfg.AccessRetention()
+	if err != nil {
+		return nil, err
+	}
+	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log, AccessRetention: accessKept,
 		Leases: ledger.LeaseConfig{Holder: cfg.Leases.Holder, TTL: time.Duration(cfg.Leases.TTL)}})
 	if err != nil {
 		return nil, err
@@ -281,11 +285,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
 	}
-	accessKept, err := cfg.AccessRetention()
-	if err != nil {
-		return nil, err
-	}
-	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log})
+	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log, Wake: s.ledger.WakeUploader})
 	var logKey string
 	if cfg.MerkleLog.On() {
 		signer, vkey, created, err := config.EnsureLogKey(&cfg)

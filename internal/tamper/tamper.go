@@ -225,3 +225,31 @@ func PutIncident(inc ledger.IncidentRecord) func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte("incidents")).Put(binary.BigEndian.AppendUint64(nil, seq), v)
 	}
 }
+
+// access is the bucket of read-access records (storage/bolt): by sequence
+// number, the write time (Unix nanoseconds, big-endian) then the body.
+var access = []byte("access_log")
+
+// DropAccess removes access record seq.
+func DropAccess(seq uint64) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		k := binary.BigEndian.AppendUint64(nil, seq)
+		if tx.Bucket(access).Get(k) == nil {
+			return fmt.Errorf("no access record %d", seq)
+		}
+		return tx.Bucket(access).Delete(k)
+	}
+}
+
+// EditAccess rewrites the body of access record seq with fn; its write
+// time stays.
+func EditAccess(seq uint64, fn func(body []byte) []byte) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		k := binary.BigEndian.AppendUint64(nil, seq)
+		v := tx.Bucket(access).Get(k)
+		if len(v) < 8 {
+			return fmt.Errorf("no access record %d", seq)
+		}
+		return tx.Bucket(access).Put(k, append(append([]byte(nil), v[:8]...), fn(append([]byte(nil), v[8:]...))...))
+	}
+}

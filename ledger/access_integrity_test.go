@@ -1,0 +1,112 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+)
+
+// accessHarness is a harness whose ledger knows the access log's
+// retention (12 months), with an access log on its store.
+func accessHarness(t *testing.T) (*harness, *ledger.AccessLog) {
+	t.Helper()
+	h := newHarness(t)
+	h.accessKept = retention.Period{Months: 12}
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	return h, h.accessLog()
+}
+
+func (h *harness) accessLog() *ledger.AccessLog {
+	return ledger.NewAccessLog(h.store, ledger.AccessLogConfig{Retention: h.accessKept, Now: h.clock})
+}
+
+// reads records n reads by key and writes them in one batch.
+func reads(t *testing.T, log *ledger.AccessLog, key string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := log.Record(context.Background(), ledger.Access{Key: key, Roles: []string{"support"}, RPC: "ListRows", Principal: fmt.Sprintf("acct-%d", i), Rows: 1, Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An operator with the bbolt file removes or rewrites a support key's
+// read after its batch was put in write-once storage: fsck compares the
+// access log with the batch's copy and reports it.
+func TestIntegrityFindsATamperedAccessRecord(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(tx *bbolt.Tx) error
+		want string
+	}{
+		{"drop", tamper.DropAccess(2), "access record 2 (written"},
+		{"edit", tamper.EditAccess(3, func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"key":"support-leads"`), []byte(`"key":"auditor"`), 1)
+		}), "access record 3 differs from the write-once copy access/"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, log := accessHarness(t)
+			reads(t, log, "support-leads", 4)
+			h.drain(t)
+			if p := problems(integrity(t, h)); p != "" {
+				t.Fatalf("before the edit:\n%s", p)
+			}
+			h.tamper(t, tc.edit)
+			if p := problems(integrity(t, h)); !strings.Contains(p, tc.want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", p, tc.want)
+			}
+		})
+	}
+}
+
+// An honest access log has no findings: batches uploaded, a batch still
+// queued, a batch edited before its upload (its put then fails for good:
+// a dead letter), and records pruned by the access log's retention.
+func TestIntegrityAcceptsAnHonestAccessLog(t *testing.T) {
+	ctx := context.Background()
+	h, log := accessHarness(t)
+	clean := func(what string) {
+		t.Helper()
+		if p := problems(integrity(t, h)); p != "" {
+			t.Fatalf("%s:\n%s", what, p)
+		}
+	}
+	reads(t, log, "support-leads", 3)
+	h.drain(t)
+	clean("uploaded")
+
+	reads(t, log, "auditor", 2) // records 4 and 5, queued
+	clean("a batch queued")
+
+	h.tamper(t, tamper.DropAccess(5))
+	log = h.accessLog()
+	clean("a queued batch edited")
+	h.drain(t)
+	if n, err := h.l.DeadLetterCount(ctx); err != nil || n != 1 {
+		t.Fatalf("dead letters: %d, %v; want the batch missing a record", n, err)
+	}
+	clean("a batch dead-lettered")
+
+	h.set(h.clock().AddDate(1, 0, 2))
+	reads(t, log, "support-leads", 2)
+	h.drain(t)
+	if n, err := log.Prune(ctx); err != nil || n != 4 {
+		t.Fatalf("pruned %d, %v; want the 4 records of a year ago", n, err)
+	}
+	clean("after the prune")
+}
