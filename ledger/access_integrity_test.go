@@ -44,6 +44,11 @@ func reads(t *testing.T, log *ledger.AccessLog, key string, n int) {
 	}
 }
 
+// tamperAccess replaces from with to in the body of access record seq.
+func tamperAccess(seq uint64, from, to string) func(tx *bbolt.Tx) error {
+	return tamper.EditAccess(seq, func(b []byte) []byte { return bytes.Replace(b, []byte(from), []byte(to), 1) })
+}
+
 // An operator with the bbolt file removes or rewrites a support key's
 // read after its batch was put in write-once storage: fsck compares the
 // access log with the batch's copy and reports it.
@@ -54,9 +59,7 @@ func TestIntegrityFindsATamperedAccessRecord(t *testing.T) {
 		want string
 	}{
 		{"drop", tamper.DropAccess(2), "access record 2 (written"},
-		{"edit", tamper.EditAccess(3, func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`"key":"support-leads"`), []byte(`"key":"auditor"`), 1)
-		}), "access record 3 differs from the write-once copy access/"},
+		{"edit", tamperAccess(3, `"key":"support-leads"`, `"key":"auditor"`), "access record 3 differs from the write-once copy access/"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
