@@ -684,12 +684,16 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 
 	// 6. decision and reply.
 	t = startTimer()
-	if idx, diff, err := r.l.RowLeafDiff(ctx, row.ID); err == nil && diff != "" {
+	switch idx, diff, err := r.l.RowLeafDiff(ctx, row.ID); {
+	case err == nil && diff != "":
 		// The row was rewritten in the row store after the log took it:
 		// nothing it says now can be decided on.
 		f.leafDiff = fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
 		pulls[0].Passed = false
 		pulls[0].Detail += "; " + f.leafDiff
+	case err != nil && !leafNotExpected(err):
+		// What the row says cannot be held against what the log took.
+		f.missing = append(f.missing, "a comparison with its leaf in the Merkle log ("+err.Error()+")")
 	}
 	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && (row.Status == ledger.Unauthorized || row.Status == ledger.Incident) {
 		b, err := r.betterPost(ctx, row)
@@ -858,7 +862,13 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		add(t.pull(row.ID, PullReverify, true, "the stored refusal record gives the write-time result (%s)", row.Status))
 	}
 	t = startTimer()
-	if idx, diff, err := r.l.RowLeafDiff(ctx, row.ID); err == nil && diff != "" {
+	idx, diff, err := r.l.RowLeafDiff(ctx, row.ID)
+	if err != nil && !leafNotExpected(err) {
+		add(t.pull(row.ID, PullDecision, false, "needs a person: the refusal cannot be compared with its leaf in the Merkle log: %v", err))
+		return pulls, answer{finding: fmt.Sprintf("We are checking the record of %s.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
+			closing: "A member of our team will get back to you."}
+	}
+	if err == nil && diff != "" {
 		d := fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
 		pulls[0].Passed = false
 		pulls[0].Detail += "; " + d
@@ -963,6 +973,13 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
 			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. You can withdraw the permission at any time.", agent),
 		}
+}
+
+// leafNotExpected reports whether err, from Ledger.RowLeafDiff, says the
+// row has no leaf to compare with: the ledger keeps no log, or the row is
+// not yet in a signed checkpoint (or was recorded before the log).
+func leafNotExpected(err error) bool {
+	return errors.Is(err, ledger.ErrNoLog) || errors.Is(err, ledger.ErrNotLogged)
 }
 
 // betterThanOriginal reports whether row, a DUPLICATE of the same

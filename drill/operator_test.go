@@ -31,29 +31,7 @@ func TestARowRewrittenAfterItsLeafIsNotBelieved(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
 	dir := t.TempDir()
-	signer, _, err := pacttest.LogKey("drill.test/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := func() (*ledger.Ledger, *bolt.Store) {
-		store, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		objects, err := localdir.Open(filepath.Join(dir, "ev"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
-		l, err := ledger.New(store, objects, v, sc.Static(time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-			t.Fatal(err)
-		}
-		return l, store
-	}
+	open := loggedLedger(t, sc, dir)
 	l, store := open()
 	var rows []*ledger.Row
 	for _, target := range []string{"A-5531", "A-5532"} {
@@ -104,5 +82,80 @@ func TestARowRewrittenAfterItsLeafIsNotBelieved(t *testing.T) {
 		if strings.Contains(rep.Reply, "no verifiable approval") {
 			t.Errorf("reply on %s %q: the log holds the row as authorized", row.Targets()[0], rep.Reply)
 		}
+	}
+}
+
+// The operator makes the row's leaf unreadable instead of rewriting the
+// row: the drill cannot hold the row against what the log took, so it
+// decides nothing on the row alone.
+func TestARowWhoseLeafCannotBeReadNeedsAPerson(t *testing.T) {
+	ctx := context.Background()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir := t.TempDir()
+	open := loggedLedger(t, sc, dir)
+	l, store := open()
+	r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil || row.Status != ledger.Authorized {
+		t.Fatalf("append: %v %v", err, row)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(tamper.EditLeaf(0, func([]byte) []byte { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, store = open()
+	t.Cleanup(func() { store.Close() })
+	if _, _, err := l.RowLeafDiff(ctx, row.ID); err == nil {
+		t.Fatal("the emptied leaf reads as a leaf")
+	}
+	rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decisions(rep)[row.ID]; p.Passed || !strings.Contains(p.Detail, "its leaf in the Merkle log") {
+		t.Errorf("decision: %+v; want needs a person, naming the leaf", p)
+	}
+}
+
+// loggedLedger returns a function that opens the ledger on the bbolt file
+// and evidence directory in dir, with its Merkle log, as ledgerd would
+// after a restart.
+func loggedLedger(t *testing.T, sc *pacttest.Scenario, dir string) func() (*ledger.Ledger, *bolt.Store) {
+	t.Helper()
+	signer, _, err := pacttest.LogKey("drill.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (*ledger.Ledger, *bolt.Store) {
+		store, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects, err := localdir.Open(filepath.Join(dir, "ev"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+		l, err := ledger.New(store, objects, v, sc.Static(time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+			t.Fatal(err)
+		}
+		return l, store
 	}
 }
