@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,4 +115,19 @@ func TestIntegrityAcceptsAnHonestAccessLog(t *testing.T) {
 		t.Fatalf("pruned %d, %v; want the 4 records of a year ago", n, err)
 	}
 	clean("after the prune")
+
+	// The first batch's object is past its retention: the store may let
+	// it go, and fsck no longer reads it.
+	gone := 0
+	err := filepath.WalkDir(h.objDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), strings.TrimPrefix(ledger.AccessKey(1, 3), "access/")) {
+			gone++
+			return os.Remove(path)
+		}
+		return err
+	})
+	if err != nil || gone == 0 {
+		t.Fatalf("removing the first batch's object: %d files, %v", gone, err)
+	}
+	clean("an expired batch let go")
 }
