@@ -37,8 +37,14 @@ func (t *tx) ObjectsUnder(prefix, after string, n int) ([]ledger.Location, error
 		return nil, err
 	}
 	var out []ledger.Location
-	err := t.query("read objects under "+prefix, "SELECT key, body FROM objects WHERE key > $1 AND starts_with(key, $2) ORDER BY key LIMIT $3",
-		[]any{max(after, prefix), prefix, n}, func(r pgx.Rows) error {
+	// The range ends where keys stop starting with prefix, so that the
+	// last page does not read on through every later key.
+	end, ok := prefixEnd(prefix)
+	if !ok {
+		return nil, fmt.Errorf("objects under %q: the prefix must end in an ASCII character", prefix)
+	}
+	err := t.query("read objects under "+prefix, "SELECT key, body FROM objects WHERE key > $1 AND key < $4 AND starts_with(key, $2) ORDER BY key LIMIT $3",
+		[]any{max(after, prefix), prefix, n, end}, func(r pgx.Rows) error {
 			var key string
 			var body []byte
 			if err := r.Scan(&key, &body); err != nil {
@@ -53,6 +59,16 @@ func (t *tx) ObjectsUnder(prefix, after string, n int) ([]ledger.Location, error
 			return nil
 		})
 	return out, err
+}
+
+// prefixEnd is the least string, in byte order, above every string that
+// starts with prefix: its last byte raised by one; false when that byte
+// is not ASCII (raised, it would not be UTF-8).
+func prefixEnd(prefix string) (string, bool) {
+	if prefix == "" || prefix[len(prefix)-1] >= 0x7f {
+		return "", false
+	}
+	return prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1), true
 }
 
 // SetObject implements ledger.References: a deferred write (group.go), so
