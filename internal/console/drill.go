@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -157,6 +158,35 @@ type drillsView struct {
 // historyPage is how many reports the history page reads.
 const historyPage = 200
 
+// chartPages is how many more pages the first history page reads for its
+// chart: the ledger ends a page before its reports pass 2 MiB, a few
+// dozen monthly reports of 100 rows.
+const chartPages = 8
+
+// chartReports returns the monthly reports the chart shows, newest first:
+// those of the page shown; and, on the first page, those of the pages
+// after it until the chart has its points (maxChartPoints) or chartPages
+// more pages were read, so that the chart does not shrink to what one
+// page holds. A page that cannot be read ends the chart there.
+func (h *handler) chartReports(ctx context.Context, tok string, resp *ledgerv1.ListDrillsResponse) []*ledgerv1.DrillReport {
+	var monthly []*ledgerv1.DrillReport
+	for pages := 0; ; pages++ {
+		for _, rep := range resp.GetReports() {
+			if rep.GetKind() == ledgerv1.DrillKind_DRILL_KIND_MONTHLY {
+				monthly = append(monthly, rep)
+			}
+		}
+		next := resp.GetNextPageToken()
+		if tok != "" || next == "" || len(monthly) >= maxChartPoints || pages == chartPages {
+			return monthly
+		}
+		var err error
+		if resp, err = h.api.ListDrills(ctx, &ledgerv1.ListDrillsRequest{PageSize: historyPage, PageToken: next}); err != nil {
+			return monthly
+		}
+	}
+}
+
 func (h *handler) drills(w http.ResponseWriter, r *http.Request, s *session) {
 	tok := bound(r.URL.Query().Get("page"))
 	ctx, cancel := h.call(r, s)
@@ -168,13 +198,7 @@ func (h *handler) drills(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v := drillsView{Reports: resp.GetReports()}
-	var monthly []*ledgerv1.DrillReport
-	for _, rep := range v.Reports {
-		if rep.GetKind() == ledgerv1.DrillKind_DRILL_KIND_MONTHLY {
-			monthly = append(monthly, rep)
-		}
-	}
-	v.Chart = newScoreChart(monthly)
+	v.Chart = newScoreChart(h.chartReports(ctx, tok, resp))
 	if t := resp.GetNextPageToken(); t != "" {
 		v.Next = Prefix + "drills?page=" + urlQuery(t)
 	}

@@ -46,33 +46,7 @@ func TestConsoleDrillHistoryFollowsPagesCutBySize(t *testing.T) {
 	}
 	server.SetAnswerRowBytes(t, 1)
 
-	jar, _ := cookiejar.New(nil)
-	web := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string) string {
-		t.Helper()
-		res, err := web.Get(e.base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s = %d", path, res.StatusCode)
-		}
-		return string(b)
-	}
-	m := consoleCSRF.FindStringSubmatch(get("/console/signin"))
-	if m == nil {
-		t.Fatal("the sign-in page has no CSRF token")
-	}
-	res, err := web.PostForm(e.base+"/console/signin", url.Values{"csrf": {m[1]}, "key": {keys["support"]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign in = %d", res.StatusCode)
-	}
+	get := consoleSession(t, e, "support")
 
 	var got []string
 	for path := "/console/drills"; ; {
@@ -92,5 +66,71 @@ func TestConsoleDrillHistoryFollowsPagesCutBySize(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(ids, " ") {
 		t.Fatalf("the history showed %v; want %v", got, ids)
+	}
+}
+
+// consoleSession signs in to the console with role's key and returns a
+// function that GETs a console path in that session, failing the test on
+// any answer but 200.
+func consoleSession(t *testing.T, e *env, role string) func(path string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	web := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) string {
+		t.Helper()
+		res, err := web.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d", path, res.StatusCode)
+		}
+		return string(b)
+	}
+	m := consoleCSRF.FindStringSubmatch(get("/console/signin"))
+	if m == nil {
+		t.Fatal("the sign-in page has no CSRF token")
+	}
+	res, err := web.PostForm(e.base+"/console/signin", url.Values{"csrf": {m[1]}, "key": {keys[role]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in = %d", res.StatusCode)
+	}
+	return get
+}
+
+// The history's score chart reads on past a page cut by size: with pages
+// of one report, the first page's chart still shows every monthly drill;
+// a later page's shows its own.
+func TestConsoleDrillChartReadsPastAPageCutBySize(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	c := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	ctx := authCtx(context.Background(), "support")
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "A-5531"})), nil); code != 200 {
+		t.Fatalf("receipt: %d", code)
+	}
+	const monthly = 3
+	for range monthly {
+		if _, err := c.RunDrill(ctx, &ledgerv1.RunDrillRequest{Monthly: &ledgerv1.MonthlyDrill{Sample: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server.SetAnswerRowBytes(t, 1)
+	get := consoleSession(t, e, "support")
+	first := get("/console/drills")
+	if n := strings.Count(first, `<circle class="dot`); n != monthly {
+		t.Fatalf("the first page's chart shows %d drills, want %d", n, monthly)
+	}
+	older := consoleOlder.FindStringSubmatch(first)
+	if older == nil {
+		t.Fatal("the first page has no Older link")
+	}
+	if n := strings.Count(get(html.UnescapeString(older[1])), `<circle class="dot`); n != 1 {
+		t.Fatalf("the second page's chart shows %d drills, want its own one", n)
 	}
 }
