@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -46,19 +47,24 @@ func (f *fakeLedger) keep(m proto.Message) {
 	f.mu.Unlock()
 }
 
+// Each writer RPC answers with the ledger's record of what it got, as the
+// ledger does: the receipt's row by its receiptId, the refusal's row, the
+// grant revoked.
 func (f *fakeLedger) AppendReceipt(_ context.Context, r *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
 	f.keep(r)
-	return &ledgerv1.AppendReceiptResponse{}, nil
+	return &ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: receiptID(r.GetReceiptJws()), Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT},
+		Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED}, nil
 }
 
 func (f *fakeLedger) AppendRefusal(_ context.Context, r *ledgerv1.AppendRefusalRequest) (*ledgerv1.AppendRefusalResponse, error) {
 	f.keep(r)
-	return &ledgerv1.AppendRefusalResponse{}, nil
+	return &ledgerv1.AppendRefusalResponse{Row: &ledgerv1.Row{Kind: ledgerv1.RowKind_ROW_KIND_REFUSAL,
+		Refusal: &ledgerv1.Refusal{ClaimedPrincipal: r.GetClaimedPrincipal(), ClaimedAgent: r.GetClaimedAgent(), Reason: r.GetReason()}}}, nil
 }
 
 func (f *fakeLedger) RevokeGrant(_ context.Context, r *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {
 	f.keep(r)
-	return &ledgerv1.RevokeGrantResponse{}, nil
+	return &ledgerv1.RevokeGrantResponse{GrantId: r.GetGrantId(), Revocation: &ledgerv1.Revocation{RevokedAt: r.GetRevokedAt()}}, nil
 }
 
 // gateway is the ledger's generated REST gateway over f.
@@ -143,7 +149,7 @@ func (f *fakeLedger) AppendReceipts(_ context.Context, r *ledgerv1.AppendReceipt
 	rep := &ledgerv1.AppendReceiptsResponse{}
 	for _, rc := range r.GetReceipts() {
 		res := &ledgerv1.AppendReceiptResult{Response: &ledgerv1.AppendReceiptResponse{Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED,
-			Row: &ledgerv1.Row{Id: "row of " + rc.GetReceiptJws(), ScopesUsed: []string{"trips:rebook"},
+			Row: &ledgerv1.Row{Id: "row of " + rc.GetReceiptJws(), ReceiptId: receiptID(rc.GetReceiptJws()), ScopesUsed: []string{"trips:rebook"},
 				Verifier: &ledgerv1.Verifier{Checks: []*ledgerv1.Check{{Name: "receipt_signature", Result: ledgerv1.CheckResult_CHECK_RESULT_PASS, Detail: "kid k1"}}}}}}
 		switch rc.GetReceiptJws() {
 		case "bad":
@@ -192,7 +198,8 @@ func TestLedgerClientPostReceipts(t *testing.T) {
 
 	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/receipts:batch" {
-			http.NotFound(w, r)
+			// As the gateway of a ledgerd without the route answers.
+			runtime.DefaultRoutingErrorHandler(r.Context(), mux, &runtime.JSONPb{}, w, r, http.StatusNotFound)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -202,4 +209,76 @@ func TestLedgerClientPostReceipts(t *testing.T) {
 	if _, err := c.PostReceipts(context.Background(), items); !errors.Is(err, ErrRejected) {
 		t.Fatalf("a ledger without AppendReceipts: %v, want the call refused", err)
 	}
+}
+
+// Only the ledger's own answer takes an entry out of the outbox. Between
+// the pipeline and the ledger a front may answer in its place: a 200 of
+// its own (a page, an empty object, another entry's row), a redirect, or
+// a 404 or 413 of its own. None of these is the ledger having the entry
+// (nil) or refusing it for good (ErrRejected): the entry stays, to be
+// posted again.
+func TestLedgerClientTakesOnlyTheLedgersAnswer(t *testing.T) {
+	f := &fakeLedger{}
+	ledger := httptest.NewServer(f.gateway(t))
+	defer ledger.Close()
+	other := Item{Receipt: &Receipt{ReceiptJWS: "o.t.h", Actions: []Action{}}}
+	otherRow, err := protojson.Marshal(&ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: receiptID(other.Receipt.ReceiptJWS)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fronts := map[string]http.HandlerFunc{
+		"a page": func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>sign in</html>")) },
+		"an empty object": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{}`))
+		},
+		"another receipt's row": func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(otherRow) },
+		"a redirect to the ledger": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, ledger.URL+r.URL.Path, http.StatusMovedPermanently)
+		},
+		"its own 404": http.NotFound,
+		"its own 413": func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		},
+		"its own 400 page": func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "<html>bad request</html>", http.StatusBadRequest)
+		},
+		"its own 405 on GET": func(w http.ResponseWriter, r *http.Request) { http.Error(w, "method", http.StatusMethodNotAllowed) },
+	}
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	items := []Item{
+		{Receipt: &Receipt{ReceiptJWS: "r.j.s", RequestJWT: "p.a.j", DelegationToken: "d.t.k", Actions: []Action{{Tool: "cancel_order"}}}},
+		{Refusal: &Refusal{ClaimedPrincipal: "u", ClaimedAgent: "pa", Action: RefusedAction{Tool: "cancel_order"}, Reason: "no grant", ObservedAt: at}},
+		Revoked("g-1", at, "by the user"),
+	}
+	for name, h := range fronts {
+		front := httptest.NewServer(h)
+		c := &LedgerClient{URL: front.URL, Key: "k"}
+		for _, it := range items {
+			if err := c.Post(context.Background(), it); err == nil || errors.Is(err, ErrRejected) {
+				t.Errorf("%s, posting %s: %v; want the entry kept to post again", name, itemName(it), err)
+			}
+		}
+		errs, err := c.PostReceipts(context.Background(), []Item{items[0], items[0]})
+		if errors.Is(err, ErrRejected) || (err == nil && (errs[0] == nil || errors.Is(errs[0], ErrRejected))) {
+			t.Errorf("%s, posting a batch: %v %v; want the receipts kept to post again", name, err, errs)
+		}
+		front.Close()
+	}
+	// The ledger's own answers still count: recorded, or refused for good.
+	c := &LedgerClient{URL: ledger.URL, Key: "k"}
+	for _, it := range items {
+		if err := c.Post(context.Background(), it); err != nil {
+			t.Errorf("the ledger, posting %s: %v", itemName(it), err)
+		}
+	}
+}
+
+func itemName(it Item) string {
+	switch {
+	case it.Receipt != nil:
+		return "a receipt"
+	case it.Refusal != nil:
+		return "a refusal"
+	}
+	return "a revocation"
 }

@@ -456,7 +456,10 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 			return
 		}
 		if r.URL.Path == "/v1/receipts:batch" {
-			http.NotFound(w, r)
+			// As the gateway of a ledger without the route answers.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"code":5,"message":"Not Found","details":[]}`))
 			return
 		}
 		if r.Header.Get("Authorization") != "Bearer writer-key" || r.URL.Path != "/v1/receipts" {
@@ -466,7 +469,9 @@ func TestPipelineSurvivesTheLedgerBeingDown(t *testing.T) {
 		var p pipeline.Receipt
 		_ = json.NewDecoder(r.Body).Decode(&p)
 		got = append(got, p.MessageID)
-		w.Write([]byte(`{}`))
+		// The ledger's row of the receipt, by its receiptId.
+		sum := sha256.Sum256([]byte(p.ReceiptJWS))
+		w.Write([]byte(`{"row":{"receiptId":"sha256:` + hex.EncodeToString(sum[:]) + `"},"outcome":"APPEND_OUTCOME_CREATED"}`))
 	}))
 	defer ledger.Close()
 	ctx, cancel := context.WithCancel(context.Background())
