@@ -166,9 +166,18 @@ func (p *Provider) BrandSigners() map[string]verifier.Signer { return p.server.B
 // waiting for the ledger.
 func (p *Provider) PipelineDepth() int { return p.store.Depth() }
 
+// PipelineSetAside is the number of receipts, refusals and revocations
+// the ledger refused as invalid, set aside in the store's
+// pipeline_rejected: on record at the Provider (a receipt also with its
+// agent) but not in the ledger.
+func (p *Provider) PipelineSetAside() int { return p.store.SetAsideCount() }
+
 // RunPipeline posts the outbox to sink in order until ctx is done (package
 // pipeline): nothing is lost while the ledger is down.
 func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
+	if n := p.store.SetAsideCount(); n > 0 {
+		p.log.ErrorContext(ctx, "entries the ledger refused are set aside in the Provider's store (pipeline_rejected), not in the ledger", slog.Int("set_aside", n))
+	}
 	pipeline.Run(ctx, p.store, sink, p.store.Queued(), p.log)
 	return nil
 }

@@ -155,6 +155,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineDepth())
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_set_aside", Help: "The Provider's receipts, refusals and revocations the ledger refused as invalid, set aside in its store: not in the ledger (alert on any)."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.PipelineSetAside())
+	}))
 
 	if err := mkdirAll(cfg.DataDir); err != nil {
 		return nil, err

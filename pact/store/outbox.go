@@ -119,6 +119,17 @@ func (s *Store) Depth() int {
 	return n
 }
 
+// SetAsideCount is the number of entries set aside (pipeline_rejected):
+// refused by the ledger as invalid, kept for an operator.
+func (s *Store) SetAsideCount() int {
+	n := 0
+	_ = s.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bSetAside).Stats().KeyN
+		return nil
+	})
+	return n
+}
+
 // Outbox lists up to limit entries waiting for the ledger, oldest first.
 func (s *Store) Outbox(limit int) ([]pipeline.Item, error) {
 	var out []pipeline.Item
