@@ -181,10 +181,31 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 			return err
 		}
 	}
-	if len(in.Actions) > MaxActions {
+	if err := CheckActions(in.Actions); err != nil {
+		return err
+	}
+	if in.Limits != nil {
+		if in.Limits.CountMax < 0 {
+			return invalid("limits.countMax must not be negative")
+		}
+		if err := checkField("limits.amountMax", in.Limits.AmountMax, MaxFieldLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckActions applies AppendReceipt's rules for a receipt's action log
+// entries, the ones a writer's own input fills: at most MaxActions, each
+// with a tool, tool and target within MaxFieldLength and without a NUL,
+// args within MaxArgsJSON. An error wraps ErrInvalid: AppendReceipt
+// refuses the receipt. A writer that signs receipts checks them first, so
+// that it signs none the ledger cannot record.
+func CheckActions(actions []verifier.Action) error {
+	if len(actions) > MaxActions {
 		return invalid("more than %d actions", MaxActions)
 	}
-	for i, a := range in.Actions {
+	for i, a := range actions {
 		if a.Tool == "" {
 			return invalid("actions[%d].tool is required", i)
 		}
@@ -196,14 +217,6 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 		}
 		if len(a.ArgsJSON) > MaxArgsJSON {
 			return invalid("actions[%d].argsJson is longer than %d bytes", i, MaxArgsJSON)
-		}
-	}
-	if in.Limits != nil {
-		if in.Limits.CountMax < 0 {
-			return invalid("limits.countMax must not be negative")
-		}
-		if err := checkField("limits.amountMax", in.Limits.AmountMax, MaxFieldLength); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brandlogin"
@@ -332,5 +333,74 @@ func TestARequestUnderARevokedGrantIsARefusalOnRecord(t *testing.T) {
 	send(5)
 	if n := len(e.refusals()); n != 3 {
 		t.Fatalf("%d refusals on record past the rate limit, want 3", n)
+	}
+}
+
+// bulkyAgent is the scripted agent, whose delegated actions a brand's own
+// agent then fills past what the ledger records (edit).
+type bulkyAgent struct {
+	edit func([]agent.Action) []agent.Action
+}
+
+func (a bulkyAgent) Respond(ctx context.Context, t agent.Turn) (agent.Reply, error) {
+	rep, err := agent.Scripted{}.Respond(ctx, t)
+	if err == nil && len(rep.Actions) > 0 {
+		rep.Actions = a.edit(rep.Actions)
+	}
+	return rep, err
+}
+
+// The Provider signs no receipt the ledger would refuse as invalid input:
+// its agent would hold a receipt the business has no row of, the entry
+// set aside at the Provider. A turn whose agent's actions are past the
+// ledger's limits keeps nothing and is a refusal on record instead.
+func TestTheProviderSignsNoReceiptTheLedgerRefuses(t *testing.T) {
+	const cancel, status = "please cancel order A-5531", "what is the status of order A-5531?"
+	cases := []struct {
+		name, text string
+		edit       func([]agent.Action) []agent.Action
+	}{
+		{"args past the ledger's limit", cancel, func(as []agent.Action) []agent.Action {
+			as[0].ArgsJSON = `{"order":"A-5531","note":"` + strings.Repeat("n", ledger.MaxArgsJSON) + `"}`
+			return as
+		}},
+		{"a target past the ledger's limit", status, func(as []agent.Action) []agent.Action {
+			as[0].Target = "A-5531 " + strings.Repeat("t", ledger.MaxFieldLength)
+			return as
+		}},
+		{"a NUL in a target", status, func(as []agent.Action) []agent.Action {
+			as[0].Target = "A-5531\x00"
+			return as
+		}},
+		{"more actions than the ledger takes", cancel, func(as []agent.Action) []agent.Action {
+			for len(as) <= ledger.MaxActions {
+				as = append(as, as[0])
+			}
+			return as
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newOAuthEnv(t)
+			at := e.deviceToken([]string{"orders:read", "orders:cancel"}, []string{"orders:read", "orders:cancel"})["access_token"].(string)
+			e.p.cfg.Agent = bulkyAgent{edit: c.edit}
+			code, out, _ := e.send(at, "", "m1", c.text)
+			for _, it := range e.outbox() {
+				if r := it.Receipt; r != nil {
+					t.Fatalf("answer %d; a receipt the ledger refuses was signed and queued: %d actions, args %d bytes, target %d bytes",
+						code, len(r.Actions), len(r.Actions[0].ArgsJSON), len(r.Actions[0].Target))
+				}
+			}
+			if code != 500 || strings.Contains(fmt.Sprint(out), "pact.receipt") {
+				t.Fatalf("answer %d %v, want INTERNAL and no receipt", code, out)
+			}
+			if _, logged, status := e.counts(); logged != 0 || status == "cancelled" {
+				t.Fatalf("the stopped turn kept %d action log entries, order status %q", logged, status)
+			}
+			rs := e.refusals()
+			if len(rs) != 1 || !strings.Contains(rs[0].Reason, "the ledger") {
+				t.Fatalf("refusals on record: %+v, want the cancel refused", rs)
+			}
+		})
 	}
 }

@@ -101,6 +101,17 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			return nil, internalErr("the agent could not answer")
 		}
 		rep.ScopesUsed = used
+		if lerr := recordable(del, rep); lerr != nil {
+			// The receipt would be one the ledger refuses as invalid: the
+			// personal agent would hold it and the ledger have no row of
+			// it. Nothing of the turn is kept, and it is on record as a
+			// refusal, as a turn beyond the grant is.
+			s.abandon(ctx, id, m.MessageID)
+			s.cfg.Logger.ErrorContext(ctx, "brand agent's actions are past what the ledger records", slog.String("brand", b.ID), slog.String("error", lerr.Error()))
+			s.putOnRecord(ctx, s.stopped(rq, id, rep, nil, "the Brand's agent ran actions under delegation grant "+del.GrantID+
+				" that the ledger cannot record ("+lerr.Error()+"): nothing of the turn was kept, no receipt signed; answered INTERNAL", now))
+			return nil, internalErr("the agent could not answer")
+		}
 	}
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)
@@ -135,6 +146,20 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		return nil, internalErr("internal error")
 	}
 	return rec.Reply, nil
+}
+
+// recordable checks the actions a delegated turn's receipt would carry
+// against the ledger's rules for them (ledger.CheckActions): every receipt
+// the Provider signs is one the ledger records.
+func recordable(del *oauth.DelegationClaims, rep agent.Reply) error {
+	if del == nil {
+		return nil // no receipt
+	}
+	actions := make([]verifier.Action, len(rep.Actions))
+	for i, a := range rep.Actions {
+		actions[i] = verifier.Action(a)
+	}
+	return ledger.CheckActions(actions)
 }
 
 // beyondGrant is what withinGrant found past the grant: why, and the
