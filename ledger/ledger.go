@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
@@ -198,9 +199,11 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 // CheckActions applies AppendReceipt's rules for a receipt's action log
 // entries, the ones a writer's own input fills: at most MaxActions, each
 // with a tool, tool and target within MaxFieldLength and without a NUL,
-// args within MaxArgsJSON. An error wraps ErrInvalid: AppendReceipt
-// refuses the receipt. A writer that signs receipts checks them first, so
-// that it signs none the ledger cannot record.
+// args within MaxArgsJSON, all of it UTF-8 (the API's text: a request
+// holding other bytes is refused before it reaches the ledger). An error
+// wraps ErrInvalid: AppendReceipt refuses the receipt. A writer that
+// signs receipts checks them first, so that it signs none the ledger
+// cannot record.
 func CheckActions(actions []verifier.Action) error {
 	if len(actions) > MaxActions {
 		return invalid("more than %d actions", MaxActions)
@@ -217,6 +220,9 @@ func CheckActions(actions []verifier.Action) error {
 		}
 		if len(a.ArgsJSON) > MaxArgsJSON {
 			return invalid("actions[%d].argsJson is longer than %d bytes", i, MaxArgsJSON)
+		}
+		if !utf8.ValidString(a.Tool) || !utf8.ValidString(a.Target) || !utf8.ValidString(a.ArgsJSON) {
+			return invalid("actions[%d] holds text that is not UTF-8", i)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
@@ -372,6 +373,14 @@ func TestTheProviderSignsNoReceiptTheLedgerRefuses(t *testing.T) {
 			as[0].Target = "A-5531\x00"
 			return as
 		}},
+		{"a target not in UTF-8", status, func(as []agent.Action) []agent.Action {
+			as[0].Target = "A-5531\xff"
+			return as
+		}},
+		{"args not in UTF-8", cancel, func(as []agent.Action) []agent.Action {
+			as[0].ArgsJSON = "{\"order\":\"A-5531\",\"note\":\"\xc3\"}"
+			return as
+		}},
 		{"more actions than the ledger takes", cancel, func(as []agent.Action) []agent.Action {
 			for len(as) <= ledger.MaxActions {
 				as = append(as, as[0])
@@ -400,6 +409,13 @@ func TestTheProviderSignsNoReceiptTheLedgerRefuses(t *testing.T) {
 			rs := e.refusals()
 			if len(rs) != 1 || !strings.Contains(rs[0].Reason, "the ledger") {
 				t.Fatalf("refusals on record: %+v, want the cancel refused", rs)
+			}
+			// The ledger's API takes UTF-8 text only: a refusal that is not
+			// could never be posted.
+			for _, v := range []string{rs[0].ClaimedPrincipal, rs[0].ClaimedAgent, rs[0].Action.Tool, rs[0].Action.Target, rs[0].Reason} {
+				if !utf8.ValidString(v) {
+					t.Fatalf("the refusal holds text that is not UTF-8: %q", v)
+				}
 			}
 		})
 	}

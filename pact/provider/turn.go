@@ -367,10 +367,12 @@ func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.
 }
 
 // clip fits v, which may hold what an agent wrote, into a field of the
-// ledger's AppendRefusal: at most n bytes, cut at a character, and no NUL
-// (the ledger refuses either, and the refusal would be set aside).
+// ledger's AppendRefusal: UTF-8 (the API's text), at most n bytes, cut at
+// a character, and no NUL (the ledger refuses a NUL or an overlong field,
+// and the refusal would be set aside; text not UTF-8 could not be posted
+// at all).
 func clip(v string, n int) string {
-	v = strings.ReplaceAll(v, "\x00", "\uFFFD")
+	v = strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "\uFFFD")
 	if len(v) <= n {
 		return v
 	}
