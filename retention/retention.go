@@ -6,6 +6,8 @@ package retention
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -65,6 +67,31 @@ func (p Period) String() string {
 		return fmt.Sprintf("%d months", p.Months)
 	}
 	return fmt.Sprintf("%d days", p.Days)
+}
+
+// ParsePeriod parses a period as String writes it: "18 months", "90 days"
+// or "1 months 15 days".
+func ParsePeriod(s string) (Period, error) {
+	var p Period
+	f := strings.Fields(s)
+	if len(f) != 2 && len(f) != 4 {
+		return Period{}, fmt.Errorf("period %q: want \"N months\", \"N days\" or \"N months M days\"", s)
+	}
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.Atoi(f[i])
+		if err != nil || n < 0 {
+			return Period{}, fmt.Errorf("period %q: %q is not a number of months or days", s, f[i])
+		}
+		switch {
+		case f[i+1] == "months" && i == 0:
+			p.Months = n
+		case f[i+1] == "days" && (i == 2 || len(f) == 2):
+			p.Days = n
+		default:
+			return Period{}, fmt.Errorf("period %q: want \"N months\", \"N days\" or \"N months M days\"", s)
+		}
+	}
+	return p, nil
 }
 
 // Policy is the tool-to-class and scope-to-class tables and the period of

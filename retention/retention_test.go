@@ -143,3 +143,17 @@ func TestParseClassRoundTrips(t *testing.T) {
 		t.Error("ParseClass(forever) succeeded")
 	}
 }
+
+func TestParsePeriodRoundTrips(t *testing.T) {
+	for _, p := range []retention.Period{{Months: 18}, {Days: 90}, {Months: 1, Days: 15}, {}} {
+		got, err := retention.ParsePeriod(p.String())
+		if err != nil || got != p {
+			t.Errorf("ParsePeriod(%q) = %v, %v; want %v", p.String(), got, err, p)
+		}
+	}
+	for _, s := range []string{"", "18", "18 weeks", "90 days 1 months", "-1 days", "x months", "1 months 2 months"} {
+		if got, err := retention.ParsePeriod(s); err == nil {
+			t.Errorf("ParsePeriod(%q) = %v, want an error", s, got)
+		}
+	}
+}
