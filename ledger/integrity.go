@@ -511,6 +511,10 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 		tree := rf.NewEmptyRange(0)
 		rows := map[string]*Row{}
+		// The periods the policy leaves read so far record, by class: a
+		// leaf is checked against the shortest, the periods in force when
+		// it was logged or shorter (another replica's, an earlier start's).
+		periods := map[retention.Class][]retention.Period{}
 		for i := range size {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -536,6 +540,12 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 				continue // not a leaf this version writes; its hash still counts
 			}
 			switch f["kind"] {
+			case LeafPolicy:
+				for c, per := range policyPeriods(f) {
+					if !slices.Contains(periods[c], per) {
+						periods[c] = append(periods[c], per)
+					}
+				}
 			case LeafIncidentClose:
 				// The incident's row is kept the incident period past the
 				// close at least (CloseIncident).
@@ -553,9 +563,9 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 				if err != nil {
 					break
 				}
-				if keep := l.cfg.Policy.Periods[retention.Incident].After(at).UTC(); t.SweptAt.Before(keep) {
-					rowFinding(id, "leaf %d closes incident %s of row %s at %s, which keeps the row until %s, but its tombstone says it was swept on %s",
-						i, f["incident"], id, f["at"], keep.Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339))
+				if per, keep, ok := shortestKeep(periods[retention.Incident], at, false); ok && t.SweptAt.Before(keep) {
+					rowFinding(id, "leaf %d closes incident %s of row %s at %s, which keeps the row until %s (%s from the close), but its tombstone says it was swept on %s",
+						i, f["incident"], id, f["at"], keep.Format(time.RFC3339), per, t.SweptAt.UTC().Format(time.RFC3339))
 				}
 			case LeafReceipt, LeafRefusal, LeafDispute:
 				id := f["row"]
@@ -574,7 +584,7 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 					case err != nil:
 						return err
 					case f["kind"] != LeafDispute:
-						if p := l.earlyTombstone(t, f, now); p != "" {
+						if p := earlyTombstone(t, f, periods[t.Class], now); p != "" {
 							rowFinding(id, "leaf %d names row %s, %s", i, id, p)
 						}
 					}
@@ -615,11 +625,13 @@ const sweepSkew = 5 * time.Minute
 // earlyTombstone says what is wrong with tombstone t of the row whose
 // leaf is f, "" when a retention sweep could have left it: the sweep
 // removes a row only once its retain-until has passed, and retain-until
-// is never before the class's period counted from when the row was
-// recorded (the leaf's class and recorded lines, which the row store
-// cannot change). A tombstone left by whoever removed a row before then
-// is not a sweep's.
-func (l *Ledger) earlyTombstone(t *Tombstone, f map[string]string, now time.Time) string {
+// is never before the class's period in force when the row was recorded,
+// counted from then (the leaf's class and recorded lines, which the row
+// store cannot change). A tombstone left by whoever removed a row before
+// then is not a sweep's. periods are those the policy leaves before the
+// row's leaf record for its class; with none (a row logged before the
+// ledger logged its policy) the period is not checked.
+func earlyTombstone(t *Tombstone, f map[string]string, periods []retention.Period, now time.Time) string {
 	if t.Class.String() != f["class"] || t.Status.String() != f["status"] {
 		return fmt.Sprintf("whose tombstone says class %s and status %s, the leaf says class %s and status %s", t.Class, t.Status, f["class"], f["status"])
 	}
@@ -630,20 +642,31 @@ func (l *Ledger) earlyTombstone(t *Tombstone, f map[string]string, now time.Time
 	if t.SweptAt.After(now.Add(sweepSkew)) {
 		return fmt.Sprintf("whose tombstone says it was swept on %s, after the time of this check (%s)", t.SweptAt.UTC().Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	per := l.cfg.Policy.Periods[t.Class]
-	keep := per.After(recorded).UTC()
-	if per.Months > 0 {
-		// Retention counts from the receipt's ts when that is later, and
-		// months end on different days: January 31 plus a month is March
-		// 3, February 1 plus a month March 1. A later start never ends
-		// more than three days earlier.
-		keep = keep.AddDate(0, 0, -3)
-	}
-	if t.SweptAt.Before(keep) || t.RetainUntil.Before(keep) {
+	per, keep, ok := shortestKeep(periods, recorded, true)
+	if ok && (t.SweptAt.Before(keep) || t.RetainUntil.Before(keep)) {
 		return fmt.Sprintf("whose tombstone says it was retained until %s and swept on %s, before its class keeps it (%s from %s: at least until %s)",
 			t.RetainUntil.UTC().Format(time.RFC3339), t.SweptAt.UTC().Format(time.RFC3339), per, f["recorded"], keep.Format(time.RFC3339))
 	}
 	return ""
+}
+
+// shortestKeep is the earliest end of the periods counted from start,
+// and the period that ends then; ok is false with no period. With slack,
+// a period of months ends three days earlier: retention counts from the
+// receipt's ts when that is later, and months end on different days
+// (January 31 plus a month is March 3, February 1 plus a month March 1);
+// a later start never ends more than three days earlier.
+func shortestKeep(periods []retention.Period, start time.Time, slack bool) (per retention.Period, keep time.Time, ok bool) {
+	for _, p := range periods {
+		k := p.After(start).UTC()
+		if slack && p.Months > 0 {
+			k = k.AddDate(0, 0, -3)
+		}
+		if !ok || k.Before(keep) {
+			per, keep, ok = p, k, true
+		}
+	}
+	return per, keep, ok
 }
 
 // checkpointBody parses the body of a signed checkpoint the ledger signed

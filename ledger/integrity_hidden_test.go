@@ -11,6 +11,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
 )
 
 // problems lists an integrity check's findings, one a line.
@@ -47,7 +48,7 @@ func TestIntegrityFindsATombstoneBeforeItsTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.enableLog(t, 0)
+			h.startLog(t)
 			hidden, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1"})))
 			due, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-2", User: "acct-2", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
 			if _, err := h.l.Integrate(ctx); err != nil {
@@ -83,6 +84,135 @@ func TestIntegrityFindsATombstoneBeforeItsTime(t *testing.T) {
 	}
 }
 
+// startLog enables the log and logs the retention policy, as ledgerd
+// does at every start.
+func (h *harness) startLog(t *testing.T) {
+	t.Helper()
+	h.enableLog(t, 0)
+	if _, err := h.l.LogPolicy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart stops the ledger and starts it again with the read-only period
+// set to days.
+func (h *harness) restart(t *testing.T, readOnlyDays int) {
+	t.Helper()
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.ReadOnly] = retention.Period{Days: readOnlyDays}
+	h.open(t)
+	h.startLog(t)
+}
+
+// sweepEarly removes row id as whoever holds the row store could, with
+// a tombstone dated now that says it was due now.
+func (h *harness) sweepEarly(t *testing.T, id string) {
+	t.Helper()
+	err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
+		r, err := tx.Row(id)
+		if err != nil {
+			return err
+		}
+		now := h.clock()
+		_, err = ledger.SweepRow(tx, r, ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: now, SweptAt: now})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An operator lengthens the read-only period from 90 to 180 days after
+// the sweep let a read-only row go at 90: the row was swept as the
+// policy logged before it said, and is no finding. The log now holds both
+// policies, and a row recorded since is checked against the shorter
+// (another replica may still run with it): removed at 60 days, it is a
+// finding.
+func TestIntegrityChecksATombstoneAgainstThePolicyItWasLoggedUnder(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.startLog(t)
+	readOnly := pacttest.Spec{Target: "T-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}
+	row, _ := h.append(t, in(h.sc.Mint(readOnly)))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	h.set(row.RetainUntil.Add(time.Hour))
+	if res, err := h.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 {
+		t.Fatalf("sweep: %+v, %v", res, err)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("a row swept when due:\n%s", problems(got))
+	}
+
+	h.restart(t, 180)
+	later := readOnly
+	later.Target, later.User, later.At = "T-2", "acct-2", h.clock()
+	kept, _ := h.append(t, in(h.sc.Mint(later)))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("after the read-only period was lengthened:\n%s", problems(got))
+	}
+	h.drain(t)
+	h.set(kept.RecordedAt.AddDate(0, 0, 60))
+	h.sweepEarly(t, kept.ID)
+	p := problems(integrity(t, h))
+	if want := kept.ID + ": leaf "; !strings.Contains(p, want) || !strings.Contains(p, "before its class keeps it (90 days from ") || strings.Contains(p, row.ID) {
+		t.Fatalf("findings:\n%s\nwant one on row %s only, against 90 days", p, kept.ID)
+	}
+}
+
+// An operator shortens the read-only period from 90 to 30 days: a row
+// recorded under 90 days and removed at 40 is a finding, checked against
+// the period in force when it was logged; a row recorded under 30 days
+// and swept when due is not. A row logged before any policy leaf (by an
+// earlier version) has no period to be checked against.
+func TestIntegrityChecksATombstoneAfterAPeriodWasShortened(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.enableLog(t, 0) // an earlier version: no policy leaf
+	readOnly := pacttest.Spec{Target: "T-0", User: "acct-0", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}
+	unchecked, _ := h.append(t, in(h.sc.Mint(readOnly)))
+	if _, err := h.l.LogPolicy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readOnly.Target, readOnly.User = "T-1", "acct-1"
+	early, _ := h.append(t, in(h.sc.Mint(readOnly)))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.restart(t, 30)
+	readOnly.Target, readOnly.User, readOnly.At = "T-2", "acct-2", h.clock()
+	due, _ := h.append(t, in(h.sc.Mint(readOnly)))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	h.set(due.RetainUntil.Add(time.Hour))
+	if res, err := h.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 || res.Swept[0].RowID != due.ID {
+		t.Fatalf("sweep: %+v, %v", res, err)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("a row swept when due under the shorter period:\n%s", problems(got))
+	}
+	h.set(early.RecordedAt.AddDate(0, 0, 40))
+	h.sweepEarly(t, early.ID)
+	h.sweepEarly(t, unchecked.ID)
+	p := problems(integrity(t, h))
+	if want := early.ID + ": leaf "; !strings.Contains(p, want) || !strings.Contains(p, "before its class keeps it (90 days from ") {
+		t.Fatalf("findings:\n%s\nwant one on row %s against 90 days", p, early.ID)
+	}
+	if strings.Contains(p, unchecked.ID) {
+		t.Fatalf("a row logged before any policy leaf was checked against a period:\n%s", p)
+	}
+}
+
 // An incident closed ten months after it opened keeps its row a year
 // from the close: a tombstone of the row thirteen months after it was
 // recorded (past the incident period from the recording, not from the
@@ -91,7 +221,7 @@ func TestIntegrityFindsAnIncidentRowSweptBeforeItsClosePeriod(t *testing.T) {
 	ctx := context.Background()
 	for _, forge := range []bool{false, true} {
 		h := newHarness(t)
-		h.enableLog(t, 0)
+		h.startLog(t)
 		ri := in(h.sc.Mint(pacttest.Spec{Target: "A-7001", ArgsJSON: `{"order":"A-7001","amount":10}`}))
 		ri.Limits = &ledger.Limits{AmountMax: "1"}
 		row, _ := h.append(t, ri)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -19,10 +20,11 @@ const (
 	LeafRefusal       = "refusal"
 	LeafDispute       = "dispute"
 	LeafIncidentClose = "incident-close"
+	LeafPolicy        = "policy"
 )
 
 // leafKinds are the kinds of leaf this version writes.
-var leafKinds = []string{LeafReceipt, LeafRefusal, LeafDispute, LeafIncidentClose}
+var leafKinds = []string{LeafReceipt, LeafRefusal, LeafDispute, LeafIncidentClose, LeafPolicy}
 
 // A leaf is the bytes the log commits to for one row or event: text lines
 // "name value", hashes and closed-set values only, never a customer's
@@ -145,9 +147,38 @@ func incidentCloseLeaf(inc *IncidentRecord) []byte {
 		line("by", digest(inc.ClosedBy)).line("at", stamp(inc.ClosedAt)).bytes()
 }
 
-// Leaf refs: the key under which the log finds a leaf's index.
+// policyClasses are the classes a policy leaf records a period for, in
+// the order of its lines; the incident period counts from the close.
+var policyClasses = []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.ReadOnly, retention.Refused, retention.Incident}
+
+// policyLeaf is the leaf of the retention periods a ledger started with:
+// one line per class, its period as configured ("read_only 90 days"), and
+// when it started (docs/design/015).
+func policyLeaf(id string, at time.Time, p retention.Policy) []byte {
+	l := newLeaf(LeafPolicy).line("policy", id).line("at", stamp(at))
+	for _, c := range policyClasses {
+		l.line(c.String(), p.Periods[c].String())
+	}
+	return l.bytes()
+}
+
+// policyPeriods are the periods a policy leaf's lines record, by class;
+// a line that does not parse is left out.
+func policyPeriods(f map[string]string) map[retention.Class]retention.Period {
+	out := map[retention.Class]retention.Period{}
+	for _, c := range policyClasses {
+		if per, err := retention.ParsePeriod(f[c.String()]); err == nil {
+			out[c] = per
+		}
+	}
+	return out
+}
+
+// Leaf refs: the key under which the log finds a leaf's index. A row id
+// is hex (ValidID), so no other ref is a row's.
 func disputeRef(rowID string, n int) string { return fmt.Sprintf("dispute/%s/%d", rowID, n) }
 func incidentRef(id string) string          { return "incident/" + id + "/close" }
+func policyRef(id string) string            { return "policy/" + id }
 
 // ParseLeaf splits a leaf into its named values (the first line, the
 // version, is checked and dropped).

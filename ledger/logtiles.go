@@ -234,6 +234,8 @@ func leafRef(data []byte) string {
 		}
 	case LeafIncidentClose:
 		return incidentRef(f["incident"])
+	case LeafPolicy:
+		return policyRef(f["policy"])
 	}
 	return ""
 }

@@ -3,8 +3,10 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -240,6 +242,33 @@ func (l *Ledger) EnableLog(cfg LogConfig) error {
 	}
 	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1), tiles: newBytesCache(tileCacheBytes)}
 	return nil
+}
+
+// LogPolicy queues a policy leaf: the retention period of every class as
+// configured now, with the time. Call it once the log is enabled and
+// before any write, at every start: fsck and log audit check each swept
+// row against the shortest period the policy leaves before its own leaf
+// record for its class, never against today's periods alone, which an
+// operator may have lengthened since (docs/design/015). It returns the
+// leaf's ref, under which Proof finds it once integrated; without a log it
+// does nothing and returns "".
+func (l *Ledger) LogPolicy(ctx context.Context) (string, error) {
+	if l.log == nil {
+		return "", nil
+	}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	at := l.cfg.Now().UTC()
+	// Replicas start each with their own leaf; the nonce keeps two that
+	// start in the same nanosecond apart.
+	id := fmt.Sprintf("%d-%s", at.UnixNano(), hex.EncodeToString(nonce[:]))
+	ref := policyRef(id)
+	err := l.store.Update(ctx, func(tx Tx) error { return tx.QueueLeaf(ref, policyLeaf(id, at, l.cfg.Policy)) })
+	if err != nil {
+		return "", fmt.Errorf("queue the retention policy's leaf: %w", err)
+	}
+	l.wakeLog()
+	return ref, nil
 }
 
 // Origin is the log's origin line, or "" without a log.

@@ -402,3 +402,42 @@ func TestOneIntegratorAtATime(t *testing.T) {
 		t.Fatalf("the second integrator: %v", err)
 	}
 }
+
+// A ledger started with the log logs its retention policy as a leaf of
+// its own, with a proof like any other; the leaf holds the periods.
+func TestPolicyIsALeaf(t *testing.T) {
+	h := newHarness(t)
+	vkey := h.enableLog(t, 0)
+	ctx := context.Background()
+	ref, err := h.l.LogPolicy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(ref, "policy/") || ledger.ValidID(ref) {
+		t.Fatalf("ref %q: want policy/… and not a row id", ref)
+	}
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1"})))
+	if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+		t.Fatalf("integrate: %d %v", n, err)
+	}
+	b, err := h.l.Proof(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verify(vkey); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.ParseLeaf([]byte(b.Leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.LeafIndex != 0 || f["kind"] != ledger.LeafPolicy || f["read_only"] != "90 days" || f["incident"] != "12 months" || f["at"] != "2026-10-07T13:12:45Z" {
+		t.Fatalf("leaf %d:\n%s", b.LeafIndex, b.Leaf)
+	}
+	if rb, err := h.l.Proof(ctx, row.ID); err != nil || rb.LeafIndex != 1 {
+		t.Fatalf("the row's proof after the policy's: %+v %v", rb, err)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("findings:\n%s", problems(got))
+	}
+}
