@@ -63,7 +63,9 @@ func TestLogOverREST(t *testing.T) {
 	if err != nil || b.RowID != rep.Row.ID {
 		t.Fatalf("bundle: %v %+v", err, b)
 	}
-	// The raw checkpoint, as a tlog-tiles client reads it, and a tile.
+	// The raw checkpoint, as a tlog-tiles client reads it, and a tile:
+	// leaf 0 is the retention policy ledgerd logged at start, leaf 1 the
+	// row.
 	code, raw := e.get(t, "/v1/log/checkpoint")
 	if code != 200 {
 		t.Fatalf("checkpoint = %d", code)
@@ -71,10 +73,10 @@ func TestLogOverREST(t *testing.T) {
 	if got, err := proof.Open(raw, cp.VerifierKey); err != nil || got.Size < c.Size {
 		t.Fatalf("raw checkpoint: %v %+v", err, got)
 	}
-	if code, tile := e.get(t, "/v1/log/tile/0/000.p/1"); code != 200 || len(tile) != 32 {
+	if code, tile := e.get(t, "/v1/log/tile/0/000.p/2"); code != 200 || len(tile) != 64 {
 		t.Fatalf("tile = %d, %d bytes", code, len(tile))
 	}
-	if code, entries := e.get(t, "/v1/log/tile/entries/000.p/1"); code != 200 || !strings.Contains(string(entries), "row "+rep.Row.ID) {
+	if code, entries := e.get(t, "/v1/log/tile/entries/000.p/2"); code != 200 || !strings.Contains(string(entries), "kind policy\n") || !strings.Contains(string(entries), "row "+rep.Row.ID) {
 		t.Fatalf("entries = %d %q", code, entries)
 	}
 	if code, _ := e.get(t, "/v1/log/tile/0/001"); code != 404 {
@@ -98,6 +100,7 @@ func TestLogOverREST(t *testing.T) {
 // and its entry bundle are served as before, now from write-once storage.
 func TestFullTilesLeaveTheFile(t *testing.T) {
 	e := newEnv(t, jose.ES256)
+	// Leaf 0 is the retention policy ledgerd logged at start.
 	var first appendReply
 	for i := range 257 {
 		var rep appendReply
@@ -125,7 +128,7 @@ func TestFullTilesLeaveTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Verify(cp.VerifierKey); err != nil || b.RowID != first.Row.ID || b.LeafIndex != 0 {
+	if _, err := b.Verify(cp.VerifierKey); err != nil || b.RowID != first.Row.ID || b.LeafIndex != 1 {
 		t.Fatalf("bundle: %v %+v", err, b)
 	}
 	if code, tile := e.get(t, "/v1/log/tile/0/000"); code != 200 || len(tile) != 256*32 {

@@ -301,6 +301,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(cfg.MerkleLog.Interval), KeepPublished: cfg.MerkleLog.KeepPublished}); err != nil {
 			return nil, err
 		}
+		// The periods in force, in the log before any write under them:
+		// fsck and log audit check swept rows against them.
+		if _, err := s.ledger.LogPolicy(ctx); err != nil {
+			return nil, err
+		}
 		if n, err := s.ledger.TreeSize(ctx); err == nil {
 			metrics.LogSize.Set(float64(n))
 		}
