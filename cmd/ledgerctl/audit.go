@@ -173,6 +173,7 @@ type auditor struct {
 	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
 	closedAt     map[string]closure     // closure leaves read from the tiles, by row
 	tombs        []sweptLeaf            // leaves of rows the server answers as swept
+	policies     []policyLeaf           // policy leaves read from the tiles, in order
 
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
@@ -328,6 +329,10 @@ func (a *auditor) compare(index int64, data []byte) error {
 	case "receipt", "refusal", "dispute":
 	case "incident-close":
 		return a.compareIncident(index, leaf)
+	case "policy":
+		a.policies = append(a.policies, policyLeaf{index: index, periods: policyPeriods(leaf)})
+		a.notRows++
+		return nil
 	default:
 		a.notRows++
 		return nil
@@ -816,6 +821,40 @@ type sweptLeaf struct {
 	tomb  tombstone
 }
 
+// policyLeaf is a policy leaf read from the tiles: the retention periods
+// a ledger started with, by class name.
+type policyLeaf struct {
+	index   int64
+	periods map[string]retention.Period
+}
+
+// policyPeriods are the periods a policy leaf's lines record, by class
+// name; a line that does not parse is left out.
+func policyPeriods(leaf map[string]string) map[string]retention.Period {
+	out := map[string]retention.Period{}
+	for _, c := range []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.ReadOnly, retention.Refused, retention.Incident} {
+		if per, err := retention.ParsePeriod(leaf[c.String()]); err == nil {
+			out[c.String()] = per
+		}
+	}
+	return out
+}
+
+// periodsBefore are the periods of class the policy leaves before leaf
+// index record, and the --retention period of class, each with where it
+// comes from.
+func (a *auditor) periodsBefore(index int64, class string, given map[string]retention.Period) (pers []retention.Period, from []string) {
+	for _, p := range a.policies {
+		if per, ok := p.periods[class]; ok && p.index < index && !slices.Contains(pers, per) {
+			pers, from = append(pers, per), append(from, fmt.Sprintf("the policy of leaf %d", p.index))
+		}
+	}
+	if per, ok := given[class]; ok {
+		pers, from = append(pers, per), append(from, "--retention")
+	}
+	return pers, from
+}
+
 // sweepSkew is how far ahead of the audit's clock a tombstone's sweep
 // time may be: the server's clock.
 const sweepSkew = 5 * time.Minute
@@ -826,9 +865,14 @@ const sweepSkew = 5 * time.Minute
 // class or status other than the leaf's, a sweep before its own
 // retain-until or after the audit's clock, a retain-until before the row
 // was recorded, or an incident's row swept before the incident's closure
-// in the log. With periods (--retention), a row retained or swept before
-// its class's period from its recording (for an incident's row, from the
-// closure read from the tiles) is a finding too.
+// in the log. A row retained or swept before its class's period from its
+// recording (for an incident's row, the incident period from the closure
+// read from the tiles) is a finding too, against the shortest of the
+// periods the policy leaves read before the row's leaf (the closure's)
+// record and the one given with --retention: the shorter wins, so
+// neither a period lengthened since nor a longer --retention makes a row
+// swept under the shorter one a finding. Policy leaves before the kept
+// checkpoint are read only with --all.
 func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.Time) {
 	for _, s := range a.tombs {
 		f, t := s.leaf, s.tomb
@@ -855,29 +899,38 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 		if serr == nil && swept.After(now.Add(sweepSkew)) {
 			p = append(p, fmt.Sprintf("swept on %s, after the time of this audit (%s)", t.sweptAt, now.Format(time.RFC3339)))
 		}
-		start, from := recorded, f["recorded"]
+		start, from, before := recorded, f["recorded"], s.index
 		if c, ok := a.closedAt[id]; ok {
 			if at, err := time.Parse(time.RFC3339Nano, c.at); err == nil {
 				if serr == nil && swept.Before(at.Truncate(time.Second)) {
 					p = append(p, fmt.Sprintf("swept on %s, before leaf %d closed its incident %s (%s)", t.sweptAt, c.index, c.incident, c.at))
 				}
 				if f["class"] == "incident" {
-					start, from = at.Truncate(time.Second), c.at+", the incident's close"
+					start, from, before = at.Truncate(time.Second), c.at+", the incident's close", c.index
 				}
 			}
 		}
-		if per, ok := periods[f["class"]]; ok && rerr == nil && uerr == nil && serr == nil {
-			keep := per.After(start)
-			if per.Months > 0 {
+		pers, sources := a.periodsBefore(before, f["class"], periods)
+		var (
+			keep   time.Time
+			per    retention.Period
+			source string
+		)
+		for i, pi := range pers {
+			k := pi.After(start)
+			if pi.Months > 0 {
 				// Retention counts from the receipt's ts when that is
 				// later, and months end on different days: a later start
 				// never ends more than three days earlier.
-				keep = keep.AddDate(0, 0, -3)
+				k = k.AddDate(0, 0, -3)
 			}
-			if swept.Before(keep) || until.Before(keep) {
-				p = append(p, fmt.Sprintf("retained until %s and swept on %s, before its class keeps it under --retention (%s from %s: at least until %s)",
-					t.retainUntil, t.sweptAt, per, from, keep.Format(time.RFC3339)))
+			if i == 0 || k.Before(keep) {
+				keep, per, source = k, pi, sources[i]
 			}
+		}
+		if len(pers) > 0 && rerr == nil && uerr == nil && serr == nil && (swept.Before(keep) || until.Before(keep)) {
+			p = append(p, fmt.Sprintf("retained until %s and swept on %s, before its class keeps it under %s (%s from %s: at least until %s)",
+				t.retainUntil, t.sweptAt, source, per, from, keep.Format(time.RFC3339)))
 		}
 		if len(p) > 0 {
 			a.mismatch("leaf %d (%s of row %s): its tombstone does not fit the leaf: %s", s.index, f["kind"], id, strings.Join(p, "; "))

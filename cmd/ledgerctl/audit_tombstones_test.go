@@ -46,12 +46,13 @@ func (f *fixture) sweepBehind(t *testing.T, id string, tomb func(r *ledger.Row, 
 // tombstone proves by itself: swept before its own retain-until, retained
 // until before the row was recorded, swept after the audit's clock, or a
 // class or status other than the leaf's. A tombstone consistent with
-// itself is found early only against the periods given with --retention.
+// itself is found early against the periods ledgerd logged at start (leaf
+// 0) and those given with --retention, whichever is shorter.
 func TestAuditFindsATombstoneBeforeItsTime(t *testing.T) {
 	tests := []struct {
 		name string
 		tomb func(r *ledger.Row, now time.Time) ledger.Tombstone
-		want string // "" the audit passes without --retention
+		want string // "": found against the periods alone
 	}{
 		{"swept before its retain-until", func(r *ledger.Row, now time.Time) ledger.Tombstone {
 			return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: now.AddDate(1, 0, 0), SweptAt: now}
@@ -89,14 +90,20 @@ func TestAuditFindsATombstoneBeforeItsTime(t *testing.T) {
 				t.Fatalf("audit does not show the swept row beside its leaf: %d\n%s%s", code, out, errs)
 			}
 			if tc.want == "" {
-				if code != 0 {
-					t.Fatalf("audit of a tombstone consistent with itself, without --retention: %d\n%s%s", code, out, errs)
+				want := "before its class keeps it under the policy of leaf 0 (18 months from "
+				if code != exitCheckFailed || !strings.Contains(out, want) {
+					t.Fatalf("audit of a tombstone consistent with itself: %d\n%s%s\nwant %q", code, out, errs, want)
 				}
 				if code, out, errs := f.ctl(t, "auditor", append(audit, "--retention", "money_moved=18")...); code != exitUsage || !strings.Contains(out+errs, "--retention") {
 					t.Fatalf("audit with a period without a unit: %d %s %s", code, out, errs)
 				}
-				code, out, errs = f.ctl(t, "auditor", append(audit, "--retention", "money_moved=18 months,read_only=90d")...)
-				tc.want = "before its class keeps it under --retention (18 months from "
+				// A longer --retention does not lengthen the logged period.
+				code, out, errs = f.ctl(t, "auditor", append(audit, "--retention", "money_moved=24 months")...)
+				if code != exitCheckFailed || !strings.Contains(out, want) {
+					t.Fatalf("audit with a longer --retention: %d\n%s%s\nwant %q", code, out, errs, want)
+				}
+				code, out, errs = f.ctl(t, "auditor", append(audit, "--retention", "money_moved=12 months,read_only=90d")...)
+				tc.want = "before its class keeps it under --retention (12 months from "
 			}
 			if code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, tc.want) {
 				t.Fatalf("audit after the sweep: %d\n%s%s\nwant %q", code, out, errs, tc.want)

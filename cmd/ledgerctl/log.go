@@ -215,11 +215,13 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 		what = fmt.Sprintf("dispute event %s of row %s", f["event"], f["row"])
 	case "incident-close":
 		what = fmt.Sprintf("the closure of incident %s (row %s)", f["incident"], f["row"])
+	case "policy":
+		what = fmt.Sprintf("the retention policy of %s", f["at"])
 	}
 	fmt.Fprintf(c.out, "verified: %s is leaf %d of the log %s, under the checkpoint of size %d with root %s, signed by the key you gave\n",
 		what, b.LeafIndex, cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Hash[:]))
 	w := c.table()
-	for _, name := range []string{"kind", "status", "class", "recorded", "at", "evidence", "receipt", "grant"} {
+	for _, name := range []string{"kind", "status", "class", "recorded", "at", "evidence", "receipt", "grant", "money_moved", "account_changed", "read_only", "refused"} {
 		if v, ok := f[name]; ok {
 			fmt.Fprintf(w, "  %s\t%s\n", name, v)
 		}
