@@ -16,6 +16,7 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/storetest"
+	"github.com/pactledger/pactledger/pact/pipeline"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/verifier"
@@ -225,5 +226,31 @@ func TestSweptRowIsGone(t *testing.T) {
 	}
 	if code := e.call(t, "GET", "/v1/rows/"+strings.Repeat("0", 64), "support", nil, nil); code != 404 {
 		t.Fatalf("unknown row = %d", code)
+	}
+}
+
+// A receipt the Provider's pipeline sends again after a crash, once the
+// ledger has swept its row, is answered 410 ROW_EXPIRED: the ledger had
+// it, and the entry is done, not set aside as refused.
+func TestAReceiptSentAgainAfterItsRowWasSweptIsDelivered(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	old := time.Now().UTC().AddDate(-1, 0, 0)
+	r := e.sc.Mint(pacttest.Spec{Target: "OLD-1", At: old, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	id := e.recordAt(t, old, r).ID
+	deadline := time.Now().Add(10 * time.Second)
+	for e.call(t, "GET", "/v1/rows/"+id, "support", nil, nil) != 410 {
+		if time.Now().After(deadline) {
+			t.Fatal("the row recorded a year ago was not swept")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := &pipeline.LedgerClient{URL: e.base, Key: keys["writer"]}
+	var actions []pipeline.Action
+	for _, a := range r.Actions {
+		actions = append(actions, pipeline.Action{Tool: a.Tool, Target: a.Target, ArgsJSON: a.ArgsJSON})
+	}
+	item := pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: actions}}
+	if err := c.Post(context.Background(), item); err != nil {
+		t.Fatalf("sending the swept receipt again: %v", err)
 	}
 }

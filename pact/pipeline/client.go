@@ -92,11 +92,20 @@ func (c *LedgerClient) Post(ctx context.Context, item Item) error {
 		return err
 	}
 	body, err := c.post(ctx, path, msg)
+	if errors.Is(err, errRowExpired) && item.Revocation == nil {
+		// The ledger recorded it, and its retention has since run out:
+		// an entry sent again after a crash, past the row's retention.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	return recordOf(item, body)
 }
+
+// errRowExpired: the ledger answered that the row of what was posted was
+// recorded and removed by its retention (410 with reason ROW_EXPIRED).
+var errRowExpired = errors.New("the ledger recorded it and its retention has run out")
 
 // recordOf checks that body, the ledger's 200 to item, is its record of
 // item.
@@ -232,11 +241,34 @@ func (c *LedgerClient) post(ctx context.Context, path string, msg proto.Message)
 		// Refused for good only when the ledger says so, in its status
 		// body: the same code from a proxy or front in the way (a path it
 		// does not route, its own body limit) is retried.
-		if ledgerStatus(msgText) {
+		switch {
+		case res.StatusCode == http.StatusGone && expiredRow(msgText):
+			return nil, fmt.Errorf("%w: %s", errRowExpired, msgText)
+		case ledgerStatus(msgText):
 			return nil, fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
 		}
 	}
 	return nil, fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
+}
+
+// expiredRow reports whether body is the ledger's status saying the row
+// asked for was removed by retention: an ErrorInfo of reason ROW_EXPIRED.
+func expiredRow(body []byte) bool {
+	var st struct {
+		Details []struct {
+			Reason string `json:"reason"`
+			Domain string `json:"domain"`
+		} `json:"details"`
+	}
+	if !ledgerStatus(body) || json.Unmarshal(body, &st) != nil {
+		return false
+	}
+	for _, d := range st.Details {
+		if d.Reason == "ROW_EXPIRED" && d.Domain == "pactledger" {
+			return true
+		}
+	}
+	return false
 }
 
 // ledgerStatus reports whether body is an error as the ledger's REST API
