@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +157,9 @@ type row struct {
 	RetentionClass string `json:"retentionClass"`
 	Principal      string `json:"principal"`
 	GrantID        string `json:"grantId"`
+	Refusal        struct {
+		Reason string `json:"reason"`
+	} `json:"refusal"`
 }
 
 // row waits for the ledger to have the row (the Provider's pipeline posts
@@ -174,15 +180,22 @@ func (e *e2e) row(id string) row {
 // rows waits for rows matching a query.
 func (e *e2e) rows(query string, n int) []row {
 	e.t.Helper()
+	return e.rowsUntil(query, fmt.Sprintf("%d rows at least", n), func(rs []row) bool { return len(rs) >= n })
+}
+
+// rowsUntil waits for the rows of query to satisfy done, which want
+// describes, and returns them.
+func (e *e2e) rowsUntil(query, want string, done func([]row) bool) []row {
+	e.t.Helper()
 	var out struct{ Rows []row }
 	for range 200 {
 		e.rest("GET", "/v1/rows?"+query, nil, &out)
-		if len(out.Rows) >= n {
+		if done(out.Rows) {
 			return out.Rows
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.t.Fatalf("rows %s: %d, want %d", query, len(out.Rows), n)
+	e.t.Fatalf("rows %s: %+v, want %s", query, out.Rows, want)
 	return nil
 }
 
@@ -356,29 +369,9 @@ func TestDelegatedEndToEnd(t *testing.T) {
 // holds want.
 func (e *e2e) refusal(query, want string) {
 	e.t.Helper()
-	var reasons []string
-	for range 200 {
-		var out struct {
-			Rows []struct {
-				Kind    string `json:"kind"`
-				Refusal struct {
-					Reason string `json:"reason"`
-				} `json:"refusal"`
-			}
-		}
-		e.rest("GET", "/v1/rows?"+query, nil, &out)
-		reasons = reasons[:0]
-		for _, r := range out.Rows {
-			if r.Kind == "ROW_KIND_REFUSAL" {
-				if strings.Contains(r.Refusal.Reason, want) {
-					return
-				}
-				reasons = append(reasons, r.Refusal.Reason)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	e.t.Fatalf("no refusal among rows %s says %q; the refusals say %q", query, want, reasons)
+	e.rowsUntil(query, "a refusal whose reason holds "+strconv.Quote(want), func(rs []row) bool {
+		return slices.ContainsFunc(rs, func(r row) bool { return r.Kind == "ROW_KIND_REFUSAL" && strings.Contains(r.Refusal.Reason, want) })
+	})
 }
 
 // authorizeAll runs pactagent authorize for read and cancel and lets the
