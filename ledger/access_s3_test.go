@@ -61,9 +61,16 @@ func TestIntegrityFindsAnAccessBatchRecordedAtALaterVersion(t *testing.T) {
 	}
 	h.tamper(t, tamperAccess(1, `"key":"support-leads"`, `"key":"auditor"`))
 	p := problems(integrity(t, h))
-	for _, want := range []string{"the first version, the one the ledger put", "access record 1 differs"} {
-		if !strings.Contains(p, want) {
-			t.Fatalf("findings:\n%s\nwant one with %q", p, want)
+	want := []string{"the first version, the one the ledger put", "access record 1 differs"}
+	if strings.Contains(p, ledger.ErrFirstVersionUnknown.Error()) {
+		// The edit landed within the second of the ledger's put: the
+		// versions tie, and two versions of a key the ledger put once
+		// are the finding.
+		want = []string{"2 versions of " + key, "the others were put by someone else"}
+	}
+	for _, w := range want {
+		if !strings.Contains(p, w) {
+			t.Fatalf("findings:\n%s\nwant one with %q", p, w)
 		}
 	}
 }

@@ -48,13 +48,19 @@ type LatestVersioner interface {
 	LatestVersion(ctx context.Context, key string) (string, error)
 }
 
+// ErrFirstVersionUnknown: more than one version of a key bears the oldest
+// time, so which the ledger put cannot be told. The ledger puts each of
+// its objects once: a key holding a second version is itself a finding.
+var ErrFirstVersionUnknown = errors.New("the first version cannot be told")
+
 // FirstVersioner is an object store that keeps the versions of a key and
 // tells which one was written first. The ledger puts each of its objects
 // once, create-only, so the first version of a key is the ledger's; a
 // later one was put by someone else holding the bucket's credentials.
 type FirstVersioner interface {
 	// FirstVersion returns the key's oldest version (delete markers
-	// aside), or an error wrapping ErrNotFound when it has none.
+	// aside), or an error wrapping ErrNotFound when it has none, or
+	// ErrFirstVersionUnknown when more than one is the oldest.
 	FirstVersion(ctx context.Context, key string) (string, error)
 }
 

@@ -351,6 +351,9 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 			case errors.Is(err, ErrNotFound) && !r.ok:
 				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the row store records no write-once copy, none is queued for upload, and the store holds none under %s", r.id, key)})
 				continue
+			case errors.Is(err, ErrFirstVersionUnknown):
+				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: %v; the ledger put one, so the others were put by someone else", r.id, err)})
+				continue
 			case err != nil:
 				page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("drill report %s: the versions of %s cannot be listed: %v", r.id, key, err)})
 				continue
@@ -423,7 +426,11 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 			what := "the write-once copy " + loc.Key
 			if versioned && loc.VersionID != "" {
 				v, err := fv.FirstVersion(ctx, loc.Key)
-				if err != nil {
+				switch {
+				case errors.Is(err, ErrFirstVersionUnknown):
+					finding("access records %d–%d: %v; the ledger put one, so the others were put by someone else", first, last, err)
+					continue
+				case err != nil:
 					finding("access records %d–%d: the versions of %s cannot be listed: %v", first, last, loc.Key, err)
 					continue
 				}

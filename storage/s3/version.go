@@ -88,7 +88,7 @@ func (s *Store) latestVersion(ctx context.Context, key string) (string, error) {
 // key that is not a delete marker, from a listing of its versions.
 func (s *Store) FirstVersion(ctx context.Context, key string) (string, error) {
 	version, err := s.firstVersion(ctx, key)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrFirstVersionUnknown) {
 		s.observe(nil) // an answer
 	} else {
 		s.observe(err)
@@ -103,7 +103,7 @@ func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var first minio.ObjectInfo
-	found := false
+	found, tied := false, 0
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: key, WithVersions: true}) {
 		if o.Err != nil {
 			return "", fmt.Errorf("versions of %s: %w", key, o.Err)
@@ -111,14 +111,21 @@ func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
 		if o.Key != key || o.IsDeleteMarker {
 			continue
 		}
-		// Versions are listed newest first; of two with one time, the
-		// later listed is the older.
-		if !found || !o.LastModified.After(first.LastModified) {
-			first, found = o, true
+		switch {
+		case !found || o.LastModified.Before(first.LastModified):
+			first, found, tied = o, true, 1
+		case o.LastModified.Equal(first.LastModified):
+			tied++
 		}
 	}
-	if !found {
+	switch {
+	case !found:
 		return "", fmt.Errorf("first version of %s: %w", key, ledger.ErrNotFound)
+	case tied > 1:
+		// The times of versions are to the second (or the store's
+		// resolution), and stores do not agree on the order they list
+		// versions of one time in.
+		return "", fmt.Errorf("%w: %d versions of %s were put at %s", ledger.ErrFirstVersionUnknown, tied, key, first.LastModified.UTC().Format(time.RFC3339Nano))
 	}
 	return first.VersionID, nil
 }
