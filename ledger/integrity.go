@@ -963,26 +963,15 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 		if r, err = row(tx, id); err != nil {
 			return err
 		}
-		idx, err = tx.LeafIndex(id)
-		if errors.Is(err, ErrNotFound) {
+		lf, err := l.signedLeaf(ctx, tx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
 			return fmt.Errorf("%w: %s", ErrNotLogged, id)
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
-		size, _, err := tx.LogHead()
-		if err != nil {
-			return err
-		}
-		if idx >= size {
-			return fmt.Errorf("%w: %s", ErrNotLogged, id)
-		}
-		lr, err := l.logReader(ctx, tx)
-		if err != nil {
-			return err
-		}
-		_, data, err = lr.Leaf(idx)
-		return err
+		idx, data = lf.idx, lf.data
+		return nil
 	})
 	if err != nil {
 		return 0, "", err

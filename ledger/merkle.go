@@ -612,7 +612,7 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	}
 	var b *proof.Bundle
 	err := l.store.View(ctx, func(tx Tx) error {
-		idx, err := tx.LeafIndex(ref)
+		lf, err := l.signedLeaf(ctx, tx, ref)
 		if errors.Is(err, ErrNotFound) {
 			if _, rerr := tx.Row(ref); rerr == nil {
 				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
@@ -620,38 +620,60 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 			if _, terr := tx.Tombstone(ref); terr == nil {
 				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
 			}
-			return fmt.Errorf("%w: no leaf for %s", ErrNotFound, ref)
+			return err
 		}
 		if err != nil {
 			return err
 		}
-		size, cp, err := tx.LogHead()
+		path, err := tlog.ProveRecord(lf.size, lf.idx, lf.lr)
 		if err != nil {
-			return err
-		}
-		if idx >= size {
-			return fmt.Errorf("%w: %s", ErrNotLogged, ref)
-		}
-		lr, err := l.logReader(ctx, tx)
-		if err != nil {
-			return err
-		}
-		_, data, err := lr.Leaf(idx)
-		if err != nil {
-			return err
-		}
-		path, err := tlog.ProveRecord(size, idx, lr)
-		if err != nil {
-			return fmt.Errorf("prove leaf %d: %w", idx, err)
+			return fmt.Errorf("prove leaf %d: %w", lf.idx, err)
 		}
 		rowID := ref
 		if strings.Contains(ref, "/") {
 			rowID = ""
 		}
-		b = proof.NewBundle(rowID, idx, data, path, cp)
+		b = proof.NewBundle(rowID, lf.idx, lf.data, path, lf.cp)
 		return nil
 	})
 	return b, err
+}
+
+// signedLeaf is the leaf of ref in the tree of the latest checkpoint.
+type signedLeaf struct {
+	idx, size int64      // the leaf's index, the tree's size
+	cp        []byte     // the checkpoint
+	lr        *logReader // what the leaf was read through
+	data      []byte     // the leaf's bytes
+}
+
+// signedLeaf reads the leaf of ref under the latest checkpoint. A ref the
+// log holds no leaf of is an error wrapping ErrNotFound; one whose leaf
+// is not yet in a signed checkpoint, ErrNotLogged.
+func (l *Ledger) signedLeaf(ctx context.Context, tx Tx, ref string) (*signedLeaf, error) {
+	idx, err := tx.LeafIndex(ref)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: no leaf for %s", ErrNotFound, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	size, cp, err := tx.LogHead()
+	if err != nil {
+		return nil, err
+	}
+	if idx >= size {
+		return nil, fmt.Errorf("%w: %s", ErrNotLogged, ref)
+	}
+	lr, err := l.logReader(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	_, data, err := lr.Leaf(idx)
+	if err != nil {
+		return nil, err
+	}
+	return &signedLeaf{idx: idx, size: size, cp: cp, lr: lr, data: data}, nil
 }
 
 // Consistency returns the RFC 6962 consistency proof from the tree of size
