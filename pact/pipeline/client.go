@@ -127,7 +127,7 @@ func recordOf(item Item, body []byte) error {
 	var ok bool
 	switch {
 	case item.Receipt != nil:
-		ok = rep.Row.ReceiptID == receiptID(item.Receipt.ReceiptJWS)
+		ok = rep.Row.ReceiptID == ReceiptID(item.Receipt.ReceiptJWS)
 	case item.Refusal != nil:
 		ok = rep.Row.Kind == "ROW_KIND_REFUSAL" && rep.Row.Refusal.ClaimedPrincipal == item.Refusal.ClaimedPrincipal &&
 			rep.Row.Refusal.Reason == item.Refusal.Reason
@@ -140,9 +140,9 @@ func recordOf(item Item, body []byte) error {
 	return nil
 }
 
-// receiptID is the receiptId of the ledger's row of the receipt jws, as
+// ReceiptID is the receiptId of the ledger's row of the receipt jws, as
 // posted: "sha256:" and the hex SHA-256 of its bytes.
-func receiptID(jws string) string {
+func ReceiptID(jws string) string {
 	sum := sha256.Sum256([]byte(jws))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
@@ -173,7 +173,7 @@ func (c *LedgerClient) PostReceipts(ctx context.Context, items []Item) ([]error,
 	for i, r := range rep.Results {
 		switch code := codes.Code(r.Code); code {
 		case codes.OK:
-			if got, want := r.Response.Row.ReceiptID, receiptID(items[i].Receipt.ReceiptJWS); got != want {
+			if got, want := r.Response.Row.ReceiptID, ReceiptID(items[i].Receipt.ReceiptJWS); got != want {
 				errs[i] = fmt.Errorf("the ledger answered receipt %s with the row of %q", want, got)
 			}
 		case codes.InvalidArgument, codes.NotFound:

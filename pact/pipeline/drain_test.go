@@ -6,18 +6,33 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // memOutbox is an Outbox in memory.
 type memOutbox struct {
 	entries []Entry
 	aside   []uint64
-	removes int // Remove calls
+	why     []string // SetAside's reasons, in aside's order
+	removes int      // Remove calls
+	// unreadable names entries Head cannot read.
+	unreadable map[uint64]bool
 }
 
 func (o *memOutbox) Head(n int) ([]Entry, error) {
-	return slices.Clone(o.entries[:min(n, len(o.entries))]), nil
+	var out []Entry
+	for _, e := range o.entries[:min(n, len(o.entries))] {
+		if o.unreadable[e.Seq] {
+			if len(out) == 0 {
+				return nil, &UnreadableError{Seq: e.Seq, Err: errors.New("invalid character")}
+			}
+			break
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func (o *memOutbox) Remove(seqs ...uint64) error {
@@ -26,8 +41,9 @@ func (o *memOutbox) Remove(seqs ...uint64) error {
 	return nil
 }
 
-func (o *memOutbox) SetAside(seq uint64) error {
+func (o *memOutbox) SetAside(seq uint64, why string) error {
 	o.aside = append(o.aside, seq)
+	o.why = append(o.why, why)
 	o.entries = slices.DeleteFunc(o.entries, func(e Entry) bool { return e.Seq == seq })
 	return nil
 }
@@ -139,6 +155,51 @@ func TestDrainStopsAtTheFirstReceiptToPostAgain(t *testing.T) {
 	}
 	if !slices.Equal(o.seqs(), []uint64{3, 4, 5}) || !slices.Equal(o.aside, []uint64{2}) {
 		t.Fatalf("left %v, set aside %v; want [3 4 5] and [2]", o.seqs(), o.aside)
+	}
+	if want := "rejected by the ledger: unparseable"; o.why[0] != want {
+		t.Fatalf("set aside because %q, want the ledger's answer %q", o.why[0], want)
+	}
+}
+
+// An entry that cannot be read is set aside, saying why, and holds up
+// none of the entries queued after it; those before it go first.
+func TestDrainSetsAsideAnEntryItCannotRead(t *testing.T) {
+	for _, batches := range []bool{true, false} {
+		o := outbox("R1", "R2", "F3", "R4")
+		o.unreadable = map[uint64]bool{2: true, 4: true}
+		var sink Sink = &batchSink{}
+		if !batches {
+			sink = oneAtATime{sink.(*batchSink)}
+		}
+		n, err := drain(context.Background(), o, sink, slog.New(slog.DiscardHandler))
+		if err != nil || n != 2 || o.Depth() != 0 {
+			t.Fatalf("batches %v: drain: %d sent, %v, %d left; want 2 sent and none left", batches, n, err, o.Depth())
+		}
+		if !slices.Equal(o.aside, []uint64{2, 4}) {
+			t.Fatalf("batches %v: set aside %v, want [2 4]", batches, o.aside)
+		}
+		if want := "outbox entry 2 cannot be read: invalid character"; o.why[0] != want {
+			t.Fatalf("batches %v: set aside because %q, want %q", batches, o.why[0], want)
+		}
+	}
+}
+
+// oneAtATime is a Sink that is not a BatchSink.
+type oneAtATime struct{ s *batchSink }
+
+func (o oneAtATime) Post(ctx context.Context, it Item) error { return o.s.Post(ctx, it) }
+
+// The reason kept is valid UTF-8 and at most MaxWhy bytes.
+func TestSetAsideWhyIsBounded(t *testing.T) {
+	long := strings.Repeat("é", MaxWhy)
+	for _, msg := range []string{"short", "bad \xff byte", long} {
+		why := SetAsideWhy(errors.New(msg))
+		if len(why) > MaxWhy || !utf8.ValidString(why) {
+			t.Fatalf("%.20q: kept %d bytes, valid UTF-8 %v", msg, len(why), utf8.ValidString(why))
+		}
+	}
+	if why := SetAsideWhy(errors.New(long)); !strings.HasSuffix(why, "…") {
+		t.Fatalf("a reason cut does not say so: ...%q", why[len(why)-8:])
 	}
 }
 

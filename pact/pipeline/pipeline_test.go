@@ -52,7 +52,7 @@ func (f *fakeLedger) keep(m proto.Message) {
 // grant revoked.
 func (f *fakeLedger) AppendReceipt(_ context.Context, r *ledgerv1.AppendReceiptRequest) (*ledgerv1.AppendReceiptResponse, error) {
 	f.keep(r)
-	return &ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: receiptID(r.GetReceiptJws()), Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT},
+	return &ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: ReceiptID(r.GetReceiptJws()), Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT},
 		Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED}, nil
 }
 
@@ -149,7 +149,7 @@ func (f *fakeLedger) AppendReceipts(_ context.Context, r *ledgerv1.AppendReceipt
 	rep := &ledgerv1.AppendReceiptsResponse{}
 	for _, rc := range r.GetReceipts() {
 		res := &ledgerv1.AppendReceiptResult{Response: &ledgerv1.AppendReceiptResponse{Outcome: ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED,
-			Row: &ledgerv1.Row{Id: "row of " + rc.GetReceiptJws(), ReceiptId: receiptID(rc.GetReceiptJws()), ScopesUsed: []string{"trips:rebook"},
+			Row: &ledgerv1.Row{Id: "row of " + rc.GetReceiptJws(), ReceiptId: ReceiptID(rc.GetReceiptJws()), ScopesUsed: []string{"trips:rebook"},
 				Verifier: &ledgerv1.Verifier{Checks: []*ledgerv1.Check{{Name: "receipt_signature", Result: ledgerv1.CheckResult_CHECK_RESULT_PASS, Detail: "kid k1"}}}}}}
 		switch rc.GetReceiptJws() {
 		case "bad":
@@ -222,7 +222,7 @@ func TestLedgerClientTakesOnlyTheLedgersAnswer(t *testing.T) {
 	ledger := httptest.NewServer(f.gateway(t))
 	defer ledger.Close()
 	other := Item{Receipt: &Receipt{ReceiptJWS: "o.t.h", Actions: []Action{}}}
-	otherRow, err := protojson.Marshal(&ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: receiptID(other.Receipt.ReceiptJWS)}})
+	otherRow, err := protojson.Marshal(&ledgerv1.AppendReceiptResponse{Row: &ledgerv1.Row{ReceiptId: ReceiptID(other.Receipt.ReceiptJWS)}})
 	if err != nil {
 		t.Fatal(err)
 	}

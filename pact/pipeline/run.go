@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pactledger/pactledger/internal/retry"
 )
@@ -12,13 +15,15 @@ import (
 // Outbox is the durable queue Run drains, oldest entry first.
 type Outbox interface {
 	// Head returns up to n of the oldest entries, oldest first; none when
-	// the outbox is empty.
+	// the outbox is empty. It stops before an entry it cannot read; when
+	// that entry is the oldest it returns an *UnreadableError naming it.
 	Head(n int) ([]Entry, error)
 	// Remove deletes the entries seqs, in one write: the ledger has them.
 	Remove(seqs ...uint64) error
-	// SetAside moves the entry seq out of the queue, kept for an operator:
-	// the ledger refused it as invalid.
-	SetAside(seq uint64) error
+	// SetAside moves the entry seq out of the queue, kept for an operator
+	// with why (SetAsideWhy): the ledger refused it as invalid, or it
+	// cannot be read.
+	SetAside(seq uint64, why string) error
 	// Depth is the number of entries waiting.
 	Depth() int
 }
@@ -31,6 +36,37 @@ type Entry struct {
 
 // MaxBatch is the most receipts Run posts in one call to a BatchSink.
 const MaxBatch = 64
+
+// UnreadableError is Head's error when the oldest entry cannot be read
+// (its bytes are not an entry of this version): Run sets it aside rather
+// than stop every entry queued after it.
+type UnreadableError struct {
+	Seq uint64
+	Err error
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("outbox entry %d cannot be read: %v", e.Seq, e.Err)
+}
+
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// MaxWhy bounds the reason kept with an entry set aside (SetAsideWhy).
+const MaxWhy = 2048
+
+// SetAsideWhy is err as the reason kept with an entry set aside: valid
+// UTF-8, at most MaxWhy bytes, cut between characters.
+func SetAsideWhy(err error) string {
+	why := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(why) <= MaxWhy {
+		return why
+	}
+	cut := MaxWhy - len("…")
+	for cut > 0 && !utf8.RuneStart(why[cut]) {
+		cut--
+	}
+	return why[:cut] + "…"
+}
 
 // Run posts the outbox to sink in order until ctx is done. An entry leaves
 // the outbox only when the ledger has it (or refused it as invalid: it is
@@ -60,6 +96,14 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 			n = MaxBatch
 		}
 		head, err := outbox.Head(n)
+		if u := (*UnreadableError)(nil); errors.As(err, &u) {
+			// Kept, not dropped; the entries after it are not held up.
+			log.ErrorContext(ctx, "an outbox entry cannot be read; kept aside", slog.Uint64("seq", u.Seq), slog.String("error", u.Err.Error()))
+			if err := outbox.SetAside(u.Seq, SetAsideWhy(u)); err != nil {
+				return sent, err
+			}
+			continue
+		}
 		if err != nil || len(head) == 0 {
 			return sent, err
 		}
@@ -97,8 +141,8 @@ func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.L
 	case perr == nil:
 		return outbox.Remove(e.Seq)
 	case errors.Is(perr, ErrRejected):
-		log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
-		return outbox.SetAside(e.Seq)
+		log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.Uint64("seq", e.Seq), slog.String("error", perr.Error()))
+		return outbox.SetAside(e.Seq, SetAsideWhy(perr))
 	}
 	return perr
 }
@@ -138,8 +182,8 @@ func postBatch(ctx context.Context, outbox Outbox, sink BatchSink, receipts []En
 			if err := flush(); err != nil {
 				return n, false, err
 			}
-			log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.String("error", perr.Error()))
-			if err := outbox.SetAside(e.Seq); err != nil {
+			log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.Uint64("seq", e.Seq), slog.String("error", perr.Error()))
+			if err := outbox.SetAside(e.Seq, SetAsideWhy(perr)); err != nil {
 				return n, false, err
 			}
 		default:

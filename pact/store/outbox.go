@@ -2,7 +2,9 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -70,7 +72,7 @@ func (s *Store) Head(n int) ([]pipeline.Entry, error) {
 				return nil // the entries before it go first
 			}
 			if err != nil {
-				return fmt.Errorf("outbox entry %x: %w", k, err)
+				return &pipeline.UnreadableError{Seq: binary.BigEndian.Uint64(k), Err: err}
 			}
 			out = append(out, pipeline.Entry{Seq: binary.BigEndian.Uint64(k), Item: it})
 		}
@@ -93,8 +95,10 @@ func (s *Store) Remove(seqs ...uint64) error {
 }
 
 // SetAside implements pipeline.Outbox: the entry moves to
-// pipeline_rejected, for an operator to look at.
-func (s *Store) SetAside(seq uint64) error {
+// pipeline_rejected as it is, and why with the time to
+// pipeline_rejected_why, for an operator to look at (SetAsideEntries) and
+// put back (RetrySetAside).
+func (s *Store) SetAside(seq uint64, why string) error {
 	return s.update(func(tx *txn) error {
 		k := seqKey(seq)
 		v := tx.Bucket(bOutbox).Get(k)
@@ -104,8 +108,131 @@ func (s *Store) SetAside(seq uint64) error {
 		if err := tx.Bucket(bSetAside).Put(k, v); err != nil {
 			return err
 		}
+		if err := put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC()}); err != nil {
+			return err
+		}
 		return tx.Bucket(bOutbox).Delete(k)
 	})
+}
+
+// setAsideWhy is what pipeline_rejected_why keeps of an entry set aside.
+type setAsideWhy struct {
+	Why string    `json:"why"`
+	At  time.Time `json:"at"`
+}
+
+// SetAsideEntry is an entry of pipeline_rejected, for an operator.
+type SetAsideEntry struct {
+	// Seq is its position in the outbox when it was queued.
+	Seq uint64
+	// Item is the entry; zero when it cannot be read.
+	Item pipeline.Item
+	// Unreadable says why it cannot be read; "" when it can.
+	Unreadable string
+	// Size is its length in the store, in bytes.
+	Size int
+	// Why it was set aside, and when: "" and zero for an entry set aside
+	// before these were kept.
+	Why string
+	At  time.Time
+}
+
+// MaxSetAsidePage caps one page of SetAsideEntries.
+const MaxSetAsidePage = 1000
+
+// SetAsideEntries lists up to limit entries set aside after seq after (0:
+// from the first), in the order they were queued; more says whether any
+// follow the last.
+func (s *Store) SetAsideEntries(after uint64, limit int) (entries []SetAsideEntry, more bool, err error) {
+	if after == ^uint64(0) {
+		return nil, false, nil
+	}
+	err = s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bSetAside).Cursor()
+		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+			if len(entries) == limit {
+				more = true
+				break
+			}
+			e := SetAsideEntry{Seq: binary.BigEndian.Uint64(k), Size: len(v)}
+			it, derr := pipeline.DecodeItem(v)
+			if derr != nil {
+				e.Unreadable = derr.Error()
+			} else {
+				e.Item = it
+			}
+			var w setAsideWhy
+			if _, err := get(tx, bSetAsideWhy, k, &w); err != nil {
+				return err
+			}
+			e.Why, e.At = w.Why, w.At
+			entries = append(entries, e)
+		}
+		return nil
+	})
+	return entries, more, err
+}
+
+// MaxRetry caps the entries one RetrySetAside call puts back.
+const MaxRetry = 10000
+
+// ErrUnreadable: an entry set aside cannot be read, so posting it again
+// cannot help.
+var ErrUnreadable = errors.New("the entry cannot be read")
+
+// RetrySetAside puts entries set aside back at the end of the outbox, in
+// the order they were first queued, each under a new sequence number: the
+// entry seq, or with all every one that can be read (at most MaxRetry a
+// call). It returns how many it put back and how many set aside cannot be
+// read and stay. An unknown seq is ErrNotFound, an unreadable one
+// ErrUnreadable.
+func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, err error) {
+	err = s.update(func(tx *txn) error {
+		aside, why := tx.Bucket(bSetAside), tx.Bucket(bSetAsideWhy)
+		var keys [][]byte
+		if all {
+			c := aside.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				switch _, err := pipeline.DecodeItem(v); {
+				case err != nil:
+					unreadable++
+				case len(keys) < MaxRetry:
+					keys = append(keys, slices.Clone(k))
+				}
+			}
+		} else {
+			k := seqKey(seq)
+			v := aside.Get(k)
+			if v == nil {
+				return fmt.Errorf("no entry %d set aside: %w", seq, ErrNotFound)
+			}
+			if _, err := pipeline.DecodeItem(v); err != nil {
+				return fmt.Errorf("entry %d: %w (%v): posting it again cannot help", seq, ErrUnreadable, err)
+			}
+			keys = append(keys, k)
+		}
+		for _, k := range keys {
+			it, err := pipeline.DecodeItem(aside.Get(k))
+			if err != nil {
+				return err
+			}
+			if err := tx.enqueue(it); err != nil {
+				return err
+			}
+			if err := aside.Delete(k); err != nil {
+				return err
+			}
+			if err := why.Delete(k); err != nil {
+				return err
+			}
+		}
+		retried = len(keys)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return retried, unreadable, nil
 }
 
 // Depth implements pipeline.Outbox: the number of receipts, refusals and

@@ -34,7 +34,8 @@ var (
 	bActionLog     = []byte("action_log")
 	bOutbox        = []byte("pipeline")
 	bSetAside      = []byte("pipeline_rejected")
-	bAssertions    = []byte("login_assertions") // used assertion ids, until they expire
+	bSetAsideWhy   = []byte("pipeline_rejected_why") // why and when each entry of pipeline_rejected was set aside
+	bAssertions    = []byte("login_assertions")      // used assertion ids, until they expire
 	bTickets       = []byte("consent_tickets")
 	bBrandSessions = []byte("brand_sessions")
 	// bEndedAttempts: when an attempt under an ended grant was last put
@@ -58,7 +59,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bAssertions, bTickets, bBrandSessions, bEndedAttempts} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
