@@ -84,7 +84,22 @@ type (
 	ActionLogEntry = store.ActionLogEntry
 	// Grant is what a User approved for a personal agent at a Brand.
 	Grant = oauth.Grant
+	// SetAsideEntry is an outbox entry the ledger refused as invalid, or
+	// that cannot be read, kept for an operator.
+	SetAsideEntry = store.SetAsideEntry
 )
+
+// Errors of RetryPipelineSetAside.
+var (
+	// ErrNotSetAside: no entry with that sequence number is set aside.
+	ErrNotSetAside = store.ErrNotFound
+	// ErrUnreadable: the entry set aside cannot be read, so posting it
+	// again cannot help.
+	ErrUnreadable = store.ErrUnreadable
+)
+
+// MaxSetAsidePage caps one page of PipelineSetAsideEntries.
+const MaxSetAsidePage = store.MaxSetAsidePage
 
 // Provider is the embedded Provider: its routes, its store and its
 // pipeline, with one lifecycle (New, RunPipeline, Close).
@@ -171,6 +186,22 @@ func (p *Provider) PipelineDepth() int { return p.store.Depth() }
 // pipeline_rejected: on record at the Provider (a receipt also with its
 // agent) but not in the ledger.
 func (p *Provider) PipelineSetAside() int { return p.store.SetAsideCount() }
+
+// PipelineSetAsideEntries lists up to limit (at most MaxSetAsidePage) of
+// the entries set aside after sequence number after (0: from the first),
+// in the order they were queued; more says whether any follow.
+func (p *Provider) PipelineSetAsideEntries(after uint64, limit int) (entries []SetAsideEntry, more bool, err error) {
+	return p.store.SetAsideEntries(after, min(limit, MaxSetAsidePage))
+}
+
+// RetryPipelineSetAside puts entries set aside back at the end of the
+// outbox, in the order they were first queued, and wakes the pipeline: the
+// entry seq, or with all every one that can be read (at most 10,000 a
+// call). It returns how many it put back and how many set aside cannot be
+// read and stay.
+func (p *Provider) RetryPipelineSetAside(seq uint64, all bool) (retried, unreadable int, err error) {
+	return p.store.RetrySetAside(seq, all)
+}
 
 // RunPipeline posts the outbox to sink in order until ctx is done (package
 // pipeline): nothing is lost while the ledger is down.

@@ -86,7 +86,7 @@ func (c *cli) root() *cobra.Command {
 	root.AddCommand(
 		c.lookupCmd(), c.showCmd(), c.evidenceCmd(), c.verifyCmd(), c.disputeCmd(),
 		c.drillCmd(), c.drillsCmd(), c.grantCmd(), c.revokeCmd(), c.incidentsCmd(),
-		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(), c.accessLogCmd(),
+		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.providerCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(), c.accessLogCmd(),
 		&cobra.Command{
 			Use: "version", Short: "print this ledgerctl's version", Args: c.noArgs,
 			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(c.out, "ledgerctl %s\n", buildinfo.Read()) },
@@ -394,6 +394,34 @@ func (c *cli) outboxCmd() *cobra.Command {
 	}
 	retry.Flags().BoolVar(&all, "all", false, "every dead letter")
 	cmd.AddCommand(retry)
+	return cmd
+}
+
+func (c *cli) providerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "provider", Short: "the embedded Provider's outbox: what waits for the ledger, what it set aside",
+		Args: c.noArgs,
+	}
+	var o listOpts
+	outbox := &cobra.Command{
+		Use: "outbox", Short: "the Provider's outbox depth and the entries it set aside, with why",
+		Long: `The embedded Provider posts every receipt, refusal and revocation it keeps to the
+ledger. What the ledger refused as invalid, or what cannot be read, is set aside in the
+Provider's store: on record at the Provider but not in the ledger. This lists those
+entries with why; "provider outbox retry" puts them back to be posted again.`,
+		Args: c.noArgs, Annotations: map[string]string{annRoles: "admin", annCSV: "yes"},
+		RunE: c.online(func([]string) error { return c.providerOutbox(o) }),
+	}
+	listFlags(outbox, &o, 100, "entries set aside")
+	var all bool
+	retry := &cobra.Command{
+		Use: "retry SEQ | retry --all", Short: "put entries set aside back at the end of the Provider's outbox",
+		Annotations: roles("admin"),
+		RunE:        c.online(func(args []string) error { return c.providerOutboxRetry(all, args) }),
+	}
+	retry.Flags().BoolVar(&all, "all", false, "every entry set aside that can be read")
+	outbox.AddCommand(retry)
+	cmd.AddCommand(outbox)
 	return cmd
 }
 

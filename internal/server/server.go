@@ -338,7 +338,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	s.workers = newWorkers(streamWorkers)
 	s.draining = make(chan struct{})
-	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, draining: s.draining,
+	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, draining: s.draining, provider: s.provider,
 		batchReceipts:  newReceiptCodes(reg, "pactledger_batch_receipts_total", "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result."),
 		streamReceipts: newReceiptCodes(reg, "pactledger_stream_receipts_total", "Receipts answered on AppendReceiptStream streams, by the gRPC code of each one's result."),
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
@@ -44,6 +45,8 @@ type service struct {
 	// draining is closed when ledgerd begins to shut down: streams stop
 	// reading receipts (AppendReceiptStream).
 	draining <-chan struct{}
+	// provider is the embedded Provider, nil when ledgerd runs none.
+	provider *pact.Provider
 }
 
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.

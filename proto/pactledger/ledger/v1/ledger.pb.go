@@ -6401,6 +6401,410 @@ func (x *ListAccessLogResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetProviderOutboxRequest asks for the Provider's outbox and a page of
+// its entries set aside.
+type GetProviderOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries set aside per page, 1 to 1000; default 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProviderOutboxRequest) Reset() {
+	*x = GetProviderOutboxRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderOutboxRequest) ProtoMessage() {}
+
+func (x *GetProviderOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderOutboxRequest.ProtoReflect.Descriptor instead.
+func (*GetProviderOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *GetProviderOutboxRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetProviderOutboxRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ProviderSetAsideEntry is an entry of the Provider's outbox set aside:
+// what names it, never its tokens.
+type ProviderSetAsideEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its position in the Provider's outbox when it was queued.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// "receipt", "refusal", "revocation", or "unreadable" (its bytes are not
+	// an entry this version reads).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// A receipt: the receiptId its row would have ("sha256:" and the hex
+	// SHA-256 of its JWS), and the conversation and message it answered.
+	ReceiptId string `protobuf:"bytes,3,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	ContextId string `protobuf:"bytes,4,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	MessageId string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// A receipt: the tools of its action log; a refusal: the tool refused.
+	Tools []string `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// A refusal: the target refused, who claimed to ask, and for which
+	// agent.
+	Target           string `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`
+	ClaimedPrincipal string `protobuf:"bytes,8,opt,name=claimed_principal,json=claimedPrincipal,proto3" json:"claimed_principal,omitempty"`
+	ClaimedAgent     string `protobuf:"bytes,9,opt,name=claimed_agent,json=claimedAgent,proto3" json:"claimed_agent,omitempty"`
+	// A revocation: the grant revoked.
+	GrantId string `protobuf:"bytes,10,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// A refusal: when it was observed; a revocation: when the grant was
+	// revoked.
+	At *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
+	// Why it was set aside: the ledger's answer, or why it cannot be read.
+	// Empty for an entry set aside before ledgerd kept the reason.
+	Why string `protobuf:"bytes,12,opt,name=why,proto3" json:"why,omitempty"`
+	// When it was set aside; unset when not kept.
+	SetAsideAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=set_aside_at,json=setAsideAt,proto3" json:"set_aside_at,omitempty"`
+	// Its size in the Provider's store, in bytes.
+	SizeBytes     int32 `protobuf:"varint,14,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderSetAsideEntry) Reset() {
+	*x = ProviderSetAsideEntry{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderSetAsideEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderSetAsideEntry) ProtoMessage() {}
+
+func (x *ProviderSetAsideEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderSetAsideEntry.ProtoReflect.Descriptor instead.
+func (*ProviderSetAsideEntry) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ProviderSetAsideEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProviderSetAsideEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetReceiptId() string {
+	if x != nil {
+		return x.ReceiptId
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ProviderSetAsideEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetClaimedPrincipal() string {
+	if x != nil {
+		return x.ClaimedPrincipal
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetClaimedAgent() string {
+	if x != nil {
+		return x.ClaimedAgent
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *ProviderSetAsideEntry) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *ProviderSetAsideEntry) GetSetAsideAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetAsideAt
+	}
+	return nil
+}
+
+func (x *ProviderSetAsideEntry) GetSizeBytes() int32 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// GetProviderOutboxResponse is the Provider's outbox state.
+type GetProviderOutboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Receipts, refusals and revocations waiting to be posted.
+	Depth int32 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Entries set aside in all.
+	SetAsideCount int32 `protobuf:"varint,2,opt,name=set_aside_count,json=setAsideCount,proto3" json:"set_aside_count,omitempty"`
+	// This page of entries set aside, in the order they were queued.
+	SetAside []*ProviderSetAsideEntry `protobuf:"bytes,3,rep,name=set_aside,json=setAside,proto3" json:"set_aside,omitempty"`
+	// Pass as page_token for the next page; empty at the end.
+	NextPageToken string `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProviderOutboxResponse) Reset() {
+	*x = GetProviderOutboxResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderOutboxResponse) ProtoMessage() {}
+
+func (x *GetProviderOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderOutboxResponse.ProtoReflect.Descriptor instead.
+func (*GetProviderOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *GetProviderOutboxResponse) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *GetProviderOutboxResponse) GetSetAsideCount() int32 {
+	if x != nil {
+		return x.SetAsideCount
+	}
+	return 0
+}
+
+func (x *GetProviderOutboxResponse) GetSetAside() []*ProviderSetAsideEntry {
+	if x != nil {
+		return x.SetAside
+	}
+	return nil
+}
+
+func (x *GetProviderOutboxResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RetryProviderSetAsideRequest names the entries to put back: seq or all.
+type RetryProviderSetAsideRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The seq of one entry set aside.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Every entry set aside that can be read (at most 10,000 a call).
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryProviderSetAsideRequest) Reset() {
+	*x = RetryProviderSetAsideRequest{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryProviderSetAsideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryProviderSetAsideRequest) ProtoMessage() {}
+
+func (x *RetryProviderSetAsideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryProviderSetAsideRequest.ProtoReflect.Descriptor instead.
+func (*RetryProviderSetAsideRequest) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *RetryProviderSetAsideRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RetryProviderSetAsideRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// RetryProviderSetAsideResponse says what was put back.
+type RetryProviderSetAsideResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries put back at the end of the outbox.
+	Retried int32 `protobuf:"varint,1,opt,name=retried,proto3" json:"retried,omitempty"`
+	// Entries set aside that cannot be read and stay (all only).
+	Unreadable    int32 `protobuf:"varint,2,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryProviderSetAsideResponse) Reset() {
+	*x = RetryProviderSetAsideResponse{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryProviderSetAsideResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryProviderSetAsideResponse) ProtoMessage() {}
+
+func (x *RetryProviderSetAsideResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryProviderSetAsideResponse.ProtoReflect.Descriptor instead.
+func (*RetryProviderSetAsideResponse) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *RetryProviderSetAsideResponse) GetRetried() int32 {
+	if x != nil {
+		return x.Retried
+	}
+	return 0
+}
+
+func (x *RetryProviderSetAsideResponse) GetUnreadable() int32 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
 var File_pactledger_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
@@ -6859,7 +7263,45 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\ttruncated\x18\x0f \x01(\bR\ttruncated\"}\n" +
 	"\x15ListAccessLogResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*O\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
+	"\x18GetProviderOutboxRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xd0\x03\n" +
+	"\x15ProviderSetAsideEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"receipt_id\x18\x03 \x01(\tR\treceiptId\x12\x1d\n" +
+	"\n" +
+	"context_id\x18\x04 \x01(\tR\tcontextId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\x12\x14\n" +
+	"\x05tools\x18\x06 \x03(\tR\x05tools\x12\x16\n" +
+	"\x06target\x18\a \x01(\tR\x06target\x12+\n" +
+	"\x11claimed_principal\x18\b \x01(\tR\x10claimedPrincipal\x12#\n" +
+	"\rclaimed_agent\x18\t \x01(\tR\fclaimedAgent\x12\x19\n" +
+	"\bgrant_id\x18\n" +
+	" \x01(\tR\agrantId\x12*\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03why\x18\f \x01(\tR\x03why\x12<\n" +
+	"\fset_aside_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"setAsideAt\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x0e \x01(\x05R\tsizeBytes\"\xcb\x01\n" +
+	"\x19GetProviderOutboxResponse\x12\x14\n" +
+	"\x05depth\x18\x01 \x01(\x05R\x05depth\x12&\n" +
+	"\x0fset_aside_count\x18\x02 \x01(\x05R\rsetAsideCount\x12H\n" +
+	"\tset_aside\x18\x03 \x03(\v2+.pactledger.ledger.v1.ProviderSetAsideEntryR\bsetAside\x12&\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"B\n" +
+	"\x1cRetryProviderSetAsideRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"Y\n" +
+	"\x1dRetryProviderSetAsideResponse\x12\x18\n" +
+	"\aretried\x18\x01 \x01(\x05R\aretried\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x02 \x01(\x05R\n" +
+	"unreadable*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +
@@ -6905,7 +7347,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
-	"\x12DRILL_KIND_MONTHLY\x10\x022\xc2\x16\n" +
+	"\x12DRILL_KIND_MONTHLY\x10\x022\xbb\x18\n" +
 	"\rLedgerService\x12h\n" +
 	"\rAppendReceipt\x12*.pactledger.ledger.v1.AppendReceiptRequest\x1a+.pactledger.ledger.v1.AppendReceiptResponse\x12k\n" +
 	"\x0eAppendReceipts\x12+.pactledger.ledger.v1.AppendReceiptsRequest\x1a,.pactledger.ledger.v1.AppendReceiptsResponse\x12~\n" +
@@ -6935,7 +7377,9 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\vGetRowProof\x12(.pactledger.ledger.v1.GetRowProofRequest\x1a).pactledger.ledger.v1.GetRowProofResponse\x12z\n" +
 	"\x13GetConsistencyProof\x120.pactledger.ledger.v1.GetConsistencyProofRequest\x1a1.pactledger.ledger.v1.GetConsistencyProofResponse\x12S\n" +
 	"\x06WhoAmI\x12#.pactledger.ledger.v1.WhoAmIRequest\x1a$.pactledger.ledger.v1.WhoAmIResponse\x12h\n" +
-	"\rListAccessLog\x12*.pactledger.ledger.v1.ListAccessLogRequest\x1a+.pactledger.ledger.v1.ListAccessLogResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
+	"\rListAccessLog\x12*.pactledger.ledger.v1.ListAccessLogRequest\x1a+.pactledger.ledger.v1.ListAccessLogResponse\x12t\n" +
+	"\x11GetProviderOutbox\x12..pactledger.ledger.v1.GetProviderOutboxRequest\x1a/.pactledger.ledger.v1.GetProviderOutboxResponse\x12\x80\x01\n" +
+	"\x15RetryProviderSetAside\x122.pactledger.ledger.v1.RetryProviderSetAsideRequest\x1a3.pactledger.ledger.v1.RetryProviderSetAsideResponseBFZDgithub.com/pactledger/pactledger/proto/pactledger/ledger/v1;ledgerv1b\x06proto3"
 
 var (
 	file_pactledger_ledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -6950,103 +7394,108 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
-	(RowKind)(0),                        // 0: pactledger.ledger.v1.RowKind
-	(RowStatus)(0),                      // 1: pactledger.ledger.v1.RowStatus
-	(ArgsHashSource)(0),                 // 2: pactledger.ledger.v1.ArgsHashSource
-	(CheckResult)(0),                    // 3: pactledger.ledger.v1.CheckResult
-	(RetentionClass)(0),                 // 4: pactledger.ledger.v1.RetentionClass
-	(DisputeStatus)(0),                  // 5: pactledger.ledger.v1.DisputeStatus
-	(AppendOutcome)(0),                  // 6: pactledger.ledger.v1.AppendOutcome
-	(RowView)(0),                        // 7: pactledger.ledger.v1.RowView
-	(DrillKind)(0),                      // 8: pactledger.ledger.v1.DrillKind
-	(*Action)(nil),                      // 9: pactledger.ledger.v1.Action
-	(*Limits)(nil),                      // 10: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),        // 11: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),       // 12: pactledger.ledger.v1.AppendReceiptResponse
-	(*AppendReceiptsRequest)(nil),       // 13: pactledger.ledger.v1.AppendReceiptsRequest
-	(*AppendReceiptsResponse)(nil),      // 14: pactledger.ledger.v1.AppendReceiptsResponse
-	(*AppendReceiptStreamRequest)(nil),  // 15: pactledger.ledger.v1.AppendReceiptStreamRequest
-	(*AppendReceiptStreamResponse)(nil), // 16: pactledger.ledger.v1.AppendReceiptStreamResponse
-	(*AppendReceiptResult)(nil),         // 17: pactledger.ledger.v1.AppendReceiptResult
-	(*RefusalAction)(nil),               // 18: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),        // 19: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),       // 20: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                       // 21: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                    // 22: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                   // 23: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                       // 24: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                    // 25: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                // 26: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                     // 27: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                         // 28: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),               // 29: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),              // 30: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),             // 31: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),            // 32: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),          // 33: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),              // 34: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),         // 35: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),      // 36: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),     // 37: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),            // 38: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),           // 39: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),   // 40: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),  // 41: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                // 42: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),             // 43: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                   // 44: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                 // 45: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),              // 46: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),               // 47: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),            // 48: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),             // 49: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),            // 50: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),           // 51: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),          // 52: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                  // 53: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),          // 54: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),         // 55: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),             // 56: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),            // 57: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),       // 58: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),            // 59: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),      // 60: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),      // 61: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),     // 62: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                    // 63: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),        // 64: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),       // 65: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),          // 66: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),         // 67: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),        // 68: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),       // 69: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                // 70: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                    // 71: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),               // 72: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),            // 73: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                 // 74: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                  // 75: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),           // 76: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),     // 77: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),    // 78: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),        // 79: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),       // 80: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),          // 81: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),         // 82: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),  // 83: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil), // 84: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),               // 85: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),              // 86: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),        // 87: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                // 88: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),       // 89: pactledger.ledger.v1.ListAccessLogResponse
-	(*timestamppb.Timestamp)(nil),       // 90: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 91: google.protobuf.Duration
+	(RowKind)(0),                          // 0: pactledger.ledger.v1.RowKind
+	(RowStatus)(0),                        // 1: pactledger.ledger.v1.RowStatus
+	(ArgsHashSource)(0),                   // 2: pactledger.ledger.v1.ArgsHashSource
+	(CheckResult)(0),                      // 3: pactledger.ledger.v1.CheckResult
+	(RetentionClass)(0),                   // 4: pactledger.ledger.v1.RetentionClass
+	(DisputeStatus)(0),                    // 5: pactledger.ledger.v1.DisputeStatus
+	(AppendOutcome)(0),                    // 6: pactledger.ledger.v1.AppendOutcome
+	(RowView)(0),                          // 7: pactledger.ledger.v1.RowView
+	(DrillKind)(0),                        // 8: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                        // 9: pactledger.ledger.v1.Action
+	(*Limits)(nil),                        // 10: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),          // 11: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),         // 12: pactledger.ledger.v1.AppendReceiptResponse
+	(*AppendReceiptsRequest)(nil),         // 13: pactledger.ledger.v1.AppendReceiptsRequest
+	(*AppendReceiptsResponse)(nil),        // 14: pactledger.ledger.v1.AppendReceiptsResponse
+	(*AppendReceiptStreamRequest)(nil),    // 15: pactledger.ledger.v1.AppendReceiptStreamRequest
+	(*AppendReceiptStreamResponse)(nil),   // 16: pactledger.ledger.v1.AppendReceiptStreamResponse
+	(*AppendReceiptResult)(nil),           // 17: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),                 // 18: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),          // 19: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),         // 20: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                         // 21: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                      // 22: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                     // 23: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                         // 24: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                      // 25: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                  // 26: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                       // 27: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                           // 28: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),                 // 29: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),                // 30: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),               // 31: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),              // 32: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),            // 33: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),                // 34: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),           // 35: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),        // 36: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),       // 37: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),              // 38: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),             // 39: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),     // 40: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),    // 41: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                  // 42: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),               // 43: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                     // 44: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                   // 45: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),                // 46: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),                 // 47: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),              // 48: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),               // 49: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),              // 50: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),             // 51: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),            // 52: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                    // 53: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),            // 54: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),           // 55: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),               // 56: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),              // 57: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),         // 58: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),              // 59: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),        // 60: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),        // 61: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),       // 62: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                      // 63: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),          // 64: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),         // 65: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),            // 66: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),           // 67: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),          // 68: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),         // 69: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                  // 70: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                      // 71: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),                 // 72: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),              // 73: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                   // 74: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                    // 75: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),             // 76: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),       // 77: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),      // 78: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),          // 79: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),         // 80: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),            // 81: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),           // 82: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),    // 83: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil),   // 84: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),                 // 85: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                // 86: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),          // 87: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                  // 88: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),         // 89: pactledger.ledger.v1.ListAccessLogResponse
+	(*GetProviderOutboxRequest)(nil),      // 90: pactledger.ledger.v1.GetProviderOutboxRequest
+	(*ProviderSetAsideEntry)(nil),         // 91: pactledger.ledger.v1.ProviderSetAsideEntry
+	(*GetProviderOutboxResponse)(nil),     // 92: pactledger.ledger.v1.GetProviderOutboxResponse
+	(*RetryProviderSetAsideRequest)(nil),  // 93: pactledger.ledger.v1.RetryProviderSetAsideRequest
+	(*RetryProviderSetAsideResponse)(nil), // 94: pactledger.ledger.v1.RetryProviderSetAsideResponse
+	(*timestamppb.Timestamp)(nil),         // 95: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 96: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	90,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	95,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	9,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	10,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	7,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
@@ -7057,15 +7506,15 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	11,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
 	17,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
 	12,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	91,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	96,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
 	18,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	90,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	95,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	28,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 15: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 16: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	90,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	95,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	24,  // 18: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	90,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	95,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 20: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 21: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 22: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -7073,24 +7522,24 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	22,  // 24: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	10,  // 25: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	23,  // 26: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	90,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	90,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	95,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	95,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	25,  // 29: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 30: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	90,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 32: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	26,  // 33: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	27,  // 34: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	28,  // 35: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 36: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 37: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	90,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	90,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	95,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	95,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	28,  // 40: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	90,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	9,   // 42: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	34,  // 43: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	90,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	95,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	34,  // 45: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	24,  // 46: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	24,  // 47: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -7098,8 +7547,8 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	28,  // 49: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	42,  // 50: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	8,   // 51: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	90,  // 52: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 53: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	95,  // 52: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	95,  // 53: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	44,  // 54: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	43,  // 55: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	34,  // 56: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
@@ -7108,96 +7557,103 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	45,  // 59: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	45,  // 60: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	45,  // 61: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	90,  // 62: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	90,  // 63: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	90,  // 64: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	95,  // 62: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	95,  // 63: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	95,  // 64: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
 	53,  // 65: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	53,  // 66: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
 	28,  // 67: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
 	59,  // 68: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	90,  // 69: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	90,  // 70: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	90,  // 71: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 69: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	95,  // 70: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	95,  // 71: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
 	63,  // 72: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
 	63,  // 73: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	28,  // 74: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
 	28,  // 75: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
 	63,  // 76: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
 	4,   // 77: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	90,  // 78: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	90,  // 79: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	95,  // 78: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 79: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
 	71,  // 80: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
 	71,  // 81: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	90,  // 82: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 82: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
 	74,  // 83: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	90,  // 84: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	90,  // 85: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	90,  // 86: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	95,  // 84: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	95,  // 85: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	95,  // 86: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
 	75,  // 87: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	90,  // 88: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	90,  // 89: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	95,  // 88: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	95,  // 89: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
 	88,  // 90: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	11,  // 91: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 92: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	15,  // 93: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	19,  // 94: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	29,  // 95: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	31,  // 96: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	33,  // 97: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	36,  // 98: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	38,  // 99: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	40,  // 100: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	43,  // 101: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	49,  // 102: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	51,  // 103: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	54,  // 104: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	56,  // 105: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	58,  // 106: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	61,  // 107: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	64,  // 108: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	66,  // 109: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	68,  // 110: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	70,  // 111: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	73,  // 112: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	77,  // 113: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	79,  // 114: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	81,  // 115: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	83,  // 116: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	85,  // 117: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	87,  // 118: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	12,  // 119: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 120: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	16,  // 121: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	20,  // 122: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	30,  // 123: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	32,  // 124: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	35,  // 125: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	37,  // 126: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	39,  // 127: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	41,  // 128: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	48,  // 129: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	50,  // 130: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	52,  // 131: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	55,  // 132: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	57,  // 133: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	60,  // 134: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	62,  // 135: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	65,  // 136: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	67,  // 137: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	69,  // 138: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	72,  // 139: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	76,  // 140: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	78,  // 141: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	80,  // 142: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	82,  // 143: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	84,  // 144: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	86,  // 145: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	89,  // 146: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	119, // [119:147] is the sub-list for method output_type
-	91,  // [91:119] is the sub-list for method input_type
-	91,  // [91:91] is the sub-list for extension type_name
-	91,  // [91:91] is the sub-list for extension extendee
-	0,   // [0:91] is the sub-list for field type_name
+	95,  // 91: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	95,  // 92: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	91,  // 93: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	11,  // 94: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 95: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	15,  // 96: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	19,  // 97: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	29,  // 98: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	31,  // 99: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	33,  // 100: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	36,  // 101: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	38,  // 102: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	40,  // 103: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	43,  // 104: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	49,  // 105: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	51,  // 106: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	54,  // 107: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	56,  // 108: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	58,  // 109: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	61,  // 110: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	64,  // 111: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	66,  // 112: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	68,  // 113: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	70,  // 114: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	73,  // 115: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	77,  // 116: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	79,  // 117: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	81,  // 118: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	83,  // 119: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	85,  // 120: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	87,  // 121: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	90,  // 122: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	93,  // 123: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	12,  // 124: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 125: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	16,  // 126: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	20,  // 127: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	30,  // 128: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	32,  // 129: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	35,  // 130: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	37,  // 131: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	39,  // 132: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	41,  // 133: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	48,  // 134: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	50,  // 135: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	52,  // 136: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	55,  // 137: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	57,  // 138: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	60,  // 139: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	62,  // 140: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	65,  // 141: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	67,  // 142: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	69,  // 143: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	72,  // 144: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	76,  // 145: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	78,  // 146: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	80,  // 147: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	82,  // 148: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	84,  // 149: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	86,  // 150: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	89,  // 151: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	92,  // 152: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	94,  // 153: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	124, // [124:154] is the sub-list for method output_type
+	94,  // [94:124] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -7211,7 +7667,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   81,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

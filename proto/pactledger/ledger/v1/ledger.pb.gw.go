@@ -988,6 +988,68 @@ func local_request_LedgerService_ListAccessLog_0(ctx context.Context, marshaler 
 	return msg, metadata, err
 }
 
+var filter_LedgerService_GetProviderOutbox_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_LedgerService_GetProviderOutbox_0(ctx context.Context, marshaler runtime.Marshaler, client LedgerServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetProviderOutboxRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LedgerService_GetProviderOutbox_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetProviderOutbox(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LedgerService_GetProviderOutbox_0(ctx context.Context, marshaler runtime.Marshaler, server LedgerServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetProviderOutboxRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LedgerService_GetProviderOutbox_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetProviderOutbox(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LedgerService_RetryProviderSetAside_0(ctx context.Context, marshaler runtime.Marshaler, client LedgerServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RetryProviderSetAsideRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.RetryProviderSetAside(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LedgerService_RetryProviderSetAside_0(ctx context.Context, marshaler runtime.Marshaler, server LedgerServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RetryProviderSetAsideRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.RetryProviderSetAside(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterLedgerServiceHandlerServer registers the http handlers for service LedgerService to "mux".
 // UnaryRPC     :call LedgerServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1534,6 +1596,46 @@ func RegisterLedgerServiceHandlerServer(ctx context.Context, mux *runtime.ServeM
 		}
 		forward_LedgerService_ListAccessLog_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_LedgerService_GetProviderOutbox_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/pactledger.ledger.v1.LedgerService/GetProviderOutbox", runtime.WithHTTPPathPattern("/v1/provider/outbox"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LedgerService_GetProviderOutbox_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LedgerService_GetProviderOutbox_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LedgerService_RetryProviderSetAside_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/pactledger.ledger.v1.LedgerService/RetryProviderSetAside", runtime.WithHTTPPathPattern("/v1/provider/outbox:retry"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LedgerService_RetryProviderSetAside_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LedgerService_RetryProviderSetAside_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -2033,65 +2135,103 @@ func RegisterLedgerServiceHandlerClient(ctx context.Context, mux *runtime.ServeM
 		}
 		forward_LedgerService_ListAccessLog_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_LedgerService_GetProviderOutbox_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/pactledger.ledger.v1.LedgerService/GetProviderOutbox", runtime.WithHTTPPathPattern("/v1/provider/outbox"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LedgerService_GetProviderOutbox_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LedgerService_GetProviderOutbox_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LedgerService_RetryProviderSetAside_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/pactledger.ledger.v1.LedgerService/RetryProviderSetAside", runtime.WithHTTPPathPattern("/v1/provider/outbox:retry"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LedgerService_RetryProviderSetAside_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LedgerService_RetryProviderSetAside_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_LedgerService_AppendReceipt_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "receipts"}, ""))
-	pattern_LedgerService_AppendReceipts_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "receipts"}, "batch"))
-	pattern_LedgerService_AppendRefusal_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "refusals"}, ""))
-	pattern_LedgerService_GetRow_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, ""))
-	pattern_LedgerService_ListRows_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "rows"}, ""))
-	pattern_LedgerService_GetEvidence_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "evidence"}, ""))
-	pattern_LedgerService_GetJwksSnapshot_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "jwks-snapshots", "id"}, ""))
-	pattern_LedgerService_VerifyRow_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, "verify"))
-	pattern_LedgerService_AppendDisputeEvent_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "disputes"}, ""))
-	pattern_LedgerService_RunDrill_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "drills"}, ""))
-	pattern_LedgerService_GetDrill_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "drills", "id"}, ""))
-	pattern_LedgerService_ListDrills_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "drills"}, ""))
-	pattern_LedgerService_RevokeGrant_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "grants", "grant_id"}, "revoke"))
-	pattern_LedgerService_GetGrant_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "grants", "grant_id"}, ""))
-	pattern_LedgerService_CheckIntegrity_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "integrity"}, "check"))
-	pattern_LedgerService_RestoreEvidence_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, "restore"))
-	pattern_LedgerService_ListIncidents_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "incidents"}, ""))
-	pattern_LedgerService_GetIncident_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "incidents", "id"}, ""))
-	pattern_LedgerService_CloseIncident_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "incidents", "id"}, "close"))
-	pattern_LedgerService_Sweep_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "retention"}, "sweep"))
-	pattern_LedgerService_GetOutbox_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "outbox"}, ""))
-	pattern_LedgerService_RetryDeadLetters_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "outbox"}, "retry"))
-	pattern_LedgerService_GetCheckpoint_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "log", "checkpoint.json"}, ""))
-	pattern_LedgerService_GetRowProof_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "proof"}, ""))
-	pattern_LedgerService_GetConsistencyProof_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "log", "consistency"}, ""))
-	pattern_LedgerService_WhoAmI_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "whoami"}, ""))
-	pattern_LedgerService_ListAccessLog_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "access-log"}, ""))
+	pattern_LedgerService_AppendReceipt_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "receipts"}, ""))
+	pattern_LedgerService_AppendReceipts_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "receipts"}, "batch"))
+	pattern_LedgerService_AppendRefusal_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "refusals"}, ""))
+	pattern_LedgerService_GetRow_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, ""))
+	pattern_LedgerService_ListRows_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "rows"}, ""))
+	pattern_LedgerService_GetEvidence_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "evidence"}, ""))
+	pattern_LedgerService_GetJwksSnapshot_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "jwks-snapshots", "id"}, ""))
+	pattern_LedgerService_VerifyRow_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, "verify"))
+	pattern_LedgerService_AppendDisputeEvent_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "disputes"}, ""))
+	pattern_LedgerService_RunDrill_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "drills"}, ""))
+	pattern_LedgerService_GetDrill_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "drills", "id"}, ""))
+	pattern_LedgerService_ListDrills_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "drills"}, ""))
+	pattern_LedgerService_RevokeGrant_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "grants", "grant_id"}, "revoke"))
+	pattern_LedgerService_GetGrant_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "grants", "grant_id"}, ""))
+	pattern_LedgerService_CheckIntegrity_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "integrity"}, "check"))
+	pattern_LedgerService_RestoreEvidence_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "rows", "id"}, "restore"))
+	pattern_LedgerService_ListIncidents_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "incidents"}, ""))
+	pattern_LedgerService_GetIncident_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "incidents", "id"}, ""))
+	pattern_LedgerService_CloseIncident_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "incidents", "id"}, "close"))
+	pattern_LedgerService_Sweep_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "retention"}, "sweep"))
+	pattern_LedgerService_GetOutbox_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "outbox"}, ""))
+	pattern_LedgerService_RetryDeadLetters_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "outbox"}, "retry"))
+	pattern_LedgerService_GetCheckpoint_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "log", "checkpoint.json"}, ""))
+	pattern_LedgerService_GetRowProof_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "rows", "id", "proof"}, ""))
+	pattern_LedgerService_GetConsistencyProof_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "log", "consistency"}, ""))
+	pattern_LedgerService_WhoAmI_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "whoami"}, ""))
+	pattern_LedgerService_ListAccessLog_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "access-log"}, ""))
+	pattern_LedgerService_GetProviderOutbox_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "provider", "outbox"}, ""))
+	pattern_LedgerService_RetryProviderSetAside_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "provider", "outbox"}, "retry"))
 )
 
 var (
-	forward_LedgerService_AppendReceipt_0       = runtime.ForwardResponseMessage
-	forward_LedgerService_AppendReceipts_0      = runtime.ForwardResponseMessage
-	forward_LedgerService_AppendRefusal_0       = runtime.ForwardResponseMessage
-	forward_LedgerService_GetRow_0              = runtime.ForwardResponseMessage
-	forward_LedgerService_ListRows_0            = runtime.ForwardResponseMessage
-	forward_LedgerService_GetEvidence_0         = runtime.ForwardResponseMessage
-	forward_LedgerService_GetJwksSnapshot_0     = runtime.ForwardResponseMessage
-	forward_LedgerService_VerifyRow_0           = runtime.ForwardResponseMessage
-	forward_LedgerService_AppendDisputeEvent_0  = runtime.ForwardResponseMessage
-	forward_LedgerService_RunDrill_0            = runtime.ForwardResponseMessage
-	forward_LedgerService_GetDrill_0            = runtime.ForwardResponseMessage
-	forward_LedgerService_ListDrills_0          = runtime.ForwardResponseMessage
-	forward_LedgerService_RevokeGrant_0         = runtime.ForwardResponseMessage
-	forward_LedgerService_GetGrant_0            = runtime.ForwardResponseMessage
-	forward_LedgerService_CheckIntegrity_0      = runtime.ForwardResponseMessage
-	forward_LedgerService_RestoreEvidence_0     = runtime.ForwardResponseMessage
-	forward_LedgerService_ListIncidents_0       = runtime.ForwardResponseMessage
-	forward_LedgerService_GetIncident_0         = runtime.ForwardResponseMessage
-	forward_LedgerService_CloseIncident_0       = runtime.ForwardResponseMessage
-	forward_LedgerService_Sweep_0               = runtime.ForwardResponseMessage
-	forward_LedgerService_GetOutbox_0           = runtime.ForwardResponseMessage
-	forward_LedgerService_RetryDeadLetters_0    = runtime.ForwardResponseMessage
-	forward_LedgerService_GetCheckpoint_0       = runtime.ForwardResponseMessage
-	forward_LedgerService_GetRowProof_0         = runtime.ForwardResponseMessage
-	forward_LedgerService_GetConsistencyProof_0 = runtime.ForwardResponseMessage
-	forward_LedgerService_WhoAmI_0              = runtime.ForwardResponseMessage
-	forward_LedgerService_ListAccessLog_0       = runtime.ForwardResponseMessage
+	forward_LedgerService_AppendReceipt_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_AppendReceipts_0        = runtime.ForwardResponseMessage
+	forward_LedgerService_AppendRefusal_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_GetRow_0                = runtime.ForwardResponseMessage
+	forward_LedgerService_ListRows_0              = runtime.ForwardResponseMessage
+	forward_LedgerService_GetEvidence_0           = runtime.ForwardResponseMessage
+	forward_LedgerService_GetJwksSnapshot_0       = runtime.ForwardResponseMessage
+	forward_LedgerService_VerifyRow_0             = runtime.ForwardResponseMessage
+	forward_LedgerService_AppendDisputeEvent_0    = runtime.ForwardResponseMessage
+	forward_LedgerService_RunDrill_0              = runtime.ForwardResponseMessage
+	forward_LedgerService_GetDrill_0              = runtime.ForwardResponseMessage
+	forward_LedgerService_ListDrills_0            = runtime.ForwardResponseMessage
+	forward_LedgerService_RevokeGrant_0           = runtime.ForwardResponseMessage
+	forward_LedgerService_GetGrant_0              = runtime.ForwardResponseMessage
+	forward_LedgerService_CheckIntegrity_0        = runtime.ForwardResponseMessage
+	forward_LedgerService_RestoreEvidence_0       = runtime.ForwardResponseMessage
+	forward_LedgerService_ListIncidents_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_GetIncident_0           = runtime.ForwardResponseMessage
+	forward_LedgerService_CloseIncident_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_Sweep_0                 = runtime.ForwardResponseMessage
+	forward_LedgerService_GetOutbox_0             = runtime.ForwardResponseMessage
+	forward_LedgerService_RetryDeadLetters_0      = runtime.ForwardResponseMessage
+	forward_LedgerService_GetCheckpoint_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_GetRowProof_0           = runtime.ForwardResponseMessage
+	forward_LedgerService_GetConsistencyProof_0   = runtime.ForwardResponseMessage
+	forward_LedgerService_WhoAmI_0                = runtime.ForwardResponseMessage
+	forward_LedgerService_ListAccessLog_0         = runtime.ForwardResponseMessage
+	forward_LedgerService_GetProviderOutbox_0     = runtime.ForwardResponseMessage
+	forward_LedgerService_RetryProviderSetAside_0 = runtime.ForwardResponseMessage
 )

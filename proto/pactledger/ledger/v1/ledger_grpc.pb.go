@@ -23,34 +23,36 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LedgerService_AppendReceipt_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
-	LedgerService_AppendReceipts_FullMethodName      = "/pactledger.ledger.v1.LedgerService/AppendReceipts"
-	LedgerService_AppendReceiptStream_FullMethodName = "/pactledger.ledger.v1.LedgerService/AppendReceiptStream"
-	LedgerService_AppendRefusal_FullMethodName       = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
-	LedgerService_GetRow_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetRow"
-	LedgerService_ListRows_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListRows"
-	LedgerService_GetEvidence_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetEvidence"
-	LedgerService_GetJwksSnapshot_FullMethodName     = "/pactledger.ledger.v1.LedgerService/GetJwksSnapshot"
-	LedgerService_VerifyRow_FullMethodName           = "/pactledger.ledger.v1.LedgerService/VerifyRow"
-	LedgerService_AppendDisputeEvent_FullMethodName  = "/pactledger.ledger.v1.LedgerService/AppendDisputeEvent"
-	LedgerService_RunDrill_FullMethodName            = "/pactledger.ledger.v1.LedgerService/RunDrill"
-	LedgerService_GetDrill_FullMethodName            = "/pactledger.ledger.v1.LedgerService/GetDrill"
-	LedgerService_ListDrills_FullMethodName          = "/pactledger.ledger.v1.LedgerService/ListDrills"
-	LedgerService_RevokeGrant_FullMethodName         = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
-	LedgerService_GetGrant_FullMethodName            = "/pactledger.ledger.v1.LedgerService/GetGrant"
-	LedgerService_CheckIntegrity_FullMethodName      = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
-	LedgerService_RestoreEvidence_FullMethodName     = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
-	LedgerService_ListIncidents_FullMethodName       = "/pactledger.ledger.v1.LedgerService/ListIncidents"
-	LedgerService_GetIncident_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetIncident"
-	LedgerService_CloseIncident_FullMethodName       = "/pactledger.ledger.v1.LedgerService/CloseIncident"
-	LedgerService_Sweep_FullMethodName               = "/pactledger.ledger.v1.LedgerService/Sweep"
-	LedgerService_GetOutbox_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetOutbox"
-	LedgerService_RetryDeadLetters_FullMethodName    = "/pactledger.ledger.v1.LedgerService/RetryDeadLetters"
-	LedgerService_GetCheckpoint_FullMethodName       = "/pactledger.ledger.v1.LedgerService/GetCheckpoint"
-	LedgerService_GetRowProof_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetRowProof"
-	LedgerService_GetConsistencyProof_FullMethodName = "/pactledger.ledger.v1.LedgerService/GetConsistencyProof"
-	LedgerService_WhoAmI_FullMethodName              = "/pactledger.ledger.v1.LedgerService/WhoAmI"
-	LedgerService_ListAccessLog_FullMethodName       = "/pactledger.ledger.v1.LedgerService/ListAccessLog"
+	LedgerService_AppendReceipt_FullMethodName         = "/pactledger.ledger.v1.LedgerService/AppendReceipt"
+	LedgerService_AppendReceipts_FullMethodName        = "/pactledger.ledger.v1.LedgerService/AppendReceipts"
+	LedgerService_AppendReceiptStream_FullMethodName   = "/pactledger.ledger.v1.LedgerService/AppendReceiptStream"
+	LedgerService_AppendRefusal_FullMethodName         = "/pactledger.ledger.v1.LedgerService/AppendRefusal"
+	LedgerService_GetRow_FullMethodName                = "/pactledger.ledger.v1.LedgerService/GetRow"
+	LedgerService_ListRows_FullMethodName              = "/pactledger.ledger.v1.LedgerService/ListRows"
+	LedgerService_GetEvidence_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetEvidence"
+	LedgerService_GetJwksSnapshot_FullMethodName       = "/pactledger.ledger.v1.LedgerService/GetJwksSnapshot"
+	LedgerService_VerifyRow_FullMethodName             = "/pactledger.ledger.v1.LedgerService/VerifyRow"
+	LedgerService_AppendDisputeEvent_FullMethodName    = "/pactledger.ledger.v1.LedgerService/AppendDisputeEvent"
+	LedgerService_RunDrill_FullMethodName              = "/pactledger.ledger.v1.LedgerService/RunDrill"
+	LedgerService_GetDrill_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetDrill"
+	LedgerService_ListDrills_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListDrills"
+	LedgerService_RevokeGrant_FullMethodName           = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
+	LedgerService_GetGrant_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetGrant"
+	LedgerService_CheckIntegrity_FullMethodName        = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
+	LedgerService_RestoreEvidence_FullMethodName       = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
+	LedgerService_ListIncidents_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListIncidents"
+	LedgerService_GetIncident_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetIncident"
+	LedgerService_CloseIncident_FullMethodName         = "/pactledger.ledger.v1.LedgerService/CloseIncident"
+	LedgerService_Sweep_FullMethodName                 = "/pactledger.ledger.v1.LedgerService/Sweep"
+	LedgerService_GetOutbox_FullMethodName             = "/pactledger.ledger.v1.LedgerService/GetOutbox"
+	LedgerService_RetryDeadLetters_FullMethodName      = "/pactledger.ledger.v1.LedgerService/RetryDeadLetters"
+	LedgerService_GetCheckpoint_FullMethodName         = "/pactledger.ledger.v1.LedgerService/GetCheckpoint"
+	LedgerService_GetRowProof_FullMethodName           = "/pactledger.ledger.v1.LedgerService/GetRowProof"
+	LedgerService_GetConsistencyProof_FullMethodName   = "/pactledger.ledger.v1.LedgerService/GetConsistencyProof"
+	LedgerService_WhoAmI_FullMethodName                = "/pactledger.ledger.v1.LedgerService/WhoAmI"
+	LedgerService_ListAccessLog_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListAccessLog"
+	LedgerService_GetProviderOutbox_FullMethodName     = "/pactledger.ledger.v1.LedgerService/GetProviderOutbox"
+	LedgerService_RetryProviderSetAside_FullMethodName = "/pactledger.ledger.v1.LedgerService/RetryProviderSetAside"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -168,6 +170,18 @@ type LedgerServiceClient interface {
 	// key that read, what its query named and how many rows came back.
 	// Role: admin.
 	ListAccessLog(ctx context.Context, in *ListAccessLogRequest, opts ...grpc.CallOption) (*ListAccessLogResponse, error)
+	// GetProviderOutbox reports the embedded Provider's outbox: how many
+	// receipts, refusals and revocations wait to be posted to this ledger,
+	// and a page of those set aside (the ledger refused them as invalid, or
+	// they cannot be read), with why. It names each entry and never returns
+	// its tokens. FAILED_PRECONDITION when ledgerd runs no Provider.
+	// Role: admin.
+	GetProviderOutbox(ctx context.Context, in *GetProviderOutboxRequest, opts ...grpc.CallOption) (*GetProviderOutboxResponse, error)
+	// RetryProviderSetAside puts entries set aside back at the end of the
+	// Provider's outbox, in the order they were first queued, to be posted
+	// again: the one seq names, or with all every one that can be read.
+	// Role: admin.
+	RetryProviderSetAside(ctx context.Context, in *RetryProviderSetAsideRequest, opts ...grpc.CallOption) (*RetryProviderSetAsideResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -461,6 +475,26 @@ func (c *ledgerServiceClient) ListAccessLog(ctx context.Context, in *ListAccessL
 	return out, nil
 }
 
+func (c *ledgerServiceClient) GetProviderOutbox(ctx context.Context, in *GetProviderOutboxRequest, opts ...grpc.CallOption) (*GetProviderOutboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProviderOutboxResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetProviderOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RetryProviderSetAside(ctx context.Context, in *RetryProviderSetAsideRequest, opts ...grpc.CallOption) (*RetryProviderSetAsideResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryProviderSetAsideResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RetryProviderSetAside_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -576,6 +610,18 @@ type LedgerServiceServer interface {
 	// key that read, what its query named and how many rows came back.
 	// Role: admin.
 	ListAccessLog(context.Context, *ListAccessLogRequest) (*ListAccessLogResponse, error)
+	// GetProviderOutbox reports the embedded Provider's outbox: how many
+	// receipts, refusals and revocations wait to be posted to this ledger,
+	// and a page of those set aside (the ledger refused them as invalid, or
+	// they cannot be read), with why. It names each entry and never returns
+	// its tokens. FAILED_PRECONDITION when ledgerd runs no Provider.
+	// Role: admin.
+	GetProviderOutbox(context.Context, *GetProviderOutboxRequest) (*GetProviderOutboxResponse, error)
+	// RetryProviderSetAside puts entries set aside back at the end of the
+	// Provider's outbox, in the order they were first queued, to be posted
+	// again: the one seq names, or with all every one that can be read.
+	// Role: admin.
+	RetryProviderSetAside(context.Context, *RetryProviderSetAsideRequest) (*RetryProviderSetAsideResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -669,6 +715,12 @@ func (UnimplementedLedgerServiceServer) WhoAmI(context.Context, *WhoAmIRequest) 
 }
 func (UnimplementedLedgerServiceServer) ListAccessLog(context.Context, *ListAccessLogRequest) (*ListAccessLogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAccessLog not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetProviderOutbox(context.Context, *GetProviderOutboxRequest) (*GetProviderOutboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProviderOutbox not implemented")
+}
+func (UnimplementedLedgerServiceServer) RetryProviderSetAside(context.Context, *RetryProviderSetAsideRequest) (*RetryProviderSetAsideResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryProviderSetAside not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -1184,6 +1236,42 @@ func _LedgerService_ListAccessLog_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_GetProviderOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProviderOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetProviderOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetProviderOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetProviderOutbox(ctx, req.(*GetProviderOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RetryProviderSetAside_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryProviderSetAsideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RetryProviderSetAside(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RetryProviderSetAside_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RetryProviderSetAside(ctx, req.(*RetryProviderSetAsideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1298,6 +1386,14 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAccessLog",
 			Handler:    _LedgerService_ListAccessLog_Handler,
+		},
+		{
+			MethodName: "GetProviderOutbox",
+			Handler:    _LedgerService_GetProviderOutbox_Handler,
+		},
+		{
+			MethodName: "RetryProviderSetAside",
+			Handler:    _LedgerService_RetryProviderSetAside_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/config"
+)
+
+// providerOutbox is GET /v1/provider/outbox as an admin reads it.
+type providerOutbox struct {
+	Depth         int
+	SetAsideCount int
+	SetAside      []struct {
+		Seq        string
+		Kind       string
+		ReceiptID  string `json:"receiptId"`
+		Tools      []string
+		Why        string
+		SetAsideAt string
+	}
+	NextPageToken string
+}
+
+// A receipt the ledger refused is set aside; an admin sees it, with the
+// ledger's answer and without its tokens, and once the cause is mended
+// puts it back: it is posted again and the ledger has its row. No other
+// role may do either.
+func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
+	var ledgerURL *url.URL
+	var refuse atomic.Bool
+	refuse.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() && (r.URL.Path == "/v1/receipts" || r.URL.Path == "/v1/receipts:batch") {
+			// A ledger whose rules refuse what this Provider posts: a
+			// messageId longer than the ledger takes.
+			b, _ := io.ReadAll(r.Body)
+			b = bytes.Replace(b, []byte(`"messageId":"`), []byte(`"messageId":"`+strings.Repeat("m", 600)), -1)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
+		httputil.NewSingleHostReverseProxy(ledgerURL).ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	s := newShop(t, func(c *config.Config) { c.Provider.LedgerURL = front.URL })
+	ledgerURL, _ = url.Parse("http://" + s.srv.HTTPAddr())
+
+	var out providerOutbox
+	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &out); code != 200 || out.SetAsideCount != 0 || len(out.SetAside) != 0 {
+		t.Fatalf("before any turn: %d %+v", code, out)
+	}
+	s.send(t, s.token(t), "m1", "cancel order A-5531")
+	waitDepth(t, s, 0)
+
+	var raw json.RawMessage
+	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &raw); code != 200 {
+		t.Fatalf("GET /v1/provider/outbox: %d %s", code, raw)
+	}
+	if strings.Contains(string(raw), "eyJ") {
+		t.Fatalf("the listing carries a token or a JWS: %s", raw)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Depth != 0 || out.SetAsideCount != 1 || len(out.SetAside) != 1 {
+		t.Fatalf("after the refusal: %s", raw)
+	}
+	e := out.SetAside[0]
+	if e.Kind != "receipt" || !strings.HasPrefix(e.ReceiptID, "sha256:") || fmt.Sprint(e.Tools) != "[cancel_order]" ||
+		!strings.Contains(e.Why, "rejected by the ledger") || !strings.Contains(e.Why, "messageId") || e.SetAsideAt == "" {
+		t.Fatalf("the entry set aside is listed as %+v", e)
+	}
+
+	for _, role := range []string{"support", "auditor", "writer"} {
+		if code := s.call(t, "GET", "/v1/provider/outbox", role, nil, nil); code != http.StatusForbidden {
+			t.Fatalf("%s reading the Provider's outbox: %d, want 403", role, code)
+		}
+		if code := s.call(t, "POST", "/v1/provider/outbox:retry", role, `{"all":true}`, nil); code != http.StatusForbidden {
+			t.Fatalf("%s putting entries back: %d, want 403", role, code)
+		}
+	}
+	for body, want := range map[string]int{`{}`: 400, `{"seq":"` + e.Seq + `","all":true}`: 400, `{"seq":"987654"}`: 404} {
+		if code := s.call(t, "POST", "/v1/provider/outbox:retry", "admin", body, nil); code != want {
+			t.Fatalf("retry %s: %d, want %d", body, code, want)
+		}
+	}
+
+	refuse.Store(false) // the cause mended
+	var rep struct{ Retried int }
+	if code := s.call(t, "POST", "/v1/provider/outbox:retry", "admin", `{"seq":"`+e.Seq+`"}`, &rep); code != 200 || rep.Retried != 1 {
+		t.Fatalf("retry %s: %d %+v", e.Seq, code, rep)
+	}
+	waitDepth(t, s, 0)
+	var list struct{ Rows []Row }
+	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" {
+		t.Fatalf("ledger rows after the retry: %+v", list.Rows)
+	}
+	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &out); code != 200 || out.SetAsideCount != 0 || len(out.SetAside) != 0 {
+		t.Fatalf("after the retry: %d %+v", code, out)
+	}
+	if m := scrape(t, s.env); m["pactledger_provider_pipeline_set_aside"] != 0 {
+		t.Fatalf("pactledger_provider_pipeline_set_aside %v after the retry", m["pactledger_provider_pipeline_set_aside"])
+	}
+}
+
+// waitDepth waits, at most 20 s, for the Provider's outbox to hold want
+// entries.
+func waitDepth(t *testing.T, s *shop, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.p.PipelineDepth() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Provider's outbox holds %d entries, want %d", s.p.PipelineDepth(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A ledgerd that runs no Provider says so.
+func TestProviderOutboxWithoutAProvider(t *testing.T) {
+	e := newEnv(t, jose.ES256, func(c *config.Config) { off := false; c.Provider.Enabled = &off })
+	if code := e.call(t, "GET", "/v1/provider/outbox", "admin", nil, nil); code != http.StatusBadRequest {
+		t.Fatalf("GET /v1/provider/outbox without a Provider: %d, want 400 (FAILED_PRECONDITION)", code)
+	}
+}
