@@ -179,14 +179,23 @@ func TestARequestUnderAnExpiredGrantIsARefusalOnRecord(t *testing.T) {
 
 // A request on a task under an ended grant's token is on record with the
 // operation as the refused action's tool and the task it names as its
-// target; an operation that names no task has none.
+// target, for every operation on a task the routes take; an operation
+// that names no task has none.
 func TestARequestOnATaskUnderAnEndedGrantIsARefusalOnRecord(t *testing.T) {
 	ops := []struct {
 		name, method, op string
 		tool, target     string
 	}{
 		{"get", http.MethodGet, "tasks/t-1", "tasks", "t-1"},
+		{"cancel", http.MethodPost, "tasks/t-1:cancel", "tasks:cancel", "t-1"},
+		{"subscribe by POST", http.MethodPost, "tasks/t-1:subscribe", "tasks:subscribe", "t-1"},
+		{"subscribe by GET", http.MethodGet, "tasks/t-1:subscribe", "tasks:subscribe", "t-1"},
+		{"set push config", http.MethodPost, "tasks/t-1/pushNotificationConfigs", "tasks/pushNotificationConfigs", "t-1"},
+		{"list push configs", http.MethodGet, "tasks/t-1/pushNotificationConfigs", "tasks/pushNotificationConfigs", "t-1"},
+		{"get push config", http.MethodGet, "tasks/t-1/pushNotificationConfigs/c-1", "tasks/pushNotificationConfigs/c-1", "t-1"},
+		{"delete push config", http.MethodDelete, "tasks/t-1/pushNotificationConfigs/c-1", "tasks/pushNotificationConfigs/c-1", "t-1"},
 		{"list", http.MethodGet, "tasks", "tasks", ""},
+		{"token endpoint", http.MethodPost, "oauth/token", "oauth/token", ""},
 	}
 	ends := []struct {
 		name  string

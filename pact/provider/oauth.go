@@ -242,10 +242,11 @@ func (s *Server) recordEndedGrant(r *http.Request, rq *request, op string, e *gr
 	if _, ok := s.allow(rq.who, now); !ok {
 		return
 	}
-	tool, target := op, ""
-	if i := strings.IndexByte(op, '/'); i >= 0 {
-		// tasks/{id}[...]: the operation, and the task it names.
-		tool, target = op[:i], op[i+1:]
+	tool, target := op, rq.arg
+	if target != "" {
+		// tasks/{id}[...]: the operation with the task id taken out
+		// (tasks, tasks:cancel), and the task it names.
+		tool = "tasks" + strings.TrimPrefix(op, "tasks/"+target)
 	}
 	if tool == "" {
 		tool = r.Method + " /a2a/" + rq.brand.ID

@@ -76,11 +76,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	rq, ok := s.authenticate(w, r, b, op)
+	rq, ok := s.authenticate(w, r, b, op, arg)
 	if !ok {
 		return
 	}
-	rq.arg = arg
 	fn(w, r, rq)
 }
 
@@ -124,8 +123,9 @@ func (s *Server) servePublic(w http.ResponseWriter, r *http.Request, b *brand.Br
 // authenticate checks the personal-agent JWT (PACT §3.4: before the body
 // is read), the delegation token when sent (§5.5), and the rate limits
 // (§6). It writes the refusal when one fails. op is the operation the
-// path names, for the record of a request under an ended grant.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.Brand, op string) (*request, bool) {
+// path names and arg the task id in it, for the record of a request under
+// an ended grant.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.Brand, op, arg string) (*request, bool) {
 	who, err := s.verifyPAJWT(r)
 	if errors.Is(err, verifier.ErrUndecided) {
 		// The agent's keys could not be fetched: neither accepted nor
@@ -143,7 +143,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 		w.WriteHeader(http.StatusUnauthorized)
 		return nil, false
 	}
-	rq := &request{brand: b, who: who}
+	rq := &request{brand: b, who: who, arg: arg}
 	rq.creds.paJWT, _ = bearerToken(r.Header.Get("Authorization"))
 	if h := r.Header.Get("X-A2A-User-Delegation"); h != "" {
 		del, err := s.verifyDelegation(b, who, h)
