@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,10 +38,15 @@ func (s *Store) Enqueue(items ...pipeline.Item) error {
 // queued less than every before now: however often a personal agent
 // sends a token of an ended grant, the outbox gets at most one refusal of
 // the grant per every (and only while a token of it still verifies). It
-// reports whether it queued it.
+// reports whether it queued it. A time kept for a grant is dropped once
+// every has passed since it (by the next call, for any grant): the record
+// holds only the grants with a refusal queued within every.
 func (s *Store) RecordEndedGrantAttempt(grant string, it pipeline.Item, every time.Duration, now time.Time) (bool, error) {
 	queued := false
 	err := s.update(func(tx *txn) error {
+		if err := pruneEndedAttempts(tx.Tx, every, now); err != nil {
+			return err
+		}
 		var last time.Time
 		if _, err := get(tx.Tx, bEndedAttempts, []byte(grant), &last); err != nil {
 			return err
@@ -58,6 +64,30 @@ func (s *Store) RecordEndedGrantAttempt(grant string, it pipeline.Item, every ti
 		return false, fmt.Errorf("record an attempt under ended grant %s: %w", grant, err)
 	}
 	return queued, nil
+}
+
+// pruneEndedAttempts drops the times of ended grants' refusals queued
+// every or longer before now, or after it (a clock set back): they no
+// longer hold a refusal back.
+func pruneEndedAttempts(tx *bolt.Tx, every time.Duration, now time.Time) error {
+	b := tx.Bucket(bEndedAttempts)
+	var stale [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var last time.Time
+		if json.Unmarshal(v, &last) != nil || now.Sub(last) >= every || now.Before(last) {
+			stale = append(stale, slices.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range stale {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Head implements pipeline.Outbox. It stops before an entry it cannot

@@ -39,7 +39,7 @@ var (
 	bTickets       = []byte("consent_tickets")
 	bBrandSessions = []byte("brand_sessions")
 	// bEndedAttempts: when an attempt under an ended grant was last put
-	// on record, by grant id (RecordEndedGrantAttempt).
+	// on record, by grant id, for a minute (RecordEndedGrantAttempt).
 	bEndedAttempts = []byte("ended_grant_attempts")
 )
 
