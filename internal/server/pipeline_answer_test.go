@@ -1,13 +1,10 @@
 package server_test
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,42 +78,5 @@ func TestPipelineKeepsWhatARedirectAnswered(t *testing.T) {
 	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" {
 		t.Fatalf("ledger rows: %+v", list.Rows)
-	}
-}
-
-// A receipt the ledger refuses as invalid is set aside: the agent holds a
-// receipt the ledger has no row of. An operator learns of it from the
-// metrics at once, not only from one log line: the set-aside count.
-func TestSetAsideReceiptsShowInTheMetrics(t *testing.T) {
-	var ledgerURL *url.URL
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/receipts" || r.URL.Path == "/v1/receipts:batch" {
-			// A ledger whose rules refuse what this Provider posts: here,
-			// a messageId longer than the ledger takes.
-			b, _ := io.ReadAll(r.Body)
-			b = bytes.Replace(b, []byte(`"messageId":"`), []byte(`"messageId":"`+strings.Repeat("m", 600)), -1)
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-		}
-		httputil.NewSingleHostReverseProxy(ledgerURL).ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	s := newShop(t, func(c *config.Config) { c.Provider.LedgerURL = front.URL })
-	ledgerURL, _ = url.Parse("http://" + s.srv.HTTPAddr())
-	if m := scrape(t, s.env); m["pactledger_provider_pipeline_set_aside"] != 0 {
-		t.Fatalf("set aside before any turn: %v", m["pactledger_provider_pipeline_set_aside"])
-	}
-	s.send(t, s.token(t), "m1", "cancel order A-5531")
-	deadline := time.Now().Add(20 * time.Second)
-	for s.p.PipelineDepth() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the receipt was neither recorded nor set aside: depth %d", s.p.PipelineDepth())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var list struct{ Rows []Row }
-	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
-	m := scrape(t, s.env)
-	if got, ok := m["pactledger_provider_pipeline_set_aside"]; len(list.Rows) != 0 || !ok || got != 1 {
-		t.Fatalf("%d ledger rows; pactledger_provider_pipeline_set_aside %v (shown: %v), want 1", len(list.Rows), got, ok)
 	}
 }

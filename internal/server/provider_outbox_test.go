@@ -34,10 +34,11 @@ type providerOutbox struct {
 	NextPageToken string
 }
 
-// A receipt the ledger refused is set aside; an admin sees it, with the
-// ledger's answer and without its tokens, and once the cause is mended
-// puts it back: it is posted again and the ledger has its row. No other
-// role may do either.
+// A receipt the ledger refused is set aside: the agent holds a receipt the
+// ledger has no row of. An operator learns of it from the metrics at once
+// (the set-aside count), sees it, with the ledger's answer and without its
+// tokens, and once the cause is mended puts it back: it is posted again
+// and the ledger has its row. No role but admin may see or put back.
 func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 	var ledgerURL *url.URL
 	var refuse atomic.Bool
@@ -60,8 +61,17 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &out); code != 200 || out.SetAsideCount != 0 || len(out.SetAside) != 0 {
 		t.Fatalf("before any turn: %d %+v", code, out)
 	}
+	if m := scrape(t, s.env); m["pactledger_provider_pipeline_set_aside"] != 0 {
+		t.Fatalf("set aside before any turn: %v", m["pactledger_provider_pipeline_set_aside"])
+	}
 	s.send(t, s.token(t), "m1", "cancel order A-5531")
 	waitDepth(t, s, 0)
+	var list struct{ Rows []Row }
+	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+	m := scrape(t, s.env)
+	if got, ok := m["pactledger_provider_pipeline_set_aside"]; len(list.Rows) != 0 || !ok || got != 1 {
+		t.Fatalf("%d ledger rows; pactledger_provider_pipeline_set_aside %v (shown: %v), want 1", len(list.Rows), got, ok)
+	}
 
 	var raw json.RawMessage
 	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &raw); code != 200 {
@@ -102,7 +112,6 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 		t.Fatalf("retry %s: %d %+v", e.Seq, code, rep)
 	}
 	waitDepth(t, s, 0)
-	var list struct{ Rows []Row }
 	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" {
 		t.Fatalf("ledger rows after the retry: %+v", list.Rows)
