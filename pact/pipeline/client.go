@@ -103,6 +103,10 @@ func (c *LedgerClient) Post(ctx context.Context, item Item) error {
 	return recordOf(item, body)
 }
 
+// reasonExpired is the ErrorInfo reason of the ledger's answer for a row
+// recorded and since swept by retention.
+const reasonExpired = "ROW_EXPIRED"
+
 // errRowExpired: the ledger answered that the row of what was posted was
 // recorded and removed by its retention (410 with reason ROW_EXPIRED).
 var errRowExpired = errors.New("the ledger recorded it and its retention has run out")
@@ -176,7 +180,13 @@ func (c *LedgerClient) PostReceipts(ctx context.Context, items []Item) ([]error,
 			if got, want := r.Response.Row.ReceiptID, ReceiptID(items[i].Receipt.ReceiptJWS); got != want {
 				errs[i] = fmt.Errorf("the ledger answered receipt %s with the row of %q", want, got)
 			}
-		case codes.InvalidArgument, codes.NotFound:
+		case codes.NotFound:
+			if r.Reason == reasonExpired {
+				// Recorded, and since swept by retention: as Post, delivered.
+				break
+			}
+			errs[i] = fmt.Errorf("%w: %s: %s", ErrRejected, code, r.Message)
+		case codes.InvalidArgument:
 			errs[i] = fmt.Errorf("%w: %s: %s", ErrRejected, code, r.Message)
 		default:
 			errs[i] = fmt.Errorf("the ledger answered %s: %s", code, r.Message)
@@ -196,6 +206,7 @@ type batchAnswer struct {
 	Results []struct {
 		Code     int32  `json:"code"`
 		Message  string `json:"message"`
+		Reason   string `json:"reason"`
 		Response struct {
 			Row struct {
 				ReceiptID string `json:"receiptId"`
@@ -264,7 +275,7 @@ func expiredRow(body []byte) bool {
 		return false
 	}
 	for _, d := range st.Details {
-		if d.Reason == "ROW_EXPIRED" && d.Domain == "pactledger" {
+		if d.Reason == reasonExpired && d.Domain == "pactledger" {
 			return true
 		}
 	}
