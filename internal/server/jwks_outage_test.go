@@ -95,13 +95,7 @@ func TestReceiptsPostedDuringAJWKSOutageLandAuthorized(t *testing.T) {
 	}
 
 	down.Store(false)
-	deadline = time.Now().Add(60 * time.Second)
-	for s.p.PipelineDepth() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the outbox did not drain after the outage: %d left", s.p.PipelineDepth())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDepth(t, s, 0, 60*time.Second)
 	ledger2.call(t, "GET", "/v1/rows?target=A-88213&pageSize=100", "support", nil, &list)
 	if len(list.Rows) != turns {
 		t.Fatalf("rows after the outage: %d, want %d", len(list.Rows), turns)

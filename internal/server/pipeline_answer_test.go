@@ -68,13 +68,7 @@ func TestPipelineKeepsWhatARedirectAnswered(t *testing.T) {
 	mu.Lock()
 	elsewhere = ""
 	mu.Unlock()
-	deadline = time.Now().Add(40 * time.Second)
-	for s.p.PipelineDepth() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the outbox did not drain: %d left", s.p.PipelineDepth())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitDepth(t, s, 0, 40*time.Second)
 	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" {
 		t.Fatalf("ledger rows: %+v", list.Rows)

@@ -30,6 +30,19 @@ type shop struct {
 	base string
 }
 
+// waitDepth waits, at most within, for the Provider's outbox to hold want
+// entries.
+func waitDepth(t *testing.T, s *shop, want int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for s.p.PipelineDepth() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Provider's outbox holds %d entries after %s, want %d", s.p.PipelineDepth(), within, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func newShop(t testing.TB, more ...func(*config.Config)) *shop {
 	brands := t.TempDir()
 	builtin, err := os.ReadFile("../../pact/brands/acme.yaml")
@@ -131,12 +144,7 @@ func TestProviderReceiptsLandInTheLedger(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The entry leaves the outbox once the ledger's answer is in.
-	for s.p.PipelineDepth() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("pipeline depth %d", s.p.PipelineDepth())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitDepth(t, s, 0, time.Until(deadline))
 }
 
 // The ledger is unreachable while a burst of delegated turns runs: every
@@ -213,13 +221,7 @@ func TestReceiptsSurviveTheLedgerBeingDown(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	deadline = time.Now().Add(30 * time.Second)
-	for s.p.PipelineDepth() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the outbox did not drain: %d left", s.p.PipelineDepth())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDepth(t, s, 0, 30*time.Second)
 	mu.Lock()
 	got := slices.Clone(posted)
 	mu.Unlock()

@@ -65,7 +65,7 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 		t.Fatalf("set aside before any turn: %v", m["pactledger_provider_pipeline_set_aside"])
 	}
 	s.send(t, s.token(t), "m1", "cancel order A-5531")
-	waitDepth(t, s, 0)
+	waitDepth(t, s, 0, 20*time.Second)
 	var list struct{ Rows []Row }
 	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 	m := scrape(t, s.env)
@@ -111,7 +111,7 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 	if code := s.call(t, "POST", "/v1/provider/outbox:retry", "admin", `{"seq":"`+e.Seq+`"}`, &rep); code != 200 || rep.Retried != 1 {
 		t.Fatalf("retry %s: %d %+v", e.Seq, code, rep)
 	}
-	waitDepth(t, s, 0)
+	waitDepth(t, s, 0, 20*time.Second)
 	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
 	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" {
 		t.Fatalf("ledger rows after the retry: %+v", list.Rows)
@@ -121,19 +121,6 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 	}
 	if m := scrape(t, s.env); m["pactledger_provider_pipeline_set_aside"] != 0 {
 		t.Fatalf("pactledger_provider_pipeline_set_aside %v after the retry", m["pactledger_provider_pipeline_set_aside"])
-	}
-}
-
-// waitDepth waits, at most 20 s, for the Provider's outbox to hold want
-// entries.
-func waitDepth(t *testing.T, s *shop, want int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.p.PipelineDepth() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Provider's outbox holds %d entries, want %d", s.p.PipelineDepth(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
