@@ -42,8 +42,16 @@ func (s *service) GetProviderOutbox(ctx context.Context, req *ledgerv1.GetProvid
 		return nil, s.toStatus(ctx, "GetProviderOutbox", err)
 	}
 	out := &ledgerv1.GetProviderOutboxResponse{Depth: int32(s.provider.PipelineDepth()), SetAsideCount: int32(s.provider.PipelineSetAside())}
-	for _, e := range entries {
-		out.SetAside = append(out.SetAside, setAsideProto(e))
+	size := 0
+	for i, e := range entries {
+		p := setAsideProto(e)
+		// A page ends early rather than pass answerRowBytes (a receipt
+		// lists every tool of its action log); it holds at least one.
+		if size += itemBytes(p); size > answerRowBytes && i > 0 {
+			more, entries = true, entries[:i]
+			break
+		}
+		out.SetAside = append(out.SetAside, p)
 	}
 	if more && len(entries) > 0 {
 		out.NextPageToken = strconv.FormatUint(entries[len(entries)-1].Seq, 10)

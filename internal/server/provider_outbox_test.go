@@ -17,6 +17,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
 )
 
 // providerOutbox is GET /v1/provider/outbox as an admin reads it.
@@ -40,23 +41,7 @@ type providerOutbox struct {
 // tokens, and once the cause is mended puts it back: it is posted again
 // and the ledger has its row. No role but admin may see or put back.
 func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
-	var ledgerURL *url.URL
-	var refuse atomic.Bool
-	refuse.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if refuse.Load() && (r.URL.Path == "/v1/receipts" || r.URL.Path == "/v1/receipts:batch") {
-			// A ledger whose rules refuse what this Provider posts: a
-			// messageId longer than the ledger takes.
-			b, _ := io.ReadAll(r.Body)
-			b = bytes.Replace(b, []byte(`"messageId":"`), []byte(`"messageId":"`+strings.Repeat("m", 600)), -1)
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-		}
-		httputil.NewSingleHostReverseProxy(ledgerURL).ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	s := newShop(t, func(c *config.Config) { c.Provider.LedgerURL = front.URL })
-	ledgerURL, _ = url.Parse("http://" + s.srv.HTTPAddr())
-
+	s, refuse := refusedShop(t)
 	var out providerOutbox
 	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &out); code != 200 || out.SetAsideCount != 0 || len(out.SetAside) != 0 {
 		t.Fatalf("before any turn: %d %+v", code, out)
@@ -121,6 +106,55 @@ func TestAnAdminPutsAReceiptSetAsideBack(t *testing.T) {
 	}
 	if m := scrape(t, s.env); m["pactledger_provider_pipeline_set_aside"] != 0 {
 		t.Fatalf("pactledger_provider_pipeline_set_aside %v after the retry", m["pactledger_provider_pipeline_set_aside"])
+	}
+}
+
+// refusedShop is a shop whose pipeline reaches the ledger through a front
+// that, while refuse holds, makes every receipt one the ledger refuses: a
+// messageId longer than the ledger takes.
+func refusedShop(t *testing.T) (*shop, *atomic.Bool) {
+	var ledgerURL atomic.Pointer[url.URL]
+	refuse := new(atomic.Bool)
+	refuse.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() && (r.URL.Path == "/v1/receipts" || r.URL.Path == "/v1/receipts:batch") {
+			b, _ := io.ReadAll(r.Body)
+			b = bytes.Replace(b, []byte(`"messageId":"`), []byte(`"messageId":"`+strings.Repeat("m", 600)), -1)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
+		httputil.NewSingleHostReverseProxy(ledgerURL.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	s := newShop(t, func(c *config.Config) { c.Provider.LedgerURL = front.URL })
+	u, _ := url.Parse("http://" + s.srv.HTTPAddr())
+	ledgerURL.Store(u)
+	return s, refuse
+}
+
+// A page of entries set aside ends early rather than pass the bound on an
+// answer's bytes, and the next page goes on from it.
+func TestProviderOutboxPagesStayWithinTheAnswerBound(t *testing.T) {
+	s, _ := refusedShop(t)
+	tok := s.token(t)
+	for i, text := range []string{"cancel order A-5531", "where is order A-88213", "where is order A-5531"} {
+		s.send(t, tok, fmt.Sprintf("m%d", i), text)
+	}
+	waitDepth(t, s, 0, 20*time.Second)
+	server.SetAnswerRowBytes(t, 1)
+	var seqs []string
+	token := ""
+	for range 4 {
+		var out providerOutbox
+		if code := s.call(t, "GET", "/v1/provider/outbox?pageToken="+token, "admin", nil, &out); code != 200 || len(out.SetAside) != 1 {
+			t.Fatalf("page after %q: %d %+v, want one entry", token, code, out)
+		}
+		seqs = append(seqs, out.SetAside[0].Seq)
+		if token = out.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(seqs) != 3 || seqs[0] == seqs[1] || seqs[1] == seqs[2] {
+		t.Fatalf("pages of one entry each gave %v, want the three set aside once each", seqs)
 	}
 }
 
