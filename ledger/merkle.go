@@ -606,6 +606,10 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 
 // Proof returns the proof bundle of a row (or an event ref) under the
 // latest checkpoint. A row swept by retention keeps its leaf and its proof.
+// A row, dispute event or incident closure the row store holds but whose
+// leaf is not yet in a signed checkpoint is an error wrapping
+// ErrNotLogged; a ref that names none (no such row or event, the closure
+// of an open incident), ErrNotFound.
 func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
@@ -614,10 +618,10 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	err := l.store.View(ctx, func(tx Tx) error {
 		lf, err := l.signedLeaf(ctx, tx, ref)
 		if errors.Is(err, ErrNotFound) {
-			if _, rerr := tx.Row(ref); rerr == nil {
-				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
-			}
-			if _, terr := tx.Tombstone(ref); terr == nil {
+			switch held, herr := holds(tx, ref); {
+			case herr != nil:
+				return herr
+			case held:
 				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
 			}
 			return err
@@ -637,6 +641,56 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 		return nil
 	})
 	return b, err
+}
+
+// holds reports whether the row store holds what ref names, whose leaf
+// is then queued when the log has none yet: a row (or the tombstone of a
+// row swept), the n-th dispute event of a row, or the closure of an
+// incident (an open incident has none). Only refs spelled as the ledger
+// spells them name anything.
+func holds(tx Tx, ref string) (bool, error) {
+	kind, rest, _ := strings.Cut(ref, "/")
+	switch kind {
+	case "dispute":
+		rowID, n, _ := strings.Cut(rest, "/")
+		i, err := strconv.Atoi(n)
+		if err != nil || i < 0 || disputeRef(rowID, i) != ref || !ValidID(rowID) {
+			return false, nil
+		}
+		r, err := tx.Row(rowID)
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		return i < len(r.DisputeEvents), nil
+	case "incident":
+		id, _, _ := strings.Cut(rest, "/")
+		if incidentRef(id) != ref {
+			return false, nil
+		}
+		inc, err := incident(tx, id)
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		return inc.ID == id && !inc.Open(), nil
+	}
+	if !ValidID(ref) {
+		return false, nil
+	}
+	if _, err := tx.Row(ref); !errors.Is(err, ErrNotFound) {
+		return err == nil, err
+	}
+	if _, err := tx.Tombstone(ref); !errors.Is(err, ErrNotFound) {
+		return err == nil, err
+	}
+	return false, nil
+}
+
+// ignoreNotFound is err, or nil when err wraps ErrNotFound.
+func ignoreNotFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // signedLeaf is the leaf of ref in the tree of the latest checkpoint.

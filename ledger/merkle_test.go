@@ -441,3 +441,67 @@ func TestPolicyIsALeaf(t *testing.T) {
 		t.Fatalf("findings:\n%s", problems(got))
 	}
 }
+
+// A dispute event or an incident closure committed but not yet integrated
+// is not yet logged, as a row is, so that a client waits for it; a ref to
+// one that does not exist is not found at once.
+func TestProofOfEventNotYetLogged(t *testing.T) {
+	h := newHarness(t)
+	vkey := h.enableLog(t, 0)
+	ctx := context.Background()
+	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "RO-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	closed, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "INC-1", ScopesUsed: []string{"plan:change"}})))
+	open, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "INC-2", ScopesUsed: []string{"plan:change"}})))
+	if closed.IncidentID == "" || open.IncidentID == "" {
+		t.Fatalf("incident rows name no incident: %q %q", closed.IncidentID, open.IncidentID)
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The integrator does not run again until the end: the event and the
+	// closure stay queued.
+	if _, err := h.l.AppendDispute(ctx, ro.ID, ledger.DisputeOpen, "customer: never asked", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.CloseIncident(ctx, closed.IncidentID, "fixed", "admin-key"); err != nil {
+		t.Fatal(err)
+	}
+	dispute0 := "dispute/" + ro.ID + "/0"
+	closure := "incident/" + closed.IncidentID + "/close"
+	for _, tc := range []struct {
+		name, ref string
+		want      error
+	}{
+		{"queued dispute event", dispute0, ledger.ErrNotLogged},
+		{"queued incident closure", closure, ledger.ErrNotLogged},
+		{"dispute event past the row's last", "dispute/" + ro.ID + "/1", ledger.ErrNotFound},
+		{"dispute event of no row", "dispute/" + strings.Repeat("0", 64) + "/0", ledger.ErrNotFound},
+		{"dispute event not a number", "dispute/" + ro.ID + "/x", ledger.ErrNotFound},
+		{"closure of an open incident", "incident/" + open.IncidentID + "/close", ledger.ErrNotFound},
+		{"closure of no incident", "incident/INC-999/close", ledger.ErrNotFound},
+		{"closure of no incident id", "incident/nonsense/close", ledger.ErrNotFound},
+		{"no row", strings.Repeat("0", 64), ledger.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.l.Proof(ctx, tc.ref)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Proof(%s): %v, want %v", tc.ref, err, tc.want)
+			}
+			if tc.want == ledger.ErrNotLogged && errors.Is(err, ledger.ErrNotFound) {
+				t.Fatalf("Proof(%s): %v is also not found", tc.ref, err)
+			}
+		})
+	}
+	if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+		t.Fatalf("integrate: %d %v", n, err)
+	}
+	for _, ref := range []string{dispute0, closure} {
+		b, err := h.l.Proof(ctx, ref)
+		if err != nil {
+			t.Fatalf("%s once integrated: %v", ref, err)
+		}
+		if _, err := b.Verify(vkey); err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+	}
+}
