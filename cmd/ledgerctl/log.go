@@ -139,11 +139,12 @@ func (c *cli) proof(event, out string, wait time.Duration, pos []string) error {
 	return nil
 }
 
-// errNotLogged: a row is committed but not yet in a signed checkpoint.
+// errNotLogged: a row, dispute event or incident closure is committed but
+// not yet in a signed checkpoint.
 var errNotLogged = errors.New("not yet in a signed checkpoint")
 
-// rowProof asks for a proof, waiting up to wait while the row is committed
-// but not yet integrated into the log.
+// rowProof asks for a proof, waiting up to wait while the row (or its
+// event) is committed but not yet integrated into the log.
 func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowProofResponse, error) {
 	deadline := time.Now().Add(wait)
 	for {
@@ -154,7 +155,11 @@ func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowPr
 			return rep, err
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("%s: %w after %s; the log is extended every half second, retry shortly", id, errNotLogged, wait)
+			what := id
+			if event != "" {
+				what = event + " of row " + id
+			}
+			return nil, fmt.Errorf("%s: %w after %s; the log is extended every half second, retry shortly", what, errNotLogged, wait)
 		}
 		if err := pause(context.Background(), 200*time.Millisecond); err != nil {
 			return nil, err
@@ -162,7 +167,8 @@ func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowPr
 	}
 }
 
-// notLogged reports whether err says the row is not yet in a checkpoint.
+// notLogged reports whether err says the row or event is not yet in a
+// checkpoint.
 func notLogged(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && err != nil && st.Code() == codes.Unavailable && strings.Contains(st.Message(), errNotLogged.Error())

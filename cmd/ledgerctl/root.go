@@ -475,7 +475,7 @@ proof and the signed checkpoint; check it offline with ledgerctl proof verify.`,
 	}
 	cmd.Flags().StringVar(&event, "event", "", "the proof of an `EVENT` of the row: dispute/N or incident-close")
 	cmd.Flags().StringVar(&out, "out", "", "write the bundle to `FILE`")
-	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait up to `D` for a new row to reach the log")
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait up to `D` for a new row or event to reach the log")
 	var key string
 	verify := &cobra.Command{
 		Use: "verify FILE --log-key KEY", Short: "check a proof bundle offline: no server, no API key",
