@@ -47,16 +47,8 @@ func (f *fixture) closeLogged(t *testing.T, row, id string) {
 	if code, out, errs := f.ctl(t, "admin", "incidents", "close", id, "--note", "customer re-granted"); code != 0 {
 		t.Fatalf("close: %d %s %s", code, out, errs)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, _, errs := f.ctl(t, "auditor", "proof", row, "--event", "incident-close", "--out", filepath.Join(t.TempDir(), "close.proof"))
-		if code == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the closure of %s was not logged: %d %s", id, code, errs)
-		}
-		_ = pause(context.Background(), 20*time.Millisecond)
+	if code, _, errs := f.ctl(t, "auditor", "proof", row, "--event", "incident-close", "--out", filepath.Join(t.TempDir(), "close.proof"), "--wait", "20s"); code != 0 {
+		t.Fatalf("the closure of %s was not logged: %d %s", id, code, errs)
 	}
 }
 
