@@ -948,15 +948,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	}
 	switch {
 	case row.Status == ledger.Incident || (f.argsChecked && !f.argsMatch):
-		why := "the action that ran is not the action that was signed"
-		if !f.argsChecked || f.argsMatch {
-			why = "the action went beyond what was granted"
-		}
+		found, why := incidentCauses(f, names)
 		inc := ""
 		if row.IncidentID != "" {
 			inc = " (" + row.IncidentID + ")"
 		}
-		return true, "the dispute flips: " + why + "; this is the business's incident" + inc,
+		return true, "the dispute flips: " + strings.Join(found, "; ") + "; this is the business's incident" + inc,
 			answer{finding: fmt.Sprintf("You are right to question %s: %s.", what, why), closing: fmt.Sprintf("This is our error, not yours; we have opened an incident%s and will put it right.", inc)}
 	case row.Status == ledger.Unauthorized || !f.identity:
 		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
@@ -973,6 +970,130 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
 			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. You can withdraw the permission at any time.", agent),
 		}
+}
+
+// incidentCauses says why row f.row flips the dispute, from the checks
+// the ledger recorded failed at write time (the ones that make a row an
+// INCIDENT: ledger's rule 2) and the drill's own action_log pull: found
+// for the decision, in the record's terms, and why for the customer, in
+// plain words. Each cause is said only when the record shows it.
+func incidentCauses(f *facts, names Names) (found []string, why string) {
+	row := f.row
+	var plain []string
+	args := false
+	for _, c := range row.Verifier.Checks {
+		if c.Result != verifier.Fail {
+			continue
+		}
+		switch c.Name {
+		case verifier.CheckScopesWithin:
+			granted := row.ScopeGranted
+			if f.token != nil {
+				granted = f.token.Scopes() // the stored delegation token's
+			}
+			beyond := scopesBeyond(row.ScopesUsed, granted)
+			switch len(beyond) {
+			case 0:
+				plain = append(plain, "it used permissions beyond those you granted")
+			case 1:
+				plain = append(plain, fmt.Sprintf("it used a permission you had not granted (%s)", names.scopes(row.Brand, beyond)))
+			default:
+				plain = append(plain, fmt.Sprintf("it used permissions you had not granted (%s)", names.scopes(row.Brand, beyond)))
+			}
+		case verifier.CheckArgsHash:
+			args = true
+			plain = append(plain, "the action our log shows ran is not the action that was signed")
+		case verifier.CheckWithinLimits:
+			plain = append(plain, limitsExceeded(row, c.Detail)...)
+		case verifier.CheckGrantNotRevoked:
+			s := "it was taken after the permission you gave had been revoked"
+			if at, ok := revokedAt(c.Detail); ok {
+				s += " (on " + clock(at) + ")"
+			}
+			plain = append(plain, s)
+		default:
+			continue
+		}
+		found = append(found, c.Name+" failed at write time ("+c.Detail+")")
+	}
+	if f.argsChecked && !f.argsMatch && !args {
+		// The stored action log, read again now, does not match what the
+		// receipt signs, though the write-time check did not say so.
+		found = append(found, "the action_log pull found the logged actions do not match the receipt")
+		plain = append(plain, "the action our log shows ran is not the action that was signed")
+	}
+	if len(plain) == 0 {
+		// An INCIDENT whose record names no check of rule 2 that failed
+		// (recorded by another version): say no more than that.
+		found = append(found, "the row is recorded as an incident, and no failed check of rule 2 is recorded with it")
+		plain = append(plain, "our checks recorded a problem with it")
+	}
+	return found, joinWords(plain)
+}
+
+// scopesBeyond lists the scopes used that granted does not hold; none
+// when nothing granted is known, rather than every scope used.
+func scopesBeyond(used, granted []string) []string {
+	if len(granted) == 0 {
+		return nil
+	}
+	var out []string
+	for _, s := range used {
+		if !slices.Contains(granted, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// limitsExceeded says which of the writer's limits a within_limits check
+// that failed found exceeded, from its detail (ledger's withinLimits:
+// "TOOL: N under grant G, countMax M" and "TOOL: amount X over amountMax
+// Y") and the row's limits.
+func limitsExceeded(row *ledger.Row, detail string) []string {
+	var out []string
+	if strings.Contains(detail, ", countMax ") {
+		s := "it was done more times than the limit set for it allows"
+		if row.Limits.CountMax > 0 {
+			s += fmt.Sprintf(" (at most %d)", row.Limits.CountMax)
+		}
+		out = append(out, s)
+	}
+	if strings.Contains(detail, " over amountMax ") {
+		s := "it was for an amount over the limit set for it"
+		if row.Limits.AmountMax != "" {
+			s += " (at most " + row.Limits.AmountMax + ")"
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		out = append(out, "it went beyond the limits set for it")
+	}
+	return out
+}
+
+// revokedAt reads the revocation time from a grant_not_revoked check that
+// failed (ledger's grantCheck: "grant revoked at RFC3339 (reported by …)").
+func revokedAt(detail string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(detail, "grant revoked at ")
+	if !ok {
+		return time.Time{}, false
+	}
+	stamp, _, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339, stamp)
+	return at, err == nil
+}
+
+// joinWords joins clauses as a sentence does: "a", "a, and b", "a, b,
+// and c".
+func joinWords(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + ", and " + s[len(s)-1]
 }
 
 // leafNotExpected reports whether err, from Ledger.RowLeafDiff, says the

@@ -53,7 +53,13 @@ func newEnvFor(t *testing.T, sc *pacttest.Scenario, now func() time.Time) *env {
 
 func (e *env) append(t *testing.T, r *pacttest.Receipt) *ledger.Row {
 	t.Helper()
-	row, _, err := e.l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	return e.appendWith(t, r, nil)
+}
+
+// appendWith records r with the writer's limits lim (nil: none).
+func (e *env) appendWith(t *testing.T, r *pacttest.Receipt, lim *ledger.Limits) *ledger.Row {
+	t.Helper()
+	row, _, err := e.l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,131 @@
+package drill_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// An incident's reply names what the row's recorded checks found, in
+// plain words, and claims nothing they do not show: a look-up under a
+// grant revoked before it did not go beyond what was granted.
+func TestIncidentReplyNamesItsCause(t *testing.T) {
+	names := func(e *env) drill.Names {
+		return drill.Names{Brands: map[string]drill.BrandNames{e.sc.Brand.ID: {
+			Name:   "Acme Outfitters",
+			Scopes: map[string]string{"orders:read": "See your orders", "orders:cancel": "Cancel an order", "orders:refund": "Refund an order"},
+		}}}
+	}
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	tests := []struct {
+		name string
+		// post records the row the drill is run on.
+		post      func(t *testing.T, e *env) *ledger.Row
+		want      []string // in the reply
+		notWant   []string // never in the reply
+		detail    []string // in the decision pull's detail
+		notDetail []string
+	}{{
+		name: "grant revoked before a look-up",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "customer asked", "support"); err != nil {
+				t.Fatal(err)
+			}
+			return e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+		},
+		want:      []string{"after the permission you gave had been revoked", "7 October 2026 13:11 UTC"},
+		notWant:   []string{"beyond what was granted", "not the action that was signed", "had not granted", "limit"},
+		detail:    []string{"flips", "grant_not_revoked"},
+		notDetail: []string{"scopes_within_grant", "args_hash", "within_limits"},
+	}, {
+		name: "scope beyond the grant",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			return e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Granted: "orders:read", ScopesUsed: []string{"orders:cancel"}}))
+		},
+		want:    []string{"a permission you had not granted (cancel an order)"},
+		notWant: []string{"revoked", "not the action that was signed", "limit"},
+		detail:  []string{"flips", "scopes_within_grant"},
+	}, {
+		name: "count limit exceeded",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			e.appendWith(t, e.sc.Mint(pacttest.Spec{Target: "A-5530", At: at.Add(-time.Minute)}), &ledger.Limits{CountMax: 1})
+			return e.appendWith(t, e.sc.Mint(pacttest.Spec{Target: "A-5531"}), &ledger.Limits{CountMax: 1})
+		},
+		want:    []string{"more times than the limit set for it allows (at most 1)"},
+		notWant: []string{"revoked", "not the action that was signed", "had not granted", "beyond what was granted"},
+		detail:  []string{"flips", "within_limits"},
+	}, {
+		name: "amount over the limit",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			return e.appendWith(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "refund_order", ScopesUsed: []string{"orders:refund"}, Granted: "orders:refund",
+				ArgsJSON: `{"order":"A-5531","amount":120}`}), &ledger.Limits{AmountMax: "100"})
+		},
+		want:    []string{"an amount over the limit set for it (at most 100)"},
+		notWant: []string{"revoked", "not the action that was signed", "had not granted", "more times"},
+		detail:  []string{"flips", "within_limits"},
+	}, {
+		name: "args that are not the signed ones",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			r := e.sc.Mint(pacttest.Spec{Target: "A-5531"})
+			r.Actions[0].ArgsJSON = `{"order":"A-5531","refund":"all"}`
+			return e.append(t, r)
+		},
+		want:    []string{"the action our log shows ran is not the action that was signed"},
+		notWant: []string{"revoked", "had not granted", "limit", "beyond what was granted"},
+		detail:  []string{"flips", "args_hash"},
+	}, {
+		name: "scope beyond a grant revoked before it",
+		post: func(t *testing.T, e *env) *ledger.Row {
+			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "", "support"); err != nil {
+				t.Fatal(err)
+			}
+			return e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Granted: "orders:read", ScopesUsed: []string{"orders:cancel"}}))
+		},
+		want:    []string{"a permission you had not granted (cancel an order), and it was taken after the permission you gave had been revoked"},
+		notWant: []string{"not the action that was signed", "limit"},
+		detail:  []string{"scopes_within_grant", "grant_not_revoked"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, time.Now)
+			row := tc.post(t, e)
+			if row.Status != ledger.Incident {
+				t.Fatalf("row recorded %v: %+v", row.Status, row.Verifier.Checks)
+			}
+			e.r = drill.New(e.l, drill.Config{Names: names(e)})
+			rep, err := e.r.Run(context.Background(), drill.Request{RowID: row.ID}, "lead")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := pulls(rep)[drill.PullDecision]
+			if !d.Passed {
+				t.Fatalf("decision: %+v", d)
+			}
+			for _, w := range append(tc.want, row.IncidentID) {
+				if !strings.Contains(rep.Reply, w) {
+					t.Errorf("reply lacks %q:\n%s", w, rep.Reply)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rep.Reply, w) {
+					t.Errorf("reply says %q:\n%s", w, rep.Reply)
+				}
+			}
+			for _, w := range tc.detail {
+				if !strings.Contains(d.Detail, w) {
+					t.Errorf("decision lacks %q: %s", w, d.Detail)
+				}
+			}
+			for _, w := range tc.notDetail {
+				if strings.Contains(d.Detail, w) {
+					t.Errorf("decision says %q: %s", w, d.Detail)
+				}
+			}
+		})
+	}
+}
