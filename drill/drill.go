@@ -590,11 +590,12 @@ type facts struct {
 	argsChecked bool
 	identity    bool
 	reverified  bool
-	missing     []string    // evidence a person would have to find
-	original    *ledger.Row // the earlier row a DUPLICATE row replays
-	copyOf      *ledger.Row // a row drilled with this one whose signature vouches for the same receipt claims
-	betterPost  *ledger.Row // a later post of this row's receipt whose own checks all passed where this row's did not
-	leafDiff    string      // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
+	missing     []string               // evidence a person would have to find
+	original    *ledger.Row            // the earlier row a DUPLICATE row replays
+	copyOf      *ledger.Row            // a row drilled with this one whose signature vouches for the same receipt claims
+	betterPost  *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
+	leafDiff    string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
+	incident    *ledger.IncidentRecord // the row's incident, open or closed; nil when it names none
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
@@ -694,6 +695,14 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	case err != nil && !leafNotExpected(err):
 		// What the row says cannot be held against what the log took.
 		f.missing = append(f.missing, "a comparison with its leaf in the Merkle log ("+err.Error()+")")
+	}
+	if row.IncidentID != "" {
+		// Whether the incident is open or closed, for the reply.
+		inc, err := r.l.IncidentRecord(ctx, row.IncidentID)
+		if err != nil {
+			f.missing = append(f.missing, "the incident "+row.IncidentID+" ("+err.Error()+")")
+		}
+		f.incident = inc
 	}
 	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && (row.Status == ledger.Unauthorized || row.Status == ledger.Incident) {
 		b, err := r.betterPost(ctx, row)
@@ -949,12 +958,27 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	switch {
 	case row.Status == ledger.Incident || (f.argsChecked && !f.argsMatch):
 		found, why := incidentCauses(f, names)
-		inc := ""
-		if row.IncidentID != "" {
-			inc = " (" + row.IncidentID + ")"
+		inc, closing := "", "This is our error, not yours; we will put it right."
+		switch i := f.incident; {
+		case i == nil:
+			// Rows that flip without an incident of their own: the
+			// action log read again does not match the receipt.
+		case i.Open():
+			inc = " (" + i.ID + ", open)"
+			closing = fmt.Sprintf("This is our error, not yours; we have opened an incident (%s) and will put it right.", i.ID)
+		default:
+			// The closing note is the business's own record, for the
+			// support lead: the reply says when, not what it says.
+			inc = fmt.Sprintf(" (%s, opened %s, closed %s by %s", i.ID, clock(i.OpenedAt), clock(i.ClosedAt), i.ClosedBy)
+			if i.Note != "" {
+				inc += ": " + i.Note
+			}
+			inc += ")"
+			closing = fmt.Sprintf("This is our error, not yours: we opened an incident (%s) for it on %s and closed it on %s. If anything is still not right, tell us and we will put it right.",
+				i.ID, clock(i.OpenedAt), clock(i.ClosedAt))
 		}
 		return true, "the dispute flips: " + strings.Join(found, "; ") + "; this is the business's incident" + inc,
-			answer{finding: fmt.Sprintf("You are right to question %s: %s.", what, why), closing: fmt.Sprintf("This is our error, not yours; we have opened an incident%s and will put it right.", inc)}
+			answer{finding: fmt.Sprintf("You are right to question %s: %s.", what, why), closing: closing}
 	case row.Status == ledger.Unauthorized || !f.identity:
 		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}

@@ -129,3 +129,54 @@ func TestIncidentReplyNamesItsCause(t *testing.T) {
 		})
 	}
 }
+
+// The reply says what became of the row's incident: open, or opened and
+// closed and when; a closed incident is not said to be opened as if new.
+// The closing note is the business's own record: the decision quotes it
+// for the support lead, the reply to the customer does not.
+func TestIncidentReplySaysWhetherTheIncidentIsClosed(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	r := e.sc.Mint(pacttest.Spec{Target: "A-5531"})
+	r.Actions[0].ArgsJSON = `{"order":"A-5531","refund":"all"}`
+	row := e.append(t, r)
+	if row.Status != ledger.Incident {
+		t.Fatalf("row %v", row.Status)
+	}
+
+	rep, err := e.r.Run(ctx, drill.Request{RowID: row.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pulls(rep)[drill.PullDecision]; !d.Passed || !strings.Contains(d.Detail, row.IncidentID+", open") {
+		t.Errorf("open incident, decision: %+v", d)
+	}
+	if !strings.Contains(rep.Reply, "we have opened an incident ("+row.IncidentID+") and will put it right") || strings.Contains(rep.Reply, "closed") {
+		t.Errorf("open incident, reply:\n%s", rep.Reply)
+	}
+
+	inc, err := e.l.CloseIncident(ctx, row.IncidentID, "refunded the order; agent platform told", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = e.r.Run(ctx, drill.Request{RowID: row.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := pulls(rep)[drill.PullDecision]
+	for _, want := range []string{row.IncidentID, "closed " + inc.ClosedAt.UTC().Format("2 January 2006 15:04 UTC") + " by ops", "refunded the order; agent platform told"} {
+		if !d.Passed || !strings.Contains(d.Detail, want) {
+			t.Errorf("closed incident, decision lacks %q: %+v", want, d)
+		}
+	}
+	for _, want := range []string{"we opened an incident (" + row.IncidentID + ")", "closed it on " + inc.ClosedAt.UTC().Format("2 January 2006 15:04 UTC")} {
+		if !strings.Contains(rep.Reply, want) {
+			t.Errorf("closed incident, reply lacks %q:\n%s", want, rep.Reply)
+		}
+	}
+	for _, not := range []string{"we have opened", "refunded the order", "ops"} {
+		if strings.Contains(rep.Reply, not) {
+			t.Errorf("closed incident, reply says %q:\n%s", not, rep.Reply)
+		}
+	}
+}

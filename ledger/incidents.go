@@ -143,6 +143,25 @@ func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error)
 	return v, nil
 }
 
+// IncidentRecord returns the incident with id alone: whether it is open,
+// and when and by whom it was closed, without reading its row or the
+// platform's other rows of its day (Incident reads those).
+func (l *Ledger) IncidentRecord(ctx context.Context, id string) (*IncidentRecord, error) {
+	if err := checkField("id", id, 64); err != nil {
+		return nil, err
+	}
+	var out *IncidentRecord
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		out, err = incident(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("incident %s: %w", id, err)
+	}
+	return out, nil
+}
+
 // CloseIncident closes an open incident: the row's retain-until becomes the
 // latest of the close time plus the incident period and what the row's
 // tools and scopes used would keep it for had it not been an incident
