@@ -92,7 +92,7 @@ type Report struct {
 	Pulls        []Pull    `json:"pulls"`
 	ChecksPassed int       `json:"checksPassed"`
 	ChecksTotal  int       `json:"checksTotal"`
-	Reply        string    `json:"reply,omitempty"`
+	Reply        string    `json:"reply,omitempty"` // as sent without proof files (see ReplyWithProof)
 	RunBy        string    `json:"runBy,omitempty"`
 	// Checkpoint is the Merkle log's latest signed checkpoint when the
 	// drill ran; empty when the ledger keeps no log.
@@ -123,8 +123,25 @@ type RowProof struct {
 }
 
 // ProofAttached is the sentence a dispute drill's reply ends with when
-// proof files are attached.
+// proof files are attached (ReplyWithProof).
 const ProofAttached = "Attached is a proof file for this record: it shows the record is in our tamper-evident ledger log, and anyone can check it with our published log key, without relying on us."
+
+// ReplyWithProof is the reply to send with the drilled rows' proof files
+// attached: Reply ending with ProofAttached. It is empty when no drilled
+// row has a proof bundle, and for a monthly drill. Only whoever attaches
+// the files knows they go with the reply: Reply itself never says so.
+func (r *Report) ReplyWithProof() string {
+	if r.Kind != Dispute || r.Reply == "" {
+		return ""
+	}
+	for _, p := range r.Proofs {
+		if p.Bundle != nil {
+			// The last of the reply's (at most two) paragraphs.
+			return r.Reply + " " + ProofAttached
+		}
+	}
+	return ""
+}
 
 // Config holds a Runner's optional settings.
 type Config struct {
@@ -211,11 +228,11 @@ func (r *Runner) Get(ctx context.Context, id string) (*Report, ledger.Location, 
 	if err != nil {
 		return nil, loc, err
 	}
-	var rep Report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return nil, loc, fmt.Errorf("decode drill %s: %w", id, err)
+	rep, err := decodeReport(body)
+	if err != nil {
+		return nil, loc, fmt.Errorf("drill %s: %w", id, err)
 	}
-	return &rep, loc, nil
+	return rep, loc, nil
 }
 
 // List returns stored reports, newest first.
@@ -266,10 +283,16 @@ func (r *Runner) ListWithin(ctx context.Context, pageSize int, pageToken string,
 	return out, next, nil
 }
 
+// decodeReport decodes a stored report. Earlier versions ended a dispute
+// drill's stored reply with ProofAttached whenever a row had a proof:
+// its Reply is read without it (ReplyWithProof has it).
 func decodeReport(body []byte) (*Report, error) {
 	var rep Report
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return nil, fmt.Errorf("decode drill: %w", err)
+	}
+	if rep.Kind == Dispute {
+		rep.Reply = strings.TrimSuffix(rep.Reply, " "+ProofAttached)
 	}
 	return &rep, nil
 }
@@ -278,7 +301,6 @@ func decodeReport(body []byte) (*Report, error) {
 // proof to the report, noting in the row's receipt_row pull where it is in
 // the log (or that it is not yet). Nothing here fails a pull.
 func (r *Runner) attachLog(ctx context.Context, rep *Report) {
-	attached := 0
 	for _, id := range rep.Rows {
 		b, err := r.l.Proof(ctx, id)
 		var note string
@@ -293,7 +315,6 @@ func (r *Runner) attachLog(ctx context.Context, rep *Report) {
 			note = "its Merkle log proof could not be read: " + err.Error()
 		default:
 			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Bundle: b})
-			attached++
 			note = fmt.Sprintf("in the Merkle log as leaf %d under the signed checkpoint of size %s", b.LeafIndex, checkpointSize(b.Checkpoint))
 		}
 		for i := range rep.Pulls {
@@ -304,10 +325,6 @@ func (r *Runner) attachLog(ctx context.Context, rep *Report) {
 	}
 	if cp, err := r.l.Checkpoint(ctx); err == nil {
 		rep.Checkpoint = string(cp)
-	}
-	if rep.Kind == Dispute && attached > 0 && rep.Reply != "" {
-		// The last of the reply's (at most two) paragraphs.
-		rep.Reply += " " + ProofAttached
 	}
 }
 

@@ -2,6 +2,7 @@ package drill_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // Drill reports carry the log's checkpoint and each drilled row's proof; a
 // row not yet integrated is said so in its receipt_row pull, which still
-// passes; the dispute reply mentions the attached proof.
+// passes. The dispute reply never says a proof is attached (the drill
+// attaches nothing); the reply to send with the proof files does.
 func TestDrillReportsCarryTheLog(t *testing.T) {
 	e := newEnv(t, time.Now)
 	ctx := context.Background()
@@ -38,8 +40,8 @@ func TestDrillReportsCarryTheLog(t *testing.T) {
 	if d := pulls(rep)[drill.PullReceiptRow].Detail; !strings.Contains(d, "not yet in a signed checkpoint") {
 		t.Fatalf("receipt_row: %s", d)
 	}
-	if strings.Contains(rep.Reply, drill.ProofAttached) {
-		t.Fatalf("reply mentions a proof it does not have: %s", rep.Reply)
+	if strings.Contains(rep.Reply, drill.ProofAttached) || rep.ReplyWithProof() != "" {
+		t.Fatalf("reply mentions a proof it does not have: %q, with proof %q", rep.Reply, rep.ReplyWithProof())
 	}
 
 	if _, err := e.l.Integrate(ctx); err != nil {
@@ -62,12 +64,15 @@ func TestDrillReportsCarryTheLog(t *testing.T) {
 		if d := pulls(rep)[drill.PullReceiptRow].Detail; !strings.Contains(d, "in the Merkle log as leaf 0 under the signed checkpoint of size 1") {
 			t.Fatalf("receipt_row: %s", d)
 		}
-		if got := strings.HasSuffix(rep.Reply, drill.ProofAttached); got != !req.Monthly {
-			t.Fatalf("reply (monthly %v): %q", req.Monthly, rep.Reply)
+		if strings.Contains(rep.Reply, drill.ProofAttached) {
+			t.Fatalf("reply (monthly %v) says a proof is attached: %q", req.Monthly, rep.Reply)
+		}
+		if got, want := rep.ReplyWithProof(), rep.Reply+" "+drill.ProofAttached; req.Monthly != (got == "") || !req.Monthly && got != want {
+			t.Fatalf("reply with proof (monthly %v): %q, want %q", req.Monthly, got, want)
 		}
 		// The stored report keeps them.
 		stored, _, err := e.r.Get(ctx, rep.ID)
-		if err != nil || stored.Checkpoint != rep.Checkpoint || len(stored.Proofs) != 1 || stored.Proofs[0].Bundle == nil {
+		if err != nil || stored.Checkpoint != rep.Checkpoint || len(stored.Proofs) != 1 || stored.Proofs[0].Bundle == nil || stored.ReplyWithProof() != rep.ReplyWithProof() {
 			t.Fatalf("stored report: %v %+v", err, stored)
 		}
 	}
@@ -77,5 +82,29 @@ func TestDrillReportsCarryTheLog(t *testing.T) {
 	rep, err = plain.r.Run(ctx, drill.Request{Target: "B-1"}, "lead")
 	if err != nil || rep.Checkpoint != "" || len(rep.Proofs) != 0 {
 		t.Fatalf("no log: %v %+v", err, rep)
+	}
+}
+
+// A dispute report stored by an earlier version, whose reply ended with
+// ProofAttached, is read with the reply alone.
+func TestStoredReplyReadWithoutTheProofSentence(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	at := time.Date(2026, 10, 9, 9, 5, 0, 0, time.UTC)
+	id := ledger.NewDrillID(at)
+	body, err := json.Marshal(drill.Report{ID: id, Kind: drill.Dispute, StartedAt: at, FinishedAt: at, Reply: "Reply. " + drill.ProofAttached})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SaveDrill(ctx, id, at, body); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := e.r.Get(ctx, id)
+	if err != nil || got.Reply != "Reply." {
+		t.Fatalf("stored reply read as %q: %v", got.Reply, err)
+	}
+	list, _, err := e.r.List(ctx, 10, "")
+	if err != nil || len(list) != 1 || list[0].Reply != "Reply." {
+		t.Fatalf("listed: %v %+v", err, list)
 	}
 }

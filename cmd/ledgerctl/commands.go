@@ -403,17 +403,21 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 	if err != nil {
 		return err
 	}
+	// The proof files are written first: the reply says one is attached
+	// only when one was written.
+	wrote, werr := 0, error(nil)
+	if o.proofDir != "" {
+		wrote, werr = c.writeProofs(o.proofDir, rep.GetReport())
+	}
 	if c.json {
 		if err := c.printJSON(rep); err != nil {
 			return err
 		}
 	} else {
-		c.printDrill(rep.GetReport())
+		c.printDrill(rep.GetReport(), wrote > 0 && werr == nil)
 	}
-	if o.proofDir != "" {
-		if err := c.writeProofs(o.proofDir, rep.GetReport()); err != nil {
-			return err
-		}
+	if werr != nil {
+		return werr
 	}
 	if rep.GetReport().GetChecksPassed() < rep.GetReport().GetChecksTotal() {
 		return errCheckFailed
@@ -421,7 +425,9 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 	return nil
 }
 
-func (c *cli) printDrill(d *ledgerv1.DrillReport) {
+// printDrill prints a drill report; withProof says the drilled rows'
+// proof files were written to go with the reply, which then says so.
+func (c *cli) printDrill(d *ledgerv1.DrillReport, withProof bool) {
 	took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime())
 	fmt.Fprintf(c.out, "drill %s (%s) by %s at %s, %s, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), plural(len(d.GetRows()), "row"), took.Round(time.Microsecond))
 	if len(d.GetPulls()) > 0 {
@@ -448,8 +454,12 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport) {
 		fmt.Fprintln(c.out, "\nscore: nothing scored")
 	}
 	c.printDrillLog(d)
-	if d.GetReply() != "" {
-		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", d.GetReply())
+	reply := d.GetReply()
+	if withProof && d.GetReplyWithProof() != "" {
+		reply = d.GetReplyWithProof()
+	}
+	if reply != "" {
+		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", reply)
 	}
 	if d.GetDetailsTruncated() {
 		where := "its write-once object"
@@ -489,7 +499,7 @@ func (c *cli) drills(o listOpts, pos []string) error {
 		if c.output == "csv" {
 			return usagef("--output csv lists drills; one drill prints as a table or JSON")
 		}
-		c.printDrill(rep.GetReport())
+		c.printDrill(rep.GetReport(), false)
 		return nil
 	}
 	if len(pos) > 1 {

@@ -37,10 +37,11 @@ func (c *cli) printDrillLog(d *ledgerv1.DrillReport) {
 	}
 }
 
-// writeProofs writes each drilled row's proof bundle to dir/<row>.proof.
-func (c *cli) writeProofs(dir string, d *ledgerv1.DrillReport) error {
+// writeProofs writes each drilled row's proof bundle to dir/<row>.proof
+// and returns how many it wrote.
+func (c *cli) writeProofs(dir string, d *ledgerv1.DrillReport) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("proof dir: %w", err)
+		return 0, fmt.Errorf("proof dir: %w", err)
 	}
 	n := 0
 	for _, p := range d.GetProofs() {
@@ -48,13 +49,13 @@ func (c *cli) writeProofs(dir string, d *ledgerv1.DrillReport) error {
 			continue
 		}
 		if len(p.GetRowId()) != 64 || strings.Trim(p.GetRowId(), "0123456789abcdef") != "" {
-			return fmt.Errorf("proof for %q: not a row id", p.GetRowId())
+			return n, fmt.Errorf("proof for %q: not a row id", p.GetRowId())
 		}
 		if err := os.WriteFile(filepath.Join(dir, p.GetRowId()+".proof"), []byte(p.GetBundle()), 0o644); err != nil {
-			return fmt.Errorf("write proof: %w", err)
+			return n, fmt.Errorf("write proof: %w", err)
 		}
 		n++
 	}
 	fmt.Fprintf(c.errw, "wrote %d proof files to %s\n", n, dir)
-	return nil
+	return n, nil
 }

@@ -441,13 +441,13 @@ func TestPlural(t *testing.T) {
 func TestPrintDrillWithNothingToDrill(t *testing.T) {
 	var out bytes.Buffer
 	c := &cli{out: &out}
-	c.printDrill(&ledgerv1.DrillReport{Id: "d1", Kind: ledgerv1.DrillKind_DRILL_KIND_MONTHLY, Note: "nothing to drill: the ledger holds no eligible rows"})
+	c.printDrill(&ledgerv1.DrillReport{Id: "d1", Kind: ledgerv1.DrillKind_DRILL_KIND_MONTHLY, Note: "nothing to drill: the ledger holds no eligible rows"}, false)
 	if s := out.String(); strings.Contains(s, "PULL") || strings.Contains(s, "0 of 0") || !strings.Contains(s, "nothing to drill") || !strings.Contains(s, "score: nothing scored") {
 		t.Errorf("a drill with nothing to drill:\n%s", s)
 	}
 	out.Reset()
 	c.printDrill(&ledgerv1.DrillReport{Id: "d2", Rows: []string{"r1"}, ChecksPassed: 1, ChecksTotal: 1,
-		Pulls: []*ledgerv1.DrillPull{{RowId: "r1", Name: "receipt_row", Passed: true}}})
+		Pulls: []*ledgerv1.DrillPull{{RowId: "r1", Name: "receipt_row", Passed: true}}}, false)
 	if s := out.String(); !strings.Contains(s, "PULL") || !strings.Contains(s, "score: 1 of 1 checks passed") || !strings.Contains(s, ", 1 row, took") {
 		t.Errorf("a drill of one row:\n%s", s)
 	}

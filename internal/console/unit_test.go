@@ -212,6 +212,15 @@ func TestReportPageShowsNoteListedAndProofs(t *testing.T) {
 	if !strings.Contains(s, `id="details-cut"`) || !strings.Contains(s, "drills/d3.json") || !strings.Contains(s, "logged x… (9000 bytes more)") {
 		t.Errorf("a report whose details were cut:\n%s", s)
 	}
+	// The reply says a proof is attached only in the version offered for
+	// sending with the rows' log proofs.
+	s = render(&ledgerv1.DrillReport{Id: "d4", Reply: "Reply.", ReplyWithProof: "Reply. Attached is a proof file.", Pulls: []*ledgerv1.DrillPull{{RowId: row, Name: "receipt_row", Passed: true}}})
+	if !strings.Contains(s, `<p id="reply" class="reply-text">Reply.</p>`) || !strings.Contains(s, `<p id="reply-with-proof" class="reply-text">Reply. Attached is a proof file.</p>`) || !strings.Contains(s, `data-copy="reply-with-proof"`) {
+		t.Errorf("a report with a reply to send with proofs:\n%s", s)
+	}
+	if s = render(&ledgerv1.DrillReport{Id: "d5", Reply: "Reply."}); strings.Contains(s, "reply-with-proof") {
+		t.Errorf("a report with no proof offers a reply with one:\n%s", s)
+	}
 }
 
 // The empty states say what is true: no open incidents is "every action

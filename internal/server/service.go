@@ -509,16 +509,17 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 		return s
 	}
 	p := &ledgerv1.DrillReport{
-		Id:           r.ID,
-		Kind:         ledgerv1.DrillKind_DRILL_KIND_DISPUTE,
-		StartedAt:    ts(r.StartedAt),
-		FinishedAt:   ts(r.FinishedAt),
-		Rows:         r.Rows,
-		ChecksPassed: int32(r.ChecksPassed),
-		ChecksTotal:  int32(r.ChecksTotal),
-		Reply:        text(r.Reply, maxReplyBytes),
-		RunBy:        r.RunBy,
-		Request:      &ledgerv1.RunDrillRequest{Target: r.Request.Target, RowId: r.Request.RowID, Principal: r.Request.Principal},
+		Id:             r.ID,
+		Kind:           ledgerv1.DrillKind_DRILL_KIND_DISPUTE,
+		StartedAt:      ts(r.StartedAt),
+		FinishedAt:     ts(r.FinishedAt),
+		Rows:           r.Rows,
+		ChecksPassed:   int32(r.ChecksPassed),
+		ChecksTotal:    int32(r.ChecksTotal),
+		Reply:          text(r.Reply, maxReplyBytes),
+		ReplyWithProof: text(r.ReplyWithProof(), maxReplyBytes),
+		RunBy:          r.RunBy,
+		Request:        &ledgerv1.RunDrillRequest{Target: r.Request.Target, RowId: r.Request.RowID, Principal: r.Request.Principal},
 	}
 	if r.Kind == drill.Monthly {
 		p.Kind = ledgerv1.DrillKind_DRILL_KIND_MONTHLY

@@ -3231,7 +3231,8 @@ type DrillReport struct {
 	ChecksPassed int32 `protobuf:"varint,7,opt,name=checks_passed,json=checksPassed,proto3" json:"checks_passed,omitempty"`
 	// Pulls run.
 	ChecksTotal int32 `protobuf:"varint,8,opt,name=checks_total,json=checksTotal,proto3" json:"checks_total,omitempty"`
-	// Plain-words reply for the customer (dispute drills).
+	// Plain-words reply for the customer (dispute drills). It mentions no
+	// attachment: send it as it is when no proof file goes with it.
 	Reply string `protobuf:"bytes,9,opt,name=reply,proto3" json:"reply,omitempty"`
 	// The request that ran it.
 	Request *RunDrillRequest `protobuf:"bytes,10,opt,name=request,proto3" json:"request,omitempty"`
@@ -3255,8 +3256,14 @@ type DrillReport struct {
 	// ending "… (N bytes more)". The stored report, and its write-once
 	// object (object), hold them whole.
 	DetailsTruncated bool `protobuf:"varint,17,opt,name=details_truncated,json=detailsTruncated,proto3" json:"details_truncated,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The reply to send when the drilled rows' proof files (proofs, as
+	// `ledgerctl drill --proof-dir` writes them) are attached: reply ending
+	// with a sentence that says a proof file is attached and how anyone can
+	// check it. Empty when no row has a proof bundle, and for monthly
+	// drills. Cut at 64 KiB like reply.
+	ReplyWithProof string `protobuf:"bytes,18,opt,name=reply_with_proof,json=replyWithProof,proto3" json:"reply_with_proof,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DrillReport) Reset() {
@@ -3406,6 +3413,13 @@ func (x *DrillReport) GetDetailsTruncated() bool {
 		return x.DetailsTruncated
 	}
 	return false
+}
+
+func (x *DrillReport) GetReplyWithProof() string {
+	if x != nil {
+		return x.ReplyWithProof
+	}
+	return ""
 }
 
 // DrillListedRow is a row a dispute drill found but did not score.
@@ -7019,7 +7033,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06passed\x18\x03 \x01(\bR\x06passed\x12\x1d\n" +
 	"\n" +
 	"elapsed_ms\x18\x04 \x01(\x01R\telapsedMs\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xe5\x05\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x8f\x06\n" +
 	"\vDrillReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1f.pactledger.ledger.v1.DrillKindR\x04kind\x129\n" +
@@ -7042,7 +7056,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06proofs\x18\x0e \x03(\v2#.pactledger.ledger.v1.DrillRowProofR\x06proofs\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12<\n" +
 	"\x06listed\x18\x10 \x03(\v2$.pactledger.ledger.v1.DrillListedRowR\x06listed\x12+\n" +
-	"\x11details_truncated\x18\x11 \x01(\bR\x10detailsTruncated\"?\n" +
+	"\x11details_truncated\x18\x11 \x01(\bR\x10detailsTruncated\x12(\n" +
+	"\x10reply_with_proof\x18\x12 \x01(\tR\x0ereplyWithProof\"?\n" +
 	"\x0eDrillListedRow\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"u\n" +
