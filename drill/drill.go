@@ -495,7 +495,8 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 }
 
 // readOnly reports whether row is a read-only turn: a receipt whose class
-// keeps no evidence.
+// keeps no evidence. A look-up recorded INCIDENT or UNAUTHORIZED is in
+// the incident or refused class, keeps its evidence, and is drilled.
 func readOnly(row *ledger.Row) bool {
 	return row.Kind == ledger.KindReceipt && (row.EvidenceNotKept != "" || row.Class == retention.ReadOnly)
 }

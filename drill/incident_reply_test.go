@@ -180,3 +180,41 @@ func TestIncidentReplySaysWhetherTheIncidentIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// A look-up recorded INCIDENT (here under a grant revoked before it) is
+// not a read-only turn: the incident class keeps its evidence, under
+// legal hold, so the monthly drill may sample it and a dispute drill
+// scores it. A look-up recorded in the read-only class keeps no evidence
+// and is listed, never scored or sampled.
+func TestIncidentLookupIsDrilledNotListed(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	if _, err := e.l.RevokeGrant(ctx, "a2agrant_7Q2F", at.Add(-time.Minute), "", "support"); err != nil {
+		t.Fatal(err)
+	}
+	inc := e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	look := e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", GrantID: "a2agrant_8M0A", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: at.Add(time.Minute)}))
+	if inc.Status != ledger.Incident || inc.EvidenceNotKept != "" || look.Status != ledger.Authorized || look.EvidenceNotKept == "" {
+		t.Fatalf("rows recorded %v (%q) and %v (%q)", inc.Status, inc.EvidenceNotKept, look.Status, look.EvidenceNotKept)
+	}
+
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0] != inc.ID || rep.ChecksTotal != 6 || len(rep.Listed) != 1 || rep.Listed[0].RowID != look.ID {
+		t.Fatalf("dispute drill: rows %v, %d checks, listed %+v", rep.Rows, rep.ChecksTotal, rep.Listed)
+	}
+	if !strings.Contains(rep.Reply, "revoked") || !strings.Contains(rep.Reply, "looked up information once") {
+		t.Errorf("dispute drill reply:\n%s", rep.Reply)
+	}
+
+	rep, err = e.r.Run(ctx, drill.Request{Monthly: true, Sample: 5}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0] != inc.ID || !strings.Contains(rep.Note, "1 eligible row") {
+		t.Fatalf("monthly drill: rows %v, note %q", rep.Rows, rep.Note)
+	}
+}

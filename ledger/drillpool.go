@@ -11,7 +11,9 @@ import (
 
 // Drillable reports whether the monthly drill may sample row r: a
 // receipt (not a refusal), whose receipt signature did not fail, not a
-// duplicate, whose evidence is kept (not a read-only turn). A receipt no
+// duplicate, whose evidence is kept (not a read-only turn: a row of the
+// read-only class; a look-up recorded INCIDENT is in the incident class,
+// keeps its evidence and is sampled like any incident). A receipt no
 // signature vouches for is, like a refusal, what a writer sent: sampling
 // it would let any writer key choose what the drill scores. The stores
 // keep these rows in the drill pool (Rows.DrillPool), so a sample is
