@@ -208,6 +208,7 @@ func TestRelativeTimes(t *testing.T) {
 		"1h30m":                now.Add(-90 * time.Minute),
 		"2026-10-01":           time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC),
 		"2026-10-07T12:00:00Z": now.Add(-time.Hour),
+		"now":                  now,
 	} {
 		got, err := parseTimeAt("since", in, now)
 		if err != nil || !got.AsTime().Equal(want) {

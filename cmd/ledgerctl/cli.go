@@ -58,7 +58,7 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 
 var relative = regexp.MustCompile(`^([0-9]+)([smhdw])$`)
 
-// parseTime reads a --since/--until value: RFC 3339, a date, or a time
+// parseTime reads a time flag's value: RFC 3339, a date, "now", or a time
 // before now ("90m", "1h", "7d", "2w", or any Go duration).
 func parseTime(name, v string) (*timestamppb.Timestamp, error) {
 	return parseTimeAt(name, v, time.Now())
@@ -67,6 +67,9 @@ func parseTime(name, v string) (*timestamppb.Timestamp, error) {
 func parseTimeAt(name, v string, now time.Time) (*timestamppb.Timestamp, error) {
 	if v == "" {
 		return nil, nil
+	}
+	if v == "now" {
+		return timestamppb.New(now), nil
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return timestamppb.New(t), nil
@@ -86,7 +89,7 @@ func parseTimeAt(name, v string, now time.Time) (*timestamppb.Timestamp, error) 
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return timestamppb.New(now.Add(-d)), nil
 	}
-	return nil, usagef("--%s %q: want RFC 3339 (2026-10-07T13:00:00Z), a date (2026-10-07) or a time ago (90m, 1h, 7d, 2w)", name, v)
+	return nil, usagef("--%s %q: want RFC 3339 (2026-10-07T13:00:00Z), a date (2026-10-07), now or a time ago (90m, 1h, 7d, 2w)", name, v)
 }
 
 // whoami prints the name and roles of the key in use.

@@ -2,7 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -55,22 +60,66 @@ func (c *cli) revoke(at, note string, pos []string) error {
 	if len(pos) != 1 {
 		return usagef("revoke GRANT_ID [--at TIME] [--note TEXT]")
 	}
-	req := &ledgerv1.RevokeGrantRequest{GrantId: pos[0], Note: note}
-	var err error
-	if req.RevokedAt, err = parseTime("at", at); err != nil {
-		return err
+	grant := pos[0]
+	req := &ledgerv1.RevokeGrantRequest{GrantId: grant, Note: note}
+	if at != "now" { // now: unset, the ledger's clock, as without --at
+		var err error
+		if req.RevokedAt, err = parseTime("at", at); err != nil {
+			return err
+		}
 	}
+	// What the ledger holds of the grant before this revocation: its rows
+	// (none may mean a mistyped id) and a revocation already on record.
+	// A key that may not read the ledger (a writer) does not ask: its
+	// refusal would read as a key misused.
 	ctx, cancel := c.ctx()
 	defer cancel()
+	who, err := c.c.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
+	if err != nil {
+		return err
+	}
+	readable := slices.ContainsFunc(who.GetRoles(), func(r string) bool { return r == "support" || r == "auditor" || r == "admin" })
+	var held *ledgerv1.GetGrantResponse
+	if readable {
+		held, err = c.c.GetGrant(ctx, &ledgerv1.GetGrantRequest{GrantId: grant})
+		if err != nil && status.Code(err) != codes.NotFound { // NotFound: no rows, no revocation
+			return err
+		}
+	}
 	rep, err := c.c.RevokeGrant(ctx, req)
 	if err != nil {
 		return err
 	}
+	w := c.out
 	if c.json {
-		return c.printJSON(rep)
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+		w = c.errw
+	} else {
+		fmt.Fprintln(w, revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
 	}
-	fmt.Fprintf(c.out, "grant %s revoked as of %s: receipts issued after that are incidents\n", rep.GetGrantId(), when(rep.GetRevocation().GetRevokedAt()))
+	switch {
+	case !readable:
+		fmt.Fprintf(w, "(this key may not read the ledger, so whether it holds rows of grant %s was not checked: ledgerctl grant %s, with a support, auditor or admin key, shows them)\n", grant, grant)
+	case held.GetRowCount() == 0:
+		fmt.Fprintf(w, "the ledger holds no rows of grant %s yet: check the grant id (a revocation before any receipt under the grant is recorded all the same)\n", grant)
+	}
 	return nil
+}
+
+// revokedWords says what a revocation of grant asked for at (nil: now)
+// left in force, given the time on record before it (nil: none).
+func revokedWords(grant string, asked, before, inForce *timestamppb.Timestamp) string {
+	stood := before != nil && !inForce.AsTime().Before(before.AsTime()) ||
+		asked != nil && inForce.AsTime().Before(asked.AsTime())
+	switch {
+	case stood:
+		return fmt.Sprintf("grant %s was already revoked as of %s; that earlier time stands (a later one never replaces it): receipts issued after it are incidents", grant, when(inForce))
+	case before != nil:
+		return fmt.Sprintf("grant %s revoked as of %s, replacing the later %s on record: receipts issued after that are incidents", grant, when(inForce), when(before))
+	}
+	return fmt.Sprintf("grant %s revoked as of %s: receipts issued after that are incidents", grant, when(inForce))
 }
 
 // fsck walks every row, page by page, and reports evidence that differs from

@@ -325,7 +325,7 @@ func (c *cli) revokeCmd() *cobra.Command {
 		Annotations: roles("writer or admin"),
 		RunE:        c.online(func(args []string) error { return c.revoke(at, note, args) }),
 	}
-	cmd.Flags().StringVar(&at, "at", "", "revoked at `T` (default now)")
+	cmd.Flags().StringVar(&at, "at", "", "revoked at `T`: RFC 3339, a date, now (the default) or a time ago")
 	cmd.Flags().StringVar(&note, "note", "", "why (`TEXT`)")
 	return cmd
 }

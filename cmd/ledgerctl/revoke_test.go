@@ -1,0 +1,80 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestRevokeSaysWhatTheLedgerHolds: a revocation is recorded whatever the
+// grant id, and the answer says when the ledger holds no rows of it, when
+// an earlier time already on record stands, and takes --at now.
+func TestRevokeSaysWhatTheLedgerHolds(t *testing.T) {
+	f := start(t)
+	const noRows = "the ledger holds no rows of grant a2agrant_typo yet: check the grant id"
+	tests := []struct {
+		name      string
+		role      string
+		args      []string
+		want      []string
+		wantNot   []string
+		wantInErr []string
+	}{
+		{"a grant with no rows", "admin", []string{"revoke", "a2agrant_typo", "--note", "test"},
+			[]string{"grant a2agrant_typo revoked as of ", noRows}, nil, nil},
+		{"a grant with rows", "admin", []string{"revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:10:00Z"},
+			[]string{"grant a2agrant_7Q2F revoked as of 2026-10-07 13:10:00Z: receipts issued after that are incidents"}, []string{"no rows", "stands"}, nil},
+		{"a later time", "admin", []string{"revoke", "a2agrant_7Q2F", "--at", "2026-12-07"},
+			[]string{"grant a2agrant_7Q2F was already revoked as of 2026-10-07 13:10:00Z; that earlier time stands"}, []string{"revoked as of 2026-12-07"}, nil},
+		{"a later time, by a writer", "writer", []string{"revoke", "a2agrant_7Q2F", "--at", "2026-12-08"},
+			[]string{"grant a2agrant_7Q2F was already revoked as of 2026-10-07 13:10:00Z; that earlier time stands"}, nil, nil},
+		{"an earlier time", "admin", []string{"revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:00:00Z"},
+			[]string{"grant a2agrant_7Q2F revoked as of 2026-10-07 13:00:00Z, replacing the later 2026-10-07 13:10:00Z on record"}, nil, nil},
+		{"a writer cannot read the grant", "writer", []string{"revoke", "a2agrant_other"},
+			[]string{"grant a2agrant_other revoked as of ", "this key may not read the ledger", "ledgerctl grant a2agrant_other"}, []string{"check the grant id"}, nil},
+		{"--at now", "admin", []string{"revoke", "a2agrant_now", "--at", "now"},
+			[]string{"grant a2agrant_now revoked as of "}, nil, nil},
+		{"--json keeps its output JSON", "admin", []string{"--json", "revoke", "a2agrant_json"},
+			[]string{`"grantId"`, `"a2agrant_json"`}, []string{"check the grant id"}, []string{"the ledger holds no rows of grant a2agrant_json yet"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := f.ctl(t, tc.role, tc.args...)
+			if code != 0 {
+				t.Fatalf("%s: exit %d\n%s%s", strings.Join(tc.args, " "), code, out, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s: output lacks %q:\n%s%s", strings.Join(tc.args, " "), w, out, errs)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("%s: output says %q:\n%s", strings.Join(tc.args, " "), w, out)
+				}
+			}
+			for _, w := range tc.wantInErr {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, errs)
+				}
+			}
+		})
+	}
+	// A writer's revocations asked for nothing it may not read: no
+	// refusal for an operator to take for a key misused.
+	res, err := http.Get(f.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_code="PermissionDenied"`) && !strings.HasSuffix(l, " 0") {
+			t.Errorf("refusals: %s", l)
+		}
+	}
+}
