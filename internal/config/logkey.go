@@ -25,7 +25,8 @@ func (c *Config) LogKeyFile() string {
 // EnsureLogKey returns the Merkle log's checkpoint signer and its verifier
 // key, creating the key (file mode 0600, its verifier key beside it as
 // verifier.key) on first start; created reports whether it did. A key made
-// for another origin is refused: checkpoints of one log carry one name.
+// for another origin is refused, saying what to do: checkpoints of one log
+// carry one name.
 func EnsureLogKey(c *Config) (signer note.Signer, verifierKey string, created bool, err error) {
 	path := c.LogKeyFile()
 	b, err := os.ReadFile(path)
@@ -53,7 +54,11 @@ func EnsureLogKey(c *Config) (signer note.Signer, verifierKey string, created bo
 		return nil, "", false, fmt.Errorf("log key %s: %w", path, err)
 	}
 	if signer.Name() != c.MerkleLog.Origin {
-		return nil, "", false, fmt.Errorf("log key %s signs for origin %q, but merkleLog.origin is %q: one log keeps one name", path, signer.Name(), c.MerkleLog.Origin)
+		// A log cannot be renamed: its checkpoints, the proofs handed out
+		// and the published verifier key carry the name.
+		return nil, "", false, fmt.Errorf("log key %s signs for origin %q, but merkleLog.origin is %q: one log keeps one name, the one its checkpoints, proofs and published verifier key carry; "+
+			"set merkleLog.origin back to %q to go on with this log, or, to log under %q, start a new log: a new row store (data directory) and a new bucket or evidence directory, where ledgerd makes a key for that name on its first start (docs/operations.md, \"The Merkle log\")",
+			path, signer.Name(), c.MerkleLog.Origin, signer.Name(), c.MerkleLog.Origin)
 	}
 	verifierKey, err = verifierOf(skey)
 	return signer, verifierKey, created, err

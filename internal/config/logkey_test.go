@@ -30,7 +30,20 @@ func TestEnsureLogKey(t *testing.T) {
 		t.Fatalf("second start: %v %v %q", created, err, again)
 	}
 	c.MerkleLog.Origin = "other.example/log"
-	if _, _, _, err := EnsureLogKey(&c); err == nil || !strings.Contains(err.Error(), "one log keeps one name") {
-		t.Fatalf("changed origin: %v", err)
+	_, _, _, err = EnsureLogKey(&c)
+	if err == nil {
+		t.Fatal("changed origin: no error")
+	}
+	// The error says what the operator can do: set the origin back, or
+	// start a new log, and what a new log takes.
+	for _, want := range []string{
+		`signs for origin "localhost/pactledger", but merkleLog.origin is "other.example/log"`,
+		`set merkleLog.origin back to "localhost/pactledger" to go on with this log`,
+		`to log under "other.example/log", start a new log: a new row store (data directory) and a new bucket or evidence directory`,
+		`docs/operations.md, "The Merkle log"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("changed origin: %v\nwant it to say %s", err, want)
+		}
 	}
 }
