@@ -29,6 +29,7 @@ import (
 	"github.com/pactledger/pactledger/internal/buildinfo"
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/storage/bolt"
 )
 
 func main() {
@@ -194,6 +195,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	srv, err := server.New(ctx, cfg, log)
+	if errors.Is(err, bolt.ErrLocked) {
+		return fmt.Errorf("%w: another ledgerd (or ledgerd compact, or migrate --from) is using it: stop that one, or give this one another --data-dir (dataDir in the configuration; store.path when set)", err)
+	}
 	if err != nil {
 		return err
 	}
