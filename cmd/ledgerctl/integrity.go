@@ -136,6 +136,10 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		checked, compared, later int
 		findings                 []*ledgerv1.IntegrityFinding
 	)
+	// Progress goes to a terminal only, over itself, and is erased at
+	// the end: the summary on stdout says the count once.
+	progress := c.terminalErr()
+	shown := 0
 	for {
 		ctx, cancel := c.ctx()
 		rep, err := c.c.CheckIntegrity(ctx, &ledgerv1.CheckIntegrityRequest{PageSize: int32(pageSize), PageToken: token})
@@ -147,16 +151,18 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		compared += int(rep.GetWormCompared())
 		later += int(rep.GetPendingUpload())
 		findings = append(findings, rep.GetFindings()...)
-		if !c.json {
-			fmt.Fprintf(c.errw, "\rchecked %s, %d differ", plural(checked, "row"), len(findings))
-		}
 		token = rep.GetNextPageToken()
 		if token == "" {
 			break
 		}
+		if progress && !c.json {
+			line := fmt.Sprintf("checked %s, %d differ", plural(checked, "row"), len(findings))
+			fmt.Fprintf(c.errw, "\r%-*s", shown, line)
+			shown = len(line)
+		}
 	}
-	if !c.json {
-		fmt.Fprintln(c.errw)
+	if shown > 0 {
+		fmt.Fprintf(c.errw, "\r%*s\r", shown, "")
 	}
 	restored := make([]bool, len(findings))
 	nrestored := 0
@@ -178,7 +184,13 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.out, "%s checked: %d compared with their write-once copy, %d still in the outbox\n", plural(checked, "row"), compared, later)
+		// A row is in one of the two counts unless it keeps no
+		// evidence (the read-only class): nothing to compare.
+		summary := fmt.Sprintf("%s checked: %d compared with their write-once copy, %d still in the outbox", plural(checked, "row"), compared, later)
+		if notKept := checked - compared - later; notKept > 0 {
+			summary += fmt.Sprintf(", %d read-only, whose evidence is not kept (nothing to compare)", notKept)
+		}
+		fmt.Fprintln(c.out, summary)
 		for i, f := range findings {
 			switch {
 			case restored[i]:

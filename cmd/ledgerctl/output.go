@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -48,4 +49,15 @@ func (c *cli) note(format string, args ...any) {
 		return
 	}
 	fmt.Fprintf(c.out, format+"\n", args...)
+}
+
+// terminalErr reports whether the error stream is a terminal, where
+// progress may be written over itself.
+func (c *cli) terminalErr() bool {
+	f, ok := c.errw.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
