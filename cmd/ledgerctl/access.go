@@ -40,7 +40,7 @@ func (c *cli) accessLog(o accessOpts) error {
 	l := listing{header: []string{"seq", "at (UTC)", "key", "roles", "rpc", "query", "rows", "result"}}
 	for _, r := range rep.GetRecords() {
 		l.rows = append(l.rows, []string{fmt.Sprint(r.GetSeq()), when(r.GetAt()), r.GetKey(), strings.Join(r.GetRoles(), " "), r.GetRpc(),
-			c.accessQuery(r), fmt.Sprint(r.GetRows()), r.GetResult()})
+			c.accessQuery(r), accessRows(r), r.GetResult()})
 	}
 	empty := "no reads match"
 	if rep.GetNextPageToken() != "" {
@@ -56,6 +56,17 @@ func (c *cli) accessLog(o accessOpts) error {
 		c.note("(more of the log to read: --all, or --page %s)", rep.GetNextPageToken())
 	}
 	return nil
+}
+
+// accessRows is how many rows a read's reply carried, or "-" for a read
+// whose reply never carries rows (a JWKS snapshot, a listing of this log,
+// which carries its records): a 0 there would read as "nothing came back".
+func accessRows(r *ledgerv1.AccessRecord) string {
+	switch r.GetRpc() {
+	case "GetJwksSnapshot", "ListAccessLog":
+		return "-"
+	}
+	return fmt.Sprint(r.GetRows())
 }
 
 // accessQuery says what a read named, as name=value words.

@@ -37,6 +37,13 @@ func TestAccessLogThroughTheBinary(t *testing.T) {
 		recs[len(recs)-1][4] != "ListAccessLog" || recs[len(recs)-1][5] != "by=auditor" {
 		t.Fatalf("access-log --by admin as csv: %d %v %q", code, err, recs)
 	}
+	// A listing of the log carries records, not rows: its ROWS is "-",
+	// not a 0 that reads as "nothing came back".
+	for _, r := range recs[1:] {
+		if r[6] != "-" {
+			t.Errorf("a ListAccessLog read shows rows %q, want -: %q", r[6], r)
+		}
+	}
 	code, out, _ = exe(t, as("admin"), "access-log", "--limit", "1", "--all")
 	if code != exitOK || strings.Count(out, "\n") < 5 || strings.Contains(out, "more of the log") {
 		t.Fatalf("access-log --all: %d\n%s", code, out)
