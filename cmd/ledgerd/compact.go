@@ -44,6 +44,11 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	level, err := cfg.Log.SlogLevel()
+	if err != nil {
+		return err
+	}
+	jsonLog(stderr, level) // the store logs what it does, as under ledgerd
 	rep, err := server.Compact(ctx, cfg, stdout)
 	if errors.Is(err, bolt.ErrLocked) {
 		return fmt.Errorf("%w: stop ledgerd first (compact needs the file to itself)", err)
@@ -51,8 +56,18 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "done in %s: %d leaves of published tiles left the file, %d entries of rows that are gone were removed and %d of their leaf indexes moved; %s went from %s to %s\n",
-		rep.Took.Round(1e6), rep.Dropped, rep.Leftovers.Total(), rep.Leftovers.Moved, cfg.Store.Path, mib(rep.Before), mib(rep.After))
+	if _, err = fmt.Fprintf(stdout, "done in %s: %d leaves of published tiles left the file, %d entries of rows that are gone were removed and %d of their leaf indexes moved; %s went from %s to %s\n",
+		rep.Took.Round(1e6), rep.Dropped, rep.Leftovers.Total(), rep.Leftovers.Moved, cfg.Store.Path, mib(rep.Before), mib(rep.After)); err != nil {
+		return err
+	}
+	if rep.Before-rep.After < bolt.GrowStep {
+		what := "did not shrink"
+		if rep.After < rep.Before {
+			what = "shrank little"
+		}
+		_, err = fmt.Fprintf(stdout, "the file %s: bbolt grows a file %d MiB at a time past the pages it uses, and the copy was made the same way, so compacting frees only the free pages beyond those %d MiB; a small or young file (a new ledger's is %d MiB) keeps about its size, or grows a little. Nothing is wrong.\n",
+			what, bolt.GrowStep>>20, bolt.GrowStep>>20, bolt.GrowStep>>20)
+	}
 	return err
 }
 

@@ -189,8 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
-	slog.SetDefault(log)
+	log := jsonLog(stderr, level)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -215,6 +214,14 @@ func reloadOnHangup(ctx context.Context, srv *server.Server, hup <-chan os.Signa
 			_ = srv.ReloadTLS(ctx) // logged by ReloadTLS
 		}
 	}
+}
+
+// jsonLog returns ledgerd's log, JSON lines on w from level up, and makes
+// it the default, which the stores log to.
+func jsonLog(w io.Writer, level slog.Level) *slog.Logger {
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
+	slog.SetDefault(log)
+	return log
 }
 
 // readableDurations writes a duration in the log as Go prints it ("1.5ms",

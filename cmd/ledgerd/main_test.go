@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -241,6 +242,37 @@ func TestCompactCommand(t *testing.T) {
 	}
 	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
 		t.Fatalf("layout after compact: %x, want 10", v)
+	}
+}
+
+// ledgerd compact logs JSON lines on stderr, as ledgerd does, and says
+// plainly when a small file could not shrink.
+func TestCompactLogsAndSmallFiles(t *testing.T) {
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	dir := t.TempDir()
+	st, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"compact", "--data-dir", dir}, &stdout, &stderr); err != nil {
+		t.Fatalf("compact: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatalf("compact logged nothing; stdout:\n%s", stdout.String())
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("log line is not JSON: %s", l)
+		}
+	}
+	if s := stdout.String(); !strings.Contains(s, "did not shrink") || !strings.Contains(s, "16 MiB") || !strings.Contains(s, "Nothing is wrong") {
+		t.Errorf("compact of a new, near-empty file printed:\n%s", s)
 	}
 }
 

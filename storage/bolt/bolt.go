@@ -185,6 +185,13 @@ func openDB(path string, timeout time.Duration) (*bolt.DB, error) {
 	return openLocked(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType, NoFreelistSync: false, InitialMmapSize: 1 << 30})
 }
 
+// GrowStep is how far past the pages it uses a file opened by openDB
+// grows when it needs room: bbolt's allocation size (DB.AllocSize, 16
+// MiB), since the initial map (1 GiB) is larger. A new file is this
+// size, and a compacted copy (CompactFile) is its pages in use and about
+// this much more: compaction cannot make a file smaller than that.
+const GrowStep = 16 << 20
+
 // openLocked opens the bbolt file at path with opts, waiting up to
 // opts.Timeout (0: for as long as it takes) for its lock, and returns it
 // once the lock it holds is on the file path names. A compaction renames
