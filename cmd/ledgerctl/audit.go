@@ -561,11 +561,6 @@ func (c *cli) logAudit(o auditOpts) error {
 	}
 	key, err := logKeyArg(o.logKey)
 	if err != nil {
-		if _, rerr := os.ReadFile(o.logKey); rerr != nil {
-			// Most likely a path to the verifier key file, copied from
-			// an example: say where ledgerd keeps it.
-			return usagef("--log-key: %v, and %q is not a verifier key (<origin>+<hash>+<key>) either; ledgerd writes its verifier key to <dataDir>/log/verifier.key (beside merkleLog.keyFile when that is set): pass that file, a copy of it, or the key as published", rerr, o.logKey)
-		}
 		return err
 	}
 	periods, err := parseRetention(o.retention)

@@ -31,7 +31,9 @@ func logKeyArg(v string) (string, error) {
 	}
 	b, err := os.ReadFile(v)
 	if err != nil {
-		return "", usagef("--log-key %q is neither a verifier key (<origin>+<hash>+<key>) nor a readable file", v)
+		// Most likely a path to the verifier key file, copied from an
+		// example: say where ledgerd keeps it.
+		return "", usagef("--log-key %q is neither a verifier key (<origin>+<hash>+<key>) nor a readable file (%v); ledgerd writes its verifier key to <dataDir>/log/verifier.key (beside merkleLog.keyFile when that is set): pass that file, a copy of it, or the key as published", v, err)
 	}
 	k := strings.TrimSpace(string(b))
 	if _, err := note.NewVerifier(k); err != nil {
