@@ -215,7 +215,8 @@ type Provider struct {
 	Listen string `yaml:"listen"`
 	// BaseURL is its public URL; default http://<listen>.
 	BaseURL string `yaml:"baseUrl"`
-	// BrandsDir holds one YAML file per brand; default the built-in demo brand.
+	// BrandsDir holds one YAML file per brand; default the built-in demo
+	// brands (acme, skyways).
 	BrandsDir string `yaml:"brandsDir"`
 	// Domains maps a brand's own host name to its id, for serving its card
 	// at https://{domain}/.well-known/agent-card.json.
