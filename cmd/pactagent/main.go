@@ -71,6 +71,9 @@ func main() {
 	}
 }
 
+// commands are pactagent's commands, as run dispatches them.
+var commands = []string{"init", "jwks", "serve", "send", "authorize", "receipts"}
+
 type usageErr struct{ msg string }
 
 func (e usageErr) Error() string { return e.msg }
@@ -93,6 +96,9 @@ func run(args []string, out io.Writer) error {
 		_, err := fmt.Fprint(out, usage)
 		return err
 	}
+	if !slices.Contains(commands, args[0]) {
+		return usageErr{"unknown command " + args[0]}
+	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dir := fs.String("dir", "", "")
@@ -105,7 +111,10 @@ func run(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "")
 	scope := fs.String("scope", "", "")
 	identityOnly := fs.Bool("identity-only", false, "")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprint(out, usage)
+		return err
+	} else if err != nil {
 		return usageErr{err.Error()}
 	}
 	// flag stops at the first word that is not a flag: a flag after the
