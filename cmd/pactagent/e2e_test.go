@@ -244,6 +244,11 @@ func TestDelegatedEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Allowed: orders:read") || !strings.Contains(out, "Not allowed: orders:cancel") {
 		t.Fatalf("partial consent: %v\n%s", err, out)
 	}
+	// The link is to sign in with the organization the card names, not
+	// with its support agent.
+	if !strings.Contains(out, "sign in with Acme Outfitters and choose") || !strings.Contains(out, "Asking Acme Outfitters for permission") {
+		t.Fatalf("who to sign in with:\n%s", out)
+	}
 	if g := e.grantFile("jane"); g == nil || strings.Join(g.Token.Scopes, " ") != "orders:read" {
 		t.Fatalf("kept grant %+v", g)
 	}

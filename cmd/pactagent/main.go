@@ -500,7 +500,7 @@ func (a *agent) grant(ctx context.Context, flow *client.DeviceFlow) (*grantFile,
 
 // authorize asks for scopes, shows the user the Brand's link and waits.
 func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes []string) (*client.TokenSet, error) {
-	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.card.Name)
+	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.card.Organization())
 	for _, s := range scopes {
 		fmt.Fprintf(a.out, "  - %s (%s)\n", flow.Scopes[s], s)
 	}
@@ -513,7 +513,7 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes [
 		link = d.VerificationURI
 	}
 	fmt.Fprintf(a.out, "Open this link to sign in with %s and choose what to allow (code %s, valid %d min):\n  %s\n",
-		a.card.Name, d.UserCode, max(1, d.ExpiresIn/60), link)
+		a.card.Organization(), d.UserCode, max(1, d.ExpiresIn/60), link)
 	fmt.Fprint(a.out, "waiting for approval")
 	ts, err := a.c.WaitForToken(ctx, flow, a.user, d, func() { fmt.Fprint(a.out, ".") })
 	fmt.Fprintln(a.out)
@@ -548,7 +548,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) err
 	}
 	flow, ok := a.card.Delegation()
 	if !ok {
-		return fmt.Errorf("%s does not offer delegation: talk to it without (pactagent send)", a.card.Name)
+		return fmt.Errorf("%s does not offer delegation: talk to its agent without (pactagent send)", a.card.Organization())
 	}
 	if len(scopes) == 0 {
 		ids := make([]string, 0, len(flow.Scopes))
@@ -556,7 +556,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) err
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		fmt.Fprintf(out, "%s offers these permissions:\n", a.card.Name)
+		fmt.Fprintf(out, "%s offers these permissions:\n", a.card.Organization())
 		for _, id := range ids {
 			fmt.Fprintf(out, "  %-20s %s\n", id, flow.Scopes[id])
 		}
@@ -565,7 +565,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) err
 	}
 	for _, s := range scopes {
 		if _, ok := flow.Scopes[s]; !ok {
-			return fmt.Errorf("%s does not offer scope %q (run without --scope to list them)", a.card.Name, s)
+			return fmt.Errorf("%s does not offer scope %q (run without --scope to list them)", a.card.Organization(), s)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -33,13 +33,27 @@ func newID() string {
 
 // Card is the part of an Agent Card a personal agent needs.
 type Card struct {
-	Name                string `json:"name"`
+	Name string `json:"name"`
+	// Provider is the organization behind the agent (A2A AgentProvider).
+	Provider struct {
+		Organization string `json:"organization"`
+		URL          string `json:"url"`
+	} `json:"provider"`
 	SupportedInterfaces []struct {
 		URL             string `json:"url"`
 		ProtocolBinding string `json:"protocolBinding"`
 		ProtocolVersion string `json:"protocolVersion"`
 	} `json:"supportedInterfaces"`
 	SecuritySchemes map[string]securityScheme `json:"securitySchemes"`
+}
+
+// Organization is the business the card's agent speaks for, which the User
+// signs in with: the card's provider.organization, else its name.
+func (c *Card) Organization() string {
+	if c.Provider.Organization != "" {
+		return c.Provider.Organization
+	}
+	return c.Name
 }
 
 // Interface returns the URL of the HTTP+JSON 1.0 interface, chosen by
