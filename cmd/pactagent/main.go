@@ -357,25 +357,23 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 			return err
 		}
 	}
-	var reply *a2a.Message
-	if g == nil {
-		reply, err = a.c.Send(ctx, a.iface, user, contextID, "", text)
-		var se *client.SendError
-		if errors.As(err, &se) && se.Reason == a2a.ReasonUnsupported && contextID != "" {
-			// The Brand closed the conversation: start a new one.
-			reply, err = a.c.Send(ctx, a.iface, user, "", "", text)
-		}
-	} else {
-		reply, err = a.sendDelegated(ctx, flow, g, contextID, text)
+	if o.identityOnly {
+		// PACT §3 alone: a step-up is shown, not answered.
+		flow = nil
 	}
+	r, g, err := a.converse(ctx, flow, g, contextID, text)
 	if err != nil {
 		return err
 	}
-	contexts[key] = reply.ContextID
+	contexts[key] = r.ContextID()
 	b, _ := json.MarshalIndent(contexts, "", "  ")
 	if err := os.WriteFile(ctxPath, b, 0o600); err != nil {
 		return err
 	}
+	if r.Task != nil {
+		return a.showStepUp(r.Task, delegating, o.asJSON)
+	}
+	reply := r.Message
 	var receipt *client.Receipt
 	if g != nil {
 		if receipt, err = a.c.VerifyReceipt(ctx, flow, a.iface, reply); err != nil {
@@ -405,49 +403,90 @@ func actionList(as []a2a.ReceiptAction) string {
 	return strings.Join(s, " ")
 }
 
-// sendDelegated sends with the delegation token. On a step-up it asks the
-// Brand for the missing scopes (with those already granted), shows the
-// user the link, waits, and sends again in the same context.
-func (a *agent) sendDelegated(ctx context.Context, flow *client.DeviceFlow, g *grantFile, contextID, text string) (*a2a.Message, error) {
+// converse sends text, with the user's delegation token when g is set, and
+// returns the reply and the grant it was sent under. A step-up (PACT §5.5)
+// is a task in TASK_STATE_AUTH_REQUIRED naming the missing scopes: a turn
+// that needs a scope the token lacks, or, at a Brand whose account actions
+// step up without a token (withoutToken: stepUp), an account action asked
+// under §3 alone. With flow, converse asks the Brand for the missing scopes
+// (with those already held), shows the user the link, waits, and sends
+// again in the same context with the new token. Without flow (the Brand
+// offers no delegation, or the user chose §3 alone) the task is the reply.
+func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, g *grantFile, contextID, text string) (*client.SendReply, *grantFile, error) {
 	for range 3 {
-		r, err := a.c.SendDelegated(ctx, a.iface, a.user, contextID, "", text, g.Token.AccessToken)
+		var r *client.SendReply
+		var err error
+		if g == nil {
+			r, err = a.c.Send(ctx, a.iface, a.user, contextID, "", text)
+		} else {
+			r, err = a.c.SendDelegated(ctx, a.iface, a.user, contextID, "", text, g.Token.AccessToken)
+		}
 		var se *client.SendError
-		if errors.As(err, &se) && se.Status == http.StatusUnauthorized && strings.Contains(se.Message, "invalid_token") {
+		if g != nil && errors.As(err, &se) && se.Status == http.StatusUnauthorized && strings.Contains(se.Message, "invalid_token") {
 			_ = a.dropGrant()
-			return nil, errors.New("the Brand refused the delegation token (the grant was revoked or has expired); run pactagent authorize again")
+			return nil, nil, errors.New("the Brand refused the delegation token (the grant was revoked or has expired); run pactagent authorize again")
 		}
 		if errors.As(err, &se) && se.Reason == a2a.ReasonUnsupported && contextID != "" {
+			// The Brand closed the conversation: start a new one.
 			contextID = ""
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if r.Message != nil {
-			return r.Message, nil
+			return r, g, nil
 		}
 		if r.Task.Status.State != "TASK_STATE_AUTH_REQUIRED" || len(r.Task.Metadata.MissingScopes) == 0 {
-			return nil, fmt.Errorf("the Brand answered with a task in state %s", r.Task.Status.State)
+			return nil, nil, fmt.Errorf("the Brand answered with a task in state %s", r.Task.Status.State)
+		}
+		if flow == nil {
+			return r, g, nil
 		}
 		if r.Task.Status.Message != nil {
 			fmt.Fprintln(a.out, client.ReplyText(r.Task.Status.Message))
 		}
 		// PACT §5.5: repeat §5.3 for the missing scopes, keeping the ones held.
-		want := append(slices.Clone(g.Token.Scopes), r.Task.Metadata.MissingScopes...)
+		var want []string
+		if g != nil {
+			want = slices.Clone(g.Token.Scopes)
+		}
+		want = append(want, r.Task.Metadata.MissingScopes...)
 		slices.Sort(want)
 		ts, err := a.authorize(ctx, flow, slices.Compact(want))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, m := range r.Task.Metadata.MissingScopes {
 			if !slices.Contains(ts.Scopes, m) {
-				return nil, fmt.Errorf("the user did not allow %s, which this needs", m)
+				return nil, nil, fmt.Errorf("the user did not allow %s, which this needs", m)
 			}
 		}
-		g.Token = *ts
+		g = &grantFile{Token: *ts}
 		contextID = r.Task.ContextID
 	}
-	return nil, errors.New("the Brand kept asking for more permission")
+	return nil, nil, errors.New("the Brand kept asking for more permission")
+}
+
+// showStepUp prints a step-up task the agent does not answer itself (PACT
+// §3 alone): the Brand's message and its sign-in link. delegating says
+// whether sending without --identity-only would ask for the permission.
+func (a *agent) showStepUp(t *client.Task, delegating, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(a.out).Encode(map[string]any{"task": t})
+	}
+	if t.Status.Message != nil {
+		fmt.Fprintln(a.out, client.ReplyText(t.Status.Message))
+	}
+	scopes := strings.Join(t.Metadata.MissingScopes, " ")
+	if l := t.Metadata.VerificationURIComplete; l != "" {
+		fmt.Fprintf(a.out, "To allow it (%s), sign in with %s at:\n  %s\n", scopes, a.card.Organization(), l)
+	}
+	if delegating {
+		fmt.Fprintf(a.out, "Or send again without --identity-only: pactagent then asks %s for %s itself and carries on in this conversation.\n", a.card.Organization(), scopes)
+	}
+	_, err := fmt.Fprintf(a.out, "(context %s)\n", t.ContextID)
+	return err
 }
 
 // grantFile is the user's delegation at one Brand, kept in DIR/grants.json.

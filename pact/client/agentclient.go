@@ -244,6 +244,14 @@ type SendReply struct {
 	Task    *Task
 }
 
+// ContextID is the conversation the reply belongs to.
+func (r *SendReply) ContextID() string {
+	if r.Message != nil {
+		return r.Message.ContextID
+	}
+	return r.Task.ContextID
+}
+
 // SendDelegated sends text with a delegation token (PACT §5.5) and returns
 // the message, or the step-up task.
 func (c *Client) SendDelegated(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) (*SendReply, error) {
@@ -251,6 +259,11 @@ func (c *Client) SendDelegated(ctx context.Context, iface, sub, contextID, messa
 	if err != nil {
 		return nil, err
 	}
+	return decodeReply(raw)
+}
+
+// decodeReply decodes the answer to message:send: a message or a task.
+func decodeReply(raw []byte) (*SendReply, error) {
 	var out struct {
 		Message *a2a.Message `json:"message"`
 		Task    *Task        `json:"task"`

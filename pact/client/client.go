@@ -136,20 +136,17 @@ func (e *SendError) Error() string {
 	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message)
 }
 
-// Send sends text as sub to the interface URL, continuing contextID when it
-// is set, with messageID (a new one when empty). It returns the reply.
-func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, text string) (*a2a.Message, error) {
+// Send sends text as sub to the interface URL under PACT §3 alone,
+// continuing contextID when it is set, with messageID (a new one when
+// empty). It returns the message, or the step-up task of a Brand that
+// answers an account action asked without a delegation token with one
+// (§5.5).
+func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, text string) (*SendReply, error) {
 	raw, err := c.send(ctx, iface, sub, contextID, messageID, text, "")
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Message *a2a.Message `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || out.Message == nil {
-		return nil, fmt.Errorf("reply is not { \"message\": … }: %s", raw)
-	}
-	return out.Message, nil
+	return decodeReply(raw)
 }
 
 // send posts message:send, with a delegation token when one is given, and
