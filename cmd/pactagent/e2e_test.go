@@ -380,16 +380,18 @@ func (e *e2e) refusal(query, want string) {
 }
 
 // authorizeAll runs pactagent authorize for read and cancel and lets the
-// customer allow both.
-func (e *e2e) authorizeAll(c *customer.Customer, user string) {
+// customer allow both. It returns what the agent printed.
+func (e *e2e) authorizeAll(c *customer.Customer, user string) string {
 	e.t.Helper()
 	p := e.start(e.agent(user, "authorize", "--scope", "orders:read orders:cancel")...)
 	if _, err := c.Answer(context.Background(), e.link(p), customer.Decision{}); err != nil {
 		e.t.Fatal(err)
 	}
-	if out, err := e.wait(p); err != nil {
+	out, err := e.wait(p)
+	if err != nil {
 		e.t.Fatalf("authorize: %v\n%s", err, out)
 	}
+	return out
 }
 
 // revoked waits for the ledger to know the grant is revoked.

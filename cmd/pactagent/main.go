@@ -562,20 +562,55 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes [
 	if err != nil {
 		return nil, err
 	}
-	var kept, not []string
-	for _, s := range scopes {
+	a.showGrant(scopes, ts)
+	return ts, a.saveGrant(&grantFile{Token: *ts})
+}
+
+// showGrant prints what the token allows (all of it: when consent was
+// skipped, it carries an earlier grant that may hold more than was asked)
+// and what it does not, and which of the Brand's accounts it is for,
+// noting when that differs from the user's previous grant or is another
+// user's too.
+func (a *agent) showGrant(asked []string, ts *client.TokenSet) {
+	var allowed, earlier, not []string
+	for _, s := range asked {
 		if slices.Contains(ts.Scopes, s) {
-			kept = append(kept, s)
+			allowed = append(allowed, s)
 		} else {
 			not = append(not, s)
 		}
 	}
-	fmt.Fprintf(a.out, "Allowed: %s\n", strings.Join(kept, " "))
+	for _, s := range ts.Scopes {
+		if !slices.Contains(asked, s) {
+			earlier = append(earlier, s)
+		}
+	}
+	allowed = append(allowed, earlier...)
+	if len(earlier) > 0 {
+		fmt.Fprintf(a.out, "Allowed: %s (%s allowed before, with the grant this one continues)\n", strings.Join(allowed, " "), strings.Join(earlier, " "))
+	} else {
+		fmt.Fprintf(a.out, "Allowed: %s\n", strings.Join(allowed, " "))
+	}
 	if len(not) > 0 {
 		fmt.Fprintf(a.out, "Not allowed: %s\n", strings.Join(not, " "))
 	}
-	g := &grantFile{Token: *ts}
-	return ts, a.saveGrant(g)
+	org := a.card.Organization()
+	if ts.User == "" {
+		fmt.Fprintf(a.out, "The token does not say which %s account signed in; the Brand's account page lists each account's grants.\n", org)
+		return
+	}
+	fmt.Fprintf(a.out, "Signed in as the %s account %s: pactagent acts for it as %s.\n", org, ts.User, a.user)
+	for k, g := range a.grants() {
+		iface, user, _ := strings.Cut(k, " ")
+		switch {
+		case iface != a.iface || g.Token.User == "":
+		case user == a.user && g.Token.User != ts.User:
+			fmt.Fprintf(a.out, "Note: %s's previous grant here was for account %s. If %s is not %s's, revoke this grant on the %s account page and authorize again, signing in with %s's own account; a conversation held as %s needs --new.\n",
+				a.user, g.Token.User, ts.User, a.user, org, a.user, g.Token.User)
+		case user != a.user && g.Token.User == ts.User:
+			fmt.Fprintf(a.out, "Note: %s's grant here is for the same account %s.\n", user, ts.User)
+		}
+	}
 }
 
 // authorizeCmd is pactagent authorize: without scopes it lists what the

@@ -47,7 +47,7 @@ func TestStepUpWithoutAGrant(t *testing.T) {
 	}
 	out, err = e.wait(p)
 	for _, want := range []string{"I need your permission (flights:rebook)", "sign in with SkyWays Airlines and choose", "Allowed: flights:rebook",
-		"Booking SKY-20931 is rebooked onto SK 212", "receipt verified"} {
+		"Signed in as the SkyWays Airlines account sky-4471", "Booking SKY-20931 is rebooked onto SK 212", "receipt verified"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Fatalf("step-up without a grant: %v; want %q in\n%s", err, want, out)
 		}

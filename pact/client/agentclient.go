@@ -78,6 +78,10 @@ type TokenSet struct {
 	Scopes       []string  `json:"scopes"` // what the User approved: maybe less than asked
 	Expires      time.Time `json:"expires"`
 	GrantID      string    `json:"grantId"`
+	// User is the Brand's id of the account that signed in and approved:
+	// the token's sub (PACT §5.4), read unverified; empty when the token
+	// does not say.
+	User string `json:"user,omitempty"`
 }
 
 // OAuthError is an error answer of the Brand's authorization server.
@@ -166,12 +170,14 @@ func (t tokenReply) set(now time.Time) (*TokenSet, error) {
 	}
 	ts := &TokenSet{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Scopes: strings.Fields(t.Scope), Expires: now.Add(time.Duration(t.ExpiresIn) * time.Second)}
 	// The token is the Brand's to read and the agent's to carry; the grant
-	// id is read, unverified, only to file receipts under it.
+	// id and the Brand user are read, unverified, only to file receipts
+	// under the grant and to show the User which account they signed in as.
 	var c struct {
 		GrantID string `json:"grant_id"`
+		Subject string `json:"sub"`
 	}
 	if _, err := verifier.DecodeClaims(t.AccessToken, &c); err == nil {
-		ts.GrantID = c.GrantID
+		ts.GrantID, ts.User = c.GrantID, c.Subject
 	}
 	return ts, nil
 }
