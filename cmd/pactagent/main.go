@@ -314,6 +314,10 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 		return nil, err
 	}
 	c := &client.Client{Token: tok, Issuer: s.Issuer, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	// PACT §6: on 429 wait Retry-After before trying again.
+	c.OnRateLimited = func(wait time.Duration, retry int) {
+		fmt.Fprintf(out, "The Brand is busy (HTTP 429): trying again in %s (%d of %d).\n", wait, retry, client.RateLimitRetries)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	card, err := c.FetchCard(ctx, cardURL)

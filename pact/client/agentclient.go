@@ -104,18 +104,20 @@ var ErrDenied = errors.New("the user denied the request")
 // form posts an OAuth form with the personal-agent JWT as the client
 // authentication (PACT §5.3) and decodes the JSON answer into out.
 func (c *Client) form(ctx context.Context, endpoint, sub string, v url.Values, out any) error {
-	tok, err := c.Token(sub)
-	if err != nil {
-		return err
-	}
 	v.Set("client_id", c.Issuer)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(v.Encode()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	res, err := c.http().Do(req)
+	res, err := c.do(ctx, func() (*http.Request, error) {
+		tok, err := c.Token(sub)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(v.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return req, nil
+	})
 	if err != nil {
 		return err
 	}
@@ -189,10 +191,8 @@ func (c *Client) WaitForToken(ctx context.Context, f *DeviceFlow, sub string, d 
 	interval := time.Duration(d.Interval) * time.Second
 	deadline := time.Now().Add(time.Duration(d.ExpiresIn) * time.Second)
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(interval):
+		if err := c.sleep(ctx, interval); err != nil {
+			return nil, err
 		}
 		if waiting != nil {
 			waiting()

@@ -76,6 +76,14 @@ type Client struct {
 	Token func(sub string) (string, error)
 	// Issuer is the personal agent's issuer URL: its OAuth client_id.
 	Issuer string
+	// OnRateLimited, when set, is told before each wait for a request the
+	// Brand answered 429: the wait its Retry-After asks for and the retry
+	// about to come (1 to RateLimitRetries).
+	OnRateLimited func(wait time.Duration, retry int)
+	// Sleep, when set, waits d or until ctx ends (returning its error):
+	// between polls of the token endpoint and before a retry after a 429.
+	// Nil waits on a timer; tests set it so as not to wait.
+	Sleep func(ctx context.Context, d time.Duration) error
 
 	clientState
 }
@@ -91,11 +99,7 @@ func (c *Client) FetchCard(ctx context.Context, url string) (*Card, error) {
 
 // getJSON fetches u and decodes at most limit bytes of its JSON into out.
 func (c *Client) getJSON(ctx context.Context, u string, limit int64, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	res, err := c.http().Do(req)
+	res, err := c.do(ctx, func() (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, u, nil) })
 	if err != nil {
 		return err
 	}
@@ -152,10 +156,6 @@ func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, tex
 // send posts message:send, with a delegation token when one is given, and
 // returns the 200 body.
 func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) ([]byte, error) {
-	tok, err := c.Token(sub)
-	if err != nil {
-		return nil, err
-	}
 	if messageID == "" {
 		messageID = newID()
 	}
@@ -164,17 +164,23 @@ func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, tex
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, iface+"/message:send", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	if delegation != "" {
-		req.Header.Set("X-A2A-User-Delegation", "Bearer "+delegation)
-	}
-	res, err := c.http().Do(req)
+	res, err := c.do(ctx, func() (*http.Request, error) {
+		tok, err := c.Token(sub)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, iface+"/message:send", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Version", "1.0")
+		if delegation != "" {
+			req.Header.Set("X-A2A-User-Delegation", "Bearer "+delegation)
+		}
+		return req, nil
+	})
 	if err != nil {
 		return nil, err
 	}
