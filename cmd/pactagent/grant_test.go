@@ -34,6 +34,11 @@ func TestGrantNamesTheAccount(t *testing.T) {
 		t.Fatalf("kept grant %+v", g)
 	}
 
+	// A conversation, held as Jane's account.
+	if out, err := e.wait(e.start(e.agent("jane", "send", "status of A-88213")...)); err != nil || !strings.Contains(out, "shipped") {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+
 	// The agent's user jane, signed in at the Brand as Sam.
 	p = e.start(e.agent("jane", "authorize", "--scope", "orders:read")...)
 	if _, err := sam.Answer(ctx, e.link(p), customer.Decision{}); err != nil {
@@ -42,6 +47,12 @@ func TestGrantNamesTheAccount(t *testing.T) {
 	out, err = e.wait(p)
 	if err != nil || !strings.Contains(out, "Acme Outfitters account acct-10977") || !strings.Contains(out, "jane's previous grant here was for account acct-48213") {
 		t.Fatalf("authorize as another account: %v\n%s", err, out)
+	}
+	// The conversation held as Jane's account refuses Sam's token: the
+	// agent says to start a new one.
+	_, err = e.wait(e.start(e.agent("jane", "send", "status of A-88213")...))
+	if err == nil || !strings.Contains(err.Error(), "acts for another user") || !strings.Contains(err.Error(), "send with --new") {
+		t.Fatalf("a conversation of another account: %v", err)
 	}
 	// And the agent's user sam, signed in as Sam too.
 	out = e.authorizeAll(sam, "sam")

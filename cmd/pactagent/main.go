@@ -296,12 +296,14 @@ func signer(k *jose.JSONWebKey, s settings) (func(sub string) (string, error), e
 
 // agent is a loaded personal agent talking to one Brand.
 type agent struct {
-	dir   string
-	c     *client.Client
-	card  *client.Card
-	iface string
-	user  string
-	out   io.Writer
+	dir      string
+	settings settings
+	kid      string // the signing key's id
+	c        *client.Client
+	card     *client.Card
+	iface    string
+	user     string
+	out      io.Writer
 }
 
 func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
@@ -322,13 +324,13 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	defer cancel()
 	card, err := c.FetchCard(ctx, cardURL)
 	if err != nil {
-		return nil, err
+		return nil, explainCard(ctx, c, cardURL, err)
 	}
 	iface, err := card.Interface()
 	if err != nil {
 		return nil, err
 	}
-	return &agent{dir: dir, c: c, card: card, iface: iface, user: user, out: out}, nil
+	return &agent{dir: dir, settings: s, kid: k.KeyID, c: c, card: card, iface: iface, user: user, out: out}, nil
 }
 
 type sendOpts struct{ fresh, asJSON, identityOnly bool }
@@ -337,11 +339,13 @@ type sendOpts struct{ fresh, asJSON, identityOnly bool }
 // card's Brand unless fresh, and remembers the context in DIR/contexts.json.
 // With the user's delegation for this Brand it sends the token, handles a
 // step-up, and verifies and keeps the receipt.
-func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
+func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error) {
 	a, err := connect(dir, cardURL, user, out)
 	if err != nil {
 		return err
 	}
+	contextID := ""
+	defer func() { err = a.explain(err, contextID) }()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctxPath := filepath.Join(dir, "contexts.json")
@@ -350,7 +354,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) error {
 		_ = json.Unmarshal(b, &contexts)
 	}
 	key := a.iface + " " + user
-	contextID := contexts[key]
+	contextID = contexts[key]
 	if o.fresh {
 		contextID = ""
 	}
@@ -563,6 +567,9 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes [
 	if errors.Is(err, client.ErrDenied) {
 		return nil, errors.New("the user denied the request at the Brand")
 	}
+	if errors.Is(err, client.ErrExpired) {
+		return nil, fmt.Errorf("%w: run pactagent authorize --scope %q again (or send again) for a new link", err, strings.Join(scopes, " "))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -619,11 +626,12 @@ func (a *agent) showGrant(asked []string, ts *client.TokenSet) {
 
 // authorizeCmd is pactagent authorize: without scopes it lists what the
 // Brand offers; with them it asks for them.
-func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) error {
+func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) (err error) {
 	a, err := connect(dir, cardURL, user, out)
 	if err != nil {
 		return err
 	}
+	defer func() { err = a.explain(err, "") }()
 	flow, ok := a.card.Delegation()
 	if !ok {
 		return fmt.Errorf("%s does not offer delegation: talk to its agent without (pactagent send)", a.card.Organization())

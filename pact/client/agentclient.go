@@ -101,6 +101,10 @@ func (e *OAuthError) Error() string {
 // ErrDenied: the User denied the request at the Brand.
 var ErrDenied = errors.New("the user denied the request")
 
+// ErrExpired: the device code expired before the User approved (RFC 8628
+// §3.5 expired_token); a new authorization gives a new link.
+var ErrExpired = errors.New("the sign-in link expired before the user approved")
+
 // form posts an OAuth form with the personal-agent JWT as the client
 // authentication (PACT §5.3) and decodes the JSON answer into out.
 func (c *Client) form(ctx context.Context, endpoint, sub string, v url.Values, out any) error {
@@ -209,12 +213,12 @@ func (c *Client) WaitForToken(ctx context.Context, f *DeviceFlow, sub string, d 
 		case errors.As(err, &oe) && oe.Code == "access_denied":
 			return nil, ErrDenied
 		case errors.As(err, &oe) && oe.Code == "expired_token":
-			return nil, errors.New("the sign-in link expired before the user approved; ask again")
+			return nil, ErrExpired
 		default:
 			return nil, fmt.Errorf("token: %w", err)
 		}
 		if d.ExpiresIn > 0 && time.Now().After(deadline) {
-			return nil, errors.New("the sign-in link expired before the user approved; ask again")
+			return nil, ErrExpired
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/pact/a2a"
@@ -105,13 +106,24 @@ func (c *Client) getJSON(ctx context.Context, u string, limit int64, out any) er
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", u, res.StatusCode)
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return &HTTPError{Method: http.MethodGet, URL: u, Status: res.StatusCode, Body: strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))}
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, limit)).Decode(out); err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	return nil
 }
+
+// HTTPError is an answer other than 200 to a GET: its status, and the
+// start of its body, which may say why.
+type HTTPError struct {
+	Method, URL string
+	Status      int
+	Body        string
+}
+
+func (e *HTTPError) Error() string { return fmt.Sprintf("%s %s: HTTP %d", e.Method, e.URL, e.Status) }
 
 func (c *Client) http() *http.Client {
 	if c.HTTP != nil {

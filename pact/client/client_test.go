@@ -107,3 +107,28 @@ func TestSendWaitsOutRateLimits(t *testing.T) {
 		t.Fatalf("a wait of an hour: %v, waits %v", err, s.waits)
 	}
 }
+
+// The token endpoint's expired_token is ErrExpired; slow_down makes the
+// polls 5 s further apart (RFC 8628 §3.5).
+func TestWaitForTokenExpired(t *testing.T) {
+	var polls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := map[int32]string{1: "authorization_pending", 2: "slow_down"}[polls.Add(1)]
+		if code == "" {
+			code = "expired_token"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"` + code + `"}`))
+	}))
+	defer srv.Close()
+	var s sleeper
+	c := newClient(&s)
+	_, err := c.WaitForToken(context.Background(), &DeviceFlow{TokenURL: srv.URL}, "u", &DeviceStart{DeviceCode: "d", Interval: 5, ExpiresIn: 600}, nil)
+	if !errors.Is(err, ErrExpired) {
+		t.Fatalf("expired_token: %v", err)
+	}
+	if want := []time.Duration{5 * time.Second, 5 * time.Second, 10 * time.Second}; !slices.Equal(s.waits, want) {
+		t.Errorf("waits %v, want %v", s.waits, want)
+	}
+}
