@@ -37,7 +37,11 @@ func (a *agent) explain(err error, contextID string) error {
 			"  - the Provider cannot fetch its keys: %s",
 			err, a.card.Organization(), a.settings.Issuer, a.settings.Audience, a.probeJWKS())
 	case errors.As(err, &se) && se.Reason == a2a.ReasonInternal && strings.Contains(se.Detail, "keys could not be fetched"):
-		return fmt.Errorf("%w: the Provider could not fetch this agent's keys: %s", err, a.probeJWKS())
+		again := ""
+		if se.RetryAfter > 0 {
+			again = fmt.Sprintf("; the Provider waits before fetching them again: try again in %s", se.RetryAfter)
+		}
+		return fmt.Errorf("%w: the Provider could not fetch this agent's keys: %s%s", err, a.probeJWKS(), again)
 	case errors.As(err, &se) && se.Reason == a2a.ReasonInvalidParams && contextID != "" && strings.Contains(se.Detail, "another user"):
 		return fmt.Errorf("%w: this conversation was held as another of %s's accounts than the one the grant is for; send with --new to start a new one", err, a.card.Organization())
 	case errors.As(err, &se) && se.Reason == a2a.ReasonInvalidParams && contextID != "" && strings.Contains(se.Message+se.Detail, "Unknown contextId"):

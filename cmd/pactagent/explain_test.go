@@ -72,3 +72,24 @@ func TestConversationRefusedSuggestsNew(t *testing.T) {
 		}
 	}
 }
+
+// A Provider that could not fetch the agent's keys answers INTERNAL with
+// Retry-After: the agent says whether its JWKS answers and when to try
+// again.
+func TestKeysNotFetchedSaysWhy(t *testing.T) {
+	card := fakeBrand(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/a2a+json")
+		w.Header().Set("Retry-After", "10")
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": 500, "status": "INTERNAL", "message": "Internal error",
+			"details": []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "INTERNAL", "domain": "a2a-protocol.org",
+				"metadata": map[string]string{"detail": "the personal agent's keys could not be fetched; retry"}}}}})
+	})
+	dir := newAgentDir(t)
+	err := run([]string{"send", "--dir", dir, "--card", card, "--user", "u", "hi"}, &bytes.Buffer{})
+	for _, want := range []string{"nothing answers at http://127.0.0.1:1/.well-known/jwks.json", "pactagent serve --dir " + dir, "try again in 10s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v; want %q", err, want)
+		}
+	}
+}

@@ -134,12 +134,14 @@ func (c *Client) http() *http.Client {
 
 // SendError is a failed message:send: the HTTP status and, for A2A errors,
 // the §6 reason, the message, and the Provider's explanation from the
-// ErrorInfo's metadata (detail), when it gives one.
+// ErrorInfo's metadata (detail), when it gives one; and the wait its
+// Retry-After asks for before trying again, when it sends one.
 type SendError struct {
-	Status  int
-	Reason  string
-	Message string
-	Detail  string
+	Status     int
+	Reason     string
+	Message    string
+	Detail     string
+	RetryAfter time.Duration
 }
 
 func (e *SendError) Error() string {
@@ -217,6 +219,9 @@ func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, tex
 		}
 		if res.StatusCode == http.StatusUnauthorized {
 			se.Message = res.Header.Get("WWW-Authenticate")
+		}
+		if v := res.Header.Get("Retry-After"); v != "" {
+			se.RetryAfter = retryAfter(v, time.Now())
 		}
 		return nil, se
 	}
