@@ -84,10 +84,13 @@ func grantCheck(tx Tx, grant string, ts time.Time) (verifier.Check, error) {
 
 // GrantView is what the ledger knows of one grant. Its lists hold what
 // the grant's rows' signatures vouch for: the principals, agents and
-// scopes used of rows whose receipt signature passed, and the scopes
-// granted by delegation tokens that passed and are bound to the row's
-// receipt (the bindings check passed: the token's grant_id is the
-// grant's); Rows and RowCount count every row.
+// scopes used of rows whose receipt signature passed, the scopes granted
+// by delegation tokens that passed and are bound to the row's receipt
+// (the bindings check passed: the token's grant_id is the grant's), and
+// the Brand user, scopes and (bound to a request JWT that verified)
+// agent of the delegation tokens that tie refusals to the grant
+// (Row.TokenVouches);
+// Rows and RowCount count every row, refusals under the grant included.
 type GrantView struct {
 	GrantID       string
 	Principals    []string
@@ -184,6 +187,17 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 				// grant's, posted with a receipt naming this one.
 				if r.Verifier.passed(verifier.CheckDelegationToken) && r.Verifier.passed(verifier.CheckBindings) {
 					granted.add(r.ScopeGranted...)
+				}
+				// A refusal's token names the grant the row is under: its
+				// Brand user and scopes, and the agent it was made to when
+				// that agent's own signature is on the refused request
+				// (request_signature and bindings passed).
+				if r.TokenVouches() {
+					principals.add(r.Principal)
+					granted.add(r.ScopeGranted...)
+					if r.Verifier.passed(verifier.CheckRequestSignature) && r.Verifier.passed(verifier.CheckBindings) {
+						agents.add(r.Agent.Platform)
+					}
 				}
 			}
 			if next == "" {

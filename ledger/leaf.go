@@ -102,11 +102,11 @@ func digestsOf(ev *Evidence) tokenDigests {
 	if ev == nil {
 		return tokenDigests{}
 	}
-	request := ev.RequestJWT
+	request, token := ev.RequestJWT, ev.DelegationToken
 	if ev.Refusal != nil {
-		request = ev.Refusal.RequestJWT
+		request, token = ev.Refusal.RequestJWT, ev.Refusal.DelegationToken
 	}
-	return tokenDigests{receipt: tokenDigest(ev.ReceiptJWS), request: tokenDigest(request), token: tokenDigest(ev.DelegationToken)}
+	return tokenDigests{receipt: tokenDigest(ev.ReceiptJWS), request: tokenDigest(request), token: tokenDigest(token)}
 }
 
 // rowLeaf is the leaf of a receipt or refusal row: the canonical hashes of

@@ -274,8 +274,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		return out, nil
 	}
 	if r.Kind == KindRefusal {
-		out.Checks = r.Verifier.Checks
-		return out, nil
+		return l.reverifyRefusal(ctx, r, ev.Refusal, src, out), nil
 	}
 	// The agent's snapshot holds the keys fetched for the issuer the
 	// request JWT names, which need not be the receipt's pa.
@@ -408,6 +407,10 @@ type RefusalInput struct {
 	Target           string    `json:"target,omitempty"`
 	Reason           string    `json:"reason,omitempty"`
 	ObservedAt       time.Time `json:"observedAt"`
+	// DelegationToken is the delegation token the refused request
+	// carried, when it carried one: verified as of ObservedAt, it ties
+	// the refusal to its grant (AppendRefusal).
+	DelegationToken string `json:"delegationToken,omitempty"`
 }
 
 // maxObservedAhead is how far past the ledger's clock a refusal's
@@ -416,6 +419,22 @@ const maxObservedAhead = time.Hour
 
 // AppendRefusal records an action refused or taken without a verifiable
 // receipt. Posting the same refusal twice returns the first row.
+//
+// A refusal posted with the delegation token its request carried keeps
+// the token in its evidence and has it checked as of ObservedAt as a
+// receipt's token is (verifier.VerifyRefusalToken: the brand's signature,
+// with the brand's key set kept as a JWKS snapshot, iss, exp present,
+// issued before the refusal, and bound to the request JWT's agent when a
+// request JWT is posted), but not refused for having expired or for a
+// revoked grant: that is often why the request was refused. Only a token
+// that passes sets the row's grant, brand and principal (its grant_id,
+// aud and sub), so that the grant's rows (Grant, ListRows by grant)
+// include the refusal; one that fails is kept with its failed check and
+// ties the row to no grant. The row's grant_not_revoked check then says
+// whether the ledger holds a revocation of the grant from before the
+// refusal: an agent that acted after the revocation. It returns an error
+// wrapping ErrKeysUnavailable, with nothing stored, when the brand's keys
+// cannot be fetched.
 func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, error) {
 	fields := map[string]string{"claimedPrincipal": in.ClaimedPrincipal, "claimedAgent": in.ClaimedAgent, "action.tool": in.Tool, "action.target": in.Target}
 	for name, v := range fields {
@@ -429,6 +448,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	if err := checkField("requestJwt", in.RequestJWT, verifier.MaxTokenBytes); err != nil {
 		return nil, err
 	}
+	if err := checkField("delegationToken", in.DelegationToken, verifier.MaxTokenBytes); err != nil {
+		return nil, err
+	}
 	if in.Tool == "" || in.Reason == "" {
 		return nil, invalid("action.tool and reason are required")
 	}
@@ -439,16 +461,22 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	if latest := l.cfg.Now().Add(maxObservedAhead); !verifier.InRange(in.ObservedAt) || in.ObservedAt.After(latest) {
 		return nil, invalid("observedAt %s must lie between %s and an hour from now", in.ObservedAt.Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339))
 	}
-	if in.RequestJWT != "" {
-		// Refused or canonicalised like every token (RFC 7515 §2): the
-		// record keeps the low-s encoding, so a re-encoded request JWT
-		// yields the same refusal row.
-		t := verifier.ParseToken(in.RequestJWT)
+	// Each token is refused or canonicalised like every token (RFC 7515
+	// §2): the record keeps the low-s encoding, so a re-encoded token
+	// yields the same refusal row.
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"requestJwt", &in.RequestJWT}, {"delegationToken", &in.DelegationToken}} {
+		if *f.v == "" {
+			continue
+		}
+		t := verifier.ParseToken(*f.v)
 		switch _, err := t.Compact(); {
 		case errors.Is(err, verifier.ErrNotCanonical):
-			return nil, fmt.Errorf("%w: requestJwt: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, f.name, err)
 		case err == nil:
-			in.RequestJWT = t.Canonical()
+			*f.v = t.Canonical()
 		}
 	}
 	bundle, err := json.Marshal(Evidence{Refusal: &in})
@@ -481,6 +509,30 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	if l.log != nil {
 		digests = digestsOf(&Evidence{Refusal: &in})
 	}
+	var tok *verifier.RefusalToken
+	if in.DelegationToken != "" {
+		// A refusal posted again needs no verification (and gets its row
+		// while the brand's keys cannot be fetched).
+		var prev *Row
+		err := l.store.View(ctx, func(tx Tx) error {
+			r, err := tx.Row(id)
+			switch {
+			case err == nil:
+				prev = r
+				return nil
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+			return sweptRow(tx, id)
+		})
+		if err != nil || prev != nil {
+			return prev, err
+		}
+		tok, err = l.refusalToken(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+	}
 	var row *Row
 	err = l.store.Update(ctx, func(tx Tx) error {
 		row = nil
@@ -507,15 +559,22 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 			Actions:    []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
 			IssuedAt:   in.ObservedAt,
 			RecordedAt: l.cfg.Now().UTC(),
-			Verifier:   Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: checks},
+			Verifier:   Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: slices.Clone(checks)},
 			Class:      retention.Refused,
 			Dispute:    DisputeNone,
 			Refusal:    &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
 
 			EvidenceSHA256: id,
 		}
+		var snaps []*verifier.Snapshot
+		if tok != nil {
+			snaps = []*verifier.Snapshot{tok.BrandSnapshot, tok.AgentSnapshot}
+			if err := underGrant(tx, r, tok); err != nil {
+				return err
+			}
+		}
 		r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
-		if err := l.commitRow(tx, r, bundle, digests); err != nil {
+		if err := l.commitRow(tx, r, bundle, digests, snaps...); err != nil {
 			return err
 		}
 		row = r

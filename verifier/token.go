@@ -486,6 +486,16 @@ type TokenClaims struct {
 // Scopes returns the space-separated scope as a list.
 func (c TokenClaims) Scopes() []string { return strings.Fields(c.Scope) }
 
+// Audience returns the one audience aud names, as a string or a list of
+// one (PACT §5.4: one Brand per token); false when it names none or more.
+func (c TokenClaims) Audience() (string, bool) {
+	aud, ok := audience(c.Aud, true)
+	if !ok || len(aud) != 1 || aud[0] == "" {
+		return "", false
+	}
+	return aud[0], true
+}
+
 // audience decodes aud: a single string, or (when allowList) an array.
 func audience(raw json.RawMessage, allowList bool) ([]string, bool) {
 	var one string

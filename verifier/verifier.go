@@ -273,7 +273,7 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	res.Checks = append(res.Checks, rcCheck)
 
 	// request_signature: PACT §3.2.
-	reqClaims, reqCheck, err := v.checkRequest(ctx, p.request, at, src, res)
+	reqClaims, reqCheck, err := v.checkRequest(ctx, p.request, at, forReceipt, src, res)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +424,7 @@ func unverifiedClaims(check, what string, tok Token, dst any) (Compact, *Check) 
 	return c, nil
 }
 
-func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, src KeySource, res *Result) (*RequestClaims, Check, error) {
+func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, use tokenUse, src KeySource, res *Result) (*RequestClaims, Check, error) {
 	const name = CheckRequestSignature
 	jwt := tok.Raw()
 	var claims RequestClaims
@@ -458,7 +458,7 @@ func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, sr
 	if err := verifiedClaims(payload, c.Payload, &claims, &vc); err != nil {
 		return &claims, fail(name, "%s", claimsProblem(err)), nil
 	}
-	if detail := v.requestClaimProblem(vc, at); detail != "" {
+	if detail := v.requestClaimProblem(vc, at, use); detail != "" {
 		return &vc, fail(name, "%s", detail), nil
 	}
 	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", iss " + vc.Iss}, nil
@@ -505,8 +505,9 @@ func times(iat, exp, nbf *NumericDate) (ti, te, tn time.Time, problem string) {
 	return ti, te, tn, ""
 }
 
-// requestClaimProblem applies the claim rules of PACT §3.2 as of at.
-func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
+// requestClaimProblem applies the claim rules of PACT §3.2 as of at, the
+// time of use.
+func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time, use tokenUse) string {
 	skew := v.cfg.Skew
 	if c.Sub == "" {
 		return "sub missing"
@@ -526,23 +527,42 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time) string {
 		return problem
 	}
 	if !nbf.IsZero() && nbf.After(at.Add(skew)) {
-		return fmt.Sprintf("not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339))
+		return fmt.Sprintf("not valid before %s, after %s %s", nbf.Format(time.RFC3339), use.at, at.Format(time.RFC3339))
 	}
 	if exp.Sub(iat) > 300*time.Second {
 		return fmt.Sprintf("exp is %s after iat (at most 300s)", exp.Sub(iat))
 	}
 	if iat.After(at.Add(skew)) {
-		return fmt.Sprintf("iat %s is more than %s after the receipt ts %s", iat.Format(time.RFC3339), skew, at.Format(time.RFC3339))
+		return fmt.Sprintf("iat %s is more than %s after %s %s", iat.Format(time.RFC3339), skew, use.at, at.Format(time.RFC3339))
 	}
 	if at.After(exp.Add(skew)) {
-		return fmt.Sprintf("expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339))
+		return fmt.Sprintf("expired at %s, before %s %s", exp.Format(time.RFC3339), use.at, at.Format(time.RFC3339))
 	}
 	return ""
 }
 
-// checkToken checks the delegation token against the keys brand gives;
-// it returns the signer whose keys it was checked against.
+// checkToken checks the delegation token against the keys brand gives, as
+// of a receipt's ts at; it returns the signer whose keys it was checked
+// against.
 func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (Signer, error)) (*TokenClaims, Check, Signer, error) {
+	return v.checkTokenFor(t, at, forReceipt, brand)
+}
+
+// tokenUse says what a delegation token is checked for: the receipt it
+// came with, which it must cover (an expired token fails), or a refused
+// request, whose token may have ended (that is why it was refused).
+type tokenUse struct {
+	at    string // what the time checked as of is, in a detail
+	ended bool   // an expired token passes, its expiry told
+}
+
+var (
+	forReceipt = tokenUse{at: "the receipt ts"}
+	forRefusal = tokenUse{at: "the refusal's observedAt", ended: true}
+)
+
+// checkTokenFor is checkToken for use.
+func (v *Verifier) checkTokenFor(t Token, at time.Time, use tokenUse, brand func(refresh bool) (Signer, error)) (*TokenClaims, Check, Signer, error) {
 	const name = CheckDelegationToken
 	// Delegation tokens go through the cache when there is one. Receipts
 	// and request JWTs are checked directly: each is recorded once (a
@@ -579,6 +599,7 @@ func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (S
 	}
 	skew := v.cfg.Skew
 	iat, exp, nbf, problem := times(vc.Iat, vc.Exp, vc.Nbf)
+	expired := at.After(exp.Add(skew))
 	switch {
 	case s.Issuer != "" && vc.Iss != s.Issuer:
 		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer), s, nil
@@ -586,14 +607,18 @@ func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (S
 		return &vc, fail(name, "exp missing"), s, nil
 	case problem != "":
 		return &vc, fail(name, "%s", problem), s, nil
-	case at.After(exp.Add(skew)):
-		return &vc, fail(name, "expired at %s, before the receipt ts %s", exp.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
+	case expired && !use.ended:
+		return &vc, fail(name, "expired at %s, before %s %s", exp.Format(time.RFC3339), use.at, at.Format(time.RFC3339)), s, nil
 	case vc.Iat != nil && iat.After(at.Add(skew)):
-		return &vc, fail(name, "issued at %s, after the receipt ts %s", iat.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
+		return &vc, fail(name, "issued at %s, after %s %s", iat.Format(time.RFC3339), use.at, at.Format(time.RFC3339)), s, nil
 	case vc.Nbf != nil && nbf.After(at.Add(skew)):
-		return &vc, fail(name, "not valid before %s, after the receipt ts %s", nbf.Format(time.RFC3339), at.Format(time.RFC3339)), s, nil
+		return &vc, fail(name, "not valid before %s, after %s %s", nbf.Format(time.RFC3339), use.at, at.Format(time.RFC3339)), s, nil
 	}
-	return &vc, Check{Name: name, Result: Pass, Detail: string(alg) + " kid " + kid + ", expires " + exp.Format(time.RFC3339)}, s, nil
+	detail := string(alg) + " kid " + kid + ", expires " + exp.Format(time.RFC3339)
+	if expired {
+		detail = string(alg) + " kid " + kid + ", expired at " + exp.Format(time.RFC3339) + ", before " + use.at + " " + at.Format(time.RFC3339)
+	}
+	return &vc, Check{Name: name, Result: Pass, Detail: detail}, s, nil
 }
 
 // checkBindings: grant id, user, pa and brand agree across receipt, token
@@ -743,7 +768,7 @@ var ErrPAJWT = errors.New("personal-agent JWT rejected")
 // all as of at with the configured skew. It returns the verified claims.
 func (v *Verifier) VerifyPAJWT(ctx context.Context, token string, at time.Time, src KeySource) (*RequestClaims, error) {
 	res := &Result{}
-	claims, c, err := v.checkRequest(ctx, ParseToken(token), at, src, res)
+	claims, c, err := v.checkRequest(ctx, ParseToken(token), at, forReceipt, src, res)
 	if err != nil {
 		return nil, err
 	}

@@ -168,6 +168,7 @@ func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusal
 		Target:           req.GetAction().GetTarget(),
 		Reason:           req.GetReason(),
 		ObservedAt:       fromTS(req.GetObservedAt()),
+		DelegationToken:  req.GetDelegationToken(),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendRefusal", err)
@@ -270,7 +271,7 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 		NotKept:         v.NotKept,
 	}
 	if r := v.Evidence.Refusal; r != nil {
-		out.RequestJwt = r.RequestJWT
+		out.RequestJwt, out.DelegationToken = r.RequestJWT, r.DelegationToken
 	}
 	for _, a := range v.Evidence.Actions {
 		out.Actions = append(out.Actions, &ledgerv1.Action{Tool: a.Tool, Target: a.Target, ArgsJson: a.ArgsJSON})

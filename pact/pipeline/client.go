@@ -66,7 +66,8 @@ func ledgerRequest(item Item) (string, proto.Message, error) {
 	case item.Refusal != nil:
 		r := item.Refusal
 		return "/v1/refusals", &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: r.ClaimedPrincipal, ClaimedAgent: r.ClaimedAgent, RequestJwt: r.RequestJWT,
-			Action: &ledgerv1.RefusalAction{Tool: r.Action.Tool, Target: r.Action.Target}, Reason: r.Reason, ObservedAt: timestamp(r.ObservedAt)}, nil
+			Action: &ledgerv1.RefusalAction{Tool: r.Action.Tool, Target: r.Action.Target}, Reason: r.Reason, ObservedAt: timestamp(r.ObservedAt),
+			DelegationToken: r.DelegationToken}, nil
 	case item.Revocation != nil && item.Revocation.GrantID != "":
 		r := item.Revocation
 		return "/v1/grants/" + url.PathEscape(r.GrantID) + ":revoke",

@@ -38,6 +38,10 @@ type Refusal struct {
 	Action           RefusedAction `json:"action"`
 	Reason           string        `json:"reason"`
 	ObservedAt       time.Time     `json:"observedAt"`
+	// DelegationToken is the delegation token the refused request carried
+	// (PACT §5.5), when it was refused under one: the ledger verifies it
+	// and lists the refusal with the token's grant.
+	DelegationToken string `json:"delegationToken,omitempty"`
 }
 
 // RefusedAction is the action of a Refusal.

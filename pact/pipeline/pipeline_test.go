@@ -87,15 +87,16 @@ func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 	items := []Item{
 		{Receipt: &Receipt{ReceiptJWS: "r.j.s", RequestJWT: "p.a.j", DelegationToken: "d.t.k", ContextID: "c-1", MessageID: "m-1",
 			Actions: []Action{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJSON: `{"booking":"SKY-20931"}`}}}},
-		{Refusal: &Refusal{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJWT: "p.a.j",
-			Action: RefusedAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked without a grant", ObservedAt: at}},
+		{Refusal: &Refusal{ClaimedPrincipal: "sky-4471", ClaimedAgent: "https://pa.example", RequestJWT: "p.a.j",
+			Action: RefusedAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked beyond a grant", ObservedAt: at, DelegationToken: "d.t.k"}},
 		{Revocation: &Revocation{GrantID: "a2agrant_Xy-z_1", RevokedAt: at, Note: "revoked by the user"}},
 	}
 	want := []proto.Message{
 		&ledgerv1.AppendReceiptRequest{ReceiptJws: "r.j.s", RequestJwt: "p.a.j", DelegationToken: "d.t.k", ContextId: "c-1", MessageId: "m-1",
 			Actions: []*ledgerv1.Action{{Tool: "rebook_flight", Target: "SKY-20931", ArgsJson: `{"booking":"SKY-20931"}`}}},
-		&ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "sub u1 of https://pa.example", ClaimedAgent: "https://pa.example", RequestJwt: "p.a.j",
-			Action: &ledgerv1.RefusalAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked without a grant", ObservedAt: timestamppb.New(at)},
+		&ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "sky-4471", ClaimedAgent: "https://pa.example", RequestJwt: "p.a.j",
+			Action: &ledgerv1.RefusalAction{Tool: "rebook_flight", Target: "SKY-20931"}, Reason: "asked beyond a grant", ObservedAt: timestamppb.New(at),
+			DelegationToken: "d.t.k"},
 		&ledgerv1.RevokeGrantRequest{GrantId: "a2agrant_Xy-z_1", RevokedAt: timestamppb.New(at), Note: "revoked by the user"},
 	}
 	// What the pipeline deliberately does not send.

@@ -1206,9 +1206,19 @@ type AppendRefusalRequest struct {
 	// Why it was refused.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the refusal happened.
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// The delegation token (X-A2A-User-Delegation) the refused request
+	// carried, when it carried one. The ledger verifies it as of
+	// observed_at against the brand's keys (kept as a JWKS snapshot), not
+	// refusing it for being revoked or expired, checks the request JWT
+	// beside it, and keeps both in the refusal's evidence; a token that
+	// verifies, and names the request JWT's agent as its client_id when a
+	// request JWT is given, ties the row to its grant (grant_id, brand,
+	// principal). One that does not is kept with its failed check and ties
+	// the row to no grant.
+	DelegationToken string `protobuf:"bytes,7,opt,name=delegation_token,json=delegationToken,proto3" json:"delegation_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AppendRefusalRequest) Reset() {
@@ -1281,6 +1291,13 @@ func (x *AppendRefusalRequest) GetObservedAt() *timestamppb.Timestamp {
 		return x.ObservedAt
 	}
 	return nil
+}
+
+func (x *AppendRefusalRequest) GetDelegationToken() string {
+	if x != nil {
+		return x.DelegationToken
+	}
+	return ""
 }
 
 // AppendRefusalResponse is the refusal row.
@@ -6868,7 +6885,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\";\n" +
 	"\rRefusalAction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
-	"\x06target\x18\x02 \x01(\tR\x06target\"\x9b\x02\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\xc6\x02\n" +
 	"\x14AppendRefusalRequest\x12+\n" +
 	"\x11claimed_principal\x18\x01 \x01(\tR\x10claimedPrincipal\x12#\n" +
 	"\rclaimed_agent\x18\x02 \x01(\tR\fclaimedAgent\x12\x1f\n" +
@@ -6877,7 +6894,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\v2#.pactledger.ledger.v1.RefusalActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12;\n" +
 	"\vobserved_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"observedAt\"D\n" +
+	"observedAt\x12)\n" +
+	"\x10delegation_token\x18\a \x01(\tR\x0fdelegationToken\"D\n" +
 	"\x15AppendRefusalResponse\x12+\n" +
 	"\x03row\x18\x01 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\"p\n" +
 	"\x05Agent\x12\x1a\n" +
