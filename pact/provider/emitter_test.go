@@ -63,6 +63,10 @@ func TestStepUpUnderDelegationIsARefusalOnRecord(t *testing.T) {
 		}
 		if it.Refusal != nil {
 			refused = append(refused, it.Refusal.Action.Tool+" "+it.Refusal.Action.Target+": "+it.Refusal.Reason)
+			// The ledger lists it with the grant it was refused under.
+			if it.Refusal.DelegationToken != read {
+				t.Errorf("the step-up's refusal carries delegation token %q, want the request's", it.Refusal.DelegationToken)
+			}
 		}
 	}
 	if len(refused) != 1 || !strings.HasPrefix(refused[0], "cancel_order A-5531") {
@@ -230,7 +234,8 @@ func TestATurnStoppedByARevocationIsARefusalOnRecord(t *testing.T) {
 	r := items[1].Refusal
 	if r.ClaimedPrincipal != "acct-48213" || r.ClaimedAgent != e.sc.PA.ID || r.RequestJWT == "" ||
 		r.Action.Tool != "cancel_order" || r.Action.Target != "A-5531" ||
-		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked") || !strings.Contains(r.Reason, "while the turn ran") {
+		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked") || !strings.Contains(r.Reason, "while the turn ran") ||
+		r.DelegationToken != at {
 		t.Fatalf("refusal %+v", r)
 	}
 	if _, logged, status := e.counts(); logged != 0 || status == "cancelled" {
@@ -271,7 +276,8 @@ func TestATurnBeyondTheGrantIsARefusalOnRecord(t *testing.T) {
 			r := rs[0]
 			if !strings.HasPrefix(r.ClaimedPrincipal, c.principal) || r.ClaimedAgent != e.sc.PA.ID ||
 				r.Action.Tool != "cancel_order" || r.Action.Target != c.order ||
-				!strings.Contains(r.Reason, "went beyond") || !strings.Contains(r.Reason, c.why) {
+				!strings.Contains(r.Reason, "went beyond") || !strings.Contains(r.Reason, c.why) ||
+				r.DelegationToken != at { // the grant's token, none under PACT §3 alone
 				t.Fatalf("refusal %+v", r)
 			}
 			if len(e.outbox()) != 1 {
@@ -310,7 +316,8 @@ func TestARequestUnderARevokedGrantIsARefusalOnRecord(t *testing.T) {
 	}
 	r := rs[0]
 	if r.ClaimedPrincipal != "acct-48213" || r.ClaimedAgent != e.sc.PA.ID || r.RequestJWT == "" || r.Action.Tool != "message:send" ||
-		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked at "+revokedAt.UTC().Format(time.RFC3339)) {
+		!strings.Contains(r.Reason, grant) || !strings.Contains(r.Reason, "revoked at "+revokedAt.UTC().Format(time.RFC3339)) ||
+		r.DelegationToken != at {
 		t.Fatalf("refusal %+v", r)
 	}
 	if r.ObservedAt.Before(revokedAt) {

@@ -127,6 +127,7 @@ func (e *oauthEnv) checkRefusal(got *pipeline.Refusal, g endedGrant, paJWT, tool
 	field("tool", got.Action.Tool, tool)
 	field("target", got.Action.Target, target)
 	field("reason", got.Reason, g.reason())
+	field("delegation token", got.DelegationToken, g.token) // the ledger lists the refusal with the grant
 	if !got.ObservedAt.Equal(at) {
 		diffs = append(diffs, fmt.Sprintf("observed at %s, want %s", got.ObservedAt, at))
 	}

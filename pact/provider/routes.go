@@ -146,6 +146,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 	rq := &request{brand: b, who: who, arg: arg}
 	rq.creds.paJWT, _ = bearerToken(r.Header.Get("Authorization"))
 	if h := r.Header.Get("X-A2A-User-Delegation"); h != "" {
+		// Kept before the check: a token of an ended grant goes with
+		// the refusal that puts the attempt on record.
+		rq.creds.delegation, _ = bearerToken(h)
 		del, err := s.verifyDelegation(b, who, h)
 		if err != nil {
 			s.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
@@ -157,7 +160,6 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 			return nil, false
 		}
 		rq.del = del
-		rq.creds.delegation, _ = bearerToken(h)
 	}
 	if wait, ok := s.allow(who, s.cfg.Now()); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))

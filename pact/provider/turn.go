@@ -354,16 +354,19 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 }
 
 // refusal is the ledger's record of an account action refused for want of
-// a delegation grant, or of a scope the grant lacks.
+// a delegation grant, or of a scope the grant lacks. A request under a
+// delegation token sends the token with it: the ledger verifies it and
+// lists the refusal with the token's grant.
 func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.Time) pipeline.Item {
 	principal := "sub " + rq.who.Sub + " of " + rq.who.Iss
+	var token string
 	if rq.del != nil {
 		// The delegation token names the Brand user (PACT §5.4).
-		principal = rq.del.Subject
+		principal, token = rq.del.Subject, rq.creds.delegation
 	}
 	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: clip(principal, ledger.MaxFieldLength), ClaimedAgent: rq.who.Iss,
 		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: clip(r.Tool, ledger.MaxFieldLength), Target: clip(r.Target, ledger.MaxFieldLength)},
-		Reason: clip(reason, ledger.MaxNoteLength), ObservedAt: now}}
+		Reason: clip(reason, ledger.MaxNoteLength), ObservedAt: now, DelegationToken: token}}
 }
 
 // clip fits v, which may hold what an agent wrote, into a field of the
