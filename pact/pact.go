@@ -238,8 +238,9 @@ func (p *Provider) UserGrants(brandID, user string) ([]Grant, error) {
 }
 
 // RevokeGrant revokes a grant of a Brand user at the Provider (its
-// delegation and refresh tokens stop working) and queues the revocation
-// for the ledger.
+// delegation and refresh tokens stop working), with every other active
+// grant of the same personal agent for that user, and queues the
+// revocations for the ledger.
 func (p *Provider) RevokeGrant(brandID, user, id string) error {
 	return brandlogin.RevokeGrant(p.store, brandID, user, id, p.now().UTC())
 }

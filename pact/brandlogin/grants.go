@@ -74,8 +74,10 @@ func (p *Pages) revokeSubmit(w http.ResponseWriter, r *http.Request, b *brand.Br
 }
 
 // RevokeGrant revokes user's grant id at brand: its delegation and refresh
-// tokens stop working, and the revocation is queued for the ledger.
-// store.ErrNotFound: the user has no such grant.
+// tokens stop working, and the revocation is queued for the ledger. Every
+// other active grant of the user to the same personal agent (for the same
+// agent sub) is revoked with it: the User stops the agent
+// (store.Store.RevokeGrant). store.ErrNotFound: the user has no such grant.
 func RevokeGrant(st *store.Store, brand, user, id string, now time.Time) error {
 	return st.RevokeGrant(brand, user, id, "revoked by the user "+user+" at "+brand, now)
 }

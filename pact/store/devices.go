@@ -234,8 +234,11 @@ func (s *Store) UserGrants(brand, user string) ([]oauth.Grant, error) {
 
 // RevokeGrant revokes user's grant id at brand (its delegation and refresh
 // tokens stop working) and queues the revocation for the ledger with note;
-// so it does each grant that carries its scopes (Grant.Extends). ErrNotFound:
-// no such grant of that user.
+// so it does each grant that carries its scopes (Grant.Extends) and every
+// other active grant of the user to the same personal agent for the same
+// agent sub, or for a sub either grant did not record: revoking a grant
+// stops its agent, whichever of the agent's grants the User revokes.
+// ErrNotFound: no such grant of that user.
 func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 	return s.update(func(tx *txn) error {
 		var g oauth.Grant
@@ -251,7 +254,23 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 				return err
 			}
 		}
-		return revokeExtensions(tx, g, note, now)
+		if err := revokeExtensions(tx, g, note, now); err != nil {
+			return err
+		}
+		gs, err := userGrants(tx.Tx, brand, user)
+		if err != nil {
+			return err
+		}
+		for _, o := range gs {
+			if o.ID == g.ID || o.Client != g.Client || (o.AgentSub != g.AgentSub && o.AgentSub != "" && g.AgentSub != "") || !o.Active(now) {
+				continue
+			}
+			o.Revoke(now)
+			if err := revoked(tx, o, note+"; with grant "+g.ID+", of the same personal agent for the same user", now); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
