@@ -696,6 +696,80 @@ func hostileCases() []hostileCase {
 			want: duplicate,
 		},
 		hostileCase{
+			// A writer holding a real token ties a made-up refusal to
+			// its grant: a refusal row under the grant, never more.
+			name: "made-up refusal under a real delegation token",
+			attack: func(c *hcase) hostilePost {
+				r := c.mint()
+				return c.refusal(func(m map[string]any) {
+					m["delegationToken"], m["requestJwt"], m["observedAt"] = r.DelegationToken, r.RequestJWT, "2026-10-07T13:12:44Z"
+				})
+			},
+			want: hostileWant{status: "ROW_STATUS_UNAUTHORIZED", class: "RETENTION_CLASS_REFUSED", fail: []string{"receipt_signature"},
+				pass: []string{"request_signature", "delegation_token", "bindings", "grant_not_revoked"},
+				check: func(t *testing.T, c *hcase, row hostileRow) {
+					if row.GrantID != c.spec.GrantID || row.Principal != c.spec.User {
+						t.Errorf("refusal under grant %q of %q, want the token's %s of %s", row.GrantID, row.Principal, c.spec.GrantID, c.spec.User)
+					}
+				}},
+		},
+		hostileCase{
+			// A grant id is a claim until the Brand's signature vouches
+			// for it: a token re-signed with another key ties nothing.
+			name: "refusal naming a grant by a forged delegation token",
+			attack: func(c *hcase) hostilePost {
+				r := c.mint()
+				forged := pacttest.MustKey("brand-k3", jose.ES256).Sign(r.TokenClaims)
+				return c.refusal(func(m map[string]any) {
+					m["delegationToken"], m["requestJwt"], m["observedAt"] = forged, r.RequestJWT, "2026-10-07T13:12:44Z"
+				})
+			},
+			want: hostileWant{status: "ROW_STATUS_UNAUTHORIZED", class: "RETENTION_CLASS_REFUSED", fail: []string{"receipt_signature", "delegation_token"},
+				skipped: []string{"bindings", "grant_not_revoked"},
+				check: func(t *testing.T, c *hcase, row hostileRow) {
+					if row.GrantID != "" || len(c.list("grantId", c.spec.GrantID, "")) != 0 {
+						t.Errorf("a forged token tied the refusal to grant %q", row.GrantID)
+					}
+				}},
+		},
+		hostileCase{
+			// Another agent's request JWT beside a real token: the token
+			// names its own agent, so it ties nothing.
+			name: "refusal with a real delegation token and another agent's request JWT",
+			attack: func(c *hcase) hostilePost {
+				r := c.mint()
+				other := c.h.b.Mint(c.spec)
+				return c.refusal(func(m map[string]any) {
+					m["delegationToken"], m["requestJwt"], m["observedAt"] = r.DelegationToken, other.RequestJWT, "2026-10-07T13:12:44Z"
+				})
+			},
+			want: hostileWant{status: "ROW_STATUS_UNAUTHORIZED", class: "RETENTION_CLASS_REFUSED", fail: []string{"receipt_signature", "bindings"},
+				pass: []string{"request_signature", "delegation_token"},
+				check: func(t *testing.T, c *hcase, row hostileRow) {
+					if row.GrantID != "" {
+						t.Errorf("a token of another agent tied the refusal to grant %q", row.GrantID)
+					}
+				}},
+		},
+		hostileCase{
+			name: "refusal delegation token over 16 KiB",
+			attack: func(c *hcase) hostilePost {
+				r := c.mint()
+				r.TokenClaims["note"] = strings.Repeat("a", 17<<10)
+				c.h.sc.Resign(r)
+				return c.refusal(func(m map[string]any) { m["delegationToken"] = r.DelegationToken })
+			},
+			want: badRequest,
+		},
+		hostileCase{
+			name: "refusal with a re-encoded delegation token signature",
+			attack: func(c *hcase) hostilePost {
+				tok, _ := pacttest.ReplaceSegment(c.mint().DelegationToken, 2, pacttest.NonCanonicalTail)
+				return c.refusal(func(m map[string]any) { m["delegationToken"] = tok })
+			},
+			want: badRequest,
+		},
+		hostileCase{
 			name: "refusal replayed with a malleated request JWT",
 			attack: func(c *hcase) hostilePost {
 				jwt := c.mint().RequestJWT
@@ -923,7 +997,7 @@ func hostileCases() []hostileCase {
 		hostileCase{name: "NUL in contextId", attack: withBody(func(_ *hcase, _ *pacttest.Receipt, b map[string]any) { b["contextId"] = "ctx-1\x00" }), want: badRequest},
 		hostileCase{name: "NUL in messageId", attack: withBody(func(_ *hcase, _ *pacttest.Receipt, b map[string]any) { b["messageId"] = "\x00msg" }), want: badRequest},
 	)
-	for _, f := range []string{"claimedPrincipal", "claimedAgent", "reason", "action.tool", "action.target"} {
+	for _, f := range []string{"claimedPrincipal", "claimedAgent", "reason", "action.tool", "action.target", "delegationToken"} {
 		cases = append(cases, hostileCase{
 			name: "NUL in refusal " + f,
 			attack: func(c *hcase) hostilePost {
