@@ -37,6 +37,8 @@ func (p *Pages) grantsPage(w http.ResponseWriter, r *http.Request, b *brand.Bran
 		v := grantView{ID: g.ID, Agent: g.Client, Created: g.Created.Format("2 Jan 2006 15:04 MST"), Scopes: describe(b, g.Scopes), Active: true,
 			Status: "until " + g.Expires.Format("2 Jan 2006")}
 		switch {
+		case g.ReplacedBy != "":
+			v.Active, v.Status = false, "replaced by a newer grant "+g.Revoked.Format("2 Jan 2006 15:04 MST")
 		case !g.Revoked.IsZero():
 			v.Active, v.Status = false, "revoked "+g.Revoked.Format("2 Jan 2006 15:04 MST")
 		case now.After(g.Expires):

@@ -24,6 +24,10 @@ type Grant struct {
 	// step-up added (PACT §5.5): it ends no later than that grant, and
 	// is revoked with it.
 	Extends string `json:"extends,omitempty"`
+	// ReplacedBy is the grant that replaced this one (Replace): a newer
+	// grant of the same Brand user to the same personal agent for the
+	// same agent sub.
+	ReplacedBy string `json:"replacedBy,omitempty"`
 }
 
 // NewGrant is the grant an approved device authorization makes at now.
@@ -41,6 +45,47 @@ func (g *Grant) Carry(prev *Grant) {
 	if prev.Expires.Before(g.Expires) {
 		g.Expires = prev.Expires
 	}
+}
+
+// SameAgent reports whether g and o are grants of one Brand user at one
+// Brand to one personal agent for one of the agent's users: PACT §3.2
+// makes the agent's User the pair of the agent and its sub, and §5.3
+// speaks of "an unexpired grant for (User, personal agent)". A grant that
+// recorded no sub (kept before the sub was) is the same agent's as no
+// other.
+func (g *Grant) SameAgent(o *Grant) bool {
+	return g.Brand == o.Brand && g.User == o.User && g.Client == o.Client && g.AgentSub != "" && g.AgentSub == o.AgentSub
+}
+
+// CarryOver makes g, a new grant of prev's agent approved for asked, hold
+// the scopes of prev the agent did not ask for again: the User allowed
+// them before and was not shown them now, so they are carried, not
+// renewed, and g ends no later than prev. A scope asked again holds only
+// if the User approved it this time.
+func (g *Grant) CarryOver(prev *Grant, asked []string) {
+	var kept []string
+	for _, s := range prev.Scopes {
+		if !slices.Contains(asked, s) && !slices.Contains(g.Scopes, s) && !slices.Contains(kept, s) {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	g.Scopes = append(kept, g.Scopes...)
+	if prev.Expires.Before(g.Expires) {
+		g.Expires = prev.Expires
+	}
+}
+
+// Replace revokes g at now as replaced by grant by; it reports whether g
+// was active before.
+func (g *Grant) Replace(by string, now time.Time) bool {
+	if !g.Active(now) || !g.Revoke(now) {
+		return false
+	}
+	g.ReplacedBy = by
+	return true
 }
 
 // Active reports whether the grant is neither revoked nor expired at now.

@@ -218,11 +218,18 @@ func (e *grantEndedError) Error() string {
 }
 
 // ended says how and when the grant ended.
-func (e *grantEndedError) ended() string {
-	if !e.grant.Revoked.IsZero() {
-		return "was revoked at " + e.grant.Revoked.UTC().Format(time.RFC3339)
+func (e *grantEndedError) ended() string { return ended(e.grant) }
+
+// ended says how and when grant g ended: revoked (replaced by a newer
+// grant of its agent, or not) or expired.
+func ended(g oauth.Grant) string {
+	switch {
+	case g.ReplacedBy != "":
+		return "was revoked at " + g.Revoked.UTC().Format(time.RFC3339) + ", replaced by grant " + g.ReplacedBy
+	case !g.Revoked.IsZero():
+		return "was revoked at " + g.Revoked.UTC().Format(time.RFC3339)
 	}
-	return "expired at " + e.grant.Expires.UTC().Format(time.RFC3339)
+	return "expired at " + g.Expires.UTC().Format(time.RFC3339)
 }
 
 // endedGrantRecordEvery is how often at most an attempt under one ended

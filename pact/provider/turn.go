@@ -274,14 +274,10 @@ func beyondReason(rq *request, err error) string {
 // grantEnd says how and when grant id ended, as far as the store knows.
 func (s *Server) grantEnd(id string) string {
 	g, err := s.cfg.Store.Grant(id)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "ended"
-	case !g.Revoked.IsZero():
-		return "was revoked at " + g.Revoked.UTC().Format(time.RFC3339)
-	default:
-		return "expired at " + g.Expires.UTC().Format(time.RFC3339)
 	}
+	return ended(g)
 }
 
 // putOnRecord queues items for the ledger in a transaction of their own.

@@ -39,6 +39,14 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 // states answer an *oauth.Error (authorization_pending, slow_down,
 // access_denied, expired_token, invalid_grant); the poll's bookkeeping is
 // kept all the same.
+//
+// The User keeps one active grant for each personal agent and agent sub
+// (oauth.Grant.SameAgent): the grant redeemed replaces the User's other
+// active grants of that agent, now that the agent holds its token. A new
+// grant carries the scopes of those the agent did not ask for again
+// (oauth.Grant.CarryOver); an existing grant replaces only those whose
+// scopes it covers. Each grant replaced is revoked, its revocation queued
+// for the ledger naming the grant that replaced it.
 func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
@@ -65,16 +73,31 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 		}
 		if d.GrantID == "" {
 			g = oauth.NewGrant(&d, now)
-			return put(tx.Tx, bGrants, []byte(g.ID), g)
+			older, err := agentGrants(tx.Tx, &g, now, nil)
+			if err != nil {
+				return err
+			}
+			for i := range older {
+				g.CarryOver(&older[i], d.Scopes)
+			}
+			if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+				return err
+			}
+			return replaced(tx, g, older, now)
 		}
-		// Consent was skipped: the User's existing grant covers it.
+		// Consent was skipped, or a step-up's link made the grant: the
+		// User's existing grant covers it.
 		if found, err := get(tx.Tx, bGrants, []byte(d.GrantID), &g); err != nil || !found {
 			return oauth.NewError(oauth.InvalidGrant, "the grant is gone")
 		}
 		if !g.Active(now) {
 			return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
 		}
-		return nil
+		covered, err := agentGrants(tx.Tx, &g, now, func(o *oauth.Grant) bool { return g.Covers(o.Scopes) })
+		if err != nil {
+			return err
+		}
+		return replaced(tx, g, covered, now)
 	})
 	if err == nil && answer != nil {
 		err = answer
@@ -202,6 +225,38 @@ func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (
 		err = answer
 	}
 	return g, err
+}
+
+// agentGrants lists, newest first, the active grants at now other than g
+// of g's Brand user to g's personal agent for g's agent sub
+// (oauth.Grant.SameAgent) for which keep, when given, holds.
+func agentGrants(tx *bolt.Tx, g *oauth.Grant, now time.Time, keep func(*oauth.Grant) bool) ([]oauth.Grant, error) {
+	gs, err := userGrants(tx, g.Brand, g.User)
+	if err != nil {
+		return nil, err
+	}
+	var out []oauth.Grant
+	for i := range gs {
+		o := &gs[i]
+		if o.ID != g.ID && g.SameAgent(o) && o.Active(now) && (keep == nil || keep(o)) {
+			out = append(out, *o)
+		}
+	}
+	return out, nil
+}
+
+// replaced revokes each of older, replaced by g (oauth.Grant.Replace),
+// and queues each revocation for the ledger naming g.
+func replaced(tx *txn, g oauth.Grant, older []oauth.Grant, now time.Time) error {
+	for _, o := range older {
+		if !o.Replace(g.ID, now) {
+			continue
+		}
+		if err := revoked(tx, o, "replaced by grant "+g.ID+", a newer grant of the same personal agent for the same user", now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // userGrants lists a Brand user's grants in tx, newest first.
