@@ -203,7 +203,9 @@ func (s *Store) SetAsideEntries(after uint64, limit int) (entries []SetAsideEntr
 	return entries, more, err
 }
 
-// MaxRetry caps the entries one RetrySetAside call puts back.
+// MaxRetry caps the entries one RetrySetAside call puts back, and the
+// unreadable ones it passes over on the way: the call is one write
+// transaction of the store every turn writes to.
 const MaxRetry = 10000
 
 // ErrUnreadable: an entry set aside cannot be read, so posting it again
@@ -211,24 +213,24 @@ const MaxRetry = 10000
 var ErrUnreadable = errors.New("the entry cannot be read")
 
 // RetrySetAside puts entries set aside back at the end of the outbox, in
-// the order they were first queued, each under a new sequence number: the
-// entry seq, or with all every one that can be read (at most MaxRetry a
-// call). It returns how many it put back and how many set aside cannot be
-// read and stay. An unknown seq is ErrNotFound, an unreadable one
-// ErrUnreadable.
+// the order they were first queued, each under a new sequence number and
+// with its bytes as they were set aside (fields this version does not
+// know included): the entry seq, or with all every one that can be read,
+// up to MaxRetry a call. It returns how many it put back and how many
+// that cannot be read it passed over (they stay). An unknown seq is
+// ErrNotFound, an unreadable one ErrUnreadable.
 func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, err error) {
 	err = s.update(func(tx *txn) error {
 		aside, why := tx.Bucket(bSetAside), tx.Bucket(bSetAsideWhy)
 		var keys [][]byte
 		if all {
 			c := aside.Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				switch _, err := pipeline.DecodeItem(v); {
-				case err != nil:
+			for k, v := c.First(); k != nil && len(keys) < MaxRetry && unreadable < MaxRetry; k, v = c.Next() {
+				if _, err := pipeline.DecodeItem(v); err != nil {
 					unreadable++
-				case len(keys) < MaxRetry:
-					keys = append(keys, slices.Clone(k))
+					continue
 				}
+				keys = append(keys, slices.Clone(k))
 			}
 		} else {
 			k := seqKey(seq)
@@ -242,11 +244,7 @@ func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, er
 			keys = append(keys, k)
 		}
 		for _, k := range keys {
-			it, err := pipeline.DecodeItem(aside.Get(k))
-			if err != nil {
-				return err
-			}
-			if err := tx.enqueue(it); err != nil {
+			if err := tx.enqueueRaw(aside.Get(k)); err != nil {
 				return err
 			}
 			if err := aside.Delete(k); err != nil {

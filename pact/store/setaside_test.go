@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -142,5 +143,31 @@ func TestAnEntryThatCannotBeReadIsSetAsideAndStays(t *testing.T) {
 	}
 	if n, unreadable, err := s.RetrySetAside(0, true); err != nil || n != 0 || unreadable != 1 {
 		t.Fatalf("retry all: %d put back, %d unreadable, %v; want 0 and 1", n, unreadable, err)
+	}
+}
+
+// An entry put back keeps its bytes as they were set aside: a field this
+// version does not know (written by a newer one) is posted again, not
+// dropped.
+func TestAnEntryPutBackKeepsItsBytes(t *testing.T) {
+	s := openStore(t)
+	raw := []byte(`{"refusal":{"claimedPrincipal":"acct-1","reason":"r","delegationToken":"t.o.k","fieldOfANewerVersion":1}}`)
+	if err := s.db.Update(func(tx *bolt.Tx) error { return (&txn{Tx: tx}).enqueueRaw(raw) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAside(1, "rejected"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := s.RetrySetAside(1, false); err != nil || n != 1 {
+		t.Fatalf("retry: %d, %v", n, err)
+	}
+	var got []byte
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		_, v := tx.Bucket(bOutbox).Cursor().First()
+		got = slices.Clone(v)
+		return nil
+	})
+	if string(got) != string(raw) {
+		t.Fatalf("put back as %s, want the bytes set aside %s", got, raw)
 	}
 }

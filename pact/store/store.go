@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -127,12 +128,22 @@ func put(tx *bolt.Tx, b, key []byte, v any) error {
 
 // enqueue adds an entry to the outbox in tx.
 func (t *txn) enqueue(it pipeline.Item) error {
+	raw, err := json.Marshal(it)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", bOutbox, err)
+	}
+	return t.enqueueRaw(raw)
+}
+
+// enqueueRaw adds an entry's bytes to the outbox in tx. raw may be
+// memory of the transaction's own pages: it is copied.
+func (t *txn) enqueueRaw(raw []byte) error {
 	b := t.Bucket(bOutbox)
 	n, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	if err := put(t.Tx, bOutbox, seqKey(n), it); err != nil {
+	if err := b.Put(seqKey(n), slices.Clone(raw)); err != nil {
 		return err
 	}
 	t.queued = true

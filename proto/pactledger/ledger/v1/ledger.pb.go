@@ -6494,8 +6494,9 @@ type ProviderSetAsideEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Its position in the Provider's outbox when it was queued.
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	// "receipt", "refusal", "revocation", or "unreadable" (its bytes are not
-	// an entry this version reads).
+	// "receipt", "refusal", "revocation"; "empty" for an entry of none of
+	// these (such as a kind only a newer version writes); "unreadable" for
+	// bytes that are not an entry at all.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// A receipt: the receiptId its row would have ("sha256:" and the hex
 	// SHA-256 of its JWS), and the conversation and message it answered.
@@ -6786,7 +6787,8 @@ type RetryProviderSetAsideResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Entries put back at the end of the outbox.
 	Retried int32 `protobuf:"varint,1,opt,name=retried,proto3" json:"retried,omitempty"`
-	// Entries set aside that cannot be read and stay (all only).
+	// Entries set aside that cannot be read, passed over and left (all
+	// only; at most 10,000 a call).
 	Unreadable    int32 `protobuf:"varint,2,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
