@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,21 +73,13 @@ func (c *cli) revoke(at, note string, pos []string) error {
 	// What the ledger holds of the grant before this revocation: its rows
 	// (none may mean a mistyped id) and a revocation already on record.
 	// A key that may not read the ledger (a writer) does not ask: its
-	// refusal would read as a key misused.
+	// refusal would read as a key misused. The check is for the words
+	// only: whatever becomes of it, the revocation is sent, under its own
+	// deadline (a grant of many rows, which any writer can post, reads
+	// slowly).
+	held, readable, checkErr := c.grantBefore(grant)
 	ctx, cancel := c.ctx()
 	defer cancel()
-	who, err := c.c.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
-	if err != nil {
-		return err
-	}
-	readable := slices.ContainsFunc(who.GetRoles(), func(r string) bool { return r == "support" || r == "auditor" || r == "admin" })
-	var held *ledgerv1.GetGrantResponse
-	if readable {
-		held, err = c.c.GetGrant(ctx, &ledgerv1.GetGrantRequest{GrantId: grant})
-		if err != nil && status.Code(err) != codes.NotFound { // NotFound: no rows, no revocation
-			return err
-		}
-	}
 	rep, err := c.c.RevokeGrant(ctx, req)
 	if err != nil {
 		return err
@@ -100,12 +94,41 @@ func (c *cli) revoke(at, note string, pos []string) error {
 		fmt.Fprintln(w, revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
 	}
 	switch {
+	case checkErr != nil:
+		fmt.Fprintf(w, "(whether the ledger holds rows of grant %s could not be checked: %v; ledgerctl grant %s shows them)\n", grant, status.Convert(checkErr).Message(), grant)
 	case !readable:
 		fmt.Fprintf(w, "(this key may not read the ledger, so whether it holds rows of grant %s was not checked: ledgerctl grant %s, with a support, auditor or admin key, shows them)\n", grant, grant)
 	case held.GetRowCount() == 0:
 		fmt.Fprintf(w, "the ledger holds no rows of grant %s yet: check the grant id (a revocation before any receipt under the grant is recorded all the same)\n", grant)
 	}
 	return nil
+}
+
+// grantChecked bounds how long revoke waits to read what the ledger holds
+// of a grant before revoking it (a variable for tests).
+var grantChecked = 10 * time.Second
+
+// grantBefore reads what the ledger holds of grant, for revoke's words:
+// nil and readable false for a key that may not read rows; err when the
+// read failed or took over grantChecked (NotFound is no rows and no
+// revocation, not an error).
+func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readable bool, err error) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	ctx, cancelCheck := context.WithTimeout(ctx, grantChecked)
+	defer cancelCheck()
+	who, err := c.c.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
+	if err != nil {
+		return nil, false, err
+	}
+	if !slices.ContainsFunc(who.GetRoles(), func(r string) bool { return r == "support" || r == "auditor" || r == "admin" }) {
+		return nil, false, nil
+	}
+	held, err = c.c.GetGrant(ctx, &ledgerv1.GetGrantRequest{GrantId: grant})
+	if status.Code(err) == codes.NotFound {
+		return nil, true, nil
+	}
+	return held, true, err
 }
 
 // revokedWords says what a revocation of grant asked for at (nil: now)

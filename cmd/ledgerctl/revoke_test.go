@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRevokeSaysWhatTheLedgerHolds: a revocation is recorded whatever the
@@ -76,5 +77,24 @@ func TestRevokeSaysWhatTheLedgerHolds(t *testing.T) {
 		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_code="PermissionDenied"`) && !strings.HasSuffix(l, " 0") {
 			t.Errorf("refusals: %s", l)
 		}
+	}
+}
+
+// TestRevokeDoesNotWaitOnItsCheck: the read of what the ledger holds of a
+// grant is for revoke's words only; when it fails or takes too long (a
+// grant of many rows, which any writer can post) the revocation is
+// recorded all the same, and the answer says the check was not made.
+func TestRevokeDoesNotWaitOnItsCheck(t *testing.T) {
+	f := start(t)
+	old := grantChecked
+	grantChecked = time.Nanosecond
+	t.Cleanup(func() { grantChecked = old })
+	code, out, errs := f.ctl(t, "admin", "revoke", "a2agrant_slow", "--at", "2026-10-07T13:10:00Z")
+	if code != 0 || !strings.Contains(out, "grant a2agrant_slow revoked as of 2026-10-07 13:10:00Z") || !strings.Contains(out, "could not be checked") {
+		t.Fatalf("revoke with its check failing: exit %d\n%s%s", code, out, errs)
+	}
+	grantChecked = old
+	if code, out, _ := f.ctl(t, "support", "grant", "a2agrant_slow"); code != 0 || !strings.Contains(out, "2026-10-07 13:10:00Z") {
+		t.Fatalf("the revocation is not on record: exit %d\n%s", code, out)
 	}
 }
