@@ -60,10 +60,11 @@ func (c *cli) accessLog(o accessOpts) error {
 
 // accessRows is how many rows a read's reply carried, or "-" for a read
 // whose reply never carries rows (a JWKS snapshot, a listing of this log,
-// which carries its records): a 0 there would read as "nothing came back".
+// which carries its records, the Provider's entries set aside): a 0 there
+// would read as "nothing came back".
 func accessRows(r *ledgerv1.AccessRecord) string {
 	switch r.GetRpc() {
-	case "GetJwksSnapshot", "ListAccessLog":
+	case "GetJwksSnapshot", "ListAccessLog", "GetProviderOutbox":
 		return "-"
 	}
 	return fmt.Sprint(r.GetRows())

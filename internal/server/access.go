@@ -73,7 +73,8 @@ func describeRead(req any) (ledger.Access, bool) {
 	switch m := req.(type) {
 	case *ledgerv1.GetRowRequest, *ledgerv1.GetEvidenceRequest, *ledgerv1.VerifyRowRequest, *ledgerv1.GetRowProofRequest,
 		*ledgerv1.GetJwksSnapshotRequest, *ledgerv1.GetDrillRequest, *ledgerv1.ListDrillsRequest,
-		*ledgerv1.ListIncidentsRequest, *ledgerv1.GetIncidentRequest, *ledgerv1.CheckIntegrityRequest:
+		*ledgerv1.ListIncidentsRequest, *ledgerv1.GetIncidentRequest, *ledgerv1.CheckIntegrityRequest,
+		*ledgerv1.GetProviderOutboxRequest:
 		return ledger.Access{}, true
 	case *ledgerv1.ListRowsRequest:
 		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget(), Grant: m.GetGrantId(), Agent: m.GetAgent()}, true

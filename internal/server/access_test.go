@@ -41,6 +41,7 @@ func TestAccessLog(t *testing.T) {
 	e.call(t, "POST", "/v1/receipts", "writer", post(sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})), &rep)
 	e.call(t, "POST", "/v1/receipts", "writer", post(sc.Mint(pacttest.Spec{User: "acct-1", Target: "B-1"})), nil)
 	id := rep.Row.ID
+	e.call(t, "GET", "/v1/provider/outbox", "admin", nil, nil) // what the Provider set aside names customers too
 	e.call(t, "GET", "/v1/rows?principal=acct-48213", "support", nil, nil)
 	e.call(t, "GET", "/v1/rows/"+id[:12], "support", nil, nil)
 	e.call(t, "GET", "/v1/rows/"+id+"/evidence", "auditor", nil, nil)
@@ -55,6 +56,7 @@ func TestAccessLog(t *testing.T) {
 
 	got := e.accessLog(t, "")
 	want := []accessRecord{
+		{Key: "admin-key", Rpc: "GetProviderOutbox", Result: "ok"},
 		{Key: "support-key", Rpc: "ListRows", Principal: "acct-48213", Rows: 1, Result: "ok"},
 		{Key: "support-key", Rpc: "GetRow", RowID: id, Rows: 1, Result: "ok"},
 		{Key: "auditor-key", Rpc: "GetEvidence", RowID: id, Rows: 1, Result: "ok"},
@@ -63,7 +65,7 @@ func TestAccessLog(t *testing.T) {
 		{Key: "support-key", Rpc: "GetRow", RowID: "ffffffffffff", Result: "not found"},
 	}
 	if strings.HasPrefix(id, "ffffffffffff") {
-		want = want[:5]
+		want = want[:6]
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d records, want %d (the refused listing and the writes are not reads):\n%+v", len(got), len(want), got)
@@ -75,7 +77,7 @@ func TestAccessLog(t *testing.T) {
 			t.Errorf("record %d:\n got %+v\nwant %+v", i, g, w)
 		}
 	}
-	if r := got[0].Roles; len(r) != 1 || r[0] != "support" {
+	if r := got[1].Roles; len(r) != 1 || r[0] != "support" {
 		t.Errorf("roles %v", r)
 	}
 
@@ -89,7 +91,7 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("a page of 2: %d", len(all))
 	}
 	last := e.accessLog(t, "?key=admin-key")
-	if len(last) != 3 || last[0].Rpc != "ListAccessLog" || last[0].Principal != "" || last[1].Principal != "acct-48213" {
+	if len(last) != 4 || last[0].Rpc != "GetProviderOutbox" || last[1].Rpc != "ListAccessLog" || last[1].Principal != "" || last[2].Principal != "acct-48213" {
 		t.Fatalf("the admin's own reads of the log: %+v", last)
 	}
 
