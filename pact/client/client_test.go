@@ -38,6 +38,7 @@ func TestRetryAfter(t *testing.T) {
 		{"missing", "", time.Second},
 		{"unreadable", "soon", time.Second},
 		{"negative", "-3", time.Second},
+		{"huge", "9300000000000", 24 * time.Hour}, // would wrap past int64 nanoseconds
 	} {
 		if got := retryAfter(tc.header, now); got != tc.want {
 			t.Errorf("%s: retryAfter(%q) = %s, want %s", tc.name, tc.header, got, tc.want)

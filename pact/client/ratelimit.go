@@ -72,7 +72,9 @@ func (c *Client) do(ctx context.Context, build func() (*http.Request, error)) (*
 func retryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+		// Past a day it is no wait anyone waits for; capped before it is
+		// multiplied, so that a huge value cannot wrap to a negative one.
+		return time.Duration(min(s, 86400)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, t.Sub(now).Round(time.Second))
