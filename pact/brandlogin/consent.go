@@ -200,8 +200,10 @@ func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand)
 	}
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: "", Path: p.consentPath(b), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	if !dc.Approve {
-		messagePage(w, http.StatusOK, "Denied", "", "You denied the request. Your personal agent cannot act on your "+b.Organization+" account.",
-			"You can close this page.")
+		// What the User allowed before stands: this page cannot say the
+		// agent may not act at all (docs/provider.md).
+		messagePage(w, http.StatusOK, "Denied", "", "You denied the request: your personal agent was not given the permissions it asked for.",
+			"Anything you allowed it before is unchanged: your "+b.Organization+" account page lists it, and you can revoke it there. You can close this page.")
 		return
 	}
 	messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(describe(b, kept), "; ")+".",

@@ -293,6 +293,12 @@ func TestDeniedConsentIsARefusalForTheLedger(t *testing.T) {
 	if err != nil || pg.Title != "Denied" {
 		t.Fatalf("deny: %v %+v", err, pg)
 	}
+	// A denial leaves what the User allowed before: the page says so, not
+	// that the agent cannot act on the account.
+	if !strings.Contains(pg.Text, "was not given the permissions it asked for") || !strings.Contains(pg.Text, "Anything you allowed it before is unchanged") ||
+		strings.Contains(pg.Text, "cannot act on your") {
+		t.Fatalf("the denial page says: %s", pg.Text)
+	}
 	if code, m := e.poll(da); code != 400 || m["error"] != "access_denied" {
 		t.Fatalf("token after denial: %d %v", code, m)
 	}
