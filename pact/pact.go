@@ -42,6 +42,10 @@ type Config struct {
 	Agent Agent
 	// StorePath is the Provider's bbolt file.
 	StorePath string
+	// AgentNames are the personal agents' names as customers know them,
+	// by issuer (the registry's displayName): the consent and account
+	// pages show them beside the agent's address.
+	AgentNames map[string]string
 	// SigningKeyPath is the ES256 key that signs delegation tokens and
 	// receipts; created on first use. Default: provider-signing-key.json
 	// beside StorePath.
@@ -140,7 +144,7 @@ func New(cfg Config) (*Provider, error) {
 
 // assemble builds the pages and routes over an open store.
 func assemble(cfg Config, st *store.Store) (*Provider, error) {
-	pages, err := brandlogin.New(brandlogin.Config{BaseURL: cfg.BaseURL, Brands: cfg.Brands, Store: st, Now: cfg.Now, Logger: cfg.Logger,
+	pages, err := brandlogin.New(brandlogin.Config{BaseURL: cfg.BaseURL, Brands: cfg.Brands, Store: st, Now: cfg.Now, Logger: cfg.Logger, AgentNames: cfg.AgentNames,
 		Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) }})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)

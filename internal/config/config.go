@@ -351,7 +351,8 @@ type Agent struct {
 	JWKSURI string `yaml:"jwksUri"`
 	Enabled *bool  `yaml:"enabled"`
 	// DisplayName is the platform's name as customers know it ("MyHelper"),
-	// for dispute replies.
+	// for dispute replies and the embedded Provider's consent and account
+	// pages.
 	DisplayName string `yaml:"displayName"`
 }
 

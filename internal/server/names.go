@@ -12,12 +12,7 @@ import (
 // tool, the description of the scope it needs (what the consent page
 // showed the customer).
 func drillNames(cfg config.Config, p *pact.Provider) drill.Names {
-	n := drill.Names{Brands: map[string]drill.BrandNames{}, Agents: map[string]string{}}
-	for _, a := range cfg.Agents {
-		if a.DisplayName != "" {
-			n.Agents[a.Issuer] = a.DisplayName
-		}
-	}
+	n := drill.Names{Brands: map[string]drill.BrandNames{}, Agents: agentNames(cfg)}
 	for _, b := range cfg.Brands {
 		if b.DisplayName != "" {
 			n.Brands[b.InterfaceURL] = drill.BrandNames{Name: b.DisplayName}
@@ -48,6 +43,17 @@ func drillNames(cfg config.Config, p *pact.Provider) drill.Names {
 			}
 		}
 		n.Brands[url] = bn
+	}
+	return n
+}
+
+// agentNames are the registered personal agents' displayNames, by issuer.
+func agentNames(cfg config.Config) map[string]string {
+	n := map[string]string{}
+	for _, a := range cfg.Agents {
+		if a.DisplayName != "" {
+			n[a.Issuer] = a.DisplayName
+		}
 	}
 	return n
 }

@@ -595,6 +595,7 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	}
 	rl := cfg.Provider.RateLimits
 	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log,
+		AgentNames:   agentNames(cfg),
 		Domains:      cfg.Provider.Domains,
 		PollInterval: time.Duration(cfg.Provider.DevicePollInterval),
 		PerAgent:     pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},

@@ -35,6 +35,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// AgentNames are the personal agents' names as customers know them,
+	// by issuer; an agent without one is named by its address alone.
+	AgentNames map[string]string
 }
 
 // Pages serves the demo logins and the consent pages.
@@ -147,6 +150,15 @@ func slug(id string) string {
 }
 
 // origin is a URL's scheme and host: how pages name a personal agent.
+// agentWords names the personal agent client for a User: its name as
+// customers know it, when the registry gives one, then its address.
+func (p *Pages) agentWords(client string) string {
+	if n := p.cfg.AgentNames[client]; n != "" {
+		return n + " (" + origin(client) + ")"
+	}
+	return origin(client)
+}
+
 func origin(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {

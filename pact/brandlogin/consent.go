@@ -141,7 +141,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		// The token carries the grant, which may hold more than was asked
 		// for this time: the page names all of it.
 		messagePage(w, http.StatusOK, "Already allowed", "",
-			"You had already allowed "+origin(d.Client)+": "+strings.Join(describe(b, b.CardOrder(cover.Scopes)), "; ")+".",
+			"You had already allowed "+p.agentWords(d.Client)+": "+strings.Join(describe(b, b.CardOrder(cover.Scopes)), "; ")+".",
 			"You can close this page and return to your agent.")
 		return
 	}
@@ -153,7 +153,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		scopes = append(scopes, scopeView{id, describe(b, []string{id})[0], slug(id)})
 	}
 	page(w, http.StatusOK, "consent", map[string]any{
-		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PA": d.Client,
+		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PAName": p.cfg.AgentNames[d.Client], "PA": d.Client,
 		"User": displayUser(b, a.Subject), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
 	})
 }

@@ -34,7 +34,7 @@ func (p *Pages) grantsPage(w http.ResponseWriter, r *http.Request, b *brand.Bran
 	now := p.cfg.Now()
 	var views []grantView
 	for _, g := range gs {
-		v := grantView{ID: g.ID, Agent: g.Client, Created: g.Created.Format("2 Jan 2006 15:04 MST"), Scopes: describe(b, g.Scopes), Active: true,
+		v := grantView{ID: g.ID, Agent: p.agentWords(g.Client), Created: g.Created.Format("2 Jan 2006 15:04 MST"), Scopes: describe(b, g.Scopes), Active: true,
 			Status: "until " + g.Expires.Format("2 Jan 2006")}
 		switch {
 		case g.ReplacedBy != "":

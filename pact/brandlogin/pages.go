@@ -61,7 +61,7 @@ button{font-size:1rem;padding:.45rem 1.1rem;margin:.6rem .4rem 0 0}.code{font-fa
 
 {{define "consent"}}{{template "top" .}}
 <h1>Allow a personal agent to act on your {{.Brand}} account?</h1>
-<p>The personal agent at <strong id="pa-origin">{{.PAOrigin}}</strong> asks to act for you, signed in as <strong>{{.User}}</strong>, at <strong id="brand">{{.Brand}}</strong>.</p>
+<p>The personal agent {{with .PAName}}<strong id="pa-name">{{.}}</strong> {{end}}at <strong id="pa-origin">{{.PAOrigin}}</strong> asks to act for you, signed in as <strong>{{.User}}</strong>, at <strong id="brand">{{.Brand}}</strong>.</p>
 <p>Code: <span class="code">{{.UserCode}}</span>. Uncheck anything you do not want to allow.</p>
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="ticket" value="{{.Ticket}}">

@@ -48,6 +48,9 @@ func TestBrowserSignInUncheckApprove(t *testing.T) {
 	if err != nil || pa != originOf(e.sc.PA.ID) {
 		t.Fatalf("consent names the agent %q (%v)", pa, err)
 	}
+	if name, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("pa-name"))); err != nil || name != agentName {
+		t.Fatalf("consent names the agent %q (%v), want its registered name %q", name, err, agentName)
+	}
 	err = chromedp.Do(ctx,
 		chromedp.Click(chromedp.ID("scope-orders-cancel")),
 		chromedp.Click(chromedp.ID("approve")),

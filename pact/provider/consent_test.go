@@ -332,8 +332,10 @@ func TestConsentSkippedWhenAGrantCoversTheRequest(t *testing.T) {
 	if claimsOf(t, second["access_token"].(string)).GrantID != claimsOf(t, first["access_token"].(string)).GrantID {
 		t.Fatal("a skipped consent made a new grant")
 	}
-	// The token carries the whole grant, and the page said so.
-	if got := claimsOf(t, second["access_token"].(string)).Scope; got != "orders:read orders:cancel" || !strings.Contains(pg.Text, "Cancel an order") {
+	// The token carries the whole grant, and the page said so, naming the
+	// agent as customers know it and by its address.
+	if got := claimsOf(t, second["access_token"].(string)).Scope; got != "orders:read orders:cancel" || !strings.Contains(pg.Text, "Cancel an order") ||
+		!strings.Contains(pg.Text, "You had already allowed "+agentName+" ("+originOf(e.sc.PA.ID)+")") {
 		t.Fatalf("covered request: token scope %q, page %q", got, pg.Text)
 	}
 	// The same agent asking for another of its users (PACT §3.2: the User

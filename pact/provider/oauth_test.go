@@ -59,6 +59,9 @@ func builtinBrand(t testing.TB, name string) string {
 	return string(b)
 }
 
+// agentName is the registered personal agent's name as customers know it.
+const agentName = "My Agent"
+
 func newOAuthEnv(t *testing.T) *oauthEnv {
 	dir := t.TempDir()
 	builtin := builtinBrand(t, "acme.yaml")
@@ -96,7 +99,7 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	t.Cleanup(func() { e.st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	e.pages, err = brandlogin.New(brandlogin.Config{BaseURL: e.srv.URL, Brands: brands, Store: e.st, Now: e.clock, Logger: log,
-		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }})
+		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }, AgentNames: map[string]string{e.sc.PA.ID: agentName}})
 	if err != nil {
 		t.Fatal(err)
 	}
