@@ -872,12 +872,33 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 	t := startTimer()
 	t.start = t.start.Add(-lookup)
 	add(t.pull(row.ID, PullReceiptRow, true, "row %s is a refusal recorded %s: no receipt was presented (%s)", short(row.ID), clock(row.RecordedAt), refusalReason(row)))
+	// A refusal posted with a delegation token that verified is under
+	// that token's grant (ledger.Row.TokenVouches): the Brand's signature
+	// names the grant and its user, and a revocation before it is the
+	// agent acting after it.
+	revoked, underGrant := verifier.Check{}, row.TokenVouches()
+	if c, ok := checkOf(row, verifier.CheckGrantNotRevoked); underGrant && ok && c.Result == verifier.Fail {
+		revoked = c
+	}
 	t = startTimer()
-	add(t.pull(row.ID, PullGrant, true, "no grant was presented: the refusal names %s as the customer, a claim no signature vouches for", claimed))
+	if underGrant {
+		detail := fmt.Sprintf("the refused request carried a delegation token of grant %s, for %s with %s, which the brand's signature vouches for (%s)",
+			row.GrantID, row.Principal, strings.Join(row.ScopeGranted, " "), checkDetail(row, verifier.CheckDelegationToken))
+		if revoked.Name != "" {
+			detail += "; " + revoked.Detail
+		}
+		add(t.pull(row.ID, PullGrant, true, "%s", detail))
+	} else {
+		add(t.pull(row.ID, PullGrant, true, "no grant was presented: the refusal names %s as the customer, a claim no signature vouches for", claimed))
+	}
 	t = startTimer()
 	add(t.pull(row.ID, PullActionLog, true, "the refused action: %s; it was not taken under any receipt", what))
 	t = startTimer()
-	add(t.pull(row.ID, PullAgentIdentity, true, "claimed by %s; without a receipt no agent identity counts as approval", agent))
+	if c, ok := checkOf(row, verifier.CheckRequestSignature); underGrant && ok && c.Result == verifier.Pass {
+		add(t.pull(row.ID, PullAgentIdentity, true, "the refused request was signed by %s itself (%s); without a receipt no agent identity counts as approval", agent, c.Detail))
+	} else {
+		add(t.pull(row.ID, PullAgentIdentity, true, "claimed by %s; without a receipt no agent identity counts as approval", agent))
+	}
 	t = startTimer()
 	rv, err := r.l.VerifyRow(ctx, row.ID)
 	switch {
@@ -902,6 +923,18 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		add(t.pull(row.ID, PullDecision, false, "needs a person: %s", d))
 		return pulls, answer{finding: fmt.Sprintf("We are checking the record of %s.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
 			closing: "A member of our team will get back to you."}
+	}
+	if revoked.Name != "" {
+		// The playbook's signal: an agent acting after a revocation.
+		when := ""
+		if at, ok := revokedAt(revoked.Detail); ok {
+			when = " (on " + clock(at) + ")"
+		}
+		add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the agent used grant %s after it was revoked, the control held and the refusal is on record", row.GrantID))
+		return pulls, answer{
+			finding: fmt.Sprintf("Your agent asked for %s after you had revoked its permission%s, and we refused it: the request is on record as refused.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt), when),
+			closing: "It does not count as your approval; if anything was changed without it, we will put it right.",
+		}
 	}
 	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))
 	return pulls, answer{
@@ -1275,4 +1308,20 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// checkOf is the check of row named name, as recorded at write time.
+func checkOf(row *ledger.Row, name string) (verifier.Check, bool) {
+	for _, c := range row.Verifier.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return verifier.Check{}, false
+}
+
+// checkDetail is the detail of row's check named name, or "" without it.
+func checkDetail(row *ledger.Row, name string) string {
+	c, _ := checkOf(row, name)
+	return c.Detail
 }
