@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,10 +153,49 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	for _, id := range b.CardOrder(d.Scopes) {
 		scopes = append(scopes, scopeView{id, describe(b, []string{id})[0], slug(id)})
 	}
+	carried, until, err := p.carried(b, a.Subject, d, now)
+	if err != nil {
+		p.cfg.Logger.ErrorContext(r.Context(), "consent page: the agent's grants", slog.String("error", err.Error()))
+		messagePage(w, http.StatusInternalServerError, "Something went wrong", "Please try again.")
+		return
+	}
 	page(w, http.StatusOK, "consent", map[string]any{
 		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PAName": p.cfg.AgentNames[d.Client], "PA": d.Client,
 		"User": displayUser(b, a.Subject), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
+		"Carried": carried, "CarriedUntil": until,
 	})
+}
+
+// carried is what the User allowed the agent of d before, under grants
+// still active, that d does not ask for again: a grant made from d
+// replaces those and carries these, not renewed, ending when the
+// earliest of them ends (store.RedeemDeviceCode, oauth.Grant.CarryOver).
+// The consent page says so before the User decides.
+func (p *Pages) carried(b *brand.Brand, user string, d oauth.DeviceAuthorization, now time.Time) (scopes []string, until string, err error) {
+	gs, err := p.cfg.Store.UserGrants(b.ID, user)
+	if err != nil {
+		return nil, "", err
+	}
+	var held []string
+	var end time.Time
+	for _, g := range gs {
+		if g.Client != d.Client || g.AgentSub == "" || g.AgentSub != d.Sub || !g.Active(now) {
+			continue
+		}
+		kept := false
+		for _, s := range g.Scopes {
+			if !slices.Contains(d.Scopes, s) && !slices.Contains(held, s) {
+				held, kept = append(held, s), true
+			}
+		}
+		if kept && (end.IsZero() || g.Expires.Before(end)) {
+			end = g.Expires
+		}
+	}
+	if len(held) == 0 {
+		return nil, "", nil
+	}
+	return describe(b, b.CardOrder(held)), end.Format("2 Jan 2006"), nil
 }
 
 // consentPath is the path the consent cookie is sent to: the brand's

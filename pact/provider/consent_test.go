@@ -638,3 +638,27 @@ func TestAStepUpApprovedThroughItsLinkIsNotAskedAgain(t *testing.T) {
 		t.Fatalf("%d revocations for the ledger, want both grants'", revoked)
 	}
 }
+
+// The consent page of an agent that holds a grant of the User says what
+// the new grant would carry of it, and until when, before the User
+// decides: the new grant replaces the older and ends when it does.
+func TestConsentPageSaysWhatANewGrantCarries(t *testing.T) {
+	e := newOAuthEnv(t)
+	jane := customer.New(janeEmail, janePassword)
+	da := e.deviceAuth("orders:read")
+	if _, err := jane.Answer(context.Background(), da["verification_uri_complete"].(string), customer.Decision{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, m := e.poll(da); code != 200 {
+		t.Fatalf("first grant: %d %v", code, m)
+	}
+	body := e.consentPage(e.deviceAuth("orders:cancel"))
+	if !strings.Contains(body, `id="carried"`) || !strings.Contains(body, "Your agent keeps what you allowed it before: See your orders and their status.") ||
+		!strings.Contains(body, "That stays until") {
+		t.Fatalf("the consent page does not say what the new grant carries:\n%s", body)
+	}
+	// Another of the agent's users (another sub) carries nothing of Jane's.
+	if body := e.consentPage(e.deviceAuthAs("u2", "orders:cancel")); strings.Contains(body, `id="carried"`) {
+		t.Fatalf("the consent page for another of the agent's users says a grant is carried:\n%s", body)
+	}
+}
