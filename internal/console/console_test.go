@@ -119,7 +119,7 @@ func TestSupportLeadAnswersTheDisputeInTheBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.GetReport().GetReply() != reply || rep.GetReport().GetRunBy() != "support-key" {
-		t.Fatalf("stored report %s: run by %q, reply %q", id, rep.GetReport().GetRunBy(), rep.GetReport().GetReply())
+		t.Fatalf("stored report %s: run by %q, reply %q; the page shows %q", id, rep.GetReport().GetRunBy(), rep.GetReport().GetReply(), reply)
 	}
 	if n := count(t, ctx, `button[data-copy="reply"]`); n != 1 {
 		t.Fatal("no copy button for the reply")
