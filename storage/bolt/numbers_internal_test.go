@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -33,6 +32,13 @@ func openNumbers(t *testing.T) *Store {
 // queueBehind blocks the commit loop in a write of its own, queues each of
 // fns in order behind it (so that they make one batch), then lets the
 // loop go on; it returns the queued writes' errors.
+//
+// The writes are put on the commit loop's channel by this goroutine, one
+// after the other, not counted there as each Update's goroutine gets to
+// it: the store queues steps of its own too (the key filter's build,
+// which the first commit starts, queues two when its goroutine gets to
+// them), and one of those waiting there would pass for a queued write and
+// let a later write overtake an earlier one.
 func queueBehind(t *testing.T, s *Store, fns ...func(ledger.Tx) error) []error {
 	t.Helper()
 	return queueBehindWrite(t, s, func(ledger.Tx) error { return nil }, fns...)
@@ -54,16 +60,13 @@ func queueBehindWrite(t *testing.T, s *Store, first func(ledger.Tx) error, fns .
 		})
 	}()
 	<-entered
-	errs := make([]chan error, len(fns))
+	reqs := make([]*request, len(fns))
 	for i, fn := range fns {
-		errs[i] = make(chan error, 1)
-		go func() { errs[i] <- s.Update(ctx, fn) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(s.reqs) < i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("write %d was not queued", i)
-			}
-			runtime.Gosched()
+		reqs[i] = &request{fn: fn, err: make(chan error, 1)}
+		select {
+		case s.reqs <- reqs[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("write %d was not queued", i)
 		}
 	}
 	close(release)
@@ -71,8 +74,8 @@ func queueBehindWrite(t *testing.T, s *Store, first func(ledger.Tx) error, fns .
 		t.Fatal(err)
 	}
 	out := make([]error, len(fns))
-	for i := range errs {
-		out[i] = <-errs[i]
+	for i, r := range reqs {
+		out[i] = <-r.err
 	}
 	return out
 }
