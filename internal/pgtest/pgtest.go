@@ -32,6 +32,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pactledger/pactledger/internal/freeport"
 )
 
 // EnvRequire names the environment variable that makes the PostgreSQL
@@ -221,7 +223,7 @@ func (c *Cluster) run(name string, args ...string) (string, error) {
 func (c *Cluster) startOnFreePort() error {
 	var err error
 	for range 5 {
-		if c.Port, err = freePort(); err != nil {
+		if c.Port, err = freeport.Port(); err != nil {
 			return err
 		}
 		if err = c.Start(); err == nil {
@@ -229,16 +231,6 @@ func (c *Cluster) startOnFreePort() error {
 		}
 	}
 	return err
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Start starts the stopped cluster on its port and waits until it takes

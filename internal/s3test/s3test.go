@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pactledger/pactledger/internal/freeport"
 )
 
 // EnvBinary names the environment variable holding the versitygw binary.
@@ -36,12 +38,10 @@ var ErrNoBinary = errors.New(EnvBinary + " is not set: run the tests with `make 
 // Start starts versitygw under a new temporary directory on a free
 // loopback port.
 func Start() (*Server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	return StartOn(addr, "pactledger-test", randomHex(20))
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pactledger/pactledger/internal/freeport"
 	"github.com/pactledger/pactledger/internal/pgtest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/postgres"
@@ -64,12 +64,11 @@ func sqlValue[T any](t *testing.T, dsn, sql string, args ...any) T {
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // TestMigrateAndSchemaCheck: Open refuses a database without the schema
