@@ -614,6 +614,10 @@ type facts struct {
 	betterPost  *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
 	leafDiff    string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
 	incident    *ledger.IncidentRecord // the row's incident, open or closed; nil when it names none
+	// lateRevocation is the grant's revocation the ledger holds now, as of
+	// a time before the action, recorded after the row was: the row's
+	// write-time check passed and stands, and the record contradicts it.
+	lateRevocation *ledger.Revocation
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
@@ -677,7 +681,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 
 	// 2. grant: the delegation token behind the action.
 	t = startTimer()
-	add(r.grant(t, f))
+	add(r.grant(ctx, t, f))
 
 	// 3. action_log: the logged args against the receipt's args hash.
 	t = startTimer()
@@ -734,7 +738,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	return pulls, reply
 }
 
-func (r *Runner) grant(t timer, f *facts) Pull {
+func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
 	row := f.row
 	if f.ev == nil || f.ev.Evidence.DelegationToken == "" {
 		f.missing = append(f.missing, "the delegation token")
@@ -761,8 +765,28 @@ func (r *Runner) grant(t timer, f *facts) Pull {
 	case tok.Exp == nil || row.IssuedAt.After(tok.Exp.Time()):
 		return t.pull(row.ID, PullGrant, false, "the token had expired at the action time %s", clock(row.IssuedAt))
 	}
-	return t.pull(row.ID, PullGrant, true, "%s granted %s to %s at %s (token %s, expires %s); the action used %s",
+	summary := fmt.Sprintf("%s granted %s to %s at %s (token %s, expires %s); the action used %s",
 		tok.Sub, tok.Scope, tok.ClientID, clock(grantTime(&tok)), tok.GrantID, clock(tok.Exp.Time()), strings.Join(row.ScopesUsed, " "))
+	if row.GrantID == "" {
+		return t.pull(row.ID, PullGrant, true, "%s", summary)
+	}
+	// The revocation on record now, which may have been reported after
+	// the row was written.
+	rev, err := r.l.Revocation(ctx, row.GrantID)
+	switch {
+	case err != nil:
+		f.missing = append(f.missing, "the grant's revocation record ("+err.Error()+")")
+		return t.pull(row.ID, PullGrant, false, "%s; whether grant %s was revoked cannot be read: %v", summary, row.GrantID, err)
+	case rev == nil || !row.IssuedAt.After(rev.RevokedAt):
+		return t.pull(row.ID, PullGrant, true, "%s", summary)
+	}
+	revoked := fmt.Sprintf("grant %s was revoked at %s (reported by %s)", row.GrantID, rev.RevokedAt.UTC().Format(time.RFC3339), rev.By)
+	if c, ok := checkOf(row, verifier.CheckGrantNotRevoked); ok && c.Result == verifier.Fail {
+		return t.pull(row.ID, PullGrant, false, "%s; %s, before the action at %s", summary, revoked, clock(row.IssuedAt))
+	}
+	f.lateRevocation = rev
+	return t.pull(row.ID, PullGrant, false, "%s; %s, before the action at %s, and recorded at %s, after this row was recorded at %s: the row's write-time check stands, and the record now contradicts it",
+		summary, revoked, clock(row.IssuedAt), rev.RecordedAt.UTC().Format(time.RFC3339), row.RecordedAt.UTC().Format(time.RFC3339))
 }
 
 func grantTime(tok *verifier.TokenClaims) time.Time {
@@ -1035,6 +1059,13 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	case !f.reverified || f.token == nil:
 		return false, "needs a person: the verifier result could not be reproduced", checking
+	case f.lateRevocation != nil:
+		// Rows keep their write-time check (a writer key may revoke any
+		// grant as of any time: docs/design/012), so the row does not
+		// flip; nor can the reply say the grant covered the action.
+		rev := f.lateRevocation
+		return false, fmt.Sprintf("needs a person: grant %s's revocation as of %s, before the action, was reported by %s at %s, after the row was recorded; whether the grant still held at the action time is for a person to decide",
+			row.GrantID, rev.RevokedAt.UTC().Format(time.RFC3339), rev.By, rev.RecordedAt.UTC().Format(time.RFC3339)), checking
 	}
 	tok := f.token
 	agent := names.agent(tok.ClientID)

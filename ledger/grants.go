@@ -63,6 +63,25 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	return out, nil
 }
 
+// Revocation returns the revocation the ledger holds for grant now, nil
+// when it holds none. It may be later than the rows of the grant: their
+// grant_not_revoked checks are as of their writes.
+func (l *Ledger) Revocation(ctx context.Context, grant string) (*Revocation, error) {
+	if err := checkField("grantId", grant, MaxFieldLength); err != nil {
+		return nil, err
+	}
+	var out *Revocation
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		out, err = tx.Revocation(grant)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revocation of grant %s: %w", grant, err)
+	}
+	return out, nil
+}
+
 // grantCheck is the grant_not_revoked check of a receipt issued at ts.
 func grantCheck(tx Tx, grant string, ts time.Time) (verifier.Check, error) {
 	const name = verifier.CheckGrantNotRevoked
