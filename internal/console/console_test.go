@@ -59,9 +59,7 @@ func TestSupportLeadAnswersTheDisputeInTheBrowser(t *testing.T) {
 	// The row can show before the page's deferred script has run; it runs
 	// its DOMContentLoaded handlers, which add the local times, by the
 	// time the document is complete.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete"`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("the row page never finished loading: %v", err)
-	}
+	loaded(t, ctx, "row")
 	if n := count(t, ctx, "time.utc + span.local"); n == 0 {
 		t.Fatal("no local time beside the UTC times")
 	}
@@ -98,6 +96,9 @@ func TestSupportLeadAnswersTheDisputeInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The reply's paragraphs show as the stored reply's line breaks once
+	// the stylesheet applies.
+	loaded(t, ctx, "drill report")
 	if got := text(t, ctx, "score"); got != "6/6 passed" {
 		t.Fatalf("score %q", got)
 	}

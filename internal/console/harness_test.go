@@ -232,6 +232,16 @@ func text(t *testing.T, ctx context.Context, id string) string {
 	return strings.TrimSpace(s)
 }
 
+// loaded waits until the page has loaded its stylesheets and scripts: an
+// element can be visible before then, and its innerText read without the
+// stylesheet's white-space loses the text's line breaks.
+func loaded(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.readyState === "complete"`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the %s page never finished loading: %v", page, err)
+	}
+}
+
 // count is the number of elements matching a CSS selector.
 func count(t *testing.T, ctx context.Context, css string) int {
 	t.Helper()
