@@ -918,8 +918,16 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 	t = startTimer()
 	add(t.pull(row.ID, PullActionLog, true, "the refused action: %s; it was not taken under any receipt", what))
 	t = startTimer()
-	if c, ok := checkOf(row, verifier.CheckRequestSignature); underGrant && ok && c.Result == verifier.Pass {
-		add(t.pull(row.ID, PullAgentIdentity, true, "the refused request was signed by %s itself (%s); without a receipt no agent identity counts as approval", agent, c.Detail))
+	// The agent's own act only with its signature on the request, bound
+	// to the token (docs/design/035): any writer that has seen a token
+	// can post a refusal under it.
+	reqSig, signed := checkOf(row, verifier.CheckRequestSignature)
+	signed = signed && reqSig.Result == verifier.Pass
+	if b, ok := checkOf(row, verifier.CheckBindings); !ok || b.Result != verifier.Pass {
+		signed = false
+	}
+	if underGrant && signed {
+		add(t.pull(row.ID, PullAgentIdentity, true, "the refused request was signed by %s itself (%s); without a receipt no agent identity counts as approval", agent, reqSig.Detail))
 	} else {
 		add(t.pull(row.ID, PullAgentIdentity, true, "claimed by %s; without a receipt no agent identity counts as approval", agent))
 	}
@@ -954,10 +962,23 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		if at, ok := revokedAt(revoked.Detail); ok {
 			when = " (on " + clock(at) + ")"
 		}
+		action := r.cfg.Names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
+		closing := "It does not count as your approval; if anything was changed without it, we will put it right."
+		if !signed {
+			how := "no request JWT was posted"
+			if reqSig.Name != "" {
+				how = "request_signature " + reqSig.Result.String() + ": " + reqSig.Detail
+			}
+			add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; a request under grant %s after it was revoked was refused, with no signature of the agent's bound to it (%s): the record does not show the agent made it; the control held and the refusal is on record", row.GrantID, how))
+			return pulls, answer{
+				finding: fmt.Sprintf("A request for %s, under the permission you had revoked%s, was refused: it is on record as refused, after you had revoked it.", action, when),
+				closing: closing,
+			}
+		}
 		add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the agent used grant %s after it was revoked, the control held and the refusal is on record", row.GrantID))
 		return pulls, answer{
-			finding: fmt.Sprintf("Your agent asked for %s after you had revoked its permission%s, and we refused it: the request is on record as refused.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt), when),
-			closing: "It does not count as your approval; if anything was changed without it, we will put it right.",
+			finding: fmt.Sprintf("Your agent asked for %s after you had revoked its permission%s, and we refused it: the request is on record as refused.", action, when),
+			closing: closing,
 		}
 	}
 	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))

@@ -9,6 +9,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // A refusal posted with a delegation token that verified is drilled as
@@ -59,5 +60,49 @@ func TestARefusalAfterARevocationIsDrilledUnderItsGrant(t *testing.T) {
 	}
 	if g := pulls(rep)[drill.PullGrant]; !strings.Contains(g.Detail, "no grant was presented") || strings.Contains(rep.Reply, "after you had revoked") {
 		t.Fatalf("a refusal without a token: grant pull %+v, reply %s", g, rep.Reply)
+	}
+}
+
+// A refusal under a revoked grant's token that carries no request JWT the
+// agent signed (none posted, or one whose signature fails) is not the
+// agent's act: any writer that has seen the token can post one. The drill
+// says a request under the revoked permission was refused, never that the
+// customer's agent asked.
+func TestARefusalWithoutTheAgentsSignatureDoesNotBlameTheAgent(t *testing.T) {
+	observed := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	r := e.sc.Mint(pacttest.Spec{At: observed, User: "acct-48213", Target: "A-5531"})
+	grant := r.TokenClaims["grant_id"].(string)
+	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	for i, request := range []string{"", pacttest.TamperSignature(r.RequestJWT)} {
+		target := []string{"A-7001", "A-7002"}[i]
+		in := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: e.sc.PA.ID, RequestJWT: request, DelegationToken: r.DelegationToken,
+			Tool: "issue_refund", Target: target, Reason: "request under delegation grant " + grant + ", which was revoked", ObservedAt: observed.Add(time.Duration(i+1) * time.Second)}
+		row, err := e.l.AppendRefusal(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.GrantID != grant {
+			t.Fatalf("%s: the refusal is not under the grant its token names: %+v", target, row)
+		}
+		for _, c := range row.Verifier.Checks {
+			if c.Name == verifier.CheckBindings && c.Result == verifier.Pass {
+				t.Fatalf("%s: bindings passed on a request JWT that did not verify: %s", target, c.Detail)
+			}
+		}
+		rep, err := e.r.Run(ctx, drill.Request{Target: target, Principal: "acct-48213"}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pulls(rep)
+		if d := p[drill.PullDecision]; !d.Passed || strings.Contains(d.Detail, "the agent used grant") || !strings.Contains(d.Detail, "no signature of the agent's") {
+			t.Fatalf("%s: decision %+v", target, d)
+		}
+		if strings.Contains(rep.Reply, "Your agent asked") || !strings.Contains(rep.Reply, "after you had revoked") || !strings.Contains(rep.Reply, "was refused") {
+			t.Fatalf("%s: reply %s", target, rep.Reply)
+		}
 	}
 }

@@ -43,12 +43,12 @@ func TestARefusalUnderADelegationToken(t *testing.T) {
 			tied: true, request: verifier.Skipped, token: verifier.Pass, bindings: verifier.Skipped},
 		{name: "request JWT the agent did not sign", edit: func(_ *harness, r *pacttest.Receipt, in *ledger.RefusalInput) {
 			in.RequestJWT = pacttest.MustKey("pa-2026-09", jose.ES256).Sign(r.RequestClaims)
-		}, tied: true, request: verifier.Fail, token: verifier.Pass, bindings: verifier.Pass},
+		}, tied: true, request: verifier.Fail, token: verifier.Pass, bindings: verifier.Skipped},
 		{name: "request JWT expired before the refusal", edit: func(h *harness, r *pacttest.Receipt, in *ledger.RefusalInput) {
 			r.RequestClaims["iat"] = observed.Add(-10 * time.Minute).Unix()
 			r.RequestClaims["exp"] = observed.Add(-8 * time.Minute).Unix()
 			in.RequestJWT = h.sc.PA.Key.Sign(r.RequestClaims)
-		}, tied: true, request: verifier.Fail, token: verifier.Pass, bindings: verifier.Pass},
+		}, tied: true, request: verifier.Fail, token: verifier.Pass, bindings: verifier.Skipped},
 		{name: "token expired before the refusal", edit: func(h *harness, r *pacttest.Receipt, in *ledger.RefusalInput) {
 			r.TokenClaims["iat"] = observed.Add(-3 * time.Hour).Unix()
 			r.TokenClaims["exp"] = observed.Add(-2 * time.Hour).Unix()

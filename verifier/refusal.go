@@ -49,8 +49,8 @@ func (t *RefusalToken) Vouches() bool {
 // still passes, its expiry told in the detail: a refusal of an ended
 // grant's token is what the record is for. The request's JWT, when
 // posted, is checked as a receipt's (PACT §3.2) as of at, and bindings
-// compares the token's client_id with its iss; without one, both are
-// SKIPPED. It returns an error wrapping ErrUndecided, and no result, when
+// compares the token's client_id with its iss once it verified; without
+// one, or with one that did not verify, bindings is SKIPPED. It returns an error wrapping ErrUndecided, and no result, when
 // the brand's or the agent's keys could not be fetched.
 func (v *Verifier) VerifyRefusalToken(ctx context.Context, tok, request Token, at time.Time, src KeySource) (*RefusalToken, error) {
 	res := &RefusalToken{
@@ -108,6 +108,9 @@ func (v *Verifier) VerifyRefusalToken(ctx context.Context, tok, request Token, a
 		res.Bindings = skipped(CheckBindings, "no request JWT was posted: the token's client_id %q is the agent the grant was made to", truncate(vc.ClientID, maxProblemBytes))
 	case req == nil:
 		res.Bindings = fail(CheckBindings, "the request JWT does not decode: no agent to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
+	case res.Request.Result != Pass:
+		// Its claims are no agent's word: nothing to bind the token to.
+		res.Bindings = skipped(CheckBindings, "the request JWT did not verify: no agent's signature to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
 	case req.Iss != vc.ClientID:
 		res.Bindings = fail(CheckBindings, "token client_id %q != request JWT iss %q", truncate(vc.ClientID, maxProblemBytes), truncate(req.Iss, maxProblemBytes))
 	default:
