@@ -506,9 +506,11 @@ func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in Rec
 // another encoding of it: otherReceipt lists the row ids of those) is
 // recorded as its own row naming the earlier one; so is a receipt whose
 // request JWT (any of its encodings, requestSHAs) an earlier row used,
-// unless that row's receipt signature failed and this one's passed: a
-// copy no signature vouches for is never the original of a receipt one
-// does, whoever posted it first (docs/design/012). Such a row takes no
+// unless that row's receipt or request signature failed and this one's
+// receipt signature passed: a copy no signature vouches for is never the
+// original of a receipt one does, whoever posted it first, nor is a
+// receipt posted beside a request JWT that does not verify with it
+// (docs/design/012). Such a row takes no
 // request-JWT entry (IndexesRequestJWT); one an earlier version recorded
 // may hold one, and is passed over: row r then takes that entry over
 // (RequestJWTTakenFrom), so that the receipts posted with the request JWT
@@ -549,10 +551,13 @@ func (l *Ledger) dedupe(tx Tx, r *Row, recorded bool, otherReceipt, requestSHAs 
 			case err != nil:
 				return err
 			}
-			if r.ReceiptVerified() && !orig.ReceiptVerified() {
+			if r.ReceiptVerified() && !IndexesRequestJWT(orig) {
 				// The other encoding's entry may name a row that counts.
 				if r.unvouchedFirst == "" {
-					r.unvouchedFirst = first
+					r.unvouchedFirst, r.unvouchedWhy = first, "receipt signature"
+					if orig.ReceiptVerified() {
+						r.unvouchedWhy = "request JWT's signature"
+					}
 				}
 				if r.RequestJWTTakenFrom == nil {
 					r.RequestJWTTakenFrom = map[string]string{}
@@ -577,7 +582,7 @@ func duplicateCheck(r *Row) verifier.Check {
 		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Fail, Detail: "duplicate of row " + r.Verifier.DuplicateOf}
 	case r.unvouchedFirst != "":
 		return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Pass,
-			Detail: "receipt hash not seen before; the request JWT was first used by row " + r.unvouchedFirst + ", whose receipt signature failed: no earlier record of this receipt"}
+			Detail: "receipt hash not seen before; the request JWT was first used by row " + r.unvouchedFirst + ", whose " + r.unvouchedWhy + " failed: no earlier record of this receipt"}
 	}
 	return verifier.Check{Name: verifier.CheckDuplicate, Result: verifier.Pass, Detail: "receipt hash and request JWT not seen before"}
 }

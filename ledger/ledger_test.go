@@ -835,3 +835,35 @@ func TestTheRealReceiptTakesTheRequestJWTFromAForgedCopyOfAnEarlierVersion(t *te
 		})
 	}
 }
+
+// A real receipt re-posted beside another turn's request JWT, which does
+// not verify with it, takes no request-JWT entry: that turn's own receipt,
+// posted after with its request JWT, is a row of its own and AUTHORIZED,
+// not a duplicate of the re-post. A writer that has seen a request JWT
+// cannot make the real turn a replay of an unrelated receipt.
+func TestAReceiptBesideAnotherTurnsRequestJWTIsNotItsFirstUse(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	b := h.sc.Mint(pacttest.Spec{User: "acct-other", GrantID: "g-other", Target: "Z-1", At: at.Add(-30 * 24 * time.Hour)})
+	if row, _ := h.append(t, in(b)); row.Status != ledger.Authorized {
+		t.Fatalf("the unrelated receipt: %v", row.Status)
+	}
+	a := h.sc.Mint(pacttest.Spec{User: "acct-victim", GrantID: "g-victim", Target: "V-1", At: at})
+	evil := *b
+	evil.RequestJWT = a.RequestJWT
+	row, _ := h.append(t, in(&evil))
+	if row.Status == ledger.Authorized || check(row, "request_signature").Result != verifier.Fail {
+		t.Fatalf("the re-post beside another turn's request JWT: %v, %+v", row.Status, check(row, "request_signature"))
+	}
+	real, o := h.append(t, in(a))
+	if o != ledger.Created || real.Status != ledger.Authorized || real.Verifier.DuplicateOf != "" {
+		t.Fatalf("the turn's own receipt after the re-post: %v %v, duplicate of %q (%s)", o, real.Status, real.Verifier.DuplicateOf, check(real, "duplicate").Detail)
+	}
+	// A second turn on the same request JWT is measured against the real
+	// receipt's row.
+	second := h.sc.Mint(pacttest.Spec{User: "acct-victim", GrantID: "g-victim", Target: "V-2", At: at.Add(time.Second)})
+	second.RequestJWT = a.RequestJWT
+	if row, _ := h.append(t, in(second)); row.Verifier.DuplicateOf != real.ID {
+		t.Fatalf("another turn on the request JWT: duplicate of %q, want %s", row.Verifier.DuplicateOf, real.ID)
+	}
+}

@@ -214,10 +214,11 @@ type Row struct {
 	// forged copy posted first). Not kept with the row.
 	countsToo bool
 	// unvouchedFirst is, while the row is written, the earlier row that
-	// used its request JWT when that row's receipt signature failed and
-	// this row's passed: no earlier record of this receipt, but named in
-	// the duplicate check. Not kept with the row.
-	unvouchedFirst string
+	// used its request JWT when that row's receipt or request signature
+	// failed (IndexesRequestJWT) and this row's receipt signature passed:
+	// no earlier record of this receipt, but named in the duplicate check,
+	// with unvouchedWhy, the signature that failed. Not kept with the row.
+	unvouchedFirst, unvouchedWhy string
 }
 
 // SameReceipt reports whether r and o record the same receipt claims:
@@ -249,12 +250,15 @@ func (r *Row) ReceiptVerified() bool {
 
 // IndexesRequestJWT reports whether row r takes the request-JWT index
 // entry of its request JWT (Rows.RowByRequestJWT) when no row holds it
-// yet: a row with a request JWT whose receipt signature did not fail. A
-// copy no signature vouches for is never the first use of a request JWT
-// (docs/design/012): the receipts posted with the JWT after it are
-// measured against the first row whose signature held.
+// yet: a row with a request JWT whose receipt signature and request
+// signature did not fail. A copy no signature vouches for is never the
+// first use of a request JWT (docs/design/012), nor is a receipt posted
+// beside a request JWT that does not verify with it (another turn's, or
+// one that had expired at its time): the receipts posted with the JWT
+// after it are measured against the first row whose signatures held.
 func IndexesRequestJWT(r *Row) bool {
-	return r.RequestJWTSHA256 != "" && !(&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature)
+	res := &verifier.Result{Checks: r.Verifier.Checks}
+	return r.RequestJWTSHA256 != "" && !res.Failed(verifier.CheckReceiptSignature) && !res.Failed(verifier.CheckRequestSignature)
 }
 
 // RetentionStart is the time retention counts from: the later of the issue
