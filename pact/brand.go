@@ -3,8 +3,11 @@ package pact
 import (
 	"embed"
 	"io/fs"
+	"sort"
 
 	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/provider"
+	"github.com/pactledger/pactledger/retention"
 )
 
 //go:embed brands/*.yaml
@@ -34,4 +37,34 @@ func LoadBrands(dir string) (map[string]*Brand, error) {
 		return brand.LoadFS(sub, "pact/brands")
 	}
 	return brand.Load(dir)
+}
+
+// ServedBrand is how a delegating brand of a Provider is reached from
+// outside it: its interface URL (the receipts' and tokens' aud), its
+// authorization server's issuer and the JWKS its keys are published at.
+type ServedBrand struct {
+	ID, InterfaceURL, Issuer, JWKSURI string
+}
+
+// ServedBrands lists the delegating brands of brands as a Provider at
+// baseURL serves them, by id: what a ledger that does not run the
+// Provider trusts to verify its receipts.
+func ServedBrands(baseURL string, brands map[string]*Brand) []ServedBrand {
+	var out []ServedBrand
+	for _, b := range brands {
+		if !b.Delegation {
+			continue
+		}
+		iss := provider.Issuer(baseURL, b.ID)
+		out = append(out, ServedBrand{ID: b.ID, InterfaceURL: provider.InterfaceURL(baseURL, b.ID), Issuer: iss, JWKSURI: iss + "/jwks.json"})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// BrandRetention returns the retention classes brands' tools name, and
+// for each scope the longest class of the tools needing it, as the
+// Provider's Retention does for its own.
+func BrandRetention(brands map[string]*Brand) (tools, scopes map[string]retention.Class) {
+	return brand.Retention(brands)
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
@@ -228,6 +230,23 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return float64(len(fetcher.Staleness(time.Now())))
 		}),
 	)
+	// A replica that runs no Provider, configured with the Provider's
+	// public URL, trusts the brands it serves as the Provider's own
+	// replica does, and files their tools in the same classes.
+	var servedTools, servedScopes map[string]retention.Class
+	if !cfg.Provider.On() && cfg.Provider.BaseURL != "" {
+		brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
+		if err != nil {
+			return nil, fmt.Errorf("provider.brandsDir: %w", err)
+		}
+		cfg.Brands = slices.Clone(cfg.Brands)
+		for _, b := range pact.ServedBrands(cfg.Provider.BaseURL, brands) {
+			if !slices.ContainsFunc(cfg.Brands, func(c config.Brand) bool { return c.InterfaceURL == b.InterfaceURL }) {
+				cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
+			}
+		}
+		servedTools, servedScopes = pact.BrandRetention(brands)
+	}
 	registry, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
 	if err != nil {
 		return nil, err
@@ -253,19 +272,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err := s.startProvider(cfg, v, pkeys, log); err != nil {
 			return nil, err
 		}
-		// The embedded Provider's brands name their tools' retention classes;
-		// retention.tools and retention.scopes in the configuration still win.
-		tools, scopes := s.provider.Retention()
-		for k, c := range tools {
-			if _, set := cfg.Retention.Tools[k]; !set {
-				policy.Tools[k] = c
-			}
-		}
-		for k, c := range scopes {
-			if _, set := cfg.Retention.Scopes[k]; !set {
-				policy.Scopes[k] = c
-			}
-		}
+		servedTools, servedScopes = s.provider.Retention()
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
 		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
@@ -277,6 +284,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		if s.pipeKey, err = pipelineKey(cfg, keyDir); err != nil {
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
+		}
+	}
+	// The Provider's brands name their tools' retention classes;
+	// retention.tools and retention.scopes in the configuration still win.
+	for k, c := range servedTools {
+		if _, set := cfg.Retention.Tools[k]; !set {
+			policy.Tools[k] = c
+		}
+	}
+	for k, c := range servedScopes {
+		if _, set := cfg.Retention.Scopes[k]; !set {
+			policy.Scopes[k] = c
 		}
 	}
 	accessKept, err := cfg.AccessRetention()
