@@ -199,6 +199,7 @@ func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (
 	var g oauth.Grant
 	var answer *oauth.Error // an answer whose revocation must commit
 	err := s.update(func(tx *txn) error {
+		now := tx.revokeAt(now)
 		key := hash(token)
 		var t oauth.RefreshToken
 		if found, err := get(tx.Tx, bRefresh, key, &t); err != nil || !found {
@@ -248,6 +249,7 @@ func agentGrants(tx *bolt.Tx, g *oauth.Grant, now time.Time, keep func(*oauth.Gr
 // replaced revokes each of older, replaced by g (oauth.Grant.Replace),
 // and queues each revocation for the ledger naming g.
 func replaced(tx *txn, g oauth.Grant, older []oauth.Grant, now time.Time) error {
+	now = tx.revokeAt(now)
 	for _, o := range older {
 		if !o.Replace(g.ID, now) {
 			continue
@@ -296,6 +298,7 @@ func (s *Store) UserGrants(brand, user string) ([]oauth.Grant, error) {
 // ErrNotFound: no such grant of that user.
 func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 	return s.update(func(tx *txn) error {
+		now := tx.revokeAt(now)
 		var g oauth.Grant
 		found, err := get(tx.Tx, bGrants, []byte(id), &g)
 		if err != nil {

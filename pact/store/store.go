@@ -51,6 +51,10 @@ type Store struct {
 	// queued is sent on (without blocking) after a transaction that added
 	// entries to the outbox commits.
 	queued chan struct{}
+	// lastTurn is the latest time of a turn under a grant that committed,
+	// read and written in write transactions only (bbolt runs one at a
+	// time): a revocation that commits after is dated no earlier.
+	lastTurn time.Time
 }
 
 // Open opens (creating it if needed) the store at path.
@@ -82,15 +86,39 @@ func (s *Store) Close() error { return s.db.Close() }
 type txn struct {
 	*bolt.Tx
 	queued bool
+	s      *Store
+	// turnAt is the time of the turn under a grant this transaction
+	// records; Store.lastTurn once it commits.
+	turnAt time.Time
+}
+
+// revokeAt is the time a revocation this transaction records is dated:
+// now, or the latest turn under a grant that committed before it when
+// that is later (its clock was read before the turn took its place
+// among the transactions). A turn's receipt is then never dated after
+// a revocation that took effect after it.
+func (t *txn) revokeAt(now time.Time) time.Time {
+	if t.s.lastTurn.After(now) {
+		return t.s.lastTurn
+	}
+	return now
 }
 
 // update runs fn in a write transaction and signals Queued when it queued
 // entries and committed.
 func (s *Store) update(fn func(tx *txn) error) error {
-	t := &txn{}
+	t := &txn{s: s}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		t.Tx = tx
-		return fn(t)
+		if err := fn(t); err != nil {
+			return err
+		}
+		if t.turnAt.After(s.lastTurn) {
+			// Set before the commit, under the write lock: a commit that
+			// fails leaves the next revocation dated a little later.
+			s.lastTurn = t.turnAt
+		}
+		return nil
 	})
 	if err == nil && t.queued {
 		select {

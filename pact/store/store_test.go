@@ -279,3 +279,39 @@ func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 		t.Fatalf("outbox %+v %v", items, err)
 	}
 }
+
+// A revocation whose time was read before a turn under the grant committed
+// is dated no earlier than that turn: the turn's receipt was served before
+// the revocation took effect, and the ledger must not read it as an action
+// after the revocation.
+func TestARevocationIsNotDatedBeforeATurnThatCommittedFirst(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	g := oauth.Grant{ID: "a2agrant_1", Brand: "acme", Client: "https://pa.example", User: "acct-48213", Scopes: []string{"orders:read"}, Created: now, Expires: now.Add(oauth.GrantTTL)}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bGrants, []byte(g.ID), g) }); err != nil {
+		t.Fatal(err)
+	}
+	// The revocation read its clock at now; a turn that started a second
+	// later committed before it.
+	turnAt := now.Add(time.Second)
+	conv := Conversation{ID: "c1", Brand: "acme", PA: "https://pa.example", Sub: "u1", Created: now}
+	if _, _, err := s.BeginTurn(conv, true, "m1", turnAt); err != nil {
+		t.Fatal(err)
+	}
+	turn := TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{"message":{}}`), State: json.RawMessage(`{}`), User: "acct-48213", Grant: g.ID,
+		Outbox: []pipeline.Item{{Receipt: &pipeline.Receipt{ReceiptJWS: "a.b.c"}}}}
+	if err := s.RecordTurn(turn, turnAt); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeGrant("acme", "acct-48213", g.ID, "the user revoked it", now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Grant(g.ID)
+	if err != nil || got.Revoked.Before(turnAt) {
+		t.Fatalf("revoked at %s, before the turn at %s that committed first (%v)", got.Revoked, turnAt, err)
+	}
+	items, err := s.Outbox(10)
+	if err != nil || len(items) != 2 || items[1].Revocation == nil || items[1].Revocation.RevokedAt.Before(turnAt) {
+		t.Fatalf("the revocation queued for the ledger: %+v %v", items, err)
+	}
+}

@@ -152,6 +152,7 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 			if !found || !g.Active(now) {
 				return fmt.Errorf("grant %s: %w", r.Grant, ErrGrantEnded)
 			}
+			tx.turnAt = now
 		}
 		for k, c := range r.Changes {
 			cur, err := fields(tx.Tx, k)
