@@ -484,12 +484,11 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		answers = append(answers, answer{finding: fmt.Sprintf("We hold %s about %s that this check did not cover.", more, describeQuery(req)),
 			closing: "A member of our team will go through them and get back to you."})
 	}
-	if n := lookups; n > 0 {
-		times := "once"
-		if n > 1 {
-			times = fmt.Sprintf("%d times", n)
-		}
-		answers = append(answers, answer{finding: fmt.Sprintf("Your agent also looked up information %s, which changed nothing.", times)})
+	switch n := lookups; {
+	case n == 1:
+		answers = append(answers, answer{finding: "Your agent also made one other request that ran no action: it only showed information and changed nothing."})
+	case n > 1:
+		answers = append(answers, answer{finding: fmt.Sprintf("Your agent also made %d other requests that ran no action: they only showed information and changed nothing.", n)})
 	}
 	rep.Reply = compose(answers)
 }
@@ -618,6 +617,9 @@ type facts struct {
 	// a time before the action, recorded after the row was: the row's
 	// write-time check passed and stands, and the record contradicts it.
 	lateRevocation *ledger.Revocation
+	// revocation is the grant's revocation the ledger holds now, whenever
+	// it is dated; nil when it holds none.
+	revocation *ledger.Revocation
 }
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
@@ -777,9 +779,13 @@ func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
 	case err != nil:
 		f.missing = append(f.missing, "the grant's revocation record ("+err.Error()+")")
 		return t.pull(row.ID, PullGrant, false, "%s; whether grant %s was revoked cannot be read: %v", summary, row.GrantID, err)
-	case rev == nil || !row.IssuedAt.After(rev.RevokedAt):
+	case rev == nil:
 		return t.pull(row.ID, PullGrant, true, "%s", summary)
+	case !row.IssuedAt.After(rev.RevokedAt):
+		f.revocation = rev
+		return t.pull(row.ID, PullGrant, true, "%s; the grant was revoked later, at %s", summary, rev.RevokedAt.UTC().Format(time.RFC3339))
 	}
+	f.revocation = rev
 	revoked := fmt.Sprintf("grant %s was revoked at %s (reported by %s)", row.GrantID, rev.RevokedAt.UTC().Format(time.RFC3339), rev.By)
 	if c, ok := checkOf(row, verifier.CheckGrantNotRevoked); ok && c.Result == verifier.Fail {
 		return t.pull(row.ID, PullGrant, false, "%s; %s, before the action at %s", summary, revoked, clock(row.IssuedAt))
@@ -878,6 +884,10 @@ func (r *Runner) agentIdentity(ctx context.Context, t timer, f *facts) Pull {
 		kid, short(snap.ID), row.Agent.Platform, clock(snap.FetchedAt), snap.URI, alg)
 }
 
+// refusedClosing ends the reply on a refusal: the refused request, not
+// any permission the customer gave, is what does not count.
+const refusedClosing = "A refused request does not count as your approval; if anything was changed without your approval, we will put it right."
+
 // drillRefusal answers the six pulls for a refusal row from the row alone:
 // no receipt was presented, so the playbook's rule 1 decides (no verifiable
 // receipt: unauthorized) and nothing needs a person.
@@ -963,7 +973,7 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 			when = " (on " + clock(at) + ")"
 		}
 		action := r.cfg.Names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
-		closing := "It does not count as your approval; if anything was changed without it, we will put it right."
+		closing := refusedClosing
 		if !signed {
 			how := "no request JWT was posted"
 			if reqSig.Name != "" {
@@ -983,8 +993,8 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 	}
 	add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the control held and the refusal is on record"))
 	return pulls, answer{
-		finding: fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was recorded as refused (%s).", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt), refusalReason(row)),
-		closing: "It does not count as your approval; if anything was changed without it, we will put it right.",
+		finding: fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was refused, and is on record as refused.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
+		closing: refusedClosing,
 	}
 }
 
@@ -1095,8 +1105,17 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			grant: fmt.Sprintf("On %s you signed in with %s and allowed %s to %s.", clock(grantTime(tok)), names.brand(row.Brand), agent, names.scopes(row.Brand, tok.Scopes())),
 			finding: fmt.Sprintf("At %s your agent, under that permission, ran %s, with a request signed by %s.",
 				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
-			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. You can withdraw the permission at any time.", agent),
+			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. %s", agent, withdraw(f.revocation)),
 		}
+}
+
+// withdraw is the reply's last word on the permission: that the customer
+// can withdraw it, or when they did.
+func withdraw(rev *ledger.Revocation) string {
+	if rev != nil {
+		return fmt.Sprintf("You withdrew this permission on %s: your agent can no longer act under it.", clock(rev.RevokedAt))
+	}
+	return "You can withdraw the permission at any time."
 }
 
 // incidentCauses says why row f.row flips the dispute, from the checks

@@ -40,7 +40,7 @@ func TestDisputeByPrincipalScoresWhatChangedInTheBrandsWords(t *testing.T) {
 	if n := strings.Count(rep.Reply, "\n\n") + 1; n > 2 {
 		t.Errorf("reply has %d paragraphs:\n%s", n, rep.Reply)
 	}
-	for _, want := range []string{"Acme Outfitters", "MyHelper", "see your orders and cancel an order", `"cancel an order" on A-5531`, "7 October 2026 13:07 UTC", "looked up information 2 times"} {
+	for _, want := range []string{"Acme Outfitters", "MyHelper", "see your orders and cancel an order", `"cancel an order" on A-5531`, "7 October 2026 13:07 UTC", "2 other requests that ran no action"} {
 		if !strings.Contains(rep.Reply, want) {
 			t.Errorf("reply lacks %q:\n%s", want, rep.Reply)
 		}
@@ -70,7 +70,7 @@ func TestDisputeFindsTheActionBehindManyLookups(t *testing.T) {
 		if rep.ChecksTotal != 6 || rep.ChecksPassed != 6 || len(rep.Rows) != 1 || rep.Rows[0] != row.ID || len(rep.Listed) != drill.MaxRows {
 			t.Fatalf("%+v: %d/%d checks, rows %v, %d listed", req, rep.ChecksPassed, rep.ChecksTotal, rep.Rows, len(rep.Listed))
 		}
-		if !strings.Contains(rep.Note, "25 read-only turns listed, not scored (the newest 20 shown)") || !strings.Contains(rep.Reply, "looked up information 25 times") {
+		if !strings.Contains(rep.Note, "25 read-only turns listed, not scored (the newest 20 shown)") || !strings.Contains(rep.Reply, "25 other requests that ran no action") {
 			t.Errorf("%+v: note %q, reply %q", req, rep.Note, rep.Reply)
 		}
 	}

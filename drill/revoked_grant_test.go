@@ -75,3 +75,52 @@ func TestAReceiptUnderARevokedGrantIsNotAnsweredAsCovered(t *testing.T) {
 		t.Fatalf("reply after the revocation: %s", rep.Reply)
 	}
 }
+
+// A row the customer's grant covered, whose grant they revoked later, is
+// answered as covered, and the reply says they withdrew the permission,
+// and when, instead of telling them they can.
+func TestACoveredActionUnderAGrantRevokedLaterSaysItWasWithdrawn(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	at := time.Date(2026, 10, 7, 13, 12, 0, 0, time.UTC)
+	r := e.sc.Mint(pacttest.Spec{At: at, User: "acct-48213", Target: "A-5531"})
+	e.append(t, r)
+	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), "", "admin-key"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pulls(rep)
+	if d := p[drill.PullDecision]; !d.Passed || !strings.Contains(d.Detail, "customer-authorized") {
+		t.Fatalf("decision: %+v", d)
+	}
+	if g := p[drill.PullGrant]; !g.Passed || !strings.Contains(g.Detail, "revoked later, at 2026-10-07T13:31:00Z") {
+		t.Fatalf("grant pull: %+v", g)
+	}
+	if strings.Contains(rep.Reply, "You can withdraw") || !strings.Contains(rep.Reply, "You withdrew this permission on 7 October 2026 13:31 UTC") {
+		t.Fatalf("reply: %s", rep.Reply)
+	}
+}
+
+// The reply on a refusal tells the customer the request was refused, not
+// the Provider's internal reason, which names grants and scopes.
+func TestARefusalsReplyKeepsTheInternalReasonOut(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	reason := "asked beyond delegation grant a2agrant_eyn (scopes orders:read): answered with a step-up task for refunds:issue"
+	if _, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "acct-48213", Tool: "issue_refund", Target: "A-5531", Reason: reason, ObservedAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rep.Reply, "a2agrant_eyn") || strings.Contains(rep.Reply, "step-up") || !strings.Contains(rep.Reply, "was refused") || strings.Contains(rep.Reply, "It does not count") {
+		t.Fatalf("reply: %s", rep.Reply)
+	}
+	if !strings.Contains(pulls(rep)[drill.PullReceiptRow].Detail, reason) {
+		t.Fatalf("the support lead's pull lost the reason: %+v", pulls(rep)[drill.PullReceiptRow])
+	}
+}
