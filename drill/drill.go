@@ -713,7 +713,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	case err == nil && diff != "":
 		// The row was rewritten in the row store after the log took it:
 		// nothing it says now can be decided on.
-		f.leafDiff = fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
+		f.leafDiff = fmt.Sprintf("the row's record differs from its leaf %d in the Merkle log: %s", idx, diff)
 		pulls[0].Passed = false
 		pulls[0].Detail += "; " + f.leafDiff
 	case err != nil && !leafNotExpected(err):
@@ -959,7 +959,7 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 			closing: "A member of our team will get back to you."}
 	}
 	if err == nil && diff != "" {
-		d := fmt.Sprintf("the row store's row differs from its leaf %d in the Merkle log: %s", idx, diff)
+		d := fmt.Sprintf("the row's record differs from its leaf %d in the Merkle log: %s", idx, diff)
 		pulls[0].Passed = false
 		pulls[0].Detail += "; " + d
 		add(t.pull(row.ID, PullDecision, false, "needs a person: %s", d))

@@ -737,7 +737,7 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 			if ev == nil {
 				// Not kept (read-only class) or itself a finding above: the
 				// token hashes cannot be recomputed from the row store.
-				skip = []string{"receipt", "request", "token"}
+				skip = evidenceLeafKeys
 			}
 			if err := check(r, r.ID, "row "+r.ID, rowLeaf(r, ev), skip...); err != nil {
 				return err
@@ -849,6 +849,11 @@ func (l *Ledger) checkIncidents(ctx context.Context, page *IntegrityPage) error 
 	}
 }
 
+// evidenceLeafKeys are the leaf's values recomputed from the row's
+// evidence bundle, not from the row: the hashes of the receipt, the
+// request JWT and the delegation token.
+var evidenceLeafKeys = []string{"receipt", "request", "token"}
+
 // leafDiff names the values that differ between a stored leaf and the leaf
 // recomputed from the row store, "" when they agree; values named in skip
 // are not compared.
@@ -871,7 +876,11 @@ func leafDiff(stored, recomputed []byte, skip []string) string {
 	var diffs []string
 	for k := range names {
 		if s[k] != r[k] && !slices.Contains(skip, k) {
-			diffs = append(diffs, fmt.Sprintf("%s is %q in the row store, %q in the leaf", k, r[k], s[k]))
+			where := "the row store"
+			if slices.Contains(evidenceLeafKeys, k) {
+				where = "the stored evidence"
+			}
+			diffs = append(diffs, fmt.Sprintf("%s is %q in %s, %q in the leaf", k, r[k], where, s[k]))
 		}
 	}
 	sort.Strings(diffs)
@@ -987,7 +996,7 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 	} else {
 		// Not kept (read-only class): the token hashes cannot be
 		// recomputed from the row store.
-		skip = []string{"receipt", "request", "token"}
+		skip = evidenceLeafKeys
 	}
 	return idx, leafDiff(data, rowLeaf(r, ev), skip), nil
 }
