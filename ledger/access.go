@@ -36,6 +36,9 @@ type Access struct {
 	Grant     string `json:"grant,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	Row       string `json:"row,omitempty"`
+	// RowPrincipal is the principal of the row the read named by its id,
+	// when the read found it: whose row was read.
+	RowPrincipal string `json:"rowPrincipal,omitempty"`
 	// Object is a snapshot, drill or incident id the read named.
 	Object string `json:"object,omitempty"`
 	// AboutKey is the key whose reads an access-log listing asked for.
@@ -79,13 +82,14 @@ type AccessQuery struct {
 	// zero time means the time of the first page, so paging through the log
 	// ends even while reads (these included) add records.
 	Before time.Time
-	// Key, Principal, Target and Grant must equal the record's.
+	// Key, Principal, Target and Grant must equal the record's; Principal
+	// may equal its RowPrincipal instead.
 	Key, Principal, Target, Grant string
 }
 
 func (q AccessQuery) match(a *Access) bool {
 	return !a.At.Before(q.Since) &&
-		(q.Key == "" || a.Key == q.Key) && (q.Principal == "" || a.Principal == q.Principal) &&
+		(q.Key == "" || a.Key == q.Key) && (q.Principal == "" || a.Principal == q.Principal || a.RowPrincipal == q.Principal) &&
 		(q.Target == "" || a.Target == q.Target) && (q.Grant == "" || a.Grant == q.Grant)
 }
 
@@ -168,7 +172,7 @@ func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	for {
 		l.mu.Lock()
 		if len(l.queued) < l.cfg.MaxQueued {
-			for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.Object, &a.AboutKey} {
+			for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.RowPrincipal, &a.Object, &a.AboutKey} {
 				*v = cutAccessValue(*v, &a.Truncated)
 			}
 			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order

@@ -87,6 +87,7 @@ func (c *cli) accessQuery(r *ledgerv1.AccessRecord) string {
 	add("grant", r.GetGrantId())
 	add("agent", r.GetAgent())
 	add("row", row)
+	add("of", r.GetRowPrincipal())
 	add("id", r.GetObject())
 	add("by", r.GetAboutKey())
 	return orDash(strings.Join(q, " "))

@@ -21,12 +21,12 @@ func TestAccessLogThroughTheBinary(t *testing.T) {
 	}
 	code, out, errs := exe(t, as("admin"), "access-log", "--principal", "acct-48213")
 	if code != exitOK || !strings.Contains(out, "SEQ") || !strings.Contains(out, "support") || !strings.Contains(out, "ListRows") ||
-		!strings.Contains(out, "principal=acct-48213") || strings.Contains(out, "GetEvidence") {
+		!strings.Contains(out, "principal=acct-48213") || !strings.Contains(out, "GetEvidence") || !strings.Contains(out, "row="+f.rowID[:12]+" of=acct-48213") {
 		t.Fatalf("access-log --principal: %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = exe(t, as("admin"), "access-log", "--by", "auditor", "-o", "csv")
 	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-	if code != exitOK || err != nil || len(recs) != 2 || recs[1][2] != "auditor" || recs[1][4] != "GetEvidence" || recs[1][5] != "row="+f.rowID || recs[1][6] != "1" || recs[1][7] != "ok" {
+	if code != exitOK || err != nil || len(recs) != 2 || recs[1][2] != "auditor" || recs[1][4] != "GetEvidence" || recs[1][5] != "row="+f.rowID+" of=acct-48213" || recs[1][6] != "1" || recs[1][7] != "ok" {
 		t.Fatalf("access-log --by auditor as csv: %d %v %q", code, err, recs)
 	}
 	// The admin's own listings are reads of the log too, and say whose

@@ -24,6 +24,8 @@ import (
 type accessRecorder struct {
 	access *ledger.AccessLog
 	log    *slog.Logger
+	// rows reads the row a read named by its id, for its principal.
+	rows *ledger.Ledger
 }
 
 func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -41,12 +43,22 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if err != nil {
 		rec.Result = strings.ToLower(codeWords(status.Code(err)))
 	}
+	if rec.Row != "" && rec.RowPrincipal == "" && err == nil && a.rows != nil {
+		// Whose row was read: what "who looked up this customer's rows"
+		// asks of reads by id.
+		if r, gerr := a.rows.Get(ctx, rec.Row); gerr == nil {
+			rec.RowPrincipal = r.Principal
+		}
+	}
 	attrs := []slog.Attr{slog.String("key", rec.Key), slog.String("rpc", rec.RPC),
 		slog.String("principal", rec.Principal), slog.String("target", rec.Target), slog.String("grant", rec.Grant),
 		slog.String("agent", rec.Agent), slog.String("row", rec.Row), slog.String("object", rec.Object),
 		slog.Int("rows", rec.Rows), slog.String("result", rec.Result)}
 	if rec.AboutKey != "" {
 		attrs = append(attrs, slog.String("about_key", rec.AboutKey))
+	}
+	if rec.RowPrincipal != "" {
+		attrs = append(attrs, slog.String("row_principal", rec.RowPrincipal))
 	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "read", attrs...)
 	if rerr := a.access.Record(ctx, rec); rerr != nil {
@@ -112,6 +124,7 @@ func describeReply(a ledger.Access, req, resp any) ledger.Access {
 	switch r := resp.(type) {
 	case *ledgerv1.GetRowResponse:
 		a.Rows = one(r.GetRow() != nil)
+		a.RowPrincipal = r.GetRow().GetPrincipal()
 	case *ledgerv1.GetEvidenceResponse:
 		a.Rows = one(r.GetRowId() != "")
 	case *ledgerv1.VerifyRowResponse:
@@ -192,7 +205,7 @@ func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
 	}
 	return &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
 		Principal: text(a.Principal), Target: text(a.Target), GrantId: text(a.Grant), Agent: text(a.Agent), RowId: text(a.Row), Object: text(a.Object),
-		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), Truncated: cut || a.Truncated}
+		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), RowPrincipal: text(a.RowPrincipal), Truncated: cut || a.Truncated}
 }
 
 // parseAccessToken reads a page token: the last record's number and the

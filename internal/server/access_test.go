@@ -13,7 +13,7 @@ import (
 type accessRecord struct {
 	Seq                                         string
 	Key, Rpc, Principal, Target, GrantID, Agent string
-	RowID, Object, Result                       string
+	RowID, RowPrincipal, Object, Result         string
 	Roles                                       []string
 	Rows                                        int
 }
@@ -58,8 +58,8 @@ func TestAccessLog(t *testing.T) {
 	want := []accessRecord{
 		{Key: "admin-key", Rpc: "GetProviderOutbox", Result: "ok"},
 		{Key: "support-key", Rpc: "ListRows", Principal: "acct-48213", Rows: 1, Result: "ok"},
-		{Key: "support-key", Rpc: "GetRow", RowID: id, Rows: 1, Result: "ok"},
-		{Key: "auditor-key", Rpc: "GetEvidence", RowID: id, Rows: 1, Result: "ok"},
+		{Key: "support-key", Rpc: "GetRow", RowID: id, RowPrincipal: "acct-48213", Rows: 1, Result: "ok"},
+		{Key: "auditor-key", Rpc: "GetEvidence", RowID: id, RowPrincipal: "acct-48213", Rows: 1, Result: "ok"},
 		{Key: "auditor-key", Rpc: "GetGrant", GrantID: rep.Row.GrantID, Rows: 2, Result: "ok"}, // both receipts are under the one grant
 		{Key: "support-key", Rpc: "RunDrill", Target: "A-5531", Rows: 1, Result: "ok"},
 		{Key: "support-key", Rpc: "GetRow", RowID: "ffffffffffff", Result: "not found"},
@@ -81,9 +81,10 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("roles %v", r)
 	}
 
-	// Who looked up acct-48213's rows? Listing the log is a read too.
+	// Who looked up acct-48213's rows, by a query naming the customer or
+	// by a row's id? Listing the log is a read too.
 	who := e.accessLog(t, "?principal=acct-48213")
-	if len(who) != 1 || who[0].Key != "support-key" || who[0].Rpc != "ListRows" {
+	if len(who) != 3 || who[0].Rpc != "ListRows" || who[1].Rpc != "GetRow" || who[2].Rpc != "GetEvidence" || who[2].Key != "auditor-key" {
 		t.Fatalf("reads of acct-48213: %+v", who)
 	}
 	all := e.accessLog(t, "?pageSize=2")

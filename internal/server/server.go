@@ -340,7 +340,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	rpcMetrics := newRPCMetrics()
 	reg.MustRegister(rpcMetrics)
 	body := newProtoBody()
-	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), body.unary, auth.unary, accessRecorder{access: s.access, log: log}.unary, rowIDs{rows: s.store}.unary}
+	unary := []grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor(), body.unary, auth.unary, accessRecorder{access: s.access, log: log, rows: s.ledger}.unary, rowIDs{rows: s.store}.unary}
 	auth.refused = countRefusals(rpcMetrics, &ledgerv1.LedgerService_ServiceDesc)
 	auth.refusals = newRefusalLog(log)
 	s.grpc = grpc.NewServer(

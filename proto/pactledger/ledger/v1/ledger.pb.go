@@ -6110,7 +6110,8 @@ type ListAccessLogRequest struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
 	// Only reads made with the API key of this name.
 	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
-	// Only reads whose query named this principal.
+	// Only reads whose query named this principal, or that read by its id a
+	// row of this principal (row_principal).
 	Principal string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Only reads whose query named this target (an order id).
 	Target string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
@@ -6236,7 +6237,11 @@ type AccessRecord struct {
 	// refused or not, and an answer carries each value up to 512 bytes
 	// (longer than any the ledger holds), cut between characters and ending
 	// "… (N bytes more)".
-	Truncated     bool `protobuf:"varint,15,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,15,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The principal of the row the read named by its id (row_id), when the
+	// read found it: whose row was read. Empty for other reads, and for
+	// reads recorded before this field.
+	RowPrincipal  string `protobuf:"bytes,16,opt,name=row_principal,json=rowPrincipal,proto3" json:"row_principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6374,6 +6379,13 @@ func (x *AccessRecord) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *AccessRecord) GetRowPrincipal() string {
+	if x != nil {
+		return x.RowPrincipal
+	}
+	return ""
 }
 
 // ListAccessLogResponse is one page of read-access records, oldest first.
@@ -7278,7 +7290,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1c\n" +
 	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06target\x18\x06 \x01(\tR\x06target\x12\x19\n" +
-	"\bgrant_id\x18\a \x01(\tR\agrantId\"\x83\x03\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xa8\x03\n" +
 	"\fAccessRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
@@ -7295,7 +7307,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x04rows\x18\f \x01(\x05R\x04rows\x12\x16\n" +
 	"\x06result\x18\r \x01(\tR\x06result\x12\x1b\n" +
 	"\tabout_key\x18\x0e \x01(\tR\baboutKey\x12\x1c\n" +
-	"\ttruncated\x18\x0f \x01(\bR\ttruncated\"}\n" +
+	"\ttruncated\x18\x0f \x01(\bR\ttruncated\x12#\n" +
+	"\rrow_principal\x18\x10 \x01(\tR\frowPrincipal\"}\n" +
 	"\x15ListAccessLogResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
