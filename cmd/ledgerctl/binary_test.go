@@ -241,6 +241,10 @@ func TestRowIDPrefixes(t *testing.T) {
 		if args[0] == "show" && !strings.Contains(out, f.rowID) {
 			t.Errorf("%v does not show the full id: %s", args, out)
 		}
+		// No limits recorded reads as such, not as "count 0" (none allowed).
+		if args[0] == "show" && (!strings.Contains(out, "amount none recorded, count none recorded") || strings.Contains(out, "count 0")) {
+			t.Errorf("%v: the limits line: %s", args, out)
+		}
 	}
 	if code, _, errs := exe(t, env, "show", f.rowID[:7]); code != exitUsage || !strings.Contains(errs, "at least 8") {
 		t.Errorf("7 characters: %d %s", code, errs)

@@ -182,7 +182,11 @@ func (c *cli) show(args []string) error {
 	w := c.table()
 	line := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	line("row", r.GetId())
-	line("receipt", r.GetReceiptId())
+	if r.GetKind() == ledgerv1.RowKind_ROW_KIND_REFUSAL {
+		line("refusal hash", r.GetReceiptId())
+	} else {
+		line("receipt", r.GetReceiptId())
+	}
 	line("kind / status", word(r.GetKind(), "ROW_KIND_")+" / "+word(r.GetStatus(), "ROW_STATUS_"))
 	if r.GetIncidentId() != "" {
 		line("incident", r.GetIncidentId())
@@ -201,7 +205,14 @@ func (c *cli) show(args []string) error {
 		line("refusal", fmt.Sprintf("%s (claimed %s, agent %s)", r.GetRefusal().GetReason(), r.GetRefusal().GetClaimedPrincipal(), r.GetRefusal().GetClaimedAgent()))
 	}
 	if l := r.GetLimits(); l.GetAmountMax() != "" || l.GetCountMax() != 0 || l.GetGrantExpires() != nil {
-		line("limits", fmt.Sprintf("amount %s, count %d, grant expires %s", orDash(l.GetAmountMax()), l.GetCountMax(), when(l.GetGrantExpires())))
+		amount, count := "none recorded", "none recorded"
+		if l.GetAmountMax() != "" {
+			amount = "at most " + l.GetAmountMax()
+		}
+		if l.GetCountMax() != 0 {
+			count = fmt.Sprintf("at most %d", l.GetCountMax())
+		}
+		line("limits", fmt.Sprintf("amount %s, count %s, grant expires %s", amount, count, when(l.GetGrantExpires())))
 	}
 	line("issued / recorded", when(r.GetIssuedAt())+" / "+when(r.GetRecordedAt()))
 	line("retention", word(r.GetRetentionClass(), "RETENTION_CLASS_")+" until "+when(r.GetRetainUntil()))

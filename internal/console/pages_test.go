@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
@@ -117,8 +118,31 @@ func TestReadOnlyRowOffersNoDrill(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(body, `id="run-drill"`) || !strings.Contains(body, `id="drill-read-only"`) {
 		t.Errorf("read-only row page = %d, want no drill button and the reason:\n%s", code, body)
 	}
+	if strings.Contains(body, "holds the stored receipt") || !strings.Contains(body, "keeps no receipt, request JWT, delegation token or action log bytes") {
+		t.Errorf("the read-only row page says its evidence download holds bytes it does not keep:\n%s", body)
+	}
 	code, body = c.get(t, "/console/rows/"+cancel.GetId())
 	if code != http.StatusOK || !strings.Contains(body, `id="run-drill"`) || strings.Contains(body, `id="drill-read-only"`) {
 		t.Errorf("cancelled order's row page = %d, want the drill button:\n%s", code, body)
+	}
+	if !strings.Contains(body, "holds the stored receipt, request JWT, delegation token, action log") || !strings.Contains(body, "<dt>Receipt id</dt>") {
+		t.Errorf("the cancelled order's row page: evidence note or receipt id label missing:\n%s", body)
+	}
+}
+
+// A refusal's page names its hash as the refusal record's, not a
+// receipt's: no receipt was presented.
+func TestRefusalPageNamesNoReceipt(t *testing.T) {
+	e := newEnv(t, nil)
+	resp, err := e.client.AppendRefusal(as(config.RoleWriter), &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "acct-30418",
+		Action: &ledgerv1.RefusalAction{Tool: "change_address", Target: "acct-30418"}, Reason: "no receipt; routed to human", ObservedAt: timestamppb.New(time.Now().Add(-time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	code, body := c.get(t, "/console/rows/"+resp.GetRow().GetId())
+	if code != http.StatusOK || strings.Contains(body, "<dt>Receipt id</dt>") || !strings.Contains(body, "<dt>Refusal record hash</dt>") || strings.Contains(body, "holds the stored receipt") {
+		t.Errorf("refusal row page = %d:\n%s", code, body)
 	}
 }
