@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"golang.org/x/mod/sumdb/note"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -45,6 +46,10 @@ type harness struct {
 	accessKept retention.Period
 	// logs, when set, receives the ledger's log; otherwise it is dropped.
 	logs *syncbuf.Buffer
+	// logSigner and logVKey are the log's key, made by the first
+	// enableLog and kept across restarts, as ledgerd keeps its key file.
+	logSigner note.Signer
+	logVKey   string
 }
 
 func newHarness(t testing.TB) *harness {

@@ -33,7 +33,10 @@ func logKeys(t testing.TB) (note.Signer, string) {
 
 func (h *harness) enableLog(t testing.TB, maxBatch int) string {
 	t.Helper()
-	s, vkey := logKeys(t)
+	if h.logSigner == nil {
+		h.logSigner, h.logVKey = logKeys(t)
+	}
+	s, vkey := h.logSigner, h.logVKey
 	if err := h.l.EnableLog(ledger.LogConfig{Signer: s, MaxBatch: maxBatch}); err != nil {
 		t.Fatal(err)
 	}
