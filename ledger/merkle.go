@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -156,6 +157,11 @@ func PlanPrune(tx interface {
 type LogConfig struct {
 	// Signer signs checkpoints; its name is the log's origin. Required.
 	Signer note.Signer
+	// VerifierKey is Signer's verifier key ("<origin>+<hash>+<key>"). With
+	// it the row store's latest checkpoint is verified before the log is
+	// extended or published (CheckLogKey); without it, the checkpoint's
+	// signature must name Signer's key (origin and key hash).
+	VerifierKey string
 	// Interval is the most often the tree is extended while leaves
 	// arrive; default 500 ms.
 	Interval time.Duration
@@ -173,10 +179,11 @@ type LogConfig struct {
 
 // logState is the ledger's log, once EnableLog ran.
 type logState struct {
-	cfg    LogConfig
-	notify chan struct{}
-	tiles  *bytesCache // tiles and entry bundles read back from write-once storage
-	recent recentLeaves
+	cfg      LogConfig
+	verifier note.Verifier // of cfg.Signer: checkpoints this ledger may extend
+	notify   chan struct{}
+	tiles    *bytesCache // tiles and entry bundles read back from write-once storage
+	recent   recentLeaves
 
 	checked    atomic.Bool // a publication checked the bucket's log (checkPublished)
 	divergedMu sync.Mutex
@@ -240,8 +247,85 @@ func (l *Ledger) EnableLog(cfg LogConfig) error {
 	if cfg.TileRetention <= 0 {
 		cfg.TileRetention = 10 * 365 * 24 * time.Hour
 	}
-	l.log = &logState{cfg: cfg, notify: make(chan struct{}, 1), tiles: newBytesCache(tileCacheBytes)}
+	var v note.Verifier = keyNamed{cfg.Signer}
+	if cfg.VerifierKey != "" {
+		var err error
+		if v, err = note.NewVerifier(strings.TrimSpace(cfg.VerifierKey)); err != nil {
+			return fmt.Errorf("log: verifier key: %w", err)
+		}
+		if v.Name() != cfg.Signer.Name() || v.KeyHash() != cfg.Signer.KeyHash() {
+			return fmt.Errorf("log: the verifier key %s is not the signing key's (%s)", cfg.VerifierKey, keyName(cfg.Signer.Name(), cfg.Signer.KeyHash()))
+		}
+	}
+	l.log = &logState{cfg: cfg, verifier: v, notify: make(chan struct{}, 1), tiles: newBytesCache(tileCacheBytes)}
 	return nil
+}
+
+// keyNamed is the verifier of a signer whose verifier key is not known:
+// it accepts any signature under the signer's name and key hash, so it
+// tells a checkpoint another key signed from one of its own, not a forged
+// one.
+type keyNamed struct{ s note.Signer }
+
+func (k keyNamed) Name() string                { return k.s.Name() }
+func (k keyNamed) KeyHash() uint32             { return k.s.KeyHash() }
+func (k keyNamed) Verify(msg, sig []byte) bool { return len(sig) > 0 }
+
+// keyName names a note key as its verifier key begins: origin+hash.
+func keyName(name string, hash uint32) string { return fmt.Sprintf("%s+%08x", name, hash) }
+
+// checkOwnKey returns an error wrapping ErrLogKey unless the signed
+// checkpoint cp (the row store's latest, of size size) is signed by this
+// ledger's log key; nil for no checkpoint.
+func (l *Ledger) checkOwnKey(size int64, cp []byte) error {
+	if len(cp) == 0 {
+		return nil
+	}
+	if _, err := note.Open(cp, note.VerifierList(l.log.verifier)); err != nil {
+		return fmt.Errorf("%w: the row store's latest checkpoint (size %d) is signed by %s, not by this ledger's log key %s",
+			ErrLogKey, size, signersOf(cp), keyName(l.log.verifier.Name(), l.log.verifier.KeyHash()))
+	}
+	return nil
+}
+
+// signersOf names the keys whose signatures a signed note carries
+// (origin+hash each), for an error.
+func signersOf(signed []byte) string {
+	_, sigs, ok := bytes.Cut(signed, []byte("\n\n"))
+	var names []string
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(sigs), "\n"), "\n") {
+		name, b64, found := strings.Cut(strings.TrimPrefix(line, "— "), " ")
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if !ok || !found || err != nil || len(raw) < 4 {
+			continue
+		}
+		names = append(names, keyName(name, binary.BigEndian.Uint32(raw)))
+	}
+	if len(names) == 0 {
+		return "no key (its signature cannot be read)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// CheckLogKey returns an error wrapping ErrLogKey unless the row store's
+// latest checkpoint, if it holds one, is signed by this ledger's log key:
+// a ledger started with another key than the one its log is signed with
+// (a replica not given the key file the others use) must not extend it.
+// ledgerd calls it at start.
+func (l *Ledger) CheckLogKey(ctx context.Context) error {
+	if l.log == nil {
+		return ErrNoLog
+	}
+	var size int64
+	var cp []byte
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		size, cp, err = tx.LogHead()
+		return err
+	}); err != nil {
+		return err
+	}
+	return l.checkOwnKey(size, cp)
 }
 
 // LogPolicy queues a policy leaf: the retention period of every class as
@@ -427,7 +511,7 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 	}
 	wait, n := b.Failed(time.Now())
 	level := slog.LevelWarn
-	if errors.Is(err, ErrLogDiverged) {
+	if errors.Is(err, ErrLogDiverged) || errors.Is(err, ErrLogKey) {
 		level = slog.LevelError // no retry mends it: a person must look
 	}
 	l.cfg.Logger.Log(ctx, level, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
@@ -538,12 +622,18 @@ type logRound struct {
 // prepareRound reads up to MaxBatch queued leaves and computes the round
 // that sequences them after the tree tx sees; nil when none is queued.
 func (l *Ledger) prepareRound(tx Tx) (*logRound, error) {
-	size, _, err := tx.LogHead()
+	size, head, err := tx.LogHead()
 	if err != nil {
 		return nil, err
 	}
 	pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
 	if err != nil || len(pend) == 0 {
+		return nil, err
+	}
+	// A ledger given another key than the one that signed the log so far
+	// signs no checkpoint of it: readers holding the published key would
+	// reject every one.
+	if err := l.checkOwnKey(size, head); err != nil {
 		return nil, err
 	}
 	r := &logRound{size: size, pend: pend, hashAt: make([]int64, len(pend)), hashes: make([][]tlog.Hash, len(pend))}
@@ -910,6 +1000,10 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		to, cp, err = tx.LogHead()
 		return err
 	}); err != nil {
+		return err
+	}
+	// Nothing is published under a key that did not sign the log.
+	if err := l.checkOwnKey(to, cp); err != nil {
 		return err
 	}
 	// The bucket's log is checked before each publication, and once

@@ -46,6 +46,11 @@ var (
 	// all of), so nothing of this ledger's log is published over it. The
 	// wrapped text says what differs.
 	ErrLogDiverged = errors.New("the Merkle log in write-once storage is not this ledger's")
+	// ErrLogKey: the row store's latest checkpoint is not signed by this
+	// ledger's log key (LogConfig.Signer), so this ledger signs and
+	// publishes nothing of the log: a replica given another key than the
+	// others. The wrapped text names both keys.
+	ErrLogKey = errors.New("the row store's Merkle log is signed by another key")
 )
 
 // Store keeps rows, their indexes, evidence bytes, JWKS snapshots, the

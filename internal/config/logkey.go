@@ -26,42 +26,55 @@ func (c *Config) LogKeyFile() string {
 // key, creating the key (file mode 0600, its verifier key beside it as
 // verifier.key) on first start; created reports whether it did. A key made
 // for another origin is refused, saying what to do: checkpoints of one log
-// carry one name.
+// carry one name. Only a row store that holds no checkpoint yet may be
+// given a new key: ledgerd reads the key with ReadLogKey otherwise.
 func EnsureLogKey(c *Config) (signer note.Signer, verifierKey string, created bool, err error) {
 	path := c.LogKeyFile()
+	signer, verifierKey, err = ReadLogKey(c)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return signer, verifierKey, false, err
+	}
+	skey, vkey, gerr := note.GenerateKey(rand.Reader, c.MerkleLog.Origin)
+	if gerr != nil {
+		return nil, "", false, fmt.Errorf("log key: %w", gerr)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, "", false, fmt.Errorf("log key directory: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(skey+"\n"), 0o600); err != nil {
+		return nil, "", false, fmt.Errorf("write log key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "verifier.key"), []byte(vkey+"\n"), 0o644); err != nil {
+		return nil, "", false, fmt.Errorf("write log verifier key: %w", err)
+	}
+	signer, verifierKey, err = ReadLogKey(c)
+	return signer, verifierKey, err == nil, err
+}
+
+// ReadLogKey returns the Merkle log's checkpoint signer and its verifier
+// key from merkleLog.keyFile (or its default), never creating one: an
+// error wrapping fs.ErrNotExist when the file is not there. A key made for
+// another origin is refused as by EnsureLogKey.
+func ReadLogKey(c *Config) (signer note.Signer, verifierKey string, err error) {
+	path := c.LogKeyFile()
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		skey, vkey, gerr := note.GenerateKey(rand.Reader, c.MerkleLog.Origin)
-		if gerr != nil {
-			return nil, "", false, fmt.Errorf("log key: %w", gerr)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, "", false, fmt.Errorf("log key directory: %w", err)
-		}
-		if err := os.WriteFile(path, []byte(skey+"\n"), 0o600); err != nil {
-			return nil, "", false, fmt.Errorf("write log key: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "verifier.key"), []byte(vkey+"\n"), 0o644); err != nil {
-			return nil, "", false, fmt.Errorf("write log verifier key: %w", err)
-		}
-		b, created = []byte(skey), true
-	} else if err != nil {
-		return nil, "", false, fmt.Errorf("read log key: %w", err)
+	if err != nil {
+		return nil, "", fmt.Errorf("read log key: %w", err)
 	}
 	skey := strings.TrimSpace(string(b))
 	signer, err = note.NewSigner(skey)
 	if err != nil {
-		return nil, "", false, fmt.Errorf("log key %s: %w", path, err)
+		return nil, "", fmt.Errorf("log key %s: %w", path, err)
 	}
 	if signer.Name() != c.MerkleLog.Origin {
 		// A log cannot be renamed: its checkpoints, the proofs handed out
 		// and the published verifier key carry the name.
-		return nil, "", false, fmt.Errorf("log key %s signs for origin %q, but merkleLog.origin is %q: one log keeps one name, the one its checkpoints, proofs and published verifier key carry; "+
+		return nil, "", fmt.Errorf("log key %s signs for origin %q, but merkleLog.origin is %q: one log keeps one name, the one its checkpoints, proofs and published verifier key carry; "+
 			"set merkleLog.origin back to %q to go on with this log, or, to log under %q, start a new log: a new row store (data directory) and a new bucket or evidence directory, where ledgerd makes a key for that name on its first start (docs/operations.md, \"The Merkle log\")",
 			path, signer.Name(), c.MerkleLog.Origin, signer.Name(), c.MerkleLog.Origin)
 	}
 	verifierKey, err = verifierOf(skey)
-	return signer, verifierKey, created, err
+	return signer, verifierKey, err
 }
 
 // verifierOf derives the verifier key from a note signer key

@@ -116,7 +116,7 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 		fmt.Fprintf(progress, "no Merkle log key at %s: the log never ran, no leaves to drop\n", cfg.LogKeyFile())
 		return 0, nil
 	}
-	signer, _, _, err := config.EnsureLogKey(&cfg)
+	signer, vkey, _, err := config.EnsureLogKey(&cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +144,7 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 	if err != nil {
 		return 0, err
 	}
-	if err := l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+	if err := l.EnableLog(ledger.LogConfig{Signer: signer, VerifierKey: vkey}); err != nil {
 		return 0, err
 	}
 	// ledgerd may have stopped between extending the log and publishing

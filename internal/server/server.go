@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/mod/sumdb/note"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -313,11 +315,21 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log, Wake: s.ledger.WakeUploader})
 	var logKey string
 	if cfg.MerkleLog.On() {
-		signer, vkey, created, err := config.EnsureLogKey(&cfg)
+		signer, vkey, created, err := openLogKey(ctx, &cfg, s.ledger)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, Interval: time.Duration(cfg.MerkleLog.Interval), KeepPublished: cfg.MerkleLog.KeepPublished}); err != nil {
+		if err := s.ledger.EnableLog(ledger.LogConfig{Signer: signer, VerifierKey: vkey, Interval: time.Duration(cfg.MerkleLog.Interval), KeepPublished: cfg.MerkleLog.KeepPublished}); err != nil {
+			return nil, err
+		}
+		// Like the origin, the key is the log's: a replica given another
+		// key than the one that signed the row store's checkpoints would
+		// sign checkpoints no reader of the published key accepts.
+		if err := s.ledger.CheckLogKey(ctx); err != nil {
+			if errors.Is(err, ledger.ErrLogKey) {
+				return nil, fmt.Errorf("log key %s: %w: every ledgerd on one row store signs with one key, the one whose verifier key was published; "+
+					"copy the key file the other replicas use (their merkleLog.keyFile) to this one and point merkleLog.keyFile at it (docs/operations.md, \"Running more than one ledgerd\")", cfg.LogKeyFile(), err)
+			}
 			return nil, err
 		}
 		// The periods in force, in the log before any write under them:
@@ -956,4 +968,24 @@ func (g goneWriter) WriteHeader(code int) {
 		code = http.StatusGone
 	}
 	g.ResponseWriter.WriteHeader(code)
+}
+
+// openLogKey returns the Merkle log's checkpoint signer and verifier key:
+// made on the first start (created), read from merkleLog.keyFile once the
+// row store holds checkpoints, since a key made then would sign none the
+// published verifier key verifies.
+func openLogKey(ctx context.Context, cfg *config.Config, l *ledger.Ledger) (note.Signer, string, bool, error) {
+	size, err := l.TreeSize(ctx)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("the Merkle log's size: %w", err)
+	}
+	if size == 0 {
+		return config.EnsureLogKey(cfg)
+	}
+	signer, vkey, err := config.ReadLogKey(cfg)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", false, fmt.Errorf("no Merkle log key at %s, and the row store already holds the log's checkpoints (%d leaves): ledgerd makes a key only for a row store with no log, since checkpoints signed by a new key would verify with no published key; "+
+			"copy the key file the other replicas use (their merkleLog.keyFile) to this one and point merkleLog.keyFile at it, or restore it from the backup of signing.key (docs/operations.md, \"Running more than one ledgerd\")", cfg.LogKeyFile(), size)
+	}
+	return signer, vkey, false, err
 }
