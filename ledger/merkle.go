@@ -444,7 +444,35 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 	if l.log == nil {
 		return ErrNoLog
 	}
+	ctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { l.followLogSize(ctx) })
+	defer wg.Wait()
+	defer stop()
 	return l.RunUnderLease(ctx, LeaseLogIntegrator, l.integrateLoop)
+}
+
+// followLogSize sets pactledger_log_size from the row store's latest
+// checkpoint every Interval until ctx is done, whichever ledger on the
+// store holds the integrator's lease (its holder also sets it as it
+// extends the tree): every replica reports the log's size, never the
+// leaves it integrated itself added to the size it started with.
+func (l *Ledger) followLogSize(ctx context.Context) {
+	if l.cfg.Metrics == nil {
+		return
+	}
+	tick := time.NewTicker(l.log.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if n, err := l.TreeSize(ctx); err == nil {
+			l.cfg.Metrics.logSize(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // integrateLoop is the integrator's job under its lease.
@@ -591,6 +619,7 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 		}
 		total += len(r.pend)
 		l.cfg.Metrics.logLeaves(len(r.pend))
+		l.cfg.Metrics.logSize(r.size + int64(len(r.pend)))
 		leaves := make([][]byte, len(r.pend))
 		for i, p := range r.pend {
 			leaves[i] = p.Data

@@ -22,7 +22,8 @@ type Metrics struct {
 	// could not succeed (see `ledgerctl outbox`).
 	DeadLetters  prometheus.Gauge
 	logLeafCount prometheus.Counter
-	// LogSize is the size of the latest signed checkpoint.
+	// LogSize is the size of the row store's latest signed checkpoint (on
+	// every replica, whichever signed it).
 	LogSize prometheus.Gauge
 	// LogPruned is how many leading leaves the row store no longer holds
 	// because write-once storage holds their tiles.
@@ -71,7 +72,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) logLeaves(n int) {
 	if m != nil && n > 0 {
 		m.logLeafCount.Add(float64(n))
-		m.LogSize.Add(float64(n))
+	}
+}
+
+// logSize sets pactledger_log_size to the size of the row store's latest
+// checkpoint, whichever replica signed it.
+func (m *Metrics) logSize(n int64) {
+	if m != nil {
+		m.LogSize.Set(float64(n))
 	}
 }
 
