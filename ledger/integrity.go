@@ -118,6 +118,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			if err := l.checkTree(ctx, page); err != nil {
 				return nil, err
 			}
+			if err := l.checkPublishedLog(ctx, page); err != nil {
+				return nil, err
+			}
 		}
 		if err := l.checkLeaves(ctx, items, page); err != nil {
 			return nil, err

@@ -1115,26 +1115,47 @@ func publishErr(key string, err error) error {
 // puts: it is caught at the first object both logs write with other
 // bytes.
 func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
-	if _, ok := l.objects.(versionedStore); !ok {
-		return 0, nil, nil
+	raw, err := l.readPublished(ctx)
+	if err != nil || raw == nil {
+		return 0, nil, err
 	}
-	key := LogPrefix + "checkpoint"
-	raw, err := l.objects.Get(ctx, key)
+	size, err := l.comparePublished(ctx, raw)
+	if err != nil {
+		return 0, nil, err
+	}
+	return size, raw, nil
+}
+
+// readPublished returns the bytes of the bucket's latest checkpoint (the
+// object "checkpoint"), nil when it holds none or keeps no versions.
+func (l *Ledger) readPublished(ctx context.Context) ([]byte, error) {
+	if _, ok := l.objects.(versionedStore); !ok {
+		return nil, nil
+	}
+	raw, err := l.objects.Get(ctx, LogPrefix+"checkpoint")
 	if errors.Is(err, ErrNotFound) {
-		return 0, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+		return nil, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
 	}
+	return raw, nil
+}
+
+// comparePublished returns the size of raw, the bucket's latest
+// checkpoint, or an error wrapping ErrLogDiverged unless it is of a tree
+// this ledger's log extends (see checkPublished).
+func (l *Ledger) comparePublished(ctx context.Context, raw []byte) (int64, error) {
+	key := LogPrefix + "checkpoint"
 	theirs, err := checkpointBody(raw)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
+		return 0, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
 	}
 	if origin := l.Origin(); theirs.Origin != origin {
-		return 0, nil, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket (or this ledger's merkleLog.origin was changed)", ErrLogDiverged, key, theirs.Origin, origin)
+		return 0, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket (or this ledger's merkleLog.origin was changed)", ErrLogDiverged, key, theirs.Origin, origin)
 	}
 	if theirs.Size == 0 {
-		return 0, raw, nil
+		return 0, nil
 	}
 	// The head is read after the checkpoint: whatever this log published,
 	// its row store held first.
@@ -1158,15 +1179,15 @@ func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
 		ours, err = tlog.TreeHash(theirs.Size, lr)
 		return err
 	}); err != nil {
-		return 0, nil, fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
+		return 0, fmt.Errorf("this log's tree of size %d: %w", theirs.Size, err)
 	}
 	if theirs.Size > head {
-		return 0, nil, fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
+		return 0, fmt.Errorf("%w: the bucket's %s has %d leaves, this ledger's log %d: the bucket holds a log this row store has not got all of (a row store restored from an older backup, a new log after a lost row store or signing key, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, head)
 	}
 	if ours != theirs.Hash {
-		return 0, nil, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
+		return 0, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
 	}
-	return theirs.Size, raw, nil
+	return theirs.Size, nil
 }
 
 // versionedStore is an object store that can write a new version of a key

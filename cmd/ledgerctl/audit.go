@@ -555,6 +555,12 @@ type auditOpts struct {
 	retention    string // --retention: the periods by class, "" none
 }
 
+// forkedLog says what a log that does not continue the kept checkpoint
+// means, and where to look next: the audit reads the ledger's own log,
+// which no longer holds the leaves lost.
+const forkedLog = "the ledger's log does not continue the kept checkpoint: leaves it held were dropped or rewritten since, as when the ledger's row store is restored from a backup older than the checkpoint. " +
+	"This audit reads the ledger's log only; `ledgerctl fsck` (auditor or admin) compares it with the log published to write-once storage and lists each published leaf it lacks, with its row."
+
 func (c *cli) logAudit(o auditOpts) error {
 	if o.from == "" {
 		return usagef("log audit --from OLD_CHECKPOINT_FILE [--log-key KEY] [--all] [--settle DURATION] [--retention PERIODS]")
@@ -585,12 +591,14 @@ func (c *cli) logAudit(o auditOpts) error {
 	fmt.Fprintf(c.out, "both verified with %s\n", keySource(key != ""))
 	if old.Size > newer.Size {
 		fmt.Fprintf(c.out, "FAILED: the log shrank from %d to %d leaves\n", old.Size, newer.Size)
+		fmt.Fprintln(c.out, forkedLog)
 		return errCheckFailed
 	}
 	if err := c.consistent(old, newer); err != nil {
 		var bad *inconsistent
 		if errors.As(err, &bad) {
 			fmt.Fprintf(c.out, "FAILED: %v\n", bad.err)
+			fmt.Fprintln(c.out, forkedLog)
 			return errCheckFailed
 		}
 		return err

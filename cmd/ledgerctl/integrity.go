@@ -148,7 +148,9 @@ func revokedWords(grant string, asked, before, inForce *timestamppb.Timestamp) s
 // fsck walks every row, page by page, and reports evidence that differs from
 // its write-time hash, and (with the Merkle log on) rows and dispute events
 // that differ from their leaves, rows without a leaf, leaves whose row is
-// gone, and a tree that no longer matches the latest checkpoint; with
+// gone, a tree that no longer matches the latest checkpoint, and a log
+// that does not continue the one published to write-once storage (with
+// each published leaf it lacks); with
 // --restore it puts restorable rows back from the write-once copy.
 func (c *cli) fsck(restore bool, pageSize int) error {
 	if pageSize < 1 || pageSize > 1000 {
@@ -231,7 +233,7 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 			}
 		}
 		if len(findings) == 0 {
-			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log and the tree rebuilt from the leaves matches the latest checkpoint")
+			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log, the tree rebuilt from the leaves matches the latest checkpoint, and the log continues the one published to write-once storage")
 		}
 	}
 	if len(findings) > nrestored {
