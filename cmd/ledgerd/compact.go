@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/storage/bolt"
 )
@@ -34,7 +33,7 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (usage: ledgerd compact [--config FILE] [--data-dir DIR])", fs.Arg(0))
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}

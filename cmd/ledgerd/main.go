@@ -150,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -172,9 +172,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	set(&cfg.Evidence.S3.Bucket, *s3Bucket)
 	set(&cfg.Evidence.S3.AccessKey, *s3AccessKey)
-	if v := os.Getenv("PACTLEDGER_S3_SECRET_KEY"); v != "" {
-		cfg.Evidence.S3.SecretKey = v
-	}
 	if *s3Insecure {
 		cfg.Evidence.S3.Insecure = true
 	}
@@ -202,6 +199,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	go reloadOnHangup(ctx, srv, hup)
 	return srv.Serve(ctx)
+}
+
+// loadConfig reads the configuration at path (none: the defaults) with
+// the environment's overrides applied (config.ApplyEnv). Every command
+// that loads the configuration loads it here, so each one takes from the
+// environment what serving takes.
+func loadConfig(path string) (config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ApplyEnv(os.Getenv)
+	return cfg, nil
 }
 
 // reloadOnHangup rereads the TLS files on every SIGHUP until ctx is done.

@@ -38,7 +38,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *moveFrom != "" || *moveTo != "" {
 		return moveLedger(ctx, *cfgPath, *moveFrom, *moveTo, stdout)
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func moveTarget(cfgPath, to string) (postgres.Config, error) {
 		}
 		return postgres.Config{DSN: dsn}, nil
 	}
-	cfg, err := config.Load(cfgPath)
+	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		return postgres.Config{}, err
 	}

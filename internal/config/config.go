@@ -531,6 +531,20 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
+// EnvS3SecretKey names the environment variable that overrides
+// evidence.s3.secretKey, so the secret need not sit in the file.
+const EnvS3SecretKey = "PACTLEDGER_S3_SECRET_KEY"
+
+// ApplyEnv applies the environment's overrides of the file to c, reading
+// the environment with getenv (os.Getenv): PACTLEDGER_S3_SECRET_KEY, when
+// set and not empty, is evidence.s3.secretKey. Every ledgerd command that
+// loads the configuration applies them, so each sees what serving sees.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv(EnvS3SecretKey); v != "" {
+		c.Evidence.S3.SecretKey = v
+	}
+}
+
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Validate checks the configuration and fills derived defaults.
@@ -560,7 +574,7 @@ func (c *Config) Validate() error {
 		case s3.AccessKey == "":
 			errs = append(errs, errors.New("evidence.s3.accessKey is required for type s3 (--s3-access-key)"))
 		case s3.SecretKey == "":
-			errs = append(errs, errors.New("evidence.s3.secretKey is empty: set PACTLEDGER_S3_SECRET_KEY (or evidence.s3.secretKey)"))
+			errs = append(errs, errors.New("evidence.s3.secretKey is empty: set "+EnvS3SecretKey+" (or evidence.s3.secretKey)"))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("evidence.type %q: want dir or s3", c.Evidence.Type))

@@ -296,3 +296,25 @@ func TestConsoleTrustedProxies(t *testing.T) {
 		t.Errorf("Validate with a host name: %v", err)
 	}
 }
+
+// ApplyEnv takes evidence.s3.secretKey from PACTLEDGER_S3_SECRET_KEY when
+// it is set and leaves the file's value otherwise.
+func TestApplyEnv(t *testing.T) {
+	for _, tc := range []struct{ file, env, want string }{
+		{"", "from-env", "from-env"},
+		{"from-file", "from-env", "from-env"},
+		{"from-file", "", "from-file"},
+	} {
+		c := config.Default()
+		c.Evidence.S3.SecretKey = tc.file
+		c.ApplyEnv(func(k string) string {
+			if k == config.EnvS3SecretKey {
+				return tc.env
+			}
+			return ""
+		})
+		if c.Evidence.S3.SecretKey != tc.want {
+			t.Errorf("file %q, environment %q: secretKey %q, want %q", tc.file, tc.env, c.Evidence.S3.SecretKey, tc.want)
+		}
+	}
+}
