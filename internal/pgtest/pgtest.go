@@ -33,6 +33,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pactledger/pactledger/internal/freeport"
 )
 
@@ -298,6 +301,59 @@ func (c *Cluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.I
 // DSN returns a connection string for database db on this cluster.
 func (c *Cluster) DSN(db string) string {
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable", c.Port, User, db)
+}
+
+// DSNAs returns a connection string for database db on this cluster as
+// role instead of User.
+func (c *Cluster) DSNAs(role, db string) string {
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable", c.Port, role, db)
+}
+
+var roleName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+// AddPasswordRole creates role, a superuser that must give password
+// (SCRAM) over TCP, where User and every other role keep trust
+// authentication, and waits until the server asks role for it. ALTER
+// ROLE … PASSWORD then changes the password new connections must give.
+func (c *Cluster) AddPasswordRole(ctx context.Context, role, password string) error {
+	if !roleName.MatchString(role) {
+		return fmt.Errorf("role name %q: want lowercase letters, digits and _", role)
+	}
+	if err := c.Exec(ctx, "postgres", fmt.Sprintf("CREATE ROLE %s LOGIN SUPERUSER PASSWORD '%s'", role, strings.ReplaceAll(password, "'", "''"))); err != nil {
+		return fmt.Errorf("create role %s: %w", role, err)
+	}
+	c.mu.Lock()
+	hba := filepath.Join(c.data, "pg_hba.conf")
+	b, err := os.ReadFile(hba)
+	if err == nil {
+		// The first line that matches a connection decides its method.
+		err = os.WriteFile(hba, append([]byte("host all "+role+" 127.0.0.1/32 scram-sha-256\n"), b...), 0o600)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("pg_hba.conf: %w", err)
+	}
+	if err := c.Exec(ctx, "postgres", "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	// The reload is asynchronous: wait until a wrong password is refused.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, c.DSNAs(role, "postgres")+" password=not-the-password")
+		if err == nil {
+			_ = conn.Close(ctx)
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "28P01" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server did not ask role %s for a password after the reload (last: %v)", role, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // MultiHostDSN returns a connection string for database db that names
