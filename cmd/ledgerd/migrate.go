@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/storage/postgres"
 )
 
@@ -48,11 +49,11 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Store.Kind != config.StorePostgres {
 		return errors.New("store.kind is bbolt, which needs no migration: migrate applies to a postgres store")
 	}
-	pw, err := cfg.Store.Password()
+	pc, err := server.PostgresConfig(cfg.Store)
 	if err != nil {
 		return err
 	}
-	from, to, err := postgres.Migrate(ctx, postgres.Config{DSN: cfg.Store.DSN, Password: pw})
+	from, to, err := postgres.Migrate(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/storage/move"
 	"github.com/pactledger/pactledger/storage/postgres"
 )
@@ -59,9 +60,5 @@ func moveTarget(cfgPath, to string) (postgres.Config, error) {
 	if cfg.Store.Kind != config.StorePostgres {
 		return postgres.Config{}, errors.New("no database to move into: give --to postgres:DSN, or --config with store.kind postgres")
 	}
-	pw, err := cfg.Store.Password()
-	if err != nil {
-		return postgres.Config{}, err
-	}
-	return postgres.Config{DSN: cfg.Store.DSN, Password: pw}, nil
+	return server.PostgresConfig(cfg.Store)
 }

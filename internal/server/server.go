@@ -515,7 +515,11 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 	ready, store := s.storeReadiness(ctx)
 	body := map[string]any{"store": store}
 	if depth, err := s.ledger.OutboxDepth(ctx); err != nil {
-		ready, store["status"] = false, "not answering"
+		if ready {
+			// Else the store's own check said why already.
+			store["status"] = s.storeDown(err)
+		}
+		ready = false
 		s.log.WarnContext(ctx, "readiness: row store", slog.String("error", err.Error()))
 	} else {
 		body["outboxDepth"] = depth

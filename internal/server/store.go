@@ -27,11 +27,12 @@ func openStore(ctx context.Context, cfg config.Config, onCommit func(int, time.D
 	c := cfg.Store
 	switch c.Kind {
 	case config.StorePostgres:
-		pw, err := c.Password()
+		pc, err := PostgresConfig(c)
 		if err != nil {
 			return nil, err
 		}
-		s, err := postgres.Open(ctx, postgres.Config{DSN: c.DSN, Password: pw, OnCommit: onCommit})
+		pc.OnCommit = onCommit
+		s, err := postgres.Open(ctx, pc)
 		if err != nil {
 			return nil, fmt.Errorf("row store (postgres): %w", err)
 		}
@@ -46,6 +47,37 @@ func openStore(ctx context.Context, cfg config.Config, onCommit func(int, time.D
 		}
 		return s, nil
 	}
+}
+
+// PostgresConfig is the PostgreSQL store c names: its DSN and password.
+// The password is read now, so a missing or empty file is an error at
+// start, and a store.passwordFile is read again before each new
+// connection, so a password rotated in the database and the file takes
+// effect without a restart.
+func PostgresConfig(c config.Store) (postgres.Config, error) {
+	pw, err := c.Password()
+	if err != nil {
+		return postgres.Config{}, err
+	}
+	pc := postgres.Config{DSN: c.DSN, Password: pw}
+	if c.PasswordFile != "" {
+		pc.PasswordFunc = func(context.Context) (string, error) { return c.Password() }
+	}
+	return pc, nil
+}
+
+// storeDown is what /readyz says of a row store that failed with err: a
+// password the database rejected is named as such, since the database
+// does answer.
+func (s *Server) storeDown(err error) string {
+	if errors.Is(err, postgres.ErrCredentials) {
+		hint := "check the password ledgerd is given"
+		if s.cfg.Store.PasswordFile != "" {
+			hint = "put the database's password in store.passwordFile, which each new connection reads again"
+		}
+		return "password rejected: " + hint + ": " + err.Error()
+	}
+	return "not answering: " + err.Error()
 }
 
 // storeReadiness reports whether the row store would take a write now,
@@ -76,7 +108,7 @@ func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
 		}
 	case *postgres.Store:
 		if err := st.Ping(ctx); err != nil {
-			return false, map[string]any{"kind": config.StorePostgres, "status": "not answering: " + err.Error()}
+			return false, map[string]any{"kind": config.StorePostgres, "status": s.storeDown(err)}
 		}
 	}
 	return true, body

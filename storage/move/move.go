@@ -185,7 +185,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // poolConfig is the connection pool for To: two connections, the
-// password from Config.Password when set.
+// password from Config.PasswordFunc (for each new connection) or
+// Config.Password when set.
 func poolConfig(c postgres.Config) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(c.DSN)
 	if err != nil {
@@ -197,6 +198,7 @@ func poolConfig(c postgres.Config) (*pgxpool.Config, error) {
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = c.ConnectTimeout
 	}
+	pc.BeforeConnect = postgres.BeforeConnect(c)
 	pc.MaxConns = 2
 	return pc, nil
 }

@@ -47,7 +47,11 @@ func provider(cfg Config) (*goose.Provider, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db := stdlib.OpenDB(*pc.ConnConfig)
+	var opts []stdlib.OptionOpenDB
+	if hook := BeforeConnect(cfg); hook != nil {
+		opts = append(opts, stdlib.OptionBeforeConnect(hook))
+	}
+	db := stdlib.OpenDB(*pc.ConnConfig, opts...)
 	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
 		goose.WithTableName(versionTable), goose.WithDisableGlobalRegistry(true), goose.WithSlog(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pactledger/pactledger/internal/batch"
@@ -37,6 +38,13 @@ type Config struct {
 	// Password, when set, is used instead of any password in DSN (from a
 	// file or an environment variable, so the DSN need not carry it).
 	Password string
+	// PasswordFunc, when set, is called before each new connection opens
+	// and its password is used instead of Password and any in DSN: a
+	// password file read again for each connection, so a password changed
+	// in the database and the file takes effect without a restart.
+	// Connections already open keep the session they authenticated. An
+	// error fails that connection, and the pool tries again on next use.
+	PasswordFunc func(ctx context.Context) (string, error)
 	// MaxConns caps the connection pool; default 16.
 	MaxConns int32
 	// MaxBatch caps how many Update calls share one transaction; default
@@ -124,8 +132,27 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	}
+	pc.BeforeConnect = BeforeConnect(cfg)
 	pc.MaxConns = cfg.MaxConns
 	return pc, nil
+}
+
+// BeforeConnect returns the hook that gives each new connection the
+// password cfg.PasswordFunc returns then, or nil without one: for a pool
+// (pgxpool.Config.BeforeConnect) or database/sql (stdlib.OptionBeforeConnect)
+// on cfg's database.
+func BeforeConnect(cfg Config) func(context.Context, *pgx.ConnConfig) error {
+	if cfg.PasswordFunc == nil {
+		return nil
+	}
+	return func(ctx context.Context, cc *pgx.ConnConfig) error {
+		pw, err := cfg.PasswordFunc(ctx)
+		if err != nil {
+			return fmt.Errorf("the database password: %w", err)
+		}
+		cc.Password = pw
+		return nil
+	}
 }
 
 // Open connects to the database cfg.DSN names and checks that its schema

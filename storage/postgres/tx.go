@@ -391,11 +391,15 @@ func (t *tx) commit() error {
 var errCommit = errors.New("commit failed")
 
 // unavailable reports whether err means the database cannot be used right
-// now: a lost or refused connection, a server shutting down or starting,
-// too many connections, or a server that takes no writes (a standby).
+// now: a lost or refused connection, credentials it rejects, a server
+// shutting down or starting, too many connections, or a server that takes
+// no writes (a standby).
 func unavailable(err error, conn *pgx.Conn) bool {
 	if err == nil {
 		return false
+	}
+	if credentialsRejected(err) {
+		return true
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -431,9 +435,28 @@ func rerunBatch(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
+// ErrCredentials is the database refusing the user name or password a
+// connection gave (SQLSTATE 28P01 or 28000): an error wrapping it also
+// wraps ledger.ErrUnavailable. The password changed in the database and
+// not where ledgerd reads it, or the other way round.
+var ErrCredentials = errors.New("the database rejected the user name or password")
+
+// credentialsRejected reports whether err is the server refusing a
+// connection's credentials: invalid_password (28P01) or
+// invalid_authorization_specification (28000: no such role, or no
+// pg_hba.conf entry lets it in).
+func credentialsRejected(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000")
+}
+
 // unavailableErr wraps err, a failure to use the database, so that it
-// matches ledger.ErrUnavailable and keeps its cause.
+// matches ledger.ErrUnavailable and keeps its cause; a refusal of the
+// credentials also matches ErrCredentials.
 func unavailableErr(what string, err error) error {
+	if credentialsRejected(err) {
+		return fmt.Errorf("%w: row store (postgres): %w: %s: %w", ledger.ErrUnavailable, ErrCredentials, what, err)
+	}
 	return fmt.Errorf("%w: row store (postgres): %s: %w", ledger.ErrUnavailable, what, err)
 }
 
