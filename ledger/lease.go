@@ -99,7 +99,6 @@ func (l *Ledger) RunUnderLease(ctx context.Context, name string, job func(ctx co
 		case !lost:
 			return err
 		}
-		l.cfg.Logger.WarnContext(ctx, "lease lost; the job stopped and waits to take it again", slog.String("lease", name), slog.Uint64("token", token))
 	}
 }
 
@@ -140,6 +139,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 	jobCtx, cancel := context.WithCancel(WithFence(ctx, Fence{Lease: name, Token: token}))
 	defer cancel()
 	l.setHeld(name, token, true)
+	l.cfg.Logger.InfoContext(ctx, "lease taken", slog.String("lease", name), slog.String("holder", lc.Holder), slog.Uint64("token", token))
 	done := make(chan error, 1)
 	go func() { done <- job(jobCtx) }()
 
@@ -149,11 +149,16 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 	defer renew.Stop()
 	results := make(chan renewal, 1)
 	renewing, lost := false, false
-	stop := func() {
+	// stop gives the lease up as lost: the job is told to stop, and waits
+	// to take it again once it has. Logged at WARN: a holder loses a lease
+	// only when its renewals fail or another holder took it over.
+	stop := func(why string) {
 		if !lost {
 			lost = true
 			cancel()
 			l.setHeld(name, token, false)
+			l.cfg.Logger.WarnContext(ctx, "lease lost", slog.String("lease", name), slog.String("holder", lc.Holder), slog.Uint64("token", token),
+				slog.String("why", why), slog.String("then", "the job is stopped and waits to take the lease again"))
 		}
 	}
 	for {
@@ -163,13 +168,15 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 				l.setHeld(name, token, false)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lc.TTL)
 				if rerr := l.store.ReleaseLease(rctx, name, lc.Holder, token); rerr != nil {
-					l.cfg.Logger.WarnContext(ctx, "releasing a lease failed; it expires on its own", slog.String("lease", name), slog.String("error", rerr.Error()))
+					l.cfg.Logger.WarnContext(ctx, "releasing a lease failed; it expires on its own", slog.String("lease", name), slog.String("holder", lc.Holder), slog.String("error", rerr.Error()))
+				} else {
+					l.cfg.Logger.InfoContext(ctx, "lease released", slog.String("lease", name), slog.String("holder", lc.Holder), slog.Uint64("token", token))
 				}
 				rcancel()
 			}
 			return lost, err
 		case <-expire.C:
-			stop()
+			stop("no renewal succeeded in time (the store did not answer)")
 		case <-renew.C:
 			if renewing || lost {
 				continue
@@ -186,7 +193,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 			case r.err == nil:
 				expire.Reset(time.Until(r.start.Add(lc.TTL - lc.Margin)))
 			case errors.Is(r.err, ErrLeaseLost):
-				stop()
+				stop("the store says another holder has it")
 			default:
 				l.cfg.Logger.WarnContext(ctx, "renewing a lease failed; will retry until it runs out", slog.String("lease", name), slog.String("error", r.err.Error()))
 			}

@@ -19,6 +19,12 @@ import (
 // would have.
 func (h *harness) another(t *testing.T, store ledger.Store, leases ledger.LeaseConfig) *ledger.Ledger {
 	t.Helper()
+	return h.anotherLogging(t, store, leases, slog.New(slog.DiscardHandler))
+}
+
+// anotherLogging is another with its log going to log.
+func (h *harness) anotherLogging(t *testing.T, store ledger.Store, leases ledger.LeaseConfig, log *slog.Logger) *ledger.Ledger {
+	t.Helper()
 	objects, err := localdir.Open(h.objDir)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +35,7 @@ func (h *harness) another(t *testing.T, store ledger.Store, leases ledger.LeaseC
 		t.Fatal(err)
 	}
 	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
-	l, err := ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: slog.New(slog.DiscardHandler), Leases: leases})
+	l, err := ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: log, Leases: leases})
 	if err != nil {
 		t.Fatal(err)
 	}
