@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ var (
 	// ErrNotLogged: the row or event is committed but not yet in a signed
 	// checkpoint (the integrator runs every LogConfig.Interval); retry.
 	ErrNotLogged = errors.New("not yet in a signed checkpoint")
+	// ErrNoLeaf: the row store holds the row or event, but the log has no
+	// leaf for it and none is queued, so none will come: the row store
+	// was changed outside the ledger (or the row or event was recorded
+	// while the ledger kept no log). Retrying does not help; fsck finds
+	// the same.
+	ErrNoLeaf = errors.New("has no leaf in the log and none is queued")
 	// ErrNoLog: the ledger runs without a log.
 	ErrNoLog = errors.New("the ledger keeps no Merkle log")
 )
@@ -726,9 +733,12 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 // Proof returns the proof bundle of a row (or an event ref) under the
 // latest checkpoint. A row swept by retention keeps its leaf and its proof.
 // A row, dispute event or incident closure the row store holds but whose
-// leaf is not yet in a signed checkpoint is an error wrapping
-// ErrNotLogged; a ref that names none (no such row or event, the closure
-// of an open incident), ErrNotFound.
+// leaf is not yet in a signed checkpoint (queued for the log, or given an
+// index after the latest checkpoint) is an error wrapping ErrNotLogged;
+// one whose leaf is neither in the log nor queued, ErrNoLeaf (the read is
+// one snapshot, and a write queues its leaf in its own transaction, so
+// nothing held is between the two); a ref that names none (no such row
+// or event, the closure of an open incident), ErrNotFound.
 func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
@@ -741,7 +751,13 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 			case herr != nil:
 				return herr
 			case held:
-				return fmt.Errorf("%w: %s", ErrNotLogged, ref)
+				switch queued, qerr := queuedLeaf(tx, ref); {
+				case qerr != nil:
+					return qerr
+				case queued:
+					return fmt.Errorf("%w: %s", ErrNotLogged, ref)
+				}
+				return fmt.Errorf("%s %w: the row store was changed outside the ledger (or it was recorded while the ledger kept no log); run ledgerctl fsck", refWords(ref), ErrNoLeaf)
 			}
 			return err
 		}
@@ -802,6 +818,38 @@ func holds(tx Tx, ref string) (bool, error) {
 		return err == nil, err
 	}
 	return false, nil
+}
+
+// queuedLeaf reports whether the log's queue holds a leaf of ref. The
+// queue is what the integrator has not yet taken, a round's worth while
+// the log keeps up; it is read only for a ref the row store holds without
+// a leaf.
+func queuedLeaf(tx Tx, ref string) (bool, error) {
+	pend, err := tx.PendingLeaves(math.MaxInt32)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pend {
+		if p.Ref == ref {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// refWords names what a ref the ledger spelled names, in words: "row X",
+// "dispute event N of row X", "the closure of incident I".
+func refWords(ref string) string {
+	kind, rest, _ := strings.Cut(ref, "/")
+	switch kind {
+	case "dispute":
+		rowID, n, _ := strings.Cut(rest, "/")
+		return "dispute event " + n + " of row " + rowID
+	case "incident":
+		id, _, _ := strings.Cut(rest, "/")
+		return "the closure of incident " + id
+	}
+	return "row " + ref
 }
 
 // ignoreNotFound is err, or nil when err wraps ErrNotFound.

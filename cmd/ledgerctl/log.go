@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -174,6 +175,22 @@ func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowPr
 func notLogged(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && err != nil && st.Code() == codes.Unavailable && strings.Contains(st.Message(), errNotLogged.Error())
+}
+
+// noLeaf reports whether err says the ledger holds the row or event but
+// the log has no leaf for it and none is queued: the row store was
+// changed outside the ledger, and no wait brings the leaf.
+func noLeaf(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "LEAF_MISSING" {
+			return true
+		}
+	}
+	return false
 }
 
 // pause waits d or until ctx is done.

@@ -41,6 +41,7 @@ const (
 	exitAuth        = 4 // bad key, or a key without the role
 	exitUnavailable = 5 // ledgerd unreachable
 	exitError       = 6
+	exitNoLeaf      = 7 // the row store holds a row or event the log has no leaf for, and none is queued
 )
 
 func main() {
@@ -341,6 +342,9 @@ func (c *cli) exit(err error) int {
 		return exitUsage
 	case codes.FailedPrecondition:
 		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
+		if noLeaf(err) {
+			return exitNoLeaf
+		}
 		return exitError
 	case codes.Unavailable, codes.DeadlineExceeded:
 		switch {

@@ -27,7 +27,9 @@ The API key comes from --key or --key-file, else PACTLEDGER_KEY or PACTLEDGER_KE
 else the config file: a flag beats the environment, which beats the file.
 
 Exit codes: 0 ok, 1 a check failed, 2 usage, 3 not found, 4 bad key or role,
-5 ledgerd unreachable, 6 other error.`
+5 ledgerd unreachable, 6 other error, 7 the ledger holds a row or event that has no
+leaf in the Merkle log and none queued (the row store was changed outside the ledger:
+run ledgerctl fsck).`
 
 // usageTemplate is the help every command prints (ledgerctl help CMD,
 // ledgerctl CMD --help); it needs no key and no server.
@@ -469,7 +471,11 @@ func (c *cli) proofCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "proof ROW [--event dispute/N|incident-close] [--out FILE]", Short: "a row's proof bundle from the Merkle log (JSON)",
 		Long: `Write a row's proof bundle (JSON, to stdout or --out FILE): its leaf, the inclusion
-proof and the signed checkpoint; check it offline with ledgerctl proof verify.`,
+proof and the signed checkpoint; check it offline with ledgerctl proof verify.
+A row or event committed but not yet in a signed checkpoint is waited for (--wait;
+exit 6 when the wait ends). One the ledger holds whose leaf is neither in the log nor
+queued will never have a proof: exit 7 at once (the row store was changed outside the
+ledger, or it was recorded while the ledger kept no log; run ledgerctl fsck).`,
 		Annotations: roles(readers),
 		RunE:        c.online(func(args []string) error { return c.proof(event, out, wait, args) }),
 	}

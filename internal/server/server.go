@@ -922,6 +922,9 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonExpired {
 				w = goneWriter{w}
 			}
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonNoLeaf {
+				w = conflictWriter{w}
+			}
 		}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
@@ -992,4 +995,16 @@ func openLogKey(ctx context.Context, cfg *config.Config, l *ledger.Ledger) (note
 			"copy the key file the other replicas use (their merkleLog.keyFile) to this one and point merkleLog.keyFile at it, or restore it from the backup of signing.key (docs/operations.md, \"Running more than one ledgerd\")", cfg.LogKeyFile(), size)
 	}
 	return signer, vkey, false, err
+}
+
+// conflictWriter answers a row or event with no leaf in the log and none
+// queued with 409: the row store disagrees with the log (the gateway's
+// default for FailedPrecondition is 400, a mistake of the request).
+type conflictWriter struct{ http.ResponseWriter }
+
+func (c conflictWriter) WriteHeader(code int) {
+	if code == http.StatusBadRequest {
+		code = http.StatusConflict
+	}
+	c.ResponseWriter.WriteHeader(code)
 }

@@ -52,6 +52,11 @@ type service struct {
 // reasonExpired marks a NotFound for a swept row; REST answers it with 410.
 const reasonExpired = "ROW_EXPIRED"
 
+// reasonNoLeaf marks a FailedPrecondition for a row or event the row
+// store holds with no leaf in the log and none queued (ledger.ErrNoLeaf);
+// REST answers it with 409.
+const reasonNoLeaf = "LEAF_MISSING"
+
 // toStatus maps ledger errors to gRPC status in one place. Internal detail
 // is logged, never returned.
 func (s *service) toStatus(ctx context.Context, op string, err error) error {
@@ -79,6 +84,12 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
 	case errors.Is(err, ledger.ErrNoLog):
 		return status.Error(codes.Unimplemented, "this ledger keeps no Merkle log")
+	case errors.Is(err, ledger.ErrNoLeaf):
+		st := status.New(codes.FailedPrecondition, err.Error())
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonNoLeaf, Domain: "pactledger"}); derr == nil {
+			st = d
+		}
+		return st.Err()
 	case errors.Is(err, ledger.ErrNotLogged):
 		return retryable(codes.Unavailable, err.Error()+"; the log is extended every half second", time.Second)
 	case errors.Is(err, ledger.ErrKeysUnavailable):
