@@ -178,6 +178,74 @@ type auditor struct {
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
+
+	older       []rowLeafRef         // receipt and refusal leaves before the compared ones, for checkRowsPresent
+	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref
+	latest      time.Time            // the latest time a leaf of the audited tree records
+	latestLeaf  int64                // the leaf that records it
+	events      eventCounts
+	notYet      []string // events not yet checkable, in words
+}
+
+// rowLeafRef is a receipt or refusal leaf read from the tiles: what a
+// swept row's tombstone is checked against.
+type rowLeafRef struct {
+	index                             int64
+	kind, id, class, status, recorded string
+}
+
+// eventLeaf is a dispute leaf read from the tiles; compared once it was
+// compared with the row's event.
+type eventLeaf struct {
+	index    int64
+	leaf     map[string]string
+	compared bool
+}
+
+// eventCounts counts the dispute events the rows show, by how each was
+// checked.
+type eventCounts struct {
+	inTree, since, unreadable int
+}
+
+// eventSkew is how much earlier than a leaf of the audited tree an event
+// may be recorded and still be after it in the log: a write takes its
+// time before it commits, and replicas' clocks differ.
+const eventSkew = 5 * time.Minute
+
+// noteTime keeps the latest time a leaf records (a row's recording, an
+// event's or a policy's time): the audited tree holds every leaf
+// committed before the one that records it, give or take eventSkew.
+func (a *auditor) noteTime(index int64, leaf map[string]string) {
+	v := leaf["at"]
+	if leaf["kind"] == "receipt" || leaf["kind"] == "refusal" {
+		v = leaf["recorded"]
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(a.latest) {
+		a.latest, a.latestLeaf = t, index
+	}
+}
+
+// disputeRef is the ref the ledger gives the n-th dispute event of a row.
+func disputeRef(row string, n int) string { return "dispute/" + row + "/" + strconv.Itoa(n) }
+
+// note reads a leaf before those compared with the ledger: a row's leaf
+// is kept for checkRowsPresent, a dispute leaf for checkEvents, and an
+// incident's closure and a policy are read as compare reads them.
+func (a *auditor) note(index int64, data []byte) error {
+	leaf := parseLeaf(string(data))
+	a.noteTime(index, leaf)
+	switch leaf["kind"] {
+	case "receipt", "refusal":
+		a.older = append(a.older, rowLeafRef{index: index, kind: leaf["kind"], id: leaf["row"], class: leaf["class"], status: leaf["status"], recorded: leaf["recorded"]})
+	case "dispute":
+		if n, err := strconv.Atoi(leaf["event"]); err == nil {
+			a.eventLeaves[disputeRef(leaf["row"], n)] = eventLeaf{index: index, leaf: leaf}
+		}
+	case "incident-close", "policy":
+		return a.compare(index, data)
+	}
+	return nil
 }
 
 // inAuditedLog checks that a row's proof, already verified under its
@@ -323,6 +391,7 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 // compare compares one leaf with what the key can read.
 func (a *auditor) compare(index int64, data []byte) error {
 	leaf := parseLeaf(string(data))
+	a.noteTime(index, leaf)
 	id := leaf["row"]
 	where := fmt.Sprintf("leaf %d (%s of row %s)", index, leaf["kind"], id)
 	switch leaf["kind"] {
@@ -363,11 +432,8 @@ func (a *auditor) compare(index int64, data []byte) error {
 			a.mismatch("%s: row %s has no dispute event %s", where, id, leaf["event"])
 			return nil
 		}
-		e := evs[n]
-		d = diff(d, leaf, "status", enumWord(e.GetStatus(), "DISPUTE_STATUS_"))
-		d = diff(d, leaf, "note", digest(e.GetNote()))
-		d = diff(d, leaf, "by", digest(e.GetBy()))
-		d = diff(d, leaf, "at", stamp(e.GetAt()))
+		d = eventDiffs(leaf, evs[n])
+		a.eventLeaves[disputeRef(id, n)] = eventLeaf{index: index, leaf: leaf, compared: true}
 	} else {
 		a.seen[id] = true
 		if d, err = a.rowDiffs(leaf, r); err != nil {
@@ -379,6 +445,16 @@ func (a *auditor) compare(index int64, data []byte) error {
 		a.mismatch("%s differs from the ledger: %s", where, strings.Join(d, "; "))
 	}
 	return nil
+}
+
+// eventDiffs compares a dispute leaf with the row's event.
+func eventDiffs(leaf map[string]string, e *ledgerv1.DisputeEvent) []string {
+	var d []string
+	d = diff(d, leaf, "status", enumWord(e.GetStatus(), "DISPUTE_STATUS_"))
+	d = diff(d, leaf, "note", digest(e.GetNote()))
+	d = diff(d, leaf, "by", digest(e.GetBy()))
+	d = diff(d, leaf, "at", stamp(e.GetAt()))
+	return d
 }
 
 func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
@@ -511,6 +587,9 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 	switch {
 	case status.Code(err) == codes.NotFound || notLogged(err):
 		return inc.GetOpen(), nil
+	case noLeaf(err):
+		a.mismatch("%s: incident %s is closed, but the log has no leaf of its closure, and none is queued (the server says: %s)", where, ir.incident, status.Convert(err).Message())
+		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("proof of the closure of incident %s: %w", ir.incident, err)
 	}
@@ -610,14 +689,22 @@ func (c *cli) logAudit(o auditOpts) error {
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}}
+		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}}
 	checkRows := c.key != ""
-	var leaves int64
-	first := old.Size // --all: every leaf, not only those since the kept checkpoint
+	var leaves, before int64
+	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
 	if o.all {
 		first = 0
 	}
-	for n := first >> tileHeight; n<<tileHeight < newer.Size; n++ {
+	// With a key every leaf is read: those before first too, for the
+	// presence of their rows and the rows' events (checkRowsPresent,
+	// checkEvents). Two tile reads for every 256 leaves, where the rows
+	// each cost a proof and an evidence read.
+	read := first
+	if checkRows {
+		read = 0
+	}
+	for n := read >> tileHeight; n<<tileHeight < newer.Size; n++ {
 		start, end := n<<tileHeight, min((n+1)<<tileHeight, newer.Size)
 		data, err := tr.entries(n, int(end-start))
 		var fetch *fetchError
@@ -641,12 +728,19 @@ func (c *cli) logAudit(o auditOpts) error {
 			return errCheckFailed
 		}
 		for i := start; i < end; i++ {
-			if i < first {
+			if i < read {
 				continue
 			}
 			leaf := data[i-start]
 			if tlog.RecordHash(leaf) != hs[i-start] {
 				a.mismatch("leaf %d in the entry bundle does not hash to the tree's leaf %d", i, i)
+				continue
+			}
+			if i < first {
+				before++
+				if err := a.note(i, leaf); err != nil {
+					return err
+				}
 				continue
 			}
 			leaves++
@@ -658,10 +752,19 @@ func (c *cli) logAudit(o auditOpts) error {
 		}
 	}
 	fmt.Fprintf(c.out, "%d leaves since size %d read from the tiles at %s/v1/log/ and checked against the latest checkpoint\n", leaves, first, tr.base)
+	if before > 0 {
+		fmt.Fprintf(c.out, "%d leaves before size %d read too: each row leaf's row checked to be still held (or swept with a tombstone), each dispute leaf against its row's event, each incident closure against its incident; the rows logged before are compared with their leaves through their proofs below (--all compares every leaf as read from the tiles)\n", before, first)
+	}
 	if !checkRows {
 		fmt.Fprintln(c.out, "rows not compared: no API key (pass a support, auditor or admin key to compare each leaf with its row)")
 	} else {
 		if err := a.everyRowHasALeaf(used, o.settle); err != nil {
+			return err
+		}
+		if err := a.checkRowsPresent(); err != nil {
+			return err
+		}
+		if err := a.checkEvents(used, o.settle); err != nil {
 			return err
 		}
 		if err := a.checkIncidents(used, o.settle); err != nil {
@@ -670,6 +773,11 @@ func (c *cli) logAudit(o auditOpts) error {
 		a.checkTombstones(periods, time.Now().UTC())
 		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
 			a.compared, a.swept, a.unreadable, a.notRows)
+		fmt.Fprintf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable, %d not readable with this key\n",
+			a.events.inTree, a.events.since, len(a.notYet), a.events.unreadable)
+		for _, e := range a.notYet {
+			fmt.Fprintf(c.out, "not yet checkable: %s\n", e)
+		}
 	}
 	for _, m := range a.mismatches {
 		fmt.Fprintf(c.out, "MISMATCH %s\n", m)
@@ -740,6 +848,174 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 	return nil
 }
 
+// checkRowsPresent checks that the ledger still holds the row of every
+// receipt and refusal leaf read before those compared with the ledger
+// (listed by everyRowHasALeaf, or else answered as swept): a row deleted
+// from the row store is a mismatch however old its leaf. A swept row's
+// tombstone is checked as a compared one's is.
+func (a *auditor) checkRowsPresent() error {
+	for _, l := range a.older {
+		if _, ok := a.rows[l.id]; ok {
+			continue
+		}
+		_, tomb, err := a.row(l.id)
+		switch {
+		case errors.Is(err, errRowMissing):
+			a.mismatch("leaf %d (%s of row %s): the ledger no longer holds row %s, and no retention sweep removed it", l.index, l.kind, l.id, l.id)
+		case errors.Is(err, errUnreadable):
+			a.unreadable++
+		case err != nil:
+			return err
+		case tomb != nil:
+			a.swept++
+			leaf := map[string]string{"kind": l.kind, "row": l.id, "class": l.class, "status": l.status, "recorded": l.recorded}
+			a.tombs = append(a.tombs, sweptLeaf{index: l.index, leaf: leaf, tomb: *tomb})
+		}
+	}
+	return nil
+}
+
+// checkEvents checks every dispute event the rows read show against its
+// leaf: read from the tiles (every leaf of the audited tree is read), or,
+// for an event the tree does not hold, through its proof, which must be of
+// a tree extending the audited one. An event the ledger says has no leaf
+// and none queued is a mismatch. One the server says is not yet logged
+// (after settle) is not yet checkable when it was recorded after the
+// audited tree's latest leaf (less eventSkew), and a mismatch otherwise:
+// the log takes leaves in commit order, so an event recorded before a
+// leaf the tree holds is in the tree. It also finds a dispute leaf read
+// before those compared whose row no longer shows the event.
+func (a *auditor) checkEvents(key string, settle time.Duration) error {
+	type pendingEvent struct {
+		r *ledgerv1.Row
+		n int
+	}
+	var pending []pendingEvent
+	for _, id := range slices.Sorted(maps.Keys(a.rows)) {
+		r := a.rows[id]
+		for n, e := range r.GetDisputeEvents() {
+			ref := disputeRef(id, n)
+			if l, ok := a.eventLeaves[ref]; ok {
+				if !l.compared {
+					if d := eventDiffs(l.leaf, e); len(d) > 0 {
+						a.mismatch("leaf %d (dispute of row %s) differs from the ledger: %s", l.index, id, strings.Join(d, "; "))
+					}
+				}
+				a.events.inTree++
+				continue
+			}
+			done, err := a.eventProof(r, n, key)
+			if err != nil {
+				return err
+			}
+			if !done {
+				pending = append(pending, pendingEvent{r, n})
+			}
+		}
+	}
+	for _, l := range slices.SortedFunc(maps.Values(a.eventLeaves), func(x, y eventLeaf) int { return cmp.Compare(x.index, y.index) }) {
+		if r, ok := a.rows[l.leaf["row"]]; ok && !l.compared {
+			if n, _ := strconv.Atoi(l.leaf["event"]); n >= len(r.GetDisputeEvents()) {
+				a.mismatch("leaf %d (dispute of row %s): row %s has no dispute event %s", l.index, r.GetId(), r.GetId(), l.leaf["event"])
+			}
+		}
+	}
+	deadline := time.Now().Add(settle)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		if err := pause(context.Background(), 200*time.Millisecond); err != nil {
+			return err
+		}
+		var still []pendingEvent
+		for _, p := range pending {
+			done, err := a.eventProof(p.r, p.n, key)
+			if err != nil {
+				return err
+			}
+			if !done {
+				still = append(still, p)
+			}
+		}
+		pending = still
+	}
+	for _, p := range pending {
+		e := p.r.GetDisputeEvents()[p.n]
+		what := eventWords(p.r, p.n)
+		if at := e.GetAt().AsTime(); !a.latest.IsZero() && at.Add(eventSkew).Before(a.latest) {
+			a.mismatch("%s has no leaf in the log up to size %d, though leaf %d, recorded %s, is in it: the log takes leaves in the order they commit, so the event was not recorded when it says (the server says it is not yet logged)",
+				what, a.newer.Size, a.latestLeaf, a.latest.Format(time.RFC3339Nano))
+			continue
+		}
+		a.notYet = append(a.notYet, fmt.Sprintf("%s is not yet in the log: recorded after, or within %s of, the audited tree's latest leaf (%s), it may still be on its way; audit again later", what, eventSkew, dashTime(a.latest)))
+	}
+	return nil
+}
+
+// eventWords names the n-th dispute event of row r, with its status and
+// time.
+func eventWords(r *ledgerv1.Row, n int) string {
+	e := r.GetDisputeEvents()[n]
+	return fmt.Sprintf("dispute event %d of row %s (%s, at %s)", n, r.GetId(), enumWord(e.GetStatus(), "DISPUTE_STATUS_"), stamp(e.GetAt()))
+}
+
+func dashTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+// eventProof checks the n-th dispute event of row r, which the audited
+// tree does not hold, through its proof; false when the server says it is
+// not yet logged.
+func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string) (bool, error) {
+	what := eventWords(r, n)
+	ctx, cancel := a.c.ctx()
+	rep, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: r.GetId(), Event: "dispute/" + strconv.Itoa(n)})
+	cancel()
+	switch {
+	case notLogged(err):
+		return false, nil
+	case noLeaf(err):
+		a.mismatch("%s has no leaf in the log, and none is queued: the row store holds an event the ledger did not record (the server says: %s)", what, status.Convert(err).Message())
+		return true, nil
+	case status.Code(err) == codes.NotFound:
+		a.mismatch("%s: the row shows it, but the server has no proof of it: %s", what, status.Convert(err).Message())
+		return true, nil
+	case status.Code(err) == codes.PermissionDenied:
+		a.events.unreadable++
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("proof of %s: %w", what, err)
+	}
+	b, err := proof.ParseBundle([]byte(rep.GetBundle()))
+	var cp proof.Checkpoint
+	if err == nil {
+		cp, err = b.Verify(key)
+	}
+	if err != nil {
+		a.mismatch("%s: its proof does not verify: %v", what, err)
+		return true, nil
+	}
+	if err := a.inAuditedLog(b, cp); err != nil {
+		var bad *inconsistent
+		if !errors.As(err, &bad) {
+			return false, err
+		}
+		a.mismatch("%s: its proof is not of the audited log: %v", what, bad.err)
+		return true, nil
+	}
+	leaf := parseLeaf(b.Leaf)
+	if leaf["kind"] != "dispute" || leaf["row"] != r.GetId() || leaf["event"] != strconv.Itoa(n) {
+		a.mismatch("%s: its proof is of leaf %d, a %s leaf of row %s event %q", what, b.LeafIndex, leaf["kind"], leaf["row"], leaf["event"])
+		return true, nil
+	}
+	a.events.since++
+	if d := eventDiffs(leaf, r.GetDisputeEvents()[n]); len(d) > 0 {
+		a.mismatch("leaf %d (dispute of row %s) differs from the ledger: %s", b.LeafIndex, r.GetId(), strings.Join(d, "; "))
+	}
+	return true, nil
+}
+
 // rowLeaf checks a row against its leaf through its proof bundle; false
 // when the row is not (yet) in the log.
 func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
@@ -748,6 +1024,11 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 	cancel()
 	if notLogged(err) {
 		return false, nil
+	}
+	if noLeaf(err) {
+		a.seen[r.GetId()] = true
+		a.mismatch("row %s: the ledger holds it but the log has no leaf for it, and none is queued (the server says: %s)", r.GetId(), status.Convert(err).Message())
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("proof of row %s: %w", r.GetId(), err)
@@ -879,8 +1160,8 @@ const sweepSkew = 5 * time.Minute
 // periods the policy leaves read before the row's leaf (the closure's)
 // record and the one given with --retention: the shorter wins, so
 // neither a period lengthened since nor a longer --retention makes a row
-// swept under the shorter one a finding. Policy leaves before the kept
-// checkpoint are read only with --all.
+// swept under the shorter one a finding. Every leaf of the audited tree
+// is read when rows are compared, so every policy leaf is.
 func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.Time) {
 	for _, s := range a.tombs {
 		f, t := s.leaf, s.tomb
