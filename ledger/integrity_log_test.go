@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -162,5 +163,52 @@ func TestIntegrityReadsDroppedTiles(t *testing.T) {
 	}
 	if want := "leaf 0 cannot be read: log: leaf 0 in the write-once copy of entry bundle tile/entries/000 does not hash to the log's: it was altered"; !slices.Contains(problems, want) {
 		t.Fatalf("findings:\n%s\nwant %q", strings.Join(problems, "\n"), want)
+	}
+}
+
+// A row, dispute event or incident closure the row store holds with no
+// leaf in the log and none queued will never be logged: its proof is
+// ErrNoLeaf, not ErrNotLogged, naming what has no leaf. One queued is
+// still not yet logged.
+func TestProofOfWhatHasNoLeafNorQueued(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "F-1"})))
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "INC-1", ScopesUsed: []string{"plan:change"}})))
+	if inc.IncidentID == "" {
+		t.Fatal("the incident row names no incident")
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Repeat("f", 64)
+	h.tamper(t, func(tx *bbolt.Tx) error {
+		if err := tamper.EditRow(r.ID, func(r *ledger.Row) {
+			r.DisputeEvents = append(r.DisputeEvents, ledger.DisputeEvent{At: time.Now().UTC(), Status: ledger.DisputeResolvedCustomerAuthorized, By: "support"})
+		})(tx); err != nil {
+			return err
+		}
+		if err := tamper.EditIncident(inc.IncidentID, func(i *ledger.IncidentRecord) { i.ClosedAt, i.ClosedBy = time.Now().UTC(), "admin" })(tx); err != nil {
+			return err
+		}
+		return tamper.EditRow(r.ID, func(r *ledger.Row) { r.ID = forged })(tx)
+	})
+	for ref, want := range map[string]string{
+		"dispute/" + r.ID + "/0":                "dispute event 0 of row " + r.ID + " has no leaf in the log and none is queued",
+		"incident/" + inc.IncidentID + "/close": "the closure of incident " + inc.IncidentID + " has no leaf in the log and none is queued",
+		forged:                                  "row " + forged + " has no leaf in the log and none is queued",
+	} {
+		_, err := h.l.Proof(ctx, ref)
+		if !errors.Is(err, ledger.ErrNoLeaf) || errors.Is(err, ledger.ErrNotLogged) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Proof(%s): %v, want ErrNoLeaf: %q", ref, err, want)
+		}
+	}
+	// Through the ledger, the next event is queued: not yet logged.
+	if _, err := h.l.AppendDispute(ctx, r.ID, ledger.DisputeOpen, "never asked", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.Proof(ctx, "dispute/"+r.ID+"/1"); !errors.Is(err, ledger.ErrNotLogged) {
+		t.Fatalf("Proof of a queued event: %v, want ErrNotLogged", err)
 	}
 }
