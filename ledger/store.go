@@ -115,7 +115,13 @@ type Rows interface {
 	// only when the row it names is removed.
 	RowByRequestJWT(sha string) (string, error)
 	// List returns a page of rows matching q, newest first, and the token
-	// of the next page ("" at the end).
+	// of the next page ("" at the end). It reads at most q's read bound of
+	// index entries (MaxListRead, or q.MaxRead when lower), each of which
+	// may name a row that q's other filters leave out: once it has read
+	// that many, the page ends with the rows matched so far, possibly
+	// none, and a token that continues after the last entry read. A page
+	// may so hold fewer than PageSize rows while more follow. When q.Read
+	// is not nil, List adds to it the number of entries it read.
 	List(q Query) ([]*Row, string, error)
 	// RowAfter returns the first row whose id sorts at or after key,
 	// wrapping around to the first row; nil when there are no rows.
@@ -468,6 +474,39 @@ type Query struct {
 	Until     time.Time
 	PageSize  int
 	PageToken string
+	// MaxRead bounds the index entries one List call reads (and the rows
+	// it decodes): 0, or more than MaxListRead, is MaxListRead. It is not
+	// a filter: a token stays valid whatever MaxRead is.
+	MaxRead int
+	// Read, when not nil, is increased by the number of index entries a
+	// List call read: what a caller that walks many pages counts against
+	// a budget of its own.
+	Read *int
+}
+
+// MaxListRead is the most index entries one List call reads. A listing by
+// one filter reads an entry a row it returns; a listing by several reads
+// the entries of one filter's index and checks the others on the rows,
+// and any writer can post rows that one filter selects and another
+// leaves out (receipts under a customer's order id for other
+// principals), so without a bound one page could read every such row in
+// one transaction. A page stops at the bound with the rows it has and a
+// token that continues after the last entry read.
+const MaxListRead = 10_000
+
+// ReadBound returns the number of entries a List call for q may read.
+func (q Query) ReadBound() int {
+	if q.MaxRead <= 0 || q.MaxRead > MaxListRead {
+		return MaxListRead
+	}
+	return q.MaxRead
+}
+
+// CountRead adds n to q.Read when it is set.
+func (q Query) CountRead(n int) {
+	if q.Read != nil {
+		*q.Read += n
+	}
 }
 
 // ObjectStore is write-once evidence storage (S3 Object Lock or a local

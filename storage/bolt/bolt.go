@@ -1032,7 +1032,9 @@ func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 
 // List answers q from one index: the most selective filter given (target,
 // grant, principal, agent, status, class, else time), with since/until as a
-// key range; the other filters are checked on the rows it yields.
+// key range; the other filters are checked on the rows it yields. It reads
+// at most q.ReadBound() entries: a page that reaches the bound before it
+// is full ends there, with a token after the last entry read.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	bucket, value := ixTime, ""
 	switch {
@@ -1071,14 +1073,19 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	rc := &runCursor{c: t.b(bucket).Cursor(), prefix: prefix}
 	var rows []*ledger.Row
 	last := []byte{pageTokenVersion}
+	read, limit := 0, q.ReadBound()
+	defer func() { q.CountRead(read) }()
 	p, ok, err := rc.below(bound)
 	for ; ok && err == nil; p, ok, err = rc.prev() {
 		if p.time < since {
 			break
 		}
-		if len(rows) == q.PageSize {
+		// An entry follows: the page ends here when it is full or has
+		// read its bound, and the token continues from the last read.
+		if len(rows) == q.PageSize || read == limit {
 			return rows, base64.RawURLEncoding.EncodeToString(last), nil
 		}
+		read++
 		r, err := t.rowAt(seqKey(p.seq))
 		if err != nil {
 			return nil, "", err

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ func TestListPlansUseIndexes(t *testing.T) {
 		{"grant", ledger.Query{GrantID: "grant-70"}, nil},
 		{"target", ledger.Query{Target: "order-77"}, nil},
 		{"target and grant", ledger.Query{Target: "order-77", GrantID: "grant-77"}, nil},
+		{"target and principal", ledger.Query{Target: "order-77", Principal: "user-77"}, nil},
 		{"agent", ledger.Query{Agent: "https://pa-3.example"}, nil},
 		{"status", ledger.Query{Status: ledger.Incident}, nil},
 		{"class", ledger.Query{Class: retention.Incident}, nil},
@@ -75,7 +77,7 @@ func TestListPlansUseIndexes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			q := c.q
 			q.PageSize = 50
-			sql, args := listSQL(q, c.after)
+			sql, args, _ := listSQL(q, c.after)
 			var plan []byte
 			if err := conn.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 				t.Fatalf("explain %s: %v", sql, err)
@@ -95,6 +97,90 @@ func TestListPlansUseIndexes(t *testing.T) {
 				t.Errorf("List %s: the plan has %v:\n%s", c.name, bad, plan)
 			}
 		})
+	}
+}
+
+// TestListPlanBoundsTheScan: a query by several filters (a customer's
+// order id and principal, the dispute drill's lookup) reads at most
+// ledger.MaxListRead entries of one filter's index, under a Limit, and
+// checks the others on the rows it found: EXPLAIN ANALYZE over a target
+// with 30,000 rows of other principals shows the scan stopping at the
+// bound, and the rows of the principal fetched only for those entries.
+func TestListPlanBoundsTheScan(t *testing.T) {
+	dsn := pgtest.CreateDB(t)
+	if _, _, err := Migrate(t.Context(), Config{DSN: dsn}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	const rows = 30000
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, sql := range []string{
+		// Every row is under order A-5531; only the oldest is the customer's.
+		`INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
+		 SELECT md5(i::text) || md5((i + 1)::text), CASE WHEN i = 1 THEN 'acct-48213' ELSE 'acct-' || i END, 'grant-' || i, 'https://pa.example',
+		        3, 4, $1::bigint + i::bigint * 1000000000, NULL, '', '\x7b7d'
+		 FROM generate_series(1, $2::int) AS i`,
+		`INSERT INTO row_targets (target, issued_ns, row_id)
+		 SELECT 'A-5531', $1::bigint + i::bigint * 1000000000, md5(i::text) || md5((i + 1)::text)
+		 FROM generate_series(1, $2::int) AS i`,
+		// And the customer's principal has as many rows under other
+		// targets: neither index alone is selective.
+		`INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body)
+		 SELECT md5((-i)::text) || md5((-i - 1)::text), 'acct-48213', 'grant-' || i, 'https://pa.example',
+		        3, 4, $1::bigint + i::bigint * 1000000000, NULL, '', '\x7b7d'
+		 FROM generate_series(1, $2::int) AS i`,
+		`INSERT INTO row_targets (target, issued_ns, row_id)
+		 SELECT 'B-' || i, $1::bigint + i::bigint * 1000000000, md5((-i)::text) || md5((-i - 1)::text)
+		 FROM generate_series(1, $2::int) AS i`,
+		`ANALYZE`,
+	} {
+		args := []any{base, rows}
+		if sql == "ANALYZE" {
+			args = nil
+		}
+		if _, err := conn.Exec(t.Context(), sql, args...); err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+	}
+	sql, args, bounded := listSQL(ledger.Query{Target: "A-5531", Principal: "acct-48213", PageSize: 1}, nil)
+	if !bounded {
+		t.Fatalf("a query by target and principal is not bounded:\n%s", sql)
+	}
+	var plan []byte
+	if err := conn.QueryRow(t.Context(), "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal(plan, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var scans []string
+	read := 0.0
+	walkPlan(nodes[0]["Plan"], func(n map[string]any) {
+		typ := str(n["Node Type"])
+		if !strings.Contains(typ, "Scan") || typ == "CTE Scan" {
+			return
+		}
+		scans = append(scans, fmt.Sprintf("%s %s %s (%v rows x %v loops)", typ, str(n["Relation Name"]), str(n["Index Name"]), n["Actual Rows"], n["Actual Loops"]))
+		if typ == "Seq Scan" {
+			t.Errorf("the plan reads %s whole", str(n["Relation Name"]))
+		}
+		rows, _ := n["Actual Rows"].(float64)
+		loops, _ := n["Actual Loops"].(float64)
+		if str(n["Relation Name"]) == "row_targets" {
+			read = rows * loops
+		}
+		if rows*loops > ledger.MaxListRead {
+			t.Errorf("%s on %s read %v entries, more than the bound %d", typ, str(n["Relation Name"]), rows*loops, ledger.MaxListRead)
+		}
+	})
+	t.Logf("scans (rows x loops read): %s", strings.Join(scans, "; "))
+	if read != ledger.MaxListRead {
+		t.Errorf("the scan of row_targets read %v entries, want %d (the bound), of %d under the target:\n%s", read, ledger.MaxListRead, rows, plan)
 	}
 }
 

@@ -226,7 +226,11 @@ func decodePageToken(s string, q ledger.Query) (pageToken, error) {
 
 // List implements ledger.Rows: newest first (issue time, then id, both
 // descending), each filter an equality the indexes serve, the target
-// filter through row_targets.
+// filter through row_targets. A query by one filter (with or without a
+// time window) reads an index entry a row it returns. A query by several
+// reads at most q.ReadBound() entries of one filter's index (listSQL) and
+// checks the others on their rows: a page that reaches the bound before
+// it is full ends there, with a token after the last entry read.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	if q.PageSize <= 0 {
 		return nil, "", nil
@@ -242,63 +246,111 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	if err := t.see(tabRows); err != nil {
 		return nil, "", err
 	}
-	sql, args := listSQL(q, after)
+	sql, args, bounded := listSQL(q, after)
+	pageSize := q.PageSize
+	if !bounded {
+		// Every entry read is a row of the page.
+		pageSize = min(pageSize, q.ReadBound())
+	}
 	var rows []*ledger.Row
-	var last pageToken
+	var last, edge pageToken
 	more := false
+	read := int64(0)
 	err := t.query("list rows", sql, args, func(r pgx.Rows) error {
-		if len(rows) == q.PageSize {
-			more = true
+		var body []byte
+		var pos pageToken
+		var n int64
+		if err := r.Scan(&body, &pos.issued, &pos.id, &n); err != nil {
+			return err
+		}
+		if n > 0 {
+			// The last entry the bounded scan read, and how many it read.
+			edge, read = pos, n
 			return nil
 		}
-		var body []byte
-		if err := r.Scan(&body, &last.issued, &last.id); err != nil {
-			return err
+		if len(rows) == pageSize {
+			more = true
+			return nil
 		}
 		row, err := decodeRow(body)
 		if err != nil {
 			return err
 		}
+		last = pos
 		rows = append(rows, row)
 		return nil
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	if !more {
-		return rows, "", nil
+	if !bounded {
+		read = int64(len(rows))
 	}
-	return rows, last.encode(q), nil
+	q.CountRead(int(read))
+	switch {
+	case more:
+		return rows, last.encode(q), nil
+	case bounded && read >= int64(q.ReadBound()):
+		// The scan stopped at its bound: the next page continues after
+		// the last entry it read, whether or not that row matched.
+		return rows, edge.encode(q), nil
+	}
+	return rows, "", nil
 }
 
 // listSQL builds List's query: every filter q sets, the page position,
 // newest first, one row more than a page (to know whether one follows).
-func listSQL(q ledger.Query, after *pageToken) (string, []any) {
-	var where []string
+// Each row comes with its position and a count, 0.
+//
+// A query with one equality filter (or none) is answered from that
+// filter's index, whose every entry in the time window is a row of the
+// page. A query with several is bounded (the bool it returns): a
+// materialized scan reads at most q.ReadBound() entries of one filter's
+// index (the target's, else the grant's, principal's, agent's, status's,
+// class's, as bbolt chooses), newest first from the page position; the
+// page is the rows among them that the other filters keep; and one more
+// row, with no body, gives the last entry the scan read and how many it
+// read. Each entry's row is read by its id (a lateral subquery the
+// planner keeps as it is, OFFSET 0), never through another filter's
+// index, which may hold any number of rows too. No composite index could
+// serve every pair of filters, and any writer can post rows that one
+// filter keeps and another does not.
+func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
+	type filter struct {
+		col string
+		val any
+	}
+	var filters []filter
+	for _, f := range []struct {
+		col string
+		val any
+		set bool
+	}{
+		{"grant_id", q.GrantID, q.GrantID != ""},
+		{"principal", q.Principal, q.Principal != ""},
+		{"agent", q.Agent, q.Agent != ""},
+		{"status", int16(q.Status), q.Status != 0},
+		{"class", int16(q.Class), q.Class != 0},
+	} {
+		if f.set {
+			filters = append(filters, filter{f.col, f.val})
+		}
+	}
+	// The scan: the driving filter's index in the time window, after the
+	// page position.
+	var where []string
 	from, issued, id := "ledger_rows r", "r.issued_ns", "r.id"
 	if q.Target != "" {
-		from, issued, id = "row_targets x JOIN ledger_rows r ON r.id = x.row_id", "x.issued_ns", "x.row_id"
+		from, issued, id = "row_targets x", "x.issued_ns", "x.row_id"
 		where = append(where, "x.target = "+arg(q.Target))
-	}
-	if q.Principal != "" {
-		where = append(where, "r.principal = "+arg(q.Principal))
-	}
-	if q.GrantID != "" {
-		where = append(where, "r.grant_id = "+arg(q.GrantID))
-	}
-	if q.Agent != "" {
-		where = append(where, "r.agent = "+arg(q.Agent))
-	}
-	if q.Status != 0 {
-		where = append(where, "r.status = "+arg(int16(q.Status)))
-	}
-	if q.Class != 0 {
-		where = append(where, "r.class = "+arg(int16(q.Class)))
+	} else if len(filters) > 0 {
+		where = append(where, "r."+filters[0].col+" = "+arg(filters[0].val))
+		filters = filters[1:]
 	}
 	if !q.Since.IsZero() {
 		where = append(where, issued+" >= "+arg(nanos(q.Since)))
@@ -309,12 +361,35 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any) {
 	if after != nil {
 		where = append(where, "("+issued+", "+id+") < ("+arg(after.issued)+"::bigint, "+arg(after.id)+"::text)")
 	}
-	sql := "SELECT r.body, " + issued + ", " + id + " FROM " + from
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
+	cond := func(w []string) string {
+		if len(w) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(w, " AND ")
 	}
-	sql += " ORDER BY " + issued + " DESC, " + id + " DESC LIMIT " + arg(q.PageSize+1)
-	return sql, args
+	order := " ORDER BY " + issued + " DESC, " + id + " DESC"
+	if len(filters) == 0 {
+		// Every entry the index yields is a row of the page.
+		sql := "SELECT r.body, " + issued + ", " + id + ", 0::bigint FROM " + from
+		if q.Target != "" {
+			sql += " JOIN ledger_rows r ON r.id = x.row_id"
+		}
+		sql += cond(where) + order + " LIMIT " + arg(min(q.PageSize, q.ReadBound())+1)
+		return sql, args, false
+	}
+	var rest []string
+	for _, f := range filters {
+		rest = append(rest, "r."+f.col+" = "+arg(f.val))
+	}
+	scan := "SELECT " + issued + " AS issued_ns, " + id + " AS id FROM " + from + cond(where) + order + " LIMIT " + arg(q.ReadBound())
+	sql := "WITH s AS MATERIALIZED (" + scan + "),\n" +
+		"page AS (SELECT r.body, s.issued_ns, s.id FROM s CROSS JOIN LATERAL (SELECT r.body FROM ledger_rows r WHERE r.id = s.id AND " +
+		strings.Join(rest, " AND ") + " OFFSET 0) r" +
+		" ORDER BY s.issued_ns DESC, s.id DESC LIMIT " + arg(q.PageSize+1) + "),\n" +
+		"edge AS (SELECT issued_ns, id, count(*) OVER () AS n FROM s ORDER BY issued_ns, id LIMIT 1)\n" +
+		"SELECT body, issued_ns, id, 0::bigint AS n FROM page UNION ALL SELECT NULL, issued_ns, id, n FROM edge\n" +
+		"ORDER BY 4, 2 DESC, 3 DESC"
+	return sql, args, true
 }
 
 // RowAfter implements ledger.Rows.
