@@ -54,8 +54,11 @@ const MaxRows = 20
 
 // A dispute drill reads the rows of its target or customer lookupPage at
 // a time, newest first, until it has the rows to drill (those that
-// changed something) or has read maxScanned: the action disputed may sit
-// behind many newer look-ups.
+// changed something) or has read maxScanned rows: the action disputed may
+// sit behind many newer look-ups, and, looked up by target and customer,
+// behind rows of other principals that any writer can post under the
+// order. maxScanned counts the rows the ledger read, whether they matched
+// or not (ledger.Query.Read), not the rows found.
 const lookupPage = 200
 
 // maxScanned is a var only for tests (SetMaxScanned).
@@ -378,8 +381,10 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		// (newest first by the time the receipt claims) is a writer's
 		// word until a signature vouches for it.
 		capped := false
-		q := ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: lookupPage}
-		for scanned := 0; ; {
+		scanned := 0 // rows read, matching or not
+		q := ledger.Query{Target: req.Target, Principal: req.Principal, PageSize: lookupPage, Read: &scanned}
+		for {
+			q.MaxRead = maxScanned - scanned
 			found, next, err := r.l.List(ctx, q)
 			if err != nil {
 				failAll(rep, t, fmt.Sprintf("lookup failed: %v", err))
@@ -398,7 +403,6 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 					rows = append(rows, row)
 				}
 			}
-			scanned += len(found)
 			if next == "" {
 				break
 			}
@@ -412,11 +416,16 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		if capped {
 			newest = " newest"
 		}
-		if len(rows) == 0 && lookups > 0 && capped {
-			// The rows after the first maxScanned were not read: the
-			// action disputed may be one of them.
-			rep.Note = fmt.Sprintf("the first %d rows read about %s are read-only turns; any after them were not read", maxScanned, describeQuery(req))
-			failAll(rep, t, fmt.Sprintf("needs a person: the %d newest rows about %s are read-only turns and only the first %d rows were read: any after them, which may hold the action disputed, were not drilled", lookups, describeQuery(req), maxScanned))
+		if len(rows) == 0 && capped {
+			// The rows after the first maxScanned read were not read:
+			// the action disputed may be one of them.
+			if lookups > 0 {
+				rep.Note = fmt.Sprintf("the lookup stopped after reading %d rows; those found about %s are read-only turns; any after them were not read", scanned, describeQuery(req))
+				failAll(rep, t, fmt.Sprintf("needs a person: the lookup stopped after reading %d rows: the %d newest rows about %s are read-only turns, and any after them, which may hold the action disputed, were not drilled", scanned, lookups, describeQuery(req)))
+			} else {
+				rep.Note = fmt.Sprintf("the lookup stopped after reading %d rows, none of them about %s; any after them were not read", scanned, describeQuery(req))
+				failAll(rep, t, fmt.Sprintf("needs a person: the lookup stopped after reading %d rows, none of them about %s: any after them, which may hold the action disputed, were not read", scanned, describeQuery(req)))
+			}
 			rep.Reply = compose([]answer{{finding: fmt.Sprintf("We hold more records about %s that this check did not cover.", describeQuery(req)),
 				closing: "A member of our team will go through them and get back to you."}})
 			return
@@ -442,8 +451,8 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				plural(len(rows), "row"), describeQuery(req), min(len(rows), MaxRows), left))
 			cut = fmt.Sprintf("%s about %s left out of this drill", plural(left, "more row"), describeQuery(req))
 			if capped {
-				notes = append(notes, fmt.Sprintf("only the first %d rows read: any after them were not drilled either", maxScanned))
-				cut = fmt.Sprintf("%d or more rows about %s left out of this drill (only the first %d read)", left, describeQuery(req), maxScanned)
+				notes = append(notes, fmt.Sprintf("the lookup stopped after reading %d rows: any after them were not drilled either", scanned))
+				cut = fmt.Sprintf("%d or more rows about %s left out of this drill (the lookup stopped after reading %d rows)", left, describeQuery(req), scanned)
 			}
 			rows = rows[:min(len(rows), MaxRows)]
 		}
@@ -1276,7 +1285,10 @@ func (r *Runner) betterPost(ctx context.Context, row *ledger.Row) (*ledger.Row, 
 		// Past 2262 times share one index key: no upper bound there.
 		q.Until = until
 	}
-	for scanned := 0; ; {
+	scanned := 0 // rows read
+	q.Read = &scanned
+	for {
+		q.MaxRead = maxScanned - scanned
 		found, next, err := r.l.List(ctx, q)
 		if err != nil {
 			return nil, err
@@ -1286,7 +1298,7 @@ func (r *Runner) betterPost(ctx context.Context, row *ledger.Row) (*ledger.Row, 
 				return o, nil
 			}
 		}
-		if scanned += len(found); next == "" {
+		if next == "" {
 			return nil, nil
 		}
 		if scanned >= maxScanned {

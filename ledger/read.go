@@ -46,15 +46,17 @@ func (l *Ledger) Get(ctx context.Context, id string) (*Row, error) {
 	return r, nil
 }
 
-// List returns one page of rows matching q, newest first.
+// List returns one page of rows matching q, newest first. A page reads
+// at most MaxListRead index entries (Rows.List): it may hold fewer rows
+// than q.PageSize, even none, while its token says more may follow.
 func (l *Ledger) List(ctx context.Context, q Query) ([]*Row, string, error) {
 	return l.ListWithin(ctx, q, 0, nil)
 }
 
 // ListWithin is List with a page that also ends before the row that would
 // take the sizes of its rows, as size measures them, past budget: the page
-// holds at least one row, and its token continues after its last row. A
-// budget of 0 bounds nothing.
+// holds at least one row when q's read bound found any, and its token
+// continues after its last row. A budget of 0 bounds nothing.
 func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(*Row) int) ([]*Row, string, error) {
 	switch {
 	case q.PageSize < 0 || q.PageSize > 1000:
@@ -72,7 +74,14 @@ func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(
 	}
 	var rows []*Row
 	var next string
+	read := 0
+	if q.Read != nil {
+		read = *q.Read
+	}
 	err := l.store.View(ctx, func(tx Tx) error {
+		if q.Read != nil {
+			*q.Read = read // a View run again reads again
+		}
 		var err error
 		if rows, next, err = tx.List(q); err != nil || budget <= 0 {
 			return err
