@@ -8,6 +8,14 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
+// SetMaxGrantRows sets how many rows Grant reads; the returned func
+// restores it.
+func SetMaxGrantRows(n int) (restore func()) {
+	prev := maxGrantRows
+	maxGrantRows = n
+	return func() { maxGrantRows = prev }
+}
+
 // SetSweepHook makes fn run between a sweep's decision and its deleting
 // transaction; the returned func restores the previous hook.
 func SetSweepHook(fn func()) (restore func()) {

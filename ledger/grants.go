@@ -121,8 +121,23 @@ type GrantView struct {
 	ListsCut   bool
 	Revocation *Revocation
 	Rows       []*Row // newest first, at most 1000
-	RowCount   int
+	// RowCount counts the rows read: every row of the grant, or, when
+	// RowCountCut, the newest MaxGrantRows.
+	RowCount int
+	// RowCountCut is true when the grant has rows past the MaxGrantRows
+	// read: RowCount is a lower bound, and the lists hold what the rows
+	// read vouch for (ListsCut is set, as a value may be left out).
+	RowCountCut bool
 }
+
+// MaxGrantRows is the most rows Grant reads: any writer may post rows
+// naming any grant, so a grant's rows are not bounded by anything else,
+// and one answer must not read them all. ListRows with the grant id
+// lists the rest, a page at a time.
+const MaxGrantRows = 10_000
+
+// maxGrantRows is MaxGrantRows, a var only for tests (SetMaxGrantRows).
+var maxGrantRows = MaxGrantRows
 
 // MaxGrantListBytes bounds each of a GrantView's lists of distinct values,
 // counting each value's length and maxValueOverhead: a grant's rows are
@@ -165,7 +180,8 @@ func (d *distinct) add(vals ...string) {
 }
 
 // Grant returns a grant's rows, scopes and revocation, from the grant
-// index. It walks every row of the grant and stops when ctx is done.
+// index. It walks the grant's rows, newest first, MaxGrantRows of them at
+// most (RowCountCut says it stopped there), and stops when ctx is done.
 func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	if grant == "" {
 		return nil, invalid("grantId is required")
@@ -182,6 +198,7 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 		}
 		q := Query{GrantID: grant, PageSize: 1000}
 		for {
+			q.MaxRead = maxGrantRows - v.RowCount // each entry read is a row of the grant
 			rows, next, err := tx.List(q)
 			if err != nil {
 				return err
@@ -222,6 +239,10 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 			if next == "" {
 				return nil
 			}
+			if v.RowCount >= maxGrantRows {
+				v.RowCountCut = true
+				return nil
+			}
 			q.PageToken = next
 		}
 	})
@@ -232,6 +253,6 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 		return nil, fmt.Errorf("grant %s: %w", grant, ErrNotFound)
 	}
 	v.Principals, v.Agents, v.ScopesGranted, v.ScopesUsed = principals.list, agents.list, granted.list, used.list
-	v.ListsCut = principals.cut || agents.cut || granted.cut || used.cut
+	v.ListsCut = principals.cut || agents.cut || granted.cut || used.cut || v.RowCountCut
 	return v, nil
 }

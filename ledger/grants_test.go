@@ -173,6 +173,40 @@ func TestGrantViewListsOnlyVouchedClaims(t *testing.T) {
 	}
 }
 
+// Any writer can post rows naming any grant: Grant reads the newest
+// MaxGrantRows (here 5) and says the count is a lower bound when the
+// grant has more, and that the lists may have left a value out (the real
+// receipt's principal, behind the forged rows, is not read).
+func TestGrantViewReadsABoundedNumberOfRows(t *testing.T) {
+	h := newHarness(t)
+	defer ledger.SetMaxGrantRows(5)()
+	at := h.clock().Add(-time.Hour)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "W-0", At: at})))
+	for i := 1; i <= 4; i++ {
+		forged := h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("W-%d", i), User: fmt.Sprintf("acct-%d", 90000+i), At: at.Add(time.Duration(i) * time.Minute)})
+		forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
+		if row, _ := h.append(t, in(forged)); row.Status != ledger.Unauthorized {
+			t.Fatalf("forged receipt %d: %v", i, row.Status)
+		}
+	}
+	g, err := h.l.Grant(context.Background(), "a2agrant_7Q2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.RowCount != 5 || g.RowCountCut || g.ListsCut || len(g.Principals) != 1 {
+		t.Fatalf("5 rows: count %d, cut %v, lists cut %v, principals %q; want 5, not cut, the real principal", g.RowCount, g.RowCountCut, g.ListsCut, g.Principals)
+	}
+	forged := h.sc.Mint(pacttest.Spec{Target: "W-5", User: "acct-90005", At: at.Add(5 * time.Minute)})
+	forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
+	h.append(t, in(forged))
+	if g, err = h.l.Grant(context.Background(), "a2agrant_7Q2F"); err != nil {
+		t.Fatal(err)
+	}
+	if g.RowCount != 5 || !g.RowCountCut || !g.ListsCut || len(g.Rows) != 5 || len(g.Principals) != 0 {
+		t.Fatalf("6 rows: count %d, cut %v, lists cut %v, %d rows, principals %q; want the newest 5 read, cut, lists cut, no principal vouched", g.RowCount, g.RowCountCut, g.ListsCut, len(g.Rows), g.Principals)
+	}
+}
+
 // A real delegation token of another grant, posted with a receipt naming
 // this grant (a forged one, or the grant's real receipt posted first), is
 // a token whose signature passes, but it vouches for its own grant: the

@@ -38,7 +38,11 @@ func (c *cli) grant(pos []string) error {
 	} else {
 		fmt.Fprintf(w, "revoked\tno\n")
 	}
-	fmt.Fprintf(w, "rows\t%d\n", rep.GetRowCount())
+	if rep.GetRowCountTruncated() {
+		fmt.Fprintf(w, "rows\t%d or more (only the newest %d read)\n", rep.GetRowCount(), rep.GetRowCount())
+	} else {
+		fmt.Fprintf(w, "rows\t%d\n", rep.GetRowCount())
+	}
 	w.Flush()
 	if len(rep.GetRows()) > 0 {
 		fmt.Fprintln(c.out)
@@ -49,7 +53,10 @@ func (c *cli) grant(pos []string) error {
 		}
 		w.Flush()
 	}
-	if rep.GetRowsTruncated() {
+	switch {
+	case rep.GetRowCountTruncated():
+		c.note("(%d shown of the newest %d rows read; the grant has more: lookup --grant %s --all lists every one)", len(rep.GetRows()), rep.GetRowCount(), rep.GetGrantId())
+	case rep.GetRowsTruncated():
 		c.note("(%d of %d rows shown: lookup --grant %s --all lists every one)", len(rep.GetRows()), rep.GetRowCount(), rep.GetGrantId())
 	}
 	if rep.GetListsTruncated() {

@@ -43,7 +43,10 @@ type grantExport struct {
 	ScopesUsed    []string    `json:"scopesUsed"`
 	Revocation    *revocation `json:"revocation"`
 	RowCount      int32       `json:"rowCount"`
-	Rows          []grantRow  `json:"rows"`
+	// RowCountTruncated: the grant has more rows than the newest RowCount
+	// the ledger read for one answer (GetGrant's row_count_truncated).
+	RowCountTruncated bool       `json:"rowCountTruncated"`
+	Rows              []grantRow `json:"rows"`
 }
 
 type revocation struct {
@@ -62,7 +65,7 @@ type grantView struct {
 
 func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 	out := &grantExport{GrantID: g.GetGrantId(), Principals: g.GetPrincipals(), Agents: g.GetAgents(), ScopesGranted: g.GetScopesGranted(),
-		ScopesUsed: g.GetScopesUsed(), RowCount: g.GetRowCount(), Rows: []grantRow{}}
+		ScopesUsed: g.GetScopesUsed(), RowCount: g.GetRowCount(), RowCountTruncated: g.GetRowCountTruncated(), Rows: []grantRow{}}
 	if rv := g.GetRevocation(); rv != nil {
 		out.Revocation = &revocation{RevokedAt: pbStamp(rv.GetRevokedAt()).ISO, By: rv.GetBy(), Note: rv.GetNote(), RecordedAt: pbStamp(rv.GetRecordedAt()).ISO}
 	}

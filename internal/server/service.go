@@ -592,7 +592,8 @@ func (s *service) GetGrant(ctx context.Context, req *ledgerv1.GetGrantRequest) (
 		return nil, s.toStatus(ctx, "GetGrant", err)
 	}
 	out := &ledgerv1.GetGrantResponse{GrantId: g.GrantID, Principals: g.Principals, Agents: g.Agents, ScopesGranted: g.ScopesGranted,
-		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount), ListsTruncated: g.ListsCut}
+		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount), ListsTruncated: g.ListsCut,
+		RowCountTruncated: g.RowCountCut}
 	out.Rows = rowsWithin(g.Rows, answerRowBytes, true)
 	out.RowsTruncated = len(out.Rows) < g.RowCount
 	return out, nil

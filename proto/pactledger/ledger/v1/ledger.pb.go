@@ -2317,7 +2317,9 @@ func (x *ListRowsRequest) GetPageToken() string {
 type ListRowsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The rows: at most page_size, and fewer, with next_page_token set,
-	// where more would pass 2 MiB (a page holds at least one row).
+	// where more would pass 2 MiB (a page then holds one row at least), or
+	// where the page read 10,000 index entries before it was full (a page
+	// then may hold none): follow the token, not the count.
 	Rows []*Row `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
 	// Token for the next page, empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -4080,10 +4082,16 @@ type GetGrantResponse struct {
 	// grant_id lists them all, a page at a time.
 	RowsTruncated bool `protobuf:"varint,9,opt,name=rows_truncated,json=rowsTruncated,proto3" json:"rows_truncated,omitempty"`
 	// True when a value was left out of principals, agents, scopes_granted
-	// or scopes_used: each list holds at most 128 KiB of values.
+	// or scopes_used: each list holds at most 128 KiB of values. Also true
+	// with row_count_truncated, as a value may have been left out then.
 	ListsTruncated bool `protobuf:"varint,10,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// True when the grant has more rows than the 10,000 newest that one
+	// answer reads: row_count is a lower bound, and the four lists hold
+	// what the rows read vouch for. ListRows with the grant_id lists them
+	// all, a page at a time.
+	RowCountTruncated bool `protobuf:"varint,11,opt,name=row_count_truncated,json=rowCountTruncated,proto3" json:"row_count_truncated,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetGrantResponse) Reset() {
@@ -4182,6 +4190,13 @@ func (x *GetGrantResponse) GetRowsTruncated() bool {
 func (x *GetGrantResponse) GetListsTruncated() bool {
 	if x != nil {
 		return x.ListsTruncated
+	}
+	return false
+}
+
+func (x *GetGrantResponse) GetRowCountTruncated() bool {
+	if x != nil {
+		return x.RowCountTruncated
 	}
 	return false
 }
@@ -7131,7 +7146,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"revocation\x18\x02 \x01(\v2 .pactledger.ledger.v1.RevocationR\n" +
 	"revocation\",\n" +
 	"\x0fGetGrantRequest\x12\x19\n" +
-	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\x8b\x03\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\xbb\x03\n" +
 	"\x10GetGrantResponse\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x1e\n" +
 	"\n" +
@@ -7148,7 +7163,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\trow_count\x18\b \x01(\x05R\browCount\x12%\n" +
 	"\x0erows_truncated\x18\t \x01(\bR\rrowsTruncated\x12'\n" +
 	"\x0flists_truncated\x18\n" +
-	" \x01(\bR\x0elistsTruncated\"S\n" +
+	" \x01(\bR\x0elistsTruncated\x12.\n" +
+	"\x13row_count_truncated\x18\v \x01(\bR\x11rowCountTruncated\"S\n" +
 	"\x15CheckIntegrityRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
