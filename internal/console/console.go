@@ -42,6 +42,10 @@ const (
 	maxField   = 512      // a search field, id or page token (ledger.MaxFieldLength)
 	maxNote    = 4 << 10  // a dispute or closing note, in bytes (ledger.MaxNoteLength): 4,096 letters of English, fewer of accented or other scripts
 	searchPage = 50       // rows per search page
+	// searchEmptyPages is how many pages of ListRows one search page
+	// reads while they come back empty with a token (each read its
+	// bound of index entries, 10,000, finding no row).
+	searchEmptyPages = 4
 )
 
 // Cookie names.

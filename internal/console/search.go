@@ -31,12 +31,15 @@ type searchForm struct {
 }
 
 type searchView struct {
-	Form      searchForm
-	Statuses  []string
-	Rows      []*ledgerv1.Row
-	Matched   string // what Q matched as
-	Filtered  bool   // any filter given (else: recent rows)
-	Next      string // URL of the next page
+	Form     searchForm
+	Statuses []string
+	Rows     []*ledgerv1.Row
+	Matched  string // what Q matched as
+	Filtered bool   // any filter given (else: recent rows)
+	Next     string // URL of the next page
+	// Unread: no row found yet, and more of the index left to read (each
+	// page of ListRows reads a bounded number of entries).
+	Unread    bool
 	First     string // URL of the first page when paging
 	Error     string
 	DrillHint bool // Q matched as an order: offer the drill
@@ -154,11 +157,18 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		resp, err = h.api.ListRows(ctx, rq)
+		// A page that read its bound of index entries before it found a
+		// row comes back empty with a token: follow it a few pages, and
+		// then offer the rest on the next page.
+		for n := 1; err == nil && len(resp.GetRows()) == 0 && resp.GetNextPageToken() != "" && n < searchEmptyPages; n++ {
+			rq.PageToken = resp.GetNextPageToken()
+			resp, err = h.api.ListRows(ctx, rq)
+		}
 		if err != nil {
 			break
 		}
 		v.Matched = by
-		if len(resp.GetRows()) > 0 {
+		if len(resp.GetRows()) > 0 || resp.GetNextPageToken() != "" {
 			break
 		}
 	}
@@ -168,7 +178,8 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v.Rows = resp.GetRows()
-	if f.Q != "" && len(v.Rows) == 0 && f.By == "" && f.Page == "" && rowRef.MatchString(f.Q) {
+	v.Unread = len(v.Rows) == 0 && resp.GetNextPageToken() != ""
+	if f.Q != "" && len(v.Rows) == 0 && !v.Unread && f.By == "" && f.Page == "" && rowRef.MatchString(f.Q) {
 		// Nothing else by that name: the start of a row id, as tables
 		// print them.
 		if row, err := h.api.GetRow(ctx, &ledgerv1.GetRowRequest{Id: strings.ToLower(f.Q)}); err == nil {
@@ -176,7 +187,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
-	if f.Q != "" && len(v.Rows) == 0 {
+	if f.Q != "" && len(v.Rows) == 0 && !v.Unread {
 		v.Matched = ""
 	}
 	v.DrillHint = v.Matched == "target" && len(v.Rows) > 0

@@ -250,6 +250,12 @@ func TestEmptyStatesWording(t *testing.T) {
 	if s := render("search", searchView{Form: searchForm{Q: "A-5531"}, Filtered: true}); strings.Contains(s, "filters given") {
 		t.Errorf("a search without filters: %s", s)
 	}
+	// A page that read its bound of entries before it found a row: not
+	// "nothing matches", and a link reads on.
+	if s := render("search", searchView{Form: searchForm{Q: "A-5531", Principal: "acct-48213"}, Filtered: true, Matched: "target", Unread: true, Next: "/console/search?page=x"}); !strings.Contains(s, "No rows found yet") ||
+		strings.Contains(s, "Nothing in the ledger matches") || !strings.Contains(s, `href="/console/search?page=x" id="next-page"`) {
+		t.Errorf("a search whose page read its bound and found nothing yet: %s", s[strings.Index(s, `id="results"`):])
+	}
 }
 
 // Only a page of the console is returned to after signing in.
