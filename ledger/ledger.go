@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -72,6 +73,9 @@ type Ledger struct {
 	log     *logState // nil: no Merkle log
 	held    heldLeases
 	recent  *bytesCache // nil: none
+
+	// listRead counts the index entries List and ListWithin read.
+	listRead atomic.Int64
 }
 
 // New returns a Ledger over store, writing evidence objects to objects,

@@ -74,14 +74,13 @@ func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(
 	}
 	var rows []*Row
 	var next string
-	read := 0
-	if q.Read != nil {
-		read = *q.Read
-	}
+	// The entries this call read, counted for the caller (q.Read) and
+	// the ledger (ListRead).
+	read, out := 0, q.Read
+	q.Read = &read
+	defer func() { l.listRead.Add(int64(read)) }()
 	err := l.store.View(ctx, func(tx Tx) error {
-		if q.Read != nil {
-			*q.Read = read // a View run again reads again
-		}
+		read = 0 // a View run again reads again
 		var err error
 		if rows, next, err = tx.List(q); err != nil || budget <= 0 {
 			return err
@@ -96,8 +95,17 @@ func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(
 		rows, next, err = tx.List(q)
 		return err
 	})
+	if out != nil {
+		*out += read
+	}
 	return rows, next, err
 }
+
+// ListRead returns how many index entries the pages of List and
+// ListWithin read since the ledger was opened: with the calls made, what
+// a page reads on average, and a test's measure that a page's reads stay
+// bounded (MaxListRead).
+func (l *Ledger) ListRead() int64 { return l.listRead.Load() }
 
 // fitting returns how many of items, from the first, fit within budget as
 // size measures them: at least one.
