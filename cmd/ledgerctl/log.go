@@ -252,6 +252,11 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 		}
 	}
 	w.Flush()
+	if r, ok := f["receipt"]; ok && f["kind"] == "receipt" && r != "sha256:"+f["row"] {
+		// A customer comparing the hash of the receipt they hold with
+		// the proof's must know which bytes the leaf hashes.
+		fmt.Fprintf(c.out, "  (the leaf's receipt hash is of the receipt in its canonical form, its ECDSA signature's low-s encoding: a receipt held with the other encoding, as posted, hashes otherwise, as the row's receipt id may)\n")
+	}
 	return nil
 }
 

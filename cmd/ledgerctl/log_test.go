@@ -138,12 +138,18 @@ func TestLogCheckpointProofAndAudit(t *testing.T) {
 // append posts a receipt as the writer and returns its row id.
 func (f *fixture) append(t *testing.T, spec pacttest.Spec) string {
 	t.Helper()
+	return f.appendMinted(t, f.sc.Mint(spec))
+}
+
+// appendMinted posts r, minted by f.sc, as the writer and returns its row
+// id.
+func (f *fixture) appendMinted(t *testing.T, r *pacttest.Receipt) string {
+	t.Helper()
 	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	r := f.sc.Mint(spec)
 	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
 	rep, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
 		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
@@ -343,5 +349,28 @@ func TestDrillProofFiles(t *testing.T) {
 	// protojson varies its whitespace from build to build: compare values.
 	if code != 0 || !regexp.MustCompile(`"checkpoint":\s*"localhost/pactledger`).MatchString(out) || !strings.Contains(out, `"leafIndex"`) {
 		t.Fatalf("drills --json: %d %.2000s", code, out)
+	}
+}
+
+// A receipt posted with its signature's other (high-s) encoding is logged
+// under the hash of its canonical form: proof verify says which bytes the
+// leaf's receipt hash is of, so a customer holding the posted bytes is not
+// left with two hashes. One posted canonical gets no such note.
+func TestProofVerifySaysWhichReceiptBytesTheLeafHashes(t *testing.T) {
+	f := start(t)
+	key := f.verifierKey(t)
+	for _, tc := range []struct {
+		target string
+		high   bool
+	}{{"A-7001", true}, {"A-7002", false}} {
+		r := f.sc.Mint(pacttest.Spec{Target: tc.target})
+		r.ReceiptJWS = verifier.Canonical(r.ReceiptJWS)
+		if tc.high {
+			r.ReceiptJWS = pacttest.MalleateES256(r.ReceiptJWS)
+		}
+		code, out, errs := offline("proof", "verify", f.logged(t, f.appendMinted(t, r)), "--log-key", key)
+		if code != 0 || strings.Contains(out, "the receipt in its canonical form") != tc.high {
+			t.Fatalf("proof verify of a receipt posted %s (high-s %v): %d %s %s", tc.target, tc.high, code, out, errs)
+		}
 	}
 }
