@@ -17,6 +17,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -439,7 +440,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			return
 		}
 		if len(rows) == 0 {
-			failAll(rep, t, fmt.Sprintf("no row about %s", describeQuery(req)))
+			failAll(rep, t, fmt.Sprintf("no row about %s%s", describeQuery(req), r.otherNames(ctx, req)))
 			rep.Reply = "We found no record of an action by a personal agent about " + describeQuery(req) + " in our ledger; a member of our team will look into it."
 			return
 		}
@@ -560,6 +561,49 @@ func compose(answers []answer) string {
 
 // describeQuery names what a drill by target or customer looked for:
 // "A-5531", "A-5531 for customer acct-48213", "customer acct-48213".
+// otherNamesRead bounds the rows otherNames reads.
+const otherNamesRead = 1000
+
+// otherNames says, for a lookup by target and principal that found
+// nothing, what the ledger holds about the target under other principals:
+// a refusal's principal is the name the writer claimed (a Provider files
+// a request without a grant under "sub S of agent A"), so the customer's
+// own attempts may be there. "" when it holds none, or the lookup was not
+// by both.
+func (r *Runner) otherNames(ctx context.Context, req Request) string {
+	if req.Target == "" || req.Principal == "" {
+		return ""
+	}
+	read := 0
+	found, next, err := r.l.List(ctx, ledger.Query{Target: req.Target, PageSize: 100, MaxRead: otherNamesRead, Read: &read})
+	if err != nil || len(found) == 0 {
+		return ""
+	}
+	refusals, names := 0, []string{}
+	for _, row := range found {
+		if row.Kind == ledger.KindRefusal {
+			refusals++
+		}
+		if !slices.Contains(names, row.Principal) && len(names) < 3 {
+			names = append(names, row.Principal)
+		}
+	}
+	more := ""
+	if next != "" {
+		more = " or more"
+	}
+	return fmt.Sprintf("; the ledger holds %s%s about %s under other principals (%d of them refusals, whose principal is the name the writer claimed), such as %s: drill the order without the customer to see them",
+		plural(len(found), "row"), more, req.Target, refusals, strings.Join(quoteAll(names), ", "))
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
 func describeQuery(req Request) string {
 	switch {
 	case req.Target != "" && req.Principal != "":

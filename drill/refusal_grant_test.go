@@ -106,3 +106,31 @@ func TestARefusalWithoutTheAgentsSignatureDoesNotBlameTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// A drill of an order for a customer that finds nothing tells the support
+// lead what the ledger holds about the order under other names: a refusal
+// of a request without a grant is filed under the name the writer claimed.
+func TestANoRowDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	if _, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "sub jane of https://pa.example", Tool: "cancel_order", Target: "A-88213",
+		Reason: "asked without a delegation grant", ObservedAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-88213", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := pulls(rep)[drill.PullReceiptRow]
+	if d.Passed || !strings.Contains(d.Detail, "no row about A-88213 for customer acct-48213") || !strings.Contains(d.Detail, `1 row about A-88213 under other principals (1 of them refusals`) || !strings.Contains(d.Detail, `"sub jane of https://pa.example"`) {
+		t.Fatalf("receipt_row pull: %+v", d)
+	}
+	// Without any row about the order, nothing more is said.
+	rep, err = e.r.Run(ctx, drill.Request{Target: "A-1", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pulls(rep)[drill.PullReceiptRow]; d.Passed || strings.Contains(d.Detail, "other principals") {
+		t.Fatalf("receipt_row pull about an order with no rows: %+v", d)
+	}
+}
