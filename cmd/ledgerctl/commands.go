@@ -139,7 +139,12 @@ func (c *cli) lookup(o lookupOpts) error {
 		l.rows = append(l.rows, []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
 			orDash(r.GetPrincipal()), rowTargets(r), rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_")})
 	}
-	if err := c.printList(l, "no rows match"); err != nil {
+	empty := "no rows match"
+	if rep.GetNextPageToken() != "" {
+		// Pages read a bounded number of entries a call: more may match.
+		empty = "no rows match in the part of the ledger read so far"
+	}
+	if err := c.printList(l, empty); err != nil {
 		return err
 	}
 	if rep.GetNextPageToken() != "" {

@@ -425,13 +425,16 @@ func (c *cli) pages(all bool, token string, fetch func(ctx context.Context, toke
 }
 
 // pagesUntil is pages for a list whose pages the ledger may end early for
-// their size, with a token (rows, drill reports, access records): without
-// all it reads on until it has limit items. fetch asks for a page of at
+// their size or for the entries it read, with a token (rows, drill
+// reports, access records): without all it reads on until it has limit
+// items, or has made maxUntilCalls calls (a listing filtered by two
+// values reads a bounded number of entries a call, and rows posted under
+// another's name can leave many pages empty). fetch asks for a page of at
 // most want items, keeps what it holds and returns how many it held and
 // its next token.
 func (c *cli) pagesUntil(all bool, token string, limit int, fetch func(ctx context.Context, token string, want int) (int, string, error)) (string, error) {
 	got := 0
-	for {
+	for calls := 1; ; calls++ {
 		want := limit
 		if !all {
 			want = limit - got
@@ -440,9 +443,13 @@ func (c *cli) pagesUntil(all bool, token string, limit int, fetch func(ctx conte
 		n, next, err := fetch(ctx, token, want)
 		cancel()
 		got += n
-		if err != nil || next == "" || !all && got >= limit {
+		if err != nil || next == "" || !all && (got >= limit || calls >= maxUntilCalls) {
 			return next, err
 		}
 		token = next
 	}
 }
+
+// maxUntilCalls bounds the calls pagesUntil makes without all: each reads
+// at most 10,000 index entries on the server (docs/api.md, ListRows).
+const maxUntilCalls = 10
