@@ -323,13 +323,8 @@ func (l *Ledger) CheckLogKey(ctx context.Context) error {
 	if l.log == nil {
 		return ErrNoLog
 	}
-	var size int64
-	var cp []byte
-	if err := l.store.View(ctx, func(tx Tx) error {
-		var err error
-		size, cp, err = tx.LogHead()
-		return err
-	}); err != nil {
+	size, cp, err := l.logHead(ctx)
+	if err != nil {
 		return err
 	}
 	return l.checkOwnKey(size, cp)
@@ -716,12 +711,7 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
 	}
-	var cp []byte
-	err := l.store.View(ctx, func(tx Tx) error {
-		var err error
-		_, cp, err = tx.LogHead()
-		return err
-	})
+	_, cp, err := l.logHead(ctx)
 	if err == nil && len(cp) == 0 {
 		// Nothing logged yet: sign the empty tree, whose root is the hash
 		// of nothing (RFC 6962 §2.1).
@@ -967,13 +957,18 @@ func (l *Ledger) Leaves(ctx context.Context, start int64, n int) ([][]byte, erro
 
 // TreeSize returns the size of the latest checkpoint.
 func (l *Ledger) TreeSize(ctx context.Context) (int64, error) {
-	var size int64
-	err := l.store.View(ctx, func(tx Tx) error {
-		var err error
-		size, _, err = tx.LogHead()
+	size, _, err := l.logHead(ctx)
+	return size, err
+}
+
+// logHead reads the size and signed bytes of the row store's latest
+// checkpoint in a transaction of its own; 0 and nil before the first.
+func (l *Ledger) logHead(ctx context.Context) (size int64, cp []byte, err error) {
+	err = l.store.View(ctx, func(tx Tx) error {
+		size, cp, err = tx.LogHead()
 		return err
 	})
-	return size, err
+	return size, cp, err
 }
 
 // Tile paths (C2SP tlog-tiles): tile/<L>/<N>[.p/<W>] for hashes,

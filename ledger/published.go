@@ -51,13 +51,8 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 		finding("", "the log published to write-once storage is not the row store's: %s", why)
 		return nil
 	}
-	var size int64
-	var cp []byte
-	if err := l.store.View(ctx, func(tx Tx) error {
-		var err error
-		size, cp, err = tx.LogHead()
-		return err
-	}); err != nil {
+	size, cp, err := l.logHead(ctx)
+	if err != nil {
 		return err
 	}
 	ours := proof.Checkpoint{Origin: l.Origin(), Hash: sha256.Sum256(nil)}
