@@ -62,6 +62,9 @@ type Config struct {
 	// PollInterval is the least time between token polls of a device
 	// authorization (RFC 8628 §3.5); default 5 s.
 	PollInterval time.Duration
+	// MaxOutboxBytes bounds the receipts and refusals waiting for the
+	// ledger (store.LimitOutbox); default 1 GiB.
+	MaxOutboxBytes int64
 	// Domains maps a brand's own host name to its id: the Provider then
 	// serves that brand's card at https://{domain}/.well-known/agent-card.json
 	// (PACT §2.1) when it receives that host's requests.
@@ -134,6 +137,10 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MaxOutboxBytes <= 0 {
+		cfg.MaxOutboxBytes = DefaultMaxOutboxBytes
+	}
+	st.LimitOutbox(cfg.MaxOutboxBytes)
 	p, err := assemble(cfg, st)
 	if err != nil {
 		st.Close()
@@ -184,6 +191,12 @@ func (p *Provider) BrandSigners() map[string]verifier.Signer { return p.server.B
 // PipelineDepth is the number of receipts, refusals and revocations
 // waiting for the ledger.
 func (p *Provider) PipelineDepth() int { return p.store.Depth() }
+
+// DefaultMaxOutboxBytes is Config.MaxOutboxBytes's default.
+const DefaultMaxOutboxBytes = 1 << 30
+
+// PipelineBytes is the size of what waits in the outbox for the ledger.
+func (p *Provider) PipelineBytes() int64 { return p.store.OutboxBytes() }
 
 // PipelineSetAside is the number of receipts, refusals and revocations
 // the ledger refused as invalid, set aside in the store's

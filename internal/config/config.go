@@ -235,6 +235,11 @@ type Provider struct {
 	// DevicePollInterval is the least time between a personal agent's
 	// token polls during a device authorization (RFC 8628; default 5s).
 	DevicePollInterval Duration `yaml:"devicePollInterval"`
+	// OutboxMaxBytes bounds the receipts and refusals waiting in the
+	// Provider's outbox for the ledger (while the ledger is down, they
+	// pile up on disk): past it, a turn that would queue one more answers
+	// 500 with Retry-After and is kept nothing of. Default 1 GiB.
+	OutboxMaxBytes int64 `yaml:"outboxMaxBytes"`
 	// LedgerTLS is how the Provider reaches a ledgerUrl over https: the CA
 	// to trust and a client certificate for a ledger that asks for one.
 	LedgerTLS ClientTLS `yaml:"ledgerTls"`
@@ -630,6 +635,9 @@ func (c *Config) Validate() error {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			errs = append(errs, fmt.Errorf("provider.ledgerUrl %q: an http(s) URL", u))
 		}
+	}
+	if c.Provider.OutboxMaxBytes < 0 {
+		errs = append(errs, errors.New("provider.outboxMaxBytes: not negative (0 for the default, 1 GiB)"))
 	}
 	if d := time.Duration(c.Provider.DevicePollInterval); d < 0 || (d > 0 && (d < time.Second || d%time.Second != 0)) {
 		errs = append(errs, errors.New("provider.devicePollInterval: whole seconds, at least 1s"))

@@ -159,6 +159,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineDepth())
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_bytes", Help: "The bytes of what waits in the Provider's outbox for the ledger; turns that would queue more than provider.outboxMaxBytes are refused until the ledger takes it."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.PipelineBytes())
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_set_aside", Help: "The Provider's receipts, refusals and revocations the ledger refused as invalid, set aside in its store: not in the ledger (alert on any)."}, func() float64 {
 		if s.provider == nil {
 			return 0
@@ -630,11 +636,12 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	}
 	rl := cfg.Provider.RateLimits
 	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log,
-		AgentNames:   agentNames(cfg),
-		Domains:      cfg.Provider.Domains,
-		PollInterval: time.Duration(cfg.Provider.DevicePollInterval),
-		PerAgent:     pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
-		PerUser:      pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
+		AgentNames:     agentNames(cfg),
+		Domains:        cfg.Provider.Domains,
+		PollInterval:   time.Duration(cfg.Provider.DevicePollInterval),
+		MaxOutboxBytes: cfg.Provider.OutboxMaxBytes,
+		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
+		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
 	})
 	if err != nil {
 		return err

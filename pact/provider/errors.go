@@ -22,6 +22,9 @@ type a2aError struct {
 	reason string
 	detail string
 	taskID string
+	// retryAfter, when set, is sent as Retry-After (seconds): the request
+	// may succeed later as it is.
+	retryAfter int
 }
 
 var reasonStatus = map[string]struct {
@@ -88,6 +91,9 @@ func writeError(w http.ResponseWriter, e *a2aError) {
 		return
 	}
 	rs := reasonStatus[e.reason]
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
 	meta := map[string]string{"detail": e.detail}
 	if e.taskID != "" {
 		meta["taskId"] = e.taskID

@@ -140,6 +140,15 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			" while the turn ran: nothing of the turn was kept; answered 401 invalid_token", now))
 		return nil, errInvalidToken
 	}
+	if errors.Is(err, store.ErrOutboxFull) {
+		// No action without its record: while the ledger does not take
+		// what waits, turns that would queue more are kept nothing of.
+		s.abandon(ctx, id, m.MessageID)
+		s.cfg.Logger.WarnContext(ctx, "turn refused: the outbox for the ledger is full", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		e := internalErr("the business cannot keep the record of this request for its ledger now; retry later")
+		e.retryAfter = 60
+		return nil, e
+	}
 	if err != nil {
 		s.abandon(ctx, id, m.MessageID)
 		s.cfg.Logger.ErrorContext(ctx, "provider reply", slog.String("error", err.Error()))

@@ -114,9 +114,8 @@ func (s *Store) Head(n int) ([]pipeline.Entry, error) {
 // Remove implements pipeline.Outbox.
 func (s *Store) Remove(seqs ...uint64) error {
 	return s.update(func(tx *txn) error {
-		b := tx.Bucket(bOutbox)
 		for _, seq := range seqs {
-			if err := b.Delete(seqKey(seq)); err != nil {
+			if _, err := tx.dequeue(seqKey(seq)); err != nil {
 				return err
 			}
 		}
@@ -131,17 +130,14 @@ func (s *Store) Remove(seqs ...uint64) error {
 func (s *Store) SetAside(seq uint64, why string) error {
 	return s.update(func(tx *txn) error {
 		k := seqKey(seq)
-		v := tx.Bucket(bOutbox).Get(k)
-		if v == nil {
-			return nil
+		v, err := tx.dequeue(k)
+		if err != nil || v == nil {
+			return err
 		}
 		if err := tx.Bucket(bSetAside).Put(k, v); err != nil {
 			return err
 		}
-		if err := put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC()}); err != nil {
-			return err
-		}
-		return tx.Bucket(bOutbox).Delete(k)
+		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC()})
 	})
 }
 
@@ -309,6 +305,7 @@ type Stats struct {
 	Grants               int
 	ActionLogs           int
 	Outbox               int
+	OutboxBytes          int64
 	SetAside             int
 }
 
@@ -318,7 +315,7 @@ func (s *Store) Stats() (Stats, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		n := func(b []byte) int { return tx.Bucket(b).Stats().KeyN }
 		st = Stats{Conversations: n(bContexts), DeviceAuthorizations: n(bDevices), Grants: n(bGrants), ActionLogs: n(bActionLog),
-			Outbox: n(bOutbox), SetAside: n(bSetAside)}
+			Outbox: n(bOutbox), OutboxBytes: s.outboxBytes.Load(), SetAside: n(bSetAside)}
 		return nil
 	})
 	return st, err

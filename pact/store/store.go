@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -55,7 +56,24 @@ type Store struct {
 	// read and written in write transactions only (bbolt runs one at a
 	// time): a revocation that commits after is dated no earlier.
 	lastTurn time.Time
+	// outboxBytes is the size of the outbox's entries, as committed;
+	// maxOutbox bounds what turns may queue (LimitOutbox), 0 for no bound.
+	outboxBytes atomic.Int64
+	maxOutbox   atomic.Int64
 }
+
+// ErrOutboxFull: the outbox holds LimitOutbox's bytes or more, so a turn
+// that would queue a receipt or refusal for the ledger is kept nothing of.
+var ErrOutboxFull = errors.New("the outbox for the ledger is full")
+
+// LimitOutbox bounds the bytes of receipts and refusals the outbox may
+// hold: past max, a transaction that would queue one more fails with
+// ErrOutboxFull. Revocations are queued whatever the outbox holds, and so
+// are entries an operator puts back. 0 means no bound.
+func (s *Store) LimitOutbox(max int64) { s.maxOutbox.Store(max) }
+
+// OutboxBytes is the size of the entries waiting in the outbox.
+func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
 
 // Open opens (creating it if needed) the store at path.
 func Open(path string) (*Store, error) {
@@ -75,7 +93,18 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("create provider store buckets in %s: %w", path, err)
 	}
-	return &Store{db: db, queued: make(chan struct{}, 1)}, nil
+	s := &Store{db: db, queued: make(chan struct{}, 1)}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
+			s.outboxBytes.Add(int64(len(v)))
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read provider store outbox in %s: %w", path, err)
+	}
+	return s, nil
 }
 
 // Close closes the file.
@@ -90,6 +119,9 @@ type txn struct {
 	// turnAt is the time of the turn under a grant this transaction
 	// records; Store.lastTurn once it commits.
 	turnAt time.Time
+	// grown is how many bytes this transaction added to the outbox, less
+	// those it removed; Store.outboxBytes takes it once it commits.
+	grown int64
 }
 
 // revokeAt is the time a revocation this transaction records is dated:
@@ -120,6 +152,9 @@ func (s *Store) update(fn func(tx *txn) error) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.outboxBytes.Add(t.grown)
+	}
 	if err == nil && t.queued {
 		select {
 		case s.queued <- struct{}{}:
@@ -154,13 +189,33 @@ func put(tx *bolt.Tx, b, key []byte, v any) error {
 	return tx.Bucket(b).Put(key, raw)
 }
 
-// enqueue adds an entry to the outbox in tx.
+// enqueue adds an entry to the outbox in tx: ErrOutboxFull for a receipt
+// or refusal past the outbox's bound (Store.LimitOutbox).
 func (t *txn) enqueue(it pipeline.Item) error {
 	raw, err := json.Marshal(it)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", bOutbox, err)
 	}
+	if max := t.s.maxOutbox.Load(); max > 0 && it.Revocation == nil && t.s.outboxBytes.Load()+t.grown+int64(len(raw)) > max {
+		return fmt.Errorf("%w: it holds %d bytes, at most %d", ErrOutboxFull, t.s.outboxBytes.Load()+t.grown, max)
+	}
 	return t.enqueueRaw(raw)
+}
+
+// dequeue removes the outbox entry at key k in tx, if there is one, and
+// returns its bytes (nil when there is none).
+func (t *txn) dequeue(k []byte) ([]byte, error) {
+	b := t.Bucket(bOutbox)
+	v := b.Get(k)
+	if v == nil {
+		return nil, nil
+	}
+	v = slices.Clone(v)
+	if err := b.Delete(k); err != nil {
+		return nil, err
+	}
+	t.grown -= int64(len(v))
+	return v, nil
 }
 
 // enqueueRaw adds an entry's bytes to the outbox in tx. raw may be
@@ -174,6 +229,7 @@ func (t *txn) enqueueRaw(raw []byte) error {
 	if err := b.Put(seqKey(n), slices.Clone(raw)); err != nil {
 		return err
 	}
+	t.grown += int64(len(raw))
 	t.queued = true
 	return nil
 }

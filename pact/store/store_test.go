@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -313,5 +315,61 @@ func TestARevocationIsNotDatedBeforeATurnThatCommittedFirst(t *testing.T) {
 	items, err := s.Outbox(10)
 	if err != nil || len(items) != 2 || items[1].Revocation == nil || items[1].Revocation.RevokedAt.Before(turnAt) {
 		t.Fatalf("the revocation queued for the ledger: %+v %v", items, err)
+	}
+}
+
+// The outbox holds at most LimitOutbox's bytes of receipts and refusals:
+// a turn that would queue more is kept nothing of (ErrOutboxFull), while
+// revocations are queued whatever it holds; what the ledger takes makes
+// room again. Its size is kept across a reopen.
+func TestTheOutboxIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	receipt := pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: strings.Repeat("r", 400)}}
+	one, _ := json.Marshal(receipt)
+	s.LimitOutbox(int64(2*len(one) + len(one)/2))
+	turn := func(i int) error {
+		conv := Conversation{ID: fmt.Sprint("c", i), Brand: "acme", PA: "https://pa.example", Sub: "u1", Created: now}
+		if _, _, err := s.BeginTurn(conv, true, "m1", now); err != nil {
+			t.Fatal(err)
+		}
+		return s.RecordTurn(TurnRecord{ContextID: conv.ID, MessageID: "m1", Reply: json.RawMessage(`{}`), State: json.RawMessage(`{}`), Outbox: []pipeline.Item{receipt}}, now)
+	}
+	for i := range 2 {
+		if err := turn(i); err != nil {
+			t.Fatalf("turn %d within the bound: %v", i, err)
+		}
+	}
+	if err := turn(2); !errors.Is(err, ErrOutboxFull) {
+		t.Fatalf("a turn past the bound: %v, want ErrOutboxFull", err)
+	}
+	if d, b := s.Depth(), s.OutboxBytes(); d != 2 || b != int64(2*len(one)) {
+		t.Fatalf("after a refused turn: %d entries, %d bytes", d, b)
+	}
+	if err := s.Enqueue(pipeline.Revoked("a2agrant_1", now, "the user revoked it")); err != nil {
+		t.Fatalf("a revocation past the bound: %v", err)
+	}
+	entries, err := s.Head(1)
+	if err != nil || len(entries) != 1 {
+		t.Fatal(entries, err)
+	}
+	if err := s.Remove(entries[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn(3); err != nil {
+		t.Fatalf("a turn once the ledger took one: %v", err)
+	}
+	want := s.OutboxBytes()
+	s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.OutboxBytes(); got != want || s.Depth() != 3 {
+		t.Fatalf("reopened: %d bytes in %d entries, want %d bytes", got, s.Depth(), want)
 	}
 }
