@@ -427,8 +427,13 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note = fmt.Sprintf("the lookup stopped after reading %d rows, none of them about %s; any after them were not read", scanned, describeQuery(req))
 				failAll(rep, t, fmt.Sprintf("needs a person: the lookup stopped after reading %d rows, none of them about %s: any after them, which may hold the action disputed, were not read", scanned, describeQuery(req)))
 			}
-			rep.Reply = compose([]answer{{finding: fmt.Sprintf("We hold more records about %s that this check did not cover.", describeQuery(req)),
-				closing: "A member of our team will go through them and get back to you."}})
+			finding := fmt.Sprintf("We hold more records about %s that this check did not cover.", describeQuery(req))
+			if lookups == 0 {
+				// None read was about the order: the ledger does not know
+				// it holds one.
+				finding = fmt.Sprintf("Our ledger holds more records than this check could read, and it found none yet about %s.", describeQuery(req))
+			}
+			rep.Reply = compose([]answer{{finding: finding, closing: "A member of our team will go through them and get back to you."}})
 			return
 		}
 		if len(rows) == 0 && lookups > 0 {
@@ -559,8 +564,6 @@ func compose(answers []answer) string {
 	return reply
 }
 
-// describeQuery names what a drill by target or customer looked for:
-// "A-5531", "A-5531 for customer acct-48213", "customer acct-48213".
 // otherNamesRead bounds the rows otherNames reads.
 const otherNamesRead = 1000
 
@@ -596,6 +599,8 @@ func (r *Runner) otherNames(ctx context.Context, req Request) string {
 		plural(len(found), "row"), more, req.Target, refusals, strings.Join(quoteAll(names), ", "))
 }
 
+// quoteAll quotes each of ss as a Go string: names a writer chose are
+// shown with their spaces and any characters that would mislead.
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
@@ -604,6 +609,8 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
+// describeQuery names what a drill by target or customer looked for:
+// "A-5531", "A-5531 for customer acct-48213", "customer acct-48213".
 func describeQuery(req Request) string {
 	switch {
 	case req.Target != "" && req.Principal != "":
@@ -1163,12 +1170,20 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 }
 
 // withdraw is the reply's last word on the permission: that the customer
-// can withdraw it, or when they did.
+// can withdraw it, or when the record shows it ended.
+//
+// A revocation on record is not always the customer's: the Provider
+// revokes a grant a newer grant of the same agent replaces (its note
+// begins "replaced by grant"), and any writer key may record one. So the
+// reply says what the record shows, not who did it.
 func withdraw(rev *ledger.Revocation) string {
-	if rev != nil {
-		return fmt.Sprintf("You withdrew this permission on %s: your agent can no longer act under it.", clock(rev.RevokedAt))
+	switch {
+	case rev == nil:
+		return "You can withdraw the permission at any time."
+	case strings.HasPrefix(rev.Note, "replaced by grant "):
+		return fmt.Sprintf("On %s this permission was replaced by a newer one you gave the same agent; you can withdraw that at any time.", clock(rev.RevokedAt))
 	}
-	return "You can withdraw the permission at any time."
+	return fmt.Sprintf("Our record shows this permission ended on %s. You can check the permissions your agent holds on your account page.", clock(rev.RevokedAt))
 }
 
 // incidentCauses says why row f.row flips the dispute, from the checks

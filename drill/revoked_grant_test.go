@@ -99,7 +99,28 @@ func TestACoveredActionUnderAGrantRevokedLaterSaysItWasWithdrawn(t *testing.T) {
 	if g := p[drill.PullGrant]; !g.Passed || !strings.Contains(g.Detail, "revoked later, at 2026-10-07T13:31:00Z") {
 		t.Fatalf("grant pull: %+v", g)
 	}
-	if strings.Contains(rep.Reply, "You can withdraw") || !strings.Contains(rep.Reply, "You withdrew this permission on 7 October 2026 13:31 UTC") {
+	if strings.Contains(rep.Reply, "You can withdraw") || strings.Contains(rep.Reply, "You withdrew") || !strings.Contains(rep.Reply, "this permission ended on 7 October 2026 13:31 UTC") {
+		t.Fatalf("reply: %s", rep.Reply)
+	}
+}
+
+// A grant a newer grant of the same agent replaced is not said to have
+// been withdrawn: the agent acts on under the newer one.
+func TestACoveredActionUnderAReplacedGrantSaysItWasReplaced(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	at := time.Date(2026, 10, 7, 13, 12, 0, 0, time.UTC)
+	r := e.sc.Mint(pacttest.Spec{At: at, User: "acct-48213", Target: "A-5531"})
+	e.append(t, r)
+	note := "replaced by grant a2agrant_NEW, a newer grant of the same personal agent for the same user"
+	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), note, "writer-key"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Reply, "On 7 October 2026 13:31 UTC this permission was replaced by a newer one you gave the same agent") || strings.Contains(rep.Reply, "ended") {
 		t.Fatalf("reply: %s", rep.Reply)
 	}
 }

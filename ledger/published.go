@@ -116,11 +116,31 @@ func (l *Ledger) commonPrefix(ctx context.Context, most int64, pub tlog.HashRead
 	return lo, err
 }
 
+// maxListedPublished bounds the published leaves listPublished names one
+// by one.
+const maxListedPublished = 1000
+
+// listedUpTo is where listPublished stops naming the leaves from from to
+// to one by one.
+func listedUpTo(from, to int64) int64 {
+	return min(to, from+maxListedPublished)
+}
+
 // listPublished reports each published leaf from from up to to, read
 // from the published entry bundles and checked against the published
 // tree pub, as missing from the row store's log, naming what it records.
+//
+// It lists maxListedPublished leaves at most, and the rest as one
+// finding: after a restore from an old backup they may be many, and the
+// findings travel in one answer.
 func (l *Ledger) listPublished(ctx context.Context, from, to int64, pub tlog.HashReader, finding func(rowID, format string, args ...any)) error {
-	for n := from >> TileHeight; n<<TileHeight < to; n++ {
+	// Tiles are read as published, to to (their widths follow it); the
+	// leaves are listed to last.
+	last := listedUpTo(from, to)
+	if last < to {
+		defer finding("", "published leaves %d to %d (%d more) are missing from the row store's log too, not listed one by one: they are in %stile/entries", last, to-1, to-last, LogPrefix)
+	}
+	for n := from >> TileHeight; n<<TileHeight < last; n++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -143,7 +163,7 @@ func (l *Ledger) listPublished(ctx context.Context, from, to int64, pub tlog.Has
 		}
 		for i, data := range leaves {
 			at := n<<TileHeight + int64(i)
-			if at < from {
+			if at < from || at >= last {
 				continue
 			}
 			if tlog.RecordHash(data) != hashes[i] {

@@ -147,7 +147,12 @@ func (c *cli) lookup(o lookupOpts) error {
 	if err := c.printList(l, empty); err != nil {
 		return err
 	}
-	if rep.GetNextPageToken() != "" {
+	switch {
+	case rep.GetNextPageToken() != "" && len(rep.GetRows()) < o.limit:
+		// Pages read a bounded number of entries a call (rows posted
+		// under other names fill them): --limit would not help.
+		c.note("(more may match: the ledger reads a bounded number of entries a call; --all reads on to the end)")
+	case rep.GetNextPageToken() != "":
 		c.note("(more rows: --all lists every one, or raise --limit or narrow the query)")
 	}
 	return nil
