@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +66,10 @@ type LogTx interface {
 	QueueLeaf(ref string, data []byte) error
 	// PendingLeaves returns up to n queued leaves, oldest first.
 	PendingLeaves(n int) ([]PendingLeaf, error)
+	// LeafQueued reports whether a leaf of ref is queued (not yet
+	// sequenced), by a lookup of ref alone: its cost does not grow with
+	// the queue.
+	LeafQueued(ref string) (bool, error)
 	// SequenceLeaf stores a queued leaf at index with the stored hashes the
 	// tree gains (starting at storage index hashAt) and removes it from the
 	// queue. An index already taken is an error, which a store that sends
@@ -741,7 +744,7 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 			case herr != nil:
 				return herr
 			case held:
-				switch queued, qerr := queuedLeaf(tx, ref); {
+				switch queued, qerr := tx.LeafQueued(ref); {
 				case qerr != nil:
 					return qerr
 				case queued:
@@ -806,23 +809,6 @@ func holds(tx Tx, ref string) (bool, error) {
 	}
 	if _, err := tx.Tombstone(ref); !errors.Is(err, ErrNotFound) {
 		return err == nil, err
-	}
-	return false, nil
-}
-
-// queuedLeaf reports whether the log's queue holds a leaf of ref. The
-// queue is what the integrator has not yet taken, a round's worth while
-// the log keeps up; it is read only for a ref the row store holds without
-// a leaf.
-func queuedLeaf(tx Tx, ref string) (bool, error) {
-	pend, err := tx.PendingLeaves(math.MaxInt32)
-	if err != nil {
-		return false, err
-	}
-	for _, p := range pend {
-		if p.Ref == ref {
-			return true, nil
-		}
 	}
 	return false, nil
 }

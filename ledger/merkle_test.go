@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
@@ -506,5 +508,66 @@ func TestProofOfEventNotYetLogged(t *testing.T) {
 		if _, err := b.Verify(vkey); err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}
+	}
+}
+
+// queueReads is a store that counts the queued leaves its transactions
+// read (PendingLeaves).
+type queueReads struct {
+	ledger.Store
+	n *atomic.Int64
+}
+
+type queueReadsTx struct {
+	ledger.Tx
+	n *atomic.Int64
+}
+
+func (t queueReadsTx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
+	pend, err := t.Tx.PendingLeaves(n)
+	t.n.Add(int64(len(pend)))
+	return pend, err
+}
+
+func (s queueReads) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Update(ctx, func(tx ledger.Tx) error { return fn(queueReadsTx{tx, s.n}) })
+}
+
+func (s queueReads) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.View(ctx, func(tx ledger.Tx) error { return fn(queueReadsTx{tx, s.n}) })
+}
+
+// TestProofOfQueuedRowReadsNoQueue: a proof asked for a row whose leaf is
+// queued (the normal case right after a write, and what proof --wait asks
+// for again and again) says ErrNotLogged by looking the one ref up: it
+// reads none of the queue, however long the queue grew while no
+// integrator ran.
+func TestProofOfQueuedRowReadsNoQueue(t *testing.T) {
+	var reads atomic.Int64
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC),
+		wrap: func(s ledger.Store) ledger.Store { return queueReads{s, &reads} }}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	h.queue(t, 0, 500) // a queue no integrator took
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	h.set(t0)
+	ro, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "RO-1", At: t0, Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	reads.Store(0)
+	for range 3 {
+		if _, err := h.l.Proof(ctx, ro.ID); !errors.Is(err, ledger.ErrNotLogged) {
+			t.Fatalf("Proof of a row whose leaf is queued: %v, want ErrNotLogged", err)
+		}
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("three proofs of a queued row read %d queued leaves, want none (the queue holds 501)", n)
+	}
+	// Integrated, its proof is there.
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.Proof(ctx, ro.ID); err != nil {
+		t.Fatalf("Proof of an integrated row: %v", err)
 	}
 }

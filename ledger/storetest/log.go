@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -36,13 +37,19 @@ func storeHashes(tx ledger.LogTx) tlog.HashReader {
 // records the new head with checkpoint "cp<size>".
 func integrate(t *testing.T, s ledger.Store) int64 {
 	t.Helper()
+	return integrateN(t, s, 1000)
+}
+
+// integrateN is integrate of the n oldest queued leaves.
+func integrateN(t *testing.T, s ledger.Store, n int) int64 {
+	t.Helper()
 	var size int64
 	update(t, s, func(tx ledger.Tx) error {
 		var err error
 		if size, _, err = tx.LogHead(); err != nil {
 			return err
 		}
-		pend, err := tx.PendingLeaves(1000)
+		pend, err := tx.PendingLeaves(n)
 		if err != nil {
 			return err
 		}
@@ -230,6 +237,73 @@ func testLog(t *testing.T, open opener) {
 		if !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("LeafIndex of the refused leaf: %v, want ErrNotFound", err)
 		}
+		return nil
+	})
+}
+
+// testLeafQueued: LeafQueued answers for one ref whether its leaf is
+// queued: true from the QueueLeaf in the same transaction on, false once
+// the leaf is sequenced and for a ref never queued, and the same after the
+// store is opened again; a ref queued twice stays queued until both of
+// its leaves are sequenced.
+func testLeafQueued(t *testing.T, open opener) {
+	dir := t.TempDir()
+	s := open.start(t, dir)
+	rowID := strings.Repeat("ab", 32) // a row id, which a store may key apart
+	queued := func(tx ledger.Tx, want map[string]bool, when string) {
+		t.Helper()
+		for ref, w := range want {
+			got, err := tx.LeafQueued(ref)
+			if err != nil || got != w {
+				t.Errorf("%s: LeafQueued(%q) = %v, %v; want %v", when, ref, got, err, w)
+			}
+		}
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{"ref-a": false}, "before any leaf is queued")
+		for _, ref := range []string{"ref-a", rowID, "dispute/" + rowID + "/0"} {
+			if err := tx.QueueLeaf(ref, []byte("leaf of "+ref)); err != nil {
+				return err
+			}
+		}
+		queued(tx, map[string]bool{"ref-a": true, rowID: true, "dispute/" + rowID + "/0": true, "ref-absent": false},
+			"in the transaction that queued them")
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{"ref-a": true, rowID: true, "dispute/" + rowID + "/0": true, "ref-absent": false, "ref": false, "ref-a2": false},
+			"after the commit")
+		return nil
+	})
+	if size := integrateN(t, s, 1); size != 1 {
+		t.Fatalf("integrated %d leaves, want 1", size)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{"ref-a": false, rowID: true, "dispute/" + rowID + "/0": true}, "after the first leaf was sequenced")
+		return nil
+	})
+	// The same ref queued again: queued until both are sequenced.
+	update(t, s, func(tx ledger.Tx) error { return tx.QueueLeaf(rowID, []byte("again")) })
+	if size := integrateN(t, s, 1); size != 2 {
+		t.Fatalf("log size %d, want 2", size)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{rowID: true}, "with the ref's first leaf sequenced and its second queued")
+		return nil
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open.start(t, dir)
+	view(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{"ref-a": false, rowID: true, "dispute/" + rowID + "/0": true, "ref-absent": false}, "after opening the store again")
+		return nil
+	})
+	if size := integrate(t, s); size != 4 {
+		t.Fatalf("log size %d, want 4", size)
+	}
+	view(t, s, func(tx ledger.Tx) error {
+		queued(tx, map[string]bool{"ref-a": false, rowID: false, "dispute/" + rowID + "/0": false, "ref-absent": false}, "with every leaf sequenced")
 		return nil
 	})
 }

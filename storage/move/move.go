@@ -43,7 +43,9 @@ import (
 // empty: it keys rows written at once on several replicas, and a copied
 // row's twin is found by its id as the ledger reads both. Version 7 added
 // outbox.op_key, the object each operation is on, which a copy fills.
-const schemaVersion = 7
+// Version 8 added an index of log_pending by ref, which a copy's rows fill
+// as any insert does.
+const schemaVersion = 8
 
 // Errors of a move.
 var (

@@ -42,6 +42,17 @@ func (t *tx) PendingLeaves(n int) ([]ledger.PendingLeaf, error) {
 	return out, err
 }
 
+// LeafQueued implements ledger.LogTx: one lookup of the ref in
+// log_pending's index (log_pending_by_ref), in the transaction's snapshot.
+func (t *tx) LeafQueued(ref string) (bool, error) {
+	if err := t.see(tabLeaves); err != nil {
+		return false, err
+	}
+	var queued bool
+	_, err := t.queryRow("look up a queued leaf", "SELECT EXISTS (SELECT FROM log_pending WHERE ref = $1)", []any{ref}, &queued)
+	return queued, err
+}
+
 // SequenceLeaf implements ledger.LogTx: the leaf takes its index
 // (refused, with nothing written, when the index is taken), its hashes
 // and ref index are stored and it leaves the queue. Consecutive calls go
