@@ -199,6 +199,8 @@ type logState struct {
 	divergedMu sync.Mutex
 	diverged   error     // the last publication's ErrLogDiverged, nil once one succeeds
 	since      time.Time // when publications started failing with it
+	wrongKey   error     // the integrator's ErrLogKey, kept until restarted
+	keySince   time.Time // when it was found
 }
 
 // recentLeaves keeps the bytes of the leaves this ledger's integrator
@@ -454,7 +456,46 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 	wg.Go(func() { l.followLogSize(ctx) })
 	defer wg.Wait()
 	defer stop()
-	return l.RunUnderLease(ctx, LeaseLogIntegrator, l.integrateLoop)
+	err := l.RunUnderLease(ctx, LeaseLogIntegrator, l.integrateLoop)
+	if !errors.Is(err, ErrLogKey) {
+		return err
+	}
+	// The job returned, so the lease was released: a replica given the
+	// key that signed the log takes it over. This one competes for it no
+	// more (another attempt would fail the same way and hold the log up
+	// again), and reports why until it is restarted (LogKeyRefused).
+	l.cfg.Logger.ErrorContext(ctx, "this ledger's log key did not sign the row store's checkpoints: it released the log integrator's lease and takes it no more until restarted; "+
+		"a replica with the right key integrates the log, and this one still records rows; give it the key file the other replicas use (merkleLog.keyFile) and restart it",
+		slog.String("error", err.Error()))
+	<-ctx.Done()
+	return nil
+}
+
+// LogKeyRefused returns since when and why this ledger's integrator gave
+// up the integrator's lease for good: the row store's log is signed by
+// another key than this ledger's (an error wrapping ErrLogKey), so it
+// signs and publishes nothing of it until restarted with the right key.
+// A nil error while no integrator of this ledger found that.
+func (l *Ledger) LogKeyRefused() (since time.Time, err error) {
+	if l.log == nil {
+		return time.Time{}, nil
+	}
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	return s.keySince, s.wrongKey
+}
+
+// noteLogKey records that the integrator found the log signed by another
+// key (err wraps ErrLogKey), for LogKeyRefused and pactledger_log_wrong_key.
+func (l *Ledger) noteLogKey(err error) {
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	if s.wrongKey == nil {
+		s.wrongKey, s.keySince = err, l.cfg.Now()
+	}
+	l.cfg.Metrics.logWrongKey()
 }
 
 // followLogSize sets pactledger_log_size from the row store's latest
@@ -491,13 +532,28 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 	// backoff, not every round, and each failed attempt is reported once.
 	extend := retry.Backoff{Min: l.log.cfg.Interval, Max: maxExtendBackoff}
 	publish := retry.Backoff{Min: l.log.cfg.Interval, Max: maxPublishBackoff}
+	// A log signed by another key than this ledger's is no failure to
+	// retry: the job ends, which releases the lease (RunIntegrator).
+	wrongKey := func(err error) bool {
+		if !errors.Is(err, ErrLogKey) || ctx.Err() != nil {
+			return false
+		}
+		l.noteLogKey(err)
+		return true
+	}
 	for {
 		if extend.Due(time.Now()) {
 			_, err := l.Integrate(ctx)
+			if wrongKey(err) {
+				return fmt.Errorf("extending the Merkle log: %w", err)
+			}
 			l.retried(ctx, &extend, "extending the Merkle log", err)
 		}
 		if publish.Due(time.Now()) {
 			err := l.PublishTiles(ctx)
+			if wrongKey(err) {
+				return fmt.Errorf("publishing log tiles: %w", err)
+			}
 			l.noteDiverged(err)
 			l.retried(ctx, &publish, "publishing log tiles", err)
 			if err == nil {
@@ -544,7 +600,7 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 	}
 	wait, n := b.Failed(time.Now())
 	level := slog.LevelWarn
-	if errors.Is(err, ErrLogDiverged) || errors.Is(err, ErrLogKey) {
+	if errors.Is(err, ErrLogDiverged) {
 		level = slog.LevelError // no retry mends it: a person must look
 	}
 	l.cfg.Logger.Log(ctx, level, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))

@@ -31,6 +31,10 @@ type Metrics struct {
 	// LogDiverged is 1 while the Merkle log in write-once storage is not
 	// this ledger's, so nothing of it is published (ErrLogDiverged).
 	LogDiverged prometheus.Gauge
+	// LogWrongKey is 1 once this ledger's integrator found the row
+	// store's log signed by another key than its own (ErrLogKey) and gave
+	// up the integrator's lease until restarted.
+	LogWrongKey prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -65,7 +69,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LogSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_size", Help: "Tree size of the latest signed checkpoint."})
 	m.LogPruned = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_leaves_in_tiles_only", Help: "Leading leaves of the Merkle log dropped from the row store because write-once storage holds their tiles and entry bundles."})
 	m.LogDiverged = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_diverged", Help: "1 while the Merkle log in write-once storage is not this ledger's (another ledger's, or one this row store has not got all of), so this ledger publishes no tiles or checkpoints; the integrator's log says what differs."})
-	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged)
+	m.LogWrongKey = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_wrong_key", Help: "1 once this ledger's log key was found not to be the one that signed the row store's checkpoints: it released the log integrator's lease and signs and publishes nothing of the log until restarted with the right key (/readyz says not ready)."})
+	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged, m.LogWrongKey)
 	return m
 }
 
@@ -90,6 +95,12 @@ func (m *Metrics) logDiverged(on bool) {
 			v = 1
 		}
 		m.LogDiverged.Set(v)
+	}
+}
+
+func (m *Metrics) logWrongKey() {
+	if m != nil {
+		m.LogWrongKey.Set(1)
 	}
 }
 

@@ -564,6 +564,12 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 		if since, err := s.ledger.LogDiverged(); err != nil {
 			log["status"], log["error"], log["since"] = "diverged", err.Error(), since.UTC().Format(time.RFC3339)
 		}
+		// Not a detail: this ledger signs nothing of the log until it is
+		// restarted with the right key.
+		if since, err := s.ledger.LogKeyRefused(); err != nil {
+			ready = false
+			log["status"], log["error"], log["since"] = "wrong key", "this ledger's log key did not sign the row store's checkpoints: "+err.Error(), since.UTC().Format(time.RFC3339)
+		}
 		body["log"] = log
 	}
 	if ready {
