@@ -120,8 +120,13 @@ type Rows interface {
 	// may name a row that q's other filters leave out: once it has read
 	// that many, the page ends with the rows matched so far, possibly
 	// none, and a token that continues after the last entry read. A page
-	// may so hold fewer than PageSize rows while more follow. When q.Read
-	// is not nil, List adds to it the number of entries it read.
+	// may so hold fewer than PageSize rows while more follow. A call
+	// counts the entries up to and including the last one it passed over
+	// for its page (its last row when the page filled, or ended before a
+	// row past q.Budget; else the last entry within the bound), and the
+	// next page continues after that entry: a token comes back only when
+	// an entry follows it. When q.Read is not nil, List adds to it the
+	// number of entries the call counted.
 	List(q Query) ([]*Row, string, error)
 	// RowAfter returns the first row whose id sorts at or after key,
 	// wrapping around to the first row; nil when there are no rows.
@@ -482,6 +487,28 @@ type Query struct {
 	// List call read: what a caller that walks many pages counts against
 	// a budget of its own.
 	Read *int
+	// Budget, when above 0, also ends a page before the row that would
+	// take the sizes of its rows, as Size measures them, past Budget (the
+	// page holds one row at least): the call then counts the entries up
+	// to and including its last row, and its token continues after that
+	// row. Like MaxRead it is not a filter.
+	Budget int
+	Size   func(*Row) int
+}
+
+// Fits reports whether r, a row matching q, still fits a page that holds
+// kept rows whose sizes add up to *used (Budget), and when it does adds
+// its size to *used. The first row always fits.
+func (q Query) Fits(used *int, kept int, r *Row) bool {
+	if q.Budget <= 0 || q.Size == nil {
+		return true
+	}
+	n := q.Size(r)
+	if kept > 0 && *used+n > q.Budget {
+		return false
+	}
+	*used += n
+	return true
 }
 
 // MaxListRead is the most index entries one List call reads. A listing by

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -163,4 +164,124 @@ func ids(pages [][]*ledger.Row) [][]string {
 		out = append(out, ids)
 	}
 	return out
+}
+
+// testScanCounts: both stores count and continue a bounded scan the same
+// way. A call counts the index entries it passed over for its page: up to
+// and including its last row when the page filled, else up to the bound
+// or the last entry; the next call continues after that entry, so no
+// entry is counted twice. A token comes back only when an entry follows:
+// a call that reads exactly the entries left, matched or not, ends the
+// listing.
+func testScanCounts(t *testing.T, open opener) {
+	s := open.fresh(t)
+	const customer = "acct-48213"
+	var rows []*ledger.Row
+	n := 0
+	// under adds k rows under target, newest last; mine says which are
+	// the customer's.
+	under := func(target string, k int, mine func(i int) bool) []bool {
+		var matched []bool
+		for i := range k {
+			n++
+			r := fixtureRows(1)[0]
+			r.ID = hexID(fmt.Sprintf("count row %d", n))
+			r.ReceiptID = "sha256:" + r.ID
+			r.EvidenceSHA256 = hexID(fmt.Sprintf("count evidence %d", n))
+			r.RequestJWTSHA256 = hexID(fmt.Sprintf("count request %d", n))
+			at := base.Add(time.Duration(i) * time.Minute)
+			r.Principal, r.IssuedAt, r.RecordedAt, r.RetainUntil = fmt.Sprintf("acct-%d", n), at, at, at.Add(24*time.Hour)
+			if mine(i) {
+				r.Principal = customer
+			}
+			r.Actions = []verifier.RowAction{{Tool: "orders.refund", Target: target}}
+			rows = append(rows, r)
+			matched = append(matched, mine(i))
+		}
+		slices.Reverse(matched) // newest first, as List reads them
+		return matched
+	}
+	all := func(int) bool { return true }
+	none := func(int) bool { return false }
+	type call struct {
+		rows, read int
+		token      bool
+	}
+	// model is the listing as ledger.Rows documents it, over entries
+	// newest first (true: the row matches).
+	model := func(entries []bool, pageSize, bound int) []call {
+		var calls []call
+		pos := 0
+		for {
+			c := call{}
+			for pos < len(entries) {
+				if c.rows == pageSize || c.read == bound {
+					c.token = true
+					break
+				}
+				c.read++
+				if entries[pos] {
+					c.rows++
+				}
+				pos++
+			}
+			calls = append(calls, c)
+			if !c.token {
+				return calls
+			}
+		}
+	}
+	cases := []struct {
+		name     string
+		target   string
+		entries  []bool
+		pageSize int
+		bound    int
+		want     []call
+	}{
+		// 30 rows of the customer's, 10 a page: 30 entries read in all.
+		{name: "a page filled early", target: "C-30", entries: under("C-30", 30, all), pageSize: 10,
+			want: []call{{10, 10, true}, {10, 10, true}, {10, 10, false}}},
+		// Exactly the bound of entries, none the customer's: no token.
+		{name: "the bound exactly, no match", target: "D-7", entries: under("D-7", 7, none), pageSize: 3, bound: 7,
+			want: []call{{0, 7, false}}},
+		{name: "one past the bound, no match", target: "D-8", entries: under("D-8", 8, none), pageSize: 3, bound: 7,
+			want: []call{{0, 7, true}, {0, 1, false}}},
+		{name: "a page full at the bound", target: "F-7", entries: under("F-7", 7, all), pageSize: 7, bound: 7,
+			want: []call{{7, 7, false}}},
+		{name: "every third the customer's", target: "M-12", entries: under("M-12", 12, func(i int) bool { return i%3 == 0 }),
+			pageSize: 2, bound: 5},
+		{name: "every third, pages of one", target: "M-13", entries: under("M-13", 13, func(i int) bool { return i%3 == 1 }),
+			pageSize: 1, bound: 4},
+	}
+	createRows(t, s, rows)
+	for _, c := range cases {
+		m := model(c.entries, c.pageSize, cmp.Or(c.bound, ledger.MaxListRead))
+		if c.want == nil {
+			c.want = m
+		} else if !slices.Equal(m, c.want) {
+			t.Fatalf("%s: the model gives %v, the case wants %v", c.name, m, c.want)
+		}
+		read := 0
+		q := ledger.Query{Target: c.target, Principal: customer, PageSize: c.pageSize, MaxRead: c.bound, Read: &read}
+		var got []call
+		for len(got) < len(c.want)+2 {
+			var page []*ledger.Row
+			var next string
+			before := read
+			view(t, s, func(tx ledger.Tx) error {
+				var err error
+				page, next, err = tx.List(q)
+				return err
+			})
+			got = append(got, call{len(page), read - before, next != ""})
+			if next == "" {
+				break
+			}
+			q.PageToken = next
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: calls (rows, entries read, token) %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "RowsAndIndexes", run: testRowsAndIndexes},
 		{name: "PageTokens", run: testPageTokens},
 		{name: "BoundedScan", run: testBoundedScan},
+		{name: "ScanCounts", run: testScanCounts},
 		{name: "RowsByIDAndRowAfter", run: testRowsByID},
 		{name: "RowUpdates", run: testRowUpdates},
 		{name: "FarFutureTimes", run: testFarFutureTimes},

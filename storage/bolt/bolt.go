@@ -1034,7 +1034,8 @@ func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 // grant, principal, agent, status, class, else time), with since/until as a
 // key range; the other filters are checked on the rows it yields. It reads
 // at most q.ReadBound() entries: a page that reaches the bound before it
-// is full ends there, with a token after the last entry read.
+// is full ends there, with a token after the last entry read; one that
+// ends before a row past q.Budget ends at its last row.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	bucket, value := ixTime, ""
 	switch {
@@ -1073,7 +1074,11 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	rc := &runCursor{c: t.b(bucket).Cursor(), prefix: prefix}
 	var rows []*ledger.Row
 	last := []byte{pageTokenVersion}
-	read, limit := 0, q.ReadBound()
+	read, limit, used := 0, q.ReadBound(), 0
+	// kept is the token after the last row kept, keptRead the entries
+	// read up to it.
+	var kept []byte
+	keptRead := 0
 	defer func() { q.CountRead(read) }()
 	p, ok, err := rc.below(bound)
 	for ; ok && err == nil; p, ok, err = rc.prev() {
@@ -1085,15 +1090,24 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 		if len(rows) == q.PageSize || read == limit {
 			return rows, base64.RawURLEncoding.EncodeToString(last), nil
 		}
-		read++
 		r, err := t.rowAt(seqKey(p.seq))
 		if err != nil {
 			return nil, "", err
 		}
-		last = append(last[:1], p.key(prefix)...)
 		if !matches(r, q) {
+			read++
+			last = append(last[:1], p.key(prefix)...)
 			continue
 		}
+		if !q.Fits(&used, len(rows), r) {
+			// Past the budget: the page ends at its last row, the
+			// entries since counted by the next page.
+			read = keptRead
+			return rows, base64.RawURLEncoding.EncodeToString(kept), nil
+		}
+		read++
+		last = append(last[:1], p.key(prefix)...)
+		kept, keptRead = append(kept[:0], last...), read
 		rows = append(rows, r)
 	}
 	if err != nil {

@@ -229,8 +229,11 @@ func decodePageToken(s string, q ledger.Query) (pageToken, error) {
 // filter through row_targets. A query by one filter (with or without a
 // time window) reads an index entry a row it returns. A query by several
 // reads at most q.ReadBound() entries of one filter's index (listSQL) and
-// checks the others on their rows: a page that reaches the bound before
-// it is full ends there, with a token after the last entry read.
+// checks the others on their rows. Either way a call counts the entries
+// up to and including the last one it passed over for its page: its last
+// row when the page filled, else the last entry within the bound; the
+// next page continues after that entry, and a token comes back only when
+// an entry follows it.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 	if q.PageSize <= 0 {
 		return nil, "", nil
@@ -247,25 +250,29 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 		return nil, "", err
 	}
 	sql, args, bounded := listSQL(q, after)
+	bound := q.ReadBound()
 	pageSize := q.PageSize
 	if !bounded {
 		// Every entry read is a row of the page.
-		pageSize = min(pageSize, q.ReadBound())
+		pageSize = min(pageSize, bound)
 	}
 	var rows []*ledger.Row
 	var last, edge pageToken
-	more := false
-	read := int64(0)
+	// lastAt is the scan position of the last row kept (1 the first
+	// entry); scanned how many entries the scan found, up to bound+1.
+	var lastAt, scanned int64
+	more, used := false, 0
 	err := t.query("list rows", sql, args, func(r pgx.Rows) error {
 		var body []byte
 		var pos pageToken
-		var n int64
-		if err := r.Scan(&body, &pos.issued, &pos.id, &n); err != nil {
+		var kind, n int64
+		if err := r.Scan(&kind, &body, &pos.issued, &pos.id, &n); err != nil {
 			return err
 		}
-		if n > 0 {
-			// The last entry the bounded scan read, and how many it read.
-			edge, read = pos, n
+		if kind == 1 {
+			// The entry at the bound (or the last one, when fewer), and
+			// how many the scan found.
+			edge, scanned = pos, n
 			return nil
 		}
 		if len(rows) == pageSize {
@@ -276,7 +283,11 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 		if err != nil {
 			return err
 		}
-		last = pos
+		if !q.Fits(&used, len(rows), row) {
+			more = true
+			return nil
+		}
+		last, lastAt = pos, n
 		rows = append(rows, row)
 		return nil
 	})
@@ -284,34 +295,48 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 		return nil, "", err
 	}
 	if !bounded {
-		read = int64(len(rows))
+		q.CountRead(len(rows))
+		if more {
+			return rows, last.encode(q), nil
+		}
+		return rows, "", nil
 	}
-	q.CountRead(int(read))
-	switch {
-	case more:
-		return rows, last.encode(q), nil
-	case bounded && read >= int64(q.ReadBound()):
-		// The scan stopped at its bound: the next page continues after
-		// the last entry it read, whether or not that row matched.
+	if more || len(rows) == pageSize {
+		// The page ended at its last row: entries follow it when the
+		// scan found any beyond.
+		q.CountRead(int(lastAt))
+		if more || scanned > lastAt {
+			return rows, last.encode(q), nil
+		}
+		return rows, "", nil
+	}
+	// The page ran to the bound or the last entry: the next page
+	// continues after the entry at the bound when one follows.
+	q.CountRead(int(min(scanned, int64(bound))))
+	if scanned > int64(bound) {
 		return rows, edge.encode(q), nil
 	}
 	return rows, "", nil
 }
 
 // listSQL builds List's query: every filter q sets, the page position,
-// newest first, one row more than a page (to know whether one follows).
-// Each row comes with its position and a count, 0.
+// newest first. Each row comes as (0, body, issued_ns, id, n).
 //
 // A query with one equality filter (or none) is answered from that
 // filter's index, whose every entry in the time window is a row of the
-// page. A query with several is bounded (the bool it returns): a
-// materialized scan reads at most q.ReadBound() entries of one filter's
-// index (the target's, else the grant's, principal's, agent's, status's,
-// class's, as bbolt chooses), newest first from the page position; the
-// page is the rows among them that the other filters keep; and one more
-// row, with no body, gives the last entry the scan read and how many it
-// read. Each entry's row is read by its id (a lateral subquery the
-// planner keeps as it is, OFFSET 0), never through another filter's
+// page: one row more than a page tells whether one follows (n is 0). A
+// query with several is bounded (the bool it returns): a materialized
+// scan reads at most q.ReadBound()+1 entries of one filter's index (the
+// target's, else the grant's, principal's, agent's, status's, class's,
+// as bbolt chooses), newest first from the page position, numbering
+// them; the page is the rows among the first q.ReadBound() that the
+// other filters keep, at most a page of them, each with its number n;
+// and one more row, (1, NULL, issued_ns, id, n), gives how many entries
+// the scan found (n, up to the bound and one) and the position of the
+// one at the bound (or the last, when fewer; 0 and "" when none): the
+// entry one past the bound is read only to know that one follows, and
+// its row never. Each entry's row is read by its id (a lateral subquery
+// the planner keeps as it is, OFFSET 0), never through another filter's
 // index, which may hold any number of rows too. No composite index could
 // serve every pair of filters, and any writer can post rows that one
 // filter keeps and another does not.
@@ -370,7 +395,7 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 	order := " ORDER BY " + issued + " DESC, " + id + " DESC"
 	if len(filters) == 0 {
 		// Every entry the index yields is a row of the page.
-		sql := "SELECT r.body, " + issued + ", " + id + ", 0::bigint FROM " + from
+		sql := "SELECT 0::bigint, r.body, " + issued + ", " + id + ", 0::bigint FROM " + from
 		if q.Target != "" {
 			sql += " JOIN ledger_rows r ON r.id = x.row_id"
 		}
@@ -381,14 +406,16 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 	for _, f := range filters {
 		rest = append(rest, "r."+f.col+" = "+arg(f.val))
 	}
-	scan := "SELECT " + issued + " AS issued_ns, " + id + " AS id FROM " + from + cond(where) + order + " LIMIT " + arg(q.ReadBound())
+	bound := arg(q.ReadBound())
+	scan := "SELECT " + issued + " AS issued_ns, " + id + " AS id, row_number() OVER (" + strings.TrimPrefix(order, " ") + " ROWS UNBOUNDED PRECEDING) AS n FROM " + from +
+		cond(where) + order + " LIMIT " + bound + " + 1"
 	sql := "WITH s AS MATERIALIZED (" + scan + "),\n" +
-		"page AS (SELECT r.body, s.issued_ns, s.id FROM s CROSS JOIN LATERAL (SELECT r.body FROM ledger_rows r WHERE r.id = s.id AND " +
-		strings.Join(rest, " AND ") + " OFFSET 0) r" +
-		" ORDER BY s.issued_ns DESC, s.id DESC LIMIT " + arg(q.PageSize+1) + "),\n" +
-		"edge AS (SELECT issued_ns, id, count(*) OVER () AS n FROM s ORDER BY issued_ns, id LIMIT 1)\n" +
-		"SELECT body, issued_ns, id, 0::bigint AS n FROM page UNION ALL SELECT NULL, issued_ns, id, n FROM edge\n" +
-		"ORDER BY 4, 2 DESC, 3 DESC"
+		"page AS (SELECT r.body, s.issued_ns, s.id, s.n FROM s CROSS JOIN LATERAL (SELECT r.body FROM ledger_rows r WHERE r.id = s.id AND " +
+		strings.Join(rest, " AND ") + " OFFSET 0) r WHERE s.n <= " + bound +
+		" ORDER BY s.n LIMIT " + arg(q.PageSize) + "),\n" +
+		"edge AS (SELECT coalesce(s.issued_ns, 0) AS issued_ns, coalesce(s.id, '') AS id, c.n FROM (SELECT count(*) AS n FROM s) c LEFT JOIN s ON s.n = least(c.n, " + bound + "))\n" +
+		"SELECT 0::bigint AS kind, body, issued_ns, id, n FROM page UNION ALL SELECT 1, NULL, issued_ns, id, n FROM edge\n" +
+		"ORDER BY 1, 5"
 	return sql, args, true
 }
 
