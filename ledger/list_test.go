@@ -31,9 +31,16 @@ func TestListWithinPagesBySize(t *testing.T) {
 		var sizes []int
 		var got []*ledger.Row
 		for q.PageToken = ""; ; {
+			read, before := 0, h.l.ListRead()
+			q.Read = &read
 			rows, next, err := h.l.ListWithin(ctx, q, c.budget, ten)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// One call reads each row of its page once, never a row it
+			// leaves to the next page.
+			if read != len(rows) || h.l.ListRead()-before != int64(read) {
+				t.Fatalf("budget %d: a page of %d rows read %d entries (ListRead %d), want %d", c.budget, len(rows), read, h.l.ListRead()-before, len(rows))
 			}
 			sizes = append(sizes, len(rows))
 			got = append(got, rows...)

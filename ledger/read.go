@@ -75,23 +75,17 @@ func (l *Ledger) ListWithin(ctx context.Context, q Query, budget int, size func(
 	var rows []*Row
 	var next string
 	// The entries this call read, counted for the caller (q.Read) and
-	// the ledger (ListRead).
+	// the ledger (ListRead). The store ends the page at the budget
+	// itself, in the one call, so one page reads at most the bound.
 	read, out := 0, q.Read
 	q.Read = &read
+	if budget > 0 {
+		q.Budget, q.Size = budget, size
+	}
 	defer func() { l.listRead.Add(int64(read)) }()
 	err := l.store.View(ctx, func(tx Tx) error {
 		read = 0 // a View run again reads again
 		var err error
-		if rows, next, err = tx.List(q); err != nil || budget <= 0 {
-			return err
-		}
-		n := fitting(rows, budget, size)
-		if n == len(rows) {
-			return nil
-		}
-		// The same query in the same transaction, n rows a page: the
-		// same first n rows, and the token that follows the last.
-		q.PageSize = n
 		rows, next, err = tx.List(q)
 		return err
 	})
