@@ -237,6 +237,7 @@ func testScanCounts(t *testing.T, open opener) {
 		entries  []bool
 		pageSize int
 		bound    int
+		budget   int // in rows of size 10, ending a page as pageSize would
 		want     []call
 	}{
 		// 30 rows of the customer's, 10 a page: 30 entries read in all.
@@ -253,17 +254,34 @@ func testScanCounts(t *testing.T, open opener) {
 			pageSize: 2, bound: 5},
 		{name: "every third, pages of one", target: "M-13", entries: under("M-13", 13, func(i int) bool { return i%3 == 1 }),
 			pageSize: 1, bound: 4},
+		// A size budget ends a page at its last row kept, as a full page
+		// does, in the same call.
+		{name: "a budget of two rows", target: "C-30", pageSize: 10, budget: 25},
+		{name: "a budget, every third the customer's", target: "M-12", pageSize: 5, budget: 15},
+	}
+	// The budget cases list targets of other cases.
+	for i := range cases {
+		for _, o := range cases[:i] {
+			if cases[i].entries == nil && o.target == cases[i].target {
+				cases[i].entries = o.entries
+			}
+		}
 	}
 	createRows(t, s, rows)
 	for _, c := range cases {
-		m := model(c.entries, c.pageSize, cmp.Or(c.bound, ledger.MaxListRead))
+		pageSize := c.pageSize
+		if c.budget > 0 {
+			pageSize = min(pageSize, max(1, c.budget/10))
+		}
+		m := model(c.entries, pageSize, cmp.Or(c.bound, ledger.MaxListRead))
 		if c.want == nil {
 			c.want = m
 		} else if !slices.Equal(m, c.want) {
 			t.Fatalf("%s: the model gives %v, the case wants %v", c.name, m, c.want)
 		}
 		read := 0
-		q := ledger.Query{Target: c.target, Principal: customer, PageSize: c.pageSize, MaxRead: c.bound, Read: &read}
+		q := ledger.Query{Target: c.target, Principal: customer, PageSize: c.pageSize, MaxRead: c.bound, Read: &read,
+			Budget: c.budget, Size: func(*ledger.Row) int { return 10 }}
 		var got []call
 		for len(got) < len(c.want)+2 {
 			var page []*ledger.Row
