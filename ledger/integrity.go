@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -693,26 +692,24 @@ func checkpointBody(signed []byte) (proof.Checkpoint, error) {
 // with its leaf.
 func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *IntegrityPage) error {
 	return l.store.View(ctx, func(tx Tx) error {
-		pend, err := tx.PendingLeaves(math.MaxInt32)
-		if err != nil {
-			return err
-		}
 		lr, err := l.logReader(ctx, tx)
 		if err != nil {
 			return err
 		}
-		pending := make(map[string]bool, len(pend))
-		for _, p := range pend {
-			pending[p.Ref] = true
-		}
 		check := func(r *Row, ref, what string, want []byte, skip ...string) error {
 			idx, err := tx.LeafIndex(ref)
 			switch {
-			case errors.Is(err, ErrNotFound) && pending[ref]:
-				page.NotYetLogged++
-				return nil
 			case errors.Is(err, ErrNotFound):
-				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("%s has no leaf in the log", what)})
+				// Committed but not yet integrated, or never logged.
+				queued, err := tx.LeafQueued(ref)
+				switch {
+				case err != nil:
+					return err
+				case queued:
+					page.NotYetLogged++
+				default:
+					page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("%s has no leaf in the log", what)})
+				}
 				return nil
 			case err != nil:
 				return err
@@ -774,8 +771,14 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("incident %s is open, but leaf %d records its closure", inc.ID, idx)})
 			case !errors.Is(err, ErrNotFound):
 				return err
-			case pending[incidentRef(inc.ID)]:
-				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("incident %s is open, but its closure waits for the log", inc.ID)})
+			default:
+				queued, err := tx.LeafQueued(incidentRef(inc.ID))
+				if err != nil {
+					return err
+				}
+				if queued {
+					page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("incident %s is open, but its closure waits for the log", inc.ID)})
+				}
 			}
 		}
 		return nil
