@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -81,4 +83,55 @@ func TestAnotherLogKeySignsAndPublishesNothing(t *testing.T) {
 func keyName(vkey string) string {
 	parts := strings.SplitN(vkey, "+", 3)
 	return parts[0] + "+" + parts[1]
+}
+
+// A ledger given another key than the one that signed the row store's
+// log says so while another holds the integrator's lease, not only once it
+// takes the lease: it checks the log's checkpoint every interval.
+func TestAnotherLogKeyIsFoundWithoutTheLease(t *testing.T) {
+	h := newHarness(t)
+	right, rightV := logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: right, VerifierKey: rightV, Interval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { _ = h.l.RunIntegrator(ctx) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, held := h.l.LeaseHeld(ledger.LeaseLogIntegrator); held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ledger with the right key did not take the integrator's lease within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	other := h.another(t, h.store, ledger.LeaseConfig{Holder: "wrong-key", TTL: time.Minute})
+	wrong, wrongV := logKeys(t)
+	if err := other.EnableLog(ledger.LogConfig{Signer: wrong, VerifierKey: wrongV, Interval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { _ = other.RunIntegrator(ctx) })
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if _, err := other.LogKeyRefused(); errors.Is(err, ledger.ErrLogKey) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a ledger with another log key did not find it within 20s while another held the lease")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := h.l.LogKeyRefused(); err != nil {
+		t.Fatalf("the ledger with the right key: %v", err)
+	}
+	if _, held := h.l.LeaseHeld(ledger.LeaseLogIntegrator); !held {
+		t.Fatal("the lease left the ledger with the right key")
+	}
 }

@@ -488,14 +488,17 @@ func (l *Ledger) LogKeyRefused() (since time.Time, err error) {
 
 // noteLogKey records that the integrator found the log signed by another
 // key (err wraps ErrLogKey), for LogKeyRefused and pactledger_log_wrong_key.
-func (l *Ledger) noteLogKey(err error) {
+// It reports whether this is the first time.
+func (l *Ledger) noteLogKey(err error) bool {
 	s := l.log
 	s.divergedMu.Lock()
 	defer s.divergedMu.Unlock()
-	if s.wrongKey == nil {
-		s.wrongKey, s.keySince = err, l.cfg.Now()
-	}
 	l.cfg.Metrics.logWrongKey()
+	if s.wrongKey != nil {
+		return false
+	}
+	s.wrongKey, s.keySince = err, l.cfg.Now()
+	return true
 }
 
 // followLogSize sets pactledger_log_size from the row store's latest
@@ -503,15 +506,20 @@ func (l *Ledger) noteLogKey(err error) {
 // store holds the integrator's lease (its holder also sets it as it
 // extends the tree): every replica reports the log's size, never the
 // leaves it integrated itself added to the size it started with.
+//
+// It also checks the checkpoint with this ledger's key, whether or not it
+// holds the integrator's lease: a replica given another key than the
+// log's reports it (LogKeyRefused) before it ever takes the lease.
 func (l *Ledger) followLogSize(ctx context.Context) {
-	if l.cfg.Metrics == nil {
-		return
-	}
 	tick := time.NewTicker(l.log.cfg.Interval)
 	defer tick.Stop()
 	for {
-		if n, err := l.TreeSize(ctx); err == nil {
+		if n, cp, err := l.logHead(ctx); err == nil {
 			l.cfg.Metrics.logSize(n)
+			if err := l.checkOwnKey(n, cp); errors.Is(err, ErrLogKey) && l.noteLogKey(err) {
+				l.cfg.Logger.ErrorContext(ctx, "this ledger's log key did not sign the row store's checkpoints: it will not integrate the log; give it the key file the other replicas use (merkleLog.keyFile) and restart it",
+					slog.String("error", err.Error()))
+			}
 		}
 		select {
 		case <-ctx.Done():
