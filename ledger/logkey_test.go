@@ -101,16 +101,10 @@ func TestAnotherLogKeyIsFoundWithoutTheLease(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { _ = h.l.RunIntegrator(ctx) })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, held := h.l.LeaseHeld(ledger.LeaseLogIntegrator); held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the ledger with the right key did not take the integrator's lease within 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.within(t, "the ledger with the right key taking the integrator's lease", func() bool {
+		_, held := h.l.LeaseHeld(ledger.LeaseLogIntegrator)
+		return held
+	})
 
 	other := h.another(t, h.store, ledger.LeaseConfig{Holder: "wrong-key", TTL: time.Minute})
 	wrong, wrongV := logKeys(t)
@@ -118,16 +112,10 @@ func TestAnotherLogKeyIsFoundWithoutTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Go(func() { _ = other.RunIntegrator(ctx) })
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		if _, err := other.LogKeyRefused(); errors.Is(err, ledger.ErrLogKey) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a ledger with another log key did not find it within 20s while another held the lease")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.within(t, "a ledger with another log key finding it while another holds the lease", func() bool {
+		_, err := other.LogKeyRefused()
+		return errors.Is(err, ledger.ErrLogKey)
+	})
 	if _, err := h.l.LogKeyRefused(); err != nil {
 		t.Fatalf("the ledger with the right key: %v", err)
 	}
