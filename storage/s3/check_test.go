@@ -130,3 +130,59 @@ func TestCheckFindsMisconfiguration(t *testing.T) {
 		})
 	}
 }
+
+// A request that began while the bucket gave no answer, and fails after a
+// later request was answered, does not make the bucket unreachable again:
+// its failure is older news than the answer. It is still the last error.
+func TestAnOlderRequestsFailureDoesNotUndoALaterAnswer(t *testing.T) {
+	ctx := context.Background()
+	p := startProxy(t, srv.Endpoint)
+	st, err := s3.Open(ctx, s3.Config{Endpoint: p.l.Addr().String(), Bucket: s3test.Bucket(), AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The older request is held at the proxy until it is given up.
+	p.gate(2)
+	p.mu.Lock()
+	held := p.open
+	p.mu.Unlock()
+	defer close(held)
+	older, cancel := context.WithCancel(ctx)
+	failed := make(chan error, 1)
+	go func() {
+		_, err := st.Get(older, "segments/held")
+		failed <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p.mu.Lock()
+		arrived := p.arrived
+		p.mu.Unlock()
+		if arrived == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the older request did not reach the proxy")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A later request, let through, is answered.
+	p.gate(1)
+	if _, err := st.Get(ctx, "segments/none"); err == nil {
+		t.Fatal("get of a missing key: no error")
+	}
+	if got := st.State(); got.Status != s3.StatusOK {
+		t.Fatalf("after an answer: %+v", got)
+	}
+	cancel()
+	if err := <-failed; err == nil {
+		t.Fatal("the held request did not fail")
+	}
+	got := st.State()
+	if got.Status != s3.StatusOK {
+		t.Fatalf("after the older request failed: status %s (%s), want ok: the later answer stands", got.Status, got.LastError)
+	}
+	if got.LastError == "" {
+		t.Fatal("the older request's failure is not the last error")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -23,11 +24,12 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 // GetRangeVersion implements ledger.VersionReader: GetRange of the key's
 // version (its latest for "").
 func (s *Store) GetRangeVersion(ctx context.Context, key, version string, offset, length int64) ([]byte, error) {
+	began := time.Now()
 	b, err := s.getRange(ctx, key, version, offset, length)
 	if err == nil || errors.Is(err, ledger.ErrNotFound) {
-		s.observe(nil) // an answer
+		s.observe(began, nil) // an answer
 	} else {
-		s.observe(err)
+		s.observe(began, err)
 	}
 	return b, err
 }

@@ -102,6 +102,9 @@ type Store struct {
 
 	mu    sync.Mutex
 	state State
+	// statusBegan is when the request or check whose outcome set the
+	// status began (observe).
+	statusBegan time.Time
 }
 
 // New returns a store for the bucket without any network I/O; it puts
@@ -169,12 +172,14 @@ func (s *Store) Check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CheckTimeout)
 	defer cancel()
+	began := time.Now()
 	err := s.check(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
 		s.state.Checked = true
+		s.statusBegan = began
 		s.setStatus(StatusOK)
 	case Definite(err):
 		s.setStatus(StatusMisconfigured)
@@ -277,21 +282,28 @@ func (s *Store) noteErr(err error) {
 	s.state.LastError, s.state.LastErrAt = err.Error(), time.Now()
 }
 
-// observe records the outcome of a request after the check has passed: no
-// answer (a network error or a 5xx) makes the bucket unreachable, any
-// answer makes it ok again; every error is kept as the last error.
-func (s *Store) observe(err error) {
+// observe records the outcome of a request begun at began, after the
+// check has passed: no answer (a network error or a 5xx) makes the bucket
+// unreachable, any answer makes it ok again; every error is kept as the
+// last error. An outcome sets the status only when its request began no
+// earlier than the request or check whose outcome set it last: a request
+// that began while the bucket was down (minio-go retries one for seconds)
+// and fails after a later one was answered says nothing new of the
+// bucket, and must not undo the later answer until its next request.
+func (s *Store) observe(began time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.state.Checked {
 		return
 	}
-	if err == nil {
-		s.setStatus(StatusOK)
+	if err != nil {
+		s.noteErr(err)
+	}
+	if began.Before(s.statusBegan) {
 		return
 	}
-	s.noteErr(err)
-	if noAnswer(err) {
+	s.statusBegan = began
+	if err != nil && noAnswer(err) {
 		s.setStatus(StatusUnreachable)
 	} else {
 		s.setStatus(StatusOK)
@@ -320,8 +332,9 @@ func (s *Store) ready() error {
 
 // Put implements ledger.ObjectStore.
 func (s *Store) Put(ctx context.Context, key string, body []byte, retainUntil time.Time) (ledger.Location, error) {
+	began := time.Now()
 	loc, err := s.put(ctx, key, body, retainUntil)
-	s.observe(err)
+	s.observe(began, err)
 	return loc, err
 }
 
@@ -385,11 +398,12 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 // GetVersion implements ledger.VersionReader: the key's version, or its
 // latest for "".
 func (s *Store) GetVersion(ctx context.Context, key, version string) ([]byte, error) {
+	began := time.Now()
 	b, err := s.getVersion(ctx, key, version)
 	if errors.Is(err, ledger.ErrNotFound) {
-		s.observe(nil) // an answer
+		s.observe(began, nil) // an answer
 	} else {
-		s.observe(err)
+		s.observe(began, err)
 	}
 	return b, err
 }
@@ -459,16 +473,18 @@ func getError(key string, err error) error {
 
 // Ping implements ledger.ObjectStore.
 func (s *Store) Ping(ctx context.Context) error {
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := s.c.BucketExists(ctx, s.bucket)
-	s.observe(err)
+	s.observe(began, err)
 	return err
 }
 
 // SetLegalHold implements ledger.ObjectStore.
 func (s *Store) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) (err error) {
-	defer func() { s.observe(err) }()
+	began := time.Now()
+	defer func() { s.observe(began, err) }()
 	if err := s.ready(); err != nil {
 		return err
 	}
@@ -484,7 +500,8 @@ func (s *Store) SetLegalHold(ctx context.Context, loc ledger.Location, on bool) 
 
 // ExtendRetention implements ledger.ObjectStore.
 func (s *Store) ExtendRetention(ctx context.Context, loc ledger.Location, until time.Time) (err error) {
-	defer func() { s.observe(err) }()
+	began := time.Now()
+	defer func() { s.observe(began, err) }()
 	if err := s.ready(); err != nil {
 		return err
 	}
@@ -514,7 +531,8 @@ func (s *Store) retainAtLeast(ctx context.Context, key, version string, until ti
 // Delete implements ledger.ObjectStore: it removes the object's version.
 // The bucket refuses while the version is retained or under legal hold.
 func (s *Store) Delete(ctx context.Context, loc ledger.Location) (err error) {
-	defer func() { s.observe(err) }()
+	began := time.Now()
+	defer func() { s.observe(began, err) }()
 	if err := s.ready(); err != nil {
 		return err
 	}

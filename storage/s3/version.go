@@ -30,8 +30,9 @@ import (
 // other wrote after reading it; otherwise it returns an error wrapping
 // ledger.ErrObjectChanged.
 func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
+	began := time.Now()
 	loc, err := s.swapVersion(ctx, key, body, retainUntil, prev)
-	s.observe(err)
+	s.observe(began, err)
 	return loc, err
 }
 
@@ -61,11 +62,12 @@ func (s *Store) swapVersion(ctx context.Context, key string, body []byte, retain
 // LatestVersion implements ledger.LatestVersioner: the version of key a
 // GET by its name alone reads.
 func (s *Store) LatestVersion(ctx context.Context, key string) (string, error) {
+	began := time.Now()
 	version, err := s.latestVersion(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		s.observe(nil) // an answer
+		s.observe(began, nil) // an answer
 	} else {
-		s.observe(err)
+		s.observe(began, err)
 	}
 	return version, err
 }
@@ -87,11 +89,12 @@ func (s *Store) latestVersion(ctx context.Context, key string) (string, error) {
 // FirstVersion implements ledger.FirstVersioner: the oldest version of
 // key that is not a delete marker, from a listing of its versions.
 func (s *Store) FirstVersion(ctx context.Context, key string) (string, error) {
+	began := time.Now()
 	version, err := s.firstVersion(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrFirstVersionUnknown) {
-		s.observe(nil) // an answer
+		s.observe(began, nil) // an answer
 	} else {
-		s.observe(err)
+		s.observe(began, err)
 	}
 	return version, err
 }
