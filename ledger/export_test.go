@@ -62,3 +62,11 @@ func CountParses() (n func() int64, restore func()) {
 	}
 	return count.Load, func() { parseInput = prev }
 }
+
+// SetMaxIncidentDayRows sets the most rows of a day Incident reads, and
+// returns a func that restores it.
+func SetMaxIncidentDayRows(n int) (restore func()) {
+	prev := maxIncidentDayRows
+	maxIncidentDayRows = n
+	return func() { maxIncidentDayRows = prev }
+}

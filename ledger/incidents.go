@@ -72,13 +72,26 @@ func contains(s []string, v string) bool {
 // IncidentView is an incident with its row and the same agent platform's
 // other rows that day.
 type IncidentView struct {
-	Incident  IncidentRecord
-	Row       *Row
-	SameDay   []*Row // newest first, at most 1000
-	SameDayN  int
-	DayStart  time.Time
-	DayFinish time.Time
+	Incident IncidentRecord
+	Row      *Row
+	SameDay  []*Row // newest first, at most 1000
+	SameDayN int
+	// SameDayCut is true when the platform has more rows that day than
+	// the MaxIncidentDayRows newest Incident reads: SameDayN is then a
+	// lower bound.
+	SameDayCut bool
+	DayStart   time.Time
+	DayFinish  time.Time
 }
+
+// MaxIncidentDayRows is the most of an agent platform's rows of a day that
+// one Incident call reads. Any writer can post rows naming any platform
+// and day, so without a bound one look at an incident could read all of
+// them in one transaction.
+const MaxIncidentDayRows = 10_000
+
+// maxIncidentDayRows is MaxIncidentDayRows, a var only for tests.
+var maxIncidentDayRows = MaxIncidentDayRows
 
 // Incidents lists incidents, newest first.
 func (l *Ledger) Incidents(ctx context.Context, pageSize int, pageToken string) ([]*IncidentRecord, string, error) {
@@ -99,7 +112,8 @@ func (l *Ledger) Incidents(ctx context.Context, pageSize int, pageToken string) 
 }
 
 // Incident returns an incident with its row and the platform's other rows
-// on the row's UTC day (from the agent index).
+// on the row's UTC day (from the agent index), the newest
+// MaxIncidentDayRows of them at most (SameDayCut says it stopped there).
 func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error) {
 	if err := checkField("id", id, 64); err != nil {
 		return nil, err
@@ -117,7 +131,11 @@ func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error)
 		v.DayStart = v.Row.IssuedAt.UTC().Truncate(24 * time.Hour)
 		v.DayFinish = v.DayStart.Add(24 * time.Hour)
 		q := Query{Agent: inc.Agent, Since: v.DayStart, Until: v.DayFinish, PageSize: 1000}
+		read := 0
+		q.Read = &read
 		for {
+			// Each entry read is a row of the platform's day.
+			q.MaxRead = maxIncidentDayRows - read
 			rows, next, err := tx.List(q)
 			if err != nil {
 				return err
@@ -132,6 +150,10 @@ func (l *Ledger) Incident(ctx context.Context, id string) (*IncidentView, error)
 				}
 			}
 			if next == "" {
+				return nil
+			}
+			if read >= maxIncidentDayRows {
+				v.SameDayCut = true
 				return nil
 			}
 			q.PageToken = next

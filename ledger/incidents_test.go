@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,47 @@ func TestClosedIncidentKeepsTheRowAsLongAsItsActions(t *testing.T) {
 				t.Fatalf("after its retention: %v", err)
 			}
 		})
+	}
+}
+
+// Any writer can post rows naming any agent platform and day: an
+// incident's view reads the newest MaxIncidentDayRows (here 5) of its
+// platform's day and says the count is a lower bound when there are more.
+func TestIncidentViewReadsABoundedNumberOfRows(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	defer ledger.SetMaxIncidentDayRows(5)()
+	at := h.clock().Add(-time.Hour)
+	ri := in(h.sc.Mint(pacttest.Spec{Target: "A-7001", ArgsJSON: `{"order":"A-7001","amount":10}`, At: at}))
+	ri.Limits = &ledger.Limits{AmountMax: "1"}
+	row, _ := h.append(t, ri)
+	if row.Status != ledger.Incident {
+		t.Fatalf("status %v, want INCIDENT", row.Status)
+	}
+	post := func(i int) {
+		forged := h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("F-%d", i), User: fmt.Sprintf("acct-%d", 90000+i), At: at.Add(time.Duration(i) * time.Minute)})
+		forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
+		if r, _ := h.append(t, in(forged)); r.Agent.Platform != row.Agent.Platform {
+			t.Fatalf("forged row %d is under platform %q, want %q", i, r.Agent.Platform, row.Agent.Platform)
+		}
+	}
+	for i := 1; i <= 4; i++ {
+		post(i)
+	}
+	v, err := h.l.Incident(ctx, row.IncidentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.SameDayN != 4 || v.SameDayCut || len(v.SameDay) != 4 {
+		t.Fatalf("5 rows that day: %d others (%d listed), cut %v; want 4, not cut", v.SameDayN, len(v.SameDay), v.SameDayCut)
+	}
+	for i := 5; i <= 7; i++ {
+		post(i)
+	}
+	if v, err = h.l.Incident(ctx, row.IncidentID); err != nil {
+		t.Fatal(err)
+	}
+	if v.SameDayN != 5 || !v.SameDayCut || len(v.SameDay) != 5 || v.Row.ID != row.ID {
+		t.Fatalf("8 rows that day: %d others (%d listed), cut %v; want the newest 5 read, cut", v.SameDayN, len(v.SameDay), v.SameDayCut)
 	}
 }

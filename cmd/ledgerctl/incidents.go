@@ -59,7 +59,11 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 		fmt.Fprintf(w, "row\t%s\n", i.GetRowId())
 		fmt.Fprintf(w, "agent platform\t%s\n", i.GetAgent())
 		fmt.Fprintf(w, "reason\t%s\n", i.GetReason())
-		fmt.Fprintf(w, "same platform that day\t%d other rows\n", rep.GetSameDayCount())
+		if rep.GetSameDayCountTruncated() {
+			fmt.Fprintf(w, "same platform that day\t%d or more other rows (only the day's newest rows were read)\n", rep.GetSameDayCount())
+		} else {
+			fmt.Fprintf(w, "same platform that day\t%d other rows\n", rep.GetSameDayCount())
+		}
 		w.Flush()
 		if len(rep.GetSameDayRows()) > 0 {
 			fmt.Fprintln(c.out)
@@ -70,7 +74,10 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 			}
 			w.Flush()
 		}
-		if rep.GetSameDayRowsTruncated() {
+		switch {
+		case rep.GetSameDayCountTruncated():
+			c.note("(%d shown of the %d other rows read; the platform has more that day: lookup --agent with --since and --until for the day, and --all, lists every one)", len(rep.GetSameDayRows()), rep.GetSameDayCount())
+		case rep.GetSameDayRowsTruncated():
 			c.note("(%d of %d other rows shown: lookup --agent with --since and --until for the day lists every one)", len(rep.GetSameDayRows()), rep.GetSameDayCount())
 		}
 		return nil

@@ -644,7 +644,7 @@ func (s *service) GetIncident(ctx context.Context, req *ledgerv1.GetIncidentRequ
 	if err != nil {
 		return nil, s.toStatus(ctx, "GetIncident", err)
 	}
-	out := &ledgerv1.GetIncidentResponse{Incident: incidentProto(&v.Incident), Row: rowProto(v.Row), SameDayCount: int32(v.SameDayN)}
+	out := &ledgerv1.GetIncidentResponse{Incident: incidentProto(&v.Incident), Row: rowProto(v.Row), SameDayCount: int32(v.SameDayN), SameDayCountTruncated: v.SameDayCut}
 	out.SameDayRows = rowsWithin(v.SameDay, answerRowBytes-itemBytes(out.Row), false)
 	out.SameDayRowsTruncated = len(out.SameDayRows) < v.SameDayN
 	return out, nil

@@ -4822,8 +4822,13 @@ type GetIncidentResponse struct {
 	// ListRows with the agent and the day's since and until lists them all,
 	// a page at a time.
 	SameDayRowsTruncated bool `protobuf:"varint,5,opt,name=same_day_rows_truncated,json=sameDayRowsTruncated,proto3" json:"same_day_rows_truncated,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// True when the platform has more rows that day than the 10,000 newest
+	// that one answer reads: same_day_count is a lower bound. ListRows with
+	// the agent and the day's since and until lists them all, a page at a
+	// time.
+	SameDayCountTruncated bool `protobuf:"varint,6,opt,name=same_day_count_truncated,json=sameDayCountTruncated,proto3" json:"same_day_count_truncated,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetIncidentResponse) Reset() {
@@ -4887,6 +4892,13 @@ func (x *GetIncidentResponse) GetSameDayCount() int32 {
 func (x *GetIncidentResponse) GetSameDayRowsTruncated() bool {
 	if x != nil {
 		return x.SameDayRowsTruncated
+	}
+	return false
+}
+
+func (x *GetIncidentResponse) GetSameDayCountTruncated() bool {
+	if x != nil {
+		return x.SameDayCountTruncated
 	}
 	return false
 }
@@ -7208,13 +7220,14 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\tincidents\x18\x01 \x03(\v2\x1e.pactledger.ledger.v1.IncidentR\tincidents\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
 	"\x12GetIncidentRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x9a\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd3\x02\n" +
 	"\x13GetIncidentResponse\x12:\n" +
 	"\bincident\x18\x01 \x01(\v2\x1e.pactledger.ledger.v1.IncidentR\bincident\x12+\n" +
 	"\x03row\x18\x02 \x01(\v2\x19.pactledger.ledger.v1.RowR\x03row\x12=\n" +
 	"\rsame_day_rows\x18\x03 \x03(\v2\x19.pactledger.ledger.v1.RowR\vsameDayRows\x12$\n" +
 	"\x0esame_day_count\x18\x04 \x01(\x05R\fsameDayCount\x125\n" +
-	"\x17same_day_rows_truncated\x18\x05 \x01(\bR\x14sameDayRowsTruncated\":\n" +
+	"\x17same_day_rows_truncated\x18\x05 \x01(\bR\x14sameDayRowsTruncated\x127\n" +
+	"\x18same_day_count_truncated\x18\x06 \x01(\bR\x15sameDayCountTruncated\":\n" +
 	"\x14CloseIncidentRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"S\n" +
