@@ -584,14 +584,23 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("evidence.type %q: want dir or s3", c.Evidence.Type))
 	}
-	names := map[string]bool{}
+	names, hashes := map[string]bool{}, map[string]string{}
 	for i, k := range c.APIKeys {
 		if k.Name == "" || names[k.Name] {
 			errs = append(errs, fmt.Errorf("apiKeys[%d]: a unique name is required", i))
 		}
 		names[k.Name] = true
-		if !sha256Hex.MatchString(k.SHA256) {
+		switch {
+		case !sha256Hex.MatchString(k.SHA256):
 			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: sha256 must be 64 lowercase hex (sha256sum of the key)", i, k.Name))
+		case k.SHA256 == emptyKeyHash:
+			// What printf %s "$KEY" | sha256sum gives with KEY unset: a
+			// request without a key would carry it.
+			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: sha256 is the hash of an empty key (was the key's variable unset when it was hashed?)", i, k.Name))
+		case hashes[k.SHA256] != "":
+			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: the same key as %s (its sha256 is the same): give each key a key of its own", i, k.Name, hashes[k.SHA256]))
+		default:
+			hashes[k.SHA256] = k.Name
 		}
 		if len(k.Roles) == 0 {
 			errs = append(errs, fmt.Errorf("apiKeys[%d] %s: at least one role is required", i, k.Name))
@@ -773,3 +782,6 @@ func (c *Config) VerifierAgents() []verifier.Agent {
 func HashKey(key string) string {
 	return hex.EncodeToString(sum256([]byte(key)))
 }
+
+// emptyKeyHash is HashKey(""), which no key may have.
+var emptyKeyHash = HashKey("")

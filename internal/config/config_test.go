@@ -78,6 +78,8 @@ func TestValidateRejects(t *testing.T) {
 		{"bad role", "apiKeys: [{name: a, sha256: " + strings.Repeat("a", 64) + ", roles: [root]}]\n", "unknown role"},
 		{"bad hash", "apiKeys: [{name: a, sha256: abc, roles: [writer]}]\n", "sha256"},
 		{"duplicate key names", "apiKeys: [{name: a, sha256: " + strings.Repeat("a", 64) + ", roles: [writer]}, {name: a, sha256: " + strings.Repeat("b", 64) + ", roles: [admin]}]\n", "unique name"},
+		{"hash of an empty key", "apiKeys: [{name: lead, sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, roles: [support]}]\n", "hash of an empty key"},
+		{"one key under two names", "apiKeys: [{name: a, sha256: " + strings.Repeat("a", 64) + ", roles: [writer]}, {name: b, sha256: " + strings.Repeat("a", 64) + ", roles: [admin]}]\n", "the same key as a"},
 		{"http jwks", "agents: [{issuer: https://pa, jwksUri: http://pa.example/jwks}]\n", "plain http"},
 		{"loopback http without the flag", "agents: [{issuer: https://pa, jwksUri: http://127.0.0.1:1/jwks}]\n", "plain http"},
 		{"brand with both uris", "brands: [{interfaceUrl: https://b, jwksUri: https://b/j, metadataUrl: https://b/m}]\n", "exactly one"},
