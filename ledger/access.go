@@ -70,6 +70,15 @@ func cutAccessValue(s string, cut *bool) string {
 	return s[:n] + "… (" + strconv.Itoa(len(s)-n) + " bytes more)"
 }
 
+// Cut cuts each value a names to MaxFieldLength bytes (cutAccessValue),
+// setting Truncated when one was: what Record keeps, and what a log line
+// of the read may show. A value cut once is not cut again.
+func (a *Access) Cut() {
+	for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.RowPrincipal, &a.Object, &a.AboutKey} {
+		*v = cutAccessValue(*v, &a.Truncated)
+	}
+}
+
 // AccessQuery selects access records; empty fields match everything.
 type AccessQuery struct {
 	// After lists records whose Seq is above it (a page token).
@@ -172,9 +181,7 @@ func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	for {
 		l.mu.Lock()
 		if len(l.queued) < l.cfg.MaxQueued {
-			for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.RowPrincipal, &a.Object, &a.AboutKey} {
-				*v = cutAccessValue(*v, &a.Truncated)
-			}
+			a.Cut()
 			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order
 			l.queued = append(l.queued, a)
 			n := len(l.queued)

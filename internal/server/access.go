@@ -50,6 +50,9 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 			rec.RowPrincipal = r.Principal
 		}
 	}
+	// The log line shows what the record keeps: a caller's value, however
+	// long it sent it (a refused one too), is cut as the record's is.
+	rec.Cut()
 	attrs := []slog.Attr{slog.String("key", rec.Key), slog.String("rpc", rec.RPC),
 		slog.String("principal", rec.Principal), slog.String("target", rec.Target), slog.String("grant", rec.Grant),
 		slog.String("agent", rec.Agent), slog.String("row", rec.Row), slog.String("object", rec.Object),

@@ -111,3 +111,28 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("%d read lines in the log, want at least %d", lines, len(want)+4)
 	}
 }
+
+// A read's log line holds what its access record does: a value the caller
+// sent, however long and even when the read is refused, is cut to the
+// record's 512 bytes, not written out whole.
+func TestReadLogLineCutsLongValues(t *testing.T) {
+	e, logs := newLoggingEnv(t)
+	long := strings.Repeat("a", 28000)
+	if code := e.call(t, "GET", "/v1/rows?principal="+long+"&target="+long, "support", nil, nil); code != http.StatusBadRequest {
+		t.Fatalf("a read with a 28,000-byte filter: %d, want 400", code)
+	}
+	var found bool
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "read" {
+			continue
+		}
+		found = true
+		if len(l) > 4096 {
+			t.Fatalf("a read's log line of %d bytes: %.200s…", len(l), l)
+		}
+	}
+	if !found {
+		t.Fatal("no read line in the log")
+	}
+}
