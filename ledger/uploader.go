@@ -1088,11 +1088,11 @@ const MaxOutboxPage = 1000
 // 100, at most MaxOutboxPage) after pageToken ("" from the first).
 func (l *Ledger) Outbox(ctx context.Context, n int, pageToken string) (OutboxReport, error) {
 	var r OutboxReport
-	if n <= 0 {
+	switch {
+	case n < 0 || n > MaxOutboxPage:
+		return r, invalid("pageSize must be between 1 and %d", MaxOutboxPage)
+	case n == 0:
 		n = 100
-	}
-	if n > MaxOutboxPage {
-		return r, fmt.Errorf("page size %d is over %d: %w", n, MaxOutboxPage, ErrInvalid)
 	}
 	var after uint64
 	if pageToken != "" {

@@ -136,3 +136,19 @@ func TestReadLogLineCutsLongValues(t *testing.T) {
 		t.Fatal("no read line in the log")
 	}
 }
+
+// Every listing refuses a page size outside 1 to its most, the outboxes'
+// as the others (0 is the default).
+func TestListingsRefuseAPageSizeOutOfBounds(t *testing.T) {
+	e, _ := newLoggingEnv(t)
+	for _, path := range []string{"/v1/rows", "/v1/drills", "/v1/incidents", "/v1/access-log", "/v1/outbox", "/v1/provider/outbox"} {
+		for _, size := range []string{"-1", "1001"} {
+			if code := e.call(t, "GET", path+"?pageSize="+size, "admin", nil, nil); code != http.StatusBadRequest {
+				t.Errorf("GET %s?pageSize=%s: %d, want 400", path, size, code)
+			}
+		}
+		if code := e.call(t, "GET", path+"?pageSize=0", "admin", nil, nil); code != http.StatusOK {
+			t.Errorf("GET %s?pageSize=0: %d, want 200", path, code)
+		}
+	}
+}
