@@ -246,8 +246,11 @@ func TestRowsAndEventsAreLeaves(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 	// Sweep the read-only row (90 days, but of the closed incident's
-	// platform and day: kept until the close plus 12 months): its proof
-	// still verifies.
+	// platform and day, and disputed: kept until the close and the
+	// dispute's resolution plus 12 months): its proof still verifies.
+	if _, err := h.l.AppendDispute(ctx, ro.ID, ledger.DisputeResolvedOther, "answered", "support-key"); err != nil {
+		t.Fatal(err)
+	}
 	h.drain(t)
 	h.set(t0.AddDate(1, 0, 2))
 	res, err := h.l.Sweep(ctx, false)

@@ -400,11 +400,18 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 		if err := l.queueLeaf(tx, disputeRef(r.ID, n), disputeLeaf(r.ID, n, ev)); err != nil {
 			return err
 		}
-		return tx.UpdateDispute(r.ID, r.Dispute, r.DisputeEvents)
+		if err := tx.UpdateDispute(r.ID, r.Dispute, r.DisputeEvents); err != nil {
+			return err
+		}
+		// A disputed row, with its evidence, is kept at least the
+		// incident period past its latest dispute event (and while its
+		// dispute is open: the sweep).
+		return extendRow(tx, r, l.cfg.Policy.Periods[retention.Incident].After(ev.At), ev.At)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispute row %s: %w", id, err)
 	}
+	l.wake() // the objects' extension, when there is one
 	l.wakeLog()
 	return row, nil
 }

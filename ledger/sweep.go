@@ -185,31 +185,45 @@ func (l *Ledger) extendHeld(ctx context.Context, heldTo map[string]time.Time) er
 				continue
 			case err != nil:
 				return err
-			case r.RetainUntil.IsZero() || !until.After(r.RetainUntil):
-				continue // an incident's own row, or kept as long already
 			}
-			if err := tx.UpdateRetention(id, until); err != nil {
+			if err := extendRow(tx, r, until, now); err != nil {
 				return err
-			}
-			var keys []string
-			if r.EvidenceNotKept == "" {
-				keys = append(keys, EvidenceKey(id))
-			}
-			for _, s := range SnapshotsOf(r) {
-				keys = append(keys, SnapshotKey(s))
-			}
-			for _, key := range keys {
-				if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}, now); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sweep: keep the rows incidents hold: %w", err)
+		return fmt.Errorf("sweep: keep the rows incidents and disputes hold: %w", err)
 	}
 	l.wake()
+	return nil
+}
+
+// extendRow moves row r's retain-until to until, and its write-once
+// objects' with it (its evidence and the JWKS snapshots it names), when
+// until is later: retention is only ever extended. A row without a
+// retain-until (an open incident's own row, held until the close) is
+// left as it is.
+func extendRow(tx Tx, r *Row, until, now time.Time) error {
+	if r.RetainUntil.IsZero() || !until.After(r.RetainUntil) {
+		return nil
+	}
+	if err := tx.UpdateRetention(r.ID, until); err != nil {
+		return err
+	}
+	r.RetainUntil = until
+	var keys []string
+	if r.EvidenceNotKept == "" {
+		keys = append(keys, EvidenceKey(r.ID))
+	}
+	for _, s := range SnapshotsOf(r) {
+		keys = append(keys, SnapshotKey(s))
+	}
+	for _, key := range keys {
+		if err := tx.Enqueue(OutboxEntry{Op: OpExtend, Key: key, RetainUntil: until}, now); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -218,14 +232,15 @@ func (l *Ledger) extendHeld(ctx context.Context, heldTo map[string]time.Time) er
 var sweepHook func()
 
 // keepReasons re-reads each due row in tx and says why it must stay (an
-// empty reason: it goes): swept or changed since, retention extended, an
-// incident holding its agent platform's day or its grant (see
+// empty reason: it goes): swept or changed since, retention extended, its
+// dispute open, an incident holding its agent platform's day or its grant (see
 // incidentHolds; closed incidents hold for period after the close),
 // evidence still in the outbox, or evidence under legal hold.
 //
-// It also returns, for each row an incident holds, until when the hold
-// lasts: the latest close plus the incident period, or, while an incident
-// is open, at least now plus that period (see extendHeld).
+// It also returns, for each row an incident or its open dispute holds,
+// until when the hold lasts: for an incident the latest close plus the
+// incident period, or, while an incident or the dispute is open, at
+// least now plus that period (see extendHeld).
 func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map[string]string, map[string]time.Time, error) {
 	// The rows before the incidents (in a write transaction, locked where
 	// the store locks what a write reads): a writer that read one of them
@@ -261,6 +276,12 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 			loc, err = tx.Object(EvidenceKey(r.ID))
 		}
 		switch {
+		case cur.Dispute == DisputeOpen:
+			// Its dispute is what the row is kept for: it stays while the
+			// dispute is open, and the incident period past the time a
+			// sweep last found it open, its objects with it.
+			why[r.ID] = "its dispute is open"
+			heldTo[r.ID] = period.After(now)
 		case held.days[agentDay(r)].holds():
 			why[r.ID] = held.days[agentDay(r)].why("the agent platform's rows of that day")
 			heldTo[r.ID] = held.days[agentDay(r)].end(now, period)

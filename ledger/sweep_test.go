@@ -589,3 +589,81 @@ func objectRetainUntil(t *testing.T, h *harness, bucket, key string) time.Time {
 	}
 	return until
 }
+
+// A row under dispute is what the dispute is about: opening one a month
+// before the row's retention ends keeps it, and its evidence, the incident
+// period past the dispute; one still open then keeps it on, and the
+// resolution keeps it the incident period past the resolution.
+func TestADisputedRowIsKeptWhileItsDisputeIsOpen(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5531"})))
+	if row.Class != retention.MoneyMoved {
+		t.Fatalf("class %v, want money moved", row.Class)
+	}
+	h.drain(t)
+	period := h.l.Policy().Periods[retention.Incident]
+	sweep := func(at time.Time) *ledger.SweepResult {
+		t.Helper()
+		h.set(at)
+		res, err := h.l.Sweep(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	evidenceUntil := func() time.Time {
+		t.Helper()
+		h.drain(t)
+		var loc ledger.Location
+		if err := h.store.View(ctx, func(tx ledger.Tx) error {
+			var err error
+			loc, err = tx.Object(ledger.EvidenceKey(row.ID))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return loc.RetainUntil
+	}
+
+	opened := row.RetainUntil.Add(-30 * 24 * time.Hour)
+	h.set(opened)
+	if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeOpen, "chargeback", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	want := period.After(opened)
+	if got, err := h.l.Get(ctx, row.ID); err != nil || !got.RetainUntil.Equal(want) {
+		t.Fatalf("after the dispute opened: %v, retained until %v; want %v", err, got.RetainUntil, want)
+	}
+	if got := evidenceUntil(); got.Before(want) {
+		t.Fatalf("its evidence is retained until %v, want %v", got, want)
+	}
+	res := sweep(row.RetainUntil.Add(time.Hour))
+	if _, swept := ids(res.Swept)[row.ID]; swept {
+		t.Fatal("the row under an open dispute was swept at its class's end")
+	}
+
+	// Still open the incident period later: kept on.
+	stillOpen := want.Add(time.Hour)
+	res = sweep(stillOpen)
+	if why, kept := ids(res.Kept)[row.ID]; !kept || why != "its dispute is open" {
+		t.Fatalf("the row whose dispute is still open: kept %v (%q), swept %v", kept, why, ids(res.Swept))
+	}
+	if got := evidenceUntil(); got.Before(period.After(stillOpen)) {
+		t.Fatalf("its evidence is retained until %v, want %v", got, period.After(stillOpen))
+	}
+
+	resolved := stillOpen.Add(24 * time.Hour)
+	h.set(resolved)
+	if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeResolvedCustomerAuthorized, "the grant covers it", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	end := period.After(resolved)
+	if res = sweep(end.Add(-time.Hour)); len(res.Swept) != 0 {
+		t.Fatalf("swept %v before the resolution plus the incident period", ids(res.Swept))
+	}
+	res = sweep(end.Add(time.Hour))
+	if _, swept := ids(res.Swept)[row.ID]; !swept {
+		t.Fatalf("the resolved row after the resolution plus the incident period: not swept (kept %v)", ids(res.Kept))
+	}
+}
