@@ -783,12 +783,23 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 		r.Class = retention.Incident
 	case Unauthorized:
 		r.Class = retention.Refused
-	default:
-		tools := make([]string, len(r.Actions))
-		for i, a := range r.Actions {
-			tools[i] = a.Tool
+		// A receipt the Brand's signature vouches for records an action
+		// that ran, whatever else failed (the token, the bindings): its row
+		// is never kept shorter than its actions and scopes used imply
+		// (docs/design/012), or a writer posting it first with another
+		// grant's token would have the proof of a refund gone at twelve
+		// months. A read-only class keeps no evidence: never taken here. A
+		// DUPLICATE is not the record of the action (its first row is):
+		// a replay kept the refused class's period.
+		if r.ReceiptVerified() && r.Verifier.DuplicateOf == "" {
+			start := r.RetentionStart()
+			c, unknown := l.cfg.Policy.Classify(r.tools(), r.ScopesUsed)
+			if c != retention.ReadOnly && l.cfg.Policy.RetainUntil(c, start).After(l.cfg.Policy.RetainUntil(retention.Refused, start)) {
+				r.Class, r.UnclassifiedTools = c, unknown
+			}
 		}
-		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(tools, r.ScopesUsed)
+	default:
+		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(r.tools(), r.ScopesUsed)
 	}
 	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 	return nil

@@ -240,6 +240,15 @@ func (r *Row) SameReceipt(o *Row) bool {
 	return true
 }
 
+// tools returns the tools of the row's actions, in order.
+func (r *Row) tools() []string {
+	tools := make([]string, len(r.Actions))
+	for i, a := range r.Actions {
+		tools[i] = a.Tool
+	}
+	return tools
+}
+
 // ReceiptVerified reports whether a signature vouches for the row's
 // receipt: a receipt whose receipt_signature check passed at write time.
 // Until then its claims (grant, principal, time, actions) are the

@@ -667,3 +667,29 @@ func TestADisputedRowIsKeptWhileItsDisputeIsOpen(t *testing.T) {
 		t.Fatalf("the resolved row after the resolution plus the incident period: not swept (kept %v)", ids(res.Kept))
 	}
 }
+
+// A Brand-signed receipt recorded UNAUTHORIZED (here posted with another
+// grant's delegation token, as a writer could post it before the
+// pipeline's) records an action that ran: its row is kept as long as its
+// actions imply, not the refused class's twelve months.
+func TestAnUnauthorizedRowOfASignedReceiptIsKeptAsLongAsItsActions(t *testing.T) {
+	h := newHarness(t)
+	mine := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
+	other := h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_OTHER", User: "acct-7", Target: "W-1"})
+	early := *mine
+	early.DelegationToken = other.DelegationToken
+	row, _ := h.append(t, in(&early))
+	if row.Status != ledger.Unauthorized || !row.ReceiptVerified() {
+		t.Fatalf("status %v, receipt verified %v; want UNAUTHORIZED with its receipt's signature passed", row.Status, row.ReceiptVerified())
+	}
+	want := h.l.Policy().RetainUntil(retention.MoneyMoved, row.RetentionStart())
+	if row.Class != retention.MoneyMoved || !row.RetainUntil.Equal(want) {
+		t.Fatalf("class %v, retained until %v; want money moved, until %v", row.Class, row.RetainUntil, want)
+	}
+	// A forged receipt's claims do not lengthen anything: refused.
+	forged := h.sc.Mint(pacttest.Spec{Target: "A-5532"})
+	forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
+	if f, _ := h.append(t, in(forged)); f.Status != ledger.Unauthorized || f.Class != retention.Refused {
+		t.Fatalf("the forged receipt: %v, class %v; want UNAUTHORIZED, refused", f.Status, f.Class)
+	}
+}

@@ -423,7 +423,13 @@ func (c *hcase) readBack(row hostileRow) {
 }
 
 // Wants shared by many cases.
+// unauthorized is an UNAUTHORIZED row whose checks failed. One whose
+// receipt signature held records an action that ran (a cancel_order): it
+// keeps its actions' class, money moved; a forged one the refused class.
 func unauthorized(checks ...string) hostileWant {
+	if !slices.Contains(checks, "receipt_signature") {
+		return hostileWant{status: "ROW_STATUS_UNAUTHORIZED", fail: checks, class: "RETENTION_CLASS_MONEY_MOVED", retainMonths: 18}
+	}
 	return hostileWant{status: "ROW_STATUS_UNAUTHORIZED", fail: checks, class: "RETENTION_CLASS_REFUSED", retainMonths: 12}
 }
 
