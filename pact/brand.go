@@ -62,9 +62,14 @@ func ServedBrands(baseURL string, brands map[string]*Brand) []ServedBrand {
 	return out
 }
 
-// BrandRetention returns the retention classes brands' tools name, and
-// for each scope the longest class of the tools needing it, as the
-// Provider's Retention does for its own.
-func BrandRetention(brands map[string]*Brand) (tools, scopes map[string]retention.Class) {
-	return brand.Retention(brands)
+// Filed is the retention class brand files give one tool or scope
+// (package brand).
+type Filed = brand.Filed
+
+// BrandRetention gathers the retention classes brands' tools name, and
+// for each scope the class of the tools needing it, by tool and scope:
+// where brands disagree, the class whose period under p is the longest
+// wins (brand.Merge).
+func BrandRetention(brands map[string]*Brand, p retention.Policy) []Filed {
+	return brand.Merge(brands, p)
 }

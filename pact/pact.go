@@ -179,7 +179,8 @@ func (p *Provider) String() string { return p.server.String() }
 
 // Retention returns the retention classes its brands' tools name, and for
 // each scope the longest class of the tools needing it, merged across
-// brands, for the ledger's retention tables.
+// brands under the default periods (brand.Retention). ledgerd files its
+// brands under its configured periods with BrandRetention instead.
 func (p *Provider) Retention() (tools, scopes map[string]retention.Class) {
 	return p.server.Retention()
 }

@@ -173,6 +173,21 @@ func (p Policy) keepsLonger(a, b Class) bool {
 	return slices.Index(receiptClasses, a) < slices.Index(receiptClasses, b)
 }
 
+// Longer returns whichever of a and b p keeps a row longer: between equal
+// periods the earlier of money moved, account changed and read only.
+// Unspecified gives way to any class.
+func (p Policy) Longer(a, b Class) Class {
+	switch {
+	case a == Unspecified:
+		return b
+	case b == Unspecified:
+		return a
+	case p.keepsLonger(b, a):
+		return b
+	}
+	return a
+}
+
 // Longest returns the receipt class (money moved, account changed or read
 // only) whose period under p is the longest: the class an unknown tool or
 // scope takes, and what an open incident's objects are retained for.

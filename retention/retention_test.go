@@ -83,6 +83,25 @@ func TestClassifyTakesTheLongestConfiguredPeriod(t *testing.T) {
 	}
 }
 
+// Longer ranks two classes by their configured periods, as Classify does.
+func TestLongerFollowsThePeriods(t *testing.T) {
+	p := retention.DefaultPolicy()
+	if got := p.Longer(retention.AccountChanged, retention.MoneyMoved); got != retention.MoneyMoved {
+		t.Errorf("defaults: %v", got)
+	}
+	if got := p.Longer(retention.Unspecified, retention.ReadOnly); got != retention.ReadOnly {
+		t.Errorf("unspecified: %v", got)
+	}
+	p.Periods[retention.AccountChanged] = retention.Period{Months: 36}
+	if got := p.Longer(retention.MoneyMoved, retention.AccountChanged); got != retention.AccountChanged {
+		t.Errorf("account changed 36 months: %v", got)
+	}
+	p.Periods[retention.AccountChanged] = retention.Period{Months: 18}
+	if got := p.Longer(retention.AccountChanged, retention.MoneyMoved); got != retention.MoneyMoved {
+		t.Errorf("equal periods: %v", got)
+	}
+}
+
 // TestValidateRefusesReadOnlyKeepingLonger: a read-only row keeps no
 // receipt, tokens or args, so read only may not keep longer than a class
 // that keeps them (a row with actions of both takes the other class).

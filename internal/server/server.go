@@ -42,7 +42,6 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
-	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
@@ -241,9 +240,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	// A replica that runs no Provider, configured with the Provider's
 	// public URL, trusts the brands it serves as the Provider's own
 	// replica does, and files their tools in the same classes.
-	var servedTools, servedScopes map[string]retention.Class
+	var brands map[string]*pact.Brand
 	if !cfg.Provider.On() && cfg.Provider.BaseURL != "" {
-		brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
+		brands, err = pact.LoadBrands(cfg.Provider.BrandsDir)
 		if err != nil {
 			return nil, fmt.Errorf("provider.brandsDir: %w", err)
 		}
@@ -253,7 +252,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 				cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
 			}
 		}
-		servedTools, servedScopes = pact.BrandRetention(brands)
 	}
 	registry, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
 	if err != nil {
@@ -277,10 +275,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return nil, err
 		}
 		pkeys.OpenAgents(cfg.Provider.OpenAgents)
-		if err := s.startProvider(cfg, v, pkeys, log); err != nil {
+		if brands, err = s.startProvider(cfg, v, pkeys, log); err != nil {
 			return nil, err
 		}
-		servedTools, servedScopes = s.provider.Retention()
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
 		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
@@ -294,18 +291,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
 	}
-	// The Provider's brands name their tools' retention classes;
-	// retention.tools and retention.scopes in the configuration still win.
-	for k, c := range servedTools {
-		if _, set := cfg.Retention.Tools[k]; !set {
-			policy.Tools[k] = c
-		}
-	}
-	for k, c := range servedScopes {
-		if _, set := cfg.Retention.Scopes[k]; !set {
-			policy.Scopes[k] = c
-		}
-	}
+	fileBrandRetention(ctx, log, policy, cfg.Retention, brands)
 	accessKept, err := cfg.AccessRetention()
 	if err != nil {
 		return nil, err
@@ -628,13 +614,15 @@ func (s *Server) watchEvidence(ctx context.Context) error {
 	return nil // ctx done
 }
 
-func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys verifier.KeySource, log *slog.Logger) error {
+// startProvider starts the embedded Provider and returns the brands it
+// serves.
+func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys verifier.KeySource, log *slog.Logger) (map[string]*pact.Brand, error) {
 	brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
 	if err != nil {
-		return fmt.Errorf("provider: %w", err)
+		return nil, fmt.Errorf("provider: %w", err)
 	}
 	if s.pactLis, err = net.Listen("tcp", cfg.Provider.Listen); err != nil {
-		return fmt.Errorf("listen provider %s: %w", cfg.Provider.Listen, err)
+		return nil, fmt.Errorf("listen provider %s: %w", cfg.Provider.Listen, err)
 	}
 	base := cfg.Provider.BaseURL
 	if base == "" {
@@ -650,10 +638,10 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
-	return nil
+	return brands, nil
 }
 
 // ownBrands is the ledger's key source: the embedded Provider's delegating

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -398,43 +399,113 @@ func (t *Tool) Allowed(rec Record) bool {
 func (t *Tool) RenderUnavailable(d Data) (string, error) { return render(t.unavailable, d) }
 
 // Retention returns the retention classes the Brand's tools name, and for
-// each scope the longest class among the tools that need it, as the
-// ledger's retention.tools and retention.scopes tables take them.
-func (b *Brand) Retention() (tools, scopes map[string]retention.Class) {
+// each scope the class among the tools that need it whose period under p
+// is the longest, as the ledger's retention.tools and retention.scopes
+// tables take them.
+func (b *Brand) Retention(p retention.Policy) (tools, scopes map[string]retention.Class) {
 	tools, scopes = map[string]retention.Class{}, map[string]retention.Class{}
 	for _, t := range b.Tools {
-		tools[t.Name] = longer(tools[t.Name], t.class)
+		tools[t.Name] = p.Longer(tools[t.Name], t.class)
 		if t.Scope != "" {
-			scopes[t.Scope] = longer(scopes[t.Scope], t.class)
+			scopes[t.Scope] = p.Longer(scopes[t.Scope], t.class)
 		}
 	}
 	return tools, scopes
 }
 
-// Retention merges the retention tables of brands: where two brands name
-// one tool or scope, the longer class wins, so no receipt is kept shorter
-// than one of its brands says.
+// Filed is the retention class brand files give one tool or scope.
+type Filed struct {
+	// Kind is "tool" or "scope".
+	Kind string
+	Name string
+	// Brands is each naming brand's class, by brand id.
+	Brands map[string]retention.Class
+	// Class is the one among them whose period is the longest.
+	Class retention.Class
+}
+
+// Disagree reports whether the brands put it in different classes.
+func (f Filed) Disagree() bool {
+	for _, c := range f.Brands {
+		if c != f.Class {
+			return true
+		}
+	}
+	return false
+}
+
+// ShorterThan lists, sorted, the brands that put it in a class p keeps
+// for less than c.
+func (f Filed) ShorterThan(c retention.Class, p retention.Policy) []string {
+	var ids []string
+	for id, bc := range f.Brands {
+		if bc != c && p.Longer(c, bc) == c {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// BrandClasses writes each brand's class, sorted by brand id, for logs:
+// "otherair: money_moved, skyways: account_changed".
+func (f Filed) BrandClasses() string {
+	ids := slices.Sorted(maps.Keys(f.Brands))
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + ": " + f.Brands[id].String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Merge gathers the retention tables of brands, tools first, each sorted by
+// name: where brands put one tool or scope in different classes, the one
+// whose period under p is the longest wins (the configured periods, not a
+// fixed order of the classes), so no receipt is kept shorter than one of
+// its brands says.
+func Merge(brands map[string]*Brand, p retention.Policy) []Filed {
+	byName := map[[2]string]*Filed{}
+	add := func(kind, name, id string, c retention.Class) {
+		f := byName[[2]string{kind, name}]
+		if f == nil {
+			f = &Filed{Kind: kind, Name: name, Brands: map[string]retention.Class{}}
+			byName[[2]string{kind, name}] = f
+		}
+		f.Brands[id] = c
+		f.Class = p.Longer(f.Class, c)
+	}
+	for id, b := range brands {
+		bt, bs := b.Retention(p)
+		for name, c := range bt {
+			add("tool", name, id, c)
+		}
+		for name, c := range bs {
+			add("scope", name, id, c)
+		}
+	}
+	out := make([]Filed, 0, len(byName))
+	for _, f := range byName {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b Filed) int {
+		// "tool" before "scope".
+		return cmp.Or(-cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// Retention merges the retention tables of brands (Merge) under the
+// default periods.
 func Retention(brands map[string]*Brand) (tools, scopes map[string]retention.Class) {
 	tools, scopes = map[string]retention.Class{}, map[string]retention.Class{}
-	for _, b := range brands {
-		bt, bs := b.Retention()
-		for k, c := range bt {
-			tools[k] = longer(tools[k], c)
-		}
-		for k, c := range bs {
-			scopes[k] = longer(scopes[k], c)
+	for _, f := range Merge(brands, retention.DefaultPolicy()) {
+		if f.Kind == "tool" {
+			tools[f.Name] = f.Class
+		} else {
+			scopes[f.Name] = f.Class
 		}
 	}
 	return tools, scopes
-}
-
-var classRank = map[retention.Class]int{retention.ReadOnly: 1, retention.AccountChanged: 2, retention.MoneyMoved: 3}
-
-func longer(a, b retention.Class) retention.Class {
-	if classRank[b] > classRank[a] {
-		return b
-	}
-	return a
 }
 
 // parse checks a Brand login's settings and reads its keys.

@@ -3,6 +3,7 @@ package brand_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -217,14 +218,15 @@ func TestMatch(t *testing.T) {
 
 // The retention classes reach the ledger's tables: each tool's class, and
 // each scope the longest class of the tools needing it; across brands the
-// longer class wins.
+// class the configured periods keep longest, with the disagreement told.
 func TestRetentionTables(t *testing.T) {
 	other := strings.NewReplacer("id: shop", "id: other", "retention: money_moved", "retention: account_changed", "name: lookup", "name: look", "tool: lookup", "tool: look").Replace(shop)
 	brands, err := load(t, map[string]string{"shop.yaml": shop, "other.yaml": other})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, scopes := brands["shop"].Retention()
+	defaults := retention.DefaultPolicy()
+	tools, scopes := brands["shop"].Retention(defaults)
 	if !reflect.DeepEqual(tools, map[string]retention.Class{"lookup": retention.ReadOnly, "cancel": retention.MoneyMoved}) ||
 		!reflect.DeepEqual(scopes, map[string]retention.Class{"orders:read": retention.ReadOnly, "orders:cancel": retention.MoneyMoved}) {
 		t.Fatalf("shop: %v %v", tools, scopes)
@@ -232,5 +234,40 @@ func TestRetentionTables(t *testing.T) {
 	tools, scopes = brand.Retention(brands)
 	if tools["cancel"] != retention.MoneyMoved || scopes["orders:cancel"] != retention.MoneyMoved || tools["look"] != retention.ReadOnly || tools["lookup"] != retention.ReadOnly {
 		t.Fatalf("merged: %v %v", tools, scopes)
+	}
+
+	accountLonger := retention.DefaultPolicy()
+	accountLonger.Periods[retention.AccountChanged] = retention.Period{Months: 36}
+	var got []string
+	for _, f := range brand.Merge(brands, accountLonger) {
+		got = append(got, fmt.Sprintf("%s %s %s %v [%s]", f.Kind, f.Name, f.Class, f.Disagree(), f.BrandClasses()))
+	}
+	want := []string{
+		"tool cancel account_changed true [other: account_changed, shop: money_moved]",
+		"tool look read_only false [other: read_only]",
+		"tool lookup read_only false [shop: read_only]",
+		"scope orders:cancel account_changed true [other: account_changed, shop: money_moved]",
+		"scope orders:read read_only false [other: read_only, shop: read_only]",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("merged with account_changed kept 36 months:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	f := brand.Merge(brands, defaults)[0]
+	if f.Name != "cancel" || f.Class != retention.MoneyMoved || !reflect.DeepEqual(f.ShorterThan(retention.MoneyMoved, defaults), []string{"other"}) {
+		t.Fatalf("with the default periods: %+v, shorter %v", f, f.ShorterThan(retention.MoneyMoved, defaults))
+	}
+
+	// Within one brand too, a scope takes the class of its tools that the
+	// periods keep longest.
+	both := strings.Replace(shop, "    set: {status: cancelled}\n", "    set: {status: cancelled}\n  - name: close\n    scope: orders:cancel\n    retention: account_changed\n    set: {status: closed}\n", 1)
+	brands, err = load(t, map[string]string{"shop.yaml": both})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, scopes := brands["shop"].Retention(accountLonger); scopes["orders:cancel"] != retention.AccountChanged {
+		t.Fatalf("one brand, account_changed kept 36 months: %v", scopes)
+	}
+	if _, scopes := brands["shop"].Retention(defaults); scopes["orders:cancel"] != retention.MoneyMoved {
+		t.Fatalf("one brand, default periods: %v", scopes)
 	}
 }

@@ -245,7 +245,7 @@ func (c *checker) tool(i int, t *Tool) error {
 		return c.at.errf(p("scope"), "%q is not among the brand's scopes", t.Scope)
 	}
 	cl, err := retention.ParseClass(t.Retention)
-	if err != nil || classRank[cl] == 0 {
+	if err != nil || (cl != retention.MoneyMoved && cl != retention.AccountChanged && cl != retention.ReadOnly) {
 		return c.at.errf(p("retention"), "%q: money_moved, account_changed or read_only", t.Retention)
 	}
 	t.class = cl
