@@ -3,6 +3,7 @@ package server_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,11 +65,50 @@ func TestBrandFilesDisagreeingTheLongerConfiguredPeriodWins(t *testing.T) {
 	if p.Tools["change_seat"] != retention.AccountChanged || p.Scopes["seats:change"] != retention.AccountChanged {
 		t.Errorf("change_seat %s, seats:change %s; want account_changed (36 months) over money_moved (18 months)", p.Tools["change_seat"], p.Scopes["seats:change"])
 	}
-	var warned bool
-	for _, l := range strings.Split(logs.String(), "\n") {
-		warned = warned || strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, "change_seat") && strings.Contains(l, "otherair") && strings.Contains(l, "skyways")
-	}
-	if !warned {
+	if !warned(logs.String(), `"tool":"change_seat"`, "otherair: money_moved", "skyways: account_changed") {
 		t.Errorf("no WARN naming change_seat, otherair and skyways in\n%s", logs)
+	}
+}
+
+// warned reports whether a WARN line of the JSON log holds every one of
+// words.
+func warned(log string, words ...string) bool {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"level":"WARN"`) && !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(l, w) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// A brand file does not shorten the class the ledger's own table gives a
+// tool or scope, which every other brand's receipts (external brands'
+// too) take: a brand filing change_plan (plan:change) as account_changed
+// leaves plan changes money_moved. It may lengthen one, and
+// retention.tools and retention.scopes in the configuration still win.
+func TestABrandFileDoesNotShortenTheLedgersTable(t *testing.T) {
+	dir := brandsDir(t, map[string][]string{
+		"skyways.yaml": {"change_seat", "change_plan", "seats:change", "plan:change"},
+		"acme.yaml":    {"id: skyways", "id: acme", "change_seat", "update_contact", "seats:change", "profile:write", "retention: account_changed", "retention: money_moved"},
+	}, "skyways.yaml")
+	e, logs := newBrandEnv(t, dir)
+	p := e.srv.Ledger().Policy()
+	if p.Tools["change_plan"] != retention.MoneyMoved || p.Scopes["plan:change"] != retention.MoneyMoved {
+		t.Errorf("change_plan %s, plan:change %s; want the ledger's money_moved", p.Tools["change_plan"], p.Scopes["plan:change"])
+	}
+	if p.Tools["update_contact"] != retention.MoneyMoved || p.Scopes["profile:write"] != retention.MoneyMoved {
+		t.Errorf("update_contact %s, profile:write %s; want the brand file's longer money_moved", p.Tools["update_contact"], p.Scopes["profile:write"])
+	}
+	if !warned(logs.String(), `"tool":"change_plan"`, "skyways: account_changed") {
+		t.Errorf("no WARN naming change_plan and skyways in\n%s", logs)
+	}
+
+	e, _ = newBrandEnv(t, dir, func(c *config.Config) {
+		c.Retention.Tools = map[string]string{"change_plan": "account_changed"}
+		c.Retention.Scopes = map[string]string{"plan:change": "read_only"}
+	})
+	p = e.srv.Ledger().Policy()
+	if p.Tools["change_plan"] != retention.AccountChanged || p.Scopes["plan:change"] != retention.ReadOnly {
+		t.Errorf("configured: change_plan %s, plan:change %s", p.Tools["change_plan"], p.Scopes["plan:change"])
 	}
 }
