@@ -39,6 +39,10 @@ func LoadBrands(dir string) (map[string]*Brand, error) {
 	return brand.Load(dir)
 }
 
+// InterfaceURL is a brand's A2A interface URL at a Provider whose public
+// URL is baseURL: its receipts' and tokens' aud, a ledger row's brand.
+func InterfaceURL(baseURL, brandID string) string { return provider.InterfaceURL(baseURL, brandID) }
+
 // ServedBrand is how a delegating brand of a Provider is reached from
 // outside it: its interface URL (the receipts' and tokens' aud), its
 // authorization server's issuer and the JWKS its keys are published at.

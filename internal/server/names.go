@@ -7,10 +7,12 @@ import (
 )
 
 // drillNames gathers the words a dispute reply uses instead of ids: the
-// configured brands' and agents' display names, and for the embedded
-// Provider's brands their organization, scope descriptions and, for each
-// tool, the description of the scope it needs (what the consent page
-// showed the customer).
+// configured brands' and agents' display names, and for the Provider's
+// brands their organization, scope descriptions and, for each tool, the
+// description of the scope it needs (what the consent page showed the
+// customer). The Provider's brands are those of the embedded Provider p,
+// or, on a replica that runs none (p nil) but names the Provider's public
+// URL (provider.baseUrl), the same brand files served at that URL.
 func drillNames(cfg config.Config, p *pact.Provider) drill.Names {
 	n := drill.Names{Brands: map[string]drill.BrandNames{}, Agents: agentNames(cfg)}
 	for _, b := range cfg.Brands {
@@ -18,15 +20,19 @@ func drillNames(cfg config.Config, p *pact.Provider) drill.Names {
 			n.Brands[b.InterfaceURL] = drill.BrandNames{Name: b.DisplayName}
 		}
 	}
-	if p == nil {
+	interfaceURL := func(id string) string { return pact.InterfaceURL(cfg.Provider.BaseURL, id) }
+	switch {
+	case p != nil:
+		interfaceURL = p.InterfaceURL
+	case cfg.Provider.On() || cfg.Provider.BaseURL == "":
 		return n
 	}
 	brands, err := pact.LoadBrands(cfg.Provider.BrandsDir)
 	if err != nil {
-		return n // checked at start already: the Provider would not run
+		return n // checked at start already: ledgerd would not run
 	}
 	for id, b := range brands {
-		url := p.InterfaceURL(id)
+		url := interfaceURL(id)
 		bn := drill.BrandNames{Name: b.Organization, Scopes: map[string]string{}, Tools: map[string]string{}}
 		if bn.Name == "" {
 			bn.Name = b.Name
