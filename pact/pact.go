@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,9 +46,13 @@ type Config struct {
 	// pages show them beside the agent's address.
 	AgentNames map[string]string
 	// SigningKeyPath is the ES256 key that signs delegation tokens and
-	// receipts; created on first use. Default: provider-signing-key.json
-	// beside StorePath.
+	// receipts, with the retired keys still published; created on first
+	// use, unless the store holds what a key signed (ErrNoSigningKey).
+	// Default: SigningKeyPath(StorePath).
 	SigningKeyPath string
+	// RetiredKeyTTL is how long a retired signing key stays published
+	// after its rotation (RotateSigningKey); default DefaultRetiredKeyTTL.
+	RetiredKeyTTL time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -131,7 +134,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.SigningKeyPath == "" {
-		cfg.SigningKeyPath = filepath.Join(filepath.Dir(cfg.StorePath), "provider-signing-key.json")
+		cfg.SigningKeyPath = SigningKeyPath(cfg.StorePath)
 	}
 	st, err := store.Open(cfg.StorePath)
 	if err != nil {
@@ -157,7 +160,7 @@ func assemble(cfg Config, st *store.Store) (*Provider, error) {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
 	srv, err := provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
-		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
+		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, RetiredKeyTTL: cfg.RetiredKeyTTL, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
 		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, PollInterval: cfg.PollInterval, Domains: cfg.Domains})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)

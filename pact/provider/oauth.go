@@ -72,7 +72,7 @@ func (s *Server) metadata(w http.ResponseWriter, b *brand.Brand) {
 
 func (s *Server) jwks(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(s.key.jwks)
+	_, _ = w.Write(s.key.published(s.cfg.Now()).jwks)
 }
 
 // clientForm reads the form and checks client_id against the personal
@@ -186,7 +186,7 @@ func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, h
 	if !ok || !b.Delegation {
 		return nil, errors.New("not a bearer delegation token for a delegating brand")
 	}
-	c, err := oauth.VerifyDelegation(tok, s.keys, s.issuer(b), s.InterfaceURL(b.ID), who.Iss, s.cfg.Now())
+	c, err := oauth.VerifyDelegation(tok, s.key.published(s.cfg.Now()).set, s.issuer(b), s.InterfaceURL(b.ID), who.Iss, s.cfg.Now())
 	if err != nil {
 		return nil, err
 	}

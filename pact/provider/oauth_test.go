@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ type oauthEnv struct {
 	mu    sync.Mutex
 	now   time.Time
 	brand *brand.Brand
+	// cfg is what p was made with, for restart.
+	cfg Config
+	// live is the Server the test server serves: p, until a restart.
+	live atomic.Pointer[Server]
 }
 
 func (e *oauthEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
@@ -89,8 +94,7 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	t.Cleanup(e.sc.Close)
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
 	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
-	var h http.Handler
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.live.Load().ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
 	dir := t.TempDir()
 	if e.st, err = store.Open(filepath.Join(dir, "p.db")); err != nil {
@@ -103,12 +107,12 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.p, err = New(Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, Store: e.st, Pages: e.pages,
-		SigningKeyPath: filepath.Join(dir, "key.json"), Logger: log, Now: e.clock})
-	if err != nil {
+	e.cfg = Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, Store: e.st, Pages: e.pages,
+		SigningKeyPath: filepath.Join(dir, "key.json"), Logger: log, Now: e.clock}
+	if e.p, err = New(e.cfg); err != nil {
 		t.Fatal(err)
 	}
-	h = e.p
+	e.live.Store(e.p)
 	e.base = e.srv.URL + "/a2a/shop"
 	return e
 }

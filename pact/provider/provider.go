@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/brandlogin"
@@ -46,8 +44,12 @@ type Config struct {
 	// Pages are the login and consent pages, which share BaseURL.
 	Pages *brandlogin.Pages
 	// SigningKeyPath is the ES256 key that signs delegation tokens and
-	// receipts; created on first use.
+	// receipts, with the retired keys still published; created on first
+	// use, unless Store holds grants or outbox entries (ErrNoSigningKey).
 	SigningKeyPath string
+	// RetiredKeyTTL is how long a retired signing key stays published
+	// after its rotation (RotateSigningKey); default DefaultRetiredKeyTTL.
+	RetiredKeyTTL time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -69,8 +71,7 @@ type Config struct {
 // Server serves the A2A operations of every Brand.
 type Server struct {
 	cfg   Config
-	key   *signingKey
-	keys  *verifier.KeySet // key's public set: it verifies delegation tokens
+	key   *keyRing
 	locks turnLocks
 
 	perAgent, perUser *limiter
@@ -111,15 +112,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("provider: domain %s names unknown brand %q", d, id)
 		}
 	}
-	key, err := loadSigningKey(cfg.SigningKeyPath)
+	key, err := openKeyRing(cfg.SigningKeyPath, cfg.RetiredKeyTTL, cfg.Now(), func() (string, error) { return signed(cfg.Store) }, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := verifier.KeySetOf(cfg.SigningKeyPath, &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{key.jwk}})
-	if err != nil {
-		return nil, fmt.Errorf("provider: signing key %s: %w", cfg.SigningKeyPath, err)
-	}
-	return &Server{cfg: cfg, key: key, keys: keys, locks: turnLocks{held: map[string]*convLock{}},
+	return &Server{cfg: cfg, key: key, locks: turnLocks{held: map[string]*convLock{}},
 		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
 }
 
@@ -142,21 +139,41 @@ func (s *Server) Retention() (tools, scopes map[string]retention.Class) {
 }
 
 // BrandSigners returns, for each delegating brand, its interface URL and
-// the keys and issuer its delegation tokens and receipts carry, so a ledger
-// in the same process can verify them without fetching its own JWKS.
+// the keys and issuer its delegation tokens and receipts carry (the keys
+// its JWKS publishes now: the current key and the retired ones still in
+// their period), so a ledger in the same process can verify them without
+// fetching its own JWKS. Ask again for each check: what is published
+// changes as retirements end.
 func (s *Server) BrandSigners() map[string]verifier.Signer {
-	out := map[string]verifier.Signer{}
-	for _, b := range s.cfg.Brands {
-		if !b.Delegation {
-			continue
+	pub := s.key.published(s.cfg.Now())
+	pub.signersOnce.Do(func() {
+		pub.signers = map[string]verifier.Signer{}
+		for _, b := range s.cfg.Brands {
+			if !b.Delegation {
+				continue
+			}
+			ks, err := verifier.ParseKeySet(verifier.NewSnapshot(s.issuer(b)+"/jwks.json", pub.from, pub.jwks))
+			if err != nil {
+				continue
+			}
+			pub.signers[s.InterfaceURL(b.ID)] = verifier.Signer{Keys: ks, Issuer: s.issuer(b)}
 		}
-		ks, err := verifier.ParseKeySet(verifier.NewSnapshot(s.issuer(b)+"/jwks.json", s.cfg.Now(), s.key.jwks))
-		if err != nil {
-			continue
-		}
-		out[s.InterfaceURL(b.ID)] = verifier.Signer{Keys: ks, Issuer: s.issuer(b)}
+	})
+	return pub.signers
+}
+
+// signed says what the store holds that a signing key signed: grants
+// (their delegation tokens, the receipts of their turns) and entries for
+// the ledger, waiting or set aside; "" for nothing.
+func signed(st *store.Store) (string, error) {
+	n, err := st.Stats()
+	if err != nil {
+		return "", err
 	}
-	return out
+	if n.Grants == 0 && n.Outbox == 0 && n.SetAside == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("grants %d, entries waiting for the ledger %d, set aside %d", n.Grants, n.Outbox, n.SetAside), nil
 }
 
 // turnLocks serializes the turns of each context.

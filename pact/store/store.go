@@ -19,6 +19,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/pactledger/pactledger/pact/pipeline"
 )
@@ -75,9 +76,16 @@ func (s *Store) LimitOutbox(max int64) { s.maxOutbox.Store(max) }
 // OutboxBytes is the size of the entries waiting in the outbox.
 func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
 
-// Open opens (creating it if needed) the store at path.
+// ErrLocked: another process (a running ledgerd) holds the file.
+var ErrLocked = errors.New("the Provider's store is locked by another process")
+
+// Open opens (creating it if needed) the store at path. It waits 5 s at
+// most for another process to let go of the file (ErrLocked).
 func Open(path string) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open provider store %s: %w", path, ErrLocked)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
