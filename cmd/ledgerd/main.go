@@ -7,6 +7,9 @@
 //	                                  copy a bbolt ledger into the PostgreSQL store
 //	ledgerd config example            print a commented example configuration
 //	ledgerd healthcheck [flags]       exit 0 when a running ledgerd is ready (GET /readyz)
+//	ledgerd provider rotate-key [--config FILE | --data-dir DIR] [--replace-lost]
+//	                                  with ledgerd stopped: make a new signing key current
+//	                                  for the Provider, the old one published while it retires
 //	ledgerd compact [--config FILE | --data-dir DIR]
 //	                                  with ledgerd stopped: bring the bbolt file to this
 //	                                  layout, drop the published tiles it still holds
@@ -58,6 +61,7 @@ commands:
   migrate         create or upgrade the PostgreSQL store's schema; with --from, copy a bbolt ledger into it
   compact         with ledgerd stopped: drop published tiles from the bbolt file and copy it without free pages
   healthcheck     exit 0 when a running ledgerd is ready (GET /readyz)
+  provider rotate-key  with ledgerd stopped: a new signing key for the Provider, the old one published while it retires
   config example  print a commented example configuration
   version         print the module version and VCS revision (also --version)
   help            print this help
@@ -120,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) >= 1 && args[0] == "compact" {
 		return compact(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "provider" {
+		return provider(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) >= 1 && args[0] == "healthcheck" {
 		return healthcheck(ctx, args[1:], stdout, stderr)

@@ -47,7 +47,7 @@ func TestBadArguments(t *testing.T) {
 // every command ledgerd dispatches on one line of its own, then the flags.
 // A command's --help prints its flags.
 func TestHelp(t *testing.T) {
-	commands := []string{"migrate", "compact", "healthcheck", "config example", "version", "help"}
+	commands := []string{"migrate", "compact", "healthcheck", "provider rotate-key", "config example", "version", "help"}
 	tests := []struct {
 		args []string
 		want []string
@@ -59,6 +59,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"migrate", "-h"}, []string{"usage: ledgerd migrate", "-from"}},
 		{[]string{"healthcheck", "--help"}, []string{"usage: ledgerd healthcheck", "-url URL"}},
 		{[]string{"config", "--help"}, []string{"usage: ledgerd config example"}},
+		{[]string{"provider", "rotate-key", "--help"}, []string{"usage: ledgerd provider rotate-key", "-replace-lost"}},
+		{[]string{"provider", "--help"}, []string{"usage: ledgerd provider rotate-key"}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -243,7 +243,15 @@ type Provider struct {
 	// LedgerTLS is how the Provider reaches a ledgerUrl over https: the CA
 	// to trust and a client certificate for a ledger that asks for one.
 	LedgerTLS ClientTLS `yaml:"ledgerTls"`
+	// RetiredKeyTTL is how long a signing key retired by `ledgerd provider
+	// rotate-key` stays published in every delegating brand's JWKS, for
+	// what it signed to verify; at least 1h. Default 168h (7 days).
+	RetiredKeyTTL Duration `yaml:"retiredKeyTTL"`
 }
+
+// DefaultRetiredKeyTTL is provider.retiredKeyTTL's default, the
+// Provider's own (pact.DefaultRetiredKeyTTL).
+const DefaultRetiredKeyTTL = 7 * 24 * time.Hour
 
 // RateLimits are the Provider's request limits.
 type RateLimits struct {
@@ -514,7 +522,7 @@ func Default() Config {
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
 			PerAgent: RateLimit{Rate: 100, Burst: 200},
 			PerUser:  RateLimit{Rate: 5, Burst: 20},
-		}},
+		}, RetiredKeyTTL: Duration(DefaultRetiredKeyTTL)},
 	}
 }
 
@@ -650,6 +658,9 @@ func (c *Config) Validate() error {
 	}
 	if d := time.Duration(c.Provider.DevicePollInterval); d < 0 || (d > 0 && (d < time.Second || d%time.Second != 0)) {
 		errs = append(errs, errors.New("provider.devicePollInterval: whole seconds, at least 1s"))
+	}
+	if d := time.Duration(c.Provider.RetiredKeyTTL); d != 0 && d < time.Hour {
+		errs = append(errs, errors.New("provider.retiredKeyTTL: at least 1h, the life of a delegation token (0 for the default, 168h)"))
 	}
 	if c.Provider.On() && c.Provider.Listen == "" {
 		errs = append(errs, errors.New("provider.listen is required when the provider is enabled"))

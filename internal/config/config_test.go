@@ -100,6 +100,7 @@ func TestValidateRejects(t *testing.T) {
 		{"unknown client auth", "tls: {certFile: /c.pem, keyFile: /k.pem, clientCaFile: /ca.pem, clientAuth: maybe}\n", "tls.clientAuth"},
 		{"client auth without a CA", "tls: {certFile: /c.pem, keyFile: /k.pem, clientAuth: require}\n", "needs tls.clientCaFile"},
 		{"provider client cert without key", "provider: {ledgerTls: {certFile: /c.pem}}\n", "provider.ledgerTls"},
+		{"provider retired key period under a token's life", "provider: {retiredKeyTTL: 30m}\n", "provider.retiredKeyTTL"},
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
 		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},

@@ -280,7 +280,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
-		ledgerKeys = ownBrands{signers: s.provider.BrandSigners(), next: registry}
+		ledgerKeys = ownBrands{signers: s.provider.BrandSigners, next: registry}
 		s.pipeURL = cfg.Provider.LedgerURL
 		if strings.HasPrefix(s.pipeURL, "https:") {
 			if s.pipeTLS, err = clientTLS(cfg.Provider.LedgerTLS); err != nil {
@@ -629,11 +629,12 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		base = "http://" + s.pactLis.Addr().String()
 	}
 	rl := cfg.Provider.RateLimits
-	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: filepath.Join(cfg.DataDir, "provider.db"), Logger: log,
+	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: providerStorePath(cfg), Logger: log,
 		AgentNames:     agentNames(cfg),
 		Domains:        cfg.Provider.Domains,
 		PollInterval:   time.Duration(cfg.Provider.DevicePollInterval),
 		MaxOutboxBytes: cfg.Provider.OutboxMaxBytes,
+		RetiredKeyTTL:  time.Duration(cfg.Provider.RetiredKeyTTL),
 		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
 		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
 	})
@@ -645,14 +646,16 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 }
 
 // ownBrands is the ledger's key source: the embedded Provider's delegating
-// brands from memory, everything else from the configured registry.
+// brands from memory (the keys their JWKS publishes at the time of the
+// check, retired keys in their period among them), everything else from
+// the configured registry.
 type ownBrands struct {
-	signers map[string]verifier.Signer
+	signers func() map[string]verifier.Signer
 	next    verifier.KeySource
 }
 
 func (o ownBrands) Brand(ctx context.Context, url string, refresh bool) (verifier.Signer, error) {
-	if s, ok := o.signers[url]; ok {
+	if s, ok := o.signers()[url]; ok {
 		return s, nil
 	}
 	return o.next.Brand(ctx, url, refresh)

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.etcd.io/bbolt"
+)
+
+// ledgerd provider rotate-key: with no key there is nothing to retire and
+// it says how to go on; --replace-lost makes one, only where none is; a
+// rotation names the new key and the retired one, and logs both; and
+// while a ledgerd holds the Provider's store it refuses.
+func TestProviderRotateKey(t *testing.T) {
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	dir := t.TempDir()
+	rotate := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"provider", "rotate-key", "--data-dir", dir}, args...), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	if _, _, err := rotate(); err == nil || !strings.Contains(err.Error(), "restore it from the backup") || !strings.Contains(err.Error(), "--replace-lost") {
+		t.Fatalf("rotate-key without a key: %v", err)
+	}
+	out, logs, err := rotate("--replace-lost")
+	if err != nil || !strings.Contains(out, "in place of a lost one") || !strings.Contains(logs, `"level":"WARN"`) {
+		t.Fatalf("rotate-key --replace-lost: %v\n%s%s", err, out, logs)
+	}
+	if _, _, err := rotate("--replace-lost"); err == nil || !strings.Contains(err.Error(), "without --replace-lost") {
+		t.Fatalf("rotate-key --replace-lost over a key: %v", err)
+	}
+	out, logs, err = rotate()
+	if err != nil || !strings.Contains(out, "is retired and stays published for verification until") || !strings.Contains(out, "0 grants") ||
+		!strings.Contains(logs, `"msg":"rotated the Provider's signing key`) || !strings.Contains(logs, `"retired_kid":"provider-`) {
+		t.Fatalf("rotate-key: %v\n%s%s", err, out, logs)
+	}
+
+	db, err := bbolt.Open(filepath.Join(dir, "provider.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before, _ := os.ReadFile(filepath.Join(dir, "provider-signing-key.json"))
+	if _, _, err := rotate(); err == nil || !strings.Contains(err.Error(), "stop ledgerd first") {
+		t.Fatalf("rotate-key while the store is held: %v", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "provider-signing-key.json")); !bytes.Equal(before, after) {
+		t.Fatal("a refused rotation changed the key file")
+	}
+}

@@ -1,0 +1,167 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/pact"
+)
+
+// keyShop is a shop whose Provider has a public URL of its own, so that
+// its interface URL (the tokens' aud) stays the same across restarts on
+// new ports, and whose pipeline reaches the ledger through a gate that
+// answers 503 while down holds.
+func keyShop(t *testing.T) (*shop, *atomic.Bool, func()) {
+	var ledgerURL atomic.Pointer[url.URL]
+	down := new(atomic.Bool)
+	down.Store(true)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(ledgerURL.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(gate.Close)
+	s := newShop(t, func(c *config.Config) {
+		c.Provider.LedgerURL = gate.URL
+		c.Provider.BaseURL = "https://provider.example"
+	})
+	point := func() {
+		u, _ := url.Parse("http://" + s.srv.HTTPAddr())
+		ledgerURL.Store(u)
+		s.p = s.srv.Provider()
+		s.base = "http://" + s.srv.ProviderAddr() + "/a2a/shop"
+	}
+	point()
+	return s, down, point
+}
+
+// jwksKids lists the kids the shop's JWKS publishes.
+func (s *shop) jwksKids(t *testing.T) []string {
+	t.Helper()
+	res, err := http.Get(s.base + "/oauth/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var set struct{ Keys []struct{ Kid string } }
+	if err := json.NewDecoder(res.Body).Decode(&set); err != nil {
+		t.Fatal(err)
+	}
+	var kids []string
+	for _, k := range set.Keys {
+		kids = append(kids, k.Kid)
+	}
+	return kids
+}
+
+// rotateProviderKey runs the rotation ledgerd's `provider rotate-key`
+// runs, with ledgerd stopped.
+func rotateProviderKey(t *testing.T, cfg config.Config) {
+	t.Helper()
+	if _, err := server.RotateProviderKey(context.Background(), cfg, false, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The Provider's signing key is rotated while a receipt it signed waits in
+// its outbox and a delegation token it issued is live. After the restart
+// the receipt, posted under the new key's reign, lands AUTHORIZED; the
+// token still works at the Provider; and the JWKS publishes both keys,
+// the new one signing.
+func TestReceiptsAndTokensSignedBeforeARotationStillVerify(t *testing.T) {
+	s, down, point := keyShop(t)
+	tok := s.token(t)
+	s.send(t, tok, "m1", "cancel order A-5531")
+	if d := s.p.PipelineDepth(); d != 1 {
+		t.Fatalf("the Provider's outbox holds %d entries while the ledger is down, want 1", d)
+	}
+	before := s.jwksKids(t)
+	if len(before) != 1 {
+		t.Fatalf("before the rotation the JWKS lists %v, want one key", before)
+	}
+	s.stop()
+	rotateProviderKey(t, s.cfg)
+	s.start(t)
+	point()
+	after := s.jwksKids(t)
+	if len(after) != 2 || !slices.Contains(after, before[0]) {
+		t.Fatalf("after the rotation the JWKS lists %v, want the new key and the retired %s", after, before[0])
+	}
+
+	down.Store(false)
+	waitDepth(t, s, 0, 20*time.Second)
+	var list struct{ Rows []Row }
+	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" || list.Rows[0].BrandKey.Kid != before[0] {
+		t.Errorf("the receipt signed before the rotation is recorded as %+v, want one row AUTHORIZED under kid %s", list.Rows, before[0])
+	}
+
+	// The token issued before the rotation still works, and the new
+	// receipt is signed by the new key.
+	s.send(t, tok, "m2", "where is order A-88213")
+	waitDepth(t, s, 0, 20*time.Second)
+	s.call(t, "GET", "/v1/rows?target=A-88213", "support", nil, &list)
+	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" || list.Rows[0].BrandKey.Kid == before[0] {
+		t.Fatalf("the receipt signed after the rotation is recorded as %+v, want one row AUTHORIZED under the new kid", list.Rows)
+	}
+}
+
+// A Provider whose store holds grants does not start without its signing
+// key: a new key would silently break every token and receipt the lost
+// one signed. It says what to do.
+func TestAProviderWithGrantsRefusesANewKeySilently(t *testing.T) {
+	s := newShop(t)
+	s.token(t)
+	s.stop()
+	keyFile := filepath.Join(s.cfg.DataDir, "provider-signing-key.json")
+	if err := os.Rename(keyFile, keyFile+".lost"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(context.Background(), s.cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = srv.Serve(ctx)
+		t.Fatal("ledgerd started with a new Provider signing key over a store holding a grant")
+	}
+	for _, want := range []string{"no Provider signing key at " + keyFile, "grants 1", "restore it from the backup", "ledgerd provider rotate-key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(keyFile); err == nil {
+		t.Error("the refusal left a new key file behind")
+	}
+}
+
+// provider.retiredKeyTTL's default and least value are the Provider's.
+func TestRetiredKeyTTLBoundsAreTheProviders(t *testing.T) {
+	if got := time.Duration(config.Default().Provider.RetiredKeyTTL); got != pact.DefaultRetiredKeyTTL || config.DefaultRetiredKeyTTL != pact.DefaultRetiredKeyTTL {
+		t.Errorf("provider.retiredKeyTTL defaults to %s, the Provider to %s", got, pact.DefaultRetiredKeyTTL)
+	}
+	c := config.Default()
+	c.Provider.RetiredKeyTTL = config.Duration(pact.MinRetiredKeyTTL)
+	if err := c.Validate(); err != nil {
+		t.Errorf("provider.retiredKeyTTL %s: %v", pact.MinRetiredKeyTTL, err)
+	}
+	c.Provider.RetiredKeyTTL = config.Duration(pact.MinRetiredKeyTTL - time.Second)
+	if err := c.Validate(); err == nil {
+		t.Errorf("provider.retiredKeyTTL %s passed", pact.MinRetiredKeyTTL-time.Second)
+	}
+}
