@@ -72,6 +72,13 @@ type Config struct {
 	// serves that brand's card at https://{domain}/.well-known/agent-card.json
 	// (PACT §2.1) when it receives that host's requests.
 	Domains map[string]string
+	// Revocations, when set, reads the revocations the ledger records
+	// (ledgerctl revoke, at any replica of its row store): a grant the
+	// ledger records revoked is revoked at the Provider at its next use,
+	// as if the User had revoked it. It is read at every request under a
+	// delegation token, so it must be a read of the row store, not a call
+	// to a ledgerd.
+	Revocations Revocations
 }
 
 // The parts' names a caller configures a Provider with.
@@ -94,6 +101,8 @@ type (
 	ActionLogEntry = store.ActionLogEntry
 	// Grant is what a User approved for a personal agent at a Brand.
 	Grant = oauth.Grant
+	// Revocations reads the revocation the ledger records for a grant.
+	Revocations = oauth.Revocations
 	// SetAsideEntry is an outbox entry the ledger refused as invalid, or
 	// that cannot be read, kept for an operator.
 	SetAsideEntry = store.SetAsideEntry
@@ -155,13 +164,13 @@ func New(cfg Config) (*Provider, error) {
 // assemble builds the pages and routes over an open store.
 func assemble(cfg Config, st *store.Store) (*Provider, error) {
 	pages, err := brandlogin.New(brandlogin.Config{BaseURL: cfg.BaseURL, Brands: cfg.Brands, Store: st, Now: cfg.Now, Logger: cfg.Logger, AgentNames: cfg.AgentNames,
-		Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) }})
+		Revocations: cfg.Revocations, Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) }})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
 	srv, err := provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
 		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, RetiredKeyTTL: cfg.RetiredKeyTTL, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
-		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, PollInterval: cfg.PollInterval, Domains: cfg.Domains})
+		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, PollInterval: cfg.PollInterval, Domains: cfg.Domains, Revocations: cfg.Revocations})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}

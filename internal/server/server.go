@@ -637,6 +637,16 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		RetiredKeyTTL:  time.Duration(cfg.Provider.RetiredKeyTTL),
 		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
 		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
+		// The revocations recorded in the row store, through any replica
+		// (ledgerctl revoke): a read of the store, the ledger being built
+		// before the Provider serves.
+		Revocations: func(ctx context.Context, grant string) (time.Time, bool, error) {
+			rev, err := s.ledger.Revocation(ctx, grant)
+			if err != nil || rev == nil {
+				return time.Time{}, false, err
+			}
+			return rev.RevokedAt, true, nil
+		},
 	})
 	if err != nil {
 		return nil, err

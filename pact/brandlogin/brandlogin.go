@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
 )
 
@@ -38,6 +39,10 @@ type Config struct {
 	// AgentNames are the personal agents' names as customers know them,
 	// by issuer; an agent without one is named by its address alone.
 	AgentNames map[string]string
+	// Revocations, when set, are the ledger's recorded revocations: the
+	// account page shows a grant the ledger records revoked as revoked
+	// (LedgerRevoked).
+	Revocations oauth.Revocations
 }
 
 // Pages serves the demo logins and the consent pages.

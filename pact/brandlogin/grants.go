@@ -1,12 +1,14 @@
 package brandlogin
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
 )
 
@@ -34,6 +36,12 @@ func (p *Pages) grantsPage(w http.ResponseWriter, r *http.Request, b *brand.Bran
 	now := p.cfg.Now()
 	var views []grantView
 	for _, g := range gs {
+		// A grant the ledger records revoked is shown, and is, revoked.
+		if ng, _, err := LedgerRevoked(r.Context(), p.cfg.Store, p.cfg.Revocations, g, now); err != nil {
+			p.cfg.Logger.ErrorContext(r.Context(), "grants page: the ledger's revocations could not be read", slog.String("error", err.Error()))
+		} else {
+			g = ng
+		}
 		v := grantView{ID: g.ID, Agent: p.agentWords(g.Client), Created: g.Created.Format("2 Jan 2006 15:04 MST"), Scopes: describe(b, g.Scopes), Active: true,
 			Status: "until " + g.Expires.Format("2 Jan 2006")}
 		switch {
@@ -82,4 +90,24 @@ func (p *Pages) revokeSubmit(w http.ResponseWriter, r *http.Request, b *brand.Br
 // (store.Store.RevokeGrant). store.ErrNotFound: the user has no such grant.
 func RevokeGrant(st *store.Store, brand, user, id string, now time.Time) error {
 	return st.RevokeGrant(brand, user, id, "revoked by the user "+user+" at "+brand, now)
+}
+
+// LedgerRevoked applies to g the revocation rs, the ledger's record,
+// holds for it when one has taken effect by now (oauth.Revocations.Ends):
+// the grant is revoked at the Provider as of the ledger's time, with the
+// agent's other grants as a User's revocation revokes them
+// (store.Store.RevokeRecorded). It returns the grant as it now stands and
+// the time the ledger's revocation took effect (zero when none did). A
+// revocation as of a past time stops the grant's use from now on: what
+// the Provider served before it learnt of it stays served.
+func LedgerRevoked(ctx context.Context, st *store.Store, rs oauth.Revocations, g oauth.Grant, now time.Time) (oauth.Grant, time.Time, error) {
+	at, ok, err := rs.Ends(ctx, &g, now)
+	if err != nil || !ok {
+		return g, time.Time{}, err
+	}
+	ng, err := st.RevokeRecorded(g.ID, at, "revoked in the ledger as of "+at.UTC().Format(time.RFC3339), now.UTC())
+	if err != nil {
+		return g, time.Time{}, err
+	}
+	return ng, at, nil
 }

@@ -1,10 +1,12 @@
 package provider
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
+	"github.com/pactledger/pactledger/pact/brandlogin"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
 	"github.com/pactledger/pactledger/verifier"
@@ -150,6 +153,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
 		return
 	}
+	if err == nil {
+		// No token of a grant the ledger records revoked.
+		g, err = s.ledgerRevoked(r.Context(), g)
+		if err == nil && !g.Active(now) {
+			err = oauth.NewError(oauth.InvalidGrant, "the grant is revoked")
+		}
+	}
 	if err != nil {
 		s.writeOAuthErr(w, r, err)
 		return
@@ -180,8 +190,8 @@ func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Br
 
 // verifyDelegation checks the delegation token of an X-A2A-User-Delegation
 // header (PACT §5.5) for a delegating brand, and that its grant is still
-// active.
-func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, header string) (*oauth.DelegationClaims, error) {
+// active, at the Provider and in the ledger's record (ledgerRevoked).
+func (s *Server) verifyDelegation(ctx context.Context, b *brand.Brand, who *verifier.RequestClaims, header string) (*oauth.DelegationClaims, error) {
 	tok, ok := bearerToken(header)
 	if !ok || !b.Delegation {
 		return nil, errors.New("not a bearer delegation token for a delegating brand")
@@ -197,10 +207,46 @@ func (s *Server) verifyDelegation(b *brand.Brand, who *verifier.RequestClaims, h
 	if err != nil {
 		return nil, err
 	}
+	if g, err = s.ledgerRevoked(ctx, g); err != nil {
+		return nil, err
+	}
 	if !g.Active(s.cfg.Now()) {
 		return nil, &grantEndedError{claims: c, grant: g}
 	}
 	return c, nil
+}
+
+// ledgerRevokedID is ledgerRevoked for the grant id.
+func (s *Server) ledgerRevokedID(ctx context.Context, id string) error {
+	g, err := s.cfg.Store.Grant(id)
+	if err != nil {
+		return err
+	}
+	_, err = s.ledgerRevoked(ctx, g)
+	return err
+}
+
+// errRevocationUnread: the ledger's record of the grant's revocation could
+// not be read, so the grant is neither accepted nor refused.
+var errRevocationUnread = errors.New("the ledger's revocations could not be read")
+
+// ledgerRevoked applies to g the revocation the ledger records for it,
+// when one has taken effect (Config.Revocations): the Provider revokes the
+// grant as of the ledger's time, with the agent's other grants as a
+// User's revocation does (store.RevokeRecorded), and returns it as it now
+// stands. A revocation recorded as of a past time stops what comes from
+// now on: the Provider cannot take back what it served before it learnt
+// of it. An error wraps errRevocationUnread.
+func (s *Server) ledgerRevoked(ctx context.Context, g oauth.Grant) (oauth.Grant, error) {
+	ng, at, err := brandlogin.LedgerRevoked(ctx, s.cfg.Store, s.cfg.Revocations, g, s.cfg.Now())
+	if err != nil {
+		return g, fmt.Errorf("%w: grant %s: %w", errRevocationUnread, g.ID, err)
+	}
+	if !at.IsZero() {
+		s.cfg.Logger.InfoContext(ctx, "a grant the ledger records revoked is revoked at the Provider", slog.String("brand", g.Brand), slog.String("grant", g.ID),
+			slog.Time("revoked_at", at))
+	}
+	return ng, nil
 }
 
 // grantEndedError: a delegation token that verifies, of a grant revoked or

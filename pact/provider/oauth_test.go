@@ -45,6 +45,25 @@ type oauthEnv struct {
 	cfg Config
 	// live is the Server the test server serves: p, until a restart.
 	live atomic.Pointer[Server]
+	// ledgerRevs are the revocations the ledger records, by grant: the
+	// Provider's Config.Revocations.
+	ledgerRevs map[string]time.Time
+}
+
+// revokeInLedger records grant's revocation in the ledger as of at, as
+// ledgerctl revoke does.
+func (e *oauthEnv) revokeInLedger(grant string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ledgerRevs[grant] = at
+}
+
+// ledgerRevocation is the ledger's record the Provider reads.
+func (e *oauthEnv) ledgerRevocation(_ context.Context, grant string) (time.Time, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.ledgerRevs[grant]
+	return at, ok, nil
 }
 
 func (e *oauthEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
@@ -90,7 +109,7 @@ func newOAuthEnv(t *testing.T) *oauthEnv {
 // assembled as package pact does.
 func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	var err error
-	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"]}
+	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"], ledgerRevs: map[string]time.Time{}}
 	t.Cleanup(e.sc.Close)
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
 	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
@@ -103,12 +122,12 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	t.Cleanup(func() { e.st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	e.pages, err = brandlogin.New(brandlogin.Config{BaseURL: e.srv.URL, Brands: brands, Store: e.st, Now: e.clock, Logger: log,
-		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }, AgentNames: map[string]string{e.sc.PA.ID: agentName}})
+		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }, AgentNames: map[string]string{e.sc.PA.ID: agentName}, Revocations: e.ledgerRevocation})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.cfg = Config{BaseURL: e.srv.URL, Verifier: v, Keys: reg, Brands: brands, Store: e.st, Pages: e.pages,
-		SigningKeyPath: filepath.Join(dir, "key.json"), Logger: log, Now: e.clock}
+		SigningKeyPath: filepath.Join(dir, "key.json"), Logger: log, Now: e.clock, Revocations: e.ledgerRevocation}
 	if e.p, err = New(e.cfg); err != nil {
 		t.Fatal(err)
 	}

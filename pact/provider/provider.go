@@ -66,6 +66,11 @@ type Config struct {
 	// serves that brand's card at https://{domain}/.well-known/agent-card.json
 	// (PACT §2.1) when it receives that host's requests.
 	Domains map[string]string
+	// Revocations, when set, are the ledger's recorded revocations: a grant
+	// the ledger records revoked (ledgerctl revoke) is revoked at the
+	// Provider at its next use (a request under its token, a turn kept, a
+	// token request), as if the User had revoked it on the account page.
+	Revocations oauth.Revocations
 }
 
 // Server serves the A2A operations of every Brand.

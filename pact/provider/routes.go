@@ -149,7 +149,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 		// Kept before the check: a token of an ended grant goes with
 		// the refusal that puts the attempt on record.
 		rq.creds.delegation, _ = bearerToken(h)
-		del, err := s.verifyDelegation(b, who, h)
+		del, err := s.verifyDelegation(r.Context(), b, who, h)
+		if errors.Is(err, errRevocationUnread) {
+			// Neither accepted nor refused: answered as unavailable
+			// keys are, and the agent may retry.
+			s.cfg.Logger.ErrorContext(r.Context(), "delegation token undecided", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+			w.Header().Set("Retry-After", "10")
+			writeError(w, internalErr("the grant's revocation could not be checked; retry"))
+			return nil, false
+		}
 		if err != nil {
 			s.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
 			if ended, ok := errors.AsType[*grantEndedError](err); ok {

@@ -125,10 +125,14 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		rec.ContextID, rec.MessageID, rec.User, rec.Changes = id, m.MessageID, t.User, book.Changes()
 		if del != nil {
 			// PACT §5.5: the grant must still be active when the turn is
-			// kept, not only when its token was checked.
+			// kept, not only when its token was checked: a revocation
+			// the ledger recorded while the agent ran is applied first.
 			rec.Grant = del.GrantID
+			err = s.ledgerRevokedID(ctx, del.GrantID)
 		}
-		err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
+		if err == nil {
+			err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
+		}
 	}
 	if errors.Is(err, store.ErrGrantEnded) {
 		s.abandon(ctx, id, m.MessageID)

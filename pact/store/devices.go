@@ -312,24 +312,63 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 				return err
 			}
 		}
-		if err := revokeExtensions(tx, g, note, now); err != nil {
-			return err
-		}
-		gs, err := userGrants(tx.Tx, brand, user)
+		return revokeAgent(tx, g, note, now)
+	})
+}
+
+// RevokeRecorded applies a revocation of grant id that the ledger records
+// as of at (no later than now) to the Provider's own state: the grant is
+// marked revoked at at, so its delegation and refresh tokens stop working,
+// without queuing its revocation (the ledger holds it), and with it, as
+// RevokeGrant does, each grant that carries its scopes and every other
+// active grant of the same personal agent for the same user, each revoked
+// now and its revocation queued for the ledger with note. A grant already
+// ended is left as it is. It returns the grant as it now stands.
+// ErrNotFound: no such grant.
+func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Time) (oauth.Grant, error) {
+	var g oauth.Grant
+	err := s.update(func(tx *txn) error {
+		now := tx.revokeAt(now)
+		found, err := get(tx.Tx, bGrants, []byte(id), &g)
 		if err != nil {
 			return err
 		}
-		for _, o := range gs {
-			if o.ID == g.ID || o.Client != g.Client || (o.AgentSub != g.AgentSub && o.AgentSub != "" && g.AgentSub != "") || !o.Active(now) {
-				continue
-			}
-			o.Revoke(now)
-			if err := revoked(tx, o, note+"; with grant "+g.ID+", of the same personal agent for the same user", now); err != nil {
-				return err
-			}
+		if !found {
+			return fmt.Errorf("grant: %w", ErrNotFound)
 		}
-		return nil
+		if !g.Active(now) || !g.Revoke(at) {
+			return nil
+		}
+		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+			return err
+		}
+		return revokeAgent(tx, g, note, now)
 	})
+	return g, err
+}
+
+// revokeAgent revokes, with g, the grants that carry its scopes and every
+// other active grant of the same user to the same personal agent for the
+// same agent sub, or for a sub either grant did not record, each
+// revocation queued for the ledger with note.
+func revokeAgent(tx *txn, g oauth.Grant, note string, now time.Time) error {
+	if err := revokeExtensions(tx, g, note, now); err != nil {
+		return err
+	}
+	gs, err := userGrants(tx.Tx, g.Brand, g.User)
+	if err != nil {
+		return err
+	}
+	for _, o := range gs {
+		if o.ID == g.ID || o.Client != g.Client || (o.AgentSub != g.AgentSub && o.AgentSub != "" && g.AgentSub != "") || !o.Active(now) {
+			continue
+		}
+		o.Revoke(now)
+		if err := revoked(tx, o, note+"; with grant "+g.ID+", of the same personal agent for the same user", now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // revokeExtensions revokes, with g, the grants that carry its scopes

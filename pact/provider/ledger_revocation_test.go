@@ -1,0 +1,134 @@
+package provider
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A grant the ledger records revoked (ledgerctl revoke) is revoked at the
+// Provider at its next use, as a User's revocation on the account page
+// is: the agent's next turn under it is answered 401 invalid_token and put
+// on record as a refusal under the grant, its refresh token gets
+// invalid_grant, and the account page shows it revoked. A revocation as of
+// a later time leaves the grant working until then; one as of a past time
+// stops it from now on, dated at the ledger's time.
+func TestARevocationInTheLedgerStopsTheGrant(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth(ordersReadCancel...)
+	_, browser := e.signIn(da)
+	if err := e.approve(da["user_code"].(string), "acct-48213", ordersReadCancel); err != nil {
+		t.Fatal(err)
+	}
+	code, tok := e.poll(da)
+	if code != 200 {
+		t.Fatalf("token: %d %v", code, tok)
+	}
+	at := tok["access_token"].(string)
+	grant := claimsOf(t, at).GrantID
+	if code, out, _ := e.send(at, "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("a turn under the grant: %d %v", code, out)
+	}
+
+	// As of an hour from now: the grant works until then.
+	e.revokeInLedger(grant, e.clock().Add(time.Hour))
+	if code, out, _ := e.send(at, "", "m2", "status of A-5531"); code != 200 {
+		t.Fatalf("a turn before the time the ledger's revocation takes effect: %d %v", code, out)
+	}
+	// As of ten minutes ago: stopped from now on.
+	revokedAt := e.clock().Add(-10 * time.Minute).Truncate(time.Second)
+	e.revokeInLedger(grant, revokedAt)
+	code, authn, paJWT := e.call("POST", "message:send", at, `{"message":{"messageId":"m3","role":"ROLE_USER","parts":[{"text":"cancel order A-5531"}]}}`)
+	if code != http.StatusUnauthorized || !strings.Contains(authn, `error="invalid_token"`) {
+		t.Fatalf("a turn under a grant the ledger records revoked: %d %q, want 401 invalid_token", code, authn)
+	}
+	g, err := e.st.Grant(grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Revoked.Equal(revokedAt) {
+		t.Fatalf("the Provider's grant: revoked %v, want at the ledger's time %v", g.Revoked, revokedAt)
+	}
+	rs := e.refusals()
+	if len(rs) != 1 {
+		t.Fatalf("refusals on record: %+v, want the turn refused under the grant", rs)
+	}
+	e.checkRefusal(rs[0], endedGrant{token: at, grant: g, ended: "was revoked at " + revokedAt.UTC().Format(time.RFC3339)}, paJWT, "message:send", "", e.clock())
+	// The ledger holds this revocation: the Provider does not post it again.
+	if rev := e.revocation(grant); rev != nil {
+		t.Fatalf("a revocation of %s queued for the ledger that recorded it: %+v", grant, rev)
+	}
+
+	if code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}, e.jwt()); code != 400 || m["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a grant the ledger records revoked: %d %v", code, m)
+	}
+	page := e.accountPage(browser)
+	if !strings.Contains(page, "revoked "+revokedAt.Format("2 Jan 2006 15:04 MST")) || strings.Contains(page, ">Revoke</button>") {
+		t.Fatalf("the account page after the ledger's revocation, want the grant revoked at the ledger's time:\n%s", page)
+	}
+}
+
+// A grant the ledger records revoked is shown revoked on the account
+// page before the agent uses it again, and a refresh gets no token of it.
+func TestTheAccountPageShowsTheLedgersRevocation(t *testing.T) {
+	e := newOAuthEnv(t)
+	da := e.deviceAuth("orders:read")
+	_, browser := e.signIn(da)
+	if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	_, tok := e.poll(da)
+	grant := claimsOf(t, tok["access_token"].(string)).GrantID
+	if page := e.accountPage(browser); strings.Count(page, ">Revoke</button>") != 1 {
+		t.Fatalf("the account page before the revocation, want the grant active:\n%s", page)
+	}
+	e.revokeInLedger(grant, e.clock())
+	if page := e.accountPage(browser); !strings.Contains(page, "revoked ") || strings.Contains(page, ">Revoke</button>") {
+		t.Fatalf("the account page after the ledger's revocation, want the grant revoked:\n%s", page)
+	}
+	if g, err := e.st.Grant(grant); err != nil || g.Active(e.clock()) {
+		t.Fatalf("the Provider's grant %+v (%v), want it revoked", g, err)
+	}
+	if code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}, e.jwt()); code != 400 || m["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a grant the ledger records revoked: %d %v", code, m)
+	}
+}
+
+// A revocation the ledger records while a turn runs keeps nothing of the
+// turn, as a User's revocation does: no receipt, 401 invalid_token, and a
+// refusal saying the grant ended while the turn ran.
+func TestALedgerRevocationWhileTheTurnRuns(t *testing.T) {
+	e := newOAuthEnv(t)
+	a := &holdAgent{}
+	e.p.cfg.Agent = a
+	at := e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)
+	grant := claimsOf(t, at).GrantID
+	code, out := e.heldTurn(a, at, "", "m1", "please cancel A-5531", func() { e.revokeInLedger(grant, e.clock()) })
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a turn whose grant the ledger revoked while it ran: %d %v, want 401", code, out)
+	}
+	if outbox, actionLog, _ := e.counts(); outbox != 1 || actionLog != 0 {
+		t.Fatalf("after the turn: outbox %d, action log %d; want the refusal alone", outbox, actionLog)
+	}
+	if rs := e.refusals(); len(rs) != 1 || !strings.Contains(rs[0].Reason, grant) || !strings.Contains(rs[0].Reason, "while the turn ran") {
+		t.Fatalf("refusals on record: %+v", rs)
+	}
+	if g, err := e.st.Grant(grant); err != nil || g.Revoked.IsZero() {
+		t.Fatalf("the Provider's grant %+v (%v), want it revoked", g, err)
+	}
+}
+
+// accountPage is the demo login's account page as browser sees it.
+func (e *oauthEnv) accountPage(browser *http.Client) string {
+	e.t.Helper()
+	res, err := browser.Get(e.srv.URL + "/brands/shop/grants")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
