@@ -122,8 +122,9 @@ type replica struct {
 	httpAddr string
 	client   ledgerv1.LedgerServiceClient
 	conn     *grpc.ClientConn
-	cmd      *exec.Cmd // nil for one in this process
-	log      string    // its log file
+	cmd      *exec.Cmd      // nil for one in this process
+	srv      *server.Server // nil for one in a process of its own
+	log      string         // its log file
 	stopOnce sync.Once
 	stopFn   func()
 }
@@ -131,9 +132,9 @@ type replica struct {
 // stop shuts the replica down gracefully.
 func (r *replica) stop() { r.stopOnce.Do(r.stopFn) }
 
-// startInProcess starts replica name in this process; it stops when the
-// test ends.
-func (e *env) startInProcess(name string) *replica {
+// startInProcess starts replica name in this process, its configuration
+// changed by more; it stops when the test ends.
+func (e *env) startInProcess(name string, more ...func(*config.Config)) *replica {
 	t := e.t
 	t.Helper()
 	r := &replica{name: name, log: filepath.Join(e.dir, name+".log")}
@@ -141,15 +142,19 @@ func (e *env) startInProcess(name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := e.config(name)
+	for _, m := range more {
+		m(&c)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, e.config(name), slog.New(slog.NewJSONHandler(logf, nil)))
+	srv, err := server.New(ctx, c, slog.New(slog.NewJSONHandler(logf, nil)))
 	if err != nil {
 		cancel()
 		t.Fatalf("start %s: %v", name, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	r.httpAddr = srv.HTTPAddr()
+	r.httpAddr, r.srv = srv.HTTPAddr(), srv
 	r.stopFn = func() {
 		cancel()
 		if err := <-done; err != nil {
