@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,12 +155,59 @@ func New(cfg Config) (*Provider, error) {
 		cfg.MaxOutboxBytes = DefaultMaxOutboxBytes
 	}
 	st.LimitOutbox(cfg.MaxOutboxBytes)
+	if err := checkOutboxBrands(st, cfg.Brands); err != nil {
+		st.Close()
+		return nil, err
+	}
 	p, err := assemble(cfg, st)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkOutboxBrands refuses a start whose brands no longer include one
+// that receipts or refusals waiting in the outbox are of, or no longer
+// let it delegate: the ledger checks those entries with the brand's keys,
+// which it takes from the Provider's delegating brands, and would record
+// them UNAUTHORIZED ("not a trusted brand") for good.
+func checkOutboxBrands(st *store.Store, brands map[string]*Brand) error {
+	waiting, err := st.OutboxBrands()
+	if err != nil {
+		return fmt.Errorf("pact: %w", err)
+	}
+	var gone []string
+	for url, n := range waiting {
+		i := strings.LastIndex(url, "/a2a/")
+		if i < 0 {
+			continue
+		}
+		id := url[i+len("/a2a/"):]
+		switch b := brands[id]; {
+		case b == nil:
+			gone = append(gone, fmt.Sprintf("%s of brand %q, which is not among the configured brands", entries(n), id))
+		case !b.Delegation:
+			gone = append(gone, fmt.Sprintf("%s of brand %q, whose file no longer sets delegation: true", entries(n), id))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	slices.Sort(gone)
+	return fmt.Errorf("pact: the Provider's outbox holds, waiting for the ledger (receipts, or refusals under a delegation token), %s: "+
+		"posted now, the ledger would record them UNAUTHORIZED (\"not a trusted brand\") for good. Put the brand file back as it was in "+
+		"provider.brandsDir and start ledgerd; once the outbox has drained (pactledger_provider_pipeline_depth 0, or \"waiting for the ledger 0\" "+
+		"in ledgerctl provider outbox), stop it, remove or change the file, and start it again (docs/operations.md, \"The Provider's outbox\")",
+		strings.Join(gone, "; "))
+}
+
+// entries says n entries.
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return strconv.Itoa(n) + " entries"
 }
 
 // assemble builds the pages and routes over an open store.

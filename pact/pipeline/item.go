@@ -6,6 +6,7 @@
 package pipeline
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"time"
@@ -95,4 +96,48 @@ func DeniedConsent(user, client, requestJWT, brand string, scopes []string, at t
 // Revoked is the revocation of grant at at, with a note saying why.
 func Revoked(grant string, at time.Time, note string) Item {
 	return Item{Revocation: &Revocation{GrantID: grant, RevokedAt: at, Note: note}}
+}
+
+// Brand is the interface URL of the brand whose keys the ledger checks
+// the entry's signatures with: a receipt's brand claim, else the audience
+// of the delegation token a refusal carries; "" for an entry that names
+// none (a revocation, a refusal without a token) or whose token cannot
+// be read. The token is decoded, not verified: this says where an entry
+// is going, not whether it is genuine.
+func (it Item) Brand() string {
+	switch {
+	case it.Receipt != nil:
+		var c struct {
+			Brand string `json:"brand"`
+		}
+		if claimsOf(it.Receipt.ReceiptJWS, &c) {
+			return c.Brand
+		}
+	case it.Refusal != nil && it.Refusal.DelegationToken != "":
+		var c struct {
+			Aud json.RawMessage `json:"aud"`
+		}
+		if !claimsOf(it.Refusal.DelegationToken, &c) {
+			return ""
+		}
+		var one string
+		if json.Unmarshal(c.Aud, &one) == nil {
+			return one
+		}
+		var many []string
+		if json.Unmarshal(c.Aud, &many) == nil && len(many) == 1 {
+			return many[0]
+		}
+	}
+	return ""
+}
+
+// claimsOf decodes the payload of compact JWS tok into v, unverified.
+func claimsOf(tok string, v any) bool {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && json.Unmarshal(raw, v) == nil
 }

@@ -320,3 +320,25 @@ func (s *Store) Stats() (Stats, error) {
 	})
 	return st, err
 }
+
+// OutboxBrands counts the entries waiting for the ledger by the brand
+// whose keys the ledger checks them with (pipeline.Item.Brand): interface
+// URL to count. Entries that name no brand, or cannot be read, are not
+// counted.
+func (s *Store) OutboxBrands() (map[string]int, error) {
+	out := map[string]int{}
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
+			if it, err := pipeline.DecodeItem(v); err == nil {
+				if b := it.Brand(); b != "" {
+					out[b]++
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	return out, nil
+}
