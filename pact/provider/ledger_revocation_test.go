@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -131,4 +133,22 @@ func (e *oauthEnv) accountPage(browser *http.Client) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
+}
+
+// While the ledger's record cannot be read, a request under a delegation
+// token is neither accepted nor refused: 500 INTERNAL with Retry-After,
+// and nothing on record.
+func TestAnUnreadableLedgerRecordDecidesNothing(t *testing.T) {
+	e := newOAuthEnv(t)
+	at := e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)
+	e.p.cfg.Revocations = func(context.Context, string) (time.Time, bool, error) {
+		return time.Time{}, false, errors.New("row store unreachable")
+	}
+	code, out, h := e.send(at, "", "m1", "cancel order A-5531")
+	if code != http.StatusInternalServerError || h.Get("Retry-After") == "" {
+		t.Fatalf("a turn whose grant's revocation cannot be read: %d %v (Retry-After %q), want 500 with Retry-After", code, out, h.Get("Retry-After"))
+	}
+	if outbox, actionLog, _ := e.counts(); outbox != 0 || actionLog != 0 {
+		t.Fatalf("after the turn: outbox %d, action log %d; want nothing", outbox, actionLog)
+	}
 }
