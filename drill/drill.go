@@ -667,12 +667,15 @@ type facts struct {
 	argsChecked bool
 	identity    bool
 	reverified  bool
-	missing     []string               // evidence a person would have to find
-	original    *ledger.Row            // the earlier row a DUPLICATE row replays
-	copyOf      *ledger.Row            // a row drilled with this one whose signature vouches for the same receipt claims
-	betterPost  *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
-	leafDiff    string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
-	incident    *ledger.IncidentRecord // the row's incident, open or closed; nil when it names none
+	missing     []string    // evidence a person would have to find
+	original    *ledger.Row // the earlier row a DUPLICATE row replays
+	// originalSwept: that earlier row was swept by retention (a row kept
+	// longer than the one it repeats, posted later).
+	originalSwept bool
+	copyOf        *ledger.Row            // a row drilled with this one whose signature vouches for the same receipt claims
+	betterPost    *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
+	leafDiff      string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
+	incident      *ledger.IncidentRecord // the row's incident, open or closed; nil when it names none
 	// lateRevocation is the grant's revocation the ledger holds now, as of
 	// a time before the action, recorded after the row was: the row's
 	// write-time check passed and stands, and the record contradicts it.
@@ -703,8 +706,12 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	if row.Verifier.DuplicateOf != "" {
 		// Found before the timers start: the lookup of the replayed row is
 		// part of the receipt_row pull below.
-		if orig, err := r.l.Get(ctx, row.Verifier.DuplicateOf); err == nil {
+		orig, err := r.l.Get(ctx, row.Verifier.DuplicateOf)
+		switch {
+		case err == nil:
 			f.original = orig
+		case errors.Is(err, ledger.ErrExpired):
+			f.originalSwept = true
 		}
 	}
 
@@ -1081,8 +1088,14 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		// of the two was made up, and the record cannot tell which.
 		return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt as an incident (%s) on other evidence posted with it (action log, limits or token), where this post's evidence passes every check; one of the two was not the application's, and the record cannot tell which", of, f.original.IncidentID), checking
 	}
-	if of := row.Verifier.DuplicateOf; of != "" && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
+	// A DUPLICATE of the same receipt whose first row (the row named by
+	// the receipt's hash) was swept by retention is what the record keeps
+	// of the turn: it is decided on itself, below, on its own checks.
+	sweptFirst := f.originalSwept && row.Verifier.DuplicateOf == strings.TrimPrefix(row.ReceiptID, "sha256:")
+	if of := row.Verifier.DuplicateOf; of != "" && !sweptFirst && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
 		switch {
+		case f.original == nil && f.originalSwept:
+			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) used the same request JWT and was swept by retention, so whether it repeats that row's receipt cannot be shown", of), checking
 		case f.original == nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
 		case !row.SameReceipt(f.original):

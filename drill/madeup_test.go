@@ -85,3 +85,46 @@ func TestTheRealReceiptPostedAfterAMadeUpActionLogIsNotAnIncident(t *testing.T) 
 		}
 	}
 }
+
+// The same, once retention has swept the writer's row (posted first, so it
+// comes due first): the real post is what the record keeps of the turn,
+// and it is decided on itself, not sent to a person because the row it
+// duplicates is gone.
+func TestTheRealReceiptIsDecidedOnItselfOnceTheRowItDuplicatesIsSwept(t *testing.T) {
+	at := time.Now().UTC()
+	now := func() time.Time { return at }
+	e := newEnv(t, func() time.Time { return now() })
+	ctx := context.Background()
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	junk := *real
+	junk.DelegationToken = pacttest.MustKey(e.sc.Brand.Key.Kid, jose.ES256).Sign(real.TokenClaims)
+	j := e.append(t, &junk)
+	at = at.Add(48 * time.Hour)
+	g := e.append(t, real)
+	if j.Status != ledger.Unauthorized || g.Status != ledger.Duplicate || g.Verifier.DuplicateOf != j.ID || !g.RetainUntil.After(j.RetainUntil) {
+		t.Fatalf("rows: %s %v until %v, %s %v until %v duplicate of %q", j.ID[:12], j.Status, j.RetainUntil, g.ID[:12], g.Status, g.RetainUntil, g.Verifier.DuplicateOf)
+	}
+	for n := 0; ; n++ {
+		if d, err := e.l.OutboxDepth(ctx); err != nil || d == 0 {
+			break
+		}
+		if n == 20 {
+			t.Fatal("the outbox did not drain")
+		}
+		if _, err := e.l.UploadRound(ctx, 512, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at = j.RetainUntil.Add(time.Hour)
+	res, err := e.l.Sweep(ctx, false)
+	if err != nil || len(res.Swept) != 1 || res.Swept[0].RowID != j.ID {
+		t.Fatalf("sweep: %v, %+v; want the writer's row swept", err, res)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{RowID: g.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decisions(rep)[g.ID]; !p.Passed || !strings.Contains(p.Detail, "customer-authorized") {
+		t.Errorf("the real post's decision once the row it duplicates is swept: %+v", p)
+	}
+}
