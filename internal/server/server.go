@@ -266,6 +266,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
+	logRetention(ctx, log, policy)
 	var ledgerKeys verifier.KeySource = registry
 	if cfg.Provider.On() {
 		// The Provider may be open to unregistered agents; the ledger's
