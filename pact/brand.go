@@ -25,7 +25,7 @@ type (
 	Login   = brand.Login
 )
 
-// LoadBrands reads every *.yaml in dir, or the built-in demo brands (files
+// LoadBrands reads every *.yaml and *.yml in dir, or the built-in demo brands (files
 // like any other, in pact/brands) when dir is empty. Errors name the file,
 // line and field.
 func LoadBrands(dir string) (map[string]*Brand, error) {

@@ -126,7 +126,7 @@ func TestErrorMessages(t *testing.T) {
 		{"log level", []string{"--log-level", "verbose", "--data-dir", dir}, `log level "verbose": want debug, info, warn or error`},
 		{"brandsDir missing", []string{"--config", brands(missing)}, "provider: brands directory " + missing + ": no such directory"},
 		{"brandsDir a file", []string{"--config", brands(file)}, "provider: brands directory " + file + ": not a directory"},
-		{"brandsDir without brand files", []string{"--config", brands(empty)}, "provider: no brand files (*.yaml) in " + empty},
+		{"brandsDir without brand files", []string{"--config", brands(empty)}, "provider: no brand files (*.yaml or *.yml) in " + empty},
 		{"a second ledgerd on a data dir in use", []string{"--data-dir", busy, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"},
 			"open " + filepath.Join(busy, "ledger.db") + ": bbolt file is locked by another process: another ledgerd (or ledgerd compact, or migrate --from) is using it: stop that one, or give this one another --data-dir (dataDir in the configuration; store.path when set)"},
 		{"compact while ledgerd runs", []string{"compact", "--data-dir", busy},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,6 +136,22 @@ func TestTwoFilesOneID(t *testing.T) {
 	}
 	if _, err := load(t, nil); err == nil {
 		t.Fatal("an empty directory loaded")
+	}
+}
+
+// A brand file spelled .yml is read like one spelled .yaml, not left out
+// unseen; another file in the directory is not a brand file.
+func TestBothSpellingsOfTheExtensionAreRead(t *testing.T) {
+	other := strings.Replace(shop, "id: shop", "id: bikes", 1)
+	brands, err := load(t, map[string]string{"shop.yaml": shop, "bikes.yml": other, "notes.txt": "not a brand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(brands) != 2 || brands["shop"] == nil || brands["bikes"] == nil {
+		t.Fatalf("brands %v, want shop and bikes", slices.Sorted(maps.Keys(brands)))
+	}
+	if _, err := load(t, map[string]string{"a.yaml": shop, "b.yml": shop}); err == nil || !strings.Contains(err.Error(), "defined twice") {
+		t.Fatalf("one id in a .yaml and a .yml file: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,7 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
-// Load reads every *.yaml in dir. A dir that is missing or not a
+// Load reads every *.yaml and *.yml in dir. A dir that is missing or not a
 // directory is told so, rather than as one without brand files.
 func Load(dir string) (map[string]*Brand, error) {
 	st, err := os.Stat(dir)
@@ -53,13 +54,21 @@ func Load(dir string) (map[string]*Brand, error) {
 	return LoadFS(os.DirFS(dir), dir)
 }
 
-// LoadFS reads every *.yaml at the top of fsys; shown is how messages name
+// LoadFS reads every *.yaml and *.yml at the top of fsys; shown is how messages name
 // the directory.
 func LoadFS(fsys fs.FS, shown string) (map[string]*Brand, error) {
+	// Both spellings of the extension: a brand.yml beside the others must
+	// not be left out unseen.
 	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
+	yml, err := fs.Glob(fsys, "*.yml")
+	if err != nil {
+		return nil, err
+	}
+	names = append(names, yml...)
+	slices.Sort(names)
 	out := map[string]*Brand{}
 	files := map[string]string{}
 	for _, n := range names {
@@ -73,7 +82,7 @@ func LoadFS(fsys fs.FS, shown string) (map[string]*Brand, error) {
 		out[b.ID], files[b.ID] = b, b.File
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no brand files (*.yaml) in %s", shown)
+		return nil, fmt.Errorf("no brand files (*.yaml or *.yml) in %s", shown)
 	}
 	return out, nil
 }

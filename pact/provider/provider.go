@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -133,7 +134,12 @@ func (s *Server) issuer(b *brand.Brand) string { return Issuer(s.cfg.BaseURL, b.
 
 // String describes the provider for logs.
 func (s *Server) String() string {
-	return fmt.Sprintf("PACT provider at %s with %d brands", s.cfg.BaseURL, len(s.cfg.Brands))
+	ids := make([]string, 0, len(s.cfg.Brands))
+	for _, b := range s.cfg.Brands {
+		ids = append(ids, b.ID)
+	}
+	slices.Sort(ids)
+	return fmt.Sprintf("PACT provider at %s with %d brands (%s)", s.cfg.BaseURL, len(ids), strings.Join(ids, ", "))
 }
 
 // Retention returns the retention classes its brands' tools name, and for
