@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -236,6 +237,30 @@ func TestEnsureKeysCreatesOnePerRoleOnce(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, "writer.key"))
 	if config.HashKey(strings.TrimSpace(string(b))) != keys[0].SHA256 {
 		t.Fatalf("stored hash is not the SHA-256 of the key file")
+	}
+}
+
+// Key files ledgerd made are closed to others; one copied in with a
+// looser mode, and a directory opened up, are named.
+func TestLooseKeyFilesAreNamed(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	_, dir, _, err := config.EnsureKeys(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loose := config.LooseKeyFiles(dir); len(loose) != 0 {
+		t.Fatalf("the files ledgerd made: %q", loose)
+	}
+	if err := os.Chmod(filepath.Join(dir, "admin.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dir + " (mode 0755)", filepath.Join(dir, "admin.key") + " (mode 0644)"}
+	if loose := config.LooseKeyFiles(dir); !slices.Equal(loose, want) {
+		t.Fatalf("loose %q, want %q", loose, want)
 	}
 }
 

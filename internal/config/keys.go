@@ -80,3 +80,21 @@ func makeDataDir(dir string) error {
 	}
 	return nil
 }
+
+// LooseKeyFiles lists the API key directory dir and the role key files in
+// it that others than their owner may read or change (mode bits 0077): a
+// key file made by ledgerd is 0600 in a 0700 directory, but one copied in,
+// or a directory that was there before, keeps the mode it came with.
+func LooseKeyFiles(dir string) []string {
+	var loose []string
+	check := func(p string) {
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
+			loose = append(loose, fmt.Sprintf("%s (mode %04o)", p, st.Mode().Perm()))
+		}
+	}
+	check(dir)
+	for _, role := range Roles {
+		check(filepath.Join(dir, role+".key"))
+	}
+	return loose
+}

@@ -130,6 +130,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	} else if keyDir != "" {
 		log.InfoContext(ctx, "using the API keys in the data directory", slog.String("dir", keyDir))
 	}
+	if keyDir != "" {
+		for _, p := range config.LooseKeyFiles(keyDir) {
+			log.WarnContext(ctx, "an API key file or its directory is open to others than its owner: anyone who can read a key file acts with its role; chmod 600 the files and 700 the directory", slog.String("path", p))
+		}
+	}
 	auth, err := newAuthenticator(keys)
 	if err != nil {
 		return nil, err
