@@ -49,8 +49,10 @@ func row(tx Tx, id string) (*Row, error) {
 
 // SweepItem is one row a sweep removed, or kept past its retain-until.
 type SweepItem struct {
-	RowID       string
-	Class       retention.Class
+	RowID string
+	Class retention.Class
+	// RetainUntil is the row's retain-until; for a row a hold keeps (an
+	// incident, its open dispute), the hold's end.
 	RetainUntil time.Time
 	// Kept says why a due row stays; empty when it goes.
 	Kept string
@@ -151,6 +153,11 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 		}
 		for _, r := range due {
 			item := SweepItem{RowID: r.ID, Class: r.Class, RetainUntil: r.RetainUntil, Kept: keepWhy[r.ID]}
+			if until := heldTo[r.ID]; item.Kept != "" && until.After(item.RetainUntil) {
+				// Kept by a hold: until its end (extendHeld moves the
+				// row there; a dry run says where it would).
+				item.RetainUntil = until
+			}
 			if item.Kept != "" {
 				res.Kept = appendCapped(res.Kept, item, res)
 			} else {

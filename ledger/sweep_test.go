@@ -649,6 +649,9 @@ func TestADisputedRowIsKeptWhileItsDisputeIsOpen(t *testing.T) {
 	if why, kept := ids(res.Kept)[row.ID]; !kept || why != "its dispute is open" {
 		t.Fatalf("the row whose dispute is still open: kept %v (%q), swept %v", kept, why, ids(res.Swept))
 	}
+	if got := res.Kept[0].RetainUntil; !got.Equal(period.After(stillOpen)) {
+		t.Fatalf("the sweep lists the kept row until %v, want the hold's end %v", got, period.After(stillOpen))
+	}
 	if got := evidenceUntil(); got.Before(period.After(stillOpen)) {
 		t.Fatalf("its evidence is retained until %v, want %v", got, period.After(stillOpen))
 	}
