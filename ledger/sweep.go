@@ -82,7 +82,17 @@ const maxReported = 1000
 // platform's day as the incident's row or recorded under its grant
 // (playbook step 5). With dryRun it only reports.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
-	now := l.cfg.Now().UTC()
+	return l.sweep(ctx, l.cfg.Now().UTC(), dryRun)
+}
+
+// SweepPreview is a dry run of Sweep as of at: what a sweep then would
+// remove, and keep and why, as far as the ledger holds now (incidents
+// open now still open, holds of closed ones ended by their dates).
+func (l *Ledger) SweepPreview(ctx context.Context, at time.Time) (*SweepResult, error) {
+	return l.sweep(ctx, at.UTC(), true)
+}
+
+func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepResult, error) {
 	res := &SweepResult{At: now, DryRun: dryRun}
 	pos := ""
 	for {

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -131,10 +134,23 @@ func (c *cli) listIncidents(o listOpts) error {
 
 // sweep runs the retention sweeper now (admin), or with --dry-run lists
 // what it would remove (auditor, admin).
-func (c *cli) sweep(dry bool) error {
+func (c *cli) sweep(dry bool, at string) error {
+	req := &ledgerv1.SweepRequest{DryRun: dry}
+	if at != "" {
+		if !dry {
+			return usagef("--at is for --dry-run only: a sweep removes what is due now")
+		}
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			if t, err = time.Parse("2006-01-02", at); err != nil {
+				return usagef("--at %q: want RFC 3339 (2027-06-01T00:00:00Z) or a date (2027-06-01)", at)
+			}
+		}
+		req.At = timestamppb.New(t)
+	}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	rep, err := c.c.Sweep(ctx, &ledgerv1.SweepRequest{DryRun: dry})
+	rep, err := c.c.Sweep(ctx, req)
 	if err != nil {
 		return err
 	}

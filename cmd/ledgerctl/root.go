@@ -353,12 +353,14 @@ func (c *cli) incidentsCmd() *cobra.Command {
 
 func (c *cli) sweepCmd() *cobra.Command {
 	var dry bool
+	var at string
 	cmd := &cobra.Command{
-		Use: "sweep [--dry-run]", Short: "remove rows past retention now; --dry-run lists what would go and what is kept",
+		Use: "sweep [--dry-run [--at TIME]]", Short: "remove rows past retention now; --dry-run lists what would go and what is kept",
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "admin (a dry run: auditor too)", annCSV: "yes"},
-		RunE: c.online(func([]string) error { return c.sweep(dry) }),
+		RunE: c.online(func([]string) error { return c.sweep(dry, at) }),
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "list what would be removed, remove nothing")
+	cmd.Flags().StringVar(&at, "at", "", "with --dry-run: list what a sweep at `TIME` (RFC 3339 or a date, such as 2027-06-01) would remove and keep")
 	return cmd
 }
 

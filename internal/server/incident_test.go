@@ -241,3 +241,37 @@ func TestSweptRowIsGone(t *testing.T) {
 		t.Fatalf("unknown row = %d", code)
 	}
 }
+
+// A dry run as of a later time lists what a sweep then would remove: a
+// money-moved row recorded now, at nineteen months. It removes nothing,
+// and a sweep that would remove at another time than now is refused.
+func TestSweepPreviewAtALaterTime(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "P-1"})), &rep)
+	e.waitDrained(t) // its evidence in write-once storage: nothing else keeps it
+	type swept struct{ RowID string }
+	var preview struct {
+		At     time.Time
+		DryRun bool
+		Swept  []swept
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want int
+	}{{time.Now().AddDate(0, 1, 0), 0}, {time.Now().AddDate(0, 19, 0), 1}} {
+		preview.Swept = nil
+		if code := e.call(t, "POST", "/v1/retention:sweep", "auditor", map[string]any{"dryRun": true, "at": tc.at.UTC().Format(time.RFC3339)}, &preview); code != 200 {
+			t.Fatalf("a dry run at %v: %d", tc.at, code)
+		}
+		if len(preview.Swept) != tc.want || (tc.want == 1 && preview.Swept[0].RowID != rep.Row.ID) || !preview.DryRun || !preview.At.Equal(tc.at.UTC().Truncate(time.Second)) {
+			t.Fatalf("a dry run at %v lists %+v (at %v), want %d rows", tc.at, preview.Swept, preview.At, tc.want)
+		}
+	}
+	if code := e.call(t, "GET", "/v1/rows/"+rep.Row.ID, "support", nil, nil); code != 200 {
+		t.Fatalf("the row after the previews: %d", code)
+	}
+	if code := e.call(t, "POST", "/v1/retention:sweep", "admin", map[string]any{"at": time.Now().AddDate(2, 0, 0).UTC().Format(time.RFC3339)}, nil); code != 400 {
+		t.Fatalf("a sweep (not a dry run) at a later time: %d, want 400", code)
+	}
+}

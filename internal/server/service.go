@@ -662,7 +662,20 @@ func (s *service) Sweep(ctx context.Context, req *ledgerv1.SweepRequest) (*ledge
 	if !req.GetDryRun() && !hasRole(ctx, config.RoleAdmin) {
 		return nil, status.Error(codes.PermissionDenied, "only an admin key may sweep; auditors may ask for a dry run")
 	}
-	res, err := s.l.Sweep(ctx, req.GetDryRun())
+	var (
+		res *ledger.SweepResult
+		err error
+	)
+	switch {
+	case req.GetAt() == nil:
+		res, err = s.l.Sweep(ctx, req.GetDryRun())
+	case !req.GetDryRun():
+		return nil, status.Error(codes.InvalidArgument, "at is for a dry run only: a sweep removes what is due now")
+	case req.GetAt().CheckValid() != nil:
+		return nil, status.Errorf(codes.InvalidArgument, "at: %v", req.GetAt().CheckValid())
+	default:
+		res, err = s.l.SweepPreview(ctx, req.GetAt().AsTime())
+	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "Sweep", err)
 	}
