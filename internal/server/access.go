@@ -89,7 +89,10 @@ func describeRead(req any) (ledger.Access, bool) {
 	case *ledgerv1.GetRowRequest, *ledgerv1.GetEvidenceRequest, *ledgerv1.VerifyRowRequest, *ledgerv1.GetRowProofRequest,
 		*ledgerv1.GetJwksSnapshotRequest, *ledgerv1.GetDrillRequest, *ledgerv1.ListDrillsRequest,
 		*ledgerv1.ListIncidentsRequest, *ledgerv1.GetIncidentRequest, *ledgerv1.CheckIntegrityRequest,
-		*ledgerv1.GetProviderOutboxRequest:
+		*ledgerv1.GetProviderOutboxRequest, *ledgerv1.GetOutboxRequest, *ledgerv1.SweepRequest:
+		// A sweep's listing names the rows it removed or kept, a dry
+		// run's those it would; the evidence outbox's dead letters name
+		// rows' objects.
 		return ledger.Access{}, true
 	case *ledgerv1.ListRowsRequest:
 		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget(), Grant: m.GetGrantId(), Agent: m.GetAgent()}, true
@@ -138,6 +141,8 @@ func describeReply(a ledger.Access, req, resp any) ledger.Access {
 		a.Rows = len(r.GetRows())
 	case *ledgerv1.GetGrantResponse:
 		a.Rows = len(r.GetRows())
+	case *ledgerv1.SweepResponse:
+		a.Rows = len(r.GetSwept()) + len(r.GetKept())
 	case *ledgerv1.RunDrillResponse:
 		a.Rows = len(r.GetReport().GetRows())
 	case *ledgerv1.GetDrillResponse:

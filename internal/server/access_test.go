@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,6 +150,23 @@ func TestListingsRefuseAPageSizeOutOfBounds(t *testing.T) {
 		}
 		if code := e.call(t, "GET", path+"?pageSize=0", "admin", nil, nil); code != http.StatusOK {
 			t.Errorf("GET %s?pageSize=0: %d, want 200", path, code)
+		}
+	}
+}
+
+// A sweep's listing (a dry run's too) names rows, and the evidence
+// outbox's dead letters name rows' objects: both are reads on record.
+func TestSweepListingsAndTheOutboxAreRecorded(t *testing.T) {
+	e, _ := newLoggingEnv(t)
+	e.call(t, "POST", "/v1/retention:sweep", "auditor", map[string]any{"dryRun": true}, nil)
+	e.call(t, "GET", "/v1/outbox", "admin", nil, nil)
+	var got []string
+	for _, r := range e.accessLog(t, "") {
+		got = append(got, r.Key+" "+r.Rpc)
+	}
+	for _, want := range []string{"auditor-key Sweep", "admin-key GetOutbox"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("access log %q lacks %q", got, want)
 		}
 	}
 }
