@@ -669,9 +669,9 @@ type facts struct {
 	reverified  bool
 	missing     []string    // evidence a person would have to find
 	original    *ledger.Row // the earlier row a DUPLICATE row replays
-	// originalSwept: that earlier row was swept by retention (a row kept
-	// longer than the one it repeats, posted later).
-	originalSwept bool
+	// originalSwept is the tombstone of that earlier row when retention
+	// swept it (a row kept longer than the one it repeats, posted later).
+	originalSwept *ledger.Tombstone
 	copyOf        *ledger.Row            // a row drilled with this one whose signature vouches for the same receipt claims
 	betterPost    *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
 	leafDiff      string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
@@ -707,11 +707,12 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 		// Found before the timers start: the lookup of the replayed row is
 		// part of the receipt_row pull below.
 		orig, err := r.l.Get(ctx, row.Verifier.DuplicateOf)
+		var expired *ledger.ExpiredError
 		switch {
 		case err == nil:
 			f.original = orig
-		case errors.Is(err, ledger.ErrExpired):
-			f.originalSwept = true
+		case errors.As(err, &expired):
+			f.originalSwept = &expired.Tombstone
 		}
 	}
 
@@ -1089,12 +1090,18 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt as an incident (%s) on other evidence posted with it (action log, limits or token), where this post's evidence passes every check; one of the two was not the application's, and the record cannot tell which", of, f.original.IncidentID), checking
 	}
 	// A DUPLICATE of the same receipt whose first row (the row named by
-	// the receipt's hash) was swept by retention is what the record keeps
-	// of the turn: it is decided on itself, below, on its own checks.
-	sweptFirst := f.originalSwept && row.Verifier.DuplicateOf == strings.TrimPrefix(row.ReceiptID, "sha256:")
+	// the receipt's hash) was swept by retention, and whose own checks all
+	// passed, is what the record keeps of the turn: it is decided on
+	// itself, below. One whose own evidence failed (a writer's replay
+	// with a made-up token, kept longer than the real row) decides
+	// nothing about the turn: the swept row did.
+	sameReceipt := row.Verifier.DuplicateOf == strings.TrimPrefix(row.ReceiptID, "sha256:")
+	sweptFirst := f.originalSwept != nil && sameReceipt && passedAllButDuplicate(row)
 	if of := row.Verifier.DuplicateOf; of != "" && !sweptFirst && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
 		switch {
-		case f.original == nil && f.originalSwept:
+		case f.original == nil && f.originalSwept != nil && sameReceipt:
+			return false, fmt.Sprintf("needs a person: this row repeats the receipt of row %s, which retention swept on %s (it was %s), with evidence of its own that does not pass; the record of the turn was that row", of, f.originalSwept.SweptAt.UTC().Format("2006-01-02"), strings.ToLower(f.originalSwept.Status.String())), checking
+		case f.original == nil && f.originalSwept != nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) used the same request JWT and was swept by retention, so whether it repeats that row's receipt cannot be shown", of), checking
 		case f.original == nil:
 			return false, fmt.Sprintf("needs a person: the row this one duplicates (%s) cannot be read, so whether it repeats that row's receipt cannot be shown", of), checking
@@ -1330,13 +1337,11 @@ func leafNotExpected(err error) bool {
 	return errors.Is(err, ledger.ErrNoLog) || errors.Is(err, ledger.ErrNotLogged)
 }
 
-// betterThanOriginal reports whether row, a DUPLICATE of the same
-// receipt as original, passed every check of its own where original,
-// whose receipt signature verified too, was recorded UNAUTHORIZED or
-// INCIDENT.
-func betterThanOriginal(row, original *ledger.Row) bool {
-	if original == nil || (original.Status != ledger.Unauthorized && original.Status != ledger.Incident) ||
-		!row.ReceiptVerified() || !original.ReceiptVerified() || !row.SameReceipt(original) {
+// passedAllButDuplicate reports whether row's receipt signature verified
+// and every check of its own but the duplicate check passed or was
+// skipped: the row would have been the turn's record had it come first.
+func passedAllButDuplicate(row *ledger.Row) bool {
+	if !row.ReceiptVerified() {
 		return false
 	}
 	for _, c := range row.Verifier.Checks {
@@ -1345,6 +1350,18 @@ func betterThanOriginal(row, original *ledger.Row) bool {
 		}
 	}
 	return true
+}
+
+// betterThanOriginal reports whether row, a DUPLICATE of the same
+// receipt as original, passed every check of its own where original,
+// whose receipt signature verified too, was recorded UNAUTHORIZED or
+// INCIDENT.
+func betterThanOriginal(row, original *ledger.Row) bool {
+	if original == nil || (original.Status != ledger.Unauthorized && original.Status != ledger.Incident) ||
+		!original.ReceiptVerified() || !row.SameReceipt(original) {
+		return false
+	}
+	return passedAllButDuplicate(row)
 }
 
 // betterPost finds a later post of row's receipt (a DUPLICATE naming

@@ -128,3 +128,48 @@ func TestTheRealReceiptIsDecidedOnItselfOnceTheRowItDuplicatesIsSwept(t *testing
 		t.Errorf("the real post's decision once the row it duplicates is swept: %+v", p)
 	}
 }
+
+// A writer's replay of a real receipt with a made-up token, posted months
+// after the real row (so kept past it): once retention sweeps the real
+// row, the replay's failed evidence says nothing about the turn. Its
+// drill needs a person; it never answers that the customer did not
+// approve.
+func TestAReplayOutlivingTheRealRowIsNotDecidedUnauthorized(t *testing.T) {
+	at := time.Now().UTC()
+	e := newEnv(t, func() time.Time { return at })
+	ctx := context.Background()
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	g := e.append(t, real)
+	at = at.AddDate(0, 7, 0)
+	junk := *real
+	junk.DelegationToken = pacttest.MustKey(e.sc.Brand.Key.Kid, jose.ES256).Sign(real.TokenClaims)
+	j := e.append(t, &junk)
+	if g.Status != ledger.Authorized || j.Verifier.DuplicateOf != g.ID || !j.RetainUntil.After(g.RetainUntil) {
+		t.Fatalf("rows: %v until %v; replay %v of %q until %v", g.Status, g.RetainUntil, j.Status, j.Verifier.DuplicateOf, j.RetainUntil)
+	}
+	for n := 0; ; n++ {
+		if d, err := e.l.OutboxDepth(ctx); err != nil || d == 0 {
+			break
+		}
+		if n == 20 {
+			t.Fatal("the outbox did not drain")
+		}
+		if _, err := e.l.UploadRound(ctx, 512, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at = g.RetainUntil.Add(time.Hour)
+	if res, err := e.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 || res.Swept[0].RowID != g.ID {
+		t.Fatalf("sweep: %v, %+v; want the real row swept", err, res)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{RowID: j.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decisions(rep)[j.ID]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, "authorized") {
+		t.Errorf("the replay's decision once the real row is swept: %+v; want needs a person, naming what the real row was", p)
+	}
+	if strings.Contains(rep.Reply, "no verifiable approval") || strings.Contains(rep.Reply, "unauthorized") {
+		t.Errorf("reply %q", rep.Reply)
+	}
+}
