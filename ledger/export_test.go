@@ -70,3 +70,11 @@ func SetMaxIncidentDayRows(n int) (restore func()) {
 	maxIncidentDayRows = n
 	return func() { maxIncidentDayRows = prev }
 }
+
+// SetSweepPaging sets how many items a sweep lists and how many due rows
+// it reads at a time, and returns a func that restores them.
+func SetSweepPaging(listed, page int) (restore func()) {
+	prevListed, prevPage := maxReported, sweepPage
+	maxReported, sweepPage = listed, page
+	return func() { maxReported, sweepPage = prevListed, prevPage }
+}

@@ -70,8 +70,9 @@ type SweepResult struct {
 	TruncatedReport bool
 }
 
-// maxReported caps the items a sweep result lists.
-const maxReported = 1000
+// maxReported caps the items a sweep result lists; sweepPage is how many
+// due rows a sweep reads at a time. Vars only for tests.
+var maxReported, sweepPage = 1000, 500
 
 // Sweep removes every row whose retain-until has passed (by the ledger's
 // clock), with its index entries and evidence, leaving a tombstone, and
@@ -104,7 +105,7 @@ func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepR
 		)
 		err := l.store.View(ctx, func(tx Tx) error {
 			var err error
-			if due, next, err = tx.Expired(now, pos, 500); err != nil {
+			if due, next, err = tx.Expired(now, pos, sweepPage); err != nil {
 				return err
 			}
 			keepWhy, heldTo, err = keepReasons(tx, due, now, l.cfg.Policy.Periods[retention.Incident])
@@ -175,6 +176,12 @@ func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepR
 			}
 		}
 		if next == "" {
+			break
+		}
+		if dryRun && res.TruncatedReport {
+			// A dry run is its listing: once the listing is full, reading
+			// on (every row of the ledger, for a preview far ahead) would
+			// change nothing it shows.
 			break
 		}
 		pos = next

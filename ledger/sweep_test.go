@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/retention"
@@ -694,5 +696,63 @@ func TestAnUnauthorizedRowOfASignedReceiptIsKeptAsLongAsItsActions(t *testing.T)
 	forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
 	if f, _ := h.append(t, in(forged)); f.Status != ledger.Unauthorized || f.Class != retention.Refused {
 		t.Fatalf("the forged receipt: %v, class %v; want UNAUTHORIZED, refused", f.Status, f.Class)
+	}
+}
+
+// pagesRead counts the pages of due rows sweeps read (Rows.Expired).
+type pagesRead struct {
+	ledger.Store
+	n *atomic.Int64
+}
+
+func (s pagesRead) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.View(ctx, func(tx ledger.Tx) error { return fn(expiredCounted{tx, s.n}) })
+}
+
+type expiredCounted struct {
+	ledger.Tx
+	n *atomic.Int64
+}
+
+func (t expiredCounted) Expired(now time.Time, after string, n int) ([]*ledger.Row, string, error) {
+	t.n.Add(1)
+	return t.Tx.Expired(now, after, n)
+}
+
+// A dry run is its listing: once the listing is full it stops reading,
+// where a preview far ahead would otherwise read every row of the ledger.
+// A sweep reads on: it removes every row due.
+func TestADryRunStopsReadingOnceItsListingIsFull(t *testing.T) {
+	ctx := context.Background()
+	pages := &atomic.Int64{}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), logs: &syncbuf.Buffer{},
+		wrap: func(s ledger.Store) ledger.Store { return pagesRead{s, pages} }}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC))
+	h.open(t)
+	defer ledger.SetSweepPaging(2, 2)()
+	for i := range 7 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("D-%d", i), Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})))
+	}
+	h.drain(t)
+	later := h.clock().AddDate(1, 0, 0)
+	pages.Store(0)
+	res, err := h.l.SweepPreview(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pages.Load(); !res.TruncatedReport || len(res.Swept) != 2 || n != 2 {
+		t.Fatalf("a preview listing 2 of 7 due rows: truncated %v, %d listed, %d pages read; want truncated, 2, 2 pages", res.TruncatedReport, len(res.Swept), n)
+	}
+	h.set(later)
+	pages.Store(0)
+	if res, err = h.l.Sweep(ctx, false); err != nil || !res.TruncatedReport {
+		t.Fatalf("the sweep: %v, listing truncated %v; want 7 rows swept, 2 of them listed", err, res.TruncatedReport)
+	}
+	if n := pages.Load(); n < 4 {
+		t.Fatalf("a sweep of 7 due rows read %d pages of 2, want 4", n)
+	}
+	if got, _, err := h.l.List(ctx, ledger.Query{PageSize: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("after the sweep: %d rows held (%v), want none", len(got), err)
 	}
 }
