@@ -524,6 +524,16 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		// leaf is checked against the shortest, the periods in force when
 		// it was logged or shorter (another replica's, an earlier start's).
 		periods := map[retention.Class][]retention.Period{}
+		// The periods a dispute event keeps its row, from the policy
+		// leaves read so far that record one; and for each swept row with
+		// dispute leaves logged under such a policy, its latest one.
+		var disputeHolds []retention.Period
+		type sweptDispute struct {
+			leaf   int64
+			status string
+			t      *Tombstone
+		}
+		lastDispute := map[string]sweptDispute{}
 		for i := range size {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -554,6 +564,9 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 					if !slices.Contains(periods[c], per) {
 						periods[c] = append(periods[c], per)
 					}
+				}
+				if per, ok := policyDisputeHold(f); ok && !slices.Contains(disputeHolds, per) {
+					disputeHolds = append(disputeHolds, per)
 				}
 			case LeafIncidentClose:
 				// The incident's row is kept the incident period past the
@@ -596,6 +609,18 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 						if p := earlyTombstone(t, f, periods[t.Class], now); p != "" {
 							rowFinding(id, "leaf %d names row %s, %s", i, id, p)
 						}
+					case len(disputeHolds) > 0:
+						// A dispute event keeps its row the period past
+						// the event, and while the dispute is open.
+						if at, err := time.Parse(time.RFC3339Nano, f["at"]); err == nil {
+							if per, keep, ok := shortestKeep(disputeHolds, at, false); ok && t.SweptAt.Before(keep) {
+								rowFinding(id, "leaf %d records dispute event %s of row %s at %s, which keeps the row until %s (%s past the event), but its tombstone says it was swept on %s",
+									i, f["event"], id, f["at"], keep.Format(time.RFC3339), per, t.SweptAt.UTC().Format(time.RFC3339))
+							}
+						}
+						if len(lastDispute) < 4096 {
+							lastDispute[id] = sweptDispute{leaf: i, status: f["status"], t: t}
+						}
 					}
 					continue
 				}
@@ -607,6 +632,12 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 			}
 			if len(rows) > 4096 {
 				clear(rows) // a cache, not a set: keep it small
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(lastDispute)) {
+			if d := lastDispute[id]; d.status == DisputeOpen.String() {
+				rowFinding(id, "leaf %d, the last dispute event of row %s, leaves its dispute open, but its tombstone says it was swept on %s: a row is kept while its dispute is open",
+					d.leaf, id, d.t.SweptAt.UTC().Format(time.RFC3339))
 			}
 		}
 		root, err := tree.GetRootHash(nil)

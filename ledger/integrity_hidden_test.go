@@ -340,3 +340,71 @@ func TestIntegrityChecksIncidents(t *testing.T) {
 		})
 	}
 }
+
+// A dispute event keeps its row the incident period past the event, and
+// while its dispute is open. Whoever holds the row store could still
+// remove a disputed row with a tombstone a sweep might have left at its
+// class's end: fsck finds the tombstone before the dispute's hold ends,
+// and the tombstone of a row whose last dispute event left it open; the
+// sweep once the hold has ended is no finding.
+func TestIntegrityFindsADisputedRowSweptEarly(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		resolve bool
+		forgeAt func(row *ledger.Row, disputed time.Time) time.Time // zero: the sweep removes it when due
+		want    string
+	}{
+		{name: "swept when due", resolve: true},
+		{name: "removed at its class's end", resolve: true, forgeAt: func(row *ledger.Row, _ time.Time) time.Time { return row.RetainUntil.Add(time.Hour) },
+			want: "which keeps the row until"},
+		{name: "removed with its dispute open", forgeAt: func(_ *ledger.Row, disputed time.Time) time.Time { return disputed.AddDate(2, 0, 0) },
+			want: "leaves its dispute open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.startLog(t)
+			row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5531"})))
+			disputed := row.RetainUntil.Add(-30 * 24 * time.Hour)
+			h.set(disputed)
+			if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeOpen, "chargeback", "support-key"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.resolve {
+				if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeResolvedCustomerAuthorized, "covered", "support-key"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h.drain(t)
+			if tc.forgeAt == nil {
+				h.set(h.l.Policy().Periods[retention.Incident].After(disputed).Add(time.Hour))
+				if res, err := h.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 {
+					t.Fatalf("sweep: %+v, %v", res, err)
+				}
+				if got := integrity(t, h); len(got.Findings) != 0 {
+					t.Fatalf("a disputed row swept when due:\n%s", problems(got))
+				}
+				return
+			}
+			h.set(tc.forgeAt(row, disputed))
+			err := h.store.Update(ctx, func(tx ledger.Tx) error {
+				r, err := tx.Row(row.ID)
+				if err != nil {
+					return err
+				}
+				now := h.clock()
+				_, err = ledger.SweepRow(tx, r, ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: row.RetainUntil, SweptAt: now})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := problems(integrity(t, h)); !strings.Contains(p, tc.want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", p, tc.want)
+			}
+		})
+	}
+}

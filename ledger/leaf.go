@@ -159,7 +159,21 @@ func policyLeaf(id string, at time.Time, p retention.Policy) []byte {
 	for _, c := range policyClasses {
 		l.line(c.String(), p.Periods[c].String())
 	}
-	return l.bytes()
+	// How long a dispute event keeps its row past the event, and while
+	// its dispute is open (AppendDispute, the sweep): the incident period.
+	// A policy leaf without this line is a ledger's that did not keep
+	// disputed rows so.
+	return l.line(policyDisputeLine, p.Periods[retention.Incident].String()).bytes()
+}
+
+// policyDisputeLine names a policy leaf's line of the period a dispute
+// event keeps its row.
+const policyDisputeLine = "dispute"
+
+// policyDisputeHold is the period a policy leaf's dispute line records.
+func policyDisputeHold(f map[string]string) (retention.Period, bool) {
+	per, err := retention.ParsePeriod(f[policyDisputeLine])
+	return per, err == nil
 }
 
 // policyPeriods are the periods a policy leaf's lines record, by class;

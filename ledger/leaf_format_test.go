@@ -23,7 +23,7 @@ func TestLeafBytesAreStable(t *testing.T) {
 		{"dispute", disputeLeaf("row\n1", 3, DisputeEvent{Note: "n", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}),
 			"pactledger leaf v1\nkind dispute\nrow row 1\nevent 3\nstatus unspecified\nnote sha256:1b16b1df538ba12dc3f97edbb85caa7050d46c148134290feba80f8236c83db9\nby -\nat 2026-01-02T03:04:05Z\n"},
 		{"policy", policyLeaf("1-ab", time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), retention.DefaultPolicy()),
-			"pactledger leaf v1\nkind policy\npolicy 1-ab\nat 2026-12-01T09:00:00Z\nmoney_moved 18 months\naccount_changed 12 months\nread_only 90 days\nrefused 12 months\nincident 12 months\n"},
+			"pactledger leaf v1\nkind policy\npolicy 1-ab\nat 2026-12-01T09:00:00Z\nmoney_moved 18 months\naccount_changed 12 months\nread_only 90 days\nrefused 12 months\nincident 12 months\ndispute 12 months\n"},
 	}
 	for _, tc := range tests {
 		if string(tc.got) != tc.want {

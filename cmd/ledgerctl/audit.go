@@ -173,6 +173,7 @@ type auditor struct {
 	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
 	closedAt     map[string]closure     // closure leaves read from the tiles, by row
 	tombs        []sweptLeaf            // leaves of rows the server answers as swept
+	sweptEvents  []sweptLeaf            // dispute leaves of rows the server answers as swept
 	policies     []policyLeaf           // policy leaves read from the tiles, in order
 
 	newer   proof.Checkpoint          // the audited checkpoint
@@ -399,7 +400,11 @@ func (a *auditor) compare(index int64, data []byte) error {
 	case "incident-close":
 		return a.compareIncident(index, leaf)
 	case "policy":
-		a.policies = append(a.policies, policyLeaf{index: index, periods: policyPeriods(leaf)})
+		p := policyLeaf{index: index, periods: policyPeriods(leaf)}
+		if per, err := retention.ParsePeriod(leaf["dispute"]); err == nil {
+			p.disputeHold, p.hasDispute = per, true
+		}
+		a.policies = append(a.policies, p)
 		a.notRows++
 		return nil
 	default:
@@ -417,10 +422,12 @@ func (a *auditor) compare(index int64, data []byte) error {
 	case err != nil:
 		return err
 	case r == nil:
-		a.swept++
-		if leaf["kind"] != "dispute" {
-			a.tombs = append(a.tombs, sweptLeaf{index: index, leaf: leaf, tomb: *tomb})
+		if leaf["kind"] == "dispute" {
+			a.sweptEvents = append(a.sweptEvents, sweptLeaf{index: index, leaf: leaf, tomb: *tomb})
+			return nil
 		}
+		a.swept++
+		a.tombs = append(a.tombs, sweptLeaf{index: index, leaf: leaf, tomb: *tomb})
 		return nil
 	}
 	a.compared++
@@ -771,6 +778,7 @@ func (c *cli) logAudit(o auditOpts) error {
 			return err
 		}
 		a.checkTombstones(periods, time.Now().UTC())
+		a.checkSweptDisputes()
 		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
 			a.compared, a.swept, a.unreadable, a.notRows)
 		fmt.Fprintf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable, %d not readable with this key\n",
@@ -1147,10 +1155,14 @@ type sweptLeaf struct {
 }
 
 // policyLeaf is a policy leaf read from the tiles: the retention periods
-// a ledger started with, by class name.
+// a ledger started with, by class name, and the period a dispute event
+// keeps its row (disputeHold; hasDispute is false for a ledger that did
+// not keep disputed rows so).
 type policyLeaf struct {
-	index   int64
-	periods map[string]retention.Period
+	index       int64
+	periods     map[string]retention.Period
+	disputeHold retention.Period
+	hasDispute  bool
 }
 
 // policyPeriods are the periods a policy leaf's lines record, by class
@@ -1259,6 +1271,51 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 		}
 		if len(p) > 0 {
 			a.mismatch("leaf %d (%s of row %s): its tombstone does not fit the leaf: %s", s.index, f["kind"], id, strings.Join(p, "; "))
+		}
+	}
+}
+
+// checkSweptDisputes finds the rows swept while a dispute event held
+// them: a ledger whose policy leaves record a dispute period keeps a
+// disputed row that period past each dispute event, and while its last
+// event leaves the dispute open. Only events logged after such a policy
+// leaf are checked: a ledger that logged none swept disputed rows with
+// their class.
+func (a *auditor) checkSweptDisputes() {
+	last := map[string]sweptLeaf{}
+	for _, s := range a.sweptEvents {
+		f, id := s.leaf, s.leaf["row"]
+		var holds []retention.Period
+		for _, p := range a.policies {
+			if p.index < s.index && p.hasDispute && !slices.Contains(holds, p.disputeHold) {
+				holds = append(holds, p.disputeHold)
+			}
+		}
+		if len(holds) == 0 {
+			continue
+		}
+		last[id] = s
+		at, aerr := time.Parse(time.RFC3339Nano, f["at"])
+		swept, serr := time.Parse(time.RFC3339, s.tomb.sweptAt)
+		if aerr != nil || serr != nil {
+			continue
+		}
+		var keep time.Time
+		var per retention.Period
+		for i, h := range holds {
+			if k := h.After(at).Truncate(time.Second); i == 0 || k.Before(keep) {
+				keep, per = k, h
+			}
+		}
+		if swept.Before(keep) {
+			a.mismatch("leaf %d (dispute event %s of row %s at %s): the row is kept %s past a dispute event, until %s, but its tombstone says it was swept on %s",
+				s.index, f["event"], id, f["at"], per, keep.Format(time.RFC3339), s.tomb.sweptAt)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(last)) {
+		if s := last[id]; s.leaf["status"] == "open" {
+			a.mismatch("leaf %d (dispute event %s of row %s): the row's last dispute event leaves its dispute open, but its tombstone says it was swept on %s: a row is kept while its dispute is open",
+				s.index, s.leaf["event"], id, s.tomb.sweptAt)
 		}
 	}
 }

@@ -111,3 +111,37 @@ func TestAuditFindsATombstoneBeforeItsTime(t *testing.T) {
 		})
 	}
 }
+
+// A dispute event keeps its row the incident period past the event, and
+// while its dispute is open; the policy leaf of each start says so. A
+// disputed row removed with a tombstone a sweep might have left at once
+// is found by the audit on the dispute leaf: kept past the event, and
+// swept with its dispute open.
+func TestAuditFindsADisputedRowSweptEarly(t *testing.T) {
+	f := start(t)
+	f.logged(t, f.rowID)
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "chargeback"); code != 0 {
+		t.Fatalf("dispute open: %d %s", code, errs)
+	}
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--wait", "20s", "--out", filepath.Join(t.TempDir(), "event.proof")); code != 0 {
+		t.Fatalf("proof of the dispute event: %d %s", code, errs)
+	}
+	key := f.verifierKey(t)
+	audit := []string{"log", "audit", "--from", kept, "--log-key", key, "--all"}
+	if code, out, errs := f.ctl(t, "auditor", audit...); code != 0 {
+		t.Fatalf("audit before the removal: %d %s %s", code, out, errs)
+	}
+	f.sweepBehind(t, f.rowID, func(r *ledger.Row, now time.Time) ledger.Tombstone {
+		return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RecordedAt.Add(time.Minute), SweptAt: now}
+	})
+	code, out, errs := f.ctl(t, "auditor", audit...)
+	for _, want := range []string{"(dispute event 0 of row " + f.rowID + " at ", "the row is kept 12 months past a dispute event", "leaves its dispute open"} {
+		if code != exitCheckFailed || !strings.Contains(out, want) {
+			t.Fatalf("audit after the removal: %d\n%s%s\nwant %q", code, out, errs, want)
+		}
+	}
+}
