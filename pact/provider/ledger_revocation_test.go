@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pactledger/pactledger/pact/oauth"
 )
 
 // A grant the ledger records revoked (ledgerctl revoke) is revoked at the
@@ -151,4 +154,72 @@ func TestAnUnreadableLedgerRecordDecidesNothing(t *testing.T) {
 	if outbox, actionLog, _ := e.counts(); outbox != 0 || actionLog != 0 {
 		t.Fatalf("after the turn: outbox %d, action log %d; want nothing", outbox, actionLog)
 	}
+}
+
+// failOnce makes the ledger's record unreadable for the next read only.
+func (e *oauthEnv) failOnce() {
+	var failed atomic.Bool
+	e.p.cfg.Revocations = func(ctx context.Context, grant string) (time.Time, bool, error) {
+		if failed.CompareAndSwap(false, true) {
+			return time.Time{}, false, errors.New("row store unreachable")
+		}
+		return e.ledgerRevocation(ctx, grant)
+	}
+}
+
+// A token request whose grant's revocation in the ledger cannot be read
+// spends nothing: it is answered 500, and the agent's retry with the same
+// refresh token, or the same device code, gets its tokens, the grant
+// still active (not revoked as a refresh token's reuse, nor the code
+// already redeemed).
+func TestAnUnreadableLedgerRecordSpendsNoToken(t *testing.T) {
+	t.Run("refresh token", func(t *testing.T) {
+		e := newOAuthEnv(t)
+		tok := e.deviceToken(ordersReadCancel, ordersReadCancel)
+		grant := claimsOf(t, tok["access_token"].(string)).GrantID
+		e.failOnce()
+		form := url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}
+		if code, m, _ := e.post("/oauth/token", form, e.jwt()); code != http.StatusInternalServerError {
+			t.Fatalf("refresh while the ledger's record cannot be read: %d %v, want 500", code, m)
+		}
+		code, m, _ := e.post("/oauth/token", form, e.jwt())
+		if code != 200 || m["refresh_token"] == nil || claimsOf(t, m["access_token"].(string)).GrantID != grant {
+			t.Fatalf("the retry with the same refresh token: %d %v, want new tokens of grant %s", code, m, grant)
+		}
+		if g, err := e.st.Grant(grant); err != nil || !g.Active(e.clock()) {
+			t.Fatalf("the grant after the retry: %+v (%v), want it active", g, err)
+		}
+	})
+	t.Run("device code", func(t *testing.T) {
+		e := newOAuthEnv(t)
+		grant := claimsOf(t, e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)).GrantID
+		// Consent skipped: the code redeems the User's existing grant.
+		da := e.deviceAuth("orders:read")
+		if err := e.st.DecideDevice(da["user_code"].(string), oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}, GrantID: grant}, e.clock()); err != nil {
+			t.Fatal(err)
+		}
+		e.failOnce()
+		if code, m := e.poll(da); code != http.StatusInternalServerError {
+			t.Fatalf("redeeming while the ledger's record cannot be read: %d %v, want 500", code, m)
+		}
+		code, m := e.poll(da)
+		if code != 200 || claimsOf(t, m["access_token"].(string)).GrantID != grant {
+			t.Fatalf("the retry with the same device code: %d %v, want tokens of grant %s", code, m, grant)
+		}
+		if g, err := e.st.Grant(grant); err != nil || !g.Active(e.clock()) {
+			t.Fatalf("the grant after the retry: %+v (%v), want it active", g, err)
+		}
+	})
+	t.Run("device code of a new grant", func(t *testing.T) {
+		// A grant made now has no revocation in the ledger to read.
+		e := newOAuthEnv(t)
+		da := e.deviceAuth("orders:read")
+		if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+			t.Fatal(err)
+		}
+		e.failOnce()
+		if code, m := e.poll(da); code != 200 {
+			t.Fatalf("redeeming a code for a new grant while the ledger's record cannot be read: %d %v, want 200", code, m)
+		}
+	})
 }

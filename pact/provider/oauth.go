@@ -135,30 +135,44 @@ func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp boo
 }
 
 // token is the token endpoint: the device code grant (RFC 8628 §3.4–3.5)
-// and refresh with rotation and reuse detection.
+// and refresh with rotation and reuse detection. The ledger's revocation
+// of the existing grant the request is for (the refresh token's, or the
+// one a device code was approved with) is read and applied before the
+// code or token is spent, so that the store refuses tokens of a grant the
+// ledger revoked; when it cannot be read the answer is 500 and nothing is
+// spent, and the agent's retry is answered as this request would have
+// been, not as a reuse. A grant a device code makes when redeemed is new:
+// the ledger holds nothing of it.
 func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	form, ok := clientForm(w, r, rq.who)
 	if !ok {
 		return
 	}
 	now := s.cfg.Now().UTC()
-	var g oauth.Grant
+	brand, client := rq.brand.ID, rq.who.Iss
+	var held oauth.Grant // the existing grant, when found
+	var found bool
 	var err error
+	var spend func() (oauth.Grant, error)
 	switch form.Get("grant_type") {
 	case oauth.DeviceGrantType:
-		g, err = s.cfg.Store.RedeemDeviceCode(form.Get("device_code"), rq.brand.ID, rq.who.Iss, now)
+		code := form.Get("device_code")
+		held, found, err = s.cfg.Store.DeviceCodeGrant(code, brand, client)
+		spend = func() (oauth.Grant, error) { return s.cfg.Store.RedeemDeviceCode(code, brand, client, now) }
 	case "refresh_token":
-		g, err = s.cfg.Store.RotateRefreshToken(form.Get("refresh_token"), rq.brand.ID, rq.who.Iss, now)
+		token := form.Get("refresh_token")
+		held, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client)
+		spend = func() (oauth.Grant, error) { return s.cfg.Store.RotateRefreshToken(token, brand, client, now) }
 	default:
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
 		return
 	}
+	if err == nil && found {
+		_, err = s.ledgerRevoked(r.Context(), held)
+	}
+	var g oauth.Grant
 	if err == nil {
-		// No token of a grant the ledger records revoked.
-		g, err = s.ledgerRevoked(r.Context(), g)
-		if err == nil && !g.Active(now) {
-			err = oauth.NewError(oauth.InvalidGrant, "the grant is revoked")
-		}
+		g, err = spend()
 	}
 	if err != nil {
 		s.writeOAuthErr(w, r, err)

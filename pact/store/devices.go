@@ -105,6 +105,24 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 	return g, err
 }
 
+// DeviceCodeGrant returns the existing grant that the device code of
+// client at brand would redeem (consent was skipped, or a step-up's
+// approval made the grant), without spending the code; found is false
+// when there is none: the code is unknown, another's, not approved, or
+// makes a new grant when redeemed.
+func (s *Store) DeviceCodeGrant(deviceCode, brand, client string) (g oauth.Grant, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		var d oauth.DeviceAuthorization
+		ok, err := get(tx, bDevices, hash(deviceCode), &d)
+		if err != nil || !ok || !d.IssuedTo(brand, client) || d.GrantID == "" {
+			return err
+		}
+		found, err = get(tx, bGrants, []byte(d.GrantID), &g)
+		return err
+	})
+	return g, found, err
+}
+
 // pendingDevice finds the device authorization of a user code at brand,
 // and its key.
 func pendingDevice(tx *bolt.Tx, brand, userCode string) (oauth.DeviceAuthorization, []byte, error) {
@@ -189,6 +207,25 @@ func (s *Store) IssueRefreshToken(token string, g oauth.Grant) error {
 	return s.update(func(tx *txn) error {
 		return put(tx.Tx, bRefresh, hash(token), oauth.RefreshToken{Grant: g.ID, Expires: g.Expires})
 	})
+}
+
+// RefreshTokenGrant returns the grant of a refresh token of client at
+// brand, without spending the token; found is false when the token is
+// unknown or another's.
+func (s *Store) RefreshTokenGrant(token, brand, client string) (g oauth.Grant, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		var t oauth.RefreshToken
+		ok, err := get(tx, bRefresh, hash(token), &t)
+		if err != nil || !ok {
+			return err
+		}
+		if ok, err = get(tx, bGrants, []byte(t.Grant), &g); err != nil || !ok {
+			return err
+		}
+		found = g.Brand == brand && g.Client == client
+		return nil
+	})
+	return g, found, err
 }
 
 // RotateRefreshToken spends a refresh token of client at brand and returns
