@@ -33,7 +33,7 @@ func TestIncidentReplyNamesItsCause(t *testing.T) {
 	}{{
 		name: "grant revoked before a look-up",
 		post: func(t *testing.T, e *env) *ledger.Row {
-			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "customer asked", "support"); err != nil {
+			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "customer asked", "support", false); err != nil {
 				t.Fatal(err)
 			}
 			return e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
@@ -81,7 +81,7 @@ func TestIncidentReplyNamesItsCause(t *testing.T) {
 	}, {
 		name: "scope beyond a grant revoked before it",
 		post: func(t *testing.T, e *env) *ledger.Row {
-			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "", "support"); err != nil {
+			if _, err := e.l.RevokeGrant(context.Background(), "a2agrant_7Q2F", at.Add(-time.Minute), "", "support", false); err != nil {
 				t.Fatal(err)
 			}
 			return e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Granted: "orders:read", ScopesUsed: []string{"orders:cancel"}}))
@@ -190,7 +190,7 @@ func TestIncidentLookupIsDrilledNotListed(t *testing.T) {
 	e := newEnv(t, time.Now)
 	ctx := context.Background()
 	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
-	if _, err := e.l.RevokeGrant(ctx, "a2agrant_7Q2F", at.Add(-time.Minute), "", "support"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, "a2agrant_7Q2F", at.Add(-time.Minute), "", "support", false); err != nil {
 		t.Fatal(err)
 	}
 	inc := e.append(t, e.sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))

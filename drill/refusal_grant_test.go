@@ -23,7 +23,7 @@ func TestARefusalAfterARevocationIsDrilledUnderItsGrant(t *testing.T) {
 	ctx := context.Background()
 	r := e.sc.Mint(pacttest.Spec{At: observed, User: "acct-48213", Target: "A-5531"})
 	grant := r.TokenClaims["grant_id"].(string)
-	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin", true); err != nil {
 		t.Fatal(err)
 	}
 	in := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: e.sc.PA.ID, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken,
@@ -74,7 +74,7 @@ func TestARefusalWithoutTheAgentsSignatureDoesNotBlameTheAgent(t *testing.T) {
 	ctx := context.Background()
 	r := e.sc.Mint(pacttest.Spec{At: observed, User: "acct-48213", Target: "A-5531"})
 	grant := r.TokenClaims["grant_id"].(string)
-	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin", true); err != nil {
 		t.Fatal(err)
 	}
 	for i, request := range []string{"", pacttest.TamperSignature(r.RequestJWT)} {

@@ -36,7 +36,7 @@ func TestAReceiptUnderARevokedGrantIsNotAnsweredAsCovered(t *testing.T) {
 	if d := pulls(rep)[drill.PullDecision]; !d.Passed || !strings.Contains(d.Detail, "customer-authorized") {
 		t.Fatalf("before any revocation: %+v", d)
 	}
-	if _, err := e.l.RevokeGrant(ctx, grant, at.Add(-time.Minute), "the customer called", "admin-key"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, grant, at.Add(-time.Minute), "the customer called", "admin-key", true); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
@@ -85,7 +85,7 @@ func TestACoveredActionUnderAGrantRevokedLaterSaysItWasWithdrawn(t *testing.T) {
 	at := time.Date(2026, 10, 7, 13, 12, 0, 0, time.UTC)
 	r := e.sc.Mint(pacttest.Spec{At: at, User: "acct-48213", Target: "A-5531"})
 	e.append(t, r)
-	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), "", "admin-key"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), "", "admin-key", true); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
@@ -113,7 +113,7 @@ func TestACoveredActionUnderAReplacedGrantSaysItWasReplaced(t *testing.T) {
 	r := e.sc.Mint(pacttest.Spec{At: at, User: "acct-48213", Target: "A-5531"})
 	e.append(t, r)
 	note := "replaced by grant a2agrant_NEW, a newer grant of the same personal agent for the same user"
-	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), note, "writer-key"); err != nil {
+	if _, err := e.l.RevokeGrant(ctx, r.TokenClaims["grant_id"].(string), at.Add(19*time.Minute), note, "writer-key", false); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")

@@ -16,12 +16,22 @@ type Revocation struct {
 	By         string    `json:"by"`
 	Note       string    `json:"note,omitempty"`
 	RecordedAt time.Time `json:"recordedAt"`
+	// AdminRevokedAt is the earliest time an admin recorded the grant
+	// revoked as of (RevokeGrant with admin), zero when none did: an
+	// operator's revocation, the one the embedded Provider acts on
+	// (docs/design/038). A writer's (a Provider reporting its own
+	// customers' revocations, or any writer key) makes receipts incidents
+	// from RevokedAt but does not stop the Provider. Revocations recorded
+	// before it was kept have none.
+	AdminRevokedAt time.Time `json:"adminRevokedAt,omitzero"`
 }
 
-// RevokeGrant records that grant was revoked at (now when zero). An earlier
-// time than one already recorded replaces it; a later one is ignored.
-// Rows already written do not change.
-func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, note, by string) (Revocation, error) {
+// RevokeGrant records that grant was revoked at (now when zero), reported
+// by the key named by, which holds the admin role when admin is true. An
+// earlier time than one already recorded replaces it; a later one is
+// ignored, except that an admin's earlier than any admin's before sets
+// AdminRevokedAt. Rows already written do not change.
+func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, note, by string, admin bool) (Revocation, error) {
 	if grant == "" {
 		return Revocation{}, invalid("grantId is required")
 	}
@@ -49,17 +59,30 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 		if err != nil {
 			return err
 		}
-		if prev != nil && !at.Before(prev.RevokedAt) {
-			out = *prev
-			return nil
+		var adminAt time.Time
+		if prev != nil {
+			adminAt = prev.AdminRevokedAt
 		}
-		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
+		if admin && (adminAt.IsZero() || at.Before(adminAt)) {
+			adminAt = at.UTC()
+		}
+		if prev != nil && !at.Before(prev.RevokedAt) {
+			// The earlier time stands; an admin's later than a writer's
+			// is kept as the one that stops the Provider.
+			out = *prev
+			if adminAt.Equal(prev.AdminRevokedAt) {
+				return nil
+			}
+			out.AdminRevokedAt = adminAt
+			return tx.PutRevocation(grant, out)
+		}
+		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now, AdminRevokedAt: adminAt}
 		return tx.PutRevocation(grant, out)
 	})
 	if err != nil {
 		return Revocation{}, fmt.Errorf("revoke grant %s: %w", grant, err)
 	}
-	l.cfg.Logger.InfoContext(ctx, "grant revoked", "grant", grant, "revoked_at", out.RevokedAt, "by", out.By)
+	l.cfg.Logger.InfoContext(ctx, "grant revoked", "grant", grant, "revoked_at", out.RevokedAt, "by", out.By, "admin", admin)
 	return out, nil
 }
 

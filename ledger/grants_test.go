@@ -16,6 +16,54 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
+// An admin's revocation is kept apart from a writer's: AdminRevokedAt is
+// the earliest time an admin recorded, whatever a writer records before
+// or after it, while RevokedAt, which makes receipts incidents, is the
+// earliest of all.
+func TestAnAdminsRevocationIsKept(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	at := func(hm string) time.Time {
+		tm, _ := time.Parse("15:04", hm)
+		return time.Date(2026, 10, 7, tm.Hour(), tm.Minute(), 0, 0, time.UTC)
+	}
+	steps := []struct {
+		name          string
+		at            string
+		by            string
+		admin         bool
+		wantRevokedAt string
+		wantBy        string
+		wantAdminAt   string // "" for none
+	}{
+		{"a writer's", "13:10", "writer-key", false, "13:10", "writer-key", ""},
+		{"an admin's later than the writer's", "13:30", "admin-key", true, "13:10", "writer-key", "13:30"},
+		{"a writer's earlier than the admin's", "13:05", "writer-key", false, "13:05", "writer-key", "13:30"},
+		{"an admin's later than its first", "13:40", "admin-key", true, "13:05", "writer-key", "13:30"},
+		{"an admin's earlier than all", "13:00", "admin-key", true, "13:00", "admin-key", "13:00"},
+		{"a writer's earlier than all", "12:50", "writer-key", false, "12:50", "writer-key", "13:00"},
+	}
+	for _, st := range steps {
+		rev, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at(st.at), "", st.by, st.admin)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		stored, err := h.l.Revocation(ctx, "a2agrant_7Q2F")
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		var wantAdmin time.Time
+		if st.wantAdminAt != "" {
+			wantAdmin = at(st.wantAdminAt)
+		}
+		for _, got := range []*ledger.Revocation{&rev, stored} {
+			if !got.RevokedAt.Equal(at(st.wantRevokedAt)) || got.By != st.wantBy || !got.AdminRevokedAt.Equal(wantAdmin) {
+				t.Fatalf("after %s: %+v, want revoked at %s by %s, by an admin at %q", st.name, got, st.wantRevokedAt, st.wantBy, st.wantAdminAt)
+			}
+		}
+	}
+}
+
 func TestGrantRevocation(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -24,7 +72,7 @@ func TestGrantRevocation(t *testing.T) {
 		return time.Date(2026, 10, 7, tm.Hour(), tm.Minute(), 0, 0, time.UTC)
 	}
 	before, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-1", At: at("13:05")})))
-	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:10"), "customer revoked in account settings", "pipeline"); err != nil {
+	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:10"), "customer revoked in account settings", "pipeline", false); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: at("13:12")})))
@@ -39,11 +87,11 @@ func TestGrantRevocation(t *testing.T) {
 		t.Fatalf("earlier row changed: %+v", c)
 	}
 	// A later revocation time does not replace the earlier; an earlier one does.
-	rev, _ := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("14:00"), "", "admin")
+	rev, _ := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("14:00"), "", "admin", true)
 	if !rev.RevokedAt.Equal(at("13:10")) {
 		t.Fatalf("later time replaced the revocation: %v", rev.RevokedAt)
 	}
-	rev, _ = h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:09"), "", "admin")
+	rev, _ = h.l.RevokeGrant(ctx, "a2agrant_7Q2F", at("13:09"), "", "admin", true)
 	if !rev.RevokedAt.Equal(at("13:09")) || rev.By != "admin" {
 		t.Fatalf("earlier time did not replace it: %+v", rev)
 	}

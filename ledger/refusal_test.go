@@ -163,7 +163,7 @@ func TestARefusalAfterItsGrantsRevocation(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	revoked := time.Date(2026, 10, 7, 13, 0, 0, 0, time.UTC)
-	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", revoked, "revoked by the user", "writer-key"); err != nil {
+	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", revoked, "revoked by the user", "writer-key", false); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

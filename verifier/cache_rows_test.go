@@ -58,7 +58,7 @@ func TestCachedTokenAfterRevocation(t *testing.T) {
 	if row := turn(sc.Mint(pacttest.Spec{At: at.Add(time.Minute), Target: "A-2"})); row.Status != ledger.Authorized {
 		t.Fatalf("second turn: %s, want authorized", row.Status)
 	}
-	if _, err := l.RevokeGrant(ctx, first.TokenClaims["grant_id"].(string), at.Add(2*time.Minute), "lost phone", "support"); err != nil {
+	if _, err := l.RevokeGrant(ctx, first.TokenClaims["grant_id"].(string), at.Add(2*time.Minute), "lost phone", "support", false); err != nil {
 		t.Fatal(err)
 	}
 	row := turn(sc.Mint(pacttest.Spec{At: at.Add(3 * time.Minute), Target: "A-3"}))

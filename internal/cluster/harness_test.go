@@ -38,7 +38,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The API keys every replica takes, by role.
-const writerKey, auditorKey = "cluster-writer-key", "cluster-auditor-key"
+const writerKey, auditorKey, adminKey = "cluster-writer-key", "cluster-auditor-key", "cluster-admin-key"
 
 // env is what the replicas of one test share: a database (dsn), an S3
 // bucket, the signers of the receipts, the Merkle log's key and the lease
@@ -106,6 +106,7 @@ func (e *env) config(name string) config.Config {
 	c.APIKeys = []config.APIKey{
 		{Name: "writer", SHA256: config.HashKey(writerKey), Roles: []string{config.RoleWriter}},
 		{Name: "auditor", SHA256: config.HashKey(auditorKey), Roles: []string{config.RoleAuditor}},
+		{Name: "admin", SHA256: config.HashKey(adminKey), Roles: []string{config.RoleAdmin}},
 	}
 	for _, b := range e.sc.Brands() {
 		c.Brands = append(c.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})

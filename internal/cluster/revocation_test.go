@@ -16,7 +16,7 @@ import (
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
-// A grant revoked through a replica that runs no Provider is revoked at
+// A grant an admin revoked through a replica that runs no Provider is revoked at
 // the Provider of another replica on the same row store: the agent's next
 // turn under it is answered 401 invalid_token.
 func TestARevocationThroughAnotherReplicaStopsTheProvider(t *testing.T) {
@@ -76,7 +76,7 @@ func TestARevocationThroughAnotherReplicaStopsTheProvider(t *testing.T) {
 		t.Fatalf("a turn under the grant: %d %s", code, body)
 	}
 	grant := grantOf(t, at)
-	if _, err := other.client.RevokeGrant(as(context.Background(), writerKey), &ledgerv1.RevokeGrantRequest{GrantId: grant, Note: "revoked through another replica"}); err != nil {
+	if _, err := other.client.RevokeGrant(as(context.Background(), adminKey), &ledgerv1.RevokeGrantRequest{GrantId: grant, Note: "revoked through another replica"}); err != nil {
 		t.Fatalf("RevokeGrant at the other replica: %v", err)
 	}
 	if code, body := send(at, "m2"); code != http.StatusUnauthorized {

@@ -643,15 +643,18 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		RetiredKeyTTL:  time.Duration(cfg.Provider.RetiredKeyTTL),
 		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
 		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
-		// The revocations recorded in the row store, through any replica
-		// (ledgerctl revoke): a read of the store, the ledger being built
-		// before the Provider serves.
+		// The revocations an admin recorded in the row store, through any
+		// replica (ledgerctl revoke): a read of the store, the ledger
+		// being built before the Provider serves. A writer's revocation
+		// makes receipts incidents but does not stop the Provider: a
+		// writer key, which a Provider's pipeline holds and which sees
+		// every grant id, cannot cut customers' grants (docs/design/038).
 		Revocations: func(ctx context.Context, grant string) (time.Time, bool, error) {
 			rev, err := s.ledger.Revocation(ctx, grant)
-			if err != nil || rev == nil {
+			if err != nil || rev == nil || rev.AdminRevokedAt.IsZero() {
 				return time.Time{}, false, err
 			}
-			return rev.RevokedAt, true, nil
+			return rev.AdminRevokedAt, true, nil
 		},
 	})
 	if err != nil {

@@ -568,7 +568,10 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 		return nil, status.Errorf(codes.InvalidArgument, "revokedAt %s: want a time from %s to %s, or none for now",
 			at.AsTime().Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339), verifier.MaxTime.Format(time.RFC3339))
 	}
-	rev, err := s.l.RevokeGrant(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx))
+	// An admin's revocation also stops the embedded Provider; a writer's
+	// (a Provider's pipeline reporting its own) makes receipts incidents
+	// only (docs/design/038).
+	rev, err := s.l.RevokeGrant(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx), hasRole(ctx, config.RoleAdmin))
 	if err != nil {
 		return nil, s.toStatus(ctx, "RevokeGrant", err)
 	}

@@ -121,7 +121,7 @@ func newFixture(t *testing.T) *fixture {
 	// Scopes beyond the grant: incident INC-1, on an action of the day
 	// before (a closed incident still holds its day's rows for 12 months).
 	f.post(t, l, pacttest.Spec{Target: "X-1", ScopesUsed: []string{"orders:cancel", "orders:refund"}, At: f.clock().Add(-24 * time.Hour)})
-	if _, err := l.RevokeGrant(ctx, "grant-3", time.Time{}, "customer asked", "support@example.com"); err != nil {
+	if _, err := l.RevokeGrant(ctx, "grant-3", time.Time{}, "customer asked", "support@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.AppendDispute(ctx, f.rows[0], ledger.DisputeOpen, "not me", "support@example.com"); err != nil {

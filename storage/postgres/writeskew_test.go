@@ -282,9 +282,9 @@ func TestRevocationsAtOnceKeepTheEarlier(t *testing.T) {
 	a.store.pauseWith(func(tx ledger.Tx) ledger.Tx { return afterRevocation{tx, p} })
 	errA := runPaused(t, w.dsn, p, func() error {
 		var err error
-		revA, err = a.l.RevokeGrant(t.Context(), grant, t2, "the later report", "ops-a")
+		revA, err = a.l.RevokeGrant(t.Context(), grant, t2, "the later report", "ops-a", false)
 		return err
-	}, func() { revB, errB = b.l.RevokeGrant(t.Context(), grant, t1, "the earlier report", "ops-b") })
+	}, func() { revB, errB = b.l.RevokeGrant(t.Context(), grant, t1, "the earlier report", "ops-b", false) })
 	if errA != nil || errB != nil {
 		t.Fatalf("revocations: %v, %v", errA, errB)
 	}
