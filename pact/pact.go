@@ -108,6 +108,11 @@ type (
 	// SetAsideEntry is an outbox entry the ledger refused as invalid, or
 	// that cannot be read, kept for an operator.
 	SetAsideEntry = store.SetAsideEntry
+	// Retried says what RetryPipelineSetAside put back (Retried), and
+	// what it passed over, which stays set aside: entries that cannot be
+	// read (Unreadable), and entries of a brand no longer configured or
+	// no longer delegating (Held: ErrBrandNotConfigured).
+	Retried = store.Retried
 )
 
 // Errors of RetryPipelineSetAside.
@@ -117,6 +122,11 @@ var (
 	// ErrUnreadable: the entry set aside cannot be read, so posting it
 	// again cannot help.
 	ErrUnreadable = store.ErrUnreadable
+	// ErrBrandNotConfigured: the entry set aside is a receipt, or a
+	// refusal under a delegation token, of a brand not configured or no
+	// longer delegating: posted, the ledger would record it UNAUTHORIZED
+	// ("not a trusted brand") for good (docs/design/039).
+	ErrBrandNotConfigured = errors.New("the entry is of a brand that is not configured, or no longer delegates")
 )
 
 // MaxSetAsidePage caps one page of PipelineSetAsideEntries.
@@ -127,6 +137,7 @@ const MaxSetAsidePage = store.MaxSetAsidePage
 type Provider struct {
 	server *provider.Server
 	store  *store.Store
+	brands map[string]*Brand
 	pages  *brandlogin.Pages
 	now    func() time.Time
 	log    *slog.Logger
@@ -179,16 +190,8 @@ func checkOutboxBrands(st *store.Store, brands map[string]*Brand) error {
 	}
 	var gone []string
 	for url, n := range waiting {
-		i := strings.LastIndex(url, "/a2a/")
-		if i < 0 {
-			continue
-		}
-		id := url[i+len("/a2a/"):]
-		switch b := brands[id]; {
-		case b == nil:
-			gone = append(gone, fmt.Sprintf("%s of brand %q, which is not among the configured brands", entries(n), id))
-		case !b.Delegation:
-			gone = append(gone, fmt.Sprintf("%s of brand %q, whose file no longer sets delegation: true", entries(n), id))
+		if why := brandGone(url, brands); why != "" {
+			gone = append(gone, entries(n)+" of "+why)
 		}
 	}
 	if len(gone) == 0 {
@@ -200,6 +203,24 @@ func checkOutboxBrands(st *store.Store, brands map[string]*Brand) error {
 		"provider.brandsDir and start ledgerd; once the outbox has drained (pactledger_provider_pipeline_depth 0, or \"waiting for the ledger 0\" "+
 		"in ledgerctl provider outbox), stop it, remove or change the file, and start it again (docs/operations.md, \"The Provider's outbox\")",
 		strings.Join(gone, "; "))
+}
+
+// brandGone says why the ledger would not trust the brand of interface URL
+// url (pipeline.Item.Brand) with the Provider's brands: "" when it is one
+// of them and delegates, or is not a Provider's interface URL.
+func brandGone(url string, brands map[string]*Brand) string {
+	i := strings.LastIndex(url, "/a2a/")
+	if i < 0 {
+		return ""
+	}
+	id := url[i+len("/a2a/"):]
+	switch b := brands[id]; {
+	case b == nil:
+		return fmt.Sprintf("brand %q, which is not among the configured brands", id)
+	case !b.Delegation:
+		return fmt.Sprintf("brand %q, whose file no longer sets delegation: true", id)
+	}
+	return ""
 }
 
 // entries says n entries.
@@ -223,7 +244,7 @@ func assemble(cfg Config, st *store.Store) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
-	return &Provider{server: srv, store: st, pages: pages, now: cfg.Now, log: cfg.Logger}, nil
+	return &Provider{server: srv, store: st, brands: cfg.Brands, pages: pages, now: cfg.Now, log: cfg.Logger}, nil
 }
 
 // ServeHTTP serves the cards, the A2A and OAuth routes and the pages.
@@ -276,10 +297,16 @@ func (p *Provider) PipelineSetAsideEntries(after uint64, limit int) (entries []S
 // RetryPipelineSetAside puts entries set aside back at the end of the
 // outbox, in the order they were first queued, and wakes the pipeline: the
 // entry seq, or with all every one that can be read (at most 10,000 a
-// call). It returns how many it put back and how many set aside cannot be
-// read and stay.
-func (p *Provider) RetryPipelineSetAside(seq uint64, all bool) (retried, unreadable int, err error) {
-	return p.store.RetrySetAside(seq, all)
+// call). An entry of a brand not configured, or no longer delegating, is
+// not put back (ErrBrandNotConfigured; with all it is passed over and
+// counted): posted, the ledger would record it UNAUTHORIZED for good.
+func (p *Provider) RetryPipelineSetAside(seq uint64, all bool) (Retried, error) {
+	return p.store.RetrySetAside(seq, all, func(it pipeline.Item) error {
+		if why := brandGone(it.Brand(), p.brands); why != "" {
+			return fmt.Errorf("%w: %s; put the brand file back as it was to post it", ErrBrandNotConfigured, why)
+		}
+		return nil
+	})
 }
 
 // RunPipeline posts the outbox to sink in order until ctx is done (package

@@ -125,6 +125,9 @@ func (c *cli) providerOutboxRetry(all bool, pos []string) error {
 	if n := rep.GetUnreadable(); n > 0 {
 		fmt.Fprintf(c.out, "%s cannot be read and stay set aside\n", entries(n))
 	}
+	if n := rep.GetBrandNotConfigured(); n > 0 {
+		fmt.Fprintf(c.out, "%s of a brand no longer configured, or no longer delegating, stay set aside: the ledger would record them UNAUTHORIZED; put the brand file back to post them\n", entries(n))
+	}
 	return nil
 }
 

@@ -91,16 +91,16 @@ func (s *service) RetryProviderSetAside(ctx context.Context, req *ledgerv1.Retry
 	if (req.GetSeq() != 0) == req.GetAll() {
 		return nil, status.Error(codes.InvalidArgument, "name one entry set aside (seq) or all of them (all), not both")
 	}
-	n, unreadable, err := s.provider.RetryPipelineSetAside(req.GetSeq(), req.GetAll())
+	r, err := s.provider.RetryPipelineSetAside(req.GetSeq(), req.GetAll())
 	switch {
 	case errors.Is(err, pact.ErrNotSetAside):
 		return nil, status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, pact.ErrUnreadable):
+	case errors.Is(err, pact.ErrUnreadable), errors.Is(err, pact.ErrBrandNotConfigured):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case err != nil:
 		return nil, s.toStatus(ctx, "RetryProviderSetAside", err)
 	}
 	s.log.InfoContext(ctx, "Provider entries set aside put back in its outbox", slog.String("by", caller(ctx)), slog.Uint64("seq", req.GetSeq()), slog.Bool("all", req.GetAll()),
-		slog.Int("entries", n), slog.Int("unreadable", unreadable))
-	return &ledgerv1.RetryProviderSetAsideResponse{Retried: int32(n), Unreadable: int32(unreadable)}, nil
+		slog.Int("entries", r.Retried), slog.Int("unreadable", r.Unreadable), slog.Int("brand_not_configured", r.Held))
+	return &ledgerv1.RetryProviderSetAsideResponse{Retried: int32(r.Retried), Unreadable: int32(r.Unreadable), BrandNotConfigured: int32(r.Held)}, nil
 }

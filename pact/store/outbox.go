@@ -208,25 +208,41 @@ const MaxRetry = 10000
 // cannot help.
 var ErrUnreadable = errors.New("the entry cannot be read")
 
+// Retried says what RetrySetAside put back, and what it passed over.
+type Retried struct {
+	// Retried entries went back at the end of the outbox.
+	Retried int
+	// Unreadable entries cannot be read, and Held ones hold refused:
+	// passed over, they stay set aside (all only).
+	Unreadable, Held int
+}
+
 // RetrySetAside puts entries set aside back at the end of the outbox, in
 // the order they were first queued, each under a new sequence number and
 // with its bytes as they were set aside (fields this version does not
-// know included): the entry seq, or with all every one that can be read,
-// up to MaxRetry a call. It returns how many it put back and how many
-// that cannot be read it passed over (they stay). An unknown seq is
-// ErrNotFound, an unreadable one ErrUnreadable.
-func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, err error) {
-	err = s.update(func(tx *txn) error {
+// know included): the entry seq, or with all every one that can be read
+// and that hold, when given, does not refuse, up to MaxRetry a call,
+// passing over at most MaxRetry others. hold returns why an entry must
+// not be posted again. An unknown seq is ErrNotFound, an unreadable one
+// ErrUnreadable, one hold refuses hold's error.
+func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) error) (Retried, error) {
+	var out Retried
+	err := s.update(func(tx *txn) error {
+		out = Retried{}
 		aside, why := tx.Bucket(bSetAside), tx.Bucket(bSetAsideWhy)
 		var keys [][]byte
 		if all {
 			c := aside.Cursor()
-			for k, v := c.First(); k != nil && len(keys) < MaxRetry && unreadable < MaxRetry; k, v = c.Next() {
-				if _, err := pipeline.DecodeItem(v); err != nil {
-					unreadable++
-					continue
+			for k, v := c.First(); k != nil && len(keys) < MaxRetry && out.Unreadable+out.Held < MaxRetry; k, v = c.Next() {
+				it, err := pipeline.DecodeItem(v)
+				switch {
+				case err != nil:
+					out.Unreadable++
+				case hold != nil && hold(it) != nil:
+					out.Held++
+				default:
+					keys = append(keys, slices.Clone(k))
 				}
-				keys = append(keys, slices.Clone(k))
 			}
 		} else {
 			k := seqKey(seq)
@@ -234,8 +250,14 @@ func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, er
 			if v == nil {
 				return fmt.Errorf("no entry %d set aside: %w", seq, ErrNotFound)
 			}
-			if _, err := pipeline.DecodeItem(v); err != nil {
+			it, err := pipeline.DecodeItem(v)
+			if err != nil {
 				return fmt.Errorf("entry %d: %w (%v): posting it again cannot help", seq, ErrUnreadable, err)
+			}
+			if hold != nil {
+				if err := hold(it); err != nil {
+					return fmt.Errorf("entry %d: %w", seq, err)
+				}
 			}
 			keys = append(keys, k)
 		}
@@ -250,13 +272,13 @@ func (s *Store) RetrySetAside(seq uint64, all bool) (retried, unreadable int, er
 				return err
 			}
 		}
-		retried = len(keys)
+		out.Retried = len(keys)
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return Retried{}, err
 	}
-	return retried, unreadable, nil
+	return out, nil
 }
 
 // Depth implements pipeline.Outbox: the number of receipts, refusals and

@@ -56,20 +56,20 @@ func TestEntriesSetAsideAreListedAndPutBack(t *testing.T) {
 	}
 
 	drainSignal(s)
-	n, unreadable, err := s.RetrySetAside(3, false)
-	if err != nil || n != 1 || unreadable != 0 {
-		t.Fatalf("retry 3: %d, %d, %v", n, unreadable, err)
+	r, err := s.RetrySetAside(3, false, nil)
+	if err != nil || r != (Retried{Retried: 1}) {
+		t.Fatalf("retry 3: %+v, %v", r, err)
 	}
 	select {
 	case <-s.Queued():
 	default:
 		t.Fatal("putting an entry back did not wake the pipeline")
 	}
-	if _, _, err := s.RetrySetAside(3, false); !errors.Is(err, ErrNotFound) {
+	if _, err := s.RetrySetAside(3, false, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("retry 3 again: %v, want ErrNotFound", err)
 	}
-	if n, _, err := s.RetrySetAside(0, true); err != nil || n != 2 {
-		t.Fatalf("retry all: %d, %v; want 2", n, err)
+	if r, err := s.RetrySetAside(0, true, nil); err != nil || r.Retried != 2 {
+		t.Fatalf("retry all: %+v, %v; want 2", r, err)
 	}
 	if s.SetAsideCount() != 0 {
 		t.Fatalf("%d entries still set aside", s.SetAsideCount())
@@ -138,11 +138,11 @@ func TestAnEntryThatCannotBeReadIsSetAsideAndStays(t *testing.T) {
 	if err != nil || len(page) != 1 || page[0].Unreadable == "" || page[0].Size != len("{not json") {
 		t.Fatalf("listed as %+v, %v", page, err)
 	}
-	if _, _, err := s.RetrySetAside(2, false); !errors.Is(err, ErrUnreadable) {
+	if _, err := s.RetrySetAside(2, false, nil); !errors.Is(err, ErrUnreadable) {
 		t.Fatalf("retry the unreadable entry: %v, want ErrUnreadable", err)
 	}
-	if n, unreadable, err := s.RetrySetAside(0, true); err != nil || n != 0 || unreadable != 1 {
-		t.Fatalf("retry all: %d put back, %d unreadable, %v; want 0 and 1", n, unreadable, err)
+	if r, err := s.RetrySetAside(0, true, nil); err != nil || r != (Retried{Unreadable: 1}) {
+		t.Fatalf("retry all: %+v, %v; want 0 put back and 1 unreadable", r, err)
 	}
 }
 
@@ -158,8 +158,8 @@ func TestAnEntryPutBackKeepsItsBytes(t *testing.T) {
 	if err := s.SetAside(1, "rejected"); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := s.RetrySetAside(1, false); err != nil || n != 1 {
-		t.Fatalf("retry: %d, %v", n, err)
+	if r, err := s.RetrySetAside(1, false, nil); err != nil || r.Retried != 1 {
+		t.Fatalf("retry: %+v, %v", r, err)
 	}
 	var got []byte
 	_ = s.db.View(func(tx *bolt.Tx) error {

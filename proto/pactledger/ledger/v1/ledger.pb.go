@@ -6839,9 +6839,14 @@ type RetryProviderSetAsideResponse struct {
 	Retried int32 `protobuf:"varint,1,opt,name=retried,proto3" json:"retried,omitempty"`
 	// Entries set aside that cannot be read, passed over and left (all
 	// only; at most 10,000 a call).
-	Unreadable    int32 `protobuf:"varint,2,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unreadable int32 `protobuf:"varint,2,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	// Entries set aside of a brand no longer configured, or no longer
+	// delegating, passed over and left (all only): posted, the ledger would
+	// record them UNAUTHORIZED for good. Putting one back by its seq is
+	// FAILED_PRECONDITION.
+	BrandNotConfigured int32 `protobuf:"varint,3,opt,name=brand_not_configured,json=brandNotConfigured,proto3" json:"brand_not_configured,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RetryProviderSetAsideResponse) Reset() {
@@ -6884,6 +6889,13 @@ func (x *RetryProviderSetAsideResponse) GetRetried() int32 {
 func (x *RetryProviderSetAsideResponse) GetUnreadable() int32 {
 	if x != nil {
 		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *RetryProviderSetAsideResponse) GetBrandNotConfigured() int32 {
+	if x != nil {
+		return x.BrandNotConfigured
 	}
 	return 0
 }
@@ -7385,12 +7397,13 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"B\n" +
 	"\x1cRetryProviderSetAsideRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
-	"\x03all\x18\x02 \x01(\bR\x03all\"Y\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"\x8b\x01\n" +
 	"\x1dRetryProviderSetAsideResponse\x12\x18\n" +
 	"\aretried\x18\x01 \x01(\x05R\aretried\x12\x1e\n" +
 	"\n" +
 	"unreadable\x18\x02 \x01(\x05R\n" +
-	"unreadable*O\n" +
+	"unreadable\x120\n" +
+	"\x14brand_not_configured\x18\x03 \x01(\x05R\x12brandNotConfigured*O\n" +
 	"\aRowKind\x12\x18\n" +
 	"\x14ROW_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROW_KIND_RECEIPT\x10\x01\x12\x14\n" +

@@ -1,0 +1,76 @@
+package pact_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pactledger/pactledger/pact"
+	"github.com/pactledger/pactledger/pact/pipeline"
+	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
+)
+
+// receiptOf is an outbox entry of a receipt of the brand at interface URL
+// brand (unsigned: the brand is read from its claims, not verified).
+func receiptOf(brand, id string) pipeline.Item {
+	claims := `{"brand":"` + brand + `","id":"` + id + `"}`
+	jws := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256"}`)) + "." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".c2ln"
+	return pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: jws}}
+}
+
+// An entry set aside of a brand no longer configured is not put back in
+// the outbox: posted, the ledger would record it UNAUTHORIZED ("not a
+// trusted brand") for good. Put back one by one it is refused, naming
+// the brand; put back with all the others it is passed over, counted,
+// and stays set aside.
+func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	brands, err := pact.LoadBrands("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
+	cfg := pact.Config{BaseURL: "http://p.example", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
+	p, err := pact.New(cfg) // makes the signing key
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(receiptOf("http://p.example/a2a/gone", "r1"), receiptOf("http://p.example/a2a/acme", "r2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2} {
+		if err := st.SetAside(seq, "rejected by the ledger"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = pact.New(cfg); err != nil {
+		t.Fatalf("start with a removed brand's entry set aside, not waiting: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+
+	_, err = p.RetryPipelineSetAside(1, false)
+	if !errors.Is(err, pact.ErrBrandNotConfigured) || !strings.Contains(err.Error(), `"gone"`) {
+		t.Fatalf("put back the entry of the removed brand: %v, want ErrBrandNotConfigured naming it", err)
+	}
+	got, err := p.RetryPipelineSetAside(0, true)
+	if want := (pact.Retried{Retried: 1, Held: 1}); err != nil || got != want {
+		t.Fatalf("put back all: %+v, %v; want %+v", got, err, want)
+	}
+	if n, d := p.PipelineSetAside(), p.PipelineDepth(); n != 1 || d != 1 {
+		t.Fatalf("set aside %d, waiting %d; want the removed brand's entry set aside, the other waiting", n, d)
+	}
+}
