@@ -11,6 +11,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -104,16 +105,8 @@ func TestTheRealReceiptIsDecidedOnItselfOnceTheRowItDuplicatesIsSwept(t *testing
 	if j.Status != ledger.Unauthorized || g.Status != ledger.Duplicate || g.Verifier.DuplicateOf != j.ID || !g.RetainUntil.After(j.RetainUntil) {
 		t.Fatalf("rows: %s %v until %v, %s %v until %v duplicate of %q", j.ID[:12], j.Status, j.RetainUntil, g.ID[:12], g.Status, g.RetainUntil, g.Verifier.DuplicateOf)
 	}
-	for n := 0; ; n++ {
-		if d, err := e.l.OutboxDepth(ctx); err != nil || d == 0 {
-			break
-		}
-		if n == 20 {
-			t.Fatal("the outbox did not drain")
-		}
-		if _, err := e.l.UploadRound(ctx, 512, 4); err != nil {
-			t.Fatal(err)
-		}
+	if err := storetest.DrainOutbox(ctx, e.l); err != nil {
+		t.Fatal(err)
 	}
 	at = j.RetainUntil.Add(time.Hour)
 	res, err := e.l.Sweep(ctx, false)
@@ -147,16 +140,8 @@ func TestAReplayOutlivingTheRealRowIsNotDecidedUnauthorized(t *testing.T) {
 	if g.Status != ledger.Authorized || j.Verifier.DuplicateOf != g.ID || !j.RetainUntil.After(g.RetainUntil) {
 		t.Fatalf("rows: %v until %v; replay %v of %q until %v", g.Status, g.RetainUntil, j.Status, j.Verifier.DuplicateOf, j.RetainUntil)
 	}
-	for n := 0; ; n++ {
-		if d, err := e.l.OutboxDepth(ctx); err != nil || d == 0 {
-			break
-		}
-		if n == 20 {
-			t.Fatal("the outbox did not drain")
-		}
-		if _, err := e.l.UploadRound(ctx, 512, 4); err != nil {
-			t.Fatal(err)
-		}
+	if err := storetest.DrainOutbox(ctx, e.l); err != nil {
+		t.Fatal(err)
 	}
 	at = g.RetainUntil.Add(time.Hour)
 	if res, err := e.l.Sweep(ctx, false); err != nil || len(res.Swept) != 1 || res.Swept[0].RowID != g.ID {

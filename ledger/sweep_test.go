@@ -37,6 +37,17 @@ func (h *harness) drain(t *testing.T) {
 	t.Fatal("outbox did not drain")
 }
 
+// sweepAt sets the clock to at and sweeps.
+func (h *harness) sweepAt(t *testing.T, at time.Time) *ledger.SweepResult {
+	t.Helper()
+	h.set(at)
+	res, err := h.l.Sweep(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func ids(items []ledger.SweepItem) map[string]string {
 	m := map[string]string{}
 	for _, i := range items {
@@ -538,15 +549,7 @@ func TestIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
 		t.Fatalf("statuses %v, %v; want AUTHORIZED, INCIDENT", counted.Status, over.Status)
 	}
 	h.drain(t)
-	sweep := func(at time.Time) *ledger.SweepResult {
-		t.Helper()
-		h.set(at)
-		res, err := h.l.Sweep(ctx, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	sweep := func(at time.Time) *ledger.SweepResult { t.Helper(); return h.sweepAt(t, at) }
 	res := sweep(counted.RetainUntil.Add(time.Hour))
 	if why, kept := ids(res.Kept)[counted.ID]; !kept || !strings.Contains(why, "grant") {
 		t.Fatalf("the counted row while the incident is open: kept %v (%q); swept %v", kept, why, ids(res.Swept))
@@ -605,15 +608,7 @@ func TestADisputedRowIsKeptWhileItsDisputeIsOpen(t *testing.T) {
 	}
 	h.drain(t)
 	period := h.l.Policy().Periods[retention.Incident]
-	sweep := func(at time.Time) *ledger.SweepResult {
-		t.Helper()
-		h.set(at)
-		res, err := h.l.Sweep(ctx, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	sweep := func(at time.Time) *ledger.SweepResult { t.Helper(); return h.sweepAt(t, at) }
 	evidenceUntil := func() time.Time {
 		t.Helper()
 		h.drain(t)
