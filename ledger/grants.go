@@ -82,7 +82,7 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	if err != nil {
 		return Revocation{}, fmt.Errorf("revoke grant %s: %w", grant, err)
 	}
-	l.cfg.Logger.InfoContext(ctx, "grant revoked", "grant", grant, "revoked_at", out.RevokedAt, "by", out.By, "admin", admin)
+	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt)
 	return out, nil
 }
 

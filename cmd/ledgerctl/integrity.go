@@ -35,6 +35,7 @@ func (c *cli) grant(pos []string) error {
 	fmt.Fprintf(w, "scopes used\t%s\n", orDash(strings.Join(rep.GetScopesUsed(), " ")))
 	if r := rep.GetRevocation(); r != nil {
 		fmt.Fprintf(w, "revoked\t%s (reported by %s at %s) %s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), r.GetNote())
+		fmt.Fprintf(w, "at the Provider\t%s\n", providerStopped(r))
 	} else {
 		fmt.Fprintf(w, "revoked\tno\n")
 	}
@@ -99,6 +100,7 @@ func (c *cli) revoke(at, note string, pos []string) error {
 		w = c.errw
 	} else {
 		fmt.Fprintln(w, revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
+		fmt.Fprintf(w, "the embedded Provider: %s\n", providerStopped(rep.GetRevocation()))
 	}
 	switch {
 	case checkErr != nil:
@@ -136,6 +138,16 @@ func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readab
 		return nil, true, nil
 	}
 	return held, true, err
+}
+
+// providerStopped says whether, and from when, a revocation stops the
+// embedded Provider serving the grant: an admin's does, a writer's does
+// not (docs/design/038).
+func providerStopped(r *ledgerv1.Revocation) string {
+	if at := r.GetAdminRevokedAt(); at != nil {
+		return "stopped from " + when(at) + " (an admin's revocation): it serves no request under the grant"
+	}
+	return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records stops it"
 }
 
 // revokedWords says what a revocation of grant asked for at (nil: now)

@@ -323,7 +323,7 @@ func (c *cli) grantCmd() *cobra.Command {
 func (c *cli) revokeCmd() *cobra.Command {
 	var at, note string
 	cmd := &cobra.Command{
-		Use: "revoke GRANT_ID [--at T] [--note TEXT]", Short: "record a grant's revocation: later receipts under it are incidents",
+		Use: "revoke GRANT_ID [--at T] [--note TEXT]", Short: "record a grant's revocation: later receipts under it are incidents; an admin key's also stops the embedded Provider",
 		Annotations: roles("writer or admin"),
 		RunE:        c.online(func(args []string) error { return c.revoke(at, note, args) }),
 	}

@@ -54,6 +54,9 @@ type revocation struct {
 	By         string `json:"by"`
 	Note       string `json:"note"`
 	RecordedAt string `json:"recordedAt"`
+	// AdminRevokedAt: from when the embedded Provider serves no request
+	// under the grant (an admin's revocation); "" when none stops it.
+	AdminRevokedAt string `json:"adminRevokedAt,omitempty"`
 }
 
 type grantView struct {
@@ -68,6 +71,9 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		ScopesUsed: g.GetScopesUsed(), RowCount: g.GetRowCount(), RowCountTruncated: g.GetRowCountTruncated(), Rows: []grantRow{}}
 	if rv := g.GetRevocation(); rv != nil {
 		out.Revocation = &revocation{RevokedAt: pbStamp(rv.GetRevokedAt()).ISO, By: rv.GetBy(), Note: rv.GetNote(), RecordedAt: pbStamp(rv.GetRecordedAt()).ISO}
+		if at := rv.GetAdminRevokedAt(); at != nil {
+			out.Revocation.AdminRevokedAt = pbStamp(at).ISO
+		}
 	}
 	for _, r := range g.GetRows() {
 		var acts []string

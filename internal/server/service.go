@@ -559,7 +559,11 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 	if r == nil {
 		return nil
 	}
-	return &ledgerv1.Revocation{RevokedAt: ts(r.RevokedAt), By: r.By, Note: r.Note, RecordedAt: ts(r.RecordedAt)}
+	out := &ledgerv1.Revocation{RevokedAt: ts(r.RevokedAt), By: r.By, Note: r.Note, RecordedAt: ts(r.RecordedAt)}
+	if !r.AdminRevokedAt.IsZero() {
+		out.AdminRevokedAt = ts(r.AdminRevokedAt)
+	}
+	return out
 }
 
 func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {

@@ -3829,9 +3829,14 @@ type Revocation struct {
 	// Free text.
 	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	// When the ledger recorded it.
-	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// The earliest time a key with the admin role recorded the grant
+	// revoked as of: from then the embedded Provider serves no request
+	// under the grant. A writer's revocation makes later receipts incidents
+	// but does not stop the Provider. Unset when no admin recorded one.
+	AdminRevokedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=admin_revoked_at,json=adminRevokedAt,proto3" json:"admin_revoked_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Revocation) Reset() {
@@ -3888,6 +3893,13 @@ func (x *Revocation) GetNote() string {
 func (x *Revocation) GetRecordedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RecordedAt
+	}
+	return nil
+}
+
+func (x *Revocation) GetAdminRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AdminRevokedAt
 	}
 	return nil
 }
@@ -7161,7 +7173,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
 	"\x12ListDrillsResponse\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xee\x01\n" +
 	"\n" +
 	"Revocation\x129\n" +
 	"\n" +
@@ -7169,7 +7181,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\x12;\n" +
 	"\vrecorded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"~\n" +
+	"recordedAt\x12D\n" +
+	"\x10admin_revoked_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0eadminRevokedAt\"~\n" +
 	"\x12RevokeGrantRequest\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x129\n" +
 	"\n" +
@@ -7661,102 +7674,103 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	45,  // 61: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
 	95,  // 62: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
 	95,  // 63: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	95,  // 64: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	53,  // 65: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	53,  // 66: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	28,  // 67: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	59,  // 68: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	95,  // 69: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	95,  // 70: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	95,  // 71: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	63,  // 72: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	63,  // 73: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	28,  // 74: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	28,  // 75: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	63,  // 76: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	95,  // 77: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	4,   // 78: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	95,  // 79: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	95,  // 80: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	71,  // 81: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	71,  // 82: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	95,  // 83: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	74,  // 84: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	95,  // 85: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	95,  // 86: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	95,  // 87: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	75,  // 88: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	95,  // 89: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	95,  // 90: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	88,  // 91: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	95,  // 92: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	95,  // 93: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	91,  // 94: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	11,  // 95: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 96: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	15,  // 97: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	19,  // 98: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	29,  // 99: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	31,  // 100: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	33,  // 101: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	36,  // 102: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	38,  // 103: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	40,  // 104: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	43,  // 105: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	49,  // 106: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	51,  // 107: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	54,  // 108: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	56,  // 109: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	58,  // 110: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	61,  // 111: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	64,  // 112: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	66,  // 113: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	68,  // 114: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	70,  // 115: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	73,  // 116: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	77,  // 117: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	79,  // 118: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	81,  // 119: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	83,  // 120: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	85,  // 121: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	87,  // 122: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	90,  // 123: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	93,  // 124: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	12,  // 125: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 126: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	16,  // 127: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	20,  // 128: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	30,  // 129: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	32,  // 130: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	35,  // 131: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	37,  // 132: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	39,  // 133: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	41,  // 134: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	48,  // 135: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	50,  // 136: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	52,  // 137: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	55,  // 138: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	57,  // 139: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	60,  // 140: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	62,  // 141: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	65,  // 142: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	67,  // 143: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	69,  // 144: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	72,  // 145: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	76,  // 146: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	78,  // 147: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	80,  // 148: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	82,  // 149: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	84,  // 150: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	86,  // 151: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	89,  // 152: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	92,  // 153: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	94,  // 154: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	125, // [125:155] is the sub-list for method output_type
-	95,  // [95:125] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	95,  // 64: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
+	95,  // 65: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	53,  // 66: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	53,  // 67: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	28,  // 68: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	59,  // 69: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	95,  // 70: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	95,  // 71: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	95,  // 72: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	63,  // 73: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	63,  // 74: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	28,  // 75: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	28,  // 76: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	63,  // 77: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	95,  // 78: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	4,   // 79: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	95,  // 80: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	95,  // 81: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	71,  // 82: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	71,  // 83: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	95,  // 84: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	74,  // 85: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	95,  // 86: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	95,  // 87: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	95,  // 88: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	75,  // 89: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	95,  // 90: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	95,  // 91: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	88,  // 92: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	95,  // 93: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	95,  // 94: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	91,  // 95: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	11,  // 96: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	13,  // 97: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	15,  // 98: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	19,  // 99: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	29,  // 100: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	31,  // 101: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	33,  // 102: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	36,  // 103: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	38,  // 104: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	40,  // 105: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	43,  // 106: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	49,  // 107: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	51,  // 108: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	54,  // 109: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	56,  // 110: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	58,  // 111: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	61,  // 112: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	64,  // 113: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	66,  // 114: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	68,  // 115: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	70,  // 116: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	73,  // 117: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	77,  // 118: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	79,  // 119: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	81,  // 120: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	83,  // 121: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	85,  // 122: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	87,  // 123: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	90,  // 124: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	93,  // 125: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	12,  // 126: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	14,  // 127: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	16,  // 128: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	20,  // 129: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	30,  // 130: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	32,  // 131: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	35,  // 132: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	37,  // 133: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	39,  // 134: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	41,  // 135: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	48,  // 136: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	50,  // 137: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	52,  // 138: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	55,  // 139: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	57,  // 140: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	60,  // 141: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	62,  // 142: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	65,  // 143: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	67,  // 144: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	69,  // 145: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	72,  // 146: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	76,  // 147: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	78,  // 148: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	80,  // 149: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	82,  // 150: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	84,  // 151: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	86,  // 152: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	89,  // 153: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	92,  // 154: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	94,  // 155: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	126, // [126:156] is the sub-list for method output_type
+	96,  // [96:126] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
