@@ -835,7 +835,7 @@ func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
 	case tok.Exp == nil || row.IssuedAt.After(tok.Exp.Time()):
 		return t.pull(row.ID, PullGrant, false, "the token had expired at the action time %s", clock(row.IssuedAt))
 	}
-	summary := fmt.Sprintf("%s granted %s to %s at %s (token %s, expires %s); the action used %s",
+	summary := fmt.Sprintf("%s granted %s to %s at %s (grant %s; its delegation token expires %s); the action used %s",
 		tok.Sub, tok.Scope, tok.ClientID, clock(grantTime(&tok)), tok.GrantID, clock(tok.Exp.Time()), strings.Join(row.ScopesUsed, " "))
 	if row.GrantID == "" {
 		return t.pull(row.ID, PullGrant, true, "%s", summary)

@@ -222,7 +222,7 @@ func (c *cli) show(args []string) error {
 		if l.GetCountMax() != 0 {
 			count = fmt.Sprintf("at most %d", l.GetCountMax())
 		}
-		line("limits", fmt.Sprintf("amount %s, count %s, grant expires %s", amount, count, when(l.GetGrantExpires())))
+		line("limits", fmt.Sprintf("amount %s, count %s, delegation token expires %s", amount, count, when(l.GetGrantExpires())))
 	}
 	line("issued / recorded", when(r.GetIssuedAt())+" / "+when(r.GetRecordedAt()))
 	line("retention", word(r.GetRetentionClass(), "RETENTION_CLASS_")+" until "+when(r.GetRetainUntil()))
