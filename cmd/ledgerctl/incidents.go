@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -166,11 +167,16 @@ func (c *cli) sweep(dry bool, at string) error {
 	for _, r := range rep.GetSwept() {
 		l.rows = append(l.rows, []string{r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), verb})
 	}
+	open := false
 	for _, r := range rep.GetKept() {
 		l.rows = append(l.rows, []string{r.GetRowId(), word(r.GetRetentionClass(), "RETENTION_CLASS_"), when(r.GetRetainUntil()), "kept: " + r.GetKept()})
+		open = open || strings.HasPrefix(r.GetKept(), "an open incident") || r.GetKept() == "its dispute is open"
 	}
 	if err := c.printList(l, ""); err != nil {
 		return err
+	}
+	if open {
+		c.note("(a row an open incident or an open dispute keeps is listed until the sweep's time plus the incident period: each sweep moves it on while it stays open)")
 	}
 	if !rep.GetDryRun() {
 		c.note("write-once objects deleted: %d; refused or failed (retried next sweep): %d", rep.GetObjectsDeleted(), rep.GetObjectsPending())

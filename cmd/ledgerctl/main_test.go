@@ -426,6 +426,19 @@ func TestSweepDryRun(t *testing.T) {
 	if code, out, _ := f.ctl(t, "admin", "sweep"); code != 0 || !strings.Contains(out, "removed 0 rows") {
 		t.Fatalf("sweep: %d %s", code, out)
 	}
+	// A preview far ahead: the disputed row is kept, listed until the
+	// preview's time plus the incident period, and the listing says why.
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "chargeback"); code != 0 {
+		t.Fatalf("dispute open: %d %s", code, errs)
+	}
+	at := time.Now().UTC().AddDate(3, 0, 0).Format("2006-01-02")
+	code, out, errs := f.ctl(t, "auditor", "sweep", "--dry-run", "--at", at)
+	if code != 0 || !strings.Contains(out+errs, "kept: its dispute is open") || !strings.Contains(out+errs, "each sweep moves it on while it stays open") {
+		t.Fatalf("a preview at %s: %d\n%s%s", at, code, out, errs)
+	}
+	if code, out, errs := f.ctl(t, "admin", "sweep", "--at", at); code != exitUsage || !strings.Contains(out+errs, "--at is for --dry-run only") {
+		t.Fatalf("a sweep with --at: %d %s%s", code, out, errs)
+	}
 }
 
 func TestPlural(t *testing.T) {
