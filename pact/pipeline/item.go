@@ -8,6 +8,7 @@ package pipeline
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -130,6 +131,47 @@ func (it Item) Brand() string {
 		}
 	}
 	return ""
+}
+
+// SignerKids are the kids, from their JWS headers, of the Provider's
+// signatures the entry carries: a receipt's JWS and its delegation token,
+// the delegation token of a refusal made under one; each kid once, in
+// that order. The personal agent's request JWT is not the Provider's and
+// is left out; so is a token whose header cannot be read. The headers
+// are decoded, not verified: this says which of the Provider's keys the
+// ledger will check the entry with.
+func (it Item) SignerKids() []string {
+	var toks []string
+	switch {
+	case it.Receipt != nil:
+		toks = []string{it.Receipt.ReceiptJWS, it.Receipt.DelegationToken}
+	case it.Refusal != nil:
+		toks = []string{it.Refusal.DelegationToken}
+	}
+	var kids []string
+	for _, tok := range toks {
+		if kid := kidOf(tok); kid != "" && !slices.Contains(kids, kid) {
+			kids = append(kids, kid)
+		}
+	}
+	return kids
+}
+
+// kidOf is the kid in the header of compact JWS tok, unverified; "" when
+// it names none or cannot be read.
+func kidOf(tok string) string {
+	head, _, ok := strings.Cut(tok, ".")
+	if !ok {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	if err != nil || json.Unmarshal(raw, &h) != nil {
+		return ""
+	}
+	return h.Kid
 }
 
 // claimsOf decodes the payload of compact JWS tok into v, unverified.

@@ -364,3 +364,47 @@ func (s *Store) OutboxBrands() (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// Held counts the entries for the ledger that carry a signature of one of
+// the Provider's keys.
+type Held struct {
+	// Waiting entries are in the outbox; SetAside ones in
+	// pipeline_rejected, which an operator may put back.
+	Waiting, SetAside int
+}
+
+// SignedBy counts the entries waiting for the ledger and set aside by
+// the kids of the Provider's keys that signed them
+// (pipeline.Item.SignerKids): kid to count. An entry signed under two
+// kids counts for each; entries that cannot be read are not counted.
+func (s *Store) SignedBy() (map[string]Held, error) {
+	out := map[string]Held{}
+	err := s.view(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bOutbox, bSetAside} {
+			err := tx.Bucket(b).ForEach(func(_, v []byte) error {
+				it, err := pipeline.DecodeItem(v)
+				if err != nil {
+					return nil
+				}
+				for _, kid := range it.SignerKids() {
+					h := out[kid]
+					if string(b) == string(bOutbox) {
+						h.Waiting++
+					} else {
+						h.SetAside++
+					}
+					out[kid] = h
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	return out, nil
+}

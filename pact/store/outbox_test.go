@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/base64"
+	"maps"
 	"testing"
 	"time"
 
@@ -46,5 +48,39 @@ func TestEndedGrantAttemptsAreKeptAMinute(t *testing.T) {
 	}
 	if d := s.Depth(); d != 5 {
 		t.Fatalf("%d refusals queued, want 5", d)
+	}
+}
+
+// signedBy is a compact JWS whose header names kid, with no real
+// signature: SignedBy reads headers, it does not verify them.
+func signedBy(kid string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"`+kid+`"}`)) + ".e30.c2ln"
+}
+
+// SignedBy counts, by kid, the entries waiting and set aside that the
+// Provider's keys signed; revocations, and entries that cannot be read,
+// count for none.
+func TestSignedByCountsWaitingAndSetAsideEntries(t *testing.T) {
+	s := openStore(t)
+	err := s.Enqueue(
+		pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: signedBy("old"), DelegationToken: signedBy("old")}},
+		pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: signedBy("new"), DelegationToken: signedBy("old")}},
+		pipeline.Item{Refusal: &pipeline.Refusal{DelegationToken: signedBy("old"), RequestJWT: signedBy("agent")}},
+		pipeline.Revoked("a2agrant_1", time.Time{}, "revoked"),
+		pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: signedBy("new")}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAside(3, "rejected by the ledger"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bOutbox).Put(seqKey(99), []byte("not an entry")) }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SignedBy()
+	want := map[string]Held{"old": {Waiting: 2, SetAside: 1}, "new": {Waiting: 2}}
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("SignedBy() = %v, %v; want %v", got, err, want)
 	}
 }
