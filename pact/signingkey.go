@@ -68,6 +68,11 @@ type Rotation struct {
 	// Dropped are the retired keys whose period had ended: they left the
 	// file and are no longer published.
 	Dropped []string
+	// Kept are the retired keys whose period had ended but that signed
+	// entries still waiting for the ledger or set aside: they stay in the
+	// file, and the Provider publishes them until those have reached the
+	// ledger.
+	Kept []string
 	// Grants, Waiting and SetAside count the store's grants and its
 	// outbox entries waiting for the ledger and set aside.
 	Grants, Waiting, SetAside int
@@ -121,7 +126,11 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 	case missing:
 		return Rotation{}, fmt.Errorf("%w at %s to retire: restore it from the backup of provider-signing-key.json and rotate then; if it is lost for good, `ledgerd provider rotate-key --replace-lost` makes a new one, and what the lost key signed no longer verifies", ErrNoSigningKey, path)
 	}
-	rot, err := provider.RotateSigningKey(path, cfg.RetiredKeyTTL, cfg.Now())
+	signedBy, err := st.SignedBy()
+	if err != nil {
+		return Rotation{}, err
+	}
+	rot, err := provider.RotateSigningKey(path, cfg.RetiredKeyTTL, cfg.Now(), signedBy)
 	if err != nil {
 		return Rotation{}, err
 	}
@@ -130,6 +139,10 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 	for _, kid := range rot.Dropped {
 		cfg.Logger.Info("a retired signing key of the Provider is no longer published", slog.String("kid", kid), slog.String("key_file", path))
 	}
-	held.Kid, held.Retired, held.PublishedUntil, held.Dropped = rot.Kid, rot.Retired, rot.PublishedUntil, rot.Dropped
+	for _, kid := range rot.Kept {
+		cfg.Logger.Warn("a retired signing key of the Provider is past its period, but entries it signed wait for the ledger: it stays in the key file, published until they have reached it", slog.String("kid", kid),
+			slog.Int("waiting_for_the_ledger", signedBy[kid].Waiting), slog.Int("set_aside", signedBy[kid].SetAside), slog.String("key_file", path))
+	}
+	held.Kid, held.Retired, held.PublishedUntil, held.Dropped, held.Kept = rot.Kid, rot.Retired, rot.PublishedUntil, rot.Dropped, rot.Kept
 	return held, nil
 }

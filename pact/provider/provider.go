@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("provider: domain %s names unknown brand %q", d, id)
 		}
 	}
-	key, err := openKeyRing(cfg.SigningKeyPath, cfg.RetiredKeyTTL, cfg.Now(), func() (string, error) { return signed(cfg.Store) }, cfg.Logger)
+	key, err := openKeyRing(cfg.SigningKeyPath, cfg.RetiredKeyTTL, cfg.Now(), cfg.Store, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

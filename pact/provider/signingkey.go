@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/store"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -188,15 +189,21 @@ type Rotation struct {
 	// Dropped are the retired keys whose retirement had ended: they left
 	// the file.
 	Dropped []string
+	// Kept are the retired keys whose retirement had ended but that
+	// signed entries still waiting for the ledger or set aside: they stay
+	// in the file, published until those have reached it.
+	Kept []string
 }
 
 // RotateSigningKey makes a new key current in the key file at path and
 // retires the current one as of now: it signs no more, and stays
 // published for verification for ttl (the retirement period; default
-// DefaultRetiredKeyTTL). Retired keys whose period is over leave the file.
-// The running Provider reads the file when it starts: rotate with it
-// stopped.
-func RotateSigningKey(path string, ttl time.Duration, now time.Time) (Rotation, error) {
+// DefaultRetiredKeyTTL). Retired keys whose period is over leave the file,
+// but those that signed entries held still counts (the store's entries for
+// the ledger, store.SignedBy): the Provider publishes them until those
+// have reached the ledger. The running Provider reads the file when it
+// starts: rotate with it stopped.
+func RotateSigningKey(path string, ttl time.Duration, now time.Time, held map[string]store.Held) (Rotation, error) {
 	ttl = retiredKeyTTL(ttl)
 	kf, err := readKeyFile(path)
 	if err != nil {
@@ -209,9 +216,13 @@ func RotateSigningKey(path string, ttl time.Duration, now time.Time) (Rotation, 
 	rot := Rotation{Kid: k.KeyID, Retired: kf.Current.KeyID, PublishedUntil: now.Add(ttl).UTC()}
 	retired := []RetiredKey{{Key: kf.Current.Public(), RetiredAt: now.UTC()}}
 	for _, r := range kf.Retired {
-		if now.Before(r.RetiredAt.Add(ttl)) {
+		switch {
+		case now.Before(r.RetiredAt.Add(ttl)):
 			retired = append(retired, r)
-		} else {
+		case held[r.Key.KeyID] != (store.Held{}):
+			retired = append(retired, r)
+			rot.Kept = append(rot.Kept, r.Key.KeyID)
+		default:
 			rot.Dropped = append(rot.Dropped, r.Key.KeyID)
 		}
 	}
@@ -236,6 +247,11 @@ func retiredKeyTTL(ttl time.Duration) time.Duration {
 	return ttl
 }
 
+// heldKeyRecheck is how often the Provider reads its store again while
+// it keeps a retired key published past its period for the entries it
+// signed that wait for the ledger: once none is left, the key drops out.
+const heldKeyRecheck = 10 * time.Minute
+
 // keyRing is the Provider's signing key with the retired keys still
 // published: what it publishes changes as retirements end.
 type keyRing struct {
@@ -243,18 +259,22 @@ type keyRing struct {
 	retired []RetiredKey // newest first
 	ttl     time.Duration
 	path    string
+	st      *store.Store
 	log     *slog.Logger
 
-	mu  sync.Mutex
-	pub *publishedKeys
+	mu         sync.Mutex
+	pub        *publishedKeys
+	refreshing bool // a caller of published is computing the next set
 }
 
 // publishedKeys is the JWKS the Provider publishes from one time on:
-// the current key and the retired keys still in their period.
+// the current key and the retired keys still in their period, or past it
+// while entries they signed wait for the ledger (held).
 type publishedKeys struct {
 	from  time.Time
-	until time.Time // when the next retired key drops out; zero: never
+	until time.Time // when to compute the set again; zero: never
 	kids  []string
+	held  map[string]store.Held // retired keys past their period, by kid
 	jwks  []byte
 	set   *verifier.KeySet // the delegation tokens' check
 
@@ -263,12 +283,13 @@ type publishedKeys struct {
 }
 
 // openKeyRing reads the key file at path, creating it on first use. A
-// store that holds what a key signed (held names it; "" for nothing)
-// gets no new key: the file must be restored or replaced on purpose.
-func openKeyRing(path string, ttl time.Duration, now time.Time, held func() (string, error), log *slog.Logger) (*keyRing, error) {
+// store st that holds what a key signed gets no new key: the file must be
+// restored or replaced on purpose. A retired key past its period stays
+// published while st's entries for the ledger hold what it signed.
+func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store, log *slog.Logger) (*keyRing, error) {
 	kf, err := readKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		what, herr := held()
+		what, herr := signed(st)
 		if herr != nil {
 			return nil, fmt.Errorf("read the Provider's store: %w", herr)
 		}
@@ -292,20 +313,53 @@ func openKeyRing(path string, ttl time.Duration, now time.Time, held func() (str
 	}
 	retired := slices.Clone(kf.Retired)
 	slices.SortStableFunc(retired, func(a, b RetiredKey) int { return b.RetiredAt.Compare(a.RetiredAt) })
-	r := &keyRing{signingKey: sk, retired: retired, ttl: retiredKeyTTL(ttl), path: path, log: log}
-	pub, err := r.publish(now)
+	r := &keyRing{signingKey: sk, retired: retired, ttl: retiredKeyTTL(ttl), path: path, st: st, log: log}
+	held, err := r.signedBy(now)
+	if err != nil {
+		return nil, fmt.Errorf("read the Provider's store: %w", err)
+	}
+	pub, err := r.publish(now, held)
 	if err != nil {
 		return nil, err
 	}
 	r.pub = pub
 	log.Info("the Provider signs with its signing key", slog.String("kid", sk.jwk.KeyID), slog.String("key_file", path))
 	for _, k := range retired {
-		if until := k.RetiredAt.Add(r.ttl); now.Before(until) {
+		until := k.RetiredAt.Add(r.ttl)
+		h, kept := pub.held[k.Key.KeyID]
+		switch {
+		case now.Before(until):
 			log.Info("a retired signing key of the Provider stays published for verification", slog.String("kid", k.Key.KeyID),
 				slog.Time("retired_at", k.RetiredAt), slog.Time("published_until", until))
+		case kept:
+			r.logHeld(k, h)
+		default:
+			log.Warn("a retired signing key of the Provider is past its period and no longer published: what it signed no longer verifies at the Provider's JWKS", slog.String("kid", k.Key.KeyID),
+				slog.Time("retired_at", k.RetiredAt), slog.Time("published_until", until), slog.String("key_file", path))
 		}
 	}
 	return r, nil
+}
+
+// logHeld says, at ERROR, that retired key k is past its period while h
+// entries it signed wait: it stays published for them, and what to do.
+func (r *keyRing) logHeld(k RetiredKey, h store.Held) {
+	r.log.Error("a retired signing key of the Provider is past its period while entries it signed wait for the ledger: it stays published until they have reached it, "+
+		"so that the ledger does not record them UNAUTHORIZED (\"unknown kid\"); let the outbox drain (bring the ledger back; look at the entries set aside with `ledgerctl provider outbox` and put them back), "+
+		"and raise provider.retiredKeyTTL past the outage and restart to keep the key published on purpose (the period counts from the rotation)",
+		slog.String("kid", k.Key.KeyID), slog.Int("waiting_for_the_ledger", h.Waiting), slog.Int("set_aside", h.SetAside),
+		slog.Time("retired_at", k.RetiredAt), slog.Time("published_until", k.RetiredAt.Add(r.ttl)), slog.String("key_file", r.path))
+}
+
+// signedBy counts the store's entries for the ledger by the key that
+// signed them, when a retired key is past its period at now: its fate
+// depends on them. Otherwise it reads nothing and returns nil.
+func (r *keyRing) signedBy(now time.Time) (map[string]store.Held, error) {
+	past := slices.ContainsFunc(r.retired, func(k RetiredKey) bool { return !now.Before(k.RetiredAt.Add(r.ttl)) })
+	if !past {
+		return nil, nil
+	}
+	return r.st.SignedBy()
 }
 
 // newSigningKey makes the signers of a private key.
@@ -321,19 +375,29 @@ func newSigningKey(k jose.JSONWebKey) (*signingKey, error) {
 	return &signingKey{jwk: k, signer: signer, receipts: receipts}, nil
 }
 
-// publish computes what is published at now.
-func (r *keyRing) publish(now time.Time) (*publishedKeys, error) {
+// publish computes what is published at now, given the store's entries
+// for the ledger by the key that signed them (held): the current key, the
+// retired keys in their period, and those past it that held counts.
+func (r *keyRing) publish(now time.Time, held map[string]store.Held) (*publishedKeys, error) {
 	p := &publishedKeys{from: now, kids: []string{r.jwk.KeyID}}
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{r.jwk.Public()}}
 	for _, k := range r.retired {
-		until := k.RetiredAt.Add(r.ttl)
-		if !now.Before(until) {
-			continue
+		next := k.RetiredAt.Add(r.ttl)
+		if !now.Before(next) {
+			h := held[k.Key.KeyID]
+			if h == (store.Held{}) {
+				continue
+			}
+			if p.held == nil {
+				p.held = map[string]store.Held{}
+			}
+			p.held[k.Key.KeyID] = h
+			next = now.Add(heldKeyRecheck)
 		}
 		set.Keys = append(set.Keys, k.Key)
 		p.kids = append(p.kids, k.Key.KeyID)
-		if p.until.IsZero() || until.Before(p.until) {
-			p.until = until
+		if p.until.IsZero() || next.Before(p.until) {
+			p.until = next
 		}
 	}
 	var err error
@@ -347,19 +411,42 @@ func (r *keyRing) publish(now time.Time) (*publishedKeys, error) {
 }
 
 // published is what is published at now: the set computed last, or a new
-// one once a retired key's period has ended (which it logs).
+// one once a retired key's period has ended or the entries holding a key
+// past it are due a new count (which it logs). The caller that computes
+// the new set reads the store; meanwhile the others get the last one,
+// which still publishes every key the new one may drop.
 func (r *keyRing) published(now time.Time) *publishedKeys {
 	r.mu.Lock()
+	cur := r.pub
+	if cur.until.IsZero() || now.Before(cur.until) || r.refreshing {
+		r.mu.Unlock()
+		return cur
+	}
+	r.refreshing = true
+	r.mu.Unlock()
+
+	held, err := r.signedBy(now)
+	var p *publishedKeys
+	if err == nil {
+		p, err = r.publish(now, held)
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pub.until.IsZero() || now.Before(r.pub.until) {
-		return r.pub
+	r.refreshing = false
+	if err != nil { // the keys marshalled and parsed at start: the store's read failed
+		r.log.Error("the Provider's published keys: every key published stays so until it can read its store", slog.String("error", err.Error()))
+		cur.until = now.Add(heldKeyRecheck)
+		return cur
 	}
-	p, err := r.publish(now)
-	if err != nil { // the keys marshalled and parsed at start
-		r.log.Error("the Provider's published keys", slog.String("error", err.Error()))
-		return r.pub
+	for _, k := range r.retired {
+		kid := k.Key.KeyID
+		if _, was := cur.held[kid]; !was && slices.Contains(cur.kids, kid) {
+			if h, kept := p.held[kid]; kept {
+				r.logHeld(k, h)
+			}
+		}
 	}
-	for _, kid := range r.pub.kids {
+	for _, kid := range cur.kids {
 		if !slices.Contains(p.kids, kid) {
 			r.log.Info("a retired signing key of the Provider is no longer published", slog.String("kid", kid), slog.String("key_file", r.path))
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/client"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // restart makes a new Server over the same store and key file, as a
@@ -86,7 +87,7 @@ func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 		t.Fatalf("before the rotation the JWKS lists %v, want one key", old)
 	}
 
-	rot, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock())
+	rot, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +133,10 @@ func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 		t.Errorf("a receipt kept from before the rotation: %v", err)
 	}
 
+	// The ledger takes the receipts that waited, before the period ends.
+	if got := e.postOutbox(); len(got) != 2 || got[0] != "AUTHORIZED" || got[1] != "AUTHORIZED" {
+		t.Fatalf("the receipts from before and after the rotation, posted: %q", got)
+	}
 	e.advance(DefaultRetiredKeyTTL - time.Minute)
 	if got := e.kids(); !slices.Equal(got, []string{rot.Kid, old[0]}) {
 		t.Fatalf("a minute before the retirement ends the JWKS lists %v, want both keys", got)
@@ -152,7 +157,7 @@ func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 		}
 	}
 	// A later rotation drops it from the file.
-	again, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock())
+	again, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock(), nil)
 	if err != nil || !slices.Equal(again.Dropped, []string{old[0]}) || again.Retired != rot.Kid {
 		t.Fatalf("the next rotation: %+v %v, want %s dropped and %s retired", again, err, old[0], rot.Kid)
 	}
@@ -171,7 +176,7 @@ func TestASigningKeyFileOfOneKeyRotates(t *testing.T) {
 	if err != nil || len(kf.Retired) != 0 {
 		t.Fatalf("read: %+v %v", kf, err)
 	}
-	if _, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock()); err != nil {
+	if _, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock(), nil); err != nil {
 		t.Fatal(err)
 	}
 	kf2, err := readKeyFile(e.cfg.SigningKeyPath)
@@ -219,5 +224,112 @@ func TestNoNewKeyOverAStoreWithGrants(t *testing.T) {
 	}
 	if _, err := os.Stat(e.cfg.SigningKeyPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refusal left a key file: %v", err)
+	}
+}
+
+// postOutbox posts what waits in the Provider's outbox, oldest first, to
+// a ledger that checks it as the ledger in the same process does: each
+// signature the Provider made against the keys of the brand's signer now
+// (BrandSigners). It returns each entry's verdict, "AUTHORIZED" or why
+// not, and empties the outbox.
+func (e *oauthEnv) postOutbox() []string {
+	e.t.Helper()
+	var verdicts []string
+	for {
+		head, err := e.st.Head(16)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(head) == 0 {
+			return verdicts
+		}
+		for _, en := range head {
+			verdict := "AUTHORIZED"
+			signer, ok := e.p.BrandSigners()[en.Item.Brand()]
+			switch {
+			case en.Item.Receipt == nil:
+			case !ok:
+				verdict = "UNAUTHORIZED: not a trusted brand"
+			default:
+				for _, tok := range []string{en.Item.Receipt.ReceiptJWS, en.Item.Receipt.DelegationToken} {
+					if _, err := verifier.VerifyCompact(tok, signer.Keys, nil, verifier.Expected{}); err != nil {
+						verdict = "UNAUTHORIZED: " + err.Error()
+					}
+				}
+			}
+			verdicts = append(verdicts, verdict)
+			if err := e.st.Remove(en.Seq); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A receipt signed before a rotation still waits for the ledger when the
+// retired key's period ends (a ledger outage longer than the period): the
+// key stays published, in the JWKS and for the ledger in the process,
+// and the Provider says so at ERROR, when the period ends and at each
+// start while the receipt waits; posted then, the receipt lands
+// AUTHORIZED. Once the outbox has drained the key drops out, and a start
+// after that says, once, that it is no longer published.
+func TestARetiredKeyStaysPublishedWhileWhatItSignedWaits(t *testing.T) {
+	e := newOAuthEnv(t)
+	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	if code, out, _ := e.send(at, "", "m1", "status of A-5531"); code != http.StatusOK {
+		t.Fatalf("send: %d %v", code, out)
+	}
+	if d := e.st.Depth(); d != 1 {
+		t.Fatalf("the outbox holds %d entries, want the receipt", d)
+	}
+	old := e.kids()
+	rot, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncbuf.Buffer{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	e.restart()
+
+	held := `"level":"ERROR","msg":"a retired signing key of the Provider is past its period while entries it signed wait for the ledger`
+	heldKid := `"kid":"` + old[0] + `","waiting_for_the_ledger":1,"set_aside":0`
+	e.advance(DefaultRetiredKeyTTL + time.Minute)
+	if got := e.kids(); !slices.Equal(got, []string{rot.Kid, old[0]}) {
+		t.Errorf("past the retirement period, with the receipt it signed waiting, the JWKS lists %v, want %v", got, []string{rot.Kid, old[0]})
+	}
+	e.kids()
+	if l := logs.String(); strings.Count(l, held) != 1 || !strings.Contains(l, heldKid) || !strings.Contains(l, "provider.retiredKeyTTL") || strings.Contains(l, "no longer published") {
+		t.Errorf("the end of the period with the receipt waiting logged:\n%s", l)
+	}
+
+	logs = &syncbuf.Buffer{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	e.restart()
+	if l := logs.String(); strings.Count(l, held) != 1 || !strings.Contains(l, heldKid) {
+		t.Errorf("a start with the receipt waiting logged:\n%s", l)
+	}
+	if got := e.postOutbox(); !slices.Equal(got, []string{"AUTHORIZED"}) {
+		t.Fatalf("the receipt signed by the retired key, posted past its period: %q", got)
+	}
+
+	e.advance(heldKeyRecheck)
+	if got := e.kids(); !slices.Equal(got, []string{rot.Kid}) {
+		t.Fatalf("once the outbox has drained the JWKS lists %v, want the new key alone", got)
+	}
+	if l := logs.String(); strings.Count(l, `"msg":"a retired signing key of the Provider is no longer published","kid":"`+old[0]+`"`) != 1 {
+		t.Errorf("the drained outbox logged:\n%s", l)
+	}
+	for url, s := range e.p.BrandSigners() {
+		if strings.Contains(string(s.Keys.Snapshot.Body), old[0]) {
+			t.Errorf("the ledger in the process still trusts the retired key for %s", url)
+		}
+	}
+
+	logs = &syncbuf.Buffer{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	e.restart()
+	e.kids()
+	if l := logs.String(); strings.Count(l, `"level":"WARN","msg":"a retired signing key of the Provider is past its period and no longer published`) != 1 ||
+		!strings.Contains(l, `"kid":"`+old[0]+`"`) || strings.Contains(l, "ERROR") {
+		t.Errorf("a start past the period with nothing waiting logged:\n%s", l)
 	}
 }
