@@ -29,6 +29,10 @@ var (
 	// ErrStoreLocked: another process (a running ledgerd) holds the
 	// Provider's store.
 	ErrStoreLocked = store.ErrLocked
+	// ErrNoStore: there is no Provider store at the path given
+	// (RotateSigningKey), as when it is looked for in the wrong data
+	// directory.
+	ErrNoStore = errors.New("no Provider store")
 )
 
 // SigningKeyPath is where a Provider whose store is at storePath keeps
@@ -95,6 +99,10 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	// Opening it would make an empty store wherever it was looked for.
+	if _, err := os.Stat(cfg.StorePath); errors.Is(err, fs.ErrNotExist) {
+		return Rotation{}, fmt.Errorf("%w at %s", ErrNoStore, cfg.StorePath)
 	}
 	st, err := store.Open(cfg.StorePath)
 	if err != nil {

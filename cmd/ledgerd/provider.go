@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/server"
+	"github.com/pactledger/pactledger/pact"
 )
 
 // providerUsage heads `ledgerd provider --help`.
@@ -57,6 +59,10 @@ func provider(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	rot, err := server.RotateProviderKey(ctx, cfg, *replaceLost, jsonLog(stderr, level))
+	if errors.Is(err, pact.ErrNoStore) {
+		dir, _ := filepath.Abs(cfg.DataDir)
+		return fmt.Errorf("%w: it looked in the data directory %s; run it with the configuration ledgerd runs with (--config FILE), or name its data directory (--data-dir DIR)", err, dir)
+	}
 	if err != nil {
 		return err
 	}

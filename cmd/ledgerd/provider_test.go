@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/pact/store"
 )
 
 // ledgerd provider rotate-key: with no key there is nothing to retire and
@@ -19,6 +21,11 @@ func TestProviderRotateKey(t *testing.T) {
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "provider.db")) // the store a ledgerd made
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	rotate := func(args ...string) (string, string, error) {
 		var stdout, stderr bytes.Buffer
 		err := run(t.Context(), append([]string{"provider", "rotate-key", "--data-dir", dir}, args...), &stdout, &stderr)
@@ -51,5 +58,39 @@ func TestProviderRotateKey(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "provider-signing-key.json")); !bytes.Equal(before, after) {
 		t.Fatal("a refused rotation changed the key file")
+	}
+}
+
+// ledgerd provider rotate-key run where there is no Provider store (the
+// wrong directory, without --config) says where it looked and how to
+// point it at the right place, and leaves nothing behind.
+func TestProviderRotateKeyInTheWrongDirectory(t *testing.T) {
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	wd := t.TempDir()
+	t.Chdir(wd)
+	for _, tc := range []struct {
+		name string
+		args []string
+		dir  string
+	}{
+		{"no data directory", nil, filepath.Join(wd, "data")},
+		{"a data directory with no store", []string{"--data-dir", wd}, wd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"provider", "rotate-key"}, tc.args...), &stdout, &stderr)
+			if err == nil {
+				t.Fatalf("rotate-key found a store:\n%s", stdout.String())
+			}
+			for _, want := range []string{"no Provider store at", "looked in the data directory " + tc.dir + ";", "--config FILE", "--data-dir DIR"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error %q does not say %q", err, want)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(tc.dir, "provider.db")); !os.IsNotExist(err) {
+				t.Errorf("it left a store behind: %v", err)
+			}
+		})
 	}
 }
