@@ -63,6 +63,9 @@ type RotateConfig struct {
 // Rotation is what RotateSigningKey did, and what the Provider's store
 // holds that the keys signed.
 type Rotation struct {
+	// KeyFile is the signing key file, which holds the new key: back it
+	// up.
+	KeyFile string
 	// Kid is the new current key's.
 	Kid string
 	// Retired is the kid of the key it replaced, published until
@@ -113,8 +116,8 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 	if err != nil {
 		return Rotation{}, err
 	}
-	held := Rotation{Grants: n.Grants, Waiting: n.Outbox, SetAside: n.SetAside}
 	path := cfg.SigningKeyPath
+	held := Rotation{KeyFile: path, Grants: n.Grants, Waiting: n.Outbox, SetAside: n.SetAside}
 	_, err = os.Stat(path)
 	missing := errors.Is(err, fs.ErrNotExist)
 	switch {

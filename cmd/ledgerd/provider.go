@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/server"
@@ -24,6 +25,8 @@ it drops out. Start ledgerd again to sign with the new key.
 
 --replace-lost makes a new key where the key file is missing, for a key
 lost for good: what the lost key signed no longer verifies.
+
+Back up the key file afterwards: it holds the new private key.
 
 flags:
 `
@@ -66,19 +69,25 @@ func provider(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	var out strings.Builder
 	held := fmt.Sprintf("the Provider's store holds %d grants, %d entries waiting for the ledger and %d set aside", rot.Grants, rot.Waiting, rot.SetAside)
 	if rot.Retired == "" {
-		_, err = fmt.Fprintf(stdout, "new signing key %s made in place of a lost one: the delegation tokens and receipts the lost key signed no longer verify (%s); agents authorize again.\nStart ledgerd to sign with it.\n", rot.Kid, held)
-		return err
-	}
-	if _, err = fmt.Fprintf(stdout, "signing key %s is current; %s is retired and stays published for verification until %s.\n%s.\nStart ledgerd to sign with the new key.\n",
-		rot.Kid, rot.Retired, rot.PublishedUntil.Format(time.RFC3339), held); err != nil {
-		return err
-	}
-	for _, kid := range rot.Dropped {
-		if _, err = fmt.Fprintf(stdout, "retired key %s is past its period: it left the key file and is no longer published.\n", kid); err != nil {
-			return err
+		fmt.Fprintf(&out, "new signing key %s made in place of a lost one: the delegation tokens and receipts the lost key signed no longer verify (%s); agents authorize again.\n", rot.Kid, held)
+	} else {
+		until := rot.PublishedUntil.Format(time.RFC3339)
+		fmt.Fprintf(&out, "signing key %s is current; %s is retired and stays published for verification until %s.\n%s.\n", rot.Kid, rot.Retired, until, held)
+		if rot.Waiting > 0 || rot.SetAside > 0 {
+			fmt.Fprintf(&out, "The entries waiting for the ledger, and those set aside, are to reach it before %s, when %s's period ends: "+
+				"any still waiting then keep it published until they have, which ledgerd logs at ERROR.\n", until, rot.Retired)
+		}
+		for _, kid := range rot.Kept {
+			fmt.Fprintf(&out, "retired key %s is past its period, but entries it signed still wait for the ledger: it stays in the key file, published until they have reached it.\n", kid)
+		}
+		for _, kid := range rot.Dropped {
+			fmt.Fprintf(&out, "retired key %s is past its period: it left the key file and is no longer published.\n", kid)
 		}
 	}
-	return nil
+	fmt.Fprintf(&out, "Back up the key file %s now: it holds the new key, and a restore without it breaks what the key signs.\nStart ledgerd to sign with the new key.\n", rot.KeyFile)
+	_, err = io.WriteString(stdout, out.String())
+	return err
 }

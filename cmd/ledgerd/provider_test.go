@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"go.etcd.io/bbolt"
 
+	"github.com/pactledger/pactledger/pact/pipeline"
 	"github.com/pactledger/pactledger/pact/store"
 )
 
@@ -45,6 +47,26 @@ func TestProviderRotateKey(t *testing.T) {
 	if err != nil || !strings.Contains(out, "is retired and stays published for verification until") || !strings.Contains(out, "0 grants") ||
 		!strings.Contains(logs, `"msg":"rotated the Provider's signing key`) || !strings.Contains(logs, `"retired_kid":"provider-`) {
 		t.Fatalf("rotate-key: %v\n%s%s", err, out, logs)
+	}
+	if !strings.Contains(out, "Back up the key file "+filepath.Join(dir, "provider-signing-key.json")) || strings.Contains(out, "are to reach it before") {
+		t.Errorf("rotate-key with nothing waiting printed:\n%s", out)
+	}
+
+	// With a receipt waiting for the ledger, it says by when the ledger
+	// must have it.
+	st, err = store.Open(filepath.Join(dir, "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: "e30.e30.c2ln"}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, _, err = rotate()
+	until := regexp.MustCompile(`stays published for verification until (\S+)\.`).FindStringSubmatch(out)
+	if err != nil || until == nil || !strings.Contains(out, "1 entries waiting for the ledger") ||
+		!strings.Contains(out, "The entries waiting for the ledger, and those set aside, are to reach it before "+until[1]) {
+		t.Fatalf("rotate-key with a receipt waiting: %v\n%s", err, out)
 	}
 
 	db, err := bbolt.Open(filepath.Join(dir, "provider.db"), 0o600, nil)
