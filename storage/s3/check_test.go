@@ -143,8 +143,10 @@ func TestAnOlderRequestsFailureDoesNotUndoALaterAnswer(t *testing.T) {
 	}
 	// The older request is held at the proxy until it is given up.
 	p.gate(2)
+	arrived := make(chan struct{}, 1)
 	p.mu.Lock()
 	held := p.open
+	p.arrivals = arrived
 	p.mu.Unlock()
 	defer close(held)
 	older, cancel := context.WithCancel(ctx)
@@ -153,18 +155,10 @@ func TestAnOlderRequestsFailureDoesNotUndoALaterAnswer(t *testing.T) {
 		_, err := st.Get(older, "segments/held")
 		failed <- err
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		p.mu.Lock()
-		arrived := p.arrived
-		p.mu.Unlock()
-		if arrived == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the older request did not reach the proxy")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the older request did not reach the proxy")
 	}
 	// A later request, let through, is answered.
 	p.gate(1)

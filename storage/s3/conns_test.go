@@ -29,6 +29,9 @@ type countingProxy struct {
 	// closes when they are all there.
 	gen, want, arrived int
 	open               chan struct{}
+	// arrivals, when set, has a value sent (without waiting) each time a
+	// request reaches the gate.
+	arrivals chan struct{}
 }
 
 // gate holds the next n requests at the proxy until all n have come: n
@@ -51,6 +54,12 @@ func (p *countingProxy) pass(seen *int) {
 	}
 	*seen = p.gen
 	p.arrived++
+	if p.arrivals != nil {
+		select {
+		case p.arrivals <- struct{}{}:
+		default:
+		}
+	}
 	if p.arrived == p.want {
 		close(p.open)
 	}
