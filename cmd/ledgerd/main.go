@@ -199,9 +199,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer signal.Stop(hup)
 	srv, err := server.New(ctx, cfg, log)
 	if errors.Is(err, bolt.ErrLocked) {
-		return fmt.Errorf("%w: another ledgerd (or ledgerd compact, or migrate --from) is using it: stop that one, or give this one another --data-dir (dataDir in the configuration; store.path when set)", err)
+		err = fmt.Errorf("%w: another ledgerd (or ledgerd compact, or migrate --from) is using it: stop that one, or give this one another --data-dir (dataDir in the configuration; store.path when set)", err)
 	}
 	if err != nil {
+		// In the JSON log too, where a log pipeline looks, beside the
+		// line main prints.
+		log.ErrorContext(ctx, "ledgerd did not start", slog.String("error", err.Error()))
 		return err
 	}
 	go reloadOnHangup(ctx, srv, hup)

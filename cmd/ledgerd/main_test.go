@@ -142,6 +142,21 @@ func TestErrorMessages(t *testing.T) {
 			}
 		})
 	}
+	// A start the ledger refuses is in the JSON log too, where a log
+	// pipeline looks.
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"--config", brands(empty)}, &out, &out); err == nil {
+		t.Fatal("started without brand files")
+	}
+	var line struct{ Level, Msg, Error string }
+	for _, l := range strings.Split(out.String(), "\n") {
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "ledgerd did not start" {
+			break
+		}
+	}
+	if line.Level != "ERROR" || line.Msg != "ledgerd did not start" || !strings.Contains(line.Error, "no brand files") {
+		t.Fatalf("no ERROR line in the JSON log for a refused start:\n%s", out.String())
+	}
 }
 
 // A bucket without Object Lock is a definite misconfiguration: ledgerd
