@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/pgtest"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -75,31 +75,11 @@ func TestARevocationThroughAnotherReplicaStopsTheProvider(t *testing.T) {
 	if code, body := send(at, "m1"); code != http.StatusOK {
 		t.Fatalf("a turn under the grant: %d %s", code, body)
 	}
-	grant := grantOf(t, at)
+	grant := pacttest.GrantOf(t, at)
 	if _, err := other.client.RevokeGrant(as(context.Background(), adminKey), &ledgerv1.RevokeGrantRequest{GrantId: grant, Note: "revoked through another replica"}); err != nil {
 		t.Fatalf("RevokeGrant at the other replica: %v", err)
 	}
 	if code, body := send(at, "m2"); code != http.StatusUnauthorized {
 		t.Fatalf("a turn under a grant revoked through another replica: %d %s, want 401", code, body)
 	}
-}
-
-// grantOf is the grant_id of a delegation token.
-func grantOf(t *testing.T, token string) string {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a compact JWS: %q", token)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c struct {
-		GrantID string `json:"grant_id"`
-	}
-	if err := json.Unmarshal(payload, &c); err != nil || c.GrantID == "" {
-		t.Fatalf("token claims %s: %v", payload, err)
-	}
-	return c.GrantID
 }

@@ -9,11 +9,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -377,4 +380,25 @@ func (s *Scenario) Brands() []verifier.Brand {
 // Agents returns the PA registry entry.
 func (s *Scenario) Agents() []verifier.Agent {
 	return []verifier.Agent{{Issuer: s.PA.ID, JWKSURI: s.PA.JWKS.URL(), Enabled: true}}
+}
+
+// GrantOf is the grant_id of a delegation token (its claims read without
+// checking its signature).
+func GrantOf(t testing.TB, token string) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a compact JWS: %q", token)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		GrantID string `json:"grant_id"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil || c.GrantID == "" {
+		t.Fatalf("token claims %s: %v", payload, err)
+	}
+	return c.GrantID
 }

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,28 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/verifier"
 )
-
-// grantOf is the grant_id of a delegation token.
-func grantOf(t testing.TB, token string) string {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a compact JWS: %q", token)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c struct {
-		GrantID string `json:"grant_id"`
-	}
-	if err := json.Unmarshal(payload, &c); err != nil || c.GrantID == "" {
-		t.Fatalf("token claims %s: %v", payload, err)
-	}
-	return c.GrantID
-}
 
 // sendRaw sends one message under the delegation token and returns the
 // status and body.
@@ -60,7 +40,7 @@ func (s *shop) sendRaw(t testing.TB, at, id, text string) (int, string) {
 func TestRefusalsUnderAGrantAreTheGrantsRows(t *testing.T) {
 	s := newShop(t)
 	at := s.token(t)
-	grant := grantOf(t, at)
+	grant := pacttest.GrantOf(t, at)
 	s.send(t, at, "m1", "cancel order A-5531")
 	if code, body := s.sendRaw(t, at, "m2", "please refund order A-88213"); code != 200 || !strings.Contains(body, "TASK_STATE_AUTH_REQUIRED") {
 		t.Fatalf("a turn beyond the grant: %d %s, want a step-up task", code, body)

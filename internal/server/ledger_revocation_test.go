@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
 )
 
 // A grant revoked in the ledger (ledgerctl revoke: RevokeGrant with an
@@ -15,7 +17,7 @@ import (
 func TestALedgerRevocationStopsTheEmbeddedProvider(t *testing.T) {
 	s := newShop(t)
 	at := s.token(t)
-	grant := grantOf(t, at)
+	grant := pacttest.GrantOf(t, at)
 	s.send(t, at, "m1", "what is the status of order A-88213?")
 	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "admin", map[string]any{"note": "fraud case 4411"}, nil); code != 200 {
 		t.Fatalf("RevokeGrant: %d", code)
@@ -50,7 +52,7 @@ func TestALedgerRevocationStopsTheEmbeddedProvider(t *testing.T) {
 func TestAWritersRevocationDoesNotStopTheEmbeddedProvider(t *testing.T) {
 	s := newShop(t)
 	at := s.token(t)
-	grant := grantOf(t, at)
+	grant := pacttest.GrantOf(t, at)
 	s.send(t, at, "m1", "what is the status of order A-88213?")
 	waitDepth(t, s, 0, 15*time.Second) // recorded before the revocation
 	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer",

@@ -145,17 +145,7 @@ func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 		t.Fatalf("brand signers: %v", signers)
 	}
 	e.advance(time.Minute)
-	if got := e.kids(); !slices.Equal(got, []string{rot.Kid}) {
-		t.Fatalf("once the retirement is over the JWKS lists %v, want the new key alone", got)
-	}
-	if l := logs.String(); strings.Count(l, `"msg":"a retired signing key of the Provider is no longer published","kid":"`+old[0]+`"`) != 1 {
-		t.Errorf("the end of the retirement logged:\n%s", l)
-	}
-	for url, s := range e.p.BrandSigners() {
-		if strings.Contains(string(s.Keys.Snapshot.Body), old[0]) {
-			t.Errorf("the ledger in the process still trusts the retired key for %s", url)
-		}
-	}
+	e.assertDropped(t, "once the retirement is over", rot.Kid, old[0], logs)
 	// A later rotation drops it from the file.
 	again, err := RotateSigningKey(e.cfg.SigningKeyPath, 0, e.clock(), nil)
 	if err != nil || !slices.Equal(again.Dropped, []string{old[0]}) || again.Retired != rot.Kid {
@@ -232,6 +222,24 @@ func TestNoNewKeyOverAStoreWithGrants(t *testing.T) {
 // signature the Provider made against the keys of the brand's signer now
 // (BrandSigners). It returns each entry's verdict, "AUTHORIZED" or why
 // not, and empties the outbox.
+// assertDropped checks, when (what has happened), that the JWKS lists the
+// current key alone, that the retired key's drop was logged once, and
+// that the ledger in the process no longer trusts it.
+func (e *oauthEnv) assertDropped(t *testing.T, when, current, retired string, logs *syncbuf.Buffer) {
+	t.Helper()
+	if got := e.kids(); !slices.Equal(got, []string{current}) {
+		t.Fatalf("%s the JWKS lists %v, want the new key alone", when, got)
+	}
+	if l := logs.String(); strings.Count(l, `"msg":"a retired signing key of the Provider is no longer published","kid":"`+retired+`"`) != 1 {
+		t.Errorf("%s, logged:\n%s", when, l)
+	}
+	for url, s := range e.p.BrandSigners() {
+		if strings.Contains(string(s.Keys.Snapshot.Body), retired) {
+			t.Errorf("%s the ledger in the process still trusts the retired key for %s", when, url)
+		}
+	}
+}
+
 func (e *oauthEnv) postOutbox() []string {
 	e.t.Helper()
 	var verdicts []string
@@ -312,17 +320,7 @@ func TestARetiredKeyStaysPublishedWhileWhatItSignedWaits(t *testing.T) {
 	}
 
 	e.advance(heldKeyRecheck)
-	if got := e.kids(); !slices.Equal(got, []string{rot.Kid}) {
-		t.Fatalf("once the outbox has drained the JWKS lists %v, want the new key alone", got)
-	}
-	if l := logs.String(); strings.Count(l, `"msg":"a retired signing key of the Provider is no longer published","kid":"`+old[0]+`"`) != 1 {
-		t.Errorf("the drained outbox logged:\n%s", l)
-	}
-	for url, s := range e.p.BrandSigners() {
-		if strings.Contains(string(s.Keys.Snapshot.Body), old[0]) {
-			t.Errorf("the ledger in the process still trusts the retired key for %s", url)
-		}
-	}
+	e.assertDropped(t, "once the outbox has drained", rot.Kid, old[0], logs)
 
 	logs = &syncbuf.Buffer{}
 	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
