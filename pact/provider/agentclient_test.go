@@ -8,6 +8,7 @@ import (
 
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/client"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // The personal agent's receipt check: a genuine receipt verifies against
@@ -59,5 +60,35 @@ func TestClientVerifiesReceipts(t *testing.T) {
 	}
 	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, &a2a.Message{}); err != client.ErrNoReceipt {
 		t.Fatalf("no receipt: %v", err)
+	}
+}
+
+// Every token and receipt the Provider signs is in the low-s form, the
+// one a leaf of the ledger's log hashes: the ledger names a row by the
+// receipt as posted, so for the Provider's receipts the agent's name for
+// a receipt, its row's id and its leaf's receipt hash are one. Half of all ES256 signatures come out high-s,
+// so 64 of each all low-s does not happen by chance.
+func TestTheProviderSignsInTheLowSForm(t *testing.T) {
+	k, err := newES256Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := newSigningKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		for what, sign := range map[string]func(any) (string, error){"receipt": sk.signReceipt, "delegation token": sk.sign} {
+			jws, err := sign(map[string]any{"n": i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if low := verifier.Canonical(jws); low != jws {
+				t.Fatalf("%s %d is signed in the high-s form: %s, its low-s form %s", what, i, jws, low)
+			}
+			if _, err := verifier.ParseCompact(jws); err != nil {
+				t.Fatalf("%s %d: %v", what, i, err)
+			}
+		}
 	}
 }

@@ -462,7 +462,12 @@ func (k *signingKey) signReceipt(claims any) (string, error) { return compact(k.
 // sign returns the compact JWS of delegation token claims.
 func (k *signingKey) sign(claims any) (string, error) { return compact(k.signer, claims) }
 
-// compact signs the JSON of claims and returns the compact JWS.
+// compact signs the JSON of claims and returns the compact JWS, its ES256
+// signature in the low-s form (s ≤ n/2). Both forms verify; the ledger's
+// log hashes a receipt in the low-s form (docs/design/015), and names its
+// row by the form posted, which is the form served: so an agent or a
+// customer that hashes a receipt as served gets both its row's id and its
+// leaf's receipt hash without flipping s first.
 func compact(s jose.Signer, claims any) (string, error) {
 	b, err := json.Marshal(claims)
 	if err != nil {
@@ -472,5 +477,9 @@ func compact(s jose.Signer, claims any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return jws.CompactSerialize()
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		return "", err
+	}
+	return verifier.Canonical(out), nil
 }
