@@ -665,10 +665,13 @@ type facts struct {
 	token       *verifier.TokenClaims
 	argsMatch   bool
 	argsChecked bool
-	identity    bool
-	reverified  bool
-	missing     []string    // evidence a person would have to find
-	original    *ledger.Row // the earlier row a DUPLICATE row replays
+	// unsignedTargets are the row's actions ("tool target") whose args
+	// the receipt signs and whose signed args do not name the target.
+	unsignedTargets []string
+	identity        bool
+	reverified      bool
+	missing         []string    // evidence a person would have to find
+	original        *ledger.Row // the earlier row a DUPLICATE row replays
 	// originalSwept is the tombstone of that earlier row when retention
 	// swept it (a row kept longer than the one it repeats, posted later).
 	originalSwept *ledger.Tombstone
@@ -904,6 +907,13 @@ func (r *Runner) actionLog(t timer, f *facts) Pull {
 			problems = append(problems, fmt.Sprintf("%s %s: the logged args hash %s is not the receipt's %s", a.Tool, logged[j].Target, got, a.ArgsHash))
 		case a.HashSource == verifier.HashComputedByLedger:
 			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches (computed by the ledger; the agent did not sign args)", a.Tool, logged[j].Target, short(got)))
+		case a.Target != "" && !namesTarget(logged[j].ArgsJSON, a.Target):
+			// The args are the signed ones, and they do not name the
+			// object the row is filed under: the target is the writer's
+			// word alone (docs/design/012).
+			f.unsignedTargets = append(f.unsignedTargets, a.Tool+" "+a.Target)
+			problems = append(problems, fmt.Sprintf("%s %s: args hash %s matches the signed one, but the signed args %s do not name %s: the target is the action log's alone",
+				a.Tool, a.Target, short(got), clipped(logged[j].ArgsJSON, 200), a.Target))
 		default:
 			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches the signed one", a.Tool, logged[j].Target, short(got)))
 		}
@@ -914,10 +924,13 @@ func (r *Runner) actionLog(t timer, f *facts) Pull {
 		}
 	}
 	f.argsChecked = true
-	if len(problems) > 0 {
+	if len(problems) > len(f.unsignedTargets) {
 		return t.pull(row.ID, PullActionLog, false, "%s", strings.Join(problems, "; "))
 	}
 	f.argsMatch = true
+	if len(problems) > 0 {
+		return t.pull(row.ID, PullActionLog, false, "%s", strings.Join(problems, "; "))
+	}
 	if len(ok) == 0 {
 		return t.pull(row.ID, PullActionLog, true, "the receipt lists no actions with args")
 	}
@@ -1113,6 +1126,13 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// so the record cannot tell the agent's reuse from someone
 			// replaying its JWT. It is no replay of the earlier row.
 			return false, fmt.Sprintf("needs a person: row %s used the same request JWT for another receipt; this row is a second turn served on one signed request (the agent reusing its JWT within its lifetime, or someone replaying it), not a replay of that row", of), checking
+		case !slices.Equal(actionTargets(row), actionTargets(f.original)):
+			// One signed turn, posted twice with action logs that file it
+			// under different objects: a writer key posts the action log
+			// (docs/design/012), so one of the two is not the
+			// application's, and the receipt does not say which.
+			return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt with another action log (%s, where this post names %s); one of the two was not the application's, and the record cannot tell which",
+				of, strings.Join(actionTargets(f.original), ", "), strings.Join(actionTargets(row), ", ")), checking
 		}
 		// A replay is never a second authorization, whatever else the
 		// pulls found: the decision belongs to the row it replays.
@@ -1170,6 +1190,12 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	case !f.reverified || f.token == nil:
 		return false, "needs a person: the verifier result could not be reproduced", checking
+	case len(f.unsignedTargets) > 0:
+		// What the customer approved is in the signed args; the order id
+		// the row is filed under is the application's word, and a writer
+		// key may post any (docs/design/012).
+		return false, fmt.Sprintf("needs a person: the signed args do not name the target of %s; the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
+			strings.Join(f.unsignedTargets, ", ")), checking
 	case f.lateRevocation != nil:
 		// Rows keep their write-time check (a writer key may revoke any
 		// grant as of any time: docs/design/012), so the row does not
@@ -1427,6 +1453,53 @@ func short(id string) string {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// namesTarget reports whether the JSON args name target: a string value,
+// or a number written as target is, at any depth. Keys do not count.
+func namesTarget(argsJSON, target string) bool {
+	d := json.NewDecoder(strings.NewReader(argsJSON))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return false
+	}
+	var names func(v any) bool
+	names = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return v == target
+		case json.Number:
+			return v.String() == target
+		case []any:
+			return slices.ContainsFunc(v, names)
+		case map[string]any:
+			for _, e := range v {
+				if names(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return names(v)
+}
+
+// clipped is s cut to at most n bytes, marked when cut.
+func clipped(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// actionTargets lists the row's actions as "tool target", in order.
+func actionTargets(row *ledger.Row) []string {
+	out := make([]string, 0, len(row.Actions))
+	for _, a := range row.Actions {
+		out = append(out, strings.TrimSpace(a.Tool+" "+a.Target))
+	}
+	return out
 }
 
 // toolList is the row's distinct tools, in order.

@@ -11,6 +11,7 @@ import (
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // What a writer key (not trusted: docs/design/012) can post must not bend
@@ -208,5 +209,72 @@ func TestTheRealReceiptPostedAfterMadeUpEvidenceIsDecidedOnItsOwn(t *testing.T) 
 	}
 	if strings.Contains(rep.Reply, "no verifiable approval") {
 		t.Errorf("reply %q: the real receipt and its evidence are in the ledger", rep.Reply)
+	}
+}
+
+// withTarget returns r with its action log filing its action under
+// target: the receipt, request JWT and token are the real ones, and the
+// args (which the receipt signs) still name the real order.
+func withTarget(r *pacttest.Receipt, target string) *pacttest.Receipt {
+	c := *r
+	c.Actions = append([]verifier.Action(nil), r.Actions...)
+	c.Actions[0].Target = target
+	return &c
+}
+
+// A writer key posts the action log, and with it the order id a row is
+// filed under; the receipt signs only the args. A real receipt posted
+// first under another customer's order id, and then by the pipeline as
+// it was, is decided customer-authorized on neither order: the signed
+// args name A-5531, not B-8888, and the two posts disagree.
+func TestAWriterCannotFileARealActionUnderAnotherOrder(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	moved := e.append(t, withTarget(real, "B-8888"))
+	genuine := e.append(t, real)
+	if moved.Status != ledger.Authorized || genuine.Verifier.DuplicateOf != moved.ID {
+		t.Fatalf("the moved post is %s, the genuine post duplicates %q; want the moved post first and authorized", moved.Status, genuine.Verifier.DuplicateOf)
+	}
+	for _, req := range []drill.Request{{Target: "B-8888"}, {Target: "A-5531"}, {Target: "A-5531", Principal: "acct-48213"}} {
+		rep, err := e.r.Run(context.Background(), req, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, p := range decisions(rep) {
+			if p.Passed || !strings.Contains(p.Detail, "needs a person") {
+				t.Errorf("drill %+v, decision on row %s: %+v; want it to need a person", req, id[:12], p)
+			}
+		}
+		if strings.Contains(rep.Reply, "under that permission, ran") || strings.Contains(rep.Reply, "counts once") {
+			t.Errorf("drill %+v: reply %q tells the customer what the record cannot show", req, rep.Reply)
+		}
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "B-8888"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pulls(rep)[drill.PullActionLog]; p.Passed || !strings.Contains(p.Detail, "do not name B-8888") {
+		t.Errorf("action log pull of the moved row: %+v; want it to say the signed args do not name B-8888", p)
+	}
+}
+
+// Args that name the target as a number, or deeper in the JSON, vouch
+// for it as well as a top-level string.
+func TestTheSignedArgsNameTheTargetAtAnyDepth(t *testing.T) {
+	e := newEnv(t, time.Now)
+	for _, args := range []string{`{"order":{"id":"A-77","lines":[1,2]}}`, `{"ids":["x","A-77"]}`, `{"n":77}`} {
+		target := "A-77"
+		if args == `{"n":77}` {
+			target = "77"
+		}
+		r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: target, ArgsJSON: args})
+		row := e.append(t, r)
+		rep, err := e.r.Run(context.Background(), drill.Request{RowID: row.ID}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := pulls(rep)[drill.PullActionLog]; !p.Passed {
+			t.Errorf("args %s, target %s: action log pull %+v; want passed", args, target, p)
+		}
 	}
 }
