@@ -1049,11 +1049,13 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 	}
 	if revoked.Name != "" {
 		// The playbook's signal: an agent acting after a revocation.
-		when := ""
+		when, asked := "", clock(row.IssuedAt)
 		if at, ok := revokedAt(revoked.Detail); ok {
-			when = " (on " + clock(at) + ")"
+			var on string
+			asked, on = clocks(row.IssuedAt, at)
+			when = " (on " + on + ")"
 		}
-		action := r.cfg.Names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
+		action := r.cfg.Names.action(row.Brand, toolList(row), targets(row)) + " at " + asked
 		closing := refusedClosing
 		if !signed {
 			how := "no request JWT was posted"
@@ -1062,13 +1064,13 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 			}
 			add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; a request under grant %s after it was revoked was refused, with no signature of the agent's bound to it (%s): the record does not show the agent made it; the control held and the refusal is on record", row.GrantID, how))
 			return pulls, answer{
-				finding: fmt.Sprintf("A request for %s, under the permission you had revoked%s, was refused: it is on record as refused, after you had revoked it.", action, when),
+				finding: fmt.Sprintf("A request for %s, under a permission that had been revoked%s, was refused: it is on record as refused.", action, when),
 				closing: closing,
 			}
 		}
 		add(t.pull(row.ID, PullDecision, true, "no verifiable receipt (rule 1): unauthorized; the agent used grant %s after it was revoked, the control held and the refusal is on record", row.GrantID))
 		return pulls, answer{
-			finding: fmt.Sprintf("Your agent asked for %s after you had revoked its permission%s, and we refused it: the request is on record as refused.", action, when),
+			finding: fmt.Sprintf("Your agent asked for %s after its permission had been revoked%s, and we refused it: the request is on record as refused.", action, when),
 			closing: closing,
 		}
 	}
@@ -1268,7 +1270,13 @@ func incidentCauses(f *facts, names Names) (found []string, why string) {
 		case verifier.CheckGrantNotRevoked:
 			s := "it was taken after the permission you gave had been revoked"
 			if at, ok := revokedAt(c.Detail); ok {
-				s += " (on " + clock(at) + ")"
+				on, taken := clocks(at, row.IssuedAt)
+				if on == clock(at) {
+					s += " (on " + on + ")"
+				} else {
+					// Within one minute: both to the second.
+					s += " (on " + on + "; it was taken at " + taken + ")"
+				}
 			}
 			plain = append(plain, s)
 		default:
@@ -1441,6 +1449,17 @@ func clock(t time.Time) string {
 		return "an unknown time"
 	}
 	return t.UTC().Format("2 January 2006 15:04 UTC")
+}
+
+// clocks is clock of a and of b, to the second when both fall in one
+// minute: an action and a revocation seconds apart must read in their
+// order.
+func clocks(a, b time.Time) (string, string) {
+	if a.IsZero() || b.IsZero() || !a.Truncate(time.Minute).Equal(b.Truncate(time.Minute)) {
+		return clock(a), clock(b)
+	}
+	const sec = "2 January 2006 15:04:05 UTC"
+	return a.UTC().Format(sec), b.UTC().Format(sec)
 }
 
 func short(id string) string {

@@ -8,3 +8,6 @@ func SetMaxScanned(t testing.TB, n int) {
 	maxScanned = n
 	t.Cleanup(func() { maxScanned = old })
 }
+
+// ClocksOf is clocks, for tests.
+var ClocksOf = clocks

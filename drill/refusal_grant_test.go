@@ -45,7 +45,7 @@ func TestARefusalAfterARevocationIsDrilledUnderItsGrant(t *testing.T) {
 	if d := p[drill.PullDecision]; !d.Passed || !strings.Contains(d.Detail, "the agent used grant "+grant+" after it was revoked") {
 		t.Fatalf("decision: %+v", d)
 	}
-	if !strings.Contains(rep.Reply, "after you had revoked its permission (on 7 October 2026 13:11 UTC), and we refused it") {
+	if !strings.Contains(rep.Reply, "after its permission had been revoked (on 7 October 2026 13:11 UTC), and we refused it") || strings.Contains(rep.Reply, "you had revoked") {
 		t.Fatalf("reply: %s", rep.Reply)
 	}
 
@@ -101,7 +101,7 @@ func TestARefusalWithoutTheAgentsSignatureDoesNotBlameTheAgent(t *testing.T) {
 		if d := p[drill.PullDecision]; !d.Passed || strings.Contains(d.Detail, "the agent used grant") || !strings.Contains(d.Detail, "no signature of the agent's") {
 			t.Fatalf("%s: decision %+v", target, d)
 		}
-		if strings.Contains(rep.Reply, "Your agent asked") || !strings.Contains(rep.Reply, "after you had revoked") || !strings.Contains(rep.Reply, "was refused") {
+		if strings.Contains(rep.Reply, "Your agent asked") || !strings.Contains(rep.Reply, "under a permission that had been revoked") || strings.Contains(rep.Reply, "you had revoked") || !strings.Contains(rep.Reply, "was refused") {
 			t.Fatalf("%s: reply %s", target, rep.Reply)
 		}
 	}
@@ -132,5 +132,18 @@ func TestANoRowDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
 	}
 	if d := pulls(rep)[drill.PullReceiptRow]; d.Passed || strings.Contains(d.Detail, "other principals") {
 		t.Fatalf("receipt_row pull about an order with no rows: %+v", d)
+	}
+}
+
+// An action and a revocation in one minute read in their order: to the
+// second.
+func TestTimesInOneMinuteAreToTheSecond(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 20, 47, 0, time.UTC)
+	rev := time.Date(2026, 12, 6, 12, 20, 45, 0, time.UTC)
+	if a, r := drill.ClocksOf(at, rev); a != "6 December 2026 12:20:47 UTC" || r != "6 December 2026 12:20:45 UTC" {
+		t.Errorf("one minute: %q, %q", a, r)
+	}
+	if a, r := drill.ClocksOf(at, rev.Add(-time.Minute)); a != "6 December 2026 12:20 UTC" || r != "6 December 2026 12:19 UTC" {
+		t.Errorf("two minutes: %q, %q", a, r)
 	}
 }
