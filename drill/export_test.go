@@ -11,3 +11,8 @@ func SetMaxScanned(t testing.TB, n int) {
 
 // ClocksOf is clocks, for tests.
 var ClocksOf = clocks
+
+// Action is Names.action, for tests.
+func (n Names) Action(url string, tools []string, targets string) string {
+	return n.action(url, tools, targets)
+}

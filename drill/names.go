@@ -73,7 +73,7 @@ func (n Names) action(url string, tools []string, targets string) string {
 	out := make([]string, len(tools))
 	for i, t := range tools {
 		out[i] = t
-		if h := n.Brands[url].Tools[t]; h != "" {
+		if h := n.tool(url, t); h != "" {
 			out[i] = fmt.Sprintf("%q", lowerFirst(h))
 		}
 	}
@@ -88,4 +88,32 @@ func lowerFirst(s string) string {
 		return s // already lower case, or an acronym
 	}
 	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// sendMessage is the A2A method an agent calls for a turn: what a refusal
+// under a revoked grant names when the Provider refused the turn itself.
+const sendMessage = "message:send"
+
+// tool is the human name of tool: the brand's, or, for a row that names
+// no brand (a refusal of a request made without a grant) or one without
+// words for it, the one every configured brand that has the tool gives
+// it; "" when there is none or they differ.
+func (n Names) tool(url, tool string) string {
+	if h := n.Brands[url].Tools[tool]; h != "" {
+		return h
+	}
+	if tool == sendMessage {
+		return "a reply to its message"
+	}
+	name := ""
+	for _, b := range n.Brands {
+		switch h := b.Tools[tool]; {
+		case h == "":
+		case name == "":
+			name = h
+		case h != name:
+			return ""
+		}
+	}
+	return name
 }

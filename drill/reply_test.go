@@ -75,3 +75,24 @@ func TestDisputeFindsTheActionBehindManyLookups(t *testing.T) {
 		}
 	}
 }
+
+// A refusal of a request made without a grant names no brand: its tool
+// is said in the words every brand that has it gives it, and never by
+// its id where they agree.
+func TestAToolIsNamedInWordsWithoutTheRowsBrand(t *testing.T) {
+	n := drill.Names{Brands: map[string]drill.BrandNames{
+		"https://acme.example":  {Tools: map[string]string{"cancel_order": "Cancel an order", "refund": "Refund an order"}},
+		"https://shoes.example": {Tools: map[string]string{"cancel_order": "Cancel an order", "refund": "Give money back"}},
+	}}
+	for _, c := range []struct{ brand, tool, want string }{
+		{"", "cancel_order", `"cancel an order" on A-1`},
+		{"https://unknown.example", "cancel_order", `"cancel an order" on A-1`},
+		{"https://shoes.example", "refund", `"give money back" on A-1`},
+		{"", "refund", `refund on A-1`}, // the brands differ: the id
+		{"https://acme.example", "message:send", `"a reply to its message" on A-1`},
+	} {
+		if got := n.Action(c.brand, []string{c.tool}, "A-1"); got != c.want {
+			t.Errorf("%s of %q: %s; want %s", c.tool, c.brand, got, c.want)
+		}
+	}
+}
