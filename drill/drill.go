@@ -442,6 +442,14 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note = fmt.Sprintf("nothing to drill: the one row about %s is a read-only turn, which changed nothing", describeQuery(req))
 			}
 			rep.Reply = fmt.Sprintf("The only records we hold about %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+			if others := r.otherNames(ctx, req); others != "" {
+				// The customer's own attempts may be filed under another
+				// name (a refusal of a request made without a grant is
+				// filed under the name the writer claimed): say so to
+				// the lead, and do not tell the customer these are all.
+				rep.Note += others
+				rep.Reply = fmt.Sprintf("The records we hold about %s under your account are look-ups your agent made: they showed information and changed nothing. We hold other records about %s, which a member of our team will check.", describeQuery(req), req.Target)
+			}
 			return
 		}
 		if len(rows) == 0 {
@@ -578,7 +586,13 @@ func (r *Runner) otherNames(ctx context.Context, req Request) string {
 		return ""
 	}
 	read := 0
-	found, next, err := r.l.List(ctx, ledger.Query{Target: req.Target, PageSize: 100, MaxRead: otherNamesRead, Read: &read})
+	listed, next, err := r.l.List(ctx, ledger.Query{Target: req.Target, PageSize: 100, MaxRead: otherNamesRead, Read: &read})
+	var found []*ledger.Row
+	for _, row := range listed {
+		if row.Principal != req.Principal {
+			found = append(found, row)
+		}
+	}
 	if err != nil || len(found) == 0 {
 		return ""
 	}

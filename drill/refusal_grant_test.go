@@ -135,6 +135,37 @@ func TestANoRowDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
 	}
 }
 
+// A drill of an order for a customer that finds only the customer's
+// look-ups does not tell the customer these are the only records, when
+// the ledger holds others about the order under other names (the
+// customer's refused attempt without a grant), and tells the lead where.
+func TestALookUpsOnlyDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-88213", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-88213", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Reply, "The only records we hold about A-88213") || strings.Contains(rep.Note, "other principals") {
+		t.Fatalf("look-ups alone: note %q, reply %q", rep.Note, rep.Reply)
+	}
+	if _, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "sub jane of https://pa.example", Tool: "cancel_order", Target: "A-88213",
+		Reason: "asked without a delegation grant", ObservedAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = e.r.Run(ctx, drill.Request{Target: "A-88213", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Note, `1 row about A-88213 under other principals (1 of them refusals`) || !strings.Contains(rep.Note, `"sub jane of https://pa.example"`) {
+		t.Errorf("note: %q; want the refusal under the other name", rep.Note)
+	}
+	if strings.Contains(rep.Reply, "The only records") || !strings.Contains(rep.Reply, "We hold other records about A-88213") {
+		t.Errorf("reply: %q; want it not to say these are the only records", rep.Reply)
+	}
+}
+
 // An action and a revocation in one minute read in their order: to the
 // second.
 func TestTimesInOneMinuteAreToTheSecond(t *testing.T) {
