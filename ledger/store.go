@@ -475,6 +475,12 @@ type Query struct {
 	Agent     string
 	Status    Status
 	Class     retention.Class
+	// Signed, with GrantID, keeps only the grant's receipt rows whose
+	// receipt signature passed (Row.ReceiptVerified): the rows that can
+	// count toward its countMax, read from the stores' index of them, so
+	// that rows no signature vouches for are not read at all. It is
+	// refused without GrantID.
+	Signed    bool
 	Since     time.Time
 	Until     time.Time
 	PageSize  int
@@ -527,6 +533,16 @@ func (q Query) ReadBound() int {
 		return MaxListRead
 	}
 	return q.MaxRead
+}
+
+// CheckSigned returns an error wrapping ErrInvalid when q asks for
+// Signed without a GrantID: the stores index the rows that can count by
+// grant only.
+func (q Query) CheckSigned() error {
+	if q.Signed && q.GrantID == "" {
+		return fmt.Errorf("%w: a listing of signed rows names a grant", ErrInvalid)
+	}
+	return nil
 }
 
 // CountRead adds n to q.Read when it is set.

@@ -257,8 +257,8 @@ func TestCompactCommand(t *testing.T) {
 		!strings.Contains(s, "copied without its free pages when it was brought to this layout") {
 		t.Fatalf("compact printed:\n%s", s)
 	}
-	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
-		t.Fatalf("layout after compact: %x, want 10", v)
+	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 11}) {
+		t.Fatalf("layout after compact: %x, want 11", v)
 	}
 }
 

@@ -3,7 +3,8 @@
 // unchanged.
 //
 // The suite checks what the ledger relies on, not how a backend keeps it:
-// rows and every index with page tokens, dedupe under concurrent writers,
+// rows and every index with page tokens, the index of the rows that can
+// count under a grant, dedupe under concurrent writers,
 // group commit with a failing member, outbox order and claims, tombstones
 // and what becomes deletable under the ledger's rules, reference counts,
 // JWKS snapshots and the rows naming them, drill and incident pages, the drill pool and sampling from it, the access log, the Merkle
@@ -61,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "PageTokens", run: testPageTokens},
 		{name: "BoundedScan", run: testBoundedScan},
 		{name: "ScanCounts", run: testScanCounts},
+		{name: "SignedRows", run: testSignedRows},
 		{name: "RowsByIDAndRowAfter", run: testRowsByID},
 		{name: "RowUpdates", run: testRowUpdates},
 		{name: "FarFutureTimes", run: testFarFutureTimes},

@@ -79,9 +79,13 @@ var (
 	ixStatus    = []byte("by_status")
 	ixClass     = []byte("by_class")
 	ixTime      = []byte("by_time")
+	// ixSigned: the receipt rows whose receipt signature passed
+	// (ledger.Row.ReceiptVerified), by grant: the rows that can count
+	// toward a grant's countMax (layout 11, ledger.Query.Signed).
+	ixSigned = []byte("by_grant_signed")
 
 	allBuckets = [][]byte{bRowData, bRowSeq, bPending, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
-		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bPlans, bOutboxFail, bDead, bDrillPool}
+		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, ixSigned, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
 	kOutboxN     = []byte("outbox_n")
@@ -864,6 +868,9 @@ func indexEntries(r *ledger.Row) []indexEntry {
 	}
 	add(ixPrincipal, r.Principal)
 	add(ixGrant, r.GrantID)
+	if r.ReceiptVerified() {
+		add(ixSigned, r.GrantID)
+	}
 	add(ixAgent, r.Agent.Platform)
 	add(ixStatus, strconv.Itoa(int(r.Status)))
 	add(ixClass, strconv.Itoa(int(r.Class)))
@@ -1030,15 +1037,21 @@ func (t *tx) Snapshot(id string) (verifier.Snapshot, error) {
 	return s, nil
 }
 
-// List answers q from one index: the most selective filter given (target,
-// grant, principal, agent, status, class, else time), with since/until as a
+// List answers q from one index: the most selective filter given (the
+// grant's signed rows, target, grant, principal, agent, status, class,
+// else time), with since/until as a
 // key range; the other filters are checked on the rows it yields. It reads
 // at most q.ReadBound() entries: a page that reaches the bound before it
 // is full ends there, with a token after the last entry read; one that
 // ends before a row past q.Budget ends at its last row.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
+	if err := q.CheckSigned(); err != nil {
+		return nil, "", err
+	}
 	bucket, value := ixTime, ""
 	switch {
+	case q.Signed:
+		bucket, value = ixSigned, q.GrantID
 	case q.Target != "":
 		bucket, value = ixTarget, q.Target
 	case q.GrantID != "":
@@ -1122,7 +1135,8 @@ const pageTokenVersion = 2
 
 func matches(r *ledger.Row, q ledger.Query) bool {
 	switch {
-	case q.Principal != "" && r.Principal != q.Principal,
+	case q.Signed && !r.ReceiptVerified(),
+		q.Principal != "" && r.Principal != q.Principal,
 		q.GrantID != "" && r.GrantID != q.GrantID,
 		q.Agent != "" && r.Agent.Platform != q.Agent,
 		q.Status != 0 && r.Status != q.Status,

@@ -19,10 +19,10 @@ func TestExportOfANewerLayoutSaysItIsNewer(t *testing.T) {
 	ex, err := bolt.OpenExport(path, time.Second)
 	if err == nil {
 		ex.Close()
-		t.Fatal("a layout-11 file was opened for export")
+		t.Fatal("a layout-12 file was opened for export")
 	}
-	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 11") || strings.Contains(err.Error(), "converts it") {
-		t.Errorf("export of a layout-11 file: %q; want bolt.ErrLayoutNew naming layout 11, without the advice to convert it", err)
+	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 12") || strings.Contains(err.Error(), "converts it") {
+		t.Errorf("export of a layout-12 file: %q; want bolt.ErrLayoutNew naming layout 12, without the advice to convert it", err)
 	}
 }
 

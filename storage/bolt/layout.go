@@ -41,7 +41,11 @@ import (
 // in key order, keeping them meanwhile in records by row number
 // (bPending, pending.go); a layout-9 file has none pending, so the step
 // needs only the mark: an earlier version would not see the pending keys.
-const layout = 10
+// Layout 11 (docs/design/012) indexes the receipt rows whose receipt
+// signature passed by grant (ixSigned), the rows a grant's countMax check
+// reads; the conversion fills the index from an older file's rows
+// (signedPass), and an earlier version would leave it behind its writes.
+const layout = 11
 
 var (
 	kLayout = []byte("layout")
@@ -145,6 +149,24 @@ var poolPass = conversionPass{"drill pool", bRowData, "drill pool entries", func
 		return fmt.Errorf("row number %x", k)
 	}
 	return setPoolBit(t.b(bDrillPool), binary.BigEndian.Uint64(k), true)
+}, nil}
+
+// signedPass brings a file to layout 11: each stored receipt row whose
+// receipt signature passed gets its entry in the index of the rows that
+// can count under its grant (ixSigned). A layout-1 file gets its entries
+// as its rows are converted; an entry already there stays as it is.
+var signedPass = conversionPass{"signed rows", bRowData, "receipts whose signature passed, by grant", func(t *tx, k, v []byte) error {
+	r, err := decodeRow(t.c, k, v)
+	if err != nil {
+		return err
+	}
+	if !r.ReceiptVerified() || r.GrantID == "" {
+		return nil
+	}
+	if len(k) != 8 {
+		return fmt.Errorf("row number %x", k)
+	}
+	return insertEntry(t.b(ixSigned), indexPrefix(r.GrantID), indexPosting(r.IssuedAt, k))
 }, nil}
 
 // byNumberPasses bring a file to layout 4: what a stored row's id keyed
@@ -306,12 +328,13 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	start := time.Now()
 	if old || version > 0 {
-		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary, row numbers and request JWTs in runs, then written in key order after their rows); it resumes where it stopped if interrupted", max(version, 1), layout),
+		log.Info(fmt.Sprintf("row store (bbolt): converting the file from layout %d to layout %d (rows numbered in commit order, compressed values, the drill pool, a row's leaf index, evidence and evidence record by its number, counts of the rows naming each JWKS snapshot, index entries in runs, request JWTs by a short key, object records and outbox entries in binary, row numbers and request JWTs in runs, then written in key order after their rows, an index of the receipts whose signature passed by grant); it resumes where it stopped if interrupted", max(version, 1), layout),
 			slog.String("path", db.Path()))
 	}
 	// Each pass finds nothing to do in a file already past it, but those
 	// over the rows still read every row: the pool pass runs on files
-	// before layout 3, the passes to keys by number before layout 4.
+	// before layout 3, the passes to keys by number before layout 4, the
+	// pass of the signed rows before layout 11.
 	passes := conversionPasses[:len(conversionPasses):len(conversionPasses)]
 	if version < 3 {
 		passes = append(passes, poolPass)
@@ -325,6 +348,9 @@ func convertLayout(db *bolt.DB, c *Codec, log *slog.Logger) error {
 	}
 	if version < 7 {
 		passes = append(passes, reqJWTPasses...)
+	}
+	if version < 11 {
+		passes = append(passes, signedPass)
 	}
 	for _, p := range passes {
 		if err := p.run(db, c, log); err != nil {

@@ -20,7 +20,9 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // layout1File copies testdata/layout1.db.gz, a file the previous layout
@@ -76,8 +78,8 @@ func TestLayout1FileConverts(t *testing.T) {
 				t.Errorf("bucket %s of the previous layout is still there", b)
 			}
 		}
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
-			t.Errorf("layout mark %x, want 10", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 11}) {
+			t.Errorf("layout mark %x, want 11", v)
 		}
 		if tx.Bucket([]byte("meta")).Get([]byte("compact pending")) != nil {
 			t.Error("the converted file is still marked for compaction")
@@ -297,11 +299,11 @@ func TestLayoutConversionResumes(t *testing.T) {
 // opened.
 func TestNewerLayoutIsRefused(t *testing.T) {
 	path := newerLayoutFile(t, nil)
-	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 11") {
+	if s, err := bolt.Open(path, bolt.Config{}); err == nil || !strings.Contains(err.Error(), "layout 12") {
 		if s != nil {
 			s.Close()
 		}
-		t.Fatalf("open of a layout-11 file: %v, want a refusal naming layout 11", err)
+		t.Fatalf("open of a layout-12 file: %v, want a refusal naming layout 12", err)
 	}
 }
 
@@ -328,10 +330,10 @@ func TestNewerLayoutFileIsLeftUntouched(t *testing.T) {
 	s2, err := bolt.Open(path, bolt.Config{})
 	if err == nil {
 		s2.Close()
-		t.Fatal("a layout-11 file was opened")
+		t.Fatal("a layout-12 file was opened")
 	}
-	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 11") {
-		t.Errorf("open of a layout-11 file: %v, want bolt.ErrLayoutNew naming layout 11", err)
+	if !errors.Is(err, bolt.ErrLayoutNew) || !strings.Contains(err.Error(), "layout 12") {
+		t.Errorf("open of a layout-12 file: %v, want bolt.ErrLayoutNew naming layout 12", err)
 	}
 	if after, pending := lastTx(); after != before || pending {
 		t.Errorf("the refused file was written to: last write transaction %d before the open, %d after; bucket ids_pending created: %v", before, after, pending)
@@ -469,6 +471,7 @@ func sameRecords(t *testing.T, got, want ledger.Store) {
 		{Status: ledger.Incident}, {Class: r0.Class}, {Principal: "acct-3", Status: ledger.Authorized},
 		{Since: r0.IssuedAt.Add(5 * time.Second), Until: r0.IssuedAt.Add(20 * time.Second)},
 		{GrantID: "grant-1", Until: r0.IssuedAt.Add(17 * time.Second)},
+		{GrantID: "grant-1", Signed: true}, {GrantID: "grant-2", Signed: true, Until: r0.IssuedAt.Add(17 * time.Second)},
 	} {
 		check(fmt.Sprintf("list %+v", q), func(tx ledger.Tx) (string, error) {
 			return listAll(tx, q)
@@ -936,8 +939,8 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 	}
 	old := 0
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 10}) {
-			t.Errorf("layout mark %x, want 10", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 11}) {
+			t.Errorf("layout mark %x, want 11", v)
 		}
 		return tx.Bucket([]byte("object_records")).ForEach(func(_, v []byte) error {
 			if bytes.HasPrefix(v, zstdFrame) {
@@ -976,7 +979,7 @@ func TestLayout7FileReadsItsValues(t *testing.T) {
 }
 
 // newerLayoutFile returns the path of a file this version made, marked
-// with layout 11 (a later version's) after edit, when not nil.
+// with layout 12 (a later version's) after edit, when not nil.
 func newerLayoutFile(t *testing.T, edit func(tx *bbolt.Tx) error) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "l.db")
@@ -990,7 +993,161 @@ func newerLayoutFile(t *testing.T, edit func(tx *bbolt.Tx) error) string {
 				return err
 			}
 		}
-		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 11})
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 12})
 	})
 	return path
+}
+
+// signedRows are n rows under the fixture's first four grants whose
+// receipt signature passed or failed by turns, some of them refusals (a
+// refusal's checks never make it a row that counts), with times that tie
+// in pairs.
+func signedRows(n int) []*ledger.Row {
+	base := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+	var out []*ledger.Row
+	for i := range n {
+		sig := verifier.Pass
+		if i%3 == 0 {
+			sig = verifier.Fail
+		}
+		kind := ledger.KindReceipt
+		if i%5 == 4 {
+			kind = ledger.KindRefusal
+		}
+		out = append(out, &ledger.Row{
+			ID:         fixtureID(fmt.Sprint("signed row ", i)),
+			Kind:       kind,
+			Status:     ledger.Authorized,
+			Class:      retention.MoneyMoved,
+			GrantID:    fmt.Sprint("grant-", i%4),
+			Principal:  fmt.Sprint("acct-", i%11),
+			Actions:    []verifier.RowAction{{Tool: "cancel_order", Target: fmt.Sprint("S-", i)}},
+			IssuedAt:   base.Add(time.Duration(i/2) * time.Second),
+			RecordedAt: base.Add(time.Duration(i) * time.Second),
+			Verifier:   ledger.Record{CheckedBy: "test", Checks: []verifier.Check{{Name: verifier.CheckReceiptSignature, Result: sig}}},
+			Dispute:    ledger.DisputeNone,
+		})
+	}
+	return out
+}
+
+// withSigned writes the fixture and signedRows(40), of which it sweeps
+// the last.
+func withSigned(tx ledger.Tx) error {
+	if err := populateFixture(tx); err != nil {
+		return err
+	}
+	rows := signedRows(40)
+	for _, r := range rows {
+		if err := ledger.AddRow(tx, r); err != nil {
+			return err
+		}
+	}
+	swept := rows[len(rows)-1]
+	return tx.RemoveRow(swept, ledger.Tombstone{ID: swept.ID, Kind: swept.Kind, Status: swept.Status, Class: swept.Class})
+}
+
+// TestLayout10FileIndexesSignedRows: a file of layout 10 (no index of the
+// receipts whose signature passed) gets the index filled from its rows
+// at open, in batches that a stop resumes from, and then lists a grant's
+// signed rows as a new store does: only receipts whose signature passed,
+// newest first, a swept one gone.
+func TestLayout10FileIndexesSignedRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openLinked(t, path)
+	if err := s.Update(t.Context(), withSigned); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket([]byte("by_grant_signed")); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), []byte{0, 0, 0, 0, 0, 0, 0, 10})
+	})
+	stop := errors.New("stopped")
+	batches := 0
+	restore := bolt.SetConversionHooks(7, func(pass string) error {
+		if pass != "signed rows" {
+			return nil
+		}
+		if batches++; batches == 3 {
+			return stop
+		}
+		return nil
+	})
+	s, err := bolt.Open(path, bolt.Config{})
+	restore()
+	if err == nil {
+		s.Close()
+		t.Fatal("stopping the pass of the signed rows: the open succeeded")
+	}
+	if !errors.Is(err, stop) {
+		t.Fatalf("stopping the pass of the signed rows: %v", err)
+	}
+	restore = bolt.SetConversionHooks(7, nil)
+	got := openLinked(t, path)
+	restore()
+	want := openLinked(t, filepath.Join(t.TempDir(), "fresh.db"))
+	if err := want.Update(t.Context(), withSigned); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, got, want)
+	wantIDs := map[string][]string{}
+	for _, r := range signedRows(40)[:39] {
+		if r.ReceiptVerified() {
+			wantIDs[r.GrantID] = append(wantIDs[r.GrantID], r.ID)
+		}
+	}
+	for g := range 4 {
+		grant := fmt.Sprint("grant-", g)
+		for _, s := range []*bolt.Store{got, want} {
+			var ids []string
+			if err := s.View(t.Context(), func(tx ledger.Tx) error {
+				q := ledger.Query{GrantID: grant, Signed: true, PageSize: 3}
+				for {
+					page, next, err := tx.List(q)
+					if err != nil {
+						return err
+					}
+					for i, r := range page {
+						if i > 0 && r.IssuedAt.After(page[i-1].IssuedAt) {
+							return fmt.Errorf("row %s listed after an older one", r.ID[:8])
+						}
+						ids = append(ids, r.ID)
+					}
+					if q.PageToken = next; next == "" {
+						return nil
+					}
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(ids)
+			w := slices.Sorted(slices.Values(wantIDs[grant]))
+			if len(w) == 0 || !slices.Equal(ids, w) {
+				t.Errorf("%s, signed rows of %s: %d rows %v, want %d %v", s.Path(), grant, len(ids), ids, len(w), w)
+			}
+		}
+	}
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		meta := tx.Bucket([]byte("meta"))
+		if v := meta.Get([]byte("layout")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 11}) {
+			t.Errorf("layout mark %x, want 11", v)
+		}
+		for _, k := range []string{"layout2 converted signed rows", "layout2 done signed rows"} {
+			if meta.Get([]byte(k)) != nil {
+				t.Errorf("the record of the conversion %q is still there", k)
+			}
+		}
+		return nil
+	})
+	if batches < 3 {
+		t.Fatalf("the pass of the signed rows took %d batches before it was stopped, want 3", batches)
+	}
 }

@@ -458,7 +458,7 @@ func UnlinkRowLeaf(btx *bolt.Tx, id string, seq []byte) error {
 
 // indexBuckets are the buckets that hold runs of index entries; the
 // expiry index is the last.
-var indexBuckets = [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, bExpiry}
+var indexBuckets = [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, ixSigned, bExpiry}
 
 // eachEntry calls fn with the prefix (the file's memory: copy it to keep
 // it) and the entry of every entry of run index b, run by run, until fn

@@ -57,7 +57,7 @@ func refCount(name bolt.ExportKind, rk ledger.RefKind) kind {
 // encodings its store writes (storage/postgres rows.go, outbox.go).
 var kinds = []kind{
 	{name: bolt.ExportRows, dests: []dest{
-		{table: "ledger_rows", cols: []string{"id", "principal", "grant_id", "agent", "status", "class", "issued_ns", "retain_ns", "request_jwt", "body", "pool_seq"}},
+		{table: "ledger_rows", cols: []string{"id", "principal", "grant_id", "agent", "status", "class", "issued_ns", "retain_ns", "request_jwt", "body", "pool_seq", "counts"}},
 		{table: "row_targets", cols: []string{"target", "issued_ns", "row_id"}},
 		{table: "row_snapshots", cols: []string{"snapshot_id", "row_id"}},
 	}, rows: rowRows},
@@ -105,7 +105,8 @@ var dataTables = []string{
 // rowRows is a row as storage/postgres stores it: the row with the columns
 // List filters on, one row_targets entry per distinct target, and one
 // row_snapshots link per JWKS snapshot it names; a row of the drill pool
-// has its position.
+// has its position, and a row that can count toward its grant's countMax
+// is marked (counts).
 func rowRows(r bolt.Record) ([][][]any, error) {
 	row := r.Row
 	if row == nil || row.ID != r.Name {
@@ -122,7 +123,7 @@ func rowRows(r bolt.Record) ([][][]any, error) {
 	if ledger.Drillable(row) {
 		pool = int64(r.Seq)
 	}
-	main := []any{row.ID, row.Principal, row.GrantID, row.Agent.Platform, int16(row.Status), int16(row.Class), issued, retain, row.RequestJWTSHA256, r.Body, pool}
+	main := []any{row.ID, row.Principal, row.GrantID, row.Agent.Platform, int16(row.Status), int16(row.Class), issued, retain, row.RequestJWTSHA256, r.Body, pool, row.ReceiptVerified()}
 	var targets [][]any
 	for _, t := range row.Targets() {
 		targets = append(targets, []any{t, issued, row.ID})

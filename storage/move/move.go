@@ -44,8 +44,10 @@ import (
 // row's twin is found by its id as the ledger reads both. Version 7 added
 // outbox.op_key, the object each operation is on, which a copy fills.
 // Version 8 added an index of log_pending by ref, which a copy's rows fill
-// as any insert does.
-const schemaVersion = 8
+// as any insert does. Version 9 added ledger_rows.counts, which a copy
+// sets as an insert does (a receipt whose signature passed), and
+// ledger_backfill, which an empty database's migration leaves empty.
+const schemaVersion = 9
 
 // Errors of a move.
 var (

@@ -155,7 +155,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 		issued                                []int64
 		retains                               []*int64
 		bodies                                [][]byte
-		pool                                  []bool
+		pool, counts                          []bool
 		targetRows, targets, snapRows, snaps  []string
 		leafRefs                              []string
 		leafData                              [][]byte
@@ -198,7 +198,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 			}
 			twins = append(twins, twin)
 			receiptKeys = append(receiptKeys, receiptKey(r))
-			pool = append(pool, ledger.Drillable(r))
+			pool, counts = append(pool, ledger.Drillable(r)), append(counts, r.ReceiptVerified())
 			for _, x := range rw.targets {
 				targetRows, targets = append(targetRows, r.ID), append(targets, x)
 			}
@@ -222,7 +222,7 @@ func queueWrites(queue func(sql string, args ...any) *pgx.QueuedQuery, ws []*wri
 	if len(ids) > 0 {
 		queue(createRowsSQL, ids, principals, grants, agents, statuses, classes, issued, retains, shas, bodies,
 			nonNil(targetRows), nonNil(targets), nonNil(snapRows), nonNil(snaps), pool, twins, receiptKeys, nonNil(unindexed),
-			nonNil(takers), nonNil(taken), nonNil(takenFrom)).Query(func(rows pgx.Rows) error {
+			nonNil(takers), nonNil(taken), nonNil(takenFrom), counts).Query(func(rows pgx.Rows) error {
 			c := created{rows: map[string]bool{}, indexed: map[string]bool{}}
 			for rows.Next() {
 				var id string
@@ -275,15 +275,17 @@ ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, objectKeys, objectBodies)
 // each only while it still names the row read. One that another writer
 // took first is left to it (that writer read, and locked, the row the
 // entry named before this one did, and committed): this row lost a race.
-// It returns each created row's id and whether all its request-JWT
-// entries were written or taken over.
+// A row that can count toward its grant's countMax
+// (ledger.Row.ReceiptVerified) has counts set ($22). It returns each
+// created row's id and whether all its request-JWT entries were written
+// or taken over.
 const createRowsSQL = `
 WITH r AS (
-	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin, receipt_key)
+	INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool_seq, request_jwt_twin, receipt_key, counts)
 	SELECT id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body,
-		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END, twin, receipt_key
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[], $16::text[], $17::text[])
-		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool, twin, receipt_key)
+		CASE WHEN pool THEN nextval('ledger_rows_pool_seq') END, twin, receipt_key, counts
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::bytea[], $15::boolean[], $16::text[], $17::text[], $22::boolean[])
+		AS u (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, pool, twin, receipt_key, counts)
 	ON CONFLICT DO NOTHING
 	RETURNING id, issued_ns, request_jwt, request_jwt_twin
 ), t AS (

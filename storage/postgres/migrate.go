@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +36,11 @@ var (
 	// (storage/move) began and has not finished and verified, so the
 	// database holds only part of the ledger.
 	ErrMoveUnfinished = errors.New("the move of a bbolt ledger into this database has not finished")
+	// ErrBackfillUnfinished: the rows stored before schema version 9 are
+	// not all marked yet as counting toward their grant's countMax or
+	// not (backfillCounts): until they are, a countMax check would miss
+	// some of them.
+	ErrBackfillUnfinished = errors.New("the rows stored before schema version 9 are not all marked yet: run `ledgerd migrate` again, which continues where it stopped")
 )
 
 // provider returns the goose provider of the embedded migrations over db.
@@ -104,12 +110,129 @@ func Migrate(ctx context.Context, cfg Config) (from, to int64, err error) {
 	if err != nil {
 		return from, 0, classify("read the schema version", err, nil)
 	}
+	if err := backfillCounts(ctx, cfg, slog.Default()); err != nil {
+		return from, to, err
+	}
 	return from, to, nil
 }
 
+// backfillBatch is how many rows one transaction of backfillCounts reads.
+var backfillBatch = 2000
+
+// afterBackfillBatch, when set (by tests), runs after each committed
+// transaction of backfillCounts; an error stops the backfill there.
+var afterBackfillBatch func() error
+
+// backfillCounts marks the rows stored before schema version 9 that can
+// count toward their grant's countMax (ledger_rows.counts, set where
+// ledger.Row.ReceiptVerified holds for the stored body, as an insert sets
+// it), in transactions of backfillBatch rows in id order. Each records
+// in ledger_backfill the last id it read, so that a backfill stopped part
+// way continues there at the next `ledgerd migrate`; the last removes the
+// record, which migration 9 writes only for a database holding rows. It
+// logs progress every 10 s, as the bbolt store's conversions do.
+func backfillCounts(ctx context.Context, cfg Config, log *slog.Logger) error {
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("postgres pool: %w", err)
+	}
+	defer pool.Close()
+	var pending bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('ledger_backfill') IS NOT NULL AND EXISTS (SELECT FROM ledger_backfill WHERE name = 'counts')").Scan(&pending); err != nil {
+		return classify("read the record of the backfill", err, nil)
+	}
+	if !pending {
+		return nil
+	}
+	var about int64
+	if err := pool.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'ledger_rows'::regclass").Scan(&about); err != nil {
+		return classify("estimate the rows", err, nil)
+	}
+	log.Info("row store (postgres): marking the rows stored before schema version 9 that count toward their grant's countMax (receipts whose signature passed); it resumes where it stopped if interrupted",
+		slog.Int64("rows", about))
+	start, logged := time.Now(), time.Now()
+	read, marked := 0, 0
+	for {
+		var n, m int
+		done := false
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var after string
+			err := tx.QueryRow(ctx, "SELECT after FROM ledger_backfill WHERE name = 'counts' FOR UPDATE").Scan(&after)
+			if errors.Is(err, pgx.ErrNoRows) {
+				done = true // another migrate finished it
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "SELECT id, body FROM ledger_rows WHERE id > $1 ORDER BY id LIMIT $2", after, backfillBatch)
+			if err != nil {
+				return err
+			}
+			var counting []string
+			last := after
+			for rows.Next() {
+				var body []byte
+				if err := rows.Scan(&last, &body); err != nil {
+					rows.Close()
+					return err
+				}
+				n++
+				r, err := decodeRow(body)
+				if err != nil {
+					rows.Close()
+					return fmt.Errorf("row %s: %w", last, err)
+				}
+				if r.ReceiptVerified() {
+					counting = append(counting, last)
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(counting) > 0 {
+				if _, err := tx.Exec(ctx, "UPDATE ledger_rows SET counts = true WHERE id = ANY($1::text[])", counting); err != nil {
+					return err
+				}
+			}
+			m = len(counting)
+			if n < backfillBatch {
+				done = true
+				_, err = tx.Exec(ctx, "DELETE FROM ledger_backfill WHERE name = 'counts'")
+				return err
+			}
+			_, err = tx.Exec(ctx, "UPDATE ledger_backfill SET after = $1 WHERE name = 'counts'", last)
+			return err
+		})
+		if err != nil {
+			return classify("mark the rows that count toward countMax", err, nil)
+		}
+		read, marked = read+n, marked+m
+		if afterBackfillBatch != nil {
+			if err := afterBackfillBatch(); err != nil {
+				return err
+			}
+		}
+		if done {
+			log.Info("row store (postgres): marked the rows that count toward their grant's countMax",
+				slog.Int("read", read), slog.Int("marked", marked), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+			return nil
+		}
+		if time.Since(logged) >= 10*time.Second {
+			log.Info("row store (postgres): marking the rows that count toward their grant's countMax",
+				slog.Int("read", read), slog.Int("marked", marked), slog.Int64("of about", about))
+			logged = time.Now()
+		}
+	}
+}
+
 // checkSchema returns nil when the database's schema version is the one
-// this binary writes and no move into it is unfinished, else an error
-// saying what to do.
+// this binary writes, no backfill of its rows (backfillCounts) and no move
+// into it is unfinished, else an error saying what to do.
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", versionTable).Scan(&exists); err != nil {
@@ -129,6 +252,13 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaOld, version, known)
 	case version > known:
 		return fmt.Errorf("%w (database %d, this ledgerd %d)", ErrSchemaNew, version, known)
+	}
+	var backfill bool
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM ledger_backfill)").Scan(&backfill); err != nil {
+		return classify("read the record of the backfill", err, nil)
+	}
+	if backfill {
+		return ErrBackfillUnfinished
 	}
 	return checkMove(ctx, pool)
 }

@@ -64,6 +64,8 @@ func TestListPlansUseIndexes(t *testing.T) {
 		{"principal", ledger.Query{Principal: "user-7"}, nil},
 		{"principal, next page", ledger.Query{Principal: "user-7"}, page},
 		{"grant", ledger.Query{GrantID: "grant-70"}, nil},
+		{"grant's rows that count", ledger.Query{GrantID: "grant-70", Signed: true}, nil},
+		{"grant's rows that count, next page", ledger.Query{GrantID: "grant-70", Signed: true}, page},
 		{"target", ledger.Query{Target: "order-77"}, nil},
 		{"target and grant", ledger.Query{Target: "order-77", GrantID: "grant-77"}, nil},
 		{"target and principal", ledger.Query{Target: "order-77", Principal: "user-77"}, nil},
@@ -188,6 +190,66 @@ func TestListPlanBoundsTheScan(t *testing.T) {
 	}
 	if fetched != ledger.MaxListRead {
 		t.Errorf("the plan looked up %v rows, want %d (one an entry within the bound):\n%s", fetched, ledger.MaxListRead, plan)
+	}
+}
+
+// TestSignedListPlanReadsOnlyTheRowsThatCount: a grant's rows that can
+// count (List with Signed, the countMax check's listing) are read through
+// the partial index of them, ledger_rows_counts_by_grant: EXPLAIN ANALYZE
+// over a grant with 30,000 forged rows and 30 that count shows no scan
+// reading more than those 30 and one.
+func TestSignedListPlanReadsOnlyTheRowsThatCount(t *testing.T) {
+	dsn := pgtest.CreateDB(t)
+	if _, _, err := Migrate(t.Context(), Config{DSN: dsn}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	const rows, counting = 30000, 30
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, sql := range []string{
+		// Every row is under the customer's grant; one in a thousand counts.
+		`INSERT INTO ledger_rows (id, principal, grant_id, agent, status, class, issued_ns, retain_ns, request_jwt, body, counts)
+		 SELECT md5(i::text) || md5((i + 1)::text), 'acct-' || i, 'a2agrant_7Q2F', 'https://pa.example',
+		        2, 4, $1::bigint + i::bigint * 1000000000, NULL, '', '\x7b7d', i % 1000 = 0
+		 FROM generate_series(1, $2::int) AS i`,
+		`ANALYZE`,
+	} {
+		args := []any{base, rows}
+		if sql == "ANALYZE" {
+			args = nil
+		}
+		if _, err := conn.Exec(t.Context(), sql, args...); err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+	}
+	sql, args, _ := listSQL(ledger.Query{GrantID: "a2agrant_7Q2F", Signed: true, PageSize: 1000}, nil)
+	var plan []byte
+	if err := conn.QueryRow(t.Context(), "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal(plan, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var scans []string
+	partial := false
+	walkPlan(nodes[0]["Plan"], func(n map[string]any) {
+		typ := str(n["Node Type"])
+		if !strings.Contains(typ, "Scan") {
+			return
+		}
+		scans = append(scans, fmt.Sprintf("%s %s %s (%v rows)", typ, str(n["Relation Name"]), str(n["Index Name"]), n["Actual Rows"]))
+		partial = partial || str(n["Index Name"]) == "ledger_rows_counts_by_grant"
+		if rows, _ := n["Actual Rows"].(float64); rows > counting+1 {
+			t.Errorf("%s %s read %v rows, more than the %d that count and one", typ, str(n["Index Name"]), rows, counting)
+		}
+	})
+	if !partial {
+		t.Errorf("the plan does not read ledger_rows_counts_by_grant: %v\n%s", scans, plan)
 	}
 }
 

@@ -204,7 +204,7 @@ type pageToken struct {
 func filterDigest(q ledger.Query) []byte {
 	h := sha256.New()
 	for _, f := range []string{q.Principal, q.GrantID, q.Target, q.Agent, strconv.Itoa(int(q.Status)), strconv.Itoa(int(q.Class)),
-		strconv.FormatInt(nanos(q.Since), 10), strconv.FormatInt(nanos(q.Until), 10)} {
+		strconv.FormatInt(nanos(q.Since), 10), strconv.FormatInt(nanos(q.Until), 10), strconv.FormatBool(q.Signed)} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
@@ -235,6 +235,9 @@ func decodePageToken(s string, q ledger.Query) (pageToken, error) {
 // next page continues after that entry, and a token comes back only when
 // an entry follows it.
 func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
+	if err := q.CheckSigned(); err != nil {
+		return nil, "", err
+	}
 	if q.PageSize <= 0 {
 		return nil, "", nil
 	}
@@ -339,7 +342,9 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 // the planner keeps as it is, OFFSET 0), never through another filter's
 // index, which may hold any number of rows too. No composite index could
 // serve every pair of filters, and any writer can post rows that one
-// filter keeps and another does not.
+// filter keeps and another does not. Signed narrows the grant's filter
+// to its rows that can count (counts), which a partial index serves; with
+// a target, it is checked on the rows as the grant is.
 func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 	var args []any
 	arg := func(v any) string {
@@ -375,6 +380,12 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 		where = append(where, "x.target = "+arg(q.Target))
 	} else if len(filters) > 0 {
 		where = append(where, "r."+filters[0].col+" = "+arg(filters[0].val))
+		if q.Signed {
+			// The grant's rows that can count, from the partial index of
+			// them (ledger_rows_counts_by_grant): the grant is the first
+			// filter.
+			where = append(where, "r.counts")
+		}
 		filters = filters[1:]
 	}
 	if !q.Since.IsZero() {
@@ -405,6 +416,9 @@ func listSQL(q ledger.Query, after *pageToken) (string, []any, bool) {
 	var rest []string
 	for _, f := range filters {
 		rest = append(rest, "r."+f.col+" = "+arg(f.val))
+	}
+	if q.Signed && q.Target != "" {
+		rest = append(rest, "r.counts")
 	}
 	bound := arg(q.ReadBound())
 	scan := "SELECT " + issued + " AS issued_ns, " + id + " AS id, row_number() OVER (" + strings.TrimPrefix(order, " ") + " ROWS UNBOUNDED PRECEDING) AS n FROM " + from +
