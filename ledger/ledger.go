@@ -660,18 +660,20 @@ func withinLimits(tx Tx, r *Row, lim *Limits, actions []verifier.Action) (verifi
 }
 
 // grantToolCounts counts, per tool, the actions of the receipt rows already
-// recorded under grant, from the grant index. Only receipts whose
-// signature passed count: a grant id is a claim until the Brand's
-// signature vouches for it, and a forged row must not use up a grant's
-// count. A duplicate counts only when it records another turn than its
-// earlier row (SameReceipt), whatever its status; when that row is gone,
-// or no signature vouched for it, the duplicates of one receipt count
-// once. It stops once any tool passes stopAbove: the limit is exceeded
-// either way.
+// recorded under grant, from the stores' index of the grant's rows that
+// can count (Query.Signed). Only receipts whose signature passed count: a
+// grant id is a claim until the Brand's signature vouches for it, and a
+// forged row must not use up a grant's count, nor be read at all: any
+// writer can post such rows under a customer's grant, and the count is
+// read while the row store's write lock is held (docs/design/012). A
+// duplicate counts only when it records another turn than its earlier row
+// (SameReceipt), whatever its status; when that row is gone, or no
+// signature vouched for it, the duplicates of one receipt count once. It
+// stops once any tool passes stopAbove: the limit is exceeded either way.
 func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error) {
 	counts := map[string]int{}
 	orphans := map[string][]*Row{} // counted duplicates of rows gone, by the row they name
-	q := Query{GrantID: grant, PageSize: 1000}
+	q := Query{GrantID: grant, Signed: true, PageSize: 1000}
 	for {
 		rows, next, err := tx.List(q)
 		if err != nil {
@@ -679,8 +681,8 @@ func grantToolCounts(tx Tx, grant string, stopAbove int) (map[string]int, error)
 		}
 	rows:
 		for _, row := range rows {
-			if row.Kind != KindReceipt || !row.Verifier.passed(verifier.CheckReceiptSignature) {
-				continue
+			if !row.ReceiptVerified() {
+				continue // the index holds none; checked all the same
 			}
 			if of := row.Verifier.DuplicateOf; of != "" {
 				orig, err := tx.Row(of)
