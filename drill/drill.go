@@ -453,7 +453,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			return
 		}
 		if len(rows) == 0 {
-			failAll(rep, t, fmt.Sprintf("no row about %s%s", describeQuery(req), r.otherNames(ctx, req)))
+			failAll(rep, t, fmt.Sprintf("no row about %s%s (ids match exactly: check the spelling and the case)", describeQuery(req), r.otherNames(ctx, req)))
 			rep.Reply = "We found no record of an action by a personal agent about " + describeQuery(req) + " in our ledger; a member of our team will look into it."
 			return
 		}
