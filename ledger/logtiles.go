@@ -313,7 +313,7 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool, p
 		}
 		for n := from >> TileHeight; n < to>>TileHeight; n++ {
 			for _, path := range []string{tilePath(fullTile(n)), entriesPath(fullTile(n))} {
-				own, err := l.TileData(ctx, path)
+				own, err := l.tileData(ctx, path, false)
 				if err != nil {
 					return total, err
 				}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -195,10 +196,10 @@ type logState struct {
 	tiles    *bytesCache // tiles and entry bundles read back from write-once storage
 	recent   recentLeaves
 
-	checked    atomic.Bool // a publication checked the bucket's log (checkPublished)
+	checked    atomic.Bool // this holder of the lease found the bucket's log to be a prefix of its own (checkPublished)
 	divergedMu sync.Mutex
-	diverged   error     // the last publication's ErrLogDiverged, nil once one succeeds
-	since      time.Time // when publications started failing with it
+	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
+	since      time.Time // when checks started failing with it
 	wrongKey   error     // the integrator's ErrLogKey, kept until restarted
 	keySince   time.Time // when it was found
 }
@@ -530,12 +531,24 @@ func (l *Ledger) followLogSize(ctx context.Context) {
 }
 
 // integrateLoop is the integrator's job under its lease.
+//
+// Each holder of the lease compares the row store's log with the log
+// published to write-once storage before it signs anything, and again
+// before each publication (checkPublished). While the published log is
+// not a prefix of the row store's (a row store restored from a backup
+// older than what it published, another log in the bucket), it signs no
+// checkpoint: one would be a second history under the same key, the
+// split view the log exists to rule out. Rows are still recorded; their
+// leaves wait in the queue, and the check is repeated (with the
+// publication's backoff) until it passes, when they are logged.
 func (l *Ledger) integrateLoop(ctx context.Context) error {
 	tick := time.NewTicker(l.log.cfg.Interval)
 	defer tick.Stop()
 	// What this holder found of the bucket's log is its own to report:
-	// once it stops (the lease lost), whoever holds the lease next checks.
-	defer l.noteDiverged(nil)
+	// once it stops (the lease lost), whoever holds the lease next checks
+	// again before it signs.
+	l.log.checked.Store(false)
+	defer l.forgetDiverged()
 	// A step that fails while its store is down is tried again after a
 	// backoff, not every round, and each failed attempt is reported once.
 	extend := retry.Backoff{Min: l.log.cfg.Interval, Max: maxExtendBackoff}
@@ -550,19 +563,35 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		return true
 	}
 	for {
-		if extend.Due(time.Now()) {
+		if !l.log.checked.Load() && publish.Due(time.Now()) {
+			// Before the first signing of this holder, and each round
+			// while the bucket's log differs. A bucket that cannot be
+			// read leaves the log growing, as during any outage of the
+			// bucket: the check before each publication catches what
+			// this one could not.
+			_, _, err := l.checkPublished(ctx)
+			if err == nil {
+				l.log.checked.Store(true)
+			}
+			l.noteDiverged(ctx, err)
+			l.retried(ctx, &publish, "checking the log published to write-once storage", err)
+		}
+		// While the bucket's log differs, the check above is the retry:
+		// nothing is signed or published meanwhile.
+		stopped := l.signingStopped() != nil
+		if !stopped && extend.Due(time.Now()) {
 			_, err := l.Integrate(ctx)
 			if wrongKey(err) {
 				return fmt.Errorf("extending the Merkle log: %w", err)
 			}
 			l.retried(ctx, &extend, "extending the Merkle log", err)
 		}
-		if publish.Due(time.Now()) {
+		if !stopped && publish.Due(time.Now()) {
 			err := l.PublishTiles(ctx)
 			if wrongKey(err) {
 				return fmt.Errorf("publishing log tiles: %w", err)
 			}
-			l.noteDiverged(err)
+			l.noteDiverged(ctx, err)
 			l.retried(ctx, &publish, "publishing log tiles", err)
 			if err == nil {
 				if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
@@ -618,16 +647,32 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 // the metric pactledger_log_diverged: set by an error wrapping
 // ErrLogDiverged, cleared by a publication that succeeds, kept through
 // other errors (the bucket down says nothing of whose log it holds).
-func (l *Ledger) noteDiverged(err error) {
+//
+// It also stops and resumes the signing of checkpoints (signingStopped):
+// the first error wrapping ErrLogDiverged is logged at ERROR with what
+// to do, and the first success after it with how many leaves waited.
+func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 	s := l.log
 	s.divergedMu.Lock()
 	defer s.divergedMu.Unlock()
 	switch {
 	case err == nil:
+		if s.diverged != nil {
+			l.cfg.Logger.InfoContext(ctx, "the log published to write-once storage is a prefix of the row store's log again: this ledger signs and publishes checkpoints again, and logs the leaves that waited in the queue",
+				slog.Duration("stopped_for", l.cfg.Now().Sub(s.since).Round(time.Millisecond)))
+		}
 		s.diverged = nil
 	case errors.Is(err, ErrLogDiverged):
+		// Checked again before anything is signed.
+		s.checked.Store(false)
 		if s.diverged == nil {
 			s.since = l.cfg.Now()
+			l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log is not an extension of the log published to write-once storage: this ledger stopped signing checkpoints and serves none, nor tiles past what it published, nor proofs; "+
+				"rows are still recorded and acknowledged, and their leaves wait in the queue until the published log is a prefix of the row store's again. "+
+				"A row store restored from a backup older than what it published: stop ledgerd, restore the newest backup (up to the latest moment) and start it; "+
+				"if none holds the published log, run ledgerctl fsck to list the rows lost and start a new log in a new bucket (or evidence directory) under a new merkleLog.origin. "+
+				"Another ledger's log in the bucket: give each ledger its own (docs/operations.md, \"Another log in the bucket\")",
+				slog.String("error", err.Error()))
 		}
 		s.diverged = err
 	default:
@@ -636,10 +681,38 @@ func (l *Ledger) noteDiverged(err error) {
 	l.cfg.Metrics.logDiverged(s.diverged != nil)
 }
 
-// LogDiverged returns since when and why the log's tiles and checkpoints
-// are not being published, while the Merkle log in write-once storage is
-// not this ledger's (an error wrapping ErrLogDiverged); a nil error when
-// the last publication succeeded, none found it, or there is no log.
+// forgetDiverged drops what this holder of the integrator's lease found
+// of the bucket's log, as it stops holding it: whoever holds the lease
+// next checks again before it signs.
+func (l *Ledger) forgetDiverged() {
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	s.diverged = nil
+	l.cfg.Metrics.logDiverged(false)
+}
+
+// signingStopped returns an error wrapping ErrLogDiverged, saying so to
+// a reader of the log, while this ledger's integrator found the row
+// store's log not to extend the log published to write-once storage: it
+// signs no checkpoint then, and the log's readers (Checkpoint, Proof,
+// Consistency, TileData past what was published) get this error instead
+// of the row store's log. Nil otherwise.
+func (l *Ledger) signingStopped() error {
+	since, err := l.LogDiverged()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("the log diverged from the one published to write-once storage, so this ledger has signed no checkpoint since %s and serves none of it, nor its proofs: "+
+		"an operator must restore the row store's newest backup, or start a new log with a new bucket and origin (docs/operations.md, \"Another log in the bucket\"); %w",
+		since.UTC().Format(time.RFC3339), err)
+}
+
+// LogDiverged returns since when and why no checkpoint of the log is
+// signed, served or published, while the Merkle log in write-once storage
+// is not a prefix of this ledger's (an error wrapping ErrLogDiverged); a
+// nil error when the last check passed, none found it, or there is no
+// log.
 func (l *Ledger) LogDiverged() (since time.Time, err error) {
 	if l.log == nil {
 		return time.Time{}, nil
@@ -662,6 +735,9 @@ func (l *Ledger) LogDiverged() (since time.Time, err error) {
 func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 	if l.log == nil {
 		return 0, ErrNoLog
+	}
+	if err := l.signingStopped(); err != nil {
+		return 0, err
 	}
 	total, moved := 0, 0
 	for {
@@ -778,6 +854,9 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
 	}
+	if err := l.signingStopped(); err != nil {
+		return nil, err
+	}
 	_, cp, err := l.logHead(ctx)
 	if err == nil && len(cp) == 0 {
 		// Nothing logged yet: sign the empty tree, whose root is the hash
@@ -799,6 +878,9 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
+	}
+	if err := l.signingStopped(); err != nil {
+		return nil, err
 	}
 	var b *proof.Bundle
 	err := l.store.View(ctx, func(tx Tx) error {
@@ -945,6 +1027,9 @@ func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.H
 	if l.log == nil {
 		return nil, nil, nil, ErrNoLog
 	}
+	if err := l.signingStopped(); err != nil {
+		return nil, nil, nil, err
+	}
 	err = l.store.View(ctx, func(tx Tx) error {
 		size, head, err := tx.LogHead()
 		if err != nil {
@@ -1039,10 +1124,24 @@ func entriesPath(t tlog.Tile) string {
 
 // TileData returns the bytes of a C2SP tile path ("tile/0/000",
 // "tile/1/x001/234.p/7", "tile/entries/000.p/3") from the store, for
-// serving; ErrNotFound when it is beyond the tree.
+// serving; ErrNotFound when it is beyond the tree. While signing is
+// stopped (signingStopped) only tiles within what this row store
+// published are served: the bucket holds the same bytes under their
+// paths.
 func (l *Ledger) TileData(ctx context.Context, path string) ([]byte, error) {
+	return l.tileData(ctx, path, true)
+}
+
+// tileData is TileData; guard refuses the tiles past what was published
+// while signing is stopped (the publication and its read-backs read
+// their own).
+func (l *Ledger) tileData(ctx context.Context, path string, guard bool) ([]byte, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
+	}
+	stopped := l.signingStopped()
+	if !guard {
+		stopped = nil
 	}
 	entries := strings.HasPrefix(path, "tile/entries/")
 	goPath := strings.Replace(path, "tile/", "tile/8/", 1)
@@ -1058,6 +1157,11 @@ func (l *Ledger) TileData(ctx context.Context, path string) ([]byte, error) {
 		size, _, err := tx.LogHead()
 		if err != nil {
 			return err
+		}
+		if stopped != nil {
+			if published, err := tx.TilesPublished(); err != nil || tileEnd(t) > published {
+				return cmp.Or(err, stopped)
+			}
 		}
 		if tileEnd(t) > size {
 			return fmt.Errorf("%w: tile %s is beyond the tree of size %d", ErrNotFound, path, size)
@@ -1151,7 +1255,7 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 			paths = append(paths, entriesPath(t))
 		}
 		for _, p := range paths {
-			data, err := l.TileData(ctx, p)
+			data, err := l.tileData(ctx, p, false)
 			if err != nil {
 				return err
 			}

@@ -79,7 +79,7 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 	}
 	finding("", "the published checkpoint has %d leaves and root %x%s, the row store's latest checkpoint %d leaves and root %x: the row store's log is not the published log or a continuation of it, as after a restore from a backup older than what was published. "+
 		"The two logs share their first %d leaves; the %d published leaves after them are missing from the row store's log (each listed)%s. "+
-		"Until they agree nothing is published (/readyz: log diverged); see \"Backups\" in docs/operations.md",
+		"Until they agree no checkpoint is signed, served or published (/readyz: log diverged, signing stopped); see \"Backups\" in docs/operations.md",
 		theirs.Size, theirs.Hash[:], signed, ours.Size, ours.Hash[:], common, theirs.Size-common, unpublished)
 	return l.listPublished(ctx, common, theirs.Size, pub, finding)
 }

@@ -9,6 +9,10 @@ import (
 	"net/http"
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -17,13 +21,33 @@ import (
 func (s *service) GetCheckpoint(ctx context.Context, _ *ledgerv1.GetCheckpointRequest) (*ledgerv1.GetCheckpointResponse, error) {
 	cp, err := s.l.Checkpoint(ctx)
 	if err != nil {
-		return nil, s.toStatus(ctx, "GetCheckpoint", err)
+		return nil, s.logStatus(ctx, "GetCheckpoint", err)
 	}
 	c, err := s.openCheckpoint(cp)
 	if err != nil {
 		return nil, s.toStatus(ctx, "GetCheckpoint", err)
 	}
 	return &ledgerv1.GetCheckpointResponse{Checkpoint: string(cp), Origin: c.Origin, Size: c.Size, VerifierKey: s.logKey}, nil
+}
+
+// reasonLogDiverged marks an UNAVAILABLE answer of the log (a checkpoint,
+// a proof) while the ledger's log diverged from the one published to
+// write-once storage: it signs and serves none until an operator acts,
+// so no wait brings one.
+const reasonLogDiverged = "LOG_DIVERGED"
+
+// logStatus is toStatus for the log's answers: a log that diverged from
+// the published one is UNAVAILABLE (REST 503) with reason LOG_DIVERGED
+// and no RetryInfo, saying so and what an operator must do.
+func (s *service) logStatus(ctx context.Context, op string, err error) error {
+	if !errors.Is(err, ledger.ErrLogDiverged) {
+		return s.toStatus(ctx, op, err)
+	}
+	st := status.New(codes.Unavailable, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonLogDiverged, Domain: "pactledger"}); derr == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // openedCheckpoint is a signed checkpoint the service verified, with what
@@ -66,7 +90,7 @@ func (s *service) GetRowProof(ctx context.Context, req *ledgerv1.GetRowProofRequ
 	}
 	b, err := s.l.Proof(ctx, ref)
 	if err != nil {
-		return nil, s.toStatus(ctx, "GetRowProof", err)
+		return nil, s.logStatus(ctx, "GetRowProof", err)
 	}
 	return bundleProto(b)
 }
@@ -115,7 +139,7 @@ func bundleProto(b *proof.Bundle) (*ledgerv1.GetRowProofResponse, error) {
 func (s *service) GetConsistencyProof(ctx context.Context, req *ledgerv1.GetConsistencyProofRequest) (*ledgerv1.GetConsistencyProofResponse, error) {
 	path, oldCP, newCP, err := s.l.Consistency(ctx, req.GetFrom(), req.GetTo())
 	if err != nil {
-		return nil, s.toStatus(ctx, "GetConsistencyProof", err)
+		return nil, s.logStatus(ctx, "GetConsistencyProof", err)
 	}
 	out := &ledgerv1.GetConsistencyProofResponse{FromCheckpoint: string(oldCP), ToCheckpoint: string(newCP)}
 	for _, h := range path {
@@ -157,6 +181,12 @@ func logFiles(l *ledger.Ledger, log func(context.Context, string, error)) http.H
 			return
 		case errors.Is(err, ledger.ErrNoLog):
 			http.Error(w, "this ledger keeps no Merkle log", http.StatusNotImplemented)
+			return
+		case errors.Is(err, ledger.ErrLogDiverged):
+			// Not the fork: what the ledger holds past the published log
+			// is not served until an operator settles it.
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		default:
 			log(r.Context(), "serve "+p, err)

@@ -19,7 +19,8 @@ import (
 // copy older than the log published to the evidence directory. fsck (the
 // integrity check) no longer passes: it names the published checkpoint
 // and the row store's, and each published leaf the row store's log lacks,
-// with the row it names.
+// with the row it names. The ledger signs no checkpoint of the restored
+// log meanwhile: its log's endpoints answer that the log diverged.
 func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
@@ -72,20 +73,42 @@ func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(t)
-	// The restored log grows past the published one with other leaves.
-	for i := range 3 {
+	// Rows are still recorded after the restore, but the ledger signs no
+	// checkpoint the published one is not a prefix of, and its log's
+	// endpoints say why rather than serve the restored log.
+	after := write("AFTER-0")
+	for i := 1; i < 3; i++ {
 		write(fmt.Sprintf("AFTER-%d", i))
 	}
+	var ready struct {
+		Status string
+		Log    struct{ Status, Signing, Error string }
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var cp struct{ Size string }
-		if e.call(t, "GET", "/v1/log/checkpoint.json", "", nil, &cp) == 200 && cp.Size == "7" {
-			break
-		}
+	for ready.Log.Status != "diverged" {
 		if time.Now().After(deadline) {
-			t.Fatalf("the restored log did not reach 7 leaves within 30s")
+			t.Fatalf("/readyz did not report the divergence within 30s: %+v", ready)
 		}
 		time.Sleep(10 * time.Millisecond)
+		if code := e.call(t, "GET", "/readyz", "", nil, &ready); code != 200 {
+			t.Fatalf("/readyz = %d after the restore: a write is still acknowledged durably", code)
+		}
+	}
+	if ready.Status != "ready" || ready.Log.Signing != "stopped" || !strings.Contains(ready.Log.Error, "this ledger stopped signing checkpoints") {
+		t.Errorf("/readyz after the restore: %+v", ready)
+	}
+	const diverged = "the log diverged from the one published to write-once storage"
+	for _, path := range []string{"/v1/log/checkpoint", "/v1/log/checkpoint.json", "/v1/log/tile/0/000.p/4", "/v1/log/tile/entries/000.p/6"} {
+		if code, body := e.get(t, path); code != 503 || !strings.Contains(string(body), diverged) || !strings.Contains(string(body), "an operator must restore the row store's newest backup") {
+			t.Errorf("GET %s after the restore = %d %s; want 503 saying the log diverged", path, code, body)
+		}
+	}
+	if code, body := e.get(t, "/v1/log/tile/0/000.p/3"); code != 200 || len(body) != 3*32 {
+		t.Errorf("GET the tile of the 3 leaves published before the backup = %d (%d bytes)", code, len(body))
+	}
+	var perr struct{ Message string }
+	if code := e.call(t, "GET", "/v1/rows/"+after+"/proof", "auditor", nil, &perr); code != 503 || !strings.Contains(perr.Message, diverged) {
+		t.Errorf("the proof of a row recorded after the restore = %d %+v; want 503 saying the log diverged", code, perr)
 	}
 
 	var ic struct {
@@ -101,7 +124,7 @@ func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 	}
 	text := strings.Join(all, "\n")
 	t.Logf("findings after the restore:\n%s", text)
-	if !strings.Contains(text, fmt.Sprintf("published checkpoint has %d leaves", size)) || !strings.Contains(text, "latest checkpoint 7 leaves") ||
+	if !strings.Contains(text, fmt.Sprintf("published checkpoint has %d leaves", size)) || !strings.Contains(text, "latest checkpoint 3 leaves") ||
 		!strings.Contains(text, "share their first 3 leaves; the 3 published leaves after them are missing") {
 		t.Fatalf("after a restore to a file older than the published log (%d leaves), the integrity check found:\n%s", size, text)
 	}

@@ -550,11 +550,13 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 	}
 	body["evidence"] = evidence
 	if s.ledger.Origin() != "" {
-		// A detail too: rows are still recorded and logged, only not
-		// published, and a person must look (docs/operations.md).
+		// A detail too: rows are still recorded and acknowledged, and
+		// their leaves wait in the queue, but no checkpoint is signed
+		// until a person settles it (docs/operations.md).
 		log := map[string]any{"status": "ok"}
 		if since, err := s.ledger.LogDiverged(); err != nil {
-			log["status"], log["error"], log["since"] = "diverged", err.Error(), since.UTC().Format(time.RFC3339)
+			log["status"], log["signing"], log["since"] = "diverged", "stopped", since.UTC().Format(time.RFC3339)
+			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + err.Error()
 		}
 		// Not a detail: this ledger signs nothing of the log until it is
 		// restarted with the right key.

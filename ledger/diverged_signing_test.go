@@ -1,0 +1,184 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// startIntegrator turns l's log on and runs its integrator until the
+// returned stop is called (or the test ends).
+func startIntegrator(t *testing.T, l *ledger.Ledger, h *harness) (stop func()) {
+	t.Helper()
+	if err := l.EnableLog(ledger.LogConfig{Signer: h.logSigner, Interval: integratorInterval}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.RunIntegrator(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("integrator: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// restoredAtSeven is a ledger that published a log of 10 leaves to its
+// evidence directory, then had its row store restored from a backup
+// taken at 7 leaves (the evidence directory kept at 10). It returns the
+// bucket's checkpoint of size 10.
+func restoredAtSeven(t *testing.T) (*harness, string, []byte) {
+	t.Helper()
+	bucket := t.TempDir()
+	h := ledgerOnBucket(t, bucket, nil)
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
+	if !strings.HasPrefix(string(published), testOrigin+"\n10\n") {
+		t.Fatalf("the published checkpoint:\n%s\nwant one of size 10", published)
+	}
+	h.store.Close()
+	copyFile(t, backup, filepath.Join(h.dir, "ledger.db"))
+	h.logs = &syncbuf.Buffer{}
+	h.open(t)
+	h.objDir = bucket // for replicas: the same evidence directory
+	return h, bucket, published
+}
+
+// checkStopped checks that l signs and serves nothing of its log beyond
+// the 7 leaves it published, saying the log diverged, and that the
+// bucket's checkpoint is still published.
+func checkStopped(t *testing.T, l *ledger.Ledger, bucket string, published []byte) {
+	t.Helper()
+	ctx := context.Background()
+	// A few rounds of the integrator, which would have signed by now.
+	time.Sleep(20 * integratorInterval)
+	if size, err := l.TreeSize(ctx); err != nil || size != 7 {
+		t.Errorf("the row store's tree after the divergence was found: size %d (%v), want 7: a checkpoint the published one is not a prefix of was signed", size, err)
+	}
+	diverged := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "the log diverged from the one published to write-once storage") ||
+			!strings.Contains(err.Error(), "an operator must restore the row store's newest backup") {
+			t.Errorf("%s while the log diverged: %v; want the divergence, and what to do", what, err)
+		}
+	}
+	_, err := l.Checkpoint(ctx)
+	diverged("the checkpoint", err)
+	_, err = l.Proof(ctx, "ref-0")
+	diverged("a row's proof", err)
+	_, _, _, err = l.Consistency(ctx, 3, 0)
+	diverged("a consistency proof", err)
+	for _, p := range []string{"tile/0/000.p/8", "tile/0/000.p/10", "tile/entries/000.p/8"} {
+		_, err = l.TileData(ctx, p)
+		diverged(p, err)
+	}
+	for _, p := range []string{"tile/0/000.p/7", "tile/entries/000.p/7"} {
+		if _, err := l.TileData(ctx, p); err != nil {
+			t.Errorf("%s, published before the backup: %v", p, err)
+		}
+	}
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); string(got) != string(published) {
+		t.Errorf("the bucket's latest checkpoint was replaced:\n%s", got)
+	}
+	if readObject(t, bucket, ledger.LogPrefix+"checkpoints/8") != nil {
+		t.Error("the bucket holds a checkpoint of size 8")
+	}
+}
+
+// A ledger whose row store was restored from a backup older than the log
+// it published (the evidence directory kept) finds it before it signs
+// anything: it signs no checkpoint the published one is not a prefix of,
+// serves none, nor the tiles past what it published, nor proofs, and
+// says so at ERROR; rows are still recorded and their leaves wait. Once
+// the published log is a prefix of the row store's again (here the
+// bucket's log removed, as a test can), the leaves that waited are
+// logged.
+func TestADivergedLedgerSignsNoCheckpoint(t *testing.T) {
+	h, bucket, published := restoredAtSeven(t)
+	startIntegrator(t, h.l, h)
+	h.queue(t, 50, 2) // rows recorded after the restore
+	waitUntil(t, "the divergence found", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	checkStopped(t, h.l, bucket, published)
+	if !strings.Contains(h.logs.String(), "level=ERROR msg=\"the row store's Merkle log is not an extension of the log published to write-once storage: this ledger stopped signing checkpoints") ||
+		!strings.Contains(h.logs.String(), "restore the newest backup") {
+		t.Errorf("the ledger did not say at ERROR that it stopped signing, and what to do:\n%s", h.logs)
+	}
+
+	if err := os.RemoveAll(filepath.Join(bucket, "log")); err != nil {
+		t.Fatal(err)
+	}
+	waitTreeSize(t, h.l, 9)
+	if _, err := h.l.Checkpoint(context.Background()); err != nil {
+		t.Errorf("the checkpoint once the logs agree again: %v", err)
+	}
+	if _, err := h.l.Proof(context.Background(), "ref-51"); err != nil {
+		t.Errorf("the proof of a row that waited: %v", err)
+	}
+	waitUntil(t, "the checkpoint of size 9 published", func() bool {
+		return strings.HasPrefix(string(readObject(t, bucket, ledger.LogPrefix+"checkpoint")), testOrigin+"\n9\n")
+	})
+	if !strings.Contains(h.logs.String(), "this ledger signs and publishes checkpoints again") {
+		t.Errorf("the ledger did not say it signs again:\n%s", h.logs)
+	}
+}
+
+// On a shared row store, the replica that takes the integrator's lease
+// from one that found the log diverged checks again before it signs, and
+// signs nothing either.
+func TestAReplicaTakingTheLeaseDoesNotSignADivergedLog(t *testing.T) {
+	h, bucket, published := restoredAtSeven(t)
+	var logA, logB syncbuf.Buffer
+	a := h.anotherLogging(t, h.store, ledger.LeaseConfig{Holder: "replica-a"}, slog.New(slog.NewTextHandler(&logA, nil)))
+	b := h.anotherLogging(t, h.store, ledger.LeaseConfig{Holder: "replica-b"}, slog.New(slog.NewTextHandler(&logB, nil)))
+	stopA := startIntegrator(t, a, h)
+	h.queue(t, 50, 2)
+	waitUntil(t, "replica a found the divergence", func() bool {
+		_, err := a.LogDiverged()
+		return err != nil
+	})
+	stopA() // releases the lease
+	if _, err := a.LogDiverged(); err != nil {
+		t.Errorf("replica a reports the divergence after it released the lease: %v", err)
+	}
+	startIntegrator(t, b, h)
+	waitUntil(t, "replica b found the divergence", func() bool {
+		_, err := b.LogDiverged()
+		return err != nil
+	})
+	checkStopped(t, b, bucket, published)
+}
