@@ -642,10 +642,15 @@ type auditOpts struct {
 }
 
 // forkedLog says what a log that does not continue the kept checkpoint
-// means, and where to look next: the audit reads the ledger's own log,
-// which no longer holds the leaves lost.
-const forkedLog = "the ledger's log does not continue the kept checkpoint: leaves it held were dropped or rewritten since, as when the ledger's row store is restored from a backup older than the checkpoint. " +
-	"This audit reads the ledger's log only; `ledgerctl fsck` (auditor or admin) compares it with the log published to write-once storage and lists each published leaf it lacks, with its row."
+// proves, and what to do: the kept checkpoint verifies with the log's
+// key, so the ledger signed it, and its log no longer extends it. The
+// audit reads the ledger's own log, which no longer holds the leaves
+// lost; fsck finds them only in write-once storage that was not rolled
+// back too.
+const forkedLog = "This proves the ledger's log is not an extension of a checkpoint the ledger signed earlier (the kept one verifies with the log's key): its history was rewritten or rolled back since, as when its row store, or its whole data directory, is restored from a backup older than the kept checkpoint. " +
+	"Keep the kept checkpoint and this output: they are the evidence. Ask the operator what was restored and when, and which acknowledged rows were lost. " +
+	"`ledgerctl fsck` (auditor or admin) compares the row store's log with the log published to write-once storage and lists each published leaf the row store lacks, with its row, but only when write-once storage was not rolled back with the row store: " +
+	"a local evidence directory restored together with the data directory holds the same old log, and fsck then passes. The kept checkpoint, and any other checkpoint kept outside the ledger, is then the only witness of the leaves lost."
 
 func (c *cli) logAudit(o auditOpts) error {
 	if o.from == "" {

@@ -374,3 +374,55 @@ func TestProofVerifySaysWhichReceiptBytesTheLeafHashes(t *testing.T) {
 		}
 	}
 }
+
+// A whole data directory rolled back (the row store and the local
+// evidence directory inside it restored together from a backup) leaves
+// nothing local to contradict it: fsck passes. An audit from a
+// checkpoint kept before the rollback fails, and says what that proves
+// and that fsck cannot list the lost leaves when write-once storage was
+// rolled back too.
+func TestAuditAfterTheWholeDataDirectoryIsRolledBack(t *testing.T) {
+	f := start(t)
+	key := f.verifierKey(t)
+	f.logged(t, f.rowID)
+	f.stop()
+	backup := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(backup, os.DirFS(f.cfg.DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "LOST-9"}))
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
+	}
+	f.stop()
+	if err := os.RemoveAll(f.cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(f.cfg.DataDir, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+	f.logged(t, f.rowID)
+
+	if code, out, errs := f.ctl(t, "auditor", "fsck"); code != 0 {
+		t.Errorf("fsck after the whole data directory was rolled back: %d\n%s%s\nwant it to pass: nothing local contradicts it", code, out, errs)
+	}
+	code, out, errs := f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", key)
+	for _, want := range []string{
+		"FAILED: ",
+		"This proves the ledger's log is not an extension of a checkpoint the ledger signed earlier",
+		"its history was rewritten or rolled back since",
+		"but only when write-once storage was not rolled back with the row store",
+		"The kept checkpoint, and any other checkpoint kept outside the ledger, is then the only witness",
+	} {
+		if code != exitCheckFailed || !strings.Contains(out, want) {
+			t.Errorf("log audit from a checkpoint kept before the rollback: %d\n%s%s\nwant exit %d saying %q", code, out, errs, exitCheckFailed, want)
+			break
+		}
+	}
+	if strings.Contains(out, "lists each published leaf it lacks, with its row.") {
+		t.Errorf("the audit still promises fsck lists the lost leaves:\n%s", out)
+	}
+}
