@@ -872,6 +872,12 @@ func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
 	}
 	f.revocation = rev
 	revoked := fmt.Sprintf("grant %s was revoked at %s (reported by %s)", row.GrantID, rev.RevokedAt.UTC().Format(time.RFC3339), rev.By)
+	if a := rev.AdminRevokedAt; !a.IsZero() && !a.Equal(rev.RevokedAt) {
+		// Two times, two meanings (docs/design/038): the earliest
+		// revocation is the one in force for the record; an admin's
+		// stops the embedded Provider.
+		revoked += fmt.Sprintf(", the time in force for the record (receipts under the grant after it are incidents); an admin revoked it at %s, from when the embedded Provider refuses the grant", a.UTC().Format(time.RFC3339))
+	}
 	if c, ok := checkOf(row, verifier.CheckGrantNotRevoked); ok && c.Result == verifier.Fail {
 		return t.pull(row.ID, PullGrant, false, "%s; %s, before the action at %s", summary, revoked, clock(row.IssuedAt))
 	}

@@ -145,3 +145,31 @@ func TestARefusalsReplyKeepsTheInternalReasonOut(t *testing.T) {
 		t.Fatalf("the support lead's pull lost the reason: %+v", pulls(rep)[drill.PullReceiptRow])
 	}
 }
+
+// A writer's revocation and a later admin's give two times: the drill's
+// grant pull says which is which, so a lead does not read two answers.
+func TestTheGrantPullTellsAWritersRevocationFromAnAdmins(t *testing.T) {
+	at := time.Date(2026, 10, 7, 13, 12, 0, 0, time.UTC)
+	e := newEnv(t, func() time.Time { return at.Add(time.Hour) })
+	ctx := context.Background()
+	r := e.sc.Mint(pacttest.Spec{At: at, User: "acct-48213", Target: "A-5531"})
+	grant := r.TokenClaims["grant_id"].(string)
+	if _, err := e.l.RevokeGrant(ctx, grant, at.Add(-2*time.Minute), "", "writer-key", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.RevokeGrant(ctx, grant, at.Add(-time.Minute), "the customer called", "admin-key", true); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.append(t, r); row.Status != ledger.Incident {
+		t.Fatalf("row after the revocations: %s", row.Status)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := pulls(rep)[drill.PullGrant]
+	if !strings.Contains(g.Detail, "revoked at 2026-10-07T13:10:00Z (reported by writer-key), the time in force for the record") ||
+		!strings.Contains(g.Detail, "an admin revoked it at 2026-10-07T13:11:00Z, from when the embedded Provider refuses the grant") {
+		t.Fatalf("grant pull: %s", g.Detail)
+	}
+}
