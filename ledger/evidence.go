@@ -123,20 +123,42 @@ func loadEvidence(tx Tx, id string) (storedEvidence, error) {
 	return storedEvidence{loc: loc}, nil
 }
 
-// evidenceBytes returns the bundle of s: the row store's, else the
-// write-once copy (from the cache when it holds it).
-func (l *Ledger) evidenceBytes(ctx context.Context, id string, s storedEvidence) ([]byte, error) {
+// EvidenceSource says where an evidence read took a row's bundle from.
+type EvidenceSource string
+
+const (
+	// ReadFromRowStore: the row store's bundle (not uploaded yet, or put
+	// back by RestoreEvidence).
+	ReadFromRowStore EvidenceSource = "row store"
+	// ReadFromWriteOnceCopy: the write-once copy, read again for this
+	// answer.
+	ReadFromWriteOnceCopy EvidenceSource = "write-once copy"
+	// ReadFromCache: the ledger's cache of recent bundles, which holds a
+	// bundle only as uploaded or as read when it hashed to its row's
+	// write-time hash. The stored copy was not read: this says nothing
+	// of it (VerifyRow and CheckIntegrity read it).
+	ReadFromCache EvidenceSource = "cache"
+)
+
+// evidenceBytes returns the bundle of s and where it took it from: the row
+// store's, else the write-once copy (from the cache when it holds it). A
+// copy read is kept in the cache only when it hashes to want, the row's
+// write-time hash: the cache never serves a bundle that differed.
+func (l *Ledger) evidenceBytes(ctx context.Context, id, want string, s storedEvidence) ([]byte, EvidenceSource, error) {
 	if s.bundle != nil {
-		return s.bundle, nil
+		return s.bundle, ReadFromRowStore, nil
 	}
 	if b := l.recent.get(id); b != nil {
-		return b, nil
+		return b, ReadFromCache, nil
 	}
 	b, err := l.storedBundle(ctx, id, s)
-	if err == nil {
+	if err != nil {
+		return nil, ReadFromWriteOnceCopy, err
+	}
+	if sha256Hex(b) == want {
 		l.recent.put(id, b)
 	}
-	return b, err
+	return b, ReadFromWriteOnceCopy, nil
 }
 
 // storedBundle returns the bundle of s as it is stored now: the row

@@ -117,12 +117,21 @@ func fitting[T any](items []T, budget int, size func(T) int) int {
 type EvidenceView struct {
 	RowID string
 	// NotKept says why the bundle was not kept (read-only class).
-	NotKept   string
-	Evidence  Evidence
+	NotKept  string
+	Evidence Evidence
+	// SHA256 is the hash of the bundle read (Evidence decodes it),
+	// RowSHA256 the row's write-time hash of its bundle, and ReadFrom
+	// where the bundle was read; all empty when it is not kept.
 	SHA256    string
+	RowSHA256 string
+	ReadFrom  EvidenceSource
 	Snapshots []string
 	Objects   []ObjectView
 }
+
+// Differs reports whether the bundle read does not hash to the row's
+// write-time hash: it was changed where ReadFrom says.
+func (v *EvidenceView) Differs() bool { return v.NotKept == "" && v.SHA256 != v.RowSHA256 }
 
 // ObjectView is one evidence object and its location.
 type ObjectView struct {
@@ -130,7 +139,11 @@ type ObjectView struct {
 	Location Location
 }
 
-// Evidence returns the stored evidence of row id.
+// Evidence returns the stored evidence of row id: the bundle read, with its
+// hash beside the row's write-time hash and where it was read (the row
+// store, the write-once copy, or the cache of recent bundles, which leaves
+// the stored copy unread). A bundle that differs is returned all the same,
+// for the caller to show; Differs says so.
 func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -144,6 +157,7 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		}
 		v.NotKept = r.EvidenceNotKept
 		if v.NotKept == "" {
+			v.RowSHA256 = r.EvidenceSHA256
 			if stored, err = loadEvidence(tx, id); err != nil {
 				return err
 			}
@@ -170,12 +184,15 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		return nil, fmt.Errorf("evidence of %s: %w", id, err)
 	}
 	if v.NotKept == "" {
-		bundle, err := l.evidenceBytes(ctx, id, stored)
+		bundle, from, err := l.evidenceBytes(ctx, id, v.RowSHA256, stored)
 		if err != nil {
 			return nil, err
 		}
-		v.SHA256 = sha256Hex(bundle)
+		v.SHA256, v.ReadFrom = sha256Hex(bundle), from
 		if err := json.Unmarshal(bundle, &v.Evidence); err != nil {
+			if v.Differs() {
+				return nil, fmt.Errorf("decode evidence of %s: the bundle read from the %s hashes to %s, not the write-time %s: it was changed there: %w", id, from, v.SHA256, v.RowSHA256, err)
+			}
 			return nil, fmt.Errorf("decode evidence of %s: %w", id, err)
 		}
 	}

@@ -273,13 +273,15 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 		return nil, s.toStatus(ctx, "GetEvidence", err)
 	}
 	out := &ledgerv1.GetEvidenceResponse{
-		RowId:           v.RowID,
-		ReceiptJws:      v.Evidence.ReceiptJWS,
-		RequestJwt:      v.Evidence.RequestJWT,
-		DelegationToken: v.Evidence.DelegationToken,
-		JwksSnapshots:   v.Snapshots,
-		EvidenceSha256:  v.SHA256,
-		NotKept:         v.NotKept,
+		RowId:             v.RowID,
+		ReceiptJws:        v.Evidence.ReceiptJWS,
+		RequestJwt:        v.Evidence.RequestJWT,
+		DelegationToken:   v.Evidence.DelegationToken,
+		JwksSnapshots:     v.Snapshots,
+		EvidenceSha256:    v.SHA256,
+		NotKept:           v.NotKept,
+		RowEvidenceSha256: v.RowSHA256,
+		ReadFrom:          evidenceReadFrom[v.ReadFrom],
 	}
 	if r := v.Evidence.Refusal; r != nil {
 		out.RequestJwt, out.DelegationToken = r.RequestJWT, r.DelegationToken
@@ -291,6 +293,14 @@ func (s *service) GetEvidence(ctx context.Context, req *ledgerv1.GetEvidenceRequ
 		out.Objects = append(out.Objects, objectProto(o.Name, o.Location))
 	}
 	return out, nil
+}
+
+// evidenceReadFrom is where GetEvidence read a bundle, in the API's words;
+// a bundle not kept was read nowhere (unspecified).
+var evidenceReadFrom = map[ledger.EvidenceSource]ledgerv1.EvidenceReadFrom{
+	ledger.ReadFromRowStore:      ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_ROW_STORE,
+	ledger.ReadFromWriteOnceCopy: ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_WRITE_ONCE_COPY,
+	ledger.ReadFromCache:         ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_CACHE,
 }
 
 func objectProto(name string, l ledger.Location) *ledgerv1.EvidenceObject {

@@ -494,6 +494,67 @@ func (RowView) EnumDescriptor() ([]byte, []int) {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
+// EvidenceReadFrom says where a GetEvidence answer read the bundle.
+type EvidenceReadFrom int32
+
+const (
+	// The bundle is not kept (not_kept), or a server before this field.
+	EvidenceReadFrom_EVIDENCE_READ_FROM_UNSPECIFIED EvidenceReadFrom = 0
+	// The row store: the bundle is not in write-once storage yet, or was
+	// put back from its write-once copy (RestoreEvidence).
+	EvidenceReadFrom_EVIDENCE_READ_FROM_ROW_STORE EvidenceReadFrom = 1
+	// The write-once copy, read for this answer.
+	EvidenceReadFrom_EVIDENCE_READ_FROM_WRITE_ONCE_COPY EvidenceReadFrom = 2
+	// The ledger's cache of recent bundles, which keeps a bundle only as
+	// uploaded or when it hashed to the row's write-time hash as read. The
+	// stored copy was not read for this answer, so the answer says nothing
+	// of it: VerifyRow and CheckIntegrity read it.
+	EvidenceReadFrom_EVIDENCE_READ_FROM_CACHE EvidenceReadFrom = 3
+)
+
+// Enum value maps for EvidenceReadFrom.
+var (
+	EvidenceReadFrom_name = map[int32]string{
+		0: "EVIDENCE_READ_FROM_UNSPECIFIED",
+		1: "EVIDENCE_READ_FROM_ROW_STORE",
+		2: "EVIDENCE_READ_FROM_WRITE_ONCE_COPY",
+		3: "EVIDENCE_READ_FROM_CACHE",
+	}
+	EvidenceReadFrom_value = map[string]int32{
+		"EVIDENCE_READ_FROM_UNSPECIFIED":     0,
+		"EVIDENCE_READ_FROM_ROW_STORE":       1,
+		"EVIDENCE_READ_FROM_WRITE_ONCE_COPY": 2,
+		"EVIDENCE_READ_FROM_CACHE":           3,
+	}
+)
+
+func (x EvidenceReadFrom) Enum() *EvidenceReadFrom {
+	p := new(EvidenceReadFrom)
+	*p = x
+	return p
+}
+
+func (x EvidenceReadFrom) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EvidenceReadFrom) Descriptor() protoreflect.EnumDescriptor {
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[8].Descriptor()
+}
+
+func (EvidenceReadFrom) Type() protoreflect.EnumType {
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[8]
+}
+
+func (x EvidenceReadFrom) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EvidenceReadFrom.Descriptor instead.
+func (EvidenceReadFrom) EnumDescriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+}
+
 // DrillKind says what a drill answered.
 type DrillKind int32
 
@@ -531,11 +592,11 @@ func (x DrillKind) String() string {
 }
 
 func (DrillKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[8].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[9].Descriptor()
 }
 
 func (DrillKind) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[8]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[9]
 }
 
 func (x DrillKind) Number() protoreflect.EnumNumber {
@@ -544,7 +605,7 @@ func (x DrillKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DrillKind.Descriptor instead.
 func (DrillKind) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 // Action is one application action log entry posted with a receipt.
@@ -2562,10 +2623,18 @@ type GetEvidenceResponse struct {
 	Actions []*Action `protobuf:"bytes,6,rep,name=actions,proto3" json:"actions,omitempty"`
 	// Where each object is held.
 	Objects []*EvidenceObject `protobuf:"bytes,7,rep,name=objects,proto3" json:"objects,omitempty"`
-	// hex SHA-256 of the bundle as stored now.
+	// hex SHA-256 of the bundle this answer carries, read where read_from
+	// says.
 	EvidenceSha256 string `protobuf:"bytes,8,opt,name=evidence_sha256,json=evidenceSha256,proto3" json:"evidence_sha256,omitempty"`
 	// Why the bundle was not kept (read-only class); empty when kept.
-	NotKept       string `protobuf:"bytes,9,opt,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	NotKept string `protobuf:"bytes,9,opt,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	// hex SHA-256 of the bundle at write time, as the row records it (the
+	// row's evidence_sha256). When evidence_sha256 differs from it, the
+	// bundle was changed where read_from says: do not hand it on as the
+	// row's evidence. Empty when the bundle is not kept.
+	RowEvidenceSha256 string `protobuf:"bytes,10,opt,name=row_evidence_sha256,json=rowEvidenceSha256,proto3" json:"row_evidence_sha256,omitempty"`
+	// Where the bundle was read.
+	ReadFrom      EvidenceReadFrom `protobuf:"varint,11,opt,name=read_from,json=readFrom,proto3,enum=pactledger.ledger.v1.EvidenceReadFrom" json:"read_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2661,6 +2730,20 @@ func (x *GetEvidenceResponse) GetNotKept() string {
 		return x.NotKept
 	}
 	return ""
+}
+
+func (x *GetEvidenceResponse) GetRowEvidenceSha256() string {
+	if x != nil {
+		return x.RowEvidenceSha256
+	}
+	return ""
+}
+
+func (x *GetEvidenceResponse) GetReadFrom() EvidenceReadFrom {
+	if x != nil {
+		return x.ReadFrom
+	}
+	return EvidenceReadFrom_EVIDENCE_READ_FROM_UNSPECIFIED
 }
 
 // GetJwksSnapshotRequest names a snapshot.
@@ -7077,7 +7160,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06length\x18\t \x01(\rR\x06length\x12\x1d\n" +
 	"\n" +
 	"legal_hold\x18\n" +
-	" \x01(\bR\tlegalHold\"\xfc\x02\n" +
+	" \x01(\bR\tlegalHold\"\xf1\x03\n" +
 	"\x13GetEvidenceResponse\x12\x15\n" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12\x1f\n" +
 	"\vreceipt_jws\x18\x02 \x01(\tR\n" +
@@ -7089,7 +7172,10 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\aactions\x18\x06 \x03(\v2\x1c.pactledger.ledger.v1.ActionR\aactions\x12>\n" +
 	"\aobjects\x18\a \x03(\v2$.pactledger.ledger.v1.EvidenceObjectR\aobjects\x12'\n" +
 	"\x0fevidence_sha256\x18\b \x01(\tR\x0eevidenceSha256\x12\x19\n" +
-	"\bnot_kept\x18\t \x01(\tR\anotKept\"(\n" +
+	"\bnot_kept\x18\t \x01(\tR\anotKept\x12.\n" +
+	"\x13row_evidence_sha256\x18\n" +
+	" \x01(\tR\x11rowEvidenceSha256\x12C\n" +
+	"\tread_from\x18\v \x01(\x0e2&.pactledger.ledger.v1.EvidenceReadFromR\breadFrom\"(\n" +
 	"\x16GetJwksSnapshotRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xd5\x01\n" +
 	"\x17GetJwksSnapshotResponse\x12\x0e\n" +
@@ -7458,7 +7544,12 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\aRowView\x12\x18\n" +
 	"\x14ROW_VIEW_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROW_VIEW_FULL\x10\x01\x12\x12\n" +
-	"\x0eROW_VIEW_BASIC\x10\x02*W\n" +
+	"\x0eROW_VIEW_BASIC\x10\x02*\x9e\x01\n" +
+	"\x10EvidenceReadFrom\x12\"\n" +
+	"\x1eEVIDENCE_READ_FROM_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cEVIDENCE_READ_FROM_ROW_STORE\x10\x01\x12&\n" +
+	"\"EVIDENCE_READ_FROM_WRITE_ONCE_COPY\x10\x02\x12\x1c\n" +
+	"\x18EVIDENCE_READ_FROM_CACHE\x10\x03*W\n" +
 	"\tDrillKind\x12\x1a\n" +
 	"\x16DRILL_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DRILL_KIND_DISPUTE\x10\x01\x12\x16\n" +
@@ -7508,7 +7599,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
 var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                          // 0: pactledger.ledger.v1.RowKind
@@ -7519,258 +7610,260 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(DisputeStatus)(0),                    // 5: pactledger.ledger.v1.DisputeStatus
 	(AppendOutcome)(0),                    // 6: pactledger.ledger.v1.AppendOutcome
 	(RowView)(0),                          // 7: pactledger.ledger.v1.RowView
-	(DrillKind)(0),                        // 8: pactledger.ledger.v1.DrillKind
-	(*Action)(nil),                        // 9: pactledger.ledger.v1.Action
-	(*Limits)(nil),                        // 10: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),          // 11: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),         // 12: pactledger.ledger.v1.AppendReceiptResponse
-	(*AppendReceiptsRequest)(nil),         // 13: pactledger.ledger.v1.AppendReceiptsRequest
-	(*AppendReceiptsResponse)(nil),        // 14: pactledger.ledger.v1.AppendReceiptsResponse
-	(*AppendReceiptStreamRequest)(nil),    // 15: pactledger.ledger.v1.AppendReceiptStreamRequest
-	(*AppendReceiptStreamResponse)(nil),   // 16: pactledger.ledger.v1.AppendReceiptStreamResponse
-	(*AppendReceiptResult)(nil),           // 17: pactledger.ledger.v1.AppendReceiptResult
-	(*RefusalAction)(nil),                 // 18: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),          // 19: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),         // 20: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                         // 21: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                      // 22: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                     // 23: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                         // 24: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                      // 25: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                  // 26: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                       // 27: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                           // 28: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),                 // 29: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),                // 30: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),               // 31: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),              // 32: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),            // 33: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),                // 34: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),           // 35: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),        // 36: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),       // 37: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),              // 38: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),             // 39: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),     // 40: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),    // 41: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                  // 42: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),               // 43: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                     // 44: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                   // 45: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),                // 46: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),                 // 47: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),              // 48: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),               // 49: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),              // 50: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),             // 51: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),            // 52: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                    // 53: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),            // 54: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),           // 55: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),               // 56: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),              // 57: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),         // 58: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),              // 59: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),        // 60: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),        // 61: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),       // 62: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                      // 63: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),          // 64: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),         // 65: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),            // 66: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),           // 67: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),          // 68: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),         // 69: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                  // 70: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                      // 71: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),                 // 72: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),              // 73: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                   // 74: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                    // 75: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),             // 76: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),       // 77: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),      // 78: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),          // 79: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),         // 80: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),            // 81: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),           // 82: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),    // 83: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil),   // 84: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),                 // 85: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),                // 86: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),          // 87: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                  // 88: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),         // 89: pactledger.ledger.v1.ListAccessLogResponse
-	(*GetProviderOutboxRequest)(nil),      // 90: pactledger.ledger.v1.GetProviderOutboxRequest
-	(*ProviderSetAsideEntry)(nil),         // 91: pactledger.ledger.v1.ProviderSetAsideEntry
-	(*GetProviderOutboxResponse)(nil),     // 92: pactledger.ledger.v1.GetProviderOutboxResponse
-	(*RetryProviderSetAsideRequest)(nil),  // 93: pactledger.ledger.v1.RetryProviderSetAsideRequest
-	(*RetryProviderSetAsideResponse)(nil), // 94: pactledger.ledger.v1.RetryProviderSetAsideResponse
-	(*timestamppb.Timestamp)(nil),         // 95: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 96: google.protobuf.Duration
+	(EvidenceReadFrom)(0),                 // 8: pactledger.ledger.v1.EvidenceReadFrom
+	(DrillKind)(0),                        // 9: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                        // 10: pactledger.ledger.v1.Action
+	(*Limits)(nil),                        // 11: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),          // 12: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),         // 13: pactledger.ledger.v1.AppendReceiptResponse
+	(*AppendReceiptsRequest)(nil),         // 14: pactledger.ledger.v1.AppendReceiptsRequest
+	(*AppendReceiptsResponse)(nil),        // 15: pactledger.ledger.v1.AppendReceiptsResponse
+	(*AppendReceiptStreamRequest)(nil),    // 16: pactledger.ledger.v1.AppendReceiptStreamRequest
+	(*AppendReceiptStreamResponse)(nil),   // 17: pactledger.ledger.v1.AppendReceiptStreamResponse
+	(*AppendReceiptResult)(nil),           // 18: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),                 // 19: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),          // 20: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),         // 21: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                         // 22: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                      // 23: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                     // 24: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                         // 25: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                      // 26: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                  // 27: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                       // 28: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                           // 29: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),                 // 30: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),                // 31: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),               // 32: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),              // 33: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),            // 34: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),                // 35: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),           // 36: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),        // 37: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),       // 38: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),              // 39: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),             // 40: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),     // 41: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),    // 42: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                  // 43: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),               // 44: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                     // 45: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                   // 46: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),                // 47: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),                 // 48: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),              // 49: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),               // 50: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),              // 51: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),             // 52: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),            // 53: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                    // 54: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),            // 55: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),           // 56: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),               // 57: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),              // 58: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),         // 59: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),              // 60: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),        // 61: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),        // 62: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),       // 63: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                      // 64: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),          // 65: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),         // 66: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),            // 67: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),           // 68: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),          // 69: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),         // 70: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                  // 71: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                      // 72: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),                 // 73: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),              // 74: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                   // 75: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                    // 76: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),             // 77: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),       // 78: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),      // 79: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),          // 80: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),         // 81: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),            // 82: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),           // 83: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),    // 84: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil),   // 85: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),                 // 86: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                // 87: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),          // 88: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                  // 89: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),         // 90: pactledger.ledger.v1.ListAccessLogResponse
+	(*GetProviderOutboxRequest)(nil),      // 91: pactledger.ledger.v1.GetProviderOutboxRequest
+	(*ProviderSetAsideEntry)(nil),         // 92: pactledger.ledger.v1.ProviderSetAsideEntry
+	(*GetProviderOutboxResponse)(nil),     // 93: pactledger.ledger.v1.GetProviderOutboxResponse
+	(*RetryProviderSetAsideRequest)(nil),  // 94: pactledger.ledger.v1.RetryProviderSetAsideRequest
+	(*RetryProviderSetAsideResponse)(nil), // 95: pactledger.ledger.v1.RetryProviderSetAsideResponse
+	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 97: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	95,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
-	9,   // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
-	10,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
+	96,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	10,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
+	11,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	7,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
-	28,  // 4: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	29,  // 4: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
 	6,   // 5: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	11,  // 6: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	17,  // 7: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	11,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	17,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	12,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	96,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
-	18,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	95,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	28,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	12,  // 6: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	18,  // 7: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	12,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	18,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	13,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
+	97,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	19,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	96,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	29,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 15: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 16: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	95,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	24,  // 18: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	95,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	96,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	25,  // 18: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	96,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	5,   // 20: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 21: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 22: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	21,  // 23: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	22,  // 24: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	10,  // 25: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	23,  // 26: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	95,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	95,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	25,  // 29: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	22,  // 23: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	23,  // 24: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	11,  // 25: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	24,  // 26: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	96,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	96,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	26,  // 29: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	4,   // 30: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	95,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	96,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	5,   // 32: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	26,  // 33: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	27,  // 34: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	28,  // 35: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	27,  // 33: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	28,  // 34: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	29,  // 35: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 36: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	4,   // 37: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	95,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	95,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	28,  // 40: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	95,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	9,   // 42: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	34,  // 43: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	95,  // 44: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	34,  // 45: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	24,  // 46: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	24,  // 47: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,   // 48: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	28,  // 49: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	42,  // 50: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	8,   // 51: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	95,  // 52: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	95,  // 53: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	44,  // 54: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	43,  // 55: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	34,  // 56: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	47,  // 57: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	46,  // 58: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
-	45,  // 59: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	45,  // 60: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	45,  // 61: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	95,  // 62: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	95,  // 63: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	95,  // 64: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
-	95,  // 65: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	53,  // 66: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	53,  // 67: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	28,  // 68: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	59,  // 69: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	95,  // 70: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	95,  // 71: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	95,  // 72: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	63,  // 73: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	63,  // 74: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	28,  // 75: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	28,  // 76: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	63,  // 77: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	95,  // 78: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	4,   // 79: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	95,  // 80: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	95,  // 81: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	71,  // 82: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	71,  // 83: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	95,  // 84: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	74,  // 85: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	95,  // 86: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	95,  // 87: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	95,  // 88: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	75,  // 89: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	95,  // 90: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	95,  // 91: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	88,  // 92: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	95,  // 93: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	95,  // 94: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	91,  // 95: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	11,  // 96: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	13,  // 97: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	15,  // 98: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	19,  // 99: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	29,  // 100: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	31,  // 101: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	33,  // 102: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	36,  // 103: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	38,  // 104: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	40,  // 105: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	43,  // 106: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	49,  // 107: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	51,  // 108: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	54,  // 109: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	56,  // 110: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	58,  // 111: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	61,  // 112: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	64,  // 113: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	66,  // 114: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	68,  // 115: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	70,  // 116: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	73,  // 117: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	77,  // 118: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	79,  // 119: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	81,  // 120: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	83,  // 121: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	85,  // 122: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	87,  // 123: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	90,  // 124: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	93,  // 125: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	12,  // 126: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	14,  // 127: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	16,  // 128: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	20,  // 129: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	30,  // 130: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	32,  // 131: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	35,  // 132: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	37,  // 133: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	39,  // 134: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	41,  // 135: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	48,  // 136: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	50,  // 137: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	52,  // 138: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	55,  // 139: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	57,  // 140: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	60,  // 141: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	62,  // 142: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	65,  // 143: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	67,  // 144: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	69,  // 145: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	72,  // 146: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	76,  // 147: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	78,  // 148: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	80,  // 149: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	82,  // 150: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	84,  // 151: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	86,  // 152: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	89,  // 153: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	92,  // 154: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	94,  // 155: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	126, // [126:156] is the sub-list for method output_type
-	96,  // [96:126] is the sub-list for method input_type
-	96,  // [96:96] is the sub-list for extension type_name
-	96,  // [96:96] is the sub-list for extension extendee
-	0,   // [0:96] is the sub-list for field type_name
+	96,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	96,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	29,  // 40: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	96,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	10,  // 42: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	35,  // 43: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	8,   // 44: pactledger.ledger.v1.GetEvidenceResponse.read_from:type_name -> pactledger.ledger.v1.EvidenceReadFrom
+	96,  // 45: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	35,  // 46: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	25,  // 47: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	25,  // 48: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	5,   // 49: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	29,  // 50: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	43,  // 51: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	9,   // 52: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	96,  // 53: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	96,  // 54: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	45,  // 55: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	44,  // 56: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	35,  // 57: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	48,  // 58: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	47,  // 59: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	46,  // 60: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	46,  // 61: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	46,  // 62: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	96,  // 63: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	96,  // 64: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	96,  // 65: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
+	96,  // 66: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	54,  // 67: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	54,  // 68: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	29,  // 69: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	60,  // 70: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	96,  // 71: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	96,  // 72: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	96,  // 73: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	64,  // 74: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	64,  // 75: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	29,  // 76: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	29,  // 77: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	64,  // 78: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	96,  // 79: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	4,   // 80: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	96,  // 81: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	96,  // 82: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	72,  // 83: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	72,  // 84: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	96,  // 85: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	75,  // 86: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	96,  // 87: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	96,  // 88: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	96,  // 89: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	76,  // 90: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	96,  // 91: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	96,  // 92: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	89,  // 93: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	96,  // 94: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	96,  // 95: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	92,  // 96: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	12,  // 97: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	14,  // 98: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	16,  // 99: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	20,  // 100: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	30,  // 101: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	32,  // 102: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	34,  // 103: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	37,  // 104: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	39,  // 105: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	41,  // 106: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	44,  // 107: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	50,  // 108: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	52,  // 109: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	55,  // 110: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	57,  // 111: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	59,  // 112: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	62,  // 113: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	65,  // 114: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	67,  // 115: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	69,  // 116: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	71,  // 117: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	74,  // 118: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	78,  // 119: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	80,  // 120: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	82,  // 121: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	84,  // 122: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	86,  // 123: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	88,  // 124: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	91,  // 125: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	94,  // 126: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	13,  // 127: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	15,  // 128: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	17,  // 129: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	21,  // 130: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	31,  // 131: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	33,  // 132: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	36,  // 133: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	38,  // 134: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	40,  // 135: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	42,  // 136: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	49,  // 137: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	51,  // 138: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	53,  // 139: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	56,  // 140: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	58,  // 141: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	61,  // 142: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	63,  // 143: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	66,  // 144: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	68,  // 145: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	70,  // 146: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	73,  // 147: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	77,  // 148: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	79,  // 149: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	81,  // 150: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	83,  // 151: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	85,  // 152: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	87,  // 153: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	90,  // 154: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	93,  // 155: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	95,  // 156: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	127, // [127:157] is the sub-list for method output_type
+	97,  // [97:127] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -7783,7 +7876,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      9,
+			NumEnums:      10,
 			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -1,0 +1,108 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// editCopies replaces old with new (the same length) in every write-once
+// object of dir that holds it, as anyone who can write to the directory
+// may; it returns how many it edited.
+func editCopies(t *testing.T, dir, old, new string) int {
+	t.Helper()
+	edited := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(old)) {
+			return err
+		}
+		_ = os.Chmod(filepath.Dir(p), 0o700)
+		_ = os.Chmod(p, 0o600)
+		edited++
+		return os.WriteFile(p, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o400)
+	})
+	if err != nil || edited == 0 {
+		t.Fatalf("editing the write-once copy: %d files, %v", edited, err)
+	}
+	return edited
+}
+
+// TestEvidenceSaysWhetherTheStoredCopyMatchesTheRow: an uploaded bundle's
+// write-once copy edited. While the cache holds the bundle uploaded (it
+// hashed to the row's hash), Evidence answers with it and says it came
+// from the cache, not from the stored copy; once the cache is cold it
+// reads the copy and the answer carries both hashes, which differ. A
+// bundle that differs is not cached: every read reads the copy again.
+func TestEvidenceSaysWhetherTheStoredCopyMatchesTheRow(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1234"})))
+	ev, err := h.l.Evidence(ctx, r.ID)
+	if err != nil || ev.ReadFrom != ledger.ReadFromRowStore || ev.RowSHA256 != r.EvidenceSHA256 || ev.SHA256 != r.EvidenceSHA256 || ev.Differs() {
+		t.Fatalf("before upload: %+v %v", ev, err)
+	}
+	if _, err := h.l.UploadRound(ctx, 100, 2); err != nil {
+		t.Fatal(err)
+	}
+	editCopies(t, h.objDir, "T-1234", "T-1235")
+
+	// Warm: the bundle kept at upload, which hashed right.
+	ev, err = h.l.Evidence(ctx, r.ID)
+	if err != nil || ev.ReadFrom != ledger.ReadFromCache || ev.SHA256 != r.EvidenceSHA256 || ev.Differs() || ev.Evidence.Actions[0].Target != "T-1234" {
+		t.Fatalf("from the cache: %+v %v", ev, err)
+	}
+
+	// Cold: the copy is read, and it differs.
+	h.store.Close()
+	h.open(t)
+	for i := range 2 {
+		ev, err = h.l.Evidence(ctx, r.ID)
+		if err != nil || ev.ReadFrom != ledger.ReadFromWriteOnceCopy || !ev.Differs() || ev.RowSHA256 != r.EvidenceSHA256 ||
+			ev.SHA256 == r.EvidenceSHA256 || ev.Evidence.Actions[0].Target != "T-1235" {
+			t.Fatalf("read %d of the edited copy: %+v %v", i+1, ev, err)
+		}
+	}
+}
+
+// TestEvidenceSaysWhenTheRowStoreBundleDiffers: a bundle still in the row
+// store (not uploaded yet) edited there: the answer says it read the row
+// store and that the bundle differs; one that no longer decodes is an
+// error that says it differs from the write-time hash.
+func TestEvidenceSaysWhenTheRowStoreBundleDiffers(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	r, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1234"})))
+	put := func(edit func([]byte) []byte) {
+		t.Helper()
+		err := h.store.Update(ctx, func(tx ledger.Tx) error {
+			b, err := tx.Evidence(r.ID)
+			if err != nil {
+				return err
+			}
+			return tx.PutEvidence(r.ID, edit(bytes.Clone(b)))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(func(b []byte) []byte { return bytes.Replace(b, []byte("T-1234"), []byte("T-1235"), 1) })
+	ev, err := h.l.Evidence(ctx, r.ID)
+	if err != nil || ev.ReadFrom != ledger.ReadFromRowStore || !ev.Differs() || ev.RowSHA256 != r.EvidenceSHA256 || ev.SHA256 == r.EvidenceSHA256 {
+		t.Fatalf("edited in the row store: %+v %v", ev, err)
+	}
+	put(func(b []byte) []byte { return b[1:] })
+	if _, err := h.l.Evidence(ctx, r.ID); err == nil || !strings.Contains(err.Error(), "not the write-time "+r.EvidenceSHA256) {
+		t.Fatalf("a bundle that no longer decodes: %v", err)
+	}
+}
