@@ -276,7 +276,10 @@ func (c *cli) evidence(full bool, args []string) error {
 		return err
 	}
 	if c.json {
-		return c.printJSON(rep)
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+		return c.evidenceDiffers(rep)
 	}
 	cut := func(s string) string {
 		if full || len(s) <= 60 {
@@ -286,7 +289,18 @@ func (c *cli) evidence(full bool, args []string) error {
 	}
 	w := c.table()
 	fmt.Fprintf(w, "row\t%s\n", rep.GetRowId())
-	fmt.Fprintf(w, "evidence sha256\t%s\n", rep.GetEvidenceSha256())
+	fmt.Fprintf(w, "evidence sha256\t%s\n", orDash(rep.GetEvidenceSha256()))
+	if rep.GetNotKept() == "" {
+		switch row := rep.GetRowEvidenceSha256(); {
+		case row == "":
+			fmt.Fprintf(w, "write-time sha256\t- (this server does not say; ledgerctl show %s has it, ledgerctl verify %s compares)\n", id, id)
+		case row == rep.GetEvidenceSha256():
+			fmt.Fprintf(w, "write-time sha256\t%s (matches)\n", row)
+		default:
+			fmt.Fprintf(w, "write-time sha256\t%s (DIFFERS: see the WARNING)\n", row)
+		}
+		fmt.Fprintf(w, "read from\t%s\n", readFromWords(rep.GetReadFrom(), id))
+	}
 	fmt.Fprintf(w, "receipt JWS\t%s\n", cut(rep.GetReceiptJws()))
 	fmt.Fprintf(w, "request JWT\t%s\n", cut(rep.GetRequestJwt()))
 	fmt.Fprintf(w, "delegation token\t%s\n", cut(rep.GetDelegationToken()))
@@ -312,7 +326,53 @@ func (c *cli) evidence(full bool, args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.GetName(), orDash(o.GetStore()), orDash(o.GetBucket()), key, orDash(o.GetVersionId()), when(o.GetRetainUntil()), up)
 	}
 	w.Flush()
-	return nil
+	return c.evidenceDiffers(rep)
+}
+
+// readFromWords says where the ledger read the bundle of an evidence answer.
+func readFromWords(from ledgerv1.EvidenceReadFrom, id string) string {
+	switch from {
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_ROW_STORE:
+		return "the row store (not in write-once storage yet, or put back from its write-once copy)"
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_WRITE_ONCE_COPY:
+		return "its write-once copy, read now"
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_CACHE:
+		return "the ledger's cache of recent bundles, kept as written: the stored copy was not read (ledgerctl verify " + id + " reads it)"
+	}
+	return "- (this server does not say)"
+}
+
+// evidenceDiffers prints a WARNING and returns errCheckFailed when the
+// bundle of an evidence answer does not hash to its row's write-time hash.
+func (c *cli) evidenceDiffers(rep *ledgerv1.GetEvidenceResponse) error {
+	row, read := rep.GetRowEvidenceSha256(), rep.GetEvidenceSha256()
+	if rep.GetNotKept() != "" || row == "" || read == row {
+		return nil
+	}
+	id := rep.GetRowId()
+	where, todo := "", ""
+	switch rep.GetReadFrom() {
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_WRITE_ONCE_COPY:
+		key := "-"
+		for _, o := range rep.GetObjects() {
+			if o.GetName() == "evidence" {
+				key = o.GetKey()
+			}
+		}
+		where = "its write-once copy (" + key + ")"
+		todo = "ledgerctl fsck --restore cannot mend this: it puts a row's bundle back from its write-once copy, and that copy is the one that changed. " +
+			"Run ledgerctl fsck, and look into it as possible tampering: see \"Proving nothing was edited\" in docs/operations.md."
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_ROW_STORE:
+		where = "the row store"
+		todo = "Run ledgerctl fsck: it says whether the row's write-once copy still matches; if it does, ledgerctl fsck --restore (admin key) puts the bundle back from that copy. " +
+			"Otherwise look into it as possible tampering: see \"Proving nothing was edited\" in docs/operations.md."
+	default:
+		where = "the ledger's cache of recent bundles"
+		todo = "Run ledgerctl fsck, which reads the write-once copy, and look into it as possible tampering: see \"Proving nothing was edited\" in docs/operations.md."
+	}
+	fmt.Fprintf(c.errw, "WARNING: the evidence of row %s is not the bundle written: read from %s, it hashes to %s; the row recorded %s at write time. "+
+		"It was changed after it was written: do not send it as the row's evidence. %s\n", id, where, read, row, todo)
+	return errCheckFailed
 }
 
 func (c *cli) verify(args []string) error {

@@ -233,7 +233,7 @@ func (c *cli) showCmd() *cobra.Command {
 func (c *cli) evidenceCmd() *cobra.Command {
 	var full bool
 	cmd := &cobra.Command{
-		Use: "evidence ROW", Short: "the stored receipt, tokens, action log and where each object is held",
+		Use: "evidence ROW", Short: "the stored receipt, tokens, action log and where each object is held (exit 1 if it differs from the write-time hash)",
 		Annotations: roles(readers),
 		RunE:        c.online(func(args []string) error { return c.evidence(full, args) }),
 	}
