@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,15 +34,42 @@ func logKeyArg(v string) (string, error) {
 	}
 	b, err := os.ReadFile(v)
 	if err != nil {
+		if why := keyHashMismatch(strings.TrimSpace(v)); why != "" {
+			return "", usagef("--log-key %q is not a usable verifier key: %s", v, why)
+		}
 		// Most likely a path to the verifier key file, copied from an
 		// example: say where ledgerd keeps it.
 		return "", usagef("--log-key %q is neither a verifier key (<origin>+<hash>+<key>) nor a readable file (%v); ledgerd writes its verifier key to <dataDir>/log/verifier.key (beside merkleLog.keyFile when that is set): pass that file, a copy of it, or the key as published", v, err)
 	}
 	k := strings.TrimSpace(string(b))
 	if _, err := note.NewVerifier(k); err != nil {
+		if why := keyHashMismatch(k); why != "" {
+			return "", usagef("--log-key file %s does not hold a usable verifier key: %s", v, why)
+		}
 		return "", usagef("--log-key file %s does not hold a verifier key: %v", v, err)
 	}
 	return k, nil
+}
+
+// keyHashMismatch says, of k shaped like a verifier key
+// (<name>+<8 hex digits>+<base64 key>), that its hash is not the one of its
+// name and key (note.NewVerifier's "invalid verifier hash": the first four
+// bytes of SHA-256 of the name, a newline and the key); "" when k is not
+// so shaped or its hash matches.
+func keyHashMismatch(k string) string {
+	name, rest, ok := strings.Cut(k, "+")
+	hash16, key64, ok2 := strings.Cut(rest, "+")
+	h, err1 := strconv.ParseUint(hash16, 16, 32)
+	key, err2 := base64.StdEncoding.DecodeString(key64)
+	if !ok || !ok2 || name == "" || len(hash16) != 8 || err1 != nil || err2 != nil || len(key) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(append([]byte(name+"\n"), key...))
+	if uint32(h) == binary.BigEndian.Uint32(sum[:4]) {
+		return ""
+	}
+	return fmt.Sprintf("its hash %s does not match its name %q and its key: the name or the key was changed or mistyped since the log published it. "+
+		"Copy the key again as the log publishes it, or pass ledgerd's <dataDir>/log/verifier.key", hash16, name)
 }
 
 // keySource says which key verified a checkpoint.
