@@ -35,3 +35,17 @@ func TestFsckSummaryAddsUp(t *testing.T) {
 		t.Errorf("parts %v add up to %d, want 3 with 1 read-only:\n%s", m[1:], sum, out)
 	}
 }
+
+// TestFsckRestoreRefusesAnAuditorUpFront: --restore needs an admin key.
+// An auditor's is refused before anything is checked or restored, with the
+// role error, even when nothing would need restoring.
+func TestFsckRestoreRefusesAnAuditorUpFront(t *testing.T) {
+	f := start(t)
+	code, out, errs := f.ctl(t, "auditor", "fsck", "--restore")
+	if code != exitAuth || !strings.Contains(errs, "not allowed") || !strings.Contains(errs, "RestoreEvidence") || strings.Contains(out, "restored") || strings.Contains(out, "checked") {
+		t.Fatalf("fsck --restore as auditor: exit %d, want %d refused up front\n%s%s", code, exitAuth, out, errs)
+	}
+	if code, out, errs := f.ctl(t, "admin", "fsck", "--restore"); code != 0 || !strings.Contains(out, "restored 0 rows") {
+		t.Fatalf("fsck --restore as admin: %d\n%s%s", code, out, errs)
+	}
+}

@@ -175,6 +175,11 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 	if pageSize < 1 || pageSize > 1000 {
 		return usagef("--page must be 1 to 1000")
 	}
+	if restore {
+		if err := c.mayRestore(); err != nil {
+			return err
+		}
+	}
 	var (
 		token                    string
 		checked, compared, later int
@@ -257,6 +262,29 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 	}
 	if len(findings) > nrestored {
 		return errCheckFailed
+	}
+	return nil
+}
+
+// restoreRole is the role RestoreEvidence needs (the server's method
+// roles; docs/api.md's roles table).
+const restoreRole = "admin"
+
+// mayRestore refuses, before anything is checked, a key that may not
+// restore, as the server would refuse its first RestoreEvidence: its
+// roles as WhoAmI reports them. A server without WhoAmI leaves the
+// refusal to RestoreEvidence.
+func (c *cli) mayRestore() error {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	who, err := c.c.WhoAmI(ctx, &ledgerv1.WhoAmIRequest{})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return nil
+	case err != nil:
+		return err
+	case !slices.Contains(who.GetRoles(), restoreRole):
+		return status.Errorf(codes.PermissionDenied, "key %s (roles %s) may not call RestoreEvidence, which --restore needs", who.GetName(), strings.Join(who.GetRoles(), ", "))
 	}
 	return nil
 }
