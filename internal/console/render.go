@@ -37,7 +37,7 @@ type errorView struct {
 
 // pageNav maps a template to the navigation section it belongs to.
 var pageNav = map[string]string{
-	"search": "search", "row": "search", "expired": "search",
+	"search": "search", "row": "search", "expired": "search", "evidence-differs": "search",
 	"drill": "drill", "report": "drills", "drills": "drills",
 	"grant": "grant", "incidents": "incidents", "incident": "incidents",
 }

@@ -194,12 +194,45 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, s *session) {
 		h.rowError(w, r, s, id, err)
 		return
 	}
+	if v, ok := evidenceDiffers(resp, r.URL.Path); ok && r.URL.Query().Get("anyway") == "" {
+		h.render(w, r, s, http.StatusConflict, "evidence-differs", "Evidence changed", v)
+		return
+	}
 	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
 		h.apiError(w, r, s, err)
 		return
 	}
 	download(w, "evidence-"+id+".json", "application/json", append(b, '\n'))
+}
+
+// differsView is the warning shown instead of an evidence download whose
+// bundle does not hash to the row's write-time hash.
+type differsView struct {
+	RowID, Read, Written, Where, Todo, Anyway string
+}
+
+// evidenceDiffers says, of an evidence answer whose bundle does not hash to
+// its row's write-time hash, where it was read and what to do; path is the
+// download's, for the link that downloads it all the same.
+func evidenceDiffers(resp *ledgerv1.GetEvidenceResponse, path string) (differsView, bool) {
+	read, written := resp.GetEvidenceSha256(), resp.GetRowEvidenceSha256()
+	if resp.GetNotKept() != "" || written == "" || read == written {
+		return differsView{}, false
+	}
+	v := differsView{RowID: resp.GetRowId(), Read: read, Written: written, Anyway: path + "?anyway=1"}
+	switch resp.GetReadFrom() {
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_WRITE_ONCE_COPY:
+		v.Where = "its write-once copy"
+		v.Todo = "The write-once copy itself changed, so ledgerctl fsck --restore cannot mend it (it puts a bundle back from an intact write-once copy). Ask an operator to run ledgerctl fsck and look into it as possible tampering."
+	case ledgerv1.EvidenceReadFrom_EVIDENCE_READ_FROM_ROW_STORE:
+		v.Where = "the row store"
+		v.Todo = "Ask an operator to run ledgerctl fsck: when the row's write-once copy still matches, ledgerctl fsck --restore (an admin key) puts the bundle back from it. Otherwise it is for a look into possible tampering."
+	default:
+		v.Where = "the ledger's cache of recent bundles"
+		v.Todo = "Ask an operator to run ledgerctl fsck, which reads the write-once copy, and look into it as possible tampering."
+	}
+	return v, true
 }
 
 // proof downloads the row's Merkle log proof bundle (GetRowProof): a file
