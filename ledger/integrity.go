@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -19,10 +20,12 @@ import (
 
 	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
 )
 
-// Finding is one row whose evidence is not as it was written, or one place
-// where the row store and the Merkle log disagree. A finding about the log
+// Finding is one row whose evidence is not as it was written, or whose
+// fields differ from its evidence, or one place where the row store and
+// the Merkle log disagree. A finding about the log
 // as a whole (a tree root that does not match its checkpoint) has no RowID.
 type Finding struct {
 	RowID      string
@@ -47,6 +50,13 @@ type IntegrityPage struct {
 // CheckIntegrity walks up to pageSize rows in id order after token and, for
 // each, recomputes the hash of the evidence kept in the row store and of its
 // write-once copy and compares both with the write-time evidence hash.
+// Each row's fields the write path took from its evidence (principal,
+// grant, brand, agent, scopes, issued-at, limits, each action's tool,
+// target and args hash; a refusal's claims and reason) are read from that
+// evidence again, with no signature checked, and compared with the row
+// ("the row's target of cancel_order is A-7777; its evidence says A-5531").
+// A read-only row keeps no evidence: its fields are compared with nothing
+// (its leaf, below, still holds its grant, status and class).
 //
 // With the Merkle log on, it also compares each row, and each of its
 // dispute events, with its leaf ("leaf N differs from row X", "row X has no
@@ -167,6 +177,14 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			}
 			page.Findings = append(page.Findings, f)
 		}
+		// The row's fields against the evidence as written (either copy
+		// that still hashes to the write-time hash), read with no
+		// signature checked. Putting the evidence back mends none.
+		if ev, written := it.parsed(); written {
+			if diffs := l.editedFields(ctx, r, ev, r.EvidenceSHA256, nil); len(diffs) > 0 {
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: strings.Join(diffs, "; ") + ": " + editedRow})
+			}
+		}
 	}
 	return page, nil
 }
@@ -185,6 +203,27 @@ type integrityItem struct {
 	// shadowed says what a read of the copy's key by name gets instead
 	// of the version recorded, when that is something else.
 	shadowed string
+	// ev is the evidence as written, decoded, and written whether there
+	// is evidence as written (parsed).
+	ev               *Evidence
+	decoded, written bool
+}
+
+// parsed returns the row's evidence as written (evidence), decoded once
+// for the checks that read it (nil when it does not decode), and whether
+// there is evidence as written.
+func (it *integrityItem) parsed() (*Evidence, bool) {
+	if !it.decoded {
+		it.decoded = true
+		if b := it.evidence(); b != nil {
+			it.written = true
+			var ev Evidence
+			if json.Unmarshal(b, &ev) == nil {
+				it.ev = &ev
+			}
+		}
+	}
+	return it.ev, it.written
 }
 
 // dropped reports whether the row store dropped the bundle after its
@@ -755,16 +794,10 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 			}
 			return nil
 		}
-		for _, it := range items {
-			r := it.row
-			var ev *Evidence
+		for i := range items {
+			r := items[i].row
 			var skip []string
-			if b := it.evidence(); b != nil {
-				ev = &Evidence{}
-				if json.Unmarshal(b, ev) != nil {
-					ev = nil
-				}
-			}
+			ev, _ := items[i].parsed()
 			if ev == nil {
 				// Not kept (read-only class) or itself a finding above: the
 				// token hashes cannot be recomputed from the row store.
@@ -1036,4 +1069,287 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 		skip = evidenceLeafKeys
 	}
 	return idx, leafDiff(data, rowLeaf(r, ev), skip), nil
+}
+
+// The row's fields, read again from its evidence.
+//
+// A row's evidence fields (its principal, grant, brand, agent, actions
+// with their targets and args hashes, scopes, limits, issued-at) are what
+// the write path took from the tokens and actions it kept in the row's
+// evidence bundle. Neither the evidence hash nor the row's leaf holds
+// them, so an edit of the row alone leaves both intact: VerifyRow and
+// CheckIntegrity read the fields from the evidence again, the way the
+// write path did (newReceiptRow over the verifier's reading of the
+// tokens), and compare. A row without kept evidence (the read-only
+// class) has nothing to read them from.
+
+// editedRow ends the words of a row whose fields differ from its evidence.
+const editedRow = "the row was edited after it was written"
+
+// noKeys is a key source that holds no keys: a verifier asked against it
+// checks no signature (each check fails before any is tried) and reads
+// the tokens' claims as it does on the write path.
+type noKeys struct{}
+
+var errFieldsOnly = errors.New("no keys: the row's fields are read from its evidence, no signature is checked")
+
+func (noKeys) Brand(context.Context, string, bool) (verifier.Signer, error) {
+	return verifier.Signer{}, errFieldsOnly
+}
+
+func (noKeys) Agent(context.Context, string, bool) (verifier.Signer, error) {
+	return verifier.Signer{}, errFieldsOnly
+}
+
+// fieldsReader reads a bundle's tokens for their fields (with noKeys): a
+// verifier of its own, without the signature cache, so that a check of
+// every row neither counts in the cache's metrics nor reorders it.
+var fieldsReader = func() *verifier.Verifier {
+	v, err := verifier.New(verifier.Config{Audience: "pactledger: fields only"})
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// fromEvidence is row r as the write path built it from its evidence ev
+// as written (its bundle hashing to evSHA, the write-time hash; nil when
+// it does not decode). A receipt row is built by newReceiptRow from what
+// the verifier reads of ev's tokens and actions: res when set
+// (VerifyRow's re-run of the checks, with the key ids and the grant's
+// expiry it gives), else the claims read with no signature checked. A
+// refusal row is built as AppendRefusal builds it; whether its delegation
+// token vouched for its grant is the word of the row's write-time checks
+// (VerifyRow tells a re-run that differs from them).
+func (l *Ledger) fromEvidence(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) (*Row, error) {
+	if ev == nil {
+		return nil, errors.New("its evidence is not readable")
+	}
+	if ev.Refusal != nil {
+		return refusalFromEvidence(ctx, ev.Refusal, evSHA, r.Verifier.Checks)
+	}
+	in := ReceiptInput{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions, Limits: ev.Limits}
+	p := verifier.Parse(in.verifierInput())
+	rc, err := p.Receipt()
+	if err != nil {
+		return nil, fmt.Errorf("the receipt in its evidence does not parse: %v", err)
+	}
+	if res == nil {
+		if res, err = fieldsReader.VerifyParsed(ctx, p, noKeys{}); err != nil {
+			return nil, fmt.Errorf("the receipt in its evidence cannot be read: %v", err)
+		}
+	}
+	// The ids as AppendReceipt gives them: the receipt's and the request
+	// JWT's hashes as posted (the bundle keeps them so).
+	return l.newReceiptRow(rc, res, in, sha256Hex([]byte(ev.ReceiptJWS)), evSHA, sha256Hex([]byte(ev.RequestJWT))), nil
+}
+
+// refusalFromEvidence is the row AppendRefusal builds from refusal record
+// in, whose bundle hashes to id: the claimed principal and agent (the
+// request JWT's iss before it), the action, observedAt, and, when its
+// delegation token vouched (checks: delegation_token passed, bindings did
+// not fail; underGrant), the token's grant, brand, subject, scopes and
+// expiry. It repeats what AppendRefusal and underGrant set (they build
+// the row inside the write's transaction); a refusal of each shape in
+// TestUntouchedRowsAgreeWithTheirEvidence holds the two together.
+func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, checks []verifier.Check) (*Row, error) {
+	agent := in.ClaimedAgent
+	if c, err := verifier.ParseCompact(in.RequestJWT); err == nil {
+		var claims struct {
+			Iss string `json:"iss"`
+		}
+		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
+			agent = claims.Iss
+		}
+	}
+	d := &Row{
+		ID:             id,
+		ReceiptID:      "sha256:" + id,
+		Kind:           KindRefusal,
+		Principal:      in.ClaimedPrincipal,
+		Agent:          Agent{Platform: agent},
+		Actions:        []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
+		IssuedAt:       in.ObservedAt,
+		Refusal:        &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
+		EvidenceSHA256: id,
+	}
+	if in.DelegationToken == "" {
+		return d, nil
+	}
+	tok, err := fieldsReader.VerifyRefusalToken(ctx, verifier.ParseToken(in.DelegationToken), verifier.ParseToken(in.RequestJWT), in.ObservedAt, noKeys{})
+	if err != nil {
+		return nil, fmt.Errorf("the delegation token in its evidence cannot be read: %v", err)
+	}
+	for _, c := range checks {
+		switch c.Name {
+		case verifier.CheckDelegationToken:
+			tok.Token = c
+		case verifier.CheckBindings:
+			tok.Bindings = c
+		}
+	}
+	if !holdable(tok).Vouches() {
+		return d, nil
+	}
+	c := tok.Claims
+	d.GrantID, d.Principal, d.Brand, d.ScopeGranted = c.GrantID, c.Sub, tok.Brand, c.Scopes()
+	if c.Exp != nil {
+		if exp, err := c.Exp.Check("exp"); err == nil {
+			d.Limits.GrantExpires = exp
+		}
+	}
+	return d, nil
+}
+
+// fieldDiffs says, one a field, where stored row r differs from d, the
+// row its evidence gives (fromEvidence). signed says d was built from a
+// re-run of the signature checks: a receipt row's key ids and grant
+// expiry, which only a signature check gives, are compared too.
+func fieldDiffs(r, d *Row, signed bool) []string {
+	var out []string
+	differs := func(name, row, ev string) {
+		if row != ev {
+			out = append(out, fmt.Sprintf("the row's %s is %s; its evidence says %s", name, shown(row), shown(ev)))
+		}
+	}
+	list := func(name string, row, ev []string) {
+		if !slices.Equal(row, ev) {
+			differs(name, strings.Join(row, " "), strings.Join(ev, " "))
+		}
+	}
+	if r.Kind != d.Kind {
+		what := map[Kind]string{KindReceipt: "a receipt", KindRefusal: "a refusal"}
+		out = append(out, fmt.Sprintf("the row is %s; its evidence is %s's", orWord(what[r.Kind], "of no kind"), what[d.Kind]))
+		return out
+	}
+	differs("receipt id", r.ReceiptID, d.ReceiptID)
+	differs("principal", r.Principal, d.Principal)
+	differs("grant id", r.GrantID, d.GrantID)
+	differs("brand", r.Brand, d.Brand)
+	differs("agent platform", r.Agent.Platform, d.Agent.Platform)
+	list("scopes granted", r.ScopeGranted, d.ScopeGranted)
+	list("scopes used", r.ScopesUsed, d.ScopesUsed)
+	if !r.IssuedAt.Equal(d.IssuedAt) {
+		differs("issued-at", stamp(r.IssuedAt), stamp(d.IssuedAt))
+	}
+	differs("request JWT hash", r.RequestJWTSHA256, d.RequestJWTSHA256)
+	differs("amountMax limit", r.Limits.AmountMax, d.Limits.AmountMax)
+	differs("countMax limit", strconv.Itoa(r.Limits.CountMax), strconv.Itoa(d.Limits.CountMax))
+	if (signed || d.Kind == KindRefusal) && !r.Limits.GrantExpires.Equal(d.Limits.GrantExpires) {
+		differs("grant expiry", stampOrNone(r.Limits.GrantExpires), stampOrNone(d.Limits.GrantExpires))
+	}
+	if signed && d.Kind == KindReceipt {
+		differs("brand key id", r.BrandKey.Kid, d.BrandKey.Kid)
+		differs("request JWT key id", r.Agent.RequestJWTKid, d.Agent.RequestJWTKid)
+	}
+	if d.Refusal != nil {
+		var rf Refusal
+		if r.Refusal != nil {
+			rf = *r.Refusal
+		}
+		differs("claimed principal", rf.ClaimedPrincipal, d.Refusal.ClaimedPrincipal)
+		differs("claimed agent", rf.ClaimedAgent, d.Refusal.ClaimedAgent)
+		differs("refusal reason", rf.Reason, d.Refusal.Reason)
+	}
+	if len(r.Actions) != len(d.Actions) {
+		out = append(out, fmt.Sprintf("the row records %s; its evidence says %d", plural(len(r.Actions), "action"), len(d.Actions)))
+		return out
+	}
+	for i, a := range r.Actions {
+		e := d.Actions[i]
+		of := e.Tool
+		if slices.IndexFunc(d.Actions, func(o verifier.RowAction) bool { return o.Tool == e.Tool }) != i ||
+			slices.IndexFunc(d.Actions[i+1:], func(o verifier.RowAction) bool { return o.Tool == e.Tool }) >= 0 {
+			of = fmt.Sprintf("%s (action %d)", e.Tool, i+1)
+		}
+		if a.Tool != e.Tool {
+			differs(fmt.Sprintf("tool of action %d", i+1), a.Tool, e.Tool)
+			continue
+		}
+		differs("target of "+of, a.Target, e.Target)
+		differs("args hash of "+of, a.ArgsHash, e.ArgsHash)
+		if a.HashSource != e.HashSource {
+			differs("args hash source of "+of, hashSource(a.HashSource), hashSource(e.HashSource))
+		}
+	}
+	return out
+}
+
+// maxShown bounds a field's value quoted in a difference.
+const maxShown = 160
+
+// shown is a field's value in a difference: quoted when it is empty or
+// holds spaces or characters that are not printable, cut past maxShown
+// bytes.
+func shown(v string) string {
+	if v == "" {
+		return "empty"
+	}
+	if len(v) > maxShown {
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		v = v[:cut] + "…"
+	}
+	if q := strconv.Quote(v); q[1:len(q)-1] != v || strings.ContainsAny(v, " ;") {
+		return q
+	}
+	return v
+}
+
+func orWord(v, none string) string {
+	if v == "" {
+		return none
+	}
+	return v
+}
+
+func stampOrNone(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return stamp(t)
+}
+
+func hashSource(s verifier.HashSource) string {
+	switch s {
+	case verifier.HashFromReceipt:
+		return "the receipt"
+	case verifier.HashComputedByLedger:
+		return "computed by the ledger"
+	}
+	return "none"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// notKeptFields says, beside a read-only row's skipped checks, what no
+// evidence leaves unchecked.
+const notKeptFields = "the row's fields cannot be compared with its evidence (its principal, targets and args hashes are as the row store holds them)"
+
+// edited records the differences between the row's fields and its
+// evidence (editedFields).
+func (rv *Reverification) edited(diffs []string) {
+	for _, d := range diffs {
+		rv.Same = false
+		rv.Differences = append(rv.Differences, d+": "+editedRow)
+	}
+}
+
+// editedFields lists where row r's fields differ from those its evidence
+// ev (as written: hashing to evSHA, the write-time hash) gives, one a
+// field; res is fromEvidence's. Evidence the fields cannot be read from
+// is one difference, saying why.
+func (l *Ledger) editedFields(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) []string {
+	d, err := l.fromEvidence(ctx, r, ev, evSHA, res)
+	if err != nil {
+		return []string{"the row's fields cannot be compared with its evidence: " + err.Error()}
+	}
+	return fieldDiffs(r, d, res != nil)
 }

@@ -242,8 +242,13 @@ type Reverification struct {
 // VerifyRow re-runs every check on the stored bytes with the stored JWKS
 // snapshots, as of the row's original time. within_limits, duplicate and
 // grant_not_revoked depend on the ledger's state at write time and are
-// carried over from the write-time record. Same is false when any result differs or the stored
-// evidence no longer hashes to the write-time evidence hash.
+// carried over from the write-time record. Same is false when any result differs, the stored
+// evidence no longer hashes to the write-time evidence hash, or a field
+// of the row the write path took from its evidence (principal, grant,
+// brand, agent, scopes, issued-at, limits, key ids, each action's tool,
+// target and args hash) differs from what the evidence gives. A read-only
+// row keeps no evidence: its signatures and fields are not checked, and
+// its skipped receipt_signature check says so.
 func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -278,7 +283,9 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	if r.EvidenceNotKept != "" {
 		for _, c := range r.Verifier.Checks {
 			switch c.Name {
-			case verifier.CheckReceiptSignature, verifier.CheckRequestSignature, verifier.CheckDelegationToken:
+			case verifier.CheckReceiptSignature:
+				out.Checks = append(out.Checks, verifier.Check{Name: c.Name, Result: verifier.Skipped, Detail: r.EvidenceNotKept + "; " + notKeptFields})
+			case verifier.CheckRequestSignature, verifier.CheckDelegationToken:
 				out.Checks = append(out.Checks, verifier.Check{Name: c.Name, Result: verifier.Skipped, Detail: r.EvidenceNotKept})
 			default:
 				c.Detail = "as recorded at write time: " + c.Detail
@@ -291,7 +298,11 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	if err != nil {
 		return nil, fmt.Errorf("verify row %s: %w", id, err)
 	}
-	if got := sha256Hex(bundle); got != r.EvidenceSHA256 {
+	// The row's fields are compared with evidence as written only: an
+	// edited bundle gives other fields, and is the difference.
+	got := sha256Hex(bundle)
+	asWritten := got == r.EvidenceSHA256
+	if !asWritten {
 		out.Same = false
 		out.Differences = append(out.Differences, fmt.Sprintf("stored evidence hashes to %s, not the write-time %s: the evidence was edited", got, r.EvidenceSHA256))
 	}
@@ -302,7 +313,11 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		return out, nil
 	}
 	if r.Kind == KindRefusal {
-		return l.reverifyRefusal(ctx, r, ev.Refusal, src, out), nil
+		out = l.reverifyRefusal(ctx, r, ev.Refusal, src, out)
+		if asWritten {
+			out.edited(l.editedFields(ctx, r, &ev, got, nil))
+		}
+		return out, nil
 	}
 	// The agent's snapshot holds the keys fetched for the issuer the
 	// request JWT names, which need not be the receipt's pa.
@@ -333,6 +348,16 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 			out.Same = false
 			out.Differences = append(out.Differences, fmt.Sprintf("%s was %s at write time, now %s (%s)", w.Name, w.Result, out.Checks[i].Result, out.Checks[i].Detail))
 		}
+	}
+	if asWritten {
+		// The fields as the write path took them from the evidence, with
+		// the re-run's key ids and grant expiry when it gives the
+		// write-time verdict (else its key ids differ for that reason).
+		signed := res
+		if !out.Same {
+			signed = nil
+		}
+		out.edited(l.editedFields(ctx, r, &ev, got, signed))
 	}
 	return out, nil
 }
