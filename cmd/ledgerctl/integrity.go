@@ -165,7 +165,9 @@ func revokedWords(grant string, asked, before, inForce *timestamppb.Timestamp) s
 }
 
 // fsck walks every row, page by page, and reports evidence that differs from
-// its write-time hash, and (with the Merkle log on) rows and dispute events
+// its write-time hash, rows whose fields (principal, grant, targets, args
+// hashes, ...) differ from what their evidence gives (read-only rows keep
+// none to compare), and (with the Merkle log on) rows and dispute events
 // that differ from their leaves, rows without a leaf, leaves whose row is
 // gone, a tree that no longer matches the latest checkpoint, and a log
 // that does not continue the one published to write-once storage (with
@@ -236,10 +238,20 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		// A row is in one of the two counts unless it keeps no
 		// evidence (the read-only class): nothing to compare.
 		summary := fmt.Sprintf("%s checked: %d compared with their write-once copy, %d still in the outbox", plural(checked, "row"), compared, later)
-		if notKept := checked - compared - later; notKept > 0 {
+		notKept := checked - compared - later
+		if notKept > 0 {
 			summary += fmt.Sprintf(", %d read-only, whose evidence is not kept (nothing to compare)", notKept)
 		}
 		fmt.Fprintln(c.out, summary)
+		if kept := checked - notKept; kept > 0 {
+			fmt.Fprintf(c.out, "each row keeping evidence (%d) had its fields compared with it: principal, grant, brand, agent, scopes, issued-at, each action's target and args hash\n", kept)
+		}
+		switch {
+		case notKept == 1:
+			fmt.Fprintln(c.out, "the read-only row's fields are not compared (no evidence is kept): an edit of its principal or targets is not found; with the Merkle log on, its grant, status and class are checked against its leaf")
+		case notKept > 1:
+			fmt.Fprintf(c.out, "the %d read-only rows' fields are not compared (no evidence is kept): an edit of their principal or targets is not found; with the Merkle log on, their grant, status and class are checked against their leaves\n", notKept)
+		}
 		for i, f := range findings {
 			switch {
 			case restored[i]:
@@ -253,11 +265,11 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		if restore {
 			fmt.Fprintf(c.out, "restored %s from the write-once copy\n", plural(nrestored, "row"))
 			if left := len(findings) - nrestored; left > 0 {
-				fmt.Fprintf(c.out, "%s cannot be mended from the write-once copy (a row and the log disagree, or no matching copy is left): look into them as possible tampering; see \"Proving nothing was edited\" in docs/operations.md\n", plural(left, "finding"))
+				fmt.Fprintf(c.out, "%s cannot be mended from the write-once copy (a row and the log, or a row and its evidence, disagree, or no matching copy is left): look into them as possible tampering; see \"Proving nothing was edited\" in docs/operations.md\n", plural(left, "finding"))
 			}
 		}
 		if len(findings) == 0 {
-			fmt.Fprintln(c.out, "no evidence differs from its write-time hash; every row agrees with its leaf in the Merkle log, the tree rebuilt from the leaves matches the latest checkpoint, and the log continues the one published to write-once storage")
+			fmt.Fprintln(c.out, "no evidence differs from its write-time hash and no row's fields differ from its evidence; every row agrees with its leaf in the Merkle log, the tree rebuilt from the leaves matches the latest checkpoint, and the log continues the one published to write-once storage")
 		}
 	}
 	if len(findings) > nrestored {
