@@ -24,13 +24,43 @@ type Revocation struct {
 	// from RevokedAt but does not stop the Provider. Revocations recorded
 	// before it was kept have none.
 	AdminRevokedAt time.Time `json:"adminRevokedAt,omitzero"`
+	// AdminBy, AdminNote and AdminRecordedAt are the admin's own record
+	// of the revocation AdminRevokedAt is from: the key that recorded
+	// it, its note and when the ledger recorded it. They are kept
+	// whatever a writer records before or after it, beside the
+	// revocation in force (By and Note are the earliest revocation's,
+	// which may be a writer's). Revocations recorded before they were
+	// kept have none, an AdminRevokedAt only.
+	AdminBy         string    `json:"adminBy,omitempty"`
+	AdminNote       string    `json:"adminNote,omitempty"`
+	AdminRecordedAt time.Time `json:"adminRecordedAt,omitzero"`
+}
+
+// adminRecord is r's admin's record: AdminRevokedAt and the fields that go
+// with it.
+type adminRecord struct {
+	at, recorded time.Time
+	by, note     string
+}
+
+func (r *Revocation) admin() adminRecord {
+	if r == nil {
+		return adminRecord{}
+	}
+	return adminRecord{at: r.AdminRevokedAt, recorded: r.AdminRecordedAt, by: r.AdminBy, note: r.AdminNote}
+}
+
+func (r *Revocation) setAdmin(a adminRecord) {
+	r.AdminRevokedAt, r.AdminRecordedAt, r.AdminBy, r.AdminNote = a.at, a.recorded, a.by, a.note
 }
 
 // RevokeGrant records that grant was revoked at (now when zero), reported
 // by the key named by, which holds the admin role when admin is true. An
 // earlier time than one already recorded replaces it; a later one is
 // ignored, except that an admin's earlier than any admin's before sets
-// AdminRevokedAt. Rows already written do not change.
+// AdminRevokedAt, with the admin's key name and note (AdminBy, AdminNote),
+// which no writer's revocation changes. Rows already written do not
+// change.
 func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, note, by string, admin bool) (Revocation, error) {
 	if grant == "" {
 		return Revocation{}, invalid("grantId is required")
@@ -59,30 +89,31 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 		if err != nil {
 			return err
 		}
-		var adminAt time.Time
-		if prev != nil {
-			adminAt = prev.AdminRevokedAt
-		}
-		if admin && (adminAt.IsZero() || at.Before(adminAt)) {
-			adminAt = at.UTC()
+		// The admin's record: a writer's revocation never changes it.
+		adm := prev.admin()
+		changed := false
+		if admin && (adm.at.IsZero() || at.Before(adm.at)) {
+			adm = adminRecord{at: at.UTC(), recorded: now, by: by, note: note}
+			changed = true
 		}
 		if prev != nil && !at.Before(prev.RevokedAt) {
 			// The earlier time stands; an admin's later than a writer's
 			// is kept as the one that stops the Provider.
 			out = *prev
-			if adminAt.Equal(prev.AdminRevokedAt) {
+			if !changed {
 				return nil
 			}
-			out.AdminRevokedAt = adminAt
+			out.setAdmin(adm)
 			return tx.PutRevocation(grant, out)
 		}
-		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now, AdminRevokedAt: adminAt}
+		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
+		out.setAdmin(adm)
 		return tx.PutRevocation(grant, out)
 	})
 	if err != nil {
 		return Revocation{}, fmt.Errorf("revoke grant %s: %w", grant, err)
 	}
-	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt)
+	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy)
 	return out, nil
 }
 

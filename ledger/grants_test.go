@@ -64,6 +64,54 @@ func TestAnAdminsRevocationIsKept(t *testing.T) {
 	}
 }
 
+// An admin's own record of its revocation, its key name and note, is kept
+// beside the revocation in force, whatever a writer records before or
+// after it; an admin's later than its first leaves the first's.
+func TestAnAdminsNoteIsKept(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	at := func(hm string) time.Time {
+		tm, _ := time.Parse("15:04", hm)
+		return time.Date(2026, 10, 7, tm.Hour(), tm.Minute(), 0, 0, time.UTC)
+	}
+	steps := []struct {
+		name                   string
+		at, by, note           string
+		admin                  bool
+		wantBy, wantNote       string
+		wantAdminBy, wantNote2 string
+		wantAdminAt            string
+	}{
+		{"a writer's", "13:10", "writer-key", "customer revoked in settings", false, "writer-key", "customer revoked in settings", "", "", ""},
+		{"an admin's later than the writer's", "13:30", "admin-key", "customer asked by phone", true, "writer-key", "customer revoked in settings", "admin-key", "customer asked by phone", "13:30"},
+		{"a writer's later than all", "14:00", "writer-key", "", false, "writer-key", "customer revoked in settings", "admin-key", "customer asked by phone", "13:30"},
+		{"a writer's earlier than all", "13:00", "other-writer", "erase", false, "other-writer", "erase", "admin-key", "customer asked by phone", "13:30"},
+		{"an admin's later than its first", "13:40", "admin-2", "second call", true, "other-writer", "erase", "admin-key", "customer asked by phone", "13:30"},
+		{"an admin's earlier than all", "12:00", "admin-2", "fraud", true, "admin-2", "fraud", "admin-2", "fraud", "12:00"},
+		{"a writer's earlier than the admin's", "11:00", "writer-key", "", false, "writer-key", "", "admin-2", "fraud", "12:00"},
+	}
+	for _, st := range steps {
+		rev, err := h.l.RevokeGrant(ctx, "a2agrant_note", at(st.at), st.note, st.by, st.admin)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		stored, err := h.l.Revocation(ctx, "a2agrant_note")
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		var wantAdmin time.Time
+		if st.wantAdminAt != "" {
+			wantAdmin = at(st.wantAdminAt)
+		}
+		for _, got := range []*ledger.Revocation{&rev, stored} {
+			if got.By != st.wantBy || got.Note != st.wantNote || got.AdminBy != st.wantAdminBy || got.AdminNote != st.wantNote2 ||
+				!got.AdminRevokedAt.Equal(wantAdmin) || got.AdminRecordedAt.IsZero() != wantAdmin.IsZero() {
+				t.Fatalf("after %s: %+v\nwant by %q note %q, the admin's by %q note %q at %q", st.name, got, st.wantBy, st.wantNote, st.wantAdminBy, st.wantNote2, st.wantAdminAt)
+			}
+		}
+	}
+}
+
 func TestGrantRevocation(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()

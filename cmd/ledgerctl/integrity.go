@@ -34,8 +34,11 @@ func (c *cli) grant(pos []string) error {
 	fmt.Fprintf(w, "scopes granted\t%s\n", orDash(strings.Join(rep.GetScopesGranted(), " ")))
 	fmt.Fprintf(w, "scopes used\t%s\n", orDash(strings.Join(rep.GetScopesUsed(), " ")))
 	if r := rep.GetRevocation(); r != nil {
-		fmt.Fprintf(w, "revoked\t%s (reported by %s at %s) %s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), r.GetNote())
+		fmt.Fprintf(w, "revoked\t%s (reported by %s at %s)%s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), noted(r.GetNote()))
 		fmt.Fprintf(w, "at the Provider\t%s\n", providerStopped(r))
+		if a := adminRevocation(r); a != "" {
+			fmt.Fprintf(w, "admin's revocation\t%s\n", a)
+		}
 	} else {
 		fmt.Fprintf(w, "revoked\tno\n")
 	}
@@ -101,6 +104,9 @@ func (c *cli) revoke(at, note string, pos []string) error {
 	} else {
 		fmt.Fprintln(w, revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
 		fmt.Fprintf(w, "the embedded Provider: %s\n", providerStopped(rep.GetRevocation()))
+		if a := adminRevocation(rep.GetRevocation()); a != "" {
+			fmt.Fprintf(w, "the admin's revocation on record: %s\n", a)
+		}
 	}
 	switch {
 	case checkErr != nil:
@@ -148,6 +154,31 @@ func providerStopped(r *ledgerv1.Revocation) string {
 		return "stopped from " + when(at) + " (an admin's revocation): it serves no request under the grant"
 	}
 	return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records stops it"
+}
+
+// adminRevocation is the admin's own record of the revocation that stops
+// the embedded Provider: from when, the key that recorded it, when, and
+// its note; kept beside the revocation in force, which may be a
+// writer's. Empty when no admin recorded one (or the answer leaves its
+// record out).
+func adminRevocation(r *ledgerv1.Revocation) string {
+	at := r.GetAdminRevokedAt()
+	if at == nil {
+		return ""
+	}
+	if r.GetAdminBy() == "" {
+		return "as of " + when(at) + " (recorded before the ledger kept an admin's key name and note)"
+	}
+	return fmt.Sprintf("as of %s (recorded by %s at %s)%s", when(at), r.GetAdminBy(), when(r.GetAdminRecordedAt()), noted(r.GetAdminNote()))
+}
+
+// noted is a revocation's note after its other words: ": NOTE", or
+// nothing for none.
+func noted(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ": " + note
 }
 
 // revokedWords says what a revocation of grant asked for at (nil: now)

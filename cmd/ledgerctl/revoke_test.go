@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -101,5 +102,59 @@ func TestRevokeDoesNotWaitOnItsCheck(t *testing.T) {
 	grantChecked = old
 	if code, out, _ := f.ctl(t, "support", "grant", "a2agrant_slow"); code != 0 || !strings.Contains(out, "2026-10-07 13:10:00Z") {
 		t.Fatalf("the revocation is not on record: exit %d\n%s", code, out)
+	}
+}
+
+// TestAnAdminsRevocationKeepsItsNote: an admin's revocation after a
+// writer's earlier one leaves the writer's time in force, and keeps the
+// admin's key name and note beside it, in grant's words, its JSON and
+// revoke's answer; a writer's later revocation, earlier than all, does not
+// erase them. A writer's answer carries no admin's record.
+func TestAnAdminsRevocationKeepsItsNote(t *testing.T) {
+	f := start(t)
+	const grant = "a2agrant_7Q2F"
+	mustRun := func(role string, args ...string) string {
+		t.Helper()
+		code, out, errs := f.ctl(t, role, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+		}
+		return out
+	}
+	mustRun("writer", "revoke", grant, "--at", "2026-10-07T13:10:00Z", "--note", "customer revoked in settings")
+	out := mustRun("admin", "revoke", grant, "--at", "2026-10-07T14:00:00Z", "--note", "customer asked by phone")
+	for _, w := range []string{"that earlier time stands", "stopped from 2026-10-07 14:00:00Z",
+		"the admin's revocation on record: as of 2026-10-07 14:00:00Z (recorded by admin at ", "): customer asked by phone"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("revoke after a writer's: output lacks %q:\n%s", w, out)
+		}
+	}
+	// A writer's revocation earlier than all replaces the one in force,
+	// not the admin's record; its answer tells the writer neither.
+	out = mustRun("writer", "revoke", grant, "--at", "2026-10-07T13:00:00Z", "--note", "erased")
+	if strings.Contains(out, "customer asked by phone") || strings.Contains(out, "recorded by admin") {
+		t.Errorf("a writer's answer carries the admin's record:\n%s", out)
+	}
+	var rep struct {
+		Revocation struct{ By, Note, AdminBy, AdminNote, AdminRevokedAt, AdminRecordedAt string }
+	}
+	js := mustRun("writer", "--json", "revoke", grant)
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || rep.Revocation.AdminBy != "" || rep.Revocation.AdminNote != "" {
+		t.Errorf("a writer's JSON answer carries the admin's record (%v):\n%s", err, js)
+	}
+	out = mustRun("support", "grant", grant)
+	for _, w := range []string{"2026-10-07 13:00:00Z (reported by writer at ", "): erased",
+		"admin's revocation", "as of 2026-10-07 14:00:00Z (recorded by admin at ", "): customer asked by phone"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("grant: output lacks %q:\n%s", w, out)
+		}
+	}
+	js = mustRun("auditor", "--json", "grant", grant)
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Revocation; r.By != "writer" || r.Note != "erased" || r.AdminBy != "admin" || r.AdminNote != "customer asked by phone" ||
+		r.AdminRevokedAt != "2026-10-07T14:00:00Z" || r.AdminRecordedAt == "" {
+		t.Errorf("grant --json: %+v\n%s", r, js)
 	}
 }

@@ -57,6 +57,13 @@ type revocation struct {
 	// AdminRevokedAt: from when the embedded Provider serves no request
 	// under the grant (an admin's revocation); "" when none stops it.
 	AdminRevokedAt string `json:"adminRevokedAt,omitempty"`
+	// AdminBy, AdminNote, AdminRecordedAt: the admin's own record of the
+	// revocation AdminRevokedAt is from, kept beside the one in force
+	// (By and Note), which may be a writer's; "" for none, or for a
+	// revocation recorded before the ledger kept them.
+	AdminBy         string `json:"adminBy,omitempty"`
+	AdminNote       string `json:"adminNote,omitempty"`
+	AdminRecordedAt string `json:"adminRecordedAt,omitempty"`
 }
 
 type grantView struct {
@@ -73,6 +80,8 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		out.Revocation = &revocation{RevokedAt: pbStamp(rv.GetRevokedAt()).ISO, By: rv.GetBy(), Note: rv.GetNote(), RecordedAt: pbStamp(rv.GetRecordedAt()).ISO}
 		if at := rv.GetAdminRevokedAt(); at != nil {
 			out.Revocation.AdminRevokedAt = pbStamp(at).ISO
+			out.Revocation.AdminBy, out.Revocation.AdminNote = rv.GetAdminBy(), rv.GetAdminNote()
+			out.Revocation.AdminRecordedAt = pbStamp(rv.GetAdminRecordedAt()).ISO
 		}
 	}
 	for _, r := range g.GetRows() {

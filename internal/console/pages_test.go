@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -144,5 +145,38 @@ func TestRefusalPageNamesNoReceipt(t *testing.T) {
 	code, body := c.get(t, "/console/rows/"+resp.GetRow().GetId())
 	if code != http.StatusOK || strings.Contains(body, "<dt>Receipt id</dt>") || !strings.Contains(body, "<dt>Refusal record hash</dt>") || strings.Contains(body, "holds the stored receipt") {
 		t.Errorf("refusal row page = %d:\n%s", code, body)
+	}
+}
+
+// A grant's page shows an admin's revocation after a writer's earlier
+// one with the admin's key name and note beside the writer's, which
+// stays the revocation in force; the JSON export carries them.
+func TestGrantPageShowsTheAdminsRevocation(t *testing.T) {
+	e, _, c := newSupportLead(t)
+	const grant = "a2agrant_7Q2F"
+	at := func(s string) *timestamppb.Timestamp {
+		tm, _ := time.Parse(time.RFC3339, s)
+		return timestamppb.New(tm)
+	}
+	if _, err := e.client.RevokeGrant(as(config.RoleWriter), &ledgerv1.RevokeGrantRequest{GrantId: grant, RevokedAt: at("2026-10-07T13:10:00Z"), Note: "customer revoked in settings"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.RevokeGrant(as(config.RoleAdmin), &ledgerv1.RevokeGrantRequest{GrantId: grant, RevokedAt: at("2026-10-07T14:00:00Z"), Note: "customer asked by phone"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := c.get(t, "/console/grant?id="+grant)
+	for _, w := range []string{"by writer-key: customer revoked in settings", `datetime="2026-10-07T14:00:00Z"`,
+		`<span id="admin-revocation">an admin's revocation by admin-key, recorded `, "</time>: customer asked by phone</span>"} {
+		if code != http.StatusOK || !strings.Contains(body, w) {
+			t.Errorf("grant page = %d, lacks %q:\n%s", code, w, body)
+		}
+	}
+	code, body = c.get(t, "/console/grant/export?id="+grant+"&format=json")
+	var exp struct {
+		Revocation struct{ By, AdminBy, AdminNote string }
+	}
+	if err := json.Unmarshal([]byte(body), &exp); code != http.StatusOK || err != nil || exp.Revocation.By != "writer-key" ||
+		exp.Revocation.AdminBy != "admin-key" || exp.Revocation.AdminNote != "customer asked by phone" {
+		t.Errorf("grant export = %d (%v), lacks the admin's record:\n%s", code, err, body)
 	}
 }

@@ -573,6 +573,10 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 	if !r.AdminRevokedAt.IsZero() {
 		out.AdminRevokedAt = ts(r.AdminRevokedAt)
 	}
+	out.AdminBy, out.AdminNote = r.AdminBy, r.AdminNote
+	if !r.AdminRecordedAt.IsZero() {
+		out.AdminRecordedAt = ts(r.AdminRecordedAt)
+	}
 	return out
 }
 
@@ -594,6 +598,11 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 		// not read the ledger, learns when it took effect, not who
 		// recorded it or why.
 		rev.By, rev.Note = "", ""
+	}
+	if !canRead(ctx) {
+		// Nor an admin's: a key that may not read the ledger holds no
+		// admin role.
+		rev.AdminBy, rev.AdminNote = "", ""
 	}
 	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
 }
