@@ -410,9 +410,20 @@ var resolutions = map[string]ledgerv1.DisputeStatus{
 	"other":               ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
 }
 
+// disputeUsage is dispute's synopsis.
+const disputeUsage = "dispute open ROW --note TEXT | dispute resolve ROW --as customer-authorized|incident|other --note TEXT"
+
 func (c *cli) dispute(note, as string, pos []string) error {
 	if len(pos) != 2 || (pos[0] != "open" && pos[0] != "resolve") {
-		return usagef("dispute open|resolve ROW --note TEXT [--as customer-authorized|incident|other]")
+		return usagef("%s", disputeUsage)
+	}
+	// A resolution is said, never assumed: a default would record
+	// "other" over an earlier resolution given with --as.
+	switch {
+	case pos[0] == "resolve" && as == "":
+		return usagef("dispute resolve needs --as: customer-authorized (the customer authorized it), incident (the row's incident) or other")
+	case pos[0] == "open" && as != "":
+		return usagef("--as is for dispute resolve: dispute open takes --note only")
 	}
 	id, err := rowArg("dispute", pos[1:])
 	if err != nil {

@@ -252,10 +252,12 @@ func (c *cli) verifyCmd() *cobra.Command {
 func (c *cli) disputeCmd() *cobra.Command {
 	var note, as string
 	cmd := &cobra.Command{
-		Use:   "dispute open|resolve ROW --note TEXT",
+		Use:   disputeUsage,
 		Short: "open or resolve a dispute on a row",
 		Long: `Append a dispute event to a row: "open" when a customer disputes it, "resolve"
-with --as customer-authorized, incident or other. The event names the key that acted.`,
+with --as customer-authorized, incident or other (required: the resolution is
+never assumed; incident only for a row the ledger recorded as an incident). The
+event names the key that acted.`,
 		Annotations: roles("support or admin"),
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -266,7 +268,7 @@ with --as customer-authorized, incident or other. The event names the key that a
 		RunE: c.online(func(args []string) error { return c.dispute(note, as, args) }),
 	}
 	cmd.Flags().StringVar(&note, "note", "", "what the customer said, or how it was resolved (`TEXT`)")
-	cmd.Flags().StringVar(&as, "as", "other", "resolve `AS` customer-authorized, incident or other")
+	cmd.Flags().StringVar(&as, "as", "", "resolve `AS` customer-authorized, incident or other (required for resolve)")
 	_ = cmd.RegisterFlagCompletionFunc("as", fixed("customer-authorized", "incident", "other"))
 	return cmd
 }

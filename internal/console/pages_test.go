@@ -180,3 +180,26 @@ func TestGrantPageShowsTheAdminsRevocation(t *testing.T) {
 		t.Errorf("grant export = %d (%v), lacks the admin's record:\n%s", code, err, body)
 	}
 }
+
+// A row's dispute form offers "resolved incident" only for a row that
+// names an incident: ledgerd refuses it for any other, and says so when a
+// post asks for it all the same.
+func TestDisputeFormOffersIncidentForAnIncidentsRow(t *testing.T) {
+	e, row, c := newSupportLead(t)
+	const incidentOption = `<option value="DISPUTE_STATUS_RESOLVED_INCIDENT">`
+	code, body := c.get(t, "/console/rows/"+row.GetId())
+	if code != http.StatusOK || !strings.Contains(body, `<option value="DISPUTE_STATUS_RESOLVED_OTHER">`) || strings.Contains(body, incidentOption) {
+		t.Errorf("row page of a row with no incident = %d, offers resolving it as an incident, or no resolution:\n%s", code, body)
+	}
+	resp, body := c.post(t, "/console/rows/"+row.GetId()+"/disputes", url.Values{"csrf": {c.csrf}, "status": {"DISPUTE_STATUS_RESOLVED_INCIDENT"}, "note": {"x"}})
+	if resp.StatusCode == http.StatusSeeOther || !strings.Contains(body, "names no incident") {
+		t.Errorf("resolving a row with no incident as one = %d:\n%s", resp.StatusCode, body)
+	}
+	inc := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-22760", Target: "plan-9T4K", At: time.Date(2026, 10, 7, 11, 3, 51, 0, time.UTC), ScopesUsed: []string{"plan:change"}}))
+	if inc.GetIncidentId() == "" {
+		t.Fatalf("no incident for %v", inc.GetStatus())
+	}
+	if code, body := c.get(t, "/console/rows/"+inc.GetId()); code != http.StatusOK || !strings.Contains(body, incidentOption) {
+		t.Errorf("row page of an incident's row = %d, does not offer resolving it as the incident:\n%s", code, body)
+	}
+}

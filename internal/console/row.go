@@ -57,6 +57,22 @@ var disputeChoices = []ledgerv1.DisputeStatus{
 	ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
 }
 
+// disputeChoicesFor are the dispute events a lead may append to r:
+// resolved as an incident only when r names one (ledgerd refuses it
+// otherwise).
+func disputeChoicesFor(r *ledgerv1.Row) []ledgerv1.DisputeStatus {
+	if r.GetIncidentId() != "" {
+		return disputeChoices
+	}
+	var out []ledgerv1.DisputeStatus
+	for _, st := range disputeChoices {
+		if st != ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_INCIDENT {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // snapshotID is a JWKS snapshot id: hex SHA-256.
 var snapshotID = rowID
 
@@ -71,7 +87,7 @@ func (h *handler) rowPage(w http.ResponseWriter, r *http.Request, s *session, id
 		h.rowError(w, r, s, id, err)
 		return
 	}
-	h.render(w, r, s, http.StatusOK, "row", "Row "+short(id), rowView{Row: resp.GetRow(), Verify: verify, Statuses: disputeChoices, Drill: drillTarget{RowID: id}})
+	h.render(w, r, s, http.StatusOK, "row", "Row "+short(id), rowView{Row: resp.GetRow(), Verify: verify, Statuses: disputeChoicesFor(resp.GetRow()), Drill: drillTarget{RowID: id}})
 }
 
 // rowError shows a failed call about row id: a row swept by retention as
