@@ -508,6 +508,11 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 	} else {
 		c.printDrill(rep.GetReport(), wrote > 0 && werr == nil)
 	}
+	if d := rep.GetReport(); req.Target != "" && len(d.GetRows()) == 0 && len(d.GetListed()) == 0 && rowIDArg.MatchString(strings.ToLower(req.Target)) {
+		// An order id that reads as a row id (the ids tables print) may
+		// be one: the drill looked for an order of that name.
+		fmt.Fprintf(c.errw, "ledgerctl drill: no order %s in the ledger, and %s looks like a row id: did you mean --row %s?\n", req.Target, req.Target, req.Target)
+	}
 	if werr != nil {
 		return werr
 	}
