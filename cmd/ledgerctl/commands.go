@@ -127,8 +127,18 @@ func (c *cli) lookup(o lookupOpts) error {
 	}); err != nil {
 		return err
 	}
+	// Ids match exactly, as in the console's search: an empty answer to
+	// an id in another case or misspelt says so.
+	const idsExact = "(ids match exactly: check the spelling and the case)"
+	byID := req.Target != "" || req.Principal != "" || req.GrantId != "" || req.Agent != ""
 	if c.json {
-		return c.printJSON(rep)
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+		if len(rep.GetRows()) == 0 && byID {
+			fmt.Fprintln(c.errw, idsExact)
+		}
+		return nil
 	}
 	l := listing{header: []string{"row", "issued (UTC)", "status", "principal", "target", "tool", "agent", "dispute"}}
 	for _, r := range rep.GetRows() {
@@ -146,6 +156,9 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	if err := c.printList(l, empty); err != nil {
 		return err
+	}
+	if len(rep.GetRows()) == 0 && byID {
+		c.note("%s", idsExact)
 	}
 	switch {
 	case rep.GetNextPageToken() != "" && len(rep.GetRows()) < o.limit:
