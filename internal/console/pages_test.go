@@ -203,3 +203,19 @@ func TestDisputeFormOffersIncidentForAnIncidentsRow(t *testing.T) {
 		t.Errorf("row page of an incident's row = %d, does not offer resolving it as the incident:\n%s", code, body)
 	}
 }
+
+// The search's status filter names each status in words, keeping the
+// enum name as the value it sends, and shows the one chosen selected.
+func TestSearchStatusFilterInWords(t *testing.T) {
+	_, _, c := newSupportLead(t)
+	code, body := c.get(t, "/console/search?q=A-5531&status=ROW_STATUS_INCIDENT")
+	for _, w := range []string{`<option value="ROW_STATUS_AUTHORIZED">authorized</option>`, `<option value="ROW_STATUS_UNAUTHORIZED">unauthorized</option>`,
+		`<option value="ROW_STATUS_INCIDENT" selected>incident</option>`, `<option value="ROW_STATUS_DUPLICATE">duplicate</option>`} {
+		if code != http.StatusOK || !strings.Contains(body, w) {
+			t.Errorf("search = %d, lacks %s", code, w)
+		}
+	}
+	if strings.Contains(body, ">ROW_STATUS_") {
+		t.Errorf("search shows an enum name:\n%s", body)
+	}
+}

@@ -32,7 +32,7 @@ type searchForm struct {
 
 type searchView struct {
 	Form     searchForm
-	Statuses []string
+	Statuses []ledgerv1.RowStatus // the filter's choices, shown in words
 	Rows     []*ledgerv1.Row
 	Matched  string // what Q matched as
 	Filtered bool   // any filter given (else: recent rows)
@@ -103,7 +103,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	v := searchView{Form: f}
 	for i := int32(1); i < int32(len(ledgerv1.RowStatus_name)); i++ {
-		v.Statuses = append(v.Statuses, ledgerv1.RowStatus(i).String())
+		v.Statuses = append(v.Statuses, ledgerv1.RowStatus(i))
 	}
 	if rowID.MatchString(strings.ToLower(f.Q)) {
 		http.Redirect(w, r, Prefix+"rows/"+strings.ToLower(f.Q), http.StatusSeeOther)
