@@ -165,7 +165,10 @@ func TestErrorsNameTheCommandAndRole(t *testing.T) {
 		{[]string{"outbox"}, exitAuth, "ledgerctl outbox: not allowed: key support (roles support) may not call GetOutbox (outbox needs a key with the role admin)"},
 		{[]string{"sweep"}, exitAuth, "(sweep needs a key with the role admin (a dry run: auditor too))"},
 		{[]string{"lookup", "--limit", "many", "--order", "A-1"}, exitUsage, "ledgerctl lookup: invalid argument \"many\" for \"--limit\""},
-		{[]string{"lookup", "--frob"}, exitUsage, "ledgerctl lookup: unknown flag: --frob"},
+		{[]string{"lookup", "--frob"}, exitUsage, "ledgerctl lookup: unknown flag: --frob (ledgerctl lookup --help lists its flags)"},
+		{[]string{"lookup", "--ordr", "A-5531"}, exitUsage, "ledgerctl lookup: unknown flag: --ordr (did you mean --order? ledgerctl lookup --help lists its flags)"},
+		{[]string{"drill", "A-5531", "--principle", "acct-48213"}, exitUsage, "ledgerctl drill: unknown flag: --principle (did you mean --principal? ledgerctl drill --help lists its flags)"},
+		{[]string{"--sever", "127.0.0.1:1", "whoami"}, exitUsage, "unknown flag: --sever (did you mean --server? ledgerctl whoami --help lists its flags)"},
 		{[]string{"whoami", "extra"}, exitUsage, "ledgerctl whoami: whoami takes no arguments"},
 		{[]string{"frobnicate"}, exitUsage, "ledgerctl: unknown command \"frobnicate\""},
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pactledger/pactledger/internal/buildinfo"
 )
@@ -81,7 +82,7 @@ func (c *cli) root() *cobra.Command {
 {{end}}{{.UsageString}}`)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		c.cmd = commandName(cmd)
-		return usageError{err.Error()}
+		return usageError{err.Error() + flagHint(cmd, err)}
 	})
 	c.globalFlags(root)
 	root.SetHelpCommand(c.helpCmd(root))
@@ -161,6 +162,58 @@ func (c *cli) helpCmd(root *cobra.Command) *cobra.Command {
 }
 
 // commandName is the command's path without "ledgerctl", for messages.
+// flagHint follows an unknown flag's error: the command's flag closest to
+// the one given, when one is close, and where its flags are listed.
+func flagHint(cmd *cobra.Command, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		if !strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+			return ""
+		}
+		return " (" + cmd.CommandPath() + " --help lists its flags)"
+	}
+	typed, _, _ = strings.Cut(typed, "=")
+	best, bestDist := "", 0
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := editDistance(typed, f.Name)
+		// Close: a letter or two off, or the start of the flag's name.
+		if d > 2 && !(len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
+			return
+		}
+		if best == "" || d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return " (" + cmd.CommandPath() + " --help lists its flags)"
+	}
+	return " (did you mean --" + best + "? " + cmd.CommandPath() + " --help lists its flags)"
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 func commandName(cmd *cobra.Command) string {
 	return strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
 }
