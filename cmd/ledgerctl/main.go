@@ -100,6 +100,10 @@ var errCheckFailed = errors.New("check failed")
 // errNoKey: the command needs an API key and none was given (exit 4).
 var errNoKey = errors.New("no API key: pass --key or --key-file, set PACTLEDGER_KEY or PACTLEDGER_KEY_FILE, or put key/keyFile in the config file")
 
+// errKeyFile: the key file named cannot be read (exit 4, a key problem,
+// as its contents not being a key is).
+var errKeyFile = errors.New("cannot read the key file")
+
 // errBadKey: the key given is not an API key's text (exit 4).
 var errBadKey = errors.New("does not hold an API key (one line of printable text without spaces)")
 
@@ -198,7 +202,7 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	c.tls = c.g.tls || fc.TLS || ca != "" || cert != ""
 	k, src, err := resolveKey(c.g.key, c.g.keyFile, c.getenv, fc)
 	if err != nil {
-		return usageError{err.Error()}
+		return err // a usage error, or a key file that cannot be read
 	}
 	if !isKeyText(k) {
 		return fmt.Errorf("%s %w; is it the right key or file?", src, errBadKey)
@@ -286,7 +290,7 @@ func resolveKey(flagKey, flagFile string, getenv func(string) string, fc fileCon
 		if l.file != "" {
 			b, err := os.ReadFile(l.file)
 			if err != nil {
-				return "", "", fmt.Errorf("read key file (%s): %w", l.fileName, err)
+				return "", "", fmt.Errorf("%w (%s): %w", errKeyFile, l.fileName, err)
 			}
 			return strings.TrimSpace(string(b)), l.fileName + " " + l.file, nil
 		}
@@ -311,7 +315,7 @@ func (c *cli) exit(err error) int {
 		return exitUsage
 	case errors.Is(err, errCheckFailed):
 		return exitCheckFailed
-	case errors.Is(err, errNoKey), errors.Is(err, errBadKey):
+	case errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errKeyFile):
 		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
 		return exitAuth
 	}

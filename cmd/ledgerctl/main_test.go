@@ -254,6 +254,7 @@ func TestSettingsRefusedBeforeDialing(t *testing.T) {
 		msg  string
 	}{
 		{"key file of another kind", []string{"--key-file", notAKey, "whoami"}, exitAuth, "--key-file " + notAKey + " does not hold an API key"},
+		{"key file missing", []string{"--key-file", filepath.Join(dir, "nonexistent"), "whoami"}, exitAuth, "cannot read the key file (--key-file)"},
 		{"key with a tab", []string{"--key", "a\tb", "whoami"}, exitAuth, "--key does not hold an API key"},
 		{"server without a port", []string{"--key", "k", "--server", "127.0.0.1", "whoami"}, exitUsage, "want HOST:PORT, such as 127.0.0.1:9090"},
 		{"IPv6 server without a port", []string{"--key", "k", "--server", "::1", "whoami"}, exitUsage, "such as [::1]:9090"},
