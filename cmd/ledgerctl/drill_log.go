@@ -56,6 +56,6 @@ func (c *cli) writeProofs(dir string, d *ledgerv1.DrillReport) (int, error) {
 		}
 		n++
 	}
-	fmt.Fprintf(c.errw, "wrote %d proof files to %s\n", n, dir)
+	fmt.Fprintf(c.errw, "wrote %s to %s\n", plural(n, "proof file"), dir)
 	return n, nil
 }

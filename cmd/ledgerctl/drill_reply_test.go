@@ -27,7 +27,7 @@ func TestDrillReplyMentionsAProofOnlyWhenOneIsWritten(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "proofs")
 	code, out, errs = f.ctl(t, "support", "drill", "A-5531", "--proof-dir", dir)
-	if code != 0 || !strings.Contains(errs, "wrote 1 proof files") {
+	if code != 0 || !strings.Contains(errs, "wrote 1 proof file to ") {
 		t.Fatalf("drill --proof-dir: %d %s %s", code, out, errs)
 	}
 	if _, reply, _ := strings.Cut(out, "reply to the customer:\n"); !strings.HasSuffix(strings.TrimSpace(reply), drill.ProofAttached) {

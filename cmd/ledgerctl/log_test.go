@@ -324,7 +324,7 @@ func TestDrillProofFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "proofs")
 	code, out, errs := f.ctl(t, "support", "drill", "A-5531", "--proof-dir", dir)
 	if code != 0 || !strings.Contains(out, "Merkle log: checkpoint of size") || !strings.Contains(out, "inclusion proofs for 1 of 1 row") ||
-		!strings.Contains(out, "Attached is a proof file") || !strings.Contains(out, "in the Merkle log as leaf") || !strings.Contains(errs, "wrote 1 proof files") {
+		!strings.Contains(out, "Attached is a proof file") || !strings.Contains(out, "in the Merkle log as leaf") || !strings.Contains(errs, "wrote 1 proof file to ") {
 		t.Fatalf("drill: %d %s %s", code, out, errs)
 	}
 	if code, out, errs := offline("proof", "verify", filepath.Join(dir, f.rowID+".proof"), "--log-key", key); code != 0 {
