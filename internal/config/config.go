@@ -410,7 +410,17 @@ type RequestLimits struct {
 	// MaxBodyBytes caps REST bodies and gRPC messages; default 1 MiB, at
 	// least MinBodyBytes.
 	MaxBodyBytes int `yaml:"maxBodyBytes"`
+	// StreamBytes bounds what every AppendReceiptStream together holds
+	// in memory: receipts read and not yet answered, answers not yet
+	// sent. Once it is spent, streams are not read until answers are
+	// sent; one stream holds at most a sixteenth of it. Default
+	// DefaultStreamBytes (128 MiB); at least 4 × maxBodyBytes.
+	StreamBytes int64 `yaml:"streamBytes"`
 }
+
+// DefaultStreamBytes is limits.streamBytes unset: about 13,000 receipts
+// of 5 KB with their answers, 200 streams full at once.
+const DefaultStreamBytes = 128 << 20
 
 // MinBodyBytes is the least limits.maxBodyBytes takes: a receipt with its
 // three tokens at their 16-KiB caps and its actions.
@@ -511,7 +521,7 @@ func Default() Config {
 		Audience:        "urn:pactledger:provider",
 		Log:             Log{Level: "info"},
 		ShutdownTimeout: Duration(30 * time.Second),
-		Limits:          RequestLimits{MaxBodyBytes: 1 << 20},
+		Limits:          RequestLimits{MaxBodyBytes: 1 << 20, StreamBytes: DefaultStreamBytes},
 		Readiness:       Readiness{MinFreeDiskBytes: DefaultMinFreeDiskBytes},
 		MerkleLog:       MerkleLog{Origin: "localhost/pactledger", Interval: Duration(500 * time.Millisecond)},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
@@ -690,6 +700,12 @@ func (c *Config) Validate() error {
 		c.Limits.MaxBodyBytes = 1 << 20
 	case n < MinBodyBytes:
 		errs = append(errs, fmt.Errorf("limits.maxBodyBytes %d: at least %d, a receipt with its tokens (0 or unset: 1048576)", n, MinBodyBytes))
+	}
+	switch n, least := c.Limits.StreamBytes, 4*int64(c.Limits.MaxBodyBytes); {
+	case n == 0:
+		c.Limits.StreamBytes = DefaultStreamBytes
+	case n < least:
+		errs = append(errs, fmt.Errorf("limits.streamBytes %d: at least %d, 4 × limits.maxBodyBytes (0 or unset: %d)", n, least, DefaultStreamBytes))
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))

@@ -56,7 +56,7 @@ func TestStreamAnswersPastAnUnencodableAnswer(t *testing.T) {
 	r := &receiptStream{
 		s:       &service{log: slog.New(slog.DiscardHandler), streamReceipts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "answers"}, []string{"code"})},
 		room:    make(chan struct{}, 3),
-		answers: make(chan *ledgerv1.AppendReceiptStreamResponse, 3),
+		answers: make(chan streamAnswer, 3),
 		ended:   make(chan error, 1),
 		pending: 3,
 	}
@@ -67,7 +67,7 @@ func TestStreamAnswersPastAnUnencodableAnswer(t *testing.T) {
 		if seq == 1 {
 			a.Result.Message = "not UTF-8: \xff"
 		}
-		r.answers <- a
+		r.answers <- streamAnswer{resp: a}
 	}
 	r.ended <- io.EOF
 	f := &sendOnly{}

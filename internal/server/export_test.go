@@ -20,3 +20,11 @@ func SetGRPCIdleTimeout(t testing.TB, d time.Duration) {
 	grpcIdleTimeout = d
 	t.Cleanup(func() { grpcIdleTimeout = old })
 }
+
+// SetStreamUnreadTimeout sets how long a stream's answer may wait to be
+// sent, its writer reading none, until t ends.
+func SetStreamUnreadTimeout(t testing.TB, d time.Duration) {
+	old := streamUnreadTimeout
+	streamUnreadTimeout = d
+	t.Cleanup(func() { streamUnreadTimeout = old })
+}

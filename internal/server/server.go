@@ -367,7 +367,21 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	s.workers = newWorkers(streamWorkers)
 	s.draining = make(chan struct{})
-	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, draining: s.draining, provider: s.provider,
+	streams := newStreamBudget(cfg.Limits.StreamBytes)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_stream_bytes", Help: "Bytes AppendReceiptStream streams hold: receipts read and not yet answered, answers not yet sent; bounded by limits.streamBytes."}, func() float64 {
+			held, _ := streams.stats()
+			return float64(held)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_streams_waiting", Help: "AppendReceiptStream streams not read because limits.streamBytes is spent, waiting for answers to be sent."}, func() float64 {
+			_, waiting := streams.stats()
+			return float64(waiting)
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_streams_unread_ended_total", Help: "AppendReceiptStream streams ended RESOURCE_EXHAUSTED because their writer read no answer for a minute."}, func() float64 {
+			return float64(streams.unreadEnded())
+		}),
+	)
+	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, streams: streams, draining: s.draining, provider: s.provider,
 		batchReceipts:  newReceiptCodes(reg, "pactledger_batch_receipts_total", "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result."),
 		streamReceipts: newReceiptCodes(reg, "pactledger_stream_receipts_total", "Receipts answered on AppendReceiptStream streams, by the gRPC code of each one's result."),
 	}

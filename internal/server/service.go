@@ -42,6 +42,8 @@ type service struct {
 	batchReceipts, streamReceipts *prometheus.CounterVec
 	// workers runs the receipts of AppendReceipts calls and streams.
 	workers *workers
+	// streams bounds the bytes AppendReceiptStream streams hold.
+	streams *streamBudget
 	// draining is closed when ledgerd begins to shut down: streams stop
 	// reading receipts (AppendReceiptStream).
 	draining <-chan struct{}

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,7 +21,124 @@ import (
 // not yet answered. At that many the stream is not read until one is
 // answered, and HTTP/2 flow control holds the writer back: a stream holds
 // at most this many receipts (each within limits.maxBodyBytes) in memory.
+// The bytes all streams hold together are bounded too (streamBudget).
 const StreamInFlight = 64
+
+// streamUnreadTimeout is how long an answer may wait to be sent on a
+// stream whose writer reads none: then the stream is ended
+// RESOURCE_EXHAUSTED and what it held is freed for the other streams.
+var streamUnreadTimeout = time.Minute
+
+// streamBudget bounds the bytes that every AppendReceiptStream together
+// holds (limits.streamBytes): a receipt read takes twice its size (itself
+// and room for its answer) before it is recorded; once answered it holds
+// its size and its answer's, until the answer is sent or the stream ends.
+// When the budget is spent, streams wait to read their next receipt, in
+// the order they came, and HTTP/2 flow control holds their writers back;
+// a receipt already read is always recorded and answered. One stream
+// holds at most perStream bytes, so that a few streams whose writers read
+// no answers cannot take the whole budget (and those are ended after
+// streamUnreadTimeout).
+//
+// An answer larger than the room taken for it is taken all the same (it
+// exists already): the bytes held may pass the budget by what answers
+// exceed their receipts.
+type streamBudget struct {
+	max, perStream int64
+
+	mu    sync.Mutex
+	held  int64
+	queue []*budgetWait // first come, first served
+	// unread counts the streams ended because their answers were not
+	// read (pactledger_streams_unread_ended_total).
+	unread int64
+}
+
+// budgetWait is a stream waiting for n bytes; ready is closed once they
+// are taken for it.
+type budgetWait struct {
+	n     int64
+	ready chan struct{}
+}
+
+func newStreamBudget(max int64) *streamBudget {
+	return &streamBudget{max: max, perStream: max / 16}
+}
+
+// fits reports whether n bytes can be taken now: within the budget, or
+// anything when nothing is held (a receipt larger than the budget is
+// still read, alone).
+func (b *streamBudget) fits(n int64) bool { return b.held == 0 || b.held+n <= b.max }
+
+// take waits until n bytes fit, behind those who waited first, and takes
+// them; it returns ctx's error, taking nothing, if ctx ends first.
+func (b *streamBudget) take(ctx context.Context, n int64) error {
+	b.mu.Lock()
+	if len(b.queue) == 0 && b.fits(n) {
+		b.held += n
+		b.mu.Unlock()
+		return nil
+	}
+	w := &budgetWait{n: n, ready: make(chan struct{})}
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready: // taken meanwhile: give it back
+		b.held -= n
+	default:
+		for i, q := range b.queue {
+			if q == w {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	b.wake()
+	return ctx.Err()
+}
+
+// add takes n bytes without waiting (n < 0 gives some back).
+func (b *streamBudget) add(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held += n
+	if n < 0 {
+		b.wake()
+	}
+}
+
+// wake takes their bytes for the streams waiting first, while they fit.
+// b.mu is held.
+func (b *streamBudget) wake() {
+	for len(b.queue) > 0 && b.fits(b.queue[0].n) {
+		w := b.queue[0]
+		b.queue = b.queue[1:]
+		b.held += w.n
+		close(w.ready)
+	}
+}
+
+// stats reports the bytes held and the streams waiting for room.
+func (b *streamBudget) stats() (held int64, waiting int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held, len(b.queue)
+}
+
+// unreadEnded reports the streams ended because their answers were not
+// read.
+func (b *streamBudget) unreadEnded() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unread
+}
 
 // AppendReceiptStream records the receipts a writer sends on one stream,
 // each as AppendReceipt would, and answers each as soon as it is recorded,
@@ -40,15 +159,24 @@ const StreamInFlight = 64
 // what it read, and ends with UNAVAILABLE. A receipt the writer sent and
 // saw no answer for may or may not be recorded: sending it again is safe
 // (it answers ALREADY_RECORDED once recorded).
+//
+// What the streams hold in memory together is bounded (streamBudget): at
+// the bound, a stream is not read until answers are sent. A stream one of
+// whose answers has waited streamUnreadTimeout to be sent, its writer
+// reading none, is ended RESOURCE_EXHAUSTED: its receipts not answered
+// may or may not be recorded, as when a stream breaks.
 func (s *service) AppendReceiptStream(stream ledgerv1.LedgerService_AppendReceiptStreamServer) error {
 	r := &receiptStream{
 		s:       s,
 		ctx:     stream.Context(),
+		budget:  s.streams,
 		room:    make(chan struct{}, StreamInFlight),
-		answers: make(chan *ledgerv1.AppendReceiptStreamResponse, StreamInFlight),
+		freed:   make(chan struct{}, 1),
+		answers: make(chan streamAnswer, StreamInFlight),
 		ended:   make(chan error, 1),
 		grants:  map[string][]streamedReceipt{},
 	}
+	defer r.finish()
 	go r.receive(stream)
 	return r.answer(stream, s.draining)
 }
@@ -58,23 +186,36 @@ func (s *service) AppendReceiptStream(stream ledgerv1.LedgerService_AppendReceip
 type receiptStream struct {
 	s       *service
 	ctx     context.Context
+	budget  *streamBudget
 	room    chan struct{}
-	answers chan *ledgerv1.AppendReceiptStreamResponse // room's size: a send never waits
-	ended   chan error                                 // why receive ended
+	freed   chan struct{}     // a token when bytes the stream held are freed
+	answers chan streamAnswer // room's size: a send never waits
+	ended   chan error        // why receive ended
 
 	mu      sync.Mutex
-	closed  bool // no receipt read from now on is recorded
-	pending int  // receipts read and not yet answered
+	closed  bool  // no receipt read from now on is recorded
+	over    bool  // the call returned: what it held is given back
+	held    int64 // bytes taken from budget for this stream
+	pending int   // receipts read and not yet answered
 	// grants holds, for each grant with a receipt being recorded, the
 	// receipts read since that wait behind it, in order.
 	grants map[string][]streamedReceipt
 }
 
-// streamedReceipt is a receipt read from the stream with its seq.
+// streamedReceipt is a receipt read from the stream with its seq and the
+// bytes it took from the budget.
 type streamedReceipt struct {
-	seq  uint64
-	in   ledger.ReceiptInput
-	view ledgerv1.RowView
+	seq   uint64
+	in    ledger.ReceiptInput
+	view  ledgerv1.RowView
+	bytes int64
+}
+
+// streamAnswer is an answer to send and the bytes its receipt holds
+// until it is sent.
+type streamAnswer struct {
+	resp  *ledgerv1.AppendReceiptStreamResponse
+	bytes int64
 }
 
 // receive reads receipts and hands each to record until the writer closes
@@ -92,26 +233,102 @@ func (r *receiptStream) receive(stream ledgerv1.LedgerService_AppendReceiptStrea
 			r.ended <- r.ctx.Err()
 			return
 		}
-		if !r.start(req) {
+		n := 2 * int64(proto.Size(req))
+		if err := r.take(n); err != nil {
+			r.ended <- err
+			return
+		}
+		if !r.start(req, n) {
 			<-r.room
 			return
 		}
 	}
 }
 
-// start records req, or queues it behind the receipt of its grant being
-// recorded. It reports false once the stream is closed: req is neither
-// recorded nor answered.
-func (r *receiptStream) start(req *ledgerv1.AppendReceiptStreamRequest) bool {
+// take takes n bytes for a receipt read: once the stream holds little
+// enough, then from the budget. It returns the stream context's error if
+// the stream ends first.
+func (r *receiptStream) take(n int64) error {
+	if r.budget == nil {
+		return nil
+	}
+	for {
+		r.mu.Lock()
+		fits := r.held == 0 || r.held+n <= r.budget.perStream
+		r.mu.Unlock()
+		if fits {
+			break
+		}
+		select {
+		case <-r.freed:
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+	}
+	if err := r.budget.take(r.ctx, n); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.over {
+		r.budget.add(-n)
+		return context.Canceled
+	}
+	r.held += n
+	return nil
+}
+
+// grow adds n bytes (n < 0: gives them back) to what the stream holds,
+// without waiting.
+func (r *receiptStream) grow(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.growLocked(n)
+}
+
+// growLocked is grow with r.mu held.
+func (r *receiptStream) growLocked(n int64) {
+	if r.budget == nil || n == 0 || r.over {
+		return
+	}
+	r.held += n
+	r.budget.add(n)
+	if n < 0 {
+		select {
+		case r.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish gives back what the stream holds once the call returns: answers
+// made after are not sent, and hold nothing.
+func (r *receiptStream) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.over = true
+	if r.budget != nil && r.held != 0 {
+		r.budget.add(-r.held)
+	}
+	r.held = 0
+}
+
+// start records req, which took n bytes, or queues it behind the receipt
+// of its grant being recorded. It reports false once the stream is
+// closed: req is neither recorded nor answered, and its bytes are given
+// back.
+func (r *receiptStream) start(req *ledgerv1.AppendReceiptStreamRequest, n int64) bool {
 	in := receiptInput(req.GetReceipt())
 	in.Parsed = in.Parse()
 	g := grantOf(in)
-	rc := streamedReceipt{seq: req.GetSeq(), in: in, view: req.GetReceipt().GetView()}
+	rc := streamedReceipt{seq: req.GetSeq(), in: in, view: req.GetReceipt().GetView(), bytes: n}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
+		r.grow(-n)
 		return false
 	}
+	defer r.mu.Unlock()
 	r.pending++
 	if waiting, busy := r.grants[g]; busy {
 		r.grants[g] = append(waiting, rc)
@@ -128,13 +345,13 @@ func (r *receiptStream) record(g string, rc streamedReceipt) {
 	for {
 		resp, err := r.s.appendReceipt(r.ctx, rc.in, rc.view)
 		res := receiptResult(resp, err)
-		r.answers <- &ledgerv1.AppendReceiptStreamResponse{Seq: rc.seq, Result: res}
+		r.answers <- r.answered(rc, &ledgerv1.AppendReceiptStreamResponse{Seq: rc.seq, Result: res})
 		r.mu.Lock()
 		waiting := r.grants[g]
 		if !settled(codes.Code(res.GetCode())) {
 			for _, w := range waiting {
-				r.answers <- &ledgerv1.AppendReceiptStreamResponse{Seq: w.seq, Result: &ledgerv1.AppendReceiptResult{Code: int32(codes.Aborted),
-					Message: "not recorded: an earlier receipt of its grant on this stream was not (" + codes.Code(res.GetCode()).String() + "); send both again, in order"}}
+				r.answers <- r.answeredLocked(w, &ledgerv1.AppendReceiptStreamResponse{Seq: w.seq, Result: &ledgerv1.AppendReceiptResult{Code: int32(codes.Aborted),
+					Message: "not recorded: an earlier receipt of its grant on this stream was not (" + codes.Code(res.GetCode()).String() + "); send both again, in order"}})
 			}
 			waiting = nil
 		}
@@ -148,30 +365,82 @@ func (r *receiptStream) record(g string, rc streamedReceipt) {
 	}
 }
 
+// answered is a, rc's answer, with the bytes rc holds until a is sent:
+// rc's half of the room rc took, and a's size.
+func (r *receiptStream) answered(rc streamedReceipt, a *ledgerv1.AppendReceiptStreamResponse) streamAnswer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answeredLocked(rc, a)
+}
+
+// answeredLocked is answered with r.mu held.
+func (r *receiptStream) answeredLocked(rc streamedReceipt, a *ledgerv1.AppendReceiptStreamResponse) streamAnswer {
+	n := rc.bytes/2 + int64(proto.Size(a))
+	r.growLocked(n - rc.bytes)
+	return streamAnswer{resp: a, bytes: n}
+}
+
 // answer sends the answers as they come until the stream is done: the
 // writer closed its side and every receipt read is answered (nil), the
-// stream broke (its error), or draining was closed and every receipt read
-// is answered (UNAVAILABLE).
+// stream broke (its error), draining was closed and every receipt read
+// is answered (UNAVAILABLE), or an answer waited streamUnreadTimeout to
+// be sent (RESOURCE_EXHAUSTED). The answers are sent one at a time on a
+// goroutine of their own, so that one the writer does not read cannot
+// hold the call: once it returns, that Send fails and the goroutine ends.
 func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStreamServer, draining <-chan struct{}) error {
+	toSend := make(chan streamAnswer)
+	sent := make(chan sentAnswer, 1)
+	defer close(toSend)
+	go func() {
+		for a := range toSend {
+			resp, err := r.send(stream, a.resp)
+			sent <- sentAnswer{resp: resp, bytes: a.bytes, err: err}
+		}
+	}()
+	unread := time.NewTimer(streamUnreadTimeout)
+	unread.Stop()
+	defer unread.Stop()
+	var sending bool
 	var end error // set once no receipt is read any more
 	for {
-		if end != nil && r.idle() {
+		if end != nil && !sending && r.idle() {
 			if errors.Is(end, io.EOF) {
 				return nil
 			}
 			return end
 		}
+		answers, timeout := r.answers, (<-chan time.Time)(nil)
+		if sending {
+			answers, timeout = nil, unread.C
+		}
 		select {
-		case a := <-r.answers:
-			a, err := r.send(stream, a)
-			if err != nil {
-				return err
+		case a := <-answers:
+			toSend <- a
+			sending = true
+			unread.Reset(streamUnreadTimeout)
+		case s := <-sent:
+			sending = false
+			unread.Stop()
+			if s.err != nil {
+				return s.err
 			}
-			r.s.streamReceipts.WithLabelValues(codes.Code(a.GetResult().GetCode()).String()).Inc()
+			r.s.streamReceipts.WithLabelValues(codes.Code(s.resp.GetResult().GetCode()).String()).Inc()
 			r.mu.Lock()
 			r.pending--
 			r.mu.Unlock()
+			r.grow(-s.bytes)
 			<-r.room
+		case <-timeout:
+			r.mu.Lock()
+			pending := r.pending
+			r.mu.Unlock()
+			if r.budget != nil {
+				r.budget.mu.Lock()
+				r.budget.unread++
+				r.budget.mu.Unlock()
+			}
+			r.s.log.WarnContext(r.ctx, "ended a receipt stream whose writer read no answer", slog.Duration("for", streamUnreadTimeout), slog.Int("answers_not_sent", pending))
+			return status.Error(codes.ResourceExhausted, fmt.Sprintf("answers not read for %v: the stream is ended; %d receipts read were not answered and may or may not be recorded: send them again (one recorded answers ALREADY_RECORDED)", streamUnreadTimeout, pending))
 		case err := <-r.ended:
 			if !errors.Is(err, io.EOF) {
 				return err // the stream broke or was cancelled: no answer can be sent
@@ -187,6 +456,14 @@ func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStream
 			}
 		}
 	}
+}
+
+// sentAnswer is what sending an answer came to: the answer sent, the
+// bytes its receipt held, Send's error.
+type sentAnswer struct {
+	resp  *ledgerv1.AppendReceiptStreamResponse
+	bytes int64
+	err   error
 }
 
 // send sends a and returns the answer sent. An answer that cannot be
