@@ -88,6 +88,18 @@ const maxHeaderBytes = 64 << 10
 // connection (or streams its receipts: one call).
 const maxStreams = 250
 
+// streamWindow is the HTTP/2 window of a gRPC stream: the most a client
+// sends on it ahead of what ledgerd reads. A window that grows with the
+// link (gRPC's default) let a writer whose stream is not read, its
+// AppendReceiptStream waiting for room (limits.streamBytes), park
+// megabytes a stream in ledgerd's memory; 256 KiB is still 50 receipts
+// ahead, 5 MB/s at 50 ms. connWindow is the connection's, which gRPC
+// opens again as it reads the socket, whatever a stream holds.
+const (
+	streamWindow = 256 << 10
+	connWindow   = 1 << 20
+)
+
 // grpcIdleTimeout is how long a gRPC connection with no call open is kept:
 // then the server sends GOAWAY and closes it (a client reconnects when it
 // next calls). REST's IdleTimeout is the same. A connection holds its
@@ -361,6 +373,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
 	)
