@@ -434,6 +434,10 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 		if err != nil {
 			return err
 		}
+		if status == DisputeResolvedIncident && r.IncidentID == "" {
+			return fmt.Errorf("%w: row %s names no incident (its status is %s): a dispute resolved as an incident is for a row the ledger recorded as one; resolve it as customer-authorized or other",
+				ErrConflict, r.ID, r.Status)
+		}
 		ev := DisputeEvent{At: l.cfg.Now().UTC(), Status: status, Note: note, By: by}
 		r.DisputeEvents = append(r.DisputeEvents, ev)
 		r.Dispute = status

@@ -337,18 +337,6 @@ func (s *service) AppendDisputeEvent(ctx context.Context, req *ledgerv1.AppendDi
 	if !ok {
 		return nil, status.Error(codes.InvalidArgument, "status must be DISPUTE_STATUS_OPEN or one of the DISPUTE_STATUS_RESOLVED_ values")
 	}
-	if st == ledger.DisputeResolvedIncident {
-		// Resolved as an incident names the row's incident: a row gets
-		// one when it is written, or never, so the read before the
-		// append holds at the append too.
-		row, err := s.l.Get(ctx, req.GetId())
-		if err != nil {
-			return nil, s.toStatus(ctx, "AppendDisputeEvent", err)
-		}
-		if row.IncidentID == "" {
-			return nil, status.Errorf(codes.FailedPrecondition, "row %s names no incident (its status is %s): a dispute resolved as an incident is for a row the ledger recorded as one; resolve it as customer-authorized (DISPUTE_STATUS_RESOLVED_CUSTOMER_AUTHORIZED) or other (DISPUTE_STATUS_RESOLVED_OTHER)", row.ID, row.Status)
-		}
-	}
 	row, err := s.l.AppendDispute(ctx, req.GetId(), st, req.GetNote(), caller(ctx))
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendDisputeEvent", err)
