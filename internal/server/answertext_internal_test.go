@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +68,7 @@ func TestStreamAnswersPastAnUnencodableAnswer(t *testing.T) {
 		if seq == 1 {
 			a.Result.Message = "not UTF-8: \xff"
 		}
-		r.answers <- streamAnswer{resp: a}
+		r.answers <- streamAnswer{resp: a, at: time.Now()}
 	}
 	r.ended <- io.EOF
 	f := &sendOnly{}

@@ -216,6 +216,7 @@ type streamedReceipt struct {
 type streamAnswer struct {
 	resp  *ledgerv1.AppendReceiptStreamResponse
 	bytes int64
+	at    time.Time // when it was answered: how long it has waited to be sent
 }
 
 // receive reads receipts and hands each to record until the writer closes
@@ -377,14 +378,14 @@ func (r *receiptStream) answered(rc streamedReceipt, a *ledgerv1.AppendReceiptSt
 func (r *receiptStream) answeredLocked(rc streamedReceipt, a *ledgerv1.AppendReceiptStreamResponse) streamAnswer {
 	n := rc.bytes/2 + int64(proto.Size(a))
 	r.growLocked(n - rc.bytes)
-	return streamAnswer{resp: a, bytes: n}
+	return streamAnswer{resp: a, bytes: n, at: time.Now()}
 }
 
 // answer sends the answers as they come until the stream is done: the
 // writer closed its side and every receipt read is answered (nil), the
 // stream broke (its error), draining was closed and every receipt read
-// is answered (UNAVAILABLE), or an answer waited streamUnreadTimeout to
-// be sent (RESOURCE_EXHAUSTED). The answers are sent one at a time on a
+// is answered (UNAVAILABLE), or an answer waited streamUnreadTimeout
+// since it was answered, not yet sent (RESOURCE_EXHAUSTED). The answers are sent one at a time on a
 // goroutine of their own, so that one the writer does not read cannot
 // hold the call: once it returns, that Send fails and the goroutine ends.
 func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStreamServer, draining <-chan struct{}) error {
@@ -417,7 +418,12 @@ func (r *receiptStream) answer(stream ledgerv1.LedgerService_AppendReceiptStream
 		case a := <-answers:
 			toSend <- a
 			sending = true
-			unread.Reset(streamUnreadTimeout)
+			// The oldest answer not yet sent is this one: the stream ends
+			// once it has waited streamUnreadTimeout since it was
+			// answered, however it waited (queued behind answers a writer
+			// reads slowly, or in its own Send), so a writer that reads an
+			// answer now and then cannot hold what its stream holds.
+			unread.Reset(max(time.Until(a.at.Add(streamUnreadTimeout)), 0))
 		case s := <-sent:
 			sending = false
 			unread.Stop()

@@ -239,3 +239,48 @@ func TestAppendReceiptStreamNotReadIsEnded(t *testing.T) {
 		t.Errorf("%d streams ended not read; metrics: %v ended, %v bytes held", ended, m["pactledger_streams_unread_ended_total"], m["pactledger_stream_bytes"])
 	}
 }
+
+// A writer that reads an answer now and then, each Send finishing within
+// the timeout, still has its stream ended once the answers it leaves
+// unread have waited the timeout since they were answered: otherwise a
+// few such streams would hold the budget for as long as they like.
+func TestAppendReceiptStreamReadTooSlowlyIsEnded(t *testing.T) {
+	const timeout = 2 * time.Second
+	server.SetStreamUnreadTimeout(t, timeout)
+	e := newEnv(t, jose.ES256, func(c *config.Config) { c.Limits.MaxBodyBytes = 64 << 10 })
+	conn := dialSlow(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceiptStream(authCtx(ctx, "writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	for i := range n {
+		if err := st.Send(&ledgerv1.AppendReceiptStreamRequest{Seq: uint64(i), Receipt: bigReceipt(e, fmt.Sprintf("A-8%02d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	tick := time.NewTicker(timeout * 3 / 4) // each read within the timeout of the one before
+	defer tick.Stop()
+	for {
+		<-tick.C
+		_, err := st.Recv()
+		if err == nil {
+			read++
+			continue
+		}
+		if s := status.Convert(err); s.Code() != codes.ResourceExhausted || !strings.Contains(s.Message(), "not read") {
+			t.Fatalf("after %d answers read: %v; want RESOURCE_EXHAUSTED, answers not read", read, err)
+		}
+		break
+	}
+	if read >= n {
+		t.Fatalf("all %d answers were read, one every %v: the stream was never ended", read, timeout*3/4)
+	}
+	t.Logf("ended after %d of %d answers read", read, n)
+}
