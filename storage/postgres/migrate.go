@@ -155,9 +155,10 @@ func backfillCounts(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("row store (postgres): marking the rows stored before schema version 9 that count toward their grant's countMax (receipts whose signature passed); it resumes where it stopped if interrupted",
 		slog.Int64("rows", about))
 	start, logged := time.Now(), time.Now()
-	read, marked := 0, 0
+	read, marked, unreadable := 0, 0, 0
 	for {
 		var n, m int
+		var bad []string
 		done := false
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var after string
@@ -184,8 +185,13 @@ func backfillCounts(ctx context.Context, cfg Config, log *slog.Logger) error {
 				n++
 				r, err := decodeRow(body)
 				if err != nil {
-					rows.Close()
-					return fmt.Errorf("row %s: %w", last, err)
+					// A body that does not decode (damaged, or edited:
+					// what ledgerctl fsck finds) cannot show a signature
+					// passed: its row is left out of the count, as the
+					// check before this schema could not read it either,
+					// and the backfill goes on.
+					bad = append(bad, last)
+					continue
 				}
 				if r.ReceiptVerified() {
 					counting = append(counting, last)
@@ -211,7 +217,11 @@ func backfillCounts(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return classify("mark the rows that count toward countMax", err, nil)
 		}
-		read, marked = read+n, marked+m
+		read, marked, unreadable = read+n, marked+m, unreadable+len(bad)
+		for _, id := range bad {
+			log.Warn("row store (postgres): a row's body does not decode: it is not counted toward its grant's countMax; run ledgerctl fsck",
+				slog.String("row", id))
+		}
 		if afterBackfillBatch != nil {
 			if err := afterBackfillBatch(); err != nil {
 				return err
@@ -219,7 +229,7 @@ func backfillCounts(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		if done {
 			log.Info("row store (postgres): marked the rows that count toward their grant's countMax",
-				slog.Int("read", read), slog.Int("marked", marked), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+				slog.Int("read", read), slog.Int("marked", marked), slog.Int("unreadable", unreadable), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 			return nil
 		}
 		if time.Since(logged) >= 10*time.Second {
