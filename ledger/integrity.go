@@ -182,7 +182,7 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		// signature checked. Putting the evidence back mends none.
 		if ev, written := it.parsed(); written {
 			if diffs := l.editedFields(ctx, r, ev, r.EvidenceSHA256, nil); len(diffs) > 0 {
-				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: strings.Join(diffs, "; ") + ": " + editedRow})
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: strings.Join(diffs, "; ")})
 			}
 		}
 	}
@@ -1338,18 +1338,25 @@ const notKeptFields = "the row's fields cannot be compared with its evidence (it
 func (rv *Reverification) edited(diffs []string) {
 	for _, d := range diffs {
 		rv.Same = false
-		rv.Differences = append(rv.Differences, d+": "+editedRow)
+		rv.Differences = append(rv.Differences, d)
 	}
 }
 
 // editedFields lists where row r's fields differ from those its evidence
 // ev (as written: hashing to evSHA, the write-time hash) gives, one a
-// field; res is fromEvidence's. Evidence the fields cannot be read from
-// is one difference, saying why.
+// field, each ending in editedRow; res is fromEvidence's. Evidence the
+// fields cannot be read from is one difference, saying why: the evidence
+// is as written, so that proves no edit (a version that read tokens more
+// leniently may have written it).
 func (l *Ledger) editedFields(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) []string {
 	d, err := l.fromEvidence(ctx, r, ev, evSHA, res)
 	if err != nil {
-		return []string{"the row's fields cannot be compared with its evidence: " + err.Error()}
+		return []string{"the row's fields cannot be compared with its evidence: " + err.Error() +
+			"; the evidence hashes to its write-time hash, so it is as written and this alone shows no edit: a person must check the row against it"}
 	}
-	return fieldDiffs(r, d, res != nil)
+	diffs := fieldDiffs(r, d, res != nil)
+	for i := range diffs {
+		diffs[i] += ": " + editedRow
+	}
+	return diffs
 }
