@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
@@ -82,8 +81,11 @@ func restoredAtSeven(t *testing.T) (*harness, string, []byte) {
 func checkStopped(t *testing.T, l *ledger.Ledger, bucket string, published []byte) {
 	t.Helper()
 	ctx := context.Background()
-	// A few rounds of the integrator, which would have signed by now.
-	time.Sleep(20 * integratorInterval)
+	// The integrator signs nothing before its check of the bucket passed
+	// (and it found the divergence), nor does an Integrate meanwhile.
+	if _, err := l.Integrate(ctx); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("Integrate while the log diverged: %v; want the divergence", err)
+	}
 	if size, err := l.TreeSize(ctx); err != nil || size != 7 {
 		t.Errorf("the row store's tree after the divergence was found: size %d (%v), want 7: a checkpoint the published one is not a prefix of was signed", size, err)
 	}
@@ -181,4 +183,35 @@ func TestAReplicaTakingTheLeaseDoesNotSignADivergedLog(t *testing.T) {
 		return err != nil
 	})
 	checkStopped(t, b, bucket, published)
+}
+
+// A ledger that takes the integrator's lease while the bucket cannot be
+// read signs nothing until it has read the published log: a row store
+// restored from an old backup, started during an outage of the bucket,
+// would otherwise sign a fork before it could tell.
+func TestALedgerSignsNothingBeforeItHasReadThePublishedLog(t *testing.T) {
+	h, bucket, published := restoredAtSeven(t)
+	away := bucket + ".away"
+	if err := os.Rename(bucket, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bucket, nil, 0o600); err != nil { // the bucket unreadable: not a directory
+		t.Fatal(err)
+	}
+	h.queue(t, 50, 2) // rows recorded after the restore
+	startIntegrator(t, h.l, h)
+	waitUntil(t, "the integrator's check of the unreadable bucket", func() bool {
+		return strings.Contains(h.logs.String(), "checking the log published to write-once storage")
+	})
+	if err := os.Remove(bucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, bucket); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the divergence found once the bucket reads", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	checkStopped(t, h.l, bucket, published)
 }

@@ -565,10 +565,13 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 	for {
 		if !l.log.checked.Load() && publish.Due(time.Now()) {
 			// Before the first signing of this holder, and each round
-			// while the bucket's log differs. A bucket that cannot be
-			// read leaves the log growing, as during any outage of the
-			// bucket: the check before each publication catches what
-			// this one could not.
+			// while the bucket's log differs or could not be read: a
+			// holder signs nothing until it has seen the published log
+			// is a prefix of its own (a row store restored from an old
+			// backup, started while the bucket is out, would otherwise
+			// sign a fork before it could tell). Once seen, an outage
+			// of the bucket leaves the log growing from that checked
+			// base; the check before each publication catches the rest.
 			_, _, err := l.checkPublished(ctx)
 			if err == nil {
 				l.log.checked.Store(true)
@@ -576,9 +579,10 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			l.noteDiverged(ctx, err)
 			l.retried(ctx, &publish, "checking the log published to write-once storage", err)
 		}
-		// While the bucket's log differs, the check above is the retry:
-		// nothing is signed or published meanwhile.
-		stopped := l.signingStopped() != nil
+		// Until the check above passed, and while the bucket's log
+		// differs, it is the retry: nothing is signed or published
+		// meanwhile, and the leaves wait in the queue.
+		stopped := l.signingStopped() != nil || !l.log.checked.Load()
 		if !stopped && extend.Due(time.Now()) {
 			_, err := l.Integrate(ctx)
 			if wrongKey(err) {
