@@ -1148,7 +1148,7 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// so the record cannot tell the agent's reuse from someone
 			// replaying its JWT. It is no replay of the earlier row.
 			return false, fmt.Sprintf("needs a person: row %s used the same request JWT for another receipt; this row is a second turn served on one signed request (the agent reusing its JWT within its lifetime, or someone replaying it), not a replay of that row", of), checking
-		case !slices.Equal(actionTargets(row), actionTargets(f.original)):
+		case otherTargets(row, f.original):
 			// One signed turn, posted twice with action logs that file it
 			// under different objects: a writer key posts the action log
 			// (docs/design/012), so one of the two is not the
@@ -1530,6 +1530,19 @@ func clipped(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// otherTargets reports whether rows a and b, posts of one receipt, file
+// one of its actions under two different targets. A post without an
+// action log (no target) files it under none: a pipeline's retry of the
+// receipt alone is no other filing.
+func otherTargets(a, b *ledger.Row) bool {
+	for i := range min(len(a.Actions), len(b.Actions)) {
+		if x, y := a.Actions[i].Target, b.Actions[i].Target; x != "" && y != "" && x != y {
+			return true
+		}
+	}
+	return false
 }
 
 // actionTargets lists the row's actions as "tool target", in order.

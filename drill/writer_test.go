@@ -278,3 +278,24 @@ func TestTheSignedArgsNameTheTargetAtAnyDepth(t *testing.T) {
 		}
 	}
 }
+
+// The pipeline's retry of a receipt without its action log is a replay
+// of the row it repeats, not another filing of it.
+func TestARepostWithoutAnActionLogIsAReplay(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	first := e.append(t, real)
+	bare := *real
+	bare.Actions = nil
+	again := e.append(t, &bare)
+	if again.Verifier.DuplicateOf != first.ID {
+		t.Fatalf("the bare re-post duplicates %q; want %s", again.Verifier.DuplicateOf, first.ID[:12])
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{RowID: again.ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decisions(rep)[again.ID]; strings.Contains(d.Detail, "another action log") {
+		t.Errorf("decision on the bare re-post: %+v; want a replay, not another filing", d)
+	}
+}
