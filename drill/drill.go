@@ -691,6 +691,7 @@ type facts struct {
 	originalSwept *ledger.Tombstone
 	copyOf        *ledger.Row            // a row drilled with this one whose signature vouches for the same receipt claims
 	betterPost    *ledger.Row            // a later post of this row's receipt whose own checks all passed where this row's did not
+	otherFiling   *ledger.Row            // a later post of this row's receipt filing its action under another target
 	leafDiff      string                 // how the row differs from its leaf in the Merkle log; "" when it agrees or is not logged
 	incident      *ledger.IncidentRecord // the row's incident, open or closed; nil when it names none
 	// lateRevocation is the grant's revocation the ledger holds now, as of
@@ -814,11 +815,21 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 		f.incident = inc
 	}
 	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && (row.Status == ledger.Unauthorized || row.Status == ledger.Incident) {
-		b, err := r.betterPost(ctx, row)
+		b, err := r.laterPost(ctx, row, func(o *ledger.Row) bool { return betterThanOriginal(o, row) })
 		if err != nil {
 			f.missing = append(f.missing, "the other posts of this receipt ("+err.Error()+")")
 		}
 		f.betterPost = b
+	} else if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && len(row.Targets()) > 0 {
+		// The mirror of a duplicate filed under other targets, drilled
+		// on the first post: found by its own order id, it must not
+		// pass while a later post of its receipt files the action under
+		// another.
+		o, err := r.laterPost(ctx, row, func(o *ledger.Row) bool { return row.SameReceipt(o) && otherTargets(o, row) })
+		if err != nil {
+			f.missing = append(f.missing, "the other posts of this receipt ("+err.Error()+")")
+		}
+		f.otherFiling = o
 	}
 	passed, detail, reply := decide(f, r.cfg.Names)
 	add(t.pull(row.ID, PullDecision, passed, "%s", detail))
@@ -1168,6 +1179,10 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		return true, fmt.Sprintf("copy of row %s's receipt under a receipt signature that does not verify: no approval and no second action; decide the dispute on row %s", c.ID, c.ID),
 			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
 	}
+	if o := f.otherFiling; o != nil {
+		return false, fmt.Sprintf("needs a person: row %s posted this same signed receipt again with another action log (%s, where this row names %s); one of the two was not the application's, and the record cannot tell which",
+			o.ID, strings.Join(actionTargets(o), ", "), strings.Join(actionTargets(row), ", ")), checking
+	}
 	if b := f.betterPost; b != nil {
 		// The mirror of the case above, drilled on the first post.
 		return false, fmt.Sprintf("needs a person: row %s posted this same signed receipt again with evidence that passes every check, where this row's (%s) did not; one of the two was not the application's, and the record cannot tell which", b.ID, strings.ToLower(row.Status.String())), checking
@@ -1418,11 +1433,11 @@ func betterThanOriginal(row, original *ledger.Row) bool {
 	return passedAllButDuplicate(row)
 }
 
-// betterPost finds a later post of row's receipt (a DUPLICATE naming
-// row, with the same claims) whose own checks all passed. The posts of
-// one receipt share its signed grant and time, so they are read from the
-// grant's rows at that time, maxScanned of them at most.
-func (r *Runner) betterPost(ctx context.Context, row *ledger.Row) (*ledger.Row, error) {
+// laterPost finds a later post of row's receipt (a DUPLICATE naming row)
+// that match accepts. The posts of one receipt share its signed grant and
+// time, so they are read from the grant's rows at that time, maxScanned
+// of them at most.
+func (r *Runner) laterPost(ctx context.Context, row *ledger.Row, match func(*ledger.Row) bool) (*ledger.Row, error) {
 	q := ledger.Query{GrantID: row.GrantID, Since: row.IssuedAt, PageSize: 1000}
 	if until := row.IssuedAt.Add(time.Nanosecond); until.Before(maxNanos) {
 		// Past 2262 times share one index key: no upper bound there.
@@ -1437,7 +1452,7 @@ func (r *Runner) betterPost(ctx context.Context, row *ledger.Row) (*ledger.Row, 
 			return nil, err
 		}
 		for _, o := range found {
-			if o.Verifier.DuplicateOf == row.ID && betterThanOriginal(o, row) {
+			if o.Verifier.DuplicateOf == row.ID && match(o) {
 				return o, nil
 			}
 		}

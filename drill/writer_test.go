@@ -299,3 +299,26 @@ func TestARepostWithoutAnActionLogIsAReplay(t *testing.T) {
 		t.Errorf("decision on the bare re-post: %+v; want a replay, not another filing", d)
 	}
 }
+
+// Drilled on the first post, found by its own order id, a receipt whose
+// later post files its action under another order needs a person too,
+// even where the signed args name both (so neither target is unsigned).
+func TestTheFirstPostOfAReceiptFiledTwiceNeedsAPerson(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", ArgsJSON: `{"order":"A-5531","merge_into":"B-8888"}`})
+	moved := e.append(t, withTarget(real, "B-8888"))
+	genuine := e.append(t, real)
+	if genuine.Verifier.DuplicateOf != moved.ID {
+		t.Fatalf("the genuine post duplicates %q; want %s", genuine.Verifier.DuplicateOf, moved.ID[:12])
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "B-8888"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decisions(rep)[moved.ID]; d.Passed || !strings.Contains(d.Detail, "posted this same signed receipt again with another action log") {
+		t.Errorf("decision on the first post: %+v; want it to need a person", d)
+	}
+	if strings.Contains(rep.Reply, "under that permission, ran") {
+		t.Errorf("reply %q tells the customer what the record cannot show", rep.Reply)
+	}
+}
