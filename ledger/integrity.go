@@ -1153,26 +1153,8 @@ func (l *Ledger) fromEvidence(ctx context.Context, r *Row, ev *Evidence, evSHA s
 // the row inside the write's transaction); a refusal of each shape in
 // TestUntouchedRowsAgreeWithTheirEvidence holds the two together.
 func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, checks []verifier.Check) (*Row, error) {
-	agent := in.ClaimedAgent
-	if c, err := verifier.ParseCompact(in.RequestJWT); err == nil {
-		var claims struct {
-			Iss string `json:"iss"`
-		}
-		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
-			agent = claims.Iss
-		}
-	}
-	d := &Row{
-		ID:             id,
-		ReceiptID:      "sha256:" + id,
-		Kind:           KindRefusal,
-		Principal:      in.ClaimedPrincipal,
-		Agent:          Agent{Platform: agent},
-		Actions:        []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
-		IssuedAt:       in.ObservedAt,
-		Refusal:        &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
-		EvidenceSHA256: id,
-	}
+	agent, kid := refusalAgent(in)
+	d := newRefusalRow(in, id, agent, kid)
 	if in.DelegationToken == "" {
 		return d, nil
 	}
@@ -1191,13 +1173,7 @@ func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, check
 	if !holdable(tok).Vouches() {
 		return d, nil
 	}
-	c := tok.Claims
-	d.GrantID, d.Principal, d.Brand, d.ScopeGranted = c.GrantID, c.Sub, tok.Brand, c.Scopes()
-	if c.Exp != nil {
-		if exp, err := c.Exp.Check("exp"); err == nil {
-			d.Limits.GrantExpires = exp
-		}
-	}
+	vouchedFields(d, tok)
 	return d, nil
 }
 

@@ -548,19 +548,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		return nil, fmt.Errorf("encode refusal: %w", err)
 	}
 	id := sha256Hex(bundle)
-	agent := in.ClaimedAgent
-	var kid string
-	if c, err := verifier.ParseCompact(in.RequestJWT); err == nil {
-		var claims struct {
-			Iss string `json:"iss"`
-		}
-		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
-			agent = claims.Iss
-		}
-		if err := nulFree("requestJwt: its iss", agent); err != nil {
-			return nil, err
-		}
-		kid = c.Kid
+	agent, kid := refusalAgent(&in)
+	if err := nulFree("requestJwt: its iss", agent); err != nil {
+		return nil, err
 	}
 	skip := func(name string) verifier.Check {
 		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "refusal: no receipt to check"}
@@ -613,23 +603,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		if err := sweptRow(tx, id); err != nil {
 			return err
 		}
-		r := &Row{
-			ID:         id,
-			ReceiptID:  "sha256:" + id,
-			Kind:       KindRefusal,
-			Status:     Unauthorized,
-			Principal:  in.ClaimedPrincipal,
-			Agent:      Agent{Platform: agent, RequestJWTKid: kid},
-			Actions:    []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
-			IssuedAt:   in.ObservedAt,
-			RecordedAt: l.cfg.Now().UTC(),
-			Verifier:   Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: slices.Clone(checks)},
-			Class:      retention.Refused,
-			Dispute:    DisputeNone,
-			Refusal:    &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
-
-			EvidenceSHA256: id,
-		}
+		r := newRefusalRow(&in, id, agent, kid)
+		r.Status, r.RecordedAt, r.Class, r.Dispute = Unauthorized, l.cfg.Now().UTC(), retention.Refused, DisputeNone
+		r.Verifier = Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: slices.Clone(checks)}
 		var snaps []*verifier.Snapshot
 		if tok != nil {
 			snaps = []*verifier.Snapshot{tok.BrandSnapshot, tok.AgentSnapshot}

@@ -82,13 +82,7 @@ func underGrant(tx Tx, r *Row, tok *verifier.RefusalToken) error {
 	if !tok.Vouches() {
 		return nil
 	}
-	c := tok.Claims
-	r.GrantID, r.Principal, r.Brand, r.ScopeGranted = c.GrantID, c.Sub, tok.Brand, c.Scopes()
-	if c.Exp != nil {
-		if exp, err := c.Exp.Check("exp"); err == nil {
-			r.Limits.GrantExpires = exp
-		}
-	}
+	vouchedFields(r, tok)
 	check, err := refusalGrantCheck(tx, r.GrantID, r.IssuedAt)
 	if err != nil {
 		return err
@@ -165,4 +159,52 @@ func (l *Ledger) reverifyRefusal(ctx context.Context, r *Row, in *RefusalInput, 
 		}
 	}
 	return out
+}
+
+// refusalAgent is the agent platform a refusal names, and the kid of its
+// request JWT: the JWT's iss when it parses and names one, else the
+// platform the writer claimed.
+func refusalAgent(in *RefusalInput) (agent, kid string) {
+	agent = in.ClaimedAgent
+	if c, err := verifier.ParseCompact(in.RequestJWT); err == nil {
+		var claims struct {
+			Iss string `json:"iss"`
+		}
+		if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
+			agent = claims.Iss
+		}
+		kid = c.Kid
+	}
+	return agent, kid
+}
+
+// newRefusalRow is the row of refusal in, of id (its bundle's hash),
+// with the fields its input gives: AppendRefusal adds its checks, status
+// and times, and what a vouching token gives (underGrant); fsck and
+// VerifyRow build it again from the evidence (refusalFromEvidence).
+func newRefusalRow(in *RefusalInput, id, agent, kid string) *Row {
+	return &Row{
+		ID:             id,
+		ReceiptID:      "sha256:" + id,
+		Kind:           KindRefusal,
+		Principal:      in.ClaimedPrincipal,
+		Agent:          Agent{Platform: agent, RequestJWTKid: kid},
+		Actions:        []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
+		IssuedAt:       in.ObservedAt,
+		Refusal:        &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
+		EvidenceSHA256: id,
+	}
+}
+
+// vouchedFields sets on refusal row r what its delegation token gives
+// when it vouches for its grant: the grant, the Brand user as principal,
+// the brand, the scopes granted and the token's expiry.
+func vouchedFields(r *Row, tok *verifier.RefusalToken) {
+	c := tok.Claims
+	r.GrantID, r.Principal, r.Brand, r.ScopeGranted = c.GrantID, c.Sub, tok.Brand, c.Scopes()
+	if c.Exp != nil {
+		if exp, err := c.Exp.Check("exp"); err == nil {
+			r.Limits.GrantExpires = exp
+		}
+	}
 }
