@@ -820,11 +820,12 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 			f.missing = append(f.missing, "the other posts of this receipt ("+err.Error()+")")
 		}
 		f.betterPost = b
-	} else if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && len(row.Targets()) > 0 {
+	}
+	if row.ReceiptVerified() && row.Verifier.DuplicateOf == "" && len(row.Targets()) > 0 {
 		// The mirror of a duplicate filed under other targets, drilled
-		// on the first post: found by its own order id, it must not
-		// pass while a later post of its receipt files the action under
-		// another.
+		// on the first post: found by its own order id, it must not be
+		// decided (covered, an incident or unauthorized) while a later
+		// post of its receipt files the action under another.
 		o, err := r.laterPost(ctx, row, func(o *ledger.Row) bool { return row.SameReceipt(o) && otherTargets(o, row) })
 		if err != nil {
 			f.missing = append(f.missing, "the other posts of this receipt ("+err.Error()+")")
@@ -1195,6 +1196,15 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		return true, "no verifiable receipt: the ledger cannot show the customer approved this; treat it as unauthorized",
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	}
+	if len(f.unsignedTargets) > 0 {
+		// What the customer approved is in the signed args; the order id
+		// the row is filed under is the application's word, and a writer
+		// key may post any (docs/design/012): whether the action was
+		// covered, an incident or unauthorized, it was not shown to be
+		// this order's.
+		return false, fmt.Sprintf("needs a person: the signed args do not name the target of %s; the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
+			strings.Join(f.unsignedTargets, ", ")), checking
+	}
 	if len(f.missing) > 0 {
 		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "), checking
 	}
@@ -1227,12 +1237,6 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			answer{finding: fmt.Sprintf("We have no verifiable approval on file for %s.", what), closing: "We are treating it as unauthorized and will put it right."}
 	case !f.reverified || f.token == nil:
 		return false, "needs a person: the verifier result could not be reproduced", checking
-	case len(f.unsignedTargets) > 0:
-		// What the customer approved is in the signed args; the order id
-		// the row is filed under is the application's word, and a writer
-		// key may post any (docs/design/012).
-		return false, fmt.Sprintf("needs a person: the signed args do not name the target of %s; the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
-			strings.Join(f.unsignedTargets, ", ")), checking
 	case f.lateRevocation != nil:
 		// Rows keep their write-time check (a writer key may revoke any
 		// grant as of any time: docs/design/012), so the row does not

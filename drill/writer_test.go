@@ -322,3 +322,46 @@ func TestTheFirstPostOfAReceiptFiledTwiceNeedsAPerson(t *testing.T) {
 		t.Errorf("reply %q tells the customer what the record cannot show", rep.Reply)
 	}
 }
+
+// A real receipt that fails on its own (an incident: a scope not granted;
+// unauthorized: its token expired), posted first under another
+// customer's order and then by the pipeline as it was, does not flip or
+// refuse the other customer's dispute: the drill of either order needs a
+// person.
+func TestAFailingRealReceiptFiledUnderAnotherOrderNeedsAPerson(t *testing.T) {
+	for name, mint := range map[string]func(e *env) *pacttest.Receipt{
+		"an incident": func(e *env) *pacttest.Receipt {
+			return e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Granted: "orders:read"})
+		},
+		"unauthorized": func(e *env) *pacttest.Receipt {
+			r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+			r.TokenClaims["exp"] = time.Date(2026, 10, 7, 13, 0, 0, 0, time.UTC).Unix()
+			e.sc.Resign(r)
+			return r
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, time.Now)
+			real := mint(e)
+			moved := e.append(t, withTarget(real, "B-8888"))
+			e.append(t, real)
+			if moved.Status == ledger.Authorized {
+				t.Fatalf("the moved post is %s; want it to fail on its own", moved.Status)
+			}
+			for _, target := range []string{"B-8888", "A-5531"} {
+				rep, err := e.r.Run(context.Background(), drill.Request{Target: target}, "lead")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for id, d := range decisions(rep) {
+					if d.Passed || !strings.Contains(d.Detail, "needs a person") {
+						t.Errorf("drill of %s, decision on row %s: %+v; want it to need a person", target, id[:12], d)
+					}
+				}
+				if strings.Contains(rep.Reply, "put it right") {
+					t.Errorf("drill of %s: reply %q promises a remedy on an order the record does not show", target, rep.Reply)
+				}
+			}
+		})
+	}
+}
