@@ -416,7 +416,17 @@ type RequestLimits struct {
 	// sent; one stream holds at most a sixteenth of it. Default
 	// DefaultStreamBytes (128 MiB); at least 4 × maxBodyBytes.
 	StreamBytes int64 `yaml:"streamBytes"`
+	// Streams bounds the AppendReceiptStream calls open at once, a
+	// quarter of them (at least one) under one API key: each stream
+	// waiting for room in streamBytes holds the receipt it read and its
+	// HTTP/2 window besides. Default DefaultStreams; at least 1.
+	Streams int `yaml:"streams"`
 }
+
+// DefaultStreams is limits.streams unset: far more streams than
+// pipelines keep open, and at most about 320 MiB held outside
+// limits.streamBytes at the default maxBodyBytes.
+const DefaultStreams = 256
 
 // DefaultStreamBytes is limits.streamBytes unset: about 13,000 receipts
 // of 5 KB with their answers, 200 streams full at once.
@@ -521,7 +531,7 @@ func Default() Config {
 		Audience:        "urn:pactledger:provider",
 		Log:             Log{Level: "info"},
 		ShutdownTimeout: Duration(30 * time.Second),
-		Limits:          RequestLimits{MaxBodyBytes: 1 << 20, StreamBytes: DefaultStreamBytes},
+		Limits:          RequestLimits{MaxBodyBytes: 1 << 20, StreamBytes: DefaultStreamBytes, Streams: DefaultStreams},
 		Readiness:       Readiness{MinFreeDiskBytes: DefaultMinFreeDiskBytes},
 		MerkleLog:       MerkleLog{Origin: "localhost/pactledger", Interval: Duration(500 * time.Millisecond)},
 		Drills:          Drills{Monthly: MonthlyDrill{Day: 1, Hour: 3, Minute: 0, Sample: 5}},
@@ -706,6 +716,12 @@ func (c *Config) Validate() error {
 		c.Limits.StreamBytes = DefaultStreamBytes
 	case n < least:
 		errs = append(errs, fmt.Errorf("limits.streamBytes %d: at least %d, 4 × limits.maxBodyBytes (0 or unset: %d)", n, least, DefaultStreamBytes))
+	}
+	switch n := c.Limits.Streams; {
+	case n == 0:
+		c.Limits.Streams = DefaultStreams
+	case n < 0:
+		errs = append(errs, fmt.Errorf("limits.streams %d: at least 1 (0 or unset: %d)", n, DefaultStreams))
 	}
 	if c.Evidence.S3.CheckTimeout < 0 || c.Evidence.S3.CheckMaxBackoff < 0 || c.Uploader.MaxBackoff < 0 {
 		errs = append(errs, errors.New("evidence.s3.checkTimeout, evidence.s3.checkMaxBackoff and uploader.maxBackoff must not be negative"))

@@ -115,6 +115,7 @@ func TestValidateRejects(t *testing.T) {
 		{"body cap under a receipt", "limits: {maxBodyBytes: 1000}\n", "limits.maxBodyBytes 1000: at least 65536"},
 		{"stream budget under 4 bodies", "limits: {streamBytes: 4000000}\n", "limits.streamBytes 4000000: at least 4194304, 4 × limits.maxBodyBytes"},
 		{"negative stream budget", "limits: {maxBodyBytes: 65536, streamBytes: -1}\n", "limits.streamBytes -1: at least 262144"},
+		{"negative streams", "limits: {streams: -1}\n", "limits.streams -1: at least 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -381,7 +381,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.drills = drill.New(s.ledger, drill.Config{DefaultSample: cfg.Drills.Monthly.Sample, Names: drillNames(cfg, s.provider)})
 	s.workers = newWorkers(streamWorkers)
 	s.draining = make(chan struct{})
-	streams := newStreamBudget(cfg.Limits.StreamBytes)
+	streams := newStreamBudget(cfg.Limits.StreamBytes, cfg.Limits.Streams)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_stream_bytes", Help: "Bytes AppendReceiptStream streams hold: receipts read and not yet answered, answers not yet sent; bounded by limits.streamBytes."}, func() float64 {
 			held, _ := streams.stats()

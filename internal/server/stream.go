@@ -45,6 +45,13 @@ var streamUnreadTimeout = time.Minute
 // exceed their receipts.
 type streamBudget struct {
 	max, perStream int64
+	// maxOpen bounds the streams open at once, maxOpenByKey those of
+	// one API key (limits.streams).
+	maxOpen, maxOpenByKey int
+
+	openMu sync.Mutex
+	open   int
+	byKey  map[string]int
 
 	mu    sync.Mutex
 	held  int64
@@ -61,8 +68,37 @@ type budgetWait struct {
 	ready chan struct{}
 }
 
-func newStreamBudget(max int64) *streamBudget {
-	return &streamBudget{max: max, perStream: max / 16}
+func newStreamBudget(bytes int64, streams int) *streamBudget {
+	return &streamBudget{max: bytes, perStream: bytes / 16, maxOpen: streams, maxOpenByKey: max(1, streams/4), byKey: map[string]int{}}
+}
+
+// enter counts a stream of key open, or refuses it RESOURCE_EXHAUSTED
+// when limits.streams are open, or a quarter of them under key: each
+// stream waiting for room holds a receipt and its window outside the
+// budget, so their number is bounded, and one key cannot take them all.
+// The stream calls leave when it ends.
+func (b *streamBudget) enter(key string) error {
+	b.openMu.Lock()
+	defer b.openMu.Unlock()
+	switch {
+	case b.open >= b.maxOpen:
+		return status.Errorf(codes.ResourceExhausted, "%d receipt streams are open, the most limits.streams allows: send on a stream already open, or with AppendReceipts, or again later", b.open)
+	case b.byKey[key] >= b.maxOpenByKey:
+		return status.Errorf(codes.ResourceExhausted, "%d receipt streams of this API key are open, the most one key may hold (a quarter of limits.streams): send on one of them, or close one", b.byKey[key])
+	}
+	b.open++
+	b.byKey[key]++
+	return nil
+}
+
+// leave counts a stream of key closed.
+func (b *streamBudget) leave(key string) {
+	b.openMu.Lock()
+	defer b.openMu.Unlock()
+	b.open--
+	if b.byKey[key]--; b.byKey[key] == 0 {
+		delete(b.byKey, key)
+	}
 }
 
 // fits reports whether n bytes can be taken now: within the budget, or
@@ -166,6 +202,13 @@ func (b *streamBudget) unreadEnded() int64 {
 // reading none, is ended RESOURCE_EXHAUSTED: its receipts not answered
 // may or may not be recorded, as when a stream breaks.
 func (s *service) AppendReceiptStream(stream ledgerv1.LedgerService_AppendReceiptStreamServer) error {
+	if s.streams != nil {
+		key := caller(stream.Context())
+		if err := s.streams.enter(key); err != nil {
+			return err
+		}
+		defer s.streams.leave(key)
+	}
 	r := &receiptStream{
 		s:       s,
 		ctx:     stream.Context(),

@@ -12,7 +12,7 @@ import (
 // when nothing is held.
 func TestStreamBudgetTakesInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newStreamBudget(100)
+		b := newStreamBudget(100, 16)
 		if err := b.take(t.Context(), 80); err != nil {
 			t.Fatal(err)
 		}

@@ -284,3 +284,43 @@ func TestAppendReceiptStreamReadTooSlowlyIsEnded(t *testing.T) {
 	}
 	t.Logf("ended after %d of %d answers read", read, n)
 }
+
+// Receipt streams open at once are bounded (limits.streams), a quarter of
+// them under one key: a writer cannot open streams without end, each
+// holding a receipt and its window outside limits.streamBytes. A stream
+// closed makes room for another.
+func TestReceiptStreamsOpenAtOnceAreBounded(t *testing.T) {
+	e := newEnv(t, jose.ES256, func(c *config.Config) { c.Limits.Streams = 8 }) // 2 under one key
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := ledgerv1.NewLedgerServiceClient(dial(t, e))
+	open := func() ledgerv1.LedgerService_AppendReceiptStreamClient {
+		st, err := client.AppendReceiptStream(authCtx(ctx, "writer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first, second := open(), open()
+	for i, st := range []ledgerv1.LedgerService_AppendReceiptStreamClient{first, second} {
+		send(t, st, 1, request(e.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("A-70%d", i)})))
+		if got := answers(t, st, 1)[1]; got.GetCode() != 0 {
+			t.Fatalf("stream %d: %s", i, brief(got))
+		}
+	}
+	third := open()
+	if _, err := third.Recv(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "of this API key are open") {
+		t.Fatalf("a third stream of one key, with two open: %v; want RESOURCE_EXHAUSTED naming the key's streams", err)
+	}
+	if err := first.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the first stream's end: %v", err)
+	}
+	fourth := open()
+	send(t, fourth, 1, request(e.sc.Mint(pacttest.Spec{Target: "A-709"})))
+	if got := answers(t, fourth, 1)[1]; got.GetCode() != 0 {
+		t.Fatalf("a stream opened once one closed: %s", brief(got))
+	}
+}
