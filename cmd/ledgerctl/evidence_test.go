@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pactledger/pactledger/internal/tamper"
 )
 
 // uploaded waits until every row's evidence is in write-once storage.
@@ -46,20 +46,8 @@ func (f *fixture) editSegment(t *testing.T, id, old, new string) {
 			continue
 		}
 		p := filepath.Join(f.cfg.DataDir, "evidence", filepath.FromSlash(o.Key))
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		part := b[o.Offset : o.Offset+o.Length]
-		i := bytes.Index(part, []byte(old))
-		if i < 0 || len(old) != len(new) {
-			t.Fatalf("%q not in the bundle of %s", old, id)
-		}
-		copy(part[i:], new)
-		_ = os.Chmod(filepath.Dir(p), 0o700)
-		_ = os.Chmod(p, 0o600)
-		if err := os.WriteFile(p, b, 0o400); err != nil {
-			t.Fatal(err)
+		if err := tamper.EditBundle(p, o.Offset, o.Length, old, new); err != nil {
+			t.Fatalf("row %s: %v", id, err)
 		}
 		return
 	}

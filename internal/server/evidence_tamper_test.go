@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -32,19 +31,7 @@ func (e *env) editSegment(t *testing.T, ev evidenceReply, old, new string) {
 			continue
 		}
 		p := filepath.Join(e.cfg.DataDir, "evidence", filepath.FromSlash(o.Key))
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		part := b[o.Offset : o.Offset+o.Length]
-		i := bytes.Index(part, []byte(old))
-		if i < 0 || len(old) != len(new) {
-			t.Fatalf("%q not in the bundle", old)
-		}
-		copy(part[i:], new)
-		_ = os.Chmod(filepath.Dir(p), 0o700)
-		_ = os.Chmod(p, 0o600)
-		if err := os.WriteFile(p, b, 0o400); err != nil {
+		if err := tamper.EditBundle(p, o.Offset, o.Length, old, new); err != nil {
 			t.Fatal(err)
 		}
 		return
