@@ -275,6 +275,11 @@ func (p *Provider) BrandSigners() map[string]verifier.Signer { return p.server.B
 // waiting for the ledger.
 func (p *Provider) PipelineDepth() int { return p.store.Depth() }
 
+// RetiredKeysHeld is the number of the Provider's retired signing keys
+// kept published past provider.retiredKeyTTL for what they signed that
+// waits for the ledger (docs/design/037).
+func (p *Provider) RetiredKeysHeld() int { return p.server.RetiredKeysHeld() }
+
 // DefaultMaxOutboxBytes is Config.MaxOutboxBytes's default.
 const DefaultMaxOutboxBytes = 1 << 30
 

@@ -103,6 +103,10 @@ func TestReceiptsAndTokensSignedBeforeARotationStillVerify(t *testing.T) {
 	if len(after) != 2 || !slices.Contains(after, before[0]) {
 		t.Fatalf("after the rotation the JWKS lists %v, want the new key and the retired %s", after, before[0])
 	}
+	// In its period the retired key is published, not held past it.
+	if v, ok := scrape(t, s.env)["pactledger_provider_retired_keys_held"]; !ok || v != 0 {
+		t.Errorf("pactledger_provider_retired_keys_held %v (shown: %v) in the retired key's period, want 0", v, ok)
+	}
 
 	down.Store(false)
 	waitDepth(t, s, 0, 20*time.Second)

@@ -187,6 +187,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineSetAside())
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_retired_keys_held", Help: "The Provider's retired signing keys still published past provider.retiredKeyTTL because receipts, refusals or revocations they signed wait for the ledger or are set aside (alert on any: the ERROR log names the kid and what to do)."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.RetiredKeysHeld())
+	}))
 
 	if err := mkdirAll(cfg.DataDir); err != nil {
 		return nil, err

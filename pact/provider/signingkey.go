@@ -455,6 +455,13 @@ func (r *keyRing) published(now time.Time) *publishedKeys {
 	return p
 }
 
+// RetiredKeysHeld is the number of retired signing keys published past
+// their period (provider.retiredKeyTTL) because entries they signed still
+// wait for the ledger or are set aside: each is logged at ERROR with its
+// kid and what to do, and drops out once the entries have reached the
+// ledger.
+func (s *Server) RetiredKeysHeld() int { return len(s.key.published(s.cfg.Now()).held) }
+
 // signReceipt returns the compact JWS of receipt claims (PACT §5.6), signed
 // with the same key as the delegation tokens.
 func (k *signingKey) signReceipt(claims any) (string, error) { return compact(k.receipts, claims) }

@@ -305,6 +305,9 @@ func TestARetiredKeyStaysPublishedWhileWhatItSignedWaits(t *testing.T) {
 		t.Errorf("past the retirement period, with the receipt it signed waiting, the JWKS lists %v, want %v", got, []string{rot.Kid, old[0]})
 	}
 	e.kids()
+	if n := e.p.RetiredKeysHeld(); n != 1 {
+		t.Errorf("past the retirement period, with the receipt it signed waiting, %d retired keys are counted as held, want 1", n)
+	}
 	if l := logs.String(); strings.Count(l, held) != 1 || !strings.Contains(l, heldKid) || !strings.Contains(l, "provider.retiredKeyTTL") || strings.Contains(l, "no longer published") {
 		t.Errorf("the end of the period with the receipt waiting logged:\n%s", l)
 	}
@@ -321,6 +324,9 @@ func TestARetiredKeyStaysPublishedWhileWhatItSignedWaits(t *testing.T) {
 
 	e.advance(heldKeyRecheck)
 	e.assertDropped(t, "once the outbox has drained", rot.Kid, old[0], logs)
+	if n := e.p.RetiredKeysHeld(); n != 0 {
+		t.Errorf("once the outbox has drained, %d retired keys are counted as held, want 0", n)
+	}
 
 	logs = &syncbuf.Buffer{}
 	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
