@@ -138,6 +138,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 	for _, it := range items {
 		r := it.row
 		page.RowsChecked++
+		if d := statusEdited(r); d != "" {
+			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: d})
+		}
 		if r.EvidenceNotKept != "" {
 			continue // nothing kept to compare (read-only class)
 		}
@@ -1085,6 +1088,20 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 
 // editedRow ends the words of a row whose fields differ from its evidence.
 const editedRow = "the row was edited after it was written"
+
+// statusEdited says how receipt row r's status differs from the one its
+// write-time checks give (statusOf), or "" when it does not: the status
+// is set from them once, when the row is written, and never changes.
+// Refusals are recorded UNAUTHORIZED whatever their checks.
+func statusEdited(r *Row) string {
+	if r.Kind == KindRefusal {
+		return ""
+	}
+	if want := statusOf(r.Verifier); r.Status != want {
+		return fmt.Sprintf("the row's status is %s; its write-time checks give %s: %s", r.Status, want, editedRow)
+	}
+	return ""
+}
 
 // noKeys is a key source that holds no keys: a verifier asked against it
 // checks no signature (each check fails before any is tried) and reads

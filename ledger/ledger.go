@@ -762,19 +762,24 @@ var unauthorizedChecks = []string{verifier.CheckReceiptSignature, verifier.Check
 // incidentChecks are the checks whose failure is an incident (rule 2).
 var incidentChecks = []string{verifier.CheckScopesWithin, verifier.CheckArgsHash, verifier.CheckWithinLimits, verifier.CheckGrantNotRevoked}
 
-// classify sets status, incident id and retention.
-func (l *Ledger) classify(tx Tx, r *Row) error {
-	res := verifier.Result{Checks: r.Verifier.Checks}
+// statusOf is the status a receipt's row gets from its verifier record:
+// rule 1, then rule 2, then a duplicate.
+func statusOf(v Record) Status {
+	res := verifier.Result{Checks: v.Checks}
 	switch {
 	case res.Failed(unauthorizedChecks...):
-		r.Status = Unauthorized
+		return Unauthorized
 	case res.Failed(incidentChecks...):
-		r.Status = Incident
-	case r.Verifier.DuplicateOf != "":
-		r.Status = Duplicate
-	default:
-		r.Status = Authorized
+		return Incident
+	case v.DuplicateOf != "":
+		return Duplicate
 	}
+	return Authorized
+}
+
+// classify sets status, incident id and retention.
+func (l *Ledger) classify(tx Tx, r *Row) error {
+	r.Status = statusOf(r.Verifier)
 	switch r.Status {
 	case Incident:
 		seq, err := tx.NextIncidentSeq()

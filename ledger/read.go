@@ -246,7 +246,8 @@ type Reverification struct {
 // evidence no longer hashes to the write-time evidence hash, or a field
 // of the row the write path took from its evidence (principal, grant,
 // brand, agent, scopes, issued-at, limits, key ids, each action's tool,
-// target and args hash) differs from what the evidence gives. A read-only
+// target and args hash) differs from what the evidence gives, or the
+// row's status from the one its write-time checks give. A read-only
 // row keeps no evidence: its signatures and fields are not checked, and
 // its skipped receipt_signature check says so.
 func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, error) {
@@ -280,6 +281,9 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		return nil, fmt.Errorf("verify row %s: %w", id, err)
 	}
 	out := &Reverification{RowID: id, WriteTime: r.Verifier.Checks, Same: true}
+	if d := statusEdited(r); d != "" {
+		out.edited([]string{d})
+	}
 	if r.EvidenceNotKept != "" {
 		for _, c := range r.Verifier.Checks {
 			switch c.Name {
