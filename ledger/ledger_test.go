@@ -50,6 +50,8 @@ type harness struct {
 	// enableLog and kept across restarts, as ledgerd keeps its key file.
 	logSigner note.Signer
 	logVKey   string
+	// metrics, when set, are the ledger's metrics.
+	metrics *ledger.Metrics
 }
 
 func newHarness(t testing.TB) *harness {
@@ -89,7 +91,7 @@ func (h *harness) open(t testing.TB) {
 	if h.logs != nil {
 		logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	}
-	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept})
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept, Metrics: h.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,16 @@ type UploaderConfig struct {
 	// The round's uploads stop when it runs out: the entries are another
 	// uploader's to take by then, and the round is tried again.
 	ClaimTTL time.Duration
+	// DepthEvery is how often the outbox's depth is read for its gauge
+	// besides at each round's start, so that the gauge follows the outbox
+	// while a round waits on an evidence store that accepts connections
+	// and does not answer; default DefaultDepthEvery.
+	DepthEvery time.Duration
 }
+
+// DefaultDepthEvery is UploaderConfig.DepthEvery by default: a usual
+// scrape interval.
+const DefaultDepthEvery = 15 * time.Second
 
 // DefaultMaxAttempts is UploaderConfig.MaxAttempts by default.
 const DefaultMaxAttempts = 5
@@ -70,6 +79,9 @@ func (c UploaderConfig) withDefaults() UploaderConfig {
 	}
 	if c.Interval == 0 {
 		c.Interval = DefaultUploadInterval
+	}
+	if c.DepthEvery <= 0 {
+		c.DepthEvery = DefaultDepthEvery
 	}
 	return c
 }
@@ -97,6 +109,15 @@ const MinRetention = 24 * time.Hour
 // every Interval, each taking what was recorded since the last.
 func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	cfg = cfg.withDefaults()
+	if l.cfg.Metrics != nil {
+		ctx, stop := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			l.watchDepth(ctx, cfg.DepthEvery)
+		}()
+		defer func() { stop(); <-watched }()
+	}
 	size := roundSize{batch: cfg.Batch, now: cfg.Batch}
 	last := size.now // the size of the round that just ran
 	full := func(n int) bool { return n >= last }
@@ -119,6 +140,27 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 			l.cfg.Logger.WarnContext(ctx, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
 		})
 	return nil
+}
+
+// watchDepth sets the outbox's gauge every interval until ctx is done.
+// The rounds set it as they start; a round can wait minutes on a bucket
+// that takes connections and does not answer (until its claim runs out),
+// while rows go on being recorded, and the gauge is how an operator sees
+// the outbox grow. A failed read leaves the gauge as it was: the row
+// store's own errors say why.
+func (l *Ledger) watchDepth(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n, err := l.OutboxDepth(ctx); err == nil {
+			l.cfg.Metrics.depth(n)
+		}
+	}
 }
 
 // upload is one object to put: a single entry, or a segment of entries.

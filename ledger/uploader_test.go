@@ -583,6 +583,53 @@ func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
 	}
 }
 
+// The outbox's gauge follows the outbox while a round waits on an
+// evidence store that takes the put and never answers: the rows recorded
+// meanwhile show in it before the round's claim runs out.
+func TestOutboxGaugeFollowsTheOutboxWhileAPutHangs(t *testing.T) {
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stallingStore{ObjectStore: real, stalled: make(chan string)}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st, metrics: ledger.NewMetrics(prometheus.NewRegistry())}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+
+	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	st.stall(ledger.EvidenceKey(inc.ID))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{ClaimTTL: time.Hour, DepthEvery: 10 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-stopped; close(st.stalled) }()
+	select {
+	case <-st.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the put never came")
+	}
+	for i := range 3 {
+		h.append(t, in(h.sc.Mint(pacttest.Spec{Target: fmt.Sprintf("N-%d", i)})))
+	}
+	want, err := h.l.OutboxDepth(context.Background())
+	if err != nil || want < 4 {
+		t.Fatalf("outbox depth %d (%v), want the incident's entries and three rows'", want, err)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for got := testutil.ToFloat64(h.metrics.OutboxDepth); got != float64(want); got = testutil.ToFloat64(h.metrics.OutboxDepth) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("pactledger_outbox_depth reads %v while the put hangs, the outbox holds %d", got, want)
+		}
+	}
+}
+
 // TestUploaderInterval: after a round that uploaded less than a batch,
 // the next starts Interval after it, whatever rows come meanwhile; the
 // rows recorded in between wait for that round and share its segment.
