@@ -939,7 +939,7 @@ func (r *Runner) actionLog(t timer, f *facts) Pull {
 			problems = append(problems, fmt.Sprintf("%s %s: the logged args hash %s is not the receipt's %s", a.Tool, logged[j].Target, got, a.ArgsHash))
 		case a.HashSource == verifier.HashComputedByLedger:
 			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches (computed by the ledger; the agent did not sign args)", a.Tool, logged[j].Target, short(got)))
-		case a.Target != "" && !namesTarget(logged[j].ArgsJSON, a.Target):
+		case a.Target != "" && !namedBySignedArgs(a, logged[j].ArgsJSON):
 			// The args are the signed ones, and they do not name the
 			// object the row is filed under: the target is the writer's
 			// word alone (docs/design/012).
@@ -1513,34 +1513,17 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// namesTarget reports whether the JSON args name target: a string value,
-// or a number written as target is, at any depth. Keys do not count.
-func namesTarget(argsJSON, target string) bool {
-	d := json.NewDecoder(strings.NewReader(argsJSON))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
+// namedBySignedArgs reports whether the signed args argsJSON of action a
+// name its target: as the write path recorded it (a.TargetSource), or, for
+// a row written before it recorded this, as it reads the args.
+func namedBySignedArgs(a verifier.RowAction, argsJSON string) bool {
+	switch a.TargetSource {
+	case verifier.TargetFromSignedArgs:
+		return true
+	case verifier.TargetFromWriter:
 		return false
 	}
-	var names func(v any) bool
-	names = func(v any) bool {
-		switch v := v.(type) {
-		case string:
-			return v == target
-		case json.Number:
-			return v.String() == target
-		case []any:
-			return slices.ContainsFunc(v, names)
-		case map[string]any:
-			for _, e := range v {
-				if names(e) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return names(v)
+	return verifier.NamesTarget(argsJSON, a.Target)
 }
 
 // clipped is s cut to at most n bytes, marked when cut.

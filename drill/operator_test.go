@@ -159,3 +159,63 @@ func loggedLedger(t *testing.T, sc *pacttest.Scenario, dir string) func() (*ledg
 		return l, store
 	}
 }
+
+// A row written before the ledger recorded where its targets come from
+// holds no target source: the drill reads the signed args for it, as it
+// did, and a real receipt filed under another order still needs a person.
+func TestADrillReadsTheArgsOfARowWithoutATargetSource(t *testing.T) {
+	ctx := context.Background()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir := t.TempDir()
+	open := loggedLedger(t, sc, dir)
+	l, store := open()
+	moved := withTarget(sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}), "B-8888")
+	var rows []*ledger.Row
+	for _, r := range []*pacttest.Receipt{moved, sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5000"})} {
+		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+		if err != nil || row.Actions[0].TargetSource == verifier.TargetNotRecorded {
+			t.Fatalf("append: %v %+v", err, row)
+		}
+		rows = append(rows, row)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if err := db.Update(tamper.EditRow(row.ID, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetNotRecorded })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, store = open()
+	t.Cleanup(func() { store.Close() })
+	r := drill.New(l, drill.Config{})
+
+	rep, err := r.Run(ctx, drill.Request{RowID: rows[0].ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pulls(rep)[drill.PullActionLog]; p.Passed || !strings.Contains(p.Detail, "do not name B-8888") {
+		t.Errorf("action log pull of the moved row: %+v; want it to say the signed args do not name B-8888", p)
+	}
+	if d := decisions(rep)[rows[0].ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
+		t.Errorf("decision on the moved row: %+v; want it to need a person", d)
+	}
+	rep, err = r.Run(ctx, drill.Request{RowID: rows[1].ID}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pulls(rep)[drill.PullActionLog]; !p.Passed {
+		t.Errorf("action log pull of the row whose signed args name its target: %+v; want passed", p)
+	}
+}

@@ -52,9 +52,10 @@ type IntegrityPage struct {
 // write-once copy and compares both with the write-time evidence hash.
 // Each row's fields the write path took from its evidence (principal,
 // grant, brand, agent, scopes, issued-at, limits, each action's tool,
-// target and args hash; a refusal's claims and reason) are read from that
-// evidence again, with no signature checked, and compared with the row
-// ("the row's target of cancel_order is A-7777; its evidence says A-5531").
+// target, target source and args hash; a refusal's claims and reason) are
+// read from that evidence again, with no signature checked, and compared
+// with the row ("the row's target of cancel_order is A-7777; its evidence
+// says A-5531").
 // A read-only row keeps no evidence: its fields are compared with nothing
 // (its leaf, below, still holds its grant, status and class).
 //
@@ -1264,6 +1265,12 @@ func fieldDiffs(r, d *Row, signed bool) []string {
 		if a.HashSource != e.HashSource {
 			differs("args hash source of "+of, hashSource(a.HashSource), hashSource(e.HashSource))
 		}
+		// A row written before the write path recorded where a target
+		// comes from has none, and nothing to compare: readers work it out
+		// from the evidence (the dispute drill) or say it is not recorded.
+		if a.TargetSource != verifier.TargetNotRecorded && a.TargetSource != e.TargetSource {
+			differs("target source of "+of, targetSource(a.TargetSource), targetSource(e.TargetSource))
+		}
 	}
 	return out
 }
@@ -1311,6 +1318,16 @@ func hashSource(s verifier.HashSource) string {
 		return "the receipt"
 	case verifier.HashComputedByLedger:
 		return "computed by the ledger"
+	}
+	return "none"
+}
+
+func targetSource(s verifier.TargetSource) string {
+	switch s {
+	case verifier.TargetFromSignedArgs:
+		return "the signed args"
+	case verifier.TargetFromWriter:
+		return "the action log alone"
 	}
 	return "none"
 }

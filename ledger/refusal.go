@@ -183,13 +183,18 @@ func refusalAgent(in *RefusalInput) (agent, kid string) {
 // and times, and what a vouching token gives (underGrant); fsck and
 // VerifyRow build it again from the evidence (refusalFromEvidence).
 func newRefusalRow(in *RefusalInput, id, agent, kid string) *Row {
+	action := verifier.RowAction{Tool: in.Tool, Target: in.Target}
+	if in.Target != "" {
+		// No agent signed a refusal's action: its target is the writer's.
+		action.TargetSource = verifier.TargetFromWriter
+	}
 	return &Row{
 		ID:             id,
 		ReceiptID:      "sha256:" + id,
 		Kind:           KindRefusal,
 		Principal:      in.ClaimedPrincipal,
 		Agent:          Agent{Platform: agent, RequestJWTKid: kid},
-		Actions:        []verifier.RowAction{{Tool: in.Tool, Target: in.Target}},
+		Actions:        []verifier.RowAction{action},
 		IssuedAt:       in.ObservedAt,
 		Refusal:        &Refusal{ClaimedPrincipal: in.ClaimedPrincipal, ClaimedAgent: in.ClaimedAgent, Reason: in.Reason},
 		EvidenceSHA256: id,

@@ -11,6 +11,7 @@ import (
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // findingsOf lists the findings about row id.
@@ -47,6 +48,10 @@ func TestEditedRowFieldsAreFound(t *testing.T) {
 			"the row's principal is acct-99999; its evidence says acct-48213"},
 		{"issued-at", false, false, func(r *ledger.Row) { r.IssuedAt = r.IssuedAt.AddDate(0, -1, 0) },
 			"the row's issued-at is 2026-09-07T13:12:44Z; its evidence says 2026-10-07T13:12:44Z"},
+		{"target source", false, false, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetFromWriter },
+			`the row's target source of cancel_order is "the action log alone"; its evidence says "the signed args": the row was edited after it was written`},
+		{"refusal's target source", false, true, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetFromSignedArgs },
+			`the row's target source of cancel_order is "the signed args"; its evidence says "the action log alone"`},
 		{"args hash", false, false, func(r *ledger.Row) { r.Actions[0].ArgsHash = "AAAA" },
 			"the row's args hash of cancel_order is AAAA; its evidence says"},
 		{"brand", false, false, func(r *ledger.Row) { r.Brand = "https://elsewhere.example" },

@@ -186,6 +186,9 @@ func (w *jsonWriter) rowAction(a verifier.RowAction) {
 	if a.HashSource != 0 {
 		w.int(`,"argsHashSource":`, int64(a.HashSource))
 	}
+	if a.TargetSource != 0 {
+		w.int(`,"targetSource":`, int64(a.TargetSource))
+	}
 	w.b = append(w.b, '}')
 }
 

@@ -98,12 +98,15 @@ const (
 	HashComputedByLedger
 )
 
-// RowAction is one receipt action as the ledger records it.
+// RowAction is one receipt action as the ledger records it. TargetSource
+// says what vouches for Target; rows written before it was recorded have
+// none (TargetNotRecorded).
 type RowAction struct {
-	Tool       string     `json:"tool"`
-	Target     string     `json:"target,omitempty"`
-	ArgsHash   string     `json:"argsHash,omitempty"`
-	HashSource HashSource `json:"argsHashSource,omitempty"`
+	Tool         string       `json:"tool"`
+	Target       string       `json:"target,omitempty"`
+	ArgsHash     string       `json:"argsHash,omitempty"`
+	HashSource   HashSource   `json:"argsHashSource,omitempty"`
+	TargetSource TargetSource `json:"targetSource,omitempty"`
 }
 
 // Input is what a pipeline posts with a receipt.
@@ -686,7 +689,8 @@ func ArgsHash(argsJSON string) string {
 }
 
 // checkArgs pairs each receipt action with the first unused logged action of
-// the same tool and compares args hashes.
+// the same tool and compares args hashes. An action with a target records
+// whether the signed args name it (TargetSource).
 func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 	const name = CheckArgsHash
 	used := make([]bool, len(logged))
@@ -695,6 +699,9 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 	computed, matched := 0, 0
 	for _, ra := range signed {
 		row := RowAction{Tool: ra.Tool}
+		// signedArgs is the logged args when they are the ones the
+		// receipt signed (their hash is its args hash).
+		var signedArgs string
 		var log *Action
 		for j := range logged {
 			if !used[j] && logged[j].Tool == ra.Tool {
@@ -716,10 +723,19 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 				problems = append(problems, fmt.Sprintf("%s: logged args hash %s != receipt argsHash %s", ra.Tool, got, ra.ArgsHash))
 			} else {
 				matched++
+				signedArgs = log.ArgsJSON
 			}
 		case log != nil && log.ArgsJSON != "":
 			row.ArgsHash, row.HashSource = ArgsHash(log.ArgsJSON), HashComputedByLedger
 			computed++
+		}
+		if row.Target != "" {
+			// The target is the action log's; the signed args vouch for it
+			// only when they name it (docs/design/012).
+			row.TargetSource = TargetFromWriter
+			if signedArgs != "" && NamesTarget(signedArgs, row.Target) {
+				row.TargetSource = TargetFromSignedArgs
+			}
 		}
 		out = append(out, row)
 	}

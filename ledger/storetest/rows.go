@@ -64,10 +64,13 @@ func fixtureRows(n int) []*ledger.Row {
 			Verifier:         ledger.Record{CheckedBy: "storetest", CheckedAt: issued, Checks: []verifier.Check{{Name: verifier.CheckReceiptSignature, Result: verifier.Pass}}},
 		}
 		if i%6 != 5 {
-			r.Actions = []verifier.RowAction{{Tool: "orders.get", Target: fmt.Sprintf("order-%d", i%5)}}
+			// Each target source, none (a row written before the ledger
+			// recorded it) among them, reads back as written.
+			sources := []verifier.TargetSource{verifier.TargetNotRecorded, verifier.TargetFromSignedArgs, verifier.TargetFromWriter}
+			r.Actions = []verifier.RowAction{{Tool: "orders.get", Target: fmt.Sprintf("order-%d", i%5), TargetSource: sources[i%3]}}
 		}
 		if i%7 == 0 {
-			shared := verifier.RowAction{Tool: "orders.refund", Target: "order-shared"}
+			shared := verifier.RowAction{Tool: "orders.refund", Target: "order-shared", TargetSource: verifier.TargetFromWriter}
 			r.Actions = append(r.Actions, shared, shared)
 		}
 		rows[i] = r
