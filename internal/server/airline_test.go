@@ -208,7 +208,7 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 	for _, row := range rows {
 		if row.Kind == "ROW_KIND_REFUSAL" {
 			refused = append(refused, row.Principal)
-			if row.RetentionClass != "RETENTION_CLASS_REFUSED" || row.Actions[0].Tool != "rebook_flight" {
+			if row.RetentionClass != "RETENTION_CLASS_REFUSED" || row.Actions[0].Tool != "rebook_flight" || row.Actions[0].TargetSource != "TARGET_SOURCE_WRITER" {
 				t.Errorf("refusal %+v", row)
 			}
 			continue
@@ -216,6 +216,10 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 		tool := ""
 		if len(row.Actions) == 1 {
 			tool = row.Actions[0].Tool
+			// The Provider's receipts sign args that name the booking.
+			if s := row.Actions[0].TargetSource; s != "TARGET_SOURCE_SIGNED_ARGS" {
+				t.Errorf("row %s: target %s comes from %s; want the signed args", tool, row.Actions[0].Target, s)
+			}
 		}
 		if row.Status != "ROW_STATUS_AUTHORIZED" || row.Principal != "sky-4471" || row.Brand != a.iface || row.RetentionClass != want[tool] {
 			t.Errorf("row %s: %s %s %s %s", tool, row.Status, row.Principal, row.Brand, row.RetentionClass)

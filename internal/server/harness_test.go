@@ -204,7 +204,7 @@ type Row struct {
 	ScopeGranted []string `json:"scopeGranted"`
 	ScopesUsed   []string `json:"scopesUsed"`
 	Actions      []struct {
-		Tool, Target, ArgsHash, ArgsHashSource string
+		Tool, Target, ArgsHash, ArgsHashSource, TargetSource string
 	} `json:"actions"`
 	IssuedAt string `json:"issuedAt"`
 	Verifier struct {

@@ -144,6 +144,7 @@ func (w *protoJSON) row(pre string, r *ledgerv1.Row) {
 		w.str(`,"target":`, a.GetTarget())
 		w.str(`,"argsHash":`, a.GetArgsHash())
 		w.enum(`,"argsHashSource":`, int32(a.GetArgsHashSource()), ledgerv1.ArgsHashSource_name)
+		w.enum(`,"targetSource":`, int32(a.GetTargetSource()), ledgerv1.TargetSource_name)
 		w.b = append(w.b, '}')
 	})
 	w.timestamp(`,"issuedAt":`, r.GetIssuedAt())

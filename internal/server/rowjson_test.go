@@ -302,7 +302,7 @@ func receiptRow() *ledgerv1.Row {
 		BrandKey:     &ledgerv1.BrandKey{Kid: "brand-key-2026-11", JwksSnapshot: "sha256:" + h},
 		ScopeGranted: []string{"orders:read", "refunds:create", "profile:read"}, ScopesUsed: []string{"refunds:create"},
 		Limits:   &ledgerv1.Limits{AmountMax: "50.00 EUR", CountMax: 3, GrantExpires: at},
-		Actions:  []*ledgerv1.RowAction{{Tool: "refunds.create", Target: "order-991", ArgsHash: h, ArgsHashSource: 1}},
+		Actions:  []*ledgerv1.RowAction{{Tool: "refunds.create", Target: "order-991", ArgsHash: h, ArgsHashSource: 1, TargetSource: 2}},
 		IssuedAt: at, RecordedAt: at, Verifier: &ledgerv1.Verifier{CheckedBy: "pactledger 1.0", CheckedAt: at, Checks: checks},
 		RetentionClass: 1, RetainUntil: at, EvidenceSha256: h, ContextId: "ctx-1", MessageId: "msg-1"}
 }

@@ -390,6 +390,10 @@ var (
 		verifier.HashFromReceipt:      ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT,
 		verifier.HashComputedByLedger: ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER,
 	}
+	targetSourceProto = map[verifier.TargetSource]ledgerv1.TargetSource{
+		verifier.TargetFromSignedArgs: ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS,
+		verifier.TargetFromWriter:     ledgerv1.TargetSource_TARGET_SOURCE_WRITER,
+	}
 )
 
 func invert[K, V comparable](m map[K]V) map[V]K {
@@ -453,7 +457,7 @@ func rowProto(r *ledger.Row) *ledgerv1.Row {
 	p.UnclassifiedTools = r.UnclassifiedTools
 	p.EvidenceNotKept = r.EvidenceNotKept
 	for _, a := range r.Actions {
-		p.Actions = append(p.Actions, &ledgerv1.RowAction{Tool: a.Tool, Target: a.Target, ArgsHash: a.ArgsHash, ArgsHashSource: hashSourceProto[a.HashSource]})
+		p.Actions = append(p.Actions, &ledgerv1.RowAction{Tool: a.Tool, Target: a.Target, ArgsHash: a.ArgsHash, ArgsHashSource: hashSourceProto[a.HashSource], TargetSource: targetSourceProto[a.TargetSource]})
 	}
 	for _, e := range r.DisputeEvents {
 		p.DisputeEvents = append(p.DisputeEvents, &ledgerv1.DisputeEvent{At: ts(e.At), Status: disputeProto[e.Status], Note: e.Note, By: e.By})

@@ -194,6 +194,67 @@ func (ArgsHashSource) EnumDescriptor() ([]byte, []int) {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{2}
 }
 
+// TargetSource says what vouches for an action's target (the object, such
+// as an order id, the row is filed under). The pipeline's action log names
+// the target; the receipt signs only the args' hash, so the target is the
+// agent's word only where the signed args name it.
+type TargetSource int32
+
+const (
+	// Not recorded: the action has no target, or the row was written before
+	// the ledger recorded where targets come from.
+	TargetSource_TARGET_SOURCE_UNSPECIFIED TargetSource = 0
+	// The args the receipt signed (their hash is its args hash) name the
+	// target: a string value, or a number written as the target is.
+	TargetSource_TARGET_SOURCE_SIGNED_ARGS TargetSource = 1
+	// The action log's word alone: the agent did not sign the args (the
+	// ledger computed their hash, or none were logged), the logged args are
+	// not the signed ones, or the signed args do not name the target. A
+	// refusal's target is always the writer's.
+	TargetSource_TARGET_SOURCE_WRITER TargetSource = 2
+)
+
+// Enum value maps for TargetSource.
+var (
+	TargetSource_name = map[int32]string{
+		0: "TARGET_SOURCE_UNSPECIFIED",
+		1: "TARGET_SOURCE_SIGNED_ARGS",
+		2: "TARGET_SOURCE_WRITER",
+	}
+	TargetSource_value = map[string]int32{
+		"TARGET_SOURCE_UNSPECIFIED": 0,
+		"TARGET_SOURCE_SIGNED_ARGS": 1,
+		"TARGET_SOURCE_WRITER":      2,
+	}
+)
+
+func (x TargetSource) Enum() *TargetSource {
+	p := new(TargetSource)
+	*p = x
+	return p
+}
+
+func (x TargetSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TargetSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[3].Descriptor()
+}
+
+func (TargetSource) Type() protoreflect.EnumType {
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[3]
+}
+
+func (x TargetSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TargetSource.Descriptor instead.
+func (TargetSource) EnumDescriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{3}
+}
+
 // CheckResult is the outcome of one verifier check.
 type CheckResult int32
 
@@ -235,11 +296,11 @@ func (x CheckResult) String() string {
 }
 
 func (CheckResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[3].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[4].Descriptor()
 }
 
 func (CheckResult) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[3]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[4]
 }
 
 func (x CheckResult) Number() protoreflect.EnumNumber {
@@ -248,7 +309,7 @@ func (x CheckResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CheckResult.Descriptor instead.
 func (CheckResult) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{3}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 // RetentionClass decides how long a row and its evidence are kept.
@@ -300,11 +361,11 @@ func (x RetentionClass) String() string {
 }
 
 func (RetentionClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[4].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[5].Descriptor()
 }
 
 func (RetentionClass) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[4]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[5]
 }
 
 func (x RetentionClass) Number() protoreflect.EnumNumber {
@@ -313,7 +374,7 @@ func (x RetentionClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RetentionClass.Descriptor instead.
 func (RetentionClass) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 // DisputeStatus is the latest dispute state of a row.
@@ -365,11 +426,11 @@ func (x DisputeStatus) String() string {
 }
 
 func (DisputeStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[5].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[6].Descriptor()
 }
 
 func (DisputeStatus) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[5]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[6]
 }
 
 func (x DisputeStatus) Number() protoreflect.EnumNumber {
@@ -378,7 +439,7 @@ func (x DisputeStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DisputeStatus.Descriptor instead.
 func (DisputeStatus) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 // AppendOutcome says what AppendReceipt did.
@@ -422,11 +483,11 @@ func (x AppendOutcome) String() string {
 }
 
 func (AppendOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[6].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[7].Descriptor()
 }
 
 func (AppendOutcome) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[6]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[7]
 }
 
 func (x AppendOutcome) Number() protoreflect.EnumNumber {
@@ -435,7 +496,7 @@ func (x AppendOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AppendOutcome.Descriptor instead.
 func (AppendOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 // RowView is how much of a row an answer carries.
@@ -478,11 +539,11 @@ func (x RowView) String() string {
 }
 
 func (RowView) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[7].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[8].Descriptor()
 }
 
 func (RowView) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[7]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[8]
 }
 
 func (x RowView) Number() protoreflect.EnumNumber {
@@ -491,7 +552,7 @@ func (x RowView) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RowView.Descriptor instead.
 func (RowView) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 // EvidenceReadFrom says where a GetEvidence answer read the bundle.
@@ -539,11 +600,11 @@ func (x EvidenceReadFrom) String() string {
 }
 
 func (EvidenceReadFrom) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[8].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[9].Descriptor()
 }
 
 func (EvidenceReadFrom) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[8]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[9]
 }
 
 func (x EvidenceReadFrom) Number() protoreflect.EnumNumber {
@@ -552,7 +613,7 @@ func (x EvidenceReadFrom) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EvidenceReadFrom.Descriptor instead.
 func (EvidenceReadFrom) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 // DrillKind says what a drill answered.
@@ -592,11 +653,11 @@ func (x DrillKind) String() string {
 }
 
 func (DrillKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_pactledger_ledger_v1_ledger_proto_enumTypes[9].Descriptor()
+	return file_pactledger_ledger_v1_ledger_proto_enumTypes[10].Descriptor()
 }
 
 func (DrillKind) Type() protoreflect.EnumType {
-	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[9]
+	return &file_pactledger_ledger_v1_ledger_proto_enumTypes[10]
 }
 
 func (x DrillKind) Number() protoreflect.EnumNumber {
@@ -605,7 +666,7 @@ func (x DrillKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DrillKind.Descriptor instead.
 func (DrillKind) EnumDescriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 // Action is one application action log entry posted with a receipt.
@@ -1537,8 +1598,10 @@ type RowAction struct {
 	ArgsHash string `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
 	// Who produced args_hash.
 	ArgsHashSource ArgsHashSource `protobuf:"varint,4,opt,name=args_hash_source,json=argsHashSource,proto3,enum=pactledger.ledger.v1.ArgsHashSource" json:"args_hash_source,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What vouches for target.
+	TargetSource  TargetSource `protobuf:"varint,5,opt,name=target_source,json=targetSource,proto3,enum=pactledger.ledger.v1.TargetSource" json:"target_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RowAction) Reset() {
@@ -1597,6 +1660,13 @@ func (x *RowAction) GetArgsHashSource() ArgsHashSource {
 		return x.ArgsHashSource
 	}
 	return ArgsHashSource_ARGS_HASH_SOURCE_UNSPECIFIED
+}
+
+func (x *RowAction) GetTargetSource() TargetSource {
+	if x != nil {
+		return x.TargetSource
+	}
+	return TargetSource_TARGET_SOURCE_UNSPECIFIED
 }
 
 // Check is one verifier check.
@@ -7096,12 +7166,13 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\rjwks_snapshot\x18\x03 \x01(\tR\fjwksSnapshot\"A\n" +
 	"\bBrandKey\x12\x10\n" +
 	"\x03kid\x18\x01 \x01(\tR\x03kid\x12#\n" +
-	"\rjwks_snapshot\x18\x02 \x01(\tR\fjwksSnapshot\"\xa4\x01\n" +
+	"\rjwks_snapshot\x18\x02 \x01(\tR\fjwksSnapshot\"\xed\x01\n" +
 	"\tRowAction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
 	"\targs_hash\x18\x03 \x01(\tR\bargsHash\x12N\n" +
-	"\x10args_hash_source\x18\x04 \x01(\x0e2$.pactledger.ledger.v1.ArgsHashSourceR\x0eargsHashSource\"n\n" +
+	"\x10args_hash_source\x18\x04 \x01(\x0e2$.pactledger.ledger.v1.ArgsHashSourceR\x0eargsHashSource\x12G\n" +
+	"\rtarget_source\x18\x05 \x01(\x0e2\".pactledger.ledger.v1.TargetSourceR\ftargetSource\"n\n" +
 	"\x05Check\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06result\x18\x02 \x01(\x0e2!.pactledger.ledger.v1.CheckResultR\x06result\x12\x16\n" +
@@ -7553,7 +7624,11 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0eArgsHashSource\x12 \n" +
 	"\x1cARGS_HASH_SOURCE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ARGS_HASH_SOURCE_RECEIPT\x10\x01\x12'\n" +
-	"#ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER\x10\x02*s\n" +
+	"#ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER\x10\x02*f\n" +
+	"\fTargetSource\x12\x1d\n" +
+	"\x19TARGET_SOURCE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19TARGET_SOURCE_SIGNED_ARGS\x10\x01\x12\x18\n" +
+	"\x14TARGET_SOURCE_WRITER\x10\x02*s\n" +
 	"\vCheckResult\x12\x1c\n" +
 	"\x18CHECK_RESULT_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_RESULT_PASS\x10\x01\x12\x15\n" +
@@ -7636,272 +7711,274 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pactledger_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
 var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                          // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                        // 1: pactledger.ledger.v1.RowStatus
 	(ArgsHashSource)(0),                   // 2: pactledger.ledger.v1.ArgsHashSource
-	(CheckResult)(0),                      // 3: pactledger.ledger.v1.CheckResult
-	(RetentionClass)(0),                   // 4: pactledger.ledger.v1.RetentionClass
-	(DisputeStatus)(0),                    // 5: pactledger.ledger.v1.DisputeStatus
-	(AppendOutcome)(0),                    // 6: pactledger.ledger.v1.AppendOutcome
-	(RowView)(0),                          // 7: pactledger.ledger.v1.RowView
-	(EvidenceReadFrom)(0),                 // 8: pactledger.ledger.v1.EvidenceReadFrom
-	(DrillKind)(0),                        // 9: pactledger.ledger.v1.DrillKind
-	(*Action)(nil),                        // 10: pactledger.ledger.v1.Action
-	(*Limits)(nil),                        // 11: pactledger.ledger.v1.Limits
-	(*AppendReceiptRequest)(nil),          // 12: pactledger.ledger.v1.AppendReceiptRequest
-	(*AppendReceiptResponse)(nil),         // 13: pactledger.ledger.v1.AppendReceiptResponse
-	(*AppendReceiptsRequest)(nil),         // 14: pactledger.ledger.v1.AppendReceiptsRequest
-	(*AppendReceiptsResponse)(nil),        // 15: pactledger.ledger.v1.AppendReceiptsResponse
-	(*AppendReceiptStreamRequest)(nil),    // 16: pactledger.ledger.v1.AppendReceiptStreamRequest
-	(*AppendReceiptStreamResponse)(nil),   // 17: pactledger.ledger.v1.AppendReceiptStreamResponse
-	(*AppendReceiptResult)(nil),           // 18: pactledger.ledger.v1.AppendReceiptResult
-	(*RefusalAction)(nil),                 // 19: pactledger.ledger.v1.RefusalAction
-	(*AppendRefusalRequest)(nil),          // 20: pactledger.ledger.v1.AppendRefusalRequest
-	(*AppendRefusalResponse)(nil),         // 21: pactledger.ledger.v1.AppendRefusalResponse
-	(*Agent)(nil),                         // 22: pactledger.ledger.v1.Agent
-	(*BrandKey)(nil),                      // 23: pactledger.ledger.v1.BrandKey
-	(*RowAction)(nil),                     // 24: pactledger.ledger.v1.RowAction
-	(*Check)(nil),                         // 25: pactledger.ledger.v1.Check
-	(*Verifier)(nil),                      // 26: pactledger.ledger.v1.Verifier
-	(*DisputeEvent)(nil),                  // 27: pactledger.ledger.v1.DisputeEvent
-	(*Refusal)(nil),                       // 28: pactledger.ledger.v1.Refusal
-	(*Row)(nil),                           // 29: pactledger.ledger.v1.Row
-	(*GetRowRequest)(nil),                 // 30: pactledger.ledger.v1.GetRowRequest
-	(*GetRowResponse)(nil),                // 31: pactledger.ledger.v1.GetRowResponse
-	(*ListRowsRequest)(nil),               // 32: pactledger.ledger.v1.ListRowsRequest
-	(*ListRowsResponse)(nil),              // 33: pactledger.ledger.v1.ListRowsResponse
-	(*GetEvidenceRequest)(nil),            // 34: pactledger.ledger.v1.GetEvidenceRequest
-	(*EvidenceObject)(nil),                // 35: pactledger.ledger.v1.EvidenceObject
-	(*GetEvidenceResponse)(nil),           // 36: pactledger.ledger.v1.GetEvidenceResponse
-	(*GetJwksSnapshotRequest)(nil),        // 37: pactledger.ledger.v1.GetJwksSnapshotRequest
-	(*GetJwksSnapshotResponse)(nil),       // 38: pactledger.ledger.v1.GetJwksSnapshotResponse
-	(*VerifyRowRequest)(nil),              // 39: pactledger.ledger.v1.VerifyRowRequest
-	(*VerifyRowResponse)(nil),             // 40: pactledger.ledger.v1.VerifyRowResponse
-	(*AppendDisputeEventRequest)(nil),     // 41: pactledger.ledger.v1.AppendDisputeEventRequest
-	(*AppendDisputeEventResponse)(nil),    // 42: pactledger.ledger.v1.AppendDisputeEventResponse
-	(*MonthlyDrill)(nil),                  // 43: pactledger.ledger.v1.MonthlyDrill
-	(*RunDrillRequest)(nil),               // 44: pactledger.ledger.v1.RunDrillRequest
-	(*DrillPull)(nil),                     // 45: pactledger.ledger.v1.DrillPull
-	(*DrillReport)(nil),                   // 46: pactledger.ledger.v1.DrillReport
-	(*DrillListedRow)(nil),                // 47: pactledger.ledger.v1.DrillListedRow
-	(*DrillRowProof)(nil),                 // 48: pactledger.ledger.v1.DrillRowProof
-	(*RunDrillResponse)(nil),              // 49: pactledger.ledger.v1.RunDrillResponse
-	(*GetDrillRequest)(nil),               // 50: pactledger.ledger.v1.GetDrillRequest
-	(*GetDrillResponse)(nil),              // 51: pactledger.ledger.v1.GetDrillResponse
-	(*ListDrillsRequest)(nil),             // 52: pactledger.ledger.v1.ListDrillsRequest
-	(*ListDrillsResponse)(nil),            // 53: pactledger.ledger.v1.ListDrillsResponse
-	(*Revocation)(nil),                    // 54: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),            // 55: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),           // 56: pactledger.ledger.v1.RevokeGrantResponse
-	(*GetGrantRequest)(nil),               // 57: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),              // 58: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),         // 59: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),              // 60: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),        // 61: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),        // 62: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),       // 63: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                      // 64: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),          // 65: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),         // 66: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),            // 67: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),           // 68: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),          // 69: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),         // 70: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                  // 71: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                      // 72: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),                 // 73: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),              // 74: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                   // 75: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                    // 76: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),             // 77: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),       // 78: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),      // 79: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),          // 80: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),         // 81: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),            // 82: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),           // 83: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),    // 84: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil),   // 85: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),                 // 86: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),                // 87: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),          // 88: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                  // 89: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),         // 90: pactledger.ledger.v1.ListAccessLogResponse
-	(*GetProviderOutboxRequest)(nil),      // 91: pactledger.ledger.v1.GetProviderOutboxRequest
-	(*ProviderSetAsideEntry)(nil),         // 92: pactledger.ledger.v1.ProviderSetAsideEntry
-	(*GetProviderOutboxResponse)(nil),     // 93: pactledger.ledger.v1.GetProviderOutboxResponse
-	(*RetryProviderSetAsideRequest)(nil),  // 94: pactledger.ledger.v1.RetryProviderSetAsideRequest
-	(*RetryProviderSetAsideResponse)(nil), // 95: pactledger.ledger.v1.RetryProviderSetAsideResponse
-	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 97: google.protobuf.Duration
+	(TargetSource)(0),                     // 3: pactledger.ledger.v1.TargetSource
+	(CheckResult)(0),                      // 4: pactledger.ledger.v1.CheckResult
+	(RetentionClass)(0),                   // 5: pactledger.ledger.v1.RetentionClass
+	(DisputeStatus)(0),                    // 6: pactledger.ledger.v1.DisputeStatus
+	(AppendOutcome)(0),                    // 7: pactledger.ledger.v1.AppendOutcome
+	(RowView)(0),                          // 8: pactledger.ledger.v1.RowView
+	(EvidenceReadFrom)(0),                 // 9: pactledger.ledger.v1.EvidenceReadFrom
+	(DrillKind)(0),                        // 10: pactledger.ledger.v1.DrillKind
+	(*Action)(nil),                        // 11: pactledger.ledger.v1.Action
+	(*Limits)(nil),                        // 12: pactledger.ledger.v1.Limits
+	(*AppendReceiptRequest)(nil),          // 13: pactledger.ledger.v1.AppendReceiptRequest
+	(*AppendReceiptResponse)(nil),         // 14: pactledger.ledger.v1.AppendReceiptResponse
+	(*AppendReceiptsRequest)(nil),         // 15: pactledger.ledger.v1.AppendReceiptsRequest
+	(*AppendReceiptsResponse)(nil),        // 16: pactledger.ledger.v1.AppendReceiptsResponse
+	(*AppendReceiptStreamRequest)(nil),    // 17: pactledger.ledger.v1.AppendReceiptStreamRequest
+	(*AppendReceiptStreamResponse)(nil),   // 18: pactledger.ledger.v1.AppendReceiptStreamResponse
+	(*AppendReceiptResult)(nil),           // 19: pactledger.ledger.v1.AppendReceiptResult
+	(*RefusalAction)(nil),                 // 20: pactledger.ledger.v1.RefusalAction
+	(*AppendRefusalRequest)(nil),          // 21: pactledger.ledger.v1.AppendRefusalRequest
+	(*AppendRefusalResponse)(nil),         // 22: pactledger.ledger.v1.AppendRefusalResponse
+	(*Agent)(nil),                         // 23: pactledger.ledger.v1.Agent
+	(*BrandKey)(nil),                      // 24: pactledger.ledger.v1.BrandKey
+	(*RowAction)(nil),                     // 25: pactledger.ledger.v1.RowAction
+	(*Check)(nil),                         // 26: pactledger.ledger.v1.Check
+	(*Verifier)(nil),                      // 27: pactledger.ledger.v1.Verifier
+	(*DisputeEvent)(nil),                  // 28: pactledger.ledger.v1.DisputeEvent
+	(*Refusal)(nil),                       // 29: pactledger.ledger.v1.Refusal
+	(*Row)(nil),                           // 30: pactledger.ledger.v1.Row
+	(*GetRowRequest)(nil),                 // 31: pactledger.ledger.v1.GetRowRequest
+	(*GetRowResponse)(nil),                // 32: pactledger.ledger.v1.GetRowResponse
+	(*ListRowsRequest)(nil),               // 33: pactledger.ledger.v1.ListRowsRequest
+	(*ListRowsResponse)(nil),              // 34: pactledger.ledger.v1.ListRowsResponse
+	(*GetEvidenceRequest)(nil),            // 35: pactledger.ledger.v1.GetEvidenceRequest
+	(*EvidenceObject)(nil),                // 36: pactledger.ledger.v1.EvidenceObject
+	(*GetEvidenceResponse)(nil),           // 37: pactledger.ledger.v1.GetEvidenceResponse
+	(*GetJwksSnapshotRequest)(nil),        // 38: pactledger.ledger.v1.GetJwksSnapshotRequest
+	(*GetJwksSnapshotResponse)(nil),       // 39: pactledger.ledger.v1.GetJwksSnapshotResponse
+	(*VerifyRowRequest)(nil),              // 40: pactledger.ledger.v1.VerifyRowRequest
+	(*VerifyRowResponse)(nil),             // 41: pactledger.ledger.v1.VerifyRowResponse
+	(*AppendDisputeEventRequest)(nil),     // 42: pactledger.ledger.v1.AppendDisputeEventRequest
+	(*AppendDisputeEventResponse)(nil),    // 43: pactledger.ledger.v1.AppendDisputeEventResponse
+	(*MonthlyDrill)(nil),                  // 44: pactledger.ledger.v1.MonthlyDrill
+	(*RunDrillRequest)(nil),               // 45: pactledger.ledger.v1.RunDrillRequest
+	(*DrillPull)(nil),                     // 46: pactledger.ledger.v1.DrillPull
+	(*DrillReport)(nil),                   // 47: pactledger.ledger.v1.DrillReport
+	(*DrillListedRow)(nil),                // 48: pactledger.ledger.v1.DrillListedRow
+	(*DrillRowProof)(nil),                 // 49: pactledger.ledger.v1.DrillRowProof
+	(*RunDrillResponse)(nil),              // 50: pactledger.ledger.v1.RunDrillResponse
+	(*GetDrillRequest)(nil),               // 51: pactledger.ledger.v1.GetDrillRequest
+	(*GetDrillResponse)(nil),              // 52: pactledger.ledger.v1.GetDrillResponse
+	(*ListDrillsRequest)(nil),             // 53: pactledger.ledger.v1.ListDrillsRequest
+	(*ListDrillsResponse)(nil),            // 54: pactledger.ledger.v1.ListDrillsResponse
+	(*Revocation)(nil),                    // 55: pactledger.ledger.v1.Revocation
+	(*RevokeGrantRequest)(nil),            // 56: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),           // 57: pactledger.ledger.v1.RevokeGrantResponse
+	(*GetGrantRequest)(nil),               // 58: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),              // 59: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),         // 60: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),              // 61: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),        // 62: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),        // 63: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),       // 64: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                      // 65: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),          // 66: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),         // 67: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),            // 68: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),           // 69: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),          // 70: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),         // 71: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                  // 72: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                      // 73: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),                 // 74: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),              // 75: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                   // 76: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                    // 77: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),             // 78: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),       // 79: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),      // 80: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),          // 81: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),         // 82: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),            // 83: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),           // 84: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),    // 85: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil),   // 86: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),                 // 87: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                // 88: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),          // 89: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                  // 90: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),         // 91: pactledger.ledger.v1.ListAccessLogResponse
+	(*GetProviderOutboxRequest)(nil),      // 92: pactledger.ledger.v1.GetProviderOutboxRequest
+	(*ProviderSetAsideEntry)(nil),         // 93: pactledger.ledger.v1.ProviderSetAsideEntry
+	(*GetProviderOutboxResponse)(nil),     // 94: pactledger.ledger.v1.GetProviderOutboxResponse
+	(*RetryProviderSetAsideRequest)(nil),  // 95: pactledger.ledger.v1.RetryProviderSetAsideRequest
+	(*RetryProviderSetAsideResponse)(nil), // 96: pactledger.ledger.v1.RetryProviderSetAsideResponse
+	(*timestamppb.Timestamp)(nil),         // 97: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 98: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	96,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
-	10,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
-	11,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
-	7,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
-	29,  // 4: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
-	6,   // 5: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
-	12,  // 6: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	18,  // 7: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	12,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
-	18,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
-	13,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	97,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
-	19,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	96,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
-	29,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
+	97,  // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	11,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
+	12,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
+	8,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
+	30,  // 4: pactledger.ledger.v1.AppendReceiptResponse.row:type_name -> pactledger.ledger.v1.Row
+	7,   // 5: pactledger.ledger.v1.AppendReceiptResponse.outcome:type_name -> pactledger.ledger.v1.AppendOutcome
+	13,  // 6: pactledger.ledger.v1.AppendReceiptsRequest.receipts:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	19,  // 7: pactledger.ledger.v1.AppendReceiptsResponse.results:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	13,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
+	19,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
+	14,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
+	98,  // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	20,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
+	97,  // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	30,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 15: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
-	3,   // 16: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	96,  // 17: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
-	25,  // 18: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	96,  // 19: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
-	5,   // 20: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	0,   // 21: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
-	1,   // 22: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
-	22,  // 23: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
-	23,  // 24: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
-	11,  // 25: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
-	24,  // 26: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	96,  // 27: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	96,  // 28: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
-	26,  // 29: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
-	4,   // 30: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	96,  // 31: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
-	5,   // 32: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
-	27,  // 33: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
-	28,  // 34: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
-	29,  // 35: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
-	1,   // 36: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
-	4,   // 37: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	96,  // 38: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	96,  // 39: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
-	29,  // 40: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	96,  // 41: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
-	10,  // 42: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
-	35,  // 43: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
-	8,   // 44: pactledger.ledger.v1.GetEvidenceResponse.read_from:type_name -> pactledger.ledger.v1.EvidenceReadFrom
-	96,  // 45: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	35,  // 46: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	25,  // 47: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
-	25,  // 48: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
-	5,   // 49: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
-	29,  // 50: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
-	43,  // 51: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
-	9,   // 52: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	96,  // 53: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	96,  // 54: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
-	45,  // 55: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
-	44,  // 56: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
-	35,  // 57: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
-	48,  // 58: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
-	47,  // 59: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
-	46,  // 60: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	46,  // 61: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
-	46,  // 62: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	96,  // 63: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	96,  // 64: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	96,  // 65: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
-	96,  // 66: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
-	96,  // 67: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	54,  // 68: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	54,  // 69: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	29,  // 70: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	60,  // 71: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	96,  // 72: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	96,  // 73: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	96,  // 74: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	64,  // 75: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	64,  // 76: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	29,  // 77: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	29,  // 78: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	64,  // 79: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	96,  // 80: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	4,   // 81: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	96,  // 82: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	96,  // 83: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	72,  // 84: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	72,  // 85: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	96,  // 86: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	75,  // 87: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	96,  // 88: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	96,  // 89: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	96,  // 90: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	76,  // 91: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	96,  // 92: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	96,  // 93: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	89,  // 94: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	96,  // 95: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	96,  // 96: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	92,  // 97: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	12,  // 98: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	14,  // 99: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	16,  // 100: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	20,  // 101: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	30,  // 102: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	32,  // 103: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	34,  // 104: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	37,  // 105: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	39,  // 106: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	41,  // 107: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	44,  // 108: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	50,  // 109: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	52,  // 110: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	55,  // 111: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	57,  // 112: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	59,  // 113: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	62,  // 114: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	65,  // 115: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	67,  // 116: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	69,  // 117: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	71,  // 118: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	74,  // 119: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	78,  // 120: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	80,  // 121: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	82,  // 122: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	84,  // 123: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	86,  // 124: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	88,  // 125: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	91,  // 126: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	94,  // 127: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	13,  // 128: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	15,  // 129: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	17,  // 130: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	21,  // 131: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	31,  // 132: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	33,  // 133: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	36,  // 134: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	38,  // 135: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	40,  // 136: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	42,  // 137: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	49,  // 138: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	51,  // 139: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	53,  // 140: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	56,  // 141: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	58,  // 142: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	61,  // 143: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	63,  // 144: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	66,  // 145: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	68,  // 146: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	70,  // 147: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	73,  // 148: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	77,  // 149: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	79,  // 150: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	81,  // 151: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	83,  // 152: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	85,  // 153: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	87,  // 154: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	90,  // 155: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	93,  // 156: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	95,  // 157: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	128, // [128:158] is the sub-list for method output_type
-	98,  // [98:128] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	3,   // 16: pactledger.ledger.v1.RowAction.target_source:type_name -> pactledger.ledger.v1.TargetSource
+	4,   // 17: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
+	97,  // 18: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	26,  // 19: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
+	97,  // 20: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	6,   // 21: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	0,   // 22: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
+	1,   // 23: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
+	23,  // 24: pactledger.ledger.v1.Row.agent:type_name -> pactledger.ledger.v1.Agent
+	24,  // 25: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
+	12,  // 26: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
+	25,  // 27: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
+	97,  // 28: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	97,  // 29: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	27,  // 30: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
+	5,   // 31: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	97,  // 32: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	6,   // 33: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
+	28,  // 34: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
+	29,  // 35: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
+	30,  // 36: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
+	1,   // 37: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
+	5,   // 38: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	97,  // 39: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	97,  // 40: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	30,  // 41: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
+	97,  // 42: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	11,  // 43: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
+	36,  // 44: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
+	9,   // 45: pactledger.ledger.v1.GetEvidenceResponse.read_from:type_name -> pactledger.ledger.v1.EvidenceReadFrom
+	97,  // 46: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	36,  // 47: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	26,  // 48: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
+	26,  // 49: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
+	6,   // 50: pactledger.ledger.v1.AppendDisputeEventRequest.status:type_name -> pactledger.ledger.v1.DisputeStatus
+	30,  // 51: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
+	44,  // 52: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
+	10,  // 53: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
+	97,  // 54: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	97,  // 55: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	46,  // 56: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
+	45,  // 57: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
+	36,  // 58: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
+	49,  // 59: pactledger.ledger.v1.DrillReport.proofs:type_name -> pactledger.ledger.v1.DrillRowProof
+	48,  // 60: pactledger.ledger.v1.DrillReport.listed:type_name -> pactledger.ledger.v1.DrillListedRow
+	47,  // 61: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	47,  // 62: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
+	47,  // 63: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
+	97,  // 64: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	97,  // 65: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	97,  // 66: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
+	97,  // 67: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
+	97,  // 68: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	55,  // 69: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	55,  // 70: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	30,  // 71: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	61,  // 72: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	97,  // 73: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	97,  // 74: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	97,  // 75: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	65,  // 76: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	65,  // 77: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	30,  // 78: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	30,  // 79: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	65,  // 80: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	97,  // 81: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	5,   // 82: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	97,  // 83: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	97,  // 84: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	73,  // 85: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	73,  // 86: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	97,  // 87: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	76,  // 88: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	97,  // 89: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	97,  // 90: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	97,  // 91: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	77,  // 92: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	97,  // 93: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	97,  // 94: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	90,  // 95: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	97,  // 96: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	97,  // 97: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	93,  // 98: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	13,  // 99: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	15,  // 100: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	17,  // 101: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	21,  // 102: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	31,  // 103: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	33,  // 104: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	35,  // 105: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	38,  // 106: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	40,  // 107: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	42,  // 108: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	45,  // 109: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	51,  // 110: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	53,  // 111: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	56,  // 112: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	58,  // 113: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	60,  // 114: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	63,  // 115: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	66,  // 116: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	68,  // 117: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	70,  // 118: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	72,  // 119: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	75,  // 120: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	79,  // 121: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	81,  // 122: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	83,  // 123: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	85,  // 124: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	87,  // 125: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	89,  // 126: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	92,  // 127: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	95,  // 128: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	14,  // 129: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	16,  // 130: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	18,  // 131: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	22,  // 132: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	32,  // 133: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	34,  // 134: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	37,  // 135: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	39,  // 136: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	41,  // 137: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	43,  // 138: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	50,  // 139: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	52,  // 140: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	54,  // 141: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	57,  // 142: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	59,  // 143: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	62,  // 144: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	64,  // 145: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	67,  // 146: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	69,  // 147: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	71,  // 148: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	74,  // 149: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	78,  // 150: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	80,  // 151: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	82,  // 152: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	84,  // 153: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	86,  // 154: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	88,  // 155: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	91,  // 156: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	94,  // 157: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	96,  // 158: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	129, // [129:159] is the sub-list for method output_type
+	99,  // [99:129] is the sub-list for method input_type
+	99,  // [99:99] is the sub-list for extension type_name
+	99,  // [99:99] is the sub-list for extension extendee
+	0,   // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -7914,7 +7991,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      10,
+			NumEnums:      11,
 			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
