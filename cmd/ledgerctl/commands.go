@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/pactledger/pactledger/internal/rowtext"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -223,6 +224,15 @@ func (c *cli) show(args []string) error {
 	line("scopes used", orDash(strings.Join(r.GetScopesUsed(), " ")))
 	for _, a := range r.GetActions() {
 		line("action", fmt.Sprintf("%s %s  args hash %s (%s)", a.GetTool(), orDash(a.GetTarget()), orDash(a.GetArgsHash()), word(a.GetArgsHashSource(), "ARGS_HASH_SOURCE_")))
+		// What vouches for the target, on a line of its own so that the
+		// action line reads as it did.
+		switch words, _ := rowtext.TargetSource(r, a); {
+		case words == "":
+		case a.GetTargetSource() == ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS:
+			line("target", a.GetTarget()+" ("+words+")")
+		default:
+			line("target", a.GetTarget()+": "+words)
+		}
 	}
 	if r.GetRefusal() != nil {
 		line("refusal", fmt.Sprintf("%s (claimed %s, agent %s)", r.GetRefusal().GetReason(), r.GetRefusal().GetClaimedPrincipal(), r.GetRefusal().GetClaimedAgent()))

@@ -7,6 +7,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // A row's target or principal edited in the bbolt file, with ledgerd
@@ -22,6 +23,8 @@ func TestFsckAndVerifyFindAnEditedRowField(t *testing.T) {
 	}{
 		{"target", func(r *ledger.Row) { r.Actions[0].Target = "A-7777" },
 			"the row's target of cancel_order is A-7777; its evidence says A-5531: the row was edited after it was written"},
+		{"target source", func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetFromWriter },
+			`the row's target source of cancel_order is "the action log alone"; its evidence says "the signed args": the row was edited after it was written`},
 		{"principal", func(r *ledger.Row) { r.Principal = "acct-99999" },
 			"the row's principal is acct-99999; its evidence says acct-48213: the row was edited after it was written"},
 	} {

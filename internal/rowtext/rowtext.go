@@ -1,0 +1,43 @@
+// Package rowtext says a row's fields in plain words, so that ledgerctl
+// show and the console's row page say them alike.
+package rowtext
+
+import (
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// TargetSource says what vouches for the target of action a of row r,
+// and whether the target is the writer's word alone (its action log's,
+// or a refusal's). It is empty for an action without a target.
+func TargetSource(r *ledgerv1.Row, a *ledgerv1.RowAction) (words string, writerOnly bool) {
+	if a.GetTarget() == "" {
+		return "", false
+	}
+	switch a.GetTargetSource() {
+	case ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS:
+		return "named in the signed args", false
+	case ledgerv1.TargetSource_TARGET_SOURCE_WRITER:
+		if r.GetKind() == ledgerv1.RowKind_ROW_KIND_REFUSAL {
+			return "the refusal record's alone — a refusal has no signed args", true
+		}
+		return "the action log's alone — " + writerReason(r, a), true
+	}
+	return "where it comes from is not recorded (the row was written before the ledger recorded it)", false
+}
+
+// writerReason says why no signed args vouch for the target of action a
+// of receipt row r.
+func writerReason(r *ledgerv1.Row, a *ledgerv1.RowAction) string {
+	switch a.GetArgsHashSource() {
+	case ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER:
+		return "the agent did not sign its args"
+	case ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_UNSPECIFIED:
+		return "no args were signed"
+	}
+	for _, c := range r.GetVerifier().GetChecks() {
+		if c.GetName() == "args_hash" && c.GetResult() == ledgerv1.CheckResult_CHECK_RESULT_FAIL {
+			return "the logged args are not the signed ones"
+		}
+	}
+	return "the signed args do not name it"
+}
