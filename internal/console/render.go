@@ -15,6 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/pactledger/pactledger/internal/rowtext"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 // view is what every page template receives.
@@ -214,6 +217,7 @@ var funcs = template.FuncMap{
 	"kind":    func(e fmt.Stringer) string { return label(e, "DRILL_KIND_") },
 	"rkind":   func(e fmt.Stringer) string { return label(e, "ROW_KIND_") },
 	"hsrc":    func(e fmt.Stringer) string { return label(e, "ARGS_HASH_SOURCE_") },
+	"tsrc":    targetSource,
 	"badge":   badge,
 	"join":    strings.Join,
 	"short":   short,
@@ -232,6 +236,20 @@ var funcs = template.FuncMap{
 		}
 		return true
 	},
+}
+
+// targetSourceView is what vouches for an action's target, in words, and
+// whether the target is the writer's word alone.
+type targetSourceView struct {
+	Words      string
+	WriterOnly bool
+}
+
+// targetSource says what vouches for the target of action a of row r, as
+// ledgerctl show says it.
+func targetSource(r *ledgerv1.Row, a *ledgerv1.RowAction) targetSourceView {
+	words, writerOnly := rowtext.TargetSource(r, a)
+	return targetSourceView{Words: words, WriterOnly: writerOnly}
 }
 
 // badge is the CSS class of a status, check result or dispute state.
