@@ -64,6 +64,33 @@ type FirstVersioner interface {
 	FirstVersion(ctx context.Context, key string) (string, error)
 }
 
+// KeptLister is an object store that lists the keys it keeps under a
+// prefix, hidden ones included: on S3 with versioning a plain DELETE of
+// a locked object only puts a delete marker over it, so a read by name
+// finds nothing while every version stays behind the marker, and a
+// listing of the bucket's current objects leaves the key out. The ledger
+// reads what is kept there, not only what reads by name.
+type KeptLister interface {
+	// ListKept calls fn with each key that starts with prefix and has
+	// no "/" after it (the objects of one folder, not those of the
+	// folders below), in no set order, with its newest version that is
+	// not a delete marker; a key of delete markers alone is left out.
+	// It stops at fn's first error and returns it.
+	ListKept(ctx context.Context, prefix string, fn func(KeptKey) error) error
+}
+
+// KeptKey is a key a KeptLister found.
+type KeptKey struct {
+	Key string
+	// Version is the key's newest version that is not a delete marker
+	// (VersionReader reads it); "" in a store that keeps no versions,
+	// where Get reads the key.
+	Version string
+	// Hidden reports that the key's latest version is a delete marker:
+	// a read by name finds nothing, though Version is still kept.
+	Hidden bool
+}
+
 // readRange reads loc's part of its segment in one ranged read, of the
 // version loc records where the store keeps versions; false when loc is
 // no part of a segment or the store reads no ranges.

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/fsync"
@@ -91,4 +93,51 @@ func writeLocked(f *os.File, body []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// ListKept implements ledger.KeptLister from a listing of the key's
+// directory. A directory keeps no versions and no delete markers: a
+// removed file is gone, so no key is ever hidden, and Get reads each.
+// Temporary files of puts in progress and the sidecars of holds and
+// retention are no keys.
+func (s *Store) ListKept(_ context.Context, prefix string, fn func(ledger.KeptKey) error) error {
+	folder, name := "", prefix
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		folder, name = prefix[:i+1], prefix[i+1:]
+	}
+	dir := s.dir
+	if folder != "" {
+		p, err := s.path(folder)
+		if err != nil {
+			return err
+		}
+		dir = p
+	}
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	defer d.Close()
+	for {
+		// A page at a time: a directory of many keys is not held whole.
+		entries, err := d.ReadDir(1000)
+		for _, e := range entries {
+			n := e.Name()
+			if !strings.HasPrefix(n, name) || e.IsDir() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".lock") {
+				continue
+			}
+			if err := fn(ledger.KeptKey{Key: folder + n}); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+	}
 }

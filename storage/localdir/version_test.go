@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pactledger/pactledger/internal/objecttest"
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/localdir"
 )
 
@@ -58,4 +61,55 @@ func TestSwapVersionOnlyOverWhatWasRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	objecttest.SwapVersion(t, s)
+}
+
+// ListKept lists the keys of one folder: none is hidden in a directory,
+// and the folders below, temporary files and sidecars are no keys.
+func TestListKeptListsTheFolder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("cp"), until, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"log/checkpoints/10", "log/checkpoints/7", "log/checkpoints/sub/1"} {
+		if _, err := s.Put(ctx, key, []byte(key), until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ExtendRetention(ctx, ledger.Location{Key: "log/checkpoints/7"}, until.Add(time.Hour)); err != nil { // a sidecar
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "log", "checkpoints", ".8.123.tmp"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := func(prefix string) string {
+		t.Helper()
+		var keys []string
+		if err := s.ListKept(ctx, prefix, func(k ledger.KeptKey) error {
+			if k.Hidden || k.Version != "" {
+				t.Errorf("%s: %+v, want neither hidden nor a version", k.Key, k)
+			}
+			keys = append(keys, k.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(keys)
+		return strings.Join(keys, ",")
+	}
+	if got := list("log/checkpoints/"); got != "log/checkpoints/10,log/checkpoints/7" {
+		t.Errorf("ListKept(log/checkpoints/) = %s", got)
+	}
+	if got := list("log/checkpoint"); got != "log/checkpoint" {
+		t.Errorf("ListKept(log/checkpoint) = %s", got)
+	}
+	if got := list("nothing/here/"); got != "" {
+		t.Errorf("ListKept of a missing folder = %s", got)
+	}
+	var _ ledger.KeptLister = s
 }

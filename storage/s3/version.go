@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -131,4 +132,79 @@ func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("%w: %d versions of %s were put at %s", ledger.ErrFirstVersionUnknown, tied, key, first.LastModified.UTC().Format(time.RFC3339Nano))
 	}
 	return first.VersionID, nil
+}
+
+// maxKeptEntries bounds the versions and delete markers one ListKept
+// reads: a listing of the log's checkpoints reads one per checkpoint
+// published, and a bucket holding more is not listed whole (the listing
+// fails) rather than read for ever.
+const maxKeptEntries = 1 << 22
+
+// ListKept implements ledger.KeptLister from a listing of the versions
+// under prefix (ListObjectVersions): a key whose latest version is a
+// delete marker is hidden, and what it keeps is its newest version that
+// is not one. S3 lists a key's versions newest first; some servers list
+// the delete markers of a page of the listing before its versions, so a
+// key is passed to fn once both its latest version and its newest one
+// that is not a marker were read, wherever they come.
+func (s *Store) ListKept(ctx context.Context, prefix string, fn func(ledger.KeptKey) error) error {
+	began := time.Now()
+	var fnErr error
+	err := s.listKept(ctx, prefix, func(k ledger.KeptKey) error {
+		fnErr = fn(k)
+		return fnErr
+	})
+	if fnErr != nil {
+		s.observe(began, nil) // the bucket answered
+		return fnErr
+	}
+	s.observe(began, err)
+	return err
+}
+
+func (s *Store) listKept(ctx context.Context, prefix string, fn func(ledger.KeptKey) error) (err error) {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the listing's requests when it stops early
+	type partial struct {
+		latest, hidden bool   // the latest version was read, and is a delete marker
+		version        string // the newest version read that is not one
+	}
+	// The keys not passed to fn yet. One passed is dropped: a version
+	// of it read later starts another that never is (a key has one
+	// latest version).
+	pending := map[string]*partial{}
+	read := 0
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, WithVersions: true}) {
+		if o.Err != nil {
+			return fmt.Errorf("list the versions under %s: %w", prefix, o.Err)
+		}
+		if read++; read > maxKeptEntries {
+			return fmt.Errorf("list the versions under %s: more than %d", prefix, maxKeptEntries)
+		}
+		if strings.Contains(o.Key[min(len(prefix), len(o.Key)):], "/") {
+			continue // a folder below prefix
+		}
+		p := pending[o.Key]
+		if p == nil {
+			p = &partial{}
+			pending[o.Key] = p
+		}
+		if o.IsLatest {
+			p.latest, p.hidden = true, o.IsDeleteMarker
+		}
+		if !o.IsDeleteMarker && p.version == "" {
+			p.version = o.VersionID
+		}
+		if !p.latest || p.version == "" {
+			continue
+		}
+		delete(pending, o.Key)
+		if err := fn(ledger.KeptKey{Key: o.Key, Version: p.version, Hidden: p.hidden}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
