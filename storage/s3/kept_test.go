@@ -97,3 +97,31 @@ func TestListKeptFindsHiddenKeys(t *testing.T) {
 	}
 	var _ ledger.KeptLister = st
 }
+
+// SwapVersion over a key a delete marker hides (no version while it has
+// none) writes a new latest version, which a read by name finds; over a
+// live one it is still refused.
+func TestSwapVersionOverADeleteMarker(t *testing.T) {
+	ctx := context.Background()
+	bucket := s3test.Bucket()
+	st, err := open(t, bucket, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("one"), until, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rawClient(t).RemoveObject(ctx, bucket, "log/checkpoint", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("two"), until, nil); err != nil {
+		t.Fatalf("a version over the delete marker: %v", err)
+	}
+	if b, err := st.Get(ctx, "log/checkpoint"); err != nil || string(b) != "two" {
+		t.Fatalf("the key after: %q %v", b, err)
+	}
+	if _, err := st.SwapVersion(ctx, "log/checkpoint", []byte("three"), until, nil); !errors.Is(err, ledger.ErrObjectChanged) {
+		t.Fatalf("a version as if there were none over a live one: %v; want ErrObjectChanged", err)
+	}
+}

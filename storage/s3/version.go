@@ -27,9 +27,10 @@ import (
 // The put is S3's conditional write: it succeeds only while the key's
 // latest version holds prev (If-Match on its ETag, the MD5 of prev: the
 // store's puts are single-part), or while the key has none when prev is
-// nil (If-None-Match), so that two writers cannot each replace what the
-// other wrote after reading it; otherwise it returns an error wrapping
-// ledger.ErrObjectChanged.
+// nil (If-None-Match; a key whose latest version is a delete marker has
+// none, see putOverDeleteMarker), so that two writers cannot each replace
+// what the other wrote after reading it; otherwise it returns an error
+// wrapping ledger.ErrObjectChanged.
 func (s *Store) SwapVersion(ctx context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
 	began := time.Now()
 	loc, err := s.swapVersion(ctx, key, body, retainUntil, prev)
@@ -50,6 +51,9 @@ func (s *Store) swapVersion(ctx context.Context, key string, body []byte, retain
 		opts.SetMatchETag(hex.EncodeToString(sum[:]))
 	}
 	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
+	if prev == nil && minio.ToErrorResponse(err).StatusCode == http.StatusPreconditionFailed {
+		info, err = s.putOverDeleteMarker(ctx, key, body, retainUntil, err)
+	}
 	if err != nil {
 		if code := minio.ToErrorResponse(err).StatusCode; code == http.StatusPreconditionFailed || (prev != nil && code == http.StatusNotFound) {
 			return loc, fmt.Errorf("put a version of %s: %w", key, errors.Join(ledger.ErrObjectChanged, err))
@@ -58,6 +62,22 @@ func (s *Store) swapVersion(ctx context.Context, key string, body []byte, retain
 	}
 	loc.VersionID = info.VersionID
 	return loc, nil
+}
+
+// putOverDeleteMarker is the put of a version of key whose conditional
+// put while it has none (If-None-Match) failed with refused: S3 reads a
+// key whose latest version is a delete marker as missing, but some
+// servers (versitygw) refuse the condition there. When a read by name
+// finds no version, the latest is a delete marker (the condition held
+// nothing else), and the version is put without the condition: a writer
+// putting one in the moment between the read and this put is replaced
+// unchecked, which the condition alone rules out where the server
+// honours it.
+func (s *Store) putOverDeleteMarker(ctx context.Context, key string, body []byte, retainUntil time.Time, refused error) (minio.UploadInfo, error) {
+	if _, err := s.latestVersion(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+		return minio.UploadInfo{}, refused
+	}
+	return s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), lockedPut(body, retainUntil, http.DetectContentType(body)))
 }
 
 // LatestVersion implements ledger.LatestVersioner: the version of key a
