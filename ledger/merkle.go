@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,6 +201,7 @@ type logState struct {
 	divergedMu sync.Mutex
 	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
 	since      time.Time // when checks started failing with it
+	deleted    string    // the checkpoints last found deleted from the bucket (noteDeleted)
 	wrongKey   error     // the integrator's ErrLogKey, kept until restarted
 	keySince   time.Time // when it was found
 }
@@ -1303,51 +1305,271 @@ func publishErr(key string, err error) error {
 	return fmt.Errorf("put %s: %w", key, err)
 }
 
-// checkPublished returns the size and the bytes of the latest checkpoint
-// the bucket holds (the object "checkpoint"; 0 and nil without one), or
-// an error wrapping ErrLogDiverged unless it is of a tree this ledger's
-// log extends: the same origin, no more leaves than the row store's log
-// holds, and the same root as its tree of that size. It runs before every
-// publication, so that a ledger never publishes its log over another's: a
-// second ledger given the same bucket, a ledger whose signing key or row
-// store was lost and started a new log, or one whose row store was
-// restored from a backup older than what it published. A store without
-// versions (no latest checkpoint) leaves such a log to the tiles' own
-// puts: it is caught at the first object both logs write with other
-// bytes.
+// checkPublished returns the size of the largest checkpoint the bucket
+// holds (0 without one) and the bytes of its live checkpoint (the object
+// "checkpoint", which the next publication replaces; nil without one),
+// or an error wrapping ErrLogDiverged unless every checkpoint read
+// (readPublished) is of a tree this ledger's log extends: the same
+// origin, no more leaves than the row store's log holds, and the same
+// root as its tree of that size. It runs before every publication, so
+// that a ledger never publishes its log over another's: a second ledger
+// given the same bucket, a ledger whose signing key or row store was
+// lost and started a new log, or one whose row store was restored from a
+// backup older than what it published. A store without versions (no
+// latest checkpoint) leaves such a log to the tiles' own puts: it is
+// caught at the first object both logs write with other bytes.
+//
+// The first check of a holder of the integrator's lease, and any that
+// finds no live checkpoint, also read the checkpoints the bucket keeps
+// out of sight of a read by name (see readPublished): a live checkpoint
+// deleted from the bucket must not let a row store restored from an
+// older backup sign a fork of the log it published.
 func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
-	raw, err := l.readPublished(ctx)
-	if err != nil || raw == nil {
-		return 0, nil, err
-	}
-	size, err := l.comparePublished(ctx, raw)
+	p, err := l.readPublished(ctx, !l.log.checked.Load())
 	if err != nil {
 		return 0, nil, err
 	}
-	return size, raw, nil
+	l.noteDeleted(ctx, p)
+	size, _, err := l.comparePublishedLog(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	return size, p.latest, nil
 }
 
-// readPublished returns the bytes of the bucket's latest checkpoint (the
-// object "checkpoint"), nil when it holds none or keeps no versions.
-func (l *Ledger) readPublished(ctx context.Context) ([]byte, error) {
-	if _, ok := l.objects.(versionedStore); !ok {
-		return nil, nil
+// comparePublishedLog compares each checkpoint p holds with the row
+// store's log (comparePublished), returning the largest size, or the
+// first that is not of a tree this ledger's log extends with the error.
+// Two checkpoints of one log are each a prefix of the other, so comparing
+// them all is comparing the largest; a bucket holding two logs (another
+// ledger's checkpoints under deleted ones) is found either way.
+func (l *Ledger) comparePublishedLog(ctx context.Context, p publishedLog) (int64, publishedCheckpoint, error) {
+	var size int64
+	for _, c := range p.checkpoints {
+		n, err := l.comparePublished(ctx, c.key, c.raw)
+		if err != nil {
+			if d := p.deletions(); d != "" && errors.Is(err, ErrLogDiverged) {
+				err = fmt.Errorf("%w (%s)", err, d)
+			}
+			return 0, c, err
+		}
+		size = max(size, n)
 	}
-	raw, err := l.objects.Get(ctx, LogPrefix+"checkpoint")
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+	return size, publishedCheckpoint{}, nil
+}
+
+// publishedLog is what readPublished read of the log in the bucket.
+type publishedLog struct {
+	// latest is the live checkpoint, LogPrefix+"checkpoint", as a read
+	// by name finds it: what the next publication replaces (nil: none).
+	latest []byte
+	// checkpoints are the checkpoints to compare with the row store's
+	// log: the live one, or the newest version kept of it behind a
+	// delete marker, and the largest kept by size.
+	checkpoints []publishedCheckpoint
+	// hidden names the log's checkpoints a delete marker hides, up to
+	// maxNamedHidden of them, of hiddenCount.
+	hidden      []string
+	hiddenCount int
+	// missing: no live checkpoint reads by name, though the bucket keeps
+	// checkpoints of the log.
+	missing bool
+}
+
+// publishedCheckpoint is a checkpoint read from the bucket and its key.
+type publishedCheckpoint struct {
+	key string
+	raw []byte
+}
+
+// maxNamedHidden bounds the hidden checkpoints a report names one by one.
+const maxNamedHidden = 5
+
+// listKeptTimeout bounds the listings of readPublished.
+const listKeptTimeout = 2 * time.Minute
+
+// errFound ends a listing once it found what it looked for.
+var errFound = errors.New("found")
+
+// readPublished reads the bucket's live checkpoint (the object
+// "checkpoint"; nothing when the store keeps no versions). When thorough,
+// or when no live checkpoint reads by name, it also reads what the bucket
+// keeps out of sight of a read by name, where the store lists it
+// (KeptLister):
+//
+//   - the newest version of "checkpoint" kept behind a delete marker: on
+//     S3 with Object Lock a plain DELETE hides a key and removes nothing;
+//   - the largest of the write-once checkpoints kept by size,
+//     "checkpoints/<size>", hidden ones included.
+//
+// The sizes are decimal without leading zeros, so the order of a listing
+// (lexical: "10" before "9") is not theirs, and no prefix or start key
+// selects the largest without the smaller ones around it: the checkpoints
+// are all listed, one request per thousand on S3, and the largest kept.
+// That is done once by each holder of the integrator's lease before it
+// signs, again only when the live checkpoint is found missing, and by
+// fsck; a publication otherwise reads the live checkpoint alone.
+func (l *Ledger) readPublished(ctx context.Context, thorough bool) (publishedLog, error) {
+	var p publishedLog
+	if _, ok := l.objects.(versionedStore); !ok {
+		return p, nil
+	}
+	key := LogPrefix + "checkpoint"
+	raw, err := l.objects.Get(ctx, key)
+	switch {
+	case err == nil:
+		p.latest = raw
+		p.checkpoints = append(p.checkpoints, publishedCheckpoint{key: key, raw: raw})
+	case errors.Is(err, ErrNotFound):
+		thorough = true
+	default:
+		return p, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+	}
+	lister, ok := l.objects.(KeptLister)
+	if !thorough || !ok {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, listKeptTimeout)
+	defer cancel()
+	if p.latest == nil {
+		var kept *KeptKey
+		err := lister.ListKept(ctx, key, func(k KeptKey) error {
+			if k.Key != key {
+				return nil
+			}
+			kept = &k
+			return errFound
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return p, fmt.Errorf("list the versions of the bucket's %s: %w", key, err)
+		}
+		if kept != nil {
+			raw, err := l.readKept(ctx, *kept)
+			if err != nil {
+				return p, err
+			}
+			p.checkpoints = append(p.checkpoints, publishedCheckpoint{key: key, raw: raw})
+			if kept.Hidden {
+				p.hidden, p.hiddenCount = append(p.hidden, key), 1
+			}
+		}
+	}
+	bySize := LogPrefix + "checkpoints/"
+	var largest KeptKey
+	most := int64(-1)
+	if err := lister.ListKept(ctx, bySize, func(k KeptKey) error {
+		name := strings.TrimPrefix(k.Key, bySize)
+		n, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name {
+			return nil // no key the ledger writes
+		}
+		if k.Hidden {
+			p.hiddenCount++
+			p.hidden = append(p.hidden, k.Key)
+		}
+		if n > most {
+			most, largest = n, k
+		}
+		return nil
+	}); err != nil {
+		return p, fmt.Errorf("list the bucket's checkpoints (%s): %w", bySize, err)
+	}
+	if most >= 0 {
+		raw, err := l.readKept(ctx, largest)
+		if err != nil {
+			return p, err
+		}
+		p.checkpoints = append(p.checkpoints, publishedCheckpoint{key: largest.Key, raw: raw})
+	}
+	// The largest first, so that a divergence is reported of it (fsck
+	// lists the published leaves up to it); one that does not read as a
+	// checkpoint first of all.
+	slices.SortStableFunc(p.checkpoints, func(a, b publishedCheckpoint) int {
+		return cmp.Compare(publishedSize(b.raw), publishedSize(a.raw))
+	})
+	// Named in a stable order: the live checkpoint, then by size.
+	slices.SortFunc(p.hidden, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b))
+	})
+	if len(p.hidden) > maxNamedHidden {
+		p.hidden = p.hidden[:maxNamedHidden]
+	}
+	p.missing = p.latest == nil && len(p.checkpoints) > 0
+	return p, nil
+}
+
+// publishedSize is the size of a checkpoint read from the bucket, for
+// ordering only (comparePublished judges it): the largest possible for
+// one that does not read as a checkpoint.
+func publishedSize(raw []byte) int64 {
+	cp, err := checkpointBody(raw)
+	if err != nil {
+		return math.MaxInt64
+	}
+	return cp.Size
+}
+
+// readKept reads the version of k a listing found: by its version where
+// the store keeps them (a hidden key reads by no other means), else by
+// name.
+func (l *Ledger) readKept(ctx context.Context, k KeptKey) ([]byte, error) {
+	var raw []byte
+	var err error
+	if vr, ok := l.objects.(VersionReader); ok && k.Version != "" {
+		raw, err = vr.GetVersion(ctx, k.Key, k.Version)
+	} else {
+		raw, err = l.objects.Get(ctx, k.Key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
+		return nil, fmt.Errorf("read the bucket's %s (version %q): %w", k.Key, k.Version, err)
 	}
 	return raw, nil
 }
 
-// comparePublished returns the size of raw, the bucket's latest
-// checkpoint, or an error wrapping ErrLogDiverged unless it is of a tree
-// this ledger's log extends (see checkPublished).
-func (l *Ledger) comparePublished(ctx context.Context, raw []byte) (int64, error) {
-	key := LogPrefix + "checkpoint"
+// deletions says in words which of the log's checkpoints were deleted
+// from the bucket, "" when none was.
+func (p publishedLog) deletions() string {
+	var parts []string
+	live := LogPrefix + "checkpoint"
+	hidden := p.hidden
+	if len(hidden) > 0 && hidden[0] == live {
+		parts = append(parts, "a delete marker hides the bucket's latest checkpoint "+live+", whose versions are kept behind it")
+		hidden = hidden[1:]
+	} else if p.missing {
+		parts = append(parts, "the bucket's latest checkpoint "+live+" is missing, though the bucket keeps checkpoints of the log")
+	}
+	if n := p.hiddenCount - (len(p.hidden) - len(hidden)); n > 0 {
+		more := ""
+		if n > len(hidden) {
+			more = fmt.Sprintf(" and %d more", n-len(hidden))
+		}
+		parts = append(parts, fmt.Sprintf("delete markers hide %d of its checkpoints by size (%s%s)", n, strings.Join(hidden, ", "), more))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// noteDeleted logs, once for each new finding, that checkpoints of the
+// log were deleted from the bucket.
+func (l *Ledger) noteDeleted(ctx context.Context, p publishedLog) {
+	d := p.deletions()
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	if d == "" || d == s.deleted {
+		s.deleted = d
+		return
+	}
+	s.deleted = d
+	l.cfg.Logger.WarnContext(ctx, "checkpoints of the Merkle log were deleted from write-once storage: someone with delete access to the bucket removed the log's record from sight (on S3 the locked versions stay behind the delete markers). "+
+		"This ledger compares its log with the largest checkpoint the bucket keeps, signs nothing that does not extend it, and writes "+LogPrefix+"checkpoint again at its next publication; "+
+		"find who deleted them in the bucket's access logs, and remove the delete markers so that readers of the bucket see the log again (docs/operations.md, \"Deleted checkpoints\")",
+		slog.String("found", d))
+}
+
+// comparePublished returns the size of raw, the bucket's checkpoint at
+// key, or an error wrapping ErrLogDiverged unless it is of a tree this
+// ledger's log extends (see checkPublished).
+func (l *Ledger) comparePublished(ctx context.Context, key string, raw []byte) (int64, error) {
 	theirs, err := checkpointBody(raw)
 	if err != nil {
 		return 0, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)

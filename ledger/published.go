@@ -14,9 +14,10 @@ import (
 )
 
 // checkPublishedLog compares the row store's log with the log published
-// to write-once storage: the bucket's latest checkpoint, as the
-// integrator compares them before each publication (checkPublished, which
-// /readyz reports as "diverged"). When the published tree is not one the
+// to write-once storage: the bucket's latest checkpoint and the largest it
+// keeps, hidden ones included, as the integrator compares them before it
+// signs (checkPublished, which /readyz reports as "diverged"). Checkpoints
+// deleted from the bucket are a finding of their own. When the published tree is not one the
 // row store's log extends (a row store restored from a backup older than
 // what it published), it is a finding naming both checkpoints, and so is
 // each published leaf after the leaves both logs share, read from the
@@ -27,15 +28,20 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 	finding := func(rowID, format string, args ...any) {
 		page.Findings = append(page.Findings, Finding{RowID: rowID, Problem: fmt.Sprintf(format, args...)})
 	}
-	raw, err := l.readPublished(ctx)
+	p, err := l.readPublished(ctx, true)
 	if err != nil {
 		finding("", "the row store's log was not compared with the log published to write-once storage: %v", err)
 		return nil
 	}
-	if raw == nil {
-		return nil
+	if d := p.deletions(); d != "" {
+		finding("", "checkpoints of the log published to write-once storage were deleted: %s. "+
+			"Write-once storage keeps every checkpoint the ledger published, so this is someone with delete access to the bucket (or the evidence directory) removing the log's record from sight; on S3 the locked versions stay behind the delete markers. "+
+			"The ledger compares the row store's log with the largest checkpoint kept, signs nothing that does not extend it, and writes %scheckpoint again at its next publication. "+
+			"Find who deleted them in the bucket's access logs, and remove the delete markers (delete each marker's version) so that readers of the bucket see the log again; see \"Deleted checkpoints\" in docs/operations.md",
+			d, LogPrefix)
 	}
-	_, err = l.comparePublished(ctx, raw)
+	_, c, err := l.comparePublishedLog(ctx, p)
+	raw := c.raw
 	switch {
 	case err == nil:
 		return nil

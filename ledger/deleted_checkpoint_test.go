@@ -1,0 +1,275 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/localdir"
+)
+
+// A deleted checkpoint is what these tests look for in a report.
+const (
+	deletedLive  = "a delete marker hides the bucket's latest checkpoint log/checkpoint"
+	missingLive  = "the bucket's latest checkpoint log/checkpoint is missing, though the bucket keeps checkpoints of the log"
+	deletedWarn  = `level=WARN msg="checkpoints of the Merkle log were deleted from write-once storage`
+	deletedFsck  = "checkpoints of the log published to write-once storage were deleted: "
+	divergedFsck = "the published checkpoint has 10 leaves"
+	notRecreated = "the bucket's latest checkpoint was written again over the deletion while the log diverged"
+)
+
+// restoredAtSevenOn is restoredAtSeven on any object store: a ledger
+// published a log of 10 leaves to objects, then had its row store
+// restored from a backup taken at 7 leaves.
+func restoredAtSevenOn(t *testing.T, objects ledger.ObjectStore) *harness {
+	t.Helper()
+	h := ledgerOn(t, objects, nil)
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := objects.Get(context.Background(), ledger.LogPrefix+"checkpoint"); err != nil || !strings.HasPrefix(string(cp), testOrigin+"\n10\n") {
+		t.Fatalf("the published checkpoint: %v\n%s\nwant one of size 10", err, cp)
+	}
+	h.store.Close()
+	copyFile(t, backup, filepath.Join(h.dir, "ledger.db"))
+	h.logs = &syncbuf.Buffer{}
+	h.open(t)
+	return h
+}
+
+// checkNoFork checks that l, its row store restored at 7 leaves under a
+// published log of 10 whose latest checkpoint was deleted, signs no
+// checkpoint and writes none to the bucket, and that the ledger and fsck
+// say the checkpoints were deleted (deleted: how).
+func checkNoFork(t *testing.T, h *harness, deleted string) {
+	t.Helper()
+	ctx := context.Background()
+	startIntegrator(t, h.l, h)
+	h.queue(t, 50, 2) // rows recorded after the restore
+	waitUntil(t, "the divergence found, or a fork signed", func() bool {
+		_, err := h.l.LogDiverged()
+		size, _ := h.l.TreeSize(ctx)
+		return err != nil || size > 7
+	})
+	if _, err := h.l.Integrate(ctx); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("Integrate while the log diverged: %v; want the divergence", err)
+	}
+	if size, err := h.l.TreeSize(ctx); err != nil || size != 7 {
+		t.Errorf("the row store's tree: size %d (%v), want 7: a fork of the published log was signed", size, err)
+	}
+	if _, err := h.l.LogDiverged(); err == nil || !strings.Contains(err.Error(), "has 10 leaves, this ledger's log 7") || !strings.Contains(err.Error(), deleted) {
+		t.Errorf("LogDiverged: %v; want the checkpoint of size 10 the bucket keeps, and that %q", err, deleted)
+	}
+	if _, err := h.objects.Get(ctx, ledger.LogPrefix+"checkpoint"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("%s: %v", notRecreated, err)
+	}
+	for _, key := range []string{"checkpoints/8", "checkpoints/9"} {
+		if _, err := h.objects.Get(ctx, ledger.LogPrefix+key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("the bucket holds %s%s of a fork: %v", ledger.LogPrefix, key, err)
+		}
+	}
+	if !strings.Contains(h.logs.String(), deletedWarn) || !strings.Contains(h.logs.String(), deleted) {
+		t.Errorf("the ledger did not warn that the checkpoints were deleted (%q):\n%s", deleted, h.logs)
+	}
+	page, err := h.l.CheckIntegrity(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(page); !strings.Contains(got, deletedFsck) || !strings.Contains(got, deleted) || !strings.Contains(got, divergedFsck) {
+		t.Errorf("fsck's findings:\n%s\nwant the deletion (%q) and the published checkpoint of size 10", got, deleted)
+	}
+}
+
+// A row store restored from a backup older than the log it published
+// signs no fork of it when the bucket's latest checkpoint was deleted:
+// the integrator finds the checkpoint of size 10 kept by size in the
+// evidence directory, and recreates no latest checkpoint over the
+// deletion.
+func TestADeletedLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
+	bucket := t.TempDir()
+	objects := dirObjects(t, bucket)
+	h := restoredAtSevenOn(t, objects)
+	if err := os.Remove(filepath.Join(bucket, "log", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	checkNoFork(t, h, missingLive)
+}
+
+// On S3 a plain DELETE of the latest checkpoint puts a delete marker over
+// its locked versions: the restored row store signs no fork, whether the
+// checkpoints kept by size are still in sight or hidden by delete
+// markers too.
+func TestADeleteMarkerOverTheLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		bySize bool // delete markers over log/checkpoints/N too
+		says   string
+	}{
+		{"latest checkpoint", false, deletedLive},
+		{"every checkpoint", true, "delete markers hide 2 of its checkpoints by size (log/checkpoints/7, log/checkpoints/10)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := s3test.Bucket()
+			h := restoredAtSevenOn(t, s3Objects(t, name))
+			keys := []string{"checkpoint"}
+			if tc.bySize {
+				keys = append(keys, "checkpoints/7", "checkpoints/10")
+			}
+			deleteMarkers(t, name, keys...)
+			checkNoFork(t, h, tc.says)
+			if !strings.Contains(h.logs.String(), deletedLive) {
+				t.Errorf("the ledger did not say the latest checkpoint is hidden:\n%s", h.logs)
+			}
+		})
+	}
+}
+
+// deleteMarkers deletes each of the log's keys from bucket name as a
+// plain S3 DELETE does: a delete marker over its locked versions.
+func deleteMarkers(t *testing.T, name string, keys ...string) {
+	t.Helper()
+	c := rawS3(t)
+	for _, key := range keys {
+		if err := c.RemoveObject(context.Background(), name, ledger.LogPrefix+key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatalf("delete %s: %v", key, err)
+		}
+	}
+}
+
+// dirObjects is the evidence directory dir as an object store.
+func dirObjects(t *testing.T, dir string) ledger.ObjectStore {
+	t.Helper()
+	objects, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects
+}
+
+// A deleted latest checkpoint does not stop a ledger whose log extends
+// what the bucket keeps: fsck reports the deletion, the ledger warns of
+// it at its next publication and writes the latest checkpoint again, of
+// the log's new size.
+func TestADeletedLatestCheckpointIsReportedAndWrittenAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		objects func(t *testing.T) (ledger.ObjectStore, func(t *testing.T))
+		says    string
+	}{
+		{"directory", func(t *testing.T) (ledger.ObjectStore, func(t *testing.T)) {
+			dir := t.TempDir()
+			return dirObjects(t, dir), func(t *testing.T) {
+				if err := os.Remove(filepath.Join(dir, "log", "checkpoint")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, missingLive},
+		{"s3", func(t *testing.T) (ledger.ObjectStore, func(t *testing.T)) {
+			name := s3test.Bucket()
+			return s3Objects(t, name), func(t *testing.T) { deleteMarkers(t, name, "checkpoint") }
+		}, deletedLive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			objects, remove := tc.objects(t)
+			signer, _ := logKeys(t)
+			h := ledgerOn(t, objects, signer)
+			if err := h.grow(t, 0, 5); err != nil {
+				t.Fatal(err)
+			}
+			remove(t)
+			page, err := h.l.CheckIntegrity(ctx, 0, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := problems(page); !strings.Contains(got, deletedFsck) || !strings.Contains(got, tc.says) || strings.Contains(got, "the published checkpoint has") {
+				t.Errorf("fsck's findings:\n%s\nwant the deletion (%q) and no divergence", got, tc.says)
+			}
+			if err := h.grow(t, 5, 2); err != nil {
+				t.Fatalf("publishing after the latest checkpoint was deleted: %v", err)
+			}
+			if cp, err := objects.Get(ctx, ledger.LogPrefix+"checkpoint"); err != nil || !strings.HasPrefix(string(cp), testOrigin+"\n7\n") {
+				t.Errorf("the latest checkpoint after the next publication: %v\n%s\nwant the one of size 7", err, cp)
+			}
+			if !strings.Contains(h.logs.String(), deletedWarn) || !strings.Contains(h.logs.String(), tc.says) {
+				t.Errorf("the ledger did not warn that the latest checkpoint was deleted:\n%s", h.logs)
+			}
+			page, err = h.l.CheckIntegrity(ctx, 0, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := problems(page); strings.Contains(got, deletedFsck) {
+				t.Errorf("fsck after the latest checkpoint was written again:\n%s", got)
+			}
+		})
+	}
+}
+
+// listingStore counts the listings of the bucket's kept keys.
+type listingStore struct {
+	*localdir.Store
+	listings *atomic.Int32
+}
+
+func (s listingStore) ListKept(ctx context.Context, prefix string, fn func(ledger.KeptKey) error) error {
+	s.listings.Add(1)
+	return s.Store.ListKept(ctx, prefix, fn)
+}
+
+// The checkpoints are listed by a ledger's first check of the bucket and
+// when the latest checkpoint is found missing, not before each
+// publication: those read the latest checkpoint alone.
+func TestPublicationsDoNotListTheCheckpoints(t *testing.T) {
+	var listings atomic.Int32
+	dir := t.TempDir()
+	objects := listingStore{Store: dirObjects(t, dir).(*localdir.Store), listings: &listings}
+	signer, _ := logKeys(t)
+	h := ledgerOn(t, objects, signer)
+	if err := h.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if n := listings.Load(); n == 0 {
+		t.Fatal("the first check did not list the bucket's checkpoints")
+	}
+	listings.Store(0)
+	for i := range 3 {
+		if err := h.grow(t, 5+i, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := listings.Load(); n != 0 {
+		t.Errorf("%d listings of the bucket by publications that found the latest checkpoint; want none", n)
+	}
+	if err := os.Remove(filepath.Join(dir, "log", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := listings.Load(); n == 0 {
+		t.Error("a publication that found no latest checkpoint did not list the bucket's checkpoints")
+	}
+}
