@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -61,10 +62,11 @@ func restoredAtSevenOn(t *testing.T, objects ledger.ObjectStore) *harness {
 }
 
 // checkNoFork checks that l, its row store restored at 7 leaves under a
-// published log of 10 whose latest checkpoint was deleted, signs no
-// checkpoint and writes none to the bucket, and that the ledger and fsck
-// say the checkpoints were deleted (deleted: how).
-func checkNoFork(t *testing.T, h *harness, deleted string) {
+// published log of 10 whose latest checkpoint was deleted or replaced,
+// signs no checkpoint and writes none to the bucket, and that the ledger
+// says what was deleted (deleted; "" for nothing), and fsck too (with
+// fsckSays besides).
+func checkNoFork(t *testing.T, h *harness, deleted, fsckSays string) {
 	t.Helper()
 	ctx := context.Background()
 	startIntegrator(t, h.l, h)
@@ -83,23 +85,25 @@ func checkNoFork(t *testing.T, h *harness, deleted string) {
 	if _, err := h.l.LogDiverged(); err == nil || !strings.Contains(err.Error(), "has 10 leaves, this ledger's log 7") || !strings.Contains(err.Error(), deleted) {
 		t.Errorf("LogDiverged: %v; want the checkpoint of size 10 the bucket keeps, and that %q", err, deleted)
 	}
-	if _, err := h.objects.Get(ctx, ledger.LogPrefix+"checkpoint"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("%s: %v", notRecreated, err)
+	liveDeleted := deleted == deletedLive || deleted == missingLive
+	if cp, err := h.objects.Get(ctx, ledger.LogPrefix+"checkpoint"); liveDeleted && !errors.Is(err, ledger.ErrNotFound) || strings.HasPrefix(string(cp), testOrigin+"\n9\n") {
+		t.Errorf("%s: %v\n%s", notRecreated, err, cp)
 	}
 	for _, key := range []string{"checkpoints/8", "checkpoints/9"} {
 		if _, err := h.objects.Get(ctx, ledger.LogPrefix+key); !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("the bucket holds %s%s of a fork: %v", ledger.LogPrefix, key, err)
 		}
 	}
-	if !strings.Contains(h.logs.String(), deletedWarn) || !strings.Contains(h.logs.String(), deleted) {
+	if deleted != "" && (!strings.Contains(h.logs.String(), deletedWarn) || !strings.Contains(h.logs.String(), deleted)) {
 		t.Errorf("the ledger did not warn that the checkpoints were deleted (%q):\n%s", deleted, h.logs)
 	}
 	page, err := h.l.CheckIntegrity(ctx, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := problems(page); !strings.Contains(got, deletedFsck) || !strings.Contains(got, deleted) || !strings.Contains(got, divergedFsck) {
-		t.Errorf("fsck's findings:\n%s\nwant the deletion (%q) and the published checkpoint of size 10", got, deleted)
+	got := problems(page)
+	if !strings.Contains(got, divergedFsck) || deleted != "" && (!strings.Contains(got, deletedFsck) || !strings.Contains(got, deleted)) || !strings.Contains(got, fsckSays) {
+		t.Errorf("fsck's findings:\n%s\nwant the published checkpoint of size 10, and the deletion (%q, %q)", got, deleted, fsckSays)
 	}
 }
 
@@ -115,7 +119,7 @@ func TestADeletedLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
 	if err := os.Remove(filepath.Join(bucket, "log", "checkpoint")); err != nil {
 		t.Fatal(err)
 	}
-	checkNoFork(t, h, missingLive)
+	checkNoFork(t, h, missingLive, "")
 }
 
 // On S3 a plain DELETE of the latest checkpoint puts a delete marker over
@@ -124,11 +128,11 @@ func TestADeletedLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
 // markers too.
 func TestADeleteMarkerOverTheLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		bySize bool // delete markers over log/checkpoints/N too
-		says   string
+		name     string
+		bySize   bool   // delete markers over log/checkpoints/N too
+		fsckSays string // besides the deleted latest checkpoint
 	}{
-		{"latest checkpoint", false, deletedLive},
+		{"latest checkpoint", false, ""},
 		{"every checkpoint", true, "delete markers hide 2 of its checkpoints by size (log/checkpoints/7, log/checkpoints/10)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,12 +143,43 @@ func TestADeleteMarkerOverTheLatestCheckpointDoesNotLetARestoredLedgerFork(t *te
 				keys = append(keys, "checkpoints/7", "checkpoints/10")
 			}
 			deleteMarkers(t, name, keys...)
-			checkNoFork(t, h, tc.says)
-			if !strings.Contains(h.logs.String(), deletedLive) {
-				t.Errorf("the ledger did not say the latest checkpoint is hidden:\n%s", h.logs)
-			}
+			checkNoFork(t, h, deletedLive, tc.fsckSays)
 		})
 	}
+}
+
+// A latest checkpoint replaced by an older one of the same log (as
+// someone who may write to the bucket can: a copy of a checkpoint kept by
+// size, signed by the ledger) does not let a restored row store fork
+// either: the tiles in the bucket cover 10 leaves, so the checkpoint of
+// that size is read and compared, on S3 even behind a delete marker.
+func TestAnOlderLatestCheckpointDoesNotLetARestoredLedgerFork(t *testing.T) {
+	t.Run("directory", func(t *testing.T) {
+		bucket := t.TempDir()
+		h := restoredAtSevenOn(t, dirObjects(t, bucket))
+		live := filepath.Join(bucket, "log", "checkpoint")
+		if err := os.Remove(live); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(live, readObject(t, bucket, ledger.LogPrefix+"checkpoints/7"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		checkNoFork(t, h, "", "")
+	})
+	t.Run("s3", func(t *testing.T) {
+		ctx := context.Background()
+		name := s3test.Bucket()
+		h := restoredAtSevenOn(t, s3Objects(t, name))
+		older, err := h.objects.Get(ctx, ledger.LogPrefix+"checkpoints/7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rawS3(t).PutObject(ctx, name, ledger.LogPrefix+"checkpoint", bytes.NewReader(older), int64(len(older)), minio.PutObjectOptions{SendContentMd5: true}); err != nil {
+			t.Fatal(err)
+		}
+		deleteMarkers(t, name, "checkpoints/10")
+		checkNoFork(t, h, "delete markers hide 1 of its checkpoints by size (log/checkpoints/10)", "")
+	})
 }
 
 // deleteMarkers deletes each of the log's keys from bucket name as a

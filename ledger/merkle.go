@@ -1325,7 +1325,7 @@ func publishErr(key string, err error) error {
 // deleted from the bucket must not let a row store restored from an
 // older backup sign a fork of the log it published.
 func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
-	p, err := l.readPublished(ctx, !l.log.checked.Load())
+	p, err := l.readPublished(ctx, !l.log.checked.Load(), false)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -1382,8 +1382,12 @@ type publishedCheckpoint struct {
 	raw []byte
 }
 
-// maxNamedHidden bounds the hidden checkpoints a report names one by one.
-const maxNamedHidden = 5
+// maxNamedHidden bounds the hidden checkpoints a report names one by
+// one, of the first maxHeldHidden a listing found.
+const (
+	maxNamedHidden = 5
+	maxHeldHidden  = 1000
+)
 
 // listKeptTimeout bounds the listings of readPublished.
 const listKeptTimeout = 2 * time.Minute
@@ -1400,16 +1404,15 @@ var errFound = errors.New("found")
 //   - the newest version of "checkpoint" kept behind a delete marker: on
 //     S3 with Object Lock a plain DELETE hides a key and removes nothing;
 //   - the largest of the write-once checkpoints kept by size,
-//     "checkpoints/<size>", hidden ones included.
+//     "checkpoints/<size>", hidden ones included (largestKept); with
+//     listAll, found by listing them all, which also finds every one a
+//     delete marker hides (fsck).
 //
-// The sizes are decimal without leading zeros, so the order of a listing
-// (lexical: "10" before "9") is not theirs, and no prefix or start key
-// selects the largest without the smaller ones around it: the checkpoints
-// are all listed, one request per thousand on S3, and the largest kept.
-// That is done once by each holder of the integrator's lease before it
-// signs, again only when the live checkpoint is found missing, and by
-// fsck; a publication otherwise reads the live checkpoint alone.
-func (l *Ledger) readPublished(ctx context.Context, thorough bool) (publishedLog, error) {
+// The integrator reads thoroughly once for each holder of its lease
+// before it signs, while the logs differ, and when the live checkpoint
+// is found missing; a publication otherwise reads the live checkpoint
+// alone.
+func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (publishedLog, error) {
 	var p publishedLog
 	if _, ok := l.objects.(versionedStore); !ok {
 		return p, nil
@@ -1426,7 +1429,7 @@ func (l *Ledger) readPublished(ctx context.Context, thorough bool) (publishedLog
 		return p, fmt.Errorf("read the bucket's latest checkpoint: %w", err)
 	}
 	lister, ok := l.objects.(KeptLister)
-	if !thorough || !ok {
+	if !(thorough || listAll) || !ok {
 		return p, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, listKeptTimeout)
@@ -1454,27 +1457,11 @@ func (l *Ledger) readPublished(ctx context.Context, thorough bool) (publishedLog
 			}
 		}
 	}
-	bySize := LogPrefix + "checkpoints/"
-	var largest KeptKey
-	most := int64(-1)
-	if err := lister.ListKept(ctx, bySize, func(k KeptKey) error {
-		name := strings.TrimPrefix(k.Key, bySize)
-		n, err := strconv.ParseInt(name, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name {
-			return nil // no key the ledger writes
-		}
-		if k.Hidden {
-			p.hiddenCount++
-			p.hidden = append(p.hidden, k.Key)
-		}
-		if n > most {
-			most, largest = n, k
-		}
-		return nil
-	}); err != nil {
-		return p, fmt.Errorf("list the bucket's checkpoints (%s): %w", bySize, err)
+	largest, found, err := l.largestKept(ctx, lister, &p, listAll)
+	if err != nil {
+		return p, err
 	}
-	if most >= 0 {
+	if found {
 		raw, err := l.readKept(ctx, largest)
 		if err != nil {
 			return p, err
@@ -1496,6 +1483,156 @@ func (l *Ledger) readPublished(ctx context.Context, thorough bool) (publishedLog
 	}
 	p.missing = p.latest == nil && len(p.checkpoints) > 0
 	return p, nil
+}
+
+// largestKept finds the largest of the checkpoints the bucket keeps by
+// size, "checkpoints/<size>", hidden ones included (false: none).
+//
+// The sizes are decimal without leading zeros, so a listing's order
+// (lexical: "10" before "9") is not theirs, and no prefix or start key
+// selects the largest without the smaller ones around it: with listAll,
+// or when nothing narrower finds it, every one is listed (one request
+// per thousand on S3) and the largest kept. Otherwise the size is found
+// from the level-0 hash tiles, whose keys are of fixed width: the ledger
+// puts a checkpoint only after the tiles of its tree, each write-once, so
+// no checkpoint is larger than the leaves the tiles cover (tilesCover).
+// When they cover no more than the largest checkpoint p holds already,
+// none kept by size is larger; else the checkpoint of the size they
+// cover is the one the last publication put, read by its key.
+func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishedLog, listAll bool) (KeptKey, bool, error) {
+	bySize := LogPrefix + "checkpoints/"
+	if !listAll {
+		held := int64(0)
+		for _, c := range p.checkpoints {
+			cp, err := checkpointBody(c.raw)
+			if err != nil || cp.Origin != l.Origin() {
+				return KeptKey{}, false, nil // a divergence already
+			}
+			held = max(held, cp.Size)
+		}
+		covered, err := l.tilesCovered(ctx, lister, held)
+		if err != nil {
+			return KeptKey{}, false, err
+		}
+		if covered == held {
+			return KeptKey{}, false, nil
+		}
+		key := bySize + strconv.FormatInt(covered, 10)
+		var kept KeptKey
+		found := false
+		if err := lister.ListKept(ctx, key, func(k KeptKey) error {
+			if k.Key != key {
+				return nil
+			}
+			kept, found = k, true
+			return errFound
+		}); err != nil && !errors.Is(err, errFound) {
+			return KeptKey{}, false, fmt.Errorf("list the bucket's %s: %w", key, err)
+		}
+		if found {
+			if kept.Hidden {
+				p.hidden, p.hiddenCount = append(p.hidden, kept.Key), p.hiddenCount+1
+			}
+			return kept, true, nil
+		}
+		// Tiles without their checkpoint: a publication cut short
+		// between them (or another log's tiles). Every one is listed.
+	}
+	var largest KeptKey
+	most := int64(-1)
+	if err := lister.ListKept(ctx, bySize, func(k KeptKey) error {
+		name := strings.TrimPrefix(k.Key, bySize)
+		n, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name {
+			return nil // no key the ledger writes
+		}
+		if k.Hidden {
+			p.hiddenCount++
+			if len(p.hidden) < maxHeldHidden {
+				p.hidden = append(p.hidden, k.Key)
+			}
+		}
+		if n > most {
+			most, largest = n, k
+		}
+		return nil
+	}); err != nil {
+		return KeptKey{}, false, fmt.Errorf("list the bucket's checkpoints (%s): %w", bySize, err)
+	}
+	return largest, most >= 0, nil
+}
+
+// tilesCovered returns how many leaves the level-0 hash tiles the bucket
+// keeps cover, hidden ones included, from held, a size they are known to
+// cover, on. A publication puts every tile its tree needs, the partial
+// one at its right edge included (".p/<width>"), and a later one the same
+// tiles wider or full, so the tiles cover every size up to the largest
+// published and none above: the largest is found by doubling the step
+// from held while they cover it, then halving the gap, two listings of a
+// tile's keys at most for each size tried.
+func (l *Ledger) tilesCovered(ctx context.Context, lister KeptLister, held int64) (int64, error) {
+	lo, step := held, int64(1) // the tiles cover lo
+	hi := int64(-1)            // the least size found uncovered
+	for hi < 0 {
+		n := lo + step
+		if n <= lo { // beyond int64
+			return 0, errors.New("the bucket's tiles cover more leaves than a log can hold")
+		}
+		ok, err := l.tilesCover(ctx, lister, n)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo, step = n, 2*step
+		} else {
+			hi = n
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := l.tilesCover(ctx, lister, mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// tilesCover reports whether the bucket keeps, hidden or not, the level-0
+// hash tile that holds leaf n-1 at a width that holds it: the full tile,
+// or a partial one at least as wide.
+func (l *Ledger) tilesCover(ctx context.Context, lister KeptLister, n int64) (bool, error) {
+	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: 1 << TileHeight}
+	width := int((n-1)&(1<<TileHeight-1)) + 1
+	full := LogPrefix + tilePath(t)
+	partial := full + ".p/"
+	found := false
+	look := func(prefix string, match func(k KeptKey) bool) error {
+		err := lister.ListKept(ctx, prefix, func(k KeptKey) error {
+			if !match(k) {
+				return nil
+			}
+			found = true
+			return errFound
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return fmt.Errorf("list the bucket's tiles (%s): %w", prefix, err)
+		}
+		return nil
+	}
+	if err := look(full, func(k KeptKey) bool { return k.Key == full }); err != nil || found || width == 1<<TileHeight {
+		return found, err
+	}
+	err := look(partial, func(k KeptKey) bool {
+		w, err := strconv.Atoi(strings.TrimPrefix(k.Key, partial))
+		return err == nil && w >= width && w < 1<<TileHeight
+	})
+	return found, err
 }
 
 // publishedSize is the size of a checkpoint read from the bucket, for

@@ -28,7 +28,7 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 	finding := func(rowID, format string, args ...any) {
 		page.Findings = append(page.Findings, Finding{RowID: rowID, Problem: fmt.Sprintf(format, args...)})
 	}
-	p, err := l.readPublished(ctx, true)
+	p, err := l.readPublished(ctx, true, true)
 	if err != nil {
 		finding("", "the row store's log was not compared with the log published to write-once storage: %v", err)
 		return nil
