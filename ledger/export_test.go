@@ -32,6 +32,14 @@ func SetLeaseHook(fn func(name, holder string, held bool)) (restore func()) {
 	return func() { leaseHook = prev }
 }
 
+// SetSlowPublication sets how long a publication of the log runs before
+// the integrator says it waits; the returned func restores it.
+func SetSlowPublication(d time.Duration) (restore func()) {
+	prev := slowPublication
+	slowPublication = d
+	return func() { slowPublication = prev }
+}
+
 // SetIntegrateHook makes fn run between preparing a round of the log and
 // storing it; the returned func restores the previous hook.
 func SetIntegrateHook(fn func()) (restore func()) {

@@ -197,13 +197,57 @@ type logState struct {
 	tiles    *bytesCache // tiles and entry bundles read back from write-once storage
 	recent   recentLeaves
 
-	checked    atomic.Bool // this holder of the lease found the bucket's log to be a prefix of its own (checkPublished)
+	checked atomic.Bool // this holder of the lease found the bucket's log to be a prefix of its own (checkPublished)
+	// checkMu orders the changes of checked: checkEpoch counts the times
+	// it was cleared (uncheck), so that a check begun before one does not
+	// set it after (markChecked).
+	checkMu    sync.Mutex
+	checkEpoch uint64
+	// head is the row store's log head as this holder of the integrator's
+	// lease last saw it (checked or extended): a round that finds another
+	// signs nothing (errLogReplaced). Nil: none seen yet.
+	head       atomic.Pointer[seenHead]
 	divergedMu sync.Mutex
 	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
 	since      time.Time // when checks started failing with it
 	deleted    string    // the checkpoints last found deleted from the bucket (noteDeleted)
 	wrongKey   error     // the integrator's ErrLogKey, kept until restarted
 	keySince   time.Time // when it was found
+}
+
+// seenHead is a log head: the tree's size and its signed checkpoint.
+type seenHead struct {
+	size int64
+	cp   []byte
+}
+
+// epoch returns the count of times checked was cleared, for a check
+// about to begin (markChecked).
+func (s *logState) epoch() uint64 {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	return s.checkEpoch
+}
+
+// markChecked records a check of the bucket's log that passed, begun at
+// epoch, unless checked was cleared since: what that check compared may
+// no longer be the row store's log.
+func (s *logState) markChecked(epoch uint64) {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	if s.checkEpoch == epoch {
+		s.checked.Store(true)
+	}
+}
+
+// uncheck clears checked, and the head seen: the bucket's log is compared
+// with the row store's again before anything is signed.
+func (s *logState) uncheck() {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	s.checkEpoch++
+	s.checked.Store(false)
+	s.head.Store(nil)
 }
 
 // recentLeaves keeps the bytes of the leaves this ledger's integrator
@@ -549,7 +593,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 	// What this holder found of the bucket's log is its own to report:
 	// once it stops (the lease lost), whoever holds the lease next checks
 	// again before it signs.
-	l.log.checked.Store(false)
+	l.log.uncheck()
 	defer l.forgetDiverged()
 	// A step that fails while its store is down is tried again after a
 	// backoff, not every round, and each failed attempt is reported once.
@@ -564,6 +608,41 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		l.noteLogKey(err)
 		return true
 	}
+	// The publication under way, if any: its result comes on pub. It
+	// began at pubEpoch (logState.epoch) and at pubSince.
+	var (
+		pub      chan error
+		pubEpoch uint64
+		pubSince time.Time
+		pubSlow  bool
+	)
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer func() {
+		stopPub()
+		if pub != nil {
+			<-pub
+		}
+	}()
+	// published takes in the publication's result: an error to end the
+	// job with (the wrong key), or nil.
+	published := func(err error) error {
+		if wrongKey(err) {
+			return fmt.Errorf("publishing log tiles: %w", err)
+		}
+		// A publication that passed its check of the bucket before the
+		// row store's log was found changed says nothing of the log
+		// there now: it clears no divergence found since.
+		if err != nil || l.log.epoch() == pubEpoch {
+			l.noteDiverged(ctx, err)
+		}
+		l.retried(ctx, &publish, "publishing log tiles", err)
+		if err == nil {
+			if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
+				l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
+			}
+		}
+		return nil
+	}
 	for {
 		if !l.log.checked.Load() && publish.Due(time.Now()) {
 			// Before the first signing of this holder, and each round
@@ -574,9 +653,15 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			// sign a fork before it could tell). Once seen, an outage
 			// of the bucket leaves the log growing from that checked
 			// base; the check before each publication catches the rest.
+			epoch := l.log.epoch()
 			_, _, err := l.checkPublished(ctx)
 			if err == nil {
-				l.log.checked.Store(true)
+				l.log.markChecked(epoch)
+				// The head the check compared, or one after it: the
+				// rounds from now on extend it and nothing else.
+				if size, cp, herr := l.logHead(ctx); herr == nil && l.log.epoch() == epoch {
+					l.log.head.Store(&seenHead{size: size, cp: cp})
+				}
 			}
 			l.noteDiverged(ctx, err)
 			l.retried(ctx, &publish, "checking the log published to write-once storage", err)
@@ -584,42 +669,58 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// Until the check above passed, and while the bucket's log
 		// differs, it is the retry: nothing is signed or published
 		// meanwhile, and the leaves wait in the queue.
-		stopped := l.signingStopped() != nil || !l.log.checked.Load()
-		if !stopped && extend.Due(time.Now()) {
+		stopped := func() bool { return l.signingStopped() != nil || !l.log.checked.Load() }
+		if !stopped() && extend.Due(time.Now()) {
 			_, err := l.Integrate(ctx)
-			if wrongKey(err) {
+			switch {
+			case wrongKey(err):
 				return fmt.Errorf("extending the Merkle log: %w", err)
+			case errors.Is(err, errLogReplaced):
+				// Not the log this holder checked and extended: a row
+				// store restored or swapped under a running ledger. It
+				// signs nothing until it has compared the row store's
+				// log with the published one again.
+				l.log.uncheck()
+				l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log changed under the integrator, as when the row store is restored from a backup while ledgerd runs: it signs no checkpoint until it has compared the row store's log with the log published to write-once storage again",
+					slog.String("error", err.Error()))
+			default:
+				l.retried(ctx, &extend, "extending the Merkle log", err)
 			}
-			l.retried(ctx, &extend, "extending the Merkle log", err)
 		}
-		if !stopped && publish.Due(time.Now()) {
-			err := l.PublishTiles(ctx)
-			if wrongKey(err) {
-				return fmt.Errorf("publishing log tiles: %w", err)
-			}
-			l.noteDiverged(ctx, err)
-			l.retried(ctx, &publish, "publishing log tiles", err)
-			if err == nil {
-				if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
-					l.cfg.Logger.WarnContext(ctx, "dropping published log tiles from the row store failed; it keeps them and will retry", slog.String("error", err.Error()))
+		// The publication runs on its own, so that a bucket that takes
+		// connections and does not answer holds it alone: the log goes
+		// on growing in the row store meanwhile.
+		if !stopped() && pub == nil && publish.Due(time.Now()) {
+			pub, pubEpoch, pubSince, pubSlow = make(chan error, 1), l.log.epoch(), time.Now(), false
+			go func(done chan<- error) { done <- l.PublishTiles(pubCtx) }(pub)
+		}
+		if pub != nil && !pubSlow && time.Since(pubSince) >= slowPublication {
+			pubSlow = true
+			l.cfg.Logger.WarnContext(ctx, "publishing log tiles has waited on write-once storage for a while; the log goes on growing in the row store, and is published once the bucket answers",
+				slog.Duration("waited", time.Since(pubSince).Round(time.Second)))
+		}
+		// Wait for the interval to pass (new leaves wait for it too); a
+		// publication that ends is taken in at once.
+		for ticked := false; !ticked; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-pub:
+				pub = nil
+				if err := published(err); err != nil {
+					return err
 				}
+			case <-l.log.notify:
+			case <-tick.C:
+				ticked = true
 			}
-		}
-		// Wait for new leaves, then for the interval to pass.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-l.log.notify:
-		case <-tick.C:
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
 		}
 	}
 }
+
+// slowPublication is how long a publication of the log's tiles runs
+// before the integrator says it waits on write-once storage.
+var slowPublication = 30 * time.Second
 
 // The integrator's steps back off to these after failures in a row: the
 // log's extension (the row store) and its tiles' publication (the bucket).
@@ -670,7 +771,7 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 		s.diverged = nil
 	case errors.Is(err, ErrLogDiverged):
 		// Checked again before anything is signed.
-		s.checked.Store(false)
+		s.uncheck()
 		if s.diverged == nil {
 			s.since = l.cfg.Now()
 			l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log is not an extension of the log published to write-once storage: this ledger stopped signing checkpoints and serves none, nor tiles past what it published, nor proofs; "+
@@ -748,9 +849,10 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 	total, moved := 0, 0
 	for {
 		var r *logRound
+		seen := l.log.head.Load()
 		if err := l.store.View(ctx, func(tx Tx) error {
 			var err error
-			r, err = l.prepareRound(tx)
+			r, err = l.prepareRound(tx, seen)
 			return err
 		}); err != nil || r == nil {
 			return total, err
@@ -769,6 +871,9 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("integrate: %w", err)
 		}
 		total += len(r.pend)
+		// Unless the head was cleared meanwhile (uncheck): the next
+		// round then waits for the bucket's log to be checked again.
+		l.log.head.CompareAndSwap(seen, &seenHead{size: r.size + int64(len(r.pend)), cp: r.cp})
 		l.cfg.Metrics.logLeaves(len(r.pend))
 		l.cfg.Metrics.logSize(r.size + int64(len(r.pend)))
 		leaves := make([][]byte, len(r.pend))
@@ -790,6 +895,10 @@ var integrateHook func()
 // storing it.
 var errLogMoved = errors.New("the log's head moved while a round was prepared")
 
+// errLogReplaced: the row store's log head is not the one the holder of
+// the integrator's lease last checked or extended (logState.head).
+var errLogReplaced = errors.New("the row store's log head is not the one this integrator last checked or extended")
+
 // logRound is one extension of the tree, prepared in a read transaction.
 type logRound struct {
 	size   int64 // the tree size it extends
@@ -801,7 +910,9 @@ type logRound struct {
 
 // prepareRound reads up to MaxBatch queued leaves and computes the round
 // that sequences them after the tree tx sees; nil when none is queued.
-func (l *Ledger) prepareRound(tx Tx) (*logRound, error) {
+// With seen (logState.head), the tree must be that one: else it returns
+// an error wrapping errLogReplaced.
+func (l *Ledger) prepareRound(tx Tx, seen *seenHead) (*logRound, error) {
 	size, head, err := tx.LogHead()
 	if err != nil {
 		return nil, err
@@ -809,6 +920,13 @@ func (l *Ledger) prepareRound(tx Tx) (*logRound, error) {
 	pend, err := tx.PendingLeaves(l.log.cfg.MaxBatch)
 	if err != nil || len(pend) == 0 {
 		return nil, err
+	}
+	// A row store restored or swapped under the running integrator (a
+	// backup put back while ledgerd runs, a failover to a copy that lags)
+	// may hold a log the published one is not a prefix of: nothing is
+	// signed on it before that is checked again.
+	if seen != nil && (size != seen.size || !bytes.Equal(head, seen.cp)) {
+		return nil, fmt.Errorf("%w: it has %d leaves, where this integrator left %d", errLogReplaced, size, seen.size)
 	}
 	// A ledger given another key than the one that signed the log so far
 	// signs no checkpoint of it: readers holding the published key would
@@ -1244,11 +1362,12 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	if to <= from && l.log.checked.Load() {
 		return nil
 	}
+	epoch := l.log.epoch()
 	published, latest, err := l.checkPublished(ctx)
 	if err != nil {
 		return err
 	}
-	l.log.checked.Store(true)
+	l.log.markChecked(epoch)
 	if to <= from || published > to {
 		// published > to: another holder of the integrator's lease
 		// published a later size of this log since the head was read.

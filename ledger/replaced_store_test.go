@@ -1,0 +1,212 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+)
+
+// swappable is a row store that can be replaced under a running ledger,
+// as a database restored from a backup while ledgerd runs, or a failover
+// to a copy that lags, replaces it: reads and writes go to the store it
+// holds now. Its leases are taken and renewed on the first store.
+type swappable struct {
+	ledger.Store
+	cur atomic.Pointer[storeBox]
+}
+
+type storeBox struct{ ledger.Store }
+
+func (s *swappable) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.cur.Load().Update(ctx, fn)
+}
+
+func (s *swappable) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.cur.Load().View(ctx, fn)
+}
+
+// queueOn queues leaf ref-i on store st.
+func queueOn(t *testing.T, st ledger.Store, i int) {
+	t.Helper()
+	err := st.Update(context.Background(), func(tx ledger.Tx) error {
+		return tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind test\nrow ref-%d\n", ledger.LeafVersion, i))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// headOf is the size of store st's log.
+func headOf(t *testing.T, st ledger.Store) int64 {
+	t.Helper()
+	var size int64
+	if err := st.View(context.Background(), func(tx ledger.Tx) error {
+		var err error
+		size, _, err = tx.LogHead()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+// A row store replaced under the running integrator by an older copy (the
+// published log 10 leaves, the copy's 7) gets no checkpoint signed on it:
+// the holder of the lease finds the head it extends is not the one it
+// left, and compares the row store's log with the published one again
+// before it signs, which finds the divergence.
+func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
+	bucket := t.TempDir()
+	objects, err := localdir.Open(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sw *swappable
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{},
+		wrap: func(s ledger.Store) ledger.Store {
+			sw = &swappable{Store: s}
+			sw.cur.Store(&storeBox{s})
+			return sw
+		}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
+	if !strings.HasPrefix(string(published), testOrigin+"\n10\n") {
+		t.Fatalf("the published checkpoint:\n%s\nwant one of size 10", published)
+	}
+	h.store.Close()
+	h.open(t)
+	older, err := bolt.Open(backup, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { older.Close() })
+
+	startIntegrator(t, h.l, h)
+	// The integrator checked the bucket and extends the log.
+	queueOn(t, h.store, 10)
+	waitFor(t, "the integrator to extend the log to 11 leaves", func() bool { return headOf(t, h.store) == 11 })
+
+	// The copy holds the integrator's lease for this holder under the
+	// token it holds now, as a copy of the whole database taken while it
+	// held the lease does: its writes pass their fence.
+	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
+		t.Fatalf("the copy's lease: token %d (%v), want 1, the one the integrator holds", tok, err)
+	}
+	sw.cur.Store(&storeBox{older})
+	queueOn(t, older, 7)
+	waitFor(t, "the integrator to find the divergence", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	if _, err := h.l.LogDiverged(); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("LogDiverged: %v; want the divergence", err)
+	}
+	if size := headOf(t, older); size != 7 {
+		t.Errorf("the replaced row store's log has %d leaves, want 7: a checkpoint the published one is not a prefix of was signed", size)
+	}
+	if !strings.Contains(h.logs.String(), "the row store's Merkle log changed under the integrator") {
+		t.Errorf("the integrator did not say the row store's log changed under it:\n%s", h.logs)
+	}
+	if readObject(t, bucket, ledger.LogPrefix+"checkpoints/8") != nil {
+		t.Error("the bucket holds a checkpoint of size 8")
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("waited 10 s for %s", what)
+		}
+	}
+}
+
+// hangingLog passes calls to a real evidence store, except that while
+// hang is set a put of the log's objects waits, as on a bucket that takes
+// connections and does not answer, until its context ends.
+type hangingLog struct {
+	ledger.ObjectStore
+	hang atomic.Bool
+	hung chan string
+}
+
+func (s *hangingLog) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	if s.hang.Load() && strings.HasPrefix(key, ledger.LogPrefix) {
+		select {
+		case s.hung <- key:
+		default:
+		}
+		<-ctx.Done()
+		return ledger.Location{}, ctx.Err()
+	}
+	return s.ObjectStore.Put(ctx, key, body, until)
+}
+
+// A publication of the log that waits on the bucket holds up neither the
+// log's growth in the row store nor the integrator's stop; after a while
+// the integrator says it waits.
+func TestTheLogGrowsWhileItsPublicationHangs(t *testing.T) {
+	defer ledger.SetSlowPublication(50 * time.Millisecond)()
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := &hangingLog{ObjectStore: real, hung: make(chan string, 1)}
+	bucket.hang.Store(true)
+	h := ledgerOn(t, bucket, nil)
+	h.logSigner, h.logVKey = logKeys(t)
+	stop := startIntegrator(t, h.l, h)
+	queueOn(t, h.store, 0)
+	select {
+	case key := <-bucket.hung:
+		t.Logf("the put of %s hangs", key)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no publication of the log began")
+	}
+	for i := 1; i < 5; i++ {
+		queueOn(t, h.store, i)
+	}
+	waitFor(t, "the log to grow to 5 leaves while its publication hangs", func() bool { return headOf(t, h.store) == 5 })
+	waitFor(t, "the integrator to say its publication waits", func() bool {
+		return strings.Contains(h.logs.String(), "publishing log tiles has waited on write-once storage")
+	})
+	stop()
+}
