@@ -211,8 +211,13 @@ type logState struct {
 	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
 	since      time.Time // when checks started failing with it
 	deleted    string    // the checkpoints last found deleted from the bucket (noteDeleted)
-	wrongKey   error     // the integrator's ErrLogKey, kept until restarted
-	keySince   time.Time // when it was found
+	// waitingSince is when this replica first read leaves in the queue
+	// with the log no larger than before (unix nanoseconds; 0: the log
+	// keeps up), and waitedSize the size it read then (followLogSize).
+	waitingSince atomic.Int64
+	waitedSize   int64
+	wrongKey     error     // the integrator's ErrLogKey, kept until restarted
+	keySince     time.Time // when it was found
 }
 
 // seenHead is a log head: the tree's size and its signed checkpoint.
@@ -563,6 +568,7 @@ func (l *Ledger) followLogSize(ctx context.Context) {
 	for {
 		if n, cp, err := l.logHead(ctx); err == nil {
 			l.cfg.Metrics.logSize(n)
+			l.followWaiting(ctx, n)
 			if err := l.checkOwnKey(n, cp); errors.Is(err, ErrLogKey) && l.noteLogKey(err) {
 				l.cfg.Logger.ErrorContext(ctx, "this ledger's log key did not sign the row store's checkpoints: it will not integrate the log; give it the key file the other replicas use (merkleLog.keyFile) and restart it",
 					slog.String("error", err.Error()))
@@ -574,6 +580,49 @@ func (l *Ledger) followLogSize(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// followWaiting notes, after reading the log's size n, whether leaves
+// wait in the queue while the log does not grow: whoever holds the
+// integrator's lease (this replica or another) is not extending it. A
+// lease held by a holder that does not integrate, a row store or bucket
+// that hangs, or a log that diverged all show so, on every replica.
+func (l *Ledger) followWaiting(ctx context.Context, n int64) {
+	s := l.log
+	var queued bool
+	if err := l.store.View(ctx, func(tx Tx) error {
+		pend, err := tx.PendingLeaves(1)
+		queued = len(pend) > 0
+		return err
+	}); err != nil {
+		return
+	}
+	now := l.cfg.Now()
+	since := s.waitingSince.Load()
+	switch {
+	case !queued || (since != 0 && n > s.waitedSize):
+		s.waitingSince.Store(0)
+		l.cfg.Metrics.logWaiting(0)
+	case since == 0:
+		s.waitedSize = n
+		s.waitingSince.Store(now.UnixNano())
+		l.cfg.Metrics.logWaiting(0)
+	default:
+		l.cfg.Metrics.logWaiting(now.Sub(time.Unix(0, since)))
+	}
+}
+
+// LogWaiting returns since when leaves have waited in the log's queue
+// while the log did not grow, as this replica last read the row store;
+// zero while the log keeps up (or there is no log).
+func (l *Ledger) LogWaiting() time.Time {
+	if l.log == nil {
+		return time.Time{}
+	}
+	if since := l.log.waitingSince.Load(); since != 0 {
+		return time.Unix(0, since)
+	}
+	return time.Time{}
 }
 
 // integrateLoop is the integrator's job under its lease.

@@ -35,6 +35,9 @@ type Metrics struct {
 	// store's log signed by another key than its own (ErrLogKey) and gave
 	// up the integrator's lease until restarted.
 	LogWrongKey prometheus.Gauge
+	// LogWaiting is how long leaves have waited while the log did not
+	// grow (logState.waiting).
+	LogWaiting prometheus.Gauge
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -70,8 +73,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LogPruned = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_leaves_in_tiles_only", Help: "Leading leaves of the Merkle log dropped from the row store because write-once storage holds their tiles and entry bundles."})
 	m.LogDiverged = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_diverged", Help: "1 while the Merkle log in write-once storage is not this ledger's (another ledger's, or one this row store has not got all of), so this ledger publishes no tiles or checkpoints; the integrator's log says what differs."})
 	m.LogWrongKey = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_wrong_key", Help: "1 once this ledger's log key was found not to be the one that signed the row store's checkpoints: it released the log integrator's lease and signs and publishes nothing of the log until restarted with the right key (/readyz says not ready)."})
-	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged, m.LogWrongKey)
+	m.LogWaiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_waiting_seconds", Help: "How long leaves have waited in the Merkle log's queue while the log did not grow, as this replica reads the row store: 0 while the log keeps up. Rows recorded meanwhile have no proof yet; a value that keeps climbing means no integrator extends the log."})
+	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged, m.LogWrongKey, m.LogWaiting)
 	return m
+}
+
+// logWaiting sets pactledger_log_waiting_seconds.
+func (m *Metrics) logWaiting(d time.Duration) {
+	if m != nil {
+		m.LogWaiting.Set(d.Seconds())
+	}
 }
 
 func (m *Metrics) logLeaves(n int) {

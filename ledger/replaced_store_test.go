@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/syncbuf"
@@ -209,4 +211,40 @@ func TestTheLogGrowsWhileItsPublicationHangs(t *testing.T) {
 		return strings.Contains(h.logs.String(), "publishing log tiles has waited on write-once storage")
 	})
 	stop()
+}
+
+// Leaves waiting in the queue while the log does not grow are reported
+// on a replica that does not hold the integrator's lease, as when the
+// lease is held by a holder that does not integrate: LogWaiting says
+// since when, pactledger_log_waiting_seconds how long; both clear once
+// the log grows.
+func TestLeavesWaitingWhileTheLogDoesNotGrowAreReported(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), logs: &syncbuf.Buffer{}, metrics: ledger.NewMetrics(prometheus.NewRegistry())}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	h.logSigner, h.logVKey = logKeys(t)
+	if _, err := h.store.AcquireLease(ctx, ledger.LeaseLogIntegrator, "a holder that does not integrate", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	startIntegrator(t, h.l, h)
+	queueOn(t, h.store, 0)
+	waitFor(t, "the leaf to be seen waiting", func() bool { return !h.l.LogWaiting().IsZero() })
+	since := h.l.LogWaiting()
+	h.set(h.clock().Add(2 * time.Minute))
+	waitFor(t, "pactledger_log_waiting_seconds to read two minutes", func() bool { return testutil.ToFloat64(h.metrics.LogWaiting) >= 120 })
+	if got := h.l.LogWaiting(); !got.Equal(since) {
+		t.Errorf("LogWaiting moved from %v to %v while the log did not grow", since, got)
+	}
+	if size := headOf(t, h.store); size != 0 {
+		t.Fatalf("the log has %d leaves: the lease's holder was to integrate none", size)
+	}
+	// The log grows (here extended without the lease, as a test can).
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the wait to clear once the log grew", func() bool {
+		return h.l.LogWaiting().IsZero() && testutil.ToFloat64(h.metrics.LogWaiting) == 0
+	})
 }

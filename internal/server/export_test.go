@@ -28,3 +28,11 @@ func SetStreamUnreadTimeout(t testing.TB, d time.Duration) {
 	streamUnreadTimeout = d
 	t.Cleanup(func() { streamUnreadTimeout = old })
 }
+
+// SetLogWaitingShown sets how long leaves wait, the log not growing,
+// before /readyz says so, until t ends.
+func SetLogWaitingShown(t testing.TB, d time.Duration) {
+	old := logWaitingShown
+	logWaitingShown = d
+	t.Cleanup(func() { logWaitingShown = old })
+}

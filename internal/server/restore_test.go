@@ -12,6 +12,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/server"
 	"github.com/pactledger/pactledger/ledger/proof"
 )
 
@@ -26,6 +27,7 @@ func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 	t.Cleanup(sc.Close)
 	e := &env{sc: sc, cfg: testConfig(sc, t.TempDir())}
 	e.cfg.MerkleLog.Interval = config.Duration(20 * time.Millisecond)
+	server.SetLogWaitingShown(t, 0)
 	e.start(t)
 	write := func(target string) string {
 		var rep appendReply
@@ -91,10 +93,10 @@ func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 	}
 	var ready struct {
 		Status string
-		Log    struct{ Status, Signing, Error string }
+		Log    struct{ Status, Signing, Error, Waiting string }
 	}
 	deadline = time.Now().Add(30 * time.Second)
-	for ready.Log.Status != "diverged" {
+	for ready.Log.Status != "diverged" || ready.Log.Waiting == "" {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz did not report the divergence within 30s: %+v", ready)
 		}
@@ -105,6 +107,9 @@ func TestFsckAfterARestoreToAnOlderFile(t *testing.T) {
 	}
 	if ready.Status != "ready" || ready.Log.Signing != "stopped" || !strings.Contains(ready.Log.Error, "this ledger stopped signing checkpoints") {
 		t.Errorf("/readyz after the restore: %+v", ready)
+	}
+	if !strings.Contains(ready.Log.Waiting, "leaves have waited in the log's queue since") {
+		t.Errorf("/readyz after the restore says of the leaves waiting: %q", ready.Log.Waiting)
 	}
 	const diverged = "the log diverged from the one published to write-once storage"
 	for _, path := range []string{"/v1/log/checkpoint", "/v1/log/checkpoint.json", "/v1/log/tile/0/000.p/4", "/v1/log/tile/entries/000.p/6"} {

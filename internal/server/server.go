@@ -592,6 +592,17 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 			log["status"], log["signing"], log["since"] = "diverged", "stopped", since.UTC().Format(time.RFC3339)
 			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + err.Error()
 		}
+		// A detail too: the rows are acknowledged durably; what waits is
+		// their proof. Any replica sees it, whichever holds the lease.
+		if since := s.ledger.LogWaiting(); !since.IsZero() && time.Since(since) >= logWaitingShown {
+			if log["status"] == "ok" {
+				log["status"] = "waiting"
+			}
+			log["waitingSince"] = since.UTC().Format(time.RFC3339)
+			log["waiting"] = "leaves have waited in the log's queue since " + since.UTC().Format(time.RFC3339) + " while the log did not grow: no integrator extends it " +
+				"(the integrator's lease held by a ledgerd that does not integrate, a row store or bucket that does not answer, or a diverged log: see each replica's /readyz and log); " +
+				"rows recorded meanwhile are acknowledged, and have no proof until it grows (docs/operations.md, \"The log waits\")"
+		}
 		// Not a detail: this ledger signs nothing of the log until it is
 		// restarted with the right key.
 		if since, err := s.ledger.LogKeyRefused(); err != nil {
@@ -607,6 +618,11 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 	}
 	return ready, body
 }
+
+// logWaitingShown is how long leaves wait in the log's queue, the log not
+// growing, before /readyz says so: the integrator extends the log every
+// merkleLog.interval, and backs off up to 30 s after failures.
+var logWaitingShown = time.Minute
 
 // setHealth makes the gRPC health service agree with /readyz.
 func (s *Server) setHealth(ready bool) {
