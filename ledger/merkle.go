@@ -245,6 +245,17 @@ func (s *logState) markChecked(epoch uint64) {
 	}
 }
 
+// markCheckedAt is markChecked with the head of the row store's log the
+// check compared, set together.
+func (s *logState) markCheckedAt(epoch uint64, head *seenHead) {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	if s.checkEpoch == epoch {
+		s.head.Store(head)
+		s.checked.Store(true)
+	}
+}
+
 // uncheck clears checked, and the head seen: the bucket's log is compared
 // with the row store's again before anything is signed.
 func (s *logState) uncheck() {
@@ -657,18 +668,19 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		l.noteLogKey(err)
 		return true
 	}
-	// The publication under way, if any: its result comes on pub. It
-	// began at pubEpoch (logState.epoch) and at pubSince.
+	// The publication under way, if any: its result comes on pub, and
+	// stopPub ends it. It began at pubEpoch (logState.epoch) and at
+	// pubSince.
 	var (
 		pub      chan error
+		stopPub  context.CancelFunc
 		pubEpoch uint64
 		pubSince time.Time
 		pubSlow  bool
 	)
-	pubCtx, stopPub := context.WithCancel(ctx)
 	defer func() {
-		stopPub()
 		if pub != nil {
+			stopPub()
 			<-pub
 		}
 	}()
@@ -705,11 +717,13 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			epoch := l.log.epoch()
 			_, _, err := l.checkPublished(ctx)
 			if err == nil {
-				l.log.markChecked(epoch)
 				// The head the check compared, or one after it: the
-				// rounds from now on extend it and nothing else.
-				if size, cp, herr := l.logHead(ctx); herr == nil && l.log.epoch() == epoch {
-					l.log.head.Store(&seenHead{size: size, cp: cp})
+				// rounds from now on extend it and nothing else. Checked
+				// only with it, so that no round signs unwatched.
+				var size int64
+				var cp []byte
+				if size, cp, err = l.logHead(ctx); err == nil {
+					l.log.markCheckedAt(epoch, &seenHead{size: size, cp: cp})
 				}
 			}
 			l.noteDiverged(ctx, err)
@@ -726,11 +740,23 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 				return fmt.Errorf("extending the Merkle log: %w", err)
 			case errors.Is(err, errLogReplaced):
 				// Not the log this holder checked and extended: a row
-				// store restored or swapped under a running ledger. It
-				// signs nothing until it has compared the row store's
-				// log with the published one again.
+				// store restored or swapped under a running ledger, or
+				// another ledgerd extending it as the lease changed
+				// hands. It signs nothing until it has compared the row
+				// store's log with the published one again, and the
+				// publication under way, of the log it read before,
+				// ends first.
 				l.log.uncheck()
-				l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log changed under the integrator, as when the row store is restored from a backup while ledgerd runs: it signs no checkpoint until it has compared the row store's log with the log published to write-once storage again",
+				if pub != nil {
+					stopPub()
+					if err := <-pub; !errors.Is(err, context.Canceled) {
+						if err := published(err); err != nil {
+							return err
+						}
+					}
+					pub = nil
+				}
+				l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log changed under the integrator (a row store restored from a backup or swapped for a copy while ledgerd runs, or another ledgerd extending the log as the integrator's lease changed hands): it signs no checkpoint until it has compared the row store's log with the log published to write-once storage again",
 					slog.String("error", err.Error()))
 			default:
 				l.retried(ctx, &extend, "extending the Merkle log", err)
@@ -741,7 +767,12 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// on growing in the row store meanwhile.
 		if !stopped() && pub == nil && publish.Due(time.Now()) {
 			pub, pubEpoch, pubSince, pubSlow = make(chan error, 1), l.log.epoch(), time.Now(), false
-			go func(done chan<- error) { done <- l.PublishTiles(pubCtx) }(pub)
+			pubCtx, stop := context.WithCancel(ctx)
+			stopPub = stop
+			go func(done chan<- error) {
+				defer stop()
+				done <- l.PublishTiles(pubCtx)
+			}(pub)
 		}
 		if pub != nil && !pubSlow && time.Since(pubSince) >= slowPublication {
 			pubSlow = true
@@ -1407,8 +1438,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	}
 	// The bucket's log is checked before each publication, and once
 	// without one: a row store restored from an older backup is found at
-	// start, not at its next row.
-	if to <= from && l.log.checked.Load() {
+	// start, not at its next row. A row store that says more was
+	// published than its log holds is checked too.
+	if to == from && l.log.checked.Load() {
 		return nil
 	}
 	epoch := l.log.epoch()
@@ -1417,6 +1449,23 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		return err
 	}
 	l.log.markChecked(epoch)
+	// The row store's log is still the one read above, and the one the
+	// integrator checked: a publication that began before the row store
+	// was replaced under it (logState.uncheck) puts nothing more, nor
+	// records in the new row store a publication of the old one.
+	still := func(tx Tx) error {
+		if l.log.epoch() != epoch {
+			return fmt.Errorf("%w: the row store's log was found changed while its tiles were published", errLogReplaced)
+		}
+		mine, err := tx.CheckpointAt(to)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if !bytes.Equal(mine, cp) {
+			return fmt.Errorf("%w: the row store no longer holds the checkpoint of size %d being published", errLogReplaced, to)
+		}
+		return nil
+	}
 	if to <= from || published > to {
 		// published > to: another holder of the integrator's lease
 		// published a later size of this log since the head was read.
@@ -1443,6 +1492,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	// only over the version checked above: one written since (another
 	// holder of the integrator's lease, another ledger) is checked again
 	// next round instead of being replaced unchecked.
+	if err := l.store.View(ctx, still); err != nil {
+		return err
+	}
 	if _, err := l.objects.Put(ctx, LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), cp, retain); err != nil {
 		return publishErr(LogPrefix+"checkpoints/"+strconv.FormatInt(to, 10), err)
 	}
@@ -1455,6 +1507,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		}
 	}
 	return l.store.Update(ctx, func(tx Tx) error {
+		if err := still(tx); err != nil {
+			return err
+		}
 		cur, err := tx.TilesPublished()
 		if err != nil || cur >= to {
 			return err
@@ -1523,7 +1578,63 @@ func (l *Ledger) comparePublishedLog(ctx context.Context, p publishedLog) (int64
 		}
 		size = max(size, n)
 	}
+	if p.tilesCover > 0 {
+		if err := l.checkTilesCover(ctx, p.tilesCover); err != nil {
+			return 0, publishedCheckpoint{}, err
+		}
+	}
 	return size, publishedCheckpoint{}, nil
+}
+
+// checkTilesCover compares the row store's log with the tiles the bucket
+// keeps past its checkpoints, covering n leaves: those of a publication
+// cut short after its tiles and before its checkpoint. Tiles are put only
+// of a signed tree, so the row store must hold those n leaves, and the
+// level-0 tile at their edge must be its own; it holds the hashes of the
+// last leaves published, which a fork (a row store restored from an
+// older backup and grown again) recorded as other rows. An error wrapping
+// ErrLogDiverged otherwise.
+func (l *Ledger) checkTilesCover(ctx context.Context, n int64) error {
+	size, _, err := l.logHead(ctx)
+	if err != nil {
+		return err
+	}
+	if size < n {
+		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, of a publication that did not reach its checkpoint, and the row store's log holds %d: leaves this log signed and published tiles of are not in the row store (a row store restored from a backup older than what it published)",
+			ErrLogDiverged, n, size)
+	}
+	lister, ok := l.objects.(KeptLister)
+	if !ok {
+		return nil
+	}
+	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: int((n-1)&(1<<TileHeight-1)) + 1}
+	key := LogPrefix + tilePath(t)
+	var kept *KeptKey
+	if err := lister.ListKept(ctx, key, func(k KeptKey) error {
+		if k.Key != key {
+			return nil
+		}
+		kept = &k
+		return errFound
+	}); err != nil && !errors.Is(err, errFound) {
+		return fmt.Errorf("list the bucket's %s: %w", key, err)
+	}
+	if kept == nil {
+		return fmt.Errorf("the bucket's %s, which covers its tiles' %d leaves, was not found when read again", key, n)
+	}
+	theirs, err := l.readKept(ctx, *kept)
+	if err != nil {
+		return err
+	}
+	ours, err := l.tileData(ctx, tilePath(t), false)
+	if err != nil {
+		return fmt.Errorf("the row store's %s: %w", tilePath(t), err)
+	}
+	if !bytes.Equal(theirs, ours) {
+		return fmt.Errorf("%w: the bucket's %s, of a publication of %d leaves that did not reach its checkpoint, is not the row store's tile: the row store's log is not the log whose tiles the bucket holds (a row store restored from a backup older than what it published, and grown again)",
+			ErrLogDiverged, key, n)
+	}
+	return nil
 }
 
 // publishedLog is what readPublished read of the log in the bucket.
@@ -1542,6 +1653,10 @@ type publishedLog struct {
 	// missing: no live checkpoint reads by name, though the bucket keeps
 	// checkpoints of the log.
 	missing bool
+	// tilesCover is how many leaves the bucket's level-0 tiles cover when
+	// that is more than its largest checkpoint read (a publication cut
+	// short between its tiles and its checkpoint); 0 otherwise.
+	tilesCover int64
 }
 
 // publishedCheckpoint is a checkpoint read from the bucket and its key.
@@ -1704,7 +1819,13 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 			return kept, true, nil
 		}
 		// Tiles without their checkpoint: a publication cut short
-		// between them (or another log's tiles). Every one is listed.
+		// between them (a restart, the lease handed over), or another
+		// log's tiles. The tiles themselves are compared with the row
+		// store's log (checkTilesCover), rather than every checkpoint
+		// listed: a bucket of a log years old holds millions, more than a
+		// check before signing can list.
+		p.tilesCover = covered
+		return KeptKey{}, false, nil
 	}
 	var largest KeptKey
 	most := int64(-1)

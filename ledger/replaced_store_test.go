@@ -248,3 +248,167 @@ func TestLeavesWaitingWhileTheLogDoesNotGrowAreReported(t *testing.T) {
 		return h.l.LogWaiting().IsZero() && testutil.ToFloat64(h.metrics.LogWaiting) == 0
 	})
 }
+
+// cutShort is an evidence directory whose puts of one key fail (fail)
+// or wait until their context ends (hang), as a publication is cut short
+// between its tiles and its checkpoint by a restart, or hangs there.
+type cutShort struct {
+	*localdir.Store
+	fail, hang atomic.Pointer[string]
+	hung       chan string
+}
+
+func (s *cutShort) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
+	if k := s.fail.Load(); k != nil && *k == key {
+		return ledger.Location{}, errors.New("connection reset")
+	}
+	if k := s.hang.Load(); k != nil && *k == key {
+		select {
+		case s.hung <- key:
+		default:
+		}
+		<-ctx.Done()
+		return ledger.Location{}, ctx.Err()
+	}
+	return s.Store.Put(ctx, key, body, until)
+}
+
+// queueFork queues leaves from..from+n-1 of another history than queue's.
+func queueFork(t *testing.T, st ledger.Store, from, n int) {
+	t.Helper()
+	err := st.Update(context.Background(), func(tx ledger.Tx) error {
+		for i := from; i < from+n; i++ {
+			if err := tx.QueueLeaf(fmt.Sprintf("fork-%d", i), fmt.Appendf(nil, "%s\nkind test\nrow fork-%d\n", ledger.LeafVersion, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A publication cut short after its tiles (10 leaves) and before its
+// checkpoint leaves the bucket's largest checkpoint at 7; a row store
+// restored at 7 then gets no checkpoint signed: the tiles show 10 leaves
+// were signed and published, which the row store lacks.
+func TestTilesPastTheCheckpointsStopARestoredLedger(t *testing.T) {
+	dir, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := &cutShort{Store: dir, hung: make(chan string, 1)}
+	h := ledgerOn(t, bucket, nil)
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	cut := ledger.LogPrefix + "checkpoints/10"
+	bucket.fail.Store(&cut)
+	if err := h.grow(t, 7, 3); err == nil {
+		t.Fatal("the publication of 10 leaves passed its checkpoint's put")
+	}
+	bucket.fail.Store(nil)
+	h.store.Close()
+	copyFile(t, backup, filepath.Join(h.dir, "ledger.db"))
+	h.open(t)
+
+	startIntegrator(t, h.l, h)
+	queueFork(t, h.store, 7, 2)
+	waitFor(t, "the integrator to find the divergence", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	if _, err := h.l.LogDiverged(); !strings.Contains(err.Error(), "the bucket's tiles cover 10 leaves") {
+		t.Errorf("LogDiverged: %v; want it to say the tiles cover 10 leaves", err)
+	}
+	if size := headOf(t, h.store); size != 7 {
+		t.Errorf("the restored row store's log has %d leaves, want 7: a fork of the published tiles was signed", size)
+	}
+}
+
+// A publication that waits on the bucket when the row store is replaced
+// under the integrator ends before the integrator checks the bucket
+// again: it puts nothing more of the log it read before, nor records it
+// published in the new row store, which gets no checkpoint signed.
+func TestAPublicationUnderWayWhenTheRowStoreIsReplacedEnds(t *testing.T) {
+	bucketDir := t.TempDir()
+	dir, err := localdir.Open(bucketDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := &cutShort{Store: dir, hung: make(chan string, 1)}
+	var sw *swappable
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: bucket, logs: &syncbuf.Buffer{},
+		wrap: func(s ledger.Store) ledger.Store {
+			sw = &swappable{Store: s}
+			sw.cur.Store(&storeBox{s})
+			return sw
+		}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	older, err := bolt.Open(backup, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { older.Close() })
+
+	hang := ledger.LogPrefix + "checkpoints/10"
+	bucket.hang.Store(&hang)
+	startIntegrator(t, h.l, h)
+	h.queue(t, 7, 3)
+	select {
+	case <-bucket.hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publication of 10 leaves did not reach its checkpoint")
+	}
+	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
+		t.Fatalf("the copy's lease: token %d (%v), want 1", tok, err)
+	}
+	sw.cur.Store(&storeBox{older})
+	queueFork(t, older, 7, 1)
+	waitFor(t, "the integrator to find the divergence", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	bucket.hang.Store(nil)
+	if size := headOf(t, older); size != 7 {
+		t.Errorf("the replaced row store's log has %d leaves, want 7: a fork was signed", size)
+	}
+	var published int64
+	if err := older.View(context.Background(), func(tx ledger.Tx) error {
+		published, err = tx.TilesPublished()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if published != 7 {
+		t.Errorf("the replaced row store records %d leaves published, want 7: the publication of the log before it was recorded in it", published)
+	}
+	if got := readObject(t, bucketDir, ledger.LogPrefix+"checkpoint"); !strings.HasPrefix(string(got), testOrigin+"\n7\n") {
+		t.Errorf("the bucket's latest checkpoint:\n%s\nwant the one of size 7", got)
+	}
+}
