@@ -40,7 +40,8 @@ const maxNesting = 10000
 // without an escape name nothing, and otherwise one scan of the tokens
 // compares each value with target, allocating only to unescape a string.
 func NamesTarget(argsJSON, target string) bool {
-	if !strings.Contains(argsJSON, target) && !strings.Contains(argsJSON, `\`) {
+	// Invalid UTF-8 reads as U+FFFD, so such args are scanned too.
+	if !strings.Contains(argsJSON, target) && !strings.Contains(argsJSON, `\`) && utf8.ValidString(argsJSON) {
 		return false
 	}
 	s := argsScan{in: argsJSON, target: target}
@@ -165,7 +166,7 @@ func (s *argsScan) value(depth int) bool {
 		}
 	case c == '"':
 		v, ok := s.str()
-		if ok && !s.found && s.unquoted(v) == s.target {
+		if ok && !s.found && s.isTarget(v) {
 			s.found = true
 		}
 		return ok
@@ -241,20 +242,25 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// unquoted is string token q (quotes included) as encoding/json decodes
-// it. A token without escapes whose bytes are UTF-8 is its bytes; others
-// are decoded by encoding/json, which unescapes them and replaces bytes
-// that are not UTF-8.
-func (s *argsScan) unquoted(q string) string {
+// isTarget reports whether the string token q (with its quotes) is
+// target once unescaped, as encoding/json reads it. An escape stands for
+// fewer bytes than it takes, a sixth of them at least (\u0041 is "A"),
+// so a valid UTF-8 string outside those bounds is not unescaped at all:
+// a writer's args full of escapes cost a scan, not a decoding each.
+func (s *argsScan) isTarget(q string) bool {
 	body := q[1 : len(q)-1]
-	if !strings.Contains(body, `\`) && utf8.ValidString(body) {
-		return body
+	valid := utf8.ValidString(body)
+	if !strings.Contains(body, `\`) && valid {
+		return body == s.target
+	}
+	if valid && (len(body) < len(s.target) || len(body) > 6*len(s.target)) {
+		return false
 	}
 	var v string
 	if json.Unmarshal([]byte(q), &v) != nil {
-		return ""
+		return false
 	}
-	return v
+	return v == s.target
 }
 
 // number reads a JSON number at i: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
