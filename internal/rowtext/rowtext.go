@@ -4,6 +4,7 @@ package rowtext
 
 import (
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"strings"
 )
 
 // TargetSource says what vouches for the target of action a of row r,
@@ -34,8 +35,11 @@ func writerReason(r *ledgerv1.Row, a *ledgerv1.RowAction) string {
 	case ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_UNSPECIFIED:
 		return "no args were signed"
 	}
+	// The args_hash check is the row's: it failed for this action when
+	// its detail names the tool ("cancel_order: logged args hash …"),
+	// not when another action's args failed.
 	for _, c := range r.GetVerifier().GetChecks() {
-		if c.GetName() == "args_hash" && c.GetResult() == ledgerv1.CheckResult_CHECK_RESULT_FAIL {
+		if c.GetName() == "args_hash" && c.GetResult() == ledgerv1.CheckResult_CHECK_RESULT_FAIL && strings.Contains(c.GetDetail(), a.GetTool()+": ") {
 			return "the logged args are not the signed ones"
 		}
 	}
