@@ -46,20 +46,7 @@ func restoredAtSeven(t *testing.T) (*harness, string, []byte) {
 	t.Helper()
 	bucket := t.TempDir()
 	h := ledgerOnBucket(t, bucket, nil)
-	h.logSigner, h.logVKey = logKeys(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.grow(t, 0, 7); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(t.TempDir(), "ledger.db")
-	h.store.Close()
-	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
-	h.open(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
+	backup := backedUpAtSeven(t, h)
 	if err := h.grow(t, 7, 3); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,23 @@ func (s *swappable) View(ctx context.Context, fn func(ledger.Tx) error) error {
 	return s.cur.Load().View(ctx, fn)
 }
 
+// swappableLedger is a ledger on objects whose row store can be
+// replaced under it: swapped returns the row store it was given last.
+func swappableLedger(t *testing.T, objects ledger.ObjectStore) (h *harness, swapped func() *swappable) {
+	t.Helper()
+	var sw *swappable
+	h = &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{},
+		wrap: func(s ledger.Store) ledger.Store {
+			sw = &swappable{Store: s}
+			sw.cur.Store(&storeBox{s})
+			return sw
+		}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	return h, func() *swappable { return sw }
+}
+
 // queueOn queues leaf ref-i on store st.
 func queueOn(t *testing.T, st ledger.Store, i int) {
 	t.Helper()
@@ -76,30 +93,8 @@ func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sw *swappable
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{},
-		wrap: func(s ledger.Store) ledger.Store {
-			sw = &swappable{Store: s}
-			sw.cur.Store(&storeBox{s})
-			return sw
-		}}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
-	h.logSigner, h.logVKey = logKeys(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.grow(t, 0, 7); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(t.TempDir(), "ledger.db")
-	h.store.Close()
-	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
-	h.open(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
+	h, swapped := swappableLedger(t, objects)
+	backup := backedUpAtSeven(t, h)
 	if err := h.grow(t, 7, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +121,7 @@ func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
 	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
 		t.Fatalf("the copy's lease: token %d (%v), want 1, the one the integrator holds", tok, err)
 	}
-	sw.cur.Store(&storeBox{older})
+	swapped().cur.Store(&storeBox{older})
 	queueOn(t, older, 7)
 	waitFor(t, "the integrator to find the divergence", func() bool {
 		_, err := h.l.LogDiverged()
@@ -144,6 +139,28 @@ func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
 	if readObject(t, bucket, ledger.LogPrefix+"checkpoints/8") != nil {
 		t.Error("the bucket holds a checkpoint of size 8")
 	}
+}
+
+// backedUpAtSeven turns h's log on with a new key, publishes a log of 7
+// leaves and returns a copy of h's row store taken then; h is open again
+// after it, its log on.
+func backedUpAtSeven(t *testing.T, h *harness) (backup string) {
+	t.Helper()
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	backup = filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	return backup
 }
 
 // waitFor polls cond until it holds, failing the test after 10 seconds.
@@ -300,20 +317,7 @@ func TestTilesPastTheCheckpointsStopARestoredLedger(t *testing.T) {
 	}
 	bucket := &cutShort{Store: dir, hung: make(chan string, 1)}
 	h := ledgerOn(t, bucket, nil)
-	h.logSigner, h.logVKey = logKeys(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.grow(t, 0, 7); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(t.TempDir(), "ledger.db")
-	h.store.Close()
-	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
-	h.open(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
-		t.Fatal(err)
-	}
+	backup := backedUpAtSeven(t, h)
 	cut := ledger.LogPrefix + "checkpoints/10"
 	bucket.fail.Store(&cut)
 	if err := h.grow(t, 7, 3); err == nil {
@@ -349,16 +353,7 @@ func TestAPublicationUnderWayWhenTheRowStoreIsReplacedEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := &cutShort{Store: dir, hung: make(chan string, 1)}
-	var sw *swappable
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: bucket, logs: &syncbuf.Buffer{},
-		wrap: func(s ledger.Store) ledger.Store {
-			sw = &swappable{Store: s}
-			sw.cur.Store(&storeBox{s})
-			return sw
-		}}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
+	h, swapped := swappableLedger(t, bucket)
 	h.logSigner, h.logVKey = logKeys(t)
 	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
 		t.Fatal(err)
@@ -388,7 +383,7 @@ func TestAPublicationUnderWayWhenTheRowStoreIsReplacedEnds(t *testing.T) {
 	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
 		t.Fatalf("the copy's lease: token %d (%v), want 1", tok, err)
 	}
-	sw.cur.Store(&storeBox{older})
+	swapped().cur.Store(&storeBox{older})
 	queueFork(t, older, 7, 1)
 	waitFor(t, "the integrator to find the divergence", func() bool {
 		_, err := h.l.LogDiverged()
