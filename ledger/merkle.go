@@ -257,13 +257,14 @@ func (s *logState) markCheckedAt(epoch uint64, head *seenHead) {
 }
 
 // uncheck clears checked, and the head seen: the bucket's log is compared
-// with the row store's again before anything is signed.
-func (s *logState) uncheck() {
+// with the row store's again before anything is signed. It reports
+// whether checked was set.
+func (s *logState) uncheck() bool {
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
 	s.checkEpoch++
-	s.checked.Store(false)
 	s.head.Store(nil)
+	return s.checked.Swap(false)
 }
 
 // recentLeaves keeps the bytes of the leaves this ledger's integrator
@@ -684,11 +685,28 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			<-pub
 		}
 	}()
+	// replaced takes in err, wrapping errLogReplaced: the row store's
+	// log is not the one this holder checked and extended (a row store
+	// restored or swapped under a running ledger, or another ledgerd
+	// extending it as the lease changed hands). Nothing is signed until
+	// the row store's log has been compared with the published one
+	// again; said once for each time it is found.
+	replaced := func(err error) {
+		if l.log.uncheck() {
+			l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log changed under the integrator (a row store restored from a backup or swapped for a copy while ledgerd runs, or another ledgerd extending the log as the integrator's lease changed hands): it signs no checkpoint until it has compared the row store's log with the log published to write-once storage again",
+				slog.String("error", err.Error()))
+		}
+	}
 	// published takes in the publication's result: an error to end the
 	// job with (the wrong key), or nil.
 	published := func(err error) error {
 		if wrongKey(err) {
 			return fmt.Errorf("publishing log tiles: %w", err)
+		}
+		if errors.Is(err, errLogReplaced) {
+			// The publication found the row store's log replaced under
+			// it before a round of the log did.
+			replaced(err)
 		}
 		// A publication that passed its check of the bucket before the
 		// row store's log was found changed says nothing of the log
@@ -739,14 +757,9 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			case wrongKey(err):
 				return fmt.Errorf("extending the Merkle log: %w", err)
 			case errors.Is(err, errLogReplaced):
-				// Not the log this holder checked and extended: a row
-				// store restored or swapped under a running ledger, or
-				// another ledgerd extending it as the lease changed
-				// hands. It signs nothing until it has compared the row
-				// store's log with the published one again, and the
-				// publication under way, of the log it read before,
+				// The publication under way, of the log read before,
 				// ends first.
-				l.log.uncheck()
+				replaced(err)
 				if pub != nil {
 					stopPub()
 					if err := <-pub; !errors.Is(err, context.Canceled) {
@@ -756,8 +769,6 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 					}
 					pub = nil
 				}
-				l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log changed under the integrator (a row store restored from a backup or swapped for a copy while ledgerd runs, or another ledgerd extending the log as the integrator's lease changed hands): it signs no checkpoint until it has compared the row store's log with the log published to write-once storage again",
-					slog.String("error", err.Error()))
 			default:
 				l.retried(ctx, &extend, "extending the Merkle log", err)
 			}
