@@ -518,31 +518,42 @@ func (s *stallingStore) Put(ctx context.Context, key string, body []byte, until 
 	return s.ObjectStore.Put(ctx, key, body, until)
 }
 
+// uploadingWithAStalledPut is a ledger (with metrics, when given) whose
+// evidence store never answers the put of an incident's evidence,
+// recorded first (inc), and whose uploader runs with cfg; stop ends the
+// uploader, as the test's end does.
+func uploadingWithAStalledPut(t *testing.T, metrics *ledger.Metrics, cfg ledger.UploaderConfig) (h *harness, st *stallingStore, inc *ledger.Row, stop func()) {
+	t.Helper()
+	real, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = &stallingStore{ObjectStore: real, stalled: make(chan string)}
+	h = &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st, metrics: metrics}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+
+	inc, _ = h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
+	st.stall(ledger.EvidenceKey(inc.ID))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = h.l.RunUploader(ctx, cfg)
+	}()
+	stop = func() { cancel(); <-stopped }
+	t.Cleanup(func() { stop(); close(st.stalled) })
+	return h, st, inc, stop
+}
+
 // TestUploadStopsWhenItsClaimRunsOut: a put the evidence store never
 // answers is given up when the round's claim on its entry runs out, and
 // the uploader claims again; those rounds are not counted against the
 // entry, even while the other uploads of the same rounds succeed, so it
 // lands once the store answers, with nothing moved to the dead letters.
 func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
-	real, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &stallingStore{ObjectStore: real, stalled: make(chan string)}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
-
-	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
-	st.stall(ledger.EvidenceKey(inc.ID))
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{ClaimTTL: 200 * time.Millisecond, Idle: 20 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
-	}()
-	defer func() { cancel(); <-stopped; close(st.stalled) }()
+	h, st, inc, stop := uploadingWithAStalledPut(t, nil, ledger.UploaderConfig{ClaimTTL: 200 * time.Millisecond, Idle: 20 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
 
 	// Each stalled put ends with its claim; a row appended meanwhile makes
 	// the next round's other upload succeed.
@@ -564,8 +575,7 @@ func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
 		for range st.stalled {
 		}
 	}()
-	cancel()
-	<-stopped
+	stop()
 	h.drain(t)
 	rep, err := h.l.Outbox(context.Background(), 0, "")
 	if err != nil {
@@ -587,25 +597,7 @@ func TestUploadStopsWhenItsClaimRunsOut(t *testing.T) {
 // evidence store that takes the put and never answers: the rows recorded
 // meanwhile show in it before the round's claim runs out.
 func TestOutboxGaugeFollowsTheOutboxWhileAPutHangs(t *testing.T) {
-	real, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &stallingStore{ObjectStore: real, stalled: make(chan string)}
-	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: st, metrics: ledger.NewMetrics(prometheus.NewRegistry())}
-	t.Cleanup(h.sc.Close)
-	h.set(time.Now().UTC())
-	h.open(t)
-
-	inc, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "I-1", ScopesUsed: []string{"plan:change"}})))
-	st.stall(ledger.EvidenceKey(inc.ID))
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = h.l.RunUploader(ctx, ledger.UploaderConfig{ClaimTTL: time.Hour, DepthEvery: 10 * time.Millisecond})
-	}()
-	defer func() { cancel(); <-stopped; close(st.stalled) }()
+	h, st, _, _ := uploadingWithAStalledPut(t, ledger.NewMetrics(prometheus.NewRegistry()), ledger.UploaderConfig{ClaimTTL: time.Hour, DepthEvery: 10 * time.Millisecond})
 	select {
 	case <-st.stalled:
 	case <-time.After(10 * time.Second):
