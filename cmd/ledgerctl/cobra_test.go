@@ -78,7 +78,7 @@ func TestCSVOutput(t *testing.T) {
 	if code != exitOK || err != nil || len(recs) != 3 {
 		t.Fatalf("lookup --output csv: %d %v\n%s%s", code, err, out, errs)
 	}
-	if want := []string{"row", "issued (UTC)", "status", "principal", "target", "tool", "agent", "dispute"}; !slices.Equal(recs[0], want) {
+	if want := []string{"row", "issued (UTC)", "status", "principal", "target", "tool", "agent", "dispute", "writer-only targets"}; !slices.Equal(recs[0], want) {
 		t.Fatalf("header %q, want %q", recs[0], want)
 	}
 	var ids []string

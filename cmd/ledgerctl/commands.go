@@ -54,15 +54,44 @@ func word(enum fmt.Stringer, prefix string) string {
 	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(enum.String(), prefix), "_", " "))
 }
 
-func rowTargets(r *ledgerv1.Row) string {
-	var t []string
-	for _, a := range r.GetActions() {
-		if a.GetTarget() != "" && !contains(t, a.GetTarget()) {
-			t = append(t, a.GetTarget())
+// rowTargets is the targets of r's actions, each once, for a table of
+// rows: a target that is the writer's word alone (rowtext.TargetSource)
+// is followed by writerOnlyMark; marked says whether one is.
+func rowTargets(r *ledgerv1.Row) (cell string, marked bool) {
+	plain, writerOnly := targetsOf(r)
+	t := make([]string, len(plain))
+	for i, v := range plain {
+		t[i] = v
+		if contains(writerOnly, v) {
+			t[i] += writerOnlyMark
 		}
 	}
-	return orDash(strings.Join(t, ","))
+	return orDash(strings.Join(t, ",")), len(writerOnly) > 0
 }
+
+// targetsOf returns the targets of r's actions, each once, and those of
+// them that are the writer's word alone in one action at least.
+func targetsOf(r *ledgerv1.Row) (all, writerOnly []string) {
+	for _, a := range r.GetActions() {
+		if a.GetTarget() == "" {
+			continue
+		}
+		if !contains(all, a.GetTarget()) {
+			all = append(all, a.GetTarget())
+		}
+		if _, w := rowtext.TargetSource(r, a); w && !contains(writerOnly, a.GetTarget()) {
+			writerOnly = append(writerOnly, a.GetTarget())
+		}
+	}
+	return all, writerOnly
+}
+
+// writerOnlyMark follows a target in a table of rows when no signed args
+// name it; writerOnlyNote, printed below such a table, says so.
+const (
+	writerOnlyMark = "*"
+	writerOnlyNote = "(* the writer's word alone: the customer's agent signed no args naming this target; ledgerctl show ROW says why)"
+)
 
 func rowTools(r *ledgerv1.Row) string {
 	var t []string
@@ -142,13 +171,31 @@ func (c *cli) lookup(o lookupOpts) error {
 		return nil
 	}
 	l := listing{header: []string{"row", "issued (UTC)", "status", "principal", "target", "tool", "agent", "dispute"}}
+	csv := c.output == "csv"
+	if csv {
+		// The target column holds the targets alone, as a program reads
+		// them; what the table marks is a column of its own.
+		l.header = append(l.header, "writer-only targets")
+	}
+	marked := false
 	for _, r := range rep.GetRows() {
-		id := short(r.GetId())
-		if c.output == "csv" {
-			id = r.GetId()
+		id, targets := short(r.GetId()), ""
+		var writerOnly []string
+		if csv {
+			var all []string
+			all, writerOnly = targetsOf(r)
+			id, targets = r.GetId(), orDash(strings.Join(all, ","))
+		} else {
+			var m bool
+			targets, m = rowTargets(r)
+			marked = marked || m
 		}
-		l.rows = append(l.rows, []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
-			orDash(r.GetPrincipal()), rowTargets(r), rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_")})
+		row := []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
+			orDash(r.GetPrincipal()), targets, rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_")}
+		if csv {
+			row = append(row, orDash(strings.Join(writerOnly, ",")))
+		}
+		l.rows = append(l.rows, row)
 	}
 	empty := "no rows match"
 	if rep.GetNextPageToken() != "" {
@@ -157,6 +204,9 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	if err := c.printList(l, empty); err != nil {
 		return err
+	}
+	if marked {
+		c.note("%s", writerOnlyNote)
 	}
 	if len(rep.GetRows()) == 0 && byID {
 		c.note("%s", idsExact)

@@ -73,10 +73,16 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 			fmt.Fprintln(c.out)
 			w = c.table()
 			fmt.Fprintln(w, "ROW\tISSUED (UTC)\tSTATUS\tPRINCIPAL\tTARGET\tTOOL")
+			marked := false
 			for _, r := range rep.GetSameDayRows() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), orDash(r.GetPrincipal()), rowTargets(r), rowTools(r))
+				targets, m := rowTargets(r)
+				marked = marked || m
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), orDash(r.GetPrincipal()), targets, rowTools(r))
 			}
 			w.Flush()
+			if marked {
+				c.note("%s", writerOnlyNote)
+			}
 		}
 		switch {
 		case rep.GetSameDayCountTruncated():

@@ -52,10 +52,16 @@ func (c *cli) grant(pos []string) error {
 		fmt.Fprintln(c.out)
 		w = c.table()
 		fmt.Fprintln(w, "ROW\tISSUED (UTC)\tSTATUS\tTARGET\tTOOL")
+		marked := false
 		for _, r := range rep.GetRows() {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), rowTargets(r), rowTools(r))
+			targets, m := rowTargets(r)
+			marked = marked || m
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), targets, rowTools(r))
 		}
 		w.Flush()
+		if marked {
+			c.note("%s", writerOnlyNote)
+		}
 	}
 	switch {
 	case rep.GetRowCountTruncated():

@@ -47,3 +47,64 @@ func TestShowSaysWhereATargetComesFrom(t *testing.T) {
 		t.Errorf("verify of a row without a target source: %d\n%s%s", code, out, errs)
 	}
 }
+
+// lookup marks a target that is the writer's word alone, with a note
+// under the table that says what the mark means; in CSV the target
+// column keeps the targets alone and a last column names them.
+func TestLookupMarksATargetTheWriterAloneGives(t *testing.T) {
+	f := start(t)
+	moved := f.sc.Mint(pacttest.Spec{User: "acct-30011", Target: "A-6000", GrantID: "a2agrant_M0V3"})
+	moved.Actions[0].Target = "A-5531"
+	movedID := f.appendMinted(t, moved)
+
+	// The grant's table of rows marks it too.
+	if code, out, errs := f.ctl(t, "support", "grant", "a2agrant_M0V3"); code != 0 || !strings.Contains(out, " A-5531* ") || !strings.Contains(out, "(* the writer's word alone") {
+		t.Errorf("grant a2agrant_M0V3: %d\n%s%s", code, out, errs)
+	}
+
+	code, out, errs := f.ctl(t, "support", "lookup", "--order", "A-5531")
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) < 4 {
+		t.Fatalf("lookup: %d\n%s%s", code, out, errs)
+	}
+	for _, l := range lines[1:3] {
+		switch {
+		case strings.HasPrefix(l, movedID[:12]):
+			if !strings.Contains(l, " A-5531* ") {
+				t.Errorf("the moved row's target is not marked:\n%s", out)
+			}
+		case strings.HasPrefix(l, f.rowID[:12]):
+			if strings.Contains(l, "*") {
+				t.Errorf("the pipeline's row is marked:\n%s", out)
+			}
+		default:
+			t.Errorf("unexpected line %q:\n%s", l, out)
+		}
+	}
+	if !strings.Contains(out, "(* the writer's word alone") {
+		t.Errorf("no note says what the mark means:\n%s", out)
+	}
+
+	code, out, errs = f.ctl(t, "support", "lookup", "--order", "A-5531", "-o", "csv")
+	if code != 0 || !strings.HasSuffix(strings.SplitN(out, "\n", 2)[0], ",dispute,writer-only targets") ||
+		!strings.Contains(out, movedID+",") || strings.Contains(out, "*") {
+		t.Fatalf("lookup -o csv: %d\n%s%s", code, out, errs)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		want := ",-"
+		if strings.HasPrefix(l, movedID) {
+			want = ",A-5531"
+		}
+		if !strings.HasSuffix(l, want) {
+			t.Errorf("csv line %q does not end %q", l, want)
+		}
+	}
+	if errs != "" {
+		t.Errorf("lookup -o csv: the column says it, yet stderr has %q", errs)
+	}
+
+	// A lookup by customer where no target is the writer's alone has no note.
+	if code, out, errs := f.ctl(t, "support", "lookup", "--principal", "acct-48213"); code != 0 || strings.Contains(out+errs, "*") {
+		t.Errorf("lookup --principal acct-48213: %d\n%s%s", code, out, errs)
+	}
+}

@@ -35,3 +35,27 @@ func TestRowPageSaysWhereATargetComesFrom(t *testing.T) {
 		}
 	}
 }
+
+// A search by order marks each target that is the writer's word alone,
+// so a lead reading the list sees which rows the customer's agent did
+// not file under the order; a target the signed args name is not marked.
+func TestSearchMarksATargetTheWriterAloneGives(t *testing.T) {
+	e := newEnv(t, nil)
+	e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "B-8888"}))
+	moved := e.sc.Mint(pacttest.Spec{User: "acct-30011", Target: "A-6000"})
+	moved.Actions[0].Target = "B-8888"
+	e.record(t, moved)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleSupport)
+	code, body := c.get(t, "/console/search?by=target&q=B-8888")
+	body = html.UnescapeString(body)
+	const mark = `<span class="target-source writer" title="B-8888: the action log's alone — the signed args do not name it">the writer's word alone</span>`
+	if code != http.StatusOK || strings.Count(body, mark) != 1 || strings.Count(body, "<tr>") != 3 {
+		t.Errorf("search for B-8888 = %d; want two rows and one mark %q:\n%s", code, mark, body)
+	}
+	// The marked row is the one the writer moved.
+	i := strings.Index(body, mark)
+	if row := body[strings.LastIndex(body[:i], "<tr>"):i]; i < 0 || !strings.Contains(row, "acct-30011") {
+		t.Errorf("the mark is not on acct-30011's row:\n%s", body)
+	}
+}
