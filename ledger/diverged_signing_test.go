@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -170,6 +173,67 @@ func TestAReplicaTakingTheLeaseDoesNotSignADivergedLog(t *testing.T) {
 		return err != nil
 	})
 	checkStopped(t, b, bucket, published)
+}
+
+// A replica that does not hold the integrator's lease reports and serves
+// what the holder found: while the holder finds the log diverged, the
+// other replica serves no checkpoint or proof either, says why and who
+// found it, and sets pactledger_log_diverged; once the holder's check
+// passes again, both serve the log again.
+func TestReplicasReportTheDivergenceTheHolderFound(t *testing.T) {
+	h, bucket, published := restoredAtSeven(t)
+	a := h.anotherLogging(t, h.store, ledger.LeaseConfig{Holder: "replica-a"}, slog.New(slog.DiscardHandler))
+	metricsB := ledger.NewMetrics(prometheus.NewRegistry())
+	b := h.anotherWithMetrics(t, h.store, ledger.LeaseConfig{Holder: "replica-b"}, slog.New(slog.DiscardHandler), metricsB)
+	startIntegrator(t, a, h)
+	h.queue(t, 50, 2)
+	waitUntil(t, "replica a found the divergence", func() bool {
+		_, err := a.LogDiverged()
+		return err != nil
+	})
+	startIntegrator(t, b, h) // a holds the lease: b follows
+	waitUntil(t, "replica b reports the divergence", func() bool {
+		_, err := b.LogDiverged()
+		return err != nil
+	})
+	sinceA, _ := a.LogDiverged()
+	sinceB, err := b.LogDiverged()
+	if !sinceB.Equal(sinceA) || !strings.Contains(err.Error(), "found by replica-a") {
+		t.Errorf("replica b: since %v (a: %v), %v; want a's time and a's name", sinceB, sinceA, err)
+	}
+	if got := testutil.ToFloat64(metricsB.LogDiverged); got != 1 {
+		t.Errorf("replica b's pactledger_log_diverged = %v, want 1", got)
+	}
+	ctx := context.Background()
+	if _, err := b.Checkpoint(ctx); !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "an operator must restore the row store's newest backup") {
+		t.Errorf("replica b's checkpoint while the log diverged: %v; want the divergence", err)
+	}
+	if _, err := b.Proof(ctx, "ref-0"); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("replica b's proof while the log diverged: %v; want the divergence", err)
+	}
+	if _, err := b.TileData(ctx, "tile/0/000.p/8"); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("replica b's tile past what was published: %v; want the divergence", err)
+	}
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); string(got) != string(published) {
+		t.Errorf("the bucket's latest checkpoint was replaced:\n%s", got)
+	}
+
+	// The holder's check passes again (the bucket's log removed, as a
+	// test can): the record goes, and b serves the log again.
+	if err := os.RemoveAll(filepath.Join(bucket, "log")); err != nil {
+		t.Fatal(err)
+	}
+	waitTreeSize(t, a, 9)
+	waitUntil(t, "replica b serves the log again", func() bool {
+		_, err := b.LogDiverged()
+		return err == nil
+	})
+	if _, err := b.Checkpoint(ctx); err != nil {
+		t.Errorf("replica b's checkpoint once the logs agree again: %v", err)
+	}
+	if got := testutil.ToFloat64(metricsB.LogDiverged); got != 0 {
+		t.Errorf("replica b's pactledger_log_diverged once the logs agree = %v, want 0", got)
+	}
 }
 
 // A ledger that takes the integrator's lease while the bucket cannot be

@@ -25,6 +25,12 @@ func (h *harness) another(t *testing.T, store ledger.Store, leases ledger.LeaseC
 // anotherLogging is another with its log going to log.
 func (h *harness) anotherLogging(t *testing.T, store ledger.Store, leases ledger.LeaseConfig, log *slog.Logger) *ledger.Ledger {
 	t.Helper()
+	return h.anotherWithMetrics(t, store, leases, log, nil)
+}
+
+// anotherWithMetrics is anotherLogging with the ledger's metrics.
+func (h *harness) anotherWithMetrics(t *testing.T, store ledger.Store, leases ledger.LeaseConfig, log *slog.Logger, metrics *ledger.Metrics) *ledger.Ledger {
+	t.Helper()
 	objects, err := localdir.Open(h.objDir)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func (h *harness) anotherLogging(t *testing.T, store ledger.Store, leases ledger
 		t.Fatal(err)
 	}
 	v, _ := verifier.New(verifier.Config{Audience: h.sc.Audience, CheckedBy: "pactledger test"})
-	l, err := ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: log, Leases: leases})
+	l, err := ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: log, Leases: leases, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

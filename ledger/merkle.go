@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,6 +98,13 @@ type LogTx interface {
 	// write-once storage; SetTilesPublished records it.
 	TilesPublished() (int64, error)
 	SetTilesPublished(size int64) error
+	// LogDivergence returns the record the holder of the integrator's
+	// lease keeps while it finds the log published to write-once storage
+	// not to be a prefix of the row store's (opaque bytes, the ledger's),
+	// nil when there is none; SetLogDivergence replaces it, and nil
+	// removes it.
+	LogDivergence() ([]byte, error)
+	SetLogDivergence(record []byte) error
 }
 
 // PrunedLog is a LogTx of a store that may lack the first leaves of the
@@ -210,7 +218,12 @@ type logState struct {
 	divergedMu sync.Mutex
 	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
 	since      time.Time // when checks started failing with it
-	deleted    string    // the checkpoints last found deleted from the bucket (noteDeleted)
+	// shared is the row store's divergence record as this replica last
+	// read it (followLogSize) or wrote it (noteDiverged): what the holder
+	// of the integrator's lease found, which every replica reports and
+	// serves by as the holder does. Nil: none.
+	shared  *divergenceRecord
+	deleted string // the checkpoints last found deleted from the bucket (noteDeleted)
 	// waitingSince is when this replica first read leaves in the queue
 	// with the log no larger than before (unix nanoseconds; 0: the log
 	// keeps up), and waitedSize the size it read then (followLogSize).
@@ -516,6 +529,10 @@ func (l *Ledger) RunIntegrator(ctx context.Context) error {
 		return ErrNoLog
 	}
 	ctx, stop := context.WithCancel(ctx)
+	// Once it stops, the row store's divergence record is followed no
+	// more: what it said is dropped last, after the integrator's own
+	// last word.
+	defer l.followDivergence(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.followLogSize(ctx) })
 	defer wg.Wait()
@@ -598,17 +615,24 @@ func (l *Ledger) followLogSize(ctx context.Context) {
 // wait in the queue while the log does not grow: whoever holds the
 // integrator's lease (this replica or another) is not extending it. A
 // lease held by a holder that does not integrate, a row store or bucket
-// that hangs, or a log that diverged all show so, on every replica.
+// that hangs, or a log that diverged all show so, on every replica. It
+// also reads the row store's divergence record (followDivergence).
 func (l *Ledger) followWaiting(ctx context.Context, n int64) {
 	s := l.log
 	var queued bool
+	var record []byte
 	if err := l.store.View(ctx, func(tx Tx) error {
 		pend, err := tx.PendingLeaves(1)
 		queued = len(pend) > 0
+		if err != nil {
+			return err
+		}
+		record, err = tx.LogDivergence()
 		return err
 	}); err != nil {
 		return
 	}
+	l.followDivergence(record)
 	now := l.cfg.Now()
 	since := s.waitingSince.Load()
 	switch {
@@ -750,7 +774,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// Until the check above passed, and while the bucket's log
 		// differs, it is the retry: nothing is signed or published
 		// meanwhile, and the leaves wait in the queue.
-		stopped := func() bool { return l.signingStopped() != nil || !l.log.checked.Load() }
+		stopped := func() bool { return l.integratingStopped() != nil || !l.log.checked.Load() }
 		if !stopped() && extend.Due(time.Now()) {
 			_, err := l.Integrate(ctx)
 			switch {
@@ -849,10 +873,18 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 // It also stops and resumes the signing of checkpoints (signingStopped):
 // the first error wrapping ErrLogDiverged is logged at ERROR with what
 // to do, and the first success after it with how many leaves waited.
+//
+// And it keeps the row store's divergence record (LogTx.LogDivergence)
+// to what it found, so that every replica on the store reports and
+// serves as this holder does: written while the log diverged and the
+// record is not there, removed once a check passes. A write that fails
+// is tried again with the next outcome; meanwhile what the replicas read
+// is the record as it was, which stops no signing here.
 func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 	s := l.log
 	s.divergedMu.Lock()
-	defer s.divergedMu.Unlock()
+	var record []byte
+	write := false
 	switch {
 	case err == nil:
 		if s.diverged != nil {
@@ -860,11 +892,15 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 				slog.Duration("stopped_for", l.cfg.Now().Sub(s.since).Round(time.Millisecond)))
 		}
 		s.diverged = nil
+		write = s.shared != nil
 	case errors.Is(err, ErrLogDiverged):
 		// Checked again before anything is signed.
 		s.uncheck()
 		if s.diverged == nil {
 			s.since = l.cfg.Now()
+			if s.shared != nil && s.shared.Since.Before(s.since) {
+				s.since = s.shared.Since // another holder found it first
+			}
 			l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log is not an extension of the log published to write-once storage: this ledger stopped signing checkpoints and serves none, nor tiles past what it published, nor proofs; "+
 				"rows are still recorded and acknowledged, and their leaves wait in the queue until the published log is a prefix of the row store's again. "+
 				"A row store restored from a backup older than what it published: stop ledgerd, restore the newest backup (up to the latest moment) and start it; "+
@@ -873,21 +909,88 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 				slog.String("error", err.Error()))
 		}
 		s.diverged = err
+		if s.shared == nil {
+			write = true
+			record = divergenceRecord{Since: s.since, Holder: l.Holder(), Error: err.Error()}.encode()
+		}
 	default:
+		s.divergedMu.Unlock()
 		return
 	}
-	l.cfg.Metrics.logDiverged(s.diverged != nil)
+	s.divergedMu.Unlock()
+	if write {
+		werr := l.store.Update(ctx, func(tx Tx) error { return tx.SetLogDivergence(record) })
+		if werr == nil {
+			s.divergedMu.Lock()
+			s.shared = decodeDivergence(record)
+			s.divergedMu.Unlock()
+		} else if ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "recording in the row store what the integrator found of the published log failed; the other replicas report what the record said before, and it is tried again",
+				slog.Bool("diverged", record != nil), slog.String("error", werr.Error()))
+		}
+	}
+	l.cfg.Metrics.logDiverged(l.diverged() != nil)
 }
 
 // forgetDiverged drops what this holder of the integrator's lease found
 // of the bucket's log, as it stops holding it: whoever holds the lease
-// next checks again before it signs.
+// next checks again before it signs. The row store's record stays until
+// a holder's check passes.
 func (l *Ledger) forgetDiverged() {
 	s := l.log
 	s.divergedMu.Lock()
-	defer s.divergedMu.Unlock()
 	s.diverged = nil
-	l.cfg.Metrics.logDiverged(false)
+	s.divergedMu.Unlock()
+	l.cfg.Metrics.logDiverged(l.diverged() != nil)
+}
+
+// divergenceRecord is the row store's record of a divergence of the
+// published log (LogTx.LogDivergence), as its holder of the integrator's
+// lease found it.
+type divergenceRecord struct {
+	Since  time.Time `json:"since"`
+	Holder string    `json:"holder"`
+	Error  string    `json:"error"`
+}
+
+// maxDivergenceError bounds the error a divergence record keeps.
+const maxDivergenceError = 4 << 10
+
+func (r divergenceRecord) encode() []byte {
+	if len(r.Error) > maxDivergenceError {
+		r.Error = strings.ToValidUTF8(r.Error[:maxDivergenceError], "") + "…"
+	}
+	b, _ := json.Marshal(r) // a struct of a time and strings
+	return b
+}
+
+// decodeDivergence reads a divergence record; nil for none. Bytes that
+// are not one still say that a holder found the log diverged.
+func decodeDivergence(b []byte) *divergenceRecord {
+	if b == nil {
+		return nil
+	}
+	var r divergenceRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Error == "" {
+		return &divergenceRecord{Holder: "an unknown holder", Error: "the row store's record of the divergence cannot be read: " + strings.ToValidUTF8(string(b[:min(len(b), 256)]), "?")}
+	}
+	return &r
+}
+
+// err is the record's error, wrapping ErrLogDiverged, naming who found it.
+func (r *divergenceRecord) err() error {
+	why := strings.TrimPrefix(r.Error, ErrLogDiverged.Error()+": ")
+	return fmt.Errorf("%w: %s (found by %s, which held the log integrator's lease)", ErrLogDiverged, why, r.Holder)
+}
+
+// followDivergence takes in the row store's divergence record as a
+// replica read it.
+func (l *Ledger) followDivergence(record []byte) {
+	s := l.log
+	s.divergedMu.Lock()
+	s.shared = decodeDivergence(record)
+	s.divergedMu.Unlock()
+	l.cfg.Metrics.logDiverged(l.diverged() != nil)
 }
 
 // signingStopped returns an error wrapping ErrLogDiverged, saying so to
@@ -898,6 +1001,22 @@ func (l *Ledger) forgetDiverged() {
 // of the row store's log. Nil otherwise.
 func (l *Ledger) signingStopped() error {
 	since, err := l.LogDiverged()
+	return stoppedError(since, err)
+}
+
+// integratingStopped is signingStopped for this ledger's own integrator:
+// what it found itself, not the row store's record of it, which it
+// removes once its own check passes.
+func (l *Ledger) integratingStopped() error {
+	s := l.log
+	s.divergedMu.Lock()
+	since, err := s.since, s.diverged
+	s.divergedMu.Unlock()
+	return stoppedError(since, err)
+}
+
+// stoppedError is signingStopped's error for a divergence found at since.
+func stoppedError(since time.Time, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -910,7 +1029,8 @@ func (l *Ledger) signingStopped() error {
 // signed, served or published, while the Merkle log in write-once storage
 // is not a prefix of this ledger's (an error wrapping ErrLogDiverged); a
 // nil error when the last check passed, none found it, or there is no
-// log.
+// log. On a replica that does not hold the integrator's lease it is what
+// the holder found, as the row store records it.
 func (l *Ledger) LogDiverged() (since time.Time, err error) {
 	if l.log == nil {
 		return time.Time{}, nil
@@ -918,7 +1038,16 @@ func (l *Ledger) LogDiverged() (since time.Time, err error) {
 	s := l.log
 	s.divergedMu.Lock()
 	defer s.divergedMu.Unlock()
+	if s.diverged == nil && s.shared != nil {
+		return s.shared.Since, s.shared.err()
+	}
 	return s.since, s.diverged
+}
+
+// diverged is LogDiverged's error.
+func (l *Ledger) diverged() error {
+	_, err := l.LogDiverged()
+	return err
 }
 
 // Integrate sequences every queued leaf (in batches of MaxBatch) and signs
@@ -934,7 +1063,7 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 	if l.log == nil {
 		return 0, ErrNoLog
 	}
-	if err := l.signingStopped(); err != nil {
+	if err := l.integratingStopped(); err != nil {
 		return 0, err
 	}
 	total, moved := 0, 0

@@ -433,3 +433,53 @@ func testLogPrune(t *testing.T, open opener) {
 	s = open.start(t, dir)
 	check(512)
 }
+
+// testLogDivergence: LogDivergence returns nil until SetLogDivergence
+// records bytes, then those bytes, in the same transaction and after it
+// and across a restart; a later record replaces it and nil removes it
+// (also when there is none). The log's other state is left alone.
+func testLogDivergence(t *testing.T, open opener) {
+	dir := t.TempDir()
+	s := open.start(t, dir)
+	read := func(want string) {
+		t.Helper()
+		view(t, s, func(tx ledger.Tx) error {
+			got, err := tx.LogDivergence()
+			if err != nil || string(got) != want || (want == "" && got != nil) {
+				t.Errorf("LogDivergence = %q, %v; want %q", got, err, want)
+			}
+			return nil
+		})
+	}
+	read("")
+	update(t, s, func(tx ledger.Tx) error { return tx.SetLogDivergence(nil) })
+	read("")
+	update(t, s, func(tx ledger.Tx) error {
+		if err := tx.SetTilesPublished(5); err != nil {
+			return err
+		}
+		if err := tx.SetLogDivergence([]byte(`{"first":1}`)); err != nil {
+			return err
+		}
+		if got, err := tx.LogDivergence(); err != nil || string(got) != `{"first":1}` {
+			t.Errorf("LogDivergence in the transaction that set it = %q, %v", got, err)
+		}
+		return nil
+	})
+	read(`{"first":1}`)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open.start(t, dir)
+	read(`{"first":1}`)
+	update(t, s, func(tx ledger.Tx) error { return tx.SetLogDivergence([]byte(`{"second":2}`)) })
+	read(`{"second":2}`)
+	update(t, s, func(tx ledger.Tx) error { return tx.SetLogDivergence(nil) })
+	read("")
+	view(t, s, func(tx ledger.Tx) error {
+		if n, err := tx.TilesPublished(); err != nil || n != 5 {
+			t.Errorf("TilesPublished after the divergence record came and went = %d, %v; want 5", n, err)
+		}
+		return nil
+	})
+}

@@ -99,6 +99,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "AccessLog", run: testAccessLog},
 		{name: "ObjectsUnder", run: testObjectsUnder},
 		{name: "Log", run: testLog},
+		{name: "LogDivergence", run: testLogDivergence},
 		{name: "LeafQueued", run: testLeafQueued},
 		{name: "LogPrune", run: testLogPrune},
 		{name: "Leases", run: testLeases},

@@ -30,6 +30,9 @@ var (
 	// kLogPruned: how many leading leaves were dropped once their tiles
 	// were in write-once storage (ledger.LogPruner).
 	kLogPruned = []byte("log_pruned")
+	// kLogDiverged: the integrator's record of a divergence of the log
+	// published to write-once storage (ledger.LogTx.LogDivergence).
+	kLogDiverged = []byte("log_diverged")
 )
 
 func init() {
@@ -234,6 +237,22 @@ func (t *tx) TilesPublished() (int64, error) {
 // SetTilesPublished implements ledger.LogTx.
 func (t *tx) SetTilesPublished(size int64) error {
 	return t.b(bMeta).Put(kLogTiles, u64(uint64(size)))
+}
+
+// LogDivergence implements ledger.LogTx.
+func (t *tx) LogDivergence() ([]byte, error) {
+	if v := t.get(bMeta, kLogDiverged); v != nil {
+		return append([]byte(nil), v...), nil
+	}
+	return nil, nil
+}
+
+// SetLogDivergence implements ledger.LogTx.
+func (t *tx) SetLogDivergence(record []byte) error {
+	if record == nil {
+		return t.b(bMeta).Delete(kLogDiverged)
+	}
+	return t.b(bMeta).Put(kLogDiverged, record)
 }
 
 // LogPruned implements ledger.PrunedLog.

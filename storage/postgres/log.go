@@ -242,6 +242,21 @@ func (t *tx) SetTilesPublished(size int64) error {
 	return t.exec("INSERT INTO log_state (name, n) VALUES ('tiles', $1) ON CONFLICT (name) DO UPDATE SET n = EXCLUDED.n", size)
 }
 
+// LogDivergence implements ledger.LogTx.
+func (t *tx) LogDivergence() ([]byte, error) {
+	var record []byte
+	_, err := t.queryRow("read the log's divergence record", "SELECT value FROM log_state WHERE name = 'diverged'", nil, &record)
+	return record, err
+}
+
+// SetLogDivergence implements ledger.LogTx.
+func (t *tx) SetLogDivergence(record []byte) error {
+	if record == nil {
+		return t.exec("DELETE FROM log_state WHERE name = 'diverged'")
+	}
+	return t.exec("INSERT INTO log_state (name, n, value) VALUES ('diverged', 0, $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", record)
+}
+
 // LogPruned implements ledger.PrunedLog: how many leading leaves were
 // dropped, by this store (PruneLog) or by the bbolt file a ledger moved
 // from.
