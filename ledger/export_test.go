@@ -48,6 +48,15 @@ func SetIntegrateHook(fn func()) (restore func()) {
 	return func() { integrateHook = prev }
 }
 
+// SetCheckedHook makes fn run between the integrator's check of the
+// published log and its second read of the row store's head; the
+// returned func restores the previous hook.
+func SetCheckedHook(fn func()) (restore func()) {
+	prev := checkedHook
+	checkedHook = fn
+	return func() { checkedHook = prev }
+}
+
 // UploaderIntervalOf is the interval an uploader run with c keeps.
 func UploaderIntervalOf(c UploaderConfig) time.Duration { return c.withDefaults().Interval }
 

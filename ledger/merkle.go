@@ -757,16 +757,12 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 			// of the bucket leaves the log growing from that checked
 			// base; the check before each publication catches the rest.
 			epoch := l.log.epoch()
-			_, _, err := l.checkPublished(ctx)
+			head, err := l.checkHead(ctx)
 			if err == nil {
-				// The head the check compared, or one after it: the
-				// rounds from now on extend it and nothing else. Checked
-				// only with it, so that no round signs unwatched.
-				var size int64
-				var cp []byte
-				if size, cp, err = l.logHead(ctx); err == nil {
-					l.log.markCheckedAt(epoch, &seenHead{size: size, cp: cp})
-				}
+				// The head the check compared: the rounds from now on
+				// extend it and nothing else. Checked only with it, so
+				// that no round signs unwatched.
+				l.log.markCheckedAt(epoch, head)
 			}
 			l.noteDiverged(ctx, err)
 			l.retried(ctx, &publish, "checking the log published to write-once storage", err)
@@ -1110,6 +1106,38 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 // integrateHook, when set (tests), runs between preparing a round and
 // storing it.
 var integrateHook func()
+
+// checkHead is the holder's check of the bucket's log (checkPublished)
+// with the head of the row store's log it compared: read before the
+// check and again after it, and the same both times. A head that moved
+// meanwhile (nothing signs while the holder checks, so a row store
+// restored or swapped under the running ledger) is an error wrapping
+// errLogReplaced, and the check is done again: the head read after a
+// check could otherwise be another row store's, taken as checked.
+func (l *Ledger) checkHead(ctx context.Context) (*seenHead, error) {
+	size, cp, err := l.logHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := l.checkPublished(ctx); err != nil {
+		return nil, err
+	}
+	if checkedHook != nil {
+		checkedHook()
+	}
+	after, afterCP, err := l.logHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if after != size || !bytes.Equal(afterCP, cp) {
+		return nil, fmt.Errorf("%w: the row store's log held %d leaves when the check of the published log began and %d after it", errLogReplaced, size, after)
+	}
+	return &seenHead{size: size, cp: cp}, nil
+}
+
+// checkedHook, when set (tests), runs between the holder's check of the
+// published log and its second read of the row store's head.
+var checkedHook func()
 
 // errLogMoved: the tree's size changed between preparing a round and
 // storing it.

@@ -407,3 +407,50 @@ func TestAPublicationUnderWayWhenTheRowStoreIsReplacedEnds(t *testing.T) {
 		t.Errorf("the bucket's latest checkpoint:\n%s\nwant the one of size 7", got)
 	}
 }
+
+// A row store replaced under the holder just after its first check of
+// the published log passed (the check compared the 10 leaves published,
+// the copy holds 7) gets no checkpoint signed on it: the head the holder
+// goes on from is the one its check compared, and the copy's differs,
+// so it checks again, which finds the divergence.
+func TestARowStoreReplacedRightAfterTheCheckGetsNoCheckpoint(t *testing.T) {
+	bucket := t.TempDir()
+	objects, err := localdir.Open(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, swapped := swappableLedger(t, objects)
+	backup := backedUpAtSeven(t, h)
+	if err := h.grow(t, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	h.store.Close()
+	h.open(t)
+	older, err := bolt.Open(backup, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { older.Close() })
+	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
+		t.Fatalf("the copy's lease: token %d (%v), want 1, the one the integrator will hold", tok, err)
+	}
+	queueOn(t, older, 7)
+	var once atomic.Bool
+	t.Cleanup(ledger.SetCheckedHook(func() {
+		if once.CompareAndSwap(false, true) {
+			swapped().cur.Store(&storeBox{older})
+		}
+	}))
+
+	startIntegrator(t, h.l, h)
+	waitFor(t, "the integrator to find the divergence", func() bool {
+		_, err := h.l.LogDiverged()
+		return err != nil
+	})
+	if size := headOf(t, older); size != 7 {
+		t.Errorf("the replaced row store's log has %d leaves, want 7: a checkpoint the published one is not a prefix of was signed", size)
+	}
+	if !strings.Contains(h.logs.String(), "the row store's log held 10 leaves when the check of the published log began and 7 after it") {
+		t.Errorf("the integrator did not say the head moved during its check:\n%s", h.logs)
+	}
+}
