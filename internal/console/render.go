@@ -218,6 +218,7 @@ var funcs = template.FuncMap{
 	"rkind":   func(e fmt.Stringer) string { return label(e, "ROW_KIND_") },
 	"hsrc":    func(e fmt.Stringer) string { return label(e, "ARGS_HASH_SOURCE_") },
 	"tsrc":    targetSource,
+	"acts":    actionCell,
 	"badge":   badge,
 	"join":    strings.Join,
 	"short":   short,
@@ -250,6 +251,51 @@ type targetSourceView struct {
 func targetSource(r *ledgerv1.Row, a *ledgerv1.RowAction) targetSourceView {
 	words, writerOnly := rowtext.TargetSource(r, a)
 	return targetSourceView{Words: words, WriterOnly: writerOnly}
+}
+
+// actionLine is one line of a table's action cell: a tool and target,
+// and what vouches for the target.
+type actionLine struct {
+	Tool, Target string
+	Source       targetSourceView
+}
+
+// actionCellView is a table's action cell: its lines, and how many more
+// the row names than it shows.
+type actionCellView struct {
+	Lines []actionLine
+	More  int
+}
+
+// maxActionLines bounds the lines of a table's action cell: a receipt
+// may name many actions, and the row page lists every one.
+const maxActionLines = 5
+
+// actionCell is the action cell of row r in a table of rows: each tool
+// and target once (a receipt that names one action many times takes one
+// line), marked where the target is the writer's word alone in any of
+// them, up to maxActionLines and the count of the rest.
+func actionCell(r *ledgerv1.Row) actionCellView {
+	var v actionCellView
+	seen := map[[2]string]int{}
+	for _, a := range r.GetActions() {
+		k := [2]string{a.GetTool(), a.GetTarget()}
+		src := targetSource(r, a)
+		if i, ok := seen[k]; ok {
+			if i >= 0 && src.WriterOnly {
+				v.Lines[i].Source = src
+			}
+			continue
+		}
+		if len(v.Lines) == maxActionLines {
+			seen[k] = -1
+			v.More++
+			continue
+		}
+		seen[k] = len(v.Lines)
+		v.Lines = append(v.Lines, actionLine{Tool: k[0], Target: k[1], Source: src})
+	}
+	return v
 }
 
 // badge is the CSS class of a status, check result or dispute state.

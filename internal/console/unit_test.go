@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"fmt"
 	"html"
 	"maps"
 	"net/url"
@@ -274,5 +275,43 @@ func TestSafeNext(t *testing.T) {
 		if got := safeNext(next); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
 		}
+	}
+}
+
+// A list of rows shows each tool and target of a row once, marked where
+// the writer alone gives the target in any action naming it, and at most
+// maxActionLines of them with the count of the rest: a receipt naming
+// one action 64 times takes one line, not 64.
+func TestActionCellShowsEachActionOnce(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeated := &ledgerv1.Row{Id: strings.Repeat("a", 64), Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT}
+	for i := range 64 {
+		src := ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS
+		if i == 40 {
+			src = ledgerv1.TargetSource_TARGET_SOURCE_WRITER
+		}
+		repeated.Actions = append(repeated.Actions, &ledgerv1.RowAction{Tool: "cancel_order", Target: "A-5531", TargetSource: src})
+	}
+	many := &ledgerv1.Row{Id: strings.Repeat("b", 64), Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT}
+	for i := range 8 {
+		many.Actions = append(many.Actions, &ledgerv1.RowAction{Tool: "cancel_order", Target: fmt.Sprintf("A-%d", i)})
+	}
+	var buf bytes.Buffer
+	if err := pages["search"].ExecuteTemplate(&buf, "rows", []*ledgerv1.Row{repeated, many}); err != nil {
+		t.Fatal(err)
+	}
+	s := html.UnescapeString(buf.String())
+	rows := strings.Split(s[strings.Index(s, "<tbody>"):], "<tr>")[1:]
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", len(rows), s)
+	}
+	if n := strings.Count(rows[0], ">A-5531</a>"); n != 1 || strings.Count(rows[0], "the writer's word alone") != 1 || strings.Contains(rows[0], "more") {
+		t.Errorf("the row naming cancel_order A-5531 64 times shows it %d times, want once, marked:\n%s", n, rows[0])
+	}
+	if n := strings.Count(rows[1], ">A-"); n != maxActionLines || !strings.Contains(rows[1], "and 3 more (the row lists them)") {
+		t.Errorf("the row of 8 actions shows %d, want %d and \"and 3 more\":\n%s", n, maxActionLines, rows[1])
 	}
 }
