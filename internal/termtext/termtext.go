@@ -1,0 +1,111 @@
+// Package termtext keeps text that ledgerd holds from acting on the
+// terminal that shows it. A writer's key chooses much of what a row says
+// (a refusal's claimed principal and agent, an action log's tool and
+// target, a reason): a control character in it could move the cursor,
+// erase or hide lines, add a line or a table column, or reorder what is
+// shown around it, and so show a support lead a row the record does not
+// hold. Control names those characters; Escape shows them instead of
+// letting them act; Find is what the ledger refuses in new input.
+package termtext
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Control reports whether r acts on how a terminal shows the text around
+// it rather than being shown: a C0 control character (tab, line feed and
+// carriage return among them), DEL, a C1 control character (U+0080 to
+// U+009F), a bidirectional embedding, override or isolate (U+202A to
+// U+202E, U+2066 to U+2069), or the line or paragraph separator (U+2028,
+// U+2029).
+func Control(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
+		return true
+	}
+	return false
+}
+
+// Escape returns s with each Control character, and each byte that is
+// not UTF-8, written as Go writes it in a quoted string: \t, \n, \r,
+// \x1b, \x7f, \u0085, \u202e, \xff. Text without one is returned as it
+// is (a backslash stays a backslash). What Escape returns holds no tab
+// or line feed: it adds no column to a table and no line to a listing.
+func Escape(s string) string { return escape(s, false) }
+
+// EscapeLines is Escape that keeps line feeds: for text of several lines
+// that is printed as lines (a drill's reply to the customer).
+func EscapeLines(s string) string { return escape(s, true) }
+
+func escape(s string, lines bool) string {
+	if !needs(s, lines) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' && lines:
+			b.WriteByte('\n')
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < utf8.RuneSelf && Control(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case Control(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// needs reports whether s holds anything escape would change.
+func needs(s string, lines bool) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && !(lines && c == '\n') || c == 0x7f {
+				return true
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 || Control(r) {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// Find returns the byte offset of the first character of s that a
+// ledger field may not hold, or -1 when there is none: any Control
+// character in a name (an id, a tool, a target); in free text (a reason,
+// a note), any but a tab, a line feed and a carriage return just before a
+// line feed (a line break as a form sends it).
+func Find(s string, text bool) int {
+	for i, r := range s {
+		if !Control(r) {
+			continue
+		}
+		if text && (r == '\t' || r == '\n' || r == '\r' && strings.HasPrefix(s[i+1:], "\n")) {
+			continue
+		}
+		return i
+	}
+	return -1
+}

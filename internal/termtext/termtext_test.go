@@ -1,0 +1,72 @@
+package termtext
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each character that acts on a terminal is shown escaped, Go-style;
+// other text, a backslash and other scripts among it, is left as it is.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"A-5531":                           "A-5531",
+		"acct-48213 café 東京 \\n":           "acct-48213 café 東京 \\n",
+		"A-5531\n9999aaaa0000  authorized": `A-5531\n9999aaaa0000  authorized`,
+		"a\tb":                             `a\tb`,
+		"RT\r\x1b[1A\x1b[2K":               `RT\r\x1b[1A\x1b[2K`,
+		"\x00\x07\x7f":                     `\x00\x07\x7f`,
+		"x\u0085y\u009bz":                  `x\u0085y\u009bz`,
+		"\u202eredro\u202c":                `\u202eredro\u202c`,
+		"\u2066a\u2069\u2028\u2029":        `\u2066a\u2069\u2028\u2029`,
+		"bad \xff\xc3":                     `bad \xff\xc3`,
+		"zero\u200bwidth":                  "zero\u200bwidth", // not a control: shown as it is
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got, want := EscapeLines("line one\nline\ttwo\x1b[2K\r\n"), "line one\nline\\ttwo\\x1b[2K\\r\n"; got != want {
+		t.Errorf("EscapeLines = %q, want %q", got, want)
+	}
+}
+
+// Nothing Escape returns acts on a terminal.
+func TestEscapedTextHoldsNoControl(t *testing.T) {
+	var all strings.Builder
+	for r := rune(0); r < 0x2100; r++ {
+		all.WriteRune(r)
+	}
+	all.WriteString("\xff\xfe")
+	for _, r := range Escape(all.String()) {
+		if Control(r) {
+			t.Fatalf("Escape left %U", r)
+		}
+	}
+}
+
+// A name may hold no control character; free text a tab, a line feed
+// and a CR before a line feed, and no other.
+func TestFind(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		text bool
+		want int
+	}{
+		{"A-5531", false, -1},
+		{"A-5531\n", false, 6},
+		{"a\tb", false, 1},
+		{"a\tb", true, -1},
+		{"line\r\nline\n", true, -1},
+		{"line\rover", true, 4},
+		{"ends in CR\r", true, 10},
+		{"x\x1b[2K", true, 1},
+		{"é\u202e", false, 2},
+		{"é\u202e", true, 2},
+		{"x\u0085", true, 1},
+		{"\u2028", true, 0},
+	} {
+		if got := Find(c.s, c.text); got != c.want {
+			t.Errorf("Find(%q, %v) = %d, want %d", c.s, c.text, got, c.want)
+		}
+	}
+}
