@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/retention"
@@ -552,7 +553,10 @@ type answer struct {
 }
 
 // compose writes the customer reply in at most two short paragraphs: what
-// the records show, then what happens next.
+// the records show, then what happens next. A part holds no line break of
+// its own: a control character that a writer's words brought into it (a
+// tool or target stored before the ledger refused them) is written
+// escaped (termtext.Escape), so that the reply's lines are its own.
 func compose(answers []answer) string {
 	var first, second []string
 	for _, a := range answers {
@@ -560,8 +564,9 @@ func compose(answers []answer) string {
 			s   string
 			dst *[]string
 		}{{a.grant, &first}, {a.finding, &first}, {a.closing, &second}} {
-			if part.s != "" && !slices.Contains(*part.dst, part.s) {
-				*part.dst = append(*part.dst, part.s)
+			s := termtext.Escape(part.s)
+			if s != "" && !slices.Contains(*part.dst, s) {
+				*part.dst = append(*part.dst, s)
 			}
 		}
 	}

@@ -555,7 +555,7 @@ func (a *auditor) checkIncidents(key string, settle time.Duration) error {
 	for _, ir := range pending {
 		a.mismatch("row %s (leaf %d, status incident): incident %s is closed, but the log has no leaf of its closure (not logged within %s)", ir.row, ir.leaf, ir.incident, settle)
 	}
-	fmt.Fprintf(a.c.out, "%d incident rows: each one's incident checked against the row and the closure in the log\n", len(a.incidentRows))
+	printf(a.c.out, "%d incident rows: each one's incident checked against the row and the closure in the log\n", len(a.incidentRows))
 	return nil
 }
 
@@ -674,27 +674,27 @@ func (c *cli) logAudit(o auditOpts) error {
 	}
 	old, err := proof.Open(oldSigned, used)
 	if err != nil {
-		fmt.Fprintf(c.out, "FAILED: the kept checkpoint %s does not verify with %s: %v\n", o.from, keySource(key != ""), err)
+		printf(c.out, "FAILED: the kept checkpoint %s does not verify with %s: %v\n", o.from, keySource(key != ""), err)
 		return errCheckFailed
 	}
-	fmt.Fprintf(c.out, "kept checkpoint: %s size %d, root %s\n", old.Origin, old.Size, rootText(old.Hash))
-	fmt.Fprintf(c.out, "latest:          %s size %d, root %s\n", newer.Origin, newer.Size, rootText(newer.Hash))
-	fmt.Fprintf(c.out, "both verified with %s\n", keySource(key != ""))
+	printf(c.out, "kept checkpoint: %s size %d, root %s\n", old.Origin, old.Size, rootText(old.Hash))
+	printf(c.out, "latest:          %s size %d, root %s\n", newer.Origin, newer.Size, rootText(newer.Hash))
+	printf(c.out, "both verified with %s\n", keySource(key != ""))
 	if old.Size > newer.Size {
-		fmt.Fprintf(c.out, "FAILED: the log shrank from %d to %d leaves\n", old.Size, newer.Size)
+		printf(c.out, "FAILED: the log shrank from %d to %d leaves\n", old.Size, newer.Size)
 		fmt.Fprintln(c.out, forkedLog)
 		return errCheckFailed
 	}
 	if err := c.consistent(old, newer); err != nil {
 		var bad *inconsistent
 		if errors.As(err, &bad) {
-			fmt.Fprintf(c.out, "FAILED: %v\n", bad.err)
+			printf(c.out, "FAILED: %v\n", bad.err)
 			fmt.Fprintln(c.out, forkedLog)
 			return errCheckFailed
 		}
 		return err
 	}
-	fmt.Fprintf(c.out, "consistent: the tree of size %d is a prefix of the tree of size %d (RFC 6962 consistency proof checked)\n", old.Size, newer.Size)
+	printf(c.out, "consistent: the tree of size %d is a prefix of the tree of size %d (RFC 6962 consistency proof checked)\n", old.Size, newer.Size)
 
 	// Every leaf since the kept size, from the tiles, each checked against
 	// the latest checkpoint's tree.
@@ -724,7 +724,7 @@ func (c *cli) logAudit(o auditOpts) error {
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(c.out, "FAILED: the leaves at %s: %v\n", tr.base, err)
+			printf(c.out, "FAILED: the leaves at %s: %v\n", tr.base, err)
 			return errCheckFailed
 		}
 		idx := make([]int64, 0, end-start)
@@ -736,7 +736,7 @@ func (c *cli) logAudit(o auditOpts) error {
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(c.out, "FAILED: the tiles at %s do not match the latest checkpoint: %v\n", tr.base, err)
+			printf(c.out, "FAILED: the tiles at %s do not match the latest checkpoint: %v\n", tr.base, err)
 			return errCheckFailed
 		}
 		for i := start; i < end; i++ {
@@ -763,9 +763,9 @@ func (c *cli) logAudit(o auditOpts) error {
 			}
 		}
 	}
-	fmt.Fprintf(c.out, "%d leaves since size %d read from the tiles at %s/v1/log/ and checked against the latest checkpoint\n", leaves, first, tr.base)
+	printf(c.out, "%d leaves since size %d read from the tiles at %s/v1/log/ and checked against the latest checkpoint\n", leaves, first, tr.base)
 	if before > 0 {
-		fmt.Fprintf(c.out, "%d leaves before size %d read too: each row leaf's row checked to be still held (or swept with a tombstone), each dispute leaf against its row's event, each incident closure against its incident; the rows logged before are compared with their leaves through their proofs below (--all compares every leaf as read from the tiles)\n", before, first)
+		printf(c.out, "%d leaves before size %d read too: each row leaf's row checked to be still held (or swept with a tombstone), each dispute leaf against its row's event, each incident closure against its incident; the rows logged before are compared with their leaves through their proofs below (--all compares every leaf as read from the tiles)\n", before, first)
 	}
 	if !checkRows {
 		fmt.Fprintln(c.out, "rows not compared: no API key (pass a support, auditor or admin key to compare each leaf with its row)")
@@ -784,19 +784,19 @@ func (c *cli) logAudit(o auditOpts) error {
 		}
 		a.checkTombstones(periods, time.Now().UTC())
 		a.checkSweptDisputes()
-		fmt.Fprintf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
+		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
 			a.compared, a.swept, a.unreadable, a.notRows)
-		fmt.Fprintf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable, %d not readable with this key\n",
+		printf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable, %d not readable with this key\n",
 			a.events.inTree, a.events.since, len(a.notYet), a.events.unreadable)
 		for _, e := range a.notYet {
-			fmt.Fprintf(c.out, "not yet checkable: %s\n", e)
+			printf(c.out, "not yet checkable: %s\n", e)
 		}
 	}
 	for _, m := range a.mismatches {
-		fmt.Fprintf(c.out, "MISMATCH %s\n", m)
+		printf(c.out, "MISMATCH %s\n", m)
 	}
 	if len(a.mismatches) > 0 {
-		fmt.Fprintf(c.out, "audit FAILED: %d mismatches\n", len(a.mismatches))
+		printf(c.out, "audit FAILED: %d mismatches\n", len(a.mismatches))
 		return errCheckFailed
 	}
 	fmt.Fprintln(c.out, a.passed(checkRows))
@@ -873,7 +873,7 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 	for _, id := range pending {
 		a.mismatch("row %s: the ledger holds it but the log has no leaf for it (not logged within %s)", id, settle)
 	}
-	fmt.Fprintf(a.c.out, "%d readable rows: each checked for a leaf of its own\n", readable)
+	printf(a.c.out, "%d readable rows: each checked for a leaf of its own\n", readable)
 	return nil
 }
 
@@ -894,7 +894,7 @@ func (a *auditor) checkRowsPresent() error {
 	checked, left := 0, 0
 	defer func() {
 		if left > 0 {
-			fmt.Fprintf(a.c.out, "%d older rows logged before the kept checkpoint and no longer listed (swept, or deleted) were not looked up one by one: --all checks each\n", left)
+			printf(a.c.out, "%d older rows logged before the kept checkpoint and no longer listed (swept, or deleted) were not looked up one by one: --all checks each\n", left)
 		}
 	}()
 	for i := len(a.older) - 1; i >= 0; i-- {
@@ -1219,7 +1219,7 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 	for _, s := range a.tombs {
 		f, t := s.leaf, s.tomb
 		id := f["row"]
-		fmt.Fprintf(a.c.out, "swept: row %s (leaf %d): leaf class %s, recorded %s; tombstone class %s, status %s, retain-until %s, swept-at %s\n",
+		printf(a.c.out, "swept: row %s (leaf %d): leaf class %s, recorded %s; tombstone class %s, status %s, retain-until %s, swept-at %s\n",
 			id, s.index, f["class"], f["recorded"], dash(t.class), dash(t.status), dash(t.retainUntil), dash(t.sweptAt))
 		var p []string
 		if t.class != "" && t.class != f["class"] {

@@ -108,9 +108,9 @@ func (c *cli) whoami() error {
 			rows: [][]string{{rep.GetName(), strings.Join(rep.GetRoles(), " "), c.keySource, c.server, rep.GetServerVersion()}}}, "")
 	}
 	w := c.table()
-	fmt.Fprintf(w, "key\t%s\n", rep.GetName())
-	fmt.Fprintf(w, "roles\t%s\n", strings.Join(rep.GetRoles(), ", "))
-	fmt.Fprintf(w, "from\t%s\n", c.keySource)
-	fmt.Fprintf(w, "server\t%s (ledgerd %s)\n", c.server, orDash(rep.GetServerVersion()))
+	printf(w, "key\t%s\n", rep.GetName())
+	printf(w, "roles\t%s\n", strings.Join(rep.GetRoles(), ", "))
+	printf(w, "from\t%s\n", c.keySource)
+	printf(w, "server\t%s (ledgerd %s)\n", c.server, orDash(rep.GetServerVersion()))
 	return w.Flush()
 }

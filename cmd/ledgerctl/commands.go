@@ -254,7 +254,7 @@ func (c *cli) show(args []string) error {
 	}
 	r := rep.GetRow()
 	w := c.table()
-	line := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	line := func(k, v string) { printf(w, "%s\t%s\n", k, v) }
 	line("row", r.GetId())
 	if r.GetKind() == ledgerv1.RowKind_ROW_KIND_REFUSAL {
 		line("refusal hash", r.GetReceiptId())
@@ -308,7 +308,7 @@ func (c *cli) show(args []string) error {
 	fmt.Fprintln(c.out)
 	c.checks("CHECK", r.GetVerifier().GetChecks(), nil)
 	for _, e := range r.GetDisputeEvents() {
-		fmt.Fprintf(c.out, "dispute %s  %s by %s: %s\n", when(e.GetAt()), word(e.GetStatus(), "DISPUTE_STATUS_"), e.GetBy(), e.GetNote())
+		printf(c.out, "dispute %s  %s by %s: %s\n", when(e.GetAt()), word(e.GetStatus(), "DISPUTE_STATUS_"), e.GetBy(), e.GetNote())
 	}
 	return nil
 }
@@ -316,9 +316,9 @@ func (c *cli) show(args []string) error {
 func (c *cli) checks(title string, checks, before []*ledgerv1.Check) {
 	w := c.table()
 	if before != nil {
-		fmt.Fprintf(w, "%s\tAT WRITE\tNOW\tDETAIL\n", title)
+		printf(w, "%s\tAT WRITE\tNOW\tDETAIL\n", title)
 	} else {
-		fmt.Fprintf(w, "%s\tRESULT\tDETAIL\n", title)
+		printf(w, "%s\tRESULT\tDETAIL\n", title)
 	}
 	for _, ch := range checks {
 		res := word(ch.GetResult(), "CHECK_RESULT_")
@@ -329,9 +329,9 @@ func (c *cli) checks(title string, checks, before []*ledgerv1.Check) {
 					was = word(b.GetResult(), "CHECK_RESULT_")
 				}
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", ch.GetName(), was, res, ch.GetDetail())
+			printf(w, "%s\t%s\t%s\t%s\n", ch.GetName(), was, res, ch.GetDetail())
 		} else {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", ch.GetName(), res, ch.GetDetail())
+			printf(w, "%s\t%s\t%s\n", ch.GetName(), res, ch.GetDetail())
 		}
 	}
 	w.Flush()
@@ -361,27 +361,27 @@ func (c *cli) evidence(full bool, args []string) error {
 		return s[:60] + fmt.Sprintf("… (%d bytes; --full prints all)", len(s))
 	}
 	w := c.table()
-	fmt.Fprintf(w, "row\t%s\n", rep.GetRowId())
-	fmt.Fprintf(w, "evidence sha256\t%s\n", orDash(rep.GetEvidenceSha256()))
+	printf(w, "row\t%s\n", rep.GetRowId())
+	printf(w, "evidence sha256\t%s\n", orDash(rep.GetEvidenceSha256()))
 	if rep.GetNotKept() == "" {
 		switch row := rep.GetRowEvidenceSha256(); {
 		case row == "":
-			fmt.Fprintf(w, "write-time sha256\t- (this server does not say; ledgerctl show %s has it, ledgerctl verify %s compares)\n", id, id)
+			printf(w, "write-time sha256\t- (this server does not say; ledgerctl show %s has it, ledgerctl verify %s compares)\n", id, id)
 		case row == rep.GetEvidenceSha256():
-			fmt.Fprintf(w, "write-time sha256\t%s (matches)\n", row)
+			printf(w, "write-time sha256\t%s (matches)\n", row)
 		default:
-			fmt.Fprintf(w, "write-time sha256\t%s (DIFFERS: see the WARNING)\n", row)
+			printf(w, "write-time sha256\t%s (DIFFERS: see the WARNING)\n", row)
 		}
-		fmt.Fprintf(w, "read from\t%s\n", readFromWords(rep.GetReadFrom(), id))
+		printf(w, "read from\t%s\n", readFromWords(rep.GetReadFrom(), id))
 	}
-	fmt.Fprintf(w, "receipt JWS\t%s\n", cut(rep.GetReceiptJws()))
-	fmt.Fprintf(w, "request JWT\t%s\n", cut(rep.GetRequestJwt()))
-	fmt.Fprintf(w, "delegation token\t%s\n", cut(rep.GetDelegationToken()))
+	printf(w, "receipt JWS\t%s\n", cut(rep.GetReceiptJws()))
+	printf(w, "request JWT\t%s\n", cut(rep.GetRequestJwt()))
+	printf(w, "delegation token\t%s\n", cut(rep.GetDelegationToken()))
 	for _, a := range rep.GetActions() {
-		fmt.Fprintf(w, "action log\t%s %s %s\n", a.GetTool(), orDash(a.GetTarget()), cut(a.GetArgsJson()))
+		printf(w, "action log\t%s %s %s\n", a.GetTool(), orDash(a.GetTarget()), cut(a.GetArgsJson()))
 	}
 	for _, s := range rep.GetJwksSnapshots() {
-		fmt.Fprintf(w, "JWKS snapshot\t%s\n", s)
+		printf(w, "JWKS snapshot\t%s\n", s)
 	}
 	w.Flush()
 	fmt.Fprintln(c.out)
@@ -396,7 +396,7 @@ func (c *cli) evidence(full bool, args []string) error {
 		if !o.GetUploaded() {
 			up = "no (in the outbox)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.GetName(), orDash(o.GetStore()), orDash(o.GetBucket()), key, orDash(o.GetVersionId()), when(o.GetRetainUntil()), up)
+		printf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.GetName(), orDash(o.GetStore()), orDash(o.GetBucket()), key, orDash(o.GetVersionId()), when(o.GetRetainUntil()), up)
 	}
 	w.Flush()
 	return c.evidenceDiffers(rep)
@@ -443,7 +443,7 @@ func (c *cli) evidenceDiffers(rep *ledgerv1.GetEvidenceResponse) error {
 		where = "the ledger's cache of recent bundles"
 		todo = "Run ledgerctl fsck, which reads the write-once copy, and look into it as possible tampering: see \"Proving nothing was edited\" in docs/operations.md."
 	}
-	fmt.Fprintf(c.errw, "WARNING: the evidence of row %s is not the bundle written: read from %s, it hashes to %s; the row recorded %s at write time. "+
+	printf(c.errw, "WARNING: the evidence of row %s is not the bundle written: read from %s, it hashes to %s; the row recorded %s at write time. "+
 		"It was changed after it was written: do not send it as the row's evidence. %s\n", id, where, read, row, todo)
 	return errCheckFailed
 }
@@ -468,7 +468,7 @@ func (c *cli) verify(args []string) error {
 		if rep.GetSame() {
 			fmt.Fprintln(c.out, "\nsame result as at write time: the stored bytes and snapshots still give the recorded verdict")
 		} else {
-			fmt.Fprintf(c.out, "\nDIFFERENT from write time: %s\n", rep.GetDifferences())
+			printf(c.out, "\nDIFFERENT from write time: %s\n", rep.GetDifferences())
 		}
 	}
 	if !rep.GetSame() {
@@ -523,7 +523,7 @@ func (c *cli) dispute(note, as string, pos []string) error {
 	}
 	evs := rep.GetRow().GetDisputeEvents()
 	e := evs[len(evs)-1]
-	fmt.Fprintf(c.out, "row %s: dispute %s at %s by %s (%s)\n", short(id), word(e.GetStatus(), "DISPUTE_STATUS_"), when(e.GetAt()), e.GetBy(), plural(len(evs), "event"))
+	printf(c.out, "row %s: dispute %s at %s by %s (%s)\n", short(id), word(e.GetStatus(), "DISPUTE_STATUS_"), when(e.GetAt()), e.GetBy(), plural(len(evs), "event"))
 	return nil
 }
 
@@ -584,7 +584,7 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 	if d := rep.GetReport(); req.Target != "" && len(d.GetRows()) == 0 && len(d.GetListed()) == 0 && rowIDArg.MatchString(strings.ToLower(req.Target)) {
 		// An order id that reads as a row id (the ids tables print) may
 		// be one: the drill looked for an order of that name.
-		fmt.Fprintf(c.errw, "ledgerctl drill: no order %s in the ledger, and %s looks like a row id: did you mean --row %s?\n", req.Target, req.Target, req.Target)
+		printf(c.errw, "ledgerctl drill: no order %s in the ledger, and %s looks like a row id: did you mean --row %s?\n", req.Target, req.Target, req.Target)
 	}
 	if werr != nil {
 		return werr
@@ -599,7 +599,7 @@ func (c *cli) drill(o drillOpts, pos []string) error {
 // proof files were written to go with the reply, which then says so.
 func (c *cli) printDrill(d *ledgerv1.DrillReport, withProof bool) {
 	took := d.GetFinishedAt().AsTime().Sub(d.GetStartedAt().AsTime())
-	fmt.Fprintf(c.out, "drill %s (%s) by %s at %s, %s, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), plural(len(d.GetRows()), "row"), took.Round(time.Microsecond))
+	printf(c.out, "drill %s (%s) by %s at %s, %s, took %s\n\n", d.GetId(), word(d.GetKind(), "DRILL_KIND_"), orDash(d.GetRunBy()), when(d.GetStartedAt()), plural(len(d.GetRows()), "row"), took.Round(time.Microsecond))
 	if len(d.GetPulls()) > 0 {
 		w := c.table()
 		fmt.Fprintln(w, "ROW\tPULL\tRESULT\tMS\tDETAIL")
@@ -608,18 +608,18 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport, withProof bool) {
 			if !p.GetPassed() {
 				res = "FAIL"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
+			printf(w, "%s\t%s\t%s\t%.1f\t%s\n", orDash(short(p.GetRowId())), p.GetName(), res, p.GetElapsedMs(), p.GetDetail())
 		}
 		w.Flush()
 	}
 	for _, l := range d.GetListed() {
-		fmt.Fprintf(c.out, "listed %s  %s\n", short(l.GetRowId()), l.GetDetail())
+		printf(c.out, "listed %s  %s\n", short(l.GetRowId()), l.GetDetail())
 	}
 	if d.GetNote() != "" {
-		fmt.Fprintf(c.out, "\n%s\n", d.GetNote())
+		printf(c.out, "\n%s\n", d.GetNote())
 	}
 	if d.GetChecksTotal() > 0 {
-		fmt.Fprintf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
+		printf(c.out, "\nscore: %d of %d checks passed\n", d.GetChecksPassed(), d.GetChecksTotal())
 	} else {
 		fmt.Fprintln(c.out, "\nscore: nothing scored")
 	}
@@ -629,14 +629,14 @@ func (c *cli) printDrill(d *ledgerv1.DrillReport, withProof bool) {
 		reply = d.GetReplyWithProof()
 	}
 	if reply != "" {
-		fmt.Fprintf(c.out, "\nreply to the customer:\n%s\n", reply)
+		printf(c.out, "\nreply to the customer:\n%s\n", multiline(reply))
 	}
 	if d.GetDetailsTruncated() {
 		where := "its write-once object"
 		if k := d.GetObject().GetKey(); k != "" {
 			where += " " + k
 		}
-		fmt.Fprintf(c.out, "\n(details cut in this answer, each at 2 KiB and the reply at 64 KiB, ending \"… (N bytes more)\": the stored report and %s hold them whole)\n", where)
+		printf(c.out, "\n(details cut in this answer, each at 2 KiB and the reply at 64 KiB, ending \"… (N bytes more)\": the stored report and %s hold them whole)\n", where)
 	}
 }
 

@@ -25,14 +25,14 @@ func (c *cli) printDrillLog(d *ledgerv1.DrillReport) {
 			proven++
 		}
 	}
-	fmt.Fprintf(c.out, "\nMerkle log: checkpoint of size %s; inclusion proofs for %d of %s", size, proven, plural(len(d.GetProofs()), "row"))
+	printf(c.out, "\nMerkle log: checkpoint of size %s; inclusion proofs for %d of %s", size, proven, plural(len(d.GetProofs()), "row"))
 	if proven > 0 {
 		fmt.Fprint(c.out, " (--proof-dir DIR writes them; check one with ledgerctl proof verify FILE --log-key KEY)")
 	}
 	fmt.Fprintln(c.out)
 	for _, p := range d.GetProofs() {
 		if p.GetBundle() == "" {
-			fmt.Fprintf(c.out, "  %s: %s\n", short(p.GetRowId()), p.GetDetail())
+			printf(c.out, "  %s: %s\n", short(p.GetRowId()), p.GetDetail())
 		}
 	}
 }
@@ -56,6 +56,6 @@ func (c *cli) writeProofs(dir string, d *ledgerv1.DrillReport) (int, error) {
 		}
 		n++
 	}
-	fmt.Fprintf(c.errw, "wrote %s to %s\n", plural(n, "proof file"), dir)
+	printf(c.errw, "wrote %s to %s\n", plural(n, "proof file"), dir)
 	return n, nil
 }

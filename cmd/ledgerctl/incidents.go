@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -28,7 +29,7 @@ func (c *cli) incidentClose(note string, pos []string) error {
 	if c.json {
 		return c.printJSON(rep)
 	}
-	fmt.Fprintf(c.out, "incident %s closed; its evidence is kept until %s and its legal holds are released\n", rep.GetIncident().GetId(), when(rep.GetIncident().GetRetainUntil()))
+	printf(c.out, "incident %s closed; its evidence is kept until %s and its legal holds are released\n", rep.GetIncident().GetId(), when(rep.GetIncident().GetRetainUntil()))
 	return nil
 }
 
@@ -57,16 +58,16 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 		if !i.GetOpen() {
 			state = fmt.Sprintf("closed %s by %s: %s; kept until %s", when(i.GetClosedAt()), i.GetClosedBy(), i.GetNote(), when(i.GetRetainUntil()))
 		}
-		fmt.Fprintf(w, "incident\t%s\n", i.GetId())
-		fmt.Fprintf(w, "state\t%s\n", state)
-		fmt.Fprintf(w, "opened\t%s\n", when(i.GetOpenedAt()))
-		fmt.Fprintf(w, "row\t%s\n", i.GetRowId())
-		fmt.Fprintf(w, "agent platform\t%s\n", i.GetAgent())
-		fmt.Fprintf(w, "reason\t%s\n", i.GetReason())
+		printf(w, "incident\t%s\n", i.GetId())
+		printf(w, "state\t%s\n", state)
+		printf(w, "opened\t%s\n", when(i.GetOpenedAt()))
+		printf(w, "row\t%s\n", i.GetRowId())
+		printf(w, "agent platform\t%s\n", i.GetAgent())
+		printf(w, "reason\t%s\n", i.GetReason())
 		if rep.GetSameDayCountTruncated() {
-			fmt.Fprintf(w, "same platform that day\t%d or more other rows (only the day's newest rows were read)\n", rep.GetSameDayCount())
+			printf(w, "same platform that day\t%d or more other rows (only the day's newest rows were read)\n", rep.GetSameDayCount())
 		} else {
-			fmt.Fprintf(w, "same platform that day\t%d other rows\n", rep.GetSameDayCount())
+			printf(w, "same platform that day\t%d other rows\n", rep.GetSameDayCount())
 		}
 		w.Flush()
 		if len(rep.GetSameDayRows()) > 0 {
@@ -77,7 +78,7 @@ func (c *cli) incidents(o listOpts, pos []string) error {
 			for _, r := range rep.GetSameDayRows() {
 				targets, m := rowTargets(r)
 				marked = marked || m
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), orDash(r.GetPrincipal()), targets, rowTools(r))
+				printf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), orDash(r.GetPrincipal()), targets, rowTools(r))
 			}
 			w.Flush()
 			if marked {
@@ -125,7 +126,11 @@ func (c *cli) listIncidents(o listOpts) error {
 		if c.output != "csv" {
 			row = short(row)
 			if len(reason) > 80 {
-				reason = reason[:80] + "…"
+				cut := 80
+				for cut > 0 && !utf8.RuneStart(reason[cut]) {
+					cut--
+				}
+				reason = reason[:cut] + "…"
 			}
 		}
 		l.rows = append(l.rows, []string{i.GetId(), when(i.GetOpenedAt()), state, row, i.GetAgent(), reason})

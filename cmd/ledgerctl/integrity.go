@@ -28,24 +28,24 @@ func (c *cli) grant(pos []string) error {
 		return c.printJSON(rep)
 	}
 	w := c.table()
-	fmt.Fprintf(w, "grant\t%s\n", rep.GetGrantId())
-	fmt.Fprintf(w, "principal\t%s\n", orDash(strings.Join(rep.GetPrincipals(), ", ")))
-	fmt.Fprintf(w, "agent platform\t%s\n", orDash(strings.Join(rep.GetAgents(), ", ")))
-	fmt.Fprintf(w, "scopes granted\t%s\n", orDash(strings.Join(rep.GetScopesGranted(), " ")))
-	fmt.Fprintf(w, "scopes used\t%s\n", orDash(strings.Join(rep.GetScopesUsed(), " ")))
+	printf(w, "grant\t%s\n", rep.GetGrantId())
+	printf(w, "principal\t%s\n", orDash(strings.Join(rep.GetPrincipals(), ", ")))
+	printf(w, "agent platform\t%s\n", orDash(strings.Join(rep.GetAgents(), ", ")))
+	printf(w, "scopes granted\t%s\n", orDash(strings.Join(rep.GetScopesGranted(), " ")))
+	printf(w, "scopes used\t%s\n", orDash(strings.Join(rep.GetScopesUsed(), " ")))
 	if r := rep.GetRevocation(); r != nil {
-		fmt.Fprintf(w, "revoked\t%s (reported by %s at %s)%s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), noted(r.GetNote()))
-		fmt.Fprintf(w, "at the Provider\t%s\n", providerStopped(r))
+		printf(w, "revoked\t%s (reported by %s at %s)%s\n", when(r.GetRevokedAt()), r.GetBy(), when(r.GetRecordedAt()), noted(r.GetNote()))
+		printf(w, "at the Provider\t%s\n", providerStopped(r))
 		if a := adminRevocation(r); a != "" {
-			fmt.Fprintf(w, "admin's revocation\t%s\n", a)
+			printf(w, "admin's revocation\t%s\n", a)
 		}
 	} else {
-		fmt.Fprintf(w, "revoked\tno\n")
+		printf(w, "revoked\tno\n")
 	}
 	if rep.GetRowCountTruncated() {
-		fmt.Fprintf(w, "rows\t%d or more (only the newest %d read)\n", rep.GetRowCount(), rep.GetRowCount())
+		printf(w, "rows\t%d or more (only the newest %d read)\n", rep.GetRowCount(), rep.GetRowCount())
 	} else {
-		fmt.Fprintf(w, "rows\t%d\n", rep.GetRowCount())
+		printf(w, "rows\t%d\n", rep.GetRowCount())
 	}
 	w.Flush()
 	if len(rep.GetRows()) > 0 {
@@ -56,7 +56,7 @@ func (c *cli) grant(pos []string) error {
 		for _, r := range rep.GetRows() {
 			targets, m := rowTargets(r)
 			marked = marked || m
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), targets, rowTools(r))
+			printf(w, "%s\t%s\t%s\t%s\t%s\n", short(r.GetId()), when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"), targets, rowTools(r))
 		}
 		w.Flush()
 		if marked {
@@ -108,19 +108,19 @@ func (c *cli) revoke(at, note string, pos []string) error {
 		}
 		w = c.errw
 	} else {
-		fmt.Fprintln(w, revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
-		fmt.Fprintf(w, "the embedded Provider: %s\n", providerStopped(rep.GetRevocation()))
+		printf(w, "%s\n", revokedWords(grant, req.GetRevokedAt(), held.GetRevocation().GetRevokedAt(), rep.GetRevocation().GetRevokedAt()))
+		printf(w, "the embedded Provider: %s\n", providerStopped(rep.GetRevocation()))
 		if a := adminRevocation(rep.GetRevocation()); a != "" {
-			fmt.Fprintf(w, "the admin's revocation on record: %s\n", a)
+			printf(w, "the admin's revocation on record: %s\n", a)
 		}
 	}
 	switch {
 	case checkErr != nil:
-		fmt.Fprintf(w, "(whether the ledger holds rows of grant %s could not be checked: %v; ledgerctl grant %s shows them)\n", grant, status.Convert(checkErr).Message(), grant)
+		printf(w, "(whether the ledger holds rows of grant %s could not be checked: %v; ledgerctl grant %s shows them)\n", grant, status.Convert(checkErr).Message(), grant)
 	case !readable:
-		fmt.Fprintf(w, "(this key may not read the ledger, so whether it holds rows of grant %s was not checked: ledgerctl grant %s, with a support, auditor or admin key, shows them)\n", grant, grant)
+		printf(w, "(this key may not read the ledger, so whether it holds rows of grant %s was not checked: ledgerctl grant %s, with a support, auditor or admin key, shows them)\n", grant, grant)
 	case held.GetRowCount() == 0:
-		fmt.Fprintf(w, "the ledger holds no rows of grant %s yet: check the grant id (a revocation before any receipt under the grant is recorded all the same)\n", grant)
+		printf(w, "the ledger holds no rows of grant %s yet: check the grant id (a revocation before any receipt under the grant is recorded all the same)\n", grant)
 	}
 	return nil
 }
@@ -245,12 +245,12 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		}
 		if progress && !c.json {
 			line := fmt.Sprintf("checked %s, %d differ", plural(checked, "row"), len(findings))
-			fmt.Fprintf(c.errw, "\r%-*s", shown, line)
+			printf(c.errw, "\r%-*s", shown, line)
 			shown = len(line)
 		}
 	}
 	if shown > 0 {
-		fmt.Fprintf(c.errw, "\r%*s\r", shown, "")
+		printf(c.errw, "\r%*s\r", shown, "")
 	}
 	restored := make([]bool, len(findings))
 	nrestored := 0
@@ -281,28 +281,28 @@ func (c *cli) fsck(restore bool, pageSize int) error {
 		}
 		fmt.Fprintln(c.out, summary)
 		if kept := checked - notKept; kept > 0 {
-			fmt.Fprintf(c.out, "each row keeping evidence (%d) had its fields compared with it: principal, grant, brand, agent, scopes, issued-at, each action's target and args hash\n", kept)
+			printf(c.out, "each row keeping evidence (%d) had its fields compared with it: principal, grant, brand, agent, scopes, issued-at, each action's target and args hash\n", kept)
 		}
 		switch {
 		case notKept == 1:
 			fmt.Fprintln(c.out, "the read-only row's fields are not compared (no evidence is kept): an edit of its principal or targets is not found; with the Merkle log on, its grant, status and class are checked against its leaf")
 		case notKept > 1:
-			fmt.Fprintf(c.out, "the %d read-only rows' fields are not compared (no evidence is kept): an edit of their principal or targets is not found; with the Merkle log on, their grant, status and class are checked against their leaves\n", notKept)
+			printf(c.out, "the %d read-only rows' fields are not compared (no evidence is kept): an edit of their principal or targets is not found; with the Merkle log on, their grant, status and class are checked against their leaves\n", notKept)
 		}
 		for i, f := range findings {
 			switch {
 			case restored[i]:
-				fmt.Fprintf(c.out, "RESTORED %s: %s (put back from the write-once copy)\n", f.GetRowId(), f.GetProblem())
+				printf(c.out, "RESTORED %s: %s (put back from the write-once copy)\n", f.GetRowId(), f.GetProblem())
 			case f.GetRestorable():
-				fmt.Fprintf(c.out, "DIFFERS %s: %s (restorable from the write-once copy: fsck --restore)\n", f.GetRowId(), f.GetProblem())
+				printf(c.out, "DIFFERS %s: %s (restorable from the write-once copy: fsck --restore)\n", f.GetRowId(), f.GetProblem())
 			default:
-				fmt.Fprintf(c.out, "DIFFERS %s: %s\n", findingOf(f), f.GetProblem())
+				printf(c.out, "DIFFERS %s: %s\n", findingOf(f), f.GetProblem())
 			}
 		}
 		if restore {
-			fmt.Fprintf(c.out, "restored %s from the write-once copy\n", plural(nrestored, "row"))
+			printf(c.out, "restored %s from the write-once copy\n", plural(nrestored, "row"))
 			if left := len(findings) - nrestored; left > 0 {
-				fmt.Fprintf(c.out, "%s cannot be mended from the write-once copy (a row and the log, or a row and its evidence, disagree, or no matching copy is left): look into them as possible tampering; see \"Proving nothing was edited\" in docs/operations.md\n", plural(left, "finding"))
+				printf(c.out, "%s cannot be mended from the write-once copy (a row and the log, or a row and its evidence, disagree, or no matching copy is left): look into them as possible tampering; see \"Proving nothing was edited\" in docs/operations.md\n", plural(left, "finding"))
 			}
 		}
 		if len(findings) == 0 {

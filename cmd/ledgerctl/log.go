@@ -95,7 +95,7 @@ func (c *cli) latest(key string) (signed []byte, cp proof.Checkpoint, usedKey st
 	}
 	cp, err = proof.Open([]byte(rep.GetCheckpoint()), usedKey)
 	if err != nil {
-		fmt.Fprintf(c.errw, "ledgerctl: the latest checkpoint does NOT verify with %s: %v\n", keySource(key != ""), err)
+		printf(c.errw, "ledgerctl: the latest checkpoint does NOT verify with %s: %v\n", keySource(key != ""), err)
 		return nil, proof.Checkpoint{}, usedKey, errCheckFailed
 	}
 	return []byte(rep.GetCheckpoint()), cp, usedKey, nil
@@ -128,13 +128,13 @@ func (c *cli) logCheckpoint(keyFlag, save string) error {
 		return nil
 	}
 	w := c.table()
-	fmt.Fprintf(w, "origin\t%s\n", cp.Origin)
-	fmt.Fprintf(w, "size\t%d\n", cp.Size)
-	fmt.Fprintf(w, "root\t%s\n", rootText(cp.Hash))
-	fmt.Fprintf(w, "signature\tverified with %s\n", keySource(key != ""))
-	fmt.Fprintf(w, "key\t%s\n", used)
+	printf(w, "origin\t%s\n", cp.Origin)
+	printf(w, "size\t%d\n", cp.Size)
+	printf(w, "root\t%s\n", rootText(cp.Hash))
+	printf(w, "signature\tverified with %s\n", keySource(key != ""))
+	printf(w, "key\t%s\n", used)
 	if save != "" {
-		fmt.Fprintf(w, "saved\t%s (keep it: ledgerctl log audit --from %s proves the log only grew since)\n", save, save)
+		printf(w, "saved\t%s (keep it: ledgerctl log audit --from %s proves the log only grew since)\n", save, save)
 	}
 	w.Flush()
 	return nil
@@ -167,7 +167,7 @@ func (c *cli) proof(event, out string, wait time.Duration, pos []string) error {
 			size = rest[:strings.IndexByte(rest, '\n')]
 		}
 	}
-	fmt.Fprintf(c.errw, "proof of %s: leaf %d under the signed checkpoint of size %s; check it offline with: ledgerctl proof verify FILE --log-key KEY\n", what, rep.GetLeafIndex(), size)
+	printf(c.errw, "proof of %s: leaf %d under the signed checkpoint of size %s; check it offline with: ledgerctl proof verify FILE --log-key KEY\n", what, rep.GetLeafIndex(), size)
 	return nil
 }
 
@@ -251,7 +251,7 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 		return fmt.Errorf("read proof: %w", err)
 	}
 	fail := func(err error) error {
-		fmt.Fprintf(c.out, "NOT VERIFIED: %s: %v\n", pos[0], err)
+		printf(c.out, "NOT VERIFIED: %s: %v\n", pos[0], err)
 		return errCheckFailed
 	}
 	b, err := proof.ParseBundle(data)
@@ -272,19 +272,19 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 	case "policy":
 		what = fmt.Sprintf("the retention policy of %s", f["at"])
 	}
-	fmt.Fprintf(c.out, "verified: %s is leaf %d of the log %s, under the checkpoint of size %d with root %s, signed by the key you gave\n",
+	printf(c.out, "verified: %s is leaf %d of the log %s, under the checkpoint of size %d with root %s, signed by the key you gave\n",
 		what, b.LeafIndex, cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Hash[:]))
 	w := c.table()
 	for _, name := range []string{"kind", "status", "class", "recorded", "at", "evidence", "receipt", "grant", "money_moved", "account_changed", "read_only", "refused"} {
 		if v, ok := f[name]; ok {
-			fmt.Fprintf(w, "  %s\t%s\n", name, v)
+			printf(w, "  %s\t%s\n", name, v)
 		}
 	}
 	w.Flush()
 	if r, ok := f["receipt"]; ok && f["kind"] == "receipt" && r != "sha256:"+f["row"] {
 		// A customer comparing the hash of the receipt they hold with
 		// the proof's must know which bytes the leaf hashes.
-		fmt.Fprintf(c.out, "  (the leaf's receipt hash is of the receipt in its canonical form, its ECDSA signature's low-s encoding: a receipt held with the other encoding, as posted, hashes otherwise, as the row's receipt id may)\n")
+		printf(c.out, "  (the leaf's receipt hash is of the receipt in its canonical form, its ECDSA signature's low-s encoding: a receipt held with the other encoding, as posted, hashes otherwise, as the row's receipt id may)\n")
 	}
 	return nil
 }

@@ -311,17 +311,17 @@ func (c *cli) exit(err error) int {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.errw, "%s: %s\n", name, ue.msg)
+		printf(c.errw, "%s: %s\n", name, ue.msg)
 		return exitUsage
 	case errors.Is(err, errCheckFailed):
 		return exitCheckFailed
 	case errors.Is(err, errNoKey), errors.Is(err, errBadKey), errors.Is(err, errKeyFile):
-		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
+		printf(c.errw, "%s: %v\n", name, err)
 		return exitAuth
 	}
 	st, ok := status.FromError(err)
 	if !ok {
-		fmt.Fprintf(c.errw, "%s: %v\n", name, err)
+		printf(c.errw, "%s: %v\n", name, err)
 		if strings.HasPrefix(err.Error(), "unknown command") {
 			return exitUsage
 		}
@@ -329,23 +329,23 @@ func (c *cli) exit(err error) int {
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		fmt.Fprintf(c.errw, "%s: ledgerd rejected the API key from %s (%s). Check --key, --key-file, PACTLEDGER_KEY or the key file.\n", name, orDash(c.keySource), st.Message())
+		printf(c.errw, "%s: ledgerd rejected the API key from %s (%s). Check --key, --key-file, PACTLEDGER_KEY or the key file.\n", name, orDash(c.keySource), st.Message())
 		return exitAuth
 	case codes.PermissionDenied:
-		fmt.Fprintf(c.errw, "%s: not allowed: %s%s\n", name, st.Message(), c.roleHint())
+		printf(c.errw, "%s: not allowed: %s%s\n", name, st.Message(), c.roleHint())
 		return exitAuth
 	case codes.NotFound:
 		msg := st.Message()
 		if !strings.Contains(msg, "not found") {
 			msg = "not found: " + msg
 		}
-		fmt.Fprintf(c.errw, "%s: %s\n", name, msg)
+		printf(c.errw, "%s: %s\n", name, msg)
 		return exitNotFound
 	case codes.InvalidArgument:
-		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
+		printf(c.errw, "%s: %s\n", name, st.Message())
 		return exitUsage
 	case codes.FailedPrecondition:
-		fmt.Fprintf(c.errw, "%s: %s\n", name, st.Message())
+		printf(c.errw, "%s: %s\n", name, st.Message())
 		if noLeaf(err) {
 			return exitNoLeaf
 		}
@@ -353,22 +353,22 @@ func (c *cli) exit(err error) int {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		switch {
 		case answersHTTP(st.Message()):
-			fmt.Fprintf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
+			printf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
 		case c.tls && !c.hasClientCert() && closedMidHandshake(st.Message()):
 			// A listener that requires client certificates ends the
 			// handshake of a client without one: the alert, or a closed
 			// connection, depending on timing.
-			fmt.Fprintf(c.errw, "%s: %s closed the TLS connection (%s): if it asks for client certificates, pass --tls-cert and --tls-key (or PACTLEDGER_TLS_CERT and PACTLEDGER_TLS_KEY).\n", name, c.server, st.Message())
+			printf(c.errw, "%s: %s closed the TLS connection (%s): if it asks for client certificates, pass --tls-cert and --tls-key (or PACTLEDGER_TLS_CERT and PACTLEDGER_TLS_KEY).\n", name, c.server, st.Message())
 		case c.tls && strings.Contains(st.Message(), "first record does not look like a TLS handshake"):
-			fmt.Fprintf(c.errw, "%s: %s answers without TLS (%s). Drop --tls and --ca, or point --server at a TLS listener.\n", name, c.server, st.Message())
+			printf(c.errw, "%s: %s answers without TLS (%s). Drop --tls and --ca, or point --server at a TLS listener.\n", name, c.server, st.Message())
 		case !c.tls && closedAtPreface(st.Message()):
-			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", name, c.server, st.Message())
+			printf(c.errw, "%s: cannot reach ledgerd at %s: it closed the connection (%s). If it serves TLS, pass --tls and --ca FILE.\n", name, c.server, st.Message())
 		default:
-			fmt.Fprintf(c.errw, "%s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", name, c.server, st.Message())
+			printf(c.errw, "%s: cannot reach ledgerd at %s: %s. Is it running? (--server, PACTLEDGER_SERVER)\n", name, c.server, st.Message())
 		}
 		return exitUnavailable
 	}
-	fmt.Fprintf(c.errw, "%s: %s: %s\n", name, st.Code(), st.Message())
+	printf(c.errw, "%s: %s: %s\n", name, st.Code(), st.Message())
 	return exitError
 }
 

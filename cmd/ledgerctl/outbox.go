@@ -30,7 +30,7 @@ func (c *cli) outboxRetry(all bool, pos []string) error {
 	if c.json {
 		return c.printJSON(rep)
 	}
-	fmt.Fprintf(c.out, "%d dead letters moved back to the outbox\n", rep.GetRetried())
+	printf(c.out, "%d dead letters moved back to the outbox\n", rep.GetRetried())
 	return nil
 }
 
@@ -65,10 +65,10 @@ func (c *cli) outbox(o listOpts) error {
 	}
 	if c.output != "csv" {
 		w := c.table()
-		fmt.Fprintf(w, "outbox depth\t%d\n", rep.GetDepth())
-		fmt.Fprintf(w, "oldest entry\t%s\n", age(rep.GetOldestQueuedAt(), rep.GetDepth()))
-		fmt.Fprintf(w, "planned segments\t%d\n", rep.GetPlannedSegments())
-		fmt.Fprintf(w, "dead letters\t%d\n", rep.GetDeadLetterCount())
+		printf(w, "outbox depth\t%d\n", rep.GetDepth())
+		printf(w, "oldest entry\t%s\n", age(rep.GetOldestQueuedAt(), rep.GetDepth()))
+		printf(w, "planned segments\t%d\n", rep.GetPlannedSegments())
+		printf(w, "dead letters\t%d\n", rep.GetDeadLetterCount())
 		w.Flush()
 		if len(rep.GetDeadLetters()) == 0 {
 			return nil

@@ -41,8 +41,8 @@ func (c *cli) providerOutbox(o listOpts) error {
 	}
 	if c.output != "csv" {
 		w := c.table()
-		fmt.Fprintf(w, "waiting for the ledger\t%d\n", rep.GetDepth())
-		fmt.Fprintf(w, "set aside\t%d\n", rep.GetSetAsideCount())
+		printf(w, "waiting for the ledger\t%d\n", rep.GetDepth())
+		printf(w, "set aside\t%d\n", rep.GetSetAsideCount())
 		w.Flush()
 		if len(rep.GetSetAside()) == 0 {
 			return nil
@@ -121,12 +121,12 @@ func (c *cli) providerOutboxRetry(all bool, pos []string) error {
 	if c.json {
 		return c.printJSON(rep)
 	}
-	fmt.Fprintf(c.out, "%s put back in the Provider's outbox, to be posted again\n", entries(rep.GetRetried()))
+	printf(c.out, "%s put back in the Provider's outbox, to be posted again\n", entries(rep.GetRetried()))
 	if n := rep.GetUnreadable(); n > 0 {
-		fmt.Fprintf(c.out, "%s cannot be read and stay set aside\n", entries(n))
+		printf(c.out, "%s cannot be read and stay set aside\n", entries(n))
 	}
 	if n := rep.GetBrandNotConfigured(); n > 0 {
-		fmt.Fprintf(c.out, "%s of a brand no longer configured, or no longer delegating, stay set aside: the ledger would record them UNAUTHORIZED; put the brand file back to post them\n", entries(n))
+		printf(c.out, "%s of a brand no longer configured, or no longer delegating, stay set aside: the ledger would record them UNAUTHORIZED; put the brand file back to post them\n", entries(n))
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -92,7 +91,7 @@ func (c *cli) root() *cobra.Command {
 		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.providerCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(), c.accessLogCmd(),
 		&cobra.Command{
 			Use: "version", Short: "print this ledgerctl's version", Args: c.noArgs,
-			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(c.out, "ledgerctl %s\n", buildinfo.Read()) },
+			Run: func(cmd *cobra.Command, _ []string) { printf(c.out, "ledgerctl %s\n", buildinfo.Read()) },
 		},
 	)
 	c.completionCmd(root)
