@@ -51,16 +51,22 @@ type listing struct {
 	rows   [][]string
 }
 
-// printList prints l as CSV, or as a table with an upper-case header;
-// empty is what the table says when there are no rows. A table's cells
-// are printed escaped (printf).
+// printList prints l as CSV, each cell kept from reading as a formula
+// (csvSafe), or as a table with an upper-case header, each cell printed
+// escaped (printf); empty is what the table says when there are no rows.
 func (c *cli) printList(l listing, empty string) error {
 	if c.output == "csv" {
 		w := csv.NewWriter(c.out)
 		if err := w.Write(l.header); err != nil {
 			return err
 		}
-		if err := w.WriteAll(l.rows); err != nil {
+		for _, r := range l.rows {
+			if err := w.Write(csvSafe(r)); err != nil {
+				return fmt.Errorf("write csv: %w", err)
+			}
+		}
+		w.Flush()
+		if err := w.Error(); err != nil {
 			return fmt.Errorf("write csv: %w", err)
 		}
 		return nil
@@ -81,6 +87,23 @@ func (c *cli) printList(l listing, empty string) error {
 		cells(w, r...)
 	}
 	return w.Flush()
+}
+
+// csvSafe keeps a spreadsheet from reading a cell of --output csv as a
+// formula, as the console's grant export does: a cell that starts with
+// = + - @, a tab or a carriage return (a writer's target, tool or agent,
+// say) gets a leading apostrophe (OWASP's advice on CSV injection). "-"
+// alone, ledgerctl's word for none, is no formula and is left as it is,
+// as are ids and times, which start with a digit or a letter.
+func csvSafe(rec []string) []string {
+	out := make([]string, len(rec))
+	for i, c := range rec {
+		out[i] = c
+		if c != "" && c != "-" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+			out[i] = "'" + c
+		}
+	}
+	return out
 }
 
 // cells prints one row of a table: each value escaped (printf), so that
