@@ -65,10 +65,10 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	if grant == "" {
 		return Revocation{}, invalid("grantId is required")
 	}
-	if err := checkField("grantId", grant, MaxFieldLength); err != nil {
+	if err := checkText("grantId", grant, MaxFieldLength, false); err != nil {
 		return Revocation{}, err
 	}
-	if err := checkField("note", note, MaxNoteLength); err != nil {
+	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return Revocation{}, err
 	}
 	now := l.cfg.Now().UTC()

@@ -193,7 +193,7 @@ func (l *Ledger) IncidentRecord(ctx context.Context, id string) (*IncidentRecord
 // trusted: an incident closed early never keeps a row shorter than its
 // actions do.
 func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*IncidentRecord, error) {
-	if err := checkField("note", note, MaxNoteLength); err != nil {
+	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return nil, err
 	}
 	now := l.cfg.Now().UTC()

@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -148,6 +149,32 @@ func checkField(name, v string, max int) error {
 	return nulFree(name, v)
 }
 
+// checkText is checkField for a writer's words that ledgerctl and the
+// console show: a name (an id, a tool, a target, a claimed principal or
+// agent) or, with free, free text (a reason, a note). Besides a NUL and an
+// overlong value it refuses a control character (termtext.Control: C0 and
+// C1 controls, DEL, a bidirectional embedding, override or isolate, the
+// line and paragraph separators), which could make a terminal show a row
+// that the record does not hold; free text may hold tabs and line breaks
+// (a line feed, or a CR and a line feed), no other. The error names the
+// field and shows the character escaped, never raw.
+func checkText(name, v string, max int, free bool) error {
+	if err := checkField(name, v, max); err != nil {
+		return err
+	}
+	i := termtext.Find(v, free)
+	if i < 0 {
+		return nil
+	}
+	r, _ := utf8.DecodeRuneInString(v[i:])
+	if free {
+		return invalid("%s contains a control character (%s at byte %d): free text may hold tabs and line breaks, no other control character, bidirectional override or line separator",
+			name, termtext.Escape(string(r)), i)
+	}
+	return invalid("%s contains a control character (%s at byte %d): it may hold no control character (a tab or a line break among them), bidirectional override or line separator",
+		name, termtext.Escape(string(r)), i)
+}
+
 // nulFree refuses values holding a NUL byte, named name: posted fields
 // (checkField) and signed claims that become a row's fields. A store's
 // text columns cannot hold one (PostgreSQL), and every stored row must
@@ -182,7 +209,7 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 		}
 	}
 	for _, f := range [...]struct{ name, v string }{{"contextId", in.ContextID}, {"messageId", in.MessageID}} {
-		if err := checkField(f.name, f.v, MaxFieldLength); err != nil {
+		if err := checkText(f.name, f.v, MaxFieldLength, false); err != nil {
 			return err
 		}
 	}
@@ -193,7 +220,7 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 		if in.Limits.CountMax < 0 {
 			return invalid("limits.countMax must not be negative")
 		}
-		if err := checkField("limits.amountMax", in.Limits.AmountMax, MaxFieldLength); err != nil {
+		if err := checkText("limits.amountMax", in.Limits.AmountMax, MaxFieldLength, false); err != nil {
 			return err
 		}
 	}
@@ -202,12 +229,12 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 
 // CheckActions applies AppendReceipt's rules for a receipt's action log
 // entries, the ones a writer's own input fills: at most MaxActions, each
-// with a tool, tool and target within MaxFieldLength and without a NUL,
-// args within MaxArgsJSON, all of it UTF-8 (the API's text: a request
-// holding other bytes is refused before it reaches the ledger). An error
-// wraps ErrInvalid: AppendReceipt refuses the receipt. A writer that
-// signs receipts checks them first, so that it signs none the ledger
-// cannot record.
+// with a tool, tool and target within MaxFieldLength and without a NUL or
+// another control character (checkText), args within MaxArgsJSON, all of
+// it UTF-8 (the API's text: a request holding other bytes is refused
+// before it reaches the ledger). An error wraps ErrInvalid: AppendReceipt
+// refuses the receipt. A writer that signs receipts checks them first, so
+// that it signs none the ledger cannot record.
 func CheckActions(actions []verifier.Action) error {
 	if len(actions) > MaxActions {
 		return invalid("more than %d actions", MaxActions)
@@ -216,10 +243,10 @@ func CheckActions(actions []verifier.Action) error {
 		if a.Tool == "" {
 			return invalid("actions[%d].tool is required", i)
 		}
-		if err := checkField(fmt.Sprintf("actions[%d].tool", i), a.Tool, MaxFieldLength); err != nil {
+		if err := checkText(fmt.Sprintf("actions[%d].tool", i), a.Tool, MaxFieldLength, false); err != nil {
 			return err
 		}
-		if err := checkField(fmt.Sprintf("actions[%d].target", i), a.Target, MaxFieldLength); err != nil {
+		if err := checkText(fmt.Sprintf("actions[%d].target", i), a.Target, MaxFieldLength, false); err != nil {
 			return err
 		}
 		if len(a.ArgsJSON) > MaxArgsJSON {

@@ -429,7 +429,7 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 	if status < DisputeOpen || status > DisputeResolvedOther {
 		return nil, invalid("status must be DISPUTE_STATUS_OPEN or one of the DISPUTE_STATUS_RESOLVED_ values")
 	}
-	if err := checkField("note", note, MaxNoteLength); err != nil {
+	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return nil, err
 	}
 	var row *Row
@@ -504,13 +504,12 @@ const maxObservedAhead = time.Hour
 // wrapping ErrKeysUnavailable, with nothing stored, when the brand's keys
 // cannot be fetched.
 func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, error) {
-	fields := map[string]string{"claimedPrincipal": in.ClaimedPrincipal, "claimedAgent": in.ClaimedAgent, "action.tool": in.Tool, "action.target": in.Target}
-	for name, v := range fields {
-		if err := checkField(name, v, MaxFieldLength); err != nil {
+	for _, f := range [...]struct{ name, v string }{{"claimedPrincipal", in.ClaimedPrincipal}, {"claimedAgent", in.ClaimedAgent}, {"action.tool", in.Tool}, {"action.target", in.Target}} {
+		if err := checkText(f.name, f.v, MaxFieldLength, false); err != nil {
 			return nil, err
 		}
 	}
-	if err := checkField("reason", in.Reason, MaxNoteLength); err != nil {
+	if err := checkText("reason", in.Reason, MaxNoteLength, true); err != nil {
 		return nil, err
 	}
 	if err := checkField("requestJwt", in.RequestJWT, verifier.MaxTokenBytes); err != nil {
@@ -553,7 +552,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	}
 	id := sha256Hex(bundle)
 	agent, kid := refusalAgent(&in)
-	if err := nulFree("requestJwt: its iss", agent); err != nil {
+	// The request JWT's iss, when it has one, is the row's agent: no
+	// check vouches for it, and it is a name like claimedAgent.
+	if err := checkText("requestJwt: its iss", agent, verifier.MaxTokenBytes, false); err != nil {
 		return nil, err
 	}
 	skip := func(name string) verifier.Check {

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
@@ -380,6 +381,10 @@ func TestTheProviderSignsNoReceiptTheLedgerRefuses(t *testing.T) {
 			as[0].Target = "A-5531\x00"
 			return as
 		}},
+		{"an escape sequence and a line feed in a target", status, func(as []agent.Action) []agent.Action {
+			as[0].Target = "A-5531\x1b[2K\n9999aaaa0000  authorized"
+			return as
+		}},
 		{"a target not in UTF-8", status, func(as []agent.Action) []agent.Action {
 			as[0].Target = "A-5531\xff"
 			return as
@@ -418,11 +423,20 @@ func TestTheProviderSignsNoReceiptTheLedgerRefuses(t *testing.T) {
 				t.Fatalf("refusals on record: %+v, want the cancel refused", rs)
 			}
 			// The ledger's API takes UTF-8 text only: a refusal that is not
-			// could never be posted.
+			// could never be posted. The ledger refuses a control character
+			// in a name, and one but a tab or a line break in a reason.
 			for _, v := range []string{rs[0].ClaimedPrincipal, rs[0].ClaimedAgent, rs[0].Action.Tool, rs[0].Action.Target, rs[0].Reason} {
 				if !utf8.ValidString(v) {
 					t.Fatalf("the refusal holds text that is not UTF-8: %q", v)
 				}
+			}
+			for _, v := range []string{rs[0].ClaimedPrincipal, rs[0].ClaimedAgent, rs[0].Action.Tool, rs[0].Action.Target} {
+				if i := termtext.Find(v, false); i >= 0 {
+					t.Fatalf("the refusal holds a name the ledger refuses: %q", v)
+				}
+			}
+			if i := termtext.Find(rs[0].Reason, true); i >= 0 {
+				t.Fatalf("the refusal holds a reason the ledger refuses: %q", rs[0].Reason)
 			}
 		})
 	}

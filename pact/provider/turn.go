@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/agent"
@@ -373,18 +374,25 @@ func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.
 		// The delegation token names the Brand user (PACT §5.4).
 		principal, token = rq.del.Subject, rq.creds.delegation
 	}
-	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: clip(principal, ledger.MaxFieldLength), ClaimedAgent: rq.who.Iss,
-		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: clip(r.Tool, ledger.MaxFieldLength), Target: clip(r.Target, ledger.MaxFieldLength)},
-		Reason: clip(reason, ledger.MaxNoteLength), ObservedAt: now, DelegationToken: token}}
+	return pipeline.Item{Refusal: &pipeline.Refusal{ClaimedPrincipal: clip(principal, ledger.MaxFieldLength, false), ClaimedAgent: rq.who.Iss,
+		RequestJWT: rq.creds.paJWT, Action: pipeline.RefusedAction{Tool: clip(r.Tool, ledger.MaxFieldLength, false), Target: clip(r.Target, ledger.MaxFieldLength, false)},
+		Reason: clip(reason, ledger.MaxNoteLength, true), ObservedAt: now, DelegationToken: token}}
 }
 
 // clip fits v, which may hold what an agent wrote, into a field of the
 // ledger's AppendRefusal: UTF-8 (the API's text), at most n bytes, cut at
-// a character, and no NUL (the ledger refuses a NUL or an overlong field,
-// and the refusal would be set aside; text not UTF-8 could not be posted
-// at all).
-func clip(v string, n int) string {
-	v = strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "\uFFFD")
+// a character, and no control character the ledger refuses: none in a
+// name, none but tabs and line feeds in free text (the ledger refuses a
+// NUL, another control character or an overlong field, and the refusal
+// would be set aside; text not UTF-8 could not be posted at all). Each is
+// replaced with U+FFFD.
+func clip(v string, n int, free bool) string {
+	v = strings.Map(func(r rune) rune {
+		if termtext.Control(r) && !(free && (r == '\t' || r == '\n')) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(v, "\uFFFD"))
 	if len(v) <= n {
 		return v
 	}
