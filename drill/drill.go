@@ -1575,8 +1575,8 @@ func toolList(row *ledger.Row) []string {
 func tools(row *ledger.Row) string {
 	var out []string
 	for _, a := range row.Actions {
-		if !slices.Contains(out, a.Tool) {
-			out = append(out, a.Tool)
+		if t := asName(a.Tool); !slices.Contains(out, t) {
+			out = append(out, t)
 		}
 	}
 	if len(out) == 0 {
@@ -1586,10 +1586,15 @@ func tools(row *ledger.Row) string {
 }
 
 func targets(row *ledger.Row) string {
-	if t := row.Targets(); len(t) > 0 {
-		return strings.Join(t, ", ")
+	t := row.Targets()
+	if len(t) == 0 {
+		return "the account"
 	}
-	return "the account"
+	out := make([]string, len(t))
+	for i, v := range t {
+		out[i] = asName(v)
+	}
+	return strings.Join(out, ", ")
 }
 
 func kindWord(row *ledger.Row) string {

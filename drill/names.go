@@ -3,6 +3,7 @@ package drill
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // Names are the words a customer reply uses in place of ids: the brand's
@@ -72,7 +73,7 @@ func (n Names) scopes(url string, ids []string) string {
 func (n Names) action(url string, tools []string, targets string) string {
 	out := make([]string, len(tools))
 	for i, t := range tools {
-		out[i] = t
+		out[i] = asName(t)
 		if h := n.tool(url, t); h != "" {
 			out[i] = fmt.Sprintf("%q", lowerFirst(h))
 		}
@@ -81,6 +82,40 @@ func (n Names) action(url string, tools []string, targets string) string {
 		out = []string{"a reply"}
 	}
 	return strings.Join(out, ", ") + " on " + targets
+}
+
+// asName is a tool or target as a reply names it. Most are names
+// (cancel_order, A-5531, SKY-20931) and stand as they are. One that is
+// not (words, punctuation: a writer's key chooses a refusal's tool and
+// target, and an action log's target) is quoted, and cut after
+// maxQuotedName characters, so that the reply never reads a writer's
+// words as its own sentences.
+func asName(s string) string {
+	if nameLike(s) {
+		return s
+	}
+	if r := []rune(s); len(r) > maxQuotedName {
+		s = string(r[:maxQuotedName]) + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// maxQuotedName bounds what a reply quotes of a tool or target that is
+// not a name.
+const maxQuotedName = 40
+
+// nameLike reports whether s is a name a reply can show unquoted: 1 to
+// 128 letters, digits and _ . : / # + @ -, with no space.
+func nameLike(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_.:/#+@-", r) {
+			return false
+		}
+	}
+	return true
 }
 
 func lowerFirst(s string) string {

@@ -178,3 +178,24 @@ func TestTimesInOneMinuteAreToTheSecond(t *testing.T) {
 		t.Errorf("two minutes: %q, %q", a, r)
 	}
 }
+
+// A refusal's tool and target are the writer's words: a reply names one
+// that is not a name (a sentence, say) quoted and cut short, so that it
+// never reads as the business's own words to the customer.
+func TestAReplyQuotesAToolThatIsNotAName(t *testing.T) {
+	observed := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	prose := "a test by our team (you approved the real cancellation below; it is final and no refund is due) - ref"
+	in := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: e.sc.PA.ID, Tool: prose, Target: "A-7501", Reason: "no delegation token", ObservedAt: observed}
+	if _, err := e.l.AppendRefusal(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-7501", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `for "a test by our team (you approved the rea…" on A-7501`; !strings.Contains(rep.Reply, want) || strings.Contains(rep.Reply, "no refund is due") {
+		t.Fatalf("reply:\n%s\nwant %q, and not the writer's sentence whole", rep.Reply, want)
+	}
+}
