@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -233,6 +235,70 @@ func TestReplicasReportTheDivergenceTheHolderFound(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(metricsB.LogDiverged); got != 0 {
 		t.Errorf("replica b's pactledger_log_diverged once the logs agree = %v, want 0", got)
+	}
+}
+
+// A divergence record left in the row store (a backup taken while the
+// log diverged, restored once it was settled) stops the replicas that
+// do not hold the integrator's lease from serving the log, but not the
+// holder, whose own check of the published log removes it: then every
+// replica serves the log again.
+func TestALeftDivergenceRecordIsRemovedByTheHoldersCheck(t *testing.T) {
+	bucket := t.TempDir()
+	h := ledgerOnBucket(t, bucket, nil)
+	h.objDir = bucket
+	h.logSigner, h.logVKey = logKeys(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: h.logSigner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	left := []byte(`{"since":"2026-10-01T00:00:00Z","holder":"replica-x","error":"the Merkle log in write-once storage is not this ledger's: a test"}`)
+	if err := h.store.Update(context.Background(), func(tx ledger.Tx) error { return tx.SetLogDivergence(left) }); err != nil {
+		t.Fatal(err)
+	}
+	a := h.anotherLogging(t, h.store, ledger.LeaseConfig{Holder: "replica-a"}, slog.New(slog.DiscardHandler))
+	b := h.anotherLogging(t, h.store, ledger.LeaseConfig{Holder: "replica-b"}, slog.New(slog.DiscardHandler))
+	hold := make(chan struct{})
+	held := make(chan struct{}, 1)
+	t.Cleanup(ledger.SetCheckedHook(func() {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-hold
+	}))
+	startIntegrator(t, a, h)
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // before a stops
+	<-held             // a holds the lease, its check held up
+	startIntegrator(t, b, h)
+	waitUntil(t, "replica b reports the record", func() bool {
+		_, err := b.LogDiverged()
+		return err != nil && strings.Contains(err.Error(), "found by replica-x")
+	})
+	if since, _ := b.LogDiverged(); !since.Equal(time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("replica b reports since %v, want the record's", since)
+	}
+	if _, err := b.Checkpoint(context.Background()); !errors.Is(err, ledger.ErrLogDiverged) {
+		t.Errorf("replica b's checkpoint while the record says the log diverged: %v", err)
+	}
+	if _, err := a.LogDiverged(); err != nil {
+		t.Errorf("replica a, the holder, reports a record it has not checked: %v", err)
+	}
+	release()
+	waitUntil(t, "replica b serves the log again", func() bool {
+		_, err := b.Checkpoint(context.Background())
+		return err == nil
+	})
+	var rec []byte
+	if err := h.store.View(context.Background(), func(tx ledger.Tx) error {
+		var err error
+		rec, err = tx.LogDivergence()
+		return err
+	}); err != nil || rec != nil {
+		t.Errorf("the record after the holder's check passed: %q, %v; want none", rec, err)
 	}
 }
 

@@ -219,10 +219,13 @@ type logState struct {
 	diverged   error     // the last check's ErrLogDiverged, nil once one passes: no checkpoint is signed or served meanwhile
 	since      time.Time // when checks started failing with it
 	// shared is the row store's divergence record as this replica last
-	// read it (followLogSize) or wrote it (noteDiverged): what the holder
-	// of the integrator's lease found, which every replica reports and
-	// serves by as the holder does. Nil: none.
-	shared  *divergenceRecord
+	// read it (followLogSize): what the holder of the integrator's lease
+	// found, which every other replica reports and serves by as the
+	// holder does. Nil: none.
+	shared *divergenceRecord
+	// holding: this replica holds the integrator's lease (holdLog), and
+	// reports and serves by what it found itself.
+	holding bool
 	deleted string // the checkpoints last found deleted from the bucket (noteDeleted)
 	// waitingSince is when this replica first read leaves in the queue
 	// with the log no larger than before (unix nanoseconds; 0: the log
@@ -679,7 +682,8 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 	// once it stops (the lease lost), whoever holds the lease next checks
 	// again before it signs.
 	l.log.uncheck()
-	defer l.forgetDiverged()
+	l.holdLog(true)
+	defer l.holdLog(false)
 	// A step that fails while its store is down is tried again after a
 	// backoff, not every round, and each failed attempt is reported once.
 	extend := retry.Backoff{Min: l.log.cfg.Interval, Max: maxExtendBackoff}
@@ -736,7 +740,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// row store's log was found changed says nothing of the log
 		// there now: it clears no divergence found since.
 		if err != nil || l.log.epoch() == pubEpoch {
-			l.noteDiverged(ctx, err)
+			l.noteDiverged(ctx, err, false)
 		}
 		l.retried(ctx, &publish, "publishing log tiles", err)
 		if err == nil {
@@ -764,7 +768,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 				// that no round signs unwatched.
 				l.log.markCheckedAt(epoch, head)
 			}
-			l.noteDiverged(ctx, err)
+			l.noteDiverged(ctx, err, true)
 			l.retried(ctx, &publish, "checking the log published to write-once storage", err)
 		}
 		// Until the check above passed, and while the bucket's log
@@ -855,32 +859,29 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 	}
 	wait, n := b.Failed(time.Now())
 	level := slog.LevelWarn
-	if errors.Is(err, ErrLogDiverged) {
-		level = slog.LevelError // no retry mends it: a person must look
+	if errors.Is(err, ErrLogDiverged) || errors.Is(err, errLogReplaced) {
+		level = slog.LevelError // a person must look: no retry mends the one, and the other is a row store changed under ledgerd
 	}
 	l.cfg.Logger.Log(ctx, level, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
 }
 
-// noteDiverged records the outcome of a publication for LogDiverged and
-// the metric pactledger_log_diverged: set by an error wrapping
-// ErrLogDiverged, cleared by a publication that succeeds, kept through
+// noteDiverged records the outcome of a check of the published log for
+// LogDiverged and the metric pactledger_log_diverged: set by an error
+// wrapping ErrLogDiverged, cleared by a check that passes, kept through
 // other errors (the bucket down says nothing of whose log it holds).
 //
 // It also stops and resumes the signing of checkpoints (signingStopped):
 // the first error wrapping ErrLogDiverged is logged at ERROR with what
 // to do, and the first success after it with how many leaves waited.
 //
-// And it keeps the row store's divergence record (LogTx.LogDivergence)
-// to what it found, so that every replica on the store reports and
-// serves as this holder does: written while the log diverged and the
-// record is not there, removed once a check passes. A write that fails
-// is tried again with the next outcome; meanwhile what the replicas read
-// is the record as it was, which stops no signing here.
-func (l *Ledger) noteDiverged(ctx context.Context, err error) {
+// And it keeps the row store's divergence record to what it found
+// (shareDivergence), so that every other replica on the store reports and
+// serves as this holder does: written or brought up to date when the log
+// diverged, removed when compared (a check that compared the logs, not a
+// publication that found nothing new to publish) and the check passed.
+func (l *Ledger) noteDiverged(ctx context.Context, err error, compared bool) {
 	s := l.log
 	s.divergedMu.Lock()
-	var record []byte
-	write := false
 	switch {
 	case err == nil:
 		if s.diverged != nil {
@@ -888,15 +889,11 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 				slog.Duration("stopped_for", l.cfg.Now().Sub(s.since).Round(time.Millisecond)))
 		}
 		s.diverged = nil
-		write = s.shared != nil
 	case errors.Is(err, ErrLogDiverged):
 		// Checked again before anything is signed.
 		s.uncheck()
 		if s.diverged == nil {
 			s.since = l.cfg.Now()
-			if s.shared != nil && s.shared.Since.Before(s.since) {
-				s.since = s.shared.Since // another holder found it first
-			}
 			l.cfg.Logger.ErrorContext(ctx, "the row store's Merkle log is not an extension of the log published to write-once storage: this ledger stopped signing checkpoints and serves none, nor tiles past what it published, nor proofs; "+
 				"rows are still recorded and acknowledged, and their leaves wait in the queue until the published log is a prefix of the row store's again. "+
 				"A row store restored from a backup older than what it published: stop ledgerd, restore the newest backup (up to the latest moment) and start it; "+
@@ -905,39 +902,95 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error) {
 				slog.String("error", err.Error()))
 		}
 		s.diverged = err
-		if s.shared == nil {
-			write = true
-			record = divergenceRecord{Since: s.since, Holder: l.Holder(), Error: err.Error()}.encode()
-		}
 	default:
 		s.divergedMu.Unlock()
 		return
 	}
+	since, diverged := s.since, s.diverged
+	s.setMetricLocked(l.cfg.Metrics)
 	s.divergedMu.Unlock()
-	if write {
-		werr := l.store.Update(ctx, func(tx Tx) error { return tx.SetLogDivergence(record) })
-		if werr == nil {
-			s.divergedMu.Lock()
-			s.shared = decodeDivergence(record)
-			s.divergedMu.Unlock()
-		} else if ctx.Err() == nil {
-			l.cfg.Logger.WarnContext(ctx, "recording in the row store what the integrator found of the published log failed; the other replicas report what the record said before, and it is tried again",
-				slog.Bool("diverged", record != nil), slog.String("error", werr.Error()))
-		}
+	if diverged != nil || compared {
+		l.shareDivergence(ctx, since, diverged)
 	}
-	l.cfg.Metrics.logDiverged(l.diverged() != nil)
 }
 
-// forgetDiverged drops what this holder of the integrator's lease found
-// of the bucket's log, as it stops holding it: whoever holds the lease
-// next checks again before it signs. The row store's record stays until
-// a holder's check passes.
-func (l *Ledger) forgetDiverged() {
+// shareDivergence brings the row store's divergence record to what this
+// holder found: the divergence found at since (diverged), or none. The
+// record is read and written in one transaction, and written only when
+// it says otherwise: a record of the same error by this holder is left
+// as it is, and one found earlier keeps its time, which this holder then
+// reports too. A write that fails is logged and tried again with the
+// next outcome; meanwhile the other replicas read the record as it was.
+func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged error) {
+	var found *divergenceRecord
+	err := l.store.Update(ctx, func(tx Tx) error {
+		raw, err := tx.LogDivergence()
+		if err != nil {
+			return err
+		}
+		found = decodeDivergence(raw)
+		if diverged == nil {
+			if raw == nil {
+				return nil
+			}
+			return tx.SetLogDivergence(nil)
+		}
+		want := divergenceRecord{Since: since, Holder: l.Holder(), Error: diverged.Error()}
+		if found != nil && !found.Since.IsZero() && found.Since.Before(since) {
+			want.Since = found.Since // found first by another holder, or before a restart
+		}
+		rec := want.encode()
+		if bytes.Equal(rec, raw) {
+			return nil
+		}
+		return tx.SetLogDivergence(rec)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			l.cfg.Logger.WarnContext(ctx, "recording in the row store what the integrator found of the published log failed; the other replicas report what the record said before, and it is tried again",
+				slog.Bool("diverged", diverged != nil), slog.String("error", err.Error()))
+		}
+		return
+	}
+	if diverged != nil && found != nil && !found.Since.IsZero() && found.Since.Before(since) {
+		s := l.log
+		s.divergedMu.Lock()
+		if s.diverged != nil && s.since.Equal(since) {
+			s.since = found.Since
+		}
+		s.divergedMu.Unlock()
+	}
+}
+
+// holdLog marks this replica as the holder of the integrator's lease
+// (on) or not: while it holds it, what it found itself is what it
+// reports and serves by, never the row store's record, which it keeps
+// (shareDivergence); once it stops, it forgets what it found, and
+// whoever holds the lease next checks again before it signs.
+func (l *Ledger) holdLog(on bool) {
 	s := l.log
 	s.divergedMu.Lock()
-	s.diverged = nil
-	s.divergedMu.Unlock()
-	l.cfg.Metrics.logDiverged(l.diverged() != nil)
+	defer s.divergedMu.Unlock()
+	s.holding = on
+	if !on {
+		s.diverged = nil
+	}
+	s.setMetricLocked(l.cfg.Metrics)
+}
+
+// divergedLocked is LogDiverged with s.divergedMu held.
+func (s *logState) divergedLocked() (time.Time, error) {
+	if s.diverged == nil && !s.holding && s.shared != nil {
+		return s.shared.Since, s.shared.err()
+	}
+	return s.since, s.diverged
+}
+
+// setMetricLocked sets pactledger_log_diverged from what LogDiverged
+// says, with s.divergedMu held.
+func (s *logState) setMetricLocked(m *Metrics) {
+	_, err := s.divergedLocked()
+	m.logDiverged(err != nil)
 }
 
 // divergenceRecord is the row store's record of a divergence of the
@@ -984,9 +1037,9 @@ func (r *divergenceRecord) err() error {
 func (l *Ledger) followDivergence(record []byte) {
 	s := l.log
 	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
 	s.shared = decodeDivergence(record)
-	s.divergedMu.Unlock()
-	l.cfg.Metrics.logDiverged(l.diverged() != nil)
+	s.setMetricLocked(l.cfg.Metrics)
 }
 
 // signingStopped returns an error wrapping ErrLogDiverged, saying so to
@@ -1001,8 +1054,9 @@ func (l *Ledger) signingStopped() error {
 }
 
 // integratingStopped is signingStopped for this ledger's own integrator:
-// what it found itself, not the row store's record of it, which it
-// removes once its own check passes.
+// what it found itself, never the row store's record of it (which it
+// removes once its own check passes), also before it marked itself the
+// holder (holdLog).
 func (l *Ledger) integratingStopped() error {
 	s := l.log
 	s.divergedMu.Lock()
@@ -1034,16 +1088,7 @@ func (l *Ledger) LogDiverged() (since time.Time, err error) {
 	s := l.log
 	s.divergedMu.Lock()
 	defer s.divergedMu.Unlock()
-	if s.diverged == nil && s.shared != nil {
-		return s.shared.Since, s.shared.err()
-	}
-	return s.since, s.diverged
-}
-
-// diverged is LogDiverged's error.
-func (l *Ledger) diverged() error {
-	_, err := l.LogDiverged()
-	return err
+	return s.divergedLocked()
 }
 
 // Integrate sequences every queued leaf (in batches of MaxBatch) and signs
