@@ -261,10 +261,12 @@ type actionLine struct {
 }
 
 // actionCellView is a table's action cell: its lines, and how many more
-// the row names than it shows.
+// the row names than it shows (MoreWriterOnly of them with a target that
+// is the writer's word alone).
 type actionCellView struct {
-	Lines []actionLine
-	More  int
+	Lines          []actionLine
+	More           int
+	MoreWriterOnly int
 }
 
 // maxActionLines bounds the lines of a table's action cell: a receipt
@@ -274,26 +276,47 @@ const maxActionLines = 5
 // actionCell is the action cell of row r in a table of rows: each tool
 // and target once (a receipt that names one action many times takes one
 // line), marked where the target is the writer's word alone in any of
-// them, up to maxActionLines and the count of the rest.
+// them, up to maxActionLines, those marked shown first, in the row's
+// order, and the count of the rest.
 func actionCell(r *ledgerv1.Row) actionCellView {
-	var v actionCellView
+	var all []actionLine
 	seen := map[[2]string]int{}
 	for _, a := range r.GetActions() {
 		k := [2]string{a.GetTool(), a.GetTarget()}
 		src := targetSource(r, a)
 		if i, ok := seen[k]; ok {
-			if i >= 0 && src.WriterOnly {
-				v.Lines[i].Source = src
+			if src.WriterOnly {
+				all[i].Source = src
 			}
 			continue
 		}
-		if len(v.Lines) == maxActionLines {
-			seen[k] = -1
-			v.More++
-			continue
+		seen[k] = len(all)
+		all = append(all, actionLine{Tool: k[0], Target: k[1], Source: src})
+	}
+	if len(all) <= maxActionLines {
+		return actionCellView{Lines: all}
+	}
+	shown := make([]bool, len(all))
+	n := 0
+	for _, writerOnly := range []bool{true, false} {
+		for i, l := range all {
+			if n < maxActionLines && !shown[i] && l.Source.WriterOnly == writerOnly {
+				shown[i] = true
+				n++
+			}
 		}
-		seen[k] = len(v.Lines)
-		v.Lines = append(v.Lines, actionLine{Tool: k[0], Target: k[1], Source: src})
+	}
+	var v actionCellView
+	for i, l := range all {
+		switch {
+		case shown[i]:
+			v.Lines = append(v.Lines, l)
+		case l.Source.WriterOnly:
+			v.More++
+			v.MoreWriterOnly++
+		default:
+			v.More++
+		}
 	}
 	return v
 }

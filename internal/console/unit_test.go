@@ -299,6 +299,8 @@ func TestActionCellShowsEachActionOnce(t *testing.T) {
 	for i := range 8 {
 		many.Actions = append(many.Actions, &ledgerv1.RowAction{Tool: "cancel_order", Target: fmt.Sprintf("A-%d", i)})
 	}
+	// The seventh's target is the writer's alone: it is among those shown.
+	many.Actions[6].Target, many.Actions[6].TargetSource = "B-8888", ledgerv1.TargetSource_TARGET_SOURCE_WRITER
 	var buf bytes.Buffer
 	if err := pages["search"].ExecuteTemplate(&buf, "rows", []*ledgerv1.Row{repeated, many}); err != nil {
 		t.Fatal(err)
@@ -311,7 +313,17 @@ func TestActionCellShowsEachActionOnce(t *testing.T) {
 	if n := strings.Count(rows[0], ">A-5531</a>"); n != 1 || strings.Count(rows[0], "the writer's word alone") != 1 || strings.Contains(rows[0], "more") {
 		t.Errorf("the row naming cancel_order A-5531 64 times shows it %d times, want once, marked:\n%s", n, rows[0])
 	}
-	if n := strings.Count(rows[1], ">A-"); n != maxActionLines || !strings.Contains(rows[1], "and 3 more (the row lists them)") {
+	if n := strings.Count(rows[1], ">A-") + strings.Count(rows[1], ">B-"); n != maxActionLines || !strings.Contains(rows[1], "and 3 more (the row lists them)") {
 		t.Errorf("the row of 8 actions shows %d, want %d and \"and 3 more\":\n%s", n, maxActionLines, rows[1])
+	}
+	if !strings.Contains(rows[1], ">B-8888</a><span class=\"target-source writer\"") || strings.Contains(rows[1], ">A-4</a>") || strings.Contains(rows[1], "more the writer's word alone") {
+		t.Errorf("the row of 8 actions does not show the target the writer alone gives among the first five:\n%s", rows[1])
+	}
+	// When more than five are the writer's alone, the count says so.
+	for _, a := range many.Actions {
+		a.TargetSource = ledgerv1.TargetSource_TARGET_SOURCE_WRITER
+	}
+	if v := actionCell(many); len(v.Lines) != maxActionLines || v.More != 3 || v.MoreWriterOnly != 3 {
+		t.Errorf("all eight the writer's alone: %d lines, %d more, %d of them the writer's; want 5, 3, 3", len(v.Lines), v.More, v.MoreWriterOnly)
 	}
 }
