@@ -279,6 +279,27 @@ func TestTheSignedArgsNameTheTargetAtAnyDepth(t *testing.T) {
 	}
 }
 
+// Signed args that a Provider's decoder may read otherwise than the
+// ledger do not vouch for the target: an order key given twice (one
+// decoder acts on the first, another on the last) or bytes after the
+// JSON. A drill of the row needs a person.
+func TestAmbiguousSignedArgsDoNotNameTheTarget(t *testing.T) {
+	e := newEnv(t, time.Now)
+	for _, args := range []string{`{"order":"B-8888","order":"A-5531"}`, `{"order":"A-5531","order":"B-8888"}`, `{"order":"A-5531"} {"order":"B-8888"}`} {
+		row := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", ArgsJSON: args}))
+		rep, err := e.r.Run(context.Background(), drill.Request{RowID: row.ID}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := pulls(rep)[drill.PullActionLog]; p.Passed || !strings.Contains(p.Detail, "do not name A-5531") {
+			t.Errorf("args %s: action log pull %+v; want it to say the signed args do not name A-5531", args, p)
+		}
+		if d := decisions(rep)[row.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
+			t.Errorf("args %s: decision %+v; want it to need a person", args, d)
+		}
+	}
+}
+
 // The pipeline's retry of a receipt without its action log is a replay
 // of the row it repeats, not another filing of it.
 func TestARepostWithoutAnActionLogIsAReplay(t *testing.T) {

@@ -1,8 +1,9 @@
 package verifier
 
 import (
-	"encoding/json"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -31,55 +32,59 @@ const (
 const maxNesting = 10000
 
 // NamesTarget reports whether the JSON args name target: a string value,
-// or a number written as target is, at any depth. Keys do not count, nor
-// do args that are not JSON. Only the first JSON value of argsJSON is
-// read, as a json.Decoder reads it.
+// or a number written as target is, at any depth. Keys do not count.
+//
+// Args that a Provider's decoder may read otherwise than the ledger name
+// nothing: args that are not exactly one JSON value (trailing bytes
+// besides white space), that are not UTF-8, or with an object holding a
+// key twice at any depth (encoding/json acts on the last, other
+// decoders on the first; keys equal but for case count as one, as
+// encoding/json matches them to a field). Nor does a string holding an
+// escape of half a surrogate pair ("\ud800"), which decoders read as
+// U+FFFD or refuse.
 //
 // It runs on the write path of every action with a target, so it reads
-// the args without decoding them: args without the target's bytes and
-// without an escape name nothing, and otherwise one scan of the tokens
-// compares each value with target, allocating only to unescape a string.
+// the args without decoding them and without allocating (but for
+// objects of many keys, kept in a map): args without the target's
+// bytes and without an escape name nothing, and otherwise one scan of
+// the tokens compares each value with target.
 func NamesTarget(argsJSON, target string) bool {
-	// Invalid UTF-8 reads as U+FFFD, so such args are scanned too.
-	if !strings.Contains(argsJSON, target) && !strings.Contains(argsJSON, `\`) && utf8.ValidString(argsJSON) {
+	if !strings.Contains(argsJSON, target) && !strings.Contains(argsJSON, `\`) {
 		return false
 	}
 	s := argsScan{in: argsJSON, target: target}
-	s.space()
-	if s.i == len(s.in) || (s.in[s.i] != '{' && s.in[s.i] != '[') {
-		// A value that is neither an object nor an array: how a decoder
-		// reads what follows it is its own, so it reads it.
-		return namesTargetDecoded(argsJSON, target)
-	}
-	return s.value(0) && s.found
-}
-
-// namesTargetDecoded is NamesTarget by decoding argsJSON: the answer for
-// args whose first value is a string, number or literal.
-func namesTargetDecoded(argsJSON, target string) bool {
-	d := json.NewDecoder(strings.NewReader(argsJSON))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
+	if !s.value(0) {
 		return false
 	}
-	switch v := v.(type) {
-	case string:
-		return v == target
-	case json.Number:
-		return v.String() == target
-	}
-	return false
+	s.space()
+	return s.i == len(s.in) && s.found
 }
+
+// maxKeysCompared is how many keys of an object argsScan compares a key
+// with, one by one; past it, or past maxKeysHeld keys in the objects
+// being read, the object's keys are kept in a map.
+const (
+	maxKeysCompared = 16
+	maxKeysHeld     = 32
+)
 
 // argsScan reads one JSON value from in at i, checking its syntax as
 // encoding/json does, and sets found when a string or number value in it
-// is target.
+// is target. keys[:held] holds the keys (the bodies of their string
+// tokens) of the objects being read, outermost first, but for those of
+// an object kept in a map; plain[i] says keys[i] is ASCII without an
+// escape, as str says of the token it reads.
 type argsScan struct {
 	in     string
 	i      int
 	target string
 	found  bool
+	keys   [maxKeysHeld]string
+	plain  [maxKeysHeld]bool
+	held   int
+	// strPlain says the last string token str read is ASCII without an
+	// escape.
+	strPlain bool
 }
 
 func (s *argsScan) space() {
@@ -94,7 +99,8 @@ func (s *argsScan) space() {
 }
 
 // value reads a value at nesting depth (the arrays and objects around
-// it) and reports whether its syntax is valid.
+// it) and reports whether its syntax is valid and its objects hold no
+// key twice.
 func (s *argsScan) value(depth int) bool {
 	s.space()
 	if s.i == len(s.in) {
@@ -102,41 +108,7 @@ func (s *argsScan) value(depth int) bool {
 	}
 	switch c := s.in[s.i]; {
 	case c == '{':
-		if depth+1 > maxNesting {
-			return false
-		}
-		s.i++
-		s.space()
-		if s.i < len(s.in) && s.in[s.i] == '}' {
-			s.i++
-			return true
-		}
-		for {
-			s.space()
-			if _, ok := s.str(); !ok {
-				return false
-			}
-			s.space()
-			if s.i == len(s.in) || s.in[s.i] != ':' {
-				return false
-			}
-			s.i++
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.i == len(s.in) {
-				return false
-			}
-			s.i++
-			switch s.in[s.i-1] {
-			case ',':
-			case '}':
-				return true
-			default:
-				return false
-			}
-		}
+		return s.object(depth)
 	case c == '[':
 		if depth+1 > maxNesting {
 			return false
@@ -189,6 +161,79 @@ func (s *argsScan) value(depth int) bool {
 	return false
 }
 
+// object reads an object at i, as value does, and reports false as well
+// for one that holds a key twice.
+func (s *argsScan) object(depth int) bool {
+	if depth+1 > maxNesting {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.i < len(s.in) && s.in[s.i] == '}' {
+		s.i++
+		return true
+	}
+	// A key that fails the scan ends it: first is restored only once
+	// the object is read.
+	first := s.held
+	var many map[string]struct{}
+	for {
+		s.space()
+		k, ok := s.str()
+		if !ok {
+			return false
+		}
+		k = k[1 : len(k)-1]
+		if many == nil && (s.held-first == maxKeysCompared || s.held == maxKeysHeld) {
+			many = make(map[string]struct{})
+			for _, o := range s.keys[first:s.held] {
+				many[foldedKey(o)] = struct{}{}
+			}
+		}
+		if many != nil {
+			f := foldedKey(k)
+			if _, dup := many[f]; dup {
+				return false
+			}
+			many[f] = struct{}{}
+		} else {
+			plain := s.strPlain
+			for j, o := range s.keys[first:s.held] {
+				if plain && s.plain[first+j] {
+					if len(o) == len(k) && asciiEqualFold(o, k) {
+						return false
+					}
+				} else if sameKey(o, k) {
+					return false
+				}
+			}
+			s.keys[s.held], s.plain[s.held] = k, plain
+			s.held++
+		}
+		s.space()
+		if s.i == len(s.in) || s.in[s.i] != ':' {
+			return false
+		}
+		s.i++
+		if !s.value(depth + 1) {
+			return false
+		}
+		s.space()
+		if s.i == len(s.in) {
+			return false
+		}
+		s.i++
+		switch s.in[s.i-1] {
+		case ',':
+		case '}':
+			s.held = first
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 func (s *argsScan) literal(word string) bool {
 	if !strings.HasPrefix(s.in[s.i:], word) {
 		return false
@@ -204,6 +249,7 @@ func (s *argsScan) str() (string, bool) {
 	}
 	start := s.i
 	s.i++
+	s.strPlain = true
 	for s.i < len(s.in) {
 		c := s.in[s.i]
 		switch {
@@ -212,7 +258,17 @@ func (s *argsScan) str() (string, bool) {
 			return s.in[start:s.i], true
 		case c < 0x20:
 			return "", false
+		case c >= utf8.RuneSelf:
+			// Args that are not UTF-8 are not JSON (RFC 8259 §8.1):
+			// outside strings, such bytes fail the scan anyway.
+			s.strPlain = false
+			r, n := utf8.DecodeRuneInString(s.in[s.i:])
+			if r == utf8.RuneError && n == 1 {
+				return "", false
+			}
+			s.i += n
 		case c == '\\':
+			s.strPlain = false
 			s.i++
 			if s.i == len(s.in) {
 				return "", false
@@ -243,24 +299,169 @@ func isHex(c byte) bool {
 }
 
 // isTarget reports whether the string token q (with its quotes) is
-// target once unescaped, as encoding/json reads it. An escape stands for
-// fewer bytes than it takes, a sixth of them at least (\u0041 is "A"),
-// so a valid UTF-8 string outside those bounds is not unescaped at all:
-// a writer's args full of escapes cost a scan, not a decoding each.
+// target once unescaped, as encoding/json reads it, and holds no escape
+// of half a surrogate pair. An escape stands for fewer bytes than it
+// takes, a sixth of them at least (\u0041 is "A"), so a string outside
+// those bounds is not unescaped at all: a writer's args full of escapes
+// cost a scan.
 func (s *argsScan) isTarget(q string) bool {
 	body := q[1 : len(q)-1]
-	valid := utf8.ValidString(body)
-	if !strings.Contains(body, `\`) && valid {
+	if !strings.Contains(body, `\`) {
 		return body == s.target
 	}
-	if valid && (len(body) < len(s.target) || len(body) > 6*len(s.target)) {
+	if len(body) < len(s.target) || len(body) > 6*len(s.target) {
 		return false
 	}
-	var v string
-	if json.Unmarshal([]byte(q), &v) != nil {
-		return false
+	t := s.target
+	for i := 0; i < len(body); {
+		if c := body[i]; c != '\\' {
+			if t == "" || t[0] != c {
+				return false
+			}
+			t, i = t[1:], i+1
+			continue
+		}
+		r, next, ok := escaped(body, i)
+		if !ok {
+			return false
+		}
+		var b [utf8.UTFMax]byte
+		n := utf8.EncodeRune(b[:], r)
+		if !strings.HasPrefix(t, string(b[:n])) {
+			return false
+		}
+		t, i = t[n:], next
 	}
-	return v == s.target
+	return t == ""
+}
+
+// escaped reads the escape at i of the body b of a valid string token,
+// as encoding/json does, and returns the character it stands for and
+// the index after it: a \u escape of the first half of a surrogate pair
+// followed by one of the second stands for one character. ok is false
+// for an escape of half a pair alone, which encoding/json reads as
+// U+FFFD (the character returned).
+func escaped(b string, i int) (r rune, next int, ok bool) {
+	switch b[i+1] {
+	case 'b':
+		return '\b', i + 2, true
+	case 'f':
+		return '\f', i + 2, true
+	case 'n':
+		return '\n', i + 2, true
+	case 'r':
+		return '\r', i + 2, true
+	case 't':
+		return '\t', i + 2, true
+	case 'u':
+	default: // '"', '\\', '/'
+		return rune(b[i+1]), i + 2, true
+	}
+	r = hex4(b[i+2 : i+6])
+	if !utf16.IsSurrogate(r) {
+		return r, i + 6, true
+	}
+	if r < 0xdc00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+		if p := utf16.DecodeRune(r, hex4(b[i+8:i+12])); p != utf8.RuneError {
+			return p, i + 12, true
+		}
+	}
+	return utf8.RuneError, i + 6, false
+}
+
+// hex4 is the value of four hex digits.
+func hex4(h string) rune {
+	var r rune
+	for i := range 4 {
+		c := rune(h[i])
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | c
+	}
+	return r
+}
+
+// keyRune reads the character at i of the body b of a valid string
+// token as encoding/json does (half a surrogate pair alone is U+FFFD),
+// and returns it folded (foldRune) with the index after it.
+func keyRune(b string, i int) (rune, int) {
+	c := b[i]
+	switch {
+	case c == '\\':
+		r, next, _ := escaped(b, i)
+		return foldRune(r), next
+	case c < utf8.RuneSelf:
+		return foldRune(rune(c)), i + 1
+	}
+	r, n := utf8.DecodeRuneInString(b[i:])
+	return foldRune(r), i + n
+}
+
+// asciiEqualFold reports whether ASCII strings a and b, of one length,
+// are equal but for case.
+func asciiEqualFold(a, b string) bool {
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// sameKey reports whether the key bodies a and b are one key to a
+// decoder: equal once unescaped, or but for case as encoding/json
+// matches a key to a struct field (strings.EqualFold).
+func sameKey(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		var ra, rb rune
+		ra, i = keyRune(a, i)
+		rb, j = keyRune(b, j)
+		if ra != rb {
+			return false
+		}
+	}
+	return i == len(a) && j == len(b)
+}
+
+// foldedKey is key body k unescaped and folded: two keys are sameKey
+// when their folded keys are equal.
+func foldedKey(k string) string {
+	b := make([]byte, 0, len(k))
+	for i := 0; i < len(k); {
+		var r rune
+		r, i = keyRune(k, i)
+		b = utf8.AppendRune(b, r)
+	}
+	return string(b)
+}
+
+// foldRune is the smallest of the runes equal to r but for case (its
+// orbit under unicode.SimpleFold), as encoding/json folds a key.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'a' <= r && r <= 'z' {
+			r -= 'a' - 'A'
+		}
+		return r
+	}
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // number reads a JSON number at i: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?

@@ -239,32 +239,36 @@ func TestArgsHashComputedWhenReceiptHasNone(t *testing.T) {
 // Each action with a target records what vouches for it: the signed args
 // when they name it; else the action log alone (args filed under another
 // order, args the agent did not sign, logged args that are not the signed
-// ones, no args). An action without a target records none.
+// ones, no args, signed args a decoder may read otherwise than the
+// ledger). An action without a target records none.
 func TestActionsRecordWhereTheirTargetComesFrom(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
 	v, reg := newVerifier(t, sc)
 	cases := []struct {
 		name string
+		args string // the signed args; {"order":"A-5531"} when empty
 		edit func(r *pacttest.Receipt)
 		want verifier.TargetSource
 	}{
-		{"the signed args name it", func(*pacttest.Receipt) {}, verifier.TargetFromSignedArgs},
-		{"filed under another order", func(r *pacttest.Receipt) { r.Actions[0].Target = "B-8888" }, verifier.TargetFromWriter},
-		{"args not signed", func(r *pacttest.Receipt) {
+		{"the signed args name it", "", func(*pacttest.Receipt) {}, verifier.TargetFromSignedArgs},
+		{"signed args holding the order twice", `{"order":"B-8888","order":"A-5531"}`, func(*pacttest.Receipt) {}, verifier.TargetFromWriter},
+		{"signed args with bytes after them", `{"order":"A-5531"} {"order":"B-8888"}`, func(*pacttest.Receipt) {}, verifier.TargetFromWriter},
+		{"filed under another order", "", func(r *pacttest.Receipt) { r.Actions[0].Target = "B-8888" }, verifier.TargetFromWriter},
+		{"args not signed", "", func(r *pacttest.Receipt) {
 			r.Claims["actions"] = []map[string]any{{"tool": "cancel_order"}}
 			sc.Resign(r)
 		}, verifier.TargetFromWriter},
-		{"logged args not the signed ones", func(r *pacttest.Receipt) { r.Actions[0].ArgsJSON = `{"order":"A-5531","refund":"all"}` }, verifier.TargetFromWriter},
-		{"no args", func(r *pacttest.Receipt) {
+		{"logged args not the signed ones", "", func(r *pacttest.Receipt) { r.Actions[0].ArgsJSON = `{"order":"A-5531","refund":"all"}` }, verifier.TargetFromWriter},
+		{"no args", "", func(r *pacttest.Receipt) {
 			r.Claims["actions"] = []map[string]any{{"tool": "cancel_order"}}
 			sc.Resign(r)
 			r.Actions[0].ArgsJSON = ""
 		}, verifier.TargetFromWriter},
-		{"no target", func(r *pacttest.Receipt) { r.Actions[0].Target = "" }, verifier.TargetNotRecorded},
+		{"no target", "", func(r *pacttest.Receipt) { r.Actions[0].Target = "" }, verifier.TargetNotRecorded},
 	}
 	for _, c := range cases {
-		r := sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "cancel_order"})
+		r := sc.Mint(pacttest.Spec{Target: "A-5531", Tool: "cancel_order", ArgsJSON: c.args})
 		c.edit(r)
 		res, err := v.Verify(context.Background(), input(r), reg)
 		if err != nil {
