@@ -258,13 +258,13 @@ func TestAWriterCannotFileARealActionUnderAnotherOrder(t *testing.T) {
 	}
 }
 
-// Args that name the target as a number, or deeper in the JSON, vouch
-// for it as well as a top-level string.
+// Args that name the target deeper in the JSON vouch for it as well as
+// a top-level string.
 func TestTheSignedArgsNameTheTargetAtAnyDepth(t *testing.T) {
 	e := newEnv(t, time.Now)
-	for _, args := range []string{`{"order":{"id":"A-77","lines":[1,2]}}`, `{"ids":["x","A-77"]}`, `{"n":77}`} {
+	for _, args := range []string{`{"order":{"id":"A-77","lines":[1,2]}}`, `{"ids":["x","A-77"]}`, `{"order":"77"}`} {
 		target := "A-77"
-		if args == `{"n":77}` {
+		if args == `{"order":"77"}` {
 			target = "77"
 		}
 		r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: target, ArgsJSON: args})
@@ -296,6 +296,29 @@ func TestAmbiguousSignedArgsDoNotNameTheTarget(t *testing.T) {
 		}
 		if d := decisions(rep)[row.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
 			t.Errorf("args %s: decision %+v; want it to need a person", args, d)
+		}
+	}
+}
+
+// A number in the signed args is no order id: a receipt for order
+// B-8888 whose amount or quantity equals a numeric order id, filed under
+// that id, is the writer's word alone, and its drill needs a person.
+func TestANumberInTheSignedArgsDoesNotNameAnOrder(t *testing.T) {
+	e := newEnv(t, time.Now)
+	for _, c := range []struct{ args, target string }{{`{"order":"B-8888","amount":5531}`, "5531"}, {`{"order":"B-8888","qty":1}`, "1"}} {
+		row := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: c.target, ArgsJSON: c.args}))
+		if s := row.Actions[0].TargetSource; s != verifier.TargetFromWriter {
+			t.Errorf("args %s filed under %s: target source %d; want the writer's", c.args, c.target, s)
+		}
+		rep, err := e.r.Run(context.Background(), drill.Request{RowID: row.ID}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := pulls(rep)[drill.PullActionLog]; p.Passed || !strings.Contains(p.Detail, "do not name "+c.target) {
+			t.Errorf("args %s: action log pull %+v; want it to say the signed args do not name %s", c.args, p, c.target)
+		}
+		if d := decisions(rep)[row.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
+			t.Errorf("args %s: decision %+v; want it to need a person", c.args, d)
 		}
 	}
 }

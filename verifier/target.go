@@ -31,8 +31,10 @@ const (
 // deeper args do not decode, so they name nothing.
 const maxNesting = 10000
 
-// NamesTarget reports whether the JSON args name target: a string value,
-// or a number written as target is, at any depth. Keys do not count.
+// NamesTarget reports whether the JSON args name target: a string value
+// equal to it, at any depth. Keys do not count, nor do numbers: an
+// amount or a quantity written as a numeric order id is not that order
+// (order ids are strings in the args of the embedded Provider's tools).
 //
 // Args that a Provider's decoder may read otherwise than the ledger name
 // nothing: args that are not exactly one JSON value (trailing bytes
@@ -69,8 +71,8 @@ const (
 )
 
 // argsScan reads one JSON value from in at i, checking its syntax as
-// encoding/json does, and sets found when a string or number value in it
-// is target. keys[:held] holds the keys (the bodies of their string
+// encoding/json does, and sets found when a string value in it is
+// target. keys[:held] holds the keys (the bodies of their string
 // tokens) of the objects being read, outermost first, but for those of
 // an object kept in a map; plain[i] says keys[i] is ASCII without an
 // escape, as str says of the token it reads.
@@ -143,14 +145,7 @@ func (s *argsScan) value(depth int) bool {
 		}
 		return ok
 	case c == '-' || (c >= '0' && c <= '9'):
-		start := s.i
-		if !s.number() {
-			return false
-		}
-		if s.in[start:s.i] == s.target {
-			s.found = true
-		}
-		return true
+		return s.number()
 	case c == 't':
 		return s.literal("true")
 	case c == 'f':

@@ -12,7 +12,9 @@ import (
 )
 
 // namesTargetDecoding is NamesTarget by decoding the args token by
-// token: the reference NamesTarget must agree with. Args name nothing
+// token: the reference NamesTarget must agree with. Only a string value
+// names its target, never a number (UseNumber: a number too large for a
+// float64, 1e400, is JSON still). Args name nothing
 // unless they are one JSON value in UTF-8 whose objects each hold a key
 // once (keys equal but for case, strings.EqualFold, are one key); a
 // string value names its target when it decodes to it and holds no
@@ -58,10 +60,6 @@ func namesTargetDecoding(argsJSON, target string) bool {
 		case string:
 			raw := strings.TrimLeft(argsJSON[before:d.InputOffset()], " \t\r\n,:")
 			if v == target && !halfSurrogate(raw) {
-				found = true
-			}
-		case json.Number:
-			if v.String() == target {
 				found = true
 			}
 		}
@@ -111,9 +109,13 @@ var namesTargetCases = []struct {
 	{`{"A-5531":"x"}`, "A-5531", false},
 	{`{"order":{"id":"A-77","lines":[1,2]}}`, "A-77", true},
 	{`{"ids":["x","A-77"]}`, "A-77", true},
-	{`{"n":77}`, "77", true},
+	{`{"n":77}`, "77", false},
 	{`{"n":77.0}`, "77", false},
-	{`{"n":7e1}`, "7e1", true},
+	{`{"n":7e1}`, "7e1", false},
+	{`{"order":"B-8888","amount":5531}`, "5531", false},
+	{`{"order":"B-8888","qty":1}`, "1", false},
+	{`{"order":"5531","amount":5531}`, "5531", true},
+	{`{"order":"B-8888","amount":"5531"}`, "5531", true},
 	{`{"order":"A-55311"}`, "A-5531", false},
 	{`{"order":"\u0041-5531"}`, "A-5531", true},
 	{`{"order":"A\/5531"}`, "A/5531", true},
@@ -125,7 +127,8 @@ var namesTargetCases = []struct {
 	{`{"order":A-5531}`, "A-5531", false},
 	{`"A-5531"`, "A-5531", true},
 	{` "A-5531" `, "A-5531", true},
-	{`77`, "77", true},
+	{`77`, "77", false},
+	{`"77"`, "77", true},
 	{`77x`, "77", false},
 	{`"A-5531" x`, "A-5531", false},
 	{`null`, "null", false},
@@ -168,7 +171,8 @@ var namesTargetCases = []struct {
 	{``, "", false},
 	{`{"a":""}`, "", true},
 	{`[01]`, "01", false},
-	{`[-0.5e+3]`, "-0.5e+3", true},
+	{`[-0.5e+3]`, "-0.5e+3", false},
+	{`[1e400,"A-5531"]`, "A-5531", true},
 	{strings.Repeat("[", 10000) + `"A"` + strings.Repeat("]", 10000), "A", true},
 	{strings.Repeat("[", 10001) + `"A"` + strings.Repeat("]", 10001), "A", false},
 }
@@ -182,8 +186,8 @@ func manyKeys(n int, more string) string {
 	return strings.Join(keys, ",") + more
 }
 
-// NamesTarget answers as decoding the args does: a string value or a
-// number written as the target, at any depth, and nothing in args that
+// NamesTarget answers as decoding the args does: a string value equal
+// to the target, at any depth (a number never), and nothing in args that
 // are not one JSON value, or that hold a key twice in an object, nor in
 // a string with an escape of half a surrogate pair.
 func TestNamesTarget(t *testing.T) {
