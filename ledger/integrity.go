@@ -1199,7 +1199,10 @@ func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, check
 // row its evidence gives (fromEvidence). signed says d was built from a
 // re-run of the signature checks: a receipt row's key ids and grant
 // expiry, which only a signature check gives, are compared too.
-func fieldDiffs(r, d *Row, signed bool) []string {
+// namedBefore(i, target) says the signed args of the evidence's action i
+// name target as the ledger read them before it held ambiguous args and
+// numbers to name nothing (verifier.NamesTargetAsBefore).
+func fieldDiffs(r, d *Row, signed bool, namedBefore func(i int, target string) bool) []string {
 	var out []string
 	differs := func(name, row, ev string) {
 		if row != ev {
@@ -1268,7 +1271,14 @@ func fieldDiffs(r, d *Row, signed bool) []string {
 		// A row written before the write path recorded where a target
 		// comes from has none, and nothing to compare: readers work it out
 		// from the evidence (the dispute drill) or say it is not recorded.
-		if a.TargetSource != verifier.TargetNotRecorded && a.TargetSource != e.TargetSource {
+		// A row recorded while the signed args vouched for any value equal
+		// to the target (a number, args holding a key twice or trailing
+		// bytes) holds the signed args' word where that reading gave it:
+		// as written, not edited, so it is read as then. An edit to the
+		// signed args' word that the args never gave is still found, as
+		// is one to the action log's word.
+		if a.TargetSource != verifier.TargetNotRecorded && a.TargetSource != e.TargetSource &&
+			!(a.TargetSource == verifier.TargetFromSignedArgs && e.TargetSource == verifier.TargetFromWriter && namedBefore(i, e.Target)) {
 			differs("target source of "+of, targetSource(a.TargetSource), targetSource(e.TargetSource))
 		}
 	}
@@ -1364,7 +1374,17 @@ func (l *Ledger) editedFields(ctx context.Context, r *Row, ev *Evidence, evSHA s
 		return []string{"the row's fields cannot be compared with its evidence: " + err.Error() +
 			"; the evidence hashes to its write-time hash, so it is as written and this alone shows no edit: a person must check the row against it"}
 	}
-	diffs := fieldDiffs(r, d, res != nil)
+	diffs := fieldDiffs(r, d, res != nil, func(i int, target string) bool {
+		if ev.Refusal != nil {
+			return false
+		}
+		rc, _, err := verifier.ParseReceipt(ev.ReceiptJWS)
+		if err != nil {
+			return false
+		}
+		args := verifier.SignedArgs(rc.Actions, ev.Actions)
+		return i < len(args) && args[i] != "" && verifier.NamesTargetAsBefore(args[i], target)
+	})
 	for i := range diffs {
 		diffs[i] += ": " + editedRow
 	}

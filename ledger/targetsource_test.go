@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,61 @@ func TestARowWithoutATargetSourceIsNotEdited(t *testing.T) {
 		if s := stored.Actions[0].TargetSource; s != verifier.TargetNotRecorded {
 			t.Errorf("row %s reads back with target source %d; want none", row.ID[:12], s)
 		}
+	}
+}
+
+// A row recorded while any value in the signed args equal to the target
+// vouched for it (a number, args holding a key twice or with bytes after
+// them) keeps the signed args' word it was given: fsck and VerifyRow
+// find it as written. An edit giving the signed args' word to a target
+// they never named is still found.
+func TestARowRecordedUnderTheEarlierReadingOfArgsIsNotEdited(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.startLog(t)
+	var earlier []*ledger.Row
+	for _, c := range []struct{ target, args string }{
+		{"A-5531", `{"order":"B-8888","order":"A-5531"}`},
+		{"A-5532", `{"order":"A-5532"} {"order":"B-8888"}`},
+		{"5533", `{"order":"B-8888","amount":5533}`},
+	} {
+		row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{User: "acct-48213", Target: c.target, ArgsJSON: c.args})))
+		if s := row.Actions[0].TargetSource; s != verifier.TargetFromWriter {
+			t.Fatalf("args %s filed under %s: target source %d; want the action log's", c.args, c.target, s)
+		}
+		earlier = append(earlier, row)
+	}
+	moved := h.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
+	moved.Actions[0].Target = "B-9999"
+	movedRow, _ := h.append(t, in(moved))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range append(earlier, movedRow) {
+		h.tamper(t, tamper.EditRow(row.ID, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetFromSignedArgs }))
+	}
+	got := integrity(t, h)
+	for _, row := range earlier {
+		if f := findingsOf(got, row.ID); len(f) != 0 {
+			t.Errorf("fsck of row %s, recorded under the earlier reading: %q", row.ID[:12], f)
+		}
+		rv, err := h.l.VerifyRow(ctx, row.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rv.Same {
+			t.Errorf("VerifyRow of row %s, recorded under the earlier reading: differences:\n%s", row.ID[:12], strings.Join(rv.Differences, "\n"))
+		}
+	}
+	const want = `the row's target source of cancel_order is "the signed args"; its evidence says "the action log alone": the row was edited after it was written`
+	if f := findingsOf(got, movedRow.ID); !slices.ContainsFunc(f, func(p string) bool { return strings.Contains(p, want) }) {
+		t.Errorf("fsck of the moved row given the signed args' word: %q; want %q", f, want)
+	}
+	rv, err := h.l.VerifyRow(ctx, movedRow.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Same || !slices.ContainsFunc(rv.Differences, func(p string) bool { return strings.Contains(p, want) }) {
+		t.Errorf("VerifyRow of the moved row given the signed args' word: %q; want %q", rv.Differences, want)
 	}
 }

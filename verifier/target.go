@@ -1,6 +1,8 @@
 package verifier
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -499,4 +501,41 @@ func (s *argsScan) digits() int {
 		n++
 	}
 	return n
+}
+
+// NamesTargetAsBefore is how the ledger read signed args before
+// NamesTarget held ambiguous args and numbers to name nothing: a string
+// value, or a number written as target is, at any depth of the first
+// JSON value of argsJSON, whatever follows it, an object's key given
+// twice and escapes of half a surrogate pair (read as U+FFFD)
+// notwithstanding. Rows recorded then hold TargetFromSignedArgs where it
+// said so; fsck and VerifyRow read such a row as written, not edited.
+// Nothing else uses it: it decodes, and allocates, where NamesTarget
+// scans.
+func NamesTargetAsBefore(argsJSON, target string) bool {
+	d := json.NewDecoder(strings.NewReader(argsJSON))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return false
+	}
+	var names func(v any) bool
+	names = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return v == target
+		case json.Number:
+			return v.String() == target
+		case []any:
+			return slices.ContainsFunc(v, names)
+		case map[string]any:
+			for _, e := range v {
+				if names(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return names(v)
 }

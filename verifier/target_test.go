@@ -177,6 +177,91 @@ var namesTargetCases = []struct {
 	{strings.Repeat("[", 10001) + `"A"` + strings.Repeat("]", 10001), "A", false},
 }
 
+// The cases as the ledger read args before NamesTarget held ambiguous
+// args and numbers to name nothing: NamesTargetAsBefore, with which
+// fsck reads rows recorded then, still answers them so.
+var namesTargetAsBeforeCases = []struct {
+	args, target string
+	want         bool
+}{
+	{`{"order":"A-5531"}`, "A-5531", true},
+	{`{"order":"A-5531"}`, "B-8888", false},
+	{`{"order":"A-5531","merge_into":"B-8888"}`, "B-8888", true},
+	{`{"A-5531":"x"}`, "A-5531", false},
+	{`{"order":{"id":"A-77","lines":[1,2]}}`, "A-77", true},
+	{`{"ids":["x","A-77"]}`, "A-77", true},
+	{`{"n":77}`, "77", true},
+	{`{"n":77.0}`, "77", false},
+	{`{"n":7e1}`, "7e1", true},
+	{`{"order":"A-55311"}`, "A-5531", false},
+	{`{"order":"\u0041-5531"}`, "A-5531", true},
+	{`{"order":"A\/5531"}`, "A/5531", true},
+	{`{"order":"A-5531"`, "A-5531", false},
+	{`{"order":"A-5531"} trailing`, "A-5531", true},
+	{`{"order":"A-5531",}`, "A-5531", false},
+	{`{"order":A-5531}`, "A-5531", false},
+	{`"A-5531"`, "A-5531", true},
+	{` "A-5531" `, "A-5531", true},
+	{`77`, "77", true},
+	{`77x`, "77", true},
+	{`"A-5531" x`, "A-5531", true},
+	{`null`, "null", false},
+	{`[true,false,null,"A-5531"]`, "A-5531", true},
+	{`[tru,"A-5531"]`, "A-5531", false},
+	{`{"a":"x\u0000y"}`, "x\x00y", true},
+	{"{\"a\":\"x\ty\"}", "x\ty", false},
+	{`{"a":"\ud800"}`, "\uFFFD", true},
+	{"[\"\xff\"]", "\uFFFD", true},
+	{"{\"order\":\"A-5531\",\"note\":\"\xff\"}", "\uFFFD", true},
+	{`{"a":"\u0041\u002d\u0035\u0035\u0033\u0031"}`, "A-5531", true},
+	{`{"a":"` + strings.Repeat(`\n`, 100) + `"}`, "A", false},
+	{``, "", false},
+	{`{"a":""}`, "", true},
+	{`[01]`, "01", false},
+	{`[-0.5e+3]`, "-0.5e+3", true},
+	{strings.Repeat("[", 10000) + `"A"` + strings.Repeat("]", 10000), "A", true},
+	{strings.Repeat("[", 10001) + `"A"` + strings.Repeat("]", 10001), "A", false},
+}
+
+func TestNamesTargetAsBefore(t *testing.T) {
+	more := []struct {
+		args, target string
+		want         bool
+	}{
+		{`{"order":"B-8888","order":"A-5531"}`, "A-5531", true},
+		{`{"order":"A-5531","Order":"B-8888"}`, "A-5531", true},
+		{`{"order":"B-8888","amount":5531}`, "5531", true},
+		{`{"order":"B-8888","s":"\ud800"}`, "\uFFFD", true},
+		{`{"order":"B-8888"}`, "A-5531", false},
+	}
+	for _, c := range append(namesTargetAsBeforeCases, more...) {
+		if got := verifier.NamesTargetAsBefore(c.args, c.target); got != c.want {
+			t.Errorf("NamesTargetAsBefore(%.60q, %q) = %v; want %v", c.args, c.target, got, c.want)
+		}
+	}
+}
+
+// SignedArgs pairs a receipt's actions with the logged ones as Verify
+// does, the first unused of the same tool, and gives the args only
+// where they are the signed ones.
+func TestSignedArgs(t *testing.T) {
+	signed := []verifier.ReceiptAction{
+		{Tool: "cancel_order", ArgsHash: verifier.ArgsHash(`{"order":"A-1"}`)},
+		{Tool: "cancel_order", ArgsHash: verifier.ArgsHash(`{"order":"A-2"}`)},
+		{Tool: "lookup_orders"},
+		{Tool: "issue_refund", ArgsHash: verifier.ArgsHash(`{"order":"A-4"}`)},
+	}
+	logged := []verifier.Action{
+		{Tool: "cancel_order", Target: "A-1", ArgsJSON: `{"order":"A-1"}`},
+		{Tool: "lookup_orders", Target: "A-3", ArgsJSON: `{"order":"A-3"}`},
+		{Tool: "cancel_order", Target: "A-2", ArgsJSON: `{"order":"A-9"}`},
+	}
+	want := []string{`{"order":"A-1"}`, "", "", ""}
+	if got := verifier.SignedArgs(signed, logged); !slices.Equal(got, want) {
+		t.Errorf("SignedArgs = %q; want %q", got, want)
+	}
+}
+
 // manyKeys is n distinct keys "k0":0,... followed by more.
 func manyKeys(n int, more string) string {
 	keys := make([]string, n)

@@ -693,22 +693,18 @@ func ArgsHash(argsJSON string) string {
 // whether the signed args name it (TargetSource).
 func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 	const name = CheckArgsHash
-	used := make([]bool, len(logged))
+	pairs, used := pairActions(signed, logged)
 	var out []RowAction
 	var problems []string
 	computed, matched := 0, 0
-	for _, ra := range signed {
+	for i, ra := range signed {
 		row := RowAction{Tool: ra.Tool}
 		// signedArgs is the logged args when they are the ones the
 		// receipt signed (their hash is its args hash).
 		var signedArgs string
 		var log *Action
-		for j := range logged {
-			if !used[j] && logged[j].Tool == ra.Tool {
-				used[j] = true
-				log = &logged[j]
-				break
-			}
+		if pairs[i] >= 0 {
+			log = &logged[pairs[i]]
 		}
 		if log != nil {
 			row.Target = log.Target
@@ -748,6 +744,38 @@ func checkArgs(signed []ReceiptAction, logged []Action) ([]RowAction, Check) {
 		return out, Check{Name: name, Result: Fail, Detail: listProblems(problems)}
 	}
 	return out, Check{Name: name, Result: Pass, Detail: strconv.Itoa(matched) + " matched the receipt, " + strconv.Itoa(computed) + " computed by the ledger"}
+}
+
+// pairActions pairs each receipt action with the first unused logged
+// action of the same tool: pairs[i] is the index in logged of receipt
+// action i's, or -1; used[j] says logged action j is paired.
+func pairActions(signed []ReceiptAction, logged []Action) (pairs []int, used []bool) {
+	pairs, used = make([]int, len(signed)), make([]bool, len(logged))
+	for i, ra := range signed {
+		pairs[i] = -1
+		for j := range logged {
+			if !used[j] && logged[j].Tool == ra.Tool {
+				used[j], pairs[i] = true, j
+				break
+			}
+		}
+	}
+	return pairs, used
+}
+
+// SignedArgs is, for each of the receipt's actions, the logged args
+// paired with it as Verify pairs them when they are the args the receipt
+// signs (their hash is its argsHash), else "": the args whose word the
+// action's TargetSource reads.
+func SignedArgs(signed []ReceiptAction, logged []Action) []string {
+	out := make([]string, len(signed))
+	pairs, _ := pairActions(signed, logged)
+	for i, j := range pairs {
+		if j >= 0 && signed[i].ArgsHash != "" && logged[j].ArgsJSON != "" && ArgsHash(logged[j].ArgsJSON) == signed[i].ArgsHash {
+			out[i] = logged[j].ArgsJSON
+		}
+	}
+	return out
 }
 
 // maxProblemsListed and maxProblemBytes bound a check's detail, which is
