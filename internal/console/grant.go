@@ -25,6 +25,17 @@ type grantRow struct {
 	Retention   string `json:"retentionClass"`
 	RetainUntil string `json:"retainUntil"`
 	Dispute     string `json:"disputeStatus"`
+	// Acts are the actions Actions lists, one each, for the page, which
+	// marks a target that is the writer's word alone after it.
+	Acts []grantAction `json:"-"`
+}
+
+// grantAction is one action of a grant page's row: its tool and target
+// as Actions lists them, and what vouches for the target.
+type grantAction struct {
+	Text   string
+	Target string
+	Source targetSourceView
 }
 
 // grantColumns are the CSV header, in the order of grantRow's fields.
@@ -86,8 +97,10 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 	}
 	for _, r := range g.GetRows() {
 		var acts []string
+		var shown []grantAction
 		for _, a := range r.GetActions() {
 			acts = append(acts, strings.TrimSpace(a.GetTool()+" "+a.GetTarget()))
+			shown = append(shown, grantAction{Text: acts[len(acts)-1], Target: a.GetTarget(), Source: targetSource(r, a)})
 		}
 		until := pbStamp(r.GetRetainUntil()).ISO
 		if until == "" && r.GetIncidentId() != "" {
@@ -95,7 +108,7 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		}
 		out.Rows = append(out.Rows, grantRow{ID: r.GetId(), Status: label(r.GetStatus(), "ROW_STATUS_"), IssuedAt: pbStamp(r.GetIssuedAt()).ISO,
 			Principal: r.GetPrincipal(), Agent: r.GetAgent().GetPlatform(), Actions: strings.Join(acts, "; "), ScopesUsed: strings.Join(r.GetScopesUsed(), " "),
-			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_")})
+			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_"), Acts: shown})
 	}
 	return out
 }

@@ -59,3 +59,30 @@ func TestSearchMarksATargetTheWriterAloneGives(t *testing.T) {
 		t.Errorf("the mark is not on acct-30011's row:\n%s", body)
 	}
 }
+
+// The grant page marks each target that is the writer's word alone, as
+// the search does, so an auditor reading a grant's rows sees which of
+// them the customer's agent did not file under their order.
+func TestGrantPageMarksATargetTheWriterAloneGives(t *testing.T) {
+	e := newEnv(t, nil)
+	signed := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	moved := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
+	moved.Actions[0].Target = "B-8888"
+	movedRow := e.record(t, moved)
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleAuditor)
+	code, body := c.get(t, "/console/grant?id=a2agrant_7Q2F")
+	body = html.UnescapeString(body)
+	const mark = `<span class="target-source writer" title="B-8888: the action log's alone — the signed args do not name it">the writer's word alone</span>`
+	if code != http.StatusOK || strings.Count(body, mark) != 1 {
+		t.Fatalf("grant page = %d; want one mark %q:\n%s", code, mark, body)
+	}
+	i := strings.Index(body, mark)
+	row := body[strings.LastIndex(body[:i], "<tr "):i]
+	if !strings.Contains(row, `data-row="`+movedRow.GetId()+`"`) || !strings.Contains(row, "cancel_order B-8888") {
+		t.Errorf("the mark is not after B-8888 on the moved row:\n%s", row)
+	}
+	if j := strings.Index(body, `data-row="`+signed.GetId()+`"`); j < 0 || !strings.Contains(body[j:], "cancel_order A-5531</") {
+		t.Errorf("the signed row does not list cancel_order A-5531 unmarked:\n%s", body)
+	}
+}
