@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -25,6 +26,10 @@ type grantRow struct {
 	Retention   string `json:"retentionClass"`
 	RetainUntil string `json:"retainUntil"`
 	Dispute     string `json:"disputeStatus"`
+	// WriterOnlyTargets are the targets of Actions that are the writer's
+	// word alone (no signed args name them), each once, joined as Actions
+	// is: the ones the page marks.
+	WriterOnlyTargets string `json:"writerOnlyTargets"`
 	// Acts are the actions Actions lists, one each, for the page, which
 	// marks a target that is the writer's word alone after it.
 	Acts []grantAction `json:"-"`
@@ -39,10 +44,10 @@ type grantAction struct {
 }
 
 // grantColumns are the CSV header, in the order of grantRow's fields.
-var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus"}
+var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus", "writerOnlyTargets"}
 
 func (g grantRow) record() []string {
-	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute}
+	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute, g.WriterOnlyTargets}
 }
 
 // grantExport is the JSON export: the grant's facts and its rows as shown.
@@ -96,11 +101,15 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		}
 	}
 	for _, r := range g.GetRows() {
-		var acts []string
+		var acts, writerOnly []string
 		var shown []grantAction
 		for _, a := range r.GetActions() {
 			acts = append(acts, strings.TrimSpace(a.GetTool()+" "+a.GetTarget()))
-			shown = append(shown, grantAction{Text: acts[len(acts)-1], Target: a.GetTarget(), Source: targetSource(r, a)})
+			src := targetSource(r, a)
+			shown = append(shown, grantAction{Text: acts[len(acts)-1], Target: a.GetTarget(), Source: src})
+			if src.WriterOnly && !slices.Contains(writerOnly, a.GetTarget()) {
+				writerOnly = append(writerOnly, a.GetTarget())
+			}
 		}
 		until := pbStamp(r.GetRetainUntil()).ISO
 		if until == "" && r.GetIncidentId() != "" {
@@ -108,7 +117,8 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		}
 		out.Rows = append(out.Rows, grantRow{ID: r.GetId(), Status: label(r.GetStatus(), "ROW_STATUS_"), IssuedAt: pbStamp(r.GetIssuedAt()).ISO,
 			Principal: r.GetPrincipal(), Agent: r.GetAgent().GetPlatform(), Actions: strings.Join(acts, "; "), ScopesUsed: strings.Join(r.GetScopesUsed(), " "),
-			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_"), Acts: shown})
+			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_"),
+			WriterOnlyTargets: strings.Join(writerOnly, "; "), Acts: shown})
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"encoding/csv"
+	"encoding/json"
 	"html"
 	"net/http"
 	"strings"
@@ -84,5 +86,47 @@ func TestGrantPageMarksATargetTheWriterAloneGives(t *testing.T) {
 	}
 	if j := strings.Index(body, `data-row="`+signed.GetId()+`"`); j < 0 || !strings.Contains(body[j:], "cancel_order A-5531</") {
 		t.Errorf("the signed row does not list cancel_order A-5531 unmarked:\n%s", body)
+	}
+}
+
+// The grant's CSV and JSON exports name, in a last column, the targets
+// of each row that are the writer's word alone, each once; the columns
+// before it are as they were.
+func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
+	e := newEnv(t, nil)
+	signed := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	moved := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
+	moved.Actions[0].Target = "B-8888"
+	movedRow := e.record(t, moved)
+	want := map[string]string{signed.GetId(): "", movedRow.GetId(): "B-8888"}
+	c := e.newWebClient(t)
+	c.signIn(t, config.RoleAuditor)
+
+	code, body := c.get(t, "/console/grant/export?id=a2agrant_7Q2F&format=csv")
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if code != http.StatusOK || err != nil || len(recs) != 3 {
+		t.Fatalf("CSV export = %d (%v):\n%s", code, err, body)
+	}
+	const header = "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets"
+	if got := strings.Join(recs[0], ","); got != header {
+		t.Errorf("CSV header %s; want %s", got, header)
+	}
+	for _, rec := range recs[1:] {
+		if w, ok := want[rec[0]]; !ok || rec[len(rec)-1] != w || len(rec) != 11 {
+			t.Errorf("CSV row %q: want its last column %q", rec, w)
+		}
+	}
+
+	code, body = c.get(t, "/console/grant/export?id=a2agrant_7Q2F&format=json")
+	var exp struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(body), &exp); code != http.StatusOK || err != nil || len(exp.Rows) != 2 {
+		t.Fatalf("JSON export = %d (%v):\n%s", code, err, body)
+	}
+	for _, r := range exp.Rows {
+		if w := want[r["rowId"].(string)]; r["writerOnlyTargets"] != w || r["actions"] == nil {
+			t.Errorf("JSON row %v: want writerOnlyTargets %q", r, w)
+		}
 	}
 }

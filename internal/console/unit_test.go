@@ -327,3 +327,19 @@ func TestActionCellShowsEachActionOnce(t *testing.T) {
 		t.Errorf("all eight the writer's alone: %d lines, %d more, %d of them the writer's; want 5, 3, 3", len(v.Lines), v.More, v.MoreWriterOnly)
 	}
 }
+
+// A row's writer-only targets in the grant export are each listed once,
+// in the order of its actions, joined as its actions are.
+func TestGrantExportListsEachWriterOnlyTargetOnce(t *testing.T) {
+	r := &ledgerv1.Row{Id: "r", Kind: ledgerv1.RowKind_ROW_KIND_RECEIPT, Actions: []*ledgerv1.RowAction{
+		{Tool: "cancel_order", Target: "B-8888", TargetSource: ledgerv1.TargetSource_TARGET_SOURCE_WRITER, ArgsHashSource: ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT},
+		{Tool: "issue_refund", Target: "B-8888", TargetSource: ledgerv1.TargetSource_TARGET_SOURCE_WRITER, ArgsHashSource: ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT},
+		{Tool: "lookup_orders", Target: "A-5531", TargetSource: ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS},
+		{Tool: "change_address", Target: "C-1", TargetSource: ledgerv1.TargetSource_TARGET_SOURCE_WRITER},
+		{Tool: "lookup_orders", Target: "D-1"},
+	}}
+	g := grantOf(&ledgerv1.GetGrantResponse{GrantId: "g", Rows: []*ledgerv1.Row{r}})
+	if got := g.Rows[0].WriterOnlyTargets; got != "B-8888; C-1" {
+		t.Errorf("writer-only targets %q; want %q", got, "B-8888; C-1")
+	}
+}
