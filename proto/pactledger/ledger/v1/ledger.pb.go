@@ -205,7 +205,9 @@ const (
 	// the ledger recorded where targets come from.
 	TargetSource_TARGET_SOURCE_UNSPECIFIED TargetSource = 0
 	// The args the receipt signed (their hash is its args hash) name the
-	// target: a string value, or a number written as the target is.
+	// target: a string value equal to it, at any depth (a number never
+	// does). Args two decoders may read differently (a key given twice, bytes
+	// after the JSON value) name nothing.
 	TargetSource_TARGET_SOURCE_SIGNED_ARGS TargetSource = 1
 	// The action log's word alone: the agent did not sign the args (the
 	// ledger computed their hash, or none were logged), the logged args are
