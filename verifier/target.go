@@ -51,7 +51,7 @@ const maxNesting = 10000
 // the args without decoding them and without allocating (but for
 // objects of many keys, kept in a map): args without the target's
 // bytes and without an escape name nothing, and otherwise one scan of
-// the tokens compares each value with target.
+// the tokens compares each string value with target.
 func NamesTarget(argsJSON, target string) bool {
 	if !strings.Contains(argsJSON, target) && !strings.Contains(argsJSON, `\`) {
 		return false
