@@ -923,28 +923,41 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error, compared bool) {
 // next outcome; meanwhile the other replicas read the record as it was.
 func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged error) {
 	var found *divergenceRecord
-	err := l.store.Update(ctx, func(tx Tx) error {
-		raw, err := tx.LogDivergence()
-		if err != nil {
-			return err
-		}
+	// want is the record to keep, given the one there (raw); same when
+	// that is it.
+	want := func(raw []byte) (rec []byte, same bool) {
 		found = decodeDivergence(raw)
 		if diverged == nil {
-			if raw == nil {
+			return nil, raw == nil
+		}
+		w := divergenceRecord{Since: since, Holder: l.Holder(), Error: diverged.Error()}
+		if found != nil && !found.Since.IsZero() && found.Since.Before(since) {
+			w.Since = found.Since // found first by another holder, or before a restart
+		}
+		rec = w.encode()
+		return rec, bytes.Equal(rec, raw)
+	}
+	// Read first: most checks find the record as it should be (none), and
+	// a commit is not made for nothing.
+	same := false
+	err := l.store.View(ctx, func(tx Tx) error {
+		raw, err := tx.LogDivergence()
+		_, same = want(raw)
+		return err
+	})
+	if err == nil && !same {
+		err = l.store.Update(ctx, func(tx Tx) error {
+			raw, err := tx.LogDivergence()
+			if err != nil {
+				return err
+			}
+			rec, same := want(raw)
+			if same {
 				return nil
 			}
-			return tx.SetLogDivergence(nil)
-		}
-		want := divergenceRecord{Since: since, Holder: l.Holder(), Error: diverged.Error()}
-		if found != nil && !found.Since.IsZero() && found.Since.Before(since) {
-			want.Since = found.Since // found first by another holder, or before a restart
-		}
-		rec := want.encode()
-		if bytes.Equal(rec, raw) {
-			return nil
-		}
-		return tx.SetLogDivergence(rec)
-	})
+			return tx.SetLogDivergence(rec)
+		})
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			l.cfg.Logger.WarnContext(ctx, "recording in the row store what the integrator found of the published log failed; the other replicas report what the record said before, and it is tried again",
