@@ -1170,8 +1170,8 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// under different objects: a writer key posts the action log
 			// (docs/design/012), so one of the two is not the
 			// application's, and the receipt does not say which.
-			return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt with another action log (%s, where this post names %s); one of the two was not the application's, and the record cannot tell which",
-				of, strings.Join(actionTargets(f.original), ", "), strings.Join(actionTargets(row), ", ")), checking
+			return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt with another action log (%s, where this post names %s); one of the two was not the application's, and %s",
+				of, strings.Join(actionTargets(f.original), ", "), strings.Join(actionTargets(row), ", "), whichFiling(f.original, row, "row "+short(of), "this post")), checking
 		}
 		// A replay is never a second authorization, whatever else the
 		// pulls found: the decision belongs to the row it replays.
@@ -1186,8 +1186,8 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			answer{finding: fmt.Sprintf("A copy of the record of %s that was not validly signed was also received; it does not count.", what)}
 	}
 	if o := f.otherFiling; o != nil {
-		return false, fmt.Sprintf("needs a person: row %s posted this same signed receipt again with another action log (%s, where this row names %s); one of the two was not the application's, and the record cannot tell which",
-			o.ID, strings.Join(actionTargets(o), ", "), strings.Join(actionTargets(row), ", ")), checking
+		return false, fmt.Sprintf("needs a person: row %s posted this same signed receipt again with another action log (%s, where this row names %s); one of the two was not the application's, and %s",
+			o.ID, strings.Join(actionTargets(o), ", "), strings.Join(actionTargets(row), ", "), whichFiling(o, row, "row "+short(o.ID), "this row")), checking
 	}
 	if b := f.betterPost; b != nil {
 		// The mirror of the case above, drilled on the first post.
@@ -1550,6 +1550,34 @@ func otherTargets(a, b *ledger.Row) bool {
 		}
 	}
 	return false
+}
+
+// whichFiling says what the record holds on which of two posts of one
+// receipt, a and b (named an and bn), files its actions under the
+// targets the application meant: where the targets differ, the one whose
+// targets the signed args name (each row's recorded target source)
+// where the other's are the action log's alone. The signed args may name
+// other orders too (a "replaces" or "from"), so it is a pointer for the
+// person who decides, not a decision.
+func whichFiling(a, b *ledger.Row, an, bn string) string {
+	signedA, signedB := true, true
+	differ := false
+	for i := range min(len(a.Actions), len(b.Actions)) {
+		x, y := a.Actions[i], b.Actions[i]
+		if x.Target == "" || y.Target == "" || x.Target == y.Target {
+			continue
+		}
+		differ = true
+		signedA = signedA && x.TargetSource == verifier.TargetFromSignedArgs && y.TargetSource == verifier.TargetFromWriter
+		signedB = signedB && y.TargetSource == verifier.TargetFromSignedArgs && x.TargetSource == verifier.TargetFromWriter
+	}
+	switch {
+	case differ && signedA:
+		return fmt.Sprintf("the signed args name %s's targets, where %s's are the action log's alone", an, bn)
+	case differ && signedB:
+		return fmt.Sprintf("the signed args name %s's targets, where %s's are the action log's alone", bn, an)
+	}
+	return "the record cannot tell which"
 }
 
 // actionTargets lists the row's actions as "tool target", in order.

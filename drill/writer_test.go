@@ -409,3 +409,31 @@ func TestAFailingRealReceiptFiledUnderAnotherOrderNeedsAPerson(t *testing.T) {
 		})
 	}
 }
+
+// Where only one of two posts of a receipt files it under a target the
+// signed args name, the decision still needs a person, and says which:
+// the signed args name the genuine post's order, not the one the writer
+// moved it to. Where the signed args name both, it says the record
+// cannot tell.
+func TestAReceiptFiledTwiceSaysWhichTargetTheSignedArgsName(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	moved := e.append(t, withTarget(real, "B-8888"))
+	genuine := e.append(t, real)
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the signed args name this post's targets, where row " + moved.ID[:12] + "'s are the action log's alone"
+	if d := decisions(rep)[genuine.ID]; d.Passed || !strings.Contains(d.Detail, want) {
+		t.Errorf("decision on the genuine post: %+v; want it to need a person and say %q", d, want)
+	}
+	rep, err = e.r.Run(context.Background(), drill.Request{Target: "B-8888"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "the signed args name row " + genuine.ID[:12] + "'s targets, where this row's are the action log's alone"
+	if d := decisions(rep)[moved.ID]; d.Passed || !strings.Contains(d.Detail, want) {
+		t.Errorf("decision on the moved post: %+v; want it to need a person and say %q", d, want)
+	}
+}
