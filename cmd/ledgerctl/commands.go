@@ -7,12 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/rowtext"
+	"github.com/pactledger/pactledger/internal/termtext"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -21,8 +23,27 @@ func (c *cli) printJSON(m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.out, string(b))
+	fmt.Fprintln(c.out, jsonEscaped(b))
 	return nil
+}
+
+// jsonEscaped is JSON text b with each character that acts on a terminal
+// and that protojson writes as it is (a C1 control, a bidirectional
+// override or isolate, a line or paragraph separator: termtext.Control
+// above ASCII, in a stored writer's value) written as a \u escape
+// instead: the same JSON to a program, and nothing a terminal acts on.
+// protojson escapes the ASCII ones itself.
+func jsonEscaped(b []byte) string {
+	var out strings.Builder
+	out.Grow(len(b))
+	for _, r := range string(b) {
+		if r >= utf8.RuneSelf && termtext.Control(r) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
 }
 
 func (c *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0) }

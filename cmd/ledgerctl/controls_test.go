@@ -96,6 +96,9 @@ func TestStoredControlCharactersArePrintedEscaped(t *testing.T) {
 		{"support", []string{"drill", "--row", refID}, []string{`no receipt\x1b]8;;https://evil.example`}},
 		{"auditor", []string{"verify", refID}, nil},
 		{"auditor", []string{"fsck"}, []string{`A-5531\x1b[8m`}},
+		// JSON: the same values to a program, as \u escapes.
+		{"support", []string{"show", refID, "--output", "json"}, []string{`cancel\torder\u202e`, `\u2028\u0085`, `RT\r\u001b[1A`}},
+		{"support", []string{"lookup", "--principal", "acct-48213", "--output", "json"}, []string{`cancel\torder\u202e`}},
 	} {
 		_, out, errs := f.ctl(t, cmd.role, cmd.args...)
 		for _, s := range []string{out, errs} {
