@@ -379,7 +379,11 @@ func (c *cli) evidence(full bool, args []string) error {
 		if full || len(s) <= 60 {
 			return orDash(s)
 		}
-		return s[:60] + fmt.Sprintf("… (%d bytes; --full prints all)", len(s))
+		n := 60
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // between characters
+		}
+		return s[:n] + fmt.Sprintf("… (%d bytes; --full prints all)", len(s))
 	}
 	w := c.table()
 	printf(w, "row\t%s\n", rep.GetRowId())

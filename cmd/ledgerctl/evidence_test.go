@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 )
 
@@ -92,5 +93,17 @@ func TestEvidenceWarnsWhenTheStoredBundleDiffers(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ev); err != nil || code != exitCheckFailed || ev.RowEvidenceSha256 != want || ev.EvidenceSha256 == want ||
 		ev.ReadFrom != "EVIDENCE_READ_FROM_WRITE_ONCE_COPY" {
 		t.Fatalf("evidence --json: %d %v %s", code, err, out)
+	}
+}
+
+// evidence cuts a long value between characters: args whose 60th byte
+// falls inside a character print whole characters, never half of one.
+func TestEvidenceCutsLongArgsBetweenCharacters(t *testing.T) {
+	f := start(t)
+	args := `{"order":"A-5531","note":"x` + strings.Repeat("é", 40) + `"}` // 27 bytes, then 2 a character
+	id := f.append(t, pacttest.Spec{User: "acct-48213", Target: "A-5531", ArgsJSON: args})
+	code, out, errs := f.ctl(t, "support", "evidence", id)
+	if code != 0 || !strings.Contains(out, args[:59]+"… (") || strings.Contains(out, `\x`) {
+		t.Errorf("evidence: %d\n%s%s\nwant the args cut at byte 59, between characters", code, out, errs)
 	}
 }
