@@ -3,7 +3,6 @@ package drill
 import (
 	"fmt"
 	"strings"
-	"unicode"
 )
 
 // Names are the words a customer reply uses in place of ids: the brand's
@@ -105,13 +104,17 @@ func asName(s string) string {
 const maxQuotedName = 40
 
 // nameLike reports whether s is a name a reply can show unquoted: 1 to
-// 128 letters, digits and _ . : / # + @ -, with no space.
+// maxQuotedName ASCII letters, digits and _ . : / # + @ -. Other
+// letters are quoted: some are drawn as a blank (U+3164, a Hangul
+// filler, is a letter to Unicode), so words joined by them would read
+// as a sentence.
 func nameLike(s string) bool {
-	if s == "" || len(s) > 128 {
+	if s == "" || len(s) > maxQuotedName {
 		return false
 	}
-	for _, r := range s {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_.:/#+@-", r) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:/#+@-", c) >= 0) {
 			return false
 		}
 	}
