@@ -76,8 +76,8 @@ func TestCSVCellsAreNoFormulas(t *testing.T) {
 // among them, gets an apostrophe; "-", ledgerctl's word for none, and an
 // empty cell are left as they are.
 func TestCSVSafe(t *testing.T) {
-	got := csvSafe([]string{"A-5531", "=HYPERLINK(\"x\")", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "", "-", "acct 48213", "2026-10-07 13:12:44Z"})
-	want := []string{"A-5531", "'=HYPERLINK(\"x\")", "'+1", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "", "-", "acct 48213", "2026-10-07 13:12:44Z"}
+	got := csvSafe([]string{"A-5531", "=HYPERLINK(\"x\")", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "", "-", "acct 48213", "2026-10-07 13:12:44Z", " =HYPERLINK(\"x\")", "＝HYPERLINK(\"x\")"})
+	want := []string{"A-5531", "'=HYPERLINK(\"x\")", "'+1", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "", "-", "acct 48213", "2026-10-07 13:12:44Z", "' =HYPERLINK(\"x\")", "'＝HYPERLINK(\"x\")"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("csvSafe = %q, want %q", got, want)
 	}

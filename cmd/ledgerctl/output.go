@@ -90,16 +90,18 @@ func (c *cli) printList(l listing, empty string) error {
 }
 
 // csvSafe keeps a spreadsheet from reading a cell of --output csv as a
-// formula, as the console's grant export does: a cell that starts with
-// = + - @, a tab or a carriage return (a writer's target, tool or agent,
-// say) gets a leading apostrophe (OWASP's advice on CSV injection). "-"
-// alone, ledgerctl's word for none, is no formula and is left as it is,
-// as are ids and times, which start with a digit or a letter.
+// formula, as the console's grant export does: a cell a spreadsheet could
+// read as one (termtext.Formula: = + - @ first, past any spaces, in
+// either width, or a tab or a carriage return; a writer's target, tool or
+// agent, say) gets a leading apostrophe (OWASP's advice on CSV
+// injection). "-" alone, ledgerctl's word for none, is no formula and is
+// left as it is, as are ids and times, which start with a digit or a
+// letter.
 func csvSafe(rec []string) []string {
 	out := make([]string, len(rec))
 	for i, c := range rec {
 		out[i] = c
-		if c != "" && c != "-" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		if termtext.Formula(c) {
 			out[i] = "'" + c
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -191,12 +192,12 @@ func (h *handler) grantExport(w http.ResponseWriter, r *http.Request, s *session
 }
 
 // csvSafe keeps a spreadsheet from reading a cell as a formula: a cell a
-// writer controls (a target, a principal) that starts with = + - @ or a
-// control character gets a leading apostrophe (OWASP's CSV injection
-// advice).
+// writer controls (a target, a principal) that a spreadsheet could read
+// as one (termtext.Formula) gets a leading apostrophe (OWASP's CSV
+// injection advice).
 func csvSafe(rec []string) []string {
 	for i, c := range rec {
-		if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		if termtext.Formula(c) {
 			rec[i] = "'" + c
 		}
 	}

@@ -11,6 +11,7 @@ package termtext
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -108,4 +109,29 @@ func Find(s string, text bool) int {
 		return i
 	}
 	return -1
+}
+
+// Formula reports whether a spreadsheet that opens a CSV file could read
+// cell as a formula: its first character, past any leading spaces, is
+// = + - or @ (or their full-width forms), or the cell starts with a tab
+// or a carriage return. Such a cell is written with a leading
+// apostrophe (OWASP's advice on CSV injection); "-" alone, a word for
+// none, is no formula.
+func Formula(cell string) bool {
+	if cell == "" || cell == "-" {
+		return false
+	}
+	if cell[0] == '\t' || cell[0] == '\r' {
+		return true
+	}
+	for _, r := range cell {
+		switch {
+		case unicode.IsSpace(r):
+			continue
+		case strings.ContainsRune("=+-@＝＋－＠", r):
+			return true
+		}
+		return false
+	}
+	return false
 }

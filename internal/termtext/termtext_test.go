@@ -70,3 +70,19 @@ func TestFind(t *testing.T) {
 		}
 	}
 }
+
+// A cell a spreadsheet could read as a formula, also past leading spaces
+// or in the full-width forms, is one; "-" alone, text and numbers are
+// not.
+func TestFormula(t *testing.T) {
+	for cell, want := range map[string]bool{
+		`=HYPERLINK("http://evil.example")`: true, "+1": true, "-1+1": true, "@SUM(1)": true,
+		"\t=1": true, "\r=1": true, ` =cmd|'/c calc'!A1`: true, "\u00a0=1": true, "\u3000=1": true,
+		"＝HYPERLINK(1)": true, "＋1": true, "－1": true, "＠SUM(1)": true,
+		"": false, "-": false, "A-5531": false, "acct-48213": false, "2026-12-06": false, " A=1": false, "'=1": false,
+	} {
+		if got := Formula(cell); got != want {
+			t.Errorf("Formula(%q) = %v, want %v", cell, got, want)
+		}
+	}
+}
