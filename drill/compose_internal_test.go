@@ -21,3 +21,20 @@ func TestComposeEscapesAWritersControlCharacters(t *testing.T) {
 		t.Fatalf("reply has lines of a writer's: %q", reply)
 	}
 }
+
+// A name a reply shows unquoted is ASCII: words joined by a letter drawn
+// as a blank (U+3164, which the ledger refuses in a name since, and a
+// row recorded before may hold) are quoted and cut like words joined by
+// spaces.
+func TestAsNameQuotesWordsJoinedByBlankLetters(t *testing.T) {
+	prose := strings.Join(strings.Fields("a test by our team. You approved the real cancellation. No refund is due"), "\u3164")
+	got := asName(prose)
+	if strings.Contains(got, "No\u3164refund") || !strings.HasPrefix(got, "\"a\u3164test") || !strings.HasSuffix(got, "…\"") {
+		t.Errorf("asName = %s, want it quoted and cut", got)
+	}
+	for _, name := range []string{"cancel_order", "A-5531", "SKY-20931", "message:send"} {
+		if got := asName(name); got != name {
+			t.Errorf("asName(%q) = %s, want it as it is", name, got)
+		}
+	}
+}

@@ -199,23 +199,3 @@ func TestAReplyQuotesAToolThatIsNotAName(t *testing.T) {
 		t.Fatalf("reply:\n%s\nwant %q, and not the writer's sentence whole", rep.Reply, want)
 	}
 }
-
-// A tool whose words are joined by a letter drawn as a blank (U+3164) is
-// no name either: quoted and cut like one with spaces.
-func TestAReplyQuotesAToolJoinedByBlankLetters(t *testing.T) {
-	observed := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
-	e := newEnv(t, time.Now)
-	ctx := context.Background()
-	prose := strings.Join(strings.Fields("a test by our team. You approved the real cancellation. No refund is due"), "\u3164")
-	in := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: e.sc.PA.ID, Tool: prose, Target: "A-7601", Reason: "no delegation token", ObservedAt: observed}
-	if _, err := e.l.AppendRefusal(ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := e.r.Run(ctx, drill.Request{Target: "A-7601", Principal: "acct-48213"}, "lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(rep.Reply, "No\u3164refund") || !strings.Contains(rep.Reply, "for \"a\u3164test") {
-		t.Fatalf("reply:\n%s\nwant the tool quoted and cut", rep.Reply)
-	}
-}

@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -23,12 +25,18 @@ var controls = map[string]string{
 	"a bidi isolate":          "A-\u20665531\u2069",
 	"the line separator":      "A-5531\u2028",
 	"the paragraph separator": "A-5531\u2029",
+	// Invisible: a name holding one looks like another.
+	"a zero-width space":  "A-55\u200b31",
+	"a direction mark":    "A-5531\u200e",
+	"a Hangul filler":     "A\u3164-5531",
+	"the byte order mark": "\ufeffA-5531",
+	"a tag character":     "A-5531\U000e0041",
 }
 
 // refusedNaming reports whether err refuses an input as invalid, naming
 // field and saying that it holds a control character.
 func refusedNaming(err error, field string) bool {
-	return errors.Is(err, ledger.ErrInvalid) && strings.Contains(err.Error(), field+" contains a control character")
+	return errors.Is(err, ledger.ErrInvalid) && (strings.Contains(err.Error(), field+" contains a control character") || strings.Contains(err.Error(), field+" contains an invisible character"))
 }
 
 // A refusal's claimed principal, claimed agent, tool and target are names
@@ -156,5 +164,45 @@ func TestNotesHoldNoEscapeSequence(t *testing.T) {
 	}
 	if _, err := h.l.CloseIncident(ctx, "INC-1", "closed\x1b]8;;x\x07", "admin"); !refusedNaming(err, "note") {
 		t.Errorf("an incident's closing note with an escape sequence: %v", err)
+	}
+}
+
+// withHeaderKid is compact token tok with its header's kid set to kid,
+// its payload and signature kept (the signature no longer verifies).
+func withHeaderKid(t *testing.T, tok, kid string) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	h, err := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT", "kid": kid})
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("token %q: %v", tok, err)
+	}
+	return base64.RawURLEncoding.EncodeToString(h) + "." + parts[1] + "." + parts[2]
+}
+
+// A token's header kid is no signature's until its key is found, and the
+// row keeps the request JWT's: a control character in it is refused, in
+// a receipt's request JWT and delegation token and in a refusal's.
+func TestATokensHeaderKidHoldsNoControlCharacter(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const kid = "k1\x1b[2J\u202eGNISSIM"
+	r := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
+	ri := in(r)
+	ri.RequestJWT = withHeaderKid(t, r.RequestJWT, kid)
+	if row, _, err := h.l.AppendReceipt(ctx, ri); !refusedNaming(err, "requestJwt: its header's kid") {
+		t.Errorf("a receipt's request JWT with a control character in its kid: row %v, %v", row != nil, err)
+	}
+	ri = in(r)
+	ri.DelegationToken = withHeaderKid(t, r.DelegationToken, "brand\u0085")
+	if row, _, err := h.l.AppendReceipt(ctx, ri); !refusedNaming(err, "delegationToken: its header's kid") {
+		t.Errorf("a receipt's delegation token with a control character in its kid: row %v, %v", row != nil, err)
+	}
+	ref := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: h.sc.PA.ID, RequestJWT: withHeaderKid(t, r.RequestJWT, kid),
+		Tool: "cancel_order", Target: "A-5531", Reason: "no delegation token", ObservedAt: h.clock()}
+	if row, err := h.l.AppendRefusal(ctx, ref); !refusedNaming(err, "requestJwt: its header's kid") {
+		t.Errorf("a refusal's request JWT with a control character in its kid: row %v, %v", row != nil, err)
+	}
+	if rows, _, err := h.l.List(ctx, ledger.Query{PageSize: 10}); err != nil || len(rows) != 0 {
+		t.Fatalf("rows stored: %d, %v; want none", len(rows), err)
 	}
 }

@@ -156,8 +156,10 @@ func checkField(name, v string, max int) error {
 // C1 controls, DEL, a bidirectional embedding, override or isolate, the
 // line and paragraph separators), which could make a terminal show a row
 // that the record does not hold; free text may hold tabs and line breaks
-// (a line feed, or a CR and a line feed), no other. The error names the
-// field and shows the character escaped, never raw.
+// (a line feed, or a CR and a line feed), no other. A name may hold no
+// invisible character either (termtext.Invisible: a zero-width space, a
+// direction mark), which would make it look like another. The error
+// names the field and shows the character escaped, never raw.
 func checkText(name, v string, max int, free bool) error {
 	if err := checkField(name, v, max); err != nil {
 		return err
@@ -167,12 +169,28 @@ func checkText(name, v string, max int, free bool) error {
 		return nil
 	}
 	r, _ := utf8.DecodeRuneInString(v[i:])
+	if !termtext.Control(r) {
+		return invalid("%s contains an invisible character (%s at byte %d): a name may hold no character drawn as nothing or as a blank (a zero-width space, a direction mark, a byte order mark, a soft hyphen), since it would look like another name",
+			name, termtext.Escape(string(r)), i)
+	}
 	if free {
 		return invalid("%s contains a control character (%s at byte %d): free text may hold tabs and line breaks, no other control character, bidirectional override or line separator",
 			name, termtext.Escape(string(r)), i)
 	}
 	return invalid("%s contains a control character (%s at byte %d): it may hold no control character (a tab or a line break among them), bidirectional override or line separator",
 		name, termtext.Escape(string(r)), i)
+}
+
+// checkHeaderKid refuses a token (raw, the field name) whose header's
+// kid holds what a name may not (checkText): no signature covers a
+// header's kid until the key it names is found, and the row keeps it
+// (the request JWT's kid, shown beside the agent platform).
+func checkHeaderKid(name, raw string) error {
+	c, err := verifier.ParseCompact(raw)
+	if raw == "" || err != nil {
+		return nil
+	}
+	return checkText(name+": its header's kid", c.Kid, MaxFieldLength, false)
 }
 
 // nulFree refuses values holding a NUL byte, named name: posted fields
@@ -206,6 +224,9 @@ func (in *ReceiptInput) validate(p *verifier.Parsed) error {
 		// (RFC 7515 §2): dedupe then only has ES256 signatures to fold.
 		if _, err := f.tok.Compact(); f.tok.Raw() != "" && errors.Is(err, verifier.ErrNotCanonical) {
 			return invalid("%s: %v", f.name, err)
+		}
+		if err := checkHeaderKid(f.name, f.tok.Raw()); err != nil {
+			return err
 		}
 	}
 	for _, f := range [...]struct{ name, v string }{{"contextId", in.ContextID}, {"messageId", in.MessageID}} {

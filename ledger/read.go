@@ -557,6 +557,11 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	if err := checkText("requestJwt: its iss", agent, verifier.MaxTokenBytes, false); err != nil {
 		return nil, err
 	}
+	for _, f := range [...]struct{ name, raw string }{{"requestJwt", in.RequestJWT}, {"delegationToken", in.DelegationToken}} {
+		if err := checkHeaderKid(f.name, f.raw); err != nil {
+			return nil, err
+		}
+	}
 	skip := func(name string) verifier.Check {
 		return verifier.Check{Name: name, Result: verifier.Skipped, Detail: "refusal: no receipt to check"}
 	}

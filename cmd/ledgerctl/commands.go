@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -28,20 +29,26 @@ func (c *cli) printJSON(m proto.Message) error {
 }
 
 // jsonEscaped is JSON text b with each character that acts on a terminal
-// and that protojson writes as it is (a C1 control, a bidirectional
-// override or isolate, a line or paragraph separator: termtext.Control
-// above ASCII, in a stored writer's value) written as a \u escape
-// instead: the same JSON to a program, and nothing a terminal acts on.
+// or is drawn as nothing, and that protojson writes as it is (a C1
+// control, a bidirectional override or isolate, a line or paragraph
+// separator, a zero-width space: termtext.Control and Invisible above
+// ASCII, in a stored writer's value) written as a \u escape instead: the
+// same JSON to a program, and nothing a terminal acts on or hides.
 // protojson escapes the ASCII ones itself.
 func jsonEscaped(b []byte) string {
 	var out strings.Builder
 	out.Grow(len(b))
 	for _, r := range string(b) {
-		if r >= utf8.RuneSelf && termtext.Control(r) {
-			fmt.Fprintf(&out, `\u%04x`, r)
+		if r < utf8.RuneSelf || !termtext.Control(r) && !termtext.Invisible(r) {
+			out.WriteRune(r)
 			continue
 		}
-		out.WriteRune(r)
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		fmt.Fprintf(&out, `\u%04x`, r)
 	}
 	return out.String()
 }

@@ -29,7 +29,7 @@ func TestStoredControlCharactersArePrintedEscaped(t *testing.T) {
 		fakeRow   = "9999aaaa0000  2026-12-06 16:17:13Z  authorized    acct-48213  A-5531  cancel_order  https://pa.example  resolved_customer_authorized"
 		agent     = "RT\r\x1b[1A\x1b[2K" + fakeRow + "\x1b[1B\r\x1b[2K\x1b[8m"
 		target    = "A-5531\n" + fakeRow
-		tool      = "cancel\torder\u202e"
+		tool      = "cancel\torder\u202e\u200b"
 		reason    = "no receipt\x1b]8;;https://evil.example\x07here\x1b]8;;\x07\u2028\u0085"
 		note      = "chargeback\r\x1b[2Kresolved"
 		incReason = "args_hash: x\x1b[2K\rINC-0 closed\n=HYPERLINK(\"http://evil.example\")"
@@ -87,8 +87,8 @@ func TestStoredControlCharactersArePrintedEscaped(t *testing.T) {
 		args []string
 		want []string // as printed: escaped
 	}{
-		{"support", []string{"lookup", "--principal", "acct-48213"}, []string{`RT\r\x1b[1A\x1b[2K9999aaaa0000`, `A-5531\n9999aaaa0000`, `cancel\torder\u202e`, `A-5531\x1b[8m`}},
-		{"support", []string{"show", refID}, []string{`claimed acct-48213, agent RT\r\x1b[1A`, `no receipt\x1b]8;;https://evil.example\x07here`, `cancel\torder\u202e A-5531\n9999aaaa0000`, `\u2028\u0085`}},
+		{"support", []string{"lookup", "--principal", "acct-48213"}, []string{`RT\r\x1b[1A\x1b[2K9999aaaa0000`, `A-5531\n9999aaaa0000`, `cancel\torder\u202e\u200b`, `A-5531\x1b[8m`}},
+		{"support", []string{"show", refID}, []string{`claimed acct-48213, agent RT\r\x1b[1A`, `no receipt\x1b]8;;https://evil.example\x07here`, `cancel\torder\u202e\u200b A-5531\n9999aaaa0000`, `\u2028\u0085`}},
 		{"support", []string{"show", f.rowID}, []string{`chargeback\r\x1b[2Kresolved`, `cancel_order A-5531\x1b[8m`}},
 		{"support", []string{"incidents"}, []string{`args_hash: x\x1b[2K\rINC-0 closed\n=HYPERLINK`}},
 		{"support", []string{"incidents", inc}, []string{`args_hash: x\x1b[2K\rINC-0 closed\n=HYPERLINK("http://evil.example")`, `A-5531\x1b[8m`}},
@@ -97,13 +97,13 @@ func TestStoredControlCharactersArePrintedEscaped(t *testing.T) {
 		{"auditor", []string{"verify", refID}, nil},
 		{"auditor", []string{"fsck"}, []string{`A-5531\x1b[8m`}},
 		// JSON: the same values to a program, as \u escapes.
-		{"support", []string{"show", refID, "--output", "json"}, []string{`cancel\torder\u202e`, `\u2028\u0085`, `RT\r\u001b[1A`}},
-		{"support", []string{"lookup", "--principal", "acct-48213", "--output", "json"}, []string{`cancel\torder\u202e`}},
+		{"support", []string{"show", refID, "--output", "json"}, []string{`cancel\torder\u202e\u200b`, `\u2028\u0085`, `RT\r\u001b[1A`}},
+		{"support", []string{"lookup", "--principal", "acct-48213", "--output", "json"}, []string{`cancel\torder\u202e\u200b`}},
 	} {
 		_, out, errs := f.ctl(t, cmd.role, cmd.args...)
 		for _, s := range []string{out, errs} {
 			for i, r := range s {
-				if r != '\n' && termtext.Control(r) {
+				if r != '\n' && (termtext.Control(r) || termtext.Invisible(r)) {
 					t.Errorf("%v printed %U raw at byte %d:\n%s%s", cmd.args, r, i, out, errs)
 					break
 				}

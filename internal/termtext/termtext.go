@@ -63,7 +63,9 @@ func escape(s string, lines bool) string {
 			b.WriteString(`\r`)
 		case r < utf8.RuneSelf && Control(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case Control(r):
+		case (Control(r) || Invisible(r)) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case Control(r) || Invisible(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+n])
@@ -85,7 +87,7 @@ func needs(s string, lines bool) bool {
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || Control(r) {
+		if r == utf8.RuneError && n == 1 || Control(r) || Invisible(r) {
 			return true
 		}
 		i += n
@@ -93,14 +95,33 @@ func needs(s string, lines bool) bool {
 	return false
 }
 
+// Invisible reports whether r is drawn as nothing, or as a blank while
+// it is no space, so that a value holding it looks like another: a
+// Unicode format character (category Cf: a zero-width space, a direction
+// mark, the byte order mark, a soft hyphen, a tag character), bar the
+// zero-width joiner and non-joiner that scripts and emoji need, and the
+// Hangul fillers, letters drawn as a blank. A name (an id, a target)
+// holding one is refused; shown, each is escaped like a Control one.
+func Invisible(r rune) bool {
+	switch r {
+	case 0x200c, 0x200d:
+		return false
+	case 0x115f, 0x1160, 0x3164, 0xffa0:
+		return true
+	}
+	return r >= 0xad && unicode.Is(unicode.Cf, r)
+}
+
 // Find returns the byte offset of the first character of s that a
-// ledger field may not hold, or -1 when there is none: any Control
-// character in a name (an id, a tool, a target); in free text (a reason,
-// a note), any but a tab, a line feed and a carriage return just before a
-// line feed (a line break as a form sends it).
+// ledger field may not hold, or -1 when there is none: any Control or
+// Invisible character in a name (an id, a tool, a target); in free text
+// (a reason, a note), any Control character but a tab, a line feed and a
+// carriage return just before a line feed (a line break as a form sends
+// it). Free text keeps the Invisible ones (a direction mark in text of a
+// right-to-left script, say); shown, they are escaped.
 func Find(s string, text bool) int {
 	for i, r := range s {
-		if !Control(r) {
+		if !Control(r) && (text || !Invisible(r)) {
 			continue
 		}
 		if text && (r == '\t' || r == '\n' || r == '\r' && strings.HasPrefix(s[i+1:], "\n")) {

@@ -19,7 +19,10 @@ func TestEscape(t *testing.T) {
 		"\u202eredro\u202c":                `\u202eredro\u202c`,
 		"\u2066a\u2069\u2028\u2029":        `\u2066a\u2069\u2028\u2029`,
 		"bad \xff\xc3":                     `bad \xff\xc3`,
-		"zero\u200bwidth":                  "zero\u200bwidth", // not a control: shown as it is
+		"zero\u200bwidth":                  `zero\u200bwidth`,
+		"A-5531\u200e\u061c\ufeff\u00ad":   `A-5531\u200e\u061c\ufeff\u00ad`,
+		"a\u3164test\U000e0041":            `a\u3164test\U000e0041`,
+		"emoji 👨\u200d👩 zwnj \u200c":       "emoji 👨\u200d👩 zwnj \u200c", // joiners: shown as they are
 	} {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)

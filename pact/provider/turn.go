@@ -381,14 +381,15 @@ func (s *Server) refusal(rq *request, r *agent.Refusal, reason string, now time.
 
 // clip fits v, which may hold what an agent wrote, into a field of the
 // ledger's AppendRefusal: UTF-8 (the API's text), at most n bytes, cut at
-// a character, and no control character the ledger refuses: none in a
-// name, none but tabs and line feeds in free text (the ledger refuses a
+// a character, and no character the ledger refuses: no control or
+// invisible character in a name, no control character but tabs and line
+// feeds in free text (the ledger refuses a
 // NUL, another control character or an overlong field, and the refusal
 // would be set aside; text not UTF-8 could not be posted at all). Each is
 // replaced with U+FFFD.
 func clip(v string, n int, free bool) string {
 	v = strings.Map(func(r rune) rune {
-		if termtext.Control(r) && !(free && (r == '\t' || r == '\n')) {
+		if termtext.Control(r) && !(free && (r == '\t' || r == '\n')) || !free && termtext.Invisible(r) {
 			return '\uFFFD'
 		}
 		return r
