@@ -714,7 +714,7 @@ type facts struct {
 func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int, vouched []*ledger.Row) ([]Pull, answer) {
 	f := &facts{row: row}
 	if row.Kind == ledger.KindRefusal {
-		return r.drillRefusal(ctx, row, lookup)
+		return r.drillRefusal(ctx, row, lookup, vouched)
 	}
 	if !row.ReceiptVerified() {
 		for _, v := range vouched {
@@ -1008,8 +1008,10 @@ const refusedClosing = "A refused request does not count as your approval; if an
 
 // drillRefusal answers the six pulls for a refusal row from the row alone:
 // no receipt was presented, so the playbook's rule 1 decides (no verifiable
-// receipt: unauthorized) and nothing needs a person.
-func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.Duration) ([]Pull, answer) {
+// receipt: unauthorized). vouched are the rows drilled with it whose
+// receipt signature verified: a refusal of the action one of them records,
+// in the same minute (servedBeside), needs a person.
+func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.Duration, vouched []*ledger.Row) ([]Pull, answer) {
 	var pulls []Pull
 	add := func(p Pull) { pulls = append(pulls, p) }
 	what := fmt.Sprintf("%s on %s at %s", tools(row), targets(row), clock(row.IssuedAt))
@@ -1084,6 +1086,28 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		return pulls, answer{finding: fmt.Sprintf("We are checking the record of %s.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
 			closing: "A member of our team will get back to you."}
 	}
+	// A request the agent itself signed, bound to a token that verified
+	// and lacks a scope the receipt used, is the agent asking twice (a
+	// step-up: refused for the missing scope, granted, sent again and
+	// served within the minute): a fact, no contradiction. The receipt's
+	// own request and token, posted again as a refusal, are no step-up.
+	stepUp := func(v *ledger.Row) bool {
+		return underGrant && signed && slices.ContainsFunc(v.ScopesUsed, func(sc string) bool { return !slices.Contains(row.ScopeGranted, sc) })
+	}
+	if v := servedBeside(row, vouched); v != nil && !stepUp(v) {
+		// The reply gives times to the minute: it would tell the customer
+		// the action both ran and was refused. The Provider signed that it
+		// served it; the refusal's time (and, unless a token vouches for
+		// them, its customer and agent) is the writer's word.
+		claims := "a refusal's customer, agent and time are the writer's claims"
+		if underGrant {
+			claims = "a refusal's time is the writer's claim"
+		}
+		add(t.pull(row.ID, PullDecision, false, "needs a person: a refusal of %s on %s at %s beside row %s, a verified receipt (%s) of the same action in the same minute; %s, and the record cannot show the agent asked twice",
+			tools(row), targets(row), clock(row.IssuedAt), v.ID, strings.ToLower(v.Status.String()), claims))
+		return pulls, answer{finding: fmt.Sprintf("We are checking the record of %s.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
+			closing: "A member of our team will get back to you."}
+	}
 	if revoked.Name != "" {
 		// The playbook's signal: an agent acting after a revocation.
 		when, asked := "", clock(row.IssuedAt)
@@ -1116,6 +1140,34 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 		finding: fmt.Sprintf("We have no verifiable approval from you on file for %s: the request was refused, and is on record as refused.", r.cfg.Names.action(row.Brand, toolList(row), targets(row))+" at "+clock(row.IssuedAt)),
 		closing: refusedClosing,
 	}
+}
+
+// servedBeside returns the first of vouched (rows whose receipt signature
+// verified, whatever their status: the Provider signed that it served the
+// turn) that records refusal's action (its tool on its target) in the
+// same UTC minute, for whichever principal (a drill of an order alone
+// answers the customer of both, and a refusal's principal is a claim
+// unless a token vouches for it); nil when none does. A step-up
+// (refused for a missing scope, granted, sent again and served) minutes
+// apart is not one; within the minute, drillRefusal lets one through
+// whose refused request the agent signed itself, bound to a token that
+// verified and lacks a scope the receipt used: the record shows the
+// agent asked twice.
+func servedBeside(refusal *ledger.Row, vouched []*ledger.Row) *ledger.Row {
+	minute := refusal.IssuedAt.UTC().Truncate(time.Minute)
+	for _, v := range vouched {
+		if !v.IssuedAt.UTC().Truncate(time.Minute).Equal(minute) {
+			continue
+		}
+		for _, a := range v.Actions {
+			for _, ra := range refusal.Actions {
+				if a.Tool == ra.Tool && a.Target == ra.Target {
+					return v
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // decide turns the pulls into the decision and the customer's part of
