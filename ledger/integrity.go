@@ -1199,6 +1199,14 @@ func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, check
 // row its evidence gives (fromEvidence). signed says d was built from a
 // re-run of the signature checks: a receipt row's key ids and grant
 // expiry, which only a signature check gives, are compared too.
+// StrictTargetsFrom is when the ledger began to read signed args
+// strictly for a target (verifier.NamesTarget: a string value, in args
+// no two decoders read differently). A row recorded before it may hold
+// TARGET_SOURCE_SIGNED_ARGS where the reading before gave it
+// (verifier.NamesTargetAsBefore), and VerifyRow and CheckIntegrity find
+// that as written; a row recorded from it may not.
+var StrictTargetsFrom = time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+
 // namedBefore(i, target) says the signed args of the evidence's action i
 // name target as the ledger read them before it held ambiguous args and
 // numbers to name nothing (verifier.NamesTargetAsBefore).
@@ -1277,8 +1285,12 @@ func fieldDiffs(r, d *Row, signed bool, namedBefore func(i int, target string) b
 		// as written, not edited, so it is read as then. An edit to the
 		// signed args' word that the args never gave is still found, as
 		// is one to the action log's word.
+		// Only a row recorded before the stricter reading can hold it
+		// (its recorded time is in its leaf): on a row recorded since, it
+		// is an edit that makes the drill trust the target.
+		asBefore := r.RecordedAt.Before(StrictTargetsFrom) && namedBefore(i, e.Target)
 		if a.TargetSource != verifier.TargetNotRecorded && a.TargetSource != e.TargetSource &&
-			!(a.TargetSource == verifier.TargetFromSignedArgs && e.TargetSource == verifier.TargetFromWriter && namedBefore(i, e.Target)) {
+			!(a.TargetSource == verifier.TargetFromSignedArgs && e.TargetSource == verifier.TargetFromWriter && asBefore) {
 			differs("target source of "+of, targetSource(a.TargetSource), targetSource(e.TargetSource))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
@@ -165,5 +166,24 @@ func TestARowRecordedUnderTheEarlierReadingOfArgsIsNotEdited(t *testing.T) {
 	}
 	if rv.Same || !slices.ContainsFunc(rv.Differences, func(p string) bool { return strings.Contains(p, want) }) {
 		t.Errorf("VerifyRow of the moved row given the signed args' word: %q; want %q", rv.Differences, want)
+	}
+}
+
+// A row recorded from the stricter reading on is never read the earlier
+// way: the signed args' word given to its target, which only the earlier
+// reading would have given, is an edit.
+func TestARowRecordedUnderTheStricterReadingIsReadSo(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.set(ledger.StrictTargetsFrom.Add(time.Hour))
+	h.startLog(t)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", ArgsJSON: `{"order":"B-8888","order":"A-5531"}`})))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.tamper(t, tamper.EditRow(row.ID, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetFromSignedArgs }))
+	const want = `the row's target source of cancel_order is "the signed args"; its evidence says "the action log alone": the row was edited after it was written`
+	if f := findingsOf(integrity(t, h), row.ID); !slices.ContainsFunc(f, func(p string) bool { return strings.Contains(p, want) }) {
+		t.Errorf("fsck of a row recorded %s given the signed args' word: %q; want %q", row.RecordedAt, f, want)
 	}
 }
