@@ -1145,7 +1145,7 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 // servedBeside returns the first of vouched (rows whose receipt signature
 // verified, whatever their status: the Provider signed that it served the
 // turn) that records refusal's action (its tool on its target) in the
-// same UTC minute, for whichever principal (a drill of an order alone
+// same UTC minute, or less than a minute apart, for whichever principal (a drill of an order alone
 // answers the customer of both, and a refusal's principal is a claim
 // unless a token vouches for it); nil when none does. A step-up
 // (refused for a missing scope, granted, sent again and served) minutes
@@ -1156,7 +1156,9 @@ func (r *Runner) drillRefusal(ctx context.Context, row *ledger.Row, lookup time.
 func servedBeside(refusal *ledger.Row, vouched []*ledger.Row) *ledger.Row {
 	minute := refusal.IssuedAt.UTC().Truncate(time.Minute)
 	for _, v := range vouched {
-		if !v.IssuedAt.UTC().Truncate(time.Minute).Equal(minute) {
+		// The same minute as the reply prints it, or less than a minute
+		// apart across its turn (13:12:59 beside 13:13:01).
+		if d := v.IssuedAt.Sub(refusal.IssuedAt); !v.IssuedAt.UTC().Truncate(time.Minute).Equal(minute) && (d >= time.Minute || d <= -time.Minute) {
 			continue
 		}
 		for _, a := range v.Actions {

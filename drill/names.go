@@ -104,12 +104,11 @@ func asName(s string) string {
 const maxQuotedName = 40
 
 // nameLike reports whether s is a name a reply can show unquoted: 1 to
-// maxQuotedName ASCII letters, digits and _ . : / # + @ -. Other
-// letters are quoted: some are drawn as a blank (U+3164, a Hangul
-// filler, is a letter to Unicode), so words joined by them would read
-// as a sentence.
+// 128 ASCII letters, digits and _ . : / # + @ -. Other letters are
+// quoted: some are drawn as a blank (U+3164, a Hangul filler, is a
+// letter to Unicode), so words joined by them would read as a sentence.
 func nameLike(s string) bool {
-	if s == "" || len(s) > maxQuotedName {
+	if s == "" || len(s) > 128 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

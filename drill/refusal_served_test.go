@@ -163,3 +163,24 @@ func TestTheReceiptsOwnRequestPostedAsARefusalNeedsAPerson(t *testing.T) {
 		t.Fatalf("a refusal of the receipt's own request: %+v", d)
 	}
 }
+
+// A refusal dated across the turn of a minute from the receipt, less
+// than a minute apart (13:12:59 beside 13:13:01), needs a person too.
+func TestARefusalSecondsApartAcrossAMinuteNeedsAPerson(t *testing.T) {
+	at := time.Date(2026, 10, 7, 13, 13, 1, 0, time.UTC)
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	e.append(t, e.sc.Mint(pacttest.Spec{At: at, User: "acct-lu", Target: "A-7701"}))
+	ref, err := e.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedPrincipal: "acct-lu", ClaimedAgent: e.sc.PA.ID, Tool: "cancel_order", Target: "A-7701",
+		Reason: "no delegation token", ObservedAt: at.Add(-2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Target: "A-7701", Principal: "acct-lu"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decisions(rep)[ref.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person") {
+		t.Fatalf("a refusal two seconds before the receipt, across a minute: %+v", d)
+	}
+}
