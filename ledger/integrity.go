@@ -1195,18 +1195,19 @@ func refusalFromEvidence(ctx context.Context, in *RefusalInput, id string, check
 	return d, nil
 }
 
-// fieldDiffs says, one a field, where stored row r differs from d, the
-// row its evidence gives (fromEvidence). signed says d was built from a
-// re-run of the signature checks: a receipt row's key ids and grant
-// expiry, which only a signature check gives, are compared too.
 // StrictTargetsFrom is when the ledger began to read signed args
 // strictly for a target (verifier.NamesTarget: a string value, in args
 // no two decoders read differently). A row recorded before it may hold
 // TARGET_SOURCE_SIGNED_ARGS where the reading before gave it
 // (verifier.NamesTargetAsBefore), and VerifyRow and CheckIntegrity find
-// that as written; a row recorded from it may not.
+// that as written; a row recorded from it may not. The row's recorded
+// time is in its leaf of the Merkle log, so moving it is found there.
 var StrictTargetsFrom = time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 
+// fieldDiffs says, one a field, where stored row r differs from d, the
+// row its evidence gives (fromEvidence). signed says d was built from a
+// re-run of the signature checks: a receipt row's key ids and grant
+// expiry, which only a signature check gives, are compared too.
 // namedBefore(i, target) says the signed args of the evidence's action i
 // name target as the ledger read them before it held ambiguous args and
 // numbers to name nothing (verifier.NamesTargetAsBefore).
