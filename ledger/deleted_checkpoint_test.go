@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -294,4 +295,50 @@ func TestPublicationsDoNotListTheCheckpoints(t *testing.T) {
 	if n := listings.Load(); n == 0 {
 		t.Error("a publication that found no latest checkpoint did not list the bucket's checkpoints")
 	}
+}
+
+// The first publication puts the log's checkpoints by size before its
+// latest checkpoint: fsck run between the two finds no deletion, since no
+// publication of the row store's log has ended yet.
+func TestFsckDuringTheFirstPublicationFindsNoDeletion(t *testing.T) {
+	ctx := context.Background()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := logKeys(t)
+	hooked := &swapHooked{Store: objects}
+	h := ledgerOn(t, hooked, signer)
+	var between string
+	hooked.beforeSwap = func(key string) {
+		if key != ledger.LogPrefix+"checkpoint" || between != "" {
+			return
+		}
+		page, err := h.l.CheckIntegrity(ctx, 0, "")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		between = problems(page) + "."
+	}
+	if err := h.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if between == "" || strings.Contains(between, deletedFsck) || strings.Contains(between, missingLive) {
+		t.Errorf("fsck between the checkpoints by size and the latest one of the first publication:\n%s", between)
+	}
+}
+
+// swapHooked runs beforeSwap ahead of each version swap (the latest
+// checkpoint's write).
+type swapHooked struct {
+	*localdir.Store
+	beforeSwap func(key string)
+}
+
+func (s *swapHooked) SwapVersion(ctx context.Context, key string, body []byte, until time.Time, prev []byte) (ledger.Location, error) {
+	if s.beforeSwap != nil {
+		s.beforeSwap(key)
+	}
+	return s.Store.SwapVersion(ctx, key, body, until, prev)
 }

@@ -224,9 +224,12 @@ type logState struct {
 	// holder does. Nil: none.
 	shared *divergenceRecord
 	// holding: this replica holds the integrator's lease (holdLog), and
-	// reports and serves by what it found itself.
+	// reports and serves by what it found itself once it checked.
 	holding bool
-	deleted string // the checkpoints last found deleted from the bucket (noteDeleted)
+	// sharePending: the last attempt to bring the record to what this
+	// holder found failed, and is made again with the next outcome.
+	sharePending bool
+	deleted      string // the checkpoints last found deleted from the bucket (noteDeleted)
 	// waitingSince is when this replica first read leaves in the queue
 	// with the log no larger than before (unix nanoseconds; 0: the log
 	// keeps up), and waitedSize the size it read then (followLogSize).
@@ -906,11 +909,14 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error, compared bool) {
 		s.divergedMu.Unlock()
 		return
 	}
-	since, diverged := s.since, s.diverged
+	since, diverged, pending := s.since, s.diverged, s.sharePending
 	s.setMetricLocked(l.cfg.Metrics)
 	s.divergedMu.Unlock()
-	if diverged != nil || compared {
-		l.shareDivergence(ctx, since, diverged)
+	if diverged != nil || compared || pending {
+		ok := l.shareDivergence(ctx, since, diverged)
+		s.divergedMu.Lock()
+		s.sharePending = !ok
+		s.divergedMu.Unlock()
 	}
 }
 
@@ -920,8 +926,9 @@ func (l *Ledger) noteDiverged(ctx context.Context, err error, compared bool) {
 // it says otherwise: a record of the same error by this holder is left
 // as it is, and one found earlier keeps its time, which this holder then
 // reports too. A write that fails is logged and tried again with the
-// next outcome; meanwhile the other replicas read the record as it was.
-func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged error) {
+// next outcome (sharePending), a publication's too; meanwhile the other
+// replicas read the record as it was. It reports whether it succeeded.
+func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged error) (ok bool) {
 	var found *divergenceRecord
 	// want is the record to keep, given the one there (raw); same when
 	// that is it.
@@ -963,7 +970,7 @@ func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged 
 			l.cfg.Logger.WarnContext(ctx, "recording in the row store what the integrator found of the published log failed; the other replicas report what the record said before, and it is tried again",
 				slog.Bool("diverged", diverged != nil), slog.String("error", err.Error()))
 		}
-		return
+		return false
 	}
 	if diverged != nil && found != nil && !found.Since.IsZero() && found.Since.Before(since) {
 		s := l.log
@@ -973,6 +980,7 @@ func (l *Ledger) shareDivergence(ctx context.Context, since time.Time, diverged 
 		}
 		s.divergedMu.Unlock()
 	}
+	return true
 }
 
 // holdLog marks this replica as the holder of the integrator's lease
@@ -991,9 +999,11 @@ func (l *Ledger) holdLog(on bool) {
 	s.setMetricLocked(l.cfg.Metrics)
 }
 
-// divergedLocked is LogDiverged with s.divergedMu held.
+// divergedLocked is LogDiverged with s.divergedMu held. A holder that
+// has not yet checked the published log (it took the lease while the
+// bucket is out, say) reports the record as the other replicas do.
 func (s *logState) divergedLocked() (time.Time, error) {
-	if s.diverged == nil && !s.holding && s.shared != nil {
+	if s.diverged == nil && (!s.holding || !s.checked.Load()) && s.shared != nil {
 		return s.shared.Since, s.shared.err()
 	}
 	return s.since, s.diverged
@@ -1877,7 +1887,8 @@ type publishedLog struct {
 	hidden      []string
 	hiddenCount int
 	// missing: no live checkpoint reads by name, though the bucket keeps
-	// checkpoints of the log.
+	// checkpoints of the log and a publication of the row store's log
+	// ended (which put it).
 	missing bool
 	// tilesCover is how many leaves the bucket's level-0 tiles cover when
 	// that is more than its largest checkpoint read (a publication cut
@@ -1990,7 +2001,20 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 	if len(p.hidden) > maxNamedHidden {
 		p.hidden = p.hidden[:maxNamedHidden]
 	}
-	p.missing = p.latest == nil && len(p.checkpoints) > 0
+	if p.latest == nil && len(p.checkpoints) > 0 {
+		// Missing, unless no publication of this row store's log has
+		// ended yet: the first one puts its checkpoints by size before
+		// the latest, so one under way (or cut short) shows the same.
+		var done int64
+		if err := l.store.View(ctx, func(tx Tx) error {
+			var err error
+			done, err = tx.TilesPublished()
+			return err
+		}); err != nil {
+			return publishedLog{}, err
+		}
+		p.missing = done > 0
+	}
 	return p, nil
 }
 
