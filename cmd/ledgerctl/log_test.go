@@ -145,18 +145,32 @@ func (f *fixture) append(t *testing.T, spec pacttest.Spec) string {
 // id.
 func (f *fixture) appendMinted(t *testing.T, r *pacttest.Receipt) string {
 	t.Helper()
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	wctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
-	rep, err := ledgerv1.NewLedgerServiceClient(conn).AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
+	return f.appendReply(t, r).GetRow().GetId()
+}
+
+// appendReply posts r, minted by f.sc, as the writer and returns
+// ledgerd's reply.
+func (f *fixture) appendReply(t *testing.T, r *pacttest.Receipt) *ledgerv1.AppendReceiptResponse {
+	t.Helper()
+	c, wctx := f.writer(t)
+	rep, err := c.AppendReceipt(wctx, &ledgerv1.AppendReceiptRequest{ReceiptJws: r.ReceiptJWS, RequestJwt: r.RequestJWT, DelegationToken: r.DelegationToken,
 		Actions: []*ledgerv1.Action{{Tool: r.Actions[0].Tool, Target: r.Actions[0].Target, ArgsJson: r.Actions[0].ArgsJSON}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rep.GetRow().GetId()
+	return rep
+}
+
+// writer is a gRPC client of f's ledgerd, closed when the test ends, and
+// a context that calls it with the writer's key.
+func (f *fixture) writer(t *testing.T) (ledgerv1.LedgerServiceClient, context.Context) {
+	t.Helper()
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return ledgerv1.NewLedgerServiceClient(conn), metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+keys["writer"])
 }
 
 // edit stops ledgerd, edits its bbolt file directly and starts it again.
