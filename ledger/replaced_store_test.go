@@ -88,27 +88,7 @@ func headOf(t *testing.T, st ledger.Store) int64 {
 // left, and compares the row store's log with the published one again
 // before it signs, which finds the divergence.
 func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
-	bucket := t.TempDir()
-	objects, err := localdir.Open(bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, swapped := swappableLedger(t, objects)
-	backup := backedUpAtSeven(t, h)
-	if err := h.grow(t, 7, 3); err != nil {
-		t.Fatal(err)
-	}
-	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
-	if !strings.HasPrefix(string(published), testOrigin+"\n10\n") {
-		t.Fatalf("the published checkpoint:\n%s\nwant one of size 10", published)
-	}
-	h.store.Close()
-	h.open(t)
-	older, err := bolt.Open(backup, bolt.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { older.Close() })
+	h, swapped, older, bucket := publishedAtTenWithACopyAtSeven(t)
 
 	startIntegrator(t, h.l, h)
 	// The integrator checked the bucket and extends the log.
@@ -139,6 +119,35 @@ func TestARowStoreReplacedUnderTheIntegratorGetsNoCheckpoint(t *testing.T) {
 	if readObject(t, bucket, ledger.LogPrefix+"checkpoints/8") != nil {
 		t.Error("the bucket holds a checkpoint of size 8")
 	}
+}
+
+// publishedAtTenWithACopyAtSeven is a ledger whose row store can be
+// replaced under it (swapped), which published a log of 10 leaves to its
+// evidence directory (bucket), open again with its log on, and a copy of
+// its row store taken at 7 leaves (older).
+func publishedAtTenWithACopyAtSeven(t *testing.T) (h *harness, swapped func() *swappable, older *bolt.Store, bucket string) {
+	t.Helper()
+	bucket = t.TempDir()
+	objects, err := localdir.Open(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, swapped = swappableLedger(t, objects)
+	backup := backedUpAtSeven(t, h)
+	if err := h.grow(t, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	if published := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); !strings.HasPrefix(string(published), testOrigin+"\n10\n") {
+		t.Fatalf("the published checkpoint:\n%s\nwant one of size 10", published)
+	}
+	h.store.Close()
+	h.open(t)
+	older, err = bolt.Open(backup, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { older.Close() })
+	return h, swapped, older, bucket
 }
 
 // backedUpAtSeven turns h's log on with a new key, publishes a log of 7
@@ -414,23 +423,7 @@ func TestAPublicationUnderWayWhenTheRowStoreIsReplacedEnds(t *testing.T) {
 // goes on from is the one its check compared, and the copy's differs,
 // so it checks again, which finds the divergence.
 func TestARowStoreReplacedRightAfterTheCheckGetsNoCheckpoint(t *testing.T) {
-	bucket := t.TempDir()
-	objects, err := localdir.Open(bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, swapped := swappableLedger(t, objects)
-	backup := backedUpAtSeven(t, h)
-	if err := h.grow(t, 7, 3); err != nil {
-		t.Fatal(err)
-	}
-	h.store.Close()
-	h.open(t)
-	older, err := bolt.Open(backup, bolt.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { older.Close() })
+	h, swapped, older, _ := publishedAtTenWithACopyAtSeven(t)
 	if tok, err := older.AcquireLease(context.Background(), ledger.LeaseLogIntegrator, h.l.Holder(), time.Minute); err != nil || tok != 1 {
 		t.Fatalf("the copy's lease: token %d (%v), want 1, the one the integrator will hold", tok, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 // The row page says under each target what vouches for it: the signed
@@ -18,10 +19,7 @@ import (
 // filed under another order.
 func TestRowPageSaysWhereATargetComesFrom(t *testing.T) {
 	e := newEnv(t, nil)
-	signed := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
-	moved := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
-	moved.Actions[0].Target = "B-8888"
-	movedRow := e.record(t, moved)
+	signed, movedRow := signedAndMoved(t, e)
 	c := e.newWebClient(t)
 	c.signIn(t, config.RoleSupport)
 	for _, tc := range []struct {
@@ -67,10 +65,7 @@ func TestSearchMarksATargetTheWriterAloneGives(t *testing.T) {
 // them the customer's agent did not file under their order.
 func TestGrantPageMarksATargetTheWriterAloneGives(t *testing.T) {
 	e := newEnv(t, nil)
-	signed := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
-	moved := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
-	moved.Actions[0].Target = "B-8888"
-	movedRow := e.record(t, moved)
+	signed, movedRow := signedAndMoved(t, e)
 	c := e.newWebClient(t)
 	c.signIn(t, config.RoleAuditor)
 	code, body := c.get(t, "/console/grant?id=a2agrant_7Q2F")
@@ -94,10 +89,7 @@ func TestGrantPageMarksATargetTheWriterAloneGives(t *testing.T) {
 // before it are as they were.
 func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
 	e := newEnv(t, nil)
-	signed := e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
-	moved := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
-	moved.Actions[0].Target = "B-8888"
-	movedRow := e.record(t, moved)
+	signed, movedRow := signedAndMoved(t, e)
 	want := map[string]string{signed.GetId(): "", movedRow.GetId(): "B-8888"}
 	c := e.newWebClient(t)
 	c.signIn(t, config.RoleAuditor)
@@ -129,4 +121,15 @@ func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
 			t.Errorf("JSON row %v: want writerOnlyTargets %q", r, w)
 		}
 	}
+}
+
+// signedAndMoved records two receipts of acct-48213's under its grant:
+// one filed under A-5531 as its signed args name it, the other, whose
+// signed args name A-6000, filed under B-8888 by the writer.
+func signedAndMoved(t *testing.T, e *env) (signed, moved *ledgerv1.Row) {
+	t.Helper()
+	signed = e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	m := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-6000"})
+	m.Actions[0].Target = "B-8888"
+	return signed, e.record(t, m)
 }
