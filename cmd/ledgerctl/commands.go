@@ -114,6 +114,28 @@ func targetsOf(r *ledgerv1.Row) (all, writerOnly []string) {
 	return all, writerOnly
 }
 
+// claimedAgent reports whether r is a refusal whose agent platform no
+// signature vouches for: the name the writer claimed, or the iss of a
+// request JWT whose signature did not verify.
+func claimedAgent(r *ledgerv1.Row) bool {
+	if r.GetKind() != ledgerv1.RowKind_ROW_KIND_REFUSAL {
+		return false
+	}
+	for _, c := range r.GetVerifier().GetChecks() {
+		if c.GetName() == "request_signature" {
+			return c.GetResult() != ledgerv1.CheckResult_CHECK_RESULT_PASS
+		}
+	}
+	return true
+}
+
+// claimedMark follows a refusal's agent platform in lookup's table when
+// no signature vouches for it; claimedNote, printed below, says so.
+const (
+	claimedMark = " (claimed)"
+	claimedNote = "(claimed: a refusal's agent platform that no signature vouches for, the writer's word; a receipt's is the agent's signed request's)"
+)
+
 // writerOnlyMark follows a target in a table of rows when no signed args
 // name it; writerOnlyNote, printed below such a table, says so.
 const (
@@ -205,9 +227,9 @@ func (c *cli) lookup(o lookupOpts) error {
 		// them; what the table marks is a column of its own.
 		l.header = append(l.header, "writer-only targets")
 	}
-	marked := false
+	marked, claimed := false, false
 	for _, r := range rep.GetRows() {
-		id, targets := short(r.GetId()), ""
+		id, targets, agent := short(r.GetId()), "", orDash(r.GetAgent().GetPlatform())
 		var writerOnly []string
 		if csv {
 			var all []string
@@ -217,9 +239,13 @@ func (c *cli) lookup(o lookupOpts) error {
 			var m bool
 			targets, m = rowTargets(r)
 			marked = marked || m
+			if claimedAgent(r) {
+				agent += claimedMark
+				claimed = true
+			}
 		}
 		row := []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
-			orDash(r.GetPrincipal()), targets, rowTools(r), orDash(r.GetAgent().GetPlatform()), word(r.GetDisputeStatus(), "DISPUTE_STATUS_")}
+			orDash(r.GetPrincipal()), targets, rowTools(r), agent, word(r.GetDisputeStatus(), "DISPUTE_STATUS_")}
 		if csv {
 			row = append(row, orDash(strings.Join(writerOnly, ",")))
 		}
@@ -235,6 +261,9 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	if marked {
 		c.note("%s", writerOnlyNote)
+	}
+	if claimed {
+		c.note("%s", claimedNote)
 	}
 	if len(rep.GetRows()) == 0 && byID {
 		c.note("%s", idsExact)

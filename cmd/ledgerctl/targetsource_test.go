@@ -3,10 +3,14 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -106,5 +110,29 @@ func TestLookupMarksATargetTheWriterAloneGives(t *testing.T) {
 	// A lookup by customer where no target is the writer's alone has no note.
 	if code, out, errs := f.ctl(t, "support", "lookup", "--principal", "acct-48213"); code != 0 || strings.Contains(out+errs, "*") {
 		t.Errorf("lookup --principal acct-48213: %d\n%s%s", code, out, errs)
+	}
+}
+
+// lookup says a refusal's agent platform is claimed when no signature
+// vouches for it, with a note under the table; a receipt's is not marked.
+func TestLookupMarksARefusalsClaimedAgent(t *testing.T) {
+	f := start(t)
+	c, wctx := f.writer(t)
+	ref, err := c.AppendRefusal(wctx, &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "acct-48213", ClaimedAgent: "https://agent.example",
+		Action: &ledgerv1.RefusalAction{Tool: "cancel_order", Target: "A-5531"}, Reason: "no receipt", ObservedAt: timestamppb.New(time.Now().Add(-time.Minute))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := f.ctl(t, "support", "lookup", "--order", "A-5531")
+	if code != 0 || !strings.Contains(out, "(claimed: a refusal's agent platform") {
+		t.Fatalf("lookup: %d\n%s%s", code, out, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, ref.GetRow().GetId()[:12]) && !strings.Contains(l, "https://agent.example (claimed)"):
+			t.Errorf("the refusal's agent is not marked claimed: %q", l)
+		case strings.HasPrefix(l, f.rowID[:12]) && strings.Contains(l, "(claimed)"):
+			t.Errorf("the receipt's agent is marked claimed: %q", l)
+		}
 	}
 }
