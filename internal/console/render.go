@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pactledger/pactledger/internal/rowtext"
+	"github.com/pactledger/pactledger/internal/termtext"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -84,7 +86,13 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, s *session, cod
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	// A writer's words on the page (a row recorded before the ledger
+	// refused control and invisible characters in them; a signed claim)
+	// are shown as the record holds them: a bidirectional override
+	// cannot reorder a cell, an invisible character cannot make one order
+	// id look like another. html/template escapes markup, not these; the
+	// pages' own text holds none.
+	_, _ = io.WriteString(w, termtext.EscapeMarkup(buf.String()))
 }
 
 // backFrom is where an error page's "Go back" leads from the page of r:

@@ -36,14 +36,28 @@ func Control(r rune) bool {
 // \x1b, \x7f, \u0085, \u202e, \xff. Text without one is returned as it
 // is (a backslash stays a backslash). What Escape returns holds no tab
 // or line feed: it adds no column to a table and no line to a listing.
-func Escape(s string) string { return escape(s, false) }
+func Escape(s string) string { return escape(s, keepNone) }
 
 // EscapeLines is Escape that keeps line feeds: for text of several lines
 // that is printed as lines (a drill's reply to the customer).
-func EscapeLines(s string) string { return escape(s, true) }
+func EscapeLines(s string) string { return escape(s, keepLF) }
 
-func escape(s string, lines bool) string {
-	if !needs(s, lines) {
+// EscapeMarkup is Escape that keeps tabs, line feeds and carriage
+// returns: for a web page, whose markup lays these out as spaces (a
+// value holding one cannot add a line or a cell to what is drawn), while
+// a bidirectional control or an invisible character acts there as it
+// does on a terminal.
+func EscapeMarkup(s string) string { return escape(s, keepSpace) }
+
+// What escape keeps as it is.
+const (
+	keepNone  = iota
+	keepLF    // line feeds
+	keepSpace // tabs, line feeds and carriage returns
+)
+
+func escape(s string, keep int) string {
+	if !needs(s, keep) {
 		return s
 	}
 	var b strings.Builder
@@ -53,8 +67,8 @@ func escape(s string, lines bool) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\n' && lines:
-			b.WriteByte('\n')
+		case kept(r, keep):
+			b.WriteRune(r)
 		case r == '\t':
 			b.WriteString(`\t`)
 		case r == '\n':
@@ -75,12 +89,23 @@ func escape(s string, lines bool) string {
 	return b.String()
 }
 
+// kept reports whether escape keeps the control character r as it is.
+func kept(r rune, keep int) bool {
+	switch keep {
+	case keepLF:
+		return r == '\n'
+	case keepSpace:
+		return r == '\n' || r == '\t' || r == '\r'
+	}
+	return false
+}
+
 // needs reports whether s holds anything escape would change.
-func needs(s string, lines bool) bool {
+func needs(s string, keep int) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c < 0x20 && !(lines && c == '\n') || c == 0x7f {
+			if c < 0x20 && !kept(rune(c), keep) || c == 0x7f {
 				return true
 			}
 			i++

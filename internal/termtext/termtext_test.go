@@ -31,6 +31,9 @@ func TestEscape(t *testing.T) {
 	if got, want := EscapeLines("line one\nline\ttwo\x1b[2K\r\n"), "line one\nline\\ttwo\\x1b[2K\\r\n"; got != want {
 		t.Errorf("EscapeLines = %q, want %q", got, want)
 	}
+	if got, want := EscapeMarkup("<td>\tA-5531\u202e\u200b\r\n\x1b[8m\x00</td>"), "<td>\tA-5531\\u202e\\u200b\r\n\\x1b[8m\\x00</td>"; got != want {
+		t.Errorf("EscapeMarkup = %q, want %q", got, want)
+	}
 }
 
 // Nothing Escape returns acts on a terminal.
@@ -41,8 +44,13 @@ func TestEscapedTextHoldsNoControl(t *testing.T) {
 	}
 	all.WriteString("\xff\xfe")
 	for _, r := range Escape(all.String()) {
-		if Control(r) {
+		if Control(r) || Invisible(r) {
 			t.Fatalf("Escape left %U", r)
+		}
+	}
+	for _, r := range EscapeMarkup(all.String()) {
+		if (Control(r) || Invisible(r)) && !strings.ContainsRune("\t\n\r", r) {
+			t.Fatalf("EscapeMarkup left %U", r)
 		}
 	}
 }
