@@ -114,21 +114,6 @@ func targetsOf(r *ledgerv1.Row) (all, writerOnly []string) {
 	return all, writerOnly
 }
 
-// claimedAgent reports whether r is a refusal whose agent platform no
-// signature vouches for: the name the writer claimed, or the iss of a
-// request JWT whose signature did not verify.
-func claimedAgent(r *ledgerv1.Row) bool {
-	if r.GetKind() != ledgerv1.RowKind_ROW_KIND_REFUSAL {
-		return false
-	}
-	for _, c := range r.GetVerifier().GetChecks() {
-		if c.GetName() == "request_signature" {
-			return c.GetResult() != ledgerv1.CheckResult_CHECK_RESULT_PASS
-		}
-	}
-	return true
-}
-
 // claimedMark follows a refusal's agent platform in lookup's table when
 // no signature vouches for it; claimedNote, printed below, says so.
 const (
@@ -239,7 +224,7 @@ func (c *cli) lookup(o lookupOpts) error {
 			var m bool
 			targets, m = rowTargets(r)
 			marked = marked || m
-			if claimedAgent(r) {
+			if rowtext.ClaimedAgent(r) {
 				agent += claimedMark
 				claimed = true
 			}

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/pactledger/pactledger/internal/rowtext"
 	"github.com/pactledger/pactledger/internal/termtext"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -31,6 +33,10 @@ type grantRow struct {
 	// word alone (no signed args name them), each once, joined as Actions
 	// is: the ones the page marks.
 	WriterOnlyTargets string `json:"writerOnlyTargets"`
+	// AgentClaimed: Agent is a refusal's agent platform that no signature
+	// vouches for, the writer's word (rowtext.ClaimedAgent); the page
+	// marks it "claimed".
+	AgentClaimed bool `json:"agentClaimed"`
 	// Acts are the actions Actions lists, one each, for the page, which
 	// marks a target that is the writer's word alone after it.
 	Acts []grantAction `json:"-"`
@@ -45,10 +51,10 @@ type grantAction struct {
 }
 
 // grantColumns are the CSV header, in the order of grantRow's fields.
-var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus", "writerOnlyTargets"}
+var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus", "writerOnlyTargets", "agentClaimed"}
 
 func (g grantRow) record() []string {
-	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute, g.WriterOnlyTargets}
+	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute, g.WriterOnlyTargets, strconv.FormatBool(g.AgentClaimed)}
 }
 
 // grantExport is the JSON export: the grant's facts and its rows as shown.
@@ -119,7 +125,7 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		out.Rows = append(out.Rows, grantRow{ID: r.GetId(), Status: label(r.GetStatus(), "ROW_STATUS_"), IssuedAt: pbStamp(r.GetIssuedAt()).ISO,
 			Principal: r.GetPrincipal(), Agent: r.GetAgent().GetPlatform(), Actions: strings.Join(acts, "; "), ScopesUsed: strings.Join(r.GetScopesUsed(), " "),
 			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_"),
-			WriterOnlyTargets: strings.Join(writerOnly, "; "), Acts: shown})
+			WriterOnlyTargets: strings.Join(writerOnly, "; "), AgentClaimed: rowtext.ClaimedAgent(r), Acts: shown})
 	}
 	return out
 }

@@ -226,6 +226,7 @@ var funcs = template.FuncMap{
 	"rkind":   func(e fmt.Stringer) string { return label(e, "ROW_KIND_") },
 	"hsrc":    func(e fmt.Stringer) string { return label(e, "ARGS_HASH_SOURCE_") },
 	"tsrc":    targetSource,
+	"claimed": rowtext.ClaimedAgent,
 	"acts":    actionCell,
 	"badge":   badge,
 	"join":    strings.Join,

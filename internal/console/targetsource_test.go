@@ -84,9 +84,9 @@ func TestGrantPageMarksATargetTheWriterAloneGives(t *testing.T) {
 	}
 }
 
-// The grant's CSV and JSON exports name, in a last column, the targets
-// of each row that are the writer's word alone, each once; the columns
-// before it are as they were.
+// The grant's CSV and JSON exports name, in a column after those the
+// page shows, the targets of each row that are the writer's word alone,
+// each once; the columns before it are as they were.
 func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
 	e := newEnv(t, nil)
 	signed, movedRow := signedAndMoved(t, e)
@@ -99,13 +99,13 @@ func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
 	if code != http.StatusOK || err != nil || len(recs) != 3 {
 		t.Fatalf("CSV export = %d (%v):\n%s", code, err, body)
 	}
-	const header = "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets"
+	const header = "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets,agentClaimed"
 	if got := strings.Join(recs[0], ","); got != header {
 		t.Errorf("CSV header %s; want %s", got, header)
 	}
 	for _, rec := range recs[1:] {
-		if w, ok := want[rec[0]]; !ok || rec[len(rec)-1] != w || len(rec) != 11 {
-			t.Errorf("CSV row %q: want its last column %q", rec, w)
+		if w, ok := want[rec[0]]; !ok || len(rec) != 12 || rec[10] != w {
+			t.Errorf("CSV row %q: want its writerOnlyTargets column %q", rec, w)
 		}
 	}
 

@@ -45,3 +45,19 @@ func writerReason(r *ledgerv1.Row, a *ledgerv1.RowAction) string {
 	}
 	return "the signed args do not name it"
 }
+
+// ClaimedAgent reports whether r is a refusal whose agent platform no
+// signature vouches for: the name the writer claimed, or the iss of a
+// request JWT whose signature did not verify. A receipt's agent platform
+// is its signed request's.
+func ClaimedAgent(r *ledgerv1.Row) bool {
+	if r.GetKind() != ledgerv1.RowKind_ROW_KIND_REFUSAL {
+		return false
+	}
+	for _, c := range r.GetVerifier().GetChecks() {
+		if c.GetName() == "request_signature" {
+			return c.GetResult() != ledgerv1.CheckResult_CHECK_RESULT_PASS
+		}
+	}
+	return true
+}
