@@ -210,6 +210,30 @@ func TestAnUnreadableLedgerRecordSpendsNoToken(t *testing.T) {
 			t.Fatalf("the grant after the retry: %+v (%v), want it active", g, err)
 		}
 	})
+	t.Run("device code of a grant that carries another's scopes", func(t *testing.T) {
+		// The older grant's revocation is read before its scopes are
+		// carried.
+		e := newOAuthEnv(t)
+		first := claimsOf(t, e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)).GrantID
+		da := e.deviceAuth("orders:cancel")
+		if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:cancel"}); err != nil {
+			t.Fatal(err)
+		}
+		e.failOnce()
+		if code, m := e.poll(da); code != http.StatusInternalServerError {
+			t.Fatalf("redeeming while the older grant's revocation cannot be read: %d %v, want 500", code, m)
+		}
+		if act := e.active("acct-48213"); len(act) != 1 || act[0].ID != first {
+			t.Fatalf("active grants after the 500: %+v, want grant %s alone", act, first)
+		}
+		code, m := e.poll(da)
+		if code != 200 || m["scope"] != "orders:read orders:cancel" {
+			t.Fatalf("the retry with the same device code: %d %v, want a grant carrying orders:read", code, m)
+		}
+		if g, err := e.st.Grant(first); err != nil || g.ReplacedBy != claimsOf(t, m["access_token"].(string)).GrantID {
+			t.Fatalf("the older grant after the retry: %+v (%v), want it replaced by the new", g, err)
+		}
+	})
 	t.Run("device code of a new grant", func(t *testing.T) {
 		// A grant made now has no revocation in the ledger to read.
 		e := newOAuthEnv(t)
@@ -222,4 +246,35 @@ func TestAnUnreadableLedgerRecordSpendsNoToken(t *testing.T) {
 			t.Fatalf("redeeming a code for a new grant while the ledger's record cannot be read: %d %v, want 200", code, m)
 		}
 	})
+}
+
+// A grant the ledger records revoked that the agent does not use again is
+// not carried into the agent's next grant: the new grant holds what the
+// User approved this time alone, and the revoked grant is revoked at the
+// Provider as of the ledger's time rather than replaced, so the ledger's
+// revocation stands for it and is not posted back.
+func TestARevokedGrantsScopesAreNotCarried(t *testing.T) {
+	e := newOAuthEnv(t)
+	first := claimsOf(t, e.deviceToken([]string{"orders:cancel"}, []string{"orders:cancel"})["access_token"].(string)).GrantID
+	revokedAt := e.clock().Truncate(time.Second)
+	e.revokeInLedger(first, revokedAt)
+	e.advance(time.Minute)
+	tok := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	if tok["scope"] != "orders:read" {
+		t.Fatalf("the new grant's token: scope %q, want orders:read alone: grant %s, which held orders:cancel, is revoked in the ledger", tok["scope"], first)
+	}
+	g, err := e.st.Grant(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Revoked.Equal(revokedAt) || g.ReplacedBy != "" {
+		t.Fatalf("the grant the ledger records revoked, at the Provider: %+v; want it revoked at the ledger's time %v, not replaced", g, revokedAt)
+	}
+	if rev := e.revocation(first); rev != nil {
+		t.Fatalf("a revocation of %s queued for the ledger that recorded it: %+v", first, rev)
+	}
+	code, out, _ := e.send(tok["access_token"].(string), "", "m1", "please cancel order A-5531")
+	if task, _ := out["task"].(map[string]any); code != 200 || task == nil || task["status"].(map[string]any)["state"] != "TASK_STATE_AUTH_REQUIRED" {
+		t.Fatalf("cancelling under the new grant: %d %v, want a step-up for orders:cancel", code, out)
+	}
 }

@@ -135,14 +135,16 @@ func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp boo
 }
 
 // token is the token endpoint: the device code grant (RFC 8628 §3.4–3.5)
-// and refresh with rotation and reuse detection. The ledger's revocation
-// of the existing grant the request is for (the refresh token's, or the
-// one a device code was approved with) is read and applied before the
-// code or token is spent, so that the store refuses tokens of a grant the
-// ledger revoked; when it cannot be read the answer is 500 and nothing is
-// spent, and the agent's retry is answered as this request would have
-// been, not as a reuse. A grant a device code makes when redeemed is new:
-// the ledger holds nothing of it.
+// and refresh with rotation and reuse detection. The ledger's revocations
+// of the existing grants the request rests on (the refresh token's; for
+// an approved device code, the grant it was approved with, if any, and
+// the agent's other active grants for the User, whose scopes a new grant
+// carries and which it replaces) are read and applied before the code or
+// token is spent, so that the store refuses tokens of a grant the ledger
+// revoked and a new grant carries nothing of one; when they cannot be
+// read the answer is 500 and nothing is spent, and the agent's retry is
+// answered as this request would have been, not as a reuse. A grant a
+// device code makes when redeemed is new: the ledger holds nothing of it.
 func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	form, ok := clientForm(w, r, rq.who)
 	if !ok {
@@ -150,25 +152,28 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	}
 	now := s.cfg.Now().UTC()
 	brand, client := rq.brand.ID, rq.who.Iss
-	var held oauth.Grant // the existing grant, when found
-	var found bool
+	var held []oauth.Grant // the existing grants the request rests on
 	var err error
 	var spend func() (oauth.Grant, error)
 	switch form.Get("grant_type") {
 	case oauth.DeviceGrantType:
 		code := form.Get("device_code")
-		held, found, err = s.cfg.Store.DeviceCodeGrant(code, brand, client)
+		held, err = s.cfg.Store.DeviceCodeGrants(code, brand, client, now)
 		spend = func() (oauth.Grant, error) { return s.cfg.Store.RedeemDeviceCode(code, brand, client, now) }
 	case "refresh_token":
 		token := form.Get("refresh_token")
-		held, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client)
+		var g oauth.Grant
+		var found bool
+		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client); found {
+			held = []oauth.Grant{g}
+		}
 		spend = func() (oauth.Grant, error) { return s.cfg.Store.RotateRefreshToken(token, brand, client, now) }
 	default:
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
 		return
 	}
-	if err == nil && found {
-		_, err = s.ledgerRevoked(r.Context(), held)
+	for i := 0; err == nil && i < len(held); i++ {
+		_, err = s.ledgerRevoked(r.Context(), held[i])
 	}
 	var g oauth.Grant
 	if err == nil {

@@ -46,7 +46,10 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 // grant carries the scopes of those the agent did not ask for again
 // (oauth.Grant.CarryOver); an existing grant replaces only those whose
 // scopes it covers. Each grant replaced is revoked, its revocation queued
-// for the ledger naming the grant that replaced it.
+// for the ledger naming the grant that replaced it. The caller first
+// applies the ledger's revocations to the grants the redemption rests on
+// (DeviceCodeGrants): one the ledger records revoked is then revoked here,
+// and neither carried nor replaced.
 func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
@@ -105,22 +108,41 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 	return g, err
 }
 
-// DeviceCodeGrant returns the existing grant that the device code of
-// client at brand would redeem (consent was skipped, or a step-up's
-// approval made the grant), without spending the code; found is false
-// when there is none: the code is unknown, another's, not approved, or
-// makes a new grant when redeemed.
-func (s *Store) DeviceCodeGrant(deviceCode, brand, client string) (g oauth.Grant, found bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
+// DeviceCodeGrants returns, without spending the device code of client at
+// brand, the grants its redemption rests on: the existing grant it
+// redeems (consent was skipped, or a step-up's approval made the grant),
+// and the User's other active grants of the same personal agent for the
+// same agent sub (oauth.Grant.SameAgent), whose scopes a new grant
+// carries and which the redemption replaces. The caller applies the
+// ledger's revocations to each before RedeemDeviceCode, so that a grant
+// the ledger records revoked is neither carried nor replaced. None when
+// the code is unknown, another's, or not approved.
+func (s *Store) DeviceCodeGrants(deviceCode, brand, client string, now time.Time) ([]oauth.Grant, error) {
+	var out []oauth.Grant
+	err := s.view(func(tx *bolt.Tx) error {
 		var d oauth.DeviceAuthorization
 		ok, err := get(tx, bDevices, hash(deviceCode), &d)
-		if err != nil || !ok || !d.IssuedTo(brand, client) || d.GrantID == "" {
+		if err != nil || !ok || !d.IssuedTo(brand, client) {
 			return err
 		}
-		found, err = get(tx, bGrants, []byte(d.GrantID), &g)
+		var g oauth.Grant
+		switch {
+		case d.GrantID != "":
+			found, err := get(tx, bGrants, []byte(d.GrantID), &g)
+			if err != nil || !found {
+				return err
+			}
+			out = append(out, g)
+		case d.StateAt(now) == oauth.Approved:
+			g = oauth.Grant{Brand: d.Brand, Client: d.Client, AgentSub: d.Sub, User: d.User}
+		default:
+			return nil
+		}
+		older, err := agentGrants(tx, &g, now, nil)
+		out = append(out, older...)
 		return err
 	})
-	return g, found, err
+	return out, err
 }
 
 // pendingDevice finds the device authorization of a user code at brand,
