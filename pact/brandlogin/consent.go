@@ -1,6 +1,7 @@
 package brandlogin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -153,7 +154,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	for _, id := range b.CardOrder(d.Scopes) {
 		scopes = append(scopes, scopeView{id, describe(b, []string{id})[0], slug(id)})
 	}
-	carried, until, err := p.carried(b, a.Subject, d, now)
+	carried, until, unknown, err := p.carried(r.Context(), b, a.Subject, d, now)
 	if err != nil {
 		p.cfg.Logger.ErrorContext(r.Context(), "consent page: the agent's grants", slog.String("error", err.Error()))
 		messagePage(w, http.StatusInternalServerError, "Something went wrong", "Please try again.")
@@ -162,7 +163,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	page(w, http.StatusOK, "consent", map[string]any{
 		"Title": "Allow access to your " + b.Organization + " account?", "Brand": b.Organization, "PAOrigin": origin(d.Client), "PAName": p.cfg.AgentNames[d.Client], "PA": d.Client,
 		"User": displayUser(b, a.Subject), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
-		"Carried": carried, "CarriedUntil": until,
+		"Carried": carried, "CarriedUntil": until, "CarriedUnknown": unknown,
 	})
 }
 
@@ -170,18 +171,35 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 // still active, that d does not ask for again: a grant made from d
 // replaces those and carries these, not renewed, ending when the
 // earliest of them ends (store.RedeemDeviceCode, oauth.Grant.CarryOver).
-// The consent page says so before the User decides.
-func (p *Pages) carried(b *brand.Brand, user string, d oauth.DeviceAuthorization, now time.Time) (scopes []string, until string, err error) {
-	gs, err := p.cfg.Store.UserGrants(b.ID, user)
+// The consent page says so before the User decides. The ledger's
+// revocations are applied to those grants first (LedgerRevoked): one the
+// ledger records revoked is revoked, with the agent's other grants, and
+// carries nothing. When the ledger's record cannot be read, unknown is
+// true and nothing is listed: the page cannot tell what the agent keeps
+// (the redemption reads the record again, and fails while it cannot).
+func (p *Pages) carried(ctx context.Context, b *brand.Brand, user string, d oauth.DeviceAuthorization, now time.Time) (scopes []string, until string, unknown bool, err error) {
+	gs, err := p.agentGrants(b, user, d, now)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
+	}
+	revoked := false
+	for _, g := range gs {
+		ng, _, err := LedgerRevoked(ctx, p.cfg.Store, p.cfg.Revocations, g, now)
+		if err != nil {
+			p.cfg.Logger.ErrorContext(ctx, "consent page: the ledger's revocations could not be read", slog.String("grant", g.ID), slog.String("error", err.Error()))
+			return nil, "", true, nil
+		}
+		revoked = revoked || !ng.Active(now)
+	}
+	if revoked {
+		// A revocation takes the agent's other grants with it.
+		if gs, err = p.agentGrants(b, user, d, now); err != nil {
+			return nil, "", false, err
+		}
 	}
 	var held []string
 	var end time.Time
 	for _, g := range gs {
-		if g.Client != d.Client || g.AgentSub == "" || g.AgentSub != d.Sub || !g.Active(now) {
-			continue
-		}
 		kept := false
 		for _, s := range g.Scopes {
 			if !slices.Contains(d.Scopes, s) && !slices.Contains(held, s) {
@@ -193,9 +211,25 @@ func (p *Pages) carried(b *brand.Brand, user string, d oauth.DeviceAuthorization
 		}
 	}
 	if len(held) == 0 {
-		return nil, "", nil
+		return nil, "", false, nil
 	}
-	return describe(b, b.CardOrder(held)), end.Format("2 Jan 2006"), nil
+	return describe(b, b.CardOrder(held)), end.Format("2 Jan 2006"), false, nil
+}
+
+// agentGrants lists user's active grants at b to the personal agent of d
+// for d's agent sub.
+func (p *Pages) agentGrants(b *brand.Brand, user string, d oauth.DeviceAuthorization, now time.Time) ([]oauth.Grant, error) {
+	gs, err := p.cfg.Store.UserGrants(b.ID, user)
+	if err != nil {
+		return nil, err
+	}
+	var out []oauth.Grant
+	for _, g := range gs {
+		if g.Client == d.Client && g.AgentSub != "" && g.AgentSub == d.Sub && g.Active(now) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // consentPath is the path the consent cookie is sent to: the brand's

@@ -71,6 +71,7 @@ button{font-size:1rem;padding:.45rem 1.1rem;margin:.6rem .4rem 0 0}.code{font-fa
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
 {{if .Carried}}<p class="note" id="carried">Your agent keeps what you allowed it before: {{range $i, $s := .Carried}}{{if $i}}; {{end}}{{$s}}{{end}}. That stays until {{.CarriedUntil}}, and what you allow now ends then too; you can revoke it at any time.</p>
+{{else if .CarriedUnknown}}<p class="note" id="carried-unknown">What your agent keeps of what you allowed it before cannot be checked right now. Whatever of it still stands is kept until it ends, and what you allow now ends then too; you can revoke it at any time.</p>
 {{end}}<p class="note">Agent: {{.PA}}. You can revoke this at any time on your {{.Brand}} account page.</p>
 {{template "bottom" .}}{{end}}
 

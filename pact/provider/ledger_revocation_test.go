@@ -278,3 +278,29 @@ func TestARevokedGrantsScopesAreNotCarried(t *testing.T) {
 		t.Fatalf("cancelling under the new grant: %d %v, want a step-up for orders:cancel", code, out)
 	}
 }
+
+// The consent page does not tell the User that the agent keeps the scopes
+// of a grant the ledger records revoked.
+func TestTheConsentPageDoesNotShowARevokedGrantAsCarried(t *testing.T) {
+	e := newOAuthEnv(t)
+	first := claimsOf(t, e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)).GrantID
+	e.revokeInLedger(first, e.clock())
+	if body := e.consentPage(e.deviceAuth("orders:cancel")); strings.Contains(body, `id="carried"`) {
+		t.Fatalf("the consent page says the agent keeps the scopes of grant %s, which the ledger records revoked:\n%s", first, body)
+	}
+	if g, err := e.st.Grant(first); err != nil || g.Active(e.clock()) {
+		t.Fatalf("the Provider's grant %+v (%v), want it revoked", g, err)
+	}
+}
+
+// While the ledger's record cannot be read, the consent page cannot tell
+// what the agent keeps of what the User allowed it before, and says so.
+func TestTheConsentPageSaysWhenItCannotTellWhatIsCarried(t *testing.T) {
+	e := newOAuthEnv(t)
+	e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	e.setLedgerDown(true)
+	body := e.consentPage(e.deviceAuth("orders:cancel"))
+	if strings.Contains(body, `id="carried"`) || !strings.Contains(body, `id="carried-unknown"`) {
+		t.Fatalf("the consent page while the ledger's record cannot be read, want it to say it cannot tell what the agent keeps:\n%s", body)
+	}
+}

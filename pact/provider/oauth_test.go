@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,6 +49,9 @@ type oauthEnv struct {
 	// ledgerRevs are the revocations the ledger records, by grant: the
 	// Provider's Config.Revocations.
 	ledgerRevs map[string]time.Time
+	// ledgerDown, when set, makes the ledger's record unreadable to the
+	// Provider and its pages alike.
+	ledgerDown bool
 }
 
 // revokeInLedger records grant's revocation in the ledger as of at, as
@@ -62,9 +66,16 @@ func (e *oauthEnv) revokeInLedger(grant string, at time.Time) {
 func (e *oauthEnv) ledgerRevocation(_ context.Context, grant string) (time.Time, bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.ledgerDown {
+		return time.Time{}, false, errors.New("row store unreachable")
+	}
 	at, ok := e.ledgerRevs[grant]
 	return at, ok, nil
 }
+
+// setLedgerDown makes the ledger's record unreadable (down) or readable
+// again.
+func (e *oauthEnv) setLedgerDown(down bool) { e.mu.Lock(); defer e.mu.Unlock(); e.ledgerDown = down }
 
 func (e *oauthEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
 func (e *oauthEnv) advance(d time.Duration) {
