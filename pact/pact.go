@@ -326,9 +326,11 @@ func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
 
 // Approve records that the User, signed in with the Brand as user, approved
 // the device authorization with user code userCode for scopes (those they
-// kept of the ones requested), as the consent page does.
+// kept of the ones requested), as the consent page does: a step-up's
+// approval carries nothing of a grant the ledger records revoked, and
+// while the ledger's record cannot be read it records nothing.
 func (p *Provider) Approve(userCode, user string, scopes []string) error {
-	return p.store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, p.now().UTC())
+	return p.pages.Approve(context.Background(), userCode, user, scopes)
 }
 
 // Deny records that the User refused the device authorization; the

@@ -264,11 +264,21 @@ func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand)
 	if c, err := r.Cookie(consentCookie); err == nil {
 		cookie = c.Value
 	}
+	now := p.cfg.Now().UTC()
+	ticket := r.PostForm.Get("ticket")
 	dc := oauth.Decision{Approve: choice == "approve"}
 	if dc.Approve {
 		dc.Scopes = kept
+		prev, found, err := p.cfg.Store.TicketStepUpExtends(b.ID, ticket, cookie, now)
+		if err != nil {
+			p.decisionError(w, r, err)
+			return
+		}
+		if found && !p.stepUpChecked(w, r, prev, now) {
+			return
+		}
 	}
-	if err := p.cfg.Store.DecideByTicket(b.ID, r.PostForm.Get("ticket"), cookie, dc, p.cfg.Now().UTC()); err != nil {
+	if err := p.cfg.Store.DecideByTicket(b.ID, ticket, cookie, dc, now); err != nil {
 		p.decisionError(w, r, err)
 		return
 	}
@@ -282,6 +292,39 @@ func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand)
 	}
 	messagePage(w, http.StatusOK, "Allowed", "", "You allowed your personal agent: "+strings.Join(describe(b, kept), "; ")+".",
 		"You can close this page and return to your agent.")
+}
+
+// stepUpChecked applies the ledger's revocation to prev, the grant whose
+// scopes a step-up's approval carries (store.Store.StepUpExtends), before
+// the approval is recorded, so that a grant the ledger records revoked is
+// not carried. When the ledger's record cannot be read it answers the
+// page itself and reports false: nothing is recorded, and the form stays
+// usable.
+func (p *Pages) stepUpChecked(w http.ResponseWriter, r *http.Request, prev oauth.Grant, now time.Time) bool {
+	if _, _, err := LedgerRevoked(r.Context(), p.cfg.Store, p.cfg.Revocations, prev, now); err != nil {
+		p.cfg.Logger.ErrorContext(r.Context(), "consent decision: the ledger's revocations could not be read", slog.String("grant", prev.ID), slog.String("error", err.Error()))
+		messagePage(w, http.StatusInternalServerError, "Not recorded", "Whether what you allowed your agent before still stands cannot be checked right now, so your answer was not recorded. Go back and answer again in a moment.")
+		return false
+	}
+	return true
+}
+
+// Approve records that user, signed in with the Brand, approved the device
+// authorization of userCode for scopes, as the consent page does: the
+// ledger's revocation of the grant a step-up's approval carries is applied
+// first, and while it cannot be read nothing is recorded.
+func (p *Pages) Approve(ctx context.Context, userCode, user string, scopes []string) error {
+	now := p.cfg.Now().UTC()
+	prev, found, err := p.cfg.Store.StepUpExtends("", userCode, now)
+	if err != nil {
+		return err
+	}
+	if found {
+		if _, _, err := LedgerRevoked(ctx, p.cfg.Store, p.cfg.Revocations, prev, now); err != nil {
+			return fmt.Errorf("the ledger's revocation of grant %s could not be read: %w", prev.ID, err)
+		}
+	}
+	return p.cfg.Store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, now)
 }
 
 // decisionError shows why a sign-in or decision cannot be taken, in the

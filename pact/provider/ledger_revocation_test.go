@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/customer"
 	"github.com/pactledger/pactledger/pact/oauth"
 )
 
@@ -303,4 +305,132 @@ func TestTheConsentPageSaysWhenItCannotTellWhatIsCarried(t *testing.T) {
 	if strings.Contains(body, `id="carried"`) || !strings.Contains(body, `id="carried-unknown"`) {
 		t.Fatalf("the consent page while the ledger's record cannot be read, want it to say it cannot tell what the agent keeps:\n%s", body)
 	}
+}
+
+// A step-up approved after the ledger recorded the revocation of the grant
+// its turn ran under does not carry that grant's scopes: the step-up's
+// grant holds the missing scopes alone, and the agent's own request for
+// all it needs is shown consent.
+func TestAStepUpDoesNotCarryARevokedGrant(t *testing.T) {
+	e := newOAuthEnv(t)
+	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	first := claimsOf(t, read).GrantID
+	ticket, browser := e.consentForm(e.stepUpLink(read))
+	// The ledger records the revocation while the User reads the page.
+	e.revokeInLedger(first, e.clock())
+	if code, body := e.decide(browser, ticket, "orders:cancel"); code != 200 {
+		t.Fatalf("approving the step-up: %d %s", code, body)
+	}
+	act := e.active("acct-48213")
+	if len(act) != 1 || !slices.Equal(act[0].Scopes, []string{"orders:cancel"}) || act[0].Extends != "" {
+		t.Fatalf("active grants after the step-up: %+v; want the step-up's alone, with orders:cancel and nothing of grant %s, which the ledger records revoked", act, first)
+	}
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	pg, err := customer.New(janeEmail, janePassword).Answer(context.Background(), da["verification_uri_complete"].(string), customer.Decision{})
+	if err != nil || pg.Title != "Allowed" {
+		t.Fatalf("the agent's own request for orders:read and orders:cancel: %v %+v, want consent shown and allowed", err, pg)
+	}
+}
+
+// While the ledger's record cannot be read, a step-up's approval, which
+// would carry the scopes of the grant its turn ran under, is not recorded:
+// the page says so, no grant is made, and the same form allows once the
+// record can be read.
+func TestAnUnreadableLedgerRecordApprovesNoStepUp(t *testing.T) {
+	e := newOAuthEnv(t)
+	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	first := claimsOf(t, read).GrantID
+	ticket, browser := e.consentForm(e.stepUpLink(read))
+	e.setLedgerDown(true)
+	if code, body := e.decide(browser, ticket, "orders:cancel"); code != http.StatusInternalServerError {
+		t.Fatalf("approving the step-up while the ledger's record cannot be read: %d %s, want 500", code, body)
+	}
+	if act := e.active("acct-48213"); len(act) != 1 || act[0].ID != first {
+		t.Fatalf("active grants after the approval failed: %+v, want grant %s alone", act, first)
+	}
+	e.setLedgerDown(false)
+	if code, body := e.decide(browser, ticket, "orders:cancel"); code != 200 {
+		t.Fatalf("the same form once the ledger's record can be read: %d %s", code, body)
+	}
+	var stepUp []oauth.Grant
+	for _, g := range e.active("acct-48213") {
+		if g.Extends == first {
+			stepUp = append(stepUp, g)
+		}
+	}
+	if len(stepUp) != 1 || !slices.Equal(stepUp[0].Scopes, []string{"orders:read", "orders:cancel"}) {
+		t.Fatalf("the step-up's grants: %+v, want one carrying grant %s's orders:read", stepUp, first)
+	}
+}
+
+// A step-up approved for the User without the consent page
+// (pact.Provider.Approve) reads the ledger's record as the page does:
+// while it cannot be read nothing is recorded, and a grant it records
+// revoked is not carried.
+func TestAStepUpApprovedWithoutThePageReadsTheLedger(t *testing.T) {
+	e := newOAuthEnv(t)
+	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+	first := claimsOf(t, read).GrantID
+	u, err := url.Parse(e.stepUpLink(read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	userCode := u.Query().Get("user_code")
+	e.setLedgerDown(true)
+	if err := e.pages.Approve(context.Background(), userCode, "acct-48213", []string{"orders:cancel"}); err == nil {
+		t.Fatal("a step-up approved while the ledger's record cannot be read")
+	}
+	if act := e.active("acct-48213"); len(act) != 1 || act[0].ID != first {
+		t.Fatalf("active grants after the approval failed: %+v, want grant %s alone", act, first)
+	}
+	e.setLedgerDown(false)
+	e.revokeInLedger(first, e.clock())
+	if err := e.pages.Approve(context.Background(), userCode, "acct-48213", []string{"orders:cancel"}); err != nil {
+		t.Fatal(err)
+	}
+	if act := e.active("acct-48213"); len(act) != 1 || !slices.Equal(act[0].Scopes, []string{"orders:cancel"}) || act[0].Extends != "" {
+		t.Fatalf("active grants after the step-up: %+v; want the step-up's alone, with orders:cancel and nothing of grant %s, which the ledger records revoked", act, first)
+	}
+}
+
+// stepUpLink sends a turn that needs orders:cancel under a token that
+// lacks it and returns the step-up's link.
+func (e *oauthEnv) stepUpLink(token string) string {
+	e.t.Helper()
+	code, out, _ := e.send(token, "", "m-step-up", "please cancel A-5531")
+	task, _ := out["task"].(map[string]any)
+	if code != 200 || task == nil {
+		e.t.Fatalf("step-up: %d %v", code, out)
+	}
+	return task["metadata"].(map[string]any)["pact.verificationUriComplete"].(string)
+}
+
+// consentForm signs Jane in through link and returns the consent form's
+// ticket and her browser.
+func (e *oauthEnv) consentForm(link string) (string, *http.Client) {
+	e.t.Helper()
+	assertion, c := e.signIn(map[string]any{"verification_uri_complete": link})
+	res, err := c.PostForm(e.base+"/oauth/consent", url.Values{"assertion": {assertion}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	ticket := hidden(string(b), "ticket")
+	if res.StatusCode != 200 || ticket == "" {
+		e.t.Fatalf("consent: %d %s", res.StatusCode, b)
+	}
+	return ticket, c
+}
+
+// decide allows scopes with the consent form of ticket from browser.
+func (e *oauthEnv) decide(browser *http.Client, ticket string, scopes ...string) (int, string) {
+	e.t.Helper()
+	res, err := browser.PostForm(e.base+"/oauth/decision", url.Values{"ticket": {ticket}, "decision": {"approve"}, "scope": scopes})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }

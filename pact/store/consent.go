@@ -19,6 +19,12 @@ type consentTicket struct {
 	Expires    time.Time `json:"expires"`
 }
 
+// admits reports whether the ticket may be posted now from the browser
+// with cookie.
+func (t *consentTicket) admits(cookie string, now time.Time) bool {
+	return cookie != "" && subtle.ConstantTimeCompare(hash(cookie), t.CookieHash) == 1 && !now.After(t.Expires)
+}
+
 // ConsentStart is a User returned from the Brand's login with a verified
 // assertion (PACT §5.3), about to see the consent form.
 type ConsentStart struct {

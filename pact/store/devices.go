@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -164,6 +165,54 @@ func pendingDevice(tx *bolt.Tx, brand, userCode string) (oauth.DeviceAuthorizati
 	return d, key, nil
 }
 
+// StepUpExtends returns, without deciding it, the grant whose scopes an
+// approval of the step-up device authorization of userCode at brand (""
+// for any) would carry (oauth.DeviceAuthorization.Extends); found is
+// false when there is none: the code is unknown, not a pending step-up,
+// or extends no active grant. The caller applies the ledger's revocation
+// to it before the approval, so that a grant the ledger records revoked
+// is not carried.
+func (s *Store) StepUpExtends(brand, userCode string, now time.Time) (g oauth.Grant, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		g, found, err = stepUpExtends(tx, brand, userCode, now)
+		return err
+	})
+	return g, found, err
+}
+
+// TicketStepUpExtends is StepUpExtends for the device authorization of the
+// consent form ticket at brand, posted with the browser's cookie; found
+// is false too for a ticket that DecideByTicket would refuse.
+func (s *Store) TicketStepUpExtends(brand, ticket, cookie string, now time.Time) (g oauth.Grant, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		var t consentTicket
+		ok, err := get(tx, bTickets, hash(ticket), &t)
+		if err != nil || !ok || t.Brand != brand || !t.admits(cookie, now) {
+			return err
+		}
+		g, found, err = stepUpExtends(tx, brand, t.UserCode, now)
+		return err
+	})
+	return g, found, err
+}
+
+// stepUpExtends is StepUpExtends in tx.
+func stepUpExtends(tx *bolt.Tx, brand, userCode string, now time.Time) (oauth.Grant, bool, error) {
+	var g oauth.Grant
+	d, _, err := pendingDevice(tx, brand, userCode)
+	if errors.Is(err, ErrNotFound) {
+		return g, false, nil
+	}
+	if err != nil || !d.StepUp || d.GrantID != "" || d.Extends == "" || d.StateAt(now) != oauth.Pending {
+		return g, false, err
+	}
+	found, err := get(tx, bGrants, []byte(d.Extends), &g)
+	if err != nil || !found || !g.Active(now) {
+		return g, false, err
+	}
+	return g, true, nil
+}
+
 // decide applies dc to the device authorization of userCode in tx; a
 // denial is queued for the ledger as a refusal.
 func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) error {
@@ -176,7 +225,10 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 	}
 	if dc.Approve && d.StepUp && d.GrantID == "" {
 		// No agent polls a step-up's device code: its approval is the
-		// grant, found by the agent's own request for these scopes.
+		// grant, found by the agent's own request for these scopes. The
+		// caller has applied the ledger's revocation to the grant it
+		// extends (StepUpExtends): a grant the ledger records revoked is
+		// no longer active here, and is not carried.
 		g := oauth.NewGrant(&d, now)
 		var prev oauth.Grant
 		if d.Extends != "" {
