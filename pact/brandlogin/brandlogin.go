@@ -41,7 +41,8 @@ type Config struct {
 	AgentNames map[string]string
 	// Revocations, when set, are the ledger's recorded revocations: the
 	// account page shows a grant the ledger records revoked as revoked
-	// (LedgerRevoked).
+	// (LedgerRevoked), and neither the consent page nor a step-up's
+	// approval carries its scopes.
 	Revocations oauth.Revocations
 }
 

@@ -70,7 +70,8 @@ type Config struct {
 	// Revocations, when set, are the ledger's recorded revocations: a grant
 	// the ledger records revoked (ledgerctl revoke) is revoked at the
 	// Provider at its next use (a request under its token, a turn kept, a
-	// token request), as if the User had revoked it on the account page.
+	// token request, or a new grant of its agent that would carry its
+	// scopes), as if the User had revoked it on the account page.
 	Revocations oauth.Revocations
 }
 
