@@ -181,7 +181,8 @@ type auditor struct {
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
 
 	older       []rowLeafRef         // receipt and refusal leaves before the compared ones, for checkRowsPresent
-	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref
+	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref (the first of each)
+	firstLeaf   map[string]int64     // the first leaf read of each row, event and closure, by ref (leafRef)
 	latest      time.Time            // the latest time a leaf of the audited tree records
 	latestLeaf  int64                // the leaf that records it
 	events      eventCounts
@@ -230,23 +231,67 @@ func (a *auditor) noteTime(index int64, leaf map[string]string) {
 // disputeRef is the ref the ledger gives the n-th dispute event of a row.
 func disputeRef(row string, n int) string { return "dispute/" + row + "/" + strconv.Itoa(n) }
 
+// leafRef is the ref of what a leaf logs, and its words: a row, a row's
+// dispute event or an incident's closure, each of which the ledger logs
+// once, in the transaction that records it ("" for a policy leaf, of
+// which each start logs one, and for kinds this version does not know).
+func leafRef(leaf map[string]string) (ref, what, rule string) {
+	switch leaf["kind"] {
+	case "receipt", "refusal":
+		return leaf["row"], "row " + leaf["row"], "a row is logged once"
+	case "dispute":
+		return "dispute/" + leaf["row"] + "/" + leaf["event"], "dispute event " + leaf["event"] + " of row " + leaf["row"], "an event is logged once"
+	case "incident-close":
+		return "incident/" + leaf["incident"] + "/close", "the closure of incident " + leaf["incident"], "an incident is closed once"
+	}
+	return "", "", ""
+}
+
+// read checks what one leaf read from the tiles says of the log itself,
+// whatever the rows say, and is called for every leaf read, in order:
+//
+//   - A row, event or closure with a leaf read before is a finding. The
+//     ledger never logs one again, so the second leaf was queued behind
+//     its back, with the row store edited to match it: the row's proof
+//     then names the newer leaf, and a row compared with it alone would
+//     pass with the values the log committed to first rewritten.
+func (a *auditor) read(index int64, data []byte) {
+	leaf := parseLeaf(string(data))
+	if ref, what, rule := leafRef(leaf); ref != "" {
+		if first, ok := a.firstLeaf[ref]; ok {
+			a.mismatch("%s has two leaves, %d and %d: %s, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded)",
+				what, first, index, rule, index, first)
+		} else {
+			a.firstLeaf[ref] = index
+		}
+	}
+	a.noteTime(index, leaf)
+}
+
 // note reads a leaf before those compared with the ledger: a row's leaf
 // is kept for checkRowsPresent, a dispute leaf for checkEvents, and an
 // incident's closure and a policy are read as compare reads them.
 func (a *auditor) note(index int64, data []byte) error {
 	leaf := parseLeaf(string(data))
-	a.noteTime(index, leaf)
 	switch leaf["kind"] {
 	case "receipt", "refusal":
 		a.older = append(a.older, rowLeafRef{index: index, kind: leaf["kind"], id: leaf["row"], class: leaf["class"], status: leaf["status"], recorded: leaf["recorded"]})
 	case "dispute":
 		if n, err := strconv.Atoi(leaf["event"]); err == nil {
-			a.eventLeaves[disputeRef(leaf["row"], n)] = eventLeaf{index: index, leaf: leaf}
+			a.noteEvent(disputeRef(leaf["row"], n), eventLeaf{index: index, leaf: leaf})
 		}
 	case "incident-close", "policy":
 		return a.compare(index, data)
 	}
 	return nil
+}
+
+// noteEvent keeps a dispute leaf read from the tiles for checkEvents: the
+// first of its event's leaves (a second one is a finding of read).
+func (a *auditor) noteEvent(ref string, l eventLeaf) {
+	if _, ok := a.eventLeaves[ref]; !ok {
+		a.eventLeaves[ref] = l
+	}
 }
 
 // inAuditedLog checks that a row's proof, already verified under its
@@ -392,7 +437,6 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 // compare compares one leaf with what the key can read.
 func (a *auditor) compare(index int64, data []byte) error {
 	leaf := parseLeaf(string(data))
-	a.noteTime(index, leaf)
 	id := leaf["row"]
 	where := fmt.Sprintf("leaf %d (%s of row %s)", index, leaf["kind"], id)
 	switch leaf["kind"] {
@@ -440,7 +484,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 			return nil
 		}
 		d = eventDiffs(leaf, evs[n])
-		a.eventLeaves[disputeRef(id, n)] = eventLeaf{index: index, leaf: leaf, compared: true}
+		a.noteEvent(disputeRef(id, n), eventLeaf{index: index, leaf: leaf, compared: true})
 	} else {
 		a.seen[id] = true
 		if d, err = a.rowDiffs(leaf, r); err != nil {
@@ -701,7 +745,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}}
+		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: map[string]int64{}}
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
@@ -748,6 +792,7 @@ func (c *cli) logAudit(o auditOpts) error {
 				a.mismatch("leaf %d in the entry bundle does not hash to the tree's leaf %d", i, i)
 				continue
 			}
+			a.read(i, leaf)
 			if i < first {
 				before++
 				if err := a.note(i, leaf); err != nil {
@@ -1100,6 +1145,13 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 		return true, nil
 	}
 	a.seen[r.GetId()] = true
+	// Every leaf of the audited tree is read when rows are compared: a
+	// second leaf of the row within it was found when read, and one past
+	// it is found here, as the server proves a row at its latest leaf.
+	if first, ok := a.firstLeaf[r.GetId()]; ok && b.LeafIndex >= a.newer.Size {
+		a.mismatch("row %s has two leaves, %d and %d: a row is logged once, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded; its proof is of leaf %d, logged since the audited tree of size %d)",
+			r.GetId(), first, b.LeafIndex, b.LeafIndex, first, b.LeafIndex, a.newer.Size)
+	}
 	leaf := parseLeaf(b.Leaf)
 	d, err := a.rowDiffs(leaf, r)
 	if err != nil {

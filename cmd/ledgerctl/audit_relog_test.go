@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/proof"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/bolt"
+)
+
+// leafOf is the leaf a proof file proves, and its index.
+func leafOf(t *testing.T, file string) (string, int64) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proof.ParseBundle(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Leaf, b.LeafIndex
+}
+
+// queueBehind stops ledgerd, applies edits to its bbolt file, queues leaf
+// under ref as the ledger queues a row's leaf, and starts ledgerd again:
+// what an operator who can write the row store, and holds no log signing
+// key, can do. ledgerd's integrator then logs the leaf and signs it. It
+// returns once the leaf is in a signed checkpoint (a row posted after it
+// is: the log takes leaves in the order they were queued).
+func (f *fixture) queueBehind(t *testing.T, ref, leaf string, edits ...func(*bbolt.Tx) error) {
+	t.Helper()
+	f.stop()
+	db, err := bbolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edits {
+		if err := db.Update(e); err != nil {
+			db.Close()
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := bolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store.Update(context.Background(), func(tx ledger.Tx) error { return tx.QueueLeaf(ref, []byte(leaf)) })
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-77", Target: "Q-77"}))
+}
+
+// A row is logged once. An operator who rewrites a logged row in the row
+// store (here its class, money_moved to read_only, which would have it
+// swept early) and queues a second leaf for it with the new values has the
+// ledger's integrator sign that leaf, and the row then matches the newer
+// leaf. The audit finds the row's two leaves: read from the tiles, and
+// when the row's proof is of a leaf past the audited tree while the tree
+// holds another leaf of the row.
+func TestAuditFindsARowLoggedTwice(t *testing.T) {
+	f := start(t)
+	kept, _, key := f.keptAudit(t)
+	leaf, first := leafOf(t, f.logged(t, f.rowID))
+	if !strings.Contains(leaf, "\nclass money_moved\n") {
+		t.Fatalf("the row's leaf:\n%s", leaf)
+	}
+	c, wctx := f.writer(t)
+	before, err := c.GetCheckpoint(wctx, &ledgerv1.GetCheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queueBehind(t, f.rowID, strings.Replace(leaf, "\nclass money_moved\n", "\nclass read_only\n", 1),
+		tamper.EditRow(f.rowID, func(r *ledger.Row) { r.Class = retention.ReadOnly }))
+	_, second := leafOf(t, f.logged(t, f.rowID))
+	if second == first {
+		t.Fatalf("the row's proof is still of leaf %d", first)
+	}
+	want := "row " + f.rowID + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": a row is logged once"
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, want) {
+			t.Fatalf("audit (--all %v): exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+
+	// The audited tree holds the row's first leaf only; the server proves
+	// the row under a later checkpoint, at its second leaf.
+	s := f.split(t)
+	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
+	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, want) {
+		t.Fatalf("audit of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
+	}
+}
+
+// A dispute event is logged once, as a row is: an event rewritten in the
+// row store with a second leaf queued for it is a finding.
+func TestAuditFindsADisputeEventLoggedTwice(t *testing.T) {
+	f := start(t)
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
+		t.Fatalf("dispute: %s", errs)
+	}
+	kept, _, key := f.keptAudit(t)
+	file := filepath.Join(t.TempDir(), "event.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof of the event: %s", errs)
+	}
+	leaf, first := leafOf(t, file)
+	if !strings.Contains(leaf, "\nstatus open\n") {
+		t.Fatalf("the event's leaf:\n%s", leaf)
+	}
+	// The row store and a second leaf say the dispute was resolved as
+	// authorized by the customer.
+	f.queueBehind(t, "dispute/"+f.rowID+"/0", strings.Replace(leaf, "\nstatus open\n", "\nstatus resolved_customer_authorized\n", 1),
+		tamper.EditRow(f.rowID, func(r *ledger.Row) {
+			r.Dispute, r.DisputeEvents[0].Status = ledger.DisputeResolvedCustomerAuthorized, ledger.DisputeResolvedCustomerAuthorized
+		}))
+	want := "dispute event 0 of row " + f.rowID + " has two leaves, " + itoa(first) + " and "
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, want) || !strings.Contains(out, "an event is logged once") {
+			t.Fatalf("audit (--all %v): exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
