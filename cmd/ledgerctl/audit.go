@@ -416,6 +416,14 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 	d = diff(d, leaf, "duplicate-of", dash(r.GetVerifier().GetDuplicateOf()))
 	d = diff(d, leaf, "recorded", stamp(r.GetRecordedAt()))
 	if r.GetEvidenceNotKept() != "" {
+		// Only a read-only receipt keeps no evidence (its receipt, tokens
+		// and args are personal data): the leaf, which the row store
+		// cannot change, says whether this row is one. Any other row
+		// marked so hides the evidence its leaf commits to.
+		if leaf["kind"] != "receipt" || leaf["class"] != "read_only" {
+			d = append(d, fmt.Sprintf("the row says its evidence is not kept, but its leaf logs a %s of class %s: only a read-only receipt keeps none",
+				dash(leaf["kind"]), dash(leaf["class"])))
+		}
 		return d, nil
 	}
 	ctx, cancel := a.c.ctx()
