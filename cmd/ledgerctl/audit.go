@@ -210,9 +210,25 @@ type eventCounts struct {
 	inTree, since, unreadable int
 }
 
-// eventSkew is how much earlier than a leaf of the audited tree an event
-// may be recorded and still be after it in the log: a write takes its
-// time before it commits, and replicas' clocks differ.
+// eventSkew is how much earlier than a leaf of the audited tree a row or
+// an event may be recorded and still be after it in the log. The log
+// takes leaves in the order their transactions commit, each leaf queued
+// in the transaction that records its row or event, but the time a leaf
+// records is read from the clock of the replica that writes it, before
+// the commit: a row's recording time and an event's when the transaction
+// builds them (again on each retry), a closure's just before. Two writes
+// then reach the log in the other order than their times when
+//   - replicas' clocks differ (NTP keeps them well within a second);
+//   - a write waits before it commits (a busy database, PostgreSQL's
+//     grouped commits, a lock), while a later one commits first;
+//   - on PostgreSQL, a leaf takes its place in the queue (leaf_seq) when
+//     its transaction's writes are sent, not when it commits, so a
+//     transaction sent earlier and committed later is logged after one
+//     sent later and already logged.
+//
+// Each is seconds at most; five minutes leaves room for a clock stepped
+// back and a slow database, while a row backdated by less changes
+// nothing retention decides (its periods are days and months).
 const eventSkew = 5 * time.Minute
 
 // noteTime keeps the latest time a leaf records (a row's recording, an
@@ -255,6 +271,10 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 //     its back, with the row store edited to match it: the row's proof
 //     then names the newer leaf, and a row compared with it alone would
 //     pass with the values the log committed to first rewritten.
+//   - A row leaf recorded more than eventSkew before a leaf the log holds
+//     before it is a finding: the log takes leaves in the order they
+//     commit, so the row was not recorded when it says (one inserted in
+//     the row store later, backdated, with its leaf queued).
 func (a *auditor) read(index int64, data []byte) {
 	leaf := parseLeaf(string(data))
 	if ref, what, rule := leafRef(leaf); ref != "" {
@@ -263,6 +283,13 @@ func (a *auditor) read(index int64, data []byte) {
 				what, first, index, rule, index, first)
 		} else {
 			a.firstLeaf[ref] = index
+		}
+	}
+	if k := leaf["kind"]; k == "receipt" || k == "refusal" {
+		recorded, err := time.Parse(time.RFC3339Nano, leaf["recorded"])
+		if err == nil && !a.latest.IsZero() && recorded.Add(eventSkew).Before(a.latest) {
+			a.mismatch("leaf %d (%s of row %s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so the row was not recorded when it says: it was inserted in the row store later, its leaf queued outside the ledger, or the clock of the replica that recorded it was wrong",
+				index, k, leaf["row"], leaf["recorded"], eventSkew, a.latestLeaf, a.latest.Format(time.RFC3339Nano))
 		}
 	}
 	a.noteTime(index, leaf)

@@ -260,7 +260,16 @@ func TestSweptRowsProofStillVerifies(t *testing.T) {
 	f := start(t)
 	f.stop()
 	// Record a read-only row a year ago, through a ledger keeping the same
-	// log; ledgerd sweeps it at start-up.
+	// log; ledgerd sweeps it at start-up. The ledger starts over empty:
+	// the log takes leaves in the order they commit, so a row recorded a
+	// year ago comes before every leaf recorded since (the audit checks
+	// it), the fixture's rows among them.
+	if err := os.RemoveAll(f.cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(f.cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	old := time.Now().UTC().AddDate(-1, 0, 0)
 	store, err := bolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), bolt.Config{})
 	if err != nil {
@@ -412,6 +421,9 @@ func TestAuditAfterTheWholeDataDirectoryIsRolledBack(t *testing.T) {
 	}
 	f.stop()
 	if err := os.RemoveAll(f.cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(f.cfg.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.CopyFS(f.cfg.DataDir, os.DirFS(backup)); err != nil {

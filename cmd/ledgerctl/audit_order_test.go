@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// The log takes leaves in the order they commit, so a row's leaf records
+// a time no earlier than the leaves before it, give or take eventSkew. A
+// row inserted in the row store with its leaf queued behind the log's
+// back, recorded a month ago, lands after leaves recorded since: a
+// finding, though the row matches its leaf.
+func TestAuditFindsARowRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
+	f := start(t)
+	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	leaf, _ := leafOf(t, f.logged(t, readOnly))
+	kept, _, key := f.keptAudit(t)
+	forged := strings.Repeat("e", 64)
+	back := time.Now().Add(-30 * 24 * time.Hour).UTC()
+	var lines []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		switch {
+		case ln == "row "+readOnly:
+			ln = "row " + forged
+		case strings.HasPrefix(ln, "recorded "):
+			ln = "recorded " + back.Format(time.RFC3339Nano)
+		}
+		lines = append(lines, ln)
+	}
+	f.queueBehind(t, forged, strings.Join(lines, "\n"),
+		tamper.ForgeRow(readOnly, forged), tamper.EditRow(forged, func(r *ledger.Row) { r.RecordedAt = back }))
+	want := "row " + forged + ") is recorded " + back.Format(time.RFC3339Nano) + ", more than 5m0s before leaf "
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, want) || strings.Contains(out, "differs from the ledger") {
+			t.Fatalf("audit (--all %v): exit %d, want %d with %q alone\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+}
