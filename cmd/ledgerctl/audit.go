@@ -183,10 +183,16 @@ type auditor struct {
 	older       []rowLeafRef         // receipt and refusal leaves before the compared ones, for checkRowsPresent
 	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref (the first of each)
 	firstLeaf   map[string]int64     // the first leaf read of each row, event and closure, by ref (leafRef)
-	latest      time.Time            // the latest time a leaf of the audited tree records
-	latestLeaf  int64                // the leaf that records it
-	events      eventCounts
-	notYet      []string // events not yet checkable, in words
+	// ordered is the first leaf whose recording time read checks against
+	// the leaves before it: the kept checkpoint's size (0 with --all). An
+	// earlier leaf was checked by the audit that kept the checkpoint, so
+	// a finding there (a clock once stepped back, say) is not made again
+	// by every audit after it.
+	ordered    int64
+	latest     time.Time // the latest time a leaf of the audited tree records
+	latestLeaf int64     // the leaf that records it
+	events     eventCounts
+	notYet     []string // events not yet checkable, in words
 }
 
 // rowLeafRef is a receipt or refusal leaf read from the tiles: what a
@@ -274,7 +280,9 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 //   - A row leaf recorded more than eventSkew before a leaf the log holds
 //     before it is a finding: the log takes leaves in the order they
 //     commit, so the row was not recorded when it says (one inserted in
-//     the row store later, backdated, with its leaf queued).
+//     the row store later, backdated, with its leaf queued). Leaves
+//     from a.ordered on are checked so: those since the kept checkpoint,
+//     or every one with --all.
 func (a *auditor) read(index int64, data []byte) {
 	leaf := parseLeaf(string(data))
 	if ref, what, rule := leafRef(leaf); ref != "" {
@@ -287,7 +295,7 @@ func (a *auditor) read(index int64, data []byte) {
 	}
 	if k := leaf["kind"]; k == "receipt" || k == "refusal" {
 		recorded, err := time.Parse(time.RFC3339Nano, leaf["recorded"])
-		if err == nil && !a.latest.IsZero() && recorded.Add(eventSkew).Before(a.latest) {
+		if err == nil && index >= a.ordered && !a.latest.IsZero() && recorded.Add(eventSkew).Before(a.latest) {
 			a.mismatch("leaf %d (%s of row %s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so the row was not recorded when it says: it was inserted in the row store later, its leaf queued outside the ledger, or the clock of the replica that recorded it was wrong",
 				index, k, leaf["row"], leaf["recorded"], eventSkew, a.latestLeaf, a.latest.Format(time.RFC3339Nano))
 		}
@@ -787,6 +795,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	if o.all {
 		first = 0
 	}
+	a.ordered = first
 	// With a key every leaf is read: those before first too, for the
 	// presence of their rows and the rows' events (checkRowsPresent,
 	// checkEvents). Two tile reads for every 256 leaves, where the rows

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,5 +41,20 @@ func TestAuditFindsARowRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
 		if code != exitCheckFailed || !strings.Contains(out, want) || strings.Contains(out, "differs from the ledger") {
 			t.Fatalf("audit (--all %v): exit %d, want %d with %q alone\n%s%s", all, code, exitCheckFailed, want, out, errs)
 		}
+	}
+	// A person looked at the finding and kept a later checkpoint: the
+	// audits from it check the order of the leaves since, and --all of
+	// every leaf.
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-10"}))
+	later := filepath.Join(t.TempDir(), "later.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", later); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-11"}))
+	if code, out, errs := f.ctl(t, "auditor", auditArgs(later, key, false)...); code != 0 || strings.Contains(out, want) {
+		t.Errorf("audit from the later checkpoint: exit %d, want 0 without %q\n%s%s", code, want, out, errs)
+	}
+	if code, out, errs := f.ctl(t, "auditor", auditArgs(later, key, true)...); code != exitCheckFailed || !strings.Contains(out, want) {
+		t.Errorf("audit --all from the later checkpoint: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
 	}
 }
