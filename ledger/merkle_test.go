@@ -58,7 +58,7 @@ func (h *harness) queue(t *testing.T, from, n int) {
 	t.Helper()
 	err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
 		for i := from; i < from+n; i++ {
-			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind test\nrow ref-%d\n", ledger.LeafVersion, i)); err != nil {
+			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind receipt\nrow ref-%d\n", ledger.LeafVersion, i)); err != nil {
 				return err
 			}
 		}

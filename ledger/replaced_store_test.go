@@ -61,7 +61,7 @@ func swappableLedger(t *testing.T, objects ledger.ObjectStore) (h *harness, swap
 func queueOn(t *testing.T, st ledger.Store, i int) {
 	t.Helper()
 	err := st.Update(context.Background(), func(tx ledger.Tx) error {
-		return tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind test\nrow ref-%d\n", ledger.LeafVersion, i))
+		return tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind receipt\nrow ref-%d\n", ledger.LeafVersion, i))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 package proof
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -155,10 +155,35 @@ func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 	if err := tlog.CheckRecord(path, c.Size, c.Hash, b.LeafIndex, tlog.RecordHash([]byte(b.Leaf))); err != nil {
 		return c, fmt.Errorf("%w: leaf %d under checkpoint %d: %v", ErrProof, b.LeafIndex, c.Size, err)
 	}
-	if b.RowID != "" && !bytes.Contains([]byte(b.Leaf), []byte("\nrow "+b.RowID+"\n")) {
-		return c, fmt.Errorf("%w: the leaf is not about row %s", ErrProof, b.RowID)
+	if b.RowID != "" {
+		if err := rowsOwnLeaf(b.Leaf, b.RowID); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
+}
+
+// rowsOwnLeaf checks that leaf is the leaf of row id itself: of kind
+// receipt or refusal, with one row line, naming id. A dispute event's or
+// an incident closure's leaf also names the row, and proves that event,
+// not the row.
+func rowsOwnLeaf(leaf, id string) error {
+	var kinds, rows []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		switch name, value, _ := strings.Cut(ln, " "); name {
+		case "kind":
+			kinds = append(kinds, value)
+		case "row":
+			rows = append(rows, value)
+		}
+	}
+	if len(kinds) != 1 || (kinds[0] != "receipt" && kinds[0] != "refusal") {
+		return fmt.Errorf("%w: the leaf is not a row's (kind %s), so it is no proof of row %s", ErrProof, strings.Join(kinds, ", "), id)
+	}
+	if len(rows) != 1 || rows[0] != id {
+		return fmt.Errorf("%w: the leaf is not about row %s", ErrProof, id)
+	}
+	return nil
 }
 
 // ParseBundle decodes a bundle file.
@@ -180,7 +205,13 @@ func VerifyConsistency(old, newer Checkpoint, path []tlog.Hash) error {
 		return fmt.Errorf("%w: the older checkpoint (%d) is larger than the newer (%d)", ErrProof, old.Size, newer.Size)
 	}
 	if old.Size == 0 {
-		return nil // the empty tree is a prefix of every tree
+		// The empty tree is a prefix of every tree; its root is the hash
+		// of nothing (RFC 6962 §2.1), and a checkpoint of size 0 with
+		// another root is of no tree.
+		if old.Hash != sha256.Sum256(nil) {
+			return fmt.Errorf("%w: the older checkpoint is of size 0 but its root is not the empty tree's", ErrProof)
+		}
+		return nil
 	}
 	if err := tlog.CheckTree(path, newer.Size, newer.Hash, old.Size, old.Hash); err != nil {
 		return fmt.Errorf("%w: %d is not a prefix of %d: %v", ErrProof, old.Size, newer.Size, err)

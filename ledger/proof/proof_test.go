@@ -1,0 +1,76 @@
+package proof_test
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/ledger/proof"
+)
+
+// oneLeafBundle signs a tree of the one leaf given and returns the bundle
+// naming rowID, and the verifier key.
+func oneLeafBundle(t *testing.T, rowID, leaf string) (*proof.Bundle, string) {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, "example.com/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := proof.Sign(proof.Checkpoint{Origin: "example.com/log", Size: 1, Hash: tlog.RecordHash([]byte(leaf))}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proof.NewBundle(rowID, 0, []byte(leaf), nil, cp), vkey
+}
+
+const rowID = "0123456789abcdef0123456789abcdef"
+
+func TestARowsOwnLeafIsItsProof(t *testing.T) {
+	for _, kind := range []string{"receipt", "refusal"} {
+		b, key := oneLeafBundle(t, rowID, "pactledger leaf v1\nkind "+kind+"\nrow "+rowID+"\nstatus verified\n")
+		if _, err := b.Verify(key); err != nil {
+			t.Errorf("%s leaf: %v", kind, err)
+		}
+	}
+}
+
+func TestADisputeLeafIsNoRowProof(t *testing.T) {
+	for name, leaf := range map[string]string{
+		"dispute":        "pactledger leaf v1\nkind dispute\nrow " + rowID + "\nevent 0\nstatus open\n",
+		"incident-close": "pactledger leaf v1\nkind incident-close\nincident inc-1\nrow " + rowID + "\nnote -\n",
+		"two row lines":  "pactledger leaf v1\nkind receipt\nrow " + rowID + "\nrow ffff\nstatus verified\n",
+		"row line twice": "pactledger leaf v1\nkind receipt\nrow ffff\nrow " + rowID + "\nstatus verified\n",
+		"no kind line":   "pactledger leaf v1\nrow " + rowID + "\nstatus verified\n",
+		"another row":    "pactledger leaf v1\nkind receipt\nrow ffff\nstatus verified\n",
+	} {
+		b, key := oneLeafBundle(t, rowID, leaf)
+		if _, err := b.Verify(key); !errors.Is(err, proof.ErrProof) {
+			t.Errorf("%s: a leaf not the row's own verified as the proof of row %s (err %v)", name, rowID, err)
+		}
+	}
+	// Without a row named, the bundle proves the leaf, whatever it is.
+	b, key := oneLeafBundle(t, "", "pactledger leaf v1\nkind dispute\nrow "+rowID+"\nevent 0\nstatus open\n")
+	if _, err := b.Verify(key); err != nil {
+		t.Errorf("a dispute leaf's own bundle: %v", err)
+	}
+}
+
+func TestAnEmptyCheckpointWithAnotherRootIsRefused(t *testing.T) {
+	newer := proof.Checkpoint{Origin: "o", Size: 5, Hash: tlog.Hash{2}}
+	old := proof.Checkpoint{Origin: "o", Size: 0, Hash: tlog.Hash{1}}
+	if err := proof.VerifyConsistency(old, newer, nil); !errors.Is(err, proof.ErrProof) {
+		t.Errorf("a checkpoint of size 0 with root %x was taken as a prefix (err %v); the empty tree's root is SHA-256 of nothing", old.Hash[:4], err)
+	}
+	old.Hash = sha256.Sum256(nil)
+	if err := proof.VerifyConsistency(old, newer, nil); err != nil {
+		t.Errorf("the empty tree: %v", err)
+	}
+}
