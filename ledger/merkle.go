@@ -51,6 +51,11 @@ var (
 	ErrNoLeaf = errors.New("has no leaf in the log and none is queued")
 	// ErrNoLog: the ledger runs without a log.
 	ErrNoLog = errors.New("the ledger keeps no Merkle log")
+	// ErrRefLogged: a leaf was to be sequenced under a ref that already
+	// has a leaf in the log. A ref's leaf index is given once and never
+	// moved: a second leaf of a logged row would otherwise become the
+	// row's proof, with whatever values it holds.
+	ErrRefLogged = errors.New("the ref already has a leaf in the log")
 )
 
 // PendingLeaf is a leaf committed with its row or event, waiting for an
@@ -75,10 +80,16 @@ type LogTx interface {
 	LeafQueued(ref string) (bool, error)
 	// SequenceLeaf stores a queued leaf at index with the stored hashes the
 	// tree gains (starting at storage index hashAt) and removes it from the
-	// queue. An index already taken is an error, which a store that sends
-	// writes with its next round trip reports from a later call or from
-	// Update.
+	// queue. An index already taken is an error, and so is a ref that
+	// already has a leaf index (given before, or earlier in the same
+	// transaction), wrapping ErrRefLogged: a ref's index is never moved.
+	// A store that sends writes with its next round trip reports either
+	// from a later call or from Update.
 	SequenceLeaf(p PendingLeaf, index int64, hashAt int64, hashes []tlog.Hash) error
+	// DropQueuedLeaf removes a queued leaf from the queue without logging
+	// it: the integrator's for a leaf whose ref already has one in the
+	// log. A leaf no longer queued is no error.
+	DropQueuedLeaf(p PendingLeaf) error
 	// ReadHashes returns the stored hashes at the given storage indexes.
 	ReadHashes(indexes []int64) ([]tlog.Hash, error)
 	// Leaf returns the ref and bytes of the leaf at index.
@@ -86,6 +97,9 @@ type LogTx interface {
 	// LeafIndex returns the index of the leaf of ref, or ErrNotFound
 	// (queued leaves have none yet).
 	LeafIndex(ref string) (int64, error)
+	// LeafIndexes returns the leaf index of each of refs that has one (a
+	// ref without one is left out), with one round trip at most.
+	LeafIndexes(refs []string) (map[string]int64, error)
 	// SetLogHead records the tree size and its signed checkpoint, and keeps
 	// the checkpoint in the history by size.
 	SetLogHead(size int64, checkpoint []byte) error
@@ -1154,6 +1168,17 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("integrate: %w", err)
 		}
+		for _, f := range r.refused {
+			l.cfg.Logger.ErrorContext(ctx, "log: a queued leaf was not logged: its ref already has a leaf in the log, and a ref's leaf is never replaced; the row store was written outside the ledger (run ledgerctl fsck)",
+				"ref", f.p.Ref, "leaf_index", f.had, "refused_index", f.at, "refused_leaf_hash", fmt.Sprintf("%x", tlog.RecordHash(f.p.Data)))
+		}
+		l.cfg.Metrics.logRefused(len(r.refused))
+		if len(r.pend) == 0 {
+			if r.read < l.log.cfg.MaxBatch {
+				return total, nil
+			}
+			continue
+		}
 		total += len(r.pend)
 		// Unless the head was cleared meanwhile (uncheck): the next
 		// round then waits for the bucket's log to be checked again.
@@ -1165,7 +1190,7 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 			leaves[i] = p.Data
 		}
 		l.log.recent.add(r.size, leaves)
-		if len(r.pend) < l.log.cfg.MaxBatch {
+		if r.read < l.log.cfg.MaxBatch {
 			return total, nil
 		}
 	}
@@ -1218,10 +1243,15 @@ var errLogReplaced = errors.New("the row store's log head is not the one this in
 // logRound is one extension of the tree, prepared in a read transaction.
 type logRound struct {
 	size   int64 // the tree size it extends
+	read   int   // the queued leaves read
 	pend   []PendingLeaf
 	hashAt []int64       // each leaf's first storage index of hashes
 	hashes [][]tlog.Hash // the stored hashes each leaf adds
 	cp     []byte        // the signed checkpoint of the new size
+	// refused are the queued leaves whose ref already has a leaf in the
+	// log (or an earlier one in this round): taken off the queue, not
+	// logged.
+	refused []refusedLeaf
 }
 
 // prepareRound reads up to MaxBatch queued leaves and computes the round
@@ -1250,7 +1280,15 @@ func (l *Ledger) prepareRound(tx Tx, seen *seenHead) (*logRound, error) {
 	if err := l.checkOwnKey(size, head); err != nil {
 		return nil, err
 	}
-	r := &logRound{size: size, pend: pend, hashAt: make([]int64, len(pend)), hashes: make([][]tlog.Hash, len(pend))}
+	r := &logRound{size: size, read: len(pend)}
+	if r.pend, r.refused, err = onePerRef(tx, size, pend); err != nil {
+		return nil, err
+	}
+	if len(r.pend) == 0 {
+		return r, nil
+	}
+	pend = r.pend
+	r.hashAt, r.hashes = make([]int64, len(pend)), make([][]tlog.Hash, len(pend))
 	hr := &roundHashes{tx: tx, stored: map[int64]tlog.Hash{}}
 	for i, p := range pend {
 		n := size + int64(i)
@@ -1272,7 +1310,45 @@ func (l *Ledger) prepareRound(tx Tx, seen *seenHead) (*logRound, error) {
 	return r, nil
 }
 
-// store writes r in tx, provided the tree is still the size r extends.
+// refusedLeaf is a queued leaf not logged because its ref already has a
+// leaf at index had; it would have taken index at.
+type refusedLeaf struct {
+	p       PendingLeaf
+	had, at int64
+}
+
+// onePerRef splits the queued leaves pend, to be logged from index size
+// on, into those to log and those refused: a leaf whose ref already has
+// a leaf in the log, or an earlier leaf in pend. A ref's leaf index is
+// given once: a second leaf of a row (queued by someone who can write the
+// row store but holds no log key, with the row's values changed) would
+// otherwise become the row's leaf, and the log would sign the change. The
+// ledger gives every row, dispute event, incident closure and policy its
+// own ref, so none of its own leaves is refused.
+func onePerRef(tx LogTx, size int64, pend []PendingLeaf) (keep []PendingLeaf, refused []refusedLeaf, err error) {
+	refs := make([]string, len(pend))
+	for i, p := range pend {
+		refs[i] = p.Ref
+	}
+	logged, err := tx.LeafIndexes(refs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the leaf indexes of the queued leaves: %w", err)
+	}
+	keep = pend[:0:0]
+	for _, p := range pend {
+		at := size + int64(len(keep))
+		if had, ok := logged[p.Ref]; ok {
+			refused = append(refused, refusedLeaf{p: p, had: had, at: at})
+			continue
+		}
+		logged[p.Ref] = at
+		keep = append(keep, p)
+	}
+	return keep, refused, nil
+}
+
+// store writes r in tx, provided the tree is still the size r extends:
+// the refused leaves leave the queue, the others are sequenced.
 func (r *logRound) store(tx Tx) error {
 	size, _, err := tx.LogHead()
 	if err != nil {
@@ -1280,6 +1356,14 @@ func (r *logRound) store(tx Tx) error {
 	}
 	if size != r.size {
 		return fmt.Errorf("%w: from %d to %d", errLogMoved, r.size, size)
+	}
+	for _, f := range r.refused {
+		if err := tx.DropQueuedLeaf(f.p); err != nil {
+			return err
+		}
+	}
+	if len(r.pend) == 0 {
+		return nil
 	}
 	for i, p := range r.pend {
 		if err := tx.SequenceLeaf(p, r.size+int64(i), r.hashAt[i], r.hashes[i]); err != nil {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -33,7 +34,8 @@ func storeHashes(tx ledger.LogTx) tlog.HashReader {
 }
 
 // integrate sequences every queued leaf as the ledger's integrator does
-// (reading back, in the same transaction, the hashes it just stored) and
+// (reading back, in the same transaction, the hashes it just stored;
+// taking off the queue, unlogged, a leaf whose ref has one already) and
 // records the new head with checkpoint "cp<size>".
 func integrate(t *testing.T, s ledger.Store) int64 {
 	t.Helper()
@@ -53,7 +55,22 @@ func integrateN(t *testing.T, s ledger.Store, n int) int64 {
 		if err != nil {
 			return err
 		}
+		refs := make([]string, len(pend))
+		for i, p := range pend {
+			refs[i] = p.Ref
+		}
+		logged, err := tx.LeafIndexes(refs)
+		if err != nil {
+			return err
+		}
 		for _, p := range pend {
+			if _, ok := logged[p.Ref]; ok {
+				if err := tx.DropQueuedLeaf(p); err != nil {
+					return err
+				}
+				continue
+			}
+			logged[p.Ref] = size
 			hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), storeHashes(tx))
 			if err != nil {
 				return fmt.Errorf("hash leaf %d: %w", size, err)
@@ -243,9 +260,9 @@ func testLog(t *testing.T, open opener) {
 
 // testLeafQueued: LeafQueued answers for one ref whether its leaf is
 // queued: true from the QueueLeaf in the same transaction on, false once
-// the leaf is sequenced and for a ref never queued, and the same after the
-// store is opened again; a ref queued twice stays queued until both of
-// its leaves are sequenced.
+// the leaf is sequenced (or dropped) and for a ref never queued, and the
+// same after the store is opened again; a ref queued twice stays queued
+// until both of its leaves are off the queue.
 func testLeafQueued(t *testing.T, open opener) {
 	dir := t.TempDir()
 	s := open.start(t, dir)
@@ -282,7 +299,8 @@ func testLeafQueued(t *testing.T, open opener) {
 		queued(tx, map[string]bool{"ref-a": false, rowID: true, "dispute/" + rowID + "/0": true}, "after the first leaf was sequenced")
 		return nil
 	})
-	// The same ref queued again: queued until both are sequenced.
+	// The same ref queued again: queued until both are off the queue (the
+	// first sequenced, the second dropped).
 	update(t, s, func(tx ledger.Tx) error { return tx.QueueLeaf(rowID, []byte("again")) })
 	if size := integrateN(t, s, 1); size != 2 {
 		t.Fatalf("log size %d, want 2", size)
@@ -299,11 +317,11 @@ func testLeafQueued(t *testing.T, open opener) {
 		queued(tx, map[string]bool{"ref-a": false, rowID: true, "dispute/" + rowID + "/0": true, "ref-absent": false}, "after opening the store again")
 		return nil
 	})
-	if size := integrate(t, s); size != 4 {
-		t.Fatalf("log size %d, want 4", size)
+	if size := integrate(t, s); size != 3 {
+		t.Fatalf("log size %d, want 3", size)
 	}
 	view(t, s, func(tx ledger.Tx) error {
-		queued(tx, map[string]bool{"ref-a": false, rowID: false, "dispute/" + rowID + "/0": false, "ref-absent": false}, "with every leaf sequenced")
+		queued(tx, map[string]bool{"ref-a": false, rowID: false, "dispute/" + rowID + "/0": false, "ref-absent": false}, "with every leaf sequenced or dropped")
 		return nil
 	})
 }
@@ -479,6 +497,150 @@ func testLogDivergence(t *testing.T, open opener) {
 	view(t, s, func(tx ledger.Tx) error {
 		if n, err := tx.TilesPublished(); err != nil || n != 5 {
 			t.Errorf("TilesPublished after the divergence record came and went = %d, %v; want 5", n, err)
+		}
+		return nil
+	})
+}
+
+// testLeafIndexNotMoved: a ref's leaf index, once given, is never moved.
+// SequenceLeaf of a leaf whose ref already has one (a row's, a swept
+// row's, an event's), or of two leaves of one ref in one transaction, is
+// refused and nothing of the transaction stays: the ref keeps its index,
+// the tree its size, and the leaf stays queued.
+func testLeafIndexNotMoved(t *testing.T, open opener) {
+	s := open.fresh(t)
+	rows := fixtureRows(2)
+	createRows(t, s, rows)
+	refs := []string{rows[0].ID, "dispute/" + rows[0].ID + "/0", rows[1].ID}
+	update(t, s, func(tx ledger.Tx) error {
+		for _, ref := range refs {
+			if err := tx.QueueLeaf(ref, []byte("leaf of "+ref)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if size := integrate(t, s); size != 3 {
+		t.Fatalf("integrated %d leaves, want 3", size)
+	}
+	// A swept row keeps its leaf, and its index.
+	update(t, s, func(tx ledger.Tx) error { return tx.RemoveRow(rows[1], ledger.Tombstone{ID: rows[1].ID}) })
+
+	// sequence sequences the queued leaves in one transaction, as a round
+	// of the integrator would.
+	sequence := func() error {
+		return s.Update(t.Context(), func(tx ledger.Tx) error {
+			size, _, err := tx.LogHead()
+			if err != nil {
+				return err
+			}
+			pend, err := tx.PendingLeaves(10)
+			if err != nil {
+				return err
+			}
+			for _, p := range pend {
+				hs, err := tlog.StoredHashesForRecordHash(size, tlog.RecordHash(p.Data), storeHashes(tx))
+				if err != nil {
+					return err
+				}
+				if err := tx.SequenceLeaf(p, size, tlog.StoredHashCount(size), hs); err != nil {
+					return err
+				}
+				size++
+			}
+			return tx.SetLogHead(size, fmt.Appendf(nil, "cp%d", size))
+		})
+	}
+	unchanged := func(when string, queued ...string) {
+		t.Helper()
+		view(t, s, func(tx ledger.Tx) error {
+			for i, ref := range refs {
+				if idx, err := tx.LeafIndex(ref); err != nil || idx != int64(i) {
+					t.Errorf("%s: LeafIndex(%s) = %d, %v; want %d", when, ref, idx, err, i)
+				}
+			}
+			_, err := tx.LeafIndex("ref-new")
+			wantNotFound(t, when+": LeafIndex of a ref twice in one transaction", err)
+			if size, cp, err := tx.LogHead(); err != nil || size != 3 || string(cp) != "cp3" {
+				t.Errorf("%s: LogHead = %d, %q, %v; want 3, cp3", when, size, cp, err)
+			}
+			_, _, err = tx.Leaf(3)
+			wantNotFound(t, when+": Leaf(3)", err)
+			pend, err := tx.PendingLeaves(10)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, p := range pend {
+				got = append(got, p.Ref)
+			}
+			if !slices.Equal(got, queued) {
+				t.Errorf("%s: queued %v, want %v", when, got, queued)
+			}
+			return nil
+		})
+	}
+	for _, ref := range refs {
+		update(t, s, func(tx ledger.Tx) error { return tx.QueueLeaf(ref, []byte("another leaf of "+ref)) })
+		if err := sequence(); !errors.Is(err, ledger.ErrRefLogged) {
+			t.Errorf("SequenceLeaf of a second leaf of %s: %v, want an error wrapping ErrRefLogged", ref, err)
+		}
+		unchanged("after a second leaf of "+ref+" was refused", ref)
+		drop(t, s)
+		unchanged("after the refused leaf of " + ref + " was dropped")
+	}
+	update(t, s, func(tx ledger.Tx) error {
+		if err := tx.QueueLeaf("ref-new", []byte("one")); err != nil {
+			return err
+		}
+		return tx.QueueLeaf("ref-new", []byte("two"))
+	})
+	if err := sequence(); !errors.Is(err, ledger.ErrRefLogged) {
+		t.Errorf("SequenceLeaf of two leaves of one ref in one transaction: %v, want an error wrapping ErrRefLogged", err)
+	}
+	unchanged("after two leaves of one ref in one transaction were refused", "ref-new", "ref-new")
+
+	// LeafIndexes answers for the refs that have a leaf, and leaves the
+	// others out.
+	view(t, s, func(tx ledger.Tx) error {
+		got, err := tx.LeafIndexes(append([]string{"ref-new", "ref-absent"}, refs...))
+		if err != nil {
+			return err
+		}
+		want := map[string]int64{refs[0]: 0, refs[1]: 1, refs[2]: 2}
+		if !maps.Equal(got, want) {
+			t.Errorf("LeafIndexes = %v, want %v", got, want)
+		}
+		if got, err := tx.LeafIndexes(nil); err != nil || len(got) != 0 {
+			t.Errorf("LeafIndexes(nil) = %v, %v", got, err)
+		}
+		return nil
+	})
+	drop(t, s)
+	unchanged("after the queue was dropped")
+	// Dropping a leaf no longer queued changes nothing.
+	update(t, s, func(tx ledger.Tx) error { return tx.DropQueuedLeaf(ledger.PendingLeaf{Seq: 1, Ref: refs[0]}) })
+	unchanged("after a leaf no longer queued was dropped")
+}
+
+// drop takes every queued leaf of s off the queue, logging none.
+func drop(t *testing.T, s ledger.Store) {
+	t.Helper()
+	update(t, s, func(tx ledger.Tx) error {
+		pend, err := tx.PendingLeaves(100)
+		if err != nil {
+			return err
+		}
+		for _, p := range pend {
+			if err := tx.DropQueuedLeaf(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		if pend, err := tx.PendingLeaves(100); err != nil || len(pend) != 0 {
+			t.Errorf("queue after dropping every leaf: %v, %v", pend, err)
 		}
 		return nil
 	})

@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "Log", run: testLog},
 		{name: "LogDivergence", run: testLogDivergence},
 		{name: "LeafQueued", run: testLeafQueued},
+		{name: "LeafIndexNotMoved", run: testLeafIndexNotMoved},
 		{name: "LogPrune", run: testLogPrune},
 		{name: "Leases", run: testLeases},
 		{name: "FencedBatch", run: testFencedBatch},

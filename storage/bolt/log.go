@@ -108,10 +108,17 @@ func splitLeaf(v []byte) (string, []byte, error) {
 	return ref, append([]byte(nil), r.b...), nil
 }
 
-// SequenceLeaf implements ledger.LogTx.
+// SequenceLeaf implements ledger.LogTx: refused, with nothing written,
+// when the index is taken or the ref already has a leaf index.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
 	if t.get(bLogLeaves, u64(uint64(index))) != nil {
 		return fmt.Errorf("log: leaf %d is already taken", index)
+	}
+	switch had, err := t.LeafIndex(p.Ref); {
+	case err == nil:
+		return fmt.Errorf("log: leaf %d of %s: %w (leaf %d)", index, p.Ref, ledger.ErrRefLogged, had)
+	case !errors.Is(err, ledger.ErrNotFound):
+		return err
 	}
 	for i, h := range hashes {
 		if err := t.b(bLogHashes).Put(u64(uint64(hashAt+int64(i))), append([]byte(nil), h[:]...)); err != nil {
@@ -125,6 +132,19 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 		return err
 	}
 	return t.b(bLogPending).Delete(u64(p.Seq))
+}
+
+// DropQueuedLeaf implements ledger.LogTx.
+func (t *tx) DropQueuedLeaf(p ledger.PendingLeaf) error {
+	k := u64(p.Seq)
+	v := t.get(bLogPending, k)
+	if v == nil {
+		return nil
+	}
+	if ref, _, err := splitLeaf(v); err != nil || ref != p.Ref {
+		return fmt.Errorf("log: queued leaf %d is not one of %s", p.Seq, p.Ref)
+	}
+	return t.b(bLogPending).Delete(k)
 }
 
 // ReadHashes implements ledger.LogTx.
@@ -184,6 +204,21 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
 	}
 	return int64(binary.BigEndian.Uint64(v[len(v)-8:])), nil
+}
+
+// LeafIndexes implements ledger.LogTx.
+func (t *tx) LeafIndexes(refs []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, ref := range refs {
+		idx, err := t.LeafIndex(ref)
+		switch {
+		case err == nil:
+			out[ref] = idx
+		case !errors.Is(err, ledger.ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // putLeafIndex records that ref's leaf is at index: by the row's number

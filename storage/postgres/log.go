@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
@@ -54,10 +55,11 @@ func (t *tx) LeafQueued(ref string) (bool, error) {
 }
 
 // SequenceLeaf implements ledger.LogTx: the leaf takes its index
-// (refused, with nothing written, when the index is taken), its hashes
+// (refused, with nothing written, when the index is taken, or when its
+// ref already has an index or comes twice in the calls held), its hashes
 // and ref index are stored and it leaves the queue. Consecutive calls go
 // in one statement with the next round trip, whose error a taken index
-// is.
+// or ref is.
 func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tlog.Hash) error {
 	if !t.writing() {
 		return errReadOnly
@@ -69,6 +71,11 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	return nil
 }
 
+// DropQueuedLeaf implements ledger.LogTx.
+func (t *tx) DropQueuedLeaf(p ledger.PendingLeaf) error {
+	return t.exec("DELETE FROM log_pending WHERE seq = $1 AND ref = $2", int64(p.Seq), p.Ref)
+}
+
 // seqLeaf is a SequenceLeaf call not queued yet.
 type seqLeaf struct {
 	p             ledger.PendingLeaf
@@ -76,7 +83,10 @@ type seqLeaf struct {
 	hashes        []tlog.Hash
 }
 
-// queueLeaves queues the SequenceLeaf calls held, in one statement.
+// queueLeaves queues the SequenceLeaf calls held, in one statement. A ref
+// already in log_index, or twice among the calls, stores none of them
+// (the statement answers which); a ref given an index by a transaction
+// that commits meanwhile fails log_index's key.
 func (t *tx) queueLeaves() {
 	ls := t.seqLeaves
 	if len(ls) == 0 {
@@ -98,8 +108,14 @@ func (t *tx) queueLeaves() {
 	t.b.Queue(`
 WITH l AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[]) AS u (idx, ref, data, seq)
+), taken AS (
+	SELECT i.ref, i.idx FROM log_index i JOIN l ON l.ref = i.ref
+	UNION ALL
+	SELECT ref, NULL FROM l GROUP BY ref HAVING count(*) > 1
+), ok AS (
+	SELECT * FROM l WHERE NOT EXISTS (SELECT FROM taken)
 ), leaf AS (
-	INSERT INTO log_leaves (idx, ref, data) SELECT idx, ref, data FROM l
+	INSERT INTO log_leaves (idx, ref, data) SELECT idx, ref, data FROM ok
 	ON CONFLICT (idx) DO NOTHING
 	RETURNING idx
 ), h AS (
@@ -108,22 +124,35 @@ WITH l AS (
 	ON CONFLICT (idx) DO UPDATE SET hash = EXCLUDED.hash
 ), x AS (
 	INSERT INTO log_index (ref, idx)
-	SELECT DISTINCT ON (l.ref) l.ref, l.idx FROM l JOIN leaf ON leaf.idx = l.idx ORDER BY l.ref, l.idx DESC
-	ON CONFLICT (ref) DO UPDATE SET idx = EXCLUDED.idx
+	SELECT ok.ref, ok.idx FROM ok JOIN leaf ON leaf.idx = ok.idx
 ), q AS (
-	DELETE FROM log_pending p USING l JOIN leaf ON leaf.idx = l.idx WHERE p.seq = l.seq
+	DELETE FROM log_pending p USING ok JOIN leaf ON leaf.idx = ok.idx WHERE p.seq = ok.seq
 )
-SELECT idx FROM leaf`, idx, refs, data, seqs, hashLeaf, hashIdx, hashes).Query(func(rows pgx.Rows) error {
+SELECT idx, NULL, NULL FROM leaf
+UNION ALL
+SELECT NULL, ref, idx FROM taken`, idx, refs, data, seqs, hashLeaf, hashIdx, hashes).Query(func(rows pgx.Rows) error {
 		stored := map[int64]bool{}
+		var taken []string
 		for rows.Next() {
-			var i int64
-			if err := rows.Scan(&i); err != nil {
+			var i, had *int64
+			var ref *string
+			if err := rows.Scan(&i, &ref, &had); err != nil {
 				return fmt.Errorf("sequence leaves: %w", err)
 			}
-			stored[i] = true
+			switch {
+			case i != nil:
+				stored[*i] = true
+			case had != nil:
+				taken = append(taken, fmt.Sprintf("%s (leaf %d)", *ref, *had))
+			case ref != nil:
+				taken = append(taken, *ref+" (twice)")
+			}
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("sequence leaves: %w", err)
+		}
+		if len(taken) > 0 {
+			return fmt.Errorf("log: sequence leaves of %s: %w", strings.Join(taken, ", "), ledger.ErrRefLogged)
 		}
 		for _, l := range ls {
 			if !stored[l.index] {
@@ -193,6 +222,33 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
 	}
 	return idx, nil
+}
+
+// LeafIndexes implements ledger.LogTx: one primary-key read per ref, all
+// in one round trip (as ReadHashes).
+func (t *tx) LeafIndexes(refs []string) (map[string]int64, error) {
+	if err := t.blocked(); err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, ref := range refs {
+		t.push("SELECT idx FROM log_index WHERE ref = $1", ref).Query(func(rows pgx.Rows) error {
+			if !rows.Next() {
+				return rows.Err()
+			}
+			var idx int64
+			if err := rows.Scan(&idx); err != nil {
+				return err
+			}
+			out[ref] = idx
+			rows.Close()
+			return rows.Err()
+		})
+	}
+	if err := t.flush("read leaf indexes"); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // SetLogHead implements ledger.LogTx.
