@@ -142,13 +142,23 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		if d := statusEdited(r); d != "" {
 			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: d})
 		}
-		if r.EvidenceNotKept != "" {
-			continue // nothing kept to compare (read-only class)
+		// A read-only receipt keeps no evidence: nothing in the row
+		// store to compare. The row's word for it is taken only when
+		// the row is one and its leaf says so; else the row is checked
+		// as any other, and a write-once copy is compared in either case.
+		notKept := r.EvidenceNotKept != ""
+		if notKept {
+			if p := notKeptProblem(r, it.leaf, it.leafIdx); p != "" {
+				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: p})
+				notKept = false
+			} else if !it.hasLoc {
+				continue
+			}
 		}
 		var problems []string
 		storeOK := it.bundle != nil && sha256Hex(it.bundle) == r.EvidenceSHA256
 		switch {
-		case it.bundle == nil && !it.dropped():
+		case it.bundle == nil && !it.dropped() && !notKept:
 			problems = append(problems, "the row store holds no evidence for it")
 		case it.bundle != nil && !storeOK:
 			problems = append(problems, fmt.Sprintf("the row store's evidence hashes to %s, not the write-time %s", sha256Hex(it.bundle), r.EvidenceSHA256))
@@ -211,6 +221,30 @@ type integrityItem struct {
 	// is evidence as written (parsed).
 	ev               *Evidence
 	decoded, written bool
+	// leaf is the row's leaf, parsed, when the log holds one (read by
+	// checkLeaves), at index leafIdx.
+	leaf    map[string]string
+	leafIdx int64
+}
+
+// notKeptProblem says why row r's word that its evidence is not kept is
+// not taken ("" when it is): only a read-only receipt keeps none
+// (commitRow), so the row must be one, and so must its leaf say (leaf,
+// at index idx: nil when the log holds none, as without a log or before
+// the row is logged). Setting the flag on another row would otherwise
+// stop every comparison of its evidence, its write-once copy and its
+// leaf's token hashes, and let its fields be changed unseen.
+func notKeptProblem(r *Row, leaf map[string]string, idx int64) string {
+	const says = "the row says its evidence is not kept, as only a read-only receipt's may be, but "
+	switch {
+	case r.Kind != KindReceipt:
+		return says + "it is a refusal: " + editedRow
+	case r.Class != retention.ReadOnly:
+		return says + "the row's class is " + r.Class.String() + ": " + editedRow
+	case leaf != nil && (leaf["kind"] != LeafReceipt || leaf["class"] != retention.ReadOnly.String()):
+		return fmt.Sprintf("%sits leaf %d logs a %s of class %s: %s", says, idx, leaf["kind"], leaf["class"], editedRow)
+	}
+	return ""
 }
 
 // parsed returns the row's evidence as written (evidence), decoded once
@@ -254,7 +288,9 @@ func (l *Ledger) readCopies(ctx context.Context, items []integrityItem) {
 	shadows := map[string]string{}
 	for i := range items {
 		it := &items[i]
-		if !it.hasLoc || it.row.EvidenceNotKept != "" {
+		// A row that keeps no evidence has no copy recorded; one that
+		// has is compared whatever the row says.
+		if !it.hasLoc {
 			continue
 		}
 		obj := it.loc.Key + "\x00" + it.loc.VersionID
@@ -770,7 +806,10 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 		if err != nil {
 			return err
 		}
-		check := func(r *Row, ref, what string, want []byte, skip ...string) error {
+		// check compares the leaf of ref with want and returns the leaf
+		// and its index (nil when the log holds none or it cannot be
+		// read).
+		check := func(r *Row, ref, what string, want []byte, skip ...string) ([]byte, int64, error) {
 			idx, err := tx.LeafIndex(ref)
 			switch {
 			case errors.Is(err, ErrNotFound):
@@ -778,25 +817,25 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 				queued, err := tx.LeafQueued(ref)
 				switch {
 				case err != nil:
-					return err
+					return nil, 0, err
 				case queued:
 					page.NotYetLogged++
 				default:
 					page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("%s has no leaf in the log", what)})
 				}
-				return nil
+				return nil, 0, nil
 			case err != nil:
-				return err
+				return nil, 0, err
 			}
 			_, got, err := lr.Leaf(idx)
 			if err != nil {
 				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("leaf %d of %s cannot be read: %v", idx, what, err)})
-				return nil
+				return nil, 0, nil
 			}
 			if d := leafDiff(got, want, skip); d != "" {
 				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: fmt.Sprintf("leaf %d differs from %s: %s", idx, what, d)})
 			}
-			return nil
+			return got, idx, nil
 		}
 		for i := range items {
 			r := items[i].row
@@ -807,11 +846,20 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 				// token hashes cannot be recomputed from the row store.
 				skip = evidenceLeafKeys
 			}
-			if err := check(r, r.ID, "row "+r.ID, rowLeaf(r, ev), skip...); err != nil {
+			leaf, idx, err := check(r, r.ID, "row "+r.ID, rowLeaf(r, ev), skip...)
+			if err != nil {
 				return err
 			}
+			if leaf != nil {
+				// A leaf that does not parse is a finding of its own
+				// (leafDiff); it vouches for no class.
+				if items[i].leaf, _ = ParseLeaf(leaf); items[i].leaf == nil {
+					items[i].leaf = map[string]string{}
+				}
+				items[i].leafIdx = idx
+			}
 			for n, e := range r.DisputeEvents {
-				if err := check(r, disputeRef(r.ID, n), fmt.Sprintf("dispute event %d of row %s", n, r.ID), disputeLeaf(r.ID, n, e)); err != nil {
+				if _, _, err := check(r, disputeRef(r.ID, n), fmt.Sprintf("dispute event %d of row %s", n, r.ID), disputeLeaf(r.ID, n, e)); err != nil {
 					return err
 				}
 			}
@@ -828,7 +876,7 @@ func (l *Ledger) checkLeaves(ctx context.Context, items []integrityItem, page *I
 			}
 			what := "the closure of incident " + inc.ID
 			if !inc.Open() {
-				if err := check(r, incidentRef(inc.ID), what, incidentCloseLeaf(inc)); err != nil {
+				if _, _, err := check(r, incidentRef(inc.ID), what, incidentCloseLeaf(inc)); err != nil {
 					return err
 				}
 				continue
@@ -1069,8 +1117,19 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 		ev = &v.Evidence
 	} else {
 		// Not kept (read-only class): the token hashes cannot be
-		// recomputed from the row store.
+		// recomputed from the row store. Only a read-only receipt,
+		// logged as one, keeps none.
 		skip = evidenceLeafKeys
+		leaf, err := ParseLeaf(data)
+		if err != nil {
+			leaf = map[string]string{}
+		}
+		if p := notKeptProblem(r, leaf, idx); p != "" {
+			if d := leafDiff(data, rowLeaf(r, nil), skip); d != "" {
+				p += "; " + d
+			}
+			return idx, p, nil
+		}
 	}
 	return idx, leafDiff(data, rowLeaf(r, ev), skip), nil
 }
