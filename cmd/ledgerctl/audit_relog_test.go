@@ -37,9 +37,11 @@ func leafOf(t *testing.T, file string) (string, int64) {
 // queueBehind stops ledgerd, applies edits to its bbolt file, queues leaf
 // under ref as the ledger queues a row's leaf, and starts ledgerd again:
 // what an operator who can write the row store, and holds no log signing
-// key, can do. ledgerd's integrator then logs the leaf and signs it. It
-// returns once the leaf is in a signed checkpoint (a row posted after it
-// is: the log takes leaves in the order they were queued).
+// key, can do. ledgerd's integrator logs no second leaf of a ref with a
+// leaf index, so an edit that makes it forget the first
+// (tamper.ForgetLeafIndex) has it log the leaf and sign it. It returns
+// once the leaf's turn in the queue has come (a row posted after it is
+// logged: the log takes leaves in the order they were queued).
 func (f *fixture) queueBehind(t *testing.T, ref, leaf string, edits ...func(*bbolt.Tx) error) {
 	t.Helper()
 	f.stop()
@@ -91,7 +93,7 @@ func TestAuditFindsARowLoggedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.queueBehind(t, f.rowID, strings.Replace(leaf, "\nclass money_moved\n", "\nclass read_only\n", 1),
-		tamper.EditRow(f.rowID, func(r *ledger.Row) { r.Class = retention.ReadOnly }))
+		tamper.EditRow(f.rowID, func(r *ledger.Row) { r.Class = retention.ReadOnly }), tamper.ForgetLeafIndex(f.rowID))
 	_, second := leafOf(t, f.logged(t, f.rowID))
 	if second == first {
 		t.Fatalf("the row's proof is still of leaf %d", first)
@@ -135,7 +137,7 @@ func TestAuditFindsADisputeEventLoggedTwice(t *testing.T) {
 	f.queueBehind(t, "dispute/"+f.rowID+"/0", strings.Replace(leaf, "\nstatus open\n", "\nstatus resolved_customer_authorized\n", 1),
 		tamper.EditRow(f.rowID, func(r *ledger.Row) {
 			r.Dispute, r.DisputeEvents[0].Status = ledger.DisputeResolvedCustomerAuthorized, ledger.DisputeResolvedCustomerAuthorized
-		}))
+		}), tamper.ForgetLeafIndex("dispute/"+f.rowID+"/0"))
 	want := "dispute event 0 of row " + f.rowID + " has two leaves, " + itoa(first) + " and "
 	for _, all := range []bool{false, true} {
 		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)

@@ -253,3 +253,12 @@ func EditAccess(seq uint64, fn func(body []byte) []byte) func(tx *bbolt.Tx) erro
 		return tx.Bucket(access).Put(k, append(append([]byte(nil), v[:8]...), fn(append([]byte(nil), v[8:]...))...))
 	}
 }
+
+// ForgetLeafIndex removes the row store's record of where the leaf of
+// ref (a row's id, or another leaf's ref such as "dispute/<row>/0") is in
+// the log, its leaf left in place: the ledger then takes a second leaf
+// queued for ref as the first, as a ledger whose row store an operator
+// edited would.
+func ForgetLeafIndex(ref string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error { return bolt.ForgetLeafIndex(tx, ref) }
+}

@@ -456,6 +456,18 @@ func UnlinkRowLeaf(btx *bolt.Tx, id string, seq []byte) error {
 	return btx.Bucket(bLogIndex).Put(idKey(id), v)
 }
 
+// ForgetLeafIndex removes the leaf index of ref (a stored row's id, or
+// another leaf's ref), leaving its leaf in the log: for tools that edit
+// the file directly.
+func ForgetLeafIndex(btx *bolt.Tx, ref string) error {
+	if seq := RowNumber(btx, ref); seq != nil {
+		if err := UnlinkRowLeaf(btx, ref, seq); err != nil {
+			return err
+		}
+	}
+	return btx.Bucket(bLogIndex).Delete(idKey(ref))
+}
+
 // indexBuckets are the buckets that hold runs of index entries; the
 // expiry index is the last.
 var indexBuckets = [][]byte{ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, ixSigned, bExpiry}
