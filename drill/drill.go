@@ -521,7 +521,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 // keeps no evidence. A look-up recorded INCIDENT or UNAUTHORIZED is in
 // the incident or refused class, keeps its evidence, and is drilled.
 func readOnly(row *ledger.Row) bool {
-	return row.Kind == ledger.KindReceipt && (row.EvidenceNotKept != "" || row.Class == retention.ReadOnly)
+	return row.Kind == ledger.KindReceipt && row.Class == retention.ReadOnly
 }
 
 // rank orders the rows of a dispute drill for the cut at MaxRows: receipts
@@ -747,7 +747,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	case err != nil:
 		f.missing = append(f.missing, "the stored evidence")
 		add(t.pull(row.ID, PullReceiptRow, false, "evidence of row %s unreadable: %v", short(row.ID), err))
-	case row.EvidenceNotKept != "":
+	case row.KeepsNoEvidence():
 		f.ev = ev
 		f.missing = append(f.missing, "the receipt bytes, which this class does not keep")
 		add(t.pull(row.ID, PullReceiptRow, false, "row %s: %s; only the receipt hash %s…, the verifier result (%s) and the scopes used (%s) are kept",

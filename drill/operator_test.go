@@ -219,3 +219,57 @@ func TestADrillReadsTheArgsOfARowWithoutATargetSource(t *testing.T) {
 		t.Errorf("action log pull of the row whose signed args name its target: %+v; want passed", p)
 	}
 }
+
+// An operator marks a money-moved row of the log as keeping no evidence,
+// as only a read-only receipt does, and rewrites its customer. The
+// dispute drill by the order must not list the row as a look-up that
+// changed nothing, and tell the customer so: it drills the row, whose
+// evidence and leaf say otherwise.
+func TestARowMarkedAsKeepingNoEvidenceIsDrilled(t *testing.T) {
+	ctx := context.Background()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir := t.TempDir()
+	open := loggedLedger(t, sc, dir)
+	l, store := open()
+	r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil || row.Status != ledger.Authorized || row.EvidenceNotKept != "" {
+		t.Fatalf("append: %v %v", err, row)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(tamper.EditRow(row.ID, func(r *ledger.Row) {
+		r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
+		r.Principal = "acct-30011"
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, store = open()
+	t.Cleanup(func() { store.Close() })
+
+	rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-30011"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Listed) != 0 || len(rep.Rows) != 1 || strings.Contains(rep.Reply, "look-ups") {
+		t.Fatalf("the drill listed the row as a read-only turn: rows %v, listed %+v, reply %q", rep.Rows, rep.Listed, rep.Reply)
+	}
+	if p := decisions(rep)[row.ID]; p.Passed || !strings.Contains(p.Detail, "needs a person") {
+		t.Errorf("decision: %+v; want needs a person", p)
+	}
+	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "not kept") {
+		t.Errorf("receipt_row: %+v; want the row's mark found", p)
+	}
+}

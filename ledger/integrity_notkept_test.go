@@ -9,6 +9,7 @@ import (
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // Only a read-only receipt keeps no evidence, and fsck takes a row's word
@@ -77,6 +78,27 @@ func TestFsckFindsEvidenceNotKeptOnAMoneyMovedRow(t *testing.T) {
 			// A drill's comparison of the row with its leaf says so too.
 			if idx, diff, err := h.l.RowLeafDiff(ctx, money.ID); err != nil || !strings.Contains(diff, tc.want[0]) {
 				t.Errorf("RowLeafDiff = %d, %q, %v; want %q", idx, diff, err, tc.want[0])
+			}
+			// The row is read as the one that keeps its evidence it is:
+			// the evidence view shows the bundle, and VerifyRow re-runs
+			// the signatures on it and finds the rewritten fields.
+			if !strings.Contains(tc.name, "read-only") {
+				v, err := h.l.Evidence(ctx, money.ID)
+				if err != nil || v.NotKept != "" || v.SHA256 == "" || v.Evidence.ReceiptJWS == "" {
+					t.Errorf("Evidence: %+v, %v; want the bundle kept", v, err)
+				}
+				rv, err := h.l.VerifyRow(ctx, money.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range rv.Checks {
+					if c.Result == verifier.Skipped && strings.Contains(c.Detail, "not kept") {
+						t.Errorf("VerifyRow: %s skipped: %s", c.Name, c.Detail)
+					}
+				}
+				if rv.Same {
+					t.Errorf("VerifyRow found the rewritten row the same: %+v", rv)
+				}
 			}
 		})
 	}

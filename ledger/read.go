@@ -155,8 +155,9 @@ func (l *Ledger) Evidence(ctx context.Context, id string) (*EvidenceView, error)
 		if err != nil {
 			return err
 		}
-		v.NotKept = r.EvidenceNotKept
-		if v.NotKept == "" {
+		if r.KeepsNoEvidence() {
+			v.NotKept = r.EvidenceNotKept
+		} else {
 			v.RowSHA256 = r.EvidenceSHA256
 			if stored, err = loadEvidence(tx, id); err != nil {
 				return err
@@ -264,7 +265,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		if r, err = row(tx, id); err != nil {
 			return err
 		}
-		if r.EvidenceNotKept != "" {
+		if r.KeepsNoEvidence() {
 			return nil
 		}
 		if stored, err = loadEvidence(tx, id); err != nil {
@@ -284,7 +285,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	if d := statusEdited(r); d != "" {
 		out.edited([]string{d})
 	}
-	if r.EvidenceNotKept != "" {
+	if r.KeepsNoEvidence() {
 		for _, c := range r.Verifier.Checks {
 			switch c.Name {
 			case verifier.CheckReceiptSignature:

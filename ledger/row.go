@@ -204,7 +204,7 @@ type Row struct {
 	// row.
 	RequestJWTTakenFrom map[string]string `json:"-"`
 	// EvidenceNotKept says why the evidence bundle was not kept (the
-	// read-only class); empty when it was.
+	// read-only class); empty when it was. Read it through KeepsNoEvidence.
 	EvidenceNotKept string `json:"evidenceNotKept,omitempty"`
 
 	// countsToo is, while the row is written, whether it duplicates an
@@ -268,6 +268,18 @@ func (r *Row) ReceiptVerified() bool {
 func IndexesRequestJWT(r *Row) bool {
 	res := &verifier.Result{Checks: r.Verifier.Checks}
 	return r.RequestJWTSHA256 != "" && !res.Failed(verifier.CheckReceiptSignature) && !res.Failed(verifier.CheckRequestSignature)
+}
+
+// KeepsNoEvidence reports whether r kept no evidence bundle: a receipt
+// of the read-only class, which commitRow records so (EvidenceNotKept).
+// The class is never changed once a row is written, and no other row is
+// so marked: one that says so was edited in the row store, and every
+// reader (the evidence view, VerifyRow, the sweep, the drills) takes it
+// for the row that keeps its evidence it is, so that the edit hides
+// nothing and the evidence it keeps is compared (fsck and the audit
+// report the mark itself).
+func (r *Row) KeepsNoEvidence() bool {
+	return r.EvidenceNotKept != "" && r.Kind == KindReceipt && r.Class == retention.ReadOnly
 }
 
 // RetentionStart is the time retention counts from: the later of the issue

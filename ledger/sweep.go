@@ -237,7 +237,7 @@ func extendRow(tx Tx, r *Row, until, now time.Time) error {
 	}
 	r.RetainUntil = until
 	var keys []string
-	if r.EvidenceNotKept == "" {
+	if !r.KeepsNoEvidence() {
 		keys = append(keys, EvidenceKey(r.ID))
 	}
 	for _, s := range SnapshotsOf(r) {
@@ -296,7 +296,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 			continue
 		}
 		var loc Location
-		if r.EvidenceNotKept == "" { // else there is no evidence object to wait for
+		if !r.KeepsNoEvidence() { // else there is no evidence object to wait for
 			loc, err = tx.Object(EvidenceKey(r.ID))
 		}
 		switch {
