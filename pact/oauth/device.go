@@ -152,9 +152,11 @@ func (d *DeviceAuthorization) StateAt(now time.Time) State {
 	return d.Status
 }
 
-// IssuedTo reports whether the authorization was asked by client at brand.
-func (d *DeviceAuthorization) IssuedTo(brand, client string) bool {
-	return d.Brand == brand && d.Client == client
+// IssuedTo reports whether the authorization was asked by client at brand
+// for its User sub: PACT §3.2 makes the agent's User the pair of the agent
+// and its sub, so the code is redeemed under the sub it was asked for.
+func (d *DeviceAuthorization) IssuedTo(brand, client, sub string) bool {
+	return d.Brand == brand && d.Client == client && d.Sub == sub
 }
 
 // can checks that ev may fire at now.

@@ -146,24 +146,29 @@ func TestApprovedExpires(t *testing.T) {
 	}
 }
 
-// A refresh token is spent once; a second use revokes the grant.
+// A refresh token is spent once; a second use revokes the grant. Another
+// client's, or the agent's under another sub than the grant's, is refused
+// and neither spends it nor revokes the grant.
 func TestRefresh(t *testing.T) {
-	g := Grant{ID: "g", Brand: "acme", Client: "pa", Created: t0, Expires: t0.Add(GrantTTL)}
+	g := Grant{ID: "g", Brand: "acme", Client: "pa", AgentSub: "u1", Created: t0, Expires: t0.Add(GrantTTL)}
 	rt := RefreshToken{Grant: "g", Expires: g.Expires}
-	if revoke, err := g.Refresh(&rt, "acme", "other", t0); revoke || err == nil || err.Code != InvalidGrant {
+	if revoke, err := g.Refresh(&rt, "acme", "other", "u1", t0); revoke || err == nil || err.Code != InvalidGrant || rt.Used {
 		t.Fatalf("another client: %v %v", revoke, err)
 	}
-	if revoke, err := g.Refresh(&rt, "acme", "pa", t0); revoke || err != nil || !rt.Used {
+	if revoke, err := g.Refresh(&rt, "acme", "pa", "u2", t0); revoke || err == nil || err.Code != InvalidGrant || rt.Used {
+		t.Fatalf("another sub: %v %v", revoke, err)
+	}
+	if revoke, err := g.Refresh(&rt, "acme", "pa", "u1", t0); revoke || err != nil || !rt.Used {
 		t.Fatalf("first use: %v %v", revoke, err)
 	}
-	if revoke, err := g.Refresh(&rt, "acme", "pa", t0); !revoke || err == nil || g.Revoked.IsZero() {
+	if revoke, err := g.Refresh(&rt, "acme", "pa", "u1", t0); !revoke || err == nil || g.Revoked.IsZero() {
 		t.Fatalf("reuse: %v %v", revoke, err)
 	}
 	if g.Active(t0) {
 		t.Fatal("a revoked grant is active")
 	}
 	fresh := RefreshToken{Grant: "g", Expires: g.Expires}
-	if revoke, err := g.Refresh(&fresh, "acme", "pa", t0); revoke || err == nil {
+	if revoke, err := g.Refresh(&fresh, "acme", "pa", "u1", t0); revoke || err == nil {
 		t.Fatalf("a token of a revoked grant: %v %v", revoke, err)
 	}
 }

@@ -118,14 +118,24 @@ type RefreshToken struct {
 	Expires time.Time `json:"expires"`
 }
 
-// Refresh spends t, a refresh token of g, for client at brand at now. A
-// token already spent means it leaked: the grant is revoked (revoke is
-// true, and the caller keeps that and tells the ledger) and the answer is
-// invalid_grant.
-func (g *Grant) Refresh(t *RefreshToken, brand, client string, now time.Time) (revoke bool, err *Error) {
+// HeldBy reports whether the grant's tokens are client's at brand for its
+// User sub: the personal agent's, asked for under sub (PACT §3.2: the
+// agent's User is the pair of the agent and its sub). A grant kept before
+// the sub was recorded is held by the agent for any sub.
+func (g *Grant) HeldBy(brand, client, sub string) bool {
+	return g.Brand == brand && g.Client == client && (g.AgentSub == "" || g.AgentSub == sub)
+}
+
+// Refresh spends t, a refresh token of g, for client at brand under its
+// User sub at now. A token already spent means it leaked: the grant is
+// revoked (revoke is true, and the caller keeps that and tells the
+// ledger) and the answer is invalid_grant. A token presented by another
+// client, or under another sub than the grant was asked for, is refused
+// as it is, neither spent nor taken for a leak.
+func (g *Grant) Refresh(t *RefreshToken, brand, client, sub string, now time.Time) (revoke bool, err *Error) {
 	switch {
-	case g.Brand != brand || g.Client != client:
-		return false, NewError(InvalidGrant, "the refresh_token was issued to another client or brand")
+	case !g.HeldBy(brand, client, sub):
+		return false, NewError(InvalidGrant, "the refresh_token was issued to another client, brand or user of the personal agent")
 	case t.Used:
 		return g.Revoke(now), NewError(InvalidGrant, "the refresh_token was already used; the grant's refresh tokens are revoked")
 	case !g.Revoked.IsZero():

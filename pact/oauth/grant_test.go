@@ -74,3 +74,28 @@ func TestReplace(t *testing.T) {
 		t.Fatalf("replace an expired grant: %+v", expired)
 	}
 }
+
+// A grant's tokens are its agent's at its Brand for the sub it was asked
+// under; one kept before the sub was recorded is the agent's for any sub.
+func TestHeldBy(t *testing.T) {
+	g := Grant{Brand: "acme", Client: "https://pa.example", AgentSub: "u1"}
+	for _, c := range []struct {
+		name                 string
+		brand, client, sub   string
+		want, wantUnrecorded bool
+	}{
+		{"the agent for the sub", "acme", "https://pa.example", "u1", true, true},
+		{"the agent for another sub", "acme", "https://pa.example", "u2", false, true},
+		{"another agent", "acme", "https://other.example", "u1", false, false},
+		{"another brand", "skyways", "https://pa.example", "u1", false, false},
+	} {
+		if got := g.HeldBy(c.brand, c.client, c.sub); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+		old := g
+		old.AgentSub = ""
+		if got := old.HeldBy(c.brand, c.client, c.sub); got != c.wantUnrecorded {
+			t.Errorf("%s, of a grant that recorded no sub: %v, want %v", c.name, got, c.wantUnrecorded)
+		}
+	}
+}

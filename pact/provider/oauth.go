@@ -151,23 +151,23 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 		return
 	}
 	now := s.cfg.Now().UTC()
-	brand, client := rq.brand.ID, rq.who.Iss
+	brand, client, sub := rq.brand.ID, rq.who.Iss, rq.who.Sub
 	var held []oauth.Grant // the existing grants the request rests on
 	var err error
 	var spend func() (oauth.Grant, error)
 	switch form.Get("grant_type") {
 	case oauth.DeviceGrantType:
 		code := form.Get("device_code")
-		held, err = s.cfg.Store.DeviceCodeGrants(code, brand, client, now)
-		spend = func() (oauth.Grant, error) { return s.cfg.Store.RedeemDeviceCode(code, brand, client, now) }
+		held, err = s.cfg.Store.DeviceCodeGrants(code, brand, client, sub, now)
+		spend = func() (oauth.Grant, error) { return s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, now) }
 	case "refresh_token":
 		token := form.Get("refresh_token")
 		var g oauth.Grant
 		var found bool
-		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client); found {
+		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client, sub); found {
 			held = []oauth.Grant{g}
 		}
-		spend = func() (oauth.Grant, error) { return s.cfg.Store.RotateRefreshToken(token, brand, client, now) }
+		spend = func() (oauth.Grant, error) { return s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now) }
 	default:
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
 		return
@@ -208,8 +208,11 @@ func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Br
 }
 
 // verifyDelegation checks the delegation token of an X-A2A-User-Delegation
-// header (PACT §5.5) for a delegating brand, and that its grant is still
-// active, at the Provider and in the ledger's record (ledgerRevoked).
+// header (PACT §5.5) for a delegating brand, that its grant was asked for
+// under the personal-agent JWT's sub (PACT §3.2: the agent's User is the
+// pair of the agent and its sub; the token's client_id binds the agent
+// alone), and that the grant is still active, at the Provider and in the
+// ledger's record (ledgerRevoked).
 func (s *Server) verifyDelegation(ctx context.Context, b *brand.Brand, who *verifier.RequestClaims, header string) (*oauth.DelegationClaims, error) {
 	tok, ok := bearerToken(header)
 	if !ok || !b.Delegation {
@@ -225,6 +228,9 @@ func (s *Server) verifyDelegation(ctx context.Context, b *brand.Brand, who *veri
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !g.HeldBy(g.Brand, who.Iss, who.Sub) {
+		return nil, errors.New("delegation token: its grant was asked for another user of the personal agent")
 	}
 	if g, err = s.ledgerRevoked(ctx, g); err != nil {
 		return nil, err

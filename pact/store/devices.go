@@ -35,7 +35,8 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 }
 
 // RedeemDeviceCode is a token request with a device code by client at
-// brand (RFC 8628 §3.4–3.5). An approved code is redeemed once, for the
+// brand under its User sub (RFC 8628 §3.4–3.5): a code asked by another
+// client, or under another sub, answers invalid_grant. An approved code is redeemed once, for the
 // grant it makes (or the User's existing grant that covered it). Other
 // states answer an *oauth.Error (authorization_pending, slow_down,
 // access_denied, expired_token, invalid_grant); the poll's bookkeeping is
@@ -51,7 +52,7 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 // applies the ledger's revocations to the grants the redemption rests on
 // (DeviceCodeGrants): one the ledger records revoked is then revoked here,
 // and neither carried nor replaced.
-func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time) (oauth.Grant, error) {
+func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
 	err := s.update(func(tx *txn) error {
@@ -63,8 +64,8 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 			return err
 		case !found:
 			return oauth.NewError(oauth.InvalidGrant, "unknown device_code")
-		case !d.IssuedTo(brand, client):
-			return oauth.NewError(oauth.InvalidGrant, "the device_code was issued to another client or brand")
+		case !d.IssuedTo(brand, client, sub):
+			return oauth.NewError(oauth.InvalidGrant, "the device_code was issued to another client, brand or user of the personal agent")
 		}
 		if answer = d.Poll(now); answer != nil {
 			return put(tx.Tx, bDevices, key, d)
@@ -110,7 +111,7 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 }
 
 // DeviceCodeGrants returns, without spending the device code of client at
-// brand, the grants its redemption rests on: the existing grant it
+// brand asked under its User sub, the grants its redemption rests on: the existing grant it
 // redeems (consent was skipped, or a step-up's approval made the grant),
 // and the User's other active grants of the same personal agent for the
 // same agent sub (oauth.Grant.SameAgent), whose scopes a new grant
@@ -118,12 +119,12 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client string, now time.Time
 // ledger's revocations to each before RedeemDeviceCode, so that a grant
 // the ledger records revoked is neither carried nor replaced. None when
 // the code is unknown, another's, or not approved.
-func (s *Store) DeviceCodeGrants(deviceCode, brand, client string, now time.Time) ([]oauth.Grant, error) {
+func (s *Store) DeviceCodeGrants(deviceCode, brand, client, sub string, now time.Time) ([]oauth.Grant, error) {
 	var out []oauth.Grant
 	err := s.view(func(tx *bolt.Tx) error {
 		var d oauth.DeviceAuthorization
 		ok, err := get(tx, bDevices, hash(deviceCode), &d)
-		if err != nil || !ok || !d.IssuedTo(brand, client) {
+		if err != nil || !ok || !d.IssuedTo(brand, client, sub) {
 			return err
 		}
 		var g oauth.Grant
@@ -284,9 +285,9 @@ func (s *Store) IssueRefreshToken(token string, g oauth.Grant) error {
 }
 
 // RefreshTokenGrant returns the grant of a refresh token of client at
-// brand, without spending the token; found is false when the token is
-// unknown or another's.
-func (s *Store) RefreshTokenGrant(token, brand, client string) (g oauth.Grant, found bool, err error) {
+// brand for its User sub, without spending the token; found is false when
+// the token is unknown or another's (oauth.Grant.HeldBy).
+func (s *Store) RefreshTokenGrant(token, brand, client, sub string) (g oauth.Grant, found bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		var t oauth.RefreshToken
 		ok, err := get(tx, bRefresh, hash(token), &t)
@@ -296,17 +297,17 @@ func (s *Store) RefreshTokenGrant(token, brand, client string) (g oauth.Grant, f
 		if ok, err = get(tx, bGrants, []byte(t.Grant), &g); err != nil || !ok {
 			return err
 		}
-		found = g.Brand == brand && g.Client == client
+		found = g.HeldBy(brand, client, sub)
 		return nil
 	})
 	return g, found, err
 }
 
-// RotateRefreshToken spends a refresh token of client at brand and returns
-// its grant, for new tokens. A token presented again revokes the grant
+// RotateRefreshToken spends a refresh token of client at brand under its
+// User sub and returns its grant, for new tokens. A token presented again revokes the grant
 // (kept, and queued for the ledger) and answers invalid_grant; so do
 // unknown, revoked and expired ones (*oauth.Error).
-func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (oauth.Grant, error) {
+func (s *Store) RotateRefreshToken(token, brand, client, sub string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer whose revocation must commit
 	err := s.update(func(tx *txn) error {
@@ -319,7 +320,7 @@ func (s *Store) RotateRefreshToken(token, brand, client string, now time.Time) (
 		if found, err := get(tx.Tx, bGrants, []byte(t.Grant), &g); err != nil || !found {
 			return cmp.Or(err, error(oauth.NewError(oauth.InvalidGrant, "unknown grant")))
 		}
-		revoke, rerr := g.Refresh(&t, brand, client, now)
+		revoke, rerr := g.Refresh(&t, brand, client, sub, now)
 		if revoke {
 			answer = rerr
 			const why = "a used refresh token was presented again; the Provider revoked the grant"

@@ -202,17 +202,20 @@ func TestDeviceCodeRedemption(t *testing.T) {
 		}
 		return ""
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", now); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", "u1", now); code(err) != oauth.InvalidGrant {
 		t.Fatalf("another client: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now); code(err) != oauth.AuthorizationPending {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u2", now); code(err) != oauth.InvalidGrant {
+		t.Fatalf("another user of the agent: %v", err)
+	}
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now); code(err) != oauth.AuthorizationPending {
 		t.Fatalf("pending: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(time.Second)); code(err) != oauth.SlowDown {
 		t.Fatalf("polling too fast: %v", err)
 	}
 	// slow_down was kept: the interval is now 10 s.
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(8*time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(8*time.Second)); code(err) != oauth.SlowDown {
 		t.Fatalf("within the longer interval: %v", err)
 	}
 	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
@@ -227,11 +230,11 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
 		t.Fatalf("a second decision: %v", err)
 	}
-	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(20*time.Second))
+	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(20*time.Second))
 	if err != nil || g.User != "acct-48213" || len(g.Scopes) != 1 || g.Scopes[0] != "orders:read" {
 		t.Fatalf("redeem: %+v %v", g, err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
 		t.Fatalf("a second redemption: %v", err)
 	}
 	if got, err := s.Grant(g.ID); err != nil || got.ID != g.ID {
@@ -263,11 +266,11 @@ func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 	if err := s.IssueRefreshToken("rt_1", g); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", now); err != nil || got.ID != g.ID {
+	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now); err != nil || got.ID != g.ID {
 		t.Fatalf("first use: %+v %v", got, err)
 	}
 	var oe *oauth.Error
-	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", now); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
+	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
 		t.Fatalf("reuse: %v", err)
 	}
 	if got, _ := s.Grant(g.ID); got.Revoked.IsZero() {
