@@ -13,20 +13,37 @@ import (
 	"github.com/pactledger/pactledger/pact/pipeline"
 )
 
+// newUserCode makes the user codes of new device authorizations.
+var newUserCode = oauth.NewUserCode
+
+// userCodeTries is how many fresh user codes NewDeviceAuthorization tries
+// before it gives up: all taken is ErrUserCodeTaken.
+const userCodeTries = 5
+
+// ErrUserCodeTaken: every user code tried for a new device authorization
+// belongs to another one still kept.
+var ErrUserCodeTaken = errors.New("no free user code was found")
+
 // NewDeviceAuthorization stores d, keyed by deviceCode, under a fresh user
-// code, and returns the user code.
+// code, and returns the user code; ErrUserCodeTaken when it finds none
+// free: a user code is never taken from the authorization that holds it.
 func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization) (string, error) {
 	err := s.update(func(tx *txn) error {
-		for range 5 { // a user code collision is unlikely; retry a few times
-			d.UserCode = oauth.NewUserCode()
-			if tx.Bucket(bUserCodes).Get([]byte(d.UserCode)) == nil {
+		codes := tx.Bucket(bUserCodes)
+		d.UserCode = ""
+		for range userCodeTries { // a user code collision is unlikely; retry a few times
+			if c := newUserCode(); codes.Get([]byte(c)) == nil {
+				d.UserCode = c
 				break
 			}
+		}
+		if d.UserCode == "" {
+			return fmt.Errorf("%w after %d tries", ErrUserCodeTaken, userCodeTries)
 		}
 		if err := put(tx.Tx, bDevices, hash(deviceCode), d); err != nil {
 			return err
 		}
-		return tx.Bucket(bUserCodes).Put([]byte(d.UserCode), hash(deviceCode))
+		return codes.Put([]byte(d.UserCode), hash(deviceCode))
 	})
 	if err != nil {
 		return "", fmt.Errorf("store device authorization: %w", err)
