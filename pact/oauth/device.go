@@ -18,6 +18,17 @@ const (
 	// DeviceCodeTTL is how long a device authorization can be answered
 	// and redeemed (RFC 8628 §3.2 expires_in).
 	DeviceCodeTTL = 10 * time.Minute
+	// DeviceCodeKept is how long a device authorization is kept once its
+	// code has expired, answered or not: a poll within it is answered as
+	// RFC 8628 §3.5 has it (expired_token; access_denied or invalid_grant
+	// for a code denied or redeemed), and a User opening the link is told
+	// it expired. Then the authorization and its user code are deleted,
+	// and the code is unknown (invalid_grant).
+	DeviceCodeKept = 10 * time.Minute
+	// MaxPending is how many device authorizations a personal agent may
+	// have pending for one of its users (its sub) at once, at all brands;
+	// step-ups, which the Provider asks for itself, are not counted.
+	MaxPending = 10
 	// PollInterval is the default least time between token polls
 	// (RFC 8628 §3.5).
 	PollInterval = 5 * time.Second
@@ -132,7 +143,9 @@ type DeviceAuthorization struct {
 	// needs, held and missing, is covered.
 	Extends string `json:"extends,omitempty"`
 	// RequestJWT is the personal agent's JWT of the request, kept as
-	// evidence for a refusal should the User deny.
+	// evidence for a refusal should the User deny: only while the
+	// authorization is pending, dropped once the User decides or the code
+	// expires.
 	RequestJWT string `json:"requestJwt,omitempty"`
 }
 

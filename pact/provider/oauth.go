@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,7 +107,19 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request, rq 
 		oauthError(w, http.StatusBadRequest, serr)
 		return
 	}
-	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, false, s.cfg.Now().UTC())
+	now := s.cfg.Now().UTC()
+	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, false, now)
+	if limit, ok := errors.AsType[*store.PendingLimitError](err); ok {
+		// Too many pending for this (personal agent, sub): PACT §6
+		// answers a Provider's limit of a (personal agent, sub) 429 with
+		// Retry-After, here when the soonest of them expires. RFC 8628
+		// §3.2 answers errors of this endpoint as the token endpoint
+		// does, where slow_down is the device grant's "too quickly".
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(limit.Until.Sub(now).Seconds())))))
+		oauthError(w, http.StatusTooManyRequests, oauth.NewError(oauth.SlowDown, fmt.Sprintf(
+			"%d device authorizations are pending for this user of the personal agent; wait for one to be answered or to expire", oauth.MaxPending)))
+		return
+	}
 	if err != nil {
 		s.cfg.Logger.ErrorContext(r.Context(), "device authorization", slog.String("error", err.Error()))
 		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the authorization"))
@@ -130,7 +144,7 @@ func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp boo
 	if d.StepUp = stepUp; stepUp && rq.del != nil {
 		d.Extends = rq.del.GrantID
 	}
-	userCode, err := s.cfg.Store.NewDeviceAuthorization(deviceCode, d)
+	userCode, err := s.cfg.Store.NewDeviceAuthorization(deviceCode, d, now)
 	return deviceCode, userCode, err
 }
 

@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ func newDevice(t *testing.T, s *Store, dc, sub string, stepUp bool, now time.Tim
 	t.Helper()
 	d := oauth.NewDeviceAuthorization("acme", "https://pa.example", sub, "p.a.j."+dc, []string{"orders:read"}, 5*time.Second, now)
 	d.StepUp = stepUp
-	userCode, err := s.NewDeviceAuthorization(dc, d)
+	userCode, err := s.NewDeviceAuthorization(dc, d, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +41,105 @@ func device(t *testing.T, s *Store, dc string) (oauth.DeviceAuthorization, bool)
 	return d, found
 }
 
+// keyCount counts the keys of bucket b.
+func keyCount(t *testing.T, s *Store, b []byte) int {
+	t.Helper()
+	var n int
+	if err := s.view(func(tx *bolt.Tx) error { n = tx.Bucket(b).Stats().KeyN; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Each new device authorization carries out at most devicePruneBatch of
+// what is due for the others, oldest first: a backlog of expired ones
+// (their request JWTs to drop, then themselves and their user codes to
+// delete) goes over a few writes, none of which does it all.
+func TestDeviceAuthorizationPruningIsBoundedPerWrite(t *testing.T) {
+	s := openStore(t)
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	const n = devicePruneBatch + 10
+	for i := range n {
+		newDevice(t, s, fmt.Sprintf("dc_%d", i), fmt.Sprintf("u%d", i), false, t0)
+	}
+	if got := keyCount(t, s, bDeviceDue); got != 2*n {
+		t.Fatalf("%d entries due, want %d: one at expiry, one to delete", got, 2*n)
+	}
+	late := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
+	for i := 1; keyCount(t, s, bDevices) > i-1; i++ {
+		before := keyCount(t, s, bDeviceDue)
+		newDevice(t, s, fmt.Sprintf("dc_late_%d", i), "u", true, late)
+		if done := before + 2 - keyCount(t, s, bDeviceDue); done > devicePruneBatch {
+			t.Fatalf("write %d carried out %d due entries, want at most %d", i, done, devicePruneBatch)
+		}
+		if i > 2*n/devicePruneBatch+1 {
+			t.Fatalf("%d device authorizations kept after %d writes", keyCount(t, s, bDevices), i)
+		}
+	}
+	if got := keyCount(t, s, bUserCodes); got != keyCount(t, s, bDevices) {
+		t.Fatalf("%d user codes for %d device authorizations", got, keyCount(t, s, bDevices))
+	}
+	if got := keyCount(t, s, bDevicePending); got != 0 {
+		t.Fatalf("%d entries pending after every agent's authorization expired", got)
+	}
+}
+
+// The agent's request JWT is kept only while a denial may need it as
+// evidence: the refusal a denial queues carries it, and the authorization
+// keeps it no longer; an approval or the code's expiry drops it too.
+func TestARequestJWTIsKeptOnlyWhileADenialNeedsIt(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	approved := newDevice(t, s, "dc_approved", "u1", false, now)
+	denied := newDevice(t, s, "dc_denied", "u1", false, now)
+	newDevice(t, s, "dc_pending", "u1", false, now)
+	if err := s.DecideDevice(approved, oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DecideDevice(denied, oauth.Decision{User: "acct-1"}, now); err != nil {
+		t.Fatal(err)
+	}
+	for dc, want := range map[string]string{"dc_approved": "", "dc_denied": "", "dc_pending": "p.a.j.dc_pending"} {
+		if d, _ := device(t, s, dc); d.RequestJWT != want {
+			t.Errorf("%s keeps request JWT %q, want %q", dc, d.RequestJWT, want)
+		}
+	}
+	items, err := s.Outbox(10)
+	if err != nil || len(items) != 1 || items[0].Refusal == nil || items[0].Refusal.RequestJWT != "p.a.j.dc_denied" {
+		t.Fatalf("outbox %+v %v, want the denial's refusal with its request JWT", items, err)
+	}
+	later := now.Add(oauth.DeviceCodeTTL + time.Second)
+	newDevice(t, s, "dc_later", "u1", false, later)
+	if d, found := device(t, s, "dc_pending"); !found || d.RequestJWT != "" || d.StateAt(later) != oauth.Expired {
+		t.Fatalf("the expired authorization: found %v, request JWT %q, %s; want it kept, expired, without its JWT", found, d.RequestJWT, d.StateAt(later))
+	}
+}
+
+// A personal agent has at most oauth.MaxPending device authorizations
+// pending for a sub; step-ups, which the Provider asks for itself, are
+// neither counted nor refused. The refusal says when the soonest expires.
+func TestStepUpsAreNotCountedAgainstThePendingCap(t *testing.T) {
+	s := openStore(t)
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	now := t0
+	for i := range oauth.MaxPending - 1 {
+		newDevice(t, s, fmt.Sprintf("dc_%d", i), "u1", false, now)
+		now = now.Add(time.Second)
+	}
+	newDevice(t, s, "dc_step_up_1", "u1", true, now)
+	newDevice(t, s, "dc_last", "u1", false, now)
+	newDevice(t, s, "dc_step_up_2", "u1", true, now)
+	d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", []string{"orders:read"}, 5*time.Second, now)
+	_, err := s.NewDeviceAuthorization("dc_over", d, now)
+	var limit *PendingLimitError
+	if !errors.As(err, &limit) || !errors.Is(err, ErrTooManyPending) || !limit.Until.Equal(t0.Add(oauth.DeviceCodeTTL)) {
+		t.Fatalf("one past the cap: %v, want ErrTooManyPending until %s", err, t0.Add(oauth.DeviceCodeTTL))
+	}
+	if _, found := device(t, s, "dc_over"); found {
+		t.Fatal("the refused authorization was stored")
+	}
+}
+
 // A user code is never given to two device authorizations: when every
 // code tried is taken, the new authorization fails and the one holding
 // the code keeps it.
@@ -51,7 +152,7 @@ func TestAUserCodeCollisionFailsTheAuthorization(t *testing.T) {
 		t.Fatalf("user code %s", code)
 	}
 	d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u2", "p.a.j", []string{"orders:read"}, 5*time.Second, now)
-	if code, err := s.NewDeviceAuthorization("dc_2", d); !errors.Is(err, ErrUserCodeTaken) {
+	if code, err := s.NewDeviceAuthorization("dc_2", d, now); !errors.Is(err, ErrUserCodeTaken) {
 		t.Fatalf("a second authorization given only a taken code: %q %v, want ErrUserCodeTaken", code, err)
 	}
 	if err := s.DecideDevice("BCDF-GHJK", oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
@@ -62,5 +163,36 @@ func TestAUserCodeCollisionFailsTheAuthorization(t *testing.T) {
 	}
 	if _, found := device(t, s, "dc_2"); found {
 		t.Fatal("the failed authorization was stored")
+	}
+}
+
+// Device authorizations stored before the store indexed them are indexed
+// when it is opened, and pruned like the others.
+func TestDeviceAuthorizationsStoredBeforeTheIndexArePruned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	newDevice(t, s, "dc_old", "u1", false, t0)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bDeviceDue); err != nil {
+			return err
+		}
+		return tx.DeleteBucket(bDevicePending)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	late := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
+	newDevice(t, s, "dc_new", "u1", false, late)
+	if _, found := device(t, s, "dc_old"); found || keyCount(t, s, bUserCodes) != 1 {
+		t.Fatalf("the authorization stored before the index: found %v, %d user codes; want it pruned", found, keyCount(t, s, bUserCodes))
 	}
 }

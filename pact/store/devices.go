@@ -25,10 +25,25 @@ const userCodeTries = 5
 var ErrUserCodeTaken = errors.New("no free user code was found")
 
 // NewDeviceAuthorization stores d, keyed by deviceCode, under a fresh user
-// code, and returns the user code; ErrUserCodeTaken when it finds none
-// free: a user code is never taken from the authorization that holds it.
-func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization) (string, error) {
+// code, and returns the user code. It refuses, with a *PendingLimitError,
+// a device authorization the agent asked for (not a step-up) when it has
+// oauth.MaxPending pending for the same sub already; and with
+// ErrUserCodeTaken when it finds no user code free. It first carries out
+// some of what is due for device authorizations at now: the request JWTs
+// of expired ones are dropped, and those expired oauth.DeviceCodeKept
+// ago are deleted with their user codes (pruneDevices).
+func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization, now time.Time) (string, error) {
+	var refused *PendingLimitError // a refusal that still commits the pruning
 	err := s.update(func(tx *txn) error {
+		if err := pruneDevices(tx.Tx, now); err != nil {
+			return err
+		}
+		if !d.StepUp {
+			if n, soonest := pendingFor(tx.Tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
+				refused = &PendingLimitError{Until: soonest}
+				return nil
+			}
+		}
 		codes := tx.Bucket(bUserCodes)
 		d.UserCode = ""
 		for range userCodeTries { // a user code collision is unlikely; retry a few times
@@ -40,11 +55,18 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 		if d.UserCode == "" {
 			return fmt.Errorf("%w after %d tries", ErrUserCodeTaken, userCodeTries)
 		}
-		if err := put(tx.Tx, bDevices, hash(deviceCode), d); err != nil {
+		key := hash(deviceCode)
+		if err := put(tx.Tx, bDevices, key, d); err != nil {
 			return err
 		}
-		return codes.Put([]byte(d.UserCode), hash(deviceCode))
+		if err := codes.Put([]byte(d.UserCode), key); err != nil {
+			return err
+		}
+		return indexDevice(tx.Tx, &d, key)
 	})
+	if err == nil && refused != nil {
+		err = refused
+	}
 	if err != nil {
 		return "", fmt.Errorf("store device authorization: %w", err)
 	}
@@ -241,6 +263,10 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 	if err := d.Decide(dc, now); err != nil {
 		return err
 	}
+	jwt := d.RequestJWT // evidence for the refusal of a denial; not kept
+	if err := settled(tx.Tx, &d, key); err != nil {
+		return err
+	}
 	if dc.Approve && d.StepUp && d.GrantID == "" {
 		// No agent polls a step-up's device code: its approval is the
 		// grant, found by the agent's own request for these scopes. The
@@ -269,7 +295,7 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 	if dc.Approve {
 		return nil
 	}
-	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, d.RequestJWT, d.Brand, d.Scopes, now))
+	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, now))
 }
 
 // DecideDevice records the User's decision on the device authorization of

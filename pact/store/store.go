@@ -90,10 +90,16 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts} {
+		unindexed := tx.Bucket(bDeviceDue) == nil
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bDeviceDue, bDevicePending} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if unindexed {
+			// Device authorizations stored before they were indexed
+			// are pruned like the others from now on.
+			return indexDevices(tx)
 		}
 		return nil
 	})

@@ -191,7 +191,7 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	s := openStore(t)
 	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
 	d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", []string{"orders:read", "orders:cancel"}, 5*time.Second, now)
-	userCode, err := s.NewDeviceAuthorization("dc_1", d)
+	userCode, err := s.NewDeviceAuthorization("dc_1", d, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/pact/oauth"
+	"github.com/pactledger/pactledger/pact/store"
+)
+
+// pollCode asks the token endpoint once for a device code and returns the
+// OAuth error it answers ("" for tokens).
+func (e *oauthEnv) pollCode(da map[string]any) string {
+	e.t.Helper()
+	code, m := e.poll(da)
+	if code == http.StatusOK {
+		return ""
+	}
+	s, _ := m["error"].(string)
+	return s
+}
+
+// Device authorizations are not kept for ever: once its code has expired,
+// pending, denied or redeemed, a device authorization answers a late poll
+// as RFC 8628 §3.5 has it for oauth.DeviceCodeKept, then it is deleted
+// with its user code by a later device authorization, and its code is
+// unknown.
+func TestExpiredDeviceAuthorizationsArePruned(t *testing.T) {
+	e := newOAuthEnv(t)
+	pending := e.deviceAuth("orders:read")
+	denied := e.deviceAuth("orders:read")
+	if err := e.deny(denied["user_code"].(string), "acct-48213"); err != nil {
+		t.Fatal(err)
+	}
+	redeemed := e.deviceAuth("orders:read")
+	if err := e.approve(redeemed["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.pollCode(redeemed); got != "" {
+		t.Fatalf("redeem: %s", got)
+	}
+
+	e.advance(oauth.DeviceCodeTTL + time.Minute)
+	e.deviceAuth("orders:read") // prunes what is due
+	for _, c := range []struct {
+		name string
+		da   map[string]any
+		want string
+	}{{"pending", pending, oauth.ExpiredToken}, {"denied", denied, oauth.AccessDenied}, {"redeemed", redeemed, oauth.InvalidGrant}} {
+		if got := e.pollCode(c.da); got != c.want {
+			t.Fatalf("a late poll of the %s code, a minute after it expired: %q, want %q", c.name, got, c.want)
+		}
+	}
+
+	e.advance(oauth.DeviceCodeKept)
+	e.deviceAuth("orders:read")
+	st, err := e.st.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeviceAuthorizations != 2 {
+		t.Fatalf("%d device authorizations kept, want 2: the last two; the three expired %s ago pruned", st.DeviceAuthorizations, oauth.DeviceCodeKept)
+	}
+	if got := e.pollCode(pending); got != oauth.InvalidGrant {
+		t.Fatalf("a poll of a pruned code: %q, want invalid_grant", got)
+	}
+	if err := e.approve(pending["user_code"].(string), "acct-48213", []string{"orders:read"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("approving a pruned user code: %v, want not found", err)
+	}
+}
+
+// A personal agent has at most oauth.MaxPending device authorizations
+// pending for one of its users: the next is answered 429 with Retry-After
+// (PACT §6, as a rate limit of a (personal agent, sub)) and slow_down, until
+// one is answered or expires. Its other users are not held back.
+func TestPendingDeviceAuthorizationsAreCappedPerAgentSub(t *testing.T) {
+	e := newOAuthEnv(t)
+	var first map[string]any
+	for i := range oauth.MaxPending {
+		da := e.deviceAuth("orders:read")
+		if i == 0 {
+			first = da
+		}
+		e.advance(time.Second)
+	}
+	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}
+	code, m, h := e.post("/oauth/device_authorization", form, e.jwt())
+	wait := oauth.DeviceCodeTTL - time.Duration(oauth.MaxPending)*time.Second
+	if code != http.StatusTooManyRequests || m["error"] != oauth.SlowDown || h.Get("Retry-After") != strconv.Itoa(int(wait/time.Second)) {
+		t.Fatalf("device authorization %d pending for u1: %d %v Retry-After %q; want 429 slow_down, Retry-After %d",
+			oauth.MaxPending+1, code, m, h.Get("Retry-After"), int(wait/time.Second))
+	}
+	e.deviceAuthAs("u2", "orders:read")
+
+	if err := e.deny(first["user_code"].(string), "acct-48213"); err != nil {
+		t.Fatal(err)
+	}
+	e.deviceAuth("orders:read") // the denied one's place
+	if code, m, _ := e.post("/oauth/device_authorization", form, e.jwt()); code != http.StatusTooManyRequests {
+		t.Fatalf("past the cap again: %d %v", code, m)
+	}
+	e.advance(wait + time.Second)
+	e.deviceAuth("orders:read") // the expired ones' places
+}

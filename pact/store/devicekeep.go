@@ -1,0 +1,184 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/pact/oauth"
+)
+
+// How long device authorizations are kept. Each is indexed twice when it
+// is stored:
+//
+//   - in bDeviceDue, by the times something is due: when its code expires
+//     (dueExpired: the agent's request JWT, kept for a refusal should the
+//     User deny, is dropped) and oauth.DeviceCodeKept later (dueDelete:
+//     the authorization and its user code are deleted). Each new device
+//     authorization first carries out at most devicePruneBatch of what is
+//     due, oldest first: the work of a transaction stays bounded, and the
+//     backlog shrinks faster than it grows.
+//   - in bDevicePending, while it is pending and asked by the agent (not a
+//     step-up), by its agent and sub and then its expiry, so that the ones
+//     pending for a sub are counted without reading any other's
+//     (oauth.MaxPending). The User's decision, or its expiry, removes it.
+var (
+	bDeviceDue     = []byte("device_due")     // due time | kind | device key: nothing
+	bDevicePending = []byte("device_pending") // agentKey | expiry | device key: nothing
+)
+
+// What is due for a device authorization (bDeviceDue).
+const (
+	dueExpired byte = 'e'
+	dueDelete  byte = 'x'
+)
+
+// devicePruneBatch is how many due entries a new device authorization
+// carries out at most.
+const devicePruneBatch = 256
+
+// ErrTooManyPending: the personal agent has oauth.MaxPending device
+// authorizations pending for this sub already.
+var ErrTooManyPending = errors.New("too many device authorizations pending for this user of the personal agent")
+
+// PendingLimitError is ErrTooManyPending, with when the soonest of the
+// pending authorizations expires, freeing a place if none is answered
+// before.
+type PendingLimitError struct{ Until time.Time }
+
+func (e *PendingLimitError) Error() string {
+	return fmt.Sprintf("%s: %d; the soonest expires at %s", ErrTooManyPending, oauth.MaxPending, e.Until.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrTooManyPending.
+func (e *PendingLimitError) Unwrap() error { return ErrTooManyPending }
+
+// timeKey is t as an index key's sortable prefix.
+func timeKey(t time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano())) }
+
+// agentKey keys the personal agent client's sub in bDevicePending.
+func agentKey(client, sub string) []byte {
+	return hash(fmt.Sprintf("%d:%s%s", len(client), client, sub))
+}
+
+func dueKey(at time.Time, kind byte, key []byte) []byte {
+	return slices.Concat(timeKey(at), []byte{kind}, key)
+}
+
+func pendingKey(d *oauth.DeviceAuthorization, key []byte) []byte {
+	return slices.Concat(agentKey(d.Client, d.Sub), timeKey(d.Expires), key)
+}
+
+// indexDevice indexes the device authorization d stored at key.
+func indexDevice(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
+	due := tx.Bucket(bDeviceDue)
+	if err := due.Put(dueKey(d.Expires, dueExpired, key), nil); err != nil {
+		return err
+	}
+	if err := due.Put(dueKey(d.Expires.Add(oauth.DeviceCodeKept), dueDelete, key), nil); err != nil {
+		return err
+	}
+	if d.Status != oauth.Pending || d.StepUp {
+		return nil
+	}
+	return tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil)
+}
+
+// indexDevices indexes the device authorizations stored before the
+// indexes were: once, when the store is opened.
+func indexDevices(tx *bolt.Tx) error {
+	return tx.Bucket(bDevices).ForEach(func(k, _ []byte) error {
+		var d oauth.DeviceAuthorization
+		if _, err := get(tx, bDevices, k, &d); err != nil {
+			return err
+		}
+		return indexDevice(tx, &d, slices.Clone(k))
+	})
+}
+
+// settled takes d, stored at key, off the pending ones and drops its
+// request JWT: the User decided, or its code expired. The caller stores d.
+func settled(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
+	d.RequestJWT = ""
+	return tx.Bucket(bDevicePending).Delete(pendingKey(d, key))
+}
+
+// pendingFor returns how many device authorizations the agent client has
+// pending for sub at now (up to max), and when the soonest expires.
+func pendingFor(tx *bolt.Tx, client, sub string, now time.Time, max int) (int, time.Time) {
+	prefix := agentKey(client, sub)
+	c := tx.Bucket(bDevicePending).Cursor()
+	var n int
+	var soonest time.Time
+	for k, _ := c.Seek(slices.Concat(prefix, timeKey(now))); k != nil && bytes.HasPrefix(k, prefix) && n < max; k, _ = c.Next() {
+		if n == 0 {
+			soonest = time.Unix(0, int64(binary.BigEndian.Uint64(k[len(prefix):])))
+		}
+		n++
+	}
+	return n, soonest
+}
+
+// pruneDevices carries out, oldest first, at most devicePruneBatch of the
+// entries of bDeviceDue due at now.
+func pruneDevices(tx *bolt.Tx, now time.Time) error {
+	due := tx.Bucket(bDeviceDue)
+	var keys [][]byte
+	c := due.Cursor()
+	end := timeKey(now)
+	for k, _ := c.First(); k != nil && len(keys) < devicePruneBatch && bytes.Compare(k[:8], end) <= 0; k, _ = c.Next() {
+		keys = append(keys, slices.Clone(k))
+	}
+	for _, k := range keys {
+		if err := due.Delete(k); err != nil {
+			return err
+		}
+		key := k[9:]
+		var d oauth.DeviceAuthorization
+		found, err := get(tx, bDevices, key, &d)
+		switch {
+		case !found:
+			continue
+		case err != nil:
+			// One that cannot be read is deleted when due, all the
+			// same: nothing else would.
+			if k[8] == dueDelete {
+				if err := tx.Bucket(bDevices).Delete(key); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		switch k[8] {
+		case dueExpired:
+			jwt := d.RequestJWT
+			if err := settled(tx, &d, key); err != nil {
+				return err
+			}
+			if jwt != "" {
+				if err := put(tx, bDevices, key, d); err != nil {
+					return err
+				}
+			}
+		case dueDelete:
+			if err := tx.Bucket(bDevicePending).Delete(pendingKey(&d, key)); err != nil {
+				return err
+			}
+			codes := tx.Bucket(bUserCodes)
+			if bytes.Equal(codes.Get([]byte(d.UserCode)), key) {
+				if err := codes.Delete([]byte(d.UserCode)); err != nil {
+					return err
+				}
+			}
+			if err := tx.Bucket(bDevices).Delete(key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
