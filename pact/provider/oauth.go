@@ -173,7 +173,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	case oauth.DeviceGrantType:
 		code := form.Get("device_code")
 		held, err = s.cfg.Store.DeviceCodeGrants(code, brand, client, sub, now)
-		spend = func() (oauth.Grant, error) { return s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, now) }
+		spend = func() (oauth.Grant, error) {
+			checked := make([]string, len(held))
+			for i, g := range held {
+				checked[i] = g.ID
+			}
+			return s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, checked, now)
+		}
 	case "refresh_token":
 		token := form.Get("refresh_token")
 		var g oauth.Grant

@@ -89,9 +89,13 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 // scopes it covers. Each grant replaced is revoked, its revocation queued
 // for the ledger naming the grant that replaced it. The caller first
 // applies the ledger's revocations to the grants the redemption rests on
-// (DeviceCodeGrants): one the ledger records revoked is then revoked here,
-// and neither carried nor replaced.
-func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, now time.Time) (oauth.Grant, error) {
+// (DeviceCodeGrants) and names them in checked: one the ledger records
+// revoked is then revoked here, and neither carried nor replaced. A
+// redemption that would rest on an active grant not in checked (the User
+// answered between DeviceCodeGrants and this call) answers
+// authorization_pending and writes nothing: the agent's next poll reads
+// the grants again.
+func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked []string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
 	err := s.update(func(tx *txn) error {
@@ -108,6 +112,13 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, now time
 		}
 		if answer = d.Poll(now); answer != nil {
 			return put(tx.Tx, bDevices, key, d)
+		}
+		switch ok, err := restsOn(tx.Tx, &d, checked, now); {
+		case err != nil:
+			return err
+		case !ok:
+			answer = oauth.NewError(oauth.AuthorizationPending, "the User's answer was just recorded; poll again")
+			return nil
 		}
 		if err := d.Redeem(now); err != nil {
 			return err
@@ -147,6 +158,23 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, now time
 		err = answer
 	}
 	return g, err
+}
+
+// restsOn reports whether every active grant the redemption of d rests
+// on (the grant it was approved with, the User's other grants of the same
+// personal agent and agent sub, which it carries or replaces) is among
+// checked, the grants the caller applied the ledger's revocations to.
+func restsOn(tx *bolt.Tx, d *oauth.DeviceAuthorization, checked []string, now time.Time) (bool, error) {
+	gs, err := agentGrants(tx, &oauth.Grant{Brand: d.Brand, Client: d.Client, AgentSub: d.Sub, User: d.User}, now, nil)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range gs {
+		if !slices.Contains(checked, g.ID) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // DeviceCodeGrants returns, without spending the device code of client at

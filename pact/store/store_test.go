@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,20 +203,20 @@ func TestDeviceCodeRedemption(t *testing.T) {
 		}
 		return ""
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", "u1", now); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", "u1", nil, now); code(err) != oauth.InvalidGrant {
 		t.Fatalf("another client: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u2", now); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u2", nil, now); code(err) != oauth.InvalidGrant {
 		t.Fatalf("another user of the agent: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now); code(err) != oauth.AuthorizationPending {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now); code(err) != oauth.AuthorizationPending {
 		t.Fatalf("pending: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(time.Second)); code(err) != oauth.SlowDown {
 		t.Fatalf("polling too fast: %v", err)
 	}
 	// slow_down was kept: the interval is now 10 s.
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(8*time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(8*time.Second)); code(err) != oauth.SlowDown {
 		t.Fatalf("within the longer interval: %v", err)
 	}
 	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
@@ -230,11 +231,11 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
 		t.Fatalf("a second decision: %v", err)
 	}
-	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(20*time.Second))
+	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(20*time.Second))
 	if err != nil || g.User != "acct-48213" || len(g.Scopes) != 1 || g.Scopes[0] != "orders:read" {
 		t.Fatalf("redeem: %+v %v", g, err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
 		t.Fatalf("a second redemption: %v", err)
 	}
 	if got, err := s.Grant(g.ID); err != nil || got.ID != g.ID {
@@ -374,5 +375,53 @@ func TestTheOutboxIsBounded(t *testing.T) {
 	defer s.Close()
 	if got := s.OutboxBytes(); got != want || s.Depth() != 3 {
 		t.Fatalf("reopened: %d bytes in %d entries, want %d bytes", got, s.Depth(), want)
+	}
+}
+
+// The token endpoint reads the grants a redemption rests on before it
+// spends the code (DeviceCodeGrants), to apply the ledger's revocations
+// to them. A User who approves between that read, which found the code
+// pending and no grant, and the redemption must not have the new grant
+// carry an older grant nobody checked: the redemption answers
+// authorization_pending, spends nothing, and the next poll, which reads
+// the grants again, redeems the code.
+func TestARedemptionRestsOnlyOnGrantsTheCallerChecked(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	redeem := func(dc string, scopes []string, at time.Time) oauth.Grant {
+		t.Helper()
+		d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", scopes, 5*time.Second, at)
+		userCode, err := s.NewDeviceAuthorization(dc, d, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.DeviceCodeGrants(dc, "acme", "https://pa.example", "u1", at)
+		if err != nil || len(held) != 0 {
+			t.Fatalf("the grants of a pending code: %v %v", held, err)
+		}
+		if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: scopes}, at); err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", nil, at)
+		var oe *oauth.Error
+		switch {
+		case err == nil && dc == "dc_1":
+			return g
+		case !errors.As(err, &oe) || oe.Code != oauth.AuthorizationPending:
+			t.Fatalf("redeeming %s on grants read while it was pending: %+v %v; want authorization_pending", dc, g, err)
+		}
+		if held, err = s.DeviceCodeGrants(dc, "acme", "https://pa.example", "u1", at.Add(6*time.Second)); err != nil || len(held) != 1 {
+			t.Fatalf("the grants of %s once approved: %v %v", dc, held, err)
+		}
+		g, err = s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", []string{held[0].ID}, at.Add(6*time.Second))
+		if err != nil {
+			t.Fatalf("the next poll: %v", err)
+		}
+		return g
+	}
+	first := redeem("dc_1", []string{"orders:cancel"}, now)
+	second := redeem("dc_2", []string{"orders:read"}, now.Add(time.Minute))
+	if !slices.Contains(second.Scopes, "orders:cancel") || first.ID == second.ID {
+		t.Errorf("the second grant %+v does not carry the first's orders:cancel, once checked", second)
 	}
 }
