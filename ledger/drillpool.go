@@ -20,7 +20,7 @@ import (
 // drawn without reading every row.
 func Drillable(r *Row) bool {
 	return r.Kind == KindReceipt && !(&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature) &&
-		r.Status != Duplicate && !r.KeepsNoEvidence() && r.Class != retention.ReadOnly
+		r.Status != Duplicate && r.EvidenceNotKept == "" && r.Class != retention.ReadOnly
 }
 
 // Sparse pools are walked: when the pool's positions are spread over more

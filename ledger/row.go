@@ -273,11 +273,12 @@ func IndexesRequestJWT(r *Row) bool {
 // KeepsNoEvidence reports whether r kept no evidence bundle: a receipt
 // of the read-only class, which commitRow records so (EvidenceNotKept).
 // The class is never changed once a row is written, and no other row is
-// so marked: one that says so was edited in the row store, and every
-// reader (the evidence view, VerifyRow, the sweep, the drills) takes it
-// for the row that keeps its evidence it is, so that the edit hides
-// nothing and the evidence it keeps is compared (fsck and the audit
-// report the mark itself).
+// so marked: one that says so was edited in the row store, and the
+// readers (the evidence view, VerifyRow, the sweep, the dispute drill)
+// take it for the row that keeps its evidence it is, so that the edit
+// hides nothing and the evidence it keeps is compared (fsck and the audit
+// report the mark itself). The monthly drill's pool (Drillable) still
+// leaves out any row so marked, as every store and migration decided it.
 func (r *Row) KeepsNoEvidence() bool {
 	return r.EvidenceNotKept != "" && r.Kind == KindReceipt && r.Class == retention.ReadOnly
 }
