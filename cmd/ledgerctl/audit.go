@@ -188,11 +188,19 @@ type auditor struct {
 	// earlier leaf was checked by the audit that kept the checkpoint, so
 	// a finding there (a clock once stepped back, say) is not made again
 	// by every audit after it.
-	ordered    int64
-	latest     time.Time // the latest time a leaf of the audited tree records
-	latestLeaf int64     // the leaf that records it
-	events     eventCounts
-	notYet     []string // events not yet checkable, in words
+	ordered int64
+	// orderedLatest and orderedLeaf are the latest time a leaf records
+	// from the kept checkpoint's last leaf on (from the first with
+	// --all), and the leaf that records it: what read holds the leaves
+	// since against. A leaf dated ahead before the kept checkpoint (a
+	// clock that ran ahead, found and looked at) is not held against every
+	// row after it.
+	orderedLatest time.Time
+	orderedLeaf   int64
+	latest        time.Time // the latest time a leaf of the audited tree records
+	latestLeaf    int64     // the leaf that records it
+	events        eventCounts
+	notYet        []string // events not yet checkable, in words
 }
 
 // rowLeafRef is a receipt or refusal leaf read from the tiles: what a
@@ -241,13 +249,20 @@ const eventSkew = 5 * time.Minute
 // event's or a policy's time): the audited tree holds every leaf
 // committed before the one that records it, give or take eventSkew.
 func (a *auditor) noteTime(index int64, leaf map[string]string) {
+	if t, ok := leafTime(leaf); ok && t.After(a.latest) {
+		a.latest, a.latestLeaf = t, index
+	}
+}
+
+// leafTime is the time a leaf records: a row's recording, an event's or a
+// policy's time.
+func leafTime(leaf map[string]string) (time.Time, bool) {
 	v := leaf["at"]
 	if leaf["kind"] == "receipt" || leaf["kind"] == "refusal" {
 		v = leaf["recorded"]
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(a.latest) {
-		a.latest, a.latestLeaf = t, index
-	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
 }
 
 // disputeRef is the ref the ledger gives the n-th dispute event of a row.
@@ -280,9 +295,10 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 //   - A row leaf recorded more than eventSkew before a leaf the log holds
 //     before it is a finding: the log takes leaves in the order they
 //     commit, so the row was not recorded when it says (one inserted in
-//     the row store later, backdated, with its leaf queued). Leaves
-//     from a.ordered on are checked so: those since the kept checkpoint,
-//     or every one with --all.
+//     the row store later, backdated, with its leaf queued), or the leaf
+//     before it is dated ahead. Leaves from a.ordered on are checked so
+//     (those since the kept checkpoint, or every one with --all), against
+//     the leaves from the kept checkpoint's last one on.
 func (a *auditor) read(index int64, data []byte) {
 	leaf := parseLeaf(string(data))
 	if ref, what, rule := leafRef(leaf); ref != "" {
@@ -295,10 +311,13 @@ func (a *auditor) read(index int64, data []byte) {
 	}
 	if k := leaf["kind"]; k == "receipt" || k == "refusal" {
 		recorded, err := time.Parse(time.RFC3339Nano, leaf["recorded"])
-		if err == nil && index >= a.ordered && !a.latest.IsZero() && recorded.Add(eventSkew).Before(a.latest) {
-			a.mismatch("leaf %d (%s of row %s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so the row was not recorded when it says: it was inserted in the row store later, its leaf queued outside the ledger, or the clock of the replica that recorded it was wrong",
-				index, k, leaf["row"], leaf["recorded"], eventSkew, a.latestLeaf, a.latest.Format(time.RFC3339Nano))
+		if err == nil && index >= a.ordered && !a.orderedLatest.IsZero() && recorded.Add(eventSkew).Before(a.orderedLatest) {
+			a.mismatch("leaf %d (%s of row %s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so one of the two is not dated when it was recorded: row %s was inserted in the row store later and backdated, its leaf queued outside the ledger; or leaf %d is dated ahead; or the clock of a replica that recorded one of them was wrong",
+				index, k, leaf["row"], leaf["recorded"], eventSkew, a.orderedLeaf, a.orderedLatest.Format(time.RFC3339Nano), leaf["row"], a.orderedLeaf)
 		}
+	}
+	if t, ok := leafTime(leaf); ok && index >= a.ordered-1 && t.After(a.orderedLatest) {
+		a.orderedLatest, a.orderedLeaf = t, index
 	}
 	a.noteTime(index, leaf)
 }

@@ -58,3 +58,45 @@ func TestAuditFindsARowRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
 		t.Errorf("audit --all from the later checkpoint: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
 	}
 }
+
+// A replica whose clock ran a day ahead recorded one row, which matches
+// its leaf. The audit finds the rows after it out of order; a person
+// looks at it and keeps a later checkpoint. The audits from it hold the
+// leaves since against the kept checkpoint's last leaf on, not against
+// the leaf dated ahead, and pass; --all finds it again and names both
+// leaves.
+func TestAuditFromACheckpointKeptAfterALeafDatedAheadPasses(t *testing.T) {
+	f := start(t)
+	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	leaf, _ := leafOf(t, f.logged(t, readOnly))
+	kept, _, key := f.keptAudit(t)
+	ahead := strings.Repeat("a", 64)
+	at := time.Now().Add(24 * time.Hour).UTC()
+	var lines []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		switch {
+		case ln == "row "+readOnly:
+			ln = "row " + ahead
+		case strings.HasPrefix(ln, "recorded "):
+			ln = "recorded " + at.Format(time.RFC3339Nano)
+		}
+		lines = append(lines, ln)
+	}
+	f.queueBehind(t, ahead, strings.Join(lines, "\n"),
+		tamper.ForgeRow(readOnly, ahead), tamper.EditRow(ahead, func(r *ledger.Row) { r.RecordedAt = at }))
+	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, "is dated ahead") {
+		t.Fatalf("audit: exit %d, want %d naming a leaf dated ahead\n%s%s", code, exitCheckFailed, out, errs)
+	}
+	later := filepath.Join(t.TempDir(), "later.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", later); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-11"}))
+	if code, out, errs := f.ctl(t, "auditor", auditArgs(later, key, false)...); code != 0 {
+		t.Errorf("audit from the checkpoint kept after the leaf dated ahead: exit %d, want 0\n%s%s", code, out, errs)
+	}
+	if code, out, errs := f.ctl(t, "auditor", auditArgs(later, key, true)...); code != exitCheckFailed || !strings.Contains(out, "is dated ahead") {
+		t.Errorf("audit --all: exit %d, want %d naming the leaf dated ahead\n%s%s", code, exitCheckFailed, out, errs)
+	}
+}
