@@ -99,6 +99,11 @@ func TestAuditFindsARowLoggedTwice(t *testing.T) {
 		t.Fatalf("the row's proof is still of leaf %d", first)
 	}
 	want := "row " + f.rowID + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": a row is logged once"
+	// fsck, inside the ledger, finds the first leaf that its row's index
+	// no longer points to.
+	if code, out, errs := f.ctl(t, "auditor", "fsck"); code == 0 || !strings.Contains(out, "leaf "+itoa(first)) {
+		t.Errorf("fsck: exit %d, want a finding on leaf %d\n%s%s", code, first, out, errs)
+	}
 	for _, all := range []bool{false, true} {
 		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
 		if code != exitCheckFailed || !strings.Contains(out, want) {
