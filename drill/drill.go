@@ -462,7 +462,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 		var notes []string
 		if len(rows) > MaxRows || capped {
 			left = len(rows) - min(len(rows), MaxRows)
-			notes = append(notes, fmt.Sprintf("%s about %s found, %d drilled (receipts whose signature verified first, newest first; then the others by the time the ledger recorded them, newest first); %d left out, not drilled",
+			notes = append(notes, fmt.Sprintf("%s about %s found, %d drilled (receipts whose signature verified first, each receipt's first row before the rows that repeat it, newest first; then the others by the time the ledger recorded them, newest first); %d left out, not drilled",
 				plural(len(rows), "row"), describeQuery(req), min(len(rows), MaxRows), left))
 			cut = fmt.Sprintf("%s about %s left out of this drill", plural(left, "more row"), describeQuery(req))
 			if capped {
@@ -525,11 +525,14 @@ func readOnly(row *ledger.Row) bool {
 }
 
 // rank orders the rows of a dispute drill for the cut at MaxRows: receipts
-// whose signature verified first, in lookup order (newest first by their
-// signed time); then every other row (a receipt no signature vouches for,
-// a refusal) newest first by the time the ledger recorded it, since the
-// time it claims is a writer's word: a writer cannot push a verified row
-// out of the drill by posting rows dated later.
+// whose signature verified first, each receipt's first row before the
+// rows that repeat it (a writer may post a real receipt again, each time
+// with other evidence beside it: every post is a row of its own, signed
+// at the same time), in lookup order (newest first by their signed time);
+// then every other row (a receipt no signature vouches for, a refusal)
+// newest first by the time the ledger recorded it, since the time it
+// claims is a writer's word: a writer cannot push a verified row out of
+// the drill by posting rows dated later, or by posting it again.
 func rank(rows []*ledger.Row) {
 	slices.SortStableFunc(rows, func(a, b *ledger.Row) int {
 		av, bv := a.ReceiptVerified(), b.ReceiptVerified()
@@ -539,6 +542,13 @@ func rank(rows []*ledger.Row) {
 		case bv && !av:
 			return 1
 		case av:
+			ad, bd := a.Verifier.DuplicateOf != "", b.Verifier.DuplicateOf != ""
+			switch {
+			case bd && !ad:
+				return -1
+			case ad && !bd:
+				return 1
+			}
 			return 0
 		}
 		return b.RecordedAt.Compare(a.RecordedAt)

@@ -2,12 +2,15 @@ package drill_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // A drill by principal scores the rows whose actions changed something,
@@ -94,5 +97,32 @@ func TestAToolIsNamedInWordsWithoutTheRowsBrand(t *testing.T) {
 		if got := n.Action(c.brand, []string{c.tool}, "A-1"); got != c.want {
 			t.Errorf("%s of %q: %s; want %s", c.tool, c.brand, got, c.want)
 		}
+	}
+}
+
+// A writer posts a customer's real receipt again and again, each time with
+// other limits beside it: every post is an INCIDENT row repeating the
+// first, signed at the same time. The drill of the customer's order still
+// drills the receipt's first row, whatever the number of repeats, and
+// needs a person for the repeats it leaves out.
+func TestRepeatsOfAReceiptDoNotPushItsFirstRowOutOfTheDrill(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "refund_order", ArgsJSON: `{"order":"A-5531","amount":10}`, ScopesUsed: []string{"orders:refund"}, Granted: "orders:refund"})
+	first := e.append(t, real)
+	for i := range drill.MaxRows + 10 {
+		row := e.appendWith(t, real, &ledger.Limits{AmountMax: fmt.Sprintf("0.%02d", i+1)})
+		if row.Verifier.DuplicateOf != first.ID || row.Status != ledger.Incident {
+			t.Fatalf("repeat %d: %v, duplicate of %q", i, row.Status, row.Verifier.DuplicateOf)
+		}
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Rows, first.ID) {
+		t.Fatalf("the receipt's first row %s is not among the %d rows drilled: %s", first.ID[:12], len(rep.Rows), rep.Note)
+	}
+	if p := decisions(rep)[first.ID]; p.Passed || !strings.Contains(p.Detail, "needs a person") {
+		t.Errorf("the first row's decision: %+v; want needs a person (rows left out)", p)
 	}
 }
