@@ -218,7 +218,7 @@ func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Br
 		return
 	}
 	rt := oauth.NewSecret("rt_")
-	if err := s.cfg.Store.IssueRefreshToken(rt, *g); err != nil {
+	if err := s.cfg.Store.IssueRefreshToken(rt, *g, now); err != nil {
 		s.cfg.Logger.ErrorContext(r.Context(), "store refresh token", slog.String("error", err.Error()))
 		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the refresh token"))
 		return

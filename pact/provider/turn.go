@@ -75,7 +75,8 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 		s.cfg.Logger.ErrorContext(ctx, "provider store", slog.String("error", err.Error()))
 		return nil, internalErr("internal error")
 	}
-	if c.Closed {
+	if c.Ended(now) {
+		// Closed by its agent, or expired (store.ConversationTTL).
 		s.abandon(ctx, id, m.MessageID)
 		return nil, newErr(a2a.ReasonUnsupported, "this conversation is closed; start a new one without contextId")
 	}

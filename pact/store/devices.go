@@ -135,7 +135,7 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			for i := range older {
 				g.CarryOver(&older[i], d.Scopes)
 			}
-			if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+			if err := putGrant(tx.Tx, &g); err != nil {
 				return err
 			}
 			return replaced(tx, g, older, now)
@@ -312,7 +312,7 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 				g.Carry(&prev) // revoked with it (RevokeGrant)
 			}
 		}
-		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+		if err := putGrant(tx.Tx, &g); err != nil {
 			return err
 		}
 		d.GrantID = g.ID
@@ -348,10 +348,28 @@ func (s *Store) Grant(id string) (oauth.Grant, error) {
 	return g, err
 }
 
-// IssueRefreshToken stores a new refresh token of g.
-func (s *Store) IssueRefreshToken(token string, g oauth.Grant) error {
+// IssueRefreshToken stores a new refresh token of g at now, kept until g
+// ends (GrantKept). It first carries out some of what is due at now for
+// conversations, the action log, grants and refresh tokens (pruneKept).
+func (s *Store) IssueRefreshToken(token string, g oauth.Grant, now time.Time) error {
 	return s.update(func(tx *txn) error {
-		return put(tx.Tx, bRefresh, hash(token), oauth.RefreshToken{Grant: g.ID, Expires: g.Expires})
+		if err := pruneKept(tx.Tx, now); err != nil {
+			return err
+		}
+		key := hash(token)
+		if err := put(tx.Tx, bRefresh, key, oauth.RefreshToken{Grant: g.ID, Expires: g.Expires}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bRefreshByGrant).Put(refreshByGrantKey(g.ID, key), nil); err != nil {
+			return err
+		}
+		var cur oauth.Grant
+		if found, err := get(tx.Tx, bGrants, []byte(g.ID), &cur); err != nil || !found || !cur.Active(now) {
+			// The grant ended since the token was asked for (or is
+			// gone): its tokens are due now.
+			return keepDue(tx.Tx, now, dueTokens, []byte(g.ID))
+		}
+		return nil
 	})
 }
 
@@ -522,7 +540,7 @@ func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Ti
 		if !g.Active(now) || !g.Revoke(at) {
 			return nil
 		}
-		if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+		if err := putGrant(tx.Tx, &g); err != nil {
 			return err
 		}
 		return revokeAgent(tx, g, note, now)
@@ -582,7 +600,7 @@ func revokeExtensions(tx *txn, g oauth.Grant, note string, now time.Time) error 
 // revoked stores grant g, just revoked, and queues its revocation for the
 // ledger with note.
 func revoked(tx *txn, g oauth.Grant, note string, now time.Time) error {
-	if err := put(tx.Tx, bGrants, []byte(g.ID), g); err != nil {
+	if err := putGrant(tx.Tx, &g); err != nil {
 		return err
 	}
 	return tx.enqueue(pipeline.Revoked(g.ID, now, note))

@@ -91,7 +91,8 @@ func Open(path string) (*Store, error) {
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bDeviceDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bDeviceDue, bDevicePending} {
+		unkept := tx.Bucket(bKeepDue) == nil
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -99,7 +100,14 @@ func Open(path string) (*Store, error) {
 		if unindexed {
 			// Device authorizations stored before they were indexed
 			// are pruned like the others from now on.
-			return indexDevices(tx)
+			if err := indexDevices(tx); err != nil {
+				return err
+			}
+		}
+		if unkept {
+			// So are conversations, the action log, grants and refresh
+			// tokens stored before they were.
+			return indexKept(tx, time.Now().UTC())
 		}
 		return nil
 	})

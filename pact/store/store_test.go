@@ -264,7 +264,7 @@ func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.IssueRefreshToken("rt_1", g); err != nil {
+	if err := s.IssueRefreshToken("rt_1", g, now); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now); err != nil || got.ID != g.ID {

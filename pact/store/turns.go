@@ -64,13 +64,23 @@ func (s *Store) Conversation(id string) (*Conversation, error) {
 }
 
 // BeginTurn starts a turn of messageId msgID in conv (stored first when
-// isNew). It returns the stored reply when msgID already has one, or
-// ErrTurnRunning while another turn with msgID runs; else it records the
-// running marker and returns the conversation as stored.
+// isNew, started at now unless conv says when). It returns the stored
+// reply when msgID already has one, or ErrTurnRunning while another turn
+// with msgID runs; else it records the running marker and returns the
+// conversation as stored. It first carries out some of what is due at
+// now for conversations, the action log, grants and refresh tokens
+// (pruneKept): a conversation, with its stored replies, is kept as long
+// as ConversationTTL, ReplyKept and ConversationKept say.
 func (s *Store) BeginTurn(conv Conversation, isNew bool, msgID string, now time.Time) (*Conversation, json.RawMessage, error) {
 	var stored json.RawMessage
+	if isNew && conv.Created.IsZero() {
+		conv.Created = now
+	}
 	out := &conv
 	err := s.update(func(tx *txn) error {
+		if err := pruneKept(tx.Tx, now); err != nil {
+			return err
+		}
 		if !isNew {
 			c, err := getConv(tx.Tx, conv.ID)
 			if err != nil {
@@ -92,6 +102,9 @@ func (s *Store) BeginTurn(conv Conversation, isNew bool, msgID string, now time.
 		}
 		if isNew {
 			if err := put(tx.Tx, bContexts, []byte(out.ID), out); err != nil {
+				return err
+			}
+			if err := indexConversation(tx.Tx, out); err != nil {
 				return err
 			}
 		}
@@ -169,6 +182,9 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 		}
 		if len(r.ActionLog) > 0 {
 			if err := put(tx.Tx, bActionLog, []byte(r.ReceiptSHA256), r.ActionLog); err != nil {
+				return err
+			}
+			if err := keepDue(tx.Tx, now.Add(ActionLogKept), dueActionLog, []byte(r.ReceiptSHA256)); err != nil {
 				return err
 			}
 		}
