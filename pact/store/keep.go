@@ -203,10 +203,16 @@ func pruneKept(tx *bolt.Tx, now time.Time) error {
 	budget := keepPruneBatch
 	for budget > 0 {
 		k, _ := due.Cursor().First()
-		if k == nil || len(k) < 9 || bytes.Compare(k[:8], end) >= 0 {
-			if k != nil && len(k) < 9 {
-				return due.Delete(slices.Clone(k))
+		switch {
+		case k == nil:
+			return nil
+		case len(k) < 9: // no entry this store writes
+			budget--
+			if err := due.Delete(slices.Clone(k)); err != nil {
+				return err
 			}
+			continue
+		case bytes.Compare(k[:8], end) >= 0:
 			return nil
 		}
 		k = slices.Clone(k)
