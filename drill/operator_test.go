@@ -28,44 +28,15 @@ import (
 // it attaches holds a leaf that says the row was authorized.
 func TestARowRewrittenAfterItsLeafIsNotBelieved(t *testing.T) {
 	ctx := context.Background()
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir := t.TempDir()
-	open := loggedLedger(t, sc, dir)
-	l, store := open()
-	var rows []*ledger.Row
-	for _, target := range []string{"A-5531", "A-5532"} {
-		r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: target})
-		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
-		if err != nil || row.Status != ledger.Authorized {
-			t.Fatalf("append: %v %v", err, row)
-		}
-		rows = append(rows, row)
-	}
-	if _, err := l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The first row's status, the second row's kind: a refusal.
-	if err := db.Update(tamper.EditRow(rows[0].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized })); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(tamper.EditRow(rows[1].ID, func(r *ledger.Row) {
-		r.Kind, r.Status, r.Refusal = ledger.KindRefusal, ledger.Unauthorized, &ledger.Refusal{ClaimedPrincipal: r.Principal, Reason: "no delegation token"}
-	})); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, store = open()
-	t.Cleanup(func() { store.Close() })
+	l, rows := editedLedger(t, []string{"A-5531", "A-5532"}, func(rows []*ledger.Row) []func(*bbolt.Tx) error {
+		return []func(*bbolt.Tx) error{
+			tamper.EditRow(rows[0].ID, func(r *ledger.Row) { r.Status = ledger.Unauthorized }),
+			tamper.EditRow(rows[1].ID, func(r *ledger.Row) {
+				r.Kind, r.Status, r.Refusal = ledger.KindRefusal, ledger.Unauthorized, &ledger.Refusal{ClaimedPrincipal: r.Principal, Reason: "no delegation token"}
+			}),
+		}
+	})
 
 	for i, want := range []string{`status is "unauthorized" in the row store, "authorized" in the leaf`, `kind is "refusal" in the row store, "receipt" in the leaf`} {
 		row := rows[i]
@@ -90,15 +61,43 @@ func TestARowRewrittenAfterItsLeafIsNotBelieved(t *testing.T) {
 // decides nothing on the row alone.
 func TestARowWhoseLeafCannotBeReadNeedsAPerson(t *testing.T) {
 	ctx := context.Background()
+	l, rows := editedLedger(t, []string{"A-5531"}, func([]*ledger.Row) []func(*bbolt.Tx) error {
+		return []func(*bbolt.Tx) error{tamper.EditLeaf(0, func([]byte) []byte { return nil })}
+	})
+	row := rows[0]
+	if _, _, err := l.RowLeafDiff(ctx, row.ID); err == nil {
+		t.Fatal("the emptied leaf reads as a leaf")
+	}
+	rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decisions(rep)[row.ID]; p.Passed || !strings.Contains(p.Detail, "its leaf in the Merkle log") {
+		t.Errorf("decision: %+v; want needs a person, naming the leaf", p)
+	}
+}
+
+// editedLedger records an authorized receipt of acct-48213's for each of
+// targets in a logged ledger (loggedLedger), logs them, applies the edits
+// edit makes of the rows to the closed bbolt file, as an operator who
+// holds it can, and opens the ledger again. It returns the ledger and the
+// rows as recorded.
+func editedLedger(t *testing.T, targets []string, edit func(rows []*ledger.Row) []func(*bbolt.Tx) error) (*ledger.Ledger, []*ledger.Row) {
+	t.Helper()
+	ctx := context.Background()
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
 	dir := t.TempDir()
 	open := loggedLedger(t, sc, dir)
 	l, store := open()
-	r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
-	row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
-	if err != nil || row.Status != ledger.Authorized {
-		t.Fatalf("append: %v %v", err, row)
+	var rows []*ledger.Row
+	for _, target := range targets {
+		r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: target})
+		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+		if err != nil || row.Status != ledger.Authorized || row.EvidenceNotKept != "" {
+			t.Fatalf("append: %v %v", err, row)
+		}
+		rows = append(rows, row)
 	}
 	if _, err := l.Integrate(ctx); err != nil {
 		t.Fatal(err)
@@ -110,24 +109,18 @@ func TestARowWhoseLeafCannotBeReadNeedsAPerson(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(tamper.EditLeaf(0, func([]byte) []byte { return nil })); err != nil {
-		t.Fatal(err)
+	for _, e := range edit(rows) {
+		if err := db.Update(e); err != nil {
+			db.Close()
+			t.Fatal(err)
+		}
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	l, store = open()
 	t.Cleanup(func() { store.Close() })
-	if _, _, err := l.RowLeafDiff(ctx, row.ID); err == nil {
-		t.Fatal("the emptied leaf reads as a leaf")
-	}
-	rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := decisions(rep)[row.ID]; p.Passed || !strings.Contains(p.Detail, "its leaf in the Merkle log") {
-		t.Errorf("decision: %+v; want needs a person, naming the leaf", p)
-	}
+	return l, rows
 }
 
 // loggedLedger returns a function that opens the ledger on the bbolt file
@@ -227,37 +220,13 @@ func TestADrillReadsTheArgsOfARowWithoutATargetSource(t *testing.T) {
 // evidence and leaf say otherwise.
 func TestARowMarkedAsKeepingNoEvidenceIsDrilled(t *testing.T) {
 	ctx := context.Background()
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir := t.TempDir()
-	open := loggedLedger(t, sc, dir)
-	l, store := open()
-	r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
-	row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
-	if err != nil || row.Status != ledger.Authorized || row.EvidenceNotKept != "" {
-		t.Fatalf("append: %v %v", err, row)
-	}
-	if _, err := l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(tamper.EditRow(row.ID, func(r *ledger.Row) {
-		r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
-		r.Principal = "acct-30011"
-	})); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, store = open()
-	t.Cleanup(func() { store.Close() })
+	l, rows := editedLedger(t, []string{"A-5531"}, func(rows []*ledger.Row) []func(*bbolt.Tx) error {
+		return []func(*bbolt.Tx) error{tamper.EditRow(rows[0].ID, func(r *ledger.Row) {
+			r.EvidenceNotKept = "read-only class: the receipt, tokens and args are not kept (personal data stays short-lived)"
+			r.Principal = "acct-30011"
+		})}
+	})
+	row := rows[0]
 
 	rep, err := drill.New(l, drill.Config{}).Run(ctx, drill.Request{Target: "A-5531", Principal: "acct-30011"}, "lead")
 	if err != nil {

@@ -18,23 +18,8 @@ import (
 // finding, though the row matches its leaf.
 func TestAuditFindsARowRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
 	f := start(t)
-	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
-	leaf, _ := leafOf(t, f.logged(t, readOnly))
-	kept, _, key := f.keptAudit(t)
-	forged := strings.Repeat("e", 64)
-	back := time.Now().Add(-30 * 24 * time.Hour).UTC()
-	var lines []string
-	for _, ln := range strings.Split(leaf, "\n") {
-		switch {
-		case ln == "row "+readOnly:
-			ln = "row " + forged
-		case strings.HasPrefix(ln, "recorded "):
-			ln = "recorded " + back.Format(time.RFC3339Nano)
-		}
-		lines = append(lines, ln)
-	}
-	f.queueBehind(t, forged, strings.Join(lines, "\n"),
-		tamper.ForgeRow(readOnly, forged), tamper.EditRow(forged, func(r *ledger.Row) { r.RecordedAt = back }))
+	forged, back := strings.Repeat("e", 64), time.Now().Add(-30*24*time.Hour).UTC()
+	kept, key := f.keptAuditWithARowRecordedAt(t, forged, back)
 	want := "row " + forged + ") is recorded " + back.Format(time.RFC3339Nano) + ", more than 5m0s before leaf "
 	for _, all := range []bool{false, true} {
 		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
@@ -67,23 +52,7 @@ func TestAuditFindsARowRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
 // leaves.
 func TestAuditFromACheckpointKeptAfterALeafDatedAheadPasses(t *testing.T) {
 	f := start(t)
-	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
-	leaf, _ := leafOf(t, f.logged(t, readOnly))
-	kept, _, key := f.keptAudit(t)
-	ahead := strings.Repeat("a", 64)
-	at := time.Now().Add(24 * time.Hour).UTC()
-	var lines []string
-	for _, ln := range strings.Split(leaf, "\n") {
-		switch {
-		case ln == "row "+readOnly:
-			ln = "row " + ahead
-		case strings.HasPrefix(ln, "recorded "):
-			ln = "recorded " + at.Format(time.RFC3339Nano)
-		}
-		lines = append(lines, ln)
-	}
-	f.queueBehind(t, ahead, strings.Join(lines, "\n"),
-		tamper.ForgeRow(readOnly, ahead), tamper.EditRow(ahead, func(r *ledger.Row) { r.RecordedAt = at }))
+	kept, key := f.keptAuditWithARowRecordedAt(t, strings.Repeat("a", 64), time.Now().Add(24*time.Hour).UTC())
 	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
 	if code != exitCheckFailed || !strings.Contains(out, "is dated ahead") {
 		t.Fatalf("audit: exit %d, want %d naming a leaf dated ahead\n%s%s", code, exitCheckFailed, out, errs)
@@ -99,4 +68,29 @@ func TestAuditFromACheckpointKeptAfterALeafDatedAheadPasses(t *testing.T) {
 	if code, out, errs := f.ctl(t, "auditor", auditArgs(later, key, true)...); code != exitCheckFailed || !strings.Contains(out, "is dated ahead") {
 		t.Errorf("audit --all: exit %d, want %d naming the leaf dated ahead\n%s%s", code, exitCheckFailed, out, errs)
 	}
+}
+
+// keptAuditWithARowRecordedAt keeps a checkpoint (keptAudit), then
+// inserts row id, a copy of a read-only receipt's row recorded at, with
+// its leaf queued behind the log's back (queueBehind): a row and leaf
+// that match, out of the log's commit order. It returns the kept
+// checkpoint's file and the log's verifier key.
+func (f *fixture) keptAuditWithARowRecordedAt(t *testing.T, id string, at time.Time) (kept, key string) {
+	t.Helper()
+	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	leaf, _ := leafOf(t, f.logged(t, readOnly))
+	kept, _, key = f.keptAudit(t)
+	var lines []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		switch {
+		case ln == "row "+readOnly:
+			ln = "row " + id
+		case strings.HasPrefix(ln, "recorded "):
+			ln = "recorded " + at.Format(time.RFC3339Nano)
+		}
+		lines = append(lines, ln)
+	}
+	f.queueBehind(t, id, strings.Join(lines, "\n"),
+		tamper.ForgeRow(readOnly, id), tamper.EditRow(id, func(r *ledger.Row) { r.RecordedAt = at }))
+	return kept, key
 }
