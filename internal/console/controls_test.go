@@ -3,9 +3,7 @@ package console_test
 import (
 	"context"
 	"html"
-	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,9 +15,6 @@ import (
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/ledger"
-	"github.com/pactledger/pactledger/storage/bolt"
-	"github.com/pactledger/pactledger/storage/localdir"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // A refusal recorded before the ledger refused control and invisible
@@ -72,23 +67,7 @@ func TestStoredControlCharactersAreShownEscaped(t *testing.T) {
 // write-side checks could have stored it. It returns the row's id.
 func refuseBefore(t *testing.T, e *env, in ledger.RefusalInput, edit func(r *ledger.Row)) string {
 	t.Helper()
-	if err := os.MkdirAll(e.cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(e.cfg.DataDir, "ledger.db")
-	store, err := bolt.Open(path, bolt.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects, err := localdir.Open(filepath.Join(e.cfg.DataDir, "evidence"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
-	l, err := ledger.New(store, objects, v, e.sc.Static(time.Now()), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, store := e.ledgerBefore(t, time.Now())
 	row, err := l.AppendRefusal(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +75,7 @@ func refuseBefore(t *testing.T, e *env, in ledger.RefusalInput, edit func(r *led
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	db, err := bbolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

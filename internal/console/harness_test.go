@@ -162,6 +162,25 @@ func (e *env) record(t *testing.T, r *pacttest.Receipt) *ledgerv1.Row {
 // reads at (before ledgerd starts: retention counts from recording).
 func (e *env) recordBefore(t *testing.T, at time.Time, r *pacttest.Receipt) *ledger.Row {
 	t.Helper()
+	l, store := e.ledgerBefore(t, at)
+	row, _, err := l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A row recorded that long ago had its objects uploaded long since.
+	if err := storetest.DrainOutbox(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+// ledgerBefore opens a ledger on the data directory before ledgerd starts,
+// whose clock reads at; the caller closes the store.
+func (e *env) ledgerBefore(t *testing.T, at time.Time) (*ledger.Ledger, *bolt.Store) {
+	t.Helper()
 	if err := os.MkdirAll(e.cfg.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -178,18 +197,7 @@ func (e *env) recordBefore(t *testing.T, at time.Time, r *pacttest.Receipt) *led
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, _, err := l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A row recorded that long ago had its objects uploaded long since.
-	if err := storetest.DrainOutbox(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return row
+	return l, store
 }
 
 // playbook records the worked scenario's row: acct-48213 cancels A-5531
