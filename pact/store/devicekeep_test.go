@@ -176,11 +176,26 @@ func TestDeviceAuthorizationsStoredBeforeTheIndexArePruned(t *testing.T) {
 	}
 	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
 	newDevice(t, s, "dc_old", "u1", false, t0)
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bDeviceDue); err != nil {
-			return err
+	s = reopenWithout(t, s, path, bDeviceDue, bDevicePending)
+	defer s.Close()
+	late := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
+	newDevice(t, s, "dc_new", "u1", false, late)
+	if _, found := device(t, s, "dc_old"); found || keyCount(t, s, bUserCodes) != 1 {
+		t.Fatalf("the authorization stored before the index: found %v, %d user codes; want it pruned", found, keyCount(t, s, bUserCodes))
+	}
+}
+
+// reopenWithout drops buckets from the file of s at path, as a file
+// written before they were kept holds none, and opens the store again.
+func reopenWithout(t *testing.T, s *Store, path string, buckets ...[]byte) *Store {
+	t.Helper()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range buckets {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
-		return tx.DeleteBucket(bDevicePending)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,10 +204,5 @@ func TestDeviceAuthorizationsStoredBeforeTheIndexArePruned(t *testing.T) {
 	if s, err = Open(path); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	late := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
-	newDevice(t, s, "dc_new", "u1", false, late)
-	if _, found := device(t, s, "dc_old"); found || keyCount(t, s, bUserCodes) != 1 {
-		t.Fatalf("the authorization stored before the index: found %v, %d user codes; want it pruned", found, keyCount(t, s, bUserCodes))
-	}
+	return s
 }

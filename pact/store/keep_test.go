@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/pactledger/pactledger/pact/oauth"
 )
 
@@ -248,19 +246,7 @@ func TestRecordsStoredBeforeTheKeepIndexArePruned(t *testing.T) {
 	turn(t, s, "c_old", true, "m1", `{}`, keepT0)
 	g := grantOf(t, s, "a2agrant_old", keepT0)
 	rotate(t, s, g, "rt_old", keepT0)
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bKeepDue); err != nil {
-			return err
-		}
-		return tx.DeleteBucket(bRefreshByGrant)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	if s, err = Open(path); err != nil {
-		t.Fatal(err)
-	}
+	s = reopenWithout(t, s, path, bKeepDue, bRefreshByGrant)
 	defer s.Close()
 	late := keepT0.Add(oauth.GrantTTL + GrantKept + time.Second)
 	turn(t, s, "c_new", true, "m1", `{}`, late)
