@@ -292,11 +292,12 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 //     its back, with the row store edited to match it: the row's proof
 //     then names the newer leaf, and a row compared with it alone would
 //     pass with the values the log committed to first rewritten.
-//   - A row leaf recorded more than eventSkew before a leaf the log holds
-//     before it is a finding: the log takes leaves in the order they
-//     commit, so the row was not recorded when it says (one inserted in
-//     the row store later, backdated, with its leaf queued), or the leaf
-//     before it is dated ahead. Leaves from a.ordered on are checked so
+//   - A leaf recorded more than eventSkew before a leaf the log holds
+//     before it (a row's recording, a dispute event's, a closure's, a
+//     start's time) is a finding: the log takes leaves in the order they
+//     commit, so it was not recorded when it says (a row or event
+//     inserted in the row store later, backdated, with its leaf queued),
+//     or the leaf before it is dated ahead. Leaves from a.ordered on are checked so
 //     (those since the kept checkpoint, or every one with --all), against
 //     the leaves from the kept checkpoint's last one on.
 func (a *auditor) read(index int64, data []byte) {
@@ -309,14 +310,16 @@ func (a *auditor) read(index int64, data []byte) {
 			a.firstLeaf[ref] = index
 		}
 	}
-	if k := leaf["kind"]; k == "receipt" || k == "refusal" {
-		recorded, err := time.Parse(time.RFC3339Nano, leaf["recorded"])
-		if err == nil && index >= a.ordered && !a.orderedLatest.IsZero() && recorded.Add(eventSkew).Before(a.orderedLatest) {
-			a.mismatch("leaf %d (%s of row %s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so one of the two is not dated when it was recorded: row %s was inserted in the row store later and backdated, its leaf queued outside the ledger; or leaf %d is dated ahead; or the clock of a replica that recorded one of them was wrong",
-				index, k, leaf["row"], leaf["recorded"], eventSkew, a.orderedLeaf, a.orderedLatest.Format(time.RFC3339Nano), leaf["row"], a.orderedLeaf)
+	t, dated := leafTime(leaf)
+	if dated && index >= a.ordered && !a.orderedLatest.IsZero() && t.Add(eventSkew).Before(a.orderedLatest) {
+		_, what, _ := leafRef(leaf)
+		if what == "" {
+			what = "the " + leaf["kind"] + " " + leaf["policy"]
 		}
+		a.mismatch("leaf %d (%s) is recorded %s, more than %s before leaf %d, recorded %s, which the log holds before it: the log takes leaves in the order they commit, so one of the two is not dated when it was recorded: %s was inserted in the row store later and backdated, its leaf queued outside the ledger; or leaf %d is dated ahead; or the clock of a replica that recorded one of them was wrong",
+			index, what, t.Format(time.RFC3339Nano), eventSkew, a.orderedLeaf, a.orderedLatest.Format(time.RFC3339Nano), what, a.orderedLeaf)
 	}
-	if t, ok := leafTime(leaf); ok && index >= a.ordered-1 && t.After(a.orderedLatest) {
+	if dated && index >= a.ordered-1 && t.After(a.orderedLatest) {
 		a.orderedLatest, a.orderedLeaf = t, index
 	}
 	a.noteTime(index, leaf)

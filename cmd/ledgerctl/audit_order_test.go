@@ -94,3 +94,44 @@ func (f *fixture) keptAuditWithARowRecordedAt(t *testing.T, id string, at time.T
 		tamper.ForgeRow(readOnly, id), tamper.EditRow(id, func(r *ledger.Row) { r.RecordedAt = at }))
 	return kept, key
 }
+
+// A dispute event is logged in the transaction that records it, as a row
+// is: one inserted in the row store later, resolving the customer's
+// dispute as authorized a month back, with its leaf queued behind the
+// log's back, lands after leaves recorded since, and is a finding though
+// the row matches its leaf.
+func TestAuditFindsADisputeEventRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
+	f := start(t)
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
+		t.Fatalf("dispute: %s", errs)
+	}
+	kept, _, key := f.keptAudit(t)
+	file := filepath.Join(t.TempDir(), "event.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof of the event: %s", errs)
+	}
+	leaf, _ := leafOf(t, file)
+	back := time.Now().Add(-30 * 24 * time.Hour).UTC()
+	var lines []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		switch {
+		case ln == "event 0":
+			ln = "event 1"
+		case ln == "status open":
+			ln = "status resolved_customer_authorized"
+		case strings.HasPrefix(ln, "at "):
+			ln = "at " + back.Format(time.RFC3339Nano)
+		}
+		lines = append(lines, ln)
+	}
+	f.queueBehind(t, "dispute/"+f.rowID+"/1", strings.Join(lines, "\n"), tamper.EditRow(f.rowID, func(r *ledger.Row) {
+		e := r.DisputeEvents[0]
+		e.At, e.Status = back, ledger.DisputeResolvedCustomerAuthorized
+		r.DisputeEvents, r.Dispute = append(r.DisputeEvents, e), ledger.DisputeResolvedCustomerAuthorized
+	}))
+	want := "(dispute event 1 of row " + f.rowID + ") is recorded " + back.Format(time.RFC3339Nano) + ", more than 5m0s before leaf "
+	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, want) {
+		t.Fatalf("audit: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
+	}
+}
