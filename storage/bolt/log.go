@@ -114,10 +114,9 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 	if t.get(bLogLeaves, u64(uint64(index))) != nil {
 		return fmt.Errorf("log: leaf %d is already taken", index)
 	}
-	switch had, err := t.LeafIndex(p.Ref); {
-	case err == nil:
-		return fmt.Errorf("log: leaf %d of %s: %w (leaf %d)", index, p.Ref, ledger.ErrRefLogged, had)
-	case !errors.Is(err, ledger.ErrNotFound):
+	// The ref's index first: a ref that has one refuses the leaf before
+	// anything of it is written.
+	if err := t.addLeafIndex(p.Ref, index); err != nil {
 		return err
 	}
 	for i, h := range hashes {
@@ -126,9 +125,6 @@ func (t *tx) SequenceLeaf(p ledger.PendingLeaf, index, hashAt int64, hashes []tl
 		}
 	}
 	if err := t.b(bLogLeaves).Put(u64(uint64(index)), storedLeaf(p.Ref, p.Data)); err != nil {
-		return err
-	}
-	if err := t.putLeafIndex(p.Ref, index); err != nil {
 		return err
 	}
 	return t.b(bLogPending).Delete(u64(p.Seq))
@@ -185,6 +181,18 @@ func decodeLeaf(c *Codec, v []byte) (string, []byte, error) {
 
 // LeafIndex implements ledger.LogTx.
 func (t *tx) LeafIndex(ref string) (int64, error) {
+	idx, ok, err := t.leafIndex(ref)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
+	}
+	return idx, nil
+}
+
+// leafIndex is LeafIndex, ok false when ref has no leaf index.
+func (t *tx) leafIndex(ref string) (int64, bool, error) {
 	k := idKey(ref)
 	v := t.rowSeqValue(k)
 	switch {
@@ -192,7 +200,7 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 	case len(v) == 8:
 		leaf, err := rowLeaf(t.b(bRowLeaves), v)
 		if err != nil {
-			return 0, fmt.Errorf("leaf index of %s: %w", ref, err)
+			return 0, false, fmt.Errorf("leaf index of %s: %w", ref, err)
 		}
 		if v = leaf; v == nil {
 			v = t.get(bLogIndex, k)
@@ -201,24 +209,47 @@ func (t *tx) LeafIndex(ref string) (int64, error) {
 		v = t.get(bLogIndex, k)
 	}
 	if len(v) < 8 {
-		return 0, fmt.Errorf("%w: no leaf for %s", ledger.ErrNotFound, ref)
+		return 0, false, nil
 	}
-	return int64(binary.BigEndian.Uint64(v[len(v)-8:])), nil
+	return int64(binary.BigEndian.Uint64(v[len(v)-8:])), true, nil
 }
 
 // LeafIndexes implements ledger.LogTx.
 func (t *tx) LeafIndexes(refs []string) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, ref := range refs {
-		idx, err := t.LeafIndex(ref)
-		switch {
-		case err == nil:
-			out[ref] = idx
-		case !errors.Is(err, ledger.ErrNotFound):
+		idx, ok, err := t.leafIndex(ref)
+		if err != nil {
 			return nil, err
+		}
+		if ok {
+			out[ref] = idx
 		}
 	}
 	return out, nil
+}
+
+// addLeafIndex records that ref's leaf is at index, as putLeafIndex
+// does, and refuses a ref that has a leaf index already (by its row's
+// number, or by its id: a removed row's, another leaf's ref), wrapping
+// ledger.ErrRefLogged: a ref's index is given once and never moved.
+func (t *tx) addLeafIndex(ref string, index int64) error {
+	k := idKey(ref)
+	had := t.get(bLogIndex, k)
+	if seq := t.rowNumberOf(k); seq != nil && had == nil {
+		old, err := rowLeaf(t.b(bRowLeaves), seq)
+		if err != nil {
+			return fmt.Errorf("leaf index of %s: %w", ref, err)
+		}
+		if old == nil {
+			return insertEntry(t.b(bRowLeaves), nil, posting{binary.BigEndian.Uint64(seq), uint64(index)})
+		}
+		had = old
+	}
+	if len(had) >= 8 {
+		return fmt.Errorf("log: leaf %d of %s: %w (leaf %d)", index, ref, ledger.ErrRefLogged, binary.BigEndian.Uint64(had[len(had)-8:]))
+	}
+	return t.b(bLogIndex).Put(k, u64(uint64(index)))
 }
 
 // putLeafIndex records that ref's leaf is at index: by the row's number
