@@ -1145,12 +1145,13 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	total, moved := 0, 0
+	checkRefs := false // whether the round reads its refs' leaf indexes first (onePerRef)
 	for {
 		var r *logRound
 		seen := l.log.head.Load()
 		if err := l.store.View(ctx, func(tx Tx) error {
 			var err error
-			r, err = l.prepareRound(tx, seen)
+			r, err = l.prepareRound(tx, seen, checkRefs)
 			return err
 		}); err != nil || r == nil {
 			return total, err
@@ -1159,15 +1160,22 @@ func (l *Ledger) Integrate(ctx context.Context) (int, error) {
 			integrateHook()
 		}
 		err := l.store.Update(ctx, func(tx Tx) error { return r.store(tx) })
-		if errors.Is(err, errLogMoved) && moved < 3 {
+		switch {
+		case errors.Is(err, errLogMoved) && moved < 3:
 			// Another integrator extended the tree in between (the
 			// lease changed hands): prepare again from its head.
 			moved++
 			continue
-		}
-		if err != nil {
+		case errors.Is(err, ErrRefLogged) && !checkRefs:
+			// The store refused a leaf whose ref has one in the log, and
+			// stored nothing of the round: prepare it again, the refs'
+			// indexes read first, to log the others without it.
+			checkRefs = true
+			continue
+		case err != nil:
 			return total, fmt.Errorf("integrate: %w", err)
 		}
+		checkRefs = false
 		for _, f := range r.refused {
 			l.cfg.Logger.ErrorContext(ctx, "log: a queued leaf was not logged: its ref already has a leaf in the log, and a ref's leaf is never replaced; the row store was written outside the ledger (run ledgerctl fsck)",
 				"ref", f.p.Ref, "leaf_index", f.had, "refused_index", f.at, "refused_leaf_hash", fmt.Sprintf("%x", tlog.RecordHash(f.p.Data)))
@@ -1257,8 +1265,11 @@ type logRound struct {
 // prepareRound reads up to MaxBatch queued leaves and computes the round
 // that sequences them after the tree tx sees; nil when none is queued.
 // With seen (logState.head), the tree must be that one: else it returns
-// an error wrapping errLogReplaced.
-func (l *Ledger) prepareRound(tx Tx, seen *seenHead) (*logRound, error) {
+// an error wrapping errLogReplaced. With checkRefs, the leaves whose ref
+// has a leaf in the log are refused first (onePerRef); without, the
+// store refuses the whole round if one has (ErrRefLogged), so that the
+// refs' indexes are read only when it happens.
+func (l *Ledger) prepareRound(tx Tx, seen *seenHead, checkRefs bool) (*logRound, error) {
 	size, head, err := tx.LogHead()
 	if err != nil {
 		return nil, err
@@ -1280,9 +1291,11 @@ func (l *Ledger) prepareRound(tx Tx, seen *seenHead) (*logRound, error) {
 	if err := l.checkOwnKey(size, head); err != nil {
 		return nil, err
 	}
-	r := &logRound{size: size, read: len(pend)}
-	if r.pend, r.refused, err = onePerRef(tx, size, pend); err != nil {
-		return nil, err
+	r := &logRound{size: size, read: len(pend), pend: pend}
+	if checkRefs {
+		if r.pend, r.refused, err = onePerRef(tx, size, pend); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.pend) == 0 {
 		return r, nil
