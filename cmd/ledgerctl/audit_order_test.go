@@ -102,15 +102,7 @@ func (f *fixture) keptAuditWithARowRecordedAt(t *testing.T, id string, at time.T
 // the row matches its leaf.
 func TestAuditFindsADisputeEventRecordedBeforeTheLeavesBeforeIt(t *testing.T) {
 	f := start(t)
-	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
-		t.Fatalf("dispute: %s", errs)
-	}
-	kept, _, key := f.keptAudit(t)
-	file := filepath.Join(t.TempDir(), "event.proof")
-	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
-		t.Fatalf("proof of the event: %s", errs)
-	}
-	leaf, _ := leafOf(t, file)
+	kept, key, leaf, _ := f.keptAuditOfADispute(t)
 	back := time.Now().Add(-30 * 24 * time.Hour).UTC()
 	var lines []string
 	for _, ln := range strings.Split(leaf, "\n") {

@@ -125,15 +125,7 @@ func TestAuditFindsARowLoggedTwice(t *testing.T) {
 // row store with a second leaf queued for it is a finding.
 func TestAuditFindsADisputeEventLoggedTwice(t *testing.T) {
 	f := start(t)
-	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
-		t.Fatalf("dispute: %s", errs)
-	}
-	kept, _, key := f.keptAudit(t)
-	file := filepath.Join(t.TempDir(), "event.proof")
-	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
-		t.Fatalf("proof of the event: %s", errs)
-	}
-	leaf, first := leafOf(t, file)
+	kept, key, leaf, first := f.keptAuditOfADispute(t)
 	if !strings.Contains(leaf, "\nstatus open\n") {
 		t.Fatalf("the event's leaf:\n%s", leaf)
 	}
@@ -153,3 +145,20 @@ func TestAuditFindsADisputeEventLoggedTwice(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// keptAuditOfADispute opens a dispute on the fixture's row, keeps a
+// checkpoint (keptAudit) and returns it with the log's verifier key, and
+// the leaf of the dispute's event 0 with its index.
+func (f *fixture) keptAuditOfADispute(t *testing.T) (kept, key, leaf string, index int64) {
+	t.Helper()
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
+		t.Fatalf("dispute: %s", errs)
+	}
+	kept, _, key = f.keptAudit(t)
+	file := filepath.Join(t.TempDir(), "event.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof of the event: %s", errs)
+	}
+	leaf, index = leafOf(t, file)
+	return kept, key, leaf, index
+}
