@@ -1157,10 +1157,13 @@ func statusEdited(r *Row) string {
 	if r.Kind == KindRefusal {
 		return ""
 	}
-	if want := statusOf(r.Verifier); r.Status != want {
-		return fmt.Sprintf("the row's status is %s; its write-time checks give %s: %s", r.Status, want, editedRow)
+	want := statusOf(r.Verifier)
+	if r.Status == want || (want == Incident && r.Status == Duplicate && r.Verifier.DuplicateOf != "") {
+		// A repeat that failed a check of rule 2 is an INCIDENT when it
+		// opened its receipt's incident, else a DUPLICATE (firstIncident).
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("the row's status is %s; its write-time checks give %s: %s", r.Status, want, editedRow)
 }
 
 // noKeys is a key source that holds no keys: a verifier asked against it

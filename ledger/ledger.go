@@ -830,6 +830,20 @@ func statusOf(v Record) Status {
 // classify sets status, incident id and retention.
 func (l *Ledger) classify(tx Tx, r *Row) error {
 	r.Status = statusOf(r.Verifier)
+	if r.Status == Incident && r.Verifier.DuplicateOf != "" {
+		had, err := firstIncident(tx, r.Verifier.DuplicateOf)
+		if err != nil {
+			return err
+		}
+		if had {
+			r.Status = Duplicate
+			for i, c := range r.Verifier.Checks {
+				if c.Name == verifier.CheckDuplicate {
+					r.Verifier.Checks[i].Detail += "; " + repeatOfIncident
+				}
+			}
+		}
+	}
 	switch r.Status {
 	case Incident:
 		seq, err := tx.NextIncidentSeq()
@@ -860,6 +874,39 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 	}
 	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 	return nil
+}
+
+// repeatOfIncident ends the duplicate check's detail of a repeat that
+// failed a check of rule 2 and opened no incident (firstIncident).
+const repeatOfIncident = "an earlier row of this receipt opened its incident, so this repeat opens none"
+
+// firstIncident reports whether the receipt (or request JWT) whose first
+// row is first already has its incident, opened by that row or by an
+// earlier repeat of it; when it has none, the repeat being written takes
+// it (RefRepeatIncident) and opens it. A repeat is no record of an action
+// of its own: whatever made it fail a check of rule 2 that its first row
+// passed (limits, an action log, a revocation dated back) came from the
+// writer, and the first row's incident, if any, already holds the
+// receipt. Without this, one signed turn posted again and again with other
+// limits opened an incident each time, each holding the agent platform's
+// rows of that day and the grant's rows (docs/design/012).
+func firstIncident(tx Tx, first string) (bool, error) {
+	orig, err := tx.Row(first)
+	switch {
+	case err == nil && orig.Status == Incident:
+		return true, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return false, err
+	}
+	n, err := tx.Count(RefRepeatIncident, first, 1)
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		return false, nil
+	}
+	_, err = tx.Count(RefRepeatIncident, first, -1)
+	return true, err
 }
 
 // commitRow writes the row, its evidence, new snapshots and their outbox

@@ -320,6 +320,9 @@ const (
 	RefHold RefKind = "hold"
 	// RefSegment counts the rows whose evidence is packed in a segment.
 	RefSegment RefKind = "segment"
+	// RefRepeatIncident counts, under a receipt's first row, the incidents
+	// its repeats opened: one at most (docs/design/012).
+	RefRepeatIncident RefKind = "repeat-incident"
 )
 
 // References keeps where uploaded objects are held, reference counts,

@@ -40,6 +40,9 @@ var (
 	bGrants   = []byte("grants")
 	bIncident = []byte("incidents")
 	bHolds    = []byte("holds")
+	// bRepeats: a receipt's first row id -> the incidents its repeats
+	// opened (ledger.RefRepeatIncident).
+	bRepeats  = []byte("repeat_incidents")
 	bTombs    = []byte("tombstones")
 	bSegments = []byte("segments")
 	bDeletes  = []byte("deletions")
@@ -84,7 +87,7 @@ var (
 	// toward a grant's countMax (layout 11, ledger.Query.Signed).
 	ixSigned = []byte("by_grant_signed")
 
-	allBuckets = [][]byte{bRowData, bRowSeq, bPending, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
+	allBuckets = [][]byte{bRowData, bRowSeq, bPending, bRowLeaves, bEvidence, bJWKS, bObjects, bOutbox, bReqJWT, bMeta, bDrills, bGrants, bIncident, bHolds, bRepeats, bExpiry, bTombs, bSegments, bDeletes, bSnapKeep,
 		ixPrincipal, ixGrant, ixTarget, ixAgent, ixStatus, ixClass, ixTime, ixSigned, bPlans, bOutboxFail, bDead, bDrillPool}
 
 	kIncidentSeq = []byte("incident_seq")
@@ -1301,8 +1304,9 @@ func (t *tx) Incidents(n int, before uint64) ([]*ledger.IncidentRecord, error) {
 
 // countBuckets keeps each kind of reference counter.
 var countBuckets = map[ledger.RefKind][]byte{
-	ledger.RefHold:    bHolds,
-	ledger.RefSegment: bSegments,
+	ledger.RefHold:           bHolds,
+	ledger.RefSegment:        bSegments,
+	ledger.RefRepeatIncident: bRepeats,
 }
 
 func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {

@@ -71,6 +71,9 @@ const (
 	ExportHolds ExportKind = "hold counts"
 	// ExportSegmentRefs: Name is the segment key, N the rows packed in it.
 	ExportSegmentRefs ExportKind = "segment reference counts"
+	// ExportRepeatIncidents: Name is a receipt's first row id, N the
+	// incidents its repeats opened.
+	ExportRepeatIncidents ExportKind = "repeat incident counts"
 	// ExportDeletions: Name is the object key, Body its location (JSON).
 	ExportDeletions ExportKind = "deletion queue"
 	// ExportDrills: Name is the drill id, Body the report (JSON).
@@ -98,7 +101,7 @@ const (
 var ExportKinds = []ExportKind{
 	ExportRows, ExportRequestJWTs, ExportEvidence, ExportTombstones, ExportSnapshots, ExportSnapshotRetain, ExportRevocations,
 	ExportOutbox, ExportFailures, ExportDeadLetters, ExportSegmentPlans, ExportObjects, ExportHolds, ExportSegmentRefs,
-	ExportDeletions, ExportDrills, ExportIncidents, ExportAccess, ExportLogPending, ExportLogLeaves,
+	ExportRepeatIncidents, ExportDeletions, ExportDrills, ExportIncidents, ExportAccess, ExportLogPending, ExportLogLeaves,
 	ExportLogIndex, ExportLogHashes, ExportCheckpoints,
 }
 
@@ -123,7 +126,7 @@ var exportBuckets = map[ExportKind]struct {
 	ExportTombstones: {bTombs, byName}, ExportSnapshots: {bJWKS, byName}, ExportSnapshotRetain: {bSnapKeep, byName},
 	ExportRevocations: {bGrants, byName}, ExportOutbox: {bOutbox, bySeq}, ExportFailures: {bOutboxFail, bySeq},
 	ExportDeadLetters: {bDead, bySeq}, ExportSegmentPlans: {bPlans, byName}, ExportObjects: {bObjects, byObject},
-	ExportHolds: {bHolds, byName}, ExportSegmentRefs: {bSegments, byName},
+	ExportHolds: {bHolds, byName}, ExportSegmentRefs: {bSegments, byName}, ExportRepeatIncidents: {bRepeats, byName},
 	ExportDeletions: {bDeletes, byName}, ExportDrills: {bDrills, byName}, ExportIncidents: {bIncident, bySeq},
 	ExportAccess: {bAccess, bySeq}, ExportLogPending: {bLogPending, bySeq}, ExportLogLeaves: {bLogLeaves, bySeq},
 	ExportLogIndex: {bLogIndex, byID}, ExportLogHashes: {bLogHashes, bySeq}, ExportCheckpoints: {bLogCPs, bySeq},
@@ -347,7 +350,7 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 			return r, fmt.Errorf("evidence of %s: %w", k, err)
 		}
 		r.Body = append([]byte(nil), b...)
-	case ExportSnapshotRetain, ExportHolds, ExportSegmentRefs:
+	case ExportSnapshotRetain, ExportHolds, ExportSegmentRefs, ExportRepeatIncidents:
 		if len(v) != 8 {
 			return r, fmt.Errorf("%s: value of %d bytes, want 8", k, len(v))
 		}

@@ -164,6 +164,16 @@ func newFixture(t *testing.T) *fixture {
 	for i := range 6 {
 		f.post(t, l, pacttest.Spec{Target: "N-" + strconv.Itoa(i), At: at, GrantID: "grant-new"})
 	}
+	// A repeat of the first receipt beside args its hash does not match:
+	// INC-3, the one incident its repeats may open
+	// (ledger.RefRepeatIncident).
+	repeat := input(first)
+	repeat.Actions = []verifier.Action{{Tool: first.Actions[0].Tool, Target: "dup", ArgsJSON: `{"order":"dup","amount":1}`}}
+	row, o, err := l.AppendReceipt(ctx, repeat)
+	if err != nil || o != ledger.DuplicateRecorded || row.Status != ledger.Incident {
+		t.Fatalf("repeat: %v, %v, %v", o, err, row)
+	}
+	f.rows = append(f.rows, row.ID)
 	f.outboxKinds(t, store)
 	for i := range 3 {
 		err := store.Update(ctx, func(tx ledger.Tx) error {

@@ -76,6 +76,7 @@ var kinds = []kind{
 	keyBody(bolt.ExportObjects, "objects", "key", "body"),
 	refCount(bolt.ExportHolds, ledger.RefHold),
 	refCount(bolt.ExportSegmentRefs, ledger.RefSegment),
+	refCount(bolt.ExportRepeatIncidents, ledger.RefRepeatIncident),
 	keyBody(bolt.ExportDeletions, "deletions", "key", "body"),
 	keyBody(bolt.ExportDrills, "drills", "id", "body"),
 	seqBody(bolt.ExportIncidents, "incidents"),

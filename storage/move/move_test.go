@@ -204,8 +204,8 @@ func checkGrowth(t *testing.T, f *fixture, l *ledger.Ledger, store ledger.Store,
 		t.Errorf("proof of a new row: %v", err)
 	}
 	incs, _, err := l.Incidents(ctx, 1, "")
-	if err != nil || len(incs) != 1 || incs[0].ID != "INC-3" {
-		t.Errorf("newest incident after the move: %+v, %v; want INC-3", incs, err)
+	if err != nil || len(incs) != 1 || incs[0].ID != "INC-4" {
+		t.Errorf("newest incident after the move: %+v, %v; want INC-4", incs, err)
 	}
 	err = store.Update(ctx, func(tx ledger.Tx) error {
 		seq, err := tx.AppendAccess(f.clock(), []byte(`{}`))

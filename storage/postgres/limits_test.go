@@ -80,6 +80,42 @@ func TestCountMaxPostedAtOnce(t *testing.T) {
 	}
 }
 
+// TestRepeatsPostedAtOnceOpenOneIncident: a receipt recorded, then two
+// repeats of it posted at the same moment, each with limits its amount
+// exceeds, twenty times: to the two replicas, and (every other pair) both
+// to one. A receipt opens one incident (ledger.RefRepeatIncident): one
+// repeat is an INCIDENT, the other a DUPLICATE, never two incidents.
+func TestRepeatsPostedAtOnceOpenOneIncident(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	replicas := limitReplicas(t, sc)
+	for i := range 20 {
+		x := sc.Mint(pacttest.Spec{GrantID: fmt.Sprint("grant-", i), Target: fmt.Sprint("T-", i), ArgsJSON: fmt.Sprintf(`{"order":"T-%d","amount":10}`, i)})
+		in := ledger.ReceiptInput{ReceiptJWS: x.ReceiptJWS, RequestJWT: x.RequestJWT, DelegationToken: x.DelegationToken, Actions: x.Actions}
+		if _, _, err := replicas[0].l.AppendReceipt(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+		rows := make([]*ledger.Row, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for j := range 2 {
+			repeat := in
+			repeat.Limits = &ledger.Limits{AmountMax: fmt.Sprint(j + 1)}
+			to := replicas[(i%2)*j]
+			wg.Go(func() { rows[j], _, errs[j] = to.l.AppendReceipt(t.Context(), repeat) })
+		}
+		wg.Wait()
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("pair %d, repeat %d: %v", i, j, err)
+			}
+		}
+		if a, b := rows[0].Status, rows[1].Status; a == b || (a != ledger.Incident && b != ledger.Incident) || (a != ledger.Duplicate && b != ledger.Duplicate) {
+			t.Fatalf("pair %d: statuses %v and %v, want one INCIDENT and one DUPLICATE", i, a, b)
+		}
+	}
+}
+
 // TestCountMaxManyGrantsAtOnce: six receipts under each of six grants,
 // all posted at once to two replicas, with countMax 3: the group commits
 // take receipts of several grants, so a write finds its grant held by

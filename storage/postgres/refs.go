@@ -100,7 +100,7 @@ func (t *tx) DeleteObject(key string) error {
 // Count implements ledger.References: one upsert that adds delta (never
 // below zero) under the row's lock, then the counter is removed at zero.
 func (t *tx) Count(kind ledger.RefKind, key string, delta int) (int, error) {
-	if kind != ledger.RefHold && kind != ledger.RefSegment {
+	if kind != ledger.RefHold && kind != ledger.RefSegment && kind != ledger.RefRepeatIncident {
 		return 0, fmt.Errorf("%w: unknown reference kind %q", ledger.ErrInvalid, kind)
 	}
 	what := fmt.Sprintf("count %s %s", kind, key)
