@@ -1509,9 +1509,12 @@ func betterThanOriginal(row, original *ledger.Row) bool {
 // laterPost finds a later post of row's receipt (a DUPLICATE naming row)
 // that match accepts. The posts of one receipt share its signed grant and
 // time, so they are read from the grant's rows at that time, maxScanned
-// of them at most.
+// of them at most. row's receipt signature verified, so the same
+// receipt's did on every later post: only the grant's rows a receipt
+// signature vouches for are read (ledger.Query.Signed), and rows a writer
+// forged under the grant at that time, any number of them, are not.
 func (r *Runner) laterPost(ctx context.Context, row *ledger.Row, match func(*ledger.Row) bool) (*ledger.Row, error) {
-	q := ledger.Query{GrantID: row.GrantID, Since: row.IssuedAt, PageSize: 1000}
+	q := ledger.Query{GrantID: row.GrantID, Signed: true, Since: row.IssuedAt, PageSize: 1000}
 	if until := row.IssuedAt.Add(time.Nanosecond); until.Before(maxNanos) {
 		// Past 2262 times share one index key: no upper bound there.
 		q.Until = until
