@@ -1045,16 +1045,24 @@ func (a *auditor) checkRowsPresent() error {
 // the log takes leaves in commit order, so an event recorded before a
 // leaf the tree holds is in the tree. It also finds a dispute leaf read
 // before those compared whose row no longer shows the event.
+//
+// An event the tree holds is asked for its proof too: every leaf of the
+// audited tree was read, so a second leaf of it within the tree was found
+// then, and one logged since is found here, as the server proves an event
+// at its latest leaf. The server saying it is not yet logged (after
+// settle) is a mismatch then: a second leaf of it is queued.
 func (a *auditor) checkEvents(key string, settle time.Duration) error {
 	type pendingEvent struct {
-		r *ledgerv1.Row
-		n int
+		r    *ledgerv1.Row
+		n    int
+		held *eventLeaf
 	}
 	var pending []pendingEvent
 	for _, id := range slices.Sorted(maps.Keys(a.rows)) {
 		r := a.rows[id]
 		for n, e := range r.GetDisputeEvents() {
 			ref := disputeRef(id, n)
+			var held *eventLeaf
 			if l, ok := a.eventLeaves[ref]; ok {
 				if !l.compared {
 					if d := eventDiffs(l.leaf, e); len(d) > 0 {
@@ -1062,14 +1070,14 @@ func (a *auditor) checkEvents(key string, settle time.Duration) error {
 					}
 				}
 				a.events.inTree++
-				continue
+				held = &l
 			}
-			done, err := a.eventProof(r, n, key)
+			done, err := a.eventProof(r, n, key, held)
 			if err != nil {
 				return err
 			}
 			if !done {
-				pending = append(pending, pendingEvent{r, n})
+				pending = append(pending, pendingEvent{r, n, held})
 			}
 		}
 	}
@@ -1087,7 +1095,7 @@ func (a *auditor) checkEvents(key string, settle time.Duration) error {
 		}
 		var still []pendingEvent
 		for _, p := range pending {
-			done, err := a.eventProof(p.r, p.n, key)
+			done, err := a.eventProof(p.r, p.n, key, p.held)
 			if err != nil {
 				return err
 			}
@@ -1100,6 +1108,11 @@ func (a *auditor) checkEvents(key string, settle time.Duration) error {
 	for _, p := range pending {
 		e := p.r.GetDisputeEvents()[p.n]
 		what := eventWords(p.r, p.n)
+		if p.held != nil {
+			a.mismatch("%s: the audited tree holds its leaf %d, but the server says the event is not yet logged (after %s): a second leaf of it is queued, and an event is logged once, so that leaf was queued outside the ledger",
+				what, p.held.index, settle)
+			continue
+		}
 		if at := e.GetAt().AsTime(); !a.latest.IsZero() && at.Add(eventSkew).Before(a.latest) {
 			a.mismatch("%s has no leaf in the log up to size %d, though leaf %d, recorded %s, is in it: the log takes leaves in the order they commit, so the event was not recorded when it says (the server says it is not yet logged)",
 				what, a.newer.Size, a.latestLeaf, a.latest.Format(time.RFC3339Nano))
@@ -1124,10 +1137,12 @@ func dashTime(t time.Time) string {
 	return t.Format(time.RFC3339Nano)
 }
 
-// eventProof checks the n-th dispute event of row r, which the audited
-// tree does not hold, through its proof; false when the server says it is
-// not yet logged.
-func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string) (bool, error) {
+// eventProof checks the n-th dispute event of row r through its proof;
+// false when the server says it is not yet logged. held is the event's
+// leaf in the audited tree, already compared with the event (nil when the
+// tree holds none): its proof is then checked to be of that leaf, and a
+// proof of a leaf logged since is a second leaf of the event.
+func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string, held *eventLeaf) (bool, error) {
 	what := eventWords(r, n)
 	ctx, cancel := a.c.ctx()
 	rep, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: r.GetId(), Event: "dispute/" + strconv.Itoa(n)})
@@ -1135,6 +1150,9 @@ func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string) (bool, error) {
 	switch {
 	case notLogged(err):
 		return false, nil
+	case noLeaf(err) && held != nil:
+		a.mismatch("%s: the audited tree holds its leaf %d, but the server says it has no leaf in the log, and none is queued: the row store's record of that leaf was removed (the server says: %s)", what, held.index, status.Convert(err).Message())
+		return true, nil
 	case noLeaf(err):
 		a.mismatch("%s has no leaf in the log, and none is queued: the row store holds an event the ledger did not record (the server says: %s)", what, status.Convert(err).Message())
 		return true, nil
@@ -1142,7 +1160,9 @@ func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string) (bool, error) {
 		a.mismatch("%s: the row shows it, but the server has no proof of it: %s", what, status.Convert(err).Message())
 		return true, nil
 	case status.Code(err) == codes.PermissionDenied:
-		a.events.unreadable++
+		if held == nil {
+			a.events.unreadable++
+		}
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("proof of %s: %w", what, err)
@@ -1167,6 +1187,14 @@ func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string) (bool, error) {
 	leaf := parseLeaf(b.Leaf)
 	if leaf["kind"] != "dispute" || leaf["row"] != r.GetId() || leaf["event"] != strconv.Itoa(n) {
 		a.mismatch("%s: its proof is of leaf %d, a %s leaf of row %s event %q", what, b.LeafIndex, leaf["kind"], leaf["row"], leaf["event"])
+		return true, nil
+	}
+	if held != nil {
+		// A second leaf within the audited tree was found when read.
+		if b.LeafIndex != held.index && b.LeafIndex >= a.newer.Size {
+			a.mismatch("dispute event %d of row %s has two leaves, %d and %d: an event is logged once, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded; its proof is of leaf %d, logged since the audited tree of size %d)",
+				n, r.GetId(), held.index, b.LeafIndex, b.LeafIndex, held.index, b.LeafIndex, a.newer.Size)
+		}
 		return true, nil
 	}
 	a.events.since++

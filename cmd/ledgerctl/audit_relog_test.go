@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
@@ -141,6 +143,69 @@ func TestAuditFindsADisputeEventLoggedTwice(t *testing.T) {
 		if code != exitCheckFailed || !strings.Contains(out, want) || !strings.Contains(out, "an event is logged once") {
 			t.Fatalf("audit (--all %v): exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
 		}
+	}
+}
+
+// A second leaf of a dispute event logged after the audited tree, which
+// holds the event's first leaf, is a finding too: the event's proof then
+// names the second leaf, so a customer asking for it is shown values the
+// ledger never recorded, while the row store still matches the first.
+func TestAuditFindsADisputeEventLoggedAgainAfterTheAuditedTree(t *testing.T) {
+	f := start(t)
+	kept, key, leaf, first := f.keptAuditOfADispute(t)
+	c, wctx := f.writer(t)
+	before, err := c.GetCheckpoint(wctx, &ledgerv1.GetCheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "dispute/" + f.rowID + "/0"
+	f.queueBehind(t, ref, strings.Replace(leaf, "\nstatus open\n", "\nstatus resolved_customer_authorized\n", 1), tamper.ForgetLeafIndex(ref))
+	file := filepath.Join(t.TempDir(), "event.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof of the event: %s", errs)
+	}
+	_, second := leafOf(t, file)
+	if second == first {
+		t.Fatalf("the event's proof is still of leaf %d", first)
+	}
+	want := "dispute event 0 of row " + f.rowID + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": an event is logged once"
+
+	// The audited tree holds the event's first leaf only; the server
+	// proves the event under a later checkpoint, at its second leaf.
+	s := f.split(t)
+	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
+			t.Fatalf("audit (--all %v) of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+}
+
+// The server's answer for an event whose leaf the audited tree holds
+// must be that leaf: "no leaf, none queued" means the row store's record
+// of it was removed, and "not yet logged" that a second leaf is queued.
+func TestAuditFindsAnEventInTheTreeTheServerHasNoLeafFor(t *testing.T) {
+	f := start(t)
+	kept, key, _, first := f.keptAuditOfADispute(t)
+	ref := "dispute/" + f.rowID + "/0"
+	f.edit(t, tamper.ForgetLeafIndex(ref))
+	want := "dispute event 0 of row " + f.rowID + " (open, at "
+	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) || !strings.Contains(out, "the audited tree holds its leaf "+itoa(first)+", but the server says it has no leaf in the log") {
+		t.Fatalf("audit of an event whose leaf index was removed: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
+	}
+
+	s := f.split(t)
+	s.rowProof = func(ctx context.Context, r *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error) {
+		if r.GetEvent() != "" {
+			return nil, status.Error(codes.Unavailable, errNotLogged.Error()+": "+r.GetEvent())
+		}
+		return s.c.GetRowProof(ctx, r)
+	}
+	code, out, errs = f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) || !strings.Contains(out, "the audited tree holds its leaf "+itoa(first)+", but the server says the event is not yet logged") {
+		t.Fatalf("audit of an event whose leaf the server says is not yet logged: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
 	}
 }
 
