@@ -805,8 +805,8 @@ func (c *cli) logAudit(o auditOpts) error {
 	}
 	printf(c.out, "consistent: the tree of size %d is a prefix of the tree of size %d (RFC 6962 consistency proof checked)\n", old.Size, newer.Size)
 
-	// Every leaf since the kept size, from the tiles, each checked against
-	// the latest checkpoint's tree.
+	// The leaves from the tiles, each checked against the latest
+	// checkpoint's tree.
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
@@ -818,15 +818,13 @@ func (c *cli) logAudit(o auditOpts) error {
 		first = 0
 	}
 	a.ordered = first
-	// With a key every leaf is read: those before first too, for the
-	// presence of their rows and the rows' events (checkRowsPresent,
-	// checkEvents). Two tile reads for every 256 leaves, where the rows
-	// each cost a proof and an evidence read.
-	read := first
-	if checkRows {
-		read = 0
-	}
-	for n := read >> tileHeight; n<<tileHeight < newer.Size; n++ {
+	// Every leaf is read, those before first too: the tiles are public,
+	// so with or without a key, for a second leaf of a row, event or
+	// closure logged before first (read), and with a key for the presence
+	// of their rows and the rows' events (checkRowsPresent, checkEvents).
+	// Two tile reads for every 256 leaves, where with a key the rows each
+	// cost a proof and an evidence read.
+	for n := int64(0); n<<tileHeight < newer.Size; n++ {
 		start, end := n<<tileHeight, min((n+1)<<tileHeight, newer.Size)
 		data, err := tr.entries(n, int(end-start))
 		var fetch *fetchError
@@ -850,9 +848,6 @@ func (c *cli) logAudit(o auditOpts) error {
 			return errCheckFailed
 		}
 		for i := start; i < end; i++ {
-			if i < read {
-				continue
-			}
 			leaf := data[i-start]
 			if tlog.RecordHash(leaf) != hs[i-start] {
 				a.mismatch("leaf %d in the entry bundle does not hash to the tree's leaf %d", i, i)
@@ -861,6 +856,9 @@ func (c *cli) logAudit(o auditOpts) error {
 			a.read(i, leaf)
 			if i < first {
 				before++
+				if !checkRows {
+					continue
+				}
 				if err := a.note(i, leaf); err != nil {
 					return err
 				}
@@ -875,7 +873,9 @@ func (c *cli) logAudit(o auditOpts) error {
 		}
 	}
 	printf(c.out, "%d leaves since size %d read from the tiles at %s/v1/log/ and checked against the latest checkpoint\n", leaves, first, tr.base)
-	if before > 0 {
+	if before > 0 && !checkRows {
+		printf(c.out, "%d leaves before size %d read too, for a second leaf of a row, dispute event or incident closure logged before the kept checkpoint\n", before, first)
+	} else if before > 0 {
 		printf(c.out, "%d leaves before size %d read too: each row leaf's row checked to be still held (or swept with a tombstone), each dispute leaf against its row's event, each incident closure against its incident; the rows logged before are compared with their leaves through their proofs below (--all compares every leaf as read from the tiles)\n", before, first)
 	}
 	if !checkRows {

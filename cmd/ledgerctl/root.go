@@ -506,11 +506,12 @@ verifier key, or a file holding it), or the key the server reports.`,
 		Short: "prove a kept checkpoint is a prefix of the latest and compare the leaves since with the rows",
 		Long: `Prove the checkpoint kept in FILE is a prefix of the latest, read every leaf since
 (--all: every leaf) from the tiles (--http), compare each with the rows the API key can
-read and check every readable row has a leaf (exit 1 on a mismatch). With a key the
-leaves before FILE are read too: each row leaf's row must still be held (or be swept),
-and each dispute event a row shows must have its leaf (one not yet in the log is printed
-as not yet checkable while it is newer than the audited tree's latest leaf). Without a
-key the log is checked without comparing rows, and the last line says so (exit 0).`,
+read and check every readable row has a leaf (exit 1 on a mismatch). The leaves before
+FILE are read too, for a row, event or closure logged twice; with a key each row leaf's
+row must still be held (or be swept), and each dispute event a row shows must have its
+leaf (one not yet in the log is printed as not yet checkable while it is newer than the
+audited tree's latest leaf). Without a key the log is checked without comparing rows,
+and the last line says so (exit 0).`,
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "none (comparing rows: support, auditor or admin)", annKeyOptional: "yes"},
 		RunE: c.online(func([]string) error { return c.logAudit(o) }),
 	}
