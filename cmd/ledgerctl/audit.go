@@ -934,7 +934,8 @@ func (a *auditor) passed(checkRows bool) string {
 // not compared above against its own leaf (through its proof bundle,
 // verified with key). A row the log does not hold after settle (the
 // integrator extends the log every half second) is a mismatch: a row
-// inserted without its leaf.
+// inserted without its leaf. A row compared above is asked for its proof
+// too, for a second leaf logged since the audited tree (rowLeaf).
 func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 	var pending []string
 	readable := 0
@@ -949,9 +950,6 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 		for _, r := range rep.GetRows() {
 			readable++
 			a.rows[r.GetId()] = r
-			if a.seen[r.GetId()] {
-				continue
-			}
 			ok, err := a.rowLeaf(r, key)
 			if err != nil {
 				return err
@@ -982,6 +980,10 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 		pending = still
 	}
 	for _, id := range pending {
+		if first, ok := a.firstLeaf[id]; ok {
+			a.mismatch("row %s: the audited tree holds its leaf %d, but the server says the row is not yet logged (after %s): a second leaf of it is queued, and a row is logged once, so that leaf was queued outside the ledger", id, first, settle)
+			continue
+		}
 		a.mismatch("row %s: the ledger holds it but the log has no leaf for it (not logged within %s)", id, settle)
 	}
 	printf(a.c.out, "%d readable rows: each checked for a leaf of its own\n", readable)
@@ -1205,13 +1207,22 @@ func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string, held *eventLeaf
 }
 
 // rowLeaf checks a row against its leaf through its proof bundle; false
-// when the row is not (yet) in the log.
+// when the row is not (yet) in the log. A row already compared with its
+// leaf as read from the tiles is not compared again: its proof is checked
+// to be of that leaf, or of a second one logged since the audited tree.
 func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
+	compared := a.seen[r.GetId()]
 	ctx, cancel := a.c.ctx()
 	rep, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: r.GetId()})
 	cancel()
 	if notLogged(err) {
 		return false, nil
+	}
+	first, held := a.firstLeaf[r.GetId()]
+	if noLeaf(err) && held {
+		a.seen[r.GetId()] = true
+		a.mismatch("row %s: the audited tree holds its leaf %d, but the server says it has no leaf in the log, and none is queued: the row store's record of that leaf was removed (the server says: %s)", r.GetId(), first, status.Convert(err).Message())
+		return true, nil
 	}
 	if noLeaf(err) {
 		a.seen[r.GetId()] = true
@@ -1242,9 +1253,12 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 	// Every leaf of the audited tree is read when rows are compared: a
 	// second leaf of the row within it was found when read, and one past
 	// it is found here, as the server proves a row at its latest leaf.
-	if first, ok := a.firstLeaf[r.GetId()]; ok && b.LeafIndex >= a.newer.Size {
+	if held && b.LeafIndex >= a.newer.Size {
 		a.mismatch("row %s has two leaves, %d and %d: a row is logged once, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded; its proof is of leaf %d, logged since the audited tree of size %d)",
 			r.GetId(), first, b.LeafIndex, b.LeafIndex, first, b.LeafIndex, a.newer.Size)
+	}
+	if compared {
+		return true, nil
 	}
 	leaf := parseLeaf(b.Leaf)
 	d, err := a.rowDiffs(leaf, r)

@@ -123,6 +123,64 @@ func TestAuditFindsARowLoggedTwice(t *testing.T) {
 	}
 }
 
+// A row compared with its leaf as read from the tiles (one logged since
+// the kept checkpoint, or any with --all) is asked for its proof too: a
+// second leaf of it logged after the audited tree, its row left as it
+// was, is a finding, as the row's proof names that leaf.
+func TestAuditFindsARowComparedFromTheTilesLoggedAgainAfterTheAuditedTree(t *testing.T) {
+	f := start(t)
+	kept, later, key := f.keptAudit(t)
+	leaf, first := leafOf(t, f.logged(t, later))
+	if !strings.Contains(leaf, "\nclass money_moved\n") {
+		t.Fatalf("the row's leaf:\n%s", leaf)
+	}
+	c, wctx := f.writer(t)
+	before, err := c.GetCheckpoint(wctx, &ledgerv1.GetCheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queueBehind(t, later, strings.Replace(leaf, "\nclass money_moved\n", "\nclass read_only\n", 1), tamper.ForgetLeafIndex(later))
+	_, second := leafOf(t, f.logged(t, later))
+	if second == first {
+		t.Fatalf("the row's proof is still of leaf %d", first)
+	}
+	want := "row " + later + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": a row is logged once"
+	s := f.split(t)
+	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
+			t.Fatalf("audit (--all %v) of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+}
+
+// The server's answer for a row compared with its leaf as read from the
+// tiles must be that leaf, as for an event the audited tree holds.
+func TestAuditFindsARowInTheTreeTheServerHasNoLeafFor(t *testing.T) {
+	f := start(t)
+	kept, later, key := f.keptAudit(t)
+	_, first := leafOf(t, f.logged(t, later))
+	f.edit(t, tamper.ForgetLeafIndex(later))
+	want := "row " + later + ": the audited tree holds its leaf " + itoa(first) + ", but the server says "
+	code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want+"it has no leaf in the log") {
+		t.Fatalf("audit of a row whose leaf index was removed: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
+	}
+
+	s := f.split(t)
+	s.rowProof = func(ctx context.Context, r *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error) {
+		if r.GetId() == later && r.GetEvent() == "" {
+			return nil, status.Error(codes.Unavailable, errNotLogged.Error()+": "+later)
+		}
+		return s.c.GetRowProof(ctx, r)
+	}
+	code, out, errs = f.ctl(t, "auditor", auditArgs(kept, key, false)...)
+	if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want+"the row is not yet logged") {
+		t.Fatalf("audit of a row whose leaf the server says is not yet logged: exit %d, want %d with %q\n%s%s", code, exitCheckFailed, want, out, errs)
+	}
+}
+
 // Without an API key the audit reads the leaves before the kept
 // checkpoint too (the tiles are public): a row logged before it with a
 // second leaf since is a finding, the rows themselves not compared.
