@@ -279,10 +279,13 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 	case "dispute":
 		return "dispute/" + leaf["row"] + "/" + leaf["event"], "dispute event " + leaf["event"] + " of row " + leaf["row"], "an event is logged once"
 	case "incident-close":
-		return "incident/" + leaf["incident"] + "/close", "the closure of incident " + leaf["incident"], "an incident is closed once"
+		return closureRef(leaf["incident"]), "the closure of incident " + leaf["incident"], "an incident is closed once"
 	}
 	return "", "", ""
 }
+
+// closureRef is the ref of the closure of incident id in firstLeaf.
+func closureRef(id string) string { return "incident/" + id + "/close" }
 
 // read checks what one leaf read from the tiles says of the log itself,
 // whatever the rows say, and is called for every leaf read, in order:
@@ -662,6 +665,10 @@ func (a *auditor) checkIncidents(key string, settle time.Duration) error {
 		pending = still
 	}
 	for _, ir := range pending {
+		if held, ok := a.firstLeaf[closureRef(ir.incident)]; ok {
+			a.mismatch("row %s (leaf %d, status incident): the audited tree holds the closure of incident %s at leaf %d, but the server says it is not yet logged (after %s): a second leaf of it is queued, and an incident is closed once, so that leaf was queued outside the ledger", ir.row, ir.leaf, ir.incident, held, settle)
+			continue
+		}
 		a.mismatch("row %s (leaf %d, status incident): incident %s is closed, but the log has no leaf of its closure (not logged within %s)", ir.row, ir.leaf, ir.incident, settle)
 	}
 	printf(a.c.out, "%d incident rows: each one's incident checked against the row and the closure in the log\n", len(a.incidentRows))
@@ -694,13 +701,22 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 		a.mismatch("%s: incident %s names row %s, not this row", where, ir.incident, inc.GetRowId())
 		return true, nil
 	}
-	if a.closures[ir.incident] {
-		return true, nil // compared with its closure's leaf already
-	}
+	// A closure the audited tree holds was compared with its leaf when
+	// read; its proof is still asked for, for a second leaf of it logged
+	// since (the server proves a closure at its latest leaf).
+	compared := a.closures[ir.incident]
+	held, inTree := a.firstLeaf[closureRef(ir.incident)]
 	ctx, cancel = a.c.ctx()
 	pr, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: ir.row, Event: "incident-close"})
 	cancel()
 	switch {
+	case inTree && notLogged(err):
+		return false, nil
+	case inTree && status.Code(err) == codes.NotFound:
+		return true, nil // the incident reads open: found against its leaf when read
+	case inTree && noLeaf(err):
+		a.mismatch("%s: the audited tree holds the closure of incident %s at leaf %d, but the server has no leaf of it, and none is queued: the row store's record of that leaf was removed (the server says: %s)", where, ir.incident, held, status.Convert(err).Message())
+		return true, nil
 	case status.Code(err) == codes.NotFound || notLogged(err):
 		return inc.GetOpen(), nil
 	case noLeaf(err):
@@ -729,6 +745,14 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 	leaf := parseLeaf(b.Leaf)
 	if leaf["kind"] != "incident-close" || leaf["incident"] != ir.incident {
 		a.mismatch("%s: the proof of the closure of incident %s is of leaf %d, a %s leaf of incident %q", where, ir.incident, b.LeafIndex, leaf["kind"], leaf["incident"])
+		return true, nil
+	}
+	if inTree && b.LeafIndex >= a.newer.Size {
+		a.mismatch("the closure of incident %s has two leaves, %d and %d: an incident is closed once, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded; its proof is of leaf %d, logged since the audited tree of size %d)",
+			ir.incident, held, b.LeafIndex, b.LeafIndex, held, b.LeafIndex, a.newer.Size)
+		return true, nil
+	}
+	if compared {
 		return true, nil
 	}
 	a.closures[ir.incident] = true

@@ -302,3 +302,51 @@ func (f *fixture) keptAuditOfADispute(t *testing.T) (kept, key, leaf string, ind
 	leaf, index = leafOf(t, file)
 	return kept, key, leaf, index
 }
+
+// An incident's closure logged, a checkpoint kept and audited, then a
+// second closure leaf queued behind the ledger's back with another note:
+// the audited tree holds the first leaf only, and the server proves the
+// closure at the second. The audit asks for the closure's proof even
+// though it compared the first leaf as read, and finds the two.
+func TestAuditFindsAnIncidentClosedAgainAfterTheAuditedTree(t *testing.T) {
+	f := start(t)
+	row, id := f.incidentRow(t)
+	f.logged(t, row)
+	f.closeLogged(t, row, id)
+	kept, _, key := f.keptAudit(t)
+	file := filepath.Join(t.TempDir(), "close.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", row, "--event", "incident-close", "--out", file); code != 0 {
+		t.Fatalf("proof of the closure: %s", errs)
+	}
+	leaf, first := leafOf(t, file)
+	c, wctx := f.writer(t)
+	before, err := c.GetCheckpoint(wctx, &ledgerv1.GetCheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, ln := range strings.Split(leaf, "\n") {
+		if strings.HasPrefix(ln, "note ") {
+			ln = "note " + strings.Repeat("0", 64)
+		}
+		lines = append(lines, ln)
+	}
+	ref := "incident/" + id + "/close"
+	f.queueBehind(t, ref, strings.Join(lines, "\n"), tamper.ForgetLeafIndex(ref))
+	if code, _, errs := f.ctl(t, "auditor", "proof", row, "--event", "incident-close", "--out", file, "--wait", "20s"); code != 0 {
+		t.Fatalf("proof of the closure: %s", errs)
+	}
+	_, second := leafOf(t, file)
+	if second == first {
+		t.Fatalf("the closure's proof is still of leaf %d", first)
+	}
+	want := "the closure of incident " + id + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": an incident is closed once"
+	s := f.split(t)
+	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
+			t.Fatalf("audit (--all %v) of a tree holding the first closure leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+		}
+	}
+}
