@@ -57,7 +57,7 @@ func (s *Store) StartConsent(in ConsentStart, now time.Time) (oauth.DeviceAuthor
 	var d oauth.DeviceAuthorization
 	var cover *oauth.Grant
 	err := s.update(func(tx *txn) error {
-		if err := pruneConsent(tx.Tx, now); err != nil {
+		if _, err := pruneConsent(tx.Tx, now); err != nil {
 			return err
 		}
 		used := tx.Bucket(bAssertions)
@@ -131,15 +131,17 @@ func (s *Store) DecideByTicket(brand, ticket, cookie string, dc oauth.Decision, 
 }
 
 // pruneConsent drops used assertion ids and consent tickets that have
-// expired.
-func pruneConsent(tx *bolt.Tx, now time.Time) error {
+// expired, and returns how many it dropped.
+func pruneConsent(tx *bolt.Tx, now time.Time) (int, error) {
+	var n int
 	c := tx.Bucket(bAssertions).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var exp time.Time
 		if exp.UnmarshalText(v) == nil && now.After(exp) {
 			if err := c.Delete(); err != nil {
-				return err
+				return 0, err
 			}
+			n++
 		}
 	}
 	c = tx.Bucket(bTickets).Cursor()
@@ -147,9 +149,10 @@ func pruneConsent(tx *bolt.Tx, now time.Time) error {
 		var t consentTicket
 		if _, err := get(tx, bTickets, k, &t); err == nil && now.After(t.Expires) {
 			if err := c.Delete(); err != nil {
-				return err
+				return 0, err
 			}
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }

@@ -21,8 +21,9 @@ import (
 //     User deny, is dropped) and oauth.DeviceCodeKept later (dueDelete:
 //     the authorization and its user code are deleted). Each new device
 //     authorization first carries out at most devicePruneBatch of what is
-//     due, oldest first: the work of a transaction stays bounded, and the
-//     backlog shrinks faster than it grows.
+//     due, oldest first, as does each batch of Prune: the work of a
+//     transaction stays bounded, and the backlog shrinks faster than it
+//     grows, whether new authorizations come or not.
 //   - in bDevicePending, while it is pending and asked by the agent (not a
 //     step-up), by its agent and sub and then its expiry, so that the ones
 //     pending for a sub are counted without reading any other's
@@ -38,8 +39,8 @@ const (
 	dueDelete  byte = 'x'
 )
 
-// devicePruneBatch is how many due entries a new device authorization
-// carries out at most.
+// devicePruneBatch is how many due entries a transaction carries out at
+// most.
 const devicePruneBatch = 256
 
 // ErrTooManyPending: the personal agent has oauth.MaxPending device
@@ -125,8 +126,8 @@ func pendingFor(tx *bolt.Tx, client, sub string, now time.Time, max int) (int, t
 }
 
 // pruneDevices carries out, oldest first, at most devicePruneBatch of the
-// entries of bDeviceDue due at now.
-func pruneDevices(tx *bolt.Tx, now time.Time) error {
+// entries of bDeviceDue due at now, and returns how many it carried out.
+func pruneDevices(tx *bolt.Tx, now time.Time) (int, error) {
 	due := tx.Bucket(bDeviceDue)
 	var keys [][]byte
 	c := due.Cursor()
@@ -136,7 +137,7 @@ func pruneDevices(tx *bolt.Tx, now time.Time) error {
 	}
 	for _, k := range keys {
 		if err := due.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 		key := k[9:]
 		var d oauth.DeviceAuthorization
@@ -149,7 +150,7 @@ func pruneDevices(tx *bolt.Tx, now time.Time) error {
 			// same: nothing else would.
 			if k[8] == dueDelete {
 				if err := tx.Bucket(bDevices).Delete(key); err != nil {
-					return err
+					return 0, err
 				}
 			}
 			continue
@@ -158,27 +159,27 @@ func pruneDevices(tx *bolt.Tx, now time.Time) error {
 		case dueExpired:
 			jwt := d.RequestJWT
 			if err := settled(tx, &d, key); err != nil {
-				return err
+				return 0, err
 			}
 			if jwt != "" {
 				if err := put(tx, bDevices, key, d); err != nil {
-					return err
+					return 0, err
 				}
 			}
 		case dueDelete:
 			if err := tx.Bucket(bDevicePending).Delete(pendingKey(&d, key)); err != nil {
-				return err
+				return 0, err
 			}
 			codes := tx.Bucket(bUserCodes)
 			if bytes.Equal(codes.Get([]byte(d.UserCode)), key) {
 				if err := codes.Delete([]byte(d.UserCode)); err != nil {
-					return err
+					return 0, err
 				}
 			}
 			if err := tx.Bucket(bDevices).Delete(key); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return nil
+	return len(keys), nil
 }

@@ -35,7 +35,7 @@ var ErrUserCodeTaken = errors.New("no free user code was found")
 func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization, now time.Time) (string, error) {
 	var refused *PendingLimitError // a refusal that still commits the pruning
 	err := s.update(func(tx *txn) error {
-		if err := pruneDevices(tx.Tx, now); err != nil {
+		if _, err := pruneDevices(tx.Tx, now); err != nil {
 			return err
 		}
 		if !d.StepUp {
@@ -353,7 +353,7 @@ func (s *Store) Grant(id string) (oauth.Grant, error) {
 // conversations, the action log, grants and refresh tokens (pruneKept).
 func (s *Store) IssueRefreshToken(token string, g oauth.Grant, now time.Time) error {
 	return s.update(func(tx *txn) error {
-		if err := pruneKept(tx.Tx, now); err != nil {
+		if _, err := pruneKept(tx.Tx, now); err != nil {
 			return err
 		}
 		key := hash(token)

@@ -14,10 +14,11 @@ import (
 // How long conversations, their stored replies, the action log, grants
 // and refresh tokens are kept (docs/design/040). What comes due is indexed
 // in bKeepDue when it is stored, by the time it is due and what is due
-// then, and carried out oldest first, at most keepPruneBatch steps by a
-// write that adds to these buckets (a turn begun, a refresh token issued):
-// the work of a transaction stays bounded, and the backlog shrinks faster
-// than an agent within its rate limits makes it grow.
+// then, and carried out oldest first, at most keepPruneBatch steps a
+// transaction: by each write that adds to these buckets (a turn begun, a
+// refresh token issued), so that the backlog shrinks faster than an agent
+// within its rate limits makes it grow, and by Prune, batch after batch,
+// so that what came due goes while no write comes.
 const (
 	// ConversationTTL is how long a conversation runs from when it
 	// started: then it has expired, and a new message in it is answered
@@ -65,7 +66,7 @@ const (
 )
 
 // keepPruneBatch is how many steps (a due entry, a reply or a refresh
-// token deleted) a write carries out at most.
+// token deleted) a transaction carries out at most.
 const keepPruneBatch = 256
 
 // Expires is when the conversation expires (ConversationTTL).
@@ -196,8 +197,9 @@ func deleteUnreadable(tx *bolt.Tx, b []byte) error {
 }
 
 // pruneKept carries out, oldest first, what bKeepDue holds due before
-// now, at most keepPruneBatch steps.
-func pruneKept(tx *bolt.Tx, now time.Time) error {
+// now, at most keepPruneBatch steps, and returns how many steps it
+// carried out: keepPruneBatch when more may be due.
+func pruneKept(tx *bolt.Tx, now time.Time) (int, error) {
 	due := tx.Bucket(bKeepDue)
 	end := timeKey(now)
 	budget := keepPruneBatch
@@ -205,32 +207,35 @@ func pruneKept(tx *bolt.Tx, now time.Time) error {
 		k, _ := due.Cursor().First()
 		switch {
 		case k == nil:
-			return nil
+			return keepPruneBatch - budget, nil
 		case len(k) < 9: // no entry this store writes
 			budget--
 			if err := due.Delete(slices.Clone(k)); err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		case bytes.Compare(k[:8], end) >= 0:
-			return nil
+			return keepPruneBatch - budget, nil
 		}
 		k = slices.Clone(k)
 		budget--
 		done, err := carryOut(tx, k[8], k[9:], now, &budget)
-		if err != nil || !done {
-			return err
+		if err != nil {
+			return 0, err
+		}
+		if !done {
+			return keepPruneBatch - budget, nil
 		}
 		if err := due.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return keepPruneBatch, nil
 }
 
 // carryOut does what is due of kind for key at now, spending from budget
 // one step for each reply or refresh token it deletes; done is false when
-// the budget ran out first (the entry stays, for the next write).
+// the budget ran out first (the entry stays, for the next batch).
 func carryOut(tx *bolt.Tx, kind byte, key []byte, now time.Time, budget *int) (done bool, err error) {
 	switch kind {
 	case dueReplies, dueConversation:

@@ -44,7 +44,7 @@ func (s *Store) Enqueue(items ...pipeline.Item) error {
 func (s *Store) RecordEndedGrantAttempt(grant string, it pipeline.Item, every time.Duration, now time.Time) (bool, error) {
 	queued := false
 	err := s.update(func(tx *txn) error {
-		if err := pruneEndedAttempts(tx.Tx, every, now); err != nil {
+		if _, err := pruneEndedAttempts(tx.Tx, every, now); err != nil {
 			return err
 		}
 		var last time.Time
@@ -68,8 +68,8 @@ func (s *Store) RecordEndedGrantAttempt(grant string, it pipeline.Item, every ti
 
 // pruneEndedAttempts drops the times of ended grants' refusals queued
 // every or longer before now, or after it (a clock set back): they no
-// longer hold a refusal back.
-func pruneEndedAttempts(tx *bolt.Tx, every time.Duration, now time.Time) error {
+// longer hold a refusal back. It returns how many it dropped.
+func pruneEndedAttempts(tx *bolt.Tx, every time.Duration, now time.Time) (int, error) {
 	b := tx.Bucket(bEndedAttempts)
 	var stale [][]byte
 	err := b.ForEach(func(k, v []byte) error {
@@ -80,14 +80,14 @@ func pruneEndedAttempts(tx *bolt.Tx, every time.Duration, now time.Time) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, k := range stale {
 		if err := b.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(stale), nil
 }
 
 // Head implements pipeline.Outbox. It stops before an entry it cannot

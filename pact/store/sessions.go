@@ -19,18 +19,28 @@ type Session struct {
 // NewSession stores s under id (kept hashed), dropping expired sessions.
 func (s *Store) NewSession(id string, sess Session, now time.Time) error {
 	return s.update(func(tx *txn) error {
-		b := tx.Bucket(bBrandSessions)
-		c := b.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			var old Session
-			if _, err := get(tx.Tx, bBrandSessions, k, &old); err == nil && now.After(old.Expires) {
-				if err := c.Delete(); err != nil {
-					return err
-				}
-			}
+		if _, err := pruneSessions(tx.Tx, now); err != nil {
+			return err
 		}
 		return put(tx.Tx, bBrandSessions, hash(id), sess)
 	})
+}
+
+// pruneSessions drops the sessions that have expired at now, and returns
+// how many it dropped.
+func pruneSessions(tx *bolt.Tx, now time.Time) (int, error) {
+	var n int
+	c := tx.Bucket(bBrandSessions).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		var old Session
+		if _, err := get(tx, bBrandSessions, k, &old); err == nil && now.After(old.Expires) {
+			if err := c.Delete(); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Session returns the session id. Whether it has expired is the caller's

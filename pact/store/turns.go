@@ -78,7 +78,7 @@ func (s *Store) BeginTurn(conv Conversation, isNew bool, msgID string, now time.
 	}
 	out := &conv
 	err := s.update(func(tx *txn) error {
-		if err := pruneKept(tx.Tx, now); err != nil {
+		if _, err := pruneKept(tx.Tx, now); err != nil {
 			return err
 		}
 		if !isNew {
