@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pactledger/pactledger/pact/agent"
@@ -70,6 +71,9 @@ type Config struct {
 	// MaxOutboxBytes bounds the receipts and refusals waiting for the
 	// ledger (store.LimitOutbox); default 1 GiB.
 	MaxOutboxBytes int64
+	// PruneInterval is how often RunPruner prunes what has come due in the
+	// store (docs/design/040); default DefaultPruneInterval.
+	PruneInterval time.Duration
 	// Domains maps a brand's own host name to its id: the Provider then
 	// serves that brand's card at https://{domain}/.well-known/agent-card.json
 	// (PACT §2.1) when it receives that host's requests.
@@ -132,15 +136,24 @@ var (
 // MaxSetAsidePage caps one page of PipelineSetAsideEntries.
 const MaxSetAsidePage = store.MaxSetAsidePage
 
-// Provider is the embedded Provider: its routes, its store and its
-// pipeline, with one lifecycle (New, RunPipeline, Close).
+// Provider is the embedded Provider: its routes, its store, its pipeline
+// and its pruner, with one lifecycle (New, RunPipeline and RunPruner,
+// Close).
 type Provider struct {
-	server *provider.Server
-	store  *store.Store
-	brands map[string]*Brand
-	pages  *brandlogin.Pages
-	now    func() time.Time
-	log    *slog.Logger
+	server     *provider.Server
+	store      *store.Store
+	brands     map[string]*Brand
+	pages      *brandlogin.Pages
+	now        func() time.Time
+	log        *slog.Logger
+	pruneEvery time.Duration
+
+	// mu guards closed and the start of a run: closing is closed by
+	// Close, which then waits for the runs of RunPruner to end.
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{}
+	runs    sync.WaitGroup
 }
 
 // New opens the Provider's store and assembles the Provider.
@@ -244,14 +257,28 @@ func assemble(cfg Config, st *store.Store) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
-	return &Provider{server: srv, store: st, brands: cfg.Brands, pages: pages, now: cfg.Now, log: cfg.Logger}, nil
+	if cfg.PruneInterval <= 0 {
+		cfg.PruneInterval = DefaultPruneInterval
+	}
+	return &Provider{server: srv, store: st, brands: cfg.Brands, pages: pages, now: cfg.Now, log: cfg.Logger, pruneEvery: cfg.PruneInterval,
+		closing: make(chan struct{})}, nil
 }
 
 // ServeHTTP serves the cards, the A2A and OAuth routes and the pages.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.server.ServeHTTP(w, r) }
 
-// Close closes the store. Stop RunPipeline first.
-func (p *Provider) Close() error { return p.store.Close() }
+// Close stops RunPruner, waits for it to return, and closes the store.
+// Stop RunPipeline first.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.closing)
+	}
+	p.mu.Unlock()
+	p.runs.Wait()
+	return p.store.Close()
+}
 
 // InterfaceURL is a brand's A2A interface URL.
 func (p *Provider) InterfaceURL(brandID string) string { return p.server.InterfaceURL(brandID) }

@@ -329,6 +329,13 @@ func ended(g oauth.Grant) string {
 // a row a minute in the ledger, not one a request.
 const endedGrantRecordEvery = time.Minute
 
+// Prune carries out what is due in the store at now, without waiting for
+// a write (store.Prune), the times of attempts under ended grants kept
+// for endedGrantRecordEvery.
+func (s *Server) Prune(ctx context.Context, now time.Time) (store.Pruned, error) {
+	return s.cfg.Store.Prune(ctx, now, endedGrantRecordEvery)
+}
+
 // recordEndedGrant puts on record, for the ledger, a request refused
 // because its delegation token's grant ended: a refusal of the grant's
 // Brand user by the personal agent, naming the grant and when it ended.
