@@ -247,6 +247,11 @@ type Provider struct {
 	// rotate-key` stays published in every delegating brand's JWKS, for
 	// what it signed to verify; at least 1h. Default 168h (7 days).
 	RetiredKeyTTL Duration `yaml:"retiredKeyTTL"`
+	// PruneInterval is how often the Provider prunes what has come due in
+	// its store (expired conversations, device authorizations, ended
+	// grants...) while it runs, whether requests come or not; at least
+	// 1s. Default 10m (pact.DefaultPruneInterval).
+	PruneInterval Duration `yaml:"pruneInterval"`
 }
 
 // DefaultRetiredKeyTTL is provider.retiredKeyTTL's default, the
@@ -678,6 +683,9 @@ func (c *Config) Validate() error {
 	}
 	if d := time.Duration(c.Provider.DevicePollInterval); d < 0 || (d > 0 && (d < time.Second || d%time.Second != 0)) {
 		errs = append(errs, errors.New("provider.devicePollInterval: whole seconds, at least 1s"))
+	}
+	if d := time.Duration(c.Provider.PruneInterval); d < 0 || (d > 0 && d < time.Second) {
+		errs = append(errs, errors.New("provider.pruneInterval: at least 1s (0 for the default, 10m)"))
 	}
 	if d := time.Duration(c.Provider.RetiredKeyTTL); d != 0 && d < time.Hour {
 		errs = append(errs, errors.New("provider.retiredKeyTTL: at least 1h, the life of a delegation token (0 for the default, 168h)"))

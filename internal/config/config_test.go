@@ -102,6 +102,8 @@ func TestValidateRejects(t *testing.T) {
 		{"client auth without a CA", "tls: {certFile: /c.pem, keyFile: /k.pem, clientAuth: require}\n", "needs tls.clientCaFile"},
 		{"provider client cert without key", "provider: {ledgerTls: {certFile: /c.pem}}\n", "provider.ledgerTls"},
 		{"provider retired key period under a token's life", "provider: {retiredKeyTTL: 30m}\n", "provider.retiredKeyTTL"},
+		{"provider prune interval under a second", "provider: {pruneInterval: 10ms}\n", "provider.pruneInterval"},
+		{"negative provider prune interval", "provider: {pruneInterval: -1m}\n", "provider.pruneInterval"},
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
 		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},

@@ -693,6 +693,7 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		PollInterval:   time.Duration(cfg.Provider.DevicePollInterval),
 		MaxOutboxBytes: cfg.Provider.OutboxMaxBytes,
 		RetiredKeyTTL:  time.Duration(cfg.Provider.RetiredKeyTTL),
+		PruneInterval:  time.Duration(cfg.Provider.PruneInterval),
 		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
 		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
 		// The revocations an admin recorded in the row store, through any
@@ -919,6 +920,11 @@ func (s *Server) Serve(ctx context.Context) error {
 				_ = s.provider.RunPipeline(upCtx, s.pipelineClient())
 			}()
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.provider.RunPruner(upCtx) // logs each pass
+		}()
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
 	}
 	ready, _ := s.readiness(ctx)
