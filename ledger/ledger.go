@@ -831,7 +831,7 @@ func statusOf(v Record) Status {
 func (l *Ledger) classify(tx Tx, r *Row) error {
 	r.Status = statusOf(r.Verifier)
 	if r.Status == Incident && r.Verifier.DuplicateOf != "" {
-		had, err := firstIncident(tx, r.Verifier.DuplicateOf)
+		had, err := firstIncident(tx, r)
 		if err != nil {
 			return err
 		}
@@ -880,32 +880,51 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 // failed a check of rule 2 and opened no incident (firstIncident).
 const repeatOfIncident = "an earlier row of this receipt opened its incident, so this repeat opens none"
 
-// firstIncident reports whether the receipt (or request JWT) whose first
-// row is first already has its incident, opened by that row or by an
-// earlier repeat of it; when it has none, the repeat being written takes
-// it (RefRepeatIncident) and opens it. A repeat is no record of an action
-// of its own: whatever made it fail a check of rule 2 that its first row
-// passed (limits, an action log, a revocation dated back) came from the
-// writer, and the first row's incident, if any, already holds the
-// receipt. Without this, one signed turn posted again and again with other
-// limits opened an incident each time, each holding the agent platform's
-// rows of that day and the grant's rows (docs/design/012).
-func firstIncident(tx Tx, first string) (bool, error) {
-	orig, err := tx.Row(first)
+// firstIncident reports whether the receipt that row r repeats (r names
+// its first row, DuplicateOf) already has its incident, opened by a row of
+// either of its encodings or by an earlier repeat of it; when it has
+// none, r takes it (RefRepeatIncident, under the receipt's key) and opens
+// it. A repeat is no record of an action of its own: whatever made it
+// fail a check of rule 2 that its first row passed (limits, an action
+// log, a revocation dated back) came from the writer, and the receipt's
+// incident, if any, already holds it. Without this, one signed turn
+// posted again and again with other limits opened an incident each time,
+// each holding the agent platform's rows of that day and the grant's rows
+// (docs/design/012). A row whose first row is another receipt (a request
+// JWT reused for a second turn) is a second action, not a repeat, and
+// opens its own incident; so does one whose first row cannot be read.
+func firstIncident(tx Tx, r *Row) (bool, error) {
+	orig, err := tx.Row(r.Verifier.DuplicateOf)
 	switch {
-	case err == nil && orig.Status == Incident:
-		return true, nil
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
 		return false, err
+	case !r.SameReceipt(orig):
+		return false, nil
+	case orig.Status == Incident:
+		return true, nil
 	}
-	n, err := tx.Count(RefRepeatIncident, first, 1)
+	key := r.receiptKey()
+	for _, id := range []string{strings.TrimPrefix(r.ReceiptID, "sha256:"), r.ReceiptTwinSHA256} {
+		if id == "" || id == orig.ID {
+			continue
+		}
+		switch row, err := tx.Row(id); {
+		case err == nil && row.Status == Incident:
+			return true, nil
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return false, err
+		}
+	}
+	n, err := tx.Count(RefRepeatIncident, key, 1)
 	if err != nil {
 		return false, err
 	}
 	if n == 1 {
 		return false, nil
 	}
-	_, err = tx.Count(RefRepeatIncident, first, -1)
+	_, err = tx.Count(RefRepeatIncident, key, -1)
 	return true, err
 }
 

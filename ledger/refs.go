@@ -47,12 +47,6 @@ func SweepRow(tx Tx, r *Row, tomb Tombstone) ([]Location, error) {
 	if err := tx.RemoveRow(r, tomb); err != nil {
 		return nil, err
 	}
-	if r.Status == Incident && r.Verifier.DuplicateOf != "" {
-		// The repeat that opened its receipt's incident (firstIncident).
-		if _, err := tx.Count(RefRepeatIncident, r.Verifier.DuplicateOf, -1); err != nil {
-			return nil, err
-		}
-	}
 	var deletable []Location
 	loc, err := tx.Object(EvidenceKey(r.ID))
 	switch {

@@ -3,9 +3,9 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
@@ -67,6 +67,11 @@ func TestRepeatsOfAReceiptOpenOneIncident(t *testing.T) {
 			var opened []string
 			for i := range 12 {
 				ri := in(real)
+				if i%3 == 2 {
+					// The receipt's other ECDSA encoding is the same
+					// receipt (docs/design/012).
+					ri.ReceiptJWS = pacttest.MalleateES256(real.ReceiptJWS)
+				}
 				if i%2 == 0 {
 					ri.Limits = &ledger.Limits{AmountMax: fmt.Sprintf("0.%02d", i+1)}
 				} else {
@@ -111,47 +116,59 @@ func TestRepeatsOfAReceiptOpenOneIncident(t *testing.T) {
 	}
 }
 
-// The repeat that opened its receipt's incident is counted under the
-// receipt's first row until it is swept: then the counter goes, so that
-// nothing is kept for it, and a later repeat may open the receipt's
-// incident again.
-func TestTheRepeatIncidentCounterGoesWithItsRow(t *testing.T) {
+// A receipt whose repeat opened its incident opens none again, whichever
+// of its encodings is posted, once that incident is closed too.
+func TestAReceiptsIncidentIsOpenedOnceForGood(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	real := h.sc.Mint(pacttest.Spec{Target: "A-5531", ArgsJSON: `{"order":"A-5531","amount":10}`})
-	first, _ := h.append(t, in(real))
-	ri := in(real)
-	ri.Limits = &ledger.Limits{AmountMax: "1"}
-	repeat, _ := h.append(t, ri)
-	if repeat.Status != ledger.Incident {
-		t.Fatalf("repeat: %v", repeat.Status)
+	h.append(t, in(real))
+	repeat := func(jws, max string) *ledger.Row {
+		ri := in(real)
+		ri.ReceiptJWS, ri.Limits = jws, &ledger.Limits{AmountMax: max}
+		row, _ := h.append(t, ri)
+		return row
 	}
-	counted := func() int {
-		t.Helper()
-		var n int
-		if err := h.store.View(ctx, func(tx ledger.Tx) error {
-			var err error
-			n, err = tx.Count(ledger.RefRepeatIncident, first.ID, 0)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if n := counted(); n != 1 {
-		t.Fatalf("counter under the first row: %d, want 1", n)
+	twin := pacttest.MalleateES256(real.ReceiptJWS)
+	opened := repeat(twin, "1")
+	if opened.Status != ledger.Incident {
+		t.Fatalf("the first failing repeat: %v", opened.Status)
 	}
 	h.drain(t)
-	inc, err := h.l.CloseIncident(ctx, repeat.IncidentID, "the limits were the writer's", "admin")
-	if err != nil {
+	if _, err := h.l.CloseIncident(ctx, opened.IncidentID, "the limits were the writer's", "admin"); err != nil {
 		t.Fatal(err)
 	}
-	h.drain(t)
-	res := h.sweepAt(t, inc.RetainUntil.Add(time.Hour))
-	if _, swept := ids(res.Swept)[repeat.ID]; !swept {
-		t.Fatalf("the repeat was not swept: %+v", res)
+	for _, jws := range []string{real.ReceiptJWS, twin} {
+		if row := repeat(jws, "2"); row.Status != ledger.Duplicate {
+			t.Fatalf("a repeat after the receipt's incident was closed: %v %s; want DUPLICATE", row.Status, row.IncidentID)
+		}
 	}
-	if n := counted(); n != 0 {
-		t.Fatalf("counter under the first row after its repeat was swept: %d, want 0", n)
+}
+
+// A request JWT the Provider served two turns on: the second receipt is
+// another action, not a repeat of the first (API.md: a DUPLICATE naming
+// it), and when it fails a check of rule 2 it opens an incident of its
+// own, whatever the first receipt's status: a writer making the first an
+// incident with made-up limits does not hide the second's.
+func TestASecondReceiptOnOneRequestJWTOpensItsOwnIncident(t *testing.T) {
+	h := newHarness(t)
+	a := h.sc.Mint(pacttest.Spec{Target: "A-1", ArgsJSON: `{"order":"A-1","amount":10}`})
+	ri := in(a)
+	ri.Limits = &ledger.Limits{AmountMax: "1"}
+	if first, _ := h.append(t, ri); first.Status != ledger.Incident {
+		t.Fatalf("first receipt: %v", first.Status)
+	}
+	b := *a
+	b.Claims = maps.Clone(a.Claims)
+	b.Claims["actions"] = []map[string]any{{"tool": "cancel_order", "argsHash": verifier.ArgsHash(`{"order":"B-2"}`)}}
+	b.Claims["scopesUsed"] = []string{"orders:cancel", "payments:refund"}
+	b.ReceiptJWS = h.sc.Brand.Key.Sign(b.Claims)
+	b.Actions = []verifier.Action{{Tool: "cancel_order", Target: "B-2", ArgsJSON: `{"order":"B-2"}`}}
+	row, o := h.append(t, in(&b))
+	if o != ledger.DuplicateRecorded || check(row, verifier.CheckScopesWithin).Result != verifier.Fail {
+		t.Fatalf("second receipt: %v, %+v", o, row.Verifier.Checks)
+	}
+	if row.Status != ledger.Incident || row.IncidentID == "" {
+		t.Fatalf("a second action past its grant's scopes on a reused request JWT: %v %q; want an INCIDENT of its own", row.Status, row.IncidentID)
 	}
 }

@@ -240,6 +240,17 @@ func (r *Row) SameReceipt(o *Row) bool {
 	return true
 }
 
+// receiptKey names the row's receipt whichever of its encodings was
+// posted: the lesser hash of the two an ECDSA signature has (r, s and
+// r, n-s: docs/design/012), or the receipt's hash when it has one.
+func (r *Row) receiptKey() string {
+	key := strings.TrimPrefix(r.ReceiptID, "sha256:")
+	if t := r.ReceiptTwinSHA256; t != "" && t < key {
+		key = t
+	}
+	return key
+}
+
 // tools returns the tools of the row's actions, in order.
 func (r *Row) tools() []string {
 	tools := make([]string, len(r.Actions))

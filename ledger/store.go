@@ -320,8 +320,10 @@ const (
 	RefHold RefKind = "hold"
 	// RefSegment counts the rows whose evidence is packed in a segment.
 	RefSegment RefKind = "segment"
-	// RefRepeatIncident counts, under a receipt's first row, the incidents
-	// its repeats opened: one at most (docs/design/012).
+	// RefRepeatIncident counts, under a receipt's key (the lesser hash of
+	// its encodings), the incident one of its repeats opened: one at most,
+	// kept as long as the ledger, as incident records are
+	// (docs/design/012).
 	RefRepeatIncident RefKind = "repeat-incident"
 )
 
