@@ -38,6 +38,8 @@ type fixture struct {
 	users    []string
 	counters bolt.Counters // the file's sequences
 	queued   int           // its outbox entries
+	// repeated is a receipt whose repeat opened its incident.
+	repeated *pacttest.Receipt
 }
 
 // clock is the ledgers' clock.
@@ -174,6 +176,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("repeat: %v, %v, %v", o, err, row)
 	}
 	f.rows = append(f.rows, row.ID)
+	f.repeated = first
 	f.outboxKinds(t, store)
 	for i := range 3 {
 		err := store.Update(ctx, func(tx ledger.Tx) error {

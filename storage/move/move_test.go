@@ -18,6 +18,7 @@ import (
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/storage/move"
 	"github.com/pactledger/pactledger/storage/postgres"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -175,6 +176,15 @@ func checkGrowth(t *testing.T, f *fixture, l *ledger.Ledger, store ledger.Store,
 	}
 	if c, err := p.Verify(f.vkey); err != nil || c != old {
 		t.Errorf("proof of %s from the moved ledger: %v (checkpoint %d, want the old %d)", f.rows[0], err, c.Size, old.Size)
+	}
+	// The receipt whose repeat opened its incident opens none again: the
+	// count under its key moved too.
+	again := input(f.repeated)
+	again.Actions = []verifier.Action{{Tool: f.repeated.Actions[0].Tool, Target: "dup", ArgsJSON: `{"order":"dup","amount":2}`}}
+	if row, _, err := l.AppendReceipt(ctx, again); err != nil {
+		t.Errorf("a failing repeat on the moved ledger: %v", err)
+	} else if row.Status != ledger.Duplicate {
+		t.Errorf("a failing repeat of a receipt whose repeat opened its incident, on the moved ledger: %v %s; want DUPLICATE", row.Status, row.IncidentID)
 	}
 	at := f.clock().Add(-time.Second)
 	id := f.post(t, l, pacttest.Spec{Target: "X-3", At: at, ScopesUsed: []string{"orders:cancel", "orders:refund"}})
