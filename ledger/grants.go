@@ -170,8 +170,10 @@ type GrantView struct {
 	Agents        []string
 	ScopesGranted []string
 	ScopesUsed    []string
-	// ListsCut is true when a value was left out of Principals, Agents,
-	// ScopesGranted or ScopesUsed: each holds at most MaxGrantListBytes.
+	// ListsCut is true when a value may have been left out of Principals,
+	// Agents, ScopesGranted or ScopesUsed: each holds at most
+	// MaxGrantListBytes, and with RowCountCut the rows not read may vouch
+	// for more.
 	ListsCut   bool
 	Revocation *Revocation
 	Rows       []*Row // newest first, at most 1000
@@ -179,8 +181,13 @@ type GrantView struct {
 	// RowCountCut, the newest MaxGrantRows.
 	RowCount int
 	// RowCountCut is true when the grant has rows past the MaxGrantRows
-	// read: RowCount is a lower bound, and the lists hold what the rows
-	// read vouch for (ListsCut is set, as a value may be left out).
+	// read: RowCount is a lower bound. The lists then also hold what the
+	// grant's newest MaxGrantRows receipts whose signature passed vouch
+	// for, read from the stores' index of them (Query.Signed), so that
+	// rows no signature vouches for, which any writer may post naming the
+	// grant and dated later, do not push them out; what refusals' tokens
+	// vouch for is read from the rows read. ListsCut is set: older rows
+	// may vouch for more.
 	RowCountCut bool
 }
 
@@ -233,9 +240,79 @@ func (d *distinct) add(vals ...string) {
 	}
 }
 
+// grantLists collects a GrantView's lists from the rows of a grant.
+type grantLists struct {
+	principals, agents, granted, used distinct
+}
+
+// add adds what r's signatures vouch for to the lists.
+func (g *grantLists) add(r *Row) {
+	// Claims count once a signature vouches for them: any writer's post
+	// may name the grant.
+	if r.ReceiptVerified() {
+		g.principals.add(r.Principal)
+		g.agents.add(r.Agent.Platform)
+		g.used.add(r.ScopesUsed...)
+	}
+	// A token vouches for its own grant: one whose grant_id is not the
+	// receipt's (bindings failed) may be another grant's, posted with a
+	// receipt naming this one.
+	if r.Verifier.passed(verifier.CheckDelegationToken) && r.Verifier.passed(verifier.CheckBindings) {
+		g.granted.add(r.ScopeGranted...)
+	}
+	// A refusal's token names the grant the row is under: its Brand user
+	// and scopes, and the agent it was made to when that agent's own
+	// signature is on the refused request (request_signature and bindings
+	// passed).
+	if r.TokenVouches() {
+		g.principals.add(r.Principal)
+		g.granted.add(r.ScopeGranted...)
+		if r.Verifier.passed(verifier.CheckRequestSignature) && r.Verifier.passed(verifier.CheckBindings) {
+			g.agents.add(r.Agent.Platform)
+		}
+	}
+}
+
+func (g *grantLists) cut() bool {
+	return g.principals.cut || g.agents.cut || g.granted.cut || g.used.cut
+}
+
+// walkGrant calls fn with the rows q lists, newest first, page after
+// page, until it has read limit index entries (each row listed is one at
+// least): more is true when it stopped there with entries left. It stops
+// when ctx is done.
+func walkGrant(ctx context.Context, tx Tx, q Query, limit int, fn func(*Row)) (more bool, err error) {
+	read, rows := 0, 0
+	q.Read = &read
+	for {
+		q.MaxRead = limit - max(read, rows)
+		page, next, err := tx.List(q)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range page {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			fn(r)
+		}
+		rows += len(page)
+		if next == "" {
+			return false, nil
+		}
+		if max(read, rows) >= limit {
+			return true, nil
+		}
+		q.PageToken = next
+	}
+}
+
 // Grant returns a grant's rows, scopes and revocation, from the grant
 // index. It walks the grant's rows, newest first, MaxGrantRows of them at
-// most (RowCountCut says it stopped there), and stops when ctx is done.
+// most (RowCountCut says it stopped there); when it stopped there and read
+// rows no signature vouches for, it also walks the grant's newest
+// MaxGrantRows receipts whose signature passed, for the lists. It stops
+// when ctx is done.
 func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	if grant == "" {
 		return nil, invalid("grantId is required")
@@ -244,61 +321,33 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 		return nil, err
 	}
 	v := &GrantView{GrantID: grant}
-	var principals, agents, granted, used distinct
+	var lists grantLists
 	err := l.store.View(ctx, func(tx Tx) error {
 		var err error
 		if v.Revocation, err = tx.Revocation(grant); err != nil {
 			return err
 		}
-		q := Query{GrantID: grant, PageSize: 1000}
-		for {
-			q.MaxRead = maxGrantRows - v.RowCount // each entry read is a row of the grant
-			rows, next, err := tx.List(q)
-			if err != nil {
-				return err
+		unsigned := 0
+		v.RowCountCut, err = walkGrant(ctx, tx, Query{GrantID: grant, PageSize: 1000}, maxGrantRows, func(r *Row) {
+			v.RowCount++
+			if len(v.Rows) < 1000 {
+				v.Rows = append(v.Rows, r)
 			}
-			for _, r := range rows {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				v.RowCount++
-				if len(v.Rows) < 1000 {
-					v.Rows = append(v.Rows, r)
-				}
-				// Claims count once a signature vouches for them: any
-				// writer's post may name the grant.
-				if r.ReceiptVerified() {
-					principals.add(r.Principal)
-					agents.add(r.Agent.Platform)
-					used.add(r.ScopesUsed...)
-				}
-				// A token vouches for its own grant: one whose grant_id
-				// is not the receipt's (bindings failed) may be another
-				// grant's, posted with a receipt naming this one.
-				if r.Verifier.passed(verifier.CheckDelegationToken) && r.Verifier.passed(verifier.CheckBindings) {
-					granted.add(r.ScopeGranted...)
-				}
-				// A refusal's token names the grant the row is under: its
-				// Brand user and scopes, and the agent it was made to when
-				// that agent's own signature is on the refused request
-				// (request_signature and bindings passed).
-				if r.TokenVouches() {
-					principals.add(r.Principal)
-					granted.add(r.ScopeGranted...)
-					if r.Verifier.passed(verifier.CheckRequestSignature) && r.Verifier.passed(verifier.CheckBindings) {
-						agents.add(r.Agent.Platform)
-					}
-				}
+			if !r.ReceiptVerified() {
+				unsigned++
 			}
-			if next == "" {
-				return nil
-			}
-			if v.RowCount >= maxGrantRows {
-				v.RowCountCut = true
-				return nil
-			}
-			q.PageToken = next
+			lists.add(r)
+		})
+		if err != nil || !v.RowCountCut || unsigned == 0 {
+			return err
 		}
+		// The rows read are not all the grant's, and some of them no
+		// signature vouches for: any writer may post such rows naming
+		// the grant, dated after its receipts, so that they fill the
+		// rows read. The receipts a signature vouches for are read from
+		// the index that holds them alone, which such rows do not enter.
+		_, err = walkGrant(ctx, tx, Query{GrantID: grant, Signed: true, PageSize: 1000}, maxGrantRows, lists.add)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grant %s: %w", grant, err)
@@ -306,7 +355,9 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	if v.RowCount == 0 && v.Revocation == nil {
 		return nil, fmt.Errorf("grant %s: %w", grant, ErrNotFound)
 	}
-	v.Principals, v.Agents, v.ScopesGranted, v.ScopesUsed = principals.list, agents.list, granted.list, used.list
-	v.ListsCut = principals.cut || agents.cut || granted.cut || used.cut || v.RowCountCut
+	v.Principals, v.Agents, v.ScopesGranted, v.ScopesUsed = lists.principals.list, lists.agents.list, lists.granted.list, lists.used.list
+	// With RowCountCut, rows not read may vouch for more: refusals tied
+	// to the grant by its token, and receipts past the signed ones read.
+	v.ListsCut = lists.cut() || v.RowCountCut
 	return v, nil
 }

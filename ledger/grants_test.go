@@ -298,8 +298,70 @@ func TestGrantViewReadsABoundedNumberOfRows(t *testing.T) {
 	if g, err = h.l.Grant(context.Background(), "a2agrant_7Q2F"); err != nil {
 		t.Fatal(err)
 	}
-	if g.RowCount != 5 || !g.RowCountCut || !g.ListsCut || len(g.Rows) != 5 || len(g.Principals) != 0 {
-		t.Fatalf("6 rows: count %d, cut %v, lists cut %v, %d rows, principals %q; want the newest 5 read, cut, lists cut, no principal vouched", g.RowCount, g.RowCountCut, g.ListsCut, len(g.Rows), g.Principals)
+	if g.RowCount != 5 || !g.RowCountCut || !g.ListsCut || len(g.Rows) != 5 || !reflect.DeepEqual(g.Principals, []string{"acct-48213"}) {
+		t.Fatalf("6 rows: count %d, cut %v, lists cut %v, %d rows, principals %q; want the newest 5 read, cut, lists cut, the real principal", g.RowCount, g.RowCountCut, g.ListsCut, len(g.Rows), g.Principals)
+	}
+}
+
+// A writer that posts more forged receipts under a grant than one answer
+// reads (MaxGrantRows, here 5), dated after the grant's real receipts,
+// fills the rows read with them; the lists still hold what the grant's
+// receipts whose signature passed vouch for, read from the index of
+// them, newest first and MaxGrantRows at most, and say they may have
+// left a value out. The rows and their count stay every row's, the
+// forged ones first.
+func TestForgedRowsUnderAGrantDoNotEmptyItsLists(t *testing.T) {
+	h := newHarness(t)
+	defer ledger.SetMaxGrantRows(5)()
+	at := h.clock().Add(-time.Hour)
+	forge := func(grant string, n int, from time.Time) {
+		t.Helper()
+		for i := range n {
+			f := h.sc.Mint(pacttest.Spec{GrantID: grant, Target: fmt.Sprintf("F-%d", i), User: fmt.Sprintf("acct-%d", 90000+i), ScopesUsed: []string{"orders:read"},
+				At: from.Add(time.Duration(i) * time.Second)})
+			f.ReceiptJWS = pacttest.TamperSignature(f.ReceiptJWS)
+			if row, _ := h.append(t, in(f)); row.Status != ledger.Unauthorized {
+				t.Fatalf("forged receipt %d under %s: %v", i, grant, row.Status)
+			}
+		}
+	}
+	type lists struct{ Principals, Agents, ScopesUsed []string }
+	tests := []struct {
+		name   string
+		grant  string
+		real   []string // the users of the grant's real receipts, oldest first
+		forged int
+		want   lists
+	}{
+		{name: "one real receipt behind six forged", grant: "a2agrant_7Q2F", real: []string{"acct-48213"}, forged: 6,
+			want: lists{[]string{"acct-48213"}, []string{h.sc.PA.ID}, []string{"orders:cancel"}}},
+		{name: "more real receipts than one answer reads", grant: "a2agrant_MANY", real: []string{"acct-1", "acct-2", "acct-3", "acct-4", "acct-5", "acct-6"}, forged: 6,
+			want: lists{[]string{"acct-6", "acct-5", "acct-4", "acct-3", "acct-2"}, []string{h.sc.PA.ID}, []string{"orders:cancel"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, user := range tc.real {
+				if row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{GrantID: tc.grant, User: user, Target: fmt.Sprintf("R-%d", i), At: at.Add(time.Duration(i) * time.Second)}))); !row.ReceiptVerified() {
+					t.Fatalf("real receipt of %s: %+v", user, row.Verifier.Checks)
+				}
+			}
+			forge(tc.grant, tc.forged, at.Add(time.Minute))
+			g, err := h.l.Grant(context.Background(), tc.grant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (lists{g.Principals, g.Agents, g.ScopesUsed}); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("lists %+v; want %+v", got, tc.want)
+			}
+			if g.RowCount != 5 || !g.RowCountCut || !g.ListsCut || len(g.Rows) != 5 {
+				t.Errorf("count %d, cut %v, lists cut %v, %d rows; want the newest 5 read, cut, lists cut", g.RowCount, g.RowCountCut, g.ListsCut, len(g.Rows))
+			}
+			for _, r := range g.Rows {
+				if r.ReceiptVerified() {
+					t.Errorf("row %s of %s in the rows read: want the forged rows, newest first", r.ID, r.Principal)
+				}
+			}
+		})
 	}
 }
 
