@@ -68,9 +68,20 @@ type grantExport struct {
 	RowCount      int32       `json:"rowCount"`
 	// RowCountTruncated: the grant has more rows than the newest RowCount
 	// the ledger read for one answer (GetGrant's row_count_truncated).
-	RowCountTruncated bool       `json:"rowCountTruncated"`
-	Rows              []grantRow `json:"rows"`
+	RowCountTruncated bool `json:"rowCountTruncated"`
+	// RowsTruncated: Rows holds fewer rows than RowCount (GetGrant's
+	// rows_truncated): the export is not all of the grant's rows.
+	RowsTruncated bool `json:"rowsTruncated"`
+	// ListsTruncated: a value may have been left out of Principals,
+	// Agents, ScopesGranted or ScopesUsed (GetGrant's lists_truncated):
+	// a list passed what one answer carries, or, with RowCountTruncated,
+	// rows not read may name more.
+	ListsTruncated bool       `json:"listsTruncated"`
+	Rows           []grantRow `json:"rows"`
 }
+
+// RowsCut reports whether Rows holds fewer rows than the grant has.
+func (g *grantExport) RowsCut() bool { return g.RowsTruncated || g.RowCountTruncated }
 
 type revocation struct {
 	RevokedAt  string `json:"revokedAt"`
@@ -98,7 +109,8 @@ type grantView struct {
 
 func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 	out := &grantExport{GrantID: g.GetGrantId(), Principals: g.GetPrincipals(), Agents: g.GetAgents(), ScopesGranted: g.GetScopesGranted(),
-		ScopesUsed: g.GetScopesUsed(), RowCount: g.GetRowCount(), RowCountTruncated: g.GetRowCountTruncated(), Rows: []grantRow{}}
+		ScopesUsed: g.GetScopesUsed(), RowCount: g.GetRowCount(), RowCountTruncated: g.GetRowCountTruncated(), RowsTruncated: g.GetRowsTruncated(),
+		ListsTruncated: g.GetListsTruncated(), Rows: []grantRow{}}
 	if rv := g.GetRevocation(); rv != nil {
 		out.Revocation = &revocation{RevokedAt: pbStamp(rv.GetRevokedAt()).ISO, By: rv.GetBy(), Note: rv.GetNote(), RecordedAt: pbStamp(rv.GetRecordedAt()).ISO}
 		if at := rv.GetAdminRevokedAt(); at != nil {
@@ -176,6 +188,14 @@ func (h *handler) grantExport(w http.ResponseWriter, r *http.Request, s *session
 		h.render(w, r, s, http.StatusBadRequest, "error", "Bad export", errorView{Title: "Bad export", Message: "Name a grant id."})
 		return
 	}
+	if format == "csv" && g.RowsCut() {
+		// A CSV file has no place to say it holds part of the grant's
+		// rows: a comment line is not CSV, and a spreadsheet or a
+		// program would read the file as all of them.
+		h.render(w, r, s, http.StatusConflict, "error", "No CSV export", errorView{Title: "No CSV export of this grant",
+			Message: csvCutMessage(id, g), Back: Prefix + "grant?id=" + urlQuery(id)})
+		return
+	}
 	var buf bytes.Buffer
 	switch format {
 	case "csv":
@@ -195,6 +215,18 @@ func (h *handler) grantExport(w http.ResponseWriter, r *http.Request, s *session
 		}
 		download(w, "grant-"+id+".json", "application/json", buf.Bytes())
 	}
+}
+
+// csvCutMessage says why a grant whose rows an answer cuts has no CSV
+// export, and where every row is.
+func csvCutMessage(id string, g *grantExport) string {
+	of := strconv.Itoa(int(g.RowCount))
+	if g.RowCountTruncated {
+		of = "more than " + of
+	}
+	return "This grant has " + of + " rows and one export holds the newest " + strconv.Itoa(len(g.Rows)) +
+		", and a CSV file has no place to say it is cut short. Export JSON, which says so, or list every row with: ledgerctl lookup --grant " +
+		id + " --all --output csv"
 }
 
 // csvSafe keeps a spreadsheet from reading a cell as a formula: a cell a
