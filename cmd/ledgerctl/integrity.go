@@ -69,8 +69,14 @@ func (c *cli) grant(pos []string) error {
 	case rep.GetRowsTruncated():
 		c.note("(%d of %d rows shown: lookup --grant %s --all lists every one)", len(rep.GetRows()), rep.GetRowCount(), rep.GetGrantId())
 	}
-	if rep.GetListsTruncated() {
-		c.note("(principals, agent platforms or scopes left out: the grant's rows name more than an answer carries)")
+	switch {
+	case rep.GetListsTruncated() && rep.GetRowCountTruncated():
+		// The lists are drawn from the rows read and from the grant's
+		// newest receipts whose signature passed, as many: older rows
+		// may name more.
+		c.note("(principals, agent platforms or scopes may be left out: they are drawn from the grant's newest %d rows and its newest %d receipts whose signature passed, and the grant has more rows)", rep.GetRowCount(), rep.GetRowCount())
+	case rep.GetListsTruncated():
+		c.note("(principals, agent platforms or scopes left out: a list passed the 128 KiB one answer carries)")
 	}
 	return nil
 }
