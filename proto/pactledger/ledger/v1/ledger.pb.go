@@ -4287,8 +4287,10 @@ type GetGrantResponse struct {
 	ListsTruncated bool `protobuf:"varint,10,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
 	// True when the grant has more rows than the 10,000 newest that one
 	// answer reads: row_count is a lower bound, and the four lists hold
-	// what the rows read vouch for. ListRows with the grant_id lists them
-	// all, a page at a time.
+	// what the rows read vouch for, with what the grant's newest 10,000
+	// receipts whose signature passed vouch for (so rows no signature
+	// vouches for do not push them out); older rows may vouch for more.
+	// ListRows with the grant_id lists them all, a page at a time.
 	RowCountTruncated bool `protobuf:"varint,11,opt,name=row_count_truncated,json=rowCountTruncated,proto3" json:"row_count_truncated,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
