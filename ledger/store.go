@@ -181,6 +181,10 @@ type Rows interface {
 	// DrillPoolPositions calls fn with each position of the pool, lowest
 	// first.
 	DrillPoolPositions(fn func(position uint64)) error
+	// DrillPoolMembers returns the position in the pool of each of the
+	// rows ids that the pool holds; a row the pool does not hold, or the
+	// store does not, is left out.
+	DrillPoolMembers(ids []string) (map[string]uint64, error)
 	// Revocation returns a grant's recorded revocation, or nil.
 	Revocation(grant string) (*Revocation, error)
 	// PutRevocation records a grant's revocation.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -60,6 +61,32 @@ func readPool(t *testing.T, s ledger.Store) poolView {
 	return v
 }
 
+// checkMembers fails t unless DrillPoolMembers, asked of every row of
+// rows and of an id no row holds, gives the position v holds each pooled
+// one at, and nothing for the others.
+func checkMembers(t *testing.T, s ledger.Store, v poolView, rows []*ledger.Row) {
+	t.Helper()
+	ids := []string{fmt.Sprintf("%064x", 7)}
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	var got map[string]uint64
+	view(t, s, func(tx ledger.Tx) error {
+		var err error
+		got, err = tx.DrillPoolMembers(ids)
+		return err
+	})
+	want := map[string]uint64{}
+	for p, id := range v.ids {
+		if slices.Contains(ids, id) {
+			want[id] = p
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("DrillPoolMembers of %d ids: %v, want %v", len(ids), got, want)
+	}
+}
+
 func drillableIDs(rows []*ledger.Row) []string {
 	var ids []string
 	for _, r := range rows {
@@ -103,6 +130,7 @@ func testDrillPool(t *testing.T, open opener) {
 	if slices.Contains(v.sortedIDs(), refusal.ID) || slices.Contains(v.sortedIDs(), notKept.ID) {
 		t.Fatal("a refusal or a row without its evidence is in the pool")
 	}
+	checkMembers(t, s, v, rows)
 
 	// Removing a pooled row takes it out; a later row gets a new position.
 	var gone *ledger.Row
@@ -127,6 +155,28 @@ func testDrillPool(t *testing.T, open opener) {
 			}
 		}
 	}
+	checkMembers(t, s, after, append(rows, late))
+
+	// In a write transaction, a row created in it is a member at once,
+	// and one removed in it is not.
+	again := fixtureRows(44)[43]
+	again.Status, again.Class = ledger.Authorized, retention.MoneyMoved
+	update(t, s, func(tx ledger.Tx) error {
+		if err := tx.CreateRow(again); err != nil {
+			return err
+		}
+		if err := tx.RemoveRow(late, ledger.Tombstone{ID: late.ID}); err != nil {
+			return err
+		}
+		got, err := tx.DrillPoolMembers([]string{again.ID, late.ID})
+		if err != nil {
+			return err
+		}
+		if _, ok := got[again.ID]; !ok || len(got) != 1 {
+			return fmt.Errorf("DrillPoolMembers of a row created and one removed in the transaction: %v, want the created one alone", got)
+		}
+		return nil
+	})
 
 	t.Run("sample", func(t *testing.T) { testSample(t, open) })
 }

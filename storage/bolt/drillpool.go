@@ -131,3 +131,20 @@ func (t *tx) DrillPoolPositions(fn func(uint64)) error {
 		return nil
 	})
 }
+
+// DrillPoolMembers implements ledger.Rows: a row's position is its
+// number, looked up by its id.
+func (t *tx) DrillPoolMembers(ids []string) (map[string]uint64, error) {
+	pool := t.b(bDrillPool)
+	out := make(map[string]uint64)
+	for _, id := range ids {
+		seq := t.seqOf(id)
+		if len(seq) != 8 {
+			continue
+		}
+		if n := binary.BigEndian.Uint64(seq); poolHas(pool, n) {
+			out[id] = n
+		}
+	}
+	return out, nil
+}

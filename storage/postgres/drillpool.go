@@ -57,3 +57,24 @@ func (t *tx) DrillPoolPositions(fn func(uint64)) error {
 		return nil
 	})
 }
+
+// DrillPoolMembers implements ledger.Rows.
+func (t *tx) DrillPoolMembers(ids []string) (map[string]uint64, error) {
+	out := make(map[string]uint64)
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if err := t.see(tabRows, ids...); err != nil {
+		return nil, err
+	}
+	err := t.query("read drill pool members", "SELECT id, pool_seq FROM ledger_rows WHERE id = ANY($1::text[]) AND pool_seq IS NOT NULL", []any{ids}, func(r pgx.Rows) error {
+		var id string
+		var p int64
+		if err := r.Scan(&id, &p); err != nil {
+			return err
+		}
+		out[id] = uint64(p)
+		return nil
+	})
+	return out, err
+}
