@@ -18,9 +18,24 @@ import (
 // it would let any writer key choose what the drill scores. The stores
 // keep these rows in the drill pool (Rows.DrillPool), so a sample is
 // drawn without reading every row.
-func Drillable(r *Row) bool {
-	return r.Kind == KindReceipt && !(&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature) &&
-		r.Status != Duplicate && r.EvidenceNotKept == "" && r.Class != retention.ReadOnly
+func Drillable(r *Row) bool { return undrillable(r) == "" }
+
+// undrillable says why the monthly drill may not sample row r, "" when
+// it may: the rule of Drillable, with its reasons.
+func undrillable(r *Row) string {
+	switch {
+	case r.Kind != KindReceipt:
+		return "a refusal"
+	case (&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature):
+		return "its receipt signature failed"
+	case r.Status == Duplicate:
+		return "a duplicate"
+	case r.Class == retention.ReadOnly:
+		return "a read-only turn"
+	case r.EvidenceNotKept != "":
+		return "its evidence is not kept"
+	}
+	return ""
 }
 
 // Sparse pools are walked: when the pool's positions are spread over more

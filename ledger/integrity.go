@@ -58,6 +58,10 @@ type IntegrityPage struct {
 // says A-5531").
 // A read-only row keeps no evidence: its fields are compared with nothing
 // (its leaf, below, still holds its grant, status and class).
+// Each row is also held to the drill pool's rule: a row Drillable holds
+// for that the pool does not hold, and a row the pool holds that
+// Drillable does not hold for, are findings (the pool asked in the page's
+// own read, about the page's rows alone).
 //
 // With the Merkle log on, it also compares each row, and each of its
 // dispute events, with its leaf ("leaf N differs from row X", "row X has no
@@ -89,8 +93,17 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return err
 		}
 		page.Next = next
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		pooled, err := tx.DrillPoolMembers(ids)
+		if err != nil {
+			return err
+		}
 		for _, r := range rows {
 			it := integrityItem{row: r}
+			_, it.pooled = pooled[r.ID]
 			if it.bundle, err = tx.Evidence(r.ID); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
@@ -141,6 +154,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		page.RowsChecked++
 		if d := statusEdited(r); d != "" {
 			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: d})
+		}
+		if p := poolProblem(r, it.pooled); p != "" {
+			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: p})
 		}
 		// A read-only receipt keeps no evidence: nothing in the row
 		// store to compare. The row's word for it is taken only when
@@ -225,7 +241,35 @@ type integrityItem struct {
 	// checkLeaves), at index leafIdx.
 	leaf    map[string]string
 	leafIdx int64
+	// pooled says the drill pool holds the row.
+	pooled bool
 }
+
+// poolProblem says how the drill pool's word on row r (pooled: the pool
+// holds it) differs from the rule, Drillable, or "" when it does not. The
+// stores put a row in the pool when they create it, by the rule, and take
+// it out only with the row; the pool lives in the row store, so whoever
+// can write that can take a row out, and no monthly drill will ever pick
+// it, or empty the pool, and the drill finds nothing to drill.
+func poolProblem(r *Row, pooled bool) string {
+	why := undrillable(r)
+	switch {
+	case why == "" && !pooled:
+		return "the monthly drill may sample the row, but the drill pool does not hold it, so no monthly drill can pick it: " + poolEdited
+	case why != "" && pooled:
+		p := "the drill pool holds the row, but the monthly drill may not sample it (" + why + "): "
+		if r.Kind == KindReceipt && (&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature) {
+			// The rule left these out from 2026-12-06 on; PostgreSQL's
+			// migration 00003 applies the rule before it.
+			p += "versions before 2026-12-06 put such receipts in the pool, and so does PostgreSQL's migration 00003 for the rows stored before it; else "
+		}
+		return p + poolEdited
+	}
+	return ""
+}
+
+// poolEdited ends the words of a row the drill pool disagrees about.
+const poolEdited = "the pool or the row was edited in the row store"
 
 // notKeptProblem says why row r's word that its evidence is not kept is
 // not taken ("" when it is): only a read-only receipt keeps none

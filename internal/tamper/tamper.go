@@ -21,6 +21,7 @@ var (
 	meta     = []byte("meta")
 	rowSeqN  = []byte("row_seq_n")
 	evidence = []byte("evidence")
+	pool     = []byte("drill_pool")
 )
 
 // seqOf returns the number of row id.
@@ -261,4 +262,38 @@ func EditAccess(seq uint64, fn func(body []byte) []byte) func(tx *bbolt.Tx) erro
 // edited would.
 func ForgetLeafIndex(ref string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error { return bolt.ForgetLeafIndex(tx, ref) }
+}
+
+// DropFromDrillPool takes row id out of the monthly drill's pool, the row
+// left as it is: an operator keeping a row from ever being sampled.
+func DropFromDrillPool(id string) func(tx *bbolt.Tx) error {
+	return setPool(id, false)
+}
+
+// AddToDrillPool puts row id in the monthly drill's pool, whatever the
+// row is.
+func AddToDrillPool(id string) func(tx *bbolt.Tx) error {
+	return setPool(id, true)
+}
+
+func setPool(id string, on bool) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, err := seqOf(tx, id)
+		if err != nil {
+			return err
+		}
+		return bolt.SetPoolBit(tx, seq, on)
+	}
+}
+
+// EmptyDrillPool empties the monthly drill's pool, every row left as it
+// is: the drill then finds nothing to sample.
+func EmptyDrillPool() func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket(pool); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(pool)
+		return err
+	}
 }

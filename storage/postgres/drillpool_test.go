@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/localdir"
 	"github.com/pactledger/pactledger/storage/postgres"
 )
 
@@ -81,5 +84,72 @@ VALUES ($1, $2, '', '', $3, $4, 0, NULL, '', $5)`, r.ID, r.Principal, int16(r.St
 	slices.Sort(got)
 	if len(want) != 3 || !slices.Equal(got, want) {
 		t.Fatalf("drill pool after the migration and one write: %v, want the 3 drillable rows %v", got, want)
+	}
+}
+
+// TestIntegrityChecksTheDrillPool: on PostgreSQL the drill pool is a
+// column of the row, which whoever can write the database can clear or
+// set. fsck finds a row the monthly drill may sample whose position was
+// cleared (no drill can pick it), and a read-only turn given one.
+func TestIntegrityChecksTheDrillPool(t *testing.T) {
+	dsn := migrated(t)
+	sc, a, _, _ := replicasOn(t, dsn, func(dir *localdir.Store) *localdir.Store { return dir })
+	var rows []*ledger.Row
+	for _, spec := range []pacttest.Spec{
+		{Target: "P-1"},
+		{Target: "P-2", User: "acct-2"},
+		{Target: "P-3", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}},
+	} {
+		r := sc.Mint(spec)
+		row, _, err := a.l.AppendReceipt(t.Context(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	fsck := func() []ledger.Finding {
+		t.Helper()
+		var all []ledger.Finding
+		for token := ""; ; {
+			p, err := a.l.CheckIntegrity(t.Context(), 2, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, p.Findings...)
+			if token = p.Next; token == "" {
+				return all
+			}
+		}
+	}
+	if got := fsck(); len(got) != 0 {
+		t.Fatalf("clean ledger: %+v", got)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for sql, id := range map[string]string{
+		"UPDATE ledger_rows SET pool_seq = NULL WHERE id = $1":                            rows[1].ID,
+		"UPDATE ledger_rows SET pool_seq = nextval('ledger_rows_pool_seq') WHERE id = $1": rows[2].ID,
+	} {
+		if _, err := conn.Exec(t.Context(), sql, id); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	want := map[string]string{
+		rows[1].ID: "the monthly drill may sample the row, but the drill pool does not hold it",
+		rows[2].ID: "the drill pool holds the row, but the monthly drill may not sample it (a read-only turn)",
+	}
+	got := fsck()
+	for _, f := range got {
+		if w, ok := want[f.RowID]; ok && strings.Contains(f.Problem, w) {
+			delete(want, f.RowID)
+			continue
+		}
+		t.Errorf("finding %s: %s", f.RowID, f.Problem)
+	}
+	for id, w := range want {
+		t.Errorf("no finding on row %s with %q", id, w)
 	}
 }
