@@ -105,7 +105,9 @@ type Report struct {
 	// Proofs holds each drilled row's inclusion proof, in Rows order.
 	Proofs []RowProof `json:"proofs,omitempty"`
 	// Note says what the drill covered when that is not simply its rows:
-	// a monthly sample larger than the eligible rows, nothing to drill.
+	// a monthly sample larger than the eligible rows, nothing to drill;
+	// and, for a monthly drill, the drill pool's count against the rows
+	// read beside it (checkPool).
 	Note string `json:"note,omitempty"`
 	// Listed are rows found but not scored: read-only turns, whose evidence
 	// is by design not kept and which changed nothing.
@@ -652,6 +654,18 @@ func describeQuery(req Request) string {
 
 func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	t := startTimer()
+	pool, err := r.checkPool(ctx)
+	switch {
+	case err != nil:
+		failAll(rep, t, "checking the drill pool failed: "+err.Error())
+		return
+	case len(pool.Missing) > 0:
+		// Rows left out of the pool are never sampled: not a sample of
+		// the eligible rows, and not "nothing to drill".
+		failAll(rep, t, missingWords(pool))
+		rep.Note = fmt.Sprintf("not drilled: the drill pool holds %s; it does not hold %s", plural(pool.Pool, "row"), missingCount(pool))
+		return
+	}
 	rows, eligible, err := r.sample(ctx, rep.Request.Sample)
 	switch {
 	case err != nil:
@@ -659,7 +673,7 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 		return
 	case eligible == 0:
 		// Not a failure: a young ledger has nothing to drill yet.
-		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns, refusals and receipts whose signature failed are never sampled"
+		rep.Note = "nothing to drill: the ledger holds no eligible rows (receipts whose evidence is kept, not duplicates); read-only turns, refusals and receipts whose signature failed are never sampled; " + poolWords(pool)
 		return
 	case eligible <= rep.Request.Sample:
 		rep.Note = fmt.Sprintf("the ledger holds %s, no more than the sample of %d: all drilled", plural(eligible, "eligible row"), rep.Request.Sample)
@@ -669,6 +683,7 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	default:
 		rep.Note = fmt.Sprintf("%d of %d eligible rows drilled, picked uniformly at random", len(rows), eligible)
 	}
+	rep.Note += "; " + poolWords(pool)
 	lookup := time.Since(t.start)
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)

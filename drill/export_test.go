@@ -16,3 +16,11 @@ var ClocksOf = clocks
 func (n Names) Action(url string, tools []string, targets string) string {
 	return n.action(url, tools, targets)
 }
+
+// SetPoolRead sets how many rows the monthly drill reads against the
+// drill pool, and how many when the pool is empty, until t ends.
+func SetPoolRead(t testing.TB, n, empty int) {
+	old, oldEmpty := poolRead, emptyPoolRead
+	poolRead, emptyPoolRead = n, empty
+	t.Cleanup(func() { poolRead, emptyPoolRead = old, oldEmpty })
+}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math"
 
@@ -142,4 +143,118 @@ func (l *Ledger) SampleDrillable(ctx context.Context, n int, rnd func(int) int) 
 		return err
 	})
 	return rows, count, err
+}
+
+// DrillPoolCheck is what CheckDrillPool found: the drill pool's count
+// against the rows it read.
+type DrillPoolCheck struct {
+	// Pool is how many rows the drill pool holds.
+	Pool int
+	// Read is how many rows were read; All says they are every row the
+	// row store holds.
+	Read int
+	All  bool
+	// Eligible counts the rows read that Drillable holds for.
+	Eligible int
+	// Missing are the rows read that Drillable holds for and the pool
+	// does not hold, in id order from the point the reading began.
+	Missing []string
+	// Ineligible are the rows read that the pool holds and Drillable does
+	// not hold for, each with why (undrillable).
+	Ineligible []IneligibleRow
+	// Unheld is, when All, how many of the pool's positions hold none of
+	// the rows read: a position that holds no row.
+	Unheld int
+}
+
+// IneligibleRow is a row the drill pool holds that the monthly drill may
+// not sample, and why it may not.
+type IneligibleRow struct {
+	ID  string
+	Why string
+	// SignatureFailed says the row is a receipt whose signature failed,
+	// which versions before 2026-12-06 put in the pool.
+	SignatureFailed bool
+}
+
+// CheckDrillPool holds the drill pool to its rule over up to n rows read
+// in one read: in id order from a random point (rnd(k) returns a uniform
+// random int in [0, k)), wrapping around, so that a row store of up to n
+// rows is read whole. Row ids are hashes, so the rows read are a random
+// run of the row store whatever they hold. Each row read that Drillable
+// holds for must be in the pool (else it is Missing: no sample can pick
+// it), and each in the pool must be one Drillable holds for; when every
+// row was read, the pool's count must be that of the rows read it holds.
+// Its cost is n rows' reads, whatever the ledger's size.
+func (l *Ledger) CheckDrillPool(ctx context.Context, n int, rnd func(int) int) (*DrillPoolCheck, error) {
+	if n <= 0 {
+		return nil, invalid("a check of the drill pool reads one row at least")
+	}
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(rnd(256))
+	}
+	start := hex.EncodeToString(b)
+	c := &DrillPoolCheck{}
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		if c.Pool, _, _, err = tx.DrillPool(); err != nil {
+			return err
+		}
+		rows, next, err := tx.RowsByID(start, n)
+		if err != nil {
+			return err
+		}
+		if next == "" && len(rows) < n {
+			// The end of the row store, every row after the point the
+			// reading began read: on from its first row, until a row
+			// read already.
+			seen := make(map[string]bool, len(rows))
+			for _, r := range rows {
+				seen[r.ID] = true
+			}
+			more, next, err := tx.RowsByID("", n-len(rows))
+			if err != nil {
+				return err
+			}
+			c.All = next == ""
+			for _, r := range more {
+				if seen[r.ID] {
+					c.All = true
+					break
+				}
+				rows = append(rows, r)
+			}
+		}
+		c.Read = len(rows)
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		pooled, err := tx.DrillPoolMembers(ids)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			_, in := pooled[r.ID]
+			switch why := undrillable(r); {
+			case why == "":
+				c.Eligible++
+				if !in {
+					c.Missing = append(c.Missing, r.ID)
+				}
+			case in:
+				failed := r.Kind == KindReceipt && (&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature)
+				c.Ineligible = append(c.Ineligible, IneligibleRow{ID: r.ID, Why: why, SignatureFailed: failed})
+			}
+		}
+		if c.All {
+			c.Unheld = c.Pool - len(pooled)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
