@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -90,7 +92,8 @@ VALUES ($1, $2, '', '', $3, $4, 0, NULL, '', $5)`, r.ID, r.Principal, int16(r.St
 // TestIntegrityChecksTheDrillPool: on PostgreSQL the drill pool is a
 // column of the row, which whoever can write the database can clear or
 // set. fsck finds a row the monthly drill may sample whose position was
-// cleared (no drill can pick it), and a read-only turn given one.
+// cleared (no drill can pick it), and a read-only turn given one; so does
+// the monthly drill's read of the rows against the pool.
 func TestIntegrityChecksTheDrillPool(t *testing.T) {
 	dsn := migrated(t)
 	sc, a, _, _ := replicasOn(t, dsn, func(dir *localdir.Store) *localdir.Store { return dir })
@@ -151,5 +154,16 @@ func TestIntegrityChecksTheDrillPool(t *testing.T) {
 	}
 	for id, w := range want {
 		t.Errorf("no finding on row %s with %q", id, w)
+	}
+
+	// The monthly drill's read of a row store this small finds both.
+	c, err := a.l.CheckDrillPool(t.Context(), 1000, rand.IntN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCheck := &ledger.DrillPoolCheck{Pool: 2, Read: 3, All: true, Eligible: 2, Missing: []string{rows[1].ID},
+		Ineligible: []ledger.IneligibleRow{{ID: rows[2].ID, Why: "a read-only turn"}}}
+	if !reflect.DeepEqual(c, wantCheck) {
+		t.Errorf("CheckDrillPool: %+v, want %+v", c, wantCheck)
 	}
 }
