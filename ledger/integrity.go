@@ -256,14 +256,15 @@ func poolProblem(r *Row, pooled bool) string {
 	switch {
 	case why == "" && !pooled:
 		return "the monthly drill may sample the row, but the drill pool does not hold it, so no monthly drill can pick it: " + poolEdited
+	case why != "" && pooled && r.Kind == KindReceipt && (&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature):
+		// Versions before 2026-12-06 put receipts whose signature failed
+		// in the pool, and so does PostgreSQL's migration 00003 for the
+		// rows stored before it: an honest ledger holds such rows there,
+		// and a drill that draws one decides it by rule 1, so it is no
+		// finding.
+		return ""
 	case why != "" && pooled:
-		p := "the drill pool holds the row, but the monthly drill may not sample it (" + why + "): "
-		if r.Kind == KindReceipt && (&verifier.Result{Checks: r.Verifier.Checks}).Failed(verifier.CheckReceiptSignature) {
-			// The rule left these out from 2026-12-06 on; PostgreSQL's
-			// migration 00003 applies the rule before it.
-			p += "versions before 2026-12-06 put such receipts in the pool, and so does PostgreSQL's migration 00003 for the rows stored before it; else "
-		}
-		return p + poolEdited
+		return "the drill pool holds the row, but the monthly drill may not sample it (" + why + "): " + poolEdited
 	}
 	return ""
 }

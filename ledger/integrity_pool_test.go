@@ -92,7 +92,7 @@ func TestIntegrityChecksTheDrillPool(t *testing.T) {
 		}, []int{4}, "the drill pool holds the row, but the monthly drill may not sample it (a duplicate)"},
 		{"a receipt whose signature failed put in the pool", func(rows []*ledger.Row) []func(*bbolt.Tx) error {
 			return []func(*bbolt.Tx) error{tamper.AddToDrillPool(rows[5].ID)}
-		}, []int{5}, "the drill pool holds the row, but the monthly drill may not sample it (its receipt signature failed"},
+		}, nil, "earlier versions put such receipts in the pool: no finding"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
