@@ -40,10 +40,20 @@ func TestMonthlyDrillFailsOnAnEmptiedPool(t *testing.T) {
 		t.Fatalf("rows %d, checks %d/%d, note %q; want no row drilled and the drill failed", len(rep.Rows), rep.ChecksPassed, rep.ChecksTotal, rep.Note)
 	}
 	p := rep.Pulls[0]
-	for _, want := range []string{"needs a person", "the drill pool", "does not hold 6 of the 6 eligible rows", rows[0].ID} {
+	for _, want := range []string{"needs a person", "the drill pool", "does not hold 6 of the 6 eligible rows", "and 1 more"} {
 		if !strings.Contains(p.Detail, want) {
 			t.Errorf("pull %s: %q; want %q in it", p.Name, p.Detail, want)
 		}
+	}
+	// Five of the six are named, whichever the read began at.
+	named := 0
+	for _, r := range rows {
+		if strings.Contains(p.Detail, r.ID) {
+			named++
+		}
+	}
+	if named != 5 {
+		t.Errorf("pull %s names %d of the 6 rows, want 5: %q", p.Name, named, p.Detail)
 	}
 	if !strings.Contains(rep.Note, "the drill pool holds 0 rows") || strings.Contains(rep.Note, "nothing to drill") {
 		t.Errorf("note %q; want the pool's count, not nothing to drill", rep.Note)
