@@ -66,16 +66,24 @@ func newShop(t testing.TB, more ...func(*config.Config)) *shop {
 	return &shop{env: e, p: e.srv.Provider(), base: "http://" + e.srv.ProviderAddr() + "/a2a/shop"}
 }
 
-func (s *shop) paJWT() string {
+func (s *shop) paJWT() string { return s.paJWTAs("u1") }
+
+// paJWTAs is the personal agent's JWT for its User sub.
+func (s *shop) paJWTAs(sub string) string {
 	now := time.Now()
-	return s.sc.PA.Key.Sign(map[string]any{"iss": s.sc.PA.ID, "sub": "u1", "aud": s.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
+	return s.sc.PA.Key.Sign(map[string]any{"iss": s.sc.PA.ID, "sub": sub, "aud": s.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()})
 }
 
 func (s *shop) form(t testing.TB, path string, v url.Values) map[string]any {
+	return s.formAs(t, "u1", path, v)
+}
+
+// formAs posts a form as the personal agent's User sub.
+func (s *shop) formAs(t testing.TB, sub, path string, v url.Values) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(v.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+s.paJWT())
+	req.Header.Set("Authorization", "Bearer "+s.paJWTAs(sub))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -88,13 +96,18 @@ func (s *shop) form(t testing.TB, path string, v url.Values) map[string]any {
 
 // token runs the device flow, approved by acct-48213 through the
 // Provider's hook (the pages are tested in pact and cmd/pactagent).
-func (s *shop) token(t testing.TB) string {
+func (s *shop) token(t testing.TB) string { return s.tokenAs(t, "u1") }
+
+// tokenAs runs the device flow for the personal agent's User sub. A
+// grant replaces the earlier grants of the same agent, sub and Brand
+// user (docs/design/036): grants held at once are for different subs.
+func (s *shop) tokenAs(t testing.TB, sub string) string {
 	t.Helper()
-	da := s.form(t, "/oauth/device_authorization", url.Values{"client_id": {s.sc.PA.ID}, "scope": {"orders:read orders:cancel"}})
+	da := s.formAs(t, sub, "/oauth/device_authorization", url.Values{"client_id": {s.sc.PA.ID}, "scope": {"orders:read orders:cancel"}})
 	if err := s.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read", "orders:cancel"}); err != nil {
 		t.Fatal(err)
 	}
-	tok := s.form(t, "/oauth/token", url.Values{"client_id": {s.sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})
+	tok := s.formAs(t, sub, "/oauth/token", url.Values{"client_id": {s.sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})
 	at, _ := tok["access_token"].(string)
 	if at == "" {
 		t.Fatalf("token: %v", tok)
@@ -105,9 +118,16 @@ func (s *shop) token(t testing.TB) string {
 // send sends one message with the token and returns the reply's message id.
 func (s *shop) send(t testing.TB, at, id, text string) string {
 	t.Helper()
+	return s.sendAs(t, "u1", at, id, text)
+}
+
+// sendAs sends one message as the personal agent's User sub with the
+// token (one of that sub's grants) and returns the reply's message id.
+func (s *shop) sendAs(t testing.TB, sub, at, id, text string) string {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}})
 	req, _ := http.NewRequest("POST", s.base+"/message:send", strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+s.paJWT())
+	req.Header.Set("Authorization", "Bearer "+s.paJWTAs(sub))
 	req.Header.Set("X-A2A-User-Delegation", "Bearer "+at)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
