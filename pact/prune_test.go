@@ -70,7 +70,7 @@ func TestAQuietProviderPrunesWhatComesDue(t *testing.T) {
 		if _, _, err := st.BeginTurn(conv, true, "m1", t0); err != nil {
 			t.Fatal(err)
 		}
-		err = st.RecordTurn(store.TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), ReceiptSHA256: "sha-1",
+		_, err = st.RecordTurn(store.TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), ReceiptSHA256: "sha-1",
 			ActionLog: []store.ActionLogEntry{{Tool: "lookup_order", Target: "A-1", ArgsJSON: `{}`, At: t0}}}, t0)
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ func TestTheProviderPrunesItsStoreWithNoRequest(t *testing.T) {
 	if _, _, err := st.BeginTurn(conv, true, "m1", long); err != nil {
 		t.Fatal(err)
 	}
-	err = st.RecordTurn(store.TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), ReceiptSHA256: "sha-1",
+	_, err = st.RecordTurn(store.TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), ReceiptSHA256: "sha-1",
 		ActionLog: []store.ActionLogEntry{{Tool: "lookup_order", Target: "A-1", ArgsJSON: `{}`, At: long}}}, long)
 	if err != nil {
 		t.Fatal(err)

@@ -133,7 +133,7 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			err = s.ledgerRevokedID(ctx, del.GrantID)
 		}
 		if err == nil {
-			err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
+			_, err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
 		}
 	}
 	if errors.Is(err, store.ErrGrantEnded) {

@@ -21,7 +21,7 @@ func turn(t *testing.T, s *Store, id string, isNew bool, msg, reply string, now 
 	if _, stored, err := s.BeginTurn(conv, isNew, msg, now); err != nil || stored != nil {
 		t.Fatalf("begin %s/%s: %s %v", id, msg, stored, err)
 	}
-	err := s.RecordTurn(TurnRecord{ContextID: id, MessageID: msg, Reply: json.RawMessage(reply), State: json.RawMessage(`{"step":1}`),
+	_, err := s.RecordTurn(TurnRecord{ContextID: id, MessageID: msg, Reply: json.RawMessage(reply), State: json.RawMessage(`{"step":1}`),
 		ReceiptSHA256: "sha-" + id + "-" + msg, ActionLog: []ActionLogEntry{{Tool: "lookup_order", Target: "A-1", ArgsJSON: `{}`, At: now}}}, now)
 	if err != nil {
 		t.Fatal(err)

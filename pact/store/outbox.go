@@ -262,7 +262,7 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 			keys = append(keys, k)
 		}
 		for _, k := range keys {
-			if err := tx.enqueueRaw(aside.Get(k)); err != nil {
+			if _, err := tx.enqueueRaw(aside.Get(k)); err != nil {
 				return err
 			}
 			if err := aside.Delete(k); err != nil {

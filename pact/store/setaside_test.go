@@ -152,7 +152,7 @@ func TestAnEntryThatCannotBeReadIsSetAsideAndStays(t *testing.T) {
 func TestAnEntryPutBackKeepsItsBytes(t *testing.T) {
 	s := openStore(t)
 	raw := []byte(`{"refusal":{"claimedPrincipal":"acct-1","reason":"r","delegationToken":"t.o.k","fieldOfANewerVersion":1}}`)
-	if err := s.db.Update(func(tx *bolt.Tx) error { return (&txn{Tx: tx}).enqueueRaw(raw) }); err != nil {
+	if err := s.db.Update(func(tx *bolt.Tx) error { _, err := (&txn{Tx: tx}).enqueueRaw(raw); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetAside(1, "rejected"); err != nil {

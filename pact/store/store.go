@@ -44,6 +44,11 @@ var (
 	// bEndedAttempts: when an attempt under an ended grant was last put
 	// on record, by grant id, for a minute (RecordEndedGrantAttempt).
 	bEndedAttempts = []byte("ended_grant_attempts")
+	// bIdentityRefusals: the sequence numbers of the outbox entries that
+	// are identity refusals (TurnRecord.IdentityRefusal), with empty
+	// values: what LimitIdentityRefusals bounds. An entry leaves it when
+	// it leaves the outbox, in the same transaction.
+	bIdentityRefusals = []byte("pipeline_identity_refusals")
 )
 
 // Store is the Provider's bbolt file. Its methods are safe for concurrent
@@ -61,6 +66,11 @@ type Store struct {
 	// maxOutbox bounds what turns may queue (LimitOutbox), 0 for no bound.
 	outboxBytes atomic.Int64
 	maxOutbox   atomic.Int64
+	// identityBytes is the size of the identity refusals among them, as
+	// committed; maxIdentity bounds it (LimitIdentityRefusals), 0 for no
+	// bound but maxOutbox.
+	identityBytes atomic.Int64
+	maxIdentity   atomic.Int64
 }
 
 // ErrOutboxFull: the outbox holds LimitOutbox's bytes or more, so a turn
@@ -75,6 +85,18 @@ func (s *Store) LimitOutbox(max int64) { s.maxOutbox.Store(max) }
 
 // OutboxBytes is the size of the entries waiting in the outbox.
 func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
+
+// LimitIdentityRefusals bounds the bytes the identity refusals
+// (TurnRecord.IdentityRefusal) may hold of the outbox, so that however
+// many such refusals come, the rest of LimitOutbox's bound stays for
+// receipts and the other refusals: past max, or past LimitOutbox's
+// bound, RecordTurn keeps a turn without its identity refusal. 0 means
+// no bound but LimitOutbox's.
+func (s *Store) LimitIdentityRefusals(max int64) { s.maxIdentity.Store(max) }
+
+// IdentityRefusalBytes is the size of the identity refusals waiting in
+// the outbox.
+func (s *Store) IdentityRefusalBytes() int64 { return s.identityBytes.Load() }
 
 // ErrLocked: another process (a running ledgerd) holds the file.
 var ErrLocked = errors.New("the Provider's store is locked by another process")
@@ -92,7 +114,7 @@ func Open(path string) (*Store, error) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bDeviceDue) == nil
 		unkept := tx.Bucket(bKeepDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -117,8 +139,16 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db, queued: make(chan struct{}, 1)}
 	err = db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
+		outbox := tx.Bucket(bOutbox)
+		err := outbox.ForEach(func(_, v []byte) error {
 			s.outboxBytes.Add(int64(len(v)))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bIdentityRefusals).ForEach(func(k, _ []byte) error {
+			s.identityBytes.Add(int64(len(outbox.Get(k))))
 			return nil
 		})
 	})
@@ -143,7 +173,8 @@ type txn struct {
 	turnAt time.Time
 	// grown is how many bytes this transaction added to the outbox, less
 	// those it removed; Store.outboxBytes takes it once it commits.
-	grown int64
+	// identityGrown is the part of it that is identity refusals.
+	grown, identityGrown int64
 }
 
 // revokeAt is the time a revocation this transaction records is dated:
@@ -176,6 +207,7 @@ func (s *Store) update(fn func(tx *txn) error) error {
 	})
 	if err == nil {
 		s.outboxBytes.Add(t.grown)
+		s.identityBytes.Add(t.identityGrown)
 	}
 	if err == nil && t.queued {
 		select {
@@ -221,7 +253,35 @@ func (t *txn) enqueue(it pipeline.Item) error {
 	if max := t.s.maxOutbox.Load(); max > 0 && it.Revocation == nil && t.s.outboxBytes.Load()+t.grown+int64(len(raw)) > max {
 		return fmt.Errorf("%w: it holds %d bytes, at most %d", ErrOutboxFull, t.s.outboxBytes.Load()+t.grown, max)
 	}
-	return t.enqueueRaw(raw)
+	_, err = t.enqueueRaw(raw)
+	return err
+}
+
+// enqueueIdentityRefusal adds identity refusal it to the outbox in tx
+// and marks it as one, when the identity refusals and the outbox as a
+// whole have room for it (Store.LimitIdentityRefusals,
+// Store.LimitOutbox); it reports whether it did.
+func (t *txn) enqueueIdentityRefusal(it pipeline.Item) (bool, error) {
+	raw, err := json.Marshal(it)
+	if err != nil {
+		return false, fmt.Errorf("encode %s: %w", bOutbox, err)
+	}
+	n := int64(len(raw))
+	if max := t.s.maxOutbox.Load(); max > 0 && t.s.outboxBytes.Load()+t.grown+n > max {
+		return false, nil
+	}
+	if max := t.s.maxIdentity.Load(); max > 0 && t.s.identityBytes.Load()+t.identityGrown+n > max {
+		return false, nil
+	}
+	k, err := t.enqueueRaw(raw)
+	if err != nil {
+		return false, err
+	}
+	if err := t.Bucket(bIdentityRefusals).Put(k, nil); err != nil {
+		return false, err
+	}
+	t.identityGrown += n
+	return true, nil
 }
 
 // dequeue removes the outbox entry at key k in tx, if there is one, and
@@ -237,23 +297,30 @@ func (t *txn) dequeue(k []byte) ([]byte, error) {
 		return nil, err
 	}
 	t.grown -= int64(len(v))
+	if ids := t.Bucket(bIdentityRefusals); ids.Get(k) != nil {
+		if err := ids.Delete(k); err != nil {
+			return nil, err
+		}
+		t.identityGrown -= int64(len(v))
+	}
 	return v, nil
 }
 
-// enqueueRaw adds an entry's bytes to the outbox in tx. raw may be
-// memory of the transaction's own pages: it is copied.
-func (t *txn) enqueueRaw(raw []byte) error {
+// enqueueRaw adds an entry's bytes to the outbox in tx and returns its
+// key. raw may be memory of the transaction's own pages: it is copied.
+func (t *txn) enqueueRaw(raw []byte) ([]byte, error) {
 	b := t.Bucket(bOutbox)
 	n, err := b.NextSequence()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := b.Put(seqKey(n), slices.Clone(raw)); err != nil {
-		return err
+	k := seqKey(n)
+	if err := b.Put(k, slices.Clone(raw)); err != nil {
+		return nil, err
 	}
 	t.grown += int64(len(raw))
 	t.queued = true
-	return nil
+	return k, nil
 }
 
 func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }

@@ -74,7 +74,7 @@ func TestRecordTurnKeepsATurnWholeOrNotAtAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordTurn(turn, now); !errors.Is(err, ErrNotFound) {
+	if _, err := s.RecordTurn(turn, now); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("record turn without its conversation: %v", err)
 	}
 	if st, _ := s.Stats(); st.Outbox != 0 || st.ActionLogs != 0 {
@@ -93,7 +93,7 @@ func TestRecordTurnKeepsATurnWholeOrNotAtAll(t *testing.T) {
 	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bContexts).Put([]byte("c1"), saved) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordTurn(turn, now); err != nil {
+	if _, err := s.RecordTurn(turn, now); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := s.Stats(); st.Outbox != 1 || st.ActionLogs != 1 {
@@ -142,7 +142,8 @@ func TestRecordChangeCommitsOnlyOverWhatTheTurnSaw(t *testing.T) {
 		if _, _, err := s.BeginTurn(conv, true, "m1", now); err != nil {
 			return err
 		}
-		return s.RecordTurn(TurnRecord{ContextID: id, MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now)
+		_, err := s.RecordTurn(TurnRecord{ContextID: id, MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now)
+		return err
 	}
 	if err := commit("c1", first); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestLegacyOrderStatusIsRead(t *testing.T) {
 	if _, _, err := s.BeginTurn(Conversation{ID: "c1", Brand: b.ID}, true, "m1", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordTurn(TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now); err != nil {
+	if _, err := s.RecordTurn(TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{}`), Changes: book.Changes()}, now); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _ := records.NewBook(b.ID, s).Get(ctx, rt, "A-5531"); rec["status"] != "processing" {
@@ -306,7 +307,7 @@ func TestARevocationIsNotDatedBeforeATurnThatCommittedFirst(t *testing.T) {
 	}
 	turn := TurnRecord{ContextID: "c1", MessageID: "m1", Reply: json.RawMessage(`{"message":{}}`), State: json.RawMessage(`{}`), User: "acct-48213", Grant: g.ID,
 		Outbox: []pipeline.Item{{Receipt: &pipeline.Receipt{ReceiptJWS: "a.b.c"}}}}
-	if err := s.RecordTurn(turn, turnAt); err != nil {
+	if _, err := s.RecordTurn(turn, turnAt); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RevokeGrant("acme", "acct-48213", g.ID, "the user revoked it", now); err != nil {
@@ -341,7 +342,8 @@ func TestTheOutboxIsBounded(t *testing.T) {
 		if _, _, err := s.BeginTurn(conv, true, "m1", now); err != nil {
 			t.Fatal(err)
 		}
-		return s.RecordTurn(TurnRecord{ContextID: conv.ID, MessageID: "m1", Reply: json.RawMessage(`{}`), State: json.RawMessage(`{}`), Outbox: []pipeline.Item{receipt}}, now)
+		_, err := s.RecordTurn(TurnRecord{ContextID: conv.ID, MessageID: "m1", Reply: json.RawMessage(`{}`), State: json.RawMessage(`{}`), Outbox: []pipeline.Item{receipt}}, now)
+		return err
 	}
 	for i := range 2 {
 		if err := turn(i); err != nil {

@@ -145,6 +145,13 @@ type TurnRecord struct {
 	ReceiptSHA256 string
 	ActionLog     []ActionLogEntry
 	Outbox        []pipeline.Item
+	// IdentityRefusal is the refusal of an account action asked under
+	// PACT §3 alone, with no delegation grant: it records no action and
+	// no grant, and a personal agent can cause as many as it sends
+	// requests. It is queued only while the identity refusals have room
+	// in the outbox (LimitIdentityRefusals); past it, or past the outbox's
+	// bound, the turn is kept without it.
+	IdentityRefusal *pipeline.Item
 }
 
 // RecordTurn keeps a turn whole or not at all, in one transaction at now:
@@ -153,9 +160,11 @@ type TurnRecord struct {
 // changed the record since (records.ErrChanged) keeps nothing, and so does
 // a turn whose grant was revoked or ended while it ran (ErrGrantEnded): a
 // revocation committed before the turn leaves no action and no receipt
-// after it.
-func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
-	err := s.update(func(tx *txn) error {
+// after it. Only r.IdentityRefusal may be left out, for want of room;
+// dropped reports that it was.
+func (s *Store) RecordTurn(r TurnRecord, now time.Time) (dropped bool, err error) {
+	err = s.update(func(tx *txn) error {
+		dropped = false
 		if r.Grant != "" {
 			var g oauth.Grant
 			found, err := get(tx.Tx, bGrants, []byte(r.Grant), &g)
@@ -193,6 +202,13 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 				return err
 			}
 		}
+		if r.IdentityRefusal != nil {
+			queued, err := tx.enqueueIdentityRefusal(*r.IdentityRefusal)
+			if err != nil {
+				return err
+			}
+			dropped = !queued
+		}
 		c, err := getConv(tx.Tx, r.ContextID)
 		if err != nil {
 			return err
@@ -207,9 +223,9 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) error {
 		return put(tx.Tx, bReplies, replyKey(c.ID, r.MessageID), storedReply{Started: now, Body: r.Reply})
 	})
 	if err != nil {
-		return fmt.Errorf("record turn %s in %s: %w", r.MessageID, r.ContextID, err)
+		return false, fmt.Errorf("record turn %s in %s: %w", r.MessageID, r.ContextID, err)
 	}
-	return nil
+	return dropped, nil
 }
 
 // StoredReply returns the reply kept for messageId msgID in context
