@@ -71,6 +71,18 @@ type Config struct {
 	// MaxOutboxBytes bounds the receipts and refusals waiting for the
 	// ledger (store.LimitOutbox); default 1 GiB.
 	MaxOutboxBytes int64
+	// RefusalLimit limits, per brand, the identity refusals queued for
+	// the ledger (refusals of account actions asked under PACT §3 alone,
+	// which record no action and no grant): past it the agent is answered
+	// as ever and the refusal is counted (RefusalsNotRecorded), not
+	// queued. Zero: no limit.
+	RefusalLimit Limit
+	// RefusalOutboxPercent is the part of MaxOutboxBytes, in percent, that
+	// identity refusals may hold (store.LimitIdentityRefusals): the rest
+	// stays for receipts, a User's denied consent and the other refusals,
+	// whatever number of identity refusals come. 1 to 100; default
+	// DefaultRefusalOutboxPercent.
+	RefusalOutboxPercent int
 	// PruneInterval is how often RunPruner prunes what has come due in the
 	// store (docs/design/040); default DefaultPruneInterval.
 	PruneInterval time.Duration
@@ -109,6 +121,10 @@ type (
 	Grant = oauth.Grant
 	// Revocations reads the revocation the ledger records for a grant.
 	Revocations = oauth.Revocations
+	// NotRecorded counts a brand's identity refusals answered but not
+	// queued for the ledger: over its Config.RefusalLimit (OverRate), or
+	// for want of room in the outbox (OverRoom).
+	NotRecorded = provider.NotRecorded
 	// SetAsideEntry is an outbox entry the ledger refused as invalid, or
 	// that cannot be read, kept for an operator.
 	SetAsideEntry = store.SetAsideEntry
@@ -179,6 +195,10 @@ func New(cfg Config) (*Provider, error) {
 		cfg.MaxOutboxBytes = DefaultMaxOutboxBytes
 	}
 	st.LimitOutbox(cfg.MaxOutboxBytes)
+	if cfg.RefusalOutboxPercent <= 0 || cfg.RefusalOutboxPercent > 100 {
+		cfg.RefusalOutboxPercent = DefaultRefusalOutboxPercent
+	}
+	st.LimitIdentityRefusals(percentOf(cfg.MaxOutboxBytes, cfg.RefusalOutboxPercent))
 	if err := checkOutboxBrands(st, cfg.Brands); err != nil {
 		st.Close()
 		return nil, err
@@ -189,6 +209,11 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// percentOf is pct percent of n, at least 1 (0 would mean no bound).
+func percentOf(n int64, pct int) int64 {
+	return max(1, n/100*int64(pct)+n%100*int64(pct)/100)
 }
 
 // checkOutboxBrands refuses a start whose brands no longer include one
@@ -253,7 +278,7 @@ func assemble(cfg Config, st *store.Store) (*Provider, error) {
 	}
 	srv, err := provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
 		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, RetiredKeyTTL: cfg.RetiredKeyTTL, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
-		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, PollInterval: cfg.PollInterval, Domains: cfg.Domains, Revocations: cfg.Revocations})
+		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, RefusalLimit: cfg.RefusalLimit, PollInterval: cfg.PollInterval, Domains: cfg.Domains, Revocations: cfg.Revocations})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
@@ -309,6 +334,15 @@ func (p *Provider) RetiredKeysHeld() int { return p.server.RetiredKeysHeld() }
 
 // DefaultMaxOutboxBytes is Config.MaxOutboxBytes's default.
 const DefaultMaxOutboxBytes = 1 << 30
+
+// DefaultRefusalOutboxPercent is Config.RefusalOutboxPercent's default.
+const DefaultRefusalOutboxPercent = 50
+
+// RefusalsNotRecorded counts, by brand id, the identity refusals answered
+// but not queued for the ledger since New; every brand is listed.
+func (p *Provider) RefusalsNotRecorded() map[string]NotRecorded {
+	return p.server.RefusalsNotRecorded()
+}
 
 // PipelineBytes is the size of what waits in the outbox for the ledger.
 func (p *Provider) PipelineBytes() int64 { return p.store.OutboxBytes() }

@@ -223,6 +223,9 @@ type Provider struct {
 	Domains map[string]string `yaml:"domains"`
 	// RateLimits per personal agent and per (personal agent, sub).
 	RateLimits RateLimits `yaml:"rateLimits"`
+	// RefusalLimit bounds, per brand, the refusals of account actions
+	// asked under PACT §3 alone that are put on record for the ledger.
+	RefusalLimit RefusalLimit `yaml:"refusalLimit"`
 	// OpenAgents accepts any personal agent whose issuer serves OIDC
 	// discovery with a JWKS, besides the registered ones (default false).
 	OpenAgents bool `yaml:"openAgents"`
@@ -269,6 +272,21 @@ type RateLimits struct {
 type RateLimit struct {
 	Rate  float64 `yaml:"rate"`
 	Burst int     `yaml:"burst"`
+}
+
+// RefusalLimit bounds the refusals of account actions asked under PACT
+// §3 alone (no delegation grant) that the Provider queues for the ledger:
+// they record no action and no grant, and personal agents cost nothing to
+// make, so a bound per agent does not bound them. Past it the agent is
+// answered as ever and the refusal is counted, not recorded.
+type RefusalLimit struct {
+	// Rate and Burst are a token bucket per brand: rate 0 means no limit.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// OutboxPercent is the part of outboxMaxBytes, 1 to 100, such
+	// refusals may hold; the rest stays for receipts, denied consents and
+	// the other refusals. 0: the default, 50.
+	OutboxPercent int `yaml:"outboxPercent"`
 }
 
 // On reports whether the Provider runs.
@@ -547,7 +565,7 @@ func Default() Config {
 		Provider: Provider{Listen: "127.0.0.1:8090", RateLimits: RateLimits{
 			PerAgent: RateLimit{Rate: 100, Burst: 200},
 			PerUser:  RateLimit{Rate: 5, Burst: 20},
-		}, RetiredKeyTTL: Duration(DefaultRetiredKeyTTL)},
+		}, RefusalLimit: RefusalLimit{Rate: 20, Burst: 200, OutboxPercent: 50}, RetiredKeyTTL: Duration(DefaultRetiredKeyTTL)},
 	}
 }
 
@@ -697,6 +715,12 @@ func (c *Config) Validate() error {
 		if l.Rate < 0 || l.Burst < 0 {
 			errs = append(errs, errors.New("provider.rateLimits: rate and burst must not be negative"))
 		}
+	}
+	if l := c.Provider.RefusalLimit; l.Rate < 0 || l.Burst < 0 {
+		errs = append(errs, errors.New("provider.refusalLimit: rate and burst must not be negative"))
+	}
+	if p := c.Provider.RefusalLimit.OutboxPercent; p < 0 || p > 100 {
+		errs = append(errs, fmt.Errorf("provider.refusalLimit.outboxPercent %d: 1 to 100 (0 for the default, 50)", p))
 	}
 	if _, err := c.Console.Proxies(); err != nil {
 		errs = append(errs, err)

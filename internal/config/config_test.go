@@ -104,6 +104,8 @@ func TestValidateRejects(t *testing.T) {
 		{"provider retired key period under a token's life", "provider: {retiredKeyTTL: 30m}\n", "provider.retiredKeyTTL"},
 		{"provider prune interval under a second", "provider: {pruneInterval: 10ms}\n", "provider.pruneInterval"},
 		{"negative provider prune interval", "provider: {pruneInterval: -1m}\n", "provider.pruneInterval"},
+		{"negative provider refusal limit", "provider: {refusalLimit: {rate: -1}}\n", "provider.refusalLimit"},
+		{"provider refusals' share of the outbox over 100", "provider: {refusalLimit: {outboxPercent: 101}}\n", "provider.refusalLimit.outboxPercent"},
 		{"bad access log retention", "accessLog: {retention: forever}\n", "accessLog.retention"},
 		{"negative verifier cache", "verifier: {cacheSize: -1}\n", "verifier.cacheSize"},
 		{"huge verifier cache", "verifier: {cacheSize: 1000001}\n", "verifier.cacheSize"},

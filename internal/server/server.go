@@ -187,6 +187,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineSetAside())
 	}))
+	reg.MustRegister(newRefusalsNotRecorded(func() *pact.Provider { return s.provider }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_retired_keys_held", Help: "The Provider's retired signing keys still published past provider.retiredKeyTTL because receipts, refusals or revocations they signed wait for the ledger or are set aside (alert on any: the ERROR log names the kid and what to do)."}, func() float64 {
 		if s.provider == nil {
 			return 0
@@ -688,14 +689,16 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	}
 	rl := cfg.Provider.RateLimits
 	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: providerStorePath(cfg), Logger: log,
-		AgentNames:     agentNames(cfg),
-		Domains:        cfg.Provider.Domains,
-		PollInterval:   time.Duration(cfg.Provider.DevicePollInterval),
-		MaxOutboxBytes: cfg.Provider.OutboxMaxBytes,
-		RetiredKeyTTL:  time.Duration(cfg.Provider.RetiredKeyTTL),
-		PruneInterval:  time.Duration(cfg.Provider.PruneInterval),
-		PerAgent:       pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
-		PerUser:        pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
+		AgentNames:           agentNames(cfg),
+		Domains:              cfg.Provider.Domains,
+		PollInterval:         time.Duration(cfg.Provider.DevicePollInterval),
+		MaxOutboxBytes:       cfg.Provider.OutboxMaxBytes,
+		RetiredKeyTTL:        time.Duration(cfg.Provider.RetiredKeyTTL),
+		PruneInterval:        time.Duration(cfg.Provider.PruneInterval),
+		PerAgent:             pact.Limit{Rate: rl.PerAgent.Rate, Burst: rl.PerAgent.Burst},
+		PerUser:              pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
+		RefusalLimit:         pact.Limit{Rate: cfg.Provider.RefusalLimit.Rate, Burst: cfg.Provider.RefusalLimit.Burst},
+		RefusalOutboxPercent: cfg.Provider.RefusalLimit.OutboxPercent,
 		// The revocations an admin recorded in the row store, through any
 		// replica (ledgerctl revoke): a read of the store, the ledger
 		// being built before the Provider serves. A writer's revocation

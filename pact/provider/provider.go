@@ -60,6 +60,13 @@ type Config struct {
 	// PerAgent limits each personal agent; PerUser each (agent, sub).
 	// Over the limit: 429 with Retry-After (PACT §6). Zero: no limit.
 	PerAgent, PerUser Limit
+	// RefusalLimit limits, per brand, the identity refusals queued for
+	// the ledger: the refusals of account actions asked under PACT §3
+	// alone, which record no action and no grant. Past it the personal
+	// agent is answered as ever (in chat, or with a step-up) and the
+	// refusal is not queued but counted (RefusalsNotRecorded) and logged
+	// at warn level, at most once a minute per brand. Zero: no limit.
+	RefusalLimit Limit
 	// PollInterval is the least time between token polls of a device
 	// authorization (RFC 8628 §3.5); default 5 s, at least 1 s.
 	PollInterval time.Duration
@@ -82,6 +89,7 @@ type Server struct {
 	locks turnLocks
 
 	perAgent, perUser *limiter
+	refusals          *refusalCap
 }
 
 // InterfaceURL is a brand's A2A interface URL at the Provider's baseURL.
@@ -124,8 +132,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, key: key, locks: turnLocks{held: map[string]*convLock{}},
-		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser)}, nil
+		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), refusals: newRefusalCap(cfg.Brands, cfg.RefusalLimit, cfg.Logger)}, nil
 }
+
+// RefusalsNotRecorded counts, by brand id, the identity refusals answered
+// but not queued for the ledger since New (Config.RefusalLimit). Every
+// configured brand is listed.
+func (s *Server) RefusalsNotRecorded() map[string]NotRecorded { return s.refusals.counts() }
 
 // InterfaceURL is a brand's A2A interface URL.
 func (s *Server) InterfaceURL(brandID string) string { return InterfaceURL(s.cfg.BaseURL, brandID) }

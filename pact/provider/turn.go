@@ -132,8 +132,18 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			rec.Grant = del.GrantID
 			err = s.ledgerRevokedID(ctx, del.GrantID)
 		}
+		if rec.IdentityRefusal != nil && !s.refusals.allow(b.ID, now) {
+			// Agents and their Users cost nothing to make: the brand's
+			// bound is what keeps these refusals from filling the
+			// outbox. The agent is answered as ever.
+			rec.IdentityRefusal = nil
+			s.refusals.dropped(ctx, b.ID, true, now)
+		}
 		if err == nil {
-			_, err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC())
+			var dropped bool
+			if dropped, err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC()); err == nil && dropped {
+				s.refusals.dropped(ctx, b.ID, false, now)
+			}
 		}
 	}
 	if errors.Is(err, store.ErrGrantEnded) {
@@ -329,8 +339,9 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 			case rep.Refused == nil:
 			case del == nil:
 				// Asked under PACT §3 alone: nothing ran; on record as a
-				// refusal, as in chat.
-				rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, "asked without a delegation grant: answered with a step-up task for "+strings.Join(scopes, " "), now))
+				// refusal, as in chat, within the brand's bound.
+				it := s.refusal(rq, rep.Refused, "asked without a delegation grant: answered with a step-up task for "+strings.Join(scopes, " "), now)
+				rec.IdentityRefusal = &it
 			default:
 				// Asked beyond the grant's scopes: nothing ran, and no
 				// receipt is signed for it; on record as a refusal of the
@@ -347,12 +358,14 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 	text := rep.Text
 	out := &a2a.Message{MessageID: newID(), ContextID: ctxID, Role: "ROLE_AGENT", Parts: []a2a.Part{{Text: &text}}}
 	if del == nil && rep.Refused != nil {
-		// An account action asked under PACT §3 alone: refused, and on record.
+		// An account action asked under PACT §3 alone: refused, and on
+		// record within the brand's bound.
 		reason := "asked without a delegation grant: refused in chat, the User was told to sign in and approve"
 		if !b.Grantable(rep.Refused.Tool) {
 			reason = "asked without a delegation grant: refused in chat; no grant at this Brand allows it"
 		}
-		rec.Outbox = append(rec.Outbox, s.refusal(rq, rep.Refused, reason, now))
+		it := s.refusal(rq, rep.Refused, reason, now)
+		rec.IdentityRefusal = &it
 	}
 	if del != nil {
 		if err := s.receipt(rq, out, rep, now, &rec); err != nil {

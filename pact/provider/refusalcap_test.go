@@ -1,0 +1,121 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/pact/brand"
+)
+
+// answer is what the personal agent sees of a reply: the chat text, or
+// the step-up task's state, message and missing scopes (the task and
+// context ids and the sign-in link are new each time).
+func answer(t *testing.T, out map[string]any) string {
+	t.Helper()
+	if task, _ := out["task"].(map[string]any); task != nil {
+		st := task["status"].(map[string]any)
+		missing, _ := json.Marshal(task["metadata"].(map[string]any)["pact.missingScopes"])
+		return fmt.Sprintf("task %v %v %s", st["state"], st["message"].(map[string]any)["parts"], missing)
+	}
+	return "message " + text(t, out)
+}
+
+// warnings are the warnings logged that identity refusals were not
+// recorded, as their attributes.
+func warnings(t *testing.T, logs *syncbuf.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && strings.Contains(fmt.Sprint(m["msg"]), "not put on record for the ledger") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Past its brand's RefusalLimit, an account action asked under PACT §3
+// alone gets the answer it always gets (in chat, or a step-up task) and
+// no refusal is queued for the ledger: it is counted, and a warning says
+// how many, at most once a minute per brand. A refusal under a grant is
+// not limited.
+func TestIdentityRefusalsPastTheBrandsLimitAreCounted(t *testing.T) {
+	for _, policy := range []string{"chat", "stepUp"} {
+		t.Run(policy, func(t *testing.T) {
+			y := strings.NewReplacer("id: acme", "id: shop", "withoutToken: chat", "withoutToken: "+policy).Replace(builtinBrand(t, "acme.yaml"))
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(y), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			brands, err := brand.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newOAuthEnvWith(t, brands)
+			logs := &syncbuf.Buffer{}
+			e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+			e.cfg.RefusalLimit = Limit{Rate: 0.1, Burst: 2}
+			e.restart()
+
+			var answers []string
+			ask := func(id string) {
+				t.Helper()
+				code, out, _ := e.send("", "", id, "please cancel order A-5531")
+				if code != 200 {
+					t.Fatalf("%s: %d %v", id, code, out)
+				}
+				answers = append(answers, answer(t, out))
+			}
+			for i := range 5 {
+				ask(fmt.Sprint("m", i))
+			}
+			for i, a := range answers {
+				if a != answers[0] {
+					t.Fatalf("answer %d past the limit:\n%s\nwant, as the first:\n%s", i, a, answers[0])
+				}
+			}
+			if got := len(e.refusals()); got != 2 {
+				t.Fatalf("%d refusals queued, want the burst's 2", got)
+			}
+			if got, want := e.p.RefusalsNotRecorded(), map[string]NotRecorded{"shop": {OverRate: 3}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("not recorded: %+v, want %+v", got, want)
+			}
+			w := warnings(t, logs)
+			if len(w) != 1 || w[0]["level"] != "WARN" || w[0]["brand"] != "shop" || w[0]["not_recorded"] != float64(1) {
+				t.Fatalf("warnings %v, want one for the first not recorded", w)
+			}
+
+			// A minute on: the bucket is full again, and the next one not
+			// recorded is warned of with the two before it.
+			e.advance(time.Minute)
+			for i := range 3 {
+				ask(fmt.Sprint("n", i))
+			}
+			if got := len(e.refusals()); got != 4 {
+				t.Fatalf("%d refusals queued, want 4", got)
+			}
+			w = warnings(t, logs)
+			if len(w) != 2 || w[1]["not_recorded"] != float64(3) || w[1]["not_recorded_over_rate_total"] != float64(4) {
+				t.Fatalf("warnings %v, want a second for 3", w)
+			}
+
+			// Under a grant that lacks the scope: the grant's User's
+			// refusal, on record whatever the limit.
+			read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
+			if code, out, _ := e.send(read, "", "g1", "please cancel order A-5531"); code != 200 || out["task"] == nil {
+				t.Fatalf("a step-up under a grant: %d %v", code, out)
+			}
+			if got := len(e.refusals()); got != 5 {
+				t.Fatalf("%d refusals queued, want the grant's too", got)
+			}
+		})
+	}
+}
