@@ -105,19 +105,7 @@ func editedLedger(t *testing.T, targets []string, edit func(rows []*ledger.Row) 
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range edit(rows) {
-		if err := db.Update(e); err != nil {
-			db.Close()
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	editFile(t, filepath.Join(dir, "l.db"), edit(rows))
 	l, store = open()
 	t.Cleanup(func() { store.Close() })
 	return l, rows
@@ -240,5 +228,24 @@ func TestARowMarkedAsKeepingNoEvidenceIsDrilled(t *testing.T) {
 	}
 	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "not kept") {
 		t.Errorf("receipt_row: %+v; want the row's mark found", p)
+	}
+}
+
+// editFile applies edits to the closed bbolt file at path, as an operator
+// who holds it can.
+func editFile(t *testing.T, path string, edits []func(*bbolt.Tx) error) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edits {
+		if err := db.Update(e); err != nil {
+			db.Close()
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	bbolt "go.etcd.io/bbolt"
@@ -104,19 +103,7 @@ func poolLedger(t *testing.T, specs []pacttest.Spec, edit func(rows []*ledger.Ro
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range edit(rows) {
-		if err := db.Update(e); err != nil {
-			db.Close()
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	editFile(t, filepath.Join(dir, "l.db"), edit(rows))
 	l, store = open()
 	t.Cleanup(func() { store.Close() })
 	return l, rows

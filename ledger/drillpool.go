@@ -227,11 +227,7 @@ func (l *Ledger) CheckDrillPool(ctx context.Context, n int, rnd func(int) int) (
 			}
 		}
 		c.Read = len(rows)
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		pooled, err := tx.DrillPoolMembers(ids)
+		pooled, err := poolMembers(tx, rows)
 		if err != nil {
 			return err
 		}
@@ -257,4 +253,14 @@ func (l *Ledger) CheckDrillPool(ctx context.Context, n int, rnd func(int) int) (
 		return nil, err
 	}
 	return c, nil
+}
+
+// poolMembers returns the position in the drill pool of each of rows the
+// pool holds, by row id.
+func poolMembers(tx Tx, rows []*Row) (map[string]uint64, error) {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return tx.DrillPoolMembers(ids)
 }

@@ -93,11 +93,7 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return err
 		}
 		page.Next = next
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		pooled, err := tx.DrillPoolMembers(ids)
+		pooled, err := poolMembers(tx, rows)
 		if err != nil {
 			return err
 		}
