@@ -145,14 +145,7 @@ func TestAuditFindsARowComparedFromTheTilesLoggedAgainAfterTheAuditedTree(t *tes
 		t.Fatalf("the row's proof is still of leaf %d", first)
 	}
 	want := "row " + later + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": a row is logged once"
-	s := f.split(t)
-	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
-	for _, all := range []bool{false, true} {
-		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
-		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
-			t.Fatalf("audit (--all %v) of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
-		}
-	}
+	f.auditAgainstFinds(t, kept, key, before, want)
 }
 
 // The server's answer for a row compared with its leaf as read from the
@@ -247,14 +240,7 @@ func TestAuditFindsADisputeEventLoggedAgainAfterTheAuditedTree(t *testing.T) {
 
 	// The audited tree holds the event's first leaf only; the server
 	// proves the event under a later checkpoint, at its second leaf.
-	s := f.split(t)
-	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
-	for _, all := range []bool{false, true} {
-		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
-		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
-			t.Fatalf("audit (--all %v) of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
-		}
-	}
+	f.auditAgainstFinds(t, kept, key, before, want)
 }
 
 // The server's answer for an event whose leaf the audited tree holds
@@ -341,12 +327,21 @@ func TestAuditFindsAnIncidentClosedAgainAfterTheAuditedTree(t *testing.T) {
 		t.Fatalf("the closure's proof is still of leaf %d", first)
 	}
 	want := "the closure of incident " + id + " has two leaves, " + itoa(first) + " and " + itoa(second) + ": an incident is closed once"
+	f.auditAgainstFinds(t, kept, key, before, want)
+}
+
+// auditAgainstFinds runs the audit from kept, with and without --all,
+// against a server whose latest checkpoint is before (the audited tree
+// holds a ref's first leaf only, while the server proves it at a second),
+// and fails t unless each run finds want.
+func (f *fixture) auditAgainstFinds(t *testing.T, kept, key string, before *ledgerv1.GetCheckpointResponse, want string) {
+	t.Helper()
 	s := f.split(t)
 	s.checkpoint = func(context.Context) (*ledgerv1.GetCheckpointResponse, error) { return before, nil }
 	for _, all := range []bool{false, true} {
 		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
 		if code != exitCheckFailed || !strings.Contains(out, "MISMATCH "+want) {
-			t.Fatalf("audit (--all %v) of a tree holding the first closure leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+			t.Fatalf("audit (--all %v) of a tree holding the first leaf only: exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
 		}
 	}
 }
