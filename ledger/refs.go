@@ -91,6 +91,12 @@ func releaseEvidence(tx Tx, id string, loc Location) ([]Location, error) {
 	if loc.Length == 0 {
 		return []Location{loc}, nil
 	}
+	return leaveSegment(tx, loc)
+}
+
+// leaveSegment counts one member fewer in the segment loc is part of and
+// returns the segment's whole object when no member is left.
+func leaveSegment(tx Tx, loc Location) ([]Location, error) {
 	n, err := tx.Count(RefSegment, loc.Key, -1)
 	if err != nil {
 		return nil, fmt.Errorf("count members of segment %s: %w", loc.Key, err)
@@ -133,7 +139,10 @@ func RecordUpload(tx Tx, e OutboxEntry, loc Location) error {
 
 // RecordUploads is RecordUpload for each entry of es, held at the location
 // of the same index in locs, with the members each segment gained counted
-// once per segment.
+// once per segment. An extension that left a row's bundle in an object of
+// its own, copied out of the segment it was packed in (see
+// Ledger.UploadRound), records that object and counts one member fewer in
+// the segment, whose deletion is queued when it was the last.
 func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 	if len(es) != len(locs) {
 		return fmt.Errorf("%d uploads with %d locations", len(es), len(locs))
@@ -194,6 +203,19 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 				continue
 			case err != nil:
 				return err
+			case cur.Length > 0 && e.Op == OpExtend && loc.Length == 0 && loc.Key == e.Key:
+				// The extension copied a row's bundle out of its segment
+				// into an object of its own (see operate): the segment
+				// has one member fewer, and goes with its last.
+				gone, err := leaveSegment(tx, cur)
+				if err != nil {
+					return err
+				}
+				for _, g := range gone {
+					if err := tx.QueueDeletion(g); err != nil {
+						return fmt.Errorf("queue %s for deletion: %w", g.Key, err)
+					}
+				}
 			case cur.Key != loc.Key || cur.VersionID != loc.VersionID:
 				continue
 			}

@@ -225,9 +225,11 @@ func (l *Ledger) extendHeld(ctx context.Context, heldTo map[string]time.Time) er
 
 // extendRow moves row r's retain-until to until, and its write-once
 // objects' with it (its evidence and the JWKS snapshots it names), when
-// until is later: retention is only ever extended. A row without a
-// retain-until (an open incident's own row, held until the close) is
-// left as it is.
+// until is later: retention is only ever extended. Evidence packed in a
+// segment is copied into an object of its own rather than extending the
+// segment, which holds other rows' bundles due at its date (see
+// Ledger.copyOut). A row without a retain-until (an open incident's own
+// row, held until the close) is left as it is.
 func extendRow(tx Tx, r *Row, until, now time.Time) error {
 	if r.RetainUntil.IsZero() || !until.After(r.RetainUntil) {
 		return nil

@@ -231,7 +231,9 @@ type failure struct {
 // bytes under its key. Any other failure of an entry counts as an attempt
 // when another upload of the same round succeeded; DefaultMaxAttempts
 // consecutive attempts move it aside too. Operations on one object keep their order; one failing never
-// holds back the others.
+// holds back the others. An extension of a row's bundle packed in a
+// segment puts the bundle as an object of its own instead of extending
+// the segment (copyOut).
 func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, error) {
 	return l.uploadRound(ctx, UploaderConfig{Batch: batch, Workers: workers}.withDefaults())
 }
@@ -944,6 +946,8 @@ func (l *Ledger) logDead(ctx context.Context, f failure, attempts int) {
 // objects, in outbox order for each object. It returns the operations done
 // with the location each leaves its object in, and the failed ones; an
 // operation after a failed one on the same object waits for the next round.
+// An extension of a row's bundle packed in a segment, past the segment's
+// retain-until, does not extend the segment: see copyOut.
 func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[uint64]Location) ([]OutboxEntry, []Location, []failure) {
 	var done []OutboxEntry
 	var doneLocs []Location
@@ -965,7 +969,9 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 				loc.LegalHold = e.Op == OpHold
 			}
 		case OpExtend:
-			if err = l.objects.ExtendRetention(ctx, loc, e.RetainUntil); err == nil && e.RetainUntil.After(loc.RetainUntil) {
+			if loc.Length > 0 && e.RetainUntil.After(loc.RetainUntil) {
+				loc, err = l.copyOut(ctx, e, loc)
+			} else if err = l.objects.ExtendRetention(ctx, loc, e.RetainUntil); err == nil && e.RetainUntil.After(loc.RetainUntil) {
 				loc.RetainUntil = e.RetainUntil
 			}
 		}
@@ -984,6 +990,37 @@ func (l *Ledger) operate(ctx context.Context, entries []OutboxEntry, locs map[ui
 		doneLocs = append(doneLocs, loc)
 	}
 	return done, doneLocs, failed
+}
+
+// copyOut puts the bundle at from, a row's part of a segment, as an object
+// of its own under e's key (EvidenceKey), retained until e.RetainUntil,
+// and returns its location. The segment holds other rows' bundles, due
+// the day it is retained until: extending it would keep them in
+// write-once storage as long as this row (an incident's hold, a dispute),
+// where they must go at their own dates. The segment is left as it is,
+// and RecordUploads counts the row out of it once the copy is recorded.
+// The put is create-only and the same bytes put again are success, so a
+// copy whose recording was lost is put again and found.
+func (l *Ledger) copyOut(ctx context.Context, e OutboxEntry, from Location) (Location, error) {
+	body, err := l.readObject(ctx, from)
+	if err != nil {
+		return from, fmt.Errorf("read the bundle in segment %s: %w", from.Key, err)
+	}
+	retain := e.RetainUntil
+	if now := l.cfg.Now(); retain.Before(now.Add(5 * time.Second)) {
+		retain = now.Add(MinRetention)
+	}
+	loc, err := l.objects.Put(ctx, e.Key, body, retain)
+	if errors.Is(err, ErrNotFound) {
+		// A store that lost track of what it just refused: worth
+		// retrying, as for any put.
+		err = errors.New(err.Error())
+	}
+	if err != nil {
+		return from, fmt.Errorf("copy the bundle out of segment %s: %w", from.Key, err)
+	}
+	loc.Uploaded = true
+	return loc, nil
 }
 
 // claimRanOut marks err as errClaimRanOut when the round's claim ran out
