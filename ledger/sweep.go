@@ -95,6 +95,11 @@ func (l *Ledger) SweepPreview(ctx context.Context, at time.Time) (*SweepResult, 
 
 func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepResult, error) {
 	res := &SweepResult{At: now, DryRun: dryRun}
+	period := l.cfg.Policy.Periods[retention.Incident]
+	// The incidents are read once, by the first page with due rows; each
+	// later read, the deleting transactions' among them, takes only what
+	// is new since.
+	held := &incidentsRead{}
 	pos := ""
 	for {
 		var (
@@ -105,10 +110,10 @@ func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepR
 		)
 		err := l.store.View(ctx, func(tx Tx) error {
 			var err error
-			if due, next, err = tx.Expired(now, pos, sweepPage); err != nil {
+			if due, next, err = tx.Expired(now, pos, sweepPage); err != nil || len(due) == 0 {
 				return err
 			}
-			keepWhy, heldTo, err = keepReasons(tx, due, now, l.cfg.Policy.Periods[retention.Incident])
+			keepWhy, heldTo, err = keepReasons(tx, due, now, period, held)
 			return err
 		})
 		if err != nil {
@@ -133,7 +138,7 @@ func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepR
 				if err := holdGrants(tx, goes); err != nil {
 					return err
 				}
-				again, againHeld, err := keepReasons(tx, goes, now, l.cfg.Policy.Periods[retention.Incident])
+				again, againHeld, err := keepReasons(tx, goes, now, period, held)
 				if err != nil {
 					return err
 				}
@@ -261,13 +266,15 @@ var sweepHook func()
 // empty reason: it goes): swept or changed since, retention extended, its
 // dispute open, an incident holding its agent platform's day or its grant (see
 // incidentHolds; closed incidents hold for period after the close),
-// evidence still in the outbox, or evidence under legal hold.
+// evidence still in the outbox, or evidence under legal hold. held is
+// what the sweep has read of the incidents so far; keepReasons reads in
+// tx the incidents held does not have yet, and adds them.
 //
 // It also returns, for each row an incident or its open dispute holds,
 // until when the hold lasts: for an incident the latest close plus the
 // incident period, or, while an incident or the dispute is open, at
 // least now plus that period (see extendHeld).
-func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map[string]string, map[string]time.Time, error) {
+func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period, held *incidentsRead) (map[string]string, map[string]time.Time, error) {
 	// The rows before the incidents (in a write transaction, locked where
 	// the store locks what a write reads): a writer that read one of them
 	// (a duplicate naming it) has ended before the incidents are read, and
@@ -278,8 +285,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period) (map
 	for i, r := range due {
 		curs[i], errs[i] = tx.Row(r.ID)
 	}
-	held, err := incidentHoldsAt(tx, now, period)
-	if err != nil {
+	if err := held.read(tx, now, period); err != nil {
 		return nil, nil, err
 	}
 	why := make(map[string]string, len(due))
@@ -427,39 +433,171 @@ func (h holdUntil) add(open bool, until time.Time) holdUntil {
 	return h
 }
 
-// incidentHoldsAt returns what the incidents hold at now: the open ones,
-// and the closed ones whose close plus period has not passed yet.
-func incidentHoldsAt(tx Tx, now time.Time, period retention.Period) (incidentHolds, error) {
-	held := incidentHolds{days: map[string]holdUntil{}, grants: map[string]holdUntil{}}
-	token := ""
-	for {
-		incs, next, err := incidentPage(tx, 1000, token)
+// incidentsRead is what a sweep has read of the incidents: what those it
+// read hold at its time, the highest incident number it read (top), and
+// the numbers below top it did not find (gaps). Incidents are never
+// deleted, an incident's row and day and grant never change, and one
+// closed while the sweep runs holds on for the incident period past its
+// close, so nothing read stops holding during a sweep; only incidents it
+// has not read can add to what is held. A read after the first takes
+// only the numbers above top and in the gaps: the bbolt store gives
+// numbers in the order its transactions commit, but PostgreSQL's sequence
+// gives them in the order they are asked for, so an incident numbered
+// below one already read may commit after the sweep's read, and a number
+// taken by a transaction that rolled back stays a gap for good.
+type incidentsRead struct {
+	incidentHolds
+	done bool
+	top  uint64
+	gaps []seqSpan
+}
+
+// seqSpan is the incident numbers lo to hi.
+type seqSpan struct{ lo, hi uint64 }
+
+// read reads in tx the incidents h has not read: every one the first
+// time, then those numbered above h.top or in h.gaps, and adds what they
+// hold at now.
+func (h *incidentsRead) read(tx Tx, now time.Time, period retention.Period) error {
+	if !h.done {
+		return h.readAll(tx, now, period)
+	}
+	var gaps []seqSpan
+	for _, g := range h.gaps {
+		found, err := incidentsIn(tx, g.lo, g.hi)
 		if err != nil {
-			return held, err
+			return err
+		}
+		if err := h.add(tx, found, now, period); err != nil {
+			return err
+		}
+		gaps = append(gaps, spansLeft(g.lo, g.hi, found)...)
+	}
+	found, err := incidentsIn(tx, h.top+1, 0)
+	if err != nil {
+		return err
+	}
+	if err := h.add(tx, found, now, period); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		top, _ := IncidentSeq(found[0].ID)
+		gaps = append(gaps, spansLeft(h.top+1, top, found)...)
+		h.top = top
+	}
+	h.gaps = gaps
+	return nil
+}
+
+// readAll reads every incident, newest first, noting the gaps.
+func (h *incidentsRead) readAll(tx Tx, now time.Time, period retention.Period) error {
+	const page = 1000
+	h.incidentHolds = incidentHolds{days: map[string]holdUntil{}, grants: map[string]holdUntil{}}
+	h.top, h.gaps = 0, nil
+	var last uint64 // the number read last; 0 before the first
+	for {
+		incs, err := tx.Incidents(page, last)
+		if err != nil {
+			return err
 		}
 		for _, inc := range incs {
-			var until time.Time
-			if !inc.Open() {
-				if until = period.After(inc.ClosedAt); !until.After(now) {
-					continue
-				}
-			}
-			// The row is kept at least as long as it holds (CloseIncident).
-			r, err := tx.Row(inc.RowID)
+			seq, err := IncidentSeq(inc.ID)
 			if err != nil {
+				return err
+			}
+			if last == 0 {
+				h.top = seq
+			} else if seq+1 < last {
+				h.gaps = append(h.gaps, seqSpan{seq + 1, last - 1})
+			}
+			last = seq
+		}
+		if err := h.add(tx, incs, now, period); err != nil {
+			return err
+		}
+		if len(incs) < page {
+			break
+		}
+	}
+	if last > 1 {
+		h.gaps = append(h.gaps, seqSpan{1, last - 1})
+	}
+	h.done = true
+	return nil
+}
+
+// add adds what incs hold at now: the open ones, and the closed ones
+// whose close plus period has not passed yet.
+func (h *incidentsRead) add(tx Tx, incs []*IncidentRecord, now time.Time, period retention.Period) error {
+	for _, inc := range incs {
+		var until time.Time
+		if !inc.Open() {
+			if until = period.After(inc.ClosedAt); !until.After(now) {
 				continue
 			}
-			day := inc.Agent + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
-			held.days[day] = held.days[day].add(inc.Open(), until)
-			if r.GrantID != "" {
-				held.grants[r.GrantID] = held.grants[r.GrantID].add(inc.Open(), until)
-			}
 		}
-		if next == "" {
-			return held, nil
+		// The row is kept at least as long as it holds (CloseIncident).
+		r, err := tx.Row(inc.RowID)
+		if errors.Is(err, ErrNotFound) {
+			continue
 		}
-		token = next
+		if err != nil {
+			return fmt.Errorf("the row of incident %s: %w", inc.ID, err)
+		}
+		day := inc.Agent + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
+		h.days[day] = h.days[day].add(inc.Open(), until)
+		if r.GrantID != "" {
+			h.grants[r.GrantID] = h.grants[r.GrantID].add(inc.Open(), until)
+		}
 	}
+	return nil
+}
+
+// incidentsIn reads the incidents numbered lo to hi (hi 0: no bound),
+// newest first. It asks for one first: there is seldom any.
+func incidentsIn(tx Tx, lo, hi uint64) ([]*IncidentRecord, error) {
+	var out []*IncidentRecord
+	before := hi + 1
+	if hi == 0 {
+		before = 0 // from the newest
+	}
+	for n := 1; ; n = 100 {
+		incs, err := tx.Incidents(n, before)
+		if err != nil {
+			return nil, err
+		}
+		for _, inc := range incs {
+			seq, err := IncidentSeq(inc.ID)
+			if err != nil {
+				return nil, err
+			}
+			if seq < lo {
+				return out, nil
+			}
+			out = append(out, inc)
+			before = seq
+		}
+		if len(incs) < n {
+			return out, nil
+		}
+	}
+}
+
+// spansLeft returns the spans of lo to hi that found, incidents numbered
+// within it, newest first, leave.
+func spansLeft(lo, hi uint64, found []*IncidentRecord) []seqSpan {
+	var out []seqSpan
+	for _, inc := range found {
+		seq, _ := IncidentSeq(inc.ID)
+		if seq < hi {
+			out = append(out, seqSpan{seq + 1, hi})
+		}
+		hi = seq - 1
+	}
+	if lo <= hi {
+		out = append(out, seqSpan{lo, hi})
+	}
+	return out
 }
 
 func appendCapped(list []SweepItem, item SweepItem, res *SweepResult) []SweepItem {

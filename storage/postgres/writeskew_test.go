@@ -9,7 +9,9 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,6 +70,28 @@ func (t afterIncidents) Incidents(n int, before uint64) ([]*ledger.IncidentRecor
 	out, err := t.Tx.Incidents(n, before)
 	t.p.hit()
 	return out, err
+}
+
+type afterIncidentSeq struct {
+	ledger.Tx
+	p *pause
+}
+
+func (t afterIncidentSeq) NextIncidentSeq() (uint64, error) {
+	n, err := t.Tx.NextIncidentSeq()
+	t.p.hit()
+	return n, err
+}
+
+type afterRow struct {
+	ledger.Tx
+	p *pause
+}
+
+func (t afterRow) Row(id string) (*ledger.Row, error) {
+	r, err := t.Tx.Row(id)
+	t.p.hit()
+	return r, err
 }
 
 type afterRevocation struct {
@@ -261,6 +285,94 @@ func TestSweepAndAnIncidentOnItsRowAtOnce(t *testing.T) {
 				t.Logf("X swept: %v; the post read X: %v (%s)", swept, readX, y.Status)
 			}
 		})
+	}
+}
+
+// TestSweepSeesAnIncidentCommittedAfterALaterNumberedOne: incident
+// numbers come from a sequence, in the order writes ask for them, not
+// the order they commit. Replica B records an incident on row X's agent
+// platform and day and is held after taking its number (INC-1); replica
+// C records an incident of another day (INC-2), which commits. Replica
+// A's sweep reads the incidents (INC-2 alone) and decides X goes, and is
+// held in its deleting transaction; B commits. The deleting transaction
+// must find INC-1, numbered below the highest the sweep read, and keep X.
+func TestSweepSeesAnIncidentCommittedAfterALaterNumberedOne(t *testing.T) {
+	w := newWorld(t)
+	a, b, c := w.replica(t, "sweeper"), w.replica(t, "writer-b"), w.replica(t, "writer-c")
+	x, _, err := c.l.AppendReceipt(t.Context(), input(w.sc.Mint(pacttest.Spec{Target: "X-1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storetest.DrainOutbox(t.Context(), c.l); err != nil {
+		t.Fatal(err)
+	}
+	// Two revoked grants: a write under a revoked grant holds the grant
+	// until it commits.
+	for _, g := range []string{"a2agrant_REVOKED_B", "a2agrant_REVOKED_C"} {
+		if _, err := c.l.RevokeGrant(t.Context(), g, time.Unix(0, 0), "", "writer-key", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.set(x.RetainUntil.Add(24 * time.Hour))
+	incidentOn := func(r *clockReplica, target string, at time.Time) (*ledger.Row, error) {
+		grant := "a2agrant_REVOKED_C"
+		if r == b {
+			grant = "a2agrant_REVOKED_B"
+		}
+		row, _, err := r.l.AppendReceipt(t.Context(), input(w.sc.Mint(pacttest.Spec{GrantID: grant, Target: target, At: at})))
+		if err == nil && row.Status != ledger.Incident {
+			err = fmt.Errorf("row %s is %s, want INCIDENT", target, row.Status)
+		}
+		return row, err
+	}
+
+	pb := newPause()
+	b.store.pauseWith(func(tx ledger.Tx) ledger.Tx { return afterIncidentSeq{tx, pb} })
+	var early *ledger.Row
+	bDone := make(chan error, 1)
+	go func() {
+		var err error
+		early, err = incidentOn(b, "EARLY-1", x.IssuedAt.Add(time.Hour))
+		bDone <- err
+	}()
+	<-pb.reached
+	later, err := incidentOn(c, "LATER-1", x.IssuedAt.AddDate(0, 0, -3))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pa := newPause()
+	a.store.pauseWith(func(tx ledger.Tx) ledger.Tx { return afterRow{tx, pa} })
+	var res *ledger.SweepResult
+	aDone := make(chan error, 1)
+	go func() {
+		var err error
+		res, err = a.l.Sweep(t.Context(), false)
+		aDone <- err
+	}()
+	select {
+	case <-pa.reached:
+	case err := <-aDone:
+		t.Fatalf("the sweep ended before its deleting transaction: %v (%+v)", err, res)
+	}
+	close(pb.release)
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	close(pa.release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if early.IncidentID != "INC-1" || later.IncidentID != "INC-2" {
+		t.Fatalf("incidents %s and %s, want INC-1 on X's day and INC-2", early.IncidentID, later.IncidentID)
+	}
+	for _, s := range res.Swept {
+		if s.RowID == x.ID {
+			t.Fatal("X was swept while INC-1, committed before the sweep's deleting transaction read the incidents, holds its agent platform and day")
+		}
+	}
+	if len(res.Kept) != 1 || res.Kept[0].RowID != x.ID || !strings.Contains(res.Kept[0].Kept, "agent platform") {
+		t.Fatalf("kept %+v, want X, for the open incident on its day", res.Kept)
 	}
 }
 
