@@ -80,8 +80,9 @@ var maxReported, sweepPage = 1000, 500
 // row under legal hold, in an open incident, nor one whose evidence has
 // not reached write-once storage yet; nor, while an incident is open and
 // until its close plus the incident period, a row of the same agent
-// platform's day as the incident's row or recorded under its grant
-// (playbook step 5). With dryRun it only reports.
+// platform's day as the incident's row or, when its receipt's signature
+// passed, recorded under its grant (playbook step 5). With dryRun it only
+// reports.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	return l.sweep(ctx, l.cfg.Now().UTC(), dryRun)
 }
@@ -317,7 +318,7 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period, held
 		case held.days[agentDay(r)].holds():
 			why[r.ID] = held.days[agentDay(r)].why("the agent platform's rows of that day")
 			heldTo[r.ID] = held.days[agentDay(r)].end(now, period)
-		case r.GrantID != "" && held.grants[r.GrantID].holds():
+		case r.GrantID != "" && r.ReceiptVerified() && held.grants[r.GrantID].holds():
 			why[r.ID] = held.grants[r.GrantID].why("the rows of its grant")
 			heldTo[r.ID] = held.grants[r.GrantID].end(now, period)
 		case errors.Is(err, ErrNotFound):
@@ -387,7 +388,11 @@ func agentDay(r *Row) string {
 // step 5: "the platform's other rows that day", until the incident is
 // closed plus the incident period): their agent platform's rows of the
 // day, and the rows recorded under their grant, which a countMax incident
-// counted whatever their day.
+// counted whatever their day. The grant holds only rows a count reads,
+// receipts whose signature passed (Row.ReceiptVerified): a forged row's
+// grant is the writer's claim, and no count ever read it. A forged row
+// claiming the platform and day is held with the day, as the incident's
+// review lists it (Ledger.Incident).
 type incidentHolds struct {
 	days   map[string]holdUntil // by agentDay
 	grants map[string]holdUntil

@@ -283,3 +283,45 @@ func TestACopyOutOfASegmentWhoseRecordingWasLostIsDoneOnce(t *testing.T) {
 		})
 	}
 }
+
+// A forged receipt's grant, agent platform and day are the writer's
+// claims. An incident holds the rows under its grant because a countMax
+// check counted them, and none counts a forged row: one naming the
+// incident's grant on another day goes at its date, while the incident
+// holds the row it counted, of the day before. One claiming the incident's agent
+// platform and day is kept, as the incident's review lists it
+// (TestAHeldRowLeavesTheSegmentItSharedWithOthers).
+func TestAForgedRowIsNotHeldByTheGrantItClaims(t *testing.T) {
+	h := newHarness(t)
+	day := time.Date(2026, 10, 7, 10, 0, 0, 0, time.UTC)
+	appendAt := func(at time.Time, target string) *ledger.Row {
+		t.Helper()
+		ri := in(h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_COUNTED", Target: target, At: at}))
+		ri.Limits = &ledger.Limits{CountMax: 1}
+		row, _ := h.append(t, ri)
+		return row
+	}
+	counted := appendAt(day.AddDate(0, 0, -1), "A-1")
+	over := appendAt(day.Add(time.Minute), "A-2")
+	if counted.Status != ledger.Authorized || over.Status != ledger.Incident {
+		t.Fatalf("statuses %v, %v; want AUTHORIZED, INCIDENT", counted.Status, over.Status)
+	}
+	f := h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_COUNTED", Target: "A-3", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: day.AddDate(0, 0, -2)})
+	f.ReceiptJWS = pacttest.TamperSignature(f.ReceiptJWS)
+	forged, _ := h.append(t, in(f))
+	if forged.ReceiptVerified() || forged.GrantID != "a2agrant_COUNTED" {
+		t.Fatalf("the forged row: verified %v, grant %q", forged.ReceiptVerified(), forged.GrantID)
+	}
+	h.drain(t)
+	res := h.sweepAt(t, forged.RetainUntil.Add(time.Hour))
+	if why, kept := ids(res.Kept)[forged.ID]; kept {
+		t.Fatalf("the forged row naming the incident's grant was kept: %q", why)
+	}
+	if _, swept := ids(res.Swept)[forged.ID]; !swept {
+		t.Fatalf("the forged row was not swept at its date: swept %v", ids(res.Swept))
+	}
+	res = h.sweepAt(t, counted.RetainUntil.Add(time.Hour))
+	if why := ids(res.Kept)[counted.ID]; !strings.Contains(why, "grant") {
+		t.Fatalf("the counted row: kept for %q (swept %v), want the rows of its grant", why, ids(res.Swept))
+	}
+}
