@@ -372,7 +372,9 @@ type OutboxEntry struct {
 	// legal hold on it holds nothing else.
 	Segment bool `json:"segment,omitempty"`
 	// Op is what to do with the object: put it (empty), or, once it is in
-	// write-once storage, OpHold, OpRelease or OpExtend (to RetainUntil).
+	// write-once storage, OpHold, OpRelease or OpExtend (to RetainUntil;
+	// a row's bundle packed in a segment is put as an object of its own
+	// instead, so that the segment's other rows go at their own dates).
 	Op string `json:"op,omitempty"`
 	// Hold puts the object under legal hold right after it is put.
 	Hold bool `json:"hold,omitempty"`
