@@ -527,8 +527,33 @@ func (h *incidentsRead) readAll(tx Tx, now time.Time, period retention.Period) e
 	if last > 1 {
 		h.gaps = append(h.gaps, seqSpan{1, last - 1})
 	}
+	h.gaps = recentGaps(h.gaps, h.top)
 	h.done = true
 	return nil
+}
+
+// gapWindow is how far below the highest incident number a gap may be
+// and still be waited for: a number taken by a transaction still running
+// when the sweep first reads is one of the last taken, and the writers in
+// flight at once take far fewer. A gap further down is a number whose
+// transaction rolled back, which no incident will ever fill; reading it
+// again on every page would cost a round trip each, for ever.
+const gapWindow = 4096
+
+// recentGaps keeps the part of gaps within gapWindow below top.
+func recentGaps(gaps []seqSpan, top uint64) []seqSpan {
+	if top <= gapWindow {
+		return gaps
+	}
+	floor := top - gapWindow + 1
+	var out []seqSpan
+	for _, g := range gaps {
+		if g.hi < floor {
+			continue
+		}
+		out = append(out, seqSpan{max(g.lo, floor), g.hi})
+	}
+	return out
 }
 
 // add adds what incs hold at now: the open ones, and the closed ones

@@ -33,3 +33,17 @@ func TestSpansLeft(t *testing.T) {
 		})
 	}
 }
+
+// Gaps far below the highest incident number are numbers whose writes
+// rolled back: a sweep does not read them again page after page.
+func TestRecentGapsKeepsOnlyThoseNearTheTop(t *testing.T) {
+	top := uint64(10_000)
+	gaps := []seqSpan{{9_990, 9_995}, {5_900, 5_910}, {5_000, 5_100}, {2, 3}}
+	want := []seqSpan{{9_990, 9_995}, {top - gapWindow + 1, 5_910}}
+	if got := recentGaps(gaps, top); !slices.Equal(got, want) {
+		t.Fatalf("recentGaps = %v, want %v", got, want)
+	}
+	if got := recentGaps(gaps[3:], 100); !slices.Equal(got, gaps[3:]) {
+		t.Fatalf("below the window: %v", got)
+	}
+}
