@@ -199,6 +199,17 @@ func RecordUploads(tx Tx, es []OutboxEntry, locs []Location) error {
 			// replaced it: the record stays as that left it.
 			cur, err := tx.Object(e.Key)
 			switch {
+			case errors.Is(err, ErrNotFound) && e.Op == OpExtend && loc.Key == e.Key && loc.Length == 0:
+				// Swept meanwhile, its deletion queued as the sweep
+				// found it. An extension applied since may have put a
+				// copy of a row's bundle out of its segment (see
+				// operate), or retained the object longer: the object as
+				// it is now is queued for deletion (a key's queued
+				// deletion is replaced), so no object outlives its row.
+				if err := tx.QueueDeletion(loc); err != nil {
+					return fmt.Errorf("queue %s for deletion: %w", loc.Key, err)
+				}
+				continue
 			case errors.Is(err, ErrNotFound):
 				continue
 			case err != nil:
