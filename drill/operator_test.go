@@ -78,37 +78,24 @@ func TestARowWhoseLeafCannotBeReadNeedsAPerson(t *testing.T) {
 }
 
 // editedLedger records an authorized receipt of acct-48213's for each of
-// targets in a logged ledger (loggedLedger), logs them, applies the edits
+// targets in a logged ledger (poolLedger), logs them, applies the edits
 // edit makes of the rows to the closed bbolt file, as an operator who
 // holds it can, and opens the ledger again. It returns the ledger and the
 // rows as recorded.
 func editedLedger(t *testing.T, targets []string, edit func(rows []*ledger.Row) []func(*bbolt.Tx) error) (*ledger.Ledger, []*ledger.Row) {
 	t.Helper()
-	ctx := context.Background()
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir := t.TempDir()
-	open := loggedLedger(t, sc, dir)
-	l, store := open()
-	var rows []*ledger.Row
-	for _, target := range targets {
-		r := sc.Mint(pacttest.Spec{User: "acct-48213", Target: target})
-		row, _, err := l.AppendReceipt(ctx, ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
-		if err != nil || row.Status != ledger.Authorized || row.EvidenceNotKept != "" {
-			t.Fatalf("append: %v %v", err, row)
+	specs := make([]pacttest.Spec, len(targets))
+	for i, target := range targets {
+		specs[i] = pacttest.Spec{User: "acct-48213", Target: target}
+	}
+	return poolLedger(t, specs, func(rows []*ledger.Row) []func(*bbolt.Tx) error {
+		for _, row := range rows {
+			if row.Status != ledger.Authorized || row.EvidenceNotKept != "" {
+				t.Fatalf("append: %v", row)
+			}
 		}
-		rows = append(rows, row)
-	}
-	if _, err := l.Integrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	editFile(t, filepath.Join(dir, "l.db"), edit(rows))
-	l, store = open()
-	t.Cleanup(func() { store.Close() })
-	return l, rows
+		return edit(rows)
+	})
 }
 
 // loggedLedger returns a function that opens the ledger on the bbolt file

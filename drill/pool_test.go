@@ -80,9 +80,9 @@ func TestMonthlyDrillFailsOnARowTakenOutOfThePool(t *testing.T) {
 }
 
 // poolLedger records a receipt minted from each of specs in a logged
-// ledger (loggedLedger), applies edit to the closed bbolt file, as an
-// operator who holds it can, and opens the ledger again. It returns the
-// ledger and the rows as recorded.
+// ledger (loggedLedger), logs them, applies edit to the closed bbolt
+// file, as an operator who holds it can, and opens the ledger again. It
+// returns the ledger and the rows as recorded.
 func poolLedger(t *testing.T, specs []pacttest.Spec, edit func(rows []*ledger.Row) []func(*bbolt.Tx) error) (*ledger.Ledger, []*ledger.Row) {
 	t.Helper()
 	ctx := context.Background()
@@ -99,6 +99,9 @@ func poolLedger(t *testing.T, specs []pacttest.Spec, edit func(rows []*ledger.Ro
 			t.Fatal(err)
 		}
 		rows = append(rows, row)
+	}
+	if _, err := l.Integrate(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
