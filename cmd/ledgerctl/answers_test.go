@@ -69,21 +69,8 @@ func (largeAnswers) ListAccessLog(_ context.Context, r *ledgerv1.ListAccessLogRe
 // access-log read pages that end early until they have --limit items, and
 // say when the ledger cut a drill's details or a read's values.
 func TestLargeAnswersAndShortPages(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	ledgerv1.RegisterLedgerServiceServer(gs, largeAnswers{})
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	home := t.TempDir()
-	ctl := func(args ...string) (int, string, string) {
-		var out, errw bytes.Buffer
-		env := map[string]string{"PACTLEDGER_SERVER": lis.Addr().String(), "PACTLEDGER_KEY": keys["support"], "HOME": home}
-		code := run(args, &out, &errw, func(k string) string { return env[k] })
-		return code, out.String(), errw.String()
-	}
+	as := ctlAgainst(t, largeAnswers{})
+	ctl := func(args ...string) (int, string, string) { return as("support", args...) }
 	if code, out, errs := ctl("grant", "a2agrant_large"); code != exitOK || !strings.Contains(out, "a2agrant_large") {
 		t.Fatalf("grant: %d %.200s %s", code, out, errs)
 	}
@@ -104,10 +91,28 @@ func TestLargeAnswersAndShortPages(t *testing.T) {
 	if code, out, errs := ctl("drills", "drill-7"); code != exitOK || !strings.Contains(out, "details cut") || !strings.Contains(out, "drills/drill-7.json") {
 		t.Fatalf("drills drill-7: %d %s %s", code, out, errs)
 	}
-	env := map[string]string{"PACTLEDGER_SERVER": lis.Addr().String(), "PACTLEDGER_KEY": keys["admin"], "HOME": home}
-	var aout, aerr bytes.Buffer
-	code = run([]string{"access-log", "--limit", "3"}, &aout, &aerr, func(k string) string { return env[k] })
-	if out := aout.String(); code != exitOK || strings.Count(out, "read-") != 3 || !strings.Contains(out, "more of the log") || !strings.Contains(out, "cut at 512 bytes") {
-		t.Fatalf("access-log --limit 3: %d %s %s", code, out, aerr.String())
+	if code, out, errs := as("admin", "access-log", "--limit", "3"); code != exitOK || strings.Count(out, "read-") != 3 || !strings.Contains(out, "more of the log") || !strings.Contains(out, "cut at 512 bytes") {
+		t.Fatalf("access-log --limit 3: %d %s %s", code, out, errs)
+	}
+}
+
+// ctlAgainst serves srv on a loopback port and returns a ledgerctl run
+// against it with the key of a role: its exit code, stdout and stderr.
+func ctlAgainst(t *testing.T, srv ledgerv1.LedgerServiceServer) func(role string, args ...string) (int, string, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	ledgerv1.RegisterLedgerServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	home := t.TempDir()
+	return func(role string, args ...string) (int, string, string) {
+		var out, errw bytes.Buffer
+		env := map[string]string{"PACTLEDGER_SERVER": lis.Addr().String(), "PACTLEDGER_KEY": keys[role], "HOME": home}
+		code := run(args, &out, &errw, func(k string) string { return env[k] })
+		return code, out.String(), errw.String()
 	}
 }

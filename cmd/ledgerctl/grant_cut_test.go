@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
-	"net"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -41,21 +37,8 @@ func (cutAnswers) ListRows(context.Context, *ledgerv1.ListRowsRequest) (*ledgerv
 // stdout and says that more may match on stderr, as every --output csv
 // says what is not in its rows; a table says it under the table.
 func TestCutAnswersAreSaid(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	ledgerv1.RegisterLedgerServiceServer(gs, cutAnswers{})
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	home := t.TempDir()
-	ctl := func(args ...string) (int, string, string) {
-		var out, errw bytes.Buffer
-		env := map[string]string{"PACTLEDGER_SERVER": lis.Addr().String(), "PACTLEDGER_KEY": keys["support"], "HOME": home}
-		code := run(args, &out, &errw, func(k string) string { return env[k] })
-		return code, out.String(), errw.String()
-	}
+	as := ctlAgainst(t, cutAnswers{})
+	ctl := func(args ...string) (int, string, string) { return as("support", args...) }
 	const more = "(more may match: the ledger reads a bounded number of entries a call; --all reads on to the end)"
 	tests := []struct {
 		name       string
