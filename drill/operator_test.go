@@ -153,16 +153,11 @@ func TestADrillReadsTheArgsOfARowWithoutATargetSource(t *testing.T) {
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(filepath.Join(dir, "l.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var edits []func(*bbolt.Tx) error
 	for _, row := range rows {
-		if err := db.Update(tamper.EditRow(row.ID, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetNotRecorded })); err != nil {
-			t.Fatal(err)
-		}
+		edits = append(edits, tamper.EditRow(row.ID, func(r *ledger.Row) { r.Actions[0].TargetSource = verifier.TargetNotRecorded }))
 	}
-	if err := db.Close(); err != nil {
+	if err := tamper.Apply(filepath.Join(dir, "l.db"), edits...); err != nil {
 		t.Fatal(err)
 	}
 	l, store = open()
@@ -215,24 +210,5 @@ func TestARowMarkedAsKeepingNoEvidenceIsDrilled(t *testing.T) {
 	}
 	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "not kept") {
 		t.Errorf("receipt_row: %+v; want the row's mark found", p)
-	}
-}
-
-// editFile applies edits to the closed bbolt file at path, as an operator
-// who holds it can.
-func editFile(t *testing.T, path string, edits []func(*bbolt.Tx) error) {
-	t.Helper()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range edits {
-		if err := db.Update(e); err != nil {
-			db.Close()
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
 	}
 }

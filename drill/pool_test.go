@@ -106,7 +106,9 @@ func poolLedger(t *testing.T, specs []pacttest.Spec, edit func(rows []*ledger.Ro
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	editFile(t, filepath.Join(dir, "l.db"), edit(rows))
+	if err := tamper.Apply(filepath.Join(dir, "l.db"), edit(rows)...); err != nil {
+		t.Fatal(err)
+	}
 	l, store = open()
 	t.Cleanup(func() { store.Close() })
 	return l, rows

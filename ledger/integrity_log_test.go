@@ -44,14 +44,7 @@ func (h *harness) tamper(t *testing.T, edit func(tx *bbolt.Tx) error) {
 	if err := h.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(filepath.Join(h.dir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(edit); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
+	if err := tamper.Apply(filepath.Join(h.dir, "ledger.db"), edit); err != nil {
 		t.Fatal(err)
 	}
 	h.open(t)

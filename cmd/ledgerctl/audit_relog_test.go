@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
@@ -47,17 +46,7 @@ func leafOf(t *testing.T, file string) (string, int64) {
 func (f *fixture) queueBehind(t *testing.T, ref, leaf string, edits ...func(*bbolt.Tx) error) {
 	t.Helper()
 	f.stop()
-	db, err := bbolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range edits {
-		if err := db.Update(e); err != nil {
-			db.Close()
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
+	if err := tamper.Apply(filepath.Join(f.cfg.DataDir, "ledger.db"), edits...); err != nil {
 		t.Fatal(err)
 	}
 	store, err := bolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), bolt.Config{})

@@ -177,15 +177,7 @@ func (f *fixture) writer(t *testing.T) (ledgerv1.LedgerServiceClient, context.Co
 func (f *fixture) edit(t *testing.T, fn func(tx *bbolt.Tx) error) {
 	t.Helper()
 	f.stop()
-	db, err := bbolt.Open(filepath.Join(f.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(fn)
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := tamper.Apply(filepath.Join(f.cfg.DataDir, "ledger.db"), fn); err != nil {
 		t.Fatal(err)
 	}
 	f.serve(t)

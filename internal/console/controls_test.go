@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/internal/termtext"
@@ -75,15 +73,7 @@ func refuseBefore(t *testing.T, e *env, in ledger.RefusalInput, edit func(r *led
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(tamper.EditRow(row.ID, edit))
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := tamper.Apply(filepath.Join(e.cfg.DataDir, "ledger.db"), tamper.EditRow(row.ID, edit)); err != nil {
 		t.Fatal(err)
 	}
 	return row.ID

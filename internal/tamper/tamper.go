@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -23,6 +24,23 @@ var (
 	evidence = []byte("evidence")
 	pool     = []byte("drill_pool")
 )
+
+// Apply applies edits, each in a transaction of its own, to the closed
+// bbolt file at path, as an operator who holds the file can, and closes
+// it.
+func Apply(path string, edits ...func(tx *bbolt.Tx) error) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	for _, e := range edits {
+		if err := db.Update(e); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
 
 // seqOf returns the number of row id.
 func seqOf(tx *bbolt.Tx, id string) ([]byte, error) {
