@@ -92,14 +92,29 @@ func TestIdentityRefusalsHoldTheirShareOfTheOutbox(t *testing.T) {
 		}
 	}
 
-	// Put back, an entry set aside is an ordinary one.
+	// Put back by an operator, an identity refusal set aside is one
+	// again, past their share: new ones wait for room.
 	if _, err := s.RetrySetAside(head[1].Seq, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	total, ib := s.OutboxBytes(), s.IdentityRefusalBytes()
-	if ib != 3*size {
-		t.Fatalf("after a retry: %d bytes of identity refusals, want %d", ib, 3*size)
+	if ib != 4*size {
+		t.Fatalf("after a retry: %d bytes of identity refusals, want %d (the one put back counts against their share)", ib, 4*size)
 	}
+	if !identity() {
+		t.Fatal("an identity refusal was queued past their share, after one was put back")
+	}
+	head, err = s.Head(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(head[len(head)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if ib := s.IdentityRefusalBytes(); ib != 3*size {
+		t.Fatalf("after the one put back was posted: %d bytes of identity refusals, want %d", ib, 3*size)
+	}
+	total, ib = s.OutboxBytes(), s.IdentityRefusalBytes()
 	s.Close()
 	if s, err = Open(path); err != nil {
 		t.Fatal(err)

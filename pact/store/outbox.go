@@ -115,7 +115,7 @@ func (s *Store) Head(n int) ([]pipeline.Entry, error) {
 func (s *Store) Remove(seqs ...uint64) error {
 	return s.update(func(tx *txn) error {
 		for _, seq := range seqs {
-			if _, err := tx.dequeue(seqKey(seq)); err != nil {
+			if _, _, err := tx.dequeue(seqKey(seq)); err != nil {
 				return err
 			}
 		}
@@ -126,18 +126,18 @@ func (s *Store) Remove(seqs ...uint64) error {
 // SetAside implements pipeline.Outbox: the entry moves to
 // pipeline_rejected as it is, and why with the time to
 // pipeline_rejected_why, for an operator to look at (SetAsideEntries) and
-// put back (RetrySetAside).
+// put back (RetrySetAside). An identity refusal keeps its mark there.
 func (s *Store) SetAside(seq uint64, why string) error {
 	return s.update(func(tx *txn) error {
 		k := seqKey(seq)
-		v, err := tx.dequeue(k)
+		v, identity, err := tx.dequeue(k)
 		if err != nil || v == nil {
 			return err
 		}
 		if err := tx.Bucket(bSetAside).Put(k, v); err != nil {
 			return err
 		}
-		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC()})
+		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC(), Identity: identity})
 	})
 }
 
@@ -145,6 +145,9 @@ func (s *Store) SetAside(seq uint64, why string) error {
 type setAsideWhy struct {
 	Why string    `json:"why"`
 	At  time.Time `json:"at"`
+	// Identity: the entry was an identity refusal in the outbox, so it is
+	// one again when put back (RetrySetAside).
+	Identity bool `json:"identity,omitempty"`
 }
 
 // SetAsideEntry is an entry of pipeline_rejected, for an operator.
@@ -262,8 +265,18 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 			keys = append(keys, k)
 		}
 		for _, k := range keys {
-			if _, err := tx.enqueueRaw(aside.Get(k)); err != nil {
+			v := aside.Get(k)
+			nk, err := tx.enqueueRaw(v)
+			if err != nil {
 				return err
+			}
+			// A record that cannot be read holds no mark: the entry goes
+			// back as an ordinary one rather than not at all.
+			var w setAsideWhy
+			if raw := why.Get(k); raw != nil && json.Unmarshal(raw, &w) == nil && w.Identity {
+				if err := tx.markIdentityRefusal(nk, int64(len(v))); err != nil {
+					return err
+				}
 			}
 			if err := aside.Delete(k); err != nil {
 				return err

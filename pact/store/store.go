@@ -277,33 +277,43 @@ func (t *txn) enqueueIdentityRefusal(it pipeline.Item) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := t.Bucket(bIdentityRefusals).Put(k, nil); err != nil {
+	if err := t.markIdentityRefusal(k, n); err != nil {
 		return false, err
 	}
-	t.identityGrown += n
 	return true, nil
 }
 
 // dequeue removes the outbox entry at key k in tx, if there is one, and
-// returns its bytes (nil when there is none).
-func (t *txn) dequeue(k []byte) ([]byte, error) {
+// returns its bytes (nil when there is none) and whether it was marked
+// an identity refusal.
+func (t *txn) dequeue(k []byte) (v []byte, identity bool, err error) {
 	b := t.Bucket(bOutbox)
-	v := b.Get(k)
-	if v == nil {
-		return nil, nil
+	if v = b.Get(k); v == nil {
+		return nil, false, nil
 	}
 	v = slices.Clone(v)
 	if err := b.Delete(k); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t.grown -= int64(len(v))
 	if ids := t.Bucket(bIdentityRefusals); ids.Get(k) != nil {
 		if err := ids.Delete(k); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		t.identityGrown -= int64(len(v))
+		identity = true
 	}
-	return v, nil
+	return v, identity, nil
+}
+
+// markIdentityRefusal marks the outbox entry at key k, of n bytes, an
+// identity refusal: it counts against their share of the outbox.
+func (t *txn) markIdentityRefusal(k []byte, n int64) error {
+	if err := t.Bucket(bIdentityRefusals).Put(k, nil); err != nil {
+		return err
+	}
+	t.identityGrown += n
+	return nil
 }
 
 // enqueueRaw adds an entry's bytes to the outbox in tx and returns its
