@@ -67,11 +67,21 @@ func newRefusalCap(brands map[string]*brand.Brand, l Limit, log *slog.Logger) *r
 	return c
 }
 
-// allow takes a token from brand's bucket at now: false when there is
-// none, the refusal then not to be queued.
-func (c *refusalCap) allow(brand string, now time.Time) bool {
+// take takes a token from brand's bucket at now: ok is false when there
+// is none, the refusal then not to be queued. giveBack returns the token,
+// for a refusal that was not queued after all (no room in the outbox, or
+// the turn failed): only refusals put on record spend the brand's bound.
+func (c *refusalCap) take(brand string, now time.Time) (giveBack func(), ok bool) {
 	br := c.brands[brand]
-	return br == nil || br.bucket == nil || br.bucket.AllowN(now, 1)
+	if br == nil || br.bucket == nil {
+		return func() {}, true
+	}
+	r := br.bucket.ReserveN(now, 1)
+	if !r.OK() || r.DelayFrom(now) > 0 {
+		r.CancelAt(now)
+		return nil, false
+	}
+	return func() { r.CancelAt(now) }, true
 }
 
 // dropped counts an identity refusal of brand not queued (over the rate

@@ -119,3 +119,34 @@ func TestIdentityRefusalsPastTheBrandsLimitAreCounted(t *testing.T) {
 		})
 	}
 }
+
+// A refusal that finds no room in the outbox spends none of its brand's
+// bound: the bound counts refusals put on record, so a full share does
+// not leave the brand without tokens once room is made.
+func TestARefusalWithNoRoomSpendsNoneOfTheBrandsBound(t *testing.T) {
+	e := newOAuthEnv(t)
+	e.cfg.RefusalLimit = Limit{Rate: 0.001, Burst: 2}
+	e.restart()
+	ask := func(id string) {
+		t.Helper()
+		if code, out, _ := e.send("", "", id, "please cancel order A-5531"); code != 200 {
+			t.Fatalf("%s: %d %v", id, code, out)
+		}
+	}
+	e.cfg.Store.LimitIdentityRefusals(1)
+	ask("m0")
+	ask("m1")
+	if got := len(e.refusals()); got != 0 {
+		t.Fatalf("%d refusals queued with no room for them, want 0", got)
+	}
+	e.cfg.Store.LimitIdentityRefusals(0)
+	for i := range 3 {
+		ask(fmt.Sprint("n", i))
+	}
+	if got := len(e.refusals()); got != 2 {
+		t.Fatalf("%d refusals queued once there was room, want the burst's 2 (the two with no room spent none)", got)
+	}
+	if got, want := e.p.RefusalsNotRecorded()["shop"], (NotRecorded{OverRate: 1, OverRoom: 2}); got != want {
+		t.Fatalf("not recorded: %+v, want %+v", got, want)
+	}
+}

@@ -132,18 +132,25 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			rec.Grant = del.GrantID
 			err = s.ledgerRevokedID(ctx, del.GrantID)
 		}
-		if rec.IdentityRefusal != nil && !s.refusals.allow(b.ID, now) {
-			// Agents and their Users cost nothing to make: the brand's
-			// bound is what keeps these refusals from filling the
-			// outbox. The agent is answered as ever.
-			rec.IdentityRefusal = nil
-			s.refusals.dropped(ctx, b.ID, true, now)
+		var giveBack func()
+		if rec.IdentityRefusal != nil {
+			var ok bool
+			if giveBack, ok = s.refusals.take(b.ID, now); !ok {
+				// Agents and their Users cost nothing to make: the
+				// brand's bound is what keeps these refusals from filling
+				// the outbox. The agent is answered as ever.
+				rec.IdentityRefusal = nil
+				s.refusals.dropped(ctx, b.ID, true, now)
+			}
 		}
+		dropped := false
 		if err == nil {
-			var dropped bool
 			if dropped, err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC()); err == nil && dropped {
 				s.refusals.dropped(ctx, b.ID, false, now)
 			}
+		}
+		if giveBack != nil && (err != nil || dropped) {
+			giveBack()
 		}
 	}
 	if errors.Is(err, store.ErrGrantEnded) {
