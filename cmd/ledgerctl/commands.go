@@ -114,11 +114,11 @@ func targetsOf(r *ledgerv1.Row) (all, writerOnly []string) {
 	return all, writerOnly
 }
 
-// claimedMark follows a refusal's agent platform in lookup's table when
-// no signature vouches for it; claimedNote, printed below, says so.
+// claimedMark follows a principal or agent platform in lookup's table
+// when no signature vouches for it; claimedNote, printed below, says so.
 const (
 	claimedMark = " (claimed)"
-	claimedNote = "(claimed: a refusal's agent platform that no signature vouches for, the writer's word; a receipt's is the agent's signed request's)"
+	claimedNote = "(claimed: no signature vouches for it, the writer's word: a refusal's agent platform without a verified request JWT, a receipt's principal and agent platform when its signature failed)"
 )
 
 // writerOnlyMark follows a target in a table of rows when no signed args
@@ -214,7 +214,7 @@ func (c *cli) lookup(o lookupOpts) error {
 	}
 	marked, claimed := false, false
 	for _, r := range rep.GetRows() {
-		id, targets, agent := short(r.GetId()), "", orDash(r.GetAgent().GetPlatform())
+		id, targets, agent, principal := short(r.GetId()), "", orDash(r.GetAgent().GetPlatform()), orDash(r.GetPrincipal())
 		var writerOnly []string
 		if csv {
 			var all []string
@@ -228,9 +228,13 @@ func (c *cli) lookup(o lookupOpts) error {
 				agent += claimedMark
 				claimed = true
 			}
+			if rowtext.ClaimedPrincipal(r) {
+				principal += claimedMark
+				claimed = true
+			}
 		}
 		row := []string{id, when(r.GetIssuedAt()), word(r.GetStatus(), "ROW_STATUS_"),
-			orDash(r.GetPrincipal()), targets, rowTools(r), agent, word(r.GetDisputeStatus(), "DISPUTE_STATUS_")}
+			principal, targets, rowTools(r), agent, word(r.GetDisputeStatus(), "DISPUTE_STATUS_")}
 		if csv {
 			row = append(row, orDash(strings.Join(writerOnly, ",")))
 		}

@@ -113,9 +113,11 @@ func TestLookupMarksATargetTheWriterAloneGives(t *testing.T) {
 	}
 }
 
-// lookup says a refusal's agent platform is claimed when no signature
-// vouches for it, with a note under the table; a receipt's is not marked.
-func TestLookupMarksARefusalsClaimedAgent(t *testing.T) {
+// lookup says an agent platform is claimed when no signature vouches for
+// it, with a note under the table: a refusal's without a verified request
+// JWT, and a forged receipt's, whose principal is marked too; a
+// receipt's whose signature verified is not marked.
+func TestLookupMarksAClaimedAgent(t *testing.T) {
 	f := start(t)
 	c, wctx := f.writer(t)
 	ref, err := c.AppendRefusal(wctx, &ledgerv1.AppendRefusalRequest{ClaimedPrincipal: "acct-48213", ClaimedAgent: "https://agent.example",
@@ -123,16 +125,34 @@ func TestLookupMarksARefusalsClaimedAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	forged := f.sc.Mint(pacttest.Spec{User: "acct-99999", Target: "A-5531"})
+	forged.ReceiptJWS = pacttest.TamperSignature(forged.ReceiptJWS)
+	forgedID := f.appendMinted(t, forged)
 	code, out, errs := f.ctl(t, "support", "lookup", "--order", "A-5531")
-	if code != 0 || !strings.Contains(out, "(claimed: a refusal's agent platform") {
+	if code != 0 || !strings.Contains(out, "(claimed: no signature vouches for it") {
 		t.Fatalf("lookup: %d\n%s%s", code, out, errs)
 	}
+	seen := 0
 	for _, l := range strings.Split(out, "\n") {
 		switch {
-		case strings.HasPrefix(l, ref.GetRow().GetId()[:12]) && !strings.Contains(l, "https://agent.example (claimed)"):
-			t.Errorf("the refusal's agent is not marked claimed: %q", l)
-		case strings.HasPrefix(l, f.rowID[:12]) && strings.Contains(l, "(claimed)"):
-			t.Errorf("the receipt's agent is marked claimed: %q", l)
+		case strings.HasPrefix(l, ref.GetRow().GetId()[:12]):
+			seen++
+			if !strings.Contains(l, "https://agent.example (claimed)") || strings.Contains(l, "acct-48213 (claimed)") {
+				t.Errorf("the refusal's agent is not marked claimed, or its principal is: %q", l)
+			}
+		case strings.HasPrefix(l, forgedID[:12]):
+			seen++
+			if !strings.Contains(l, "acct-99999 (claimed)") || strings.Count(l, "(claimed)") != 2 {
+				t.Errorf("the forged receipt's principal and agent are not marked claimed: %q", l)
+			}
+		case strings.HasPrefix(l, f.rowID[:12]):
+			seen++
+			if strings.Contains(l, "(claimed)") {
+				t.Errorf("the receipt's agent is marked claimed: %q", l)
+			}
 		}
+	}
+	if seen != 3 {
+		t.Fatalf("lookup listed %d of the 3 rows:\n%s", seen, out)
 	}
 }

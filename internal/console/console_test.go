@@ -207,7 +207,7 @@ func TestAuditorExportsAGrantAndCannotDispute(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CSV: %v\n%s", err, csvText)
 	}
-	if len(recs) != len(g.GetRows())+1 || strings.Join(recs[0], ",") != "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets,agentClaimed" {
+	if len(recs) != len(g.GetRows())+1 || strings.Join(recs[0], ",") != "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets,agentClaimed,principalClaimed" {
 		t.Fatalf("CSV has %d records, header %v", len(recs), recs[0])
 	}
 	for i, r := range g.GetRows() {
@@ -215,7 +215,7 @@ func TestAuditorExportsAGrantAndCannotDispute(t *testing.T) {
 		want := []string{r.GetId(), strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "ROW_STATUS_")), r.GetIssuedAt().AsTime().Format(time.RFC3339), r.GetPrincipal(), r.GetAgent().GetPlatform(),
 			r.GetActions()[0].GetTool() + " " + r.GetActions()[0].GetTarget(), strings.Join(r.GetScopesUsed(), " "),
 			strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(r.GetRetentionClass().String(), "RETENTION_CLASS_")), "_", " "),
-			r.GetRetainUntil().AsTime().Format(time.RFC3339), "none", "", "false"}
+			r.GetRetainUntil().AsTime().Format(time.RFC3339), "none", "", "false", "false"}
 		if strings.Join(rec, "|") != strings.Join(want, "|") {
 			t.Errorf("CSV row %d:\n got %q\nwant %q", i, rec, want)
 		}

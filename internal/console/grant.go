@@ -33,10 +33,14 @@ type grantRow struct {
 	// word alone (no signed args name them), each once, joined as Actions
 	// is: the ones the page marks.
 	WriterOnlyTargets string `json:"writerOnlyTargets"`
-	// AgentClaimed: Agent is a refusal's agent platform that no signature
-	// vouches for, the writer's word (rowtext.ClaimedAgent); the page
-	// marks it "claimed".
+	// AgentClaimed: no signature vouches for Agent, the writer's word (a
+	// refusal's claimed platform, or a receipt's whose signature failed:
+	// rowtext.ClaimedAgent); the page marks it "claimed".
 	AgentClaimed bool `json:"agentClaimed"`
+	// PrincipalClaimed: no signature vouches for Principal, a receipt's
+	// whose signature failed (rowtext.ClaimedPrincipal); the page marks
+	// it "claimed".
+	PrincipalClaimed bool `json:"principalClaimed"`
 	// Acts are the actions Actions lists, one each, for the page, which
 	// marks a target that is the writer's word alone after it.
 	Acts []grantAction `json:"-"`
@@ -51,10 +55,10 @@ type grantAction struct {
 }
 
 // grantColumns are the CSV header, in the order of grantRow's fields.
-var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus", "writerOnlyTargets", "agentClaimed"}
+var grantColumns = []string{"rowId", "status", "issuedAt", "principal", "agentPlatform", "actions", "scopesUsed", "retentionClass", "retainUntil", "disputeStatus", "writerOnlyTargets", "agentClaimed", "principalClaimed"}
 
 func (g grantRow) record() []string {
-	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute, g.WriterOnlyTargets, strconv.FormatBool(g.AgentClaimed)}
+	return []string{g.ID, g.Status, g.IssuedAt, g.Principal, g.Agent, g.Actions, g.ScopesUsed, g.Retention, g.RetainUntil, g.Dispute, g.WriterOnlyTargets, strconv.FormatBool(g.AgentClaimed), strconv.FormatBool(g.PrincipalClaimed)}
 }
 
 // grantExport is the JSON export: the grant's facts and its rows as shown.
@@ -137,7 +141,8 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 		out.Rows = append(out.Rows, grantRow{ID: r.GetId(), Status: label(r.GetStatus(), "ROW_STATUS_"), IssuedAt: pbStamp(r.GetIssuedAt()).ISO,
 			Principal: r.GetPrincipal(), Agent: r.GetAgent().GetPlatform(), Actions: strings.Join(acts, "; "), ScopesUsed: strings.Join(r.GetScopesUsed(), " "),
 			Retention: label(r.GetRetentionClass(), "RETENTION_CLASS_"), RetainUntil: until, Dispute: label(r.GetDisputeStatus(), "DISPUTE_STATUS_"),
-			WriterOnlyTargets: strings.Join(writerOnly, "; "), AgentClaimed: rowtext.ClaimedAgent(r), Acts: shown})
+			WriterOnlyTargets: strings.Join(writerOnly, "; "), AgentClaimed: rowtext.ClaimedAgent(r),
+			PrincipalClaimed: rowtext.ClaimedPrincipal(r), Acts: shown})
 	}
 	return out
 }

@@ -99,12 +99,12 @@ func TestGrantExportNamesTheTargetsTheWriterAloneGives(t *testing.T) {
 	if code != http.StatusOK || err != nil || len(recs) != 3 {
 		t.Fatalf("CSV export = %d (%v):\n%s", code, err, body)
 	}
-	const header = "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets,agentClaimed"
+	const header = "rowId,status,issuedAt,principal,agentPlatform,actions,scopesUsed,retentionClass,retainUntil,disputeStatus,writerOnlyTargets,agentClaimed,principalClaimed"
 	if got := strings.Join(recs[0], ","); got != header {
 		t.Errorf("CSV header %s; want %s", got, header)
 	}
 	for _, rec := range recs[1:] {
-		if w, ok := want[rec[0]]; !ok || len(rec) != 12 || rec[10] != w {
+		if w, ok := want[rec[0]]; !ok || len(rec) != 13 || rec[10] != w {
 			t.Errorf("CSV row %q: want its writerOnlyTargets column %q", rec, w)
 		}
 	}

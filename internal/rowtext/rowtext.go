@@ -46,18 +46,35 @@ func writerReason(r *ledgerv1.Row, a *ledgerv1.RowAction) string {
 	return "the signed args do not name it"
 }
 
-// ClaimedAgent reports whether r is a refusal whose agent platform no
-// signature vouches for: the name the writer claimed, or the iss of a
-// request JWT whose signature did not verify. A receipt's agent platform
-// is its signed request's.
+// ClaimedAgent reports whether no signature vouches for r's agent
+// platform, the writer's word: a refusal's, when it is the name the
+// writer claimed or the iss of a request JWT whose signature did not
+// verify; a receipt's, when the receipt's signature did not verify (its
+// agent platform is a claim of the receipt).
 func ClaimedAgent(r *ledgerv1.Row) bool {
-	if r.GetKind() != ledgerv1.RowKind_ROW_KIND_REFUSAL {
-		return false
+	switch r.GetKind() {
+	case ledgerv1.RowKind_ROW_KIND_REFUSAL:
+		return !passed(r, "request_signature")
+	case ledgerv1.RowKind_ROW_KIND_RECEIPT:
+		return !passed(r, "receipt_signature")
 	}
+	return false
+}
+
+// ClaimedPrincipal reports whether r is a receipt whose customer no
+// signature vouches for: its signature did not verify, so the customer
+// it names is the writer's word. A refusal's customer is its claimed one
+// (Refusal.ClaimedPrincipal), shown as such.
+func ClaimedPrincipal(r *ledgerv1.Row) bool {
+	return r.GetKind() == ledgerv1.RowKind_ROW_KIND_RECEIPT && !passed(r, "receipt_signature")
+}
+
+// passed reports whether r's check name passed; false when r has none.
+func passed(r *ledgerv1.Row, name string) bool {
 	for _, c := range r.GetVerifier().GetChecks() {
-		if c.GetName() == "request_signature" {
-			return c.GetResult() != ledgerv1.CheckResult_CHECK_RESULT_PASS
+		if c.GetName() == name {
+			return c.GetResult() == ledgerv1.CheckResult_CHECK_RESULT_PASS
 		}
 	}
-	return true
+	return false
 }
