@@ -167,9 +167,27 @@ func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput, vie
 	}
 	p := basicRowProto(row)
 	if view != ledgerv1.RowView_ROW_VIEW_BASIC {
-		p = rowProto(row)
+		p = asWritten(ctx, row, rowProto(row))
 	}
 	return &ledgerv1.AppendReceiptResponse{Row: p, Outcome: outcomeProto[outcome]}, nil
+}
+
+// asWritten is p, the full view of row, for the caller of an append: to
+// a caller that may not read rows (a writer key alone: API.md's role
+// table), the row's dispute reads as it was written, none, since posting
+// a receipt or refusal again answers the stored row and would otherwise
+// read what support recorded of it since (its notes, the keys' names).
+func asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Row) *ledgerv1.Row {
+	if (row.Dispute == ledger.DisputeNone && len(row.DisputeEvents) == 0) || mayRead(ctx) {
+		return p
+	}
+	p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
+	return p
+}
+
+// mayRead reports whether the caller holds a role that reads rows.
+func mayRead(ctx context.Context) bool {
+	return hasRole(ctx, config.RoleSupport) || hasRole(ctx, config.RoleAuditor) || hasRole(ctx, config.RoleAdmin)
 }
 
 func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusalRequest) (*ledgerv1.AppendRefusalResponse, error) {
@@ -186,7 +204,7 @@ func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusal
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendRefusal", err)
 	}
-	return &ledgerv1.AppendRefusalResponse{Row: rowProto(row)}, nil
+	return &ledgerv1.AppendRefusalResponse{Row: asWritten(ctx, row, rowProto(row))}, nil
 }
 
 func (s *service) GetRow(ctx context.Context, req *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {

@@ -1,0 +1,44 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+)
+
+// A writer key cannot read rows (API.md's role table): posting a receipt
+// or a refusal again answers the stored row, whose dispute reads as it
+// was written, none, not what support recorded of it since. A reader
+// still sees the dispute.
+func TestAWriterPostingAgainDoesNotReadTheDispute(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	r := e.sc.Mint(pacttest.Spec{})
+	refusal := map[string]any{"claimedPrincipal": "acct-30418", "claimedAgent": "MyHelper", "action": map[string]any{"tool": "change_address", "target": "acct-30418"},
+		"reason": "no receipt", "observedAt": "2026-10-06T17:20:10Z"}
+	const note = "customer acct-48213 called from +1-555-0100: never approved"
+	for _, tc := range []struct {
+		name, path string
+		body       any
+	}{{"receipt", "/v1/receipts", post(r)}, {"refusal", "/v1/refusals", refusal}} {
+		var first appendReply
+		if code := e.call(t, "POST", tc.path, "writer", tc.body, &first); code != 200 || first.Row.DisputeStatus != "DISPUTE_STATUS_NONE" {
+			t.Fatalf("%s: %d, dispute %q", tc.name, code, first.Row.DisputeStatus)
+		}
+		if code := e.call(t, "POST", "/v1/rows/"+first.Row.ID+"/disputes", "support", map[string]any{"status": "DISPUTE_STATUS_OPEN", "note": note}, nil); code != 200 {
+			t.Fatalf("%s: dispute = %d", tc.name, code)
+		}
+		var again appendReply
+		if code := e.call(t, "POST", tc.path, "writer", tc.body, &again); code != 200 || again.Row.ID != first.Row.ID {
+			t.Fatalf("%s posted again: %d, row %s", tc.name, code, again.Row.ID)
+		}
+		if again.Row.DisputeStatus != "DISPUTE_STATUS_NONE" || len(again.Row.DisputeEvents) != 0 {
+			t.Errorf("%s posted again: the writer key read the dispute: status %s, events %+v", tc.name, again.Row.DisputeStatus, again.Row.DisputeEvents)
+		}
+		var read Row
+		if code := e.call(t, "GET", "/v1/rows/"+first.Row.ID, "support", nil, &struct{ Row *Row }{&read}); code != 200 || read.DisputeStatus != "DISPUTE_STATUS_OPEN" || len(read.DisputeEvents) != 1 {
+			t.Errorf("%s read by support: %d, dispute %s, %d events", tc.name, code, read.DisputeStatus, len(read.DisputeEvents))
+		}
+	}
+}
