@@ -226,6 +226,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if h.secure(r) {
+		// Served over TLS (here or at a proxy): browsers keep to it.
+		hd.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	if r.ContentLength > maxBody {
 		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 		return

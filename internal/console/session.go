@@ -42,27 +42,50 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// maxSessionsPerKey bounds the sessions one API key holds: past it, the
+// key's own least recently seen session ends, so that signing in again
+// and again with one key cannot push everyone else's sessions out.
+const maxSessionsPerKey = 20
+
 // create starts a session for key.
 func (s *sessions) create(key string, who Identity) *session {
 	now := s.now()
 	ss := &session{id: randomToken(), key: key, who: who, csrf: randomToken(), created: now, seen: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	mine := 0
+	for _, v := range s.m {
+		if v.key == key {
+			mine++
+		}
+	}
+	for ; mine >= maxSessionsPerKey; mine-- {
+		s.dropOldestLocked(func(v *session) bool { return v.key == key })
+	}
 	if len(s.m) >= s.max {
 		s.pruneLocked(now)
 	}
 	for len(s.m) >= s.max { // still full: the least recently seen goes
-		var oldest [32]byte
-		var t time.Time
-		for h, v := range s.m {
-			if t.IsZero() || v.seen.Before(t) {
-				oldest, t = h, v.seen
-			}
-		}
-		delete(s.m, oldest)
+		s.dropOldestLocked(func(*session) bool { return true })
 	}
 	s.m[sha256.Sum256([]byte(ss.id))] = ss
 	return ss
+}
+
+// dropOldestLocked ends the least recently seen session of those which
+// picks.
+func (s *sessions) dropOldestLocked(which func(*session) bool) {
+	var oldest [32]byte
+	var t time.Time
+	found := false
+	for h, v := range s.m {
+		if which(v) && (!found || v.seen.Before(t)) {
+			oldest, t, found = h, v.seen, true
+		}
+	}
+	if found {
+		delete(s.m, oldest)
+	}
 }
 
 func (s *sessions) live(ss *session, now time.Time) bool {

@@ -154,6 +154,20 @@ func TestPagesAreStrict(t *testing.T) {
 		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("%s: headers %v", p, resp.Header)
 		}
+		if h := resp.Header.Get("Strict-Transport-Security"); h != "" {
+			t.Errorf("%s over plain HTTP: Strict-Transport-Security %q", p, h)
+		}
+	}
+	// Behind a proxy that ends TLS, browsers are told to keep to HTTPS.
+	req, _ := http.NewRequest("GET", c.base+"/console/signin", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header.Get("Strict-Transport-Security"); !strings.HasPrefix(h, "max-age=") {
+		t.Errorf("over HTTPS at a proxy: Strict-Transport-Security %q", h)
 	}
 	for _, a := range []string{"/console/assets/console.css", "/console/assets/console.js"} {
 		if code, _ := c.get(t, a); code != 200 {

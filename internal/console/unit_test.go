@@ -343,3 +343,34 @@ func TestGrantExportListsEachWriterOnlyTargetOnce(t *testing.T) {
 		t.Errorf("writer-only targets %q; want %q", got, "B-8888; C-1")
 	}
 }
+
+// One key signing in again and again ends its own oldest sessions, past
+// 20, and no one else's.
+func TestOneKeyCannotPushOthersSessionsOut(t *testing.T) {
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	s := newSessions(time.Hour, 12*time.Hour, 100, func() time.Time { return now })
+	other := s.create("auditor-key", Identity{Name: "auditor"})
+	var first *session
+	for i := range 1000 {
+		now = now.Add(time.Millisecond)
+		ss := s.create("support-key", Identity{Name: "support"})
+		if i == 0 {
+			first = ss
+		}
+	}
+	if s.get(other.id) == nil {
+		t.Fatal("another key's session ended after one key signed in 1,000 times")
+	}
+	if s.get(first.id) != nil {
+		t.Fatal("the key's oldest session still lives past its bound")
+	}
+	mine := 0
+	for _, v := range s.m {
+		if v.key == "support-key" {
+			mine++
+		}
+	}
+	if mine != maxSessionsPerKey {
+		t.Fatalf("the key holds %d sessions, want %d", mine, maxSessionsPerKey)
+	}
+}
