@@ -162,7 +162,8 @@ type Counters struct {
 }
 
 // LogState is the head of the Merkle log: the tree size, its signed
-// checkpoint, and the size whose tiles are all published.
+// checkpoint, the size whose tiles are all published, and the
+// integrator's record of a divergence of the published log.
 type LogState struct {
 	Size           int64
 	Checkpoint     []byte
@@ -170,6 +171,10 @@ type LogState struct {
 	// Pruned is how many leading leaves the file no longer holds: write-once
 	// storage holds their tiles (ledger.LogPruner).
 	Pruned int64
+	// Diverged is the integrator's record that the log published to
+	// write-once storage is not this file's (ledger.LogTx.LogDivergence),
+	// nil when there is none.
+	Diverged []byte
 }
 
 // OpenExport opens the store file at path read-only, waiting up to
@@ -469,6 +474,9 @@ func (e *Export) LogState() (LogState, error) {
 		}
 		s.TilesPublished = int64(metaUint(m, kLogTiles))
 		s.Pruned = int64(metaUint(m, kLogPruned))
+		if v := m.Get(kLogDiverged); v != nil {
+			s.Diverged = append([]byte(nil), v...)
+		}
 		return nil
 	})
 	return s, err

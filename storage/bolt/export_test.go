@@ -1,12 +1,14 @@
 package bolt_test
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
@@ -56,6 +58,35 @@ func TestExportLogIndexInChunks(t *testing.T) {
 		}
 		if total != 61 {
 			t.Errorf("log leaf index in chunks of %d: %d records, want 61 (every sequenced leaf)", n, total)
+		}
+	}
+}
+
+// TestExportLogStateHoldsTheDivergenceRecord: the export's log state
+// carries the integrator's record that the published log diverged, and
+// none once the record is cleared.
+func TestExportLogStateHoldsTheDivergenceRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	record := []byte(`{"since":"2026-10-07T13:00:00Z","holder":"ledgerd-a","error":"another log in the bucket"}`)
+	for _, want := range [][]byte{record, nil} {
+		s, err := bolt.Open(path, bolt.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(t.Context(), func(tx ledger.Tx) error { return tx.SetLogDivergence(want) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e, err := bolt.OpenExport(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.LogState()
+		e.Close()
+		if err != nil || !bytes.Equal(st.Diverged, want) || (want == nil) != (st.Diverged == nil) {
+			t.Errorf("log state's divergence record: %q, %v; want %q", st.Diverged, err, want)
 		}
 	}
 }
