@@ -4,9 +4,10 @@
 // retain record), tombstone, revocation, object record, reference count,
 // deletion, outbox entry (with its failure record), segment plan, dead
 // letter, incident, drill report, access-log record and the whole Merkle
-// log (queued leaves, leaves, stored hashes, checkpoints, the head and the
-// published tile size), with every sequence number kept, so that a
-// ledgerd on the database answers exactly as one on the file did.
+// log (queued leaves, leaves, stored hashes, checkpoints, the head, the
+// published tile size and the integrator's record that the published log
+// diverged), with every sequence number kept, so that a ledgerd on the
+// database answers exactly as one on the file did.
 //
 // The copy goes kind by kind in chunks, each chunk and the record of how
 // far the copy got committed in one transaction, so a move cut short (a
@@ -355,7 +356,8 @@ func (m *mover) writeChunk(ctx context.Context, k kind, recs []bolt.Record, prev
 }
 
 // copyState sets the sequences past the numbers the file handed out and
-// writes the log's head and published tile size, then marks the copy done.
+// writes the log's head, published tile size, pruned leaves and record of
+// a divergence, then marks the copy done.
 func (m *mover) copyState(ctx context.Context) error {
 	p, err := m.progress(ctx, stateKind)
 	if err != nil || p.done {
@@ -391,6 +393,15 @@ func (m *mover) copyState(ctx context.Context) error {
 			// The leaves the file dropped are read from write-once storage.
 			if _, err := tx.Exec(ctx, "INSERT INTO log_state (name, n) VALUES ('pruned', $1)", s.log.Pruned); err != nil {
 				return fmt.Errorf("set the leaves kept only in tiles: %w", err)
+			}
+		}
+		if s.log.Diverged != nil {
+			// The integrator found the published log not to be the file's:
+			// the replicas on the database report it, since the time it was
+			// found, until a holder of the integrator's lease finds the logs
+			// agree.
+			if _, err := tx.Exec(ctx, "INSERT INTO log_state (name, n, value) VALUES ('diverged', 0, $1)", s.log.Diverged); err != nil {
+				return fmt.Errorf("set the record of the log's divergence: %w", err)
 			}
 		}
 		if _, err := tx.Exec(ctx, "UPDATE ledger_move SET copied_ns = $1 WHERE id = 1", m.cfg.Now().UnixNano()); err != nil {

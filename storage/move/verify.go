@@ -122,19 +122,21 @@ func (m *mover) targetDigest(ctx context.Context, d dest) (digest, error) {
 }
 
 // verifyState compares the sequences (the last number each handed out)
-// and the log head and published tile size on both sides.
+// and the log's head, published tile size, pruned leaves and record of a
+// divergence on both sides.
 func (m *mover) verifyState(ctx context.Context) (Check, error) {
 	s, err := m.sourceState()
 	if err != nil {
 		return Check{}, err
 	}
 	var src, dst digest
-	if err := src.add(stateValues(int64(s.counters.Outbox), int64(s.counters.Incident), int64(s.counters.Access), int64(s.counters.Leaf),
-		s.log.Size, s.log.Checkpoint, s.log.TilesPublished, s.log.Pruned)); err != nil {
+	if err := src.add(stateValues(state{
+		outbox: int64(s.counters.Outbox), incident: int64(s.counters.Incident), access: int64(s.counters.Access), leaf: int64(s.counters.Leaf),
+		size: s.log.Size, cp: s.log.Checkpoint, tiles: s.log.TilesPublished, pruned: s.log.Pruned, diverged: s.log.Diverged,
+	})); err != nil {
 		return Check{}, err
 	}
-	var outbox, incident, access, leaf, size, tiles, pruned int64
-	var cp []byte
+	var t state
 	err = m.pool.QueryRow(ctx, `
 SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM incident_seq),
@@ -143,22 +145,34 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
        coalesce((SELECT n FROM log_state WHERE name = 'head'), 0),
        (SELECT value FROM log_state WHERE name = 'head'),
        coalesce((SELECT n FROM log_state WHERE name = 'tiles'), 0),
-       coalesce((SELECT n FROM log_state WHERE name = 'pruned'), 0)`).Scan(&outbox, &incident, &access, &leaf, &size, &cp, &tiles, &pruned)
+       coalesce((SELECT n FROM log_state WHERE name = 'pruned'), 0),
+       (SELECT value FROM log_state WHERE name = 'diverged')`).Scan(&t.outbox, &t.incident, &t.access, &t.leaf, &t.size, &t.cp, &t.tiles, &t.pruned, &t.diverged)
 	if err != nil {
 		return Check{}, fmt.Errorf("verify the sequences and log head: %w", err)
 	}
-	if err := dst.add(stateValues(outbox, incident, access, leaf, size, cp, tiles, pruned)); err != nil {
+	if err := dst.add(stateValues(t)); err != nil {
 		return Check{}, err
 	}
 	return Check{Kind: stateKind, Source: src.n, Target: dst.n, SourceHash: src.hex(), TargetHash: dst.hex()}, nil
 }
 
-// stateValues is the sequences and log head as one row of values; an
-// absent checkpoint is NULL on both sides.
-func stateValues(outbox, incident, access, leaf, size int64, cp []byte, tiles, pruned int64) []any {
-	var c any
-	if len(cp) > 0 {
-		c = cp
+// state is the sequences and the log's state as one side holds them.
+type state struct {
+	outbox, incident, access, leaf, size int64
+	cp                                   []byte
+	tiles, pruned                        int64
+	diverged                             []byte
+}
+
+// stateValues is s as one row of values; an absent checkpoint or
+// divergence record is NULL on both sides.
+func stateValues(s state) []any {
+	var c, d any
+	if len(s.cp) > 0 {
+		c = s.cp
 	}
-	return []any{outbox, incident, access, leaf, size, c, tiles, pruned}
+	if s.diverged != nil {
+		d = s.diverged
+	}
+	return []any{s.outbox, s.incident, s.access, s.leaf, s.size, c, s.tiles, s.pruned, d}
 }
