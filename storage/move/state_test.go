@@ -67,8 +67,9 @@ func TestAMoveKeepsTheLogsDivergenceRecord(t *testing.T) {
 }
 
 // TestVerifyingAMoveComparesTheSequencesAndTheLogState: a run after a
-// verified move fails with ErrMismatch once the database's record of the
-// log's divergence no longer is the file's, and verifies again once it is.
+// verified move fails with ErrMismatch once the database's row sequence
+// (the drill pool's positions) or its record of the log's divergence no
+// longer is the file's, and verifies again once it is.
 func TestVerifyingAMoveComparesTheSequencesAndTheLogState(t *testing.T) {
 	pgtest.Available(t)
 	f := divergedFile(t)
@@ -88,10 +89,15 @@ func TestVerifyingAMoveComparesTheSequencesAndTheLogState(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
+	var rowSeq int64
+	if err := conn.QueryRow(t.Context(), "SELECT last_value FROM ledger_rows_pool_seq").Scan(&rowSeq); err != nil || rowSeq == 0 {
+		t.Fatalf("the row sequence after the move: %d, %v", rowSeq, err)
+	}
 	for _, c := range []struct {
 		change, undo string
 		undoArgs     []any
 	}{
+		{"SELECT setval('ledger_rows_pool_seq', last_value + 1) FROM ledger_rows_pool_seq", "SELECT setval('ledger_rows_pool_seq', last_value - 1) FROM ledger_rows_pool_seq", nil},
 		{"DELETE FROM log_state WHERE name = 'diverged'", "INSERT INTO log_state (name, n, value) VALUES ('diverged', 0, $1)", []any{divergence}},
 		{"UPDATE log_state SET value = 'null' WHERE name = 'diverged'", "UPDATE log_state SET value = $1 WHERE name = 'diverged'", []any{divergence}},
 	} {

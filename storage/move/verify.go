@@ -131,7 +131,7 @@ func (m *mover) verifyState(ctx context.Context) (Check, error) {
 	}
 	var src, dst digest
 	if err := src.add(stateValues(state{
-		outbox: int64(s.counters.Outbox), incident: int64(s.counters.Incident), access: int64(s.counters.Access), leaf: int64(s.counters.Leaf),
+		outbox: int64(s.counters.Outbox), incident: int64(s.counters.Incident), access: int64(s.counters.Access), leaf: int64(s.counters.Leaf), row: int64(s.counters.Row),
 		size: s.log.Size, cp: s.log.Checkpoint, tiles: s.log.TilesPublished, pruned: s.log.Pruned, diverged: s.log.Diverged,
 	})); err != nil {
 		return Check{}, err
@@ -142,11 +142,12 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM incident_seq),
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM access_seq),
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM leaf_seq),
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ledger_rows_pool_seq),
        coalesce((SELECT n FROM log_state WHERE name = 'head'), 0),
        (SELECT value FROM log_state WHERE name = 'head'),
        coalesce((SELECT n FROM log_state WHERE name = 'tiles'), 0),
        coalesce((SELECT n FROM log_state WHERE name = 'pruned'), 0),
-       (SELECT value FROM log_state WHERE name = 'diverged')`).Scan(&t.outbox, &t.incident, &t.access, &t.leaf, &t.size, &t.cp, &t.tiles, &t.pruned, &t.diverged)
+       (SELECT value FROM log_state WHERE name = 'diverged')`).Scan(&t.outbox, &t.incident, &t.access, &t.leaf, &t.row, &t.size, &t.cp, &t.tiles, &t.pruned, &t.diverged)
 	if err != nil {
 		return Check{}, fmt.Errorf("verify the sequences and log head: %w", err)
 	}
@@ -158,10 +159,11 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
 
 // state is the sequences and the log's state as one side holds them.
 type state struct {
-	outbox, incident, access, leaf, size int64
-	cp                                   []byte
-	tiles, pruned                        int64
-	diverged                             []byte
+	outbox, incident, access, leaf, row int64
+	size                                int64
+	cp                                  []byte
+	tiles, pruned                       int64
+	diverged                            []byte
 }
 
 // stateValues is s as one row of values; an absent checkpoint or
@@ -174,5 +176,5 @@ func stateValues(s state) []any {
 	if s.diverged != nil {
 		d = s.diverged
 	}
-	return []any{s.outbox, s.incident, s.access, s.leaf, s.size, c, s.tiles, s.pruned, d}
+	return []any{s.outbox, s.incident, s.access, s.leaf, s.row, s.size, c, s.tiles, s.pruned, d}
 }
