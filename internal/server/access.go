@@ -65,7 +65,11 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "read", attrs...)
 	if rerr := a.access.Record(ctx, rec); rerr != nil {
-		a.log.ErrorContext(ctx, "access log: read not recorded", slog.String("rpc", rec.RPC), slog.String("key", rec.Key), slog.String("error", rerr.Error()))
+		// A read the log cannot keep is not answered: with the row store
+		// not taking writes and the memory queue full, it waited for room
+		// until the caller's deadline.
+		a.log.ErrorContext(ctx, "access log: read not recorded, not answered", slog.String("rpc", rec.RPC), slog.String("key", rec.Key), slog.String("error", rerr.Error()))
+		return nil, status.Error(codes.Unavailable, "the read could not be recorded in the access log, so it is not answered; try again later")
 	}
 	return resp, err
 }
