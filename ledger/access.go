@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,15 @@ type Access struct {
 	// RowPrincipal is the principal of the row the read named by its id,
 	// when the read found it: whose row was read.
 	RowPrincipal string `json:"rowPrincipal,omitempty"`
+	// RowPrincipals are the principals of the rows the reply carried, for
+	// a read that did not name one row by its id (a listing, a grant, an
+	// incident, a drill): each once, at most MaxAccessPrincipals.
+	// RowPrincipalsCut says the reply carried rows of more principals, or
+	// of rows whose principal could not be read: the read may have
+	// returned any customer's rows. Records written before these fields
+	// have neither.
+	RowPrincipals    []string `json:"rowPrincipals,omitempty"`
+	RowPrincipalsCut bool     `json:"rowPrincipalsCut,omitempty"`
 	// Object is a snapshot, drill or incident id the read named.
 	Object string `json:"object,omitempty"`
 	// AboutKey is the key whose reads an access-log listing asked for.
@@ -77,7 +87,14 @@ func (a *Access) Cut() {
 	for _, v := range []*string{&a.Principal, &a.Target, &a.Grant, &a.Agent, &a.Row, &a.RowPrincipal, &a.Object, &a.AboutKey} {
 		*v = cutAccessValue(*v, &a.Truncated)
 	}
+	for i := range a.RowPrincipals {
+		a.RowPrincipals[i] = cutAccessValue(a.RowPrincipals[i], &a.Truncated)
+	}
 }
+
+// MaxAccessPrincipals is the most principals an access record lists of
+// the rows a reply carried (Access.RowPrincipals).
+const MaxAccessPrincipals = 64
 
 // AccessQuery selects access records; empty fields match everything.
 type AccessQuery struct {
@@ -92,13 +109,15 @@ type AccessQuery struct {
 	// ends even while reads (these included) add records.
 	Before time.Time
 	// Key, Principal, Target and Grant must equal the record's; Principal
-	// may equal its RowPrincipal instead.
+	// may equal its RowPrincipal instead, or be one of its RowPrincipals,
+	// and matches every record whose RowPrincipals were cut.
 	Key, Principal, Target, Grant string
 }
 
 func (q AccessQuery) match(a *Access) bool {
 	return !a.At.Before(q.Since) &&
-		(q.Key == "" || a.Key == q.Key) && (q.Principal == "" || a.Principal == q.Principal || a.RowPrincipal == q.Principal) &&
+		(q.Key == "" || a.Key == q.Key) && (q.Principal == "" || a.Principal == q.Principal || a.RowPrincipal == q.Principal ||
+		a.RowPrincipalsCut || slices.Contains(a.RowPrincipals, q.Principal)) &&
 		(q.Target == "" || a.Target == q.Target) && (q.Grant == "" || a.Grant == q.Grant)
 }
 

@@ -38,7 +38,11 @@ func (h *harness) accessLog() *ledger.AccessLog {
 func reads(t *testing.T, log *ledger.AccessLog, key string, n int) {
 	t.Helper()
 	for i := range n {
-		if err := log.Record(context.Background(), ledger.Access{Key: key, Roles: []string{"support"}, RPC: "ListRows", Principal: fmt.Sprintf("acct-%d", i), Rows: 1, Result: "ok"}); err != nil {
+		a := ledger.Access{Key: key, Roles: []string{"support"}, RPC: "ListRows", Principal: fmt.Sprintf("acct-%d", i), Rows: 1, Result: "ok"}
+		if i%2 == 1 { // a listing by order: whose rows came back
+			a.Principal, a.Target, a.RowPrincipals = "", fmt.Sprintf("A-%d", i), []string{fmt.Sprintf("acct-%d", i)}
+		}
+		if err := log.Record(context.Background(), a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,6 +67,9 @@ func TestIntegrityFindsATamperedAccessRecord(t *testing.T) {
 	}{
 		{"drop", tamper.DropAccess(2), "access record 2 (written"},
 		{"edit", tamperAccess(3, `"key":"support-leads"`, `"key":"auditor"`), "access record 3 differs from the write-once copy access/"},
+		// Whose rows a listing returned is part of the record kept.
+		{"edit whose rows", tamperAccess(4, `"rowPrincipals":["acct-3"]`, `"rowPrincipals":["acct-9"]`), "access record 4 differs from the write-once copy access/"},
+		{"drop whose rows", tamperAccess(4, `,"rowPrincipals":["acct-3"]`, ``), "access record 4 differs from the write-once copy access/"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,17 +97,27 @@ func TestAccessLogQuery(t *testing.T) {
 	rec(ledger.Access{Key: "auditor", RPC: "GetGrant", Grant: "g-1", Rows: 3, Result: "ok"})
 	rec(ledger.Access{Key: "support-lead", RPC: "ListRows", Target: "A-5531", Rows: 1, Result: "ok"})
 	rec(ledger.Access{Key: "auditor", RPC: "ListRows", Principal: "acct-48213", Rows: 2, Result: "ok"})
+	// Replies that carried a customer's rows without the query naming them.
+	rec(ledger.Access{Key: "support-lead", RPC: "ListRows", Target: "A-5531", Rows: 1, Result: "ok", RowPrincipals: []string{"acct-48213"}})
+	rec(ledger.Access{Key: "support-lead", RPC: "ListRows", Target: "B-1", Rows: 1, Result: "ok", RowPrincipals: []string{"acct-1"}})
+	rec(ledger.Access{Key: "auditor", RPC: "ListRows", Rows: 1000, Result: "ok", RowPrincipals: []string{"acct-1"}, RowPrincipalsCut: true})
 	tests := []struct {
 		name string
 		q    ledger.AccessQuery
 		want []string // RPC/key of the records, in order
 	}{
-		{"all", ledger.AccessQuery{}, []string{"ListRows/support-lead", "GetGrant/auditor", "ListRows/support-lead", "ListRows/auditor"}},
-		{"who read a customer", ledger.AccessQuery{Principal: "acct-48213"}, []string{"ListRows/support-lead", "ListRows/auditor"}},
-		{"one key", ledger.AccessQuery{Key: "auditor"}, []string{"GetGrant/auditor", "ListRows/auditor"}},
+		{"all", ledger.AccessQuery{}, []string{"ListRows/support-lead", "GetGrant/auditor", "ListRows/support-lead", "ListRows/auditor",
+			"ListRows/support-lead", "ListRows/support-lead", "ListRows/auditor"}},
+		// Named by the query, or among the principals of the rows the
+		// reply carried; a reply whose principals were cut may have
+		// carried anyone's.
+		{"who read a customer", ledger.AccessQuery{Principal: "acct-48213"}, []string{"ListRows/support-lead", "ListRows/auditor", "ListRows/support-lead", "ListRows/auditor"}},
+		{"who read another", ledger.AccessQuery{Principal: "acct-1"}, []string{"ListRows/support-lead", "ListRows/auditor"}},
+		{"one key", ledger.AccessQuery{Key: "auditor"}, []string{"GetGrant/auditor", "ListRows/auditor", "ListRows/auditor"}},
 		{"a grant", ledger.AccessQuery{Grant: "g-1"}, []string{"GetGrant/auditor"}},
-		{"an order", ledger.AccessQuery{Target: "A-5531"}, []string{"ListRows/support-lead"}},
-		{"since", ledger.AccessQuery{Since: time.Date(2026, 10, 7, 13, 2, 0, 0, time.UTC)}, []string{"ListRows/support-lead", "ListRows/auditor"}},
+		{"an order", ledger.AccessQuery{Target: "A-5531"}, []string{"ListRows/support-lead", "ListRows/support-lead"}},
+		{"since", ledger.AccessQuery{Since: time.Date(2026, 10, 7, 13, 2, 0, 0, time.UTC)}, []string{"ListRows/support-lead", "ListRows/auditor",
+			"ListRows/support-lead", "ListRows/support-lead", "ListRows/auditor"}},
 		{"a page", ledger.AccessQuery{Limit: 2}, []string{"ListRows/support-lead", "GetGrant/auditor"}},
 	}
 	for _, tc := range tests {
@@ -132,11 +142,11 @@ func TestAccessLogQuery(t *testing.T) {
 	q := first.Next
 	q.Limit = 100
 	rest, _ := log.List(ctx, q)
-	if len(first.Records) != 2 || len(rest.Records) != 2 || rest.Records[0].Seq <= first.Records[1].Seq || rest.Next.After != 0 {
+	if len(first.Records) != 2 || len(rest.Records) != 5 || rest.Records[0].Seq <= first.Records[1].Seq || rest.Next.After != 0 {
 		t.Fatalf("paging: %d then %d records (next after %d)", len(first.Records), len(rest.Records), rest.Next.After)
 	}
-	if all, _ := log.List(ctx, ledger.AccessQuery{}); len(all.Records) != 5 {
-		t.Fatalf("a new listing: %d records, want 5", len(all.Records))
+	if all, _ := log.List(ctx, ledger.AccessQuery{}); len(all.Records) != 8 {
+		t.Fatalf("a new listing: %d records, want 8", len(all.Records))
 	}
 	if _, err := log.List(ctx, ledger.AccessQuery{Limit: 1001}); err == nil {
 		t.Fatal("a page of 1001 was accepted")

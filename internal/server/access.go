@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +36,7 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 		return handler(ctx, req)
 	}
 	resp, err := handler(ctx, req)
-	rec = describeReply(rec, req, resp) // after the handler: prefixes resolved to full ids
+	rec, ids := describeReply(rec, req, resp) // after the handler: prefixes resolved to full ids
 	rec.RPC = info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
 	if p, ok := ctx.Value(principalKey{}).(principal); ok {
 		rec.Key, rec.Roles = p.name, p.roles
@@ -50,6 +52,9 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 			rec.RowPrincipal = r.Principal
 		}
 	}
+	if len(ids) > 0 && err == nil {
+		a.principalsOf(ctx, &rec, ids)
+	}
 	// The log line shows what the record keeps: a caller's value, however
 	// long it sent it (a refused one too), is cut as the record's is.
 	rec.Cut()
@@ -63,6 +68,12 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if rec.RowPrincipal != "" {
 		attrs = append(attrs, slog.String("row_principal", rec.RowPrincipal))
 	}
+	if len(rec.RowPrincipals) > 0 || rec.RowPrincipalsCut {
+		attrs = append(attrs, slog.Any("row_principals", rec.RowPrincipals))
+	}
+	if rec.RowPrincipalsCut {
+		attrs = append(attrs, slog.Bool("row_principals_truncated", true))
+	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "read", attrs...)
 	if rerr := a.access.Record(ctx, rec); rerr != nil {
 		// A read the log cannot keep is not answered: with the row store
@@ -72,6 +83,58 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 		return nil, status.Error(codes.Unavailable, "the read could not be recorded in the access log, so it is not answered; try again later")
 	}
 	return resp, err
+}
+
+// maxPrincipalLookups bounds the rows one read's record looks up for
+// their principals (rows a drill report names by id).
+const maxPrincipalLookups = 256
+
+// principals gathers the distinct principals of the rows a reply carried,
+// at most ledger.MaxAccessPrincipals, saying when there were more.
+type principals struct {
+	list []string
+	cut  bool
+}
+
+func (p *principals) add(s string) {
+	if s == "" || slices.Contains(p.list, s) {
+		return
+	}
+	if len(p.list) == ledger.MaxAccessPrincipals {
+		p.cut = true
+		return
+	}
+	p.list = append(p.list, s)
+}
+
+// principalsOf adds to rec the principals of the rows the reply named by
+// id only (ids, distinct): each row is read for its principal, at most
+// maxPrincipalLookups of them. A row swept since has no principal to
+// add; one that cannot be read, or past the bound, cuts the list.
+func (a accessRecorder) principalsOf(ctx context.Context, rec *ledger.Access, ids []string) {
+	p := principals{list: rec.RowPrincipals, cut: rec.RowPrincipalsCut}
+	if a.rows == nil {
+		p.cut = true
+	}
+	for i, id := range ids {
+		if p.cut {
+			break
+		}
+		if i == maxPrincipalLookups {
+			p.cut = true
+			break
+		}
+		r, err := a.rows.Get(ctx, id)
+		var gone *ledger.ExpiredError
+		switch {
+		case err == nil:
+			p.add(r.Principal)
+		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, &gone):
+		default:
+			p.cut = true
+		}
+	}
+	rec.RowPrincipals, rec.RowPrincipalsCut = p.list, p.cut
 }
 
 // codeWords is a gRPC code as words ("NotFound" as "not found").
@@ -110,9 +173,12 @@ func describeRead(req any) (ledger.Access, bool) {
 	return ledger.Access{}, false
 }
 
-// describeReply adds the ids the request named (resolved by then) and the
-// rows the reply carried.
-func describeReply(a ledger.Access, req, resp any) ledger.Access {
+// describeReply adds the ids the request named (resolved by then), the
+// rows the reply carried and, for a read that did not name one row by its
+// id, their principals: those of the rows the reply carried whole, and the
+// ids of the rows it named by id only (a drill report's), whose
+// principals are to be read.
+func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 	switch m := req.(type) {
 	case *ledgerv1.GetRowRequest:
 		a.Row = m.GetId()
@@ -162,7 +228,60 @@ func describeReply(a ledger.Access, req, resp any) ledger.Access {
 	case *ledgerv1.CheckIntegrityResponse:
 		a.Rows = int(r.GetRowsChecked())
 	}
-	return a
+	if a.Row != "" {
+		return a, nil // rowPrincipal says whose row
+	}
+	var p principals
+	var ids []string // at most one past maxPrincipalLookups: the list is cut then
+	seen := map[string]bool{}
+	rows := func(rs ...*ledgerv1.Row) {
+		for _, row := range rs {
+			p.add(row.GetPrincipal())
+		}
+	}
+	reports := func(ds ...*ledgerv1.DrillReport) {
+		for _, d := range ds {
+			p.add(d.GetRequest().GetPrincipal())
+			named := func(id string) {
+				if id != "" && !seen[id] && len(ids) <= maxPrincipalLookups {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+			for _, id := range d.GetRows() {
+				named(id)
+			}
+			for _, l := range d.GetListed() {
+				named(l.GetRowId())
+			}
+			for _, x := range d.GetProofs() {
+				named(x.GetRowId())
+			}
+			for _, x := range d.GetPulls() {
+				named(x.GetRowId())
+			}
+		}
+	}
+	switch r := resp.(type) {
+	case *ledgerv1.ListRowsResponse:
+		rows(r.GetRows()...)
+	case *ledgerv1.GetGrantResponse:
+		for _, s := range r.GetPrincipals() {
+			p.add(s)
+		}
+		rows(r.GetRows()...)
+	case *ledgerv1.GetIncidentResponse:
+		rows(r.GetRow())
+		rows(r.GetSameDayRows()...)
+	case *ledgerv1.RunDrillResponse:
+		reports(r.GetReport())
+	case *ledgerv1.GetDrillResponse:
+		reports(r.GetReport())
+	case *ledgerv1.ListDrillsResponse:
+		reports(r.GetReports()...)
+	}
+	a.RowPrincipals, a.RowPrincipalsCut = p.list, p.cut
+	return a, ids
 }
 
 func one(b bool) int {
@@ -217,7 +336,8 @@ func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
 	}
 	return &ledgerv1.AccessRecord{Seq: a.Seq, At: ts(a.At), Key: a.Key, Roles: a.Roles, Rpc: a.RPC,
 		Principal: text(a.Principal), Target: text(a.Target), GrantId: text(a.Grant), Agent: text(a.Agent), RowId: text(a.Row), Object: text(a.Object),
-		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), RowPrincipal: text(a.RowPrincipal), Truncated: cut || a.Truncated}
+		Rows: int32(min(a.Rows, 1<<31-1)), Result: a.Result, AboutKey: text(a.AboutKey), RowPrincipal: text(a.RowPrincipal), RowPrincipals: a.RowPrincipals,
+		RowPrincipalsTruncated: a.RowPrincipalsCut, Truncated: cut || a.Truncated}
 }
 
 // parseAccessToken reads a page token: the last record's number and the

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 )
@@ -17,6 +20,8 @@ type accessRecord struct {
 	RowID, RowPrincipal, Object, Result         string
 	Roles                                       []string
 	Rows                                        int
+	RowPrincipals                               []string
+	RowPrincipalsTruncated                      bool
 }
 
 func (e *env) accessLog(t *testing.T, query string) []accessRecord {
@@ -58,11 +63,11 @@ func TestAccessLog(t *testing.T) {
 	got := e.accessLog(t, "")
 	want := []accessRecord{
 		{Key: "admin-key", Rpc: "GetProviderOutbox", Result: "ok"},
-		{Key: "support-key", Rpc: "ListRows", Principal: "acct-48213", Rows: 1, Result: "ok"},
+		{Key: "support-key", Rpc: "ListRows", Principal: "acct-48213", Rows: 1, Result: "ok", RowPrincipals: []string{"acct-48213"}},
 		{Key: "support-key", Rpc: "GetRow", RowID: id, RowPrincipal: "acct-48213", Rows: 1, Result: "ok"},
 		{Key: "auditor-key", Rpc: "GetEvidence", RowID: id, RowPrincipal: "acct-48213", Rows: 1, Result: "ok"},
-		{Key: "auditor-key", Rpc: "GetGrant", GrantID: rep.Row.GrantID, Rows: 2, Result: "ok"}, // both receipts are under the one grant
-		{Key: "support-key", Rpc: "RunDrill", Target: "A-5531", Rows: 1, Result: "ok"},
+		{Key: "auditor-key", Rpc: "GetGrant", GrantID: rep.Row.GrantID, Rows: 2, Result: "ok", RowPrincipals: []string{"acct-1", "acct-48213"}}, // both receipts are under the one grant
+		{Key: "support-key", Rpc: "RunDrill", Target: "A-5531", Rows: 1, Result: "ok", RowPrincipals: []string{"acct-48213"}},
 		{Key: "support-key", Rpc: "GetRow", RowID: "ffffffffffff", Result: "not found"},
 	}
 	if strings.HasPrefix(id, "ffffffffffff") {
@@ -74,6 +79,9 @@ func TestAccessLog(t *testing.T) {
 	for i, w := range want {
 		g := got[i]
 		g.Seq, g.Roles = "", nil
+		if len(g.RowPrincipals) == 0 {
+			g.RowPrincipals = nil
+		}
 		if !reflect.DeepEqual(g, w) {
 			t.Errorf("record %d:\n got %+v\nwant %+v", i, g, w)
 		}
@@ -82,10 +90,12 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("roles %v", r)
 	}
 
-	// Who looked up acct-48213's rows, by a query naming the customer or
-	// by a row's id? Listing the log is a read too.
+	// Who looked up acct-48213's rows, by a query naming the customer, by
+	// a row's id or with a reply that carried them? Listing the log is a
+	// read too.
 	who := e.accessLog(t, "?principal=acct-48213")
-	if len(who) != 3 || who[0].Rpc != "ListRows" || who[1].Rpc != "GetRow" || who[2].Rpc != "GetEvidence" || who[2].Key != "auditor-key" {
+	if len(who) != 5 || who[0].Rpc != "ListRows" || who[1].Rpc != "GetRow" || who[2].Rpc != "GetEvidence" || who[2].Key != "auditor-key" ||
+		who[3].Rpc != "GetGrant" || who[4].Rpc != "RunDrill" {
 		t.Fatalf("reads of acct-48213: %+v", who)
 	}
 	all := e.accessLog(t, "?pageSize=2")
@@ -167,6 +177,63 @@ func TestSweepListingsAndTheOutboxAreRecorded(t *testing.T) {
 	for _, want := range []string{"auditor-key Sweep", "admin-key GetOutbox"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("access log %q lacks %q", got, want)
+		}
+	}
+}
+
+// "Who looked up this customer's rows" lists every read whose reply
+// carried them, not only those whose query named the customer or one of
+// their rows by its id: the rows of an order (a dispute's first step), an
+// unfiltered listing, the grant, an incident, a drill by order and the
+// monthly drill. A read that returned only another customer's rows is not
+// listed. The records outlive a restart.
+func TestAccessLogByPrincipalListsReadsThatReturnedTheCustomersRows(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	var rep, inc appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})), &rep)
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{User: "acct-1", GrantID: "a2agrant_other", Target: "B-1"})), nil)
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "I-1",
+		At: time.Now().UTC().AddDate(-2, 0, 0).Truncate(time.Second), ScopesUsed: []string{"plan:change"}})), &inc)
+	if inc.Row.IncidentID == "" {
+		t.Fatalf("no incident: %+v", inc.Row)
+	}
+	reads := []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/rows?target=A-5531", nil},
+		{"GET", "/v1/rows", nil},
+		{"GET", "/v1/grants/" + rep.Row.GrantID, nil},
+		{"GET", "/v1/incidents/" + inc.Row.IncidentID, nil},
+		{"POST", "/v1/drills", map[string]any{"target": "A-5531"}},
+		{"POST", "/v1/drills", map[string]any{"monthly": map[string]any{"sample": 100}}},
+		{"GET", "/v1/rows?target=B-1", nil}, // only acct-1's row
+	}
+	for _, r := range reads {
+		if code := e.call(t, r.method, r.path, "support", r.body, nil); code != http.StatusOK {
+			t.Fatalf("%s %s: %d", r.method, r.path, code)
+		}
+	}
+	e.stop()
+	e.start(t)
+
+	var got []string
+	for _, r := range e.accessLog(t, "?principal=acct-48213") {
+		if r.Key != "support-key" {
+			continue
+		}
+		got = append(got, r.Rpc+" "+r.Target)
+		if !slices.Contains(r.RowPrincipals, "acct-48213") || r.RowPrincipalsTruncated {
+			t.Errorf("%s %s: rowPrincipals %q (truncated %v), want acct-48213's among them", r.Rpc, r.Target, r.RowPrincipals, r.RowPrincipalsTruncated)
+		}
+	}
+	want := []string{"ListRows A-5531", "ListRows ", "GetGrant ", "GetIncident ", "RunDrill A-5531", "RunDrill "}
+	if !slices.Equal(got, want) {
+		t.Errorf("access-log --principal acct-48213 lists support-key's reads %q, want %q", got, want)
+	}
+	for _, r := range e.accessLog(t, "?principal=acct-1") {
+		if r.Rpc == "ListRows" && r.Target == "A-5531" {
+			t.Errorf("the read of order A-5531 is listed as a read of acct-1's rows: %+v", r)
 		}
 	}
 }

@@ -6350,8 +6350,10 @@ type ListAccessLogRequest struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
 	// Only reads made with the API key of this name.
 	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
-	// Only reads whose query named this principal, or that read by its id a
-	// row of this principal (row_principal).
+	// Only reads whose query named this principal, that read by its id a
+	// row of this principal (row_principal), or whose reply carried rows of
+	// this principal (row_principals; a record whose row_principals were cut
+	// matches every principal).
 	Principal string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Only reads whose query named this target (an order id).
 	Target string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
@@ -6481,9 +6483,18 @@ type AccessRecord struct {
 	// The principal of the row the read named by its id (row_id), when the
 	// read found it: whose row was read. Empty for other reads, and for
 	// reads recorded before this field.
-	RowPrincipal  string `protobuf:"bytes,16,opt,name=row_principal,json=rowPrincipal,proto3" json:"row_principal,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RowPrincipal string `protobuf:"bytes,16,opt,name=row_principal,json=rowPrincipal,proto3" json:"row_principal,omitempty"`
+	// The principals of the rows the reply carried, each once, for a read
+	// that did not name one row by its id (ListRows, GetGrant, GetIncident,
+	// RunDrill, GetDrill, ListDrills): at most 64. Empty for other reads,
+	// and for reads recorded before this field.
+	RowPrincipals []string `protobuf:"bytes,17,rep,name=row_principals,json=rowPrincipals,proto3" json:"row_principals,omitempty"`
+	// True when the reply carried rows of more principals than
+	// row_principals lists, or rows whose principal could not be read: the
+	// read may have returned any principal's rows.
+	RowPrincipalsTruncated bool `protobuf:"varint,18,opt,name=row_principals_truncated,json=rowPrincipalsTruncated,proto3" json:"row_principals_truncated,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AccessRecord) Reset() {
@@ -6626,6 +6637,20 @@ func (x *AccessRecord) GetRowPrincipal() string {
 		return x.RowPrincipal
 	}
 	return ""
+}
+
+func (x *AccessRecord) GetRowPrincipals() []string {
+	if x != nil {
+		return x.RowPrincipals
+	}
+	return nil
+}
+
+func (x *AccessRecord) GetRowPrincipalsTruncated() bool {
+	if x != nil {
+		return x.RowPrincipalsTruncated
+	}
+	return false
 }
 
 // ListAccessLogResponse is one page of read-access records, oldest first.
@@ -7554,7 +7579,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1c\n" +
 	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06target\x18\x06 \x01(\tR\x06target\x12\x19\n" +
-	"\bgrant_id\x18\a \x01(\tR\agrantId\"\xa8\x03\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"\x89\x04\n" +
 	"\fAccessRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
@@ -7572,7 +7597,9 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06result\x18\r \x01(\tR\x06result\x12\x1b\n" +
 	"\tabout_key\x18\x0e \x01(\tR\baboutKey\x12\x1c\n" +
 	"\ttruncated\x18\x0f \x01(\bR\ttruncated\x12#\n" +
-	"\rrow_principal\x18\x10 \x01(\tR\frowPrincipal\"}\n" +
+	"\rrow_principal\x18\x10 \x01(\tR\frowPrincipal\x12%\n" +
+	"\x0erow_principals\x18\x11 \x03(\tR\rrowPrincipals\x128\n" +
+	"\x18row_principals_truncated\x18\x12 \x01(\bR\x16rowPrincipalsTruncated\"}\n" +
 	"\x15ListAccessLogResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".pactledger.ledger.v1.AccessRecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
