@@ -49,6 +49,9 @@ func (c *cli) accessLog(o accessOpts) error {
 	if err := c.printList(l, empty); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(rep.GetRecords(), (*ledgerv1.AccessRecord).GetRowPrincipalsTruncated) {
+		c.note("(of=…,… : the reply carried rows of more customers than the log lists; every --principal listing includes the read)")
+	}
 	if slices.ContainsFunc(rep.GetRecords(), (*ledgerv1.AccessRecord).GetTruncated) {
 		c.note("(a value a read named longer than 512 bytes is cut at 512 bytes, ending \"… (N bytes more)\")")
 	}
@@ -88,7 +91,27 @@ func (c *cli) accessQuery(r *ledgerv1.AccessRecord) string {
 	add("agent", r.GetAgent())
 	add("row", row)
 	add("of", r.GetRowPrincipal())
+	add("of", rowPrincipals(r, c.output != "csv"))
 	add("id", r.GetObject())
 	add("by", r.GetAboutKey())
 	return orDash(strings.Join(q, " "))
+}
+
+// rowPrincipals says whose rows a read's reply carried, comma-separated,
+// leaving out the principal its query named; short shows three and how
+// many more. A list the log cut ends ",…".
+func rowPrincipals(r *ledgerv1.AccessRecord, short bool) string {
+	var of []string
+	for _, p := range r.GetRowPrincipals() {
+		if p != r.GetPrincipal() {
+			of = append(of, p)
+		}
+	}
+	if short && len(of) > 3 {
+		of = append(of[:3:3], fmt.Sprintf("+%d", len(of)-3))
+	}
+	if r.GetRowPrincipalsTruncated() {
+		of = append(of, "…")
+	}
+	return strings.Join(of, ",")
 }

@@ -569,13 +569,16 @@ func (c *cli) accessLogCmd() *cobra.Command {
 		Long: `List the read-access log, oldest first: each read of rows, evidence, snapshots,
 drills, incidents and of this log, with the API key's name and roles, the call, what its
 query named and how many rows came back. --principal answers "who looked up this
-customer's rows": the reads whose query named the customer, and the reads of one of
-their rows by its id (shown "row=ID of=P"). Records are kept for accessLog.retention (default 12 months).`,
+customer's rows": the reads whose query named the customer, the reads of one of
+their rows by its id (shown "row=ID of=P"), and the reads whose reply carried their
+rows (an order's, every row, a grant, an incident, a drill: shown "of=P,..."; a reply
+with more customers' rows than the log lists, "of=...,…", is listed for every
+customer). Records are kept for accessLog.retention (default 12 months).`,
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "admin", annCSV: "yes"},
 		RunE: c.online(func([]string) error { return c.accessLog(o) }),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.principal, "principal", "", "reads whose query named customer `P`, or that read one of P's rows by id")
+	f.StringVar(&o.principal, "principal", "", "reads whose query named customer `P`, that read one of P's rows by id, or whose reply carried P's rows")
 	f.StringVar(&o.target, "order", "", "reads whose query named order `ID`")
 	f.StringVar(&o.grant, "grant", "", "reads whose query named grant `G`")
 	f.StringVar(&o.by, "by", "", "reads made with the API key named `KEY_NAME`")
