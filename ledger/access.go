@@ -3,6 +3,8 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -252,24 +254,33 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 	err := l.store.Update(ctx, func(tx Tx) error {
 		var first, last uint64
 		n := 0
+		// The object's bytes as the records are written, hashed for the
+		// uploader to check (enqueueAccess).
+		sum := sha256.New()
+		var line []byte
 		for i := range recs {
 			seq, err := tx.AppendAccess(recs[i].At, bodies[i])
 			if err != nil {
 				return err
 			}
 			if n > 0 && (seq != last+1 || n == maxAccessObject) {
-				if err := enqueueAccess(tx, first, last, retain, queuedAt); err != nil {
+				if err := enqueueAccess(tx, first, last, sum.Sum(nil), retain, queuedAt); err != nil {
 					return err
 				}
 				n = 0
+				sum.Reset()
 			}
 			if n == 0 {
 				first = seq
 			}
+			if line, err = appendAccessLine(line[:0], seq, recs[i].At, bodies[i]); err != nil {
+				return err
+			}
+			sum.Write(line)
 			last = seq
 			n++
 		}
-		return enqueueAccess(tx, first, last, retain, queuedAt)
+		return enqueueAccess(tx, first, last, sum.Sum(nil), retain, queuedAt)
 	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -321,12 +332,13 @@ func accessRange(s string) (first, last uint64, ok bool) {
 }
 
 // enqueueAccess queues the object of access records first to last, which
-// the same transaction appended with no other record between them: the
-// uploader reads them from the row store and puts them, create-only, so
-// the records stand in write-once storage as they were written
-// (docs/design/034-access-log-anchored.md).
-func enqueueAccess(tx Tx, first, last uint64, retain, at time.Time) error {
-	return tx.Enqueue(OutboxEntry{Kind: ObjectAccess, Ref: fmt.Sprintf("%d-%d", first, last), Key: AccessKey(first, last), RetainUntil: retain}, at)
+// the same transaction appended with no other record between them, and
+// whose bytes (accessObjectBody) have SHA-256 sum as written: the
+// uploader reads them from the row store and puts them, create-only, only
+// when they still hash to sum, so the records stand in write-once storage
+// as they were written (docs/design/034-access-log-anchored.md).
+func enqueueAccess(tx Tx, first, last uint64, sum []byte, retain, at time.Time) error {
+	return tx.Enqueue(OutboxEntry{Kind: ObjectAccess, Ref: fmt.Sprintf("%d-%d", first, last), Key: AccessKey(first, last), RetainUntil: retain, SHA256: hex.EncodeToString(sum)}, at)
 }
 
 // accessLine is one record of an access object: its number, when it was
@@ -353,14 +365,23 @@ func accessObjectBody(tx Tx, first, last uint64) ([]byte, error) {
 		if !utf8.Valid(recs[i].Body) {
 			return nil, fmt.Errorf("access record %d is not UTF-8: %w", want, errUnknownEntry)
 		}
-		line, err := json.Marshal(accessLine{Seq: want, At: recs[i].At.UTC(), Body: string(recs[i].Body)})
+		line, err := appendAccessLine(nil, want, recs[i].At, recs[i].Body)
 		if err != nil {
 			return nil, err
 		}
 		buf.Write(line)
-		buf.WriteByte('\n')
 	}
 	return buf.Bytes(), nil
+}
+
+// appendAccessLine appends to b access record seq's line of its object,
+// newline included.
+func appendAccessLine(b []byte, seq uint64, at time.Time, body []byte) ([]byte, error) {
+	line, err := json.Marshal(accessLine{Seq: seq, At: at.UTC(), Body: string(body)})
+	if err != nil {
+		return b, err
+	}
+	return append(append(b, line...), '\n'), nil
 }
 
 // parseAccessObject reads the records of an access object.

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -137,4 +138,74 @@ func TestIntegrityAcceptsAnHonestAccessLog(t *testing.T) {
 		t.Fatalf("removing the first batch's object: %d files, %v", gone, err)
 	}
 	clean("an expired batch let go")
+}
+
+// TestUploaderRefusesAccessRecordsEditedBeforeTheirUpload: a read
+// re-attributed in the row store while its batch waits for upload (an
+// unreachable bucket keeps it waiting as long as anyone likes) is not put
+// as edited: the batch's entry recorded the hash of its bytes as written,
+// so the batch moves to the dead letters with a reason that says so and
+// an ERROR line, and nothing of it reaches write-once storage.
+func TestUploaderRefusesAccessRecordsEditedBeforeTheirUpload(t *testing.T) {
+	ctx := context.Background()
+	h, log := accessHarness(t)
+	reads(t, log, "support-leads", 3) // written and queued, not yet uploaded
+	h.tamper(t, tamperAccess(2, `"key":"support-leads"`, `"key":"auditor"`))
+	h.drain(t)
+	out, err := h.l.Outbox(ctx, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.DeadLetters) != 1 || out.DeadLetters[0].Entry.Key != ledger.AccessKey(1, 3) ||
+		!strings.Contains(out.DeadLetters[0].Reason, "access records 1–3 hash to") ||
+		!strings.Contains(out.DeadLetters[0].Reason, "edited in the row store before its upload") {
+		t.Fatalf("dead letters: %+v; want the batch of records 1-3, refused as edited", out.DeadLetters)
+	}
+	if _, err := h.l.WriteOnceCopy(ctx, ledger.AccessKey(1, 3)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the edited batch's write-once copy: %v; want none", err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "not those the ledger wrote") {
+		t.Fatalf("logs:\n%s\nwant an ERROR line for the edited batch", logs)
+	}
+}
+
+// TestUploaderPutsAccessBatchesQueuedWithoutAHash: a batch queued before
+// its entry recorded the hash of its bytes is put as the row store holds
+// it, as it was then.
+func TestUploaderPutsAccessBatchesQueuedWithoutAHash(t *testing.T) {
+	ctx := context.Background()
+	h, log := accessHarness(t)
+	reads(t, log, "support-leads", 3)
+	err := h.store.Update(ctx, func(tx ledger.Tx) error {
+		es, err := tx.Outbox(10)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.SHA256 == "" {
+				return fmt.Errorf("outbox entry %+v records no hash", e)
+			}
+			if _, err := tx.Dequeue(e.Seq); err != nil {
+				return err
+			}
+			e.SHA256 = ""
+			if err := tx.Enqueue(e, h.clock()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	if n, err := h.l.DeadLetterCount(ctx); err != nil || n != 0 {
+		t.Fatalf("dead letters: %d, %v", n, err)
+	}
+	if _, err := h.l.WriteOnceCopy(ctx, ledger.AccessKey(1, 3)); err != nil {
+		t.Fatalf("the batch's write-once copy: %v", err)
+	}
+	if p := problems(integrity(t, h)); p != "" {
+		t.Fatalf("findings:\n%s", p)
+	}
 }

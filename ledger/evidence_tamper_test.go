@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,4 +106,51 @@ func TestEvidenceSaysWhenTheRowStoreBundleDiffers(t *testing.T) {
 	if _, err := h.l.Evidence(ctx, r.ID); err == nil || !strings.Contains(err.Error(), "not the write-time "+r.EvidenceSHA256) {
 		t.Fatalf("a bundle that no longer decodes: %v", err)
 	}
+}
+
+// TestUploaderRefusesABundleEditedBeforeItsUpload: a row's bundle edited
+// in the row store before its upload is not put in write-once storage:
+// it moves to the dead letters, the reason and an ERROR line saying it
+// does not hash to the row's write-time hash, while the other row's
+// bundle of the round is uploaded.
+func TestUploaderRefusesABundleEditedBeforeItsUpload(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	edited, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1234"})))
+	honest, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-5678"})))
+	err := h.store.Update(ctx, func(tx ledger.Tx) error {
+		b, err := tx.Evidence(edited.ID)
+		if err != nil {
+			return err
+		}
+		return tx.PutEvidence(edited.ID, bytes.Replace(bytes.Clone(b), []byte("T-1234"), []byte("T-1235"), 1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	out, err := h.l.Outbox(ctx, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.DeadLetters) != 1 || out.DeadLetters[0].Entry.Ref != edited.ID ||
+		!strings.Contains(out.DeadLetters[0].Reason, "not the write-time "+edited.EvidenceSHA256) ||
+		!strings.Contains(out.DeadLetters[0].Reason, "edited in the row store before its upload") {
+		t.Fatalf("dead letters: %+v; want the edited row's bundle, refused", out.DeadLetters)
+	}
+	if _, err := h.l.WriteOnceCopy(ctx, ledger.EvidenceKey(edited.ID)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the edited bundle's write-once copy: %v; want none", err)
+	}
+	if _, err := h.l.WriteOnceCopy(ctx, ledger.EvidenceKey(honest.ID)); err != nil {
+		t.Fatalf("the other row's write-once copy: %v", err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "not those the ledger wrote") {
+		t.Fatalf("logs:\n%s\nwant an ERROR line for the edited bundle", logs)
+	}
+	filepath.WalkDir(h.objDir, func(p string, d fs.DirEntry, err error) error {
+		if b, rerr := os.ReadFile(p); err == nil && !d.IsDir() && rerr == nil && bytes.Contains(b, []byte("T-1235")) {
+			t.Errorf("write-once storage holds the edited bytes in %s", p)
+		}
+		return nil
+	})
 }

@@ -378,6 +378,12 @@ type OutboxEntry struct {
 	Op string `json:"op,omitempty"`
 	// Hold puts the object under legal hold right after it is put.
 	Hold bool `json:"hold,omitempty"`
+	// SHA256 is the hex SHA-256 of the object's bytes as they were when
+	// the entry was queued, for an object the uploader builds from the
+	// row store (a batch of access records): it puts only those bytes,
+	// and moves the entry to the dead letters when the row store's differ.
+	// Empty in entries queued before it was recorded.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Outbox operations on objects already in write-once storage.

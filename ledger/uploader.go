@@ -201,11 +201,19 @@ const segmentHeader = "pactledger-segment v1\n"
 // not know; it can never succeed.
 var errUnknownEntry = errors.New("unknown outbox entry")
 
+// errEdited: the bytes an outbox entry would put are not those the ledger
+// wrote (a row's evidence bundle that does not hash to the row's
+// write-time hash, access records that do not hash to what they hashed to
+// when queued): they were edited in the row store before the upload, and
+// are never put in write-once storage.
+var errEdited = errors.New("edited in the row store before its upload")
+
 // permanent reports whether err dooms the entry it names whatever the
-// retries: its bytes or its object are missing, it is of an unknown kind,
-// or another object holds its key in write-once storage.
+// retries: its bytes or its object are missing, its bytes were edited, it
+// is of an unknown kind, or another object holds its key in write-once
+// storage.
 func permanent(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, errUnknownEntry) || errors.Is(err, ErrObjectExists)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, errUnknownEntry) || errors.Is(err, ErrObjectExists) || errors.Is(err, errEdited)
 }
 
 // failure is an outbox entry (or a segment's entries) that failed, with why.
@@ -440,8 +448,9 @@ func readRound(tx Tx, entries []OutboxEntry) (roundRead, error) {
 			pending[m.Key] = true
 		}
 	}
-	// The evidence bundles this round reads, in one round trip where
-	// the store reads ahead.
+	// The evidence bundles this round reads, and their rows (whose
+	// write-time hashes they are checked against), in one round trip
+	// where the store reads ahead.
 	var bundles []string
 	for _, p := range recorded {
 		for _, m := range p.Entries {
@@ -455,7 +464,7 @@ func readRound(tx Tx, entries []OutboxEntry) (roundRead, error) {
 			bundles = append(bundles, e.Ref)
 		}
 	}
-	if err := prefetch(tx, Prefetch{Evidence: bundles}); err != nil {
+	if err := prefetch(tx, Prefetch{Rows: bundles, Evidence: bundles}); err != nil {
 		return r, err
 	}
 nextPlan:
@@ -937,7 +946,11 @@ func moveAside(tx Tx, fs []failure, counts map[uint64]int, at time.Time) error {
 }
 
 func (l *Ledger) logDead(ctx context.Context, f failure, attempts int) {
-	l.cfg.Logger.WarnContext(ctx, "outbox entry moved to the dead letters; `ledgerctl outbox` lists it",
+	level, msg := slog.LevelWarn, "outbox entry moved to the dead letters; `ledgerctl outbox` lists it"
+	if errors.Is(f.err, errEdited) {
+		level, msg = slog.LevelError, "outbox entry moved to the dead letters: its bytes in the row store are not those the ledger wrote, and are not put in write-once storage; `ledgerctl outbox` lists it"
+	}
+	l.cfg.Logger.Log(ctx, level, msg,
 		slog.String("key", f.entries[0].Key), slog.Uint64("seq", f.entries[0].Seq), slog.Int("entries", len(f.entries)),
 		slog.Int("attempts", attempts), slog.String("reason", f.err.Error()))
 }
@@ -1032,12 +1045,19 @@ func claimRanOut(ctx context.Context, err error) error {
 	return err
 }
 
+// entryBody returns the bytes outbox entry e puts, read from tx. A row's
+// evidence bundle must hash to its row's write-time hash, and a batch of
+// access records to the hash its entry recorded when it was queued (where
+// it recorded one): bytes edited in the row store before their upload
+// are an error wrapping errEdited, and are not put.
 func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 	var b []byte
 	var err error
 	switch e.Kind {
 	case ObjectEvidence:
-		b, err = tx.Evidence(e.Ref)
+		if b, err = tx.Evidence(e.Ref); err == nil {
+			err = bundleAsWritten(tx, e.Ref, b)
+		}
 	case ObjectJWKS:
 		var s verifier.Snapshot
 		s, err = tx.Snapshot(e.Ref)
@@ -1049,7 +1069,11 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("outbox entry %d: access records %q: %w", e.Seq, e.Ref, errUnknownEntry)
 		}
-		b, err = accessObjectBody(tx, first, last)
+		if b, err = accessObjectBody(tx, first, last); err == nil && e.SHA256 != "" {
+			if got := sha256Hex(b); got != e.SHA256 {
+				err = fmt.Errorf("access records %d–%d hash to %s, not the %s they hashed to when they were written: %w", first, last, got, e.SHA256, errEdited)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("outbox entry %d: kind %q: %w", e.Seq, e.Kind, errUnknownEntry)
 	}
@@ -1057,6 +1081,22 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 		return nil, fmt.Errorf("bytes of %s (%s %s): %w", e.Key, e.Kind, e.Ref, err)
 	}
 	return b, nil
+}
+
+// bundleAsWritten checks row id's evidence bundle b against the row's
+// write-time hash (the hash its leaf logs too).
+func bundleAsWritten(tx Tx, id string, b []byte) error {
+	r, err := tx.Row(id)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("row %s is not in the row store, so its evidence cannot be checked against its write-time hash: %w", id, err)
+	}
+	if err != nil {
+		return err
+	}
+	if got := sha256Hex(b); got != r.EvidenceSHA256 {
+		return fmt.Errorf("row %s's evidence hashes to %s, not the write-time %s: %w", id, got, r.EvidenceSHA256, errEdited)
+	}
+	return nil
 }
 
 // plan groups packable entries by retention day into segments of at most

@@ -25,21 +25,26 @@ const (
 	flagHold
 	flagEntryRetain
 	flagQueuedAt
-	queuedFlags = flagSegment | flagHold | flagEntryRetain | flagQueuedAt
+	flagEntrySHA
+	queuedFlags = flagSegment | flagHold | flagEntryRetain | flagQueuedAt | flagEntrySHA
 )
 
 // encodeQueued is q's outbox entry in the binary form of layout 8
 // (location.go): flags, seq, kind, ref, key, op, retain-until (when
-// flagEntryRetain), queued-at (when flagQueuedAt).
+// flagEntryRetain), queued-at (when flagQueuedAt), the SHA-256 of the
+// object's bytes (when flagEntrySHA).
 func encodeQueued(q queued) []byte {
-	flags := flagBits(q.Segment, q.Hold, !q.RetainUntil.IsZero(), !q.QueuedAt.IsZero())
-	v := make([]byte, 0, 2+5*binary.MaxVarintLen64+len(q.Kind)+len(q.Ref)+len(q.Key)+len(q.Op)+4*binary.MaxVarintLen64)
+	flags := flagBits(q.Segment, q.Hold, !q.RetainUntil.IsZero(), !q.QueuedAt.IsZero(), q.SHA256 != "")
+	v := make([]byte, 0, 2+6*binary.MaxVarintLen64+len(q.Kind)+len(q.Ref)+len(q.Key)+len(q.Op)+len(q.SHA256)+4*binary.MaxVarintLen64)
 	v = appendStrings(binary.AppendUvarint(append(v, binaryMark, flags), q.Seq), q.Kind, q.Ref, q.Key, q.Op)
 	if flags&flagEntryRetain != 0 {
 		v = appendTime(v, q.RetainUntil)
 	}
 	if flags&flagQueuedAt != 0 {
 		v = appendTime(v, q.QueuedAt)
+	}
+	if flags&flagEntrySHA != 0 {
+		v = appendStrings(v, q.SHA256)
 	}
 	return v
 }
@@ -60,6 +65,9 @@ func parseQueued(v []byte) (queued, error) {
 	}
 	if flags&flagQueuedAt != 0 {
 		q.QueuedAt = r.time()
+	}
+	if flags&flagEntrySHA != 0 {
+		q.SHA256 = r.str()
 	}
 	if !r.end() {
 		return queued{}, errQueued

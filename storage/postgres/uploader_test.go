@@ -240,3 +240,31 @@ func TestReplicaLeavesAWaitedPutToItsHolder(t *testing.T) {
 	}
 	outboxIs(t, a, "after a's next round", 0, 0)
 }
+
+// TestAccessBatchesUploadAsWritten: access records written to PostgreSQL
+// read back as the bytes their outbox entry hashed when it queued them,
+// so the uploader puts their batch, which fsck then finds as written.
+func TestAccessBatchesUploadAsWritten(t *testing.T) {
+	ctx := t.Context()
+	_, a, _, _ := replicasOver(t, func(dir *localdir.Store) *localdir.Store { return dir })
+	log := ledger.NewAccessLog(a.store, ledger.AccessLogConfig{})
+	for i := range 5 {
+		if err := log.Record(ctx, ledger.Access{Key: "support-leads", RPC: "ListRows", Principal: fmt.Sprint("acct-", i), Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.l.UploadRound(ctx, 512, 4); err != nil {
+		t.Fatal(err)
+	}
+	outboxIs(t, a, "after the round", 0, 0)
+	if _, err := a.l.WriteOnceCopy(ctx, ledger.AccessKey(1, 5)); err != nil {
+		t.Fatalf("the batch's write-once copy: %v", err)
+	}
+	page, err := a.l.CheckIntegrity(ctx, 100, "")
+	if err != nil || len(page.Findings) != 0 {
+		t.Fatalf("fsck: %+v, %v", page.Findings, err)
+	}
+}
