@@ -316,19 +316,39 @@ func AccessKey(first, last uint64) string {
 	return fmt.Sprintf("%s%020d-%020d.jsonl", accessPrefix, first, last)
 }
 
+// accessKeyOfBytes is the key of the object of access records first to
+// last whose bytes have hex SHA-256 sum, where their AccessKey holds
+// other bytes: after the row store was put back to an older copy, its
+// access log numbers reads again that a batch in write-once storage
+// already holds. The key names the bytes, so no other batch takes it, and
+// the same batch put again lands on it.
+func accessKeyOfBytes(first, last uint64, sum string) string {
+	return fmt.Sprintf("%s%020d-%020d-%s.jsonl", accessPrefix, first, last, sum)
+}
+
 // accessRange parses an access object's key or outbox ref ("first-last").
 func accessRange(s string) (first, last uint64, ok bool) {
+	first, last, _, ok = parseAccessKey(s)
+	return first, last, ok
+}
+
+// parseAccessKey parses an access object's key (AccessKey, or
+// accessKeyOfBytes, whose hash it returns too) or outbox ref.
+func parseAccessKey(s string) (first, last uint64, sum string, ok bool) {
 	s = strings.TrimSuffix(strings.TrimPrefix(s, accessPrefix), ".jsonl")
-	a, b, found := strings.Cut(s, "-")
-	if !found {
-		return 0, 0, false
+	parts := strings.Split(s, "-")
+	switch {
+	case len(parts) == 3 && len(parts[2]) == 2*sha256.Size && strings.Trim(parts[2], "0123456789abcdef") == "":
+		sum = parts[2]
+	case len(parts) != 2:
+		return 0, 0, "", false
 	}
-	first, err1 := strconv.ParseUint(a, 10, 64)
-	last, err2 := strconv.ParseUint(b, 10, 64)
+	first, err1 := strconv.ParseUint(parts[0], 10, 64)
+	last, err2 := strconv.ParseUint(parts[1], 10, 64)
 	if err1 != nil || err2 != nil || first == 0 || last < first || last-first >= maxAccessObject {
-		return 0, 0, false
+		return 0, 0, "", false
 	}
-	return first, last, true
+	return first, last, sum, true
 }
 
 // enqueueAccess queues the object of access records first to last, which

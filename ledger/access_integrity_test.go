@@ -209,3 +209,71 @@ func TestUploaderPutsAccessBatchesQueuedWithoutAHash(t *testing.T) {
 		t.Fatalf("findings:\n%s", p)
 	}
 }
+
+// TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn: the row store put
+// back to a copy from before a batch was uploaded numbers new reads again
+// with that batch's numbers, and write-once storage holds other records
+// under their key. The new batch goes under a key naming its bytes,
+// recorded there, with a WARN line; it is no dead letter, fsck compares
+// the log with it, and an edit of one of its records after the upload is
+// found.
+func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
+	ctx := context.Background()
+	h, log := accessHarness(t)
+	reads(t, log, "auditor", 3) // 1-3
+	h.drain(t)
+	db := filepath.Join(h.dir, "ledger.db")
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	log = h.accessLog()
+	reads(t, log, "support-leads", 3) // 4-6, lost with the restore
+	h.drain(t)
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	log = h.accessLog()
+	reads(t, log, "ops-oncall", 3) // 4-6 again, other reads
+	h.drain(t)
+	out, err := h.l.Outbox(ctx, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.DeadLetterCount != 0 {
+		t.Fatalf("dead letters: %+v; want none", out.DeadLetters)
+	}
+	var locs []ledger.Location
+	if err := h.store.View(ctx, func(tx ledger.Tx) error {
+		var err error
+		locs, err = tx.ObjectsUnder("access/", "", 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(locs) != 2 || locs[0].Key != ledger.AccessKey(1, 3) || !strings.HasPrefix(locs[1].Key, strings.TrimSuffix(ledger.AccessKey(4, 6), ".jsonl")+"-") {
+		t.Fatalf("access objects recorded: %+v; want 1-3 and 4-6 under a key of its own", locs)
+	}
+	b, err := h.l.WriteOnceCopy(ctx, locs[1].Key)
+	if err != nil || !bytes.Contains(b, []byte("ops-oncall")) {
+		t.Fatalf("the new batch's copy %s: %s, %v", locs[1].Key, b, err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "access batch put under a key of its own") {
+		t.Fatalf("logs:\n%s\nwant a WARN line for the batch put elsewhere", logs)
+	}
+	if p := problems(integrity(t, h)); p != "" {
+		t.Fatalf("after the restore:\n%s", p)
+	}
+	h.tamper(t, tamperAccess(5, `"key":"ops-oncall"`, `"key":"auditor"`))
+	if p := problems(integrity(t, h)); !strings.Contains(p, "access record 5 differs from the write-once copy "+locs[1].Key) {
+		t.Fatalf("findings:\n%s\nwant record 5 edited after its upload", p)
+	}
+}

@@ -540,7 +540,7 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 				// the bucket may since have let go).
 				continue
 			}
-			first, last, ok := accessRange(loc.Key)
+			first, last, sum, ok := parseAccessKey(loc.Key)
 			if !ok {
 				finding("the row store records an access object %s that names no range of access records", loc.Key)
 				continue
@@ -565,6 +565,9 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 			if err != nil {
 				finding("access records %d–%d: %s cannot be read: %v", first, last, what, err)
 				continue
+			}
+			if sum != "" && sha256Hex(b) != sum {
+				finding("access records %d–%d: %s hashes to %s, not the hash its key names", first, last, what, sha256Hex(b))
 			}
 			kept, err := parseAccessObject(b)
 			if err != nil {

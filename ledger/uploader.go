@@ -767,6 +767,9 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 			defer wg.Done()
 			defer func() { <-sem }()
 			locs, err := l.put(putCtx, u)
+			if errors.Is(err, ErrObjectExists) && !u.segment && u.entries[0].Kind == ObjectAccess {
+				locs, err = l.putAccessElsewhere(putCtx, u, err)
+			}
 			if errors.Is(err, ErrNotFound) {
 				// Not the entry's own fault (a store that lost track of
 				// what it just refused): worth retrying.
@@ -1128,6 +1131,35 @@ func plan(entries []OutboxEntry, bodies map[uint64][]byte, span time.Duration) [
 		}
 	}
 	return ups
+}
+
+// putAccessElsewhere puts the access batch u, whose key write-once
+// storage holds with other bytes (refused), under the key that names its
+// bytes (accessKeyOfBytes) instead, and records it there: the row store
+// was put back to an older copy and its access log numbered again reads
+// that the batch under the first key holds, or the records were
+// renumbered. Put under the same key again, the batch would fail for
+// good, and its reads would never be anchored. The batch under the first
+// key stays as it is.
+func (l *Ledger) putAccessElsewhere(ctx context.Context, u *upload, refused error) ([]Location, error) {
+	first, last, ok := accessRange(u.entries[0].Ref)
+	if !ok {
+		return nil, refused
+	}
+	key := accessKeyOfBytes(first, last, sha256Hex(u.bodies[0]))
+	if key == u.key {
+		return nil, refused
+	}
+	taken := u.key
+	u.key = key
+	locs, err := l.put(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("%w; under %s instead: %w", refused, key, err)
+	}
+	u.entries[0].Key = key
+	l.cfg.Logger.WarnContext(ctx, "access batch put under a key of its own: write-once storage holds other records under its numbers' key (the row store was put back to an older copy, or its access log renumbered)",
+		slog.String("key", key), slog.String("taken", taken), slog.Uint64("first", first), slog.Uint64("last", last))
+	return locs, nil
 }
 
 // put writes one upload and returns the location of each of its entries.
