@@ -277,3 +277,48 @@ func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
 		t.Fatalf("findings:\n%s\nwant record 5 edited after its upload", p)
 	}
 }
+
+// TestIntegrityFindsAnAccessBatchRemovedWithItsRecord: a support key's
+// reads (records 4-6) removed from the row store together with the row
+// store's record of their uploaded batch. No batch compared with the log
+// names them, but bbolt numbers access records without gaps: fsck finds
+// the numbers no batch recorded, queued or in the dead letters holds.
+func TestIntegrityFindsAnAccessBatchRemovedWithItsRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		drop     []uint64
+		batch    [2]uint64
+		want     string
+		lastRead bool // a batch queued after the removed one
+	}{
+		{"inside", []uint64{4, 5, 6}, [2]uint64{4, 6}, "access records 4–6 are in no batch", true},
+		{"the last", []uint64{7, 8, 9}, [2]uint64{7, 9}, "access records 7–9 are in no batch", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, log := accessHarness(t)
+			reads(t, log, "auditor", 3) // 1-3
+			h.drain(t)
+			reads(t, log, "support-leads", 3) // 4-6
+			h.drain(t)
+			reads(t, log, "auditor", 3) // 7-9
+			h.drain(t)
+			if tc.lastRead {
+				reads(t, log, "auditor", 1) // 10, queued
+			}
+			if p := problems(integrity(t, h)); p != "" {
+				t.Fatalf("before: %s", p)
+			}
+			h.tamper(t, func(tx *bbolt.Tx) error {
+				for _, seq := range tc.drop {
+					if err := tamper.DropAccess(seq)(tx); err != nil {
+						return err
+					}
+				}
+				return tx.Bucket([]byte("object_records")).Delete([]byte(ledger.AccessKey(tc.batch[0], tc.batch[1])))
+			})
+			if p := problems(integrity(t, h)); !strings.Contains(p, tc.want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", p, tc.want)
+			}
+		})
+	}
+}

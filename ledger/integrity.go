@@ -507,7 +507,9 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 // range that the object does not hold are findings. Objects still queued
 // for upload or given up (dead letters) have no recorded copy and are not
 // compared. Where the store keeps versions (FirstVersioner) the copy read
-// is the key's first version, the one the ledger put.
+// is the key's first version, the one the ledger put. The batches
+// recorded, queued and given up must hold every record number from the
+// oldest record kept to the last handed out (accessCover).
 func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 	var cutoff time.Time // records written before it may have been pruned
 	if p := l.cfg.AccessRetention; p.Months > 0 || p.Days > 0 {
@@ -521,6 +523,14 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 		page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf(format, args...)})
 	}
 	fv, versioned := l.objects.(FirstVersioner)
+	var cover *accessCover
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		cover, err = readAccessCover(tx)
+		return err
+	}); err != nil {
+		return err
+	}
 	for after := ""; ; {
 		var locs []Location
 		err := l.store.View(ctx, func(tx Tx) error {
@@ -528,21 +538,26 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 			locs, err = tx.ObjectsUnder(accessPrefix, after, 1000)
 			return err
 		})
-		if err != nil || len(locs) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(locs) == 0 {
+			return l.reportAccessGaps(ctx, cover, cover.end(), finding)
 		}
 		for _, loc := range locs {
 			after = loc.Key
+			first, last, sum, ok := parseAccessKey(loc.Key)
+			if !ok {
+				finding("the row store records an access object %s that names no range of access records", loc.Key)
+				continue
+			}
+			cover.see(first, last)
 			if !loc.RetainUntil.IsZero() && loc.RetainUntil.Before(expired) {
 				// Past its retention: its records were pruned with it
 				// (or, where the log keeps records for ever, are past
 				// the months accessObjectKeep keeps their object, which
-				// the bucket may since have let go).
-				continue
-			}
-			first, last, sum, ok := parseAccessKey(loc.Key)
-			if !ok {
-				finding("the row store records an access object %s that names no range of access records", loc.Key)
+				// the bucket may since have let go). The retain-until is
+				// the row store's record of it.
 				continue
 			}
 			what := "the write-once copy " + loc.Key

@@ -203,6 +203,18 @@ type Rows interface {
 	HoldGrants(grants ...string) error
 }
 
+// AccessNumbers is a transaction that tells how far its store's access
+// log has numbered records (fsck checks that batches cover them).
+type AccessNumbers interface {
+	// LastAccessSeq returns the last number AppendAccess handed out (0
+	// for none), and whether every number up to it went to a record this
+	// transaction sees: bbolt's numbers come back with a write that
+	// fails; PostgreSQL's sequence skips the numbers of a rolled-back
+	// write, and stands past those of writes committed since the
+	// transaction began.
+	LastAccessSeq() (last uint64, gapless bool, err error)
+}
+
 // Prefetcher is a transaction that reads ahead, in one round trip, the
 // records a write (or the uploader) is about to ask for: a store whose
 // reads each cross the network implements it (PostgreSQL's); bbolt's

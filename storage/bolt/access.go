@@ -27,6 +27,12 @@ func (t *tx) AppendAccess(at time.Time, body []byte) (uint64, error) {
 	return seq, b.Put(seqKey(seq), append(v, body...))
 }
 
+// LastAccessSeq implements ledger.AccessNumbers: the bucket's sequence,
+// which a write that fails hands back with the rest of the write.
+func (t *tx) LastAccessSeq() (uint64, bool, error) {
+	return t.b(bAccess).Sequence(), true, nil
+}
+
 // decodeAccess splits a stored access record.
 func decodeAccess(k, v []byte) (ledger.AccessEntry, error) {
 	if len(k) != 8 || len(v) < 8 {

@@ -139,6 +139,18 @@ func (t *tx) AppendAccess(at time.Time, body []byte) (uint64, error) {
 	return uint64(seq), err
 }
 
+// LastAccessSeq implements ledger.AccessNumbers: access_seq's last value.
+// A sequence skips the numbers a rolled-back write took, and stands past
+// those of writes this transaction does not see.
+func (t *tx) LastAccessSeq() (uint64, bool, error) {
+	var last int64
+	var called bool
+	if _, err := t.queryRow("read the access log's sequence", "SELECT last_value, is_called FROM access_seq", nil, &last, &called); err != nil || !called {
+		return 0, false, err
+	}
+	return uint64(last), false, nil
+}
+
 // AccessLog implements ledger.Reports.
 func (t *tx) AccessLog(after uint64, n int) ([]ledger.AccessEntry, error) {
 	var out []ledger.AccessEntry
