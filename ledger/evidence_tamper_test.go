@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
@@ -114,6 +115,16 @@ func TestEvidenceSaysWhenTheRowStoreBundleDiffers(t *testing.T) {
 // does not hash to the row's write-time hash, while the other row's
 // bundle of the round is uploaded.
 func TestUploaderRefusesABundleEditedBeforeItsUpload(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		name := "the entry keeps the write-time hash"
+		if old {
+			name = "an entry queued without it, checked against the row"
+		}
+		t.Run(name, func(t *testing.T) { testBundleEditedBeforeItsUpload(t, old) })
+	}
+}
+
+func testBundleEditedBeforeItsUpload(t *testing.T, old bool) {
 	h := newHarness(t)
 	ctx := context.Background()
 	edited, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1234"})))
@@ -122,6 +133,30 @@ func TestUploaderRefusesABundleEditedBeforeItsUpload(t *testing.T) {
 		b, err := tx.Evidence(edited.ID)
 		if err != nil {
 			return err
+		}
+		out, err := tx.Outbox(100)
+		if err != nil {
+			return err
+		}
+		for _, e := range out {
+			if e.Kind == ledger.ObjectEvidence && e.Ref == edited.ID && e.SHA256 != edited.EvidenceSHA256 {
+				t.Errorf("the row's evidence entry keeps hash %q, want the row's write-time %s", e.SHA256, edited.EvidenceSHA256)
+			}
+		}
+		if old {
+			// As an older version queued it: no hash in the entry.
+			for _, e := range out {
+				if e.Kind != ledger.ObjectEvidence || e.SHA256 == "" {
+					continue
+				}
+				if _, err := tx.Dequeue(e.Seq); err != nil {
+					return err
+				}
+				e.SHA256 = ""
+				if err := tx.Enqueue(e, time.Now()); err != nil {
+					return err
+				}
+			}
 		}
 		return tx.PutEvidence(edited.ID, bytes.Replace(bytes.Clone(b), []byte("T-1234"), []byte("T-1235"), 1))
 	})

@@ -952,7 +952,10 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		if err := tx.PutEvidence(r.ID, bundle); err != nil {
 			return err
 		}
-		if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident}, now); err != nil {
+		// The entry keeps the bundle's write-time hash: the uploader puts
+		// the bundle only when it still hashes to it.
+		if err := tx.Enqueue(OutboxEntry{Kind: ObjectEvidence, Ref: r.ID, Key: EvidenceKey(r.ID), RetainUntil: objRetain, Segment: !incident, Hold: incident,
+			SHA256: r.EvidenceSHA256}, now); err != nil {
 			return err
 		}
 	}

@@ -379,10 +379,11 @@ type OutboxEntry struct {
 	// Hold puts the object under legal hold right after it is put.
 	Hold bool `json:"hold,omitempty"`
 	// SHA256 is the hex SHA-256 of the object's bytes as they were when
-	// the entry was queued, for an object the uploader builds from the
-	// row store (a batch of access records): it puts only those bytes,
-	// and moves the entry to the dead letters when the row store's differ.
-	// Empty in entries queued before it was recorded.
+	// the entry was queued, for an object the uploader reads or builds
+	// from the row store (a row's evidence bundle, a batch of access
+	// records): it puts only those bytes, and moves the entry to the dead
+	// letters when the row store's differ. Empty in entries queued before
+	// it was recorded.
 	SHA256 string `json:"sha256,omitempty"`
 }
 

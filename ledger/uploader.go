@@ -448,23 +448,30 @@ func readRound(tx Tx, entries []OutboxEntry) (roundRead, error) {
 			pending[m.Key] = true
 		}
 	}
-	// The evidence bundles this round reads, and their rows (whose
-	// write-time hashes they are checked against), in one round trip
-	// where the store reads ahead.
-	var bundles []string
+	// The evidence bundles this round reads, and the rows of those whose
+	// entry holds no write-time hash (queued by an older version: the
+	// bundle is checked against its row's), in one round trip where the
+	// store reads ahead.
+	var bundles, rows []string
+	bundle := func(e OutboxEntry) {
+		bundles = append(bundles, e.Ref)
+		if e.SHA256 == "" {
+			rows = append(rows, e.Ref)
+		}
+	}
 	for _, p := range recorded {
 		for _, m := range p.Entries {
 			if m.Kind == ObjectEvidence {
-				bundles = append(bundles, m.Ref)
+				bundle(m)
 			}
 		}
 	}
 	for _, e := range entries {
 		if e.Op == "" && e.Kind == ObjectEvidence {
-			bundles = append(bundles, e.Ref)
+			bundle(e)
 		}
 	}
-	if err := prefetch(tx, Prefetch{Rows: bundles, Evidence: bundles}); err != nil {
+	if err := prefetch(tx, Prefetch{Rows: rows, Evidence: bundles}); err != nil {
 		return r, err
 	}
 nextPlan:
@@ -1059,7 +1066,7 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 	switch e.Kind {
 	case ObjectEvidence:
 		if b, err = tx.Evidence(e.Ref); err == nil {
-			err = bundleAsWritten(tx, e.Ref, b)
+			err = bundleAsWritten(tx, e, b)
 		}
 	case ObjectJWKS:
 		var s verifier.Snapshot
@@ -1086,18 +1093,23 @@ func entryBody(tx Tx, e OutboxEntry) ([]byte, error) {
 	return b, nil
 }
 
-// bundleAsWritten checks row id's evidence bundle b against the row's
-// write-time hash (the hash its leaf logs too).
-func bundleAsWritten(tx Tx, id string, b []byte) error {
-	r, err := tx.Row(id)
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("row %s is not in the row store, so its evidence cannot be checked against its write-time hash: %w", id, err)
+// bundleAsWritten checks evidence bundle b of e's row against the row's
+// write-time hash (the hash its leaf logs too): the one e keeps, or, in
+// an entry queued before entries kept it, the row's.
+func bundleAsWritten(tx Tx, e OutboxEntry, b []byte) error {
+	want := e.SHA256
+	if want == "" {
+		r, err := tx.Row(e.Ref)
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("row %s is not in the row store, so its evidence cannot be checked against its write-time hash: %w", e.Ref, err)
+		}
+		if err != nil {
+			return err
+		}
+		want = r.EvidenceSHA256
 	}
-	if err != nil {
-		return err
-	}
-	if got := sha256Hex(b); got != r.EvidenceSHA256 {
-		return fmt.Errorf("row %s's evidence hashes to %s, not the write-time %s: %w", id, got, r.EvidenceSHA256, errEdited)
+	if got := sha256Hex(b); got != want {
+		return fmt.Errorf("row %s's evidence hashes to %s, not the write-time %s: %w", e.Ref, got, want, errEdited)
 	}
 	return nil
 }
