@@ -25,7 +25,9 @@ import (
 // one without AppendReceipts), in turn. Each drain is timed from the
 // first post after the ledger is back to the ledger's answer that
 // completes the backlog. It reports receipts a second both ways and
-// their ratio.
+// their ratio; then, timed the same way, a backlog of as many refusals
+// of account actions asked without a grant (PACT §3), which the pipeline
+// posts RefusalsAtOnce at a time, each in a call of its own.
 //
 //	go test ./internal/server -run '^$' -bench BenchmarkBacklogDrain -benchtime 3x
 func BenchmarkBacklogDrain(b *testing.B) {
@@ -40,6 +42,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		proxy        *httputil.ReverseProxy
 		batchedRates []float64
 		singleRates  []float64
+		refusalRates []float64
 	)
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -62,7 +65,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		default:
 			n := 0
 			switch r.URL.Path {
-			case "/v1/receipts":
+			case "/v1/receipts", "/v1/refusals":
 				n = 1
 			case "/v1/receipts:batch":
 				body, _ := io.ReadAll(r.Body)
@@ -85,6 +88,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 	s := newShop(b, func(c *config.Config) {
 		c.Provider.LedgerURL = gate.URL
 		c.Provider.RateLimits = config.RateLimits{}
+		c.Provider.RefusalLimit.Rate = 0 // the backlog of refusals is queued at once
 	})
 	u, _ := url.Parse("http://" + s.srv.HTTPAddr())
 	proxy = httputil.NewSingleHostReverseProxy(u)
@@ -97,13 +101,19 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		tokens = append(tokens, s.tokenAs(b, subs[i]))
 	}
 	turn := 0
-	drain := func(batched bool) float64 {
+	drain := func(batched, refusals bool) float64 {
 		done := make(chan struct{})
 		mu.Lock()
 		down, noBatch, firstPost, answered, drained = true, !batched, time.Time{}, 0, done
 		mu.Unlock()
 		for range backlog {
 			turn++
+			if refusals {
+				if code, text := s.askWithoutGrant(b, subs[turn%grants], fmt.Sprintf("m%d", turn)); code != http.StatusOK {
+					b.Fatalf("ask without a grant: %d %s", code, text)
+				}
+				continue
+			}
 			s.sendAs(b, subs[turn%grants], tokens[turn%grants], fmt.Sprintf("m%d", turn), "what is the status of order A-88213?")
 		}
 		mu.Lock()
@@ -124,20 +134,23 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		// The order turns, so that a machine speeding up or slowing down
 		// favours neither way.
 		if i%2 == 0 {
-			batchedRates = append(batchedRates, drain(true))
-			singleRates = append(singleRates, drain(false))
+			batchedRates = append(batchedRates, drain(true, false))
+			singleRates = append(singleRates, drain(false, false))
 		} else {
-			singleRates = append(singleRates, drain(false))
-			batchedRates = append(batchedRates, drain(true))
+			singleRates = append(singleRates, drain(false, false))
+			batchedRates = append(batchedRates, drain(true, false))
 		}
+		refusalRates = append(refusalRates, drain(true, true))
 	}
 	b.StopTimer()
-	batched, single := median(batchedRates), median(singleRates)
+	batched, single, refused := median(batchedRates), median(singleRates), median(refusalRates)
 	b.ReportMetric(batched, "receipts/s-batched")
 	b.ReportMetric(single, "receipts/s-one-a-call")
 	b.ReportMetric(batched/single, "ratio")
-	b.Logf("backlog of %d receipts of %d grants, medians of %d drains each way: %.0f receipts/s in AppendReceipts calls (%v), %.0f one a call (%v): %.2f times",
-		backlog, grants, b.N, batched, rounded(batchedRates), single, rounded(singleRates), batched/single)
+	b.ReportMetric(refused, "refusals/s")
+	b.Logf("backlog of %d receipts of %d grants, medians of %d drains each way: %.0f receipts/s in AppendReceipts calls (%v), %.0f one a call (%v): %.2f times; "+
+		"%d refusals without a grant: %.0f refusals/s (%v)",
+		backlog, grants, b.N, batched, rounded(batchedRates), single, rounded(singleRates), batched/single, backlog, refused, rounded(refusalRates))
 }
 
 // statusWriter notes the status code written through it.

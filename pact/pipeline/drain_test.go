@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -61,6 +63,7 @@ func (o *memOutbox) seqs() []uint64 {
 // batchSink records the calls it gets, as the names of the entries, and
 // answers each receipt by answer (nil: recorded).
 type batchSink struct {
+	mu     sync.Mutex // refusals are posted at once
 	calls  [][]string
 	answer func(name string) error
 	whole  error // answered to every batch call instead, when set
@@ -77,7 +80,9 @@ func name(it Item) string {
 }
 
 func (s *batchSink) Post(_ context.Context, it Item) error {
+	s.mu.Lock()
 	s.calls = append(s.calls, []string{name(it)})
+	s.mu.Unlock()
 	if s.answer != nil {
 		return s.answer(name(it))
 	}
@@ -216,5 +221,86 @@ func TestDrainFallsBackToOneAtATime(t *testing.T) {
 	want := [][]string{{"R1", "R2", "R3"}, {"R1"}, {"R2"}, {"R3"}}
 	if !slices.EqualFunc(s.calls, want, slices.Equal) {
 		t.Fatalf("calls %v, want %v", s.calls, want)
+	}
+}
+
+// inFlight is a Sink that holds each post until want posts are in flight
+// at once, or a deadline passes; it records the most it saw at once.
+type inFlight struct {
+	batchSink
+	want    int
+	mu      sync.Mutex
+	now     int
+	most    int
+	all     chan struct{} // closed once want posts were in flight at once
+	closeMu sync.Once
+}
+
+func (f *inFlight) Post(ctx context.Context, it Item) error {
+	f.mu.Lock()
+	f.now++
+	f.most = max(f.most, f.now)
+	if f.now >= f.want {
+		f.closeMu.Do(func() { close(f.all) })
+	}
+	f.mu.Unlock()
+	select {
+	case <-f.all:
+	case <-time.After(10 * time.Second):
+		// Fewer are posted at once: the test fails on most, and no
+		// later post waits.
+		f.closeMu.Do(func() { close(f.all) })
+	}
+	f.mu.Lock()
+	f.now--
+	f.mu.Unlock()
+	return f.batchSink.Post(ctx, it)
+}
+
+// The refusals at the outbox's head are posted RefusalsAtOnce at a time,
+// and what the ledger has of them leaves the outbox in one write; a
+// receipt after them waits its turn.
+func TestDrainPostsRefusalsAtOnce(t *testing.T) {
+	var names []string
+	for i := range RefusalsAtOnce + 2 {
+		names = append(names, fmt.Sprintf("F%d", i))
+	}
+	o := outbox(append(names, "R1")...)
+	s := &inFlight{want: RefusalsAtOnce, all: make(chan struct{})}
+	n, err := drain(context.Background(), o, s, slog.New(slog.DiscardHandler))
+	if err != nil || n != len(names)+1 || o.Depth() != 0 {
+		t.Fatalf("drain: %d sent, %v, %d left", n, err, o.Depth())
+	}
+	if s.most != RefusalsAtOnce {
+		t.Fatalf("at most %d refusals in flight at once, want %d", s.most, RefusalsAtOnce)
+	}
+	if last := s.calls[len(s.calls)-1]; !slices.Equal(last, []string{"R1"}) {
+		t.Fatalf("the last call %v, want the receipt after the refusals", last)
+	}
+	if o.removes != 3 {
+		t.Fatalf("%d writes to remove entries, want 3 (8 refusals, 2, the receipt)", o.removes)
+	}
+}
+
+// Of refusals posted at once, what the ledger has leaves the outbox and
+// what it refused is set aside; one to post again stays in its place,
+// before the entries after the refusals, and the drain returns its error.
+func TestDrainKeepsARefusalToPostAgainInItsPlace(t *testing.T) {
+	o := outbox("F1", "F2", "F3", "F4", "R5")
+	s := &batchSink{answer: func(n string) error {
+		switch n {
+		case "F2":
+			return fmt.Errorf("%w: unparseable", ErrRejected)
+		case "F3":
+			return errors.New("keys unavailable")
+		}
+		return nil
+	}}
+	n, err := drain(context.Background(), o, s, slog.New(slog.DiscardHandler))
+	if err == nil || err.Error() != "keys unavailable" || n != 3 {
+		t.Fatalf("drain: %d sent, %v; want 3 and the error", n, err)
+	}
+	if !slices.Equal(o.seqs(), []uint64{3, 5}) || !slices.Equal(o.aside, []uint64{2}) {
+		t.Fatalf("left %v, set aside %v; want [3 5] and [2]", o.seqs(), o.aside)
 	}
 }

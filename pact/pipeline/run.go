@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -36,6 +37,14 @@ type Entry struct {
 
 // MaxBatch is the most receipts Run posts in one call to a BatchSink.
 const MaxBatch = 64
+
+// RefusalsAtOnce is the most refusals Run has in flight at once: a run of
+// refusals at the outbox's head is posted this many at a time, each in
+// a call of its own, and what the ledger has leaves the outbox in one
+// write. Refusals are rows of their own, none read by another's checks,
+// so their order among themselves does not matter; a revocation, which
+// the refusals after it are checked against, goes alone in its place.
+const RefusalsAtOnce = 8
 
 // UnreadableError is Head's error when the oldest entry cannot be read
 // (its bytes are not an entry of this version): Run sets it aside rather
@@ -84,18 +93,14 @@ func Run(ctx context.Context, outbox Outbox, sink Sink, wake <-chan struct{}, lo
 
 // drain posts waiting entries in order until the outbox is empty or a post
 // fails. The receipts at the outbox's head go together to a BatchSink,
-// up to MaxBatch a call; a refusal or a revocation goes alone, and so does
-// every receipt for the rest of the drain once the ledger refused a batch
-// call itself.
+// up to MaxBatch a call; the refusals at its head go RefusalsAtOnce at
+// a time; a revocation goes alone, and so does every receipt for the
+// rest of the drain once the ledger refused a batch call itself.
 func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int, error) {
 	batches, _ := sink.(BatchSink)
 	sent := 0
 	for {
-		n := 1 // one at a time: read no more than is posted
-		if batches != nil {
-			n = MaxBatch
-		}
-		head, err := outbox.Head(n)
+		head, err := outbox.Head(max(MaxBatch, RefusalsAtOnce))
 		if u := (*UnreadableError)(nil); errors.As(err, &u) {
 			// Kept, not dropped; the entries after it are not held up.
 			log.ErrorContext(ctx, "an outbox entry cannot be read; kept aside", slog.Uint64("seq", u.Seq), slog.String("error", u.Err.Error()))
@@ -126,6 +131,18 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 			log.WarnContext(ctx, "the ledger refused a batch of receipts; posting them one at a time", slog.String("error", err.Error()))
 			batches = nil
 		}
+		refusals := 0
+		for refusals < min(len(head), RefusalsAtOnce) && head[refusals].Item.Refusal != nil {
+			refusals++
+		}
+		if refusals > 1 {
+			n, err := postRefusals(ctx, outbox, sink, head[:refusals], log)
+			sent += n
+			if err != nil {
+				return sent, err
+			}
+			continue
+		}
 		if err := postOne(ctx, outbox, sink, head[0], log); err != nil {
 			return sent, err
 		}
@@ -145,6 +162,47 @@ func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.L
 		return outbox.SetAside(e.Seq, SetAsideWhy(perr))
 	}
 	return perr
+}
+
+// postRefusals posts refusals at once, each in a call of its own, and
+// takes out of the outbox those the ledger has (removed, in one write)
+// or refused as invalid (set aside). Any other answer leaves its refusal
+// in its place, to be posted again (one the ledger recorded meanwhile is
+// then found, not recorded twice), and the first such error is returned
+// with how many left the outbox.
+func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entry, log *slog.Logger) (int, error) {
+	errs := make([]error, len(refusals))
+	var wg sync.WaitGroup
+	for i, e := range refusals {
+		wg.Go(func() { errs[i] = sink.Post(ctx, e.Item) })
+	}
+	wg.Wait()
+	var done []uint64
+	var again error
+	n := 0
+	for i, e := range refusals {
+		switch perr := errs[i]; {
+		case perr == nil:
+			done = append(done, e.Seq)
+		case errors.Is(perr, ErrRejected):
+			log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.Uint64("seq", e.Seq), slog.String("error", perr.Error()))
+			if err := outbox.SetAside(e.Seq, SetAsideWhy(perr)); err != nil {
+				return n, err
+			}
+			n++
+		default:
+			if again == nil {
+				again = perr
+			}
+		}
+	}
+	if len(done) > 0 {
+		if err := outbox.Remove(done...); err != nil {
+			return n, err
+		}
+		n += len(done)
+	}
+	return n, again
 }
 
 // postBatch posts receipts in one call and takes out of the outbox, in
