@@ -97,8 +97,7 @@ func TestIdentityRefusalsHoldTheirShareOfTheOutbox(t *testing.T) {
 	if _, err := s.RetrySetAside(head[1].Seq, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	total, ib := s.OutboxBytes(), s.IdentityRefusalBytes()
-	if ib != 4*size {
+	if ib := s.IdentityRefusalBytes(); ib != 4*size {
 		t.Fatalf("after a retry: %d bytes of identity refusals, want %d (the one put back counts against their share)", ib, 4*size)
 	}
 	if !identity() {
@@ -114,7 +113,7 @@ func TestIdentityRefusalsHoldTheirShareOfTheOutbox(t *testing.T) {
 	if ib := s.IdentityRefusalBytes(); ib != 3*size {
 		t.Fatalf("after the one put back was posted: %d bytes of identity refusals, want %d", ib, 3*size)
 	}
-	total, ib = s.OutboxBytes(), s.IdentityRefusalBytes()
+	total, ib := s.OutboxBytes(), s.IdentityRefusalBytes()
 	s.Close()
 	if s, err = Open(path); err != nil {
 		t.Fatal(err)
