@@ -43,6 +43,9 @@ type refusalCap struct {
 // brandRefusals is one brand's bucket and counts.
 type brandRefusals struct {
 	bucket *rate.Limiter // nil: no limit
+	// returned counts the tokens given back by refusals not queued after
+	// all, at most the bucket's burst: the next takes spend them first.
+	returned atomic.Int64
 
 	overRate, overRoom atomic.Uint64
 
@@ -71,17 +74,43 @@ func newRefusalCap(brands map[string]*brand.Brand, l Limit, log *slog.Logger) *r
 // is none, the refusal then not to be queued. giveBack returns the token,
 // for a refusal that was not queued after all (no room in the outbox, or
 // the turn failed): only refusals put on record spend the brand's bound.
+// A token given back is kept apart from the bucket, which cannot take
+// one back once later takes spent or were refused its tokens, and spent
+// by the next take first.
 func (c *refusalCap) take(brand string, now time.Time) (giveBack func(), ok bool) {
 	br := c.brands[brand]
 	if br == nil || br.bucket == nil {
 		return func() {}, true
 	}
-	r := br.bucket.ReserveN(now, 1)
-	if !r.OK() || r.DelayFrom(now) > 0 {
-		r.CancelAt(now)
+	for {
+		n := br.returned.Load()
+		if n <= 0 {
+			break
+		}
+		if br.returned.CompareAndSwap(n, n-1) {
+			return br.giveBackOnce(), true
+		}
+	}
+	if !br.bucket.AllowN(now, 1) {
 		return nil, false
 	}
-	return func() { r.CancelAt(now) }, true
+	return br.giveBackOnce(), true
+}
+
+// giveBackOnce is giveBack for one token: called again, it does nothing.
+func (br *brandRefusals) giveBackOnce() func() {
+	var once sync.Once
+	return func() { once.Do(br.giveBack) }
+}
+
+// giveBack returns a token taken, up to the bucket's burst.
+func (br *brandRefusals) giveBack() {
+	for {
+		n := br.returned.Load()
+		if n >= int64(br.bucket.Burst()) || br.returned.CompareAndSwap(n, n+1) {
+			return
+		}
+	}
 }
 
 // dropped counts an identity refusal of brand not queued (over the rate

@@ -150,3 +150,30 @@ func TestARefusalWithNoRoomSpendsNoneOfTheBrandsBound(t *testing.T) {
 		t.Fatalf("not recorded: %+v, want %+v", got, want)
 	}
 }
+
+// A token given back by a refusal not queued after all is there for the
+// next, also when a refusal was denied meanwhile (the bucket empty), as
+// under a flood: the bucket itself does not take it back then.
+func TestATokenGivenBackIsThereForTheNextRefusal(t *testing.T) {
+	c := newRefusalCap(map[string]*brand.Brand{"shop": {}}, Limit{Rate: 0.001, Burst: 2}, slog.New(slog.DiscardHandler))
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	var gives []func()
+	for i := range 2 {
+		give, ok := c.take("shop", t0.Add(time.Duration(i)*time.Millisecond))
+		if !ok {
+			t.Fatalf("take %d: no token from a bucket of 2", i)
+		}
+		gives = append(gives, give)
+	}
+	if _, ok := c.take("shop", t0.Add(2*time.Millisecond)); ok {
+		t.Fatal("a token from an empty bucket")
+	}
+	gives[0]()
+	gives[0]() // given back twice: one token
+	if _, ok := c.take("shop", t0.Add(3*time.Millisecond)); !ok {
+		t.Fatal("no token, though one was given back")
+	}
+	if _, ok := c.take("shop", t0.Add(4*time.Millisecond)); ok {
+		t.Fatal("a second token, where one was given back (twice)")
+	}
+}
