@@ -167,21 +167,28 @@ func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput, vie
 	}
 	p := basicRowProto(row)
 	if view != ledgerv1.RowView_ROW_VIEW_BASIC {
-		p = asWritten(ctx, row, rowProto(row))
+		p = s.asWritten(ctx, row, rowProto(row))
 	}
 	return &ledgerv1.AppendReceiptResponse{Row: p, Outcome: outcomeProto[outcome]}, nil
 }
 
 // asWritten is p, the full view of row, for the caller of an append: to
 // a caller that may not read rows (a writer key alone: API.md's role
-// table), the row's dispute reads as it was written, none, since posting
-// a receipt or refusal again answers the stored row and would otherwise
-// read what support recorded of it since (its notes, the keys' names).
-func asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Row) *ledgerv1.Row {
-	if (row.Dispute == ledger.DisputeNone && len(row.DisputeEvents) == 0) || mayRead(ctx) {
+// table), the row reads as it was written, since posting a receipt or
+// refusal again answers the stored row and would otherwise read what the
+// ledger's readers recorded of it since: its dispute (support's notes,
+// the keys' names) reads none, and its retain-until the one its class
+// gave it when it was written, not a hold's or an incident's closing.
+func (s *service) asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Row) *ledgerv1.Row {
+	if mayRead(ctx) {
 		return p
 	}
-	p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
+	if row.Dispute != ledger.DisputeNone || len(row.DisputeEvents) > 0 {
+		p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
+	}
+	if written := s.l.Policy().RetainUntil(row.Class, row.RetentionStart()); !written.Equal(row.RetainUntil) {
+		p.RetainUntil = ts(written)
+	}
 	return p
 }
 
@@ -204,7 +211,7 @@ func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusal
 	if err != nil {
 		return nil, s.toStatus(ctx, "AppendRefusal", err)
 	}
-	return &ledgerv1.AppendRefusalResponse{Row: asWritten(ctx, row, rowProto(row))}, nil
+	return &ledgerv1.AppendRefusalResponse{Row: s.asWritten(ctx, row, rowProto(row))}, nil
 }
 
 func (s *service) GetRow(ctx context.Context, req *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
@@ -10,8 +11,9 @@ import (
 
 // A writer key cannot read rows (API.md's role table): posting a receipt
 // or a refusal again answers the stored row, whose dispute reads as it
-// was written, none, not what support recorded of it since. A reader
-// still sees the dispute.
+// was written, none, not what support recorded of it since, and an
+// incident's row its retain-until as written (none: held), not the one
+// its closing set. A reader still sees both.
 func TestAWriterPostingAgainDoesNotReadTheDispute(t *testing.T) {
 	e := newEnv(t, jose.ES256)
 	r := e.sc.Mint(pacttest.Spec{})
@@ -40,5 +42,22 @@ func TestAWriterPostingAgainDoesNotReadTheDispute(t *testing.T) {
 		if code := e.call(t, "GET", "/v1/rows/"+first.Row.ID, "support", nil, &struct{ Row *Row }{&read}); code != 200 || read.DisputeStatus != "DISPUTE_STATUS_OPEN" || len(read.DisputeEvents) != 1 {
 			t.Errorf("%s read by support: %d, dispute %s, %d events", tc.name, code, read.DisputeStatus, len(read.DisputeEvents))
 		}
+	}
+
+	incident := post(e.sc.Mint(pacttest.Spec{Target: "I-1", At: time.Now().UTC().AddDate(-2, 0, 0).Truncate(time.Second), ScopesUsed: []string{"plan:change"}}))
+	var inc appendReply
+	if code := e.call(t, "POST", "/v1/receipts", "writer", incident, &inc); code != 200 || inc.Row.Status != "ROW_STATUS_INCIDENT" || inc.Row.RetainUntil != "" {
+		t.Fatalf("the incident's row: %d %s, until %q", code, inc.Row.Status, inc.Row.RetainUntil)
+	}
+	if code := e.call(t, "POST", "/v1/incidents/"+inc.Row.IncidentID+":close", "admin", map[string]any{"note": "platform fixed its scope handling"}, nil); code != 200 {
+		t.Fatalf("close = %d", code)
+	}
+	var again appendReply
+	if code := e.call(t, "POST", "/v1/receipts", "writer", incident, &again); code != 200 || again.Row.ID != inc.Row.ID || again.Row.RetainUntil != "" {
+		t.Errorf("the incident's row posted again after its close: %d, until %q; want none, as written", code, again.Row.RetainUntil)
+	}
+	var read Row
+	if code := e.call(t, "GET", "/v1/rows/"+inc.Row.ID, "auditor", nil, &struct{ Row *Row }{&read}); code != 200 || read.RetainUntil == "" {
+		t.Errorf("the incident's row read by an auditor: %d, until %q; want the closing's", code, read.RetainUntil)
 	}
 }
