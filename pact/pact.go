@@ -152,6 +152,10 @@ var (
 // MaxSetAsidePage caps one page of PipelineSetAsideEntries.
 const MaxSetAsidePage = store.MaxSetAsidePage
 
+// RefusalsAtOnce is the most refusals the pipeline has in flight at once
+// (pipeline.RefusalsAtOnce).
+const RefusalsAtOnce = pipeline.RefusalsAtOnce
+
 // Provider is the embedded Provider: its routes, its store, its pipeline
 // and its pruner, with one lifecycle (New, RunPipeline and RunPruner,
 // Close).

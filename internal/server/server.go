@@ -761,15 +761,19 @@ func pipelineKey(cfg config.Config, keyDir string) (string, error) {
 // and roles as any client (so TLS on the listeners needs nothing from it),
 // or to provider.ledgerUrl.
 func (s *Server) pipelineClient() *pact.LedgerClient {
+	// The pipeline has up to pact.RefusalsAtOnce posts in flight: as many
+	// connections stay open between them.
 	if s.pipeURL != "" {
-		c := &pact.LedgerClient{URL: strings.TrimRight(s.pipeURL, "/"), Key: s.pipeKey}
+		t := http.DefaultTransport.(*http.Transport).Clone()
 		if s.pipeTLS != nil {
-			c.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: s.pipeTLS, ForceAttemptHTTP2: true}}
+			t = &http.Transport{TLSClientConfig: s.pipeTLS, ForceAttemptHTTP2: true}
 		}
-		return c
+		t.MaxIdleConnsPerHost = pact.RefusalsAtOnce
+		return &pact.LedgerClient{URL: strings.TrimRight(s.pipeURL, "/"), Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: t}}
 	}
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return s.pipeLis.DialContext(ctx) }
-	return &pact.LedgerClient{URL: "http://ledgerd", Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: dial}}}
+	return &pact.LedgerClient{URL: "http://ledgerd", Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: pact.RefusalsAtOnce}}}
 }
 
 // ReloadTLS reads the certificate, key and client CA files again (on

@@ -100,7 +100,11 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 	batches, _ := sink.(BatchSink)
 	sent := 0
 	for {
-		head, err := outbox.Head(max(MaxBatch, RefusalsAtOnce))
+		n := RefusalsAtOnce // read no more than may be posted
+		if batches != nil {
+			n = MaxBatch
+		}
+		head, err := outbox.Head(n)
 		if u := (*UnreadableError)(nil); errors.As(err, &u) {
 			// Kept, not dropped; the entries after it are not held up.
 			log.ErrorContext(ctx, "an outbox entry cannot be read; kept aside", slog.Uint64("seq", u.Seq), slog.String("error", u.Err.Error()))
