@@ -269,8 +269,11 @@ func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
 	if logs := h.logs.String(); !strings.Contains(logs, "access batch put under a key of its own") {
 		t.Fatalf("logs:\n%s\nwant a WARN line for the batch put elsewhere", logs)
 	}
-	if p := problems(integrity(t, h)); p != "" {
-		t.Fatalf("after the restore:\n%s", p)
+	// The reads the restore lost from the row store are in write-once
+	// storage alone: fsck says where.
+	if p := problems(integrity(t, h)); !strings.Contains(p, "access records 4–6: write-once storage also holds "+ledger.AccessKey(4, 6)+", which the row store does not record") ||
+		strings.Count(p, "\n") != 0 {
+		t.Fatalf("after the restore:\n%s\nwant one finding, of the batch of 4-6 the restore lost", p)
 	}
 	h.tamper(t, tamperAccess(5, `"key":"ops-oncall"`, `"key":"auditor"`))
 	if p := problems(integrity(t, h)); !strings.Contains(p, "access record 5 differs from the write-once copy "+locs[1].Key) {
