@@ -243,6 +243,16 @@ func prefetch(tx Tx, p Prefetch) error {
 	return nil
 }
 
+// KindOutbox is a transaction that reads the outbox entries of one kind
+// alone, lowest Seq first, without holding the others in memory: fsck
+// reads the batches of access records queued among what may be millions
+// of evidence entries while write-once storage is away. Both stores'
+// transactions implement it; of one that does not, the whole outbox is
+// read.
+type KindOutbox interface {
+	OutboxOfKind(kind string) ([]OutboxEntry, error)
+}
+
 // EvidenceDropper is a transaction that removes a row's evidence bundle
 // once its write-once copy is recorded (RecordUpload asks it to; bbolt's
 // does). A store whose transactions do not keep every bundle, and reads

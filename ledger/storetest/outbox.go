@@ -66,6 +66,46 @@ func checkEntries(t *testing.T, got, want []ledger.OutboxEntry) []uint64 {
 	return seqs
 }
 
+// testOutboxOfKind: a store's transaction reads the outbox entries of
+// one kind alone (ledger.KindOutbox), in Seq order, as queued.
+func testOutboxOfKind(t *testing.T, open opener) {
+	s := open.fresh(t)
+	var want []ledger.OutboxEntry
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range 6 {
+			if err := tx.Enqueue(entry(i), base); err != nil {
+				return err
+			}
+			if i%2 == 1 {
+				first, last := uint64(i*10+1), uint64(i*10+3)
+				a := ledger.OutboxEntry{Kind: ledger.ObjectAccess, Ref: fmt.Sprintf("%d-%d", first, last), Key: ledger.AccessKey(first, last),
+					RetainUntil: base.Add(time.Hour), SHA256: hexID(fmt.Sprint("batch ", i))}
+				if err := tx.Enqueue(a, base); err != nil {
+					return err
+				}
+				want = append(want, a)
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx ledger.Tx) error {
+		k, ok := tx.(ledger.KindOutbox)
+		if !ok {
+			t.Fatalf("the store's transaction %T does not read the outbox by kind", tx)
+		}
+		got, err := k.OutboxOfKind(ledger.ObjectAccess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEntries(t, got, want)
+		none, err := k.OutboxOfKind("no such kind")
+		if err != nil || len(none) != 0 {
+			t.Errorf("entries of a kind none is of: %v, %v", none, err)
+		}
+		return nil
+	})
+}
+
 // testOutboxOrder: Enqueue assigns increasing Seqs in commit order (also
 // several in one transaction), Outbox returns the oldest n first, depth
 // and the oldest queue time follow (the time the ledger gave Enqueue),

@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "GroupCommitFailingMember", run: testGroupCommitFailingMember},
 		{name: "OutboxOrder", run: testOutboxOrder},
 		{name: "OutboxConcurrentEnqueue", run: testOutboxConcurrentEnqueue},
+		{name: "OutboxOfKind", run: testOutboxOfKind},
 		{name: "DequeueAndFailures", run: testDequeueAndFailures},
 		{name: "RecordUploads", run: testRecordUploads},
 		{name: "DeadLetters", run: testDeadLetters},

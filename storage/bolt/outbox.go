@@ -56,6 +56,22 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	return out, nil
 }
 
+// OutboxOfKind implements ledger.KindOutbox.
+func (t *tx) OutboxOfKind(kind string) ([]ledger.OutboxEntry, error) {
+	var out []ledger.OutboxEntry
+	c := t.b(bOutbox).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		q, err := decodeQueued(v)
+		if err != nil {
+			return nil, err
+		}
+		if q.Kind == kind {
+			out = append(out, q.OutboxEntry)
+		}
+	}
+	return out, nil
+}
+
 // Claim returns the first n entries: the file lock keeps one uploader, so
 // no other holder can have claimed any.
 func (t *tx) Claim(n int, _ string, _ time.Duration) ([]ledger.OutboxEntry, error) {

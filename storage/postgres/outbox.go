@@ -61,6 +61,13 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 	return t.entries("read the outbox", "SELECT seq, body FROM outbox ORDER BY seq LIMIT $1", n)
 }
 
+// OutboxOfKind implements ledger.KindOutbox: the entries' bodies are
+// their JSON, read by the database.
+func (t *tx) OutboxOfKind(kind string) ([]ledger.OutboxEntry, error) {
+	return t.entries("read the outbox's entries of kind "+kind,
+		"SELECT seq, body FROM outbox WHERE convert_from(body, 'UTF8')::jsonb ->> 'kind' = $1 ORDER BY seq", kind)
+}
+
 // entries runs a query of outbox entries (seq, body), lowest Seq first.
 func (t *tx) entries(what, sql string, args ...any) ([]ledger.OutboxEntry, error) {
 	if err := t.see(tabOutbox); err != nil {
