@@ -103,8 +103,9 @@ func TestVerifyingAMoveComparesTheSequencesAndTheLogState(t *testing.T) {
 	} {
 		exec(c.change)
 		_, err := move.Run(t.Context(), cfg)
-		if !errors.Is(err, move.ErrMismatch) || !strings.Contains(err.Error(), "sequences and log head") {
-			t.Errorf("a run after %q: %v, want ErrMismatch naming the sequences and log head", c.change, err)
+		if !errors.Is(err, move.ErrMismatch) || !strings.Contains(err.Error(), "sequences and log head") ||
+			!strings.Contains(err.Error(), "or the move was made by a version before 2026-12-07") {
+			t.Errorf("a run after %q: %v, want ErrMismatch naming the sequences and log head, and a move by an earlier version as a cause", c.change, err)
 		}
 		exec(c.undo, c.undoArgs...)
 		if rep, err := move.Run(t.Context(), cfg); err != nil || !rep.AlreadyMoved {

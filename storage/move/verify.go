@@ -42,7 +42,13 @@ func (m *mover) verify(ctx context.Context) error {
 	}
 	if len(bad) > 0 {
 		if m.rep.AlreadyMoved {
-			return fmt.Errorf("%w: %s (the database has changed since the move verified: a ledgerd has written to it)", ErrMismatch, strings.Join(bad, ", "))
+			why := "the database has changed since the move verified: a ledgerd has written to it"
+			if len(bad) == 1 && bad[0] == c.Kind {
+				// Versions before 2026-12-07 moved neither the log's
+				// record of a divergence nor compared the row sequence.
+				why += "; or the move was made by a version before 2026-12-07, which did not copy the log's record that the published log diverged: move the file again into an empty database"
+			}
+			return fmt.Errorf("%w: %s (%s)", ErrMismatch, strings.Join(bad, ", "), why)
 		}
 		return fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, ", "))
 	}
