@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ type auditor struct {
 
 	older       []rowLeafRef         // receipt and refusal leaves before the compared ones, for checkRowsPresent
 	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref (the first of each)
-	firstLeaf   map[string]int64     // the first leaf read of each row, event and closure, by ref (leafRef)
+	firstLeaf   leafIndex            // the first leaf read of each row, event and closure, by ref (leafRef)
 	// ordered is the first leaf whose recording time read checks against
 	// the leaves before it: the kept checkpoint's size (0 with --all). An
 	// earlier leaf was checked by the audit that kept the checkpoint, so
@@ -284,6 +285,25 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 	return "", "", ""
 }
 
+// leafIndex holds the first leaf read of each ref, keyed by the first 16
+// bytes of the ref's SHA-256: an audit reads every leaf of the log, and
+// a map of ten million refs as strings took over a gigabyte. Two refs
+// that shared a key would read as one ref's two leaves, a mismatch to
+// look into, never a second leaf missed.
+type leafIndex map[[16]byte]int64
+
+func leafKey(ref string) [16]byte {
+	sum := sha256.Sum256([]byte(ref))
+	return [16]byte(sum[:16])
+}
+
+func (m leafIndex) get(ref string) (int64, bool) {
+	i, ok := m[leafKey(ref)]
+	return i, ok
+}
+
+func (m leafIndex) set(ref string, index int64) { m[leafKey(ref)] = index }
+
 // closureRef is the ref of the closure of incident id in firstLeaf.
 func closureRef(id string) string { return "incident/" + id + "/close" }
 
@@ -306,11 +326,11 @@ func closureRef(id string) string { return "incident/" + id + "/close" }
 func (a *auditor) read(index int64, data []byte) {
 	leaf := parseLeaf(string(data))
 	if ref, what, rule := leafRef(leaf); ref != "" {
-		if first, ok := a.firstLeaf[ref]; ok {
+		if first, ok := a.firstLeaf.get(ref); ok {
 			a.mismatch("%s has two leaves, %d and %d: %s, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded)",
 				what, first, index, rule, index, first)
 		} else {
-			a.firstLeaf[ref] = index
+			a.firstLeaf.set(ref, index)
 		}
 	}
 	t, dated := leafTime(leaf)
@@ -665,7 +685,7 @@ func (a *auditor) checkIncidents(key string, settle time.Duration) error {
 		pending = still
 	}
 	for _, ir := range pending {
-		if held, ok := a.firstLeaf[closureRef(ir.incident)]; ok {
+		if held, ok := a.firstLeaf.get(closureRef(ir.incident)); ok {
 			a.mismatch("row %s (leaf %d, status incident): the audited tree holds the closure of incident %s at leaf %d, but the server says it is not yet logged (after %s): a second leaf of it is queued, and an incident is closed once, so that leaf was queued outside the ledger", ir.row, ir.leaf, ir.incident, held, settle)
 			continue
 		}
@@ -705,7 +725,7 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 	// read; its proof is still asked for, for a second leaf of it logged
 	// since (the server proves a closure at its latest leaf).
 	compared := a.closures[ir.incident]
-	held, inTree := a.firstLeaf[closureRef(ir.incident)]
+	held, inTree := a.firstLeaf.get(closureRef(ir.incident))
 	ctx, cancel = a.c.ctx()
 	pr, err := a.c.c.GetRowProof(ctx, &ledgerv1.GetRowProofRequest{Id: ir.row, Event: "incident-close"})
 	cancel()
@@ -834,7 +854,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: map[string]int64{}}
+		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
@@ -1004,7 +1024,7 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 		pending = still
 	}
 	for _, id := range pending {
-		if first, ok := a.firstLeaf[id]; ok {
+		if first, ok := a.firstLeaf.get(id); ok {
 			a.mismatch("row %s: the audited tree holds its leaf %d, but the server says the row is not yet logged (after %s): a second leaf of it is queued, and a row is logged once, so that leaf was queued outside the ledger", id, first, settle)
 			continue
 		}
@@ -1242,7 +1262,7 @@ func (a *auditor) rowLeaf(r *ledgerv1.Row, key string) (bool, error) {
 	if notLogged(err) {
 		return false, nil
 	}
-	first, held := a.firstLeaf[r.GetId()]
+	first, held := a.firstLeaf.get(r.GetId())
 	if noLeaf(err) && held {
 		a.seen[r.GetId()] = true
 		a.mismatch("row %s: the audited tree holds its leaf %d, but the server says it has no leaf in the log, and none is queued: the row store's record of that leaf was removed (the server says: %s)", r.GetId(), first, status.Convert(err).Message())
