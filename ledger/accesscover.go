@@ -36,6 +36,10 @@ type accessCover struct {
 	started bool
 	next    uint64 // the lowest number from which none is known held yet
 	gaps    []accessSpan
+	// head is the records kept below the first batch (all of them when
+	// the row store holds no batch): written before the log was anchored,
+	// or a batch's record removed. Only write-once storage can tell.
+	head *accessSpan
 }
 
 // readAccessCover reads in tx what accessCover starts from.
@@ -114,9 +118,13 @@ func (c *accessCover) take(s accessSpan) {
 		return
 	}
 	if !c.started {
-		// Numbers below the oldest batch were written before the log
-		// was anchored, or pruned.
+		// Numbers below the oldest batch were pruned, or written before
+		// the log was anchored, or are of batches whose record was
+		// removed (head).
 		c.started, c.next = true, max(s.first, c.oldest)
+		if s.first > c.oldest {
+			c.head = &accessSpan{c.oldest, s.first - 1}
+		}
 		if !c.known {
 			c.last = s.last
 		}
@@ -143,6 +151,9 @@ func (c *accessCover) end() []accessSpan {
 		c.gaps = append(c.gaps, accessSpan{c.next, c.last})
 		c.next = c.last + 1
 	}
+	if !c.started && c.oldest != 0 && c.known && c.last >= c.oldest {
+		c.head = &accessSpan{c.oldest, c.last}
+	}
 	return c.gaps
 }
 
@@ -151,17 +162,26 @@ func (c *accessCover) end() []accessSpan {
 // storage holds a batch that the row store (read again) neither records
 // nor queues.
 func (l *Ledger) reportAccessGaps(ctx context.Context, c *accessCover, gaps []accessSpan, finding func(format string, args ...any)) error {
+	var listed []accessSpan // runs only write-once storage can tell
 	if c.gapless {
 		for _, g := range gaps {
 			finding("access records %d–%d are in no batch: none recorded as uploaded, queued or in the dead letters holds them, though the access log numbered every record from %d to %d: their records and their batch's record were removed from the row store", g.first, g.last, c.oldest, c.last)
 		}
-		return nil
+	} else {
+		listed = gaps
+	}
+	if c.head != nil {
+		// The records below the first batch the row store knows of hold
+		// no batch of theirs in write-once storage when they were
+		// written before the log was anchored; one that does had its
+		// record removed, and its records may since have been edited.
+		listed = append(listed, *c.head)
 	}
 	lister, ok := l.objects.(KeptLister)
 	if !ok {
 		return nil
 	}
-	for _, g := range gaps {
+	for _, g := range listed {
 		var found []string
 		for _, p := range decimalPrefixes(g.first, g.last) {
 			err := lister.ListKept(ctx, accessPrefix+p, func(k KeptKey) error {
