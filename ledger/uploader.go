@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -1108,8 +1110,13 @@ func bundleAsWritten(tx Tx, e OutboxEntry, b []byte) error {
 		}
 		want = r.EvidenceSHA256
 	}
-	if got := sha256Hex(b); got != want {
-		return fmt.Errorf("row %s's evidence hashes to %s, not the write-time %s: %w", e.Ref, got, want, errEdited)
+	// Compared in hex on the stack: a bundle a row, checked without an
+	// allocation of its own.
+	sum := sha256.Sum256(b)
+	var got [2 * sha256.Size]byte
+	hex.Encode(got[:], sum[:])
+	if string(got[:]) != want {
+		return fmt.Errorf("row %s's evidence hashes to %s, not the write-time %s: %w", e.Ref, hex.EncodeToString(sum[:]), want, errEdited)
 	}
 	return nil
 }
