@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/pactledger/pactledger/pact/brand"
 )
 
@@ -42,16 +40,54 @@ type refusalCap struct {
 
 // brandRefusals is one brand's bucket and counts.
 type brandRefusals struct {
-	bucket *rate.Limiter // nil: no limit
-	// returned counts the tokens given back by refusals not queued after
-	// all, at most the bucket's burst: the next takes spend them first.
-	returned atomic.Int64
+	bucket *tokenBucket // nil: no limit
 
 	overRate, overRoom atomic.Uint64
 
 	mu       sync.Mutex
 	unwarned uint64    // not recorded since the last warning
 	warned   time.Time // when the last warning was logged; zero: never
+}
+
+// tokenBucket holds up to burst tokens, refilled at rate a second. A
+// token can be given back (rate.Limiter cannot take one back once a
+// later take spent or was refused its tokens), never past burst.
+type tokenBucket struct {
+	rate, burst float64
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time // when tokens was last brought up to date
+}
+
+func newTokenBucket(rate float64, burst int) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+}
+
+// take takes a token at now: false when there is none.
+func (b *tokenBucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if now.After(b.last) {
+		// A clock that steps back refills nothing.
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// giveBack returns a token taken, up to burst.
+func (b *tokenBucket) giveBack() {
+	b.mu.Lock()
+	b.tokens = min(b.burst, b.tokens+1)
+	b.mu.Unlock()
 }
 
 func newRefusalCap(brands map[string]*brand.Brand, l Limit, log *slog.Logger) *refusalCap {
@@ -63,7 +99,7 @@ func newRefusalCap(brands map[string]*brand.Brand, l Limit, log *slog.Logger) *r
 			if burst <= 0 {
 				burst = max(1, int(l.Rate))
 			}
-			br.bucket = rate.NewLimiter(rate.Limit(l.Rate), burst)
+			br.bucket = newTokenBucket(l.Rate, burst)
 		}
 		c.brands[id] = br
 	}
@@ -72,45 +108,19 @@ func newRefusalCap(brands map[string]*brand.Brand, l Limit, log *slog.Logger) *r
 
 // take takes a token from brand's bucket at now: ok is false when there
 // is none, the refusal then not to be queued. giveBack returns the token,
-// for a refusal that was not queued after all (no room in the outbox, or
-// the turn failed): only refusals put on record spend the brand's bound.
-// A token given back is kept apart from the bucket, which cannot take
-// one back once later takes spent or were refused its tokens, and spent
-// by the next take first.
+// once however often it is called, for a refusal that was not queued
+// after all (no room in the outbox, or the turn failed): only refusals
+// put on record spend the brand's bound.
 func (c *refusalCap) take(brand string, now time.Time) (giveBack func(), ok bool) {
 	br := c.brands[brand]
 	if br == nil || br.bucket == nil {
 		return func() {}, true
 	}
-	for {
-		n := br.returned.Load()
-		if n <= 0 {
-			break
-		}
-		if br.returned.CompareAndSwap(n, n-1) {
-			return br.giveBackOnce(), true
-		}
-	}
-	if !br.bucket.AllowN(now, 1) {
+	if !br.bucket.take(now) {
 		return nil, false
 	}
-	return br.giveBackOnce(), true
-}
-
-// giveBackOnce is giveBack for one token: called again, it does nothing.
-func (br *brandRefusals) giveBackOnce() func() {
 	var once sync.Once
-	return func() { once.Do(br.giveBack) }
-}
-
-// giveBack returns a token taken, up to the bucket's burst.
-func (br *brandRefusals) giveBack() {
-	for {
-		n := br.returned.Load()
-		if n >= int64(br.bucket.Burst()) || br.returned.CompareAndSwap(n, n+1) {
-			return
-		}
-	}
+	return func() { once.Do(br.bucket.giveBack) }, true
 }
 
 // dropped counts an identity refusal of brand not queued (over the rate

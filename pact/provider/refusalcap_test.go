@@ -177,3 +177,33 @@ func TestATokenGivenBackIsThereForTheNextRefusal(t *testing.T) {
 		t.Fatal("a second token, where one was given back (twice)")
 	}
 }
+
+// Tokens given back never take a brand past its burst: five refusals
+// that take the bucket's five tokens and give them all back leave five,
+// and an hour later five refusals are put on record at one instant, not
+// ten.
+func TestGivenBackTokensNeverPassTheBurst(t *testing.T) {
+	c := newRefusalCap(map[string]*brand.Brand{"shop": {}}, Limit{Rate: 1, Burst: 5}, slog.New(slog.DiscardHandler))
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	var gives []func()
+	for range 5 {
+		give, ok := c.take("shop", t0)
+		if !ok {
+			t.Fatal("no token from a full bucket")
+		}
+		gives = append(gives, give)
+	}
+	for _, give := range gives {
+		give()
+	}
+	later := t0.Add(time.Hour)
+	n := 0
+	for range 20 {
+		if _, ok := c.take("shop", later); ok {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d refusals put on record at one instant with a burst of 5", n)
+	}
+}
