@@ -180,14 +180,20 @@ func withHeaderKid(t *testing.T, tok, kid string) string {
 }
 
 // A token's header kid is no signature's until its key is found, and the
-// row keeps the request JWT's: a control character in it is refused, in
-// a receipt's request JWT and delegation token and in a refusal's.
+// row keeps the receipt's and the request JWT's: a control character in it
+// is refused, in a receipt, its request JWT and delegation token and in a
+// refusal's.
 func TestATokensHeaderKidHoldsNoControlCharacter(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	const kid = "k1\x1b[2J\u202eGNISSIM"
 	r := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
 	ri := in(r)
+	ri.ReceiptJWS = withHeaderKid(t, r.ReceiptJWS, kid)
+	if row, _, err := h.l.AppendReceipt(ctx, ri); !refusedNaming(err, "receiptJws: its header's kid") {
+		t.Errorf("a receipt with a control character in its kid: row %v, %v", row != nil, err)
+	}
+	ri = in(r)
 	ri.RequestJWT = withHeaderKid(t, r.RequestJWT, kid)
 	if row, _, err := h.l.AppendReceipt(ctx, ri); !refusedNaming(err, "requestJwt: its header's kid") {
 		t.Errorf("a receipt's request JWT with a control character in its kid: row %v, %v", row != nil, err)
