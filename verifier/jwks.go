@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,7 +43,9 @@ func NewSnapshot(uri string, t time.Time, body []byte) Snapshot {
 }
 
 // KeySet is a parsed JWKS with the snapshot it came from. Only EC P-256 and
-// RSA (2048 bits or more) public keys are kept; private parts are dropped.
+// RSA (2048 bits or more) public keys for signatures are kept: a key
+// published with its private part (anyone can sign with it), or whose
+// key_ops leave out "verify" (RFC 7517 §4.3), is skipped.
 type KeySet struct {
 	Snapshot Snapshot
 	keys     []jose.JSONWebKey
@@ -69,13 +72,25 @@ func ParseKeySet(s Snapshot) (*KeySet, error) {
 	ks := &KeySet{Snapshot: s, digest: sha256.Sum256(s.Body), digested: true}
 	for _, raw := range doc.Keys {
 		var k jose.JSONWebKey
-		if err := k.UnmarshalJSON(raw); err != nil || !usableKey(k) || len(ks.keys) >= maxKeysPerSet {
+		if err := k.UnmarshalJSON(raw); err != nil || !usableKey(k) || !k.IsPublic() || !verifies(raw) || len(ks.keys) >= maxKeysPerSet {
 			ks.Skipped++
 			continue
 		}
 		ks.keys = append(ks.keys, k.Public())
 	}
 	return ks, nil
+}
+
+// verifies reports whether a JWK's key_ops, when it has them, allow
+// verifying signatures.
+func verifies(raw json.RawMessage) bool {
+	var ops struct {
+		KeyOps *[]string `json:"key_ops"`
+	}
+	if json.Unmarshal(raw, &ops) != nil {
+		return false
+	}
+	return ops.KeyOps == nil || slices.Contains(*ops.KeyOps, "verify")
 }
 
 func usableKey(k jose.JSONWebKey) bool {
