@@ -359,11 +359,35 @@ func (f *Fetcher) Keys(ctx context.Context, uri string) (*KeySet, error) {
 // Outside the window, an endpoint whose latest fetch failed less than
 // MinRefetch ago is not asked again: the error wraps ErrFetch.
 func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
+	doc, err := f.refetch(ctx, cacheKey{kindKeys, uri})
+	ks, _ := doc.(*KeySet)
+	return ks, err
+}
+
+// RefreshMetadata refetches the RFC 8414 metadata at uri after an unknown
+// kid, as Refresh refetches keys, and returns its issuer and jwks_uri: a
+// brand that moved its keys to a new jwks_uri names it there, and a kid
+// the keys at the old address lack is decided unknown only when the
+// metadata too was refetched for this call. When it was not (a refetch
+// already running or within MinRefetch), the newest cached metadata comes
+// with an error wrapping ErrFetch; when none could be obtained, the error
+// alone.
+func (f *Fetcher) RefreshMetadata(ctx context.Context, uri string) (issuer, jwksURI string, err error) {
+	doc, err := f.refetch(ctx, cacheKey{kindMeta, uri})
+	if m, ok := doc.(*metadata); ok {
+		return m.Issuer, m.JWKSURI, err
+	}
+	return "", "", err
+}
+
+// refetch is Refresh of the document k.
+func (f *Fetcher) refetch(ctx context.Context, k cacheKey) (any, error) {
+	uri := k.uri
 	if err := f.CheckURI(uri); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	e := f.entry(cacheKey{kindKeys, uri})
+	e := f.entry(k)
 	now := f.cfg.Now()
 	fl := e.refresh
 	own := false // fl started for this call
@@ -395,21 +419,21 @@ func (f *Fetcher) Refresh(ctx context.Context, uri string) (*KeySet, error) {
 	if fl.err != nil {
 		return nil, fmt.Errorf("refetch after an unknown kid: %w", fl.err)
 	}
-	// The newest accepted set: a later fetch may have replaced the one this
-	// refetch brought.
+	// The newest accepted document: a later fetch may have replaced the
+	// one this refetch brought.
 	f.mu.Lock()
-	ks := e.doc.(*KeySet)
+	doc := e.doc
 	f.mu.Unlock()
 	if !own {
-		return ks, fmt.Errorf("%w: %s", errEarlierRefetch, uri)
+		return doc, fmt.Errorf("%w: %s", errEarlierRefetch, uri)
 	}
-	return ks, nil
+	return doc, nil
 }
 
 // errEarlierRefetch is Refresh's error with the newest set when no
 // refetch could start for the call: the set may lack a key its signer
 // published since, so a kid it lacks is undecided.
-var errEarlierRefetch = fmt.Errorf("%w: the latest refetch of the keys started before this kid was seen (a refetch starts at most once a MinRefetch)", ErrFetch)
+var errEarlierRefetch = fmt.Errorf("%w: the latest refetch started before this kid was seen (a refetch starts at most once a MinRefetch)", ErrFetch)
 
 // Metadata returns the issuer and jwks_uri of the RFC 8414 metadata at uri,
 // cached like Keys (TTL, stale-while-revalidate within MaxStale, one fetch

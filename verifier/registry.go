@@ -89,8 +89,21 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 		return Signer{}, fmt.Errorf("%w: brand %q is not a trusted brand", ErrUntrusted, interfaceURL)
 	}
 	uri, issuer := b.JWKSURI, b.Issuer
+	var metaErr error // the metadata was not refetched for this call
 	if b.MetadataURL != "" {
 		mIss, mJWKS, err := r.fetcher.Metadata(ctx, b.MetadataURL)
+		if refresh {
+			// After an unknown kid: the brand may have moved its keys to
+			// a new jwks_uri. A kid the keys lack is decided unknown only
+			// when the metadata naming them was refetched for this call
+			// too; else the metadata as cached names the keys, and a kid
+			// they lack stays undecided.
+			rIss, rJWKS, rerr := r.fetcher.RefreshMetadata(ctx, b.MetadataURL)
+			if rJWKS != "" {
+				mIss, mJWKS, err = rIss, rJWKS, nil
+			}
+			metaErr = rerr
+		}
 		if err != nil {
 			return Signer{}, err
 		}
@@ -103,6 +116,9 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 		}
 	}
 	ks, err := r.keys(ctx, uri, refresh)
+	if err == nil && metaErr != nil {
+		err = fmt.Errorf("%w: the brand's metadata was not refetched for this kid: %w", ErrFetch, metaErr)
+	}
 	return Signer{Keys: ks, Issuer: issuer}, err
 }
 
@@ -141,7 +157,16 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 	if err := r.callers.checkCallerURI(issuer); err != nil {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
-	iss, jwksURI, err := r.callers.Metadata(ctx, strings.TrimRight(issuer, "/")+"/.well-known/openid-configuration")
+	disc := strings.TrimRight(issuer, "/") + "/.well-known/openid-configuration"
+	iss, jwksURI, err := r.callers.Metadata(ctx, disc)
+	var metaErr error // discovery was not refetched for this call (see Brand)
+	if refresh {
+		rIss, rJWKS, rerr := r.callers.RefreshMetadata(ctx, disc)
+		if rJWKS != "" {
+			iss, jwksURI, err = rIss, rJWKS, nil
+		}
+		metaErr = rerr
+	}
 	if err != nil {
 		// Unreachable or unusable discovery may pass: undecided (ErrFetch).
 		return Signer{}, fmt.Errorf("personal agent %q: discovery: %w", issuer, err)
@@ -153,5 +178,8 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
 	ks, err := keysFrom(ctx, r.callers, jwksURI, refresh)
+	if err == nil && metaErr != nil {
+		err = fmt.Errorf("%w: personal agent %q: discovery was not refetched for this kid: %w", ErrFetch, issuer, metaErr)
+	}
 	return Signer{Keys: ks}, err
 }
