@@ -355,7 +355,10 @@ func (a *auditor) note(index int64, data []byte) error {
 	leaf := parseLeaf(string(data))
 	switch leaf["kind"] {
 	case "receipt", "refusal":
-		a.older = append(a.older, rowLeafRef{index: index, kind: leaf["kind"], id: leaf["row"], class: leaf["class"], status: leaf["status"], recorded: leaf["recorded"]})
+		// Copies: the values are parts of the leaf's text, which they
+		// would keep whole for the rest of the audit.
+		a.older = append(a.older, rowLeafRef{index: index, kind: strings.Clone(leaf["kind"]), id: strings.Clone(leaf["row"]), class: strings.Clone(leaf["class"]),
+			status: strings.Clone(leaf["status"]), recorded: strings.Clone(leaf["recorded"])})
 	case "dispute":
 		if n, err := strconv.Atoi(leaf["event"]); err == nil {
 			a.noteEvent(disputeRef(leaf["row"], n), eventLeaf{index: index, leaf: leaf})

@@ -227,6 +227,20 @@ func TestSweptRowIsGone(t *testing.T) {
 	if err := c.Post(context.Background(), item); err != nil {
 		t.Fatalf("sending the swept receipt again: %v", err)
 	}
+	// The writer learns the row was recorded and swept, not when it went
+	// (a hold or an incident's closing sets that).
+	var again struct {
+		Message string
+		Details []struct {
+			Reason   string
+			Metadata map[string]string
+		}
+	}
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(r), &again); code != 410 || len(again.Details) != 1 || again.Details[0].Reason != "ROW_EXPIRED" ||
+		again.Details[0].Metadata["retainUntil"] != "" || again.Details[0].Metadata["sweptAt"] != "" || again.Details[0].Metadata["retentionClass"] == "" ||
+		strings.Contains(again.Message, " on ") {
+		t.Fatalf("the writer posting the swept receipt again: %d %+v; want 410 ROW_EXPIRED with its class, without its dates", code, again)
+	}
 	var dry struct{ DryRun bool }
 	if code := e.call(t, "POST", "/v1/retention:sweep", "auditor", map[string]any{"dryRun": true}, &dry); code != 200 || !dry.DryRun {
 		t.Fatalf("dry run = %d %+v", code, dry)

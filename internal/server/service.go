@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"log/slog"
 	"sync/atomic"
@@ -67,10 +68,19 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &expired):
-		st := status.New(codes.NotFound, expired.Error())
 		t := expired.Tombstone
-		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonExpired, Domain: "pactledger", Metadata: map[string]string{
-			"retentionClass": t.Class.String(), "status": t.Status.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}}); derr == nil {
+		msg, meta := expired.Error(), map[string]string{
+			"retentionClass": t.Class.String(), "status": t.Status.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}
+		if !mayRead(ctx) {
+			// A writer posting a swept receipt again learns it was
+			// recorded, not when the row went: a hold or an incident's
+			// closing set that (asWritten).
+			msg = fmt.Sprintf("row %s was recorded, under retention class %s, and has since been removed by retention", t.ID, t.Class)
+			delete(meta, "retainUntil")
+			delete(meta, "sweptAt")
+		}
+		st := status.New(codes.NotFound, msg)
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonExpired, Domain: "pactledger", Metadata: meta}); derr == nil {
 			st = d
 		}
 		return st.Err()
@@ -186,8 +196,14 @@ func (s *service) asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Ro
 	if row.Dispute != ledger.DisputeNone || len(row.DisputeEvents) > 0 {
 		p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
 	}
-	if written := s.l.Policy().RetainUntil(row.Class, row.RetentionStart()); !written.Equal(row.RetainUntil) {
-		p.RetainUntil = ts(written)
+	// A hold or an incident's closing only ever keeps a row longer: a
+	// retain-until later than its class gives it (none, for an incident's
+	// own row) is theirs. One earlier is the period as it was configured
+	// when the row was written, kept.
+	if written := s.l.Policy().RetainUntil(row.Class, row.RetentionStart()); written.IsZero() || written.Before(row.RetainUntil) {
+		if !written.Equal(row.RetainUntil) {
+			p.RetainUntil = ts(written)
+		}
 	}
 	return p
 }

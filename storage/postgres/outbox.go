@@ -65,7 +65,8 @@ func (t *tx) Outbox(n int) ([]ledger.OutboxEntry, error) {
 // their JSON, read by the database.
 func (t *tx) OutboxOfKind(kind string) ([]ledger.OutboxEntry, error) {
 	return t.entries("read the outbox's entries of kind "+kind,
-		"SELECT seq, body FROM outbox WHERE convert_from(body, 'UTF8')::jsonb ->> 'kind' = $1 ORDER BY seq", kind)
+		"SELECT seq, body FROM outbox WHERE position(convert_to('\"kind\":' || to_json($1::text)::text, 'UTF8') IN body) > 0"+
+			" AND convert_from(body, 'UTF8')::jsonb ->> 'kind' = $1 ORDER BY seq", kind)
 }
 
 // entries runs a query of outbox entries (seq, body), lowest Seq first.
