@@ -137,6 +137,10 @@ type mover struct {
 	src  *bolt.Export
 	pool *pgxpool.Pool
 	rep  *Report
+	// divergedMissing: the file holds the log's record of a divergence
+	// that the database lacks (verifyState), as a move by a version
+	// before 2026-12-07 left it.
+	divergedMissing bool
 }
 
 // say prints one line of progress.

@@ -43,7 +43,7 @@ func (m *mover) verify(ctx context.Context) error {
 	if len(bad) > 0 {
 		if m.rep.AlreadyMoved {
 			why := "the database has changed since the move verified: a ledgerd has written to it"
-			if len(bad) == 1 && bad[0] == c.Kind {
+			if len(bad) == 1 && bad[0] == c.Kind && m.divergedMissing {
 				// Versions before 2026-12-07 moved neither the log's
 				// record of a divergence nor compared the row sequence.
 				why += "; or the move was made by a version before 2026-12-07, which did not copy the log's record that the published log diverged: move the file again into an empty database"
@@ -160,6 +160,7 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_seq),
 	if err := dst.add(stateValues(t)); err != nil {
 		return Check{}, err
 	}
+	m.divergedMissing = s.log.Diverged != nil && t.diverged == nil
 	return Check{Kind: stateKind, Source: src.n, Target: dst.n, SourceHash: src.hex(), TargetHash: dst.hex()}, nil
 }
 
