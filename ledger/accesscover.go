@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 )
 
@@ -36,10 +35,6 @@ type accessCover struct {
 	started bool
 	next    uint64 // the lowest number from which none is known held yet
 	gaps    []accessSpan
-	// head is the records kept below the first batch (all of them when
-	// the row store holds no batch): written before the log was anchored,
-	// or a batch's record removed. Only write-once storage can tell.
-	head *accessSpan
 }
 
 // readAccessCover reads in tx what accessCover starts from.
@@ -120,11 +115,9 @@ func (c *accessCover) take(s accessSpan) {
 	if !c.started {
 		// Numbers below the oldest batch were pruned, or written before
 		// the log was anchored, or are of batches whose record was
-		// removed (head).
+		// removed, which only write-once storage shows
+		// (unrecordedAccessBatches).
 		c.started, c.next = true, max(s.first, c.oldest)
-		if s.first > c.oldest {
-			c.head = &accessSpan{c.oldest, s.first - 1}
-		}
 		if !c.known {
 			c.last = s.last
 		}
@@ -151,104 +144,117 @@ func (c *accessCover) end() []accessSpan {
 		c.gaps = append(c.gaps, accessSpan{c.next, c.last})
 		c.next = c.last + 1
 	}
-	if !c.started && c.oldest != 0 && c.known && c.last >= c.oldest {
-		c.head = &accessSpan{c.oldest, c.last}
-	}
 	return c.gaps
 }
 
-// reportAccessGaps adds a finding for each run of gaps that is one: on a store that
-// numbers without gaps, each; on another, each of whose numbers write-once
-// storage holds a batch that the row store (read again) neither records
-// nor queues.
-func (l *Ledger) reportAccessGaps(ctx context.Context, c *accessCover, gaps []accessSpan, finding func(format string, args ...any)) error {
-	var listed []accessSpan // runs only write-once storage can tell
-	if c.gapless {
-		for _, g := range gaps {
-			finding("access records %d–%d are in no batch: none recorded as uploaded, queued or in the dead letters holds them, though the access log numbered every record from %d to %d: their records and their batch's record were removed from the row store", g.first, g.last, c.oldest, c.last)
-		}
-	} else {
-		listed = gaps
+// reportAccessGaps adds a finding for each run of numbers no batch holds
+// on a store that numbers without gaps (bbolt). On another (PostgreSQL,
+// whose sequence skips the numbers of rolled-back writes) a run is no
+// finding of itself: a batch of its numbers in write-once storage that
+// the row store neither records nor queues is (unrecordedAccessBatches).
+func (l *Ledger) reportAccessGaps(c *accessCover, finding func(format string, args ...any)) {
+	if !c.gapless {
+		return
 	}
-	if c.head != nil {
-		// The records below the first batch the row store knows of hold
-		// no batch of theirs in write-once storage when they were
-		// written before the log was anchored; one that does had its
-		// record removed, and its records may since have been edited.
-		listed = append(listed, *c.head)
+	for _, g := range c.gaps {
+		finding("access records %d–%d are in no batch: none recorded as uploaded, queued or in the dead letters holds them, though the access log numbered every record from %d to %d: their records and their batch's record were removed from the row store", g.first, g.last, c.oldest, c.last)
 	}
+}
+
+// unrecordedChunk is how many listed keys unrecordedAccessBatches looks up
+// in one read of the row store.
+const unrecordedChunk = 500
+
+// unrecordedAccessBatches lists write-once storage's batches of access
+// records once and reports each the row store neither records nor
+// queues: a batch whose record was removed from the row store (its
+// records may since have been removed, or edited, or replaced by others
+// queued again under other keys), or, after the row store was put back
+// to an older copy, the reads it no longer holds.
+func (l *Ledger) unrecordedAccessBatches(ctx context.Context, finding func(format string, args ...any)) error {
 	lister, ok := l.objects.(KeptLister)
 	if !ok {
 		return nil
 	}
-	for _, g := range listed {
-		var found []string
-		for _, p := range decimalPrefixes(g.first, g.last) {
-			err := lister.ListKept(ctx, accessPrefix+p, func(k KeptKey) error {
-				if first, _, ok := accessRange(k.Key); ok && first >= g.first && first <= g.last {
-					found = append(found, k.Key)
-				}
-				return nil
-			})
-			if err != nil {
-				finding("access records %d–%d are in no batch the row store records or queues, and write-once storage cannot be listed for one: %v", g.first, g.last, err)
-				break
-			}
+	var keys []string
+	check := func() error {
+		if len(keys) == 0 {
+			return nil
 		}
-		for _, key := range found {
-			var known bool
-			err := l.store.View(ctx, func(tx Tx) error {
+		var missing []string
+		err := l.store.View(ctx, func(tx Tx) error {
+			missing = missing[:0]
+			var unrecorded []string
+			for _, key := range keys {
 				_, err := tx.Object(key)
 				switch {
 				case err == nil:
-					known = true
-					return nil
-				case !errors.Is(err, ErrNotFound):
+				case errors.Is(err, ErrNotFound):
+					unrecorded = append(unrecorded, key)
+				default:
 					return err
 				}
-				// A batch put under a key naming its bytes is queued under
-				// its plain key until that put is recorded.
-				keys := []string{key}
+			}
+			if len(unrecorded) == 0 {
+				return nil
+			}
+			// A batch put and not yet recorded is still queued; one put
+			// under a key naming its bytes is queued under its plain key
+			// until then.
+			var ask []string
+			for _, key := range unrecorded {
+				ask = append(ask, key)
 				if first, last, ok := accessRange(key); ok && key != AccessKey(first, last) {
-					keys = append(keys, AccessKey(first, last))
+					ask = append(ask, AccessKey(first, last))
 				}
-				queued, err := tx.QueuedPuts(keys)
-				known = len(queued) > 0
-				return err
-			})
+			}
+			slices.Sort(ask)
+			queued, err := tx.QueuedPuts(slices.Compact(ask))
 			if err != nil {
 				return err
 			}
-			if !known {
-				finding("access records %d–%d are in no batch the row store records or queues, but write-once storage holds %s: a batch removed from the row store with its record, "+
-					"or, after the row store was put back to an older copy, a batch of the numbers it handed out before (see Backups in docs/operations.md)", g.first, g.last, key)
+			inQueue := map[string]bool{}
+			for _, e := range queued {
+				inQueue[e.Key] = true
 			}
+			for _, key := range unrecorded {
+				first, last, _ := accessRange(key)
+				if !inQueue[key] && !inQueue[AccessKey(first, last)] {
+					missing = append(missing, key)
+				}
+			}
+			return nil
+		})
+		keys = keys[:0]
+		if err != nil {
+			return err
 		}
-	}
-	return nil
-}
-
-// decimalPrefixes returns the fewest prefixes of numbers zero-padded to 20
-// digits (as AccessKey writes them) that together start exactly the
-// numbers first to last.
-func decimalPrefixes(first, last uint64) []string {
-	if first > last {
+		slices.Sort(missing)
+		for _, key := range missing {
+			first, last, _ := accessRange(key)
+			finding("access records %d–%d are in no batch the row store records or queues, but write-once storage holds %s: a batch whose record was removed from the row store (its records may since have been edited, or removed), "+
+				"or, after the row store was put back to an older copy, reads it no longer holds, which only that copy shows (see Backups in docs/operations.md)", first, last, key)
+		}
 		return nil
 	}
-	var out []string
-	for n := first; ; {
-		// The largest block of 10^k numbers that starts at n and ends
-		// within last.
-		size, k := uint64(1), 0
-		for k < 19 && n%(size*10) == 0 && size*10-1 <= last-n {
-			size *= 10
-			k++
+	var storeErr error // the row store's: fsck fails
+	err := lister.ListKept(ctx, accessPrefix, func(k KeptKey) error {
+		if _, _, ok := accessRange(k.Key); !ok {
+			return nil
 		}
-		out = append(out, fmt.Sprintf("%020d", n)[:20-k])
-		end := n + (size - 1)
-		if end >= last {
-			return out
+		keys = append(keys, k.Key)
+		if len(keys) == unrecordedChunk {
+			storeErr = check()
+			return storeErr
 		}
-		n = end + 1
+		return nil
+	})
+	switch {
+	case storeErr != nil:
+		return storeErr
+	case err != nil:
+		finding("access batches in write-once storage cannot be listed, to find those the row store neither records nor queues: %v", err)
+		return nil
 	}
+	return check()
 }

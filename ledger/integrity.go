@@ -498,49 +498,6 @@ func (l *Ledger) checkDrills(ctx context.Context, page *IntegrityPage) error {
 	return nil
 }
 
-// otherAccessCopies reports the objects of write-once storage that hold
-// access records first to last besides kept, the one the row store
-// records for them, and that the row store does not record: reads the
-// row store no longer holds, since it was put back to an older copy (or
-// had its records replaced), which only their copy still shows.
-func (l *Ledger) otherAccessCopies(ctx context.Context, first, last uint64, kept string, finding func(string, ...any)) error {
-	lister, ok := l.objects.(KeptLister)
-	if !ok {
-		return nil
-	}
-	var others []string
-	err := lister.ListKept(ctx, strings.TrimSuffix(AccessKey(first, last), ".jsonl"), func(k KeptKey) error {
-		if f, la, _, ok := parseAccessKey(k.Key); ok && f == first && la == last && k.Key != kept {
-			others = append(others, k.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		finding("access records %d–%d: write-once storage cannot be listed for other copies of them: %v", first, last, err)
-		return nil
-	}
-	slices.Sort(others)
-	for _, key := range others {
-		var recorded bool
-		err := l.store.View(ctx, func(tx Tx) error {
-			_, err := tx.Object(key)
-			recorded = err == nil
-			if errors.Is(err, ErrNotFound) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if !recorded {
-			finding("access records %d–%d: write-once storage also holds %s, which the row store does not record: reads of these numbers the row store no longer holds "+
-				"(it was put back to an older copy, or its records were replaced); only that copy shows them", first, last, key)
-		}
-	}
-	return nil
-}
-
 // checkAccess compares the access records the row store holds with every
 // uploaded access object (first page only): each object holds the records
 // one write appended, numbered first to last, as they were stored. A
@@ -585,7 +542,9 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 			return err
 		}
 		if len(locs) == 0 {
-			return l.reportAccessGaps(ctx, cover, cover.end(), finding)
+			cover.end()
+			l.reportAccessGaps(cover, finding)
+			return l.unrecordedAccessBatches(ctx, finding)
 		}
 		for _, loc := range locs {
 			after = loc.Key
@@ -627,14 +586,7 @@ func (l *Ledger) checkAccess(ctx context.Context, page *IntegrityPage) error {
 			if sum != "" && sha256Hex(b) != sum {
 				finding("access records %d–%d: %s hashes to %s, not the hash its key names", first, last, what, sha256Hex(b))
 			}
-			if sum != "" {
-				// Put under a key of its own because another object held
-				// its numbers' key: that one, and any other of these
-				// numbers, holds reads the row store no longer does.
-				if err := l.otherAccessCopies(ctx, first, last, loc.Key, finding); err != nil {
-					return err
-				}
-			}
+
 			kept, err := parseAccessObject(b)
 			if err != nil {
 				finding("access records %d–%d: %s cannot be read: %v", first, last, what, err)

@@ -319,7 +319,7 @@ o AS (DELETE FROM objects WHERE key = $1 RETURNING 1) SELECT (SELECT count(*) FR
 	if removed != 4 {
 		t.Fatalf("removed %d records and object records, want 4", removed)
 	}
-	want := "access records 4–8 are in no batch the row store records or queues, but write-once storage holds " + ledger.AccessKey(6, 8)
+	want := "access records 6–8 are in no batch the row store records or queues, but write-once storage holds " + ledger.AccessKey(6, 8)
 	if p := fsck(); !strings.Contains(p, want) {
 		t.Fatalf("findings:\n%s\nwant %q", p, want)
 	}
