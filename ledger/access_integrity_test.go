@@ -210,15 +210,12 @@ func TestUploaderPutsAccessBatchesQueuedWithoutAHash(t *testing.T) {
 	}
 }
 
-// TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn: the row store put
-// back to a copy from before a batch was uploaded numbers new reads again
-// with that batch's numbers, and write-once storage holds other records
-// under their key. The new batch goes under a key naming its bytes,
-// recorded there, with a WARN line; it is no dead letter, fsck compares
-// the log with it, and an edit of one of its records after the upload is
-// found.
-func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
-	ctx := context.Background()
+// restoredAfterReads records reads 1-3 and uploads them, backs the row
+// store up, records and uploads reads 4-6, and puts the backup back: the
+// reads 4-6 are in write-once storage alone. It returns the harness and
+// an access log on the restored store.
+func restoredAfterReads(t *testing.T) (*harness, *ledger.AccessLog) {
+	t.Helper()
 	h, log := accessHarness(t)
 	reads(t, log, "auditor", 3) // 1-3
 	h.drain(t)
@@ -231,8 +228,7 @@ func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.open(t)
-	log = h.accessLog()
-	reads(t, log, "support-leads", 3) // 4-6, lost with the restore
+	reads(t, h.accessLog(), "support-leads", 3) // 4-6, lost with the restore
 	h.drain(t)
 	if err := h.store.Close(); err != nil {
 		t.Fatal(err)
@@ -241,7 +237,19 @@ func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.open(t)
-	log = h.accessLog()
+	return h, h.accessLog()
+}
+
+// TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn: the row store put
+// back to a copy from before a batch was uploaded numbers new reads again
+// with that batch's numbers, and write-once storage holds other records
+// under their key. The new batch goes under a key naming its bytes,
+// recorded there, with a WARN line; it is no dead letter, fsck compares
+// the log with it, and an edit of one of its records after the upload is
+// found.
+func TestAccessBatchAfterARestoreGoesUnderAKeyOfItsOwn(t *testing.T) {
+	ctx := context.Background()
+	h, log := restoredAfterReads(t)
 	reads(t, log, "ops-oncall", 3) // 4-6 again, other reads
 	h.drain(t)
 	out, err := h.l.Outbox(ctx, 10, "")
@@ -332,29 +340,7 @@ func TestIntegrityFindsAnAccessBatchRemovedWithItsRecord(t *testing.T) {
 // holds the reads the row store no longer does. So would it a batch
 // removed from the row store and replaced by others queued again.
 func TestIntegrityFindsReadsARestoreLostUnderOtherNumbers(t *testing.T) {
-	h, log := accessHarness(t)
-	reads(t, log, "auditor", 3) // 1-3
-	h.drain(t)
-	db := filepath.Join(h.dir, "ledger.db")
-	if err := h.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	backup, err := os.ReadFile(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.open(t)
-	log = h.accessLog()
-	reads(t, log, "support-leads", 3) // 4-6, lost with the restore
-	h.drain(t)
-	if err := h.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(db, backup, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h.open(t)
-	log = h.accessLog()
+	h, log := restoredAfterReads(t)
 	reads(t, log, "ops-oncall", 2) // 4-5
 	h.drain(t)
 	reads(t, log, "ops-oncall", 2) // 6-7
