@@ -16,9 +16,10 @@ type accessSpan struct{ first, last uint64 }
 // oldest record kept (older ones were pruned, or written before the log
 // was anchored) to its last. A run of numbers none holds is a batch
 // removed from the row store together with its records and its record,
-// where the store numbers records without gaps; on a store whose numbers
-// skip those of rolled-back writes (PostgreSQL), only when write-once
-// storage holds a batch of them.
+// where the store numbers records without gaps (bbolt); on a store whose
+// numbers skip those of rolled-back writes (PostgreSQL) it is no finding
+// of itself, and the batches in write-once storage the row store neither
+// records nor queues tell (unrecordedAccessBatches, on both stores).
 //
 // The numbering, the oldest record and the pending batches are read in
 // one transaction before the recorded batches, which see is then given in
