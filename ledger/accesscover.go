@@ -185,6 +185,10 @@ func (l *Ledger) unrecordedAccessBatches(ctx context.Context, finding func(forma
 		var missing []string
 		err := l.store.View(ctx, func(tx Tx) error {
 			missing = missing[:0]
+			// One round trip for the chunk, where the store reads ahead.
+			if err := prefetch(tx, Prefetch{Objects: keys}); err != nil {
+				return err
+			}
 			var unrecorded []string
 			for _, key := range keys {
 				_, err := tx.Object(key)

@@ -233,6 +233,7 @@ type Prefetch struct {
 	RequestJWTs []string // request-JWT hashes
 	Grant       string   // a grant whose revocation is read; "" for none
 	Evidence    []string // row ids whose evidence bundles are read
+	Objects     []string // object keys whose recorded locations are read
 }
 
 // prefetch asks tx to read p ahead when it can.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -23,6 +24,8 @@ func testPrefetch(t *testing.T, open opener) {
 	update(t, s, func(tx ledger.Tx) error { return tx.PutRevocation("grant-revoked", rev) })
 	bundle := []byte(`{"receiptJws":"kept"}`)
 	update(t, s, func(tx ledger.Tx) error { return tx.PutEvidence(kept.ID, bundle) })
+	loc := ledger.Location{Key: ledger.EvidenceKey(kept.ID), VersionID: "v1", RetainUntil: base.Add(time.Hour), Uploaded: true}
+	update(t, s, func(tx ledger.Tx) error { return tx.SetObject(loc.Key, loc) })
 
 	ahead := ledger.Prefetch{
 		Rows:        []string{kept.ID, swept.ID, fresh.ID},
@@ -30,6 +33,7 @@ func testPrefetch(t *testing.T, open opener) {
 		RequestJWTs: []string{kept.RequestJWTSHA256, fresh.RequestJWTSHA256},
 		Grant:       "grant-revoked",
 		Evidence:    []string{kept.ID, fresh.ID},
+		Objects:     []string{loc.Key, ledger.EvidenceKey(fresh.ID)},
 	}
 	reads := func(tx ledger.Tx, where string) {
 		t.Helper()
@@ -70,6 +74,12 @@ func testPrefetch(t *testing.T, open opener) {
 		if _, err := tx.Evidence(fresh.ID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("%s: Evidence of a row without one: %v, want ErrNotFound", where, err)
 		}
+		if got, err := tx.Object(loc.Key); err != nil || got.Key != loc.Key || got.VersionID != loc.VersionID || !got.RetainUntil.Equal(loc.RetainUntil) {
+			t.Errorf("%s: Object(kept's evidence) = %+v, %v", where, got, err)
+		}
+		if _, err := tx.Object(ledger.EvidenceKey(fresh.ID)); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("%s: Object of a key not recorded: %v, want ErrNotFound", where, err)
+		}
 	}
 	view(t, s, func(tx ledger.Tx) error { reads(tx, "View"); return nil })
 	update(t, s, func(tx ledger.Tx) error {
@@ -95,6 +105,13 @@ func testPrefetch(t *testing.T, open opener) {
 		}
 		if got, err := tx.Evidence(fresh.ID); err != nil || string(got) != string(bundle) {
 			t.Errorf("Evidence after PutEvidence = %q, %v", got, err)
+		}
+		freshLoc := ledger.Location{Key: ledger.EvidenceKey(fresh.ID), VersionID: "v2", RetainUntil: base.Add(time.Hour), Uploaded: true}
+		if err := tx.SetObject(freshLoc.Key, freshLoc); err != nil {
+			return err
+		}
+		if got, err := tx.Object(freshLoc.Key); err != nil || got.VersionID != "v2" {
+			t.Errorf("Object after SetObject = %+v, %v", got, err)
 		}
 		return nil
 	})

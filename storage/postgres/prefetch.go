@@ -16,6 +16,7 @@ const (
 	readRequestJWT
 	readRevocation
 	readEvidence
+	readObject
 	pointReads
 )
 
@@ -31,6 +32,8 @@ func (t *tx) sql(r pointRead) string {
 		return "SELECT row_id FROM request_jwts WHERE sha = $1"
 	case readRevocation:
 		return "SELECT body FROM revocations WHERE grant_id = $1" + t.lock()
+	case readObject:
+		return "SELECT body FROM objects WHERE key = $1"
 	default:
 		return "SELECT bundle FROM evidence WHERE row_id = $1"
 	}
@@ -45,6 +48,8 @@ func deferredIn(r pointRead) (table, bool) {
 		return tabJWTs, true
 	case readEvidence:
 		return tabEvidence, true
+	case readObject:
+		return tabObjects, true
 	}
 	return 0, false
 }
@@ -64,7 +69,7 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 	if err := t.blocked(); err != nil {
 		return err
 	}
-	for tbl, keys := range map[table][]string{tabRows: p.Rows, tabJWTs: p.RequestJWTs, tabEvidence: p.Evidence} {
+	for tbl, keys := range map[table][]string{tabRows: p.Rows, tabJWTs: p.RequestJWTs, tabEvidence: p.Evidence, tabObjects: p.Objects} {
 		if len(keys) == 0 {
 			continue
 		}
@@ -98,6 +103,7 @@ func (t *tx) Prefetch(p ledger.Prefetch) error {
 		ahead(readRevocation, p.Grant)
 	}
 	ahead(readEvidence, p.Evidence...)
+	ahead(readObject, p.Objects...)
 	if err := t.flush("prefetch"); err != nil {
 		return err
 	}

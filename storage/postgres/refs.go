@@ -13,15 +13,11 @@ import (
 // Object implements ledger.References.
 func (t *tx) Object(key string) (ledger.Location, error) {
 	var loc ledger.Location
-	if err := t.see(tabObjects, key); err != nil {
-		return loc, err
-	}
-	var body []byte
-	found, err := t.queryRow("read object "+key, "SELECT body FROM objects WHERE key = $1", []any{key}, &body)
+	body, err := t.read(readObject, "read object "+key, key)
 	if err != nil {
 		return loc, err
 	}
-	if !found {
+	if body == nil {
 		return loc, ledger.ErrNotFound
 	}
 	if err := json.Unmarshal(body, &loc); err != nil {
