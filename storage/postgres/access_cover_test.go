@@ -50,6 +50,20 @@ func (s failingWrites) Update(ctx context.Context, fn func(ledger.Tx) error) err
 	})
 }
 
+// accessSetting is a migrated database, a scenario and an evidence
+// directory, for replicas that share them (accessReplica).
+func accessSetting(t *testing.T) (string, *pacttest.Scenario, *localdir.Store) {
+	t.Helper()
+	dsn := migrated(t)
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, sc, dir
+}
+
 // accessReplica is newReplica with the ledger's clock and the access log's
 // retention.
 func accessReplica(t *testing.T, dsn string, sc *pacttest.Scenario, objects ledger.ObjectStore, holder string, now func() time.Time, kept retention.Period) replica {
@@ -89,13 +103,7 @@ func fsckProblems(t *testing.T, r replica) string {
 // fsck runs: no check finds anything, nor one after the outbox drained.
 func TestIntegrityFindsNoGapInTheAccessLogOfTwoReplicas(t *testing.T) {
 	ctx := t.Context()
-	dsn := migrated(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, sc, dir := accessSetting(t)
 	reps := []replica{
 		accessReplica(t, dsn, sc, dir, "replica-a", time.Now, retention.Period{}),
 		accessReplica(t, dsn, sc, dir, "replica-b", time.Now, retention.Period{}),
@@ -210,13 +218,7 @@ func TestIntegrityFindsNoGapInTheAccessLogOfTwoReplicas(t *testing.T) {
 // replicas, and of batches that span the pruning boundary: no finding.
 func TestIntegrityAcceptsAccessRecordsPrunedOnPostgres(t *testing.T) {
 	ctx := t.Context()
-	dsn := migrated(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, sc, dir := accessSetting(t)
 	var clockMu sync.Mutex
 	start := time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC)
 	now := start
@@ -301,13 +303,7 @@ func TestIntegrityAcceptsAccessRecordsPrunedOnPostgres(t *testing.T) {
 // queued again or is put.
 func TestIntegrityAcceptsAnAccessDeadLetterRetriedOnPostgres(t *testing.T) {
 	ctx := t.Context()
-	dsn := migrated(t)
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	t.Cleanup(sc.Close)
-	dir, err := localdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, sc, dir := accessSetting(t)
 	objects := &refusingKeys{Store: dir, refuse: map[string]bool{ledger.AccessKey(4, 6): true}}
 	a := accessReplica(t, dsn, sc, objects, "replica-a", time.Now, retention.Period{})
 	b := accessReplica(t, dsn, sc, objects, "replica-b", time.Now, retention.Period{})
