@@ -9,37 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/objecttest"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/localdir"
 )
-
-// refusingAccessPuts is an evidence directory that refuses the puts of
-// the access batches whose keys refuse holds, as a bucket policy or a
-// proxy might, while it takes every other put.
-type refusingAccessPuts struct {
-	*localdir.Store
-	mu     sync.Mutex
-	refuse map[string]bool
-}
-
-var errAccessPutRefused = errors.New("put refused")
-
-func (s *refusingAccessPuts) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
-	s.mu.Lock()
-	no := s.refuse[key]
-	s.mu.Unlock()
-	if no {
-		return ledger.Location{}, errAccessPutRefused
-	}
-	return s.Store.Put(ctx, key, body, until)
-}
-
-func (s *refusingAccessPuts) set(key string, on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refuse[key] = on
-}
 
 // fsckClean fails t with the findings fsck reports, if any.
 func fsckClean(t *testing.T, h *harness, when string) {
@@ -64,7 +38,7 @@ func TestIntegrityAcceptsAnAccessBatchDeadLetteredAndRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects := &refusingAccessPuts{Store: dir, refuse: map[string]bool{ledger.AccessKey(4, 6): true}}
+	objects := objecttest.NewRefusingPuts(dir, ledger.AccessKey(4, 6))
 	h.objects = objects
 	h.open(t)
 	log := h.accessLog()
@@ -80,14 +54,14 @@ func TestIntegrityAcceptsAnAccessBatchDeadLetteredAndRetried(t *testing.T) {
 			t.Fatal("the refused batch never became a dead letter")
 		}
 		reads(t, log, "auditor", 1)
-		if _, err := h.l.UploadRound(ctx, 512, 4); err != nil && !errors.Is(err, errAccessPutRefused) {
+		if _, err := h.l.UploadRound(ctx, 512, 4); err != nil && !errors.Is(err, objecttest.ErrPutRefused) {
 			t.Fatal(err)
 		}
 		fsckClean(t, h, fmt.Sprintf("round %d, the batch of 4-6 refused", i))
 	}
 	h.drain(t)
 	fsckClean(t, h, "the batch of 4-6 in the dead letters")
-	objects.set(ledger.AccessKey(4, 6), false)
+	objects.Refuse(ledger.AccessKey(4, 6), false)
 	if n, err := h.l.RetryDeadLetters(ctx, ledger.AccessKey(4, 6), false); err != nil || n != 1 {
 		t.Fatalf("retry: %d, %v", n, err)
 	}

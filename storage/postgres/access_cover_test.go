@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/objecttest"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
@@ -304,7 +305,7 @@ func TestIntegrityAcceptsAccessRecordsPrunedOnPostgres(t *testing.T) {
 func TestIntegrityAcceptsAnAccessDeadLetterRetriedOnPostgres(t *testing.T) {
 	ctx := t.Context()
 	dsn, sc, dir := accessSetting(t)
-	objects := &refusingKeys{Store: dir, refuse: map[string]bool{ledger.AccessKey(4, 6): true}}
+	objects := objecttest.NewRefusingPuts(dir, ledger.AccessKey(4, 6))
 	a := accessReplica(t, dsn, sc, objects, "replica-a", time.Now, retention.Period{})
 	b := accessReplica(t, dsn, sc, objects, "replica-b", time.Now, retention.Period{})
 	log := ledger.NewAccessLog(a.store, ledger.AccessLogConfig{})
@@ -333,7 +334,7 @@ func TestIntegrityAcceptsAnAccessDeadLetterRetriedOnPostgres(t *testing.T) {
 			t.Fatalf("the refused batch never became a dead letter: %+v", rep)
 		}
 		batch("auditor", 1)
-		if _, err := []replica{a, b}[i%2].l.UploadRound(ctx, 512, 4); err != nil && !errors.Is(err, errPutRefused) {
+		if _, err := []replica{a, b}[i%2].l.UploadRound(ctx, 512, 4); err != nil && !errors.Is(err, objecttest.ErrPutRefused) {
 			t.Fatal(err)
 		}
 		if p := fsckProblems(t, b); p != "" {
@@ -343,7 +344,7 @@ func TestIntegrityAcceptsAnAccessDeadLetterRetriedOnPostgres(t *testing.T) {
 	if p := fsckProblems(t, b); p != "" {
 		t.Fatalf("the batch of 4-6 in the dead letters:\n%s", p)
 	}
-	objects.set(ledger.AccessKey(4, 6), false)
+	objects.Refuse(ledger.AccessKey(4, 6), false)
 	if n, err := b.l.RetryDeadLetters(ctx, ledger.AccessKey(4, 6), false); err != nil || n != 1 {
 		t.Fatalf("retry: %d, %v", n, err)
 	}
@@ -357,28 +358,4 @@ func TestIntegrityAcceptsAnAccessDeadLetterRetriedOnPostgres(t *testing.T) {
 	if p := fsckProblems(t, a); p != "" {
 		t.Fatalf("the batch of 4-6 put after the retry:\n%s", p)
 	}
-}
-
-// refusingKeys is an evidence directory that refuses the puts of keys
-// while refuse names them, and lists its keys (KeptLister).
-type refusingKeys struct {
-	*localdir.Store
-	mu     sync.Mutex
-	refuse map[string]bool
-}
-
-func (s *refusingKeys) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {
-	s.mu.Lock()
-	no := s.refuse[key]
-	s.mu.Unlock()
-	if no {
-		return ledger.Location{}, errPutRefused
-	}
-	return s.Store.Put(ctx, key, body, until)
-}
-
-func (s *refusingKeys) set(key string, on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refuse[key] = on
 }
