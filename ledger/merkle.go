@@ -1717,10 +1717,20 @@ func (l *Ledger) tileData(ctx context.Context, path string, guard bool) ([]byte,
 	return data, err
 }
 
-// tileEnd is the tree size a tile needs: its last leaf's index + 1.
+// tileEnd is the tree size a tile needs: its last leaf's index + 1, or
+// math.MaxInt64 for a tile no tree of int64 leaves holds (a level whose
+// span is 2^63 leaves or more, an index past the largest tree), so that
+// every such tile is beyond the tree.
 func tileEnd(t tlog.Tile) int64 {
-	span := int64(1) << (uint(t.H) * uint(t.L))
-	return (t.N*(1<<uint(t.H)) + int64(t.W)) * span
+	shift := uint(t.H) * uint(t.L)
+	if t.H <= 0 || t.L < 0 || t.N < 0 || shift >= 63 {
+		return math.MaxInt64
+	}
+	span, width := int64(1)<<shift, int64(1)<<uint(t.H)
+	if t.N > (math.MaxInt64/span-int64(t.W))/width {
+		return math.MaxInt64
+	}
+	return (t.N*width + int64(t.W)) * span
 }
 
 // entryBundle is the C2SP entry bundle of level-0 tile t: each leaf as a
