@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -54,10 +53,13 @@ func TestAnotherLogInTheEvidenceDirectoryIsReported(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(evidence, "log", "checkpoint"), []byte(other), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var dataDir string
 	base := httpAddr(t, serve(t, func(c *config.Config) {
 		c.Evidence.Dir = evidence
 		c.MerkleLog.Interval = config.Duration(20 * time.Millisecond)
+		dataDir = c.DataDir
 	}))
+	auditor := roleKey(t, dataDir, config.RoleAuditor)
 
 	var ready struct {
 		Status string `json:"status"`
@@ -67,9 +69,7 @@ func TestAnotherLogInTheEvidenceDirectoryIsReported(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for ready.Log.Status != "diverged" && time.Now().Before(deadline) {
-		if err := json.Unmarshal([]byte(fetch(t, base+"/readyz")), &ready); err != nil {
-			t.Fatal(err)
-		}
+		call(t, "GET", base+"/readyz", auditor, nil, &ready)
 	}
 	if ready.Status != "ready" || ready.Log.Status != "diverged" || ready.Log.Since == "" ||
 		!strings.Contains(ready.Log.Error, `is of the log "other.example/log", this ledger's is "localhost/pactledger": another ledger publishes its log to this bucket`) {

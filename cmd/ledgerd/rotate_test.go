@@ -20,23 +20,34 @@ type readyStore struct {
 	status string
 }
 
-// storeReady asks base's /readyz about the row store.
-func storeReady(t *testing.T, base string) readyStore {
+// storeReady asks base's /readyz about the row store, with key (one that
+// may read the ledger is shown the errors' text).
+func storeReady(t *testing.T, base, key string) readyStore {
 	t.Helper()
 	var ready struct {
 		Store struct{ Kind, Status string }
 	}
-	code := call(t, "GET", base+"/readyz", "", nil, &ready)
+	code := call(t, "GET", base+"/readyz", key, nil, &ready)
 	return readyStore{code: code, status: ready.Store.Status}
+}
+
+// roleKey is the API key ledgerd created for role in dataDir.
+func roleKey(t *testing.T, dataDir, role string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, config.KeysDir, role+".key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // waitReady polls base's /readyz until ok says yes of it, and fails t
 // with the last answer after 30 s.
-func waitReady(t *testing.T, base, what string, logs *syncBuffer, ok func(readyStore) bool) readyStore {
+func waitReady(t *testing.T, base, key, what string, logs *syncBuffer, ok func(readyStore) bool) readyStore {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := storeReady(t, base)
+		r := storeReady(t, base, key)
 		if ok(r) {
 			return r
 		}
@@ -82,7 +93,8 @@ func TestPostgresPasswordRotation(t *testing.T) {
 		t.Fatalf("ledgerd migrate: %v\n%s", err, out.String())
 	}
 	base, logs, stop := runLedgerd(t, cfgPath)
-	if r := storeReady(t, base); r.code != http.StatusOK || r.status != "ok" {
+	support := roleKey(t, cfg.DataDir, config.RoleSupport)
+	if r := storeReady(t, base, support); r.code != http.StatusOK || r.status != "ok" {
 		t.Fatalf("/readyz with the first password = %d, store %q", r.code, r.status)
 	}
 
@@ -92,18 +104,23 @@ func TestPostgresPasswordRotation(t *testing.T) {
 	if err := cluster.Exec(t.Context(), "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role); err != nil {
 		t.Fatal(err)
 	}
-	r := waitReady(t, base, "the password changed, the file not yet", logs, func(r readyStore) bool {
+	r := waitReady(t, base, support, "the password changed, the file not yet", logs, func(r readyStore) bool {
 		return strings.Contains(r.status, "password")
 	})
 	t.Logf("/readyz with a rejected password: store %q", r.status)
 	if r.code != http.StatusServiceUnavailable || !strings.HasPrefix(r.status, "password rejected") || !strings.Contains(r.status, "28P01") || strings.Contains(r.status, "not answering") {
 		t.Errorf("/readyz with a rejected password = %d, store %q; want 503 saying the password was rejected (28P01)", r.code, r.status)
 	}
+	// A probe sending no key is told the same, without the error's text
+	// (it names the database's user).
+	if r := storeReady(t, base, ""); r.code != http.StatusServiceUnavailable || !strings.HasPrefix(r.status, "password rejected") || strings.Contains(r.status, "28P01") || strings.Contains(r.status, role) {
+		t.Errorf("/readyz with no key and a rejected password = %d, store %q; want 503 saying the password was rejected, without the error", r.code, r.status)
+	}
 
 	if err := os.WriteFile(pwFile, []byte(second+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, base, "the file holds the new password", logs, func(r readyStore) bool {
+	waitReady(t, base, support, "the file holds the new password", logs, func(r readyStore) bool {
 		return r.code == http.StatusOK && r.status == "ok"
 	})
 	stop()

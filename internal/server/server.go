@@ -50,6 +50,7 @@ import (
 // Server is a running ledgerd.
 type Server struct {
 	cfg      config.Config
+	auth     *authenticator
 	drills   *drill.Runner
 	log      *slog.Logger
 	store    rowStore
@@ -151,6 +152,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
+	s.auth = auth
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -533,7 +535,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	ready, body := s.readiness(ctx)
+	shown, _ := s.auth.identify(ctx, r.Header.Get("Authorization"))
+	ready, body := s.readiness(ctx, canRead(shown))
 	s.setHealth(ready)
 	code := http.StatusOK
 	if !ready {
@@ -544,13 +547,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // readiness reports whether a write would be acknowledged durably, with
 // the details /readyz shows.
-func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
-	ready, store := s.storeReadiness(ctx)
+func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[string]any) {
+	ready, store := s.storeReadiness(ctx, errorsShown)
 	body := map[string]any{"store": store}
 	if depth, err := s.ledger.OutboxDepth(ctx); err != nil {
 		if ready {
 			// Else the store's own check said why already.
-			store["status"] = s.storeDown(err)
+			store["status"] = s.storeDown(err, errorsShown)
 		}
 		ready = false
 		s.log.WarnContext(ctx, "readiness: row store", slog.String("error", err.Error()))
@@ -580,7 +583,7 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 			evidence["since"] = st.Since.UTC().Format(time.RFC3339)
 		}
 		if st.LastError != "" {
-			evidence["lastError"], evidence["lastErrorAt"] = st.LastError, st.LastErrAt.UTC().Format(time.RFC3339)
+			evidence["lastError"], evidence["lastErrorAt"] = errorText(st.LastError, errorsShown), st.LastErrAt.UTC().Format(time.RFC3339)
 		}
 	}
 	body["evidence"] = evidence
@@ -591,7 +594,7 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 		log := map[string]any{"status": "ok"}
 		if since, err := s.ledger.LogDiverged(); err != nil {
 			log["status"], log["signing"], log["since"] = "diverged", "stopped", since.UTC().Format(time.RFC3339)
-			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + err.Error()
+			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + errorText(err.Error(), errorsShown)
 		}
 		// A detail too: the rows are acknowledged durably; what waits is
 		// their proof. Any replica sees it, whichever holds the lease.
@@ -608,7 +611,7 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 		// restarted with the right key.
 		if since, err := s.ledger.LogKeyRefused(); err != nil {
 			ready = false
-			log["status"], log["error"], log["since"] = "wrong key", "this ledger's log key did not sign the row store's checkpoints: "+err.Error(), since.UTC().Format(time.RFC3339)
+			log["status"], log["error"], log["since"] = "wrong key", "this ledger's log key did not sign the row store's checkpoints: "+errorText(err.Error(), errorsShown), since.UTC().Format(time.RFC3339)
 		}
 		body["log"] = log
 	}
@@ -619,6 +622,21 @@ func (s *Server) readiness(ctx context.Context) (bool, map[string]any) {
 	}
 	return ready, body
 }
+
+// errorText is an error's text as /readyz shows it: to a caller whose key
+// may read the ledger (support, auditor, admin) as it is; to anyone else
+// (the probe of a load balancer, sending no key) not at all, since it may
+// name the network's hosts, the bucket or the database's user.
+func errorText(text string, shown bool) string {
+	if shown {
+		return text
+	}
+	return hiddenError
+}
+
+// hiddenError stands for an error's text in an answer to a caller that
+// may not read it.
+const hiddenError = "(the error's text is shown to a caller sending a support, auditor or admin key)"
 
 // logWaitingShown is how long leaves wait in the log's queue, the log not
 // growing, before /readyz says so: the integrator extends the log every
@@ -648,7 +666,7 @@ func (s *Server) watchReadiness(ctx context.Context) {
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ready, _ := s.readiness(rctx)
+		ready, _ := s.readiness(rctx, false)
 		cancel()
 		s.setHealth(ready)
 	}
@@ -934,7 +952,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 		s.log.InfoContext(ctx, "PACT provider serving", slog.String("addr", s.ProviderAddr()), slog.String("provider", s.provider.String()))
 	}
-	ready, _ := s.readiness(ctx)
+	ready, _ := s.readiness(ctx, false)
 	s.setHealth(ready)
 	s.log.InfoContext(ctx, "ledgerd serving", slog.String("grpc", s.GRPCAddr()), slog.String("http", s.HTTPAddr()),
 		slog.Bool("tls", s.certs != nil), slog.String("data_dir", s.cfg.DataDir), slog.String("store", s.cfg.Store.Kind), slog.String("evidence", s.cfg.Evidence.Type))

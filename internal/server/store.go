@@ -69,20 +69,20 @@ func PostgresConfig(c config.Store) (postgres.Config, error) {
 // storeDown is what /readyz says of a row store that failed with err: a
 // password the database rejected is named as such, since the database
 // does answer.
-func (s *Server) storeDown(err error) string {
+func (s *Server) storeDown(err error, errorsShown bool) string {
 	if errors.Is(err, postgres.ErrCredentials) {
 		hint := "check the password ledgerd is given"
 		if s.cfg.Store.PasswordFile != "" {
 			hint = "put the database's password in store.passwordFile, which each new connection reads again"
 		}
-		return "password rejected: " + hint + ": " + err.Error()
+		return "password rejected: " + hint + ": " + errorText(err.Error(), errorsShown)
 	}
-	return "not answering: " + err.Error()
+	return "not answering: " + errorText(err.Error(), errorsShown)
 }
 
 // storeReadiness reports whether the row store would take a write now,
 // with what /readyz shows of it: {"kind": …, "status": …}.
-func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
+func (s *Server) storeReadiness(ctx context.Context, errorsShown bool) (bool, map[string]any) {
 	body := map[string]any{"kind": s.cfg.Store.Kind, "status": "ok"}
 	switch st := s.store.(type) {
 	case *bolt.Store:
@@ -104,11 +104,11 @@ func (s *Server) storeReadiness(ctx context.Context) (bool, map[string]any) {
 			}
 			body["status"] = "ok: space is free again after a commit failed for lack of space"
 		default:
-			return false, map[string]any{"kind": config.StoreBbolt, "status": err.Error()}
+			return false, map[string]any{"kind": config.StoreBbolt, "status": errorText(err.Error(), errorsShown)}
 		}
 	case *postgres.Store:
 		if err := st.Ping(ctx); err != nil {
-			return false, map[string]any{"kind": config.StorePostgres, "status": s.storeDown(err)}
+			return false, map[string]any{"kind": config.StorePostgres, "status": s.storeDown(err, errorsShown)}
 		}
 	}
 	return true, body

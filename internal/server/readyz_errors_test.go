@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pactledger/pactledger/internal/config"
+)
+
+// /readyz needs no key: a load balancer probes it. An error's text, which
+// may name the network's hosts, the bucket or the database's user, is
+// shown to a key that may read the ledger, not to the probe nor to a
+// writer; the statuses and times are shown to all.
+func TestReadyzShowsErrorsOnlyToAReader(t *testing.T) {
+	e := newEnv(t, jose.ES256, withS3("hidden-bucket"), func(c *config.Config) {
+		c.Evidence.S3.Endpoint = closedPort(t)
+	})
+	type ready struct {
+		Evidence struct{ Status, LastError, LastErrorAt string }
+	}
+	readyz := func(role string) ready {
+		t.Helper()
+		var r ready
+		if code := e.call(t, "GET", "/readyz", role, nil, &r); code != http.StatusOK {
+			t.Fatalf("/readyz as %q = %d; the evidence store is a detail", role, code)
+		}
+		return r
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for readyz("support").Evidence.LastError == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no S3 error on /readyz after 30 s with an endpoint that refuses connections")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, role := range []string{"support", "auditor", "admin"} {
+		if r := readyz(role); !strings.Contains(r.Evidence.LastError, "hidden-bucket") {
+			t.Errorf("/readyz as %s: lastError %q; want the error's text", role, r.Evidence.LastError)
+		}
+	}
+	for _, role := range []string{"", "writer"} {
+		r := readyz(role)
+		b, _ := json.Marshal(r)
+		if strings.Contains(string(b), "127.0.0.1") || strings.Contains(string(b), "hidden-bucket") || r.Evidence.LastError == "" || r.Evidence.LastErrorAt == "" {
+			t.Errorf("/readyz as %q: %s; want the error's time, not its text", role, b)
+		}
+	}
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
