@@ -649,7 +649,7 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 	if !canRead(ctx) {
 		// Nor an admin's: a key that may not read the ledger holds no
 		// admin role.
-		rev.AdminBy, rev.AdminNote = "", ""
+		rev.AdminBy, rev.AdminNote, rev.AdminRecordedAt = "", "", time.Time{}
 	}
 	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
 }
