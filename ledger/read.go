@@ -275,6 +275,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		if err != nil {
 			return err
 		}
+		src.brandIssuer = writeTimeIssuer(r)
 		src.agent, src.agentKeys, err = loadSnapshot(tx, r.Agent.Platform, r.Agent.JWKSSnapshot)
 		return err
 	})
@@ -405,13 +406,31 @@ func loadSnapshot(tx Tx, owner, id string) (string, *verifier.KeySet, error) {
 type snapshotSource struct {
 	brand, agent         string
 	brandKeys, agentKeys *verifier.KeySet
+	// brandIssuer is the iss the row's delegation token was held to,
+	// when its check depends on it.
+	brandIssuer string
 }
 
 func (s *snapshotSource) Brand(_ context.Context, url string, _ bool) (verifier.Signer, error) {
 	if s.brandKeys == nil || url != s.brand {
 		return verifier.Signer{}, fmt.Errorf("%w for brand %s", verifier.ErrNoSnapshot, url)
 	}
-	return verifier.Signer{Keys: s.brandKeys}, nil
+	return verifier.Signer{Keys: s.brandKeys, Issuer: s.brandIssuer}, nil
+}
+
+// writeTimeIssuer is the iss row r's delegation token was held to at
+// write time, when its check failed on it: the failed check's detail
+// names it (verifier.IssuerHeldTo). A token that passed carried the
+// issuer it was held to, and one that failed on anything else fails on it
+// again: held to none, either gives its write-time result.
+func writeTimeIssuer(r *Row) string {
+	for _, c := range r.Verifier.Checks {
+		if c.Name == verifier.CheckDelegationToken && c.Result == verifier.Fail {
+			iss, _ := verifier.IssuerHeldTo(c.Detail)
+			return iss
+		}
+	}
+	return ""
 }
 
 func (s *snapshotSource) Agent(_ context.Context, iss string, _ bool) (verifier.Signer, error) {

@@ -551,6 +551,27 @@ func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (S
 	return v.checkTokenFor(t, at, forReceipt, brand)
 }
 
+// issuerMismatch joins, in a failed delegation_token check's detail, the
+// token's iss and the issuer it was held to, each quoted.
+const issuerMismatch = " is not the brand's authorization server "
+
+// IssuerHeldTo is the issuer a delegation_token check's detail says the
+// token was held to, when the check failed on its iss: a row's record
+// keeps the key set its token was checked against, not the issuer, which
+// only such a failure depends on (a token that passed, or failed on
+// another claim, carried the issuer it was held to).
+func IssuerHeldTo(detail string) (string, bool) {
+	i := strings.LastIndex(detail, issuerMismatch)
+	if i < 0 || !strings.HasPrefix(detail, `iss "`) {
+		return "", false
+	}
+	iss, err := strconv.Unquote(detail[i+len(issuerMismatch):])
+	if err != nil {
+		return "", false
+	}
+	return iss, true
+}
+
 // tokenUse says what a delegation token is checked for: the receipt it
 // came with, which it must cover (an expired token fails), or a refused
 // request, whose token may have ended (that is why it was refused).
@@ -605,7 +626,7 @@ func (v *Verifier) checkTokenFor(t Token, at time.Time, use tokenUse, brand func
 	expired := at.After(exp.Add(skew))
 	switch {
 	case s.Issuer != "" && vc.Iss != s.Issuer:
-		return &vc, fail(name, "iss %q is not the brand's authorization server %q", vc.Iss, s.Issuer), s, nil
+		return &vc, fail(name, "iss %q"+issuerMismatch+"%q", vc.Iss, s.Issuer), s, nil
 	case vc.Exp == nil:
 		return &vc, fail(name, "exp missing"), s, nil
 	case problem != "":
