@@ -122,9 +122,9 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	}
 	// The reply, the record changes, the action log and what goes to the
 	// ledger commit together (store.RecordTurn).
-	rec, err := s.respond(ctx, rq, id, rep, now)
+	rec, err := s.respond(ctx, rq, id, rep, book.Changes(), now)
 	if err == nil {
-		rec.ContextID, rec.MessageID, rec.User, rec.Changes = id, m.MessageID, t.User, book.Changes()
+		rec.ContextID, rec.MessageID, rec.User = id, m.MessageID, t.User
 		if del != nil {
 			// PACT §5.5: the grant must still be active when the turn is
 			// kept, not only when its token was checked: a revocation
@@ -329,8 +329,14 @@ func (s *Server) abandon(ctx context.Context, ctxID, msgID string) {
 // respond builds what a turn keeps: the response body (a step-up task when
 // the turn needs scopes the token lacks, else the message, with a signed
 // receipt when the turn ran under a delegation token), the agent's state,
-// and what the turn queues for the ledger and logs.
-func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep agent.Reply, now time.Time) (store.TurnRecord, error) {
+// the record changes the agent made (changes), and what the turn queues
+// for the ledger and logs. A record changes only with a receipt that
+// names the actions: a turn answered with a step-up task, or with the
+// plain answer that replaces a step-up the card cannot name, keeps none of
+// the agent's changes, and no receipt names its actions (PACT §5.5: the
+// turn needs a scope it was not given; it runs again once the personal
+// agent sends the new token).
+func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep agent.Reply, changes map[records.Key]records.Change, now time.Time) (store.TurnRecord, error) {
 	b, del := rq.brand, rq.del
 	var rec store.TurnRecord
 	if len(rep.NeedScopes) > 0 && (del != nil || b.WithoutToken == brand.StepUp) {
@@ -340,6 +346,7 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 		// answer in chat instead.
 		scopes, serr := oauth.CardScopes(b, rep.NeedScopes)
 		if serr == nil {
+			s.notKept(ctx, b.ID, rep, changes, "a step-up task")
 			body, err := s.stepUp(rq, ctxID, rep.Text, scopes, now)
 			rec = store.TurnRecord{Reply: body, State: rep.State, Close: rep.Close}
 			switch {
@@ -359,9 +366,10 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 			return rec, err
 		}
 		s.cfg.Logger.WarnContext(ctx, "the agent asked for a scope the brand does not define; answered in chat", slog.String("brand", b.ID), slog.String("reason", serr.Description))
-		rep = agent.Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}
+		s.notKept(ctx, b.ID, rep, changes, "a plain answer in chat")
+		rep, changes = agent.Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}, nil
 	}
-	rec.State, rec.Close = rep.State, rep.Close
+	rec.State, rec.Close, rec.Changes = rep.State, rep.Close, changes
 	text := rep.Text
 	out := &a2a.Message{MessageID: newID(), ContextID: ctxID, Role: "ROLE_AGENT", Parts: []a2a.Part{{Text: &text}}}
 	if del == nil && rep.Refused != nil {
@@ -382,6 +390,27 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 	body, err := json.Marshal(map[string]any{"message": out})
 	rec.Reply = body
 	return rec, err
+}
+
+// notKept warns that the agent of a turn answered with what (a step-up, or
+// the plain answer that replaces one) reported actions or changed records
+// in that same turn: none of it is kept, since no receipt names it.
+func (s *Server) notKept(ctx context.Context, brandID string, rep agent.Reply, changes map[records.Key]records.Change, what string) {
+	var did []string
+	for _, a := range rep.Actions {
+		did = append(did, strings.TrimSpace(a.Tool+" "+a.Target))
+	}
+	for k, c := range changes {
+		if c.Changed() {
+			did = append(did, "changed "+k.String())
+		}
+	}
+	if len(did) == 0 {
+		return
+	}
+	slices.Sort(did)
+	s.cfg.Logger.WarnContext(ctx, "the brand agent acted in a turn it asked more scopes for: answered with "+what+", none of its actions or record changes kept",
+		slog.String("brand", brandID), slog.String("not_kept", strings.Join(did, ", ")))
 }
 
 // refusal is the ledger's record of an account action refused for want of

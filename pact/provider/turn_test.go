@@ -469,6 +469,67 @@ func TestStepUpScopesAreCheckedAgainstTheCard(t *testing.T) {
 	}
 }
 
+// actAndAskAgent cancels order id under the token's orders:cancel and, in
+// the same reply, asks for a step-up of need: what a brand's own agent (an
+// LLM) may answer.
+type actAndAskAgent struct {
+	id   string
+	need []string
+}
+
+func (a actAndAskAgent) Respond(ctx context.Context, t agent.Turn) (agent.Reply, error) {
+	rt := t.Brand.RecordType("order")
+	rec, err := t.Records.Get(ctx, rt, a.id)
+	if err != nil || rec == nil {
+		return agent.Reply{}, fmt.Errorf("order %s: %v", a.id, err)
+	}
+	if err := t.Records.Set(ctx, rt, rec, map[string]string{"status": "cancelled"}); err != nil {
+		return agent.Reply{}, err
+	}
+	return agent.Reply{Text: "Order " + a.id + " is cancelled. I also need your permission for more.",
+		Actions:    []agent.Action{{Tool: "cancel_order", Target: a.id, ArgsJSON: `{"order":"` + a.id + `"}`}},
+		ScopesUsed: []string{"orders:cancel"}, NeedScopes: a.need}, nil
+}
+
+// A turn answered with a step-up task (PACT §5.5), or with the plain
+// answer that replaces a step-up of a scope the card does not name, keeps
+// none of its agent's record changes: no receipt names its actions (the
+// step-up task carries none, and the plain answer's names none), so a
+// change kept would be one no receipt or ledger row shows. The agent acts
+// once the personal agent sends again with the new token.
+func TestAStepUpTurnKeepsNoChange(t *testing.T) {
+	tests := []struct {
+		name   string
+		need   []string
+		stepUp bool
+	}{
+		{"answered with a step-up task", []string{"refunds:issue"}, true},
+		{"answered in chat for a scope not on the card", []string{"nope:scope"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newOAuthEnv(t)
+			at := e.deviceToken([]string{"orders:cancel"}, []string{"orders:cancel"})["access_token"].(string)
+			e.p.cfg.Agent = actAndAskAgent{id: "A-5531", need: tc.need}
+			code, out, _ := e.send(at, "", "m1", "cancel A-5531 and refund it")
+			if code != 200 {
+				t.Fatalf("%d %v", code, out)
+			}
+			if task, _ := out["task"].(map[string]any); (task != nil) != tc.stepUp || !tc.stepUp && text(t, out) != "I can't do that here." {
+				t.Fatalf("answer %v, want a step-up task: %v", out, tc.stepUp)
+			}
+			if _, actionLog, status := e.counts(); status == "cancelled" || actionLog != 0 {
+				t.Errorf("order A-5531 %q with %d action log entries, after a turn answered without a receipt naming its action", status, actionLog)
+			}
+			for _, it := range e.outbox() {
+				if r := it.Receipt; r != nil && len(r.Actions) > 0 {
+					t.Errorf("a receipt names %d actions of a turn that kept none", len(r.Actions))
+				}
+			}
+		})
+	}
+}
+
 // RFC 9110 §11.1: the Bearer scheme name is case-insensitive, on the
 // personal-agent JWT and the delegation token, at every endpoint.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
