@@ -115,9 +115,12 @@ type DeviceAuthorization struct {
 	Client string `json:"client"` // the personal agent's issuer
 	Sub    string `json:"sub"`    // the personal agent's sub of the requester
 	// Scopes are the scope ids asked for, checked against the card.
-	Scopes   []string  `json:"scopes"`
-	UserCode string    `json:"userCode"`
-	Expires  time.Time `json:"expires"`
+	Scopes   []string `json:"scopes"`
+	UserCode string   `json:"userCode"`
+	// Requested is when the personal agent asked for it; zero for one
+	// stored before it was kept (RequestedAt).
+	Requested time.Time `json:"requested,omitzero"`
+	Expires   time.Time `json:"expires"`
 	// Interval is the least number of seconds between polls; slow_down
 	// adds 5 (RFC 8628 §3.5).
 	Interval int       `json:"interval"`
@@ -153,7 +156,17 @@ type DeviceAuthorization struct {
 // brand for scopes, asked at now, to be polled at most every interval.
 func NewDeviceAuthorization(brand, client, sub, requestJWT string, scopes []string, interval time.Duration, now time.Time) DeviceAuthorization {
 	return DeviceAuthorization{Brand: brand, Client: client, Sub: sub, RequestJWT: requestJWT, Scopes: scopes,
-		Expires: now.Add(DeviceCodeTTL), Interval: int(interval / time.Second), Status: Pending}
+		Requested: now, Expires: now.Add(DeviceCodeTTL), Interval: int(interval / time.Second), Status: Pending}
+}
+
+// RequestedAt is when the personal agent asked for the authorization, the
+// time its request JWT was checked at: Requested, or, for one stored
+// before that was kept, its code's expiry less DeviceCodeTTL.
+func (d *DeviceAuthorization) RequestedAt() time.Time {
+	if !d.Requested.IsZero() {
+		return d.Requested
+	}
+	return d.Expires.Add(-DeviceCodeTTL)
 }
 
 // StateAt is the authorization's state at now: its stored state, or

@@ -172,3 +172,16 @@ func TestRefresh(t *testing.T) {
 		t.Fatalf("a token of a revoked grant: %v %v", revoke, err)
 	}
 }
+
+// A device authorization says when it was asked for; one stored before it
+// kept that says so by its code's life.
+func TestRequestedAt(t *testing.T) {
+	d := NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", []string{"orders:read"}, PollInterval, t0)
+	if got := d.RequestedAt(); !got.Equal(t0) {
+		t.Fatalf("requested at %s, want %s", got, t0)
+	}
+	d.Requested = time.Time{}
+	if got := d.RequestedAt(); !got.Equal(t0) {
+		t.Fatalf("stored without its time: requested at %s, want %s from its expiry", got, t0)
+	}
+}

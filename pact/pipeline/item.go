@@ -84,13 +84,19 @@ func DecodeItem(v []byte) (Item, error) {
 }
 
 // DeniedConsent is the refusal a User's denial at the consent page puts on
-// record: the grant_delegation the personal agent asked for at brand.
-func DeniedConsent(user, client, requestJWT, brand string, scopes []string, at time.Time) Item {
+// record: the grant_delegation the personal agent asked for at brand with
+// requestJWT at requested, which the User denied at denied. The refused
+// request is the agent's, so it is observed when it was made: the ledger
+// checks requestJWT as of observedAt, and an agent's JWT lives minutes at
+// most (PACT §3.2) while the User may answer up to the device code's end.
+// The reason says when the User denied.
+func DeniedConsent(user, client, requestJWT, brand string, scopes []string, requested, denied time.Time) Item {
 	return Item{Refusal: &Refusal{
 		ClaimedPrincipal: user, ClaimedAgent: client, RequestJWT: requestJWT,
-		Action:     RefusedAction{Tool: "grant_delegation", Target: strings.Join(scopes, " ")},
-		Reason:     "the user denied consent at " + brand + " for " + strings.Join(scopes, ", "),
-		ObservedAt: at,
+		Action: RefusedAction{Tool: "grant_delegation", Target: strings.Join(scopes, " ")},
+		Reason: "the user denied consent at " + brand + " for " + strings.Join(scopes, ", ") + " at " + denied.UTC().Format(time.RFC3339) +
+			"; the personal agent asked at " + requested.UTC().Format(time.RFC3339),
+		ObservedAt: requested,
 	}}
 }
 

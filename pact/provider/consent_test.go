@@ -312,6 +312,46 @@ func TestDeniedConsentIsARefusalForTheLedger(t *testing.T) {
 	}
 }
 
+// A denial is on record as of the personal agent's request, not of the
+// User's answer: the ledger checks the refusal's request JWT as of its
+// observedAt (verifier.VerifyRefusalToken), and the JWT, of minutes at
+// most (PACT §3.2), may have expired by the time the User answers the
+// device code's ten minutes. The reason says when the User denied.
+func TestADenialIsOnRecordAsOfTheAgentsRequest(t *testing.T) {
+	e := newOAuthEnv(t)
+	asked := e.clock()
+	da := e.deviceAuth("orders:read")
+	e.advance(4 * time.Minute) // the User signs in and reads the page
+	denied := e.clock()
+	pg, err := customer.New(janeEmail, janePassword).Answer(context.Background(), da["verification_uri_complete"].(string), customer.Decision{Deny: true})
+	if err != nil || pg.Title != "Denied" {
+		t.Fatalf("deny: %v %+v", err, pg)
+	}
+	rs := e.refusals()
+	if len(rs) != 1 {
+		t.Fatalf("%d refusals on record, want the denial", len(rs))
+	}
+	r := rs[0]
+	if !r.ObservedAt.Equal(asked) || !strings.Contains(r.Reason, "denied consent at shop for orders:read at "+denied.Format(time.RFC3339)) {
+		t.Errorf("the denial is observed at %s (%s), want the request's %s and a reason naming the denial's %s", r.ObservedAt, r.Reason, asked, denied)
+	}
+	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifier.New(verifier.Config{Audience: e.sc.Audience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := v.VerifyRefusalToken(context.Background(), verifier.ParseToken(""), verifier.ParseToken(r.RequestJWT), r.ObservedAt, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Request.Result != verifier.Pass {
+		t.Errorf("the denial's request JWT as of its observedAt: %v: %s", tok.Request.Result, tok.Request.Detail)
+	}
+}
+
 func TestConsentSkippedWhenAGrantCoversTheRequest(t *testing.T) {
 	e := newOAuthEnv(t)
 	jane := customer.New(janeEmail, janePassword)

@@ -323,7 +323,7 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 	if dc.Approve {
 		return nil
 	}
-	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, now))
+	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, d.RequestedAt(), now))
 }
 
 // DecideDevice records the User's decision on the device authorization of

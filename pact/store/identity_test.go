@@ -68,7 +68,7 @@ func TestIdentityRefusalsHoldTheirShareOfTheOutbox(t *testing.T) {
 	if _, err := turn(TurnRecord{Outbox: []pipeline.Item{receipt}}); err != nil {
 		t.Fatalf("a receipt past the identity refusals' share: %v", err)
 	}
-	if err := s.Enqueue(pipeline.DeniedConsent("acct-1", "https://pa.example", "", "acme", []string{"orders:read"}, now)); err != nil {
+	if err := s.Enqueue(pipeline.DeniedConsent("acct-1", "https://pa.example", "", "acme", []string{"orders:read"}, now, now)); err != nil {
 		t.Fatalf("a denied consent past the identity refusals' share: %v", err)
 	}
 
