@@ -401,7 +401,8 @@ func (p *Provider) Approve(userCode, user string, scopes []string) error {
 // Deny records that the User refused the device authorization; the
 // refusal is queued for the ledger.
 func (p *Provider) Deny(userCode, user string) error {
-	return p.store.DecideDevice(userCode, oauth.Decision{User: user}, p.now().UTC())
+	_, err := p.store.DecideDevice(userCode, oauth.Decision{User: user}, p.now().UTC())
+	return err
 }
 
 // ActionLog returns the action log entries of a receipt (by the hex SHA-256

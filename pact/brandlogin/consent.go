@@ -135,7 +135,7 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 	}
 	if cover != nil {
 		// PACT §5.3: consent may be skipped when a grant covers the request.
-		err := p.cfg.Store.DecideDevice(d.UserCode, oauth.Decision{User: a.Subject, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}, now)
+		_, err := p.cfg.Store.DecideDevice(d.UserCode, oauth.Decision{User: a.Subject, Approve: true, Scopes: d.Scopes, GrantID: cover.ID}, now)
 		if err != nil {
 			p.decisionError(w, r, err)
 			return
@@ -278,7 +278,7 @@ func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand)
 			return
 		}
 	}
-	if err := p.cfg.Store.DecideByTicket(b.ID, ticket, cookie, dc, now); err != nil {
+	if _, err := p.cfg.Store.DecideByTicket(b.ID, ticket, cookie, dc, now); err != nil {
 		p.decisionError(w, r, err)
 		return
 	}
@@ -324,7 +324,8 @@ func (p *Pages) Approve(ctx context.Context, userCode, user string, scopes []str
 			return fmt.Errorf("the ledger's revocation of grant %s could not be read: %w", prev.ID, err)
 		}
 	}
-	return p.cfg.Store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, now)
+	_, err = p.cfg.Store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, now)
+	return err
 }
 
 // decisionError shows why a sign-in or decision cannot be taken, in the

@@ -197,7 +197,7 @@ func TestAnUnreadableLedgerRecordSpendsNoToken(t *testing.T) {
 		grant := claimsOf(t, e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)).GrantID
 		// Consent skipped: the code redeems the User's existing grant.
 		da := e.deviceAuth("orders:read")
-		if err := e.st.DecideDevice(da["user_code"].(string), oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}, GrantID: grant}, e.clock()); err != nil {
+		if _, err := e.st.DecideDevice(da["user_code"].(string), oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}, GrantID: grant}, e.clock()); err != nil {
 			t.Fatal(err)
 		}
 		e.failOnce()

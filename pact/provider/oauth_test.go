@@ -150,11 +150,13 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 // approve and deny answer a device authorization as the consent page
 // does.
 func (e *oauthEnv) approve(userCode, user string, scopes []string) error {
-	return e.st.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, e.clock())
+	_, err := e.st.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, e.clock())
+	return err
 }
 
 func (e *oauthEnv) deny(userCode, user string) error {
-	return e.st.DecideDevice(userCode, oauth.Decision{User: user}, e.clock())
+	_, err := e.st.DecideDevice(userCode, oauth.Decision{User: user}, e.clock())
+	return err
 }
 
 // jwt is a fresh personal-agent JWT (signed at the real time: the JWT is

@@ -105,10 +105,13 @@ func coveringGrant(tx *bolt.Tx, brand, user, client, sub string, scopes []string
 // ticket must be one StartConsent stored at brand for this browser's
 // cookie, unexpired. The ticket is spent and the decision recorded in one
 // transaction: a refused decision leaves the form usable, a crash loses
-// neither. dc.User is taken from the ticket. Errors: ErrTicket,
+// neither. dc.User is taken from the ticket. A denial's refusal is queued
+// for the ledger as DecideDevice queues it. Errors: ErrTicket,
 // ErrTicketBrowser, ErrTicketExpired, and those of DecideDevice.
-func (s *Store) DecideByTicket(brand, ticket, cookie string, dc oauth.Decision, now time.Time) error {
-	return s.update(func(tx *txn) error {
+func (s *Store) DecideByTicket(brand, ticket, cookie string, dc oauth.Decision, now time.Time) (Decided, error) {
+	var out Decided
+	err := s.update(func(tx *txn) error {
+		out = Decided{}
 		key := hash(ticket)
 		var t consentTicket
 		found, err := get(tx.Tx, bTickets, key, &t)
@@ -126,8 +129,13 @@ func (s *Store) DecideByTicket(brand, ticket, cookie string, dc oauth.Decision, 
 			return err
 		}
 		dc.User = t.User
-		return decide(tx, brand, t.UserCode, dc, now)
+		out, err = decide(tx, brand, t.UserCode, dc, now)
+		return err
 	})
+	if err != nil {
+		return Decided{}, err
+	}
+	return out, nil
 }
 
 // pruneConsent drops used assertion ids and consent tickets that have

@@ -93,10 +93,10 @@ func TestARequestJWTIsKeptOnlyWhileADenialNeedsIt(t *testing.T) {
 	approved := newDevice(t, s, "dc_approved", "u1", false, now)
 	denied := newDevice(t, s, "dc_denied", "u1", false, now)
 	newDevice(t, s, "dc_pending", "u1", false, now)
-	if err := s.DecideDevice(approved, oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
+	if _, err := s.DecideDevice(approved, oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DecideDevice(denied, oauth.Decision{User: "acct-1"}, now); err != nil {
+	if _, err := s.DecideDevice(denied, oauth.Decision{User: "acct-1"}, now); err != nil {
 		t.Fatal(err)
 	}
 	for dc, want := range map[string]string{"dc_approved": "", "dc_denied": "", "dc_pending": "p.a.j.dc_pending"} {
@@ -155,7 +155,7 @@ func TestAUserCodeCollisionFailsTheAuthorization(t *testing.T) {
 	if code, err := s.NewDeviceAuthorization("dc_2", d, now); !errors.Is(err, ErrUserCodeTaken) {
 		t.Fatalf("a second authorization given only a taken code: %q %v, want ErrUserCodeTaken", code, err)
 	}
-	if err := s.DecideDevice("BCDF-GHJK", oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
+	if _, err := s.DecideDevice("BCDF-GHJK", oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now); err != nil || g.AgentSub != "u1" {

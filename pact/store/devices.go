@@ -281,19 +281,32 @@ func stepUpExtends(tx *bolt.Tx, brand, userCode string, now time.Time) (oauth.Gr
 	return g, true, nil
 }
 
+// Decided is what DecideDevice and DecideByTicket recorded.
+type Decided struct {
+	// Brand is the brand of the device authorization decided.
+	Brand string
+	// Dropped: a denial was recorded (the device authorization is denied)
+	// but its refusal was not queued for the ledger, for want of room in
+	// the denied consents' share of the outbox (LimitDeniedConsents) or in
+	// the outbox (LimitOutbox).
+	Dropped bool
+}
+
 // decide applies dc to the device authorization of userCode in tx; a
-// denial is queued for the ledger as a refusal.
-func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) error {
+// denial is queued for the ledger as a refusal, within the denied
+// consents' share of the outbox: past it the denial is recorded all the
+// same, and reported dropped.
+func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) (Decided, error) {
 	d, key, err := pendingDevice(tx.Tx, brand, userCode)
 	if err != nil {
-		return err
+		return Decided{}, err
 	}
 	if err := d.Decide(dc, now); err != nil {
-		return err
+		return Decided{}, err
 	}
 	jwt := d.RequestJWT // evidence for the refusal of a denial; not kept
 	if err := settled(tx.Tx, &d, key); err != nil {
-		return err
+		return Decided{}, err
 	}
 	if dc.Approve && d.StepUp && d.GrantID == "" {
 		// No agent polls a step-up's device code: its approval is the
@@ -306,33 +319,45 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) e
 		if d.Extends != "" {
 			found, err := get(tx.Tx, bGrants, []byte(d.Extends), &prev)
 			if err != nil {
-				return err
+				return Decided{}, err
 			}
 			if found && prev.Active(now) && prev.Brand == d.Brand && prev.Client == d.Client && prev.AgentSub == d.Sub && prev.User == d.User {
 				g.Carry(&prev) // revoked with it (RevokeGrant)
 			}
 		}
 		if err := putGrant(tx.Tx, &g); err != nil {
-			return err
+			return Decided{}, err
 		}
 		d.GrantID = g.ID
 	}
 	if err := put(tx.Tx, bDevices, key, d); err != nil {
-		return err
+		return Decided{}, err
 	}
 	if dc.Approve {
-		return nil
+		return Decided{Brand: d.Brand}, nil
 	}
-	return tx.enqueue(pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, d.RequestedAt(), now))
+	queued, err := tx.enqueueShared(denialShare, pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, d.RequestedAt(), now))
+	return Decided{Brand: d.Brand, Dropped: !queued}, err
 }
 
 // DecideDevice records the User's decision on the device authorization of
 // userCode (at any brand): approve with the scopes they kept, or deny,
-// which is also queued for the ledger as a refusal. Errors: ErrNotFound for
-// an unknown code, an *oauth.TransitionError when it was already answered
-// or has expired, oauth.ErrNotRequested or oauth.ErrNothingApproved.
-func (s *Store) DecideDevice(userCode string, dc oauth.Decision, now time.Time) error {
-	return s.update(func(tx *txn) error { return decide(tx, "", userCode, dc, now) })
+// which is also queued for the ledger as a refusal while the denied
+// consents' share of the outbox has room (Decided.Dropped when not).
+// Errors: ErrNotFound for an unknown code, an *oauth.TransitionError when
+// it was already answered or has expired, oauth.ErrNotRequested or
+// oauth.ErrNothingApproved.
+func (s *Store) DecideDevice(userCode string, dc oauth.Decision, now time.Time) (Decided, error) {
+	var out Decided
+	err := s.update(func(tx *txn) error {
+		var err error
+		out, err = decide(tx, "", userCode, dc, now)
+		return err
+	})
+	if err != nil {
+		return Decided{}, err
+	}
+	return out, nil
 }
 
 // Grant returns the grant id.

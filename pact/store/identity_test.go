@@ -2,12 +2,14 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/pipeline"
 )
 
@@ -128,5 +130,108 @@ func TestIdentityRefusalsHoldTheirShareOfTheOutbox(t *testing.T) {
 	s.LimitIdentityRefusals(10 * size)
 	if !identity() {
 		t.Fatal("an identity refusal past the outbox's bound was queued")
+	}
+}
+
+// The refusals of denied consents hold at most LimitDeniedConsents's
+// bytes of the outbox, apart from the identity refusals' share: past it,
+// or with the outbox full, a User's denial is recorded all the same (the
+// device code answers access_denied) and its refusal is reported dropped,
+// so that one User's denials never take the room the others' receipts
+// need. The share counts entries as the identity refusals' does: what the
+// ledger takes or is set aside makes room, an entry put back counts
+// again, and the size is kept across a reopen.
+func TestDeniedConsentsHoldTheirShareOfTheOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	one, _ := json.Marshal(pipeline.DeniedConsent("acct-1", "https://pa.example", "p.a.j.dc_0", "acme", []string{"orders:read"}, now, now))
+	size := int64(len(one))
+	s.LimitOutbox(10 * size)
+	s.LimitDeniedConsents(2 * size)
+	n := 0
+	deny := func() bool {
+		t.Helper()
+		dc := fmt.Sprint("dc_", n%10)
+		code := newDevice(t, s, dc, fmt.Sprint("u", n), false, now)
+		n++
+		got, err := s.DecideDevice(code, oauth.Decision{User: "acct-1"}, now)
+		if err != nil {
+			t.Fatalf("denial %d: %v", n, err)
+		}
+		if got.Brand != "acme" {
+			t.Fatalf("denial %d: brand %q", n, got.Brand)
+		}
+		var oe *oauth.Error
+		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
+			t.Fatalf("denial %d: the device code answers %v, want access_denied", n, err)
+		}
+		return got.Dropped
+	}
+	for i := range 4 {
+		if got, want := deny(), i >= 2; got != want {
+			t.Fatalf("denial %d: dropped %v, want %v", i, got, want)
+		}
+	}
+	if d, b, db := s.Depth(), s.OutboxBytes(), s.DeniedConsentBytes(); d != 2 || b != 2*size || db != 2*size {
+		t.Fatalf("at their share: %d entries, %d bytes, %d of denied consents; want 2, %d, %d", d, b, db, 2*size, 2*size)
+	}
+	if err := s.Enqueue(pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: strings.Repeat("r", 400)}}); err != nil {
+		t.Fatalf("a receipt past the denied consents' share: %v", err)
+	}
+
+	// One is set aside: room for one. Put back by an operator, it counts
+	// again, past the share.
+	head, err := s.Head(1)
+	if err != nil || len(head) != 1 {
+		t.Fatal(head, err)
+	}
+	if err := s.SetAside(head[0].Seq, "rejected"); err != nil {
+		t.Fatal(err)
+	}
+	if db := s.DeniedConsentBytes(); db != size {
+		t.Fatalf("after one was set aside: %d bytes of denied consents, want %d", db, size)
+	}
+	if deny() {
+		t.Fatal("a denial was dropped with room in its share")
+	}
+	if _, err := s.RetrySetAside(head[0].Seq, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if db, ib := s.DeniedConsentBytes(), s.IdentityRefusalBytes(); db != 3*size || ib != 0 {
+		t.Fatalf("after a retry: %d bytes of denied consents, %d of identity refusals; want %d, 0", db, ib, 3*size)
+	}
+	if !deny() {
+		t.Fatal("a denial's refusal was queued past their share, after one was put back")
+	}
+	head, err = s.Head(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(head[len(head)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if db := s.DeniedConsentBytes(); db != 2*size {
+		t.Fatalf("after the one put back was posted: %d bytes of denied consents, want %d", db, 2*size)
+	}
+	total, db := s.OutboxBytes(), s.DeniedConsentBytes()
+	s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if s.OutboxBytes() != total || s.DeniedConsentBytes() != db {
+		t.Fatalf("reopened: %d bytes, %d of denied consents; want %d, %d", s.OutboxBytes(), s.DeniedConsentBytes(), total, db)
+	}
+
+	// A full outbox drops a denial's refusal too, with room in its share:
+	// the denial itself is recorded.
+	s.LimitOutbox(total)
+	s.LimitDeniedConsents(10 * size)
+	if !deny() {
+		t.Fatal("a denial's refusal was queued past the outbox's bound")
 	}
 }

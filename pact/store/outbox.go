@@ -126,18 +126,19 @@ func (s *Store) Remove(seqs ...uint64) error {
 // SetAside implements pipeline.Outbox: the entry moves to
 // pipeline_rejected as it is, and why with the time to
 // pipeline_rejected_why, for an operator to look at (SetAsideEntries) and
-// put back (RetrySetAside). An identity refusal keeps its mark there.
+// put back (RetrySetAside). An entry of a share of the outbox (an identity
+// refusal, a denied consent's refusal) keeps its mark there.
 func (s *Store) SetAside(seq uint64, why string) error {
 	return s.update(func(tx *txn) error {
 		k := seqKey(seq)
-		v, identity, err := tx.dequeue(k)
+		v, in, err := tx.dequeue(k)
 		if err != nil || v == nil {
 			return err
 		}
 		if err := tx.Bucket(bSetAside).Put(k, v); err != nil {
 			return err
 		}
-		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC(), Identity: identity})
+		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC(), Identity: in == identityShare, Denial: in == denialShare})
 	})
 }
 
@@ -146,8 +147,21 @@ type setAsideWhy struct {
 	Why string    `json:"why"`
 	At  time.Time `json:"at"`
 	// Identity: the entry was an identity refusal in the outbox, so it is
-	// one again when put back (RetrySetAside).
+	// one again when put back (RetrySetAside). Denial: the same for the
+	// refusal of a denied consent.
 	Identity bool `json:"identity,omitempty"`
+	Denial   bool `json:"denial,omitempty"`
+}
+
+// share is the share of the outbox the entry set aside was marked in.
+func (w setAsideWhy) share() share {
+	switch {
+	case w.Identity:
+		return identityShare
+	case w.Denial:
+		return denialShare
+	}
+	return noShare
 }
 
 // SetAsideEntry is an entry of pipeline_rejected, for an operator.
@@ -273,8 +287,8 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 			// A record that cannot be read holds no mark: the entry goes
 			// back as an ordinary one rather than not at all.
 			var w setAsideWhy
-			if raw := why.Get(k); raw != nil && json.Unmarshal(raw, &w) == nil && w.Identity {
-				if err := tx.markIdentityRefusal(nk, int64(len(v))); err != nil {
+			if raw := why.Get(k); raw != nil && json.Unmarshal(raw, &w) == nil && w.share() != noShare {
+				if err := tx.mark(w.share(), nk, int64(len(v))); err != nil {
 					return err
 				}
 			}

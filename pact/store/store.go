@@ -49,7 +49,36 @@ var (
 	// values: what LimitIdentityRefusals bounds. An entry leaves it when
 	// it leaves the outbox, in the same transaction.
 	bIdentityRefusals = []byte("pipeline_identity_refusals")
+	// bDeniedConsents: the same for the refusals of denied consents
+	// (decide): what LimitDeniedConsents bounds.
+	bDeniedConsents = []byte("pipeline_denied_consents")
 )
+
+// share is a part of the outbox that one kind of entry may hold, apart
+// from the outbox's own bound (LimitOutbox): entries that callers can
+// make in numbers, so that however many come, the rest of the outbox
+// stays for the others. A share's entries are marked in a bucket of its
+// own (sequence number, empty value), in the transaction that queues them
+// and in the one that takes them out, and Open sums them, so the share
+// holds across a crash.
+type share int
+
+const (
+	// identityShare holds the identity refusals (LimitIdentityRefusals).
+	identityShare share = iota
+	// denialShare holds the refusals of denied consents
+	// (LimitDeniedConsents).
+	denialShare
+	// shares is how many there are.
+	shares
+	// noShare is the share of an entry of none.
+	noShare share = -1
+)
+
+// bucket is where sh's entries are marked.
+func (sh share) bucket() []byte {
+	return [shares][]byte{identityShare: bIdentityRefusals, denialShare: bDeniedConsents}[sh]
+}
 
 // Store is the Provider's bbolt file. Its methods are safe for concurrent
 // use.
@@ -66,11 +95,10 @@ type Store struct {
 	// maxOutbox bounds what turns may queue (LimitOutbox), 0 for no bound.
 	outboxBytes atomic.Int64
 	maxOutbox   atomic.Int64
-	// identityBytes is the size of the identity refusals among them, as
-	// committed; maxIdentity bounds it (LimitIdentityRefusals), 0 for no
-	// bound but maxOutbox.
-	identityBytes atomic.Int64
-	maxIdentity   atomic.Int64
+	// shareBytes is the size of each share's entries among them, as
+	// committed; shareMax bounds it (LimitIdentityRefusals,
+	// LimitDeniedConsents), 0 for no bound but maxOutbox.
+	shareBytes, shareMax [shares]atomic.Int64
 }
 
 // ErrOutboxFull: the outbox holds LimitOutbox's bytes or more, so a turn
@@ -92,11 +120,24 @@ func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
 // receipts and the other refusals: past max, or past LimitOutbox's
 // bound, RecordTurn keeps a turn without its identity refusal. 0 means
 // no bound but LimitOutbox's.
-func (s *Store) LimitIdentityRefusals(max int64) { s.maxIdentity.Store(max) }
+func (s *Store) LimitIdentityRefusals(max int64) { s.shareMax[identityShare].Store(max) }
 
 // IdentityRefusalBytes is the size of the identity refusals waiting in
 // the outbox.
-func (s *Store) IdentityRefusalBytes() int64 { return s.identityBytes.Load() }
+func (s *Store) IdentityRefusalBytes() int64 { return s.shareBytes[identityShare].Load() }
+
+// LimitDeniedConsents bounds the bytes the refusals of denied consents
+// (one a User's denial, carrying the agent's request JWT) may hold of the
+// outbox, so that however many denials come, the rest of LimitOutbox's
+// bound stays for receipts and the other refusals: past max, or past
+// LimitOutbox's bound, DecideDevice and DecideByTicket record the denial
+// (the device authorization is denied) without its refusal for the
+// ledger, and report it dropped. 0 means no bound but LimitOutbox's.
+func (s *Store) LimitDeniedConsents(max int64) { s.shareMax[denialShare].Store(max) }
+
+// DeniedConsentBytes is the size of the refusals of denied consents
+// waiting in the outbox.
+func (s *Store) DeniedConsentBytes() int64 { return s.shareBytes[denialShare].Load() }
 
 // ErrLocked: another process (a running ledgerd) holds the file.
 var ErrLocked = errors.New("the Provider's store is locked by another process")
@@ -114,7 +155,7 @@ func Open(path string) (*Store, error) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bDeviceDue) == nil
 		unkept := tx.Bucket(bKeepDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -147,10 +188,16 @@ func Open(path string) (*Store, error) {
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bIdentityRefusals).ForEach(func(k, _ []byte) error {
-			s.identityBytes.Add(int64(len(outbox.Get(k))))
-			return nil
-		})
+		for sh := range shares {
+			err := tx.Bucket(sh.bucket()).ForEach(func(k, _ []byte) error {
+				s.shareBytes[sh].Add(int64(len(outbox.Get(k))))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()
@@ -173,8 +220,9 @@ type txn struct {
 	turnAt time.Time
 	// grown is how many bytes this transaction added to the outbox, less
 	// those it removed; Store.outboxBytes takes it once it commits.
-	// identityGrown is the part of it that is identity refusals.
-	grown, identityGrown int64
+	// shareGrown is the part of it of each share.
+	grown      int64
+	shareGrown [shares]int64
 }
 
 // revokeAt is the time a revocation this transaction records is dated:
@@ -207,7 +255,9 @@ func (s *Store) update(fn func(tx *txn) error) error {
 	})
 	if err == nil {
 		s.outboxBytes.Add(t.grown)
-		s.identityBytes.Add(t.identityGrown)
+		for sh := range shares {
+			s.shareBytes[sh].Add(t.shareGrown[sh])
+		}
 	}
 	if err == nil && t.queued {
 		select {
@@ -257,11 +307,11 @@ func (t *txn) enqueue(it pipeline.Item) error {
 	return err
 }
 
-// enqueueIdentityRefusal adds identity refusal it to the outbox in tx
-// and marks it as one, when the identity refusals and the outbox as a
-// whole have room for it (Store.LimitIdentityRefusals,
+// enqueueShared adds it to the outbox in tx and marks it as an entry of
+// share sh, when sh and the outbox as a whole have room for it
+// (Store.LimitIdentityRefusals, Store.LimitDeniedConsents,
 // Store.LimitOutbox); it reports whether it did.
-func (t *txn) enqueueIdentityRefusal(it pipeline.Item) (bool, error) {
+func (t *txn) enqueueShared(sh share, it pipeline.Item) (bool, error) {
 	raw, err := json.Marshal(it)
 	if err != nil {
 		return false, fmt.Errorf("encode %s: %w", bOutbox, err)
@@ -270,49 +320,54 @@ func (t *txn) enqueueIdentityRefusal(it pipeline.Item) (bool, error) {
 	if max := t.s.maxOutbox.Load(); max > 0 && t.s.outboxBytes.Load()+t.grown+n > max {
 		return false, nil
 	}
-	if max := t.s.maxIdentity.Load(); max > 0 && t.s.identityBytes.Load()+t.identityGrown+n > max {
+	if max := t.s.shareMax[sh].Load(); max > 0 && t.s.shareBytes[sh].Load()+t.shareGrown[sh]+n > max {
 		return false, nil
 	}
 	k, err := t.enqueueRaw(raw)
 	if err != nil {
 		return false, err
 	}
-	if err := t.markIdentityRefusal(k, n); err != nil {
+	if err := t.mark(sh, k, n); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // dequeue removes the outbox entry at key k in tx, if there is one, and
-// returns its bytes (nil when there is none) and whether it was marked
-// an identity refusal.
-func (t *txn) dequeue(k []byte) (v []byte, identity bool, err error) {
+// returns its bytes (nil when there is none) and the share it was marked
+// an entry of (noShare for none).
+func (t *txn) dequeue(k []byte) (v []byte, in share, err error) {
 	b := t.Bucket(bOutbox)
 	if v = b.Get(k); v == nil {
-		return nil, false, nil
+		return nil, noShare, nil
 	}
 	v = slices.Clone(v)
 	if err := b.Delete(k); err != nil {
-		return nil, false, err
+		return nil, noShare, err
 	}
 	t.grown -= int64(len(v))
-	if ids := t.Bucket(bIdentityRefusals); ids.Get(k) != nil {
-		if err := ids.Delete(k); err != nil {
-			return nil, false, err
+	in = noShare
+	for sh := range shares {
+		marks := t.Bucket(sh.bucket())
+		if marks.Get(k) == nil {
+			continue
 		}
-		t.identityGrown -= int64(len(v))
-		identity = true
+		if err := marks.Delete(k); err != nil {
+			return nil, noShare, err
+		}
+		t.shareGrown[sh] -= int64(len(v))
+		in = sh
 	}
-	return v, identity, nil
+	return v, in, nil
 }
 
-// markIdentityRefusal marks the outbox entry at key k, of n bytes, an
-// identity refusal: it counts against their share of the outbox.
-func (t *txn) markIdentityRefusal(k []byte, n int64) error {
-	if err := t.Bucket(bIdentityRefusals).Put(k, nil); err != nil {
+// mark marks the outbox entry at key k, of n bytes, an entry of share
+// sh: it counts against that share of the outbox.
+func (t *txn) mark(sh share, k []byte, n int64) error {
+	if err := t.Bucket(sh.bucket()).Put(k, nil); err != nil {
 		return err
 	}
-	t.identityGrown += n
+	t.shareGrown[sh] += n
 	return nil
 }
 

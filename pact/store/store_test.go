@@ -220,16 +220,16 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(8*time.Second)); code(err) != oauth.SlowDown {
 		t.Fatalf("within the longer interval: %v", err)
 	}
-	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
+	if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
 		t.Fatalf("approving an unrequested scope: %v", err)
 	}
-	if err := s.DecideDevice("bcdf-ghjk", oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DecideDevice("bcdf-ghjk", oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an unknown user code: %v", err)
 	}
-	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
+	if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
+	if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
 		t.Fatalf("a second decision: %v", err)
 	}
 	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(20*time.Second))
@@ -401,7 +401,7 @@ func TestARedemptionRestsOnlyOnGrantsTheCallerChecked(t *testing.T) {
 		if err != nil || len(held) != 0 {
 			t.Fatalf("the grants of a pending code: %v %v", held, err)
 		}
-		if err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: scopes}, at); err != nil {
+		if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: scopes}, at); err != nil {
 			t.Fatal(err)
 		}
 		g, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", nil, at)
