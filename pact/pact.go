@@ -79,8 +79,9 @@ type Config struct {
 	RefusalLimit Limit
 	// RefusalOutboxPercent is the part of MaxOutboxBytes, in percent, that
 	// identity refusals may hold (store.LimitIdentityRefusals): the rest
-	// stays for receipts, a User's denied consent and the other refusals,
-	// whatever number of identity refusals come. 1 to 100; default
+	// stays for receipts, a User's denied consent (within its own share,
+	// DenialOutboxPercent) and the other refusals, whatever number of
+	// identity refusals come. 1 to 100; default
 	// DefaultRefusalOutboxPercent.
 	RefusalOutboxPercent int
 	// PruneInterval is how often RunPruner prunes what has come due in the
@@ -123,7 +124,8 @@ type (
 	Revocations = oauth.Revocations
 	// NotRecorded counts a brand's identity refusals answered but not
 	// queued for the ledger: over its Config.RefusalLimit (OverRate), or
-	// for want of room in the outbox (OverRoom).
+	// for want of room in the outbox (OverRoom); and its denied consents
+	// honoured but not queued for want of room (DenialsOverRoom).
 	NotRecorded = provider.NotRecorded
 	// SetAsideEntry is an outbox entry the ledger refused as invalid, or
 	// that cannot be read, kept for an operator.
@@ -203,6 +205,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.RefusalOutboxPercent = DefaultRefusalOutboxPercent
 	}
 	st.LimitIdentityRefusals(percentOf(cfg.MaxOutboxBytes, cfg.RefusalOutboxPercent))
+	st.LimitDeniedConsents(percentOf(cfg.MaxOutboxBytes, DenialOutboxPercent))
 	if err := checkOutboxBrands(st, cfg.Brands); err != nil {
 		st.Close()
 		return nil, err
@@ -275,12 +278,16 @@ func entries(n int) string {
 
 // assemble builds the pages and routes over an open store.
 func assemble(cfg Config, st *store.Store) (*Provider, error) {
+	// The pages count a denial not recorded with the routes' other
+	// refusals not recorded; srv is set before either serves a request.
+	var srv *provider.Server
 	pages, err := brandlogin.New(brandlogin.Config{BaseURL: cfg.BaseURL, Brands: cfg.Brands, Store: st, Now: cfg.Now, Logger: cfg.Logger, AgentNames: cfg.AgentNames,
-		Revocations: cfg.Revocations, Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) }})
+		Revocations: cfg.Revocations, Issuer: func(id string) string { return provider.Issuer(cfg.BaseURL, id) },
+		DenialNotRecorded: func(ctx context.Context, brand string) { srv.DenialNotRecorded(ctx, brand) }})
 	if err != nil {
 		return nil, fmt.Errorf("pact: %w", err)
 	}
-	srv, err := provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
+	srv, err = provider.New(provider.Config{BaseURL: cfg.BaseURL, Verifier: cfg.Verifier, Keys: cfg.Keys, Brands: cfg.Brands, Agent: cfg.Agent,
 		Store: st, Pages: pages, SigningKeyPath: cfg.SigningKeyPath, RetiredKeyTTL: cfg.RetiredKeyTTL, Now: cfg.Now, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes,
 		PerAgent: cfg.PerAgent, PerUser: cfg.PerUser, RefusalLimit: cfg.RefusalLimit, PollInterval: cfg.PollInterval, Domains: cfg.Domains, Revocations: cfg.Revocations})
 	if err != nil {
@@ -342,8 +349,19 @@ const DefaultMaxOutboxBytes = 1 << 30
 // DefaultRefusalOutboxPercent is Config.RefusalOutboxPercent's default.
 const DefaultRefusalOutboxPercent = 50
 
+// DenialOutboxPercent is the part of Config.MaxOutboxBytes, in percent,
+// that the refusals of denied consents may hold
+// (store.LimitDeniedConsents), apart from the identity refusals' share:
+// a User signed in once can deny any number of requests their agent
+// makes, each refusal carrying the agent's request JWT, so however many
+// come the rest stays for receipts and the other refusals. Past it a
+// denial is honoured and its refusal counted (RefusalsNotRecorded), not
+// queued (docs/design/042).
+const DenialOutboxPercent = 10
+
 // RefusalsNotRecorded counts, by brand id, the identity refusals answered
-// but not queued for the ledger since New; every brand is listed.
+// but not queued for the ledger since New, and the denied consents
+// honoured but not queued; every brand is listed.
 func (p *Provider) RefusalsNotRecorded() map[string]NotRecorded {
 	return p.server.RefusalsNotRecorded()
 }
@@ -398,11 +416,12 @@ func (p *Provider) Approve(userCode, user string, scopes []string) error {
 	return p.pages.Approve(context.Background(), userCode, user, scopes)
 }
 
-// Deny records that the User refused the device authorization; the
-// refusal is queued for the ledger.
+// Deny records that the User refused the device authorization, as the
+// consent page does: the refusal is queued for the ledger within the
+// denied consents' share of the outbox (DenialOutboxPercent), and past it
+// counted (RefusalsNotRecorded).
 func (p *Provider) Deny(userCode, user string) error {
-	_, err := p.store.DecideDevice(userCode, oauth.Decision{User: user}, p.now().UTC())
-	return err
+	return p.pages.Deny(context.Background(), userCode, user)
 }
 
 // ActionLog returns the action log entries of a receipt (by the hex SHA-256

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -584,6 +585,106 @@ func TestRateLimitsAndBrandDomain(t *testing.T) {
 	}
 	if r := e.do(t, "GET", srv.URL+"/.well-known/agent-card.json", "", nil); r.code != 404 {
 		t.Fatalf("card at an unknown host: %d", r.code)
+	}
+}
+
+// form posts an OAuth form to the brand's path with the personal agent's
+// JWT for sub, and returns the status and the JSON answer.
+func (e *env) form(t *testing.T, path, sub string, v url.Values) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", e.iface+path, strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+e.jwt(sub, nil))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return res.StatusCode, m
+}
+
+// A customer signed in once can deny, one after another, every request
+// their personal agent makes under fresh subs, each denial queuing a
+// refusal that carries the agent's request JWT. Their denials hold at
+// most their share of the outbox (a tenth, DenialOutboxPercent): each is honoured,
+// and the rest of the outbox stays for the other customers' delegated
+// turns, served with their receipts while the ledger is away.
+func TestDenialsLeaveTheOutboxToOtherCustomersTurns(t *testing.T) {
+	const maxOutbox = 64 << 10
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	brands, _ := pact.LoadBrands("")
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	p, err := pact.New(pact.Config{BaseURL: "http://provider.test", Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"),
+		Logger: slog.New(slog.DiscardHandler), MaxOutboxBytes: maxOutbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	e := &env{sc: sc, srv: srv, p: p, iface: srv.URL + "/a2a/acme", key: sc.PA.Key}
+	ask := func(sub string) (deviceCode, userCode string) {
+		t.Helper()
+		code, da := e.form(t, "/oauth/device_authorization", sub, url.Values{"client_id": {sc.PA.ID}, "scope": {"orders:read"}})
+		if code != 200 {
+			t.Fatalf("device authorization for %s: %d %v", sub, code, da)
+		}
+		return da["device_code"].(string), da["user_code"].(string)
+	}
+	token := func(sub, deviceCode string) (int, map[string]any) {
+		t.Helper()
+		return e.form(t, "/oauth/token", sub, url.Values{"client_id": {sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {deviceCode}})
+	}
+
+	// Sam holds a grant.
+	dc, uc := ask("sam")
+	if err := p.Approve(uc, "acct-10977", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	code, tok := token("sam", dc)
+	if code != 200 {
+		t.Fatalf("Sam's token: %d %v", code, tok)
+	}
+
+	// Jane denies 120 requests of her agent, more than the whole outbox
+	// holds.
+	var failed []string
+	for i := range 120 {
+		sub := fmt.Sprint("flood-", i)
+		dc, uc := ask(sub)
+		if err := p.Deny(uc, "acct-48213"); err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		if code, m := token(sub, dc); code != 400 || m["error"] != "access_denied" {
+			t.Fatalf("the agent's poll after denial %d: %d %v", i, code, m)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of 120 denials were not honoured, first: %s", len(failed), failed[0])
+	}
+	if b := p.PipelineBytes(); b > maxOutbox/10 {
+		t.Errorf("the denials hold %d bytes of the outbox, more than their share of a tenth, %d", b, maxOutbox/10)
+	}
+
+	// Sam's delegated turn is served, its receipt queued.
+	depth := p.PipelineDepth()
+	req, _ := http.NewRequest("POST", e.iface+"/message:send", strings.NewReader(`{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"status of B-2001"}]}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e.jwt("sam", nil))
+	req.Header.Set("X-A2A-User-Delegation", "Bearer "+tok["access_token"].(string))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "pact.receipt") || p.PipelineDepth() != depth+1 {
+		t.Fatalf("another customer's delegated turn after the denials: %d %s, %d entries queued", res.StatusCode, body, p.PipelineDepth()-depth)
 	}
 }
 

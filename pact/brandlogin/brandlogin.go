@@ -9,6 +9,7 @@
 package brandlogin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,12 @@ type Config struct {
 	// (LedgerRevoked), and neither the consent page nor a step-up's
 	// approval carries its scopes.
 	Revocations oauth.Revocations
+	// DenialNotRecorded, when set, is told of each User's denial that was
+	// recorded (the device authorization is denied) but whose refusal was
+	// not queued for the ledger, for want of room in the denied consents'
+	// share of the outbox (store.Store.LimitDeniedConsents): the
+	// Provider counts it and warns.
+	DenialNotRecorded func(ctx context.Context, brand string)
 }
 
 // Pages serves the demo logins and the consent pages.

@@ -278,10 +278,12 @@ func (p *Pages) Decision(w http.ResponseWriter, r *http.Request, b *brand.Brand)
 			return
 		}
 	}
-	if _, err := p.cfg.Store.DecideByTicket(b.ID, ticket, cookie, dc, now); err != nil {
+	decided, err := p.cfg.Store.DecideByTicket(b.ID, ticket, cookie, dc, now)
+	if err != nil {
 		p.decisionError(w, r, err)
 		return
 	}
+	p.decided(r.Context(), decided)
 	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: "", Path: p.consentPath(b), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	if !dc.Approve {
 		// What the User allowed before stands: this page cannot say the
@@ -326,6 +328,27 @@ func (p *Pages) Approve(ctx context.Context, userCode, user string, scopes []str
 	}
 	_, err = p.cfg.Store.DecideDevice(userCode, oauth.Decision{User: user, Approve: true, Scopes: scopes}, now)
 	return err
+}
+
+// Deny records that user, signed in with the Brand, denied the device
+// authorization of userCode, as the consent page does: its refusal is
+// queued for the ledger while the denied consents' share of the outbox
+// has room, and otherwise counted (Config.DenialNotRecorded).
+func (p *Pages) Deny(ctx context.Context, userCode, user string) error {
+	decided, err := p.cfg.Store.DecideDevice(userCode, oauth.Decision{User: user}, p.cfg.Now().UTC())
+	if err != nil {
+		return err
+	}
+	p.decided(ctx, decided)
+	return nil
+}
+
+// decided tells Config.DenialNotRecorded of a denial recorded without its
+// refusal for the ledger.
+func (p *Pages) decided(ctx context.Context, d store.Decided) {
+	if d.Dropped && p.cfg.DenialNotRecorded != nil {
+		p.cfg.DenialNotRecorded(ctx, d.Brand)
+	}
 }
 
 // decisionError shows why a sign-in or decision cannot be taken, in the

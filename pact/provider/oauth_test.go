@@ -133,7 +133,8 @@ func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	t.Cleanup(func() { e.st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	e.pages, err = brandlogin.New(brandlogin.Config{BaseURL: e.srv.URL, Brands: brands, Store: e.st, Now: e.clock, Logger: log,
-		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }, AgentNames: map[string]string{e.sc.PA.ID: agentName}, Revocations: e.ledgerRevocation})
+		Issuer: func(id string) string { return Issuer(e.srv.URL, id) }, AgentNames: map[string]string{e.sc.PA.ID: agentName}, Revocations: e.ledgerRevocation,
+		DenialNotRecorded: func(ctx context.Context, brand string) { e.live.Load().DenialNotRecorded(ctx, brand) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,7 @@ func (e *oauthEnv) approve(userCode, user string, scopes []string) error {
 }
 
 func (e *oauthEnv) deny(userCode, user string) error {
-	_, err := e.st.DecideDevice(userCode, oauth.Decision{User: user}, e.clock())
-	return err
+	return e.pages.Deny(context.Background(), userCode, user)
 }
 
 // jwt is a fresh personal-agent JWT (signed at the real time: the JWT is

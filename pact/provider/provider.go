@@ -9,6 +9,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,9 +137,19 @@ func New(cfg Config) (*Server, error) {
 }
 
 // RefusalsNotRecorded counts, by brand id, the identity refusals answered
-// but not queued for the ledger since New (Config.RefusalLimit). Every
+// but not queued for the ledger since New (Config.RefusalLimit), and the
+// denied consents honoured but not queued (DenialNotRecorded). Every
 // configured brand is listed.
 func (s *Server) RefusalsNotRecorded() map[string]NotRecorded { return s.refusals.counts() }
+
+// DenialNotRecorded counts a User's denial of consent at brand that was
+// honoured but whose refusal was not queued for the ledger, for want of
+// room in the denied consents' share of the outbox
+// (brandlogin.Config.DenialNotRecorded), and warns as for identity
+// refusals, at most once a minute per brand.
+func (s *Server) DenialNotRecorded(ctx context.Context, brand string) {
+	s.refusals.dropped(ctx, brand, denialOverRoom, s.cfg.Now().UTC())
+}
 
 // InterfaceURL is a brand's A2A interface URL.
 func (s *Server) InterfaceURL(brandID string) string { return InterfaceURL(s.cfg.BaseURL, brandID) }

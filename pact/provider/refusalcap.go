@@ -11,21 +11,39 @@ import (
 )
 
 // refusalWarnEvery is the least time between two warnings of one brand
-// that identity refusals were not put on record.
+// that identity refusals, or denied consents, were not put on record.
 const refusalWarnEvery = time.Minute
 
-// NotRecorded counts the identity refusals of a brand (an account action
-// asked under PACT §3 alone, refused in chat or with a step-up) that the
-// personal agent was answered as ever but that were not queued for the
-// ledger.
+// NotRecorded counts the refusals of a brand that were answered as ever
+// but not queued for the ledger: identity refusals (an account action
+// asked under PACT §3 alone, refused in chat or with a step-up), and
+// denied consents (the User's denial was honoured).
 type NotRecorded struct {
-	// OverRate were past the brand's Config.RefusalLimit.
+	// OverRate were identity refusals past the brand's
+	// Config.RefusalLimit.
 	OverRate uint64
-	// OverRoom found no room in the outbox: the identity refusals held
-	// their share of it (store.Store.LimitIdentityRefusals), or the
-	// outbox was full.
+	// OverRoom were identity refusals that found no room in the outbox:
+	// the identity refusals held their share of it
+	// (store.Store.LimitIdentityRefusals), or the outbox was full.
 	OverRoom uint64
+	// DenialsOverRoom were denied consents whose refusal found no room:
+	// the denied consents held their share of the outbox
+	// (store.Store.LimitDeniedConsents), or the outbox was full.
+	DenialsOverRoom uint64
 }
+
+// notRecordedWhy is why a refusal was not queued.
+type notRecordedWhy int
+
+const (
+	// overRate: an identity refusal past the brand's RefusalLimit.
+	overRate notRecordedWhy = iota
+	// overRoom: an identity refusal with no room in the outbox.
+	overRoom
+	// denialOverRoom: a denied consent's refusal with no room in the
+	// outbox.
+	denialOverRoom
+)
 
 // refusalCap bounds, per brand, the identity refusals a Provider queues
 // for the ledger. Personal agents and their subs cost nothing to make
@@ -42,11 +60,33 @@ type refusalCap struct {
 type brandRefusals struct {
 	bucket *tokenBucket // nil: no limit
 
-	overRate, overRoom atomic.Uint64
+	overRate, overRoom, denialsOverRoom atomic.Uint64
 
+	// identity and denials are the warnings of identity refusals and of
+	// denied consents not recorded, each at most once every
+	// refusalWarnEvery.
+	identity, denials warner
+}
+
+// warner warns of one kind of refusal not recorded.
+type warner struct {
 	mu       sync.Mutex
 	unwarned uint64    // not recorded since the last warning
 	warned   time.Time // when the last warning was logged; zero: never
+}
+
+// due counts one more not recorded at now and reports whether to warn,
+// with how many were not recorded since the last warning.
+func (w *warner) due(now time.Time) (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unwarned++
+	n := w.unwarned
+	warn := w.warned.IsZero() || now.Sub(w.warned) >= refusalWarnEvery || now.Before(w.warned)
+	if warn {
+		w.unwarned, w.warned = 0, now
+	}
+	return n, warn
 }
 
 // tokenBucket holds up to burst tokens, refilled at rate a second. A
@@ -123,33 +163,32 @@ func (c *refusalCap) take(brand string, now time.Time) (giveBack func(), ok bool
 	return func() { once.Do(br.bucket.giveBack) }, true
 }
 
-// dropped counts an identity refusal of brand not queued (over the rate
-// when overRate, else for want of room) and warns, at most once every
-// refusalWarnEvery for the brand, how many were not since the last
-// warning.
-func (c *refusalCap) dropped(ctx context.Context, brand string, overRate bool, now time.Time) {
+// dropped counts a refusal of brand not queued, for why, and warns, at
+// most once every refusalWarnEvery for the brand and kind (identity
+// refusals, denied consents), how many were not since the last warning.
+func (c *refusalCap) dropped(ctx context.Context, brand string, why notRecordedWhy, now time.Time) {
 	br := c.brands[brand]
 	if br == nil {
 		return
 	}
-	why := "no room in the outbox"
-	if overRate {
+	if why == denialOverRoom {
+		br.denialsOverRoom.Add(1)
+		if n, warn := br.denials.due(now); warn {
+			c.log.WarnContext(ctx, "denied consents were honoured but not put on record for the ledger: the denied consents' share of the outbox is full",
+				slog.String("brand", brand), slog.Uint64("not_recorded", n), slog.Uint64("not_recorded_total", br.denialsOverRoom.Load()))
+		}
+		return
+	}
+	latest := "no room in the outbox"
+	if why == overRate {
 		br.overRate.Add(1)
-		why = "over provider.refusalLimit"
+		latest = "over provider.refusalLimit"
 	} else {
 		br.overRoom.Add(1)
 	}
-	br.mu.Lock()
-	br.unwarned++
-	n := br.unwarned
-	warn := br.warned.IsZero() || now.Sub(br.warned) >= refusalWarnEvery || now.Before(br.warned)
-	if warn {
-		br.unwarned, br.warned = 0, now
-	}
-	br.mu.Unlock()
-	if warn {
+	if n, warn := br.identity.due(now); warn {
 		c.log.WarnContext(ctx, "refusals of account actions asked without a delegation grant were answered but not put on record for the ledger",
-			slog.String("brand", brand), slog.Uint64("not_recorded", n), slog.String("latest", why),
+			slog.String("brand", brand), slog.Uint64("not_recorded", n), slog.String("latest", latest),
 			slog.Uint64("not_recorded_over_rate_total", br.overRate.Load()), slog.Uint64("not_recorded_no_room_total", br.overRoom.Load()))
 	}
 }
@@ -158,7 +197,7 @@ func (c *refusalCap) dropped(ctx context.Context, brand string, overRate bool, n
 func (c *refusalCap) counts() map[string]NotRecorded {
 	out := make(map[string]NotRecorded, len(c.brands))
 	for id, br := range c.brands {
-		out[id] = NotRecorded{OverRate: br.overRate.Load(), OverRoom: br.overRoom.Load()}
+		out[id] = NotRecorded{OverRate: br.overRate.Load(), OverRoom: br.overRoom.Load(), DenialsOverRoom: br.denialsOverRoom.Load()}
 	}
 	return out
 }

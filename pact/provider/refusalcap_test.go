@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/customer"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/pact/brand"
 )
@@ -32,10 +34,17 @@ func answer(t *testing.T, out map[string]any) string {
 // recorded, as their attributes.
 func warnings(t *testing.T, logs *syncbuf.Buffer) []map[string]any {
 	t.Helper()
+	return logged(t, logs, "refusals of account actions asked without a delegation grant were answered but not put on record for the ledger")
+}
+
+// logged are the log lines whose message starts with msg, as their
+// attributes.
+func logged(t *testing.T, logs *syncbuf.Buffer, msg string) []map[string]any {
+	t.Helper()
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && strings.Contains(fmt.Sprint(m["msg"]), "not put on record for the ledger") {
+		if json.Unmarshal([]byte(l), &m) == nil && strings.HasPrefix(fmt.Sprint(m["msg"]), msg) {
 			out = append(out, m)
 		}
 	}
@@ -205,5 +214,54 @@ func TestGivenBackTokensNeverPassTheBurst(t *testing.T) {
 	}
 	if n != 5 {
 		t.Fatalf("%d refusals put on record at one instant with a burst of 5", n)
+	}
+}
+
+// A User's denial past the denied consents' share of the outbox is
+// honoured as ever (the page says Denied, the agent's poll gets
+// access_denied) while its refusal is not queued: it is counted, and a
+// warning says how many, at most once a minute per brand, as for the
+// identity refusals past their bound. With room again, the next denial
+// is on record.
+func TestADenialPastItsShareIsHonouredAndCounted(t *testing.T) {
+	e := newOAuthEnv(t)
+	logs := &syncbuf.Buffer{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	e.restart()
+	jane := customer.New(janeEmail, janePassword)
+	deny := func() {
+		t.Helper()
+		da := e.deviceAuth("orders:read")
+		pg, err := jane.Answer(context.Background(), da["verification_uri_complete"].(string), customer.Decision{Deny: true})
+		if err != nil || pg.Title != "Denied" {
+			t.Fatalf("deny: %v %+v", err, pg)
+		}
+		if code, m := e.poll(da); code != 400 || m["error"] != "access_denied" {
+			t.Fatalf("the agent's poll after the denial: %d %v", code, m)
+		}
+	}
+	e.st.LimitDeniedConsents(1)
+	deny()
+	deny()
+	if got := len(e.refusals()); got != 0 {
+		t.Fatalf("%d refusals queued with no room for denied consents, want 0", got)
+	}
+	if got, want := e.p.RefusalsNotRecorded()["shop"], (NotRecorded{DenialsOverRoom: 2}); got != want {
+		t.Fatalf("not recorded: %+v, want %+v", got, want)
+	}
+	const msg = "denied consents were honoured but not put on record for the ledger"
+	w := logged(t, logs, msg)
+	if len(w) != 1 || w[0]["level"] != "WARN" || w[0]["brand"] != "shop" || w[0]["not_recorded"] != float64(1) {
+		t.Fatalf("warnings %v, want one for the first not recorded", w)
+	}
+	e.advance(time.Minute)
+	deny()
+	if w = logged(t, logs, msg); len(w) != 2 || w[1]["not_recorded"] != float64(2) || w[1]["not_recorded_total"] != float64(3) {
+		t.Fatalf("warnings %v, want a second, a minute on, for 2", w)
+	}
+	e.st.LimitDeniedConsents(0)
+	deny()
+	if rs := e.refusals(); len(rs) != 1 || rs[0].Action.Tool != "grant_delegation" {
+		t.Fatalf("refusals queued once there was room: %+v, want the denial's", rs)
 	}
 }

@@ -140,13 +140,13 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 				// brand's bound is what keeps these refusals from filling
 				// the outbox. The agent is answered as ever.
 				rec.IdentityRefusal = nil
-				s.refusals.dropped(ctx, b.ID, true, now)
+				s.refusals.dropped(ctx, b.ID, overRate, now)
 			}
 		}
 		dropped := false
 		if err == nil {
 			if dropped, err = s.cfg.Store.RecordTurn(rec, s.cfg.Now().UTC()); err == nil && dropped {
-				s.refusals.dropped(ctx, b.ID, false, now)
+				s.refusals.dropped(ctx, b.ID, overRoom, now)
 			}
 		}
 		if giveBack != nil && (err != nil || dropped) {
