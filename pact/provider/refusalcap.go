@@ -174,7 +174,7 @@ func (c *refusalCap) dropped(ctx context.Context, brand string, why notRecordedW
 	if why == denialOverRoom {
 		br.denialsOverRoom.Add(1)
 		if n, warn := br.denials.due(now); warn {
-			c.log.WarnContext(ctx, "denied consents were honoured but not put on record for the ledger: the denied consents' share of the outbox is full",
+			c.log.WarnContext(ctx, "denied consents were honoured but not put on record for the ledger: no room left for them in the outbox",
 				slog.String("brand", brand), slog.Uint64("not_recorded", n), slog.Uint64("not_recorded_total", br.denialsOverRoom.Load()))
 		}
 		return
