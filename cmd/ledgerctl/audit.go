@@ -870,7 +870,9 @@ func (c *cli) logAudit(o auditOpts) error {
 	// closure logged before first (read), and with a key for the presence
 	// of their rows and the rows' events (checkRowsPresent, checkEvents).
 	// Two tile reads for every 256 leaves, where with a key the rows each
-	// cost a proof and an evidence read.
+	// cost a proof and an evidence read. The loop is bounded by the
+	// latest checkpoint's size, which proof.Open holds to proof.MaxSize
+	// (2^48 leaves: 2^40 tiles, n<<tileHeight far from overflowing).
 	for n := int64(0); n<<tileHeight < newer.Size; n++ {
 		start, end := n<<tileHeight, min((n+1)<<tileHeight, newer.Size)
 		data, err := tr.entries(n, int(end-start))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -34,6 +35,7 @@ type splitServer struct {
 	ledgerd    string // ledgerd's gRPC address
 	checkpoint func(context.Context) (*ledgerv1.GetCheckpointResponse, error)
 	rowProof   func(context.Context, *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error)
+	consistent func(context.Context, *ledgerv1.GetConsistencyProofRequest) (*ledgerv1.GetConsistencyProofResponse, error)
 }
 
 // forward passes the caller's API key on.
@@ -50,6 +52,9 @@ func (s *splitServer) GetCheckpoint(ctx context.Context, r *ledgerv1.GetCheckpoi
 }
 
 func (s *splitServer) GetConsistencyProof(ctx context.Context, r *ledgerv1.GetConsistencyProofRequest) (*ledgerv1.GetConsistencyProofResponse, error) {
+	if s.consistent != nil {
+		return s.consistent(forward(ctx), r)
+	}
 	return s.c.GetConsistencyProof(forward(ctx), r)
 }
 
@@ -279,5 +284,93 @@ func TestAuditTellsAnUnreadableTileFromAWrongOne(t *testing.T) {
 				t.Fatalf("leaf 0 with %s: %v (a finding: %v), want a finding %v", tc.name, err, errors.As(err, &bad), tc.inconsistent)
 			}
 		})
+	}
+}
+
+// A checkpoint the log's key signed for more leaves than any log reaches
+// (tlog's checks loop forever past 2^62) is refused at once, naming its
+// size: as the latest checkpoint of log audit, and in a proof file for
+// proof verify.
+func TestAHugeCheckpointIsRefusedAtOnce(t *testing.T) {
+	f := start(t)
+	f.logged(t, f.rowID)
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	key := f.verifierKey(t)
+	raw, err := os.ReadFile(filepath.Join(f.cfg.DataDir, "log", "signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1<<62 + 1
+	huge, err := proof.Sign(proof.Checkpoint{Origin: signer.Name(), Size: size}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.split(t)
+	s.checkpoint = func(ctx context.Context) (*ledgerv1.GetCheckpointResponse, error) {
+		rep, err := s.c.GetCheckpoint(ctx, &ledgerv1.GetCheckpointRequest{})
+		if err != nil {
+			return nil, err
+		}
+		rep.Checkpoint = string(huge)
+		return rep, nil
+	}
+	// A path of 64 hashes, as many as a tree of that size needs.
+	s.consistent = func(context.Context, *ledgerv1.GetConsistencyProofRequest) (*ledgerv1.GetConsistencyProofResponse, error) {
+		path := make([][]byte, 64)
+		for i := range path {
+			path[i] = make([]byte, tlog.HashSize)
+		}
+		return &ledgerv1.GetConsistencyProofResponse{Proof: path}, nil
+	}
+	want := "size 4611686018427387905 is more than any log reaches"
+	code, out, errs := returnsAtOnce(t, func() (int, string, string) {
+		return f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", key, "--settle", "200ms")
+	})
+	if code != exitCheckFailed || !strings.Contains(out+errs, want) {
+		t.Errorf("log audit against a checkpoint of size %d: exit %d, want %d naming %q\n%s%s", int64(size), code, exitCheckFailed, want, out, errs)
+	}
+
+	b := proof.NewBundle(f.rowID, 3, []byte("pactledger leaf v1\nkind receipt\nrow "+f.rowID+"\n"), make([]tlog.Hash, 63), huge)
+	file := filepath.Join(t.TempDir(), "huge.proof")
+	j, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, j, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = returnsAtOnce(t, func() (int, string, string) { return offline("proof", "verify", file, "--log-key", key) })
+	if code != exitCheckFailed || !strings.Contains(out+errs, want) {
+		t.Errorf("proof verify under a checkpoint of size %d: exit %d, want %d naming %q\n%s%s", int64(size), code, exitCheckFailed, want, out, errs)
+	}
+}
+
+// returnsAtOnce runs a ledgerctl command; one that loops (as tlog's
+// checks do past 2^62 leaves) fails the test after a minute instead of
+// hanging it.
+func returnsAtOnce(t *testing.T, run func() (int, string, string)) (int, string, string) {
+	t.Helper()
+	type result struct {
+		code      int
+		out, errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errs := run()
+		done <- result{code, out, errs}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.errs
+	case <-time.After(time.Minute):
+		t.Fatal("ledgerctl did not return: it loops")
+		return 0, "", ""
 	}
 }

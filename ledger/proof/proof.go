@@ -32,6 +32,19 @@ var (
 	ErrProof = errors.New("proof rejected")
 )
 
+// MaxSize is the most leaves a checkpoint may say its tree holds: 2^48,
+// some 281 trillion. A checkpoint of a larger tree is refused, whatever
+// signed it. The log grows by one leaf for each row, dispute event,
+// incident closure and start, and an integrator extends it by at most
+// 4,096 leaves a round: at a million leaves a second, a thousand times
+// what one ledger is sized for, it takes nine years to reach 2^48. The
+// bound is well below 2^62, past which the proof checks of
+// golang.org/x/mod/sumdb/tlog (CheckTree, CheckRecord) loop forever, so a
+// checkpoint signed for such a tree by whoever holds the log's key can
+// never hang a verifier; and it keeps every index of the tree's stored
+// hashes and tiles within int64.
+const MaxSize = 1 << 48
+
 // Checkpoint is the body of a C2SP tlog-checkpoint: the log's origin, its
 // size and its RFC 6962 root hash.
 type Checkpoint struct {
@@ -57,6 +70,9 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 	if origin == "" || err != nil || size < 0 || strconv.FormatInt(size, 10) != strings.TrimSuffix(lines[1], "\n") {
 		return Checkpoint{}, fmt.Errorf("%w: bad origin or size line", ErrCheckpoint)
 	}
+	if err := checkSize(size); err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
 	h, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(lines[2], "\n"))
 	if err != nil || len(h) != tlog.HashSize {
 		return Checkpoint{}, fmt.Errorf("%w: bad root hash line", ErrCheckpoint)
@@ -64,6 +80,14 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 	c := Checkpoint{Origin: origin, Size: size}
 	copy(c.Hash[:], h)
 	return c, nil
+}
+
+// checkSize refuses a tree size above MaxSize.
+func checkSize(size int64) error {
+	if size > MaxSize {
+		return fmt.Errorf("size %d is more than any log reaches (2^48 = %d leaves at most)", size, int64(MaxSize))
+	}
+	return nil
 }
 
 // Sign returns the checkpoint as a signed note. The signer's name must be
@@ -145,6 +169,7 @@ func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	// Open refused a size past MaxSize, on which tlog.CheckRecord loops.
 	if b.LeafIndex < 0 || b.LeafIndex >= c.Size {
 		return c, fmt.Errorf("%w: leaf %d is outside a tree of size %d", ErrProof, b.LeafIndex, c.Size)
 	}
@@ -203,6 +228,11 @@ func VerifyConsistency(old, newer Checkpoint, path []tlog.Hash) error {
 	}
 	if old.Size > newer.Size {
 		return fmt.Errorf("%w: the older checkpoint (%d) is larger than the newer (%d)", ErrProof, old.Size, newer.Size)
+	}
+	// Checkpoints from Open are within MaxSize already; these may have
+	// been built otherwise, and tlog loops on a tree past 2^62.
+	if err := checkSize(newer.Size); err != nil {
+		return fmt.Errorf("%w: %v", ErrProof, err)
 	}
 	if old.Size == 0 {
 		// The empty tree is a prefix of every tree; its root is the hash

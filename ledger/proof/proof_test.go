@@ -3,8 +3,12 @@ package proof_test
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -78,5 +82,67 @@ func TestAnEmptyCheckpointWithAnotherRootIsRefused(t *testing.T) {
 	old.Hash = tlog.Hash{}
 	if err := proof.VerifyConsistency(old, newer, nil); err != nil {
 		t.Errorf("the empty tree as ledgerd signed it before: %v", err)
+	}
+}
+
+// A checkpoint is of a size some log can reach, or it is refused with its
+// size named: tlog's proof checks loop forever on a tree of more than
+// 2^62 leaves, so a checkpoint the log's key signed for one would hang
+// `ledgerctl proof verify` and `ledgerctl log audit`. Each check returns
+// at once.
+func TestACheckpointOfASizeNoLogReachesIsRefused(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(rand.Reader, "example.com/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{proof.MaxSize + 1, 1<<62 + 1, 1<<63 - 1} {
+		t.Run(strconv.FormatInt(size, 10), func(t *testing.T) {
+			huge := proof.Checkpoint{Origin: "example.com/log", Size: size}
+			signed, err := proof.Sign(huge, signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "size " + strconv.FormatInt(size, 10)
+			if _, err := proof.ParseCheckpoint(string(huge.Marshal())); !errors.Is(err, proof.ErrCheckpoint) || !strings.Contains(err.Error(), want) {
+				t.Errorf("ParseCheckpoint: %v, want %v naming %q", err, proof.ErrCheckpoint, want)
+			}
+			if _, err := proof.Open(signed, vkey); !errors.Is(err, proof.ErrCheckpoint) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Open: %v, want %v naming %q", err, proof.ErrCheckpoint, want)
+			}
+			old := proof.Checkpoint{Origin: "example.com/log", Size: 5, Hash: tlog.Hash{1}}
+			if err := returns(t, func() error { return proof.VerifyConsistency(old, huge, make([]tlog.Hash, 64)) }); !errors.Is(err, proof.ErrProof) || !strings.Contains(err.Error(), want) {
+				t.Errorf("VerifyConsistency to a tree of size %d: %v, want %v naming %q", size, err, proof.ErrProof, want)
+			}
+			b := &proof.Bundle{Format: proof.Format, LeafIndex: 3, Leaf: "x", Checkpoint: string(signed)}
+			for range 63 {
+				b.Inclusion = append(b.Inclusion, base64.StdEncoding.EncodeToString(make([]byte, 32)))
+			}
+			if err := returns(t, func() error { _, err := b.Verify(vkey); return err }); !errors.Is(err, proof.ErrCheckpoint) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Verify under a tree of size %d: %v, want %v naming %q", size, err, proof.ErrCheckpoint, want)
+			}
+		})
+	}
+	// The largest size allowed still parses.
+	if _, err := proof.ParseCheckpoint(string(proof.Checkpoint{Origin: "example.com/log", Size: proof.MaxSize}.Marshal())); err != nil {
+		t.Errorf("ParseCheckpoint of size MaxSize: %v", err)
+	}
+}
+
+// returns runs fn and returns its error; a check that loops (as tlog's do
+// past 2^62 leaves) fails the test after a minute instead of hanging it.
+func returns(t *testing.T, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the check did not return: it loops")
+		return nil
 	}
 }
