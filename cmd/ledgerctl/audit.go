@@ -166,9 +166,10 @@ type auditor struct {
 	rows       map[string]*ledgerv1.Row // read rows, by id
 	seen       map[string]bool          // rows whose leaf was compared
 	swept      int
-	unreadable int
 	compared   int
 	notRows    int // leaves of other kinds not compared
+
+	tombstones map[string]*tombstone // tombstones of rows read as swept, by id
 
 	incidentRows map[string]incidentRow // rows whose leaf says status incident, by id
 	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
@@ -222,7 +223,7 @@ type eventLeaf struct {
 // eventCounts counts the dispute events the rows show, by how each was
 // checked.
 type eventCounts struct {
-	inTree, since, unreadable int
+	inTree, since int
 }
 
 // eventSkew is how much earlier than a leaf of the audited tree a row or
@@ -419,11 +420,52 @@ func (a *auditor) mismatch(format string, args ...any) {
 // value the server does not give is "".
 type tombstone struct{ class, status, retainUntil, sweptAt string }
 
+// problems lists what a tombstone lacks, or gives in no form the server
+// writes. The server tells a key that reads rows (the audit's) each of
+// the four (docs/api.md; only a writer is told less), so a tombstone
+// without one is no record of a sweep: answering a deleted row's GetRow
+// so would otherwise pass every check of the tombstone, each of which
+// needs its values.
+func (t *tombstone) problems() []string {
+	var missing, bad []string
+	for _, v := range []struct{ name, value string }{
+		{"retainUntil", t.retainUntil}, {"sweptAt", t.sweptAt}, {"retentionClass", t.class}, {"status", t.status},
+	} {
+		if v.value == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	for _, v := range []struct{ name, value string }{{"retainUntil", t.retainUntil}, {"sweptAt", t.sweptAt}} {
+		if _, err := time.Parse(time.RFC3339, v.value); v.value != "" && err != nil {
+			bad = append(bad, fmt.Sprintf("%s %q is not an RFC 3339 time", v.name, v.value))
+		}
+	}
+	if _, err := retention.ParseClass(t.class); t.class != "" && err != nil {
+		bad = append(bad, fmt.Sprintf("retentionClass %q is no retention class", t.class))
+	}
+	if len(missing) > 0 {
+		bad = append([]string{"its tombstone lacks " + strings.Join(missing, ", ")}, bad...)
+	}
+	return bad
+}
+
 // row reads a row once; nil with no error when it was swept by retention
-// (then tomb is its tombstone) or the key cannot read it.
+// (then tomb is its tombstone). A tombstone that lacks a value the server
+// gives a key that reads rows is a mismatch, made once per row.
+//
+// The audit's key reads every row (support, auditor and admin each do;
+// the server refuses no such key one row and not another), so a row the
+// server will not show it is errUnreadable, which the callers report: a
+// server answering a deleted row's GetRow so would otherwise have the row
+// counted as one this key cannot read, and pass. A key that reads no rows
+// (a writer) stops the audit at ListRows (everyRowHasALeaf) with the
+// server's refusal, before any of these is printed.
 func (a *auditor) row(id string) (r *ledgerv1.Row, tomb *tombstone, err error) {
 	if r, ok := a.rows[id]; ok {
 		return r, nil, nil
+	}
+	if t, ok := a.tombstones[id]; ok {
+		return nil, t, nil
 	}
 	ctx, cancel := a.c.ctx()
 	defer cancel()
@@ -435,12 +477,18 @@ func (a *auditor) row(id string) (r *ledgerv1.Row, tomb *tombstone, err error) {
 			for _, d := range st.Details() {
 				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "ROW_EXPIRED" {
 					m := info.GetMetadata()
-					return nil, &tombstone{class: m["retentionClass"], status: m["status"], retainUntil: m["retainUntil"], sweptAt: m["sweptAt"]}, nil
+					t := &tombstone{class: m["retentionClass"], status: m["status"], retainUntil: m["retainUntil"], sweptAt: m["sweptAt"]}
+					if p := t.problems(); len(p) > 0 {
+						a.mismatch("row %s: the server answers it as swept by retention (ROW_EXPIRED), but %s: a key that reads rows is told each of a swept row's retain-until, sweep time, class and status, so this is no record of a sweep, and the row may have been deleted",
+							id, strings.Join(p, "; "))
+					}
+					a.tombstones[id] = t
+					return nil, t, nil
 				}
 			}
 			return nil, nil, errRowMissing
 		case codes.PermissionDenied:
-			return nil, nil, errUnreadable
+			return nil, nil, fmt.Errorf("%w (the server says: %s)", errUnreadable, st.Message())
 		}
 		return nil, nil, err
 	}
@@ -450,7 +498,7 @@ func (a *auditor) row(id string) (r *ledgerv1.Row, tomb *tombstone, err error) {
 
 var (
 	errRowMissing = errors.New("the ledger does not hold the row")
-	errUnreadable = errors.New("this key cannot read the row")
+	errUnreadable = errors.New("the server refuses to show it to this key, whose role reads every row: a row the ledger holds is shown to every support, auditor and admin key, so the row was deleted or is withheld")
 )
 
 // enumWord turns ROW_STATUS_AUTHORIZED into "authorized", as leaves name
@@ -552,7 +600,7 @@ func (a *auditor) compare(index int64, data []byte) error {
 		a.mismatch("%s: the ledger no longer holds row %s, and no retention sweep removed it", where, id)
 		return nil
 	case errors.Is(err, errUnreadable):
-		a.unreadable++
+		a.mismatch("%s: row %s: %v", where, id, err)
 		return nil
 	case err != nil:
 		return err
@@ -606,7 +654,7 @@ func (a *auditor) compareIncident(index int64, leaf map[string]string) error {
 	defer cancel()
 	rep, err := a.c.c.GetIncident(ctx, &ledgerv1.GetIncidentRequest{Id: leaf["incident"]})
 	if st, _ := status.FromError(err); err != nil && st.Code() == codes.PermissionDenied {
-		a.unreadable++
+		a.mismatch("leaf %d (closure of incident %s): the server refuses to show incident %s to this key, whose role reads every incident (the server says: %s)", index, leaf["incident"], leaf["incident"], st.Message())
 		return nil
 	} else if err != nil && st.Code() == codes.NotFound {
 		a.mismatch("leaf %d (closure of incident %s): the ledger does not hold the incident", index, leaf["incident"])
@@ -712,6 +760,7 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.PermissionDenied:
+		a.mismatch("%s: the server refuses to show incident %s to this key, whose role reads every incident (the server says: %s)", where, ir.incident, status.Convert(err).Message())
 		return true, nil
 	case codes.NotFound:
 		a.mismatch("%s: the ledger does not hold incident %s, which the row opened", where, ir.incident)
@@ -857,7 +906,7 @@ func (c *cli) logAudit(o auditOpts) error {
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
+		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
@@ -944,10 +993,10 @@ func (c *cli) logAudit(o auditOpts) error {
 		}
 		a.checkTombstones(periods, time.Now().UTC())
 		a.checkSweptDisputes()
-		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d not readable with this key, %d other leaves\n",
-			a.compared, a.swept, a.unreadable, a.notRows)
-		printf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable, %d not readable with this key\n",
-			a.events.inTree, a.events.since, len(a.notYet), a.events.unreadable)
+		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d other leaves\n",
+			a.compared, a.swept, a.notRows)
+		printf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable\n",
+			a.events.inTree, a.events.since, len(a.notYet))
 		for _, e := range a.notYet {
 			printf(c.out, "not yet checkable: %s\n", e)
 		}
@@ -970,9 +1019,6 @@ func (a *auditor) passed(checkRows bool) string {
 		return "audit passed: the log only grew; rows were not compared (no API key)"
 	}
 	line := "audit passed: the log only grew, and every row and event compared matches its leaf"
-	if n := a.unreadable + a.events.unreadable; n > 0 {
-		line += fmt.Sprintf("; %d not readable with this key were not compared", n)
-	}
 	if len(a.notYet) > 0 {
 		line += fmt.Sprintf("; %d events not yet in the log were not checked (audit again later)", len(a.notYet))
 	}
@@ -1074,7 +1120,7 @@ func (a *auditor) checkRowsPresent() error {
 		case errors.Is(err, errRowMissing):
 			a.mismatch("leaf %d (%s of row %s): the ledger no longer holds row %s, and no retention sweep removed it", l.index, l.kind, l.id, l.id)
 		case errors.Is(err, errUnreadable):
-			a.unreadable++
+			a.mismatch("leaf %d (%s of row %s): row %s: %v", l.index, l.kind, l.id, l.id, err)
 		case err != nil:
 			return err
 		case tomb != nil:
@@ -1211,9 +1257,7 @@ func (a *auditor) eventProof(r *ledgerv1.Row, n int, key string, held *eventLeaf
 		a.mismatch("%s: the row shows it, but the server has no proof of it: %s", what, status.Convert(err).Message())
 		return true, nil
 	case status.Code(err) == codes.PermissionDenied:
-		if held == nil {
-			a.events.unreadable++
-		}
+		a.mismatch("%s: the server refuses this key, whose role reads every row, its proof (the server says: %s)", what, status.Convert(err).Message())
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("proof of %s: %w", what, err)

@@ -36,6 +36,7 @@ type splitServer struct {
 	checkpoint func(context.Context) (*ledgerv1.GetCheckpointResponse, error)
 	rowProof   func(context.Context, *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error)
 	consistent func(context.Context, *ledgerv1.GetConsistencyProofRequest) (*ledgerv1.GetConsistencyProofResponse, error)
+	row        func(context.Context, *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error)
 }
 
 // forward passes the caller's API key on.
@@ -59,6 +60,9 @@ func (s *splitServer) GetConsistencyProof(ctx context.Context, r *ledgerv1.GetCo
 }
 
 func (s *splitServer) GetRow(ctx context.Context, r *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {
+	if s.row != nil {
+		return s.row(forward(ctx), r)
+	}
 	return s.c.GetRow(forward(ctx), r)
 }
 

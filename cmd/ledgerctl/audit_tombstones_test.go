@@ -7,7 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
 )
 
@@ -142,6 +148,75 @@ func TestAuditFindsADisputedRowSweptEarly(t *testing.T) {
 	for _, want := range []string{"(dispute event 0 of row " + f.rowID + " at ", "the row is kept 12 months past a dispute event", "leaves its dispute open"} {
 		if code != exitCheckFailed || !strings.Contains(out, want) {
 			t.Fatalf("audit after the removal: %d\n%s%s\nwant %q", code, out, errs, want)
+		}
+	}
+}
+
+// expiredWith is a ROW_EXPIRED answer whose tombstone says only meta.
+func expiredWith(meta map[string]string) error {
+	st := status.New(codes.NotFound, "row was removed by retention")
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "ROW_EXPIRED", Domain: "pactledger", Metadata: meta}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// A server that deletes a logged row and answers its GetRow as swept
+// with a tombstone missing a value a reading key is always told (its
+// retain-until, sweep time, class or status), or as a row this key may
+// not read, hides a deletion: a reading key's role reads every row, and
+// is told each value of a tombstone. The audit finds both, with and
+// without --all.
+func TestAuditFindsARowDeletedBehindAnIncompleteAnswer(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer func() error
+		want   string
+	}{
+		{"swept, no values", func() error { return expiredWith(nil) }, "its tombstone lacks retainUntil, sweptAt, retentionClass, status"},
+		{"swept, class and status only", func() error {
+			return expiredWith(map[string]string{"retentionClass": "money_moved", "status": "authorized"})
+		}, "its tombstone lacks retainUntil, sweptAt"},
+		{"swept, times not RFC 3339", func() error {
+			return expiredWith(map[string]string{"retentionClass": "money_moved", "status": "authorized", "retainUntil": "soon", "sweptAt": "-"})
+		}, `retainUntil "soon" is not an RFC 3339 time; sweptAt "-" is not an RFC 3339 time`},
+		{"not readable", func() error { return status.Error(codes.PermissionDenied, "this key may not read the row") }, "the server refuses to show it to this key, whose role reads every row"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := start(t)
+			kept, _, key := f.keptAudit(t)
+			deleted := f.rowID
+			f.edit(t, tamper.DropRow(deleted))
+			s := f.split(t)
+			s.row = func(ctx context.Context, r *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {
+				if r.GetId() == deleted {
+					return nil, tc.answer()
+				}
+				return s.c.GetRow(ctx, r)
+			}
+			want := "row " + deleted
+			for _, all := range []bool{false, true} {
+				code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+				if code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, want) || !strings.Contains(out, tc.want) {
+					t.Errorf("audit (--all %v) of row %s deleted behind that answer: exit %d, want %d with %q\n%s%s", all, deleted, code, exitCheckFailed, tc.want, out, errs)
+				}
+			}
+		})
+	}
+}
+
+// A writer key reads no rows: the audit with one stops on the server's
+// refusal to list them and names the roles that compare rows, rather
+// than reporting each row the server will not show it as a mismatch, or
+// passing.
+func TestAuditWithAWriterKeyStopsOnTheRefusal(t *testing.T) {
+	f := start(t)
+	kept, _, key := f.keptAudit(t)
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "writer", auditArgs(kept, key, all)...)
+		if code != exitAuth || strings.Contains(out, "MISMATCH") || strings.Contains(out, "audit passed") || !strings.Contains(errs, "support, auditor or admin") {
+			t.Fatalf("audit (--all %v) with a writer key: exit %d, want %d naming the roles that read rows\n%s%s", all, code, exitAuth, out, errs)
 		}
 	}
 }
