@@ -1539,9 +1539,25 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 // event leaves the dispute open. Only events logged after such a policy
 // leaf are checked: a ledger that logged none swept disputed rows with
 // their class.
+//
+// The events are the dispute leaves compared with the ledger (those
+// since the kept checkpoint, or every one with --all) whose row the
+// server answers as swept, and the dispute leaves read before those
+// (note) of every row read as swept: checkRowsPresent looks up the rows
+// of the row leaves before the kept checkpoint, so a row disputed and
+// logged before it, and swept since, is checked by the default audit as
+// by --all. That costs no read: those leaves are kept for checkEvents,
+// and the rows looked up already.
 func (a *auditor) checkSweptDisputes() {
+	events := slices.Clone(a.sweptEvents)
+	for _, l := range a.eventLeaves {
+		if t, ok := a.tombstones[l.leaf["row"]]; ok && !l.compared {
+			events = append(events, sweptLeaf{index: l.index, leaf: l.leaf, tomb: *t})
+		}
+	}
+	slices.SortFunc(events, func(x, y sweptLeaf) int { return cmp.Compare(x.index, y.index) })
 	last := map[string]sweptLeaf{}
-	for _, s := range a.sweptEvents {
+	for _, s := range events {
 		f, id := s.leaf, s.leaf["row"]
 		var holds []retention.Period
 		for _, p := range a.policies {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -217,6 +218,47 @@ func TestAuditWithAWriterKeyStopsOnTheRefusal(t *testing.T) {
 		code, out, errs := f.ctl(t, "writer", auditArgs(kept, key, all)...)
 		if code != exitAuth || strings.Contains(out, "MISMATCH") || strings.Contains(out, "audit passed") || !strings.Contains(errs, "support, auditor or admin") {
 			t.Fatalf("audit (--all %v) with a writer key: exit %d, want %d naming the roles that read rows\n%s%s", all, code, exitAuth, out, errs)
+		}
+	}
+}
+
+// The default audit, from a checkpoint kept after a row's dispute was
+// logged, checks the dispute's hold on the row as --all does: the row
+// answered as swept while its last dispute event leaves the dispute open
+// (and before the period past the event) is a finding, though the
+// dispute's leaf is before the kept checkpoint.
+func TestDefaultAuditFindsARowSweptWhileADisputeLoggedBeforeTheKeptCheckpointHeldIt(t *testing.T) {
+	f := start(t)
+	f.logged(t, f.rowID)
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "chargeback"); code != 0 {
+		t.Fatalf("dispute open: %d %s", code, errs)
+	}
+	file := filepath.Join(t.TempDir(), "event.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--wait", "20s", "--out", file); code != 0 {
+		t.Fatalf("proof of the dispute event: %d %s", code, errs)
+	}
+	_, index := leafOf(t, file)
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"}))
+	key := f.verifierKey(t)
+	if code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, false)...); code != 0 {
+		t.Fatalf("audit before the removal: %d %s %s", code, out, errs)
+	}
+	f.sweepBehind(t, f.rowID, func(r *ledger.Row, now time.Time) ledger.Tombstone {
+		return ledger.Tombstone{ID: r.ID, Kind: r.Kind, Status: r.Status, Class: r.Class, RetainUntil: r.RecordedAt.Add(time.Minute), SweptAt: now}
+	})
+	for _, all := range []bool{true, false} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		for _, want := range []string{
+			"leaf " + itoa(index) + " (dispute event 0 of row " + f.rowID + " at ", "the row is kept 12 months past a dispute event",
+			"leaf " + itoa(index) + " (dispute event 0 of row " + f.rowID + "): the row's last dispute event leaves its dispute open",
+		} {
+			if code != exitCheckFailed || !strings.Contains(out, want) {
+				t.Fatalf("audit (--all %v): exit %d, want %d with %q\n%s%s", all, code, exitCheckFailed, want, out, errs)
+			}
 		}
 	}
 }
