@@ -7,12 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
-// LeafVersion is the first line of every leaf of the Merkle log.
-const LeafVersion = "pactledger leaf v1"
+// LeafVersion is the first line of every leaf of the Merkle log; the
+// proof package checks a row's proof by it.
+const LeafVersion = proof.LeafVersion
 
 // Leaf kinds.
 const (

@@ -267,6 +267,13 @@ func leafTime(leaf map[string]string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// canonicalNumber reports whether s is a non-negative decimal number as
+// the ledger writes one (strconv.Itoa): no sign, no leading zero.
+func canonicalNumber(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && strconv.Itoa(n) == s
+}
+
 // disputeRef is the ref the ledger gives the n-th dispute event of a row.
 func disputeRef(row string, n int) string { return "dispute/" + row + "/" + strconv.Itoa(n) }
 
@@ -279,6 +286,12 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 	case "receipt", "refusal":
 		return leaf["row"], "row " + leaf["row"], "a row is logged once"
 	case "dispute":
+		// The number as every check reads it (strconv.Atoi, as note and
+		// compare do): "event 00" is
+		// a second leaf of event 0, not a leaf of an event of its own.
+		if n, err := strconv.Atoi(leaf["event"]); err == nil {
+			return disputeRef(leaf["row"], n), "dispute event " + strconv.Itoa(n) + " of row " + leaf["row"], "an event is logged once"
+		}
 		return "dispute/" + leaf["row"] + "/" + leaf["event"], "dispute event " + leaf["event"] + " of row " + leaf["row"], "an event is logged once"
 	case "incident-close":
 		return closureRef(leaf["incident"]), "the closure of incident " + leaf["incident"], "an incident is closed once"
@@ -324,8 +337,23 @@ func closureRef(id string) string { return "incident/" + id + "/close" }
 //     or the leaf before it is dated ahead. Leaves from a.ordered on are checked so
 //     (those since the kept checkpoint, or every one with --all), against
 //     the leaves from the kept checkpoint's last one on.
+//   - A leaf whose first line is not the version line the ledger writes
+//     is a finding: it parses to nothing, so no check would read it.
+//   - A dispute leaf whose event number is not written as the ledger
+//     writes one (decimal, without sign or leading zero) is a finding:
+//     every check reads it as the number it spells (leafRef, note,
+//     compare), so "event 00" is a second leaf of event 0.
 func (a *auditor) read(index int64, data []byte) {
+	if first, _, _ := strings.Cut(string(data), "\n"); first != leafVersion {
+		a.mismatch("leaf %d does not start with the line %q the ledger writes (it starts %q): no check of the log reads it, and it proves nothing; a leaf the ledger did not write was queued outside it",
+			index, leafVersion, first)
+		return
+	}
 	leaf := parseLeaf(string(data))
+	if ev := leaf["event"]; leaf["kind"] == "dispute" && !canonicalNumber(ev) {
+		a.mismatch("leaf %d (dispute of row %s): its event line %q is not a number as the ledger writes it (decimal, without sign or leading zero): the ledger did not write this leaf",
+			index, leaf["row"], ev)
+	}
 	if ref, what, rule := leafRef(leaf); ref != "" {
 		if first, ok := a.firstLeaf.get(ref); ok {
 			a.mismatch("%s has two leaves, %d and %d: %s, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded)",

@@ -334,3 +334,42 @@ func (f *fixture) auditAgainstFinds(t *testing.T, kept, key string, before *ledg
 		}
 	}
 }
+
+// A dispute leaf's event number is read one way by every check: a second
+// leaf of event 0 written "event 00" (a number the ledger never writes)
+// is a finding of the audit with a key and without one, as the second
+// leaf of event 0 and as a number not written as the ledger writes it.
+func TestAuditFindsADisputeEventLoggedAgainUnderAnotherSpelling(t *testing.T) {
+	f := start(t)
+	kept, key, leaf, first := f.keptAuditOfADispute(t)
+	ref := "dispute/" + f.rowID + "/0"
+	f.queueBehind(t, ref, strings.Replace(strings.Replace(leaf, "\nstatus open\n", "\nstatus resolved_customer_authorized\n", 1), "\nevent 0\n", "\nevent 00\n", 1), tamper.ForgetLeafIndex(ref))
+	want := []string{"dispute event 0 of row " + f.rowID + " has two leaves, " + itoa(first) + " and ", `its event line "00" is not a number as the ledger writes it`}
+	for _, role := range []string{"nobody", "auditor"} {
+		for _, all := range []bool{false, true} {
+			code, out, errs := f.ctl(t, role, auditArgs(kept, key, all)...)
+			for _, w := range want {
+				if code != exitCheckFailed || !strings.Contains(out, w) {
+					t.Fatalf("audit (%s, --all %v): exit %d, want %d with %q\n%s%s", role, all, code, exitCheckFailed, w, out, errs)
+				}
+			}
+		}
+	}
+}
+
+// A leaf whose first line is not the version line the ledger writes is
+// read by no check: each audit reports it, with a key and without one.
+func TestAuditFindsALeafOfAnUnknownVersion(t *testing.T) {
+	f := start(t)
+	kept, _, key := f.keptAudit(t)
+	f.queueBehind(t, "x/"+f.rowID, "pactledger leaf v0\nkind receipt\nrow "+f.rowID+"\nclass read_only\n")
+	want := `does not start with the line "pactledger leaf v1"`
+	for _, role := range []string{"nobody", "auditor"} {
+		for _, all := range []bool{false, true} {
+			code, out, errs := f.ctl(t, role, auditArgs(kept, key, all)...)
+			if code != exitCheckFailed || !strings.Contains(out, want) {
+				t.Fatalf("audit (%s, --all %v): exit %d, want %d with %q\n%s%s", role, all, code, exitCheckFailed, want, out, errs)
+			}
+		}
+	}
+}

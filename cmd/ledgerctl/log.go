@@ -306,7 +306,7 @@ func parseLeaf(leaf string) map[string]string {
 }
 
 // leafVersion is the first line of every leaf the ledger writes.
-const leafVersion = "pactledger leaf v1"
+const leafVersion = proof.LeafVersion
 
 // digest is "sha256:<hex>" of s, or "-" for an empty s, as a leaf writes
 // hashed values.

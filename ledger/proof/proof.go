@@ -188,13 +188,23 @@ func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 	return c, nil
 }
 
-// rowsOwnLeaf checks that leaf is the leaf of row id itself: of kind
-// receipt or refusal, with one row line, naming id. A dispute event's or
-// an incident closure's leaf also names the row, and proves that event,
-// not the row.
+// LeafVersion is the first line of every leaf the ledger writes
+// (ledger.LeafVersion).
+const LeafVersion = "pactledger leaf v1"
+
+// rowsOwnLeaf checks that leaf is the leaf of row id itself: a leaf of
+// the version the ledger writes, of kind receipt or refusal, with one row
+// line, naming id. A dispute event's or an incident closure's leaf also
+// names the row, and proves that event, not the row; a leaf of another
+// version is read by no check of the log (ledgerctl log audit reports
+// it), so it proves nothing of the row either.
 func rowsOwnLeaf(leaf, id string) error {
+	first, rest, _ := strings.Cut(leaf, "\n")
+	if first != LeafVersion {
+		return fmt.Errorf("%w: the leaf's first line is %q, not the version line %q, so it is no proof of row %s", ErrProof, first, LeafVersion, id)
+	}
 	var kinds, rows []string
-	for _, ln := range strings.Split(leaf, "\n") {
+	for _, ln := range strings.Split(rest, "\n") {
 		switch name, value, _ := strings.Cut(ln, " "); name {
 		case "kind":
 			kinds = append(kinds, value)

@@ -146,3 +146,16 @@ func returns(t *testing.T, fn func() error) error {
 		return nil
 	}
 }
+
+// A row's proof is of a leaf the ledger wrote: a leaf of another version
+// line (or none) naming the row is no proof of it, as the audits read no
+// such leaf.
+func TestALeafOfAnotherVersionIsNoRowProof(t *testing.T) {
+	for _, first := range []string{"pactledger leaf v2", "pactledger leaf v1 ", ""} {
+		leaf := first + "\nkind receipt\nrow " + rowID + "\nstatus verified\n"
+		b, key := oneLeafBundle(t, rowID, leaf)
+		if _, err := b.Verify(key); !errors.Is(err, proof.ErrProof) || !strings.Contains(err.Error(), "version") {
+			t.Errorf("leaf starting %q: %v, want %v naming the version line", first, err, proof.ErrProof)
+		}
+	}
+}
