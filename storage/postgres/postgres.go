@@ -297,7 +297,7 @@ func (s *Store) commit(batch []*request) {
 // commitWaiting is commit by deadline; with mayWait, its holds of grants
 // wait.
 func (s *Store) commitWaiting(batch []*request, mayWait bool, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(s.life, deadline)
+	ctx, cancel := context.WithDeadlineCause(s.life, deadline, outOfTime(s.cfg.CommitTimeout))
 	defer cancel()
 	start := time.Now()
 	errs, err := s.runBatchRetrying(ctx, batch, mayWait)
@@ -364,7 +364,7 @@ var aloneRuns atomic.Int64
 // runBatchRetrying runs batch until it commits, runs it again after a
 // serialization failure or deadlock, and once more on a fresh connection
 // when the connection failed before COMMIT was sent (a pooled connection
-// the server closed, as after a restart or a failover).
+// the server closed, as after a restart or a failover) and time is left.
 func (s *Store) runBatchRetrying(ctx context.Context, batch []*request, mayWait bool) ([]error, error) {
 	fresh := false
 	for run := 1; ; run++ {
@@ -374,7 +374,7 @@ func (s *Store) runBatchRetrying(ctx context.Context, batch []*request, mayWait 
 			return errs, nil
 		case errors.Is(err, errBatch) && run < maxBatchRuns:
 			continue
-		case errors.Is(err, errBeforeCommit) && !fresh:
+		case errors.Is(err, errBeforeCommit) && !fresh && ctx.Err() == nil:
 			fresh = true
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -469,10 +470,22 @@ func classify(what string, err error, conn *pgx.Conn) error {
 }
 
 // acquireErr wraps a failure to get a connection from the pool: the
-// caller's own cancellation as it is, anything else as unavailable.
+// caller's own cancellation or deadline as it is, anything else as
+// unavailable, the store's own deadline (outOfTime) included.
 func acquireErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return err
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		return unavailableErr("connect", err)
 	}
-	return unavailableErr("connect", err)
+	if cause := context.Cause(ctx); errors.Is(cause, errOutOfTime) {
+		return unavailableErr("connect", cause)
+	}
+	return err
 }
+
+// errOutOfTime is the cause of a deadline the store sets itself (a
+// write's CommitTimeout): the database did not answer in time, which is
+// an unavailable store, unlike a caller's own deadline.
+var errOutOfTime = errors.New("the database did not answer in time")
+
+// outOfTime is the cause of a deadline of the store's own that allowed d.
+func outOfTime(d time.Duration) error { return fmt.Errorf("%w (%s)", errOutOfTime, d) }
