@@ -1,5 +1,7 @@
 package postgres
 
+import "context"
+
 // Waiting returns how many Update calls wait for a group commit, so that
 // a test can tell that its writes were queued, in order, into one batch.
 func Waiting(s *Store) int { return len(s.reqs) }
@@ -15,4 +17,12 @@ func SetBackfillHooks(batch int, after func() error) (restore func()) {
 	oldBatch, oldAfter := backfillBatch, afterBackfillBatch
 	backfillBatch, afterBackfillBatch = batch, after
 	return func() { backfillBatch, afterBackfillBatch = oldBatch, oldAfter }
+}
+
+// Setting returns the value of the server setting name in a session of
+// s's connections.
+func Setting(ctx context.Context, s *Store, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
 }

@@ -2,8 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -12,6 +17,14 @@ import (
 // acquisition, and an expiry judged by the database's clock
 // (clock_timestamp(), never a replica's). See
 // docs/design/016-store-boundary.md.
+//
+// A fenced write locks its lease's row until its transaction ends, and a
+// lease call waits for that lock; when the writer vanished, the server
+// ends its transaction only once it has been idle for the writer's
+// CommitTimeout (liveness.go). So no lease call waits for the row for
+// long: it gets half of its time for the wait (lock_timeout), after which
+// the server gives the statement up itself and the call answers
+// unavailable, to be tried again.
 
 // AcquireLease implements ledger.Leases: one upsert takes the lease when
 // it is new, expired or already the holder's, and returns the new token.
@@ -23,20 +36,27 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return 0, err
 	}
 	var token int64
-	err := s.pool.QueryRow(ctx, `
+	found := false
+	err := s.leaseStatement(ctx, "acquire lease "+name, min(ttl, s.cfg.CommitTimeout), `
 INSERT INTO leases (name, holder, token, expires_at)
 VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE
 SET holder = EXCLUDED.holder, token = leases.token + 1, expires_at = EXCLUDED.expires_at
 WHERE leases.expires_at < clock_timestamp() OR leases.holder = EXCLUDED.holder
-RETURNING token`, name, holder, ttl.Microseconds()).Scan(&token)
+RETURNING token`, []any{name, holder, ttl.Microseconds()}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return rows.Err()
+		}
+		found = true
+		return rows.Scan(&token)
+	}, nil)
 	switch {
-	case err == nil:
-		return uint64(token), nil
-	case isNoRows(err):
+	case err != nil:
+		return 0, err
+	case !found:
 		return 0, fmt.Errorf("%w: lease %s", ledger.ErrLeaseHeld, name)
 	}
-	return 0, classify("acquire lease "+name, err, nil)
+	return uint64(token), nil
 }
 
 // RenewLease implements ledger.Leases.
@@ -47,11 +67,13 @@ func (s *Store) RenewLease(ctx context.Context, name, holder string, token uint6
 	if err := ledger.CheckLeaseTTL(name, ttl); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `
+	var tag pgconn.CommandTag
+	err := s.leaseStatement(ctx, "renew lease "+name, min(ttl, s.cfg.CommitTimeout), `
 UPDATE leases SET expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()`, name, holder, int64(token), ttl.Microseconds())
+WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()`,
+		[]any{name, holder, int64(token), ttl.Microseconds()}, nil, func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	if err != nil {
-		return classify("renew lease "+name, err, nil)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %s under token %d", ledger.ErrLeaseLost, name, token)
@@ -65,11 +87,49 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token uin
 	if s.closed() {
 		return ledger.ErrClosed
 	}
-	_, err := s.pool.Exec(ctx, `
+	return s.leaseStatement(ctx, "release lease "+name, s.cfg.CommitTimeout, `
 UPDATE leases SET holder = '', expires_at = timestamptz '1970-01-01 00:00:00+00'
-WHERE name = $1 AND holder = $2 AND token = $3`, name, holder, int64(token))
-	if err != nil {
-		return classify("release lease "+name, err, nil)
+WHERE name = $1 AND holder = $2 AND token = $3`, []any{name, holder, int64(token)}, nil, nil)
+}
+
+// leaseStatement runs sql, one statement on the lease table, in one round
+// trip with the setting of its transaction's lock_timeout: half of bound,
+// or of the time left before ctx's deadline when that is shorter, so that
+// the server gives up the wait before the caller gives up the call (an
+// answer that says the call failed is not followed by its taking
+// effect). rows reads a statement's rows, or exec its command tag. A
+// statement that waited that long for the lease's row is an error
+// wrapping ledger.ErrUnavailable.
+func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Duration, sql string, args []any, rows func(pgx.Rows) error, exec func(pgconn.CommandTag) error) error {
+	wait := bound / 2
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline)/2)
 	}
-	return nil
+	wait = max(wait, time.Millisecond)
+	b := &pgx.Batch{}
+	// A batch is one transaction: the setting holds for the statement
+	// after it.
+	b.Queue("SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(wait.Milliseconds(), 10))
+	q := b.Queue(sql, args...)
+	switch {
+	case rows != nil:
+		q.Query(rows)
+	case exec != nil:
+		q.Exec(exec)
+	}
+	err := s.pool.SendBatch(ctx, b).Close()
+	switch {
+	case err == nil:
+		return nil
+	case lockNotAvailable(err):
+		return unavailableErr(fmt.Sprintf("%s: the lease's row stayed locked by another transaction for %s", what, wait), err)
+	}
+	return classify(what, err, nil)
+}
+
+// lockNotAvailable reports whether err is a statement that gave up
+// waiting for a lock (lock_timeout, SQLSTATE 55P03).
+func lockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,10 @@ type Config struct {
 	// may delete a snapshot holds it for the length of its transaction.
 	Committers int
 	// CommitTimeout bounds one group-commit transaction, retries
-	// included; default 30 s.
+	// included; default 30 s. The server ends a write transaction that
+	// has been idle this long (its client has given up on it), and either
+	// end drops a connection whose peer stopped answering after about as
+	// long (TCP keepalives and user timeout; liveness.go).
 	CommitTimeout time.Duration
 	// ConnectTimeout bounds opening one connection when the DSN sets no
 	// connect_timeout; default 5 s.
@@ -132,6 +136,8 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	}
+	pc.ConnConfig.DialFunc = dialer(pc.ConnConfig.ConnectTimeout, cfg.CommitTimeout).DialContext
+	pc.AfterConnect = serverLiveness(cfg.CommitTimeout)
 	pc.BeforeConnect = BeforeConnect(cfg)
 	pc.MaxConns = cfg.MaxConns
 	return pc, nil
@@ -399,6 +405,10 @@ func (s *Store) runBatch(ctx context.Context, batch []*request, mayWait bool) ([
 	t := newTx(ctx, c.Conn(), true)
 	t.mayWait = mayWait
 	t.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	// Its client gives the transaction up after CommitTimeout; one that
+	// is idle that long was abandoned (the replica vanished), and the
+	// server ends it with its locks.
+	t.queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)", strconv.FormatInt(s.cfg.CommitTimeout.Milliseconds(), 10))
 	errs := make([]error, len(batch))
 	run := make([]*member, len(batch))
 	for i, r := range batch {

@@ -85,3 +85,66 @@ func TestCommitAnswerLost(t *testing.T) {
 		}
 	}
 }
+
+// TestAbandonedFencedWriteFreesTheLease: replica A is inside a fenced
+// write (its fence check has locked the lease's row) when the network
+// between it and the database goes silent. A gives up after its
+// CommitTimeout and the server never hears of it, so the server ends the
+// abandoned transaction itself once it has been idle that long: the
+// lease's row, and every lock the write took, is free again, and replica B
+// takes the lease once it has expired.
+func TestAbandonedFencedWriteFreesTheLease(t *testing.T) {
+	a, p, dsn := silentStore(t, postgres.Config{})
+	b := open(t, postgres.Config{DSN: dsn})
+	const lease, ttl = ledger.LeaseLogIntegrator, time.Second
+	token, err := a.AcquireLease(t.Context(), lease, "replica-a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := ledger.WithFence(t.Context(), ledger.Fence{Lease: lease, Token: token})
+	err = a.Update(fenced, func(tx ledger.Tx) error {
+		p.silence() // the fence check has run: the lease's row is locked
+		_, err := tx.OutboxDepth()
+		return err
+	})
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("replica A's fenced write while the database is silent: %v, want an error wrapping ledger.ErrUnavailable", err)
+	}
+	poll(t, "the server ends the transaction replica A abandoned", 10*time.Second, func() bool {
+		return sqlValue[int64](t, dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'") == 0
+	})
+	poll(t, "the lease expires", 10*time.Second, func() bool {
+		return sqlValue[bool](t, dsn, "SELECT expires_at < clock_timestamp() FROM leases WHERE name = $1", lease)
+	})
+	got, err := b.AcquireLease(t.Context(), lease, "replica-b", ttl)
+	if err != nil {
+		t.Fatalf("replica B takes the expired lease: %v", err)
+	}
+	if got <= token {
+		t.Errorf("replica B's token %d, want more than replica A's %d", got, token)
+	}
+}
+
+// TestSessionsDropASilentReplica: every session of the store asks the
+// server for TCP keepalives and a TCP user timeout derived from
+// CommitTimeout, so that the server drops the connection of a replica
+// that vanished after about that long; a setting the DSN gives is left
+// as it is.
+func TestSessionsDropASilentReplica(t *testing.T) {
+	dsn := migrated(t)
+	s := open(t, postgres.Config{DSN: dsn + " tcp_keepalives_count=7", CommitTimeout: 20 * time.Second})
+	for name, want := range map[string]string{
+		"tcp_keepalives_idle":     "5",
+		"tcp_keepalives_interval": "5",
+		"tcp_keepalives_count":    "7",
+		"tcp_user_timeout":        "20000",
+	} {
+		got, err := postgres.Setting(t.Context(), s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+}

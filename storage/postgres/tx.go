@@ -426,9 +426,6 @@ func unavailable(err error, conn *pgx.Conn) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// isNoRows reports whether err says a query returned no row.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
 // rerunBatch reports whether err asks for the whole transaction to run
 // again: a serialization failure or a deadlock.
 func rerunBatch(err error) bool {
