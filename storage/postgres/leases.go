@@ -18,6 +18,13 @@ import (
 // (clock_timestamp(), never a replica's). See
 // docs/design/016-store-boundary.md.
 //
+// Each lease call is bounded by the lease's ttl or CommitTimeout,
+// whichever is shorter (ReleaseLease: CommitTimeout): a call that takes
+// longer than the lease lasts is of no use, and a database that stopped
+// answering must not hold up the runner until the operating system gives
+// the connection up. Running out of it is an error wrapping
+// ledger.ErrUnavailable, and the runner tries again.
+//
 // A fenced write locks its lease's row until its transaction ends, and a
 // lease call waits for that lock; when the writer vanished, the server
 // ends its transaction only once it has been idle for the writer's
@@ -92,20 +99,20 @@ UPDATE leases SET holder = '', expires_at = timestamptz '1970-01-01 00:00:00+00'
 WHERE name = $1 AND holder = $2 AND token = $3`, []any{name, holder, int64(token)}, nil, nil)
 }
 
-// leaseStatement runs sql, one statement on the lease table, in one round
-// trip with the setting of its transaction's lock_timeout: half of bound,
-// or of the time left before ctx's deadline when that is shorter, so that
-// the server gives up the wait before the caller gives up the call (an
-// answer that says the call failed is not followed by its taking
-// effect). rows reads a statement's rows, or exec its command tag. A
-// statement that waited that long for the lease's row is an error
-// wrapping ledger.ErrUnavailable.
+// leaseStatement runs sql, one statement on the lease table, within
+// bound, in one round trip with the setting of its transaction's
+// lock_timeout: half the time it has (bound, or less when ctx's deadline
+// comes first), so that the server gives up the wait before the caller
+// gives up the call (an answer that says the call failed is not followed
+// by its taking effect). rows reads a statement's rows, or exec its
+// command tag. Running out of bound, or of the wait for the lease's row,
+// is an error wrapping ledger.ErrUnavailable; the caller's own
+// cancellation is not.
 func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Duration, sql string, args []any, rows func(pgx.Rows) error, exec func(pgconn.CommandTag) error) error {
-	wait := bound / 2
-	if deadline, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(deadline)/2)
-	}
-	wait = max(wait, time.Millisecond)
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, outOfTime(bound))
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	wait := max(time.Until(deadline)/2, time.Millisecond)
 	b := &pgx.Batch{}
 	// A batch is one transaction: the setting holds for the statement
 	// after it.
@@ -123,6 +130,8 @@ func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Dura
 		return nil
 	case lockNotAvailable(err):
 		return unavailableErr(fmt.Sprintf("%s: the lease's row stayed locked by another transaction for %s", what, wait), err)
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errOutOfTime):
+		return unavailableErr(what, context.Cause(ctx))
 	}
 	return classify(what, err, nil)
 }

@@ -63,10 +63,14 @@ type Config struct {
 	// included; default 30 s. The server ends a write transaction that
 	// has been idle this long (its client has given up on it), and either
 	// end drops a connection whose peer stopped answering after about as
-	// long (TCP keepalives and user timeout; liveness.go).
+	// long (TCP keepalives and user timeout; liveness.go). It also bounds
+	// a read's wait for a connection (View) and each lease call (with the
+	// lease's ttl, when shorter).
 	CommitTimeout time.Duration
 	// ConnectTimeout bounds opening one connection when the DSN sets no
-	// connect_timeout; default 5 s.
+	// connect_timeout, and the pool's check of a connection idle for a
+	// second or more before it is used: one that does not answer in time
+	// is dropped and another taken; default 5 s.
 	ConnectTimeout time.Duration
 	// OnCommit, when set, is told the size of each committed batch and
 	// how long it took, retries included.
@@ -139,6 +143,7 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	pc.ConnConfig.DialFunc = dialer(pc.ConnConfig.ConnectTimeout, cfg.CommitTimeout).DialContext
 	pc.AfterConnect = serverLiveness(cfg.CommitTimeout)
 	pc.BeforeConnect = BeforeConnect(cfg)
+	pc.PingTimeout = pc.ConnConfig.ConnectTimeout
 	pc.MaxConns = cfg.MaxConns
 	return pc, nil
 }
@@ -256,13 +261,20 @@ func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 }
 
 // View implements ledger.Store: fn reads one snapshot of the database.
+// Getting a connection (waiting for a free one, the pool's check of an
+// idle one, opening one) takes at most CommitTimeout, after which View
+// fails with an error wrapping ledger.ErrUnavailable. The read itself has
+// no bound but ctx's: reads of the whole store (an integrity check, an
+// export) take minutes and are legitimate; a database that stops
+// answering during one is found out by the connection's TCP keepalives
+// and user timeout (liveness.go).
 func (s *Store) View(ctx context.Context, fn func(ledger.Tx) error) error {
 	if s.closed() {
 		return ledger.ErrClosed
 	}
-	c, err := s.pool.Acquire(ctx)
+	c, err := s.acquire(ctx)
 	if err != nil {
-		return acquireErr(ctx, err)
+		return err
 	}
 	defer c.Release()
 	t := newTx(ctx, c.Conn(), false)
@@ -276,6 +288,18 @@ func (s *Store) View(ctx context.Context, fn func(ledger.Tx) error) error {
 		return classify("end read transaction", err, c.Conn())
 	}
 	return ferr
+}
+
+// acquire gets a connection from the pool for a call with ctx, waiting
+// at most CommitTimeout.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, s.cfg.CommitTimeout, outOfTime(s.cfg.CommitTimeout))
+	defer cancel()
+	c, err := s.pool.Acquire(actx)
+	if err != nil {
+		return nil, acquireErr(actx, err)
+	}
+	return c, nil
 }
 
 // commitLoop takes waiting Update calls in batches and commits each batch

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -146,5 +147,91 @@ func TestSessionsDropASilentReplica(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %s, want %s", name, got, want)
 		}
+	}
+}
+
+// TestLeaseCallsOnASilentDatabaseAreUnavailable: a lease call made with a
+// context without a deadline (as RunUnderLease's) while the database is
+// silent answers unavailable within the store's own bound (the lease's ttl
+// or CommitTimeout, the shorter), so that the runner tries again, rather
+// than when the operating system gives the connection up.
+func TestLeaseCallsOnASilentDatabaseAreUnavailable(t *testing.T) {
+	s, p, _ := silentStore(t, postgres.Config{})
+	const lease, ttl = ledger.LeaseSweeper, time.Second
+	token, err := s.AcquireLease(t.Context(), lease, "replica-a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.silence()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"AcquireLease", func() error { _, err := s.AcquireLease(t.Context(), lease, "replica-a", ttl); return err }},
+		{"RenewLease", func() error { return s.RenewLease(t.Context(), lease, "replica-a", token, ttl) }},
+		{"ReleaseLease", func() error { return s.ReleaseLease(t.Context(), lease, "replica-a", token) }},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- c.call() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ledger.ErrUnavailable) {
+				t.Errorf("%s while the database is silent: %v, want an error wrapping ledger.ErrUnavailable", c.name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still waits for the silent database after 10 s", c.name)
+		}
+	}
+}
+
+// TestReadsWaitForAConnectionOnlySoLong: while a read holds the store's
+// one connection to a database gone silent, another read waits for a
+// connection at most CommitTimeout and fails as unavailable, while one
+// whose caller's own deadline comes first fails with that deadline. The
+// read in progress is not cut short by the store: long reads (an
+// integrity check, an export) are legitimate.
+func TestReadsWaitForAConnectionOnlySoLong(t *testing.T) {
+	s, p, _ := silentStore(t, postgres.Config{MaxConns: 1})
+	holding, silent := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		first <- s.View(ctx, func(tx ledger.Tx) error {
+			close(holding)
+			<-silent
+			_, err := tx.OutboxDepth()
+			return err
+		})
+	}()
+	<-holding
+	p.silence()
+	close(silent)
+
+	view := func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() {
+			done <- s.View(ctx, func(tx ledger.Tx) error { _, err := tx.OutboxDepth(); return err })
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read still waits for a connection after 10 s")
+			return nil
+		}
+	}
+	if err := view(t.Context()); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("a read waiting for a connection: %v, want an error wrapping ledger.ErrUnavailable", err)
+	}
+	short, stop := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer stop()
+	if err := view(short); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("a read whose caller's deadline passed while it waited for a connection: %v, want the caller's deadline", err)
+	}
+	select {
+	case err := <-first:
+		t.Errorf("the read in progress ended: %v", err)
+	default:
 	}
 }

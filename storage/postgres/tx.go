@@ -480,8 +480,9 @@ func acquireErr(ctx context.Context, err error) error {
 }
 
 // errOutOfTime is the cause of a deadline the store sets itself (a
-// write's CommitTimeout): the database did not answer in time, which is
-// an unavailable store, unlike a caller's own deadline.
+// write's CommitTimeout, a read's wait for a connection, a lease call):
+// the database did not answer in time, which is an unavailable store,
+// unlike a caller's own deadline.
 var errOutOfTime = errors.New("the database did not answer in time")
 
 // outOfTime is the cause of a deadline of the store's own that allowed d.
