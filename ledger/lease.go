@@ -84,8 +84,12 @@ var leaseHook func(name, holder string, held bool)
 // none succeeded by TTL−Margin after the start of the last successful one
 // (by this process's monotonic clock), it cancels the job's context and,
 // once the job returned, waits for the lease again. It releases the lease
-// when the job returns. It returns nil when ctx is done, or the job's
-// error when the job returned on its own.
+// when the job returns. Each attempt to take the lease and each renewal is
+// given TTL/4 (callTimeout): one that gets no answer, as on a connection
+// to a database that stopped answering, is given up before the next
+// renewal is due, and the next attempt can go another way. It returns
+// nil when ctx is done, or the job's error when the job returned on its
+// own.
 func (l *Ledger) RunUnderLease(ctx context.Context, name string, job func(ctx context.Context) error) error {
 	for {
 		token, start, err := l.acquireLease(ctx, name)
@@ -102,6 +106,11 @@ func (l *Ledger) RunUnderLease(ctx context.Context, name string, job func(ctx co
 	}
 }
 
+// callTimeout is how long one attempt to take or renew a lease of ttl
+// may take: less than the time between renewals (ttl/3), so that one
+// that hangs ends before the next is due.
+func callTimeout(ttl time.Duration) time.Duration { return ttl / 4 }
+
 // acquireLease takes lease name, waiting while another holder has it, and
 // returns its token and when the successful attempt started. It returns an
 // error only when ctx is done.
@@ -109,7 +118,9 @@ func (l *Ledger) acquireLease(ctx context.Context, name string) (uint64, time.Ti
 	lc := l.cfg.Leases
 	for {
 		start := time.Now()
-		token, err := l.store.AcquireLease(ctx, name, lc.Holder, lc.TTL)
+		actx, cancel := context.WithTimeout(ctx, callTimeout(lc.TTL))
+		token, err := l.store.AcquireLease(actx, name, lc.Holder, lc.TTL)
+		cancel()
 		if err == nil {
 			return token, start, nil
 		}
@@ -183,7 +194,9 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 			}
 			renewing = true
 			go func(at time.Time) {
-				err := l.store.RenewLease(jobCtx, name, lc.Holder, token, lc.TTL)
+				rctx, cancel := context.WithTimeout(jobCtx, callTimeout(lc.TTL))
+				defer cancel()
+				err := l.store.RenewLease(rctx, name, lc.Holder, token, lc.TTL)
 				results <- renewal{start: at, err: err}
 			}(time.Now())
 		case r := <-results:

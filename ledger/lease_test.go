@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,108 @@ func (p *partitioned) RenewLease(ctx context.Context, name, holder string, token
 		return err
 	}
 	return p.Store.RenewLease(ctx, name, holder, token, ttl)
+}
+
+// hanging is a real store whose first calls to take or renew a lease get
+// no answer: each waits until its context ends, as a call does on a
+// connection to a database that stopped answering. renewed hears of each
+// renewal that succeeded after the hanging ones.
+type hanging struct {
+	ledger.Store
+	acquires, renewals atomic.Int32 // how many calls still hang
+	renewed            chan struct{}
+}
+
+func (h *hanging) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (uint64, error) {
+	if h.acquires.Add(-1) >= 0 {
+		<-ctx.Done()
+		return 0, fmt.Errorf("acquire lease %s: %w: %w", name, ledger.ErrUnavailable, ctx.Err())
+	}
+	return h.Store.AcquireLease(ctx, name, holder, ttl)
+}
+
+func (h *hanging) RenewLease(ctx context.Context, name, holder string, token uint64, ttl time.Duration) error {
+	if h.renewals.Add(-1) >= 0 {
+		<-ctx.Done()
+		return fmt.Errorf("renew lease %s: %w: %w", name, ledger.ErrUnavailable, ctx.Err())
+	}
+	err := h.Store.RenewLease(ctx, name, holder, token, ttl)
+	if err == nil && h.renewed != nil {
+		select {
+		case h.renewed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// runJob runs a job under lease name on l until the test ends, and
+// returns a channel that gets the job's context when it starts.
+func runJob(t *testing.T, l *ledger.Ledger, name string) <-chan context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	jobs := make(chan context.Context, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.RunUnderLease(ctx, name, func(jctx context.Context) error {
+			select {
+			case jobs <- jctx:
+			default:
+			}
+			<-jctx.Done()
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunUnderLease: %v", err)
+		}
+	})
+	return jobs
+}
+
+// TestLeaseAttemptThatHangsIsGivenUp: an attempt to take a lease that
+// gets no answer is given up after TTL/4 and made again, rather than
+// holding the runner until its context ends (for good, in ledgerd).
+func TestLeaseAttemptThatHangsIsGivenUp(t *testing.T) {
+	h := newHarness(t)
+	s := &hanging{Store: h.store}
+	s.acquires.Store(1)
+	l := h.another(t, s, ledger.LeaseConfig{Holder: "holder-a", TTL: 400 * time.Millisecond})
+	select {
+	case <-runJob(t, l, "test-singleton"):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job never started: the attempt to take the lease that got no answer was never given up")
+	}
+}
+
+// TestRenewalThatHangsDoesNotCostTheLease: a renewal that gets no answer
+// is given up before the next one is due (TTL/4, against one every
+// TTL/3), so that the next one, which is answered, keeps the lease and
+// the job runs on.
+func TestRenewalThatHangsDoesNotCostTheLease(t *testing.T) {
+	h := newHarness(t)
+	s := &hanging{Store: h.store, renewed: make(chan struct{}, 1)}
+	s.renewals.Store(1)
+	const name = "test-singleton"
+	l := h.another(t, s, ledger.LeaseConfig{Holder: "holder-a", TTL: 1200 * time.Millisecond, Margin: 100 * time.Millisecond})
+	var job context.Context
+	select {
+	case job = <-runJob(t, l, name):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job never started")
+	}
+	select {
+	case <-s.renewed:
+	case <-job.Done():
+		t.Fatal("the job was stopped: the renewal that got no answer cost the lease")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no renewal after the one that got no answer")
+	}
+	if _, held := l.LeaseHeld(name); !held || job.Err() != nil {
+		t.Errorf("after a renewal that got no answer and one that did: held %v, job's context %v; want held, running", held, job.Err())
+	}
 }
 
 // putDrill writes a drill report in an Update with ctx (fenced when ctx
