@@ -207,7 +207,7 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		// that still hashes to the write-time hash), read with no
 		// signature checked. Putting the evidence back mends none.
 		if ev, written := it.parsed(); written {
-			if diffs := l.editedFields(ctx, r, ev, r.EvidenceSHA256, nil); len(diffs) > 0 {
+			if diffs := editedFields(ctx, r, ev, r.EvidenceSHA256, nil); len(diffs) > 0 {
 				page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: strings.Join(diffs, "; ")})
 			}
 		}
@@ -1263,7 +1263,7 @@ var fieldsReader = func() *verifier.Verifier {
 // refusal row is built as AppendRefusal builds it; whether its delegation
 // token vouched for its grant is the word of the row's write-time checks
 // (VerifyRow tells a re-run that differs from them).
-func (l *Ledger) fromEvidence(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) (*Row, error) {
+func fromEvidence(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) (*Row, error) {
 	if ev == nil {
 		return nil, errors.New("its evidence is not readable")
 	}
@@ -1283,7 +1283,7 @@ func (l *Ledger) fromEvidence(ctx context.Context, r *Row, ev *Evidence, evSHA s
 	}
 	// The ids as AppendReceipt gives them: the receipt's and the request
 	// JWT's hashes as posted (the bundle keeps them so).
-	return l.newReceiptRow(rc, res, in, sha256Hex([]byte(ev.ReceiptJWS)), evSHA, sha256Hex([]byte(ev.RequestJWT))), nil
+	return receiptRowOf(rc, res, in, sha256Hex([]byte(ev.ReceiptJWS)), evSHA, sha256Hex([]byte(ev.RequestJWT))), nil
 }
 
 // refusalFromEvidence is the row AppendRefusal builds from refusal record
@@ -1505,8 +1505,8 @@ func (rv *Reverification) edited(diffs []string) {
 // fields cannot be read from is one difference, saying why: the evidence
 // is as written, so that proves no edit (a version that read tokens more
 // leniently may have written it).
-func (l *Ledger) editedFields(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) []string {
-	d, err := l.fromEvidence(ctx, r, ev, evSHA, res)
+func editedFields(ctx context.Context, r *Row, ev *Evidence, evSHA string, res *verifier.Result) []string {
+	d, err := fromEvidence(ctx, r, ev, evSHA, res)
 	if err != nil {
 		return []string{"the row's fields cannot be compared with its evidence: " + err.Error() +
 			"; the evidence hashes to its write-time hash, so it is as written and this alone shows no edit: a person must check the row against it"}

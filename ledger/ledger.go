@@ -512,25 +512,32 @@ func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, bool, error) {
 // newReceiptRow is the row of a receipt; requestSHA is the hex SHA-256 of
 // the request JWT as posted.
 func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA, requestSHA string) *Row {
+	r := receiptRowOf(rc, res, in, receiptSHA, evSHA, requestSHA)
+	r.Verifier.CheckedBy = l.v.CheckedBy()
+	r.Verifier.CheckedAt = l.cfg.Now().UTC()
+	r.RecordedAt = l.cfg.Now().UTC()
+	return r
+}
+
+// receiptRowOf is the row of receipt rc with the checks res gives, as the
+// write path builds it from what was posted (in), without what only the
+// ledger's verifier and clock give: who checked it and when, and when it
+// was recorded (newReceiptRow).
+func receiptRowOf(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA, requestSHA string) *Row {
 	r := &Row{
-		ID:           receiptSHA,
-		ReceiptID:    "sha256:" + receiptSHA,
-		Kind:         KindReceipt,
-		GrantID:      rc.GrantID,
-		Principal:    rc.User,
-		Brand:        rc.Brand,
-		Agent:        Agent{Platform: rc.PA, RequestJWTKid: res.RequestKid},
-		BrandKey:     BrandKey{Kid: res.ReceiptKid},
-		ScopeGranted: res.ScopeGranted,
-		ScopesUsed:   rc.ScopesUsed,
-		Actions:      res.Actions,
-		IssuedAt:     rc.Time,
-		Verifier: Record{
-			CheckedBy: l.v.CheckedBy(),
-			CheckedAt: l.cfg.Now().UTC(),
-			Checks:    res.Checks,
-		},
-		RecordedAt:     l.cfg.Now().UTC(),
+		ID:             receiptSHA,
+		ReceiptID:      "sha256:" + receiptSHA,
+		Kind:           KindReceipt,
+		GrantID:        rc.GrantID,
+		Principal:      rc.User,
+		Brand:          rc.Brand,
+		Agent:          Agent{Platform: rc.PA, RequestJWTKid: res.RequestKid},
+		BrandKey:       BrandKey{Kid: res.ReceiptKid},
+		ScopeGranted:   res.ScopeGranted,
+		ScopesUsed:     rc.ScopesUsed,
+		Actions:        res.Actions,
+		IssuedAt:       rc.Time,
+		Verifier:       Record{Checks: res.Checks},
 		Dispute:        DisputeNone,
 		EvidenceSHA256: evSHA,
 		ContextID:      in.ContextID,

@@ -321,7 +321,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 	if r.Kind == KindRefusal {
 		out = l.reverifyRefusal(ctx, r, ev.Refusal, src, out)
 		if asWritten {
-			out.edited(l.editedFields(ctx, r, &ev, got, nil))
+			out.edited(editedFields(ctx, r, &ev, got, nil))
 		}
 		return out, nil
 	}
@@ -363,7 +363,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		if !out.Same {
 			signed = nil
 		}
-		out.edited(l.editedFields(ctx, r, &ev, got, signed))
+		out.edited(editedFields(ctx, r, &ev, got, signed))
 	}
 	return out, nil
 }

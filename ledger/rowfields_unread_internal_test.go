@@ -9,9 +9,8 @@ import (
 // read (a version that read them more leniently wrote it) is not called
 // an edit of the row: it is as written.
 func TestUnreadableEvidenceAsWrittenIsNotCalledAnEdit(t *testing.T) {
-	l := &Ledger{}
 	r := &Row{ID: strings.Repeat("a", 64), Kind: KindReceipt}
-	diffs := l.editedFields(t.Context(), r, &Evidence{ReceiptJWS: "not.a.token!"}, "", nil)
+	diffs := editedFields(t.Context(), r, &Evidence{ReceiptJWS: "not.a.token!"}, "", nil)
 	if len(diffs) != 1 || strings.Contains(diffs[0], editedRow) || !strings.Contains(diffs[0], "shows no edit") {
 		t.Fatalf("differences: %q; want one that says the evidence is as written, not that the row was edited", diffs)
 	}
