@@ -557,8 +557,9 @@ func diff(out []string, leaf map[string]string, name, fromRow string) []string {
 	return out
 }
 
-// rowDiffs compares a receipt or refusal leaf with its row (and the
-// row's stored evidence, when kept).
+// rowDiffs compares a receipt or refusal leaf with its row and, when the
+// row keeps its evidence, the evidence with the leaf and the row's fields
+// with the evidence (evidenceDiffs).
 func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, error) {
 	var d []string
 	kind := "receipt"
@@ -595,10 +596,13 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 	if got := "sha256:" + ev.GetEvidenceSha256(); got != leaf["evidence"] {
 		d = append(d, fmt.Sprintf("the stored evidence hashes to %s, the leaf says %s", got, leaf["evidence"]))
 	}
-	// The leaf's receipt, request and token lines hash each token's
-	// canonical encoding (one value for both ES256 signature forms); the
-	// evidence hash above already covers the tokens as stored.
-	return d, nil
+	// The evidence hash above is the server's word. The evidence itself
+	// is bound to the leaf here, and the row's fields compared with it.
+	fields, err := evidenceDiffs(ctx, leaf, r, ev)
+	if err != nil {
+		return nil, err
+	}
+	return append(d, fields...), nil
 }
 
 // compare compares one leaf with what the key can read.
