@@ -28,6 +28,7 @@ func TestTilePathsNoTreeHoldsAreNotFound(t *testing.T) {
 	}
 	for _, p := range []string{
 		"tile/2/000.p/1", "tile/0/002", "tile/entries/001.p/46",
+		"tile/7/000", "tile/7/000.p/128", "tile/7/000.p/200", // 2^56 leaves a hash: a full tile's 256 pass 2^63
 		"tile/8/000", "tile/9/000.p/1", "tile/63/000", "tile/64/000",
 		"tile/0/x036/x028/x797/x018/x963/968", // 2^63/256: its first leaf is past the largest tree
 		"tile/entries/x036/x028/x797/x018/x963/968",

@@ -1727,7 +1727,7 @@ func tileEnd(t tlog.Tile) int64 {
 		return math.MaxInt64
 	}
 	span, width := int64(1)<<shift, int64(1)<<uint(t.H)
-	if t.N > (math.MaxInt64/span-int64(t.W))/width {
+	if limit := math.MaxInt64 / span; int64(t.W) > limit || t.N > (limit-int64(t.W))/width {
 		return math.MaxInt64
 	}
 	return (t.N*width + int64(t.W)) * span
