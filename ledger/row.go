@@ -294,11 +294,20 @@ func (r *Row) KeepsNoEvidence() bool {
 	return r.EvidenceNotKept != "" && r.Kind == KindReceipt && r.Class == retention.ReadOnly
 }
 
+// maxIssuedAhead is how far past the row's recording a signed ts still
+// moves the start of its retention: the skew a refusal's observedAt is
+// allowed (maxObservedAhead).
+const maxIssuedAhead = maxObservedAhead
+
 // RetentionStart is the time retention counts from: the later of the issue
 // time and the time the ledger recorded the row, where the issue time
 // counts only when a signature vouches for it (a receipt whose
-// receipt_signature passed). A refusal's observedAt and a forged receipt's
-// ts are claims: they never shorten how long the row is kept.
+// receipt_signature passed), and only up to an hour past the recording
+// (maxIssuedAhead). A refusal's observedAt and a forged receipt's ts are
+// claims: they never shorten how long the row is kept; and a signed ts
+// far ahead (a Provider whose clock jumped, a brand signing ts 2525)
+// never keeps a row, its evidence and its key sets under write-once
+// retention for centuries.
 //
 // It is rounded up to a whole second, the resolution of write-once
 // storage's retain-until: rounding can only lengthen retention.
@@ -306,6 +315,9 @@ func (r *Row) RetentionStart() time.Time {
 	start := r.RecordedAt
 	if r.Kind == KindReceipt && r.IssuedAt.After(r.RecordedAt) && r.Verifier.passed(verifier.CheckReceiptSignature) {
 		start = r.IssuedAt
+		if latest := r.RecordedAt.Add(maxIssuedAhead); start.After(latest) {
+			start = latest
+		}
 	}
 	if s := start.Truncate(time.Second); !s.Equal(start) {
 		return s.Add(time.Second)

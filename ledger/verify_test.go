@@ -167,12 +167,14 @@ func TestSnapshotRetentionFollowsTheLongestRow(t *testing.T) {
 		t.Fatalf("snapshot retained until %v, want a day past the row's need, %v", r0, want)
 	}
 	// A row 23 hours later: covered as it is.
+	h.set(first.RecordedAt.Add(23 * time.Hour))
 	next, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-2", At: first.IssuedAt.Add(23 * time.Hour)})))
 	h.drain(t)
 	if got := retained(); !got.Equal(r0) || got.Before(need(next)) {
 		t.Fatalf("a row 23 hours later: snapshot retained until %v, want %v unchanged and past the row's need %v", got, r0, need(next))
 	}
 	// A row 3 days later: extended a day past its need.
+	h.set(first.RecordedAt.AddDate(0, 0, 3))
 	later, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-3", At: first.IssuedAt.AddDate(0, 0, 3)})))
 	h.drain(t)
 	if got, want := retained(), need(later).Add(24*time.Hour); !got.Equal(want) {
