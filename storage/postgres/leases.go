@@ -101,10 +101,12 @@ WHERE name = $1 AND holder = $2 AND token = $3`, []any{name, holder, int64(token
 
 // leaseStatement runs sql, one statement on the lease table, within
 // bound, in one round trip with the setting of its transaction's
-// lock_timeout: half the time it has (bound, or less when ctx's deadline
-// comes first), so that the server gives up the wait before the caller
-// gives up the call (an answer that says the call failed is not followed
-// by its taking effect). rows reads a statement's rows, or exec its
+// lock_timeout: three quarters of the time it has (bound, or less when
+// ctx's deadline comes first), so that the server gives up the wait
+// before the caller gives up the call (an answer that says the call
+// failed is not followed by its taking effect), while a renewal waiting
+// behind its holder's own fenced writes, which lock the lease's row
+// until they commit, waits as long as it can. rows reads a statement's rows, or exec its
 // command tag. Running out of bound, or of the wait for the lease's row,
 // is an error wrapping ledger.ErrUnavailable; the caller's own
 // cancellation is not.
@@ -112,7 +114,7 @@ func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Dura
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, outOfTime(bound))
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	wait := max(time.Until(deadline)/2, time.Millisecond)
+	wait := max(time.Until(deadline)*3/4, time.Millisecond)
 	b := &pgx.Batch{}
 	// A batch is one transaction: the setting holds for the statement
 	// after it.
