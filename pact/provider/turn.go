@@ -122,7 +122,7 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 	}
 	// The reply, the record changes, the action log and what goes to the
 	// ledger commit together (store.RecordTurn).
-	rec, err := s.respond(ctx, rq, id, rep, book.Changes(), now)
+	rec, err := s.respond(ctx, rq, id, rep, c.State, book.Changes(), now)
 	if err == nil {
 		rec.ContextID, rec.MessageID, rec.User = id, m.MessageID, t.User
 		if del != nil {
@@ -335,8 +335,11 @@ func (s *Server) abandon(ctx context.Context, ctxID, msgID string) {
 // plain answer that replaces a step-up the card cannot name, keeps none of
 // the agent's changes, and no receipt names its actions (PACT §5.5: the
 // turn needs a scope it was not given; it runs again once the personal
-// agent sends the new token).
-func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep agent.Reply, changes map[records.Key]records.Change, now time.Time) (store.TurnRecord, error) {
+// agent sends the new token). When it had acted, the agent's state stays
+// as it was before the turn (prev), which is what the records say: a
+// state that remembers the action done would have it skip the action
+// when the turn runs again.
+func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep agent.Reply, prev json.RawMessage, changes map[records.Key]records.Change, now time.Time) (store.TurnRecord, error) {
 	b, del := rq.brand, rq.del
 	var rec store.TurnRecord
 	if len(rep.NeedScopes) > 0 && (del != nil || b.WithoutToken == brand.StepUp) {
@@ -346,9 +349,12 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 		// answer in chat instead.
 		scopes, serr := oauth.CardScopes(b, rep.NeedScopes)
 		if serr == nil {
-			s.notKept(ctx, b.ID, rep, changes, "a step-up task")
+			state := rep.State
+			if s.notKept(ctx, b.ID, rep, changes, "a step-up task") {
+				state = prev
+			}
 			body, err := s.stepUp(rq, ctxID, rep.Text, scopes, now)
-			rec = store.TurnRecord{Reply: body, State: rep.State, Close: rep.Close}
+			rec = store.TurnRecord{Reply: body, State: state, Close: rep.Close}
 			switch {
 			case rep.Refused == nil:
 			case del == nil:
@@ -366,8 +372,11 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 			return rec, err
 		}
 		s.cfg.Logger.WarnContext(ctx, "the agent asked for a scope the brand does not define; answered in chat", slog.String("brand", b.ID), slog.String("reason", serr.Description))
-		s.notKept(ctx, b.ID, rep, changes, "a plain answer in chat")
-		rep, changes = agent.Reply{Text: "I can't do that here.", State: rep.State, Close: rep.Close}, nil
+		state := rep.State
+		if s.notKept(ctx, b.ID, rep, changes, "a plain answer in chat") {
+			state = prev
+		}
+		rep, changes = agent.Reply{Text: "I can't do that here.", State: state, Close: rep.Close}, nil
 	}
 	rec.State, rec.Close, rec.Changes = rep.State, rep.Close, changes
 	text := rep.Text
@@ -394,8 +403,9 @@ func (s *Server) respond(ctx context.Context, rq *request, ctxID string, rep age
 
 // notKept warns that the agent of a turn answered with what (a step-up, or
 // the plain answer that replaces one) reported actions or changed records
-// in that same turn: none of it is kept, since no receipt names it.
-func (s *Server) notKept(ctx context.Context, brandID string, rep agent.Reply, changes map[records.Key]records.Change, what string) {
+// in that same turn: none of it is kept, since no receipt names it. It
+// reports whether there was any.
+func (s *Server) notKept(ctx context.Context, brandID string, rep agent.Reply, changes map[records.Key]records.Change, what string) bool {
 	var did []string
 	for _, a := range rep.Actions {
 		did = append(did, strings.TrimSpace(a.Tool+" "+a.Target))
@@ -406,11 +416,12 @@ func (s *Server) notKept(ctx context.Context, brandID string, rep agent.Reply, c
 		}
 	}
 	if len(did) == 0 {
-		return
+		return false
 	}
 	slices.Sort(did)
 	s.cfg.Logger.WarnContext(ctx, "the brand agent acted in a turn it asked more scopes for: answered with "+what+", none of its actions or record changes kept",
 		slog.String("brand", brandID), slog.String("not_kept", strings.Join(did, ", ")))
+	return true
 }
 
 // refusal is the ledger's record of an account action refused for want of

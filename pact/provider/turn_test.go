@@ -488,7 +488,7 @@ func (a actAndAskAgent) Respond(ctx context.Context, t agent.Turn) (agent.Reply,
 	}
 	return agent.Reply{Text: "Order " + a.id + " is cancelled. I also need your permission for more.",
 		Actions:    []agent.Action{{Tool: "cancel_order", Target: a.id, ArgsJSON: `{"order":"` + a.id + `"}`}},
-		ScopesUsed: []string{"orders:cancel"}, NeedScopes: a.need}, nil
+		ScopesUsed: []string{"orders:cancel"}, NeedScopes: a.need, State: json.RawMessage(`{"cancelled":"` + a.id + `"}`)}, nil
 }
 
 // A turn answered with a step-up task (PACT §5.5), or with the plain
@@ -525,6 +525,20 @@ func TestAStepUpTurnKeepsNoChange(t *testing.T) {
 				if r := it.Receipt; r != nil && len(r.Actions) > 0 {
 					t.Errorf("a receipt names %d actions of a turn that kept none", len(r.Actions))
 				}
+			}
+			// Nor the agent's state that remembers the action done: the
+			// turn runs again with the new token, and must act then.
+			reply, _ := out["task"].(map[string]any)
+			if reply == nil {
+				reply, _ = out["message"].(map[string]any)
+			}
+			ctxID, _ := reply["contextId"].(string)
+			c, err := e.p.cfg.Store.Conversation(ctxID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(c.State), "cancelled") {
+				t.Errorf("the conversation %q keeps the agent's state %s of a turn that kept none of its actions", ctxID, c.State)
 			}
 		})
 	}
