@@ -287,8 +287,8 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 		return leaf["row"], "row " + leaf["row"], "a row is logged once"
 	case "dispute":
 		// The number as every check reads it (strconv.Atoi, as note and
-		// compare do): "event 00" is
-		// a second leaf of event 0, not a leaf of an event of its own.
+		// compare do): "event 00" is a second leaf of event 0, not a leaf
+		// of an event of its own.
 		if n, err := strconv.Atoi(leaf["event"]); err == nil {
 			return disputeRef(leaf["row"], n), "dispute event " + strconv.Itoa(n) + " of row " + leaf["row"], "an event is logged once"
 		}
@@ -345,7 +345,7 @@ func closureRef(id string) string { return "incident/" + id + "/close" }
 //     compare), so "event 00" is a second leaf of event 0.
 func (a *auditor) read(index int64, data []byte) {
 	if first, _, _ := strings.Cut(string(data), "\n"); first != leafVersion {
-		a.mismatch("leaf %d does not start with the line %q the ledger writes (it starts %q): no check of the log reads it, and it proves nothing; a leaf the ledger did not write was queued outside it",
+		a.mismatch("leaf %d does not start with the line %q this version of the ledger writes (it starts %q): no check of the log reads it, and it proves nothing; it was queued outside the ledger, or by a later version (audit with a ledgerctl of the ledger's version)",
 			index, leafVersion, first)
 		return
 	}
