@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,9 +21,12 @@ import (
 )
 
 // healthcheckUsage heads `ledgerd healthcheck --help`.
-const healthcheckUsage = `usage: ledgerd healthcheck [--config FILE] [--url URL] [--ca FILE] [--cert FILE --key FILE]
+const healthcheckUsage = `usage: ledgerd healthcheck [--config FILE] [--url URL] [--api-key-file FILE] [--ca FILE] [--cert FILE --key FILE]
 
-Exit 0 when a running ledgerd is ready (GET /readyz answers 200).
+Exit 0 when a running ledgerd is ready (GET /readyz answers 200). Else
+exit 1 with /readyz's answer, whose errors' text needs a support, auditor
+or admin key: the one in --api-key-file, or else the support key ledgerd
+made in its data directory, when there is one this user can read.
 
 flags:
 `
@@ -31,7 +35,7 @@ flags:
 // returns nil when it answers 200. Container images without a shell or
 // curl run it as their health check:
 //
-//	ledgerd healthcheck [--config FILE] [--url URL] [--ca FILE] [--cert FILE --key FILE]
+//	ledgerd healthcheck [--config FILE] [--url URL] [--api-key-file FILE] [--ca FILE] [--cert FILE --key FILE]
 func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ledgerd healthcheck", flag.ContinueOnError)
 	var (
@@ -41,6 +45,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		cert    = fs.String("cert", "", "client certificate `FILE` (PEM), for a ledgerd that requires one")
 		key     = fs.String("key", "", "the client certificate's key `FILE`")
 		timeout = fs.Duration("timeout", 5*time.Second, "give up after `DURATION`")
+		keyFile = fs.String("api-key-file", "", "a support, auditor or admin key's `FILE`, sent so that /readyz shows its errors' text (default: <dataDir>/api-keys/support.key, when ledgerd made its keys and the file can be read)")
 	)
 	if err := parseFlags(fs, args, healthcheckUsage, stdout, stderr); err != nil {
 		return err
@@ -66,6 +71,13 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
+	apiKey, err := readinessKey(cfg, *keyFile)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	res, err := client.Do(req)
 	if err != nil {
@@ -78,6 +90,27 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	_, err = fmt.Fprintf(stdout, "ready: %s\n", url)
 	return err
+}
+
+// readinessKey is the API key the health check sends: path's, or else
+// the support key ledgerd made in its data directory (no apiKeys
+// configured), when this user can read it; "" for none.
+func readinessKey(cfg config.Config, path string) (string, error) {
+	explicit := path != ""
+	if !explicit {
+		if len(cfg.APIKeys) > 0 {
+			return "", nil
+		}
+		path = filepath.Join(cfg.DataDir, config.KeysDir, config.RoleSupport+".key")
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err != nil && explicit:
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	case err != nil:
+		return "", nil
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // readyURL is /readyz on listen.http, reached on loopback when ledgerd

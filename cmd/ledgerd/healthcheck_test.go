@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pactledger/pactledger/internal/config"
@@ -134,5 +137,58 @@ func TestReadyURL(t *testing.T) {
 		if got := readyURL(cfg); got != tc.want {
 			t.Errorf("readyURL(%s) = %s, want %s", tc.listen, got, tc.want)
 		}
+	}
+}
+
+// The health check sends a reading key, so that a ledgerd that is not
+// ready says why: the support key ledgerd made in its data directory, or
+// the key in --api-key-file. Without one it still asks, keyless.
+func TestHealthcheckSendsAReadingKey(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"not ready"}`))
+	}))
+	t.Cleanup(srv.Close)
+	dataDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dataDir, config.KeysDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, config.KeysDir, "support.key"), []byte("support-key-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "auditor.key")
+	if err := os.WriteFile(other, []byte("auditor-key-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withKeys := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	if err := os.WriteFile(withKeys, []byte(fmt.Sprintf("dataDir: %q\n", dataDir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noKeys := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	if err := os.WriteFile(noKeys, []byte(fmt.Sprintf("dataDir: %q\n", t.TempDir())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"the data directory's support key", []string{"--config", withKeys}, "Bearer support-key-1"},
+		{"--api-key-file", []string{"--config", withKeys, "--api-key-file", other}, "Bearer auditor-key-2"},
+		{"no key to send", []string{"--config", noKeys}, ""},
+	} {
+		got.Store("unset")
+		_, err := check(append(c.args, "--url", srv.URL+"/readyz")...)
+		if err == nil || !strings.Contains(err.Error(), "not ready") {
+			t.Fatalf("%s: %v, want not ready with /readyz's answer", c.name, err)
+		}
+		if a := got.Load().(string); a != c.want {
+			t.Errorf("%s: sent Authorization %q, want %q", c.name, a, c.want)
+		}
+	}
+	if _, err := check("--config", withKeys, "--url", srv.URL+"/readyz", "--api-key-file", filepath.Join(t.TempDir(), "none.key")); err == nil || !strings.Contains(err.Error(), "--api-key-file") {
+		t.Errorf("a key file that cannot be read: %v, want an error naming --api-key-file", err)
 	}
 }

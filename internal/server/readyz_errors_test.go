@@ -2,9 +2,9 @@ package server_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
-	"net"
 	"testing"
 	"time"
 
