@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -233,6 +235,51 @@ func TestSchedulerRunsMonthly(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// TestSchedulerRunsOnceWhenTheClockStepsBack: the wall clock steps back
+// ten minutes (a clock that ran fast, corrected) between two monthly
+// drills. The timer armed for 1 February 03:00 runs on the monotonic
+// clock and fires at 02:50 by the wall clock; the scheduler waits for
+// 03:00 and runs February's drill once, dated 03:00, rather than running
+// at 02:50 and again at 03:00.
+func TestSchedulerRunsOnceWhenTheClockStepsBack(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var offset time.Duration
+		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
+		e := newEnvFor(t, sc, now)
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.DiscardHandler))
+		}()
+		defer func() { cancel(); <-done }()
+
+		time.Sleep(3*time.Hour + 30*time.Second) // January's drill ran at 03:00
+		synctest.Wait()
+		mu.Lock()
+		offset = -10 * time.Minute
+		mu.Unlock()
+		time.Sleep(31*24*time.Hour + time.Hour) // 1 February 03:50:30 by the stepped wall clock
+		synctest.Wait()
+
+		reps, _, err := e.r.List(context.Background(), 10, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []time.Time
+		for _, r := range reps {
+			got = append(got, r.StartedAt)
+		}
+		want := []time.Time{time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC), time.Date(2000, 1, 1, 3, 0, 0, 0, time.UTC)}
+		if !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("monthly drills started (newest first) %v, want %v", got, want)
+		}
 	})
 }
 

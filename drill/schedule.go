@@ -48,19 +48,27 @@ func (s Schedule) String() string {
 // RunScheduler runs the monthly drill on schedule until ctx is done. It
 // sleeps on timers and reads the Runner's clock, so tests drive it with
 // testing/synctest. Each report is stored like any other drill.
+//
+// Each run is for one slot (a scheduled time, Next), and runs once the
+// Runner's clock has reached it: a timer runs on the monotonic clock, so
+// after the wall clock steps back it fires before its slot by the wall
+// clock, and the scheduler waits out the difference rather than running
+// early and taking the same slot again from a time before it. The slot
+// after a run is the one after the later of the slot and the clock.
 func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
+	slot := s.Next(r.cfg.Now())
 	for {
-		next := s.Next(r.cfg.Now())
-		t := time.NewTimer(next.Sub(r.cfg.Now()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !r.waitUntil(ctx, slot) {
 			return nil
-		case <-t.C:
 		}
+		now := r.cfg.Now()
+		if now.Before(slot) {
+			now = slot
+		}
+		slot = s.Next(now)
 		rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
 		if err != nil {
 			log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
@@ -72,5 +80,25 @@ func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger)
 		}
 		log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal),
 			slog.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)))
+	}
+}
+
+// waitUntil returns once the Runner's clock reads at or after at, true, or
+// when ctx is done, false. A timer fires after its duration on the
+// monotonic clock; when the wall clock was stepped back meanwhile it has
+// not reached at yet, and waitUntil sleeps again for what is left.
+func (r *Runner) waitUntil(ctx context.Context, at time.Time) bool {
+	for {
+		d := at.Sub(r.cfg.Now())
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
 	}
 }
