@@ -15,21 +15,37 @@ import (
 // kind the first time.
 const maxDrillScan = 10000
 
+// aheadTolerance is how far past the clock a report may have started and
+// still count: another ledgerd on the store may read a clock a little
+// ahead of this one's.
+const aheadTolerance = 5 * time.Minute
+
 // drillStats follows the stored drill reports, newest first, and keeps the
 // latest of each kind: whoever ran it (a client, the console, the
 // scheduler, another ledgerd on the same store), it is what /metrics
-// shows. It is a prometheus.Collector of
-// pactledger_drill_last_run_timestamp_seconds{kind} and
-// pactledger_drill_last_score{kind}.
+// shows and what the monthly catch-up reads. It is a prometheus.Collector
+// of pactledger_drill_last_run_timestamp_seconds{kind},
+// pactledger_drill_last_score{kind} and pactledger_drill_reports_dated_ahead.
+//
+// A report that started after the clock (beyond aheadTolerance) is not
+// the latest of its kind: one drill run while the clock was a year ahead
+// would otherwise, since report ids sort by start time, stand for a year
+// in front of every drill run after the clock was corrected, hiding their
+// scores and the months missed. Such a report is counted and logged at
+// WARN once; it counts again once the clock passes its start.
 type drillStats struct {
 	drills *drill.Runner
 	log    *slog.Logger
+	now    func() time.Time // the clock reports are compared with
 
-	mu     sync.Mutex
-	newest string                 // id of the newest report read
-	last   map[drill.Kind]summary // latest report of each kind
+	mu       sync.Mutex
+	newest   string                 // id of the newest report read that was not dated ahead
+	newestAt time.Time              // when it started
+	last     map[drill.Kind]summary // latest report of each kind not dated ahead
+	ahead    int                    // reports dated ahead of the clock at the last refresh
+	warned   map[string]bool        // reports dated ahead already logged
 
-	runAt, score *prometheus.Desc
+	runAt, score, datedAhead *prometheus.Desc
 }
 
 // summary is what the metrics need of a report.
@@ -47,9 +63,10 @@ func (s summary) score() float64 {
 }
 
 func newDrillStats(drills *drill.Runner, log *slog.Logger) *drillStats {
-	return &drillStats{drills: drills, log: log, last: map[drill.Kind]summary{},
-		runAt: prometheus.NewDesc("pactledger_drill_last_run_timestamp_seconds", "When the latest drill of each kind finished (Unix time).", []string{"kind"}, nil),
-		score: prometheus.NewDesc("pactledger_drill_last_score", "Share of checks the latest drill of each kind passed: 1 all passed (or nothing to drill), below 1 a pull failed.", []string{"kind"}, nil),
+	return &drillStats{drills: drills, log: log, now: time.Now, last: map[drill.Kind]summary{}, warned: map[string]bool{},
+		runAt:      prometheus.NewDesc("pactledger_drill_last_run_timestamp_seconds", "When the latest drill of each kind finished (Unix time).", []string{"kind"}, nil),
+		score:      prometheus.NewDesc("pactledger_drill_last_score", "Share of checks the latest drill of each kind passed: 1 all passed (or nothing to drill), below 1 a pull failed.", []string{"kind"}, nil),
+		datedAhead: prometheus.NewDesc("pactledger_drill_reports_dated_ahead", "Stored drill reports that started after ledgerd's clock: run while a clock was ahead, they are not the latest drill until the clock passes them.", nil, nil),
 	}
 }
 
@@ -62,9 +79,20 @@ func (d *drillStats) latest(ctx context.Context, kind drill.Kind) (summary, bool
 	return s, ok, err
 }
 
-// refresh reads the reports stored since the last refresh.
+// refresh reads the reports stored since the last refresh, and those
+// dated ahead of the clock, which sort before them. When the clock is now
+// before the newest report taken (it stepped back past it), it reads them
+// all again. A store that does not answer leaves the last values read.
 func (d *drillStats) refresh(ctx context.Context) error {
-	var token, first string
+	now := d.now()
+	horizon := now.Add(aheadTolerance)
+	marker, markerAt, last := d.newest, d.newestAt, d.last
+	if marker != "" && markerAt.After(horizon) {
+		marker, markerAt, last = "", time.Time{}, map[drill.Kind]summary{}
+	}
+	first, firstAt := "", time.Time{}
+	var token string
+	ahead := 0
 	seen := map[drill.Kind]bool{}
 	for read := 0; read < maxDrillScan; {
 		reps, next, err := d.drills.List(ctx, 100, token)
@@ -72,16 +100,25 @@ func (d *drillStats) refresh(ctx context.Context) error {
 			return err
 		}
 		for _, r := range reps {
-			if r.ID == d.newest {
+			if r.ID == marker {
 				next = ""
 				break
 			}
+			if r.StartedAt.After(horizon) {
+				ahead++
+				if !d.warned[r.ID] {
+					d.warned[r.ID] = true
+					d.log.WarnContext(ctx, "drill report dated ahead of the clock: it is not the latest drill of its kind until the clock passes its start",
+						slog.String("drill", r.ID), slog.String("kind", string(r.Kind)), slog.Time("started_at", r.StartedAt), slog.Time("clock", now))
+				}
+				continue
+			}
 			if first == "" {
-				first = r.ID
+				first, firstAt = r.ID, r.StartedAt
 			}
 			if !seen[r.Kind] {
 				seen[r.Kind] = true
-				d.last[r.Kind] = summary{startedAt: r.StartedAt, finishedAt: r.FinishedAt, passed: r.ChecksPassed, total: r.ChecksTotal}
+				last[r.Kind] = summary{startedAt: r.StartedAt, finishedAt: r.FinishedAt, passed: r.ChecksPassed, total: r.ChecksTotal}
 			}
 		}
 		read += len(reps)
@@ -90,9 +127,10 @@ func (d *drillStats) refresh(ctx context.Context) error {
 		}
 		token = next
 	}
-	if first != "" {
-		d.newest = first
+	if first == "" {
+		first, firstAt = marker, markerAt
 	}
+	d.newest, d.newestAt, d.last, d.ahead = first, firstAt, last, ahead
 	return nil
 }
 
@@ -100,6 +138,7 @@ func (d *drillStats) refresh(ctx context.Context) error {
 func (d *drillStats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.runAt
 	ch <- d.score
+	ch <- d.datedAhead
 }
 
 // Collect implements prometheus.Collector. A store that does not answer
@@ -116,6 +155,7 @@ func (d *drillStats) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d.runAt, prometheus.GaugeValue, float64(s.finishedAt.UnixNano())/1e9, string(kind))
 		ch <- prometheus.MustNewConstMetric(d.score, prometheus.GaugeValue, s.score(), string(kind))
 	}
+	ch <- prometheus.MustNewConstMetric(d.datedAhead, prometheus.GaugeValue, float64(d.ahead))
 }
 
 // lastScheduled is the latest time at or before now that s schedules a
@@ -137,18 +177,20 @@ func missedMonthly(s drill.Schedule, last summary, ran bool, now time.Time) bool
 }
 
 // catchUpMonthly runs the monthly drill now when ledgerd was down at its
-// scheduled time.
+// scheduled time. A report dated ahead of the clock does not count as the
+// last run (drillStats).
 func (s *Server) catchUpMonthly(ctx context.Context, sched drill.Schedule) {
 	last, ran, err := s.drillStats.latest(ctx, drill.Monthly)
 	if err != nil {
 		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a run was missed", slog.String("error", err.Error()))
 		return
 	}
-	if !missedMonthly(sched, last, ran, time.Now()) {
+	now := s.drillStats.now()
+	if !missedMonthly(sched, last, ran, now) {
 		return
 	}
 	s.log.InfoContext(ctx, "monthly drill: a scheduled run was missed while ledgerd was down; running it now",
-		slog.Time("last_run", last.startedAt), slog.Time("missed", lastScheduled(sched, time.Now())))
+		slog.Time("last_run", last.startedAt), slog.Time("missed", lastScheduled(sched, now)))
 	rep, err := s.drills.Run(ctx, drill.Request{Monthly: true, Sample: sched.Sample}, "scheduler")
 	if err != nil {
 		s.log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
