@@ -283,6 +283,48 @@ func TestSchedulerRunsOnceWhenTheClockStepsBack(t *testing.T) {
 	})
 }
 
+// A ledgerd started while its clock was a year ahead, then put right,
+// runs the monthly drill on the next slot by the right clock, not a
+// year later on the slot it had set by the wrong one.
+func TestSchedulerFollowsAClockPutRight(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		offset := 366 * 24 * time.Hour
+		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
+		e := newEnvFor(t, sc, now)
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.DiscardHandler))
+		}()
+		defer func() { cancel(); <-done }()
+
+		time.Sleep(time.Hour) // 1 January 2000 01:00, the clock reading 2001
+		synctest.Wait()
+		mu.Lock()
+		offset = 0
+		mu.Unlock()
+		time.Sleep(62 * 24 * time.Hour) // to 3 March 2000 01:00
+		synctest.Wait()
+
+		reps, _, err := e.r.List(context.Background(), 10, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []time.Time
+		for _, r := range reps {
+			got = append(got, r.StartedAt)
+		}
+		want := []time.Time{time.Date(2000, 3, 1, 3, 0, 0, 0, time.UTC), time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)}
+		if !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("monthly drills started (newest first) %v, want %v", got, want)
+		}
+	})
+}
+
 // A read-only turn changed nothing and keeps no bytes: a drill by order
 // lists it without scoring it; named by its row id it is drilled, and
 // says what is not kept.

@@ -53,15 +53,18 @@ func (s Schedule) String() string {
 // Runner's clock has reached it: a timer runs on the monotonic clock, so
 // after the wall clock steps back it fires before its slot by the wall
 // clock, and the scheduler waits out the difference rather than running
-// early and taking the same slot again from a time before it. The slot
-// after a run is the one after the later of the slot and the clock.
+// early and taking the same slot again from a time before it. A slot
+// set while the clock was ahead (it was then stepped back further than to
+// the slot before) gives way to the clock's next one, so that a clock put
+// right does not wait out the months it had been ahead. The slot after a
+// run is the one after the later of the slot and the clock.
 func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	slot := s.Next(r.cfg.Now())
 	for {
-		if !r.waitUntil(ctx, slot) {
+		if !r.waitUntil(ctx, s, &slot) {
 			return nil
 		}
 		now := r.cfg.Now()
@@ -83,13 +86,19 @@ func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger)
 	}
 }
 
-// waitUntil returns once the Runner's clock reads at or after at, true, or
-// when ctx is done, false. A timer fires after its duration on the
-// monotonic clock; when the wall clock was stepped back meanwhile it has
-// not reached at yet, and waitUntil sleeps again for what is left.
-func (r *Runner) waitUntil(ctx context.Context, at time.Time) bool {
+// waitUntil returns once the Runner's clock reads at or after *slot,
+// true, or when ctx is done, false. A timer fires after its duration on
+// the monotonic clock; when the wall clock was stepped back meanwhile it
+// has not reached the slot yet, and waitUntil sleeps again for what is
+// left, or, when the schedule's next slot by the clock now comes first
+// (the clock was stepped back past the slot before), until that one.
+func (r *Runner) waitUntil(ctx context.Context, s Schedule, slot *time.Time) bool {
 	for {
-		d := at.Sub(r.cfg.Now())
+		now := r.cfg.Now()
+		if next := s.Next(now); next.Before(*slot) {
+			*slot = next
+		}
+		d := slot.Sub(now)
 		if d <= 0 {
 			return true
 		}
