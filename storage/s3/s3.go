@@ -135,7 +135,7 @@ func New(cfg Config) (*Store, error) {
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:       !cfg.Insecure,
-		Transport:    tr,
+		Transport:    datedTransport{next: tr},
 		Region:       cfg.Region,
 		BucketLookup: minio.BucketLookupPath,
 		// The uploader retries whole rounds with its own backoff.

@@ -1,0 +1,75 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// ServerTime returns the S3 service's time: the Date header of its answer
+// to one HEAD of the bucket. Any answer carries one, an error too (such as
+// RequestTimeTooSkewed, AWS's answer to a request signed by a clock more
+// than 15 minutes off), so a clock far ahead is still measured. It
+// returns an error wrapping ledger.ErrUnavailable when no answer with a
+// Date came within the check timeout. The retention sweep checks the
+// ledger's clock against it (ledger.ReferenceClock); Object Lock already
+// keeps retention by this clock.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CheckTimeout)
+	defer cancel()
+	d := &serverDate{}
+	began := time.Now()
+	_, err := s.c.BucketExists(context.WithValue(ctx, serverDateKey{}, d), s.bucket)
+	s.observe(began, err)
+	if t, ok := d.get(); ok {
+		return t, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("no Date header in the answer")
+	}
+	return time.Time{}, fmt.Errorf("%w: the time of s3 bucket %s at %s: %w", ledger.ErrUnavailable, s.bucket, s.cfg.Endpoint, err)
+}
+
+// serverDateKey is the context key of the *serverDate a request's answer
+// fills in (datedTransport).
+type serverDateKey struct{}
+
+// serverDate is the Date header of the last answer to a request made with
+// it in its context.
+type serverDate struct {
+	mu sync.Mutex
+	t  time.Time
+	ok bool
+}
+
+func (d *serverDate) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.t, d.ok = t, true
+}
+
+func (d *serverDate) get() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.t, d.ok
+}
+
+// datedTransport hands the Date header of each answer to the serverDate in
+// its request's context, when there is one.
+type datedTransport struct{ next http.RoundTripper }
+
+func (t datedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if resp != nil {
+		if d, ok := req.Context().Value(serverDateKey{}).(*serverDate); ok {
+			if at, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+				d.set(at.UTC())
+			}
+		}
+	}
+	return resp, err
+}

@@ -1,0 +1,54 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pactledger/pactledger/internal/freeport"
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/s3"
+)
+
+// TestServerTime: the store reads the S3 server's clock from the Date of
+// its answer, an error answer (credentials rejected, as AWS rejects a
+// request signed by a clock far off) included, and fails with
+// ErrUnavailable when nothing answers.
+func TestServerTime(t *testing.T) {
+	ctx := context.Background()
+	bucket := s3test.Bucket()
+	if _, err := open(t, bucket, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		endpoint  string
+		secret    string
+		wantError bool
+	}{
+		{"answered", srv.Endpoint, srv.SecretKey, false},
+		{"refused credentials", srv.Endpoint, "not-the-secret", false},
+		{"nobody listening", freeport.Addr(t), srv.SecretKey, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := s3.New(s3.Config{Endpoint: tc.endpoint, Bucket: bucket, AccessKey: srv.AccessKey, SecretKey: tc.secret, Insecure: true, CheckTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now().Truncate(time.Second)
+			got, err := st.ServerTime(ctx)
+			after := time.Now()
+			if tc.wantError {
+				if !errors.Is(err, ledger.ErrUnavailable) {
+					t.Fatalf("ServerTime = %v, %v; want an error wrapping ErrUnavailable", got, err)
+				}
+				return
+			}
+			if err != nil || got.Before(before) || got.After(after) {
+				t.Fatalf("ServerTime = %v, %v; want a time from %v to %v", got, err, before, after)
+			}
+		})
+	}
+}
