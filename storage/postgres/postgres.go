@@ -237,6 +237,21 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// ServerTime returns the database server's time (SELECT now()), or an
+// error wrapping ledger.ErrUnavailable when the database does not answer.
+// The retention sweep checks the ledger's clock against it
+// (ledger.ReferenceClock).
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	if s.closed() {
+		return time.Time{}, ledger.ErrClosed
+	}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return time.Time{}, unavailableErr("read the server's time", err)
+	}
+	return now.UTC(), nil
+}
+
 // Update implements ledger.Store with group commit.
 func (s *Store) Update(ctx context.Context, fn func(ledger.Tx) error) error {
 	r := &request{fn: fn, err: make(chan error, 1)}
