@@ -61,6 +61,12 @@ type Config struct {
 	// row store has dropped its copy; default DefaultEvidenceCacheBytes, a
 	// negative value keeps none.
 	EvidenceCacheBytes int
+	// ReferenceClocks are clocks a retention sweep checks Now against
+	// before it deletes anything: ledgerd gives the S3 evidence store's
+	// and the PostgreSQL row store's. A sweep whose clock is ahead of one
+	// by more than ClockTolerance, or that cannot read one, deletes
+	// nothing (ErrClockAhead, ErrClockUnread). None: a sweep trusts Now.
+	ReferenceClocks []ReferenceClock
 }
 
 // Ledger records receipts and refusals and serves the read side.

@@ -52,6 +52,8 @@ type harness struct {
 	logVKey   string
 	// metrics, when set, are the ledger's metrics.
 	metrics *ledger.Metrics
+	// clocks are the ledger's reference clocks.
+	clocks []ledger.ReferenceClock
 }
 
 func newHarness(t testing.TB) *harness {
@@ -91,7 +93,8 @@ func (h *harness) open(t testing.TB) {
 	if h.logs != nil {
 		logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	}
-	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept, Metrics: h.metrics})
+	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept, Metrics: h.metrics,
+		ReferenceClocks: h.clocks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ type Metrics struct {
 	sweptRows         *prometheus.CounterVec
 	deletedObjects    prometheus.Counter
 	pendingDeletes    prometheus.Gauge
+	refusedSweeps     *prometheus.CounterVec
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
 	// DeadLetters is the number of outbox entries moved aside because they
@@ -69,7 +71,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.sweptRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_swept_rows_total", Help: "Rows removed by the retention sweeper, by class."}, []string{"class"})
 	m.deletedObjects = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_swept_objects_total", Help: "Write-once objects deleted after their retention."})
 	m.pendingDeletes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_sweep_pending_objects", Help: "Objects due for deletion that the store refused or failed to delete (retried next sweep)."})
-	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes)
+	m.refusedSweeps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_sweeps_refused_total",
+		Help: "Retention sweeps that deleted nothing because of the ledger's clock, by reason: clock_ahead (ahead of the S3 or PostgreSQL server's by more than 5 minutes), clock_unread (a server's clock could not be read). Due rows wait for the next sweep."}, []string{"reason"})
+	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes, m.refusedSweeps)
 	m.DeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_outbox_dead_letters", Help: "Outbox entries moved to the dead letters because they cannot succeed; list them with `ledgerctl outbox`."})
 	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth, m.DeadLetters)
 	m.logLeafCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_total", Help: "Leaves added to the Merkle log (rows, dispute events, incident closures)."})
@@ -172,6 +176,18 @@ func (m *Metrics) swept(c fmt.Stringer) {
 	if m != nil {
 		m.sweptRows.WithLabelValues(c.String()).Inc()
 	}
+}
+
+// sweepRefused counts a sweep checkClock stopped with err.
+func (m *Metrics) sweepRefused(err error) {
+	if m == nil {
+		return
+	}
+	reason := "clock_unread"
+	if errors.Is(err, ErrClockAhead) {
+		reason = "clock_ahead"
+	}
+	m.refusedSweeps.WithLabelValues(reason).Inc()
 }
 
 func (m *Metrics) objectsDeleted(done, pending int) {

@@ -83,8 +83,20 @@ var maxReported, sweepPage = 1000, 500
 // platform's day as the incident's row or, when its receipt's signature
 // passed, recorded under its grant (playbook step 5). With dryRun it only
 // reports.
+//
+// First it reads the reference clocks (Config.ReferenceClocks): when the
+// ledger's clock is ahead of one by more than ClockTolerance it deletes
+// nothing and returns a *ClockAheadError, and when one cannot be read an
+// error wrapping ErrClockUnread; a dry run says the same.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
-	return l.sweep(ctx, l.cfg.Now().UTC(), dryRun)
+	now := l.cfg.Now().UTC()
+	if err := l.checkClock(ctx, now); err != nil {
+		if !dryRun {
+			l.cfg.Metrics.sweepRefused(err)
+		}
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	return l.sweep(ctx, now, dryRun)
 }
 
 // SweepPreview is a dry run of Sweep as of at: what a sweep then would
@@ -710,7 +722,7 @@ func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			l.cfg.Logger.ErrorContext(ctx, "retention sweep failed", slog.String("error", err.Error()))
+			l.logSweepFailed(ctx, err)
 		default:
 			level := slog.LevelInfo
 			if res.ObjectsPending > 0 {
@@ -726,6 +738,22 @@ func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// logSweepFailed logs a sweep that failed with err: one its clock stopped
+// with both times, so that the operator sees which clock is wrong.
+func (l *Ledger) logSweepFailed(ctx context.Context, err error) {
+	var ahead *ClockAheadError
+	switch {
+	case errors.As(err, &ahead):
+		l.cfg.Logger.ErrorContext(ctx, "retention sweep deleted nothing: the ledger's clock is ahead of a reference clock; due rows wait until the clocks agree",
+			slog.String("clock", ahead.Clock), slog.Time("ledger_time", ahead.Local), slog.Time("reference_time", ahead.Reference),
+			slog.Duration("ahead", ahead.Local.Sub(ahead.Reference)), slog.Duration("tolerance", ClockTolerance))
+	case errors.Is(err, ErrClockUnread):
+		l.cfg.Logger.ErrorContext(ctx, "retention sweep deleted nothing: a reference clock could not be read; due rows wait for the next sweep", slog.String("error", err.Error()))
+	default:
+		l.cfg.Logger.ErrorContext(ctx, "retention sweep failed", slog.String("error", err.Error()))
 	}
 }
 
