@@ -92,6 +92,14 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ledger.ErrClosed):
 		return status.Error(codes.Unavailable, "ledger is shutting down; retry")
+	case errors.Is(err, ledger.ErrClockAhead):
+		// The message holds only the two times and whose clock; the
+		// operator must see it in the log too, whoever asked.
+		s.log.ErrorContext(ctx, "retention sweep refused: the ledger's clock is ahead of a reference clock", slog.String("op", op), slog.String("error", err.Error()))
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ledger.ErrClockUnread):
+		s.log.ErrorContext(ctx, "retention sweep refused: a reference clock could not be read", slog.String("op", op), slog.String("error", err.Error()))
+		return status.Error(codes.Unavailable, "the sweep deleted nothing: the clock of the S3 evidence store or the PostgreSQL row store could not be read; retry")
 	case errors.Is(err, ledger.ErrUnavailable):
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
 	case errors.Is(err, ledger.ErrNoLog):

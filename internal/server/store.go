@@ -133,6 +133,22 @@ func openEvidence(cfg config.Config) (ledger.ObjectStore, *s3.Store, error) {
 	return st, st, nil
 }
 
+// referenceClocks are the clocks the retention sweep checks the host's
+// against before it deletes anything: the S3 evidence store's (evidence is
+// an *s3.Store, else nil) and the PostgreSQL row store's. A bbolt row
+// store with a local evidence directory has none: the host's clock is the
+// only one.
+func referenceClocks(store rowStore, evidence *s3.Store) []ledger.ReferenceClock {
+	var clocks []ledger.ReferenceClock
+	if evidence != nil {
+		clocks = append(clocks, ledger.ReferenceClock{Name: "the S3 evidence store", Now: evidence.ServerTime})
+	}
+	if pg, ok := store.(*postgres.Store); ok {
+		clocks = append(clocks, ledger.ReferenceClock{Name: "the PostgreSQL row store", Now: pg.ServerTime})
+	}
+	return clocks
+}
+
 // defaultOrNone is an optional duration setting as the setting's package
 // takes it (such as bolt.Config.CommitDelay for store.commitDelay): 0, the
 // default, when unset; negative, none, when 0s.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/s3"
 )
 
 // TestStoreCommitDelay: store.commitDelay reaches the bbolt store: unset
@@ -35,5 +36,26 @@ func TestStoreCommitDelay(t *testing.T) {
 				t.Errorf("commit delay %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReferenceClocks: the sweep checks the host's clock against the S3
+// evidence store's when evidence is on S3; a bbolt row store with a local
+// evidence directory has no clock but the host's.
+func TestReferenceClocks(t *testing.T) {
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if got := referenceClocks(st, nil); len(got) != 0 {
+		t.Fatalf("bbolt and a local directory: %d reference clocks, want none", len(got))
+	}
+	evidence, err := s3.New(s3.Config{Endpoint: "127.0.0.1:1", Bucket: "evidence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := referenceClocks(st, evidence); len(got) != 1 || got[0].Name != "the S3 evidence store" || got[0].Now == nil {
+		t.Fatalf("bbolt and S3: reference clocks %+v, want the S3 evidence store's", got)
 	}
 }
