@@ -268,19 +268,26 @@ func TestSchedulerRunsOnceWhenTheClockStepsBack(t *testing.T) {
 		time.Sleep(31*24*time.Hour + time.Hour) // 1 February 03:50:30 by the stepped wall clock
 		synctest.Wait()
 
-		reps, _, err := e.r.List(context.Background(), 10, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []time.Time
-		for _, r := range reps {
-			got = append(got, r.StartedAt)
-		}
+		got := startedAt(t, e)
 		want := []time.Time{time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC), time.Date(2000, 1, 1, 3, 0, 0, 0, time.UTC)}
 		if !slices.EqualFunc(got, want, time.Time.Equal) {
 			t.Errorf("monthly drills started (newest first) %v, want %v", got, want)
 		}
 	})
+}
+
+// startedAt is when each drill e stored started, newest first.
+func startedAt(t *testing.T, e *env) []time.Time {
+	t.Helper()
+	reps, _, err := e.r.List(context.Background(), 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for _, r := range reps {
+		out = append(out, r.StartedAt)
+	}
+	return out
 }
 
 // A ledgerd started while its clock was a year ahead, then put right,
@@ -310,14 +317,7 @@ func TestSchedulerFollowsAClockPutRight(t *testing.T) {
 		time.Sleep(62 * 24 * time.Hour) // to 3 March 2000 01:00
 		synctest.Wait()
 
-		reps, _, err := e.r.List(context.Background(), 10, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []time.Time
-		for _, r := range reps {
-			got = append(got, r.StartedAt)
-		}
+		got := startedAt(t, e)
 		want := []time.Time{time.Date(2000, 3, 1, 3, 0, 0, 0, time.UTC), time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)}
 		if !slices.EqualFunc(got, want, time.Time.Equal) {
 			t.Errorf("monthly drills started (newest first) %v, want %v", got, want)
