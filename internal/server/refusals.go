@@ -90,16 +90,21 @@ func (r *refusalLog) note(ctx context.Context, method, key, who string, err erro
 	r.log.LogAttrs(ctx, slog.LevelWarn, "call refused", attrs...)
 }
 
-// callerAddr is the address a call came from: the gRPC peer, else what
-// the REST gateway forwarded (X-Forwarded-For with the remote address
-// last); "" when neither is known. A gRPC client's own x-forwarded-for
-// is not believed.
+// callerAddr is the address a call came from: the gRPC peer, else the
+// remote address the REST gateway forwarded (the last address of
+// X-Forwarded-For: what comes before it is the client's own word); ""
+// when neither is known. A gRPC client's own x-forwarded-for is not
+// believed.
 func callerAddr(ctx context.Context) string {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		return p.Addr.String()
 	}
 	if v := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"); len(v) > 0 {
-		return v[0]
+		last := v[len(v)-1]
+		if i := strings.LastIndexByte(last, ','); i >= 0 {
+			last = last[i+1:]
+		}
+		return strings.TrimSpace(last)
 	}
 	return ""
 }
