@@ -290,6 +290,47 @@ func startedAt(t *testing.T, e *env) []time.Time {
 	return out
 }
 
+// stepOnLog calls step when the scheduler logs its monthly drill: the
+// moment between a run and the scheduler's next look at the clock.
+type stepOnLog struct{ step func() }
+
+func (h stepOnLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h stepOnLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "monthly drill" {
+		h.step()
+	}
+	return nil
+}
+func (h stepOnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stepOnLog) WithGroup(string) slog.Handler      { return h }
+
+// NTP steps a clock that ran two minutes fast back while January's drill
+// runs (or just after): January's drill does not run a second time.
+func TestSchedulerRunsOnceWhenTheClockStepsBackDuringTheRun(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var offset time.Duration
+		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
+		e := newEnvFor(t, sc, now)
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		var once sync.Once
+		log := slog.New(stepOnLog{step: func() { once.Do(func() { mu.Lock(); offset = -2 * time.Minute; mu.Unlock() }) }})
+		go func() {
+			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, log)
+		}()
+		defer func() { cancel(); <-done }()
+		time.Sleep(4 * time.Hour)
+		synctest.Wait()
+		if got := startedAt(t, e); len(got) != 1 {
+			t.Errorf("monthly drills started on 1 January (newest first) %v, want one", got)
+		}
+	})
+}
+
 // A ledgerd started while its clock was a year ahead, then put right,
 // runs the monthly drill on the next slot by the right clock, not a
 // year later on the slot it had set by the wrong one.

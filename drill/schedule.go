@@ -56,22 +56,25 @@ func (s Schedule) String() string {
 // early and taking the same slot again from a time before it. A slot
 // set while the clock was ahead (it was then stepped back further than to
 // the slot before) gives way to the clock's next one, so that a clock put
-// right does not wait out the months it had been ahead. The slot after a
-// run is the one after the later of the slot and the clock.
+// right does not wait out the months it had been ahead; never to the slot
+// just run, which a clock stepped back during or after its run would
+// otherwise give again. The slot after a run is the one after the later
+// of the slot and the clock.
 func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	slot := s.Next(r.cfg.Now())
+	var last time.Time // the slot run last
 	for {
-		if !r.waitUntil(ctx, s, &slot) {
+		if !r.waitUntil(ctx, s, &slot, last) {
 			return nil
 		}
 		now := r.cfg.Now()
 		if now.Before(slot) {
 			now = slot
 		}
-		slot = s.Next(now)
+		last, slot = slot, s.Next(now)
 		rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
 		if err != nil {
 			log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
@@ -91,11 +94,12 @@ func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger)
 // the monotonic clock; when the wall clock was stepped back meanwhile it
 // has not reached the slot yet, and waitUntil sleeps again for what is
 // left, or, when the schedule's next slot by the clock now comes first
-// (the clock was stepped back past the slot before), until that one.
-func (r *Runner) waitUntil(ctx context.Context, s Schedule, slot *time.Time) bool {
+// (the clock was stepped back past the slot before) and is not last, the
+// slot run last, until that one.
+func (r *Runner) waitUntil(ctx context.Context, s Schedule, slot *time.Time, last time.Time) bool {
 	for {
 		now := r.cfg.Now()
-		if next := s.Next(now); next.Before(*slot) {
+		if next := s.Next(now); next.Before(*slot) && !next.Equal(last) {
 			*slot = next
 		}
 		d := slot.Sub(now)
