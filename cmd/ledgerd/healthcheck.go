@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,9 +23,8 @@ import (
 const healthcheckUsage = `usage: ledgerd healthcheck [--config FILE] [--url URL] [--api-key-file FILE] [--ca FILE] [--cert FILE --key FILE]
 
 Exit 0 when a running ledgerd is ready (GET /readyz answers 200). Else
-exit 1 with /readyz's answer, whose errors' text needs a support, auditor
-or admin key: the one in --api-key-file, or else the support key ledgerd
-made in its data directory, when there is one this user can read.
+exit 1 with /readyz's answer, whose errors' text is shown to a support,
+auditor or admin key only: pass one in --api-key-file to have it.
 
 flags:
 `
@@ -45,7 +43,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		cert    = fs.String("cert", "", "client certificate `FILE` (PEM), for a ledgerd that requires one")
 		key     = fs.String("key", "", "the client certificate's key `FILE`")
 		timeout = fs.Duration("timeout", 5*time.Second, "give up after `DURATION`")
-		keyFile = fs.String("api-key-file", "", "a support, auditor or admin key's `FILE`, sent so that /readyz shows its errors' text (default: <dataDir>/api-keys/support.key, when ledgerd made its keys and the file can be read)")
+		keyFile = fs.String("api-key-file", "", "a support, auditor or admin key's `FILE`, sent so that /readyz shows its errors' text (default: none sent)")
 	)
 	if err := parseFlags(fs, args, healthcheckUsage, stdout, stderr); err != nil {
 		return err
@@ -71,12 +69,12 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
-	apiKey, err := readinessKey(cfg, *keyFile)
-	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
+	if *keyFile != "" {
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return fmt.Errorf("healthcheck: --api-key-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	res, err := client.Do(req)
@@ -90,27 +88,6 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	_, err = fmt.Fprintf(stdout, "ready: %s\n", url)
 	return err
-}
-
-// readinessKey is the API key the health check sends: path's, or else
-// the support key ledgerd made in its data directory (no apiKeys
-// configured), when this user can read it; "" for none.
-func readinessKey(cfg config.Config, path string) (string, error) {
-	explicit := path != ""
-	if !explicit {
-		if len(cfg.APIKeys) > 0 {
-			return "", nil
-		}
-		path = filepath.Join(cfg.DataDir, config.KeysDir, config.RoleSupport+".key")
-	}
-	b, err := os.ReadFile(path)
-	switch {
-	case err != nil && explicit:
-		return "", fmt.Errorf("--api-key-file: %w", err)
-	case err != nil:
-		return "", nil
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // readyURL is /readyz on listen.http, reached on loopback when ledgerd

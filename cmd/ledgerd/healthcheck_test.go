@@ -140,10 +140,10 @@ func TestReadyURL(t *testing.T) {
 	}
 }
 
-// The health check sends a reading key, so that a ledgerd that is not
-// ready says why: the support key ledgerd made in its data directory, or
-// the key in --api-key-file. Without one it still asks, keyless.
-func TestHealthcheckSendsAReadingKey(t *testing.T) {
+// The health check sends the key in --api-key-file, so that a ledgerd
+// that is not ready says why; without one it sends none (never a key it
+// finds, to whatever --url names).
+func TestHealthcheckSendsTheKeyItIsGiven(t *testing.T) {
 	var got atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Get("Authorization"))
@@ -158,16 +158,12 @@ func TestHealthcheckSendsAReadingKey(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dataDir, config.KeysDir, "support.key"), []byte("support-key-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	other := filepath.Join(t.TempDir(), "auditor.key")
-	if err := os.WriteFile(other, []byte("auditor-key-2\n"), 0o600); err != nil {
+	given := filepath.Join(t.TempDir(), "auditor.key")
+	if err := os.WriteFile(given, []byte("auditor-key-2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	withKeys := filepath.Join(t.TempDir(), "ledgerd.yaml")
-	if err := os.WriteFile(withKeys, []byte(fmt.Sprintf("dataDir: %q\n", dataDir)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	noKeys := filepath.Join(t.TempDir(), "ledgerd.yaml")
-	if err := os.WriteFile(noKeys, []byte(fmt.Sprintf("dataDir: %q\n", t.TempDir())), 0o600); err != nil {
+	cfg := filepath.Join(t.TempDir(), "ledgerd.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir: %q\n", dataDir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -175,9 +171,8 @@ func TestHealthcheckSendsAReadingKey(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"the data directory's support key", []string{"--config", withKeys}, "Bearer support-key-1"},
-		{"--api-key-file", []string{"--config", withKeys, "--api-key-file", other}, "Bearer auditor-key-2"},
-		{"no key to send", []string{"--config", noKeys}, ""},
+		{"--api-key-file", []string{"--config", cfg, "--api-key-file", given}, "Bearer auditor-key-2"},
+		{"no key given, one in the data directory", []string{"--config", cfg}, ""},
 	} {
 		got.Store("unset")
 		_, err := check(append(c.args, "--url", srv.URL+"/readyz")...)
@@ -188,7 +183,7 @@ func TestHealthcheckSendsAReadingKey(t *testing.T) {
 			t.Errorf("%s: sent Authorization %q, want %q", c.name, a, c.want)
 		}
 	}
-	if _, err := check("--config", withKeys, "--url", srv.URL+"/readyz", "--api-key-file", filepath.Join(t.TempDir(), "none.key")); err == nil || !strings.Contains(err.Error(), "--api-key-file") {
+	if _, err := check("--config", cfg, "--url", srv.URL+"/readyz", "--api-key-file", filepath.Join(t.TempDir(), "none.key")); err == nil || !strings.Contains(err.Error(), "--api-key-file") {
 		t.Errorf("a key file that cannot be read: %v, want an error naming --api-key-file", err)
 	}
 }
