@@ -113,6 +113,13 @@ WHERE name = $1 AND holder = $2 AND token = $3`, []any{name, holder, int64(token
 func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Duration, sql string, args []any, rows func(pgx.Rows) error, exec func(pgconn.CommandTag) error) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, outOfTime(bound))
 	defer cancel()
+	// The wait is counted from when the statement can be sent: getting a
+	// connection takes its share of the time first.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, acquireErr(ctx, err))
+	}
+	defer conn.Release()
 	deadline, _ := ctx.Deadline()
 	wait := max(time.Until(deadline)*3/4, time.Millisecond)
 	b := &pgx.Batch{}
@@ -126,7 +133,7 @@ func (s *Store) leaseStatement(ctx context.Context, what string, bound time.Dura
 	case exec != nil:
 		q.Exec(exec)
 	}
-	err := s.pool.SendBatch(ctx, b).Close()
+	err = conn.SendBatch(ctx, b).Close()
 	switch {
 	case err == nil:
 		return nil
