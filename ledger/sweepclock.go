@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -39,6 +40,11 @@ var ErrClockAhead = errors.New("the ledger's clock is ahead of a reference clock
 // ErrUnavailable.
 var ErrClockUnread = fmt.Errorf("%w: a reference clock could not be read", ErrUnavailable)
 
+// ErrNoClock: a reference answered with no time to give (an S3 service
+// that sends no Date header). The sweep checks its clock against the
+// other references, and logs that this one gives none.
+var ErrNoClock = errors.New("the reference gives no time")
+
 // ClockAheadError is a sweep refused for its clock: Local, the time the
 // sweep would have removed rows by, is ahead of Reference, read from the
 // clock named Clock, by more than ClockTolerance.
@@ -66,6 +72,12 @@ func (e *ClockAheadError) Is(target error) bool { return target == ErrClockAhead
 func (l *Ledger) checkClock(ctx context.Context, now time.Time) error {
 	for _, c := range l.cfg.ReferenceClocks {
 		ref, err := c.Now(ctx)
+		if errors.Is(err, ErrNoClock) {
+			// Not a failure to read: this reference has no clock to check
+			// against, as a local evidence directory has none.
+			l.cfg.Logger.WarnContext(ctx, "retention sweep: a reference clock gives no time; the sweep's clock is checked against the others only", slog.String("clock", c.Name), slog.String("error", err.Error()))
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("read the clock of %s: %w: %w", c.Name, ErrClockUnread, err)
 		}

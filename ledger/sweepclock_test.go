@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +191,34 @@ func TestSweepWithoutReferenceClocksTrustsItsOwn(t *testing.T) {
 	res := h.sweepAt(t, real.AddDate(0, 19, 0))
 	if _, ok := ids(res.Swept)[row.ID]; !ok {
 		t.Fatalf("row %s due %s not swept at %s: swept %v, kept %v", row.ID, row.RetainUntil.Format(time.RFC3339), res.At.Format(time.RFC3339), ids(res.Swept), ids(res.Kept))
+	}
+	refusedSweeps(t, reg, 0, 0)
+}
+
+// TestAReferenceThatGivesNoTimeIsPassedOver: a reference that answers
+// without a time (an S3 service that sends no Date header) is no clock to
+// check against, as a local evidence directory is none: the sweep checks
+// the others, says so, and sweeps.
+func TestAReferenceThatGivesNoTimeIsPassedOver(t *testing.T) {
+	noDate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header()["Date"] = nil
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(noDate.Close)
+	objects, err := s3store.New(s3store.Config{Endpoint: strings.TrimPrefix(noDate.URL, "http://"), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, reg := clockHarness(t, nil, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	real := h.clock()
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "NODATE-1", At: real})))
+	h.drain(t)
+	res := h.sweepAt(t, real.AddDate(0, 19, 0))
+	if _, ok := ids(res.Swept)[row.ID]; !ok {
+		t.Fatalf("row %s due %s not swept at %s with a reference that gives no time: swept %v", row.ID, row.RetainUntil.Format(time.RFC3339), res.At.Format(time.RFC3339), ids(res.Swept))
+	}
+	if !strings.Contains(h.logs.String(), "a reference clock gives no time") {
+		t.Errorf("the sweep did not say the S3 evidence store gives no time:\n%s", h.logs.String())
 	}
 	refusedSweeps(t, reg, 0, 0)
 }

@@ -25,11 +25,14 @@ func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
 	began := time.Now()
 	_, err := s.c.BucketExists(context.WithValue(ctx, serverDateKey{}, d), s.bucket)
 	s.observe(began, err)
-	if t, ok := d.get(); ok {
+	t, ok, answered := d.get()
+	switch {
+	case ok:
 		return t, nil
-	}
-	if err == nil {
-		err = fmt.Errorf("no Date header in the answer")
+	case answered:
+		// The service answers without a Date (RFC 9110 §6.6.1 lets a
+		// server without a clock leave it out): it gives no time to check.
+		return time.Time{}, fmt.Errorf("%w: s3 bucket %s at %s answers without a Date header", ledger.ErrNoClock, s.bucket, s.cfg.Endpoint)
 	}
 	return time.Time{}, fmt.Errorf("%w: the time of s3 bucket %s at %s: %w", ledger.ErrUnavailable, s.bucket, s.cfg.Endpoint, err)
 }
@@ -41,21 +44,26 @@ type serverDateKey struct{}
 // serverDate is the Date header of the last answer to a request made with
 // it in its context.
 type serverDate struct {
-	mu sync.Mutex
-	t  time.Time
-	ok bool
+	mu       sync.Mutex
+	t        time.Time
+	ok       bool // t is set
+	answered bool // an answer came, with a Date or without one
 }
 
-func (d *serverDate) set(t time.Time) {
+// set records an answer, and its Date when it has one (ok).
+func (d *serverDate) set(t time.Time, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.t, d.ok = t, true
+	d.answered = true
+	if ok {
+		d.t, d.ok = t, true
+	}
 }
 
-func (d *serverDate) get() (time.Time, bool) {
+func (d *serverDate) get() (t time.Time, ok, answered bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.t, d.ok
+	return d.t, d.ok, d.answered
 }
 
 // datedTransport hands the Date header of each answer to the serverDate in
@@ -66,9 +74,8 @@ func (t datedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if resp != nil {
 		if d, ok := req.Context().Value(serverDateKey{}).(*serverDate); ok {
-			if at, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
-				d.set(at.UTC())
-			}
+			at, perr := http.ParseTime(resp.Header.Get("Date"))
+			d.set(at.UTC(), perr == nil)
 		}
 	}
 	return resp, err

@@ -3,6 +3,9 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +55,23 @@ func TestServerTime(t *testing.T) {
 				t.Fatalf("ServerTime = %v, %v; want a time from %v to %v", got, err, before, after)
 			}
 		})
+	}
+}
+
+// A service that answers without a Date header (RFC 9110 lets one with no
+// clock leave it out) gives no time: ServerTime says so with
+// ledger.ErrNoClock, not as a service down.
+func TestServerTimeOfAServiceWithoutADate(t *testing.T) {
+	noDate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header()["Date"] = nil
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(noDate.Close)
+	st, err := s3.New(s3.Config{Endpoint: strings.TrimPrefix(noDate.URL, "http://"), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.ServerTime(context.Background()); !errors.Is(err, ledger.ErrNoClock) || errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("ServerTime = %v, %v; want an error wrapping ErrNoClock alone", got, err)
 	}
 }
