@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // maxDrillScan bounds the stored reports read to find the latest of each
@@ -17,8 +18,9 @@ const maxDrillScan = 10000
 
 // aheadTolerance is how far past the clock a report may have started and
 // still count: another ledgerd on the store may read a clock a little
-// ahead of this one's.
-const aheadTolerance = 5 * time.Minute
+// ahead of this one's, by as much as the sweep allows against its
+// reference clocks.
+const aheadTolerance = ledger.ClockTolerance
 
 // drillStats follows the stored drill reports, newest first, and keeps the
 // latest of each kind: whoever ran it (a client, the console, the
