@@ -3,8 +3,6 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -200,12 +198,7 @@ func TestSweepWithoutReferenceClocksTrustsItsOwn(t *testing.T) {
 // check against, as a local evidence directory is none: the sweep checks
 // the others, says so, and sweeps.
 func TestAReferenceThatGivesNoTimeIsPassedOver(t *testing.T) {
-	noDate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header()["Date"] = nil
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(noDate.Close)
-	objects, err := s3store.New(s3store.Config{Endpoint: strings.TrimPrefix(noDate.URL, "http://"), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	objects, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

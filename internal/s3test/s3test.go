@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,3 +132,17 @@ func randomHex(n int) string {
 
 // Bucket returns a fresh bucket name.
 func Bucket() string { return "pl-" + randomHex(6) }
+
+// WithoutDate starts, on loopback, an HTTP server that answers every
+// request 200 with no Date header, as an S3 service without a clock (or
+// behind a proxy that drops the header) may, and returns its host:port;
+// it stops when t ends.
+func WithoutDate(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header()["Date"] = nil
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}

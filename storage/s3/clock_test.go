@@ -3,9 +3,6 @@ package s3_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,12 +59,7 @@ func TestServerTime(t *testing.T) {
 // clock leave it out) gives no time: ServerTime says so with
 // ledger.ErrNoClock, not as a service down.
 func TestServerTimeOfAServiceWithoutADate(t *testing.T) {
-	noDate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header()["Date"] = nil
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(noDate.Close)
-	st, err := s3.New(s3.Config{Endpoint: strings.TrimPrefix(noDate.URL, "http://"), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	st, err := s3.New(s3.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
