@@ -248,23 +248,11 @@ func TestSchedulerRunsOnceWhenTheClockStepsBack(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var offset time.Duration
-		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
-		e := newEnvFor(t, sc, now)
-		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() {
-			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.DiscardHandler))
-		}()
-		defer func() { cancel(); <-done }()
-
+		clock := &steppedClock{}
+		e := startScheduler(t, sc, clock, slog.New(slog.DiscardHandler))
 		time.Sleep(3*time.Hour + 30*time.Second) // January's drill ran at 03:00
 		synctest.Wait()
-		mu.Lock()
-		offset = -10 * time.Minute
-		mu.Unlock()
+		clock.step(-10 * time.Minute)
 		time.Sleep(31*24*time.Hour + time.Hour) // 1 February 03:50:30 by the stepped wall clock
 		synctest.Wait()
 
@@ -274,6 +262,40 @@ func TestSchedulerRunsOnceWhenTheClockStepsBack(t *testing.T) {
 			t.Errorf("monthly drills started (newest first) %v, want %v", got, want)
 		}
 	})
+}
+
+// steppedClock is the bubble's clock moved by offset, which a test steps
+// as NTP or an operator would.
+type steppedClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *steppedClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// step moves the clock by d.
+func (c *steppedClock) step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// startScheduler starts, in t's synctest bubble, the monthly drill on the
+// 1st at 03:00 of a ledger holding one row, on clock, logging to log; it
+// stops when t ends.
+func startScheduler(t *testing.T, sc *pacttest.Scenario, clock *steppedClock, log *slog.Logger) *env {
+	t.Helper()
+	e := newEnvFor(t, sc, clock.now)
+	e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, log) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
 }
 
 // startedAt is when each drill e stored started, newest first.
@@ -310,19 +332,9 @@ func TestSchedulerRunsOnceWhenTheClockStepsBackDuringTheRun(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var offset time.Duration
-		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
-		e := newEnvFor(t, sc, now)
-		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
+		clock := &steppedClock{}
 		var once sync.Once
-		log := slog.New(stepOnLog{step: func() { once.Do(func() { mu.Lock(); offset = -2 * time.Minute; mu.Unlock() }) }})
-		go func() {
-			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, log)
-		}()
-		defer func() { cancel(); <-done }()
+		e := startScheduler(t, sc, clock, slog.New(stepOnLog{step: func() { once.Do(func() { clock.step(-2 * time.Minute) }) }}))
 		time.Sleep(4 * time.Hour)
 		synctest.Wait()
 		if got := startedAt(t, e); len(got) != 1 {
@@ -338,23 +350,11 @@ func TestSchedulerFollowsAClockPutRight(t *testing.T) {
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	defer sc.Close()
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		offset := 366 * 24 * time.Hour
-		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
-		e := newEnvFor(t, sc, now)
-		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() {
-			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.DiscardHandler))
-		}()
-		defer func() { cancel(); <-done }()
-
+		clock := &steppedClock{offset: 366 * 24 * time.Hour}
+		e := startScheduler(t, sc, clock, slog.New(slog.DiscardHandler))
 		time.Sleep(time.Hour) // 1 January 2000 01:00, the clock reading 2001
 		synctest.Wait()
-		mu.Lock()
-		offset = 0
-		mu.Unlock()
+		clock.step(-366 * 24 * time.Hour)
 		time.Sleep(62 * 24 * time.Hour) // to 3 March 2000 01:00
 		synctest.Wait()
 
