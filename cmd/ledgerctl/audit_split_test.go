@@ -123,26 +123,34 @@ func proofAnswer(t *testing.T, b *proof.Bundle) *ledgerv1.GetRowProofResponse {
 	return &ledgerv1.GetRowProofResponse{LeafIndex: b.LeafIndex, Leaf: b.Leaf, Checkpoint: b.Checkpoint, Bundle: string(j) + "\n"}
 }
 
+// keptCheckpointAndSigner logs f's row and keeps the checkpoint that
+// holds it, as an auditor would; it returns that file, the log's verifier
+// key and a signer with the log's own key, whose holder can sign a tree
+// of their own.
+func (f *fixture) keptCheckpointAndSigner(t *testing.T) (kept, key string, signer note.Signer) {
+	t.Helper()
+	f.logged(t, f.rowID)
+	kept = filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	raw, err := os.ReadFile(filepath.Join(f.cfg.DataDir, "log", "signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signer, err = note.NewSigner(strings.TrimSpace(string(raw))); err != nil {
+		t.Fatal(err)
+	}
+	return kept, f.verifierKey(t), signer
+}
+
 // A row inserted behind the log's back must fail the audit even when the
 // server proves it under a checkpoint the log's key signed: whoever holds
 // the key can sign a tree of their own. Each row's proof has to tie to
 // the audited tree.
 func TestAuditRefusesRowProofsOfAnotherTree(t *testing.T) {
 	f := start(t)
-	f.logged(t, f.rowID)
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("checkpoint: %s", errs)
-	}
-	key := f.verifierKey(t)
-	raw, err := os.ReadFile(filepath.Join(f.cfg.DataDir, "log", "signing.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(strings.TrimSpace(string(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept, key, signer := f.keptCheckpointAndSigner(t)
 	forged := strings.Repeat("f", 64)
 	f.edit(t, tamper.ForgeRow(f.rowID, forged))
 	s := f.split(t)
@@ -303,20 +311,7 @@ func TestAuditTellsAnUnreadableTileFromAWrongOne(t *testing.T) {
 // proof verify.
 func TestAHugeCheckpointIsRefusedAtOnce(t *testing.T) {
 	f := start(t)
-	f.logged(t, f.rowID)
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("checkpoint: %s", errs)
-	}
-	key := f.verifierKey(t)
-	raw, err := os.ReadFile(filepath.Join(f.cfg.DataDir, "log", "signing.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(strings.TrimSpace(string(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept, key, signer := f.keptCheckpointAndSigner(t)
 	const size = 1<<62 + 1
 	huge, err := proof.Sign(proof.Checkpoint{Origin: signer.Name(), Size: size}, signer)
 	if err != nil {
