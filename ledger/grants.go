@@ -72,6 +72,9 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 		return Revocation{}, err
 	}
 	now := l.cfg.Now().UTC()
+	if err := l.checkWriteClock(ctx, now); err != nil {
+		return Revocation{}, err
+	}
 	if at.IsZero() {
 		at = now
 	}

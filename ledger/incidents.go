@@ -197,6 +197,9 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 		return nil, err
 	}
 	now := l.cfg.Now().UTC()
+	if err := l.checkWriteClock(ctx, now); err != nil {
+		return nil, err
+	}
 	var out IncidentRecord
 	err := l.store.Update(ctx, func(tx Tx) error {
 		inc, err := incident(tx, id)

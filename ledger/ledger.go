@@ -65,7 +65,9 @@ type Config struct {
 	// before it deletes anything: ledgerd gives the S3 evidence store's
 	// and the PostgreSQL row store's. A sweep whose clock is ahead of one
 	// by more than ClockTolerance, or that cannot read one, deletes
-	// nothing (ErrClockAhead, ErrClockUnread). None: a sweep trusts Now.
+	// nothing (ErrClockAhead, ErrClockUnread). While RunClockWatch runs,
+	// writes are refused when Now is off one by more than ClockTolerance
+	// (ErrClockOff). None: the ledger trusts Now.
 	ReferenceClocks []ReferenceClock
 }
 
@@ -80,6 +82,7 @@ type Ledger struct {
 	log     *logState // nil: no Merkle log
 	held    heldLeases
 	recent  *bytesCache // nil: none
+	clocks  clockWatch
 
 	// listRead counts the index entries List and ListWithin read.
 	listRead atomic.Int64
@@ -111,7 +114,7 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 		cfg.EvidenceCacheBytes = DefaultEvidenceCacheBytes
 	}
 	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}},
-		recent: newBytesCache(cfg.EvidenceCacheBytes)}, nil
+		recent: newBytesCache(cfg.EvidenceCacheBytes), clocks: clockWatch{recheck: make(chan struct{}, 1), states: map[string]ClockState{}}}, nil
 }
 
 // Policy returns the retention policy in force.
@@ -298,6 +301,9 @@ func sha256Hex(b []byte) string {
 // returns an error wrapping ErrInvalid, with nothing stored, only when the
 // input cannot be parsed; every failed check is recorded as a row.
 func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outcome, error) {
+	if err := l.checkWriteClock(ctx, l.cfg.Now()); err != nil {
+		return nil, 0, err
+	}
 	// Each token is parsed once, here or by the caller (in.Parsed): the
 	// checks below, the verifier, dedupe and the leaf read this parse.
 	p := in.Parsed

@@ -18,6 +18,9 @@ type Metrics struct {
 	deletedObjects    prometheus.Counter
 	pendingDeletes    prometheus.Gauge
 	refusedSweeps     *prometheus.CounterVec
+	clockOffset       *prometheus.GaugeVec
+	clockOffGauge     prometheus.Gauge
+	clockRefused      prometheus.Counter
 	// OutboxDepth is the number of objects waiting for evidence storage.
 	OutboxDepth prometheus.Gauge
 	// DeadLetters is the number of outbox entries moved aside because they
@@ -74,6 +77,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.refusedSweeps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_sweeps_refused_total",
 		Help: "Retention sweeps that deleted nothing because of the ledger's clock, by reason: clock_ahead (ahead of the S3 or PostgreSQL server's by more than 5 minutes), clock_unread (a server's clock could not be read). Due rows wait for the next sweep."}, []string{"reason"})
 	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes, m.refusedSweeps)
+	m.clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pactledger_clock_offset_seconds",
+		Help: "The ledger's clock minus a reference clock's (the S3 evidence store's, the PostgreSQL row store's) at the last reading, a minute apart: positive, the ledger's clock is ahead. Writes are refused while it is beyond ±300."}, []string{"clock"})
+	m.clockOffGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_clock_off",
+		Help: "1 while writes are refused because the ledger's clock is off a reference clock by more than 5 minutes (a step of the host's clock is seen at once): nothing is recorded until the clocks agree; the log says which clock and by how much."})
+	m.clockRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_clock_refused_writes_total",
+		Help: "Writes (receipts, refusals, dispute events, incident closes, revocations) refused, nothing recorded, because the ledger's clock was off a reference clock by more than 5 minutes; writers retry."})
+	reg.MustRegister(m.clockOffset, m.clockOffGauge, m.clockRefused)
 	m.DeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_outbox_dead_letters", Help: "Outbox entries moved to the dead letters because they cannot succeed; list them with `ledgerctl outbox`."})
 	reg.MustRegister(m.writes, m.verify, m.unclassifiedTools, m.uploads, m.OutboxDepth, m.DeadLetters)
 	m.logLeafCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_total", Help: "Leaves added to the Merkle log (rows, dispute events, incident closures)."})
@@ -188,6 +198,31 @@ func (m *Metrics) sweepRefused(err error) {
 		reason = "clock_ahead"
 	}
 	m.refusedSweeps.WithLabelValues(reason).Inc()
+}
+
+// clockOff sets the offset of the ledger's clock from the reference named
+// clock at its last reading.
+func (m *Metrics) clockOff(clock string, off time.Duration) {
+	if m != nil {
+		m.clockOffset.WithLabelValues(clock).Set(off.Seconds())
+	}
+}
+
+// clockRefusing sets pactledger_clock_off.
+func (m *Metrics) clockRefusing(on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.clockOffGauge.Set(v)
+	}
+}
+
+func (m *Metrics) writeRefusedForClock() {
+	if m != nil {
+		m.clockRefused.Inc()
+	}
 }
 
 func (m *Metrics) objectsDeleted(done, pending int) {

@@ -452,6 +452,9 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return nil, err
 	}
+	if err := l.checkWriteClock(ctx, l.cfg.Now()); err != nil {
+		return nil, err
+	}
 	var row *Row
 	err := l.store.Update(ctx, func(tx Tx) error {
 		r, err := tx.Row(id)
@@ -543,6 +546,9 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 	}
 	if in.ObservedAt.IsZero() {
 		return nil, invalid("observedAt is required")
+	}
+	if err := l.checkWriteClock(ctx, l.cfg.Now()); err != nil {
+		return nil, err
 	}
 	in.ObservedAt = in.ObservedAt.UTC()
 	if latest := l.cfg.Now().Add(maxObservedAhead); !verifier.InRange(in.ObservedAt) || in.ObservedAt.After(latest) {

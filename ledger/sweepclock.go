@@ -9,8 +9,8 @@ import (
 )
 
 // ClockTolerance is how far the ledger's clock may run ahead of a
-// reference clock before a sweep deletes nothing (see
-// Config.ReferenceClocks). It is a constant, not a setting: whoever runs
+// reference clock before a sweep deletes nothing, and how far off one,
+// either way, before writes are refused (see Config.ReferenceClocks). It is a constant, not a setting: whoever runs
 // the service may be the one stepping its clock, and a wider tolerance
 // only lets a step remove more rows early. Five minutes is far above what
 // NTP leaves between two servers, and the sweep's own reading of a

@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,6 +146,27 @@ func WithoutDate(t testing.TB) string {
 		w.Header()["Date"] = nil
 		w.WriteHeader(http.StatusOK)
 	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// DateShifted starts, on loopback, a proxy to the S3 server at endpoint
+// whose answers carry a Date shifted by *shift (read at each answer), as
+// a service whose clock runs that far from the host's would send, and
+// returns its host:port; it stops when t ends. Everything else passes
+// unchanged.
+func DateShifted(t testing.TB, endpoint string, shift *atomic.Int64) string {
+	t.Helper()
+	p := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: endpoint})
+	p.ModifyResponse = func(r *http.Response) error {
+		at := time.Now()
+		if d, err := http.ParseTime(r.Header.Get("Date")); err == nil {
+			at = d
+		}
+		r.Header.Set("Date", at.Add(time.Duration(shift.Load())).UTC().Format(http.TimeFormat))
+		return nil
+	}
+	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }

@@ -528,8 +528,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // readyz answers 200 when a write would be acknowledged durably (the row
-// store is open and takes writes, and the data directory's filesystem has
-// at least readiness.minFreeDiskBytes free), else 503. The evidence backlog
+// store is open and takes writes, the data directory's filesystem has at
+// least readiness.minFreeDiskBytes free, and the ledger's clock agrees
+// with the S3 server's and the database's), else 503. The evidence backlog
 // and the S3 state are details: an evidence outage is what the outbox
 // absorbs, never a reason to take ledgerd out of a load balancer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -587,6 +588,10 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 		}
 	}
 	body["evidence"] = evidence
+	if clocks, ok := s.clockReadiness(errorsShown); clocks != nil {
+		body["clocks"] = clocks
+		ready = ready && ok
+	}
 	if s.ledger.Origin() != "" {
 		// A detail too: rows are still recorded and acknowledged, and
 		// their leaves wait in the queue, but no checkpoint is signed
@@ -621,6 +626,40 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 		body["status"] = "not ready"
 	}
 	return ready, body
+}
+
+// clockReadiness is what /readyz shows of the reference clocks the
+// ledger checks its own against (nil: none, the embedded default), and
+// whether writes are taken by it: not while the ledger's clock is off one
+// by more than ledger.ClockTolerance.
+func (s *Server) clockReadiness(errorsShown bool) ([]map[string]any, bool) {
+	ok := true
+	var out []map[string]any
+	for _, c := range s.ledger.ClockStates() {
+		m := map[string]any{"clock": c.Clock}
+		switch {
+		case c.NoTime:
+			m["status"] = "gives no time: not checked"
+		case c.ReadAt.IsZero():
+			m["status"] = "not read yet"
+		default:
+			m["readAt"], m["offSeconds"] = c.ReadAt.UTC().Format(time.RFC3339), c.Off.Round(time.Second).Seconds()
+			m["status"] = "ok"
+			if !c.OK {
+				ok = false
+				way := "ahead"
+				if c.Off < 0 {
+					way = "behind"
+				}
+				m["status"] = fmt.Sprintf("the ledger's clock is %s %s, more than the %s allowed: writes are refused until the clocks agree", c.Off.Abs().Round(time.Second), way, ledger.ClockTolerance)
+			}
+		}
+		if c.Err != nil {
+			m["lastError"], m["lastErrorAt"] = errorText(c.Err.Error(), errorsShown), c.ErrAt.UTC().Format(time.RFC3339)
+		}
+		out = append(out, m)
+	}
+	return out, ok
 }
 
 // errorText is an error's text as /readyz shows it: to a caller whose key
@@ -883,6 +922,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		_ = s.ledger.RunSweeper(upCtx, time.Duration(s.cfg.Retention.SweepInterval))
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.ledger.RunClockWatch(upCtx)
 	}()
 	if s.cfg.MerkleLog.On() {
 		wg.Add(1)

@@ -100,6 +100,10 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 	case errors.Is(err, ledger.ErrClockUnread):
 		s.log.ErrorContext(ctx, "retention sweep refused: a reference clock could not be read", slog.String("op", op), slog.String("error", err.Error()))
 		return status.Error(codes.Unavailable, "the sweep deleted nothing: the clock of the S3 evidence store or the PostgreSQL row store could not be read; retry")
+	case errors.Is(err, ledger.ErrClockOff):
+		// The times and whose clock only; the ledger logs the refusal at
+		// ERROR once, when writes stop.
+		return retryable(codes.Unavailable, err.Error(), clockRetryDelay)
 	case errors.Is(err, ledger.ErrUnavailable):
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
 	case errors.Is(err, ledger.ErrNoLog):
@@ -130,6 +134,7 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 const (
 	keysRetryDelay    = 5 * time.Second
 	noSpaceRetryDelay = 30 * time.Second
+	clockRetryDelay   = 30 * time.Second
 )
 
 // retryable is a status with RetryInfo asking the caller to retry after delay.

@@ -1,0 +1,278 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The ledger records by its host's clock: a row's recordedAt, the start of
+// its retention, its leaf's time, a dispute event's, an incident's close.
+// A clock behind the true time by Δ keeps every row recorded meanwhile Δ
+// too short and dates it Δ early; one ahead dates it late. With reference
+// clocks (Config.ReferenceClocks), RunClockWatch reads each every
+// ClockWatchInterval, and a write (AppendReceipt, AppendRefusal,
+// AppendDispute, CloseIncident, RevokeGrant) is refused with a
+// *ClockOffError while the ledger's clock is off a reference's by more
+// than ClockTolerance, either way. No write waits for a reading: between
+// readings a step of the host's clock is seen at once, as a difference
+// between how far its wall clock and its monotonic clock moved since the
+// last reading (the monotonic clock does not step). A refused write asks
+// for a new reading, so that writes go on as soon as the clocks agree.
+
+// ClockWatchInterval is how often RunClockWatch reads the reference
+// clocks. Between readings the ledger's clock can only drift (a step is
+// seen at once), by far less than ClockTolerance in a minute.
+const ClockWatchInterval = time.Minute
+
+// clockRecheckGap is the least time between two readings a refused write
+// asked for: one HEAD of the bucket and one query a second at most.
+const clockRecheckGap = time.Second
+
+// ErrClockOff: a write was refused, nothing recorded, because the
+// ledger's clock is off a reference clock by more than ClockTolerance; a
+// *ClockOffError carries the times. It wraps ErrUnavailable: the writer
+// retries, and the write is taken once the clocks agree.
+var ErrClockOff = fmt.Errorf("%w: the ledger's clock is off a reference clock", ErrUnavailable)
+
+// ClockOffError is a write refused for the ledger's clock: Local, the time
+// the write would have been recorded at, is Off (positive: ahead, negative:
+// behind) from the clock named Clock, which read Reference at Local.
+type ClockOffError struct {
+	Clock     string
+	Local     time.Time
+	Reference time.Time
+	Off       time.Duration
+}
+
+func (e *ClockOffError) Error() string {
+	way, by := "ahead of", e.Off
+	if by < 0 {
+		way, by = "behind", -by
+	}
+	return fmt.Sprintf("the ledger's clock (%s) is %s %s the clock of %s (%s), more than the %s allowed: nothing is recorded until the clocks agree; retry",
+		e.Local.UTC().Format(time.RFC3339), by.Round(time.Second), way, e.Clock, e.Reference.UTC().Format(time.RFC3339), ClockTolerance)
+}
+
+// Is makes errors.Is(err, ErrClockOff) and errors.Is(err, ErrUnavailable)
+// hold.
+func (e *ClockOffError) Is(target error) bool {
+	return target == ErrClockOff || target == ErrUnavailable
+}
+
+// clockReading is one reading of a reference clock.
+type clockReading struct {
+	clock string
+	// local is the ledger's clock (Config.Now) halfway through the
+	// reading, its wall time alone; mono is the host's monotonic clock
+	// then (time.Now), which no step of the wall clock moves.
+	local, mono time.Time
+	// off is local minus the reference's time: positive, the ledger's
+	// clock is ahead.
+	off time.Duration
+}
+
+// offNow is how far the ledger's clock, reading now, is off the
+// reference's, from the reading r: its offset then, plus how much further
+// the wall clock moved since than the monotonic clock did (a step).
+func (r clockReading) offNow(now time.Time) time.Duration {
+	wall := now.Round(0).Sub(r.local)
+	return r.off + wall - time.Since(r.mono)
+}
+
+// ClockState is what the ledger last read of a reference clock, for
+// /readyz and metrics.
+type ClockState struct {
+	// Clock names the reference ("the S3 evidence store").
+	Clock string
+	// ReadAt is when it was last read by the ledger's clock (zero: never).
+	ReadAt time.Time
+	// Off is how far the ledger's clock is off it now (positive: ahead),
+	// from the last reading and any step of the ledger's clock since.
+	Off time.Duration
+	// OK is whether Off is within ClockTolerance.
+	OK bool
+	// NoTime: the reference answers without a time (an S3 service that
+	// sends no Date); the ledger's clock is not checked against it.
+	NoTime bool
+	// Err is the last reading's error, if it failed (the last good
+	// reading still counts).
+	Err error
+	// ErrAt is when the last failed reading was.
+	ErrAt time.Time
+}
+
+// clockWatch is what RunClockWatch last read of the reference clocks.
+type clockWatch struct {
+	// readings is the last good reading of each reference that gives a
+	// time; the write path reads it without a lock.
+	readings atomic.Pointer[[]clockReading]
+	// recheck asks RunClockWatch for a reading now.
+	recheck chan struct{}
+	// refusing is whether writes are refused now (logged on each change).
+	refusing atomic.Bool
+
+	mu     sync.Mutex
+	states map[string]ClockState // by reference name
+}
+
+// checkWriteClock returns a *ClockOffError when the ledger's clock, at
+// now, is off a reference clock by more than ClockTolerance, by what
+// RunClockWatch last read: a write then records nothing. Before the first
+// reading (a reference down since ledgerd started, or no references: the
+// embedded default's one clock) every time passes.
+func (l *Ledger) checkWriteClock(ctx context.Context, now time.Time) error {
+	r, off, ok := l.clockOff(now)
+	if ok {
+		if l.clocks.refusing.Load() {
+			l.clocksAgree(ctx)
+		}
+		return nil
+	}
+	select {
+	case l.clocks.recheck <- struct{}{}:
+	default:
+	}
+	if l.clocks.refusing.CompareAndSwap(false, true) {
+		l.cfg.Logger.ErrorContext(ctx, "writes refused: the ledger's clock is off a reference clock; nothing is recorded until the clocks agree",
+			slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)), slog.Duration("tolerance", ClockTolerance))
+		l.cfg.Metrics.clockRefusing(true)
+	}
+	l.cfg.Metrics.writeRefusedForClock()
+	return &ClockOffError{Clock: r.clock, Local: now, Reference: now.Add(-off), Off: off}
+}
+
+// clockOff returns the first reference clock the ledger's clock is off by
+// more than ClockTolerance at now, and by how much; ok when there is none.
+func (l *Ledger) clockOff(now time.Time) (clockReading, time.Duration, bool) {
+	if rs := l.clocks.readings.Load(); rs != nil {
+		for _, r := range *rs {
+			if off := r.offNow(now); off > ClockTolerance || off < -ClockTolerance {
+				return r, off, false
+			}
+		}
+	}
+	return clockReading{}, 0, true
+}
+
+// clocksAgree takes writes again, once, after they were refused.
+func (l *Ledger) clocksAgree(ctx context.Context) {
+	if l.clocks.refusing.CompareAndSwap(true, false) {
+		l.cfg.Metrics.clockRefusing(false)
+		l.cfg.Logger.InfoContext(ctx, "writes taken again: the ledger's clock agrees with its reference clocks")
+	}
+}
+
+// RunClockWatch reads the reference clocks now, then every
+// ClockWatchInterval and when a refused write asks, until ctx is done.
+// Without reference clocks it returns at once: nothing is checked.
+func (l *Ledger) RunClockWatch(ctx context.Context) error {
+	if len(l.cfg.ReferenceClocks) == 0 {
+		return nil
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-l.clocks.recheck:
+			t.Stop()
+		}
+		l.readClocks(ctx)
+		// A write refused meanwhile asks again; a second soonest.
+		gap := time.NewTimer(clockRecheckGap)
+		select {
+		case <-ctx.Done():
+			gap.Stop()
+			return nil
+		case <-gap.C:
+		}
+		t.Reset(ClockWatchInterval - clockRecheckGap)
+	}
+}
+
+// readClocks reads each reference clock once and keeps what it read.
+func (l *Ledger) readClocks(ctx context.Context) {
+	var good []clockReading
+	if old := l.clocks.readings.Load(); old != nil {
+		good = append(good, (*old)...)
+	}
+	keep := func(r clockReading) {
+		for i := range good {
+			if good[i].clock == r.clock {
+				good[i] = r
+				return
+			}
+		}
+		good = append(good, r)
+	}
+	for _, c := range l.cfg.ReferenceClocks {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		mono0, local0 := time.Now(), l.cfg.Now()
+		ref, err := c.Now(rctx)
+		cancel()
+		half := time.Since(mono0) / 2
+		st := ClockState{Clock: c.Name}
+		l.clocks.mu.Lock()
+		if prev, ok := l.clocks.states[c.Name]; ok {
+			st = prev
+		}
+		switch {
+		case errors.Is(err, ErrNoClock):
+			st = ClockState{Clock: c.Name, ReadAt: local0, OK: true, NoTime: true}
+		case err != nil:
+			if st.Err == nil && ctx.Err() == nil {
+				// Logged when it starts failing, not at each reading (a
+				// second apart while writes are refused).
+				l.cfg.Logger.WarnContext(ctx, "a reference clock could not be read; writes are checked against its last reading", slog.String("clock", c.Name), slog.String("error", err.Error()))
+			}
+			st.Err, st.ErrAt = err, local0
+		default:
+			r := clockReading{clock: c.Name, local: local0.Add(half).Round(0), mono: mono0.Add(half), off: local0.Add(half).Sub(ref)}
+			keep(r)
+			st = ClockState{Clock: c.Name, ReadAt: r.local, Off: r.off, OK: r.off <= ClockTolerance && r.off >= -ClockTolerance}
+			l.cfg.Metrics.clockOff(c.Name, r.off)
+		}
+		l.clocks.states[c.Name] = st
+		l.clocks.mu.Unlock()
+	}
+	if len(good) > 0 {
+		l.clocks.readings.Store(&good)
+	}
+	if _, _, ok := l.clockOff(l.cfg.Now()); ok {
+		l.clocksAgree(ctx)
+	}
+}
+
+// ClockStates is what the ledger last read of each reference clock, in
+// the order of Config.ReferenceClocks, Off brought up to now: empty
+// without references, or before RunClockWatch first read them.
+func (l *Ledger) ClockStates() []ClockState {
+	now := l.cfg.Now()
+	rs := l.clocks.readings.Load()
+	l.clocks.mu.Lock()
+	defer l.clocks.mu.Unlock()
+	var out []ClockState
+	for _, c := range l.cfg.ReferenceClocks {
+		st, ok := l.clocks.states[c.Name]
+		if !ok {
+			continue
+		}
+		if rs != nil {
+			for _, r := range *rs {
+				if r.clock == c.Name {
+					st.Off = r.offNow(now)
+					st.OK = st.Off <= ClockTolerance && st.Off >= -ClockTolerance
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}

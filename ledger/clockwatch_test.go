@@ -1,0 +1,222 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pactledger/pactledger/internal/freeport"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
+	s3store "github.com/pactledger/pactledger/storage/s3"
+)
+
+// watchClocks runs h's clock watch until the test ends, once it has read
+// every reference clock that answers.
+func watchClocks(t *testing.T, h *harness) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.l.RunClockWatch(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("clock watch: %v", err)
+		}
+	})
+	h.within(t, "the clock watch read its references", func() bool { return len(h.l.ClockStates()) > 0 })
+}
+
+// gaugeValue is the value of the metric name without labels in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// everyWrite makes each kind of write once, at the ledger's clock now,
+// and returns their errors by name. row is a recorded row, with incident
+// an incident of it or "" (its close is then tried on an unknown id: the
+// clock is checked first).
+func everyWrite(h *harness, row, incident string) map[string]error {
+	ctx := context.Background()
+	errs := map[string]error{}
+	_, _, errs["AppendReceipt"] = h.l.AppendReceipt(ctx, in(h.sc.Mint(pacttest.Spec{Target: "W-" + h.clock().Format("150405.000000000"), At: h.clock()})))
+	_, errs["AppendRefusal"] = h.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedAgent: "agent", Tool: "cancel_order", Target: "A-1", Reason: "chat yes", ObservedAt: h.clock()})
+	_, errs["AppendDispute"] = h.l.AppendDispute(ctx, row, ledger.DisputeOpen, "customer says no", "support")
+	_, errs["RevokeGrant"] = h.l.RevokeGrant(ctx, "grant-clock", time.Time{}, "", "admin", true)
+	if incident == "" {
+		incident = "inc-none"
+	}
+	_, errs["CloseIncident"] = h.l.CloseIncident(ctx, incident, "closed", "support")
+	return errs
+}
+
+// TestWritesAreRefusedWhileTheClockIsOff: the ledger's clock steps ten
+// minutes back (NTP gone wrong, or an operator) between two readings of
+// the S3 server's. Every row recorded then would be kept ten minutes too
+// short and dated ten minutes early: from the step on, no write is taken
+// (each says why, UNAVAILABLE to the writer), nothing is recorded, the
+// refusal is logged once at ERROR and counted; once the clock is back,
+// writes are taken again. A step ahead is refused the same way: a row
+// would be dated late.
+func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
+	for _, tc := range []struct {
+		name, way string
+		step      time.Duration
+	}{
+		{"behind", "behind", -10 * time.Minute},
+		{"ahead", "ahead of", 10 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			objects := s3Evidence(t)
+			h, reg := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+			real := h.clock()
+			watchClocks(t, h)
+			row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "BEFORE", At: real})))
+			for name, err := range everyWrite(h, row.ID, "") {
+				if errors.Is(err, ledger.ErrClockOff) {
+					t.Fatalf("%s with the clocks agreeing: %v", name, err)
+				}
+			}
+
+			h.set(real.Add(tc.step))
+			before, _, err := h.l.List(ctx, ledger.Query{PageSize: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, err := range everyWrite(h, row.ID, "") {
+				var off *ledger.ClockOffError
+				if !errors.As(err, &off) || !errors.Is(err, ledger.ErrUnavailable) {
+					t.Fatalf("%s at a clock %s off the S3 server's: %v; want a *ClockOffError", name, tc.step, err)
+				}
+				// The S3 server's Date is in whole seconds.
+				if !strings.Contains(err.Error(), " "+tc.way+" the clock of the S3 evidence store") || off.Off.Round(time.Minute) != tc.step {
+					t.Errorf("%s: %q (off %s); want it to say the clock is 10 minutes %s the S3 server's", name, err, off.Off, tc.way)
+				}
+			}
+			after, _, err := h.l.List(ctx, ledger.Query{PageSize: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after) != len(before) {
+				t.Fatalf("rows while the clock was off: %d, before %d; want none recorded", len(after), len(before))
+			}
+			if got, _ := h.l.Get(ctx, row.ID); got.Dispute != ledger.DisputeOpen || len(got.DisputeEvents) != 1 {
+				t.Fatalf("row %s has %d dispute events after a refused one; want the one taken before", row.ID, len(got.DisputeEvents))
+			}
+			if n := strings.Count(h.logs.String(), "writes refused: the ledger's clock is off a reference clock"); n != 1 {
+				t.Errorf("the refusal is logged %d times; want once:\n%s", n, h.logs.String())
+			}
+			if v := gaugeValue(t, reg, "pactledger_clock_off"); v != 1 {
+				t.Errorf("pactledger_clock_off = %v while writes are refused; want 1", v)
+			}
+			if v := gaugeValue(t, reg, "pactledger_clock_refused_writes_total"); v != 5 {
+				t.Errorf("pactledger_clock_refused_writes_total = %v; want 5", v)
+			}
+			states := h.l.ClockStates()
+			if len(states) != 1 || states[0].OK || states[0].Off.Round(time.Minute) != tc.step {
+				t.Errorf("clock states %+v; want the S3 evidence store's, %s off", states, tc.step)
+			}
+
+			h.set(real)
+			for name, err := range everyWrite(h, row.ID, "") {
+				if errors.Is(err, ledger.ErrClockOff) {
+					t.Fatalf("%s with the clock back: %v", name, err)
+				}
+			}
+			h.within(t, "writes taken again, logged", func() bool { return strings.Contains(h.logs.String(), "writes taken again") })
+			if v := gaugeValue(t, reg, "pactledger_clock_off"); v != 0 {
+				t.Errorf("pactledger_clock_off = %v with the clock back; want 0", v)
+			}
+		})
+	}
+}
+
+// TestWritesAreRefusedWhenTheClockIsOffAtStart: a ledger whose clock is an
+// hour behind when it starts records nothing from the first reading of
+// the S3 server's clock; writes before that reading are not checked.
+func TestWritesAreRefusedWhenTheClockIsOffAtStart(t *testing.T) {
+	objects := s3Evidence(t)
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	real := h.clock()
+	h.set(real.Add(-time.Hour))
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "UNREAD", At: h.clock()})))
+	watchClocks(t, h)
+	_, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "READ", At: h.clock()})))
+	var off *ledger.ClockOffError
+	if !errors.As(err, &off) || off.Off.Round(time.Minute) != -time.Hour || !strings.Contains(err.Error(), " behind the clock of the S3 evidence store") {
+		t.Fatalf("a receipt at a clock an hour behind the S3 server's: %v; want it refused", err)
+	}
+}
+
+// TestAStepIsSeenWithoutAReading: once read, a reference that cannot be
+// read again (the S3 service down) still checks writes: a step of the
+// ledger's clock since the last reading is seen by the host's monotonic
+// clock, which does not step.
+func TestAStepIsSeenWithoutAReading(t *testing.T) {
+	objects := s3Evidence(t)
+	var down atomic.Bool
+	unreachable, err := s3store.New(s3store.Config{Endpoint: freeport.Addr(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3Clock := func(ctx context.Context) (time.Time, error) {
+		if down.Load() {
+			return unreachable.ServerTime(ctx)
+		}
+		return objects.ServerTime(ctx)
+	}
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	real := h.clock()
+	watchClocks(t, h)
+	down.Store(true)
+	h.set(real.Add(-10 * time.Minute))
+	if _, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "STEP", At: h.clock()}))); !errors.Is(err, ledger.ErrClockOff) {
+		t.Fatalf("a receipt after a step of ten minutes back, the S3 server down since its last reading: %v; want it refused", err)
+	}
+	// The refused write asked for a reading, which fails: the last one
+	// still counts, and the error is shown.
+	h.within(t, "the failed reading is shown", func() bool {
+		st := h.l.ClockStates()
+		return len(st) == 1 && st[0].Err != nil
+	})
+	if st := h.l.ClockStates()[0]; st.OK || st.Err == nil {
+		t.Fatalf("clock state %+v; want off, with the failed reading's error", st)
+	}
+	h.set(real)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "BACK", At: h.clock()})))
+}
+
+// TestWithoutReferenceClocksWritesAreNotChecked: the embedded default
+// (bbolt and a local evidence directory) has the host's clock alone:
+// the watch has nothing to read and every clock is taken.
+func TestWithoutReferenceClocksWritesAreNotChecked(t *testing.T) {
+	h, _ := clockHarness(t, nil)
+	if err := h.l.RunClockWatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.set(h.clock().AddDate(-1, 0, 0))
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "ALONE", At: h.clock()})))
+	if st := h.l.ClockStates(); len(st) != 0 {
+		t.Fatalf("clock states %+v without references; want none", st)
+	}
+}
