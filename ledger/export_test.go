@@ -95,3 +95,11 @@ func SetSweepPaging(listed, page int) (restore func()) {
 	maxReported, sweepPage = listed, page
 	return func() { maxReported, sweepPage = prevListed, prevPage }
 }
+
+// SetSweepClockRetry sets how soon a sweep its clock stopped is tried
+// again.
+func SetSweepClockRetry(d time.Duration) (restore func()) {
+	old := sweepClockRetry
+	sweepClockRetry = d
+	return func() { sweepClockRetry = old }
+}

@@ -702,8 +702,12 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 	l.cfg.Metrics.objectsDeleted(res.ObjectsDeleted, res.ObjectsPending)
 }
 
+// sweepClockRetry is how soon a sweep its clock stopped is tried again.
+var sweepClockRetry = ClockWatchInterval
+
 // RunSweeper sweeps once now and then every interval until ctx is done,
-// logging counts. It runs under the lease LeaseSweeper (see
+// logging counts; a sweep its clock stopped (ErrClockAhead, ErrClockUnread)
+// is tried again a minute later (ClockWatchInterval). It runs under the lease LeaseSweeper (see
 // RunUnderLease): one sweeper at a time across the ledgers on the store,
 // its writes fenced by the lease.
 func (l *Ledger) RunSweeper(ctx context.Context, interval time.Duration) error {
@@ -731,7 +735,13 @@ func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 			l.cfg.Logger.Log(ctx, level, "retention sweep", slog.Int("rows_swept", len(res.Swept)), slog.Int("rows_kept", len(res.Kept)),
 				slog.Int("objects_deleted", res.ObjectsDeleted), slog.Int("objects_pending", res.ObjectsPending), slog.Duration("took", time.Since(start)))
 		}
-		t := time.NewTimer(interval)
+		wait := interval
+		if errors.Is(err, ErrClockUnread) || errors.Is(err, ErrClockAhead) {
+			// Rows are due: try again as soon as the clocks may agree or
+			// be read, not an interval later.
+			wait = min(interval, sweepClockRetry)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,4 +215,39 @@ func TestAReferenceThatGivesNoTimeIsPassedOver(t *testing.T) {
 		t.Errorf("the sweep did not say the S3 evidence store gives no time:\n%s", h.logs.String())
 	}
 	refusedSweeps(t, reg, 0, 0)
+}
+
+// TestASweepItsClockStoppedIsTriedAgainSoon: a sweep that could not read
+// the S3 server's clock (down for the seconds of its check) is tried
+// again a minute later, not a sweep interval (an hour) later, so due rows
+// do not wait an interval for one failed reading.
+func TestASweepItsClockStoppedIsTriedAgainSoon(t *testing.T) {
+	defer ledger.SetSweepClockRetry(50 * time.Millisecond)()
+	objects := s3Evidence(t)
+	var reads atomic.Int64
+	s3Clock := func(ctx context.Context) (time.Time, error) {
+		if reads.Add(1) == 1 {
+			return time.Time{}, errors.New("connection refused")
+		}
+		return objects.ServerTime(ctx)
+	}
+	h, reg := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	real := h.clock()
+	h.set(real.AddDate(0, -19, 0))
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "DUE-3", At: h.clock()})))
+	h.set(real)
+	h.drain(t)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.l.RunSweeper(ctx, time.Hour) }()
+	h.within(t, "the due row swept after the first sweep could not read the clock", func() bool {
+		_, err := h.l.Get(context.Background(), row.ID)
+		return errors.Is(err, ledger.ErrExpired)
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	refusedSweeps(t, reg, 0, 1)
 }
