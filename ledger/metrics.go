@@ -126,12 +126,17 @@ func (m *Metrics) logSize(n int64) {
 
 func (m *Metrics) logDiverged(on bool) {
 	if m != nil {
-		v := 0.0
-		if on {
-			v = 1
-		}
-		m.LogDiverged.Set(v)
+		setBool(m.LogDiverged, on)
 	}
+}
+
+// setBool sets g to 1 when on, else 0.
+func setBool(g prometheus.Gauge, on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	g.Set(v)
 }
 
 func (m *Metrics) logWrongKey() {
@@ -211,11 +216,7 @@ func (m *Metrics) clockOff(clock string, off time.Duration) {
 // clockRefusing sets pactledger_clock_off.
 func (m *Metrics) clockRefusing(on bool) {
 	if m != nil {
-		v := 0.0
-		if on {
-			v = 1
-		}
-		m.clockOffGauge.Set(v)
+		setBool(m.clockOffGauge, on)
 	}
 }
 
