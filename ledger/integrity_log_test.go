@@ -205,3 +205,51 @@ func TestProofOfWhatHasNoLeafNorQueued(t *testing.T) {
 		t.Fatalf("Proof of a queued event: %v, want ErrNotLogged", err)
 	}
 }
+
+// fsck finds a leaf the ledger does not write, queued outside it: one of
+// another first line, which parses to nothing and so no check would read,
+// and a second leaf of a dispute event spelt "event 00", which every check
+// reads as event 0. `ledgerctl log audit` finds both too.
+func TestIntegrityFindsLeavesTheLedgerDoesNotWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		leaf func(row string) string
+		want string
+	}{
+		{"another version", func(row string) string {
+			return "pactledger-leaf v0\nkind receipt\nrow " + row + "\n"
+		}, "is not a leaf this version of the ledger writes"},
+		{"an event number spelt otherwise", func(row string) string {
+			return ledger.LeafVersion + "\nkind dispute\nrow " + row + "\nevent 00\nstatus resolved_other\nnote -\nby -\nat 2026-10-07T13:12:45Z\n"
+		}, `records dispute event "00" of row %s, not a number as the ledger writes it`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.enableLog(t, 0)
+			ctx := context.Background()
+			row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "V-1"})))
+			if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeOpen, "never asked", "support-key"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := integrity(t, h); len(got.Findings) != 0 {
+				t.Fatalf("clean ledger: %+v", got)
+			}
+			if err := h.store.Update(ctx, func(tx ledger.Tx) error { return tx.QueueLeaf("outside/"+tc.name, []byte(tc.leaf(row.ID))) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var problems []string
+			for _, f := range integrity(t, h).Findings {
+				problems = append(problems, f.RowID+": "+f.Problem)
+			}
+			if want := strings.ReplaceAll(tc.want, "%s", row.ID); !strings.Contains(strings.Join(problems, "\n"), want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", strings.Join(problems, "\n"), want)
+			}
+		})
+	}
+}
