@@ -74,3 +74,103 @@ func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
 		t.Fatalf("set aside %d, waiting %d; want the removed brand's entry set aside, the other waiting", n, d)
 	}
 }
+
+// ledgerd does not start while the outbox holds a brand's receipts under
+// the interface URL of another provider.baseUrl: the ledger trusts the
+// brands at the new one only and would record them UNAUTHORIZED ("not a
+// trusted brand") for good. It says which brand, under which URL, how
+// many entries wait, and to set provider.baseUrl back until they drain;
+// set back, it starts with the entries waiting as they were.
+func TestNoStartWhenTheBaseURLChangedWithReceiptsWaiting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	brands, err := pact.LoadBrands("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
+	cfg := pact.Config{BaseURL: "http://old.example/", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
+	p, err := pact.New(cfg) // makes the signing key
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://old.example/a2a/acme", "r2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.BaseURL = "http://new.example"
+	p, err = pact.New(cfg)
+	if err == nil {
+		p.Close()
+		t.Fatal("started with receipts of http://old.example/a2a/acme waiting, while the ledger trusts http://new.example/a2a/acme")
+	}
+	for _, want := range []string{`2 entries of brand "acme" at http://old.example/a2a/acme`, "http://new.example/a2a/acme", "UNAUTHORIZED",
+		"Set provider.baseUrl back to http://old.example"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal to start %q does not say %q", err, want)
+		}
+	}
+
+	cfg.BaseURL = "http://old.example"
+	if p, err = pact.New(cfg); err != nil {
+		t.Fatalf("start with provider.baseUrl set back: %v", err)
+	}
+	defer p.Close()
+	if n := p.PipelineDepth(); n != 2 {
+		t.Fatalf("the outbox holds %d entries, want the 2 receipts", n)
+	}
+}
+
+// An entry set aside under the interface URL of another provider.baseUrl
+// is not put back: the ledger would record it UNAUTHORIZED for good.
+func TestASetAsideEntryUnderAnotherBaseURLIsNotPutBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	brands, err := pact.LoadBrands("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
+	cfg := pact.Config{BaseURL: "http://new.example", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
+	p, err := pact.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://new.example/a2a/acme", "r2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2} {
+		if err := st.SetAside(seq, "rejected by the ledger"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = pact.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+
+	_, err = p.RetryPipelineSetAside(1, false)
+	if !errors.Is(err, pact.ErrBrandNotConfigured) || !strings.Contains(err.Error(), "http://old.example/a2a/acme") {
+		t.Fatalf("put back the entry under the old base URL: %v, want ErrBrandNotConfigured naming its URL", err)
+	}
+	got, err := p.RetryPipelineSetAside(0, true)
+	if want := (pact.Retried{Retried: 1, Held: 1}); err != nil || got != want {
+		t.Fatalf("put back all: %+v, %v; want %+v", got, err, want)
+	}
+}

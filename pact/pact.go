@@ -133,7 +133,8 @@ type (
 	// Retried says what RetryPipelineSetAside put back (Retried), and
 	// what it passed over, which stays set aside: entries that cannot be
 	// read (Unreadable), and entries of a brand no longer configured or
-	// no longer delegating (Held: ErrBrandNotConfigured).
+	// no longer delegating, or served at another interface URL (Held:
+	// ErrBrandNotConfigured).
 	Retried = store.Retried
 )
 
@@ -145,10 +146,12 @@ var (
 	// again cannot help.
 	ErrUnreadable = store.ErrUnreadable
 	// ErrBrandNotConfigured: the entry set aside is a receipt, or a
-	// refusal under a delegation token, of a brand not configured or no
-	// longer delegating: posted, the ledger would record it UNAUTHORIZED
-	// ("not a trusted brand") for good (docs/design/039).
-	ErrBrandNotConfigured = errors.New("the entry is of a brand that is not configured, or no longer delegates")
+	// refusal under a delegation token, of a brand not configured, no
+	// longer delegating, or made under another provider.baseUrl (an
+	// interface URL the Provider no longer serves the brand at): posted,
+	// the ledger would record it UNAUTHORIZED ("not a trusted brand") for
+	// good (docs/design/039).
+	ErrBrandNotConfigured = errors.New("the entry is of a brand that is not configured, no longer delegates, or is now at another interface URL")
 )
 
 // MaxSetAsidePage caps one page of PipelineSetAsideEntries.
@@ -164,6 +167,7 @@ const RefusalsAtOnce = pipeline.RefusalsAtOnce
 type Provider struct {
 	server     *provider.Server
 	store      *store.Store
+	baseURL    string
 	brands     map[string]*Brand
 	pages      *brandlogin.Pages
 	now        func() time.Time
@@ -206,7 +210,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	st.LimitIdentityRefusals(percentOf(cfg.MaxOutboxBytes, cfg.RefusalOutboxPercent))
 	st.LimitDeniedConsents(percentOf(cfg.MaxOutboxBytes, DenialOutboxPercent))
-	if err := checkOutboxBrands(st, cfg.Brands); err != nil {
+	if err := checkOutboxBrands(st, cfg.BaseURL, cfg.Brands); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -224,48 +228,89 @@ func percentOf(n int64, pct int) int64 {
 }
 
 // checkOutboxBrands refuses a start whose brands no longer include one
-// that receipts or refusals waiting in the outbox are of, or no longer
-// let it delegate: the ledger checks those entries with the brand's keys,
-// which it takes from the Provider's delegating brands, and would record
-// them UNAUTHORIZED ("not a trusted brand") for good.
-func checkOutboxBrands(st *store.Store, brands map[string]*Brand) error {
+// that receipts or refusals waiting in the outbox are of, no longer let it
+// delegate, or serve it at another interface URL (provider.baseUrl
+// changed): the ledger checks those entries with the keys of the brand at
+// the entry's interface URL, which it takes from the Provider's delegating
+// brands at baseURL, and would record them UNAUTHORIZED ("not a trusted
+// brand") for good.
+func checkOutboxBrands(st *store.Store, baseURL string, brands map[string]*Brand) error {
 	waiting, err := st.OutboxBrands()
 	if err != nil {
 		return fmt.Errorf("pact: %w", err)
 	}
-	var gone []string
+	var gone, oldBases []string
+	fileGone := false
 	for url, n := range waiting {
-		if why := brandGone(url, brands); why != "" {
-			gone = append(gone, entries(n)+" of "+why)
+		g := brandGone(url, baseURL, brands)
+		switch {
+		case g.why == "":
+			continue
+		case g.oldBase != "":
+			if !slices.Contains(oldBases, g.oldBase) {
+				oldBases = append(oldBases, g.oldBase)
+			}
+		default:
+			fileGone = true
 		}
+		gone = append(gone, entries(n)+" of "+g.why)
 	}
 	if len(gone) == 0 {
 		return nil
 	}
 	slices.Sort(gone)
+	slices.Sort(oldBases)
+	var undo, redo []string
+	if fileGone {
+		undo = append(undo, "put the brand file back as it was in provider.brandsDir")
+		redo = append(redo, "remove or change the file")
+	}
+	switch len(oldBases) {
+	case 0:
+	case 1:
+		undo = append(undo, "set provider.baseUrl back to "+oldBases[0])
+		redo = append(redo, "set provider.baseUrl to "+baseURL)
+	default:
+		undo = append(undo, "set provider.baseUrl back to each of "+strings.Join(oldBases, ", ")+" in turn")
+		redo = append(redo, "set provider.baseUrl to "+baseURL)
+	}
+	todo := strings.Join(undo, ", and ")
 	return fmt.Errorf("pact: the Provider's outbox holds, waiting for the ledger (receipts, or refusals under a delegation token), %s: "+
-		"posted now, the ledger would record them UNAUTHORIZED (\"not a trusted brand\") for good. Put the brand file back as it was in "+
-		"provider.brandsDir and start ledgerd; once the outbox has drained (pactledger_provider_pipeline_depth 0, or \"waiting for the ledger 0\" "+
-		"in ledgerctl provider outbox), stop it, remove or change the file, and start it again (docs/operations.md, \"The Provider's outbox\")",
-		strings.Join(gone, "; "))
+		"posted now, the ledger would record them UNAUTHORIZED (\"not a trusted brand\") for good. %s%s and start ledgerd; once the outbox has "+
+		"drained (pactledger_provider_pipeline_depth 0, or \"waiting for the ledger 0\" in ledgerctl provider outbox), stop it, %s, and "+
+		"start it again (docs/operations.md, \"The Provider's outbox\")",
+		strings.Join(gone, "; "), strings.ToUpper(todo[:1]), todo[1:], strings.Join(redo, " and "))
+}
+
+// untrusted says why the ledger would not trust an entry's brand; why is
+// "" when it would.
+type untrusted struct {
+	why string
+	// oldBase is the provider.baseUrl the entry was made under, when
+	// only the base URL differs.
+	oldBase string
 }
 
 // brandGone says why the ledger would not trust the brand of interface URL
-// url (pipeline.Item.Brand) with the Provider's brands: "" when it is one
-// of them and delegates, or is not a Provider's interface URL.
-func brandGone(url string, brands map[string]*Brand) string {
+// url (pipeline.Item.Brand) with the Provider's brands at baseURL: nothing
+// when it is one of them, delegates and is at that interface URL
+// (provider.InterfaceURL), or url is not a Provider's interface URL.
+func brandGone(url, baseURL string, brands map[string]*Brand) untrusted {
 	i := strings.LastIndex(url, "/a2a/")
 	if i < 0 {
-		return ""
+		return untrusted{}
 	}
 	id := url[i+len("/a2a/"):]
 	switch b := brands[id]; {
 	case b == nil:
-		return fmt.Sprintf("brand %q, which is not among the configured brands", id)
+		return untrusted{why: fmt.Sprintf("brand %q, which is not among the configured brands", id)}
 	case !b.Delegation:
-		return fmt.Sprintf("brand %q, whose file no longer sets delegation: true", id)
+		return untrusted{why: fmt.Sprintf("brand %q, whose file no longer sets delegation: true", id)}
 	}
-	return ""
+	if now := provider.InterfaceURL(baseURL, id); url != now {
+		return untrusted{why: fmt.Sprintf("brand %q at %s, while provider.baseUrl %s makes it %s", id, url, baseURL, now), oldBase: url[:i]}
+	}
+	return untrusted{}
 }
 
 // entries says n entries.
@@ -296,7 +341,7 @@ func assemble(cfg Config, st *store.Store) (*Provider, error) {
 	if cfg.PruneInterval <= 0 {
 		cfg.PruneInterval = DefaultPruneInterval
 	}
-	return &Provider{server: srv, store: st, brands: cfg.Brands, pages: pages, now: cfg.Now, log: cfg.Logger, pruneEvery: cfg.PruneInterval,
+	return &Provider{server: srv, store: st, baseURL: cfg.BaseURL, brands: cfg.Brands, pages: pages, now: cfg.Now, log: cfg.Logger, pruneEvery: cfg.PruneInterval,
 		closing: make(chan struct{})}, nil
 }
 
@@ -385,13 +430,17 @@ func (p *Provider) PipelineSetAsideEntries(after uint64, limit int) (entries []S
 // RetryPipelineSetAside puts entries set aside back at the end of the
 // outbox, in the order they were first queued, and wakes the pipeline: the
 // entry seq, or with all every one that can be read (at most 10,000 a
-// call). An entry of a brand not configured, or no longer delegating, is
-// not put back (ErrBrandNotConfigured; with all it is passed over and
-// counted): posted, the ledger would record it UNAUTHORIZED for good.
+// call). An entry of a brand not configured, no longer delegating, or
+// made under another provider.baseUrl is not put back
+// (ErrBrandNotConfigured; with all it is passed over and counted):
+// posted, the ledger would record it UNAUTHORIZED for good.
 func (p *Provider) RetryPipelineSetAside(seq uint64, all bool) (Retried, error) {
 	return p.store.RetrySetAside(seq, all, func(it pipeline.Item) error {
-		if why := brandGone(it.Brand(), p.brands); why != "" {
-			return fmt.Errorf("%w: %s; put the brand file back as it was to post it", ErrBrandNotConfigured, why)
+		switch g := brandGone(it.Brand(), p.baseURL, p.brands); {
+		case g.oldBase != "":
+			return fmt.Errorf("%w: %s; set provider.baseUrl back to %s to post it", ErrBrandNotConfigured, g.why, g.oldBase)
+		case g.why != "":
+			return fmt.Errorf("%w: %s; put the brand file back as it was to post it", ErrBrandNotConfigured, g.why)
 		}
 		return nil
 	})

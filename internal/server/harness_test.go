@@ -113,6 +113,13 @@ func (e *env) start(t testing.TB) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
 	e.srv, e.base = srv, "http://"+srv.HTTPAddr()
+	if a := srv.ProviderAddr(); a != "" && e.cfg.Provider.Listen == "127.0.0.1:0" {
+		// A restart keeps the Provider's address, and with it the
+		// default provider.baseUrl (the brands' interface URLs), as a
+		// deployment does: entries waiting under another one stop a
+		// start (docs/design/039).
+		e.cfg.Provider.Listen = a
+	}
 	if e.cfg.TLS.On() {
 		e.base = "https://" + srv.HTTPAddr()
 	}
