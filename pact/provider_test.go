@@ -815,3 +815,82 @@ func TestPersonalAgentKeysUnavailable(t *testing.T) {
 		t.Fatalf("= %d %q %q %s", r.code, r.hdr.Get("Content-Type"), r.hdr.Get("Retry-After"), r.body)
 	}
 }
+
+// A brand's domain is a host name in any letter case: written with
+// capitals in provider.domains it serves the card to requests for that
+// host in any case, on any port, with or without the root's dot.
+func TestABrandDomainServesItsCardInAnyLetterCase(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	brands, _ := pact.LoadBrands("")
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
+	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	p, err := pact.New(pact.Config{BaseURL: "http://provider.test", Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"),
+		Logger: slog.New(slog.DiscardHandler), Domains: map[string]string{"Support.Acme.Example": "acme", "help.skyways.example": "skyways"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	for _, tc := range []struct{ host, brand string }{
+		{"support.acme.example", "acme"},
+		{"Support.Acme.Example", "acme"},
+		{"SUPPORT.ACME.EXAMPLE:8443", "acme"},
+		{"support.acme.example.", "acme"},
+		{"help.skyways.example:443", "skyways"},
+		{"[::1]:8443", ""},
+		{"support.acme.example.other", ""},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/.well-known/agent-card.json", nil)
+		req.Host = tc.host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var card struct{ SupportedInterfaces []struct{ URL string } }
+		_ = json.NewDecoder(res.Body).Decode(&card)
+		res.Body.Close()
+		switch {
+		case tc.brand == "" && res.StatusCode != 404:
+			t.Errorf("Host %s: HTTP %d, want 404", tc.host, res.StatusCode)
+		case tc.brand != "" && (res.StatusCode != 200 || len(card.SupportedInterfaces) == 0 || card.SupportedInterfaces[0].URL != "http://provider.test/a2a/"+tc.brand):
+			t.Errorf("Host %s: HTTP %d, card %+v; want %s's card", tc.host, res.StatusCode, card, tc.brand)
+		}
+	}
+}
+
+// A domain in provider.domains that is not a host name alone (with a
+// port, a scheme, a path, an IPv6 literal, blank) stops the start, saying
+// so, rather than start a card no request can reach; so do two spellings
+// of one host naming different brands.
+func TestABrandDomainThatIsNotAHostNameStopsTheStart(t *testing.T) {
+	brands, _ := pact.LoadBrands("")
+	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
+	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
+	for _, tc := range []struct {
+		name    string
+		domains map[string]string
+		want    string
+	}{
+		{"port", map[string]string{"help.skyways.example:8443": "skyways"}, "without a port"},
+		{"scheme", map[string]string{"https://help.skyways.example": "skyways"}, "not a host name"},
+		{"path", map[string]string{"help.skyways.example/cards": "skyways"}, "not a host name"},
+		{"ipv6", map[string]string{"[::1]": "skyways"}, "not a host name"},
+		{"blank", map[string]string{"": "skyways"}, "not a host name"},
+		{"label", map[string]string{"-help.skyways.example": "skyways"}, "not a host name"},
+		{"twice", map[string]string{"Help.Skyways.Example": "skyways", "help.skyways.example": "acme"}, "twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := pact.New(pact.Config{BaseURL: "http://provider.test", Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "p.db"),
+				Logger: slog.New(slog.DiscardHandler), Domains: tc.domains})
+			if err == nil {
+				p.Close()
+				t.Fatalf("started with provider.domains %v", tc.domains)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start: %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -123,11 +123,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
-	for d, id := range cfg.Domains {
-		if cfg.Brands[id] == nil {
-			return nil, fmt.Errorf("provider: domain %s names unknown brand %q", d, id)
-		}
+	domains, err := hostNames(cfg.Domains, cfg.Brands)
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
 	}
+	cfg.Domains = domains
 	key, err := openKeyRing(cfg.SigningKeyPath, cfg.RetiredKeyTTL, cfg.Now(), cfg.Store, cfg.Logger)
 	if err != nil {
 		return nil, err

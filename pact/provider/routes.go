@@ -35,11 +35,7 @@ type operation func(w http.ResponseWriter, r *http.Request, rq *request)
 // no A2A body), then authenticates, then runs the operation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/.well-known/agent-card.json" {
-		host := strings.ToLower(r.Host)
-		if h, _, ok := strings.Cut(host, ":"); ok {
-			host = h
-		}
-		if id, ok := s.cfg.Domains[host]; ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if id, ok := s.cfg.Domains[requestHost(r.Host)]; ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			s.card(w, s.cfg.Brands[id])
 			return
 		}
