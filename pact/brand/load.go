@@ -40,7 +40,11 @@ func (e *FieldError) Error() string {
 }
 
 // Load reads every *.yaml and *.yml in dir. A dir that is missing or not a
-// directory is told so, rather than as one without brand files.
+// directory is told so, rather than as one without brand files. Files are
+// read inside dir only (os.Root): a symbolic link that leads out of it or
+// is absolute, a brand file's or a record source's or a directory's on
+// its path, is refused, naming the link; relative links that stay inside
+// are followed.
 func Load(dir string) (map[string]*Brand, error) {
 	st, err := os.Stat(dir)
 	switch {
@@ -51,11 +55,17 @@ func Load(dir string) (map[string]*Brand, error) {
 	case !st.IsDir():
 		return nil, fmt.Errorf("brands directory %s: not a directory", dir)
 	}
-	return LoadFS(os.DirFS(dir), dir)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("brands directory %s: %w", dir, err)
+	}
+	defer root.Close()
+	return LoadFS(root.FS(), dir)
 }
 
 // LoadFS reads every *.yaml and *.yml at the top of fsys; shown is how messages name
-// the directory.
+// the directory. Whether a file may be read through a symbolic link is
+// fsys's to say (Load: only inside the directory).
 func LoadFS(fsys fs.FS, shown string) (map[string]*Brand, error) {
 	// Both spellings of the extension: a brand.yml beside the others must
 	// not be left out unseen.
@@ -115,6 +125,14 @@ func Parse(fsys fs.FS, name, shown string) (*Brand, error) {
 func readBounded(fsys fs.FS, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
+		if link, to := linkOn(fsys, name); link != "" && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			if path.IsAbs(to) {
+				return nil, fmt.Errorf("%s is a symbolic link to the absolute path %s: brand files and record sources are read "+
+					"only inside the brands directory, through relative links that stay in it (copy the file in)", link, to)
+			}
+			return nil, fmt.Errorf("%s is a symbolic link to %s, which leads out of the brands directory: "+
+				"brand files and record sources are read only inside it (copy the file in)", link, to)
+		}
 		return nil, err
 	}
 	defer f.Close()
@@ -126,6 +144,20 @@ func readBounded(fsys fs.FS, name string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", maxBrandFileBytes)
 	}
 	return data, nil
+}
+
+// linkOn returns the first symbolic link on the path name in fsys (name
+// itself or a directory on the way) and its target, or "" for none.
+func linkOn(fsys fs.FS, name string) (link, target string) {
+	for i := 0; i <= len(name); i++ {
+		if i < len(name) && name[i] != '/' {
+			continue
+		}
+		if to, err := fs.ReadLink(fsys, name[:i]); err == nil {
+			return name[:i], to
+		}
+	}
+	return "", ""
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
