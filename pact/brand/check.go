@@ -195,6 +195,7 @@ func (c *checker) sourceFile(p []any, rt *RecordType) error {
 // known account; only the type's fields. Missing fields are empty.
 func (c *checker) items(rt *RecordType, loc locator, prefix []any) error {
 	p := func(more ...any) []any { return append(slices.Clone(prefix), more...) }
+	rt.byID = make(map[string]Record, len(rt.Items))
 	for j, r := range rt.Items {
 		if r == nil {
 			return loc.errf(p(j), "an empty record")
@@ -202,9 +203,11 @@ func (c *checker) items(rt *RecordType, loc locator, prefix []any) error {
 		if !rt.whole.MatchString(r.ID()) {
 			return loc.errf(p(j, "id"), "%q does not match idPattern %s", r.ID(), rt.IDPattern)
 		}
-		if slices.ContainsFunc(rt.Items[:j], func(o Record) bool { return strings.EqualFold(o.ID(), r.ID()) }) {
-			return loc.errf(p(j, "id"), "%s %s is listed twice", rt.Type, r.ID())
+		key := foldID(r.ID())
+		if o, ok := rt.byID[key]; ok {
+			return loc.errf(p(j, "id"), "%s %s is listed twice (also as %s)", rt.Type, r.ID(), o.ID())
 		}
+		rt.byID[key] = r
 		if c.b.Account(r.Account()) == nil {
 			return loc.errf(p(j, "account"), "%s %s names unknown account %q", rt.Type, r.ID(), r.Account())
 		}

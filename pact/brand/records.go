@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // RecordType is a kind of record the agent answers about: its name, the
@@ -38,7 +39,21 @@ type RecordType struct {
 	Source string `yaml:"source"`
 
 	whole, find *regexp.Regexp
-	http        string // URL template, when Source is a URL
+	http        string            // URL template, when Source is a URL
+	byID        map[string]Record // Items by foldID of their id
+}
+
+// foldID is id with each rune replaced by the least rune it equals under
+// Unicode simple case folding: two ids are strings.EqualFold exactly when
+// their foldIDs are equal.
+func foldID(id string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, id)
 }
 
 // Record is one record: id, account (the Brand user it belongs to) and the
@@ -75,12 +90,7 @@ func (rt *RecordType) Lookup(ctx context.Context, id string) (Record, error) {
 		return nil, nil
 	}
 	if rt.http == "" {
-		for _, r := range rt.Items {
-			if strings.EqualFold(r.ID(), id) {
-				return r, nil
-			}
-		}
-		return nil, nil
+		return rt.byID[foldID(id)], nil
 	}
 	u := strings.ReplaceAll(rt.http, "{id}", url.PathEscape(id))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
