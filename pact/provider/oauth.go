@@ -228,11 +228,11 @@ func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Br
 }
 
 // verifyDelegation checks the delegation token of an X-A2A-User-Delegation
-// header (PACT §5.5) for a delegating brand, that its grant was asked for
-// under the personal-agent JWT's sub (PACT §3.2: the agent's User is the
-// pair of the agent and its sub; the token's client_id binds the agent
-// alone), and that the grant is still active, at the Provider and in the
-// ledger's record (ledgerRevoked).
+// header (PACT §5.5) for a delegating brand, that its grant is that
+// brand's and was asked for under the personal-agent JWT's sub (PACT
+// §3.2: the agent's User is the pair of the agent and its sub; the
+// token's client_id binds the agent alone), and that the grant is still
+// active, at the Provider and in the ledger's record (ledgerRevoked).
 func (s *Server) verifyDelegation(ctx context.Context, b *brand.Brand, who *verifier.RequestClaims, header string) (*oauth.DelegationClaims, error) {
 	tok, ok := bearerToken(header)
 	if !ok || !b.Delegation {
@@ -249,7 +249,12 @@ func (s *Server) verifyDelegation(ctx context.Context, b *brand.Brand, who *veri
 	if err != nil {
 		return nil, err
 	}
-	if !g.HeldBy(g.Brand, who.Iss, who.Sub) {
+	// The token's iss and aud are b's, but every brand's tokens carry the
+	// Provider's one key: the grant must be b's too.
+	if g.Brand != b.ID {
+		return nil, fmt.Errorf("delegation token: its grant is of brand %s, not %s", g.Brand, b.ID)
+	}
+	if !g.HeldBy(b.ID, who.Iss, who.Sub) {
 		return nil, errors.New("delegation token: its grant was asked for another user of the personal agent")
 	}
 	if g, err = s.ledgerRevoked(ctx, g); err != nil {
