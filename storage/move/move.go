@@ -16,7 +16,11 @@
 // by kind; a move that verified is only verified again by a later run,
 // which writes nothing. The file is opened read-only under its lock, so
 // the move refuses to run while a ledgerd serves it, and no ledgerd can
-// open it while the move runs.
+// open it while the move runs. On the database the move holds, for as
+// long as it runs, an advisory lock of its own and the store's lock
+// exclusive (lock.go): it refuses to run beside another move of the
+// database or while a ledgerd has the database open, and no ledgerd opens
+// it meanwhile.
 package move
 
 import (
@@ -62,7 +66,7 @@ var (
 	// for at least one kind.
 	ErrMismatch = errors.New("the copy differs from the source")
 	// ErrConcurrent: another move of the same database is running.
-	ErrConcurrent = errors.New("another move of this database is running")
+	ErrConcurrent = errors.New("another move of this database is running: wait for it to end")
 )
 
 // Config says what to move where. From and To.DSN are required; the zero
@@ -178,6 +182,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockDatabase(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close(context.Background())
 	m.say("moving %s (bbolt, last write transaction %d) to database %q on %s:%d", path, version, pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port)
 	if err := m.migrateSchema(ctx); err != nil {
 		return nil, err

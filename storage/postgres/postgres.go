@@ -172,6 +172,9 @@ func BeforeConnect(cfg Config) func(context.Context, *pgx.ConnConfig) error {
 // A database holding a move from a bbolt file that has not verified is
 // refused with an error wrapping ErrMoveUnfinished: it holds part of the
 // ledger, and `ledgerd migrate --from` run again continues the move.
+// Every session of the store holds the store's lock shared (lock.go): a
+// database a move is filling is refused with an error wrapping
+// ErrMoveRunning, and a move cannot begin while the store has a session.
 // A database that cannot be reached is an error wrapping
 // ledger.ErrUnavailable.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
@@ -179,6 +182,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pc, err := poolConfig(cfg)
 	if err != nil {
 		return nil, err
+	}
+	// Each session holds the store's lock shared (lock.go).
+	live, lock := pc.AfterConnect, sessionLock()
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if err := live(ctx, c); err != nil {
+			return err
+		}
+		return lock(ctx, c)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
