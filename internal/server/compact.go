@@ -84,6 +84,9 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	if err != nil {
 		return rep, err
 	}
+	if h := afterCompactClose; h != nil {
+		h(path)
+	}
 	opened, err := os.Stat(path)
 	if err != nil {
 		return rep, err
@@ -94,7 +97,9 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 		fmt.Fprintf(progress, "%s was copied without its free pages when it was brought to this layout\n", path)
 	} else {
 		fmt.Fprintf(progress, "copying %s without its free pages\n", path)
-		if err := bolt.CompactFile(path, 0); err != nil {
+		// A ledgerd started since the store closed holds the file: wait
+		// for it no longer than an open does, and say so (ErrLocked).
+		if err := bolt.CompactFile(path, compactLockWait); err != nil {
 			return rep, fmt.Errorf("compact %s: %w", path, err)
 		}
 	}
@@ -104,6 +109,14 @@ func Compact(ctx context.Context, cfg config.Config, progress io.Writer) (Compac
 	rep.After, rep.Took = st.Size(), time.Since(start)
 	return rep, nil
 }
+
+// compactLockWait bounds Compact's wait for the file's lock, as ledgerd's
+// open of the file is bounded (bolt.Config.OpenTimeout).
+const compactLockWait = 5 * time.Second
+
+// afterCompactClose, when set (tests), is called once Compact has closed
+// the store and before it copies the file.
+var afterCompactClose func(path string)
 
 // dropPublished drops the published full tiles the file of store still
 // holds, and returns how many leaves it dropped.
