@@ -25,7 +25,9 @@ import (
 //
 // The copy is written beside the file (path + compactSuffix), synced,
 // then renamed over it; a crash before the rename leaves the file as it
-// was, still marked, and the next Open starts the copy again.
+// was, still marked, and the next Open starts the copy again. When path
+// is a symbolic link, the copy is written beside the file it names and
+// renamed over that file: the link stays, and names the copy.
 
 // kCompact in bMeta marks a file to be compacted at the next Open.
 var kCompact = []byte("compact pending")
@@ -40,7 +42,10 @@ const compactTxBytes = 64 << 20
 // the copy could not be opened in its place, with the error; nil when
 // the old file could not be closed).
 func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB, error) {
-	path := db.Path()
+	path, err := filepath.EvalSymlinks(db.Path())
+	if err != nil {
+		return db, fmt.Errorf("compact: %w", err)
+	}
 	tmp := path + compactSuffix
 	pending := false
 	if err := db.View(func(btx *bolt.Tx) error {
@@ -75,7 +80,7 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 	if err := fsync.Dir(filepath.Dir(path)); err != nil {
 		return db, fmt.Errorf("compact: %w", err)
 	}
-	ndb, err := openDB(path, timeout)
+	ndb, err := openDB(db.Path(), timeout)
 	if err != nil {
 		return db, fmt.Errorf("open the compacted file: %w", err)
 	}
