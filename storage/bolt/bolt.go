@@ -212,6 +212,9 @@ func openLocked(path string, opts bolt.Options) (*bolt.DB, error) {
 	if opts.Timeout > 0 {
 		deadline = time.Now().Add(opts.Timeout)
 	}
+	if err := checkLength(path); err != nil {
+		return nil, err
+	}
 	for {
 		var f *os.File
 		o := opts

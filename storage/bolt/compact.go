@@ -145,7 +145,7 @@ func copyBuckets(dst, src *bolt.DB, txBytes int64) error {
 			c.tx.Rollback() // after a commit, ErrTxClosed
 		}
 	}()
-	err := src.View(func(stx *bolt.Tx) error {
+	err := view(src, func(stx *bolt.Tx) error {
 		return stx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			return c.bucket([][]byte{name}, b)
 		})

@@ -200,12 +200,16 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	var dicts map[uint32][]byte
 	var pending *pendingIDs
 	var perr error
-	_ = db.View(func(tx *bolt.Tx) error {
+	verr := view(db, func(tx *bolt.Tx) error {
 		version = fileLayout(tx)
 		dicts = fileDicts(tx)
 		pending, perr = readPending(tx)
 		return nil
 	})
+	if verr != nil {
+		db.Close()
+		return nil, verr
+	}
 	if err := newerLayout(version); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -241,7 +245,7 @@ func (e *Export) Path() string { return e.db.Path() }
 // file: any write changes it.
 func (e *Export) Version() (uint64, error) {
 	var v uint64
-	err := e.db.View(func(tx *bolt.Tx) error {
+	err := view(e.db, func(tx *bolt.Tx) error {
 		v = uint64(tx.ID())
 		return nil
 	})
@@ -260,7 +264,7 @@ func (e *Export) Records(kind ExportKind, after []byte, n int) ([]Record, error)
 		return e.logIndexRecords(after, n)
 	}
 	var out []Record
-	err := e.db.View(func(btx *bolt.Tx) error {
+	err := view(e.db, func(btx *bolt.Tx) error {
 		b := btx.Bucket(spec.bucket)
 		if b == nil {
 			return nil
@@ -396,7 +400,7 @@ func exportRecord(c *Codec, kind ExportKind, key exportKey, k, v []byte) (Record
 // by id, then the other refs. A record's Key is 1 or 2 for the bucket, then its key.
 func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 	var out []Record
-	err := e.db.View(func(btx *bolt.Tx) error {
+	err := view(e.db, func(btx *bolt.Tx) error {
 		for _, part := range []struct {
 			mark   byte
 			bucket []byte
@@ -435,7 +439,7 @@ func (e *Export) logIndexRecords(after []byte, n int) ([]Record, error) {
 // Counters returns the last number each sequence handed out.
 func (e *Export) Counters() (Counters, error) {
 	var c Counters
-	err := e.db.View(func(btx *bolt.Tx) error {
+	err := view(e.db, func(btx *bolt.Tx) error {
 		if b := btx.Bucket(bOutbox); b != nil {
 			c.Outbox = b.Sequence()
 		}
@@ -463,7 +467,7 @@ func metaUint(m *bolt.Bucket, k []byte) uint64 {
 // LogState returns the head of the Merkle log (all zero without one).
 func (e *Export) LogState() (LogState, error) {
 	var s LogState
-	err := e.db.View(func(btx *bolt.Tx) error {
+	err := view(e.db, func(btx *bolt.Tx) error {
 		m := btx.Bucket(bMeta)
 		if m == nil {
 			return nil

@@ -73,7 +73,7 @@ func (s *Store) DropLeftovers(ctx context.Context) (Leftovers, error) {
 	var found []leftover
 	keptLeaves := 0
 	pending := snapshotIDs(s.pending)
-	if err := s.db.View(func(btx *bolt.Tx) error {
+	if err := view(s.db, func(btx *bolt.Tx) error {
 		pending.snapshot(btx)
 		stored, err := storedNumbers(ctx, btx)
 		if err != nil {
