@@ -42,15 +42,6 @@ func newE2E(t *testing.T) *e2e {
 	e := &e2e{t: t, dir: t.TempDir()}
 	jwksSrv := httptest.NewServer(nil)
 	t.Cleanup(jwksSrv.Close)
-	var out bytes.Buffer
-	if err := run([]string{"init", "--dir", e.dir, "--issuer", jwksSrv.URL, "--audience", "urn:test:provider"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	h, err := jwksHandler(e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwksSrv.Config.Handler = h
 	cfg := config.Default()
 	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
 	cfg.Provider.Listen = "127.0.0.1:0"
@@ -75,6 +66,16 @@ func newE2E(t *testing.T) *e2e {
 	e.card = "http://" + srv.ProviderAddr() + "/a2a/acme/.well-known/agent-card.json"
 	e.brand = "http://" + srv.ProviderAddr() + "/brands/acme"
 	e.ledger = "http://" + srv.HTTPAddr()
+	// The agent is set up for the Provider: its audience, and its address.
+	var out bytes.Buffer
+	if err := run([]string{"init", "--dir", e.dir, "--issuer", jwksSrv.URL, "--audience", "urn:test:provider", "--provider", "http://" + srv.ProviderAddr()}, &out); err != nil {
+		t.Fatal(err)
+	}
+	h, err := jwksHandler(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksSrv.Config.Handler = h
 	return e
 }
 
@@ -313,8 +314,7 @@ func TestDelegatedEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow, _ := a.card.Delegation()
-	if _, err := a.c.Refresh(ctx, flow, "jane", old); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+	if _, err := a.c.Refresh(ctx, &e.grantFile("jane").Server, "jane", old); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 		t.Fatalf("reused refresh token: %v", err)
 	}
 	grant := e.grantFile("jane").Token.GrantID

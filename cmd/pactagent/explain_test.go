@@ -16,7 +16,7 @@ func TestNotAcceptedSaysWhy(t *testing.T) {
 	e := newE2E(t)
 	other := t.TempDir()
 	var out bytes.Buffer
-	if err := run([]string{"init", "--dir", other, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test:provider"}, &out); err != nil {
+	if err := run([]string{"init", "--dir", other, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test:provider", "--provider", e.card}, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -60,7 +60,7 @@ func TestConversationRefusedSuggestsNew(t *testing.T) {
 				"details": []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "INVALID_PARAMS", "domain": "a2a-protocol.org",
 					"metadata": map[string]string{"detail": detail}}}}})
 		})
-		dir := newAgentDir(t)
+		dir := newAgentDir(t, card)
 		iface := strings.TrimSuffix(card, "/.well-known/agent-card.json")
 		b, _ := json.Marshal(map[string]string{iface + " u": "c-earlier"})
 		if err := os.WriteFile(filepath.Join(dir, "contexts.json"), b, 0o600); err != nil {
@@ -85,7 +85,7 @@ func TestKeysNotFetchedSaysWhy(t *testing.T) {
 			"details": []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "INTERNAL", "domain": "a2a-protocol.org",
 				"metadata": map[string]string{"detail": "the personal agent's keys could not be fetched; retry"}}}}})
 	})
-	dir := newAgentDir(t)
+	dir := newAgentDir(t, card)
 	err := run([]string{"send", "--dir", dir, "--card", card, "--user", "u", "hi"}, &bytes.Buffer{})
 	for _, want := range []string{"nothing answers at http://127.0.0.1:1/.well-known/jwks.json", "pactagent serve --dir " + dir, "try again in 10s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

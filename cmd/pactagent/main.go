@@ -8,7 +8,7 @@
 // delegation token, asks again when a turn needs more (step-up), and
 // verifies and keeps every receipt.
 //
-//	pactagent init      --dir DIR --issuer URL --audience AUD
+//	pactagent init      --dir DIR --issuer URL --audience AUD --provider URL [--provider URL ...]
 //	pactagent jwks      --dir DIR
 //	pactagent serve     --dir DIR --listen ADDR
 //	pactagent authorize --dir DIR --card URL --user SUB [--scope "ID ..."]
@@ -45,7 +45,10 @@ import (
 )
 
 const usage = `usage:
-  pactagent init  --dir DIR --issuer URL --audience AUD   create the signing key and settings
+  pactagent init  --dir DIR --issuer URL --audience AUD --provider URL [--provider URL ...]
+                                                          create the signing key and settings; AUD is the
+                                                          audience the Provider at URL assigned: requests
+                                                          signed for it go only to that Provider
   pactagent jwks  --dir DIR                               print the public JWKS (for registration)
   pactagent serve --dir DIR [--listen ADDR]               serve the JWKS at /.well-known/jwks.json (on the
                                                           issuer's address when it is http://127.0.0.1:PORT)
@@ -61,7 +64,7 @@ const usage = `usage:
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "pactagent:", err)
+		report(os.Stderr, err)
 		var u usageErr
 		if errors.As(err, &u) {
 			fmt.Fprint(os.Stderr, usage)
@@ -69,6 +72,11 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// report prints err for the user.
+func report(w io.Writer, err error) {
+	fmt.Fprintln(w, "pactagent:", err)
 }
 
 // commands are pactagent's commands, as run dispatches them.
@@ -82,6 +90,10 @@ func (e usageErr) Error() string { return e.msg }
 type settings struct {
 	Issuer   string `json:"issuer"`
 	Audience string `json:"audience"`
+	// Providers are the origins of the Provider that assigned Audience:
+	// the only places its JWTs are sent (PACT §3.1: one audience per
+	// Provider, never derived from a card).
+	Providers []string `json:"providers"`
 }
 
 func run(args []string, out io.Writer) error {
@@ -111,6 +123,15 @@ func run(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "")
 	scope := fs.String("scope", "", "")
 	identityOnly := fs.Bool("identity-only", false, "")
+	var providers []string
+	fs.Func("provider", "", func(v string) error {
+		o, err := client.Origin(v)
+		if err != nil {
+			return err
+		}
+		providers = append(providers, o)
+		return nil
+	})
 	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
 		_, err := fmt.Fprint(out, usage)
 		return err
@@ -133,10 +154,10 @@ func run(args []string, out io.Writer) error {
 	}
 	switch args[0] {
 	case "init":
-		if *issuer == "" || *audience == "" {
-			return usageErr{"init needs --issuer and --audience"}
+		if *issuer == "" || *audience == "" || len(providers) == 0 {
+			return usageErr{"init needs --issuer, --audience and --provider (the address of the Provider that assigned the audience)"}
 		}
-		return initAgent(*dir, *issuer, *audience, out)
+		return initAgent(*dir, settings{Issuer: strings.TrimRight(*issuer, "/"), Audience: *audience, Providers: providers}, out)
 	case "jwks":
 		b, err := jwks(*dir)
 		if err != nil {
@@ -182,7 +203,7 @@ func run(args []string, out io.Writer) error {
 	return usageErr{"unknown command " + args[0]}
 }
 
-func initAgent(dir, issuer, audience string, out io.Writer) error {
+func initAgent(dir string, st settings, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -204,11 +225,12 @@ func initAgent(dir, issuer, audience string, out io.Writer) error {
 	if err := os.WriteFile(keyPath, b, 0o600); err != nil {
 		return err
 	}
-	s, _ := json.MarshalIndent(settings{Issuer: strings.TrimRight(issuer, "/"), Audience: audience}, "", "  ")
+	s, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "agent.json"), s, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "created key %s for issuer %s; register the issuer with jwksUri %s/.well-known/jwks.json at the Provider\n", jwk.KeyID, issuer, strings.TrimRight(issuer, "/"))
+	fmt.Fprintf(out, "created key %s for issuer %s; register the issuer with jwksUri %s/.well-known/jwks.json at the Provider (%s)\n",
+		jwk.KeyID, st.Issuer, st.Issuer, strings.Join(st.Providers, ", "))
 	return nil
 }
 
@@ -275,7 +297,8 @@ func jwksHandler(dir string) (http.Handler, error) {
 	return mux, nil
 }
 
-// signer mints personal-agent JWTs (PACT §3.2): ES256, 120 s lifetime.
+// signer mints personal-agent JWTs (PACT §3.2): ES256, 120 s lifetime,
+// for the audience of s. The client sends them only to s.Providers.
 func signer(k *jose.JSONWebKey, s settings) (func(sub string) (string, error), error) {
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: *k}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
@@ -315,7 +338,11 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &client.Client{Token: tok, Issuer: s.Issuer, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	if len(s.Providers) == 0 {
+		return nil, fmt.Errorf("%s names no Provider for the audience %s, and pactagent sends its signed requests only to the Provider that assigned it: "+
+			"add \"providers\": [\"<the Provider's address, e.g. https://provider.example>\"] to it", filepath.Join(dir, "agent.json"), s.Audience)
+	}
+	c := &client.Client{Token: tok, Issuer: s.Issuer, Providers: s.Providers, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	// PACT §6: on 429 wait Retry-After before trying again.
 	c.OnRateLimited = func(wait time.Duration, retry int) {
 		fmt.Fprintf(out, "The Brand is busy (HTTP 429): trying again in %s (%d of %d).\n", wait, retry, client.RateLimitRetries)
@@ -329,6 +356,11 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	iface, err := card.Interface()
 	if err != nil {
 		return nil, err
+	}
+	if err := c.AtProvider(iface); err != nil {
+		return nil, fmt.Errorf("the card at %s names its interface at %s, not at the Provider this agent is set up for (%s, audience %s): "+
+			"pactagent sends its signed requests to no other place, where they could be replayed at that Provider",
+			cardURL, iface, strings.Join(s.Providers, ", "), s.Audience)
 	}
 	return &agent{dir: dir, settings: s, kid: k.KeyID, c: c, card: card, iface: iface, user: user, out: out}, nil
 }
@@ -360,8 +392,12 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 	}
 	flow, delegating := a.card.Delegation()
 	var g *grantFile
+	var srv *client.AuthServer
 	if delegating && !o.identityOnly {
-		if g, err = a.grant(ctx, flow); err != nil {
+		if srv, err = a.c.CheckFlow(ctx, flow); err != nil {
+			return fmt.Errorf("the card's delegation is not its interface's Provider's, so pactagent does not use it (send --identity-only talks without): %w", err)
+		}
+		if g, err = a.grant(ctx, srv); err != nil {
 			return err
 		}
 	}
@@ -369,7 +405,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 		// PACT §3 alone: a step-up is shown, not answered.
 		flow = nil
 	}
-	r, g, err := a.converse(ctx, flow, g, contextID, text)
+	r, g, err := a.converse(ctx, flow, srv, g, contextID, text)
 	if err != nil {
 		return err
 	}
@@ -384,7 +420,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 	reply := r.Message
 	var receipt *client.Receipt
 	if g != nil {
-		if receipt, err = a.c.VerifyReceipt(ctx, flow, a.iface, reply); err != nil {
+		if receipt, err = a.c.VerifyGrantReceipt(ctx, &g.Server, a.iface, &g.Token, reply); err != nil {
 			fmt.Fprintf(out, "%s\n", client.ReplyText(reply))
 			return fmt.Errorf("the reply's receipt did not verify, so it is not kept: %w", err)
 		}
@@ -398,11 +434,13 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", client.ReplyText(reply), reply.ContextID)
 	if receipt != nil {
 		fmt.Fprintf(out, "receipt verified against %s: grant %s, scopes used [%s], actions [%s]; kept as receipts/%s.json\n",
-			receipt.KeysURL, receipt.Claims.GrantID, strings.Join(receipt.Claims.ScopesUsed, " "), actionList(receipt.Claims.Actions), receipt.SHA256)
+			receipt.KeysURL, receipt.Claims.GrantID, strings.Join(receipt.Claims.ScopesUsed, " "),
+			actionList(receipt.Claims.Actions), receipt.SHA256)
 	}
 	return err
 }
 
+// actionList is the tools of a receipt's actions.
 func actionList(as []a2a.ReceiptAction) string {
 	var s []string
 	for _, a := range as {
@@ -420,7 +458,8 @@ func actionList(as []a2a.ReceiptAction) string {
 // (with those already held), shows the user the link, waits, and sends
 // again in the same context with the new token. Without flow (the Brand
 // offers no delegation, or the user chose §3 alone) the task is the reply.
-func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, g *grantFile, contextID, text string) (*client.SendReply, *grantFile, error) {
+// srv is the flow's authorization server (CheckFlow), set with flow.
+func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, srv *client.AuthServer, g *grantFile, contextID, text string) (*client.SendReply, *grantFile, error) {
 	for range 3 {
 		var r *client.SendReply
 		var err error
@@ -431,7 +470,7 @@ func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, g *grantF
 		}
 		var se *client.SendError
 		if g != nil && errors.As(err, &se) && se.Status == http.StatusUnauthorized && strings.Contains(se.Message, "invalid_token") {
-			_ = a.dropGrant()
+			_ = a.dropGrant(g)
 			return nil, nil, errors.New("the Brand refused the delegation token (the grant was revoked or has expired); run pactagent authorize again")
 		}
 		if errors.As(err, &se) && se.Reason == a2a.ReasonUnsupported && contextID != "" {
@@ -461,16 +500,16 @@ func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, g *grantF
 		}
 		want = append(want, r.Task.Metadata.MissingScopes...)
 		slices.Sort(want)
-		ts, err := a.authorize(ctx, flow, slices.Compact(want))
+		ng, err := a.authorize(ctx, flow, srv, slices.Compact(want))
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, m := range r.Task.Metadata.MissingScopes {
-			if !slices.Contains(ts.Scopes, m) {
+			if !slices.Contains(ng.Token.Scopes, m) {
 				return nil, nil, fmt.Errorf("the user did not allow %s, which this needs", m)
 			}
 		}
-		g = &grantFile{Token: *ts}
+		g = ng
 		contextID = r.Task.ContextID
 	}
 	return nil, nil, errors.New("the Brand kept asking for more permission")
@@ -488,19 +527,34 @@ func (a *agent) showStepUp(t *client.Task, delegating, asJSON bool) error {
 	}
 	scopes := strings.Join(t.Metadata.MissingScopes, " ")
 	if l := t.Metadata.VerificationURIComplete; l != "" {
-		fmt.Fprintf(a.out, "To allow it (%s), sign in with %s at:\n  %s\n", scopes, a.card.Organization(), l)
+		fmt.Fprintf(a.out, "To allow it (%s), sign in with %s at:\n  %s\n", scopes, a.org(), l)
 	}
 	if delegating {
-		fmt.Fprintf(a.out, "Or send again without --identity-only: pactagent then asks %s for %s itself and carries on in this conversation.\n", a.card.Organization(), scopes)
+		fmt.Fprintf(a.out, "Or send again without --identity-only: pactagent then asks %s for %s itself and carries on in this conversation.\n", a.org(), scopes)
 	}
 	_, err := fmt.Fprintf(a.out, "(context %s)\n", t.ContextID)
 	return err
 }
 
-// grantFile is the user's delegation at one Brand, kept in DIR/grants.json.
+// org is the organization the card names.
+func (a *agent) org() string { return a.card.Organization() }
+
+// grantFile is the user's delegation at one Brand, kept in DIR/grants.json
+// under grantKey: the token set, and the interface it is for and the
+// authorization server that issued it, where alone it is refreshed and
+// whose keys alone its receipts are checked against.
 type grantFile struct {
-	Token client.TokenSet `json:"token"`
+	Interface string            `json:"interface"`
+	User      string            `json:"user"`
+	Server    client.AuthServer `json:"server"`
+	Token     client.TokenSet   `json:"token"`
 }
+
+// grantKey is where grants.json keeps the user's grant at an interface
+// from the authorization server issuer. (A grant kept before grants
+// named their server, under "interface user", is not used: nothing says
+// which server issued it.)
+func grantKey(iface, issuer, user string) string { return iface + " " + issuer + " " + user }
 
 func (a *agent) grantsPath() string { return filepath.Join(a.dir, "grants.json") }
 
@@ -512,42 +566,60 @@ func (a *agent) grants() map[string]*grantFile {
 	return gs
 }
 
-func (a *agent) saveGrant(g *grantFile) error {
+// saveGrant keeps g, the user's grant at the interface from srv, or with
+// g nil drops it.
+func (a *agent) saveGrant(srv *client.AuthServer, g *grantFile) error {
 	gs := a.grants()
+	k := grantKey(a.iface, srv.Issuer, a.user)
 	if g == nil {
-		delete(gs, a.iface+" "+a.user)
+		delete(gs, k)
 	} else {
-		gs[a.iface+" "+a.user] = g
+		gs[k] = g
 	}
 	b, _ := json.MarshalIndent(gs, "", "  ")
 	return os.WriteFile(a.grantsPath(), b, 0o600)
 }
 
-func (a *agent) dropGrant() error { return a.saveGrant(nil) }
+func (a *agent) dropGrant(g *grantFile) error { return a.saveGrant(&g.Server, nil) }
 
-// grant returns the user's delegation for this Brand, refreshed when its
-// token is about to expire, or nil when there is none.
-func (a *agent) grant(ctx context.Context, flow *client.DeviceFlow) (*grantFile, error) {
-	g := a.grants()[a.iface+" "+a.user]
-	if g == nil || time.Until(g.Token.Expires) > time.Minute {
+// grant returns the user's delegation for this Brand from srv, refreshed
+// at the token endpoint that issued it when its token is about to
+// expire, or nil when there is none.
+func (a *agent) grant(ctx context.Context, srv *client.AuthServer) (*grantFile, error) {
+	g := a.grants()[grantKey(a.iface, srv.Issuer, a.user)]
+	if g == nil || g.Server.Issuer != srv.Issuer || g.Interface != a.iface || time.Until(g.Token.Expires) > time.Minute {
 		return g, nil
 	}
-	ts, err := a.c.Refresh(ctx, flow, a.user, g.Token.RefreshToken)
+	ts, err := a.c.Refresh(ctx, &g.Server, a.user, g.Token.RefreshToken)
 	var oe *client.OAuthError
 	if errors.As(err, &oe) && oe.Code == "invalid_grant" {
-		_ = a.dropGrant()
+		_ = a.dropGrant(g)
 		return nil, errors.New("the delegation for this Brand ended (revoked or expired); run pactagent authorize again")
 	}
 	if err != nil {
 		return nil, err
 	}
+	if err := a.checkToken(&g.Server, ts); err != nil {
+		return nil, err
+	}
 	g.Token = *ts
-	return g, a.saveGrant(g)
+	return g, a.saveGrant(&g.Server, g)
 }
 
-// authorize asks for scopes, shows the user the Brand's link and waits.
-func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes []string) (*client.TokenSet, error) {
-	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.card.Organization())
+// checkToken checks that ts, from srv, is for this interface: its iss
+// the server and its aud the interface (PACT §5.4).
+func (a *agent) checkToken(srv *client.AuthServer, ts *client.TokenSet) error {
+	if ts.Issuer != srv.Issuer || ts.Audience != a.iface {
+		return fmt.Errorf("the token from %s is for %s, issued by %s: not for the interface %s; it is not kept",
+			srv.TokenURL, ts.Audience, ts.Issuer, a.iface)
+	}
+	return nil
+}
+
+// authorize asks srv for scopes, shows the user the Brand's link, waits,
+// and keeps the grant.
+func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, srv *client.AuthServer, scopes []string) (*grantFile, error) {
+	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.org())
 	for _, s := range scopes {
 		fmt.Fprintf(a.out, "  - %s (%s)\n", flow.Scopes[s], s)
 	}
@@ -560,7 +632,7 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes [
 		link = d.VerificationURI
 	}
 	fmt.Fprintf(a.out, "Open this link to sign in with %s and choose what to allow (code %s, valid %d min):\n  %s\n",
-		a.card.Organization(), d.UserCode, max(1, d.ExpiresIn/60), link)
+		a.org(), d.UserCode, max(1, d.ExpiresIn/60), link)
 	fmt.Fprint(a.out, "waiting for approval")
 	ts, err := a.c.WaitForToken(ctx, flow, a.user, d, func() { fmt.Fprint(a.out, ".") })
 	fmt.Fprintln(a.out)
@@ -573,16 +645,20 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, scopes [
 	if err != nil {
 		return nil, err
 	}
-	a.showGrant(scopes, ts)
-	return ts, a.saveGrant(&grantFile{Token: *ts})
+	if err := a.checkToken(srv, ts); err != nil {
+		return nil, err
+	}
+	a.showGrant(srv, scopes, ts)
+	g := &grantFile{Interface: a.iface, User: a.user, Server: *srv, Token: *ts}
+	return g, a.saveGrant(srv, g)
 }
 
 // showGrant prints what the token allows (all of it: when consent was
 // skipped, it carries an earlier grant that may hold more than was asked)
 // and what it does not, and which of the Brand's accounts it is for,
-// noting when that differs from the user's previous grant or is another
-// user's too.
-func (a *agent) showGrant(asked []string, ts *client.TokenSet) {
+// noting when that differs from the user's previous grant from srv or is
+// another user's too.
+func (a *agent) showGrant(srv *client.AuthServer, asked []string, ts *client.TokenSet) {
 	var allowed, earlier, not []string
 	for _, s := range asked {
 		if slices.Contains(ts.Scopes, s) {
@@ -597,29 +673,30 @@ func (a *agent) showGrant(asked []string, ts *client.TokenSet) {
 		}
 	}
 	allowed = append(allowed, earlier...)
+	list := func(ss []string) string { return strings.Join(ss, " ") }
 	if len(earlier) > 0 {
-		fmt.Fprintf(a.out, "Allowed: %s (%s allowed before, with the grant this one continues)\n", strings.Join(allowed, " "), strings.Join(earlier, " "))
+		fmt.Fprintf(a.out, "Allowed: %s (%s allowed before, with the grant this one continues)\n", list(allowed), list(earlier))
 	} else {
-		fmt.Fprintf(a.out, "Allowed: %s\n", strings.Join(allowed, " "))
+		fmt.Fprintf(a.out, "Allowed: %s\n", list(allowed))
 	}
 	if len(not) > 0 {
-		fmt.Fprintf(a.out, "Not allowed: %s\n", strings.Join(not, " "))
+		fmt.Fprintf(a.out, "Not allowed: %s\n", list(not))
 	}
-	org := a.card.Organization()
+	org := a.org()
 	if ts.User == "" {
 		fmt.Fprintf(a.out, "The token does not say which %s account signed in; the Brand's account page lists each account's grants.\n", org)
 		return
 	}
-	fmt.Fprintf(a.out, "Signed in as the %s account %s: pactagent acts for it as %s.\n", org, ts.User, a.user)
-	for k, g := range a.grants() {
-		iface, user, _ := strings.Cut(k, " ")
-		switch {
-		case iface != a.iface || g.Token.User == "":
-		case user == a.user && g.Token.User != ts.User:
+	account := ts.User
+	fmt.Fprintf(a.out, "Signed in as the %s account %s: pactagent acts for it as %s.\n", org, account, a.user)
+	for _, g := range a.grants() {
+		switch previous := g.Token.User; {
+		case g.Interface != a.iface || g.Server.Issuer != srv.Issuer || g.Token.User == "":
+		case g.User == a.user && g.Token.User != ts.User:
 			fmt.Fprintf(a.out, "Note: %s's previous grant here was for account %s. If %s is not %s's, revoke this grant on the %s account page and authorize again, signing in with %s's own account; a conversation held as %s needs --new.\n",
-				a.user, g.Token.User, ts.User, a.user, org, a.user, g.Token.User)
-		case user != a.user && g.Token.User == ts.User:
-			fmt.Fprintf(a.out, "Note: %s's grant here is for the same account %s.\n", user, ts.User)
+				a.user, previous, account, a.user, org, a.user, previous)
+		case g.User != a.user && g.Token.User == ts.User:
+			fmt.Fprintf(a.out, "Note: %s's grant here is for the same account %s.\n", g.User, account)
 		}
 	}
 }
@@ -634,7 +711,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) (er
 	defer func() { err = a.explain(err, "") }()
 	flow, ok := a.card.Delegation()
 	if !ok {
-		return fmt.Errorf("%s does not offer delegation: talk to its agent without (pactagent send)", a.card.Organization())
+		return fmt.Errorf("%s does not offer delegation: talk to its agent without (pactagent send)", a.org())
 	}
 	if len(scopes) == 0 {
 		ids := make([]string, 0, len(flow.Scopes))
@@ -642,7 +719,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) (er
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		fmt.Fprintf(out, "%s offers these permissions:\n", a.card.Organization())
+		fmt.Fprintf(out, "%s offers these permissions:\n", a.org())
 		for _, id := range ids {
 			fmt.Fprintf(out, "  %-20s %s\n", id, flow.Scopes[id])
 		}
@@ -651,12 +728,16 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) (er
 	}
 	for _, s := range scopes {
 		if _, ok := flow.Scopes[s]; !ok {
-			return fmt.Errorf("%s does not offer scope %q (run without --scope to list them)", a.card.Organization(), s)
+			return fmt.Errorf("%s does not offer scope %q (run without --scope to list them)", a.org(), s)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	_, err = a.authorize(ctx, flow, scopes)
+	srv, err := a.c.CheckFlow(ctx, flow)
+	if err != nil {
+		return fmt.Errorf("the card's delegation is not its interface's Provider's, so pactagent does not ask it for permission: %w", err)
+	}
+	_, err = a.authorize(ctx, flow, srv, scopes)
 	return err
 }
 
@@ -696,7 +777,8 @@ func listReceipts(dir string, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIME\tUSER\tGRANT\tACTIONS\tRECEIPT (ledger row id)")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID, actionList(r.Claims.Actions), r.SHA256)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID,
+			actionList(r.Claims.Actions), r.SHA256)
 	}
 	return w.Flush()
 }

@@ -43,7 +43,7 @@ func TestConversationThroughPactagent(t *testing.T) {
 	}
 	// An unregistered agent is refused.
 	other := t.TempDir()
-	if err := run([]string{"init", "--dir", other, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test:provider"}, &out); err != nil {
+	if err := run([]string{"init", "--dir", other, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test:provider", "--provider", card}, &out); err != nil {
 		t.Fatal(err)
 	}
 	err := run([]string{"send", "--dir", other, "--card", card, "--user", "jane", "hi"}, &out)

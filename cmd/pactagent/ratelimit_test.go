@@ -26,10 +26,12 @@ func fakeBrand(t *testing.T, answer http.HandlerFunc) (card string) {
 	return srv.URL + "/.well-known/agent-card.json"
 }
 
-func newAgentDir(t *testing.T) string {
+// newAgentDir is a new agent's directory, set up for the Provider that
+// serves card.
+func newAgentDir(t *testing.T, card string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := run([]string{"init", "--dir", dir, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test"}, &bytes.Buffer{}); err != nil {
+	if err := run([]string{"init", "--dir", dir, "--issuer", "http://127.0.0.1:1", "--audience", "urn:test", "--provider", card}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -48,7 +50,7 @@ func TestRateLimitedWaitsAndRetries(t *testing.T) {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"message": map[string]any{"messageId": "m", "contextId": "c1", "role": "ROLE_AGENT", "parts": []map[string]string{{"text": "hello"}}}})
 	})
-	dir := newAgentDir(t)
+	dir := newAgentDir(t, card)
 	var out bytes.Buffer
 	if err := run([]string{"send", "--dir", dir, "--card", card, "--user", "u", "hi"}, &out); err != nil || !strings.Contains(out.String(), "hello") ||
 		strings.Count(out.String(), "busy") != 2 {

@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/verifier"
@@ -31,6 +34,83 @@ type DeviceFlow struct {
 	MetadataURL            string
 	// Scopes maps scope ids to the descriptions the User will see.
 	Scopes map[string]string
+}
+
+// AuthServer is the authorization server of a Brand's delegation, as
+// CheckFlow found it: the issuer its RFC 8414 metadata names, checked
+// against the metadata's URL (RFC 8414 §3.3), and the token endpoint the
+// card and the metadata agree on. A grant keeps the AuthServer that issued
+// it: its refresh token goes only to that TokenURL, and its receipts are
+// checked against the keys that server's metadata names (PACT §5.6: the
+// same keys as the token), whatever card is used later.
+type AuthServer struct {
+	Issuer      string `json:"issuer"`
+	MetadataURL string `json:"metadataUrl"`
+	TokenURL    string `json:"tokenUrl"`
+}
+
+// metadata is the part of RFC 8414 authorization server metadata the
+// agent reads (with RFC 8628 §4's device_authorization_endpoint).
+type metadata struct {
+	Issuer                      string `json:"issuer"`
+	TokenEndpoint               string `json:"token_endpoint"`
+	DeviceAuthorizationEndpoint string `json:"device_authorization_endpoint"`
+	JWKSURI                     string `json:"jwks_uri"`
+}
+
+// wellKnown is the RFC 8414 well-known suffix of authorization servers.
+const wellKnown = "/.well-known/oauth-authorization-server"
+
+// metadataFor fetches the metadata at u and checks that its issuer is the
+// one u was formed from (RFC 8414 §3.3): issuer + wellKnown, as PACT §5.1
+// shows it, or the well-known path inserted before the issuer's path (RFC
+// 8414 §3.1).
+func (c *Client) metadataFor(ctx context.Context, u string) (*metadata, error) {
+	var md metadata
+	if err := c.getJSON(ctx, u, 256<<10, &md); err != nil {
+		return nil, fmt.Errorf("authorization server metadata: %w", err)
+	}
+	if md.Issuer == "" || !slices.Contains(metadataURLs(md.Issuer), u) {
+		return nil, fmt.Errorf("the authorization server metadata at %s names issuer %q, which is not where it was fetched from (RFC 8414 §3.3)", u, md.Issuer)
+	}
+	return &md, nil
+}
+
+// metadataURLs are the URLs an issuer's metadata may be at.
+func metadataURLs(issuer string) []string {
+	out := []string{strings.TrimRight(issuer, "/") + wellKnown}
+	if p, err := url.Parse(issuer); err == nil && p.Path != "" && p.Path != "/" && p.RawQuery == "" && p.Fragment == "" {
+		out = append(out, p.Scheme+"://"+p.Host+wellKnown+strings.TrimRight(p.Path, "/"))
+	}
+	return out
+}
+
+// CheckFlow checks that the card's device flow is the interface's
+// Provider's, before anything is asked of it: its device authorization,
+// token and metadata URLs at the Provider's origins (Client.Providers),
+// its metadata's issuer the one the metadata URL was formed from (RFC
+// 8414 §3.3), and the card's endpoints the ones the metadata names. It
+// returns the authorization server, whose issuer a grant is kept under.
+// A token's iss and aud say the rest (PACT §5.4: the server and the
+// interface): see TokenSet.Issuer and Audience.
+func (c *Client) CheckFlow(ctx context.Context, f *DeviceFlow) (*AuthServer, error) {
+	if f.MetadataURL == "" {
+		return nil, errors.New("the card's delegation names no oauth2MetadataUrl (PACT §5.1)")
+	}
+	for _, u := range []string{f.DeviceAuthorizationURL, f.TokenURL, f.MetadataURL} {
+		if err := c.AtProvider(u); err != nil {
+			return nil, fmt.Errorf("the card's delegation: %w", err)
+		}
+	}
+	md, err := c.metadataFor(ctx, f.MetadataURL)
+	if err != nil {
+		return nil, err
+	}
+	if md.TokenEndpoint != f.TokenURL || md.DeviceAuthorizationEndpoint != f.DeviceAuthorizationURL {
+		return nil, fmt.Errorf("the card's tokenUrl %s and deviceAuthorizationUrl %s are not the endpoints its authorization server %s names (%s, %s)",
+			f.TokenURL, f.DeviceAuthorizationURL, md.Issuer, md.TokenEndpoint, md.DeviceAuthorizationEndpoint)
+	}
+	return &AuthServer{Issuer: md.Issuer, MetadataURL: f.MetadataURL, TokenURL: f.TokenURL}, nil
 }
 
 // Delegation returns the card's device flow, or false when the Brand does
@@ -82,6 +162,11 @@ type TokenSet struct {
 	// the token's sub (PACT §5.4), read unverified; empty when the token
 	// does not say.
 	User string `json:"user,omitempty"`
+	// Issuer and Audience are the token's iss and aud, read unverified:
+	// the authorization server that issued it and the interface it is for
+	// (PACT §5.4).
+	Issuer   string `json:"issuer,omitempty"`
+	Audience string `json:"audience,omitempty"`
 }
 
 // OAuthError is an error answer of the Brand's authorization server.
@@ -108,6 +193,9 @@ var ErrExpired = errors.New("the sign-in link expired before the user approved")
 // form posts an OAuth form with the personal-agent JWT as the client
 // authentication (PACT §5.3) and decodes the JSON answer into out.
 func (c *Client) form(ctx context.Context, endpoint, sub string, v url.Values, out any) error {
+	if err := c.AtProvider(endpoint); err != nil {
+		return err
+	}
 	v.Set("client_id", c.Issuer)
 	res, err := c.do(ctx, func() (*http.Request, error) {
 		tok, err := c.Token(sub)
@@ -179,11 +267,16 @@ func (t tokenReply) set(now time.Time) (*TokenSet, error) {
 	// id and the Brand user are read, unverified, only to file receipts
 	// under the grant and to show the User which account they signed in as.
 	var c struct {
-		GrantID string `json:"grant_id"`
-		Subject string `json:"sub"`
+		GrantID  string       `json:"grant_id"`
+		Subject  string       `json:"sub"`
+		Issuer   string       `json:"iss"`
+		Audience jwt.Audience `json:"aud"`
 	}
 	if _, err := verifier.DecodeClaims(t.AccessToken, &c); err == nil {
-		ts.GrantID, ts.User = c.GrantID, c.Subject
+		ts.GrantID, ts.User, ts.Issuer = c.GrantID, c.Subject, c.Issuer
+		if len(c.Audience) == 1 {
+			ts.Audience = c.Audience[0]
+		}
 	}
 	return ts, nil
 }
@@ -223,11 +316,12 @@ func (c *Client) WaitForToken(ctx context.Context, f *DeviceFlow, sub string, d 
 	}
 }
 
-// Refresh trades a refresh token for a new token set (the old refresh
-// token is then spent: PACT Providers rotate them).
-func (c *Client) Refresh(ctx context.Context, f *DeviceFlow, sub, refreshToken string) (*TokenSet, error) {
+// Refresh trades a refresh token for a new token set at the token
+// endpoint of s, the authorization server that issued the grant (the old
+// refresh token is then spent: PACT Providers rotate them).
+func (c *Client) Refresh(ctx context.Context, s *AuthServer, sub, refreshToken string) (*TokenSet, error) {
 	var t tokenReply
-	if err := c.form(ctx, f.TokenURL, sub, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}, &t); err != nil {
+	if err := c.form(ctx, s.TokenURL, sub, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}, &t); err != nil {
 		return nil, fmt.Errorf("refresh: %w", err)
 	}
 	return t.set(time.Now())
@@ -306,62 +400,135 @@ type receiptMeta struct {
 // ErrNoReceipt: a reply under a delegation token carried no receipt.
 var ErrNoReceipt = errors.New("the reply carries no receipt")
 
-// VerifyReceipt checks a reply's receipt against the keys the Brand
-// publishes at its metadata's jwks_uri (verifier.VerifyCompact: ES256 or
-// RS256 by the kid in its header), claims equal to the signed ones, this
-// agent as pa and the interface as brand. Keys are fetched once per Brand
-// and again when a receipt names a kid they lack (the Brand rotated them).
+// ReceiptSkew is the clock skew allowed between the agent and the Brand
+// on a receipt's ts (as on PACT §3.2's times).
+const ReceiptSkew = 30 * time.Second
+
+// ReceiptMaxAge is how old a receipt's ts may be when it is checked, the
+// reply having just come: the turn and the way back take less.
+const ReceiptMaxAge = 5 * time.Minute
+
+// VerifyReceipt checks a reply's receipt (PACT §5.6) against the keys at
+// the jwks_uri of the metadata the card's flow f links, whose issuer must
+// be the one its URL was formed from (RFC 8414 §3.3)
+// (verifier.VerifyCompact: ES256 or RS256 by the kid in its header),
+// claims shown equal to the signed ones, this agent as pa and the
+// interface as brand. It does not know the grant: a receipt just
+// received under a delegation token is checked with VerifyGrantReceipt,
+// which binds it to that token. Keys are fetched once per Brand and again
+// when the receipt names a kid they lack (the Brand rotated them).
 func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *a2a.Message) (*Receipt, error) {
-	var meta receiptMeta
-	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
-		return nil, ErrNoReceipt
-	}
-	jws := meta.Receipt.JWS
-	keys, err := c.brandKeys(ctx, f, false)
+	r, _, err := c.verifyReceipt(ctx, &AuthServer{MetadataURL: f.MetadataURL}, iface, "", m)
+	return r, err
+}
+
+// VerifyGrantReceipt checks a reply's receipt (PACT §5.6) to a message
+// sent with the delegation token of ts, issued by s: signed with the same
+// keys as the token, those at the jwks_uri of s's metadata, whose issuer
+// is the one its URL was formed from (RFC 8414 §3.3) and the token's iss;
+// the token verified by those keys too, with aud the interface, at the
+// receipt's ts; claims shown equal to the signed ones; this agent as pa
+// and the interface as brand; the token's grant_id and sub as grantId and
+// user; scopesUsed among the token's scope; ts recent (ReceiptSkew ahead,
+// ReceiptMaxAge behind). Keys are fetched again once when the receipt or
+// the token names a kid they lack (the Brand rotated them).
+func (c *Client) VerifyGrantReceipt(ctx context.Context, s *AuthServer, iface string, ts *TokenSet, m *a2a.Message) (*Receipt, error) {
+	r, keys, err := c.verifyReceipt(ctx, s, iface, ts.AccessToken, m)
 	if err != nil {
 		return nil, err
 	}
+	claims := r.Claims
+	at, err := time.Parse(time.RFC3339, claims.TS)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: ts %q is not an RFC 3339 time", claims.TS)
+	}
+	// PACT §5.6: the same keys as the token. The token, checked as it was
+	// when the receipt was signed, says what the receipt may name.
+	var tok struct {
+		verifier.Claims
+		Scope   string `json:"scope"`
+		GrantID string `json:"grant_id"`
+	}
+	if _, err := verifier.VerifyCompact(ts.AccessToken, keys, &tok, verifier.Expected{Issuer: s.Issuer, Audience: iface, Time: at, Leeway: ReceiptSkew}); err != nil {
+		return nil, fmt.Errorf("receipt: the delegation token it was sent with, against %s and at the receipt's time %s: %w", keys.Snapshot.URI, claims.TS, err)
+	}
+	switch now := c.now(); {
+	case tok.GrantID == "" || claims.GrantID != tok.GrantID:
+		return nil, fmt.Errorf("receipt: names grant %q, not the token's %q", claims.GrantID, tok.GrantID)
+	case claims.User != tok.Subject:
+		return nil, fmt.Errorf("receipt: names user %q, not the token's %q", claims.User, tok.Subject)
+	case at.Before(now.Add(-ReceiptMaxAge)) || at.After(now.Add(ReceiptSkew)):
+		return nil, fmt.Errorf("receipt: its time %s is not now (%s)", claims.TS, now.UTC().Format(time.RFC3339))
+	}
+	granted := strings.Fields(tok.Scope)
+	for _, sc := range claims.ScopesUsed {
+		if !slices.Contains(granted, sc) {
+			return nil, fmt.Errorf("receipt: names scope %q, which the token does not grant", sc)
+		}
+	}
+	return r, nil
+}
+
+// verifyReceipt checks the receipt in m against the keys of s (with s's
+// issuer when it is set), with the token, when given, naming a kid of
+// them too, and pa and brand; it returns the receipt and the keys.
+func (c *Client) verifyReceipt(ctx context.Context, s *AuthServer, iface, token string, m *a2a.Message) (*Receipt, *verifier.KeySet, error) {
+	var meta receiptMeta
+	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
+		return nil, nil, ErrNoReceipt
+	}
+	jws := meta.Receipt.JWS
+	keys, err := c.brandKeys(ctx, s, false)
+	if err != nil {
+		return nil, nil, err
+	}
 	signed, err := verifier.VerifyCompact(jws, keys, nil, verifier.Expected{})
-	if errors.Is(err, verifier.ErrUnknownKid) {
-		if keys, err = c.brandKeys(ctx, f, true); err != nil {
-			return nil, err
+	var terr error
+	if token != "" {
+		_, terr = verifier.VerifyCompact(token, keys, nil, verifier.Expected{})
+	}
+	if errors.Is(err, verifier.ErrUnknownKid) || errors.Is(terr, verifier.ErrUnknownKid) {
+		if keys, err = c.brandKeys(ctx, s, true); err != nil {
+			return nil, nil, err
 		}
 		signed, err = verifier.VerifyCompact(jws, keys, nil, verifier.Expected{})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("receipt: against %s: %w", keys.Snapshot.URI, err)
+		return nil, nil, fmt.Errorf("receipt: against %s: %w", keys.Snapshot.URI, err)
 	}
 	var fromJWS, shown any
 	if json.Unmarshal(signed.Payload, &fromJWS) != nil || json.Unmarshal(meta.Receipt.Claims, &shown) != nil || !reflect.DeepEqual(fromJWS, shown) {
-		return nil, errors.New("receipt: the claims shown differ from the signed ones")
+		return nil, nil, errors.New("receipt: the claims shown differ from the signed ones")
 	}
 	var claims a2a.ReceiptClaims
 	if err := json.Unmarshal(signed.Payload, &claims); err != nil {
-		return nil, fmt.Errorf("receipt claims: %w", err)
+		return nil, nil, fmt.Errorf("receipt claims: %w", err)
 	}
 	if claims.PA != c.Issuer || claims.Brand != iface || claims.GrantID == "" {
-		return nil, fmt.Errorf("receipt: names pa %q and brand %q, not this agent and %s", claims.PA, claims.Brand, iface)
+		return nil, nil, fmt.Errorf("receipt: names pa %q and brand %q, not this agent and %s", claims.PA, claims.Brand, iface)
 	}
 	sum := sha256.Sum256([]byte(jws))
-	return &Receipt{JWS: jws, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keys.Snapshot.URI, VerifiedAt: time.Now().UTC()}, nil
+	return &Receipt{JWS: jws, Claims: claims, SHA256: hex.EncodeToString(sum[:]), KeysURL: keys.Snapshot.URI, VerifiedAt: c.now().UTC()}, keys, nil
 }
 
-// brandKeys fetches the Brand's metadata and the keys at its jwks_uri,
-// once per client, and again when refresh is set.
-func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, refresh bool) (*verifier.KeySet, error) {
+// brandKeys fetches the metadata of s, checks its issuer (RFC 8414 §3.3,
+// and the issuer s was found with when it is set), and the keys at its jwks_uri, once
+// per client, and again when refresh is set.
+func (c *Client) brandKeys(ctx context.Context, s *AuthServer, refresh bool) (*verifier.KeySet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys = map[string]*verifier.KeySet{}
+		c.keys = map[AuthServer]*verifier.KeySet{}
 	}
-	if ks, ok := c.keys[f.MetadataURL]; ok && !refresh {
+	if ks, ok := c.keys[*s]; ok && !refresh {
 		return ks, nil
 	}
-	var md struct {
-		JWKSURI string `json:"jwks_uri"`
+	md, err := c.metadataFor(ctx, s.MetadataURL)
+	if err != nil {
+		return nil, err
 	}
-	if err := c.getJSON(ctx, f.MetadataURL, 256<<10, &md); err != nil {
-		return nil, fmt.Errorf("authorization server metadata: %w", err)
+	if s.Issuer != "" && md.Issuer != s.Issuer {
+		return nil, fmt.Errorf("the authorization server metadata at %s names issuer %q, not %q, which issued the grant", s.MetadataURL, md.Issuer, s.Issuer)
 	}
 	if md.JWKSURI == "" {
 		return nil, errors.New("the metadata names no jwks_uri")
@@ -374,12 +541,12 @@ func (c *Client) brandKeys(ctx context.Context, f *DeviceFlow, refresh bool) (*v
 	if err != nil {
 		return nil, fmt.Errorf("brand keys at %s: %w", md.JWKSURI, err)
 	}
-	c.keys[f.MetadataURL] = ks
+	c.keys[*s] = ks
 	return ks, nil
 }
 
-// clientState is the Client's cache of Brand keys, by metadata URL.
+// clientState is the Client's cache of Brand keys, by authorization server.
 type clientState struct {
 	mu   sync.Mutex
-	keys map[string]*verifier.KeySet
+	keys map[AuthServer]*verifier.KeySet
 }

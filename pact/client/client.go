@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +79,17 @@ type Client struct {
 	Token func(sub string) (string, error)
 	// Issuer is the personal agent's issuer URL: its OAuth client_id.
 	Issuer string
+	// Providers are the origins (scheme://host[:port]) of the Provider
+	// whose audience the JWTs from Token name. When set, a request that
+	// carries one (message:send, the OAuth calls) goes only to a URL at
+	// one of them: anywhere else would get a token the Provider accepts
+	// (PACT §3.1: the audience is one value per Provider, never derived
+	// from a card). Empty, requests go where they are asked to: a personal
+	// agent sets it (pactagent always does), a test of one Provider need
+	// not.
+	Providers []string
+	// Now, when set, is the time receipts are checked at; nil is time.Now.
+	Now func() time.Time
 	// OnRateLimited, when set, is told before each wait for a request the
 	// Brand answered 429: the wait its Retry-After asks for and the retry
 	// about to come (1 to RateLimitRetries).
@@ -132,6 +145,67 @@ func (c *Client) http() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second}
 }
 
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// OriginError: a request that would carry the personal-agent JWT is for a
+// URL outside the Provider's origins (Client.Providers), so it is not
+// sent.
+type OriginError struct {
+	URL       string
+	Providers []string
+}
+
+func (e *OriginError) Error() string {
+	return fmt.Sprintf("%s is not at the Provider this agent signs its requests for (%s): nothing signed is sent there", e.URL, strings.Join(e.Providers, ", "))
+}
+
+// Origin is the origin of an http or https URL (RFC 6454): its scheme and
+// host in lower case, with the port unless it is the scheme's default.
+func Origin(u string) (string, error) {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	scheme := strings.ToLower(p.Scheme)
+	if scheme != "http" && scheme != "https" || p.Host == "" || p.User != nil {
+		return "", fmt.Errorf("%q is not an http or https URL of a host", u)
+	}
+	host, port := strings.ToLower(p.Hostname()), p.Port()
+	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		if strings.Contains(host, ":") {
+			return scheme + "://[" + host + "]", nil
+		}
+		return scheme + "://" + host, nil
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return scheme + "://" + host + ":" + port, nil
+}
+
+// AtProvider returns nil when u is at one of the Provider's origins
+// (or Providers is empty), where a request may carry the personal-agent
+// JWT, and an *OriginError when it is not.
+func (c *Client) AtProvider(u string) error {
+	if len(c.Providers) == 0 {
+		return nil
+	}
+	o, err := Origin(u)
+	if err == nil {
+		for _, p := range c.Providers {
+			if po, perr := Origin(p); perr == nil && po == o {
+				return nil
+			}
+		}
+	}
+	return &OriginError{URL: u, Providers: slices.Clone(c.Providers)}
+}
+
 // SendError is a failed message:send: the HTTP status and, for A2A errors,
 // the §6 reason, the message, and the Provider's explanation from the
 // ErrorInfo's metadata (detail), when it gives one; and the wait its
@@ -170,6 +244,9 @@ func (c *Client) Send(ctx context.Context, iface, sub, contextID, messageID, tex
 // send posts message:send, with a delegation token when one is given, and
 // returns the 200 body.
 func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, text, delegation string) ([]byte, error) {
+	if err := c.AtProvider(iface); err != nil {
+		return nil, err
+	}
 	if messageID == "" {
 		messageID = newID()
 	}

@@ -21,8 +21,9 @@ func (s *sleeper) sleep(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-func newClient(s *sleeper) *Client {
-	return &Client{Issuer: "https://pa.example", Token: func(string) (string, error) { return "pa-jwt", nil }, Sleep: s.sleep}
+// newClient is a client whose JWTs are for the Provider at providers.
+func newClient(s *sleeper, providers ...string) *Client {
+	return &Client{Issuer: "https://pa.example", Token: func(string) (string, error) { return "pa-jwt", nil }, Sleep: s.sleep, Providers: providers}
 }
 
 func TestRetryAfter(t *testing.T) {
@@ -73,7 +74,7 @@ func TestSendWaitsOutRateLimits(t *testing.T) {
 	defer srv.Close()
 
 	var s sleeper
-	c := newClient(&s)
+	c := newClient(&s, srv.URL)
 	var told []int
 	c.OnRateLimited = func(_ time.Duration, retry int) { told = append(told, retry) }
 	busyFor.Store(2)
@@ -124,7 +125,7 @@ func TestWaitForTokenExpired(t *testing.T) {
 	}))
 	defer srv.Close()
 	var s sleeper
-	c := newClient(&s)
+	c := newClient(&s, srv.URL)
 	_, err := c.WaitForToken(context.Background(), &DeviceFlow{TokenURL: srv.URL}, "u", &DeviceStart{DeviceCode: "d", Interval: 5, ExpiresIn: 600}, nil)
 	if !errors.Is(err, ErrExpired) {
 		t.Fatalf("expired_token: %v", err)
