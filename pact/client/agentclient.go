@@ -197,7 +197,7 @@ func (c *Client) form(ctx context.Context, endpoint, sub string, v url.Values, o
 		return err
 	}
 	v.Set("client_id", c.Issuer)
-	res, err := c.do(ctx, func() (*http.Request, error) {
+	res, err := c.do(ctx, c.signedHTTP(), func() (*http.Request, error) {
 		tok, err := c.Token(sub)
 		if err != nil {
 			return nil, err

@@ -113,7 +113,7 @@ func (c *Client) FetchCard(ctx context.Context, url string) (*Card, error) {
 
 // getJSON fetches u and decodes at most limit bytes of its JSON into out.
 func (c *Client) getJSON(ctx context.Context, u string, limit int64, out any) error {
-	res, err := c.do(ctx, func() (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, u, nil) })
+	res, err := c.do(ctx, c.http(), func() (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, u, nil) })
 	if err != nil {
 		return err
 	}
@@ -206,6 +206,24 @@ func (c *Client) AtProvider(u string) error {
 	return &OriginError{URL: u, Providers: slices.Clone(c.Providers)}
 }
 
+// ErrRedirect: a request carrying the agent's tokens was answered with a
+// redirect, which is not followed: the tokens would go where the answer
+// points (Go drops Authorization on a redirect to another host, but not
+// the delegation token, nor the body).
+var ErrRedirect = errors.New("the answer is a redirect, which a request carrying this agent's tokens does not follow")
+
+// signedHTTP is c.http() refusing to follow redirects: for requests that
+// carry the personal-agent JWT or the delegation token. A GET for a card
+// or keys carries neither and may follow them (PACT §2.1: a Brand's
+// domain may redirect to the Provider's card).
+func (c *Client) signedHTTP() *http.Client {
+	hc := *c.http()
+	hc.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("%w (to %s)", ErrRedirect, req.URL.Redacted())
+	}
+	return &hc
+}
+
 // SendError is a failed message:send: the HTTP status and, for A2A errors,
 // the §6 reason, the message, and the Provider's explanation from the
 // ErrorInfo's metadata (detail), when it gives one; and the wait its
@@ -255,7 +273,7 @@ func (c *Client) send(ctx context.Context, iface, sub, contextID, messageID, tex
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.do(ctx, func() (*http.Request, error) {
+	res, err := c.do(ctx, c.signedHTTP(), func() (*http.Request, error) {
 		tok, err := c.Token(sub)
 		if err != nil {
 			return nil, err

@@ -34,18 +34,18 @@ func (e *RateLimitedError) Error() string {
 }
 
 // do sends the request build returns (a new one each try, with a fresh
-// personal-agent JWT), and while the Brand answers 429 waits what its
+// personal-agent JWT) with hc, and while the Brand answers 429 waits what its
 // Retry-After asks and sends it again, up to RateLimitRetries times (PACT
 // §6: a personal agent SHOULD wait Retry-After before retrying). A 429
 // spends nothing at the Provider, and a message is sent again with its
 // messageId, so a retry never acts twice.
-func (c *Client) do(ctx context.Context, build func() (*http.Request, error)) (*http.Response, error) {
+func (c *Client) do(ctx context.Context, hc *http.Client, build func() (*http.Request, error)) (*http.Response, error) {
 	for try := 1; ; try++ {
 		req, err := build()
 		if err != nil {
 			return nil, err
 		}
-		res, err := c.http().Do(req)
+		res, err := hc.Do(req)
 		if err != nil {
 			return nil, err
 		}
