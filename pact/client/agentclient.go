@@ -262,7 +262,7 @@ func (t tokenReply) set(now time.Time) (*TokenSet, error) {
 	if t.AccessToken == "" {
 		return nil, errors.New("the token answer has no access_token")
 	}
-	ts := &TokenSet{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Scopes: strings.Fields(t.Scope), Expires: now.Add(time.Duration(t.ExpiresIn) * time.Second)}
+	ts := &TokenSet{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Scopes: strings.Fields(t.Scope), Expires: now.Add(seconds(t.ExpiresIn, maxTokenLife))}
 	// The token is the Brand's to read and the agent's to carry; the grant
 	// id and the Brand user are read, unverified, only to file receipts
 	// under the grant and to show the User which account they signed in as.
@@ -281,12 +281,38 @@ func (t tokenReply) set(now time.Time) (*TokenSet, error) {
 	return ts, nil
 }
 
+// The longest waits and lifetimes the client takes from a Brand's answer
+// as they are; longer ones are cut to these. A number of seconds past
+// int64 nanoseconds would otherwise wrap to a negative duration: an
+// interval of no wait at all (polling without pause), a token already
+// expired.
+const (
+	maxPollInterval = 5 * time.Minute // RFC 8628 §3.2 interval
+	maxCodeLife     = 24 * time.Hour  // RFC 8628 §3.2 expires_in
+	maxTokenLife    = 24 * time.Hour  // RFC 6749 §5.1 expires_in; PACT §5.4 SHOULD ≤ 1 h
+)
+
+// seconds is n seconds, at most limit, and 0 when n is negative; capped
+// before it is multiplied, so that it cannot overflow.
+func seconds(n int, limit time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	if n >= int(limit/time.Second) {
+		return limit
+	}
+	return time.Duration(n) * time.Second
+}
+
 // WaitForToken polls the token endpoint at the interval the Brand asks
 // (slowing down when told) until the User approves, denies (ErrDenied) or
 // the code expires. waiting, when set, is called before each poll.
 func (c *Client) WaitForToken(ctx context.Context, f *DeviceFlow, sub string, d *DeviceStart, waiting func()) (*TokenSet, error) {
-	interval := time.Duration(d.Interval) * time.Second
-	deadline := time.Now().Add(time.Duration(d.ExpiresIn) * time.Second)
+	interval := seconds(d.Interval, maxPollInterval)
+	if interval <= 0 {
+		interval = 5 * time.Second // RFC 8628 §3.2: the default
+	}
+	deadline := time.Now().Add(seconds(d.ExpiresIn, maxCodeLife))
 	for {
 		if err := c.sleep(ctx, interval); err != nil {
 			return nil, err
