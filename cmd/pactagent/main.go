@@ -40,6 +40,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/buildinfo"
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/client"
 )
@@ -74,9 +75,11 @@ func main() {
 	}
 }
 
-// report prints err for the user.
+// report prints err for the user. It may quote a Brand's answer (an
+// error's message, an OAuth error_description): its control characters
+// are escaped, shown rather than acted on by the terminal.
 func report(w io.Writer, err error) {
-	fmt.Fprintln(w, "pactagent:", err)
+	fmt.Fprintln(w, "pactagent:", termtext.EscapeLines(err.Error()))
 }
 
 // commands are pactagent's commands, as run dispatches them.
@@ -360,7 +363,7 @@ func connect(dir, cardURL, user string, out io.Writer) (*agent, error) {
 	if err := c.AtProvider(iface); err != nil {
 		return nil, fmt.Errorf("the card at %s names its interface at %s, not at the Provider this agent is set up for (%s, audience %s): "+
 			"pactagent sends its signed requests to no other place, where they could be replayed at that Provider",
-			cardURL, iface, strings.Join(s.Providers, ", "), s.Audience)
+			cardURL, termtext.Escape(iface), strings.Join(s.Providers, ", "), s.Audience)
 	}
 	return &agent{dir: dir, settings: s, kid: k.KeyID, c: c, card: card, iface: iface, user: user, out: out}, nil
 }
@@ -421,7 +424,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 	var receipt *client.Receipt
 	if g != nil {
 		if receipt, err = a.c.VerifyGrantReceipt(ctx, &g.Server, a.iface, &g.Token, reply); err != nil {
-			fmt.Fprintf(out, "%s\n", client.ReplyText(reply))
+			fmt.Fprintf(out, "%s\n", termtext.EscapeLines(client.ReplyText(reply)))
 			return fmt.Errorf("the reply's receipt did not verify, so it is not kept: %w", err)
 		}
 		if err := a.keepReceipt(receipt); err != nil {
@@ -431,22 +434,22 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 	if o.asJSON {
 		return json.NewEncoder(out).Encode(map[string]any{"message": reply, "receipt": receipt})
 	}
-	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", client.ReplyText(reply), reply.ContextID)
+	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", termtext.EscapeLines(client.ReplyText(reply)), termtext.Escape(reply.ContextID))
 	if receipt != nil {
 		fmt.Fprintf(out, "receipt verified against %s: grant %s, scopes used [%s], actions [%s]; kept as receipts/%s.json\n",
-			receipt.KeysURL, receipt.Claims.GrantID, strings.Join(receipt.Claims.ScopesUsed, " "),
+			termtext.Escape(receipt.KeysURL), termtext.Escape(receipt.Claims.GrantID), termtext.Escape(strings.Join(receipt.Claims.ScopesUsed, " ")),
 			actionList(receipt.Claims.Actions), receipt.SHA256)
 	}
 	return err
 }
 
-// actionList is the tools of a receipt's actions.
+// actionList is the tools of a receipt's actions, escaped for a terminal.
 func actionList(as []a2a.ReceiptAction) string {
 	var s []string
 	for _, a := range as {
 		s = append(s, a.Tool)
 	}
-	return strings.Join(s, " ")
+	return termtext.Escape(strings.Join(s, " "))
 }
 
 // converse sends text, with the user's delegation token when g is set, and
@@ -491,7 +494,7 @@ func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, srv *clie
 			return r, g, nil
 		}
 		if r.Task.Status.Message != nil {
-			fmt.Fprintln(a.out, client.ReplyText(r.Task.Status.Message))
+			fmt.Fprintln(a.out, termtext.EscapeLines(client.ReplyText(r.Task.Status.Message)))
 		}
 		// PACT §5.5: repeat §5.3 for the missing scopes, keeping the ones held.
 		var want []string
@@ -506,7 +509,7 @@ func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, srv *clie
 		}
 		for _, m := range r.Task.Metadata.MissingScopes {
 			if !slices.Contains(ng.Token.Scopes, m) {
-				return nil, nil, fmt.Errorf("the user did not allow %s, which this needs", m)
+				return nil, nil, fmt.Errorf("the user did not allow %s, which this needs", termtext.Escape(m))
 			}
 		}
 		g = ng
@@ -523,21 +526,21 @@ func (a *agent) showStepUp(t *client.Task, delegating, asJSON bool) error {
 		return json.NewEncoder(a.out).Encode(map[string]any{"task": t})
 	}
 	if t.Status.Message != nil {
-		fmt.Fprintln(a.out, client.ReplyText(t.Status.Message))
+		fmt.Fprintln(a.out, termtext.EscapeLines(client.ReplyText(t.Status.Message)))
 	}
-	scopes := strings.Join(t.Metadata.MissingScopes, " ")
+	scopes := termtext.Escape(strings.Join(t.Metadata.MissingScopes, " "))
 	if l := t.Metadata.VerificationURIComplete; l != "" {
-		fmt.Fprintf(a.out, "To allow it (%s), sign in with %s at:\n  %s\n", scopes, a.org(), l)
+		fmt.Fprintf(a.out, "To allow it (%s), sign in with %s at:\n  %s\n", scopes, a.org(), termtext.Escape(l))
 	}
 	if delegating {
 		fmt.Fprintf(a.out, "Or send again without --identity-only: pactagent then asks %s for %s itself and carries on in this conversation.\n", a.org(), scopes)
 	}
-	_, err := fmt.Fprintf(a.out, "(context %s)\n", t.ContextID)
+	_, err := fmt.Fprintf(a.out, "(context %s)\n", termtext.Escape(t.ContextID))
 	return err
 }
 
-// org is the organization the card names.
-func (a *agent) org() string { return a.card.Organization() }
+// org is the organization the card names, escaped for a terminal.
+func (a *agent) org() string { return termtext.Escape(a.card.Organization()) }
 
 // grantFile is the user's delegation at one Brand, kept in DIR/grants.json
 // under grantKey: the token set, and the interface it is for and the
@@ -611,7 +614,7 @@ func (a *agent) grant(ctx context.Context, srv *client.AuthServer) (*grantFile, 
 func (a *agent) checkToken(srv *client.AuthServer, ts *client.TokenSet) error {
 	if ts.Issuer != srv.Issuer || ts.Audience != a.iface {
 		return fmt.Errorf("the token from %s is for %s, issued by %s: not for the interface %s; it is not kept",
-			srv.TokenURL, ts.Audience, ts.Issuer, a.iface)
+			srv.TokenURL, termtext.Escape(ts.Audience), termtext.Escape(ts.Issuer), a.iface)
 	}
 	return nil
 }
@@ -621,7 +624,7 @@ func (a *agent) checkToken(srv *client.AuthServer, ts *client.TokenSet) error {
 func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, srv *client.AuthServer, scopes []string) (*grantFile, error) {
 	fmt.Fprintf(a.out, "Asking %s for permission to:\n", a.org())
 	for _, s := range scopes {
-		fmt.Fprintf(a.out, "  - %s (%s)\n", flow.Scopes[s], s)
+		fmt.Fprintf(a.out, "  - %s (%s)\n", termtext.Escape(flow.Scopes[s]), termtext.Escape(s))
 	}
 	d, err := a.c.StartAuthorization(ctx, flow, a.user, scopes)
 	if err != nil {
@@ -632,7 +635,7 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, srv *cli
 		link = d.VerificationURI
 	}
 	fmt.Fprintf(a.out, "Open this link to sign in with %s and choose what to allow (code %s, valid %d min):\n  %s\n",
-		a.org(), d.UserCode, max(1, d.ExpiresIn/60), link)
+		a.org(), termtext.Escape(d.UserCode), max(1, d.ExpiresIn/60), termtext.Escape(link))
 	fmt.Fprint(a.out, "waiting for approval")
 	ts, err := a.c.WaitForToken(ctx, flow, a.user, d, func() { fmt.Fprint(a.out, ".") })
 	fmt.Fprintln(a.out)
@@ -673,7 +676,7 @@ func (a *agent) showGrant(srv *client.AuthServer, asked []string, ts *client.Tok
 		}
 	}
 	allowed = append(allowed, earlier...)
-	list := func(ss []string) string { return strings.Join(ss, " ") }
+	list := func(ss []string) string { return termtext.Escape(strings.Join(ss, " ")) }
 	if len(earlier) > 0 {
 		fmt.Fprintf(a.out, "Allowed: %s (%s allowed before, with the grant this one continues)\n", list(allowed), list(earlier))
 	} else {
@@ -687,10 +690,10 @@ func (a *agent) showGrant(srv *client.AuthServer, asked []string, ts *client.Tok
 		fmt.Fprintf(a.out, "The token does not say which %s account signed in; the Brand's account page lists each account's grants.\n", org)
 		return
 	}
-	account := ts.User
+	account := termtext.Escape(ts.User)
 	fmt.Fprintf(a.out, "Signed in as the %s account %s: pactagent acts for it as %s.\n", org, account, a.user)
 	for _, g := range a.grants() {
-		switch previous := g.Token.User; {
+		switch previous := termtext.Escape(g.Token.User); {
 		case g.Interface != a.iface || g.Server.Issuer != srv.Issuer || g.Token.User == "":
 		case g.User == a.user && g.Token.User != ts.User:
 			fmt.Fprintf(a.out, "Note: %s's previous grant here was for account %s. If %s is not %s's, revoke this grant on the %s account page and authorize again, signing in with %s's own account; a conversation held as %s needs --new.\n",
@@ -721,7 +724,7 @@ func authorizeCmd(dir, cardURL, user string, scopes []string, out io.Writer) (er
 		slices.Sort(ids)
 		fmt.Fprintf(out, "%s offers these permissions:\n", a.org())
 		for _, id := range ids {
-			fmt.Fprintf(out, "  %-20s %s\n", id, flow.Scopes[id])
+			fmt.Fprintf(out, "  %-20s %s\n", termtext.Escape(id), termtext.Escape(flow.Scopes[id]))
 		}
 		_, err := fmt.Fprintln(out, "Ask for some with --scope \"ID ...\"; the user chooses what to allow when signing in.")
 		return err
@@ -777,8 +780,8 @@ func listReceipts(dir string, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIME\tUSER\tGRANT\tACTIONS\tRECEIPT (ledger row id)")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Claims.TS, r.Claims.User, r.Claims.GrantID,
-			actionList(r.Claims.Actions), r.SHA256)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", termtext.Escape(r.Claims.TS), termtext.Escape(r.Claims.User), termtext.Escape(r.Claims.GrantID),
+			actionList(r.Claims.Actions), termtext.Escape(r.SHA256))
 	}
 	return w.Flush()
 }
