@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,18 +17,32 @@ import (
 // too short and dates it Δ early; one ahead dates it late. With reference
 // clocks (Config.ReferenceClocks), RunClockWatch reads each every
 // ClockWatchInterval, and a write (AppendReceipt, AppendRefusal,
-// AppendDispute, CloseIncident, RevokeGrant) is refused with a
-// *ClockOffError while the ledger's clock is off a reference's by more
-// than ClockTolerance, either way. No write waits for a reading: between
-// readings a step of the host's clock is seen at once, as a difference
-// between how far its wall clock and its monotonic clock moved since the
-// last reading (the monotonic clock does not step). A refused write asks
+// AppendDispute, CloseIncident) is refused with a *ClockOffError while the
+// ledger's clock is off a reference's by more than ClockTolerance, either
+// way. No write waits for a reading: between readings a step of the
+// host's clock is seen at once, as a difference between how far its wall
+// clock and its boot-time clock moved since the last reading (the
+// boot-time clock does not step, and counts a suspension). A refused write asks
 // for a new reading, so that writes go on as soon as the clocks agree.
+// Revocations are not refused: one dated minutes wrong does far less harm
+// than a compromised grant no one can stop; it is logged.
 
 // ClockWatchInterval is how often RunClockWatch reads the reference
 // clocks. Between readings the ledger's clock can only drift (a step is
 // seen at once), by far less than ClockTolerance in a minute.
 const ClockWatchInterval = time.Minute
+
+// clockHysteresis is how far inside ClockTolerance the ledger's clock
+// must come before refused writes are taken again: a reading jitters by
+// up to a second (an S3 Date is in whole seconds), which at the limit
+// would take and refuse writes by turns.
+const clockHysteresis = 3 * time.Second
+
+// processStart is when this process started, by the monotonic clock.
+var processStart = time.Now()
+
+// sinceStart is the monotonic time since the process started.
+func sinceStart() time.Duration { return time.Since(processStart) }
 
 // clockRecheckGap is the least time between two readings a refused write
 // asked for: one HEAD of the bucket and one query a second at most.
@@ -68,9 +83,10 @@ func (e *ClockOffError) Is(target error) bool {
 type clockReading struct {
 	clock string
 	// local is the ledger's clock (Config.Now) halfway through the
-	// reading, its wall time alone; mono is the host's monotonic clock
-	// then (time.Now), which no step of the wall clock moves.
-	local, mono time.Time
+	// reading, its wall time alone; boot is the host's boot-time clock
+	// then (sinceBoot), which no step of the wall clock moves.
+	local time.Time
+	boot  time.Duration
 	// off is local minus the reference's time: positive, the ledger's
 	// clock is ahead.
 	off time.Duration
@@ -78,10 +94,10 @@ type clockReading struct {
 
 // offNow is how far the ledger's clock, reading now, is off the
 // reference's, from the reading r: its offset then, plus how much further
-// the wall clock moved since than the monotonic clock did (a step).
+// the wall clock moved since than the boot-time clock did (a step).
 func (r clockReading) offNow(now time.Time) time.Duration {
 	wall := now.Round(0).Sub(r.local)
-	return r.off + wall - time.Since(r.mono)
+	return r.off + wall - (sinceBoot() - r.boot)
 }
 
 // ClockState is what the ledger last read of a reference clock, for
@@ -126,10 +142,15 @@ type clockWatch struct {
 // reading (a reference down since ledgerd started, or no references: the
 // embedded default's one clock) every time passes.
 func (l *Ledger) checkWriteClock(ctx context.Context, now time.Time) error {
-	r, off, ok := l.clockOff(now)
+	refusing := l.clocks.refusing.Load()
+	limit := ClockTolerance
+	if refusing {
+		limit -= clockHysteresis
+	}
+	r, off, ok := l.clockOff(now, limit)
 	if ok {
-		if l.clocks.refusing.Load() {
-			l.clocksAgree(ctx)
+		if refusing {
+			l.clockTransition(ctx, false, r, now, off)
 		}
 		return nil
 	}
@@ -137,21 +158,19 @@ func (l *Ledger) checkWriteClock(ctx context.Context, now time.Time) error {
 	case l.clocks.recheck <- struct{}{}:
 	default:
 	}
-	if l.clocks.refusing.CompareAndSwap(false, true) {
-		l.cfg.Logger.ErrorContext(ctx, "writes refused: the ledger's clock is off a reference clock; nothing is recorded until the clocks agree",
-			slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)), slog.Duration("tolerance", ClockTolerance))
-		l.cfg.Metrics.clockRefusing(true)
+	if !refusing {
+		l.clockTransition(ctx, true, r, now, off)
 	}
 	l.cfg.Metrics.writeRefusedForClock()
 	return &ClockOffError{Clock: r.clock, Local: now, Reference: now.Add(-off), Off: off}
 }
 
 // clockOff returns the first reference clock the ledger's clock is off by
-// more than ClockTolerance at now, and by how much; ok when there is none.
-func (l *Ledger) clockOff(now time.Time) (clockReading, time.Duration, bool) {
+// more than limit at now, and by how much; ok when there is none.
+func (l *Ledger) clockOff(now time.Time, limit time.Duration) (clockReading, time.Duration, bool) {
 	if rs := l.clocks.readings.Load(); rs != nil {
 		for _, r := range *rs {
-			if off := r.offNow(now); off > ClockTolerance || off < -ClockTolerance {
+			if off := r.offNow(now); off > limit || off < -limit {
 				return r, off, false
 			}
 		}
@@ -159,11 +178,32 @@ func (l *Ledger) clockOff(now time.Time) (clockReading, time.Duration, bool) {
 	return clockReading{}, 0, true
 }
 
-// clocksAgree takes writes again, once, after they were refused.
-func (l *Ledger) clocksAgree(ctx context.Context) {
-	if l.clocks.refusing.CompareAndSwap(true, false) {
-		l.cfg.Metrics.clockRefusing(false)
-		l.cfg.Logger.InfoContext(ctx, "writes taken again: the ledger's clock agrees with its reference clocks")
+// clockTransition refuses writes from now on (refuse), or takes them
+// again, logging and counting the change once: under the lock, so that
+// the gauge ends as the state does when two writes race.
+func (l *Ledger) clockTransition(ctx context.Context, refuse bool, r clockReading, now time.Time, off time.Duration) {
+	l.clocks.mu.Lock()
+	defer l.clocks.mu.Unlock()
+	if l.clocks.refusing.Load() == refuse {
+		return
+	}
+	l.clocks.refusing.Store(refuse)
+	l.cfg.Metrics.clockRefusing(refuse)
+	if refuse {
+		l.cfg.Logger.ErrorContext(ctx, "writes refused: the ledger's clock is off a reference clock; nothing is recorded until the clocks agree",
+			slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)), slog.Duration("tolerance", ClockTolerance))
+		return
+	}
+	l.cfg.Logger.InfoContext(ctx, "writes taken again: the ledger's clock agrees with its reference clocks")
+}
+
+// noteClockOff logs a write taken though the ledger's clock is off a
+// reference clock by more than ClockTolerance (a revocation, which is not
+// refused for it).
+func (l *Ledger) noteClockOff(ctx context.Context, now time.Time, what ...any) {
+	if r, off, ok := l.clockOff(now, ClockTolerance); !ok {
+		l.cfg.Logger.WarnContext(ctx, "recorded though the ledger's clock is off a reference clock: its time may be off as much",
+			append(what, slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)))...)
 	}
 }
 
@@ -214,10 +254,10 @@ func (l *Ledger) readClocks(ctx context.Context) {
 	}
 	for _, c := range l.cfg.ReferenceClocks {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		mono0, local0 := time.Now(), l.cfg.Now()
+		boot0, local0 := sinceBoot(), l.cfg.Now()
 		ref, err := c.Now(rctx)
 		cancel()
-		half := time.Since(mono0) / 2
+		half := (sinceBoot() - boot0) / 2
 		st := ClockState{Clock: c.Name}
 		l.clocks.mu.Lock()
 		if prev, ok := l.clocks.states[c.Name]; ok {
@@ -225,7 +265,10 @@ func (l *Ledger) readClocks(ctx context.Context) {
 		}
 		switch {
 		case errors.Is(err, ErrNoClock):
+			// No time to check against: an earlier reading of it no
+			// longer counts either.
 			st = ClockState{Clock: c.Name, ReadAt: local0, OK: true, NoTime: true}
+			good = slices.DeleteFunc(good, func(r clockReading) bool { return r.clock == c.Name })
 		case err != nil:
 			if st.Err == nil && ctx.Err() == nil {
 				// Logged when it starts failing, not at each reading (a
@@ -234,7 +277,7 @@ func (l *Ledger) readClocks(ctx context.Context) {
 			}
 			st.Err, st.ErrAt = err, local0
 		default:
-			r := clockReading{clock: c.Name, local: local0.Add(half).Round(0), mono: mono0.Add(half), off: local0.Add(half).Sub(ref)}
+			r := clockReading{clock: c.Name, local: local0.Add(half).Round(0), boot: boot0 + half, off: local0.Add(half).Sub(ref)}
 			keep(r)
 			st = ClockState{Clock: c.Name, ReadAt: r.local, Off: r.off, OK: r.off <= ClockTolerance && r.off >= -ClockTolerance}
 			l.cfg.Metrics.clockOff(c.Name, r.off)
@@ -242,11 +285,12 @@ func (l *Ledger) readClocks(ctx context.Context) {
 		l.clocks.states[c.Name] = st
 		l.clocks.mu.Unlock()
 	}
-	if len(good) > 0 {
-		l.clocks.readings.Store(&good)
-	}
-	if _, _, ok := l.clockOff(l.cfg.Now()); ok {
-		l.clocksAgree(ctx)
+	l.clocks.readings.Store(&good)
+	if l.clocks.refusing.Load() {
+		now := l.cfg.Now()
+		if r, off, ok := l.clockOff(now, ClockTolerance-clockHysteresis); ok {
+			l.clockTransition(ctx, false, r, now, off)
+		}
 	}
 }
 

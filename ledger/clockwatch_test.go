@@ -12,6 +12,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/freeport"
 	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	s3store "github.com/pactledger/pactledger/storage/s3"
 )
@@ -51,21 +52,17 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// everyWrite makes each kind of write once, at the ledger's clock now,
-// and returns their errors by name. row is a recorded row, with incident
-// an incident of it or "" (its close is then tried on an unknown id: the
-// clock is checked first).
-func everyWrite(h *harness, row, incident string) map[string]error {
+// everyWrite makes each kind of write the clock refuses once, at the
+// ledger's clock now, and returns their errors by name. row is a recorded
+// row; an incident's close is tried on an unknown id (the clock is
+// checked first).
+func everyWrite(h *harness, row string) map[string]error {
 	ctx := context.Background()
 	errs := map[string]error{}
 	_, _, errs["AppendReceipt"] = h.l.AppendReceipt(ctx, in(h.sc.Mint(pacttest.Spec{Target: "W-" + h.clock().Format("150405.000000000"), At: h.clock()})))
 	_, errs["AppendRefusal"] = h.l.AppendRefusal(ctx, ledger.RefusalInput{ClaimedAgent: "agent", Tool: "cancel_order", Target: "A-1", Reason: "chat yes", ObservedAt: h.clock()})
 	_, errs["AppendDispute"] = h.l.AppendDispute(ctx, row, ledger.DisputeOpen, "customer says no", "support")
-	_, errs["RevokeGrant"] = h.l.RevokeGrant(ctx, "grant-clock", time.Time{}, "", "admin", true)
-	if incident == "" {
-		incident = "inc-none"
-	}
-	_, errs["CloseIncident"] = h.l.CloseIncident(ctx, incident, "closed", "support")
+	_, errs["CloseIncident"] = h.l.CloseIncident(ctx, "inc-none", "closed", "support")
 	return errs
 }
 
@@ -76,7 +73,8 @@ func everyWrite(h *harness, row, incident string) map[string]error {
 // (each says why, UNAVAILABLE to the writer), nothing is recorded, the
 // refusal is logged once at ERROR and counted; once the clock is back,
 // writes are taken again. A step ahead is refused the same way: a row
-// would be dated late.
+// would be dated late. A revocation is taken, and logged: a compromised
+// grant must be stoppable while the clock is put right.
 func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 	for _, tc := range []struct {
 		name, way string
@@ -92,7 +90,7 @@ func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 			real := h.clock()
 			watchClocks(t, h)
 			row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "BEFORE", At: real})))
-			for name, err := range everyWrite(h, row.ID, "") {
+			for name, err := range everyWrite(h, row.ID) {
 				if errors.Is(err, ledger.ErrClockOff) {
 					t.Fatalf("%s with the clocks agreeing: %v", name, err)
 				}
@@ -103,7 +101,7 @@ func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, err := range everyWrite(h, row.ID, "") {
+			for name, err := range everyWrite(h, row.ID) {
 				var off *ledger.ClockOffError
 				if !errors.As(err, &off) || !errors.Is(err, ledger.ErrUnavailable) {
 					t.Fatalf("%s at a clock %s off the S3 server's: %v; want a *ClockOffError", name, tc.step, err)
@@ -129,8 +127,14 @@ func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 			if v := gaugeValue(t, reg, "pactledger_clock_off"); v != 1 {
 				t.Errorf("pactledger_clock_off = %v while writes are refused; want 1", v)
 			}
-			if v := gaugeValue(t, reg, "pactledger_clock_refused_writes_total"); v != 5 {
-				t.Errorf("pactledger_clock_refused_writes_total = %v; want 5", v)
+			if v := gaugeValue(t, reg, "pactledger_clock_refused_writes_total"); v != 4 {
+				t.Errorf("pactledger_clock_refused_writes_total = %v; want 4", v)
+			}
+			if _, err := h.l.RevokeGrant(ctx, "grant-compromised", time.Time{}, "stop it", "admin", true); err != nil {
+				t.Fatalf("a revocation while the clock is off: %v; want it taken", err)
+			}
+			if !strings.Contains(h.logs.String(), "revocation_of_grant=grant-compromised") {
+				t.Errorf("the revocation taken while the clock is off is not logged:\n%s", h.logs.String())
 			}
 			states := h.l.ClockStates()
 			if len(states) != 1 || states[0].OK || states[0].Off.Round(time.Minute) != tc.step {
@@ -138,7 +142,7 @@ func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 			}
 
 			h.set(real)
-			for name, err := range everyWrite(h, row.ID, "") {
+			for name, err := range everyWrite(h, row.ID) {
 				if errors.Is(err, ledger.ErrClockOff) {
 					t.Fatalf("%s with the clock back: %v", name, err)
 				}
@@ -219,4 +223,70 @@ func TestWithoutReferenceClocksWritesAreNotChecked(t *testing.T) {
 	if st := h.l.ClockStates(); len(st) != 0 {
 		t.Fatalf("clock states %+v without references; want none", st)
 	}
+}
+
+// TestWritesAreTakenAgainOnlyWellInsideTheTolerance: a reading jitters by
+// a second (an S3 Date is in whole seconds): once refused, writes are
+// taken again only when the clock is back inside the tolerance by more
+// than that, so that a clock at the limit does not take and refuse them
+// by turns.
+func TestWritesAreTakenAgainOnlyWellInsideTheTolerance(t *testing.T) {
+	objects := s3Evidence(t)
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	real := h.clock()
+	watchClocks(t, h)
+	try := func(off time.Duration) error {
+		h.set(real.Add(off))
+		_, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "J-" + off.String(), At: h.clock()})))
+		return err
+	}
+	if err := try(-ledger.ClockTolerance - 10*time.Second); !errors.Is(err, ledger.ErrClockOff) {
+		t.Fatalf("10 s past the tolerance: %v; want refused", err)
+	}
+	if err := try(-ledger.ClockTolerance + time.Second); !errors.Is(err, ledger.ErrClockOff) {
+		t.Fatalf("back just inside the tolerance, within a reading's jitter: %v; want still refused", err)
+	}
+	if err := try(-ledger.ClockTolerance + 10*time.Second); err != nil {
+		t.Fatalf("10 s inside the tolerance: %v; want taken", err)
+	}
+	if err := try(-ledger.ClockTolerance + time.Second); err != nil {
+		t.Fatalf("just inside the tolerance, having been taken: %v; want taken", err)
+	}
+}
+
+// TestAReferenceThatStopsGivingATimeNoLongerChecksWrites: a reference
+// read once that then answers without a time (a proxy put in front of it
+// that drops the Date) is passed over from then on, as one that never gave
+// a time is; its old reading no longer refuses writes, and what /readyz
+// shows agrees with what writes get.
+func TestAReferenceThatStopsGivingATimeNoLongerChecksWrites(t *testing.T) {
+	objects := s3Evidence(t)
+	noDate, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Bool
+	s3Clock := func(ctx context.Context) (time.Time, error) {
+		if dropped.Load() {
+			return noDate.ServerTime(ctx)
+		}
+		return objects.ServerTime(ctx)
+	}
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	real := h.clock()
+	watchClocks(t, h)
+	dropped.Store(true)
+	h.set(real.Add(-10 * time.Minute))
+	// The refused write asks for a reading, which gives no time.
+	if _, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "ND-1", At: h.clock()}))); !errors.Is(err, ledger.ErrClockOff) {
+		t.Fatalf("a step before the reference was read again: %v; want refused", err)
+	}
+	h.within(t, "the reference read again, giving no time", func() bool {
+		st := h.l.ClockStates()
+		return len(st) == 1 && st[0].NoTime
+	})
+	if st := h.l.ClockStates()[0]; !st.OK {
+		t.Fatalf("clock state %+v of a reference that gives no time; want it passed over", st)
+	}
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "ND-2", At: h.clock()})))
 }

@@ -528,9 +528,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // readyz answers 200 when a write would be acknowledged durably (the row
-// store is open and takes writes, the data directory's filesystem has at
-// least readiness.minFreeDiskBytes free, and the ledger's clock agrees
-// with the S3 server's and the database's), else 503. The evidence backlog
+// store is open and takes writes, and the data directory's filesystem has
+// at least readiness.minFreeDiskBytes free), else 503. The evidence backlog
 // and the S3 state are details: an evidence outage is what the outbox
 // absorbs, never a reason to take ledgerd out of a load balancer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -588,9 +587,12 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 		}
 	}
 	body["evidence"] = evidence
-	if clocks, ok := s.clockReadiness(errorsShown); clocks != nil {
+	if clocks := s.clockReadiness(errorsShown); clocks != nil {
+		// A detail too: every replica reads the same servers' clocks, so
+		// one of them gone wrong would take them all out of the load
+		// balancer, reads with them; a write refused for the clock is
+		// answered 503 with a retry delay.
 		body["clocks"] = clocks
-		ready = ready && ok
 	}
 	if s.ledger.Origin() != "" {
 		// A detail too: rows are still recorded and acknowledged, and
@@ -629,11 +631,8 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 }
 
 // clockReadiness is what /readyz shows of the reference clocks the
-// ledger checks its own against (nil: none, the embedded default), and
-// whether writes are taken by it: not while the ledger's clock is off one
-// by more than ledger.ClockTolerance.
-func (s *Server) clockReadiness(errorsShown bool) ([]map[string]any, bool) {
-	ok := true
+// ledger checks its own against (nil: none, the embedded default).
+func (s *Server) clockReadiness(errorsShown bool) []map[string]any {
 	var out []map[string]any
 	for _, c := range s.ledger.ClockStates() {
 		m := map[string]any{"clock": c.Clock}
@@ -646,7 +645,6 @@ func (s *Server) clockReadiness(errorsShown bool) ([]map[string]any, bool) {
 			m["readAt"], m["offSeconds"] = c.ReadAt.UTC().Format(time.RFC3339), c.Off.Round(time.Second).Seconds()
 			m["status"] = "ok"
 			if !c.OK {
-				ok = false
 				way := "ahead"
 				if c.Off < 0 {
 					way = "behind"
@@ -659,7 +657,7 @@ func (s *Server) clockReadiness(errorsShown bool) ([]map[string]any, bool) {
 		}
 		out = append(out, m)
 	}
-	return out, ok
+	return out
 }
 
 // errorText is an error's text as /readyz shows it: to a caller whose key

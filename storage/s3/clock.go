@@ -11,7 +11,8 @@ import (
 )
 
 // ServerTime returns the S3 service's time: the Date header of its answer
-// to one HEAD of the bucket. Any answer carries one, an error too (such as
+// to one HEAD of the bucket, plus half a second (a Date is in whole
+// seconds). Any answer carries one, an error too (such as
 // RequestTimeTooSkewed, AWS's answer to a request signed by a clock more
 // than 15 minutes off), so a clock far ahead is still measured. It
 // returns an error wrapping ledger.ErrUnavailable when no answer with a
@@ -28,7 +29,9 @@ func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
 	t, ok, answered := d.get()
 	switch {
 	case ok:
-		return t, nil
+		// A Date is in whole seconds, cut: the service's time was in the
+		// second after it, the middle of which is the best guess.
+		return t.Add(500 * time.Millisecond), nil
 	case answered:
 		// The service answers without a Date (RFC 9110 §6.6.1 lets a
 		// server without a clock leave it out): it gives no time to check.
