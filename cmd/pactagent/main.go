@@ -439,6 +439,9 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 		fmt.Fprintf(out, "receipt verified against %s: grant %s, scopes used [%s], actions [%s]; kept as receipts/%s.json\n",
 			termtext.Escape(receipt.KeysURL), termtext.Escape(receipt.Claims.GrantID), termtext.Escape(strings.Join(receipt.Claims.ScopesUsed, " ")),
 			actionList(receipt.Claims.Actions), receipt.SHA256)
+		if receipt.ClockWarning != "" {
+			fmt.Fprintf(out, "warning: %s; the receipt is kept all the same\n", termtext.Escape(receipt.ClockWarning))
+		}
 	}
 	return err
 }

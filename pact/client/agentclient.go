@@ -413,6 +413,13 @@ type Receipt struct {
 	// KeysURL is the jwks_uri the receipt was verified against.
 	KeysURL    string    `json:"keysUrl"`
 	VerifiedAt time.Time `json:"verifiedAt"`
+	// ClockWarning, when set, says that the receipt's ts was far from this
+	// machine's clock when it was checked: more than ReceiptSkew ahead or
+	// ReceiptMaxAge behind. One of the two clocks is wrong, or the receipt
+	// is an older one of the grant's. The receipt is verified all the
+	// same: what binds it to the grant held (PACT §5.6), and the action
+	// it records has happened at the Brand.
+	ClockWarning string `json:"clockWarning,omitempty"`
 }
 
 // receiptMeta is metadata["pact.receipt"].
@@ -426,11 +433,12 @@ type receiptMeta struct {
 // ErrNoReceipt: a reply under a delegation token carried no receipt.
 var ErrNoReceipt = errors.New("the reply carries no receipt")
 
-// ReceiptSkew is the clock skew allowed between the agent and the Brand
-// on a receipt's ts (as on PACT §3.2's times).
+// ReceiptSkew is the clock skew allowed between a receipt's ts and its
+// delegation token's iat and exp (as on PACT §3.2's times).
 const ReceiptSkew = 30 * time.Second
 
-// ReceiptMaxAge is how old a receipt's ts may be when it is checked, the
+// ReceiptMaxAge is how old a receipt's ts may be, by this machine's
+// clock, before VerifyGrantReceipt notes it (Receipt.ClockWarning), the
 // reply having just come: the turn and the way back take less.
 const ReceiptMaxAge = 5 * time.Minute
 
@@ -455,9 +463,11 @@ func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string,
 // the token verified by those keys too, with aud the interface, at the
 // receipt's ts; claims shown equal to the signed ones; this agent as pa
 // and the interface as brand; the token's grant_id and sub as grantId and
-// user; scopesUsed among the token's scope; ts recent (ReceiptSkew ahead,
-// ReceiptMaxAge behind). Keys are fetched again once when the receipt or
-// the token names a kid they lack (the Brand rotated them).
+// user; scopesUsed among the token's scope; ts within the token's life
+// (ReceiptSkew either side). A ts far from this machine's clock does not
+// make it fail: it is noted in the receipt's ClockWarning. Keys are
+// fetched again once when the receipt or the token names a kid they lack
+// (the Brand rotated them).
 func (c *Client) VerifyGrantReceipt(ctx context.Context, s *AuthServer, iface string, ts *TokenSet, m *a2a.Message) (*Receipt, error) {
 	r, keys, err := c.verifyReceipt(ctx, s, iface, ts.AccessToken, m)
 	if err != nil {
@@ -478,13 +488,11 @@ func (c *Client) VerifyGrantReceipt(ctx context.Context, s *AuthServer, iface st
 	if _, err := verifier.VerifyCompact(ts.AccessToken, keys, &tok, verifier.Expected{Issuer: s.Issuer, Audience: iface, Time: at, Leeway: ReceiptSkew}); err != nil {
 		return nil, fmt.Errorf("receipt: the delegation token it was sent with, against %s and at the receipt's time %s: %w", keys.Snapshot.URI, claims.TS, err)
 	}
-	switch now := c.now(); {
+	switch {
 	case tok.GrantID == "" || claims.GrantID != tok.GrantID:
 		return nil, fmt.Errorf("receipt: names grant %q, not the token's %q", claims.GrantID, tok.GrantID)
 	case claims.User != tok.Subject:
 		return nil, fmt.Errorf("receipt: names user %q, not the token's %q", claims.User, tok.Subject)
-	case at.Before(now.Add(-ReceiptMaxAge)) || at.After(now.Add(ReceiptSkew)):
-		return nil, fmt.Errorf("receipt: its time %s is not now (%s)", claims.TS, now.UTC().Format(time.RFC3339))
 	}
 	granted := strings.Fields(tok.Scope)
 	for _, sc := range claims.ScopesUsed {
@@ -492,7 +500,24 @@ func (c *Client) VerifyGrantReceipt(ctx context.Context, s *AuthServer, iface st
 			return nil, fmt.Errorf("receipt: names scope %q, which the token does not grant", sc)
 		}
 	}
+	r.ClockWarning = clockWarning(at, c.now())
 	return r, nil
+}
+
+// clockWarning says how far a receipt's time at is from now, this
+// machine's clock, when it is more than ReceiptSkew ahead or
+// ReceiptMaxAge behind; "" otherwise.
+func clockWarning(at, now time.Time) string {
+	now = now.UTC().Truncate(time.Second)
+	switch d := at.Sub(now); {
+	case d > ReceiptSkew:
+		return fmt.Sprintf("the receipt's time %s is %s ahead of this machine's clock (%s): this clock may be slow",
+			at.UTC().Format(time.RFC3339), d, now.Format(time.RFC3339))
+	case -d > ReceiptMaxAge:
+		return fmt.Sprintf("the receipt's time %s is %s behind this machine's clock (%s): this clock may be fast, or the receipt is an older one of this grant",
+			at.UTC().Format(time.RFC3339), -d, now.Format(time.RFC3339))
+	}
+	return ""
 }
 
 // verifyReceipt checks the receipt in m against the keys of s (with s's

@@ -229,7 +229,9 @@ func TestOrigin(t *testing.T) {
 // A receipt is the grant's: signed with the same keys as its delegation
 // token (PACT §5.6), those of the server that issued it, whose metadata
 // names it; the token's grant and user; scopes the token grants; a time
-// within the token's life and now.
+// within the token's life. A time far from this machine's clock is noted,
+// not refused: the action happened at the Brand, and the receipt is the
+// user's evidence of it.
 func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 	a := newAuthServer(t)
 	iface := a.iface()
@@ -248,6 +250,7 @@ func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 		server   func(s *AuthServer)
 		md       map[string]string
 		want     string
+		warn     string // in the receipt's ClockWarning when it verifies
 	}{
 		{name: "the grant's"},
 		{name: "another grant", receipt: func(r *a2a.ReceiptClaims) { r.GrantID = "a2agrant_SOMEONE_ELSES" }, want: "not the token's"},
@@ -259,8 +262,11 @@ func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 		},
 			receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(-time.Minute).Format(time.RFC3339) }, want: "expired"},
 		{name: "old, within the token's life", token: func(c map[string]any) { c["iat"] = now.Add(-2 * time.Hour).Unix() },
-			receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(-time.Hour).Format(time.RFC3339) }, want: "is not now"},
-		{name: "a time to come", receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(2 * time.Minute).Format(time.RFC3339) }, want: "is not now"},
+			receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(-time.Hour).Format(time.RFC3339) }, warn: "1h0m0s behind this machine's clock"},
+		{name: "this clock 40 s slow", receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(40 * time.Second).Format(time.RFC3339) }, warn: "40s ahead of this machine's clock"},
+		{name: "this clock 10 min fast", receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(-10 * time.Minute).Format(time.RFC3339) }, warn: "10m0s behind"},
+		{name: "within the skew", receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(25 * time.Second).Format(time.RFC3339) }},
+		{name: "a time to come, after the token", receipt: func(r *a2a.ReceiptClaims) { r.TS = now.Add(51 * time.Minute).Format(time.RFC3339) }, want: "expired"},
 		{name: "no time", receipt: func(r *a2a.ReceiptClaims) { r.TS = "" }, want: "not an RFC 3339 time"},
 		{name: "a token of another key", tokenKey: &otherKey, want: "the delegation token"},
 		{name: "a token of another issuer", token: func(c map[string]any) { c["iss"] = "https://somebody-else.example" }, want: "issuer"},
@@ -305,6 +311,9 @@ func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 			if tc.want == "" {
 				if err != nil || r.Claims.GrantID != "a2agrant_1" {
 					t.Fatalf("got %+v, %v", r, err)
+				}
+				if tc.warn == "" && r.ClockWarning != "" || !strings.Contains(r.ClockWarning, tc.warn) {
+					t.Fatalf("clock warning %q, want one saying %q", r.ClockWarning, tc.warn)
 				}
 				return
 			}
