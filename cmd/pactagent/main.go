@@ -606,7 +606,12 @@ func (a *agent) grant(ctx context.Context, srv *client.AuthServer) (*grantFile, 
 		return nil, err
 	}
 	if err := a.checkToken(&g.Server, ts); err != nil {
-		return nil, err
+		// The refresh spent the refresh token kept (PACT Providers rotate
+		// them): the grant has nothing left to refresh with.
+		if derr := a.dropGrant(g); derr != nil {
+			return nil, fmt.Errorf("%w; dropping the grant: %w", err, derr)
+		}
+		return nil, fmt.Errorf("the Brand's new token, from refreshing the grant, cannot be used: %w. Its refresh token replaced the one kept, so the grant is dropped: run pactagent authorize again", err)
 	}
 	g.Token = *ts
 	return g, a.saveGrant(&g.Server, g)
@@ -615,8 +620,11 @@ func (a *agent) grant(ctx context.Context, srv *client.AuthServer) (*grantFile, 
 // checkToken checks that ts, from srv, is for this interface: its iss
 // the server and its aud the interface (PACT §5.4).
 func (a *agent) checkToken(srv *client.AuthServer, ts *client.TokenSet) error {
-	if ts.Issuer != srv.Issuer || ts.Audience != a.iface {
-		return fmt.Errorf("the token from %s is for %s, issued by %s: not for the interface %s; it is not kept",
+	switch {
+	case ts.Issuer == "" || ts.Audience == "":
+		return fmt.Errorf("the token from %s does not say which server issued it and which one interface it is for (PACT §5.4: a JWT with iss and a single aud)", srv.TokenURL)
+	case ts.Issuer != srv.Issuer || ts.Audience != a.iface:
+		return fmt.Errorf("the token from %s is for %s, issued by %s: not for the interface %s",
 			srv.TokenURL, termtext.Escape(ts.Audience), termtext.Escape(ts.Issuer), a.iface)
 	}
 	return nil
@@ -652,7 +660,7 @@ func (a *agent) authorize(ctx context.Context, flow *client.DeviceFlow, srv *cli
 		return nil, err
 	}
 	if err := a.checkToken(srv, ts); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; it is not kept", err)
 	}
 	a.showGrant(srv, scopes, ts)
 	g := &grantFile{Interface: a.iface, User: a.user, Server: *srv, Token: *ts}
