@@ -11,6 +11,7 @@ type (
 	Client      = client.Client
 	Card        = client.Card
 	DeviceFlow  = client.DeviceFlow
+	AuthServer  = client.AuthServer
 	DeviceStart = client.DeviceStart
 	TokenSet    = client.TokenSet
 	OAuthError  = client.OAuthError

@@ -26,6 +26,7 @@ type airline struct {
 	p     *pact.Provider
 	iface string
 	flow  *pact.DeviceFlow
+	srv   *pact.AuthServer // the flow's authorization server
 	pa    *pact.Client
 	ana   *customer.Customer
 }
@@ -58,7 +59,7 @@ func newAirline(t *testing.T) *airline {
 	a.pa = &pact.Client{Issuer: e.sc.PA.ID, Token: func(sub string) (string, error) {
 		now := time.Now()
 		return e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": sub, "aud": e.sc.Audience, "iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix()}), nil
-	}}
+	}, Providers: []string{"http://" + e.srv.ProviderAddr()}}
 	card, err := a.pa.FetchCard(context.Background(), "http://"+e.srv.ProviderAddr()+"/a2a/skyways/.well-known/agent-card.json")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +70,9 @@ func newAirline(t *testing.T) *airline {
 	var ok bool
 	if a.flow, ok = card.Delegation(); !ok {
 		t.Fatal("the airline's card offers no delegation")
+	}
+	if a.srv, err = a.pa.CheckFlow(context.Background(), a.flow); err != nil {
+		t.Fatal(err)
 	}
 	return a
 }
@@ -107,13 +111,14 @@ func (a *airline) say(t *testing.T, ts *pact.TokenSet, contextID, text string) *
 }
 
 // receipt checks that the reply is a message whose receipt verifies
-// against the airline's keys, and returns its text and context.
-func (a *airline) receipt(t *testing.T, r *pact.SendReply) (string, string, *pact.Receipt) {
+// against the airline's keys and the grant of ts, the token it was sent
+// with, and returns its text and context.
+func (a *airline) receipt(t *testing.T, ts *pact.TokenSet, r *pact.SendReply) (string, string, *pact.Receipt) {
 	t.Helper()
 	if r.Message == nil {
 		t.Fatalf("want a message, got task %+v", r.Task)
 	}
-	rc, err := a.pa.VerifyReceipt(context.Background(), a.flow, a.iface, r.Message)
+	rc, err := a.pa.VerifyGrantReceipt(context.Background(), a.srv, a.iface, ts, r.Message)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +170,11 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 	if !slices.Equal(ts.Scopes, []string{"flights:upcoming:read", "seats:change"}) {
 		t.Fatalf("granted %v", ts.Scopes)
 	}
-	text, ctxID, rc := a.receipt(t, a.say(t, ts, "", "When does booking SKY-20931 depart?"))
+	text, ctxID, rc := a.receipt(t, ts, a.say(t, ts, "", "When does booking SKY-20931 depart?"))
 	if text != "Booking SKY-20931: SK 210 from LIS to AMS, departing 2026-11-03 07:05, seat 22A, confirmed." || !slices.Equal(rc.Claims.ScopesUsed, []string{"flights:upcoming:read"}) {
 		t.Fatalf("lookup: %q %+v", text, rc.Claims)
 	}
-	text, _, rc = a.receipt(t, a.say(t, ts, ctxID, "Please move me to seat 14C"))
+	text, _, rc = a.receipt(t, ts, a.say(t, ts, ctxID, "Please move me to seat 14C"))
 	if text != "Your seat on booking SKY-20931 (SK 210) is now 14C." || rc.Claims.Actions[0].Tool != "change_seat" {
 		t.Fatalf("seat: %q %+v", text, rc.Claims)
 	}
@@ -188,13 +193,13 @@ func TestAirlineEndToEndAsData(t *testing.T) {
 	// As the personal agent does: ask again for what it holds and what is
 	// missing; Ana allows it.
 	ts = a.authorize(t, append(slices.Clone(ts.Scopes), r.Task.Metadata.MissingScopes...), nil)
-	text, _, rc = a.receipt(t, a.say(t, ts, ctxID, "Rebook SKY-20931 to SK 214 on 2026-11-03 18:40"))
+	text, _, rc = a.receipt(t, ts, a.say(t, ts, ctxID, "Rebook SKY-20931 to SK 214 on 2026-11-03 18:40"))
 	if text != "Booking SKY-20931 is rebooked onto SK 214, LIS to AMS, departing 2026-11-03 18:40. The change fee of 75.00 EUR is charged to your card on file." ||
 		rc.Claims.Actions[0].Tool != "rebook_flight" || !slices.Equal(rc.Claims.ScopesUsed, []string{"flights:rebook"}) {
 		t.Fatalf("rebook: %q %+v", text, rc.Claims)
 	}
 	// A booking of another customer is not found on Ana's account.
-	if text, _, _ := a.receipt(t, a.say(t, ts, "", "Rebook SKY-31410 to SK 404 on 2026-12-02 09:00")); text != "I can't find booking SKY-31410 on your account." {
+	if text, _, _ := a.receipt(t, ts, a.say(t, ts, "", "Rebook SKY-31410 to SK 404 on 2026-12-02 09:00")); text != "I can't find booking SKY-31410 on your account." {
 		t.Fatalf("another's booking: %q", text)
 	}
 

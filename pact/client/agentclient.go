@@ -442,20 +442,6 @@ const ReceiptSkew = 30 * time.Second
 // reply having just come: the turn and the way back take less.
 const ReceiptMaxAge = 5 * time.Minute
 
-// VerifyReceipt checks a reply's receipt (PACT §5.6) against the keys at
-// the jwks_uri of the metadata the card's flow f links, whose issuer must
-// be the one its URL was formed from (RFC 8414 §3.3)
-// (verifier.VerifyCompact: ES256 or RS256 by the kid in its header),
-// claims shown equal to the signed ones, this agent as pa and the
-// interface as brand. It does not know the grant: a receipt just
-// received under a delegation token is checked with VerifyGrantReceipt,
-// which binds it to that token. Keys are fetched once per Brand and again
-// when the receipt names a kid they lack (the Brand rotated them).
-func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string, m *a2a.Message) (*Receipt, error) {
-	r, _, err := c.verifyReceipt(ctx, &AuthServer{MetadataURL: f.MetadataURL}, iface, "", m)
-	return r, err
-}
-
 // VerifyGrantReceipt checks a reply's receipt (PACT §5.6) to a message
 // sent with the delegation token of ts, issued by s: signed with the same
 // keys as the token, those at the jwks_uri of s's metadata, whose issuer
@@ -469,6 +455,9 @@ func (c *Client) VerifyReceipt(ctx context.Context, f *DeviceFlow, iface string,
 // fetched again once when the receipt or the token names a kid they lack
 // (the Brand rotated them).
 func (c *Client) VerifyGrantReceipt(ctx context.Context, s *AuthServer, iface string, ts *TokenSet, m *a2a.Message) (*Receipt, error) {
+	if s.Issuer == "" || ts.AccessToken == "" {
+		return nil, errors.New("receipt: a receipt is checked against its grant: the authorization server's issuer and the delegation token it was sent with")
+	}
 	r, keys, err := c.verifyReceipt(ctx, s, iface, ts.AccessToken, m)
 	if err != nil {
 		return nil, err
@@ -520,9 +509,9 @@ func clockWarning(at, now time.Time) string {
 	return ""
 }
 
-// verifyReceipt checks the receipt in m against the keys of s (with s's
-// issuer when it is set), with the token, when given, naming a kid of
-// them too, and pa and brand; it returns the receipt and the keys.
+// verifyReceipt checks the receipt in m against the keys of s, with the
+// token naming a kid of them too, and pa and brand; it returns the
+// receipt and the keys.
 func (c *Client) verifyReceipt(ctx context.Context, s *AuthServer, iface, token string, m *a2a.Message) (*Receipt, *verifier.KeySet, error) {
 	var meta receiptMeta
 	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &meta) != nil || meta.Receipt == nil || meta.Receipt.JWS == "" {
@@ -534,10 +523,7 @@ func (c *Client) verifyReceipt(ctx context.Context, s *AuthServer, iface, token 
 		return nil, nil, err
 	}
 	signed, err := verifier.VerifyCompact(jws, keys, nil, verifier.Expected{})
-	var terr error
-	if token != "" {
-		_, terr = verifier.VerifyCompact(token, keys, nil, verifier.Expected{})
-	}
+	_, terr := verifier.VerifyCompact(token, keys, nil, verifier.Expected{})
 	if errors.Is(err, verifier.ErrUnknownKid) || errors.Is(terr, verifier.ErrUnknownKid) {
 		if keys, err = c.brandKeys(ctx, s, true); err != nil {
 			return nil, nil, err

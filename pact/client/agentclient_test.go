@@ -271,6 +271,7 @@ func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 		{name: "a token of another key", tokenKey: &otherKey, want: "the delegation token"},
 		{name: "a token of another issuer", token: func(c map[string]any) { c["iss"] = "https://somebody-else.example" }, want: "issuer"},
 		{name: "a token for another interface", token: func(c map[string]any) { c["aud"] = iface + "x" }, want: "audience"},
+		{name: "a grant naming no server", server: func(s *AuthServer) { s.Issuer = "" }, want: "checked against its grant"},
 		{name: "a server the metadata does not name", server: func(s *AuthServer) { s.Issuer = "https://somebody-else.example" }, want: "which issued the grant"},
 		{name: "metadata naming another issuer", md: map[string]string{"issuer": "https://somebody-else.example"}, want: "RFC 8414 §3.3"},
 	} {
@@ -324,17 +325,34 @@ func TestVerifyReceiptBindsTheReceiptToTheGrant(t *testing.T) {
 	}
 }
 
-// VerifyReceipt, which knows the card's flow and not the grant, checks
-// the metadata's issuer against its URL (RFC 8414 §3.3) before it takes
-// the keys the metadata names.
-func TestVerifyReceiptChecksTheMetadatasIssuer(t *testing.T) {
+// A Client that names no Provider sends nothing signed: it cannot tell
+// where its JWTs' audience holds. Its card and key fetches, which carry
+// no token, still go.
+func TestAClientWithoutProvidersSendsNothingSigned(t *testing.T) {
 	a := newAuthServer(t)
-	a.md["issuer"] = "https://somebody-else.example"
-	claims := a2a.ReceiptClaims{GrantID: "g", PA: "https://pa.example", Brand: a.iface(), TS: time.Now().Format(time.RFC3339)}
-	payload, _ := json.Marshal(claims)
-	meta, _ := json.Marshal(map[string]any{"pact.receipt": map[string]any{"jws": sign(t, a.key, claims), "claims": json.RawMessage(payload)}})
-	_, err := newClient(&sleeper{}).VerifyReceipt(context.Background(), a.flow(), a.iface(), &a2a.Message{Metadata: meta})
-	if err == nil || !strings.Contains(err.Error(), "RFC 8414 §3.3") {
-		t.Fatalf("metadata naming another issuer: %v", err)
+	ctx := context.Background()
+	c := newClient(&sleeper{})
+	f := a.flow()
+	calls := map[string]func() error{
+		"send":      func() error { _, err := c.Send(ctx, a.iface(), "u", "", "", "hi"); return err },
+		"delegated": func() error { _, err := c.SendDelegated(ctx, a.iface(), "u", "", "", "hi", "tok"); return err },
+		"authorize": func() error { _, err := c.StartAuthorization(ctx, f, "u", []string{"orders:read"}); return err },
+		"token": func() error {
+			_, err := c.WaitForToken(ctx, f, "u", &DeviceStart{DeviceCode: "d", Interval: 1, ExpiresIn: 60}, nil)
+			return err
+		},
+		"refresh": func() error {
+			_, err := c.Refresh(ctx, &AuthServer{Issuer: a.issuer, TokenURL: a.issuer + "/token"}, "u", "rt")
+			return err
+		},
+		"check flow": func() error { _, err := c.CheckFlow(ctx, f); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrNoProviders) {
+			t.Errorf("%s: %v, want ErrNoProviders", name, err)
+		}
+	}
+	if n := a.hits.Load(); n != 0 {
+		t.Errorf("the Brand's token and device endpoints got %d requests", n)
 	}
 }

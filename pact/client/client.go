@@ -80,13 +80,11 @@ type Client struct {
 	// Issuer is the personal agent's issuer URL: its OAuth client_id.
 	Issuer string
 	// Providers are the origins (scheme://host[:port]) of the Provider
-	// whose audience the JWTs from Token name. When set, a request that
-	// carries one (message:send, the OAuth calls) goes only to a URL at
-	// one of them: anywhere else would get a token the Provider accepts
-	// (PACT §3.1: the audience is one value per Provider, never derived
-	// from a card). Empty, requests go where they are asked to: a personal
-	// agent sets it (pactagent always does), a test of one Provider need
-	// not.
+	// whose audience the JWTs from Token name. A request that carries one
+	// (message:send, the OAuth calls) goes only to a URL at one of them:
+	// anywhere else would get a token the Provider accepts (PACT §3.1: the
+	// audience is one value per Provider, never derived from a card).
+	// Empty, no such request is sent anywhere (ErrNoProviders).
 	Providers []string
 	// Now, when set, is the time receipts are checked at; nil is time.Now.
 	Now func() time.Time
@@ -188,12 +186,17 @@ func Origin(u string) (string, error) {
 	return scheme + "://" + host + ":" + port, nil
 }
 
-// AtProvider returns nil when u is at one of the Provider's origins
-// (or Providers is empty), where a request may carry the personal-agent
-// JWT, and an *OriginError when it is not.
+// ErrNoProviders: the Client names no Provider (Client.Providers), so it
+// sends no request carrying the personal-agent JWT: it cannot tell where
+// the JWT's audience holds.
+var ErrNoProviders = errors.New("the client names no Provider (Client.Providers) its personal-agent JWTs are for, so it sends nothing signed")
+
+// AtProvider returns nil when u is at one of the Provider's origins,
+// where a request may carry the personal-agent JWT, an *OriginError when
+// it is not, and ErrNoProviders when Providers is empty.
 func (c *Client) AtProvider(u string) error {
 	if len(c.Providers) == 0 {
-		return nil
+		return ErrNoProviders
 	}
 	o, err := Origin(u)
 	if err == nil {

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -11,13 +12,22 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
+// agentClient is a personal agent's client for the env's Provider: its
+// JWTs, sent only to the Provider's origin, receipts checked at the env's
+// clock.
+func (e *oauthEnv) agentClient(issuer string) *client.Client {
+	return &client.Client{Issuer: issuer, Token: func(string) (string, error) { return e.jwt(), nil }, Providers: []string{e.srv.URL}, Now: e.clock}
+}
+
 // The personal agent's receipt check: a genuine receipt verifies against
-// the Brand's published keys; edited claims, an edited JWS, or a receipt
-// for another agent do not.
+// the Brand's published keys and the grant's delegation token; edited
+// claims, an edited JWS, a receipt for another agent, or one checked
+// against another grant's token do not.
 func TestClientVerifiesReceipts(t *testing.T) {
 	e := newOAuthEnv(t)
-	c := &client.Client{Issuer: e.sc.PA.ID, Token: func(string) (string, error) { return e.jwt(), nil }}
-	card, err := c.FetchCard(context.Background(), e.base+"/.well-known/agent-card.json")
+	ctx := context.Background()
+	c := e.agentClient(e.sc.PA.ID)
+	card, err := c.FetchCard(ctx, e.base+"/.well-known/agent-card.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,13 +35,17 @@ func TestClientVerifiesReceipts(t *testing.T) {
 	if !ok || flow.MetadataURL == "" || flow.Scopes["orders:cancel"] != "Cancel an order that has not shipped" {
 		t.Fatalf("delegation from the card: %+v", flow)
 	}
-	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
-	r, err := c.SendDelegated(context.Background(), e.base, "u1", "", "m1", "status of A-5531", at)
+	srv, err := c.CheckFlow(ctx, flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &client.TokenSet{AccessToken: e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)}
+	r, err := c.SendDelegated(ctx, e.base, "u1", "", "m1", "status of A-5531", ts.AccessToken)
 	if err != nil || r.Message == nil {
 		t.Fatalf("send: %v %+v", err, r)
 	}
-	rc, err := c.VerifyReceipt(context.Background(), flow, e.base, r.Message)
-	if err != nil || rc.Claims.User != "acct-48213" || rc.Claims.Actions[0].Tool != "lookup_orders" || len(rc.SHA256) != 64 {
+	rc, err := c.VerifyGrantReceipt(ctx, srv, e.base, ts, r.Message)
+	if err != nil || rc.Claims.User != "acct-48213" || rc.Claims.Actions[0].Tool != "lookup_orders" || len(rc.SHA256) != 64 || rc.ClockWarning != "" {
 		t.Fatalf("genuine receipt: %v %+v", err, rc)
 	}
 	edit := func(f func(m map[string]any)) *a2a.Message {
@@ -44,21 +58,25 @@ func TestClientVerifiesReceipts(t *testing.T) {
 		return &m
 	}
 	claims := edit(func(m map[string]any) { m["claims"].(map[string]any)["user"] = "acct-10977" })
-	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, claims); err == nil || !strings.Contains(err.Error(), "differ") {
+	if _, err := c.VerifyGrantReceipt(ctx, srv, e.base, ts, claims); err == nil || !strings.Contains(err.Error(), "differ") {
 		t.Fatalf("edited claims: %v", err)
 	}
 	jws := edit(func(m map[string]any) {
 		parts := strings.Split(m["jws"].(string), ".")
 		m["jws"] = parts[0] + "." + b64(`{"user":"acct-10977"}`) + "." + parts[2]
 	})
-	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, jws); err == nil {
+	if _, err := c.VerifyGrantReceipt(ctx, srv, e.base, ts, jws); err == nil {
 		t.Fatal("an edited JWS verified")
 	}
-	other := &client.Client{Issuer: "https://other-agent.example", Token: c.Token}
-	if _, err := other.VerifyReceipt(context.Background(), flow, e.base, r.Message); err == nil {
-		t.Fatal("a receipt for another agent verified")
+	other := e.agentClient("https://other-agent.example")
+	if _, err := other.VerifyGrantReceipt(ctx, srv, e.base, ts, r.Message); err == nil || !strings.Contains(err.Error(), "not this agent") {
+		t.Fatalf("a receipt for another agent: %v", err)
 	}
-	if _, err := c.VerifyReceipt(context.Background(), flow, e.base, &a2a.Message{}); err != client.ErrNoReceipt {
+	another := &client.TokenSet{AccessToken: e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)}
+	if _, err := c.VerifyGrantReceipt(ctx, srv, e.base, another, r.Message); err == nil || !strings.Contains(err.Error(), "not the token's") {
+		t.Fatalf("a receipt checked against another grant's token: %v", err)
+	}
+	if _, err := c.VerifyGrantReceipt(ctx, srv, e.base, ts, &a2a.Message{}); !errors.Is(err, client.ErrNoReceipt) {
 		t.Fatalf("no receipt: %v", err)
 	}
 }

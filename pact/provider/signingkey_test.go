@@ -77,7 +77,7 @@ func receiptKid(t *testing.T, reply map[string]any) string {
 func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 	e := newOAuthEnv(t)
 	at := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
-	c := &client.Client{Issuer: e.sc.PA.ID, Token: func(string) (string, error) { return e.jwt(), nil }}
+	c := e.agentClient(e.sc.PA.ID)
 	r, err := c.SendDelegated(context.Background(), e.base, "u1", "", "m1", "status of A-5531", at)
 	if err != nil || r.Message == nil {
 		t.Fatalf("send: %v %+v", err, r)
@@ -128,8 +128,12 @@ func TestARetiredKeyIsPublishedForItsPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	flow, _ := card.Delegation()
-	fresh := &client.Client{Issuer: e.sc.PA.ID, Token: c.Token}
-	if _, err := fresh.VerifyReceipt(context.Background(), flow, e.base, r.Message); err != nil {
+	fresh := e.agentClient(e.sc.PA.ID)
+	srv, err := fresh.CheckFlow(context.Background(), flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.VerifyGrantReceipt(context.Background(), srv, e.base, &client.TokenSet{AccessToken: at}, r.Message); err != nil {
 		t.Errorf("a receipt kept from before the rotation: %v", err)
 	}
 
