@@ -7,7 +7,9 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -22,9 +24,10 @@ var ErrDamaged = errors.New("the bbolt file is damaged")
 // file is shorter than the pages it uses, fault on its memory map
 // (SIGBUS). Every open checks the file's length against its pages first
 // (checkLength), and the reads of the whole file (an export, the copy of
-// a compaction, the search for leftovers) turn a panic or a fault into an
-// error wrapping ErrDamaged (view). A store's own transactions are not
-// guarded: a damaged page they reach still ends the process.
+// a compaction, the search for leftovers) turn such a panic or fault into
+// an error wrapping ErrDamaged (view); any other panic there is a fault of
+// the code, not of the file, and goes on. A store's own transactions are
+// not guarded: a damaged page they reach still ends the process.
 
 // bbolt's meta page, as the file holds it (go.etcd.io/bbolt
 // internal/common: a 16-byte page header, then magic, version, page
@@ -101,15 +104,56 @@ func readMeta(f *os.File, off int64) (meta, bool) {
 	return meta{pageSize: ps, highMark: e.Uint64(m[metaHighMark:]), txid: e.Uint64(m[metaTxID:])}, true
 }
 
-// view is db.View, with a panic of bbolt's or a fault on the file's
-// memory map turned into an error wrapping ErrDamaged (bbolt rolls the
-// transaction back as the panic passes).
+// view is db.View, with a panic of bbolt's on a damaged page or a fault
+// on the file's memory map turned into an error wrapping ErrDamaged
+// (bbolt rolls the transaction back as the panic passes). Any other panic
+// in fn, such as a nil dereference in the code decoding what it read, is
+// no sign of a damaged file and goes on as it was.
 func view(db *bolt.DB, fn func(*bolt.Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: reading %s failed (%v): restore it from a backup", ErrDamaged, db.Path(), p)
+			what, ok := damage(p)
+			if !ok {
+				panic(p)
+			}
+			err = fmt.Errorf("%w: reading %s failed (%s): restore it from a backup", ErrDamaged, db.Path(), what)
 		}
 	}()
 	return db.View(fn)
+}
+
+// damage reports whether p, a panic recovered in view, is what a damaged
+// file makes, and says what happened: one of bbolt's checks of a page it read failing (a string
+// that starts "assertion failed", or names a page type or number it
+// cannot be), or a fault on memory that debug.SetPanicOnFault turned into
+// a panic (a runtime.Error with the address, as a read past the end of a
+// file cut short makes, SIGBUS). A nil dereference is not a fault of this
+// kind (the runtime's error for it has no address).
+func damage(p any) (string, bool) {
+	switch p := p.(type) {
+	case string:
+		for _, s := range bboltDamage {
+			if strings.Contains(p, s) {
+				return p, true
+			}
+		}
+	case runtime.Error:
+		if f, ok := p.(interface{ Addr() uintptr }); ok {
+			return fmt.Sprintf("a page could not be read: fault at address %#x, past the end of the file or on a failing disk", f.Addr()), true
+		}
+	}
+	return "", false
+}
+
+// bboltDamage are the panics of go.etcd.io/bbolt (v1.5) reading a page
+// that is not what its parent names: its assertions (common.Assert and
+// the page checks), a page of an unknown type (cursor.go), a page past the
+// file's high-water mark (bucket.go, node.go) and a bucket's header that
+// is not one (bucket.go).
+var bboltDamage = []string{
+	"assertion failed",
+	"invalid page type",
+	"above high water mark",
+	"bucket header",
 }
