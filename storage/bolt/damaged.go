@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -48,16 +49,18 @@ const (
 // is shorter than the pages its newest valid meta page says it uses (a
 // copy cut short, a disk that filled), and nil otherwise, or when there
 // is no file or no valid meta page to tell (bbolt then says so itself).
+//
+// It runs before the open takes the file's lock, while a ledgerd may be
+// writing the file, so it reads the meta pages before the file's length:
+// bbolt grows the file, and writes the pages, before it writes the meta
+// page that names them, so the length read after a meta page is never
+// shorter than that meta page's pages unless the file is cut short.
 func checkLength(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return nil
-	}
 	first, ok0 := readMeta(f, 0)
 	pageSize := int64(os.Getpagesize())
 	if ok0 {
@@ -70,12 +73,23 @@ func checkLength(path string) error {
 	if !ok {
 		return nil
 	}
+	if h := lengthChecking.Load(); h != nil {
+		(*h)(path)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
 	need := int64(best.highMark) * int64(best.pageSize)
 	if st.Size() < need {
 		return fmt.Errorf("%w: %s is truncated: %d bytes, its pages need %d: restore it from a backup", ErrDamaged, path, st.Size(), need)
 	}
 	return nil
 }
+
+// lengthChecking, when set (tests), is told of each file checkLength
+// checks, between reading its meta pages and its length.
+var lengthChecking atomic.Pointer[func(path string)]
 
 // meta is what checkLength reads of a meta page.
 type meta struct {

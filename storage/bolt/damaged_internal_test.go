@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -76,5 +77,54 @@ func TestViewReportsOnlyDamageAsDamaged(t *testing.T) {
 	})
 	if !errors.Is(err, ErrDamaged) {
 		t.Errorf("a read of a file cut short: %v, want an error wrapping ErrDamaged", err)
+	}
+}
+
+// TestAFileGrowingWhileCheckedIsLockedNotDamaged: a second open of a file
+// a store has open (a second ledgerd, `ledgerd compact`, `ledgerd migrate
+// --from`) says the file is locked, never that it is damaged, even when
+// the store grows the file and commits pages past its former end while
+// the open checks the file's length against its pages.
+func TestAFileGrowingWhileCheckedIsLockedNotDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(path, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow := func(string) {
+		lengthChecking.Store(nil)
+		// Past the file's end and the 16 MiB it grows by at a time.
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("growth"))
+			for i := 0; err == nil && int64(i)<<20 < before.Size()+GrowStep; i++ {
+				err = b.Put(fmt.Appendf(nil, "%06d", i), make([]byte, 1<<20))
+			}
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	lengthChecking.Store(&grow)
+	defer lengthChecking.Store(nil)
+
+	second, err := Open(path, Config{OpenTimeout: 100 * time.Millisecond})
+	if err == nil {
+		second.Close()
+	}
+	if !errors.Is(err, ErrLocked) || errors.Is(err, ErrDamaged) {
+		t.Errorf("a second open while the store grows the file: %v, want ErrLocked", err)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() <= before.Size()+GrowStep {
+		t.Errorf("the file grew from %d bytes to %d only, want past %d", before.Size(), after.Size(), before.Size()+GrowStep)
 	}
 }
