@@ -212,3 +212,56 @@ func TestTwoMovesOfOneDatabase(t *testing.T) {
 		t.Fatalf("first move: %v", err)
 	}
 }
+
+// TestAMoveRefusedForDataLeavesNoRecord: a move into a database that
+// holds ledger data is refused (ErrNotEmpty) and leaves no record of a
+// move there, and a ledgerd on the database whose sessions had all closed
+// (as an idle pool closes them) goes on writing after it.
+func TestAMoveRefusedForDataLeavesNoRecord(t *testing.T) {
+	pgtest.Available(t)
+	from := smallFile(t)
+	dsn := migrated(t)
+	pg, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, CommitTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	write := func(id string) error {
+		return pg.Update(t.Context(), func(tx ledger.Tx) error { return tx.PutDrill(id, []byte(`{}`)) })
+	}
+	if err := write("2026-10-08T00:00:00Z-before"); err != nil {
+		t.Fatal(err)
+	}
+	endSessions(t, dsn)
+
+	_, err = move.Run(t.Context(), move.Config{From: from, To: postgres.Config{DSN: dsn}})
+	if !errors.Is(err, move.ErrNotEmpty) {
+		t.Fatalf("move into a database holding a drill report: %v, want ErrNotEmpty", err)
+	}
+	if hasTable(t, dsn, "ledger_move") {
+		t.Errorf("the refused move left its record's table in the database")
+	}
+	if err := write("2026-10-08T00:00:01Z-after"); err != nil {
+		t.Errorf("write of the store after the refused move: %v", err)
+	}
+}
+
+// endSessions ends every session on the database at dsn, as pgxpool
+// does with idle ones.
+func endSessions(t *testing.T, dsn string) {
+	t.Helper()
+	exec(t, dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+}
+
+// exec runs sql on the database at dsn in a session of its own.
+func exec(t *testing.T, dsn, sql string, args ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}

@@ -44,9 +44,6 @@ type moveState struct {
 // or reads the record of the move an earlier run began from the same file
 // at the same version.
 func (m *mover) begin(ctx context.Context, path string, version uint64) (*moveState, error) {
-	if _, err := m.pool.Exec(ctx, bookkeeping); err != nil {
-		return nil, fmt.Errorf("create the move's record: %w", err)
-	}
 	st, err := m.readState(ctx)
 	if err != nil {
 		return nil, err
@@ -70,6 +67,13 @@ func (m *mover) begin(ctx context.Context, path string, version uint64) (*moveSt
 
 // readState returns the move's record, or nil when there is none.
 func (m *mover) readState(ctx context.Context) (*moveState, error) {
+	var recorded bool
+	if err := m.pool.QueryRow(ctx, "SELECT to_regclass('ledger_move') IS NOT NULL").Scan(&recorded); err != nil {
+		return nil, fmt.Errorf("read the move's record: %w", err)
+	}
+	if !recorded {
+		return nil, nil
+	}
 	var st moveState
 	var version, started int64
 	var verified *int64
@@ -88,7 +92,9 @@ func (m *mover) readState(ctx context.Context) (*moveState, error) {
 }
 
 // create checks that the database holds no ledger data and records a new
-// move from path at version.
+// move from path at version. The record's tables are made only then, so a
+// move refused for the data it found leaves none (a ledgerd's sessions
+// read them: storage/postgres lock.go).
 func (m *mover) create(ctx context.Context, path string, version uint64) (*moveState, error) {
 	for _, t := range dataTables {
 		var has bool
@@ -100,13 +106,22 @@ func (m *mover) create(ctx context.Context, path string, version uint64) (*moveS
 		}
 	}
 	now := m.cfg.Now()
-	tag, err := m.pool.Exec(ctx, "INSERT INTO ledger_move (id, source, version, started_ns) VALUES (1, $1, $2, $3) ON CONFLICT (id) DO NOTHING",
-		path, int64(version), now.UnixNano())
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, bookkeeping); err != nil {
+			return fmt.Errorf("create the move's record: %w", err)
+		}
+		tag, err := tx.Exec(ctx, "INSERT INTO ledger_move (id, source, version, started_ns) VALUES (1, $1, $2, $3) ON CONFLICT (id) DO NOTHING",
+			path, int64(version), now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("record the move: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrConcurrent
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("record the move: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return nil, ErrConcurrent
+		return nil, err
 	}
 	m.say("the database is empty: copying")
 	return &moveState{source: path, version: version, started: now}, nil
