@@ -246,6 +246,40 @@ func TestAMoveRefusedForDataLeavesNoRecord(t *testing.T) {
 	}
 }
 
+// TestAnEmptyMoveRecordIsNoMove: a ledgerd opened on a database that
+// then gains an empty table of the move's record (as a move refused for
+// the data it found left it, before 2026-12-07) goes on opening sessions
+// and writing: no move began. Once a move that has not verified is
+// recorded there, it opens none.
+func TestAnEmptyMoveRecordIsNoMove(t *testing.T) {
+	pgtest.Available(t)
+	dsn := migrated(t)
+	pg, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, CommitTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	write := func(id string) error {
+		return pg.Update(t.Context(), func(tx ledger.Tx) error { return tx.PutDrill(id, []byte(`{}`)) })
+	}
+	if err := write("2026-10-08T00:00:00Z-before"); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, dsn, `CREATE TABLE ledger_move (
+    id smallint PRIMARY KEY CHECK (id = 1), source text NOT NULL, version bigint NOT NULL,
+    started_ns bigint NOT NULL, copied_ns bigint, verified_ns bigint)`)
+	endSessions(t, dsn)
+	if err := write("2026-10-08T00:00:01Z-after"); err != nil {
+		t.Errorf("write of the store on a database with an empty move record: %v", err)
+	}
+	// A move recorded there, begun and not verified, is one.
+	exec(t, dsn, "INSERT INTO ledger_move (id, source, version, started_ns) VALUES (1, '/var/lib/ledger.db', 7, 0)")
+	endSessions(t, dsn)
+	if err := write("2026-10-08T00:00:02Z-moving"); !errors.Is(err, postgres.ErrMovedSinceOpen) {
+		t.Errorf("write of the store on a database with a move begun since it opened: %v, want ErrMovedSinceOpen", err)
+	}
+}
+
 // endSessions ends every session on the database at dsn, as pgxpool
 // does with idle ones.
 func endSessions(t *testing.T, dsn string) {

@@ -12,8 +12,9 @@ import (
 // The store's lock: every session of a store holds PostgreSQL's
 // session-level advisory lock StoreLockKey shared, taken when the session
 // opens (sessionLock, one statement with the liveness settings' round
-// trip, none on the write path), and released by the server when the
-// session ends, however it ends. Replicas share it; a move from a bbolt
+// trip, and one more on a database that holds a move's record; none on
+// the write path), and released by the server when the session ends,
+// however it ends. Replicas share it; a move from a bbolt
 // file (storage/move) takes it exclusive for as long as it runs, so that
 // a move cannot begin while a ledgerd has a session on the database, and
 // no ledgerd opens a session while a move runs: its connection is refused
@@ -22,10 +23,13 @@ import (
 //
 // A ledgerd whose pool had closed every session (idle past pgxpool's
 // 30 minutes) holds no lock, and a move may then begin; each new session
-// also checks whether the move's record (table ledger_move) appeared
-// since the store opened the database, and refuses the session if so:
-// the ledgerd's state (the log's head, its numbers) is the empty
-// database's, and it must start again on the moved one.
+// also reads the move's record (table ledger_move, when the database has
+// it) and refuses the session when it names a move that has not verified
+// or another move than the one the store's first session found: the
+// ledgerd's state (the log's head, its numbers) is the empty database's,
+// and it must start again on the moved one. The table alone, with no
+// move in it, is no move (a move refused for the data it found left one
+// before 2026-12-07).
 
 // Advisory lock keys (pg_advisory_lock's bigint) of the database.
 const (
@@ -52,23 +56,38 @@ var (
 func sessionLock() func(context.Context, *pgx.Conn) error {
 	var (
 		mu    sync.Mutex
-		known bool // seen is set
-		seen  bool // the first session found ledger_move
+		known bool  // first is set
+		first int64 // started_ns of the move the first session found, 0 for none
 	)
 	return func(ctx context.Context, c *pgx.Conn) error {
-		var locked, moved bool
-		if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock_shared($1), to_regclass('ledger_move') IS NOT NULL", StoreLockKey).Scan(&locked, &moved); err != nil {
+		var locked, recorded bool
+		if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock_shared($1), to_regclass('ledger_move') IS NOT NULL", StoreLockKey).Scan(&locked, &recorded); err != nil {
 			return fmt.Errorf("take the store's lock: %w", err)
 		}
 		if !locked {
 			return ErrMoveRunning
 		}
+		var started int64
+		verified := true
+		if recorded {
+			var at *int64
+			err := c.QueryRow(ctx, "SELECT started_ns, verified_ns FROM ledger_move WHERE id = 1").Scan(&started, &at)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("read the record of a move: %w", err)
+			default:
+				verified = at != nil
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !known {
-			known, seen = true, moved
+			// A move that has not verified fails Open (checkMove).
+			known, first = true, started
+			return nil
 		}
-		if moved && !seen {
+		if started != first || !verified {
 			return ErrMovedSinceOpen
 		}
 		return nil
