@@ -50,6 +50,12 @@ func lockDatabase(ctx context.Context, pc *pgxpool.Config) (*pgx.Conn, error) {
 	if !store {
 		return fail(fmt.Errorf("%w (a session of a ledgerd holds the store's lock)", ErrServed))
 	}
+	// The session sits idle while the move runs: the server's
+	// idle_session_timeout (PostgreSQL 14 on) would end it, and the locks
+	// with it. checkLock finds a session that ended for any reason.
+	if _, err := conn.Exec(ctx, "SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'"); err != nil {
+		return fail(fmt.Errorf("keep the move's session open: %w", err))
+	}
 	// A ledgerd with no session open at the moment still holds its
 	// leases while it runs.
 	var leases bool
@@ -70,4 +76,24 @@ func lockDatabase(ctx context.Context, pc *pgxpool.Config) (*pgx.Conn, error) {
 	}
 	return fail(fmt.Errorf("%w (%s holds the lease %q until %s; a ledgerd that crashed keeps its leases until they expire)",
 		ErrServed, holder, name, until.UTC().Format(time.RFC3339)))
+}
+
+// checkLock returns an error wrapping ErrLockLost unless the session
+// holding the move's locks still answers: a session that answers holds
+// them, for only its end releases them. The move checks before each chunk
+// it writes and before it marks the move verified, so that a move whose
+// lock was lost (and that a second move or a ledgerd may meet) writes
+// nothing more.
+func (m *mover) checkLock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var one int
+	if err := m.lock.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: the session holding it ended (%v), as a server's idle_session_timeout, a restart or pg_terminate_backend ends one; the move is not verified: run the move again", ErrLockLost, err)
+	}
+	return nil
 }

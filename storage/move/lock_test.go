@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,5 +298,49 @@ func exec(t *testing.T, dsn, sql string, args ...any) {
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestAMoveStopsWhenItsLockIsLost: a move whose session holding its
+// locks on the database ends mid-move (a server's idle_session_timeout,
+// pg_terminate_backend) stops before its next chunk, saying the lock was
+// lost and to run the move again, and marks nothing verified; run again,
+// it continues and verifies.
+func TestAMoveStopsWhenItsLockIsLost(t *testing.T) {
+	pgtest.Available(t)
+	f := newFixture(t)
+	dsn := pgtest.CreateDB(t)
+	var cut sync.Once
+	cfg := move.Config{From: f.path, To: postgres.Config{DSN: dsn}, Chunk: 5, OnChunk: func(bolt.ExportKind, int64) {
+		cut.Do(func() {
+			// The session holding the move's lock, ended and waited for.
+			conn, err := pgx.Connect(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			var ended int
+			if err := conn.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND (classid::bigint << 32 | objid::bigint) = $1`, postgres.MoveLockKey).Scan(&ended); err != nil || ended != 1 {
+				t.Fatalf("end the session holding the move's lock: %d ended, %v", ended, err)
+			}
+		})
+	}}
+	_, err := move.Run(t.Context(), cfg)
+	if !errors.Is(err, move.ErrLockLost) || !strings.Contains(err.Error(), "run the move again") {
+		t.Fatalf("move whose lock's session ended: %v, want ErrLockLost saying to run the move again", err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var verified bool
+	if err := conn.QueryRow(t.Context(), "SELECT verified_ns IS NOT NULL FROM ledger_move WHERE id = 1").Scan(&verified); err != nil || verified {
+		t.Errorf("after the move stopped, its record is verified: %v, %v", verified, err)
+	}
+	rep, err := move.Run(t.Context(), move.Config{From: f.path, To: postgres.Config{DSN: dsn}})
+	if err != nil || !rep.Resumed {
+		t.Errorf("move run again: %v (%+v), want it to continue and verify", err, rep)
 	}
 }

@@ -67,6 +67,9 @@ var (
 	ErrMismatch = errors.New("the copy differs from the source")
 	// ErrConcurrent: another move of the same database is running.
 	ErrConcurrent = errors.New("another move of this database is running: wait for it to end")
+	// ErrLockLost: the session holding the move's locks on the database
+	// ended while the move ran.
+	ErrLockLost = errors.New("the move's lock on the database was lost")
 )
 
 // Config says what to move where. From and To.DSN are required; the zero
@@ -141,6 +144,8 @@ type mover struct {
 	src  *bolt.Export
 	pool *pgxpool.Pool
 	rep  *Report
+	// lock is the session holding the move's locks (lockDatabase).
+	lock *pgx.Conn
 	// divergedMissing: the file holds the log's record of a divergence
 	// that the database lacks (verifyState), as a move by a version
 	// before 2026-12-07 left it.
@@ -187,6 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer lock.Close(context.Background())
+	m.lock = lock
 	m.say("moving %s (bbolt, last write transaction %d) to database %q on %s:%d", path, version, pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port)
 	if err := m.migrateSchema(ctx); err != nil {
 		return nil, err
@@ -257,6 +263,9 @@ func (m *mover) run(ctx context.Context, path string, version uint64) error {
 		return err
 	}
 	if !st.verified {
+		if err := m.checkLock(ctx); err != nil {
+			return err
+		}
 		if err := m.markVerified(ctx); err != nil {
 			return err
 		}
@@ -306,7 +315,7 @@ func (m *mover) copyKind(ctx context.Context, k kind) error {
 	var thisRun int64
 	lastSaid := time.Now()
 	for {
-		if err := ctx.Err(); err != nil {
+		if err := m.checkLock(ctx); err != nil {
 			return err
 		}
 		recs, err := m.src.Records(k.name, p.after, m.cfg.Chunk)
@@ -378,6 +387,9 @@ func (m *mover) copyState(ctx context.Context) error {
 	}
 	s, err := m.sourceState()
 	if err != nil {
+		return err
+	}
+	if err := m.checkLock(ctx); err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
