@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -63,4 +64,51 @@ func closedPort(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// /readyz names no error's text to a key it does not know, and logs the
+// key as any call with an unknown key is logged ("call refused", with the
+// key's hash prefix and the caller's address): it is no quiet place to
+// try keys. A probe sending no key, and a known key, are not logged.
+func TestReadyzLogsAnUnknownKey(t *testing.T) {
+	e, logs := newLoggingEnv(t)
+	get := func(authorization string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", e.base+"/readyz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := get(""); code != http.StatusOK {
+		t.Fatalf("/readyz without a key = %d", code)
+	}
+	if code := get("Bearer " + keys[config.RoleSupport]); code != http.StatusOK {
+		t.Fatalf("/readyz with a support key = %d", code)
+	}
+	if strings.Contains(logs.String(), "call refused") {
+		t.Fatalf("/readyz without a key, or with a known one, logged a refusal:\n%s", logs.String())
+	}
+	if code := get("Bearer not-a-key-of-this-ledger"); code != http.StatusOK {
+		t.Fatalf("/readyz with an unknown key = %d; want the answer to a caller sending none", code)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"call refused"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line["rpc"] != "readyz" || !strings.HasPrefix(fmt.Sprint(line["key"]), "unknown key sha256:") || !strings.HasPrefix(fmt.Sprint(line["from"]), "127.0.0.1:") || line["code"] != "Unauthenticated" {
+		t.Fatalf("the refusal logged for an unknown key on /readyz: %v\n%s", line, logs.String())
+	}
 }

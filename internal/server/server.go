@@ -29,9 +29,11 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -535,7 +537,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	shown, _ := s.auth.identify(ctx, r.Header.Get("Authorization"))
+	shown, known := s.auth.identify(ctx, r.Header.Get("Authorization"))
+	if key := bearerKey(r.Header.Get("Authorization")); key != "" && !known {
+		// Answered as to a caller sending none, and logged as any call
+		// with an unknown key is: /readyz is no quiet place to try keys.
+		from := ctx
+		if addr, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+			from = peer.NewContext(ctx, &peer.Peer{Addr: addr})
+		}
+		s.auth.refusals.note(from, "/readyz", key, "", status.Error(codes.Unauthenticated, "unknown API key: /readyz answered as to a caller sending none"))
+	}
 	ready, body := s.readiness(ctx, canRead(shown))
 	s.setHealth(ready)
 	code := http.StatusOK
