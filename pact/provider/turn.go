@@ -90,8 +90,16 @@ func (s *Server) turn(ctx context.Context, rq *request, m *a2a.Message, text str
 			return nil, newErr(a2a.ReasonInvalidParams, "this context acts for another user")
 		}
 		t.User, t.Scopes = del.Subject, strings.Fields(del.Scope)
+		book.HoldTo(del.Subject)
 	}
 	rep, err := s.cfg.Agent.Respond(ctx, t)
+	if w := book.Withheld(); len(w) > 0 {
+		// A customer may name another's order by mistake; an agent
+		// steered by what it is sent may ask on purpose. Either way it
+		// was told there is no such record.
+		s.cfg.Logger.InfoContext(ctx, "the brand's agent asked, in a delegated turn, for records of another account than the grant's; they were not shown to it",
+			slog.String("brand", b.ID), slog.String("grant", del.GrantID), slog.Any("records", w))
+	}
 	if err == nil {
 		var used []string
 		if used, err = withinGrant(b, del, rep, book); err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/pactledger/pactledger/pact/brand"
 )
@@ -68,12 +69,26 @@ type Book struct {
 	brand   string
 	source  map[Key]brand.Record // as the brand's data had them
 	changed map[Key]Change
+	// user, when set, is the Brand user a delegated turn acts as: the
+	// book shows the agent that user's records only (HoldTo).
+	user     string
+	withheld []Key
 }
 
 // NewBook is an empty record book of brandID over stored.
 func NewBook(brandID string, stored Stored) *Book { return &Book{stored: stored, brand: brandID} }
 
 func (b *Book) key(rt *brand.RecordType, id string) Key { return Key{b.brand, rt.Type, id} }
+
+// HoldTo shows the agent the records of Brand user user only: a delegated
+// turn acts as that user (PACT §5.5), and an agent steered by the text it
+// is sent (an LLM) must not read another customer's records into its
+// reply. Get gives nil, as for no record, for any other account's.
+func (b *Book) HoldTo(user string) { b.user = user }
+
+// Withheld are the records Get did not show the agent, being another
+// account's than the one the book is held to.
+func (b *Book) Withheld() []Key { return b.withheld }
 
 // Get returns the record of type rt with id: the brand's data, the fields
 // stored over it, and this turn's changes; nil when there is none.
@@ -83,6 +98,12 @@ func (b *Book) Get(ctx context.Context, rt *brand.RecordType, id string) (brand.
 		return nil, err
 	}
 	k := b.key(rt, src.ID())
+	if b.user != "" && src.Account() != b.user {
+		if !slices.Contains(b.withheld, k) {
+			b.withheld = append(b.withheld, k)
+		}
+		return nil, nil
+	}
 	if b.source == nil {
 		b.source = map[Key]brand.Record{}
 	}
