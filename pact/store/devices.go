@@ -336,9 +336,19 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) (
 	if dc.Approve {
 		return Decided{Brand: d.Brand}, nil
 	}
-	queued, err := tx.enqueueShared(denialShare, pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, d.RequestedAt(), now))
+	owner := []byte(d.Brand + "\x00" + dc.User)
+	queued, err := tx.enqueueShared(denialShare, pipeline.DeniedConsent(dc.User, d.Client, jwt, d.Brand, d.Scopes, d.RequestedAt(), now), owner, DeniedConsentsPerUser)
 	return Decided{Brand: d.Brand, Dropped: !queued}, err
 }
+
+// DeniedConsentsPerUser bounds the refusals of denied consents one Brand
+// user may have waiting in the outbox: one customer signed in once, who
+// denies one consent after another while the ledger is away, does not
+// fill the denied consents' share for every other customer. Past it a
+// denial is recorded all the same (the device authorization is denied)
+// and reported dropped. Ten is far above what a person denies while the
+// ledger is down for minutes.
+const DeniedConsentsPerUser = 10
 
 // DecideDevice records the User's decision on the device authorization of
 // userCode (at any brand): approve with the scopes they kept, or deny,

@@ -235,3 +235,65 @@ func TestDeniedConsentsHoldTheirShareOfTheOutbox(t *testing.T) {
 		t.Fatal("a denial's refusal was queued past the outbox's bound")
 	}
 }
+
+// One Brand user may have DeniedConsentsPerUser refusals of denied
+// consents waiting in the outbox: past that their denials are recorded
+// (the device code answers access_denied) and reported dropped, while
+// another customer's denial is queued in the room the share still has,
+// and the first customer's is queued again once one of theirs left the
+// outbox. Reopened, the file holds the same count.
+func TestOneUsersDenialsTakeTheirPartOfTheShareOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	s.LimitOutbox(1 << 20)
+	s.LimitDeniedConsents(1 << 19)
+	n := 0
+	deny := func(user string) bool {
+		t.Helper()
+		dc := fmt.Sprint("dc_", n)
+		code := newDevice(t, s, dc, fmt.Sprint("u", n), false, now)
+		n++
+		got, err := s.DecideDevice(code, oauth.Decision{User: user}, now)
+		if err != nil {
+			t.Fatalf("denial %d: %v", n, err)
+		}
+		var oe *oauth.Error
+		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
+			t.Fatalf("denial %d: the device code answers %v, want access_denied", n, err)
+		}
+		return got.Dropped
+	}
+	for i := range DeniedConsentsPerUser + 3 {
+		if got, want := deny("acct-flood"), i >= DeniedConsentsPerUser; got != want {
+			t.Fatalf("acct-flood's denial %d: dropped %v, want %v", i, got, want)
+		}
+	}
+	if deny("acct-other") {
+		t.Fatal("another customer's denial was dropped, with room in the share")
+	}
+	if d := s.Depth(); d != DeniedConsentsPerUser+1 {
+		t.Fatalf("%d entries waiting, want %d", d, DeniedConsentsPerUser+1)
+	}
+	s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if !deny("acct-flood") {
+		t.Fatal("reopened: acct-flood's denial was queued past their part of the share")
+	}
+	head, err := s.Head(1)
+	if err != nil || len(head) != 1 {
+		t.Fatal(head, err)
+	}
+	if err := s.SetAside(head[0].Seq, "rejected"); err != nil {
+		t.Fatal(err)
+	}
+	if deny("acct-flood") {
+		t.Fatal("acct-flood's denial was dropped once one of theirs had left the outbox")
+	}
+}

@@ -288,7 +288,7 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 			// back as an ordinary one rather than not at all.
 			var w setAsideWhy
 			if raw := why.Get(k); raw != nil && json.Unmarshal(raw, &w) == nil && w.share() != noShare {
-				if err := tx.mark(w.share(), nk, int64(len(v))); err != nil {
+				if err := tx.mark(w.share(), nk, int64(len(v)), nil); err != nil {
 					return err
 				}
 			}

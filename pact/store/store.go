@@ -9,6 +9,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -310,8 +311,11 @@ func (t *txn) enqueue(it pipeline.Item) error {
 // enqueueShared adds it to the outbox in tx and marks it as an entry of
 // share sh, when sh and the outbox as a whole have room for it
 // (Store.LimitIdentityRefusals, Store.LimitDeniedConsents,
-// Store.LimitOutbox); it reports whether it did.
-func (t *txn) enqueueShared(sh share, it pipeline.Item) (bool, error) {
+// Store.LimitOutbox); it reports whether it did. An entry with an owner
+// (not nil) is marked with it, and is not queued when perOwner entries of
+// sh marked with the same owner wait already: one owner does not take a
+// share all others need.
+func (t *txn) enqueueShared(sh share, it pipeline.Item, owner []byte, perOwner int) (bool, error) {
 	raw, err := json.Marshal(it)
 	if err != nil {
 		return false, fmt.Errorf("encode %s: %w", bOutbox, err)
@@ -323,11 +327,24 @@ func (t *txn) enqueueShared(sh share, it pipeline.Item) (bool, error) {
 	if max := t.s.shareMax[sh].Load(); max > 0 && t.s.shareBytes[sh].Load()+t.shareGrown[sh]+n > max {
 		return false, nil
 	}
+	if owner != nil && perOwner > 0 {
+		// A share's marks are few (its bytes are bounded) and an owned
+		// entry is rare (a User's denial): a count by reading them all.
+		waiting := 0
+		c := t.Bucket(sh.bucket()).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if bytes.Equal(v, owner) {
+				if waiting++; waiting >= perOwner {
+					return false, nil
+				}
+			}
+		}
+	}
 	k, err := t.enqueueRaw(raw)
 	if err != nil {
 		return false, err
 	}
-	if err := t.mark(sh, k, n); err != nil {
+	if err := t.mark(sh, k, n, owner); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -362,9 +379,10 @@ func (t *txn) dequeue(k []byte) (v []byte, in share, err error) {
 }
 
 // mark marks the outbox entry at key k, of n bytes, an entry of share
-// sh: it counts against that share of the outbox.
-func (t *txn) mark(sh share, k []byte, n int64) error {
-	if err := t.Bucket(sh.bucket()).Put(k, nil); err != nil {
+// sh, with its owner (nil: none): it counts against that share of the
+// outbox.
+func (t *txn) mark(sh share, k []byte, n int64, owner []byte) error {
+	if err := t.Bucket(sh.bucket()).Put(k, owner); err != nil {
 		return err
 	}
 	t.shareGrown[sh] += n

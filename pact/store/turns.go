@@ -203,7 +203,7 @@ func (s *Store) RecordTurn(r TurnRecord, now time.Time) (dropped bool, err error
 			}
 		}
 		if r.IdentityRefusal != nil {
-			queued, err := tx.enqueueShared(identityShare, *r.IdentityRefusal)
+			queued, err := tx.enqueueShared(identityShare, *r.IdentityRefusal, nil, 0)
 			if err != nil {
 				return err
 			}
