@@ -22,25 +22,34 @@ func receiptOf(brand, id string) pipeline.Item {
 	return pipeline.Item{Receipt: &pipeline.Receipt{ReceiptJWS: jws}}
 }
 
-// An entry set aside of a brand no longer configured is not put back in
-// the outbox: posted, the ledger would record it UNAUTHORIZED ("not a
-// trusted brand") for good. Put back one by one it is refused, naming
-// the brand; put back with all the others it is passed over, counted,
-// and stays set aside.
-func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "provider.db")
+// startedOnce is the configuration of a Provider at baseURL with the
+// built-in brands, its file in a new directory, started once (which makes
+// its signing key) and stopped.
+func startedOnce(t *testing.T, baseURL string) pact.Config {
+	t.Helper()
 	brands, err := pact.LoadBrands("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
-	cfg := pact.Config{BaseURL: "http://p.example", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
-	p, err := pact.New(cfg) // makes the signing key
+	cfg := pact.Config{BaseURL: baseURL, Verifier: v, Keys: reg, Brands: brands, StorePath: filepath.Join(t.TempDir(), "provider.db"), Logger: slog.New(slog.DiscardHandler)}
+	p, err := pact.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Close()
+	return cfg
+}
+
+// An entry set aside of a brand no longer configured is not put back in
+// the outbox: posted, the ledger would record it UNAUTHORIZED ("not a
+// trusted brand") for good. Put back one by one it is refused, naming
+// the brand; put back with all the others it is passed over, counted,
+// and stays set aside.
+func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
+	cfg := startedOnce(t, "http://p.example")
+	path := cfg.StorePath
 
 	st, err := store.Open(path)
 	if err != nil {
@@ -57,7 +66,8 @@ func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if p, err = pact.New(cfg); err != nil {
+	p, err := pact.New(cfg)
+	if err != nil {
 		t.Fatalf("start with a removed brand's entry set aside, not waiting: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -82,19 +92,8 @@ func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
 // many entries wait, and to set provider.baseUrl back until they drain;
 // set back, it starts with the entries waiting as they were.
 func TestNoStartWhenTheBaseURLChangedWithReceiptsWaiting(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "provider.db")
-	brands, err := pact.LoadBrands("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
-	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
-	cfg := pact.Config{BaseURL: "http://old.example/", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
-	p, err := pact.New(cfg) // makes the signing key
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
+	cfg := startedOnce(t, "http://old.example/")
+	path := cfg.StorePath
 	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +106,7 @@ func TestNoStartWhenTheBaseURLChangedWithReceiptsWaiting(t *testing.T) {
 	}
 
 	cfg.BaseURL = "http://new.example"
-	p, err = pact.New(cfg)
+	p, err := pact.New(cfg)
 	if err == nil {
 		p.Close()
 		t.Fatal("started with receipts of http://old.example/a2a/acme waiting, while the ledger trusts http://new.example/a2a/acme")

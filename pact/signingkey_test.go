@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/pactledger/pactledger/pact"
 	"github.com/pactledger/pactledger/pact/pipeline"
 	"github.com/pactledger/pactledger/pact/store"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // A rotation leaves in the key file a retired key past its period while
@@ -21,18 +19,7 @@ import (
 // publishes it; once the receipt has reached the ledger, the next
 // rotation drops it.
 func TestARotationKeepsARetiredKeyWhileWhatItSignedWaits(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "provider.db")
-	brands, err := pact.LoadBrands("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
-	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
-	p, err := pact.New(pact.Config{BaseURL: "http://p.example", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
+	path := startedOnce(t, "http://p.example").StorePath
 	b, err := os.ReadFile(pact.SigningKeyPath(path))
 	var key struct{ Kid string }
 	if err != nil || json.Unmarshal(b, &key) != nil || key.Kid == "" {
