@@ -235,3 +235,25 @@ func TestReadsWaitForAConnectionOnlySoLong(t *testing.T) {
 	default:
 	}
 }
+
+// TestAReadPastItsCallersDeadlineSaysSo: a read running when the database
+// goes silent, whose caller's own deadline then passes, fails with that
+// deadline (the API's DEADLINE_EXCEEDED), not as the database being
+// unavailable: the caller gave up, and nothing says the database did.
+func TestAReadPastItsCallersDeadlineSaysSo(t *testing.T) {
+	s, p, _ := silentStore(t, postgres.Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	short, stop := context.WithCancel(ctx)
+	defer stop()
+	err := s.View(short, func(tx ledger.Tx) error {
+		p.silence()
+		// The caller's deadline, passed while the query waits.
+		time.AfterFunc(200*time.Millisecond, stop)
+		_, err := tx.OutboxDepth()
+		return err
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("a read whose caller gave up while the database was silent: %v, want the caller's own cancellation", err)
+	}
+}

@@ -187,6 +187,11 @@ func (t *tx) queryRow(what, sql string, args []any, dest ...any) (bool, error) {
 // ends the member (its statements may not have run).
 func (t *tx) fail(what string, err error) error {
 	switch {
+	case !t.write && t.ctx.Err() != nil && errors.Is(err, t.ctx.Err()):
+		// A read's caller gave up (its deadline, or it went away): not
+		// the database's failure, whatever became of the connection.
+		t.fatal = fmt.Errorf("%s: %w", what, err)
+		return t.fatal
 	case unavailable(err, t.conn):
 		t.fatal = unavailableErr(what, err)
 		return t.fatal
