@@ -134,6 +134,9 @@ type clockWatch struct {
 
 	mu     sync.Mutex
 	states map[string]ClockState // by reference name
+	// gaveTime: the reference has given a time (to the watch or a sweep)
+	// since ledgerd started; one that then gives none is not passed over.
+	gaveTime map[string]bool
 }
 
 // checkWriteClock returns a *ClockOffError when the ledger's clock, at
@@ -199,12 +202,16 @@ func (l *Ledger) clockTransition(ctx context.Context, refuse bool, r clockReadin
 
 // noteClockOff logs a write taken though the ledger's clock is off a
 // reference clock by more than ClockTolerance (a revocation, which is not
-// refused for it).
-func (l *Ledger) noteClockOff(ctx context.Context, now time.Time, what ...any) {
-	if r, off, ok := l.clockOff(now, ClockTolerance); !ok {
-		l.cfg.Logger.WarnContext(ctx, "recorded though the ledger's clock is off a reference clock: its time may be off as much",
-			append(what, slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)))...)
+// refused for it), and returns by how much (positive: ahead; 0 when it is
+// not off).
+func (l *Ledger) noteClockOff(ctx context.Context, now time.Time, what ...any) time.Duration {
+	r, off, ok := l.clockOff(now, ClockTolerance)
+	if ok {
+		return 0
 	}
+	l.cfg.Logger.WarnContext(ctx, "recorded though the ledger's clock is off a reference clock: its time may be off as much",
+		append(what, slog.String("clock", r.clock), slog.Time("ledger_time", now), slog.Duration("off", off.Round(time.Second)))...)
+	return off
 }
 
 // RunClockWatch reads the reference clocks now, then every
@@ -237,61 +244,76 @@ func (l *Ledger) RunClockWatch(ctx context.Context) error {
 	}
 }
 
-// readClocks reads each reference clock once and keeps what it read.
+// readClocks reads each reference clock once, all at once, and keeps each
+// reading as it comes: one that is slow to answer (a server black-holed)
+// does not hold back another's.
 func (l *Ledger) readClocks(ctx context.Context) {
-	var good []clockReading
-	if old := l.clocks.readings.Load(); old != nil {
-		good = append(good, (*old)...)
-	}
-	keep := func(r clockReading) {
-		for i := range good {
-			if good[i].clock == r.clock {
-				good[i] = r
-				return
-			}
-		}
-		good = append(good, r)
-	}
+	var wg sync.WaitGroup
 	for _, c := range l.cfg.ReferenceClocks {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		boot0, local0 := sinceBoot(), l.cfg.Now()
-		ref, err := c.Now(rctx)
-		cancel()
-		half := (sinceBoot() - boot0) / 2
-		st := ClockState{Clock: c.Name}
-		l.clocks.mu.Lock()
-		if prev, ok := l.clocks.states[c.Name]; ok {
-			st = prev
-		}
-		switch {
-		case errors.Is(err, ErrNoClock):
-			// No time to check against: an earlier reading of it no
-			// longer counts either.
-			st = ClockState{Clock: c.Name, ReadAt: local0, OK: true, NoTime: true}
-			good = slices.DeleteFunc(good, func(r clockReading) bool { return r.clock == c.Name })
-		case err != nil:
-			if st.Err == nil && ctx.Err() == nil {
-				// Logged when it starts failing, not at each reading (a
-				// second apart while writes are refused).
-				l.cfg.Logger.WarnContext(ctx, "a reference clock could not be read; writes are checked against its last reading", slog.String("clock", c.Name), slog.String("error", err.Error()))
-			}
-			st.Err, st.ErrAt = err, local0
-		default:
-			r := clockReading{clock: c.Name, local: local0.Add(half).Round(0), boot: boot0 + half, off: local0.Add(half).Sub(ref)}
-			keep(r)
-			st = ClockState{Clock: c.Name, ReadAt: r.local, Off: r.off, OK: r.off <= ClockTolerance && r.off >= -ClockTolerance}
-			l.cfg.Metrics.clockOff(c.Name, r.off)
-		}
-		l.clocks.states[c.Name] = st
-		l.clocks.mu.Unlock()
+		wg.Go(func() { l.readClock(ctx, c) })
 	}
-	l.clocks.readings.Store(&good)
+	wg.Wait()
 	if l.clocks.refusing.Load() {
 		now := l.cfg.Now()
 		if r, off, ok := l.clockOff(now, ClockTolerance-clockHysteresis); ok {
 			l.clockTransition(ctx, false, r, now, off)
 		}
 	}
+}
+
+// readClock reads reference c once and keeps what it read.
+func (l *Ledger) readClock(ctx context.Context, c ReferenceClock) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	boot0, local0 := sinceBoot(), l.cfg.Now()
+	ref, err := c.Now(rctx)
+	cancel()
+	half := (sinceBoot() - boot0) / 2
+	l.clocks.mu.Lock()
+	defer l.clocks.mu.Unlock()
+	st := ClockState{Clock: c.Name}
+	if prev, ok := l.clocks.states[c.Name]; ok {
+		st = prev
+	}
+	noTime := errors.Is(err, ErrNoClock)
+	if noTime && l.clocks.gaveTime[c.Name] {
+		// It gave a time before: one that gives none now (a proxy put
+		// in front of it) is not read, and its last reading stands.
+		noTime, err = false, fmt.Errorf("%w: it gave a time before, and none now: %w", ErrClockUnread, err)
+	}
+	switch {
+	case noTime:
+		st = ClockState{Clock: c.Name, ReadAt: local0, OK: true, NoTime: true}
+	case err != nil:
+		if st.Err == nil && ctx.Err() == nil {
+			// Logged when it starts failing, not at each reading (a
+			// second apart while writes are refused).
+			l.cfg.Logger.WarnContext(ctx, "a reference clock could not be read; writes are checked against its last reading", slog.String("clock", c.Name), slog.String("error", err.Error()))
+		}
+		st.Err, st.ErrAt = err, local0
+	default:
+		r := clockReading{clock: c.Name, local: local0.Add(half).Round(0), boot: boot0 + half, off: local0.Add(half).Sub(ref)}
+		var good []clockReading
+		if old := l.clocks.readings.Load(); old != nil {
+			good = slices.DeleteFunc(slices.Clone(*old), func(o clockReading) bool { return o.clock == c.Name })
+		}
+		good = append(good, r)
+		l.clocks.readings.Store(&good)
+		l.clocks.gaveTime[c.Name] = true
+		st = ClockState{Clock: c.Name, ReadAt: r.local, Off: r.off, OK: r.off <= ClockTolerance && r.off >= -ClockTolerance}
+		l.cfg.Metrics.clockOff(c.Name, r.off)
+	}
+	l.clocks.states[c.Name] = st
+}
+
+// clockGaveTime reports whether reference name has given a time to this
+// ledger, and notes that it has when it just did (gave).
+func (l *Ledger) clockGaveTime(name string, gave bool) bool {
+	l.clocks.mu.Lock()
+	defer l.clocks.mu.Unlock()
+	if gave {
+		l.clocks.gaveTime[name] = true
+	}
+	return l.clocks.gaveTime[name]
 }
 
 // ClockStates is what the ledger last read of each reference clock, in

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pactledger/pactledger/internal/freeport"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	s3store "github.com/pactledger/pactledger/storage/s3"
 )
@@ -130,8 +132,18 @@ func TestWritesAreRefusedWhileTheClockIsOff(t *testing.T) {
 			if v := gaugeValue(t, reg, "pactledger_clock_refused_writes_total"); v != 4 {
 				t.Errorf("pactledger_clock_refused_writes_total = %v; want 4", v)
 			}
-			if _, err := h.l.RevokeGrant(ctx, "grant-compromised", time.Time{}, "stop it", "admin", true); err != nil {
+			rev, err := h.l.RevokeGrant(ctx, "grant-compromised", time.Time{}, "stop it", "admin", true)
+			if err != nil {
 				t.Fatalf("a revocation while the clock is off: %v; want it taken", err)
+			}
+			// In force from the earlier of the two clocks: a clock ahead
+			// would let receipts served meanwhile pass as before it.
+			earliest := real
+			if tc.step < 0 {
+				earliest = real.Add(tc.step)
+			}
+			if rev.RevokedAt.Sub(earliest).Abs() > 3*time.Second {
+				t.Errorf("a revocation at a clock %s off: in force from %s, want about %s", tc.step, rev.RevokedAt, earliest)
 			}
 			if !strings.Contains(h.logs.String(), "revocation_of_grant=grant-compromised") {
 				t.Errorf("the revocation taken while the clock is off is not logged:\n%s", h.logs.String())
@@ -254,12 +266,12 @@ func TestWritesAreTakenAgainOnlyWellInsideTheTolerance(t *testing.T) {
 	}
 }
 
-// TestAReferenceThatStopsGivingATimeNoLongerChecksWrites: a reference
-// read once that then answers without a time (a proxy put in front of it
-// that drops the Date) is passed over from then on, as one that never gave
-// a time is; its old reading no longer refuses writes, and what /readyz
-// shows agrees with what writes get.
-func TestAReferenceThatStopsGivingATimeNoLongerChecksWrites(t *testing.T) {
+// TestAReferenceThatStopsGivingATimeKeepsItsReading: a reference read
+// once that then answers without a time (a proxy put in front of it, or
+// one answering for it while it is down) is not passed over: it is
+// unread, its last reading stands, and a step of the ledger's clock is
+// still refused; /readyz's state says it could not be read.
+func TestAReferenceThatStopsGivingATimeKeepsItsReading(t *testing.T) {
 	objects := s3Evidence(t)
 	noDate, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
 	if err != nil {
@@ -277,16 +289,109 @@ func TestAReferenceThatStopsGivingATimeNoLongerChecksWrites(t *testing.T) {
 	watchClocks(t, h)
 	dropped.Store(true)
 	h.set(real.Add(-10 * time.Minute))
-	// The refused write asks for a reading, which gives no time.
-	if _, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "ND-1", At: h.clock()}))); !errors.Is(err, ledger.ErrClockOff) {
+	try := func(target string) error {
+		_, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: target, At: h.clock()})))
+		return err
+	}
+	if err := try("ND-1"); !errors.Is(err, ledger.ErrClockOff) {
 		t.Fatalf("a step before the reference was read again: %v; want refused", err)
 	}
+	// The refused write asks for a reading, which gives no time.
 	h.within(t, "the reference read again, giving no time", func() bool {
 		st := h.l.ClockStates()
-		return len(st) == 1 && st[0].NoTime
+		return len(st) == 1 && st[0].Err != nil
 	})
-	if st := h.l.ClockStates()[0]; !st.OK {
-		t.Fatalf("clock state %+v of a reference that gives no time; want it passed over", st)
+	if st := h.l.ClockStates()[0]; st.OK || st.NoTime || !errors.Is(st.Err, ledger.ErrClockUnread) {
+		t.Fatalf("clock state %+v of a reference that gave a time and now gives none; want unread, its last reading standing", st)
 	}
-	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "ND-2", At: h.clock()})))
+	if err := try("ND-2"); !errors.Is(err, ledger.ErrClockOff) {
+		t.Fatalf("a receipt after the reference stopped giving a time, the clock still off: %v; want refused", err)
+	}
+	h.set(real)
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "ND-3", At: h.clock()})))
+}
+
+// TestASlowReferenceDoesNotHoldBackAnother: the references are read at
+// once: one that does not answer (S3 black-holed) does not hold back the
+// other's reading (the database's), by which a clock ten minutes behind
+// refuses writes.
+func TestASlowReferenceDoesNotHoldBackAnother(t *testing.T) {
+	objects := s3Evidence(t)
+	release := make(chan struct{})
+	defer close(release)
+	silent := func(context.Context) (time.Time, error) {
+		<-release // answers nothing, whatever its deadline
+		return time.Time{}, errors.New("no answer")
+	}
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "a silent server", Now: silent}, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	h.set(h.clock().Add(-10 * time.Minute))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = h.l.RunClockWatch(ctx) }()
+	h.within(t, "writes refused by the answering reference's reading, the other not answering", func() bool {
+		_, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "SLOW-" + time.Now().Format("150405.000000000"), At: h.clock()})))
+		return errors.Is(err, ledger.ErrClockOff)
+	})
+}
+
+// stepBeforeUpdate steps its harness's clock to at before the first
+// write transaction it runs: after a write's check on the way in, before
+// the row is stamped.
+type stepBeforeUpdate struct {
+	ledger.Store
+	h  *harness
+	at *atomic.Pointer[time.Time]
+}
+
+func (s stepBeforeUpdate) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	if at := s.at.Swap(nil); at != nil {
+		s.h.set(*at)
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestAStepAfterTheCheckIsNotRecorded: the clock steps ten minutes back
+// after a write's check on the way in and before its row is stamped (a
+// key fetch, the wait for a commit): the row is not recorded by the
+// stepped clock; the write is refused as any after the step.
+func TestAStepAfterTheCheckIsNotRecorded(t *testing.T) {
+	objects := s3Evidence(t)
+	var at atomic.Pointer[time.Time]
+	reg := prometheus.NewRegistry()
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{},
+		metrics: ledger.NewMetrics(reg), clocks: []ledger.ReferenceClock{{Name: "the S3 evidence store", Now: objects.ServerTime}}}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC().Truncate(time.Second))
+	h.wrap = func(s ledger.Store) ledger.Store { return stepBeforeUpdate{Store: s, h: h, at: &at} }
+	h.open(t)
+	real := h.clock()
+	watchClocks(t, h)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "BEFORE-STEP", At: real})))
+	for _, write := range []struct {
+		name string
+		do   func() error
+	}{
+		{"receipt", func() error {
+			_, _, err := h.l.AppendReceipt(context.Background(), in(h.sc.Mint(pacttest.Spec{Target: "STEPPED", At: real})))
+			return err
+		}},
+		{"refusal", func() error {
+			_, err := h.l.AppendRefusal(context.Background(), ledger.RefusalInput{ClaimedAgent: "agent", Tool: "cancel_order", Target: "A-9", Reason: "chat yes", ObservedAt: real})
+			return err
+		}},
+		{"dispute event", func() error {
+			_, err := h.l.AppendDispute(context.Background(), row.ID, ledger.DisputeOpen, "customer says no", "support")
+			return err
+		}},
+	} {
+		h.set(real)
+		step := real.Add(-10 * time.Minute)
+		at.Store(&step)
+		if err := write.do(); !errors.Is(err, ledger.ErrClockOff) {
+			t.Errorf("a %s whose clock stepped ten minutes back after its check: %v; want refused", write.name, err)
+		}
+	}
+	if got, _ := h.l.Get(context.Background(), row.ID); len(got.DisputeEvents) != 0 {
+		t.Errorf("row %s has %d dispute events, want none", row.ID, len(got.DisputeEvents))
+	}
 }

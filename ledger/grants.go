@@ -75,7 +75,13 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	now := l.cfg.Now().UTC()
 	// Not refused for the clock (clockwatch.go): a compromised grant must
 	// be stoppable while the clock is put right.
-	l.noteClockOff(ctx, now, slog.String("revocation_of_grant", grant))
+	if off := l.noteClockOff(ctx, now, slog.String("revocation_of_grant", grant)); off > 0 && at.IsZero() {
+		// Ahead: in force from the reference's time, not the ledger's,
+		// or receipts served meanwhile would pass as before it. (Behind,
+		// now is already the earlier; a revocation too early only makes
+		// more receipts incidents.)
+		at = now.Add(-off)
+	}
 	if at.IsZero() {
 		at = now
 	}

@@ -39,7 +39,7 @@ func (l *Ledger) openIncident(tx Tx, r *Row) error {
 			reasons = append(reasons, c.Name+": "+c.Detail)
 		}
 	}
-	inc := IncidentRecord{ID: r.IncidentID, RowID: r.ID, Reason: strings.Join(reasons, "; "), Agent: r.Agent.Platform, OpenedAt: l.cfg.Now().UTC()}
+	inc := IncidentRecord{ID: r.IncidentID, RowID: r.ID, Reason: strings.Join(reasons, "; "), Agent: r.Agent.Platform, OpenedAt: r.RecordedAt}
 	inc.Held = append(inc.Held, EvidenceKey(r.ID)) // put with a hold by the uploader
 	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
 		key := SnapshotKey(s)

@@ -114,7 +114,7 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 		cfg.EvidenceCacheBytes = DefaultEvidenceCacheBytes
 	}
 	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}},
-		recent: newBytesCache(cfg.EvidenceCacheBytes), clocks: clockWatch{recheck: make(chan struct{}, 1), states: map[string]ClockState{}}}, nil
+		recent: newBytesCache(cfg.EvidenceCacheBytes), clocks: clockWatch{recheck: make(chan struct{}, 1), states: map[string]ClockState{}, gaveTime: map[string]bool{}}}, nil
 }
 
 // Policy returns the retention policy in force.
@@ -408,6 +408,12 @@ func (l *Ledger) AppendReceipt(ctx context.Context, in ReceiptInput) (*Row, Outc
 			return err
 		}
 		r := l.newReceiptRow(rc, res, in, receiptSHA, evSHA, requestSHAs[0])
+		// Checked again by the time it is recorded at: the clock may have
+		// stepped since the check on the way in (a key fetch, the wait
+		// for a commit).
+		if err := l.checkWriteClock(ctx, r.RecordedAt); err != nil {
+			return err
+		}
 		if in.RequestJWT != "" && len(requestSHAs) > 1 {
 			r.RequestJWTTwinSHA256 = requestSHAs[1]
 		}
@@ -525,9 +531,10 @@ func findResubmission(tx Tx, receiptSHA, evSHA string) (*Row, bool, error) {
 // the request JWT as posted.
 func (l *Ledger) newReceiptRow(rc verifier.Receipt, res *verifier.Result, in ReceiptInput, receiptSHA, evSHA, requestSHA string) *Row {
 	r := receiptRowOf(rc, res, in, receiptSHA, evSHA, requestSHA)
+	now := l.cfg.Now().UTC()
 	r.Verifier.CheckedBy = l.v.CheckedBy()
-	r.Verifier.CheckedAt = l.cfg.Now().UTC()
-	r.RecordedAt = l.cfg.Now().UTC()
+	r.Verifier.CheckedAt = now
+	r.RecordedAt = now
 	return r
 }
 

@@ -465,7 +465,11 @@ func (l *Ledger) AppendDispute(ctx context.Context, id string, status DisputeSta
 			return fmt.Errorf("%w: row %s names no incident (its status is %s): a dispute resolved as an incident is for a row the ledger recorded as one; resolve it as customer-authorized or other",
 				ErrConflict, r.ID, r.Status)
 		}
-		ev := DisputeEvent{At: l.cfg.Now().UTC(), Status: status, Note: note, By: by}
+		now := l.cfg.Now().UTC()
+		if err := l.checkWriteClock(ctx, now); err != nil {
+			return err // the clock stepped since the check on the way in
+		}
+		ev := DisputeEvent{At: now, Status: status, Note: note, By: by}
 		r.DisputeEvents = append(r.DisputeEvents, ev)
 		r.Dispute = status
 		row = r
@@ -639,9 +643,15 @@ func (l *Ledger) AppendRefusal(ctx context.Context, in RefusalInput) (*Row, erro
 		if err := sweptRow(tx, id); err != nil {
 			return err
 		}
+		// Checked again by the time it is recorded at: the clock may have
+		// stepped since the check on the way in.
+		now := l.cfg.Now().UTC()
+		if err := l.checkWriteClock(ctx, now); err != nil {
+			return err
+		}
 		r := newRefusalRow(&in, id, agent, kid)
-		r.Status, r.RecordedAt, r.Class, r.Dispute = Unauthorized, l.cfg.Now().UTC(), retention.Refused, DisputeNone
-		r.Verifier = Record{CheckedBy: l.v.CheckedBy(), CheckedAt: l.cfg.Now().UTC(), Checks: slices.Clone(checks)}
+		r.Status, r.RecordedAt, r.Class, r.Dispute = Unauthorized, now, retention.Refused, DisputeNone
+		r.Verifier = Record{CheckedBy: l.v.CheckedBy(), CheckedAt: now, Checks: slices.Clone(checks)}
 		var snaps []*verifier.Snapshot
 		if tok != nil {
 			snaps = []*verifier.Snapshot{tok.BrandSnapshot, tok.AgentSnapshot}

@@ -72,6 +72,11 @@ func (e *ClockAheadError) Is(target error) bool { return target == ErrClockAhead
 func (l *Ledger) checkClock(ctx context.Context, now time.Time) error {
 	for _, c := range l.cfg.ReferenceClocks {
 		ref, err := c.Now(ctx)
+		if errors.Is(err, ErrNoClock) && l.clockGaveTime(c.Name, false) {
+			// It gave a time before: one that gives none now (a proxy put
+			// in front of it) is no licence to sweep unchecked.
+			return fmt.Errorf("read the clock of %s: %w: it gave a time before, and none now: %w", c.Name, ErrClockUnread, err)
+		}
 		if errors.Is(err, ErrNoClock) {
 			// Not a failure to read: this reference has no clock to check
 			// against, as a local evidence directory has none.
@@ -81,6 +86,7 @@ func (l *Ledger) checkClock(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("read the clock of %s: %w: %w", c.Name, ErrClockUnread, err)
 		}
+		l.clockGaveTime(c.Name, true)
 		if now.Sub(ref) > ClockTolerance {
 			return &ClockAheadError{Clock: c.Name, Local: now, Reference: ref}
 		}

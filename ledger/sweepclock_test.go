@@ -251,3 +251,39 @@ func TestASweepItsClockStoppedIsTriedAgainSoon(t *testing.T) {
 	}
 	refusedSweeps(t, reg, 0, 1)
 }
+
+// TestASweepDoesNotPassOverAReferenceThatGaveATime: the S3 server's clock
+// read by one sweep, then answering without a time (a proxy answering
+// for it while it is down), is no licence for the next sweep to delete by
+// the ledger's clock alone: it deletes nothing, as with the server down.
+func TestASweepDoesNotPassOverAReferenceThatGaveATime(t *testing.T) {
+	objects := s3Evidence(t)
+	noDate, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Bool
+	s3Clock := func(ctx context.Context) (time.Time, error) {
+		if dropped.Load() {
+			return noDate.ServerTime(ctx)
+		}
+		return objects.ServerTime(ctx)
+	}
+	h, reg := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	real := h.clock()
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "GAVE-1", At: real})))
+	h.drain(t)
+	if _, err := h.l.Sweep(context.Background(), false); err != nil {
+		t.Fatalf("a sweep with the clocks agreeing: %v", err)
+	}
+	dropped.Store(true)
+	h.set(real.AddDate(0, 19, 0))
+	res, err := h.l.Sweep(context.Background(), false)
+	if !errors.Is(err, ledger.ErrClockUnread) {
+		t.Fatalf("a sweep at a clock 19 months ahead, the S3 server now answering without a time: %+v, %v; want ErrClockUnread", res, err)
+	}
+	if _, err := h.l.Get(context.Background(), row.ID); err != nil {
+		t.Fatalf("the row after that sweep: %v", err)
+	}
+	refusedSweeps(t, reg, 0, 1)
+}

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -33,10 +34,16 @@ func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
 		// second after it, the middle of which is the best guess.
 		return t.Add(500 * time.Millisecond), nil
 	case answered:
-		// The service answers without a Date (RFC 9110 §6.6.1 lets a
-		// server without a clock leave it out): it gives no time to check.
+		// The service answers the HEAD without a Date (RFC 9110 §6.6.1
+		// lets a server without a clock leave it out): it gives no time
+		// to check.
 		return time.Time{}, fmt.Errorf("%w: s3 bucket %s at %s answers without a Date header", ledger.ErrNoClock, s.bucket, s.cfg.Endpoint)
+	case err == nil:
+		err = errors.New("no answer with a Date, and none that took the request")
 	}
+	// No answer, or only failures without a Date: a proxy or load
+	// balancer in front of a service that is down (its own 502 or 503
+	// often has no Date) says nothing of the service's clock.
 	return time.Time{}, fmt.Errorf("%w: the time of s3 bucket %s at %s: %w", ledger.ErrUnavailable, s.bucket, s.cfg.Endpoint, err)
 }
 
@@ -47,17 +54,23 @@ type serverDateKey struct{}
 // serverDate is the Date header of the last answer to a request made with
 // it in its context.
 type serverDate struct {
-	mu       sync.Mutex
-	t        time.Time
-	ok       bool // t is set
-	answered bool // an answer came, with a Date or without one
+	mu sync.Mutex
+	t  time.Time
+	ok bool // t is set
+	// answered: the service took a request (a 2xx answer), with a Date
+	// or without one.
+	answered bool
 }
 
-// set records an answer, and its Date when it has one (ok).
-func (d *serverDate) set(t time.Time, ok bool) {
+// set records an answer of status code, and its Date when it has one
+// (ok). Only an answer that took the request (2xx) without a Date says
+// the service has no clock.
+func (d *serverDate) set(t time.Time, ok bool, code int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.answered = true
+	if code >= 200 && code < 300 {
+		d.answered = true
+	}
 	if ok {
 		d.t, d.ok = t, true
 	}
@@ -78,7 +91,7 @@ func (t datedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		if d, ok := req.Context().Value(serverDateKey{}).(*serverDate); ok {
 			at, perr := http.ParseTime(resp.Header.Get("Date"))
-			d.set(at.UTC(), perr == nil)
+			d.set(at.UTC(), perr == nil, resp.StatusCode)
 		}
 	}
 	return resp, err

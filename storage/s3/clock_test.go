@@ -3,6 +3,9 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +69,29 @@ func TestServerTimeOfAServiceWithoutADate(t *testing.T) {
 	}
 	if got, err := st.ServerTime(context.Background()); !errors.Is(err, ledger.ErrNoClock) || errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("ServerTime = %v, %v; want an error wrapping ErrNoClock alone", got, err)
+	}
+}
+
+// A proxy or load balancer answering for a service that is down, with an
+// error of its own and no Date (as HAProxy's and many others' pages
+// have), says nothing of the service's clock: ServerTime says the service
+// is unavailable, not that it has no clock (which would have the
+// ledger's clock checks pass it over).
+func TestServerTimeOfAProxyAnsweringForAServiceDown(t *testing.T) {
+	for _, code := range []int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusForbidden} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header()["Date"] = nil
+				w.WriteHeader(code)
+			}))
+			t.Cleanup(down.Close)
+			st, err := s3.New(s3.Config{Endpoint: strings.TrimPrefix(down.URL, "http://"), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := st.ServerTime(context.Background()); !errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrNoClock) {
+				t.Fatalf("ServerTime = %v, %v; want an error wrapping ErrUnavailable, not ErrNoClock", got, err)
+			}
+		})
 	}
 }
