@@ -50,7 +50,9 @@ type Config struct {
 	AgentNames map[string]string
 	// SigningKeyPath is the ES256 key that signs delegation tokens and
 	// receipts, with the retired keys still published; created on first
-	// use, unless the store holds what a key signed (ErrNoSigningKey).
+	// use, unless the store holds what a key signed (ErrNoSigningKey);
+	// refused when it lacks a key that signed the store's entries for the
+	// ledger (ErrKeyFileMismatch).
 	// Default: SigningKeyPath(StorePath).
 	SigningKeyPath string
 	// RetiredKeyTTL is how long a retired signing key stays published

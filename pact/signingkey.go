@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/pactledger/pactledger/pact/provider"
@@ -29,6 +31,10 @@ var (
 	// ErrStoreLocked: another process (a running ledgerd) holds the
 	// Provider's store.
 	ErrStoreLocked = store.ErrLocked
+	// ErrKeyFileMismatch: the signing key file lacks a key that signed
+	// entries waiting for the ledger or set aside in the Provider's store,
+	// as when it was restored from an older backup than the store (New).
+	ErrKeyFileMismatch = provider.ErrKeyFileMismatch
 	// ErrNoStore: there is no Provider store at the path given
 	// (RotateSigningKey), as when it is looked for in the wrong data
 	// directory.
@@ -80,6 +86,11 @@ type Rotation struct {
 	// file, and the Provider publishes them until those have reached the
 	// ledger.
 	Kept []string
+	// Lost are the kids of a key replaced as lost (ReplaceLost) that
+	// signed entries still waiting for the ledger or set aside: the file
+	// names them, so that the Provider starts with those entries, which
+	// the ledger records UNAUTHORIZED.
+	Lost []string
 	// Grants, Waiting and SetAside count the store's grants and its
 	// outbox entries waiting for the ledger and set aside.
 	Grants, Waiting, SetAside int
@@ -126,13 +137,17 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 	case cfg.ReplaceLost && !missing:
 		return Rotation{}, fmt.Errorf("there is a Provider signing key at %s: rotate it without --replace-lost, which is for a key lost for good", path)
 	case cfg.ReplaceLost:
-		kid, err := provider.ReplaceLostSigningKey(path)
+		signedBy, err := st.SignedBy()
+		if err != nil {
+			return Rotation{}, err
+		}
+		kid, err := provider.ReplaceLostSigningKey(path, signedBy)
 		if err != nil {
 			return Rotation{}, err
 		}
 		cfg.Logger.Warn("created the Provider's signing key in place of a lost one: what the lost key signed no longer verifies", slog.String("kid", kid), slog.String("key_file", path),
-			slog.Int("grants", n.Grants), slog.Int("waiting_for_the_ledger", n.Outbox), slog.Int("set_aside", n.SetAside))
-		held.Kid = kid
+			slog.Int("grants", n.Grants), slog.Int("waiting_for_the_ledger", n.Outbox), slog.Int("set_aside", n.SetAside), slog.Any("lost_kids", slices.Sorted(maps.Keys(signedBy))))
+		held.Kid, held.Lost = kid, slices.Sorted(maps.Keys(signedBy))
 		return held, nil
 	case missing:
 		return Rotation{}, fmt.Errorf("%w at %s to retire: restore it from the backup of provider-signing-key.json and rotate then; if it is lost for good, `ledgerd provider rotate-key --replace-lost` makes a new one, and what the lost key signed no longer verifies", ErrNoSigningKey, path)
@@ -154,6 +169,6 @@ func RotateSigningKey(cfg RotateConfig) (Rotation, error) {
 		cfg.Logger.Warn("a retired signing key of the Provider is past its period, but entries it signed wait for the ledger: it stays in the key file, published until they have reached it", slog.String("kid", kid),
 			slog.Int("waiting_for_the_ledger", signedBy[kid].Waiting), slog.Int("set_aside", signedBy[kid].SetAside), slog.String("key_file", path))
 	}
-	held.Kid, held.Retired, held.PublishedUntil, held.Dropped, held.Kept = rot.Kid, rot.Retired, rot.PublishedUntil, rot.Dropped, rot.Kept
+	held.Kid, held.Retired, held.PublishedUntil, held.Dropped, held.Kept, held.Lost = rot.Kid, rot.Retired, rot.PublishedUntil, rot.Dropped, rot.Kept, rot.Lost
 	return held, nil
 }

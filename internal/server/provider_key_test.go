@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -167,5 +168,76 @@ func TestRetiredKeyTTLBoundsAreTheProviders(t *testing.T) {
 	c.Provider.RetiredKeyTTL = config.Duration(pact.MinRetiredKeyTTL - time.Second)
 	if err := c.Validate(); err == nil {
 		t.Errorf("provider.retiredKeyTTL %s passed", pact.MinRetiredKeyTTL-time.Second)
+	}
+}
+
+// provider-signing-key.json put back from a backup taken before a
+// rotation, beside a provider.db whose outbox holds a receipt the newer
+// key signed: ledgerd does not start, since posted the receipt would be
+// recorded UNAUTHORIZED for good ("unknown kid"). It names the kid and the
+// entries, and says to put back the key file that goes with provider.db;
+// with that file back it starts and the receipt lands AUTHORIZED.
+func TestAnOlderProviderKeyFileBesideANewerOutboxDoesNotStart(t *testing.T) {
+	s, down, point := keyShop(t)
+	s.stop()
+	keyFile := pact.SigningKeyPath(filepath.Join(s.cfg.DataDir, "provider.db"))
+	older, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot, err := server.RotateProviderKey(context.Background(), s.cfg, false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	point()
+	s.send(t, s.token(t), "m1", "cancel order A-5531")
+	if d := s.p.PipelineDepth(); d != 1 {
+		t.Fatalf("the Provider's outbox holds %d entries while the ledger is down, want 1", d)
+	}
+	s.stop()
+	newer, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	srv, err := server.New(context.Background(), s.cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		s.env.srv, s.env.base, s.env.stop = srv, "http://"+srv.HTTPAddr(), func() { cancel(); <-done }
+		t.Cleanup(s.stop)
+		point()
+		down.Store(false)
+		waitDepth(t, s, 0, 20*time.Second)
+		var list struct{ Rows []Row }
+		s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+		t.Fatalf("ledgerd started with a key file that lacks the key (%s) that signed the receipt waiting in the Provider's outbox; the receipt was then recorded as %+v", rot.Kid, list.Rows)
+	}
+	if !errors.Is(err, pact.ErrKeyFileMismatch) {
+		t.Errorf("the refusal %v is not pact.ErrKeyFileMismatch", err)
+	}
+	for _, want := range []string{keyFile, rot.Kid + " (1 waiting for the ledger, 0 set aside)", `UNAUTHORIZED for good ("unknown kid")`,
+		"Put back the provider-signing-key.json that goes with provider.db", `"Backups" and "The Provider's signing key"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+
+	if err := os.WriteFile(keyFile, newer, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	point()
+	down.Store(false)
+	waitDepth(t, s, 0, 20*time.Second)
+	var list struct{ Rows []Row }
+	s.call(t, "GET", "/v1/rows?target=A-5531", "support", nil, &list)
+	if len(list.Rows) != 1 || list.Rows[0].Status != "ROW_STATUS_AUTHORIZED" || list.Rows[0].BrandKey.Kid != rot.Kid {
+		t.Errorf("with the key file put back the receipt is recorded as %+v, want one row AUTHORIZED under kid %s", list.Rows, rot.Kid)
 	}
 }

@@ -47,7 +47,9 @@ type Config struct {
 	Pages *brandlogin.Pages
 	// SigningKeyPath is the ES256 key that signs delegation tokens and
 	// receipts, with the retired keys still published; created on first
-	// use, unless Store holds grants or outbox entries (ErrNoSigningKey).
+	// use, unless Store holds grants or outbox entries (ErrNoSigningKey);
+	// refused when it lacks a key that signed Store's entries for the
+	// ledger (ErrKeyFileMismatch).
 	SigningKeyPath string
 	// RetiredKeyTTL is how long a retired signing key stays published
 	// after its rotation (RotateSigningKey); default DefaultRetiredKeyTTL.

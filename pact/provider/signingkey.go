@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,11 @@ const MinRetiredKeyTTL = oauth.AccessTokenTTL
 // store holds what it signed.
 var ErrNoSigningKey = errors.New("no Provider signing key")
 
+// ErrKeyFileMismatch: the signing key file lacks a key that signed
+// entries waiting for the ledger or set aside in the Provider's store, as
+// when the file was restored from an older backup than the store.
+var ErrKeyFileMismatch = errors.New("the Provider's signing key file does not go with its store")
+
 // signingKey is the Provider's ES256 key for delegation tokens (and, with
 // the Delegated profile, receipts), kept in a file readable only by its
 // owner and published in each delegating brand's JWKS, with the keys it
@@ -57,9 +64,14 @@ type RetiredKey struct {
 // keyFile is the signing key file once a key has been rotated: the
 // current key (private) and the retired ones (public). A file with no
 // retired key is the current key's JWK alone, as before rotation existed.
+// Lost are the kids of a key replaced as lost for good
+// (ReplaceLostSigningKey) that signed entries then in the store: the
+// Provider starts with those entries, which the ledger will record
+// UNAUTHORIZED.
 type keyFile struct {
 	Current jose.JSONWebKey `json:"current"`
 	Retired []RetiredKey    `json:"retired,omitempty"`
+	Lost    []string        `json:"lost,omitempty"`
 }
 
 // readKeyFile reads the key file at path: the current key and the
@@ -95,9 +107,9 @@ func readKeyFile(path string) (keyFile, error) {
 }
 
 // marshal is the file's bytes: the current key's JWK alone when no key is
-// retired.
+// retired or lost.
 func (kf keyFile) marshal() ([]byte, error) {
-	if len(kf.Retired) == 0 {
+	if len(kf.Retired) == 0 && len(kf.Lost) == 0 {
 		return kf.Current.MarshalJSON()
 	}
 	return json.MarshalIndent(kf, "", "  ")
@@ -114,13 +126,14 @@ func newES256Key() (jose.JSONWebKey, error) {
 	return jose.JSONWebKey{Key: priv, KeyID: "provider-" + hex.EncodeToString(id), Algorithm: string(jose.ES256), Use: "sig"}, nil
 }
 
-// createKeyFile writes a new key to path, which must not exist.
-func createKeyFile(path string) (jose.JSONWebKey, error) {
+// createKeyFile writes a new key to path, which must not exist, with the
+// kids of a lost key.
+func createKeyFile(path string, lost []string) (jose.JSONWebKey, error) {
 	k, err := newES256Key()
 	if err != nil {
 		return k, err
 	}
-	out, err := keyFile{Current: k}.marshal()
+	out, err := keyFile{Current: k, Lost: lost}.marshal()
 	if err != nil {
 		return k, err
 	}
@@ -193,6 +206,9 @@ type Rotation struct {
 	// signed entries still waiting for the ledger or set aside: they stay
 	// in the file, published until those have reached it.
 	Kept []string
+	// Lost are the kids of a key replaced as lost that signed entries
+	// still held: they stay in the file as lost.
+	Lost []string
 }
 
 // RotateSigningKey makes a new key current in the key file at path and
@@ -226,16 +242,24 @@ func RotateSigningKey(path string, ttl time.Duration, now time.Time, held map[st
 			rot.Dropped = append(rot.Dropped, r.Key.KeyID)
 		}
 	}
-	if err := replaceKeyFile(path, keyFile{Current: k, Retired: retired}); err != nil {
+	for _, kid := range kf.Lost {
+		if held[kid] != (store.Held{}) {
+			rot.Lost = append(rot.Lost, kid)
+		}
+	}
+	if err := replaceKeyFile(path, keyFile{Current: k, Retired: retired, Lost: rot.Lost}); err != nil {
 		return Rotation{}, err
 	}
 	return rot, nil
 }
 
 // ReplaceLostSigningKey writes a new key at path, where there is none:
-// what the lost key signed verifies no more.
-func ReplaceLostSigningKey(path string) (kid string, err error) {
-	k, err := createKeyFile(path)
+// what the lost key signed verifies no more. The kids of the entries held
+// (store.SignedBy) go in the file as lost, so that the Provider starts
+// with those entries (ErrKeyFileMismatch otherwise).
+func ReplaceLostSigningKey(path string, held map[string]store.Held) (kid string, err error) {
+	lost := slices.Sorted(maps.Keys(held))
+	k, err := createKeyFile(path, lost)
 	return k.KeyID, err
 }
 
@@ -284,8 +308,10 @@ type publishedKeys struct {
 
 // openKeyRing reads the key file at path, creating it on first use. A
 // store st that holds what a key signed gets no new key: the file must be
-// restored or replaced on purpose. A retired key past its period stays
-// published while st's entries for the ledger hold what it signed.
+// restored or replaced on purpose. A file that lacks a key which signed
+// st's entries for the ledger is refused (ErrKeyFileMismatch). A retired
+// key past its period stays published while st's entries for the ledger
+// hold what it signed.
 func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store, log *slog.Logger) (*keyRing, error) {
 	kf, err := readKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -298,7 +324,7 @@ func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store,
 				"(receipts waiting for the ledger would be recorded UNAUTHORIZED, agents would drop their grants); restore it from the backup of provider-signing-key.json, "+
 				"or, if it is lost for good, make a new one on purpose with `ledgerd provider rotate-key --replace-lost` (docs/operations.md, \"The Provider's signing key\")", ErrNoSigningKey, path, what)
 		}
-		k, cerr := createKeyFile(path)
+		k, cerr := createKeyFile(path, nil)
 		if cerr != nil {
 			return nil, cerr
 		}
@@ -314,9 +340,12 @@ func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store,
 	retired := slices.Clone(kf.Retired)
 	slices.SortStableFunc(retired, func(a, b RetiredKey) int { return b.RetiredAt.Compare(a.RetiredAt) })
 	r := &keyRing{signingKey: sk, retired: retired, ttl: retiredKeyTTL(ttl), path: path, st: st, log: log}
-	held, err := r.signedBy(now)
+	held, err := st.SignedBy()
 	if err != nil {
 		return nil, fmt.Errorf("read the Provider's store: %w", err)
+	}
+	if err := kf.check(path, held, log); err != nil {
+		return nil, err
 	}
 	pub, err := r.publish(now, held)
 	if err != nil {
@@ -339,6 +368,33 @@ func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store,
 		}
 	}
 	return r, nil
+}
+
+// check refuses a key file that lacks a key which signed entries held
+// (store.SignedBy): neither its current key, nor a retired one, nor one
+// replaced as lost. Posted, those entries would be recorded UNAUTHORIZED
+// for good ("unknown kid"); the file is most likely older than the store,
+// from another backup. It logs, at WARN, the entries a lost key signed.
+func (kf keyFile) check(path string, held map[string]store.Held, log *slog.Logger) error {
+	var unknown []string
+	for _, kid := range slices.Sorted(maps.Keys(held)) {
+		switch {
+		case kid == kf.Current.KeyID || slices.ContainsFunc(kf.Retired, func(r RetiredKey) bool { return r.Key.KeyID == kid }):
+		case slices.Contains(kf.Lost, kid):
+			log.Warn("entries signed by a Provider signing key replaced as lost wait for the ledger: it will record them UNAUTHORIZED", slog.String("kid", kid),
+				slog.Int("waiting_for_the_ledger", held[kid].Waiting), slog.Int("set_aside", held[kid].SetAside), slog.String("key_file", path))
+		default:
+			h := held[kid]
+			unknown = append(unknown, fmt.Sprintf("%s (%d waiting for the ledger, %d set aside)", kid, h.Waiting, h.SetAside))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the key file %s lacks the keys, neither current nor retired, that signed entries in the Provider's store, by kid: %s. "+
+		"Posted, those entries would be recorded UNAUTHORIZED for good (\"unknown kid\"): the key file is most likely older than provider.db, restored from another backup. "+
+		"Put back the provider-signing-key.json that goes with provider.db (the copy taken with it, or after its last `ledgerd provider rotate-key`), then start again "+
+		"(docs/operations.md, \"Backups\" and \"The Provider's signing key\")", ErrKeyFileMismatch, path, strings.Join(unknown, ", "))
 }
 
 // logHeld says, at ERROR, that retired key k is past its period while h
