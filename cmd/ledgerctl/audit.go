@@ -889,7 +889,38 @@ const forkedLog = "This proves the ledger's log is not an extension of a checkpo
 	"`ledgerctl fsck` (auditor or admin) compares the row store's log with the log published to write-once storage and lists each published leaf the row store lacks, with its row, but only when write-once storage was not rolled back with the row store: " +
 	"a local evidence directory restored together with the data directory holds the same old log, and fsck then passes. The kept checkpoint, and any other checkpoint kept outside the ledger, is then the only witness of the leaves lost."
 
+// divergedLog says what a ledger that answers that its log diverged from
+// the published one tells of the kept checkpoint, and what to do.
+const divergedLog = "So, as far as this audit can tell, the ledger's log is not an extension of the kept checkpoint: the ledger's own log is not an extension of the log it published to write-once storage, it signs no checkpoint of it, and the audit cannot check the kept checkpoint against a latest one. " +
+	"A row store restored from a backup older than the published log does this (docs/operations.md, \"Backups\"). Keep the kept checkpoint and this output: they are the evidence. Ask the operator what was restored and when, and which acknowledged rows were lost. " +
+	"`ledgerctl fsck` (auditor or admin) compares the row store's log with the published one and lists each published leaf the row store lacks, with its row."
+
+// logAudit is `log audit`: auditLog, where a ledger that answers that its
+// log diverged from the published one fails the check.
 func (c *cli) logAudit(o auditOpts) error {
+	err := c.auditLog(o)
+	if !logDiverged(err) {
+		return err
+	}
+	printf(c.out, "FAILED: the ledger serves no checkpoint or proof of its log: %s\n", status.Convert(err).Message())
+	if kept, rerr := os.ReadFile(o.from); rerr == nil {
+		key, _ := logKeyArg(o.logKey)
+		switch cp, oerr := proof.Open(kept, key); {
+		case key == "":
+			printf(c.out, "kept checkpoint: %s, its signature not checked: the ledger reports no key while its log diverged; pass --log-key with the log's published verifier key to check it\n", o.from)
+		case oerr != nil:
+			printf(c.out, "kept checkpoint: %s does not verify with the key you gave: %v\n", o.from, oerr)
+		default:
+			printf(c.out, "kept checkpoint: %s size %d, root %s, verified with the key you gave\n", cp.Origin, cp.Size, rootText(cp.Hash))
+		}
+	}
+	fmt.Fprintln(c.out, divergedLog)
+	return errCheckFailed
+}
+
+// auditLog checks the log from the kept checkpoint o.from: the latest
+// checkpoint extends it, and the leaves since agree with the rows.
+func (c *cli) auditLog(o auditOpts) error {
 	if o.from == "" {
 		return usagef("log audit --from OLD_CHECKPOINT_FILE [--log-key KEY] [--all] [--settle DURATION] [--retention PERIODS]")
 	}

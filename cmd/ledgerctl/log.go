@@ -209,13 +209,24 @@ func notLogged(err error) bool {
 // noLeaf reports whether err says the ledger holds the row or event but
 // the log has no leaf for it and none is queued: the row store was
 // changed outside the ledger, and no wait brings the leaf.
-func noLeaf(err error) bool {
+func noLeaf(err error) bool { return hasReason(err, codes.FailedPrecondition, "LEAF_MISSING") }
+
+// logDiverged reports whether err is the ledger's answer that its log
+// diverged from the log it published to write-once storage (UNAVAILABLE,
+// reason LOG_DIVERGED): ledgerd answers, but signs and serves no
+// checkpoint or proof of its log until an operator acts, and no retry
+// brings one.
+func logDiverged(err error) bool { return hasReason(err, codes.Unavailable, "LOG_DIVERGED") }
+
+// hasReason reports whether err is a gRPC status with code and an
+// ErrorInfo of reason.
+func hasReason(err error, code codes.Code, reason string) bool {
 	st, ok := status.FromError(err)
-	if !ok || err == nil || st.Code() != codes.FailedPrecondition {
+	if !ok || err == nil || st.Code() != code {
 		return false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "LEAF_MISSING" {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason {
 			return true
 		}
 	}

@@ -352,6 +352,9 @@ func (c *cli) exit(err error) int {
 		return exitError
 	case codes.Unavailable, codes.DeadlineExceeded:
 		switch {
+		case logDiverged(err):
+			printf(c.errw, "%s: ledgerd at %s answers, but serves no checkpoint or proof of its Merkle log, and no retry brings one: %s\n", name, c.server, st.Message())
+			return exitError
 		case answersHTTP(st.Message()):
 			printf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
 		case c.tls && !c.hasClientCert() && closedMidHandshake(st.Message()):
