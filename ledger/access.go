@@ -145,6 +145,13 @@ type AccessLogConfig struct {
 	// Wake, when set, is called after a write queued its records' object
 	// for write-once storage (Ledger.WakeUploader).
 	Wake func()
+	// CheckClock, when set, is called with the time a prune would remove
+	// records by (Now) before it removes any: an error stops the prune,
+	// which removes nothing and returns it (Ledger.CheckPruneClock: the
+	// retention sweep's check against the reference clocks). Unset, the
+	// log prunes by Now unchecked, as a ledger with no reference clocks
+	// sweeps.
+	CheckClock func(ctx context.Context, now time.Time) error
 }
 
 // Access log bounds.
@@ -459,6 +466,8 @@ func (l *AccessLog) Queued() int {
 func (l *AccessLog) pruneLogged(ctx context.Context) {
 	n, err := l.Prune(ctx)
 	switch {
+	case (errors.Is(err, ErrClockAhead) || errors.Is(err, ErrClockUnread)) && ctx.Err() == nil:
+		l.cfg.Logger.ErrorContext(ctx, "access log: nothing pruned; the ledger's clock could not be trusted, and records past the retention wait for a prune whose clock agrees with the reference clocks", slog.String("error", err.Error()))
 	case err != nil && ctx.Err() == nil:
 		l.cfg.Logger.WarnContext(ctx, "access log: pruning failed; retried later", slog.String("error", err.Error()))
 	case n > 0:
@@ -468,12 +477,21 @@ func (l *AccessLog) pruneLogged(ctx context.Context) {
 
 // Prune removes the records older than the retention, in batches, and
 // returns how many it removed. With no retention it removes nothing.
+// First it checks its clock (AccessLogConfig.CheckClock): when the check
+// fails it removes nothing and returns the check's error (a
+// *ClockAheadError, or one wrapping ErrClockUnread).
 func (l *AccessLog) Prune(ctx context.Context) (int, error) {
 	p := l.cfg.Retention
 	if p.Months <= 0 && p.Days <= 0 {
 		return 0, nil
 	}
-	cutoff := l.cfg.Now().UTC().AddDate(0, -p.Months, -p.Days)
+	now := l.cfg.Now().UTC()
+	if l.cfg.CheckClock != nil {
+		if err := l.cfg.CheckClock(ctx, now); err != nil {
+			return 0, fmt.Errorf("prune access log: %w", err)
+		}
+	}
+	cutoff := now.AddDate(0, -p.Months, -p.Days)
 	total := 0
 	for {
 		var n int

@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.deletedObjects = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_swept_objects_total", Help: "Write-once objects deleted after their retention."})
 	m.pendingDeletes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_sweep_pending_objects", Help: "Objects due for deletion that the store refused or failed to delete (retried next sweep)."})
 	m.refusedSweeps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pactledger_sweeps_refused_total",
-		Help: "Retention sweeps that deleted nothing because of the ledger's clock, by reason: clock_ahead (ahead of the S3 or PostgreSQL server's by more than 5 minutes), clock_unread (a server's clock could not be read). Due rows wait for the next sweep."}, []string{"reason"})
+		Help: "Retention sweeps that deleted nothing because of the ledger's clock, by what they sweep (rows, access_log: the access log's hourly prune) and reason: clock_ahead (ahead of the S3 or PostgreSQL server's by more than 5 minutes), clock_unread (a server's clock could not be read). Due rows and records wait for the next sweep."}, []string{"sweep", "reason"})
 	reg.MustRegister(m.sweptRows, m.deletedObjects, m.pendingDeletes, m.refusedSweeps)
 	m.clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pactledger_clock_offset_seconds",
 		Help: "The ledger's clock minus a reference clock's (the S3 evidence store's, the PostgreSQL row store's) at the last reading, a minute apart: positive, the ledger's clock is ahead. Writes are refused while it is beyond ±300."}, []string{"clock"})
@@ -193,8 +193,15 @@ func (m *Metrics) swept(c fmt.Stringer) {
 	}
 }
 
-// sweepRefused counts a sweep checkClock stopped with err.
-func (m *Metrics) sweepRefused(err error) {
+// Sweeps whose refusals sweepRefused counts.
+const (
+	sweepRows      = "rows"
+	sweepAccessLog = "access_log"
+)
+
+// sweepRefused counts a sweep of what (sweepRows, sweepAccessLog) that
+// checkClock stopped with err.
+func (m *Metrics) sweepRefused(what string, err error) {
 	if m == nil {
 		return
 	}
@@ -202,7 +209,7 @@ func (m *Metrics) sweepRefused(err error) {
 	if errors.Is(err, ErrClockAhead) {
 		reason = "clock_ahead"
 	}
-	m.refusedSweeps.WithLabelValues(reason).Inc()
+	m.refusedSweeps.WithLabelValues(what, reason).Inc()
 }
 
 // clockOff sets the offset of the ledger's clock from the reference named

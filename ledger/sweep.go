@@ -92,7 +92,7 @@ func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	now := l.cfg.Now().UTC()
 	if err := l.checkClock(ctx, now); err != nil {
 		if !dryRun {
-			l.cfg.Metrics.sweepRefused(err)
+			l.cfg.Metrics.sweepRefused(sweepRows, err)
 		}
 		return nil, fmt.Errorf("sweep: %w", err)
 	}

@@ -1,0 +1,132 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/retention"
+)
+
+// pruneLog is h's access log, kept 12 months, by h's clock, checking its
+// clock as the ledger's sweep does; it logs to h.logs.
+func pruneLog(h *harness) *ledger.AccessLog {
+	return ledger.NewAccessLog(h.store, ledger.AccessLogConfig{Retention: retention.Period{Months: 12}, Now: h.clock,
+		CheckClock: h.l.CheckPruneClock, Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
+}
+
+// recordReads records n reads and writes them in one batch.
+func recordReads(t *testing.T, log *ledger.AccessLog, n int) {
+	t.Helper()
+	for range n {
+		if err := log.Record(context.Background(), ledger.Access{Key: "support", Roles: []string{"support"}, RPC: "GetRow", Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// farFuture ends a listing after every record.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// accessRecords is how many records log lists.
+func accessRecords(t *testing.T, log *ledger.AccessLog) int {
+	t.Helper()
+	page, err := log.List(context.Background(), ledger.AccessQuery{Limit: 1000, Before: farFuture})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Records)
+}
+
+// refusedPrunes is pactledger_sweeps_refused_total{sweep="access_log"}
+// by reason.
+func refusedPrunes(t *testing.T, reg *prometheus.Registry) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "pactledger_sweeps_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["sweep"] == "access_log" {
+				got[labels["reason"]] = int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return got
+}
+
+// TestAccessPruneDeletesNothingWhenItsClockIsAheadOfS3: the host's clock
+// steps a year and a month forward and ledgerd restarts, which prunes
+// the access log at once. The S3 evidence store's clock says the records
+// are a day old: the prune removes none of them, says why at ERROR and
+// counts the refusal. With the clock put right, nothing is due.
+func TestAccessPruneDeletesNothingWhenItsClockIsAheadOfS3(t *testing.T) {
+	objects := s3Evidence(t)
+	h, reg := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	real := h.clock()
+	log := pruneLog(h)
+	recordReads(t, log, 5)
+	h.drain(t) // the batch is in write-once storage: only the clock keeps the records
+
+	h.set(real.AddDate(1, 1, 0))
+	n, err := log.Prune(context.Background())
+	var ahead *ledger.ClockAheadError
+	if !errors.As(err, &ahead) || n != 0 {
+		t.Fatalf("prune a year ahead of S3: removed %d, err %v; want none removed, a *ClockAheadError", n, err)
+	}
+	if got := accessRecords(t, log); got != 5 {
+		t.Fatalf("records after the prune a year ahead: got %d, want 5", got)
+	}
+	if got := refusedPrunes(t, reg); got["clock_ahead"] != 1 || got["clock_unread"] != 0 {
+		t.Fatalf("refused access-log prunes: got %v, want clock_ahead 1", got)
+	}
+
+	// ledgerd prunes at start: the refusal is logged at ERROR.
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- log.Run(ctx) }()
+	h.within(t, "the refused prune logged", func() bool { return strings.Contains(h.logs.String(), "access log: nothing pruned") })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if line := lineWith(h.logs.String(), "access log: nothing pruned"); !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "ahead of the clock of the S3 evidence store") {
+		t.Fatalf("log line: %q", line)
+	}
+	if got := accessRecords(t, log); got != 5 {
+		t.Fatalf("records after ledgerd started a year ahead: got %d, want 5", got)
+	}
+
+	h.set(real)
+	if n, err := log.Prune(context.Background()); err != nil || n != 0 {
+		t.Fatalf("prune at the right time: removed %d, err %v; want none due", n, err)
+	}
+}
+
+// lineWith is the first line of s that holds sub.
+func lineWith(s, sub string) string {
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			return line
+		}
+	}
+	return ""
+}
