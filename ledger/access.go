@@ -480,6 +480,8 @@ func (l *AccessLog) pruneLogged(ctx context.Context) {
 // First it checks its clock (AccessLogConfig.CheckClock): when the check
 // fails it removes nothing and returns the check's error (a
 // *ClockAheadError, or one wrapping ErrClockUnread).
+// It keeps the records of a batch not yet put in write-once storage,
+// queued or given up (unputAccess): the batch is put from them.
 func (l *AccessLog) Prune(ctx context.Context) (int, error) {
 	p := l.cfg.Retention
 	if p.Months <= 0 && p.Days <= 0 {
@@ -496,8 +498,11 @@ func (l *AccessLog) Prune(ctx context.Context) (int, error) {
 	for {
 		var n int
 		err := l.store.Update(ctx, func(tx Tx) error {
-			var err error
-			n, err = tx.PruneAccess(cutoff, pruneBatch)
+			keep, err := unputAccess(tx)
+			if err != nil {
+				return err
+			}
+			n, err = tx.PruneAccess(cutoff, keep, pruneBatch)
 			return err
 		})
 		if err != nil {

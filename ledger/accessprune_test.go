@@ -130,3 +130,32 @@ func lineWith(s, sub string) string {
 	}
 	return ""
 }
+
+// TestAccessPruneKeepsRecordsUntilTheirBatchIsPut: reads recorded 13
+// months ago whose batch is still queued for write-once storage (the
+// store was away, or the uploader behind) are past the retention at the
+// right time, but the batch is put from them: the prune keeps them until
+// it is, then removes them.
+func TestAccessPruneKeepsRecordsUntilTheirBatchIsPut(t *testing.T) {
+	ctx := context.Background()
+	h, _ := clockHarness(t, nil)
+	real := h.clock()
+	log := pruneLog(h)
+	h.set(real.AddDate(-1, -1, 0))
+	recordReads(t, log, 5)
+	h.set(real)
+
+	if n, err := log.Prune(ctx); err != nil || n != 0 {
+		t.Fatalf("prune while the batch is queued: removed %d, err %v; want none removed", n, err)
+	}
+	if got := accessRecords(t, log); got != 5 {
+		t.Fatalf("records while the batch is queued: got %d, want 5", got)
+	}
+	h.drain(t)
+	if n, err := log.Prune(ctx); err != nil || n != 5 {
+		t.Fatalf("prune once the batch is put: removed %d, err %v; want 5", n, err)
+	}
+	if got := accessRecords(t, log); got != 0 {
+		t.Fatalf("records once the batch is put and pruned: got %d, want 0", got)
+	}
+}

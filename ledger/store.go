@@ -410,8 +410,9 @@ type Reports interface {
 	// oldest first.
 	AccessLog(after uint64, n int) ([]AccessEntry, error)
 	// PruneAccess removes up to n of the oldest access records written
-	// before before, and returns how many it removed.
-	PruneAccess(before time.Time, n int) (int, error)
+	// before before, except those numbered within a span of keep (sorted
+	// by First, not overlapping), and returns how many it removed.
+	PruneAccess(before time.Time, keep []AccessSpan, n int) (int, error)
 }
 
 // AccessEntry is one stored read-access record: its sequence number, when
@@ -421,6 +422,9 @@ type AccessEntry struct {
 	At   time.Time
 	Body []byte
 }
+
+// AccessSpan is the access records numbered First to Last.
+type AccessSpan struct{ First, Last uint64 }
 
 // Leases keeps singleton jobs to one holder at a time across every process
 // on the store. Expiry is judged by the store's clock, never by a holder's.

@@ -63,7 +63,7 @@ func testAccessLog(t *testing.T, open opener) {
 	var pruned int
 	update(t, s, func(tx ledger.Tx) error {
 		var err error
-		pruned, err = tx.PruneAccess(want[5].At, 3)
+		pruned, err = tx.PruneAccess(want[5].At, nil, 3)
 		return err
 	})
 	if pruned != 3 {
@@ -72,7 +72,7 @@ func testAccessLog(t *testing.T, open opener) {
 	checkAccess("AccessLog after a bounded prune", accessLog(t, s, 0, 100), want[3:])
 	update(t, s, func(tx ledger.Tx) error {
 		var err error
-		pruned, err = tx.PruneAccess(want[5].At, 100)
+		pruned, err = tx.PruneAccess(want[5].At, nil, 100)
 		return err
 	})
 	if pruned != 2 {
@@ -86,6 +86,62 @@ func testAccessLog(t *testing.T, open opener) {
 		}
 		return err
 	})
+}
+
+// testPruneAccessKeeps: PruneAccess passes over the records of the spans
+// it is told to keep, counts only those it removes, and removes those
+// after them up to before.
+func testPruneAccessKeeps(t *testing.T, open opener) {
+	s := open.fresh(t)
+	var seqs []uint64
+	update(t, s, func(tx ledger.Tx) error {
+		for i := range 10 {
+			seq, err := tx.AppendAccess(base.Add(time.Duration(i)*time.Minute), []byte(fmt.Sprintf(`{"read":%d}`, i)))
+			if err != nil {
+				return err
+			}
+			seqs = append(seqs, seq)
+		}
+		return nil
+	})
+	left := func() []uint64 {
+		var out []uint64
+		for _, e := range accessLog(t, s, 0, 100) {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	// Keep the first two and the fifth to seventh; before the ninth.
+	keep := []ledger.AccessSpan{{First: seqs[0], Last: seqs[1]}, {First: seqs[4], Last: seqs[6]}}
+	prune := func(n int) int {
+		var pruned int
+		update(t, s, func(tx ledger.Tx) error {
+			var err error
+			pruned, err = tx.PruneAccess(base.Add(8*time.Minute), keep, n)
+			return err
+		})
+		return pruned
+	}
+	if got := prune(1); got != 1 {
+		t.Errorf("PruneAccess at most 1, the first two kept: removed %d", got)
+	}
+	if got, want := left(), append(append([]uint64{}, seqs[:2]...), seqs[3:]...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after a prune of one: records %v, want %v", got, want)
+	}
+	if got := prune(100); got != 2 {
+		t.Errorf("PruneAccess before the ninth: removed %d, want the fourth and eighth", got)
+	}
+	want := []uint64{seqs[0], seqs[1], seqs[4], seqs[5], seqs[6], seqs[8], seqs[9]}
+	if got := left(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after the prune: records %v, want %v", got, want)
+	}
+	keep = nil
+	if got := prune(100); got != 5 {
+		t.Errorf("PruneAccess keeping none: removed %d, want the 5 kept before", got)
+	}
+	if got, want := left(), seqs[8:]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after a prune keeping none: records %v, want %v", got, want)
+	}
 }
 
 // testObjectsUnder: ObjectsUnder lists the recorded objects under a

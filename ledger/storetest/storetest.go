@@ -98,6 +98,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "DrillPool", run: testDrillPool},
 		{name: "Incidents", run: testIncidents},
 		{name: "AccessLog", run: testAccessLog},
+		{name: "PruneAccessKeeps", run: testPruneAccessKeeps},
 		{name: "ObjectsUnder", run: testObjectsUnder},
 		{name: "Log", run: testLog},
 		{name: "LogDivergence", run: testLogDivergence},

@@ -3,6 +3,7 @@ package bolt
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
@@ -61,11 +62,12 @@ func (t *tx) AccessLog(after uint64, n int) ([]ledger.AccessEntry, error) {
 
 // PruneAccess implements ledger.Reports. Records are written in time
 // order, so the oldest come first and pruning stops at the first record
-// written at or after before.
-func (t *tx) PruneAccess(before time.Time, n int) (int, error) {
+// written at or after before; the records of keep's spans are passed
+// over.
+func (t *tx) PruneAccess(before time.Time, keep []ledger.AccessSpan, n int) (int, error) {
 	c := t.b(bAccess).Cursor()
 	removed := 0
-	for k, v := c.First(); k != nil && removed < n; k, v = c.First() {
+	for k, v := c.First(); k != nil && removed < n; {
 		e, err := decodeAccess(k, v)
 		if err != nil {
 			return removed, err
@@ -73,10 +75,21 @@ func (t *tx) PruneAccess(before time.Time, n int) (int, error) {
 		if !e.At.Before(before) {
 			break
 		}
+		for len(keep) > 0 && keep[0].Last < e.Seq {
+			keep = keep[1:]
+		}
+		if len(keep) > 0 && keep[0].First <= e.Seq {
+			if keep[0].Last == math.MaxUint64 {
+				break
+			}
+			k, v = c.Seek(seqKey(keep[0].Last + 1))
+			continue
+		}
 		if err := c.Delete(); err != nil {
 			return removed, err
 		}
 		removed++
+		k, v = c.Seek(seqKey(e.Seq + 1))
 	}
 	return removed, nil
 }

@@ -167,16 +167,32 @@ func (t *tx) AccessLog(after uint64, n int) ([]ledger.AccessEntry, error) {
 }
 
 // PruneAccess implements ledger.Reports.
-func (t *tx) PruneAccess(before time.Time, n int) (int, error) {
+func (t *tx) PruneAccess(before time.Time, keep []ledger.AccessSpan, n int) (int, error) {
 	if !t.writing() {
 		return 0, errReadOnly
+	}
+	firsts, lasts := make([]int64, len(keep)), make([]int64, len(keep))
+	for i, k := range keep {
+		firsts[i], lasts[i] = clampSeq(k.First), clampSeq(k.Last)
 	}
 	var removed int
 	_, err := t.queryRow("prune the access log", `
 WITH d AS (
-	DELETE FROM access_log WHERE seq IN (SELECT seq FROM access_log WHERE at_ns < $1 ORDER BY seq LIMIT $2)
+	DELETE FROM access_log WHERE seq IN (
+		SELECT seq FROM access_log a WHERE at_ns < $1
+		AND NOT EXISTS (SELECT 1 FROM unnest($3::bigint[], $4::bigint[]) AS k(first, last) WHERE a.seq BETWEEN k.first AND k.last)
+		ORDER BY seq LIMIT $2)
 	RETURNING 1
 )
-SELECT count(*) FROM d`, []any{nanos(before), n}, &removed)
+SELECT count(*) FROM d`, []any{nanos(before), n, firsts, lasts}, &removed)
 	return removed, err
+}
+
+// clampSeq is an access record number as a bigint: numbers past its
+// range (which the table's numbers never reach) are its largest.
+func clampSeq(n uint64) int64 {
+	if n > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(n)
 }
