@@ -18,6 +18,7 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -104,5 +105,37 @@ func TestWritesWaitForTheClocksToAgree(t *testing.T) {
 	within("the writer's retry taken once the clocks agree", func() bool { return appendOne("C-1") == nil })
 	if code, r := readyz(); code != http.StatusOK || r.Clocks[0].Status != "ok" {
 		t.Fatalf("/readyz with the clocks agreeing again: %d %+v", code, r)
+	}
+}
+
+// TestTheAccessLogIsNotPrunedByAClockAhead: ledgerd whose clock reads 13
+// months later than its S3 server's prunes nothing of the access log at
+// start (a step of the host's clock is no licence to remove who read
+// what), and says why in its log at ERROR.
+func TestTheAccessLogIsNotPrunedByAClockAhead(t *testing.T) {
+	var shift atomic.Int64
+	shift.Store(int64(-396 * 24 * time.Hour))
+	proxy := s3test.DateShifted(t, s3srv.Endpoint, &shift)
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	logs := &syncbuf.Buffer{}
+	off := false
+	cfg := testConfig(sc, t.TempDir())
+	withS3(s3test.Bucket())(&cfg)
+	cfg.Evidence.S3.Endpoint = proxy
+	cfg.Provider.Enabled = &off
+	e := &env{sc: sc, cfg: cfg, logw: logs}
+	e.start(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "access log: nothing pruned") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refused prune logged within 30 s:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "access log: nothing pruned") && (!strings.Contains(l, `"level":"ERROR"`) || !strings.Contains(l, "ahead")) {
+			t.Errorf("the refused prune's log line: %s", l)
+		}
 	}
 }
