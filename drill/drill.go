@@ -908,7 +908,7 @@ func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
 		return t.pull(row.ID, PullGrant, false, "%s; whether grant %s was revoked cannot be read: %v", summary, row.GrantID, err)
 	case rev == nil:
 		return t.pull(row.ID, PullGrant, true, "%s", summary)
-	case !row.IssuedAt.After(rev.RevokedAt):
+	case !ledger.IssuedAfterRevocation(row.IssuedAt, rev.RevokedAt):
 		f.revocation = rev
 		return t.pull(row.ID, PullGrant, true, "%s; the grant was revoked later, at %s", summary, rev.RevokedAt.UTC().Format(time.RFC3339))
 	}

@@ -160,6 +160,26 @@ func TestGrantRevocation(t *testing.T) {
 	}
 }
 
+// A receipt's ts is in whole seconds, a revocation's time is not: a
+// receipt in the revocation's own second may have been served after it,
+// and is an incident; one the second before is not.
+func TestAReceiptInTheRevocationsSecondIsAfterIt(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	second := time.Date(2026, 10, 7, 13, 10, 0, 0, time.UTC)
+	if _, err := h.l.RevokeGrant(ctx, "a2agrant_7Q2F", second.Add(400*time.Millisecond), "customer revoked", "pipeline", false); err != nil {
+		t.Fatal(err)
+	}
+	same, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-1", At: second})))
+	if c := check(same, verifier.CheckGrantNotRevoked); c.Result != verifier.Fail || same.Status != ledger.Incident {
+		t.Fatalf("a receipt of ts %s, the revocation at %s: %v %+v; want an incident", second, second.Add(400*time.Millisecond), same.Status, c)
+	}
+	before, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "S-2", At: second.Add(-time.Second)})))
+	if c := check(before, verifier.CheckGrantNotRevoked); c.Result != verifier.Pass {
+		t.Fatalf("a receipt the second before the revocation: %+v", c)
+	}
+}
+
 func TestIntegrityCheckAndRestore(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()

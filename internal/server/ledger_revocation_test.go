@@ -19,6 +19,10 @@ func TestALedgerRevocationStopsTheEmbeddedProvider(t *testing.T) {
 	at := s.token(t)
 	grant := pacttest.GrantOf(t, at)
 	s.send(t, at, "m1", "what is the status of order A-88213?")
+	// Recorded before the revocation: a receipt of the revocation's own
+	// second posted after it would be an incident (its ts is in whole
+	// seconds).
+	waitDepth(t, s, 0, 15*time.Second)
 	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "admin", map[string]any{"note": "fraud case 4411"}, nil); code != 200 {
 		t.Fatalf("RevokeGrant: %d", code)
 	}
