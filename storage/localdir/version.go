@@ -141,3 +141,47 @@ func (s *Store) ListKept(_ context.Context, prefix string, fn func(ledger.KeptKe
 		}
 	}
 }
+
+// ListFolders implements ledger.FolderLister from a listing of the
+// prefix's directory: each directory in it whose name starts with the
+// rest of prefix.
+func (s *Store) ListFolders(_ context.Context, prefix string, fn func(string) error) error {
+	folder, name := "", prefix
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		folder, name = prefix[:i+1], prefix[i+1:]
+	}
+	dir := s.dir
+	if folder != "" {
+		p, err := s.path(folder)
+		if err != nil {
+			return err
+		}
+		dir = p
+	}
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	defer d.Close()
+	for {
+		entries, err := d.ReadDir(1000)
+		for _, e := range entries {
+			n := e.Name()
+			if !e.IsDir() || !strings.HasPrefix(n, name) || strings.HasPrefix(n, ".") {
+				continue
+			}
+			if err := fn(folder + n + "/"); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+	}
+}

@@ -228,3 +228,34 @@ func (s *Store) listKept(ctx context.Context, prefix string, fn func(ledger.Kept
 	}
 	return nil
 }
+
+// ListFolders implements ledger.FolderLister from a listing of the
+// versions under prefix with "/" as delimiter: the common prefixes are
+// the folders, those holding only delete markers included.
+func (s *Store) ListFolders(ctx context.Context, prefix string, fn func(string) error) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	began := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the listing's requests when it stops early
+	seen := map[string]bool{}
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, WithVersions: true}) {
+		if o.Err != nil {
+			err := fmt.Errorf("list the folders under %s: %w", prefix, o.Err)
+			s.observe(began, err)
+			return err
+		}
+		rest := o.Key[min(len(prefix), len(o.Key)):]
+		if !strings.HasPrefix(o.Key, prefix) || !strings.HasSuffix(rest, "/") || strings.Count(rest, "/") != 1 || seen[o.Key] {
+			continue
+		}
+		seen[o.Key] = true
+		if err := fn(o.Key); err != nil {
+			s.observe(began, nil) // the bucket answered
+			return err
+		}
+	}
+	s.observe(began, nil)
+	return nil
+}
