@@ -74,7 +74,9 @@ type IntegrityPage struct {
 // page also compares every uploaded drill report with its write-once copy,
 // and checks that every incident is the incident of the row it names; each
 // incident row's incident is compared with the row and, once closed, with
-// the leaf of its closure.
+// the leaf of its closure. The first page also names each row whose
+// evidence a segment in write-once storage holds and that the row store
+// holds neither as a row nor as a tombstone (checkSegments).
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
 	case pageSize < 0 || pageSize > 10000:
@@ -129,6 +131,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return nil, err
 		}
 		if err := l.checkAccess(ctx, page); err != nil {
+			return nil, err
+		}
+		if err := l.checkSegments(ctx, page); err != nil {
 			return nil, err
 		}
 	}
