@@ -200,6 +200,21 @@ func (l *Ledger) clockTransition(ctx context.Context, refuse bool, r clockReadin
 	l.cfg.Logger.InfoContext(ctx, "writes taken again: the ledger's clock agrees with its reference clocks")
 }
 
+// behindBy is how far the ledger's clock is behind the latest of its
+// reference clocks, by the last readings (0 when it is not behind): what
+// a write-once retention counted from the ledger's clock is moved on by,
+// so that a clock behind does not shorten it (tiles, drill reports).
+func (l *Ledger) behindBy() time.Duration {
+	var behind time.Duration
+	if rs := l.clocks.readings.Load(); rs != nil {
+		now := l.cfg.Now()
+		for _, r := range *rs {
+			behind = max(behind, -r.offNow(now))
+		}
+	}
+	return behind
+}
+
 // noteClockOff logs a write taken though the ledger's clock is off a
 // reference clock by more than ClockTolerance (a revocation, which is not
 // refused for it), and returns by how much (positive: ahead; 0 when it is

@@ -395,3 +395,31 @@ func TestAStepAfterTheCheckIsNotRecorded(t *testing.T) {
 		t.Errorf("row %s has %d dispute events, want none", row.ID, len(got.DisputeEvents))
 	}
 }
+
+// TestADrillSavedByAClockBehindIsNotKeptShorter: a drill report saved
+// while the ledger's clock runs a year behind the S3 server's (writes are
+// refused meanwhile, a drill's report is not) is kept in write-once
+// storage as long as one saved by a right clock: its retention counts
+// from the reference's time.
+func TestADrillSavedByAClockBehindIsNotKeptShorter(t *testing.T) {
+	ctx := context.Background()
+	objects := s3Evidence(t)
+	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: objects.ServerTime})
+	real := h.clock()
+	watchClocks(t, h)
+	behind := real.AddDate(-1, 0, 0)
+	h.set(behind)
+	id := ledger.NewDrillID(behind)
+	if err := h.l.SaveDrill(ctx, id, behind, []byte(`{"kind":"dispute"}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	_, loc, err := h.l.Drill(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := h.l.Policy().ObjectRetainUntil(h.l.Policy().Longest(), real)
+	if d := loc.RetainUntil.Sub(want).Abs(); d > time.Minute {
+		t.Fatalf("a drill report saved at a clock a year behind is retained until %s; want about %s, counted from the S3 server's time", loc.RetainUntil, want)
+	}
+}

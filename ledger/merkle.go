@@ -1814,7 +1814,7 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		// published a later size of this log since the head was read.
 		return nil
 	}
-	retain := l.cfg.Now().Add(l.log.cfg.TileRetention).UTC()
+	retain := l.cfg.Now().Add(l.behindBy() + l.log.cfg.TileRetention).UTC()
 	for _, t := range tlog.NewTiles(TileHeight, from, to) {
 		paths := []string{tilePath(t)}
 		if t.L == 0 {

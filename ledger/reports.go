@@ -25,7 +25,9 @@ func NewDrillID(startedAt time.Time) string {
 // retained as long as the longest receipt class. The report is never
 // changed afterwards.
 func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, body []byte) error {
-	retain := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), startedAt)
+	// A drill started by a clock behind the reference clocks is not kept
+	// shorter for it.
+	retain := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), startedAt.Add(l.behindBy()))
 	now := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
 		if _, err := tx.Drill(id); err == nil {
