@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/freeport"
 )
 
 // /readyz needs no key: a load balancer probes it. An error's text, which
@@ -20,7 +20,7 @@ import (
 // writer; the statuses and times are shown to all.
 func TestReadyzShowsErrorsOnlyToAReader(t *testing.T) {
 	e := newEnv(t, jose.ES256, withS3("hidden-bucket"), func(c *config.Config) {
-		c.Evidence.S3.Endpoint = closedPort(t)
+		c.Evidence.S3.Endpoint = freeport.Addr(t)
 	})
 	type ready struct {
 		Evidence struct{ Status, LastError, LastErrorAt string }
@@ -52,18 +52,6 @@ func TestReadyzShowsErrorsOnlyToAReader(t *testing.T) {
 			t.Errorf("/readyz as %q: %s; want the error's time, not its text", role, b)
 		}
 	}
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // /readyz names no error's text to a key it does not know, and logs the

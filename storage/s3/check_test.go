@@ -10,6 +10,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/pactledger/pactledger/internal/freeport"
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/s3"
@@ -46,18 +47,6 @@ func hangingListener(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestNewDoesNoIOAndPutsNothingUnchecked(t *testing.T) {
 	st, err := s3.New(s3.Config{Endpoint: hangingListener(t), Bucket: s3test.Bucket(), AccessKey: "k", SecretKey: "s", Insecure: true})
 	if err != nil {
@@ -75,7 +64,7 @@ func TestNewDoesNoIOAndPutsNothingUnchecked(t *testing.T) {
 }
 
 func TestCheckIsBoundedAndRetryable(t *testing.T) {
-	for name, endpoint := range map[string]string{"hanging": hangingListener(t), "closed port": closedPort(t)} {
+	for name, endpoint := range map[string]string{"hanging": hangingListener(t), "closed port": freeport.Addr(t)} {
 		t.Run(name, func(t *testing.T) {
 			st, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: s3test.Bucket(), AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 300 * time.Millisecond})
 			if err != nil {
