@@ -68,21 +68,9 @@ func readAccessCover(tx Tx) (*accessCover, error) {
 			c.pending = append(c.pending, accessSpan{first, last})
 		}
 	}
-	var queued []OutboxEntry
-	if k, ok := tx.(KindOutbox); ok {
-		if queued, err = k.OutboxOfKind(ObjectAccess); err != nil {
-			return nil, err
-		}
-	} else {
-		depth, err := tx.OutboxDepth()
-		if err != nil {
-			return nil, err
-		}
-		if depth > 0 {
-			if queued, err = tx.Outbox(depth); err != nil {
-				return nil, err
-			}
-		}
+	queued, err := queuedAccess(tx)
+	if err != nil {
+		return nil, err
 	}
 	for _, e := range queued {
 		add(e)

@@ -56,22 +56,9 @@ func unputAccess(tx Tx) ([]AccessSpan, error) {
 	if err := dead(); err != nil {
 		return nil, err
 	}
-	var queued []OutboxEntry
-	if k, ok := tx.(KindOutbox); ok {
-		var err error
-		if queued, err = k.OutboxOfKind(ObjectAccess); err != nil {
-			return nil, err
-		}
-	} else {
-		depth, err := tx.OutboxDepth()
-		if err != nil {
-			return nil, err
-		}
-		if depth > 0 {
-			if queued, err = tx.Outbox(depth); err != nil {
-				return nil, err
-			}
-		}
+	queued, err := queuedAccess(tx)
+	if err != nil {
+		return nil, err
 	}
 	for _, e := range queued {
 		add(e)
@@ -89,4 +76,17 @@ func unputAccess(tx Tx) ([]AccessSpan, error) {
 		merged = append(merged, s)
 	}
 	return merged, nil
+}
+
+// queuedAccess returns the outbox's access batches, and on a store that
+// cannot pick them out (KindOutbox) its whole outbox: callers pick them.
+func queuedAccess(tx Tx) ([]OutboxEntry, error) {
+	if k, ok := tx.(KindOutbox); ok {
+		return k.OutboxOfKind(ObjectAccess)
+	}
+	depth, err := tx.OutboxDepth()
+	if err != nil || depth == 0 {
+		return nil, err
+	}
+	return tx.Outbox(depth)
 }

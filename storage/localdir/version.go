@@ -101,51 +101,31 @@ func writeLocked(f *os.File, body []byte) error {
 // Temporary files of puts in progress and the sidecars of holds and
 // retention are no keys.
 func (s *Store) ListKept(_ context.Context, prefix string, fn func(ledger.KeptKey) error) error {
-	folder, name := "", prefix
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		folder, name = prefix[:i+1], prefix[i+1:]
-	}
-	dir := s.dir
-	if folder != "" {
-		p, err := s.path(folder)
-		if err != nil {
-			return err
-		}
-		dir = p
-	}
-	d, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("list %s: %w", prefix, err)
-	}
-	defer d.Close()
-	for {
-		// A page at a time: a directory of many keys is not held whole.
-		entries, err := d.ReadDir(1000)
-		for _, e := range entries {
-			n := e.Name()
-			if !strings.HasPrefix(n, name) || e.IsDir() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".lock") {
-				continue
-			}
-			if err := fn(ledger.KeptKey{Key: folder + n}); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, io.EOF) {
+	return s.eachEntry(prefix, func(folder string, e fs.DirEntry) error {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".lock") {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("list %s: %w", prefix, err)
-		}
-	}
+		return fn(ledger.KeptKey{Key: folder + n})
+	})
 }
 
 // ListFolders implements ledger.FolderLister from a listing of the
 // prefix's directory: each directory in it whose name starts with the
 // rest of prefix.
 func (s *Store) ListFolders(_ context.Context, prefix string, fn func(string) error) error {
+	return s.eachEntry(prefix, func(folder string, e fs.DirEntry) error {
+		if n := e.Name(); e.IsDir() && !strings.HasPrefix(n, ".") {
+			return fn(folder + n + "/")
+		}
+		return nil
+	})
+}
+
+// eachEntry calls fn with each entry of prefix's directory (the part of
+// prefix up to its last slash, folder) whose name starts with the rest of
+// prefix, a page at a time: a directory of many keys is not held whole.
+func (s *Store) eachEntry(prefix string, fn func(folder string, e fs.DirEntry) error) error {
 	folder, name := "", prefix
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		folder, name = prefix[:i+1], prefix[i+1:]
@@ -169,11 +149,10 @@ func (s *Store) ListFolders(_ context.Context, prefix string, fn func(string) er
 	for {
 		entries, err := d.ReadDir(1000)
 		for _, e := range entries {
-			n := e.Name()
-			if !e.IsDir() || !strings.HasPrefix(n, name) || strings.HasPrefix(n, ".") {
+			if !strings.HasPrefix(e.Name(), name) {
 				continue
 			}
-			if err := fn(folder + n + "/"); err != nil {
+			if err := fn(folder, e); err != nil {
 				return err
 			}
 		}
