@@ -89,7 +89,9 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 		return Revocation{}, invalid("revokedAt %s: want a time from %s to %s", at.UTC().Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339), verifier.MaxTime.Format(time.RFC3339))
 	}
 	var out Revocation
+	logged := false
 	err := l.store.Update(ctx, func(tx Tx) error {
+		logged = false
 		// Held: a revocation of the grant at once, which this one would
 		// not read as recorded yet, ends first, or waits for this one.
 		if err := tx.HoldGrants(grant); err != nil {
@@ -114,14 +116,26 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 				return nil
 			}
 			out.setAdmin(adm)
-			return tx.PutRevocation(grant, out)
+		} else {
+			out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
+			out.setAdmin(adm)
 		}
-		out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
-		out.setAdmin(adm)
+		// Logged in the same transaction, as a dispute event is: the row
+		// store alone could forget it (a restore, an edit) and the
+		// Provider serve the grant again. An admin's changes the admin's
+		// record whenever it changes anything (AdminRevokedAt is never
+		// before RevokedAt).
+		logged = true
+		if err := l.queueLeaf(tx, RevocationRef(grant, at, changed), revocationLeaf(grant, at.UTC(), changed, note, by, now)); err != nil {
+			return err
+		}
 		return tx.PutRevocation(grant, out)
 	})
 	if err != nil {
 		return Revocation{}, fmt.Errorf("revoke grant %s: %w", grant, err)
+	}
+	if logged {
+		l.wakeLog()
 	}
 	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy)
 	return out, nil

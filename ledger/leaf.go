@@ -23,10 +23,11 @@ const (
 	LeafDispute       = "dispute"
 	LeafIncidentClose = "incident-close"
 	LeafPolicy        = "policy"
+	LeafRevocation    = "revocation"
 )
 
 // leafKinds are the kinds of leaf this version writes.
-var leafKinds = []string{LeafReceipt, LeafRefusal, LeafDispute, LeafIncidentClose, LeafPolicy}
+var leafKinds = []string{LeafReceipt, LeafRefusal, LeafDispute, LeafIncidentClose, LeafPolicy, LeafRevocation}
 
 // A leaf is the bytes the log commits to for one row or event: text lines
 // "name value", hashes and closed-set values only, never a customer's
@@ -149,6 +150,25 @@ func incidentCloseLeaf(inc *IncidentRecord) []byte {
 		line("by", digest(inc.ClosedBy)).line("at", stamp(inc.ClosedAt)).bytes()
 }
 
+// revocationLeaf is the leaf of a revocation RevokeGrant recorded (one
+// that changed the grant's record): the grant id's hash, as a row's leaf
+// holds it (a grant id is the Provider's, carried in the customer's
+// tokens, and a leaf outlives the rows retention sweeps), the time it is
+// in force from, whether an admin recorded it (the revocation that stops
+// the embedded Provider, docs/design/038), the hashes of its note and key
+// name, and when it was recorded.
+func revocationLeaf(grant string, at time.Time, admin bool, note, by string, recorded time.Time) []byte {
+	return newLeaf(LeafRevocation).line("grant", digest(grant)).line("revoked", stamp(at)).line("admin", yesNo(admin)).
+		line("note", digest(note)).line("by", digest(by)).line("recorded", stamp(recorded)).bytes()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
 // policyClasses are the classes a policy leaf records a period for, in
 // the order of its lines; the incident period counts from the close.
 var policyClasses = []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.ReadOnly, retention.Refused, retention.Incident}
@@ -195,6 +215,26 @@ func policyPeriods(f map[string]string) map[retention.Class]retention.Period {
 func disputeRef(rowID string, n int) string { return fmt.Sprintf("dispute/%s/%d", rowID, n) }
 func incidentRef(id string) string          { return "incident/" + id + "/close" }
 func policyRef(id string) string            { return "policy/" + id }
+
+// RevocationRef is the ref under which the log holds the leaf of grant's
+// revocation as of at, recorded by an admin or not (Proof finds it once
+// integrated).
+func RevocationRef(grant string, at time.Time, admin bool) string {
+	return revocationRef(digest(grant), stamp(at), admin)
+}
+
+// revocationRef is the ref of a revocation leaf, from its own lines: the
+// grant's hash, the time in force and whether an admin recorded it. Each
+// revocation logged moves the grant's time (or its admin's time) earlier,
+// so no two of a grant's share one; the same revocation recorded again
+// (after the row store lost it) is logged once.
+func revocationRef(grantDigest, revoked string, admin bool) string {
+	ref := "revocation/" + strings.TrimPrefix(grantDigest, "sha256:") + "/" + revoked
+	if admin {
+		ref += "/admin"
+	}
+	return ref
+}
 
 // ParseLeaf splits a leaf into its named values (the first line, the
 // version, is checked and dropped).

@@ -236,6 +236,8 @@ func leafRef(data []byte) string {
 		return incidentRef(f["incident"])
 	case LeafPolicy:
 		return policyRef(f["policy"])
+	case LeafRevocation:
+		return revocationRef(f["grant"], f["revoked"], f["admin"] == "yes")
 	}
 	return ""
 }

@@ -1507,6 +1507,9 @@ func refWords(ref string) string {
 	case "incident":
 		id, _, _ := strings.Cut(rest, "/")
 		return "the closure of incident " + id
+	case "revocation":
+		grant, _, _ := strings.Cut(rest, "/")
+		return "a revocation of the grant whose id hashes to sha256:" + grant
 	}
 	return "row " + ref
 }
