@@ -680,6 +680,9 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 			t      *Tombstone
 		}
 		lastDispute := map[string]sweptDispute{}
+		// The revocations the log records, by the grant's hash: the
+		// earliest of each grant's, and the earliest an admin recorded.
+		revoked := revocationLog{}
 		for i := range size {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -739,6 +742,10 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 					rowFinding(id, "leaf %d closes incident %s of row %s at %s, which keeps the row until %s (%s from the close), but its tombstone says it was swept on %s",
 						i, f["incident"], id, f["at"], keep.Format(time.RFC3339), per, t.SweptAt.UTC().Format(time.RFC3339))
 				}
+			case LeafRevocation:
+				if p := noteRevocation(revoked, i, f); p != "" {
+					logFinding("leaf %d records a revocation %s: the ledger did not write this leaf", i, p)
+				}
 			case LeafReceipt, LeafRefusal, LeafDispute:
 				id := f["row"]
 				r, ok := rows[id]
@@ -794,6 +801,9 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 					d.leaf, id, d.t.SweptAt.UTC().Format(time.RFC3339))
 			}
 		}
+		if err := checkRevocations(tx, revoked, logFinding); err != nil {
+			return err
+		}
 		root, err := tree.GetRootHash(nil)
 		if err != nil {
 			return err
@@ -810,6 +820,109 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		}
 		return nil
 	})
+}
+
+// revocationClaim is what one revocation leaf says: the grant was
+// revoked as of at, from leaf on.
+type revocationClaim struct {
+	leaf int64
+	at   time.Time
+}
+
+// revocationClaims are the earliest revocation the log records of one
+// grant, and the earliest an admin recorded (zero leaf and time: none).
+type revocationClaims struct {
+	any, adm revocationClaim
+	hasAdmin bool
+}
+
+// revocationLog holds the revocations the log records, by the grant id's
+// hash.
+type revocationLog = map[string]*revocationClaims
+
+// noteRevocation keeps what revocation leaf i, whose lines are f, says;
+// it returns what is wrong with a leaf the ledger did not write ("" when
+// nothing).
+func noteRevocation(m revocationLog, i int64, f map[string]string) string {
+	g := f["grant"]
+	if h, ok := strings.CutPrefix(g, "sha256:"); !ok || len(h) != 64 || strings.ToLower(h) != h {
+		return fmt.Sprintf("of grant %q, not a hash as the ledger writes one", g)
+	}
+	at, err := time.Parse(time.RFC3339Nano, f["revoked"])
+	if err != nil || stamp(at) != f["revoked"] {
+		return fmt.Sprintf("of grant %s as of %q, not a time as the ledger writes one", g, f["revoked"])
+	}
+	c := m[g]
+	if c == nil {
+		c = &revocationClaims{any: revocationClaim{leaf: i, at: at}}
+		m[g] = c
+	} else if at.Before(c.any.at) {
+		c.any = revocationClaim{leaf: i, at: at}
+	}
+	if f["admin"] == "yes" && (!c.hasAdmin || at.Before(c.adm.at)) {
+		c.adm, c.hasAdmin = revocationClaim{leaf: i, at: at}, true
+	}
+	return ""
+}
+
+// RevocationLister is a row store transaction that lists every
+// revocation it holds: fsck matches the log's revocation leaves, which
+// name a grant by its id's hash, with them.
+type RevocationLister interface {
+	// Revocations calls fn with each grant's revocation.
+	Revocations(fn func(grant string, r *Revocation) error) error
+}
+
+// checkRevocations compares the revocations the log records with the row
+// store's: a revocation the log records is never taken back (RevokeGrant
+// only moves a grant's time earlier), so a grant the row store holds no
+// revocation of, or one in force later than the log says, or without the
+// admin's revocation the log records (the one that stops the embedded
+// Provider), lost it to a restore of the row store or an edit; the
+// Provider then serves the grant again.
+func checkRevocations(tx Tx, logged revocationLog, finding func(format string, args ...any)) error {
+	if len(logged) == 0 {
+		return nil
+	}
+	rl, ok := tx.(RevocationLister)
+	if !ok {
+		finding("the log records revocations of %d grants, but this row store cannot list its revocations: they were not compared", len(logged))
+		return nil
+	}
+	err := rl.Revocations(func(grant string, r *Revocation) error {
+		c, ok := logged[digest(grant)]
+		if !ok {
+			return nil
+		}
+		delete(logged, digest(grant))
+		if r.RevokedAt.After(c.any.at) {
+			finding("leaf %d records grant %s revoked as of %s, but the row store holds it revoked as of %s, later: the row store was restored to before the revocation, or edited",
+				c.any.leaf, grant, stamp(c.any.at), stamp(r.RevokedAt))
+		}
+		switch {
+		case !c.hasAdmin:
+		case r.AdminRevokedAt.IsZero():
+			finding("leaf %d records an admin's revocation of grant %s as of %s, but the row store holds none: the row store was restored to before it, or edited, and the embedded Provider serves the grant",
+				c.adm.leaf, grant, stamp(c.adm.at))
+		case r.AdminRevokedAt.After(c.adm.at):
+			finding("leaf %d records an admin's revocation of grant %s as of %s, but the row store holds the admin's as of %s, later: the row store was restored to before it, or edited, and the embedded Provider serves the grant until then",
+				c.adm.leaf, grant, stamp(c.adm.at), stamp(r.AdminRevokedAt))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list revocations: %w", err)
+	}
+	for _, g := range slices.Sorted(maps.Keys(logged)) {
+		c := logged[g]
+		who := ""
+		if c.hasAdmin {
+			who = fmt.Sprintf(" (an admin's from leaf %d: the embedded Provider serves the grant again)", c.adm.leaf)
+		}
+		finding("leaf %d records a revocation of the grant whose id hashes to %s, as of %s%s, but the row store holds no revocation of that grant: the row store was restored to before it, or the revocation deleted",
+			c.any.leaf, g, stamp(c.any.at), who)
+	}
+	return nil
 }
 
 // sweepSkew is how far ahead of the check's clock a tombstone's sweep

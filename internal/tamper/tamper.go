@@ -315,3 +315,39 @@ func EmptyDrillPool() func(tx *bbolt.Tx) error {
 		return err
 	}
 }
+
+// grants is the row store's bucket of revocations, by grant id.
+var grants = []byte("grants")
+
+// DropRevocation deletes the revocation of grant, as a restore of the row
+// store to before it, or an operator undoing it, would.
+func DropRevocation(grant string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b := tx.Bucket(grants)
+		if b.Get([]byte(grant)) == nil {
+			return fmt.Errorf("no revocation of grant %s", grant)
+		}
+		return b.Delete([]byte(grant))
+	}
+}
+
+// EditRevocation rewrites the revocation of grant with fn.
+func EditRevocation(grant string, fn func(r *ledger.Revocation)) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b := tx.Bucket(grants)
+		v := b.Get([]byte(grant))
+		if v == nil {
+			return fmt.Errorf("no revocation of grant %s", grant)
+		}
+		var r ledger.Revocation
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		fn(&r)
+		v, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(grant), v)
+	}
+}

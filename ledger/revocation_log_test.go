@@ -1,0 +1,120 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// Each revocation that changes a grant's record is a leaf of the log, with
+// a proof once integrated; a revocation that changes nothing is not.
+func TestRevocationIsLogged(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	const grant = "a2agrant_logged"
+	writerAt, adminAt := h.clock().Add(-time.Hour), h.clock().Add(-time.Minute)
+	if _, err := h.l.RevokeGrant(ctx, grant, writerAt, "reported by the Provider", "writer-key", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.RevokeGrant(ctx, grant, adminAt, "stolen laptop", "admin-key", true); err != nil {
+		t.Fatal(err)
+	}
+	// Later than the writer's and not an admin's: changes nothing.
+	if _, err := h.l.RevokeGrant(ctx, grant, adminAt, "again", "writer-key", false); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.l.Integrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("integrated %d leaves, want 2 (one a revocation that changed the record)", n)
+	}
+	for _, tc := range []struct {
+		at    time.Time
+		admin bool
+		want  []string
+	}{
+		{writerAt, false, []string{"kind revocation", "admin no", "revoked " + writerAt.UTC().Format(time.RFC3339Nano)}},
+		{adminAt, true, []string{"kind revocation", "admin yes", "revoked " + adminAt.UTC().Format(time.RFC3339Nano)}},
+	} {
+		b, err := h.l.Proof(ctx, ledger.RevocationRef(grant, tc.at, tc.admin))
+		if err != nil {
+			t.Fatalf("proof of the revocation as of %s: %v", tc.at, err)
+		}
+		if _, err := b.Verify(h.logVKey); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.Leaf, w+"\n") {
+				t.Errorf("leaf %q: want the line %q", b.Leaf, w)
+			}
+		}
+		// The grant id is a hash in the leaf, as in a row's.
+		if strings.Contains(b.Leaf, grant) || !strings.Contains(b.Leaf, "grant sha256:") {
+			t.Errorf("leaf %q: want the grant id's hash, not the id", b.Leaf)
+		}
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("honest ledger with revocations: %+v", got.Findings)
+	}
+}
+
+// fsck finds a logged revocation the row store lost or holds later: a
+// restore of the row store to before it, or an edit.
+func TestIntegrityFindsLostRevocations(t *testing.T) {
+	const grant = "a2agrant_lost"
+	tests := []struct {
+		name string
+		edit func(tx *bbolt.Tx) error
+		want string
+	}{
+		{"deleted", tamper.DropRevocation(grant), "the row store holds no revocation of that grant"},
+		{"moved later", tamper.EditRevocation(grant, func(r *ledger.Revocation) {
+			r.RevokedAt = r.RevokedAt.Add(24 * time.Hour)
+			r.AdminRevokedAt = r.AdminRevokedAt.Add(24 * time.Hour)
+		}), "records grant " + grant + " revoked as of"},
+		{"the admin's dropped", tamper.EditRevocation(grant, func(r *ledger.Revocation) {
+			r.AdminRevokedAt, r.AdminBy, r.AdminNote, r.AdminRecordedAt = time.Time{}, "", "", time.Time{}
+		}), "records an admin's revocation of grant " + grant},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.enableLog(t, 0)
+			ctx := context.Background()
+			if _, err := h.l.RevokeGrant(ctx, grant, h.clock().Add(-time.Hour), "stolen laptop", "admin-key", true); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.l.RevokeGrant(ctx, "a2agrant_other", time.Time{}, "", "writer-key", false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.l.Integrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := integrity(t, h); len(got.Findings) != 0 {
+				t.Fatalf("clean ledger: %+v", got.Findings)
+			}
+			h.tamper(t, tc.edit)
+			got := integrity(t, h)
+			var problems []string
+			for _, f := range got.Findings {
+				problems = append(problems, f.Problem)
+			}
+			all := strings.Join(problems, "\n")
+			if !strings.Contains(all, tc.want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", all, tc.want)
+			}
+			if strings.Contains(all, "a2agrant_other") {
+				t.Fatalf("findings name a grant not edited:\n%s", all)
+			}
+		})
+	}
+}
