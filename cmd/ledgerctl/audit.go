@@ -182,9 +182,10 @@ type auditor struct {
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
 
-	older       []rowLeafRef         // receipt and refusal leaves before the compared ones, for checkRowsPresent
-	eventLeaves map[string]eventLeaf // dispute leaves read from the tiles, by ref (the first of each)
-	firstLeaf   leafIndex            // the first leaf read of each row, event and closure, by ref (leafRef)
+	older       []rowLeafRef                 // receipt and refusal leaves before the compared ones, for checkRowsPresent
+	revocations map[string]*loggedRevocation // revocation leaves read from the tiles, by the grant id's hash
+	eventLeaves map[string]eventLeaf         // dispute leaves read from the tiles, by ref (the first of each)
+	firstLeaf   leafIndex                    // the first leaf read of each row, event and closure, by ref (leafRef)
 	// ordered is the first leaf whose recording time read checks against
 	// the leaves before it: the kept checkpoint's size (0 with --all). An
 	// earlier leaf was checked by the audit that kept the checkpoint, so
@@ -260,7 +261,7 @@ func (a *auditor) noteTime(index int64, leaf map[string]string) {
 // policy's time.
 func leafTime(leaf map[string]string) (time.Time, bool) {
 	v := leaf["at"]
-	if leaf["kind"] == "receipt" || leaf["kind"] == "refusal" {
+	if leaf["kind"] == "receipt" || leaf["kind"] == "refusal" || leaf["kind"] == "revocation" {
 		v = leaf["recorded"]
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
@@ -295,6 +296,8 @@ func leafRef(leaf map[string]string) (ref, what, rule string) {
 		return "dispute/" + leaf["row"] + "/" + leaf["event"], "dispute event " + leaf["event"] + " of row " + leaf["row"], "an event is logged once"
 	case "incident-close":
 		return closureRef(leaf["incident"]), "the closure of incident " + leaf["incident"], "an incident is closed once"
+	case "revocation":
+		return revocationRef(leaf), "the revocation as of " + leaf["revoked"] + " of the grant whose id hashes to " + leaf["grant"], "a revocation is logged once"
 	}
 	return "", "", ""
 }
@@ -394,6 +397,8 @@ func (a *auditor) note(index int64, data []byte) error {
 		}
 	case "incident-close", "policy":
 		return a.compare(index, data)
+	case "revocation":
+		a.noteRevocation(index, leaf)
 	}
 	return nil
 }
@@ -614,6 +619,9 @@ func (a *auditor) compare(index int64, data []byte) error {
 	case "receipt", "refusal", "dispute":
 	case "incident-close":
 		return a.compareIncident(index, leaf)
+	case "revocation":
+		a.noteRevocation(index, leaf)
+		return nil
 	case "policy":
 		p := policyLeaf{index: index, periods: policyPeriods(leaf)}
 		if per, err := retention.ParsePeriod(leaf["dispute"]); err == nil {
@@ -1052,6 +1060,9 @@ func (c *cli) auditLog(o auditOpts) error {
 			return err
 		}
 		if err := a.checkIncidents(used, o.settle); err != nil {
+			return err
+		}
+		if err := a.checkRevocations(); err != nil {
 			return err
 		}
 		a.checkTombstones(periods, time.Now().UTC())

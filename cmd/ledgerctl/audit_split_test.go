@@ -80,6 +80,10 @@ func (s *splitServer) GetIncident(ctx context.Context, r *ledgerv1.GetIncidentRe
 	return s.c.GetIncident(forward(ctx), r)
 }
 
+func (s *splitServer) GetGrant(ctx context.Context, r *ledgerv1.GetGrantRequest) (*ledgerv1.GetGrantResponse, error) {
+	return s.c.GetGrant(forward(ctx), r)
+}
+
 func (s *splitServer) ListRows(ctx context.Context, r *ledgerv1.ListRowsRequest) (*ledgerv1.ListRowsResponse, error) {
 	return s.c.ListRows(forward(ctx), r)
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+)
+
+// revocationRef is the ref the ledger gives a revocation leaf: the
+// grant's hash, the time in force and whether an admin recorded it. The
+// ledger logs each once.
+func revocationRef(leaf map[string]string) string {
+	ref := "revocation/" + strings.TrimPrefix(leaf["grant"], "sha256:") + "/" + leaf["revoked"]
+	if leaf["admin"] == "yes" {
+		ref += "/admin"
+	}
+	return ref
+}
+
+// loggedRevocation is the earliest revocation the log records of one
+// grant (any), and the earliest an admin recorded (adm, when hasAdm).
+type loggedRevocation struct {
+	any, adm revocationAt
+	hasAdm   bool
+}
+
+// revocationAt is what one revocation leaf says: the grant was revoked as
+// of at.
+type revocationAt struct {
+	index int64
+	at    time.Time
+}
+
+// noteRevocation keeps a revocation leaf read from the tiles, before or
+// after the kept checkpoint: a revocation is never taken back (the
+// ledger only moves a grant's time earlier), so every one the log holds
+// is compared with the ledger's answer (checkRevocations).
+func (a *auditor) noteRevocation(index int64, leaf map[string]string) {
+	at, err := time.Parse(time.RFC3339Nano, leaf["revoked"])
+	if err != nil {
+		a.mismatch("leaf %d (revocation of the grant whose id hashes to %s): its revoked line %q is not a time as the ledger writes one: the ledger did not write this leaf", index, leaf["grant"], leaf["revoked"])
+		return
+	}
+	if a.revocations == nil {
+		a.revocations = map[string]*loggedRevocation{}
+	}
+	g := strings.Clone(leaf["grant"])
+	r := a.revocations[g]
+	if r == nil {
+		r = &loggedRevocation{any: revocationAt{index, at}}
+		a.revocations[g] = r
+	} else if at.Before(r.any.at) {
+		r.any = revocationAt{index, at}
+	}
+	if leaf["admin"] == "yes" && (!r.hasAdm || at.Before(r.adm.at)) {
+		r.adm, r.hasAdm = revocationAt{index, at}, true
+	}
+}
+
+// checkRevocations compares each grant's revocation the log records with
+// what the ledger answers for the grant (GetGrant): none, a time in force
+// later than the log's, or no admin's revocation as early as the one the
+// log records (the one that stops the embedded Provider) is a mismatch:
+// the row store was restored to before it, or edited. A leaf names a
+// grant by its id's hash, so the audit finds the grant among the ids of
+// the rows it read; a grant no readable row names is counted, not
+// compared.
+func (a *auditor) checkRevocations() error {
+	if len(a.revocations) == 0 {
+		return nil
+	}
+	ids := map[string]string{}
+	for _, r := range a.rows {
+		if g := r.GetGrantId(); g != "" {
+			ids[digest(g)] = g
+		}
+	}
+	compared, unnamed := 0, 0
+	for _, h := range slices.Sorted(maps.Keys(a.revocations)) {
+		lr := a.revocations[h]
+		grant, ok := ids[h]
+		if !ok {
+			unnamed++
+			continue
+		}
+		ctx, cancel := a.c.ctx()
+		rep, err := a.c.c.GetGrant(ctx, &ledgerv1.GetGrantRequest{GrantId: grant})
+		cancel()
+		st, _ := status.FromError(err)
+		switch {
+		case err != nil && st.Code() == codes.NotFound:
+		case err != nil:
+			return fmt.Errorf("grant %s: %w", grant, err)
+		}
+		compared++
+		rev := rep.GetRevocation()
+		if rev == nil {
+			a.mismatch("leaf %d records grant %s revoked as of %s, but the ledger answers no revocation of it: the row store was restored to before it, or edited%s",
+				lr.any.index, grant, lr.any.at.Format(time.RFC3339Nano), providerServes(lr))
+			continue
+		}
+		if got := rev.GetRevokedAt().AsTime(); got.After(lr.any.at) {
+			a.mismatch("leaf %d records grant %s revoked as of %s, but the ledger answers it revoked as of %s, later: the row store was restored to before the revocation, or edited",
+				lr.any.index, grant, lr.any.at.Format(time.RFC3339Nano), got.Format(time.RFC3339Nano))
+		}
+		if !lr.hasAdm {
+			continue
+		}
+		switch got := rev.GetAdminRevokedAt(); {
+		case got == nil:
+			a.mismatch("leaf %d records an admin's revocation of grant %s as of %s, but the ledger answers none: the row store was restored to before it, or edited, and the embedded Provider serves the grant",
+				lr.adm.index, grant, lr.adm.at.Format(time.RFC3339Nano))
+		case got.AsTime().After(lr.adm.at):
+			a.mismatch("leaf %d records an admin's revocation of grant %s as of %s, but the ledger answers the admin's as of %s, later: the row store was restored to before it, or edited, and the embedded Provider serves the grant until then",
+				lr.adm.index, grant, lr.adm.at.Format(time.RFC3339Nano), got.AsTime().Format(time.RFC3339Nano))
+		}
+	}
+	printf(a.c.out, "revocations: %d revoked grants compared with the ledger's answer; %d not compared: no row the key reads names them (a leaf names a grant by its id's hash)\n", compared, unnamed)
+	return nil
+}
+
+// providerServes says that the embedded Provider serves the grant again
+// when the log records an admin's revocation of it.
+func providerServes(lr *loggedRevocation) string {
+	if lr.hasAdm {
+		return fmt.Sprintf(", and the embedded Provider serves the grant again (leaf %d is an admin's)", lr.adm.index)
+	}
+	return ""
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// A revocation is a leaf of the log: an operator holding the row store who
+// deletes a logged revocation, or moves it later (as a restore of the row
+// store to before it would), is found by the audit, which compares each
+// revocation leaf with the ledger's answer for the grant, whether the leaf
+// is before the kept checkpoint or compared after it (--all). An honest
+// ledger with revocations passes.
+func TestAuditFindsARevocationLostBehindTheLog(t *testing.T) {
+	const grant = "a2agrant_7Q2F"
+	tests := []struct {
+		name string
+		edit func(*bbolt.Tx) error
+		want string
+	}{
+		{"delete it", tamper.DropRevocation(grant), "records grant " + grant + " revoked as of 2026-10-07T12:00:00Z, but the ledger answers no revocation of it"},
+		{"move it later", tamper.EditRevocation(grant, func(r *ledger.Revocation) {
+			r.RevokedAt = r.RevokedAt.Add(48 * time.Hour)
+		}), "but the ledger answers it revoked as of 2026-10-09T12:00:00Z, later"},
+		{"drop the admin's", tamper.EditRevocation(grant, func(r *ledger.Revocation) {
+			r.AdminRevokedAt, r.AdminBy, r.AdminNote, r.AdminRecordedAt = time.Time{}, "", "", time.Time{}
+		}), "records an admin's revocation of grant " + grant + " as of 2026-10-07T13:00:00Z, but the ledger answers none"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := start(t)
+			if code, _, errs := f.ctl(t, "writer", "revoke", grant, "--at", "2026-10-07T12:00:00Z"); code != 0 {
+				t.Fatalf("revoke: %s", errs)
+			}
+			if code, _, errs := f.ctl(t, "admin", "revoke", grant, "--at", "2026-10-07T13:00:00Z", "--note", "stolen laptop"); code != 0 {
+				t.Fatalf("revoke: %s", errs)
+			}
+			// Logged in commit order: a row after the revocations is
+			// logged after them.
+			f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"}))
+			kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+			if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+				t.Fatalf("checkpoint: %s", errs)
+			}
+			key := f.verifierKey(t)
+			audit := func(all bool) (int, string, string) {
+				args := []string{"log", "audit", "--from", kept, "--log-key", key, "--settle", "500ms"}
+				if all {
+					args = append(args, "--all")
+				}
+				return f.ctl(t, "auditor", args...)
+			}
+			for _, all := range []bool{false, true} {
+				code, out, errs := audit(all)
+				if code != 0 || !strings.Contains(out, "revocations: 1 revoked grants compared") {
+					t.Fatalf("audit (--all %v) before the edit: %d %s %s", all, code, out, errs)
+				}
+			}
+
+			f.edit(t, tc.edit)
+			for _, all := range []bool{false, true} {
+				code, out, errs := audit(all)
+				if code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, tc.want) {
+					t.Fatalf("audit (--all %v) after the edit: %d\n%s%s\nwant %q", all, code, out, errs, tc.want)
+				}
+			}
+		})
+	}
+}
