@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -125,9 +126,18 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 		// Provider serve the grant again. An admin's changes the admin's
 		// record whenever it changes anything (AdminRevokedAt is never
 		// before RevokedAt).
-		logged = true
-		if err := l.queueLeaf(tx, RevocationRef(grant, at, changed), revocationLeaf(grant, at.UTC(), changed, note, by, now)); err != nil {
+		// The same revocation recorded again, after the row store lost
+		// it (a restore), is logged already: the integrator would refuse
+		// a second leaf of its ref as one queued outside the ledger.
+		ref := RevocationRef(grant, at, changed)
+		switch done, err := l.leafOf(tx, ref); {
+		case err != nil:
 			return err
+		case !done:
+			logged = true
+			if err := l.queueLeaf(tx, ref, revocationLeaf(grant, at.UTC(), changed, note, by, now)); err != nil {
+				return err
+			}
 		}
 		return tx.PutRevocation(grant, out)
 	})
@@ -139,6 +149,21 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	}
 	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy)
 	return out, nil
+}
+
+// leafOf reports whether the log holds a leaf of ref, logged or queued
+// (false without a log).
+func (l *Ledger) leafOf(tx Tx, ref string) (bool, error) {
+	if l.log == nil {
+		return false, nil
+	}
+	switch _, err := tx.LeafIndex(ref); {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrNotFound):
+		return false, err
+	}
+	return tx.LeafQueued(ref)
 }
 
 // Revocation returns the revocation the ledger holds for grant now, nil

@@ -6,8 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -116,5 +121,41 @@ func TestIntegrityFindsLostRevocations(t *testing.T) {
 				t.Fatalf("findings name a grant not edited:\n%s", all)
 			}
 		})
+	}
+}
+
+// The same revocation recorded again after the row store lost it is put
+// back and logs nothing new: its leaf is in the log already, and fsck
+// then finds nothing.
+func TestRevocationRecordedAgainAfterARestore(t *testing.T) {
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), logs: &syncbuf.Buffer{}, metrics: ledger.NewMetrics(prometheus.NewRegistry())}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	const grant = "a2agrant_again"
+	at := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	if _, err := h.l.RevokeGrant(ctx, grant, at, "stolen laptop", "admin-key", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.tamper(t, tamper.DropRevocation(grant))
+	if got := integrity(t, h); len(got.Findings) != 1 {
+		t.Fatalf("revocation lost: want one finding, got %+v", got.Findings)
+	}
+	if _, err := h.l.RevokeGrant(ctx, grant, at, "put back", "admin-key", true); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.l.Integrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused := testutil.ToFloat64(h.metrics.LogLeavesRefused); n != 0 || refused != 0 {
+		t.Fatalf("integrated %d leaves and refused %v, want none: the revocation is logged already, and nothing was queued outside the ledger", n, refused)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("revocation put back: %+v", got.Findings)
 	}
 }
