@@ -279,8 +279,8 @@ func canonicalNumber(s string) bool {
 func disputeRef(row string, n int) string { return "dispute/" + row + "/" + strconv.Itoa(n) }
 
 // leafRef is the ref of what a leaf logs, and its words: a row, a row's
-// dispute event or an incident's closure, each of which the ledger logs
-// once, in the transaction that records it ("" for a policy leaf, of
+// dispute event, an incident's closure or a grant's revocation, each of
+// which the ledger logs once, in the transaction that records it ("" for a policy leaf, of
 // which each start logs one, and for kinds this version does not know).
 func leafRef(leaf map[string]string) (ref, what, rule string) {
 	switch leaf["kind"] {
