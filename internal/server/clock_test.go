@@ -66,17 +66,7 @@ func TestWritesWaitForTheClocksToAgree(t *testing.T) {
 		code := e.call(t, "GET", "/readyz", "", nil, &r)
 		return code, r
 	}
-	within := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 30 s: %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	within("the S3 server's clock read", func() bool { _, r := readyz(); return len(r.Clocks) == 1 && r.Clocks[0].ReadAt != "" })
+	within(t, "the S3 server's clock read", func() bool { _, r := readyz(); return len(r.Clocks) == 1 && r.Clocks[0].ReadAt != "" })
 	refused := appendOne("C-1")
 	st := status.Convert(refused)
 	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "behind the clock of the S3 evidence store") {
@@ -102,7 +92,7 @@ func TestWritesWaitForTheClocksToAgree(t *testing.T) {
 	}
 
 	shift.Store(0)
-	within("the writer's retry taken once the clocks agree", func() bool { return appendOne("C-1") == nil })
+	within(t, "the writer's retry taken once the clocks agree", func() bool { return appendOne("C-1") == nil })
 	if code, r := readyz(); code != http.StatusOK || r.Clocks[0].Status != "ok" {
 		t.Fatalf("/readyz with the clocks agreeing again: %d %+v", code, r)
 	}
@@ -126,16 +116,22 @@ func TestTheAccessLogIsNotPrunedByAClockAhead(t *testing.T) {
 	cfg.Provider.Enabled = &off
 	e := &env{sc: sc, cfg: cfg, logw: logs}
 	e.start(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "access log: nothing pruned") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no refused prune logged within 30 s:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	within(t, "a refused prune logged", func() bool { return strings.Contains(logs.String(), "access log: nothing pruned") })
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "access log: nothing pruned") && (!strings.Contains(l, `"level":"ERROR"`) || !strings.Contains(l, "ahead")) {
 			t.Errorf("the refused prune's log line: %s", l)
 		}
+	}
+}
+
+// within polls ok until it holds, failing t after 30 s.
+func within(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30 s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
