@@ -47,9 +47,9 @@ func accessRecords(t *testing.T, log *ledger.AccessLog) int {
 	return len(page.Records)
 }
 
-// refusedPrunes is pactledger_sweeps_refused_total{sweep="access_log"}
-// by reason.
-func refusedPrunes(t *testing.T, reg *prometheus.Registry) map[string]int {
+// refusedBy is pactledger_sweeps_refused_total{sweep} by reason: sweep
+// "rows" (the retention sweep) or "access_log" (the access log's prune).
+func refusedBy(t *testing.T, reg *prometheus.Registry, sweep string) map[string]int {
 	t.Helper()
 	got := map[string]int{}
 	mfs, err := reg.Gather()
@@ -65,7 +65,7 @@ func refusedPrunes(t *testing.T, reg *prometheus.Registry) map[string]int {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["sweep"] == "access_log" {
+			if labels["sweep"] == sweep {
 				got[labels["reason"]] = int(m.GetCounter().GetValue())
 			}
 		}
@@ -95,7 +95,7 @@ func TestAccessPruneDeletesNothingWhenItsClockIsAheadOfS3(t *testing.T) {
 	if got := accessRecords(t, log); got != 5 {
 		t.Fatalf("records after the prune a year ahead: got %d, want 5", got)
 	}
-	if got := refusedPrunes(t, reg); got["clock_ahead"] != 1 || got["clock_unread"] != 0 {
+	if got := refusedBy(t, reg, "access_log"); got["clock_ahead"] != 1 || got["clock_unread"] != 0 {
 		t.Fatalf("refused access-log prunes: got %v, want clock_ahead 1", got)
 	}
 

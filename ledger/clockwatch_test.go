@@ -16,7 +16,6 @@ import (
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
-	s3store "github.com/pactledger/pactledger/storage/s3"
 )
 
 // watchClocks runs h's clock watch until the test ends, once it has read
@@ -190,18 +189,8 @@ func TestWritesAreRefusedWhenTheClockIsOffAtStart(t *testing.T) {
 // clock, which does not step.
 func TestAStepIsSeenWithoutAReading(t *testing.T) {
 	objects := s3Evidence(t)
-	var down atomic.Bool
-	unreachable, err := s3store.New(s3store.Config{Endpoint: freeport.Addr(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3Clock := func(ctx context.Context) (time.Time, error) {
-		if down.Load() {
-			return unreachable.ServerTime(ctx)
-		}
-		return objects.ServerTime(ctx)
-	}
-	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	clock, down := switchedClock(t, objects, freeport.Addr(t))
+	h, _ := clockHarness(t, objects, clock)
 	real := h.clock()
 	watchClocks(t, h)
 	down.Store(true)
@@ -273,18 +262,8 @@ func TestWritesAreTakenAgainOnlyWellInsideTheTolerance(t *testing.T) {
 // still refused; /readyz's state says it could not be read.
 func TestAReferenceThatStopsGivingATimeKeepsItsReading(t *testing.T) {
 	objects := s3Evidence(t)
-	noDate, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dropped atomic.Bool
-	s3Clock := func(ctx context.Context) (time.Time, error) {
-		if dropped.Load() {
-			return noDate.ServerTime(ctx)
-		}
-		return objects.ServerTime(ctx)
-	}
-	h, _ := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	clock, dropped := switchedClock(t, objects, s3test.WithoutDate(t))
+	h, _ := clockHarness(t, objects, clock)
 	real := h.clock()
 	watchClocks(t, h)
 	dropped.Store(true)

@@ -43,26 +43,30 @@ func s3Evidence(t *testing.T) *s3store.Store {
 	return objects
 }
 
-// refusedSweeps checks the count of sweeps refused for each reason.
-func refusedSweeps(t *testing.T, reg *prometheus.Registry, ahead, unread int) {
+// switchedClock is the S3 evidence store's clock as objects reads it,
+// until the returned flag is set; then as endpoint's S3 service answers
+// (a port nothing listens on: down; s3test.WithoutDate: no time).
+func switchedClock(t *testing.T, objects *s3store.Store, endpoint string) (ledger.ReferenceClock, *atomic.Bool) {
 	t.Helper()
-	got := map[string]int{}
-	mfs, err := reg.Gather()
+	then, err := s3store.New(s3store.Config{Endpoint: endpoint, Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "pactledger_sweeps_refused_total" {
-			continue
+	switched := new(atomic.Bool)
+	return ledger.ReferenceClock{Name: "the S3 evidence store", Now: func(ctx context.Context) (time.Time, error) {
+		if switched.Load() {
+			return then.ServerTime(ctx)
 		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				got[l.GetValue()] = int(m.GetCounter().GetValue())
-			}
-		}
-	}
-	if want := map[string]int{"clock_ahead": ahead, "clock_unread": unread}; got["clock_ahead"] != ahead || got["clock_unread"] != unread {
-		t.Fatalf("pactledger_sweeps_refused_total: got %v, want %v", got, want)
+		return objects.ServerTime(ctx)
+	}}, switched
+}
+
+// refusedSweeps checks the count of retention sweeps refused for each
+// reason.
+func refusedSweeps(t *testing.T, reg *prometheus.Registry, ahead, unread int) {
+	t.Helper()
+	if got := refusedBy(t, reg, "rows"); got["clock_ahead"] != ahead || got["clock_unread"] != unread {
+		t.Fatalf("pactledger_sweeps_refused_total{sweep=\"rows\"}: got %v, want %v", got, map[string]int{"clock_ahead": ahead, "clock_unread": unread})
 	}
 }
 
@@ -258,18 +262,8 @@ func TestASweepItsClockStoppedIsTriedAgainSoon(t *testing.T) {
 // the ledger's clock alone: it deletes nothing, as with the server down.
 func TestASweepDoesNotPassOverAReferenceThatGaveATime(t *testing.T) {
 	objects := s3Evidence(t)
-	noDate, err := s3store.New(s3store.Config{Endpoint: s3test.WithoutDate(t), Bucket: "evidence", AccessKey: "k", SecretKey: "s", Insecure: true, CheckTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dropped atomic.Bool
-	s3Clock := func(ctx context.Context) (time.Time, error) {
-		if dropped.Load() {
-			return noDate.ServerTime(ctx)
-		}
-		return objects.ServerTime(ctx)
-	}
-	h, reg := clockHarness(t, objects, ledger.ReferenceClock{Name: "the S3 evidence store", Now: s3Clock})
+	clock, dropped := switchedClock(t, objects, s3test.WithoutDate(t))
+	h, reg := clockHarness(t, objects, clock)
 	real := h.clock()
 	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "GAVE-1", At: real})))
 	h.drain(t)
