@@ -42,23 +42,18 @@ func startedOnce(t *testing.T, baseURL string) pact.Config {
 	return cfg
 }
 
-// An entry set aside of a brand no longer configured is not put back in
-// the outbox: posted, the ledger would record it UNAUTHORIZED ("not a
-// trusted brand") for good. Put back one by one it is refused, naming
-// the brand; put back with all the others it is passed over, counted,
-// and stays set aside.
-func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
-	cfg := startedOnce(t, "http://p.example")
-	path := cfg.StorePath
-
+// inOutbox puts items in the outbox of the Provider's file at path, the
+// Provider stopped, and sets them all aside when setAside.
+func inOutbox(t *testing.T, path string, setAside bool, items ...pipeline.Item) {
+	t.Helper()
 	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Enqueue(receiptOf("http://p.example/a2a/gone", "r1"), receiptOf("http://p.example/a2a/acme", "r2")); err != nil {
+	if err := st.Enqueue(items...); err != nil {
 		t.Fatal(err)
 	}
-	for _, seq := range []uint64{1, 2} {
+	for seq := uint64(1); setAside && seq <= uint64(len(items)); seq++ {
 		if err := st.SetAside(seq, "rejected by the ledger"); err != nil {
 			t.Fatal(err)
 		}
@@ -66,6 +61,16 @@ func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An entry set aside of a brand no longer configured is not put back in
+// the outbox: posted, the ledger would record it UNAUTHORIZED ("not a
+// trusted brand") for good. Put back one by one it is refused, naming
+// the brand; put back with all the others it is passed over, counted,
+// and stays set aside.
+func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
+	cfg := startedOnce(t, "http://p.example")
+	inOutbox(t, cfg.StorePath, true, receiptOf("http://p.example/a2a/gone", "r1"), receiptOf("http://p.example/a2a/acme", "r2"))
 	p, err := pact.New(cfg)
 	if err != nil {
 		t.Fatalf("start with a removed brand's entry set aside, not waiting: %v", err)
@@ -93,17 +98,7 @@ func TestASetAsideEntryOfARemovedBrandIsNotPutBack(t *testing.T) {
 // set back, it starts with the entries waiting as they were.
 func TestNoStartWhenTheBaseURLChangedWithReceiptsWaiting(t *testing.T) {
 	cfg := startedOnce(t, "http://old.example/")
-	path := cfg.StorePath
-	st, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Enqueue(receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://old.example/a2a/acme", "r2")); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	inOutbox(t, cfg.StorePath, false, receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://old.example/a2a/acme", "r2"))
 
 	cfg.BaseURL = "http://new.example"
 	p, err := pact.New(cfg)
@@ -131,35 +126,10 @@ func TestNoStartWhenTheBaseURLChangedWithReceiptsWaiting(t *testing.T) {
 // An entry set aside under the interface URL of another provider.baseUrl
 // is not put back: the ledger would record it UNAUTHORIZED for good.
 func TestASetAsideEntryUnderAnotherBaseURLIsNotPutBack(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "provider.db")
-	brands, err := pact.LoadBrands("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := verifier.New(verifier.Config{Audience: "https://ledger.example"})
-	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{}), nil, nil)
-	cfg := pact.Config{BaseURL: "http://new.example", Verifier: v, Keys: reg, Brands: brands, StorePath: path, Logger: slog.New(slog.DiscardHandler)}
+	cfg := startedOnce(t, "http://new.example")
+	inOutbox(t, cfg.StorePath, true, receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://new.example/a2a/acme", "r2"))
 	p, err := pact.New(cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	st, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Enqueue(receiptOf("http://old.example/a2a/acme", "r1"), receiptOf("http://new.example/a2a/acme", "r2")); err != nil {
-		t.Fatal(err)
-	}
-	for _, seq := range []uint64{1, 2} {
-		if err := st.SetAside(seq, "rejected by the ledger"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if p, err = pact.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
