@@ -36,6 +36,36 @@ type Revocation struct {
 	AdminBy         string    `json:"adminBy,omitempty"`
 	AdminNote       string    `json:"adminNote,omitempty"`
 	AdminRecordedAt time.Time `json:"adminRecordedAt,omitzero"`
+	// ProviderRevokedAt is the earliest time a Provider's signed statement
+	// of the revocation (ProviderStatement, verifier.RevocationClaims) says
+	// it revoked the grant as of, zero when none was posted: the embedded
+	// Provider honours it as it does an admin's, so that a copy of its
+	// store from before the revocation does not serve the grant again
+	// (docs/design/045). A writer key cannot make one: the statement is
+	// checked with the keys of ProviderBrand, the brand that signed it,
+	// when it is recorded. Only a statement of the same brand replaces
+	// it.
+	ProviderRevokedAt time.Time `json:"providerRevokedAt,omitzero"`
+	ProviderBrand     string    `json:"providerBrand,omitempty"`
+	ProviderStatement string    `json:"providerStatement,omitempty"`
+}
+
+// providerRecord is r's Provider's statement: ProviderRevokedAt and the
+// fields that go with it.
+type providerRecord struct {
+	at               time.Time
+	brand, statement string
+}
+
+func (r *Revocation) provider() providerRecord {
+	if r == nil {
+		return providerRecord{}
+	}
+	return providerRecord{at: r.ProviderRevokedAt, brand: r.ProviderBrand, statement: r.ProviderStatement}
+}
+
+func (r *Revocation) setProvider(p providerRecord) {
+	r.ProviderRevokedAt, r.ProviderBrand, r.ProviderStatement = p.at, p.brand, p.statement
 }
 
 // adminRecord is r's admin's record: AdminRevokedAt and the fields that go
@@ -64,6 +94,18 @@ func (r *Revocation) setAdmin(a adminRecord) {
 // which no writer's revocation changes. Rows already written do not
 // change.
 func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, note, by string, admin bool) (Revocation, error) {
+	return l.RevokeGrantStated(ctx, grant, at, note, by, admin, "")
+}
+
+// RevokeGrantStated is RevokeGrant with the Provider's signed statement
+// of the revocation (verifier.VerifyRevocation), when statement is not
+// "": it must verify with the keys of a brand the ledger trusts, name
+// grant, and say at (or at is zero and is taken from it); else nothing
+// is recorded (invalid input, or ErrKeysUnavailable when the brand's keys
+// cannot be fetched). The earliest statement of a brand sets
+// ProviderRevokedAt, ProviderBrand and ProviderStatement; one of another
+// brand does not replace them.
+func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Time, note, by string, admin bool, statement string) (Revocation, error) {
 	if grant == "" {
 		return Revocation{}, invalid("grantId is required")
 	}
@@ -72,6 +114,21 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	}
 	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return Revocation{}, err
+	}
+	var stated *verifier.Revocation
+	if statement != "" {
+		r, err := verifier.VerifyRevocation(ctx, statement, l.keys)
+		switch {
+		case errors.Is(err, verifier.ErrUndecided):
+			return Revocation{}, fmt.Errorf("%w: providerStatement: %v", ErrKeysUnavailable, err)
+		case err != nil:
+			return Revocation{}, invalid("providerStatement: %v", err)
+		case r.GrantID != grant:
+			return Revocation{}, invalid("providerStatement is of grant %q, not %q", r.GrantID, grant)
+		case !at.IsZero() && !at.Equal(r.RevokedAt):
+			return Revocation{}, invalid("providerStatement says the grant was revoked at %s, revokedAt %s", r.RevokedAt.Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano))
+		}
+		at, stated = r.RevokedAt, &r
 	}
 	now := l.cfg.Now().UTC()
 	// Not refused for the clock (clockwatch.go): a compromised grant must
@@ -109,18 +166,27 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 			adm = adminRecord{at: at.UTC(), recorded: now, by: by, note: note}
 			changed = true
 		}
+		// The Provider's statement: only another of the same brand
+		// replaces it, an earlier one.
+		prov := prev.provider()
+		stateChanged := false
+		if stated != nil && (prov.at.IsZero() || (stated.Brand == prov.brand && stated.RevokedAt.Before(prov.at))) {
+			prov = providerRecord{at: stated.RevokedAt, brand: stated.Brand, statement: statement}
+			stateChanged = true
+		}
 		if prev != nil && !at.Before(prev.RevokedAt) {
 			// The earlier time stands; an admin's later than a writer's
-			// is kept as the one that stops the Provider.
+			// is kept as the one that stops the Provider, and so is a
+			// Provider's statement.
 			out = *prev
-			if !changed {
+			if !changed && !stateChanged {
 				return nil
 			}
-			out.setAdmin(adm)
 		} else {
 			out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
-			out.setAdmin(adm)
 		}
+		out.setAdmin(adm)
+		out.setProvider(prov)
 		// Logged in the same transaction, as a dispute event is: the row
 		// store alone could forget it (a restore, an edit) and the
 		// Provider serve the grant again. An admin's changes the admin's
@@ -147,7 +213,7 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 	if logged {
 		l.wakeLog()
 	}
-	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy)
+	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy, "provider_revoked_at", out.ProviderRevokedAt, "provider_brand", out.ProviderBrand)
 	return out, nil
 }
 

@@ -363,6 +363,13 @@ func (p *Provider) Close() error {
 	return p.store.Close()
 }
 
+// RevocationStatement is the Provider's signed statement that it revoked
+// grant id as of at, for the ledger (provider.Server.RevocationStatement):
+// "" when it cannot make one the ledger would trust.
+func (p *Provider) RevocationStatement(id string, at time.Time) (string, error) {
+	return p.server.RevocationStatement(id, at)
+}
+
 // InterfaceURL is a brand's A2A interface URL.
 func (p *Provider) InterfaceURL(brandID string) string { return p.server.InterfaceURL(brandID) }
 

@@ -70,13 +70,24 @@ func (k *Key) Public() jose.JSONWebKey {
 // PublicKey returns the raw public key.
 func (k *Key) PublicKey() any { return k.Public().Key }
 
-// Sign signs claims (marshalled to JSON) as a compact JWS.
-func (k *Key) Sign(claims any) string {
+// Sign signs claims (marshalled to JSON) as a compact JWS with typ JWT.
+func (k *Key) Sign(claims any) string { return k.sign(k.signer, claims) }
+
+// SignTyp signs claims as a compact JWS with header typ.
+func (k *Key) SignTyp(typ string, claims any) string {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: jose.JSONWebKey{Key: k.private, KeyID: k.Kid}}, (&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+	if err != nil {
+		panic(err)
+	}
+	return k.sign(signer, claims)
+}
+
+func (k *Key) sign(signer jose.Signer, claims any) string {
 	b, err := json.Marshal(claims)
 	if err != nil {
 		panic(err)
 	}
-	jws, err := k.signer.Sign(b)
+	jws, err := signer.Sign(b)
 	if err != nil {
 		panic(err)
 	}

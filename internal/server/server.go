@@ -765,25 +765,44 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		PerUser:              pact.Limit{Rate: rl.PerUser.Rate, Burst: rl.PerUser.Burst},
 		RefusalLimit:         pact.Limit{Rate: cfg.Provider.RefusalLimit.Rate, Burst: cfg.Provider.RefusalLimit.Burst},
 		RefusalOutboxPercent: cfg.Provider.RefusalLimit.OutboxPercent,
-		// The revocations an admin recorded in the row store, through any
-		// replica (ledgerctl revoke): a read of the store, the ledger
-		// being built before the Provider serves. A writer's revocation
-		// makes receipts incidents but does not stop the Provider: a
-		// writer key, which a Provider's pipeline holds and which sees
-		// every grant id, cannot cut customers' grants (docs/design/038).
-		Revocations: func(ctx context.Context, grant string) (time.Time, bool, error) {
-			rev, err := s.ledger.Revocation(ctx, grant)
-			if err != nil || rev == nil || rev.AdminRevokedAt.IsZero() {
-				return time.Time{}, false, err
-			}
-			return rev.AdminRevokedAt, true, nil
-		},
+		Revocations: ledgerRevocations(func(ctx context.Context, grant string) (*ledger.Revocation, error) {
+			return s.ledger.Revocation(ctx, grant) // built before the Provider serves
+		}, base, brands),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
 	return brands, nil
+}
+
+// ledgerRevocations are the revocations in the row store (read), through
+// any replica, that the embedded Provider at base with brands honours: an
+// admin's (ledgerctl revoke), and one the Provider's own signed statement
+// says it made (docs/design/045), which a copy of its store from before it
+// may have forgotten. Any other writer's revocation makes receipts
+// incidents but does not stop the Provider: a writer key, which a
+// Provider's pipeline holds and which sees every grant id, cannot cut
+// customers' grants (docs/design/038); its statement would be checked
+// with a brand's keys, and only one of these brands' is this Provider's.
+func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), base string, brands map[string]*pact.Brand) pact.Revocations {
+	own := map[string]bool{}
+	for id, b := range brands {
+		if b.Delegation {
+			own[pact.InterfaceURL(base, id)] = true
+		}
+	}
+	return func(ctx context.Context, grant string) (time.Time, bool, error) {
+		rev, err := read(ctx, grant)
+		if err != nil || rev == nil {
+			return time.Time{}, false, err
+		}
+		at := rev.AdminRevokedAt
+		if p := rev.ProviderRevokedAt; !p.IsZero() && own[rev.ProviderBrand] && (at.IsZero() || p.Before(at)) {
+			at = p
+		}
+		return at, !at.IsZero(), nil
+	}
 }
 
 // ownBrands is the ledger's key source: the embedded Provider's delegating
@@ -835,11 +854,13 @@ func (s *Server) pipelineClient() *pact.LedgerClient {
 			t = &http.Transport{TLSClientConfig: s.pipeTLS, ForceAttemptHTTP2: true}
 		}
 		t.MaxIdleConnsPerHost = pact.RefusalsAtOnce
-		return &pact.LedgerClient{URL: strings.TrimRight(s.pipeURL, "/"), Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: t}}
+		return &pact.LedgerClient{URL: strings.TrimRight(s.pipeURL, "/"), Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: t},
+			Statement: s.provider.RevocationStatement, Logger: s.log}
 	}
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return s.pipeLis.DialContext(ctx) }
 	return &pact.LedgerClient{URL: "http://ledgerd", Key: s.pipeKey, HTTP: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: pact.RefusalsAtOnce}}}
+		Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: pact.RefusalsAtOnce}},
+		Statement: s.provider.RevocationStatement, Logger: s.log}
 }
 
 // ReloadTLS reads the certificate, key and client CA files again (on

@@ -637,6 +637,10 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 	if !r.AdminRecordedAt.IsZero() {
 		out.AdminRecordedAt = ts(r.AdminRecordedAt)
 	}
+	if !r.ProviderRevokedAt.IsZero() {
+		out.ProviderRevokedAt = ts(r.ProviderRevokedAt)
+	}
+	out.ProviderBrand, out.ProviderStatement = r.ProviderBrand, r.ProviderStatement
 	return out
 }
 
@@ -648,8 +652,10 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 	}
 	// An admin's revocation also stops the embedded Provider; a writer's
 	// (a Provider's pipeline reporting its own) makes receipts incidents
-	// only (docs/design/038).
-	rev, err := s.l.RevokeGrant(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx), hasRole(ctx, config.RoleAdmin))
+	// only (docs/design/038), unless it carries the Provider's signed
+	// statement of it (docs/design/045).
+	rev, err := s.l.RevokeGrantStated(ctx, req.GetGrantId(), fromTS(req.GetRevokedAt()), req.GetNote(), caller(ctx), hasRole(ctx, config.RoleAdmin),
+		req.GetProviderStatement())
 	if err != nil {
 		return nil, s.toStatus(ctx, "RevokeGrant", err)
 	}

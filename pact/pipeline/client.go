@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -49,6 +50,14 @@ type LedgerClient struct {
 	URL  string // such as http://127.0.0.1:8080
 	Key  string
 	HTTP *http.Client
+	// Statement, when set, signs the Provider's statement of a
+	// revocation it posts (RevokeGrantRequest.provider_statement,
+	// docs/design/045): "" when it has none to make. A revocation whose
+	// statement the ledger refuses is posted again without it, and Logger,
+	// when set, says so: the revocation is what makes later receipts
+	// incidents.
+	Statement func(grant string, at time.Time) (string, error)
+	Logger    *slog.Logger
 }
 
 // ledgerRequest is an outbox entry as the ledger API's request: the REST
@@ -91,6 +100,27 @@ func (c *LedgerClient) Post(ctx context.Context, item Item) error {
 	path, msg, err := ledgerRequest(item)
 	if err != nil {
 		return err
+	}
+	if req, ok := msg.(*ledgerv1.RevokeGrantRequest); ok && c.Statement != nil && !item.Revocation.RevokedAt.IsZero() {
+		st, err := c.Statement(req.GrantId, item.Revocation.RevokedAt)
+		if err != nil {
+			return fmt.Errorf("sign the statement of grant %s's revocation: %w", req.GrantId, err)
+		}
+		if st != "" {
+			stated := proto.CloneOf(req)
+			stated.ProviderStatement = st
+			body, err := c.post(ctx, path, stated)
+			if !errors.Is(err, ErrRejected) {
+				if err != nil {
+					return err
+				}
+				return recordOf(item, body)
+			}
+			if c.Logger != nil {
+				c.Logger.ErrorContext(ctx, "the ledger refused the Provider's statement of a revocation; posting the revocation without it, which a copy of the Provider's store from before it will not honour",
+					slog.String("grant", req.GrantId), slog.String("error", err.Error()))
+			}
+		}
 	}
 	body, err := c.post(ctx, path, msg)
 	if errors.Is(err, errRowExpired) && item.Revocation == nil {

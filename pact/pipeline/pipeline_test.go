@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -64,6 +66,9 @@ func (f *fakeLedger) AppendRefusal(_ context.Context, r *ledgerv1.AppendRefusalR
 
 func (f *fakeLedger) RevokeGrant(_ context.Context, r *ledgerv1.RevokeGrantRequest) (*ledgerv1.RevokeGrantResponse, error) {
 	f.keep(r)
+	if r.GetProviderStatement() == "re.fu.sed" {
+		return nil, status.Error(codes.InvalidArgument, "providerStatement: signature rejected")
+	}
 	return &ledgerv1.RevokeGrantResponse{GrantId: r.GetGrantId(), Revocation: &ledgerv1.Revocation{RevokedAt: r.GetRevokedAt()}}, nil
 }
 
@@ -105,6 +110,9 @@ func TestPipelineFollowsTheLedgerAPI(t *testing.T) {
 		// The answer's view: the pipeline reads only the codes, and a
 		// ledger older than the field refuses a body that names it.
 		"pactledger.ledger.v1.AppendReceiptRequest.view": true,
+		// Signed by Post when the client has a Statement func
+		// (TestLedgerClientPostsTheProvidersStatement).
+		"pactledger.ledger.v1.RevokeGrantRequest.provider_statement": true,
 	}
 	for i, it := range items {
 		_, msg, err := ledgerRequest(it)
@@ -284,4 +292,59 @@ func itemName(it Item) string {
 		return "a refusal"
 	}
 	return "a revocation"
+}
+
+// A revocation goes with the Provider's statement of it when the client
+// signs one; one the ledger refuses is posted again without it, and the
+// refusal is logged; a statement that cannot be signed leaves the entry
+// to be posted again.
+func TestLedgerClientPostsTheProvidersStatement(t *testing.T) {
+	f := &fakeLedger{}
+	srv := httptest.NewServer(f.gateway(t))
+	defer srv.Close()
+	at := time.Date(2026, 12, 7, 9, 0, 0, 5, time.UTC)
+	var logs strings.Builder
+	stmt := "st.at.ed"
+	c := &LedgerClient{URL: srv.URL, Key: "k", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Statement: func(grant string, when time.Time) (string, error) {
+			if grant != "g-1" || !when.Equal(at) {
+				t.Errorf("asked to sign a statement of %s at %s", grant, when)
+			}
+			if stmt == "" {
+				return "", errors.New("the store is closed")
+			}
+			return stmt, nil
+		}}
+	rev := Revoked("g-1", at, "by the user")
+	plain := &ledgerv1.RevokeGrantRequest{GrantId: "g-1", RevokedAt: timestamppb.New(at), Note: "by the user"}
+	stated := proto.CloneOf(plain)
+	stated.ProviderStatement = "st.at.ed"
+	if err := c.Post(context.Background(), rev); err != nil {
+		t.Fatal(err)
+	}
+	refused := proto.CloneOf(plain)
+	refused.ProviderStatement = "re.fu.sed"
+	stmt = "re.fu.sed"
+	if err := c.Post(context.Background(), rev); err != nil {
+		t.Fatalf("a revocation whose statement the ledger refuses: %v, want it posted without", err)
+	}
+	want := []proto.Message{stated, refused, plain}
+	if len(f.got) != len(want) {
+		t.Fatalf("the ledger got %d requests, want %d", len(f.got), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(f.got[i], want[i]) {
+			t.Errorf("request %d:\n got %v\nwant %v", i, f.got[i], want[i])
+		}
+	}
+	if !strings.Contains(logs.String(), "refused the Provider's statement") || !strings.Contains(logs.String(), "g-1") {
+		t.Errorf("logged %q, want the refused statement said", logs.String())
+	}
+	stmt = ""
+	if err := c.Post(context.Background(), rev); err == nil || errors.Is(err, ErrRejected) {
+		t.Errorf("a statement that cannot be signed: %v, want the entry kept to post again", err)
+	}
+	if len(f.got) != len(want) {
+		t.Errorf("the ledger got a request without the statement that could not be signed")
+	}
 }

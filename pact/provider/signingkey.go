@@ -48,9 +48,10 @@ var ErrKeyFileMismatch = errors.New("the Provider's signing key file does not go
 // owner and published in each delegating brand's JWKS, with the keys it
 // replaced (keyRing).
 type signingKey struct {
-	jwk      jose.JSONWebKey
-	signer   jose.Signer // delegation tokens: typ at+jwt
-	receipts jose.Signer // receipts: typ JWT
+	jwk         jose.JSONWebKey
+	signer      jose.Signer // delegation tokens: typ at+jwt
+	receipts    jose.Signer // receipts: typ JWT
+	revocations jose.Signer // revocation statements: typ verifier.RevocationTyp
 }
 
 // RetiredKey is a signing key that signs no more: its public key stays
@@ -428,7 +429,11 @@ func newSigningKey(k jose.JSONWebKey) (*signingKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &signingKey{jwk: k, signer: signer, receipts: receipts}, nil
+	revocations, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithType(verifier.RevocationTyp))
+	if err != nil {
+		return nil, err
+	}
+	return &signingKey{jwk: k, signer: signer, receipts: receipts, revocations: revocations}, nil
 }
 
 // publish computes what is published at now, given the store's entries
@@ -522,6 +527,11 @@ func (s *Server) RetiredKeysHeld() int { return len(s.key.published(s.cfg.Now())
 // with the same key as the delegation tokens.
 func (k *signingKey) signReceipt(claims any) (string, error) { return compact(k.receipts, claims) }
 
+// signRevocation returns the compact JWS of a revocation statement.
+func (k *signingKey) signRevocation(claims verifier.RevocationClaims) (string, error) {
+	return compact(k.revocations, claims)
+}
+
 // sign returns the compact JWS of delegation token claims.
 func (k *signingKey) sign(claims any) (string, error) { return compact(k.signer, claims) }
 
@@ -545,4 +555,30 @@ func compact(s jose.Signer, claims any) (string, error) {
 		return "", err
 	}
 	return verifier.Canonical(out), nil
+}
+
+// RevocationStatement is the Provider's signed statement that it revoked
+// grant id as of at (verifier.RevocationClaims, docs/design/045), which
+// its pipeline posts with the revocation: the ledger keeps it, and the
+// Provider honours a revocation the ledger holds its statement of, so
+// that a copy of its store from before the revocation does not serve
+// the grant again. "" when its store holds no such grant or the grant's
+// brand no longer delegates: the ledger would not trust the statement,
+// and the revocation is posted without one.
+func (s *Server) RevocationStatement(id string, at time.Time) (string, error) {
+	g, err := s.cfg.Store.Grant(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	b := s.cfg.Brands[g.Brand]
+	if b == nil || !b.Delegation {
+		return "", nil
+	}
+	return s.key.signRevocation(verifier.RevocationClaims{
+		Issuer: s.issuer(b), Brand: s.InterfaceURL(b.ID), GrantID: id,
+		RevokedAt: at.UTC().Format(time.RFC3339Nano), IssuedAt: s.cfg.Now().Unix(),
+	})
 }

@@ -4002,8 +4002,20 @@ type Revocation struct {
 	AdminNote string `protobuf:"bytes,7,opt,name=admin_note,json=adminNote,proto3" json:"admin_note,omitempty"`
 	// When the ledger recorded the admin's revocation.
 	AdminRecordedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=admin_recorded_at,json=adminRecordedAt,proto3" json:"admin_recorded_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The earliest time a Provider's own signed statement (provider_statement)
+	// says it revoked the grant as of: the embedded Provider honours it as
+	// an admin's, so that a copy of its store from before the revocation
+	// does not serve the grant again (docs/design/045). Unset when no
+	// statement was posted.
+	ProviderRevokedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=provider_revoked_at,json=providerRevokedAt,proto3" json:"provider_revoked_at,omitempty"`
+	// The interface URL of the brand whose key signed provider_statement,
+	// the one the ledger checked it with.
+	ProviderBrand string `protobuf:"bytes,10,opt,name=provider_brand,json=providerBrand,proto3" json:"provider_brand,omitempty"`
+	// The statement provider_revoked_at is from: a compact JWS (typ
+	// pact-revocation+jwt) anyone can check with the brand's published keys.
+	ProviderStatement string `protobuf:"bytes,11,opt,name=provider_statement,json=providerStatement,proto3" json:"provider_statement,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Revocation) Reset() {
@@ -4092,6 +4104,27 @@ func (x *Revocation) GetAdminRecordedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Revocation) GetProviderRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProviderRevokedAt
+	}
+	return nil
+}
+
+func (x *Revocation) GetProviderBrand() string {
+	if x != nil {
+		return x.ProviderBrand
+	}
+	return ""
+}
+
+func (x *Revocation) GetProviderStatement() string {
+	if x != nil {
+		return x.ProviderStatement
+	}
+	return ""
+}
+
 // RevokeGrantRequest reports a revocation.
 type RevokeGrantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4101,9 +4134,16 @@ type RevokeGrantRequest struct {
 	// recorded replaces it; a later one does not.
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// Free text, such as who revoked it and why.
-	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// The Provider's signed statement of this revocation, optional: a
+	// compact JWS with typ pact-revocation+jwt whose claims are iss (the
+	// brand's issuer), brand (its interface URL), grant_id (this grant),
+	// revoked_at (RFC 3339, revoked_at above exactly, which may be left
+	// unset) and iat, signed by a key of the brand, a trusted one
+	// (docs/design/045). The ledger checks it before it records anything.
+	ProviderStatement string `protobuf:"bytes,4,opt,name=provider_statement,json=providerStatement,proto3" json:"provider_statement,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RevokeGrantRequest) Reset() {
@@ -4153,6 +4193,13 @@ func (x *RevokeGrantRequest) GetRevokedAt() *timestamppb.Timestamp {
 func (x *RevokeGrantRequest) GetNote() string {
 	if x != nil {
 		return x.Note
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetProviderStatement() string {
+	if x != nil {
+		return x.ProviderStatement
 	}
 	return ""
 }
@@ -7392,7 +7439,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
 	"\x12ListDrillsResponse\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf0\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x92\x04\n" +
 	"\n" +
 	"Revocation\x129\n" +
 	"\n" +
@@ -7405,12 +7452,17 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\badmin_by\x18\x06 \x01(\tR\aadminBy\x12\x1d\n" +
 	"\n" +
 	"admin_note\x18\a \x01(\tR\tadminNote\x12F\n" +
-	"\x11admin_recorded_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fadminRecordedAt\"~\n" +
+	"\x11admin_recorded_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fadminRecordedAt\x12J\n" +
+	"\x13provider_revoked_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x11providerRevokedAt\x12%\n" +
+	"\x0eprovider_brand\x18\n" +
+	" \x01(\tR\rproviderBrand\x12-\n" +
+	"\x12provider_statement\x18\v \x01(\tR\x11providerStatement\"\xad\x01\n" +
 	"\x12RevokeGrantRequest\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x129\n" +
 	"\n" +
 	"revoked_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"r\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12-\n" +
+	"\x12provider_statement\x18\x04 \x01(\tR\x11providerStatement\"r\n" +
 	"\x13RevokeGrantResponse\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12@\n" +
 	"\n" +
@@ -7914,102 +7966,103 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	97,  // 65: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
 	97,  // 66: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
 	97,  // 67: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
-	97,  // 68: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	55,  // 69: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	55,  // 70: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	30,  // 71: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	61,  // 72: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	97,  // 73: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	97,  // 74: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	97,  // 75: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	65,  // 76: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	65,  // 77: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	30,  // 78: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	30,  // 79: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	65,  // 80: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	97,  // 81: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	5,   // 82: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	97,  // 83: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	97,  // 84: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	73,  // 85: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	73,  // 86: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	97,  // 87: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	76,  // 88: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	97,  // 89: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	97,  // 90: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	97,  // 91: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	77,  // 92: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	97,  // 93: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	97,  // 94: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	90,  // 95: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	97,  // 96: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	97,  // 97: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	93,  // 98: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	13,  // 99: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	15,  // 100: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	17,  // 101: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	21,  // 102: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	31,  // 103: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	33,  // 104: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	35,  // 105: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	38,  // 106: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	40,  // 107: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	42,  // 108: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	45,  // 109: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	51,  // 110: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	53,  // 111: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	56,  // 112: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	58,  // 113: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	60,  // 114: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	63,  // 115: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	66,  // 116: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	68,  // 117: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	70,  // 118: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	72,  // 119: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	75,  // 120: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	79,  // 121: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	81,  // 122: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	83,  // 123: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	85,  // 124: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	87,  // 125: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	89,  // 126: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	92,  // 127: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	95,  // 128: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	14,  // 129: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	16,  // 130: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	18,  // 131: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	22,  // 132: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	32,  // 133: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	34,  // 134: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	37,  // 135: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	39,  // 136: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	41,  // 137: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	43,  // 138: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	50,  // 139: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	52,  // 140: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	54,  // 141: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	57,  // 142: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	59,  // 143: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	62,  // 144: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	64,  // 145: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	67,  // 146: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	69,  // 147: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	71,  // 148: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	74,  // 149: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	78,  // 150: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	80,  // 151: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	82,  // 152: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	84,  // 153: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	86,  // 154: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	88,  // 155: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	91,  // 156: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	94,  // 157: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	96,  // 158: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	129, // [129:159] is the sub-list for method output_type
-	99,  // [99:129] is the sub-list for method input_type
-	99,  // [99:99] is the sub-list for extension type_name
-	99,  // [99:99] is the sub-list for extension extendee
-	0,   // [0:99] is the sub-list for field type_name
+	97,  // 68: pactledger.ledger.v1.Revocation.provider_revoked_at:type_name -> google.protobuf.Timestamp
+	97,  // 69: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	55,  // 70: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	55,  // 71: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	30,  // 72: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	61,  // 73: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	97,  // 74: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	97,  // 75: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	97,  // 76: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	65,  // 77: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	65,  // 78: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	30,  // 79: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	30,  // 80: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	65,  // 81: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	97,  // 82: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	5,   // 83: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	97,  // 84: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	97,  // 85: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	73,  // 86: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	73,  // 87: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	97,  // 88: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	76,  // 89: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	97,  // 90: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	97,  // 91: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	97,  // 92: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	77,  // 93: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	97,  // 94: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	97,  // 95: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	90,  // 96: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	97,  // 97: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	97,  // 98: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	93,  // 99: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	13,  // 100: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	15,  // 101: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	17,  // 102: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	21,  // 103: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	31,  // 104: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	33,  // 105: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	35,  // 106: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	38,  // 107: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	40,  // 108: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	42,  // 109: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	45,  // 110: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	51,  // 111: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	53,  // 112: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	56,  // 113: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	58,  // 114: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	60,  // 115: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	63,  // 116: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	66,  // 117: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	68,  // 118: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	70,  // 119: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	72,  // 120: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	75,  // 121: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	79,  // 122: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	81,  // 123: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	83,  // 124: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	85,  // 125: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	87,  // 126: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	89,  // 127: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	92,  // 128: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	95,  // 129: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	14,  // 130: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	16,  // 131: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	18,  // 132: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	22,  // 133: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	32,  // 134: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	34,  // 135: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	37,  // 136: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	39,  // 137: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	41,  // 138: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	43,  // 139: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	50,  // 140: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	52,  // 141: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	54,  // 142: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	57,  // 143: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	59,  // 144: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	62,  // 145: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	64,  // 146: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	67,  // 147: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	69,  // 148: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	71,  // 149: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	74,  // 150: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	78,  // 151: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	80,  // 152: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	82,  // 153: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	84,  // 154: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	86,  // 155: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	88,  // 156: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	91,  // 157: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	94,  // 158: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	96,  // 159: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	130, // [130:160] is the sub-list for method output_type
+	100, // [100:130] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
