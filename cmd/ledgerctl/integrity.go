@@ -160,12 +160,22 @@ func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readab
 
 // providerStopped says whether, and from when, a revocation stops the
 // embedded Provider serving the grant: an admin's does, a writer's does
-// not (docs/design/038).
+// not (docs/design/038), unless it carries the Provider's own signed
+// statement, which stops it when its brand is one of the embedded
+// Provider's (docs/design/045).
 func providerStopped(r *ledgerv1.Revocation) string {
-	if at := r.GetAdminRevokedAt(); at != nil {
-		return "stopped from " + when(at) + " (an admin's revocation): it serves no request under the grant"
+	admin, stated := r.GetAdminRevokedAt(), r.GetProviderRevokedAt()
+	if admin != nil && (stated == nil || !stated.AsTime().Before(admin.AsTime())) {
+		return "stopped from " + when(admin) + " (an admin's revocation): it serves no request under the grant"
 	}
-	return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records stops it"
+	if stated != nil {
+		s := "stopped from " + when(stated) + " if " + r.GetProviderBrand() + " is one of its brands (the revocation it signed and reported): it serves no request under the grant"
+		if admin != nil {
+			s += "; from " + when(admin) + " in any case (an admin's revocation)"
+		}
+		return s
+	}
+	return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
 }
 
 // adminRevocation is the admin's own record of the revocation that stops

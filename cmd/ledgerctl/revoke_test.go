@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
 // TestRevokeSaysWhatTheLedgerHolds: a revocation is recorded whatever the
@@ -35,7 +39,7 @@ func TestRevokeSaysWhatTheLedgerHolds(t *testing.T) {
 			[]string{"grant a2agrant_7Q2F revoked as of 2026-10-07 13:00:00Z, replacing the later 2026-10-07 13:10:00Z on record"}, nil, nil},
 		{"a writer cannot read the grant", "writer", []string{"revoke", "a2agrant_other"},
 			[]string{"grant a2agrant_other revoked as of ", "this key may not read the ledger", "ledgerctl grant a2agrant_other",
-				"the embedded Provider: not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records stops it"}, []string{"check the grant id"}, nil},
+				"the embedded Provider: not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"}, []string{"check the grant id"}, nil},
 		{"an admin after a writer", "admin", []string{"revoke", "a2agrant_other", "--at", "2099-01-01"},
 			[]string{"that earlier time stands", "the embedded Provider: stopped from 2099-01-01 00:00:00Z (an admin's revocation)"}, nil, nil},
 		{"the grant shows both", "auditor", []string{"grant", "a2agrant_other"},
@@ -156,5 +160,37 @@ func TestAnAdminsRevocationKeepsItsNote(t *testing.T) {
 	if r := rep.Revocation; r.By != "writer" || r.Note != "erased" || r.AdminBy != "admin" || r.AdminNote != "customer asked by phone" ||
 		r.AdminRevokedAt != "2026-10-07T14:00:00Z" || r.AdminRecordedAt == "" {
 		t.Errorf("grant --json: %+v\n%s", r, js)
+	}
+}
+
+// What ledgerctl says of the embedded Provider follows the revocation
+// that stops it: an admin's, or the Provider's own signed one, the
+// earlier of the two.
+func TestProviderStoppedSaysWhichRevocationStopsIt(t *testing.T) {
+	at := func(s string) *timestamppb.Timestamp {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return timestamppb.New(tm)
+	}
+	const brand = "https://shop.example/a2a/acme"
+	tests := []struct {
+		name string
+		r    *ledgerv1.Revocation
+		want string
+	}{
+		{"a writer's", &ledgerv1.Revocation{RevokedAt: at("2026-10-07T13:00:00Z")}, "not stopped: "},
+		{"the Provider's own", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T13:00:00Z"), ProviderBrand: brand},
+			"stopped from 2026-10-07 13:00:00Z if " + brand + " is one of its brands (the revocation it signed and reported): it serves no request under the grant"},
+		{"the Provider's before an admin's", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T13:00:00Z"), ProviderBrand: brand, AdminRevokedAt: at("2026-10-07T14:00:00Z")},
+			"; from 2026-10-07 14:00:00Z in any case (an admin's revocation)"},
+		{"an admin's before the Provider's", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T15:00:00Z"), ProviderBrand: brand, AdminRevokedAt: at("2026-10-07T14:00:00Z")},
+			"stopped from 2026-10-07 14:00:00Z (an admin's revocation)"},
+	}
+	for _, tc := range tests {
+		if got := providerStopped(tc.r); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want it to say %q", tc.name, got, tc.want)
+		}
 	}
 }

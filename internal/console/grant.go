@@ -102,6 +102,14 @@ type revocation struct {
 	AdminBy         string `json:"adminBy,omitempty"`
 	AdminNote       string `json:"adminNote,omitempty"`
 	AdminRecordedAt string `json:"adminRecordedAt,omitempty"`
+	// ProviderRevokedAt, ProviderBrand: the revocation the brand's
+	// Provider signed and reported, which stops the embedded Provider
+	// when the brand is one of its own (docs/design/045); "" for none.
+	ProviderRevokedAt string `json:"providerRevokedAt,omitempty"`
+	ProviderBrand     string `json:"providerBrand,omitempty"`
+	// ProviderFirst: the Provider's own revocation is from before an
+	// admin's, or there is no admin's.
+	ProviderFirst bool `json:"-"`
 }
 
 type grantView struct {
@@ -121,6 +129,11 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 			out.Revocation.AdminRevokedAt = pbStamp(at).ISO
 			out.Revocation.AdminBy, out.Revocation.AdminNote = rv.GetAdminBy(), rv.GetAdminNote()
 			out.Revocation.AdminRecordedAt = pbStamp(rv.GetAdminRecordedAt()).ISO
+		}
+		if at := rv.GetProviderRevokedAt(); at != nil {
+			out.Revocation.ProviderRevokedAt, out.Revocation.ProviderBrand = pbStamp(at).ISO, rv.GetProviderBrand()
+			admin := rv.GetAdminRevokedAt()
+			out.Revocation.ProviderFirst = admin == nil || at.AsTime().Before(admin.AsTime())
 		}
 	}
 	for _, r := range g.GetRows() {

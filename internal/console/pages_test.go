@@ -15,6 +15,7 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // A row removed by the retention sweeper is shown as expired under its
@@ -178,6 +179,37 @@ func TestGrantPageShowsTheAdminsRevocation(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &exp); code != http.StatusOK || err != nil || exp.Revocation.By != "writer-key" ||
 		exp.Revocation.AdminBy != "admin-key" || exp.Revocation.AdminNote != "customer asked by phone" {
 		t.Errorf("grant export = %d (%v), lacks the admin's record:\n%s", code, err, body)
+	}
+}
+
+// A grant's page shows the revocation its brand's Provider signed and
+// reported, which stops the embedded Provider when the brand is its own,
+// and the JSON export carries it.
+func TestGrantPageShowsTheProvidersRevocation(t *testing.T) {
+	e, _, c := newSupportLead(t)
+	const grant = "a2agrant_S3"
+	stmt := e.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: e.sc.AuthServer, Brand: e.sc.Brand.ID, GrantID: grant,
+		RevokedAt: "2026-10-07T13:10:00Z", IssuedAt: 1791378600})
+	if _, err := e.client.RevokeGrant(as(config.RoleWriter), &ledgerv1.RevokeGrantRequest{GrantId: grant, ProviderStatement: stmt, Note: "revoked on the account page"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := c.get(t, "/console/grant?id="+grant)
+	for _, w := range []string{`datetime="2026-10-07T13:10:00Z"`, "if <code>" + e.sc.Brand.ID + "</code> is one of its brands",
+		`<span id="provider-revocation">the revocation it signed and reported</span>`} {
+		if code != http.StatusOK || !strings.Contains(body, w) {
+			t.Errorf("grant page = %d, lacks %q:\n%s", code, w, body)
+		}
+	}
+	if strings.Contains(body, "the Provider is not stopped") {
+		t.Errorf("grant page says the Provider is not stopped:\n%s", body)
+	}
+	code, body = c.get(t, "/console/grant/export?id="+grant+"&format=json")
+	var exp struct {
+		Revocation struct{ ProviderRevokedAt, ProviderBrand string }
+	}
+	if err := json.Unmarshal([]byte(body), &exp); code != http.StatusOK || err != nil || exp.Revocation.ProviderRevokedAt != "2026-10-07T13:10:00Z" ||
+		exp.Revocation.ProviderBrand != e.sc.Brand.ID {
+		t.Errorf("grant export = %d (%v), lacks the Provider's revocation:\n%s", code, err, body)
 	}
 }
 
