@@ -16,6 +16,14 @@ func SetMaxGrantRows(n int) (restore func()) {
 	return func() { maxGrantRows = prev }
 }
 
+// SetMaxRevocationsRead sets how many revocations a page of
+// ListRevocations reads; the returned func restores it.
+func SetMaxRevocationsRead(n int) (restore func()) {
+	prev := maxRevocationsRead
+	maxRevocationsRead = n
+	return func() { maxRevocationsRead = prev }
+}
+
 // SetSweepHook makes fn run between a sweep's decision and its deleting
 // transaction; the returned func restores the previous hook.
 func SetSweepHook(fn func()) (restore func()) {

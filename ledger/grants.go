@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -483,4 +484,105 @@ func (l *Ledger) Grant(ctx context.Context, grant string) (*GrantView, error) {
 	// to the grant by its token, and receipts past the signed ones read.
 	v.ListsCut = lists.cut() || v.RowCountCut
 	return v, nil
+}
+
+// GrantRevocation is a grant's revocation, as ListRevocations lists it.
+type GrantRevocation struct {
+	GrantID    string
+	Revocation Revocation
+}
+
+// MaxRevocationsRead is the most revocations one page of ListRevocations
+// reads: with since, few of them may be listed.
+const MaxRevocationsRead = 10_000
+
+// maxRevocationsRead is MaxRevocationsRead, a var only for tests.
+var maxRevocationsRead = MaxRevocationsRead
+
+// ListRevocations lists the revocations the ledger holds, a grant each,
+// in grant id order, pageSize of them at most (0: 100), from after the
+// grant pageToken names: every one, or with since those recorded or in
+// force from since on (Revocation.Since). It reads MaxRevocationsRead of
+// them at most; next, when not "", continues after the last one read,
+// listed or not.
+func (l *Ledger) ListRevocations(ctx context.Context, since time.Time, pageSize int, pageToken string) ([]GrantRevocation, string, error) {
+	switch {
+	case pageSize < 0 || pageSize > 1000:
+		return nil, "", invalid("pageSize must be between 1 and 1000")
+	case pageSize == 0:
+		pageSize = 100
+	}
+	after := ""
+	if pageToken != "" {
+		b, err := base64.RawURLEncoding.DecodeString(pageToken)
+		if err != nil || len(b) == 0 || len(b) > MaxFieldLength {
+			return nil, "", invalid("pageToken is not one this ledger gave")
+		}
+		after = string(b)
+	}
+	// Without since every revocation read is listed: one more than a
+	// page says whether another follows.
+	limit := maxRevocationsRead
+	if since.IsZero() {
+		limit = min(limit, pageSize+1)
+	}
+	var out []GrantRevocation
+	var next string
+	err := l.store.View(ctx, func(tx Tx) error {
+		rl, ok := tx.(RevocationLister)
+		if !ok {
+			return fmt.Errorf("%w: this row store cannot list its revocations", ErrInvalid)
+		}
+		out, next = out[:0], ""
+		read, more, lastRead := 0, false, ""
+		err := rl.RevocationsAfter(after, limit, func(grant string, r *Revocation) error {
+			read++
+			switch {
+			case !since.IsZero() && !r.Since(since):
+			case len(out) == pageSize:
+				more = true
+			default:
+				out = append(out, GrantRevocation{GrantID: grant, Revocation: *r})
+			}
+			if !more {
+				lastRead = grant
+			}
+			return ctx.Err()
+		})
+		switch {
+		case err != nil:
+			return err
+		case more:
+			next = out[len(out)-1].GrantID
+		case read == limit:
+			// The read stopped short of the end: on from there.
+			next = lastRead
+		}
+		if next != "" {
+			next = RevocationsAfter(next)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list revocations: %w", err)
+	}
+	return out, next, nil
+}
+
+// RevocationsAfter is the page token of ListRevocations that goes on
+// after grant: an answer cut short of its page ends with it.
+func RevocationsAfter(grant string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(grant))
+}
+
+// Since reports whether r was recorded, or is in force, from t on: its
+// RevokedAt, RecordedAt, AdminRecordedAt or ProviderRevokedAt is at or
+// after t.
+func (r *Revocation) Since(t time.Time) bool {
+	for _, at := range []time.Time{r.RevokedAt, r.RecordedAt, r.AdminRecordedAt, r.ProviderRevokedAt} {
+		if !at.IsZero() && !at.Before(t) {
+			return true
+		}
+	}
+	return false
 }

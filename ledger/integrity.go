@@ -871,6 +871,10 @@ func noteRevocation(m revocationLog, i int64, f map[string]string) string {
 type RevocationLister interface {
 	// Revocations calls fn with each grant's revocation.
 	Revocations(fn func(grant string, r *Revocation) error) error
+	// RevocationsAfter calls fn with the revocations of at most limit
+	// grants whose ids sort after after, in the store's order of grant
+	// ids.
+	RevocationsAfter(after string, limit int, fn func(grant string, r *Revocation) error) error
 }
 
 // checkRevocations compares the revocations the log records with the row

@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,78 @@ func TestAStatementWhoseKeysCannotBeFetchedIsNotRecorded(t *testing.T) {
 	}
 	if rev, err := h.l.Revocation(context.Background(), "a2agrant_S2"); err != nil || rev != nil {
 		t.Fatalf("the ledger holds %+v, %v; want nothing", rev, err)
+	}
+}
+
+// ListRevocations lists every revocation by grant id, a page at a time,
+// or those recorded or in force from a time on; a page reads a bounded
+// number of revocations and says where to go on when it stopped there.
+func TestListRevocations(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	start := h.now
+	var all []string
+	for i := range 25 {
+		g := fmt.Sprintf("a2agrant_%02d", i)
+		all = append(all, g)
+		h.now = start.Add(time.Duration(i) * time.Hour) // recorded an hour apart
+		if _, err := h.l.RevokeGrant(ctx, g, start.Add(-48*time.Hour), "", "writer-key", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk := func(since time.Time, size int) (got []string, pages int) {
+		tok := ""
+		for {
+			page, next, err := h.l.ListRevocations(ctx, since, size, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for _, r := range page {
+				got = append(got, r.GrantID)
+			}
+			if next == "" {
+				return got, pages
+			}
+			if pages > 100 {
+				t.Fatal("no end to the pages")
+			}
+			tok = next
+		}
+	}
+	if got, pages := walk(time.Time{}, 10); !reflect.DeepEqual(got, all) || pages != 3 {
+		t.Errorf("every revocation by pages of 10: %q in %d pages, want %q in 3", got, pages, all)
+	}
+	if got, pages := walk(time.Time{}, 25); !reflect.DeepEqual(got, all) || pages != 1 {
+		t.Errorf("a page of 25 of 25: %d in %d pages, want one page without a token", len(got), pages)
+	}
+	// Recorded from the 20th hour on: the last five.
+	if got, _ := walk(start.Add(20*time.Hour), 3); !reflect.DeepEqual(got, all[20:]) {
+		t.Errorf("since the 20th: %q, want %q", got, all[20:])
+	}
+	// A revocation moved earlier later on is recorded then: listed since.
+	h.now = start.Add(40 * time.Hour)
+	if _, err := h.l.RevokeGrant(ctx, all[3], start.Add(-72*time.Hour), "", "writer-key", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := walk(start.Add(30*time.Hour), 100); !reflect.DeepEqual(got, all[3:4]) {
+		t.Errorf("since the 30th: %q, want %q", got, all[3:4])
+	}
+	// A page reads a bounded number: with a filter few match, it may end
+	// with none listed and a token to go on.
+	defer ledger.SetMaxRevocationsRead(4)()
+	page, next, err := h.l.ListRevocations(ctx, start.Add(41*time.Hour), 3, "")
+	if err != nil || len(page) != 0 || next == "" {
+		t.Errorf("a first page reading 4 of 25, none of them since: %d listed, next %q, %v; want none and a token", len(page), next, err)
+	}
+	want := append(all[3:4:4], all[20:]...)
+	if got, pages := walk(start.Add(20*time.Hour), 3); !reflect.DeepEqual(got, want) || pages < 7 {
+		t.Errorf("since the 20th, reading 4 a page: %q in %d pages, want %q in 7 or more", got, pages, want)
+	}
+	if _, _, err := h.l.ListRevocations(ctx, time.Time{}, 10, "not base64!"); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a page token the ledger did not give: %v, want invalid input", err)
+	}
+	if _, _, err := h.l.ListRevocations(ctx, time.Time{}, 1001, ""); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a page of 1001: %v, want invalid input", err)
 	}
 }

@@ -194,3 +194,56 @@ func TestProviderStoppedSaysWhichRevocationStopsIt(t *testing.T) {
 		}
 	}
 }
+
+// revocations lists the ledger's revocations and which stop the embedded
+// Provider; --not-stopping keeps those an operator revokes again with an
+// admin key after putting back an older provider.db.
+func TestRevocationsListsWhatStopsTheProvider(t *testing.T) {
+	f := start(t)
+	for _, c := range [][]string{
+		{"writer", "revoke", "a2agrant_W1", "--at", "2026-10-07T13:00:00Z", "--note", "revoked on the account page"},
+		{"admin", "revoke", "a2agrant_A1", "--at", "2026-10-07T14:00:00Z", "--note", "fraud case 4411"},
+	} {
+		if code, out, errs := f.ctl(t, c[0], c[1:]...); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", strings.Join(c, " "), code, out, errs)
+		}
+	}
+	tests := []struct {
+		role      string
+		args      []string
+		code      int
+		want      []string
+		wantNot   []string
+		wantInErr []string
+	}{
+		{"support", []string{"revocations"}, 0, []string{"GRANT", "a2agrant_A1", "stopped from 2026-10-07 14:00:00Z (an admin's)", "fraud case 4411",
+			"a2agrant_W1", "2026-10-07 13:00:00Z", "not stopped", "revoked on the account page"}, nil, nil},
+		{"auditor", []string{"revocations", "--not-stopping"}, 0, []string{"a2agrant_W1", "ledgerctl revoke GRANT"}, []string{"a2agrant_A1"}, nil},
+		{"support", []string{"revocations", "--since", "2099-01-01"}, 0, []string{"no revocations"}, []string{"a2agrant_"}, nil},
+		{"support", []string{"revocations", "--limit", "1"}, 0, []string{"a2agrant_A1", "more revocations: --all lists every one, or --page "}, []string{"a2agrant_W1"}, nil},
+		{"support", []string{"--output", "csv", "revocations"}, 0, []string{"grant,revoked (UTC),reported by,the embedded Provider,note", "a2agrant_W1,"}, nil, nil},
+		{"writer", []string{"revocations"}, 4, nil, nil, []string{"may not call ListRevocations"}},
+	}
+	for _, tc := range tests {
+		code, out, errs := f.ctl(t, tc.role, tc.args...)
+		if code != tc.code {
+			t.Errorf("%s as %s: exit %d, want %d\n%s%s", strings.Join(tc.args, " "), tc.role, code, tc.code, out, errs)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output lacks %q:\n%s%s", strings.Join(tc.args, " "), w, out, errs)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if strings.Contains(out, w) {
+				t.Errorf("%s: output says %q:\n%s", strings.Join(tc.args, " "), w, out)
+			}
+		}
+		for _, w := range tc.wantInErr {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, errs)
+			}
+		}
+	}
+}

@@ -87,7 +87,7 @@ func (c *cli) root() *cobra.Command {
 	root.SetHelpCommand(c.helpCmd(root))
 	root.AddCommand(
 		c.lookupCmd(), c.showCmd(), c.evidenceCmd(), c.verifyCmd(), c.disputeCmd(),
-		c.drillCmd(), c.drillsCmd(), c.grantCmd(), c.revokeCmd(), c.incidentsCmd(),
+		c.drillCmd(), c.drillsCmd(), c.grantCmd(), c.revokeCmd(), c.revocationsCmd(), c.incidentsCmd(),
 		c.sweepCmd(), c.fsckCmd(), c.outboxCmd(), c.providerCmd(), c.logCmd(), c.proofCmd(), c.whoamiCmd(), c.accessLogCmd(),
 		&cobra.Command{
 			Use: "version", Short: "print this ledgerctl's version", Args: c.noArgs,
@@ -383,6 +383,21 @@ func (c *cli) revokeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&at, "at", "", "revoked at `T`: RFC 3339, a date, now (the default) or a time ago")
 	cmd.Flags().StringVar(&note, "note", "", "why (`TEXT`)")
+	return cmd
+}
+
+func (c *cli) revocationsCmd() *cobra.Command {
+	var o listOpts
+	var since string
+	var notStopping bool
+	cmd := &cobra.Command{
+		Use: "revocations [--since T] [--not-stopping]", Short: "the grants' revocations the ledger holds, by grant id, and whether each stops the embedded Provider",
+		Annotations: map[string]string{annRoles: readers, annCSV: "yes"},
+		RunE:        c.online(func(args []string) error { return c.revocations(o, since, notStopping, args) }),
+	}
+	listFlags(cmd, &o, 100, "revocations")
+	cmd.Flags().StringVar(&since, "since", "", "only those recorded or in force from `T` on: RFC 3339, a date or a time ago (7d)")
+	cmd.Flags().BoolVar(&notStopping, "not-stopping", false, "only those that stop no embedded Provider (a writer's without the Provider's signed statement): after putting back an older provider.db, revoke them again with an admin key")
 	return cmd
 }
 

@@ -156,7 +156,7 @@ func describeRead(req any) (ledger.Access, bool) {
 	case *ledgerv1.GetRowRequest, *ledgerv1.GetEvidenceRequest, *ledgerv1.VerifyRowRequest, *ledgerv1.GetRowProofRequest,
 		*ledgerv1.GetJwksSnapshotRequest, *ledgerv1.GetDrillRequest, *ledgerv1.ListDrillsRequest,
 		*ledgerv1.ListIncidentsRequest, *ledgerv1.GetIncidentRequest, *ledgerv1.CheckIntegrityRequest,
-		*ledgerv1.GetProviderOutboxRequest, *ledgerv1.GetOutboxRequest, *ledgerv1.SweepRequest:
+		*ledgerv1.GetProviderOutboxRequest, *ledgerv1.GetOutboxRequest, *ledgerv1.SweepRequest, *ledgerv1.ListRevocationsRequest:
 		// A sweep's listing names the rows it removed or kept, a dry
 		// run's those it would; the evidence outbox's dead letters name
 		// rows' objects.

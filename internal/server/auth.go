@@ -35,6 +35,7 @@ var methodRoles = map[string][]string{
 	ledgerv1.LedgerService_ListDrills_FullMethodName:            {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_RevokeGrant_FullMethodName:           {config.RoleWriter, config.RoleAdmin},
 	ledgerv1.LedgerService_GetGrant_FullMethodName:              {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
+	ledgerv1.LedgerService_ListRevocations_FullMethodName:       {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_CheckIntegrity_FullMethodName:        {config.RoleAuditor, config.RoleAdmin},
 	ledgerv1.LedgerService_RestoreEvidence_FullMethodName:       {config.RoleAdmin},
 	ledgerv1.LedgerService_ListIncidents_FullMethodName:         {config.RoleSupport, config.RoleAuditor, config.RoleAdmin},

@@ -93,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) (ledger.Store, func()
 		{name: "Snapshots", run: testSnapshots},
 		{name: "SnapshotLinks", run: testSnapshotLinks},
 		{name: "Revocations", run: testRevocations},
+		{name: "RevocationsAfter", run: testRevocationsAfter},
 		{name: "Prefetch", run: testPrefetch},
 		{name: "Drills", run: testDrills},
 		{name: "DrillPool", run: testDrillPool},

@@ -384,6 +384,54 @@ func testRevocations(t *testing.T, open opener) {
 	})
 }
 
+// testRevocationsAfter: a row store lists its revocations in grant id
+// order, bytewise, after a grant id, a number at a time.
+func testRevocationsAfter(t *testing.T, open opener) {
+	s := open.fresh(t)
+	grants := []string{"a2agrant_B", "a2agrant_a", "a2agrant_Z", "a2agrant_é", "a2agrant_1"}
+	update(t, s, func(tx ledger.Tx) error {
+		for i, g := range grants {
+			if err := tx.PutRevocation(g, ledger.Revocation{RevokedAt: base.Add(time.Duration(i) * time.Minute), By: g}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sorted := slices.Sorted(slices.Values(grants)) // bytewise
+	list := func(after string, limit int) []string {
+		var got []string
+		view(t, s, func(tx ledger.Tx) error {
+			rl, ok := tx.(ledger.RevocationLister)
+			if !ok {
+				t.Fatal("the row store cannot list its revocations")
+			}
+			return rl.RevocationsAfter(after, limit, func(grant string, r *ledger.Revocation) error {
+				if r.By != grant {
+					t.Errorf("grant %s listed with the revocation of %s", grant, r.By)
+				}
+				got = append(got, grant)
+				return nil
+			})
+		})
+		return got
+	}
+	for _, c := range []struct {
+		after string
+		limit int
+		want  []string
+	}{
+		{"", 10, sorted},
+		{"", 2, sorted[:2]},
+		{sorted[1], 2, sorted[2:4]},
+		{"a2agrant_C", 10, sorted[slices.Index(sorted, "a2agrant_Z"):]},
+		{sorted[len(sorted)-1], 10, nil},
+	} {
+		if got := list(c.after, c.limit); !slices.Equal(got, c.want) {
+			t.Errorf("RevocationsAfter(%q, %d) = %q, want %q", c.after, c.limit, got, c.want)
+		}
+	}
+}
+
 // testReferences: the storage under the ledger's rules of what becomes
 // deletable. SetObject records a location and DeleteObject forgets it;
 // Count keeps one counter per kind and key, never below zero;

@@ -1248,6 +1248,26 @@ func (t *tx) Revocations(fn func(grant string, r *ledger.Revocation) error) erro
 	return nil
 }
 
+// RevocationsAfter implements ledger.RevocationLister.
+func (t *tx) RevocationsAfter(after string, limit int, fn func(grant string, r *ledger.Revocation) error) error {
+	c := t.cursor(bGrants)
+	k, v := c.Seek([]byte(after))
+	if k != nil && string(k) == after {
+		k, v = c.Next()
+	}
+	for n := 0; k != nil && n < limit; k, v = c.Next() {
+		n++
+		var r ledger.Revocation
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("decode revocation of %s: %w", k, err)
+		}
+		if err := fn(string(k), &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // HoldGrants implements ledger.Rows: one write transaction runs at a
 // time, so it holds every grant already.
 func (t *tx) HoldGrants(...string) error {

@@ -755,6 +755,22 @@ func (t *tx) Revocations(fn func(grant string, r *ledger.Revocation) error) erro
 	})
 }
 
+// RevocationsAfter implements ledger.RevocationLister.
+func (t *tx) RevocationsAfter(after string, limit int, fn func(grant string, r *ledger.Revocation) error) error {
+	return t.query("list revocations", "SELECT grant_id, body FROM revocations WHERE grant_id > $1 ORDER BY grant_id LIMIT $2", []any{after, limit}, func(rows pgx.Rows) error {
+		var grant string
+		var body []byte
+		if err := rows.Scan(&grant, &body); err != nil {
+			return err
+		}
+		var r ledger.Revocation
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("decode revocation of %s: %w", grant, err)
+		}
+		return fn(grant, &r)
+	})
+}
+
 // PutRevocation implements ledger.Rows.
 func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 	body, err := json.Marshal(r)

@@ -38,6 +38,7 @@ const (
 	LedgerService_ListDrills_FullMethodName            = "/pactledger.ledger.v1.LedgerService/ListDrills"
 	LedgerService_RevokeGrant_FullMethodName           = "/pactledger.ledger.v1.LedgerService/RevokeGrant"
 	LedgerService_GetGrant_FullMethodName              = "/pactledger.ledger.v1.LedgerService/GetGrant"
+	LedgerService_ListRevocations_FullMethodName       = "/pactledger.ledger.v1.LedgerService/ListRevocations"
 	LedgerService_CheckIntegrity_FullMethodName        = "/pactledger.ledger.v1.LedgerService/CheckIntegrity"
 	LedgerService_RestoreEvidence_FullMethodName       = "/pactledger.ledger.v1.LedgerService/RestoreEvidence"
 	LedgerService_ListIncidents_FullMethodName         = "/pactledger.ledger.v1.LedgerService/ListIncidents"
@@ -121,6 +122,10 @@ type LedgerServiceClient interface {
 	// GetGrant shows a grant: its rows, scopes and revocation. Roles:
 	// support, auditor, admin.
 	GetGrant(ctx context.Context, in *GetGrantRequest, opts ...grpc.CallOption) (*GetGrantResponse, error)
+	// ListRevocations lists the revocations the ledger holds, a grant each,
+	// in grant id order: all, or those recorded or in force from a time on.
+	// Roles: support, auditor, admin.
+	ListRevocations(ctx context.Context, in *ListRevocationsRequest, opts ...grpc.CallOption) (*ListRevocationsResponse, error)
 	// CheckIntegrity walks a page of rows and compares each row's stored
 	// evidence with its write-time hash and with the write-once copy.
 	// Roles: auditor, admin.
@@ -345,6 +350,16 @@ func (c *ledgerServiceClient) GetGrant(ctx context.Context, in *GetGrantRequest,
 	return out, nil
 }
 
+func (c *ledgerServiceClient) ListRevocations(ctx context.Context, in *ListRevocationsRequest, opts ...grpc.CallOption) (*ListRevocationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRevocationsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListRevocations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *ledgerServiceClient) CheckIntegrity(ctx context.Context, in *CheckIntegrityRequest, opts ...grpc.CallOption) (*CheckIntegrityResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckIntegrityResponse)
@@ -561,6 +576,10 @@ type LedgerServiceServer interface {
 	// GetGrant shows a grant: its rows, scopes and revocation. Roles:
 	// support, auditor, admin.
 	GetGrant(context.Context, *GetGrantRequest) (*GetGrantResponse, error)
+	// ListRevocations lists the revocations the ledger holds, a grant each,
+	// in grant id order: all, or those recorded or in force from a time on.
+	// Roles: support, auditor, admin.
+	ListRevocations(context.Context, *ListRevocationsRequest) (*ListRevocationsResponse, error)
 	// CheckIntegrity walks a page of rows and compares each row's stored
 	// evidence with its write-time hash and with the write-once copy.
 	// Roles: auditor, admin.
@@ -676,6 +695,9 @@ func (UnimplementedLedgerServiceServer) RevokeGrant(context.Context, *RevokeGran
 }
 func (UnimplementedLedgerServiceServer) GetGrant(context.Context, *GetGrantRequest) (*GetGrantResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListRevocations(context.Context, *ListRevocationsRequest) (*ListRevocationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRevocations not implemented")
 }
 func (UnimplementedLedgerServiceServer) CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckIntegrity not implemented")
@@ -998,6 +1020,24 @@ func _LedgerService_GetGrant_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LedgerServiceServer).GetGrant(ctx, req.(*GetGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListRevocations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRevocationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListRevocations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListRevocations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListRevocations(ctx, req.(*ListRevocationsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1334,6 +1374,10 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetGrant",
 			Handler:    _LedgerService_GetGrant_Handler,
+		},
+		{
+			MethodName: "ListRevocations",
+			Handler:    _LedgerService_ListRevocations_Handler,
 		},
 		{
 			MethodName: "CheckIntegrity",
