@@ -164,7 +164,9 @@ func TestRenewalThatHangsDoesNotCostTheLease(t *testing.T) {
 	s := &hanging{Store: h.store, renewed: make(chan struct{}, 1)}
 	s.renewals.Store(1)
 	const name = "test-singleton"
-	l := h.another(t, s, ledger.LeaseConfig{Holder: "holder-a", TTL: 1200 * time.Millisecond, Margin: 100 * time.Millisecond})
+	// A TTL of seconds: on a loaded machine the renewal after the hung one
+	// must still come before the lease ends (some 1.9 s of slack).
+	l := h.another(t, s, ledger.LeaseConfig{Holder: "holder-a", TTL: 6 * time.Second, Margin: 100 * time.Millisecond})
 	var job context.Context
 	select {
 	case job = <-runJob(t, l, name):
