@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/verifier"
@@ -37,36 +39,52 @@ type Revocation struct {
 	AdminBy         string    `json:"adminBy,omitempty"`
 	AdminNote       string    `json:"adminNote,omitempty"`
 	AdminRecordedAt time.Time `json:"adminRecordedAt,omitzero"`
-	// ProviderRevokedAt is the earliest time a Provider's signed statement
-	// of the revocation (ProviderStatement, verifier.RevocationClaims) says
-	// it revoked the grant as of, zero when none was posted: the embedded
-	// Provider honours it as it does an admin's, so that a copy of its
-	// store from before the revocation does not serve the grant again
-	// (docs/design/045). A writer key cannot make one: the statement is
-	// checked with the keys of ProviderBrand, the brand that signed it,
-	// when it is recorded. Only a statement of the same brand replaces
-	// it.
-	ProviderRevokedAt time.Time `json:"providerRevokedAt,omitzero"`
-	ProviderBrand     string    `json:"providerBrand,omitempty"`
-	ProviderStatement string    `json:"providerStatement,omitempty"`
+	// ProviderStatements are Providers' signed statements of the
+	// revocation (verifier.RevocationClaims), each checked with the keys
+	// of the brand that signed it when it was recorded: the earliest of
+	// each brand, in brand order. The embedded Provider honours one of its
+	// own as it does an admin's, so that a copy of its store from before
+	// the revocation does not serve the grant again (docs/design/045). A
+	// writer key cannot make one, and a statement of one brand never
+	// replaces another's: a Provider the ledger trusts cannot hide the
+	// embedded Provider's.
+	ProviderStatements []ProviderStatement `json:"providerStatements,omitempty"`
 }
 
-// providerRecord is r's Provider's statement: ProviderRevokedAt and the
-// fields that go with it.
-type providerRecord struct {
-	at               time.Time
-	brand, statement string
+// ProviderStatement is a Provider's signed statement that it revoked a
+// grant as of RevokedAt, checked with the keys of Brand (its interface
+// URL) when the ledger recorded it.
+type ProviderStatement struct {
+	Brand     string    `json:"brand"`
+	RevokedAt time.Time `json:"revokedAt"`
+	Statement string    `json:"statement"`
 }
 
-func (r *Revocation) provider() providerRecord {
-	if r == nil {
-		return providerRecord{}
+// EarliestStatement is the earliest of r's Provider statements whose
+// brand and statement own says are a Provider's own, zero when none is.
+func (r *Revocation) EarliestStatement(own func(ProviderStatement) bool) time.Time {
+	var at time.Time
+	for _, st := range r.ProviderStatements {
+		if (at.IsZero() || st.RevokedAt.Before(at)) && own(st) {
+			at = st.RevokedAt
+		}
 	}
-	return providerRecord{at: r.ProviderRevokedAt, brand: r.ProviderBrand, statement: r.ProviderStatement}
+	return at
 }
 
-func (r *Revocation) setProvider(p providerRecord) {
-	r.ProviderRevokedAt, r.ProviderBrand, r.ProviderStatement = p.at, p.brand, p.statement
+// withStatement returns statements with st in place of any later one of
+// its brand, and whether that changed them.
+func withStatement(statements []ProviderStatement, st ProviderStatement) ([]ProviderStatement, bool) {
+	i, found := slices.BinarySearchFunc(statements, st.Brand, func(e ProviderStatement, brand string) int { return strings.Compare(e.Brand, brand) })
+	if found {
+		if !st.RevokedAt.Before(statements[i].RevokedAt) {
+			return statements, false
+		}
+		out := slices.Clone(statements)
+		out[i] = st
+		return out, true
+	}
+	return slices.Insert(slices.Clone(statements), i, st), true
 }
 
 // adminRecord is r's admin's record: AdminRevokedAt and the fields that go
@@ -103,9 +121,8 @@ func (l *Ledger) RevokeGrant(ctx context.Context, grant string, at time.Time, no
 // "": it must verify with the keys of a brand the ledger trusts, name
 // grant, and say at (or at is zero and is taken from it); else nothing
 // is recorded (invalid input, or ErrKeysUnavailable when the brand's keys
-// cannot be fetched). The earliest statement of a brand sets
-// ProviderRevokedAt, ProviderBrand and ProviderStatement; one of another
-// brand does not replace them.
+// cannot be fetched). The earliest statement of each brand is kept in
+// ProviderStatements.
 func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Time, note, by string, admin bool, statement string) (Revocation, error) {
 	if grant == "" {
 		return Revocation{}, invalid("grantId is required")
@@ -167,13 +184,15 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 			adm = adminRecord{at: at.UTC(), recorded: now, by: by, note: note}
 			changed = true
 		}
-		// The Provider's statement: only another of the same brand
-		// replaces it, an earlier one.
-		prov := prev.provider()
+		// The Provider's statement: only an earlier one of the same
+		// brand replaces it.
+		var statements []ProviderStatement
+		if prev != nil {
+			statements = prev.ProviderStatements
+		}
 		stateChanged := false
-		if stated != nil && (prov.at.IsZero() || (stated.Brand == prov.brand && stated.RevokedAt.Before(prov.at))) {
-			prov = providerRecord{at: stated.RevokedAt, brand: stated.Brand, statement: statement}
-			stateChanged = true
+		if stated != nil {
+			statements, stateChanged = withStatement(statements, ProviderStatement{Brand: stated.Brand, RevokedAt: stated.RevokedAt, Statement: statement})
 		}
 		if prev != nil && !at.Before(prev.RevokedAt) {
 			// The earlier time stands; an admin's later than a writer's
@@ -187,7 +206,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 			out = Revocation{RevokedAt: at.UTC(), By: by, Note: note, RecordedAt: now}
 		}
 		out.setAdmin(adm)
-		out.setProvider(prov)
+		out.ProviderStatements = statements
 		// Logged in the same transaction, as a dispute event is: the row
 		// store alone could forget it (a restore, an edit) and the
 		// Provider serve the grant again. An admin's changes the admin's
@@ -214,7 +233,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 	if logged {
 		l.wakeLog()
 	}
-	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy, "provider_revoked_at", out.ProviderRevokedAt, "provider_brand", out.ProviderBrand)
+	l.cfg.Logger.InfoContext(ctx, "grant revocation reported", "grant", grant, "reported_by", by, "admin", admin, "revoked_at", out.RevokedAt, "first_reported_by", out.By, "admin_revoked_at", out.AdminRevokedAt, "admin_by", out.AdminBy, "provider_statements", len(out.ProviderStatements))
 	return out, nil
 }
 
@@ -576,11 +595,16 @@ func RevocationsAfter(grant string) string {
 }
 
 // Since reports whether r was recorded, or is in force, from t on: its
-// RevokedAt, RecordedAt, AdminRecordedAt or ProviderRevokedAt is at or
-// after t.
+// RevokedAt, RecordedAt, AdminRecordedAt or a Provider statement's
+// RevokedAt is at or after t.
 func (r *Revocation) Since(t time.Time) bool {
-	for _, at := range []time.Time{r.RevokedAt, r.RecordedAt, r.AdminRecordedAt, r.ProviderRevokedAt} {
+	for _, at := range []time.Time{r.RevokedAt, r.RecordedAt, r.AdminRecordedAt} {
 		if !at.IsZero() && !at.Before(t) {
+			return true
+		}
+	}
+	for _, st := range r.ProviderStatements {
+		if !st.RevokedAt.Before(t) {
 			return true
 		}
 	}

@@ -24,7 +24,7 @@ func (h *harness) statementClaims(grant string, at time.Time) verifier.Revocatio
 }
 
 // A Provider's signed statement of a revocation is kept with it, the
-// earliest one, and sets ProviderRevokedAt; a statement that does not
+// earliest of its brand, in ProviderStatements; a statement that does not
 // verify with the brand's keys, or says another grant or time than the
 // revocation, records nothing: a writer key cannot make the Provider
 // honour a revocation it did not make.
@@ -96,10 +96,11 @@ func TestAProvidersStatementIsCheckedAndKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rev.ProviderRevokedAt.Equal(st.wantProv) || !rev.RevokedAt.Equal(st.wantProv) || rev.ProviderBrand != h.sc.Brand.ID || !rev.AdminRevokedAt.IsZero() {
+		if len(rev.ProviderStatements) != 1 || !rev.ProviderStatements[0].RevokedAt.Equal(st.wantProv) || !rev.RevokedAt.Equal(st.wantProv) ||
+			rev.ProviderStatements[0].Brand != h.sc.Brand.ID || !rev.AdminRevokedAt.IsZero() {
 			t.Fatalf("%s: the ledger holds %+v, want the Provider's statement of %s by %s", st.name, rev, st.wantProv.Format(time.RFC3339Nano), h.sc.Brand.ID)
 		}
-		if st.wantProv.Equal(st.at) != (rev.ProviderStatement == stmt) {
+		if st.wantProv.Equal(st.at) != (rev.ProviderStatements[0].Statement == stmt) {
 			t.Fatalf("%s: the statement kept is not the earliest's", st.name)
 		}
 	}
@@ -107,7 +108,8 @@ func TestAProvidersStatementIsCheckedAndKept(t *testing.T) {
 	if _, err := h.l.RevokeGrant(ctx, grant, t1.Add(-time.Hour), "", "writer-key", false); err != nil {
 		t.Fatal(err)
 	}
-	if rev, _ := h.l.Revocation(ctx, grant); !rev.ProviderRevokedAt.Equal(t1.Add(-time.Minute)) || !rev.RevokedAt.Equal(t1.Add(-time.Hour)) {
+	if rev, _ := h.l.Revocation(ctx, grant); len(rev.ProviderStatements) != 1 || !rev.ProviderStatements[0].RevokedAt.Equal(t1.Add(-time.Minute)) ||
+		!rev.RevokedAt.Equal(t1.Add(-time.Hour)) {
 		t.Fatalf("after a writer's earlier revocation the ledger holds %+v", rev)
 	}
 }

@@ -370,6 +370,13 @@ func (p *Provider) RevocationStatement(id string, at time.Time) (string, error) 
 	return p.server.RevocationStatement(id, at)
 }
 
+// Signed reports whether statement is the Provider's own revocation
+// statement of grant as of at, signed by one of its keys
+// (provider.Server.Signed).
+func (p *Provider) Signed(statement, grant string, at time.Time) bool {
+	return p.server.Signed(statement, grant, at)
+}
+
 // InterfaceURL is a brand's A2A interface URL.
 func (p *Provider) InterfaceURL(brandID string) string { return p.server.InterfaceURL(brandID) }
 

@@ -161,21 +161,34 @@ func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readab
 // providerStopped says whether, and from when, a revocation stops the
 // embedded Provider serving the grant: an admin's does, a writer's does
 // not (docs/design/038), unless it carries the Provider's own signed
-// statement, which stops it when its brand is one of the embedded
-// Provider's (docs/design/045).
+// statement, which stops the Provider that signed it (docs/design/045).
 func providerStopped(r *ledgerv1.Revocation) string {
-	admin, stated := r.GetAdminRevokedAt(), r.GetProviderRevokedAt()
-	if admin != nil && (stated == nil || !stated.AsTime().Before(admin.AsTime())) {
-		return "stopped from " + when(admin) + " (an admin's revocation): it serves no request under the grant"
-	}
-	if stated != nil {
-		s := "stopped from " + when(stated) + " if " + r.GetProviderBrand() + " is one of its brands (the revocation it signed and reported): it serves no request under the grant"
-		if admin != nil {
-			s += "; from " + when(admin) + " in any case (an admin's revocation)"
+	admin := r.GetAdminRevokedAt()
+	var clauses []string
+	for _, st := range statementsByTime(r) {
+		if admin != nil && !st.GetRevokedAt().AsTime().Before(admin.AsTime()) {
+			break
 		}
-		return s
+		clauses = append(clauses, "from "+when(st.GetRevokedAt())+" if it is the Provider of "+st.GetBrand()+" (the revocation it signed and reported)")
 	}
-	return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
+	switch {
+	case admin != nil && len(clauses) == 0:
+		return "stopped from " + when(admin) + " (an admin's revocation): it serves no request under the grant"
+	case admin != nil:
+		clauses = append(clauses, "from "+when(admin)+" in any case (an admin's revocation)")
+	case len(clauses) == 0:
+		return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
+	}
+	return "stopped " + strings.Join(clauses, "; ") + ": it serves no request under the grant"
+}
+
+// statementsByTime are r's Provider statements, earliest first.
+func statementsByTime(r *ledgerv1.Revocation) []*ledgerv1.ProviderStatement {
+	sts := slices.Clone(r.GetProviderStatements())
+	slices.SortStableFunc(sts, func(a, b *ledgerv1.ProviderStatement) int {
+		return a.GetRevokedAt().AsTime().Compare(b.GetRevokedAt().AsTime())
+	})
+	return sts
 }
 
 // adminRevocation is the admin's own record of the revocation that stops

@@ -67,19 +67,19 @@ func (c *cli) revocations(o listOpts, since string, notStopping bool, pos []stri
 
 // providerStops is providerStopped in a table's few words.
 func providerStops(r *ledgerv1.Revocation) string {
-	admin, stated := r.GetAdminRevokedAt(), r.GetProviderRevokedAt()
-	switch {
-	case admin != nil && (stated == nil || !stated.AsTime().Before(admin.AsTime())):
+	admin := r.GetAdminRevokedAt()
+	if sts := statementsByTime(r); len(sts) > 0 && (admin == nil || sts[0].GetRevokedAt().AsTime().Before(admin.AsTime())) {
+		return "stopped from " + when(sts[0].GetRevokedAt()) + " if it is the Provider of " + sts[0].GetBrand()
+	}
+	if admin != nil {
 		return "stopped from " + when(admin) + " (an admin's)"
-	case stated != nil:
-		return "stopped from " + when(stated) + " if " + r.GetProviderBrand() + " is its own (its statement)"
 	}
 	return "not stopped"
 }
 
 // stopsProvider reports whether r stops an embedded Provider: an admin's
 // revocation, or one carrying a Provider's signed statement (which stops
-// the Provider whose brand signed it).
+// the Provider that signed it).
 func stopsProvider(r *ledgerv1.Revocation) bool {
-	return r.GetAdminRevokedAt() != nil || r.GetProviderRevokedAt() != nil
+	return r.GetAdminRevokedAt() != nil || len(r.GetProviderStatements()) > 0
 }

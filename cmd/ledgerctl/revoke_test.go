@@ -181,12 +181,17 @@ func TestProviderStoppedSaysWhichRevocationStopsIt(t *testing.T) {
 		want string
 	}{
 		{"a writer's", &ledgerv1.Revocation{RevokedAt: at("2026-10-07T13:00:00Z")}, "not stopped: "},
-		{"the Provider's own", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T13:00:00Z"), ProviderBrand: brand},
-			"stopped from 2026-10-07 13:00:00Z if " + brand + " is one of its brands (the revocation it signed and reported): it serves no request under the grant"},
-		{"the Provider's before an admin's", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T13:00:00Z"), ProviderBrand: brand, AdminRevokedAt: at("2026-10-07T14:00:00Z")},
-			"; from 2026-10-07 14:00:00Z in any case (an admin's revocation)"},
-		{"an admin's before the Provider's", &ledgerv1.Revocation{ProviderRevokedAt: at("2026-10-07T15:00:00Z"), ProviderBrand: brand, AdminRevokedAt: at("2026-10-07T14:00:00Z")},
-			"stopped from 2026-10-07 14:00:00Z (an admin's revocation)"},
+		{"the Provider's own", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T13:00:00Z"), Brand: brand}}},
+			"stopped from 2026-10-07 13:00:00Z if it is the Provider of " + brand + " (the revocation it signed and reported): it serves no request under the grant"},
+		{"two brands' statements", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T15:00:00Z"), Brand: brand},
+			{RevokedAt: at("2026-10-07T13:00:00Z"), Brand: "https://other.example/a2a/x"}}},
+			"stopped from 2026-10-07 13:00:00Z if it is the Provider of https://other.example/a2a/x (the revocation it signed and reported); from 2026-10-07 15:00:00Z if it is the Provider of " + brand},
+		{"the Provider's before an admin's", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T13:00:00Z"), Brand: brand}},
+			AdminRevokedAt: at("2026-10-07T14:00:00Z")},
+			"; from 2026-10-07 14:00:00Z in any case (an admin's revocation): it serves no request under the grant"},
+		{"an admin's before the Provider's", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T15:00:00Z"), Brand: brand}},
+			AdminRevokedAt: at("2026-10-07T14:00:00Z")},
+			"stopped from 2026-10-07 14:00:00Z (an admin's revocation): it serves no request under the grant"},
 	}
 	for _, tc := range tests {
 		if got := providerStopped(tc.r); !strings.Contains(got, tc.want) {

@@ -102,14 +102,26 @@ type revocation struct {
 	AdminBy         string `json:"adminBy,omitempty"`
 	AdminNote       string `json:"adminNote,omitempty"`
 	AdminRecordedAt string `json:"adminRecordedAt,omitempty"`
-	// ProviderRevokedAt, ProviderBrand: the revocation the brand's
+	// ProviderRevokedAt, ProviderBrand: the earliest revocation a brand's
 	// Provider signed and reported, which stops the embedded Provider
-	// when the brand is one of its own (docs/design/045); "" for none.
+	// when the Provider is its own (docs/design/045); "" for none.
 	ProviderRevokedAt string `json:"providerRevokedAt,omitempty"`
 	ProviderBrand     string `json:"providerBrand,omitempty"`
 	// ProviderFirst: the Provider's own revocation is from before an
 	// admin's, or there is no admin's.
 	ProviderFirst bool `json:"-"`
+}
+
+// earliestStatement is the earliest of rv's Provider statements, nil
+// when it holds none.
+func earliestStatement(rv *ledgerv1.Revocation) *ledgerv1.ProviderStatement {
+	var first *ledgerv1.ProviderStatement
+	for _, st := range rv.GetProviderStatements() {
+		if first == nil || st.GetRevokedAt().AsTime().Before(first.GetRevokedAt().AsTime()) {
+			first = st
+		}
+	}
+	return first
 }
 
 type grantView struct {
@@ -130,8 +142,9 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 			out.Revocation.AdminBy, out.Revocation.AdminNote = rv.GetAdminBy(), rv.GetAdminNote()
 			out.Revocation.AdminRecordedAt = pbStamp(rv.GetAdminRecordedAt()).ISO
 		}
-		if at := rv.GetProviderRevokedAt(); at != nil {
-			out.Revocation.ProviderRevokedAt, out.Revocation.ProviderBrand = pbStamp(at).ISO, rv.GetProviderBrand()
+		if st := earliestStatement(rv); st != nil {
+			at := st.GetRevokedAt()
+			out.Revocation.ProviderRevokedAt, out.Revocation.ProviderBrand = pbStamp(at).ISO, st.GetBrand()
 			admin := rv.GetAdminRevokedAt()
 			out.Revocation.ProviderFirst = admin == nil || at.AsTime().Before(admin.AsTime())
 		}

@@ -194,7 +194,7 @@ func TestGrantPageShowsTheProvidersRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := c.get(t, "/console/grant?id="+grant)
-	for _, w := range []string{`datetime="2026-10-07T13:10:00Z"`, "if <code>" + e.sc.Brand.ID + "</code> is one of its brands",
+	for _, w := range []string{`datetime="2026-10-07T13:10:00Z"`, "if it is the Provider of <code>" + e.sc.Brand.ID + "</code>",
 		`<span id="provider-revocation">the revocation it signed and reported</span>`} {
 		if code != http.StatusOK || !strings.Contains(body, w) {
 			t.Errorf("grant page = %d, lacks %q:\n%s", code, w, body)

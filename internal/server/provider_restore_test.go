@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,12 +15,14 @@ import (
 
 // revocationView is a grant's revocation as GetGrant shows it.
 type revocationView struct {
-	RevokedAt         string `json:"revokedAt"`
-	By                string `json:"by"`
-	AdminRevokedAt    string `json:"adminRevokedAt"`
-	ProviderRevokedAt string `json:"providerRevokedAt"`
-	ProviderBrand     string `json:"providerBrand"`
-	ProviderStatement string `json:"providerStatement"`
+	RevokedAt          string `json:"revokedAt"`
+	By                 string `json:"by"`
+	AdminRevokedAt     string `json:"adminRevokedAt"`
+	ProviderStatements []struct {
+		Brand     string `json:"brand"`
+		RevokedAt string `json:"revokedAt"`
+		Statement string `json:"statement"`
+	} `json:"providerStatements"`
 }
 
 // grantRevocation is the revocation the ledger holds for grant.
@@ -58,7 +61,8 @@ func TestARevocationOutlivesAnOlderProviderStore(t *testing.T) {
 	}
 	waitDepth(t, s, 0, 15*time.Second)
 	rev := s.grantRevocation(t, grant)
-	if rev.ProviderRevokedAt == "" || rev.ProviderRevokedAt != rev.RevokedAt || rev.ProviderBrand != s.base || strings.Count(rev.ProviderStatement, ".") != 2 {
+	if len(rev.ProviderStatements) != 1 || rev.ProviderStatements[0].RevokedAt != rev.RevokedAt || rev.ProviderStatements[0].Brand != s.base ||
+		strings.Count(rev.ProviderStatements[0].Statement, ".") != 2 {
 		t.Fatalf("the ledger holds %+v for the grant the customer revoked, want the Provider's statement of it, by brand %s", rev, s.base)
 	}
 	if rev.AdminRevokedAt != "" {
@@ -117,10 +121,106 @@ func TestAWritersStatementMustBeTheProviders(t *testing.T) {
 	}
 	s.send(t, at, "m2", "what is the status of order A-88213?") // served
 
-	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer", map[string]any{"providerStatement": genuine}, nil); code != 200 {
+	var answer struct{ Revocation revocationView }
+	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer", map[string]any{"providerStatement": genuine}, &answer); code != 200 {
 		t.Fatalf("the Provider's own statement: %d", code)
+	}
+	if len(answer.Revocation.ProviderStatements) != 0 {
+		t.Errorf("a writer, which may not read the ledger, is told the Provider's statements: %+v", answer.Revocation)
 	}
 	if code, body := s.sendRaw(t, at, "m3", "cancel order A-5531"); code != http.StatusUnauthorized {
 		t.Fatalf("a turn after the Provider's own statement is recorded: %d %s, want 401", code, body)
+	}
+}
+
+// restoreOlderProviderStore stops the shop, runs between (with the shop
+// stopped), puts provider.db back as it was before, and starts it again.
+func (s *shop) restoreOlderProviderStore(t *testing.T, backup []byte, between func()) {
+	t.Helper()
+	s.stop()
+	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "provider.db"), backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	s.start(t)
+	s.p = s.srv.Provider()
+}
+
+// backupProviderStore stops the shop, copies provider.db and starts it
+// again.
+func (s *shop) backupProviderStore(t *testing.T) []byte {
+	t.Helper()
+	s.stop()
+	b, err := os.ReadFile(filepath.Join(s.cfg.DataDir, "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	s.p = s.srv.Provider()
+	return b
+}
+
+// Another brand the ledger trusts, with a writer key, posts its own
+// statement of the embedded Provider's grant before the customer revokes
+// it: the Provider's statement is kept beside it, not displaced, and a
+// store put back from before still does not serve the grant.
+func TestAnotherBrandsStatementDoesNotDisplaceTheProviders(t *testing.T) {
+	s := newShop(t)
+	at := s.token(t)
+	grant := pacttest.GrantOf(t, at)
+	s.send(t, at, "m1", "what is the status of order A-88213?")
+	waitDepth(t, s, 0, 15*time.Second)
+	backup := s.backupProviderStore(t)
+	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	other := s.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: s.sc.AuthServer, Brand: s.sc.Brand.ID, GrantID: grant,
+		RevokedAt: far.Format(time.RFC3339Nano), IssuedAt: time.Now().Unix()})
+	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer", map[string]any{"providerStatement": other}, nil); code != 200 {
+		t.Fatalf("another trusted brand's statement: %d", code)
+	}
+	if err := s.p.RevokeGrant("shop", "acct-48213", grant); err != nil {
+		t.Fatal(err)
+	}
+	waitDepth(t, s, 0, 15*time.Second)
+	if rev := s.grantRevocation(t, grant); len(rev.ProviderStatements) != 2 {
+		t.Fatalf("the ledger holds %+v, want both brands' statements", rev)
+	}
+	s.restoreOlderProviderStore(t, backup, nil)
+	if code, body := s.sendRaw(t, at, "m2", "cancel order A-5531"); code != http.StatusUnauthorized {
+		t.Fatalf("a turn under the grant the customer revoked, after another brand's statement and a restore: %d %s, want 401", code, body)
+	}
+}
+
+// provider.baseUrl is set after a customer revoked a grant, and the
+// Provider's store is put back from before: the statement names the
+// brand at its old URL, and the Provider still knows it for its own, by
+// its key. The grant's refresh token is refused.
+func TestAStatementUnderAnOldBaseURLIsStillTheProviders(t *testing.T) {
+	s := newShop(t)
+	da := s.form(t, "/oauth/device_authorization", url.Values{"client_id": {s.sc.PA.ID}, "scope": {"orders:read"}})
+	if err := s.p.Approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := s.form(t, "/oauth/token", url.Values{"client_id": {s.sc.PA.ID}, "grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})
+	at, _ := tok["access_token"].(string)
+	rt, _ := tok["refresh_token"].(string)
+	if at == "" || rt == "" {
+		t.Fatalf("token: %v", tok)
+	}
+	grant := pacttest.GrantOf(t, at)
+	s.send(t, at, "m1", "what is the status of order A-88213?")
+	waitDepth(t, s, 0, 15*time.Second)
+	backup := s.backupProviderStore(t)
+	if err := s.p.RevokeGrant("shop", "acct-48213", grant); err != nil {
+		t.Fatal(err)
+	}
+	waitDepth(t, s, 0, 15*time.Second)
+	_, port, _ := strings.Cut(s.cfg.Provider.Listen, ":")
+	s.restoreOlderProviderStore(t, backup, func() { s.cfg.Provider.BaseURL = "http://localhost:" + port })
+	s.base = s.cfg.Provider.BaseURL + "/a2a/shop"
+	got := s.form(t, "/oauth/token", url.Values{"client_id": {s.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	if got["error"] != "invalid_grant" {
+		t.Fatalf("a refresh of the grant the customer revoked, after a restore and a new baseUrl: %v, want invalid_grant", got)
 	}
 }

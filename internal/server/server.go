@@ -767,7 +767,9 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		RefusalOutboxPercent: cfg.Provider.RefusalLimit.OutboxPercent,
 		Revocations: ledgerRevocations(func(ctx context.Context, grant string) (*ledger.Revocation, error) {
 			return s.ledger.Revocation(ctx, grant) // built before the Provider serves
-		}, base, brands),
+		}, base, brands, func(statement, grant string, at time.Time) bool {
+			return s.provider.Signed(statement, grant, at) // built before it serves
+		}),
 	})
 	if err != nil {
 		return nil, err
@@ -780,12 +782,15 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 // any replica, that the embedded Provider at base with brands honours: an
 // admin's (ledgerctl revoke), and one the Provider's own signed statement
 // says it made (docs/design/045), which a copy of its store from before it
-// may have forgotten. Any other writer's revocation makes receipts
+// may have forgotten: a statement the ledger checked with the keys of one
+// of these brands, or, under a brand URL of another provider.baseUrl,
+// one that signed says its keys signed. Any other writer's revocation makes receipts
 // incidents but does not stop the Provider: a writer key, which a
 // Provider's pipeline holds and which sees every grant id, cannot cut
 // customers' grants (docs/design/038); its statement would be checked
 // with a brand's keys, and only one of these brands' is this Provider's.
-func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), base string, brands map[string]*pact.Brand) pact.Revocations {
+func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), base string, brands map[string]*pact.Brand,
+	signed func(statement, grant string, at time.Time) bool) pact.Revocations {
 	own := map[string]bool{}
 	for id, b := range brands {
 		if b.Delegation {
@@ -798,7 +803,9 @@ func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, e
 			return time.Time{}, false, err
 		}
 		at := rev.AdminRevokedAt
-		if p := rev.ProviderRevokedAt; !p.IsZero() && own[rev.ProviderBrand] && (at.IsZero() || p.Before(at)) {
+		if p := rev.EarliestStatement(func(st ledger.ProviderStatement) bool {
+			return own[st.Brand] || signed(st.Statement, grant, st.RevokedAt)
+		}); !p.IsZero() && (at.IsZero() || p.Before(at)) {
 			at = p
 		}
 		return at, !at.IsZero(), nil

@@ -637,10 +637,9 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 	if !r.AdminRecordedAt.IsZero() {
 		out.AdminRecordedAt = ts(r.AdminRecordedAt)
 	}
-	if !r.ProviderRevokedAt.IsZero() {
-		out.ProviderRevokedAt = ts(r.ProviderRevokedAt)
+	for _, st := range r.ProviderStatements {
+		out.ProviderStatements = append(out.ProviderStatements, &ledgerv1.ProviderStatement{Brand: st.Brand, RevokedAt: ts(st.RevokedAt), Statement: st.Statement})
 	}
-	out.ProviderBrand, out.ProviderStatement = r.ProviderBrand, r.ProviderStatement
 	return out
 }
 
@@ -669,6 +668,8 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 		// Nor an admin's: a key that may not read the ledger holds no
 		// admin role.
 		rev.AdminBy, rev.AdminNote, rev.AdminRecordedAt = "", "", time.Time{}
+		// Nor which Provider revoked it, or when it signed that.
+		rev.ProviderStatements = nil
 	}
 	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
 }

@@ -281,7 +281,8 @@ const heldKeyRecheck = 10 * time.Minute
 // published: what it publishes changes as retirements end.
 type keyRing struct {
 	*signingKey
-	retired []RetiredKey // newest first
+	retired []RetiredKey     // newest first
+	every   *verifier.KeySet // the current key and every retired one in the file, published or not
 	ttl     time.Duration
 	path    string
 	st      *store.Store
@@ -341,6 +342,13 @@ func openKeyRing(path string, ttl time.Duration, now time.Time, st *store.Store,
 	retired := slices.Clone(kf.Retired)
 	slices.SortStableFunc(retired, func(a, b RetiredKey) int { return b.RetiredAt.Compare(a.RetiredAt) })
 	r := &keyRing{signingKey: sk, retired: retired, ttl: retiredKeyTTL(ttl), path: path, st: st, log: log}
+	every := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{kf.Current.Public()}}
+	for _, k := range retired {
+		every.Keys = append(every.Keys, k.Key)
+	}
+	if r.every, err = verifier.KeySetOf(path, &every); err != nil {
+		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
 	held, err := st.SignedBy()
 	if err != nil {
 		return nil, fmt.Errorf("read the Provider's store: %w", err)
@@ -581,4 +589,22 @@ func (s *Server) RevocationStatement(id string, at time.Time) (string, error) {
 		Issuer: s.issuer(b), Brand: s.InterfaceURL(b.ID), GrantID: id,
 		RevokedAt: at.UTC().Format(time.RFC3339Nano), IssuedAt: s.cfg.Now().Unix(),
 	})
+}
+
+// Signed reports whether statement is a revocation statement of grant as
+// of at that one of the Provider's keys signed: its current key or a
+// retired one its key file holds, published or not. It does not depend on
+// the brand URL the statement names, which a change of provider.baseUrl
+// changes.
+func (s *Server) Signed(statement, grant string, at time.Time) bool {
+	signed, err := verifier.VerifyCompact(statement, s.key.every, nil, verifier.Expected{Typ: verifier.RevocationTyp})
+	if err != nil {
+		return false
+	}
+	var c verifier.RevocationClaims
+	if json.Unmarshal(signed.Payload, &c) != nil || c.GrantID != grant {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, c.RevokedAt)
+	return err == nil && t.Equal(at)
 }

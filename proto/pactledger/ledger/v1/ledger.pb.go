@@ -4002,20 +4002,15 @@ type Revocation struct {
 	AdminNote string `protobuf:"bytes,7,opt,name=admin_note,json=adminNote,proto3" json:"admin_note,omitempty"`
 	// When the ledger recorded the admin's revocation.
 	AdminRecordedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=admin_recorded_at,json=adminRecordedAt,proto3" json:"admin_recorded_at,omitempty"`
-	// The earliest time a Provider's own signed statement (provider_statement)
-	// says it revoked the grant as of: the embedded Provider honours it as
-	// an admin's, so that a copy of its store from before the revocation
-	// does not serve the grant again (docs/design/045). Unset when no
-	// statement was posted.
-	ProviderRevokedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=provider_revoked_at,json=providerRevokedAt,proto3" json:"provider_revoked_at,omitempty"`
-	// The interface URL of the brand whose key signed provider_statement,
-	// the one the ledger checked it with.
-	ProviderBrand string `protobuf:"bytes,10,opt,name=provider_brand,json=providerBrand,proto3" json:"provider_brand,omitempty"`
-	// The statement provider_revoked_at is from: a compact JWS (typ
-	// pact-revocation+jwt) anyone can check with the brand's published keys.
-	ProviderStatement string `protobuf:"bytes,11,opt,name=provider_statement,json=providerStatement,proto3" json:"provider_statement,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Providers' signed statements of the revocation, the earliest of each
+	// brand that posted one, in brand order: the embedded Provider honours
+	// one of its own as an admin's revocation, so that a copy of its store
+	// from before the revocation does not serve the grant again
+	// (docs/design/045). Empty in a RevokeGrant answer to a key that may
+	// not read the ledger.
+	ProviderStatements []*ProviderStatement `protobuf:"bytes,9,rep,name=provider_statements,json=providerStatements,proto3" json:"provider_statements,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Revocation) Reset() {
@@ -4104,23 +4099,75 @@ func (x *Revocation) GetAdminRecordedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *Revocation) GetProviderRevokedAt() *timestamppb.Timestamp {
+func (x *Revocation) GetProviderStatements() []*ProviderStatement {
 	if x != nil {
-		return x.ProviderRevokedAt
+		return x.ProviderStatements
 	}
 	return nil
 }
 
-func (x *Revocation) GetProviderBrand() string {
+// ProviderStatement is a Provider's signed statement that it revoked a
+// grant.
+type ProviderStatement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The interface URL of the brand whose keys the ledger checked it with.
+	Brand string `protobuf:"bytes,1,opt,name=brand,proto3" json:"brand,omitempty"`
+	// When the statement says the grant was revoked.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// The statement: a compact JWS (typ pact-revocation+jwt) anyone can
+	// check with the brand's published keys.
+	Statement     string `protobuf:"bytes,3,opt,name=statement,proto3" json:"statement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderStatement) Reset() {
+	*x = ProviderStatement{}
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderStatement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderStatement) ProtoMessage() {}
+
+func (x *ProviderStatement) ProtoReflect() protoreflect.Message {
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
 	if x != nil {
-		return x.ProviderBrand
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderStatement.ProtoReflect.Descriptor instead.
+func (*ProviderStatement) Descriptor() ([]byte, []int) {
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ProviderStatement) GetBrand() string {
+	if x != nil {
+		return x.Brand
 	}
 	return ""
 }
 
-func (x *Revocation) GetProviderStatement() string {
+func (x *ProviderStatement) GetRevokedAt() *timestamppb.Timestamp {
 	if x != nil {
-		return x.ProviderStatement
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *ProviderStatement) GetStatement() string {
+	if x != nil {
+		return x.Statement
 	}
 	return ""
 }
@@ -4148,7 +4195,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4160,7 +4207,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[45]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4173,7 +4220,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{45}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -4217,7 +4264,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4229,7 +4276,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[46]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4242,7 +4289,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{46}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RevokeGrantResponse) GetGrantId() string {
@@ -4276,7 +4323,7 @@ type ListRevocationsRequest struct {
 
 func (x *ListRevocationsRequest) Reset() {
 	*x = ListRevocationsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4335,7 @@ func (x *ListRevocationsRequest) String() string {
 func (*ListRevocationsRequest) ProtoMessage() {}
 
 func (x *ListRevocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[47]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4348,7 @@ func (x *ListRevocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevocationsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{47}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRevocationsRequest) GetSince() *timestamppb.Timestamp {
@@ -4338,7 +4385,7 @@ type GrantRevocation struct {
 
 func (x *GrantRevocation) Reset() {
 	*x = GrantRevocation{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4397,7 @@ func (x *GrantRevocation) String() string {
 func (*GrantRevocation) ProtoMessage() {}
 
 func (x *GrantRevocation) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[48]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4410,7 @@ func (x *GrantRevocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevocation.ProtoReflect.Descriptor instead.
 func (*GrantRevocation) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{48}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GrantRevocation) GetGrantId() string {
@@ -4395,7 +4442,7 @@ type ListRevocationsResponse struct {
 
 func (x *ListRevocationsResponse) Reset() {
 	*x = ListRevocationsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +4454,7 @@ func (x *ListRevocationsResponse) String() string {
 func (*ListRevocationsResponse) ProtoMessage() {}
 
 func (x *ListRevocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[49]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +4467,7 @@ func (x *ListRevocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevocationsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{49}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListRevocationsResponse) GetRevocations() []*GrantRevocation {
@@ -4448,7 +4495,7 @@ type GetGrantRequest struct {
 
 func (x *GetGrantRequest) Reset() {
 	*x = GetGrantRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4460,7 +4507,7 @@ func (x *GetGrantRequest) String() string {
 func (*GetGrantRequest) ProtoMessage() {}
 
 func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[50]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4473,7 +4520,7 @@ func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
 func (*GetGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{50}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetGrantRequest) GetGrantId() string {
@@ -4523,7 +4570,7 @@ type GetGrantResponse struct {
 
 func (x *GetGrantResponse) Reset() {
 	*x = GetGrantResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4535,7 +4582,7 @@ func (x *GetGrantResponse) String() string {
 func (*GetGrantResponse) ProtoMessage() {}
 
 func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[51]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4548,7 +4595,7 @@ func (x *GetGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGrantResponse.ProtoReflect.Descriptor instead.
 func (*GetGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{51}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetGrantResponse) GetGrantId() string {
@@ -4641,7 +4688,7 @@ type CheckIntegrityRequest struct {
 
 func (x *CheckIntegrityRequest) Reset() {
 	*x = CheckIntegrityRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4700,7 @@ func (x *CheckIntegrityRequest) String() string {
 func (*CheckIntegrityRequest) ProtoMessage() {}
 
 func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[52]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4713,7 @@ func (x *CheckIntegrityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityRequest.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{52}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CheckIntegrityRequest) GetPageSize() int32 {
@@ -4699,7 +4746,7 @@ type IntegrityFinding struct {
 
 func (x *IntegrityFinding) Reset() {
 	*x = IntegrityFinding{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4711,7 +4758,7 @@ func (x *IntegrityFinding) String() string {
 func (*IntegrityFinding) ProtoMessage() {}
 
 func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[53]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4724,7 +4771,7 @@ func (x *IntegrityFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrityFinding.ProtoReflect.Descriptor instead.
 func (*IntegrityFinding) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{53}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *IntegrityFinding) GetRowId() string {
@@ -4767,7 +4814,7 @@ type CheckIntegrityResponse struct {
 
 func (x *CheckIntegrityResponse) Reset() {
 	*x = CheckIntegrityResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +4826,7 @@ func (x *CheckIntegrityResponse) String() string {
 func (*CheckIntegrityResponse) ProtoMessage() {}
 
 func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[54]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +4839,7 @@ func (x *CheckIntegrityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckIntegrityResponse.ProtoReflect.Descriptor instead.
 func (*CheckIntegrityResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{54}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CheckIntegrityResponse) GetRowsChecked() int32 {
@@ -4841,7 +4888,7 @@ type RestoreEvidenceRequest struct {
 
 func (x *RestoreEvidenceRequest) Reset() {
 	*x = RestoreEvidenceRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4853,7 +4900,7 @@ func (x *RestoreEvidenceRequest) String() string {
 func (*RestoreEvidenceRequest) ProtoMessage() {}
 
 func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[55]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4866,7 +4913,7 @@ func (x *RestoreEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{55}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RestoreEvidenceRequest) GetId() string {
@@ -4891,7 +4938,7 @@ type RestoreEvidenceResponse struct {
 
 func (x *RestoreEvidenceResponse) Reset() {
 	*x = RestoreEvidenceResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4903,7 +4950,7 @@ func (x *RestoreEvidenceResponse) String() string {
 func (*RestoreEvidenceResponse) ProtoMessage() {}
 
 func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[56]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4916,7 +4963,7 @@ func (x *RestoreEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*RestoreEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{56}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RestoreEvidenceResponse) GetRowId() string {
@@ -4971,7 +5018,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4983,7 +5030,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[57]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4996,7 +5043,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{57}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Incident) GetId() string {
@@ -5089,7 +5136,7 @@ type ListIncidentsRequest struct {
 
 func (x *ListIncidentsRequest) Reset() {
 	*x = ListIncidentsRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5148,7 @@ func (x *ListIncidentsRequest) String() string {
 func (*ListIncidentsRequest) ProtoMessage() {}
 
 func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[58]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5161,7 @@ func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
 func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{58}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListIncidentsRequest) GetPageSize() int32 {
@@ -5144,7 +5191,7 @@ type ListIncidentsResponse struct {
 
 func (x *ListIncidentsResponse) Reset() {
 	*x = ListIncidentsResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5203,7 @@ func (x *ListIncidentsResponse) String() string {
 func (*ListIncidentsResponse) ProtoMessage() {}
 
 func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[59]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5216,7 @@ func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
 func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{59}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListIncidentsResponse) GetIncidents() []*Incident {
@@ -5197,7 +5244,7 @@ type GetIncidentRequest struct {
 
 func (x *GetIncidentRequest) Reset() {
 	*x = GetIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5209,7 +5256,7 @@ func (x *GetIncidentRequest) String() string {
 func (*GetIncidentRequest) ProtoMessage() {}
 
 func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[60]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5222,7 +5269,7 @@ func (x *GetIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentRequest.ProtoReflect.Descriptor instead.
 func (*GetIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{60}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetIncidentRequest) GetId() string {
@@ -5260,7 +5307,7 @@ type GetIncidentResponse struct {
 
 func (x *GetIncidentResponse) Reset() {
 	*x = GetIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5319,7 @@ func (x *GetIncidentResponse) String() string {
 func (*GetIncidentResponse) ProtoMessage() {}
 
 func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[61]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5332,7 @@ func (x *GetIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIncidentResponse.ProtoReflect.Descriptor instead.
 func (*GetIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{61}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetIncidentResponse) GetIncident() *Incident {
@@ -5343,7 +5390,7 @@ type CloseIncidentRequest struct {
 
 func (x *CloseIncidentRequest) Reset() {
 	*x = CloseIncidentRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5355,7 +5402,7 @@ func (x *CloseIncidentRequest) String() string {
 func (*CloseIncidentRequest) ProtoMessage() {}
 
 func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[62]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5368,7 +5415,7 @@ func (x *CloseIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentRequest.ProtoReflect.Descriptor instead.
 func (*CloseIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{62}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CloseIncidentRequest) GetId() string {
@@ -5396,7 +5443,7 @@ type CloseIncidentResponse struct {
 
 func (x *CloseIncidentResponse) Reset() {
 	*x = CloseIncidentResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5408,7 +5455,7 @@ func (x *CloseIncidentResponse) String() string {
 func (*CloseIncidentResponse) ProtoMessage() {}
 
 func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[63]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5421,7 +5468,7 @@ func (x *CloseIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseIncidentResponse.ProtoReflect.Descriptor instead.
 func (*CloseIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{63}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CloseIncidentResponse) GetIncident() *Incident {
@@ -5446,7 +5493,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5505,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[64]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5518,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{64}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SweepRequest) GetDryRun() bool {
@@ -5505,7 +5552,7 @@ type SweptRow struct {
 
 func (x *SweptRow) Reset() {
 	*x = SweptRow{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5517,7 +5564,7 @@ func (x *SweptRow) String() string {
 func (*SweptRow) ProtoMessage() {}
 
 func (x *SweptRow) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[65]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5530,7 +5577,7 @@ func (x *SweptRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweptRow.ProtoReflect.Descriptor instead.
 func (*SweptRow) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{65}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SweptRow) GetRowId() string {
@@ -5586,7 +5633,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5598,7 +5645,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[66]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5611,7 +5658,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{66}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SweepResponse) GetAt() *timestamppb.Timestamp {
@@ -5683,7 +5730,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5695,7 +5742,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[67]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5708,7 +5755,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{67}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetOutboxRequest) GetPageSize() int32 {
@@ -5748,7 +5795,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5760,7 +5807,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[68]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5773,7 +5820,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{68}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *OutboxEntry) GetSeq() uint64 {
@@ -5838,7 +5885,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5850,7 +5897,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[69]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5863,7 +5910,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{69}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeadLetter) GetEntry() *OutboxEntry {
@@ -5923,7 +5970,7 @@ type GetOutboxResponse struct {
 
 func (x *GetOutboxResponse) Reset() {
 	*x = GetOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5935,7 +5982,7 @@ func (x *GetOutboxResponse) String() string {
 func (*GetOutboxResponse) ProtoMessage() {}
 
 func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[70]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5948,7 +5995,7 @@ func (x *GetOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{70}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetOutboxResponse) GetDepth() int32 {
@@ -6006,7 +6053,7 @@ type RetryDeadLettersRequest struct {
 
 func (x *RetryDeadLettersRequest) Reset() {
 	*x = RetryDeadLettersRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6018,7 +6065,7 @@ func (x *RetryDeadLettersRequest) String() string {
 func (*RetryDeadLettersRequest) ProtoMessage() {}
 
 func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[71]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6031,7 +6078,7 @@ func (x *RetryDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{71}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RetryDeadLettersRequest) GetKey() string {
@@ -6059,7 +6106,7 @@ type RetryDeadLettersResponse struct {
 
 func (x *RetryDeadLettersResponse) Reset() {
 	*x = RetryDeadLettersResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6071,7 +6118,7 @@ func (x *RetryDeadLettersResponse) String() string {
 func (*RetryDeadLettersResponse) ProtoMessage() {}
 
 func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[72]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6084,7 +6131,7 @@ func (x *RetryDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{72}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RetryDeadLettersResponse) GetRetried() int32 {
@@ -6103,7 +6150,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6115,7 +6162,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[73]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6128,7 +6175,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{73}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
 }
 
 // GetCheckpointResponse is the latest signed checkpoint.
@@ -6150,7 +6197,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6162,7 +6209,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[74]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6175,7 +6222,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{74}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() string {
@@ -6220,7 +6267,7 @@ type GetRowProofRequest struct {
 
 func (x *GetRowProofRequest) Reset() {
 	*x = GetRowProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6232,7 +6279,7 @@ func (x *GetRowProofRequest) String() string {
 func (*GetRowProofRequest) ProtoMessage() {}
 
 func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[75]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6245,7 +6292,7 @@ func (x *GetRowProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofRequest.ProtoReflect.Descriptor instead.
 func (*GetRowProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{75}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetRowProofRequest) GetId() string {
@@ -6281,7 +6328,7 @@ type GetRowProofResponse struct {
 
 func (x *GetRowProofResponse) Reset() {
 	*x = GetRowProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6293,7 +6340,7 @@ func (x *GetRowProofResponse) String() string {
 func (*GetRowProofResponse) ProtoMessage() {}
 
 func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[76]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6306,7 +6353,7 @@ func (x *GetRowProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRowProofResponse.ProtoReflect.Descriptor instead.
 func (*GetRowProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{76}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetRowProofResponse) GetLeafIndex() int64 {
@@ -6357,7 +6404,7 @@ type GetConsistencyProofRequest struct {
 
 func (x *GetConsistencyProofRequest) Reset() {
 	*x = GetConsistencyProofRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6369,7 +6416,7 @@ func (x *GetConsistencyProofRequest) String() string {
 func (*GetConsistencyProofRequest) ProtoMessage() {}
 
 func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[77]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6382,7 +6429,7 @@ func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{77}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetConsistencyProofRequest) GetFrom() int64 {
@@ -6414,7 +6461,7 @@ type GetConsistencyProofResponse struct {
 
 func (x *GetConsistencyProofResponse) Reset() {
 	*x = GetConsistencyProofResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6426,7 +6473,7 @@ func (x *GetConsistencyProofResponse) String() string {
 func (*GetConsistencyProofResponse) ProtoMessage() {}
 
 func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[78]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6439,7 +6486,7 @@ func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
 func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{78}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetConsistencyProofResponse) GetProof() [][]byte {
@@ -6472,7 +6519,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6484,7 +6531,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[79]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6497,7 +6544,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{79}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{80}
 }
 
 // WhoAmIResponse names the calling key.
@@ -6515,7 +6562,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6527,7 +6574,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[80]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6540,7 +6587,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{80}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -6590,7 +6637,7 @@ type ListAccessLogRequest struct {
 
 func (x *ListAccessLogRequest) Reset() {
 	*x = ListAccessLogRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6602,7 +6649,7 @@ func (x *ListAccessLogRequest) String() string {
 func (*ListAccessLogRequest) ProtoMessage() {}
 
 func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[81]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6615,7 +6662,7 @@ func (x *ListAccessLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAccessLogRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{81}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListAccessLogRequest) GetPageSize() int32 {
@@ -6724,7 +6771,7 @@ type AccessRecord struct {
 
 func (x *AccessRecord) Reset() {
 	*x = AccessRecord{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6736,7 +6783,7 @@ func (x *AccessRecord) String() string {
 func (*AccessRecord) ProtoMessage() {}
 
 func (x *AccessRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[82]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6749,7 +6796,7 @@ func (x *AccessRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessRecord.ProtoReflect.Descriptor instead.
 func (*AccessRecord) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{82}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AccessRecord) GetSeq() uint64 {
@@ -6892,7 +6939,7 @@ type ListAccessLogResponse struct {
 
 func (x *ListAccessLogResponse) Reset() {
 	*x = ListAccessLogResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6904,7 +6951,7 @@ func (x *ListAccessLogResponse) String() string {
 func (*ListAccessLogResponse) ProtoMessage() {}
 
 func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[83]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6917,7 +6964,7 @@ func (x *ListAccessLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccessLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAccessLogResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{83}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListAccessLogResponse) GetRecords() []*AccessRecord {
@@ -6948,7 +6995,7 @@ type GetProviderOutboxRequest struct {
 
 func (x *GetProviderOutboxRequest) Reset() {
 	*x = GetProviderOutboxRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6960,7 +7007,7 @@ func (x *GetProviderOutboxRequest) String() string {
 func (*GetProviderOutboxRequest) ProtoMessage() {}
 
 func (x *GetProviderOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[84]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6973,7 +7020,7 @@ func (x *GetProviderOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{84}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GetProviderOutboxRequest) GetPageSize() int32 {
@@ -7030,7 +7077,7 @@ type ProviderSetAsideEntry struct {
 
 func (x *ProviderSetAsideEntry) Reset() {
 	*x = ProviderSetAsideEntry{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7042,7 +7089,7 @@ func (x *ProviderSetAsideEntry) String() string {
 func (*ProviderSetAsideEntry) ProtoMessage() {}
 
 func (x *ProviderSetAsideEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[85]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7055,7 +7102,7 @@ func (x *ProviderSetAsideEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSetAsideEntry.ProtoReflect.Descriptor instead.
 func (*ProviderSetAsideEntry) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{85}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ProviderSetAsideEntry) GetSeq() uint64 {
@@ -7173,7 +7220,7 @@ type GetProviderOutboxResponse struct {
 
 func (x *GetProviderOutboxResponse) Reset() {
 	*x = GetProviderOutboxResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[86]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7185,7 +7232,7 @@ func (x *GetProviderOutboxResponse) String() string {
 func (*GetProviderOutboxResponse) ProtoMessage() {}
 
 func (x *GetProviderOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[86]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7198,7 +7245,7 @@ func (x *GetProviderOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderOutboxResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{86}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetProviderOutboxResponse) GetDepth() int32 {
@@ -7242,7 +7289,7 @@ type RetryProviderSetAsideRequest struct {
 
 func (x *RetryProviderSetAsideRequest) Reset() {
 	*x = RetryProviderSetAsideRequest{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[87]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7254,7 +7301,7 @@ func (x *RetryProviderSetAsideRequest) String() string {
 func (*RetryProviderSetAsideRequest) ProtoMessage() {}
 
 func (x *RetryProviderSetAsideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[87]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7267,7 +7314,7 @@ func (x *RetryProviderSetAsideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProviderSetAsideRequest.ProtoReflect.Descriptor instead.
 func (*RetryProviderSetAsideRequest) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{87}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RetryProviderSetAsideRequest) GetSeq() uint64 {
@@ -7303,7 +7350,7 @@ type RetryProviderSetAsideResponse struct {
 
 func (x *RetryProviderSetAsideResponse) Reset() {
 	*x = RetryProviderSetAsideResponse{}
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[88]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7315,7 +7362,7 @@ func (x *RetryProviderSetAsideResponse) String() string {
 func (*RetryProviderSetAsideResponse) ProtoMessage() {}
 
 func (x *RetryProviderSetAsideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[88]
+	mi := &file_pactledger_ledger_v1_ledger_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7328,7 +7375,7 @@ func (x *RetryProviderSetAsideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProviderSetAsideResponse.ProtoReflect.Descriptor instead.
 func (*RetryProviderSetAsideResponse) Descriptor() ([]byte, []int) {
-	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{88}
+	return file_pactledger_ledger_v1_ledger_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RetryProviderSetAsideResponse) GetRetried() int32 {
@@ -7617,7 +7664,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
 	"\x12ListDrillsResponse\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x92\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xca\x03\n" +
 	"\n" +
 	"Revocation\x129\n" +
 	"\n" +
@@ -7630,11 +7677,13 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\badmin_by\x18\x06 \x01(\tR\aadminBy\x12\x1d\n" +
 	"\n" +
 	"admin_note\x18\a \x01(\tR\tadminNote\x12F\n" +
-	"\x11admin_recorded_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fadminRecordedAt\x12J\n" +
-	"\x13provider_revoked_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x11providerRevokedAt\x12%\n" +
-	"\x0eprovider_brand\x18\n" +
-	" \x01(\tR\rproviderBrand\x12-\n" +
-	"\x12provider_statement\x18\v \x01(\tR\x11providerStatement\"\xad\x01\n" +
+	"\x11admin_recorded_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fadminRecordedAt\x12X\n" +
+	"\x13provider_statements\x18\t \x03(\v2'.pactledger.ledger.v1.ProviderStatementR\x12providerStatements\"\x82\x01\n" +
+	"\x11ProviderStatement\x12\x14\n" +
+	"\x05brand\x18\x01 \x01(\tR\x05brand\x129\n" +
+	"\n" +
+	"revoked_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1c\n" +
+	"\tstatement\x18\x03 \x01(\tR\tstatement\"\xad\x01\n" +
 	"\x12RevokeGrantRequest\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x129\n" +
 	"\n" +
@@ -7987,7 +8036,7 @@ func file_pactledger_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pactledger_ledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_pactledger_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(RowKind)(0),                          // 0: pactledger.ledger.v1.RowKind
 	(RowStatus)(0),                        // 1: pactledger.ledger.v1.RowStatus
@@ -8045,55 +8094,56 @@ var file_pactledger_ledger_v1_ledger_proto_goTypes = []any{
 	(*ListDrillsRequest)(nil),             // 53: pactledger.ledger.v1.ListDrillsRequest
 	(*ListDrillsResponse)(nil),            // 54: pactledger.ledger.v1.ListDrillsResponse
 	(*Revocation)(nil),                    // 55: pactledger.ledger.v1.Revocation
-	(*RevokeGrantRequest)(nil),            // 56: pactledger.ledger.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),           // 57: pactledger.ledger.v1.RevokeGrantResponse
-	(*ListRevocationsRequest)(nil),        // 58: pactledger.ledger.v1.ListRevocationsRequest
-	(*GrantRevocation)(nil),               // 59: pactledger.ledger.v1.GrantRevocation
-	(*ListRevocationsResponse)(nil),       // 60: pactledger.ledger.v1.ListRevocationsResponse
-	(*GetGrantRequest)(nil),               // 61: pactledger.ledger.v1.GetGrantRequest
-	(*GetGrantResponse)(nil),              // 62: pactledger.ledger.v1.GetGrantResponse
-	(*CheckIntegrityRequest)(nil),         // 63: pactledger.ledger.v1.CheckIntegrityRequest
-	(*IntegrityFinding)(nil),              // 64: pactledger.ledger.v1.IntegrityFinding
-	(*CheckIntegrityResponse)(nil),        // 65: pactledger.ledger.v1.CheckIntegrityResponse
-	(*RestoreEvidenceRequest)(nil),        // 66: pactledger.ledger.v1.RestoreEvidenceRequest
-	(*RestoreEvidenceResponse)(nil),       // 67: pactledger.ledger.v1.RestoreEvidenceResponse
-	(*Incident)(nil),                      // 68: pactledger.ledger.v1.Incident
-	(*ListIncidentsRequest)(nil),          // 69: pactledger.ledger.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil),         // 70: pactledger.ledger.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),            // 71: pactledger.ledger.v1.GetIncidentRequest
-	(*GetIncidentResponse)(nil),           // 72: pactledger.ledger.v1.GetIncidentResponse
-	(*CloseIncidentRequest)(nil),          // 73: pactledger.ledger.v1.CloseIncidentRequest
-	(*CloseIncidentResponse)(nil),         // 74: pactledger.ledger.v1.CloseIncidentResponse
-	(*SweepRequest)(nil),                  // 75: pactledger.ledger.v1.SweepRequest
-	(*SweptRow)(nil),                      // 76: pactledger.ledger.v1.SweptRow
-	(*SweepResponse)(nil),                 // 77: pactledger.ledger.v1.SweepResponse
-	(*GetOutboxRequest)(nil),              // 78: pactledger.ledger.v1.GetOutboxRequest
-	(*OutboxEntry)(nil),                   // 79: pactledger.ledger.v1.OutboxEntry
-	(*DeadLetter)(nil),                    // 80: pactledger.ledger.v1.DeadLetter
-	(*GetOutboxResponse)(nil),             // 81: pactledger.ledger.v1.GetOutboxResponse
-	(*RetryDeadLettersRequest)(nil),       // 82: pactledger.ledger.v1.RetryDeadLettersRequest
-	(*RetryDeadLettersResponse)(nil),      // 83: pactledger.ledger.v1.RetryDeadLettersResponse
-	(*GetCheckpointRequest)(nil),          // 84: pactledger.ledger.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),         // 85: pactledger.ledger.v1.GetCheckpointResponse
-	(*GetRowProofRequest)(nil),            // 86: pactledger.ledger.v1.GetRowProofRequest
-	(*GetRowProofResponse)(nil),           // 87: pactledger.ledger.v1.GetRowProofResponse
-	(*GetConsistencyProofRequest)(nil),    // 88: pactledger.ledger.v1.GetConsistencyProofRequest
-	(*GetConsistencyProofResponse)(nil),   // 89: pactledger.ledger.v1.GetConsistencyProofResponse
-	(*WhoAmIRequest)(nil),                 // 90: pactledger.ledger.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),                // 91: pactledger.ledger.v1.WhoAmIResponse
-	(*ListAccessLogRequest)(nil),          // 92: pactledger.ledger.v1.ListAccessLogRequest
-	(*AccessRecord)(nil),                  // 93: pactledger.ledger.v1.AccessRecord
-	(*ListAccessLogResponse)(nil),         // 94: pactledger.ledger.v1.ListAccessLogResponse
-	(*GetProviderOutboxRequest)(nil),      // 95: pactledger.ledger.v1.GetProviderOutboxRequest
-	(*ProviderSetAsideEntry)(nil),         // 96: pactledger.ledger.v1.ProviderSetAsideEntry
-	(*GetProviderOutboxResponse)(nil),     // 97: pactledger.ledger.v1.GetProviderOutboxResponse
-	(*RetryProviderSetAsideRequest)(nil),  // 98: pactledger.ledger.v1.RetryProviderSetAsideRequest
-	(*RetryProviderSetAsideResponse)(nil), // 99: pactledger.ledger.v1.RetryProviderSetAsideResponse
-	(*timestamppb.Timestamp)(nil),         // 100: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 101: google.protobuf.Duration
+	(*ProviderStatement)(nil),             // 56: pactledger.ledger.v1.ProviderStatement
+	(*RevokeGrantRequest)(nil),            // 57: pactledger.ledger.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),           // 58: pactledger.ledger.v1.RevokeGrantResponse
+	(*ListRevocationsRequest)(nil),        // 59: pactledger.ledger.v1.ListRevocationsRequest
+	(*GrantRevocation)(nil),               // 60: pactledger.ledger.v1.GrantRevocation
+	(*ListRevocationsResponse)(nil),       // 61: pactledger.ledger.v1.ListRevocationsResponse
+	(*GetGrantRequest)(nil),               // 62: pactledger.ledger.v1.GetGrantRequest
+	(*GetGrantResponse)(nil),              // 63: pactledger.ledger.v1.GetGrantResponse
+	(*CheckIntegrityRequest)(nil),         // 64: pactledger.ledger.v1.CheckIntegrityRequest
+	(*IntegrityFinding)(nil),              // 65: pactledger.ledger.v1.IntegrityFinding
+	(*CheckIntegrityResponse)(nil),        // 66: pactledger.ledger.v1.CheckIntegrityResponse
+	(*RestoreEvidenceRequest)(nil),        // 67: pactledger.ledger.v1.RestoreEvidenceRequest
+	(*RestoreEvidenceResponse)(nil),       // 68: pactledger.ledger.v1.RestoreEvidenceResponse
+	(*Incident)(nil),                      // 69: pactledger.ledger.v1.Incident
+	(*ListIncidentsRequest)(nil),          // 70: pactledger.ledger.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),         // 71: pactledger.ledger.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),            // 72: pactledger.ledger.v1.GetIncidentRequest
+	(*GetIncidentResponse)(nil),           // 73: pactledger.ledger.v1.GetIncidentResponse
+	(*CloseIncidentRequest)(nil),          // 74: pactledger.ledger.v1.CloseIncidentRequest
+	(*CloseIncidentResponse)(nil),         // 75: pactledger.ledger.v1.CloseIncidentResponse
+	(*SweepRequest)(nil),                  // 76: pactledger.ledger.v1.SweepRequest
+	(*SweptRow)(nil),                      // 77: pactledger.ledger.v1.SweptRow
+	(*SweepResponse)(nil),                 // 78: pactledger.ledger.v1.SweepResponse
+	(*GetOutboxRequest)(nil),              // 79: pactledger.ledger.v1.GetOutboxRequest
+	(*OutboxEntry)(nil),                   // 80: pactledger.ledger.v1.OutboxEntry
+	(*DeadLetter)(nil),                    // 81: pactledger.ledger.v1.DeadLetter
+	(*GetOutboxResponse)(nil),             // 82: pactledger.ledger.v1.GetOutboxResponse
+	(*RetryDeadLettersRequest)(nil),       // 83: pactledger.ledger.v1.RetryDeadLettersRequest
+	(*RetryDeadLettersResponse)(nil),      // 84: pactledger.ledger.v1.RetryDeadLettersResponse
+	(*GetCheckpointRequest)(nil),          // 85: pactledger.ledger.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),         // 86: pactledger.ledger.v1.GetCheckpointResponse
+	(*GetRowProofRequest)(nil),            // 87: pactledger.ledger.v1.GetRowProofRequest
+	(*GetRowProofResponse)(nil),           // 88: pactledger.ledger.v1.GetRowProofResponse
+	(*GetConsistencyProofRequest)(nil),    // 89: pactledger.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil),   // 90: pactledger.ledger.v1.GetConsistencyProofResponse
+	(*WhoAmIRequest)(nil),                 // 91: pactledger.ledger.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                // 92: pactledger.ledger.v1.WhoAmIResponse
+	(*ListAccessLogRequest)(nil),          // 93: pactledger.ledger.v1.ListAccessLogRequest
+	(*AccessRecord)(nil),                  // 94: pactledger.ledger.v1.AccessRecord
+	(*ListAccessLogResponse)(nil),         // 95: pactledger.ledger.v1.ListAccessLogResponse
+	(*GetProviderOutboxRequest)(nil),      // 96: pactledger.ledger.v1.GetProviderOutboxRequest
+	(*ProviderSetAsideEntry)(nil),         // 97: pactledger.ledger.v1.ProviderSetAsideEntry
+	(*GetProviderOutboxResponse)(nil),     // 98: pactledger.ledger.v1.GetProviderOutboxResponse
+	(*RetryProviderSetAsideRequest)(nil),  // 99: pactledger.ledger.v1.RetryProviderSetAsideRequest
+	(*RetryProviderSetAsideResponse)(nil), // 100: pactledger.ledger.v1.RetryProviderSetAsideResponse
+	(*timestamppb.Timestamp)(nil),         // 101: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 102: google.protobuf.Duration
 }
 var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
-	100, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
+	101, // 0: pactledger.ledger.v1.Limits.grant_expires:type_name -> google.protobuf.Timestamp
 	11,  // 1: pactledger.ledger.v1.AppendReceiptRequest.actions:type_name -> pactledger.ledger.v1.Action
 	12,  // 2: pactledger.ledger.v1.AppendReceiptRequest.limits:type_name -> pactledger.ledger.v1.Limits
 	8,   // 3: pactledger.ledger.v1.AppendReceiptRequest.view:type_name -> pactledger.ledger.v1.RowView
@@ -8104,16 +8154,16 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	13,  // 8: pactledger.ledger.v1.AppendReceiptStreamRequest.receipt:type_name -> pactledger.ledger.v1.AppendReceiptRequest
 	19,  // 9: pactledger.ledger.v1.AppendReceiptStreamResponse.result:type_name -> pactledger.ledger.v1.AppendReceiptResult
 	14,  // 10: pactledger.ledger.v1.AppendReceiptResult.response:type_name -> pactledger.ledger.v1.AppendReceiptResponse
-	101, // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
+	102, // 11: pactledger.ledger.v1.AppendReceiptResult.retry_delay:type_name -> google.protobuf.Duration
 	20,  // 12: pactledger.ledger.v1.AppendRefusalRequest.action:type_name -> pactledger.ledger.v1.RefusalAction
-	100, // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
+	101, // 13: pactledger.ledger.v1.AppendRefusalRequest.observed_at:type_name -> google.protobuf.Timestamp
 	30,  // 14: pactledger.ledger.v1.AppendRefusalResponse.row:type_name -> pactledger.ledger.v1.Row
 	2,   // 15: pactledger.ledger.v1.RowAction.args_hash_source:type_name -> pactledger.ledger.v1.ArgsHashSource
 	3,   // 16: pactledger.ledger.v1.RowAction.target_source:type_name -> pactledger.ledger.v1.TargetSource
 	4,   // 17: pactledger.ledger.v1.Check.result:type_name -> pactledger.ledger.v1.CheckResult
-	100, // 18: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
+	101, // 18: pactledger.ledger.v1.Verifier.checked_at:type_name -> google.protobuf.Timestamp
 	26,  // 19: pactledger.ledger.v1.Verifier.checks:type_name -> pactledger.ledger.v1.Check
-	100, // 20: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
+	101, // 20: pactledger.ledger.v1.DisputeEvent.at:type_name -> google.protobuf.Timestamp
 	6,   // 21: pactledger.ledger.v1.DisputeEvent.status:type_name -> pactledger.ledger.v1.DisputeStatus
 	0,   // 22: pactledger.ledger.v1.Row.kind:type_name -> pactledger.ledger.v1.RowKind
 	1,   // 23: pactledger.ledger.v1.Row.status:type_name -> pactledger.ledger.v1.RowStatus
@@ -8121,25 +8171,25 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	24,  // 25: pactledger.ledger.v1.Row.brand_key:type_name -> pactledger.ledger.v1.BrandKey
 	12,  // 26: pactledger.ledger.v1.Row.limits:type_name -> pactledger.ledger.v1.Limits
 	25,  // 27: pactledger.ledger.v1.Row.actions:type_name -> pactledger.ledger.v1.RowAction
-	100, // 28: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
-	100, // 29: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
+	101, // 28: pactledger.ledger.v1.Row.issued_at:type_name -> google.protobuf.Timestamp
+	101, // 29: pactledger.ledger.v1.Row.recorded_at:type_name -> google.protobuf.Timestamp
 	27,  // 30: pactledger.ledger.v1.Row.verifier:type_name -> pactledger.ledger.v1.Verifier
 	5,   // 31: pactledger.ledger.v1.Row.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	100, // 32: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
+	101, // 32: pactledger.ledger.v1.Row.retain_until:type_name -> google.protobuf.Timestamp
 	6,   // 33: pactledger.ledger.v1.Row.dispute_status:type_name -> pactledger.ledger.v1.DisputeStatus
 	28,  // 34: pactledger.ledger.v1.Row.dispute_events:type_name -> pactledger.ledger.v1.DisputeEvent
 	29,  // 35: pactledger.ledger.v1.Row.refusal:type_name -> pactledger.ledger.v1.Refusal
 	30,  // 36: pactledger.ledger.v1.GetRowResponse.row:type_name -> pactledger.ledger.v1.Row
 	1,   // 37: pactledger.ledger.v1.ListRowsRequest.status:type_name -> pactledger.ledger.v1.RowStatus
 	5,   // 38: pactledger.ledger.v1.ListRowsRequest.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	100, // 39: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
-	100, // 40: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
+	101, // 39: pactledger.ledger.v1.ListRowsRequest.since:type_name -> google.protobuf.Timestamp
+	101, // 40: pactledger.ledger.v1.ListRowsRequest.until:type_name -> google.protobuf.Timestamp
 	30,  // 41: pactledger.ledger.v1.ListRowsResponse.rows:type_name -> pactledger.ledger.v1.Row
-	100, // 42: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
+	101, // 42: pactledger.ledger.v1.EvidenceObject.retain_until:type_name -> google.protobuf.Timestamp
 	11,  // 43: pactledger.ledger.v1.GetEvidenceResponse.actions:type_name -> pactledger.ledger.v1.Action
 	36,  // 44: pactledger.ledger.v1.GetEvidenceResponse.objects:type_name -> pactledger.ledger.v1.EvidenceObject
 	9,   // 45: pactledger.ledger.v1.GetEvidenceResponse.read_from:type_name -> pactledger.ledger.v1.EvidenceReadFrom
-	100, // 46: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	101, // 46: pactledger.ledger.v1.GetJwksSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
 	36,  // 47: pactledger.ledger.v1.GetJwksSnapshotResponse.object:type_name -> pactledger.ledger.v1.EvidenceObject
 	26,  // 48: pactledger.ledger.v1.VerifyRowResponse.checks:type_name -> pactledger.ledger.v1.Check
 	26,  // 49: pactledger.ledger.v1.VerifyRowResponse.write_time_checks:type_name -> pactledger.ledger.v1.Check
@@ -8147,8 +8197,8 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	30,  // 51: pactledger.ledger.v1.AppendDisputeEventResponse.row:type_name -> pactledger.ledger.v1.Row
 	44,  // 52: pactledger.ledger.v1.RunDrillRequest.monthly:type_name -> pactledger.ledger.v1.MonthlyDrill
 	10,  // 53: pactledger.ledger.v1.DrillReport.kind:type_name -> pactledger.ledger.v1.DrillKind
-	100, // 54: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
-	100, // 55: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
+	101, // 54: pactledger.ledger.v1.DrillReport.started_at:type_name -> google.protobuf.Timestamp
+	101, // 55: pactledger.ledger.v1.DrillReport.finished_at:type_name -> google.protobuf.Timestamp
 	46,  // 56: pactledger.ledger.v1.DrillReport.pulls:type_name -> pactledger.ledger.v1.DrillPull
 	45,  // 57: pactledger.ledger.v1.DrillReport.request:type_name -> pactledger.ledger.v1.RunDrillRequest
 	36,  // 58: pactledger.ledger.v1.DrillReport.object:type_name -> pactledger.ledger.v1.EvidenceObject
@@ -8157,112 +8207,113 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	47,  // 61: pactledger.ledger.v1.RunDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	47,  // 62: pactledger.ledger.v1.GetDrillResponse.report:type_name -> pactledger.ledger.v1.DrillReport
 	47,  // 63: pactledger.ledger.v1.ListDrillsResponse.reports:type_name -> pactledger.ledger.v1.DrillReport
-	100, // 64: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	100, // 65: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
-	100, // 66: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
-	100, // 67: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
-	100, // 68: pactledger.ledger.v1.Revocation.provider_revoked_at:type_name -> google.protobuf.Timestamp
-	100, // 69: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	55,  // 70: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	100, // 71: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
-	55,  // 72: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
-	59,  // 73: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
-	55,  // 74: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	30,  // 75: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	64,  // 76: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	100, // 77: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	100, // 78: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	100, // 79: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	68,  // 80: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	68,  // 81: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	30,  // 82: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	30,  // 83: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	68,  // 84: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	100, // 85: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	5,   // 86: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	100, // 87: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	100, // 88: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	76,  // 89: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	76,  // 90: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	100, // 91: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	79,  // 92: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	100, // 93: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	100, // 94: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	100, // 95: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	80,  // 96: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	100, // 97: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	100, // 98: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	93,  // 99: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	100, // 100: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	100, // 101: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	96,  // 102: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	13,  // 103: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	15,  // 104: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	17,  // 105: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	21,  // 106: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	31,  // 107: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	33,  // 108: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	35,  // 109: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	38,  // 110: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	40,  // 111: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	42,  // 112: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	45,  // 113: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	51,  // 114: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	53,  // 115: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	56,  // 116: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	61,  // 117: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	58,  // 118: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
-	63,  // 119: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	66,  // 120: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	69,  // 121: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	71,  // 122: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	73,  // 123: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	75,  // 124: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	78,  // 125: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	82,  // 126: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	84,  // 127: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	86,  // 128: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	88,  // 129: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	90,  // 130: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	92,  // 131: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	95,  // 132: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	98,  // 133: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	14,  // 134: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	16,  // 135: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	18,  // 136: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	22,  // 137: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	32,  // 138: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	34,  // 139: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	37,  // 140: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	39,  // 141: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	41,  // 142: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	43,  // 143: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	50,  // 144: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	52,  // 145: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	54,  // 146: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	57,  // 147: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	62,  // 148: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	60,  // 149: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
-	65,  // 150: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	67,  // 151: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	70,  // 152: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	72,  // 153: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	74,  // 154: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	77,  // 155: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	81,  // 156: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	83,  // 157: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	85,  // 158: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	87,  // 159: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	89,  // 160: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	91,  // 161: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	94,  // 162: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	97,  // 163: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	99,  // 164: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	134, // [134:165] is the sub-list for method output_type
-	103, // [103:134] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	101, // 64: pactledger.ledger.v1.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	101, // 65: pactledger.ledger.v1.Revocation.recorded_at:type_name -> google.protobuf.Timestamp
+	101, // 66: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
+	101, // 67: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
+	56,  // 68: pactledger.ledger.v1.Revocation.provider_statements:type_name -> pactledger.ledger.v1.ProviderStatement
+	101, // 69: pactledger.ledger.v1.ProviderStatement.revoked_at:type_name -> google.protobuf.Timestamp
+	101, // 70: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	55,  // 71: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	101, // 72: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
+	55,  // 73: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
+	60,  // 74: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
+	55,  // 75: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	30,  // 76: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	65,  // 77: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	101, // 78: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	101, // 79: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	101, // 80: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	69,  // 81: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	69,  // 82: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	30,  // 83: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	30,  // 84: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	69,  // 85: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	101, // 86: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	5,   // 87: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	101, // 88: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	101, // 89: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	77,  // 90: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	77,  // 91: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	101, // 92: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 93: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	101, // 94: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	101, // 95: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	101, // 96: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	81,  // 97: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	101, // 98: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	101, // 99: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	94,  // 100: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	101, // 101: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	101, // 102: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	97,  // 103: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	13,  // 104: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	15,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	17,  // 106: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	21,  // 107: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	31,  // 108: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	33,  // 109: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	35,  // 110: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	38,  // 111: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	40,  // 112: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	42,  // 113: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	45,  // 114: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	51,  // 115: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	53,  // 116: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	57,  // 117: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	62,  // 118: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	59,  // 119: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
+	64,  // 120: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	67,  // 121: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	70,  // 122: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	72,  // 123: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	74,  // 124: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	76,  // 125: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	79,  // 126: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	83,  // 127: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	85,  // 128: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	87,  // 129: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	89,  // 130: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	91,  // 131: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	93,  // 132: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	96,  // 133: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	99,  // 134: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	14,  // 135: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	16,  // 136: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	18,  // 137: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	22,  // 138: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	32,  // 139: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	34,  // 140: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	37,  // 141: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	39,  // 142: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	41,  // 143: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	43,  // 144: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	50,  // 145: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	52,  // 146: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	54,  // 147: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	58,  // 148: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	63,  // 149: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	61,  // 150: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
+	66,  // 151: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	68,  // 152: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	71,  // 153: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	73,  // 154: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	75,  // 155: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	78,  // 156: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	82,  // 157: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	84,  // 158: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	86,  // 159: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	88,  // 160: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	90,  // 161: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	92,  // 162: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	95,  // 163: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	98,  // 164: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	100, // 165: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	135, // [135:166] is the sub-list for method output_type
+	104, // [104:135] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
@@ -8276,7 +8327,7 @@ func file_pactledger_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pactledger_ledger_v1_ledger_proto_rawDesc), len(file_pactledger_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   89,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
