@@ -365,9 +365,17 @@ func (p *Provider) Close() error {
 
 // RevocationStatement is the Provider's signed statement that it revoked
 // grant id as of at, for the ledger (provider.Server.RevocationStatement):
-// "" when it cannot make one the ledger would trust.
+// "" when it cannot make one the ledger would trust, or cannot read the
+// grant (logged: the revocation is posted without it rather than hold
+// up the outbox behind it).
 func (p *Provider) RevocationStatement(id string, at time.Time) (string, error) {
-	return p.server.RevocationStatement(id, at)
+	st, err := p.server.RevocationStatement(id, at)
+	if err != nil {
+		p.log.Error("the Provider cannot sign its statement of a revocation; posting the revocation without it, which a copy of its store from before it will not honour",
+			slog.String("grant", id), slog.String("error", err.Error()))
+		return "", nil
+	}
+	return st, nil
 }
 
 // Signed reports whether statement is the Provider's own revocation
