@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,33 +23,8 @@ func (c *cli) printJSON(m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.out, jsonEscaped(b))
+	fmt.Fprintln(c.out, termtext.EscapeJSON(b))
 	return nil
-}
-
-// jsonEscaped is JSON text b with each character that acts on a terminal
-// or is drawn as nothing, and that protojson writes as it is (a C1
-// control, a bidirectional override or isolate, a line or paragraph
-// separator, a zero-width space: termtext.Control and Invisible above
-// ASCII, in a stored writer's value) written as a \u escape instead: the
-// same JSON to a program, and nothing a terminal acts on or hides.
-// protojson escapes the ASCII ones itself.
-func jsonEscaped(b []byte) string {
-	var out strings.Builder
-	out.Grow(len(b))
-	for _, r := range string(b) {
-		if r < utf8.RuneSelf || !termtext.Control(r) && !termtext.Invisible(r) {
-			out.WriteRune(r)
-			continue
-		}
-		if r > 0xffff {
-			hi, lo := utf16.EncodeRune(r)
-			fmt.Fprintf(&out, `\u%04x\u%04x`, hi, lo)
-			continue
-		}
-		fmt.Fprintf(&out, `\u%04x`, r)
-	}
-	return out.String()
 }
 
 func (c *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0) }

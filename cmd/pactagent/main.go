@@ -432,7 +432,7 @@ func send(dir, cardURL, user, text string, o sendOpts, out io.Writer) (err error
 		}
 	}
 	if o.asJSON {
-		return json.NewEncoder(out).Encode(map[string]any{"message": reply, "receipt": receipt})
+		return printJSON(out, map[string]any{"message": reply, "receipt": receipt})
 	}
 	_, err = fmt.Fprintf(out, "%s\n(context %s)\n", termtext.EscapeLines(client.ReplyText(reply)), termtext.Escape(reply.ContextID))
 	if receipt != nil {
@@ -526,7 +526,7 @@ func (a *agent) converse(ctx context.Context, flow *client.DeviceFlow, srv *clie
 // whether sending without --identity-only would ask for the permission.
 func (a *agent) showStepUp(t *client.Task, delegating, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(a.out).Encode(map[string]any{"task": t})
+		return printJSON(a.out, map[string]any{"task": t})
 	}
 	if t.Status.Message != nil {
 		fmt.Fprintln(a.out, termtext.EscapeLines(client.ReplyText(t.Status.Message)))
@@ -795,4 +795,16 @@ func listReceipts(dir string, out io.Writer) error {
 			actionList(r.Claims.Actions), termtext.Escape(r.SHA256))
 	}
 	return w.Flush()
+}
+
+// printJSON writes v as a line of JSON, with the characters a terminal
+// acts on or hides written as \u escapes (termtext.EscapeJSON): the
+// Brand chooses the text of its replies.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, termtext.EscapeJSON(b))
+	return err
 }

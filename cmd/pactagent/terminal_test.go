@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,6 +53,17 @@ func TestProviderTextIsShownNotActedOn(t *testing.T) {
 		{"send", "--dir", dir, "--card", card, "--user", "u", "--identity-only", "hi"},
 		{"send", "--dir", dir, "--card", card, "--user", "u", "--identity-only", "step"},
 	} {
+		if args[0] == "send" {
+			// --json too: the same JSON to a program, nothing a
+			// terminal acts on.
+			var out bytes.Buffer
+			err := run(append(args[:len(args)-1:len(args)-1], "--json", args[len(args)-1]), &out)
+			var v any
+			if err != nil || strings.ContainsAny(out.String(), "\x1b\x07\u202e") || !strings.Contains(out.String(), `\u202e`) || json.Unmarshal(out.Bytes(), &v) != nil ||
+				!strings.Contains(fmt.Sprint(v), "\u202e") {
+				t.Errorf("%s --json: %v\n%q", args, err, out.String())
+			}
+		}
 		var out bytes.Buffer
 		err := run(args, &out)
 		if err != nil || strings.ContainsAny(out.String(), "\x1b\x07\u202e") || !strings.Contains(out.String(), `\x1b]52`) {
