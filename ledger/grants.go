@@ -216,12 +216,17 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		// it (a restore), is logged already: the integrator would refuse
 		// a second leaf of its ref as one queued outside the ledger.
 		ref := RevocationRef(grant, at, changed)
+		var newStatement *ProviderStatement
+		if stateChanged {
+			newStatement = &ProviderStatement{Brand: stated.Brand, RevokedAt: stated.RevokedAt, Statement: statement}
+			ref = StatedRevocationRef(grant, at, changed, stated.Brand)
+		}
 		switch done, err := l.leafOf(tx, ref); {
 		case err != nil:
 			return err
 		case !done:
 			logged = true
-			if err := l.queueLeaf(tx, ref, revocationLeaf(grant, at.UTC(), changed, note, by, now)); err != nil {
+			if err := l.queueLeaf(tx, ref, revocationLeaf(grant, at.UTC(), changed, note, by, now, newStatement)); err != nil {
 				return err
 			}
 		}

@@ -834,6 +834,9 @@ type revocationClaim struct {
 type revocationClaims struct {
 	any, adm revocationClaim
 	hasAdmin bool
+	// stated is the earliest revocation of each brand whose Provider's
+	// signed statement the log records, by the brand URL's hash.
+	stated map[string]revocationClaim
 }
 
 // revocationLog holds the revocations the log records, by the grant id's
@@ -861,6 +864,17 @@ func noteRevocation(m revocationLog, i int64, f map[string]string) string {
 	}
 	if f["admin"] == "yes" && (!c.hasAdmin || at.Before(c.adm.at)) {
 		c.adm, c.hasAdmin = revocationClaim{leaf: i, at: at}, true
+	}
+	if b, ok := f["brand"]; ok {
+		if h, ok := strings.CutPrefix(b, "sha256:"); !ok || len(h) != 64 || strings.ToLower(h) != h {
+			return fmt.Sprintf("of grant %s with the statement of brand %q, not a hash as the ledger writes one", g, b)
+		}
+		if prev, seen := c.stated[b]; !seen || at.Before(prev.at) {
+			if c.stated == nil {
+				c.stated = map[string]revocationClaim{}
+			}
+			c.stated[b] = revocationClaim{leaf: i, at: at}
+		}
 	}
 	return ""
 }
@@ -911,6 +925,18 @@ func checkRevocations(tx Tx, logged revocationLog, finding func(format string, a
 		case r.AdminRevokedAt.After(c.adm.at):
 			finding("leaf %d records an admin's revocation of grant %s as of %s, but the row store holds the admin's as of %s, later: the row store was restored to before it, or edited, and the embedded Provider serves the grant until then",
 				c.adm.leaf, grant, stamp(c.adm.at), stamp(r.AdminRevokedAt))
+		}
+		for _, b := range slices.Sorted(maps.Keys(c.stated)) {
+			claim := c.stated[b]
+			i := slices.IndexFunc(r.ProviderStatements, func(st ProviderStatement) bool { return digest(st.Brand) == b })
+			switch {
+			case i < 0:
+				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (the brand whose URL hashes to %s), but the row store holds none of that brand: the row store was restored to before it, or edited, and a copy of the Provider's store from before the revocation would serve the grant again",
+					claim.leaf, grant, stamp(claim.at), b)
+			case r.ProviderStatements[i].RevokedAt.After(claim.at):
+				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (brand %s), but the row store holds that brand's as of %s, later: the row store was restored to before it, or edited",
+					claim.leaf, grant, stamp(claim.at), r.ProviderStatements[i].Brand, stamp(r.ProviderStatements[i].RevokedAt))
+			}
 		}
 		return nil
 	})

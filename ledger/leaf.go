@@ -157,9 +157,18 @@ func incidentCloseLeaf(inc *IncidentRecord) []byte {
 // in force from, whether an admin recorded it (the revocation that stops
 // the embedded Provider, docs/design/038), the hashes of its note and key
 // name, and when it was recorded.
-func revocationLeaf(grant string, at time.Time, admin bool, note, by string, recorded time.Time) []byte {
-	return newLeaf(LeafRevocation).line("grant", digest(grant)).line("revoked", stamp(at)).line("admin", yesNo(admin)).
-		line("note", digest(note)).line("by", digest(by)).line("recorded", stamp(recorded)).bytes()
+//
+// A revocation that carried a Provider's signed statement new for its
+// brand (docs/design/045) also holds the hashes of the brand's interface
+// URL and of the statement: the revocation the embedded Provider honours
+// after a copy of its store from before it is put back.
+func revocationLeaf(grant string, at time.Time, admin bool, note, by string, recorded time.Time, st *ProviderStatement) []byte {
+	l := newLeaf(LeafRevocation).line("grant", digest(grant)).line("revoked", stamp(at)).line("admin", yesNo(admin)).
+		line("note", digest(note)).line("by", digest(by)).line("recorded", stamp(recorded))
+	if st != nil {
+		l.line("brand", digest(st.Brand)).line("statement", digest(st.Statement))
+	}
+	return l.bytes()
 }
 
 func yesNo(b bool) string {
@@ -220,18 +229,29 @@ func policyRef(id string) string            { return "policy/" + id }
 // revocation as of at, recorded by an admin or not (Proof finds it once
 // integrated).
 func RevocationRef(grant string, at time.Time, admin bool) string {
-	return revocationRef(digest(grant), stamp(at), admin)
+	return revocationRef(digest(grant), stamp(at), admin, "")
+}
+
+// StatedRevocationRef is the ref of the leaf of a revocation of grant as
+// of at that carried a statement of brand new for it.
+func StatedRevocationRef(grant string, at time.Time, admin bool, brand string) string {
+	return revocationRef(digest(grant), stamp(at), admin, digest(brand))
 }
 
 // revocationRef is the ref of a revocation leaf, from its own lines: the
 // grant's hash, the time in force and whether an admin recorded it. Each
 // revocation logged moves the grant's time (or its admin's time) earlier,
 // so no two of a grant's share one; the same revocation recorded again
-// (after the row store lost it) is logged once.
-func revocationRef(grantDigest, revoked string, admin bool) string {
+// (after the row store lost it) is logged once. One that carried a
+// statement new for its brand names the brand's hash too: a statement
+// moves its brand's time earlier, as an admin's revocation its own.
+func revocationRef(grantDigest, revoked string, admin bool, brandDigest string) string {
 	ref := "revocation/" + strings.TrimPrefix(grantDigest, "sha256:") + "/" + revoked
 	if admin {
 		ref += "/admin"
+	}
+	if brandDigest != "" {
+		ref += "/stated/" + strings.TrimPrefix(brandDigest, "sha256:")
 	}
 	return ref
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // Each revocation that changes a grant's record is a leaf of the log, with
@@ -157,5 +158,71 @@ func TestRevocationRecordedAgainAfterARestore(t *testing.T) {
 	}
 	if got := integrity(t, h); len(got.Findings) != 0 {
 		t.Fatalf("revocation put back: %+v", got.Findings)
+	}
+}
+
+// A revocation that carries a Provider's statement new for its brand is a
+// leaf of its own, with the hashes of the brand and the statement; fsck
+// finds the statement the row store lost or holds later, which the
+// embedded Provider would need after a copy of its store from before it
+// is put back.
+func TestAProvidersStatementIsLoggedAndChecked(t *testing.T) {
+	const grant = "a2agrant_stated"
+	tests := []struct {
+		name string
+		edit func(tx *bbolt.Tx) error
+		want string
+	}{
+		{"dropped", tamper.EditRevocation(grant, func(r *ledger.Revocation) { r.ProviderStatements = nil }),
+			"records the Provider's signed statement of grant " + grant + "'s revocation as of"},
+		{"moved later", tamper.EditRevocation(grant, func(r *ledger.Revocation) {
+			r.ProviderStatements[0].RevokedAt = r.ProviderStatements[0].RevokedAt.Add(time.Hour)
+		}), "but the row store holds that brand's as of"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.enableLog(t, 0)
+			ctx := context.Background()
+			at := h.clock().Add(-time.Hour)
+			// A writer's revocation as of the same time first: the
+			// statement still changes the record, and is logged.
+			if _, err := h.l.RevokeGrant(ctx, grant, at, "", "writer-key", false); err != nil {
+				t.Fatal(err)
+			}
+			stmt := h.sc.Brand.Key.SignTyp(verifier.RevocationTyp, h.statementClaims(grant, at))
+			if _, err := h.l.RevokeGrantStated(ctx, grant, at, "revoked on the account page", "writer-key", false, stmt); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+				t.Fatalf("integrated %d leaves, %v; want 2", n, err)
+			}
+			b, err := h.l.Proof(ctx, ledger.StatedRevocationRef(grant, at, false, h.sc.Brand.ID))
+			if err != nil {
+				t.Fatalf("proof of the stated revocation: %v", err)
+			}
+			if _, err := b.Verify(h.logVKey); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{"brand sha256:", "statement sha256:", "admin no"} {
+				if !strings.Contains(b.Leaf, w) {
+					t.Errorf("leaf %q lacks %q", b.Leaf, w)
+				}
+			}
+			if strings.Contains(b.Leaf, h.sc.Brand.ID) || strings.Contains(b.Leaf, stmt) {
+				t.Errorf("leaf %q holds the brand or the statement, not their hashes", b.Leaf)
+			}
+			if got := integrity(t, h); len(got.Findings) != 0 {
+				t.Fatalf("clean ledger: %+v", got.Findings)
+			}
+			h.tamper(t, tc.edit)
+			var problems []string
+			for _, f := range integrity(t, h).Findings {
+				problems = append(problems, f.Problem)
+			}
+			if all := strings.Join(problems, "\n"); !strings.Contains(all, tc.want) {
+				t.Fatalf("findings:\n%s\nwant one with %q", all, tc.want)
+			}
+		})
 	}
 }

@@ -14,12 +14,16 @@ import (
 )
 
 // revocationRef is the ref the ledger gives a revocation leaf: the
-// grant's hash, the time in force and whether an admin recorded it. The
-// ledger logs each once.
+// grant's hash, the time in force, whether an admin recorded it and the
+// hash of the brand whose Provider's statement it carried. The ledger
+// logs each once.
 func revocationRef(leaf map[string]string) string {
 	ref := "revocation/" + strings.TrimPrefix(leaf["grant"], "sha256:") + "/" + leaf["revoked"]
 	if leaf["admin"] == "yes" {
 		ref += "/admin"
+	}
+	if b, ok := leaf["brand"]; ok {
+		ref += "/stated/" + strings.TrimPrefix(b, "sha256:")
 	}
 	return ref
 }
@@ -29,6 +33,9 @@ func revocationRef(leaf map[string]string) string {
 type loggedRevocation struct {
 	any, adm revocationAt
 	hasAdm   bool
+	// stated is the earliest revocation of each brand whose Provider's
+	// signed statement the log records, by the brand URL's hash.
+	stated map[string]revocationAt
 }
 
 // revocationAt is what one revocation leaf says: the grant was revoked as
@@ -61,6 +68,14 @@ func (a *auditor) noteRevocation(index int64, leaf map[string]string) {
 	}
 	if leaf["admin"] == "yes" && (!r.hasAdm || at.Before(r.adm.at)) {
 		r.adm, r.hasAdm = revocationAt{index, at}, true
+	}
+	if b, ok := leaf["brand"]; ok {
+		if prev, seen := r.stated[b]; !seen || at.Before(prev.at) {
+			if r.stated == nil {
+				r.stated = map[string]revocationAt{}
+			}
+			r.stated[strings.Clone(b)] = revocationAt{index, at}
+		}
 	}
 }
 
@@ -109,6 +124,18 @@ func (a *auditor) checkRevocations() error {
 		if got := rev.GetRevokedAt().AsTime(); got.After(lr.any.at) {
 			a.mismatch("leaf %d records grant %s revoked as of %s, but the ledger answers it revoked as of %s, later: the row store was restored to before the revocation, or edited",
 				lr.any.index, grant, lr.any.at.Format(time.RFC3339Nano), got.Format(time.RFC3339Nano))
+		}
+		for _, b := range slices.Sorted(maps.Keys(lr.stated)) {
+			claim := lr.stated[b]
+			i := slices.IndexFunc(rev.GetProviderStatements(), func(st *ledgerv1.ProviderStatement) bool { return digest(st.GetBrand()) == b })
+			switch {
+			case i < 0:
+				a.mismatch("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (the brand whose URL hashes to %s), but the ledger answers none of that brand: the row store was restored to before it, or edited",
+					claim.index, grant, claim.at.Format(time.RFC3339Nano), b)
+			case rev.GetProviderStatements()[i].GetRevokedAt().AsTime().After(claim.at):
+				a.mismatch("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (brand %s), but the ledger answers that brand's as of %s, later: the row store was restored to before it, or edited",
+					claim.index, grant, claim.at.Format(time.RFC3339Nano), rev.GetProviderStatements()[i].GetBrand(), rev.GetProviderStatements()[i].GetRevokedAt().AsTime().Format(time.RFC3339Nano))
+			}
 		}
 		if !lr.hasAdm {
 			continue

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // A revocation is a leaf of the log: an operator holding the row store who
@@ -73,5 +77,47 @@ func TestAuditFindsARevocationLostBehindTheLog(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Provider's signed statement of a revocation is logged with it: the
+// audit finds the statement the ledger no longer answers, as a restore of
+// the row store to before it would leave it.
+func TestAuditFindsAProvidersStatementLostBehindTheLog(t *testing.T) {
+	const grant = "a2agrant_7Q2F"
+	f := start(t)
+	stmt := f.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: f.sc.AuthServer, Brand: f.sc.Brand.ID, GrantID: grant,
+		RevokedAt: "2026-10-07T12:00:00Z", IssuedAt: 1791374400})
+	body, _ := json.Marshal(map[string]string{"providerStatement": stmt})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.http+"/v1/grants/"+grant+":revoke", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys["writer"])
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("RevokeGrant with the Provider's statement: %d", res.StatusCode)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"}))
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	key := f.verifierKey(t)
+	audit := func() (int, string, string) {
+		return f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", key, "--settle", "500ms", "--all")
+	}
+	if code, out, errs := audit(); code != 0 || !strings.Contains(out, "revocations: 1 revoked grants compared") {
+		t.Fatalf("audit before the edit: %d %s %s", code, out, errs)
+	}
+	f.edit(t, tamper.EditRevocation(grant, func(r *ledger.Revocation) { r.ProviderStatements = nil }))
+	want := "records the Provider's signed statement of grant " + grant + "'s revocation as of 2026-10-07T12:00:00Z"
+	if code, out, errs := audit(); code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, want) {
+		t.Fatalf("audit after the edit: %d\n%s%s\nwant %q", code, out, errs, want)
 	}
 }
