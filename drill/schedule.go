@@ -45,6 +45,11 @@ func (s Schedule) String() string {
 	return fmt.Sprintf("day %d of each month at %02d:%02d UTC, %d rows", s.Day, s.Hour, s.Minute, s.Sample)
 }
 
+// retryFirst and retryMax bound the wait before a failed monthly drill is
+// tried again: retryFirst after the first failure, twice as long after
+// each further one, at most retryMax.
+const retryFirst, retryMax = time.Minute, 30 * time.Minute
+
 // RunScheduler runs the monthly drill on schedule until ctx is done. It
 // sleeps on timers and reads the Runner's clock, so tests drive it with
 // testing/synctest. Each report is stored like any other drill.
@@ -60,12 +65,18 @@ func (s Schedule) String() string {
 // just run, which a clock stepped back during or after its run would
 // otherwise give again. The slot after a run is the one after the later
 // of the slot and the clock.
+//
+// A run that fails (the store briefly unavailable, the lease lost, the
+// clock refused) is tried again for the same slot, after retryFirst and
+// then twice as long each time up to retryMax, until it runs or the next
+// slot comes; each failure is logged at ERROR with when it is tried again.
 func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	slot := s.Next(r.cfg.Now())
-	var last time.Time // the slot run last
+	var last time.Time     // the slot run (or given up) last
+	var wait time.Duration // before the next try of slot; 0 until it fails
 	for {
 		if !r.waitUntil(ctx, s, &slot, last) {
 			return nil
@@ -74,18 +85,55 @@ func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger)
 		if now.Before(slot) {
 			now = slot
 		}
-		last, slot = slot, s.Next(now)
-		rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
-		if err != nil {
-			log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
+		next := s.Next(now)
+		err := r.runSlot(ctx, s, slot, log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			last, slot, wait = slot, next, 0
 			continue
 		}
-		level := slog.LevelInfo
-		if rep.ChecksPassed < rep.ChecksTotal {
-			level = slog.LevelWarn
+		wait = min(max(2*wait, retryFirst), retryMax)
+		retryAt := r.cfg.Now().Add(wait)
+		if !retryAt.Before(next) {
+			log.ErrorContext(ctx, "monthly drill failed to run; it runs next at the next scheduled time: check that the row store answers and that ledgerd's clock is right",
+				slog.Time("slot", slot), slog.Time("retry_at", next), slog.String("error", err.Error()))
+			last, slot, wait = slot, next, 0
+			continue
 		}
-		log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal),
-			slog.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)))
+		log.ErrorContext(ctx, "monthly drill failed to run; trying again: check that the row store answers and that ledgerd's clock is right",
+			slog.Time("slot", slot), slog.Time("retry_at", retryAt), slog.String("error", err.Error()))
+		if !sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// runSlot runs the monthly drill for slot and logs it.
+func (r *Runner) runSlot(ctx context.Context, s Schedule, slot time.Time, log *slog.Logger) error {
+	rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if rep.ChecksPassed < rep.ChecksTotal {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal),
+		slog.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)))
+	return nil
+}
+
+// sleep returns after d, true, or when ctx is done, false.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
