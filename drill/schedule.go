@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // Schedule is when the monthly drill runs: a day of the month (1 to 28) at
@@ -50,6 +52,10 @@ func (s Schedule) String() string {
 // each further one, at most retryMax.
 const retryFirst, retryMax = time.Minute, 30 * time.Minute
 
+// maxSlotScan bounds the stored reports read to tell whether a slot
+// already has its run.
+const maxSlotScan = 10000
+
 // RunScheduler runs the monthly drill on schedule until ctx is done. It
 // sleeps on timers and reads the Runner's clock, so tests drive it with
 // testing/synctest. Each report is stored like any other drill.
@@ -65,6 +71,11 @@ const retryFirst, retryMax = time.Minute, 30 * time.Minute
 // just run, which a clock stepped back during or after its run would
 // otherwise give again. The slot after a run is the one after the later
 // of the slot and the clock.
+//
+// A slot whose monthly drill is already stored is not run again
+// (ranFor): another ledgerd on the store whose clock is a little ahead
+// may have run it before it lost the lease, or this one before a restart
+// with its clock since stepped back.
 //
 // A run that fails (the store briefly unavailable, the lease lost, the
 // clock refused) is tried again for the same slot, after retryFirst and
@@ -110,8 +121,18 @@ func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger)
 	}
 }
 
-// runSlot runs the monthly drill for slot and logs it.
+// runSlot runs the monthly drill for slot, unless a stored report is
+// already its run, and logs it.
 func (r *Runner) runSlot(ctx context.Context, s Schedule, slot time.Time, log *slog.Logger) error {
+	done, err := r.ranFor(ctx, slot)
+	if err != nil {
+		return err
+	}
+	if done != nil {
+		log.InfoContext(ctx, "monthly drill: this scheduled time already has its run (by another ledgerd on the store, or by this one before a restart); not running it again",
+			slog.Time("slot", slot), slog.String("drill", done.ID), slog.Time("started_at", done.StartedAt))
+		return nil
+	}
 	rep, err := r.Run(ctx, Request{Monthly: true, Sample: s.Sample}, "scheduler")
 	if err != nil {
 		return err
@@ -123,6 +144,45 @@ func (r *Runner) runSlot(ctx context.Context, s Schedule, slot time.Time, log *s
 	log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal),
 		slog.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)))
 	return nil
+}
+
+// ranFor returns the stored monthly report that is slot's run, or nil.
+// A monthly report counts when it started at or after slot less
+// ledger.ClockTolerance: the clocks of ledgerds on one store may differ
+// by that much, so one whose clock was ahead ran the slot up to that much
+// before it by this clock. A report that started more than the tolerance
+// after this clock does not count: it was run while a clock was well
+// ahead, and is not the latest drill either (the drill metrics skip it
+// too).
+//
+// Reports are listed newest first by start, so the read stops at the
+// first that started before the window: the work is the reports started
+// since then, at most maxSlotScan of them; past that the slot is taken
+// as not run, the lesser harm being a second run.
+func (r *Runner) ranFor(ctx context.Context, slot time.Time) (*Report, error) {
+	from := slot.Add(-ledger.ClockTolerance)
+	horizon := r.cfg.Now().Add(ledger.ClockTolerance)
+	var token string
+	for read := 0; read < maxSlotScan; {
+		reps, next, err := r.List(ctx, 100, token)
+		if err != nil {
+			return nil, fmt.Errorf("read the stored drills to tell whether the slot at %s has run: %w", slot.Format(time.RFC3339), err)
+		}
+		for _, rep := range reps {
+			switch {
+			case rep.StartedAt.Before(from):
+				return nil, nil
+			case rep.Kind == Monthly && !rep.StartedAt.After(horizon):
+				return rep, nil
+			}
+		}
+		read += len(reps)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	return nil, nil
 }
 
 // sleep returns after d, true, or when ctx is done, false.
