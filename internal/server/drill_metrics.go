@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -12,9 +13,10 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// maxDrillScan bounds the stored reports read to find the latest of each
-// kind the first time.
-const maxDrillScan = 10000
+// maxDrillScan bounds the stored reports one read of the drill metrics
+// takes (drillStats.refresh); drillScanPage is how many are read at once.
+// Tests lower them.
+var maxDrillScan, drillScanPage = 10000, 100
 
 // aheadTolerance is how far past the clock a report may have started and
 // still count: another ledgerd on the store may read a clock a little
@@ -35,6 +37,17 @@ const aheadTolerance = ledger.ClockTolerance
 // in front of every drill run after the clock was corrected, hiding their
 // scores and the months missed. Such a report is counted and logged at
 // WARN once; it counts again once the clock passes its start.
+//
+// A read takes at most maxDrillScan reports, and any number of other
+// drills (a dispute drill is any support key's to run) may have been run
+// since the last of one kind: a first read, or one after more new reports
+// than that, may stop before reaching it. What such a read left unread is
+// a pass kept open: each later read goes on with it, within the same
+// bound, for the kinds the pass has not found yet, down to where the
+// pass before ended (or the end of the store), so the latest of each kind
+// is found whatever was run after it. Until then a kind the pass has not
+// found keeps what was read of it before, a lower bound (its series goes
+// stale rather than vanish), and latestKnown says it is not sure.
 type drillStats struct {
 	drills *drill.Runner
 	log    *slog.Logger
@@ -46,6 +59,13 @@ type drillStats struct {
 	last     map[drill.Kind]summary // latest report of each kind not dated ahead
 	ahead    int                    // reports dated ahead of the clock at the last refresh
 	warned   map[string]bool        // reports dated ahead already logged
+
+	// The open pass, when a read stopped at maxDrillScan: backlog is the
+	// page token to go on from ("" when no pass is open), stop the id of
+	// the report where it ends ("" for the end of the store), found the
+	// kinds whose latest it has taken (they are sure).
+	backlog, stop string
+	found         map[drill.Kind]bool
 
 	runAt, score, datedAhead *prometheus.Desc
 }
@@ -72,68 +92,150 @@ func newDrillStats(drills *drill.Runner, log *slog.Logger) *drillStats {
 	}
 }
 
-// latest returns the latest stored report of kind.
+// latest returns the latest stored report of kind, as far as read
+// (latestKnown).
 func (d *drillStats) latest(ctx context.Context, kind drill.Kind) (summary, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	err := d.refresh(ctx)
-	s, ok := d.last[kind]
+	s, ok, _, err := d.latestKnown(ctx, kind)
 	return s, ok, err
 }
 
+// latestKnown returns the latest stored report of kind, and whether that
+// is sure. It is not while a pass is open that has not found kind yet:
+// the report returned, if any, is then the latest read so far, and one
+// not read yet may be later.
+func (d *drillStats) latestKnown(ctx context.Context, kind drill.Kind) (s summary, ok, sure bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err = d.refresh(ctx)
+	s, ok = d.last[kind]
+	return s, ok, d.backlog == "" || d.found[kind], err
+}
+
 // refresh reads the reports stored since the last refresh, and those
-// dated ahead of the clock, which sort before them. When the clock is now
-// before the newest report taken (it stepped back past it), it reads them
-// all again. A store that does not answer leaves the last values read.
+// dated ahead of the clock, which sort before them; then, within the
+// same maxDrillScan reports, goes on with the open pass. When the clock
+// is now before the newest report taken (it stepped back past it), it
+// reads them all again, in a pass to the end of the store. A store that
+// does not answer leaves the last values read.
 func (d *drillStats) refresh(ctx context.Context) error {
 	now := d.now()
 	horizon := now.Add(aheadTolerance)
-	marker, markerAt, last := d.newest, d.newestAt, d.last
+	marker, markerAt := d.newest, d.newestAt
+	last := maps.Clone(d.last)
+	backlog, stop, found := d.backlog, d.stop, maps.Clone(d.found)
 	if marker != "" && markerAt.After(horizon) {
-		marker, markerAt, last = "", time.Time{}, map[drill.Kind]summary{}
+		// What was taken when the clock read later may be dated ahead now.
+		maps.DeleteFunc(last, func(_ drill.Kind, s summary) bool { return s.startedAt.After(horizon) })
+		marker, markerAt, backlog, stop, found = "", time.Time{}, "", "", nil
 	}
-	first, firstAt := "", time.Time{}
-	var token string
+
+	top, err := d.scan(ctx, "", marker, maxDrillScan, horizon)
+	if err != nil {
+		return err
+	}
 	ahead := 0
-	seen := map[drill.Kind]bool{}
-	for read := 0; read < maxDrillScan; {
-		reps, next, err := d.drills.List(ctx, 100, token)
+	for _, r := range top.ahead {
+		ahead++
+		if !d.warned[r.ID] {
+			d.warned[r.ID] = true
+			d.log.WarnContext(ctx, "drill report dated ahead of the clock: it is not the latest drill of its kind until the clock passes its start",
+				slog.String("drill", r.ID), slog.String("kind", string(r.Kind)), slog.Time("started_at", r.StartedAt), slog.Time("clock", now))
+		}
+	}
+	maps.Copy(last, top.first)
+	switch {
+	case top.next != "":
+		// Stopped at the cap before the last refresh's newest: a new
+		// pass, down to where the open one ends, or, when none is open,
+		// to that newest report.
+		if backlog == "" {
+			stop = marker
+		}
+		backlog, found = top.next, map[drill.Kind]bool{}
+	case marker == "":
+		// Read the whole store: every kind is sure.
+		backlog, stop, found = "", "", map[drill.Kind]bool{}
+	}
+	for k := range top.first {
+		if found != nil {
+			found[k] = true
+		}
+	}
+	complete := top.next == "" && marker == ""
+
+	if backlog != "" && top.read < maxDrillScan {
+		more, err := d.scan(ctx, backlog, stop, maxDrillScan-top.read, horizon)
 		if err != nil {
 			return err
 		}
+		for k, s := range more.first {
+			if !found[k] {
+				found[k], last[k] = true, s
+			}
+		}
+		if backlog = more.next; backlog == "" {
+			complete = stop == ""
+		}
+	}
+	if complete {
+		// None of the other kinds is in the store.
+		maps.DeleteFunc(last, func(k drill.Kind, _ summary) bool { _, ok := top.first[k]; return !ok && !found[k] })
+	}
+	if backlog == "" {
+		stop, found = "", nil
+	}
+
+	first, firstAt := marker, markerAt
+	if top.newest != nil {
+		first, firstAt = top.newest.ID, top.newest.StartedAt
+	}
+	d.newest, d.newestAt, d.last, d.ahead = first, firstAt, last, ahead
+	d.backlog, d.stop, d.found = backlog, stop, found
+	return nil
+}
+
+// scanned is what one scan read.
+type scanned struct {
+	first  map[drill.Kind]summary // the first report of each kind not dated ahead
+	newest *drill.Report          // the first report not dated ahead
+	ahead  []*drill.Report        // reports dated ahead, which first skips
+	next   string                 // page token to go on from; "" at stop or the end
+	read   int                    // reports read
+}
+
+// scan reads the stored reports, newest first, from the page token from
+// until the report with id stop (not taken), the end of the store, or
+// budget reports.
+func (d *drillStats) scan(ctx context.Context, from, stop string, budget int, horizon time.Time) (scanned, error) {
+	out := scanned{first: map[drill.Kind]summary{}, next: from}
+	for out.read < budget {
+		reps, next, err := d.drills.List(ctx, min(drillScanPage, budget-out.read), out.next)
+		if err != nil {
+			return scanned{}, err
+		}
+		out.read += len(reps)
+		out.next = next
 		for _, r := range reps {
-			if r.ID == marker {
-				next = ""
+			if stop != "" && r.ID == stop {
+				out.next = ""
 				break
 			}
 			if r.StartedAt.After(horizon) {
-				ahead++
-				if !d.warned[r.ID] {
-					d.warned[r.ID] = true
-					d.log.WarnContext(ctx, "drill report dated ahead of the clock: it is not the latest drill of its kind until the clock passes its start",
-						slog.String("drill", r.ID), slog.String("kind", string(r.Kind)), slog.Time("started_at", r.StartedAt), slog.Time("clock", now))
-				}
+				out.ahead = append(out.ahead, r)
 				continue
 			}
-			if first == "" {
-				first, firstAt = r.ID, r.StartedAt
+			if out.newest == nil {
+				out.newest = r
 			}
-			if !seen[r.Kind] {
-				seen[r.Kind] = true
-				last[r.Kind] = summary{startedAt: r.StartedAt, finishedAt: r.FinishedAt, passed: r.ChecksPassed, total: r.ChecksTotal}
+			if _, ok := out.first[r.Kind]; !ok {
+				out.first[r.Kind] = summary{startedAt: r.StartedAt, finishedAt: r.FinishedAt, passed: r.ChecksPassed, total: r.ChecksTotal}
 			}
 		}
-		read += len(reps)
-		if next == "" {
+		if out.next == "" {
 			break
 		}
-		token = next
 	}
-	if first == "" {
-		first, firstAt = marker, markerAt
-	}
-	d.newest, d.newestAt, d.last, d.ahead = first, firstAt, last, ahead
-	return nil
+	return out, nil
 }
 
 // Describe implements prometheus.Collector.
@@ -181,18 +283,37 @@ func missedMonthly(s drill.Schedule, last summary, ran bool, now time.Time) bool
 // catchUpMonthly runs the monthly drill now when ledgerd was down at its
 // scheduled time. A report dated ahead of the clock does not count as the
 // last run (drillStats).
+//
+// When the latest monthly report is not sure yet (more other drills were
+// run since than one read of drillStats takes, and later reads will go on
+// to it), a monthly report found that started at or after the latest
+// scheduled time still shows nothing was missed; otherwise it runs the
+// drill now and says why at WARN: an extra monthly drill costs a few row
+// reads, a missed one goes unnoticed for a month.
 func (s *Server) catchUpMonthly(ctx context.Context, sched drill.Schedule) {
-	last, ran, err := s.drillStats.latest(ctx, drill.Monthly)
+	last, ran, sure, err := s.drillStats.latestKnown(ctx, drill.Monthly)
 	if err != nil {
 		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a run was missed", slog.String("error", err.Error()))
 		return
 	}
 	now := s.drillStats.now()
-	if !missedMonthly(sched, last, ran, now) {
+	switch {
+	case sure:
+		if !missedMonthly(sched, last, ran, now) {
+			return
+		}
+		s.log.InfoContext(ctx, "monthly drill: a scheduled run was missed while ledgerd was down; running it now",
+			slog.Time("last_run", last.startedAt), slog.Time("missed", lastScheduled(sched, now)))
+	case ran && !last.startedAt.Before(lastScheduled(sched, now)):
 		return
+	default:
+		attrs := []any{slog.Int("reports_read", maxDrillScan), slog.Time("scheduled", lastScheduled(sched, now))}
+		if ran {
+			attrs = append(attrs, slog.Time("last_run_found", last.startedAt))
+		}
+		s.log.WarnContext(ctx, "monthly drill: the latest monthly report is not among the newest drill reports read (many other drills ran since), so a scheduled run may have been missed; running it now",
+			attrs...)
 	}
-	s.log.InfoContext(ctx, "monthly drill: a scheduled run was missed while ledgerd was down; running it now",
-		slog.Time("last_run", last.startedAt), slog.Time("missed", lastScheduled(sched, now)))
 	rep, err := s.drills.Run(ctx, drill.Request{Monthly: true, Sample: sched.Sample}, "scheduler")
 	if err != nil {
 		s.log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
