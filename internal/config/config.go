@@ -60,6 +60,7 @@ type Config struct {
 	Uploader                  UploaderOptions `yaml:"uploader"`
 	Leases                    Leases          `yaml:"leases"`
 	Readiness                 Readiness       `yaml:"readiness"`
+	Clock                     ClockOptions    `yaml:"clock"`
 	MerkleLog                 MerkleLog       `yaml:"merkleLog"`
 	Drills                    Drills          `yaml:"drills"`
 	Provider                  Provider        `yaml:"provider"`
@@ -519,6 +520,39 @@ type MerkleLog struct {
 // On reports whether the log is kept.
 func (m MerkleLog) On() bool { return m.Enabled == nil || *m.Enabled }
 
+// ClockOptions are the clocks ledgerd checks its own against, besides
+// the S3 evidence store's and the PostgreSQL row store's, which it reads
+// whenever it uses them.
+type ClockOptions struct {
+	// References are URLs of servers whose time ledgerd reads from the
+	// Date header of their answer to a HEAD request (RFC 9110 §6.6.1), at
+	// most MaxClockReferences: with the embedded default (a bbolt file and
+	// an evidence directory) the only clocks besides the host's. HTTPS;
+	// plain http only to loopback with allowInsecureLoopbackJwks.
+	References []string `yaml:"references"`
+}
+
+// MaxClockReferences is the most clock.references.
+const MaxClockReferences = 4
+
+// checkClockReference says what is wrong with a clock.references URL.
+func checkClockReference(uri string, insecureLoopback bool) error {
+	u, err := url.Parse(uri)
+	switch {
+	case err != nil || u.Host == "":
+		return fmt.Errorf("%q is not an absolute URL", uri)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme != "http":
+		return fmt.Errorf("%s: scheme %q: want https", uri, u.Scheme)
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	if insecureLoopback && (u.Hostname() == "localhost" || err == nil && a.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("%s: plain http: want https (http only to loopback, with allowInsecureLoopbackJwks)", uri)
+}
+
 // Readiness tunes /readyz and the gRPC health status.
 type Readiness struct {
 	// MinFreeDiskBytes: below this much free space on the data
@@ -689,6 +723,14 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
 		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+	}
+	if len(c.Clock.References) > MaxClockReferences {
+		errs = append(errs, fmt.Errorf("clock.references: %d, at most %d", len(c.Clock.References), MaxClockReferences))
+	}
+	for i, u := range c.Clock.References {
+		if err := checkClockReference(u, c.AllowInsecureLoopbackJWKS); err != nil {
+			errs = append(errs, fmt.Errorf("clock.references[%d]: %w", i, err))
+		}
 	}
 	errs = append(errs, c.Drills.Monthly.validate()...)
 	if u := c.Provider.LedgerURL; u != "" {

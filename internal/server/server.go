@@ -326,7 +326,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log, AccessRetention: accessKept,
-		Leases: ledger.LeaseConfig{Holder: cfg.Leases.Holder, TTL: time.Duration(cfg.Leases.TTL)}, ReferenceClocks: referenceClocks(s.store, s.s3)})
+		Leases: ledger.LeaseConfig{Holder: cfg.Leases.Holder, TTL: time.Duration(cfg.Leases.TTL)}, ReferenceClocks: referenceClocks(s.store, s.s3, cfg.Clock.References)})
 	if err != nil {
 		return nil, err
 	}

@@ -133,18 +133,22 @@ func openEvidence(cfg config.Config) (ledger.ObjectStore, *s3.Store, error) {
 	return st, st, nil
 }
 
-// referenceClocks are the clocks the retention sweep checks the host's
-// against before it deletes anything: the S3 evidence store's (evidence is
-// an *s3.Store, else nil) and the PostgreSQL row store's. A bbolt row
-// store with a local evidence directory has none: the host's clock is the
-// only one.
-func referenceClocks(store rowStore, evidence *s3.Store) []ledger.ReferenceClock {
+// referenceClocks are the clocks writes and the retention sweep check the
+// host's against: the S3 evidence store's (evidence is an *s3.Store, else
+// nil), the PostgreSQL row store's, and those of the servers
+// clock.references names (dateClock). A bbolt row store with a local
+// evidence directory and no clock.references has none: the host's clock
+// is the only one.
+func referenceClocks(store rowStore, evidence *s3.Store, references []string) []ledger.ReferenceClock {
 	var clocks []ledger.ReferenceClock
 	if evidence != nil {
 		clocks = append(clocks, ledger.ReferenceClock{Name: "the S3 evidence store", Now: evidence.ServerTime})
 	}
 	if pg, ok := store.(*postgres.Store); ok {
 		clocks = append(clocks, ledger.ReferenceClock{Name: "the PostgreSQL row store", Now: pg.ServerTime})
+	}
+	for _, u := range references {
+		clocks = append(clocks, dateClock(u))
 	}
 	return clocks
 }

@@ -41,21 +41,25 @@ func TestStoreCommitDelay(t *testing.T) {
 
 // TestReferenceClocks: the sweep checks the host's clock against the S3
 // evidence store's when evidence is on S3; a bbolt row store with a local
-// evidence directory has no clock but the host's.
+// evidence directory has no clock but the host's, and those of
+// clock.references.
 func TestReferenceClocks(t *testing.T) {
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if got := referenceClocks(st, nil); len(got) != 0 {
+	if got := referenceClocks(st, nil, nil); len(got) != 0 {
 		t.Fatalf("bbolt and a local directory: %d reference clocks, want none", len(got))
 	}
 	evidence, err := s3.New(s3.Config{Endpoint: "127.0.0.1:1", Bucket: "evidence"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := referenceClocks(st, evidence); len(got) != 1 || got[0].Name != "the S3 evidence store" || got[0].Now == nil {
+	if got := referenceClocks(st, evidence, nil); len(got) != 1 || got[0].Name != "the S3 evidence store" || got[0].Now == nil {
 		t.Fatalf("bbolt and S3: reference clocks %+v, want the S3 evidence store's", got)
+	}
+	if got := referenceClocks(st, nil, []string{"https://time.example.com/"}); len(got) != 1 || got[0].Name != "the time reference https://time.example.com/" {
+		t.Fatalf("bbolt, a local directory and clock.references: reference clocks %+v, want the reference's", got)
 	}
 }
