@@ -836,7 +836,14 @@ type revocationClaims struct {
 	hasAdmin bool
 	// stated is the earliest revocation of each brand whose Provider's
 	// signed statement the log records, by the brand URL's hash.
-	stated map[string]revocationClaim
+	stated map[string]statedClaim
+}
+
+// statedClaim is what one revocation leaf with a statement says: the
+// grant was revoked as of at, by the statement whose hash is statement.
+type statedClaim struct {
+	revocationClaim
+	statement string
 }
 
 // revocationLog holds the revocations the log records, by the grant id's
@@ -871,9 +878,9 @@ func noteRevocation(m revocationLog, i int64, f map[string]string) string {
 		}
 		if prev, seen := c.stated[b]; !seen || at.Before(prev.at) {
 			if c.stated == nil {
-				c.stated = map[string]revocationClaim{}
+				c.stated = map[string]statedClaim{}
 			}
-			c.stated[b] = revocationClaim{leaf: i, at: at}
+			c.stated[b] = statedClaim{revocationClaim{leaf: i, at: at}, f["statement"]}
 		}
 	}
 	return ""
@@ -927,15 +934,8 @@ func checkRevocations(tx Tx, logged revocationLog, finding func(format string, a
 				c.adm.leaf, grant, stamp(c.adm.at), stamp(r.AdminRevokedAt))
 		}
 		for _, b := range slices.Sorted(maps.Keys(c.stated)) {
-			claim := c.stated[b]
-			i := slices.IndexFunc(r.ProviderStatements, func(st ProviderStatement) bool { return digest(st.Brand) == b })
-			switch {
-			case i < 0:
-				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (the brand whose URL hashes to %s), but the row store holds none of that brand: the row store was restored to before it, or edited, and a copy of the Provider's store from before the revocation would serve the grant again",
-					claim.leaf, grant, stamp(claim.at), b)
-			case r.ProviderStatements[i].RevokedAt.After(claim.at):
-				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (brand %s), but the row store holds that brand's as of %s, later: the row store was restored to before it, or edited",
-					claim.leaf, grant, stamp(claim.at), r.ProviderStatements[i].Brand, stamp(r.ProviderStatements[i].RevokedAt))
+			if p := statementFinding(r, b, c.stated[b].at, c.stated[b].statement); p != "" {
+				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s%s", c.stated[b].leaf, grant, stamp(c.stated[b].at), p)
 			}
 		}
 		return nil
@@ -953,6 +953,27 @@ func checkRevocations(tx Tx, logged revocationLog, finding func(format string, a
 			c.any.leaf, g, stamp(c.any.at), who)
 	}
 	return nil
+}
+
+// statementFinding says what is wrong with revocation r against a leaf
+// that records a Provider's statement of brand (the hash of its URL) as
+// of at, its digest dig: "" when r holds that brand's statement as of at
+// or earlier, the one logged when as of at, or an admin's revocation as
+// of at or earlier, which stops the embedded Provider whatever became of
+// the statement (what an operator records after a restore lost it).
+func statementFinding(r *Revocation, brand string, at time.Time, dig string) string {
+	i := slices.IndexFunc(r.ProviderStatements, func(st ProviderStatement) bool { return digest(st.Brand) == brand })
+	admin := !r.AdminRevokedAt.IsZero() && !r.AdminRevokedAt.After(at)
+	switch {
+	case i >= 0 && r.ProviderStatements[i].RevokedAt.Equal(at) && dig != "" && digest(r.ProviderStatements[i].Statement) != dig:
+		return fmt.Sprintf(" (brand %s), but the row store holds another statement of that brand as of that time: edited", r.ProviderStatements[i].Brand)
+	case admin, i >= 0 && !r.ProviderStatements[i].RevokedAt.After(at):
+		return ""
+	case i < 0:
+		return fmt.Sprintf(" (the brand whose URL hashes to %s), but the row store holds none of that brand, nor an admin's revocation as early: the row store was restored to before it, or edited, and a copy of the Provider's store from before the revocation would serve the grant again (`ledgerctl revoke GRANT --at` that time with an admin key stops it)", brand)
+	}
+	return fmt.Sprintf(" (brand %s), but the row store holds that brand's as of %s, later, and no admin's revocation as early: the row store was restored to before it, or edited",
+		r.ProviderStatements[i].Brand, stamp(r.ProviderStatements[i].RevokedAt))
 }
 
 // sweepSkew is how far ahead of the check's clock a tombstone's sweep

@@ -35,7 +35,14 @@ type loggedRevocation struct {
 	hasAdm   bool
 	// stated is the earliest revocation of each brand whose Provider's
 	// signed statement the log records, by the brand URL's hash.
-	stated map[string]revocationAt
+	stated map[string]statedAt
+}
+
+// statedAt is what one revocation leaf with a statement says: the grant
+// was revoked as of at, by the statement whose hash is statement.
+type statedAt struct {
+	revocationAt
+	statement string
 }
 
 // revocationAt is what one revocation leaf says: the grant was revoked as
@@ -72,9 +79,9 @@ func (a *auditor) noteRevocation(index int64, leaf map[string]string) {
 	if b, ok := leaf["brand"]; ok {
 		if prev, seen := r.stated[b]; !seen || at.Before(prev.at) {
 			if r.stated == nil {
-				r.stated = map[string]revocationAt{}
+				r.stated = map[string]statedAt{}
 			}
-			r.stated[strings.Clone(b)] = revocationAt{index, at}
+			r.stated[strings.Clone(b)] = statedAt{revocationAt{index, at}, strings.Clone(leaf["statement"])}
 		}
 	}
 }
@@ -126,15 +133,8 @@ func (a *auditor) checkRevocations() error {
 				lr.any.index, grant, lr.any.at.Format(time.RFC3339Nano), got.Format(time.RFC3339Nano))
 		}
 		for _, b := range slices.Sorted(maps.Keys(lr.stated)) {
-			claim := lr.stated[b]
-			i := slices.IndexFunc(rev.GetProviderStatements(), func(st *ledgerv1.ProviderStatement) bool { return digest(st.GetBrand()) == b })
-			switch {
-			case i < 0:
-				a.mismatch("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (the brand whose URL hashes to %s), but the ledger answers none of that brand: the row store was restored to before it, or edited",
-					claim.index, grant, claim.at.Format(time.RFC3339Nano), b)
-			case rev.GetProviderStatements()[i].GetRevokedAt().AsTime().After(claim.at):
-				a.mismatch("leaf %d records the Provider's signed statement of grant %s's revocation as of %s (brand %s), but the ledger answers that brand's as of %s, later: the row store was restored to before it, or edited",
-					claim.index, grant, claim.at.Format(time.RFC3339Nano), rev.GetProviderStatements()[i].GetBrand(), rev.GetProviderStatements()[i].GetRevokedAt().AsTime().Format(time.RFC3339Nano))
+			if p := statementMismatch(rev, b, lr.stated[b]); p != "" {
+				a.mismatch("leaf %d records the Provider's signed statement of grant %s's revocation as of %s%s", lr.stated[b].index, grant, lr.stated[b].at.Format(time.RFC3339Nano), p)
 			}
 		}
 		if !lr.hasAdm {
@@ -160,4 +160,26 @@ func providerServes(lr *loggedRevocation) string {
 		return fmt.Sprintf(", and the embedded Provider serves the grant again (leaf %d is an admin's)", lr.adm.index)
 	}
 	return ""
+}
+
+// statementMismatch says what is wrong with the ledger's answer rev
+// against a leaf that records a Provider's statement of brand (the hash
+// of its URL): "" when rev holds that brand's statement as of the leaf's
+// time or earlier (the one logged, when as of that time), or an admin's
+// revocation as early, which stops the embedded Provider whatever became
+// of the statement.
+func statementMismatch(rev *ledgerv1.Revocation, brand string, claim statedAt) string {
+	sts := rev.GetProviderStatements()
+	i := slices.IndexFunc(sts, func(st *ledgerv1.ProviderStatement) bool { return digest(st.GetBrand()) == brand })
+	admin := rev.GetAdminRevokedAt() != nil && !rev.GetAdminRevokedAt().AsTime().After(claim.at)
+	switch {
+	case i >= 0 && sts[i].GetRevokedAt().AsTime().Equal(claim.at) && claim.statement != "" && digest(sts[i].GetStatement()) != claim.statement:
+		return fmt.Sprintf(" (brand %s), but the ledger answers another statement of that brand as of that time: edited", sts[i].GetBrand())
+	case admin, i >= 0 && !sts[i].GetRevokedAt().AsTime().After(claim.at):
+		return ""
+	case i < 0:
+		return fmt.Sprintf(" (the brand whose URL hashes to %s), but the ledger answers none of that brand, nor an admin's revocation as early: the row store was restored to before it, or edited", brand)
+	}
+	return fmt.Sprintf(" (brand %s), but the ledger answers that brand's as of %s, later, and no admin's revocation as early: the row store was restored to before it, or edited",
+		sts[i].GetBrand(), sts[i].GetRevokedAt().AsTime().Format(time.RFC3339Nano))
 }

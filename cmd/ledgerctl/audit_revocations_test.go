@@ -115,9 +115,22 @@ func TestAuditFindsAProvidersStatementLostBehindTheLog(t *testing.T) {
 	if code, out, errs := audit(); code != 0 || !strings.Contains(out, "revocations: 1 revoked grants compared") {
 		t.Fatalf("audit before the edit: %d %s %s", code, out, errs)
 	}
+	f.edit(t, tamper.EditRevocation(grant, func(r *ledger.Revocation) { r.ProviderStatements[0].Statement = "forged.not.signed" }))
+	if code, out, errs := audit(); code != exitCheckFailed || !strings.Contains(out, "another statement of that brand as of that time") {
+		t.Fatalf("audit after the statement was replaced: %d\n%s%s", code, out, errs)
+	}
 	f.edit(t, tamper.EditRevocation(grant, func(r *ledger.Revocation) { r.ProviderStatements = nil }))
 	want := "records the Provider's signed statement of grant " + grant + "'s revocation as of 2026-10-07T12:00:00Z"
 	if code, out, errs := audit(); code != exitCheckFailed || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, want) {
 		t.Fatalf("audit after the edit: %d\n%s%s\nwant %q", code, out, errs, want)
+	}
+	// What the operator does then: an admin's revocation as of its time,
+	// which stops the embedded Provider; the audit passes again.
+	if code, _, errs := f.ctl(t, "admin", "revoke", grant, "--at", "2026-10-07T12:00:00Z", "--note", "put back after a restore"); code != 0 {
+		t.Fatalf("revoke: %s", errs)
+	}
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-10", Target: "L-10"}))
+	if code, out, errs := audit(); code != 0 {
+		t.Fatalf("audit after an admin's revocation as of the lost statement's time: %d\n%s%s", code, out, errs)
 	}
 }
