@@ -523,6 +523,10 @@ const MaxRevocationsRead = 10_000
 // maxRevocationsRead is MaxRevocationsRead, a var only for tests.
 var maxRevocationsRead = MaxRevocationsRead
 
+// revocationsChunk is how many revocations ListRevocations reads at once
+// with since, when few are listed.
+const revocationsChunk = 256
+
 // ListRevocations lists the revocations the ledger holds, a grant each,
 // in grant id order, pageSize of them at most (0: 100), from after the
 // grant pageToken names: every one, or with since those recorded or in
@@ -544,12 +548,6 @@ func (l *Ledger) ListRevocations(ctx context.Context, since time.Time, pageSize 
 		}
 		after = string(b)
 	}
-	// Without since every revocation read is listed: one more than a
-	// page says whether another follows.
-	limit := maxRevocationsRead
-	if since.IsZero() {
-		limit = min(limit, pageSize+1)
-	}
 	var out []GrantRevocation
 	var next string
 	err := l.store.View(ctx, func(tx Tx) error {
@@ -558,32 +556,44 @@ func (l *Ledger) ListRevocations(ctx context.Context, since time.Time, pageSize 
 			return fmt.Errorf("%w: this row store cannot list its revocations", ErrInvalid)
 		}
 		out, next = out[:0], ""
-		read, more, lastRead := 0, false, ""
-		err := rl.RevocationsAfter(after, limit, func(grant string, r *Revocation) error {
-			read++
-			switch {
-			case !since.IsZero() && !r.Since(since):
-			case len(out) == pageSize:
-				more = true
-			default:
-				out = append(out, GrantRevocation{GrantID: grant, Revocation: *r})
+		// Read a chunk at a time, one more than the page still needs,
+		// until the page is full and one more matched (another page
+		// follows), the store ends, or maxRevocationsRead were read.
+		from, read, more := after, 0, false
+		for !more && read < maxRevocationsRead {
+			limit := min(pageSize-len(out)+1, maxRevocationsRead-read)
+			if !since.IsZero() {
+				limit = min(max(limit, revocationsChunk), maxRevocationsRead-read)
 			}
-			if !more {
-				lastRead = grant
+			n := 0
+			err := rl.RevocationsAfter(from, limit, func(grant string, r *Revocation) error {
+				n++
+				if more {
+					return nil // past the page: not read on
+				}
+				read, from = read+1, grant
+				switch {
+				case !since.IsZero() && !r.Since(since):
+				case len(out) == pageSize:
+					more = true
+				default:
+					out = append(out, GrantRevocation{GrantID: grant, Revocation: *r})
+				}
+				return ctx.Err()
+			})
+			if err != nil {
+				return err
 			}
-			return ctx.Err()
-		})
-		switch {
-		case err != nil:
-			return err
-		case more:
-			next = out[len(out)-1].GrantID
-		case read == limit:
-			// The read stopped short of the end: on from there.
-			next = lastRead
+			if n < limit {
+				break // the end of the store
+			}
 		}
-		if next != "" {
-			next = RevocationsAfter(next)
+		switch {
+		case more:
+			next = RevocationsAfter(out[len(out)-1].GrantID)
+		case read == maxRevocationsRead:
+			// The read stopped short of the end: on from there.
+			next = RevocationsAfter(from)
 		}
 		return nil
 	})

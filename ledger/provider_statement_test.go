@@ -201,3 +201,53 @@ func TestListRevocations(t *testing.T) {
 		t.Errorf("a page of 1001: %v, want invalid input", err)
 	}
 }
+
+// countingStore counts the revocations its transactions list.
+type countingStore struct {
+	ledger.Store
+	listed *int
+}
+
+func (s countingStore) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.View(ctx, func(tx ledger.Tx) error { return fn(countingTx{Tx: tx, listed: s.listed}) })
+}
+
+type countingTx struct {
+	ledger.Tx
+	listed *int
+}
+
+func (t countingTx) Revocations(fn func(string, *ledger.Revocation) error) error {
+	return t.Tx.(ledger.RevocationLister).Revocations(fn)
+}
+
+func (t countingTx) RevocationsAfter(after string, limit int, fn func(string, *ledger.Revocation) error) error {
+	return t.Tx.(ledger.RevocationLister).RevocationsAfter(after, limit, func(g string, r *ledger.Revocation) error {
+		*t.listed++
+		return fn(g, r)
+	})
+}
+
+// A page of ListRevocations with since stops reading once it is full and
+// knows another follows: it does not read on to its bound.
+func TestAFullPageOfRevocationsReadsNoFurther(t *testing.T) {
+	listed := 0
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), now: time.Date(2026, 10, 7, 13, 12, 45, 0, time.UTC),
+		wrap: func(s ledger.Store) ledger.Store { return countingStore{Store: s, listed: &listed} }}
+	t.Cleanup(h.sc.Close)
+	h.open(t)
+	ctx := context.Background()
+	for i := range 600 {
+		if _, err := h.l.RevokeGrant(ctx, fmt.Sprintf("a2agrant_%03d", i), time.Time{}, "", "writer-key", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed = 0
+	page, next, err := h.l.ListRevocations(ctx, h.now.Add(-time.Hour), 1, "")
+	if err != nil || len(page) != 1 || next == "" {
+		t.Fatalf("a page of one since an hour ago: %d, %q, %v", len(page), next, err)
+	}
+	if listed > 300 {
+		t.Errorf("a page of one read %d revocations, want it to stop about once full (a chunk of 256 at most)", listed)
+	}
+}
