@@ -82,10 +82,21 @@ const maxSlotScan = 10000
 // then twice as long each time up to retryMax, until it runs or the next
 // slot comes; each failure is logged at ERROR with when it is tried again.
 func (r *Runner) RunScheduler(ctx context.Context, s Schedule, log *slog.Logger) error {
+	return r.RunSchedulerFrom(ctx, s, time.Time{}, log)
+}
+
+// RunSchedulerFrom is RunScheduler that first runs missed, a slot already
+// past that has no run (ledgerd was down at its time: a catch-up), unless
+// it is zero: with the same check that it has no run yet, and the same
+// retries until it runs or the next slot comes.
+func (r *Runner) RunSchedulerFrom(ctx context.Context, s Schedule, missed time.Time, log *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	slot := s.Next(r.cfg.Now())
+	if !missed.IsZero() && missed.Before(slot) {
+		slot = missed
+	}
 	var last time.Time     // the slot run (or given up) last
 	var wait time.Duration // before the next try of slot; 0 until it fails
 	for {
@@ -129,7 +140,7 @@ func (r *Runner) runSlot(ctx context.Context, s Schedule, slot time.Time, log *s
 		return err
 	}
 	if done != nil {
-		log.InfoContext(ctx, "monthly drill: this scheduled time already has its run (by another ledgerd on the store, or by this one before a restart); not running it again",
+		log.InfoContext(ctx, "monthly drill: this scheduled time already has its run (a monthly drill started since five minutes before it: by another ledgerd on the store, by this one before a restart, or by hand); not running it again",
 			slog.Time("slot", slot), slog.String("drill", done.ID), slog.Time("started_at", done.StartedAt))
 		return nil
 	}

@@ -156,3 +156,39 @@ func TestSchedulerRetriesUntilStopped(t *testing.T) {
 		}
 	})
 }
+
+// A catch-up of a slot missed while ledgerd was down (RunSchedulerFrom)
+// is tried again when it fails, as a scheduled run is: the row store is
+// down at the restart on 2 February and back at 09:00; February's drill
+// runs then, not on 1 March.
+func TestACatchUpThatFailsIsTriedAgain(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	synctest.Test(t, func(t *testing.T) {
+		e, store := newDownEnv(t, sc)
+		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
+		time.Sleep(32*24*time.Hour + 8*time.Hour) // 2 February 08:00
+		up := time.Date(2000, 2, 2, 9, 0, 0, 0, time.UTC)
+		store.up.Store(&up)
+		missed := time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)
+		var log bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			done <- e.r.RunSchedulerFrom(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, missed, slog.New(slog.NewJSONHandler(&log, nil)))
+		}()
+		time.Sleep(3 * time.Hour) // 11:00
+		synctest.Wait()
+		got := startedAt(t, e)
+		if len(got) != 1 || got[0].Before(up) || !got[0].Before(up.Add(time.Hour)) {
+			t.Errorf("monthly drills started %v, want February's caught up once the store is back at %s; log:\n%s", got, up, log.String())
+		}
+		if len(logRecords(t, &log, "ERROR")) == 0 {
+			t.Errorf("no ERROR logged for the failed catch-up")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunSchedulerFrom = %v", err)
+		}
+	})
+}

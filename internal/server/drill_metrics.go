@@ -277,51 +277,43 @@ func lastScheduled(s drill.Schedule, now time.Time) time.Time {
 // ran before (last) and a scheduled time has passed since without one.
 // A ledger that never ran one has missed nothing: its schedule starts now.
 func missedMonthly(s drill.Schedule, last summary, ran bool, now time.Time) bool {
-	return ran && last.startedAt.Before(lastScheduled(s, now))
+	// As the scheduler counts a slot's run (drill.Runner.RunScheduler): a
+	// monthly drill started up to ClockTolerance before it, by another
+	// ledgerd whose clock is a little ahead, or by hand.
+	return ran && last.startedAt.Before(lastScheduled(s, now).Add(-ledger.ClockTolerance))
 }
 
-// catchUpMonthly runs the monthly drill now when ledgerd was down at its
-// scheduled time. A report dated ahead of the clock does not count as the
-// last run (drillStats).
-//
-// When the latest monthly report is not sure yet (more other drills were
-// run since than one read of drillStats takes, and later reads will go on
-// to it), a monthly report found that started at or after the latest
-// scheduled time still shows nothing was missed; otherwise it runs the
-// drill now and says why at WARN: an extra monthly drill costs a few row
-// reads, a missed one goes unnoticed for a month.
-func (s *Server) catchUpMonthly(ctx context.Context, sched drill.Schedule) {
+// catchUpMonthly returns the scheduled time of a monthly drill missed
+// while ledgerd was down, zero when none was, for the scheduler to run
+// first (drill.Runner.RunSchedulerFrom: with its retries, a failed
+// catch-up is tried again, not given up until next month). A report dated
+// ahead of the clock does not count as the last run (drillStats).
+func (s *Server) catchUpMonthly(ctx context.Context, sched drill.Schedule) time.Time {
 	last, ran, sure, err := s.drillStats.latestKnown(ctx, drill.Monthly)
 	if err != nil {
-		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a run was missed", slog.String("error", err.Error()))
-		return
+		// Taken for missed: the scheduler's own check of the slot reads
+		// the store again, and runs it only if it has no run.
+		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a run was missed; the scheduler checks the last scheduled time itself", slog.String("error", err.Error()))
+		return lastScheduled(sched, s.drillStats.now())
 	}
 	now := s.drillStats.now()
+	missed := lastScheduled(sched, now)
 	switch {
 	case sure:
 		if !missedMonthly(sched, last, ran, now) {
-			return
+			return time.Time{}
 		}
 		s.log.InfoContext(ctx, "monthly drill: a scheduled run was missed while ledgerd was down; running it now",
-			slog.Time("last_run", last.startedAt), slog.Time("missed", lastScheduled(sched, now)))
-	case ran && !last.startedAt.Before(lastScheduled(sched, now)):
-		return
+			slog.Time("last_run", last.startedAt), slog.Time("missed", missed))
+	case ran && !last.startedAt.Before(missed.Add(-ledger.ClockTolerance)):
+		return time.Time{}
 	default:
-		attrs := []any{slog.Int("reports_read", maxDrillScan), slog.Time("scheduled", lastScheduled(sched, now))}
+		attrs := []any{slog.Int("reports_read", maxDrillScan), slog.Time("scheduled", missed)}
 		if ran {
 			attrs = append(attrs, slog.Time("last_run_found", last.startedAt))
 		}
 		s.log.WarnContext(ctx, "monthly drill: the latest monthly report is not among the newest drill reports read (many other drills ran since), so a scheduled run may have been missed; running it now",
 			attrs...)
 	}
-	rep, err := s.drills.Run(ctx, drill.Request{Monthly: true, Sample: sched.Sample}, "scheduler")
-	if err != nil {
-		s.log.ErrorContext(ctx, "monthly drill failed to run", slog.String("error", err.Error()))
-		return
-	}
-	level := slog.LevelInfo
-	if rep.ChecksPassed < rep.ChecksTotal {
-		level = slog.LevelWarn
-	}
-	s.log.Log(ctx, level, "monthly drill", slog.String("drill", rep.ID), slog.Int("checks_passed", rep.ChecksPassed), slog.Int("checks_total", rep.ChecksTotal), slog.Bool("catch_up", true))
+	return missed
 }

@@ -41,6 +41,11 @@ func TestMissedMonthly(t *testing.T) {
 		{"never ran: nothing missed", "", "2026-10-07T12:00:00Z", "2026-10-01T03:00:00Z", false},
 		{"ran at the last scheduled time", "2026-10-01T03:00:00Z", "2026-10-20T12:00:00Z", "2026-10-01T03:00:00Z", false},
 		{"ran by hand after it", "2026-10-05T09:00:00Z", "2026-10-20T12:00:00Z", "2026-10-01T03:00:00Z", false},
+		// As the scheduler counts a slot's run: a monthly drill started
+		// up to five minutes before it (by hand, or by a ledgerd whose
+		// clock is a little ahead).
+		{"ran by hand three minutes before it", "2026-10-01T02:57:00Z", "2026-10-02T08:00:00Z", "2026-10-01T03:00:00Z", false},
+		{"ran six minutes before it", "2026-10-01T02:54:00Z", "2026-10-02T08:00:00Z", "2026-10-01T03:00:00Z", true},
 		{"down over the 1st", "2026-09-01T03:00:00Z", "2026-10-02T08:00:00Z", "2026-10-01T03:00:00Z", true},
 		{"down for months", "2026-06-01T03:00:00Z", "2026-10-20T12:00:00Z", "2026-10-01T03:00:00Z", true},
 		{"before this month's time", "2026-09-01T03:00:00Z", "2026-10-01T02:59:00Z", "2026-09-01T03:00:00Z", false},

@@ -990,8 +990,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		// written under the lease's fence. It first runs a monthly drill
 		// missed while no ledgerd was up.
 		_ = s.ledger.RunUnderLease(upCtx, ledger.LeaseDrillScheduler, func(ctx context.Context) error {
-			s.catchUpMonthly(ctx, sched)
-			return s.drills.RunScheduler(ctx, sched, s.log)
+			return s.drills.RunSchedulerFrom(ctx, sched, s.catchUpMonthly(ctx, sched), s.log)
 		})
 	}()
 	go func() {
