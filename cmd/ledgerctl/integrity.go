@@ -163,6 +163,17 @@ func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readab
 // not (docs/design/038), unless it carries the Provider's own signed
 // statement, which stops the Provider that signed it (docs/design/045).
 func providerStopped(r *ledgerv1.Revocation) string {
+	if r.GetEmbeddedProvider() {
+		// The ledgerd that answered runs it, and says.
+		switch at, admin := r.GetEmbeddedProviderStoppedAt(), r.GetAdminRevokedAt(); {
+		case at == nil:
+			return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
+		case admin != nil && admin.AsTime().Equal(at.AsTime()):
+			return "stopped from " + when(at) + " (an admin's revocation): it serves no request under the grant"
+		default:
+			return "stopped from " + when(at) + " (the revocation it signed and reported): it serves no request under the grant"
+		}
+	}
 	admin := r.GetAdminRevokedAt()
 	var clauses []string
 	for _, st := range statementsByTime(r) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -62,11 +63,24 @@ func (c *cli) revocations(o listOpts, since string, notStopping bool, pos []stri
 	if notStopping && len(rep.GetRevocations()) > 0 {
 		c.note("(the embedded Provider serves these grants if it issued them and its store holds them active: `ledgerctl revoke GRANT` with an admin key stops it)")
 	}
+	if notStopping && !slices.ContainsFunc(rep.GetRevocations(), func(r *ledgerv1.GrantRevocation) bool { return r.GetRevocation().GetEmbeddedProvider() }) && len(rep.GetRevocations()) > 0 {
+		c.note("(this ledgerd runs no embedded Provider: every revocation without an admin's is listed, those with a Provider's statement too; ask the ledgerd that runs it to leave out those its statements stop)")
+	}
 	return nil
 }
 
 // providerStops is providerStopped in a table's few words.
 func providerStops(r *ledgerv1.Revocation) string {
+	if r.GetEmbeddedProvider() {
+		switch at, admin := r.GetEmbeddedProviderStoppedAt(), r.GetAdminRevokedAt(); {
+		case at == nil:
+			return "not stopped"
+		case admin != nil && admin.AsTime().Equal(at.AsTime()):
+			return "stopped from " + when(at) + " (an admin's)"
+		default:
+			return "stopped from " + when(at) + " (its own statement)"
+		}
+	}
 	admin := r.GetAdminRevokedAt()
 	if sts := statementsByTime(r); len(sts) > 0 && (admin == nil || sts[0].GetRevokedAt().AsTime().Before(admin.AsTime())) {
 		return "stopped from " + when(sts[0].GetRevokedAt()) + " if it is the Provider of " + sts[0].GetBrand()
@@ -77,9 +91,13 @@ func providerStops(r *ledgerv1.Revocation) string {
 	return "not stopped"
 }
 
-// stopsProvider reports whether r stops an embedded Provider: an admin's
-// revocation, or one carrying a Provider's signed statement (which stops
-// the Provider that signed it).
+// stopsProvider reports whether r stops the embedded Provider, as the
+// ledgerd that answered says when it runs it; else whether it is an
+// admin's, which stops any: a statement stops only the Provider that
+// signed it, which another ledgerd would have to say.
 func stopsProvider(r *ledgerv1.Revocation) bool {
-	return r.GetAdminRevokedAt() != nil || len(r.GetProviderStatements()) > 0
+	if r.GetEmbeddedProvider() {
+		return r.GetEmbeddedProviderStoppedAt() != nil
+	}
+	return r.GetAdminRevokedAt() != nil
 }

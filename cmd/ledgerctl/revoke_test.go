@@ -192,6 +192,11 @@ func TestProviderStoppedSaysWhichRevocationStopsIt(t *testing.T) {
 		{"an admin's before the Provider's", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T15:00:00Z"), Brand: brand}},
 			AdminRevokedAt: at("2026-10-07T14:00:00Z")},
 			"stopped from 2026-10-07 14:00:00Z (an admin's revocation): it serves no request under the grant"},
+		// Answered by the ledgerd that runs the embedded Provider: it says.
+		{"another brand's statement, by the Provider's ledgerd", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T13:00:00Z"), Brand: brand}},
+			EmbeddedProvider: true}, "not stopped: "},
+		{"its own statement, by the Provider's ledgerd", &ledgerv1.Revocation{ProviderStatements: []*ledgerv1.ProviderStatement{{RevokedAt: at("2026-10-07T13:00:00Z"), Brand: brand}},
+			EmbeddedProvider: true, EmbeddedProviderStoppedAt: at("2026-10-07T13:00:00Z")}, "stopped from 2026-10-07 13:00:00Z (the revocation it signed and reported)"},
 	}
 	for _, tc := range tests {
 		if got := providerStopped(tc.r); !strings.Contains(got, tc.want) {

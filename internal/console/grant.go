@@ -110,6 +110,10 @@ type revocation struct {
 	// ProviderFirst: the Provider's own revocation is from before an
 	// admin's, or there is no admin's.
 	ProviderFirst bool `json:"-"`
+	// ProviderKnown: the ledgerd that answered runs the embedded Provider
+	// and said whether the revocation stops it; the statement shown, if
+	// any, is then one of its own.
+	ProviderKnown bool `json:"-"`
 }
 
 // earliestStatement is the earliest of rv's Provider statements, nil
@@ -142,7 +146,21 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 			out.Revocation.AdminBy, out.Revocation.AdminNote = rv.GetAdminBy(), rv.GetAdminNote()
 			out.Revocation.AdminRecordedAt = pbStamp(rv.GetAdminRecordedAt()).ISO
 		}
-		if st := earliestStatement(rv); st != nil {
+		st := earliestStatement(rv)
+		if rv.GetEmbeddedProvider() {
+			// The ledgerd that answered runs it: its own statement, if one
+			// stops it before an admin's.
+			out.Revocation.ProviderKnown, st = true, nil
+			if at := rv.GetEmbeddedProviderStoppedAt(); at != nil {
+				for _, own := range rv.GetProviderStatements() {
+					if own.GetRevokedAt().AsTime().Equal(at.AsTime()) {
+						st = own
+						break
+					}
+				}
+			}
+		}
+		if st != nil {
 			at := st.GetRevokedAt()
 			out.Revocation.ProviderRevokedAt, out.Revocation.ProviderBrand = pbStamp(at).ISO, st.GetBrand()
 			admin := rv.GetAdminRevokedAt()

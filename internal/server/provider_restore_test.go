@@ -23,6 +23,8 @@ type revocationView struct {
 		RevokedAt string `json:"revokedAt"`
 		Statement string `json:"statement"`
 	} `json:"providerStatements"`
+	EmbeddedProvider          bool   `json:"embeddedProvider"`
+	EmbeddedProviderStoppedAt string `json:"embeddedProviderStoppedAt"`
 }
 
 // grantRevocation is the revocation the ledger holds for grant.
@@ -125,7 +127,7 @@ func TestAWritersStatementMustBeTheProviders(t *testing.T) {
 	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer", map[string]any{"providerStatement": genuine}, &answer); code != 200 {
 		t.Fatalf("the Provider's own statement: %d", code)
 	}
-	if len(answer.Revocation.ProviderStatements) != 0 {
+	if len(answer.Revocation.ProviderStatements) != 0 || answer.Revocation.EmbeddedProvider {
 		t.Errorf("a writer, which may not read the ledger, is told the Provider's statements: %+v", answer.Revocation)
 	}
 	if code, body := s.sendRaw(t, at, "m3", "cancel order A-5531"); code != http.StatusUnauthorized {
@@ -179,12 +181,19 @@ func TestAnotherBrandsStatementDoesNotDisplaceTheProviders(t *testing.T) {
 	if code := s.call(t, "POST", "/v1/grants/"+grant+":revoke", "writer", map[string]any{"providerStatement": other}, nil); code != 200 {
 		t.Fatalf("another trusted brand's statement: %d", code)
 	}
+	// The ledgerd that runs the embedded Provider says the other brand's
+	// statement does not stop it (ledgerctl revocations --not-stopping
+	// lists the grant).
+	if rev := s.grantRevocation(t, grant); !rev.EmbeddedProvider || rev.EmbeddedProviderStoppedAt != "" {
+		t.Fatalf("after another brand's statement the ledger answers %+v, want the embedded Provider not stopped", rev)
+	}
 	if err := s.p.RevokeGrant("shop", "acct-48213", grant); err != nil {
 		t.Fatal(err)
 	}
 	waitDepth(t, s, 0, 15*time.Second)
-	if rev := s.grantRevocation(t, grant); len(rev.ProviderStatements) != 2 {
-		t.Fatalf("the ledger holds %+v, want both brands' statements", rev)
+	rev := s.grantRevocation(t, grant)
+	if len(rev.ProviderStatements) != 2 || rev.EmbeddedProviderStoppedAt == "" || rev.EmbeddedProviderStoppedAt != rev.RevokedAt {
+		t.Fatalf("the ledger holds %+v, want both brands' statements, the embedded Provider stopped by its own", rev)
 	}
 	s.restoreOlderProviderStore(t, backup, nil)
 	if code, body := s.sendRaw(t, at, "m2", "cancel order A-5531"); code != http.StatusUnauthorized {

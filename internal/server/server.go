@@ -64,13 +64,16 @@ type Server struct {
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	provider *pact.Provider
-	pactLis  net.Listener
-	pactHTTP *http.Server
-	pipeKey  string // writer key for the Provider's receipt pipeline
-	pipeURL  string // the ledger it posts to; "" is this one
-	pipeTLS  *tls.Config
-	pipeLis  *bufconn.Listener // this ledgerd's REST API in memory, for its own Provider
-	certs    *certs            // nil without tls
+	// providerStops is from when a revocation stops the embedded
+	// Provider (embeddedStops); nil without one.
+	providerStops func(grant string, rev *ledger.Revocation) time.Time
+	pactLis       net.Listener
+	pactHTTP      *http.Server
+	pipeKey       string // writer key for the Provider's receipt pipeline
+	pipeURL       string // the ledger it posts to; "" is this one
+	pipeTLS       *tls.Config
+	pipeLis       *bufconn.Listener // this ledgerd's REST API in memory, for its own Provider
+	certs         *certs            // nil without tls
 	// drillStats follows the stored drill reports for /metrics and the
 	// monthly catch-up.
 	drillStats *drillStats
@@ -407,6 +410,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}),
 	)
 	svc := &service{l: s.ledger, drills: s.drills, log: log, logKey: logKey, access: s.access, workers: s.workers, streams: streams, draining: s.draining, provider: s.provider,
+		providerStops:  s.providerStops,
 		batchReceipts:  newReceiptCodes(reg, "pactledger_batch_receipts_total", "Receipts answered in AppendReceipts calls, by the gRPC code of each one's result."),
 		streamReceipts: newReceiptCodes(reg, "pactledger_stream_receipts_total", "Receipts answered on AppendReceiptStream streams, by the gRPC code of each one's result."),
 	}
@@ -754,6 +758,9 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		base = "http://" + s.pactLis.Addr().String()
 	}
 	rl := cfg.Provider.RateLimits
+	s.providerStops = embeddedStops(base, brands, func(statement, grant string, at time.Time) bool {
+		return s.provider.Signed(statement, grant, at) // built before it serves
+	})
 	s.provider, err = pact.New(pact.Config{BaseURL: base, Verifier: v, Keys: keys, Brands: brands, StorePath: providerStorePath(cfg), Logger: log,
 		AgentNames:           agentNames(cfg),
 		Domains:              cfg.Provider.Domains,
@@ -767,9 +774,7 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 		RefusalOutboxPercent: cfg.Provider.RefusalLimit.OutboxPercent,
 		Revocations: ledgerRevocations(func(ctx context.Context, grant string) (*ledger.Revocation, error) {
 			return s.ledger.Revocation(ctx, grant) // built before the Provider serves
-		}, base, brands, func(statement, grant string, at time.Time) bool {
-			return s.provider.Signed(statement, grant, at) // built before it serves
-		}),
+		}, s.providerStops),
 	})
 	if err != nil {
 		return nil, err
@@ -778,36 +783,45 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	return brands, nil
 }
 
-// ledgerRevocations are the revocations in the row store (read), through
-// any replica, that the embedded Provider at base with brands honours: an
-// admin's (ledgerctl revoke), and one the Provider's own signed statement
+// embeddedStops is from when a revocation of a grant stops the embedded
+// Provider at base with brands (zero: it does not): the earlier of an
+// admin's (ledgerctl revoke) and one the Provider's own signed statement
 // says it made (docs/design/045), which a copy of its store from before it
 // may have forgotten: a statement the ledger checked with the keys of one
-// of these brands, or, under a brand URL of another provider.baseUrl,
-// one that signed says its keys signed. Any other writer's revocation makes receipts
-// incidents but does not stop the Provider: a writer key, which a
+// of these brands, or, under a brand URL of another provider.baseUrl, one
+// that signed says its keys signed. Any other writer's revocation makes
+// receipts incidents but does not stop the Provider: a writer key, which a
 // Provider's pipeline holds and which sees every grant id, cannot cut
-// customers' grants (docs/design/038); its statement would be checked
-// with a brand's keys, and only one of these brands' is this Provider's.
-func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), base string, brands map[string]*pact.Brand,
-	signed func(statement, grant string, at time.Time) bool) pact.Revocations {
+// customers' grants (docs/design/038); its statement would be checked with
+// a brand's keys, and only one of these brands' is this Provider's.
+func embeddedStops(base string, brands map[string]*pact.Brand, signed func(statement, grant string, at time.Time) bool) func(grant string, rev *ledger.Revocation) time.Time {
 	own := map[string]bool{}
 	for id, b := range brands {
 		if b.Delegation {
 			own[pact.InterfaceURL(base, id)] = true
 		}
 	}
-	return func(ctx context.Context, grant string) (time.Time, bool, error) {
-		rev, err := read(ctx, grant)
-		if err != nil || rev == nil {
-			return time.Time{}, false, err
-		}
+	return func(grant string, rev *ledger.Revocation) time.Time {
 		at := rev.AdminRevokedAt
 		if p := rev.EarliestStatement(func(st ledger.ProviderStatement) bool {
 			return own[st.Brand] || signed(st.Statement, grant, st.RevokedAt)
 		}); !p.IsZero() && (at.IsZero() || p.Before(at)) {
 			at = p
 		}
+		return at
+	}
+}
+
+// ledgerRevocations are the revocations in the row store (read), through
+// any replica, that the embedded Provider honours (stops): a read of the
+// store, the ledger being built before the Provider serves.
+func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), stops func(string, *ledger.Revocation) time.Time) pact.Revocations {
+	return func(ctx context.Context, grant string) (time.Time, bool, error) {
+		rev, err := read(ctx, grant)
+		if err != nil || rev == nil {
+			return time.Time{}, false, err
+		}
+		at := stops(grant, rev)
 		return at, !at.IsZero(), nil
 	}
 }

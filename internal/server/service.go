@@ -29,9 +29,12 @@ import (
 // service implements ledgerv1.LedgerServiceServer over a ledger.Ledger.
 type service struct {
 	ledgerv1.UnimplementedLedgerServiceServer
-	l      *ledger.Ledger
-	drills *drill.Runner
-	log    *slog.Logger
+	// providerStops is from when a revocation stops the embedded Provider
+	// (embeddedStops); nil when this ledgerd runs none.
+	providerStops func(grant string, rev *ledger.Revocation) time.Time
+	l             *ledger.Ledger
+	drills        *drill.Runner
+	log           *slog.Logger
 	// logKey verifies the Merkle log's checkpoints ("" without a log).
 	logKey string
 	// lastCP is the latest checkpoint verified with logKey
@@ -625,7 +628,9 @@ func drillProto(r *drill.Report, loc ledger.Location) *ledgerv1.DrillReport {
 	return p
 }
 
-func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
+// revocationProto is grant's revocation r as answers carry it, with
+// whether it stops the embedded Provider when this ledgerd runs one.
+func (s *service) revocationProto(grant string, r *ledger.Revocation) *ledgerv1.Revocation {
 	if r == nil {
 		return nil
 	}
@@ -639,6 +644,12 @@ func revocationProto(r *ledger.Revocation) *ledgerv1.Revocation {
 	}
 	for _, st := range r.ProviderStatements {
 		out.ProviderStatements = append(out.ProviderStatements, &ledgerv1.ProviderStatement{Brand: st.Brand, RevokedAt: ts(st.RevokedAt), Statement: st.Statement})
+	}
+	if s.providerStops != nil {
+		out.EmbeddedProvider = true
+		if at := s.providerStops(grant, r); !at.IsZero() {
+			out.EmbeddedProviderStoppedAt = ts(at)
+		}
 	}
 	return out
 }
@@ -671,7 +682,11 @@ func (s *service) RevokeGrant(ctx context.Context, req *ledgerv1.RevokeGrantRequ
 		// Nor which Provider revoked it, or when it signed that.
 		rev.ProviderStatements = nil
 	}
-	return &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: revocationProto(&rev)}, nil
+	out := &ledgerv1.RevokeGrantResponse{GrantId: req.GetGrantId(), Revocation: s.revocationProto(req.GetGrantId(), &rev)}
+	if !canRead(ctx) {
+		out.Revocation.EmbeddedProvider, out.Revocation.EmbeddedProviderStoppedAt = false, nil
+	}
+	return out, nil
 }
 
 // canRead reports whether the caller holds a role that reads the ledger.
@@ -685,7 +700,7 @@ func (s *service) GetGrant(ctx context.Context, req *ledgerv1.GetGrantRequest) (
 		return nil, s.toStatus(ctx, "GetGrant", err)
 	}
 	out := &ledgerv1.GetGrantResponse{GrantId: g.GrantID, Principals: g.Principals, Agents: g.Agents, ScopesGranted: g.ScopesGranted,
-		ScopesUsed: g.ScopesUsed, Revocation: revocationProto(g.Revocation), RowCount: int32(g.RowCount), ListsTruncated: g.ListsCut,
+		ScopesUsed: g.ScopesUsed, Revocation: s.revocationProto(g.GrantID, g.Revocation), RowCount: int32(g.RowCount), ListsTruncated: g.ListsCut,
 		RowCountTruncated: g.RowCountCut}
 	out.Rows = rowsWithin(g.Rows, answerRowBytes, true)
 	out.RowsTruncated = len(out.Rows) < g.RowCount
@@ -736,7 +751,7 @@ func (s *service) ListRevocations(ctx context.Context, req *ledgerv1.ListRevocat
 	out := &ledgerv1.ListRevocationsResponse{NextPageToken: next}
 	budget := answerRowBytes
 	for _, r := range revs {
-		p := &ledgerv1.GrantRevocation{GrantId: r.GrantID, Revocation: revocationProto(&r.Revocation)}
+		p := &ledgerv1.GrantRevocation{GrantId: r.GrantID, Revocation: s.revocationProto(r.GrantID, &r.Revocation)}
 		if budget -= itemBytes(p); budget < 0 && len(out.Revocations) > 0 {
 			// Notes and statements make a revocation up to some 25 KiB:
 			// the page ends early rather than pass the answer's bound.

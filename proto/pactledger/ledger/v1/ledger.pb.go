@@ -4009,8 +4009,18 @@ type Revocation struct {
 	// (docs/design/045). Empty in a RevokeGrant answer to a key that may
 	// not read the ledger.
 	ProviderStatements []*ProviderStatement `protobuf:"bytes,9,rep,name=provider_statements,json=providerStatements,proto3" json:"provider_statements,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Whether the ledgerd that answered runs the embedded Provider:
+	// embedded_provider_stopped_at then says whether, and from when, the
+	// revocation stops it. A ledgerd that runs none leaves both unset, as
+	// does a RevokeGrant answer to a key that may not read the ledger.
+	EmbeddedProvider bool `protobuf:"varint,10,opt,name=embedded_provider,json=embeddedProvider,proto3" json:"embedded_provider,omitempty"`
+	// From when the revocation stops that embedded Provider: the earlier of
+	// an admin's revocation and a statement it signed itself (one checked
+	// with the keys of one of its brands, or signed by a key in its key
+	// file); unset when it does not stop it.
+	EmbeddedProviderStoppedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=embedded_provider_stopped_at,json=embeddedProviderStoppedAt,proto3" json:"embedded_provider_stopped_at,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *Revocation) Reset() {
@@ -4102,6 +4112,20 @@ func (x *Revocation) GetAdminRecordedAt() *timestamppb.Timestamp {
 func (x *Revocation) GetProviderStatements() []*ProviderStatement {
 	if x != nil {
 		return x.ProviderStatements
+	}
+	return nil
+}
+
+func (x *Revocation) GetEmbeddedProvider() bool {
+	if x != nil {
+		return x.EmbeddedProvider
+	}
+	return false
+}
+
+func (x *Revocation) GetEmbeddedProviderStoppedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EmbeddedProviderStoppedAt
 	}
 	return nil
 }
@@ -7664,7 +7688,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
 	"\x12ListDrillsResponse\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.pactledger.ledger.v1.DrillReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xca\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd4\x04\n" +
 	"\n" +
 	"Revocation\x129\n" +
 	"\n" +
@@ -7678,7 +7702,10 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"admin_note\x18\a \x01(\tR\tadminNote\x12F\n" +
 	"\x11admin_recorded_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fadminRecordedAt\x12X\n" +
-	"\x13provider_statements\x18\t \x03(\v2'.pactledger.ledger.v1.ProviderStatementR\x12providerStatements\"\x82\x01\n" +
+	"\x13provider_statements\x18\t \x03(\v2'.pactledger.ledger.v1.ProviderStatementR\x12providerStatements\x12+\n" +
+	"\x11embedded_provider\x18\n" +
+	" \x01(\bR\x10embeddedProvider\x12[\n" +
+	"\x1cembedded_provider_stopped_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x19embeddedProviderStoppedAt\"\x82\x01\n" +
 	"\x11ProviderStatement\x12\x14\n" +
 	"\x05brand\x18\x01 \x01(\tR\x05brand\x129\n" +
 	"\n" +
@@ -8212,108 +8239,109 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	101, // 66: pactledger.ledger.v1.Revocation.admin_revoked_at:type_name -> google.protobuf.Timestamp
 	101, // 67: pactledger.ledger.v1.Revocation.admin_recorded_at:type_name -> google.protobuf.Timestamp
 	56,  // 68: pactledger.ledger.v1.Revocation.provider_statements:type_name -> pactledger.ledger.v1.ProviderStatement
-	101, // 69: pactledger.ledger.v1.ProviderStatement.revoked_at:type_name -> google.protobuf.Timestamp
-	101, // 70: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	55,  // 71: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	101, // 72: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
-	55,  // 73: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
-	60,  // 74: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
-	55,  // 75: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	30,  // 76: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	65,  // 77: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	101, // 78: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	101, // 79: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	101, // 80: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	69,  // 81: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	69,  // 82: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	30,  // 83: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	30,  // 84: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	69,  // 85: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	101, // 86: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	5,   // 87: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	101, // 88: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	101, // 89: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	77,  // 90: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	77,  // 91: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	101, // 92: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	80,  // 93: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	101, // 94: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	101, // 95: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	101, // 96: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	81,  // 97: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	101, // 98: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	101, // 99: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	94,  // 100: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	101, // 101: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	101, // 102: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	97,  // 103: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	13,  // 104: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	15,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	17,  // 106: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	21,  // 107: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	31,  // 108: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	33,  // 109: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	35,  // 110: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	38,  // 111: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	40,  // 112: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	42,  // 113: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	45,  // 114: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	51,  // 115: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	53,  // 116: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	57,  // 117: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	62,  // 118: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	59,  // 119: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
-	64,  // 120: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	67,  // 121: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	70,  // 122: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	72,  // 123: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	74,  // 124: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	76,  // 125: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	79,  // 126: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	83,  // 127: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	85,  // 128: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	87,  // 129: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	89,  // 130: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	91,  // 131: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	93,  // 132: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	96,  // 133: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	99,  // 134: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	14,  // 135: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	16,  // 136: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	18,  // 137: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	22,  // 138: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	32,  // 139: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	34,  // 140: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	37,  // 141: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	39,  // 142: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	41,  // 143: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	43,  // 144: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	50,  // 145: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	52,  // 146: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	54,  // 147: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	58,  // 148: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	63,  // 149: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	61,  // 150: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
-	66,  // 151: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	68,  // 152: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	71,  // 153: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	73,  // 154: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	75,  // 155: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	78,  // 156: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	82,  // 157: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	84,  // 158: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	86,  // 159: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	88,  // 160: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	90,  // 161: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	92,  // 162: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	95,  // 163: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	98,  // 164: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	100, // 165: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	135, // [135:166] is the sub-list for method output_type
-	104, // [104:135] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	101, // 69: pactledger.ledger.v1.Revocation.embedded_provider_stopped_at:type_name -> google.protobuf.Timestamp
+	101, // 70: pactledger.ledger.v1.ProviderStatement.revoked_at:type_name -> google.protobuf.Timestamp
+	101, // 71: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	55,  // 72: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	101, // 73: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
+	55,  // 74: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
+	60,  // 75: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
+	55,  // 76: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	30,  // 77: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	65,  // 78: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	101, // 79: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	101, // 80: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	101, // 81: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	69,  // 82: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	69,  // 83: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	30,  // 84: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	30,  // 85: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	69,  // 86: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	101, // 87: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	5,   // 88: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	101, // 89: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	101, // 90: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	77,  // 91: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	77,  // 92: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	101, // 93: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 94: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	101, // 95: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	101, // 96: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	101, // 97: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	81,  // 98: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	101, // 99: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	101, // 100: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	94,  // 101: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	101, // 102: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	101, // 103: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	97,  // 104: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	13,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	15,  // 106: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	17,  // 107: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	21,  // 108: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	31,  // 109: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	33,  // 110: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	35,  // 111: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	38,  // 112: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	40,  // 113: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	42,  // 114: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	45,  // 115: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	51,  // 116: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	53,  // 117: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	57,  // 118: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	62,  // 119: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	59,  // 120: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
+	64,  // 121: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	67,  // 122: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	70,  // 123: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	72,  // 124: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	74,  // 125: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	76,  // 126: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	79,  // 127: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	83,  // 128: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	85,  // 129: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	87,  // 130: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	89,  // 131: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	91,  // 132: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	93,  // 133: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	96,  // 134: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	99,  // 135: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	14,  // 136: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	16,  // 137: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	18,  // 138: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	22,  // 139: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	32,  // 140: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	34,  // 141: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	37,  // 142: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	39,  // 143: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	41,  // 144: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	43,  // 145: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	50,  // 146: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	52,  // 147: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	54,  // 148: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	58,  // 149: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	63,  // 150: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	61,  // 151: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
+	66,  // 152: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	68,  // 153: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	71,  // 154: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	73,  // 155: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	75,  // 156: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	78,  // 157: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	82,  // 158: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	84,  // 159: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	86,  // 160: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	88,  // 161: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	90,  // 162: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	92,  // 163: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	95,  // 164: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	98,  // 165: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	100, // 166: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	136, // [136:167] is the sub-list for method output_type
+	105, // [105:136] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
