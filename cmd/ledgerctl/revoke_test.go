@@ -257,3 +257,26 @@ func TestRevocationsListsWhatStopsTheProvider(t *testing.T) {
 		}
 	}
 }
+
+// revocations --not-stopping lists what does not stop the embedded
+// Provider: as the ledgerd that runs it says, or, answered by another,
+// every revocation without an admin's (a statement stops only the
+// Provider that signed it, which that ledgerd cannot tell).
+func TestNotStoppingFollowsTheProvidersLedgerd(t *testing.T) {
+	stmt := []*ledgerv1.ProviderStatement{{RevokedAt: timestamppb.Now(), Brand: "https://other.example/a2a/x"}}
+	for _, tc := range []struct {
+		name string
+		r    *ledgerv1.Revocation
+		want bool
+	}{
+		{"a writer's, by another ledgerd", &ledgerv1.Revocation{}, false},
+		{"a statement, by another ledgerd", &ledgerv1.Revocation{ProviderStatements: stmt}, false},
+		{"an admin's, by another ledgerd", &ledgerv1.Revocation{AdminRevokedAt: timestamppb.Now()}, true},
+		{"another brand's statement, by the Provider's ledgerd", &ledgerv1.Revocation{ProviderStatements: stmt, EmbeddedProvider: true}, false},
+		{"its own statement, by the Provider's ledgerd", &ledgerv1.Revocation{ProviderStatements: stmt, EmbeddedProvider: true, EmbeddedProviderStoppedAt: timestamppb.Now()}, true},
+	} {
+		if got := stopsProvider(tc.r); got != tc.want {
+			t.Errorf("%s: stops the Provider %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
