@@ -13,6 +13,18 @@ import (
 	"github.com/pactledger/pactledger/verifier"
 )
 
+// grantServed runs the device flow and one turn under the grant, and
+// waits for its receipt to be recorded: the delegation token and its
+// grant.
+func (s *shop) grantServed(t *testing.T) (at, grant string) {
+	t.Helper()
+	at = s.token(t)
+	grant = pacttest.GrantOf(t, at)
+	s.send(t, at, "m1", "what is the status of order A-88213?")
+	waitDepth(t, s, 0, 15*time.Second)
+	return at, grant
+}
+
 // revocationView is a grant's revocation as GetGrant shows it.
 type revocationView struct {
 	RevokedAt          string `json:"revokedAt"`
@@ -44,10 +56,7 @@ func (s *shop) grantRevocation(t *testing.T, grant string) revocationView {
 // admin's, and the agent's next turn under the grant is refused.
 func TestARevocationOutlivesAnOlderProviderStore(t *testing.T) {
 	s := newShop(t)
-	at := s.token(t)
-	grant := pacttest.GrantOf(t, at)
-	s.send(t, at, "m1", "what is the status of order A-88213?")
-	waitDepth(t, s, 0, 15*time.Second)
+	at, grant := s.grantServed(t)
 
 	s.stop()
 	db := filepath.Join(s.cfg.DataDir, "provider.db")
@@ -98,10 +107,7 @@ func TestARevocationOutlivesAnOlderProviderStore(t *testing.T) {
 // posts it, is its own revocation and is honoured.
 func TestAWritersStatementMustBeTheProviders(t *testing.T) {
 	s := newShop(t)
-	at := s.token(t)
-	grant := pacttest.GrantOf(t, at)
-	s.send(t, at, "m1", "what is the status of order A-88213?")
-	waitDepth(t, s, 0, 15*time.Second)
+	at, grant := s.grantServed(t)
 	now := time.Now().UTC()
 	forged := s.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: s.base + "/oauth", Brand: s.base, GrantID: grant,
 		RevokedAt: now.Format(time.RFC3339Nano), IssuedAt: now.Unix()})
@@ -170,10 +176,7 @@ func (s *shop) backupProviderStore(t *testing.T) []byte {
 // store put back from before still does not serve the grant.
 func TestAnotherBrandsStatementDoesNotDisplaceTheProviders(t *testing.T) {
 	s := newShop(t)
-	at := s.token(t)
-	grant := pacttest.GrantOf(t, at)
-	s.send(t, at, "m1", "what is the status of order A-88213?")
-	waitDepth(t, s, 0, 15*time.Second)
+	at, grant := s.grantServed(t)
 	backup := s.backupProviderStore(t)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	other := s.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: s.sc.AuthServer, Brand: s.sc.Brand.ID, GrantID: grant,

@@ -1235,17 +1235,7 @@ func (t *tx) PutRevocation(grant string, r ledger.Revocation) error {
 
 // Revocations implements ledger.RevocationLister, in grant id order.
 func (t *tx) Revocations(fn func(grant string, r *ledger.Revocation) error) error {
-	c := t.cursor(bGrants)
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		var r ledger.Revocation
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("decode revocation of %s: %w", k, err)
-		}
-		if err := fn(string(k), &r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.RevocationsAfter("", math.MaxInt, fn)
 }
 
 // RevocationsAfter implements ledger.RevocationLister.

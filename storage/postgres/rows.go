@@ -741,23 +741,17 @@ func (t *tx) Revocation(grant string) (*ledger.Revocation, error) {
 
 // Revocations implements ledger.RevocationLister, in grant id order.
 func (t *tx) Revocations(fn func(grant string, r *ledger.Revocation) error) error {
-	return t.query("list revocations", "SELECT grant_id, body FROM revocations ORDER BY grant_id", nil, func(rows pgx.Rows) error {
-		var grant string
-		var body []byte
-		if err := rows.Scan(&grant, &body); err != nil {
-			return err
-		}
-		var r ledger.Revocation
-		if err := json.Unmarshal(body, &r); err != nil {
-			return fmt.Errorf("decode revocation of %s: %w", grant, err)
-		}
-		return fn(grant, &r)
-	})
+	return t.query("list revocations", "SELECT grant_id, body FROM revocations ORDER BY grant_id", nil, revocationRows(fn))
 }
 
 // RevocationsAfter implements ledger.RevocationLister.
 func (t *tx) RevocationsAfter(after string, limit int, fn func(grant string, r *ledger.Revocation) error) error {
-	return t.query("list revocations", "SELECT grant_id, body FROM revocations WHERE grant_id > $1 ORDER BY grant_id LIMIT $2", []any{after, limit}, func(rows pgx.Rows) error {
+	return t.query("list revocations", "SELECT grant_id, body FROM revocations WHERE grant_id > $1 ORDER BY grant_id LIMIT $2", []any{after, limit}, revocationRows(fn))
+}
+
+// revocationRows calls fn with each row's grant id and revocation.
+func revocationRows(fn func(grant string, r *ledger.Revocation) error) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		var grant string
 		var body []byte
 		if err := rows.Scan(&grant, &body); err != nil {
@@ -768,7 +762,7 @@ func (t *tx) RevocationsAfter(after string, limit int, fn func(grant string, r *
 			return fmt.Errorf("decode revocation of %s: %w", grant, err)
 		}
 		return fn(grant, &r)
-	})
+	}
 }
 
 // PutRevocation implements ledger.Rows.
