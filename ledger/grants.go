@@ -219,7 +219,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		var newStatement *ProviderStatement
 		if stateChanged {
 			newStatement = &ProviderStatement{Brand: stated.Brand, RevokedAt: stated.RevokedAt, Statement: statement}
-			ref = StatedRevocationRef(grant, at, changed, stated.Brand)
+			ref = StatedRevocationRef(grant, at, changed, stated.Brand, statement)
 		}
 		switch done, err := l.leafOf(tx, ref); {
 		case err != nil:

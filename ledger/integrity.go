@@ -839,11 +839,13 @@ type revocationClaims struct {
 	stated map[string]statedClaim
 }
 
-// statedClaim is what one revocation leaf with a statement says: the
-// grant was revoked as of at, by the statement whose hash is statement.
+// statedClaim is what the earliest revocation leaves of a brand's
+// statements say: the grant was revoked as of at, by the statements
+// whose hashes are in statements (one signed again after a restore lost
+// the first is logged too).
 type statedClaim struct {
 	revocationClaim
-	statement string
+	statements map[string]bool
 }
 
 // revocationLog holds the revocations the log records, by the grant id's
@@ -876,11 +878,14 @@ func noteRevocation(m revocationLog, i int64, f map[string]string) string {
 		if h, ok := strings.CutPrefix(b, "sha256:"); !ok || len(h) != 64 || strings.ToLower(h) != h {
 			return fmt.Sprintf("of grant %s with the statement of brand %q, not a hash as the ledger writes one", g, b)
 		}
-		if prev, seen := c.stated[b]; !seen || at.Before(prev.at) {
+		switch prev, seen := c.stated[b]; {
+		case !seen || at.Before(prev.at):
 			if c.stated == nil {
 				c.stated = map[string]statedClaim{}
 			}
-			c.stated[b] = statedClaim{revocationClaim{leaf: i, at: at}, f["statement"]}
+			c.stated[b] = statedClaim{revocationClaim{leaf: i, at: at}, map[string]bool{f["statement"]: true}}
+		case at.Equal(prev.at):
+			prev.statements[f["statement"]] = true
 		}
 	}
 	return ""
@@ -934,7 +939,7 @@ func checkRevocations(tx Tx, logged revocationLog, finding func(format string, a
 				c.adm.leaf, grant, stamp(c.adm.at), stamp(r.AdminRevokedAt))
 		}
 		for _, b := range slices.Sorted(maps.Keys(c.stated)) {
-			if p := statementFinding(r, b, c.stated[b].at, c.stated[b].statement); p != "" {
+			if p := statementFinding(r, b, c.stated[b].at, c.stated[b].statements); p != "" {
 				finding("leaf %d records the Provider's signed statement of grant %s's revocation as of %s%s", c.stated[b].leaf, grant, stamp(c.stated[b].at), p)
 			}
 		}
@@ -955,17 +960,18 @@ func checkRevocations(tx Tx, logged revocationLog, finding func(format string, a
 	return nil
 }
 
-// statementFinding says what is wrong with revocation r against a leaf
-// that records a Provider's statement of brand (the hash of its URL) as
-// of at, its digest dig: "" when r holds that brand's statement as of at
-// or earlier, the one logged when as of at, or an admin's revocation as
-// of at or earlier, which stops the embedded Provider whatever became of
-// the statement (what an operator records after a restore lost it).
-func statementFinding(r *Revocation, brand string, at time.Time, dig string) string {
+// statementFinding says what is wrong with revocation r against the
+// leaves that record a Provider's statements of brand (the hash of its
+// URL) as of at, whose digests are logged: "" when r holds that brand's
+// statement as of at or earlier (one logged, when as of at), or an
+// admin's revocation as of at or earlier, which stops the embedded
+// Provider whatever became of the statement (what an operator records
+// after a restore lost it).
+func statementFinding(r *Revocation, brand string, at time.Time, logged map[string]bool) string {
 	i := slices.IndexFunc(r.ProviderStatements, func(st ProviderStatement) bool { return digest(st.Brand) == brand })
 	admin := !r.AdminRevokedAt.IsZero() && !r.AdminRevokedAt.After(at)
 	switch {
-	case i >= 0 && r.ProviderStatements[i].RevokedAt.Equal(at) && dig != "" && digest(r.ProviderStatements[i].Statement) != dig:
+	case i >= 0 && r.ProviderStatements[i].RevokedAt.Equal(at) && !logged[digest(r.ProviderStatements[i].Statement)]:
 		return fmt.Sprintf(" (brand %s), but the row store holds another statement of that brand as of that time: edited", r.ProviderStatements[i].Brand)
 	case admin, i >= 0 && !r.ProviderStatements[i].RevokedAt.After(at):
 		return ""

@@ -229,13 +229,13 @@ func policyRef(id string) string            { return "policy/" + id }
 // revocation as of at, recorded by an admin or not (Proof finds it once
 // integrated).
 func RevocationRef(grant string, at time.Time, admin bool) string {
-	return revocationRef(digest(grant), stamp(at), admin, "")
+	return revocationRef(digest(grant), stamp(at), admin, "", "")
 }
 
 // StatedRevocationRef is the ref of the leaf of a revocation of grant as
-// of at that carried a statement of brand new for it.
-func StatedRevocationRef(grant string, at time.Time, admin bool, brand string) string {
-	return revocationRef(digest(grant), stamp(at), admin, digest(brand))
+// of at that carried statement, of brand, new for it.
+func StatedRevocationRef(grant string, at time.Time, admin bool, brand, statement string) string {
+	return revocationRef(digest(grant), stamp(at), admin, digest(brand), digest(statement))
 }
 
 // revocationRef is the ref of a revocation leaf, from its own lines: the
@@ -243,15 +243,17 @@ func StatedRevocationRef(grant string, at time.Time, admin bool, brand string) s
 // revocation logged moves the grant's time (or its admin's time) earlier,
 // so no two of a grant's share one; the same revocation recorded again
 // (after the row store lost it) is logged once. One that carried a
-// statement new for its brand names the brand's hash too: a statement
-// moves its brand's time earlier, as an admin's revocation its own.
-func revocationRef(grantDigest, revoked string, admin bool, brandDigest string) string {
+// statement new for its brand names the hashes of the brand and the
+// statement too: a statement moves its brand's time earlier, as an
+// admin's revocation its own, and one signed again after a restore lost
+// the first (the same time, another signature) is a leaf of its own.
+func revocationRef(grantDigest, revoked string, admin bool, brandDigest, statementDigest string) string {
 	ref := "revocation/" + strings.TrimPrefix(grantDigest, "sha256:") + "/" + revoked
 	if admin {
 		ref += "/admin"
 	}
 	if brandDigest != "" {
-		ref += "/stated/" + strings.TrimPrefix(brandDigest, "sha256:")
+		ref += "/stated/" + strings.TrimPrefix(brandDigest, "sha256:") + "/" + strings.TrimPrefix(statementDigest, "sha256:")
 	}
 	return ref
 }

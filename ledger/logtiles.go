@@ -237,7 +237,7 @@ func leafRef(data []byte) string {
 	case LeafPolicy:
 		return policyRef(f["policy"])
 	case LeafRevocation:
-		return revocationRef(f["grant"], f["revoked"], f["admin"] == "yes", f["brand"])
+		return revocationRef(f["grant"], f["revoked"], f["admin"] == "yes", f["brand"], f["statement"])
 	}
 	return ""
 }

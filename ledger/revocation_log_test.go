@@ -207,7 +207,7 @@ func TestAProvidersStatementIsLoggedAndChecked(t *testing.T) {
 			if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
 				t.Fatalf("integrated %d leaves, %v; want 2", n, err)
 			}
-			b, err := h.l.Proof(ctx, ledger.StatedRevocationRef(grant, at, false, h.sc.Brand.ID))
+			b, err := h.l.Proof(ctx, ledger.StatedRevocationRef(grant, at, false, h.sc.Brand.ID, stmt))
 			if err != nil {
 				t.Fatalf("proof of the stated revocation: %v", err)
 			}
@@ -235,5 +235,36 @@ func TestAProvidersStatementIsLoggedAndChecked(t *testing.T) {
 				t.Fatalf("findings:\n%s\nwant one with %q", all, tc.want)
 			}
 		})
+	}
+}
+
+// A restore of the row store lost a Provider's statement, and the
+// statement is posted again, signed again (another iat, another
+// signature): it is a leaf of its own, and fsck finds nothing.
+func TestAStatementSignedAgainAfterARestoreIsLogged(t *testing.T) {
+	const grant = "a2agrant_again_stated"
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	at := h.clock().Add(-time.Hour)
+	first := h.sc.Brand.Key.SignTyp(verifier.RevocationTyp, h.statementClaims(grant, at))
+	if _, err := h.l.RevokeGrantStated(ctx, grant, at, "account page", "writer-key", false, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.tamper(t, tamper.DropRevocation(grant))
+	c := h.statementClaims(grant, at)
+	c.IssuedAt += 3600
+	again := h.sc.Brand.Key.SignTyp(verifier.RevocationTyp, c)
+	if _, err := h.l.RevokeGrantStated(ctx, grant, at, "posted again", "writer-key", false, again); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.Integrate(ctx); err != nil || n != 1 {
+		t.Fatalf("integrated %d leaves, %v; want the statement signed again", n, err)
+	}
+	if got := integrity(t, h); len(got.Findings) != 0 {
+		t.Fatalf("a statement signed again after a restore: %+v", got.Findings)
 	}
 }

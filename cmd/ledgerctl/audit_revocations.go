@@ -23,7 +23,7 @@ func revocationRef(leaf map[string]string) string {
 		ref += "/admin"
 	}
 	if b, ok := leaf["brand"]; ok {
-		ref += "/stated/" + strings.TrimPrefix(b, "sha256:")
+		ref += "/stated/" + strings.TrimPrefix(b, "sha256:") + "/" + strings.TrimPrefix(leaf["statement"], "sha256:")
 	}
 	return ref
 }
@@ -38,11 +38,13 @@ type loggedRevocation struct {
 	stated map[string]statedAt
 }
 
-// statedAt is what one revocation leaf with a statement says: the grant
-// was revoked as of at, by the statement whose hash is statement.
+// statedAt is what the earliest revocation leaves of a brand's
+// statements say: the grant was revoked as of at, by the statements whose
+// hashes are in statements (one signed again after a restore lost the
+// first is logged too).
 type statedAt struct {
 	revocationAt
-	statement string
+	statements map[string]bool
 }
 
 // revocationAt is what one revocation leaf says: the grant was revoked as
@@ -77,11 +79,14 @@ func (a *auditor) noteRevocation(index int64, leaf map[string]string) {
 		r.adm, r.hasAdm = revocationAt{index, at}, true
 	}
 	if b, ok := leaf["brand"]; ok {
-		if prev, seen := r.stated[b]; !seen || at.Before(prev.at) {
+		switch prev, seen := r.stated[b]; {
+		case !seen || at.Before(prev.at):
 			if r.stated == nil {
 				r.stated = map[string]statedAt{}
 			}
-			r.stated[strings.Clone(b)] = statedAt{revocationAt{index, at}, strings.Clone(leaf["statement"])}
+			r.stated[strings.Clone(b)] = statedAt{revocationAt{index, at}, map[string]bool{strings.Clone(leaf["statement"]): true}}
+		case at.Equal(prev.at):
+			prev.statements[strings.Clone(leaf["statement"])] = true
 		}
 	}
 }
@@ -163,17 +168,17 @@ func providerServes(lr *loggedRevocation) string {
 }
 
 // statementMismatch says what is wrong with the ledger's answer rev
-// against a leaf that records a Provider's statement of brand (the hash
-// of its URL): "" when rev holds that brand's statement as of the leaf's
-// time or earlier (the one logged, when as of that time), or an admin's
-// revocation as early, which stops the embedded Provider whatever became
-// of the statement.
+// against the leaves that record a Provider's statements of brand (the
+// hash of its URL): "" when rev holds that brand's statement as of the
+// leaves' time or earlier (one logged, when as of that time), or an
+// admin's revocation as early, which stops the embedded Provider whatever
+// became of the statement.
 func statementMismatch(rev *ledgerv1.Revocation, brand string, claim statedAt) string {
 	sts := rev.GetProviderStatements()
 	i := slices.IndexFunc(sts, func(st *ledgerv1.ProviderStatement) bool { return digest(st.GetBrand()) == brand })
 	admin := rev.GetAdminRevokedAt() != nil && !rev.GetAdminRevokedAt().AsTime().After(claim.at)
 	switch {
-	case i >= 0 && sts[i].GetRevokedAt().AsTime().Equal(claim.at) && claim.statement != "" && digest(sts[i].GetStatement()) != claim.statement:
+	case i >= 0 && sts[i].GetRevokedAt().AsTime().Equal(claim.at) && !claim.statements[digest(sts[i].GetStatement())]:
 		return fmt.Sprintf(" (brand %s), but the ledger answers another statement of that brand as of that time: edited", sts[i].GetBrand())
 	case admin, i >= 0 && !sts[i].GetRevokedAt().AsTime().After(claim.at):
 		return ""

@@ -86,23 +86,7 @@ func TestAuditFindsARevocationLostBehindTheLog(t *testing.T) {
 func TestAuditFindsAProvidersStatementLostBehindTheLog(t *testing.T) {
 	const grant = "a2agrant_7Q2F"
 	f := start(t)
-	stmt := f.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: f.sc.AuthServer, Brand: f.sc.Brand.ID, GrantID: grant,
-		RevokedAt: "2026-10-07T12:00:00Z", IssuedAt: 1791374400})
-	body, _ := json.Marshal(map[string]string{"providerStatement": stmt})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.http+"/v1/grants/"+grant+":revoke", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+keys["writer"])
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("RevokeGrant with the Provider's statement: %d", res.StatusCode)
-	}
+	postStatement(t, f, grant, 1791374400)
 	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"}))
 	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
 	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
@@ -132,5 +116,47 @@ func TestAuditFindsAProvidersStatementLostBehindTheLog(t *testing.T) {
 	f.logged(t, f.append(t, pacttest.Spec{User: "acct-10", Target: "L-10"}))
 	if code, out, errs := audit(); code != 0 {
 		t.Fatalf("audit after an admin's revocation as of the lost statement's time: %d\n%s%s", code, out, errs)
+	}
+}
+
+// postStatement posts, with the writer key, the brand's statement that it
+// revoked grant as of 2026-10-07T12:00:00Z, signed at iat.
+func postStatement(t *testing.T, f *fixture, grant string, iat int64) {
+	t.Helper()
+	stmt := f.sc.Brand.Key.SignTyp(verifier.RevocationTyp, verifier.RevocationClaims{Issuer: f.sc.AuthServer, Brand: f.sc.Brand.ID, GrantID: grant,
+		RevokedAt: "2026-10-07T12:00:00Z", IssuedAt: iat})
+	body, _ := json.Marshal(map[string]string{"providerStatement": stmt})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.http+"/v1/grants/"+grant+":revoke", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys["writer"])
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("RevokeGrant with the Provider's statement: %d", res.StatusCode)
+	}
+}
+
+// A restore of the row store lost a Provider's statement, and the
+// statement is posted again, signed again: the audit passes.
+func TestAuditTakesAStatementSignedAgainAfterARestore(t *testing.T) {
+	const grant = "a2agrant_7Q2F"
+	f := start(t)
+	postStatement(t, f, grant, 1791374400)
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"}))
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	f.edit(t, tamper.DropRevocation(grant))
+	postStatement(t, f, grant, 1791378000)
+	f.logged(t, f.append(t, pacttest.Spec{User: "acct-10", Target: "L-10"}))
+	if code, out, errs := f.ctl(t, "auditor", "log", "audit", "--from", kept, "--log-key", f.verifierKey(t), "--settle", "500ms", "--all"); code != 0 {
+		t.Fatalf("audit after the statement was signed again: %d\n%s%s", code, out, errs)
 	}
 }
