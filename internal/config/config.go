@@ -541,6 +541,8 @@ func checkClockReference(uri string, insecureLoopback bool) error {
 	switch {
 	case err != nil || u.Host == "":
 		return fmt.Errorf("%q is not an absolute URL", uri)
+	case u.User != nil:
+		return errors.New("a URL with a user name or password: a time reference needs none, and /readyz and the logs must not show one")
 	case u.Scheme == "https":
 		return nil
 	case u.Scheme != "http":

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"time"
 
 	"github.com/pactledger/pactledger/ledger"
@@ -23,16 +25,26 @@ const dateClockTimeout = 10 * time.Second
 // clock: a proxy in front of a server that is down often answers without
 // one (ledger.ErrUnavailable). Redirects are not followed: the time is
 // the configured server's.
-func dateClock(url string) ledger.ReferenceClock {
+//
+// The clock is named by its place in the configuration (name, such as
+// "clock.references[0]"): the name is on /readyz and in a metric's label,
+// which callers without a key read, and a URL may name the network's
+// hosts. Errors, which those callers are not shown, name the URL without
+// its query.
+func dateClock(name, url string) ledger.ReferenceClock {
 	client := &http.Client{Timeout: dateClockTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	name := "the time reference " + url
+	what := name + " (" + withoutQuery(url) + ")"
 	return ledger.ReferenceClock{Name: name, Now: func(ctx context.Context) (time.Time, error) {
+		name := what
 		req, err := http.NewRequestWithContext(ctx, http.MethodHead, url, nil)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("%w: %s: %w", ledger.ErrUnavailable, name, err)
+			return time.Time{}, fmt.Errorf("%w: %s: not a URL to ask", ledger.ErrUnavailable, name)
 		}
 		res, err := client.Do(req)
 		if err != nil {
+			if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+				err = ue.Err // its text quotes the whole URL
+			}
 			return time.Time{}, fmt.Errorf("%w: the time of %s: %w", ledger.ErrUnavailable, name, err)
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
@@ -49,4 +61,15 @@ func dateClock(url string) ledger.ReferenceClock {
 		}
 		return time.Time{}, fmt.Errorf("%w: the time of %s: it answered %s without a time of its own", ledger.ErrUnavailable, name, res.Status)
 	}}
+}
+
+// withoutQuery is uri without its query or fragment, which may carry a
+// token.
+func withoutQuery(uri string) string {
+	u, err := neturl.Parse(uri)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestDateClockReadsTheServersOwnDate(t *testing.T) {
 			}
 			w.WriteHeader(tc.status)
 		}))
-		got, err := dateClock(srv.URL).Now(context.Background())
+		got, err := dateClock("clock.references[0]", srv.URL).Now(context.Background())
 		srv.Close()
 		switch {
 		case tc.want == nil && (err != nil || !got.Equal(at.Add(500*time.Millisecond))):
@@ -51,7 +52,7 @@ func TestDateClockReadsTheServersOwnDate(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := dateClock("http://127.0.0.1:1/").Now(context.Background()); !errors.Is(err, ledger.ErrUnavailable) {
-		t.Errorf("no answer: %v, want ErrUnavailable", err)
+	if _, err := dateClock("clock.references[0]", "http://127.0.0.1:1/?token=t0k3n").Now(context.Background()); !errors.Is(err, ledger.ErrUnavailable) || strings.Contains(err.Error(), "t0k3n") {
+		t.Errorf("no answer: %v, want ErrUnavailable, without the URL's query", err)
 	}
 }

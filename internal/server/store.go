@@ -147,8 +147,8 @@ func referenceClocks(store rowStore, evidence *s3.Store, references []string) []
 	if pg, ok := store.(*postgres.Store); ok {
 		clocks = append(clocks, ledger.ReferenceClock{Name: "the PostgreSQL row store", Now: pg.ServerTime})
 	}
-	for _, u := range references {
-		clocks = append(clocks, dateClock(u))
+	for i, u := range references {
+		clocks = append(clocks, dateClock(fmt.Sprintf("clock.references[%d]", i), u))
 	}
 	return clocks
 }

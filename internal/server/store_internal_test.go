@@ -59,7 +59,7 @@ func TestReferenceClocks(t *testing.T) {
 	if got := referenceClocks(st, evidence, nil); len(got) != 1 || got[0].Name != "the S3 evidence store" || got[0].Now == nil {
 		t.Fatalf("bbolt and S3: reference clocks %+v, want the S3 evidence store's", got)
 	}
-	if got := referenceClocks(st, nil, []string{"https://time.example.com/"}); len(got) != 1 || got[0].Name != "the time reference https://time.example.com/" {
+	if got := referenceClocks(st, nil, []string{"https://time.example.com/"}); len(got) != 1 || got[0].Name != "clock.references[0]" {
 		t.Fatalf("bbolt, a local directory and clock.references: reference clocks %+v, want the reference's", got)
 	}
 }
