@@ -283,6 +283,11 @@ func missedMonthly(s drill.Schedule, last summary, ran bool, now time.Time) bool
 	return ran && last.startedAt.Before(lastScheduled(s, now).Add(-ledger.ClockTolerance))
 }
 
+// catchUpRetryFirst and catchUpRetryMax bound the wait before the
+// catch-up reads the stored drills again when it could not: first, then
+// twice as long each time up to the most.
+const catchUpRetryFirst, catchUpRetryMax = time.Minute, 30 * time.Minute
+
 // catchUpMonthly returns the scheduled time of a monthly drill missed
 // while ledgerd was down, zero when none was, for the scheduler to run
 // first (drill.Runner.RunSchedulerFrom: with its retries, a failed
@@ -290,11 +295,21 @@ func missedMonthly(s drill.Schedule, last summary, ran bool, now time.Time) bool
 // ahead of the clock does not count as the last run (drillStats).
 func (s *Server) catchUpMonthly(ctx context.Context, sched drill.Schedule) time.Time {
 	last, ran, sure, err := s.drillStats.latestKnown(ctx, drill.Monthly)
-	if err != nil {
-		// Taken for missed: the scheduler's own check of the slot reads
-		// the store again, and runs it only if it has no run.
-		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a run was missed; the scheduler checks the last scheduled time itself", slog.String("error", err.Error()))
-		return lastScheduled(sched, s.drillStats.now())
+	for wait := catchUpRetryFirst; err != nil; wait = min(2*wait, catchUpRetryMax) {
+		// Read again rather than guess: taken for missed, a ledger that
+		// never ran a monthly drill would run one now; taken for not
+		// missed, a month would be lost. The scheduler could not run a
+		// drill meanwhile either.
+		s.log.WarnContext(ctx, "monthly drill: cannot tell whether a scheduled run was missed; reading the stored drills again", slog.String("error", err.Error()),
+			slog.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return time.Time{}
+		case <-t.C:
+		}
+		last, ran, sure, err = s.drillStats.latestKnown(ctx, drill.Monthly)
 	}
 	now := s.drillStats.now()
 	missed := lastScheduled(sched, now)

@@ -75,12 +75,23 @@ func newDrillRunner(t *testing.T, now func() time.Time) *drill.Runner {
 	t.Helper()
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
+	return newDrillRunnerOn(t, sc, now, nil)
+}
+
+// newDrillRunnerOn is newDrillRunner for the scenario sc, its row store
+// wrapped by wrap unless nil.
+func newDrillRunnerOn(t *testing.T, sc *pacttest.Scenario, now func() time.Time, wrap func(ledger.Store) ledger.Store) *drill.Runner {
+	t.Helper()
 	dir := t.TempDir()
-	store, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+	b, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { b.Close() })
+	var store ledger.Store = b
+	if wrap != nil {
+		store = wrap(store)
+	}
 	objects, err := localdir.Open(filepath.Join(dir, "ev"))
 	if err != nil {
 		t.Fatal(err)

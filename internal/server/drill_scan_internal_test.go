@@ -3,13 +3,20 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/go-jose/go-jose/v4"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pactledger/pactledger/drill"
+	"github.com/pactledger/pactledger/internal/pacttest"
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // setDrillScan sets how many stored reports one read of the drill metrics
@@ -142,5 +149,75 @@ func TestMonthlyDrillMetricPastOtherDrills(t *testing.T) {
 		if got, ok := gauge(t, reg, "pactledger_drill_last_run_timestamp_seconds", "monthly"); !ok || got != want {
 			t.Fatalf("after 9 more dispute drills: pactledger_drill_last_run_timestamp_seconds{kind=monthly} = %v (there: %v), want %v", got, ok, want)
 		}
+	}
+}
+
+// viewDown is a row store whose reads fail while down.
+type viewDown struct {
+	ledger.Store
+	down *atomic.Bool
+}
+
+func (s viewDown) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	if s.down.Load() {
+		return errors.New("row store down")
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// The stored drills cannot be read when ledgerd starts: the catch-up reads
+// them again until it can tell, rather than guess. A ledger that never
+// ran a monthly drill then runs none; one that missed a month runs it.
+func TestACatchUpWaitsUntilItCanTell(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	sched := drill.Schedule{Day: 1, Hour: 3, Sample: 5}
+	for _, tc := range []struct {
+		name    string
+		monthly bool // a monthly drill ran on 1 January
+		want    time.Time
+	}{
+		{"never ran one", false, time.Time{}},
+		{"missed February's", true, time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var down atomic.Bool
+				r := newDrillRunnerOn(t, sc, time.Now, func(s ledger.Store) ledger.Store { return viewDown{Store: s, down: &down} })
+				if tc.monthly {
+					time.Sleep(3 * time.Hour) // 1 January 03:00
+					if _, err := r.Run(context.Background(), drill.Request{Monthly: true, Sample: 5}, "scheduler"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(40 * 24 * time.Hour) // 10 February
+				down.Store(true)
+				var log bytes.Buffer
+				s := &Server{drills: r, drillStats: newDrillStats(r, slog.New(slog.DiscardHandler)), log: slog.New(slog.NewJSONHandler(&log, nil))}
+				got := make(chan time.Time, 1)
+				go func() { got <- s.catchUpMonthly(context.Background(), sched) }()
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				select {
+				case m := <-got:
+					t.Fatalf("the catch-up decided %v while the store could not be read", m)
+				default:
+				}
+				down.Store(false)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				select {
+				case m := <-got:
+					if !m.Equal(tc.want) {
+						t.Errorf("the catch-up gives the scheduler %v, want %v; log:\n%s", m, tc.want, log.String())
+					}
+				default:
+					t.Fatal("the catch-up did not decide once the store answered")
+				}
+				if ws := warnings(t, &log, "monthly drill: cannot tell whether a scheduled run was missed"); len(ws) == 0 {
+					t.Errorf("no WARN while the store could not be read; log:\n%s", log.String())
+				}
+			})
+		})
 	}
 }
