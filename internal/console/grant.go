@@ -146,24 +146,19 @@ func grantOf(g *ledgerv1.GetGrantResponse) *grantExport {
 			out.Revocation.AdminBy, out.Revocation.AdminNote = rv.GetAdminBy(), rv.GetAdminNote()
 			out.Revocation.AdminRecordedAt = pbStamp(rv.GetAdminRecordedAt()).ISO
 		}
-		st := earliestStatement(rv)
+		admin := rv.GetAdminRevokedAt()
 		if rv.GetEmbeddedProvider() {
-			// The ledgerd that answered runs it: its own statement, if one
-			// stops it before an admin's.
-			out.Revocation.ProviderKnown, st = true, nil
-			if at := rv.GetEmbeddedProviderStoppedAt(); at != nil {
-				for _, own := range rv.GetProviderStatements() {
-					if own.GetRevokedAt().AsTime().Equal(at.AsTime()) {
-						st = own
-						break
-					}
-				}
+			// The ledgerd that answered runs it and says from when the
+			// revocation stops it; which statement is its own it does
+			// not say (another brand's may bear the same time), so the
+			// page names none.
+			out.Revocation.ProviderKnown = true
+			if at := rv.GetEmbeddedProviderStoppedAt(); at != nil && (admin == nil || at.AsTime().Before(admin.AsTime())) {
+				out.Revocation.ProviderRevokedAt, out.Revocation.ProviderFirst = pbStamp(at).ISO, true
 			}
-		}
-		if st != nil {
+		} else if st := earliestStatement(rv); st != nil {
 			at := st.GetRevokedAt()
 			out.Revocation.ProviderRevokedAt, out.Revocation.ProviderBrand = pbStamp(at).ISO, st.GetBrand()
-			admin := rv.GetAdminRevokedAt()
 			out.Revocation.ProviderFirst = admin == nil || at.AsTime().Before(admin.AsTime())
 		}
 	}

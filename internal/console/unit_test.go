@@ -374,3 +374,25 @@ func TestOneKeyCannotPushOthersSessionsOut(t *testing.T) {
 		t.Fatalf("the key holds %d sessions, want %d", mine, maxSessionsPerKey)
 	}
 }
+
+// Answered by the ledgerd that runs the embedded Provider, the grant page
+// says from when the revocation stops it, as that ledgerd says, and names
+// no brand: another brand's statement may bear the same time.
+func TestGrantOfTakesTheProvidersLedgerdsWord(t *testing.T) {
+	at := timestamppb.New(time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC))
+	sts := []*ledgerv1.ProviderStatement{{Brand: "https://a-other.example/a2a/other", RevokedAt: at}, {Brand: "http://127.0.0.1:8090/a2a/acme", RevokedAt: at}}
+	for _, tc := range []struct {
+		name      string
+		stoppedAt *timestamppb.Timestamp
+		wantFirst bool
+	}{
+		{"stopped by its own statement", at, true},
+		{"another brand's statement only", nil, false},
+	} {
+		rv := grantOf(&ledgerv1.GetGrantResponse{GrantId: "a2agrant_x", Revocation: &ledgerv1.Revocation{RevokedAt: at, By: "writer-key",
+			ProviderStatements: sts, EmbeddedProvider: true, EmbeddedProviderStoppedAt: tc.stoppedAt}}).Revocation
+		if !rv.ProviderKnown || rv.ProviderFirst != tc.wantFirst || rv.ProviderBrand != "" {
+			t.Errorf("%s: %+v, want the Provider's ledgerd's word (stopped %v) and no brand named", tc.name, rv, tc.wantFirst)
+		}
+	}
+}
