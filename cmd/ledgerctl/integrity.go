@@ -163,12 +163,11 @@ func (c *cli) grantBefore(grant string) (held *ledgerv1.GetGrantResponse, readab
 // not (docs/design/038), unless it carries the Provider's own signed
 // statement, which stops the Provider that signed it (docs/design/045).
 func providerStopped(r *ledgerv1.Revocation) string {
-	if r.GetEmbeddedProvider() {
-		// The ledgerd that answered runs it, and says.
-		switch at, admin := r.GetEmbeddedProviderStoppedAt(), r.GetAdminRevokedAt(); {
+	if at, admins, ok := embeddedVerdict(r); ok {
+		switch {
 		case at == nil:
 			return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
-		case admin != nil && admin.AsTime().Equal(at.AsTime()):
+		case admins:
 			return "stopped from " + when(at) + " (an admin's revocation): it serves no request under the grant"
 		default:
 			return "stopped from " + when(at) + " (the revocation it signed and reported): it serves no request under the grant"
@@ -191,6 +190,18 @@ func providerStopped(r *ledgerv1.Revocation) string {
 		return "not stopped: it keeps serving the grant, if it issued it; only a revocation an admin key records, or one it signed itself, stops it"
 	}
 	return "stopped " + strings.Join(clauses, "; ") + ": it serves no request under the grant"
+}
+
+// embeddedVerdict is what the ledgerd that answered says of r when it
+// runs the embedded Provider (ok): from when r stops it (nil: not at all)
+// and whether that is an admin's revocation rather than its own
+// statement.
+func embeddedVerdict(r *ledgerv1.Revocation) (at *timestamppb.Timestamp, admins, ok bool) {
+	if !r.GetEmbeddedProvider() {
+		return nil, false, false
+	}
+	at, admin := r.GetEmbeddedProviderStoppedAt(), r.GetAdminRevokedAt()
+	return at, at != nil && admin != nil && admin.AsTime().Equal(at.AsTime()), true
 }
 
 // statementsByTime are r's Provider statements, earliest first.

@@ -11,9 +11,9 @@ import (
 //
 //	revocations [--since T] [--not-stopping] [--limit N] [--all]
 //
-// --not-stopping keeps those that stop no embedded Provider (neither an
-// admin's nor with the Provider's signed statement): after putting back
-// an older provider.db, the grants to revoke again with an admin key.
+// --not-stopping keeps those that do not stop the embedded Provider
+// (stopsProvider): after putting back an older provider.db, the grants to
+// revoke again with an admin key.
 func (c *cli) revocations(o listOpts, since string, notStopping bool, pos []string) error {
 	if len(pos) != 0 {
 		return usagef("revocations [--since T] [--not-stopping] [--limit N] [--all]")
@@ -71,11 +71,11 @@ func (c *cli) revocations(o listOpts, since string, notStopping bool, pos []stri
 
 // providerStops is providerStopped in a table's few words.
 func providerStops(r *ledgerv1.Revocation) string {
-	if r.GetEmbeddedProvider() {
-		switch at, admin := r.GetEmbeddedProviderStoppedAt(), r.GetAdminRevokedAt(); {
+	if at, admins, ok := embeddedVerdict(r); ok {
+		switch {
 		case at == nil:
 			return "not stopped"
-		case admin != nil && admin.AsTime().Equal(at.AsTime()):
+		case admins:
 			return "stopped from " + when(at) + " (an admin's)"
 		default:
 			return "stopped from " + when(at) + " (its own statement)"
@@ -96,8 +96,8 @@ func providerStops(r *ledgerv1.Revocation) string {
 // admin's, which stops any: a statement stops only the Provider that
 // signed it, which another ledgerd would have to say.
 func stopsProvider(r *ledgerv1.Revocation) bool {
-	if r.GetEmbeddedProvider() {
-		return r.GetEmbeddedProviderStoppedAt() != nil
+	if at, _, ok := embeddedVerdict(r); ok {
+		return at != nil
 	}
 	return r.GetAdminRevokedAt() != nil
 }
