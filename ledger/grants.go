@@ -133,7 +133,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 	if err := checkText("note", note, MaxNoteLength, true); err != nil {
 		return Revocation{}, err
 	}
-	var stated *verifier.Revocation
+	var stated *ProviderStatement // the statement posted, checked
 	if statement != "" {
 		r, err := verifier.VerifyRevocation(ctx, statement, l.keys)
 		switch {
@@ -146,7 +146,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		case !at.IsZero() && !at.Equal(r.RevokedAt):
 			return Revocation{}, invalid("providerStatement says the grant was revoked at %s, revokedAt %s", r.RevokedAt.Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano))
 		}
-		at, stated = r.RevokedAt, &r
+		at, stated = r.RevokedAt, &ProviderStatement{Brand: r.Brand, RevokedAt: r.RevokedAt, Statement: statement}
 	}
 	now := l.cfg.Now().UTC()
 	// Not refused for the clock (clockwatch.go): a compromised grant must
@@ -192,7 +192,7 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		}
 		stateChanged := false
 		if stated != nil {
-			statements, stateChanged = withStatement(statements, ProviderStatement{Brand: stated.Brand, RevokedAt: stated.RevokedAt, Statement: statement})
+			statements, stateChanged = withStatement(statements, *stated)
 		}
 		if prev != nil && !at.Before(prev.RevokedAt) {
 			// The earlier time stands; an admin's later than a writer's
@@ -216,10 +216,9 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		// it (a restore), is logged already: the integrator would refuse
 		// a second leaf of its ref as one queued outside the ledger.
 		ref := RevocationRef(grant, at, changed)
-		var newStatement *ProviderStatement
+		var newStatement *ProviderStatement // logged with it
 		if stateChanged {
-			newStatement = &ProviderStatement{Brand: stated.Brand, RevokedAt: stated.RevokedAt, Statement: statement}
-			ref = StatedRevocationRef(grant, at, changed, stated.Brand, statement)
+			newStatement, ref = stated, StatedRevocationRef(grant, at, changed, stated.Brand, stated.Statement)
 		}
 		switch done, err := l.leafOf(tx, ref); {
 		case err != nil:
