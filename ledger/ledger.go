@@ -190,6 +190,12 @@ func checkText(name, v string, max int, free bool) error {
 		name, termtext.Escape(string(r)), i)
 }
 
+// CheckName is what the ledger requires of a name a caller gives it to
+// look up or show (a drill's target or principal), as of a writer's name
+// (checkText): at most MaxFieldLength bytes, no NUL, no control or
+// invisible character. The error wraps ErrInvalid and names the field.
+func CheckName(name, v string) error { return checkText(name, v, MaxFieldLength, false) }
+
 // checkHeaderKid refuses a token (raw, the field name) whose header's
 // kid holds what a name may not (checkText): no signature covers a
 // header's kid until the key it names is found, and the row keeps it

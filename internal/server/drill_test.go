@@ -168,3 +168,27 @@ func TestRevokeGrantBounds(t *testing.T) {
 		}
 	}
 }
+
+// A dispute drill's target and principal are names: bounded, and holding
+// no NUL, control or invisible character, which the names they match
+// never hold and which a report would show to whoever reads it.
+func TestADrillsNamesAreChecked(t *testing.T) {
+	e := newEnv(t, jose.ES256)
+	for _, tc := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"principal": "acct-1\x00"}, "principal contains a NUL byte"},
+		{map[string]any{"target": "A-1\u202e1-A"}, "target contains a control character"},
+		{map[string]any{"principal": "acct\u200b-1"}, "principal contains an invisible character"},
+		{map[string]any{"target": strings.Repeat("x", 513)}, "target is longer than 512 bytes"},
+	} {
+		var st struct{ Message string }
+		if code := e.call(t, "POST", "/v1/drills", "support", tc.body, &st); code != http.StatusBadRequest || !strings.Contains(st.Message, tc.want) {
+			t.Errorf("a drill of %q: %d %q, want 400 saying %q", tc.body, code, st.Message, tc.want)
+		}
+	}
+	if code := e.call(t, "POST", "/v1/drills", "support", map[string]any{"target": "A-1"}, nil); code != http.StatusOK {
+		t.Errorf("a drill of a plain target: %d, want 200", code)
+	}
+}

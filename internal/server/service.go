@@ -530,9 +530,11 @@ func (s *service) RunDrill(ctx context.Context, req *ledgerv1.RunDrillRequest) (
 	if m := req.GetMonthly(); m != nil {
 		dr.Monthly, dr.Sample = true, int(m.GetSample())
 	}
-	for name, v := range map[string]string{"target": dr.Target, "principal": dr.Principal} {
-		if len(v) > ledger.MaxFieldLength {
-			return nil, status.Errorf(codes.InvalidArgument, "%s is longer than %d bytes", name, ledger.MaxFieldLength)
+	// Looked up, then kept in the report and shown: bounded, and holding
+	// nothing a terminal acts on or hides, as the names they match.
+	for _, f := range []struct{ name, v string }{{"target", dr.Target}, {"principal", dr.Principal}} {
+		if err := ledger.CheckName(f.name, f.v); err != nil {
+			return nil, s.toStatus(ctx, "RunDrill", err)
 		}
 	}
 	rep, err := s.drills.Run(ctx, dr, caller(ctx))
