@@ -101,11 +101,21 @@ func TestPostgresPasswordRotation(t *testing.T) {
 	if err := cluster.Exec(t.Context(), "postgres", "ALTER ROLE "+role+" PASSWORD '"+second+"'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Exec(t.Context(), "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role); err != nil {
-		t.Fatal(err)
+	// End the sessions ledgerd had, again at each poll: one its pool was
+	// opening as the password changed may have signed in with the old
+	// one after the first sweep, and would answer for the store.
+	terminate := func() {
+		if err := cluster.Exec(t.Context(), "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role); err != nil {
+			t.Fatal(err)
+		}
 	}
+	terminate()
 	r := waitReady(t, base, support, "the password changed, the file not yet", logs, func(r readyStore) bool {
-		return strings.Contains(r.status, "password")
+		if strings.Contains(r.status, "password") {
+			return true
+		}
+		terminate()
+		return false
 	})
 	t.Logf("/readyz with a rejected password: store %q", r.status)
 	if r.code != http.StatusServiceUnavailable || !strings.HasPrefix(r.status, "password rejected") || !strings.Contains(r.status, "28P01") || strings.Contains(r.status, "not answering") {
@@ -113,7 +123,13 @@ func TestPostgresPasswordRotation(t *testing.T) {
 	}
 	// A probe sending no key is told the same, without the error's text
 	// (it names the database's user).
-	if r := storeReady(t, base, ""); r.code != http.StatusServiceUnavailable || !strings.HasPrefix(r.status, "password rejected") || strings.Contains(r.status, "28P01") || strings.Contains(r.status, role) {
+	if r := waitReady(t, base, "", "the password changed, asked without a key", logs, func(r readyStore) bool {
+		if r.code != http.StatusOK {
+			return true
+		}
+		terminate()
+		return false
+	}); r.code != http.StatusServiceUnavailable || !strings.HasPrefix(r.status, "password rejected") || strings.Contains(r.status, "28P01") || strings.Contains(r.status, role) {
 		t.Errorf("/readyz with no key and a rejected password = %d, store %q; want 503 saying the password was rejected, without the error", r.code, r.status)
 	}
 
