@@ -89,12 +89,7 @@ func TestSchedulerRetriesAFailedRun(t *testing.T) {
 		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
 		up := time.Date(2000, 1, 1, 3, 5, 0, 0, time.UTC)
 		store.up.Store(&up)
-		var log bytes.Buffer
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() {
-			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.NewJSONHandler(&log, nil)))
-		}()
+		log, stop := runScheduler(t, e, time.Time{})
 		time.Sleep(4 * time.Hour)
 		synctest.Wait()
 
@@ -102,7 +97,7 @@ func TestSchedulerRetriesAFailedRun(t *testing.T) {
 		if len(got) != 1 || got[0].Before(up) || !got[0].Before(up.Add(30*time.Minute)) {
 			t.Errorf("monthly drills started %v, want one between %s (the store back) and half an hour later", got, up)
 		}
-		errs := logRecords(t, &log, "ERROR")
+		errs := logRecords(t, log, "ERROR")
 		if len(errs) == 0 {
 			t.Errorf("no ERROR logged for the failed runs")
 		}
@@ -111,10 +106,7 @@ func TestSchedulerRetriesAFailedRun(t *testing.T) {
 				t.Errorf("ERROR %v does not say when the drill is tried again (retry_at)", rec)
 			}
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunScheduler = %v", err)
-		}
+		stop()
 	})
 }
 
@@ -129,12 +121,7 @@ func TestSchedulerRetriesUntilStopped(t *testing.T) {
 		e.append(t, e.sc.Mint(pacttest.Spec{Target: "S-1"}))
 		up := time.Date(2000, 3, 1, 2, 0, 0, 0, time.UTC)
 		store.up.Store(&up)
-		var log bytes.Buffer
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() {
-			done <- e.r.RunScheduler(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, slog.New(slog.NewJSONHandler(&log, nil)))
-		}()
+		log, stop := runScheduler(t, e, time.Time{})
 		time.Sleep(60*24*time.Hour + 2*time.Hour + 45*time.Minute) // 1 March 02:45: the store is back since 02:00
 		synctest.Wait()
 		if got := startedAt(t, e); len(got) != 1 || got[0].Before(up) {
@@ -142,7 +129,7 @@ func TestSchedulerRetriesUntilStopped(t *testing.T) {
 		}
 		// A try at most every half hour is 2,880; one a minute would be
 		// over 80,000.
-		if n := len(logRecords(t, &log, "ERROR")); n > 3000 {
+		if n := len(logRecords(t, log, "ERROR")); n > 3000 {
 			t.Errorf("%d failed tries logged in two months, want a backoff", n)
 		}
 		time.Sleep(time.Hour) // past 1 March 03:00
@@ -150,10 +137,7 @@ func TestSchedulerRetriesUntilStopped(t *testing.T) {
 		if got := startedAt(t, e); len(got) != 2 {
 			t.Errorf("monthly drills started %v, want March's too", got)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunScheduler = %v", err)
-		}
+		stop()
 	})
 }
 
@@ -171,24 +155,35 @@ func TestACatchUpThatFailsIsTriedAgain(t *testing.T) {
 		up := time.Date(2000, 2, 2, 9, 0, 0, 0, time.UTC)
 		store.up.Store(&up)
 		missed := time.Date(2000, 2, 1, 3, 0, 0, 0, time.UTC)
-		var log bytes.Buffer
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() {
-			done <- e.r.RunSchedulerFrom(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, missed, slog.New(slog.NewJSONHandler(&log, nil)))
-		}()
+		log, stop := runScheduler(t, e, missed)
 		time.Sleep(3 * time.Hour) // 11:00
 		synctest.Wait()
 		got := startedAt(t, e)
 		if len(got) != 1 || got[0].Before(up) || !got[0].Before(up.Add(time.Hour)) {
 			t.Errorf("monthly drills started %v, want February's caught up once the store is back at %s; log:\n%s", got, up, log.String())
 		}
-		if len(logRecords(t, &log, "ERROR")) == 0 {
+		if len(logRecords(t, log, "ERROR")) == 0 {
 			t.Errorf("no ERROR logged for the failed catch-up")
 		}
+		stop()
+	})
+}
+
+// runScheduler runs e's scheduler, every 1st at 03:00, from missed
+// (RunSchedulerFrom) until stop, which stops it and checks how it ended;
+// log holds its JSON log.
+func runScheduler(t *testing.T, e *env, missed time.Time) (log *bytes.Buffer, stop func()) {
+	t.Helper()
+	log = &bytes.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- e.r.RunSchedulerFrom(ctx, drill.Schedule{Day: 1, Hour: 3, Sample: 1}, missed, slog.New(slog.NewJSONHandler(log, nil)))
+	}()
+	return log, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("RunSchedulerFrom = %v", err)
 		}
-	})
+	}
 }

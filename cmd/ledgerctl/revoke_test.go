@@ -55,21 +55,7 @@ func TestRevokeSaysWhatTheLedgerHolds(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("%s: exit %d\n%s%s", strings.Join(tc.args, " "), code, out, errs)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("%s: output lacks %q:\n%s%s", strings.Join(tc.args, " "), w, out, errs)
-				}
-			}
-			for _, w := range tc.wantNot {
-				if strings.Contains(out, w) {
-					t.Errorf("%s: output says %q:\n%s", strings.Join(tc.args, " "), w, out)
-				}
-			}
-			for _, w := range tc.wantInErr {
-				if !strings.Contains(errs, w) {
-					t.Errorf("%s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, errs)
-				}
-			}
+			checkOutput(t, tc.args, out, errs, tc.want, tc.wantNot, tc.wantInErr)
 		})
 	}
 	// A writer's revocations asked for nothing it may not read: no
@@ -240,21 +226,7 @@ func TestRevocationsListsWhatStopsTheProvider(t *testing.T) {
 			t.Errorf("%s as %s: exit %d, want %d\n%s%s", strings.Join(tc.args, " "), tc.role, code, tc.code, out, errs)
 			continue
 		}
-		for _, w := range tc.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("%s: output lacks %q:\n%s%s", strings.Join(tc.args, " "), w, out, errs)
-			}
-		}
-		for _, w := range tc.wantNot {
-			if strings.Contains(out, w) {
-				t.Errorf("%s: output says %q:\n%s", strings.Join(tc.args, " "), w, out)
-			}
-		}
-		for _, w := range tc.wantInErr {
-			if !strings.Contains(errs, w) {
-				t.Errorf("%s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, errs)
-			}
-		}
+		checkOutput(t, tc.args, out, errs, tc.want, tc.wantNot, tc.wantInErr)
 	}
 }
 
@@ -277,6 +249,27 @@ func TestNotStoppingFollowsTheProvidersLedgerd(t *testing.T) {
 	} {
 		if got := stopsProvider(tc.r); got != tc.want {
 			t.Errorf("%s: stops the Provider %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// checkOutput checks what ledgerctl args printed: out holds each of want
+// and none of wantNot, errs each of wantInErr.
+func checkOutput(t *testing.T, args []string, out, errs string, want, wantNot, wantInErr []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: output lacks %q:\n%s%s", strings.Join(args, " "), w, out, errs)
+		}
+	}
+	for _, w := range wantNot {
+		if strings.Contains(out, w) {
+			t.Errorf("%s: output says %q:\n%s", strings.Join(args, " "), w, out)
+		}
+	}
+	for _, w := range wantInErr {
+		if !strings.Contains(errs, w) {
+			t.Errorf("%s: stderr lacks %q:\n%s", strings.Join(args, " "), w, errs)
 		}
 	}
 }
