@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -25,13 +26,18 @@ func TestQueueBehindKeepsOrderBehindOwnSteps(t *testing.T) {
 		if err := s.Update(context.Background(), func(tx ledger.Tx) error { return tx.CreateRow(numbersRow("a")) }); err != nil {
 			t.Fatal(err)
 		}
+		// The build's first step (its registration, a step of its own)
+		// has run, and the build waits at the gate: else that step could
+		// be taken into the blocking write's batch, and the step this test
+		// waits for below would never be queued.
+		if !pollUntil(t, "the key filter's build registered", func() bool { return s.filters.building.Load() != nil }) {
+			t.FailNow()
+		}
 		var ran []int
 		errs := queueBehindWrite(t, s,
 			func(ledger.Tx) error {
 				close(gate)
-				for len(s.reqs) < 1 { // the build's step is queued
-					runtime.Gosched()
-				}
+				pollUntil(t, "the build's step queued", func() bool { return len(s.reqs) >= 1 })
 				return nil
 			},
 			func(ledger.Tx) error { ran = append(ran, 0); return nil },
@@ -46,4 +52,20 @@ func TestQueueBehindKeepsOrderBehindOwnSteps(t *testing.T) {
 		waitFilter(t, s, func(*keyFilter) bool { return true })
 		s.Close()
 	}
+}
+
+// pollUntil polls cond, yielding between polls, until it holds, and
+// reports whether it did within ten seconds; if not, it marks the test
+// failed, saying what (t.Errorf: it may run on another goroutine).
+func pollUntil(t *testing.T, what string, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Errorf("not within 10 s: %s", what)
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
 }
