@@ -46,6 +46,8 @@ type harness struct {
 	accessKept retention.Period
 	// logs, when set, receives the ledger's log; otherwise it is dropped.
 	logs *syncbuf.Buffer
+	// debug logs the ledger's DEBUG records too.
+	debug bool
 	// logSigner and logVKey are the log's key, made by the first
 	// enableLog and kept across restarts, as ledgerd keeps its key file.
 	logSigner note.Signer
@@ -91,7 +93,11 @@ func (h *harness) open(t testing.TB) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if h.logs != nil {
-		logger = slog.New(slog.NewTextHandler(h.logs, nil))
+		opts := &slog.HandlerOptions{}
+		if h.debug {
+			opts.Level = slog.LevelDebug
+		}
+		logger = slog.New(slog.NewTextHandler(h.logs, opts))
 	}
 	h.l, err = ledger.New(store, objects, v, reg, ledger.Config{Now: h.clock, Logger: logger, SegmentSpan: h.span, Policy: h.policy, AccessRetention: h.accessKept, Metrics: h.metrics,
 		ReferenceClocks: h.clocks})

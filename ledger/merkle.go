@@ -874,6 +874,13 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 	if ctx.Err() != nil {
 		return
 	}
+	if errors.Is(err, ErrStarting) {
+		// The bucket's check as ledgerd starts has not passed yet: it
+		// logs its own failures, and this step waits for it.
+		b.Postpone(time.Now())
+		l.cfg.Logger.DebugContext(ctx, step+" waits for the store's check", slog.String("error", err.Error()))
+		return
+	}
 	wait, n := b.Failed(time.Now())
 	level := slog.LevelWarn
 	if errors.Is(err, ErrLogDiverged) || errors.Is(err, errLogReplaced) {

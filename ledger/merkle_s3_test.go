@@ -18,6 +18,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	lproof "github.com/pactledger/pactledger/ledger/proof"
 	s3store "github.com/pactledger/pactledger/storage/s3"
@@ -250,4 +251,42 @@ func s3Objects(t *testing.T, name string) ledger.ObjectStore {
 		t.Fatal(err)
 	}
 	return objects
+}
+
+// Until the bucket's check as ledgerd starts has passed, the integrator
+// and the uploader wait for it without a warning of their own (the check
+// reports its failures); once it passes, the log is published and the
+// evidence uploaded, with no "succeeded again" for a failure never had.
+func TestNoWarningWhileTheBucketIsChecked(t *testing.T) {
+	objects, err := s3store.New(s3store.Config{Endpoint: s3srv.Endpoint, Bucket: s3test.Bucket(), AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{sc: pacttest.NewScenario(jose.ES256, jose.ES256), dir: t.TempDir(), objects: objects, logs: &syncbuf.Buffer{}, debug: true}
+	t.Cleanup(h.sc.Close)
+	h.set(time.Now().UTC())
+	h.open(t)
+	signer, _ := logKeys(t)
+	runIntegrator(t, h.l, signer)
+	h.uploading(t, ledger.UploaderConfig{})
+	h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "O-1"})))
+
+	waitUntil(t, "the uploader and the integrator waiting for the check, each more than once", func() bool {
+		logs := h.logs.String()
+		return strings.Count(logs, `msg="checking the log published to write-once storage `) >= 2 &&
+			strings.Count(logs, `msg="evidence upload failed; will retry"`) >= 2
+	})
+	if err := objects.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.within(t, "the evidence uploaded once the check passed", h.drained)
+	waitUntil(t, "the log published once the check passed", func() bool {
+		raw, err := objects.Get(context.Background(), ledger.LogPrefix+"checkpoint")
+		return err == nil && len(raw) > 0
+	})
+	for _, says := range []string{"level=WARN", "level=ERROR", "succeeded again"} {
+		if strings.Contains(h.logs.String(), says) {
+			t.Errorf("the ledger logged %q while the bucket's check had not passed:\n%s", says, h.logs.String())
+		}
+	}
 }

@@ -21,6 +21,11 @@ var (
 	ErrConflict = errors.New("conflicts with the ledger's state")
 	// ErrUnavailable: a store is down; the caller may retry.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrStarting: a store has not finished the check it runs as ledgerd
+	// starts (storage/s3's bucket check), so it takes no request yet. It
+	// wraps ErrUnavailable. The store reports its own check's failures;
+	// a step that meets this retries quietly.
+	ErrStarting = fmt.Errorf("%w: not checked yet", ErrUnavailable)
 	// ErrClosed: the ledger is shutting down.
 	ErrClosed = errors.New("ledger closed")
 	// ErrNoSpace: the row store's disk is full; nothing was stored. The

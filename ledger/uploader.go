@@ -139,7 +139,11 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	retry.Drain(ctx, retry.Config{Idle: cfg.Idle, MaxBackoff: cfg.MaxBackoff, Every: cfg.Interval, Full: full}, l.notify,
 		round,
 		func(err error, wait time.Duration) {
-			l.cfg.Logger.WarnContext(ctx, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
+			level := slog.LevelWarn
+			if errors.Is(err, ErrStarting) {
+				level = slog.LevelDebug // the bucket's check as ledgerd starts logs its own failures
+			}
+			l.cfg.Logger.Log(ctx, level, "evidence upload failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
 		})
 	return nil
 }

@@ -31,6 +31,13 @@ func (b *Backoff) Failed(now time.Time) (retryIn time.Duration, failures int) {
 	return b.wait, b.failures
 }
 
+// Postpone makes the step due again Min after now without counting a
+// failure: for an attempt that met a state expected to pass soon (a store
+// still starting), which is neither reported nor made to wait longer.
+func (b *Backoff) Postpone(now time.Time) {
+	b.next = now.Add(b.Min)
+}
+
 // Succeeded records a successful attempt and returns the failures in a row
 // before it and when the first of them was (zero when none were).
 func (b *Backoff) Succeeded() (failures int, since time.Time) {

@@ -38,3 +38,24 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("a failure after a success: wait %v, %d in a row; want the minimum again", wait, n)
 	}
 }
+
+func TestPostponeCountsNoFailure(t *testing.T) {
+	b := Backoff{Min: 500 * time.Millisecond, Max: 3 * time.Second}
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		now := t0.Add(time.Duration(i) * 500 * time.Millisecond)
+		b.Postpone(now)
+		if b.Due(now.Add(499 * time.Millisecond)) {
+			t.Fatalf("postponement %d: due before the minimum", i+1)
+		}
+		if !b.Due(now.Add(500 * time.Millisecond)) {
+			t.Fatalf("postponement %d: not due after the minimum (the wait grew)", i+1)
+		}
+	}
+	if n, _ := b.Succeeded(); n != 0 {
+		t.Fatalf("a success after postponements only: %d failures before it, want 0", n)
+	}
+	if wait, n := b.Failed(t0); wait != 500*time.Millisecond || n != 1 {
+		t.Fatalf("the first failure after postponements: wait %v, %d in a row", wait, n)
+	}
+}

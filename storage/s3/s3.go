@@ -36,8 +36,8 @@ var (
 
 // ErrNotChecked: the bucket check has not passed yet, so nothing is put:
 // evidence waits in the outbox rather than go to a bucket that may lack
-// Object Lock. It wraps ledger.ErrUnavailable.
-var ErrNotChecked = fmt.Errorf("%w: bucket not checked yet", ledger.ErrUnavailable)
+// Object Lock. It is ledger.ErrStarting, which wraps ledger.ErrUnavailable.
+var ErrNotChecked = ledger.ErrStarting
 
 // Config locates the bucket. The zero value of each tuning field means its
 // default.
