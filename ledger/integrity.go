@@ -1679,6 +1679,7 @@ func (rv *Reverification) edited(diffs []string) {
 	for _, d := range diffs {
 		rv.Same = false
 		rv.Differences = append(rv.Differences, d)
+		rv.Edited = append(rv.Edited, d)
 	}
 }
 

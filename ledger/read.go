@@ -238,6 +238,10 @@ type Reverification struct {
 	WriteTime   []verifier.Check
 	Same        bool
 	Differences []string
+	// Edited are the differences of Differences that are the row's
+	// fields or status against its evidence or its checks: each ends "the
+	// row was edited after it was written".
+	Edited []string
 }
 
 // VerifyRow re-runs every check on the stored bytes with the stored JWKS
@@ -318,23 +322,72 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		out.Differences = append(out.Differences, "stored evidence is not readable: "+err.Error())
 		return out, nil
 	}
+	return reverify(ctx, l.v, r, &ev, got, src, out), nil
+}
+
+// Reverify re-runs the checks of row r on evidence ev, whose bundle
+// hashes to the hex SHA-256 evSHA, with keys taken only from the JWKS
+// snapshots given (nil for one not held), as VerifyRow
+// does on the ledger's stored copy, with v's audience and allow-list. It
+// is the re-run of one who holds the row, its evidence and its
+// snapshots, each bound to the row's log leaf by its hash, and takes no
+// server's re-run on trust (ledgerctl log audit). Same is false when a
+// result differs from the row's write-time one, evSHA is not the row's
+// write-time hash, or a field of the row differs from what the evidence
+// gives; Differences says which. The request JWT's hash, which the API
+// does not show, is compared only when r holds one (as EvidenceDiffs).
+func Reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, evSHA string, brandJWKS, agentJWKS *verifier.Snapshot) *Reverification {
+	if r.RequestJWTSHA256 == "" && ev.Refusal == nil && ev.RequestJWT != "" {
+		c := *r
+		c.RequestJWTSHA256 = sha256Hex([]byte(ev.RequestJWT))
+		r = &c
+	}
+	out := &Reverification{RowID: r.ID, WriteTime: r.Verifier.Checks, Same: true}
+	if d := statusEdited(r); d != "" {
+		out.edited([]string{d})
+	}
+	if evSHA != r.EvidenceSHA256 {
+		out.Same = false
+		out.Differences = append(out.Differences, fmt.Sprintf("the evidence hashes to %s, not the write-time %s: the evidence was edited", evSHA, r.EvidenceSHA256))
+	}
+	src := &snapshotSource{brand: r.Brand, brandIssuer: writeTimeIssuer(r), agent: r.Agent.Platform}
+	if brandJWKS != nil {
+		src.brandKeys, _ = verifier.ParseKeySet(*brandJWKS)
+	}
+	if agentJWKS != nil {
+		src.agentKeys, _ = verifier.ParseKeySet(*agentJWKS)
+	}
+	return reverify(ctx, v, r, ev, evSHA, src, out)
+}
+
+// reverify re-runs row r's checks on its evidence ev (hashing to evSHA)
+// with the keys of src, adding to out what differs.
+func reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, evSHA string, src *snapshotSource, out *Reverification) *Reverification {
+	asWritten := evSHA == r.EvidenceSHA256
+	requestJWT := ev.RequestJWT
+	if ev.Refusal != nil {
+		requestJWT = ev.Refusal.RequestJWT
+	}
+	if aud, ok := writeTimeAudience(r, requestJWT); ok {
+		v = v.WithAudience(aud)
+	}
 	if r.Kind == KindRefusal {
-		out = l.reverifyRefusal(ctx, r, ev.Refusal, src, out)
+		out = reverifyRefusal(ctx, v, r, ev.Refusal, src, out)
 		if asWritten {
-			out.edited(editedFields(ctx, r, &ev, got, nil))
+			out.edited(editedFields(ctx, r, ev, evSHA, nil))
 		}
-		return out, nil
+		return out
 	}
 	// The agent's snapshot holds the keys fetched for the issuer the
 	// request JWT names, which need not be the receipt's pa.
 	if iss := requestIssuer(ev.RequestJWT); iss != "" {
 		src.agent = iss
 	}
-	res, err := l.v.Verify(ctx, verifier.Input{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions}, src)
+	res, err := v.Verify(ctx, verifier.Input{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions}, src)
 	if err != nil {
 		out.Same = false
 		out.Differences = append(out.Differences, "stored receipt no longer parses: "+err.Error())
-		return out, nil
+		return out
 	}
 	out.Checks = res.Checks
 	for _, c := range r.Verifier.Checks {
@@ -363,9 +416,28 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 		if !out.Same {
 			signed = nil
 		}
-		out.edited(editedFields(ctx, r, &ev, got, signed))
+		out.edited(editedFields(ctx, r, ev, evSHA, signed))
 	}
-	return out, nil
+	return out
+}
+
+// writeTimeAudience is the audience row r's request JWT was held to at
+// write time, as writeTimeIssuer is the issuer: a request_signature check
+// that failed on the audience names it; one that passed, or failed on a
+// claim checked after it, was held to the one the JWT names; one that
+// failed before it (the JWT unreadable, its signature, iss or sub) fails
+// on that again whatever the audience. So a row re-runs as written even
+// after the ledger's audience was changed. False when neither gives one:
+// the verifier's own stands.
+func writeTimeAudience(r *Row, requestJWT string) (string, bool) {
+	for _, c := range r.Verifier.Checks {
+		if c.Name == verifier.CheckRequestSignature && c.Result == verifier.Fail {
+			if aud, ok := verifier.AudienceHeldTo(c.Detail); ok {
+				return aud, true
+			}
+		}
+	}
+	return verifier.RequestAudience(requestJWT)
 }
 
 // requestIssuer is the iss a request JWT names, read before its signature

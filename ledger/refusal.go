@@ -123,7 +123,7 @@ func (r *Row) TokenVouches() bool {
 // with the row, as of the refusal's observedAt; every other check is the
 // write-time record's (a refusal has no receipt to check, and
 // grant_not_revoked depends on the ledger's state at write time).
-func (l *Ledger) reverifyRefusal(ctx context.Context, r *Row, in *RefusalInput, src *snapshotSource, out *Reverification) *Reverification {
+func reverifyRefusal(ctx context.Context, v *verifier.Verifier, r *Row, in *RefusalInput, src *snapshotSource, out *Reverification) *Reverification {
 	out.Checks = slices.Clone(r.Verifier.Checks)
 	if in == nil || in.DelegationToken == "" {
 		return out
@@ -136,7 +136,7 @@ func (l *Ledger) reverifyRefusal(ctx context.Context, r *Row, in *RefusalInput, 
 			src.brand, _ = claims.Audience()
 		}
 	}
-	tok, err := l.v.VerifyRefusalToken(ctx, tokenOf, verifier.ParseToken(in.RequestJWT), in.ObservedAt, src)
+	tok, err := v.VerifyRefusalToken(ctx, tokenOf, verifier.ParseToken(in.RequestJWT), in.ObservedAt, src)
 	if err != nil {
 		out.Same = false
 		out.Differences = append(out.Differences, "the stored delegation token could not be checked again: "+err.Error())

@@ -517,7 +517,7 @@ func (v *Verifier) requestClaimProblem(c RequestClaims, at time.Time, use tokenU
 	}
 	aud, ok := audience(c.Aud, false)
 	if !ok || len(aud) != 1 || aud[0] != v.cfg.Audience {
-		return fmt.Sprintf("aud must be the single string %q", v.cfg.Audience)
+		return audienceRequired + strconv.Quote(v.cfg.Audience)
 	}
 	if c.Iat == nil {
 		return "iat missing"
@@ -570,6 +570,55 @@ func IssuerHeldTo(detail string) (string, bool) {
 		return "", false
 	}
 	return iss, true
+}
+
+// audienceRequired begins a failed request_signature check's detail
+// when the JWT's aud is not the audience it was held to, which follows
+// it quoted.
+const audienceRequired = "aud must be the single string "
+
+// AudienceHeldTo is the audience a request JWT was held to, read from
+// the detail of its failed request_signature check; false when the
+// detail does not name one (the check passed, or failed on something
+// else).
+func AudienceHeldTo(detail string) (string, bool) {
+	rest, ok := strings.CutPrefix(detail, audienceRequired)
+	if !ok {
+		return "", false
+	}
+	aud, err := strconv.Unquote(rest)
+	if err != nil {
+		return "", false
+	}
+	return aud, true
+}
+
+// RequestAudience is the single string a request JWT's aud names, read
+// before its signature is checked; false when the JWT does not decode or
+// its aud is not one string.
+func RequestAudience(jwt string) (string, bool) {
+	c, err := ParseToken(jwt).Compact()
+	if err != nil {
+		return "", false
+	}
+	var claims RequestClaims
+	if json.Unmarshal(c.Payload, &claims) != nil {
+		return "", false
+	}
+	aud, ok := audience(claims.Aud, false)
+	if !ok || len(aud) != 1 {
+		return "", false
+	}
+	return aud[0], true
+}
+
+// WithAudience is v holding request JWTs to aud instead of its
+// configured audience, for re-running a row's checks as of the audience
+// it was held to; everything else, its cache included, is v's.
+func (v *Verifier) WithAudience(aud string) *Verifier {
+	c := *v
+	c.cfg.Audience = aud
+	return &c
 }
 
 // tokenUse says what a delegation token is checked for: the receipt it

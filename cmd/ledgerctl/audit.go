@@ -26,6 +26,7 @@ import (
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // tileHeight is the C2SP tlog-tiles height.
@@ -181,6 +182,14 @@ type auditor struct {
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
+
+	// verifier runs each compared row's checks again (reverify), with
+	// the keys of the snapshots read (snapshots, by id); reverified
+	// counts the rows it ran them on.
+	verifier   *verifier.Verifier
+	snapshots  map[string]heldSnapshot
+	reverified int
+	keys       map[signingKey]int // the keys the rows run again passed with, and how many rows
 
 	older       []rowLeafRef                 // receipt and refusal leaves before the compared ones, for checkRowsPresent
 	revocations map[string]*loggedRevocation // revocation leaves read from the tiles, by the grant id's hash
@@ -603,7 +612,7 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 	}
 	// The evidence hash above is the server's word. The evidence itself
 	// is bound to the leaf here, and the row's fields compared with it.
-	fields, err := evidenceDiffs(ctx, leaf, r, ev)
+	fields, err := a.evidenceDiffs(ctx, leaf, r, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -878,6 +887,12 @@ func (a *auditor) checkIncident(ir incidentRow, key string) (bool, error) {
 // (RFC 6962 consistency), reads every leaf since from the tiles, checked
 // against the latest checkpoint, and compares each with the rows the key can
 // read; it also checks that every readable row has a leaf.
+// auditAudience is the audience the audit's verifier holds request JWTs
+// to where a row does not say which it was held to (ledger.Reverify): a
+// JWT that cannot be read, or whose check failed before its audience,
+// fails on that again whatever the audience.
+const auditAudience = "urn:pactledger:audit:the-audience-the-row-was-held-to"
+
 // auditOpts are log audit's flags.
 type auditOpts struct {
 	from, logKey string
@@ -976,7 +991,11 @@ func (c *cli) auditLog(o auditOpts) error {
 	// checkpoint's tree.
 	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
-	a := &auditor{c: c, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
+	v, err := verifier.New(verifier.Config{Audience: auditAudience, CheckedBy: "ledgerctl log audit"})
+	if err != nil {
+		return err
+	}
+	a := &auditor{c: c, verifier: v, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
 		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
 	checkRows := c.key != ""
 	var leaves, before int64
@@ -1069,6 +1088,8 @@ func (c *cli) auditLog(o auditOpts) error {
 		a.checkSweptDisputes()
 		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d other leaves\n",
 			a.compared, a.swept, a.notRows)
+		printf(c.out, "checks run again here: %d rows, their signatures with the keys of the JWKS snapshots their leaves name (read-only rows keep no evidence to run them on)\n", a.reverified)
+		a.printKeys()
 		printf(c.out, "dispute events the rows show: %d checked against their leaves in the audited tree, %d against leaves logged since (through their proofs), %d not yet checkable\n",
 			a.events.inTree, a.events.since, len(a.notYet))
 		for _, e := range a.notYet {

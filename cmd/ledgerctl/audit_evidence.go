@@ -2,8 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -25,10 +35,14 @@ import (
 // refusal's claimed principal and agent, action, reason and observedAt),
 // encoded as the ledger encodes it and hashed against the leaf's evidence
 // line; and the row's fields are read again from that bundle as fsck
-// reads them (ledger.EvidenceDiffs). A row's target from the action log
-// alone is bound by the bundle's hash, one from the signed args by the
-// receipt's hash too.
-func evidenceDiffs(ctx context.Context, leaf map[string]string, p *ledgerv1.Row, ev *ledgerv1.GetEvidenceResponse) ([]string, error) {
+// reads them. A row's target from the action log alone is bound by the
+// bundle's hash, one from the signed args by the receipt's hash too.
+//
+// Then the row's checks are run again here (reverify): the signatures
+// with the keys of the JWKS snapshots the leaf names, each bound to it
+// by its hash, so that a row the ledger logged as authorized is one
+// whose tokens its signers' keys verify, on no server's word.
+func (a *auditor) evidenceDiffs(ctx context.Context, leaf map[string]string, p *ledgerv1.Row, ev *ledgerv1.GetEvidenceResponse) ([]string, error) {
 	given := ledger.Evidence{ReceiptJWS: ev.GetReceiptJws(), RequestJWT: ev.GetRequestJwt(), DelegationToken: ev.GetDelegationToken()}
 	for _, a := range ev.GetActions() {
 		given.Actions = append(given.Actions, verifier.Action{Tool: a.GetTool(), Target: a.GetTarget(), ArgsJSON: a.GetArgsJson()})
@@ -57,7 +71,174 @@ func evidenceDiffs(ctx context.Context, leaf map[string]string, p *ledgerv1.Row,
 		// nothing either way.
 		return d, nil
 	}
-	return append(d, ledger.EvidenceDiffs(ctx, r, written, want)...), nil
+	return a.reverify(ctx, leaf, r, written, sum)
+}
+
+// reverify runs row r's checks again on its evidence ev (bound to its
+// leaf: the bundle hashes to sum, the leaf's evidence line) with the keys
+// of the JWKS snapshots the leaf's jwks line names, fetched and hashed
+// against it (ledger.Reverify), and lists what differs from the row: a
+// check's result, or a field of the row against the evidence. A snapshot
+// the server does not give, or gives other bytes for, is a difference
+// of its own, and the checks are not run without it.
+func (a *auditor) reverify(ctx context.Context, leaf map[string]string, r *ledger.Row, ev *ledger.Evidence, sum string) ([]string, error) {
+	var d []string
+	var snaps [2]*verifier.Snapshot
+	ids := strings.Fields(leaf["jwks"])
+	for i, owner := range []string{"brand", "agent"} {
+		if i >= len(ids) || ids[i] == "-" {
+			continue
+		}
+		s, problem, err := a.snapshot(ctx, ids[i])
+		if err != nil {
+			return nil, err
+		}
+		if problem != "" {
+			d = append(d, fmt.Sprintf("the %s's JWKS snapshot %s its leaf names %s: its checks were not run again here", owner, ids[i], problem))
+		}
+		snaps[i] = s
+	}
+	if len(d) > 0 {
+		return d, nil
+	}
+	rv := ledger.Reverify(ctx, a.verifier, r, ev, sum, snaps[0], snaps[1])
+	a.reverified++
+	if rv.Same && r.Kind == ledger.KindReceipt {
+		a.notePassedKeys(r, ev, rv, snaps)
+	}
+	edited := make(map[string]bool, len(rv.Edited))
+	for _, e := range rv.Edited {
+		edited[e] = true
+	}
+	for _, diff := range rv.Differences {
+		if !edited[diff] {
+			diff = "run again here with the keys of the JWKS snapshots its leaf names, " + diff
+		}
+		d = append(d, diff)
+	}
+	return d, nil
+}
+
+// signingKey is a key the rows an audit ran again passed a signature
+// check with: whose (its role and the signer's URL), from where the
+// ledger fetched the snapshot holding it, its kid and its RFC 7638
+// thumbprint.
+type signingKey struct{ role, signer, source, kid, thumbprint string }
+
+// maxKeysShown bounds the keys an audit prints.
+const maxKeysShown = 100
+
+// notePassedKeys counts the keys row r's passed signature checks were
+// made with: the receipt's and the delegation token's (its brand's
+// snapshot), the request JWT's (its agent's).
+func (a *auditor) notePassedKeys(r *ledger.Row, ev *ledger.Evidence, rv *ledger.Reverification, snaps [2]*verifier.Snapshot) {
+	passed := func(name string) bool {
+		return slices.ContainsFunc(rv.Checks, func(c verifier.Check) bool { return c.Name == name && c.Result == verifier.Pass })
+	}
+	note := func(role, signer, kid string, snap *verifier.Snapshot) {
+		if snap == nil {
+			return
+		}
+		if a.keys == nil {
+			a.keys = map[signingKey]int{}
+		}
+		a.keys[signingKey{role: role, signer: signer, source: snap.URI, kid: kid, thumbprint: thumbprint(snap.Body, kid)}]++
+	}
+	if passed(verifier.CheckReceiptSignature) {
+		note("receipts of brand", r.Brand, r.BrandKey.Kid, snaps[0])
+	}
+	if passed(verifier.CheckDelegationToken) {
+		if c, err := verifier.ParseCompact(ev.DelegationToken); err == nil {
+			note("delegation tokens of brand", r.Brand, c.Kid, snaps[0])
+		}
+	}
+	if passed(verifier.CheckRequestSignature) {
+		iss := r.Agent.Platform
+		if c, err := verifier.ParseCompact(ev.RequestJWT); err == nil {
+			var claims verifier.RequestClaims
+			if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
+				iss = claims.Iss
+			}
+		}
+		note("request JWTs of agent", iss, r.Agent.RequestJWTKid, snaps[1])
+	}
+}
+
+// thumbprint is the RFC 7638 SHA-256 thumbprint (base64url) of the one
+// key of JWKS body with that kid, "-" when there is not exactly one.
+func thumbprint(body []byte, kid string) string {
+	var set jose.JSONWebKeySet
+	if json.Unmarshal(body, &set) != nil {
+		return "-"
+	}
+	keys := set.Key(kid)
+	if kid == "" || len(keys) != 1 {
+		return "-"
+	}
+	tp, err := keys[0].Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "-"
+	}
+	return base64.RawURLEncoding.EncodeToString(tp)
+}
+
+// printKeys prints the keys the rows passed their signature checks with,
+// most rows first: each is to be compared with the keys its signer
+// publishes, since a snapshot holds what the ledger fetched, from where
+// its configuration said.
+func (a *auditor) printKeys() {
+	if len(a.keys) == 0 {
+		return
+	}
+	keys := slices.Collect(maps.Keys(a.keys))
+	slices.SortFunc(keys, func(x, y signingKey) int {
+		if n := a.keys[y] - a.keys[x]; n != 0 {
+			return n
+		}
+		return strings.Compare(x.role+x.signer+x.kid+x.source, y.role+y.signer+y.kid+y.source)
+	})
+	printf(a.c.out, "keys the rows passed their signature checks with (compare each with the keys its signer publishes: a snapshot holds what the ledger fetched, from where its configuration said):\n")
+	for i, k := range keys {
+		if i == maxKeysShown {
+			printf(a.c.out, "  and %d more keys\n", len(keys)-i)
+			break
+		}
+		printf(a.c.out, "  %s %s: kid %s, thumbprint %s, fetched from %s: %d rows\n", k.role, k.signer, dash(k.kid), k.thumbprint, dash(k.source), a.keys[k])
+	}
+}
+
+// snapshot is the JWKS snapshot of hex SHA-256 id as the server gives
+// it, read once an audit: problem says why it cannot be used (not given,
+// or bytes of another hash).
+func (a *auditor) snapshot(ctx context.Context, id string) (s *verifier.Snapshot, problem string, err error) {
+	if got, ok := a.snapshots[id]; ok {
+		return got.s, got.problem, nil
+	}
+	rep, err := a.c.c.GetJwksSnapshot(ctx, &ledgerv1.GetJwksSnapshotRequest{Id: id})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		problem = "is not given by the ledger"
+	case err != nil:
+		return nil, "", err
+	default:
+		snap := verifier.NewSnapshot(rep.GetSourceUri(), rep.GetFetchedAt().AsTime(), rep.GetJwks())
+		if snap.ID != id {
+			problem = "is given as bytes that hash to " + snap.ID
+			break
+		}
+		s = &snap
+	}
+	if a.snapshots == nil {
+		a.snapshots = map[string]heldSnapshot{}
+	}
+	a.snapshots[id] = heldSnapshot{s: s, problem: problem}
+	return s, problem, nil
+}
+
+// heldSnapshot is a snapshot read by the audit, or why it cannot be used.
+type heldSnapshot struct {
+	s       *verifier.Snapshot
+	problem string
 }
 
 // keptInput names the part of the write's input a row keeps and the
@@ -85,7 +266,9 @@ func ledgerRow(p *ledgerv1.Row) *ledger.Row {
 		ScopesUsed:     p.GetScopesUsed(),
 		Limits:         ledger.Limits{AmountMax: p.GetLimits().GetAmountMax(), CountMax: int(p.GetLimits().GetCountMax())},
 		EvidenceSHA256: p.GetEvidenceSha256(),
+		Status:         statusOf[p.GetStatus()],
 	}
+	r.Verifier.DuplicateOf = p.GetVerifier().GetDuplicateOf()
 	if p.GetKind() == ledgerv1.RowKind_ROW_KIND_REFUSAL {
 		r.Kind = ledger.KindRefusal
 	}
@@ -112,6 +295,12 @@ func ledgerRow(p *ledgerv1.Row) *ledger.Row {
 }
 
 var (
+	statusOf = map[ledgerv1.RowStatus]ledger.Status{
+		ledgerv1.RowStatus_ROW_STATUS_AUTHORIZED:   ledger.Authorized,
+		ledgerv1.RowStatus_ROW_STATUS_UNAUTHORIZED: ledger.Unauthorized,
+		ledgerv1.RowStatus_ROW_STATUS_INCIDENT:     ledger.Incident,
+		ledgerv1.RowStatus_ROW_STATUS_DUPLICATE:    ledger.Duplicate,
+	}
 	hashSourceOf = map[ledgerv1.ArgsHashSource]verifier.HashSource{
 		ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT:            verifier.HashFromReceipt,
 		ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER: verifier.HashComputedByLedger,

@@ -45,6 +45,13 @@ func leafOf(t *testing.T, file string) (string, int64) {
 // logged: the log takes leaves in the order they were queued).
 func (f *fixture) queueBehind(t *testing.T, ref, leaf string, edits ...func(*bbolt.Tx) error) {
 	t.Helper()
+	f.queueBehindWith(t, ref, leaf, nil, edits...)
+}
+
+// queueBehindWith is queueBehind running also, when set, in the
+// transaction that queues the leaf.
+func (f *fixture) queueBehindWith(t *testing.T, ref, leaf string, also func(ledger.Tx) error, edits ...func(*bbolt.Tx) error) {
+	t.Helper()
 	f.stop()
 	if err := tamper.Apply(filepath.Join(f.cfg.DataDir, "ledger.db"), edits...); err != nil {
 		t.Fatal(err)
@@ -53,7 +60,14 @@ func (f *fixture) queueBehind(t *testing.T, ref, leaf string, edits ...func(*bbo
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = store.Update(context.Background(), func(tx ledger.Tx) error { return tx.QueueLeaf(ref, []byte(leaf)) })
+	err = store.Update(context.Background(), func(tx ledger.Tx) error {
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
+		}
+		return tx.QueueLeaf(ref, []byte(leaf))
+	})
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}

@@ -39,6 +39,8 @@ type splitServer struct {
 	row        func(context.Context, *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error)
 	// evidence, when set, changes ledgerd's GetEvidence answer in place.
 	evidence func(*ledgerv1.GetEvidenceResponse)
+	// snapshot, when set, answers GetJwksSnapshot in ledgerd's place.
+	snapshot func(context.Context, *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error)
 }
 
 // forward passes the caller's API key on.
@@ -74,6 +76,13 @@ func (s *splitServer) GetEvidence(ctx context.Context, r *ledgerv1.GetEvidenceRe
 		s.evidence(rep)
 	}
 	return rep, err
+}
+
+func (s *splitServer) GetJwksSnapshot(ctx context.Context, r *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error) {
+	if s.snapshot != nil {
+		return s.snapshot(forward(ctx), r)
+	}
+	return s.c.GetJwksSnapshot(forward(ctx), r)
 }
 
 func (s *splitServer) GetIncident(ctx context.Context, r *ledgerv1.GetIncidentRequest) (*ledgerv1.GetIncidentResponse, error) {

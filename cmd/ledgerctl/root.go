@@ -521,7 +521,9 @@ verifier key, or a file holding it), or the key the server reports.`,
 		Short: "prove a kept checkpoint is a prefix of the latest and compare the leaves since with the rows",
 		Long: `Prove the checkpoint kept in FILE is a prefix of the latest, read every leaf since
 (--all: every leaf) from the tiles (--http), compare each with the rows the API key can
-read and check every readable row has a leaf (exit 1 on a mismatch). The leaves before
+read, run each row's checks again here with the JWKS snapshots its leaf names, and
+check every readable row has a leaf (exit 1 on a mismatch); list the keys the rows
+passed with, to compare with the keys their signers publish. The leaves before
 FILE are read too, for a row, event or closure logged twice; with a key each row leaf's
 row must still be held (or be swept), and each dispute event a row shows must have its
 leaf (one not yet in the log is printed as not yet checkable while it is newer than the
