@@ -156,6 +156,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		if d := statusEdited(r); d != "" {
 			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: d})
 		}
+		if d := disputeEdited(r); d != "" {
+			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: d})
+		}
 		if p := poolProblem(r, it.pooled); p != "" {
 			page.Findings = append(page.Findings, Finding{RowID: r.ID, Problem: p})
 		}
@@ -1409,6 +1412,20 @@ func statusEdited(r *Row) string {
 		return ""
 	}
 	return fmt.Sprintf("the row's status is %s; its write-time checks give %s: %s", r.Status, want, editedRow)
+}
+
+// disputeEdited says, when row r's dispute status is not the one its
+// events give (Row.DisputeState), that the row was edited; "" when it
+// is. A row written before it had any dispute holds none or DisputeNone.
+func disputeEdited(r *Row) string {
+	held := r.Dispute
+	if held == 0 {
+		held = DisputeNone
+	}
+	if want := r.DisputeState(); held != want {
+		return fmt.Sprintf("the row's dispute status is %s; its dispute events give %s: %s", held, want, editedRow)
+	}
+	return ""
 }
 
 // noKeys is a key source that holds no keys: a verifier asked against it

@@ -143,6 +143,19 @@ type DisputeEvent struct {
 	By     string        `json:"by"`
 }
 
+// DisputeState is row r's dispute state as its events give it: the
+// status of the latest, DisputeNone when it has none. Dispute is a copy
+// kept beside the events, which the Merkle log holds and the audit
+// checks, and is read nowhere for a decision or an answer: an edit of
+// it alone in the row store shows nowhere and keeps nothing, and fsck
+// reports it (disputeEdited).
+func (r *Row) DisputeState() DisputeStatus {
+	if n := len(r.DisputeEvents); n > 0 {
+		return r.DisputeEvents[n-1].Status
+	}
+	return DisputeNone
+}
+
 // Refusal is what a refusal row records.
 type Refusal struct {
 	ClaimedPrincipal string `json:"claimedPrincipal,omitempty"`

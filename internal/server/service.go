@@ -209,7 +209,7 @@ func (s *service) asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Ro
 	if mayRead(ctx) {
 		return p
 	}
-	if row.Dispute != ledger.DisputeNone || len(row.DisputeEvents) > 0 {
+	if row.DisputeState() != ledger.DisputeNone || len(row.DisputeEvents) > 0 {
 		p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
 	}
 	// A hold or an incident's closing only ever keeps a row longer: a
@@ -507,7 +507,7 @@ func rowProto(r *ledger.Row) *ledgerv1.Row {
 	}
 	p.RetainUntil = ts(r.RetainUntil)
 	p.IncidentId = r.IncidentID
-	p.DisputeStatus = disputeProto[r.Dispute]
+	p.DisputeStatus = disputeProto[r.DisputeState()]
 	p.EvidenceSha256 = r.EvidenceSHA256
 	p.ContextId = r.ContextID
 	p.MessageId = r.MessageID
