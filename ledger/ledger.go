@@ -893,9 +893,16 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 		// (docs/design/012), or a writer posting it first with another
 		// grant's token would have the proof of a refund gone at twelve
 		// months. A read-only class keeps no evidence: never taken here. A
-		// DUPLICATE is not the record of the action (its first row is):
-		// a replay kept the refused class's period.
-		if r.ReceiptVerified() && r.Verifier.DuplicateOf == "" {
+		// repeat of a receipt already recorded is not the record of the
+		// action (its first row is): it keeps the refused class's period.
+		// A row that names another receipt's row as its first (posted
+		// with that row's request JWT) is the first record of its own
+		// receipt, and is kept as long as its actions imply.
+		repeat, err := repeatsItsReceipt(tx, r)
+		if err != nil {
+			return err
+		}
+		if r.ReceiptVerified() && !repeat {
 			start := r.RetentionStart()
 			c, unknown := l.cfg.Policy.Classify(r.tools(), r.ScopesUsed)
 			if c != retention.ReadOnly && l.cfg.Policy.RetainUntil(c, start).After(l.cfg.Policy.RetainUntil(retention.Refused, start)) {
@@ -907,6 +914,26 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 	}
 	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 	return nil
+}
+
+// repeatsItsReceipt reports whether row r is a duplicate of an earlier
+// row of the same receipt (SameReceipt): another post of it, in the same
+// or another encoding. A row whose first row (DuplicateOf) records another
+// receipt shares only its request JWT with it, and one whose first row
+// cannot be read is taken as no repeat, so that neither is kept shorter
+// than its own actions imply.
+func repeatsItsReceipt(tx Tx, r *Row) (bool, error) {
+	if r.Verifier.DuplicateOf == "" {
+		return false, nil
+	}
+	orig, err := tx.Row(r.Verifier.DuplicateOf)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return r.SameReceipt(orig), nil
 }
 
 // repeatOfIncident ends the duplicate check's detail of a repeat that

@@ -698,6 +698,36 @@ func TestAnUnauthorizedRowOfASignedReceiptIsKeptAsLongAsItsActions(t *testing.T)
 	}
 }
 
+// A Brand-signed receipt posted first with the request JWT and delegation
+// token of another row (another receipt, recorded earlier) is recorded
+// UNAUTHORIZED, its duplicate check naming that other row. It records an
+// action that ran all the same: it keeps its actions' class, and a sweep
+// past the refused class's twelve months leaves it.
+func TestASignedReceiptWithAnotherRowsRequestJWTKeepsItsClass(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	other := h.sc.Mint(pacttest.Spec{Target: "W-1", GrantID: "a2agrant_OTHER", User: "acct-7", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	first, _ := h.append(t, in(other))
+	mine := h.sc.Mint(pacttest.Spec{Target: "A-5531"})
+	early := *mine
+	early.RequestJWT = other.RequestJWT
+	early.DelegationToken = other.DelegationToken
+	row, _ := h.append(t, in(&early))
+	if row.Status != ledger.Unauthorized || !row.ReceiptVerified() || row.Verifier.DuplicateOf != first.ID {
+		t.Fatalf("status %v, receipt verified %v, duplicate of %q; want UNAUTHORIZED with its receipt's signature passed, duplicate of %s",
+			row.Status, row.ReceiptVerified(), row.Verifier.DuplicateOf, first.ID)
+	}
+	want := h.l.Policy().RetainUntil(retention.MoneyMoved, row.RetentionStart())
+	if row.Class != retention.MoneyMoved || !row.RetainUntil.Equal(want) {
+		t.Fatalf("class %v, retained until %v; want money moved, until %v", row.Class, row.RetainUntil, want)
+	}
+	h.drain(t)
+	h.sweepAt(t, h.clock().AddDate(0, 13, 0))
+	if _, err := h.l.Get(ctx, row.ID); err != nil {
+		t.Fatalf("the receipt's row at thirteen months: %v; want it kept until %v", err, want)
+	}
+}
+
 // pagesRead counts the pages of due rows sweeps read (Rows.Expired).
 type pagesRead struct {
 	ledger.Store
