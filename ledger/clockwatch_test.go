@@ -397,7 +397,7 @@ func TestADrillSavedByAClockBehindIsNotKeptShorter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := h.l.Policy().ObjectRetainUntil(h.l.Policy().Longest(), real)
+	want := h.l.Policy().ObjectRetainUntil(h.l.Policy().Longest(real), real)
 	if d := loc.RetainUntil.Sub(want).Abs(); d > time.Minute {
 		t.Fatalf("a drill report saved at a clock a year behind is retained until %s; want about %s, counted from the S3 server's time", loc.RetainUntil, want)
 	}

@@ -263,6 +263,7 @@ func (l *Ledger) receiptRetainUntil(r *Row) time.Time {
 	for i, a := range r.Actions {
 		tools[i] = a.Tool
 	}
-	c, _ := l.cfg.Policy.Classify(tools, r.ScopesUsed)
-	return l.cfg.Policy.RetainUntil(c, r.RetentionStart())
+	start := r.RetentionStart()
+	c, _ := l.cfg.Policy.Classify(tools, r.ScopesUsed, start)
+	return l.cfg.Policy.RetainUntil(c, start)
 }

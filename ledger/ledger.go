@@ -904,13 +904,13 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 		}
 		if r.ReceiptVerified() && !repeat {
 			start := r.RetentionStart()
-			c, unknown := l.cfg.Policy.Classify(r.tools(), r.ScopesUsed)
+			c, unknown := l.cfg.Policy.Classify(r.tools(), r.ScopesUsed, start)
 			if c != retention.ReadOnly && l.cfg.Policy.RetainUntil(c, start).After(l.cfg.Policy.RetainUntil(retention.Refused, start)) {
 				r.Class, r.UnclassifiedTools = c, unknown
 			}
 		}
 	default:
-		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(r.tools(), r.ScopesUsed)
+		r.Class, r.UnclassifiedTools = l.cfg.Policy.Classify(r.tools(), r.ScopesUsed, r.RetentionStart())
 	}
 	r.RetainUntil = l.cfg.Policy.RetainUntil(r.Class, r.RetentionStart())
 	return nil
@@ -1024,7 +1024,8 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 	// It is put, or extended when a row needs more, for a day longer than
 	// that row needs, so the rows of the next day are covered without an
 	// extension each.
-	need := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), r.RetentionStart())
+	start := r.RetentionStart()
+	need := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(start), start)
 	if objRetain.After(need) {
 		need = objRetain
 	}

@@ -27,7 +27,8 @@ func NewDrillID(startedAt time.Time) string {
 func (l *Ledger) SaveDrill(ctx context.Context, id string, startedAt time.Time, body []byte) error {
 	// A drill started by a clock behind the reference clocks is not kept
 	// shorter for it.
-	retain := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(), startedAt.Add(l.behindBy()))
+	start := startedAt.Add(l.behindBy())
+	retain := l.cfg.Policy.ObjectRetainUntil(l.cfg.Policy.Longest(start), start)
 	now := l.cfg.Now()
 	err := l.store.Update(ctx, func(tx Tx) error {
 		if _, err := tx.Drill(id); err == nil {

@@ -39,7 +39,7 @@ func TestASignedTsFarAheadDoesNotLengthenRetention(t *testing.T) {
 		// The evidence for its class's period; each key set for the
 		// longest and a day, as for a row of that time.
 		objects := map[string]time.Time{ledger.EvidenceKey(row.ID): policy.ObjectRetainUntil(row.Class, c.start)}
-		keySets := policy.ObjectRetainUntil(policy.Longest(), c.start).Add(24 * time.Hour)
+		keySets := policy.ObjectRetainUntil(policy.Longest(c.start), c.start).Add(24 * time.Hour)
 		for _, id := range []string{row.BrandKey.JWKSSnapshot, row.Agent.JWKSSnapshot} {
 			objects[ledger.SnapshotKey(id)] = keySets
 		}

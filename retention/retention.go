@@ -156,62 +156,71 @@ func DefaultPolicy() Policy {
 // changed, then read only.
 var receiptClasses = []Class{MoneyMoved, AccountChanged, ReadOnly}
 
-// periodFrom is the start against which periods are compared (calendar
-// months differ in length): a period of months and one of days that come
-// within a day or two of each other may rank either way.
-var periodFrom = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+// tablesFrom is the start from which Longer ranks the classes of the
+// tool and scope tables, which no row's start goes with (calendar months
+// differ in length): a period of months and one of days that come within
+// a day or two of each other may rank either way from another start.
+var tablesFrom = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// keepsLonger reports whether class a keeps a row longer than class b
-// under p; between equal periods, the class earlier in receiptClasses
-// ranks higher, so that with the default periods a row that moved money
-// and changed the account is money moved.
-func (p Policy) keepsLonger(a, b Class) bool {
-	ta, tb := p.Periods[a].After(periodFrom), p.Periods[b].After(periodFrom)
+// keepsLonger reports whether class a keeps a row that starts at from
+// longer than class b under p; between equal retain-untils, the class
+// earlier in receiptClasses ranks higher, so that with the default
+// periods a row that moved money and changed the account is money moved.
+func (p Policy) keepsLonger(a, b Class, from time.Time) bool {
+	ta, tb := p.Periods[a].After(from), p.Periods[b].After(from)
 	if !ta.Equal(tb) {
 		return ta.After(tb)
 	}
 	return slices.Index(receiptClasses, a) < slices.Index(receiptClasses, b)
 }
 
-// Longer returns whichever of a and b p keeps a row longer: between equal
-// periods the earlier of money moved, account changed and read only.
-// Unspecified gives way to any class.
+// Longer returns whichever of a and b p keeps longer, their periods
+// ranked from a fixed start: between equal periods the earlier of money
+// moved, account changed and read only. Unspecified gives way to any
+// class. It ranks the classes of tables (brand files); a row's class is
+// Classify's, ranked from the row's own start.
 func (p Policy) Longer(a, b Class) Class {
 	switch {
 	case a == Unspecified:
 		return b
 	case b == Unspecified:
 		return a
-	case p.keepsLonger(b, a):
+	case p.keepsLonger(b, a, tablesFrom):
 		return b
 	}
 	return a
 }
 
 // Longest returns the receipt class (money moved, account changed or read
-// only) whose period under p is the longest: the class an unknown tool or
-// scope takes, and what an open incident's objects are retained for.
-func (p Policy) Longest() Class {
+// only) whose period under p keeps a row that starts at from the longest:
+// the class an unknown tool or scope takes, and what an open incident's
+// objects are retained for.
+func (p Policy) Longest(from time.Time) Class {
 	c := receiptClasses[0]
 	for _, rc := range receiptClasses[1:] {
-		if p.keepsLonger(rc, c) {
+		if p.keepsLonger(rc, c, from) {
 			c = rc
 		}
 	}
 	return c
 }
 
-// Classify returns the class of a receipt row from its tools and the scopes
-// it used: the class among them whose configured period is the longest,
-// read only when there are neither. Tools and scopes not in their tables
-// take p.Longest() and are returned in unknown (scopes prefixed "scope ").
-// Scopes count because a receipt whose action list is empty or incomplete
-// must not be kept shorter than what it was allowed to do.
-func (p Policy) Classify(tools, scopes []string) (c Class, unknown []string) {
+// Classify returns the class of a receipt row that starts at start (its
+// retention start) from its tools and the scopes it used: the class among
+// them whose retain-until from start is the latest, read only when there
+// are neither. Tools and scopes not in their tables take p.Longest(start)
+// and are returned in unknown (scopes prefixed "scope "). Scopes count
+// because a receipt whose action list is empty or incomplete must not be
+// kept shorter than what it was allowed to do. Read only gives way to any
+// other class among them, whatever the start: a read-only row keeps no
+// receipt, tokens or args (Validate has read only keep no longer than
+// the others, ranked from a fixed start; from another it may come out a
+// day or two longer, and the evidence is what the row is kept for).
+func (p Policy) Classify(tools, scopes []string, start time.Time) (c Class, unknown []string) {
 	c = ReadOnly
-	longest := p.Longest()
+	longest := p.Longest(start)
 	take := func(tc Class) {
-		if p.keepsLonger(tc, c) {
+		if tc != ReadOnly && (c == ReadOnly || p.keepsLonger(tc, c, start)) {
 			c = tc
 		}
 	}
@@ -245,11 +254,11 @@ func (p Policy) RetainUntil(c Class, issuedAt time.Time) time.Time {
 
 // ObjectRetainUntil is the retain-until put on a write-once evidence object
 // of a row: RetainUntil, or for an open incident the longest receipt period
-// (p.Longest()), so that nothing an incident needs can expire while it is
-// open.
+// from issuedAt (p.Longest(issuedAt)), so that nothing an incident needs
+// can expire while it is open.
 func (p Policy) ObjectRetainUntil(c Class, issuedAt time.Time) time.Time {
 	if c == Incident {
-		return p.Periods[p.Longest()].After(issuedAt).UTC()
+		return p.Periods[p.Longest(issuedAt)].After(issuedAt).UTC()
 	}
 	return p.RetainUntil(c, issuedAt)
 }
@@ -268,7 +277,7 @@ func (p Policy) Validate() error {
 	// tokens or args), so a row with a read-only action and another takes
 	// the other class: read only keeping longer would drop evidence.
 	for _, c := range []Class{MoneyMoved, AccountChanged} {
-		if p.keepsLonger(ReadOnly, c) {
+		if p.keepsLonger(ReadOnly, c, tablesFrom) {
 			return fmt.Errorf("retention: read_only (%s) keeps longer than %s (%s); a read-only row keeps less evidence, never for longer", p.Periods[ReadOnly], c, p.Periods[c])
 		}
 	}

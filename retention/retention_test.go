@@ -25,8 +25,9 @@ func TestClassifyTakesTheLongestClass(t *testing.T) {
 		{"read tool, account scope", []string{"lookup_orders"}, []string{"account:address"}, retention.AccountChanged, 0},
 		{"no actions, unknown scope", nil, []string{"flights:rebook"}, retention.MoneyMoved, 1},
 	}
+	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
 	for _, tc := range tests {
-		got, unknown := p.Classify(tc.tools, tc.scopes)
+		got, unknown := p.Classify(tc.tools, tc.scopes, at)
 		if got != tc.want || len(unknown) != tc.unknown {
 			t.Errorf("%s: %v %v, want %v with %d unknown", tc.name, got, unknown, tc.want, tc.unknown)
 		}
@@ -68,16 +69,60 @@ func TestClassifyTakesTheLongestConfiguredPeriod(t *testing.T) {
 	at := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := tc.p.Classify(tc.tools, tc.scopes)
+			got, _ := tc.p.Classify(tc.tools, tc.scopes, at)
 			if got != tc.want {
 				t.Errorf("class %v, want %v", got, tc.want)
 			}
-			if got := tc.p.Longest(); got != tc.wantLongest {
+			if got := tc.p.Longest(at); got != tc.wantLongest {
 				t.Errorf("longest %v, want %v", got, tc.wantLongest)
 			}
 			want := tc.p.RetainUntil(tc.wantLongest, at)
 			if got := tc.p.ObjectRetainUntil(retention.Incident, at); !got.Equal(want) {
 				t.Errorf("an open incident's objects retained until %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestClassifyRanksPeriodsFromTheRowsStart: with periods in months beside
+// periods in days, which class keeps a row longer depends on when the row
+// starts (months differ in length). A row takes the class whose
+// retain-until from its own start is the latest, so it is never kept
+// shorter than its actions and scopes imply; read only still gives way to
+// a class that keeps the evidence.
+func TestClassifyRanksPeriodsFromTheRowsStart(t *testing.T) {
+	days := retention.DefaultPolicy()
+	days.Periods[retention.AccountChanged] = retention.Period{Days: 548}
+	quarter := retention.DefaultPolicy()
+	quarter.Periods[retention.AccountChanged] = retention.Period{Months: 3}
+	for _, p := range []retention.Policy{days, quarter} {
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name      string
+		p         retention.Policy
+		tools     []string
+		start     time.Time
+		want      retention.Class
+		wantUntil time.Time
+	}{
+		{"548 days beside 18 months, from July 2027", days, []string{"issue_refund", "change_address"},
+			time.Date(2027, 7, 1, 0, 0, 0, 0, time.UTC), retention.MoneyMoved, time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"548 days beside 18 months, from January 2027", days, []string{"issue_refund", "change_address"},
+			time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), retention.AccountChanged, time.Date(2028, 7, 2, 0, 0, 0, 0, time.UTC)},
+		{"an unknown tool, from July 2027", days, []string{"teleport"},
+			time.Date(2027, 7, 1, 0, 0, 0, 0, time.UTC), retention.MoneyMoved, time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"read only 90 days beside 3 months, from February", quarter, []string{"lookup_orders", "change_address"},
+			time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), retention.AccountChanged, time.Date(2027, 5, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := tc.p.Classify(tc.tools, nil, tc.start)
+			until := tc.p.RetainUntil(got, tc.start)
+			if got != tc.want || !until.Equal(tc.wantUntil) {
+				t.Errorf("class %v, kept until %v; want %v, until %v", got, until, tc.want, tc.wantUntil)
 			}
 		})
 	}
