@@ -25,10 +25,44 @@ type IncidentRecord struct {
 	// RetainUntil is set at close: the row's retain-until from then on
 	// (see CloseIncident).
 	RetainUntil time.Time `json:"retainUntil,omitzero"`
+	// Day and GrantSHA256 are what the incident holds beyond its row,
+	// taken from the row when the incident opens (or, for one opened
+	// before they were recorded, when it closes): its agent platform's
+	// rows of Day (the row's UTC day, 2006-01-02), and the rows of its
+	// grant (Sweep). The grant id is kept as its hash, as a leaf keeps
+	// it: an incident outlives the rows, and a grant id is carried in
+	// the customer's tokens. Day is empty on an incident that has not
+	// recorded them.
+	Day         string `json:"day,omitempty"`
+	GrantSHA256 string `json:"grantSha256,omitempty"`
+	// HoldsUntil is set at close: the close plus the incident period in
+	// force then, when the hold on Day and the grant ends. An incident
+	// closed before it was recorded holds until RetainUntil, never
+	// earlier than that.
+	HoldsUntil time.Time `json:"holdsUntil,omitzero"`
 }
 
 // Open reports whether the incident is still open.
 func (i *IncidentRecord) Open() bool { return i.ClosedAt.IsZero() }
+
+// holdEnd is when the closed incident's hold on its day and grant ends,
+// as recorded at its close; never from the period in force now, which a
+// restart may have changed. fallback is the end for an incident whose
+// close recorded neither HoldsUntil nor RetainUntil.
+func (i *IncidentRecord) holdEnd(fallback retention.Period) time.Time {
+	switch {
+	case !i.HoldsUntil.IsZero():
+		return i.HoldsUntil
+	case !i.RetainUntil.IsZero():
+		return i.RetainUntil
+	}
+	return fallback.After(i.ClosedAt)
+}
+
+// recordHolds records on inc what it holds beyond row r, its row.
+func (inc *IncidentRecord) recordHolds(r *Row) {
+	inc.Day, inc.GrantSHA256 = rowDay(r), digest(r.GrantID)
+}
 
 // openIncident records the incident of row r (already classified) and
 // places legal holds on its evidence and the JWKS snapshots it names.
@@ -40,6 +74,7 @@ func (l *Ledger) openIncident(tx Tx, r *Row) error {
 		}
 	}
 	inc := IncidentRecord{ID: r.IncidentID, RowID: r.ID, Reason: strings.Join(reasons, "; "), Agent: r.Agent.Platform, OpenedAt: r.RecordedAt}
+	inc.recordHolds(r)
 	inc.Held = append(inc.Held, EvidenceKey(r.ID)) // put with a hold by the uploader
 	for _, s := range []string{r.BrandKey.JWKSSnapshot, r.Agent.JWKSSnapshot} {
 		key := SnapshotKey(s)
@@ -213,14 +248,18 @@ func (l *Ledger) CloseIncident(ctx context.Context, id, note, by string) (*Incid
 		if err != nil {
 			return err
 		}
-		until := l.cfg.Policy.Periods[retention.Incident].After(now)
+		holds := l.cfg.Policy.Periods[retention.Incident].After(now)
+		until := holds
 		if c := l.receiptRetainUntil(row); c.After(until) {
 			until = c
 		}
 		if row.RetainUntil.After(until) {
 			until = row.RetainUntil
 		}
-		inc.ClosedAt, inc.ClosedBy, inc.Note, inc.RetainUntil = now, by, note, until
+		inc.ClosedAt, inc.ClosedBy, inc.Note, inc.RetainUntil, inc.HoldsUntil = now, by, note, until, holds
+		if inc.Day == "" {
+			inc.recordHolds(row)
+		}
 		row.RetainUntil = until // never earlier than it was: see above
 		if err := tx.UpdateRetention(row.ID, until); err != nil {
 			return err

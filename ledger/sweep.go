@@ -79,7 +79,8 @@ var maxReported, sweepPage = 1000, 500
 // deletes the write-once objects no remaining row needs. It never removes a
 // row under legal hold, in an open incident, nor one whose evidence has
 // not reached write-once storage yet; nor, while an incident is open and
-// until its close plus the incident period, a row of the same agent
+// until its close plus the incident period in force at the close
+// (IncidentRecord.HoldsUntil), a row of the same agent
 // platform's day as the incident's row or, when its receipt's signature
 // passed, recorded under its grant (playbook step 5). With dryRun it only
 // reports.
@@ -278,14 +279,15 @@ var sweepHook func()
 // keepReasons re-reads each due row in tx and says why it must stay (an
 // empty reason: it goes): swept or changed since, retention extended, its
 // dispute open, an incident holding its agent platform's day or its grant (see
-// incidentHolds; closed incidents hold for period after the close),
+// incidentHolds; closed incidents hold until the end their close
+// recorded),
 // evidence still in the outbox, or evidence under legal hold. held is
 // what the sweep has read of the incidents so far; keepReasons reads in
 // tx the incidents held does not have yet, and adds them.
 //
 // It also returns, for each row an incident or its open dispute holds,
-// until when the hold lasts: for an incident the latest close plus the
-// incident period, or, while an incident or the dispute is open, at
+// until when the hold lasts: for an incident the latest end its closes
+// recorded, or, while an incident or the dispute is open, at
 // least now plus that period (see extendHeld).
 func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period, held *incidentsRead) (map[string]string, map[string]time.Time, error) {
 	// The rows before the incidents (in a write transaction, locked where
@@ -330,9 +332,10 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period, held
 		case held.days[agentDay(r)].holds():
 			why[r.ID] = held.days[agentDay(r)].why("the agent platform's rows of that day")
 			heldTo[r.ID] = held.days[agentDay(r)].end(now, period)
-		case r.GrantID != "" && r.ReceiptVerified() && held.grants[r.GrantID].holds():
-			why[r.ID] = held.grants[r.GrantID].why("the rows of its grant")
-			heldTo[r.ID] = held.grants[r.GrantID].end(now, period)
+		case r.GrantID != "" && r.ReceiptVerified() && held.grants[digest(r.GrantID)].holds():
+			g := held.grants[digest(r.GrantID)]
+			why[r.ID] = g.why("the rows of its grant")
+			heldTo[r.ID] = g.end(now, period)
 		case errors.Is(err, ErrNotFound):
 			why[r.ID] = "its evidence is still in the outbox"
 		case err != nil:
@@ -392,9 +395,13 @@ func snapshotQueued(tx Tx, r *Row, uploaded map[string]bool) (string, error) {
 
 // agentDay is the key of a row's agent platform and UTC day, the unit an
 // open incident holds.
-func agentDay(r *Row) string {
-	return r.Agent.Platform + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
-}
+func agentDay(r *Row) string { return agentDayKey(r.Agent.Platform, rowDay(r)) }
+
+// agentDayKey is the key of an agent platform's day (rowDay).
+func agentDayKey(platform, day string) string { return platform + "\x00" + day }
+
+// rowDay is the UTC day of row r, 2006-01-02.
+func rowDay(r *Row) string { return r.IssuedAt.UTC().Format("2006-01-02") }
 
 // incidentHolds is what incidents hold beyond their own rows (playbook
 // step 5: "the platform's other rows that day", until the incident is
@@ -407,12 +414,13 @@ func agentDay(r *Row) string {
 // review lists it (Ledger.Incident).
 type incidentHolds struct {
 	days   map[string]holdUntil // by agentDay
-	grants map[string]holdUntil
+	grants map[string]holdUntil // by the grant id's digest
 }
 
 // holdUntil is how long incidents hold a day or a grant: while one of them
-// is open, else until the latest of their closes plus the incident period.
-// The zero value holds nothing.
+// is open, else until the latest of the ends their closes recorded (each
+// close plus the incident period in force then). The zero value holds
+// nothing.
 type holdUntil struct {
 	open  bool
 	until time.Time
@@ -420,9 +428,9 @@ type holdUntil struct {
 
 func (h holdUntil) holds() bool { return h.open || !h.until.IsZero() }
 
-// end is until when h holds as far as is known at now: its latest close
-// plus the incident period, and while an incident is open at least now
-// plus that period (the hold lasts that long past a close yet to come).
+// end is until when h holds as far as is known at now: the latest end its
+// closes recorded, and while an incident is open at least now plus the
+// incident period (the hold lasts that long past a close yet to come).
 func (h holdUntil) end(now time.Time, period retention.Period) time.Time {
 	if h.open {
 		if soonest := period.After(now); soonest.After(h.until) {
@@ -569,27 +577,34 @@ func recentGaps(gaps []seqSpan, top uint64) []seqSpan {
 }
 
 // add adds what incs hold at now: the open ones, and the closed ones
-// whose close plus period has not passed yet.
+// whose hold, as recorded at their close (IncidentRecord.HoldsUntil), has
+// not ended yet. period stands in for the period at the close of an
+// incident whose close recorded no end. The day and grant held are the
+// incident's own record of them; an incident opened before it recorded
+// them takes them from its row, and holds nothing once its row is gone.
 func (h *incidentsRead) add(tx Tx, incs []*IncidentRecord, now time.Time, period retention.Period) error {
 	for _, inc := range incs {
 		var until time.Time
 		if !inc.Open() {
-			if until = period.After(inc.ClosedAt); !until.After(now) {
+			if until = inc.holdEnd(period); !until.After(now) {
 				continue
 			}
 		}
-		// The row is kept at least as long as it holds (CloseIncident).
-		r, err := tx.Row(inc.RowID)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		day, grant := inc.Day, inc.GrantSHA256
+		if day == "" {
+			r, err := tx.Row(inc.RowID)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("the row of incident %s: %w", inc.ID, err)
+			}
+			day, grant = rowDay(r), digest(r.GrantID)
 		}
-		if err != nil {
-			return fmt.Errorf("the row of incident %s: %w", inc.ID, err)
-		}
-		day := inc.Agent + "\x00" + r.IssuedAt.UTC().Format("2006-01-02")
-		h.days[day] = h.days[day].add(inc.Open(), until)
-		if r.GrantID != "" {
-			h.grants[r.GrantID] = h.grants[r.GrantID].add(inc.Open(), until)
+		key := agentDayKey(inc.Agent, day)
+		h.days[key] = h.days[key].add(inc.Open(), until)
+		if grant != "" {
+			h.grants[grant] = h.grants[grant].add(inc.Open(), until)
 		}
 	}
 	return nil

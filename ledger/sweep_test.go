@@ -17,6 +17,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/internal/syncbuf"
+	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/retention"
@@ -573,6 +574,102 @@ func TestIncidentHoldsTheRowsOfItsGrant(t *testing.T) {
 	res = sweep(until.Add(time.Hour))
 	if _, swept := ids(res.Swept)[counted.ID]; !swept {
 		t.Fatalf("the counted row after the close plus 12 months: not swept (kept %v)", ids(res.Kept))
+	}
+}
+
+// closedIncidentHolding records an incident (a plan change its grant does
+// not allow), a read-only row of its agent platform's day under another
+// grant, and a read-only row of its grant on the next day; closes the
+// incident on the day after, with the incident period at twelve months;
+// and returns the two read-only rows and the close's time.
+func closedIncidentHolding(t *testing.T, h *harness) (inc, day, grant *ledger.Row, closedAt time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	start := h.clock()
+	inc, _ = h.append(t, in(h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_INC", Target: "I-1", ScopesUsed: []string{"plan:change"}, At: start})))
+	h.set(start.Add(time.Minute))
+	day, _ = h.append(t, in(h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_DAY", Target: "D-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: h.clock()})))
+	h.set(start.AddDate(0, 0, 1))
+	grant, _ = h.append(t, in(h.sc.Mint(pacttest.Spec{GrantID: "a2agrant_INC", Target: "G-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: h.clock()})))
+	if inc.Status != ledger.Incident || day.Class != retention.ReadOnly || grant.Class != retention.ReadOnly || !grant.ReceiptVerified() {
+		t.Fatalf("rows %v, %v, %v; want an INCIDENT and two read-only rows", inc.Status, day.Class, grant.Class)
+	}
+	h.drain(t)
+	closedAt = start.AddDate(0, 0, 2)
+	h.set(closedAt)
+	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "resolved", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	return inc, day, grant, closedAt
+}
+
+// A closed incident holds its agent platform's rows of its day, and its
+// grant's rows, until its close plus the incident period in force at the
+// close: a restart with a shorter period ends the hold no sooner.
+func TestAClosedIncidentHoldsForThePeriodInForceAtItsClose(t *testing.T) {
+	h := newHarness(t)
+	_, day, grant, closedAt := closedIncidentHolding(t, h)
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.Incident] = retention.Period{Months: 6}
+	h.open(t)
+	end := closedAt.AddDate(0, 12, 0)
+	res := h.sweepAt(t, closedAt.AddDate(0, 9, 0))
+	for _, r := range []*ledger.Row{day, grant} {
+		if why, kept := ids(res.Kept)[r.ID]; !kept || !strings.Contains(why, "closed incident") {
+			t.Fatalf("row %s nine months after the close: kept %v (%q), swept %v; want kept until %v", r.ID, kept, why, ids(res.Swept), end)
+		}
+	}
+	res = h.sweepAt(t, end.Add(time.Hour))
+	for _, r := range []*ledger.Row{day, grant} {
+		if _, swept := ids(res.Swept)[r.ID]; !swept {
+			t.Fatalf("row %s after the close plus twelve months: not swept (kept %v)", r.ID, ids(res.Kept))
+		}
+	}
+}
+
+// An incident closed before its record kept the hold's end, day and
+// grant holds until the retain-until its close gave its row (never
+// earlier than the close plus the period then), not the period in force
+// now, and takes the day and grant from its row.
+func TestAnIncidentClosedBeforeItsHoldWasRecordedHoldsUntilItsRetainUntil(t *testing.T) {
+	h := newHarness(t)
+	inc, day, grant, closedAt := closedIncidentHolding(t, h)
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := tamper.Apply(filepath.Join(h.dir, "ledger.db"), tamper.EditIncident(inc.IncidentID, func(rec *ledger.IncidentRecord) {
+		rec.Day, rec.GrantSHA256, rec.HoldsUntil = "", "", time.Time{}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.Incident] = retention.Period{Months: 6}
+	h.open(t)
+	res := h.sweepAt(t, closedAt.AddDate(0, 9, 0))
+	for _, r := range []*ledger.Row{day, grant} {
+		if why, kept := ids(res.Kept)[r.ID]; !kept || !strings.Contains(why, "closed incident") {
+			t.Fatalf("row %s nine months after the close: kept %v (%q), swept %v", r.ID, kept, why, ids(res.Swept))
+		}
+	}
+}
+
+// A closed incident's hold does not rest on its own row: with the row
+// gone (removed by whoever holds the row store), the rows it holds stay
+// until its close plus the incident period.
+func TestAClosedIncidentHoldsWithoutItsOwnRow(t *testing.T) {
+	h := newHarness(t)
+	inc, day, grant, closedAt := closedIncidentHolding(t, h)
+	h.sweepEarly(t, inc.ID)
+	res := h.sweepAt(t, closedAt.AddDate(0, 9, 0))
+	for _, r := range []*ledger.Row{day, grant} {
+		if why, kept := ids(res.Kept)[r.ID]; !kept || !strings.Contains(why, "closed incident") {
+			t.Fatalf("row %s nine months after the close, the incident's row gone: kept %v (%q), swept %v", r.ID, kept, why, ids(res.Swept))
+		}
 	}
 }
 

@@ -206,6 +206,7 @@ func testIncidents(t *testing.T, open opener) {
 		t.Fatal(err)
 	}
 	closed.ClosedAt, closed.ClosedBy, closed.RetainUntil = base.Add(time.Hour), "support", base.Add(365*24*time.Hour)
+	closed.Day, closed.GrantSHA256, closed.HoldsUntil = base.Format("2006-01-02"), "sha256:"+hexID("grant"), base.Add(300*24*time.Hour)
 	update(t, s, func(tx ledger.Tx) error { return tx.PutIncident(closedSeq, closed) })
 	view(t, s, func(tx ledger.Tx) error {
 		got, err := tx.Incident(closedSeq)
