@@ -898,14 +898,14 @@ func (l *Ledger) classify(tx Tx, r *Row) error {
 		// A row that names another receipt's row as its first (posted
 		// with that row's request JWT) is the first record of its own
 		// receipt, and is kept as long as its actions imply.
-		repeat, err := repeatsItsReceipt(tx, r)
-		if err != nil {
-			return err
-		}
-		if r.ReceiptVerified() && !repeat {
+		if r.ReceiptVerified() {
+			repeat, err := repeatsItsReceipt(tx, r)
+			if err != nil {
+				return err
+			}
 			start := r.RetentionStart()
 			c, unknown := l.cfg.Policy.Classify(r.tools(), r.ScopesUsed, start)
-			if c != retention.ReadOnly && l.cfg.Policy.RetainUntil(c, start).After(l.cfg.Policy.RetainUntil(retention.Refused, start)) {
+			if !repeat && c != retention.ReadOnly && l.cfg.Policy.RetainUntil(c, start).After(l.cfg.Policy.RetainUntil(retention.Refused, start)) {
 				r.Class, r.UnclassifiedTools = c, unknown
 			}
 		}
