@@ -323,10 +323,12 @@ func keepReasons(tx Tx, due []*Row, now time.Time, period retention.Period, held
 			loc, err = tx.Object(EvidenceKey(r.ID))
 		}
 		switch {
-		case cur.Dispute == DisputeOpen:
+		case cur.DisputeState() == DisputeOpen || cur.Dispute == DisputeOpen:
 			// Its dispute is what the row is kept for: it stays while the
 			// dispute is open, and the incident period past the time a
-			// sweep last found it open, its objects with it.
+			// sweep last found it open, its objects with it. Open by its
+			// events (the log's record) or by the status kept beside
+			// them: an edit of either alone keeps it, never sweeps it.
 			why[r.ID] = "its dispute is open"
 			heldTo[r.ID] = period.After(now)
 		case held.days[agentDay(r)].holds():

@@ -882,3 +882,32 @@ func TestADryRunStopsReadingOnceItsListingIsFull(t *testing.T) {
 		t.Fatalf("after the sweep: %d rows held (%v), want none", len(got), err)
 	}
 }
+
+// A row's dispute is open as its dispute events say, which the log holds:
+// the status kept beside them edited to resolved in the row store does
+// not let the sweep take the row while its dispute is open.
+func TestAnOpenDisputeKeepsItsRowWhateverItsStoredStatusSays(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "A-5531"})))
+	h.drain(t)
+	h.set(row.RetainUntil.Add(-30 * 24 * time.Hour))
+	if _, err := h.l.AppendDispute(ctx, row.ID, ledger.DisputeOpen, "chargeback", "support-key"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := tamper.Apply(filepath.Join(h.dir, "ledger.db"), tamper.EditRow(row.ID, func(r *ledger.Row) {
+		r.Dispute = ledger.DisputeResolvedCustomerAuthorized
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	period := h.l.Policy().Periods[retention.Incident]
+	res := h.sweepAt(t, period.After(row.RetainUntil).Add(time.Hour))
+	if why, kept := ids(res.Kept)[row.ID]; !kept || why != "its dispute is open" {
+		t.Fatalf("the row whose dispute events say open, its stored status resolved: kept %v (%q), swept %v", kept, why, ids(res.Swept))
+	}
+}
