@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/ledgerpb"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/verifier"
@@ -266,7 +267,7 @@ func ledgerRow(p *ledgerv1.Row) *ledger.Row {
 		ScopesUsed:     p.GetScopesUsed(),
 		Limits:         ledger.Limits{AmountMax: p.GetLimits().GetAmountMax(), CountMax: int(p.GetLimits().GetCountMax())},
 		EvidenceSHA256: p.GetEvidenceSha256(),
-		Status:         statusOf[p.GetStatus()],
+		Status:         ledgerpb.StatusOf[p.GetStatus()],
 	}
 	r.Verifier.DuplicateOf = p.GetVerifier().GetDuplicateOf()
 	if p.GetKind() == ledgerv1.RowKind_ROW_KIND_REFUSAL {
@@ -283,35 +284,13 @@ func ledgerRow(p *ledgerv1.Row) *ledger.Row {
 	}
 	for _, a := range p.GetActions() {
 		r.Actions = append(r.Actions, verifier.RowAction{Tool: a.GetTool(), Target: a.GetTarget(), ArgsHash: a.GetArgsHash(),
-			HashSource: hashSourceOf[a.GetArgsHashSource()], TargetSource: targetSourceOf[a.GetTargetSource()]})
+			HashSource: ledgerpb.HashSourceOf[a.GetArgsHashSource()], TargetSource: ledgerpb.TargetSourceOf[a.GetTargetSource()]})
 	}
 	for _, c := range p.GetVerifier().GetChecks() {
-		r.Verifier.Checks = append(r.Verifier.Checks, verifier.Check{Name: c.GetName(), Result: checkResultOf[c.GetResult()], Detail: c.GetDetail()})
+		r.Verifier.Checks = append(r.Verifier.Checks, verifier.Check{Name: c.GetName(), Result: ledgerpb.CheckOf[c.GetResult()], Detail: c.GetDetail()})
 	}
 	if rf := p.GetRefusal(); rf != nil {
 		r.Refusal = &ledger.Refusal{ClaimedPrincipal: rf.GetClaimedPrincipal(), ClaimedAgent: rf.GetClaimedAgent(), Reason: rf.GetReason()}
 	}
 	return r
 }
-
-var (
-	statusOf = map[ledgerv1.RowStatus]ledger.Status{
-		ledgerv1.RowStatus_ROW_STATUS_AUTHORIZED:   ledger.Authorized,
-		ledgerv1.RowStatus_ROW_STATUS_UNAUTHORIZED: ledger.Unauthorized,
-		ledgerv1.RowStatus_ROW_STATUS_INCIDENT:     ledger.Incident,
-		ledgerv1.RowStatus_ROW_STATUS_DUPLICATE:    ledger.Duplicate,
-	}
-	hashSourceOf = map[ledgerv1.ArgsHashSource]verifier.HashSource{
-		ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT:            verifier.HashFromReceipt,
-		ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER: verifier.HashComputedByLedger,
-	}
-	targetSourceOf = map[ledgerv1.TargetSource]verifier.TargetSource{
-		ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS: verifier.TargetFromSignedArgs,
-		ledgerv1.TargetSource_TARGET_SOURCE_WRITER:      verifier.TargetFromWriter,
-	}
-	checkResultOf = map[ledgerv1.CheckResult]verifier.Outcome{
-		ledgerv1.CheckResult_CHECK_RESULT_PASS:    verifier.Pass,
-		ledgerv1.CheckResult_CHECK_RESULT_FAIL:    verifier.Fail,
-		ledgerv1.CheckResult_CHECK_RESULT_SKIPPED: verifier.Skipped,
-	}
-)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/pactledger/pactledger/drill"
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/ledgerpb"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
-	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -402,64 +402,18 @@ func (s *service) AppendDisputeEvent(ctx context.Context, req *ledgerv1.AppendDi
 }
 
 var (
-	outcomeProto = map[ledger.Outcome]ledgerv1.AppendOutcome{
-		ledger.Created:           ledgerv1.AppendOutcome_APPEND_OUTCOME_CREATED,
-		ledger.AlreadyRecorded:   ledgerv1.AppendOutcome_APPEND_OUTCOME_ALREADY_RECORDED,
-		ledger.DuplicateRecorded: ledgerv1.AppendOutcome_APPEND_OUTCOME_DUPLICATE,
-	}
-	statusProto = map[ledger.Status]ledgerv1.RowStatus{
-		ledger.Authorized:   ledgerv1.RowStatus_ROW_STATUS_AUTHORIZED,
-		ledger.Unauthorized: ledgerv1.RowStatus_ROW_STATUS_UNAUTHORIZED,
-		ledger.Incident:     ledgerv1.RowStatus_ROW_STATUS_INCIDENT,
-		ledger.Duplicate:    ledgerv1.RowStatus_ROW_STATUS_DUPLICATE,
-	}
-	statusFromProto = invert(statusProto)
-	classProto      = map[retention.Class]ledgerv1.RetentionClass{
-		retention.MoneyMoved:     ledgerv1.RetentionClass_RETENTION_CLASS_MONEY_MOVED,
-		retention.AccountChanged: ledgerv1.RetentionClass_RETENTION_CLASS_ACCOUNT_CHANGED,
-		retention.ReadOnly:       ledgerv1.RetentionClass_RETENTION_CLASS_READ_ONLY,
-		retention.Refused:        ledgerv1.RetentionClass_RETENTION_CLASS_REFUSED,
-		retention.Incident:       ledgerv1.RetentionClass_RETENTION_CLASS_INCIDENT,
-	}
-	classFromProto = invert(classProto)
-	disputeProto   = map[ledger.DisputeStatus]ledgerv1.DisputeStatus{
-		ledger.DisputeNone:                       ledgerv1.DisputeStatus_DISPUTE_STATUS_NONE,
-		ledger.DisputeOpen:                       ledgerv1.DisputeStatus_DISPUTE_STATUS_OPEN,
-		ledger.DisputeResolvedCustomerAuthorized: ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_CUSTOMER_AUTHORIZED,
-		ledger.DisputeResolvedIncident:           ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_INCIDENT,
-		ledger.DisputeResolvedOther:              ledgerv1.DisputeStatus_DISPUTE_STATUS_RESOLVED_OTHER,
-	}
-	disputeFromProto = func() map[ledgerv1.DisputeStatus]ledger.DisputeStatus {
-		m := invert(disputeProto)
-		delete(m, ledgerv1.DisputeStatus_DISPUTE_STATUS_NONE)
-		return m
-	}()
-	kindProto = map[ledger.Kind]ledgerv1.RowKind{
-		ledger.KindReceipt: ledgerv1.RowKind_ROW_KIND_RECEIPT,
-		ledger.KindRefusal: ledgerv1.RowKind_ROW_KIND_REFUSAL,
-	}
-	checkProto = map[verifier.Outcome]ledgerv1.CheckResult{
-		verifier.Pass:    ledgerv1.CheckResult_CHECK_RESULT_PASS,
-		verifier.Fail:    ledgerv1.CheckResult_CHECK_RESULT_FAIL,
-		verifier.Skipped: ledgerv1.CheckResult_CHECK_RESULT_SKIPPED,
-	}
-	hashSourceProto = map[verifier.HashSource]ledgerv1.ArgsHashSource{
-		verifier.HashFromReceipt:      ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_RECEIPT,
-		verifier.HashComputedByLedger: ledgerv1.ArgsHashSource_ARGS_HASH_SOURCE_COMPUTED_BY_LEDGER,
-	}
-	targetSourceProto = map[verifier.TargetSource]ledgerv1.TargetSource{
-		verifier.TargetFromSignedArgs: ledgerv1.TargetSource_TARGET_SOURCE_SIGNED_ARGS,
-		verifier.TargetFromWriter:     ledgerv1.TargetSource_TARGET_SOURCE_WRITER,
-	}
+	outcomeProto      = ledgerpb.Outcome
+	statusProto       = ledgerpb.Status
+	statusFromProto   = ledgerpb.StatusOf
+	classProto        = ledgerpb.Class
+	classFromProto    = ledgerpb.ClassOf
+	disputeProto      = ledgerpb.Dispute
+	disputeFromProto  = ledgerpb.DisputeOf
+	kindProto         = ledgerpb.Kind
+	checkProto        = ledgerpb.Check
+	hashSourceProto   = ledgerpb.HashSource
+	targetSourceProto = ledgerpb.TargetSource
 )
-
-func invert[K, V comparable](m map[K]V) map[V]K {
-	out := make(map[V]K, len(m))
-	for k, v := range m {
-		out[v] = k
-	}
-	return out
-}
 
 func checksProto(cs []verifier.Check) []*ledgerv1.Check {
 	out := make([]*ledgerv1.Check, len(cs))
