@@ -56,6 +56,12 @@ var (
 	// publishes nothing of the log: a replica given another key than the
 	// others. The wrapped text names both keys.
 	ErrLogKey = errors.New("the row store's Merkle log is signed by another key")
+	// ErrStoreEdited: the row store holds an entry the ledger never wrote
+	// there, such as an index entry that leads to another record than the
+	// row's id does: the store was edited outside the ledger. The row is
+	// not served; the wrapped text names it, and `ledgerctl fsck` lists
+	// every such entry.
+	ErrStoreEdited = errors.New("the row store was edited outside the ledger")
 )
 
 // Store keeps rows, their indexes, evidence bytes, JWKS snapshots, the

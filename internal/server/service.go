@@ -121,6 +121,11 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		return retryable(codes.Unavailable, err.Error()+"; the log is extended every half second", time.Second)
 	case errors.Is(err, ledger.ErrKeysUnavailable):
 		return retryable(codes.Unavailable, err.Error(), keysRetryDelay)
+	case errors.Is(err, ledger.ErrStoreEdited):
+		// The message names the row and says to run fsck; the operator
+		// must see it in the log too, whoever asked.
+		s.log.ErrorContext(ctx, "the row store was edited outside the ledger", slog.String("op", op), slog.String("error", err.Error()))
+		return status.Error(codes.DataLoss, err.Error())
 	case errors.Is(err, ledger.ErrNoSpace):
 		s.log.ErrorContext(ctx, "row store disk full", slog.String("op", op), slog.String("error", err.Error()))
 		return retryable(codes.ResourceExhausted, err.Error(), noSpaceRetryDelay)

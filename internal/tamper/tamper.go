@@ -351,3 +351,41 @@ func EditRevocation(grant string, fn func(r *ledger.Revocation)) func(tx *bbolt.
 		return b.Put([]byte(grant), v)
 	}
 }
+
+// IndexCopy writes a copy of row id, rewritten by fn (nil for none),
+// under a new number and moves the row's entries in the indexes named
+// (bucket names such as "by_target"; every index but the expiry index
+// when none is) to the copy. Row id's number still leads to its record:
+// a read by id serves the record, a listing through those indexes the
+// copy. EditRow after it edits the record only.
+func IndexCopy(id string, fn func(r *ledger.Row), indexes ...string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, r, err := rowOf(tx, id)
+		if err != nil {
+			return err
+		}
+		if fn != nil {
+			fn(r)
+		}
+		cseq, err := newSeq(tx)
+		if err != nil {
+			return err
+		}
+		if err := putRow(tx, cseq, r); err != nil {
+			return err
+		}
+		return bolt.MoveIndexEntries(tx, seq, cseq, indexes...)
+	}
+}
+
+// Unindex deletes the index entries of row id, the row left stored and
+// found by its id: a row no listing shows.
+func Unindex(id string) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		seq, err := seqOf(tx, id)
+		if err != nil {
+			return err
+		}
+		return bolt.DropIndexEntries(tx, seq)
+	}
+}

@@ -806,6 +806,23 @@ func (t *tx) rowAt(seq []byte) (*ledger.Row, error) {
 	return decodeRow(t.c, seq, v)
 }
 
+// checkIndexed returns an error wrapping ledger.ErrStoreEdited when row
+// r, read at number seq through an index entry, is not the record its id
+// leads to: a copy an operator wrote under another number and gave index
+// entries is not served as the row, whichever of the two was edited.
+// It costs a lookup of the row's id, which a read transaction pays for
+// each row it serves; a write transaction reads rows to count or rewrite
+// them, serves none, and skips it.
+func (t *tx) checkIndexed(r *ledger.Row, seq uint64) error {
+	if t.tx.Writable() {
+		return nil
+	}
+	if n := t.seqOf(r.ID); n != nil && binary.BigEndian.Uint64(n) == seq {
+		return nil
+	}
+	return fmt.Errorf("the row store's index entry for row %s points at another record than its id (%w; run ledgerctl fsck)", r.ID, ledger.ErrStoreEdited)
+}
+
 func decodeRow(c *Codec, seq, v []byte) (*ledger.Row, error) {
 	raw, err := c.Decode(v)
 	if err != nil {
@@ -1118,6 +1135,9 @@ func (t *tx) List(q ledger.Query) ([]*ledger.Row, string, error) {
 			last = append(last[:1], p.key(prefix)...)
 			continue
 		}
+		if err := t.checkIndexed(r, p.seq); err != nil {
+			return nil, "", err
+		}
 		if !q.Fits(&used, len(rows), r) {
 			// Past the budget: the page ends at its last row, the
 			// entries since counted by the next page.
@@ -1387,6 +1407,9 @@ func (t *tx) Expired(now time.Time, after string, n int) ([]*ledger.Row, string,
 		}
 		r, err := t.rowAt(seqKey(p.seq))
 		if err != nil {
+			return nil, "", err
+		}
+		if err := t.checkIndexed(r, p.seq); err != nil {
 			return nil, "", err
 		}
 		out = append(out, r)

@@ -545,3 +545,34 @@ func CopyIndexEntries(btx *bolt.Tx, from, to []byte) error {
 	}
 	return nil
 }
+
+// MoveIndexEntries moves the entries the row numbered from has in the
+// indexes named (by bucket name, such as "by_target") to the row
+// numbered to, or in every index but the expiry index when none is
+// named: for tools that edit the file directly.
+func MoveIndexEntries(btx *bolt.Tx, from, to []byte, names ...string) error {
+	if len(names) == 0 {
+		for _, name := range indexBuckets[:len(indexBuckets)-1] {
+			names = append(names, string(name))
+		}
+	}
+	for _, name := range names {
+		b := btx.Bucket([]byte(name))
+		if b == nil {
+			return fmt.Errorf("no index %s", name)
+		}
+		prefixes, ps, err := entriesOf(b, binary.BigEndian.Uint64(from))
+		if err != nil {
+			return err
+		}
+		for i, p := range ps {
+			if err := deleteEntry(b, prefixes[i], p); err != nil {
+				return err
+			}
+			if err := insertEntry(b, prefixes[i], posting{p.time, binary.BigEndian.Uint64(to)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

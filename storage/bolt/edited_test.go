@@ -1,0 +1,118 @@
+package bolt_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pactledger/pactledger/internal/tamper"
+	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/verifier"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// editedStore writes rows a and b, applies edits to the closed file and
+// opens it again.
+func editedStore(t *testing.T, edits ...func(*bbolt.Tx) error) (s *bolt.Store, a, b string) {
+	t.Helper()
+	a, b = strings.Repeat("a", 64), strings.Repeat("b", 64)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := bolt.Open(path, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+		for _, id := range []string{a, b} {
+			r := row(id)
+			r.GrantID = "grant-1"
+			r.Actions = []verifier.RowAction{{Tool: "cancel_order", Target: "A-5531"}}
+			if err := tx.CreateRow(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tamper.Apply(path, edits...); err != nil {
+		t.Fatal(err)
+	}
+	return openLinked(t, path), a, b
+}
+
+// TestListingsServeNoCopyOfARow: an index entry an operator pointed at
+// a copy of a row under another number (the copy edited, or the record
+// the row's id leads to edited instead) makes a listing through that
+// index fail with ledger.ErrStoreEdited naming the row, rather than
+// show one version to a lookup and another to a read by id.
+func TestListingsServeNoCopyOfARow(t *testing.T) {
+	unauthorized := func(r *ledger.Row) { r.Status = ledger.Unauthorized }
+	for _, tc := range []struct {
+		name   string
+		edits  func(id string) []func(*bbolt.Tx) error
+		failed []ledger.Query // listings that must fail
+		served []ledger.Query // listings that still serve the row as written
+	}{
+		{
+			name: "the listed copy edited",
+			edits: func(id string) []func(*bbolt.Tx) error {
+				return []func(*bbolt.Tx) error{tamper.IndexCopy(id, unauthorized)}
+			},
+			failed: []ledger.Query{
+				{}, {Principal: "p"}, {Target: "A-5531"}, {GrantID: "grant-1"},
+			},
+		},
+		{
+			name: "the record by id edited",
+			edits: func(id string) []func(*bbolt.Tx) error {
+				return []func(*bbolt.Tx) error{tamper.IndexCopy(id, nil), tamper.EditRow(id, unauthorized)}
+			},
+			failed: []ledger.Query{{}, {Principal: "p"}, {Target: "A-5531"}},
+		},
+		{
+			name: "the lookups' copy edited, the time index left",
+			edits: func(id string) []func(*bbolt.Tx) error {
+				return []func(*bbolt.Tx) error{tamper.IndexCopy(id, unauthorized, "by_principal", "by_grant", "by_target")}
+			},
+			failed: []ledger.Query{{Principal: "p"}, {Target: "A-5531"}, {GrantID: "grant-1"}},
+			served: []ledger.Query{{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := strings.Repeat("a", 64)
+			s, _, _ := editedStore(t, tc.edits(a)...)
+			err := s.View(t.Context(), func(tx ledger.Tx) error {
+				for _, q := range tc.failed {
+					q.PageSize = 10
+					rows, _, err := tx.List(q)
+					if !errors.Is(err, ledger.ErrStoreEdited) || !strings.Contains(err.Error(), "index entry for row "+a+" points at another record than its id") {
+						t.Errorf("%s: got %d rows, %v; want ErrStoreEdited naming row %s", listing(q), len(rows), err, a)
+					}
+				}
+				for _, q := range tc.served {
+					q.PageSize = 10
+					rows, _, err := tx.List(q)
+					if err != nil || len(rows) != 2 || rows[1].ID != a || rows[1].Status != ledger.Authorized {
+						t.Errorf("%s: got %d rows, %v; want both, row %s as written", listing(q), len(rows), err, a)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// listing names the listing q asks for.
+func listing(q ledger.Query) string {
+	return fmt.Sprintf("the listing (principal %q, target %q, grant %q)", q.Principal, q.Target, q.GrantID)
+}
