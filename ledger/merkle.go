@@ -1494,7 +1494,9 @@ func holds(tx Tx, ref string) (bool, error) {
 	if !ValidID(ref) {
 		return false, nil
 	}
-	if _, err := tx.Row(ref); !errors.Is(err, ErrNotFound) {
+	if _, err := tx.Row(ref); errors.Is(err, ErrStoreEdited) {
+		return true, nil // held, though not served: fsck names it
+	} else if !errors.Is(err, ErrNotFound) {
 		return err == nil, err
 	}
 	if _, err := tx.Tombstone(ref); !errors.Is(err, ErrNotFound) {

@@ -212,6 +212,8 @@ func (l *Ledger) missingLeaf(ctx context.Context, at int64, data []byte, finding
 				if idx, err := tx.LeafIndex(id); err == nil {
 					held += fmt.Sprintf(" under leaf %d", idx)
 				}
+			case errors.Is(err, ErrStoreEdited):
+				held = "the row store holds a record of the row it does not serve: " + err.Error()
 			case errors.Is(err, ErrNotFound):
 				held = "the row store does not hold the row"
 				if _, err := tx.Tombstone(id); err == nil {

@@ -742,8 +742,14 @@ func init() {
 }
 
 func (t *tx) Row(id string) (*ledger.Row, error) {
-	r, _, err := t.rowAndSeq(id)
-	return r, err
+	r, seq, err := t.rowAndSeq(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkListed(id, r, seq); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // rowAndSeq returns row id and its number's key.
@@ -821,6 +827,31 @@ func (t *tx) checkIndexed(r *ledger.Row, seq uint64) error {
 		return nil
 	}
 	return fmt.Errorf("the row store's index entry for row %s points at another record than its id (%w; run ledgerctl fsck)", r.ID, ledger.ErrStoreEdited)
+}
+
+// checkListed returns an error wrapping ledger.ErrStoreEdited when row r,
+// read at number seq through id, is another row's record or is listed by
+// no entry of the time index, which lists every row the ledger wrote: a
+// record an operator wrote under an id with no index entries, which no
+// listing and no audit of the listings would ever show, is not served.
+// The entry's key is the row's issue time and number, so it costs one
+// seek of the index in a read transaction; a write transaction serves no
+// row and skips it.
+func (t *tx) checkListed(id string, r *ledger.Row, seq []byte) error {
+	if t.tx.Writable() {
+		return nil
+	}
+	if r.ID != id {
+		return fmt.Errorf("the row store's index of ids leads row %s to a record of row %s (%w; run ledgerctl fsck)", id, r.ID, ledger.ErrStoreEdited)
+	}
+	ok, err := hasEntry(t.b(ixTime).Cursor(), indexPrefix(""), indexPosting(r.IssuedAt, seq))
+	switch {
+	case err != nil:
+		return fmt.Errorf("row %s: %w", r.ID, err)
+	case !ok:
+		return fmt.Errorf("the row store's record of row %s is listed by no entry of its time index (%w; run ledgerctl fsck)", r.ID, ledger.ErrStoreEdited)
+	}
+	return nil
 }
 
 func decodeRow(c *Codec, seq, v []byte) (*ledger.Row, error) {

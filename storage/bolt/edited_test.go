@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/verifier"
-
-	bbolt "go.etcd.io/bbolt"
 )
 
 // editedStore writes rows a and b, applies edits to the closed file and
@@ -115,4 +115,39 @@ func TestListingsServeNoCopyOfARow(t *testing.T) {
 // listing names the listing q asks for.
 func listing(q ledger.Query) string {
 	return fmt.Sprintf("the listing (principal %q, target %q, grant %q)", q.Principal, q.Target, q.GrantID)
+}
+
+// TestReadsByIDServeNoUnlistedRecord: a record an operator wrote under
+// an id with no index entries (a forged row), or a row's record whose
+// entries were moved to a copy, is listed by no entry of the time index,
+// and a read by id fails with ledger.ErrStoreEdited naming the row
+// rather than serve what no listing shows. The rows left as written,
+// first and later in their run of the index, are served.
+func TestReadsByIDServeNoUnlistedRecord(t *testing.T) {
+	a, forged := strings.Repeat("a", 64), strings.Repeat("f", 64)
+	for _, tc := range []struct {
+		name  string
+		edits []func(*bbolt.Tx) error
+		id    string
+	}{
+		{"a forged row with no index entries", []func(*bbolt.Tx) error{tamper.ForgeRow(a, forged), tamper.Unindex(forged)}, forged},
+		{"a row's entries moved to a copy", []func(*bbolt.Tx) error{tamper.IndexCopy(a, nil)}, a},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, b := editedStore(t, tc.edits...)
+			err := s.View(t.Context(), func(tx ledger.Tx) error {
+				r, err := tx.Row(tc.id)
+				if !errors.Is(err, ledger.ErrStoreEdited) || !strings.Contains(err.Error(), "record of row "+tc.id+" is listed by no entry of its time index") {
+					t.Errorf("Row(%s): got a row %v, %v; want ErrStoreEdited naming the row", tc.id, r != nil, err)
+				}
+				if r, err := tx.Row(b); err != nil || r.ID != b {
+					t.Errorf("Row(%s), as written: got a row %v, %v", b, r != nil, err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -237,6 +237,28 @@ func insertAt(c *bolt.Cursor, prefix []byte, p posting) error {
 	return b.Put(run[half].key(prefix), encodeRun(run[half:]))
 }
 
+// hasEntry reports whether the index under prefix holds p, with a cursor
+// on the index, which it moves.
+func hasEntry(c *bolt.Cursor, prefix []byte, p posting) (bool, error) {
+	k := p.key(prefix)
+	sk, _ := c.Seek(k)
+	if bytes.Equal(sk, k) {
+		return true, nil
+	}
+	rk, first, rv, ok := runBeforeSought(c, prefix, sk)
+	if !ok {
+		return false, nil
+	}
+	found := false
+	if _, err := walkRun(first, rv, func(q posting) bool {
+		found = q == p
+		return q.less(p)
+	}); err != nil {
+		return false, fmt.Errorf("%w at %x", err, rk)
+	}
+	return found, nil
+}
+
 // deleteEntry removes p from the index under prefix, if it is there.
 func deleteEntry(b *bolt.Bucket, prefix []byte, p posting) error {
 	k := p.key(prefix)
