@@ -76,7 +76,9 @@ type IntegrityPage struct {
 // incident row's incident is compared with the row and, once closed, with
 // the leaf of its closure. The first page also names each row whose
 // evidence a segment in write-once storage holds and that the row store
-// holds neither as a row nor as a tombstone (checkSegments).
+// holds neither as a row nor as a tombstone (checkSegments), and each
+// place where the row store's indexes and its rows disagree
+// (checkIndexes).
 func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string) (*IntegrityPage, error) {
 	switch {
 	case pageSize < 0 || pageSize > 10000:
@@ -134,6 +136,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 			return nil, err
 		}
 		if err := l.checkSegments(ctx, page); err != nil {
+			return nil, err
+		}
+		if err := l.checkIndexes(ctx, page); err != nil {
 			return nil, err
 		}
 	}
@@ -221,6 +226,31 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		}
 	}
 	return page, nil
+}
+
+// checkIndexes names each entry of the row store's indexes that leads to
+// another record than the row's id does, each record no id leads to, and
+// each record an id leads to that no listing shows (Indexes): the marks
+// of an edit of the store outside the ledger, such as a copy of a row
+// that lookups show while reads by id show the row, or the reverse.
+func (l *Ledger) checkIndexes(ctx context.Context, page *IntegrityPage) error {
+	return l.store.View(ctx, func(tx Tx) error {
+		return tx.CheckIndexes(func(f IndexFinding) error {
+			var p string
+			switch f.Problem {
+			case IndexOtherRecord:
+				p = fmt.Sprintf("the row store's index %s has an entry for row %s that points at another record than its id: the row store was edited outside the ledger", f.Index, f.RowID)
+			case IndexUnnamedRecord:
+				p = fmt.Sprintf("the row store holds a record of row %s that its index of ids (%s) does not lead to: a copy written outside the ledger", f.RowID, f.Index)
+			case IndexUnlistedRecord:
+				p = fmt.Sprintf("the row store's record of row %s has no entry in its index %s, which lists every row: the row store was edited outside the ledger, and no listing shows the row", f.RowID, f.Index)
+			default:
+				p = fmt.Sprintf("the row store's index %s disagrees with row %s", f.Index, f.RowID)
+			}
+			page.Findings = append(page.Findings, Finding{RowID: f.RowID, Problem: p})
+			return nil
+		})
+	})
 }
 
 // integrityItem is one row under check with what the row store holds for

@@ -91,11 +91,52 @@ type Store interface {
 // parts work on.
 type Tx interface {
 	Rows
+	Indexes
 	Outbox
 	References
 	Reports
 	LogTx
 }
+
+// Indexes checks a store's own indexes against its rows, for fsck.
+type Indexes interface {
+	// CheckIndexes calls fn, until it returns an error, with each entry
+	// of the store's indexes that leads to another record than the row's
+	// id does, each record no id leads to, and each record an id leads
+	// to that the index listing every row does not list: what an edit of
+	// the store outside the ledger leaves. A store whose indexes cannot
+	// lead elsewhere than the row (SQL indexes over one table row)
+	// reports none.
+	CheckIndexes(fn func(IndexFinding) error) error
+}
+
+// IndexFinding is one place where a row store's indexes and its rows
+// disagree (Indexes.CheckIndexes).
+type IndexFinding struct {
+	// RowID is the id the record holds.
+	RowID string
+	// Index is the store's name for the index: the one whose entry
+	// leads to the record, the index of ids, or the index listing every
+	// row, by Problem.
+	Index   string
+	Problem IndexProblem
+}
+
+// IndexProblem is what an IndexFinding found.
+type IndexProblem int
+
+const (
+	// IndexOtherRecord: an entry of the index leads to a record of the
+	// row that the row's id does not lead to, such as an edited copy.
+	IndexOtherRecord IndexProblem = iota + 1
+	// IndexUnnamedRecord: the index of ids leads to no record of the row
+	// it holds: a record written outside the ledger under another
+	// number, or the one the row's id led to before an edit.
+	IndexUnnamedRecord
+	// IndexUnlistedRecord: the record the row's id leads to has no entry
+	// in the index listing every row, so no listing shows it.
+	IndexUnlistedRecord
+)
 
 // Rows keeps rows, their secondary indexes, evidence bundles, JWKS
 // snapshots, revocations and tombstones.

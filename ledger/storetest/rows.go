@@ -464,6 +464,8 @@ func testRowUpdates(t *testing.T, open opener) {
 		return nil
 	})
 
+	noIndexFindings(t, s)
+
 	update(t, s, func(tx ledger.Tx) error { return tx.PutEvidence(r.ID, []byte(`{"receiptJws":"a.b.c"}`)) })
 	view(t, s, func(tx ledger.Tx) error {
 		b, err := tx.Evidence(r.ID)
@@ -546,7 +548,23 @@ func testFarFutureTimes(t *testing.T, open opener) {
 		if slices.ContainsFunc(due, func(r *ledger.Row) bool { return r.ID == rows[1].ID }) {
 			t.Errorf("Expired in 2027 lists the row kept until 2300")
 		}
+		if got, err := tx.Row(rows[2].ID); err != nil || got.ID != rows[2].ID {
+			t.Errorf("Row of the row issued in 2300: %v", err)
+		}
 		return nil
+	})
+	noIndexFindings(t, s)
+}
+
+// noIndexFindings checks that CheckIndexes finds nothing in s, whose
+// rows only the store wrote.
+func noIndexFindings(t *testing.T, s ledger.Store) {
+	t.Helper()
+	view(t, s, func(tx ledger.Tx) error {
+		return tx.CheckIndexes(func(f ledger.IndexFinding) error {
+			t.Errorf("CheckIndexes of rows only the store wrote: %+v", f)
+			return nil
+		})
 	})
 }
 

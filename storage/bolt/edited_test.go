@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,6 +148,55 @@ func TestReadsByIDServeNoUnlistedRecord(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCheckIndexesNamesWhatLeadsElsewhere: CheckIndexes names, by row id
+// and index, each index whose entries lead to a copy of a row, the
+// record its id no longer leads to, and a record no entry of the time
+// index lists; a store no one edited has none.
+func TestCheckIndexesNamesWhatLeadsElsewhere(t *testing.T) {
+	a, forged := strings.Repeat("a", 64), strings.Repeat("f", 64)
+	other := func(index string) ledger.IndexFinding {
+		return ledger.IndexFinding{RowID: a, Index: index, Problem: ledger.IndexOtherRecord}
+	}
+	unnamed := ledger.IndexFinding{RowID: a, Index: "row_seq", Problem: ledger.IndexUnnamedRecord}
+	unlisted := func(id string) ledger.IndexFinding {
+		return ledger.IndexFinding{RowID: id, Index: "by_time", Problem: ledger.IndexUnlistedRecord}
+	}
+	unauthorized := func(r *ledger.Row) { r.Status = ledger.Unauthorized }
+	every := []ledger.IndexFinding{other("by_principal"), other("by_grant"), other("by_target"), other("by_status"), other("by_class"), other("by_time")}
+	for _, tc := range []struct {
+		name  string
+		edits []func(*bbolt.Tx) error
+		want  []ledger.IndexFinding
+	}{
+		{"none", nil, nil},
+		{"the listed copy edited", []func(*bbolt.Tx) error{tamper.IndexCopy(a, unauthorized)},
+			append([]ledger.IndexFinding{unlisted(a), unnamed}, every...)},
+		{"the record by id edited", []func(*bbolt.Tx) error{tamper.IndexCopy(a, nil), tamper.EditRow(a, unauthorized)},
+			append([]ledger.IndexFinding{unlisted(a), unnamed}, every...)},
+		{"the lookups' copy edited, the time index left", []func(*bbolt.Tx) error{tamper.IndexCopy(a, unauthorized, "by_principal", "by_grant", "by_target")},
+			[]ledger.IndexFinding{unnamed, other("by_principal"), other("by_grant"), other("by_target")}},
+		{"a forged row with no index entries", []func(*bbolt.Tx) error{tamper.ForgeRow(a, forged), tamper.Unindex(forged)},
+			[]ledger.IndexFinding{unlisted(forged)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := editedStore(t, tc.edits...)
+			var got []ledger.IndexFinding
+			err := s.View(t.Context(), func(tx ledger.Tx) error {
+				return tx.CheckIndexes(func(f ledger.IndexFinding) error {
+					got = append(got, f)
+					return nil
+				})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("CheckIndexes:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
 	}

@@ -1,0 +1,117 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/pactledger/pactledger/ledger"
+)
+
+// CheckIndexes implements ledger.Indexes, for fsck. It reads every
+// record of row_data and every entry of the indexes in one read
+// transaction: a record its id does not lead to (IndexUnnamedRecord,
+// bRowSeq), a record its id leads to with no entry in the time index
+// (IndexUnlistedRecord, ixTime), and each index whose entries lead to a
+// record its id does not lead to (IndexOtherRecord, once an index and a
+// row). An entry of a number with no record, which a removal can leave
+// and compaction removes, is not reported: no read serves it.
+func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
+	var last uint64
+	if v := t.get(bMeta, kRowSeqN); len(v) == 8 {
+		last = binary.BigEndian.Uint64(v)
+	}
+	listed, good := newBitSet(last), newBitSet(last)
+	if err := eachEntry(t.b(ixTime), func(_ []byte, p posting) error {
+		listed.set(p.seq)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("check indexes: %s: %w", ixTime, err)
+	}
+	// other holds the id of each record its id does not lead to.
+	other := map[uint64]string{}
+	c := t.b(bRowData).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) != 8 {
+			continue
+		}
+		n := binary.BigEndian.Uint64(k)
+		id, err := recordID(t.c, k, v)
+		if err != nil {
+			return fmt.Errorf("check indexes: %w", err)
+		}
+		f := ledger.IndexFinding{RowID: id}
+		if s := t.seqOf(id); s != nil && binary.BigEndian.Uint64(s) == n {
+			good.set(n)
+			if listed.has(n) {
+				continue
+			}
+			f.Index, f.Problem = string(ixTime), ledger.IndexUnlistedRecord
+		} else {
+			other[n] = id
+			f.Index, f.Problem = string(bRowSeq), ledger.IndexUnnamedRecord
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	for _, name := range indexBuckets {
+		reported := map[uint64]bool{}
+		if err := eachEntry(t.b(name), func(_ []byte, p posting) error {
+			id, ok := other[p.seq]
+			if !ok || reported[p.seq] {
+				return nil
+			}
+			reported[p.seq] = true
+			return fn(ledger.IndexFinding{RowID: id, Index: string(name), Problem: ledger.IndexOtherRecord})
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordID returns the id row record v, numbered seq, holds, without
+// decoding the rest of the row.
+func recordID(c *Codec, seq, v []byte) (string, error) {
+	raw, err := c.Decode(v)
+	if err != nil {
+		return "", fmt.Errorf("decode row %x: %w", seq, err)
+	}
+	var r struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", fmt.Errorf("decode row %x: %w", seq, err)
+	}
+	return r.ID, nil
+}
+
+// bitSet is a set of row numbers: a bit each up to the last number the
+// store handed out, and a map for any number an edit put past it.
+type bitSet struct {
+	bits []uint64
+	far  map[uint64]bool
+}
+
+func newBitSet(last uint64) *bitSet {
+	return &bitSet{bits: make([]uint64, last/64+1), far: map[uint64]bool{}}
+}
+
+func (b *bitSet) set(n uint64) {
+	if i := n / 64; i < uint64(len(b.bits)) {
+		b.bits[i] |= 1 << (n % 64)
+		return
+	}
+	b.far[n] = true
+}
+
+func (b *bitSet) has(n uint64) bool {
+	if i := n / 64; i < uint64(len(b.bits)) {
+		return b.bits[i]&(1<<(n%64)) != 0
+	}
+	return b.far[n]
+}
