@@ -208,8 +208,10 @@ func (p Policy) Longest(from time.Time) Class {
 // Classify returns the class of a receipt row that starts at start (its
 // retention start) from its tools and the scopes it used: the class among
 // them whose retain-until from start is the latest, read only when there
-// are neither. Tools and scopes not in their tables take p.Longest(start)
-// and are returned in unknown (scopes prefixed "scope "). Scopes count
+// are neither. Tools and scopes not in their tables take the longest of
+// the classes that keep evidence (money moved, account changed) from
+// start, never read only, and are returned in unknown (scopes prefixed
+// "scope "). Scopes count
 // because a receipt whose action list is empty or incomplete must not be
 // kept shorter than what it was allowed to do. Read only gives way to any
 // other class among them, whatever the start: a read-only row keeps no
@@ -218,7 +220,10 @@ func (p Policy) Longest(from time.Time) Class {
 // day or two longer, and the evidence is what the row is kept for).
 func (p Policy) Classify(tools, scopes []string, start time.Time) (c Class, unknown []string) {
 	c = ReadOnly
-	longest := p.Longest(start)
+	longest := MoneyMoved
+	if p.keepsLonger(AccountChanged, MoneyMoved, start) {
+		longest = AccountChanged
+	}
 	take := func(tc Class) {
 		if tc != ReadOnly && (c == ReadOnly || p.keepsLonger(tc, c, start)) {
 			c = tc

@@ -221,3 +221,23 @@ func TestParsePeriodRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// A tool or scope not in the tables takes the longest class that keeps
+// evidence, never read only: with read only in months and the others in
+// days, read only comes out longest from some starts, and a row classed
+// read only keeps no receipt, tokens or args.
+func TestAnUnknownToolNeverTakesReadOnly(t *testing.T) {
+	p := retention.DefaultPolicy()
+	p.Periods[retention.MoneyMoved] = retention.Period{Days: 365}
+	p.Periods[retention.AccountChanged] = retention.Period{Days: 365}
+	p.Periods[retention.ReadOnly] = retention.Period{Months: 12}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2024, 1, 15, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ tools, scopes []string }{{[]string{"brand_new_refund_tool"}, nil}, {nil, []string{"refunds:issue-v2"}}} {
+		if c, unknown := p.Classify(tc.tools, tc.scopes, start); c != retention.MoneyMoved || len(unknown) != 1 {
+			t.Errorf("tools %v, scopes %v from %s: class %s, unknown %v; want money_moved, one unknown", tc.tools, tc.scopes, start.Format("2006-01-02"), c, unknown)
+		}
+	}
+}
