@@ -45,18 +45,24 @@ type IncidentRecord struct {
 // Open reports whether the incident is still open.
 func (i *IncidentRecord) Open() bool { return i.ClosedAt.IsZero() }
 
-// holdEnd is when the closed incident's hold on its day and grant ends,
-// as recorded at its close; never from the period in force now, which a
-// restart may have changed. fallback is the end for an incident whose
-// close recorded neither HoldsUntil nor RetainUntil.
-func (i *IncidentRecord) holdEnd(fallback retention.Period) time.Time {
+// holdEnd is when the closed incident's hold on its day and grant ends:
+// as recorded at its close (HoldsUntil; RetainUntil for an incident
+// closed before it was recorded), never sooner for the period in force
+// now, which a restart may have shortened.
+//
+// A period longer now than at the close holds longer: the end is the
+// later of the recorded one and the close plus period, the period in
+// force now, so that neither a shorter period nor a longer one set
+// since the close ends the hold sooner than it says.
+func (i *IncidentRecord) holdEnd(period retention.Period) time.Time {
+	end := period.After(i.ClosedAt)
 	switch {
-	case !i.HoldsUntil.IsZero():
-		return i.HoldsUntil
-	case !i.RetainUntil.IsZero():
-		return i.RetainUntil
+	case i.HoldsUntil.After(end):
+		end = i.HoldsUntil
+	case i.HoldsUntil.IsZero() && i.RetainUntil.After(end):
+		end = i.RetainUntil
 	}
-	return fallback.After(i.ClosedAt)
+	return end
 }
 
 // recordHolds records on inc what it holds beyond row r, its row.

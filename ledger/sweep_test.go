@@ -911,3 +911,23 @@ func TestAnOpenDisputeKeepsItsRowWhateverItsStoredStatusSays(t *testing.T) {
 		t.Fatalf("the row whose dispute events say open, its stored status resolved: kept %v (%q), swept %v", kept, why, ids(res.Swept))
 	}
 }
+
+// A longer incident period set after the close holds the day's and the
+// grant's rows to the close plus it: the hold recorded at the close is
+// never the sooner end.
+func TestALongerIncidentPeriodSetSinceTheCloseHoldsLonger(t *testing.T) {
+	h := newHarness(t)
+	_, day, grant, closedAt := closedIncidentHolding(t, h)
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.Incident] = retention.Period{Months: 24}
+	h.open(t)
+	res := h.sweepAt(t, closedAt.AddDate(0, 15, 0))
+	for _, r := range []*ledger.Row{day, grant} {
+		if why, kept := ids(res.Kept)[r.ID]; !kept || !strings.Contains(why, "closed incident") {
+			t.Fatalf("row %s fifteen months after the close, the period now 24 months: kept %v (%q), swept %v", r.ID, kept, why, ids(res.Swept))
+		}
+	}
+}
