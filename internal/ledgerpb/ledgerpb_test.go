@@ -44,7 +44,9 @@ func TestEveryAPIValueIsMapped(t *testing.T) {
 	}
 }
 
-func numbers[K comparable, V interface{ Number() protoreflect.EnumNumber }](m map[K]V) map[protoreflect.EnumNumber]bool {
+func numbers[K comparable, V interface {
+	Number() protoreflect.EnumNumber
+}](m map[K]V) map[protoreflect.EnumNumber]bool {
 	out := make(map[protoreflect.EnumNumber]bool, len(m))
 	for _, v := range m {
 		out[v.Number()] = true
