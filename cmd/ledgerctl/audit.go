@@ -190,6 +190,7 @@ type auditor struct {
 	snapshots  map[string]heldSnapshot
 	reverified int
 	keys       map[signingKey]int // the keys the rows run again passed with, and how many rows
+	held       map[string]int     // what their tokens were held to (noteHeld), and how many rows
 
 	older       []rowLeafRef                 // receipt and refusal leaves before the compared ones, for checkRowsPresent
 	revocations map[string]*loggedRevocation // revocation leaves read from the tiles, by the grant id's hash

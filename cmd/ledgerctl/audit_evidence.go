@@ -126,8 +126,10 @@ func (a *auditor) reverify(ctx context.Context, leaf map[string]string, r *ledge
 // thumbprint.
 type signingKey struct{ role, signer, source, kid, thumbprint string }
 
-// maxKeysShown bounds the keys an audit prints.
-const maxKeysShown = 100
+// maxKeysShown bounds the keys an audit prints, and the audiences and
+// issuers. An honest ledger's rows pass with a few keys a brand or
+// agent; more than this is a finding of its own.
+const maxKeysShown = 1000
 
 // notePassedKeys counts the keys row r's passed signature checks were
 // made with: the receipt's and the delegation token's (its brand's
@@ -136,21 +138,26 @@ func (a *auditor) notePassedKeys(r *ledger.Row, ev *ledger.Evidence, rv *ledger.
 	passed := func(name string) bool {
 		return slices.ContainsFunc(rv.Checks, func(c verifier.Check) bool { return c.Name == name && c.Result == verifier.Pass })
 	}
-	note := func(role, signer, kid string, snap *verifier.Snapshot) {
+	note := func(role, signer, token string, snap *verifier.Snapshot) {
 		if snap == nil {
 			return
 		}
 		if a.keys == nil {
 			a.keys = map[signingKey]int{}
 		}
-		a.keys[signingKey{role: role, signer: signer, source: snap.URI, kid: kid, thumbprint: thumbprint(snap.Body, kid)}]++
+		kid, tp := signedBy(token, snap.Body)
+		a.keys[signingKey{role: role, signer: signer, source: snap.URI, kid: kid, thumbprint: tp}]++
 	}
 	if passed(verifier.CheckReceiptSignature) {
-		note("receipts of brand", r.Brand, r.BrandKey.Kid, snaps[0])
+		note("receipts of brand", r.Brand, ev.ReceiptJWS, snaps[0])
 	}
 	if passed(verifier.CheckDelegationToken) {
+		note("delegation tokens of brand", r.Brand, ev.DelegationToken, snaps[0])
 		if c, err := verifier.ParseCompact(ev.DelegationToken); err == nil {
-			note("delegation tokens of brand", r.Brand, c.Kid, snaps[0])
+			var claims verifier.TokenClaims
+			if json.Unmarshal(c.Payload, &claims) == nil {
+				a.noteHeld("delegation tokens of brand " + r.Brand + " issued by " + dash(claims.Iss))
+			}
 		}
 	}
 	if passed(verifier.CheckRequestSignature) {
@@ -161,26 +168,56 @@ func (a *auditor) notePassedKeys(r *ledger.Row, ev *ledger.Evidence, rv *ledger.
 				iss = claims.Iss
 			}
 		}
-		note("request JWTs of agent", iss, r.Agent.RequestJWTKid, snaps[1])
+		note("request JWTs of agent", iss, ev.RequestJWT, snaps[1])
+		aud, _ := verifier.RequestAudience(ev.RequestJWT)
+		a.noteHeld("request JWTs for the audience " + dash(aud))
 	}
 }
 
-// thumbprint is the RFC 7638 SHA-256 thumbprint (base64url) of the one
-// key of JWKS body with that kid, "-" when there is not exactly one.
-func thumbprint(body []byte, kid string) string {
-	var set jose.JSONWebKeySet
+// noteHeld counts a row's passed check under what it was held to: the
+// audience of its request JWT, the issuer of its delegation token. Both
+// are the ledger's configuration at the time (audience, brands'
+// issuers), which no key vouches for: the auditor compares them with
+// what the business runs.
+func (a *auditor) noteHeld(what string) {
+	if a.held == nil {
+		a.held = map[string]int{}
+	}
+	a.held[what]++
+}
+
+// signedBy is the kid and RFC 7638 SHA-256 thumbprint (base64url) of
+// the key of JWKS body that verifies token: each key the token's kid
+// names, or every key when it names none, is tried, so the key shown is
+// the one that signed, whatever other keys share its kid. "-" for a
+// token no key of body verifies.
+func signedBy(token string, body []byte) (kid, thumbprint string) {
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
 	if json.Unmarshal(body, &set) != nil {
-		return "-"
+		return "-", "-"
 	}
-	keys := set.Key(kid)
-	if kid == "" || len(keys) != 1 {
-		return "-"
+	jws, err := jose.ParseSignedCompact(token, verifier.Algorithms)
+	if err != nil || len(jws.Signatures) != 1 {
+		return "-", "-"
 	}
-	tp, err := keys[0].Thumbprint(crypto.SHA256)
-	if err != nil {
-		return "-"
+	named := jws.Signatures[0].Header.KeyID
+	for _, raw := range set.Keys {
+		var k jose.JSONWebKey
+		if k.UnmarshalJSON(raw) != nil || (named != "" && k.KeyID != named) {
+			continue // a key the verifier skips too, or another kid's
+		}
+		if _, err := jws.Verify(k.Public()); err != nil {
+			continue
+		}
+		tp, err := k.Thumbprint(crypto.SHA256)
+		if err != nil {
+			continue
+		}
+		return k.KeyID, base64.RawURLEncoding.EncodeToString(tp)
 	}
-	return base64.RawURLEncoding.EncodeToString(tp)
+	return "-", "-"
 }
 
 // printKeys prints the keys the rows passed their signature checks with,
@@ -205,6 +242,15 @@ func (a *auditor) printKeys() {
 			break
 		}
 		printf(a.c.out, "  %s %s: kid %s, thumbprint %s, fetched from %s: %d rows\n", k.role, k.signer, dash(k.kid), k.thumbprint, dash(k.source), a.keys[k])
+	}
+	held := slices.Sorted(maps.Keys(a.held))
+	printf(a.c.out, "what the rows' tokens were held to (compare with the audience and the brands' authorization servers the business runs):\n")
+	for i, h := range held {
+		if i == maxKeysShown {
+			printf(a.c.out, "  and %d more\n", len(held)-i)
+			break
+		}
+		printf(a.c.out, "  %s: %d rows\n", h, a.held[h])
 	}
 }
 

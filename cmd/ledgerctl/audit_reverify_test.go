@@ -40,6 +40,8 @@ func TestAuditRunsTheChecksAgain(t *testing.T) {
 		"receipts of brand " + b.InterfaceURL + ": kid " + kid + ", thumbprint " + tp + ", fetched from " + b.JWKSURI + ": 3 rows",
 		"delegation tokens of brand " + b.InterfaceURL + ": kid " + kid + ", thumbprint " + tp + ", fetched from " + b.JWKSURI + ": 3 rows",
 		"request JWTs of agent " + f.sc.Agents()[0].Issuer + ": kid ",
+		"request JWTs for the audience " + f.sc.Audience + ": 3 rows",
+		"delegation tokens of brand " + b.InterfaceURL + " issued by " + b.Issuer + ": 3 rows",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the audit's keys:\n%s", want, out)
@@ -156,5 +158,33 @@ func TestAuditBindsTheSnapshotsToTheLeaf(t *testing.T) {
 				t.Errorf("audit: exit %d, want 1 with %q and %q:\n%s%s", code, want, tc.says, out, errs)
 			}
 		})
+	}
+}
+
+// The key shown is the one that verifies the token, found by trying each
+// key the snapshot holds under its kid: a snapshot holding the brand's
+// key and another under the same kid shows the other's thumbprint for a
+// token the other signed, to compare with what the brand publishes.
+func TestSignedByShowsTheKeyThatVerifies(t *testing.T) {
+	real := pacttest.MustKey("brand-k3", jose.ES256)
+	other := pacttest.MustKey("brand-k3", jose.ES256)
+	body, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{real.Public(), other.Public()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, k := range map[string]*pacttest.Key{"the brand's": real, "the other": other} {
+		pub := k.Public()
+		tp, err := pub.Thumbprint(crypto.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kid, got := signedBy(k.Sign(map[string]any{"iss": "x"}), body)
+		if want := base64.RawURLEncoding.EncodeToString(tp); kid != "brand-k3" || got != want {
+			t.Errorf("a token %s key signed: kid %s, thumbprint %s; want brand-k3, %s", name, kid, got, want)
+		}
+	}
+	stranger := pacttest.MustKey("brand-k3", jose.ES256)
+	if kid, got := signedBy(stranger.Sign(map[string]any{"iss": "x"}), body); kid != "-" || got != "-" {
+		t.Errorf("a token no key of the snapshot signed: kid %s, thumbprint %s; want -, -", kid, got)
 	}
 }
