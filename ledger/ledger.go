@@ -926,14 +926,24 @@ func repeatsItsReceipt(tx Tx, r *Row) (bool, error) {
 	if r.Verifier.DuplicateOf == "" {
 		return false, nil
 	}
+	orig, err := firstOfItsReceipt(tx, r)
+	return orig != nil, err
+}
+
+// firstOfItsReceipt is the row r names as its first (DuplicateOf) when
+// that row is of the same receipt (SameReceipt); nil when it is another
+// receipt's or cannot be found.
+func firstOfItsReceipt(tx Tx, r *Row) (*Row, error) {
 	orig, err := tx.Row(r.Verifier.DuplicateOf)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, err
+		return nil, err
+	case !r.SameReceipt(orig):
+		return nil, nil
 	}
-	return r.SameReceipt(orig), nil
+	return orig, nil
 }
 
 // repeatOfIncident ends the duplicate check's detail of a repeat that
@@ -954,14 +964,10 @@ const repeatOfIncident = "an earlier row of this receipt opened its incident, so
 // JWT reused for a second turn) is a second action, not a repeat, and
 // opens its own incident; so does one whose first row cannot be read.
 func firstIncident(tx Tx, r *Row) (bool, error) {
-	orig, err := tx.Row(r.Verifier.DuplicateOf)
+	orig, err := firstOfItsReceipt(tx, r)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return false, nil
-	case err != nil:
+	case err != nil || orig == nil:
 		return false, err
-	case !r.SameReceipt(orig):
-		return false, nil
 	case orig.Status == Incident:
 		return true, nil
 	}

@@ -610,12 +610,7 @@ func closedIncidentHolding(t *testing.T, h *harness) (inc, day, grant *ledger.Ro
 func TestAClosedIncidentHoldsForThePeriodInForceAtItsClose(t *testing.T) {
 	h := newHarness(t)
 	_, day, grant, closedAt := closedIncidentHolding(t, h)
-	if err := h.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h.policy = retention.DefaultPolicy()
-	h.policy.Periods[retention.Incident] = retention.Period{Months: 6}
-	h.open(t)
+	h.reopenWithIncidentPeriod(t, 6)
 	end := closedAt.AddDate(0, 12, 0)
 	res := h.sweepAt(t, closedAt.AddDate(0, 9, 0))
 	for _, r := range []*ledger.Row{day, grant} {
@@ -918,16 +913,24 @@ func TestAnOpenDisputeKeepsItsRowWhateverItsStoredStatusSays(t *testing.T) {
 func TestALongerIncidentPeriodSetSinceTheCloseHoldsLonger(t *testing.T) {
 	h := newHarness(t)
 	_, day, grant, closedAt := closedIncidentHolding(t, h)
-	if err := h.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h.policy = retention.DefaultPolicy()
-	h.policy.Periods[retention.Incident] = retention.Period{Months: 24}
-	h.open(t)
+	h.reopenWithIncidentPeriod(t, 24)
 	res := h.sweepAt(t, closedAt.AddDate(0, 15, 0))
 	for _, r := range []*ledger.Row{day, grant} {
 		if why, kept := ids(res.Kept)[r.ID]; !kept || !strings.Contains(why, "closed incident") {
 			t.Fatalf("row %s fifteen months after the close, the period now 24 months: kept %v (%q), swept %v", r.ID, kept, why, ids(res.Swept))
 		}
 	}
+}
+
+// reopenWithIncidentPeriod closes h's ledger and opens it again with the
+// default policy but an incident period of months, as a ledgerd
+// restarted with another configuration.
+func (h *harness) reopenWithIncidentPeriod(t *testing.T, months int) {
+	t.Helper()
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.policy = retention.DefaultPolicy()
+	h.policy.Periods[retention.Incident] = retention.Period{Months: months}
+	h.open(t)
 }
