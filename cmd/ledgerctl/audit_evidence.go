@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -81,7 +80,9 @@ func (a *auditor) evidenceDiffs(ctx context.Context, leaf map[string]string, p *
 // against it (ledger.Reverify), and lists what differs from the row: a
 // check's result, or a field of the row against the evidence. A snapshot
 // the server does not give, or gives other bytes for, is a difference
-// of its own, and the checks are not run without it.
+// of its own, and the checks are not run without it: the row's fields
+// are then compared with the evidence as fsck reads them, no signature
+// checked (ledger.EvidenceDiffs).
 func (a *auditor) reverify(ctx context.Context, leaf map[string]string, r *ledger.Row, ev *ledger.Evidence, sum string) ([]string, error) {
 	var d []string
 	var snaps [2]*verifier.Snapshot
@@ -100,7 +101,7 @@ func (a *auditor) reverify(ctx context.Context, leaf map[string]string, r *ledge
 		snaps[i] = s
 	}
 	if len(d) > 0 {
-		return d, nil
+		return append(d, ledger.EvidenceDiffs(ctx, r, ev, sum)...), nil
 	}
 	rv := ledger.Reverify(ctx, a.verifier, r, ev, sum, snaps[0], snaps[1])
 	a.reverified++

@@ -130,10 +130,12 @@ func TestAuditFindsARowWhoseSignatureDoesNotVerify(t *testing.T) {
 
 // The snapshots are bound to the leaf by their hashes: a server that
 // gives other bytes for a snapshot, or none, is a mismatch, and the row's
-// checks are not run with keys the leaf does not name.
+// checks are not run with keys the leaf does not name; its fields are
+// still compared with its evidence.
 func TestAuditBindsTheSnapshotsToTheLeaf(t *testing.T) {
 	f := start(t)
 	kept, _, key := f.keptAudit(t)
+	f.edit(t, tamper.EditRow(f.rowID, func(r *ledger.Row) { r.Principal = "acct-00000" }))
 	s := f.split(t)
 	for name, tc := range map[string]struct {
 		answer func(context.Context, *ledgerv1.GetJwksSnapshotRequest) (*ledgerv1.GetJwksSnapshotResponse, error)
@@ -154,8 +156,9 @@ func TestAuditBindsTheSnapshotsToTheLeaf(t *testing.T) {
 			s.snapshot = tc.answer
 			code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, true)...)
 			want := "row " + f.rowID + ") differs from the ledger: the brand's JWKS snapshot "
-			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, tc.says) {
-				t.Errorf("audit: exit %d, want 1 with %q and %q:\n%s%s", code, want, tc.says, out, errs)
+			edited := "the row's principal is acct-00000; its evidence says acct-48213: the row was edited after it was written"
+			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, tc.says) || !strings.Contains(out, edited) {
+				t.Errorf("audit: exit %d, want 1 with %q, %q and %q:\n%s%s", code, want, tc.says, edited, out, errs)
 			}
 		})
 	}

@@ -214,7 +214,7 @@ func (s *service) asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Ro
 	if mayRead(ctx) {
 		return p
 	}
-	if row.DisputeState() != ledger.DisputeNone || len(row.DisputeEvents) > 0 {
+	if len(row.DisputeEvents) > 0 { // its dispute status is theirs (Row.DisputeState)
 		p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
 	}
 	// A hold or an incident's closing only ever keeps a row longer: a
