@@ -1,12 +1,14 @@
 package bolt_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -199,5 +201,47 @@ func TestCheckIndexesNamesWhatLeadsElsewhere(t *testing.T) {
 				t.Errorf("CheckIndexes:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A row issued past 2262 that a version before times were held to an
+// int64 of nanoseconds wrote has its time entry under the key UnixNano's
+// undefined answer gave (here 0's, as max(UnixNano, 0) may): it is an
+// honest row, and a read by id serves it.
+func TestARowPast2262KeyedByAnEarlierVersionIsServed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	s, err := bolt.Open(path, bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("c", 64)
+	r := row(id)
+	r.IssuedAt = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error { return tx.CreateRow(r) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(btx *bbolt.Tx) error {
+		b := btx.Bucket([]byte("by_time"))
+		k, _ := b.Cursor().First()
+		if k == nil {
+			t.Fatal("no time entry")
+		}
+		k = append([]byte(nil), k...)
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		old := append([]byte{0}, binary.BigEndian.AppendUint64(nil, 0)...) // the earlier version's key
+		return b.Put(append(old, k[9:]...), nil)
+	})
+	s = openLinked(t, path)
+	err = s.View(t.Context(), func(tx ledger.Tx) error {
+		_, err := tx.Row(id)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a read by id of the honest row: %v", err)
 	}
 }
