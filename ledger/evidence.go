@@ -48,9 +48,11 @@ type LatestVersioner interface {
 	LatestVersion(ctx context.Context, key string) (string, error)
 }
 
-// ErrFirstVersionUnknown: more than one version of a key bears the oldest
-// time, so which the ledger put cannot be told. The ledger puts each of
-// its objects once: a key holding a second version is itself a finding.
+// ErrFirstVersionUnknown: a key holds versions of different contents, so
+// which the ledger put cannot be told (a store's times of versions are
+// to the second, and some give a version the time it was kept aside).
+// The ledger puts each of its objects once: a key holding a second
+// version is itself a finding.
 var ErrFirstVersionUnknown = errors.New("the first version cannot be told")
 
 // FirstVersioner is an object store that keeps the versions of a key and
@@ -60,7 +62,7 @@ var ErrFirstVersionUnknown = errors.New("the first version cannot be told")
 type FirstVersioner interface {
 	// FirstVersion returns the key's oldest version (delete markers
 	// aside), or an error wrapping ErrNotFound when it has none, or
-	// ErrFirstVersionUnknown when more than one is the oldest.
+	// ErrFirstVersionUnknown when its versions hold different contents.
 	FirstVersion(ctx context.Context, key string) (string, error)
 }
 

@@ -127,7 +127,7 @@ func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var first minio.ObjectInfo
-	found, tied := false, 0
+	found, versions, contents := false, 0, map[string]bool{}
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: key, WithVersions: true}) {
 		if o.Err != nil {
 			return "", fmt.Errorf("versions of %s: %w", key, o.Err)
@@ -135,21 +135,23 @@ func (s *Store) firstVersion(ctx context.Context, key string) (string, error) {
 		if o.Key != key || o.IsDeleteMarker {
 			continue
 		}
-		switch {
-		case !found || o.LastModified.Before(first.LastModified):
-			first, found, tied = o, true, 1
-		case o.LastModified.Equal(first.LastModified):
-			tied++
+		versions++
+		contents[o.ETag] = true
+		if !found || o.LastModified.Before(first.LastModified) {
+			first, found = o, true
 		}
 	}
 	switch {
 	case !found:
 		return "", fmt.Errorf("first version of %s: %w", key, ledger.ErrNotFound)
-	case tied > 1:
-		// The times of versions are to the second (or the store's
-		// resolution), and stores do not agree on the order they list
-		// versions of one time in.
-		return "", fmt.Errorf("%w: %d versions of %s were put at %s", ledger.ErrFirstVersionUnknown, tied, key, first.LastModified.UTC().Format(time.RFC3339Nano))
+	case len(contents) > 1:
+		// The ledger puts each of its objects once: versions of other
+		// contents were put by someone else, and the store's times do
+		// not tell which came first. They are to the second, and a
+		// store may give a version the time it was kept aside when the
+		// next was put (versitygw does), so an older version can read
+		// as newer than the one put over it.
+		return "", fmt.Errorf("%w: %d versions of %s hold different contents", ledger.ErrFirstVersionUnknown, versions, key)
 	}
 	return first.VersionID, nil
 }

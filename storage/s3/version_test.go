@@ -1,8 +1,11 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/objecttest"
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // Each SwapVersion of a key is a new version with COMPLIANCE retention: a
@@ -99,4 +103,32 @@ func TestSwapVersionOnlyOverWhatWasRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	objecttest.SwapVersion(t, st)
+}
+
+// The first version of a key is the one its only contents are in: a key
+// holding a version of other contents, put over it by someone else, is
+// ErrFirstVersionUnknown, however the store dates the two (versitygw
+// gives the older the time it was kept aside, so by times it can read
+// as the newer).
+func TestFirstVersionOfAKeyPutOverIsUnknown(t *testing.T) {
+	ctx := context.Background()
+	bucket := s3test.Bucket()
+	st, err := open(t, bucket, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := st.Put(ctx, "drills/d1.json", []byte(`{"passed":false}`), time.Now().Add(48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.FirstVersion(ctx, "drills/d1.json"); err != nil || v != loc.VersionID {
+		t.Fatalf("the first version of a key put once: %q, %v; want %q", v, err, loc.VersionID)
+	}
+	body := []byte(`{"passed":true}`)
+	if _, err := rawClient(t).PutObject(ctx, bucket, "drills/d1.json", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.FirstVersion(ctx, "drills/d1.json"); !errors.Is(err, ledger.ErrFirstVersionUnknown) || !strings.Contains(err.Error(), "2 versions of drills/d1.json") {
+		t.Fatalf("the first version of a key put over: %q, %v; want ErrFirstVersionUnknown naming 2 versions", v, err)
+	}
 }
