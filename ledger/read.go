@@ -337,11 +337,7 @@ func (l *Ledger) VerifyRow(ctx context.Context, id string) (*Reverification, err
 // gives; Differences says which. The request JWT's hash, which the API
 // does not show, is compared only when r holds one (as EvidenceDiffs).
 func Reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, evSHA string, brandJWKS, agentJWKS *verifier.Snapshot) *Reverification {
-	if r.RequestJWTSHA256 == "" && ev.Refusal == nil && ev.RequestJWT != "" {
-		c := *r
-		c.RequestJWTSHA256 = sha256Hex([]byte(ev.RequestJWT))
-		r = &c
-	}
+	r = withRequestJWTHash(r, ev)
 	out := &Reverification{RowID: r.ID, WriteTime: r.Verifier.Checks, Same: true}
 	if d := statusEdited(r); d != "" {
 		out.edited([]string{d})
@@ -368,7 +364,8 @@ func reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, e
 	if ev.Refusal != nil {
 		requestJWT = ev.Refusal.RequestJWT
 	}
-	if aud, ok := writeTimeAudience(r, requestJWT); ok {
+	request, _ := verifier.ReadRequestClaims(requestJWT)
+	if aud, ok := writeTimeAudience(r, request); ok {
 		v = v.WithAudience(aud)
 	}
 	if r.Kind == KindRefusal {
@@ -380,8 +377,8 @@ func reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, e
 	}
 	// The agent's snapshot holds the keys fetched for the issuer the
 	// request JWT names, which need not be the receipt's pa.
-	if iss := requestIssuer(ev.RequestJWT); iss != "" {
-		src.agent = iss
+	if request.Iss != "" {
+		src.agent = request.Iss
 	}
 	res, err := v.Verify(ctx, verifier.Input{ReceiptJWS: ev.ReceiptJWS, RequestJWT: ev.RequestJWT, DelegationToken: ev.DelegationToken, Actions: ev.Actions}, src)
 	if err != nil {
@@ -429,7 +426,7 @@ func reverify(ctx context.Context, v *verifier.Verifier, r *Row, ev *Evidence, e
 // on that again whatever the audience. So a row re-runs as written even
 // after the ledger's audience was changed. False when neither gives one:
 // the verifier's own stands.
-func writeTimeAudience(r *Row, requestJWT string) (string, bool) {
+func writeTimeAudience(r *Row, request verifier.RequestClaims) (string, bool) {
 	for _, c := range r.Verifier.Checks {
 		if c.Name == verifier.CheckRequestSignature && c.Result == verifier.Fail {
 			if aud, ok := verifier.AudienceHeldTo(c.Detail); ok {
@@ -437,22 +434,7 @@ func writeTimeAudience(r *Row, requestJWT string) (string, bool) {
 			}
 		}
 	}
-	return verifier.RequestAudience(requestJWT)
-}
-
-// requestIssuer is the iss a request JWT names, read before its signature
-// is checked, as the verifier reads it to ask for that agent's keys; ""
-// when the token does not decode.
-func requestIssuer(jwt string) string {
-	c, err := verifier.ParseToken(jwt).Compact()
-	if err != nil {
-		return ""
-	}
-	var claims verifier.RequestClaims
-	if json.Unmarshal(c.Payload, &claims) != nil {
-		return ""
-	}
-	return claims.Iss
+	return request.Audience()
 }
 
 func loadSnapshot(tx Tx, owner, id string) (string, *verifier.KeySet, error) {

@@ -82,10 +82,17 @@ func LeafTokenDigests(ev *Evidence) (receipt, request, token string) {
 // says why. The request JWT's hash, which the API does not show, is
 // compared only when r holds one.
 func EvidenceDiffs(ctx context.Context, r *Row, ev *Evidence, evSHA string) []string {
-	if r.RequestJWTSHA256 == "" && ev.Refusal == nil && ev.RequestJWT != "" {
-		c := *r
-		c.RequestJWTSHA256 = sha256Hex([]byte(ev.RequestJWT))
-		r = &c
+	return editedFields(ctx, withRequestJWTHash(r, ev), ev, evSHA, nil)
+}
+
+// withRequestJWTHash is row r as the API shows it, which leaves out the
+// request JWT's hash, with the hash of the request JWT of its evidence
+// ev: so that it is compared only when r holds one.
+func withRequestJWTHash(r *Row, ev *Evidence) *Row {
+	if r.RequestJWTSHA256 != "" || ev.Refusal != nil || ev.RequestJWT == "" {
+		return r
 	}
-	return editedFields(ctx, r, ev, evSHA, nil)
+	c := *r
+	c.RequestJWTSHA256 = sha256Hex([]byte(ev.RequestJWT))
+	return &c
 }

@@ -593,19 +593,22 @@ func AudienceHeldTo(detail string) (string, bool) {
 	return aud, true
 }
 
-// RequestAudience is the single string a request JWT's aud names, read
-// before its signature is checked; false when the JWT does not decode or
-// its aud is not one string.
-func RequestAudience(jwt string) (string, bool) {
-	c, err := ParseToken(jwt).Compact()
-	if err != nil {
-		return "", false
-	}
+// ReadRequestClaims is a request JWT's claims read before its signature
+// is checked, as the verifier reads them to ask for the agent's keys;
+// false when the JWT does not decode.
+func ReadRequestClaims(jwt string) (RequestClaims, bool) {
 	var claims RequestClaims
-	if json.Unmarshal(c.Payload, &claims) != nil {
-		return "", false
+	c, err := ParseToken(jwt).Compact()
+	if err != nil || json.Unmarshal(c.Payload, &claims) != nil {
+		return RequestClaims{}, false
 	}
-	aud, ok := audience(claims.Aud, false)
+	return claims, true
+}
+
+// Audience is the single string c's aud names; false when aud is not
+// one string (PACT §3.1).
+func (c RequestClaims) Audience() (string, bool) {
+	aud, ok := audience(c.Aud, false)
 	if !ok || len(aud) != 1 {
 		return "", false
 	}

@@ -162,15 +162,13 @@ func (a *auditor) notePassedKeys(r *ledger.Row, ev *ledger.Evidence, rv *ledger.
 		}
 	}
 	if passed(verifier.CheckRequestSignature) {
-		iss := r.Agent.Platform
-		if c, err := verifier.ParseCompact(ev.RequestJWT); err == nil {
-			var claims verifier.RequestClaims
-			if json.Unmarshal(c.Payload, &claims) == nil && claims.Iss != "" {
-				iss = claims.Iss
-			}
+		request, _ := verifier.ReadRequestClaims(ev.RequestJWT)
+		iss := request.Iss
+		if iss == "" {
+			iss = r.Agent.Platform
 		}
 		note("request JWTs of agent", iss, ev.RequestJWT, snaps[1])
-		aud, _ := verifier.RequestAudience(ev.RequestJWT)
+		aud, _ := request.Audience()
 		a.noteHeld("request JWTs for the audience " + dash(aud))
 	}
 }
