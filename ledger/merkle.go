@@ -2162,7 +2162,7 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 			}
 			held = max(held, cp.Size)
 		}
-		covered, err := l.tilesCovered(ctx, lister, held)
+		covered, err := TilesCovered(ctx, lister, held)
 		if err != nil {
 			return KeptKey{}, false, err
 		}
@@ -2220,15 +2220,15 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 	return largest, most >= 0, nil
 }
 
-// tilesCovered returns how many leaves the level-0 hash tiles the bucket
-// keeps cover, hidden ones included, from held, a size they are known to
-// cover, on. A publication puts every tile its tree needs, the partial
+// TilesCovered returns how many leaves the level-0 hash tiles the bucket
+// keeps under LogPrefix cover, hidden ones included, from held, a size
+// they are known to cover (0 at least), on. A publication puts every tile its tree needs, the partial
 // one at its right edge included (".p/<width>"), and a later one the same
 // tiles wider or full, so the tiles cover every size up to the largest
 // published and none above: the largest is found by doubling the step
 // from held while they cover it, then halving the gap, two listings of a
 // tile's keys at most for each size tried.
-func (l *Ledger) tilesCovered(ctx context.Context, lister KeptLister, held int64) (int64, error) {
+func TilesCovered(ctx context.Context, lister KeptLister, held int64) (int64, error) {
 	lo, step := held, int64(1) // the tiles cover lo
 	hi := int64(-1)            // the least size found uncovered
 	for hi < 0 {
@@ -2236,7 +2236,7 @@ func (l *Ledger) tilesCovered(ctx context.Context, lister KeptLister, held int64
 		if n <= lo { // beyond int64
 			return 0, errors.New("the bucket's tiles cover more leaves than a log can hold")
 		}
-		ok, err := l.tilesCover(ctx, lister, n)
+		ok, err := tilesCover(ctx, lister, n)
 		if err != nil {
 			return 0, err
 		}
@@ -2248,7 +2248,7 @@ func (l *Ledger) tilesCovered(ctx context.Context, lister KeptLister, held int64
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		ok, err := l.tilesCover(ctx, lister, mid)
+		ok, err := tilesCover(ctx, lister, mid)
 		if err != nil {
 			return 0, err
 		}
@@ -2264,7 +2264,7 @@ func (l *Ledger) tilesCovered(ctx context.Context, lister KeptLister, held int64
 // tilesCover reports whether the bucket keeps, hidden or not, the level-0
 // hash tile that holds leaf n-1 at a width that holds it: the full tile,
 // or a partial one at least as wide.
-func (l *Ledger) tilesCover(ctx context.Context, lister KeptLister, n int64) (bool, error) {
+func tilesCover(ctx context.Context, lister KeptLister, n int64) (bool, error) {
 	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: 1 << TileHeight}
 	width := int((n-1)&(1<<TileHeight-1)) + 1
 	full := LogPrefix + tilePath(t)
