@@ -26,6 +26,7 @@ import (
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
+	"github.com/pactledger/pactledger/storage/s3"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -214,6 +215,10 @@ type auditor struct {
 	latestLeaf    int64     // the leaf that records it
 	events        eventCounts
 	notYet        []string // events not yet checkable, in words
+
+	// bucketChecked: the log in the ledger's bucket was read and
+	// compared (witnessBucket); bucketFailed: that found a mismatch.
+	bucketChecked, bucketFailed bool
 }
 
 // rowLeafRef is a receipt or refusal leaf read from the tiles: what a
@@ -900,6 +905,7 @@ type auditOpts struct {
 	settle       time.Duration
 	all          bool
 	retention    string // --retention: the periods by class, "" none
+	bucket       bucketOpts
 }
 
 // forkedLog says what a log that does not continue the kept checkpoint
@@ -960,6 +966,19 @@ func (c *cli) auditLog(o auditOpts) error {
 	if err != nil {
 		return fmt.Errorf("read the kept checkpoint: %w", err)
 	}
+	var bucket *s3.Store
+	if o.bucket.given() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		bucket, err = c.openBucket(ctx, o.bucket)
+		cancel()
+		if errors.Is(err, s3.ErrNoObjectLock) {
+			printf(c.out, "FAILED: %v: whoever may delete in it can remove the log it holds, so it witnesses nothing\n", err)
+			return errCheckFailed
+		}
+		if err != nil {
+			return err
+		}
+	}
 	_, newer, used, err := c.latest(key)
 	if err != nil {
 		return err
@@ -998,6 +1017,11 @@ func (c *cli) auditLog(o auditOpts) error {
 	}
 	a := &auditor{c: c, verifier: v, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
 		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
+	if bucket != nil {
+		if err := a.witnessBucket(bucket, o.bucket.bucket, old, used, key != "", o.settle); err != nil {
+			return err
+		}
+	}
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
@@ -1101,6 +1125,9 @@ func (c *cli) auditLog(o auditOpts) error {
 		printf(c.out, "MISMATCH %s\n", m)
 	}
 	if len(a.mismatches) > 0 {
+		if a.bucketFailed {
+			fmt.Fprintln(c.out, splitView)
+		}
 		printf(c.out, "audit FAILED: %d mismatches\n", len(a.mismatches))
 		return errCheckFailed
 	}
@@ -1111,10 +1138,14 @@ func (c *cli) auditLog(o auditOpts) error {
 // passed is the last line of an audit without mismatches: what was
 // checked, and only that.
 func (a *auditor) passed(checkRows bool) string {
-	if !checkRows {
-		return "audit passed: the log only grew; rows were not compared (no API key)"
+	bucket := ""
+	if a.bucketChecked {
+		bucket = ", extends the log in its bucket"
 	}
-	line := "audit passed: the log only grew, and every row and event compared matches its leaf"
+	if !checkRows {
+		return "audit passed: the log only grew" + bucket + "; rows were not compared (no API key)"
+	}
+	line := "audit passed: the log only grew" + bucket + ", and every row and event compared matches its leaf"
 	if len(a.notYet) > 0 {
 		line += fmt.Sprintf("; %d events not yet in the log were not checked (audit again later)", len(a.notYet))
 	}

@@ -517,7 +517,7 @@ verifier key, or a file holding it), or the key the server reports.`,
 	checkpoint.Flags().StringVar(&save, "save", "", "keep the signed checkpoint in `FILE`, for a later log audit")
 	var o auditOpts
 	audit := &cobra.Command{
-		Use:   "audit --from FILE [--log-key KEY] [--all] [--settle D] [--retention PERIODS]",
+		Use:   "audit --from FILE [--log-key KEY] [--all] [--settle D] [--retention PERIODS] [--s3-endpoint HOST:PORT --s3-bucket NAME --s3-access-key KEY]",
 		Short: "prove a kept checkpoint is a prefix of the latest and compare the leaves since with the rows",
 		Long: `Prove the checkpoint kept in FILE is a prefix of the latest, read every leaf since
 (--all: every leaf) from the tiles (--http), compare each with the rows the API key can
@@ -528,7 +528,11 @@ FILE are read too, for a row, event or closure logged twice; with a key each row
 row must still be held (or be swept), and each dispute event a row shows must have its
 leaf (one not yet in the log is printed as not yet checkable while it is newer than the
 audited tree's latest leaf). Without a key the log is checked without comparing rows,
-and the last line says so (exit 0).`,
+and the last line says so (exit 0). With --s3-*, the log ledgerd publishes to its
+bucket is read from the bucket itself: its checkpoints must verify, match its tiles and
+be locked under COMPLIANCE, the kept checkpoint must be a prefix of it, and the
+ledger's log must extend it (a ledger that shows another history than it published
+fails).`,
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "none (comparing rows: support, auditor or admin)", annKeyOptional: "yes"},
 		RunE: c.online(func([]string) error { return c.logAudit(o) }),
 	}
@@ -538,6 +542,11 @@ and the last line says so (exit 0).`,
 	f.BoolVar(&o.all, "all", false, "compare every leaf as read from the tiles, not only those since the kept checkpoint")
 	f.DurationVar(&o.settle, "settle", 5*time.Second, "how long a row or event may wait for its leaf (`D`)")
 	f.StringVar(&o.retention, "retention", "", "the ledger's retention `PERIODS` by class (money_moved=18months,read_only=90days,…): a swept row is checked against its class's period")
+	f.StringVar(&o.bucket.endpoint, "s3-endpoint", "", "read the log ledgerd publishes to its S3 bucket with Object Lock too, at `HOST:PORT`, and compare it with the kept checkpoint and the ledger's log (with --s3-bucket, --s3-access-key and PACTLEDGER_S3_SECRET_KEY)")
+	f.StringVar(&o.bucket.bucket, "s3-bucket", "", "the ledger's bucket `NAME`, as you know it from the operator's commitment, not from the ledger")
+	f.StringVar(&o.bucket.accessKey, "s3-access-key", "", "an access `KEY` that may read the bucket (its secret from PACTLEDGER_S3_SECRET_KEY)")
+	f.StringVar(&o.bucket.region, "s3-region", "", "the bucket's `REGION` for request signing (default us-east-1)")
+	f.BoolVar(&o.bucket.insecure, "s3-insecure", false, "plain http to the S3 endpoint (loopback test servers only)")
 	cmd.AddCommand(checkpoint, audit)
 	return cmd
 }
