@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pactledger/pactledger/retention"
@@ -477,15 +478,29 @@ func (s *snapshotSource) Brand(_ context.Context, url string, _ bool) (verifier.
 // names it (verifier.IssuerHeldTo). A token that passed carried the
 // issuer it was held to, and one that failed on anything else fails on it
 // again: held to none, either gives its write-time result.
+//
+// A detail that names the token's iss and no issuer it was held to was
+// cut: an answer carries 2 KiB of a detail, and rows written before the
+// token's iss was bounded in it (maxIssShown) quoted it whole. The token
+// failed on its issuer then, and is held to one no token carries, so it
+// fails on it again.
 func writeTimeIssuer(r *Row) string {
 	for _, c := range r.Verifier.Checks {
 		if c.Name == verifier.CheckDelegationToken && c.Result == verifier.Fail {
-			iss, _ := verifier.IssuerHeldTo(c.Detail)
+			iss, ok := verifier.IssuerHeldTo(c.Detail)
+			if !ok && strings.HasPrefix(c.Detail, `iss "`) {
+				return issuerInACutDetail
+			}
 			return iss
 		}
 	}
 	return ""
 }
+
+// issuerInACutDetail is the issuer a delegation token is held to when
+// run again, where its write-time check failed on its issuer and the
+// detail that named it was cut.
+const issuerInACutDetail = "urn:pactledger:reverify:the-issuer-a-cut-detail-named"
 
 func (s *snapshotSource) Agent(_ context.Context, iss string, _ bool) (verifier.Signer, error) {
 	if s.agentKeys == nil || iss != s.agent {

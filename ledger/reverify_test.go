@@ -97,3 +97,42 @@ func TestReverifyFindsWhatTheRowSaysAndTheSignaturesDoNot(t *testing.T) {
 		t.Errorf("a row that says its receipt's signature verified: same %v, %q", rv.Same, rv.Differences)
 	}
 }
+
+// A delegation token whose iss is not its brand's issuer fails on it,
+// and its check's detail names the issuer it was held to within what an
+// answer carries of a detail, whatever iss the token carries; a detail
+// cut before that issuer (as rows written before quoted the iss whole)
+// runs again as a failure on the issuer, as at write time, not as a
+// pass.
+func TestReverifyOfATokenFailedOnALongIssuer(t *testing.T) {
+	h := newHarness(t)
+	r := h.sc.Mint(pacttest.Spec{Target: "A-3"})
+	r.TokenClaims["iss"] = "https://other.example/" + strings.Repeat("a", 3000)
+	h.sc.Resign(r)
+	row, _ := h.append(t, in(r))
+	var detail string
+	for _, c := range row.Verifier.Checks {
+		if c.Name == verifier.CheckDelegationToken {
+			detail = c.Detail
+		}
+	}
+	if iss, ok := verifier.IssuerHeldTo(detail); !ok || len(detail) > 1024 || !strings.Contains(detail, "bytes more)") {
+		t.Fatalf("the detail of a token failed on a 3 KB iss: %d bytes, issuer held to %q (%v): %.300q", len(detail), iss, ok, detail)
+	}
+	if rv := reverifyOf(t, h, row.ID, h.sc.Audience, nil); !rv.Same {
+		t.Errorf("the row run again: %v", rv.Differences)
+	}
+	// The detail as rows written before quoted the iss, cut as answers
+	// cut it.
+	cut := `iss "https://other.example/` + strings.Repeat("a", 2020) + `… (1040 bytes more)`
+	rv := reverifyOf(t, h, row.ID, h.sc.Audience, func(r *ledger.Row) {
+		for i, c := range r.Verifier.Checks {
+			if c.Name == verifier.CheckDelegationToken {
+				r.Verifier.Checks[i].Detail = cut
+			}
+		}
+	})
+	if !rv.Same {
+		t.Errorf("the row with its detail cut before the issuer it was held to, run again: %v", rv.Differences)
+	}
+}

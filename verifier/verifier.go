@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 )
@@ -555,6 +556,25 @@ func (v *Verifier) checkToken(t Token, at time.Time, brand func(refresh bool) (S
 // token's iss and the issuer it was held to, each quoted.
 const issuerMismatch = " is not the brand's authorization server "
 
+// maxIssShown bounds the token's iss quoted in an issuer mismatch's
+// detail: the issuer it was held to, quoted after it, then stays within
+// the detail an answer carries (2 KiB) whatever iss the token carries.
+const maxIssShown = 256
+
+// shownIss is a token's iss as an issuer mismatch's detail quotes it:
+// whole up to maxIssShown bytes, else its first ones, cut between
+// characters, and how many bytes were left out.
+func shownIss(iss string) string {
+	if len(iss) <= maxIssShown {
+		return strconv.Quote(iss)
+	}
+	n := maxIssShown
+	for n > 0 && !utf8.RuneStart(iss[n]) {
+		n--
+	}
+	return strconv.Quote(iss[:n]) + "… (" + strconv.Itoa(len(iss)-n) + " bytes more)"
+}
+
 // IssuerHeldTo is the issuer a delegation_token check's detail says the
 // token was held to, when the check failed on its iss: a row's record
 // keeps the key set its token was checked against, not the issuer, which
@@ -678,7 +698,7 @@ func (v *Verifier) checkTokenFor(t Token, at time.Time, use tokenUse, brand func
 	expired := at.After(exp.Add(skew))
 	switch {
 	case s.Issuer != "" && vc.Iss != s.Issuer:
-		return &vc, fail(name, "iss %q"+issuerMismatch+"%q", vc.Iss, s.Issuer), s, nil
+		return &vc, fail(name, "iss %s"+issuerMismatch+"%q", shownIss(vc.Iss), s.Issuer), s, nil
 	case vc.Exp == nil:
 		return &vc, fail(name, "exp missing"), s, nil
 	case problem != "":
