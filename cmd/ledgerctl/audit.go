@@ -216,9 +216,11 @@ type auditor struct {
 	events        eventCounts
 	notYet        []string // events not yet checkable, in words
 
-	// bucketChecked: the log in the ledger's bucket was read and
-	// compared (witnessBucket); bucketFailed: that found a mismatch.
-	bucketChecked, bucketFailed bool
+	// bucket is the log in the ledger's bucket, read by the audit
+	// (--s3-*; nil without); bucketFailed: comparing it found a
+	// mismatch.
+	bucket       *bucketWitness
+	bucketFailed bool
 }
 
 // rowLeafRef is a receipt or refusal leaf read from the tiles: what a
@@ -1017,16 +1019,16 @@ func (c *cli) auditLog(o auditOpts) error {
 	}
 	a := &auditor{c: c, verifier: v, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
 		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
-	if bucket != nil {
-		if err := a.witnessBucket(bucket, o.bucket.bucket, old, used, key != "", o.settle); err != nil {
-			return err
-		}
-	}
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
 	if o.all {
 		first = 0
+	}
+	if bucket != nil {
+		if err := a.readBucket(bucket, o.bucket.bucket, old, first, o.settle); err != nil {
+			return err
+		}
 	}
 	a.ordered = first
 	// Every leaf is read, those before first too: the tiles are public,
@@ -1059,6 +1061,9 @@ func (c *cli) auditLog(o auditOpts) error {
 		if err != nil {
 			printf(c.out, "FAILED: the tiles at %s do not match the latest checkpoint: %v\n", tr.base, err)
 			return errCheckFailed
+		}
+		if err := a.compareTile(n, hs); err != nil {
+			return err
 		}
 		for i := start; i < end; i++ {
 			leaf := data[i-start]
@@ -1121,6 +1126,9 @@ func (c *cli) auditLog(o auditOpts) error {
 			printf(c.out, "not yet checkable: %s\n", e)
 		}
 	}
+	if err := a.finishBucket(old, used, key != "", o.settle); err != nil {
+		return err
+	}
 	for _, m := range a.mismatches {
 		printf(c.out, "MISMATCH %s\n", m)
 	}
@@ -1139,7 +1147,7 @@ func (c *cli) auditLog(o auditOpts) error {
 // checked, and only that.
 func (a *auditor) passed(checkRows bool) string {
 	bucket := ""
-	if a.bucketChecked {
+	if a.bucket != nil {
 		bucket = ", extends the log in its bucket"
 	}
 	if !checkRows {

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger/proof"
+	"github.com/pactledger/pactledger/storage/s3"
+)
+
+// memLog is a Merkle log in memory, signed with its own key: the log an
+// operator holding the key can build and publish as they please.
+type memLog struct {
+	stored []tlog.Hash
+	n      int64
+	signer note.Signer
+	key    string
+}
+
+func newMemLog(t *testing.T) *memLog {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, "localhost/pactledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &memLog{signer: signer, key: vkey}
+}
+
+func (l *memLog) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		if x >= int64(len(l.stored)) {
+			return nil, fmt.Errorf("no hash %d", x)
+		}
+		out[i] = l.stored[x]
+	}
+	return out, nil
+}
+
+// grow appends leaves named prefix and their number up to size n.
+func (l *memLog) grow(t *testing.T, n int64, prefix string) *memLog {
+	t.Helper()
+	for l.n < n {
+		hs, err := tlog.StoredHashes(l.n, []byte(prefix+strconv.FormatInt(l.n, 10)), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.stored = append(l.stored, hs...)
+		l.n++
+	}
+	return l
+}
+
+// fork is the log's first n leaves, to grow another way.
+func (l *memLog) fork(n int64) *memLog {
+	return &memLog{stored: append([]tlog.Hash(nil), l.stored[:tlog.StoredHashCount(n)]...), n: n, signer: l.signer, key: l.key}
+}
+
+func (l *memLog) checkpoint(t *testing.T) (proof.Checkpoint, []byte) {
+	t.Helper()
+	h, err := tlog.TreeHash(l.n, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := proof.Checkpoint{Origin: l.signer.Name(), Size: l.n, Hash: h}
+	raw, err := proof.Sign(cp, l.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, raw
+}
+
+// memBucket is a bucket with Object Lock on a real S3 server.
+type memBucket struct {
+	name string
+	st   *s3.Store
+	c    *minio.Client
+}
+
+func newMemBucket(t *testing.T) *memBucket {
+	t.Helper()
+	srv, err := s3test.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	name := s3test.Bucket()
+	st, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: name, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Insecure: true, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := minio.New(srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &memBucket{name: name, st: st, c: c}
+}
+
+// put puts a version of key under COMPLIANCE, as the ledger puts its own.
+func (b *memBucket) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	if _, err := b.c.PutObject(context.Background(), b.name, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{Mode: minio.Compliance, RetainUntilDate: time.Now().Add(24 * time.Hour), SendContentMd5: true, DisableMultipart: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func c2spKey(tl tlog.Tile) string { return "log/" + strings.Replace(tl.Path(), "tile/8/", "tile/", 1) }
+
+// publish puts l's tiles from size from on, level 0 first, then its
+// checkpoints, as the ledger publishes; level0Only stops after the
+// level-0 tiles (a publication cut short).
+func (b *memBucket) publish(t *testing.T, l *memLog, from int64, level0Only bool) {
+	t.Helper()
+	tiles := tlog.NewTiles(tileHeight, from, l.n)
+	for _, level := range []int{0, 1, 2} {
+		for _, tl := range tiles {
+			if tl.L != level {
+				continue
+			}
+			data, err := tlog.ReadTileData(tl, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.put(t, c2spKey(tl), data)
+		}
+		if level0Only {
+			return
+		}
+	}
+	_, raw := l.checkpoint(t)
+	b.put(t, "log/checkpoints/"+strconv.FormatInt(l.n, 10), raw)
+	b.put(t, "log/checkpoint", raw)
+}
+
+// witness compares the bucket with served, the log a ledger shows, from
+// the kept checkpoint on, as the audit does around its reading of the
+// leaves.
+func (b *memBucket) witness(t *testing.T, served *memLog, kept proof.Checkpoint) (string, []string) {
+	t.Helper()
+	var out bytes.Buffer
+	newer, _ := served.checkpoint(t)
+	a := &auditor{c: &cli{out: &out}, newer: newer, hashes: served}
+	if err := a.readBucket(b.st, b.name, kept, kept.Size, 0); err != nil {
+		t.Fatal(err)
+	}
+	for n := int64(0); n<<tileHeight < newer.Size; n++ {
+		var idx []int64
+		for i := n << tileHeight; i < min((n+1)<<tileHeight, newer.Size); i++ {
+			idx = append(idx, tlog.StoredHashIndex(0, i))
+		}
+		hs, err := served.ReadHashes(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.compareTile(n, hs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.finishBucket(kept, served.key, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), a.mismatches
+}
+
+func wantMismatch(t *testing.T, what, out string, mismatches []string, want string) {
+	t.Helper()
+	for _, m := range mismatches {
+		if strings.Contains(m, want) {
+			return
+		}
+	}
+	t.Errorf("%s: mismatches %q\n%s\nwant one saying %q", what, mismatches, out, want)
+}
+
+// An operator holding the log's key forks its log past what it
+// published, and publishes the fork over the old log: as new versions of
+// the same keys, or under new keys alone (the keys a publication of a
+// larger tree writes). The old versions stay, locked, and hold other
+// leaf hashes than the log the ledger shows.
+func TestBucketRewrittenUnderTheSameKeysOrNewOnes(t *testing.T) {
+	t.Run("new versions", func(t *testing.T) {
+		b := newMemBucket(t)
+		honest := newMemLog(t).grow(t, 100, "leaf ")
+		b.publish(t, honest, 0, false)
+		kept, _ := honest.checkpoint(t)
+		b.publish(t, honest.grow(t, 300, "leaf "), 100, false)
+		if out, mm := b.witness(t, honest, kept); len(mm) != 0 {
+			t.Fatalf("the honest log: %q\n%s", mm, out)
+		}
+		forked := honest.fork(200).grow(t, 350, "other ")
+		b.publish(t, forked, 0, false)
+		out, mm := b.witness(t, forked, kept)
+		wantMismatch(t, "a fork at 200 published as new versions", out, mm, "log/tile/0/000 (version ")
+		wantMismatch(t, "a fork at 200 published as new versions", out, mm, "holds another hash of leaf 200 than the ledger's log")
+	})
+	t.Run("new keys only", func(t *testing.T) {
+		b := newMemBucket(t)
+		honest := newMemLog(t).grow(t, 50, "leaf ")
+		b.publish(t, honest, 0, false)
+		kept, _ := honest.checkpoint(t)
+		b.publish(t, honest.grow(t, 100, "leaf "), 50, false)
+		forked := honest.fork(60).grow(t, 300, "other ")
+		b.publish(t, forked, 100, false)
+		out, mm := b.witness(t, forked, kept)
+		wantMismatch(t, "a fork at 60 published under new keys", out, mm, "log/tile/0/000.p/100 (version ")
+		wantMismatch(t, "a fork at 60 published under new keys", out, mm, "holds another hash of leaf 60 than the ledger's log")
+	})
+}
+
+// An honest publication cut short after its level-0 tiles (before its
+// level-1 tiles and checkpoints), or at any boundary of a tile, is no
+// mismatch.
+func TestBucketOfAnHonestLogAtEveryEdge(t *testing.T) {
+	b := newMemBucket(t)
+	l := newMemLog(t).grow(t, 200, "leaf ")
+	b.publish(t, l, 0, false)
+	kept, _ := l.checkpoint(t)
+	b.publish(t, l.grow(t, 600, "leaf "), 200, true)
+	if out, mm := b.witness(t, l, kept); len(mm) != 0 {
+		t.Errorf("a publication cut short after its level-0 tiles: %q\n%s", mm, out)
+	}
+	for _, steps := range [][]int64{{256}, {100, 256}, {256, 257}, {255, 256, 512}} {
+		b := newMemBucket(t)
+		l := newMemLog(t)
+		var kept proof.Checkpoint
+		for i, n := range steps {
+			from := l.n
+			b.publish(t, l.grow(t, n, "leaf "), from, false)
+			if i == 0 {
+				kept, _ = l.checkpoint(t)
+			}
+		}
+		if out, mm := b.witness(t, l, kept); len(mm) != 0 {
+			t.Errorf("published at sizes %v: %q\n%s", steps, mm, out)
+		}
+	}
+}
+
+// Tiles put at sizes far past the log (one object for each power of
+// two) make the bucket's tiles cover more leaves than any log reaches:
+// mismatches, found without memory in proportion to that size.
+func TestBucketTilesFarPastTheLog(t *testing.T) {
+	b := newMemBucket(t)
+	l := newMemLog(t).grow(t, 100, "leaf ")
+	b.publish(t, l, 0, false)
+	kept, _ := l.checkpoint(t)
+	garbage := make([]byte, maxTileBytes)
+	for j := tileHeight; j <= 50; j++ {
+		n := int64(1)<<j - 1
+		b.put(t, c2spKey(tlog.Tile{H: tileHeight, L: 0, N: n >> tileHeight, W: 1 << tileHeight}), garbage)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	out, mm := b.witness(t, l, kept)
+	runtime.ReadMemStats(&after)
+	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "more than any log reaches")
+	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "past the ledger's latest checkpoint (size 100)")
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("comparing a bucket whose tiles cover 2^50 leaves allocated %d MiB", alloc>>20)
+	}
+}
