@@ -244,6 +244,8 @@ func (l *Ledger) checkIndexes(ctx context.Context, page *IntegrityPage) error {
 				p = fmt.Sprintf("the row store holds a record of row %s that its index of ids (%s) does not lead to: a copy written outside the ledger", f.RowID, f.Index)
 			case IndexUnlistedRecord:
 				p = fmt.Sprintf("the row store's record of row %s has no entry in its index %s, which lists every row: the row store was edited outside the ledger, and no listing shows the row", f.RowID, f.Index)
+			case IndexMissingEntry:
+				p = fmt.Sprintf("the row store's record of row %s has no entry in its index %s for its value: the row store was edited outside the ledger, and lookups by that value (support's, of a customer, an order or a grant) miss the row", f.RowID, f.Index)
 			default:
 				p = fmt.Sprintf("the row store's index %s disagrees with row %s", f.Index, f.RowID)
 			}

@@ -136,6 +136,10 @@ const (
 	// IndexUnlistedRecord: the record the row's id leads to has no entry
 	// in the index listing every row, so no listing shows it.
 	IndexUnlistedRecord
+	// IndexMissingEntry: the record the row's id leads to has no entry
+	// in the index of one of its values (its customer, grant, order,
+	// agent, status or class), so the lookups of that value miss it.
+	IndexMissingEntry
 )
 
 // Rows keeps rows, their secondary indexes, evidence bundles, JWKS

@@ -378,14 +378,16 @@ func IndexCopy(id string, fn func(r *ledger.Row), indexes ...string) func(tx *bb
 	}
 }
 
-// Unindex deletes the index entries of row id, the row left stored and
-// found by its id: a row no listing shows.
-func Unindex(id string) func(tx *bbolt.Tx) error {
+// Unindex deletes the index entries of row id from the indexes named
+// (bucket names such as "by_principal"), or from every one when none is,
+// the row left stored and found by its id: a row no listing through
+// those indexes shows.
+func Unindex(id string, indexes ...string) func(tx *bbolt.Tx) error {
 	return func(tx *bbolt.Tx) error {
 		seq, err := seqOf(tx, id)
 		if err != nil {
 			return err
 		}
-		return bolt.DropIndexEntries(tx, seq)
+		return bolt.DropIndexEntries(tx, seq, indexes...)
 	}
 }

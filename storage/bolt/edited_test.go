@@ -168,6 +168,14 @@ func TestCheckIndexesNamesWhatLeadsElsewhere(t *testing.T) {
 	unlisted := func(id string) ledger.IndexFinding {
 		return ledger.IndexFinding{RowID: id, Index: "by_time", Problem: ledger.IndexUnlistedRecord}
 	}
+	missing := func(id string, indexes ...string) []ledger.IndexFinding {
+		var out []ledger.IndexFinding
+		for _, ix := range indexes {
+			out = append(out, ledger.IndexFinding{RowID: id, Index: ix, Problem: ledger.IndexMissingEntry})
+		}
+		return out
+	}
+	lookups := []string{"by_principal", "by_grant", "by_status", "by_class", "by_target"}
 	unauthorized := func(r *ledger.Row) { r.Status = ledger.Unauthorized }
 	every := []ledger.IndexFinding{other("by_principal"), other("by_grant"), other("by_target"), other("by_status"), other("by_class"), other("by_time")}
 	for _, tc := range []struct {
@@ -177,13 +185,15 @@ func TestCheckIndexesNamesWhatLeadsElsewhere(t *testing.T) {
 	}{
 		{"none", nil, nil},
 		{"the listed copy edited", []func(*bbolt.Tx) error{tamper.IndexCopy(a, unauthorized)},
-			append([]ledger.IndexFinding{unlisted(a), unnamed}, every...)},
+			slices.Concat(missing(a, lookups...), []ledger.IndexFinding{unlisted(a), unnamed}, every)},
 		{"the record by id edited", []func(*bbolt.Tx) error{tamper.IndexCopy(a, nil), tamper.EditRow(a, unauthorized)},
-			append([]ledger.IndexFinding{unlisted(a), unnamed}, every...)},
+			slices.Concat(missing(a, lookups...), []ledger.IndexFinding{unlisted(a), unnamed}, every)},
 		{"the lookups' copy edited, the time index left", []func(*bbolt.Tx) error{tamper.IndexCopy(a, unauthorized, "by_principal", "by_grant", "by_target")},
-			[]ledger.IndexFinding{unnamed, other("by_principal"), other("by_grant"), other("by_target")}},
+			slices.Concat(missing(a, "by_principal", "by_grant", "by_target"), []ledger.IndexFinding{unnamed, other("by_principal"), other("by_grant"), other("by_target")})},
 		{"a forged row with no index entries", []func(*bbolt.Tx) error{tamper.ForgeRow(a, forged), tamper.Unindex(forged)},
-			[]ledger.IndexFinding{unlisted(forged)}},
+			append(missing(forged, lookups...), unlisted(forged))},
+		{"an entry of one lookup's index removed", []func(*bbolt.Tx) error{tamper.Unindex(a, "by_target")},
+			missing(a, "by_target")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := editedStore(t, tc.edits...)

@@ -2,8 +2,10 @@ package bolt
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/ledger"
 )
@@ -12,10 +14,13 @@ import (
 // record of row_data and every entry of the indexes in one read
 // transaction: a record its id does not lead to (IndexUnnamedRecord,
 // bRowSeq), a record its id leads to with no entry in the time index
-// (IndexUnlistedRecord, ixTime), and each index whose entries lead to a
-// record its id does not lead to (IndexOtherRecord, once an index and a
-// row). An entry of a number with no record, which a removal can leave
-// and compaction removes, is not reported: no read serves it.
+// (IndexUnlistedRecord, ixTime) or with no entry for one of its values
+// in the index of that value, which the lookups by it read
+// (IndexMissingEntry, once an index and a row; one seek of the index for
+// each), and each index whose entries lead to a record its id does not
+// lead to (IndexOtherRecord, once an index and a row). An entry of a
+// number with no record, which a removal can leave and compaction
+// removes, is not reported: no read serves it.
 func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
 	var last uint64
 	if v := t.get(bMeta, kRowSeqN); len(v) == 8 {
@@ -30,19 +35,24 @@ func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
 	}
 	// other holds the id of each record its id does not lead to.
 	other := map[uint64]string{}
+	cursors := map[string]*bolt.Cursor{}
 	c := t.b(bRowData).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(k) != 8 {
 			continue
 		}
 		n := binary.BigEndian.Uint64(k)
-		id, err := recordID(t.c, k, v)
+		r, err := decodeRow(t.c, k, v)
 		if err != nil {
 			return fmt.Errorf("check indexes: %w", err)
 		}
+		id := r.ID
 		f := ledger.IndexFinding{RowID: id}
 		if s := t.seqOf(id); s != nil && binary.BigEndian.Uint64(s) == n {
 			good.set(n)
+			if err := t.checkEntries(r, k, cursors, fn); err != nil {
+				return err
+			}
 			if listed.has(n) {
 				continue
 			}
@@ -74,20 +84,40 @@ func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
 	return nil
 }
 
-// recordID returns the id row record v, numbered seq, holds, without
-// decoding the rest of the row.
-func recordID(c *Codec, seq, v []byte) (string, error) {
-	raw, err := c.Decode(v)
-	if err != nil {
-		return "", fmt.Errorf("decode row %x: %w", seq, err)
+// checkEntries reports each index of row r's values (indexEntries;
+// the time index apart, which CheckIndexes reads whole) with no entry of
+// it at number seq, once an index: the lookups through that index miss
+// the row. A row whose issue time is not an int64 of nanoseconds is
+// skipped: versions before keyed it by UnixNano's undefined answer.
+func (t *tx) checkEntries(r *ledger.Row, seq []byte, cursors map[string]*bolt.Cursor, fn func(ledger.IndexFinding) error) error {
+	if !nanosDefined(r.IssuedAt) {
+		return nil
 	}
-	var r struct {
-		ID string `json:"id"`
+	p := indexPosting(r.IssuedAt, seq)
+	var reported []string
+	for _, e := range indexEntries(r) {
+		name := string(e.bucket)
+		if name == string(ixTime) || slices.Contains(reported, name) {
+			continue
+		}
+		c := cursors[name]
+		if c == nil {
+			c = t.b(e.bucket).Cursor()
+			cursors[name] = c
+		}
+		ok, err := hasEntry(c, indexPrefix(e.value), p)
+		if err != nil {
+			return fmt.Errorf("check indexes: %s of row %s: %w", name, r.ID, err)
+		}
+		if ok {
+			continue
+		}
+		reported = append(reported, name)
+		if err := fn(ledger.IndexFinding{RowID: r.ID, Index: name, Problem: ledger.IndexMissingEntry}); err != nil {
+			return err
+		}
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return "", fmt.Errorf("decode row %x: %w", seq, err)
-	}
-	return r.ID, nil
+	return nil
 }
 
 // bitSet is a set of row numbers: a bit each up to the last number the

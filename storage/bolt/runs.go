@@ -532,9 +532,14 @@ func entriesOf(b *bolt.Bucket, n uint64) ([][]byte, []posting, error) {
 }
 
 // DropIndexEntries deletes the entries of the row numbered seq (8
-// bytes) from every index: for tools that edit the file directly.
-func DropIndexEntries(btx *bolt.Tx, seq []byte) error {
+// bytes) from the indexes named (bucket names such as "by_principal"),
+// or from every index when none is: for tools that edit the file
+// directly.
+func DropIndexEntries(btx *bolt.Tx, seq []byte, names ...string) error {
 	for _, name := range indexBuckets {
+		if len(names) > 0 && !slices.Contains(names, string(name)) {
+			continue
+		}
 		b := btx.Bucket(name)
 		prefixes, ps, err := entriesOf(b, binary.BigEndian.Uint64(seq))
 		if err != nil {
