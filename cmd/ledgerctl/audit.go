@@ -166,6 +166,7 @@ type auditor struct {
 	c          *cli
 	mismatches []string
 	rows       map[string]*ledgerv1.Row // read rows, by id
+	listed     []string                 // the rows the unfiltered listing gave, in its order (newest first)
 	seen       map[string]bool          // rows whose leaf was compared
 	swept      int
 	compared   int
@@ -1114,6 +1115,9 @@ func (c *cli) auditLog(o auditOpts) error {
 		if err := a.checkRevocations(); err != nil {
 			return err
 		}
+		if err := a.checkLookups(o.all); err != nil {
+			return err
+		}
 		a.checkTombstones(periods, time.Now().UTC())
 		a.checkSweptDisputes()
 		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d other leaves\n",
@@ -1180,6 +1184,7 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 		for _, r := range rep.GetRows() {
 			readable++
 			a.rows[r.GetId()] = r
+			a.listed = append(a.listed, r.GetId())
 			ok, err := a.rowLeaf(r, key)
 			if err != nil {
 				return err

@@ -522,7 +522,8 @@ verifier key, or a file holding it), or the key the server reports.`,
 		Long: `Prove the checkpoint kept in FILE is a prefix of the latest, read every leaf since
 (--all: every leaf) from the tiles (--http), compare each with the rows the API key can
 read, run each row's checks again here with the JWKS snapshots its leaf names, and
-check every readable row has a leaf (exit 1 on a mismatch); list the keys the rows
+check every readable row has a leaf and is found by the lookups of its customer, orders
+and grant (exit 1 on a mismatch); list the keys the rows
 passed with, to compare with the keys their signers publish. The leaves before
 FILE are read too, for a row, event or closure logged twice; with a key each row leaf's
 row must still be held (or be swept), and each dispute event a row shows must have its
