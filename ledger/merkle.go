@@ -2162,7 +2162,7 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 			}
 			held = max(held, cp.Size)
 		}
-		covered, err := TilesCovered(ctx, lister, held)
+		covered, err := tilesCovered(ctx, lister, held)
 		if err != nil {
 			return KeptKey{}, false, err
 		}
@@ -2220,15 +2220,15 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 	return largest, most >= 0, nil
 }
 
-// TilesCovered returns how many leaves the level-0 hash tiles the bucket
-// keeps under LogPrefix cover, hidden ones included, from held, a size
-// they are known to cover (0 at least), on. A publication puts every tile its tree needs, the partial
+// tilesCovered returns how many leaves the level-0 hash tiles the bucket
+// keeps cover, hidden ones included, from held, a size they are known to
+// cover, on. A publication puts every tile its tree needs, the partial
 // one at its right edge included (".p/<width>"), and a later one the same
 // tiles wider or full, so the tiles cover every size up to the largest
 // published and none above: the largest is found by doubling the step
 // from held while they cover it, then halving the gap, two listings of a
 // tile's keys at most for each size tried.
-func TilesCovered(ctx context.Context, lister KeptLister, held int64) (int64, error) {
+func tilesCovered(ctx context.Context, lister KeptLister, held int64) (int64, error) {
 	lo, step := held, int64(1) // the tiles cover lo
 	hi := int64(-1)            // the least size found uncovered
 	for hi < 0 {
@@ -2287,8 +2287,11 @@ func tilesCover(ctx context.Context, lister KeptLister, n int64) (bool, error) {
 		return found, err
 	}
 	err := look(partial, func(k KeptKey) bool {
-		w, err := strconv.Atoi(strings.TrimPrefix(k.Key, partial))
-		return err == nil && w >= width && w < 1<<TileHeight
+		// Only a width written as the ledger writes it: one with a sign
+		// or leading zeros names no tile a reader asks for.
+		s := strings.TrimPrefix(k.Key, partial)
+		w, err := strconv.Atoi(s)
+		return err == nil && strconv.Itoa(w) == s && w >= width && w < 1<<TileHeight
 	})
 	return found, err
 }
