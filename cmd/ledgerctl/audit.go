@@ -982,6 +982,17 @@ func (c *cli) auditLog(o auditOpts) error {
 			return err
 		}
 	}
+	// The bucket before the ledger's latest checkpoint: ledgerd signs a
+	// tree before it publishes it, so a publication between the two
+	// reads leaves the bucket behind what the audit holds it to, never
+	// ahead.
+	var witness *bucketWitness
+	if bucket != nil {
+		witness = &bucketWitness{}
+		if err := witness.read(c, bucket, o.bucket.bucket, keptSize(oldSigned), o.all, o.settle); err != nil {
+			return err
+		}
+	}
 	_, newer, used, err := c.latest(key)
 	if err != nil {
 		return err
@@ -1020,17 +1031,14 @@ func (c *cli) auditLog(o auditOpts) error {
 	}
 	a := &auditor{c: c, verifier: v, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
 		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
+	a.bucket = witness
 	checkRows := c.key != ""
 	var leaves, before int64
 	first := old.Size // --all: every leaf is compared, not only those since the kept checkpoint
 	if o.all {
 		first = 0
 	}
-	if bucket != nil {
-		if err := a.readBucket(bucket, o.bucket.bucket, old, first, o.settle); err != nil {
-			return err
-		}
-	}
+
 	a.ordered = first
 	// Every leaf is read, those before first too: the tiles are public,
 	// so with or without a key, for a second leaf of a row, event or
@@ -1130,7 +1138,7 @@ func (c *cli) auditLog(o auditOpts) error {
 			printf(c.out, "not yet checkable: %s\n", e)
 		}
 	}
-	if err := a.finishBucket(old, used, key != "", o.settle); err != nil {
+	if err := a.finishBucket(old, used, key != ""); err != nil {
 		return err
 	}
 	for _, m := range a.mismatches {

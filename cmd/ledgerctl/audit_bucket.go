@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,29 +74,35 @@ func (c *cli) openBucket(ctx context.Context, o bucketOpts) (*s3.Store, error) {
 }
 
 // bucketWitness is the log as the ledger's bucket holds it, read by the
-// audit: the leaves its level-0 hash tiles cover (hidden versions
-// included), its checkpoints, and every version of its level-0 tiles
-// from the kept checkpoint's tile on, each compared with the ledger's
-// leaf hashes as the audit reads them (compareTile).
+// audit before the ledger's latest checkpoint (ledgerd signs before it
+// publishes, so an honest bucket is never ahead of what the audit reads
+// after it): every version of its level-0 hash tiles, each compared with
+// the ledger's leaf hashes as the audit reads them (compareTile), the
+// leaves they cover without a gap, and its checkpoints.
 type bucketWitness struct {
 	st       *s3.Store
 	name     string
-	covered  int64
-	from     int64                   // the first tile whose versions are compared
+	covered  int64                   // the leaves its tiles cover from leaf 0 without a gap
+	gapAt    int64                   // the first tile past covered that the bucket holds (-1: none)
 	tiles    map[int64][]tileVersion // the versions not compared yet, by tile number
-	versions int                     // versions listed from from on
-	compared int                     // versions compared
+	versions int                     // tile versions listed
+	compared int                     // tile versions compared
 	edge     string                  // the key of the widest tile at the log's right edge
-	hidden   []string                // keys a delete marker hides
-	// checkpoints are the signed checkpoints read: log/checkpoint (or the
-	// newest version a delete marker hides), and the one kept by the size
-	// the tiles cover when there is one.
+	hidden   []string                // keys whose latest version is a delete marker
+	extra    []string                // keys of checkpoints by size whose versions hold other bytes
+	crowded  []string                // tile keys that hold more than maxTileVersions versions
+	live     bool                    // log/checkpoint has a version that is no delete marker
+	// checkpoints are those read (each distinct one once, newest first,
+	// up to maxCheckpointReads without --all) of the versions of
+	// log/checkpoint and of the keys log/checkpoints/<size>; listed
+	// counts them all.
 	checkpoints []bucketCheckpoint
-	mismatches  int // the audit's mismatches before the bucket's
+	listed      int
+	mismatches  int // the audit's mismatches before finishBucket's
 }
 
 type bucketCheckpoint struct {
-	key, version string // version "" for the latest
+	key, version string
 	raw          []byte
 }
 
@@ -106,94 +113,148 @@ type tileVersion struct {
 	size               int64
 }
 
-// errKeptFound ends a listing of a key's versions once it was found.
-var errKeptFound = errors.New("found")
+// maxCheckpointReads bounds the checkpoints the audit reads from the
+// bucket without --all: the newest, one read each. A ledger publishes
+// one a round while its log grows (merkleLog.interval).
+const maxCheckpointReads = 10_000
 
-// kept reads up to max bytes of key's newest version that is not a
-// delete marker, hidden or not (false: the bucket keeps none), and its
-// version when a delete marker hides it ("" when it is the latest).
-func (b *bucketWitness) kept(ctx context.Context, key string, max int64) ([]byte, string, bool, error) {
-	raw, err := b.st.GetRange(ctx, key, 0, max)
-	if err == nil {
-		return raw, "", true, nil
-	}
-	if !errors.Is(err, ledger.ErrNotFound) {
-		return nil, "", false, err
-	}
-	var found *ledger.KeptKey
-	if err := b.st.ListKept(ctx, key, func(k ledger.KeptKey) error {
-		if k.Key != key {
-			return nil
-		}
-		found = &k
-		return errKeptFound
-	}); err != nil && !errors.Is(err, errKeptFound) {
-		return nil, "", false, err
-	}
-	if found == nil {
-		return nil, "", false, nil
-	}
-	raw, err = b.st.GetRangeVersion(ctx, key, found.Version, 0, max)
-	if err != nil {
-		return nil, "", false, err
-	}
-	if found.Hidden && !slices.Contains(b.hidden, key) {
-		b.hidden = append(b.hidden, key)
-	}
-	return raw, found.Version, true, nil
-}
+// maxPastNamed bounds the tile versions past the ledger's log named one
+// by one; the rest are counted.
+const maxPastNamed = 10
 
-// level0 is the tile a key of a level-0 hash tile names ("log/tile/0/…").
+// maxTileVersions bounds the versions of one tile key the audit keeps to
+// compare: the ledger puts a tile once (a publication redone after a
+// crash puts the same bytes, which the bucket takes as no new version),
+// so more are someone else's puts, and a mismatch.
+const maxTileVersions = 8
+
+// level0 is the tile a key of a level-0 hash tile names ("log/tile/0/…"),
+// when it is written as the ledger writes it.
 func level0(key string) (tlog.Tile, bool) {
 	rest, ok := strings.CutPrefix(key, ledger.LogPrefix+"tile/0/")
 	if !ok {
 		return tlog.Tile{}, false
 	}
 	t, err := tlog.ParseTilePath("tile/8/0/" + rest)
-	if err != nil || t.H != tileHeight || t.L != 0 {
+	if err != nil || t.H != tileHeight || t.L != 0 || tileKey(t) != key {
 		return tlog.Tile{}, false
 	}
 	return t, true
 }
 
-// readBucket reads what the bucket holds of the log before the leaves
-// are read: how many leaves its tiles cover (waiting up to settle for
-// them to reach the kept checkpoint: ledgerd publishes after it signs),
-// its checkpoints, and the versions of its level-0 tiles from the kept
-// checkpoint's tile (from first, 0 with --all) on.
-func (a *auditor) readBucket(st *s3.Store, name string, kept proof.Checkpoint, first int64, settle time.Duration) error {
+// tileKey is the bucket's key of a C2SP tile.
+func tileKey(t tlog.Tile) string {
+	return ledger.LogPrefix + strings.Replace(t.Path(), "tile/8/", "tile/", 1)
+}
+
+// keptSize is the size a kept checkpoint says, read before its
+// signature is checked (the audit checks it after): how far the bucket
+// must reach.
+func keptSize(raw []byte) int64 {
+	text, _, ok := strings.Cut(string(raw), "\n\n")
+	if !ok {
+		return 0
+	}
+	cp, err := proof.ParseCheckpoint(text + "\n")
+	if err != nil {
+		return 0
+	}
+	return cp.Size
+}
+
+// read reads what the bucket holds of the log, before the ledger's
+// latest checkpoint is read: every version of its checkpoints and of
+// its level-0 tiles, listed (one request per thousand), and the
+// checkpoints themselves. It waits up to settle for the tiles to cover
+// the kept checkpoint's want leaves. all reads every checkpoint.
+func (b *bucketWitness) read(c *cli, st *s3.Store, name string, want int64, all bool, settle time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout+settle)
 	defer cancel()
-	b := &bucketWitness{st: st, name: name, from: first >> tileHeight, tiles: map[int64][]tileVersion{}, mismatches: len(a.mismatches)}
+	var cps []s3.Version
 	for deadline := time.Now().Add(settle); ; {
+		*b = bucketWitness{st: st, name: name, tiles: map[int64][]tileVersion{}, gapAt: -1}
 		var err error
-		// From 0, not from a checkpoint's size: the tiles are the record,
-		// whatever log/checkpoint says.
-		if b.covered, err = ledger.TilesCovered(ctx, st, 0); err != nil {
+		// The checkpoints first: a publication puts its tiles before
+		// them, so the tiles listed after hold every checkpoint's leaves.
+		if cps, err = b.listCheckpoints(ctx); err != nil {
 			return fmt.Errorf("read the log in the bucket %s: %w", name, err)
 		}
-		if b.covered >= kept.Size || !time.Now().Before(deadline) {
+		if err := b.listTiles(ctx); err != nil {
+			return fmt.Errorf("read the log in the bucket %s: %w", name, err)
+		}
+		if b.covered >= want || !time.Now().Before(deadline) {
 			break
 		}
 		if err := pause(ctx, 500*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	keys := []string{ledger.LogPrefix + "checkpoint"}
-	if b.covered > 0 {
-		keys = append(keys, ledger.LogPrefix+"checkpoints/"+strconv.FormatInt(b.covered, 10))
-	}
-	for _, key := range keys {
-		raw, version, ok, err := b.kept(ctx, key, maxCheckpointBytes)
+	// Each distinct checkpoint once (log/checkpoint's version of a
+	// publication holds the bytes of its log/checkpoints/<size>), newest
+	// first.
+	slices.SortStableFunc(cps, func(x, y s3.Version) int { return y.LastModified.Compare(x.LastModified) })
+	seen := map[string]bool{}
+	for _, v := range cps {
+		if seen[v.ETag] && v.ETag != "" {
+			continue
+		}
+		seen[v.ETag] = true
+		b.listed++
+		if !all && len(b.checkpoints) == maxCheckpointReads {
+			continue
+		}
+		raw, err := st.GetRangeVersion(ctx, v.Key, v.VersionID, 0, maxCheckpointBytes)
 		if err != nil {
-			return fmt.Errorf("read the log in the bucket %s: %w", name, err)
+			return fmt.Errorf("read the bucket's %s (version %s): %w", v.Key, v.VersionID, err)
 		}
-		if ok {
-			b.checkpoints = append(b.checkpoints, bucketCheckpoint{key: key, version: version, raw: raw})
-		}
+		b.checkpoints = append(b.checkpoints, bucketCheckpoint{key: v.Key, version: v.VersionID, raw: raw})
 	}
+	printf(c.out, "bucket %s (read here, Object Lock on): its level-0 tiles cover %d leaves from leaf 0 without a gap; %d versions of them listed, to compare with the ledger's leaves; %d checkpoints listed, %d read\n", name, b.covered, b.versions, b.listed, len(b.checkpoints))
+	return nil
+}
+
+// listCheckpoints lists every version of log/checkpoint and of the keys
+// log/checkpoints/<size>, noting the keys a delete marker hides and the
+// keys by size whose versions hold other bytes (the ledger puts each
+// once; a put again over a delete marker holds the same bytes).
+func (b *bucketWitness) listCheckpoints(ctx context.Context) ([]s3.Version, error) {
+	live, bySize := ledger.LogPrefix+"checkpoint", ledger.LogPrefix+"checkpoints/"
+	var out []s3.Version
+	tags := map[string]string{} // the entity tag of each key by size's first version listed
+	err := b.st.ListVersions(ctx, live, func(v s3.Version) error {
+		if n, ok := strings.CutPrefix(v.Key, bySize); ok {
+			if size, err := strconv.ParseInt(n, 10, 64); err != nil || strconv.FormatInt(size, 10) != n {
+				return nil // not a key the ledger writes
+			}
+		} else if v.Key != live {
+			return nil
+		}
+		if v.DeleteMarker {
+			if v.Latest {
+				b.hidden = append(b.hidden, v.Key)
+			}
+			return nil
+		}
+		if tag, ok := tags[v.Key]; !ok {
+			tags[v.Key] = v.ETag
+		} else if tag != v.ETag && v.Key != live && !slices.Contains(b.extra, v.Key) {
+			b.extra = append(b.extra, v.Key)
+		}
+		b.live = b.live || v.Key == live
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// listTiles lists every version of the level-0 tiles, keeping each one
+// for compareTile (up to maxTileVersions of a key), and finds the leaves
+// they cover from leaf 0 without a gap.
+func (b *bucketWitness) listTiles(ctx context.Context) error {
+	widest := map[int64]int{}
+	versions := map[string]int{}
 	var edge tlog.Tile
-	if err := st.ListVersions(ctx, ledger.LogPrefix+"tile/0/", func(v s3.Version) error {
+	err := b.st.ListVersions(ctx, ledger.LogPrefix+"tile/0/", func(v s3.Version) error {
 		t, ok := level0(v.Key)
 		switch {
 		case !ok:
@@ -206,17 +267,33 @@ func (a *auditor) readBucket(st *s3.Store, name string, kept proof.Checkpoint, f
 		case v.Latest && (t.N > edge.N || t.N == edge.N && t.W > edge.W):
 			edge, b.edge = t, v.Key
 		}
-		if t.N < b.from {
+		if versions[v.Key]++; versions[v.Key] > maxTileVersions {
+			if versions[v.Key] == maxTileVersions+1 {
+				b.crowded = append(b.crowded, v.Key)
+			}
 			return nil
 		}
 		b.versions++
+		widest[t.N] = max(widest[t.N], t.W)
 		b.tiles[t.N] = append(b.tiles[t.N], tileVersion{width: t.W, key: v.Key, version: v.VersionID, etag: v.ETag, size: v.Size})
 		return nil
-	}); err != nil {
-		return fmt.Errorf("read the log in the bucket %s: %w", name, err)
+	})
+	if err != nil {
+		return err
 	}
-	printf(a.c.out, "bucket %s (read here, Object Lock on): its tiles cover %d leaves; %d versions of its level-0 tiles from leaf %d on, to compare with the ledger's leaves\n", name, b.covered, b.versions, b.from<<tileHeight)
-	a.bucket = b
+	n := int64(0)
+	for widest[n] == 1<<tileHeight {
+		n++
+	}
+	b.covered = n<<tileHeight + int64(widest[n])
+	if widest[n] > 0 {
+		n++
+	}
+	for m := range widest {
+		if m >= n && (b.gapAt < 0 || m < b.gapAt) {
+			b.gapAt = m
+		}
+	}
 	return nil
 }
 
@@ -273,9 +350,9 @@ func (a *auditor) compareTile(n int64, hs []tlog.Hash) error {
 }
 
 // finishBucket ends the comparison with the bucket once every leaf was
-// read: tiles past the ledger's log, the checkpoints against the
+// read: tiles past the ledger's log, a gap, the checkpoints against the
 // ledger's tree, their locks, and what a delete marker hides.
-func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool, settle time.Duration) error {
+func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool) error {
 	b := a.bucket
 	if b == nil {
 		return nil
@@ -284,39 +361,43 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool,
 	defer cancel()
 	out := a.c.out
 	newer := a.newer
-	past := slices.Sorted(func(yield func(int64) bool) {
-		for n := range b.tiles {
-			if !yield(n) {
-				return
+	b.mismatches = len(a.mismatches)
+	past := 0
+	for _, n := range slices.Sorted(maps.Keys(b.tiles)) {
+		for _, v := range b.tiles[n] {
+			if past++; past <= maxPastNamed {
+				a.mismatch("the bucket's %s (version %s) holds leaves from %d on, past the ledger's latest checkpoint (size %d): the ledger's log was rolled back, or is not the one it published", v.key, v.version, n<<tileHeight, newer.Size)
 			}
 		}
-	})
-	for _, n := range past {
-		for _, v := range b.tiles[n] {
-			a.mismatch("the bucket's %s (version %s) holds leaves from %d on, past the ledger's latest checkpoint (size %d): the ledger's log was rolled back, or is not the one it published", v.key, v.version, n<<tileHeight, newer.Size)
-		}
 	}
-	if b.covered > proof.MaxSize {
-		a.mismatch("the bucket's tiles cover %d leaves, more than any log reaches", b.covered)
+	if past > maxPastNamed {
+		a.mismatch("and %d more versions of the bucket's tiles past the ledger's latest checkpoint", past-maxPastNamed)
+	}
+	gap := ""
+	if b.gapAt >= 0 {
+		gap = fmt.Sprintf(" (it holds no tile of leaf %d, and holds tiles from leaf %d on)", b.covered, b.gapAt<<tileHeight)
 	}
 	if kept.Size > b.covered {
-		a.mismatch("the bucket's tiles cover %d leaves, fewer than the kept checkpoint's %d (waited %s): ledgerd has not published its log to this bucket since (its /readyz says why), or publishes it to another", b.covered, kept.Size, settle)
+		a.mismatch("the bucket's tiles cover %d leaves from leaf 0%s, fewer than the kept checkpoint's %d: ledgerd has not published its log to this bucket since (its /readyz says why), or publishes it to another, or tiles it published are gone", b.covered, gap, kept.Size)
 	}
-	if len(b.checkpoints) == 0 && b.covered > 0 {
-		a.mismatch("the bucket keeps no checkpoint of the log its tiles hold, neither log/checkpoint nor log/checkpoints/%d", b.covered)
+	for _, k := range b.extra {
+		a.mismatch("the bucket's %s holds versions of other bytes: the ledger puts it once, so someone else put the others", k)
 	}
+	for _, k := range b.crowded {
+		a.mismatch("the bucket's %s holds more than %d versions (the first %d compared): the ledger puts it once, so someone else put the others", k, maxTileVersions, maxTileVersions)
+	}
+	var largest proof.Checkpoint
 	for _, bc := range b.checkpoints {
 		cp, err := proof.Open(bc.raw, key)
 		if err != nil {
-			a.mismatch("the bucket's %s does not verify with %s: %v", bc.key, keySource(keyGiven), err)
+			a.mismatch("the bucket's %s (version %s) does not verify with %s: %v", bc.key, bc.version, keySource(keyGiven), err)
 			continue
 		}
-		printf(out, "the bucket's %s: size %d, root %s\n", bc.key, cp.Size, rootText(cp.Hash))
 		switch {
-		case cp.Size > b.covered:
-			a.mismatch("the bucket's %s has %d leaves, more than its tiles cover (%d): tiles it was published with are gone", bc.key, cp.Size, b.covered)
 		case cp.Size > newer.Size:
-			a.mismatch("the bucket's %s, signed with the log's key, has %d leaves, more than the ledger's latest checkpoint (%d): the ledger's log was rolled back", bc.key, cp.Size, newer.Size)
+			a.mismatch("the bucket's %s (version %s), signed with the log's key, has %d leaves, more than the ledger's latest checkpoint (%d): the ledger's log was rolled back", bc.key, bc.version, cp.Size, newer.Size)
+		case cp.Size > b.covered:
+			a.mismatch("the bucket's %s (version %s) has %d leaves, more than its tiles cover from leaf 0%s (%d): tiles it was published with are gone", bc.key, bc.version, cp.Size, gap, b.covered)
 		default:
 			root, err := tlog.TreeHash(cp.Size, a.hashes)
 			var fetch *fetchError
@@ -326,20 +407,31 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool,
 			case err != nil:
 				a.mismatch("the ledger's tiles at the size of the bucket's %s (%d): %v", bc.key, cp.Size, err)
 			case root != cp.Hash:
-				a.mismatch("the bucket's %s, signed with the log's key, has root %s at size %d, and the ledger's log %s: the ledger signed two histories", bc.key, rootText(cp.Hash), cp.Size, rootText(root))
-			}
-		}
-		// A version read from behind a delete marker is a mismatch
-		// already; its lock is not read (not every S3 server reports the
-		// lock of a version that is not its key's latest).
-		if bc.version == "" {
-			if err := a.lockedForGood(ctx, b.st, bc.key); err != nil {
-				return err
+				a.mismatch("the bucket's %s (version %s), signed with the log's key, has root %s at size %d, and the ledger's log %s: the ledger signed two histories", bc.key, bc.version, rootText(cp.Hash), cp.Size, rootText(root))
+			case cp.Size >= largest.Size:
+				largest = cp
 			}
 		}
 	}
-	if b.edge != "" && !slices.Contains(b.hidden, b.edge) {
-		if err := a.lockedForGood(ctx, b.st, b.edge); err != nil {
+	if largest.Size > 0 {
+		printf(out, "bucket: its largest checkpoint read, of the ledger's log: size %d, root %s\n", largest.Size, rootText(largest.Hash))
+	}
+	// The latest version of each key the check relies on must be locked
+	// for good. A key a delete marker hides is a mismatch already; its
+	// lock is not read (not every S3 server reports the lock of a
+	// version that is not its key's latest).
+	locked := []string{b.edge}
+	if largest.Size > 0 {
+		locked = append(locked, ledger.LogPrefix+"checkpoints/"+strconv.FormatInt(largest.Size, 10))
+	}
+	if b.live {
+		locked = append(locked, ledger.LogPrefix+"checkpoint")
+	}
+	for _, k := range locked {
+		if k == "" || slices.Contains(b.hidden, k) {
+			continue
+		}
+		if err := a.lockedForGood(ctx, b.st, k); err != nil {
 			return err
 		}
 	}
@@ -347,10 +439,13 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool,
 	for _, h := range b.hidden {
 		a.mismatch("a delete marker hides the bucket's %s: someone with delete access to the bucket removed it from sight (its locked versions stay behind the marker, and were read)", h)
 	}
-	printf(out, "bucket: %d versions of its level-0 tiles from leaf %d on compared with the ledger's leaf hashes (the kept checkpoint's leaves before were compared by the audit that kept it; --all compares every one)\n", b.compared, b.from<<tileHeight)
+	printf(out, "bucket: %d versions of its level-0 tiles compared with the ledger's leaf hashes, from leaf 0\n", b.compared)
+	if left := b.listed - len(b.checkpoints); left > 0 {
+		printf(out, "bucket: %d of its %d checkpoints read, the newest; %d older ones not read (--all reads every one)\n", len(b.checkpoints), b.listed, left)
+	}
 	a.bucketFailed = len(a.mismatches) > b.mismatches
 	if !a.bucketFailed {
-		printf(out, "bucket: every version of its level-0 tiles from leaf %d on holds the ledger's leaves, and its checkpoints are of the ledger's log (latest checkpoint size %d)\n", b.from<<tileHeight, newer.Size)
+		printf(out, "bucket: every version of its tiles holds the ledger's leaves, and every checkpoint read is of the ledger's log; it holds the log to %d leaves, the largest checkpoint read %d, the ledger's latest checkpoint %d\n", b.covered, largest.Size, newer.Size)
 	}
 	return nil
 }

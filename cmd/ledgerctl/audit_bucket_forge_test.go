@@ -151,15 +151,31 @@ func (b *memBucket) publish(t *testing.T, l *memLog, from int64, level0Only bool
 
 // witness compares the bucket with served, the log a ledger shows, from
 // the kept checkpoint on, as the audit does around its reading of the
-// leaves.
+// leaves: the bucket read first, then the ledger's log.
 func (b *memBucket) witness(t *testing.T, served *memLog, kept proof.Checkpoint) (string, []string) {
 	t.Helper()
+	w, out := b.read(t, kept, false)
+	return b.compare(t, w, out, served, kept)
+}
+
+// read reads the bucket as the audit does before the ledger's latest
+// checkpoint; all reads every checkpoint.
+func (b *memBucket) read(t *testing.T, kept proof.Checkpoint, all bool) (*bucketWitness, *bytes.Buffer) {
+	t.Helper()
 	var out bytes.Buffer
-	newer, _ := served.checkpoint(t)
-	a := &auditor{c: &cli{out: &out}, newer: newer, hashes: served}
-	if err := a.readBucket(b.st, b.name, kept, kept.Size, 0); err != nil {
+	w := &bucketWitness{}
+	if err := w.read(&cli{out: &out}, b.st, b.name, kept.Size, all, 0); err != nil {
 		t.Fatal(err)
 	}
+	return w, &out
+}
+
+// compare holds the bucket w read to served, as the audit does once it
+// read the ledger's latest checkpoint.
+func (b *memBucket) compare(t *testing.T, w *bucketWitness, out *bytes.Buffer, served *memLog, kept proof.Checkpoint) (string, []string) {
+	t.Helper()
+	newer, _ := served.checkpoint(t)
+	a := &auditor{c: &cli{out: out}, newer: newer, hashes: served, bucket: w}
 	for n := int64(0); n<<tileHeight < newer.Size; n++ {
 		var idx []int64
 		for i := n << tileHeight; i < min((n+1)<<tileHeight, newer.Size); i++ {
@@ -173,7 +189,7 @@ func (b *memBucket) witness(t *testing.T, served *memLog, kept proof.Checkpoint)
 			t.Fatal(err)
 		}
 	}
-	if err := a.finishBucket(kept, served.key, true, 0); err != nil {
+	if err := a.finishBucket(kept, served.key, true); err != nil {
 		t.Fatal(err)
 	}
 	return out.String(), a.mismatches
@@ -254,8 +270,8 @@ func TestBucketOfAnHonestLogAtEveryEdge(t *testing.T) {
 }
 
 // Tiles put at sizes far past the log (one object for each power of
-// two) make the bucket's tiles cover more leaves than any log reaches:
-// mismatches, found without memory in proportion to that size.
+// two, to 2^50 leaves) are mismatches, the first named and the rest
+// counted, found without memory in proportion to the leaves they name.
 func TestBucketTilesFarPastTheLog(t *testing.T) {
 	b := newMemBucket(t)
 	l := newMemLog(t).grow(t, 100, "leaf ")
@@ -271,9 +287,119 @@ func TestBucketTilesFarPastTheLog(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	out, mm := b.witness(t, l, kept)
 	runtime.ReadMemStats(&after)
-	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "more than any log reaches")
+	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "log/tile/0/001 (version ")
 	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "past the ledger's latest checkpoint (size 100)")
+	wantMismatch(t, "tiles to 2^50 leaves", out, mm, "and 32 more versions of the bucket's tiles past the ledger's latest checkpoint")
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 		t.Errorf("comparing a bucket whose tiles cover 2^50 leaves allocated %d MiB", alloc>>20)
 	}
+}
+
+// putTile puts level-0 tile n of l at width w, under key ("" for the
+// ledger's key of it).
+func (b *memBucket) putTile(t *testing.T, l *memLog, n int64, w int, key string) {
+	t.Helper()
+	tl := tlog.Tile{H: tileHeight, L: 0, N: n, W: w}
+	data, err := tlog.ReadTileData(tl, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key == "" {
+		key = c2spKey(tl)
+	}
+	b.put(t, key, data)
+}
+
+// The leaves the bucket holds are those its tiles, named as the ledger
+// names them, cover from leaf 0 without a gap: a partial tile whose width
+// is written with a leading zero or a sign, or tiles past a missing one,
+// hold nothing of a kept checkpoint's tree, which two forks past what
+// was published could each extend.
+func TestBucketCoversNoLeavesByOddNamesOrPastAGap(t *testing.T) {
+	t.Run("odd names", func(t *testing.T) {
+		for _, odd := range []string{"log/tile/0/001.p/0244", "log/tile/0/001.p/+244"} {
+			b := newMemBucket(t)
+			honest := newMemLog(t).grow(t, 300, "leaf ")
+			b.publish(t, honest, 0, false)
+			b.put(t, odd, []byte("anything"))
+			fork := honest.fork(300).grow(t, 500, "B ")
+			kept, _ := fork.checkpoint(t)
+			out, mm := b.witness(t, fork, kept)
+			wantMismatch(t, odd, out, mm, "the bucket's tiles cover 300 leaves from leaf 0, fewer than the kept checkpoint's 500")
+		}
+	})
+	t.Run("a gap", func(t *testing.T) {
+		b := newMemBucket(t)
+		honest := newMemLog(t).grow(t, 256, "leaf ")
+		b.publish(t, honest, 0, false)
+		fork := honest.fork(256).grow(t, 1024, "leaf ")
+		for _, n := range []int64{1, 3} {
+			b.putTile(t, fork, n, 256, "")
+		}
+		kept, _ := fork.fork(1000).checkpoint(t)
+		out, mm := b.witness(t, fork, kept)
+		wantMismatch(t, "tiles 0, 1 and 3", out, mm, "the bucket's tiles cover 512 leaves from leaf 0 (it holds no tile of leaf 512, and holds tiles from leaf 768 on), fewer than the kept checkpoint's 1000")
+	})
+}
+
+// Versions put after an audit, of tiles before its kept checkpoint's or
+// of checkpoints of another tree, are compared by the next audit: every
+// version of every tile, and every checkpoint listed (the newest
+// maxCheckpointReads).
+func TestBucketVersionsPutBeforeTheKeptCheckpoint(t *testing.T) {
+	t.Run("tiles", func(t *testing.T) {
+		b := newMemBucket(t)
+		ledger := newMemLog(t).grow(t, 300, "leaf ")
+		b.publish(t, ledger, 0, false)
+		ledger.grow(t, 1000, "leaf ")
+		kept, raw := ledger.checkpoint(t)
+		other := ledger.fork(300).grow(t, 400, "other ").grow(t, 1000, "leaf ")
+		for _, n := range []int64{1, 2} {
+			b.putTile(t, other, n, 256, "")
+		}
+		b.putTile(t, ledger, 3, 1000-768, "")
+		_, rawOther := other.checkpoint(t)
+		b.put(t, "log/checkpoint", rawOther)
+		b.put(t, "log/checkpoints/1000", raw)
+		b.put(t, "log/checkpoint", raw)
+		out, mm := b.witness(t, ledger, kept)
+		wantMismatch(t, "another tree's tiles before the kept checkpoint's", out, mm, "log/tile/0/001 (version ")
+		wantMismatch(t, "another tree's tiles before the kept checkpoint's", out, mm, "holds another hash of leaf 300 than the ledger's log")
+		wantMismatch(t, "another tree's checkpoint", out, mm, "the ledger signed two histories")
+	})
+	t.Run("checkpoints", func(t *testing.T) {
+		b := newMemBucket(t)
+		ledger := newMemLog(t).grow(t, 300, "leaf ")
+		b.publish(t, ledger, 0, false)
+		kept, raw := ledger.checkpoint(t)
+		other := ledger.fork(100).grow(t, 200, "other ")
+		_, rawOther := other.checkpoint(t)
+		b.put(t, "log/checkpoint", rawOther)
+		b.put(t, "log/checkpoints/200", rawOther)
+		b.put(t, "log/checkpoints/300", rawOther)
+		b.put(t, "log/checkpoint", raw)
+		out, mm := b.witness(t, ledger, kept)
+		wantMismatch(t, "another tree's checkpoint of 200 leaves", out, mm, "at size 200, and the ledger's log")
+		wantMismatch(t, "another version of log/checkpoints/300", out, mm, "the bucket's log/checkpoints/300 holds versions of other bytes")
+	})
+}
+
+// A publication between the audit's reading of the bucket and of the
+// ledger's latest checkpoint leaves the bucket behind what the audit
+// holds it to: no mismatch. A tile put again and again is one.
+func TestBucketReadBeforeTheLedgersLatest(t *testing.T) {
+	b := newMemBucket(t)
+	l := newMemLog(t).grow(t, 300, "leaf ")
+	b.publish(t, l, 0, false)
+	kept, _ := l.checkpoint(t)
+	w, out := b.read(t, kept, false)
+	b.publish(t, l.grow(t, 400, "leaf "), 300, false)
+	if text, mm := b.compare(t, w, out, l, kept); len(mm) != 0 {
+		t.Errorf("published between the two reads: %q\n%s", mm, text)
+	}
+	for range maxTileVersions + 2 {
+		b.putTile(t, l, 1, 400-256, "")
+	}
+	out2, mm := b.witness(t, l, kept)
+	wantMismatch(t, "a tile put again and again", out2, mm, "the bucket's log/tile/0/001.p/144 holds more than 8 versions (the first 8 compared): the ledger puts it once")
 }

@@ -530,10 +530,11 @@ row must still be held (or be swept), and each dispute event a row shows must ha
 leaf (one not yet in the log is printed as not yet checkable while it is newer than the
 audited tree's latest leaf). Without a key the log is checked without comparing rows,
 and the last line says so (exit 0). With --s3-*, the log ledgerd publishes to its
-bucket is read from the bucket itself: every version of its level-0 tiles from the kept
-checkpoint's on must hold the ledger's leaves, its checkpoints must verify, be of the
-ledger's log and be locked under COMPLIANCE, and it must reach the kept checkpoint (a
-ledger that shows another history than it published fails).`,
+bucket is read from the bucket itself, before the ledger's latest checkpoint: every
+version of its level-0 tiles must hold the ledger's leaves and cover the kept checkpoint
+without a gap, and its checkpoints (the newest 10,000; --all: every one) must verify, be
+of the ledger's log and be locked under COMPLIANCE (a ledger that shows another history
+than it published fails).`,
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "none (comparing rows: support, auditor or admin)", annKeyOptional: "yes"},
 		RunE: c.online(func([]string) error { return c.logAudit(o) }),
 	}

@@ -18,6 +18,7 @@ type Version struct {
 	// customer's or KMS key, as the ledger puts its own.
 	ETag         string
 	Size         int64
+	LastModified time.Time
 	DeleteMarker bool
 	// Latest reports that the version is its key's latest: a delete
 	// marker that is hides the key from a read by name.
@@ -49,7 +50,7 @@ func (s *Store) ListVersions(ctx context.Context, prefix string, fn func(Version
 		if read++; read > maxKeptEntries {
 			return fmt.Errorf("list the versions under %s: more than %d", prefix, maxKeptEntries)
 		}
-		v := Version{Key: o.Key, VersionID: o.VersionID, ETag: strings.Trim(o.ETag, `"`), Size: o.Size, DeleteMarker: o.IsDeleteMarker, Latest: o.IsLatest}
+		v := Version{Key: o.Key, VersionID: o.VersionID, ETag: strings.Trim(o.ETag, `"`), Size: o.Size, LastModified: o.LastModified, DeleteMarker: o.IsDeleteMarker, Latest: o.IsLatest}
 		if fnErr = fn(v); fnErr != nil {
 			return fnErr
 		}
