@@ -62,15 +62,22 @@ func (f *s3Fixture) client(t *testing.T) *minio.Client {
 	return c
 }
 
+// keep saves the ledger's latest checkpoint, as an auditor keeps it, and
+// returns its file.
+func (f *s3Fixture) keep(t *testing.T) string {
+	t.Helper()
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
+	}
+	return kept
+}
+
 // published waits until the bucket's log/checkpoint has at least the
 // leaves of the ledger's latest checkpoint.
 func (f *s3Fixture) published(t *testing.T, bucket, key string) {
 	t.Helper()
-	kept := filepath.Join(t.TempDir(), "latest.checkpoint")
-	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
-	}
-	raw, err := os.ReadFile(kept)
+	raw, err := os.ReadFile(f.keep(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +121,7 @@ func TestAuditReadsTheLogInTheBucket(t *testing.T) {
 	f := startOnS3(t)
 	key := f.verifierKey(t)
 	f.logged(t, f.rowID)
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
-	}
+	kept := f.keep(t)
 	f.logged(t, f.append(t, pacttest.Spec{User: "acct-3", Target: "C-3"}))
 	f.published(t, f.bucket, key)
 
@@ -219,10 +223,7 @@ func TestAuditFindsALedgerThatShowsAnotherHistoryThanItsBucket(t *testing.T) {
 	f := startOnS3(t)
 	key := f.verifierKey(t)
 	f.logged(t, f.rowID)
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
-	}
+	kept := f.keep(t)
 	f.stop()
 	backup := filepath.Join(t.TempDir(), "data")
 	if err := os.CopyFS(backup, os.DirFS(f.cfg.DataDir)); err != nil {
@@ -284,10 +285,7 @@ func TestAuditFindsALedgerBehindItsBucket(t *testing.T) {
 	f := startOnS3(t)
 	key := f.verifierKey(t)
 	f.logged(t, f.rowID)
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
-	}
+	kept := f.keep(t)
 	old, err := os.ReadFile(kept)
 	if err != nil {
 		t.Fatal(err)
