@@ -499,8 +499,9 @@ func writeTimeIssuer(r *Row) string {
 
 // issuerInACutDetail is the issuer a delegation token is held to when
 // run again, where its write-time check failed on its issuer and the
-// detail that named it was cut.
-const issuerInACutDetail = "urn:pactledger:reverify:the-issuer-a-cut-detail-named"
+// detail that named it was cut. It ends in a byte no token's iss holds
+// (a JSON string decodes to valid UTF-8), so no token carries it.
+const issuerInACutDetail = "urn:pactledger:reverify:the-issuer-a-cut-detail-named\xff"
 
 func (s *snapshotSource) Agent(_ context.Context, iss string, _ bool) (verifier.Signer, error) {
 	if s.agentKeys == nil || iss != s.agent {

@@ -135,4 +135,21 @@ func TestReverifyOfATokenFailedOnALongIssuer(t *testing.T) {
 	if !rv.Same {
 		t.Errorf("the row with its detail cut before the issuer it was held to, run again: %v", rv.Differences)
 	}
+
+	// A token whose iss is any string the re-run could hold it to fails
+	// again all the same.
+	r = h.sc.Mint(pacttest.Spec{Target: "A-4"})
+	r.TokenClaims["iss"] = "urn:pactledger:reverify:the-issuer-a-cut-detail-named"
+	h.sc.Resign(r)
+	row, _ = h.append(t, in(r))
+	rv = reverifyOf(t, h, row.ID, h.sc.Audience, func(r *ledger.Row) {
+		for i, c := range r.Verifier.Checks {
+			if c.Name == verifier.CheckDelegationToken {
+				r.Verifier.Checks[i].Detail = `iss "urn:pactledger:reverify:the-issuer-a-cut-detail-named" is not the brand's authorization server "https://provider.example.com/` + strings.Repeat("b", 2000) + `… (40 bytes more)`
+			}
+		}
+	})
+	if !rv.Same {
+		t.Errorf("a token whose iss names the issuer a cut detail is held to, run again: %v", rv.Differences)
+	}
 }
