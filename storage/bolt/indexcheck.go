@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -50,7 +52,7 @@ func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
 		f := ledger.IndexFinding{RowID: id}
 		if s := t.seqOf(id); s != nil && binary.BigEndian.Uint64(s) == n {
 			good.set(n)
-			if err := t.checkEntries(r, k, cursors, fn); err != nil {
+			if err := t.checkEntries(r, k, listed.has(n), cursors, fn); err != nil {
 				return err
 			}
 			if listed.has(n) {
@@ -84,20 +86,25 @@ func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
 	return nil
 }
 
-// checkEntries reports each index of row r's values (indexEntries;
-// the time index apart, which CheckIndexes reads whole) with no entry of
-// it at number seq, once an index: the lookups through that index miss
-// the row. A row whose issue time is not an int64 of nanoseconds is
-// skipped: versions before keyed it by UnixNano's undefined answer.
-func (t *tx) checkEntries(r *ledger.Row, seq []byte, cursors map[string]*bolt.Cursor, fn func(ledger.IndexFinding) error) error {
+// checkEntries reports each index of row r's values (indexEntries) with
+// no entry of it at number seq, once an index: the lookups through that
+// index miss the row. The time index is checked here only for where its
+// entry is (listed: CheckIndexes found one of the number), since a
+// record with none at all is reported as unlisted. A row whose issue
+// time is not an int64 of nanoseconds has its entries where this version
+// keys them (the time clamped) or where versions before did (UnixNano's
+// undefined answer, at least 0); a value holding U+FFFD may have been
+// keyed by bytes that were not UTF-8, which the record no longer holds,
+// and is not judged.
+func (t *tx) checkEntries(r *ledger.Row, seq []byte, listed bool, cursors map[string]*bolt.Cursor, fn func(ledger.IndexFinding) error) error {
+	at := []posting{indexPosting(r.IssuedAt, seq)}
 	if !nanosDefined(r.IssuedAt) {
-		return nil
+		at = append(at, posting{uint64(max(r.IssuedAt.UnixNano(), 0)), at[0].seq})
 	}
-	p := indexPosting(r.IssuedAt, seq)
 	var reported []string
 	for _, e := range indexEntries(r) {
 		name := string(e.bucket)
-		if name == string(ixTime) || slices.Contains(reported, name) {
+		if name == string(ixTime) && !listed || slices.Contains(reported, name) {
 			continue
 		}
 		c := cursors[name]
@@ -105,11 +112,15 @@ func (t *tx) checkEntries(r *ledger.Row, seq []byte, cursors map[string]*bolt.Cu
 			c = t.b(e.bucket).Cursor()
 			cursors[name] = c
 		}
-		ok, err := hasEntry(c, indexPrefix(e.value), p)
-		if err != nil {
-			return fmt.Errorf("check indexes: %s of row %s: %w", name, r.ID, err)
+		found := false
+		for _, p := range at {
+			ok, err := hasEntry(c, indexPrefix(e.value), p)
+			if err != nil {
+				return fmt.Errorf("check indexes: %s of row %s: %w", name, r.ID, err)
+			}
+			found = found || ok
 		}
-		if ok {
+		if found || strings.ContainsRune(e.value, utf8.RuneError) {
 			continue
 		}
 		reported = append(reported, name)
