@@ -95,7 +95,7 @@ func (a *auditor) checkLookups(all bool) error {
 	}
 	line := fmt.Sprintf("lookups: %s, %s and %s looked up as support and auditors do (ListRows by each), every listed row of each checked to be found", plural(counts[0], "customer"), plural(counts[1], "order"), plural(counts[2], "grant"))
 	if left > 0 {
-		line += fmt.Sprintf("; %d of older rows not looked up (--all looks up every one)", left)
+		line += fmt.Sprintf("; %d customers, orders and grants of older rows not looked up (--all looks up every one)", left)
 	}
 	fmt.Fprintln(a.c.out, line)
 	return nil
