@@ -202,7 +202,7 @@ type LogConfig struct {
 	// MaxBatch caps leaves per extension; default 4096.
 	MaxBatch int
 	// TileRetention is how long tiles and checkpoints are retained in
-	// write-once storage; default 10 years.
+	// write-once storage; default DefaultTileRetention.
 	TileRetention time.Duration
 	// KeepPublished keeps every leaf and stored hash in the row store.
 	// By default a store that can (LogPruner) drops those of each full
@@ -354,7 +354,7 @@ func (l *Ledger) EnableLog(cfg LogConfig) error {
 		cfg.MaxBatch = 4096
 	}
 	if cfg.TileRetention <= 0 {
-		cfg.TileRetention = 10 * 365 * 24 * time.Hour
+		cfg.TileRetention = DefaultTileRetention
 	}
 	var v note.Verifier = keyNamed{cfg.Signer}
 	if cfg.VerifierKey != "" {
@@ -1654,6 +1654,10 @@ func (l *Ledger) logHead(ctx context.Context) (size int64, cp []byte, err error)
 	})
 	return size, cp, err
 }
+
+// DefaultTileRetention is how long the log's tiles and checkpoints are
+// retained in write-once storage from their put: 10 years (of 365 days).
+const DefaultTileRetention = 10 * 365 * 24 * time.Hour
 
 // Tile paths (C2SP tlog-tiles): tile/<L>/<N>[.p/<W>] for hashes,
 // tile/entries/<N>[.p/<W>] for entry bundles, under LogPrefix in

@@ -88,6 +88,7 @@ type bucketWitness struct {
 	versions int                     // tile versions listed
 	compared int                     // tile versions compared
 	edge     string                  // the key of the widest tile at the log's right edge
+	widest   map[int64]int           // the widest version of each tile, by number
 	hidden   []string                // keys whose latest version is a delete marker
 	extra    []string                // keys of checkpoints by size whose versions hold other bytes
 	crowded  []string                // tile keys that hold more than maxTileVersions versions
@@ -252,6 +253,7 @@ func (b *bucketWitness) listCheckpoints(ctx context.Context) ([]s3.Version, erro
 // they cover from leaf 0 without a gap.
 func (b *bucketWitness) listTiles(ctx context.Context) error {
 	widest := map[int64]int{}
+	b.widest = widest
 	versions := map[string]int{}
 	var edge tlog.Tile
 	err := b.st.ListVersions(ctx, ledger.LogPrefix+"tile/0/", func(v s3.Version) error {
@@ -417,10 +419,16 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool)
 		printf(out, "bucket: its largest checkpoint read, of the ledger's log: size %d, root %s\n", largest.Size, rootText(largest.Hash))
 	}
 	// The latest version of each key the check relies on must be locked
-	// for good. A key a delete marker hides is a mismatch already; its
+	// for good: the log's right edge, its first tile, the kept
+	// checkpoint's last tile, and the checkpoints. A key a delete marker hides is a mismatch already; its
 	// lock is not read (not every S3 server reports the lock of a
 	// version that is not its key's latest).
 	locked := []string{b.edge}
+	for _, n := range []int64{0, max(kept.Size-1, 0) >> tileHeight} {
+		if w := b.widest[n]; w > 0 && !slices.Contains(locked, tileKey(tlog.Tile{H: tileHeight, L: 0, N: n, W: w})) {
+			locked = append(locked, tileKey(tlog.Tile{H: tileHeight, L: 0, N: n, W: w}))
+		}
+	}
 	if largest.Size > 0 {
 		locked = append(locked, ledger.LogPrefix+"checkpoints/"+strconv.FormatInt(largest.Size, 10))
 	}
@@ -450,12 +458,19 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool)
 	return nil
 }
 
+// lockSlack is how much shorter than ledger.DefaultTileRetention from
+// its put a lock may be: the ledger dates a put by its clock, checked
+// against the bucket's within minutes.
+const lockSlack = 24 * time.Hour
+
 // lockedForGood finds a mismatch in a key of the log whose latest
-// version the bucket keeps under anything less than COMPLIANCE retention
-// in force: a version anyone may delete (none, or past its date) or
-// whoever may bypass GOVERNANCE may.
+// version the bucket keeps under less than the ledger puts it under:
+// COMPLIANCE retention for ledger.DefaultTileRetention from its put. A
+// version anyone may delete (none, or past its date), whoever may bypass
+// GOVERNANCE may, or one locked for less, which whoever put it so can
+// remove once its lock ends, with a rewritten log put in its place.
 func (a *auditor) lockedForGood(ctx context.Context, st *s3.Store, key string) error {
-	mode, until, err := st.Retention(ctx, key, "")
+	mode, until, put, err := st.Retention(ctx, key, "")
 	if err != nil {
 		return err
 	}
@@ -464,6 +479,8 @@ func (a *auditor) lockedForGood(ctx context.Context, st *s3.Store, key string) e
 		a.mismatch("the bucket's %s is under no retention: anyone who may delete in the bucket can remove it", key)
 	case mode != "COMPLIANCE":
 		a.mismatch("the bucket's %s is under %s retention until %s, not COMPLIANCE: whoever may bypass it can remove it", key, mode, until.Format(time.RFC3339))
+	case until.Sub(put) < ledger.DefaultTileRetention-lockSlack:
+		a.mismatch("the bucket's %s, put at %s, is retained until %s only, not the %d years the ledger retains what it publishes for: whoever put it so can remove it then, and put a rewritten log in its place", key, put.Format(time.RFC3339), until.Format(time.RFC3339), int(ledger.DefaultTileRetention/(365*24*time.Hour)))
 	case !until.After(time.Now()):
 		a.mismatch("the bucket's %s was retained until %s only: it can be removed now", key, until.Format(time.RFC3339))
 	}

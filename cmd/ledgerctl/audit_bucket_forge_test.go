@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/pactledger/pactledger/internal/s3test"
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/storage/s3"
 )
@@ -116,7 +117,7 @@ func newMemBucket(t *testing.T) *memBucket {
 // put puts a version of key under COMPLIANCE, as the ledger puts its own.
 func (b *memBucket) put(t *testing.T, key string, data []byte) {
 	t.Helper()
-	if _, err := b.c.PutObject(context.Background(), b.name, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{Mode: minio.Compliance, RetainUntilDate: time.Now().Add(24 * time.Hour), SendContentMd5: true, DisableMultipart: true}); err != nil {
+	if _, err := b.c.PutObject(context.Background(), b.name, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{Mode: minio.Compliance, RetainUntilDate: time.Now().Add(ledger.DefaultTileRetention), SendContentMd5: true, DisableMultipart: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -402,4 +403,21 @@ func TestBucketReadBeforeTheLedgersLatest(t *testing.T) {
 	}
 	out2, mm := b.witness(t, l, kept)
 	wantMismatch(t, "a tile put again and again", out2, mm, "the bucket's log/tile/0/001.p/144 holds more than 8 versions (the first 8 compared): the ledger puts it once")
+}
+
+// Versions locked for less than the ledger locks what it publishes for
+// can be removed once their lock ends and a rewritten log put in their
+// place: the tiles and checkpoints the check relies on are mismatches
+// when locked so.
+func TestBucketLockedForLessThanTheLedgerLocks(t *testing.T) {
+	b := newMemBucket(t)
+	l := newMemLog(t).grow(t, 300, "leaf ")
+	b.publish(t, l, 0, false)
+	kept, raw := l.checkpoint(t)
+	if _, err := b.c.PutObject(context.Background(), b.name, "log/checkpoint", bytes.NewReader(raw), int64(len(raw)), minio.PutObjectOptions{Mode: minio.Compliance, RetainUntilDate: time.Now().Add(time.Hour), SendContentMd5: true, DisableMultipart: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, mm := b.witness(t, l, kept)
+	wantMismatch(t, "log/checkpoint locked for an hour", out, mm, "the bucket's log/checkpoint, put at ")
+	wantMismatch(t, "log/checkpoint locked for an hour", out, mm, "not the 10 years the ledger retains what it publishes for")
 }

@@ -27,9 +27,9 @@ func TestRetentionSaysWhatAVersionIsLockedUnder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, version := range []string{loc.VersionID, ""} {
-		mode, got, err := st.Retention(ctx, "log/checkpoint", version)
-		if err != nil || mode != "COMPLIANCE" || !got.Equal(until) {
-			t.Fatalf("retention of version %q: %q until %v, %v; want COMPLIANCE until %v", version, mode, got, err, until)
+		mode, got, put, err := st.Retention(ctx, "log/checkpoint", version)
+		if err != nil || mode != "COMPLIANCE" || !got.Equal(until) || time.Since(put) > time.Minute || time.Until(put) > time.Minute {
+			t.Fatalf("retention of version %q: %q until %v, put %v, %v; want COMPLIANCE until %v, put now", version, mode, got, put, err, until)
 		}
 	}
 	c := rawClient(t)
@@ -37,13 +37,13 @@ func TestRetentionSaysWhatAVersionIsLockedUnder(t *testing.T) {
 	if _, err := c.PutObject(ctx, bucket, "log/governed", bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{Mode: gov, RetainUntilDate: until, SendContentMd5: true}); err != nil {
 		t.Fatal(err)
 	}
-	if mode, got, err := st.Retention(ctx, "log/governed", ""); err != nil || mode != "GOVERNANCE" || !got.Equal(until) {
+	if mode, got, _, err := st.Retention(ctx, "log/governed", ""); err != nil || mode != "GOVERNANCE" || !got.Equal(until) {
 		t.Fatalf("retention of a version under GOVERNANCE: %q until %v, %v", mode, got, err)
 	}
 	if _, err := c.PutObject(ctx, bucket, "log/unlocked", bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{SendContentMd5: true}); err != nil {
 		t.Fatal(err)
 	}
-	if mode, got, err := st.Retention(ctx, "log/unlocked", ""); err != nil || mode != "" || !got.IsZero() {
+	if mode, got, _, err := st.Retention(ctx, "log/unlocked", ""); err != nil || mode != "" || !got.IsZero() {
 		t.Fatalf("retention of a version under none: %q until %v, %v; want none", mode, got, err)
 	}
 }
