@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -31,10 +32,10 @@ type bucketOpts struct {
 
 func (o bucketOpts) given() bool { return o.endpoint != "" || o.bucket != "" || o.accessKey != "" }
 
-// bucketTimeout bounds the audit's reading of the bucket before the
-// leaves (finding how many leaves its tiles cover, its checkpoints, the
-// listing of its level-0 tiles' versions), and each read after.
-const bucketTimeout = 5 * time.Minute
+// bucketTimeout bounds the audit's listings of the bucket (a request per
+// thousand versions; a busy ledger publishes twice a second) and its
+// reads of tile versions; each read of a checkpoint has --timeout.
+const bucketTimeout = 30 * time.Minute
 
 // maxCheckpointBytes bounds a checkpoint read from the bucket: the
 // ledger's are a few hundred bytes. A level-0 tile is at most 256
@@ -96,10 +97,11 @@ type bucketWitness struct {
 	// checkpoints are those read (each distinct one once, newest first,
 	// up to maxCheckpointReads without --all) of the versions of
 	// log/checkpoint and of the keys log/checkpoints/<size>; listed
-	// counts them all.
+	// counts the versions listed.
 	checkpoints []bucketCheckpoint
 	listed      int
-	mismatches  int // the audit's mismatches before finishBucket's
+	all         bool // every checkpoint read (--all)
+	mismatches  int  // the audit's mismatches before finishBucket's
 }
 
 type bucketCheckpoint struct {
@@ -107,17 +109,56 @@ type bucketCheckpoint struct {
 	raw          []byte
 }
 
-// tileVersion is one version of a level-0 tile the bucket keeps.
+// tileVersion is one version of a level-0 tile the bucket keeps, as
+// little of it as the comparison needs (a busy ledger's bucket holds
+// millions): its width, its size and its entity tag when that is an MD5.
+// Its key is the tile's; its version id is listed again when it is read
+// or named (versionsOf).
 type tileVersion struct {
-	width              int
-	key, version, etag string
-	size               int64
+	width  uint16
+	tagged bool // md5 holds the entity tag
+	size   int32
+	md5    [md5.Size]byte
+}
+
+func newTileVersion(width int, v s3.Version) tileVersion {
+	tv := tileVersion{width: uint16(width), size: int32(min(v.Size, 1<<30))}
+	if tag, err := hex.DecodeString(v.ETag); err == nil && len(tag) == md5.Size {
+		tv.tagged = true
+		copy(tv.md5[:], tag)
+	}
+	return tv
+}
+
+// versionsOf lists the ids of key's versions, newest first, that the
+// tile version tv may be: those of its size whose entity tag is its own.
+func (b *bucketWitness) versionsOf(ctx context.Context, key string, tv tileVersion) ([]string, error) {
+	var ids []string
+	err := b.st.ListVersions(ctx, key, func(v s3.Version) error {
+		if v.Key == key && !v.DeleteMarker && v.Size == int64(tv.size) && newTileVersion(int(tv.width), v) == tv {
+			ids = append(ids, v.VersionID)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// named is key with the ids of the versions tv may be, for a mismatch.
+func (b *bucketWitness) named(ctx context.Context, key string, tv tileVersion) string {
+	ids, err := b.versionsOf(ctx, key, tv)
+	if err != nil || len(ids) == 0 {
+		return key
+	}
+	return fmt.Sprintf("%s (version %s)", key, strings.Join(ids, ", "))
 }
 
 // maxCheckpointReads bounds the checkpoints the audit reads from the
-// bucket without --all: the newest, one read each. A ledger publishes
-// one a round while its log grows (merkleLog.interval).
-const maxCheckpointReads = 10_000
+// bucket without --all: the newest, one read each, checkpointReaders at
+// once. A ledger publishes one a round while its log grows
+// (merkleLog.interval): a busy one twice a second.
+var maxCheckpointReads = 2_000
+
+const checkpointReaders = 8
 
 // maxPastNamed bounds the tile versions past the ledger's log named one
 // by one; the rest are counted.
@@ -173,11 +214,11 @@ func (b *bucketWitness) read(c *cli, st *s3.Store, name string, want int64, all 
 	defer cancel()
 	var cps []s3.Version
 	for deadline := time.Now().Add(settle); ; {
-		*b = bucketWitness{st: st, name: name, tiles: map[int64][]tileVersion{}, gapAt: -1}
+		*b = bucketWitness{st: st, name: name, tiles: map[int64][]tileVersion{}, gapAt: -1, all: all}
 		var err error
 		// The checkpoints first: a publication puts its tiles before
 		// them, so the tiles listed after hold every checkpoint's leaves.
-		if cps, err = b.listCheckpoints(ctx); err != nil {
+		if cps, err = b.listCheckpoints(ctx, all); err != nil {
 			return fmt.Errorf("read the log in the bucket %s: %w", name, err)
 		}
 		if err := b.listTiles(ctx); err != nil {
@@ -192,33 +233,57 @@ func (b *bucketWitness) read(c *cli, st *s3.Store, name string, want int64, all 
 	}
 	// Each distinct checkpoint once (log/checkpoint's version of a
 	// publication holds the bytes of its log/checkpoints/<size>), newest
-	// first.
+	// first, read by readers at once, each read bounded by --timeout.
 	slices.SortStableFunc(cps, func(x, y s3.Version) int { return y.LastModified.Compare(x.LastModified) })
 	seen := map[string]bool{}
+	var read []s3.Version
 	for _, v := range cps {
-		if seen[v.ETag] && v.ETag != "" {
+		if v.ETag != "" && seen[v.ETag] {
 			continue
 		}
 		seen[v.ETag] = true
-		b.listed++
-		if !all && len(b.checkpoints) == maxCheckpointReads {
-			continue
+		if !all && len(read) == maxCheckpointReads {
+			break
 		}
-		raw, err := st.GetRangeVersion(ctx, v.Key, v.VersionID, 0, maxCheckpointBytes)
-		if err != nil {
-			return fmt.Errorf("read the bucket's %s (version %s): %w", v.Key, v.VersionID, err)
-		}
-		b.checkpoints = append(b.checkpoints, bucketCheckpoint{key: v.Key, version: v.VersionID, raw: raw})
+		read = append(read, v)
 	}
-	printf(c.out, "bucket %s (read here, Object Lock on): its level-0 tiles cover %d leaves from leaf 0 without a gap; %d versions of them listed, to compare with the ledger's leaves; %d checkpoints listed, %d read\n", name, b.covered, b.versions, b.listed, len(b.checkpoints))
+	b.checkpoints = make([]bucketCheckpoint, len(read))
+	errs := make([]error, len(read))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(checkpointReaders, len(read)) {
+		wg.Go(func() {
+			for i := range next {
+				v := read[i]
+				ctx, cancel := context.WithTimeout(ctx, c.timeout)
+				raw, err := st.GetRangeVersion(ctx, v.Key, v.VersionID, 0, maxCheckpointBytes)
+				cancel()
+				if err != nil {
+					errs[i] = fmt.Errorf("read the bucket's %s (version %s): %w", v.Key, v.VersionID, err)
+					continue
+				}
+				b.checkpoints[i] = bucketCheckpoint{key: v.Key, version: v.VersionID, raw: raw}
+			}
+		})
+	}
+	for i := range read {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	printf(c.out, "bucket %s (read here, Object Lock on): its level-0 tiles cover %d leaves from leaf 0 without a gap; %d versions of them listed, to compare with the ledger's leaves; %d versions of its checkpoints listed, %d checkpoints read\n", name, b.covered, b.versions, b.listed, len(b.checkpoints))
 	return nil
 }
 
 // listCheckpoints lists every version of log/checkpoint and of the keys
-// log/checkpoints/<size>, noting the keys a delete marker hides and the
+// log/checkpoints/<size>, returning the newest (every one with all) and
+// counting them all, noting the keys a delete marker hides and the
 // keys by size whose versions hold other bytes (the ledger puts each
 // once; a put again over a delete marker holds the same bytes).
-func (b *bucketWitness) listCheckpoints(ctx context.Context) ([]s3.Version, error) {
+func (b *bucketWitness) listCheckpoints(ctx context.Context, all bool) ([]s3.Version, error) {
 	live, bySize := ledger.LogPrefix+"checkpoint", ledger.LogPrefix+"checkpoints/"
 	var out []s3.Version
 	tags := map[string]string{} // the entity tag of each key by size's first version listed
@@ -242,7 +307,14 @@ func (b *bucketWitness) listCheckpoints(ctx context.Context) ([]s3.Version, erro
 			b.extra = append(b.extra, v.Key)
 		}
 		b.live = b.live || v.Key == live
+		b.listed++
 		out = append(out, v)
+		if !all && len(out) >= 8*maxCheckpointReads {
+			// The newest, for read: two versions a publication hold one
+			// checkpoint's bytes.
+			slices.SortStableFunc(out, func(x, y s3.Version) int { return y.LastModified.Compare(x.LastModified) })
+			out = slices.Delete(out, 4*maxCheckpointReads, len(out))
+		}
 		return nil
 	})
 	return out, err
@@ -277,7 +349,7 @@ func (b *bucketWitness) listTiles(ctx context.Context) error {
 		}
 		b.versions++
 		widest[t.N] = max(widest[t.N], t.W)
-		b.tiles[t.N] = append(b.tiles[t.N], tileVersion{width: t.W, key: v.Key, version: v.VersionID, etag: v.ETag, size: v.Size})
+		b.tiles[t.N] = append(b.tiles[t.N], newTileVersion(t.W, v))
 		return nil
 	})
 	if err != nil {
@@ -323,30 +395,38 @@ func (a *auditor) compareTile(n int64, hs []tlog.Hash) error {
 	defer cancel()
 	for _, v := range versions {
 		b.compared++
-		if v.width > len(hs) {
-			a.mismatch("the bucket's %s (version %s) holds %d leaves of tile %d, and the ledger's latest checkpoint (size %d) %d: the ledger's log was rolled back, or is not the one it published", v.key, v.version, v.width, n, a.newer.Size, len(hs))
+		key := tileKey(tlog.Tile{H: tileHeight, L: 0, N: n, W: int(v.width)})
+		if int(v.width) > len(hs) {
+			a.mismatch("the bucket's %s holds %d leaves of tile %d, and the ledger's latest checkpoint (size %d) %d: the ledger's log was rolled back, or is not the one it published", b.named(ctx, key, v), v.width, n, a.newer.Size, len(hs))
 			continue
 		}
-		prefix := want[:v.width*tlog.HashSize]
-		if v.size != int64(len(prefix)) {
-			a.mismatch("the bucket's %s (version %s) holds %d bytes, not the %d hashes its name says", v.key, v.version, v.size, v.width)
+		prefix := want[:int(v.width)*tlog.HashSize]
+		if int(v.size) != len(prefix) {
+			a.mismatch("the bucket's %s holds %d bytes, not the %d hashes its name says", b.named(ctx, key, v), v.size, v.width)
 			continue
 		}
-		if sum := md5.Sum(prefix); hex.EncodeToString(sum[:]) == strings.ToLower(v.etag) {
+		if v.tagged && md5.Sum(prefix) == v.md5 {
 			continue
 		}
-		data, err := b.st.GetRangeVersion(ctx, v.key, v.version, 0, maxTileBytes)
+		// Another tag: read each version it may be.
+		ids, err := b.versionsOf(ctx, key, v)
 		if err != nil {
-			return fmt.Errorf("read the bucket's %s (version %s): %w", v.key, v.version, err)
+			return fmt.Errorf("list the bucket's %s: %w", key, err)
 		}
-		if bytes.Equal(data, prefix) {
-			continue
+		for _, id := range ids {
+			data, err := b.st.GetRangeVersion(ctx, key, id, 0, maxTileBytes)
+			if err != nil {
+				return fmt.Errorf("read the bucket's %s (version %s): %w", key, id, err)
+			}
+			if bytes.Equal(data, prefix) {
+				continue
+			}
+			i := 0
+			for i < int(v.width) && (i+1)*tlog.HashSize <= len(data) && bytes.Equal(data[i*tlog.HashSize:(i+1)*tlog.HashSize], prefix[i*tlog.HashSize:(i+1)*tlog.HashSize]) {
+				i++
+			}
+			a.mismatch("the bucket's %s (version %s) holds another hash of leaf %d than the ledger's log: the ledger published another history than the one it shows", key, id, n<<tileHeight+int64(i))
 		}
-		i := 0
-		for i < v.width && (i+1)*tlog.HashSize <= len(data) && bytes.Equal(data[i*tlog.HashSize:(i+1)*tlog.HashSize], prefix[i*tlog.HashSize:(i+1)*tlog.HashSize]) {
-			i++
-		}
-		a.mismatch("the bucket's %s (version %s) holds another hash of leaf %d than the ledger's log: the ledger published another history than the one it shows", v.key, v.version, n<<tileHeight+int64(i))
 	}
 	return nil
 }
@@ -368,7 +448,7 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool)
 	for _, n := range slices.Sorted(maps.Keys(b.tiles)) {
 		for _, v := range b.tiles[n] {
 			if past++; past <= maxPastNamed {
-				a.mismatch("the bucket's %s (version %s) holds leaves from %d on, past the ledger's latest checkpoint (size %d): the ledger's log was rolled back, or is not the one it published", v.key, v.version, n<<tileHeight, newer.Size)
+				a.mismatch("the bucket's %s holds leaves from %d on, past the ledger's latest checkpoint (size %d): the ledger's log was rolled back, or is not the one it published", b.named(ctx, tileKey(tlog.Tile{H: tileHeight, L: 0, N: n, W: int(v.width)}), v), n<<tileHeight, newer.Size)
 			}
 		}
 	}
@@ -448,8 +528,8 @@ func (a *auditor) finishBucket(kept proof.Checkpoint, key string, keyGiven bool)
 		a.mismatch("a delete marker hides the bucket's %s: someone with delete access to the bucket removed it from sight (its locked versions stay behind the marker, and were read)", h)
 	}
 	printf(out, "bucket: %d versions of its level-0 tiles compared with the ledger's leaf hashes, from leaf 0\n", b.compared)
-	if left := b.listed - len(b.checkpoints); left > 0 {
-		printf(out, "bucket: %d of its %d checkpoints read, the newest; %d older ones not read (--all reads every one)\n", len(b.checkpoints), b.listed, left)
+	if !b.all && len(b.checkpoints) == maxCheckpointReads {
+		printf(out, "bucket: its newest %d checkpoints read; older ones not read (--all reads every one)\n", len(b.checkpoints))
 	}
 	a.bucketFailed = len(a.mismatches) > b.mismatches
 	if !a.bucketFailed {

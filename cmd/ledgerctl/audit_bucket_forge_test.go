@@ -165,7 +165,7 @@ func (b *memBucket) read(t *testing.T, kept proof.Checkpoint, all bool) (*bucket
 	t.Helper()
 	var out bytes.Buffer
 	w := &bucketWitness{}
-	if err := w.read(&cli{out: &out}, b.st, b.name, kept.Size, all, 0); err != nil {
+	if err := w.read(&cli{out: &out, timeout: 30 * time.Second}, b.st, b.name, kept.Size, all, 0); err != nil {
 		t.Fatal(err)
 	}
 	return w, &out
@@ -420,4 +420,29 @@ func TestBucketLockedForLessThanTheLedgerLocks(t *testing.T) {
 	out, mm := b.witness(t, l, kept)
 	wantMismatch(t, "log/checkpoint locked for an hour", out, mm, "the bucket's log/checkpoint, put at ")
 	wantMismatch(t, "log/checkpoint locked for an hour", out, mm, "not the 10 years the ledger retains what it publishes for")
+}
+
+// Without --all the newest checkpoints are read, the output says so, and
+// an older checkpoint of another tree is left to --all, which reads
+// every one.
+func TestBucketReadsTheNewestCheckpoints(t *testing.T) {
+	defer func(n int) { maxCheckpointReads = n }(maxCheckpointReads)
+	maxCheckpointReads = 3
+	b := newMemBucket(t)
+	l := newMemLog(t).grow(t, 10, "leaf ")
+	b.publish(t, l, 0, false)
+	other := l.fork(5).grow(t, 8, "other ")
+	_, raw := other.checkpoint(t)
+	b.put(t, "log/checkpoints/8", raw)
+	for n := int64(11); n <= 14; n++ {
+		b.publish(t, l.grow(t, n, "leaf "), n-1, false)
+	}
+	kept, _ := l.checkpoint(t)
+	out, mm := b.witness(t, l, kept)
+	if len(mm) != 0 || !strings.Contains(out, "bucket: its newest 3 checkpoints read; older ones not read (--all reads every one)") {
+		t.Errorf("without --all: %q\n%s", mm, out)
+	}
+	w, buf := b.read(t, kept, true)
+	out, mm = b.compare(t, w, buf, l, kept)
+	wantMismatch(t, "with --all", out, mm, "the bucket's log/checkpoints/8 (version ")
 }

@@ -532,8 +532,8 @@ audited tree's latest leaf). Without a key the log is checked without comparing 
 and the last line says so (exit 0). With --s3-*, the log ledgerd publishes to its
 bucket is read from the bucket itself, before the ledger's latest checkpoint: every
 version of its level-0 tiles must hold the ledger's leaves and cover the kept checkpoint
-without a gap, and its checkpoints (the newest 10,000; --all: every one) must verify, be
-of the ledger's log and be locked under COMPLIANCE (a ledger that shows another history
+without a gap, and its checkpoints (the newest 2,000; --all: every one) must verify, be
+of the ledger's log and be locked under COMPLIANCE for ten years (a ledger that shows another history
 than it published fails).`,
 		Args: c.noArgs, Annotations: map[string]string{annRoles: "none (comparing rows: support, auditor or admin)", annKeyOptional: "yes"},
 		RunE: c.online(func([]string) error { return c.logAudit(o) }),

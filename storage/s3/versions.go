@@ -27,8 +27,8 @@ type Version struct {
 
 // ListVersions calls fn for each version of each key under prefix,
 // delete markers included, in the order S3 lists them (by key, each
-// key's newest first), up to maxKeptEntries of them: a bucket holding
-// more under prefix fails the listing rather than be read for ever.
+// key's newest first). It keeps nothing: fn bounds what it keeps, and
+// ctx how long the listing runs.
 func (s *Store) ListVersions(ctx context.Context, prefix string, fn func(Version) error) (err error) {
 	if err := s.ready(); err != nil {
 		return err
@@ -42,13 +42,9 @@ func (s *Store) ListVersions(ctx context.Context, prefix string, fn func(Version
 	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the listing's requests when it stops early
-	read := 0
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, WithVersions: true, Recursive: true}) {
 		if o.Err != nil {
 			return fmt.Errorf("list the versions under %s: %w", prefix, o.Err)
-		}
-		if read++; read > maxKeptEntries {
-			return fmt.Errorf("list the versions under %s: more than %d", prefix, maxKeptEntries)
 		}
 		v := Version{Key: o.Key, VersionID: o.VersionID, ETag: strings.Trim(o.ETag, `"`), Size: o.Size, LastModified: o.LastModified, DeleteMarker: o.IsDeleteMarker, Latest: o.IsLatest}
 		if fnErr = fn(v); fnErr != nil {
