@@ -840,7 +840,94 @@ func grantBucket(grant string) int32 {
 	return int32(binary.BigEndian.Uint16(h[:2]))
 }
 
-// CheckIndexes implements ledger.Indexes: the indexes are SQL indexes
-// over the rows' table, and cannot lead to another row than the one
-// they index, so there is nothing to report.
-func (t *tx) CheckIndexes(func(ledger.IndexFinding) error) error { return nil }
+// checkIndexesPage is how many rows CheckIndexes reads a round trip.
+const checkIndexesPage = 1000
+
+// CheckIndexes implements ledger.Indexes. The SQL indexes are over the
+// rows' table and cannot lead to another row than the one they index,
+// but what they index is kept beside each row's body, in columns of its
+// own (principal, grant_id, agent, status, class, issued_ns, retain_ns,
+// counts) and in row_targets: a read by id serves the body, a lookup
+// reads the columns. An edit of a column or of row_targets hides a row
+// from the lookups of its values, or shows it to another's, while a
+// read by id shows it as it was. So each row's columns and targets are
+// compared with its body, in pages of rows by id: a column or a target
+// that differs is reported as IndexMissingEntry under its name, a body
+// of another row's id as IndexOtherRecord.
+func (t *tx) CheckIndexes(fn func(ledger.IndexFinding) error) error {
+	type stored struct {
+		id, principal, grant, agent string
+		status, class               int16
+		issued                      int64
+		retain                      *int64
+		counts                      bool
+		body                        []byte
+		targets                     []string
+		targetTimes                 []int64
+	}
+	for after := ""; ; {
+		var page []stored
+		if err := t.query("check indexes", `
+SELECT r.id, r.principal, r.grant_id, r.agent, r.status, r.class, r.issued_ns, r.retain_ns, r.counts, r.body,
+	COALESCE((SELECT array_agg(x.target ORDER BY x.target, x.issued_ns) FROM row_targets x WHERE x.row_id = r.id), '{}'),
+	COALESCE((SELECT array_agg(x.issued_ns ORDER BY x.target, x.issued_ns) FROM row_targets x WHERE x.row_id = r.id), '{}')
+FROM ledger_rows r WHERE r.id > $1 ORDER BY r.id LIMIT $2`, []any{after, checkIndexesPage}, func(rows pgx.Rows) error {
+			var x stored
+			if err := rows.Scan(&x.id, &x.principal, &x.grant, &x.agent, &x.status, &x.class, &x.issued, &x.retain, &x.counts, &x.body, &x.targets, &x.targetTimes); err != nil {
+				return err
+			}
+			page = append(page, x)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, x := range page {
+			r, err := decodeRow(x.body)
+			if err != nil {
+				return fmt.Errorf("check indexes: row %s: %w", x.id, err)
+			}
+			if r.ID != x.id {
+				if err := fn(ledger.IndexFinding{RowID: x.id, Index: "ledger_rows.id", Problem: ledger.IndexOtherRecord}); err != nil {
+					return err
+				}
+				continue
+			}
+			targets := slices.Sorted(slices.Values(r.Targets()))
+			sameTargets := slices.Equal(x.targets, targets) && !slices.ContainsFunc(x.targetTimes, func(ns int64) bool { return ns != nanos(r.IssuedAt) })
+			for _, c := range []struct {
+				name string
+				same bool
+			}{
+				{"ledger_rows.principal", x.principal == r.Principal},
+				{"ledger_rows.grant_id", x.grant == r.GrantID},
+				{"ledger_rows.agent", x.agent == r.Agent.Platform},
+				{"ledger_rows.status", x.status == int16(r.Status)},
+				{"ledger_rows.class", x.class == int16(r.Class)},
+				{"ledger_rows.issued_ns", x.issued == nanos(r.IssuedAt)},
+				{"ledger_rows.retain_ns", equalRetain(x.retain, retainNanos(r.RetainUntil))},
+				{"ledger_rows.counts", x.counts == r.ReceiptVerified()},
+				{"row_targets", sameTargets},
+			} {
+				if c.same {
+					continue
+				}
+				if err := fn(ledger.IndexFinding{RowID: r.ID, Index: c.name, Problem: ledger.IndexMissingEntry}); err != nil {
+					return err
+				}
+			}
+		}
+		if len(page) < checkIndexesPage {
+			return nil
+		}
+		after = page[len(page)-1].id
+	}
+}
+
+// equalRetain reports whether a retain_ns column holds want (nil: none).
+func equalRetain(have *int64, want any) bool {
+	w, ok := want.(int64)
+	if !ok {
+		return have == nil
+	}
+	return have != nil && *have == w
+}
