@@ -286,7 +286,10 @@ func (b *bucketWitness) read(c *cli, st *s3.Store, name string, want int64, all 
 func (b *bucketWitness) listCheckpoints(ctx context.Context, all bool) ([]s3.Version, error) {
 	live, bySize := ledger.LogPrefix+"checkpoint", ledger.LogPrefix+"checkpoints/"
 	var out []s3.Version
-	tags := map[string]string{} // the entity tag of each key by size's first version listed
+	// S3 lists a key's versions one after another: the key listed last
+	// and the entity tag of its first version are all the check of other
+	// bytes needs to hold.
+	var lastKey, lastTag string
 	err := b.st.ListVersions(ctx, live, func(v s3.Version) error {
 		if n, ok := strings.CutPrefix(v.Key, bySize); ok {
 			if size, err := strconv.ParseInt(n, 10, 64); err != nil || strconv.FormatInt(size, 10) != n {
@@ -301,9 +304,10 @@ func (b *bucketWitness) listCheckpoints(ctx context.Context, all bool) ([]s3.Ver
 			}
 			return nil
 		}
-		if tag, ok := tags[v.Key]; !ok {
-			tags[v.Key] = v.ETag
-		} else if tag != v.ETag && v.Key != live && !slices.Contains(b.extra, v.Key) {
+		switch {
+		case v.Key != lastKey:
+			lastKey, lastTag = v.Key, v.ETag
+		case v.ETag != lastTag && v.Key != live && (len(b.extra) == 0 || b.extra[len(b.extra)-1] != v.Key):
 			b.extra = append(b.extra, v.Key)
 		}
 		b.live = b.live || v.Key == live
@@ -326,7 +330,10 @@ func (b *bucketWitness) listCheckpoints(ctx context.Context, all bool) ([]s3.Ver
 func (b *bucketWitness) listTiles(ctx context.Context) error {
 	widest := map[int64]int{}
 	b.widest = widest
-	versions := map[string]int{}
+	// S3 lists a key's versions one after another: the key listed last
+	// and its versions so far are all the count needs to hold.
+	var lastKey string
+	var versions int
 	var edge tlog.Tile
 	err := b.st.ListVersions(ctx, ledger.LogPrefix+"tile/0/", func(v s3.Version) error {
 		t, ok := level0(v.Key)
@@ -334,15 +341,18 @@ func (b *bucketWitness) listTiles(ctx context.Context) error {
 		case !ok:
 			return nil // not a key the ledger writes
 		case v.DeleteMarker:
-			if v.Latest && !slices.Contains(b.hidden, v.Key) {
+			if v.Latest {
 				b.hidden = append(b.hidden, v.Key)
 			}
 			return nil
 		case v.Latest && (t.N > edge.N || t.N == edge.N && t.W > edge.W):
 			edge, b.edge = t, v.Key
 		}
-		if versions[v.Key]++; versions[v.Key] > maxTileVersions {
-			if versions[v.Key] == maxTileVersions+1 {
+		if v.Key != lastKey {
+			lastKey, versions = v.Key, 0
+		}
+		if versions++; versions > maxTileVersions {
+			if versions == maxTileVersions+1 {
 				b.crowded = append(b.crowded, v.Key)
 			}
 			return nil
