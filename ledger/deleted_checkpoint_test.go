@@ -342,3 +342,66 @@ func (s *swapHooked) SwapVersion(ctx context.Context, key string, body []byte, u
 	}
 	return s.Store.SwapVersion(ctx, key, body, until, prev)
 }
+
+// getHooked runs afterGet once a read of a key has its answer, before it
+// returns it.
+type getHooked struct {
+	*swapHooked
+	afterGet func(key string, err error)
+}
+
+func (s *getHooked) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := s.swapHooked.Get(ctx, key)
+	if s.afterGet != nil {
+		s.afterGet(key, err)
+	}
+	return b, err
+}
+
+// fsck that reads the latest checkpoint as missing while the first
+// publication is under way, and reads the rest once that publication
+// ended, finds no deletion: the publication put its latest checkpoint
+// after fsck's read.
+func TestFsckAcrossTheEndOfTheFirstPublicationFindsNoDeletion(t *testing.T) {
+	ctx := context.Background()
+	objects, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := logKeys(t)
+	hooked := &getHooked{swapHooked: &swapHooked{Store: objects}}
+	h := ledgerOn(t, hooked, signer)
+	read, published := make(chan struct{}), make(chan struct{})
+	var fsck atomic.Bool
+	hooked.afterGet = func(key string, err error) {
+		if fsck.Load() && key == ledger.LogPrefix+"checkpoint" && errors.Is(err, ledger.ErrNotFound) {
+			close(read)
+			<-published
+		}
+	}
+	result := make(chan string, 1)
+	started := false
+	hooked.beforeSwap = func(key string) {
+		if key != ledger.LogPrefix+"checkpoint" || started {
+			return
+		}
+		started = true
+		fsck.Store(true)
+		go func() {
+			page, err := h.l.CheckIntegrity(ctx, 0, "")
+			if err != nil {
+				result <- err.Error()
+				return
+			}
+			result <- problems(page) + "."
+		}()
+		<-read
+	}
+	if err := h.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	close(published)
+	if got := <-result; strings.Contains(got, deletedFsck) || strings.Contains(got, missingLive) {
+		t.Errorf("fsck that read the latest checkpoint before the first publication put it:\n%s", got)
+	}
+}

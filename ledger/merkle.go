@@ -2060,6 +2060,17 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 	if _, ok := l.objects.(versionedStore); !ok {
 		return p, nil
 	}
+	// Whether a publication of this row store's log has ended, read
+	// before the bucket: one that ends after the read of the live
+	// checkpoint below put it after that read, and is no deletion.
+	var done int64
+	if err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		done, err = tx.TilesPublished()
+		return err
+	}); err != nil {
+		return publishedLog{}, err
+	}
 	key := LogPrefix + "checkpoint"
 	raw, err := l.objects.Get(ctx, key)
 	switch {
@@ -2125,17 +2136,10 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 		p.hidden = p.hidden[:maxNamedHidden]
 	}
 	if p.latest == nil && len(p.checkpoints) > 0 {
-		// Missing, unless no publication of this row store's log has
-		// ended yet: the first one puts its checkpoints by size before
-		// the latest, so one under way (or cut short) shows the same.
-		var done int64
-		if err := l.store.View(ctx, func(tx Tx) error {
-			var err error
-			done, err = tx.TilesPublished()
-			return err
-		}); err != nil {
-			return publishedLog{}, err
-		}
+		// Missing, unless no publication of this row store's log had
+		// ended before the live checkpoint was read: the first one puts
+		// its checkpoints by size before the latest, so one under way (or
+		// cut short) shows the same.
 		p.missing = done > 0
 	}
 	return p, nil
