@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -107,7 +108,9 @@ func (t *tx) DrillPool() (int, uint64, uint64, error) {
 	return n, first, last, nil
 }
 
-// DrillPoolRows implements ledger.Rows.
+// DrillPoolRows implements ledger.Rows. A row is served only as a read
+// by its id would serve it; otherwise the answer wraps
+// ledger.ErrStoreEdited, naming the row.
 func (t *tx) DrillPoolRows(positions []uint64) (map[uint64]*ledger.Row, error) {
 	pool := t.b(bDrillPool)
 	out := make(map[uint64]*ledger.Row)
@@ -115,9 +118,18 @@ func (t *tx) DrillPoolRows(positions []uint64) (map[uint64]*ledger.Row, error) {
 		if _, ok := out[p]; ok || !poolHas(pool, p) {
 			continue
 		}
-		r, err := t.rowAt(seqKey(p))
+		seq := seqKey(p)
+		r, err := t.rowAt(seq)
 		if err != nil {
 			return nil, fmt.Errorf("drill pool: %w", err)
+		}
+		// As a read by id: the record the row's id leads to, listed by the
+		// time index (an edited copy put in the pool is not drilled).
+		if own := t.seqOf(r.ID); !bytes.Equal(own, seq) {
+			return nil, fmt.Errorf("the row store's drill pool leads to a record of row %s that its id does not lead to (%w; run ledgerctl fsck)", r.ID, ledger.ErrStoreEdited)
+		}
+		if err := t.checkListed(r.ID, r, seq); err != nil {
+			return nil, err
 		}
 		out[p] = r
 	}

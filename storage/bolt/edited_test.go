@@ -255,3 +255,38 @@ func TestARowPast2262KeyedByAnEarlierVersionIsServed(t *testing.T) {
 		t.Fatalf("a read by id of the honest row: %v", err)
 	}
 }
+
+// The drill pool serves a row only as a read by its id would: a forged
+// record put in the pool, listed by no entry of the time index, fails the
+// drill's read with ErrStoreEdited naming the row, where it was drilled
+// as any other (a copy whose id leads elsewhere:
+// TestTheDrillPoolServesNoCopy).
+func TestTheDrillPoolServesNoEditedRecord(t *testing.T) {
+	a, forged := strings.Repeat("a", 64), strings.Repeat("f", 64)
+	for _, tc := range []struct {
+		name  string
+		edits []func(*bbolt.Tx) error
+		want  string
+	}{
+		{"a forged record with no index entries", []func(*bbolt.Tx) error{tamper.ForgeRow(a, forged), tamper.Unindex(forged), tamper.AddToDrillPool(forged)},
+			"record of row " + forged + " is listed by no entry of its time index"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := editedStore(t, tc.edits...)
+			err := s.View(t.Context(), func(tx ledger.Tx) error {
+				var positions []uint64
+				if err := tx.DrillPoolPositions(func(p uint64) { positions = append(positions, p) }); err != nil {
+					return err
+				}
+				rows, err := tx.DrillPoolRows(positions)
+				if !errors.Is(err, ledger.ErrStoreEdited) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("DrillPoolRows(%v): %d rows, %v; want ErrStoreEdited saying %q", positions, len(rows), err, tc.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

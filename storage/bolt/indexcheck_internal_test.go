@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,5 +85,39 @@ func TestCheckEntriesOfRowsAtTheEdges(t *testing.T) {
 				t.Errorf("CheckIndexes:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A copy of a row's record under another number, put in the drill pool,
+// is not drilled: its id leads to the row's own record, and the pool's
+// read fails with ErrStoreEdited naming the row.
+func TestTheDrillPoolServesNoCopy(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := strings.Repeat("c", 64)
+	update(t, s, func(tx ledger.Tx) error {
+		return tx.CreateRow(&ledger.Row{ID: id, Kind: ledger.KindReceipt, Status: ledger.Authorized, Principal: "p", IssuedAt: time.Now()})
+	})
+	copyAt := uint64(1 << 20)
+	if err := s.db.Update(func(btx *bolt.Tx) error {
+		v := btx.Bucket(bRowData).Get(RowNumber(btx, id))
+		if err := btx.Bucket(bRowData).Put(seqKey(copyAt), append([]byte(nil), v...)); err != nil {
+			return err
+		}
+		return setPoolBit(btx.Bucket(bDrillPool), copyAt, true)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.View(t.Context(), func(tx ledger.Tx) error {
+		rows, err := tx.DrillPoolRows([]uint64{copyAt})
+		if !errors.Is(err, ledger.ErrStoreEdited) || !strings.Contains(err.Error(), "leads to a record of row "+id+" that its id does not lead to") {
+			t.Errorf("DrillPoolRows of the copy: %d rows, %v; want ErrStoreEdited naming row %s", len(rows), err, id)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
