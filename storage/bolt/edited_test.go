@@ -14,6 +14,7 @@ import (
 
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/bolt"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -197,13 +198,7 @@ func TestCheckIndexesNamesWhatLeadsElsewhere(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := editedStore(t, tc.edits...)
-			var got []ledger.IndexFinding
-			err := s.View(t.Context(), func(tx ledger.Tx) error {
-				return tx.CheckIndexes(func(f ledger.IndexFinding) error {
-					got = append(got, f)
-					return nil
-				})
-			})
+			got, err := storetest.IndexFindings(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
 			}

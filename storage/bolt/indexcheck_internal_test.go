@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -29,13 +30,8 @@ func checkOne(t *testing.T, r *ledger.Row, edit func(btx *bolt.Tx, seq []byte) e
 			t.Fatal(err)
 		}
 	}
-	var got []ledger.IndexFinding
-	if err := s.View(t.Context(), func(tx ledger.Tx) error {
-		return tx.CheckIndexes(func(f ledger.IndexFinding) error {
-			got = append(got, f)
-			return nil
-		})
-	}); err != nil {
+	got, err := storetest.IndexFindings(t.Context(), s)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return got

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/postgres"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -42,13 +43,8 @@ func TestCheckIndexesComparesColumnsWithTheBody(t *testing.T) {
 	}
 	check := func() []ledger.IndexFinding {
 		t.Helper()
-		var got []ledger.IndexFinding
-		if err := s.View(t.Context(), func(tx ledger.Tx) error {
-			return tx.CheckIndexes(func(f ledger.IndexFinding) error {
-				got = append(got, f)
-				return nil
-			})
-		}); err != nil {
+		got, err := storetest.IndexFindings(t.Context(), s)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return got
