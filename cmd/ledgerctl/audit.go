@@ -106,7 +106,7 @@ func (t *tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
 			out[i] = b
 			continue
 		}
-		b, err := t.get(strings.Replace(tile.Path(), "tile/8/", "tile/", 1))
+		b, err := t.get(c2spPath(tile))
 		if err != nil {
 			return nil, err
 		}

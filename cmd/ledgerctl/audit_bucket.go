@@ -184,10 +184,12 @@ func level0(key string) (tlog.Tile, bool) {
 	return t, true
 }
 
-// tileKey is the bucket's key of a C2SP tile.
-func tileKey(t tlog.Tile) string {
-	return ledger.LogPrefix + strings.Replace(t.Path(), "tile/8/", "tile/", 1)
-}
+// tileKey is the bucket's key of a hash tile.
+func tileKey(t tlog.Tile) string { return ledger.LogPrefix + c2spPath(t) }
+
+// c2spPath is the C2SP path of a hash tile: x/mod's path without the
+// height element, which C2SP fixes at 8.
+func c2spPath(t tlog.Tile) string { return strings.Replace(t.Path(), "tile/8/", "tile/", 1) }
 
 // keptSize is the size a kept checkpoint says, read before its
 // signature is checked (the audit checks it after): how far the bucket

@@ -122,8 +122,6 @@ func (b *memBucket) put(t *testing.T, key string, data []byte) {
 	}
 }
 
-func c2spKey(tl tlog.Tile) string { return "log/" + strings.Replace(tl.Path(), "tile/8/", "tile/", 1) }
-
 // publish puts l's tiles from size from on, level 0 first, then its
 // checkpoints, as the ledger publishes; level0Only stops after the
 // level-0 tiles (a publication cut short).
@@ -139,7 +137,7 @@ func (b *memBucket) publish(t *testing.T, l *memLog, from int64, level0Only bool
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.put(t, c2spKey(tl), data)
+			b.put(t, tileKey(tl), data)
 		}
 		if level0Only {
 			return
@@ -281,7 +279,7 @@ func TestBucketTilesFarPastTheLog(t *testing.T) {
 	garbage := make([]byte, maxTileBytes)
 	for j := tileHeight; j <= 50; j++ {
 		n := int64(1)<<j - 1
-		b.put(t, c2spKey(tlog.Tile{H: tileHeight, L: 0, N: n >> tileHeight, W: 1 << tileHeight}), garbage)
+		b.put(t, tileKey(tlog.Tile{H: tileHeight, L: 0, N: n >> tileHeight, W: 1 << tileHeight}), garbage)
 	}
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -306,7 +304,7 @@ func (b *memBucket) putTile(t *testing.T, l *memLog, n int64, w int, key string)
 		t.Fatal(err)
 	}
 	if key == "" {
-		key = c2spKey(tl)
+		key = tileKey(tl)
 	}
 	b.put(t, key, data)
 }

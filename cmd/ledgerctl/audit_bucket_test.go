@@ -62,17 +62,6 @@ func (f *s3Fixture) client(t *testing.T) *minio.Client {
 	return c
 }
 
-// keep saves the ledger's latest checkpoint, as an auditor keeps it, and
-// returns its file.
-func (f *s3Fixture) keep(t *testing.T) string {
-	t.Helper()
-	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
-		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
-	}
-	return kept
-}
-
 // published waits until the bucket's log/checkpoint has at least the
 // leaves of the ledger's latest checkpoint.
 func (f *s3Fixture) published(t *testing.T, bucket, key string) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,10 +35,7 @@ func TestAuditRunsSupportsLookups(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := start(t)
 			f.logged(t, f.rowID)
-			kept := filepath.Join(t.TempDir(), "kept.checkpoint")
-			if code, _, errs := f.ctl(t, "auditor", "log", "checkpoint", "--save", kept); code != 0 {
-				t.Fatalf("checkpoint: %s", errs)
-			}
+			kept := f.keep(t)
 			later := f.append(t, pacttest.Spec{User: "acct-9", Target: "L-9"})
 			f.logged(t, later)
 			key := f.verifierKey(t)

@@ -116,6 +116,17 @@ func startWith(t *testing.T, creds credentials.TransportCredentials, opts ...fun
 	return f
 }
 
+// keep saves the ledger's latest checkpoint, as an auditor keeps it, and
+// returns its file.
+func (f *fixture) keep(t *testing.T) string {
+	t.Helper()
+	kept := filepath.Join(t.TempDir(), "kept.checkpoint")
+	if code, out, errs := f.ctl(t, "nobody", "log", "checkpoint", "--save", kept); code != 0 {
+		t.Fatalf("log checkpoint: %d %s %s", code, out, errs)
+	}
+	return kept
+}
+
 func (f *fixture) ctl(t *testing.T, role string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
