@@ -53,11 +53,16 @@ type Revocation struct {
 
 // ProviderStatement is a Provider's signed statement that it revoked a
 // grant as of RevokedAt, checked with the keys of Brand (its interface
-// URL) when the ledger recorded it.
+// URL) when the ledger recorded it, at RecordedAt.
 type ProviderStatement struct {
 	Brand     string    `json:"brand"`
 	RevokedAt time.Time `json:"revokedAt"`
 	Statement string    `json:"statement"`
+	// RecordedAt is when the ledger recorded the statement: a statement
+	// the Provider posts late may say a time long before it, and
+	// ListRevocations' since lists it from when it was recorded too.
+	// Zero in statements recorded before it was kept.
+	RecordedAt time.Time `json:"recordedAt,omitzero"`
 }
 
 // EarliestStatement is the earliest of r's Provider statements whose
@@ -149,6 +154,9 @@ func (l *Ledger) RevokeGrantStated(ctx context.Context, grant string, at time.Ti
 		at, stated = r.RevokedAt, &ProviderStatement{Brand: r.Brand, RevokedAt: r.RevokedAt, Statement: statement}
 	}
 	now := l.cfg.Now().UTC()
+	if stated != nil {
+		stated.RecordedAt = now
+	}
 	// Not refused for the clock (clockwatch.go): a compromised grant must
 	// be stoppable while the clock is put right.
 	if off := l.noteClockOff(ctx, now, slog.String("revocation_of_grant", grant)); off > 0 && at.IsZero() {
@@ -609,8 +617,8 @@ func RevocationsAfter(grant string) string {
 }
 
 // Since reports whether r was recorded, or is in force, from t on: its
-// RevokedAt, RecordedAt, AdminRecordedAt or a Provider statement's
-// RevokedAt is at or after t.
+// RevokedAt, RecordedAt, AdminRecordedAt, or a Provider statement's
+// RevokedAt or RecordedAt is at or after t.
 func (r *Revocation) Since(t time.Time) bool {
 	for _, at := range []time.Time{r.RevokedAt, r.RecordedAt, r.AdminRecordedAt} {
 		if !at.IsZero() && !at.Before(t) {
@@ -618,7 +626,7 @@ func (r *Revocation) Since(t time.Time) bool {
 		}
 	}
 	for _, st := range r.ProviderStatements {
-		if !st.RevokedAt.Before(t) {
+		if !st.RevokedAt.Before(t) || !st.RecordedAt.IsZero() && !st.RecordedAt.Before(t) {
 			return true
 		}
 	}

@@ -183,6 +183,24 @@ func TestListRevocations(t *testing.T) {
 	if got, _ := walk(start.Add(30*time.Hour), 100); !reflect.DeepEqual(got, all[3:4]) {
 		t.Errorf("since the 30th: %q, want %q", got, all[3:4])
 	}
+	// A Provider's statement posted late, dated before since and before
+	// the revocation in force, changes only the statements: it is
+	// recorded then, and listed since.
+	h.now = start.Add(50 * time.Hour)
+	stated := h.sc.Brand.Key.SignTyp(verifier.RevocationTyp, h.statementClaims(all[5], start.Add(-47*time.Hour)))
+	r, err := h.l.RevokeGrantStated(ctx, all[5], time.Time{}, "", "writer-key", false, stated)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case !r.RevokedAt.Equal(start.Add(-48*time.Hour)) || len(r.ProviderStatements) != 1 || !r.ProviderStatements[0].RecordedAt.Equal(h.now):
+		t.Fatalf("a statement later than the revocation in force: %+v; want it kept, recorded at %s, the revocation as of %s", r, h.now, start.Add(-48*time.Hour))
+	}
+	if got, _ := walk(start.Add(45*time.Hour), 100); !reflect.DeepEqual(got, all[5:6]) {
+		t.Errorf("since the 45th, a statement recorded at the 50th: %q, want %q", got, all[5:6])
+	}
+	if got, _ := walk(start.Add(51*time.Hour), 100); len(got) != 0 {
+		t.Errorf("since the 51st: %q, want none", got)
+	}
 	// A page reads a bounded number: with a filter few match, it may end
 	// with none listed and a token to go on.
 	defer ledger.SetMaxRevocationsRead(4)()
@@ -190,7 +208,7 @@ func TestListRevocations(t *testing.T) {
 	if err != nil || len(page) != 0 || next == "" {
 		t.Errorf("a first page reading 4 of 25, none of them since: %d listed, next %q, %v; want none and a token", len(page), next, err)
 	}
-	want := append(all[3:4:4], all[20:]...)
+	want := append(append(all[3:4:4], all[5]), all[20:]...)
 	if got, pages := walk(start.Add(20*time.Hour), 3); !reflect.DeepEqual(got, want) || pages < 7 {
 		t.Errorf("since the 20th, reading 4 a page: %q in %d pages, want %q in 7 or more", got, pages, want)
 	}

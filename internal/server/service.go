@@ -604,7 +604,7 @@ func (s *service) revocationProto(grant string, r *ledger.Revocation) *ledgerv1.
 		out.AdminRecordedAt = ts(r.AdminRecordedAt)
 	}
 	for _, st := range r.ProviderStatements {
-		out.ProviderStatements = append(out.ProviderStatements, &ledgerv1.ProviderStatement{Brand: st.Brand, RevokedAt: ts(st.RevokedAt), Statement: st.Statement})
+		out.ProviderStatements = append(out.ProviderStatements, &ledgerv1.ProviderStatement{Brand: st.Brand, RevokedAt: ts(st.RevokedAt), Statement: st.Statement, RecordedAt: ts(st.RecordedAt)})
 	}
 	if s.providerStops != nil {
 		out.EmbeddedProvider = true

@@ -4140,7 +4140,10 @@ type ProviderStatement struct {
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// The statement: a compact JWS (typ pact-revocation+jwt) anyone can
 	// check with the brand's published keys.
-	Statement     string `protobuf:"bytes,3,opt,name=statement,proto3" json:"statement,omitempty"`
+	Statement string `protobuf:"bytes,3,opt,name=statement,proto3" json:"statement,omitempty"`
+	// When the ledger recorded the statement, which may be long after
+	// revoked_at; unset for statements recorded before it was kept.
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4194,6 +4197,13 @@ func (x *ProviderStatement) GetStatement() string {
 		return x.Statement
 	}
 	return ""
+}
+
+func (x *ProviderStatement) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
 }
 
 // RevokeGrantRequest reports a revocation.
@@ -4334,8 +4344,8 @@ func (x *RevokeGrantResponse) GetRevocation() *Revocation {
 type ListRevocationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only the revocations recorded, or in force, from this time on: whose
-	// revoked_at, recorded_at, admin_recorded_at or provider_revoked_at is
-	// at or after it. Unset: every one.
+	// revoked_at, recorded_at, admin_recorded_at, or a provider statement's
+	// revoked_at or recorded_at is at or after it. Unset: every one.
 	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
 	// 1 to 1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -7705,12 +7715,14 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x13provider_statements\x18\t \x03(\v2'.pactledger.ledger.v1.ProviderStatementR\x12providerStatements\x12+\n" +
 	"\x11embedded_provider\x18\n" +
 	" \x01(\bR\x10embeddedProvider\x12[\n" +
-	"\x1cembedded_provider_stopped_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x19embeddedProviderStoppedAt\"\x82\x01\n" +
+	"\x1cembedded_provider_stopped_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x19embeddedProviderStoppedAt\"\xbf\x01\n" +
 	"\x11ProviderStatement\x12\x14\n" +
 	"\x05brand\x18\x01 \x01(\tR\x05brand\x129\n" +
 	"\n" +
 	"revoked_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1c\n" +
-	"\tstatement\x18\x03 \x01(\tR\tstatement\"\xad\x01\n" +
+	"\tstatement\x18\x03 \x01(\tR\tstatement\x12;\n" +
+	"\vrecorded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\xad\x01\n" +
 	"\x12RevokeGrantRequest\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x129\n" +
 	"\n" +
@@ -8241,107 +8253,108 @@ var file_pactledger_ledger_v1_ledger_proto_depIdxs = []int32{
 	56,  // 68: pactledger.ledger.v1.Revocation.provider_statements:type_name -> pactledger.ledger.v1.ProviderStatement
 	101, // 69: pactledger.ledger.v1.Revocation.embedded_provider_stopped_at:type_name -> google.protobuf.Timestamp
 	101, // 70: pactledger.ledger.v1.ProviderStatement.revoked_at:type_name -> google.protobuf.Timestamp
-	101, // 71: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
-	55,  // 72: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	101, // 73: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
-	55,  // 74: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
-	60,  // 75: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
-	55,  // 76: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
-	30,  // 77: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
-	65,  // 78: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
-	101, // 79: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
-	101, // 80: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
-	101, // 81: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
-	69,  // 82: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
-	69,  // 83: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	30,  // 84: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
-	30,  // 85: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
-	69,  // 86: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
-	101, // 87: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
-	5,   // 88: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
-	101, // 89: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
-	101, // 90: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
-	77,  // 91: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
-	77,  // 92: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
-	101, // 93: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
-	80,  // 94: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
-	101, // 95: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
-	101, // 96: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
-	101, // 97: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
-	81,  // 98: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
-	101, // 99: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
-	101, // 100: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
-	94,  // 101: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
-	101, // 102: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
-	101, // 103: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
-	97,  // 104: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
-	13,  // 105: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
-	15,  // 106: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
-	17,  // 107: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
-	21,  // 108: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
-	31,  // 109: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
-	33,  // 110: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
-	35,  // 111: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
-	38,  // 112: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
-	40,  // 113: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
-	42,  // 114: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
-	45,  // 115: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
-	51,  // 116: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
-	53,  // 117: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
-	57,  // 118: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
-	62,  // 119: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
-	59,  // 120: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
-	64,  // 121: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
-	67,  // 122: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
-	70,  // 123: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
-	72,  // 124: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
-	74,  // 125: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
-	76,  // 126: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
-	79,  // 127: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
-	83,  // 128: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
-	85,  // 129: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
-	87,  // 130: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
-	89,  // 131: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
-	91,  // 132: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
-	93,  // 133: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
-	96,  // 134: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
-	99,  // 135: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
-	14,  // 136: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
-	16,  // 137: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
-	18,  // 138: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
-	22,  // 139: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
-	32,  // 140: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
-	34,  // 141: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
-	37,  // 142: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
-	39,  // 143: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
-	41,  // 144: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
-	43,  // 145: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
-	50,  // 146: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
-	52,  // 147: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
-	54,  // 148: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
-	58,  // 149: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
-	63,  // 150: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
-	61,  // 151: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
-	66,  // 152: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
-	68,  // 153: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
-	71,  // 154: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
-	73,  // 155: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
-	75,  // 156: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
-	78,  // 157: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
-	82,  // 158: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
-	84,  // 159: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
-	86,  // 160: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
-	88,  // 161: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
-	90,  // 162: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
-	92,  // 163: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
-	95,  // 164: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
-	98,  // 165: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
-	100, // 166: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
-	136, // [136:167] is the sub-list for method output_type
-	105, // [105:136] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	101, // 71: pactledger.ledger.v1.ProviderStatement.recorded_at:type_name -> google.protobuf.Timestamp
+	101, // 72: pactledger.ledger.v1.RevokeGrantRequest.revoked_at:type_name -> google.protobuf.Timestamp
+	55,  // 73: pactledger.ledger.v1.RevokeGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	101, // 74: pactledger.ledger.v1.ListRevocationsRequest.since:type_name -> google.protobuf.Timestamp
+	55,  // 75: pactledger.ledger.v1.GrantRevocation.revocation:type_name -> pactledger.ledger.v1.Revocation
+	60,  // 76: pactledger.ledger.v1.ListRevocationsResponse.revocations:type_name -> pactledger.ledger.v1.GrantRevocation
+	55,  // 77: pactledger.ledger.v1.GetGrantResponse.revocation:type_name -> pactledger.ledger.v1.Revocation
+	30,  // 78: pactledger.ledger.v1.GetGrantResponse.rows:type_name -> pactledger.ledger.v1.Row
+	65,  // 79: pactledger.ledger.v1.CheckIntegrityResponse.findings:type_name -> pactledger.ledger.v1.IntegrityFinding
+	101, // 80: pactledger.ledger.v1.Incident.opened_at:type_name -> google.protobuf.Timestamp
+	101, // 81: pactledger.ledger.v1.Incident.closed_at:type_name -> google.protobuf.Timestamp
+	101, // 82: pactledger.ledger.v1.Incident.retain_until:type_name -> google.protobuf.Timestamp
+	69,  // 83: pactledger.ledger.v1.ListIncidentsResponse.incidents:type_name -> pactledger.ledger.v1.Incident
+	69,  // 84: pactledger.ledger.v1.GetIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	30,  // 85: pactledger.ledger.v1.GetIncidentResponse.row:type_name -> pactledger.ledger.v1.Row
+	30,  // 86: pactledger.ledger.v1.GetIncidentResponse.same_day_rows:type_name -> pactledger.ledger.v1.Row
+	69,  // 87: pactledger.ledger.v1.CloseIncidentResponse.incident:type_name -> pactledger.ledger.v1.Incident
+	101, // 88: pactledger.ledger.v1.SweepRequest.at:type_name -> google.protobuf.Timestamp
+	5,   // 89: pactledger.ledger.v1.SweptRow.retention_class:type_name -> pactledger.ledger.v1.RetentionClass
+	101, // 90: pactledger.ledger.v1.SweptRow.retain_until:type_name -> google.protobuf.Timestamp
+	101, // 91: pactledger.ledger.v1.SweepResponse.at:type_name -> google.protobuf.Timestamp
+	77,  // 92: pactledger.ledger.v1.SweepResponse.swept:type_name -> pactledger.ledger.v1.SweptRow
+	77,  // 93: pactledger.ledger.v1.SweepResponse.kept:type_name -> pactledger.ledger.v1.SweptRow
+	101, // 94: pactledger.ledger.v1.OutboxEntry.retain_until:type_name -> google.protobuf.Timestamp
+	80,  // 95: pactledger.ledger.v1.DeadLetter.entry:type_name -> pactledger.ledger.v1.OutboxEntry
+	101, // 96: pactledger.ledger.v1.DeadLetter.first_failure:type_name -> google.protobuf.Timestamp
+	101, // 97: pactledger.ledger.v1.DeadLetter.last_failure:type_name -> google.protobuf.Timestamp
+	101, // 98: pactledger.ledger.v1.GetOutboxResponse.oldest_queued_at:type_name -> google.protobuf.Timestamp
+	81,  // 99: pactledger.ledger.v1.GetOutboxResponse.dead_letters:type_name -> pactledger.ledger.v1.DeadLetter
+	101, // 100: pactledger.ledger.v1.ListAccessLogRequest.since:type_name -> google.protobuf.Timestamp
+	101, // 101: pactledger.ledger.v1.AccessRecord.at:type_name -> google.protobuf.Timestamp
+	94,  // 102: pactledger.ledger.v1.ListAccessLogResponse.records:type_name -> pactledger.ledger.v1.AccessRecord
+	101, // 103: pactledger.ledger.v1.ProviderSetAsideEntry.at:type_name -> google.protobuf.Timestamp
+	101, // 104: pactledger.ledger.v1.ProviderSetAsideEntry.set_aside_at:type_name -> google.protobuf.Timestamp
+	97,  // 105: pactledger.ledger.v1.GetProviderOutboxResponse.set_aside:type_name -> pactledger.ledger.v1.ProviderSetAsideEntry
+	13,  // 106: pactledger.ledger.v1.LedgerService.AppendReceipt:input_type -> pactledger.ledger.v1.AppendReceiptRequest
+	15,  // 107: pactledger.ledger.v1.LedgerService.AppendReceipts:input_type -> pactledger.ledger.v1.AppendReceiptsRequest
+	17,  // 108: pactledger.ledger.v1.LedgerService.AppendReceiptStream:input_type -> pactledger.ledger.v1.AppendReceiptStreamRequest
+	21,  // 109: pactledger.ledger.v1.LedgerService.AppendRefusal:input_type -> pactledger.ledger.v1.AppendRefusalRequest
+	31,  // 110: pactledger.ledger.v1.LedgerService.GetRow:input_type -> pactledger.ledger.v1.GetRowRequest
+	33,  // 111: pactledger.ledger.v1.LedgerService.ListRows:input_type -> pactledger.ledger.v1.ListRowsRequest
+	35,  // 112: pactledger.ledger.v1.LedgerService.GetEvidence:input_type -> pactledger.ledger.v1.GetEvidenceRequest
+	38,  // 113: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:input_type -> pactledger.ledger.v1.GetJwksSnapshotRequest
+	40,  // 114: pactledger.ledger.v1.LedgerService.VerifyRow:input_type -> pactledger.ledger.v1.VerifyRowRequest
+	42,  // 115: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:input_type -> pactledger.ledger.v1.AppendDisputeEventRequest
+	45,  // 116: pactledger.ledger.v1.LedgerService.RunDrill:input_type -> pactledger.ledger.v1.RunDrillRequest
+	51,  // 117: pactledger.ledger.v1.LedgerService.GetDrill:input_type -> pactledger.ledger.v1.GetDrillRequest
+	53,  // 118: pactledger.ledger.v1.LedgerService.ListDrills:input_type -> pactledger.ledger.v1.ListDrillsRequest
+	57,  // 119: pactledger.ledger.v1.LedgerService.RevokeGrant:input_type -> pactledger.ledger.v1.RevokeGrantRequest
+	62,  // 120: pactledger.ledger.v1.LedgerService.GetGrant:input_type -> pactledger.ledger.v1.GetGrantRequest
+	59,  // 121: pactledger.ledger.v1.LedgerService.ListRevocations:input_type -> pactledger.ledger.v1.ListRevocationsRequest
+	64,  // 122: pactledger.ledger.v1.LedgerService.CheckIntegrity:input_type -> pactledger.ledger.v1.CheckIntegrityRequest
+	67,  // 123: pactledger.ledger.v1.LedgerService.RestoreEvidence:input_type -> pactledger.ledger.v1.RestoreEvidenceRequest
+	70,  // 124: pactledger.ledger.v1.LedgerService.ListIncidents:input_type -> pactledger.ledger.v1.ListIncidentsRequest
+	72,  // 125: pactledger.ledger.v1.LedgerService.GetIncident:input_type -> pactledger.ledger.v1.GetIncidentRequest
+	74,  // 126: pactledger.ledger.v1.LedgerService.CloseIncident:input_type -> pactledger.ledger.v1.CloseIncidentRequest
+	76,  // 127: pactledger.ledger.v1.LedgerService.Sweep:input_type -> pactledger.ledger.v1.SweepRequest
+	79,  // 128: pactledger.ledger.v1.LedgerService.GetOutbox:input_type -> pactledger.ledger.v1.GetOutboxRequest
+	83,  // 129: pactledger.ledger.v1.LedgerService.RetryDeadLetters:input_type -> pactledger.ledger.v1.RetryDeadLettersRequest
+	85,  // 130: pactledger.ledger.v1.LedgerService.GetCheckpoint:input_type -> pactledger.ledger.v1.GetCheckpointRequest
+	87,  // 131: pactledger.ledger.v1.LedgerService.GetRowProof:input_type -> pactledger.ledger.v1.GetRowProofRequest
+	89,  // 132: pactledger.ledger.v1.LedgerService.GetConsistencyProof:input_type -> pactledger.ledger.v1.GetConsistencyProofRequest
+	91,  // 133: pactledger.ledger.v1.LedgerService.WhoAmI:input_type -> pactledger.ledger.v1.WhoAmIRequest
+	93,  // 134: pactledger.ledger.v1.LedgerService.ListAccessLog:input_type -> pactledger.ledger.v1.ListAccessLogRequest
+	96,  // 135: pactledger.ledger.v1.LedgerService.GetProviderOutbox:input_type -> pactledger.ledger.v1.GetProviderOutboxRequest
+	99,  // 136: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:input_type -> pactledger.ledger.v1.RetryProviderSetAsideRequest
+	14,  // 137: pactledger.ledger.v1.LedgerService.AppendReceipt:output_type -> pactledger.ledger.v1.AppendReceiptResponse
+	16,  // 138: pactledger.ledger.v1.LedgerService.AppendReceipts:output_type -> pactledger.ledger.v1.AppendReceiptsResponse
+	18,  // 139: pactledger.ledger.v1.LedgerService.AppendReceiptStream:output_type -> pactledger.ledger.v1.AppendReceiptStreamResponse
+	22,  // 140: pactledger.ledger.v1.LedgerService.AppendRefusal:output_type -> pactledger.ledger.v1.AppendRefusalResponse
+	32,  // 141: pactledger.ledger.v1.LedgerService.GetRow:output_type -> pactledger.ledger.v1.GetRowResponse
+	34,  // 142: pactledger.ledger.v1.LedgerService.ListRows:output_type -> pactledger.ledger.v1.ListRowsResponse
+	37,  // 143: pactledger.ledger.v1.LedgerService.GetEvidence:output_type -> pactledger.ledger.v1.GetEvidenceResponse
+	39,  // 144: pactledger.ledger.v1.LedgerService.GetJwksSnapshot:output_type -> pactledger.ledger.v1.GetJwksSnapshotResponse
+	41,  // 145: pactledger.ledger.v1.LedgerService.VerifyRow:output_type -> pactledger.ledger.v1.VerifyRowResponse
+	43,  // 146: pactledger.ledger.v1.LedgerService.AppendDisputeEvent:output_type -> pactledger.ledger.v1.AppendDisputeEventResponse
+	50,  // 147: pactledger.ledger.v1.LedgerService.RunDrill:output_type -> pactledger.ledger.v1.RunDrillResponse
+	52,  // 148: pactledger.ledger.v1.LedgerService.GetDrill:output_type -> pactledger.ledger.v1.GetDrillResponse
+	54,  // 149: pactledger.ledger.v1.LedgerService.ListDrills:output_type -> pactledger.ledger.v1.ListDrillsResponse
+	58,  // 150: pactledger.ledger.v1.LedgerService.RevokeGrant:output_type -> pactledger.ledger.v1.RevokeGrantResponse
+	63,  // 151: pactledger.ledger.v1.LedgerService.GetGrant:output_type -> pactledger.ledger.v1.GetGrantResponse
+	61,  // 152: pactledger.ledger.v1.LedgerService.ListRevocations:output_type -> pactledger.ledger.v1.ListRevocationsResponse
+	66,  // 153: pactledger.ledger.v1.LedgerService.CheckIntegrity:output_type -> pactledger.ledger.v1.CheckIntegrityResponse
+	68,  // 154: pactledger.ledger.v1.LedgerService.RestoreEvidence:output_type -> pactledger.ledger.v1.RestoreEvidenceResponse
+	71,  // 155: pactledger.ledger.v1.LedgerService.ListIncidents:output_type -> pactledger.ledger.v1.ListIncidentsResponse
+	73,  // 156: pactledger.ledger.v1.LedgerService.GetIncident:output_type -> pactledger.ledger.v1.GetIncidentResponse
+	75,  // 157: pactledger.ledger.v1.LedgerService.CloseIncident:output_type -> pactledger.ledger.v1.CloseIncidentResponse
+	78,  // 158: pactledger.ledger.v1.LedgerService.Sweep:output_type -> pactledger.ledger.v1.SweepResponse
+	82,  // 159: pactledger.ledger.v1.LedgerService.GetOutbox:output_type -> pactledger.ledger.v1.GetOutboxResponse
+	84,  // 160: pactledger.ledger.v1.LedgerService.RetryDeadLetters:output_type -> pactledger.ledger.v1.RetryDeadLettersResponse
+	86,  // 161: pactledger.ledger.v1.LedgerService.GetCheckpoint:output_type -> pactledger.ledger.v1.GetCheckpointResponse
+	88,  // 162: pactledger.ledger.v1.LedgerService.GetRowProof:output_type -> pactledger.ledger.v1.GetRowProofResponse
+	90,  // 163: pactledger.ledger.v1.LedgerService.GetConsistencyProof:output_type -> pactledger.ledger.v1.GetConsistencyProofResponse
+	92,  // 164: pactledger.ledger.v1.LedgerService.WhoAmI:output_type -> pactledger.ledger.v1.WhoAmIResponse
+	95,  // 165: pactledger.ledger.v1.LedgerService.ListAccessLog:output_type -> pactledger.ledger.v1.ListAccessLogResponse
+	98,  // 166: pactledger.ledger.v1.LedgerService.GetProviderOutbox:output_type -> pactledger.ledger.v1.GetProviderOutboxResponse
+	100, // 167: pactledger.ledger.v1.LedgerService.RetryProviderSetAside:output_type -> pactledger.ledger.v1.RetryProviderSetAsideResponse
+	137, // [137:168] is the sub-list for method output_type
+	106, // [106:137] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_pactledger_ledger_v1_ledger_proto_init() }
