@@ -124,6 +124,9 @@ type (
 	Grant = oauth.Grant
 	// Revocations reads the revocation the ledger records for a grant.
 	Revocations = oauth.Revocations
+	// RecordedRevocation is the ledger's record of a grant's revocation,
+	// as the Provider honours it.
+	RecordedRevocation = oauth.Recorded
 	// NotRecorded counts a brand's identity refusals answered but not
 	// queued for the ledger: over its Config.RefusalLimit (OverRate), or
 	// for want of room in the outbox (OverRoom); and its denied consents

@@ -816,13 +816,12 @@ func embeddedStops(base string, brands map[string]*pact.Brand, signed func(state
 // any replica, that the embedded Provider honours (stops): a read of the
 // store, the ledger being built before the Provider serves.
 func ledgerRevocations(read func(context.Context, string) (*ledger.Revocation, error), stops func(string, *ledger.Revocation) time.Time) pact.Revocations {
-	return func(ctx context.Context, grant string) (time.Time, bool, error) {
+	return func(ctx context.Context, grant string) (pact.RecordedRevocation, error) {
 		rev, err := read(ctx, grant)
 		if err != nil || rev == nil {
-			return time.Time{}, false, err
+			return pact.RecordedRevocation{}, err
 		}
-		at := stops(grant, rev)
-		return at, !at.IsZero(), nil
+		return pact.RecordedRevocation{At: stops(grant, rev), Admin: rev.AdminRevokedAt}, nil
 	}
 }
 

@@ -28,6 +28,38 @@ type Grant struct {
 	// grant of the same Brand user to the same personal agent for the
 	// same agent sub.
 	ReplacedBy string `json:"replacedBy,omitempty"`
+	// Replaces are the grants this one replaced (Replacing): its agent's
+	// grants active when it was made or redeemed, whose scopes it may
+	// carry. A revocation the ledger records of one of them, or of the
+	// grant it Extends, ends it too (brandlogin.LedgerRevoked), as a
+	// User's revocation of them does. Grants kept before it was recorded
+	// have none.
+	Replaces []string `json:"replaces,omitempty"`
+}
+
+// MaxReplaces is the most grants Grant.Replaces names: the newest.
+const MaxReplaces = 16
+
+// Replacing records in g that it replaces older (Grant.Replaces).
+func (g *Grant) Replacing(older []Grant) {
+	for _, o := range older {
+		if o.ID != g.ID && !slices.Contains(g.Replaces, o.ID) {
+			g.Replaces = append(g.Replaces, o.ID)
+		}
+	}
+	if n := len(g.Replaces); n > MaxReplaces {
+		g.Replaces = slices.Clone(g.Replaces[n-MaxReplaces:])
+	}
+}
+
+// Carried lists the grants g rests on: the one it Extends and those it
+// Replaces.
+func (g *Grant) Carried() []string {
+	out := slices.Clone(g.Replaces)
+	if g.Extends != "" && !slices.Contains(out, g.Extends) {
+		out = append(out, g.Extends)
+	}
+	return out
 }
 
 // NewGrant is the grant an approved device authorization makes at now.

@@ -146,8 +146,8 @@ func (e *oauthEnv) accountPage(browser *http.Client) string {
 func TestAnUnreadableLedgerRecordDecidesNothing(t *testing.T) {
 	e := newOAuthEnv(t)
 	at := e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)
-	e.p.cfg.Revocations = func(context.Context, string) (time.Time, bool, error) {
-		return time.Time{}, false, errors.New("row store unreachable")
+	e.p.cfg.Revocations = func(context.Context, string) (oauth.Recorded, error) {
+		return oauth.Recorded{}, errors.New("row store unreachable")
 	}
 	code, out, h := e.send(at, "", "m1", "cancel order A-5531")
 	if code != http.StatusInternalServerError || h.Get("Retry-After") == "" {
@@ -161,9 +161,9 @@ func TestAnUnreadableLedgerRecordDecidesNothing(t *testing.T) {
 // failOnce makes the ledger's record unreadable for the next read only.
 func (e *oauthEnv) failOnce() {
 	var failed atomic.Bool
-	e.p.cfg.Revocations = func(ctx context.Context, grant string) (time.Time, bool, error) {
+	e.p.cfg.Revocations = func(ctx context.Context, grant string) (oauth.Recorded, error) {
 		if failed.CompareAndSwap(false, true) {
-			return time.Time{}, false, errors.New("row store unreachable")
+			return oauth.Recorded{}, errors.New("row store unreachable")
 		}
 		return e.ledgerRevocation(ctx, grant)
 	}

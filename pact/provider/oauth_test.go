@@ -48,29 +48,48 @@ type oauthEnv struct {
 	live atomic.Pointer[Server]
 	// ledgerRevs are the revocations the ledger records, by grant: the
 	// Provider's Config.Revocations.
-	ledgerRevs map[string]time.Time
+	ledgerRevs map[string]oauth.Recorded
 	// ledgerDown, when set, makes the ledger's record unreadable to the
 	// Provider and its pages alike.
 	ledgerDown bool
 }
 
 // revokeInLedger records grant's revocation in the ledger as of at, as
-// ledgerctl revoke does.
+// ledgerctl revoke with an admin key does.
 func (e *oauthEnv) revokeInLedger(grant string, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ledgerRevs[grant] = at
+	r := e.ledgerRevs[grant]
+	if r.Admin.IsZero() || at.Before(r.Admin) {
+		r.Admin = at
+	}
+	if r.At.IsZero() || at.Before(r.At) {
+		r.At = at
+	}
+	e.ledgerRevs[grant] = r
+}
+
+// statedInLedger records in the ledger the Provider's own signed
+// statement that it revoked grant as of at, as its pipeline posts one
+// (docs/design/045).
+func (e *oauthEnv) statedInLedger(grant string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.ledgerRevs[grant]
+	if r.At.IsZero() || at.Before(r.At) {
+		r.At = at
+	}
+	e.ledgerRevs[grant] = r
 }
 
 // ledgerRevocation is the ledger's record the Provider reads.
-func (e *oauthEnv) ledgerRevocation(_ context.Context, grant string) (time.Time, bool, error) {
+func (e *oauthEnv) ledgerRevocation(_ context.Context, grant string) (oauth.Recorded, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ledgerDown {
-		return time.Time{}, false, errors.New("row store unreachable")
+		return oauth.Recorded{}, errors.New("row store unreachable")
 	}
-	at, ok := e.ledgerRevs[grant]
-	return at, ok, nil
+	return e.ledgerRevs[grant], nil
 }
 
 // setLedgerDown makes the ledger's record unreadable (down) or readable
@@ -120,7 +139,7 @@ func newOAuthEnv(t *testing.T) *oauthEnv {
 // assembled as package pact does.
 func newOAuthEnvWith(t *testing.T, brands map[string]*brand.Brand) *oauthEnv {
 	var err error
-	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"], ledgerRevs: map[string]time.Time{}}
+	e := &oauthEnv{t: t, sc: pacttest.NewScenario(jose.ES256, jose.ES256), now: time.Now().UTC(), brand: brands["shop"], ledgerRevs: map[string]oauth.Recorded{}}
 	t.Cleanup(e.sc.Close)
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, e.sc.Agents())
 	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})

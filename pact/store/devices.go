@@ -135,6 +135,7 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			for i := range older {
 				g.CarryOver(&older[i], d.Scopes)
 			}
+			g.Replacing(older)
 			if err := putGrant(tx.Tx, &g); err != nil {
 				return err
 			}
@@ -149,7 +150,11 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
 		}
 		covered, err := agentGrants(tx.Tx, &g, now, func(o *oauth.Grant) bool { return g.Covers(o.Scopes) })
-		if err != nil {
+		if err != nil || len(covered) == 0 {
+			return err
+		}
+		g.Replacing(covered)
+		if err := putGrant(tx.Tx, &g); err != nil {
 			return err
 		}
 		return replaced(tx, g, covered, now)
@@ -576,6 +581,36 @@ func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Ti
 			return nil
 		}
 		if err := putGrant(tx.Tx, &g); err != nil {
+			return err
+		}
+		return revokeAgent(tx, g, note, now)
+	})
+	return g, err
+}
+
+// RevokeCarried applies to grant id a revocation the ledger records of
+// a grant it rests on (oauth.Grant.Carried: one it replaced or extends),
+// as a User's revocation of that grant does (RevokeGrant): id is revoked
+// now and its revocation queued for the ledger with note, and with it
+// the grants that carry its scopes and every other active grant of the
+// same personal agent for the same user. A grant already ended is left
+// as it is. It returns the grant as it now stands. ErrNotFound: no such
+// grant.
+func (s *Store) RevokeCarried(id, note string, now time.Time) (oauth.Grant, error) {
+	var g oauth.Grant
+	err := s.update(func(tx *txn) error {
+		now := tx.revokeAt(now)
+		found, err := get(tx.Tx, bGrants, []byte(id), &g)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("grant: %w", ErrNotFound)
+		}
+		if !g.Active(now) || !g.Revoke(now) {
+			return nil
+		}
+		if err := revoked(tx, g, note, now); err != nil {
 			return err
 		}
 		return revokeAgent(tx, g, note, now)
