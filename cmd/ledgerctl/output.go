@@ -90,20 +90,18 @@ func (c *cli) printList(l listing, empty string) error {
 }
 
 // csvSafe keeps a spreadsheet from reading a cell of --output csv as a
-// formula, as the console's grant export does: a cell a spreadsheet could
-// read as one (termtext.Formula: = + - @ first, past any spaces, in
+// formula, as the console's grant export does (termtext.CSVCell): a cell
+// a spreadsheet could read as one (= + - @ first, past any spaces, in
 // either width, or a tab or a carriage return; a writer's target, tool or
 // agent, say) gets a leading apostrophe (OWASP's advice on CSV
-// injection). "-" alone, ledgerctl's word for none, is no formula and is
-// left as it is, as are ids and times, which start with a digit or a
-// letter.
+// injection), and so does each part of a cell a spreadsheet could split
+// off (after a ; , tab or line break) that could. "-" alone, ledgerctl's
+// word for none, is no formula and is left as it is, as are ids and
+// times, which start with a digit or a letter.
 func csvSafe(rec []string) []string {
 	out := make([]string, len(rec))
 	for i, c := range rec {
-		out[i] = c
-		if termtext.Formula(c) {
-			out[i] = "'" + c
-		}
+		out[i] = termtext.CSVCell(c)
 	}
 	return out
 }

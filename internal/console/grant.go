@@ -275,13 +275,12 @@ func csvCutMessage(id string, g *grantExport) string {
 
 // csvSafe keeps a spreadsheet from reading a cell as a formula: a cell a
 // writer controls (a target, a principal) that a spreadsheet could read
-// as one (termtext.Formula) gets a leading apostrophe (OWASP's CSV
-// injection advice).
+// as one, or could split into parts one of which it could, gets an
+// apostrophe before each (termtext.CSVCell; OWASP's CSV injection
+// advice).
 func csvSafe(rec []string) []string {
 	for i, c := range rec {
-		if termtext.Formula(c) {
-			rec[i] = "'" + c
-		}
+		rec[i] = termtext.CSVCell(c)
 	}
 	return rec
 }

@@ -157,6 +157,59 @@ func Find(s string, text bool) int {
 	return -1
 }
 
+// csvSplits are the characters a spreadsheet may split a CSV line at
+// inside a cell: another locale's list separator (";"), a file read as
+// text with another separator (a comma or a tab), a line break. Go's CSV
+// writer quotes a cell for some of them, not for all, and a spreadsheet
+// does not always read a quoted cell whole.
+const csvSplits = ",;\t\r\n"
+
+// CSVCell is cell as a CSV file's cell no spreadsheet reads as a
+// formula: an apostrophe goes before it when it could start one
+// (Formula), and after each character a spreadsheet may split it at
+// (csvSplits) where the part that follows could (OWASP's advice on CSV
+// injection, for every cell a spreadsheet may make of it). A cell no part
+// of which could start a formula is left as it is.
+func CSVCell(cell string) string {
+	var b strings.Builder
+	if Formula(cell) {
+		b.WriteByte('\'')
+	}
+	from := 0
+	mark := func(at int) {
+		b.WriteString(cell[from:at])
+		b.WriteByte('\'')
+		from = at
+	}
+	part := -1 // where the part being read starts, past a split; -1: none is open
+	for i := 0; i < len(cell); {
+		r, n := utf8.DecodeRuneInString(cell[i:])
+		switch {
+		case strings.IndexByte(csvSplits, cell[i]) >= 0:
+			if part == i && (cell[i] == '\t' || cell[i] == '\r') {
+				mark(part) // a part that starts with a tab or a carriage return
+			}
+			part = i + 1
+		case part < 0 || unicode.IsSpace(r):
+		case strings.ContainsRune(formulaStarts, r):
+			mark(part)
+			part = -1
+		default:
+			part = -1
+		}
+		i += n
+	}
+	if b.Len() == 0 {
+		return cell
+	}
+	b.WriteString(cell[from:])
+	return b.String()
+}
+
+// formulaStarts are the characters a formula starts with, in either
+// width.
+const formulaStarts = "=+-@＝＋－＠"
+
 // Formula reports whether a spreadsheet that opens a CSV file could read
 // cell as a formula: its first character, past any leading spaces, is
 // = + - or @ (or their full-width forms), or the cell starts with a tab
@@ -174,7 +227,7 @@ func Formula(cell string) bool {
 		switch {
 		case unicode.IsSpace(r):
 			continue
-		case strings.ContainsRune("=+-@＝＋－＠", r):
+		case strings.ContainsRune(formulaStarts, r):
 			return true
 		}
 		return false

@@ -97,3 +97,34 @@ func TestFormula(t *testing.T) {
 		}
 	}
 }
+
+// A cell gets an apostrophe before each part a spreadsheet may read as a
+// formula: the cell, and each part past a character a spreadsheet may
+// split it at in another locale (";"), or reading it as text with another
+// separator (a comma, a tab), or past a line break.
+func TestCSVCell(t *testing.T) {
+	for cell, want := range map[string]string{
+		"":                            "",
+		"-":                           "-",
+		"A-5531":                      "A-5531",
+		"cancel_order A-5531, A-5532": "cancel_order A-5531, A-5532",
+		"=1":                          "'=1",
+		" =1":                         "' =1",
+		"A-5531;=cmd|' /C calc'!A0;":  "A-5531;'=cmd|' /C calc'!A0;",
+		"a; =1":                       "a;' =1",
+		"a,+1,b":                      "a,'+1,b",
+		"a\t@SUM(1)":                  "a\t'@SUM(1)",
+		"a\n-1+1":                     "a\n'-1+1",
+		"a\r\n＝1":                     "a\r\n'＝1",
+		"a;\t=1":                      "a;'\t'=1",
+		"=1;=2":                       "'=1;'=2",
+		"a;b=1;c":                     "a;b=1;c",
+		"a;;;":                        "a;;;",
+		"a; ; ;x":                     "a; ; ;x",
+		"a;\u00a0=1":                  "a;'\u00a0=1",
+	} {
+		if got := CSVCell(cell); got != want {
+			t.Errorf("CSVCell(%q) = %q, want %q", cell, got, want)
+		}
+	}
+}
