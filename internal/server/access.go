@@ -45,9 +45,10 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if err != nil {
 		rec.Result = strings.ToLower(codeWords(status.Code(err)))
 	}
-	if rec.Row != "" && rec.RowPrincipal == "" && err == nil && a.rows != nil {
+	if rec.Row != "" && rec.RowPrincipal == "" && (err == nil || status.Code(err) == codes.FailedPrecondition) && a.rows != nil {
 		// Whose row was read: what "who looked up this customer's rows"
-		// asks of reads by id.
+		// asks of reads by id. A refusal for the row's state (a dispute
+		// event it does not allow) names the row and its status.
 		if r, gerr := a.rows.Get(ctx, rec.Row); gerr == nil {
 			rec.RowPrincipal = r.Principal
 		}
@@ -156,10 +157,12 @@ func describeRead(req any) (ledger.Access, bool) {
 	case *ledgerv1.GetRowRequest, *ledgerv1.GetEvidenceRequest, *ledgerv1.VerifyRowRequest, *ledgerv1.GetRowProofRequest,
 		*ledgerv1.GetJwksSnapshotRequest, *ledgerv1.GetDrillRequest, *ledgerv1.ListDrillsRequest,
 		*ledgerv1.ListIncidentsRequest, *ledgerv1.GetIncidentRequest, *ledgerv1.CheckIntegrityRequest,
-		*ledgerv1.GetProviderOutboxRequest, *ledgerv1.GetOutboxRequest, *ledgerv1.SweepRequest, *ledgerv1.ListRevocationsRequest:
+		*ledgerv1.GetProviderOutboxRequest, *ledgerv1.GetOutboxRequest, *ledgerv1.SweepRequest, *ledgerv1.ListRevocationsRequest,
+		*ledgerv1.AppendDisputeEventRequest:
 		// A sweep's listing names the rows it removed or kept, a dry
 		// run's those it would; the evidence outbox's dead letters name
-		// rows' objects.
+		// rows' objects. A dispute event answers with its row whole, and
+		// its refusals name the row's full id and status: a read too.
 		return ledger.Access{}, true
 	case *ledgerv1.ListRowsRequest:
 		return ledger.Access{Principal: m.GetPrincipal(), Target: m.GetTarget(), Grant: m.GetGrantId(), Agent: m.GetAgent()}, true
@@ -190,6 +193,8 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 		a.Row = m.GetId()
 	case *ledgerv1.RunDrillRequest:
 		a.Row = m.GetRowId()
+	case *ledgerv1.AppendDisputeEventRequest:
+		a.Row = m.GetId()
 	case *ledgerv1.GetJwksSnapshotRequest:
 		a.Object = m.GetId()
 	case *ledgerv1.GetDrillRequest:
@@ -199,6 +204,9 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 	}
 	switch r := resp.(type) {
 	case *ledgerv1.GetRowResponse:
+		a.Rows = one(r.GetRow() != nil)
+		a.RowPrincipal = r.GetRow().GetPrincipal()
+	case *ledgerv1.AppendDisputeEventResponse:
 		a.Rows = one(r.GetRow() != nil)
 		a.RowPrincipal = r.GetRow().GetPrincipal()
 	case *ledgerv1.GetEvidenceResponse:

@@ -237,3 +237,34 @@ func TestAccessLogByPrincipalListsReadsThatReturnedTheCustomersRows(t *testing.T
 		}
 	}
 }
+
+// A dispute event answers with its row whole, and its refusal names the
+// row's full id and status: support's dispute events are reads the access
+// log keeps, refused ones too, each with the row's id (a prefix resolved)
+// and, where the row was read, whose it is.
+func TestDisputeEventsAreInTheAccessLog(t *testing.T) {
+	e, _ := newLoggingEnv(t)
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})), &rep)
+	id := rep.Row.ID
+	if code := e.call(t, "POST", "/v1/rows/"+id[:8]+"/disputes", "support", map[string]any{"status": "DISPUTE_STATUS_RESOLVED_INCIDENT"}, nil); code != http.StatusBadRequest {
+		t.Fatalf("resolving an incident the row does not have: %d, want 400", code)
+	}
+	if code := e.call(t, "POST", "/v1/rows/"+id[:8]+"/disputes", "support", map[string]any{"status": "DISPUTE_STATUS_OPEN", "note": "customer says no"}, nil); code != http.StatusOK {
+		t.Fatalf("a dispute: %d", code)
+	}
+	var got []accessRecord
+	for _, r := range e.accessLog(t, "") {
+		if r.Rpc == "AppendDisputeEvent" {
+			r.Seq, r.Roles, r.RowPrincipals = "", nil, nil
+			got = append(got, r)
+		}
+	}
+	want := []accessRecord{
+		{Key: "support-key", Rpc: "AppendDisputeEvent", RowID: id, RowPrincipal: "acct-48213", Result: "failed precondition"},
+		{Key: "support-key", Rpc: "AppendDisputeEvent", RowID: id, RowPrincipal: "acct-48213", Rows: 1, Result: "ok"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the access log's dispute events:\n got %+v\nwant %+v", got, want)
+	}
+}
