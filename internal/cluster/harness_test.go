@@ -527,6 +527,10 @@ type lease struct {
 	live   bool
 }
 
+// of reports whether the lease is held by the replica named name
+// (leases.holder), which holds it under that name and a suffix of its own.
+func (l lease) of(name string) bool { return strings.HasPrefix(l.holder, name+"-") }
+
 // logTail returns the end of a replica's log, for a failure message.
 func (r *replica) logTail() string {
 	b, err := os.ReadFile(r.log)

@@ -6,6 +6,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -329,7 +330,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	s.ledger, err = ledger.New(s.store, objects, v, ledgerKeys, ledger.Config{Policy: policy, Metrics: metrics, Logger: log, AccessRetention: accessKept,
-		Leases: ledger.LeaseConfig{Holder: cfg.Leases.Holder, TTL: time.Duration(cfg.Leases.TTL)}, ReferenceClocks: referenceClocks(s.store, s.s3, cfg.Clock.References)})
+		Leases: ledger.LeaseConfig{Holder: replicaHolder(cfg.Leases.Holder), TTL: time.Duration(cfg.Leases.TTL)}, ReferenceClocks: referenceClocks(s.store, s.s3, cfg.Clock.References)})
 	if err != nil {
 		return nil, err
 	}
@@ -781,6 +782,20 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	}
 	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
 	return brands, nil
+}
+
+// replicaHolder is the holder this process takes leases and outbox
+// claims as: leases.holder, when set, with a random suffix of this
+// process's own, so that two replicas given one name (a config file they
+// share) never take each other's leases or claims for their own: a lease
+// is taken again at once by its holder, and a claim is its holder's to
+// renew. Unset, the ledger's default (hostname-pid-random) is unique
+// already.
+func replicaHolder(name string) string {
+	if name == "" {
+		return ""
+	}
+	return name + "-" + rand.Text()[:8]
 }
 
 // embeddedStops is from when a revocation of a grant stops the embedded
