@@ -101,6 +101,7 @@ func TestValidationNamesFileLineAndField(t *testing.T) {
 		{"template names a missing field", "    reply: \"Order {{.id}} is {{.status}}.\"\n  - tool: lookup", "    reply: \"Order {{.id}} is {{.colour}}.\"\n  - tool: lookup", "shop.yaml:27: intents[0].reply: template names something"},
 		{"template syntax", "    reply: \"Order {{.id}} is {{.status}}.\"\n  - tool: lookup", "    reply: \"Order {{.id\"\n  - tool: lookup", "shop.yaml:27: intents[0].reply: template:"},
 		{"two fallbacks", "  - tool: cancel\n    words: [cancel]\n", "  - tool: lookup\n    reply: x\n  - tool: cancel\n    words: [cancel]\n", "shop.yaml:30: intents[2]: at most one intent"},
+		{"changing tool's args without the record", "    words: [cancel]\n    reply", "    words: [cancel]\n    args: {reason: \"{{.status}}\"}\n    reply", "shop.yaml:27: intents[0].args: the tool cancel changes records: one of the args must name the record"},
 		{"fallback changes", "  - tool: lookup\n    reply", "  - tool: cancel\n    reply", "shop.yaml:28: intents[1].tool: the intent without words"},
 		{"bad policy", "name: Shop Support\n", "name: Shop Support\nwithoutToken: maybe\n", "shop.yaml:3: withoutToken:"},
 		{"delegation without login", "name: Shop Support\n", "name: Shop Support\ndelegation: true\n", "shop.yaml:3: delegation: delegation needs a login"},

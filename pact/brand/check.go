@@ -323,6 +323,9 @@ func (c *checker) intent(i int, in *Intent) error {
 		}
 		args[k] = "x"
 	}
+	if in.tool.Changes() && !c.argsNameRecord(rt, in, groups) {
+		return c.at.errf(p("args"), "the tool %s changes records: one of the args must name the record (\"{{.id}}\"), so that the receipt's argsHash covers which record it changed", in.Tool)
+	}
 	if strings.TrimSpace(in.Reply) == "" {
 		return c.at.errf(p("reply"), "is required: what the agent answers")
 	}
@@ -363,6 +366,24 @@ func (c *checker) sample(rt *RecordType, args, groups map[string]string) Data {
 		groups = map[string]string{}
 	}
 	return c.b.NewData(rec, args, groups)
+}
+
+// recordIDSample is the record id argsNameRecord renders the args with.
+const recordIDSample = "record-id-sample-7f3a9c"
+
+// argsNameRecord reports whether one of the intent's args, rendered,
+// holds the record's id: a receipt's actions carry the tool and the hash
+// of its args alone, so a tool that changes a record must name it there
+// for the signature to cover which record it changed.
+func (c *checker) argsNameRecord(rt *RecordType, in *Intent, groups map[string]string) bool {
+	sample := c.sample(rt, nil, groups)
+	sample["id"] = recordIDSample
+	for _, t := range in.args {
+		if out, err := render(t, sample); err == nil && strings.Contains(out, recordIDSample) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) template(p []any, src string, sample Data) (*template.Template, error) {
