@@ -187,7 +187,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 			}
 			return lost, err
 		case <-expire.C:
-			stop("no renewal succeeded in time (the store did not answer)")
+			stop("no renewal succeeded in time (the store did not answer, or this process was paused)")
 		case <-renew.C:
 			if renewing || lost {
 				continue
