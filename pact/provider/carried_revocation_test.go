@@ -1,13 +1,10 @@
 package provider
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pactledger/pactledger/internal/customer"
 )
 
 // An admin revokes in the ledger the grant a disputed receipt names; the
@@ -89,33 +86,16 @@ func TestALedgerRevocationOfAReplacedGrantEndsTheGrantThatReplacedIt(t *testing.
 // ends the step-up's grant too.
 func TestALedgerRevocationOfAnExtendedGrantEndsTheStepUpsGrant(t *testing.T) {
 	e := newOAuthEnv(t)
-	ctx := context.Background()
 	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
-	code, out, _ := e.send(read, "", "m1", "please cancel A-5531")
-	task, _ := out["task"].(map[string]any)
-	if code != 200 || task == nil {
-		t.Fatalf("step-up: %d %v", code, out)
-	}
-	jane := customer.New(janeEmail, janePassword)
-	if pg, err := jane.Answer(ctx, task["metadata"].(map[string]any)["pact.verificationUriComplete"].(string), customer.Decision{}); err != nil || pg.Title != "Allowed" {
-		t.Fatalf("the step-up's link: %v %+v", err, pg)
-	}
-	da := e.deviceAuth("orders:read", "orders:cancel")
-	if pg, err := jane.Answer(ctx, da["verification_uri_complete"].(string), customer.Decision{}); err != nil || pg.Title != "Already allowed" {
-		t.Fatalf("%v %+v", err, pg)
-	}
-	code, tok := e.poll(da)
-	if code != 200 {
-		t.Fatalf("token: %d %v", code, tok)
-	}
+	_, tok := e.stepUpThroughLink(read)
 	first, stepped := claimsOf(t, read).GrantID, claimsOf(t, tok["access_token"].(string)).GrantID
-	if code, out, _ = e.send(tok["access_token"].(string), "", "m2", "please cancel order A-5531"); code != 200 {
+	if code, out, _ := e.send(tok["access_token"].(string), "", "m2", "please cancel order A-5531"); code != 200 {
 		t.Fatalf("a turn under the step-up's grant %s: %d %v", stepped, code, out)
 	}
 	e.advance(time.Minute)
 	e.revokeInLedger(first, e.clock())
 	e.advance(time.Second)
-	if code, out, _ = e.send(tok["access_token"].(string), "", "m3", "please cancel order A-5531"); code != 401 {
+	if code, out, _ := e.send(tok["access_token"].(string), "", "m3", "please cancel order A-5531"); code != 401 {
 		t.Errorf("a turn under the step-up's grant %s after the ledger revoked %s, which it extends: %d %v, want 401", stepped, first, code, out)
 	}
 }

@@ -609,37 +609,47 @@ func TestGuessingUserCodesIsLimited(t *testing.T) {
 	}
 }
 
+// stepUpThroughLink asks, under the delegation token read (orders:read),
+// for a cancellation: the answer is a step-up, which Jane approves through
+// its link; the agent then asks for what it holds and what it lacks, as
+// pactagent does, Jane is not asked again, and the agent's token is
+// returned with the step-up's context.
+func (e *oauthEnv) stepUpThroughLink(read string) (ctxID string, tok map[string]any) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	code, out, _ := e.send(read, "", "m1", "please cancel A-5531")
+	task, _ := out["task"].(map[string]any)
+	if code != 200 || task == nil {
+		t.Fatalf("step-up: %d %v", code, out)
+	}
+	jane := customer.New(janeEmail, janePassword)
+	if pg, err := jane.Answer(ctx, task["metadata"].(map[string]any)["pact.verificationUriComplete"].(string), customer.Decision{}); err != nil || pg.Title != "Allowed" {
+		t.Fatalf("the step-up's link: %v %+v", err, pg)
+	}
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	if pg, err := jane.Answer(ctx, da["verification_uri_complete"].(string), customer.Decision{}); err != nil || pg.Title != "Already allowed" {
+		t.Fatalf("the agent's own request for the missing scope: %v %+v, want it allowed already", err, pg)
+	}
+	code, tok = e.poll(da)
+	if code != 200 {
+		t.Fatalf("token: %d %v", code, tok)
+	}
+	return task["contextId"].(string), tok
+}
+
 // A step-up's link leads somewhere (PACT §5.5): the User who approves
 // through it is not asked again when the agent, repeating §5.3 for the
 // missing scopes, shows its own link; the agent's token then carries
 // them, and the turn goes through.
 func TestAStepUpApprovedThroughItsLinkIsNotAskedAgain(t *testing.T) {
 	e := newOAuthEnv(t)
-	ctx := context.Background()
 	read := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)
-	code, out, _ := e.send(read, "", "m1", "please cancel A-5531")
-	task, _ := out["task"].(map[string]any)
-	if code != 200 || task == nil {
-		t.Fatalf("step-up: %d %v", code, out)
+	ctxID, tok := e.stepUpThroughLink(read)
+	if tok["scope"] != "orders:read orders:cancel" {
+		t.Fatalf("token: %v", tok)
 	}
-	ctxID := task["contextId"].(string)
-	jane := customer.New(janeEmail, janePassword)
-	link := task["metadata"].(map[string]any)["pact.verificationUriComplete"].(string)
-	if pg, err := jane.Answer(ctx, link, customer.Decision{}); err != nil || pg.Title != "Allowed" {
-		t.Fatalf("the step-up's link: %v %+v", err, pg)
-	}
-	// The agent asks for what it holds and what it lacks, as pactagent
-	// does; the step-up's grant holds both.
-	da := e.deviceAuth("orders:read", "orders:cancel")
-	pg, err := jane.Answer(ctx, da["verification_uri_complete"].(string), customer.Decision{})
-	if err != nil || pg.Title != "Already allowed" {
-		t.Fatalf("the agent's own request for the missing scope: %v %+v, want it allowed already", err, pg)
-	}
-	code, tok := e.poll(da)
-	if code != 200 || tok["scope"] != "orders:read orders:cancel" {
-		t.Fatalf("token: %d %v", code, tok)
-	}
-	code, out, _ = e.send(tok["access_token"].(string), ctxID, "m2", "please cancel A-5531")
+	code, out, _ := e.send(tok["access_token"].(string), ctxID, "m2", "please cancel A-5531")
 	if msg, _ := out["message"].(map[string]any); code != 200 || msg == nil || !strings.Contains(msg["parts"].([]any)[0].(map[string]any)["text"].(string), "cancelled") {
 		t.Fatalf("after the step-up: %d %v", code, out)
 	}

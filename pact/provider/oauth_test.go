@@ -56,26 +56,22 @@ type oauthEnv struct {
 
 // revokeInLedger records grant's revocation in the ledger as of at, as
 // ledgerctl revoke with an admin key does.
-func (e *oauthEnv) revokeInLedger(grant string, at time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r := e.ledgerRevs[grant]
-	if r.Admin.IsZero() || at.Before(r.Admin) {
-		r.Admin = at
-	}
-	if r.At.IsZero() || at.Before(r.At) {
-		r.At = at
-	}
-	e.ledgerRevs[grant] = r
-}
+func (e *oauthEnv) revokeInLedger(grant string, at time.Time) { e.recordInLedger(grant, at, true) }
 
 // statedInLedger records in the ledger the Provider's own signed
 // statement that it revoked grant as of at, as its pipeline posts one
 // (docs/design/045).
-func (e *oauthEnv) statedInLedger(grant string, at time.Time) {
+func (e *oauthEnv) statedInLedger(grant string, at time.Time) { e.recordInLedger(grant, at, false) }
+
+// recordInLedger records a revocation of grant as of at that stops the
+// Provider: an admin's, or the Provider's own statement.
+func (e *oauthEnv) recordInLedger(grant string, at time.Time, admin bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.ledgerRevs[grant]
+	if admin && (r.Admin.IsZero() || at.Before(r.Admin)) {
+		r.Admin = at
+	}
 	if r.At.IsZero() || at.Before(r.At) {
 		r.At = at
 	}

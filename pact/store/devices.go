@@ -567,25 +567,15 @@ func (s *Store) RevokeGrant(brand, user, id, note string, now time.Time) error {
 // ended is left as it is. It returns the grant as it now stands.
 // ErrNotFound: no such grant.
 func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Time) (oauth.Grant, error) {
-	var g oauth.Grant
-	err := s.update(func(tx *txn) error {
-		now := tx.revokeAt(now)
-		found, err := get(tx.Tx, bGrants, []byte(id), &g)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("grant: %w", ErrNotFound)
-		}
-		if !g.Active(now) || !g.Revoke(at) {
+	return s.revokeActive(id, now, func(tx *txn, g *oauth.Grant, now time.Time) error {
+		if !g.Revoke(at) {
 			return nil
 		}
-		if err := putGrant(tx.Tx, &g); err != nil {
+		if err := putGrant(tx.Tx, g); err != nil {
 			return err
 		}
-		return revokeAgent(tx, g, note, now)
+		return revokeAgent(tx, *g, note, now)
 	})
-	return g, err
 }
 
 // RevokeCarried applies to grant id a revocation the ledger records of
@@ -597,6 +587,22 @@ func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Ti
 // as it is. It returns the grant as it now stands. ErrNotFound: no such
 // grant.
 func (s *Store) RevokeCarried(id, note string, now time.Time) (oauth.Grant, error) {
+	return s.revokeActive(id, now, func(tx *txn, g *oauth.Grant, now time.Time) error {
+		if !g.Revoke(now) {
+			return nil
+		}
+		if err := revoked(tx, *g, note, now); err != nil {
+			return err
+		}
+		return revokeAgent(tx, *g, note, now)
+	})
+}
+
+// revokeActive runs revoke on grant id, when it is active at now (the
+// time the Provider's revocations are dated, txn.revokeAt), in one write
+// transaction, and returns the grant as it then stands. ErrNotFound: no
+// such grant.
+func (s *Store) revokeActive(id string, now time.Time, revoke func(tx *txn, g *oauth.Grant, now time.Time) error) (oauth.Grant, error) {
 	var g oauth.Grant
 	err := s.update(func(tx *txn) error {
 		now := tx.revokeAt(now)
@@ -607,13 +613,10 @@ func (s *Store) RevokeCarried(id, note string, now time.Time) (oauth.Grant, erro
 		if !found {
 			return fmt.Errorf("grant: %w", ErrNotFound)
 		}
-		if !g.Active(now) || !g.Revoke(now) {
+		if !g.Active(now) {
 			return nil
 		}
-		if err := revoked(tx, g, note, now); err != nil {
-			return err
-		}
-		return revokeAgent(tx, g, note, now)
+		return revoke(tx, &g, now)
 	})
 	return g, err
 }
