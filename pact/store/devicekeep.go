@@ -28,10 +28,45 @@ import (
 //     step-up), by its agent and sub and then its expiry, so that the ones
 //     pending for a sub are counted without reading any other's
 //     (oauth.MaxPending). The User's decision, or its expiry, removes it.
+//
+// A step-up is also kept in bStepUps under what it asks (stepUpKey), so
+// that a turn that needs what an open step-up already asks gets that
+// step-up's link again rather than a new authorization: an agent that
+// sends turn after turn needing a scope it lacks leaves one step-up
+// pending, not one a turn. Its deletion removes the entry.
 var (
 	bDeviceDue     = []byte("device_due")     // due time | kind | device key: nothing
 	bDevicePending = []byte("device_pending") // agentKey | expiry | device key: nothing
+	bStepUps       = []byte("device_stepups") // stepUpKey: device key
 )
+
+// stepUpKey keys a step-up in bStepUps by what it asks: the brand, the
+// personal agent's sub, the grant it extends and the scopes.
+func stepUpKey(d *oauth.DeviceAuthorization) []byte {
+	scopes := slices.Sorted(slices.Values(d.Scopes))
+	var b []byte
+	for _, f := range append([]string{d.Brand, d.Client, d.Sub, d.Extends}, scopes...) {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return hash(string(b))
+}
+
+// openStepUp returns the user code of a step-up still pending that asks
+// what d asks, and whose code lasts at least half its time from now, so
+// that the User has time to follow its link; "" when there is none.
+func openStepUp(tx *bolt.Tx, d *oauth.DeviceAuthorization, now time.Time) (string, error) {
+	key := tx.Bucket(bStepUps).Get(stepUpKey(d))
+	if key == nil {
+		return "", nil
+	}
+	var open oauth.DeviceAuthorization
+	found, err := get(tx, bDevices, key, &open)
+	if err != nil || !found || !open.StepUp || open.StateAt(now) != oauth.Pending || open.Expires.Sub(now) < oauth.DeviceCodeTTL/2 {
+		return "", err
+	}
+	return open.UserCode, nil
+}
 
 // What is due for a device authorization (bDeviceDue).
 const (
@@ -169,6 +204,11 @@ func pruneDevices(tx *bolt.Tx, now time.Time) (int, error) {
 		case dueDelete:
 			if err := tx.Bucket(bDevicePending).Delete(pendingKey(&d, key)); err != nil {
 				return 0, err
+			}
+			if ups := tx.Bucket(bStepUps); d.StepUp && bytes.Equal(ups.Get(stepUpKey(&d)), key) {
+				if err := ups.Delete(stepUpKey(&d)); err != nil {
+					return 0, err
+				}
 			}
 			codes := tx.Bucket(bUserCodes)
 			if bytes.Equal(codes.Get([]byte(d.UserCode)), key) {

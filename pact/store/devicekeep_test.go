@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestDeviceAuthorizationPruningIsBoundedPerWrite(t *testing.T) {
 	late := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
 	for i := 1; keyCount(t, s, bDevices) > i-1; i++ {
 		before := keyCount(t, s, bDeviceDue)
-		newDevice(t, s, fmt.Sprintf("dc_late_%d", i), "u", true, late)
+		newDevice(t, s, fmt.Sprintf("dc_late_%d", i), fmt.Sprintf("late-%d", i), true, late)
 		if done := before + 2 - keyCount(t, s, bDeviceDue); done > devicePruneBatch {
 			t.Fatalf("write %d carried out %d due entries, want at most %d", i, done, devicePruneBatch)
 		}
@@ -81,6 +82,66 @@ func TestDeviceAuthorizationPruningIsBoundedPerWrite(t *testing.T) {
 	}
 	if got := keyCount(t, s, bDevicePending); got != 0 {
 		t.Fatalf("%d entries pending after every agent's authorization expired", got)
+	}
+}
+
+// A turn that needs what a step-up still pending asks gets that
+// step-up's link again: an agent sending turn after turn that need a
+// scope it lacks leaves one step-up pending, not one a turn. A step-up
+// that asks anything else (another sub, scope or extended grant), one
+// whose code is past half its time, and one the User answered, are not
+// given again; the deletion of a step-up takes its entry with it.
+func TestAStepUpPendingIsGivenAgain(t *testing.T) {
+	s := openStore(t)
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	first := newDevice(t, s, "dc_1", "u1", true, t0)
+	for i := range 20 {
+		if got := newDevice(t, s, fmt.Sprintf("dc_again_%d", i), "u1", true, t0.Add(time.Duration(i)*time.Second)); got != first {
+			t.Fatalf("turn %d: user code %s, want the pending step-up's %s", i, got, first)
+		}
+	}
+	if n := keyCount(t, s, bDevices); n != 1 {
+		t.Fatalf("%d device authorizations after 21 turns needing one scope, want 1", n)
+	}
+	other := func(edit func(*oauth.DeviceAuthorization)) string {
+		d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j.x", []string{"orders:read"}, 5*time.Second, t0)
+		d.StepUp = true
+		edit(&d)
+		code, err := s.NewDeviceAuthorization(oauth.NewSecret("dc_"), d, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	for what, edit := range map[string]func(*oauth.DeviceAuthorization){
+		"another sub":            func(d *oauth.DeviceAuthorization) { d.Sub = "u2" },
+		"another scope":          func(d *oauth.DeviceAuthorization) { d.Scopes = []string{"orders:cancel"} },
+		"another extended grant": func(d *oauth.DeviceAuthorization) { d.Extends = "a2agrant_1" },
+		"asked by the agent":     func(d *oauth.DeviceAuthorization) { d.StepUp = false },
+	} {
+		if got := other(edit); got == first {
+			t.Errorf("a step-up of %s: the pending one's user code", what)
+		}
+	}
+	// Past half its time: a fresh one, given again from then.
+	late := t0.Add(oauth.DeviceCodeTTL/2 + time.Second)
+	fresh := newDevice(t, s, "dc_late", "u1", true, late)
+	if fresh == first || newDevice(t, s, "dc_late_again", "u1", true, late.Add(time.Second)) != fresh {
+		t.Fatalf("past half its time: %s, then again; want a fresh code, then the same", fresh)
+	}
+	// Answered: not given again.
+	if _, err := s.DecideDevice(fresh, oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, late); err != nil {
+		t.Fatal(err)
+	}
+	if got := newDevice(t, s, "dc_after", "u1", true, late.Add(2*time.Second)); got == fresh {
+		t.Fatalf("after the User answered the step-up: its code %s given again", got)
+	}
+	// Deleted with their codes: no entry left.
+	if _, err := s.Prune(context.Background(), late.Add(oauth.DeviceCodeTTL+oauth.DeviceCodeKept+time.Minute), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := keyCount(t, s, bStepUps); n != 0 {
+		t.Errorf("%d step-up entries after every step-up was deleted", n)
 	}
 }
 

@@ -25,8 +25,11 @@ const userCodeTries = 5
 var ErrUserCodeTaken = errors.New("no free user code was found")
 
 // NewDeviceAuthorization stores d, keyed by deviceCode, under a fresh user
-// code, and returns the user code. It refuses, with a *PendingLimitError,
-// a device authorization the agent asked for (not a step-up) when it has
+// code, and returns the user code. A step-up that asks what one still
+// pending asks (the same brand, agent, sub, extended grant and scopes,
+// its code lasting at least half its time) is not stored: that one's user
+// code is returned. It refuses, with a *PendingLimitError, a device
+// authorization the agent asked for (not a step-up) when it has
 // oauth.MaxPending pending for the same sub already; and with
 // ErrUserCodeTaken when it finds no user code free. It first carries out
 // some of what is due for device authorizations at now: the request JWTs
@@ -34,9 +37,16 @@ var ErrUserCodeTaken = errors.New("no free user code was found")
 // ago are deleted with their user codes (pruneDevices).
 func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization, now time.Time) (string, error) {
 	var refused *PendingLimitError // a refusal that still commits the pruning
+	open := ""                     // an open step-up's user code, to give again
 	err := s.update(func(tx *txn) error {
 		if _, err := pruneDevices(tx.Tx, now); err != nil {
 			return err
+		}
+		if d.StepUp {
+			var err error
+			if open, err = openStepUp(tx.Tx, &d, now); err != nil || open != "" {
+				return err
+			}
 		}
 		if !d.StepUp {
 			if n, soonest := pendingFor(tx.Tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
@@ -62,6 +72,11 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 		if err := codes.Put([]byte(d.UserCode), key); err != nil {
 			return err
 		}
+		if d.StepUp {
+			if err := tx.Bucket(bStepUps).Put(stepUpKey(&d), key); err != nil {
+				return err
+			}
+		}
 		return indexDevice(tx.Tx, &d, key)
 	})
 	if err == nil && refused != nil {
@@ -69,6 +84,9 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 	}
 	if err != nil {
 		return "", fmt.Errorf("store device authorization: %w", err)
+	}
+	if open != "" {
+		return open, nil
 	}
 	return d.UserCode, nil
 }

@@ -156,7 +156,7 @@ func Open(path string) (*Store, error) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bDeviceDue) == nil
 		unkept := tx.Bucket(bKeepDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bKeepDue, bRefreshByGrant} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bStepUps, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
