@@ -62,9 +62,6 @@ var (
 	// not served; the wrapped text names it, and `ledgerctl fsck` lists
 	// every such entry.
 	ErrStoreEdited = errors.New("the row store was edited outside the ledger")
-	// ErrObjectLocked: the object store refused to delete an object it
-	// still retains or holds under a legal hold.
-	ErrObjectLocked = errors.New("the object is retained or under legal hold")
 )
 
 // Store keeps rows, their indexes, evidence bytes, JWKS snapshots, the
@@ -661,8 +658,7 @@ type ObjectStore interface {
 	// SetLegalHold places (on) or releases a legal hold on an object.
 	SetLegalHold(ctx context.Context, loc Location, on bool) error
 	// Delete removes an object version whose retention has passed; the
-	// store refuses while it is retained or held, with an error wrapping
-	// ErrObjectLocked where it says that is why.
+	// store refuses while it is retained or held.
 	Delete(ctx context.Context, loc Location) error
 	// ExtendRetention moves an object's retain-until to until when that is
 	// later than the current one; it never shortens retention.

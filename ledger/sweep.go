@@ -689,7 +689,6 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 		if inUse {
 			continue
 		}
-		released := false
 		if _, snapshot := snapshotIDOf(loc.Key); snapshot && loc.LegalHold {
 			// A snapshot held when it was dropped: a closed incident's
 			// release that had not been applied yet. Released here, unless
@@ -703,16 +702,8 @@ func (l *Ledger) deleteObjects(ctx context.Context, res *SweepResult) {
 				}
 				continue
 			}
-			released = true
 		}
-		err = l.objects.Delete(ctx, loc)
-		if errors.Is(err, ErrObjectLocked) && !released {
-			var inUse bool
-			if inUse, err = l.deleteStrayHold(ctx, loc, err); inUse {
-				continue
-			}
-		}
-		if err != nil {
+		if err := l.objects.Delete(ctx, loc); err != nil {
 			res.ObjectsPending++
 			if len(res.DeletionErrors) < 20 {
 				res.DeletionErrors = append(res.DeletionErrors, fmt.Sprintf("%s: %v", loc.Key, err))
@@ -812,30 +803,6 @@ func (l *Ledger) dequeueIfInUse(ctx context.Context, loc Location) (bool, error)
 		return tx.Deleted(loc.Key)
 	})
 	return inUse && err == nil, err
-}
-
-// deleteStrayHold deletes loc, queued for deletion, once more after its
-// store refused (refused) for a legal hold no incident records: nothing
-// in the row store holds a queued object, but a hold can land late, from
-// an uploader whose claim on the operation ran out while its call was on
-// the way, after another uploader had applied the hold and its release.
-// The hold is released (unless an incident holds the key), and the
-// object deleted unless it is in use again (inUse: its deletion left the
-// queue). A refusal the release does not end (the object still
-// retained) returns refused.
-func (l *Ledger) deleteStrayHold(ctx context.Context, loc Location, refused error) (inUse bool, err error) {
-	if l.releaseUnwanted(ctx, loc) != nil {
-		return false, refused
-	}
-	if inUse, err = l.dequeueIfInUse(ctx, loc); err != nil || inUse {
-		return inUse, err
-	}
-	if l.objects.Delete(ctx, loc) != nil {
-		return false, refused
-	}
-	l.cfg.Logger.WarnContext(ctx, "an object queued for deletion was under a legal hold no incident records, applied late by an uploader whose claim had run out: released, and the object deleted",
-		slog.String("key", loc.Key), slog.String("version", loc.VersionID))
-	return false, nil
 }
 
 // releaseUnwanted releases the legal hold of a snapshot's object queued

@@ -44,17 +44,15 @@ var errInjected = errors.New("injected failure")
 
 func (f *faultyStore) decide(op, key string) (bool, bool) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.calls == nil {
 		f.calls = map[string]int{}
 	}
 	f.calls[op+" "+key]++
-	fail := f.fail
-	f.mu.Unlock()
-	if fail == nil {
+	if f.fail == nil {
 		return false, false
 	}
-	// Unlocked: fail may call the ledger, which calls the store again.
-	return fail(op, key)
+	return f.fail(op, key)
 }
 
 func (f *faultyStore) Put(ctx context.Context, key string, body []byte, until time.Time) (ledger.Location, error) {

@@ -229,9 +229,9 @@ func (s *Store) Delete(_ context.Context, loc ledger.Location) error {
 	}
 	switch {
 	case st.LegalHold:
-		return fmt.Errorf("delete %s: under legal hold: %w", loc.Key, ledger.ErrObjectLocked)
+		return fmt.Errorf("delete %s: under legal hold", loc.Key)
 	case time.Now().Before(until):
-		return fmt.Errorf("delete %s: retained until %s: %w", loc.Key, until.Format(time.RFC3339), ledger.ErrObjectLocked)
+		return fmt.Errorf("delete %s: retained until %s", loc.Key, until.Format(time.RFC3339))
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", loc.Key, err)

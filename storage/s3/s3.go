@@ -537,10 +537,6 @@ func (s *Store) Delete(ctx context.Context, loc ledger.Location) (err error) {
 		return err
 	}
 	if err := s.c.RemoveObject(ctx, s.bucket, loc.Key, minio.RemoveObjectOptions{VersionID: loc.VersionID}); err != nil {
-		if minio.ToErrorResponse(err).StatusCode == http.StatusForbidden {
-			// S3 refuses a locked version's deletion as access denied.
-			return fmt.Errorf("delete %s: %w (%w)", loc.Key, ledger.ErrObjectLocked, err)
-		}
 		return fmt.Errorf("delete %s: %w", loc.Key, err)
 	}
 	return nil
