@@ -90,23 +90,10 @@ type authenticator struct {
 	refused func(ctx context.Context, method string, err error)
 	// refusals, when set, logs every refusal.
 	refusals *refusalLog
-	// keylessWatches bounds the health watches open without a key: a
-	// watch never ends on its own, and keeps its connection from being
-	// closed as idle (MaxConnectionIdle), so that without a bound anyone
-	// could hold connections open at no cost.
-	keylessWatches chan struct{}
 }
 
-// MaxKeylessWatches is the most health watches (grpc.health.v1
-// Health/Watch) open at once without a key, on one ledgerd: a load
-// balancer's or an orchestrator's few. More are refused RESOURCE_EXHAUSTED
-// (Health/Check answers the same without a stream); a key lifts it.
-const MaxKeylessWatches = 64
-
-const healthWatch = "/grpc.health.v1.Health/Watch"
-
 func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
-	a := &authenticator{keys: map[[32]byte]principal{}, keylessWatches: make(chan struct{}, MaxKeylessWatches)}
+	a := &authenticator{keys: map[[32]byte]principal{}}
 	for _, k := range keys {
 		b, err := hex.DecodeString(k.SHA256)
 		if err != nil || len(b) != 32 {
@@ -242,29 +229,7 @@ func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if err != nil {
 		return err
 	}
-	if info.FullMethod == healthWatch && !a.keyed(ctx) {
-		select {
-		case a.keylessWatches <- struct{}{}:
-			defer func() { <-a.keylessWatches }()
-		default:
-			return status.Errorf(codes.ResourceExhausted, "%d health watches are open without a key, the most this ledgerd serves: use Health/Check, or send a key", MaxKeylessWatches)
-		}
-	}
 	return handler(srv, authorizedStream{ServerStream: ss, ctx: ctx})
-}
-
-// keyed reports whether a call to a public method sent a key this ledgerd
-// holds.
-func (a *authenticator) keyed(ctx context.Context) bool {
-	if _, ok := ctx.Value(principalKey{}).(principal); ok {
-		return true
-	}
-	v := metadata.ValueFromIncomingContext(ctx, "authorization")
-	if len(v) == 0 {
-		return false
-	}
-	_, ok := a.lookup(bearerKey(v[0]))
-	return ok
 }
 
 // authorizedStream is a stream whose context names its caller, as a unary
