@@ -20,6 +20,7 @@ func TestTheGrantExportHasNoFormulaInAnyPartOfACell(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: `A-5531;=cmd|' /C calc'!A0;`, At: time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)})
 	row := e.record(t, r)
+	e.record(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: `A-5532;"=1+1"`, At: time.Date(2026, 10, 7, 13, 13, 44, 0, time.UTC)}))
 	c := e.newWebClient(t)
 	c.signIn(t, config.RoleAuditor)
 	code, body := c.get(t, "/console/grant/export?id="+row.GetGrantId()+"&format=csv")

@@ -190,7 +190,7 @@ func CSVCell(cell string) string {
 				mark(part) // a part that starts with a tab or a carriage return
 			}
 			part = i + 1
-		case part < 0 || unicode.IsSpace(r):
+		case part < 0 || unicode.IsSpace(r) || r == '"': // a quote opens a quoted cell
 		case strings.ContainsRune(formulaStarts, r):
 			mark(part)
 			part = -1

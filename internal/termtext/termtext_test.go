@@ -122,6 +122,9 @@ func TestCSVCell(t *testing.T) {
 		"a;;;":                        "a;;;",
 		"a; ; ;x":                     "a; ; ;x",
 		"a;\u00a0=1":                  "a;'\u00a0=1",
+		`a;"=1+1"`:                    `a;'"=1+1"`,
+		`x;" =cmd|' /C calc'!A0"`:     `x;'" =cmd|' /C calc'!A0"`,
+		`a;"b";c`:                     `a;"b";c`,
 	} {
 		if got := CSVCell(cell); got != want {
 			t.Errorf("CSVCell(%q) = %q, want %q", cell, got, want)
