@@ -241,3 +241,34 @@ func TestAnOlderProviderKeyFileBesideANewerOutboxDoesNotStart(t *testing.T) {
 		t.Errorf("with the key file put back the receipt is recorded as %+v, want one row AUTHORIZED under kid %s", list.Rows, rot.Kid)
 	}
 }
+
+// ledgerd does not start with an admin key in provider.ledgerKeyFile:
+// the Provider's posts would be recorded as an admin's, and its report of
+// each grant it replaced would stop the Provider as an admin's revocation
+// does, ending the grant that replaced it and carries its scopes. A key
+// that is a writer and an admin is refused too; the message says why.
+func TestTheProvidersPipelineKeyIsNoAdmins(t *testing.T) {
+	s := newShop(t)
+	s.stop()
+	for _, roles := range [][]string{{config.RoleAdmin}, {config.RoleWriter, config.RoleAdmin}} {
+		cfg := s.cfg
+		const key = "test-pipeline-admin-key"
+		cfg.APIKeys = append(slices.Clone(cfg.APIKeys), config.APIKey{Name: "pipeline", SHA256: config.HashKey(key), Roles: roles})
+		cfg.Provider.LedgerKeyFile = filepath.Join(t.TempDir(), "pipeline.key")
+		if err := os.WriteFile(cfg.Provider.LedgerKeyFile, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err == nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = srv.Serve(ctx)
+			t.Fatalf("ledgerd started with a pipeline key of roles %v", roles)
+		}
+		for _, want := range []string{"provider.ledgerKeyFile must hold a writer key without the admin role", "the key pipeline, which has the admin role"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("roles %v: the refusal %q does not say %q", roles, err, want)
+			}
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -320,7 +322,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 				return nil, fmt.Errorf("provider.ledgerTls: %w", err)
 			}
 		}
-		if s.pipeKey, err = pipelineKey(cfg, keyDir); err != nil {
+		if s.pipeKey, err = pipelineKey(cfg, keyDir); errors.Is(err, errAdminPipelineKey) {
+			return nil, err
+		} else if err != nil {
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
 		}
 	}
@@ -873,8 +877,22 @@ func pipelineKey(cfg config.Config, keyDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	key := strings.TrimSpace(string(b))
+	sum := sha256.Sum256([]byte(key))
+	for _, k := range cfg.APIKeys {
+		if strings.EqualFold(k.SHA256, hex.EncodeToString(sum[:])) && slices.Contains(k.Roles, config.RoleAdmin) {
+			return "", fmt.Errorf("%w: %s holds the key %s, which has the admin role", errAdminPipelineKey, path, k.Name)
+		}
+	}
+	return key, nil
 }
+
+// errAdminPipelineKey: provider.ledgerKeyFile holds a key with the admin
+// role. The Provider's posts would be recorded as an admin's: each
+// revocation of a grant it replaced would then stop the embedded Provider
+// as an admin's does, and end the grant that replaced it, which carries
+// its scopes (docs/design/038). ledgerd does not start with one.
+var errAdminPipelineKey = errors.New("provider.ledgerKeyFile must hold a writer key without the admin role")
 
 // pipelineClient is how the embedded Provider posts to the ledger: to
 // this ledgerd in memory, through the same REST handler, authentication

@@ -97,10 +97,11 @@ func RevokeGrant(st *store.Store, brand, user, id string, now time.Time) error {
 // the grant is revoked at the Provider as of the ledger's time, with the
 // agent's other grants as a User's revocation revokes them
 // (store.Store.RevokeRecorded). An admin's revocation the ledger holds of
-// a grant g rests on (oauth.Grant.Carried: one it replaced or extends,
-// and theirs) ends g too, as a User's revocation of that grant does
-// (store.Store.RevokeCarried): an admin revokes the grant a disputed
-// receipt names, which may have been replaced since. It returns the grant
+// a grant whose scopes g carries (oauth.Grant.Carried: one it replaced
+// or extends, and those they carried theirs from) ends g too, as a
+// User's revocation of that grant does (store.Store.RevokeCarried): an
+// admin revokes the grant a disputed receipt names, which may have been
+// replaced since. It returns the grant
 // as it now stands and the time the ledger's revocation took effect (zero
 // when none did). A revocation as of a past time stops the grant's use
 // from now on: what the Provider served before it learnt of it stays
@@ -120,47 +121,28 @@ func LedgerRevoked(ctx context.Context, st *store.Store, rs oauth.Revocations, g
 	if rs == nil || !g.Active(now) {
 		return g, time.Time{}, nil
 	}
-	from, at, err := carriedRevoked(ctx, st, rs, g, now)
+	from, at, err := carriedRevoked(ctx, rs, g, now)
 	if err != nil || from == "" {
 		return g, time.Time{}, err
 	}
-	ng, err := st.RevokeCarried(g.ID, "grant "+from+", which it replaced or extends, is revoked in the ledger as of "+at.UTC().Format(time.RFC3339), now.UTC())
+	ng, err := st.RevokeCarried(g.ID, "grant "+from+", whose scopes it carries, is revoked in the ledger as of "+at.UTC().Format(time.RFC3339), now.UTC())
 	if err != nil {
 		return g, time.Time{}, err
 	}
 	return ng, at, nil
 }
 
-// MaxCarriedRead is the most grants behind one (oauth.Grant.Carried,
-// followed on) whose ledger revocations LedgerRevoked reads.
-const MaxCarriedRead = 64
-
-// carriedRevoked finds a grant g rests on, or one that rests on, whose
-// admin's revocation rs records has taken effect by now (Recorded.Admin):
-// its id and that time, or "" when none has. A grant the Provider no longer keeps (pruned,
-// docs/design/040) is read in the ledger, not followed on.
-func carriedRevoked(ctx context.Context, st *store.Store, rs oauth.Revocations, g oauth.Grant, now time.Time) (string, time.Time, error) {
-	seen := map[string]bool{g.ID: true}
-	for todo := g.Carried(); len(todo) > 0 && len(seen) <= MaxCarriedRead; todo = todo[1:] {
-		id := todo[0]
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
+// carriedRevoked finds a grant whose scopes g carries (oauth.Grant.Carried)
+// whose admin's revocation rs records has taken effect by now
+// (Recorded.Admin): its id and that time, or "" when none has.
+func carriedRevoked(ctx context.Context, rs oauth.Revocations, g oauth.Grant, now time.Time) (string, time.Time, error) {
+	for _, id := range g.Carried() {
 		r, err := rs(ctx, id)
 		switch {
 		case err != nil:
 			return "", time.Time{}, err
 		case !r.Admin.IsZero() && !now.Before(r.Admin):
 			return id, r.Admin, nil
-		}
-		o, err := st.Grant(id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return "", time.Time{}, err
-		default:
-			todo = append(todo, o.Carried()...)
 		}
 	}
 	return "", time.Time{}, nil

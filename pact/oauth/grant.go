@@ -28,34 +28,30 @@ type Grant struct {
 	// grant of the same Brand user to the same personal agent for the
 	// same agent sub.
 	ReplacedBy string `json:"replacedBy,omitempty"`
-	// Replaces are the grants this one replaced (Replacing): its agent's
-	// grants active when it was made or redeemed, whose scopes it may
-	// carry. A revocation the ledger records of one of them, or of the
-	// grant it Extends, ends it too (brandlogin.LedgerRevoked), as a
-	// User's revocation of them does. Grants kept before it was recorded
-	// have none.
-	Replaces []string `json:"replaces,omitempty"`
+	// CarriedFrom are the grants whose scopes this one carries, not
+	// renewed (Carry, CarryOver), and those they carried theirs from,
+	// newest first, MaxCarriedFrom at most: the User allowed those scopes
+	// under them. An admin's revocation the ledger records of one of
+	// them ends this grant too (brandlogin.LedgerRevoked). Grants kept
+	// before it was recorded have none: the grant they extend is read.
+	CarriedFrom []string `json:"carriedFrom,omitempty"`
 }
 
-// MaxReplaces is the most grants Grant.Replaces names: the newest.
-const MaxReplaces = 16
+// MaxCarriedFrom is the most grants Grant.CarriedFrom names: the newest.
+const MaxCarriedFrom = 16
 
-// Replacing records in g that it replaces older (Grant.Replaces).
-func (g *Grant) Replacing(older []Grant) {
-	for _, o := range older {
-		if o.ID != g.ID && !slices.Contains(g.Replaces, o.ID) {
-			g.Replaces = append(g.Replaces, o.ID)
-		}
-	}
-	if n := len(g.Replaces); n > MaxReplaces {
-		g.Replaces = slices.Clone(g.Replaces[n-MaxReplaces:])
+// carryFrom records in g that it carries scopes of prev (CarriedFrom).
+func (g *Grant) carryFrom(prev *Grant) {
+	g.CarriedFrom = dedupe(append(g.CarriedFrom, append([]string{prev.ID}, prev.Carried()...)...))
+	if len(g.CarriedFrom) > MaxCarriedFrom {
+		g.CarriedFrom = slices.Clone(g.CarriedFrom[:MaxCarriedFrom])
 	}
 }
 
-// Carried lists the grants g rests on: the one it Extends and those it
-// Replaces.
+// Carried lists the grants whose scopes g carries: CarriedFrom, and the
+// grant it Extends.
 func (g *Grant) Carried() []string {
-	out := slices.Clone(g.Replaces)
+	out := slices.Clone(g.CarriedFrom)
 	if g.Extends != "" && !slices.Contains(out, g.Extends) {
 		out = append(out, g.Extends)
 	}
@@ -74,6 +70,7 @@ func NewGrant(d *DeviceAuthorization, now time.Time) Grant {
 func (g *Grant) Carry(prev *Grant) {
 	g.Scopes = dedupe(append(slices.Clone(prev.Scopes), g.Scopes...))
 	g.Extends = prev.ID
+	g.carryFrom(prev)
 	if prev.Expires.Before(g.Expires) {
 		g.Expires = prev.Expires
 	}
@@ -104,6 +101,7 @@ func (g *Grant) CarryOver(prev *Grant, asked []string) {
 	if len(kept) == 0 {
 		return
 	}
+	g.carryFrom(prev)
 	g.Scopes = append(kept, g.Scopes...)
 	if prev.Expires.Before(g.Expires) {
 		g.Expires = prev.Expires

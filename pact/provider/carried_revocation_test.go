@@ -1,10 +1,15 @@
 package provider
 
 import (
+	"context"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/pactledger/pactledger/pact/oauth"
 )
 
 // An admin revokes in the ledger the grant a disputed receipt names; the
@@ -25,8 +30,8 @@ func TestALedgerRevocationOfAReplacedGrantEndsTheGrantThatReplacedIt(t *testing.
 			e.advance(time.Minute)
 			tok2 := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
 			g2 := claimsOf(t, tok2["access_token"].(string)).GrantID
-			if stored, err := e.st.Grant(g2); err != nil || len(stored.Replaces) != 1 || stored.Replaces[0] != g1 || !strings.Contains(tok2["scope"].(string), "orders:cancel") {
-				t.Fatalf("the second grant: %+v, %v, scope %q; want it to replace %s and carry orders:cancel", stored, err, tok2["scope"], g1)
+			if stored, err := e.st.Grant(g2); err != nil || !slices.Equal(stored.CarriedFrom, []string{g1}) || !strings.Contains(tok2["scope"].(string), "orders:cancel") {
+				t.Fatalf("the second grant: %+v, %v, scope %q; want it to carry orders:cancel from %s", stored, err, tok2["scope"], g1)
 			}
 			// The Provider's pipeline posts the replaced grant's
 			// revocation with its own signed statement: that stops the
@@ -98,4 +103,77 @@ func TestALedgerRevocationOfAnExtendedGrantEndsTheStepUpsGrant(t *testing.T) {
 	if code, out, _ := e.send(tok["access_token"].(string), "", "m3", "please cancel order A-5531"); code != 401 {
 		t.Errorf("a turn under the step-up's grant %s after the ledger revoked %s, which it extends: %d %v, want 401", stepped, first, code, out)
 	}
+}
+
+// A grant the User approved afresh for every scope its agent asked
+// carries nothing of the grant it replaced: an admin's revocation of that
+// one leaves it working, and a use of it reads the ledger's record of its
+// own grant alone, however many grants came before it.
+func TestAGrantThatCarriesNothingRestsOnNothingRevoked(t *testing.T) {
+	e := newOAuthEnv(t)
+	first := claimsOf(t, e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)).GrantID
+	var tok map[string]any
+	for range 40 {
+		e.advance(time.Minute)
+		tok = e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	}
+	e.revokeInLedger(first, e.clock())
+	e.advance(time.Second)
+	reads := e.countReads()
+	if code, out, _ := e.send(tok["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("a turn under the 41st grant, approved afresh, after an admin revoked the first: %d %v, want 200", code, out)
+	}
+	if n := reads(); n != 2 {
+		t.Errorf("one turn read the ledger's record %d times, want 2: its grant's, before and after", n)
+	}
+}
+
+// Each grant that carries scopes of the one before names it and those it
+// carried theirs from, oauth.MaxCarriedFrom at most, the newest: a turn
+// reads the ledger's record of each, before and after, and no more, and
+// an admin's revocation of any of them ends the grant.
+func TestACarryingGrantNamesTheNewestItCarriesFrom(t *testing.T) {
+	e := newOAuthEnv(t)
+	ids := []string{claimsOf(t, e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)).GrantID}
+	var tok map[string]any
+	for range oauth.MaxCarriedFrom + 4 {
+		e.advance(time.Minute)
+		tok = e.deviceToken([]string{"orders:read"}, []string{"orders:read"}) // orders:cancel carried
+		ids = append(ids, claimsOf(t, tok["access_token"].(string)).GrantID)
+	}
+	last, err := e.st.Grant(ids[len(ids)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(ids[len(ids)-1-oauth.MaxCarriedFrom : len(ids)-1])
+	slices.Reverse(want)
+	if !slices.Equal(last.CarriedFrom, want) {
+		t.Fatalf("the last grant carries from %v, want the newest %d, newest first: %v", last.CarriedFrom, oauth.MaxCarriedFrom, want)
+	}
+	reads := e.countReads()
+	if code, out, _ := e.send(tok["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("a turn: %d %v", code, out)
+	}
+	if n, want := reads(), 2*(1+oauth.MaxCarriedFrom); n != want {
+		t.Errorf("one turn read the ledger's record %d times, want %d: its grant's and the %d it carries from, before and after", n, want, oauth.MaxCarriedFrom)
+	}
+	e.revokeInLedger(want[len(want)-1], e.clock()) // the oldest it names
+	e.advance(time.Second)
+	if code, out, _ := e.send(tok["access_token"].(string), "", "m2", "please cancel order A-5531"); code != 401 {
+		t.Errorf("after an admin revoked %s, which the grant carries from: %d %v, want 401", want[len(want)-1], code, out)
+	}
+}
+
+// countReads counts the Provider's reads of the ledger's record from now
+// on: the returned func says how many.
+func (e *oauthEnv) countReads() func() int {
+	var mu sync.Mutex
+	n := 0
+	e.p.cfg.Revocations = func(ctx context.Context, grant string) (oauth.Recorded, error) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return e.ledgerRevocation(ctx, grant)
+	}
+	return func() int { mu.Lock(); defer mu.Unlock(); return n }
 }

@@ -153,7 +153,6 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			for i := range older {
 				g.CarryOver(&older[i], d.Scopes)
 			}
-			g.Replacing(older)
 			if err := putGrant(tx.Tx, &g); err != nil {
 				return err
 			}
@@ -168,11 +167,7 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
 		}
 		covered, err := agentGrants(tx.Tx, &g, now, func(o *oauth.Grant) bool { return g.Covers(o.Scopes) })
-		if err != nil || len(covered) == 0 {
-			return err
-		}
-		g.Replacing(covered)
-		if err := putGrant(tx.Tx, &g); err != nil {
+		if err != nil {
 			return err
 		}
 		return replaced(tx, g, covered, now)
@@ -597,7 +592,7 @@ func (s *Store) RevokeRecorded(id string, at time.Time, note string, now time.Ti
 }
 
 // RevokeCarried applies to grant id a revocation the ledger records of
-// a grant it rests on (oauth.Grant.Carried: one it replaced or extends),
+// a grant whose scopes it carries (oauth.Grant.Carried),
 // as a User's revocation of that grant does (RevokeGrant): id is revoked
 // now and its revocation queued for the ledger with note, and with it
 // the grants that carry its scopes and every other active grant of the
