@@ -271,4 +271,18 @@ func TestTheProvidersPipelineKeyIsNoAdmins(t *testing.T) {
 			}
 		}
 	}
+	// No keys configured: the admin key ledgerd generates is refused too.
+	cfg := s.cfg
+	cfg.APIKeys, cfg.DataDir = nil, t.TempDir()
+	cfg.Provider.LedgerKeyFile = filepath.Join(cfg.DataDir, config.KeysDir, config.RoleAdmin+".key")
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = srv.Serve(ctx)
+		t.Fatal("ledgerd started with its generated admin key as the pipeline key")
+	}
+	if !strings.Contains(err.Error(), "which has the admin role") {
+		t.Errorf("the refusal of the generated admin key: %v", err)
+	}
 }

@@ -322,7 +322,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 				return nil, fmt.Errorf("provider.ledgerTls: %w", err)
 			}
 		}
-		if s.pipeKey, err = pipelineKey(cfg, keyDir); errors.Is(err, errAdminPipelineKey) {
+		if s.pipeKey, err = pipelineKey(cfg, keys, keyDir); errors.Is(err, errAdminPipelineKey) {
 			return nil, err
 		} else if err != nil {
 			log.WarnContext(ctx, "the Provider's receipts wait in its outbox: no writer key for the pipeline", slog.String("reason", err.Error()))
@@ -864,8 +864,11 @@ func (o ownBrands) Agent(ctx context.Context, iss string, refresh bool) (verifie
 	return o.next.Agent(ctx, iss, refresh)
 }
 
-// pipelineKey is the writer key the Provider posts receipts with.
-func pipelineKey(cfg config.Config, keyDir string) (string, error) {
+// pipelineKey is the writer key the Provider posts receipts with. One
+// that keys, the API keys this ledgerd holds (configured or generated),
+// give the admin role is refused (errAdminPipelineKey); one only the
+// ledgerd at provider.ledgerUrl knows is not checked here.
+func pipelineKey(cfg config.Config, keys []config.APIKey, keyDir string) (string, error) {
 	path := cfg.Provider.LedgerKeyFile
 	if path == "" {
 		if keyDir == "" {
@@ -879,7 +882,7 @@ func pipelineKey(cfg config.Config, keyDir string) (string, error) {
 	}
 	key := strings.TrimSpace(string(b))
 	sum := sha256.Sum256([]byte(key))
-	for _, k := range cfg.APIKeys {
+	for _, k := range keys {
 		if strings.EqualFold(k.SHA256, hex.EncodeToString(sum[:])) && slices.Contains(k.Roles, config.RoleAdmin) {
 			return "", fmt.Errorf("%w: %s holds the key %s, which has the admin role", errAdminPipelineKey, path, k.Name)
 		}

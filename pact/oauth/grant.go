@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -28,32 +29,56 @@ type Grant struct {
 	// grant of the same Brand user to the same personal agent for the
 	// same agent sub.
 	ReplacedBy string `json:"replacedBy,omitempty"`
-	// CarriedFrom are the grants whose scopes this one carries, not
-	// renewed (Carry, CarryOver), and those they carried theirs from,
-	// newest first, MaxCarriedFrom at most: the User allowed those scopes
-	// under them. An admin's revocation the ledger records of one of
-	// them ends this grant too (brandlogin.LedgerRevoked). Grants kept
+	// CarriedFrom says, for each scope this grant carries, not renewed
+	// (Carry, CarryOver), the grants it came through: the one it was
+	// carried from, then the one that one had it from, back to the grant
+	// the User allowed it under, MaxCarriedFrom at most. An admin's
+	// revocation the ledger records of one of them ends this grant too
+	// (brandlogin.LedgerRevoked). A scope the User allowed under this
+	// grant, asked again or for the first time, has none. Grants kept
 	// before it was recorded have none: the grant they extend is read.
-	CarriedFrom []string `json:"carriedFrom,omitempty"`
+	CarriedFrom map[string][]string `json:"carriedFrom,omitempty"`
 }
 
-// MaxCarriedFrom is the most grants Grant.CarriedFrom names: the newest.
+// MaxCarriedFrom is the most grants Grant.CarriedFrom names for a scope,
+// and the most Grant.Carried lists: the nearest.
 const MaxCarriedFrom = 16
 
-// carryFrom records in g that it carries scopes of prev (CarriedFrom).
-func (g *Grant) carryFrom(prev *Grant) {
-	g.CarriedFrom = dedupe(append(g.CarriedFrom, append([]string{prev.ID}, prev.Carried()...)...))
-	if len(g.CarriedFrom) > MaxCarriedFrom {
-		g.CarriedFrom = slices.Clone(g.CarriedFrom[:MaxCarriedFrom])
+// carry records in g that it carries scope s of prev: through prev and
+// the grants prev had it through.
+func (g *Grant) carry(prev *Grant, s string) {
+	through := []string{prev.ID}
+	if from, ok := prev.CarriedFrom[s]; ok {
+		through = append(through, from...)
+	} else if prev.CarriedFrom == nil && prev.Extends != "" {
+		through = append(through, prev.Extends) // kept before CarriedFrom was
 	}
+	if g.CarriedFrom == nil {
+		g.CarriedFrom = map[string][]string{}
+	}
+	g.CarriedFrom[s] = slices.Clip(through[:min(len(through), MaxCarriedFrom)])
 }
 
-// Carried lists the grants whose scopes g carries: CarriedFrom, and the
-// grant it Extends.
+// Carried lists the grants whose scopes g carries (CarriedFrom), nearest
+// first: the grant each scope was carried from, then the one that had it
+// from another, and so on, MaxCarriedFrom at most; and, for a grant kept
+// before CarriedFrom was, the grant it extends.
 func (g *Grant) Carried() []string {
-	out := slices.Clone(g.CarriedFrom)
-	if g.Extends != "" && !slices.Contains(out, g.Extends) {
+	var out []string
+	if g.CarriedFrom == nil && g.Extends != "" {
 		out = append(out, g.Extends)
+	}
+	scopes := slices.Sorted(maps.Keys(g.CarriedFrom))
+	for depth, more := 0, true; more && len(out) < MaxCarriedFrom; depth++ {
+		more = false
+		for _, s := range scopes {
+			if ids := g.CarriedFrom[s]; depth < len(ids) {
+				more = true
+				if !slices.Contains(out, ids[depth]) && len(out) < MaxCarriedFrom {
+					out = append(out, ids[depth])
+				}
+			}
+		}
 	}
 	return out
 }
@@ -68,9 +93,13 @@ func NewGrant(d *DeviceAuthorization, now time.Time) Grant {
 // carried, not renewed, so g ends no later than prev and names it, to be
 // revoked with it.
 func (g *Grant) Carry(prev *Grant) {
+	for _, sc := range prev.Scopes {
+		if !slices.Contains(g.Scopes, sc) {
+			g.carry(prev, sc)
+		}
+	}
 	g.Scopes = dedupe(append(slices.Clone(prev.Scopes), g.Scopes...))
 	g.Extends = prev.ID
-	g.carryFrom(prev)
 	if prev.Expires.Before(g.Expires) {
 		g.Expires = prev.Expires
 	}
@@ -101,7 +130,9 @@ func (g *Grant) CarryOver(prev *Grant, asked []string) {
 	if len(kept) == 0 {
 		return
 	}
-	g.carryFrom(prev)
+	for _, sc := range kept {
+		g.carry(prev, sc)
+	}
 	g.Scopes = append(kept, g.Scopes...)
 	if prev.Expires.Before(g.Expires) {
 		g.Expires = prev.Expires

@@ -30,7 +30,7 @@ func TestALedgerRevocationOfAReplacedGrantEndsTheGrantThatReplacedIt(t *testing.
 			e.advance(time.Minute)
 			tok2 := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
 			g2 := claimsOf(t, tok2["access_token"].(string)).GrantID
-			if stored, err := e.st.Grant(g2); err != nil || !slices.Equal(stored.CarriedFrom, []string{g1}) || !strings.Contains(tok2["scope"].(string), "orders:cancel") {
+			if stored, err := e.st.Grant(g2); err != nil || !slices.Equal(stored.CarriedFrom["orders:cancel"], []string{g1}) || len(stored.CarriedFrom) != 1 || !strings.Contains(tok2["scope"].(string), "orders:cancel") {
 				t.Fatalf("the second grant: %+v, %v, scope %q; want it to carry orders:cancel from %s", stored, err, tok2["scope"], g1)
 			}
 			// The Provider's pipeline posts the replaced grant's
@@ -147,8 +147,8 @@ func TestACarryingGrantNamesTheNewestItCarriesFrom(t *testing.T) {
 	}
 	want := slices.Clone(ids[len(ids)-1-oauth.MaxCarriedFrom : len(ids)-1])
 	slices.Reverse(want)
-	if !slices.Equal(last.CarriedFrom, want) {
-		t.Fatalf("the last grant carries from %v, want the newest %d, newest first: %v", last.CarriedFrom, oauth.MaxCarriedFrom, want)
+	if !slices.Equal(last.CarriedFrom["orders:cancel"], want) || !slices.Equal(last.Carried(), want) {
+		t.Fatalf("the last grant carries orders:cancel through %v (reads %v), want the newest %d, newest first: %v", last.CarriedFrom, last.Carried(), oauth.MaxCarriedFrom, want)
 	}
 	reads := e.countReads()
 	if code, out, _ := e.send(tok["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
@@ -176,4 +176,31 @@ func (e *oauthEnv) countReads() func() int {
 		return e.ledgerRevocation(ctx, grant)
 	}
 	return func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// A scope the User allows again is renewed, not carried: a grant that
+// carries one scope of the grant before it and renewed the other rests on
+// the grant the first came from, not on the one the renewed scope was
+// carried from before.
+func TestARenewedScopeIsCarriedFromNothing(t *testing.T) {
+	e := newOAuthEnv(t)
+	g0 := claimsOf(t, e.deviceToken([]string{"orders:read"}, []string{"orders:read"})["access_token"].(string)).GrantID
+	e.advance(time.Minute)
+	g1 := claimsOf(t, e.deviceToken([]string{"orders:cancel"}, []string{"orders:cancel"})["access_token"].(string)).GrantID // carries orders:read from g0
+	e.advance(time.Minute)
+	tok2 := e.deviceToken([]string{"orders:read"}, []string{"orders:read"}) // renews orders:read, carries orders:cancel from g1
+	g2, err := e.st.Grant(claimsOf(t, tok2["access_token"].(string)).GrantID)
+	if err != nil || !slices.Equal(g2.Carried(), []string{g1}) {
+		t.Fatalf("the third grant: %+v, %v; want it to carry from %s alone", g2, err, g1)
+	}
+	e.revokeInLedger(g0, e.clock())
+	e.advance(time.Second)
+	if code, out, _ := e.send(tok2["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("after an admin revoked %s, whose scope the grant renewed: %d %v, want 200", g0, code, out)
+	}
+	e.revokeInLedger(g1, e.clock())
+	e.advance(time.Second)
+	if code, out, _ := e.send(tok2["access_token"].(string), "", "m2", "status of A-5531"); code != 401 {
+		t.Fatalf("after an admin revoked %s, whose scope the grant carries: %d %v, want 401", g1, code, out)
+	}
 }
