@@ -101,11 +101,10 @@ func RevokeGrant(st *store.Store, brand, user, id string, now time.Time) error {
 // or extends, and those they carried theirs from) ends g too, as a
 // User's revocation of that grant does (store.Store.RevokeCarried): an
 // admin revokes the grant a disputed receipt names, which may have been
-// replaced since. It returns the grant
-// as it now stands and the time the ledger's revocation took effect (zero
-// when none did). A revocation as of a past time stops the grant's use
-// from now on: what the Provider served before it learnt of it stays
-// served.
+// replaced since. It returns the grant as it now stands and the time the
+// ledger's revocation took effect (zero when none did). A revocation as
+// of a past time stops the grant's use from now on: what the Provider
+// served before it learnt of it stays served.
 func LedgerRevoked(ctx context.Context, st *store.Store, rs oauth.Revocations, g oauth.Grant, now time.Time) (oauth.Grant, time.Time, error) {
 	at, ok, err := rs.Ends(ctx, &g, now)
 	if err != nil {

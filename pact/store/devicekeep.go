@@ -205,8 +205,8 @@ func pruneDevices(tx *bolt.Tx, now time.Time) (int, error) {
 			if err := tx.Bucket(bDevicePending).Delete(pendingKey(&d, key)); err != nil {
 				return 0, err
 			}
-			if ups := tx.Bucket(bStepUps); d.StepUp && bytes.Equal(ups.Get(stepUpKey(&d)), key) {
-				if err := ups.Delete(stepUpKey(&d)); err != nil {
+			if up := stepUpKey(&d); d.StepUp && bytes.Equal(tx.Bucket(bStepUps).Get(up), key) {
+				if err := tx.Bucket(bStepUps).Delete(up); err != nil {
 					return 0, err
 				}
 			}

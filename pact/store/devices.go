@@ -47,12 +47,9 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 			if open, err = openStepUp(tx.Tx, &d, now); err != nil || open != "" {
 				return err
 			}
-		}
-		if !d.StepUp {
-			if n, soonest := pendingFor(tx.Tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
-				refused = &PendingLimitError{Until: soonest}
-				return nil
-			}
+		} else if n, soonest := pendingFor(tx.Tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
+			refused = &PendingLimitError{Until: soonest}
+			return nil
 		}
 		codes := tx.Bucket(bUserCodes)
 		d.UserCode = ""
