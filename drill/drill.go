@@ -208,6 +208,11 @@ func (r *Runner) Run(ctx context.Context, req Request, by string) (*Report, erro
 		if req.RowID != "" && !ledger.ValidID(req.RowID) {
 			return nil, fmt.Errorf("%w: rowId must be 64 lowercase hex characters", ErrInvalid)
 		}
+		if req.RowID != "" && req.Target != "" {
+			// A drill by row reads that row alone: a target beside it
+			// would be ignored, and the report read as one of the order.
+			return nil, fmt.Errorf("%w: name a target (order id) or a rowId, not both", ErrInvalid)
+		}
 		r.dispute(ctx, rep)
 	}
 	r.attachLog(ctx, rep)
@@ -728,6 +733,9 @@ type facts struct {
 	// a time before the action, recorded after the row was: the row's
 	// write-time check passed and stands, and the record contradicts it.
 	lateRevocation *ledger.Revocation
+	// otherCustomer is the row's principal when it is not the customer
+	// the drill was asked for (a drill by row with a principal).
+	otherCustomer string
 	// revocation is the grant's revocation the ledger holds now, whenever
 	// it is dated; nil when it holds none.
 	revocation *ledger.Revocation
@@ -782,7 +790,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 		f.missing = append(f.missing, "a receipt")
 		add(t.pull(row.ID, PullReceiptRow, false, "row %s is a %s without a receipt: %s", short(row.ID), kindWord(row), refusalReason(row)))
 	case principal != "" && row.Principal != principal:
-		f.ev = ev
+		f.ev, f.otherCustomer = ev, row.Principal
 		add(t.pull(row.ID, PullReceiptRow, false, "row %s belongs to %s, not %s", short(row.ID), row.Principal, principal))
 	case ev.Evidence.ReceiptJWS == "" || "sha256:"+sha256Hex(ev.Evidence.ReceiptJWS) != row.ReceiptID:
 		f.ev = ev
@@ -1206,6 +1214,11 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	if f.leafDiff != "" {
 		return false, "needs a person: " + f.leafDiff, checking
 	}
+	if f.otherCustomer != "" {
+		// Nothing of another customer's row answers this customer: not
+		// its grant, not its status.
+		return false, fmt.Sprintf("needs a person: row %s belongs to %s, not the customer the drill was asked for", short(row.ID), f.otherCustomer), checking
+	}
 	// A row whose receipt signature failed is never the original of
 	// another (docs/design/012): a DUPLICATE of one is decided on itself,
 	// below, like any row. So is a DUPLICATE of the same receipt whose
@@ -1244,6 +1257,15 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// so the record cannot tell the agent's reuse from someone
 			// replaying its JWT. It is no replay of the earlier row.
 			return false, fmt.Sprintf("needs a person: row %s used the same request JWT for another receipt; this row is a second turn served on one signed request (the agent reusing its JWT within its lifetime, or someone replaying it), not a replay of that row", of), checking
+		case len(unfiledTargets(f.original, row)) > 0:
+			// The earlier post files the action under none of the
+			// targets this one names: a lookup by them finds this post
+			// alone, and deciding it as a replay would leave the
+			// record of the turn, the earlier row, undrilled. A writer
+			// posting the real receipt first with its action log's
+			// targets left out gets that far.
+			return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt first without filing it under %s, so a lookup by %s finds this post alone; the record of the turn is row %s (%s): drill it by its id",
+				of, strings.Join(unfiledTargets(f.original, row), ", "), strings.Join(unfiledTargets(f.original, row), ", "), short(of), strings.ToLower(f.original.Status.String())), checking
 		case otherTargets(row, f.original):
 			// One signed turn, posted twice with action logs that file it
 			// under different objects: a writer key posts the action log
@@ -1632,6 +1654,19 @@ func otherTargets(a, b *ledger.Row) bool {
 		}
 	}
 	return false
+}
+
+// unfiledTargets lists the targets later, a post of the receipt first
+// posted as earlier, files an action under where earlier files it under
+// none (no target, or fewer actions).
+func unfiledTargets(earlier, later *ledger.Row) []string {
+	var out []string
+	for i, a := range later.Actions {
+		if a.Target != "" && (i >= len(earlier.Actions) || earlier.Actions[i].Target == "") && !slices.Contains(out, a.Target) {
+			out = append(out, a.Target)
+		}
+	}
+	return out
 }
 
 // whichFiling says what the record holds on which of two posts of one
