@@ -291,6 +291,8 @@ func TestRESTBadInput(t *testing.T) {
 		{"unknown snapshot", "GET", "/v1/jwks-snapshots/" + strings.Repeat("0", 64), nil, 404},
 		{"page size", "GET", "/v1/rows?pageSize=5000", nil, 400},
 		{"bad time", "GET", "/v1/rows?since=yesterday", nil, 400},
+		{"until year 1, which would read as no bound", "GET", "/v1/rows?until=0001-01-01T00:00:00Z", nil, 400},
+		{"since before 1970", "GET", "/v1/rows?since=1960-01-01T00:00:00Z", nil, 400},
 		{"refusal without time", "POST", "/v1/refusals", `{"action":{"tool":"x"},"reason":"r"}`, 400},
 	}
 	for _, tc := range tests {

@@ -260,6 +260,13 @@ func (s *service) GetRow(ctx context.Context, req *ledgerv1.GetRowRequest) (*led
 }
 
 func (s *service) ListRows(ctx context.Context, req *ledgerv1.ListRowsRequest) (*ledgerv1.ListRowsResponse, error) {
+	for name, at := range map[string]*timestamppb.Timestamp{"since": req.GetSince(), "until": req.GetUntil()} {
+		// Year 1 would read as no bound at all.
+		if at != nil && !verifier.InRange(at.AsTime()) {
+			return nil, status.Errorf(codes.InvalidArgument, "%s %s: want a time from %s to %s, or none",
+				name, at.AsTime().Format(time.RFC3339), verifier.MinTime.Format(time.RFC3339), verifier.MaxTime.Format(time.RFC3339))
+		}
+	}
 	q := ledger.Query{
 		Principal: req.GetPrincipal(),
 		GrantID:   req.GetGrantId(),
