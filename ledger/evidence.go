@@ -48,6 +48,14 @@ type LatestVersioner interface {
 	LatestVersion(ctx context.Context, key string) (string, error)
 }
 
+// LegalHoldReader is an object store that says whether an object version
+// is under legal hold: fsck compares the holds the ledger recorded with
+// the store's (checkHolds).
+type LegalHoldReader interface {
+	// LegalHold reports whether the version at loc is under legal hold.
+	LegalHold(ctx context.Context, loc Location) (bool, error)
+}
+
 // ErrFirstVersionUnknown: a key holds versions of different contents, so
 // which the ledger put cannot be told (a store's times of versions are
 // to the second, and some give a version the time it was kept aside).

@@ -132,6 +132,9 @@ func (l *Ledger) CheckIntegrity(ctx context.Context, pageSize int, token string)
 		if err := l.checkIncidents(ctx, page); err != nil {
 			return nil, err
 		}
+		if err := l.checkHolds(ctx, page); err != nil {
+			return nil, err
+		}
 		if err := l.checkAccess(ctx, page); err != nil {
 			return nil, err
 		}
@@ -1265,6 +1268,88 @@ func (l *Ledger) checkIncidents(ctx context.Context, page *IntegrityPage) error 
 			return nil
 		}
 	}
+}
+
+// maxHoldsRead is the most objects checkHolds asks the store about, of
+// each kind: those open incidents hold, and those queued for deletion.
+const maxHoldsRead = 1000
+
+// checkHolds compares the legal holds the ledger recorded with the
+// object store's (first page; a store that cannot say is not asked). An
+// object an open incident holds, recorded held, must be held in the
+// store; an object queued for deletion, recorded released, must not be.
+// Holds and releases of one object are applied in their order, each
+// under its uploader's claim, but a call can land late: a replica that
+// was paused, or a store that took longer than the claim, after another
+// replica applied the operation and the next one. A hold lost so leaves
+// an incident's evidence unprotected once its retention passes; a hold
+// kept so keeps an object past its retention, and the sweep's deletion is
+// refused at every sweep.
+func (l *Ledger) checkHolds(ctx context.Context, page *IntegrityPage) error {
+	lh, ok := l.objects.(LegalHoldReader)
+	if !ok {
+		return nil
+	}
+	type held struct {
+		loc      Location
+		incident string
+	}
+	var want []held
+	var queued []Location
+	err := l.store.View(ctx, func(tx Tx) error {
+		want, queued = want[:0], nil
+		for token := ""; len(want) < maxHoldsRead; {
+			incs, next, err := incidentPage(tx, 1000, token)
+			if err != nil {
+				return err
+			}
+			for _, inc := range incs {
+				if !inc.ClosedAt.IsZero() {
+					continue
+				}
+				for _, key := range inc.Held {
+					loc, err := tx.Object(key)
+					switch {
+					case errors.Is(err, ErrNotFound):
+					case err != nil:
+						return err
+					case loc.LegalHold && len(want) < maxHoldsRead:
+						want = append(want, held{loc, inc.ID})
+					}
+				}
+			}
+			if token = next; token == "" {
+				break
+			}
+		}
+		var err error
+		queued, err = tx.Deletions(maxHoldsRead)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, h := range want {
+		on, err := lh.LegalHold(ctx, h.loc)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// Gone from the store: the segment and evidence checks say so.
+		case err != nil:
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("the legal hold of %s, which open incident %s holds, could not be read: %v", h.loc.Key, h.incident, err)})
+		case !on:
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("open incident %s holds %s, and the ledger recorded its legal hold, but the object store holds it without one: a release applied late (a replica whose claim ran out while its call was on the way) or removed outside the ledger; once its retention passes it can be deleted", h.incident, h.loc.Key)})
+		}
+	}
+	for _, loc := range queued {
+		if loc.LegalHold {
+			continue // a snapshot's release the sweep applies first
+		}
+		on, err := lh.LegalHold(ctx, loc)
+		if err == nil && on {
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("%s is queued for deletion, released by the ledger, but the object store holds it under a legal hold, which no incident records: a hold applied late (a replica whose claim ran out while its call was on the way) or placed outside the ledger; the sweep cannot delete it until the hold is released", loc.Key)})
+		}
+	}
+	return nil
 }
 
 // evidenceLeafKeys are the leaf's values recomputed from the row's

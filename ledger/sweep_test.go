@@ -240,6 +240,11 @@ type refusingDeletes struct {
 	refuse atomic.Bool
 }
 
+// LegalHold is the real store's: refusingDeletes changes deletions alone.
+func (r *refusingDeletes) LegalHold(ctx context.Context, loc ledger.Location) (bool, error) {
+	return r.ObjectStore.(ledger.LegalHoldReader).LegalHold(ctx, loc)
+}
+
 func (r *refusingDeletes) Delete(ctx context.Context, loc ledger.Location) error {
 	if r.refuse.Load() {
 		return errors.New("object still retained")

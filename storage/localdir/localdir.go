@@ -195,6 +195,29 @@ func (s *Store) SetLegalHold(_ context.Context, loc ledger.Location, on bool) er
 	return s.updateLock(loc.Key, func(st *lockState) { st.LegalHold = on })
 }
 
+// LegalHold implements ledger.LegalHoldReader: what the sidecar file says.
+func (s *Store) LegalHold(_ context.Context, loc ledger.Location) (bool, error) {
+	p, err := s.path(loc.Key)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("legal hold of %s: %w", loc.Key, ledger.ErrNotFound)
+	}
+	var st lockState
+	b, err := os.ReadFile(p + ".lock")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("legal hold of %s: %w", loc.Key, err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false, fmt.Errorf("legal hold of %s: %w", loc.Key, err)
+	}
+	return st.LegalHold, nil
+}
+
 // ExtendRetention implements ledger.ObjectStore: recorded in a sidecar file.
 func (s *Store) ExtendRetention(_ context.Context, loc ledger.Location, until time.Time) error {
 	return s.updateLock(loc.Key, func(st *lockState) {

@@ -3,9 +3,12 @@ package s3
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/pactledger/pactledger/ledger"
 )
 
 // Retention returns the Object Lock retention of key's version (its
@@ -34,4 +37,16 @@ func (s *Store) Retention(ctx context.Context, key, version string) (mode string
 		until = until.UTC()
 	}
 	return mode, until, put, nil
+}
+
+// LegalHold implements ledger.LegalHoldReader, from the lock's header of
+// a HEAD of the version (X-Amz-Object-Lock-Legal-Hold).
+func (s *Store) LegalHold(ctx context.Context, loc ledger.Location) (on bool, err error) {
+	began := time.Now()
+	defer func() { s.observe(began, err) }()
+	st, err := s.c.StatObject(ctx, s.bucket, loc.Key, minio.StatObjectOptions{VersionID: loc.VersionID})
+	if err != nil {
+		return false, fmt.Errorf("legal hold: %w", getError(loc.Key, err))
+	}
+	return strings.EqualFold(st.Metadata.Get("X-Amz-Object-Lock-Legal-Hold"), "ON"), nil
 }
