@@ -1242,6 +1242,10 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	sameReceipt := row.Verifier.DuplicateOf == strings.TrimPrefix(row.ReceiptID, "sha256:")
 	sweptFirst := f.originalSwept != nil && sameReceipt && passedAllButDuplicate(row)
 	if of := row.Verifier.DuplicateOf; of != "" && !sweptFirst && (f.original == nil || f.original.ReceiptVerified()) && !betterThanOriginal(row, f.original) {
+		unfiled := ""
+		if f.original != nil {
+			unfiled = strings.Join(unfiledTargets(f.original, row), ", ")
+		}
 		switch {
 		case f.original == nil && f.originalSwept != nil && sameReceipt:
 			return false, fmt.Sprintf("needs a person: this row repeats the receipt of row %s, which retention swept on %s (it was %s), with evidence of its own that does not pass; the record of the turn was that row", of, f.originalSwept.SweptAt.UTC().Format("2006-01-02"), strings.ToLower(f.originalSwept.Status.String())), checking
@@ -1257,7 +1261,7 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// so the record cannot tell the agent's reuse from someone
 			// replaying its JWT. It is no replay of the earlier row.
 			return false, fmt.Sprintf("needs a person: row %s used the same request JWT for another receipt; this row is a second turn served on one signed request (the agent reusing its JWT within its lifetime, or someone replaying it), not a replay of that row", of), checking
-		case len(unfiledTargets(f.original, row)) > 0:
+		case unfiled != "":
 			// The earlier post files the action under none of the
 			// targets this one names: a lookup by them finds this post
 			// alone, and deciding it as a replay would leave the
@@ -1265,7 +1269,7 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			// posting the real receipt first with its action log's
 			// targets left out gets that far.
 			return false, fmt.Sprintf("needs a person: row %s recorded this same signed receipt first without filing it under %s, so a lookup by %s finds this post alone; the record of the turn is row %s (%s): drill it by its id",
-				of, strings.Join(unfiledTargets(f.original, row), ", "), strings.Join(unfiledTargets(f.original, row), ", "), short(of), strings.ToLower(f.original.Status.String())), checking
+				of, unfiled, unfiled, short(of), strings.ToLower(f.original.Status.String())), checking
 		case otherTargets(row, f.original):
 			// One signed turn, posted twice with action logs that file it
 			// under different objects: a writer key posts the action log
