@@ -1290,50 +1290,11 @@ func (l *Ledger) checkHolds(ctx context.Context, page *IntegrityPage) error {
 	if !ok {
 		return nil
 	}
-	type held struct {
-		loc      Location
-		incident string
-	}
-	var want []held
+	var want []heldObject
 	var queued []Location
 	err := l.store.View(ctx, func(tx Tx) error {
-		want, queued = want[:0], nil
-		for token := ""; len(want) < maxHoldsRead; {
-			incs, next, err := incidentPage(tx, 1000, token)
-			if err != nil {
-				return err
-			}
-			for _, inc := range incs {
-				if !inc.ClosedAt.IsZero() {
-					continue
-				}
-				for _, key := range inc.Held {
-					loc, err := tx.Object(key)
-					switch {
-					case errors.Is(err, ErrNotFound):
-					case err != nil:
-						return err
-					case loc.LegalHold && len(want) < maxHoldsRead:
-						want = append(want, held{loc, inc.ID})
-					}
-				}
-			}
-			if token = next; token == "" {
-				break
-			}
-		}
-		all, err := tx.Deletions(maxHoldsRead)
-		for _, loc := range all {
-			if err != nil {
-				break
-			}
-			var inUse bool
-			// One in use again (a snapshot named by a new row, held
-			// for its incident) leaves the queue at the next sweep.
-			if inUse, err = backInUse(tx, loc); !inUse && !loc.LegalHold {
-				queued = append(queued, loc)
-			}
-		}
+		var err error
+		want, queued, err = recordedHolds(tx)
 		return err
 	})
 	if err != nil {
@@ -1347,7 +1308,7 @@ func (l *Ledger) checkHolds(ctx context.Context, page *IntegrityPage) error {
 		case err != nil:
 			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("the legal hold of %s, which open incident %s holds, could not be read: %v", h.loc.Key, h.incident, err)})
 		case !on:
-			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("open incident %s holds %s, and the ledger recorded its legal hold, but the object store holds it without one: a release applied late (a replica whose claim ran out while its call was on the way) or removed outside the ledger; once its retention passes it can be deleted", h.incident, h.loc.Key)})
+			page.Findings = append(page.Findings, Finding{Problem: fmt.Sprintf("open incident %s holds %s, and the ledger recorded its legal hold, but the object store holds it without one: a release applied late (a replica whose claim ran out while its call was on the way) or removed outside the ledger; once its retention passes it can be deleted (the next retention sweep queues the hold again)", h.incident, h.loc.Key)})
 		}
 	}
 	for _, loc := range queued { // a snapshot queued held is released by the sweep first
@@ -1357,6 +1318,70 @@ func (l *Ledger) checkHolds(ctx context.Context, page *IntegrityPage) error {
 		}
 	}
 	return nil
+}
+
+// heldObject is an object open incident incident holds, which the
+// ledger recorded held.
+type heldObject struct {
+	loc      Location
+	incident string
+}
+
+// recordedHolds reads in tx up to maxHoldsRead objects open incidents hold
+// that the ledger recorded held, and up to maxHoldsRead objects queued for
+// deletion that it recorded released (those in use again aside).
+func recordedHolds(tx Tx) ([]heldObject, []Location, error) {
+	var want []heldObject
+	for token := ""; len(want) < maxHoldsRead; {
+		incs, next, err := incidentPage(tx, 1000, token)
+		if err != nil {
+			return nil, nil, err
+		}
+		if want, err = appendHeld(tx, want, incs); err != nil {
+			return nil, nil, err
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	all, err := tx.Deletions(maxHoldsRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	var queued []Location
+	for _, loc := range all {
+		// One in use again (a snapshot named by a new row, held for its
+		// incident) leaves the queue at the next sweep.
+		inUse, err := backInUse(tx, loc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !inUse && !loc.LegalHold {
+			queued = append(queued, loc)
+		}
+	}
+	return want, queued, nil
+}
+
+// appendHeld appends to want, up to maxHoldsRead in all, the objects the
+// open incidents among incs hold that the ledger recorded held.
+func appendHeld(tx Tx, want []heldObject, incs []*IncidentRecord) ([]heldObject, error) {
+	for _, inc := range incs {
+		if !inc.Open() {
+			continue
+		}
+		for _, key := range inc.Held {
+			loc, err := tx.Object(key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return nil, err
+			case loc.LegalHold && len(want) < maxHoldsRead:
+				want = append(want, heldObject{loc, inc.ID})
+			}
+		}
+	}
+	return want, nil
 }
 
 // evidenceLeafKeys are the leaf's values recomputed from the row's

@@ -63,6 +63,26 @@ func TestFsckComparesLegalHoldsWithTheStore(t *testing.T) {
 			if len(got) != 1 || !strings.Contains(got[0], "open incident "+incs[0].ID+" holds "+key) || !strings.Contains(got[0], "holds it without one") {
 				t.Fatalf("after the store released %s: %q, want one finding naming the incident and the key", key, got)
 			}
+
+			// The sweep queues the hold again; the uploader places it.
+			res, err := h.l.Sweep(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.HoldsQueued) != 1 || res.HoldsQueued[0] != key {
+				t.Fatalf("the sweep queued the holds of %q again, want [%s]", res.HoldsQueued, key)
+			}
+			h.drain(t)
+			on, err := objects.(ledger.LegalHoldReader).LegalHold(ctx, location(t, h, key))
+			if err != nil || !on {
+				t.Fatalf("after the sweep and an upload round the store holds %s: %v, %v", key, on, err)
+			}
+			if got := holds(); len(got) != 0 {
+				t.Fatalf("after the hold was placed again: %q", got)
+			}
+			if res, err := h.l.Sweep(ctx, false); err != nil || len(res.HoldsQueued) != 0 {
+				t.Fatalf("a second sweep queued %q again (%v), want none", res.HoldsQueued, err)
+			}
 		})
 	}
 }

@@ -68,6 +68,10 @@ type SweepResult struct {
 	ObjectsPending  int // deletions refused or failed; retried next sweep
 	DeletionErrors  []string
 	TruncatedReport bool
+	// HoldsQueued names the objects open incidents hold, recorded held,
+	// that the object store held without a legal hold: their holds were
+	// queued again (mendHolds).
+	HoldsQueued []string
 }
 
 // maxReported caps the items a sweep result lists; sweepPage is how many
@@ -207,8 +211,97 @@ func (l *Ledger) sweep(ctx context.Context, now time.Time, dryRun bool) (*SweepR
 	}
 	if !dryRun {
 		l.deleteObjects(ctx, res)
+		l.mendHolds(ctx, res, held, now, period)
 	}
 	return res, nil
+}
+
+// mendHolds queues a legal hold again for each object an open incident
+// holds, which the ledger recorded held, that the object store holds
+// without one (up to maxHoldsRead, one read each; a store that cannot say
+// is not asked). Holds and releases of an object are applied in outbox
+// order under claims, but a release can land late: a replica paused after
+// its claim's check, or a store slower than the claim, after another
+// replica applied it and the hold that followed. The object would then
+// be deletable once its retention passes, while the incident is open.
+// The hold is queued, not placed here, so that it takes its place in the
+// object's order: a close of the incident after it is released after it.
+// Whether each object is still held by an open incident and recorded
+// held is read again in the transaction that queues it. A stray hold,
+// the other outcome of a late call, is not released: the ledger cannot
+// tell it from a hold placed outside it (checkHolds reports it).
+//
+// The open incidents are those the sweep read (held), with any it has not
+// read yet.
+func (l *Ledger) mendHolds(ctx context.Context, res *SweepResult, held *incidentsRead, now time.Time, period retention.Period) {
+	lh, ok := l.objects.(LegalHoldReader)
+	if !ok {
+		return
+	}
+	var want []heldObject
+	err := l.store.View(ctx, func(tx Tx) error {
+		if err := held.read(tx, now, period); err != nil {
+			return err
+		}
+		var err error
+		want, err = appendHeld(tx, nil, held.open)
+		return err
+	})
+	if err != nil {
+		res.DeletionErrors = append(res.DeletionErrors, fmt.Sprintf("legal holds: %v", err))
+		return
+	}
+	var lost []heldObject
+	for _, h := range want {
+		if on, err := lh.LegalHold(ctx, h.loc); err == nil && !on {
+			lost = append(lost, h)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	var queued []heldObject
+	err = l.store.Update(ctx, func(tx Tx) error {
+		queued = queued[:0]
+		now := l.cfg.Now()
+		for _, h := range lost {
+			inc, err := incident(tx, h.incident)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			case !inc.ClosedAt.IsZero() || !contains(inc.Held, h.loc.Key):
+				continue
+			}
+			loc, err := tx.Object(h.loc.Key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			case !loc.LegalHold || loc.VersionID != h.loc.VersionID:
+				continue
+			}
+			if err := tx.Enqueue(OutboxEntry{Op: OpHold, Key: h.loc.Key}, now); err != nil {
+				return err
+			}
+			queued = append(queued, h)
+		}
+		return nil
+	})
+	if err != nil {
+		res.DeletionErrors = append(res.DeletionErrors, fmt.Sprintf("legal holds: %v", err))
+		return
+	}
+	if len(queued) > 0 {
+		l.wake()
+	}
+	for _, h := range queued {
+		res.HoldsQueued = append(res.HoldsQueued, h.loc.Key)
+		l.cfg.Logger.WarnContext(ctx, "legal hold queued again: an open incident holds the object, but the object store held it without one (a release applied late, or removed outside the ledger)",
+			slog.String("key", h.loc.Key), slog.String("incident", h.incident))
+	}
 }
 
 // extendHeld keeps each row an incident holds past its retain-until
@@ -474,6 +567,7 @@ func (h holdUntil) add(open bool, until time.Time) holdUntil {
 // taken by a transaction that rolled back stays a gap for good.
 type incidentsRead struct {
 	incidentHolds
+	open []*IncidentRecord // the open incidents read, which may have closed since
 	done bool
 	top  uint64
 	gaps []seqSpan
@@ -520,7 +614,7 @@ func (h *incidentsRead) read(tx Tx, now time.Time, period retention.Period) erro
 func (h *incidentsRead) readAll(tx Tx, now time.Time, period retention.Period) error {
 	const page = 1000
 	h.incidentHolds = incidentHolds{days: map[string]holdUntil{}, grants: map[string]holdUntil{}}
-	h.top, h.gaps = 0, nil
+	h.top, h.gaps, h.open = 0, nil, nil
 	var last uint64 // the number read last; 0 before the first
 	for {
 		incs, err := tx.Incidents(page, last)
@@ -586,6 +680,9 @@ func recentGaps(gaps []seqSpan, top uint64) []seqSpan {
 // them takes them from its row, and holds nothing once its row is gone.
 func (h *incidentsRead) add(tx Tx, incs []*IncidentRecord, now time.Time, period retention.Period) error {
 	for _, inc := range incs {
+		if inc.Open() {
+			h.open = append(h.open, inc)
+		}
 		var until time.Time
 		if !inc.Open() {
 			if until = inc.holdEnd(period); !until.After(now) {
@@ -746,11 +843,12 @@ func (l *Ledger) sweepLoop(ctx context.Context, interval time.Duration) error {
 			l.logSweepFailed(ctx, err)
 		default:
 			level := slog.LevelInfo
-			if res.ObjectsPending > 0 {
+			if res.ObjectsPending > 0 || len(res.HoldsQueued) > 0 {
 				level = slog.LevelWarn
 			}
 			l.cfg.Logger.Log(ctx, level, "retention sweep", slog.Int("rows_swept", len(res.Swept)), slog.Int("rows_kept", len(res.Kept)),
-				slog.Int("objects_deleted", res.ObjectsDeleted), slog.Int("objects_pending", res.ObjectsPending), slog.Duration("took", time.Since(start)))
+				slog.Int("objects_deleted", res.ObjectsDeleted), slog.Int("objects_pending", res.ObjectsPending),
+				slog.Int("holds_queued_again", len(res.HoldsQueued)), slog.Duration("took", time.Since(start)))
 		}
 		wait := interval
 		if errors.Is(err, ErrClockUnread) || errors.Is(err, ErrClockAhead) {

@@ -194,6 +194,12 @@ func (c *cli) sweep(dry bool, at string) error {
 		for _, e := range rep.GetDeletionErrors() {
 			c.note("  %s", e)
 		}
+		if held := rep.GetHoldsQueuedAgain(); len(held) > 0 {
+			c.note("legal holds queued again, %s an open incident holds that the object store held without one (a release applied late, or removed outside the ledger):", plural(len(held), "object"))
+			for _, k := range held {
+				c.note("  %s", k)
+			}
+		}
 	}
 	if rep.GetTruncated() {
 		c.note("(more rows than listed)")

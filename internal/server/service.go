@@ -787,7 +787,7 @@ func (s *service) Sweep(ctx context.Context, req *ledgerv1.SweepRequest) (*ledge
 		return &ledgerv1.SweptRow{RowId: i.RowID, RetentionClass: classProto[i.Class], RetainUntil: ts(i.RetainUntil), Kept: i.Kept}
 	}
 	out := &ledgerv1.SweepResponse{At: ts(res.At), DryRun: res.DryRun, ObjectsDeleted: int32(res.ObjectsDeleted), ObjectsPending: int32(res.ObjectsPending),
-		DeletionErrors: res.DeletionErrors, Truncated: res.TruncatedReport}
+		DeletionErrors: res.DeletionErrors, Truncated: res.TruncatedReport, HoldsQueuedAgain: res.HoldsQueued}
 	for _, i := range res.Swept {
 		out.Swept = append(out.Swept, item(i))
 	}

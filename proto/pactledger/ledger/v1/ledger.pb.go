@@ -5660,9 +5660,13 @@ type SweepResponse struct {
 	// The first deletion errors.
 	DeletionErrors []string `protobuf:"bytes,7,rep,name=deletion_errors,json=deletionErrors,proto3" json:"deletion_errors,omitempty"`
 	// True when more rows were swept or kept than listed.
-	Truncated     bool `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Truncated bool `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Keys of objects open incidents hold, recorded held by the ledger, that
+	// the object store held without a legal hold: their holds were queued
+	// again (a release applied late, or removed outside the ledger).
+	HoldsQueuedAgain []string `protobuf:"bytes,9,rep,name=holds_queued_again,json=holdsQueuedAgain,proto3" json:"holds_queued_again,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SweepResponse) Reset() {
@@ -5749,6 +5753,13 @@ func (x *SweepResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *SweepResponse) GetHoldsQueuedAgain() []string {
+	if x != nil {
+		return x.HoldsQueuedAgain
+	}
+	return nil
 }
 
 // GetOutboxRequest asks for the outbox state and a page of dead letters.
@@ -7830,7 +7841,7 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x06row_id\x18\x01 \x01(\tR\x05rowId\x12M\n" +
 	"\x0fretention_class\x18\x02 \x01(\x0e2$.pactledger.ledger.v1.RetentionClassR\x0eretentionClass\x12=\n" +
 	"\fretain_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12\x12\n" +
-	"\x04kept\x18\x04 \x01(\tR\x04kept\"\xd7\x02\n" +
+	"\x04kept\x18\x04 \x01(\tR\x04kept\"\x85\x03\n" +
 	"\rSweepResponse\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x124\n" +
@@ -7839,7 +7850,8 @@ const file_pactledger_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fobjects_deleted\x18\x05 \x01(\x05R\x0eobjectsDeleted\x12'\n" +
 	"\x0fobjects_pending\x18\x06 \x01(\x05R\x0eobjectsPending\x12'\n" +
 	"\x0fdeletion_errors\x18\a \x03(\tR\x0edeletionErrors\x12\x1c\n" +
-	"\ttruncated\x18\b \x01(\bR\ttruncated\"N\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\x12,\n" +
+	"\x12holds_queued_again\x18\t \x03(\tR\x10holdsQueuedAgain\"N\n" +
 	"\x10GetOutboxRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
