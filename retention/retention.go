@@ -56,6 +56,23 @@ type Period struct {
 	Days   int
 }
 
+// MaxYears bounds a period: no class is kept longer than this. A count of
+// months or days far beyond it would overflow the date arithmetic and
+// give a retain-until before the row was recorded.
+const MaxYears = 100
+
+// maxCount bounds a period's count of months or days as written.
+const maxCount = MaxYears * 366
+
+// tooLong says whether p is longer than MaxYears.
+func (p Period) tooLong() bool {
+	if p.Months > maxCount || p.Days > maxCount {
+		return true
+	}
+	ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	return p.After(ref).After(ref.AddDate(MaxYears, 0, 0))
+}
+
 // After returns t plus the period.
 func (p Period) After(t time.Time) time.Time { return t.AddDate(0, p.Months, p.Days) }
 
@@ -81,6 +98,9 @@ func ParsePeriod(s string) (Period, error) {
 		n, err := strconv.Atoi(f[i])
 		if err != nil || n < 0 {
 			return Period{}, fmt.Errorf("period %q: %q is not a number of months or days", s, f[i])
+		}
+		if n > maxCount {
+			return Period{}, fmt.Errorf("period %q: longer than %d years", s, MaxYears)
 		}
 		switch {
 		case f[i+1] == "months" && i == 0:
@@ -276,6 +296,9 @@ func (p Policy) Validate() error {
 		per, ok := p.Periods[c]
 		if !ok || per.Months < 0 || per.Days < 0 || per.Months+per.Days == 0 {
 			return fmt.Errorf("retention: class %s needs a positive period", c)
+		}
+		if per.tooLong() {
+			return fmt.Errorf("retention: class %s: %s is longer than %d years", c, per, MaxYears)
 		}
 	}
 	// A read-only row keeps less evidence than the others (no receipt,

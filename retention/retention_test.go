@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -239,5 +240,30 @@ func TestAnUnknownToolNeverTakesReadOnly(t *testing.T) {
 		if c, unknown := p.Classify(tc.tools, tc.scopes, start); c != retention.MoneyMoved || len(unknown) != 1 {
 			t.Errorf("tools %v, scopes %v from %s: class %s, unknown %v; want money_moved, one unknown", tc.tools, tc.scopes, start.Format("2006-01-02"), c, unknown)
 		}
+	}
+}
+
+// A period long enough to overflow the date arithmetic would give a
+// retain-until before the row was recorded, and the next sweep would
+// remove the class's rows at once: beyond a hundred years a period is
+// refused, as written and in a policy.
+func TestPeriodsBeyondAHundredYearsAreRefused(t *testing.T) {
+	for _, s := range []string{"9223372036854775807 months", "1000000000000000000 days", "300000000000 months", "36601 days"} {
+		if p, err := retention.ParsePeriod(s); err == nil {
+			t.Errorf("ParsePeriod(%q) = %v, want refused", s, p)
+		}
+	}
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	for _, per := range []retention.Period{{Months: 1201}, {Days: 36600}, {Months: 1200, Days: 1}, {Months: 1 << 40}} {
+		p := retention.DefaultPolicy()
+		p.Periods[retention.Refused] = per
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "longer than 100 years") {
+			t.Errorf("a refused class kept %s: Validate %v, want longer than 100 years (retain-until %s)", per, err, p.RetainUntil(retention.Refused, now))
+		}
+	}
+	p := retention.DefaultPolicy()
+	p.Periods[retention.Refused] = retention.Period{Months: 1200}
+	if err := p.Validate(); err != nil {
+		t.Errorf("a hundred years: %v", err)
 	}
 }

@@ -837,13 +837,17 @@ func ParsePeriod(s string) (retention.Period, error) {
 	if err != nil || n <= 0 {
 		return retention.Period{}, fmt.Errorf("period %q: want a positive number", s)
 	}
+	var p retention.Period
 	switch strings.TrimSuffix(f[1], "s") {
 	case "month":
-		return retention.Period{Months: n}, nil
+		p.Months = n
 	case "day":
-		return retention.Period{Days: n}, nil
+		p.Days = n
+	default:
+		return retention.Period{}, fmt.Errorf("period %q: unit must be months or days", s)
 	}
-	return retention.Period{}, fmt.Errorf("period %q: unit must be months or days", s)
+	// retention's own parser bounds the count (retention.MaxYears).
+	return retention.ParsePeriod(p.String())
 }
 
 // Policy returns the retention policy: the defaults with the configured

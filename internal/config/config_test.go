@@ -88,6 +88,8 @@ func TestValidateRejects(t *testing.T) {
 		{"s3 without keys", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b}}\n", "evidence.s3.accessKey is required"},
 		{"s3 without a secret", "evidence: {type: s3, s3: {endpoint: x:1, bucket: b, accessKey: AKIA}}\n", "evidence.s3.secretKey is empty: set PACTLEDGER_S3_SECRET_KEY"},
 		{"bad period", "retention: {periods: {read_only: 90 weeks}}\n", "months or days"},
+		{"period past any date", "retention: {periods: {refused: 9223372036854775807 months}}\n", "longer than 100 years"},
+		{"period of a thousand years", "retention: {periods: {incident: 12000 months}}\n", "longer than 100 years"},
 		{"bad class", "retention: {tools: {refund: forever}}\n", "unknown retention class"},
 		{"tool to incident", "retention: {tools: {refund: incident}}\n", "tools map to"},
 		{"bad duration", "shutdownTimeout: soon\n", "duration"},
