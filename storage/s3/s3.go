@@ -536,6 +536,14 @@ func (s *Store) Delete(ctx context.Context, loc ledger.Location) (err error) {
 	if err := s.ready(); err != nil {
 		return err
 	}
+	// A delete without a version writes a delete marker, which Object
+	// Lock allows whatever the retention: the key would read as gone
+	// while its version stays, and the ledger would record it deleted. A
+	// location of another store or bucket (the ledger's evidence store
+	// changed under it) has no version of this bucket to delete.
+	if loc.Store != "s3" || loc.Bucket != s.bucket || loc.VersionID == "" {
+		return fmt.Errorf("delete %s: the location is not a version of bucket %s (store %q, bucket %q, version %q): nothing deleted", loc.Key, s.bucket, loc.Store, loc.Bucket, loc.VersionID)
+	}
 	if err := s.c.RemoveObject(ctx, s.bucket, loc.Key, minio.RemoveObjectOptions{VersionID: loc.VersionID}); err != nil {
 		return fmt.Errorf("delete %s: %w", loc.Key, err)
 	}
