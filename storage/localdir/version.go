@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pactledger/pactledger/internal/fsync"
 	"github.com/pactledger/pactledger/ledger"
 )
 
@@ -29,10 +28,12 @@ import (
 // a part.
 //
 // This is weaker than S3, where each version stays locked: a directory
-// keeps only the latest content, and retainUntil is not enforced (anyone
-// with write access to the directory can replace or remove the file).
-// Everything the latest checkpoint says is also in the write-once
-// checkpoints the log keeps by size.
+// keeps only the latest content, and retainUntil holds against Delete
+// only (it is recorded in the key's sidecar before the rename, as Put
+// records it, and never shortened), not against the next SwapVersion or
+// anyone with write access to the directory. Everything the latest
+// checkpoint says is also in the write-once checkpoints the log keeps by
+// size.
 func (s *Store) SwapVersion(_ context.Context, key string, body []byte, retainUntil time.Time, prev []byte) (ledger.Location, error) {
 	loc := ledger.Location{Store: "dir", Bucket: s.dir, Key: key, RetainUntil: retainUntil.UTC()}
 	p, err := s.path(key)
@@ -40,7 +41,7 @@ func (s *Store) SwapVersion(_ context.Context, key string, body []byte, retainUn
 		return loc, err
 	}
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := s.folder(dir); err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
 	unlock, err := lockDir(dir)
@@ -68,11 +69,15 @@ func (s *Store) SwapVersion(_ context.Context, key string, body []byte, retainUn
 		_ = os.Remove(tmp)
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
+	if err := writeLockState(p, extendTo(loc.RetainUntil)); err != nil {
+		_ = os.Remove(tmp)
+		return loc, fmt.Errorf("put a version of %s: %w", key, err)
+	}
 	if err := os.Rename(tmp, p); err != nil {
 		_ = os.Remove(tmp)
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
-	if err := fsync.Dir(dir); err != nil {
+	if err := syncDir(dir); err != nil {
 		return loc, fmt.Errorf("put a version of %s: %w", key, err)
 	}
 	return loc, nil

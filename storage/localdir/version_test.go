@@ -44,13 +44,35 @@ func TestSwapVersionReplaces(t *testing.T) {
 		t.Fatalf("file mode %v %v, want read-only", st.Mode(), err)
 	}
 	entries, err := os.ReadDir(filepath.Join(dir, "log"))
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("log directory holds %v (%v), want the checkpoint only", entries, err)
+	if err != nil || len(entries) != 2 || entries[0].Name() != "checkpoint" || entries[1].Name() != "checkpoint.lock" {
+		t.Fatalf("log directory holds %v (%v), want the checkpoint and its sidecar only", entries, err)
 	}
 	for _, k := range []string{"../escape", "/abs", ""} {
 		if _, err := s.SwapVersion(ctx, k, []byte("x"), until, nil); err == nil {
 			t.Errorf("key %q accepted", k)
 		}
+	}
+}
+
+// The retain-until a version is written with is recorded with it, as a
+// put's is: a location without it (edited in the row store) deletes
+// nothing retained, and a later version never shortens it.
+func TestSwapVersionRecordsItsRetention(t *testing.T) {
+	ctx := context.Background()
+	s, err := localdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("one"), until, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SwapVersion(ctx, "log/checkpoint", []byte("two"), time.Now().Add(-time.Hour), []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Delete(ctx, ledger.Location{Key: "log/checkpoint"})
+	if err == nil || !strings.Contains(err.Error(), until.Format(time.RFC3339)) {
+		t.Fatalf("delete by a location without a retain-until: %v, want retained until %s", err, until.Format(time.RFC3339))
 	}
 }
 
