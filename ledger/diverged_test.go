@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -80,12 +81,26 @@ func checkDiverged(t *testing.T, err error, says, bucket string, want []byte) {
 	}
 }
 
+// checkForeign checks that err refuses the publication over objects this
+// ledger did not write (ErrForeignObject, no divergence), saying what they
+// are, and that the bucket's latest checkpoint is still want.
+func checkForeign(t *testing.T, err error, says, bucket string, want []byte) {
+	t.Helper()
+	if !errors.Is(err, ledger.ErrForeignObject) || errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), says) {
+		t.Errorf("publishing over another log: %v; want ErrForeignObject saying %q", err, says)
+	}
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); !bytes.Equal(got, want) {
+		t.Errorf("the bucket's latest checkpoint was replaced:\n%s\nwant\n%s", got, want)
+	}
+}
+
 // A ledger never publishes its Merkle log over another log in its bucket:
-// one of another origin, a new log of the same origin (a lost row store or
-// signing key) shorter than the published one, or one as long that holds
-// other leaves. Its checkpoints and tiles stay out of the bucket, whose
-// latest checkpoint stays the first ledger's, and that ledger goes on
-// publishing. A second ledger with the same leaves is the same log.
+// one of another origin, or a new log of the same origin under a new
+// signing key (a lost row store or key), whatever its leaves. Its
+// checkpoints and tiles stay out of the bucket, whose latest checkpoint
+// stays the first ledger's, and that ledger goes on publishing. Another
+// key's checkpoints are no evidence against the ledger's own log, so they
+// refuse its publications (ErrForeignObject), not its signing.
 func TestPublishingOverAnotherLogIsRefused(t *testing.T) {
 	bucket := t.TempDir()
 	signerA, _ := logKeys(t)
@@ -103,22 +118,26 @@ func TestPublishingOverAnotherLogIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := ledgerOnBucket(t, bucket, other)
-	checkDiverged(t, b.grow(t, 0, 7), `is of the log "ledger.test/log", this ledger's is "other.test/log": another ledger publishes its log to this bucket`, bucket, published)
+	checkForeign(t, b.grow(t, 0, 7), `the bucket's log/checkpoint (of the log "ledger.test/log", 5 leaves) is signed by ledger.test/log+`, bucket, published)
 
 	newKey, _ := logKeys(t) // the same origin, a new key: a new log
 	c := ledgerOnBucket(t, bucket, newKey)
-	checkDiverged(t, c.grow(t, 100, 3), "has 5 leaves, this ledger's log 3", bucket, published)
-	checkDiverged(t, c.grow(t, 103, 4), "of size 5 has root", bucket, published)
+	checkForeign(t, c.grow(t, 100, 3), "not by this ledger's log key ledger.test/log+", bucket, published)
+	checkForeign(t, c.grow(t, 103, 4), "not by this ledger's log key ledger.test/log+", bucket, published)
 	for _, key := range []string{"checkpoints/7", "tile/0/000.p/7", "tile/entries/000.p/7"} {
 		if readObject(t, bucket, ledger.LogPrefix+key) != nil {
 			t.Errorf("the bucket holds %s%s of the second log", ledger.LogPrefix, key)
 		}
 	}
+	if size, err := c.l.TreeSize(context.Background()); err != nil || size != 7 {
+		t.Errorf("the second ledger's log: %d leaves (%v), want 7 signed", size, err)
+	}
+	if _, err := c.l.Checkpoint(context.Background()); err != nil {
+		t.Errorf("the second ledger serves no checkpoint: %v", err)
+	}
 
 	same := ledgerOnBucket(t, bucket, newKey) // the first log's leaves, signed anew
-	if err := same.grow(t, 0, 6); err != nil {
-		t.Errorf("publishing the same log, one leaf longer: %v", err)
-	}
+	checkForeign(t, same.grow(t, 0, 6), "not by this ledger's log key ledger.test/log+", bucket, published)
 	if err := a.grow(t, 5, 3); err != nil {
 		t.Errorf("the first ledger publishing after the others: %v", err)
 	}
@@ -179,8 +198,9 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 // The integrator reports a bucket holding another log as an error, not a
-// warning, and LogDiverged says why from the first check that finds it
-// (before anything is signed) until one passes.
+// warning, once, and publishes nothing over it; it goes on signing and
+// serving its own log, which the other log's checkpoints (another key's)
+// say nothing against, and publishes once they are gone.
 func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	bucket := t.TempDir()
 	signerA, _ := logKeys(t)
@@ -200,29 +220,40 @@ func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	runIntegrator(t, h.l, signerB)
 	h.queue(t, 100, 2)
 	waitUntil(t, "the refused publication reported", func() bool {
-		_, err := h.l.LogDiverged()
-		return err != nil
+		return strings.Contains(h.logs.String(), `level=ERROR msg="publishing log tiles failed; will retry" error="write-once storage holds objects under the Merkle log's keys that this ledger did not write: the bucket's log/checkpoint (of the log \"ledger.test/log\", 5 leaves) is signed by ledger.test/log+`)
 	})
-	since, err := h.l.LogDiverged()
-	if !errors.Is(err, ledger.ErrLogDiverged) || since.IsZero() {
-		t.Errorf("LogDiverged = %v, %v", since, err)
+	waitUntil(t, "a second refused publication", func() bool {
+		return strings.Count(h.logs.String(), `msg="publishing log tiles failed; will retry"`) >= 2
+	})
+	if n := strings.Count(h.logs.String(), `level=ERROR msg="write-once storage holds an object under the Merkle log's keys that this ledger did not write: `); n != 2 {
+		t.Errorf("the other log's two checkpoints reported %d times, want each once", n)
 	}
-	waitUntil(t, "the error logged", func() bool {
-		return strings.Contains(h.logs.String(), `level=ERROR msg="checking the log published to write-once storage failed; will retry" error="the Merkle log in write-once storage is not this ledger's: the bucket's log/checkpoint has 5 leaves, this ledger's log `)
-	})
+	for _, key := range []string{"log/checkpoint", "log/checkpoints/5"} {
+		if !strings.Contains(h.logs.String(), "the bucket's "+key+" (of the log") {
+			t.Errorf("%s not reported", key)
+		}
+	}
+	if since, err := h.l.LogDiverged(); err != nil {
+		t.Errorf("LogDiverged = %v, %v: another key's log says nothing against this one's", since, err)
+	}
+	if size, err := h.l.TreeSize(context.Background()); err != nil || size != 2 {
+		t.Errorf("the log: %d leaves (%v), want both signed", size, err)
+	}
+	if cp, err := h.l.Checkpoint(context.Background()); err != nil || !strings.Contains(string(cp), "\n2\n") {
+		t.Errorf("the checkpoint served: %v\n%s", err, cp)
+	}
 
 	// The other log's objects gone (a test can; a bucket would not let it),
-	// the next publication succeeds and clears it.
+	// the next publication succeeds.
 	if err := os.RemoveAll(filepath.Join(bucket, "log")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the publication after the other log went", func() bool {
-		_, err := h.l.LogDiverged()
-		return err == nil
+		return strings.Contains(h.logs.String(), "publishing log tiles succeeded again")
 	})
-	waitUntil(t, "the recovery logged", func() bool {
-		return strings.Contains(h.logs.String(), "checking the log published to write-once storage succeeded again")
-	})
+	if cp := readObject(t, bucket, ledger.LogPrefix+"checkpoints/2"); len(cp) == 0 {
+		t.Error("the ledger's checkpoint of size 2 is not in the bucket")
+	}
 }
 
 // On S3 with Object Lock too, a second log is refused before it writes
@@ -241,7 +272,7 @@ func TestPublishingOverAnotherLogIsRefusedOnS3(t *testing.T) {
 	}
 	signerB, _ := logKeys(t)
 	b := ledgerOn(t, s3Objects(t, name), signerB)
-	if err := b.grow(t, 10, 7); !errors.Is(err, ledger.ErrLogDiverged) || !strings.Contains(err.Error(), "of size 5 has root") {
+	if err := b.grow(t, 10, 7); !errors.Is(err, ledger.ErrForeignObject) || !strings.Contains(err.Error(), "not by this ledger's log key") {
 		t.Errorf("a second log publishing to the bucket: %v", err)
 	}
 	if got, err := a.objects.Get(ctx, ledger.LogPrefix+"checkpoint"); err != nil || !bytes.Equal(got, published) {
@@ -359,8 +390,110 @@ func TestAnotherLogPublishedDuringAPublicationIsNotReplaced(t *testing.T) {
 	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); !bytes.Equal(got, want) {
 		t.Errorf("the bucket's latest checkpoint:\n%s\nwant the other ledger's of size 5:\n%s", got, want)
 	}
-	checkDiverged(t, b.l.PublishTiles(context.Background()), "of size 5 has root", bucket, want)
+	checkForeign(t, b.l.PublishTiles(context.Background()), "not by this ledger's log key", bucket, want)
 	if err := a.grow(t, 5, 1); err != nil {
 		t.Errorf("the other ledger publishing on: %v", err)
+	}
+}
+
+// A checkpoint no key of this ledger signed, put in the bucket by whoever
+// may write there (the log's origin, a size far past the log's, any
+// signature), says nothing of whose log this is: it stops neither signing
+// nor serving, restarted or not. Nothing is published over it, and fsck
+// names it.
+func TestACheckpointThisLedgerDidNotSignStopsNoSigning(t *testing.T) {
+	ctx := context.Background()
+	bucket := t.TempDir()
+	signer, _ := logKeys(t)
+	a := ledgerOnBucket(t, bucket, signer)
+	if err := a.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	forged := testOrigin + "\n1000000\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— " + testOrigin + " " + base64.StdEncoding.EncodeToString(make([]byte, 68)) + "\n"
+	if err := os.WriteFile(filepath.Join(bucket, "log", "checkpoint"), []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkForeign(t, a.grow(t, 5, 3), "the bucket's log/checkpoint (of the log \""+testOrigin+"\", 1000000 leaves) is signed by "+testOrigin+"+00000000, not by this ledger's log key", bucket, []byte(forged))
+
+	// Restarted on the same row store and bucket, as ledgerd runs it.
+	a.store.Close()
+	a.open(t)
+	runIntegrator(t, a.l, signer)
+	a.queue(t, 100, 2)
+	waitUntil(t, "the queued leaves signed", func() bool {
+		size, _ := a.l.TreeSize(ctx)
+		return size == 10
+	})
+	if _, err := a.l.LogDiverged(); err != nil {
+		t.Errorf("LogDiverged: %v", err)
+	}
+	if cp, err := a.l.Checkpoint(ctx); err != nil || !strings.Contains(string(cp), "\n10\n") {
+		t.Errorf("the checkpoint served: %v\n%s", err, cp)
+	}
+	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); string(got) != forged {
+		t.Errorf("the bucket's latest checkpoint was replaced:\n%s", got)
+	}
+	page, err := a.l.CheckIntegrity(ctx, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range page.Findings {
+		found = found || strings.Contains(f.Problem, "the bucket's log/checkpoint (of the log \""+testOrigin+"\", 1000000 leaves) is signed by")
+		if strings.Contains(f.Problem, "is not the published log") || strings.Contains(f.Problem, "not the row store's") {
+			t.Errorf("fsck takes the bucket's log for another: %s", f.Problem)
+		}
+	}
+	if !found {
+		t.Errorf("fsck does not name the checkpoint this ledger did not sign: %+v", page.Findings)
+	}
+}
+
+// Tiles carry no signature: a tile put past the log's edge by whoever may
+// write to the bucket, which no checkpoint this ledger signed vouches for,
+// stops neither the signing of a new holder of the integrator's lease nor
+// its serving. It is reported, and refuses the publications (nothing is
+// put over it).
+func TestAStrayTileStopsNoSigning(t *testing.T) {
+	ctx := context.Background()
+	bucket := t.TempDir()
+	signer, _ := logKeys(t)
+	a := ledgerOnBucket(t, bucket, signer)
+	if err := a.grow(t, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if pending := readObject(t, bucket, ledger.PendingKey); !strings.HasPrefix(string(pending), testOrigin+"\n5\n") {
+		t.Fatalf("the record of the publication begun: %q, want the checkpoint of 5 leaves", pending)
+	}
+	stray := filepath.Join(bucket, "log", "tile", "0", "000.p", "7")
+	if err := os.WriteFile(stray, make([]byte, 7*32), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.store.Close()
+	a.open(t)
+	runIntegrator(t, a.l, signer)
+	a.queue(t, 100, 2)
+	waitUntil(t, "the queued leaves signed", func() bool {
+		size, _ := a.l.TreeSize(ctx)
+		return size == 7
+	})
+	if _, err := a.l.LogDiverged(); err != nil {
+		t.Errorf("LogDiverged: %v", err)
+	}
+	if _, err := a.l.Checkpoint(ctx); err != nil {
+		t.Errorf("the checkpoint served: %v", err)
+	}
+	if !strings.Contains(a.logs.String(), "the bucket's tiles cover 7 leaves, more than any checkpoint it keeps, and the latest publication this ledger began (log/pending) was of 5: tiles put outside this ledger") {
+		t.Errorf("the stray tile is not reported:\n%s", a.logs.String())
+	}
+	waitUntil(t, "the publication refused", func() bool {
+		_, err := a.l.LogPublicationRefused()
+		return err != nil
+	})
+	if _, err := a.l.LogPublicationRefused(); !errors.Is(err, ledger.ErrForeignObject) {
+		t.Errorf("LogPublicationRefused: %v", err)
+	}
+	if b, _ := os.ReadFile(stray); !bytes.Equal(b, make([]byte, 7*32)) {
+		t.Error("the stray tile was written over")
 	}
 }

@@ -244,6 +244,18 @@ type logState struct {
 	// holder found failed, and is made again with the next outcome.
 	sharePending bool
 	deleted      string // the checkpoints last found deleted from the bucket (noteDeleted)
+	// refused is the error of this process's last publication when
+	// objects it did not write refused it (ErrForeignObject), nil once one
+	// passes; refusedSince is when publications began to be refused.
+	refused      error
+	refusedSince time.Time
+	// pending is what this process last put at or read from PendingKey
+	// (putPending; nil: read it first).
+	pendingMu sync.Mutex
+	pending   []byte
+	// foreign are the foreign objects this process reported (noteForeign),
+	// by their error, at most maxForeignNoted.
+	foreign map[string]bool
 	// waitingSince is when this replica first read leaves in the queue
 	// with the log no larger than before (unix nanoseconds; 0: the log
 	// keeps up), and waitedSize the size it read then (followLogSize).
@@ -759,6 +771,7 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		if err != nil || l.log.epoch() == pubEpoch {
 			l.noteDiverged(ctx, err, false)
 		}
+		l.noteRefused(err)
 		l.retried(ctx, &publish, "publishing log tiles", err)
 		if err == nil {
 			if _, err := l.prunePublished(ctx, integratorPruneChunks, false, nil); err != nil && ctx.Err() == nil {
@@ -883,8 +896,8 @@ func (l *Ledger) retried(ctx context.Context, b *retry.Backoff, step string, err
 	}
 	wait, n := b.Failed(time.Now())
 	level := slog.LevelWarn
-	if errors.Is(err, ErrLogDiverged) || errors.Is(err, errLogReplaced) {
-		level = slog.LevelError // a person must look: no retry mends the one, and the other is a row store changed under ledgerd
+	if errors.Is(err, ErrLogDiverged) || errors.Is(err, ErrForeignObject) || errors.Is(err, errLogReplaced) {
+		level = slog.LevelError // a person must look: no retry mends the first two, and the last is a row store changed under ledgerd
 	}
 	l.cfg.Logger.Log(ctx, level, step+" failed; will retry", slog.String("error", err.Error()), slog.Duration("retry_in", wait), slog.Int("failures", n))
 }
@@ -1227,7 +1240,9 @@ func (l *Ledger) checkHead(ctx context.Context) (*seenHead, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := l.checkPublished(ctx); err != nil {
+	// Objects of the bucket this ledger did not write (foreign) stop its
+	// publications, not its signing.
+	if _, _, _, err := l.checkPublished(ctx); err != nil {
 		return nil, err
 	}
 	if checkedHook != nil {
@@ -1803,11 +1818,14 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		return nil
 	}
 	epoch := l.log.epoch()
-	published, latest, err := l.checkPublished(ctx)
+	published, latest, foreign, err := l.checkPublished(ctx)
 	if err != nil {
 		return err
 	}
 	l.log.markChecked(epoch)
+	if foreign != nil {
+		return fmt.Errorf("%w; nothing more of this log is published to the bucket while it is there", foreign)
+	}
 	// The row store's log is still the one read above, and the one the
 	// integrator checked: a publication that began before the row store
 	// was replaced under it (logState.uncheck) puts nothing more, nor
@@ -1831,6 +1849,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		return nil
 	}
 	retain := l.cfg.Now().Add(l.behindBy() + l.log.cfg.TileRetention).UTC()
+	if err := l.putPending(ctx, cp, retain); err != nil {
+		return err
+	}
 	for _, t := range tlog.NewTiles(TileHeight, from, to) {
 		paths := []string{tilePath(t)}
 		if t.L == 0 {
@@ -1877,12 +1898,67 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	})
 }
 
+// PendingKey is where a publication puts the checkpoint of its tree
+// before its tiles, in a store that keeps versions: tiles past every
+// checkpoint kept by size are then vouched for by a checkpoint this
+// ledger signed, so that a publication cut short between its tiles and
+// its checkpoint is told from tiles someone else put there
+// (checkTilesCover). It is no key of the tiles' layout: readers of the
+// log do not read it.
+const PendingKey = LogPrefix + "pending"
+
+// putPending puts cp, the checkpoint of the tree a publication is about
+// to put the tiles of, at PendingKey, over the version there (another
+// holder's, or objects this ledger did not write: the record is the
+// ledger's own, never evidence against it). Nothing where the store
+// keeps no versions.
+func (l *Ledger) putPending(ctx context.Context, cp []byte, retain time.Time) error {
+	vs, ok := l.objects.(versionedStore)
+	if !ok {
+		return nil
+	}
+	l.log.pendingMu.Lock()
+	defer l.log.pendingMu.Unlock()
+	prev := l.log.pending
+	for range 2 {
+		if prev == nil {
+			raw, err := l.objects.Get(ctx, PendingKey)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return fmt.Errorf("read %s: %w", PendingKey, err)
+			default:
+				prev = raw
+			}
+		}
+		if bytes.Equal(prev, cp) {
+			l.log.pending = prev
+			return nil
+		}
+		_, err := vs.SwapVersion(ctx, PendingKey, cp, retain, prev)
+		if err == nil {
+			l.log.pending = cp
+			return nil
+		}
+		if !errors.Is(err, ErrObjectChanged) {
+			return fmt.Errorf("put %s: %w", PendingKey, err)
+		}
+		prev = nil // read it again
+	}
+	l.log.pending = nil
+	return fmt.Errorf("put %s: it changed twice while this ledger put it (another holder of the integrator's lease publishing): %w", PendingKey, ErrObjectChanged)
+}
+
 // publishErr is the error of a put of the log's object key: one the
 // bucket already holds with other bytes means the bucket's log is not
 // this ledger's (tiles and checkpoints are deterministic).
+//
+// Every checkpoint of the bucket this ledger's key signed was compared
+// with its log before the puts (checkPublished), so other bytes under a
+// key are no checkpoint's it signed: ErrForeignObject, not a divergence.
 func publishErr(key string, err error) error {
 	if errors.Is(err, ErrObjectExists) {
-		return fmt.Errorf("%w: the bucket holds other bytes at %s: another log was published there (another ledger with the same bucket, this ledger's log started again after a lost row store or signing key, or its row store restored from an older backup)", ErrLogDiverged, key)
+		return fmt.Errorf("%w: the bucket holds other bytes at %s than this ledger's log: another log was published there (another ledger with the same bucket, or this ledger's log started again under a new signing key), or someone with write access to the bucket put them; nothing more of this log is published to the bucket", ErrForeignObject, key)
 	}
 	return fmt.Errorf("put %s: %w", key, err)
 }
@@ -1906,17 +1982,31 @@ func publishErr(key string, err error) error {
 // out of sight of a read by name (see readPublished): a live checkpoint
 // deleted from the bucket must not let a row store restored from an
 // older backup sign a fork of the log it published.
-func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
+//
+// Checkpoints this ledger's key did not sign are reported (noteForeign)
+// and returned as foreign, an error wrapping ErrForeignObject (the first):
+// the caller that publishes puts nothing over them, the one that signs
+// signs on.
+func (l *Ledger) checkPublished(ctx context.Context) (size int64, latest []byte, foreign, err error) {
 	p, err := l.readPublished(ctx, !l.log.checked.Load(), false)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	l.noteDeleted(ctx, p)
-	size, _, err := l.comparePublishedLog(ctx, p)
+	size, _, found, err := l.comparePublishedLog(ctx, p)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	return size, p.latest, nil
+	for _, f := range found {
+		l.noteForeign(ctx, f)
+	}
+	switch len(found) {
+	case 0:
+		return size, p.latest, nil, nil
+	case 1:
+		return size, p.latest, found[0], nil
+	}
+	return size, p.latest, fmt.Errorf("%w (and %d more)", found[0], len(found)-1), nil
 }
 
 // comparePublishedLog compares each checkpoint p holds with the row
@@ -1925,24 +2015,37 @@ func (l *Ledger) checkPublished(ctx context.Context) (int64, []byte, error) {
 // Two checkpoints of one log are each a prefix of the other, so comparing
 // them all is comparing the largest; a bucket holding two logs (another
 // ledger's checkpoints under deleted ones) is found either way.
-func (l *Ledger) comparePublishedLog(ctx context.Context, p publishedLog) (int64, publishedCheckpoint, error) {
+//
+// Checkpoints this ledger's key did not sign are left out of the
+// comparison and returned as foreign, each an error wrapping
+// ErrForeignObject.
+func (l *Ledger) comparePublishedLog(ctx context.Context, p publishedLog) (int64, publishedCheckpoint, []error, error) {
 	var size int64
+	var foreign []error
 	for _, c := range p.checkpoints {
 		n, err := l.comparePublished(ctx, c.key, c.raw)
+		if errors.Is(err, ErrForeignObject) {
+			foreign = append(foreign, err)
+			continue
+		}
 		if err != nil {
 			if d := p.deletions(); d != "" && errors.Is(err, ErrLogDiverged) {
 				err = fmt.Errorf("%w (%s)", err, d)
 			}
-			return 0, c, err
+			return 0, c, foreign, err
 		}
 		size = max(size, n)
 	}
 	if p.tilesCover > 0 {
-		if err := l.checkTilesCover(ctx, p.tilesCover); err != nil {
-			return 0, publishedCheckpoint{}, err
+		err := l.checkTilesCover(ctx, p.tilesCover)
+		switch {
+		case errors.Is(err, ErrForeignObject):
+			foreign = append(foreign, err)
+		case err != nil:
+			return 0, publishedCheckpoint{}, foreign, err
 		}
 	}
-	return size, publishedCheckpoint{}, nil
+	return size, publishedCheckpoint{}, foreign, nil
 }
 
 // checkTilesCover compares the row store's log with the tiles the bucket
@@ -1953,18 +2056,37 @@ func (l *Ledger) comparePublishedLog(ctx context.Context, p publishedLog) (int64
 // last leaves published, which a fork (a row store restored from an
 // older backup and grown again) recorded as other rows. An error wrapping
 // ErrLogDiverged otherwise.
+//
+// Tiles carry no signature: anyone who may put objects in the bucket can
+// put one past the log's edge. A publication puts the checkpoint of its
+// tree at PendingKey before its tiles (putPending), so tiles this ledger
+// put are vouched for by a checkpoint its key signed, at least as large,
+// which is compared as every other (comparePublished). Tiles no such
+// checkpoint vouches for, and an edge tile other than the row store's
+// under one that does, are an error wrapping ErrForeignObject: they
+// refuse the publication, not the signing. (A publication cut short by
+// a version before the pending checkpoint was put reads so too.)
 func (l *Ledger) checkTilesCover(ctx context.Context, n int64) error {
-	size, _, err := l.logHead(ctx)
-	if err != nil {
-		return err
-	}
-	if size < n {
-		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, of a publication that did not reach its checkpoint, and the row store's log holds %d: leaves this log signed and published tiles of are not in the row store (a row store restored from a backup older than what it published)",
-			ErrLogDiverged, n, size)
-	}
 	lister, ok := l.objects.(KeptLister)
 	if !ok {
 		return nil
+	}
+	raw, err := l.readPending(ctx, lister)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and it holds no record of a publication (%s) vouching for them: tiles put outside this ledger", ErrForeignObject, n, PendingKey)
+	}
+	pending, err := l.ownCheckpoint(PendingKey, raw)
+	if err != nil {
+		return fmt.Errorf("%w (the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and nothing this ledger signed vouches for them)", err, n)
+	}
+	if pending.Size < n {
+		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and the latest publication this ledger began (%s) was of %d: tiles put outside this ledger", ErrForeignObject, n, PendingKey, pending.Size)
+	}
+	if _, err := l.comparePublished(ctx, PendingKey, raw); err != nil {
+		return err
 	}
 	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: int((n-1)&(1<<TileHeight-1)) + 1}
 	key := LogPrefix + tilePath(t)
@@ -1990,10 +2112,36 @@ func (l *Ledger) checkTilesCover(ctx context.Context, n int64) error {
 		return fmt.Errorf("the row store's %s: %w", tilePath(t), err)
 	}
 	if !bytes.Equal(theirs, ours) {
-		return fmt.Errorf("%w: the bucket's %s, of a publication of %d leaves that did not reach its checkpoint, is not the row store's tile: the row store's log is not the log whose tiles the bucket holds (a row store restored from a backup older than what it published, and grown again)",
-			ErrLogDiverged, key, n)
+		return fmt.Errorf("%w: the bucket's %s, past every checkpoint it keeps, is not the row store's tile, though the publication this ledger began of %d leaves is of its log: a tile put outside this ledger",
+			ErrForeignObject, key, pending.Size)
 	}
 	return nil
+}
+
+// readPending reads the bucket's PendingKey: its latest version, or the
+// newest kept behind a delete marker; nil when it holds none.
+func (l *Ledger) readPending(ctx context.Context, lister KeptLister) ([]byte, error) {
+	raw, err := l.objects.Get(ctx, PendingKey)
+	switch {
+	case err == nil:
+		return raw, nil
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("read the bucket's %s: %w", PendingKey, err)
+	}
+	var kept *KeptKey
+	if err := lister.ListKept(ctx, PendingKey, func(k KeptKey) error {
+		if k.Key != PendingKey {
+			return nil
+		}
+		kept = &k
+		return errFound
+	}); err != nil && !errors.Is(err, errFound) {
+		return nil, fmt.Errorf("list the versions of the bucket's %s: %w", PendingKey, err)
+	}
+	if kept == nil {
+		return nil, nil
+	}
+	return l.readKept(ctx, *kept)
 }
 
 // publishedLog is what readPublished read of the log in the bucket.
@@ -2164,7 +2312,10 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 	if !listAll {
 		held := int64(0)
 		for _, c := range p.checkpoints {
-			cp, err := checkpointBody(c.raw)
+			cp, err := l.ownCheckpoint(c.key, c.raw)
+			if errors.Is(err, ErrForeignObject) {
+				continue // compared with nothing (comparePublished)
+			}
 			if err != nil || cp.Origin != l.Origin() {
 				return KeptKey{}, false, nil // a divergence already
 			}
@@ -2372,13 +2523,81 @@ func (l *Ledger) noteDeleted(ctx context.Context, p publishedLog) {
 		slog.String("found", d))
 }
 
+// noteRefused records the outcome of a publication for
+// LogPublicationRefused: an error wrapping ErrForeignObject sets it, a
+// publication that passes clears it, other errors leave it.
+func (l *Ledger) noteRefused(err error) {
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	switch {
+	case err == nil:
+		s.refused = nil
+	case errors.Is(err, ErrForeignObject):
+		if s.refused == nil {
+			s.refusedSince = l.cfg.Now()
+		}
+		s.refused = err
+	}
+}
+
+// LogPublicationRefused returns since when and why this process's
+// integrator publishes nothing more of the log to write-once storage:
+// objects there it did not write (an error wrapping ErrForeignObject).
+// The log is still signed and served meanwhile. Nil when its last
+// publication passed, or it has none.
+func (l *Ledger) LogPublicationRefused() (since time.Time, err error) {
+	if l.log == nil {
+		return time.Time{}, nil
+	}
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	return s.refusedSince, s.refused
+}
+
+// maxForeignNoted bounds the foreign objects a process remembers having
+// reported; past it each is reported every time it is found.
+const maxForeignNoted = 1000
+
+// noteForeign reports err, an object under the log's keys this ledger
+// did not write (ErrForeignObject), once: at ERROR, and in the metric
+// pactledger_log_foreign_objects_total.
+func (l *Ledger) noteForeign(ctx context.Context, err error) {
+	s := l.log
+	s.divergedMu.Lock()
+	seen := s.foreign[err.Error()]
+	if !seen && len(s.foreign) < maxForeignNoted {
+		if s.foreign == nil {
+			s.foreign = map[string]bool{}
+		}
+		s.foreign[err.Error()] = true
+	}
+	s.divergedMu.Unlock()
+	if seen {
+		return
+	}
+	l.cfg.Metrics.logForeign()
+	l.cfg.Logger.ErrorContext(ctx, "write-once storage holds an object under the Merkle log's keys that this ledger did not write: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there. "+
+		"It is no evidence of whose log this is, so this ledger goes on signing and serving its log, and publishes its own objects over it where the store keeps versions; "+
+		"find who wrote it in the bucket's access logs (docs/operations.md, \"Objects the ledger did not write\")",
+		slog.String("error", err.Error()))
+}
+
 // comparePublished returns the size of raw, the bucket's checkpoint at
 // key, or an error wrapping ErrLogDiverged unless it is of a tree this
 // ledger's log extends (see checkPublished).
+//
+// A checkpoint this ledger's log key did not sign is no evidence of
+// another log, and is an error wrapping ErrForeignObject instead:
+// whoever may put objects in the bucket, with no log key, could write
+// one of the log's origin and any size, and on S3 under Object Lock
+// nobody could remove it. Signing stops only where this ledger would
+// contradict a checkpoint its own key signed.
 func (l *Ledger) comparePublished(ctx context.Context, key string, raw []byte) (int64, error) {
-	theirs, err := checkpointBody(raw)
+	theirs, err := l.ownCheckpoint(key, raw)
 	if err != nil {
-		return 0, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrLogDiverged, key, err)
+		return 0, err
 	}
 	if origin := l.Origin(); theirs.Origin != origin {
 		return 0, fmt.Errorf("%w: the bucket's %s is of the log %q, this ledger's is %q: another ledger publishes its log to this bucket (or this ledger's merkleLog.origin was changed)", ErrLogDiverged, key, theirs.Origin, origin)
@@ -2417,6 +2636,30 @@ func (l *Ledger) comparePublished(ctx context.Context, key string, raw []byte) (
 		return 0, fmt.Errorf("%w: the bucket's %s of size %d has root %x, this ledger's tree of that size %x: the logs differ (a new log after a lost row store or signing key, a row store restored from an older backup that took other rows since, or another ledger with the same origin)", ErrLogDiverged, key, theirs.Size, theirs.Hash[:], ours[:])
 	}
 	return theirs.Size, nil
+}
+
+// ErrForeignObject: write-once storage holds, under a key of the log, an
+// object this ledger did not write: a checkpoint its log key did not
+// sign, or a tile other than its own (another ledger's log in the same
+// bucket, or objects put there by someone with write access to it).
+// Nothing of this ledger's log is published over it, but it is no
+// evidence that this ledger would contradict a checkpoint it signed: it
+// stops neither signing nor serving (see comparePublished).
+var ErrForeignObject = errors.New("write-once storage holds objects under the Merkle log's keys that this ledger did not write")
+
+// ownCheckpoint returns the body of raw, the bucket's checkpoint at key,
+// or an error wrapping ErrForeignObject unless this ledger's log key
+// signed it.
+func (l *Ledger) ownCheckpoint(key string, raw []byte) (proof.Checkpoint, error) {
+	cp, err := checkpointBody(raw)
+	if err != nil {
+		return proof.Checkpoint{}, fmt.Errorf("%w: the bucket's %s is not a checkpoint (%v)", ErrForeignObject, key, err)
+	}
+	if _, err := note.Open(raw, note.VerifierList(l.log.verifier)); err != nil {
+		return proof.Checkpoint{}, fmt.Errorf("%w: the bucket's %s (of the log %q, %d leaves) is signed by %s, not by this ledger's log key %s",
+			ErrForeignObject, key, cp.Origin, cp.Size, signersOf(raw), keyName(l.log.verifier.Name(), l.log.verifier.KeyHash()))
+	}
+	return cp, nil
 }
 
 // versionedStore is an object store that can write a new version of a key

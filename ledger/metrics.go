@@ -47,6 +47,10 @@ type Metrics struct {
 	// the queue without logging them, their ref having a leaf in the log
 	// already (ErrRefLogged).
 	LogLeavesRefused prometheus.Counter
+	// LogForeignObjects counts the objects under the log's keys in
+	// write-once storage that this ledger did not write (errForeignObject),
+	// each counted once by this process when found.
+	LogForeignObjects prometheus.Counter
 }
 
 // NewMetrics creates the ledger's metrics and registers them with reg.
@@ -93,7 +97,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LogWrongKey = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_wrong_key", Help: "1 once this ledger's log key was found not to be the one that signed the row store's checkpoints: it released the log integrator's lease and signs and publishes nothing of the log until restarted with the right key (/readyz says not ready)."})
 	m.LogWaiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "pactledger_log_waiting_seconds", Help: "How long leaves have waited in the Merkle log's queue while the log did not grow, as this replica reads the row store: 0 while the log keeps up. Rows recorded meanwhile have no proof yet; a value that keeps climbing means no integrator extends the log."})
 	m.LogLeavesRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_leaves_refused_total", Help: "Queued leaves the Merkle log's integrator did not log because their row or event already has a leaf in the log (a second leaf of a logged row: the row store was written outside the ledger); each is logged at ERROR with its ref. Alert on any."})
-	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged, m.LogWrongKey, m.LogWaiting, m.LogLeavesRefused)
+	m.LogForeignObjects = prometheus.NewCounter(prometheus.CounterOpts{Name: "pactledger_log_foreign_objects_total", Help: "Objects found under the Merkle log's keys in write-once storage that this ledger did not write: a checkpoint its log key did not sign, a tile other than its own. Each is logged at ERROR with its key. Alert on any."})
+	reg.MustRegister(m.logLeafCount, m.LogSize, m.LogPruned, m.LogDiverged, m.LogWrongKey, m.LogWaiting, m.LogLeavesRefused, m.LogForeignObjects)
 	return m
 }
 
@@ -107,6 +112,12 @@ func (m *Metrics) logWaiting(d time.Duration) {
 func (m *Metrics) logLeaves(n int) {
 	if m != nil && n > 0 {
 		m.logLeafCount.Add(float64(n))
+	}
+}
+
+func (m *Metrics) logForeign() {
+	if m != nil {
+		m.LogForeignObjects.Inc()
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/pactledger/pactledger/ledger/proof"
@@ -48,7 +47,11 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 			"Find who deleted them in the bucket's access logs, and remove the delete markers (delete each marker's version) so that readers of the bucket see the log again; see \"Deleted checkpoints\" in docs/operations.md",
 			d, LogPrefix)
 	}
-	_, c, err := l.comparePublishedLog(ctx, p)
+	_, c, foreign, err := l.comparePublishedLog(ctx, p)
+	for _, f := range foreign {
+		finding("", "%s: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there; the row store's log is not compared with it, and the ledger goes on signing and publishing over it (docs/operations.md, \"Objects the ledger did not write\")",
+			strings.TrimPrefix(f.Error(), ErrForeignObject.Error()+": "))
+	}
 	raw := c.raw
 	switch {
 	case err == nil:
@@ -76,25 +79,21 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 			return nil
 		}
 	}
-	signed := ""
-	if _, err := note.Open(raw, note.VerifierList(l.log.verifier)); err != nil {
-		signed = " (and it is not signed by this ledger's log key)"
-	}
 	pub := tlog.TileHashReader(tlog.Tree{N: theirs.Size, Hash: theirs.Hash}, bucketTiles{ctx: ctx, l: l})
 	common, err := l.commonPrefix(ctx, min(size, theirs.Size), pub)
 	if err != nil {
-		finding("", "the published checkpoint has %d leaves and root %x%s, the row store's latest checkpoint %d leaves and root %x: the row store's log is not the published log or a continuation of it (%s); the published leaves it lacks cannot be listed: %v",
-			theirs.Size, theirs.Hash[:], signed, ours.Size, ours.Hash[:], why, err)
+		finding("", "the published checkpoint has %d leaves and root %x, the row store's latest checkpoint %d leaves and root %x: the row store's log is not the published log or a continuation of it (%s); the published leaves it lacks cannot be listed: %v",
+			theirs.Size, theirs.Hash[:], ours.Size, ours.Hash[:], why, err)
 		return nil
 	}
 	unpublished := ""
 	if size > common {
 		unpublished = fmt.Sprintf(", and the row store's %d leaves after them are not the published ones", size-common)
 	}
-	finding("", "the published checkpoint has %d leaves and root %x%s, the row store's latest checkpoint %d leaves and root %x: the row store's log is not the published log or a continuation of it, as after a restore from a backup older than what was published. "+
+	finding("", "the published checkpoint has %d leaves and root %x, the row store's latest checkpoint %d leaves and root %x: the row store's log is not the published log or a continuation of it, as after a restore from a backup older than what was published. "+
 		"The two logs share their first %d leaves; the %d published leaves after them are missing from the row store's log (each listed)%s. "+
 		"Until they agree no checkpoint is signed, served or published (/readyz: log diverged, signing stopped); see \"Backups\" in docs/operations.md",
-		theirs.Size, theirs.Hash[:], signed, ours.Size, ours.Hash[:], common, theirs.Size-common, unpublished)
+		theirs.Size, theirs.Hash[:], ours.Size, ours.Hash[:], common, theirs.Size-common, unpublished)
 	return l.listPublished(ctx, common, theirs.Size, pub, finding)
 }
 

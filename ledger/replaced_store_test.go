@@ -317,8 +317,9 @@ func queueFork(t *testing.T, st ledger.Store, from, n int) {
 
 // A publication cut short after its tiles (10 leaves) and before its
 // checkpoint leaves the bucket's largest checkpoint at 7; a row store
-// restored at 7 then gets no checkpoint signed: the tiles show 10 leaves
-// were signed and published, which the row store lacks.
+// restored at 7 then gets no checkpoint signed: the checkpoint of 10
+// leaves the publication put first, as a record of what it began, shows
+// they were signed and published, which the row store lacks.
 func TestTilesPastTheCheckpointsStopARestoredLedger(t *testing.T) {
 	dir, err := localdir.Open(t.TempDir())
 	if err != nil {
@@ -343,8 +344,8 @@ func TestTilesPastTheCheckpointsStopARestoredLedger(t *testing.T) {
 		_, err := h.l.LogDiverged()
 		return err != nil
 	})
-	if _, err := h.l.LogDiverged(); !strings.Contains(err.Error(), "the bucket's tiles cover 10 leaves") {
-		t.Errorf("LogDiverged: %v; want it to say the tiles cover 10 leaves", err)
+	if _, err := h.l.LogDiverged(); !strings.Contains(err.Error(), "the bucket's log/pending has 10 leaves, this ledger's log 7") {
+		t.Errorf("LogDiverged: %v; want it to say the publication begun had 10 leaves", err)
 	}
 	if size := headOf(t, h.store); size != 7 {
 		t.Errorf("the restored row store's log has %d leaves, want 7: a fork of the published tiles was signed", size)

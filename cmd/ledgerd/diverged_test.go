@@ -41,9 +41,11 @@ func fetch(t *testing.T, url string) string {
 
 // A ledgerd whose evidence directory holds another log's checkpoint (here
 // one of another origin, as a second ledger given the same bucket would
-// leave) publishes nothing of its own log there, and says so where an
-// operator looks: /readyz stays 200 (rows are still recorded) with the
-// log's status "diverged" and why, and pactledger_log_diverged is 1.
+// leave, or anyone with write access to it could) publishes nothing of
+// its own log there, and says so where an operator looks: /readyz stays
+// 200 (rows are still recorded, and the log signed and served) with the
+// log's status "not published" and why, and
+// pactledger_log_foreign_objects_total counts the checkpoint.
 func TestAnotherLogInTheEvidenceDirectoryIsReported(t *testing.T) {
 	evidence := t.TempDir()
 	other := "other.example/log\n12\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— other.example/log AAAA\n"
@@ -68,15 +70,16 @@ func TestAnotherLogInTheEvidenceDirectoryIsReported(t *testing.T) {
 		} `json:"log"`
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for ready.Log.Status != "diverged" && time.Now().Before(deadline) {
+	for ready.Log.Status != "not published" && time.Now().Before(deadline) {
 		call(t, "GET", base+"/readyz", auditor, nil, &ready)
 	}
-	if ready.Status != "ready" || ready.Log.Status != "diverged" || ready.Log.Since == "" ||
-		!strings.Contains(ready.Log.Error, `is of the log "other.example/log", this ledger's is "localhost/pactledger": another ledger publishes its log to this bucket`) {
+	if ready.Status != "ready" || ready.Log.Status != "not published" || ready.Log.Since == "" ||
+		!strings.Contains(ready.Log.Error, `the bucket's log/checkpoint (of the log "other.example/log", 12 leaves) is signed by no key (its signature cannot be read), not by this ledger's log key localhost/pactledger+`) {
 		t.Fatalf("/readyz with another log in the bucket: %+v", ready)
 	}
-	if m := fetch(t, base+"/metrics"); !strings.Contains(m, "\npactledger_log_diverged 1\n") {
-		t.Errorf("/metrics with another log in the bucket has no pactledger_log_diverged 1")
+	m := fetch(t, base+"/metrics")
+	if !strings.Contains(m, "\npactledger_log_foreign_objects_total 1\n") || !strings.Contains(m, "\npactledger_log_diverged 0\n") {
+		t.Errorf("/metrics with another log in the bucket: want pactledger_log_foreign_objects_total 1 and pactledger_log_diverged 0")
 	}
 	if b, _ := os.ReadFile(filepath.Join(evidence, "log", "checkpoint")); string(b) != other {
 		t.Errorf("the bucket's checkpoint was replaced: %q", b)

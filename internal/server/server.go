@@ -623,6 +623,13 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 			log["status"], log["signing"], log["since"] = "diverged", "stopped", since.UTC().Format(time.RFC3339)
 			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + errorText(err.Error(), errorsShown)
 		}
+		// A detail too: the log is signed and served; what stops is its
+		// copy in the bucket. The replica holding the integrator's lease
+		// says so.
+		if since, err := s.ledger.LogPublicationRefused(); err != nil && log["status"] == "ok" {
+			log["status"], log["publishing"], log["since"] = "not published", "stopped", since.UTC().Format(time.RFC3339)
+			log["error"] = "the log is still signed and served (docs/operations.md, \"Objects the ledger did not write\"): " + errorText(err.Error(), errorsShown)
+		}
 		// A detail too: the rows are acknowledged durably; what waits is
 		// their proof. Any replica sees it, whichever holds the lease.
 		if since := s.ledger.LogWaiting(); !since.IsZero() && time.Since(since) >= logWaitingShown {
