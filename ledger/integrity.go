@@ -1392,13 +1392,21 @@ var evidenceLeafKeys = []string{"receipt", "request", "token"}
 // leafDiff names the values that differ between a stored leaf and the leaf
 // recomputed from the row store, "" when they agree; values named in skip
 // are not compared.
+//
+// The stored leaf is read as its lines, not only as its values: values
+// read last-wins can agree with the row's while the bytes the log commits
+// to differ, as in a leaf that repeats a line (a "status refused" before
+// the row's own "status authorized") or holds its lines in another order.
+// The ledger writes each line once, in one order, so such a leaf was not
+// the ledger's, and a reader taking the first of two lines reads another
+// row in it.
 func leafDiff(stored, recomputed []byte, skip []string) string {
 	if bytes.Equal(stored, recomputed) {
 		return ""
 	}
-	s, err1 := ParseLeaf(stored)
-	r, err2 := ParseLeaf(recomputed)
-	if err1 != nil || err2 != nil {
+	sNames, s, ok1 := leafFields(stored)
+	rNames, r, ok2 := leafFields(recomputed)
+	if !ok1 || !ok2 {
 		return "the stored leaf is not a leaf of this version"
 	}
 	names := map[string]bool{}
@@ -1419,7 +1427,52 @@ func leafDiff(stored, recomputed []byte, skip []string) string {
 		}
 	}
 	sort.Strings(diffs)
+	// A line left out or added is named above; the lines both hold must
+	// be there once each, in the row's order. With no value differing,
+	// only a skipped value may tell the bytes apart.
+	both := func(ns []string, other map[string]string) []string {
+		return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { _, ok := other[n]; return !ok })
+	}
+	if !slices.Equal(both(sNames, r), both(rNames, s)) || len(diffs) == 0 && !bytes.Equal(masked(stored, skip), masked(recomputed, skip)) {
+		diffs = append(diffs, "the leaf's lines differ from the row's (a repeated or reordered line)")
+	}
 	return strings.Join(diffs, "; ")
+}
+
+// leafFields reads a leaf of this version as the names of its lines, in
+// order, and its values, the last of a name repeated; false when it is
+// not such a leaf. Only leafDiff reads a leaf so, to name how it differs:
+// every other reader refuses a repeated name (ParseLeaf).
+func leafFields(data []byte) ([]string, map[string]string, bool) {
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != LeafVersion {
+		return nil, nil, false
+	}
+	var names []string
+	values := map[string]string{}
+	for _, ln := range lines[1:] {
+		name, value, ok := strings.Cut(ln, " ")
+		if !ok {
+			return nil, nil, false
+		}
+		names = append(names, name)
+		values[name] = value
+	}
+	return names, values, true
+}
+
+// masked is a leaf with the values of the lines named in skip left out.
+func masked(data []byte, skip []string) []byte {
+	if len(skip) == 0 {
+		return data
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, ln := range lines {
+		if name, _, ok := strings.Cut(ln, " "); ok && slices.Contains(skip, name) {
+			lines[i] = name
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
 
 // cut returns an object's bytes, cut out of its segment where it was packed.

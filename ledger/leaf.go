@@ -259,19 +259,13 @@ func revocationRef(grantDigest, revoked string, admin bool, brandDigest, stateme
 }
 
 // ParseLeaf splits a leaf into its named values (the first line, the
-// version, is checked and dropped).
+// version, is checked and dropped). A leaf in which a name appears twice
+// is refused (proof.ParseLeaf): the ledger never writes one, and readers
+// taking the first line and the last would read two things in it.
 func ParseLeaf(data []byte) (map[string]string, error) {
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) < 2 || lines[0] != LeafVersion {
-		return nil, fmt.Errorf("%w: not a %q leaf", ErrInvalid, LeafVersion)
+	f, err := proof.ParseLeaf(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a %q leaf: %v", ErrInvalid, LeafVersion, err)
 	}
-	out := map[string]string{}
-	for _, ln := range lines[1:] {
-		name, value, ok := strings.Cut(ln, " ")
-		if !ok {
-			return nil, fmt.Errorf("%w: leaf line %q", ErrInvalid, ln)
-		}
-		out[name] = value
-	}
-	return out, nil
+	return f, nil
 }

@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/retention"
 )
 
@@ -51,5 +54,37 @@ func TestPolicyLeafReadsBack(t *testing.T) {
 	}
 	if got, want := leafRef(data), policyRef("7-cd"); got != want {
 		t.Errorf("ref %q, want %q", got, want)
+	}
+}
+
+// A row's proof holds its leaf to the lines the ledger writes in a leaf of
+// its kind (proof.LeafLines), and a customer's --event proof likewise: a
+// line added to or dropped from one of these leaves here, and not there,
+// would have every such proof refused.
+func TestLeavesHoldTheLinesProofsExpect(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	r := &Row{ID: "ab", Kind: KindReceipt, RecordedAt: at}
+	refusal := *r
+	refusal.Kind = KindRefusal
+	for _, tc := range []struct {
+		kind string
+		leaf []byte
+	}{
+		{LeafReceipt, rowLeafOf(r, tokenDigests{})},
+		{LeafRefusal, rowLeafOf(&refusal, tokenDigests{})},
+		{LeafDispute, disputeLeaf("ab", 0, DisputeEvent{At: at})},
+		{LeafIncidentClose, incidentCloseLeaf(&IncidentRecord{ID: "inc-1", RowID: "ab", ClosedAt: at})},
+	} {
+		var names []string
+		for _, ln := range strings.Split(strings.TrimSuffix(string(tc.leaf), "\n"), "\n")[1:] {
+			name, _, _ := strings.Cut(ln, " ")
+			names = append(names, name)
+		}
+		if want := proof.LeafLines(tc.kind); !slices.Equal(names, want) {
+			t.Errorf("%s leaf: lines %v, proof.LeafLines %v", tc.kind, names, want)
+		}
+		if err := proof.Proves(string(tc.leaf), "ab", map[string]string{LeafDispute: "dispute/0", LeafIncidentClose: "incident-close"}[tc.kind]); err != nil {
+			t.Errorf("%s leaf: %v", tc.kind, err)
+		}
 	}
 }

@@ -26,7 +26,7 @@ func (h *harness) queueReceipts(t *testing.T, from, n int) {
 	t.Helper()
 	err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
 		for i := from; i < from+n; i++ {
-			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow ref-%d\nrecorded 2026-10-07T13:12:45.%06dZ\n", ledger.LeafVersion, ledger.LeafReceipt, i, i)
+			leaf := receiptLeaf(fmt.Sprintf("ref-%d", i), fmt.Sprintf("2026-10-07T13:12:45.%06dZ", i))
 			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), leaf); err != nil {
 				return err
 			}

@@ -53,12 +53,19 @@ func hashes(in []tlog.Hash) [][]byte {
 	return out
 }
 
+// receiptLeaf is a synthetic leaf of a receipt row, with the lines the
+// ledger writes in one: a row's proof holds its leaf to them.
+func receiptLeaf(row, recorded string) []byte {
+	return fmt.Appendf(nil, "%s\nkind %s\nrow %s\nreceipt -\nrequest -\ntoken -\nevidence sha256:-\njwks - -\ngrant -\nstatus authorized\nclass read_only\nduplicate-of -\nrecorded %s\n",
+		ledger.LeafVersion, ledger.LeafReceipt, row, recorded)
+}
+
 // queue puts n synthetic leaves in the queue, as rows' transactions do.
 func (h *harness) queue(t *testing.T, from, n int) {
 	t.Helper()
 	err := h.store.Update(context.Background(), func(tx ledger.Tx) error {
 		for i := from; i < from+n; i++ {
-			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), fmt.Appendf(nil, "%s\nkind receipt\nrow ref-%d\n", ledger.LeafVersion, i)); err != nil {
+			if err := tx.QueueLeaf(fmt.Sprintf("ref-%d", i), receiptLeaf(fmt.Sprintf("ref-%d", i), "-")); err != nil {
 				return err
 			}
 		}

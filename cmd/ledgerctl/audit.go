@@ -364,6 +364,12 @@ func closureRef(id string) string { return "incident/" + id + "/close" }
 //     writes one (decimal, without sign or leading zero) is a finding:
 //     every check reads it as the number it spells (leafRef, note,
 //     compare), so "event 00" is a second leaf of event 0.
+//   - A leaf in which a name appears twice, or a line is no name and
+//     value, is a finding (proof.ParseLeaf): the ledger writes each line
+//     once, and the checks here read the last of two lines, where a
+//     customer or another tool reading the leaf top down reads the first,
+//     so one signed leaf would say two things. The leaf is still read
+//     as the checks read it, for what else it shows.
 func (a *auditor) read(index int64, data []byte) {
 	if first, _, _ := strings.Cut(string(data), "\n"); first != leafVersion {
 		a.mismatch("leaf %d does not start with the line %q this version of the ledger writes (it starts %q): no check of the log reads it, and it proves nothing; it was queued outside the ledger, or by a later version (audit with a ledgerctl of the ledger's version)",
@@ -371,6 +377,10 @@ func (a *auditor) read(index int64, data []byte) {
 		return
 	}
 	leaf := parseLeaf(string(data))
+	if _, err := proof.ParseLeaf(string(data)); err != nil {
+		a.mismatch("leaf %d (%s of row %s) is not a leaf the ledger writes: %v; the ledger writes each line once, as a name and a value, so it was queued outside the ledger, and readers may disagree on what it says (one taking the first of two lines, another the last)",
+			index, dash(leaf["kind"]), dash(leaf["row"]), err)
+	}
 	if ev := leaf["event"]; leaf["kind"] == "dispute" && !canonicalNumber(ev) {
 		a.mismatch("leaf %d (dispute of row %s): its event line %q is not a number as the ledger writes it (decimal, without sign or leading zero): the ledger did not write this leaf",
 			index, leaf["row"], ev)
@@ -598,6 +608,7 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 	d = diff(d, leaf, "class", enumWord(r.GetRetentionClass(), "RETENTION_CLASS_"))
 	d = diff(d, leaf, "duplicate-of", dash(r.GetVerifier().GetDuplicateOf()))
 	d = diff(d, leaf, "recorded", stamp(r.GetRecordedAt()))
+	d = append(d, rowLeafLines(leaf, kind)...)
 	if r.GetEvidenceNotKept() != "" {
 		// Only a read-only receipt keeps no evidence (its receipt, tokens
 		// and args are personal data): the leaf, which the row store
@@ -626,6 +637,35 @@ func (a *auditor) rowDiffs(leaf map[string]string, r *ledgerv1.Row) ([]string, e
 		return nil, err
 	}
 	return append(d, fields...), nil
+}
+
+// rowLeafLines names the lines of a row's leaf that the ledger does not
+// write in a leaf of kind (receipt or refusal), and those it writes that
+// the leaf lacks: a line of another name is read by no check, and a leaf
+// without one commits to less than the ledger's. A line written twice is
+// found when the leaf is read (read), or its proof verified.
+func rowLeafLines(leaf map[string]string, kind string) []string {
+	want := proof.LeafLines(kind)
+	var unknown, missing []string
+	for name := range leaf {
+		if !slices.Contains(want, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	for _, name := range want {
+		if _, ok := leaf[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	var d []string
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		d = append(d, fmt.Sprintf("the leaf has lines the ledger does not write in a %s leaf (%s)", kind, strings.Join(unknown, ", ")))
+	}
+	if len(missing) > 0 {
+		d = append(d, fmt.Sprintf("the leaf lacks lines the ledger writes in every %s leaf (%s)", kind, strings.Join(missing, ", ")))
+	}
+	return d
 }
 
 // compare compares one leaf with what the key can read.

@@ -387,3 +387,49 @@ func TestAuditFindsALeafOfAnUnknownVersion(t *testing.T) {
 		}
 	}
 }
+
+// One signed leaf must say one thing. A row inserted in the row store,
+// with its leaf queued behind the log's back saying "status refused" and
+// "class money_moved" before the row's own status and class lines: read
+// last-wins, the leaf matches the row, while a customer or another tool
+// reading it top down reads a refusal of money moved. proof verify
+// refuses it and the audit finds it, with and without --all; a row's leaf
+// with a line the ledger does not write in one is found too.
+func TestALeafWithARepeatedOrUnknownLineIsRefused(t *testing.T) {
+	f := start(t)
+	readOnly := f.append(t, pacttest.Spec{Target: "O-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}})
+	leaf, _ := leafOf(t, f.logged(t, readOnly))
+	kept, _, key := f.keptAudit(t)
+	forged := func(id string, extra ...string) string {
+		var lines []string
+		for _, ln := range strings.Split(leaf, "\n") {
+			if ln == "row "+readOnly {
+				lines = append(lines, append([]string{"row " + id}, extra...)...)
+				continue
+			}
+			lines = append(lines, ln)
+		}
+		return strings.Join(lines, "\n")
+	}
+	twice, unknown := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	f.queueBehind(t, twice, forged(twice, "status refused", "class money_moved"), tamper.ForgeRow(readOnly, twice))
+	f.queueBehind(t, unknown, forged(unknown, "verdict refused"), tamper.ForgeRow(readOnly, unknown))
+
+	file := f.logged(t, twice)
+	if got, _ := leafOf(t, file); strings.Count(got, "\nstatus ") != 2 {
+		t.Fatalf("setup: the logged leaf is not the one with two status lines:\n%s", got)
+	}
+	if code, out, errs := offline("proof", "verify", file, "--log-key", key); code != exitCheckFailed || !strings.Contains(out, `two "status" lines`) {
+		t.Errorf("proof verify of a row's leaf with two status lines (refused, then authorized): exit %d, want %d naming the repeated line:\n%s%s", code, exitCheckFailed, out, errs)
+	}
+	if code, out, errs := offline("proof", "verify", f.logged(t, unknown), "--log-key", key); code != exitCheckFailed || !strings.Contains(out, "verdict") {
+		t.Errorf("proof verify of a row's leaf with a verdict line: exit %d, want %d naming the line:\n%s%s", code, exitCheckFailed, out, errs)
+	}
+	for _, all := range []bool{false, true} {
+		code, out, errs := f.ctl(t, "auditor", auditArgs(kept, key, all)...)
+		if code != exitCheckFailed || !strings.Contains(out, `is not a leaf the ledger writes: the leaf has two "status" lines`) ||
+			!strings.Contains(out, "the leaf has lines the ledger does not write in a receipt leaf (verdict)") {
+			t.Errorf("log audit (--all %v) of a log holding a leaf with repeated status and class lines, and one with a verdict line: exit %d\n%s%s", all, code, out, errs)
+		}
+	}
+}

@@ -27,7 +27,7 @@ func (c *cli) printDrillLog(d *ledgerv1.DrillReport) {
 	}
 	printf(c.out, "\nMerkle log: checkpoint of size %s; inclusion proofs for %d of %s", size, proven, plural(len(d.GetProofs()), "row"))
 	if proven > 0 {
-		fmt.Fprint(c.out, " (--proof-dir DIR writes them; check one with ledgerctl proof verify FILE --log-key KEY)")
+		fmt.Fprint(c.out, " (--proof-dir DIR writes them, as DIR/ROW.proof; check one with ledgerctl proof verify DIR/ROW.proof --log-key KEY --row ROW)")
 	}
 	fmt.Fprintln(c.out)
 	for _, p := range d.GetProofs() {

@@ -167,7 +167,11 @@ func (c *cli) proof(event, out string, wait time.Duration, pos []string) error {
 			size = rest[:strings.IndexByte(rest, '\n')]
 		}
 	}
-	printf(c.errw, "proof of %s: leaf %d under the signed checkpoint of size %s; check it offline with: ledgerctl proof verify FILE --log-key KEY\n", what, rep.GetLeafIndex(), size)
+	check := "--row " + id
+	if event != "" {
+		check += " --event " + event
+	}
+	printf(c.errw, "proof of %s: leaf %d under the signed checkpoint of size %s; check it offline with: ledgerctl proof verify FILE --log-key KEY %s\n", what, rep.GetLeafIndex(), size, check)
 	return nil
 }
 
@@ -245,13 +249,21 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// proofVerify checks a proof bundle offline: no server, no API key.
-func (c *cli) proofVerify(keyFlag string, pos []string) error {
+// proofVerify checks a proof bundle offline: no server, no API key. With
+// row (and event), the leaf must be that row's (or that event's): the
+// bundle names its row itself, and it comes from the party being checked.
+func (c *cli) proofVerify(keyFlag, row, event string, pos []string) error {
 	if len(pos) != 1 {
-		return usagef("proof verify FILE --log-key KEY")
+		return usagef("proof verify FILE --log-key KEY [--row ID [--event dispute/N|incident-close]]")
 	}
 	if keyFlag == "" {
 		return usagef("proof verify needs --log-key KEY: the log's published verifier key (a proof is only as good as the key it is checked with)")
+	}
+	if event != "" && row == "" {
+		return usagef("proof verify --event %s needs --row ID: the row whose event the proof is of", event)
+	}
+	if event != "" && event != "incident-close" && !strings.HasPrefix(event, "dispute/") {
+		return usagef("--event %q: want dispute/N (the row's N-th dispute event, from 0) or incident-close", event)
 	}
 	key, err := logKeyArg(keyFlag)
 	if err != nil {
@@ -272,6 +284,11 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 	cp, err := b.Verify(key)
 	if err != nil {
 		return fail(err)
+	}
+	if row != "" {
+		if err := proof.Proves(b.Leaf, row, event); err != nil {
+			return fail(err)
+		}
 	}
 	f := parseLeaf(b.Leaf)
 	what := "row " + f["row"]
@@ -297,11 +314,19 @@ func (c *cli) proofVerify(keyFlag string, pos []string) error {
 		// the proof's must know which bytes the leaf hashes.
 		printf(c.out, "  (the leaf's receipt hash is of the receipt in its canonical form, its ECDSA signature's low-s encoding: a receipt held with the other encoding, as posted, hashes otherwise, as the row's receipt id may)\n")
 	}
+	if row == "" {
+		// The leaf names its row, and the bundle came from the ledger:
+		// only the row the customer asked about ties the proof to it.
+		printf(c.errw, "(the proof names %s itself: pass --row ID, with the id of the row you asked about, to check it is that row's)\n", what)
+	}
 	return nil
 }
 
 // parseLeaf splits a leaf ("pactledger leaf v1" and "name value" lines)
-// into its values; lines it does not understand are left out.
+// into its values; lines it does not understand are left out, and of a
+// name given twice the last is kept. Every leaf it is given is checked
+// strictly first (proof.ParseLeaf: by the audit's read of each leaf, by
+// Verify of each bundle), and one that parses so is a finding.
 func parseLeaf(leaf string) map[string]string {
 	out := map[string]string{}
 	lines := strings.Split(strings.TrimSuffix(leaf, "\n"), "\n")

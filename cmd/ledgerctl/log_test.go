@@ -135,6 +135,70 @@ func TestLogCheckpointProofAndAudit(t *testing.T) {
 	}
 }
 
+// A proof bundle names its row itself, and comes from the ledger being
+// checked: --row holds its leaf to the row the customer asked about, and
+// --event to that row's event. A bundle whose rowId is left out, or
+// shadowed by a case-variant key (encoding/json matches keys regardless
+// of case), verifies another row's leaf only when no --row is given, and
+// is then said to name its row itself.
+func TestProofVerifyHoldsTheLeafToTheRowGiven(t *testing.T) {
+	f := start(t)
+	key := f.verifierKey(t)
+	other := f.append(t, pacttest.Spec{User: "acct-3", Target: "C-3"})
+	if code, _, errs := f.ctl(t, "support", "dispute", "open", f.rowID, "--note", "never asked"); code != 0 {
+		t.Fatalf("dispute: %s", errs)
+	}
+	file, otherFile := f.logged(t, f.rowID), f.logged(t, other)
+	event := filepath.Join(t.TempDir(), "d0.proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", f.rowID, "--event", "dispute/0", "--out", event, "--wait", "20s"); code != 0 || !strings.Contains(errs, "--row "+f.rowID+" --event dispute/0") {
+		t.Fatalf("proof --event dispute/0: %d %s", code, errs)
+	}
+	raw, err := os.ReadFile(otherFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The other row's bundle, its rowId shown as the customer's row and
+	// shadowed by an empty ROWID; and without a rowId.
+	shadowed := write("shadowed.proof", strings.Replace(string(raw), `"rowId": "`+other+`"`, `"rowId": "`+f.rowID+`", "ROWID": ""`, 1))
+	unnamed := write("unnamed.proof", strings.Replace(string(raw), `"rowId": "`+other+`",`, "", 1))
+	if !strings.Contains(string(raw), `"rowId": "`+other+`",`) {
+		t.Fatalf("setup: the bundle does not name its row as expected: %s", raw)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"its row", []string{file, "--row", f.rowID}, 0, "verified: row " + f.rowID},
+		{"another row", []string{file, "--row", other}, exitCheckFailed, "not row " + other},
+		{"a case-variant rowId", []string{shadowed, "--row", f.rowID}, exitCheckFailed, `field "ROWID"`},
+		{"a case-variant rowId, no --row", []string{shadowed}, exitCheckFailed, `field "ROWID"`},
+		{"no rowId", []string{unnamed, "--row", f.rowID}, exitCheckFailed, "not row " + f.rowID},
+		{"no rowId, no --row", []string{unnamed}, 0, "pass --row ID"},
+		{"its event", []string{event, "--row", f.rowID, "--event", "dispute/0"}, 0, "verified: dispute event 0 of row " + f.rowID},
+		{"another event", []string{event, "--row", f.rowID, "--event", "dispute/1"}, exitCheckFailed, "not of dispute/1"},
+		{"the event as the row", []string{event, "--row", f.rowID}, exitCheckFailed, "not a row's (kind dispute)"},
+		{"the row as an event", []string{file, "--row", f.rowID, "--event", "dispute/0"}, exitCheckFailed, "not a dispute event's"},
+		{"an event without a row", []string{event, "--event", "dispute/0"}, exitUsage, "needs --row"},
+		{"no such event", []string{event, "--row", f.rowID, "--event", "closure"}, exitUsage, "want dispute/N"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := offline(append([]string{"proof", "verify", "--log-key", key}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errs, tc.msg) {
+				t.Fatalf("exit %d %s %s, want %d with %q", code, out, errs, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
 // append posts a receipt as the writer and returns its row id.
 func (f *fixture) append(t *testing.T, spec pacttest.Spec) string {
 	t.Helper()

@@ -570,13 +570,24 @@ ledger, or it was recorded while the ledger kept no log; run ledgerctl fsck).`,
 	cmd.Flags().StringVar(&event, "event", "", "the proof of an `EVENT` of the row: dispute/N or incident-close")
 	cmd.Flags().StringVar(&out, "out", "", "write the bundle to `FILE`")
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait up to `D` for a new row or event to reach the log")
-	var key string
+	var key, row, verifyEvent string
 	verify := &cobra.Command{
-		Use: "verify FILE --log-key KEY", Short: "check a proof bundle offline: no server, no API key",
+		Use: "verify FILE --log-key KEY [--row ID [--event dispute/N|incident-close]]", Short: "check a proof bundle offline: no server, no API key",
+		Long: `Check a proof bundle offline, with nothing but the log's published verifier key:
+the checkpoint's signature, the leaf's inclusion under its root, and that the leaf is
+one the ledger writes (the version line first, each line once). A bundle names its
+row itself, and it comes from the ledger being checked: pass --row ID, the id of the
+row you asked about (as your receipt or the support reply names it), and the leaf
+must be that row's own, with every line the ledger writes in a row's leaf. With
+--event dispute/N or incident-close it must be that event's leaf of the row, as
+ledgerctl proof ROW --event wrote it. Exit 0 with "verified: …", or exit 1 with
+"NOT VERIFIED" and the reason.`,
 		Annotations: map[string]string{annRoles: "none", annKeyOptional: "yes"},
-		RunE:        c.online(func(args []string) error { return c.proofVerify(key, args) }),
+		RunE:        c.online(func(args []string) error { return c.proofVerify(key, row, verifyEvent, args) }),
 	}
 	verify.Flags().StringVar(&key, "log-key", "", "the log's published verifier `KEY`, or a file holding it")
+	verify.Flags().StringVar(&row, "row", "", "the `ID` of the row the proof must be of (the row you asked about)")
+	verify.Flags().StringVar(&verifyEvent, "event", "", "with --row, the `EVENT` of the row the proof must be of: dispute/N or incident-close")
 	cmd.AddCommand(verify)
 	return cmd
 }

@@ -7,11 +7,13 @@
 package proof
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -159,8 +161,10 @@ func Hashes(in []string) ([]tlog.Hash, error) {
 }
 
 // Verify checks the bundle offline against the log's verifier key: the
-// checkpoint's signature, then the inclusion of the leaf under its root.
-// It returns the checkpoint the leaf is proven against.
+// checkpoint's signature, then the inclusion of the leaf under its root,
+// that the leaf is one the ledger writes (ParseLeaf), and, when the bundle
+// names its row, that the leaf is that row's own (Proves). It returns the
+// checkpoint the leaf is proven against.
 func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 	if b.Format != Format {
 		return Checkpoint{}, fmt.Errorf("%w: format %q, want %q", ErrProof, b.Format, Format)
@@ -180,8 +184,14 @@ func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 	if err := tlog.CheckRecord(path, c.Size, c.Hash, b.LeafIndex, tlog.RecordHash([]byte(b.Leaf))); err != nil {
 		return c, fmt.Errorf("%w: leaf %d under checkpoint %d: %v", ErrProof, b.LeafIndex, c.Size, err)
 	}
+	// A leaf the ledger did not write proves nothing, named row or not:
+	// of another version no check of the log reads it, and one that says
+	// a thing twice says two things.
+	if _, err := ParseLeaf(b.Leaf); err != nil {
+		return c, fmt.Errorf("%w: %v: it is no leaf the ledger writes", ErrProof, err)
+	}
 	if b.RowID != "" {
-		if err := rowsOwnLeaf(b.Leaf, b.RowID); err != nil {
+		if err := Proves(b.Leaf, b.RowID, ""); err != nil {
 			return c, err
 		}
 	}
@@ -192,42 +202,176 @@ func (b *Bundle) Verify(verifierKey string) (Checkpoint, error) {
 // (ledger.LeafVersion).
 const LeafVersion = "pactledger leaf v1"
 
-// rowsOwnLeaf checks that leaf is the leaf of row id itself: a leaf of
-// the version the ledger writes, of kind receipt or refusal, with one row
-// line, naming id. A dispute event's or an incident closure's leaf also
+// rowLeafLines are the names of the lines the ledger writes in the leaves
+// about a row, by kind, in the order it writes them after the version
+// line (ledger/leaf.go, which a test holds to these): a row's own leaf
+// (receipt or refusal), a dispute event's and an incident closure's.
+// Each has had these lines since the log began.
+var rowLeafLines = map[string][]string{
+	"receipt":        {"kind", "row", "receipt", "request", "token", "evidence", "jwks", "grant", "status", "class", "duplicate-of", "recorded"},
+	"refusal":        {"kind", "row", "receipt", "request", "token", "evidence", "jwks", "grant", "status", "class", "duplicate-of", "recorded"},
+	"dispute":        {"kind", "row", "event", "status", "note", "by", "at"},
+	"incident-close": {"kind", "incident", "row", "note", "by", "at"},
+}
+
+// LeafLines returns the names of the lines the ledger writes in a leaf of
+// kind receipt, refusal, dispute or incident-close, in order after the
+// version line; nil for another kind.
+func LeafLines(kind string) []string { return slices.Clone(rowLeafLines[kind]) }
+
+// ParseLeaf splits a leaf into its values by name: the version line
+// first, then "name value" lines. A leaf in which a name appears twice is
+// refused: the ledger never writes one, and its readers would disagree
+// on what it says (one taking the first line, another the last), so one
+// signed leaf would say two things. The error says why in plain words;
+// callers wrap it.
+func ParseLeaf(leaf string) (map[string]string, error) {
+	first, rest, _ := strings.Cut(leaf, "\n")
+	if first != LeafVersion {
+		return nil, fmt.Errorf("the leaf's first line is %q, not the version line %q", first, LeafVersion)
+	}
+	if rest == "" || !strings.HasSuffix(rest, "\n") {
+		return nil, errors.New("the leaf has no lines after its version line, or its last line does not end in a line break")
+	}
+	out := map[string]string{}
+	for ln := range strings.SplitSeq(strings.TrimSuffix(rest, "\n"), "\n") {
+		name, value, ok := strings.Cut(ln, " ")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("the leaf's line %q is not a name and a value", ln)
+		}
+		if _, twice := out[name]; twice {
+			return nil, fmt.Errorf("the leaf has two %q lines: the ledger writes each line once", name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// lineNames are the names of the leaf's lines after the version line, in
+// order.
+func lineNames(leaf string) []string {
+	_, rest, _ := strings.Cut(strings.TrimSuffix(leaf, "\n"), "\n")
+	var names []string
+	for ln := range strings.SplitSeq(rest, "\n") {
+		name, _, _ := strings.Cut(ln, " ")
+		names = append(names, name)
+	}
+	return names
+}
+
+// leafOf checks that leaf is a leaf the ledger writes about a row and
+// holds the lines it writes for its kind, each once and in its order, and
+// returns its values: a leaf that holds fewer lines commits to less than
+// a customer relies on (the evidence, the status, when it was recorded),
+// and the ledger never wrote it.
+func leafOf(leaf, what string) (map[string]string, error) {
+	f, err := ParseLeaf(leaf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v, so it is no proof of %s", ErrProof, err, what)
+	}
+	want, ok := rowLeafLines[f["kind"]]
+	if !ok {
+		return f, nil
+	}
+	if got := lineNames(leaf); !slices.Equal(got, want) {
+		return nil, fmt.Errorf("%w: the leaf's lines (%s) are not those the ledger writes in a %s leaf (%s), so it is no proof of %s",
+			ErrProof, strings.Join(got, ", "), f["kind"], strings.Join(want, ", "), what)
+	}
+	return f, nil
+}
+
+// Proves checks that leaf is the leaf of row id itself (event ""), or of
+// its event: "dispute/N", its N-th dispute event (from 0), or
+// "incident-close", the closure of its incident; the names ledgerctl log
+// proof --event takes. The leaf must be of the version the ledger writes,
+// of the kind the row or event is, with the lines the ledger writes in
+// one, naming id. A dispute event's or an incident closure's leaf also
 // names the row, and proves that event, not the row; a leaf of another
 // version is read by no check of the log (ledgerctl log audit reports
 // it), so it proves nothing of the row either.
-func rowsOwnLeaf(leaf, id string) error {
-	first, rest, _ := strings.Cut(leaf, "\n")
-	if first != LeafVersion {
-		return fmt.Errorf("%w: the leaf's first line is %q, not the version line %q, so it is no proof of row %s", ErrProof, first, LeafVersion, id)
+//
+// A bundle names its row itself (rowId), and is handed over by the party
+// being checked: Verify holds the leaf to that row, and a customer holds
+// it to the row they asked about with Proves.
+func Proves(leaf, id, event string) error {
+	what := "row " + id
+	if event != "" {
+		what = event + " of row " + id
 	}
-	var kinds, rows []string
-	for _, ln := range strings.Split(rest, "\n") {
-		switch name, value, _ := strings.Cut(ln, " "); name {
-		case "kind":
-			kinds = append(kinds, value)
-		case "row":
-			rows = append(rows, value)
-		}
+	if event != "" && event != "incident-close" && !strings.HasPrefix(event, "dispute/") {
+		return fmt.Errorf("%w: event %q is neither dispute/N nor incident-close", ErrProof, event)
 	}
-	if len(kinds) != 1 || (kinds[0] != "receipt" && kinds[0] != "refusal") {
-		return fmt.Errorf("%w: the leaf is not a row's (kind %s), so it is no proof of row %s", ErrProof, strings.Join(kinds, ", "), id)
+	f, err := leafOf(leaf, what)
+	if err != nil {
+		return err
 	}
-	if len(rows) != 1 || rows[0] != id {
-		return fmt.Errorf("%w: the leaf is not about row %s", ErrProof, id)
+	kind := f["kind"]
+	switch {
+	case event == "" && kind != "receipt" && kind != "refusal":
+		return fmt.Errorf("%w: the leaf is not a row's (kind %s), so it is no proof of row %s", ErrProof, kind, id)
+	case event == "incident-close" && kind != "incident-close":
+		return fmt.Errorf("%w: the leaf is not an incident's closure (kind %s), so it is no proof of %s", ErrProof, kind, what)
+	case strings.HasPrefix(event, "dispute/") && kind != "dispute":
+		return fmt.Errorf("%w: the leaf is not a dispute event's (kind %s), so it is no proof of %s", ErrProof, kind, what)
+	}
+	if f["row"] != id {
+		return fmt.Errorf("%w: the leaf is about row %s, not row %s", ErrProof, f["row"], id)
+	}
+	// The event number as the ledger writes it: "dispute/00" names no
+	// event, and the leaf of event 0 says "event 0".
+	if n, ok := strings.CutPrefix(event, "dispute/"); ok && f["event"] != n {
+		return fmt.Errorf("%w: the leaf is of dispute event %s of row %s, not of %s", ErrProof, f["event"], id, what)
 	}
 	return nil
 }
 
-// ParseBundle decodes a bundle file.
+// bundleFields are the names of a bundle's fields, as Bundle's json tags
+// spell them.
+var bundleFields = []string{"format", "rowId", "leafIndex", "leaf", "inclusion", "checkpoint"}
+
+// ParseBundle decodes a bundle file. Each field is named exactly as the
+// format spells it, and once: encoding/json matches names regardless of
+// case and keeps the last of a name given twice, so a file whose "rowId"
+// a person or another JSON reader sees would otherwise be read with the
+// row of a later "ROWID" (or none), and prove another row's leaf.
 func ParseBundle(data []byte) (*Bundle, error) {
 	var b Bundle
 	if err := json.Unmarshal(data, &b); err != nil {
 		return nil, fmt.Errorf("%w: not a proof bundle: %v", ErrProof, err)
 	}
+	if err := checkFields(data); err != nil {
+		return nil, fmt.Errorf("%w: not a proof bundle: %v", ErrProof, err)
+	}
 	return &b, nil
+}
+
+// checkFields checks that data, JSON that decodes into a Bundle, is an
+// object naming only a bundle's fields, each exactly and once.
+func checkFields(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("it is not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		switch {
+		case !slices.Contains(bundleFields, name):
+			return fmt.Errorf("it has a field %q, which is none of %s (names are matched exactly)", name, strings.Join(bundleFields, ", "))
+		case seen[name]:
+			return fmt.Errorf("it has the field %q twice", name)
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // VerifyConsistency checks that the tree of old is a prefix of the tree of

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -37,12 +38,133 @@ func oneLeafBundle(t *testing.T, rowID, leaf string) (*proof.Bundle, string) {
 
 const rowID = "0123456789abcdef0123456789abcdef"
 
+// rowLeaf is a leaf of kind receipt or refusal of row id, with the lines
+// the ledger writes in one (ledger/leaf.go); extra lines go before the
+// status line.
+func rowLeaf(kind, id string, extra ...string) string {
+	var x string
+	for _, ln := range extra {
+		x += ln + "\n"
+	}
+	return "pactledger leaf v1\nkind " + kind + "\nrow " + id + "\nreceipt -\nrequest -\ntoken -\nevidence sha256:" + strings.Repeat("a", 64) +
+		"\njwks - -\ngrant -\n" + x + "status authorized\nclass money_moved\nduplicate-of -\nrecorded 2026-10-07T13:12:45Z\n"
+}
+
 func TestARowsOwnLeafIsItsProof(t *testing.T) {
 	for _, kind := range []string{"receipt", "refusal"} {
-		b, key := oneLeafBundle(t, rowID, "pactledger leaf v1\nkind "+kind+"\nrow "+rowID+"\nstatus verified\n")
+		b, key := oneLeafBundle(t, rowID, rowLeaf(kind, rowID))
 		if _, err := b.Verify(key); err != nil {
 			t.Errorf("%s leaf: %v", kind, err)
 		}
+	}
+}
+
+// One signed leaf must say one thing: a leaf that repeats a line (a
+// "status refused" before the row's own "status authorized") reads as
+// one status to a reader taking the first line and another to one taking
+// the last, and the ledger never writes one. A row's proof holds the
+// lines the ledger writes in a row's leaf, each once and in its order: a
+// leaf of only its kind and row commits to nothing a customer relies on.
+func TestARowProofHoldsTheLinesTheLedgerWrites(t *testing.T) {
+	full := rowLeaf("receipt", rowID)
+	for name, leaf := range map[string]string{
+		"a repeated status":        rowLeaf("receipt", rowID, "status refused"),
+		"a repeated line last":     full + "status refused\n",
+		"only kind and row":        "pactledger leaf v1\nkind receipt\nrow " + rowID + "\n",
+		"a line left out":          strings.Replace(full, "duplicate-of -\n", "", 1),
+		"a line the ledger lacks":  rowLeaf("receipt", rowID, "verdict refused"),
+		"two lines swapped":        strings.Replace(full, "status authorized\nclass money_moved\n", "class money_moved\nstatus authorized\n", 1),
+		"no line break at the end": strings.TrimSuffix(full, "\n"),
+		"a line without a value":   rowLeaf("receipt", rowID, "status"),
+	} {
+		b, key := oneLeafBundle(t, rowID, leaf)
+		if _, err := b.Verify(key); !errors.Is(err, proof.ErrProof) {
+			t.Errorf("%s: verified as the proof of row %s (err %v):\n%s", name, rowID, err, leaf)
+		}
+	}
+	// A leaf that says a thing twice proves nothing, whoever it is of.
+	b, key := oneLeafBundle(t, "", "pactledger leaf v1\nkind dispute\nrow "+rowID+"\nevent 0\nstatus open\nstatus closed\n")
+	if _, err := b.Verify(key); !errors.Is(err, proof.ErrProof) || !strings.Contains(err.Error(), `two "status" lines`) {
+		t.Errorf("a dispute leaf with two status lines, in a bundle naming no row: %v, want %v naming the repeated line", err, proof.ErrProof)
+	}
+}
+
+// A customer holds a proof to the row (or its event) they asked about:
+// the bundle's own rowId is the word of whoever handed it over.
+func TestALeafIsHeldToTheRowAsked(t *testing.T) {
+	other := strings.Repeat("f", 32)
+	dispute := "pactledger leaf v1\nkind dispute\nrow " + rowID + "\nevent 1\nstatus open\nnote -\nby -\nat 2026-10-07T13:12:45Z\n"
+	closure := "pactledger leaf v1\nkind incident-close\nincident inc-1\nrow " + rowID + "\nnote -\nby -\nat 2026-10-07T13:12:45Z\n"
+	for _, tc := range []struct {
+		leaf, row, event string
+		ok               bool
+	}{
+		{rowLeaf("receipt", rowID), rowID, "", true},
+		{rowLeaf("refusal", rowID), rowID, "", true},
+		{rowLeaf("receipt", other), rowID, "", false},
+		{rowLeaf("receipt", rowID), rowID, "dispute/0", false},
+		{dispute, rowID, "dispute/1", true},
+		{dispute, rowID, "dispute/0", false},
+		{dispute, rowID, "dispute/01", false},
+		{dispute, other, "dispute/1", false},
+		{dispute, rowID, "", false},
+		{dispute, rowID, "incident-close", false},
+		{closure, rowID, "incident-close", true},
+		{closure, other, "incident-close", false},
+		{closure, rowID, "", false},
+		{closure, rowID, "closure", false},
+		{strings.Replace(dispute, "note -\n", "", 1), rowID, "dispute/1", false},
+	} {
+		err := proof.Proves(tc.leaf, tc.row, tc.event)
+		if tc.ok && err != nil {
+			t.Errorf("row %s event %q: %v\n%s", tc.row, tc.event, err, tc.leaf)
+		}
+		if !tc.ok && !errors.Is(err, proof.ErrProof) {
+			t.Errorf("row %s event %q: the leaf proves it (err %v)\n%s", tc.row, tc.event, err, tc.leaf)
+		}
+	}
+}
+
+// A bundle names each field exactly, once. encoding/json matches names
+// regardless of case and keeps the last: a file showing "rowId" as the
+// customer's row to a person, and carrying "ROWID": "" after it, would
+// otherwise verify with no check of whose leaf it holds.
+func TestABundleNamesEachFieldOnceAndExactly(t *testing.T) {
+	other := strings.Repeat("f", 32)
+	b, key := oneLeafBundle(t, rowID, rowLeaf("receipt", other))
+	raw, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.TrimSuffix(string(raw), "}")
+	for name, doctored := range map[string]string{
+		"a case-variant rowId": body + `,"ROWID":""}`,
+		"rowId twice":          body + `,"rowId":""}`,
+		"a field of no bundle": body + `,"note":"x"}`,
+	} {
+		if _, err := proof.ParseBundle([]byte(doctored)); !errors.Is(err, proof.ErrProof) {
+			t.Errorf("%s: read as a bundle (err %v): %s", name, err, doctored)
+		}
+	}
+	for _, notObject := range []string{"null", "[]", `"x"`} {
+		if _, err := proof.ParseBundle([]byte(notObject)); !errors.Is(err, proof.ErrProof) {
+			t.Errorf("%s read as a bundle (err %v)", notObject, err)
+		}
+	}
+	// The bundle as written reads back, and proves the row its leaf is of.
+	pb, err := proof.ParseBundle(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pb.Verify(key); !errors.Is(err, proof.ErrProof) {
+		t.Errorf("a bundle naming row %s verified with the leaf of row %s (err %v)", rowID, other, err)
+	}
+	pb.RowID = ""
+	if _, err := pb.Verify(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := proof.Proves(pb.Leaf, other, ""); err != nil {
+		t.Errorf("the leaf of row %s: %v", other, err)
 	}
 }
 

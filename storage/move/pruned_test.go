@@ -102,7 +102,10 @@ func growLog(t *testing.T, store ledger.Store, l *ledger.Ledger, name string, n 
 	ctx := t.Context()
 	err := store.Update(ctx, func(tx ledger.Tx) error {
 		for i := range n {
-			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow %s-%d\n", ledger.LeafVersion, ledger.LeafReceipt, name, i)
+			// The lines the ledger writes in a receipt's leaf: a row's
+			// proof holds its leaf to them.
+			leaf := fmt.Appendf(nil, "%s\nkind %s\nrow %s-%d\nreceipt -\nrequest -\ntoken -\nevidence sha256:-\njwks - -\ngrant -\nstatus authorized\nclass read_only\nduplicate-of -\nrecorded -\n",
+				ledger.LeafVersion, ledger.LeafReceipt, name, i)
 			if err := tx.QueueLeaf(fmt.Sprintf("%s-%d", name, i), leaf); err != nil {
 				return err
 			}
