@@ -346,7 +346,10 @@ func ParseBundle(data []byte) (*Bundle, error) {
 }
 
 // checkFields checks that data, JSON that decodes into a Bundle, is an
-// object naming only a bundle's fields, each exactly and once.
+// object naming each of a bundle's fields exactly and once. A name that
+// is a field's in another case is refused (encoding/json would read it
+// as the field); other names are left for a later version of the format
+// to give a meaning, and ignored.
 func checkFields(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -360,8 +363,8 @@ func checkFields(data []byte) error {
 		}
 		name, _ := t.(string)
 		switch {
-		case !slices.Contains(bundleFields, name):
-			return fmt.Errorf("it has a field %q, which is none of %s (names are matched exactly)", name, strings.Join(bundleFields, ", "))
+		case !slices.Contains(bundleFields, name) && slices.ContainsFunc(bundleFields, func(f string) bool { return strings.EqualFold(f, name) }):
+			return fmt.Errorf("it has a field %q, which is a field's name in another case (names are matched exactly: %s)", name, strings.Join(bundleFields, ", "))
 		case seen[name]:
 			return fmt.Errorf("it has the field %q twice", name)
 		}
