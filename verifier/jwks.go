@@ -430,6 +430,12 @@ func (f *Fetcher) refetch(ctx context.Context, k cacheKey) (any, error) {
 	return doc, nil
 }
 
+// aged reports whether ks, a set f gave, was fetched at least MinRefetch
+// ago (Signer.Aged).
+func (f *Fetcher) aged(ks *KeySet) bool {
+	return ks != nil && f.cfg.Now().Sub(ks.Snapshot.FetchedAt) >= f.cfg.MinRefetch
+}
+
 // errEarlierRefetch is Refresh's error with the newest set when no
 // refetch could start for the call: the set may lack a key its signer
 // published since, so a kid it lacks is undecided.

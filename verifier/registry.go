@@ -119,7 +119,7 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 	if err == nil && metaErr != nil {
 		err = fmt.Errorf("%w: the brand's metadata was not refetched for this kid: %w", ErrFetch, metaErr)
 	}
-	return Signer{Keys: ks, Issuer: issuer}, err
+	return Signer{Keys: ks, Issuer: issuer, Aged: !refresh && r.fetcher.aged(ks)}, err
 }
 
 // Agent implements KeySource. The error wraps ErrUntrusted when the agent is
@@ -138,7 +138,7 @@ func (r *Registry) Agent(ctx context.Context, issuer string, refresh bool) (Sign
 		return Signer{}, fmt.Errorf("%w: personal agent %q is disabled", ErrUntrusted, issuer)
 	}
 	ks, err := r.keys(ctx, a.JWKSURI, refresh)
-	return Signer{Keys: ks}, err
+	return Signer{Keys: ks, Aged: !refresh && r.fetcher.aged(ks)}, err
 }
 
 func (r *Registry) keys(ctx context.Context, uri string, refresh bool) (*KeySet, error) {
@@ -181,5 +181,5 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 	if err == nil && metaErr != nil {
 		err = fmt.Errorf("%w: personal agent %q: discovery was not refetched for this kid: %w", ErrFetch, issuer, metaErr)
 	}
-	return Signer{Keys: ks}, err
+	return Signer{Keys: ks, Aged: !refresh && r.callers.aged(ks)}, err
 }

@@ -123,6 +123,11 @@ type Input struct {
 type Signer struct {
 	Keys   *KeySet
 	Issuer string
+	// Aged: Keys were fetched long enough ago (a Fetcher's MinRefetch) that
+	// the signer may have replaced a key under a kid since. A signature the
+	// key under its kid does not verify is then refetched for, as an
+	// unknown kid is; against keys fetched moments ago it is decided.
+	Aged bool
 }
 
 // KeySource finds the signing keys of brands and personal agents. It
@@ -268,8 +273,23 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	res := &Result{Receipt: rc}
 	at := rc.Time
 
-	// receipt_signature: the brand's keys.
-	brand := func(refresh bool) (Signer, error) { return src.Brand(ctx, rc.Brand, refresh) }
+	// receipt_signature: the brand's keys. A refetch started for this
+	// verification decides a kid for every token of it the brand signs:
+	// asked again (the delegation token under the same kid, within the
+	// refetches' rate limit), the key source would answer with the set it
+	// brought as an earlier refetch's, and leave the token undecided on
+	// every retry.
+	var refetched *Signer
+	brand := func(refresh bool) (Signer, error) {
+		if refresh && refetched != nil {
+			return *refetched, nil
+		}
+		s, err := src.Brand(ctx, rc.Brand, refresh)
+		if refresh && err == nil {
+			refetched = &s
+		}
+		return s, err
+	}
 	rcCheck, rcKeys, err := v.checkReceipt(p.receipt, brand, res)
 	if err != nil {
 		return nil, err
@@ -334,16 +354,23 @@ func fail(name, format string, args ...any) Check {
 type signatureCheck func(tok string, ks *KeySet) ([]byte, string, jose.SignatureAlgorithm, error)
 
 // verifySigned verifies tok with check and the keys get returns, refetching
-// once on an unknown kid. It returns an error wrapping ErrUndecided when
-// the keys could not be fetched (get failed with ErrFetch, or the refetch
-// after an unknown kid did): the signature is then neither good nor bad.
+// once on an unknown kid, or a signature the key under its kid does not
+// verify in keys fetched a while ago (Signer.Aged: a signer that replaced
+// its key under the same kid, and the cached set still holds the old
+// one). A set refetched since the one checked decides a kid it holds,
+// whether or not the refetch started for this call: a forged signature
+// is decided as before, by the newest set, and a flood of them makes no
+// more refetches than the rate limit and the age allow. It
+// returns an error wrapping ErrUndecided when the keys could not be
+// fetched (get failed with ErrFetch, or the refetch did): the signature
+// is then neither good nor bad.
 func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Signer, error)) ([]byte, string, string, Signer, error) {
 	s, err := get(false)
 	if err != nil {
 		return nil, "", "", s, undecided(err)
 	}
 	p, kid, alg, err := check(tok, s.Keys)
-	if keyNotFound(err, kid) {
+	if keyNotFound(err, kid) || (s.Aged && errors.Is(err, errNoKeyVerifies)) {
 		s2, err2 := get(true)
 		switch {
 		case err2 == nil:
