@@ -24,8 +24,12 @@ import (
 // MaxJWKSBytes caps a fetched JWKS or authorization-server metadata document.
 const MaxJWKSBytes = 64 << 10
 
-// maxKeysPerSet caps how many usable keys one JWKS may contribute.
-const maxKeysPerSet = 64
+// maxKidlessCandidates caps how many keys of a set a token without a kid
+// is tried against: each is a signature check, which anyone who can post
+// such a token would make the ledger run. A token with a kid is checked
+// against the key under it, whatever the set's size (which MaxJWKSBytes
+// bounds: a few hundred keys).
+const maxKidlessCandidates = 64
 
 // Snapshot is the exact bytes of one JWKS as fetched. Its ID is the hex
 // SHA-256 of Body, so equal bodies share one snapshot.
@@ -72,7 +76,7 @@ func ParseKeySet(s Snapshot) (*KeySet, error) {
 	ks := &KeySet{Snapshot: s, digest: sha256.Sum256(s.Body), digested: true}
 	for _, raw := range doc.Keys {
 		var k jose.JSONWebKey
-		if err := k.UnmarshalJSON(raw); err != nil || !usableKey(k) || !k.IsPublic() || !verifies(raw) || len(ks.keys) >= maxKeysPerSet {
+		if err := k.UnmarshalJSON(raw); err != nil || !usableKey(k) || !k.IsPublic() || !verifies(raw) {
 			ks.Skipped++
 			continue
 		}
@@ -106,9 +110,6 @@ func usableKey(k jose.JSONWebKey) bool {
 	return false
 }
 
-// candidates returns the keys a token signed with alg and kid may verify
-// against: the keys with that kid (all keys when kid is empty) whose type
-// fits alg.
 // hasKid reports whether the set holds a usable key under kid, of any
 // algorithm.
 func (ks *KeySet) hasKid(kid string) bool {
@@ -120,6 +121,9 @@ func (ks *KeySet) hasKid(kid string) bool {
 	return false
 }
 
+// candidates returns the keys a token signed with alg and kid may verify
+// against: the keys with that kid (the first maxKidlessCandidates of the
+// set when kid is empty) whose type fits alg.
 func (ks *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) []jose.JSONWebKey {
 	var out []jose.JSONWebKey
 	for _, k := range ks.keys {
@@ -138,6 +142,9 @@ func (ks *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) []jose.JSO
 			if alg == jose.RS256 {
 				out = append(out, k)
 			}
+		}
+		if kid == "" && len(out) == maxKidlessCandidates {
+			break
 		}
 	}
 	return out

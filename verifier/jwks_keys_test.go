@@ -1,16 +1,19 @@
 package verifier_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/verifier"
 )
 
@@ -51,5 +54,26 @@ func TestKeysThatCannotVouchAreSkipped(t *testing.T) {
 		if got := ks.Skipped == 0; got != tc.usable {
 			t.Errorf("%s: usable %v, want %v", tc.name, got, tc.usable)
 		}
+	}
+}
+
+// A set of more than 64 keys (one key set for many brands, a long tail of
+// retired keys) keeps them all: a receipt signed by the 65th and named by
+// its kid verifies, where its kid was once dropped from the set and the
+// receipt decided signed by an unknown key.
+func TestAKeyPastTheSixtyFourthVerifies(t *testing.T) {
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	defer sc.Close()
+	var keys []*pacttest.Key
+	for i := range 64 {
+		keys = append(keys, pacttest.MustKey(fmt.Sprintf("old-%02d", i), jose.ES256))
+	}
+	current := pacttest.MustKey("brand-current", jose.ES256)
+	sc.Brand.JWKS.Set(append(keys, current)...)
+	sc.Brand.Key = current
+	v, reg := newVerifier(t, sc)
+	res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+		t.Fatalf("a receipt signed by the 65th key of the brand's set: %v, %v", results(res), err)
 	}
 }
