@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pactledger/pactledger/internal/config"
+	"github.com/pactledger/pactledger/internal/logbound"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -130,8 +131,11 @@ type handler struct {
 	log   *slog.Logger
 	sess  *sessions
 	limit *signinLimit
-	pages map[string]*template.Template
-	root  http.Handler
+	// refused bounds the log lines of refused sign-ins: anyone can post
+	// the sign-in form.
+	refused *logbound.Limiter
+	pages   map[string]*template.Template
+	root    http.Handler
 }
 
 // New returns the console's handler, to be mounted at Prefix ("/console/")
@@ -165,8 +169,9 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Now = time.Now
 	}
 	h := &handler{cfg: cfg, api: cfg.Client, log: cfg.Logger,
-		sess:  newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now),
-		limit: newSigninLimit(cfg.SigninFailures, cfg.SigninRetryEvery, maxLimitedAddrs, cfg.Now)}
+		sess:    newSessions(cfg.SessionTTL, cfg.SessionMaxAge, cfg.MaxSessions, cfg.Now),
+		limit:   newSigninLimit(cfg.SigninFailures, cfg.SigninRetryEvery, maxLimitedAddrs, cfg.Now),
+		refused: logbound.New(refusedBurst, refusedRate)}
 	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
@@ -323,7 +328,9 @@ func (h *handler) call(r *http.Request, s *session) (context.Context, context.Ca
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.key), cancel
 }
 
-// audit logs one console action with the key's name and its outcome.
+// audit logs one console action with the key's name and its outcome; a
+// refusal with no session (a refused sign-in) through the bound of
+// refused sign-ins.
 func (h *handler) audit(r *http.Request, s *session, action string, err error, attrs ...slog.Attr) {
 	as := []slog.Attr{slog.String("action", action)}
 	if s != nil {
@@ -337,8 +344,19 @@ func (h *handler) audit(r *http.Request, s *session, action string, err error, a
 	} else {
 		as = append(as, slog.String("outcome", "ok"))
 	}
+	if s == nil && err != nil {
+		h.refused.Log(r.Context(), h.log, level, "console", as...)
+		return
+	}
 	h.log.LogAttrs(r.Context(), level, "console", as...)
 }
+
+// Refused sign-ins are logged at most refusedBurst at once and
+// refusedRate a second after that; the next line counts those left out.
+const (
+	refusedBurst = 10
+	refusedRate  = 1.0
+)
 
 func (h *handler) home(w http.ResponseWriter, r *http.Request) {
 	if h.session(r) == nil {

@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strings"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/pactledger/pactledger/internal/logbound"
 )
 
 // refusalLog writes a warning for each call the authenticator refuses (no
@@ -21,13 +21,8 @@ import (
 // refusalBurst lines at once and refusalRate a second after that, and the
 // next line it writes says how many it left out.
 type refusalLog struct {
-	log *slog.Logger
-	now func() time.Time
-
-	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
-	dropped int
+	log   *slog.Logger
+	limit *logbound.Limiter
 }
 
 const (
@@ -36,26 +31,7 @@ const (
 )
 
 func newRefusalLog(log *slog.Logger) *refusalLog {
-	return &refusalLog{log: log, now: time.Now, tokens: refusalBurst}
-}
-
-// take reports whether a line may be written now, and how many were left
-// out before it.
-func (r *refusalLog) take() (ok bool, dropped int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if !r.last.IsZero() {
-		r.tokens = min(refusalBurst, r.tokens+now.Sub(r.last).Seconds()*refusalRate)
-	}
-	r.last = now
-	if r.tokens < 1 {
-		r.dropped++
-		return false, 0
-	}
-	r.tokens--
-	dropped, r.dropped = r.dropped, 0
-	return true, dropped
+	return &refusalLog{log: log, limit: logbound.New(refusalBurst, refusalRate)}
 }
 
 // note logs the refusal of a call of method made with key ("" for none)
@@ -65,7 +41,7 @@ func (r *refusalLog) note(ctx context.Context, method, key, who string, err erro
 	if r == nil {
 		return
 	}
-	ok, dropped := r.take()
+	ok, dropped := r.limit.Take()
 	if !ok {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func TestRefusalLogIsBounded(t *testing.T) {
 	var buf bytes.Buffer
 	r := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)))
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	r.now = func() time.Time { return now }
+	r.limit.SetClock(func() time.Time { return now })
 	refuse := func(n int) {
 		for range n {
 			r.note(context.Background(), "/pactledger.ledger.v1.LedgerService/GetRow", "wrong", "", status.Error(codes.Unauthenticated, "unknown API key"))
@@ -49,5 +50,21 @@ func TestRefusalLogIsBounded(t *testing.T) {
 	if l := got[0]; l["level"] != "WARN" || l["msg"] != "call refused" || l["rpc"] != "GetRow" || l["code"] != "Unauthenticated" ||
 		l["key"] != "unknown key sha256:8810ad58" || l["reason"] != "unknown API key" {
 		t.Errorf("a refusal's line: %v", l)
+	}
+}
+
+// The HTTP servers' own errors (a refused TLS handshake for each
+// connection anyone opens) are bounded as refused calls are.
+func TestHTTPErrorLogIsBounded(t *testing.T) {
+	var buf bytes.Buffer
+	l := httpErrorLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	for range 200 {
+		l.Printf("http: TLS handshake error from 127.0.0.1:1234: EOF")
+	}
+	if n := strings.Count(buf.String(), "TLS handshake error"); n != refusalBurst {
+		t.Fatalf("200 errors at once: %d lines, want %d", n, refusalBurst)
+	}
+	if !strings.Contains(buf.String(), `"level":"WARN"`) {
+		t.Errorf("not at WARN in the JSON log:\n%s", buf.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,6 +45,7 @@ import (
 	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/console"
 	"github.com/pactledger/pactledger/internal/heapfloor"
+	"github.com/pactledger/pactledger/internal/logbound"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
@@ -61,6 +63,7 @@ type Server struct {
 	store    rowStore
 	s3       *s3.Store // nil unless evidence goes to S3
 	ledger   *ledger.Ledger
+	depth    sharedCount // the outbox's depth, for /readyz
 	grpc     *grpc.Server
 	health   *health.Server
 	http     *http.Server
@@ -338,6 +341,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
+	s.depth = sharedCount{read: s.ledger.OutboxDepth}
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
 	}
@@ -478,7 +482,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	mux.Handle(console.Prefix, con)
 	s.http = &http.Server{
 		Handler:           nosniff(mux),
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // refused TLS handshakes, in the JSON log
+		ErrorLog:          httpErrorLog(log), // refused TLS handshakes, in the JSON log
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -570,7 +574,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[string]any) {
 	ready, store := s.storeReadiness(ctx, errorsShown)
 	body := map[string]any{"store": store}
-	if depth, err := s.ledger.OutboxDepth(ctx); err != nil {
+	if depth, err := s.depth.get(ctx); err != nil {
 		if ready {
 			// Else the store's own check said why already.
 			store["status"] = s.storeDown(err, errorsShown)
@@ -791,8 +795,16 @@ func (s *Server) startProvider(cfg config.Config, v *verifier.Verifier, keys ver
 	if err != nil {
 		return nil, err
 	}
-	s.pactHTTP = &http.Server{Handler: s.provider, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
+	s.pactHTTP = &http.Server{Handler: s.provider, ErrorLog: httpErrorLog(log), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
 	return brands, nil
+}
+
+// httpErrorLog is the log of an HTTP server's own errors (refused TLS
+// handshakes, mostly), at WARN in the JSON log. Anyone who can open a
+// connection can set one off, so they are bounded as refused calls are.
+func httpErrorLog(log *slog.Logger) *stdlog.Logger {
+	w := logbound.New(refusalBurst, refusalRate).Writer(slog.NewLogLogger(log.Handler(), slog.LevelWarn).Writer())
+	return stdlog.New(w, "", 0)
 }
 
 // replicaHolder is the holder this process takes leases and outbox

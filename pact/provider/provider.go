@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/logbound"
 	"github.com/pactledger/pactledger/pact/agent"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/brandlogin"
@@ -93,6 +94,9 @@ type Server struct {
 
 	perAgent, perUser *limiter
 	refusals          *refusalCap
+	// rejected bounds the log lines of rejected personal-agent JWTs and
+	// delegation tokens: anyone can send one.
+	rejected *logbound.Limiter
 }
 
 // InterfaceURL is a brand's A2A interface URL at the Provider's baseURL.
@@ -103,6 +107,15 @@ func InterfaceURL(baseURL, brandID string) string {
 // Issuer is a delegating brand's authorization server issuer at the
 // Provider's baseURL: its OAuth endpoints are under it.
 func Issuer(baseURL, brandID string) string { return InterfaceURL(baseURL, brandID) + "/oauth" }
+
+// Rejected personal-agent JWTs and delegation tokens are logged at most
+// rejectedBurst at once and rejectedRate a second after that, each
+// reason cut to maxLoggedReason bytes (it quotes the token's claims).
+const (
+	rejectedBurst   = 10
+	rejectedRate    = 1.0
+	maxLoggedReason = 300
+)
 
 // New loads (or creates) the signing key and returns the Server.
 func New(cfg Config) (*Server, error) {
@@ -135,7 +148,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, key: key, locks: turnLocks{held: map[string]*convLock{}},
-		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), refusals: newRefusalCap(cfg.Brands, cfg.RefusalLimit, cfg.Logger)}, nil
+		perAgent: newLimiter(cfg.PerAgent), perUser: newLimiter(cfg.PerUser), refusals: newRefusalCap(cfg.Brands, cfg.RefusalLimit, cfg.Logger),
+		rejected: logbound.New(rejectedBurst, rejectedRate)}, nil
 }
 
 // RefusalsNotRecorded counts, by brand id, the identity refusals answered

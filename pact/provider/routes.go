@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/logbound"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
@@ -128,13 +129,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 		// rejected. A 401 would say its JWT is bad; PACT §6 has a
 		// Provider failure answered INTERNAL (500) in the A2A envelope,
 		// here with Retry-After, as the agent may retry.
-		s.cfg.Logger.WarnContext(r.Context(), "personal-agent keys unavailable", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		s.rejected.Log(r.Context(), s.cfg.Logger, slog.LevelWarn, "personal-agent keys unavailable", slog.String("brand", b.ID), slog.String("reason", logbound.Cut(err.Error(), maxLoggedReason)))
 		w.Header().Set("Retry-After", "10")
 		writeError(w, internalErr("the personal agent's keys could not be fetched; retry"))
 		return nil, false
 	}
 	if err != nil {
-		s.cfg.Logger.InfoContext(r.Context(), "personal-agent JWT rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+		s.rejected.Log(r.Context(), s.cfg.Logger, slog.LevelInfo, "personal-agent JWT rejected", slog.String("brand", b.ID), slog.String("reason", logbound.Cut(err.Error(), maxLoggedReason)))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="a2a"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		return nil, false
@@ -155,7 +156,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, b *brand.B
 			return nil, false
 		}
 		if err != nil {
-			s.cfg.Logger.InfoContext(r.Context(), "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", err.Error()))
+			s.rejected.Log(r.Context(), s.cfg.Logger, slog.LevelInfo, "delegation token rejected", slog.String("brand", b.ID), slog.String("reason", logbound.Cut(err.Error(), maxLoggedReason)))
 			if ended, ok := errors.AsType[*grantEndedError](err); ok {
 				s.recordEndedGrant(r, rq, op, ended)
 			}
