@@ -2090,15 +2090,9 @@ func (l *Ledger) checkTilesCover(ctx context.Context, n int64) error {
 	}
 	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: int((n-1)&(1<<TileHeight-1)) + 1}
 	key := LogPrefix + tilePath(t)
-	var kept *KeptKey
-	if err := lister.ListKept(ctx, key, func(k KeptKey) error {
-		if k.Key != key {
-			return nil
-		}
-		kept = &k
-		return errFound
-	}); err != nil && !errors.Is(err, errFound) {
-		return fmt.Errorf("list the bucket's %s: %w", key, err)
+	kept, err := keptKey(ctx, lister, key)
+	if err != nil {
+		return err
 	}
 	if kept == nil {
 		return fmt.Errorf("the bucket's %s, which covers its tiles' %d leaves, was not found when read again", key, n)
@@ -2128,18 +2122,9 @@ func (l *Ledger) readPending(ctx context.Context, lister KeptLister) ([]byte, er
 	case !errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("read the bucket's %s: %w", PendingKey, err)
 	}
-	var kept *KeptKey
-	if err := lister.ListKept(ctx, PendingKey, func(k KeptKey) error {
-		if k.Key != PendingKey {
-			return nil
-		}
-		kept = &k
-		return errFound
-	}); err != nil && !errors.Is(err, errFound) {
-		return nil, fmt.Errorf("list the versions of the bucket's %s: %w", PendingKey, err)
-	}
-	if kept == nil {
-		return nil, nil
+	kept, err := keptKey(ctx, lister, PendingKey)
+	if kept == nil || err != nil {
+		return nil, err
 	}
 	return l.readKept(ctx, *kept)
 }
@@ -2185,6 +2170,22 @@ const listKeptTimeout = 2 * time.Minute
 
 // errFound ends a listing once it found what it looked for.
 var errFound = errors.New("found")
+
+// keptKey returns the newest version the bucket keeps of key, hidden by a
+// delete marker or not; nil when it keeps none.
+func keptKey(ctx context.Context, lister KeptLister, key string) (*KeptKey, error) {
+	var kept *KeptKey
+	if err := lister.ListKept(ctx, key, func(k KeptKey) error {
+		if k.Key != key {
+			return nil
+		}
+		kept = &k
+		return errFound
+	}); err != nil && !errors.Is(err, errFound) {
+		return nil, fmt.Errorf("list the versions of the bucket's %s: %w", key, err)
+	}
+	return kept, nil
+}
 
 // readPublished reads the bucket's live checkpoint (the object
 // "checkpoint"; nothing when the store keeps no versions). When thorough,
@@ -2237,16 +2238,9 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 	ctx, cancel := context.WithTimeout(ctx, listKeptTimeout)
 	defer cancel()
 	if p.latest == nil {
-		var kept *KeptKey
-		err := lister.ListKept(ctx, key, func(k KeptKey) error {
-			if k.Key != key {
-				return nil
-			}
-			kept = &k
-			return errFound
-		})
-		if err != nil && !errors.Is(err, errFound) {
-			return p, fmt.Errorf("list the versions of the bucket's %s: %w", key, err)
+		kept, err := keptKey(ctx, lister, key)
+		if err != nil {
+			return p, err
 		}
 		if kept != nil {
 			raw, err := l.readKept(ctx, *kept)
@@ -2329,29 +2323,23 @@ func (l *Ledger) largestKept(ctx context.Context, lister KeptLister, p *publishe
 			return KeptKey{}, false, nil
 		}
 		key := bySize + strconv.FormatInt(covered, 10)
-		var kept KeptKey
-		found := false
-		if err := lister.ListKept(ctx, key, func(k KeptKey) error {
-			if k.Key != key {
-				return nil
-			}
-			kept, found = k, true
-			return errFound
-		}); err != nil && !errors.Is(err, errFound) {
-			return KeptKey{}, false, fmt.Errorf("list the bucket's %s: %w", key, err)
+		found, err := keptKey(ctx, lister, key)
+		if err != nil {
+			return KeptKey{}, false, err
 		}
-		if found {
+		if found != nil {
+			kept := *found
 			if kept.Hidden {
 				p.hidden, p.hiddenCount = append(p.hidden, kept.Key), p.hiddenCount+1
 			}
 			return kept, true, nil
 		}
 		// Tiles without their checkpoint: a publication cut short
-		// between them (a restart, the lease handed over), or another
-		// log's tiles. The tiles themselves are compared with the row
-		// store's log (checkTilesCover), rather than every checkpoint
-		// listed: a bucket of a log years old holds millions, more than a
-		// check before signing can list.
+		// between them (a restart, the lease handed over), or tiles
+		// someone else put there. They are held to the checkpoint the
+		// publication put before them (checkTilesCover), rather than to
+		// every checkpoint listed: a bucket of a log years old holds
+		// millions, more than a check before signing can list.
 		p.tilesCover = covered
 		return KeptKey{}, false, nil
 	}

@@ -231,24 +231,13 @@ func kidlessBrand(t *testing.T, alg jose.SignatureAlgorithm) (*pacttest.Scenario
 // left undecided is retried for ever, and holds back an in-order
 // pipeline's every later receipt.
 func TestAReceiptAndTokenUnderAWithdrawnKeyAreDecided(t *testing.T) {
-	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
-	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Now: func() time.Time { return now }})
-	reg, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
+	sc, v, reg, now := primedKeys(t)
 	ctx := context.Background()
-	if res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: now})), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
-		t.Fatalf("priming: %v %v", results(res), err)
-	}
-	queued := sc.Mint(pacttest.Spec{At: now}) // signed before the rotation
+	queued := sc.Mint(pacttest.Spec{At: *now}) // signed before the rotation
 	k := pacttest.MustKey("brand-next", jose.ES256)
 	sc.Brand.JWKS.Set(k) // the old key withdrawn
 	sc.Brand.Key = k
-	now = now.Add(2 * time.Hour) // past the cached set's last use
+	*now = now.Add(2 * time.Hour) // past the cached set's last use
 	res, err := v.Verify(ctx, input(queued), reg)
 	if err != nil {
 		t.Fatalf("a receipt and token under a withdrawn key: %v; want decided", err)
@@ -267,32 +256,43 @@ func TestAReceiptAndTokenUnderAWithdrawnKeyAreDecided(t *testing.T) {
 // fetched less than MinRefetch ago, a forgery under a real kid, is decided
 // FAIL, with no refetch.
 func TestAKeyReplacedUnderItsKidIsRefetched(t *testing.T) {
+	sc, v, reg, now := primedKeys(t)
+	ctx := context.Background()
+	old := sc.Brand.Key
+	*now = now.Add(time.Minute) // within the cached set's TTL, past MinRefetch
+	k := pacttest.MustKey(old.Kid, jose.ES256)
+	sc.Brand.JWKS.Set(k)
+	sc.Brand.Key = k
+	res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: *now})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass || results(res)[verifier.CheckDelegationToken] != verifier.Pass {
+		t.Fatalf("a genuine receipt under a key replaced under its kid: %v, %v; want PASS", results(res), err)
+	}
+	*now = now.Add(time.Second)
+	sc.Brand.Key = old // a receipt signed with the key no longer published under the kid
+	res, err = v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: *now})), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
+		t.Errorf("a receipt signed with a key the kid no longer names: %v, %v; want a decided FAIL", results(res), err)
+	}
+}
+
+// primedKeys is a scenario whose keys a verification fetched at *now, a
+// time the test moves.
+func primedKeys(t *testing.T) (*pacttest.Scenario, *verifier.Verifier, *verifier.Registry, *time.Time) {
+	t.Helper()
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
-	defer sc.Close()
+	t.Cleanup(sc.Close)
 	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	f := verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true, Now: func() time.Time { return now }})
 	reg, err := verifier.NewRegistry(f, sc.Brands(), sc.Agents())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
-	ctx := context.Background()
-	if res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: now})), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
+	v, err := verifier.New(verifier.Config{Audience: sc.Audience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := v.Verify(context.Background(), input(sc.Mint(pacttest.Spec{At: now})), reg); err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass {
 		t.Fatalf("priming: %v %v", results(res), err)
 	}
-	old := sc.Brand.Key
-	now = now.Add(time.Minute) // within the cached set's TTL, past MinRefetch
-	k := pacttest.MustKey(old.Kid, jose.ES256)
-	sc.Brand.JWKS.Set(k)
-	sc.Brand.Key = k
-	res, err := v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: now})), reg)
-	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Pass || results(res)[verifier.CheckDelegationToken] != verifier.Pass {
-		t.Fatalf("a genuine receipt under a key replaced under its kid: %v, %v; want PASS", results(res), err)
-	}
-	now = now.Add(time.Second)
-	sc.Brand.Key = old // a receipt signed with the key no longer published under the kid
-	res, err = v.Verify(ctx, input(sc.Mint(pacttest.Spec{At: now})), reg)
-	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
-		t.Errorf("a receipt signed with a key the kid no longer names: %v, %v; want a decided FAIL", results(res), err)
-	}
+	return sc, v, reg, &now
 }
