@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -495,5 +496,61 @@ func TestAStrayTileStopsNoSigning(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(stray); !bytes.Equal(b, make([]byte, 7*32)) {
 		t.Error("the stray tile was written over")
+	}
+}
+
+// Objects anyone may put in the bucket hide no fork of the published log
+// from a row store restored from an older backup: a checkpoint put over
+// the live one, a full tile past the log's edge, and the record of the
+// publication begun put over too. The ledger's own checkpoints kept by
+// size are found behind them, and the restored log, grown with other
+// leaves, is not published over the one its key signed.
+func TestForeignObjectsHideNoForkOfThePublishedLog(t *testing.T) {
+	for _, overPending := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pending put over %v", overPending), func(t *testing.T) {
+			bucket := t.TempDir()
+			signer, _ := logKeys(t)
+			h := ledgerOnBucket(t, bucket, signer)
+			if err := h.grow(t, 0, 3); err != nil {
+				t.Fatal(err)
+			}
+			backup := filepath.Join(t.TempDir(), "ledger.db")
+			h.store.Close()
+			copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+			h.open(t)
+			if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.grow(t, 3, 3); err != nil {
+				t.Fatal(err)
+			}
+			forged := testOrigin + "\n1\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— " + testOrigin + " " + base64.StdEncoding.EncodeToString(make([]byte, 68)) + "\n"
+			over := []string{"checkpoint"}
+			if overPending {
+				over = append(over, "pending")
+			}
+			for _, key := range over {
+				p := filepath.Join(bucket, "log", key)
+				if err := os.Chmod(p, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(forged), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(bucket, "log", "tile", "0", "000"), make([]byte, 256*32), 0o444); err != nil {
+				t.Fatal(err)
+			}
+
+			h.store.Close()
+			copyFile(t, backup, filepath.Join(h.dir, "ledger.db"))
+			h.open(t)
+			if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.grow(t, 50, 4); !errors.Is(err, ledger.ErrLogDiverged) {
+				t.Errorf("the restored row store's log, grown with other leaves, published over the log of 6: %v", err)
+			}
+		})
 	}
 }

@@ -1935,6 +1935,12 @@ func (l *Ledger) putPending(ctx context.Context, cp []byte, retain time.Time) er
 			l.log.pending = prev
 			return nil
 		}
+		if theirs, err := l.ownCheckpoint(PendingKey, prev); err == nil && theirs.Size > publishedSize(cp) {
+			// A later publication of this log (another holder of the
+			// integrator's lease) began since: its record stays.
+			l.log.pending = prev
+			return nil
+		}
 		_, err := vs.SwapVersion(ctx, PendingKey, cp, retain, prev)
 		if err == nil {
 			l.log.pending = cp
@@ -2082,11 +2088,13 @@ func (l *Ledger) checkTilesCover(ctx context.Context, n int64) error {
 	if err != nil {
 		return fmt.Errorf("%w (the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and nothing this ledger signed vouches for them)", err, n)
 	}
-	if pending.Size < n {
-		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and the latest publication this ledger began (%s) was of %d: tiles put outside this ledger", ErrForeignObject, n, PendingKey, pending.Size)
-	}
+	// Compared whatever its size: a checkpoint this ledger signed, which
+	// its log must extend, however many leaves the tiles claim.
 	if _, err := l.comparePublished(ctx, PendingKey, raw); err != nil {
 		return err
+	}
+	if pending.Size < n {
+		return fmt.Errorf("%w: the bucket's tiles cover %d leaves, more than any checkpoint it keeps, and the latest publication this ledger began (%s) was of %d: tiles put outside this ledger", ErrForeignObject, n, PendingKey, pending.Size)
 	}
 	t := tlog.Tile{H: TileHeight, L: 0, N: (n - 1) >> TileHeight, W: int((n-1)&(1<<TileHeight-1)) + 1}
 	key := LogPrefix + tilePath(t)
@@ -2264,6 +2272,16 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 		}
 		p.checkpoints = append(p.checkpoints, publishedCheckpoint{key: largest.Key, raw: raw})
 	}
+	if l.anyForeign(p.checkpoints) {
+		// A checkpoint this ledger did not sign stands where its own would
+		// be read (the live one put over, one kept by size put ahead of
+		// the log): the largest of its own kept by size is found by
+		// listing them, so that objects anyone may put there cannot hide
+		// a log its row store does not extend.
+		if c, ok := l.largestOwnKept(ctx, lister); ok {
+			p.checkpoints = append(p.checkpoints, c)
+		}
+	}
 	// The largest first, so that a divergence is reported of it (fsck
 	// lists the published leaves up to it); one that does not read as a
 	// checkpoint first of all.
@@ -2285,6 +2303,60 @@ func (l *Ledger) readPublished(ctx context.Context, thorough, listAll bool) (pub
 		p.missing = done > 0
 	}
 	return p, nil
+}
+
+// anyForeign reports whether one of cs is not a checkpoint this ledger's
+// log key signed.
+func (l *Ledger) anyForeign(cs []publishedCheckpoint) bool {
+	for _, c := range cs {
+		if _, err := l.ownCheckpoint(c.key, c.raw); errors.Is(err, ErrForeignObject) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxForeignSkipped bounds the checkpoints kept by size largestOwnKept
+// reads and finds not this ledger's before it gives up.
+const maxForeignSkipped = 32
+
+// largestOwnKept lists every checkpoint the bucket keeps by size and
+// returns the largest this ledger's log key signed (false: none found, or
+// the listing failed or took too long, which is logged: a bucket of a log
+// years old holds millions).
+func (l *Ledger) largestOwnKept(ctx context.Context, lister KeptLister) (publishedCheckpoint, bool) {
+	bySize := LogPrefix + "checkpoints/"
+	var keys []KeptKey
+	err := lister.ListKept(ctx, bySize, func(k KeptKey) error {
+		name := strings.TrimPrefix(k.Key, bySize)
+		if n, err := strconv.ParseInt(name, 10, 64); err == nil && n >= 0 && strconv.FormatInt(n, 10) == name {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		l.cfg.Logger.WarnContext(ctx, "the checkpoints kept by size were not all listed, to find the largest this ledger signed behind checkpoints it did not", slog.String("error", err.Error()))
+		return publishedCheckpoint{}, false
+	}
+	size := func(k KeptKey) int64 {
+		n, _ := strconv.ParseInt(strings.TrimPrefix(k.Key, bySize), 10, 64)
+		return n
+	}
+	slices.SortFunc(keys, func(a, b KeptKey) int { return cmp.Compare(size(b), size(a)) })
+	for i, k := range keys {
+		if i == maxForeignSkipped {
+			break
+		}
+		raw, err := l.readKept(ctx, k)
+		if err != nil {
+			l.cfg.Logger.WarnContext(ctx, "a checkpoint kept by size could not be read", slog.String("error", err.Error()))
+			return publishedCheckpoint{}, false
+		}
+		if _, err := l.ownCheckpoint(k.Key, raw); err == nil {
+			return publishedCheckpoint{key: k.Key, raw: raw}, true
+		}
+	}
+	return publishedCheckpoint{}, false
 }
 
 // largestKept finds the largest of the checkpoints the bucket keeps by
@@ -2567,7 +2639,7 @@ func (l *Ledger) noteForeign(ctx context.Context, err error) {
 	}
 	l.cfg.Metrics.logForeign()
 	l.cfg.Logger.ErrorContext(ctx, "write-once storage holds an object under the Merkle log's keys that this ledger did not write: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there. "+
-		"It is no evidence of whose log this is, so this ledger goes on signing and serving its log, and publishes its own objects over it where the store keeps versions; "+
+		"It is no evidence of whose log this is, so this ledger goes on signing and serving its log, and publishes nothing more to the bucket while it is there; "+
 		"find who wrote it in the bucket's access logs (docs/operations.md, \"Objects the ledger did not write\")",
 		slog.String("error", err.Error()))
 }
