@@ -275,6 +275,22 @@ func TestAKeyReplacedUnderItsKidIsRefetched(t *testing.T) {
 	}
 }
 
+// A forgery under a real kid, in keys fetched a while ago, while the
+// brand's key endpoint does not answer: the refetch fails, and the keys as
+// cached decide it FAIL, as they did before they were asked again; it is
+// not left undecided (never recorded) for as long as the endpoint is down.
+func TestAForgeryUnderAKnownKidIsDecidedWhileTheKeysCannotBeFetched(t *testing.T) {
+	sc, v, reg, now := primedKeys(t)
+	*now = now.Add(30 * time.Second)
+	sc.Brand.JWKS.Close()
+	r := sc.Mint(pacttest.Spec{At: *now})
+	r.ReceiptJWS = pacttest.MustKey(sc.Brand.Key.Kid, jose.ES256).Sign(r.Claims)
+	res, err := v.Verify(context.Background(), input(r), reg)
+	if err != nil || results(res)[verifier.CheckReceiptSignature] != verifier.Fail {
+		t.Fatalf("a forgery under a known kid, the endpoint down: %v, %v; want a decided FAIL", results(res), err)
+	}
+}
+
 // primedKeys is a scenario whose keys a verification fetched at *now, a
 // time the test moves.
 func primedKeys(t *testing.T) (*pacttest.Scenario, *verifier.Verifier, *verifier.Registry, *time.Time) {

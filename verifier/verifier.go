@@ -370,9 +370,15 @@ func verifySigned(tok string, check signatureCheck, get func(refresh bool) (Sign
 		return nil, "", "", s, undecided(err)
 	}
 	p, kid, alg, err := check(tok, s.Keys)
-	if keyNotFound(err, kid) || (s.Aged && errors.Is(err, errNoKeyVerifies)) {
+	// A signature the key under its kid does not verify: decided by the
+	// cached set when no newer one can be had.
+	badUnderKid := !keyNotFound(err, kid) && errors.Is(err, errNoKeyVerifies)
+	if keyNotFound(err, kid) || (s.Aged && badUnderKid) {
 		s2, err2 := get(true)
 		switch {
+		case badUnderKid && errors.Is(err2, ErrFetch) && s2.Keys == nil:
+			// The endpoint does not answer: the set as cached decides, as
+			// it did before it was asked again.
 		case err2 == nil:
 			s = s2
 			p, kid, alg, err = check(tok, s.Keys)
