@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // sharedCount runs one read of a count at a time, shared by the callers
@@ -19,6 +20,9 @@ type sharedCount struct {
 	started uint64     // reads started
 	cur     *countRead // the read running; nil: none
 }
+
+// sharedReadTimeout bounds a shared read.
+const sharedReadTimeout = 5 * time.Second
 
 type countRead struct {
 	seq  uint64 // its number among the reads started
@@ -37,7 +41,12 @@ func (c *sharedCount) get(ctx context.Context) (int, error) {
 			r = &countRead{seq: c.started, done: make(chan struct{})}
 			c.cur = r
 			c.mu.Unlock()
-			r.n, r.err = c.read(ctx)
+			// Not the caller's own context: the read is every waiter's, and
+			// a caller that hangs up (anyone, on /readyz) must not fail it
+			// for a load balancer's probe waiting on it.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+			r.n, r.err = c.read(rctx)
+			cancel()
 			c.mu.Lock()
 			c.cur = nil
 			c.mu.Unlock()

@@ -59,3 +59,26 @@ func TestTheOutboxDepthIsReadOnceForTheCallersWaiting(t *testing.T) {
 		}
 	})
 }
+
+// A caller that hangs up while the read it started runs does not end
+// the read, which the callers waiting on it share.
+func TestAReadOutlivesTheCallerThatStartedIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		readCtx := make(chan context.Context, 1)
+		c := sharedCount{read: func(ctx context.Context) (int, error) {
+			readCtx <- ctx
+			<-release
+			return 7, ctx.Err()
+		}}
+		ctx, hangUp := context.WithCancel(context.Background())
+		go c.get(ctx)
+		rctx := <-readCtx
+		hangUp()
+		synctest.Wait()
+		if err := rctx.Err(); err != nil {
+			t.Fatalf("the read, once the caller that started it hung up: %v", err)
+		}
+		close(release)
+	})
+}
