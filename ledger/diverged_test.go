@@ -151,22 +151,7 @@ func TestPublishingOverAnotherLogIsRefused(t *testing.T) {
 // is refused too: its log is behind the bucket's, then, once it takes
 // other rows, holds other leaves.
 func TestARestoredRowStoreDoesNotPublishOverItsOldLog(t *testing.T) {
-	bucket := t.TempDir()
-	signer, _ := logKeys(t)
-	h := ledgerOnBucket(t, bucket, signer)
-	if err := h.grow(t, 0, 3); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(t.TempDir(), "ledger.db")
-	h.store.Close()
-	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
-	h.open(t)
-	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.grow(t, 3, 3); err != nil {
-		t.Fatal(err)
-	}
+	h, bucket, signer, backup := publishedPastABackup(t)
 	published := readObject(t, bucket, ledger.LogPrefix+"checkpoint")
 
 	h.store.Close()
@@ -410,7 +395,7 @@ func TestACheckpointThisLedgerDidNotSignStopsNoSigning(t *testing.T) {
 	if err := a.grow(t, 0, 5); err != nil {
 		t.Fatal(err)
 	}
-	forged := testOrigin + "\n1000000\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— " + testOrigin + " " + base64.StdEncoding.EncodeToString(make([]byte, 68)) + "\n"
+	forged := forgedCheckpoint(1000000)
 	if err := os.WriteFile(filepath.Join(bucket, "log", "checkpoint"), []byte(forged), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -508,23 +493,8 @@ func TestAStrayTileStopsNoSigning(t *testing.T) {
 func TestForeignObjectsHideNoForkOfThePublishedLog(t *testing.T) {
 	for _, overPending := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pending put over %v", overPending), func(t *testing.T) {
-			bucket := t.TempDir()
-			signer, _ := logKeys(t)
-			h := ledgerOnBucket(t, bucket, signer)
-			if err := h.grow(t, 0, 3); err != nil {
-				t.Fatal(err)
-			}
-			backup := filepath.Join(t.TempDir(), "ledger.db")
-			h.store.Close()
-			copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
-			h.open(t)
-			if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.grow(t, 3, 3); err != nil {
-				t.Fatal(err)
-			}
-			forged := testOrigin + "\n1\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n— " + testOrigin + " " + base64.StdEncoding.EncodeToString(make([]byte, 68)) + "\n"
+			h, bucket, signer, backup := publishedPastABackup(t)
+			forged := forgedCheckpoint(1)
 			over := []string{"checkpoint"}
 			if overPending {
 				over = append(over, "pending")
@@ -553,4 +523,33 @@ func TestForeignObjectsHideNoForkOfThePublishedLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// publishedPastABackup is a ledger on the evidence directory bucket that
+// published 6 leaves, and a copy of its row store (backup) taken at 3.
+func publishedPastABackup(t *testing.T) (h *harness, bucket string, signer note.Signer, backup string) {
+	t.Helper()
+	bucket = t.TempDir()
+	signer, _ = logKeys(t)
+	h = ledgerOnBucket(t, bucket, signer)
+	if err := h.grow(t, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	backup = filepath.Join(t.TempDir(), "ledger.db")
+	h.store.Close()
+	copyFile(t, filepath.Join(h.dir, "ledger.db"), backup)
+	h.open(t)
+	if err := h.l.EnableLog(ledger.LogConfig{Signer: signer}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(t, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	return h, bucket, signer, backup
+}
+
+// forgedCheckpoint is a checkpoint of the test log's origin and size n
+// whose signature no key made.
+func forgedCheckpoint(n int) string {
+	return fmt.Sprintf("%s\n%d\n%s\n\n— %s %s\n", testOrigin, n, base64.StdEncoding.EncodeToString(make([]byte, 32)), testOrigin, base64.StdEncoding.EncodeToString(make([]byte, 68)))
 }
