@@ -148,6 +148,24 @@ func (l *Ledger) RunUploader(ctx context.Context, cfg UploaderConfig) error {
 	return nil
 }
 
+// OutboxEmptier is a store transaction whose count of the outbox reads
+// every entry (PostgreSQL's count), where an S3 outage grows the outbox
+// without bound: it says whether the outbox is empty without counting.
+// Upload rounds then ask that alone, and leave the depth's gauge to its
+// watch (watchDepth, every DepthEvery).
+type OutboxEmptier interface {
+	OutboxEmpty() (bool, error)
+}
+
+// outboxEmpty reports whether tx's outbox holds no entry.
+func outboxEmpty(tx Tx) (bool, error) {
+	if e, ok := tx.(OutboxEmptier); ok {
+		return e.OutboxEmpty()
+	}
+	n, err := tx.OutboxDepth()
+	return n == 0, err
+}
+
 // watchDepth sets the outbox's gauge every interval until ctx is done.
 // The rounds set it as they start; a round can wait minutes on a bucket
 // that takes connections and does not answer (until its claim runs out),
@@ -256,12 +274,12 @@ func (l *Ledger) UploadRound(ctx context.Context, batch, workers int) (int, erro
 // several uploaders on one store share the outbox out. An empty outbox is
 // seen without a write.
 func (l *Ledger) claim(ctx context.Context, cfg UploaderConfig) ([]OutboxEntry, error) {
-	var depth int
+	var empty bool
 	if err := l.store.View(ctx, func(tx Tx) error {
 		var err error
-		depth, err = tx.OutboxDepth()
+		empty, err = outboxEmpty(tx)
 		return err
-	}); err != nil || depth == 0 {
+	}); err != nil || empty {
 		return nil, err
 	}
 	var entries []OutboxEntry
@@ -429,8 +447,11 @@ func readRound(tx Tx, entries []OutboxEntry) (roundRead, error) {
 	var r roundRead
 	r.locs, r.bodies = map[uint64]Location{}, map[uint64][]byte{}
 	var err error
-	if r.depth, err = tx.OutboxDepth(); err != nil {
-		return r, err
+	r.depth = -1
+	if _, costly := tx.(OutboxEmptier); !costly {
+		if r.depth, err = tx.OutboxDepth(); err != nil {
+			return r, err
+		}
 	}
 	if r.deadN, err = tx.DeadLetterCount(); err != nil {
 		return r, err
@@ -665,7 +686,9 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 		}
 	}
 	plans, puts, ops, locs, bodies, doomed, stale, deadN := r.plans, r.puts, r.ops, r.locs, r.bodies, r.doomed, r.stale, r.deadN
-	l.cfg.Metrics.depth(r.depth)
+	if r.depth >= 0 {
+		l.cfg.Metrics.depth(r.depth)
+	}
 	l.cfg.Metrics.deadLetters(deadN)
 	if len(plans) == 0 && len(puts) == 0 && len(ops) == 0 && len(doomed) == 0 && len(stale) == 0 && len(r.moot) == 0 && len(r.stillHeld) == 0 {
 		return 0, nil
@@ -896,7 +919,9 @@ func (l *Ledger) uploadRound(ctx context.Context, cfg UploaderConfig) (int, erro
 	l.cfg.Metrics.uploaded("moot", len(r.moot)+len(r.stillHeld))
 	l.cfg.Metrics.uploaded("error", len(failed)-len(deadNow))
 	l.cfg.Metrics.uploaded("dead", moved)
-	l.cfg.Metrics.depth(r.depth - len(finished) - moved)
+	if r.depth >= 0 {
+		l.cfg.Metrics.depth(r.depth - len(finished) - moved)
+	}
 	l.cfg.Metrics.deadLetters(deadN)
 	return len(finished) + moved, errors.Join(errs...)
 }

@@ -256,6 +256,19 @@ func (t *tx) OutboxDepth() (int, error) {
 	return n, err
 }
 
+var _ ledger.OutboxEmptier = (*tx)(nil)
+
+// OutboxEmpty implements ledger.OutboxEmptier: whether the outbox holds
+// no entry, without counting them (OutboxDepth reads every one).
+func (t *tx) OutboxEmpty() (bool, error) {
+	if err := t.see(tabOutbox); err != nil {
+		return false, err
+	}
+	var empty bool
+	_, err := t.queryRow("see whether the outbox is empty", "SELECT NOT EXISTS (SELECT 1 FROM outbox)", nil, &empty)
+	return empty, err
+}
+
 // OldestQueued implements ledger.Outbox.
 func (t *tx) OldestQueued() (time.Time, error) {
 	if err := t.see(tabOutbox); err != nil {

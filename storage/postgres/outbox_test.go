@@ -136,3 +136,45 @@ func lockedWhileOpen(t *testing.T, dsn string, a, b ledger.Store, mine []uint64,
 	}
 	return true
 }
+
+// OutboxEmpty says whether the outbox holds an entry without counting
+// them, as OutboxDepth does: an upload round asks it at every start.
+func TestOutboxEmptySaysWhetherAnEntryWaits(t *testing.T) {
+	s := open(t, postgres.Config{DSN: migrated(t)})
+	empty := func() bool {
+		t.Helper()
+		var got bool
+		if err := s.View(t.Context(), func(tx ledger.Tx) error {
+			var err error
+			got, err = tx.(ledger.OutboxEmptier).OutboxEmpty()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if !empty() {
+		t.Fatal("a new store's outbox is not empty")
+	}
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+		return tx.Enqueue(ledger.OutboxEntry{Kind: "bundle", Ref: "row-1", Key: "evidence/1"}, time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if empty() {
+		t.Fatal("an outbox holding an entry reads as empty")
+	}
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error {
+		es, err := tx.Outbox(10)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Dequeue(es[0].Seq)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !empty() {
+		t.Fatal("an outbox whose entry left reads as holding one")
+	}
+}
