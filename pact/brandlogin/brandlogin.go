@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/pactledger/pactledger/internal/logbound"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
@@ -59,7 +61,22 @@ type Pages struct {
 	demo    map[string]*demoLogin      // brands' built-in logins, by brand id
 	signers map[string]assertionSigner // who signs each brand's assertions
 	guesses guesses                    // unknown user codes each Brand User presented
+	// failed bounds the log lines of failed demo sign-ins: anyone can post
+	// the form.
+	failed *logbound.Limiter
 }
+
+// Failed demo sign-ins are logged at most failedBurst at once and
+// failedRate a second after that.
+const (
+	failedBurst = 10
+	failedRate  = 1.0
+)
+
+// demoHashers is how many password checks the demo logins run at once,
+// for every brand together: half the cores the process may use, at least
+// one (a check takes tens of milliseconds of a core).
+func demoHashers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // New prepares the pages, with a demo login (and its assertion key) for
 // each brand that has accounts with passwords and no login of its own.
@@ -74,13 +91,17 @@ func New(cfg Config) (*Pages, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p := &Pages{cfg: cfg, demo: map[string]*demoLogin{}}
+	p := &Pages{cfg: cfg, demo: map[string]*demoLogin{}, failed: logbound.New(failedBurst, failedRate)}
+	// One bound of password checks for every brand's demo login: a bound
+	// each would let a flood at several brands take every core.
+	hashing := make(chan struct{}, demoHashers())
 	for id, b := range cfg.Brands {
 		if b.Login == nil && slices.ContainsFunc(b.Accounts, func(a brand.Account) bool { return a.PasswordHash != "" }) {
 			d, err := newDemoLogin()
 			if err != nil {
 				return nil, err
 			}
+			d.hashing = hashing
 			p.demo[id] = d
 		}
 	}

@@ -66,7 +66,7 @@ type demoLogin struct {
 	byCount [MaxLoginFailures]list.List
 
 	// hashing bounds concurrent bcrypt comparisons, so a flood of sign-ins
-	// cannot take every core.
+	// cannot take every core; one for every brand's demo login (New).
 	hashing chan struct{}
 }
 
@@ -213,7 +213,7 @@ func (p *Pages) loginSubmit(w http.ResponseWriter, r *http.Request, b *brand.Bra
 		}
 		user, msg := p.checkPassword(b, f.Get("email"), f.Get("password"))
 		if user == "" {
-			p.cfg.Logger.InfoContext(r.Context(), "demo brand sign-in failed", slog.String("brand", b.ID))
+			p.failed.Log(r.Context(), p.cfg.Logger, slog.LevelInfo, "demo brand sign-in failed", slog.String("brand", b.ID))
 			p.renderLogin(w, r, b, returnTo, userCode, msg, http.StatusUnauthorized)
 			return
 		}

@@ -1,12 +1,14 @@
 package brandlogin
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,54 @@ func TestLoginRefusesAnOverlongEmail(t *testing.T) {
 				t.Fatalf("failure counted: %v", counted)
 			}
 		})
+	}
+}
+
+// The demo logins of every brand share one bound of password checks, at
+// most half the cores the process may use: a bound each let a flood of
+// sign-ins at several brands take every core. Failed sign-ins, which
+// anyone can post, are logged a burst at once and one a second after.
+func TestDemoLoginsShareOneBoundOfPasswordChecks(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	brands := map[string]*brand.Brand{}
+	for _, id := range []string{"shop", "air", "bank"} {
+		brands[id] = &brand.Brand{ID: id, Name: id, Organization: id,
+			Accounts: []brand.Account{{ID: "a1", Email: "a@x.io", PasswordHash: string(hash)}}}
+	}
+	var logs bytes.Buffer
+	p, err := New(Config{BaseURL: "http://provider.test", Brands: brands, Store: st,
+		Issuer: func(id string) string { return "http://provider.test/a2a/" + id + "/oauth" }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := p.demo["shop"].hashing
+	for id, d := range p.demo {
+		if d.hashing != bound {
+			t.Errorf("brand %s checks passwords under a bound of its own", id)
+		}
+	}
+	if want := max(1, runtime.GOMAXPROCS(0)/2); cap(bound) != want {
+		t.Errorf("%d password checks at once, want %d", cap(bound), want)
+	}
+	start := time.Now()
+	for i := range 50 {
+		form := url.Values{"csrf": {"tok"}, "email": {fmt.Sprintf("u%d@x.io", i)}, "password": {"wrong"}}
+		r := httptest.NewRequest(http.MethodPost, "/brands/shop/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(&http.Cookie{Name: loginCSRFCookie, Value: "tok"})
+		p.ServeDemo(httptest.NewRecorder(), r, brands["shop"], "login")
+	}
+	// The burst, then one line for each second the sign-ins took.
+	most := failedBurst + int(time.Since(start)/time.Second) + 1
+	if n := strings.Count(logs.String(), "demo brand sign-in failed"); n < 1 || n > most {
+		t.Errorf("50 failed sign-ins wrote %d lines, want 1 to %d", n, most)
 	}
 }
