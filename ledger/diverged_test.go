@@ -402,14 +402,7 @@ func TestACheckpointThisLedgerDidNotSignStopsNoSigning(t *testing.T) {
 	checkForeign(t, a.grow(t, 5, 3), "the bucket's log/checkpoint (of the log \""+testOrigin+"\", 1000000 leaves) is signed by "+testOrigin+"+00000000, not by this ledger's log key", bucket, []byte(forged))
 
 	// Restarted on the same row store and bucket, as ledgerd runs it.
-	a.store.Close()
-	a.open(t)
-	runIntegrator(t, a.l, signer)
-	a.queue(t, 100, 2)
-	waitUntil(t, "the queued leaves signed", func() bool {
-		size, _ := a.l.TreeSize(ctx)
-		return size == 10
-	})
+	a.restartIntegrating(t, signer, 10)
 	if _, err := a.l.LogDiverged(); err != nil {
 		t.Errorf("LogDiverged: %v", err)
 	}
@@ -455,14 +448,7 @@ func TestAStrayTileStopsNoSigning(t *testing.T) {
 	if err := os.WriteFile(stray, make([]byte, 7*32), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a.store.Close()
-	a.open(t)
-	runIntegrator(t, a.l, signer)
-	a.queue(t, 100, 2)
-	waitUntil(t, "the queued leaves signed", func() bool {
-		size, _ := a.l.TreeSize(ctx)
-		return size == 7
-	})
+	a.restartIntegrating(t, signer, 7)
 	if _, err := a.l.LogDiverged(); err != nil {
 		t.Errorf("LogDiverged: %v", err)
 	}
@@ -552,4 +538,19 @@ func publishedPastABackup(t *testing.T) (h *harness, bucket string, signer note.
 // whose signature no key made.
 func forgedCheckpoint(n int) string {
 	return fmt.Sprintf("%s\n%d\n%s\n\n— %s %s\n", testOrigin, n, base64.StdEncoding.EncodeToString(make([]byte, 32)), testOrigin, base64.StdEncoding.EncodeToString(make([]byte, 68)))
+}
+
+// restartIntegrating opens h's row store again with an integrator
+// running under signer, as ledgerd restarts, queues two leaves and waits
+// until the log holds size leaves.
+func (h *harness) restartIntegrating(t *testing.T, signer note.Signer, size int64) {
+	t.Helper()
+	h.store.Close()
+	h.open(t)
+	runIntegrator(t, h.l, signer)
+	h.queue(t, 100, 2)
+	waitUntil(t, "the queued leaves signed", func() bool {
+		n, _ := h.l.TreeSize(context.Background())
+		return n == size
+	})
 }

@@ -106,22 +106,8 @@ func TestLoginFailuresForgetTheFewestFirst(t *testing.T) {
 // An email longer than any address is refused as such, before any password
 // is checked or a failure counted.
 func TestLoginRefusesAnOverlongEmail(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(t.TempDir(), "provider.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b := &brand.Brand{ID: "shop", Name: "Shop", Organization: "Shop",
-		Accounts: []brand.Account{{ID: "a1", Email: "a@x.io", PasswordHash: string(hash)}}}
-	p, err := New(Config{BaseURL: "http://provider.test", Brands: map[string]*brand.Brand{b.ID: b}, Store: st,
-		Issuer: func(id string) string { return "http://provider.test/a2a/" + id + "/oauth" }, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, brands := demoPages(t, slog.New(slog.DiscardHandler), "shop")
+	b := brands["shop"]
 	tests := []struct {
 		name  string
 		email string
@@ -134,12 +120,7 @@ func TestLoginRefusesAnOverlongEmail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			form := url.Values{"csrf": {"tok"}, "email": {tt.email}, "password": {"wrong"}}
-			r := httptest.NewRequest(http.MethodPost, "/brands/shop/login", strings.NewReader(form.Encode()))
-			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			r.AddCookie(&http.Cookie{Name: loginCSRFCookie, Value: "tok"})
-			w := httptest.NewRecorder()
-			p.ServeDemo(w, r, b, "login")
+			w := postLogin(p, b, tt.email, "wrong")
 			if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.error) {
 				t.Fatalf("got %d, want %d with %q", w.Code, tt.code, tt.error)
 			}
@@ -155,26 +136,8 @@ func TestLoginRefusesAnOverlongEmail(t *testing.T) {
 // sign-ins at several brands take every core. Failed sign-ins, which
 // anyone can post, are logged a burst at once and one a second after.
 func TestDemoLoginsShareOneBoundOfPasswordChecks(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(t.TempDir(), "provider.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	brands := map[string]*brand.Brand{}
-	for _, id := range []string{"shop", "air", "bank"} {
-		brands[id] = &brand.Brand{ID: id, Name: id, Organization: id,
-			Accounts: []brand.Account{{ID: "a1", Email: "a@x.io", PasswordHash: string(hash)}}}
-	}
 	var logs bytes.Buffer
-	p, err := New(Config{BaseURL: "http://provider.test", Brands: brands, Store: st,
-		Issuer: func(id string) string { return "http://provider.test/a2a/" + id + "/oauth" }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, brands := demoPages(t, slog.New(slog.NewTextHandler(&logs, nil)), "shop", "air", "bank")
 	bound := p.demo["shop"].hashing
 	for id, d := range p.demo {
 		if d.hashing != bound {
@@ -186,15 +149,48 @@ func TestDemoLoginsShareOneBoundOfPasswordChecks(t *testing.T) {
 	}
 	start := time.Now()
 	for i := range 50 {
-		form := url.Values{"csrf": {"tok"}, "email": {fmt.Sprintf("u%d@x.io", i)}, "password": {"wrong"}}
-		r := httptest.NewRequest(http.MethodPost, "/brands/shop/login", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		r.AddCookie(&http.Cookie{Name: loginCSRFCookie, Value: "tok"})
-		p.ServeDemo(httptest.NewRecorder(), r, brands["shop"], "login")
+		postLogin(p, brands["shop"], fmt.Sprintf("u%d@x.io", i), "wrong")
 	}
 	// The burst, then one line for each second the sign-ins took.
 	most := failedBurst + int(time.Since(start)/time.Second) + 1
 	if n := strings.Count(logs.String(), "demo brand sign-in failed"); n < 1 || n > most {
 		t.Errorf("50 failed sign-ins wrote %d lines, want 1 to %d", n, most)
 	}
+}
+
+// demoPages is the pages of brands ids, each with a demo login over one
+// account, a@x.io with the password "secret", logging to log.
+func demoPages(t *testing.T, log *slog.Logger, ids ...string) (*Pages, map[string]*brand.Brand) {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	brands := map[string]*brand.Brand{}
+	for _, id := range ids {
+		brands[id] = &brand.Brand{ID: id, Name: id, Organization: id,
+			Accounts: []brand.Account{{ID: "a1", Email: "a@x.io", PasswordHash: string(hash)}}}
+	}
+	p, err := New(Config{BaseURL: "http://provider.test", Brands: brands, Store: st,
+		Issuer: func(id string) string { return "http://provider.test/a2a/" + id + "/oauth" }, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, brands
+}
+
+// postLogin posts b's demo sign-in form with email and password.
+func postLogin(p *Pages, b *brand.Brand, email, password string) *httptest.ResponseRecorder {
+	form := url.Values{"csrf": {"tok"}, "email": {email}, "password": {password}}
+	r := httptest.NewRequest(http.MethodPost, "/brands/"+b.ID+"/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: loginCSRFCookie, Value: "tok"})
+	w := httptest.NewRecorder()
+	p.ServeDemo(w, r, b, "login")
+	return w
 }
