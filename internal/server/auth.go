@@ -90,10 +90,26 @@ type authenticator struct {
 	refused func(ctx context.Context, method string, err error)
 	// refusals, when set, logs every refusal.
 	refusals *refusalLog
+	// keylessWatches holds a slot for each health watch open without a
+	// key the ledger knows (maxKeylessWatches).
+	keylessWatches chan struct{}
 }
 
+// healthWatch is the gRPC health service's stream, which needs no key.
+const healthWatch = "/grpc.health.v1.Health/Watch"
+
+// maxKeylessWatches is how many health watches callers without a known
+// key may hold open at once, across every connection. A watch is a call:
+// it keeps its connection from being idle (grpcIdleTimeout) and holds a
+// goroutine and its buffers for as long as its caller likes, so without a
+// bound anyone who could reach the port held as many as they opened. A
+// load balancer or orchestrator watches from a few places; past the bound
+// a watch is refused RESOURCE_EXHAUSTED, and Check, or a watch sent with
+// any valid key, is still answered.
+const maxKeylessWatches = 256
+
 func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
-	a := &authenticator{keys: map[[32]byte]principal{}}
+	a := &authenticator{keys: map[[32]byte]principal{}, keylessWatches: make(chan struct{}, maxKeylessWatches)}
 	for _, k := range keys {
 		b, err := hex.DecodeString(k.SHA256)
 		if err != nil || len(b) != 32 {
@@ -229,7 +245,26 @@ func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if err != nil {
 		return err
 	}
+	if info.FullMethod == healthWatch && !a.known(ctx) {
+		select {
+		case a.keylessWatches <- struct{}{}:
+			defer func() { <-a.keylessWatches }()
+		default:
+			return status.Errorf(codes.ResourceExhausted, "%d health watches without a key are open, the most the ledger keeps: call Check, or watch with an API key", maxKeylessWatches)
+		}
+	}
 	return handler(srv, authorizedStream{ServerStream: ss, ctx: ctx})
+}
+
+// known reports whether the caller of a public method sent a key the
+// ledger holds (any role).
+func (a *authenticator) known(ctx context.Context) bool {
+	v := metadata.ValueFromIncomingContext(ctx, "authorization")
+	if len(v) == 0 {
+		return false
+	}
+	_, ok := a.lookup(bearerKey(v[0]))
+	return ok
 }
 
 // authorizedStream is a stream whose context names its caller, as a unary
