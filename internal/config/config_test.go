@@ -273,6 +273,106 @@ func TestLooseKeyFilesAreNamed(t *testing.T) {
 	}
 }
 
+// Every secret file a configuration names (TLS keys, the Provider's
+// writer key, the log's key, the database's password) is named when others
+// than its owner may read or change it, and its folder when others may
+// write into it; files ledgerd made, files not there and sticky folders
+// are not.
+func TestLooseSecretFilesAreNamed(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	if _, _, _, err := config.EnsureLogKey(&c); err != nil {
+		t.Fatal(err)
+	}
+	shared := t.TempDir()
+	write := func(name string, mode os.FileMode) string {
+		p := filepath.Join(shared, name)
+		if err := os.WriteFile(p, []byte("secret\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	c.TLS.KeyFile = write("tls.key", 0o600)
+	c.Store.PasswordFile = write("db.password", 0o600)
+	c.Provider.LedgerKeyFile = filepath.Join(shared, "not-there.key")
+	if err := os.Chmod(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := c.SecretFiles()
+	for _, want := range []string{c.TLS.KeyFile, c.Store.PasswordFile, c.Provider.LedgerKeyFile, c.LogKeyFile()} {
+		if !slices.Contains(files, want) {
+			t.Errorf("secret files %q leave out %s", files, want)
+		}
+	}
+	if loose := config.LooseSecretFiles(files); len(loose) != 0 {
+		t.Fatalf("files of mode 0600 in folders of 0700: %q", loose)
+	}
+
+	if err := os.Chmod(c.Store.PasswordFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(c.LogKeyFile(), 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	loose := strings.Join(config.LooseSecretFiles(files), "\n")
+	for _, want := range []string{
+		c.Store.PasswordFile + " (mode 0644: others than its owner may read or change it",
+		c.LogKeyFile() + " (mode 0660: others than its owner may read or change it",
+		shared + " (mode 0775: others than its owner may replace the secret files in it",
+	} {
+		if !strings.Contains(loose, want) {
+			t.Errorf("loose secret files:\n%s\nwant %s", loose, want)
+		}
+	}
+	if strings.Contains(loose, c.TLS.KeyFile+" ") {
+		t.Errorf("a 0600 file named loose:\n%s", loose)
+	}
+
+	// A key its group may read is loose unless root owns it.
+	if err := os.Chmod(c.TLS.KeyFile, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	named := len(config.LooseSecretFiles([]string{c.TLS.KeyFile})) > 1 // its folder is named too
+	if root := os.Geteuid() == 0; named == root {
+		t.Errorf("a key of mode 0640 made by uid %d named loose: %v", os.Geteuid(), named)
+	}
+	if err := os.Chmod(c.TLS.KeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if loose := strings.Join(config.LooseSecretFiles([]string{c.TLS.KeyFile}), "\n"); loose != "" {
+		t.Errorf("a 0600 file in a sticky folder: %s", loose)
+	}
+}
+
+// A DSN that gives the database password itself is told apart from one
+// that leaves it to passwordFile, passwordEnv or the driver's own sources.
+func TestADSNHoldingAPasswordIsNoticed(t *testing.T) {
+	for dsn, want := range map[string]bool{
+		"host=db1 dbname=ledger user=ledgerd":                            false,
+		"postgres://ledgerd@db1/ledger?sslmode=verify-full":              false,
+		"postgresql://db1/ledger":                                        false,
+		"host=db1 user=ledgerd password=hunter2":                         true,
+		"password = hunter2 host=db1":                                    true,
+		"postgres://ledgerd:hunter2@db1/ledger":                          true,
+		"postgresql://ledgerd:@db1/ledger":                               true,
+		"postgres://ledgerd@db1/ledger?password=hunter2&sslmode=require": true,
+		"host=db1 passfile=/etc/pactledger/pgpass":                       false,
+	} {
+		if got := (config.Store{Kind: config.StorePostgres, DSN: dsn}).DSNHoldsPassword(); got != want {
+			t.Errorf("DSNHoldsPassword(%q) = %v, want %v", dsn, got, want)
+		}
+	}
+}
+
 // A data dir that is not a directory is named as the data dir, not as
 // the API key directory within it.
 func TestEnsureKeysDataDirNotADirectory(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -95,6 +96,52 @@ func LooseKeyFiles(dir string) []string {
 	check(dir)
 	for _, role := range Roles {
 		check(filepath.Join(dir, role+".key"))
+	}
+	return loose
+}
+
+// SecretFiles lists the files the configuration names that hold a secret
+// besides the API key directory (LooseKeyFiles): the TLS private keys, the
+// writer key the Provider posts with, the Merkle log's checkpoint key and
+// the database's password file. The Provider's signing key is beside its
+// store, which the server knows.
+func (c *Config) SecretFiles() []string {
+	files := []string{c.TLS.KeyFile, c.Provider.LedgerTLS.KeyFile, c.Provider.LedgerKeyFile, c.Store.PasswordFile}
+	if c.MerkleLog.On() {
+		files = append(files, c.LogKeyFile())
+	}
+	return slices.DeleteFunc(files, func(f string) bool { return f == "" })
+}
+
+// LooseSecretFiles lists, of the secret files named, those others than
+// their owner may read or change, and the folders holding them that others
+// may write into (mode bits 0022, without the sticky bit), where a file
+// could be replaced by one of their own. A file is loose with any of the
+// mode bits 0077 set, as PostgreSQL holds its server key, except that one
+// root owns may be read by its group (0640, the way a service's dynamic
+// user is given a key: docs/operations.md, "systemd"). A file not there is
+// left out: ledgerd makes its keys 0600 in folders of 0700, and a missing
+// one it needs is an error of its own. Each entry says what is open.
+func LooseSecretFiles(paths []string) []string {
+	var loose []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil || seen[p] {
+			continue
+		}
+		seen[p] = true
+		if m := st.Mode().Perm(); m&0o077 != 0 && (m&0o037 != 0 || !ownedByRoot(st)) {
+			loose = append(loose, fmt.Sprintf("%s (mode %04o: others than its owner may read or change it; chmod 600 it)", p, m))
+		}
+		dir := filepath.Dir(p)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if d, err := os.Stat(dir); err == nil && d.Mode()&os.ModeSticky == 0 && d.Mode().Perm()&0o022 != 0 {
+			loose = append(loose, fmt.Sprintf("%s (mode %04o: others than its owner may replace the secret files in it; chmod go-w it)", dir, d.Mode().Perm()))
+		}
 	}
 	return loose
 }

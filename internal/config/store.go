@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -79,6 +81,26 @@ func (s *Store) validate(dataDir string) []error {
 	}
 	return errs
 }
+
+// DSNHoldsPassword reports whether the DSN gives the database password
+// itself: a postgres:// URL with a password in its user part or its
+// query, or a keyword/value DSN with a password keyword.
+func (s Store) DSNHoldsPassword() bool {
+	d := strings.TrimSpace(s.DSN)
+	if strings.HasPrefix(d, "postgres://") || strings.HasPrefix(d, "postgresql://") {
+		u, err := url.Parse(d)
+		if err != nil {
+			return strings.Contains(d, "@") // unparsed: a user part may hold one
+		}
+		_, set := u.User.Password()
+		return set || u.Query().Has("password")
+	}
+	return dsnPassword.MatchString(d)
+}
+
+// dsnPassword finds a password keyword in a keyword/value DSN (libpq
+// allows spaces around the equals sign).
+var dsnPassword = regexp.MustCompile(`(^|\s)password\s*=`)
 
 // Password returns the database password from PasswordFile or
 // PasswordEnv, or "" when neither is set (the DSN or the driver's own

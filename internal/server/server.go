@@ -159,6 +159,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			log.WarnContext(ctx, "an API key file or its directory is open to others than its owner: anyone who can read a key file acts with its role; chmod 600 the files and 700 the directory", slog.String("path", p))
 		}
 	}
+	secrets := cfg.SecretFiles()
+	if cfg.Provider.On() {
+		secrets = append(secrets, pact.SigningKeyPath(providerStorePath(cfg)))
+	}
+	if cfg.Store.Kind == config.StorePostgres && cfg.Store.DSNHoldsPassword() {
+		log.WarnContext(ctx, "store.dsn holds the database password: it is then in the configuration file, its backups and wherever the file is copied; give it in store.passwordFile or store.passwordEnv instead")
+	}
+	for _, p := range config.LooseSecretFiles(secrets) {
+		log.WarnContext(ctx, "a secret file, or the folder holding it, is open to others than its owner: who can read a signing key signs as this ledger or its Provider, who can read a password or API key connects with it, and who can replace one chooses it", slog.String("path", p))
+	}
 	auth, err := newAuthenticator(keys)
 	if err != nil {
 		return nil, err
