@@ -353,6 +353,25 @@ func (r *recentLeaves) get(idx int64) ([]byte, bool) {
 	return r.data[idx-r.start], true
 }
 
+// StoreLog says whether the row store keeps a Merkle log: the size of its
+// tree, and whether leaves are queued for it. A ledger that enabled the
+// log has queued at least its policy leaf at start (LogPolicy), so a store
+// any ledger ran its log on answers a size above 0 or queued leaves. Every
+// row written to such a store must be in its log: a ledger without the
+// log queues no leaves, and its rows would be acknowledged outside it for
+// good, so the server does not start without the log on such a store.
+func (l *Ledger) StoreLog(ctx context.Context) (size int64, queued bool, err error) {
+	err = l.store.View(ctx, func(tx Tx) error {
+		if size, _, err = tx.LogHead(); err != nil {
+			return err
+		}
+		p, err := tx.PendingLeaves(1)
+		queued = len(p) > 0
+		return err
+	})
+	return size, queued, err
+}
+
 // EnableLog turns the Merkle log on: from now on every committed row and
 // event queues its leaf. Call it before any write.
 func (l *Ledger) EnableLog(cfg LogConfig) error {

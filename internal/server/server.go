@@ -357,6 +357,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log, Wake: s.ledger.WakeUploader, CheckClock: s.ledger.CheckPruneClock})
 	var logKey string
+	if !cfg.MerkleLog.On() {
+		size, queued, err := s.ledger.StoreLog(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read whether the row store keeps a Merkle log: %w", err)
+		}
+		if size > 0 || queued {
+			return nil, fmt.Errorf("merkleLog.enabled is false, but the row store keeps a Merkle log (%d leaves logged, leaves queued: %v): every row written to it must be in its log, and a ledgerd without the log would acknowledge rows outside it for good; "+
+				"set merkleLog.enabled: true, with the log's origin and key (merkleLog.origin, merkleLog.keyFile) as the ledgerd that keeps it has them (docs/operations.md, \"The Merkle log\")", size, queued)
+		}
+	}
 	if cfg.MerkleLog.On() {
 		signer, vkey, created, err := openLogKey(ctx, &cfg, s.ledger)
 		if err != nil {
