@@ -101,7 +101,8 @@ func (p *Pages) verifyAssertion(b *brand.Brand, raw string, now time.Time) (*Ass
 // Consent is POST {issuer}/consent: the Brand's login returns the User
 // with an assertion. Each assertion is accepted once; then the page shows
 // consent, or approves at once when an active grant for (User, personal
-// agent) already covers the request.
+// agent) already covers the request and the ledger's record, read first,
+// does not revoke it (coverChecked).
 func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
@@ -122,10 +123,15 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		messagePage(w, http.StatusTooManyRequests, "Too many codes tried", "Codes that were not known were entered too often from this account. Try again after "+until.Format("15:04 MST")+", with the code your agent shows you.")
 		return
 	}
+	checked, err := p.coverChecked(r.Context(), b, a.Subject, a.UserCode, now)
+	if err != nil {
+		p.decisionError(w, r, err)
+		return
+	}
 	cookie, ticket := oauth.NewSecret(""), oauth.NewSecret("ct_")
 	d, cover, err := p.cfg.Store.StartConsent(store.ConsentStart{Brand: b.ID, User: a.Subject, UserCode: a.UserCode,
 		AssertionID: a.Issuer + "\x00" + a.ID, AssertionExpires: a.Expiry.Time().Add(time.Minute),
-		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL)}, now)
+		Ticket: ticket, Cookie: cookie, TicketExpires: now.Add(consentTTL), Checked: checked}, now)
 	if !errors.Is(err, store.ErrNotFound) {
 		p.guesses.known(who, now)
 	}
@@ -165,6 +171,30 @@ func (p *Pages) Consent(w http.ResponseWriter, r *http.Request, b *brand.Brand) 
 		"User": displayUser(b, a.Subject), "UserCode": d.UserCode, "Ticket": ticket, "Scopes": scopes, "Action": p.cfg.Issuer(b.ID) + "/decision",
 		"Carried": carried, "CarriedUntil": until, "CarriedUnknown": unknown,
 	})
+}
+
+// coverChecked applies the ledger's revocation to the grant that covers
+// the request of userCode for user (store.Store.CoveringGrant), and
+// returns it as checked when it is still active: consent is skipped for
+// no other (store.ConsentStart.Checked). A grant the ledger records
+// revoked is revoked, with the agent's other grants (LedgerRevoked), so
+// the User is asked again and the grant they allow carries nothing of
+// it. While the ledger's record cannot be read, nothing is checked and
+// the User is asked: the page cannot tell that the grant still stands.
+func (p *Pages) coverChecked(ctx context.Context, b *brand.Brand, user, userCode string, now time.Time) ([]string, error) {
+	cover, err := p.cfg.Store.CoveringGrant(b.ID, user, userCode, now)
+	if err != nil || cover == nil {
+		return nil, err
+	}
+	g, _, err := LedgerRevoked(ctx, p.cfg.Store, p.cfg.Revocations, *cover, now)
+	if err != nil {
+		p.cfg.Logger.ErrorContext(ctx, "consent page: the ledger's revocations could not be read", slog.String("grant", cover.ID), slog.String("error", err.Error()))
+		return nil, nil
+	}
+	if !g.Active(now) {
+		return nil, nil
+	}
+	return []string{g.ID}, nil
 }
 
 // carried is what the User allowed the agent of d before, under grants

@@ -434,3 +434,42 @@ func (e *oauthEnv) decide(browser *http.Client, ticket string, scopes ...string)
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
 }
+
+// Consent is not skipped for a grant the ledger records revoked, though
+// it covers the request at the Provider until then: the consent page
+// reads the ledger's record of the covering grant first, revokes the
+// grant, and asks the User again. The grant the User then allows holds
+// what they allowed this time alone, nothing of the revoked one.
+func TestConsentIsAskedAgainForAGrantTheLedgerRevoked(t *testing.T) {
+	e := newOAuthEnv(t)
+	first := claimsOf(t, e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)).GrantID
+	e.revokeInLedger(first, e.clock().Add(-time.Minute))
+	da := e.deviceAuth("orders:read")
+	ticket, browser := e.consentForm(da["verification_uri_complete"].(string))
+	if code, body := e.decide(browser, ticket, "orders:read"); code != 200 {
+		t.Fatalf("allowing orders:read: %d %s", code, body)
+	}
+	code, tok := e.poll(da)
+	if code != 200 {
+		t.Fatalf("token: %d %v", code, tok)
+	}
+	c := claimsOf(t, tok["access_token"].(string))
+	if c.GrantID == first || c.Scope != "orders:read" {
+		t.Fatalf("the token: grant %s, scope %q; want a new grant of orders:read alone: grant %s is revoked in the ledger", c.GrantID, c.Scope, first)
+	}
+	if g, err := e.st.Grant(first); err != nil || g.Active(e.clock()) || g.ReplacedBy != "" {
+		t.Fatalf("the grant the ledger records revoked, at the Provider: %+v (%v); want it revoked, not replaced", g, err)
+	}
+}
+
+// While the ledger's record cannot be read, the consent page cannot tell
+// that the covering grant still stands: it asks the User rather than say
+// "Already allowed".
+func TestConsentIsAskedWhileTheLedgersRecordCannotBeRead(t *testing.T) {
+	e := newOAuthEnv(t)
+	e.deviceToken(ordersReadCancel, ordersReadCancel)
+	e.setLedgerDown(true)
+	if body := e.consentPage(e.deviceAuth("orders:read")); hidden(body, "ticket") == "" || !strings.Contains(body, `id="carried-unknown"`) {
+		t.Fatalf("the consent page of a covered request while the ledger's record cannot be read, want the form:\n%s", body)
+	}
+}

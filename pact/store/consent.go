@@ -2,6 +2,8 @@ package store
 
 import (
 	"crypto/subtle"
+	"errors"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,6 +43,9 @@ type ConsentStart struct {
 	// TicketExpires.
 	Ticket, Cookie string
 	TicketExpires  time.Time
+	// Checked are the grants the caller applied the ledger's revocations
+	// to (CoveringGrant): consent is skipped only for a grant among them.
+	Checked []string
 }
 
 // StartConsent accepts a login assertion once and finds the pending device
@@ -48,9 +53,11 @@ type ConsentStart struct {
 // the same personal agent, asked for under the same sub (PACT §3.2: the
 // agent's User is the pair of the agent and its sub; another of the
 // agent's users asking does not inherit this User's consent), already
-// covers the request it returns that grant
+// covers the request and is among in.Checked, it returns that grant
 // (consent may be skipped, PACT §5.3) and stores no ticket; else it stores
-// the consent form's ticket. Expired tickets and assertion ids are pruned.
+// the consent form's ticket. A covering grant the caller did not check
+// (one made since CoveringGrant) is not skipped for: the User is asked.
+// Expired tickets and assertion ids are pruned.
 // Errors: ErrAssertionUsed, ErrNotFound (unknown code), an
 // *oauth.TransitionError when the request was answered or has expired.
 func (s *Store) StartConsent(in ConsentStart, now time.Time) (oauth.DeviceAuthorization, *oauth.Grant, error) {
@@ -76,13 +83,40 @@ func (s *Store) StartConsent(in ConsentStart, now time.Time) (oauth.DeviceAuthor
 		if d.StateAt(now) != oauth.Pending {
 			return &oauth.TransitionError{Event: oauth.EventApprove, From: d.StateAt(now)}
 		}
-		if cover, err = coveringGrant(tx.Tx, in.Brand, in.User, d.Client, d.Sub, d.Scopes, now); err != nil || cover != nil {
+		if cover, err = coveringGrant(tx.Tx, in.Brand, in.User, d.Client, d.Sub, d.Scopes, now); err != nil {
 			return err
 		}
+		if cover != nil && slices.Contains(in.Checked, cover.ID) {
+			return nil
+		}
+		cover = nil
 		return put(tx.Tx, bTickets, hash(in.Ticket), consentTicket{Brand: in.Brand, User: in.User, UserCode: d.UserCode,
 			CookieHash: hash(in.Cookie), Expires: in.TicketExpires})
 	})
 	return d, cover, err
+}
+
+// CoveringGrant returns, without accepting an assertion or storing
+// anything, the grant StartConsent would skip consent for when user signs
+// in for the pending device authorization of userCode at brand; nil when
+// there is none (the code is unknown, not pending, or no grant covers
+// it). The caller applies the ledger's revocation to it and names it in
+// ConsentStart.Checked, so that consent is never skipped for a grant the
+// ledger records revoked.
+func (s *Store) CoveringGrant(brand, user, userCode string, now time.Time) (*oauth.Grant, error) {
+	var cover *oauth.Grant
+	err := s.view(func(tx *bolt.Tx) error {
+		d, _, err := pendingDevice(tx, brand, userCode)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil || d.StateAt(now) != oauth.Pending {
+			return err
+		}
+		cover, err = coveringGrant(tx, brand, user, d.Client, d.Sub, d.Scopes, now)
+		return err
+	})
+	return cover, err
 }
 
 // coveringGrant finds the newest active grant of user to client, asked
