@@ -48,7 +48,8 @@ type State string
 // Redeemed are stored; Expired is reached by time from Pending or Approved
 // (StateAt).
 const (
-	// Pending: asked, not yet answered by the User.
+	// Pending: asked, not yet answered by the User (or an approval made
+	// without consent withdrawn, Reopen).
 	Pending State = "pending"
 	// Approved: the User approved some or all of the scopes; the device
 	// code can be redeemed once.
@@ -73,6 +74,10 @@ const (
 	// EventRedeem: the agent exchanges the device code (Approved to
 	// Redeemed).
 	EventRedeem Event = "redeem"
+	// EventReopen: an approval that rested on an existing grant is
+	// withdrawn, that grant having ended before the code was redeemed
+	// (Approved to Pending).
+	EventReopen Event = "reopen"
 )
 
 // transitions is the whole state machine: each event, the one state it may
@@ -81,6 +86,7 @@ var transitions = map[Event]struct{ from, to State }{
 	EventApprove: {Pending, Approved},
 	EventDeny:    {Pending, Denied},
 	EventRedeem:  {Approved, Redeemed},
+	EventReopen:  {Approved, Pending},
 }
 
 // Errors of the transitions.
@@ -279,6 +285,25 @@ func (d *DeviceAuthorization) Redeem(now time.Time) error {
 		return err
 	}
 	d.fire(EventRedeem)
+	return nil
+}
+
+// Reopen withdraws an approval made without consent for an existing
+// grant that covered the request (GrantID; PACT §5.3), when that grant
+// has ended (revoked or expired) before the device code was redeemed:
+// the authorization is pending again, so that the User is asked rather
+// than the code left approved under a grant that no longer holds.
+// Approved to Pending, within the code's life. A step-up's approval,
+// whose grant it made itself, is not reopened (a TransitionError).
+func (d *DeviceAuthorization) Reopen(now time.Time) error {
+	if err := d.can(EventReopen, now); err != nil {
+		return err
+	}
+	if d.GrantID == "" || d.StepUp {
+		return &TransitionError{Event: EventReopen, From: d.Status}
+	}
+	d.fire(EventReopen)
+	d.User, d.Granted, d.GrantID, d.DecidedAt = "", nil, "", time.Time{}
 	return nil
 }
 

@@ -29,10 +29,11 @@ func TestDeviceAuthorizationTransitions(t *testing.T) {
 		EventApprove: func(d *DeviceAuthorization) error { return d.Approve("acct-1", []string{"orders:read"}, "", t0) },
 		EventDeny:    func(d *DeviceAuthorization) error { return d.Deny("acct-1", t0) },
 		EventRedeem:  func(d *DeviceAuthorization) error { return d.Redeem(t0) },
+		EventReopen:  func(d *DeviceAuthorization) error { d.GrantID = "g1"; return d.Reopen(t0) },
 	}
 	want := map[State]map[Event]State{ // the state entered; absent: illegal
 		Pending:  {EventApprove: Approved, EventDeny: Denied},
-		Approved: {EventRedeem: Redeemed},
+		Approved: {EventRedeem: Redeemed, EventReopen: Pending},
 		Denied:   {},
 		Expired:  {},
 		Redeemed: {},
@@ -183,5 +184,44 @@ func TestRequestedAt(t *testing.T) {
 	d.Requested = time.Time{}
 	if got := d.RequestedAt(); !got.Equal(t0) {
 		t.Fatalf("stored without its time: requested at %s, want %s from its expiry", got, t0)
+	}
+}
+
+// Only an approval made without consent, for an existing grant that
+// covered the request, is reopened, and reopened it holds nothing of the
+// approval: a step-up's approval made its grant, and one the User gave
+// on the consent form is theirs.
+func TestReopen(t *testing.T) {
+	tests := []struct {
+		name    string
+		grantID string
+		stepUp  bool
+		want    State
+	}{
+		{name: "consent skipped", grantID: "g1", want: Pending},
+		{name: "consent given", want: Approved},
+		{name: "step-up", grantID: "g1", stepUp: true, want: Approved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := at(Pending)
+			d.StepUp = tt.stepUp
+			if err := d.Approve("acct-1", []string{"orders:read"}, tt.grantID, t0); err != nil {
+				t.Fatal(err)
+			}
+			err := d.Reopen(t0.Add(time.Second))
+			if got := d.StateAt(t0); got != tt.want {
+				t.Fatalf("reopened: %s (%v), want %s", got, err, tt.want)
+			}
+			if tt.want == Approved {
+				if !errors.Is(err, ErrTransition) {
+					t.Fatalf("reopen: %v, want a TransitionError", err)
+				}
+				return
+			}
+			if err != nil || d.User != "" || d.Granted != nil || d.GrantID != "" || !d.DecidedAt.IsZero() {
+				t.Fatalf("reopened: %v %+v, want nothing of the approval kept", err, d)
+			}
+		})
 	}
 }

@@ -473,3 +473,56 @@ func TestConsentIsAskedWhileTheLedgersRecordCannotBeRead(t *testing.T) {
 		t.Fatalf("the consent page of a covered request while the ledger's record cannot be read, want the form:\n%s", body)
 	}
 }
+
+// A code the consent page answered "Already allowed" is never left
+// approved under a grant that ended before the agent redeemed it: the
+// ledger recorded the grant's revocation in between. The agent's poll
+// finds the revocation and answers authorization_pending, the code is
+// pending again, and the User who opens its link again is asked; the
+// grant they allow carries nothing of the revoked one. A denial then is
+// on record with the agent's request JWT, as any denial is.
+func TestACodeAllowedUnderAGrantRevokedSinceIsAskedAgain(t *testing.T) {
+	for _, deny := range []bool{false, true} {
+		t.Run(map[bool]string{false: "allowed", true: "denied"}[deny], func(t *testing.T) {
+			e := newOAuthEnv(t)
+			ctx := t.Context()
+			jane := customer.New(janeEmail, janePassword)
+			first := claimsOf(t, e.deviceToken(ordersReadCancel, ordersReadCancel)["access_token"].(string)).GrantID
+			da := e.deviceAuth("orders:read")
+			link := da["verification_uri_complete"].(string)
+			if pg, err := jane.Answer(ctx, link, customer.Decision{}); err != nil || pg.Title != "Already allowed" {
+				t.Fatalf("the covered request: %v %+v", err, pg)
+			}
+			e.revokeInLedger(first, e.clock())
+			if code, m := e.poll(da); code != 400 || m["error"] != "authorization_pending" {
+				t.Fatalf("the poll after grant %s was revoked in the ledger: %d %v, want 400 authorization_pending", first, code, m)
+			}
+			pg, err := jane.Answer(ctx, link, customer.Decision{Deny: deny})
+			if want := map[bool]string{false: "Allowed", true: "Denied"}[deny]; err != nil || pg.Title != want {
+				t.Fatalf("the same link again: %v %+v, want the consent form answered %q", err, pg, want)
+			}
+			code, m := e.poll(da)
+			if deny {
+				if code != 400 || m["error"] != "access_denied" {
+					t.Fatalf("the poll after the User denied: %d %v, want access_denied", code, m)
+				}
+				var jwt string
+				for _, r := range e.refusals() {
+					if r.Action.Tool == "grant_delegation" {
+						jwt = r.RequestJWT
+					}
+				}
+				if jwt == "" {
+					t.Fatal("the denial is not on record with the agent's request JWT")
+				}
+				return
+			}
+			if code != 200 {
+				t.Fatalf("the poll after the User allowed: %d %v", code, m)
+			}
+			if c := claimsOf(t, m["access_token"].(string)); c.GrantID == first || c.Scope != "orders:read" {
+				t.Fatalf("the token: grant %s, scope %q; want a new grant of orders:read alone", c.GrantID, c.Scope)
+			}
+		})
+	}
+}

@@ -109,7 +109,11 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 // redemption that would rest on an active grant not in checked (the User
 // answered between DeviceCodeGrants and this call) answers
 // authorization_pending and writes nothing: the agent's next poll reads
-// the grants again.
+// the grants again. A code approved without consent for a grant that has
+// ended since (revoked, by the ledger's record too, or expired) is
+// pending again (reopen) and answers authorization_pending: the User who
+// opens its link again is asked, rather than the code left approved
+// under a grant that no longer holds.
 func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked []string, now time.Time) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
@@ -135,9 +139,26 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			answer = oauth.NewError(oauth.AuthorizationPending, "the User's answer was just recorded; poll again")
 			return nil
 		}
+		if d.GrantID != "" {
+			found, err := get(tx.Tx, bGrants, []byte(d.GrantID), &g)
+			if err != nil {
+				return err
+			}
+			if !found || !g.Active(now) {
+				g = oauth.Grant{}
+				if answer, err = reopen(tx.Tx, &d, key, now); err != nil {
+					return err
+				}
+				if answer == nil {
+					return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
+				}
+				return nil
+			}
+		}
 		if err := d.Redeem(now); err != nil {
 			return err
 		}
+		d.RequestJWT = "" // kept for a denial, should the approval be reopened
 		if err := put(tx.Tx, bDevices, key, d); err != nil {
 			return err
 		}
@@ -156,13 +177,7 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			return replaced(tx, g, older, now)
 		}
 		// Consent was skipped, or a step-up's link made the grant: the
-		// User's existing grant covers it.
-		if found, err := get(tx.Tx, bGrants, []byte(d.GrantID), &g); err != nil || !found {
-			return oauth.NewError(oauth.InvalidGrant, "the grant is gone")
-		}
-		if !g.Active(now) {
-			return oauth.NewError(oauth.InvalidGrant, "the grant was revoked or has expired; start again")
-		}
+		// User's existing grant, g, covers it.
 		covered, err := agentGrants(tx.Tx, &g, now, func(o *oauth.Grant) bool { return g.Covers(o.Scopes) })
 		if err != nil {
 			return err
@@ -173,6 +188,27 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 		err = answer
 	}
 	return g, err
+}
+
+// reopen withdraws the approval of d, stored at key, made without
+// consent for a grant that has since ended (oauth.DeviceAuthorization.
+// Reopen): d is pending again, counted among the agent's pending ones,
+// and the answer to the poll is authorization_pending, so that the User
+// who opens the link again is asked. The code's life is unchanged. A
+// step-up's approval is not reopened: the answer is nil and nothing is
+// written.
+func reopen(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte, now time.Time) (*oauth.Error, error) {
+	if err := d.Reopen(now); err != nil {
+		return nil, nil
+	}
+	d.LastPoll = now
+	if err := put(tx, bDevices, key, *d); err != nil {
+		return nil, err
+	}
+	if err := tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil); err != nil {
+		return nil, err
+	}
+	return oauth.NewError(oauth.AuthorizationPending, "the grant that allowed this request has ended; the user is asked again"), nil
 }
 
 // restsOn reports whether every active grant the redemption of d rests
@@ -322,6 +358,13 @@ func decide(tx *txn, brand, userCode string, dc oauth.Decision, now time.Time) (
 	jwt := d.RequestJWT // evidence for the refusal of a denial; not kept
 	if err := settled(tx.Tx, &d, key); err != nil {
 		return Decided{}, err
+	}
+	if dc.Approve && d.GrantID != "" && !d.StepUp {
+		// Consent was skipped for an existing grant: should it end before
+		// the agent redeems the code, the User is asked again
+		// (RedeemDeviceCode), and may deny. Kept until the code is
+		// redeemed or expires.
+		d.RequestJWT = jwt
 	}
 	if dc.Approve && d.StepUp && d.GrantID == "" {
 		// No agent polls a step-up's device code: its approval is the
