@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
+	"github.com/pactledger/pactledger/internal/config"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
 
@@ -55,16 +56,19 @@ type fileConfig struct {
 	Key     string `yaml:"key"`
 	KeyFile string `yaml:"keyFile"`
 	TLS     bool   `yaml:"tls"`
-	CA      string `yaml:"ca"`
-	TLSCert string `yaml:"tlsCert"`
-	TLSKey  string `yaml:"tlsKey"`
-	Output  string `yaml:"output"`
+	// Plaintext lets the key go to a ledgerd past this machine without
+	// TLS (--plaintext).
+	Plaintext bool   `yaml:"plaintext"`
+	CA        string `yaml:"ca"`
+	TLSCert   string `yaml:"tlsCert"`
+	TLSKey    string `yaml:"tlsKey"`
+	Output    string `yaml:"output"`
 }
 
 // globals are the global flags' values.
 type globals struct {
 	server, http, key, keyFile, config, ca, tlsCert, tlsKey, output string
-	tls, json                                                       bool
+	tls, plaintext, json                                            bool
 	timeout                                                         time.Duration
 }
 
@@ -117,6 +121,41 @@ func isKeyText(k string) bool {
 		}
 	}
 	return true
+}
+
+// checkTransport refuses to send a key to a ledgerd past this machine
+// without TLS unless plaintext says to.
+func (c *cli) checkTransport(plaintext bool) error {
+	if c.key == "" || c.tls || plaintext || local(c.server) {
+		return nil
+	}
+	return usagef("--server %s is past this machine and TLS is off: the API key (%s) would cross the network readable by anyone on the way; pass --tls (with --ca FILE for a private CA), "+
+		"or --plaintext to send it unencrypted anyway (only across a link you trust, such as a tunnel or a private network to a proxy that adds TLS)", c.server, c.keySource)
+}
+
+// local reports whether the gRPC target server is on this machine: a Unix
+// socket, localhost, or a loopback address. A name is taken at its word:
+// one that resolves to a loopback address is still past the machine.
+func local(server string) bool {
+	target := server
+	if scheme, rest, ok := strings.Cut(server, ":///"); ok {
+		if scheme == "unix" {
+			return true
+		}
+		target = rest
+	}
+	if strings.HasPrefix(target, "unix:") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkServer refuses a --server that is not a gRPC target: a URL, or a
@@ -200,7 +239,7 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	cert := first(c.g.tlsCert, c.getenv("PACTLEDGER_TLS_CERT"), fc.TLSCert)
 	certKey := first(c.g.tlsKey, c.getenv("PACTLEDGER_TLS_KEY"), fc.TLSKey)
 	c.tls = c.g.tls || fc.TLS || ca != "" || cert != ""
-	k, src, err := resolveKey(c.g.key, c.g.keyFile, c.getenv, fc)
+	k, src, keyFile, err := resolveKey(c.g.key, c.g.keyFile, c.getenv, fc, path)
 	if err != nil {
 		return err // a usage error, or a key file that cannot be read
 	}
@@ -208,6 +247,16 @@ func (c *cli) connect(cmd *cobra.Command) error {
 		return fmt.Errorf("%s %w; is it the right key or file?", src, errBadKey)
 	}
 	c.key, c.keySource = k, src
+	if keyFile != "" {
+		// A key others may read acts for them too: said, not refused, as
+		// ledgerd says of its own key files.
+		for _, loose := range config.LooseSecretFiles([]string{keyFile}) {
+			printf(c.errw, "ledgerctl: warning: the API key is read from %s, and others than its owner may get at it: %s\n", keyFile, loose)
+		}
+	}
+	if err := c.checkTransport(c.g.plaintext || fc.Plaintext); err != nil {
+		return err
+	}
 	creds := insecure.NewCredentials()
 	if c.tls {
 		tc, err := clientTLS(ca, cert, certKey)
@@ -272,30 +321,32 @@ func fileExists(p string) bool {
 }
 
 // resolveKey picks the API key: a flag beats the environment, which beats
-// the config file; at each level the key itself beats a key file. It
-// returns the key and where it came from, for whoami and error messages.
-func resolveKey(flagKey, flagFile string, getenv func(string) string, fc fileConfig) (key, source string, err error) {
+// the config file (at configPath); at each level the key itself beats a
+// key file. It returns the key, where it came from, for whoami and error
+// messages, and the file it was read from ("" for a flag or the
+// environment's key itself; configPath for the config file's key).
+func resolveKey(flagKey, flagFile string, getenv func(string) string, fc fileConfig, configPath string) (key, source, file string, err error) {
 	if flagKey != "" && flagFile != "" {
-		return "", "", usagef("--key and --key-file both given: pass one")
+		return "", "", "", usagef("--key and --key-file both given: pass one")
 	}
-	levels := []struct{ key, file, keyName, fileName string }{
-		{flagKey, flagFile, "--key", "--key-file"},
-		{getenv("PACTLEDGER_KEY"), getenv("PACTLEDGER_KEY_FILE"), "PACTLEDGER_KEY", "PACTLEDGER_KEY_FILE"},
-		{fc.Key, fc.KeyFile, "the config file's key", "the config file's keyFile"},
+	levels := []struct{ key, file, keyName, fileName, keyIn string }{
+		{flagKey, flagFile, "--key", "--key-file", ""},
+		{getenv("PACTLEDGER_KEY"), getenv("PACTLEDGER_KEY_FILE"), "PACTLEDGER_KEY", "PACTLEDGER_KEY_FILE", ""},
+		{fc.Key, fc.KeyFile, "the config file's key", "the config file's keyFile", configPath},
 	}
 	for _, l := range levels {
 		if l.key != "" {
-			return strings.TrimSpace(l.key), l.keyName, nil
+			return strings.TrimSpace(l.key), l.keyName, l.keyIn, nil
 		}
 		if l.file != "" {
 			b, err := os.ReadFile(l.file)
 			if err != nil {
-				return "", "", fmt.Errorf("%w (%s): %w", errKeyFile, l.fileName, err)
+				return "", "", "", fmt.Errorf("%w (%s): %w", errKeyFile, l.fileName, err)
 			}
-			return strings.TrimSpace(string(b)), l.fileName + " " + l.file, nil
+			return strings.TrimSpace(string(b)), l.fileName + " " + l.file, l.file, nil
 		}
 	}
-	return "", "", nil
+	return "", "", "", nil
 }
 
 // exit prints err in plain words, naming the command, and returns the
