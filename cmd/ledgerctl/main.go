@@ -135,7 +135,8 @@ func (c *cli) checkTransport(plaintext bool) error {
 
 // local reports whether the gRPC target server is on this machine: a Unix
 // socket, localhost, or a loopback address. A name is taken at its word:
-// one that resolves to a loopback address is still past the machine.
+// one that resolves to a loopback address is still past the machine
+// (config.LoopbackHost).
 func local(server string) bool {
 	target := server
 	if scheme, rest, ok := strings.Cut(server, ":///"); ok {
@@ -151,11 +152,7 @@ func local(server string) bool {
 	if err != nil {
 		host = target
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return config.LoopbackHost(strings.Trim(host, "[]"))
 }
 
 // checkServer refuses a --server that is not a gRPC target: a URL, or a

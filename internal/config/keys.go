@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,4 +145,16 @@ func LooseSecretFiles(paths []string) []string {
 		}
 	}
 	return loose
+}
+
+// LoopbackHost reports whether host (a host name or address, without port
+// or brackets) names this machine: localhost or a loopback address. A
+// name is taken at its word: one that resolves to a loopback address is
+// not this machine to a check that does not resolve it.
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

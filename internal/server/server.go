@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	secrets := cfg.SecretFiles()
 	if cfg.Provider.On() {
 		secrets = append(secrets, pact.SigningKeyPath(providerStorePath(cfg)))
+	}
+	if u, err := url.Parse(cfg.Provider.LedgerURL); cfg.Provider.On() && err == nil && u.Scheme == "http" && !config.LoopbackHost(u.Hostname()) {
+		log.WarnContext(ctx, "provider.ledgerUrl is http:// to a ledger past this machine: the Provider's writer key crosses the network unencrypted, readable by anyone on the way, and acts as a writer; use https (provider.ledgerTls for a private CA)", slog.String("ledger_url", u.Redacted()))
 	}
 	if cfg.Store.Kind == config.StorePostgres && cfg.Store.DSNHoldsPassword() {
 		log.WarnContext(ctx, "store.dsn holds the database password: it is then in the configuration file, its backups and wherever the file is copied; give it in store.passwordFile or store.passwordEnv instead")
