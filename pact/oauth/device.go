@@ -29,6 +29,22 @@ const (
 	// have pending for one of its users (its sub) at once, at all brands;
 	// step-ups, which the Provider asks for itself, are not counted.
 	MaxPending = 10
+	// MaxPendingPerAgent is how many device authorizations a personal
+	// agent may have pending at once for all its users together, at all
+	// brands; step-ups are not counted. A sub is whatever the agent
+	// signs, so MaxPending alone does not bound one agent. An honest
+	// agent fronting many users of a brand has one pending per user who
+	// is signing in, each answered within a minute or two (ten at most):
+	// 5,000 at once is thousands of sign-ins a minute, well past what
+	// such an agent sees, while an agent asking in a loop holds a
+	// bounded share of the Provider's file.
+	MaxPendingPerAgent = 5000
+	// MaxPendingBytesPerAgent bounds the request JWTs (up to 16 KiB
+	// each) that a personal agent's pending device authorizations keep,
+	// for all its users together. A personal agent's JWT is some 1 KiB:
+	// MaxPendingPerAgent of them keep about 5 MiB, so an honest agent
+	// meets the count first; one padding its JWTs holds 16 MiB at most.
+	MaxPendingBytesPerAgent = 16 << 20
 	// PollInterval is the default least time between token polls
 	// (RFC 8628 §3.5).
 	PollInterval = 5 * time.Second

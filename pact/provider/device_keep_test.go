@@ -2,9 +2,12 @@ package provider
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +108,47 @@ func TestPendingDeviceAuthorizationsAreCappedPerAgentSub(t *testing.T) {
 	}
 	e.advance(wait + time.Second)
 	e.deviceAuth("orders:read") // the expired ones' places
+}
+
+// A personal agent signs whatever sub it likes, so besides the bound for
+// one sub its pending device authorizations are bounded for all its subs
+// together: here by the request JWTs they keep
+// (oauth.MaxPendingBytesPerAgent), each padded to near the 16 KiB a JWT
+// may have. Past it the agent is answered as past the bound for one sub, 429
+// with Retry-After and slow_down, saying which bound it met; the places
+// come back as the authorizations expire.
+func TestPendingDeviceAuthorizationsAreBoundedPerAgent(t *testing.T) {
+	e := newOAuthEnv(t)
+	pad := strings.Repeat("p", 11<<10) // some 15 KiB of JWT
+	form := url.Values{"client_id": {e.sc.PA.ID}, "scope": {"orders:read"}}
+	ask := func(i int) (int, map[string]any, http.Header) {
+		now := e.clock()
+		jwt := e.sc.PA.Key.Sign(map[string]any{"iss": e.sc.PA.ID, "sub": fmt.Sprintf("user-%d", i), "aud": e.sc.Audience,
+			"iat": now.Unix(), "exp": now.Add(120 * time.Second).Unix(), "pad": pad})
+		e.advance(20 * time.Millisecond) // within the agent's rate limit
+		return e.post("/oauth/device_authorization", form, jwt)
+	}
+	start := e.clock()
+	most := oauth.MaxPendingBytesPerAgent / len(pad) // each JWT is longer than its pad
+	var accepted int
+	for ; accepted <= most; accepted++ {
+		code, m, h := ask(accepted)
+		if code == http.StatusOK {
+			continue
+		}
+		wait := int(math.Ceil(start.Add(oauth.DeviceCodeTTL).Sub(e.clock()).Seconds()))
+		if code != http.StatusTooManyRequests || m["error"] != oauth.SlowDown || !strings.Contains(m["error_description"].(string), "request JWTs") ||
+			h.Get("Retry-After") != strconv.Itoa(wait) {
+			t.Fatalf("device authorization %d, past the agent's bound: %d %v Retry-After %q; want 429 slow_down naming the bound, Retry-After %d",
+				accepted+1, code, m, h.Get("Retry-After"), wait)
+		}
+		break
+	}
+	if accepted <= oauth.MaxPending || accepted > most {
+		t.Fatalf("%d pending for the agent's users together, want more than %d (one sub's) and at most %d", accepted, oauth.MaxPending, most)
+	}
+	e.advance(oauth.DeviceCodeTTL)
+	if code, m, _ := ask(accepted); code != http.StatusOK {
+		t.Fatalf("once the pending ones expired: %d %v", code, m)
+	}
 }

@@ -110,14 +110,15 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request, rq 
 	now := s.cfg.Now().UTC()
 	deviceCode, userCode, err := s.newDeviceAuthorization(rq, scopes, false, now)
 	if limit, ok := errors.AsType[*store.PendingLimitError](err); ok {
-		// Too many pending for this (personal agent, sub): PACT §6
-		// answers a Provider's limit of a (personal agent, sub) 429 with
-		// Retry-After, here when the soonest of them expires. RFC 8628
-		// §3.2 answers errors of this endpoint as the token endpoint
-		// does, where slow_down is the device grant's "too quickly".
+		// Too many pending for this (personal agent, sub), or for the
+		// personal agent's users together: PACT §6 answers a Provider's
+		// limit of a (personal agent, sub) 429 with Retry-After, here
+		// when the soonest of those the bound counts expires; the bound
+		// of the agent is answered alike. RFC 8628 §3.2 answers errors
+		// of this endpoint as the token endpoint does, where slow_down
+		// is the device grant's "too quickly".
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(limit.Until.Sub(now).Seconds())))))
-		oauthError(w, http.StatusTooManyRequests, oauth.NewError(oauth.SlowDown, fmt.Sprintf(
-			"%d device authorizations are pending for this user of the personal agent; wait for one to be answered or to expire", oauth.MaxPending)))
+		oauthError(w, http.StatusTooManyRequests, oauth.NewError(oauth.SlowDown, limit.Bound.String()+"; wait for one to be answered or to expire"))
 		return
 	}
 	if err != nil {

@@ -27,7 +27,12 @@ import (
 //   - in bDevicePending, while it is pending and asked by the agent (not a
 //     step-up), by its agent and sub and then its expiry, so that the ones
 //     pending for a sub are counted without reading any other's
-//     (oauth.MaxPending). The User's decision, or its expiry, removes it.
+//     (oauth.MaxPending), and in bDevicePendingAgent by its agent alone
+//     and then its expiry, with the size of the request JWT it keeps, so
+//     that the ones pending for the agent's users together are counted
+//     and weighed (oauth.MaxPendingPerAgent,
+//     oauth.MaxPendingBytesPerAgent). The User's decision, or its expiry,
+//     removes both entries.
 //
 // A step-up is also kept in bStepUps under what it asks (stepUpKey), so
 // that a turn that needs what an open step-up already asks gets that
@@ -35,9 +40,10 @@ import (
 // sends turn after turn needing a scope it lacks leaves one step-up
 // pending, not one a turn. Its deletion removes the entry.
 var (
-	bDeviceDue     = []byte("device_due")     // due time | kind | device key: nothing
-	bDevicePending = []byte("device_pending") // agentKey | expiry | device key: nothing
-	bStepUps       = []byte("device_stepups") // stepUpKey: device key
+	bDeviceDue          = []byte("device_due")           // due time | kind | device key: nothing
+	bDevicePending      = []byte("device_pending")       // agentKey | expiry | device key: nothing
+	bDevicePendingAgent = []byte("device_pending_agent") // clientKey | expiry | device key: request JWT bytes
+	bStepUps            = []byte("device_stepups")       // stepUpKey: device key
 )
 
 // stepUpKey keys a step-up in bStepUps by what it asks: the brand, the
@@ -78,17 +84,46 @@ const (
 // most.
 const devicePruneBatch = 256
 
-// ErrTooManyPending: the personal agent has oauth.MaxPending device
-// authorizations pending for this sub already.
-var ErrTooManyPending = errors.New("too many device authorizations pending for this user of the personal agent")
+// ErrTooManyPending: the personal agent has as many device
+// authorizations pending as it may (PendingLimitError says which bound).
+var ErrTooManyPending = errors.New("too many device authorizations pending for the personal agent")
 
-// PendingLimitError is ErrTooManyPending, with when the soonest of the
-// pending authorizations expires, freeing a place if none is answered
-// before.
-type PendingLimitError struct{ Until time.Time }
+// PendingBound names a bound on the device authorizations a personal
+// agent may have pending.
+type PendingBound int
+
+// The bounds on pending device authorizations.
+const (
+	// PendingPerSub: oauth.MaxPending for one sub of the agent.
+	PendingPerSub PendingBound = iota
+	// PendingPerAgent: oauth.MaxPendingPerAgent for all its subs.
+	PendingPerAgent
+	// PendingBytesPerAgent: oauth.MaxPendingBytesPerAgent of request
+	// JWTs kept for all its subs.
+	PendingBytesPerAgent
+)
+
+// String says what the bound is, for errors and answers.
+func (b PendingBound) String() string {
+	switch b {
+	case PendingPerAgent:
+		return fmt.Sprintf("%d device authorizations are pending for the personal agent's users together", oauth.MaxPendingPerAgent)
+	case PendingBytesPerAgent:
+		return fmt.Sprintf("the device authorizations pending for the personal agent's users together keep up to %d MiB of request JWTs", oauth.MaxPendingBytesPerAgent>>20)
+	}
+	return fmt.Sprintf("%d device authorizations are pending for this user of the personal agent", oauth.MaxPending)
+}
+
+// PendingLimitError is ErrTooManyPending, with the bound met and when the
+// soonest of the pending authorizations it counts expires, freeing a
+// place if none is answered before.
+type PendingLimitError struct {
+	Bound PendingBound
+	Until time.Time
+}
 
 func (e *PendingLimitError) Error() string {
-	return fmt.Sprintf("%s: %d; the soonest expires at %s", ErrTooManyPending, oauth.MaxPending, e.Until.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s: %s; the soonest expires at %s", ErrTooManyPending, e.Bound, e.Until.UTC().Format(time.RFC3339))
 }
 
 // Unwrap returns ErrTooManyPending.
@@ -110,6 +145,13 @@ func pendingKey(d *oauth.DeviceAuthorization, key []byte) []byte {
 	return slices.Concat(agentKey(d.Client, d.Sub), timeKey(d.Expires), key)
 }
 
+// clientKey keys the personal agent client in bDevicePendingAgent.
+func clientKey(client string) []byte { return hash(client) }
+
+func pendingAgentKey(d *oauth.DeviceAuthorization, key []byte) []byte {
+	return slices.Concat(clientKey(d.Client), timeKey(d.Expires), key)
+}
+
 // indexDevice indexes the device authorization d stored at key.
 func indexDevice(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	due := tx.Bucket(bDeviceDue)
@@ -122,7 +164,10 @@ func indexDevice(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	if d.Status != oauth.Pending || d.StepUp {
 		return nil
 	}
-	return tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil)
+	if err := tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bDevicePendingAgent).Put(pendingAgentKey(d, key), binary.BigEndian.AppendUint64(nil, uint64(len(d.RequestJWT))))
 }
 
 // indexDevices indexes the device authorizations stored before the
@@ -141,7 +186,15 @@ func indexDevices(tx *bolt.Tx) error {
 // request JWT: the User decided, or its code expired. The caller stores d.
 func settled(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	d.RequestJWT = ""
-	return tx.Bucket(bDevicePending).Delete(pendingKey(d, key))
+	return unpend(tx, d, key)
+}
+
+// unpend takes d, stored at key, off the pending ones.
+func unpend(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
+	if err := tx.Bucket(bDevicePending).Delete(pendingKey(d, key)); err != nil {
+		return err
+	}
+	return tx.Bucket(bDevicePendingAgent).Delete(pendingAgentKey(d, key))
 }
 
 // pendingFor returns how many device authorizations the agent client has
@@ -158,6 +211,41 @@ func pendingFor(tx *bolt.Tx, client, sub string, now time.Time, max int) (int, t
 		n++
 	}
 	return n, soonest
+}
+
+// pendingForAgent returns how many device authorizations the agent client
+// has pending for all its subs at now (up to max), the bytes of the
+// request JWTs they keep, and when the soonest expires.
+func pendingForAgent(tx *bolt.Tx, client string, now time.Time, max int) (n int, size int64, soonest time.Time) {
+	prefix := clientKey(client)
+	c := tx.Bucket(bDevicePendingAgent).Cursor()
+	for k, v := c.Seek(slices.Concat(prefix, timeKey(now))); k != nil && bytes.HasPrefix(k, prefix) && n < max; k, v = c.Next() {
+		if n == 0 {
+			soonest = time.Unix(0, int64(binary.BigEndian.Uint64(k[len(prefix):])))
+		}
+		n++
+		if len(v) == 8 {
+			size += int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	return n, size, soonest
+}
+
+// pendingBound returns the bound, if any, that a new device authorization
+// d asked by the agent (not a step-up) would pass at now, and when the
+// soonest of the pending ones that bound counts expires.
+func pendingBound(tx *bolt.Tx, d *oauth.DeviceAuthorization, now time.Time) (PendingBound, time.Time, bool) {
+	if n, soonest := pendingFor(tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
+		return PendingPerSub, soonest, true
+	}
+	n, size, soonest := pendingForAgent(tx, d.Client, now, oauth.MaxPendingPerAgent)
+	switch {
+	case n >= oauth.MaxPendingPerAgent:
+		return PendingPerAgent, soonest, true
+	case size+int64(len(d.RequestJWT)) > oauth.MaxPendingBytesPerAgent:
+		return PendingBytesPerAgent, soonest, true
+	}
+	return 0, time.Time{}, false
 }
 
 // pruneDevices carries out, oldest first, at most devicePruneBatch of the
@@ -202,7 +290,7 @@ func pruneDevices(tx *bolt.Tx, now time.Time) (int, error) {
 				}
 			}
 		case dueDelete:
-			if err := tx.Bucket(bDevicePending).Delete(pendingKey(&d, key)); err != nil {
+			if err := unpend(tx, &d, key); err != nil {
 				return 0, err
 			}
 			if up := stepUpKey(&d); d.StepUp && bytes.Equal(tx.Bucket(bStepUps).Get(up), key) {

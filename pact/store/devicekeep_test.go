@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,6 +203,80 @@ func TestStepUpsAreNotCountedAgainstThePendingCap(t *testing.T) {
 	}
 }
 
+// A personal agent's subs are whatever it signs: besides oauth.MaxPending
+// for one sub, it has at most oauth.MaxPendingPerAgent device
+// authorizations pending for all its subs together, and their request
+// JWTs keep at most oauth.MaxPendingBytesPerAgent. Past either it is
+// refused with the bound named; its step-ups and other agents are not.
+func TestPendingDeviceAuthorizationsAreBoundedPerAgent(t *testing.T) {
+	const agent, other = "https://pa.example", "https://other-pa.example"
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	ask := func(client, sub, jwt string, stepUp bool) oauth.DeviceAuthorization {
+		d := oauth.NewDeviceAuthorization("acme", client, sub, jwt, []string{"orders:read"}, 5*time.Second, t0)
+		d.StepUp = stepUp
+		return d
+	}
+	// fill stores n of the agent's authorizations, each for a sub of its
+	// own and keeping a request JWT of size bytes, in one transaction.
+	fill := func(t *testing.T, s *Store, n, size int) {
+		t.Helper()
+		jwt := strings.Repeat("j", size)
+		err := s.update(func(tx *txn) error {
+			for i := range n {
+				if _, refused, err := newDeviceAuthorization(tx.Tx, fmt.Sprintf("dc_fill_%d", i), ask(agent, fmt.Sprintf("sub-%d", i), jwt, false), t0); err != nil || refused != nil {
+					return cmp.Or(err, error(refused))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("filling %d: %v", n, err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		n, size int
+		bound   PendingBound
+	}{
+		{name: "count", n: oauth.MaxPendingPerAgent, size: 600, bound: PendingPerAgent},
+		{name: "bytes", n: oauth.MaxPendingBytesPerAgent / (16 << 10), size: 16 << 10, bound: PendingBytesPerAgent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t)
+			fill(t, s, tc.n, tc.size)
+			_, err := s.NewDeviceAuthorization("dc_over", ask(agent, "a-new-sub", strings.Repeat("j", tc.size), false), t0)
+			limit, ok := errors.AsType[*PendingLimitError](err)
+			if !ok || !errors.Is(err, ErrTooManyPending) || limit.Bound != tc.bound || !limit.Until.Equal(t0.Add(oauth.DeviceCodeTTL)) {
+				t.Fatalf("one past the agent's bound: %v, want ErrTooManyPending for %s until %s", err, tc.bound, t0.Add(oauth.DeviceCodeTTL))
+			}
+			if _, found := device(t, s, "dc_over"); found {
+				t.Fatal("the refused authorization was stored")
+			}
+			newDevice(t, s, "dc_step_up", "a-new-sub", true, t0) // the Provider's own
+			if _, err := s.NewDeviceAuthorization("dc_other", ask(other, "sub-0", "p.a.j", false), t0); err != nil {
+				t.Fatalf("another agent: %v", err)
+			}
+			// One answered frees its place.
+			if _, err := s.DecideDevice(userCode(t, s, "dc_fill_0"), oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, t0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.NewDeviceAuthorization("dc_after", ask(agent, "a-new-sub", strings.Repeat("j", tc.size), false), t0); err != nil {
+				t.Fatalf("after one was answered: %v", err)
+			}
+		})
+	}
+}
+
+// userCode is the user code of the device authorization of dc.
+func userCode(t *testing.T, s *Store, dc string) string {
+	t.Helper()
+	d, found := device(t, s, dc)
+	if !found {
+		t.Fatalf("%s not found", dc)
+	}
+	return d.UserCode
+}
+
 // A user code is never given to two device authorizations: when every
 // code tried is taken, the new authorization fails and the one holding
 // the code keeps it.
@@ -243,6 +319,24 @@ func TestDeviceAuthorizationsStoredBeforeTheIndexArePruned(t *testing.T) {
 	newDevice(t, s, "dc_new", "u1", false, late)
 	if _, found := device(t, s, "dc_old"); found || keyCount(t, s, bUserCodes) != 1 {
 		t.Fatalf("the authorization stored before the index: found %v, %d user codes; want it pruned", found, keyCount(t, s, bUserCodes))
+	}
+}
+
+// Device authorizations pending in a file written before they were
+// indexed by agent are indexed when it is opened, and counted.
+func TestPendingDeviceAuthorizationsStoredBeforeTheAgentIndexAreCounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	newDevice(t, s, "dc_pending", "u1", false, t0)
+	newDevice(t, s, "dc_step_up", "u2", true, t0)
+	s = reopenWithout(t, s, path, bDevicePendingAgent)
+	defer s.Close()
+	if n := keyCount(t, s, bDevicePendingAgent); n != 1 {
+		t.Fatalf("%d indexed by agent, want the one pending that is not a step-up", n)
 	}
 }
 

@@ -30,51 +30,20 @@ var ErrUserCodeTaken = errors.New("no free user code was found")
 // its code lasting at least half its time) is not stored: that one's user
 // code is returned. It refuses, with a *PendingLimitError, a device
 // authorization the agent asked for (not a step-up) when it has
-// oauth.MaxPending pending for the same sub already; and with
+// oauth.MaxPending pending for the same sub already, or
+// oauth.MaxPendingPerAgent for all its subs, or when their request JWTs
+// and d's would pass oauth.MaxPendingBytesPerAgent; and with
 // ErrUserCodeTaken when it finds no user code free. It first carries out
 // some of what is due for device authorizations at now: the request JWTs
 // of expired ones are dropped, and those expired oauth.DeviceCodeKept
 // ago are deleted with their user codes (pruneDevices).
 func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthorization, now time.Time) (string, error) {
 	var refused *PendingLimitError // a refusal that still commits the pruning
-	open := ""                     // an open step-up's user code, to give again
+	var userCode string
 	err := s.update(func(tx *txn) error {
-		if _, err := pruneDevices(tx.Tx, now); err != nil {
-			return err
-		}
-		if d.StepUp {
-			var err error
-			if open, err = openStepUp(tx.Tx, &d, now); err != nil || open != "" {
-				return err
-			}
-		} else if n, soonest := pendingFor(tx.Tx, d.Client, d.Sub, now, oauth.MaxPending); n >= oauth.MaxPending {
-			refused = &PendingLimitError{Until: soonest}
-			return nil
-		}
-		codes := tx.Bucket(bUserCodes)
-		d.UserCode = ""
-		for range userCodeTries { // a user code collision is unlikely; retry a few times
-			if c := newUserCode(); codes.Get([]byte(c)) == nil {
-				d.UserCode = c
-				break
-			}
-		}
-		if d.UserCode == "" {
-			return fmt.Errorf("%w after %d tries", ErrUserCodeTaken, userCodeTries)
-		}
-		key := hash(deviceCode)
-		if err := put(tx.Tx, bDevices, key, d); err != nil {
-			return err
-		}
-		if err := codes.Put([]byte(d.UserCode), key); err != nil {
-			return err
-		}
-		if d.StepUp {
-			if err := tx.Bucket(bStepUps).Put(stepUpKey(&d), key); err != nil {
-				return err
-			}
-		}
-		return indexDevice(tx.Tx, &d, key)
+		var err error
+		userCode, refused, err = newDeviceAuthorization(tx.Tx, deviceCode, d, now)
+		return err
 	})
 	if err == nil && refused != nil {
 		err = refused
@@ -82,10 +51,47 @@ func (s *Store) NewDeviceAuthorization(deviceCode string, d oauth.DeviceAuthoriz
 	if err != nil {
 		return "", fmt.Errorf("store device authorization: %w", err)
 	}
-	if open != "" {
-		return open, nil
+	return userCode, nil
+}
+
+// newDeviceAuthorization is NewDeviceAuthorization in tx; a refusal for
+// a bound is returned apart, since the pruning it did commits all the
+// same.
+func newDeviceAuthorization(tx *bolt.Tx, deviceCode string, d oauth.DeviceAuthorization, now time.Time) (string, *PendingLimitError, error) {
+	if _, err := pruneDevices(tx, now); err != nil {
+		return "", nil, err
 	}
-	return d.UserCode, nil
+	if d.StepUp {
+		if open, err := openStepUp(tx, &d, now); err != nil || open != "" {
+			return open, nil, err
+		}
+	} else if bound, soonest, over := pendingBound(tx, &d, now); over {
+		return "", &PendingLimitError{Bound: bound, Until: soonest}, nil
+	}
+	codes := tx.Bucket(bUserCodes)
+	d.UserCode = ""
+	for range userCodeTries { // a user code collision is unlikely; retry a few times
+		if c := newUserCode(); codes.Get([]byte(c)) == nil {
+			d.UserCode = c
+			break
+		}
+	}
+	if d.UserCode == "" {
+		return "", nil, fmt.Errorf("%w after %d tries", ErrUserCodeTaken, userCodeTries)
+	}
+	key := hash(deviceCode)
+	if err := put(tx, bDevices, key, d); err != nil {
+		return "", nil, err
+	}
+	if err := codes.Put([]byte(d.UserCode), key); err != nil {
+		return "", nil, err
+	}
+	if d.StepUp {
+		if err := tx.Bucket(bStepUps).Put(stepUpKey(&d), key); err != nil {
+			return "", nil, err
+		}
+	}
+	return d.UserCode, nil, indexDevice(tx, &d, key)
 }
 
 // RedeemDeviceCode is a token request with a device code by client at

@@ -154,16 +154,17 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open provider store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		unindexed := tx.Bucket(bDeviceDue) == nil
+		unindexed := tx.Bucket(bDeviceDue) == nil || tx.Bucket(bDevicePendingAgent) == nil
 		unkept := tx.Bucket(bKeepDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bStepUps, bKeepDue, bRefreshByGrant} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bDevicePendingAgent, bStepUps, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
 		if unindexed {
 			// Device authorizations stored before they were indexed
-			// are pruned like the others from now on.
+			// (or before the pending ones were indexed by agent) are
+			// pruned and counted like the others from now on.
 			if err := indexDevices(tx); err != nil {
 				return err
 			}
