@@ -147,30 +147,48 @@ func TestApprovedExpires(t *testing.T) {
 	}
 }
 
-// A refresh token is spent once; a second use revokes the grant. Another
-// client's, or the agent's under another sub than the grant's, is refused
-// and neither spends it nor revokes the grant.
+// A refresh token is spent once; a second use revokes the grant, but for
+// its holder's within RefreshGrace of its spending while its successor is
+// unspent, a retry after a lost answer. Another client's, or the agent's
+// under another sub than the grant's, is refused and neither spends it
+// nor revokes the grant.
 func TestRefresh(t *testing.T) {
 	g := Grant{ID: "g", Brand: "acme", Client: "pa", AgentSub: "u1", Created: t0, Expires: t0.Add(GrantTTL)}
 	rt := RefreshToken{Grant: "g", Expires: g.Expires}
-	if revoke, err := g.Refresh(&rt, "acme", "other", "u1", t0); revoke || err == nil || err.Code != InvalidGrant || rt.Used {
-		t.Fatalf("another client: %v %v", revoke, err)
+	if rot, err := g.Refresh(&rt, nil, "acme", "other", "u1", t0); rot != Refused || err == nil || err.Code != InvalidGrant || rt.Used {
+		t.Fatalf("another client: %v %v", rot, err)
 	}
-	if revoke, err := g.Refresh(&rt, "acme", "pa", "u2", t0); revoke || err == nil || err.Code != InvalidGrant || rt.Used {
-		t.Fatalf("another sub: %v %v", revoke, err)
+	if rot, err := g.Refresh(&rt, nil, "acme", "pa", "u2", t0); rot != Refused || err == nil || err.Code != InvalidGrant || rt.Used {
+		t.Fatalf("another sub: %v %v", rot, err)
 	}
-	if revoke, err := g.Refresh(&rt, "acme", "pa", "u1", t0); revoke || err != nil || !rt.Used {
-		t.Fatalf("first use: %v %v", revoke, err)
+	if rot, err := g.Refresh(&rt, nil, "acme", "pa", "u1", t0); rot != Rotated || err != nil || !rt.Used || !rt.Spent.Equal(t0) {
+		t.Fatalf("first use: %v %v", rot, err)
 	}
-	if revoke, err := g.Refresh(&rt, "acme", "pa", "u1", t0); !revoke || err == nil || g.Revoked.IsZero() {
-		t.Fatalf("reuse: %v %v", revoke, err)
+	next := RefreshToken{Grant: "g", Expires: g.Expires}
+	if rot, err := g.Refresh(&rt, &next, "acme", "pa", "u2", t0); rot != Refused || err == nil || !g.Revoked.IsZero() {
+		t.Fatalf("another sub within the grace: %v %v", rot, err)
+	}
+	if rot, err := g.Refresh(&rt, &next, "acme", "pa", "u1", t0.Add(RefreshGrace)); rot != Retried || err != nil || !g.Revoked.IsZero() {
+		t.Fatalf("its holder within the grace: %v %v", rot, err)
+	}
+	next.Retire()
+	if rot, err := g.Refresh(&rt, &next, "acme", "pa", "u1", t0.Add(RefreshGrace)); rot != Leaked || err == nil || g.Revoked.IsZero() {
+		t.Fatalf("reuse once its successor is spent: %v %v", rot, err)
 	}
 	if g.Active(t0) {
 		t.Fatal("a revoked grant is active")
 	}
 	fresh := RefreshToken{Grant: "g", Expires: g.Expires}
-	if revoke, err := g.Refresh(&fresh, "acme", "pa", "u1", t0); revoke || err == nil {
-		t.Fatalf("a token of a revoked grant: %v %v", revoke, err)
+	if rot, err := g.Refresh(&fresh, nil, "acme", "pa", "u1", t0); rot != Refused || err == nil {
+		t.Fatalf("a token of a revoked grant: %v %v", rot, err)
+	}
+
+	g = Grant{ID: "g", Brand: "acme", Client: "pa", AgentSub: "u1", Created: t0, Expires: t0.Add(GrantTTL)}
+	rt = RefreshToken{Grant: "g", Expires: g.Expires}
+	next = RefreshToken{Grant: "g", Expires: g.Expires}
+	g.Refresh(&rt, nil, "acme", "pa", "u1", t0)
+	if rot, err := g.Refresh(&rt, &next, "acme", "pa", "u1", t0.Add(RefreshGrace+time.Second)); rot != Leaked || err == nil || g.Revoked.IsZero() {
+		t.Fatalf("reuse past the grace: %v %v", rot, err)
 	}
 }
 

@@ -174,8 +174,14 @@ func (g *Grant) Revoke(now time.Time) bool {
 
 // RefreshToken is one refresh token of a grant's rotation chain.
 type RefreshToken struct {
-	Grant   string    `json:"grant"`
-	Used    bool      `json:"used,omitempty"`
+	Grant string `json:"grant"`
+	Used  bool   `json:"used,omitempty"`
+	// Spent is when the token was spent for a successor; zero for one
+	// spent before it was recorded, or retired unspent (Retire).
+	Spent time.Time `json:"spent,omitzero"`
+	// Next is the store's key of the successor the token was spent for
+	// (hex), while a retry within RefreshGrace may replace it.
+	Next    string    `json:"next,omitempty"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -187,23 +193,61 @@ func (g *Grant) HeldBy(brand, client, sub string) bool {
 	return g.Brand == brand && g.Client == client && (g.AgentSub == "" || g.AgentSub == sub)
 }
 
+// RefreshGrace is how long after a refresh token was spent its holder may
+// present it again and be answered with new tokens, rather than have the
+// grant revoked for a leak: the answer to the first request was lost on
+// its way (RFC 9700 §4.14.2 lets a server tell such a retry from a
+// replay). The successor that answer carried is retired then, so that at
+// most one of a chain's tokens is ever live. It covers a retry at once or
+// after a short wait (docs/design/048).
+const RefreshGrace = 30 * time.Second
+
+// Rotation is what presenting a refresh token does (Grant.Refresh).
+type Rotation int
+
+// The outcomes of presenting a refresh token.
+const (
+	// Refused: nothing changes; the error says why.
+	Refused Rotation = iota
+	// Rotated: the token is spent now, for a new successor.
+	Rotated
+	// Retried: the token, spent within RefreshGrace by the same holder
+	// and its successor still unspent, is answered again: the successor
+	// is retired (Retire) and a new one takes its place.
+	Retried
+	// Leaked: a spent token presented again; the grant is revoked and
+	// the caller keeps that and tells the ledger.
+	Leaked
+)
+
 // Refresh spends t, a refresh token of g, for client at brand under its
-// User sub at now. A token already spent means it leaked: the grant is
-// revoked (revoke is true, and the caller keeps that and tells the
-// ledger) and the answer is invalid_grant. A token presented by another
+// User sub at now. next is the successor t was spent for, as stored (nil
+// when t is unspent, or its successor is gone). A token already spent
+// means it leaked: the grant is revoked and the answer is invalid_grant
+// (Leaked), unless its holder presents it within RefreshGrace of its
+// spending while next is unspent (Retried). A token presented by another
 // client, or under another sub than the grant was asked for, is refused
 // as it is, neither spent nor taken for a leak.
-func (g *Grant) Refresh(t *RefreshToken, brand, client, sub string, now time.Time) (revoke bool, err *Error) {
+func (g *Grant) Refresh(t, next *RefreshToken, brand, client, sub string, now time.Time) (Rotation, *Error) {
 	switch {
 	case !g.HeldBy(brand, client, sub):
-		return false, NewError(InvalidGrant, "the refresh_token was issued to another client, brand or user of the personal agent")
+		return Refused, NewError(InvalidGrant, "the refresh_token was issued to another client, brand or user of the personal agent")
+	case t.Used && g.Active(now) && next != nil && !next.Used && !t.Spent.IsZero() && !now.After(t.Spent.Add(RefreshGrace)) && !now.Before(t.Spent):
+		return Retried, nil
 	case t.Used:
-		return g.Revoke(now), NewError(InvalidGrant, "the refresh_token was already used; the grant's refresh tokens are revoked")
+		if g.Revoke(now) {
+			return Leaked, NewError(InvalidGrant, "the refresh_token was already used; the grant's refresh tokens are revoked")
+		}
+		return Refused, NewError(InvalidGrant, "the refresh_token was already used; the grant's refresh tokens are revoked")
 	case !g.Revoked.IsZero():
-		return false, NewError(InvalidGrant, "the grant is revoked")
+		return Refused, NewError(InvalidGrant, "the grant is revoked")
 	case now.After(t.Expires) || now.After(g.Expires):
-		return false, NewError(InvalidGrant, "the refresh_token has expired")
+		return Refused, NewError(InvalidGrant, "the refresh_token has expired")
 	}
-	t.Used = true
-	return false, nil
+	t.Used, t.Spent = true, now
+	return Rotated, nil
 }
+
+// Retire marks t, a successor replaced by a retry within RefreshGrace,
+// spent without a successor: presented later it is taken for a leak.
+func (t *RefreshToken) Retire() { t.Used, t.Next = true, "" }

@@ -170,6 +170,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	var held []oauth.Grant // the existing grants the request rests on
 	var err error
 	var spend func() (oauth.Grant, error)
+	var issued *issuedTokens // what spend issued with what it spent, when it did
 	switch form.Get("grant_type") {
 	case oauth.DeviceGrantType:
 		code := form.Get("device_code")
@@ -188,7 +189,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client, sub); found {
 			held = []oauth.Grant{g}
 		}
-		spend = func() (oauth.Grant, error) { return s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now) }
+		issued = &issuedTokens{}
+		spend = func() (oauth.Grant, error) {
+			return s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now, s.issue(rq.brand, now, issued))
+		}
 	default:
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
 		return
@@ -204,7 +208,42 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 		s.writeOAuthErr(w, r, err)
 		return
 	}
+	if issued != nil {
+		issued.write(w)
+		return
+	}
 	s.issueTokens(w, r, rq.brand, &g, now)
+}
+
+// issuedTokens are the tokens a token request is answered with: the
+// delegation token, its claims and the new refresh token.
+type issuedTokens struct {
+	access  string
+	claims  oauth.DelegationClaims
+	refresh string
+}
+
+// issue is the store.Issue of a token request at brand b at now: it signs
+// a delegation token of the grant and makes a new refresh token, kept in
+// out for the answer once the store has committed them.
+func (s *Server) issue(b *brand.Brand, now time.Time, out *issuedTokens) store.Issue {
+	return func(g oauth.Grant) (string, error) {
+		jti := make([]byte, 8)
+		_, _ = rand.Read(jti)
+		claims := oauth.NewDelegationClaims(&g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now)
+		at, err := s.key.sign(claims)
+		if err != nil {
+			return "", fmt.Errorf("sign delegation token: %w", err)
+		}
+		*out = issuedTokens{access: at, claims: claims, refresh: oauth.NewSecret("rt_")}
+		return out.refresh, nil
+	}
+}
+
+// write answers the token request with t (RFC 6749 §5.1).
+func (t *issuedTokens) write(w http.ResponseWriter) {
+	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": t.access, "refresh_token": t.refresh,
+		"expires_in": int(t.claims.Expiry.Time().Sub(t.claims.IssuedAt.Time()) / time.Second), "scope": t.claims.Scope})
 }
 
 // issueTokens signs a delegation token and stores a new refresh token.

@@ -323,6 +323,7 @@ func TestDeviceFlow(t *testing.T) {
 	if c2.GrantID != c.GrantID {
 		t.Fatal("refresh changed the grant id")
 	}
+	e.advance(oauth.RefreshGrace + time.Second)
 	if _, m := rf(rt1); m["error"] != "invalid_grant" {
 		t.Fatalf("reuse of a rotated token: %v", m)
 	}

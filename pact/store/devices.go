@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -447,29 +448,45 @@ func (s *Store) Grant(id string) (oauth.Grant, error) {
 	return g, err
 }
 
+// Issue makes the tokens that answer a token request for grant g, once
+// the store has checked the request and before it commits what the
+// request spends: it signs the delegation token and returns the secret of
+// a new refresh token of g, which the store keeps in the same
+// transaction. An error leaves the store as it was, so that the agent's
+// retry is answered as this request would have been. It runs inside the
+// store's write transaction and must not call the store.
+type Issue func(g oauth.Grant) (refreshToken string, err error)
+
 // IssueRefreshToken stores a new refresh token of g at now, kept until g
 // ends (GrantKept). It first carries out some of what is due at now for
 // conversations, the action log, grants and refresh tokens (pruneKept).
 func (s *Store) IssueRefreshToken(token string, g oauth.Grant, now time.Time) error {
 	return s.update(func(tx *txn) error {
-		if _, err := pruneKept(tx.Tx, now); err != nil {
-			return err
-		}
-		key := hash(token)
-		if err := put(tx.Tx, bRefresh, key, oauth.RefreshToken{Grant: g.ID, Expires: g.Expires}); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bRefreshByGrant).Put(refreshByGrantKey(g.ID, key), nil); err != nil {
-			return err
-		}
-		var cur oauth.Grant
-		if found, err := get(tx.Tx, bGrants, []byte(g.ID), &cur); err != nil || !found || !cur.Active(now) {
-			// The grant ended since the token was asked for (or is
-			// gone): its tokens are due now.
-			return keepDue(tx.Tx, now, dueTokens, []byte(g.ID))
-		}
-		return nil
+		_, err := storeRefreshToken(tx.Tx, token, g, now)
+		return err
 	})
+}
+
+// storeRefreshToken is IssueRefreshToken in tx; it returns the token's
+// key.
+func storeRefreshToken(tx *bolt.Tx, token string, g oauth.Grant, now time.Time) ([]byte, error) {
+	if _, err := pruneKept(tx, now); err != nil {
+		return nil, err
+	}
+	key := hash(token)
+	if err := put(tx, bRefresh, key, oauth.RefreshToken{Grant: g.ID, Expires: g.Expires}); err != nil {
+		return nil, err
+	}
+	if err := tx.Bucket(bRefreshByGrant).Put(refreshByGrantKey(g.ID, key), nil); err != nil {
+		return nil, err
+	}
+	var cur oauth.Grant
+	if found, err := get(tx, bGrants, []byte(g.ID), &cur); err != nil || !found || !cur.Active(now) {
+		// The grant ended since the token was asked for (or is
+		// gone): its tokens are due now.
+		return key, keepDue(tx, now, dueTokens, []byte(g.ID))
+	}
+	return key, nil
 }
 
 // RefreshTokenGrant returns the grant of a refresh token of client at
@@ -492,10 +509,15 @@ func (s *Store) RefreshTokenGrant(token, brand, client, sub string) (g oauth.Gra
 }
 
 // RotateRefreshToken spends a refresh token of client at brand under its
-// User sub and returns its grant, for new tokens. A token presented again revokes the grant
-// (kept, and queued for the ledger) and answers invalid_grant; so do
-// unknown, revoked and expired ones (*oauth.Error).
-func (s *Store) RotateRefreshToken(token, brand, client, sub string, now time.Time) (oauth.Grant, error) {
+// User sub and returns its grant, with the refresh token issue made for it
+// stored in the same transaction: the token is spent only with its
+// successor kept, and an error of issue leaves it unspent. A token
+// presented again revokes the grant (kept, and queued for the ledger) and
+// answers invalid_grant, but for its holder's retry within
+// oauth.RefreshGrace of its spending while its successor is unspent: that
+// successor is retired and issue's takes its place. Unknown, revoked and
+// expired tokens answer invalid_grant too (*oauth.Error).
+func (s *Store) RotateRefreshToken(token, brand, client, sub string, now time.Time, issue Issue) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer whose revocation must commit
 	err := s.update(func(tx *txn) error {
@@ -508,18 +530,45 @@ func (s *Store) RotateRefreshToken(token, brand, client, sub string, now time.Ti
 		if found, err := get(tx.Tx, bGrants, []byte(t.Grant), &g); err != nil || !found {
 			return cmp.Or(err, error(oauth.NewError(oauth.InvalidGrant, "unknown grant")))
 		}
-		revoke, rerr := g.Refresh(&t, brand, client, sub, now)
-		if revoke {
+		var next *oauth.RefreshToken
+		nextKey, err := hex.DecodeString(t.Next)
+		if err != nil {
+			return fmt.Errorf("refresh token of grant %s: successor key: %w", g.ID, err)
+		}
+		if len(nextKey) > 0 {
+			next = new(oauth.RefreshToken)
+			if found, err := get(tx.Tx, bRefresh, nextKey, next); err != nil {
+				return err
+			} else if !found {
+				next = nil
+			}
+		}
+		rot, rerr := g.Refresh(&t, next, brand, client, sub, now)
+		switch rot {
+		case oauth.Leaked:
 			answer = rerr
 			const why = "a used refresh token was presented again; the Provider revoked the grant"
 			if err := revoked(tx, g, why, now); err != nil {
 				return err
 			}
 			return revokeExtensions(tx, g, why, now)
-		}
-		if rerr != nil {
+		case oauth.Refused:
 			return rerr
+		case oauth.Retried:
+			next.Retire()
+			if err := put(tx.Tx, bRefresh, nextKey, *next); err != nil {
+				return err
+			}
 		}
+		rt, err := issue(g)
+		if err != nil {
+			return err
+		}
+		succ, err := storeRefreshToken(tx.Tx, rt, g, now)
+		if err != nil {
+			return err
+		}
+		t.Next = hex.EncodeToString(succ)
 		return put(tx.Tx, bRefresh, key, t)
 	})
 	if err == nil && answer != nil {

@@ -150,7 +150,7 @@ func rotate(t *testing.T, s *Store, g oauth.Grant, rt string, now time.Time) {
 	if err := s.IssueRefreshToken(rt, g, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RotateRefreshToken(rt, "acme", "https://pa.example", "u1", now); err != nil {
+	if _, err := s.RotateRefreshToken(rt, "acme", "https://pa.example", "u1", now, successor(rt+"_next")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,7 +174,7 @@ func TestUsedRefreshTokensArePrunedWhenTheirGrantEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var oe *oauth.Error
-	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", lateInLife); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
+	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", lateInLife, successor("rt_1_again")); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
 		t.Fatalf("reuse late in the grant's life: %v, want invalid_grant", err)
 	}
 	if got, _ := s.Grant(g.ID); got.Revoked.IsZero() {
@@ -184,13 +184,13 @@ func TestUsedRefreshTokensArePrunedWhenTheirGrantEnds(t *testing.T) {
 	if err := s.IssueRefreshToken("rt_y", other, lateInLife.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range []string{"rt_1", "rt_2", "rt_3"} {
+	for _, rt := range []string{"rt_1", "rt_1_next", "rt_2", "rt_2_next", "rt_3"} {
 		if _, found, _ := s.RefreshTokenGrant(rt, "acme", "https://pa.example", "u1"); found {
 			t.Fatalf("%s of the revoked grant is kept", rt)
 		}
 	}
-	if n := keyCount(t, s, bRefresh); n != 3 || keyCount(t, s, bRefreshByGrant) != 3 {
-		t.Fatalf("%d refresh tokens (%d indexed), want the other grant's 3", n, keyCount(t, s, bRefreshByGrant))
+	if n := keyCount(t, s, bRefresh); n != 4 || keyCount(t, s, bRefreshByGrant) != 4 {
+		t.Fatalf("%d refresh tokens (%d indexed), want the other grant's 4", n, keyCount(t, s, bRefreshByGrant))
 	}
 	if _, found, _ := s.RefreshTokenGrant("rt_other", "acme", "https://pa.example", "u1"); !found {
 		t.Fatal("a used refresh token of an active grant was pruned")

@@ -247,7 +247,7 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	}
 }
 
-// A refresh token works once; presented again it revokes the grant, and
+// A refresh token works once; presented again (past oauth.RefreshGrace) it revokes the grant, and
 // the grant a step-up made carrying its scopes, each revocation queued for
 // the ledger in the same transaction.
 func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
@@ -268,11 +268,12 @@ func TestRefreshTokenReuseRevokesTheGrant(t *testing.T) {
 	if err := s.IssueRefreshToken("rt_1", g, now); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now); err != nil || got.ID != g.ID {
+	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now, successor("rt_2")); err != nil || got.ID != g.ID {
 		t.Fatalf("first use: %+v %v", got, err)
 	}
 	var oe *oauth.Error
-	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
+	late := now.Add(oauth.RefreshGrace + time.Second)
+	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", late, successor("rt_3")); !errors.As(err, &oe) || oe.Code != oauth.InvalidGrant {
 		t.Fatalf("reuse: %v", err)
 	}
 	if got, _ := s.Grant(g.ID); got.Revoked.IsZero() {
@@ -425,5 +426,114 @@ func TestARedemptionRestsOnlyOnGrantsTheCallerChecked(t *testing.T) {
 	second := redeem("dc_2", []string{"orders:read"}, now.Add(time.Minute))
 	if !slices.Contains(second.Scopes, "orders:cancel") || first.ID == second.ID {
 		t.Errorf("the second grant %+v does not carry the first's orders:cancel, once checked", second)
+	}
+}
+
+// successor is an Issue that makes the refresh token rt.
+func successor(rt string) Issue { return func(oauth.Grant) (string, error) { return rt, nil } }
+
+// A refresh token is spent only with its successor stored: when the
+// tokens cannot be issued (the delegation token not signed), nothing is
+// spent, stored or revoked, and the agent's retry is answered as the
+// first request would have been.
+func TestARefreshTokenIsSpentOnlyWithItsSuccessor(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	g := grantOf(t, s, "a2agrant_1", now)
+	if err := s.IssueRefreshToken("rt_1", g, now); err != nil {
+		t.Fatal(err)
+	}
+	unsigned := errors.New("the signing key is unreadable")
+	failing := func(oauth.Grant) (string, error) { return "rt_lost", unsigned }
+	if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now, failing); !errors.Is(err, unsigned) {
+		t.Fatalf("a refresh whose tokens were not issued: %v, want its error", err)
+	}
+	if _, found, _ := s.RefreshTokenGrant("rt_lost", "acme", "https://pa.example", "u1"); found {
+		t.Fatal("the successor of a failed refresh was stored")
+	}
+	if got, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", now.Add(time.Second), successor("rt_2")); err != nil || got.ID != g.ID {
+		t.Fatalf("the retry: %+v %v, want the grant", got, err)
+	}
+	if got, _ := s.Grant(g.ID); !got.Revoked.IsZero() {
+		t.Fatal("the retry after a failed refresh revoked the grant")
+	}
+	if st, _ := s.Stats(); st.Outbox != 0 {
+		t.Fatalf("%d entries queued for the ledger, want none", st.Outbox)
+	}
+}
+
+// A refresh token spent moments ago, presented again by its holder (the
+// same personal agent for the same sub) while its successor is unspent, is
+// answered with a new successor, and the one its first answer carried
+// (lost on its way) is retired. Anything else that presents a spent token
+// revokes the grant, as a leak: later than oauth.RefreshGrace, once its
+// successor was spent, or the retired successor itself; another sub of
+// the agent is refused and changes nothing.
+func TestARefreshRetriedWithinTheGraceIsAnsweredAgain(t *testing.T) {
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	type step struct {
+		token, sub string
+		after      time.Duration
+	}
+	for _, tc := range []struct {
+		name       string
+		before     []step // each answered with a new successor: the step's token + "_next"
+		present    step
+		wantAnswer bool
+		wantRevoke bool
+	}{
+		{name: "its holder at once", present: step{"rt_1", "u1", 0}, wantAnswer: true},
+		{name: "its holder at the end of the grace", present: step{"rt_1", "u1", oauth.RefreshGrace}, wantAnswer: true},
+		{name: "its holder twice", before: []step{{"rt_1", "u1", time.Second}}, present: step{"rt_1", "u1", 2 * time.Second}, wantAnswer: true},
+		{name: "its holder past the grace", present: step{"rt_1", "u1", oauth.RefreshGrace + time.Second}, wantRevoke: true},
+		{name: "its holder again past the grace of its spending", before: []step{{"rt_1", "u1", oauth.RefreshGrace - time.Second}}, present: step{"rt_1", "u1", oauth.RefreshGrace + time.Second}, wantRevoke: true},
+		{name: "once its successor was spent", before: []step{{"rt_2", "u1", time.Second}}, present: step{"rt_1", "u1", 2 * time.Second}, wantRevoke: true},
+		{name: "the retired successor", before: []step{{"rt_1", "u1", time.Second}}, present: step{"rt_2", "u1", 2 * time.Second}, wantRevoke: true},
+		{name: "another user of the agent", present: step{"rt_1", "u2", 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t)
+			g := grantOf(t, s, "a2agrant_1", t0)
+			g.AgentSub = "u1"
+			if err := s.update(func(tx *txn) error { return putGrant(tx.Tx, &g) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.IssueRefreshToken("rt_1", g, t0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RotateRefreshToken("rt_1", "acme", "https://pa.example", "u1", t0, successor("rt_2")); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tc.before {
+				if _, err := s.RotateRefreshToken(b.token, "acme", "https://pa.example", b.sub, t0.Add(b.after), successor(b.token+"_next")); err != nil {
+					t.Fatalf("%s: %v", b.token, err)
+				}
+			}
+			got, err := s.RotateRefreshToken(tc.present.token, "acme", "https://pa.example", tc.present.sub, t0.Add(tc.present.after), successor("rt_new"))
+			if tc.wantAnswer != (err == nil) || (err == nil && got.ID != g.ID) {
+				t.Fatalf("presented: %+v %v, want answered %v", got, err, tc.wantAnswer)
+			}
+			if oe, ok := errors.AsType[*oauth.Error](err); err != nil && (!ok || oe.Code != oauth.InvalidGrant) {
+				t.Fatalf("refused with %v, want invalid_grant", err)
+			}
+			cur, _ := s.Grant(g.ID)
+			st, _ := s.Stats()
+			if revoked := !cur.Revoked.IsZero(); revoked != tc.wantRevoke || (st.Outbox == 1) != tc.wantRevoke {
+				t.Fatalf("grant revoked %v, %d entries for the ledger; want revoked %v", revoked, st.Outbox, tc.wantRevoke)
+			}
+			if !tc.wantAnswer {
+				return
+			}
+			// The new successor is the one live token of the chain.
+			if _, err := s.RotateRefreshToken("rt_new", "acme", "https://pa.example", "u1", t0.Add(tc.present.after+time.Second), successor("rt_after")); err != nil {
+				t.Fatalf("the new successor: %v", err)
+			}
+			if _, err := s.RotateRefreshToken("rt_2", "acme", "https://pa.example", "u1", t0.Add(tc.present.after+2*time.Second), successor("rt_x")); err == nil {
+				t.Fatal("the retired successor was answered")
+			}
+			if cur, _ := s.Grant(g.ID); cur.Revoked.IsZero() {
+				t.Fatal("the retired successor, presented, did not revoke the grant")
+			}
+		})
 	}
 }
