@@ -160,6 +160,9 @@ func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp boo
 // read the answer is 500 and nothing is spent, and the agent's retry is
 // answered as this request would have been, not as a reuse. A grant a
 // device code makes when redeemed is new: the ledger holds nothing of it.
+// The delegation token is signed and the refresh token made before the
+// store commits what the request spends, and stored with it in one
+// transaction (store.Issue): a failure spends nothing either.
 func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	form, ok := clientForm(w, r, rq.who)
 	if !ok {
@@ -169,18 +172,19 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	brand, client, sub := rq.brand.ID, rq.who.Iss, rq.who.Sub
 	var held []oauth.Grant // the existing grants the request rests on
 	var err error
-	var spend func() (oauth.Grant, error)
-	var issued *issuedTokens // what spend issued with what it spent, when it did
+	var issued issuedTokens // what spend issues with what it spends, in one transaction
+	var spend func() error
 	switch form.Get("grant_type") {
 	case oauth.DeviceGrantType:
 		code := form.Get("device_code")
 		held, err = s.cfg.Store.DeviceCodeGrants(code, brand, client, sub, now)
-		spend = func() (oauth.Grant, error) {
+		spend = func() error {
 			checked := make([]string, len(held))
 			for i, g := range held {
 				checked[i] = g.ID
 			}
-			return s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, checked, now)
+			_, err := s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, checked, now, s.issue(rq.brand, now, &issued))
+			return err
 		}
 	case "refresh_token":
 		token := form.Get("refresh_token")
@@ -189,9 +193,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client, sub); found {
 			held = []oauth.Grant{g}
 		}
-		issued = &issuedTokens{}
-		spend = func() (oauth.Grant, error) {
-			return s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now, s.issue(rq.brand, now, issued))
+		spend = func() error {
+			_, err := s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now, s.issue(rq.brand, now, &issued))
+			return err
 		}
 	default:
 		oauthError(w, http.StatusBadRequest, oauth.NewError(oauth.UnsupportedGrantType, "use the device code grant or refresh_token"))
@@ -200,19 +204,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 	for i := 0; err == nil && i < len(held); i++ {
 		_, err = s.ledgerRevoked(r.Context(), held[i])
 	}
-	var g oauth.Grant
 	if err == nil {
-		g, err = spend()
+		err = spend()
 	}
 	if err != nil {
 		s.writeOAuthErr(w, r, err)
 		return
 	}
-	if issued != nil {
-		issued.write(w)
-		return
-	}
-	s.issueTokens(w, r, rq.brand, &g, now)
+	issued.write(w)
 }
 
 // issuedTokens are the tokens a token request is answered with: the
@@ -244,27 +243,6 @@ func (s *Server) issue(b *brand.Brand, now time.Time, out *issuedTokens) store.I
 func (t *issuedTokens) write(w http.ResponseWriter) {
 	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": t.access, "refresh_token": t.refresh,
 		"expires_in": int(t.claims.Expiry.Time().Sub(t.claims.IssuedAt.Time()) / time.Second), "scope": t.claims.Scope})
-}
-
-// issueTokens signs a delegation token and stores a new refresh token.
-func (s *Server) issueTokens(w http.ResponseWriter, r *http.Request, b *brand.Brand, g *oauth.Grant, now time.Time) {
-	jti := make([]byte, 8)
-	_, _ = rand.Read(jti)
-	claims := oauth.NewDelegationClaims(g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now)
-	at, err := s.key.sign(claims)
-	if err != nil {
-		s.cfg.Logger.ErrorContext(r.Context(), "sign delegation token", slog.String("error", err.Error()))
-		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not sign the token"))
-		return
-	}
-	rt := oauth.NewSecret("rt_")
-	if err := s.cfg.Store.IssueRefreshToken(rt, *g, now); err != nil {
-		s.cfg.Logger.ErrorContext(r.Context(), "store refresh token", slog.String("error", err.Error()))
-		oauthError(w, http.StatusInternalServerError, oauth.NewError(oauth.ServerError, "could not store the refresh token"))
-		return
-	}
-	oauthJSON(w, map[string]any{"token_type": "Bearer", "access_token": at, "refresh_token": rt,
-		"expires_in": int(claims.Expiry.Time().Sub(claims.IssuedAt.Time()) / time.Second), "scope": strings.Join(g.Scopes, " ")})
 }
 
 // verifyDelegation checks the delegation token of an X-A2A-User-Delegation

@@ -295,7 +295,7 @@ func TestAUserCodeCollisionFailsTheAuthorization(t *testing.T) {
 	if _, err := s.DecideDevice("BCDF-GHJK", oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now); err != nil || g.AgentSub != "u1" {
+	if g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now, anyRefreshToken); err != nil || g.AgentSub != "u1" {
 		t.Fatalf("the code's own authorization: %+v %v", g, err)
 	}
 	if _, found := device(t, s, "dc_2"); found {

@@ -121,7 +121,12 @@ func newDeviceAuthorization(tx *bolt.Tx, deviceCode string, d oauth.DeviceAuthor
 // pending again (reopen) and answers authorization_pending: the User who
 // opens its link again is asked, rather than the code left approved
 // under a grant that no longer holds.
-func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked []string, now time.Time) (oauth.Grant, error) {
+//
+// The refresh token issue makes for the grant is stored in the same
+// transaction: the code is redeemed and the older grants replaced only
+// with the agent's tokens made, and an error of issue leaves the code
+// approved and the older grants as they were, for the agent's retry.
+func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked []string, now time.Time, issue Issue) (oauth.Grant, error) {
 	var g oauth.Grant
 	var answer *oauth.Error // an answer that still commits the poll's bookkeeping
 	err := s.update(func(tx *txn) error {
@@ -181,7 +186,10 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 			if err := putGrant(tx.Tx, &g); err != nil {
 				return err
 			}
-			return replaced(tx, g, older, now)
+			if err := replaced(tx, g, older, now); err != nil {
+				return err
+			}
+			return issued(tx.Tx, g, issue, now)
 		}
 		// Consent was skipped, or a step-up's link made the grant: the
 		// User's existing grant, g, covers it.
@@ -189,7 +197,10 @@ func (s *Store) RedeemDeviceCode(deviceCode, brand, client, sub string, checked 
 		if err != nil {
 			return err
 		}
-		return replaced(tx, g, covered, now)
+		if err := replaced(tx, g, covered, now); err != nil {
+			return err
+		}
+		return issued(tx.Tx, g, issue, now)
 	})
 	if err == nil && answer != nil {
 		err = answer
@@ -465,6 +476,16 @@ func (s *Store) IssueRefreshToken(token string, g oauth.Grant, now time.Time) er
 		_, err := storeRefreshToken(tx.Tx, token, g, now)
 		return err
 	})
+}
+
+// issued stores in tx the refresh token issue makes for g at now.
+func issued(tx *bolt.Tx, g oauth.Grant, issue Issue, now time.Time) error {
+	rt, err := issue(g)
+	if err != nil {
+		return err
+	}
+	_, err = storeRefreshToken(tx, rt, g, now)
+	return err
 }
 
 // storeRefreshToken is IssueRefreshToken in tx; it returns the token's

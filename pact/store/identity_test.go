@@ -167,7 +167,7 @@ func TestDeniedConsentsHoldTheirShareOfTheOutbox(t *testing.T) {
 			t.Fatalf("denial %d: brand %q", n, got.Brand)
 		}
 		var oe *oauth.Error
-		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
+		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now, anyRefreshToken); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
 			t.Fatalf("denial %d: the device code answers %v, want access_denied", n, err)
 		}
 		return got.Dropped
@@ -263,7 +263,7 @@ func TestOneUsersDenialsTakeTheirPartOfTheShareOnly(t *testing.T) {
 			t.Fatalf("denial %d: %v", n, err)
 		}
 		var oe *oauth.Error
-		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
+		if _, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", fmt.Sprint("u", n-1), nil, now, anyRefreshToken); !errors.As(err, &oe) || oe.Code != oauth.AccessDenied {
 			t.Fatalf("denial %d: the device code answers %v, want access_denied", n, err)
 		}
 		return got.Dropped

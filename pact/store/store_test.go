@@ -204,20 +204,20 @@ func TestDeviceCodeRedemption(t *testing.T) {
 		}
 		return ""
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", "u1", nil, now); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://other.example", "u1", nil, now, anyRefreshToken); code(err) != oauth.InvalidGrant {
 		t.Fatalf("another client: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u2", nil, now); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u2", nil, now, anyRefreshToken); code(err) != oauth.InvalidGrant {
 		t.Fatalf("another user of the agent: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now); code(err) != oauth.AuthorizationPending {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now, anyRefreshToken); code(err) != oauth.AuthorizationPending {
 		t.Fatalf("pending: %v", err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(time.Second), anyRefreshToken); code(err) != oauth.SlowDown {
 		t.Fatalf("polling too fast: %v", err)
 	}
 	// slow_down was kept: the interval is now 10 s.
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(8*time.Second)); code(err) != oauth.SlowDown {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(8*time.Second), anyRefreshToken); code(err) != oauth.SlowDown {
 		t.Fatalf("within the longer interval: %v", err)
 	}
 	if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"refunds:issue"}}, now); !errors.Is(err, oauth.ErrNotRequested) {
@@ -232,11 +232,11 @@ func TestDeviceCodeRedemption(t *testing.T) {
 	if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213"}, now); !errors.Is(err, oauth.ErrTransition) {
 		t.Fatalf("a second decision: %v", err)
 	}
-	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(20*time.Second))
+	g, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(20*time.Second), anyRefreshToken)
 	if err != nil || g.User != "acct-48213" || len(g.Scopes) != 1 || g.Scopes[0] != "orders:read" {
 		t.Fatalf("redeem: %+v %v", g, err)
 	}
-	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(30*time.Second)); code(err) != oauth.InvalidGrant {
+	if _, err := s.RedeemDeviceCode("dc_1", "acme", "https://pa.example", "u1", nil, now.Add(30*time.Second), anyRefreshToken); code(err) != oauth.InvalidGrant {
 		t.Fatalf("a second redemption: %v", err)
 	}
 	if got, err := s.Grant(g.ID); err != nil || got.ID != g.ID {
@@ -405,7 +405,7 @@ func TestARedemptionRestsOnlyOnGrantsTheCallerChecked(t *testing.T) {
 		if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: scopes}, at); err != nil {
 			t.Fatal(err)
 		}
-		g, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", nil, at)
+		g, err := s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", nil, at, anyRefreshToken)
 		var oe *oauth.Error
 		switch {
 		case err == nil && dc == "dc_1":
@@ -416,7 +416,7 @@ func TestARedemptionRestsOnlyOnGrantsTheCallerChecked(t *testing.T) {
 		if held, err = s.DeviceCodeGrants(dc, "acme", "https://pa.example", "u1", at.Add(6*time.Second)); err != nil || len(held) != 1 {
 			t.Fatalf("the grants of %s once approved: %v %v", dc, held, err)
 		}
-		g, err = s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", []string{held[0].ID}, at.Add(6*time.Second))
+		g, err = s.RedeemDeviceCode(dc, "acme", "https://pa.example", "u1", []string{held[0].ID}, at.Add(6*time.Second), anyRefreshToken)
 		if err != nil {
 			t.Fatalf("the next poll: %v", err)
 		}
@@ -535,5 +535,65 @@ func TestARefreshRetriedWithinTheGraceIsAnsweredAgain(t *testing.T) {
 				t.Fatal("the retired successor, presented, did not revoke the grant")
 			}
 		})
+	}
+}
+
+// anyRefreshToken is an Issue that makes a fresh refresh token.
+func anyRefreshToken(oauth.Grant) (string, error) { return oauth.NewSecret("rt_"), nil }
+
+// A device code is redeemed only with the refresh token of its grant
+// stored: when the tokens cannot be issued, the code stays approved, no
+// grant is made and the agent's older grant is neither replaced nor
+// revoked, nothing is queued for the ledger, and the agent's retry
+// redeems the code.
+func TestADeviceCodeIsRedeemedOnlyWithItsTokens(t *testing.T) {
+	s := openStore(t)
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	approve := func(dc string, at time.Time) {
+		t.Helper()
+		d := oauth.NewDeviceAuthorization("acme", "https://pa.example", "u1", "p.a.j", []string{"orders:read"}, 5*time.Second, at)
+		userCode, err := s.NewDeviceAuthorization(dc, d, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DecideDevice(userCode, oauth.Decision{User: "acct-48213", Approve: true, Scopes: []string{"orders:read"}}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approve("dc_old", now)
+	older, err := s.RedeemDeviceCode("dc_old", "acme", "https://pa.example", "u1", nil, now, successor("rt_old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve("dc_new", now.Add(time.Minute))
+	unsigned := errors.New("the signing key is unreadable")
+	var issuedFor oauth.Grant
+	failing := func(g oauth.Grant) (string, error) { issuedFor = g; return "rt_lost", unsigned }
+	at := now.Add(time.Minute + 6*time.Second)
+	if _, err := s.RedeemDeviceCode("dc_new", "acme", "https://pa.example", "u1", []string{older.ID}, at, failing); !errors.Is(err, unsigned) {
+		t.Fatalf("a redemption whose tokens were not issued: %v, want its error", err)
+	}
+	if _, err := s.Grant(issuedFor.ID); issuedFor.ID == "" || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the grant of the failed redemption (%q): %v, want none kept", issuedFor.ID, err)
+	}
+	if g, _ := s.Grant(older.ID); !g.Active(at) {
+		t.Fatalf("the older grant after a failed redemption: %+v, want it active", g)
+	}
+	if _, found, _ := s.RefreshTokenGrant("rt_lost", "acme", "https://pa.example", "u1"); found {
+		t.Fatal("the refresh token of a failed redemption was stored")
+	}
+	if st, _ := s.Stats(); st.Outbox != 0 {
+		t.Fatalf("%d entries queued for the ledger, want none", st.Outbox)
+	}
+	at = at.Add(6 * time.Second)
+	g, err := s.RedeemDeviceCode("dc_new", "acme", "https://pa.example", "u1", []string{older.ID}, at, successor("rt_new"))
+	if err != nil || g.ID == older.ID {
+		t.Fatalf("the retry: %+v %v, want a new grant", g, err)
+	}
+	if got, found, _ := s.RefreshTokenGrant("rt_new", "acme", "https://pa.example", "u1"); !found || got.ID != g.ID {
+		t.Fatalf("the retry's refresh token: %+v %v", got, found)
+	}
+	if o, _ := s.Grant(older.ID); o.ReplacedBy != g.ID {
+		t.Fatalf("the older grant after the retry: %+v, want it replaced by %s", o, g.ID)
 	}
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -74,5 +75,42 @@ func TestARefreshTokenRetiredByARetryIsALeak(t *testing.T) {
 	}
 	if g, _ := e.st.Grant(grant); g.Revoked.IsZero() || e.revocationsQueued() != 1 {
 		t.Fatalf("the retired token: grant revoked at %v, %d revocations queued; want it revoked and the ledger told", g.Revoked, e.revocationsQueued())
+	}
+}
+
+// A device code whose tokens could not be issued (the delegation token
+// not signed, the refresh token not stored) is not spent: the agent's
+// older grant still works and is not replaced, the ledger is told of no
+// revocation, and the agent's next poll redeems the code.
+func TestADeviceCodeWhoseTokensWereNotIssuedIsRedeemedByTheRetry(t *testing.T) {
+	e := newOAuthEnv(t)
+	old := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	da := e.deviceAuth("orders:read", "orders:cancel")
+	if err := e.approve(da["user_code"].(string), "acct-48213", ordersReadCancel); err != nil {
+		t.Fatal(err)
+	}
+	dc := da["device_code"].(string)
+	held, err := e.st.DeviceCodeGrants(dc, "shop", e.sc.PA.ID, "u1", e.clock())
+	if err != nil || len(held) != 1 {
+		t.Fatalf("the grants the code rests on: %v %v", held, err)
+	}
+	e.advance(6 * time.Second)
+	unsigned := errors.New("the signing key is unreadable")
+	failing := func(oauth.Grant) (string, error) { return "", unsigned }
+	if _, err := e.st.RedeemDeviceCode(dc, "shop", e.sc.PA.ID, "u1", []string{held[0].ID}, e.clock(), failing); !errors.Is(err, unsigned) {
+		t.Fatalf("a redemption whose tokens were not issued: %v", err)
+	}
+	if code, out, _ := e.send(old["access_token"].(string), "", "m1", "status of A-5531"); code != 200 {
+		t.Fatalf("the older grant's token after a redemption that failed: %d %v", code, out)
+	}
+	if n := e.revocationsQueued(); n != 0 {
+		t.Fatalf("%d revocations queued, want none", n)
+	}
+	code, tok := e.poll(da)
+	if code != 200 || claimsOf(t, tok["access_token"].(string)).Scope != "orders:read orders:cancel" {
+		t.Fatalf("the retry: %d %v, want the new grant's tokens", code, tok)
+	}
+	if code, _, _ := e.send(old["access_token"].(string), "", "m2", "status of A-5531"); code != 401 {
+		t.Fatalf("the older grant's token once replaced: %d, want 401", code)
 	}
 }
