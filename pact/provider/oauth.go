@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,18 +184,19 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, rq *request) {
 			for i, g := range held {
 				checked[i] = g.ID
 			}
-			_, err := s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, checked, now, s.issue(rq.brand, now, &issued))
+			_, err := s.cfg.Store.RedeemDeviceCode(code, brand, client, sub, checked, now, s.issue(rq.brand, nil, now, &issued))
 			return err
 		}
 	case "refresh_token":
 		token := form.Get("refresh_token")
+		asked := strings.Fields(form.Get("scope")) // none: the grant's (RFC 6749 §6)
 		var g oauth.Grant
 		var found bool
 		if g, found, err = s.cfg.Store.RefreshTokenGrant(token, brand, client, sub); found {
 			held = []oauth.Grant{g}
 		}
 		spend = func() error {
-			_, err := s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now, s.issue(rq.brand, now, &issued))
+			_, err := s.cfg.Store.RotateRefreshToken(token, brand, client, sub, now, s.issue(rq.brand, asked, now, &issued))
 			return err
 		}
 	default:
@@ -224,12 +226,23 @@ type issuedTokens struct {
 
 // issue is the store.Issue of a token request at brand b at now: it signs
 // a delegation token of the grant and makes a new refresh token, kept in
-// out for the answer once the store has committed them.
-func (s *Server) issue(b *brand.Brand, now time.Time, out *issuedTokens) store.Issue {
+// out for the answer once the store has committed them. The token carries
+// the grant's scopes, or of them those asked, when any are (a refresh's
+// scope, RFC 6749 §6); asking one the grant does not hold is
+// invalid_scope, and spends nothing. The grant and its refresh tokens
+// keep every scope.
+func (s *Server) issue(b *brand.Brand, asked []string, now time.Time, out *issuedTokens) store.Issue {
 	return func(g oauth.Grant) (string, error) {
+		scopes := g.Scopes
+		if len(asked) > 0 {
+			if !g.Covers(asked) {
+				return "", oauth.NewError(oauth.InvalidScope, "the scope asked includes one the grant does not hold; ask for some of "+strings.Join(g.Scopes, " "))
+			}
+			scopes = slices.DeleteFunc(slices.Clone(g.Scopes), func(sc string) bool { return !slices.Contains(asked, sc) })
+		}
 		jti := make([]byte, 8)
 		_, _ = rand.Read(jti)
-		claims := oauth.NewDelegationClaims(&g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(g.Scopes, " "), hex.EncodeToString(jti), now)
+		claims := oauth.NewDelegationClaims(&g, s.issuer(b), s.InterfaceURL(b.ID), strings.Join(scopes, " "), hex.EncodeToString(jti), now)
 		at, err := s.key.sign(claims)
 		if err != nil {
 			return "", fmt.Errorf("sign delegation token: %w", err)

@@ -2,6 +2,9 @@ package provider
 
 import (
 	"errors"
+	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +115,65 @@ func TestADeviceCodeWhoseTokensWereNotIssuedIsRedeemedByTheRetry(t *testing.T) {
 	}
 	if code, _, _ := e.send(old["access_token"].(string), "", "m2", "status of A-5531"); code != 401 {
 		t.Fatalf("the older grant's token once replaced: %d, want 401", code)
+	}
+}
+
+// A refresh may ask for some of the grant's scopes (RFC 6749 §6): the
+// delegation token then carries those alone, the grant keeps them all,
+// and a turn under the token acts within the token's scopes (an action
+// needing another is answered with a step-up, and no receipt names it).
+// Asking for a scope the grant does not hold, on the card or not, is
+// invalid_scope and spends nothing.
+func TestARefreshMayNarrowTheScopeButNotWidenIt(t *testing.T) {
+	e := newOAuthEnv(t)
+	tok := e.deviceToken([]string{"orders:read"}, []string{"orders:read"})
+	grant := claimsOf(t, tok["access_token"].(string)).GrantID
+	rt := tok["refresh_token"].(string)
+	refresh := func(rt, scope string) (int, map[string]any) {
+		t.Helper()
+		code, m, _ := e.post("/oauth/token", url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {"refresh_token"}, "refresh_token": {rt}, "scope": {scope}}, e.jwt())
+		return code, m
+	}
+	for _, scope := range []string{"orders:read orders:cancel", "orders:read admin:all"} {
+		if code, m := refresh(rt, scope); code != 400 || m["error"] != oauth.InvalidScope {
+			t.Fatalf("a refresh asking for %q of a grant of orders:read: %d %v, want invalid_scope", scope, code, m)
+		}
+	}
+	code, both := refresh(rt, "")
+	if code != 200 || both["scope"] != "orders:read" {
+		t.Fatalf("the refresh token after invalid_scope answers: %d %v, want it unspent", code, both)
+	}
+	if g, _ := e.st.Grant(grant); !g.Revoked.IsZero() {
+		t.Fatal("a refresh answered invalid_scope revoked the grant")
+	}
+
+	e.advance(time.Minute)
+	wide := e.deviceToken(ordersReadCancel, ordersReadCancel) // replaces the grant above
+	grant = claimsOf(t, wide["access_token"].(string)).GrantID
+	code, narrow := refresh(wide["refresh_token"].(string), "orders:read")
+	if c := claimsOf(t, narrow["access_token"].(string)); code != 200 || narrow["scope"] != "orders:read" || c.Scope != "orders:read" || c.GrantID != grant {
+		t.Fatalf("a refresh asking for orders:read of a grant of %v: %d %v", ordersReadCancel, code, narrow)
+	}
+	if g, _ := e.st.Grant(grant); !slices.Equal(g.Scopes, ordersReadCancel) {
+		t.Fatalf("the grant after a narrower refresh holds %v, want %v", g.Scopes, ordersReadCancel)
+	}
+	at := narrow["access_token"].(string)
+	code, out, _ := e.send(at, "", "m1", "please cancel A-5531")
+	task, _ := out["task"].(map[string]any)
+	if code != 200 || task == nil || task["status"].(map[string]any)["state"] != "TASK_STATE_AUTH_REQUIRED" {
+		t.Fatalf("cancelling under a token of orders:read: %d %v, want a step-up", code, out)
+	}
+	code, out, _ = e.send(at, "", "m2", "what is the status of A-5531?")
+	msg, _ := out["message"].(map[string]any)
+	if code != 200 || msg == nil {
+		t.Fatalf("a lookup under a token of orders:read: %d %v", code, out)
+	}
+	claims := msg["metadata"].(map[string]any)["pact.receipt"].(map[string]any)["claims"].(map[string]any)
+	if used := claims["scopesUsed"].([]any); len(used) != 1 || used[0] != "orders:read" {
+		t.Fatalf("the receipt's scopesUsed %v, want orders:read", used)
+	}
+	code, full := refresh(narrow["refresh_token"].(string), "")
+	if code != 200 || !slices.Equal(strings.Fields(full["scope"].(string)), ordersReadCancel) {
+		t.Fatalf("a refresh asking for no scope after a narrower one: %d %v, want the grant's", code, full)
 	}
 }
