@@ -63,6 +63,17 @@ func (s *Server) metadataURL(b *brand.Brand) string {
 	return s.issuer(b) + "/.well-known/oauth-authorization-server"
 }
 
+// clientAuthPAJWT names, in the RFC 8414 metadata's
+// token_endpoint_auth_methods_supported, the one client authentication
+// the OAuth endpoints accept: the personal agent's PACT §3 JWT as
+// Authorization: Bearer (PACT §5). No registered method is that one
+// (private_key_jwt, RFC 7523, sends a client_assertion in the body), and
+// leaving the field out would mean client_secret_basic (RFC 8414 §2), so
+// it is named by an absolute URI, as RFC 7591 §2 allows for a method not
+// registered.
+const clientAuthPAJWT = "urn:pactledger:oauth:client-auth:pa-jwt-bearer"
+
+// metadata serves brand b's RFC 8414 metadata (PACT §5.1).
 func (s *Server) metadata(w http.ResponseWriter, b *brand.Brand) {
 	oauthJSON(w, map[string]any{
 		"issuer":                                s.issuer(b),
@@ -71,7 +82,7 @@ func (s *Server) metadata(w http.ResponseWriter, b *brand.Brand) {
 		"jwks_uri":                              s.issuer(b) + "/jwks.json",
 		"scopes_supported":                      b.ScopeIDs(),
 		"grant_types_supported":                 []string{oauth.DeviceGrantType, "refresh_token"},
-		"token_endpoint_auth_methods_supported": []string{"private_key_jwt"},
+		"token_endpoint_auth_methods_supported": []string{clientAuthPAJWT},
 		"response_types_supported":              []string{},
 	})
 }

@@ -177,3 +177,28 @@ func TestARefreshMayNarrowTheScopeButNotWidenIt(t *testing.T) {
 		t.Fatalf("a refresh asking for no scope after a narrower one: %d %v, want the grant's", code, full)
 	}
 }
+
+// The RFC 8414 metadata names the one client authentication the token
+// endpoint accepts, the personal agent's JWT as Authorization: Bearer
+// (PACT §5), and no other: a client authenticating with private_key_jwt
+// (RFC 7523, a client_assertion in the body) is refused.
+func TestTheMetadataNamesTheClientAuthenticationAccepted(t *testing.T) {
+	e := newOAuthEnv(t)
+	_, md := e.get(e.base + "/oauth/.well-known/oauth-authorization-server")
+	if got, _ := md["token_endpoint_auth_methods_supported"].([]any); len(got) != 1 || got[0] != clientAuthPAJWT {
+		t.Fatalf("token_endpoint_auth_methods_supported %v, want [%s]", md["token_endpoint_auth_methods_supported"], clientAuthPAJWT)
+	}
+	da := e.deviceAuth("orders:read")
+	if err := e.approve(da["user_code"].(string), "acct-48213", []string{"orders:read"}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(6 * time.Second)
+	form := url.Values{"client_id": {e.sc.PA.ID}, "grant_type": {oauth.DeviceGrantType}, "device_code": {da["device_code"].(string)},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {e.jwt()}}
+	if code, m, _ := e.post("/oauth/token", form, ""); code != 401 {
+		t.Fatalf("private_key_jwt: %d %v, want 401", code, m)
+	}
+	if code, m := e.poll(da); code != 200 {
+		t.Fatalf("the personal agent's JWT as Bearer: %d %v", code, m)
+	}
+}
