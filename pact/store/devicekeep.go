@@ -164,6 +164,13 @@ func indexDevice(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	if d.Status != oauth.Pending || d.StepUp {
 		return nil
 	}
+	return indexPending(tx, d, key)
+}
+
+// indexPending counts the pending device authorization d stored at key
+// among its agent sub's and its agent's (oauth.MaxPending,
+// oauth.MaxPendingPerAgent, with its request JWT's bytes).
+func indexPending(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	if err := tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil); err != nil {
 		return err
 	}

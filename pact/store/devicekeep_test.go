@@ -361,3 +361,45 @@ func reopenWithout(t *testing.T, s *Store, path string, buckets ...[]byte) *Stor
 	}
 	return s
 }
+
+// A device authorization approved for an existing grant that ends before
+// its code is redeemed is pending again (reopen), and counted again among
+// its agent sub's and its agent's pending ones, with its request JWT.
+func TestAReopenedAuthorizationIsCountedAsPending(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "provider.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	newDevice(t, s, "dc_reopened", "u1", false, t0)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		key := hash("dc_reopened")
+		var d oauth.DeviceAuthorization
+		if _, err := get(tx, bDevices, key, &d); err != nil {
+			return err
+		}
+		// Approved without consent for grant g-1, as decide leaves it.
+		d.Status, d.GrantID, d.User = oauth.Approved, "g-1", "jane"
+		if err := settled(tx, &d, key); err != nil {
+			return err
+		}
+		if err := put(tx, bDevices, key, d); err != nil {
+			return err
+		}
+		if k, _ := tx.Bucket(bDevicePendingAgent).Cursor().First(); k != nil {
+			return errors.New("still pending by agent once approved")
+		}
+		answer, err := reopen(tx, &d, key, t0.Add(time.Minute))
+		if err != nil || answer == nil {
+			return fmt.Errorf("reopen: %v, %v", answer, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := keyCount(t, s, bDevicePending), keyCount(t, s, bDevicePendingAgent); n != 1 || m != 1 {
+		t.Fatalf("reopened: %d pending by sub, %d by agent; want 1 and 1", n, m)
+	}
+}

@@ -223,7 +223,7 @@ func reopen(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte, now time.Time
 	if err := put(tx, bDevices, key, *d); err != nil {
 		return nil, err
 	}
-	if err := tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil); err != nil {
+	if err := indexPending(tx, d, key); err != nil {
 		return nil, err
 	}
 	return oauth.NewError(oauth.AuthorizationPending, "the grant that allowed this request has ended; the user is asked again"), nil
