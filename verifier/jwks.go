@@ -24,12 +24,29 @@ import (
 // MaxJWKSBytes caps a fetched JWKS or authorization-server metadata document.
 const MaxJWKSBytes = 64 << 10
 
-// maxKidlessCandidates caps how many keys of a set a token without a kid
-// is tried against: each is a signature check, which anyone who can post
-// such a token would make the ledger run. A token with a kid is checked
-// against the key under it, whatever the set's size (which MaxJWKSBytes
-// bounds: a few hundred keys).
-const maxKidlessCandidates = 64
+// Each key a token is tried against is a signature check, which anyone
+// who can post a token would make the ledger run, and anyone can publish
+// a set (an open agent's issuer is whatever a caller names): MaxJWKSBytes
+// lets a set hold a few hundred keys, all under one kid if its publisher
+// likes. So a token is tried against at most maxKidCandidates keys of its
+// algorithm under its kid (a kid names one key: more than one under it is
+// a key being replaced), and a token without a kid against the first
+// maxKidlessCandidates keys of its algorithm. The keys of other types do
+// not count: a set of many RSA keys and a few P-256 ones still has every
+// P-256 key tried for an ES256 token without a kid, up to the bound.
+const (
+	maxKidCandidates     = 4
+	maxKidlessCandidates = 16
+)
+
+// An RSA key is usable with a modulus of minRSABits to maxRSABits bits and
+// an odd public exponent of at most maxRSAExponent (65537, the one every
+// signer uses): a larger exponent makes each check slower, for nothing.
+const (
+	minRSABits     = 2048
+	maxRSABits     = 4096
+	maxRSAExponent = 65537
+)
 
 // Snapshot is the exact bytes of one JWKS as fetched. Its ID is the hex
 // SHA-256 of Body, so equal bodies share one snapshot.
@@ -47,7 +64,8 @@ func NewSnapshot(uri string, t time.Time, body []byte) Snapshot {
 }
 
 // KeySet is a parsed JWKS with the snapshot it came from. Only EC P-256 and
-// RSA (2048 bits or more) public keys for signatures are kept: a key
+// RSA (2048 to 4096 bits, an odd public exponent of at most 65537) public
+// keys for signatures are kept: a key
 // published with its private part (anyone can sign with it), or whose
 // key_ops leave out "verify" (RFC 7517 §4.3), is skipped.
 type KeySet struct {
@@ -105,7 +123,8 @@ func usableKey(k jose.JSONWebKey) bool {
 	case *ecdsa.PublicKey:
 		return pub.Curve == elliptic.P256()
 	case *rsa.PublicKey:
-		return pub.N.BitLen() >= 2048
+		bits := pub.N.BitLen()
+		return bits >= minRSABits && bits <= maxRSABits && pub.E >= 3 && pub.E <= maxRSAExponent && pub.E%2 == 1
 	}
 	return false
 }
@@ -122,8 +141,9 @@ func (ks *KeySet) hasKid(kid string) bool {
 }
 
 // candidates returns the keys a token signed with alg and kid may verify
-// against: the keys with that kid (the first maxKidlessCandidates of the
-// set when kid is empty) whose type fits alg.
+// against: the first maxKidCandidates keys with that kid whose type fits
+// alg (the first maxKidlessCandidates of the set whose type fits alg when
+// kid is empty).
 func (ks *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) []jose.JSONWebKey {
 	var out []jose.JSONWebKey
 	for _, k := range ks.keys {
@@ -143,7 +163,7 @@ func (ks *KeySet) candidates(kid string, alg jose.SignatureAlgorithm) []jose.JSO
 				out = append(out, k)
 			}
 		}
-		if kid == "" && len(out) == maxKidlessCandidates {
+		if (kid == "" && len(out) == maxKidlessCandidates) || (kid != "" && len(out) == maxKidCandidates) {
 			break
 		}
 	}
