@@ -32,14 +32,23 @@ const (
 // reserved.
 var errNotPublic = errors.New("not a public address")
 
-// forCallers returns a fetcher like f for addresses callers name.
-// Loopback is allowed only under AllowInsecureLoopback (tests).
+// forCallers returns a fetcher like f for addresses callers name. It
+// reaches public addresses only, whatever AllowInsecureLoopback says: that
+// setting is the operator's, for the URIs configured, and a caller's
+// issuer must not make the Provider reach a service on its own machine.
 func (f *Fetcher) forCallers() *Fetcher {
+	return f.callerFetcher(false)
+}
+
+// callerFetcher is forCallers, with loopback addresses reachable too when
+// loopback is set (the tests' servers listen on loopback).
+func (f *Fetcher) callerFetcher(loopback bool) *Fetcher {
 	g := NewFetcher(f.cfg)
 	g.maxDocs = maxCallerDocs
 	g.fetches = make(chan struct{}, maxCallerFetches)
 	g.hostFetches = map[string]int{}
-	dialer := &net.Dialer{Timeout: f.cfg.Timeout, Control: publicOnly(f.cfg.AllowInsecureLoopback)}
+	g.callerLoopback = loopback
+	dialer := &net.Dialer{Timeout: f.cfg.Timeout, Control: publicOnly(loopback)}
 	g.client.Transport.(*http.Transport).DialContext = dialer.DialContext
 	return g
 }
@@ -83,7 +92,7 @@ var reserved = []netip.Prefix{
 }
 
 // public reports whether ip is a public unicast address (or loopback,
-// when loopback is allowed).
+// when loopback is allowed: only for tests).
 func public(ip netip.Addr, loopback bool) bool {
 	ip = ip.Unmap()
 	if ip.IsLoopback() {
@@ -110,12 +119,12 @@ func (f *Fetcher) checkCallerURI(uri string) error {
 	u, _ := url.Parse(uri) // parsed by CheckURI
 	host := u.Hostname()
 	if host == "localhost" {
-		if f.cfg.AllowInsecureLoopback {
+		if f.callerLoopback {
 			return nil
 		}
 		return fmt.Errorf("%s: %w", uri, errNotPublic)
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && !public(ip, f.cfg.AllowInsecureLoopback) {
+	if ip, err := netip.ParseAddr(host); err == nil && !public(ip, f.callerLoopback) {
 		return fmt.Errorf("%s: %w", uri, errNotPublic)
 	}
 	return nil

@@ -49,6 +49,41 @@ func TestOpenAgentDiscoveryReachesOnlyPublicAddresses(t *testing.T) {
 	}
 }
 
+// allowInsecureLoopbackJwks is the operator's, for the URIs configured:
+// with it on, a caller's issuer (or the jwks_uri its discovery names)
+// still never makes the Provider ask a service on its own machine, named
+// by address or by name.
+func TestOpenAgentsNeverReachLoopbackUnderAllowInsecureLoopback(t *testing.T) {
+	var got atomic.Value
+	got.Store("")
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Method + " " + r.URL.RequestURI())
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer inside.Close()
+	reg, err := NewRegistry(NewFetcher(FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.OpenAgents(true)
+	byName := strings.Replace(inside.URL, "127.0.0.1", "localhost", 1)
+	for _, iss := range []string{inside.URL + "/v1/admin/anything?x=", byName + "/v1/admin/anything?x="} {
+		if _, err := reg.Agent(context.Background(), iss, false); !errors.Is(err, ErrUntrusted) || !errors.Is(err, errNotPublic) {
+			t.Errorf("iss %s: %v, want untrusted: not a public address", iss, err)
+		}
+	}
+	// A jwks_uri is fetched by the same fetcher; its dialer refuses a
+	// name that resolves to loopback.
+	for _, uri := range []string{inside.URL + "/jwks", byName + "/jwks"} {
+		if _, err := reg.callers.Keys(context.Background(), uri); !errors.Is(err, ErrFetch) {
+			t.Errorf("keys at %s: %v, want ErrFetch", uri, err)
+		}
+	}
+	if v := got.Load().(string); v != "" {
+		t.Errorf("an open agent's address made the Provider ask loopback: %s", v)
+	}
+}
+
 // Every issuer a caller names would otherwise keep a cache entry for
 // good: the open agents' cache is bounded, and the configured keys'
 // cache is not where their documents go.
@@ -58,7 +93,7 @@ func TestOpenAgentsCacheIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.OpenAgents(true)
+	reg.OpenAgentsOnLoopback()
 	const n = maxCallerDocs + 200
 	for i := range n {
 		// Nothing listens on port 1: each fails at once.
@@ -84,7 +119,7 @@ func TestOpenAgentFetchesAreBounded(t *testing.T) {
 		http.Error(w, "no keys here", http.StatusNotFound)
 	}))
 	defer srv.Close()
-	g := NewFetcher(FetcherConfig{AllowInsecureLoopback: true}).forCallers()
+	g := NewFetcher(FetcherConfig{AllowInsecureLoopback: true}).callerFetcher(true)
 	for range maxCallerFetches {
 		g.fetches <- struct{}{} // fetches in flight
 	}
@@ -130,7 +165,7 @@ func TestSlowIssuersDoNotHoldEveryOpenAgentFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.OpenAgents(true)
+	reg.OpenAgentsOnLoopback()
 	// More issuers on the slow server than there are fetches: each is
 	// either held there or refused at once.
 	const hostile = maxCallerFetches + 1

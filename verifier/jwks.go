@@ -241,6 +241,9 @@ type Fetcher struct {
 	// host; one over maxHostFetches to a host fails at once. f.mu guards
 	// it.
 	hostFetches map[string]int
+	// callerLoopback lets a fetcher for callers' addresses reach
+	// loopback (tests only: callerFetcher).
+	callerLoopback bool
 }
 
 type docKind int

@@ -254,7 +254,9 @@ func TestOpenAgentPolicy(t *testing.T) {
 	tok := pa.Sign(map[string]any{"iss": issuer, "sub": "u", "aud": sc.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()})
 	for _, open := range []bool{false, true} {
 		reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, sc.Agents())
-		reg.OpenAgents(open)
+		if open {
+			reg.OpenAgentsOnLoopback()
+		}
 		_, err := v.VerifyPAJWT(context.Background(), tok, time.Now(), reg)
 		if (err == nil) != open {
 			t.Fatalf("open=%v: %v", open, err)
@@ -262,7 +264,7 @@ func TestOpenAgentPolicy(t *testing.T) {
 	}
 	// Discovery must name the same issuer.
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
-	reg.OpenAgents(true)
+	reg.OpenAgentsOnLoopback()
 	bad := pa.Sign(map[string]any{"iss": issuer + "/", "sub": "u", "aud": sc.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()})
 	if _, err := v.VerifyPAJWT(context.Background(), bad, time.Now(), reg); err == nil {
 		t.Fatal("issuer mismatch with discovery accepted")

@@ -74,7 +74,7 @@ func TestAnOpenAgentsKeyMovedToANewJWKSURIIsFound(t *testing.T) {
 	defer disc.Close()
 	issuer = disc.URL
 	reg, _ := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
-	reg.OpenAgents(true)
+	reg.OpenAgentsOnLoopback()
 	v, _ := verifier.New(verifier.Config{Audience: sc.Audience})
 	claims := map[string]any{"iss": issuer, "sub": "u", "aud": sc.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()}
 	if _, err := v.VerifyPAJWT(context.Background(), old.Sign(claims), time.Now(), reg); err != nil {

@@ -43,7 +43,8 @@ type Registry struct {
 // naming its own issuer and a jwks_uri (PACT §3.1: a Provider's policy).
 // Registered agents, enabled or not, keep their registration. Discovery
 // and its keys are fetched apart from the configured ones, from public
-// addresses only, with a cache and fetches of their own, both bounded.
+// addresses only (never loopback, whatever AllowInsecureLoopback says),
+// with a cache and fetches of their own, both bounded.
 func (r *Registry) OpenAgents(open bool) {
 	r.open = open
 	if open && r.callers == nil {

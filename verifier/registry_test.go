@@ -49,7 +49,7 @@ func TestRegistryErrorContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.OpenAgents(true)
+	reg.OpenAgentsOnLoopback()
 	closed, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), nil, nil)
 	if err != nil {
 		t.Fatal(err)
