@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"syscall"
 )
 
@@ -74,39 +75,62 @@ func publicOnly(loopback bool) func(network, address string, _ syscall.RawConn) 
 	}
 }
 
-// reserved are ranges IsGlobalUnicast and IsPrivate leave out that are not
-// reachable on the internet: shared address space (RFC 6598), IETF
-// protocol assignments, documentation, benchmarking, the class E block,
-// NAT64's well-known prefix and IPv6 documentation.
-var reserved = []netip.Prefix{
+// reserved4 are IPv4 ranges IsGlobalUnicast and IsPrivate leave out that
+// are not reachable on the internet (IANA IPv4 special-purpose registry):
+// "this network", shared address space (RFC 6598), IETF protocol
+// assignments, documentation, the 6to4 relay anycast, benchmarking and
+// the class E block.
+var reserved4 = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("192.88.99.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
+}
+
+// global6 is IPv6 global unicast (RFC 4291 §2.4); every other IPv6 block
+// (IPv4-compatible and SIIT forms, NAT64 prefixes, unique local,
+// link-local, site-local, multicast) is refused.
+var global6 = netip.MustParsePrefix("2000::/3")
+
+// reserved6 are the blocks of global6 that are not an ordinary public
+// address (IANA IPv6 special-purpose registry): IETF protocol assignments
+// (Teredo 2001::/32 among them, which embeds an IPv4 address, and
+// benchmarking), documentation, and 6to4, whose address embeds an IPv4
+// one that a relay would reach.
+var reserved6 = []netip.Prefix{
+	netip.MustParsePrefix("2001::/23"),
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("3fff::/20"),
 }
 
 // public reports whether ip is a public unicast address (or loopback,
-// when loopback is allowed: only for tests).
+// when loopback is allowed: only for tests). An IPv4-mapped address is
+// judged as the IPv4 address it maps; any other IPv6 address must be
+// global unicast outside the special-purpose blocks.
 func public(ip netip.Addr, loopback bool) bool {
 	ip = ip.Unmap()
 	if ip.IsLoopback() {
 		return loopback
 	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+	if ip.Zone() != "" {
 		return false
 	}
-	for _, p := range reserved {
-		if p.Contains(ip) {
+	if ip.Is4() {
+		if !ip.IsGlobalUnicast() || ip.IsPrivate() {
 			return false
 		}
+		return !slices.ContainsFunc(reserved4, func(p netip.Prefix) bool { return p.Contains(ip) })
 	}
-	return true
+	if !global6.Contains(ip) {
+		return false
+	}
+	return !slices.ContainsFunc(reserved6, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // checkCallerURI is CheckURI for an address a caller named: it also

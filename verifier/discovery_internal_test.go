@@ -84,6 +84,50 @@ func TestOpenAgentsNeverReachLoopbackUnderAllowInsecureLoopback(t *testing.T) {
 	}
 }
 
+// IPv6 has many ways to write, or route to, an IPv4 address inside the
+// network; an IPv6 address is public only in global unicast outside the
+// special-purpose blocks, and an IPv4-mapped one is judged as its IPv4
+// address. Each is decided by the dialer's control, nothing is dialed.
+func TestIPv6FormsOfInsideAddressesAreNotPublic(t *testing.T) {
+	dial := publicOnly(false)
+	for _, tc := range []struct {
+		addr   string
+		public bool
+	}{
+		{"::a00:1", false},                              // IPv4-compatible ::10.0.0.1
+		{"::a9fe:a9fe", false},                          // IPv4-compatible ::169.254.169.254
+		{"::ffff:0:a00:1", false},                       // SIIT ::ffff:0:10.0.0.1
+		{"::ffff:10.0.0.1", false},                      // IPv4-mapped private
+		{"::ffff:100.64.0.1", false},                    // IPv4-mapped shared address space
+		{"64:ff9b::a00:1", false},                       // NAT64 well-known prefix
+		{"64:ff9b:1::a00:1", false},                     // local-use NAT64 (RFC 8215)
+		{"64:ff9b:1::a9fe:a9fe", false},                 // local-use NAT64 of 169.254.169.254
+		{"2002:a00:1::1", false},                        // 6to4 of 10.0.0.1
+		{"2002:a9fe:a9fe::1", false},                    // 6to4 of 169.254.169.254
+		{"2001:0:4136:e378:8000:63bf:f5ff:fffe", false}, // Teredo
+		{"2001:2::1", false},                            // benchmarking
+		{"2001:db8::1", false},                          // documentation
+		{"3fff::1", false},                              // documentation (RFC 9637)
+		{"fec0::1", false},                              // site-local
+		{"fc00::1", false},                              // unique local
+		{"fe80::1", false},                              // link-local
+		{"ff02::1", false},                              // multicast
+		{"100::1", false},                               // discard
+		{"::", false},                                   // unspecified
+		{"2606:4700::1111", true},
+		{"2001:4860:4860::8888", true},
+		{"::ffff:93.184.215.14", true}, // IPv4-mapped public
+	} {
+		ip := netip.MustParseAddr(tc.addr)
+		if got := public(ip, false); got != tc.public {
+			t.Errorf("%s: public %v, want %v", tc.addr, got, tc.public)
+		}
+		if err := dial("tcp6", netip.AddrPortFrom(ip, 443).String(), nil); (err == nil) != tc.public {
+			t.Errorf("dial %s: %v, want allowed %v", tc.addr, err, tc.public)
+		}
+	}
+}
+
 // Every issuer a caller names would otherwise keep a cache entry for
 // good: the open agents' cache is bounded, and the configured keys'
 // cache is not where their documents go.
