@@ -23,7 +23,7 @@ const (
 	maxCallerDocs    = 1024
 	maxCallerFetches = 64
 	// maxHostFetches bounds the fetches at once to one host (host and
-	// port), so that the servers of a few issuers that answer slowly
+	// port, however written: fetchHost), so that the servers of a few issuers that answer slowly
 	// do not hold every fetch.
 	maxHostFetches = 2
 )

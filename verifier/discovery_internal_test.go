@@ -237,3 +237,69 @@ func TestSlowIssuersDoNotHoldEveryOpenAgentFetch(t *testing.T) {
 		t.Fatalf("%d fetches to the slow server at once, want at most %d", held, maxHostFetches)
 	}
 }
+
+// One host written many ways (letter case, a trailing dot, a port with
+// leading zeros or left to the scheme, an IPv4-mapped address) is one
+// host to the bound on fetches at once.
+func TestFetchHostIsOneWayOfWritingAHost(t *testing.T) {
+	for _, tc := range []struct{ uri, want string }{
+		{"https://Agent.Example./jwks", "agent.example:443"},
+		{"https://agent.example:0443/jwks", "agent.example:443"},
+		{"http://LOCALHOST.:8080/x", "localhost:8080"},
+		{"http://localhost/x", "localhost:80"},
+		{"http://127.0.0.1:00080/x", "127.0.0.1:80"},
+		{"http://[::ffff:127.0.0.1]:80/x", "127.0.0.1:80"},
+		{"https://[2606:4700:0::1111]/x", "[2606:4700::1111]:443"},
+		{"https://[2606:4700::1111]:443/x", "[2606:4700::1111]:443"},
+	} {
+		if got := fetchHost(tc.uri); got != tc.want {
+			t.Errorf("fetchHost(%s) = %s, want %s", tc.uri, got, tc.want)
+		}
+	}
+}
+
+// Issuers on one slow server hold at most maxHostFetches fetches however
+// they write its host.
+func TestSpellingsOfOneHostShareItsFetches(t *testing.T) {
+	for name, spell := range map[string][]string{
+		"address": {"127.0.0.1:%s", "127.0.0.1:0%s", "127.0.0.1:00%s", "[::ffff:127.0.0.1]:%s"},
+		"name":    {"localhost:%s", "LOCALHOST:%s", "Localhost:%s", "localhost.:%s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			release := make(chan struct{})
+			var arrived atomic.Int32
+			events := make(chan struct{}, 64)
+			slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived.Add(1)
+				events <- struct{}{}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}))
+			defer slow.Close()
+			port := slow.URL[strings.LastIndexByte(slow.URL, ':')+1:]
+			g := NewFetcher(FetcherConfig{AllowInsecureLoopback: true}).callerFetcher(true)
+			n := 0
+			for _, h := range spell {
+				for i := range 2 {
+					n++
+					go func() {
+						_, _ = g.Keys(context.Background(), fmt.Sprintf("http://"+h+"/jwks-%d", port, i))
+						events <- struct{}{}
+					}()
+				}
+			}
+			// Each fetch either reaches the server (and is held there) or
+			// returns: refused over the bound, or failed to connect.
+			for range n {
+				<-events
+			}
+			got := arrived.Load()
+			close(release)
+			if got > maxHostFetches {
+				t.Errorf("%d fetches at once to one host written %d ways, want at most %d", got, len(spell), maxHostFetches)
+			}
+		})
+	}
+}

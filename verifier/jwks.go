@@ -13,8 +13,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,9 +240,9 @@ type Fetcher struct {
 	// set for addresses callers name (forCallers).
 	maxDocs int
 	fetches chan struct{}
-	// hostFetches, when not nil, counts the fetches in flight by URI
-	// host; one over maxHostFetches to a host fails at once. f.mu guards
-	// it.
+	// hostFetches, when not nil, counts the fetches in flight by host
+	// and port (fetchHost); one over maxHostFetches to a host fails at
+	// once. f.mu guards it.
 	hostFetches map[string]int
 	// callerLoopback lets a fetcher for callers' addresses reach
 	// loopback (tests only: callerFetcher).
@@ -566,9 +569,7 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 	fl := &flight{done: make(chan struct{})}
 	host := ""
 	if f.hostFetches != nil {
-		if u, err := url.Parse(e.key.uri); err == nil {
-			host = u.Host
-		}
+		host = fetchHost(e.key.uri)
 		if f.hostFetches[host] >= maxHostFetches {
 			fl.err = fmt.Errorf("%w: %s: %d fetches to %s already running", ErrFetch, e.key.uri, maxHostFetches, host)
 			close(fl.done)
@@ -617,6 +618,34 @@ func (f *Fetcher) start(ctx context.Context, e *cacheEntry) *flight {
 		close(fl.done)
 	}()
 	return fl
+}
+
+// fetchHost is the host and port uri's fetch connects to, written one
+// way whatever way uri writes them: the name in lower case without a
+// trailing dot, an IP address in its canonical form (an IPv4-mapped one
+// as IPv4), the port as a number, the scheme's default when uri has none.
+// A uri that does not parse is its own host.
+func fetchHost(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return uri
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return uri
+		}
+		port = int(n)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // accept makes doc e's cached document. A JWKS with the same bytes as the
