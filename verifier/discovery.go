@@ -16,12 +16,18 @@ import (
 // jwks_uri its discovery names, are fetched by a fetcher of their own
 // (Fetcher.forCallers): it keeps at most maxCallerDocs documents, runs at
 // most maxCallerFetches fetches at once and maxHostFetches to one host,
+// keeps the first maxCallerKeys usable keys of a set and not its bytes,
 // and connects only to public
 // addresses, so that a caller can neither grow the cache of the keys the
 // ledger verifies with nor make the Provider reach inside its network.
 const (
 	maxCallerDocs    = 1024
 	maxCallerFetches = 64
+	// maxCallerKeys is how many usable keys of an open agent's set are
+	// kept: an agent signs with one key, two while it rotates, and a set
+	// of 64 KiB parses to a few hundred keys (about 170 KiB), which
+	// maxCallerDocs sets from anyone would multiply.
+	maxCallerKeys = 8
 	// maxHostFetches bounds the fetches at once to one host (host and
 	// port, however written: fetchHost), so that the servers of a few issuers that answer slowly
 	// do not hold every fetch.
@@ -48,6 +54,7 @@ func (f *Fetcher) callerFetcher(loopback bool) *Fetcher {
 	g.maxDocs = maxCallerDocs
 	g.fetches = make(chan struct{}, maxCallerFetches)
 	g.hostFetches = map[string]int{}
+	g.maxKeys = maxCallerKeys
 	g.callerLoopback = loopback
 	dialer := &net.Dialer{Timeout: f.cfg.Timeout, Control: publicOnly(loopback)}
 	g.client.Transport.(*http.Transport).DialContext = dialer.DialContext

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,5 +302,50 @@ func TestSpellingsOfOneHostShareItsFetches(t *testing.T) {
 				t.Errorf("%d fetches at once to one host written %d ways, want at most %d", got, len(spell), maxHostFetches)
 			}
 		})
+	}
+}
+
+// Anyone can be an open agent, and each of maxCallerDocs sets could be
+// 64 KiB of a few hundred keys: an open agent's set keeps its first
+// maxCallerKeys usable keys, and not its bytes.
+func TestAnOpenAgentsSetKeepsAFewKeys(t *testing.T) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []jose.JSONWebKey
+	for i := 0; ; i++ {
+		keys = append(keys, jose.JSONWebKey{Key: &priv.PublicKey, KeyID: fmt.Sprint(i), Use: "sig"})
+		b, err := json.Marshal(map[string]any{"keys": keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxJWKSBytes {
+			keys = keys[:len(keys)-1]
+			break
+		}
+	}
+	body, err := json.Marshal(map[string]any{"keys": keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	g := NewFetcher(FetcherConfig{AllowInsecureLoopback: true}).callerFetcher(true)
+	ks, err := g.Keys(context.Background(), srv.URL+"/jwks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks.keys) != maxCallerKeys || cap(ks.keys) != maxCallerKeys || ks.Snapshot.Body != nil {
+		t.Errorf("a set of %d keys kept %d (capacity %d) and %d bytes, want %d keys and no bytes", len(keys), len(ks.keys), cap(ks.keys), len(ks.Snapshot.Body), maxCallerKeys)
+	}
+	if !ks.hasKid("0") || ks.hasKid(fmt.Sprint(maxCallerKeys)) {
+		t.Errorf("kept other keys than the first %d", maxCallerKeys)
+	}
+	// The configured keys' fetcher keeps a set whole: its bytes go with
+	// the rows verified against it.
+	f := NewFetcher(FetcherConfig{AllowInsecureLoopback: true})
+	if ks, err := f.Keys(context.Background(), srv.URL+"/jwks"); err != nil || len(ks.keys) != len(keys) || len(ks.Snapshot.Body) != len(body) {
+		t.Errorf("configured keys: %v, want all %d keys and the bytes", err, len(keys))
 	}
 }

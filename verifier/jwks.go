@@ -66,7 +66,9 @@ func NewSnapshot(uri string, t time.Time, body []byte) Snapshot {
 	return Snapshot{ID: hex.EncodeToString(sum[:]), URI: uri, FetchedAt: t.UTC(), Body: body}
 }
 
-// KeySet is a parsed JWKS with the snapshot it came from. Only EC P-256 and
+// KeySet is a parsed JWKS with the snapshot it came from (without its
+// bytes, and with its first few usable keys only, for an open agent's
+// set: Fetcher.forCallers). Only EC P-256 and
 // RSA (2048 to 4096 bits, an odd public exponent of at most 65537) public
 // keys for signatures are kept: a key
 // published with its private part (anyone can sign with it), or whose
@@ -244,6 +246,11 @@ type Fetcher struct {
 	// and port (fetchHost); one over maxHostFetches to a host fails at
 	// once. f.mu guards it.
 	hostFetches map[string]int
+	// maxKeys, when not 0, is how many usable keys a fetched set keeps
+	// (its first ones); such a set keeps its snapshot's ID, URI and time
+	// but not its bytes (Snapshot.Body nil). Set for addresses callers
+	// name (forCallers).
+	maxKeys int
 	// callerLoopback lets a fetcher for callers' addresses reach
 	// loopback (tests only: callerFetcher).
 	callerLoopback bool
@@ -672,7 +679,13 @@ func (f *Fetcher) fetch(ctx context.Context, k cacheKey) (any, string, error) {
 	var doc any
 	switch k.kind {
 	case kindKeys:
-		doc, err = parseUsableKeySet(NewSnapshot(k.uri, f.cfg.Now(), body))
+		var ks *KeySet
+		ks, err = parseUsableKeySet(NewSnapshot(k.uri, f.cfg.Now(), body))
+		if err == nil && f.maxKeys > 0 {
+			ks.keys = slices.Clone(ks.keys[:min(len(ks.keys), f.maxKeys)])
+			ks.Snapshot.Body = nil
+		}
+		doc = ks
 	case kindMeta:
 		doc, err = parseMetadata(body)
 	}
