@@ -160,6 +160,8 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 	defer renew.Stop()
 	results := make(chan renewal, 1)
 	renewing, lost := false, false
+	// lastErr is why the last renewal failed, nil when it succeeded.
+	var lastErr error
 	// stop gives the lease up as lost: the job is told to stop, and waits
 	// to take it again once it has. Logged at WARN: a holder loses a lease
 	// only when its renewals fail or another holder took it over.
@@ -187,7 +189,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 			}
 			return lost, err
 		case <-expire.C:
-			stop("no renewal succeeded in time (the store did not answer, or this process was paused)")
+			stop(expiredWhy(renewing, lastErr))
 		case <-renew.C:
 			if renewing || lost {
 				continue
@@ -200,7 +202,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 				results <- renewal{start: at, err: err}
 			}(time.Now())
 		case r := <-results:
-			renewing = false
+			renewing, lastErr = false, r.err
 			switch {
 			case lost:
 			case r.err == nil:
@@ -212,6 +214,20 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 			}
 		}
 	}
+}
+
+// expiredWhy says why no renewal succeeded in time: one still waiting
+// for the store's answer, the error of the last one, or none made since
+// the last success (this process did not run).
+func expiredWhy(renewing bool, lastErr error) string {
+	const what = "no renewal succeeded in time: "
+	switch {
+	case renewing:
+		return what + "a renewal is still waiting for the store's answer (the store is slow or does not answer)"
+	case lastErr != nil:
+		return what + "the last renewal failed: " + lastErr.Error()
+	}
+	return what + "no renewal was made since the last one that succeeded (this process was paused)"
 }
 
 // heldLeases is the leases this ledger's jobs hold, by name.

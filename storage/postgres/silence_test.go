@@ -88,7 +88,7 @@ func TestCommitAnswerLost(t *testing.T) {
 }
 
 // TestAbandonedFencedWriteFreesTheLease: replica A is inside a fenced
-// write (its fence check has locked the lease's row) when the network
+// write (its transaction open, its locks held) when the network
 // between it and the database goes silent. A gives up after its
 // CommitTimeout and the server never hears of it, so the server ends the
 // abandoned transaction itself once it has been idle that long: the
@@ -104,7 +104,7 @@ func TestAbandonedFencedWriteFreesTheLease(t *testing.T) {
 	}
 	fenced := ledger.WithFence(t.Context(), ledger.Fence{Lease: lease, Token: token})
 	err = a.Update(fenced, func(tx ledger.Tx) error {
-		p.silence() // the fence check has run: the lease's row is locked
+		p.silence() // the write's transaction is open
 		_, err := tx.OutboxDepth()
 		return err
 	})

@@ -355,68 +355,6 @@ func TestReplicasRaceOnTwinRequestJWTs(t *testing.T) {
 	}
 }
 
-// TestFenceHoldsOffTakeover: the fence check is a write to the lease row,
-// so a takeover of an expired lease waits for the fenced transaction that
-// checked it and comes after its commit: the fenced write is never
-// committed after another holder got the lease.
-func TestFenceHoldsOffTakeover(t *testing.T) {
-	dsn := migrated(t)
-	s := open(t, postgres.Config{DSN: dsn})
-	const name = "singleton"
-	token, err := s.AcquireLease(t.Context(), name, "holder-a", 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked, finish := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		ctx := ledger.WithFence(t.Context(), ledger.Fence{Lease: name, Token: token})
-		done <- s.Update(ctx, func(tx ledger.Tx) error {
-			if err := tx.PutDrill("by-holder-a", []byte("a")); err != nil {
-				return err
-			}
-			close(checked)
-			<-finish
-			return nil
-		})
-	}()
-	<-checked
-	poll(t, "the lease expires by the database's clock", 10*time.Second, func() bool {
-		return sqlValue[bool](t, dsn, "SELECT expires_at < clock_timestamp() FROM leases WHERE name = $1", name)
-	})
-	var taken atomic.Uint64
-	took := make(chan error, 1)
-	go func() {
-		n, err := s.AcquireLease(t.Context(), name, "holder-b", time.Minute)
-		taken.Store(n)
-		took <- err
-	}()
-	poll(t, "the takeover waits on the lease row", 10*time.Second, func() bool {
-		return sqlValue[int](t, dsn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO leases%' AND pid <> pg_backend_pid()") == 1
-	})
-	select {
-	case err := <-took:
-		t.Fatalf("the takeover finished (%v) while the fenced transaction was open", err)
-	default:
-	}
-	close(finish)
-	if err := <-done; err != nil {
-		t.Fatalf("fenced Update: %v", err)
-	}
-	if err := <-took; err != nil {
-		t.Fatalf("takeover after the fenced commit: %v", err)
-	}
-	if taken.Load() <= token {
-		t.Errorf("token after the takeover %d, want above %d", taken.Load(), token)
-	}
-	err = s.Update(ledger.WithFence(t.Context(), ledger.Fence{Lease: name, Token: token}), func(tx ledger.Tx) error {
-		return tx.PutDrill("late", []byte("a"))
-	})
-	if !errors.Is(err, ledger.ErrLeaseLost) {
-		t.Errorf("fenced Update after the takeover: %v, want ErrLeaseLost", err)
-	}
-}
-
 // TestPasswordStaysOutOfErrors: a password given in the DSN or the
 // configuration never shows in an error.
 func TestPasswordStaysOutOfErrors(t *testing.T) {

@@ -222,10 +222,12 @@ func (t *tx) member(m *member, seq *int) {
 		m.runs++
 		*seq++
 		t.startMember("m" + strconv.Itoa(*seq))
-		err := t.checkFence(m.r.fence)
-		if err == nil {
-			err = m.r.fn(t)
+		if m.r.fence != nil {
+			// A fenced member's writes go under its savepoint with its
+			// lease check (checkFence), which comes last.
+			t.wrote = true
 		}
+		err := m.r.fn(t)
 		if t.fatal != nil {
 			return
 		}
@@ -253,6 +255,11 @@ func (t *tx) member(m *member, seq *int) {
 			err = t.flush("write")
 			if t.fatal != nil {
 				return
+			}
+			if err == nil && t.err == nil && !t.rerun {
+				if err = t.checkFence(m.r.fence); t.fatal != nil {
+					return
+				}
 			}
 			if err == nil && t.err == nil && !t.rerun {
 				t.endMember()
@@ -346,15 +353,25 @@ var errAlone = errors.New("the write must run in a transaction of its own")
 // batch's members run one by one instead.
 var errMemberRollback = errors.New("could not roll back one write of a batch")
 
-// checkFence makes the lease check of a fenced member: a write to the
-// lease row, so that it conflicts with a takeover, that touches the row
-// only while the lease still has the token and is unexpired.
+// checkFence makes the lease check of a fenced member, once its writes
+// are sent: a write to the lease row, so that it conflicts with a
+// takeover, that touches the row only while the lease still has the token
+// and is unexpired by the database's clock. From then until the
+// transaction ends the row is locked, so no takeover comes between the
+// check and the commit: it waits, and finds the token moved on only after
+// the commit. When the check fails, the member's writes are rolled back
+// with its savepoint and nothing of it commits.
+//
+// The check comes last, not first, so that the lease's row is locked only
+// for the tail of the transaction: a fenced write that waits a long time
+// inside its transaction (for a grant's hold, up to CommitTimeout) would
+// otherwise hold the row that long, and the holder's own renewals, which
+// wait for the row at most a part of the lease's ttl, would fail until
+// the holder counted its lease as lost while the write still committed.
 func (t *tx) checkFence(f *ledger.Fence) error {
 	if f == nil {
 		return nil
 	}
-	// A fenced member's writes go under its savepoint with the check.
-	t.wrote = true
 	held, err := t.queryRow("check lease "+f.Lease,
 		`UPDATE leases SET expires_at = expires_at WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp() RETURNING true`,
 		[]any{f.Lease, int64(f.Token)}, new(bool))
