@@ -96,7 +96,7 @@ func (l *Ledger) RunUnderLease(ctx context.Context, name string, job func(ctx co
 		if err != nil {
 			return nil // ctx is done
 		}
-		lost, err := l.holdLease(ctx, name, token, start, job)
+		lost, err := l.holdLease(ctx, name, l.cfg.Leases.Holder, token, start, job)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -145,11 +145,13 @@ type renewal struct {
 
 // holdLease runs job under the lease taken at start with token until the
 // job returns, and reports whether the lease was lost and the job's error.
-func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start time.Time, job func(context.Context) error) (bool, error) {
+// holder is the name it holds the lease under.
+func (l *Ledger) holdLease(ctx context.Context, name, holder string, token uint64, start time.Time, job func(context.Context) error) (bool, error) {
 	lc := l.cfg.Leases
+	lc.Holder = holder
 	jobCtx, cancel := context.WithCancel(WithFence(ctx, Fence{Lease: name, Token: token}))
 	defer cancel()
-	l.setHeld(name, token, true)
+	l.setHeld(jobCtx, name, token)
 	l.cfg.Logger.InfoContext(ctx, "lease taken", slog.String("lease", name), slog.String("holder", lc.Holder), slog.Uint64("token", token))
 	done := make(chan error, 1)
 	go func() { done <- job(jobCtx) }()
@@ -169,7 +171,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 		if !lost {
 			lost = true
 			cancel()
-			l.setHeld(name, token, false)
+			l.setUnheld(name, token)
 			l.cfg.Logger.WarnContext(ctx, "lease lost", slog.String("lease", name), slog.String("holder", lc.Holder), slog.Uint64("token", token),
 				slog.String("why", why), slog.String("then", "the job is stopped and waits to take the lease again"))
 		}
@@ -178,7 +180,7 @@ func (l *Ledger) holdLease(ctx context.Context, name string, token uint64, start
 		select {
 		case err := <-done:
 			if !lost {
-				l.setHeld(name, token, false)
+				l.setUnheld(name, token)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lc.TTL)
 				if rerr := l.store.ReleaseLease(rctx, name, lc.Holder, token); rerr != nil {
 					l.cfg.Logger.WarnContext(ctx, "releasing a lease failed; it expires on its own", slog.String("lease", name), slog.String("holder", lc.Holder), slog.String("error", rerr.Error()))
@@ -232,22 +234,39 @@ func expiredWhy(renewing bool, lastErr error) string {
 
 // heldLeases is the leases this ledger's jobs hold, by name.
 type heldLeases struct {
-	mu     sync.Mutex
-	tokens map[string]uint64
+	mu   sync.Mutex
+	jobs map[string]heldJob
 }
 
-// setHeld records that this ledger's job under lease name started (held)
-// or stopped.
-func (l *Ledger) setHeld(name string, token uint64, held bool) {
+// heldJob is a job that runs under a lease: the lease's token and the
+// job's context, which carries the fence and ends when the lease is lost
+// or the job returns.
+type heldJob struct {
+	token uint64
+	ctx   context.Context
+}
+
+// setHeld records that this ledger's job under lease name, with its
+// context jobCtx, started.
+func (l *Ledger) setHeld(jobCtx context.Context, name string, token uint64) {
 	l.held.mu.Lock()
-	if held {
-		l.held.tokens[name] = token
-	} else if l.held.tokens[name] == token {
-		delete(l.held.tokens, name)
+	l.held.jobs[name] = heldJob{token: token, ctx: jobCtx}
+	l.held.mu.Unlock()
+	if leaseHook != nil {
+		leaseHook(name, l.cfg.Leases.Holder, true)
+	}
+}
+
+// setUnheld records that this ledger's job under lease name with token
+// stopped.
+func (l *Ledger) setUnheld(name string, token uint64) {
+	l.held.mu.Lock()
+	if l.held.jobs[name].token == token {
+		delete(l.held.jobs, name)
 	}
 	l.held.mu.Unlock()
 	if leaseHook != nil {
-		leaseHook(name, l.cfg.Leases.Holder, held)
+		leaseHook(name, l.cfg.Leases.Holder, false)
 	}
 }
 
@@ -256,6 +275,69 @@ func (l *Ledger) setHeld(name string, token uint64, held bool) {
 func (l *Ledger) LeaseHeld(name string) (uint64, bool) {
 	l.held.mu.Lock()
 	defer l.held.mu.Unlock()
-	token, ok := l.held.tokens[name]
-	return token, ok
+	j, ok := l.held.jobs[name]
+	return j.token, ok
+}
+
+// heldJobOf returns the job of this ledger that runs under lease name.
+func (l *Ledger) heldJobOf(name string) (heldJob, bool) {
+	l.held.mu.Lock()
+	defer l.held.mu.Unlock()
+	j, ok := l.held.jobs[name]
+	return j, ok
+}
+
+// requestHolder is the name under which this ledger takes a lease for one
+// run of a job on request (RunOnce), apart from its own holder name, so
+// that its background job's attempts to take the same lease (made under
+// its holder name, which takes back a lease already its own) wait for the
+// run rather than take the lease from under it.
+func (l *Ledger) requestHolder() string { return l.cfg.Leases.Holder + "/on-request" }
+
+// RunOnce runs job once under lease name, as its singleton: when a job of
+// this ledger holds the lease (RunUnderLease), job runs under that lease,
+// with its fence, and is stopped when the lease is lost; otherwise it
+// takes the lease for the run, renewing it as RunUnderLease does, and
+// releases it after. When another holder has the lease it returns a
+// *LeaseHeldError (or an error wrapping ErrLeaseHeld) at once, without
+// running job. Runs of job on the same ledger are not serialised here:
+// the caller does that.
+func (l *Ledger) RunOnce(ctx context.Context, name string, job func(ctx context.Context) error) error {
+	if j, ok := l.heldJobOf(name); ok {
+		return runWithin(ctx, j, name, job)
+	}
+	lc := l.cfg.Leases
+	start := time.Now()
+	actx, cancel := context.WithTimeout(ctx, callTimeout(lc.TTL))
+	token, err := l.store.AcquireLease(actx, name, l.requestHolder(), lc.TTL)
+	cancel()
+	var held *LeaseHeldError
+	if errors.As(err, &held) && held.Holder == lc.Holder {
+		// This ledger's own job took it meanwhile.
+		if j, ok := l.heldJobOf(name); ok {
+			return runWithin(ctx, j, name, job)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("take lease %s: %w", name, err)
+	}
+	lost, err := l.holdLease(ctx, name, l.requestHolder(), token, start, job)
+	if lost {
+		return fmt.Errorf("%w: %s was lost during the run", ErrLeaseLost, name)
+	}
+	return err
+}
+
+// runWithin runs job under the lease j holds: with its fence, stopped when
+// j's context ends (its lease lost).
+func runWithin(ctx context.Context, j heldJob, name string, job func(context.Context) error) error {
+	jctx, cancel := context.WithCancel(WithFence(ctx, Fence{Lease: name, Token: j.token}))
+	defer cancel()
+	stop := context.AfterFunc(j.ctx, cancel)
+	defer stop()
+	err := job(jctx)
+	if j.ctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: %s was lost during the run", ErrLeaseLost, name)
+	}
+	return err
 }

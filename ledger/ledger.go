@@ -81,8 +81,10 @@ type Ledger struct {
 	notify  chan struct{}
 	log     *logState // nil: no Merkle log
 	held    heldLeases
-	recent  *bytesCache // nil: none
-	clocks  clockWatch
+	// sweeping admits one deleting sweep of this ledger at a time.
+	sweeping chan struct{}
+	recent   *bytesCache // nil: none
+	clocks   clockWatch
 
 	// listRead counts the index entries List and ListWithin read.
 	listRead atomic.Int64
@@ -113,7 +115,7 @@ func New(store Store, objects ObjectStore, v *verifier.Verifier, keys verifier.K
 	if cfg.EvidenceCacheBytes == 0 {
 		cfg.EvidenceCacheBytes = DefaultEvidenceCacheBytes
 	}
-	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{tokens: map[string]uint64{}},
+	return &Ledger{store: store, objects: objects, v: v, keys: keys, cfg: cfg, notify: make(chan struct{}, 1), held: heldLeases{jobs: map[string]heldJob{}}, sweeping: make(chan struct{}, 1),
 		recent: newBytesCache(cfg.EvidenceCacheBytes), clocks: clockWatch{recheck: make(chan struct{}, 1), states: map[string]ClockState{}, gaveTime: map[string]bool{}}}, nil
 }
 

@@ -488,7 +488,8 @@ type Leases interface {
 	// AcquireLease takes lease name for holder for ttl when it is free,
 	// expired or already held by holder, and returns its fencing token:
 	// larger than every token handed out for name before. Otherwise it
-	// returns ErrLeaseHeld.
+	// returns an error wrapping ErrLeaseHeld, a *LeaseHeldError when the
+	// store can say who holds it.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (uint64, error)
 	// RenewLease extends the lease held by holder under token to ttl from
 	// now, or returns ErrLeaseLost when it is no longer held so.
@@ -512,6 +513,21 @@ type Fence struct {
 	Lease string
 	Token uint64
 }
+
+// LeaseHeldError is ErrLeaseHeld with the lease's holder and when its
+// lease ends unless renewed, by the store's clock.
+type LeaseHeldError struct {
+	Lease   string
+	Holder  string
+	Expires time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("lease %s is held by %s until %s unless renewed", e.Lease, e.Holder, e.Expires.UTC().Format(time.RFC3339))
+}
+
+// Is reports whether target is ErrLeaseHeld.
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
 type fenceKey struct{}
 

@@ -93,7 +93,38 @@ var maxReported, sweepPage = 1000, 500
 // ledger's clock is ahead of one by more than ClockTolerance it deletes
 // nothing and returns a *ClockAheadError, and when one cannot be read an
 // error wrapping ErrClockUnread; a dry run says the same.
+//
+// A sweep that deletes runs under the lease LeaseSweeper, its writes fenced
+// by it, one at a time in this ledger: under this ledger's sweeper's lease
+// when it holds it (RunSweeper), after that sweeper's sweep in progress;
+// otherwise under the lease taken for this sweep (RunOnce) and released
+// after it. When another ledger on the store holds the lease it deletes
+// nothing and returns a *LeaseHeldError naming the holder. A sweep whose
+// lease is lost while it runs stops and returns an error wrapping
+// ErrLeaseLost. A dry run takes no lease.
 func (l *Ledger) Sweep(ctx context.Context, dryRun bool) (*SweepResult, error) {
+	if dryRun {
+		return l.sweepChecked(ctx, true)
+	}
+	select {
+	case l.sweeping <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sweep: wait for the sweep in progress: %w", ctx.Err())
+	}
+	defer func() { <-l.sweeping }()
+	var res *SweepResult
+	err := l.RunOnce(ctx, LeaseSweeper, func(ctx context.Context) (err error) {
+		res, err = l.sweepChecked(ctx, false)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// sweepChecked is Sweep once it may run: it checks the clocks, then sweeps.
+func (l *Ledger) sweepChecked(ctx context.Context, dryRun bool) (*SweepResult, error) {
 	now := l.cfg.Now().UTC()
 	if err := l.checkClock(ctx, now); err != nil {
 		if !dryRun {

@@ -403,6 +403,10 @@ func (c *cli) exit(err error) int {
 		case logDiverged(err):
 			printf(c.errw, "%s: ledgerd at %s answers, but serves no checkpoint or proof of its Merkle log, and no retry brings one: %s\n", name, c.server, st.Message())
 			return exitError
+		case hasReason(err, codes.Unavailable, "SWEEPER_LEASE_HELD"), hasReason(err, codes.Unavailable, "LEASE_LOST"):
+			// ledgerd answered: another replica runs the job, or this one
+			// lost its lease during it.
+			printf(c.errw, "%s: ledgerd at %s: %s\n", name, c.server, st.Message())
 		case answersHTTP(st.Message()):
 			printf(c.errw, "%s: %s answers HTTP, not gRPC (%s). --server wants ledgerd's gRPC address (default port 9090), not its REST port (8080).\n", name, c.server, st.Message())
 		case c.tls && !c.hasClientCert() && closedMidHandshake(st.Message()):

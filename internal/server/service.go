@@ -63,10 +63,26 @@ const reasonExpired = "ROW_EXPIRED"
 // REST answers it with 409.
 const reasonNoLeaf = "LEAF_MISSING"
 
+// reasonSweeperElsewhere is the ErrorInfo reason of a sweep refused because
+// another ledgerd holds the sweeper's lease; its metadata names the holder
+// and when its lease ends unless renewed.
+const reasonSweeperElsewhere = "SWEEPER_LEASE_HELD"
+
+// reasonLeaseLost is the ErrorInfo reason of a request stopped because
+// this ledgerd lost the lease it ran under (a sweep).
+const reasonLeaseLost = "LEASE_LOST"
+
+// sweeperRetryDelay is the RetryInfo of a sweep refused for the sweeper's
+// lease: another try may reach the replica that holds it.
+const sweeperRetryDelay = time.Second
+
 // toStatus maps ledger errors to gRPC status in one place. Internal detail
 // is logged, never returned.
 func (s *service) toStatus(ctx context.Context, op string, err error) error {
-	var expired *ledger.ExpiredError
+	var (
+		expired *ledger.ExpiredError
+		held    *ledger.LeaseHeldError
+	)
 	switch {
 	case err == nil:
 		return nil
@@ -107,6 +123,28 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		// The times and whose clock only; the ledger logs the refusal at
 		// ERROR once, when writes stop.
 		return retryable(codes.Unavailable, err.Error(), clockRetryDelay)
+	case errors.As(err, &held):
+		// UNAVAILABLE, not FAILED_PRECONDITION: the holder's sweeper holds
+		// the lease as long as it runs, so this replica will refuse again,
+		// but behind a load balancer a retry may reach the holder, which
+		// sweeps; nothing needs fixing first.
+		st := status.New(codes.Unavailable, fmt.Sprintf("another ledgerd runs the retention sweeper: its lease %s is held by %s until %s unless renewed; retry (a retry that reaches that replica sweeps), or wait for its next sweep",
+			held.Lease, held.Holder, held.Expires.UTC().Format(time.RFC3339)))
+		if d, derr := st.WithDetails(
+			&errdetails.ErrorInfo{Reason: reasonSweeperElsewhere, Domain: "pactledger", Metadata: map[string]string{"lease": held.Lease, "holder": held.Holder, "leaseExpires": held.Expires.UTC().Format(time.RFC3339)}},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(sweeperRetryDelay)}); derr == nil {
+			st = d
+		}
+		return st.Err()
+	case errors.Is(err, ledger.ErrLeaseHeld):
+		return retryable(codes.Unavailable, "another ledgerd holds the lease this needs; retry", sweeperRetryDelay)
+	case errors.Is(err, ledger.ErrLeaseLost):
+		s.log.WarnContext(ctx, "request stopped: this ledgerd lost the lease it ran under", slog.String("op", op), slog.String("error", err.Error()))
+		st := status.New(codes.Unavailable, "this ledgerd lost the lease the request ran under, which stopped it; retry")
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonLeaseLost, Domain: "pactledger"}); derr == nil {
+			st = d
+		}
+		return st.Err()
 	case errors.Is(err, ledger.ErrUnavailable):
 		return status.Error(codes.Unavailable, "a store is unavailable; retry")
 	case errors.Is(err, ledger.ErrNoLog):

@@ -43,7 +43,8 @@ func (s *Store) AcquireLease(_ context.Context, name, holder string, ttl time.Du
 	defer l.mu.Unlock()
 	now := time.Now()
 	if cur := l.table[name]; cur != nil && cur.holder != holder && now.Before(cur.expires) {
-		return 0, fmt.Errorf("lease %s: %w", name, ledger.ErrLeaseHeld)
+		// Expiry by the monotonic clock, told as a wall time.
+		return 0, &ledger.LeaseHeldError{Lease: name, Holder: cur.holder, Expires: now.Add(cur.expires.Sub(now)).Round(0).UTC()}
 	}
 	l.tokens[name]++
 	l.table[name] = &lease{holder: holder, token: l.tokens[name], expires: now.Add(ttl)}

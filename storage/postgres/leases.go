@@ -61,9 +61,25 @@ RETURNING token`, []any{name, holder, ttl.Microseconds()}, func(rows pgx.Rows) e
 	case err != nil:
 		return 0, err
 	case !found:
-		return 0, fmt.Errorf("%w: lease %s", ledger.ErrLeaseHeld, name)
+		return 0, s.leaseHeld(ctx, name, min(ttl, s.cfg.CommitTimeout))
 	}
 	return uint64(token), nil
+}
+
+// leaseHeld is the error for lease name held by another holder: a
+// *ledger.LeaseHeldError naming the holder and the lease's expiry, or,
+// when they cannot be read within bound, ledger.ErrLeaseHeld alone.
+func (s *Store) leaseHeld(ctx context.Context, name string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var (
+		holder  string
+		expires time.Time
+	)
+	if err := s.pool.QueryRow(ctx, "SELECT holder, expires_at FROM leases WHERE name = $1", name).Scan(&holder, &expires); err != nil {
+		return fmt.Errorf("%w: lease %s", ledger.ErrLeaseHeld, name)
+	}
+	return &ledger.LeaseHeldError{Lease: name, Holder: holder, Expires: expires.UTC()}
 }
 
 // RenewLease implements ledger.Leases.
