@@ -25,8 +25,9 @@ import (
 // the connection up. Running out of it is an error wrapping
 // ledger.ErrUnavailable, and the runner tries again.
 //
-// A fenced write locks its lease's row until its transaction ends, and a
-// lease call waits for that lock; when the writer vanished, the server
+// A fenced write locks its lease's row from its lease check, its last
+// statement (tx.checkFence), until its transaction ends, and a lease call
+// waits for that lock; when the writer vanished, the server
 // ends its transaction only once it has been idle for the writer's
 // CommitTimeout (liveness.go). So no lease call waits for the row for
 // long: it gets half of its time for the wait (lock_timeout), after which
@@ -121,8 +122,8 @@ WHERE name = $1 AND holder = $2 AND token = $3`, []any{name, holder, int64(token
 // ctx's deadline comes first), so that the server gives up the wait
 // before the caller gives up the call (an answer that says the call
 // failed is not followed by its taking effect), while a renewal waiting
-// behind its holder's own fenced writes, which lock the lease's row
-// until they commit, waits as long as it can. rows reads a statement's rows, or exec its
+// behind its holder's own fenced writes, which lock the lease's row from
+// their lease check to their commit, waits as long as it can. rows reads a statement's rows, or exec its
 // command tag. Running out of bound, or of the wait for the lease's row,
 // is an error wrapping ledger.ErrUnavailable; the caller's own
 // cancellation is not.
