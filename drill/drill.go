@@ -714,9 +714,12 @@ type facts struct {
 	token       *verifier.TokenClaims
 	argsMatch   bool
 	argsChecked bool
-	// unsignedTargets are the row's actions ("tool target") whose args
-	// the receipt signs and whose signed args do not name the target.
+	// unsignedTargets are the row's actions ("tool target") whose target
+	// nothing signed names: the receipt signs no args, the ledger computed
+	// their hash (the agent did not sign them), or the signed args do not
+	// name it. unsignedOn are those targets, each once.
 	unsignedTargets []string
+	unsignedOn      []string
 	identity        bool
 	reverified      bool
 	missing         []string    // evidence a person would have to find
@@ -943,6 +946,14 @@ func grantTime(tok *verifier.TokenClaims) time.Time {
 	return tok.Iat.Time()
 }
 
+// unsigned records that nothing signed names the target of action a.
+func (f *facts) unsigned(a verifier.RowAction) {
+	f.unsignedTargets = append(f.unsignedTargets, a.Tool+" "+a.Target)
+	if !slices.Contains(f.unsignedOn, a.Target) {
+		f.unsignedOn = append(f.unsignedOn, a.Target)
+	}
+}
+
 func (r *Runner) actionLog(t timer, f *facts) Pull {
 	row := f.row
 	if f.ev == nil {
@@ -970,18 +981,29 @@ func (r *Runner) actionLog(t timer, f *facts) Pull {
 		}
 		used[j] = true
 		got := verifier.ArgsHash(logged[j].ArgsJSON)
+		unsigned := a.Target != "" && a.TargetSource != verifier.TargetFromSignedArgs
 		switch {
+		case a.ArgsHash == "" && unsigned:
+			// The receipt signs the tool and no args: nothing signed
+			// names the object the row is filed under (docs/design/012).
+			f.unsigned(a)
+			problems = append(problems, fmt.Sprintf("%s %s: the receipt signs no args, so nothing signed names %s: the target is the action log's alone", a.Tool, a.Target, a.Target))
 		case a.ArgsHash == "":
 			ok = append(ok, fmt.Sprintf("%s %s: no args", a.Tool, logged[j].Target))
 		case got != a.ArgsHash:
 			problems = append(problems, fmt.Sprintf("%s %s: the logged args hash %s is not the receipt's %s", a.Tool, logged[j].Target, got, a.ArgsHash))
+		case a.HashSource == verifier.HashComputedByLedger && unsigned:
+			// The agent did not sign the args: they are the writer's,
+			// and so is the target they name.
+			f.unsigned(a)
+			problems = append(problems, fmt.Sprintf("%s %s: args hash %s matches, but the ledger computed it (the agent did not sign args), so nothing signed names %s: the target is the action log's alone", a.Tool, a.Target, short(got), a.Target))
 		case a.HashSource == verifier.HashComputedByLedger:
 			ok = append(ok, fmt.Sprintf("%s %s: args hash %s matches (computed by the ledger; the agent did not sign args)", a.Tool, logged[j].Target, short(got)))
 		case a.Target != "" && !namedBySignedArgs(a, logged[j].ArgsJSON):
 			// The args are the signed ones, and they do not name the
 			// object the row is filed under: the target is the writer's
 			// word alone (docs/design/012).
-			f.unsignedTargets = append(f.unsignedTargets, a.Tool+" "+a.Target)
+			f.unsigned(a)
 			problems = append(problems, fmt.Sprintf("%s %s: args hash %s matches the signed one, but the signed args %s do not name %s: the target is the action log's alone",
 				a.Tool, a.Target, short(got), clipped(logged[j].ArgsJSON, 200), a.Target))
 		default:
@@ -1312,8 +1334,16 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		// key may post any (docs/design/012): whether the action was
 		// covered, an incident or unauthorized, it was not shown to be
 		// this order's.
-		return false, fmt.Sprintf("needs a person: the signed args do not name the target of %s; the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
-			strings.Join(f.unsignedTargets, ", ")), checking
+		// The reply does not say the action was on the target either:
+		// only that a record filed under it is being checked.
+		on := make([]string, len(f.unsignedOn))
+		for i, t := range f.unsignedOn {
+			on[i] = asName(t)
+		}
+		return false, fmt.Sprintf("needs a person: nothing signed names the target of %s (the receipt signs no args, the agent did not sign them, or the signed args do not name it); the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
+				strings.Join(f.unsignedTargets, ", ")),
+			answer{finding: fmt.Sprintf("We are checking a record of %s at %s that was filed under %s, which the signed request does not name.",
+				names.tools(row.Brand, toolList(row)), clock(row.IssuedAt), strings.Join(on, ", ")), closing: checking.closing}
 	}
 	if len(f.missing) > 0 {
 		return false, "needs a person: missing " + strings.Join(dedup(f.missing), ", "), checking

@@ -70,6 +70,12 @@ func (n Names) scopes(url string, ids []string) string {
 // action is what the row's tools did, in the brand's words when it has
 // them: `"cancel an order" on A-5531`, else `cancel_order on A-5531`.
 func (n Names) action(url string, tools []string, targets string) string {
+	return n.tools(url, tools) + " on " + targets
+}
+
+// tools is what the tools did, in the brand's words when it has them:
+// `"cancel an order"`, else `cancel_order`; "a reply" for none.
+func (n Names) tools(url string, tools []string) string {
 	out := make([]string, len(tools))
 	for i, t := range tools {
 		out[i] = asName(t)
@@ -80,7 +86,7 @@ func (n Names) action(url string, tools []string, targets string) string {
 	if len(out) == 0 {
 		out = []string{"a reply"}
 	}
-	return strings.Join(out, ", ") + " on " + targets
+	return strings.Join(out, ", ")
 }
 
 // asName is a tool or target as a reply names it. Most are names

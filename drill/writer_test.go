@@ -437,3 +437,50 @@ func TestAReceiptFiledTwiceSaysWhichTargetTheSignedArgsName(t *testing.T) {
 		t.Errorf("decision on the moved post: %+v; want it to need a person and say %q", d, want)
 	}
 }
+
+// A real receipt that signs its tool and no args hash (or args the agent
+// did not sign, whose hash the ledger computes) names no object: the
+// order id it is filed under is the action log's word alone. Filed under
+// another customer's order, it is not answered as covered: the dispute
+// drill needs a person, the reply does not say the agent ran it on that
+// order, and the monthly drill does not pass it. A receipt whose signed
+// args name its order still passes beside it.
+func TestAReceiptThatSignsNoArgsDoesNotVouchForItsTarget(t *testing.T) {
+	for _, args := range []string{"", `{"order":"C-1234"}`} {
+		e := newEnv(t, time.Now)
+		honest := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+		r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+		r.Claims["actions"] = []map[string]any{{"tool": "cancel_order"}}
+		e.sc.Resign(r)
+		r.Actions = []verifier.Action{{Tool: "cancel_order", Target: "C-1234", ArgsJSON: args}}
+		row := e.append(t, r)
+		if row.Status != ledger.Authorized || row.Actions[0].TargetSource != verifier.TargetFromWriter {
+			t.Fatalf("args %q: status %v, target source %d; want authorized, the writer's", args, row.Status, row.Actions[0].TargetSource)
+		}
+		rep, err := e.r.Run(context.Background(), drill.Request{Target: "C-1234"}, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := pulls(rep)[drill.PullActionLog]; p.Passed || !strings.Contains(p.Detail, "the target is the action log's alone") {
+			t.Errorf("args %q: action log pull %+v; want it to say the target is the action log's alone", args, p)
+		}
+		if d := decisions(rep)[row.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person: nothing signed names the target of cancel_order C-1234") {
+			t.Errorf("args %q: decision %+v; want it to need a person", args, d)
+		}
+		if strings.Contains(rep.Reply, "under that permission, ran") || strings.Contains(rep.Reply, "on C-1234") ||
+			!strings.Contains(rep.Reply, "We are checking a record of cancel_order at 7 October 2026 13:12 UTC that was filed under C-1234, which the signed request does not name.") {
+			t.Errorf("args %q: reply %q; want it to say a record filed under C-1234 is being checked, not that the agent ran it there", args, rep.Reply)
+		}
+		m := monthly(t, e.l)
+		if m.ChecksPassed == m.ChecksTotal {
+			t.Errorf("args %q: the monthly drill passed %d of %d checks; want the row filed by the writer alone to fail", args, m.ChecksPassed, m.ChecksTotal)
+		}
+		got := decisions(m)
+		if d, ok := got[row.ID]; !ok || d.Passed {
+			t.Errorf("args %q: monthly decision on the row %+v (drilled %v); want it drilled and not passed", args, d, ok)
+		}
+		if d := got[honest.ID]; !d.Passed {
+			t.Errorf("args %q: monthly decision on the row whose signed args name its order: %+v; want it passed", args, d)
+		}
+	}
+}
