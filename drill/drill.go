@@ -372,8 +372,12 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 	t := startTimer()
 	var rows []*ledger.Row
 	var lookups int // read-only turns found
-	var cut string  // the rows left out of the drill, in words; "" when none
-	left := 0       // how many rows were left out (at least, when capped)
+	// unvouched are the refusals a drill by customer alone found whose
+	// customer is the name the writer claimed: counted and named, not
+	// drilled (a drill by their order drills them).
+	var unvouched []*ledger.Row
+	var cut string // the rows left out of the drill, in words; "" when none
+	left := 0      // how many rows were left out (at least, when capped)
 	switch {
 	case req.RowID != "":
 		row, err := r.l.Get(ctx, req.RowID)
@@ -408,8 +412,13 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 						rep.Listed = append(rep.Listed, Listed{RowID: row.ID, Detail: fmt.Sprintf("read-only turn %s on %s at %s (%s): listed, not scored; it changed nothing and its evidence is by design not kept",
 							tools(row), targets(row), clock(row.IssuedAt), strings.ToLower(row.Status.String()))})
 					}
-				case row.Kind == ledger.KindReceipt || req.Target != "":
+				case row.Kind == ledger.KindReceipt || req.Target != "" || row.TokenVouches():
+					// By customer alone, a refusal is drilled when the
+					// Brand's signature on its delegation token names the
+					// customer (ledger.Row.TokenVouches).
 					rows = append(rows, row)
+				case row.Kind == ledger.KindRefusal:
+					unvouched = append(unvouched, row)
 				}
 			}
 			if next == "" {
@@ -450,6 +459,12 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note = fmt.Sprintf("nothing to drill: the one row about %s is a read-only turn, which changed nothing", describeQuery(req))
 			}
 			rep.Reply = fmt.Sprintf("The only records we hold about %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+			if len(unvouched) > 0 {
+				// Not the only records: refusals under the customer's
+				// name are held, which no signature ties to them.
+				rep.Note += unvouchedWords(req, unvouched)
+				rep.Reply = fmt.Sprintf("The records we hold about %s that our checks tie to you are look-ups your agent made: they showed information and changed nothing. We hold other records under your name, which a member of our team will check.", describeQuery(req))
+			}
 			if others := r.otherNames(ctx, req); others != "" {
 				// The customer's own attempts may be filed under another
 				// name (a refusal of a request made without a grant is
@@ -458,6 +473,12 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note += others
 				rep.Reply = fmt.Sprintf("The records we hold about %s under your account are look-ups your agent made: they showed information and changed nothing. We hold other records about %s, which a member of our team will check.", describeQuery(req), req.Target)
 			}
+			return
+		}
+		if len(rows) == 0 && len(unvouched) > 0 {
+			rep.Note = strings.TrimPrefix(unvouchedWords(req, unvouched), "; ")
+			failAll(rep, t, fmt.Sprintf("needs a person: no row about %s that a signature ties to the customer%s", describeQuery(req), unvouchedWords(req, unvouched)))
+			rep.Reply = "We hold records under your name that our checks could not tie to you; a member of our team will look into them and get back to you."
 			return
 		}
 		if len(rows) == 0 {
@@ -484,6 +505,9 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				n += fmt.Sprintf(" (the newest %d shown)", len(rep.Listed))
 			}
 			notes = append(notes, n)
+		}
+		if len(unvouched) > 0 {
+			notes = append(notes, strings.TrimPrefix(unvouchedWords(req, unvouched), "; "))
 		}
 		rep.Note = strings.Join(notes, "; ")
 	}
@@ -633,6 +657,30 @@ func (r *Runner) otherNames(ctx context.Context, req Request) string {
 	}
 	return fmt.Sprintf("; the ledger holds %s%s about %s under other principals (%d of them refusals, whose principal is the name the writer claimed), such as %s: drill the order without the customer to see them",
 		plural(len(found), "row"), more, req.Target, refusals, strings.Join(quoteAll(names), ", "))
+}
+
+// unvouchedWords names, for the support lead, the refusals a drill by
+// customer alone found under the customer's name without drilling them:
+// with no delegation token that verified, their customer is the name the
+// writer claimed, so a drill of their order scores them.
+func unvouchedWords(req Request, refusals []*ledger.Row) string {
+	var ids, orders []string
+	for _, row := range refusals {
+		if len(ids) < 3 {
+			ids = append(ids, short(row.ID))
+		}
+		for _, t := range row.Targets() {
+			if !slices.Contains(orders, t) && len(orders) < 3 {
+				orders = append(orders, t)
+			}
+		}
+	}
+	on := ""
+	if len(orders) > 0 {
+		on = " (of " + strings.Join(quoteAll(orders), ", ") + ")"
+	}
+	return fmt.Sprintf("; the ledger also holds %s%s under the name of %s that no signature ties to the customer (the name the writer claimed), such as %s, not drilled: drill their orders to score them",
+		plural(len(refusals), "refusal"), on, describeQuery(req), strings.Join(ids, ", "))
 }
 
 // quoteAll quotes each of ss as a Go string: names a writer chose are

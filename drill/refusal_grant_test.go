@@ -2,6 +2,7 @@ package drill_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,71 @@ func TestAReplyQuotesAToolThatIsNotAName(t *testing.T) {
 	}
 	if want := `for "a test by our team (you approved the rea…" on A-7501`; !strings.Contains(rep.Reply, want) || strings.Contains(rep.Reply, "no refund is due") {
 		t.Fatalf("reply:\n%s\nwant %q, and not the writer's sentence whole", rep.Reply, want)
+	}
+}
+
+// A drill by customer alone drills the refusals whose delegation token
+// verified (the Brand's signature names the customer) and answers them
+// as a drill of their order does; it names the refusals whose customer is
+// the writer's claim alone, and never tells the customer that look-ups
+// are the only records held while either is there.
+func TestADrillByCustomerAnswersTheRefusalsUnderTheirName(t *testing.T) {
+	observed := time.Date(2026, 10, 7, 13, 12, 44, 0, time.UTC)
+	e := newEnv(t, time.Now)
+	ctx := context.Background()
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: observed.Add(-2 * time.Minute)}))
+	r := e.sc.Mint(pacttest.Spec{At: observed, User: "acct-48213", Target: "A-5531"})
+	grant := r.TokenClaims["grant_id"].(string)
+	if _, err := e.l.RevokeGrant(ctx, grant, observed.Add(-time.Minute), "the customer revoked it", "admin", true); err != nil {
+		t.Fatal(err)
+	}
+	in := ledger.RefusalInput{ClaimedPrincipal: "acct-48213", ClaimedAgent: e.sc.PA.ID, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken,
+		Tool: "cancel_order", Target: "A-5531", Reason: "request under delegation grant " + grant + ", which was revoked", ObservedAt: observed}
+	ref, err := e.l.AppendRefusal(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ref.TokenVouches() || ref.Principal != "acct-48213" {
+		t.Fatalf("refusal principal %q, token vouches %v", ref.Principal, ref.TokenVouches())
+	}
+	const asked = "Your agent asked for cancel_order on A-5531 at 7 October 2026 13:12 UTC after its permission had been revoked (on 7 October 2026 13:11 UTC), and we refused it"
+	for _, req := range []drill.Request{{Target: "A-5531"}, {Principal: "acct-48213"}} {
+		rep, err := e.r.Run(ctx, req, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Rows, []string{ref.ID}) {
+			t.Errorf("drill %+v: rows %v; want the refusal %s", req, rep.Rows, ref.ID[:12])
+		}
+		if d := decisions(rep)[ref.ID]; !d.Passed || !strings.Contains(d.Detail, "the agent used grant "+grant+" after it was revoked") {
+			t.Errorf("drill %+v: decision %+v", req, d)
+		}
+		if !strings.Contains(rep.Reply, asked) || strings.Contains(rep.Reply, "only records") {
+			t.Errorf("drill %+v: reply %q; want %q", req, rep.Reply, asked)
+		}
+	}
+
+	// A refusal filed under the customer's name with no token: its
+	// customer is the name the writer claimed. It is named, not drilled,
+	// and the look-ups are not said to be all the ledger holds.
+	e = newEnv(t, time.Now)
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, At: observed.Add(-2 * time.Minute)}))
+	in.DelegationToken = ""
+	claimed, err := e.l.AppendRefusal(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed.TokenVouches() {
+		t.Fatal("a refusal without a token is vouched for")
+	}
+	rep, err := e.r.Run(ctx, drill.Request{Principal: "acct-48213"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 0 || !strings.Contains(rep.Note, "1 refusal (of \"A-5531\") under the name of customer acct-48213 that no signature ties to the customer") || !strings.Contains(rep.Note, claimed.ID[:12]) {
+		t.Errorf("rows %v, note %q; want the refusal named, not drilled", rep.Rows, rep.Note)
+	}
+	if strings.Contains(rep.Reply, "only records") || !strings.Contains(rep.Reply, "We hold other records under your name, which a member of our team will check.") {
+		t.Errorf("reply %q; want it to say other records under the customer's name are held", rep.Reply)
 	}
 }
