@@ -1,8 +1,10 @@
 package drill
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A customer reply's lines are its own: a line feed, a carriage return or
@@ -35,6 +37,39 @@ func TestAsNameQuotesWordsJoinedByBlankLetters(t *testing.T) {
 	for _, name := range []string{"cancel_order", "A-5531", "SKY-20931", "message:send"} {
 		if got := asName(name); got != name {
 			t.Errorf("asName(%q) = %s, want it as it is", name, got)
+		}
+	}
+}
+
+// Findings of distinct rows are never merged: rows that read alike to the
+// second are said once with how many there are; the grant and closing
+// sentences they share are said once.
+func TestComposeCountsRowsThatReadAlike(t *testing.T) {
+	at := time.Date(2026, 10, 7, 13, 12, 14, 0, time.UTC)
+	ran := answer{grant: "On 7 October 2026 13:07 UTC you allowed it.", finding: "At " + clock(at) + " your agent ran cancel_order on A-5531.", closing: "You can withdraw it."}
+	rows := func(times ...time.Time) []answer {
+		var out []answer
+		for i, t := range times {
+			a := ran
+			a.row, a.at = fmt.Sprint("row", i), t
+			out = append(out, a)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		answers []answer
+		want    string
+	}{
+		{"one row", rows(at), "On 7 October 2026 13:07 UTC you allowed it. At 7 October 2026 13:12 UTC your agent ran cancel_order on A-5531.\n\nYou can withdraw it."},
+		{"two in one second", rows(at, at), "On 7 October 2026 13:07 UTC you allowed it. At 7 October 2026 13:12 UTC your agent ran cancel_order on A-5531. This is on record twice.\n\nYou can withdraw it."},
+		{"three, two in one second", rows(at, at.Add(20*time.Second), at),
+			"On 7 October 2026 13:07 UTC you allowed it. At 7 October 2026 13:12:14 UTC your agent ran cancel_order on A-5531. This is on record twice. At 7 October 2026 13:12:34 UTC your agent ran cancel_order on A-5531.\n\nYou can withdraw it."},
+		{"three in one second", rows(at, at, at), "On 7 October 2026 13:07 UTC you allowed it. At 7 October 2026 13:12 UTC your agent ran cancel_order on A-5531. This is on record 3 times.\n\nYou can withdraw it."},
+		{"the reply's own sentences", []answer{{finding: "We hold more records."}, {finding: "We hold more records."}}, "We hold more records."},
+	} {
+		if got := compose(c.answers); got != c.want {
+			t.Errorf("%s: compose = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -529,6 +529,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			d.Passed, d.Detail = false, "needs a person: "+cut+"; on this row alone: "+d.Detail
 		}
 		rep.Pulls = append(rep.Pulls, pulls...)
+		a.row, a.at = row.ID, row.IssuedAt
 		answers = append(answers, a)
 	}
 	if cut != "" {
@@ -591,6 +592,11 @@ type answer struct {
 	grant   string // the permission the customer gave (shared by rows under one grant)
 	finding string // what the record shows
 	closing string // what happens next
+	// row is the drilled row the finding is about, and at the time the
+	// finding gives for it (to the minute); "" for the reply's own
+	// sentences (rows left out, look-ups).
+	row string
+	at  time.Time
 }
 
 // compose writes the customer reply in at most two short paragraphs: what
@@ -598,17 +604,42 @@ type answer struct {
 // its own: a control character that a writer's words brought into it (a
 // tool or target stored before the ledger refused them) is written
 // escaped (termtext.Escape), so that the reply's lines are its own.
+//
+// A grant or closing sentence said once already is not said again. A
+// finding is about its own row, and two rows are two records (a customer
+// charged twice has two): the findings of rows that read alike give their
+// times to the second when those differ, and any that still read alike are
+// said once with how many there are ("This is on record twice.").
 func compose(answers []answer) string {
+	answers = toTheSecond(answers)
 	var first, second []string
+	counts := map[int]int{} // index in first of a row's finding: how many rows read so
 	for _, a := range answers {
 		for _, part := range []struct {
 			s   string
 			dst *[]string
-		}{{a.grant, &first}, {a.finding, &first}, {a.closing, &second}} {
+			row string
+		}{{a.grant, &first, ""}, {a.finding, &first, a.row}, {a.closing, &second, ""}} {
 			s := termtext.Escape(part.s)
-			if s != "" && !slices.Contains(*part.dst, s) {
-				*part.dst = append(*part.dst, s)
+			if s == "" {
+				continue
 			}
+			i := slices.Index(*part.dst, s)
+			if i < 0 {
+				*part.dst = append(*part.dst, s)
+				i = len(*part.dst) - 1
+			}
+			if part.row != "" {
+				counts[i]++
+			}
+		}
+	}
+	for i, n := range counts {
+		switch {
+		case n == 2:
+			first[i] += " This is on record twice."
+		case n > 2:
+			first[i] += fmt.Sprintf(" This is on record %d times.", n)
 		}
 	}
 	reply := strings.Join(first, " ")
@@ -616,6 +647,34 @@ func compose(answers []answer) string {
 		reply += "\n\n" + strings.Join(second, " ")
 	}
 	return reply
+}
+
+// toTheSecond rewrites the findings of rows that read alike, where the
+// rows' times differ within the minute the finding gives, with their
+// times to the second (as clocks does for an action and a revocation).
+func toTheSecond(answers []answer) []answer {
+	alike := map[string][]int{}
+	for i, a := range answers {
+		if a.row != "" && a.finding != "" {
+			alike[a.finding] = append(alike[a.finding], i)
+		}
+	}
+	out := slices.Clone(answers)
+	for _, idx := range alike {
+		differ := false
+		for _, i := range idx[1:] {
+			differ = differ || !answers[i].at.Truncate(time.Second).Equal(answers[idx[0]].at.Truncate(time.Second))
+		}
+		if !differ {
+			continue
+		}
+		for _, i := range idx {
+			if at := answers[i].at; !at.IsZero() {
+				out[i].finding = strings.Replace(answers[i].finding, clock(at), clockSecond(at), 1)
+			}
+		}
+	}
+	return out
 }
 
 // otherNamesRead bounds the rows otherNames reads.
@@ -1688,8 +1747,15 @@ func clocks(a, b time.Time) (string, string) {
 	if a.IsZero() || b.IsZero() || !a.Truncate(time.Minute).Equal(b.Truncate(time.Minute)) {
 		return clock(a), clock(b)
 	}
-	const sec = "2 January 2006 15:04:05 UTC"
-	return a.UTC().Format(sec), b.UTC().Format(sec)
+	return clockSecond(a), clockSecond(b)
+}
+
+// clockSecond is clock to the second.
+func clockSecond(t time.Time) string {
+	if t.IsZero() {
+		return clock(t)
+	}
+	return t.UTC().Format("2 January 2006 15:04:05 UTC")
 }
 
 func short(id string) string {

@@ -131,3 +131,36 @@ func TestRepeatsOfAReceiptDoNotPushItsFirstRowOutOfTheDrill(t *testing.T) {
 		t.Errorf("the first row's decision: %+v; want needs a person (rows left out)", p)
 	}
 }
+
+// Two receipts of one action on one order in one minute are two actions
+// (a customer charged twice has two records): the reply names both, each
+// at its time to the second, where the minute alone would read as one.
+func TestTwoActionsInOneMinuteAreBothInTheReply(t *testing.T) {
+	e := newEnv(t, time.Now)
+	at := time.Date(2026, 10, 7, 13, 12, 14, 0, time.UTC)
+	a := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "cancel_order", At: at}))
+	b := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "cancel_order", At: at.Add(20 * time.Second)}))
+	if a.Verifier.DuplicateOf != "" || b.Verifier.DuplicateOf != "" {
+		t.Fatalf("duplicates: %q %q", a.Verifier.DuplicateOf, b.Verifier.DuplicateOf)
+	}
+	for _, req := range []drill.Request{{Target: "A-5531"}, {Target: "A-5531", Principal: "acct-48213"}, {Principal: "acct-48213"}} {
+		rep, err := e.r.Run(context.Background(), req, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Rows) != 2 || rep.ChecksPassed != rep.ChecksTotal {
+			t.Fatalf("drill %+v: rows %v, %d of %d checks passed", req, rep.Rows, rep.ChecksPassed, rep.ChecksTotal)
+		}
+		for _, want := range []string{
+			"At 7 October 2026 13:12:14 UTC your agent, under that permission, ran cancel_order on A-5531",
+			"At 7 October 2026 13:12:34 UTC your agent, under that permission, ran cancel_order on A-5531",
+		} {
+			if !strings.Contains(rep.Reply, want) {
+				t.Errorf("drill %+v: reply %q; want %q", req, rep.Reply, want)
+			}
+		}
+		if n := strings.Count(rep.Reply, "you signed in with"); n != 1 {
+			t.Errorf("drill %+v: the grant is said %d times; want once: %q", req, n, rep.Reply)
+		}
+	}
+}
