@@ -482,8 +482,26 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			return
 		}
 		if len(rows) == 0 {
-			failAll(rep, t, fmt.Sprintf("no row about %s%s (ids match exactly: check the spelling and the case)", describeQuery(req), r.otherNames(ctx, req)))
-			rep.Reply = "We found no record of an action by a personal agent about " + describeQuery(req) + " in our ledger; a member of our team will look into it."
+			// The lookup matched ids exactly: a row filed under another
+			// spelling of the order id (a pipeline that changes its case,
+			// or a writer's choice), or under another order, is not
+			// found. The reply says what was searched, not that no record
+			// exists, and the lead is told where to look next.
+			spellings := r.otherSpellings(ctx, req)
+			next := "drill the customer alone (--principal) too: a row about the order may be filed under another spelling of its id, or another order"
+			if req.Target == "" {
+				next = "drill the order too: a refusal's customer is the name the writer claimed"
+			}
+			failAll(rep, t, fmt.Sprintf("needs a person: no row filed under %s%s%s (ids match exactly: check the spelling and the case); %s", describeQuery(req), r.otherNames(ctx, req), spellings, next))
+			rep.Note = fmt.Sprintf("no row filed under %s (ids match exactly)%s; %s", describeQuery(req), spellings, next)
+			switch {
+			case req.Target == "":
+				rep.Reply = "We found no record filed under your account in our ledger; a member of our team will look into it and get back to you."
+			case spellings != "":
+				rep.Reply = "We found no record filed under order " + req.Target + " exactly as written; we hold records filed under a similar id, which a member of our team will check and get back to you."
+			default:
+				rep.Reply = "We found no record filed under order " + req.Target + " in our ledger; a member of our team will also look for it under your account and get back to you."
+			}
 			return
 		}
 		rank(rows)
@@ -740,6 +758,46 @@ func unvouchedWords(req Request, refusals []*ledger.Row) string {
 	}
 	return fmt.Sprintf("; the ledger also holds %s%s under the name of %s that no signature ties to the customer (the name the writer claimed), such as %s, not drilled: drill their orders to score them",
 		plural(len(refusals), "refusal"), on, describeQuery(req), strings.Join(ids, ", "))
+}
+
+// otherSpellingsRead bounds the rows otherSpellings reads for each
+// spelling.
+const otherSpellingsRead = 1000
+
+// otherSpellings says, for a drill by target that found nothing, what
+// the ledger holds under the target's id in upper or lower case: the
+// lookup matches ids exactly, and a pipeline that changes an id's case
+// files the action under an id the customer's does not find. Rows under
+// other mixes of case are not looked for (the indexes are by exact id).
+// "" when there are none.
+func (r *Runner) otherSpellings(ctx context.Context, req Request) string {
+	if req.Target == "" {
+		return ""
+	}
+	var out []string
+	for _, v := range []string{strings.ToUpper(req.Target), strings.ToLower(req.Target)} {
+		if v == req.Target {
+			continue
+		}
+		read := 0
+		found, next, err := r.l.List(ctx, ledger.Query{Target: v, PageSize: 100, MaxRead: otherSpellingsRead, Read: &read})
+		if err != nil || len(found) == 0 {
+			continue
+		}
+		more := ""
+		if next != "" {
+			more = " or more"
+		}
+		ids := []string{}
+		for _, row := range found[:min(len(found), 3)] {
+			ids = append(ids, short(row.ID))
+		}
+		out = append(out, fmt.Sprintf("%s%s filed under %q, such as %s", plural(len(found), "row"), more, v, strings.Join(ids, ", ")))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; the ledger holds " + strings.Join(out, ", and ") + " (the id in another case): drill that id"
 }
 
 // quoteAll quotes each of ss as a Go string: names a writer chose are

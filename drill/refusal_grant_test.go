@@ -123,7 +123,7 @@ func TestANoRowDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := pulls(rep)[drill.PullReceiptRow]
-	if d.Passed || !strings.Contains(d.Detail, "no row about A-88213 for customer acct-48213") || !strings.Contains(d.Detail, "check the spelling and the case") || !strings.Contains(d.Detail, `1 row about A-88213 under other principals (1 of them refusals`) || !strings.Contains(d.Detail, `"sub jane of https://pa.example"`) {
+	if d.Passed || !strings.Contains(d.Detail, "no row filed under A-88213 for customer acct-48213") || !strings.Contains(d.Detail, "check the spelling and the case") || !strings.Contains(d.Detail, `1 row about A-88213 under other principals (1 of them refusals`) || !strings.Contains(d.Detail, `"sub jane of https://pa.example"`) {
 		t.Fatalf("receipt_row pull: %+v", d)
 	}
 	// Without any row about the order, nothing more is said.

@@ -484,3 +484,44 @@ func TestAReceiptThatSignsNoArgsDoesNotVouchForItsTarget(t *testing.T) {
 		}
 	}
 }
+
+// A drill by order matches the id exactly. A real action filed only
+// under the id in another case (a pipeline that lower-cases ids, or a
+// writer's choice) is not found by it, so the reply says what was
+// searched, never that the ledger holds no record; the lead is pointed
+// to the other spelling and to a drill of the customer.
+func TestADrillThatFindsNothingUnderTheOrderSaysWhatItSearched(t *testing.T) {
+	e := newEnv(t, time.Now)
+	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
+	row := e.append(t, withTarget(real, "a-5531"))
+	if row.Status != ledger.Authorized {
+		t.Fatalf("status %v", row.Status)
+	}
+	for _, req := range []drill.Request{{Target: "A-5531"}, {Target: "A-5531", Principal: "acct-48213"}} {
+		rep, err := e.r.Run(context.Background(), req, "lead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(rep.Reply, "We found no record of an action") ||
+			rep.Reply != "We found no record filed under order A-5531 exactly as written; we hold records filed under a similar id, which a member of our team will check and get back to you." {
+			t.Errorf("drill %+v: reply %q; want it to say what was searched and that records under a similar id are held", req, rep.Reply)
+		}
+		want := `1 row filed under "a-5531", such as ` + row.ID[:12]
+		if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, want) || !strings.Contains(p.Detail, "drill the customer alone") {
+			t.Errorf("drill %+v: receipt_row pull %+v; want it to name %q and the drill of the customer", req, p, want)
+		}
+		if !strings.Contains(rep.Note, want) || !strings.Contains(rep.Note, "drill the customer alone") {
+			t.Errorf("drill %+v: note %q; want it to name %q and the drill of the customer", req, rep.Note, want)
+		}
+	}
+	// Nothing under any spelling: the reply still says only what was
+	// searched, and that the customer's account will be looked at.
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "B-0001"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reply != "We found no record filed under order B-0001 in our ledger; a member of our team will also look for it under your account and get back to you." ||
+		!strings.Contains(rep.Note, "drill the customer alone") || strings.Contains(rep.Note, "another case") {
+		t.Errorf("drill of an order with no rows: note %q, reply %q", rep.Note, rep.Reply)
+	}
+}
