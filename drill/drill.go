@@ -473,6 +473,14 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note += others
 				rep.Reply = fmt.Sprintf("The records we hold about %s under your account are look-ups your agent made: they showed information and changed nothing. We hold other records about %s, which a member of our team will check.", describeQuery(req), req.Target)
 			}
+			if spellings := r.otherSpellings(ctx, req); spellings != "" {
+				// The action disputed may be filed under the id in
+				// another case, which the lookup, by exact id, does not
+				// read: not all that is held about the order.
+				rep.Note += spellings
+				failAll(rep, t, fmt.Sprintf("needs a person: the rows filed under %s are read-only turns%s", describeQuery(req), spellings))
+				rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing. We hold other records filed under a similar id, which a member of our team will check.", describeQuery(req))
+			}
 			return
 		}
 		if len(rows) == 0 && len(unvouched) > 0 {

@@ -525,3 +525,23 @@ func TestADrillThatFindsNothingUnderTheOrderSaysWhatItSearched(t *testing.T) {
 		t.Errorf("drill of an order with no rows: note %q, reply %q", rep.Note, rep.Reply)
 	}
 }
+
+// Look-ups filed under the order id are not said to be all that is held
+// about it while rows are filed under the id in another case: the drill
+// needs a person and names them.
+func TestLookUpsAreNotTheOnlyRecordsWhileTheIdIsFiledInAnotherCase(t *testing.T) {
+	e := newEnv(t, time.Now)
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	row := e.append(t, withTarget(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}), "a-5531"))
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `1 row filed under "a-5531", such as ` + row.ID[:12]
+	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, want) || !strings.Contains(rep.Note, want) {
+		t.Errorf("receipt_row pull %+v, note %q; want it to need a person and name %q", p, rep.Note, want)
+	}
+	if strings.Contains(rep.Reply, "The only records") || !strings.Contains(rep.Reply, "We hold other records filed under a similar id") {
+		t.Errorf("reply %q; want it not to say the look-ups are the only records", rep.Reply)
+	}
+}
