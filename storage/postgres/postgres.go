@@ -346,8 +346,25 @@ const maxBatchRuns = 10
 // what a successful COMMIT made durable is answered nil. A committer's
 // transaction never waits for a grant's hold (HoldGrants): a member that
 // finds one held elsewhere runs again later, off the committer.
+//
+// A fenced write (a lease holder's) runs in a transaction of its own,
+// before the batch's others: its check of the lease, its last statement,
+// locks the lease's row until COMMIT, and the holder's renewals wait for
+// that lock. In a batch, every member after it and the batch's own
+// settling would hold the row as long as they took, past the lease's
+// life: the holder would count its lease lost while its write committed.
 func (s *Store) commit(batch []*request) {
-	s.commitWaiting(batch, false, time.Now().Add(s.cfg.CommitTimeout))
+	rest := batch[:0:0]
+	for _, r := range batch {
+		if r.fence != nil {
+			s.commitWaiting([]*request{r}, false, time.Now().Add(s.cfg.CommitTimeout))
+			continue
+		}
+		rest = append(rest, r)
+	}
+	if len(rest) > 0 {
+		s.commitWaiting(rest, false, time.Now().Add(s.cfg.CommitTimeout))
+	}
 }
 
 // commitWaiting is commit by deadline; with mayWait, its holds of grants
