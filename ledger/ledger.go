@@ -80,7 +80,10 @@ type Ledger struct {
 	cfg     Config
 	notify  chan struct{}
 	log     *logState // nil: no Merkle log
-	held    heldLeases
+	// logElsewhere, on a ledger without the log, is when RunLogWatch found
+	// that the row store keeps one (zero: not found).
+	logElsewhere atomic.Int64
+	held         heldLeases
 	// sweeping admits one deleting sweep of this ledger at a time.
 	sweeping chan struct{}
 	recent   *bytesCache // nil: none
@@ -1015,6 +1018,8 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		if err := tx.QueueLeaf(r.ID, rowLeafOf(r, digests)); err != nil {
 			return err
 		}
+	} else if err := l.checkNoLogElsewhere(); err != nil {
+		return err
 	}
 	if r.EvidenceNotKept == "" {
 		if err := tx.PutEvidence(r.ID, bundle); err != nil {

@@ -498,12 +498,68 @@ func (l *Ledger) Origin() string {
 	return l.log.cfg.Signer.Name()
 }
 
-// queueLeaf queues a leaf in tx when the log is on.
+// queueLeaf queues a leaf in tx when the log is on. Without it, once the
+// row store keeps a log (RunLogWatch), the write is refused.
 func (l *Ledger) queueLeaf(tx Tx, ref string, data []byte) error {
 	if l.log == nil {
-		return nil
+		return l.checkNoLogElsewhere()
 	}
 	return tx.QueueLeaf(ref, data)
+}
+
+// ErrLogElsewhere: a write was refused, nothing recorded, because this
+// ledger runs without the Merkle log while the row store keeps one
+// (another ledgerd on the store turned it on): its rows would have no
+// leaf. It wraps ErrUnavailable: another replica, or this one restarted
+// with the log on, takes the write.
+var ErrLogElsewhere = fmt.Errorf("%w: this ledgerd runs with merkleLog.enabled false, but the row store keeps a Merkle log: restart it with the log on, as the ledgerd that keeps the log has it", ErrUnavailable)
+
+// checkNoLogElsewhere returns ErrLogElsewhere once RunLogWatch found that
+// the row store keeps a log this ledger does not.
+func (l *Ledger) checkNoLogElsewhere() error {
+	if l.logElsewhere.Load() != 0 {
+		return ErrLogElsewhere
+	}
+	return nil
+}
+
+// LogElsewhere returns when RunLogWatch found that the row store keeps a
+// Merkle log this ledger runs without (zero: it did not).
+func (l *Ledger) LogElsewhere() time.Time {
+	if n := l.logElsewhere.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// RunLogWatch, on a ledger without the Merkle log, reads every interval
+// whether the row store keeps one (StoreLog) until it does or ctx ends.
+// The server refuses to start without the log on a store that keeps one;
+// this finds a log that another ledgerd on the store turned on later (a
+// rolling restart turning it on), after which every write of this ledger
+// that would have had a leaf is refused (ErrLogElsewhere), and says so
+// at ERROR once. A write in the interval before the read is recorded
+// without its leaf. With the log on it returns at once.
+func (l *Ledger) RunLogWatch(ctx context.Context, interval time.Duration) error {
+	if l.log != nil {
+		return nil
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		size, queued, err := l.StoreLog(ctx)
+		if err == nil && (size > 0 || queued) {
+			l.logElsewhere.Store(l.cfg.Now().UnixNano())
+			l.cfg.Logger.ErrorContext(ctx, "the row store keeps a Merkle log, and this ledgerd runs without it: its writes are refused from now on, since their rows would have no leaf; restart it with merkleLog.enabled true and the log's origin and key, as the ledgerd that keeps the log has them",
+				slog.Int64("log_size", size), slog.Bool("leaves_queued", queued))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 func (l *Ledger) wakeLog() {

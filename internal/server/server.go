@@ -121,6 +121,12 @@ const (
 // open AppendReceiptStream is a call: its connection is not idle.
 var grpcIdleTimeout = 2 * time.Minute
 
+// logWatchInterval is how often a ledgerd without the Merkle log reads
+// whether the row store keeps one (ledger.RunLogWatch): writes it
+// acknowledges in that time after another ledgerd turned the log on have
+// no leaf.
+var logWatchInterval = time.Second
+
 // streamWorkers is how many goroutines the gRPC server keeps to run calls
 // (more calls at once each get a goroutine of their own, as without
 // workers). A call runs deep (verification, JSON, the commit's wait): on a
@@ -677,6 +683,13 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 		}
 		body["log"] = log
 	}
+	if since := s.ledger.LogElsewhere(); !since.IsZero() {
+		// Not a detail: this ledger refuses every write until restarted
+		// with the log on.
+		ready = false
+		body["log"] = map[string]any{"status": "kept without this ledgerd", "since": since.UTC().Format(time.RFC3339),
+			"error": "the row store keeps a Merkle log, and this ledgerd runs with merkleLog.enabled false: its writes are refused, since their rows would have no leaf; restart it with the log on (docs/operations.md, \"The Merkle log\")"}
+	}
 	if ready {
 		body["status"] = "ready"
 	} else {
@@ -1057,6 +1070,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		defer wg.Done()
 		_ = s.ledger.RunClockWatch(upCtx)
 	}()
+	if !s.cfg.MerkleLog.On() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.ledger.RunLogWatch(upCtx, logWatchInterval) // logged
+		}()
+	}
 	if s.cfg.MerkleLog.On() {
 		wg.Add(1)
 		go func() {
