@@ -123,6 +123,13 @@ func isKeyText(k string) bool {
 	return true
 }
 
+// plaintext reports whether the key may go without TLS to a ledgerd past
+// this machine: --plaintext, the config file's plaintext, or
+// PACTLEDGER_PLAINTEXT=1.
+func (c *cli) plaintext(fc fileConfig) bool {
+	return c.g.plaintext || fc.Plaintext || c.getenv("PACTLEDGER_PLAINTEXT") == "1"
+}
+
 // checkTransport refuses to send a key to a ledgerd past this machine
 // without TLS unless plaintext says to.
 func (c *cli) checkTransport(plaintext bool) error {
@@ -145,7 +152,7 @@ func local(server string) bool {
 		}
 		target = rest
 	}
-	if strings.HasPrefix(target, "unix:") {
+	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
 		return true
 	}
 	host, _, err := net.SplitHostPort(target)
@@ -251,7 +258,7 @@ func (c *cli) connect(cmd *cobra.Command) error {
 			printf(c.errw, "ledgerctl: warning: the API key is read from %s, and others than its owner may get at it: %s\n", keyFile, loose)
 		}
 	}
-	if err := c.checkTransport(c.g.plaintext || fc.Plaintext); err != nil {
+	if err := c.checkTransport(c.plaintext(fc)); err != nil {
 		return err
 	}
 	creds := insecure.NewCredentials()

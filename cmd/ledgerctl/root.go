@@ -126,7 +126,7 @@ func (c *cli) globalFlags(root *cobra.Command) {
 	f.StringVar(&c.g.keyFile, "key-file", "", "`FILE` holding the API key (env PACTLEDGER_KEY_FILE); a flag beats the environment, which beats the config file")
 	f.StringVar(&c.g.config, "config", "", "a YAML `FILE` with server, http, key or keyFile, tls, plaintext, ca, tlsCert, tlsKey, output (default ~/.config/pactledger/ledgerctl.yaml)")
 	f.BoolVar(&c.g.tls, "tls", false, "use TLS to reach ledgerd (the system's roots, or --ca)")
-	f.BoolVar(&c.g.plaintext, "plaintext", false, "send the API key without TLS to a ledgerd past this machine (refused otherwise; only across a link you trust)")
+	f.BoolVar(&c.g.plaintext, "plaintext", false, "send the API key without TLS to a ledgerd past this machine (refused otherwise; only across a link you trust; env PACTLEDGER_PLAINTEXT=1)")
 	f.StringVar(&c.g.ca, "ca", "", "trust only the CA in `FILE` (PEM) for ledgerd's certificate; implies --tls (env PACTLEDGER_CA)")
 	f.StringVar(&c.g.tlsCert, "tls-cert", "", "client certificate `FILE` (PEM) for a ledgerd that asks for one (mutual TLS); implies --tls (env PACTLEDGER_TLS_CERT)")
 	f.StringVar(&c.g.tlsKey, "tls-key", "", "the client certificate's key `FILE` (env PACTLEDGER_TLS_KEY)")

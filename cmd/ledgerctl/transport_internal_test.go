@@ -21,6 +21,7 @@ func TestAKeyCrossesTheNetworkOnlyUnderTLS(t *testing.T) {
 		"dns:///localhost:9090":       true,
 		"unix:///run/ledgerd.sock":    true,
 		"unix:ledgerd.sock":           true,
+		"unix-abstract:ledgerd":       true,
 		"ledger.internal:9090":        false,
 		"10.0.0.7:9090":               false,
 		"dns:///ledger.internal:9090": false,
@@ -58,6 +59,19 @@ func TestAKeyCrossesTheNetworkOnlyUnderTLS(t *testing.T) {
 	}
 	if strings.Contains(errw.String()+out.String(), "pl_admin_secret") {
 		t.Fatalf("the key is printed: %q", errw.String())
+	}
+
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "PACTLEDGER_PLAINTEXT" {
+				return v
+			}
+			return ""
+		}
+	}
+	if !(&cli{getenv: env("1")}).plaintext(fileConfig{}) || (&cli{getenv: env("")}).plaintext(fileConfig{}) ||
+		!(&cli{getenv: env("")}).plaintext(fileConfig{Plaintext: true}) || !(&cli{getenv: env(""), g: globals{plaintext: true}}).plaintext(fileConfig{}) {
+		t.Error("--plaintext, the config file's plaintext and PACTLEDGER_PLAINTEXT=1 each allow plaintext, and nothing else does")
 	}
 
 	// A key file others may read is warned of, and still used.

@@ -54,20 +54,22 @@ func TestKeylessHealthWatchesAreBounded(t *testing.T) {
 		t.Fatalf("a watch with a key past the bound: %v, %v", h, err)
 	}
 	first()
+	retry := time.NewTicker(10 * time.Millisecond)
+	defer retry.Stop()
 	for {
 		wctx, stop := context.WithCancel(ctx)
 		h, err := watch(wctx, extra)
+		stop()
 		if err == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			stop()
 			break
 		}
-		stop()
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("a keyless watch after one ended: %v, %v", h, err)
 		}
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			t.Fatal("a slot freed by a watch that ended was never taken")
+		case <-retry.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

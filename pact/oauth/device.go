@@ -38,6 +38,10 @@ const (
 	// 5,000 at once is thousands of sign-ins a minute, well past what
 	// such an agent sees, while an agent asking in a loop holds a
 	// bounded share of the Provider's file.
+	//
+	// With provider.openAgents, every issuer that serves discovery is an
+	// agent of its own, with bounds of its own: the bounds per agent do
+	// not bound what many issuers together hold.
 	MaxPendingPerAgent = 5000
 	// MaxPendingBytesPerAgent bounds the request JWTs (up to 16 KiB
 	// each) that a personal agent's pending device authorizations keep,
