@@ -1018,7 +1018,7 @@ func (l *Ledger) commitRow(tx Tx, r *Row, bundle []byte, digests tokenDigests, s
 		if err := tx.QueueLeaf(r.ID, rowLeafOf(r, digests)); err != nil {
 			return err
 		}
-	} else if err := l.checkNoLogElsewhere(); err != nil {
+	} else if err := l.checkNoLogElsewhere(tx); err != nil {
 		return err
 	}
 	if r.EvidenceNotKept == "" {

@@ -57,6 +57,12 @@ func TestALedgerWithoutTheLogStopsWritingOnceTheStoreKeepsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A write after the log's first leaf, before any watch read the
+	// store, is refused in its own transaction.
+	_, _, err = h.l.AppendReceipt(ctx, in(h.sc.Mint(pacttest.Spec{Target: "A-2"})))
+	if !errors.Is(err, ledger.ErrLogElsewhere) {
+		t.Fatalf("a write after the log's first leaf, before the watch: %v, want ErrLogElsewhere", err)
+	}
 	if err := h.l.RunLogWatch(ctx, time.Millisecond); err != nil {
 		t.Fatalf("the watch: %v", err)
 	}

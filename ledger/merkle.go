@@ -361,12 +361,8 @@ func (r *recentLeaves) get(idx int64) ([]byte, bool) {
 // log queues no leaves, and its rows would be acknowledged outside it for
 // good, so the server does not start without the log on such a store.
 func (l *Ledger) StoreLog(ctx context.Context) (size int64, queued bool, err error) {
-	err = l.store.View(ctx, func(tx Tx) error {
-		if size, _, err = tx.LogHead(); err != nil {
-			return err
-		}
-		p, err := tx.PendingLeaves(1)
-		queued = len(p) > 0
+	err = l.store.View(ctx, func(tx Tx) (err error) {
+		size, queued, err = storeLogIn(tx)
 		return err
 	})
 	return size, queued, err
@@ -498,11 +494,11 @@ func (l *Ledger) Origin() string {
 	return l.log.cfg.Signer.Name()
 }
 
-// queueLeaf queues a leaf in tx when the log is on. Without it, once the
-// row store keeps a log (RunLogWatch), the write is refused.
+// queueLeaf queues a leaf in tx when the log is on. Without it, a write
+// to a row store that keeps a log is refused (checkNoLogElsewhere).
 func (l *Ledger) queueLeaf(tx Tx, ref string, data []byte) error {
 	if l.log == nil {
-		return l.checkNoLogElsewhere()
+		return l.checkNoLogElsewhere(tx)
 	}
 	return tx.QueueLeaf(ref, data)
 }
@@ -514,13 +510,35 @@ func (l *Ledger) queueLeaf(tx Tx, ref string, data []byte) error {
 // with the log on, takes the write.
 var ErrLogElsewhere = fmt.Errorf("%w: this ledgerd runs with merkleLog.enabled false, but the row store keeps a Merkle log: restart it with the log on, as the ledgerd that keeps the log has it", ErrUnavailable)
 
-// checkNoLogElsewhere returns ErrLogElsewhere once RunLogWatch found that
-// the row store keeps a log this ledger does not.
-func (l *Ledger) checkNoLogElsewhere() error {
+// checkNoLogElsewhere, on a ledger without the log, returns
+// ErrLogElsewhere when the row store keeps a log, read in tx, the
+// transaction of the write that would have queued a leaf: on bbolt, whose
+// writes are serial, no write commits without its leaf after a log's first
+// one; on PostgreSQL only one whose transaction overlaps the first leaf's
+// can. Once found, the answer is kept (a log is never removed), and
+// RunLogWatch's readiness and ERROR follow.
+func (l *Ledger) checkNoLogElsewhere(tx Tx) error {
 	if l.logElsewhere.Load() != 0 {
 		return ErrLogElsewhere
 	}
+	size, queued, err := storeLogIn(tx)
+	if err != nil {
+		return err
+	}
+	if size > 0 || queued {
+		l.logElsewhere.CompareAndSwap(0, l.cfg.Now().UnixNano())
+		return ErrLogElsewhere
+	}
 	return nil
+}
+
+// storeLogIn is StoreLog in tx.
+func storeLogIn(tx Tx) (size int64, queued bool, err error) {
+	if size, _, err = tx.LogHead(); err != nil {
+		return 0, false, err
+	}
+	p, err := tx.PendingLeaves(1)
+	return size, len(p) > 0, err
 }
 
 // LogElsewhere returns when RunLogWatch found that the row store keeps a
@@ -533,13 +551,13 @@ func (l *Ledger) LogElsewhere() time.Time {
 }
 
 // RunLogWatch, on a ledger without the Merkle log, reads every interval
-// whether the row store keeps one (StoreLog) until it does or ctx ends.
-// The server refuses to start without the log on a store that keeps one;
-// this finds a log that another ledgerd on the store turned on later (a
-// rolling restart turning it on), after which every write of this ledger
-// that would have had a leaf is refused (ErrLogElsewhere), and says so
-// at ERROR once. A write in the interval before the read is recorded
-// without its leaf. With the log on it returns at once.
+// whether the row store keeps one (StoreLog), or a write found it
+// (checkNoLogElsewhere), until then or ctx ends. The server refuses to
+// start without the log on a store that keeps one; a log another ledgerd
+// on the store turned on later (a rolling restart turning it on) refuses
+// this ledger's writes that would have had a leaf (ErrLogElsewhere), and
+// the watch says so at ERROR once and makes the ledger not ready, writes
+// or none. With the log on it returns at once.
 func (l *Ledger) RunLogWatch(ctx context.Context, interval time.Duration) error {
 	if l.log != nil {
 		return nil
@@ -548,8 +566,8 @@ func (l *Ledger) RunLogWatch(ctx context.Context, interval time.Duration) error 
 	defer tick.Stop()
 	for {
 		size, queued, err := l.StoreLog(ctx)
-		if err == nil && (size > 0 || queued) {
-			l.logElsewhere.Store(l.cfg.Now().UnixNano())
+		if err == nil && (size > 0 || queued) || l.logElsewhere.Load() != 0 {
+			l.logElsewhere.CompareAndSwap(0, l.cfg.Now().UnixNano())
 			l.cfg.Logger.ErrorContext(ctx, "the row store keeps a Merkle log, and this ledgerd runs without it: its writes are refused from now on, since their rows would have no leaf; restart it with merkleLog.enabled true and the log's origin and key, as the ledgerd that keeps the log has them",
 				slog.Int64("log_size", size), slog.Bool("leaves_queued", queued))
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/pactledger/pactledger/internal/config"
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/s3test"
 	"github.com/pactledger/pactledger/ledger"
@@ -177,6 +178,15 @@ func (e *env) recordAt(t *testing.T, at time.Time, r *pacttest.Receipt) *ledger.
 	v, _ := verifier.New(verifier.Config{Audience: e.sc.Audience})
 	l, err := ledger.New(store, objects, v, e.sc.Static(at), ledger.Config{Now: func() time.Time { return at }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// As ledgerd would, with its log: the row's leaf waits for ledgerd's
+	// integrator.
+	signer, vkey, err := config.ReadLogKey(&e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EnableLog(ledger.LogConfig{Signer: signer, VerifierKey: vkey}); err != nil {
 		t.Fatal(err)
 	}
 	row, _, err := l.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
