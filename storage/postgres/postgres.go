@@ -353,17 +353,20 @@ const maxBatchRuns = 10
 // that lock. In a batch, every member after it and the batch's own
 // settling would hold the row as long as they took, past the lease's
 // life: the holder would count its lease lost while its write committed.
+// Every transaction of the batch commits within CommitTimeout of its
+// start.
 func (s *Store) commit(batch []*request) {
+	deadline := time.Now().Add(s.cfg.CommitTimeout)
 	rest := batch[:0:0]
 	for _, r := range batch {
 		if r.fence != nil {
-			s.commitWaiting([]*request{r}, false, time.Now().Add(s.cfg.CommitTimeout))
+			s.commitWaiting([]*request{r}, false, deadline)
 			continue
 		}
 		rest = append(rest, r)
 	}
 	if len(rest) > 0 {
-		s.commitWaiting(rest, false, time.Now().Add(s.cfg.CommitTimeout))
+		s.commitWaiting(rest, false, deadline)
 	}
 }
 
