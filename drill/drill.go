@@ -474,12 +474,23 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Reply = fmt.Sprintf("The records we hold about %s under your account are look-ups your agent made: they showed information and changed nothing. We hold other records about %s, which a member of our team will check.", describeQuery(req), req.Target)
 			}
 			if spellings := r.otherSpellings(ctx, req); spellings != "" {
-				// The action disputed may be filed under the id in
-				// another case, which the lookup, by exact id, does not
-				// read: not all that is held about the order.
 				rep.Note += spellings
-				failAll(rep, t, fmt.Sprintf("needs a person: the rows filed under %s are read-only turns%s", describeQuery(req), spellings))
-				rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing. We hold other records filed under a similar id, which a member of our team will check.", describeQuery(req))
+				switch {
+				case req.Principal != "":
+					// The customer's own rows are filed under the id in
+					// another case, which the lookup, by exact id, does
+					// not read: the action disputed may be one of them.
+					failAll(rep, t, fmt.Sprintf("needs a person: the rows filed under %s are read-only turns%s", describeQuery(req), spellings))
+					rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing. We hold other records under your account, filed under a similar id, which a member of our team will check.", describeQuery(req))
+				default:
+					// By order alone the rows under the other case may be
+					// another order's, of another customer (ids are case
+					// sensitive), and any writer key can file one there:
+					// the lead is told, the drill does not fail for them,
+					// and the reply neither names them nor says the
+					// look-ups are the only records.
+					rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+				}
 			}
 			return
 		}
@@ -505,8 +516,11 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 			switch {
 			case req.Target == "":
 				rep.Reply = "We found no record filed under your account in our ledger; a member of our team will look into it and get back to you."
-			case spellings != "":
-				rep.Reply = "We found no record filed under order " + req.Target + " exactly as written; we hold records filed under a similar id, which a member of our team will check and get back to you."
+			case spellings != "" && req.Principal != "":
+				// The customer's own rows under the id in another case:
+				// rows of others there are the lead's to look at, never
+				// the reply's (another order may be spelled so).
+				rep.Reply = "We found no record filed under order " + req.Target + " exactly as written; we hold records under your account filed under a similar id, which a member of our team will check and get back to you."
 			default:
 				rep.Reply = "We found no record filed under order " + req.Target + " in our ledger; a member of our team will also look for it under your account and get back to you."
 			}
@@ -777,7 +791,9 @@ const otherSpellingsRead = 1000
 // lookup matches ids exactly, and a pipeline that changes an id's case
 // files the action under an id the customer's does not find. Rows under
 // other mixes of case are not looked for (the indexes are by exact id).
-// "" when there are none.
+// A drill that names a customer looks for that customer's rows alone:
+// A-5531 and a-5531 may be two orders, of two customers. "" when there
+// are none.
 func (r *Runner) otherSpellings(ctx context.Context, req Request) string {
 	if req.Target == "" {
 		return ""
@@ -788,7 +804,7 @@ func (r *Runner) otherSpellings(ctx context.Context, req Request) string {
 			continue
 		}
 		read := 0
-		found, next, err := r.l.List(ctx, ledger.Query{Target: v, PageSize: 100, MaxRead: otherSpellingsRead, Read: &read})
+		found, next, err := r.l.List(ctx, ledger.Query{Target: v, Principal: req.Principal, PageSize: 100, MaxRead: otherSpellingsRead, Read: &read})
 		if err != nil || len(found) == 0 {
 			continue
 		}
@@ -800,7 +816,11 @@ func (r *Runner) otherSpellings(ctx context.Context, req Request) string {
 		for _, row := range found[:min(len(found), 3)] {
 			ids = append(ids, short(row.ID))
 		}
-		out = append(out, fmt.Sprintf("%s%s filed under %q, such as %s", plural(len(found), "row"), more, v, strings.Join(ids, ", ")))
+		of := ""
+		if req.Principal != "" {
+			of = " for customer " + req.Principal
+		}
+		out = append(out, fmt.Sprintf("%s%s filed under %q%s, such as %s", plural(len(found), "row"), more, v, of, strings.Join(ids, ", ")))
 	}
 	if len(out) == 0 {
 		return ""

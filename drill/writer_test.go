@@ -489,7 +489,9 @@ func TestAReceiptThatSignsNoArgsDoesNotVouchForItsTarget(t *testing.T) {
 // under the id in another case (a pipeline that lower-cases ids, or a
 // writer's choice) is not found by it, so the reply says what was
 // searched, never that the ledger holds no record; the lead is pointed
-// to the other spelling and to a drill of the customer.
+// to the other spelling and to a drill of the customer. Only the
+// customer's own rows there are mentioned in the reply: by order alone,
+// they may be another order's, of another customer.
 func TestADrillThatFindsNothingUnderTheOrderSaysWhatItSearched(t *testing.T) {
 	e := newEnv(t, time.Now)
 	real := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"})
@@ -497,21 +499,29 @@ func TestADrillThatFindsNothingUnderTheOrderSaysWhatItSearched(t *testing.T) {
 	if row.Status != ledger.Authorized {
 		t.Fatalf("status %v", row.Status)
 	}
-	for _, req := range []drill.Request{{Target: "A-5531"}, {Target: "A-5531", Principal: "acct-48213"}} {
-		rep, err := e.r.Run(context.Background(), req, "lead")
+	for _, c := range []struct {
+		req         drill.Request
+		reply, want string
+	}{
+		{drill.Request{Target: "A-5531"},
+			"We found no record filed under order A-5531 in our ledger; a member of our team will also look for it under your account and get back to you.",
+			`1 row filed under "a-5531", such as ` + row.ID[:12]},
+		{drill.Request{Target: "A-5531", Principal: "acct-48213"},
+			"We found no record filed under order A-5531 exactly as written; we hold records under your account filed under a similar id, which a member of our team will check and get back to you.",
+			`1 row filed under "a-5531" for customer acct-48213, such as ` + row.ID[:12]},
+	} {
+		rep, err := e.r.Run(context.Background(), c.req, "lead")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(rep.Reply, "We found no record of an action") ||
-			rep.Reply != "We found no record filed under order A-5531 exactly as written; we hold records filed under a similar id, which a member of our team will check and get back to you." {
-			t.Errorf("drill %+v: reply %q; want it to say what was searched and that records under a similar id are held", req, rep.Reply)
+		if rep.Reply != c.reply {
+			t.Errorf("drill %+v: reply %q, want %q", c.req, rep.Reply, c.reply)
 		}
-		want := `1 row filed under "a-5531", such as ` + row.ID[:12]
-		if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, want) || !strings.Contains(p.Detail, "drill the customer alone") {
-			t.Errorf("drill %+v: receipt_row pull %+v; want it to name %q and the drill of the customer", req, p, want)
+		if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, c.want) || !strings.Contains(p.Detail, "drill the customer alone") {
+			t.Errorf("drill %+v: receipt_row pull %+v; want it to name %q and the drill of the customer", c.req, p, c.want)
 		}
-		if !strings.Contains(rep.Note, want) || !strings.Contains(rep.Note, "drill the customer alone") {
-			t.Errorf("drill %+v: note %q; want it to name %q and the drill of the customer", req, rep.Note, want)
+		if !strings.Contains(rep.Note, c.want) || !strings.Contains(rep.Note, "drill the customer alone") {
+			t.Errorf("drill %+v: note %q; want it to name %q and the drill of the customer", c.req, rep.Note, c.want)
 		}
 	}
 	// Nothing under any spelling: the reply still says only what was
@@ -527,21 +537,65 @@ func TestADrillThatFindsNothingUnderTheOrderSaysWhatItSearched(t *testing.T) {
 }
 
 // Look-ups filed under the order id are not said to be all that is held
-// about it while rows are filed under the id in another case: the drill
-// needs a person and names them.
+// about it while rows are filed under the id in another case. Drilled
+// with the customer, whose own row is filed there, the drill needs a
+// person and names it; by order alone, the row may be another order's,
+// so the lead's note names it and the drill does not fail for it.
 func TestLookUpsAreNotTheOnlyRecordsWhileTheIdIsFiledInAnotherCase(t *testing.T) {
 	e := newEnv(t, time.Now)
 	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
 	row := e.append(t, withTarget(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}), "a-5531"))
-	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531"}, "lead")
+
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "A-5531", Principal: "acct-48213"}, "lead")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `1 row filed under "a-5531", such as ` + row.ID[:12]
+	want := `1 row filed under "a-5531" for customer acct-48213, such as ` + row.ID[:12]
 	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, want) || !strings.Contains(rep.Note, want) {
-		t.Errorf("receipt_row pull %+v, note %q; want it to need a person and name %q", p, rep.Note, want)
+		t.Errorf("with the customer: receipt_row pull %+v, note %q; want it to need a person and name %q", p, rep.Note, want)
 	}
-	if strings.Contains(rep.Reply, "The only records") || !strings.Contains(rep.Reply, "We hold other records filed under a similar id") {
-		t.Errorf("reply %q; want it not to say the look-ups are the only records", rep.Reply)
+	if strings.Contains(rep.Reply, "The only records") || !strings.Contains(rep.Reply, "We hold other records under your account, filed under a similar id") {
+		t.Errorf("with the customer: reply %q; want it not to say the look-ups are the only records", rep.Reply)
+	}
+
+	rep, err = e.r.Run(context.Background(), drill.Request{Target: "A-5531"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `1 row filed under "a-5531", such as ` + row.ID[:12]
+	if len(rep.Pulls) != 0 || !strings.Contains(rep.Note, want) {
+		t.Errorf("by order alone: pulls %+v, note %q; want nothing scored and the note to name %q", rep.Pulls, rep.Note, want)
+	}
+	if r := "The records we hold filed under A-5531 are look-ups your agent made: they showed information and changed nothing."; rep.Reply != r {
+		t.Errorf("by order alone: reply %q, want %q", rep.Reply, r)
+	}
+}
+
+// A-5531 and a-5531 may be two orders of two customers, and any writer
+// key can file a row under either: a drill of one customer's order is
+// never decided, noted or answered by another customer's row under the
+// id in another case.
+func TestAnotherCustomersRowUnderTheIdInAnotherCaseDoesNotAnswerTheCustomer(t *testing.T) {
+	e := newEnv(t, time.Now)
+	other := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-99999", GrantID: "a2agrant_OTHER", Target: "a-5531"}))
+	req := drill.Request{Target: "A-5531", Principal: "acct-48213"}
+
+	// No row of the customer's under the order.
+	rep, err := e.r.Run(context.Background(), req, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rep.Note, other.ID[:12]) || strings.Contains(rep.Reply, "similar id") {
+		t.Errorf("no row: note %q, reply %q; want neither to speak of acct-99999's row %s", rep.Note, rep.Reply, other.ID[:12])
+	}
+
+	// The customer's look-ups alone.
+	e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}}))
+	rep, err = e.r.Run(context.Background(), req, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Pulls) != 0 || strings.Contains(rep.Note, other.ID[:12]) || strings.Contains(rep.Reply, "similar id") {
+		t.Errorf("look-ups: pulls %+v, note %q, reply %q; want nothing scored and no word of acct-99999's row %s", rep.Pulls, rep.Note, rep.Reply, other.ID[:12])
 	}
 }
