@@ -73,3 +73,34 @@ func TestComposeCountsRowsThatReadAlike(t *testing.T) {
 		}
 	}
 }
+
+// Rows under two grants are never counted together: each grant's
+// sentence is followed by the findings of its own rows, so a row is never
+// said to have run "under that permission" of another grant, and rows
+// under one grant follow its sentence wherever they are in the drill.
+func TestComposeCountsRowsThatReadAlikeUnderTheirOwnGrant(t *testing.T) {
+	at := time.Date(2026, 10, 7, 13, 12, 14, 0, time.UTC)
+	f := "At " + clock(at) + " your agent, under that permission, ran cancel_order on A-5531."
+	g1 := "On 1 October 2026 09:00 UTC you allowed Agent to read your orders."
+	g2 := "On 5 October 2026 09:00 UTC you allowed Agent to cancel orders."
+	row := func(id, grant, finding string) answer {
+		return answer{grant: grant, finding: finding, closing: "You can withdraw it.", row: id, at: at}
+	}
+	other := "At " + clock(at.Add(time.Hour)) + " your agent, under that permission, ran cancel_order on A-5532."
+	for _, c := range []struct {
+		name    string
+		answers []answer
+		want    string
+	}{
+		{"two grants", []answer{row("r1", g1, f), row("r2", g2, f)},
+			g1 + " " + f + " " + g2 + " " + f + "\n\nYou can withdraw it."},
+		{"two grants, two rows under the first", []answer{row("r1", g1, f), row("r2", g2, f), row("r3", g1, f)},
+			g1 + " " + f + " This is on record twice. " + g2 + " " + f + "\n\nYou can withdraw it."},
+		{"a row under the first grant after the second's", []answer{row("r1", g1, f), row("r2", g2, f), row("r3", g1, other)},
+			g1 + " " + f + " " + other + " " + g2 + " " + f + "\n\nYou can withdraw it."},
+	} {
+		if got := compose(c.answers); got != c.want {
+			t.Errorf("%s: compose = %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -645,41 +645,65 @@ type answer struct {
 // tool or target stored before the ledger refused them) is written
 // escaped (termtext.Escape), so that the reply's lines are its own.
 //
-// A grant or closing sentence said once already is not said again. A
-// finding is about its own row, and two rows are two records (a customer
-// charged twice has two): the findings of rows that read alike give their
-// times to the second when those differ, and any that still read alike are
-// said once with how many there are ("This is on record twice.").
+// A grant or closing sentence said once already is not said again: the
+// findings of the rows under one grant follow its sentence ("under that
+// permission"), in the order of the rows, wherever the rows are in the
+// drill. A finding is about its own row, and two rows are two records (a
+// customer charged twice has two): the findings of rows that read alike
+// give their times to the second when those differ, and any that still
+// read alike under the same grant are said once with how many there are
+// ("This is on record twice."). Rows under two grants are never counted
+// together: each grant's sentence is followed by its own rows' findings.
+// The reply's own sentences (rows left out, look-ups) come after the
+// rows'.
 func compose(answers []answer) string {
 	answers = toTheSecond(answers)
-	var first, second []string
-	counts := map[int]int{} // index in first of a row's finding: how many rows read so
+	type said struct {
+		s string
+		n int // rows whose finding reads so
+	}
+	type block struct {
+		grant    string
+		own      bool // the reply's own sentences, about no one row
+		findings []said
+	}
+	var blocks []*block
+	var second []string
 	for _, a := range answers {
-		for _, part := range []struct {
-			s   string
-			dst *[]string
-			row string
-		}{{a.grant, &first, ""}, {a.finding, &first, a.row}, {a.closing, &second, ""}} {
-			s := termtext.Escape(part.s)
-			if s == "" {
-				continue
+		g, own := termtext.Escape(a.grant), a.row == "" && a.grant == ""
+		i := slices.IndexFunc(blocks, func(b *block) bool { return b.grant == g && b.own == own })
+		if i < 0 {
+			blocks = append(blocks, &block{grant: g, own: own})
+			i = len(blocks) - 1
+		}
+		b := blocks[i]
+		if f := termtext.Escape(a.finding); f != "" {
+			j := slices.IndexFunc(b.findings, func(x said) bool { return x.s == f })
+			if j < 0 {
+				b.findings = append(b.findings, said{s: f})
+				j = len(b.findings) - 1
 			}
-			i := slices.Index(*part.dst, s)
-			if i < 0 {
-				*part.dst = append(*part.dst, s)
-				i = len(*part.dst) - 1
-			}
-			if part.row != "" {
-				counts[i]++
+			if a.row != "" {
+				b.findings[j].n++
 			}
 		}
+		if c := termtext.Escape(a.closing); c != "" && !slices.Contains(second, c) {
+			second = append(second, c)
+		}
 	}
-	for i, n := range counts {
-		switch {
-		case n == 2:
-			first[i] += " This is on record twice."
-		case n > 2:
-			first[i] += fmt.Sprintf(" This is on record %d times.", n)
+	var first []string
+	for _, b := range blocks {
+		if b.grant != "" {
+			first = append(first, b.grant)
+		}
+		for _, f := range b.findings {
+			switch {
+			case f.n == 2:
+				f.s += " This is on record twice."
+			case f.n > 2:
+				f.s += fmt.Sprintf(" This is on record %d times.", f.n)
+			}
+			first = append(first, f.s)
 		}
 	}
 	reply := strings.Join(first, " ")
