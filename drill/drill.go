@@ -1449,6 +1449,11 @@ func servedBeside(refusal *ledger.Row, vouched []*ledger.Row) *ledger.Row {
 func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 	row := f.row
 	what := names.action(row.Brand, toolList(row), targets(row)) + " at " + clock(row.IssuedAt)
+	if !targetsSigned(f) {
+		// The reply never says the action was on an object nothing
+		// signed names: only that its record was filed under it.
+		what = fmt.Sprintf("%s at %s that was filed under %s", names.tools(row.Brand, toolList(row)), clock(row.IssuedAt), targets(row))
+	}
 	checking := answer{finding: fmt.Sprintf("We are checking the record of %s.", what), closing: "A member of our team will get back to you."}
 	if f.leafDiff != "" {
 		return false, "needs a person: " + f.leafDiff, checking
@@ -1611,6 +1616,22 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 				clock(row.IssuedAt), names.action(row.Brand, toolList(row), targets(row)), names.agent(row.Agent.Platform)),
 			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. %s", agent, withdraw(f.revocation)),
 		}
+}
+
+// targetsSigned reports whether the signed args name the target of every
+// action of f's row that has one: as the write path recorded it, or, for
+// a row written before it recorded this, as the action_log pull read the
+// signed args.
+func targetsSigned(f *facts) bool {
+	for _, a := range f.row.Actions {
+		switch {
+		case a.Target == "" || a.TargetSource == verifier.TargetFromSignedArgs:
+		case a.TargetSource == verifier.TargetNotRecorded && a.ArgsHash != "" && f.argsChecked && f.argsMatch && !slices.Contains(f.unsignedOn, a.Target):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // withdraw is the reply's last word on the permission: that the customer

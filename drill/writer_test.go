@@ -599,3 +599,24 @@ func TestAnotherCustomersRowUnderTheIdInAnotherCaseDoesNotAnswerTheCustomer(t *t
 		t.Errorf("look-ups: pulls %+v, note %q, reply %q; want nothing scored and no word of acct-99999's row %s", rep.Pulls, rep.Note, rep.Reply, other.ID[:12])
 	}
 }
+
+// A real receipt filed under an order its signed args do not name, and
+// a re-post of it (its own row, with other limits): the re-post is a
+// replay of the first, and neither row's part of the reply says the
+// action was on that order, only that its record was filed under it.
+func TestAReplayOfARowWhoseTargetNothingSignedNamesDoesNotSayTheActionWasOnIt(t *testing.T) {
+	e := newEnv(t, time.Now)
+	r := withTarget(e.sc.Mint(pacttest.Spec{Target: "A-5531"}), "C-1234")
+	first := e.append(t, r)
+	dup := e.appendWith(t, r, &ledger.Limits{CountMax: 5})
+	if dup.ID == first.ID || dup.Verifier.DuplicateOf == "" {
+		t.Fatalf("re-post: row %s, duplicate of %q; want a row of its own that repeats %s", dup.ID, dup.Verifier.DuplicateOf, first.ID)
+	}
+	rep, err := e.r.Run(context.Background(), drill.Request{Target: "C-1234"}, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rep.Reply, "on C-1234") || !strings.Contains(rep.Reply, "The record of cancel_order at ") || !strings.Contains(rep.Reply, "that was filed under C-1234 repeats") {
+		t.Errorf("reply %q; want the replay said of a record filed under C-1234, never an action on it", rep.Reply)
+	}
+}
