@@ -561,7 +561,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 	var answers []answer
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
-		pulls, a := r.drillRow(ctx, row, req.Principal, lookup, len(rows), vouched)
+		pulls, a, _ := r.drillRow(ctx, row, req.Principal, lookup, len(rows), vouched)
 		if cut != "" {
 			// A person decides once the rows left out are looked at: the
 			// dispute may be about one of them.
@@ -907,11 +907,55 @@ func (r *Runner) monthly(ctx context.Context, rep *Report) {
 	}
 	rep.Note += "; " + poolWords(pool)
 	lookup := time.Since(t.start)
+	var noArgs []string // rows that fail only because their receipt signs no args
 	for _, row := range rows {
 		rep.Rows = append(rep.Rows, row.ID)
-		pulls, _ := r.drillRow(ctx, row, "", lookup, len(rows), nil)
+		pulls, _, f := r.drillRow(ctx, row, "", lookup, len(rows), nil)
 		rep.Pulls = append(rep.Pulls, pulls...)
+		if f != nil && failsForNoArgs(f, pulls) {
+			noArgs = append(noArgs, short(row.ID))
+		}
 	}
+	if len(noArgs) > 0 {
+		// One cause, said once: a Provider that signs no args hash (PACT
+		// lets it leave argsHash out) fails every row that changed
+		// something, every month, with nothing else wrong.
+		rep.Note += fmt.Sprintf("; %s %s: the Provider signs no args, so nothing signed names what the action changed (rows %s; PACT lets a Provider leave argsHash out, and the order id is then the action log's word alone); the drill does not pass such a row while its Provider signs none",
+			plural(len(noArgs), "row"), needWord(len(noArgs)), strings.Join(noArgs, ", "))
+	}
+}
+
+// needWord is "needs a person" or "need a person", for n rows.
+func needWord(n int) string {
+	if n == 1 {
+		return "needs a person"
+	}
+	return "need a person"
+}
+
+// failsForNoArgs reports whether a drilled row failed for one cause
+// alone: its receipt signs no args for an action filed under a target, so
+// nothing signed names the object the action changed. Every pull but
+// action_log and decision passed, every action_log problem is such an
+// action, and the decision is that nothing signed names the target.
+func failsForNoArgs(f *facts, pulls []Pull) bool {
+	if len(f.noArgs) == 0 || len(f.noArgs) != len(f.unsignedTargets) || !f.argsMatch {
+		return false
+	}
+	for _, p := range pulls {
+		switch p.Name {
+		case PullActionLog:
+		case PullDecision:
+			if p.Passed || !strings.HasPrefix(p.Detail, unsignedDecision) {
+				return false
+			}
+		default:
+			if !p.Passed {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sample picks n of the rows the monthly drill may sample
@@ -937,10 +981,12 @@ type facts struct {
 	// name it. unsignedOn are those targets, each once.
 	unsignedTargets []string
 	unsignedOn      []string
-	identity        bool
-	reverified      bool
-	missing         []string    // evidence a person would have to find
-	original        *ledger.Row // the earlier row a DUPLICATE row replays
+	// noArgs are those of unsignedTargets whose receipt signs no args.
+	noArgs     []string
+	identity   bool
+	reverified bool
+	missing    []string    // evidence a person would have to find
+	original   *ledger.Row // the earlier row a DUPLICATE row replays
 	// originalSwept is the tombstone of that earlier row when retention
 	// swept it (a row kept longer than the one it repeats, posted later).
 	originalSwept *ledger.Tombstone
@@ -963,11 +1009,13 @@ type facts struct {
 
 // drillRow runs the six pulls on one row. lookup is the time the row lookup
 // took, counted in receipt_row. vouched are the rows drilled with it whose
-// receipt signature verified.
-func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int, vouched []*ledger.Row) ([]Pull, answer) {
+// receipt signature verified. It returns what the pulls established, nil
+// for a refusal.
+func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string, lookup time.Duration, found int, vouched []*ledger.Row) ([]Pull, answer, *facts) {
 	f := &facts{row: row}
 	if row.Kind == ledger.KindRefusal {
-		return r.drillRefusal(ctx, row, lookup, vouched)
+		pulls, a := r.drillRefusal(ctx, row, lookup, vouched)
+		return pulls, a, nil
 	}
 	if !row.ReceiptVerified() {
 		for _, v := range vouched {
@@ -1092,7 +1140,7 @@ func (r *Runner) drillRow(ctx context.Context, row *ledger.Row, principal string
 	}
 	passed, detail, reply := decide(f, r.cfg.Names)
 	add(t.pull(row.ID, PullDecision, passed, "%s", detail))
-	return pulls, reply
+	return pulls, reply, f
 }
 
 func (r *Runner) grant(ctx context.Context, t timer, f *facts) Pull {
@@ -1204,6 +1252,7 @@ func (r *Runner) actionLog(t timer, f *facts) Pull {
 			// The receipt signs the tool and no args: nothing signed
 			// names the object the row is filed under (docs/design/012).
 			f.unsigned(a)
+			f.noArgs = append(f.noArgs, a.Tool+" "+a.Target)
 			problems = append(problems, fmt.Sprintf("%s %s: the receipt signs no args, so nothing signed names %s: the target is the action log's alone", a.Tool, a.Target, a.Target))
 		case a.ArgsHash == "":
 			ok = append(ok, fmt.Sprintf("%s %s: no args", a.Tool, logged[j].Target))
@@ -1562,7 +1611,7 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 		for i, t := range f.unsignedOn {
 			on[i] = asName(t)
 		}
-		return false, fmt.Sprintf("needs a person: nothing signed names the target of %s (the receipt signs no args, the agent did not sign them, or the signed args do not name it); the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
+		return false, fmt.Sprintf(unsignedDecision+"%s (the receipt signs no args, the agent did not sign them, or the signed args do not name it); the row's target comes from the action log alone, so which object the action changed is for a person to check in the application's records",
 				strings.Join(f.unsignedTargets, ", ")),
 			answer{finding: fmt.Sprintf("We are checking a record of %s at %s that was filed under %s, which the signed request does not name.",
 				names.tools(row.Brand, toolList(row)), clock(row.IssuedAt), strings.Join(on, ", ")), closing: checking.closing}
@@ -1617,6 +1666,10 @@ func decide(f *facts, names Names) (passed bool, detail string, reply answer) {
 			closing: fmt.Sprintf("%s decided to take this action for you; for why, please contact them. %s", agent, withdraw(f.revocation)),
 		}
 }
+
+// unsignedDecision begins the decision on a row whose target nothing
+// signed names.
+const unsignedDecision = "needs a person: nothing signed names the target of "
 
 // targetsSigned reports whether the signed args name the target of every
 // action of f's row that has one: as the write path recorded it, or, for

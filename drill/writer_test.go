@@ -620,3 +620,34 @@ func TestAReplayOfARowWhoseTargetNothingSignedNamesDoesNotSayTheActionWasOnIt(t 
 		t.Errorf("reply %q; want the replay said of a record filed under C-1234, never an action on it", rep.Reply)
 	}
 }
+
+// A Provider that signs no args hash (PACT lets it leave argsHash out)
+// fails the monthly drill on every row that changed something: nothing
+// signed names what the action changed. The report gives those failures
+// one cause, naming the rows, and leaves a row whose signed args name
+// its order out of it; the decisions do not change.
+func TestTheMonthlyDrillGivesRowsWhoseReceiptSignsNoArgsOneCause(t *testing.T) {
+	e := newEnv(t, time.Now)
+	honest := e.append(t, e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "A-5531"}))
+	var noArgs []*ledger.Row
+	for i, target := range []string{"C-1234", "C-1235"} {
+		r := e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: target, GrantID: fmt.Sprint("a2agrant_NOARGS", i)})
+		r.Claims["actions"] = []map[string]any{{"tool": "cancel_order"}}
+		e.sc.Resign(r)
+		r.Actions = []verifier.Action{{Tool: "cancel_order", Target: target}}
+		noArgs = append(noArgs, e.append(t, r))
+	}
+	m := monthly(t, e.l)
+	if len(m.Rows) != 3 {
+		t.Fatalf("monthly drilled %v; want the 3 rows", m.Rows)
+	}
+	for _, row := range noArgs {
+		if d := decisions(m)[row.ID]; d.Passed || !strings.Contains(d.Detail, "needs a person: nothing signed names the target of") {
+			t.Errorf("decision on %s: %+v; want it to need a person", row.ID[:12], d)
+		}
+	}
+	want := "2 rows need a person: the Provider signs no args, so nothing signed names what the action changed (rows "
+	if !strings.Contains(m.Note, want) || !strings.Contains(m.Note, noArgs[0].ID[:12]) || !strings.Contains(m.Note, noArgs[1].ID[:12]) || strings.Contains(m.Note, honest.ID[:12]) {
+		t.Errorf("note %q; want it to say %q and name the two rows, not %s", m.Note, want, honest.ID[:12])
+	}
+}
