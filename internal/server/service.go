@@ -68,6 +68,12 @@ const reasonNoLeaf = "LEAF_MISSING"
 // and when its lease ends unless renewed.
 const reasonSweeperElsewhere = "SWEEPER_LEASE_HELD"
 
+// The ops toStatus is given for appends, whose answers read as written.
+const (
+	opAppendReceipt = "AppendReceipt"
+	opAppendRefusal = "AppendRefusal"
+)
+
 // reasonLeaseLost is the ErrorInfo reason of a request stopped because
 // this ledgerd lost the lease it ran under (a sweep).
 const reasonLeaseLost = "LEASE_LOST"
@@ -90,10 +96,11 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		t := expired.Tombstone
 		msg, meta := expired.Error(), map[string]string{
 			"retentionClass": t.Class.String(), "status": t.Status.String(), "retainUntil": t.RetainUntil.Format(time.RFC3339), "sweptAt": t.SweptAt.Format(time.RFC3339)}
-		if !mayRead(ctx) {
+		if !mayRead(ctx) || op == opAppendReceipt || op == opAppendRefusal {
 			// A writer posting a swept receipt again learns it was
 			// recorded, not when the row went: a hold or an incident's
-			// closing set that (asWritten).
+			// closing set that (asWritten), whatever other roles its key
+			// holds: an append is not recorded as a read.
 			msg = fmt.Sprintf("row %s was recorded, under retention class %s, and has since been removed by retention", t.ID, t.Class)
 			delete(meta, "retainUntil")
 			delete(meta, "sweptAt")
@@ -232,26 +239,24 @@ func receiptInput(req *ledgerv1.AppendReceiptRequest) ledger.ReceiptInput {
 func (s *service) appendReceipt(ctx context.Context, in ledger.ReceiptInput, view ledgerv1.RowView) (*ledgerv1.AppendReceiptResponse, error) {
 	row, outcome, err := s.l.AppendReceipt(ctx, in)
 	if err != nil {
-		return nil, s.toStatus(ctx, "AppendReceipt", err)
+		return nil, s.toStatus(ctx, opAppendReceipt, err)
 	}
 	p := basicRowProto(row)
 	if view != ledgerv1.RowView_ROW_VIEW_BASIC {
-		p = s.asWritten(ctx, row, rowProto(row))
+		p = s.asWritten(row, rowProto(row))
 	}
 	return &ledgerv1.AppendReceiptResponse{Row: p, Outcome: outcomeProto[outcome]}, nil
 }
 
-// asWritten is p, the full view of row, for the caller of an append: to
-// a caller that may not read rows (a writer key alone: API.md's role
-// table), the row reads as it was written, since posting a receipt or
-// refusal again answers the stored row and would otherwise read what the
-// ledger's readers recorded of it since: its dispute (support's notes,
-// the keys' names) reads none, and its retain-until the one its class
-// gave it when it was written, not a hold's or an incident's closing.
-func (s *service) asWritten(ctx context.Context, row *ledger.Row, p *ledgerv1.Row) *ledgerv1.Row {
-	if mayRead(ctx) {
-		return p
-	}
+// asWritten is p, the full view of row, as it was written, for the caller
+// of an append, whatever roles its key holds: posting a receipt or refusal
+// again answers the stored row, and would otherwise read what the ledger's
+// readers recorded of it since, outside the access log (an append is a
+// write, not a read). Its dispute (support's notes, the keys' names) reads
+// none, and its retain-until the one its class gave it when it was
+// written, not a hold's or an incident's closing. A key that may read
+// rows reads the row as it is with GetRow, which is recorded.
+func (s *service) asWritten(row *ledger.Row, p *ledgerv1.Row) *ledgerv1.Row {
 	if len(row.DisputeEvents) > 0 { // its dispute status is theirs (Row.DisputeState)
 		p.DisputeStatus, p.DisputeEvents = disputeProto[ledger.DisputeNone], nil
 	}
@@ -284,9 +289,9 @@ func (s *service) AppendRefusal(ctx context.Context, req *ledgerv1.AppendRefusal
 		DelegationToken:  req.GetDelegationToken(),
 	})
 	if err != nil {
-		return nil, s.toStatus(ctx, "AppendRefusal", err)
+		return nil, s.toStatus(ctx, opAppendRefusal, err)
 	}
-	return &ledgerv1.AppendRefusalResponse{Row: s.asWritten(ctx, row, rowProto(row))}, nil
+	return &ledgerv1.AppendRefusalResponse{Row: s.asWritten(row, rowProto(row))}, nil
 }
 
 func (s *service) GetRow(ctx context.Context, req *ledgerv1.GetRowRequest) (*ledgerv1.GetRowResponse, error) {
