@@ -63,12 +63,17 @@ func (c *cli) accessLog(o accessOpts) error {
 
 // accessRows is how many rows a read's reply carried, or "-" for a read
 // whose reply never carries rows (a JWKS snapshot, a listing of this log,
-// which carries its records, the Provider's entries set aside): a 0 there
-// would read as "nothing came back".
+// which carries its records): a 0 there would read as "nothing came
+// back". A listing of the Provider's entries set aside counts its entries;
+// "-" for none, as records written before it counted them have it.
 func accessRows(r *ledgerv1.AccessRecord) string {
 	switch r.GetRpc() {
-	case "GetJwksSnapshot", "ListAccessLog", "GetProviderOutbox":
+	case "GetJwksSnapshot", "ListAccessLog":
 		return "-"
+	case "GetProviderOutbox":
+		if r.GetRows() == 0 {
+			return "-"
+		}
 	}
 	return fmt.Sprint(r.GetRows())
 }

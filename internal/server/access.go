@@ -235,6 +235,8 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 		a.Rows = len(r.GetIncidents())
 	case *ledgerv1.CheckIntegrityResponse:
 		a.Rows = int(r.GetRowsChecked())
+	case *ledgerv1.GetProviderOutboxResponse:
+		a.Rows = len(r.GetSetAside()) // entries, not rows yet
 	}
 	if a.Row != "" {
 		return a, nil // rowPrincipal says whose row
@@ -287,6 +289,12 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 		reports(r.GetReport())
 	case *ledgerv1.ListDrillsResponse:
 		reports(r.GetReports()...)
+	case *ledgerv1.GetProviderOutboxResponse:
+		// A refusal set aside names its customer (and order) as the
+		// Provider claimed them.
+		for _, e := range r.GetSetAside() {
+			p.add(e.GetClaimedPrincipal())
+		}
 	}
 	a.RowPrincipals, a.RowPrincipalsCut = p.list, p.cut
 	return a, ids

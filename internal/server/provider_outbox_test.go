@@ -165,3 +165,53 @@ func TestProviderOutboxWithoutAProvider(t *testing.T) {
 		t.Fatalf("GET /v1/provider/outbox without a Provider: %d, want 400 (FAILED_PRECONDITION)", code)
 	}
 }
+
+// A refusal set aside names the customer the Provider claimed and the
+// order: an admin's listing of the entries set aside is recorded with
+// those customers and how many entries it listed, and
+// `ledgerctl access-log --principal` finds it.
+func TestAProviderOutboxListingIsFoundByTheClaimedPrincipal(t *testing.T) {
+	var ledgerURL atomic.Pointer[url.URL]
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/refusals") {
+			http.Error(w, `{"code":3,"message":"refused by the front"}`, http.StatusBadRequest)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(ledgerURL.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	s := newShop(t, func(c *config.Config) { c.Provider.LedgerURL = front.URL })
+	u, _ := url.Parse("http://" + s.srv.HTTPAddr())
+	ledgerURL.Store(u)
+
+	// A turn without a delegation grant: the Provider records a refusal,
+	// which the front refuses, so it is set aside.
+	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m1", "role": "ROLE_USER", "parts": []map[string]any{{"text": "cancel order A-5531"}}}})
+	req, _ := http.NewRequest("POST", s.base+"/message:send", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.paJWTAs("u1"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	waitDepth(t, s, 0, 20*time.Second)
+	var out struct {
+		SetAside []struct {
+			Kind             string
+			ClaimedPrincipal string `json:"claimedPrincipal"`
+		}
+	}
+	if code := s.call(t, "GET", "/v1/provider/outbox", "admin", nil, &out); code != 200 || len(out.SetAside) != 1 || out.SetAside[0].Kind != "refusal" || out.SetAside[0].ClaimedPrincipal == "" {
+		t.Fatalf("GET /v1/provider/outbox: %d %+v, want one refusal naming its customer", code, out)
+	}
+	p := out.SetAside[0].ClaimedPrincipal
+	var got []accessRecord
+	for _, a := range s.accessLog(t, "?principal="+url.QueryEscape(p)) {
+		if a.Rpc == "GetProviderOutbox" {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 || got[0].Rows != 1 || len(got[0].RowPrincipals) != 1 || got[0].RowPrincipals[0] != p || got[0].RowPrincipalsTruncated {
+		t.Errorf("the listing's records found by --principal %q: %+v; want one, of 1 entry, naming %q", p, got, p)
+	}
+}

@@ -6784,7 +6784,8 @@ type AccessRecord struct {
 	RowId string `protobuf:"bytes,10,opt,name=row_id,json=rowId,proto3" json:"row_id,omitempty"`
 	// The snapshot, drill or incident id the read named.
 	Object string `protobuf:"bytes,11,opt,name=object,proto3" json:"object,omitempty"`
-	// How many rows the reply carried.
+	// How many rows the reply carried; for GetProviderOutbox, how many
+	// entries set aside it listed.
 	Rows int32 `protobuf:"varint,12,opt,name=rows,proto3" json:"rows,omitempty"`
 	// "ok", or why the read returned nothing ("not found", "invalid argument", ...).
 	Result string `protobuf:"bytes,13,opt,name=result,proto3" json:"result,omitempty"`
@@ -6803,8 +6804,9 @@ type AccessRecord struct {
 	RowPrincipal string `protobuf:"bytes,16,opt,name=row_principal,json=rowPrincipal,proto3" json:"row_principal,omitempty"`
 	// The principals of the rows the reply carried, each once, for a read
 	// that did not name one row by its id (ListRows, GetGrant, GetIncident,
-	// RunDrill, GetDrill, ListDrills): at most 64. Empty for other reads,
-	// and for reads recorded before this field.
+	// RunDrill, GetDrill, ListDrills), and the claimed principals of the
+	// refusals a GetProviderOutbox listed: at most 64. Empty for other
+	// reads, and for reads recorded before this field.
 	RowPrincipals []string `protobuf:"bytes,17,rep,name=row_principals,json=rowPrincipals,proto3" json:"row_principals,omitempty"`
 	// True when the reply carried rows of more principals than
 	// row_principals lists, or rows whose principal could not be read: the
