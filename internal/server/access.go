@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -110,8 +109,10 @@ func (p *principals) add(s string) {
 
 // principalsOf adds to rec the principals of the rows the reply named by
 // id only (ids, distinct): each row is read for its principal, at most
-// maxPrincipalLookups of them. A row swept since has no principal to
-// add; one that cannot be read, or past the bound, cuts the list.
+// maxPrincipalLookups of them. A row swept since, not found, or that
+// cannot be read, or one past the bound, cuts the list: the reply may
+// still show its customer (a drill report's details and reply name them),
+// and a cut record is listed for every principal.
 func (a accessRecorder) principalsOf(ctx context.Context, rec *ledger.Access, ids []string) {
 	p := principals{list: rec.RowPrincipals, cut: rec.RowPrincipalsCut}
 	if a.rows == nil {
@@ -126,14 +127,11 @@ func (a accessRecorder) principalsOf(ctx context.Context, rec *ledger.Access, id
 			break
 		}
 		r, err := a.rows.Get(ctx, id)
-		var gone *ledger.ExpiredError
-		switch {
-		case err == nil:
-			p.add(r.Principal)
-		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, &gone):
-		default:
+		if err != nil {
 			p.cut = true
+			break
 		}
+		p.add(r.Principal)
 	}
 	rec.RowPrincipals, rec.RowPrincipalsCut = p.list, p.cut
 }

@@ -3,15 +3,22 @@ package server
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
+	"github.com/pactledger/pactledger/storage/bolt"
+	"github.com/pactledger/pactledger/storage/localdir"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // While the row store takes no writes the access log queues records in
@@ -36,5 +43,74 @@ func TestReadNotAnsweredWhenItsAccessRecordCannotBeQueued(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unavailable || resp != nil {
 		t.Errorf("a read not recorded (queue full) answered %v, %v; want no reply and Unavailable", resp, err)
+	}
+}
+
+// recorderOnBolt is an accessRecorder over a ledger and an access log in a
+// bbolt row store of its own, with the access log to list.
+func recorderOnBolt(t *testing.T) (accessRecorder, *ledger.AccessLog) {
+	t.Helper()
+	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
+	t.Cleanup(sc.Close)
+	dir := t.TempDir()
+	b, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	objects, err := localdir.Open(filepath.Join(dir, "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verifier.New(verifier.Config{Audience: sc.Audience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(b, objects, v, sc.Static(time.Now()), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := ledger.NewAccessLog(b, ledger.AccessLogConfig{})
+	return accessRecorder{access: log, log: slog.New(slog.DiscardHandler), rows: l}, log
+}
+
+// A drill report names its rows by id, and its details and reply name the
+// customer. Read once its row is gone (swept, or not in the row store),
+// the report's principals cannot be read from the row: the record is cut,
+// so that access-log --principal lists it for the customer.
+func TestADrillReadWhoseRowIsGoneIsListedForEveryPrincipal(t *testing.T) {
+	a, log := recorderOnBolt(t)
+	const gone = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	report := &ledgerv1.DrillReport{Id: "DRILL-7", Kind: ledgerv1.DrillKind(1),
+		Request: &ledgerv1.RunDrillRequest{Target: "A-5531"}, Rows: []string{gone},
+		Pulls: []*ledgerv1.DrillPull{{RowId: gone, Name: "receipt_row", Passed: true, Detail: "row 0f1e2d3c for A-5531, acct-48213, cancel_order at 14:02"}},
+		Reply: "On 6 October your assistant cancelled order A-5531 for account acct-48213"}
+	ctx := context.WithValue(context.Background(), principalKey{}, principal{name: "support-key", roles: []string{"support"}})
+	for _, tc := range []struct {
+		method string
+		req    any
+		resp   any
+	}{
+		{ledgerv1.LedgerService_GetDrill_FullMethodName, &ledgerv1.GetDrillRequest{Id: "DRILL-7"}, &ledgerv1.GetDrillResponse{Report: report}},
+		{ledgerv1.LedgerService_ListDrills_FullMethodName, &ledgerv1.ListDrillsRequest{}, &ledgerv1.ListDrillsResponse{Reports: []*ledgerv1.DrillReport{report}}},
+	} {
+		h := func(context.Context, any) (any, error) { return tc.resp, nil }
+		if _, err := a.unary(ctx, tc.req, &grpc.UnaryServerInfo{FullMethod: tc.method}, h); err != nil {
+			t.Fatalf("%s: %v", tc.method, err)
+		}
+	}
+	page, err := log.List(context.Background(), ledger.AccessQuery{Limit: 10, Principal: "acct-48213", Before: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range page.Records {
+		if !r.RowPrincipalsCut {
+			t.Errorf("%s: row principals %q, not cut", r.RPC, r.RowPrincipals)
+		}
+		got = append(got, r.RPC)
+	}
+	if want := []string{"GetDrill", "ListDrills"}; !slices.Equal(got, want) {
+		t.Errorf("access-log --principal acct-48213 lists %q, want %q", got, want)
 	}
 }
