@@ -47,9 +47,13 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if rec.Row != "" && rec.RowPrincipal == "" && (err == nil || status.Code(err) == codes.FailedPrecondition) && a.rows != nil {
 		// Whose row was read: what "who looked up this customer's rows"
 		// asks of reads by id. A refusal for the row's state (a dispute
-		// event it does not allow) names the row and its status.
-		if r, gerr := a.rows.Get(ctx, rec.Row); gerr == nil {
+		// event it does not allow) names the row and its status. A row
+		// whose principal cannot be read cuts the record, which is then
+		// listed for every principal.
+		if r, gerr := a.row(ctx, rec.Row); gerr == nil {
 			rec.RowPrincipal = r.Principal
+		} else {
+			rec.RowPrincipalsCut = true
 		}
 	}
 	if len(ids) > 0 && err == nil {
@@ -83,6 +87,25 @@ func (a accessRecorder) unary(ctx context.Context, req any, info *grpc.UnaryServ
 		return nil, status.Error(codes.Unavailable, "the read could not be recorded in the access log, so it is not answered; try again later")
 	}
 	return resp, err
+}
+
+// rowLookupTimeout bounds a second look-up of a row's principal, made
+// apart from the caller's context once the first failed.
+const rowLookupTimeout = 5 * time.Second
+
+// row reads the row with id for its principal. The read was answered
+// already, so a caller that has gone since (its context cancelled, or
+// its deadline past) does not keep it from its record: a look-up that
+// fails is made again under a context of its own, for at most
+// rowLookupTimeout.
+func (a accessRecorder) row(ctx context.Context, id string) (*ledger.Row, error) {
+	r, err := a.rows.Get(ctx, id)
+	if err == nil {
+		return r, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rowLookupTimeout)
+	defer cancel()
+	return a.rows.Get(ctx, id)
 }
 
 // maxPrincipalLookups bounds the rows one read's record looks up for
@@ -126,7 +149,7 @@ func (a accessRecorder) principalsOf(ctx context.Context, rec *ledger.Access, id
 			p.cut = true
 			break
 		}
-		r, err := a.rows.Get(ctx, id)
+		r, err := a.row(ctx, id)
 		if err != nil {
 			p.cut = true
 			break

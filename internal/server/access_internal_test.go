@@ -46,18 +46,31 @@ func TestReadNotAnsweredWhenItsAccessRecordCannotBeQueued(t *testing.T) {
 	}
 }
 
+// ctxStore is a bbolt row store whose reads refuse a context that is
+// done, as PostgreSQL's do.
+type ctxStore struct{ *bolt.Store }
+
+func (s ctxStore) View(ctx context.Context, fn func(ledger.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.View(ctx, fn)
+}
+
 // recorderOnBolt is an accessRecorder over a ledger and an access log in a
-// bbolt row store of its own, with the access log to list.
-func recorderOnBolt(t *testing.T) (accessRecorder, *ledger.AccessLog) {
+// bbolt row store of its own (whose reads refuse a context that is done),
+// with the access log to list and the scenario receipts are minted in.
+func recorderOnBolt(t *testing.T) (accessRecorder, *ledger.AccessLog, *pacttest.Scenario) {
 	t.Helper()
 	sc := pacttest.NewScenario(jose.ES256, jose.ES256)
 	t.Cleanup(sc.Close)
 	dir := t.TempDir()
-	b, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
+	bs, err := bolt.Open(filepath.Join(dir, "l.db"), bolt.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { bs.Close() })
+	b := ctxStore{bs}
 	objects, err := localdir.Open(filepath.Join(dir, "ev"))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +84,7 @@ func recorderOnBolt(t *testing.T) (accessRecorder, *ledger.AccessLog) {
 		t.Fatal(err)
 	}
 	log := ledger.NewAccessLog(b, ledger.AccessLogConfig{})
-	return accessRecorder{access: log, log: slog.New(slog.DiscardHandler), rows: l}, log
+	return accessRecorder{access: log, log: slog.New(slog.DiscardHandler), rows: l}, log, sc
 }
 
 // A drill report names its rows by id, and its details and reply name the
@@ -79,7 +92,7 @@ func recorderOnBolt(t *testing.T) (accessRecorder, *ledger.AccessLog) {
 // the report's principals cannot be read from the row: the record is cut,
 // so that access-log --principal lists it for the customer.
 func TestADrillReadWhoseRowIsGoneIsListedForEveryPrincipal(t *testing.T) {
-	a, log := recorderOnBolt(t)
+	a, log, _ := recorderOnBolt(t)
 	const gone = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 	report := &ledgerv1.DrillReport{Id: "DRILL-7", Kind: ledgerv1.DrillKind(1),
 		Request: &ledgerv1.RunDrillRequest{Target: "A-5531"}, Rows: []string{gone},
@@ -112,5 +125,44 @@ func TestADrillReadWhoseRowIsGoneIsListedForEveryPrincipal(t *testing.T) {
 	}
 	if want := []string{"GetDrill", "ListDrills"}; !slices.Equal(got, want) {
 		t.Errorf("access-log --principal acct-48213 lists %q, want %q", got, want)
+	}
+}
+
+// A read by row id is recorded with whose row it read even when its
+// caller has gone once it was answered (its context cancelled): the row
+// is looked up again apart from the caller. A row whose principal cannot
+// be read at all cuts the record, which --principal then lists for every
+// customer.
+func TestAReadByIDKeepsWhoseRowItReadOnceItsCallerHasGone(t *testing.T) {
+	a, log, sc := recorderOnBolt(t)
+	r := sc.Mint(pacttest.Spec{User: "acct-48213"})
+	row, _, err := a.rows.AppendReceipt(context.Background(), ledger.ReceiptInput{ReceiptJWS: r.ReceiptJWS, RequestJWT: r.RequestJWT, DelegationToken: r.DelegationToken, Actions: r.Actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const missing = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	info := &grpc.UnaryServerInfo{FullMethod: ledgerv1.LedgerService_GetEvidence_FullMethodName}
+	for _, id := range []string{row.ID, missing} {
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), principalKey{}, principal{name: "support-key", roles: []string{"support"}}))
+		h := func(context.Context, any) (any, error) {
+			cancel() // the caller goes as it is answered
+			return &ledgerv1.GetEvidenceResponse{RowId: id}, nil
+		}
+		if _, err := a.unary(ctx, &ledgerv1.GetEvidenceRequest{Id: id}, info, h); err != nil {
+			t.Fatalf("GetEvidence %s: %v", id, err)
+		}
+	}
+	page, err := log.List(context.Background(), ledger.AccessQuery{Limit: 10, Principal: "acct-48213", Before: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 2 {
+		t.Fatalf("access-log --principal acct-48213 lists %+v, want both reads", page.Records)
+	}
+	if got := page.Records[0]; got.Row != row.ID || got.RowPrincipal != "acct-48213" || got.RowPrincipalsCut {
+		t.Errorf("the read of acct-48213's row: row %s of %q (cut %v), want %s of acct-48213", got.Row, got.RowPrincipal, got.RowPrincipalsCut, row.ID)
+	}
+	if got := page.Records[1]; got.Row != missing || got.RowPrincipal != "" || !got.RowPrincipalsCut {
+		t.Errorf("the read of a row not found: row %s of %q (cut %v), want cut", got.Row, got.RowPrincipal, got.RowPrincipalsCut)
 	}
 }

@@ -6810,8 +6810,9 @@ type AccessRecord struct {
 	RowPrincipals []string `protobuf:"bytes,17,rep,name=row_principals,json=rowPrincipals,proto3" json:"row_principals,omitempty"`
 	// True when the reply carried rows of more principals than
 	// row_principals lists, or named rows whose principal could not be read
-	// (a drill report's row swept or not found since): the read may have
-	// returned any principal's rows.
+	// (a drill report's row swept or not found since, or the row a read
+	// named by its id when row_principal could not be read): the read may
+	// have returned any principal's rows.
 	RowPrincipalsTruncated bool `protobuf:"varint,18,opt,name=row_principals_truncated,json=rowPrincipalsTruncated,proto3" json:"row_principals_truncated,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
