@@ -135,6 +135,15 @@ type AccessLogConfig struct {
 	// MaxQueued is the most records waiting in memory; a read that would
 	// queue more waits until they are written. Default 10,000.
 	MaxQueued int
+	// MaxUnwritten is the longest the oldest record not yet written may
+	// have waited for a read to be recorded: past it, Record refuses with
+	// ErrAccessUnwritten, so that a stop or crash while the row store
+	// refuses writes loses no more reads than that. Default
+	// DefaultMaxUnwritten.
+	MaxUnwritten time.Duration
+	// Elapsed is the clock MaxUnwritten is measured by, one no step of
+	// the wall clock moves; default the process's monotonic clock.
+	Elapsed func() time.Duration
 	// PruneInterval is how often records past the retention are removed;
 	// default 1h.
 	PruneInterval time.Duration
@@ -153,6 +162,18 @@ type AccessLogConfig struct {
 	// sweeps.
 	CheckClock func(ctx context.Context, now time.Time) error
 }
+
+// DefaultMaxUnwritten is AccessLogConfig.MaxUnwritten's default: five
+// writes' worth at the default FlushInterval, so that a write slow to
+// commit does not refuse reads, while a row store that takes no writes
+// refuses them within seconds.
+const DefaultMaxUnwritten = 5 * time.Second
+
+// ErrAccessUnwritten: a read was not recorded because the oldest record
+// not yet written has waited longer than AccessLogConfig.MaxUnwritten
+// (the row store takes no writes). It wraps ErrUnavailable: the read is
+// not answered, and is taken again once the records are written.
+var ErrAccessUnwritten = fmt.Errorf("%w: access records not written for longer than allowed", ErrUnavailable)
 
 // Access log bounds.
 const (
@@ -175,6 +196,13 @@ type AccessLog struct {
 	space  chan struct{} // closed when queued records are taken for writing
 	wake   chan struct{} // a batch is ready
 
+	// queuedSince is when the oldest of queued was queued, and
+	// writingSince when the oldest record a write has taken was, while
+	// writingAny, by Elapsed: a record is not written until its write
+	// commits.
+	queuedSince, writingSince time.Duration
+	writingAny                bool
+
 	writing sync.Mutex // one write at a time, so records keep their order
 }
 
@@ -188,6 +216,12 @@ func NewAccessLog(store Store, cfg AccessLogConfig) *AccessLog {
 	}
 	if cfg.MaxQueued <= 0 {
 		cfg.MaxQueued = 10000
+	}
+	if cfg.MaxUnwritten <= 0 {
+		cfg.MaxUnwritten = DefaultMaxUnwritten
+	}
+	if cfg.Elapsed == nil {
+		cfg.Elapsed = sinceStart
 	}
 	if cfg.PruneInterval <= 0 {
 		cfg.PruneInterval = time.Hour
@@ -204,13 +238,24 @@ func NewAccessLog(store Store, cfg AccessLogConfig) *AccessLog {
 // Record queues a read for the log and stamps its time, each value it
 // names cut to MaxFieldLength bytes (cutAccessValue). It returns at
 // once unless MaxQueued records are waiting; then it waits for the next
-// write, or for ctx.
+// write, or for ctx. It refuses with an error wrapping
+// ErrAccessUnwritten, queuing nothing, while the oldest record not yet
+// written has waited longer than MaxUnwritten: the read is then not to be
+// answered, as one whose wait for room ends with ctx.
 func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	for {
 		l.mu.Lock()
+		elapsed := l.cfg.Elapsed()
+		if waited := l.unwrittenFor(elapsed); waited > l.cfg.MaxUnwritten {
+			l.mu.Unlock()
+			return fmt.Errorf("%w: the oldest has waited %s", ErrAccessUnwritten, waited.Round(time.Millisecond))
+		}
 		if len(l.queued) < l.cfg.MaxQueued {
 			a.Cut()
 			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order
+			if len(l.queued) == 0 {
+				l.queuedSince = elapsed
+			}
 			l.queued = append(l.queued, a)
 			n := len(l.queued)
 			l.mu.Unlock()
@@ -232,6 +277,19 @@ func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	}
 }
 
+// unwrittenFor is how long the oldest record not yet written, queued or
+// taken by a write, has waited at elapsed (by Elapsed); 0 when there is
+// none. l.mu is held.
+func (l *AccessLog) unwrittenFor(elapsed time.Duration) time.Duration {
+	switch {
+	case l.writingAny:
+		return elapsed - l.writingSince // taken before any queued now
+	case len(l.queued) > 0:
+		return elapsed - l.queuedSince
+	}
+	return 0
+}
+
 // Flush writes every queued record in one transaction. On an error the
 // records stay queued, in order, for the next write.
 func (l *AccessLog) Flush(ctx context.Context) error {
@@ -240,6 +298,9 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 	l.mu.Lock()
 	recs := l.queued
 	l.queued = nil
+	if len(recs) > 0 {
+		l.writingSince, l.writingAny = l.queuedSince, true
+	}
 	l.mu.Unlock()
 	if len(recs) == 0 {
 		return nil
@@ -248,6 +309,9 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 	for i := range recs {
 		b, err := json.Marshal(&recs[i])
 		if err != nil {
+			l.mu.Lock()
+			l.writingAny = false
+			l.mu.Unlock()
 			return fmt.Errorf("access record: %w", err)
 		}
 		bodies[i] = b
@@ -291,8 +355,10 @@ func (l *AccessLog) Flush(ctx context.Context) error {
 	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.writingAny = false
 	if err != nil {
 		l.queued = append(recs, l.queued...)
+		l.queuedSince = l.writingSince
 		return fmt.Errorf("write %d access records: %w", len(recs), err)
 	}
 	close(l.space)

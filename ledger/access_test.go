@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -328,5 +329,61 @@ func TestAccessRecordsCutLongValues(t *testing.T) {
 	}
 	if b := page.Records[1]; b.Truncated || b.Principal != short {
 		t.Errorf("a record within bounds: truncated %v, principal of %d bytes", b.Truncated, len(b.Principal))
+	}
+}
+
+// toggledWrites is a store whose writes fail while refuse is set: a
+// PostgreSQL server put read-only, a full disk.
+type toggledWrites struct {
+	ledger.Store
+	refuse *atomic.Bool
+}
+
+func (s toggledWrites) Update(ctx context.Context, fn func(ledger.Tx) error) error {
+	if s.refuse.Load() {
+		return errors.New("cannot execute INSERT in a read-only transaction")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// While the row store takes no writes, reads are recorded only until the
+// oldest record not yet written has waited MaxUnwritten; then Record
+// refuses (the read is not answered) rather than queue reads a stop would
+// lose. Once a write succeeds, reads are recorded again, and none that
+// Record took is missing.
+func TestAccessRecordRefusedOnceTheOldestUnwrittenWaitedTooLong(t *testing.T) {
+	s, _ := accessStore(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var elapsed time.Duration
+	log := ledger.NewAccessLog(toggledWrites{s, &refuse}, ledger.AccessLogConfig{Elapsed: func() time.Duration { return elapsed }})
+	ctx := context.Background()
+	read := ledger.Access{Key: "support", RPC: "GetRow", RowPrincipal: "acct-48213", Rows: 1, Result: "ok"}
+	taken := 0
+	for range 2 * int(ledger.DefaultMaxUnwritten/time.Second) {
+		if err := log.Record(ctx, read); err != nil {
+			if !errors.Is(err, ledger.ErrAccessUnwritten) || !errors.Is(err, ledger.ErrUnavailable) {
+				t.Fatalf("refused with %v, want ErrAccessUnwritten and ErrUnavailable", err)
+			}
+			break
+		}
+		taken++
+		if err := log.Flush(ctx); err == nil {
+			t.Fatal("a write succeeded on a store refusing writes")
+		}
+		elapsed += time.Second
+	}
+	if want := int(ledger.DefaultMaxUnwritten/time.Second) + 1; taken != want {
+		t.Fatalf("%d reads recorded over the outage, want %d (those within %s of the oldest)", taken, want, ledger.DefaultMaxUnwritten)
+	}
+	refuse.Store(false)
+	if err := log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Record(ctx, read); err != nil {
+		t.Fatalf("a read after the records were written: %v", err)
+	}
+	if got := accessRecords(t, log); got != taken+1 {
+		t.Fatalf("%d records kept, want %d: every read recorded", got, taken+1)
 	}
 }
