@@ -106,9 +106,16 @@ type AccessQuery struct {
 	Limit int
 	// Since skips records made before it.
 	Since time.Time
-	// Before ends the listing at the first record made at or after it; the
-	// zero time means the time of the first page, so paging through the log
-	// ends even while reads (these included) add records.
+	// Through ends the listing after the record numbered it; zero means
+	// the last number the log handed out when the page is read (the first
+	// page's, which its Next carries), so paging through the log ends even
+	// while reads (these included) add records. The listing ends by
+	// number, not by time: a record stamped by a clock ahead (a clock
+	// stepped forward, a replica's) neither ends it nor is left out.
+	Through uint64
+	// Before is when the listing's first page was read; zero means now.
+	// Next carries it, for page tokens that carry a time; it ends and
+	// filters nothing (Through ends the listing).
 	Before time.Time
 	// Key, Principal, Target and Grant must equal the record's; Principal
 	// may equal its RowPrincipal instead, or be one of its RowPrincipals,
@@ -589,9 +596,9 @@ type AccessPage struct {
 	Next AccessQuery
 }
 
-// List writes what is queued, then returns the records q selects, oldest
-// first, and the query for the next page. It reads at most maxAccessScan
-// records per call.
+// List writes what is queued, then returns the records q selects in the
+// order of their numbers, and the query for the next page. It reads at
+// most maxAccessScan records per call.
 func (l *AccessLog) List(ctx context.Context, q AccessQuery) (AccessPage, error) {
 	return l.ListWithin(ctx, q, 0, nil)
 }
@@ -613,6 +620,20 @@ func (l *AccessLog) ListWithin(ctx context.Context, q AccessQuery, budget int, s
 	if err := l.Flush(ctx); err != nil {
 		return AccessPage{}, err
 	}
+	if q.Through == 0 {
+		err := l.store.View(ctx, func(tx Tx) error {
+			n, ok := tx.(AccessNumbers)
+			if !ok {
+				return nil // a store that cannot tell: the listing runs to the end
+			}
+			var err error
+			q.Through, _, err = n.LastAccessSeq()
+			return err
+		})
+		if err != nil {
+			return AccessPage{}, fmt.Errorf("read the access log's last number: %w", err)
+		}
+	}
 	var out []Access
 	after, scanned, used := q.After, 0, 0
 	for len(out) < q.Limit && scanned < maxAccessScan {
@@ -629,7 +650,7 @@ func (l *AccessLog) ListWithin(ctx context.Context, q AccessQuery, budget int, s
 			return AccessPage{Records: out}, nil
 		}
 		for _, e := range page {
-			if !e.At.Before(q.Before) {
+			if q.Through != 0 && e.Seq > q.Through {
 				return AccessPage{Records: out}, nil
 			}
 			scanned++

@@ -387,3 +387,65 @@ func TestAccessRecordRefusedOnceTheOldestUnwrittenWaitedTooLong(t *testing.T) {
 		t.Fatalf("%d records kept, want %d: every read recorded", got, taken+1)
 	}
 }
+
+// A record stamped by a clock ahead (a clock stepped forward a day for a
+// moment, then put right) neither ends a listing nor is left out of it:
+// the listing goes by record number up to the last handed out when it
+// began, so the reads made after it are listed, and a listing still ends
+// while reads go on.
+func TestAccessListingGoesPastARecordStampedAhead(t *testing.T) {
+	ctx := context.Background()
+	s, _ := accessStore(t)
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	log := ledger.NewAccessLog(s, ledger.AccessLogConfig{Now: func() time.Time { return now }})
+	rec := func(key, principal string) {
+		t.Helper()
+		if err := log.Record(ctx, ledger.Access{Key: key, RPC: "GetRow", Row: "r", RowPrincipal: principal, Rows: 1, Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("support-1", "acct-1")
+	now = now.Add(24 * time.Hour) // the clock stepped ahead
+	rec("support-2", "acct-2")
+	now = time.Date(2026, 12, 7, 12, 0, 1, 0, time.UTC) // put right
+	rec("support-3", "acct-48213")
+	rec("support-3", "acct-48213")
+	now = now.Add(5 * time.Minute)
+	keys := func(p ledger.AccessPage) []string {
+		var out []string
+		for _, r := range p.Records {
+			out = append(out, r.Key)
+		}
+		return out
+	}
+	all, err := log.List(ctx, ledger.AccessQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(all), []string{"support-1", "support-2", "support-3", "support-3"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("listing: got %v, want %v", got, want)
+	}
+	byP, err := log.List(ctx, ledger.AccessQuery{Principal: "acct-48213"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(byP), []string{"support-3", "support-3"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("reads of acct-48213: got %v, want %v", got, want)
+	}
+	// Paged: the first page's Next ends the listing at the records made
+	// before it, though a record made since is stamped earlier than some.
+	first, err := log.List(ctx, ledger.AccessQuery{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec("support-4", "acct-4")
+	q := first.Next
+	q.Limit = 100
+	rest, err := log.List(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(rest), []string{"support-3", "support-3"}; fmt.Sprint(got) != fmt.Sprint(want) || rest.Next.After != 0 {
+		t.Errorf("second page: got %v (next after %d), want %v and the listing complete", got, rest.Next.After, want)
+	}
+}

@@ -333,10 +333,13 @@ func (s *service) ListAccessLog(ctx context.Context, req *ledgerv1.ListAccessLog
 	q := ledger.AccessQuery{Limit: int(req.GetPageSize()), Since: fromTS(req.GetSince()), Key: req.GetKey(),
 		Principal: req.GetPrincipal(), Target: req.GetTarget(), Grant: req.GetGrantId()}
 	if t := req.GetPageToken(); t != "" {
-		var err error
-		if q.After, q.Before, err = parseAccessToken(t); err != nil {
+		tq, err := parseAccessToken(t)
+		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, "page_token: not a token this server gave")
 		}
+		// The listing ends where its first page's did (Through), so its
+		// pages hold no read made after it began.
+		q.After, q.Before, q.Through = tq.After, tq.Before, tq.Through
 	}
 	built := map[uint64]*ledgerv1.AccessRecord{}
 	page, err := s.access.ListWithin(ctx, q, answerRowBytes, func(a *ledger.Access) int {
@@ -349,7 +352,7 @@ func (s *service) ListAccessLog(ctx context.Context, req *ledgerv1.ListAccessLog
 	}
 	out := &ledgerv1.ListAccessLogResponse{Records: make([]*ledgerv1.AccessRecord, len(page.Records))}
 	if n := page.Next; n.After != 0 {
-		out.NextPageToken = strconv.FormatUint(n.After, 10) + "." + strconv.FormatInt(n.Before.UnixNano(), 10)
+		out.NextPageToken = strconv.FormatUint(n.After, 10) + "." + strconv.FormatInt(n.Before.UnixNano(), 10) + "." + strconv.FormatUint(n.Through, 10)
 	}
 	for i := range page.Records {
 		if out.Records[i] = built[page.Records[i].Seq]; out.Records[i] == nil {
@@ -379,15 +382,25 @@ func accessProto(a *ledger.Access) *ledgerv1.AccessRecord {
 
 // parseAccessToken reads a page token: the last record's number and the
 // time the listing began, "<seq>.<unix nanoseconds>".
-func parseAccessToken(t string) (uint64, time.Time, error) {
-	seq, at, ok := strings.Cut(t, ".")
-	after, err := strconv.ParseUint(seq, 10, 64)
-	if err != nil || !ok {
-		return 0, time.Time{}, fmt.Errorf("page token %q", t)
+func parseAccessToken(t string) (ledger.AccessQuery, error) {
+	var q ledger.AccessQuery
+	parts := strings.Split(t, ".")
+	if len(parts) != 2 && len(parts) != 3 {
+		return q, fmt.Errorf("page token %q", t)
 	}
-	ns, err := strconv.ParseInt(at, 10, 64)
+	after, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
+		return q, fmt.Errorf("page token %q", t)
+	}
+	ns, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || ns <= 0 {
-		return 0, time.Time{}, fmt.Errorf("page token %q", t)
+		return q, fmt.Errorf("page token %q", t)
 	}
-	return after, time.Unix(0, ns).UTC(), nil
+	q.After, q.Before = after, time.Unix(0, ns).UTC()
+	if len(parts) == 3 { // a token of an earlier release has no bound
+		if q.Through, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
+			return q, fmt.Errorf("page token %q", t)
+		}
+	}
+	return q, nil
 }
