@@ -168,6 +168,13 @@ type AccessLogConfig struct {
 	// log prunes by Now unchecked, as a ledger with no reference clocks
 	// sweeps.
 	CheckClock func(ctx context.Context, now time.Time) error
+	// CheckRecordClock, when set, is called with Now before Record queues
+	// a read: an error refuses the read, which Record returns (the read
+	// is then not answered) and queues nothing (Ledger.CheckReadClock:
+	// writes' check against the reference clocks, so that no read is
+	// stamped by a clock off them, which the prune would take for older
+	// or newer than it is). Unset, reads are stamped by Now unchecked.
+	CheckRecordClock func(ctx context.Context, now time.Time) error
 }
 
 // DefaultMaxUnwritten is AccessLogConfig.MaxUnwritten's default: five
@@ -209,6 +216,9 @@ type AccessLog struct {
 	// commits.
 	queuedSince, writingSince time.Duration
 	writingAny                bool
+	// lastAt is the latest time this log stamped a record with: none is
+	// stamped earlier (Record).
+	lastAt time.Time
 
 	writing sync.Mutex // one write at a time, so records keep their order
 }
@@ -247,8 +257,12 @@ func NewAccessLog(store Store, cfg AccessLogConfig) *AccessLog {
 // once unless MaxQueued records are waiting; then it waits for the next
 // write, or for ctx. It refuses with an error wrapping
 // ErrAccessUnwritten, queuing nothing, while the oldest record not yet
-// written has waited longer than MaxUnwritten: the read is then not to be
-// answered, as one whose wait for room ends with ctx.
+// written has waited longer than MaxUnwritten, and with CheckRecordClock's
+// error while that refuses Now: the read is then not to be answered, as
+// one whose wait for room ends with ctx. A record is stamped with Now, or
+// with the latest time this log stamped one with if Now is earlier (the
+// clock stepped back since): a read is never dated earlier than one
+// before it, so a step back does not age it toward the prune.
 func (l *AccessLog) Record(ctx context.Context, a Access) error {
 	for {
 		l.mu.Lock()
@@ -258,8 +272,20 @@ func (l *AccessLog) Record(ctx context.Context, a Access) error {
 			return fmt.Errorf("%w: the oldest has waited %s", ErrAccessUnwritten, waited.Round(time.Millisecond))
 		}
 		if len(l.queued) < l.cfg.MaxQueued {
+			now := l.cfg.Now().UTC()
+			if l.cfg.CheckRecordClock != nil {
+				if err := l.cfg.CheckRecordClock(ctx, now); err != nil {
+					l.mu.Unlock()
+					return fmt.Errorf("record a read: %w", err)
+				}
+			}
 			a.Cut()
-			a.At = l.cfg.Now().UTC() // stamped under the lock: the log stays in time order
+			// Stamped under the lock, never earlier than the record before:
+			// the log stays in time order.
+			if now.Before(l.lastAt) {
+				now = l.lastAt
+			}
+			a.At, l.lastAt = now, now
 			if len(l.queued) == 0 {
 				l.queuedSince = elapsed
 			}

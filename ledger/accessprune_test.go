@@ -159,3 +159,75 @@ func TestAccessPruneKeepsRecordsUntilTheirBatchIsPut(t *testing.T) {
 		t.Fatalf("records once the batch is put and pruned: got %d, want 0", got)
 	}
 }
+
+// TestAccessReadsAreRefusedWhileTheClockIsOff: the ledger's clock steps
+// 13 months back (or 10 minutes ahead) between two readings of a
+// reference clock. A read recorded then would be dated so, and the prune
+// of a replica whose clock is right would remove it at once (or keep it
+// too long): the read is refused, as writes are (a *ClockOffError,
+// UNAVAILABLE to the reader), and nothing is recorded. Once the clock is
+// right, reads are recorded again; no read is pruned, and fsck is clean.
+func TestAccessReadsAreRefusedWhileTheClockIsOff(t *testing.T) {
+	var real time.Time
+	h, _ := clockHarness(t, nil, ledger.ReferenceClock{Name: "the PostgreSQL row store", Now: func(context.Context) (time.Time, error) { return real, nil }})
+	real = h.clock()
+	h.accessKept = retention.Period{Months: 12}
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.open(t)
+	watchClocks(t, h)
+	log := ledger.NewAccessLog(h.store, ledger.AccessLogConfig{Retention: h.accessKept, Now: h.clock, CheckClock: h.l.CheckPruneClock, CheckRecordClock: h.l.CheckReadClock})
+	reads(t, log, "support-before", 2)
+	for _, step := range []time.Duration{-13 * 30 * 24 * time.Hour, 10 * time.Minute} {
+		h.set(real.Add(step))
+		err := log.Record(context.Background(), ledger.Access{Key: "support-off", RPC: "GetRow", Row: "r", RowPrincipal: "acct-48213", Rows: 1, Result: "ok"})
+		var off *ledger.ClockOffError
+		if !errors.As(err, &off) || !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("a read at a clock %s off the reference: %v; want a *ClockOffError", step, err)
+		}
+	}
+	h.set(real)
+	reads(t, log, "support-after", 2)
+	h.drain(t)
+	if n, err := log.Prune(context.Background()); err != nil || n != 0 {
+		t.Fatalf("prune: removed %d, %v; want none due", n, err)
+	}
+	if got := accessRecords(t, log); got != 4 {
+		t.Fatalf("%d records, want the 4 reads made while the clocks agreed", got)
+	}
+	fsckClean(t, h, "after reads refused for the clock")
+}
+
+// TestAccessRecordsAreNotStampedEarlierAfterTheClockStepsBack: with no
+// reference clock to check against, the host's clock steps 13 months
+// back after a read. The reads made then are stamped no earlier than the
+// one before, so the next prune removes none of them (their batch in
+// write-once storage, nothing else keeps them) and fsck is clean.
+func TestAccessRecordsAreNotStampedEarlierAfterTheClockStepsBack(t *testing.T) {
+	h, _ := accessHarness(t)
+	real := h.clock()
+	now := real // the access log's host clock; the ledger's stays right
+	log := ledger.NewAccessLog(h.store, ledger.AccessLogConfig{Retention: h.accessKept, Now: func() time.Time { return now }})
+	reads(t, log, "support-before", 1)
+	now = real.AddDate(0, -13, 0)
+	reads(t, log, "support-after-the-step", 3)
+	h.drain(t)
+	now = real
+	if n, err := log.Prune(context.Background()); err != nil || n != 0 {
+		t.Fatalf("prune with the clock put right: removed %d, %v; want none due", n, err)
+	}
+	page, err := log.List(context.Background(), ledger.AccessQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 4 {
+		t.Fatalf("%d records, want 4", len(page.Records))
+	}
+	for _, r := range page.Records {
+		if !r.At.Equal(real) {
+			t.Errorf("record %d (%s) stamped %s, want %s: not earlier than the read before it", r.Seq, r.Key, r.At, real)
+		}
+	}
+	fsckClean(t, h, "after the clock stepped back")
+}

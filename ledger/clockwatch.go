@@ -145,6 +145,17 @@ type clockWatch struct {
 // reading (a reference down since ledgerd started, or no references: the
 // embedded default's one clock) every time passes.
 func (l *Ledger) checkWriteClock(ctx context.Context, now time.Time) error {
+	err := l.checkRecordingClock(ctx, now)
+	if err != nil {
+		l.cfg.Metrics.writeRefusedForClock()
+	}
+	return err
+}
+
+// checkRecordingClock is checkWriteClock without the count of refused
+// writes: a refusal, or a time taken again, changes the state writes and
+// reads are checked by (refusing, pactledger_clock_off), logged once.
+func (l *Ledger) checkRecordingClock(ctx context.Context, now time.Time) error {
 	refusing := l.clocks.refusing.Load()
 	limit := ClockTolerance
 	if refusing {
@@ -164,8 +175,19 @@ func (l *Ledger) checkWriteClock(ctx context.Context, now time.Time) error {
 	if !refusing {
 		l.clockTransition(ctx, true, r, now, off)
 	}
-	l.cfg.Metrics.writeRefusedForClock()
 	return &ClockOffError{Clock: r.clock, Local: now, Reference: now.Add(-off), Off: off}
+}
+
+// CheckReadClock is checkWriteClock for a read the access log records
+// (AccessLogConfig.CheckRecordClock): it returns a *ClockOffError when
+// the ledger's clock, at now, is off a reference clock by more than
+// ClockTolerance, and the access log then records nothing and the read is
+// not answered. A read stamped by a clock behind would look older than it
+// is, and the access log's prune would remove it early; one ahead would
+// be kept past its retention. Reads and writes are refused and taken
+// again together; a refused read is not counted as a refused write.
+func (l *Ledger) CheckReadClock(ctx context.Context, now time.Time) error {
+	return l.checkRecordingClock(ctx, now)
 }
 
 // clockOff returns the first reference clock the ledger's clock is off by

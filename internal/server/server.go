@@ -365,7 +365,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if n, err := s.ledger.OutboxDepth(ctx); err == nil {
 		metrics.OutboxDepth.Set(float64(n))
 	}
-	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log, Wake: s.ledger.WakeUploader, CheckClock: s.ledger.CheckPruneClock})
+	s.access = ledger.NewAccessLog(s.store, ledger.AccessLogConfig{Retention: accessKept, Logger: log, Wake: s.ledger.WakeUploader, CheckClock: s.ledger.CheckPruneClock, CheckRecordClock: s.ledger.CheckReadClock})
 	var logKey string
 	if !cfg.MerkleLog.On() {
 		size, queued, err := s.ledger.StoreLog(ctx)
